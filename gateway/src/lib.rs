@@ -1,1 +1,10 @@
-pub mod placeholder {}
+//! The NFS gateway: NFSv3 and MOUNT programs over the engine's transports, served from
+//! an object-store backend through the file model.
+
+pub mod backend;
+pub mod config;
+pub mod export;
+pub mod fs;
+pub mod mount;
+pub mod nfs3;
+pub mod server;

@@ -1,0 +1,1 @@
+//! STUB: the `fs` backend (directory of objects).

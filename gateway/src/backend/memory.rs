@@ -1,0 +1,1 @@
+//! STUB: the `memory` backend.

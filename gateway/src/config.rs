@@ -1,0 +1,630 @@
+//! The gateway's TOML configuration: parsing, defaults and validation.
+//!
+//! Every key is checked at start; an error names the key and the fix. Key names are a
+//! contract with operators and scripts (`engine.cores`, `engine.idle`,
+//! `engine.hugepages`, `tcp.listen`, `backend.kind`, `backend.root`, `state.dir`,
+//! `[[exports]]` with `path`, `clients`, `access`, `squash`).
+
+use serde::Deserialize;
+use std::net::{IpAddr, SocketAddr};
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    #[serde(default)]
+    pub engine: EngineConfig,
+    #[serde(default)]
+    pub pools: PoolsConfig,
+    #[serde(default)]
+    pub tcp: TcpConfig,
+    #[serde(default)]
+    pub backend: BackendConfig,
+    #[serde(default)]
+    pub state: StateConfig,
+    #[serde(default)]
+    pub exports: Vec<ExportConfig>,
+    #[serde(default)]
+    pub log: LogConfig,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Idle {
+    Busy,
+    Adaptive,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Hugepages {
+    Require,
+    Auto,
+    Off,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EngineConfig {
+    /// CPU ids, one reactor each.
+    #[serde(default = "default_cores")]
+    pub cores: Vec<usize>,
+    #[serde(default = "default_idle")]
+    pub idle: Idle,
+    #[serde(default = "default_hugepages")]
+    pub hugepages: Hugepages,
+    /// Empty polls before an adaptive reactor sleeps.
+    #[serde(default = "default_idle_spins")]
+    pub idle_spins: u32,
+    /// Longest adaptive sleep, microseconds.
+    #[serde(default = "default_idle_sleep_us")]
+    pub idle_sleep_us: u64,
+}
+
+fn default_cores() -> Vec<usize> {
+    vec![0]
+}
+fn default_idle() -> Idle {
+    Idle::Adaptive
+}
+fn default_hugepages() -> Hugepages {
+    Hugepages::Auto
+}
+fn default_idle_spins() -> u32 {
+    2000
+}
+fn default_idle_sleep_us() -> u64 {
+    1000
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        EngineConfig {
+            cores: default_cores(),
+            idle: default_idle(),
+            hugepages: default_hugepages(),
+            idle_spins: default_idle_spins(),
+            idle_sleep_us: default_idle_sleep_us(),
+        }
+    }
+}
+
+/// Buffer counts per reactor, per size class.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PoolsConfig {
+    /// 8 KiB buffers: small calls and replies.
+    #[serde(default = "default_small")]
+    pub small: usize,
+    /// 64 KiB buffers: directory pages, mid-size I/O.
+    #[serde(default = "default_medium")]
+    pub medium: usize,
+    /// 1 MiB + 4 KiB buffers: 1 MiB READ/WRITE payloads with their headers.
+    #[serde(default = "default_large")]
+    pub large: usize,
+}
+
+pub const SMALL_BUF: usize = 8 << 10;
+pub const MEDIUM_BUF: usize = 64 << 10;
+pub const LARGE_BUF: usize = (1 << 20) + (4 << 10);
+
+fn default_small() -> usize {
+    1024
+}
+fn default_medium() -> usize {
+    128
+}
+fn default_large() -> usize {
+    48
+}
+
+impl Default for PoolsConfig {
+    fn default() -> Self {
+        PoolsConfig {
+            small: default_small(),
+            medium: default_medium(),
+            large: default_large(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TcpConfig {
+    #[serde(default = "default_listen")]
+    pub listen: String,
+    /// Largest RPC record accepted; a larger record mark closes the connection.
+    #[serde(default = "default_max_record")]
+    pub max_record: usize,
+    #[serde(default = "default_max_connections")]
+    pub max_connections: usize,
+    /// Calls in flight per connection before the gateway stops reading it.
+    #[serde(default = "default_max_inflight")]
+    pub max_inflight: usize,
+    /// A connection holding a partial record this long is closed (seconds).
+    #[serde(default = "default_record_timeout")]
+    pub record_timeout_s: u64,
+}
+
+fn default_listen() -> String {
+    "127.0.0.1:2049".into()
+}
+fn default_max_record() -> usize {
+    LARGE_BUF
+}
+fn default_max_connections() -> usize {
+    1024
+}
+fn default_max_inflight() -> usize {
+    64
+}
+fn default_record_timeout() -> u64 {
+    30
+}
+
+impl Default for TcpConfig {
+    fn default() -> Self {
+        TcpConfig {
+            listen: default_listen(),
+            max_record: default_max_record(),
+            max_connections: default_max_connections(),
+            max_inflight: default_max_inflight(),
+            record_timeout_s: default_record_timeout(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BackendKind {
+    Fs,
+    Memory,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BackendConfig {
+    #[serde(default = "default_kind")]
+    pub kind: BackendKind,
+    /// Directory of objects for `fs`.
+    #[serde(default = "default_root")]
+    pub root: PathBuf,
+    /// Backend worker threads.
+    #[serde(default = "default_workers")]
+    pub workers: usize,
+    /// Depth of each reactor→worker and worker→reactor ring.
+    #[serde(default = "default_ring")]
+    pub ring_depth: usize,
+}
+
+fn default_kind() -> BackendKind {
+    BackendKind::Fs
+}
+fn default_root() -> PathBuf {
+    "./data".into()
+}
+fn default_workers() -> usize {
+    4
+}
+fn default_ring() -> usize {
+    1024
+}
+
+impl Default for BackendConfig {
+    fn default() -> Self {
+        BackendConfig {
+            kind: default_kind(),
+            root: default_root(),
+            workers: default_workers(),
+            ring_depth: default_ring(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StateConfig {
+    /// Handle key, handle table and staging live here; keep it across restarts.
+    #[serde(default = "default_state_dir")]
+    pub dir: PathBuf,
+}
+
+fn default_state_dir() -> PathBuf {
+    "./state".into()
+}
+
+impl Default for StateConfig {
+    fn default() -> Self {
+        StateConfig {
+            dir: default_state_dir(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Access {
+    Rw,
+    Ro,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Squash {
+    /// Trust client uids.
+    None,
+    /// uid 0 becomes the anonymous uid/gid.
+    Root,
+    /// Every uid becomes the anonymous uid/gid.
+    All,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExportConfig {
+    /// The path clients mount ("/" or "/a/b"); it serves backend keys under "a/b/".
+    pub path: String,
+    /// Client networks in CIDR form ("127.0.0.1/32", "10.0.0.0/8", "::1/128") or "*".
+    #[serde(default = "default_clients")]
+    pub clients: Vec<String>,
+    #[serde(default = "default_access")]
+    pub access: Access,
+    #[serde(default = "default_squash")]
+    pub squash: Squash,
+    #[serde(default = "default_anon")]
+    pub anon_uid: u32,
+    #[serde(default = "default_anon")]
+    pub anon_gid: u32,
+}
+
+fn default_clients() -> Vec<String> {
+    vec!["127.0.0.0/8".into(), "::1/128".into()]
+}
+fn default_access() -> Access {
+    Access::Rw
+}
+fn default_squash() -> Squash {
+    Squash::Root
+}
+fn default_anon() -> u32 {
+    65534
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LogConfig {
+    /// tracing filter ("info", "gateway=debug,engine=info").
+    #[serde(default = "default_level")]
+    pub level: String,
+}
+
+fn default_level() -> String {
+    "info".into()
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        LogConfig {
+            level: default_level(),
+        }
+    }
+}
+
+/// A client network: address and prefix length.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cidr {
+    pub addr: IpAddr,
+    pub prefix: u8,
+}
+
+impl Cidr {
+    pub fn parse(s: &str) -> Result<Cidr, String> {
+        if s == "*" {
+            return Ok(Cidr {
+                addr: IpAddr::from([0u8, 0, 0, 0]),
+                prefix: 0,
+            });
+        }
+        let (a, p) = match s.split_once('/') {
+            Some((a, p)) => (a, Some(p)),
+            None => (s, None),
+        };
+        let addr: IpAddr = a
+            .parse()
+            .map_err(|_| format!("\"{s}\" is not an address or CIDR network"))?;
+        let max = if addr.is_ipv4() { 32 } else { 128 };
+        let prefix = match p {
+            Some(p) => p
+                .parse::<u8>()
+                .ok()
+                .filter(|&p| p <= max)
+                .ok_or_else(|| format!("\"{s}\": prefix length must be 0..={max}"))?,
+            None => max,
+        };
+        Ok(Cidr { addr, prefix })
+    }
+
+    /// Whether `ip` is inside this network (IPv4-mapped IPv6 clients match IPv4 nets;
+    /// "*" matches everything).
+    pub fn contains(&self, ip: IpAddr) -> bool {
+        if self.prefix == 0 && self.addr == IpAddr::from([0u8, 0, 0, 0]) {
+            return true;
+        }
+        let ip = match ip {
+            IpAddr::V6(v6) => v6.to_ipv4_mapped().map(IpAddr::V4).unwrap_or(ip),
+            v4 => v4,
+        };
+        match (self.addr, ip) {
+            (IpAddr::V4(n), IpAddr::V4(a)) => {
+                let mask = if self.prefix == 0 {
+                    0
+                } else {
+                    u32::MAX << (32 - self.prefix)
+                };
+                (u32::from(n) & mask) == (u32::from(a) & mask)
+            }
+            (IpAddr::V6(n), IpAddr::V6(a)) => {
+                let mask = if self.prefix == 0 {
+                    0
+                } else {
+                    u128::MAX << (128 - self.prefix)
+                };
+                (u128::from(n) & mask) == (u128::from(a) & mask)
+            }
+            _ => false,
+        }
+    }
+}
+
+/// A configuration error: the key, what is wrong, and the fix.
+#[derive(Debug)]
+pub struct ConfigError(pub String);
+
+impl std::fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+fn err<T>(key: &str, msg: impl std::fmt::Display) -> Result<T, ConfigError> {
+    Err(ConfigError(format!("{key}: {msg}")))
+}
+
+/// Validated, derived view of an export.
+#[derive(Debug, Clone)]
+pub struct Export {
+    pub id: u16,
+    pub path: String,
+    /// Backend key prefix ("" or "a/b/").
+    pub prefix: String,
+    pub clients: Vec<Cidr>,
+    pub access: Access,
+    pub squash: Squash,
+    pub anon_uid: u32,
+    pub anon_gid: u32,
+}
+
+impl Config {
+    /// Reads and validates a config file.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            ConfigError(format!(
+                "cannot read config file {}: {e}; pass an existing file with --config",
+                path.display()
+            ))
+        })?;
+        Config::parse(&text)
+    }
+
+    pub fn parse(text: &str) -> Result<Config, ConfigError> {
+        let cfg: Config = toml::from_str(text).map_err(|e| {
+            ConfigError(format!(
+                "invalid configuration: {}; see the configuration reference in README.md",
+                e.to_string().trim()
+            ))
+        })?;
+        cfg.validate()?;
+        Ok(cfg)
+    }
+
+    pub fn listen_addr(&self) -> SocketAddr {
+        self.tcp.listen.parse().expect("validated")
+    }
+
+    fn validate(&self) -> Result<(), ConfigError> {
+        let e = &self.engine;
+        if e.cores.is_empty() {
+            return err("engine.cores", "must name at least one CPU, e.g. cores = [0]");
+        }
+        let ncpu = std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1);
+        for (i, c) in e.cores.iter().enumerate() {
+            if *c >= ncpu {
+                return err(
+                    "engine.cores",
+                    format!("CPU {c} does not exist (this machine has CPUs 0..={}); list existing CPU ids", ncpu - 1),
+                );
+            }
+            if e.cores[..i].contains(c) {
+                return err("engine.cores", format!("CPU {c} is listed twice; one reactor per core"));
+            }
+        }
+        if e.idle_spins == 0 {
+            return err("engine.idle_spins", "must be at least 1");
+        }
+        if e.idle_sleep_us == 0 || e.idle_sleep_us > 100_000 {
+            return err("engine.idle_sleep_us", "must be 1..=100000 microseconds");
+        }
+        let p = &self.pools;
+        for (k, v) in [("pools.small", p.small), ("pools.medium", p.medium), ("pools.large", p.large)] {
+            if v == 0 || v > 1 << 20 {
+                return err(k, "buffer count must be 1..=1048576");
+            }
+        }
+        if self.tcp.listen.parse::<SocketAddr>().is_err() {
+            return err(
+                "tcp.listen",
+                format!("\"{}\" is not an address:port such as \"127.0.0.1:2049\"", self.tcp.listen),
+            );
+        }
+        if self.tcp.max_record < 1024 || self.tcp.max_record > LARGE_BUF {
+            return err(
+                "tcp.max_record",
+                format!("must be 1024..={LARGE_BUF} bytes (1 MiB of data plus headers)"),
+            );
+        }
+        if self.tcp.max_connections == 0 {
+            return err("tcp.max_connections", "must be at least 1");
+        }
+        if self.tcp.max_inflight == 0 || self.tcp.max_inflight > 4096 {
+            return err("tcp.max_inflight", "must be 1..=4096");
+        }
+        if self.tcp.record_timeout_s == 0 {
+            return err("tcp.record_timeout_s", "must be at least 1 second");
+        }
+        if self.backend.workers == 0 || self.backend.workers > 256 {
+            return err("backend.workers", "must be 1..=256");
+        }
+        if self.backend.ring_depth < 16 || self.backend.ring_depth > 1 << 20 {
+            return err("backend.ring_depth", "must be 16..=1048576");
+        }
+        if self.backend.kind == BackendKind::Fs && self.backend.root.as_os_str().is_empty() {
+            return err("backend.root", "set the directory of objects, e.g. root = \"./data\"");
+        }
+        if self.state.dir.as_os_str().is_empty() {
+            return err("state.dir", "set a directory that persists across restarts, e.g. dir = \"./state\"");
+        }
+        if self.exports.is_empty() {
+            return err(
+                "exports",
+                "no [[exports]]; add one, e.g. [[exports]] path = \"/\" clients = [\"127.0.0.1/32\"]",
+            );
+        }
+        if self.exports.len() > 1000 {
+            return err("exports", "at most 1000 exports");
+        }
+        self.exports()?;
+        if tracing_subscriber::EnvFilter::try_new(&self.log.level).is_err() {
+            return err("log.level", format!("\"{}\" is not a filter such as \"info\" or \"gateway=debug\"", self.log.level));
+        }
+        Ok(())
+    }
+
+    /// The validated exports with their ids and key prefixes.
+    pub fn exports(&self) -> Result<Vec<Export>, ConfigError> {
+        let mut out: Vec<Export> = Vec::with_capacity(self.exports.len());
+        for (i, x) in self.exports.iter().enumerate() {
+            let key = format!("exports[{i}].path");
+            if !x.path.starts_with('/') {
+                return err(&key, format!("\"{}\" must be absolute, like \"/\" or \"/projects\"", x.path));
+            }
+            let parts: Vec<&str> = x.path.split('/').filter(|s| !s.is_empty()).collect();
+            if parts.iter().any(|p| *p == "." || *p == "..") {
+                return err(&key, "must not contain \".\" or \"..\"");
+            }
+            let path = format!("/{}", parts.join("/"));
+            if out.iter().any(|o| o.path == path) {
+                return err(&key, format!("\"{path}\" is exported twice"));
+            }
+            let prefix = if parts.is_empty() {
+                String::new()
+            } else {
+                format!("{}/", parts.join("/"))
+            };
+            if x.clients.is_empty() {
+                return err(
+                    &format!("exports[{i}].clients"),
+                    "empty: list client networks, e.g. [\"127.0.0.1/32\"], or [\"*\"] for any",
+                );
+            }
+            let mut clients = Vec::new();
+            for c in &x.clients {
+                clients.push(Cidr::parse(c).or_else(|m| err(&format!("exports[{i}].clients"), m))?);
+            }
+            out.push(Export {
+                id: i as u16,
+                path,
+                prefix,
+                clients,
+                access: x.access,
+                squash: x.squash,
+                anon_uid: x.anon_uid,
+                anon_gid: x.anon_gid,
+            });
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MIN: &str = "[[exports]]\npath = \"/\"\n";
+
+    #[test]
+    fn defaults_from_minimal_file() {
+        let c = Config::parse(MIN).unwrap();
+        assert_eq!(c.engine.cores, vec![0]);
+        assert_eq!(c.engine.idle, Idle::Adaptive);
+        assert_eq!(c.tcp.listen, "127.0.0.1:2049");
+        assert_eq!(c.backend.kind, BackendKind::Fs);
+        let x = c.exports().unwrap();
+        assert_eq!(x[0].prefix, "");
+        assert_eq!(x[0].squash, Squash::Root);
+    }
+
+    #[test]
+    fn shipped_default_config_is_valid() {
+        let text = include_str!("../../configs/default.toml");
+        let c = Config::parse(text).unwrap();
+        assert_eq!(c.backend.root, PathBuf::from("./data"));
+        assert_eq!(c.listen_addr(), "127.0.0.1:2049".parse().unwrap());
+    }
+
+    #[test]
+    fn errors_name_the_key() {
+        let cases = [
+            ("[engine]\ncores = []\n[[exports]]\npath=\"/\"", "engine.cores"),
+            ("[engine]\nidle = \"lazy\"\n[[exports]]\npath=\"/\"", "idle"),
+            ("[tcp]\nlisten = \"nowhere\"\n[[exports]]\npath=\"/\"", "tcp.listen"),
+            ("[backend]\nkind = \"tape\"\n[[exports]]\npath=\"/\"", "kind"),
+            ("[[exports]]\npath = \"rel\"", "exports[0].path"),
+            ("[[exports]]\npath = \"/\"\nclients = [\"10.0.0.0/33\"]", "exports[0].clients"),
+            ("[[exports]]\npath = \"/\"\nsquash = \"some\"", "squash"),
+            ("", "exports"),
+            ("[engine]\nbogus = 1\n[[exports]]\npath=\"/\"", "bogus"),
+        ];
+        for (text, key) in cases {
+            let e = Config::parse(text).unwrap_err().to_string();
+            assert!(e.contains(key), "{text:?}: error {e:?} does not name {key}");
+        }
+    }
+
+    #[test]
+    fn prefixes_from_paths() {
+        let c = Config::parse("[[exports]]\npath = \"/a//b/\"\n[[exports]]\npath=\"/c\"").unwrap();
+        let x = c.exports().unwrap();
+        assert_eq!((x[0].path.as_str(), x[0].prefix.as_str()), ("/a/b", "a/b/"));
+        assert_eq!(x[1].prefix, "c/");
+        assert_eq!(x[1].id, 1);
+    }
+
+    #[test]
+    fn cidr_matching() {
+        let n = Cidr::parse("10.1.0.0/16").unwrap();
+        assert!(n.contains("10.1.2.3".parse().unwrap()));
+        assert!(!n.contains("10.2.0.1".parse().unwrap()));
+        assert!(n.contains("::ffff:10.1.9.9".parse().unwrap()));
+        let h = Cidr::parse("127.0.0.1").unwrap();
+        assert!(h.contains("127.0.0.1".parse().unwrap()));
+        assert!(!h.contains("127.0.0.2".parse().unwrap()));
+        assert!(Cidr::parse("*").unwrap().contains("::1".parse().unwrap()));
+        let v6 = Cidr::parse("::1/128").unwrap();
+        assert!(v6.contains("::1".parse().unwrap()));
+        assert!(!v6.contains("127.0.0.1".parse().unwrap()));
+    }
+}

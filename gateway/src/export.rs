@@ -1,0 +1,1 @@
+//! STUB: export access control and squashing.

@@ -1,0 +1,177 @@
+//! The file model: NFS-shaped files and directories over an object-store backend.
+//!
+//! Runs only on backend worker threads (every method may block on storage). It offers
+//! mechanism, not policy: permission checks, export access and squashing are done by
+//! the callers in `nfs3`/`mount`, which also gather wcc data around each call.
+//!
+//! API CONTRACT (filled in by the fs implementation; signatures are fixed):
+
+pub mod types;
+
+pub use types::*;
+
+use crate::backend::Backend;
+use std::path::Path;
+use std::sync::Arc;
+
+/// Maximum NFSv3 file handle size (RFC 1813 NFS3_FHSIZE).
+pub const FH_MAX: usize = 64;
+
+/// An encoded NFSv3 file handle (opaque to clients).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FileHandle {
+    pub len: u8,
+    pub bytes: [u8; FH_MAX],
+}
+
+impl FileHandle {
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.bytes[..self.len as usize]
+    }
+}
+
+/// Export identity inside the model: its index in the config list and the backend
+/// key prefix it serves ("" for the whole store, else "a/b/").
+#[derive(Debug, Clone)]
+pub struct ExportRoot {
+    pub id: u16,
+    pub prefix: String,
+}
+
+/// A resolved file: which export it was reached through, its file id and its key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Node {
+    pub export: u16,
+    pub fileid: u64,
+    /// Backend key ("" = store root; directories end with '/').
+    pub key: String,
+}
+
+pub struct FileModel {
+    inner: imp::Inner,
+}
+
+mod imp;
+
+impl FileModel {
+    /// Opens the model: loads or creates the handle key and handle table under
+    /// `state_dir`, and picks a fresh write verifier (it changes at every start).
+    pub fn open(
+        backend: Arc<dyn Backend>,
+        state_dir: &Path,
+        exports: &[ExportRoot],
+    ) -> anyhow::Result<FileModel> {
+        Ok(FileModel {
+            inner: imp::Inner::open(backend, state_dir, exports)?,
+        })
+    }
+
+    /// writeverf3 of this run.
+    pub fn write_verifier(&self) -> [u8; 8] {
+        self.inner.write_verifier()
+    }
+
+    /// The root directory of an export (MNT).
+    pub fn root(&self, export: u16) -> FsResult<Node> {
+        self.inner.root(export)
+    }
+
+    /// Encodes a handle for `node`: export id, file id, generation and a keyed MAC.
+    pub fn handle(&self, node: &Node) -> FileHandle {
+        self.inner.handle(node)
+    }
+
+    /// Decodes and authenticates a handle. Malformed or forged → `BadHandle`; a file
+    /// id that no longer resolves to an existing object → `Stale`. Never another file.
+    pub fn resolve(&self, fh: &[u8]) -> FsResult<Node> {
+        self.inner.resolve(fh)
+    }
+
+    pub fn getattr(&self, node: &Node) -> FsResult<Attr> {
+        self.inner.getattr(node)
+    }
+
+    /// Applies `set`. Size changes truncate or extend (zero-filled).
+    pub fn setattr(&self, node: &Node, set: &SetAttr) -> FsResult<()> {
+        self.inner.setattr(node, set)
+    }
+
+    /// Looks `name` up in `dir`; "." is `dir`, ".." its parent (the export root's
+    /// parent is itself). `NotDir` when `dir` is not a directory.
+    pub fn lookup(&self, dir: &Node, name: &[u8]) -> FsResult<Node> {
+        self.inner.lookup(dir, name)
+    }
+
+    pub fn readlink(&self, node: &Node) -> FsResult<Vec<u8>> {
+        self.inner.readlink(node)
+    }
+
+    /// Reads up to `dst.len()` bytes at `offset` into `dst` (staged, uncommitted data
+    /// included). Returns bytes read and whether the end of file was reached.
+    pub fn read(&self, node: &Node, offset: u64, dst: &mut [u8]) -> FsResult<(usize, bool)> {
+        self.inner.read(node, offset, dst)
+    }
+
+    /// Writes `data` at `offset`. Returns how it was committed: `Unstable` data is
+    /// staged; `DataSync`/`FileSync` return only once durable in the backend.
+    pub fn write(&self, node: &Node, offset: u64, data: &[u8], stable: Stable) -> FsResult<Stable> {
+        self.inner.write(node, offset, data, stable)
+    }
+
+    /// Creates a regular file. Guarded on an existing name → `Exist`; Unchecked on an
+    /// existing file applies the size in the sattr (truncate) and returns it.
+    pub fn create(&self, dir: &Node, name: &[u8], how: &CreateMode, owner: Owner) -> FsResult<Node> {
+        self.inner.create(dir, name, how, owner)
+    }
+
+    pub fn mkdir(&self, dir: &Node, name: &[u8], set: &SetAttr, owner: Owner) -> FsResult<Node> {
+        self.inner.mkdir(dir, name, set, owner)
+    }
+
+    pub fn symlink(
+        &self,
+        dir: &Node,
+        name: &[u8],
+        target: &[u8],
+        set: &SetAttr,
+        owner: Owner,
+    ) -> FsResult<Node> {
+        self.inner.symlink(dir, name, target, set, owner)
+    }
+
+    /// Removes a non-directory (`IsDir` for a directory).
+    pub fn remove(&self, dir: &Node, name: &[u8]) -> FsResult<()> {
+        self.inner.remove(dir, name)
+    }
+
+    /// Removes an empty directory (`NotEmpty`, `NotDir`).
+    pub fn rmdir(&self, dir: &Node, name: &[u8]) -> FsResult<()> {
+        self.inner.rmdir(dir, name)
+    }
+
+    /// Renames; existing targets are replaced per POSIX rules. Handles of the moved
+    /// object (and, for a directory, everything under it) keep working.
+    pub fn rename(&self, from: &Node, from_name: &[u8], to: &Node, to_name: &[u8]) -> FsResult<()> {
+        self.inner.rename(from, from_name, to, to_name)
+    }
+
+    /// Lists `dir` from `cookie` (0 = start), at most `max` entries, "." and ".."
+    /// first. A non-zero `cookie` with a `verf` that no longer matches → `BadCookie`.
+    pub fn readdir(&self, dir: &Node, cookie: u64, verf: [u8; 8], max: usize) -> FsResult<DirPage> {
+        self.inner.readdir(dir, cookie, verf, max)
+    }
+
+    /// Makes all staged data of `node` durable in the backend.
+    pub fn commit(&self, node: &Node) -> FsResult<()> {
+        self.inner.commit(node)
+    }
+
+    pub fn fsstat(&self, node: &Node) -> FsResult<FsStat> {
+        self.inner.fsstat(node)
+    }
+
+    /// Makes everything staged durable (clean shutdown).
+    pub fn flush_all(&self) -> FsResult<()> {
+        self.inner.flush_all()
+    }
+}

@@ -1,0 +1,1 @@
+//! STUB: MOUNT v3.

@@ -1,0 +1,1 @@
+//! STUB: per-reactor server glue.
