@@ -92,12 +92,19 @@ impl Doorbell {
         self.sleeping.store(false, Ordering::Relaxed);
     }
 
-    /// Wakes the consumer if it announced sleep.
+    /// Wakes the consumer if it announced sleep; returns whether it did.
     #[inline]
-    pub fn ring(&self) {
+    pub fn ring(&self) -> bool {
         if self.sleeping.load(Ordering::SeqCst) && self.sleeping.swap(false, Ordering::SeqCst) {
             self.waker.wake();
+            return true;
         }
+        false
+    }
+
+    /// Whether the consumer announced sleep and has not been woken yet.
+    pub fn is_sleeping(&self) -> bool {
+        self.sleeping.load(Ordering::Relaxed)
     }
 }
 

@@ -1,0 +1,119 @@
+//! Reactor-side RPC dispatch: decide, from the call header alone, whether a record is
+//! dropped, rejected, answered inline, or handed to a backend worker.
+//!
+//! Rules (RFC 5531 §9): unparseable → drop; rpcvers ≠ 2 → MSG_DENIED RPC_MISMATCH;
+//! bad credential → MSG_DENIED AUTH_ERROR; unknown program → PROG_UNAVAIL; a known
+//! program at an unsupported version → PROG_MISMATCH with the supported range; NULL
+//! answered inline. Procedure numbers and arguments are checked by the worker
+//! (PROC_UNAVAIL, GARBAGE_ARGS), which owns the procedure tables.
+
+use crate::mount::{MOUNT_PROGRAM, MOUNT_V3};
+use crate::nfs3::{NFS_PROGRAM, NFS_V3};
+use engine::mem::{Buf, Pools};
+use engine::rpc::{self, Accept, CallError, CallHeader};
+use engine::tcp::ConnId;
+use engine::xdr::XdrWriter;
+use std::net::SocketAddr;
+
+/// Room reserved at the front of every reply for the TCP record mark.
+pub const MARK: usize = 4;
+/// Largest inline reply (rejections, NULL).
+const INLINE_REPLY: usize = 64;
+
+/// A call for a backend worker. Owns its record so WRITE payloads are used in place.
+pub(crate) struct Job {
+    pub reactor: usize,
+    pub conn: ConnId,
+    pub peer: SocketAddr,
+    pub header: CallHeader,
+    pub record: Buf,
+    pub args_at: usize,
+}
+
+/// What the reactor does with a record.
+pub(crate) enum Verdict {
+    /// Nothing to answer.
+    Drop,
+    /// Send this reply now.
+    Reply(Buf),
+    /// No buffer for an inline reply right now: retry the record later.
+    Retry(Buf),
+    /// Hand to a worker.
+    Work(Job),
+}
+
+/// Classifies one received record.
+pub(crate) fn classify(
+    reactor: usize,
+    conn: ConnId,
+    peer: SocketAddr,
+    record: Buf,
+    pools: &Pools,
+) -> Verdict {
+    let (header, args_at) = match rpc::decode_call(&record) {
+        Ok(h) => h,
+        Err(CallError::Drop) => {
+            tracing::debug!(%peer, len = record.len(), "dropping undecodable RPC record");
+            return Verdict::Drop;
+        }
+        Err(CallError::NotACall { xid }) => {
+            tracing::debug!(%peer, xid, "ignoring RPC reply sent to the server");
+            return Verdict::Drop;
+        }
+        Err(CallError::Deny { xid, why }) => {
+            tracing::debug!(%peer, xid, ?why, "denying RPC call");
+            return inline(record, pools, |w| rpc::write_denied(w, xid, why));
+        }
+    };
+    let supported = match header.prog {
+        NFS_PROGRAM => NFS_V3,
+        MOUNT_PROGRAM => MOUNT_V3,
+        _ => {
+            tracing::debug!(%peer, prog = header.prog, "program unavailable");
+            return inline(record, pools, |w| {
+                rpc::write_accepted(w, header.xid, Accept::ProgUnavail)
+            });
+        }
+    };
+    if header.vers != supported {
+        return inline(record, pools, |w| {
+            rpc::write_accepted(
+                w,
+                header.xid,
+                Accept::ProgMismatch {
+                    low: supported,
+                    high: supported,
+                },
+            )
+        });
+    }
+    if header.proc_ == 0 {
+        return inline(record, pools, |w| {
+            rpc::write_accepted(w, header.xid, Accept::Success)
+        });
+    }
+    Verdict::Work(Job {
+        reactor,
+        conn,
+        peer,
+        header,
+        record,
+        args_at,
+    })
+}
+
+/// Encodes a small reply into a fresh buffer after the record-mark slot.
+fn inline(
+    record: Buf,
+    pools: &Pools,
+    encode: impl FnOnce(&mut XdrWriter) -> engine::xdr::XdrResult<()>,
+) -> Verdict {
+    let Some(mut buf) = pools.alloc(INLINE_REPLY) else {
+        return Verdict::Retry(record);
+    };
+    let mut w = XdrWriter::at(buf.spare_mut(), MARK);
+    encode(&mut w).expect("inline replies fit in INLINE_REPLY bytes");
+    let n = w.position();
+    buf.set_len(n);
+    Verdict::Reply(buf)
+}

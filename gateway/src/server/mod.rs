@@ -1,0 +1,254 @@
+//! Assembles the running gateway: per-core reactors that own TCP connections, a pool
+//! of backend workers that run NFS/MOUNT procedures against the file model, and the
+//! rings between them.
+//!
+//! Data flow for one call:
+//! reactor: record → RPC header → (rejections and NULL answered inline) → `Job` on the
+//! shared job ring → worker: decode args, run the procedure, encode the reply into a
+//! pool buffer → `Done` on the owning reactor's ring → reactor: send.
+//!
+//! Sharing: `Shared` is read-mostly and used by workers only; each reactor's state is
+//! owned by its thread; rings are the only cross-thread channels.
+
+mod dispatch;
+mod reactor;
+mod worker;
+
+use crate::backend::Backend;
+use crate::config::{BackendKind, Config, Hugepages, Idle};
+use crate::export::Exports;
+use crate::fs::{ExportRoot, FileModel};
+use crate::mount::MountTable;
+use anyhow::Context;
+use engine::mem::{ClassSpec, HugePolicy, Pools};
+use engine::reactor::{Counters, IdlePolicy};
+use engine::ring::{Doorbell, Ring};
+use engine::tcp::{TcpOptions, TcpTransport};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+pub(crate) use dispatch::Job;
+pub(crate) use worker::Done;
+
+/// What workers share: the file model, exports, mount table and each reactor's pools
+/// and completion ring.
+pub(crate) struct Shared {
+    pub model: FileModel,
+    pub exports: Exports,
+    pub mounts: MountTable,
+    pub reactors: Vec<ReactorLink>,
+}
+
+/// How a worker reaches a reactor: its pools (for reply buffers), its completion ring
+/// and the doorbell that wakes it.
+pub(crate) struct ReactorLink {
+    pub pools: Pools,
+    pub done: Arc<Ring<Done>>,
+    pub bell: Arc<Doorbell>,
+}
+
+/// A running gateway.
+pub struct Server {
+    stop_reactors: Arc<AtomicBool>,
+    stop_workers: Arc<AtomicBool>,
+    reactors: Vec<JoinHandle<()>>,
+    workers: Vec<JoinHandle<()>>,
+    worker_bells: Arc<Vec<Arc<Doorbell>>>,
+    shared: Arc<Shared>,
+    counters: Vec<Arc<Counters>>,
+    local_addr: SocketAddr,
+}
+
+fn pool_specs(cfg: &Config) -> [ClassSpec; 3] {
+    use crate::config::{LARGE_BUF, MEDIUM_BUF, SMALL_BUF};
+    [
+        ClassSpec {
+            size: SMALL_BUF,
+            count: cfg.pools.small,
+        },
+        ClassSpec {
+            size: MEDIUM_BUF,
+            count: cfg.pools.medium,
+        },
+        ClassSpec {
+            size: LARGE_BUF,
+            count: cfg.pools.large,
+        },
+    ]
+}
+
+fn open_backend(cfg: &Config) -> anyhow::Result<Arc<dyn Backend>> {
+    Ok(match cfg.backend.kind {
+        BackendKind::Fs => Arc::new(
+            crate::backend::fs::FsBackend::open(&cfg.backend.root)
+                .with_context(|| format!("backend.root = {:?}", cfg.backend.root))?,
+        ),
+        BackendKind::Memory => Arc::new(crate::backend::memory::MemoryBackend::new()),
+    })
+}
+
+impl Server {
+    /// Opens the backend and file model, binds every reactor's listener and starts the
+    /// reactor and worker threads. Errors name the config key at fault.
+    pub fn start(cfg: &Config) -> anyhow::Result<Server> {
+        let exports = cfg.exports()?;
+        std::fs::create_dir_all(&cfg.state.dir)
+            .with_context(|| format!("state.dir = {:?}: cannot create it", cfg.state.dir))?;
+        let backend = open_backend(cfg)?;
+        let roots: Vec<ExportRoot> = exports
+            .iter()
+            .map(|e| ExportRoot {
+                id: e.id,
+                prefix: e.prefix.clone(),
+            })
+            .collect();
+        let model = FileModel::open(backend, &cfg.state.dir, &roots)
+            .with_context(|| format!("state.dir = {:?}", cfg.state.dir))?;
+
+        let policy = match cfg.engine.hugepages {
+            Hugepages::Require => HugePolicy::Require,
+            Hugepages::Auto => HugePolicy::Auto,
+            Hugepages::Off => HugePolicy::Off,
+        };
+        let opts = TcpOptions {
+            max_record: cfg.tcp.max_record,
+            max_connections: cfg.tcp.max_connections,
+            max_inflight: cfg.tcp.max_inflight,
+            record_timeout: Duration::from_secs(cfg.tcp.record_timeout_s),
+        };
+        let addr = cfg.listen_addr();
+        let mut transports = Vec::new();
+        let mut links = Vec::new();
+        for _ in &cfg.engine.cores {
+            let pools = Pools::new(&pool_specs(cfg), policy).context("engine.hugepages / [pools]")?;
+            let tcp = TcpTransport::bind(addr, opts.clone_opts(), pools.clone()).with_context(|| {
+                format!("tcp.listen = \"{addr}\": cannot listen (port in use or not a local address?)")
+            })?;
+            let bell = Doorbell::new(Box::new(WakerBox(tcp.waker())));
+            links.push(ReactorLink {
+                pools,
+                done: Ring::new(cfg.backend.ring_depth),
+                bell,
+            });
+            transports.push(tcp);
+        }
+        let local_addr = transports[0].local_addr();
+        let shared = Arc::new(Shared {
+            model,
+            exports: Exports::new(exports),
+            mounts: MountTable::new(),
+            reactors: links,
+        });
+
+        let jobs: Arc<Ring<Job>> = Ring::new(cfg.backend.ring_depth);
+        let stop_workers = Arc::new(AtomicBool::new(false));
+        let (workers, worker_bells) =
+            worker::spawn_workers(cfg.backend.workers, &shared, &jobs, &stop_workers)?;
+
+        let idle = match cfg.engine.idle {
+            Idle::Busy => IdlePolicy::Busy,
+            Idle::Adaptive => IdlePolicy::Adaptive {
+                spins: cfg.engine.idle_spins,
+                max_sleep: Duration::from_micros(cfg.engine.idle_sleep_us),
+            },
+        };
+        let stop_reactors = Arc::new(AtomicBool::new(false));
+        let mut reactors = Vec::new();
+        let mut counters = Vec::new();
+        for (i, (tcp, core)) in transports.into_iter().zip(cfg.engine.cores.iter()).enumerate() {
+            let c = Arc::new(Counters::default());
+            counters.push(c.clone());
+            let r = reactor::ReactorState::new(
+                i,
+                tcp,
+                shared.clone(),
+                jobs.clone(),
+                worker_bells.clone(),
+                c.clone(),
+            );
+            let stop = stop_reactors.clone();
+            reactors.push(engine::reactor::spawn_pinned(
+                format!("reactor-{i}"),
+                Some(*core),
+                move || {
+                    let mut r = r;
+                    engine::reactor::run(&mut r, idle, &stop, &c);
+                },
+            )?);
+        }
+        Ok(Server {
+            stop_reactors,
+            stop_workers,
+            reactors,
+            workers,
+            worker_bells,
+            shared,
+            counters,
+            local_addr,
+        })
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// Clean shutdown: stop accepting and reading, let workers finish what they hold,
+    /// then make every staged write durable.
+    pub fn shutdown(self) -> anyhow::Result<()> {
+        self.stop_reactors.store(true, Ordering::SeqCst);
+        for r in self.reactors {
+            let _ = r.join();
+        }
+        self.stop_workers.store(true, Ordering::SeqCst);
+        for b in self.worker_bells.iter() {
+            b.ring();
+        }
+        for w in self.workers {
+            let _ = w.join();
+        }
+        for (i, c) in self.counters.iter().enumerate() {
+            tracing::info!(
+                reactor = i,
+                polls = c.polls.load(Ordering::Relaxed),
+                busy_polls = c.busy_polls.load(Ordering::Relaxed),
+                ops = c.ops.load(Ordering::Relaxed),
+                bytes_in = c.bytes_in.load(Ordering::Relaxed),
+                bytes_out = c.bytes_out.load(Ordering::Relaxed),
+                parked = c.parked.load(Ordering::Relaxed),
+                "reactor counters"
+            );
+        }
+        self.shared
+            .model
+            .flush_all()
+            .map_err(|s| anyhow::anyhow!("flushing staged writes at shutdown failed: {s:?}"))?;
+        Ok(())
+    }
+}
+
+/// Adapts the transport's mio waker to the doorbell's `Wake`.
+struct WakerBox(Arc<mio::Waker>);
+
+impl engine::ring::Wake for WakerBox {
+    fn wake(&self) {
+        let _ = self.0.wake();
+    }
+}
+
+trait CloneOpts {
+    fn clone_opts(&self) -> TcpOptions;
+}
+
+impl CloneOpts for TcpOptions {
+    fn clone_opts(&self) -> TcpOptions {
+        TcpOptions {
+            max_record: self.max_record,
+            max_connections: self.max_connections,
+            max_inflight: self.max_inflight,
+            record_timeout: self.record_timeout,
+        }
+    }
+}

@@ -1,0 +1,190 @@
+//! Backend workers: run NFS and MOUNT procedures against the file model, off the
+//! reactors. Every storage call happens here; a reactor never blocks on storage.
+//!
+//! A worker pops jobs from the shared job ring, encodes the reply into a buffer from
+//! the owning reactor's pools, and pushes it on that reactor's completion ring. Idle
+//! workers spin briefly, then sleep on their doorbell.
+
+use super::dispatch::{Job, MARK};
+use super::Shared;
+use crate::mount::{self, MOUNT_PROGRAM};
+use crate::nfs3::{self, Ctx, Outcome, NFS_PROGRAM};
+use engine::mem::{Buf, Pools};
+use engine::reactor::spawn_pinned;
+use engine::ring::{Doorbell, Ring};
+use engine::rpc::{self, Accept};
+use engine::tcp::ConnId;
+use engine::xdr::XdrWriter;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// A finished call for a reactor: the reply, or `None` when nothing is sent.
+pub(crate) struct Done {
+    pub conn: ConnId,
+    pub reply: Option<Buf>,
+}
+
+/// Room for the RPC accepted-reply header.
+const RPC_HEADER: usize = 32;
+/// Smallest reply buffer worth trying when the preferred class is exhausted.
+const MIN_REPLY: usize = 4096;
+/// Empty polls before a worker sleeps.
+const SPINS: u32 = 2000;
+/// How long a worker waits for a reply buffer before dropping the call (the client
+/// retransmits); only reachable when every pool class is exhausted.
+const BUFFER_WAIT: Duration = Duration::from_secs(1);
+
+pub(crate) fn spawn_workers(
+    n: usize,
+    shared: &Arc<Shared>,
+    jobs: &Arc<Ring<Job>>,
+    stop: &Arc<AtomicBool>,
+) -> std::io::Result<(Vec<JoinHandle<()>>, Arc<Vec<Arc<Doorbell>>>)> {
+    let mut handles = Vec::with_capacity(n);
+    let mut bells = Vec::with_capacity(n);
+    for i in 0..n {
+        let (tx, rx) = std::sync::mpsc::channel::<Arc<Doorbell>>();
+        let shared = shared.clone();
+        let jobs = jobs.clone();
+        let stop = stop.clone();
+        let h = spawn_pinned(format!("worker-{i}"), None, move || {
+            let bell = rx.recv().expect("doorbell sent at spawn");
+            worker_loop(&shared, &jobs, &stop, &bell);
+        })?;
+        let bell = Doorbell::new(Box::new(h.thread().clone()));
+        tx.send(bell.clone()).expect("worker alive");
+        bells.push(bell);
+        handles.push(h);
+    }
+    Ok((handles, Arc::new(bells)))
+}
+
+fn worker_loop(shared: &Shared, jobs: &Ring<Job>, stop: &AtomicBool, bell: &Doorbell) {
+    let mut idle = 0u32;
+    loop {
+        if let Some(job) = jobs.pop() {
+            run_job(shared, job);
+            idle = 0;
+            continue;
+        }
+        if stop.load(Ordering::Relaxed) {
+            return;
+        }
+        idle += 1;
+        if idle < SPINS {
+            std::hint::spin_loop();
+            continue;
+        }
+        bell.prepare_sleep();
+        if let Some(job) = jobs.pop() {
+            bell.woke();
+            run_job(shared, job);
+            idle = 0;
+            continue;
+        }
+        std::thread::park_timeout(Duration::from_millis(50));
+        bell.woke();
+    }
+}
+
+/// Gets a reply buffer of `want` bytes, or the largest smaller one (procedures clamp
+/// their results to the room they are given), waiting while every class is empty.
+fn reply_buffer(pools: &Pools, want: usize) -> Option<Buf> {
+    let start = Instant::now();
+    loop {
+        if let Some(b) = pools.alloc(want) {
+            return Some(b);
+        }
+        let mut size = want / 2;
+        while size >= MIN_REPLY {
+            if let Some(b) = pools.alloc(size) {
+                return Some(b);
+            }
+            size /= 2;
+        }
+        if let Some(b) = pools.alloc(MIN_REPLY) {
+            return Some(b);
+        }
+        if start.elapsed() > BUFFER_WAIT {
+            return None;
+        }
+        std::thread::yield_now();
+    }
+}
+
+fn run_job(shared: &Shared, job: Job) {
+    let link = &shared.reactors[job.reactor];
+    let reply = execute(shared, &link.pools, &job);
+    let mut done = Done {
+        conn: job.conn,
+        reply,
+    };
+    drop(job);
+    // The reactor drains its ring every pass; a full ring only means a short wait.
+    loop {
+        match link.done.push(done) {
+            Ok(()) => break,
+            Err(d) => {
+                done = d;
+                link.bell.ring();
+                std::thread::yield_now();
+            }
+        }
+    }
+    link.bell.ring();
+}
+
+/// Runs one call and returns its encoded reply (record-mark slot included).
+fn execute(shared: &Shared, pools: &Pools, job: &Job) -> Option<Buf> {
+    let h = &job.header;
+    let args = &job.record[job.args_at..];
+    let want = MARK
+        + RPC_HEADER
+        + match h.prog {
+            NFS_PROGRAM => nfs3::reply_capacity(h.proc_, args),
+            _ => 8192,
+        };
+    let Some(mut buf) = reply_buffer(pools, want) else {
+        tracing::error!(peer = %job.peer, xid = h.xid, "no reply buffer for 1 s; dropping the call (client will retransmit)");
+        return None;
+    };
+    let ctx = Ctx {
+        model: &shared.model,
+        exports: &shared.exports,
+        mounts: &shared.mounts,
+        client: job.peer,
+        cred: h.cred,
+    };
+    let outcome = {
+        let mut w = XdrWriter::at(buf.spare_mut(), MARK);
+        rpc::write_accepted(&mut w, h.xid, Accept::Success).expect("reply buffer holds a header");
+        let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match h.prog {
+            NFS_PROGRAM => nfs3::serve(&ctx, h.proc_, args, &mut w),
+            MOUNT_PROGRAM => mount::serve(&ctx, h.proc_, args, &mut w),
+            _ => Outcome::ProcUnavail,
+        }));
+        match run {
+            Ok(Outcome::Done) => Ok(w.position()),
+            Ok(Outcome::GarbageArgs) => Err(Accept::GarbageArgs),
+            Ok(Outcome::ProcUnavail) => Err(Accept::ProcUnavail),
+            Err(_) => {
+                tracing::error!(peer = %job.peer, prog = h.prog, proc_ = h.proc_, xid = h.xid,
+                    "procedure panicked; answering SYSTEM_ERR");
+                Err(Accept::SystemErr)
+            }
+        }
+    };
+    let len = match outcome {
+        Ok(n) => n,
+        Err(stat) => {
+            tracing::debug!(peer = %job.peer, prog = h.prog, proc_ = h.proc_, ?stat, "call rejected");
+            let mut w = XdrWriter::at(buf.spare_mut(), MARK);
+            rpc::write_accepted(&mut w, h.xid, stat).expect("reply buffer holds a header");
+            w.position()
+        }
+    };
+    buf.set_len(len);
+    Some(buf)
+}

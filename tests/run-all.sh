@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# The whole test suite, on a fresh Debian 12 machine or a developer's: installs what the
+# tests need, builds the release binaries once, runs formatting and lint checks, every
+# unit test, then the end-to-end suites against the real gateway binary.
+#
+#   tests/run-all.sh            # everything
+#   SKIP_LINT=1 tests/run-all.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export CARGO_TERM_COLOR=never
+
+step() { printf '\n=== %s ===\n' "$*"; }
+
+step "setup (system packages, python venv)"
+bash tests/setup.sh
+
+step "build (release, once; shared by every end-to-end test)"
+cargo build --release --workspace --locked 2>&1 | tail -n 3
+
+if [ -z "${SKIP_LINT:-}" ]; then
+  step "cargo fmt --check"
+  cargo fmt --all -- --check
+  step "cargo clippy -D warnings"
+  cargo clippy --release --workspace --all-targets --locked -- -D warnings 2>&1 | tail -n 5
+fi
+
+step "unit tests"
+mkdir -p target
+set +e
+cargo test --release --workspace --locked >target/unit-tests.log 2>&1
+rc=$?
+set -e
+grep -E '^test result|FAILED|panicked' target/unit-tests.log || true
+if [ "$rc" -ne 0 ]; then tail -n 80 target/unit-tests.log; exit "$rc"; fi
+
+step "end-to-end (real clients against target/release/gateway)"
+GATEWAY_BIN="$PWD/target/release/gateway" bash tests/run-e2e.sh
