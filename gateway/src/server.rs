@@ -1,1 +1,0 @@
-//! STUB: per-reactor server glue.
