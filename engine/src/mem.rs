@@ -40,7 +40,10 @@ pub struct ClassSpec {
 #[derive(Debug)]
 pub enum MemError {
     /// `Require` and the kernel could not map hugepages.
-    NoHugepages { bytes: usize, err: std::io::Error },
+    NoHugepages {
+        bytes: usize,
+        err: std::io::Error,
+    },
     Map(std::io::Error),
     BadSpec(&'static str),
 }
@@ -161,7 +164,11 @@ impl Pools {
             }
             layout.push((c.size, offset, c.count));
             offset = offset
-                .checked_add(c.size.checked_mul(c.count).ok_or(MemError::BadSpec("overflow"))?)
+                .checked_add(
+                    c.size
+                        .checked_mul(c.count)
+                        .ok_or(MemError::BadSpec("overflow"))?,
+                )
                 .ok_or(MemError::BadSpec("overflow"))?;
         }
         let (mut map, huge) = map_region(offset, policy)?;

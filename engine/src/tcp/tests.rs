@@ -1,0 +1,611 @@
+//! Loopback tests: a server thread polls the transport; clients use blocking std sockets.
+
+use super::*;
+use crate::mem::{ClassSpec, HugePolicy};
+use std::collections::{HashMap, HashSet};
+use std::net::TcpStream as StdStream;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::thread::JoinHandle;
+
+type Held = Vec<(ConnId, Buf, Instant)>;
+
+fn pools(small: usize, mid: usize, big: usize) -> Pools {
+    let mut specs = vec![ClassSpec {
+        size: 4096,
+        count: small,
+    }];
+    if mid > 0 {
+        specs.push(ClassSpec {
+            size: 65536,
+            count: mid,
+        });
+    }
+    if big > 0 {
+        specs.push(ClassSpec {
+            size: 1 << 20,
+            count: big,
+        });
+    }
+    Pools::new(&specs, HugePolicy::Off).unwrap()
+}
+
+fn opts() -> TcpOptions {
+    TcpOptions {
+        max_record: 1 << 20,
+        max_connections: 128,
+        max_inflight: 64,
+        record_timeout: Duration::from_secs(10),
+    }
+}
+
+/// A server thread owning the transport. `handler` sees every held record each pass
+/// and answers (removes) those it wants.
+struct Server {
+    addr: SocketAddr,
+    pools: Pools,
+    stop: Arc<AtomicBool>,
+    conns: Arc<AtomicUsize>,
+    join: Option<JoinHandle<TcpStats>>,
+}
+
+impl Server {
+    fn start<H>(o: TcpOptions, pools: Pools, mut handler: H) -> Server
+    where
+        H: FnMut(&mut TcpTransport, &mut Held) + Send + 'static,
+    {
+        let mut t = TcpTransport::bind("127.0.0.1:0".parse().unwrap(), o, pools.clone()).unwrap();
+        let addr = t.local_addr();
+        let stop = Arc::new(AtomicBool::new(false));
+        let conns = Arc::new(AtomicUsize::new(0));
+        let (s2, c2) = (stop.clone(), conns.clone());
+        let join = std::thread::spawn(move || {
+            let mut held: Held = Vec::new();
+            while !s2.load(Ordering::Relaxed) {
+                t.poll(Some(Duration::from_millis(2)), &mut |c, _peer, b| {
+                    held.push((c, b, Instant::now()))
+                });
+                handler(&mut t, &mut held);
+                c2.store(t.connections(), Ordering::Relaxed);
+            }
+            drop(held);
+            t.stats()
+        });
+        Server {
+            addr,
+            pools,
+            stop,
+            conns,
+            join: Some(join),
+        }
+    }
+
+    fn wait_conns(&self, n: usize) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while self.conns.load(Ordering::Relaxed) != n {
+            assert!(
+                Instant::now() < deadline,
+                "server kept {} connections",
+                self.conns.load(Ordering::Relaxed)
+            );
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+
+    /// Waits for every connection to be gone, stops, and checks nothing leaked.
+    fn finish(mut self) -> TcpStats {
+        self.wait_conns(0);
+        self.stop.store(true, Ordering::Relaxed);
+        let stats = self.join.take().unwrap().join().unwrap();
+        assert_eq!(self.pools.in_use(), 0, "buffers leaked");
+        stats
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(j) = self.join.take() {
+            let _ = j.join();
+        }
+    }
+}
+
+/// Turns a request into its echo reply: the same body after 4 reserved bytes, in the
+/// same buffer when it fits, else in a new one. Pools exhausted: the request comes back.
+fn try_echo(pools: &Pools, mut b: Buf) -> Result<Buf, Buf> {
+    let len = b.len();
+    if len + 4 <= b.capacity() {
+        b.spare_mut().copy_within(0..len, 4);
+        b.set_len(len + 4);
+        return Ok(b);
+    }
+    let Some(mut r) = pools.alloc(len + 4) else {
+        return Err(b);
+    };
+    r.spare_mut()[4..len + 4].copy_from_slice(&b);
+    r.set_len(len + 4);
+    Ok(r)
+}
+
+fn echo_reply(pools: &Pools, b: Buf) -> Buf {
+    try_echo(pools, b).expect("reply buffer")
+}
+
+/// Answers everything held, newest first (replies out of order); a request whose
+/// reply buffer is not available yet stays held.
+fn echo_reversed(pools: Pools) -> impl FnMut(&mut TcpTransport, &mut Held) + Send {
+    move |t, held| {
+        let mut keep = Vec::new();
+        while let Some((c, b, at)) = held.pop() {
+            match try_echo(&pools, b) {
+                Ok(r) => t.send(c, r),
+                Err(b) => keep.push((c, b, at)),
+            }
+        }
+        held.extend(keep.into_iter().rev());
+    }
+}
+
+/// Answers records only once they are `age` old.
+fn echo_after(pools: Pools, age: Duration) -> impl FnMut(&mut TcpTransport, &mut Held) + Send {
+    move |t, held| {
+        let now = Instant::now();
+        let (ripe, keep): (Held, Held) = held.drain(..).partition(|(_, _, at)| now - *at >= age);
+        *held = keep;
+        for (c, b, _) in ripe {
+            t.send(c, echo_reply(&pools, b));
+        }
+    }
+}
+
+fn connect(addr: SocketAddr) -> StdStream {
+    let s = StdStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.set_nodelay(true).unwrap();
+    s
+}
+
+/// A record body starting with its id.
+fn body(id: u32, len: usize) -> Vec<u8> {
+    let mut v: Vec<u8> = (0..len.max(4))
+        .map(|i| (i as u32).wrapping_mul(31).wrapping_add(id) as u8)
+        .collect();
+    v[..4].copy_from_slice(&id.to_be_bytes());
+    v.truncate(len.max(4));
+    v
+}
+
+/// Encodes `body` as `frags` fragments (a zero-length one in the middle when frags > 2).
+fn encode(body: &[u8], frags: usize) -> Vec<u8> {
+    let mut out = Vec::new();
+    let per = body.len().div_ceil(frags.max(1)).max(1);
+    let mut chunks: Vec<&[u8]> = body.chunks(per).collect();
+    if frags > 2 {
+        chunks.insert(1, &[]);
+    }
+    if chunks.is_empty() {
+        chunks.push(&[]);
+    }
+    let n = chunks.len();
+    for (i, c) in chunks.into_iter().enumerate() {
+        let last = if i + 1 == n { record::LAST_FRAGMENT } else { 0 };
+        out.extend_from_slice(&(last | c.len() as u32).to_be_bytes());
+        out.extend_from_slice(c);
+    }
+    out
+}
+
+/// Reads one reply record (single fragment, as the transport sends).
+fn read_reply(s: &mut StdStream) -> io::Result<Vec<u8>> {
+    let mut m = [0u8; 4];
+    s.read_exact(&mut m)?;
+    let w = u32::from_be_bytes(m);
+    assert!(
+        w & record::LAST_FRAGMENT != 0,
+        "replies are single fragments"
+    );
+    let mut b = vec![0u8; (w & !record::LAST_FRAGMENT) as usize];
+    s.read_exact(&mut b)?;
+    Ok(b)
+}
+
+/// The server closed the connection: EOF or reset, within the read timeout.
+fn expect_closed(s: &mut StdStream) {
+    let mut b = [0u8; 64];
+    loop {
+        match s.read(&mut b) {
+            Ok(0) => return,
+            Ok(_) => continue,
+            Err(e) if e.kind() == io::ErrorKind::ConnectionReset => return,
+            Err(e) => panic!("expected the server to close, got {e}"),
+        }
+    }
+}
+
+/// Sends `n` records pipelined, then checks every reply arrives (in any order).
+fn round_trip(s: &mut StdStream, base: u32, sizes: &[usize], frags: usize) {
+    let mut want = HashMap::new();
+    let mut wire = Vec::new();
+    for (i, &len) in sizes.iter().enumerate() {
+        let id = base + i as u32;
+        let b = body(id, len);
+        wire.extend(encode(&b, frags));
+        want.insert(id, b);
+    }
+    let mut w = s.try_clone().unwrap();
+    let writer = std::thread::spawn(move || w.write_all(&wire).unwrap());
+    for _ in 0..sizes.len() {
+        let r = read_reply(s).unwrap();
+        let id = u32::from_be_bytes(r[..4].try_into().unwrap());
+        assert_eq!(want.remove(&id).as_deref(), Some(&r[..]), "reply {id}");
+    }
+    writer.join().unwrap();
+    assert!(want.is_empty());
+}
+
+#[test]
+fn echo_pipelined_with_multi_fragment_records() {
+    let p = pools(256, 32, 4);
+    let srv = Server::start(opts(), p.clone(), echo_reversed(p.clone()));
+    let mut s = connect(srv.addr);
+    let sizes: Vec<usize> = (0..200)
+        .map(|i| [4, 5, 100, 3000, 4092, 5000, 20000][i % 7])
+        .collect();
+    round_trip(&mut s, 0, &sizes, 1);
+    round_trip(&mut s, 1000, &sizes, 3);
+    round_trip(&mut s, 2000, &sizes[..50], 7);
+    drop(s);
+    let st = srv.finish();
+    assert_eq!(st.records_in, 450);
+    assert_eq!(st.replies_out, 450);
+    assert_eq!(st.accepted, 1);
+}
+
+#[test]
+fn large_records_are_read_directly_and_echoed() {
+    let p = pools(64, 8, 4);
+    let srv = Server::start(opts(), p.clone(), echo_reversed(p.clone()));
+    let mut s = connect(srv.addr);
+    // The largest record plus its reply mark fills a 1 MiB buffer exactly.
+    round_trip(
+        &mut s,
+        0,
+        &[(1 << 20) - 4, 1_000_000, 100, 300_000, 8192, 9000],
+        1,
+    );
+    round_trip(&mut s, 100, &[1_000_000, 70_000], 4);
+    drop(s);
+    let st = srv.finish();
+    assert_eq!(st.records_in, 8);
+    assert!(st.bytes_direct > 3_000_000, "{st:?}");
+}
+
+#[test]
+fn zero_length_record_is_delivered() {
+    let p = pools(16, 0, 0);
+    let seen = Arc::new(AtomicUsize::new(usize::MAX));
+    let seen2 = seen.clone();
+    let p2 = p.clone();
+    let srv = Server::start(opts(), p.clone(), move |t, held| {
+        for (c, b, _) in held.drain(..) {
+            seen2.store(b.len(), Ordering::Relaxed);
+            t.send(c, echo_reply(&p2, b));
+        }
+    });
+    let mut s = connect(srv.addr);
+    s.write_all(&[0x80, 0, 0, 0]).unwrap();
+    assert_eq!(read_reply(&mut s).unwrap(), Vec::<u8>::new());
+    assert_eq!(seen.load(Ordering::Relaxed), 0);
+    drop(s);
+    srv.finish();
+}
+
+#[test]
+fn oversized_record_closes_only_that_connection() {
+    let p = pools(64, 8, 0);
+    let o = TcpOptions {
+        max_record: 8192,
+        ..opts()
+    };
+    let srv = Server::start(o, p.clone(), echo_reversed(p.clone()));
+    let mut good = connect(srv.addr);
+    let mut bad = connect(srv.addr);
+    round_trip(&mut good, 0, &[10, 8192], 1);
+    // Announce 8193 bytes in two fragments: closed at the second header.
+    let mut wire = (4096u32).to_be_bytes().to_vec();
+    wire.extend(vec![1u8; 4096]);
+    wire.extend((record::LAST_FRAGMENT | 4097).to_be_bytes());
+    bad.write_all(&wire).unwrap();
+    expect_closed(&mut bad);
+    round_trip(&mut good, 10, &[10, 20, 30], 2);
+    // A garbage mark on a fresh connection is rejected at once.
+    let mut bad2 = connect(srv.addr);
+    bad2.write_all(b"GET / HTTP/1.1\r\n\r\n").unwrap();
+    expect_closed(&mut bad2);
+    round_trip(&mut good, 20, &[10], 1);
+    drop(good);
+    let st = srv.finish();
+    assert_eq!(st.oversize, 2);
+}
+
+#[test]
+fn stalled_partial_record_times_out_while_others_work() {
+    let p = pools(64, 0, 0);
+    let o = TcpOptions {
+        record_timeout: Duration::from_millis(200),
+        ..opts()
+    };
+    let srv = Server::start(o, p.clone(), echo_reversed(p.clone()));
+    let mut good = connect(srv.addr);
+    let mut idle = connect(srv.addr);
+    let mut stalled = connect(srv.addr);
+    let mut half_mark = connect(srv.addr);
+    let start = Instant::now();
+    stalled.write_all(&[0x80, 0, 0, 100, 1, 2, 3]).unwrap();
+    half_mark.write_all(&[0x80, 0]).unwrap();
+    // Keep the good connection busy past the timeout.
+    for i in 0..8 {
+        round_trip(&mut good, i * 10, &[50, 60], 1);
+        std::thread::sleep(Duration::from_millis(40));
+    }
+    expect_closed(&mut stalled);
+    expect_closed(&mut half_mark);
+    assert!(start.elapsed() >= Duration::from_millis(200));
+    // The idle connection (no partial record) and the busy one survive.
+    round_trip(&mut idle, 100, &[10], 1);
+    round_trip(&mut good, 200, &[10], 1);
+    drop((good, idle));
+    let st = srv.finish();
+    assert_eq!(st.timeouts, 2);
+}
+
+#[test]
+fn pool_exhaustion_parks_and_resumes() {
+    // Three 4 KiB buffers in all; the server holds each record 30 ms, so the
+    // connection must park and resume several times. Replies reuse request buffers.
+    let p = pools(3, 0, 0);
+    let srv = Server::start(
+        opts(),
+        p.clone(),
+        echo_after(p.clone(), Duration::from_millis(30)),
+    );
+    let mut s = connect(srv.addr);
+    let sizes = vec![100; 12];
+    round_trip(&mut s, 0, &sizes, 1);
+    round_trip(&mut s, 100, &sizes, 2);
+    drop(s);
+    let st = srv.finish();
+    assert!(st.parks > 0, "{st:?}");
+    assert_eq!(st.records_in, 24);
+}
+
+#[test]
+fn backpressure_caps_records_in_flight() {
+    let p = pools(64, 0, 0);
+    let o = TcpOptions {
+        max_inflight: 2,
+        ..opts()
+    };
+    let max_seen = Arc::new(AtomicUsize::new(0));
+    let m2 = max_seen.clone();
+    let mut inner = echo_after(p.clone(), Duration::from_millis(20));
+    let srv = Server::start(o, p.clone(), move |t, held| {
+        m2.fetch_max(held.len(), Ordering::Relaxed);
+        inner(t, held);
+    });
+    let mut s = connect(srv.addr);
+    round_trip(&mut s, 0, &[64; 10], 1);
+    drop(s);
+    let st = srv.finish();
+    assert_eq!(max_seen.load(Ordering::Relaxed), 2);
+    assert!(st.backpressured > 0);
+}
+
+#[test]
+fn fifty_concurrent_connections() {
+    let p = pools(512, 16, 0);
+    let srv = Server::start(opts(), p.clone(), echo_reversed(p.clone()));
+    let addr = srv.addr;
+    let clients: Vec<_> = (0..50u32)
+        .map(|k| {
+            std::thread::spawn(move || {
+                let mut s = connect(addr);
+                let sizes: Vec<usize> = (0..20)
+                    .map(|i| 8 + (i * 397 + k as usize * 13) % 6000)
+                    .collect();
+                round_trip(&mut s, k * 1000, &sizes, 1 + (k as usize % 3));
+            })
+        })
+        .collect();
+    for c in clients {
+        c.join().unwrap();
+    }
+    let st = srv.finish();
+    assert_eq!(st.accepted, 50);
+    assert_eq!(st.records_in, 1000);
+}
+
+#[test]
+fn connections_beyond_the_limit_are_closed() {
+    let p = pools(16, 0, 0);
+    let o = TcpOptions {
+        max_connections: 2,
+        ..opts()
+    };
+    let srv = Server::start(o, p.clone(), echo_reversed(p.clone()));
+    let mut a = connect(srv.addr);
+    let mut b = connect(srv.addr);
+    srv.wait_conns(2);
+    let mut c = connect(srv.addr);
+    expect_closed(&mut c);
+    round_trip(&mut a, 0, &[10], 1);
+    round_trip(&mut b, 10, &[10], 1);
+    drop((a, b));
+    let st = srv.finish();
+    assert_eq!(st.refused, 1);
+}
+
+#[test]
+fn replies_to_closed_connections_are_dropped() {
+    // The first connection's record is answered only after it closed and a new
+    // connection took the same slot: the stale reply must be dropped, not delivered
+    // to the newcomer (whose round_trip rejects unknown ids).
+    let p = pools(16, 0, 0);
+    let p2 = p.clone();
+    let mut stale: Option<ConnId> = None;
+    let mut stale_buf: Option<Buf> = None;
+    let srv = Server::start(opts(), p.clone(), move |t, held| {
+        for (c, b, _) in held.drain(..) {
+            match stale {
+                None => {
+                    stale = Some(c);
+                    stale_buf = Some(b);
+                    continue;
+                }
+                Some(old) if old != c => {
+                    assert_eq!(old.slot, c.slot, "slot reused");
+                    assert_ne!(old.gen, c.gen);
+                    if let Some(sb) = stale_buf.take() {
+                        t.send(old, echo_reply(&p2, sb));
+                        t.no_reply(old);
+                        t.close(old);
+                    }
+                }
+                Some(_) => {}
+            }
+            t.send(c, echo_reply(&p2, b));
+        }
+    });
+    let mut s = connect(srv.addr);
+    s.write_all(&encode(&body(7, 10), 1)).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while srv.pools.in_use() == 0 {
+        assert!(Instant::now() < deadline);
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    drop(s);
+    srv.wait_conns(0);
+    let mut s2 = connect(srv.addr);
+    round_trip(&mut s2, 100, &[10, 20], 1);
+    drop(s2);
+    srv.finish();
+}
+
+#[test]
+fn no_reply_and_close_by_caller() {
+    let p = pools(16, 0, 0);
+    let p2 = p.clone();
+    let srv = Server::start(opts(), p.clone(), move |t, held| {
+        for (c, b, _) in held.drain(..) {
+            match b.first() {
+                Some(0) => t.no_reply(c),
+                Some(1) => t.close(c),
+                _ => t.send(c, echo_reply(&p2, b)),
+            }
+        }
+    });
+    let mut s = connect(srv.addr);
+    let mut silent = body(0, 8);
+    silent[0] = 0;
+    s.write_all(&encode(&silent, 1)).unwrap();
+    round_trip(&mut s, 0x0200_0000, &[8], 1);
+    let mut kill = body(0, 8);
+    kill[0] = 1;
+    s.write_all(&encode(&kill, 1)).unwrap();
+    expect_closed(&mut s);
+    srv.finish();
+}
+
+#[test]
+fn slow_reader_gets_everything_via_queued_vectored_writes() {
+    // 12 MB of replies pile up while the client does not read (more than loopback
+    // socket buffers hold): the transport must queue them and flush on writability
+    // without losing or reordering bytes.
+    let p = pools(64, 0, 12);
+    let srv = Server::start(opts(), p.clone(), echo_reversed(p.clone()));
+    let sock = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    sock.set_recv_buffer_size(16 * 1024).unwrap();
+    sock.connect(&srv.addr.into()).unwrap();
+    let mut s: StdStream = sock.into();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let n = 12;
+    let mut wire = Vec::new();
+    for i in 0..n {
+        wire.extend(encode(&body(i, 1_000_000), 1));
+    }
+    s.write_all(&wire).unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    let mut got = HashSet::new();
+    for _ in 0..n {
+        let r = read_reply(&mut s).unwrap();
+        let id = u32::from_be_bytes(r[..4].try_into().unwrap());
+        assert!(r == body(id, 1_000_000), "reply {id} corrupted");
+        got.insert(id);
+    }
+    assert_eq!(got.len(), n as usize);
+    drop(s);
+    let st = srv.finish();
+    assert!(st.write_blocks > 0, "{st:?}");
+}
+
+#[test]
+fn deferred_replies_leave_in_one_vectored_write() {
+    // The client sends 20 records in one write; the server defers every reply of a
+    // pass and flushes once: fewer write calls than replies.
+    let p = pools(64, 0, 0);
+    let p2 = p.clone();
+    let srv = Server::start(opts(), p.clone(), move |t, held| {
+        if held.len() < 20 {
+            return;
+        }
+        let before = t.stats().writes;
+        for (c, b, _) in held.drain(..) {
+            t.send_deferred(c, echo_reply(&p2, b));
+        }
+        assert_eq!(t.stats().writes, before);
+        t.flush();
+        assert_eq!(t.stats().writes, before + 1);
+    });
+    let mut s = connect(srv.addr);
+    round_trip(&mut s, 0, &[100; 20], 1);
+    drop(s);
+    srv.finish();
+}
+
+#[test]
+fn unflushed_deferred_replies_go_out_on_the_next_poll() {
+    let p = pools(64, 0, 0);
+    let p2 = p.clone();
+    let srv = Server::start(opts(), p.clone(), move |t, held| {
+        for (c, b, _) in held.drain(..) {
+            t.send_deferred(c, echo_reply(&p2, b));
+        }
+    });
+    let mut s = connect(srv.addr);
+    round_trip(&mut s, 0, &[100, 200, 300], 2);
+    drop(s);
+    srv.finish();
+}
+
+#[test]
+fn waker_interrupts_a_blocking_poll() {
+    let p = pools(4, 0, 0);
+    let mut t = TcpTransport::bind("127.0.0.1:0".parse().unwrap(), opts(), p).unwrap();
+    let w = t.waker();
+    let h = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(50));
+        w.wake().unwrap();
+    });
+    let start = Instant::now();
+    t.poll(Some(Duration::from_secs(10)), &mut |_, _, _| {});
+    assert!(start.elapsed() < Duration::from_secs(5));
+    h.join().unwrap();
+}
+
+#[test]
+fn two_transports_share_a_port() {
+    let p = pools(8, 0, 0);
+    let a = TcpTransport::bind("127.0.0.1:0".parse().unwrap(), opts(), p.clone()).unwrap();
+    let b = TcpTransport::bind(a.local_addr(), opts(), p).unwrap();
+    assert_eq!(a.local_addr(), b.local_addr());
+}
