@@ -1,0 +1,253 @@
+"""Fixtures for the gateway end-to-end suites.
+
+* `gateway_bin`  - the binary: $GATEWAY_BIN or <repo>/target/release/gateway (fails, never skips).
+* `gw_factory`   - `gw_factory(backend="fs", exports=[...], tcp={...})` -> a started `Gateway`;
+                   every gateway it made is stopped with SIGTERM at teardown (exit 0 asserted).
+* `gw`           - a started gateway with one rw "/" export, parametrized over fs and memory.
+* `gw_fs`        - the same, fs backend only.
+
+`Gateway` offers start/stop/kill/restart on the same port, data and state dirs, `client()`
+(an `NfsClient`), `mount_url()` for libnfs utilities, and `rss_kib()` from /proc.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Optional
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from nfsclient import NfsClient  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[2]
+DEFAULT_EXPORT = {"path": "/", "clients": ["127.0.0.0/8"], "access": "rw", "squash": "none"}
+
+
+def _toml_value(v) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        return str(v)
+    if isinstance(v, str):
+        return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    raise TypeError(v)
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def find_gateway_bin() -> Path:
+    env = os.environ.get("GATEWAY_BIN")
+    p = Path(env) if env else REPO / "target" / "release" / "gateway"
+    return p
+
+
+class Gateway:
+    def __init__(self, binary: Path, workdir: Path, backend: str = "fs",
+                 exports: Optional[list] = None, tcp: Optional[dict] = None,
+                 engine: Optional[dict] = None, extra: Optional[dict] = None):
+        self.binary = binary
+        self.workdir = workdir
+        self.backend = backend
+        self.exports = exports if exports is not None else [dict(DEFAULT_EXPORT)]
+        self.tcp = dict(tcp or {})
+        self.engine = dict(engine or {})
+        self.extra = extra or {}
+        self.data_dir = workdir / "data"
+        self.state_dir = workdir / "state"
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        self.port = free_port()
+        self.host = "127.0.0.1"
+        self.config_path = workdir / "gateway.toml"
+        self.proc: Optional[subprocess.Popen] = None
+        self.starts = 0
+        self.returncodes: list = []
+        self.write_config()
+
+    # -- config ----------------------------------------------------------------------
+    def config_text(self) -> str:
+        engine = {"cores": [int(os.environ.get("E2E_CORE", "0"))], "idle": "adaptive", "hugepages": "auto"}
+        engine.update(self.engine)
+        tcp = {"listen": f"{self.host}:{self.port}"}
+        tcp.update(self.tcp)
+        sections = [
+            ("engine", engine),
+            ("tcp", tcp),
+            ("backend", {"kind": self.backend, "root": str(self.data_dir)}),
+            ("state", {"dir": str(self.state_dir)}),
+        ]
+        for k, v in self.extra.items():
+            sections.append((k, v))
+        lines = []
+        for name, kv in sections:
+            lines.append(f"[{name}]")
+            lines += [f"{k} = {_toml_value(v)}" for k, v in kv.items()]
+            lines.append("")
+        for e in self.exports:
+            lines.append("[[exports]]")
+            lines += [f"{k} = {_toml_value(v)}" for k, v in e.items()]
+            lines.append("")
+        return "\n".join(lines)
+
+    def write_config(self) -> None:
+        self.config_path.write_text(self.config_text())
+
+    # -- lifecycle -------------------------------------------------------------------
+    @property
+    def log_path(self) -> Path:
+        return self.workdir / f"gateway.{self.starts}.log"
+
+    def log_tail(self, n: int = 40) -> str:
+        try:
+            lines = self.log_path.read_text(errors="replace").splitlines()
+        except OSError:
+            return "(no log)"
+        return "\n".join(lines[-n:])
+
+    def start(self, timeout: float = 20.0) -> "Gateway":
+        assert self.proc is None or self.proc.poll() is not None, "already running"
+        self.starts += 1
+        logf = open(self.log_path, "wb")
+        env = dict(os.environ)
+        env.setdefault("RUST_BACKTRACE", "1")
+        self.proc = subprocess.Popen([str(self.binary), "--config", str(self.config_path)],
+                                     stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT,
+                                     env=env)
+        logf.close()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise AssertionError(f"gateway exited with {self.proc.returncode} during start-up; "
+                                     f"config:\n{self.config_text()}\nlog:\n{self.log_tail()}")
+            try:
+                with socket.create_connection((self.host, self.port), timeout=0.5):
+                    return self
+            except OSError:
+                time.sleep(0.05)
+        self.proc.kill()
+        raise AssertionError(f"gateway did not accept on {self.port} within {timeout}s; log:\n{self.log_tail()}")
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 30.0, expect_rc: Optional[int] = 0) -> int:
+        """Signal the gateway and wait; asserts the exit status (None: don't check)."""
+        assert self.proc is not None
+        if self.proc.poll() is not None:
+            rc = self.proc.returncode
+            self.returncodes.append(rc)
+            if expect_rc is not None:
+                raise AssertionError(f"gateway had already exited with {rc} before {signal.Signals(sig).name}; "
+                                     f"log:\n{self.log_tail()}")
+            return rc
+        self.proc.send_signal(sig)
+        try:
+            rc = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            raise AssertionError(f"gateway did not exit within {timeout}s of {signal.Signals(sig).name}; "
+                                 f"log:\n{self.log_tail()}")
+        self.returncodes.append(rc)
+        if expect_rc is not None:
+            assert rc == expect_rc, (f"gateway exit status {rc} after {signal.Signals(sig).name}, "
+                                     f"expected {expect_rc}; log:\n{self.log_tail()}")
+        return rc
+
+    def kill(self) -> int:
+        return self.stop(signal.SIGKILL, expect_rc=None)
+
+    def restart(self, sig: int = signal.SIGTERM) -> "Gateway":
+        if sig == signal.SIGKILL:
+            self.kill()
+        else:
+            self.stop(sig)
+        return self.start()
+
+    # -- helpers ---------------------------------------------------------------------
+    def client(self, **kw) -> NfsClient:
+        return NfsClient(self.host, self.port, **kw)
+
+    def mount_url(self, path: str = "/") -> str:
+        if not path.startswith("/"):
+            path = "/" + path
+        return f"nfs://127.0.0.1{path}?version=3&nfsport={self.port}&mountport={self.port}"
+
+    def rss_kib(self) -> int:
+        return rss_kib(self.proc.pid)
+
+
+def rss_kib(pid: int) -> int:
+    """Resident set size of a process in KiB (VmRSS from /proc/PID/status)."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    raise AssertionError(f"no VmRSS for pid {pid}")
+
+
+# ---------------------------------------------------------------------------- fixtures
+
+
+@pytest.fixture(scope="session")
+def gateway_bin() -> Path:
+    p = find_gateway_bin()
+    if not (p.is_file() and os.access(p, os.X_OK)):
+        pytest.fail(f"gateway binary not found or not executable: {p} "
+                    f"(build it with `cargo build --release -p gateway` or set GATEWAY_BIN)", pytrace=False)
+    return p
+
+
+@pytest.fixture
+def gw_factory(gateway_bin, tmp_path):
+    made: list = []
+
+    def make(backend: str = "fs", exports: Optional[list] = None, tcp: Optional[dict] = None,
+             start: bool = True, **kw) -> Gateway:
+        wd = tmp_path / f"gw{len(made)}"
+        wd.mkdir()
+        g = Gateway(gateway_bin, wd, backend=backend, exports=exports, tcp=tcp, **kw)
+        made.append(g)
+        if start:
+            g.start()
+        return g
+
+    yield make
+    errors = []
+    for g in made:
+        if g.alive():
+            try:
+                g.stop()
+            except AssertionError as e:
+                errors.append(str(e))
+    if errors:
+        pytest.fail("gateway shutdown failed:\n" + "\n".join(errors), pytrace=False)
+
+
+@pytest.fixture(params=["fs", "memory"])
+def backend(request) -> str:
+    return request.param
+
+
+@pytest.fixture
+def gw(gw_factory, backend) -> Gateway:
+    return gw_factory(backend=backend)
+
+
+@pytest.fixture
+def gw_fs(gw_factory) -> Gateway:
+    return gw_factory(backend="fs")

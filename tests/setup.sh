@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Idempotent installer for the end-to-end test harness (Debian 12, run as root).
+#
+#   tests/setup.sh
+#
+# Installs libnfs-utils (nfs-ls, nfs-cp, nfs-cat: a real third-party NFS client),
+# creates the Python venv tests/.venv with pytest, and tries to build the PyPI
+# `libnfs` Python bindings (needs libnfs-dev, swig, python3-dev). When that build
+# fails the harness still works: the suites use our own client tests/e2e/nfsclient.py.
+# A second run with everything in place is a fast no-op.
+set -euo pipefail
+
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+VENV="$HERE/.venv"
+PY=/usr/bin/python3            # the system interpreter (matches python3-dev headers)
+
+log() { echo "setup.sh: $*" >&2; }
+
+# ---- Debian packages --------------------------------------------------------
+PKGS=(libnfs-utils libnfs-dev swig python3-dev python3-venv build-essential pkg-config)
+missing=()
+for p in "${PKGS[@]}"; do
+    if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+        missing+=("$p")
+    fi
+done
+if ((${#missing[@]})); then
+    log "installing: ${missing[*]}"
+    if [[ $(id -u) -ne 0 ]]; then
+        log "need root to apt-get install ${missing[*]}"; exit 1
+    fi
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    # the bindings' build deps are best effort; the utilities are required
+    apt-get install -y -qq --no-install-recommends libnfs-utils python3-venv
+    apt-get install -y -qq --no-install-recommends libnfs-dev swig python3-dev build-essential pkg-config \
+        || log "WARNING: could not install build deps for the libnfs Python bindings"
+fi
+for b in nfs-ls nfs-cp nfs-cat; do
+    command -v "$b" >/dev/null || { log "missing $b after install"; exit 1; }
+done
+
+# ---- venv with pytest ---------------------------------------------------------
+if [[ ! -x "$VENV/bin/python" ]]; then
+    log "creating venv $VENV"
+    "$PY" -m venv "$VENV"
+fi
+# keep the venv out of git without touching files outside tests/
+[[ -f "$VENV/.gitignore" ]] || echo '*' > "$VENV/.gitignore"
+
+if ! "$VENV/bin/python" -c 'import pytest, pytest_timeout' 2>/dev/null; then
+    log "installing pytest, pytest-timeout"
+    "$VENV/bin/pip" install -q --disable-pip-version-check pytest pytest-timeout
+fi
+
+# ---- optional: PyPI libnfs bindings ------------------------------------------------
+# Attempted once; the outcome is remembered in $VENV/.libnfs-bindings (ok|failed).
+MARK="$VENV/.libnfs-bindings"
+if "$VENV/bin/python" -c 'import libnfs' 2>/dev/null; then
+    echo ok > "$MARK"
+elif [[ ! -f "$MARK" ]]; then
+    log "trying to build the PyPI libnfs Python bindings (optional)"
+    if "$VENV/bin/pip" install -q --disable-pip-version-check libnfs >"$VENV/.libnfs-build.log" 2>&1 \
+        && "$VENV/bin/python" -c 'import libnfs' 2>>"$VENV/.libnfs-build.log"; then
+        echo ok > "$MARK"
+        log "libnfs Python bindings: built"
+    else
+        echo failed > "$MARK"
+        log "NOTE: libnfs Python bindings could not be built (see $VENV/.libnfs-build.log);"
+        log "      the suites rely on our own client tests/e2e/nfsclient.py instead"
+    fi
+fi
+exit 0
