@@ -1,1 +1,370 @@
-//! STUB: the `memory` backend.
+//! The `memory` backend: objects in a `BTreeMap` under a `RwLock`. For tests and for
+//! measuring the engine without a store. It behaves like an S3 bucket (no parent
+//! directories are required, a "dir/" marker is just a zero-byte object) and also
+//! supports in-place updates (`RandomWrite`).
+
+use super::*;
+use std::ops::Bound;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
+
+#[derive(Debug, Clone)]
+struct Obj {
+    data: Vec<u8>,
+    mtime_ns: u64,
+    version: u64,
+    user: UserMeta,
+}
+
+#[derive(Default)]
+struct Store {
+    objects: BTreeMap<String, Obj>,
+}
+
+pub struct MemoryBackend {
+    store: Arc<RwLock<Store>>,
+    version: Arc<AtomicU64>,
+}
+
+impl Default for MemoryBackend {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+fn now_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0)
+}
+
+fn meta_of(key: &str, o: &Obj) -> ObjectMeta {
+    ObjectMeta {
+        key: key.to_string(),
+        size: o.data.len() as u64,
+        mtime_ns: o.mtime_ns,
+        etag: format!("{:x}-{:x}", o.version, o.data.len()),
+        user: o.user.clone(),
+    }
+}
+
+/// The smallest string greater than every string starting with `p` (which ends in
+/// the delimiter `d`).
+fn past_prefix(p: &str, d: char) -> String {
+    let mut s = p[..p.len() - d.len_utf8()].to_string();
+    s.push(char::from_u32(d as u32 + 1).unwrap_or(char::MAX));
+    s
+}
+
+impl MemoryBackend {
+    pub fn new() -> MemoryBackend {
+        MemoryBackend {
+            store: Arc::new(RwLock::new(Store::default())),
+            version: Arc::new(AtomicU64::new(1)),
+        }
+    }
+
+    fn next_version(&self) -> u64 {
+        self.version.fetch_add(1, Ordering::Relaxed)
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, Store> {
+        self.store.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, Store> {
+        self.store.write().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn insert(
+        &self,
+        key: &str,
+        data: Vec<u8>,
+        meta: &UserMeta,
+        if_absent: bool,
+    ) -> BResult<ObjectMeta> {
+        check_key(key)?;
+        let obj = Obj {
+            data,
+            mtime_ns: now_ns(),
+            version: self.next_version(),
+            user: meta.clone(),
+        };
+        let mut st = self.write();
+        if if_absent && st.objects.contains_key(key) {
+            return Err(BackendError::AlreadyExists);
+        }
+        let m = meta_of(key, &obj);
+        st.objects.insert(key.to_string(), obj);
+        Ok(m)
+    }
+
+    fn update<R>(&self, key: &str, f: impl FnOnce(&mut Obj) -> R) -> BResult<R> {
+        check_key(key)?;
+        let v = self.next_version();
+        let mut st = self.write();
+        let o = st.objects.get_mut(key).ok_or(BackendError::NotFound)?;
+        let r = f(o);
+        o.version = v;
+        Ok(r)
+    }
+}
+
+struct MemUpload {
+    backend: MemoryBackend,
+    key: String,
+    meta: UserMeta,
+    data: Vec<u8>,
+}
+
+impl Upload for MemUpload {
+    fn put_part(&mut self, data: &[u8]) -> BResult<()> {
+        self.data.extend_from_slice(data);
+        Ok(())
+    }
+
+    fn complete(self: Box<Self>) -> BResult<ObjectMeta> {
+        let this = *self;
+        this.backend.insert(&this.key, this.data, &this.meta, false)
+    }
+
+    fn abort(self: Box<Self>) {}
+}
+
+impl Backend for MemoryBackend {
+    fn name(&self) -> &'static str {
+        "memory"
+    }
+
+    fn head(&self, key: &str) -> BResult<ObjectMeta> {
+        check_key(key)?;
+        let st = self.read();
+        st.objects
+            .get(key)
+            .map(|o| meta_of(key, o))
+            .ok_or(BackendError::NotFound)
+    }
+
+    fn get_range(&self, key: &str, offset: u64, dst: &mut [u8]) -> BResult<usize> {
+        check_key(key)?;
+        let st = self.read();
+        let o = st.objects.get(key).ok_or(BackendError::NotFound)?;
+        let len = o.data.len() as u64;
+        if offset >= len {
+            return Ok(0);
+        }
+        let n = ((len - offset) as usize).min(dst.len());
+        dst[..n].copy_from_slice(&o.data[offset as usize..offset as usize + n]);
+        Ok(n)
+    }
+
+    fn put(&self, key: &str, data: &[u8], meta: &UserMeta, if_absent: bool) -> BResult<ObjectMeta> {
+        self.insert(key, data.to_vec(), meta, if_absent)
+    }
+
+    fn multipart(&self, key: &str, meta: &UserMeta) -> BResult<Box<dyn Upload>> {
+        check_key(key)?;
+        Ok(Box::new(MemUpload {
+            backend: MemoryBackend {
+                store: self.store.clone(),
+                version: self.version.clone(),
+            },
+            key: key.to_string(),
+            meta: meta.clone(),
+            data: Vec::new(),
+        }))
+    }
+
+    fn list(
+        &self,
+        prefix: &str,
+        delimiter: Option<char>,
+        start_after: Option<&str>,
+        max: usize,
+    ) -> BResult<ListPage> {
+        check_prefix(prefix)?;
+        let max = max.max(1);
+        let st = self.read();
+        let mut page = ListPage::default();
+        let mut count = 0usize;
+        let mut last: Option<String> = None;
+        let mut lower: Bound<String> = match start_after {
+            Some(s) if s >= prefix => Bound::Excluded(s.to_string()),
+            _ => Bound::Included(prefix.to_string()),
+        };
+        loop {
+            let mut it = st
+                .objects
+                .range::<String, _>((lower.clone(), Bound::Unbounded));
+            let Some((k, o)) = it.next() else { break };
+            if !k.starts_with(prefix) {
+                break;
+            }
+            let rest = &k[prefix.len()..];
+            let rolled = delimiter.and_then(|d| {
+                rest.find(d)
+                    .map(|i| (d, &k[..prefix.len() + i + d.len_utf8()]))
+            });
+            if count == max {
+                page.next = last.take();
+                break;
+            }
+            match rolled {
+                Some((d, cp)) => {
+                    let past = past_prefix(cp, d);
+                    if start_after.is_none_or(|s| s < cp) {
+                        page.prefixes.push(cp.to_string());
+                        last = Some(cp.to_string());
+                        count += 1;
+                    }
+                    lower = Bound::Included(past);
+                }
+                None => {
+                    page.objects.push(meta_of(k, o));
+                    last = Some(k.clone());
+                    count += 1;
+                    lower = Bound::Excluded(k.clone());
+                }
+            }
+        }
+        Ok(page)
+    }
+
+    fn copy(&self, from: &str, to: &str) -> BResult<()> {
+        check_key(from)?;
+        check_key(to)?;
+        let v = self.next_version();
+        let mut st = self.write();
+        let mut o = st
+            .objects
+            .get(from)
+            .cloned()
+            .ok_or(BackendError::NotFound)?;
+        o.version = v;
+        o.mtime_ns = now_ns();
+        st.objects.insert(to.to_string(), o);
+        Ok(())
+    }
+
+    fn delete(&self, key: &str) -> BResult<()> {
+        check_key(key)?;
+        match self.write().objects.remove(key) {
+            Some(_) => Ok(()),
+            None => Err(BackendError::NotFound),
+        }
+    }
+
+    fn set_meta(&self, key: &str, meta: &UserMeta) -> BResult<()> {
+        self.update(key, |o| o.user = meta.clone())
+    }
+
+    fn capacity(&self) -> BResult<(u64, u64, u64, u64)> {
+        let st = self.read();
+        let used: u64 = st.objects.values().map(|o| o.data.len() as u64).sum();
+        let total = 1u64 << 40;
+        let files = 1u64 << 32;
+        Ok((
+            total,
+            total.saturating_sub(used),
+            files,
+            files.saturating_sub(st.objects.len() as u64),
+        ))
+    }
+
+    fn random_write(&self) -> Option<&dyn RandomWrite> {
+        Some(self)
+    }
+
+    fn rename(&self, from: &str, to: &str) -> BResult<()> {
+        check_key(from)?;
+        check_key(to)?;
+        if from == to {
+            return Ok(());
+        }
+        if from.ends_with('/') != to.ends_with('/') {
+            return Err(BackendError::Permanent(format!(
+                "rename {from:?} -> {to:?}: mixing a directory and a file"
+            )));
+        }
+        let mut st = self.write();
+        if !from.ends_with('/') {
+            let o = st.objects.remove(from).ok_or(BackendError::NotFound)?;
+            st.objects.insert(to.to_string(), o);
+            return Ok(());
+        }
+        if to.starts_with(from) {
+            return Err(BackendError::Permanent(format!(
+                "rename {from:?} into itself"
+            )));
+        }
+        let keys: Vec<String> = st
+            .objects
+            .range::<String, _>((Bound::Included(from.to_string()), Bound::Unbounded))
+            .map(|(k, _)| k)
+            .take_while(|k| k.starts_with(from))
+            .cloned()
+            .collect();
+        if keys.is_empty() {
+            return Err(BackendError::NotFound);
+        }
+        // A non-empty target directory cannot be replaced.
+        let busy = st
+            .objects
+            .range::<String, _>((Bound::Excluded(to.to_string()), Bound::Unbounded))
+            .next()
+            .is_some_and(|(k, _)| k.starts_with(to));
+        if busy {
+            return Err(BackendError::Permanent(format!(
+                "rename target {to:?} is not empty"
+            )));
+        }
+        st.objects.remove(to);
+        for k in keys {
+            if let Some(o) = st.objects.remove(&k) {
+                st.objects.insert(format!("{to}{}", &k[from.len()..]), o);
+            }
+        }
+        Ok(())
+    }
+}
+
+impl RandomWrite for MemoryBackend {
+    fn write_at(&self, key: &str, offset: u64, data: &[u8]) -> BResult<()> {
+        let end = offset
+            .checked_add(data.len() as u64)
+            .filter(|e| *e <= isize::MAX as u64)
+            .ok_or_else(|| BackendError::Permanent("write past the maximum size".into()))?;
+        self.update(key, |o| {
+            if (o.data.len() as u64) < end {
+                o.data.resize(end as usize, 0);
+            }
+            o.data[offset as usize..end as usize].copy_from_slice(data);
+            o.mtime_ns = now_ns();
+        })
+    }
+
+    fn set_size(&self, key: &str, size: u64) -> BResult<()> {
+        if size > isize::MAX as u64 {
+            return Err(BackendError::Permanent("size past the maximum".into()));
+        }
+        self.update(key, |o| {
+            o.data.resize(size as usize, 0);
+            o.mtime_ns = now_ns();
+        })
+    }
+
+    fn sync(&self, key: &str) -> BResult<()> {
+        self.head(key).map(|_| ())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn conformance() {
+        crate::backend::conformance::run(&MemoryBackend::new());
+    }
+}

@@ -117,6 +117,60 @@ pub trait Backend: Send + Sync {
     fn random_write(&self) -> Option<&dyn RandomWrite> {
         None
     }
+
+    /// A string that identifies this store (backend name plus its location), used to
+    /// derive a stable fsid. Two gateways over the same store give the same string.
+    fn identity(&self) -> String {
+        self.name().to_string()
+    }
+
+    /// Renames an object, or with both keys ending in '/' a whole directory prefix
+    /// (every key under `from` moves under `to`, the marker included). An existing
+    /// target object is replaced; a directory target must not exist or be empty (its
+    /// marker alone). The default is copy + delete per object: correct but costly,
+    /// and not atomic; stores that can do better (the `fs` backend: rename(2), atomic
+    /// for whole directories) override it.
+    fn rename(&self, from: &str, to: &str) -> BResult<()> {
+        if from == to {
+            return Ok(());
+        }
+        if from.ends_with('/') != to.ends_with('/') {
+            return Err(BackendError::Permanent(format!(
+                "rename {from:?} -> {to:?}: mixing a directory and a file"
+            )));
+        }
+        if !from.ends_with('/') {
+            self.copy(from, to)?;
+            return self.delete(from);
+        }
+        // Directory: gather every key first (the listing must not see our copies).
+        let mut keys = Vec::new();
+        let mut after: Option<String> = None;
+        loop {
+            let page = self.list(from, None, after.as_deref(), 1000)?;
+            keys.extend(page.objects.into_iter().map(|o| o.key));
+            match page.next {
+                Some(n) => after = Some(n),
+                None => break,
+            }
+        }
+        // An empty target directory is replaced: drop its marker.
+        match self.delete(to) {
+            Ok(()) | Err(BackendError::NotFound) => {}
+            Err(e) => return Err(e),
+        }
+        for k in &keys {
+            self.copy(k, &format!("{to}{}", &k[from.len()..]))?;
+        }
+        // Children before their markers (reverse key order puts "a/b" before "a/").
+        for k in keys.iter().rev() {
+            match self.delete(k) {
+                Ok(()) | Err(BackendError::NotFound) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
 }
 
 /// In-place object updates for stores that can do them.
@@ -128,4 +182,254 @@ pub trait RandomWrite: Send + Sync {
     fn set_size(&self, key: &str, size: u64) -> BResult<()>;
     /// Makes every earlier `write_at`/`set_size` on `key` durable.
     fn sync(&self, key: &str) -> BResult<()>;
+}
+
+/// Names starting with this are a backend's own temporary files: never listed, never
+/// a valid key component.
+pub const TEMP_PREFIX: &str = ".nfsgw-tmp.";
+
+/// Checks that `key` is a valid object key: non-empty '/'-separated components (a
+/// trailing '/' marks a directory), none of them empty, ".", "..", containing NUL or
+/// starting with [`TEMP_PREFIX`]. Hostile keys are `Permanent` errors.
+pub fn check_key(key: &str) -> BResult<()> {
+    let body = key.strip_suffix('/').unwrap_or(key);
+    if body.is_empty() {
+        return Err(BackendError::Permanent(format!("invalid key {key:?}")));
+    }
+    for c in body.split('/') {
+        check_component(c).map_err(|_| BackendError::Permanent(format!("invalid key {key:?}")))?;
+    }
+    Ok(())
+}
+
+/// Checks a listing prefix: "" or a key prefix whose complete components are valid
+/// (the last, partial component may be any non-hostile start of a name).
+pub fn check_prefix(prefix: &str) -> BResult<()> {
+    if prefix.is_empty() {
+        return Ok(());
+    }
+    let bad = || BackendError::Permanent(format!("invalid prefix {prefix:?}"));
+    let mut parts: Vec<&str> = prefix.split('/').collect();
+    let last = parts.pop().unwrap_or("");
+    for c in parts {
+        check_component(c).map_err(|_| bad())?;
+    }
+    if last.contains('\0') || last == "." || last == ".." {
+        return Err(bad());
+    }
+    Ok(())
+}
+
+fn check_component(c: &str) -> Result<(), ()> {
+    if c.is_empty() || c == "." || c == ".." || c.contains('\0') || c.starts_with(TEMP_PREFIX) {
+        return Err(());
+    }
+    Ok(())
+}
+
+/// The behaviour every backend must show, run against each implementation.
+#[cfg(test)]
+pub(crate) mod conformance {
+    use super::*;
+
+    fn meta(pairs: &[(&str, &str)]) -> UserMeta {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    fn keys(p: &ListPage) -> Vec<&str> {
+        p.objects.iter().map(|o| o.key.as_str()).collect()
+    }
+
+    fn all_keys(
+        b: &dyn Backend,
+        prefix: &str,
+        delim: Option<char>,
+        max: usize,
+    ) -> (Vec<String>, Vec<String>) {
+        let (mut objs, mut prefixes) = (Vec::new(), Vec::new());
+        let mut after: Option<String> = None;
+        loop {
+            let p = b.list(prefix, delim, after.as_deref(), max).unwrap();
+            assert!(p.objects.len() + p.prefixes.len() <= max);
+            objs.extend(p.objects.iter().map(|o| o.key.clone()));
+            prefixes.extend(p.prefixes.iter().cloned());
+            match p.next {
+                Some(n) => after = Some(n),
+                None => break,
+            }
+        }
+        (objs, prefixes)
+    }
+
+    pub(crate) fn run(b: &dyn Backend) {
+        // put / head / get_range
+        let m = meta(&[("mode", "100644"), ("uid", "7")]);
+        let o = b.put("a/b/file", b"hello world", &m, false).unwrap();
+        assert_eq!(o.size, 11);
+        let h = b.head("a/b/file").unwrap();
+        assert_eq!(h.size, 11);
+        assert_eq!(h.user, m);
+        assert!(h.mtime_ns > 0);
+        assert!(!h.etag.is_empty());
+        let mut buf = [0u8; 5];
+        assert_eq!(b.get_range("a/b/file", 6, &mut buf).unwrap(), 5);
+        assert_eq!(&buf, b"world");
+        assert_eq!(b.get_range("a/b/file", 9, &mut buf).unwrap(), 2);
+        assert_eq!(b.get_range("a/b/file", 100, &mut buf).unwrap(), 0);
+        assert_eq!(b.head("a/b/nope"), Err(BackendError::NotFound));
+        assert_eq!(b.head("a/b/file/"), Err(BackendError::NotFound));
+
+        // directory markers
+        b.put("d/", b"", &meta(&[("mode", "40755")]), false)
+            .unwrap();
+        let h = b.head("d/").unwrap();
+        assert_eq!(h.size, 0);
+        assert_eq!(h.user.get("mode").map(String::as_str), Some("40755"));
+        assert_eq!(
+            b.put("d/", b"", &UserMeta::new(), true),
+            Err(BackendError::AlreadyExists)
+        );
+
+        // conditional put
+        assert_eq!(
+            b.put("a/b/file", b"x", &UserMeta::new(), true).unwrap_err(),
+            BackendError::AlreadyExists
+        );
+        assert_eq!(b.head("a/b/file").unwrap().size, 11);
+        b.put("a/b/new", b"x", &UserMeta::new(), true).unwrap();
+        b.put("a/b/new", b"yy", &UserMeta::new(), false).unwrap();
+        assert_eq!(b.head("a/b/new").unwrap().size, 2);
+
+        // listing with delimiter and pagination
+        for i in 0..25 {
+            b.put(&format!("l/f{i:02}"), b"", &UserMeta::new(), false)
+                .unwrap();
+        }
+        b.put("l/sub/x", b"1", &UserMeta::new(), false).unwrap();
+        b.put("l/sub/y/z", b"1", &UserMeta::new(), false).unwrap();
+        b.put("l/sub-", b"1", &UserMeta::new(), false).unwrap();
+        let (objs, prefixes) = all_keys(b, "l/", Some('/'), 7);
+        let mut want: Vec<String> = (0..25).map(|i| format!("l/f{i:02}")).collect();
+        want.push("l/sub-".into());
+        let objs: Vec<String> = objs.into_iter().filter(|k| k != "l/").collect();
+        assert_eq!(objs, want);
+        assert_eq!(prefixes, vec!["l/sub/".to_string()]);
+        let p = b.list("l/sub/", Some('/'), None, 100).unwrap();
+        let ks: Vec<&str> = keys(&p).into_iter().filter(|k| *k != "l/sub/").collect();
+        assert_eq!(ks, vec!["l/sub/x"]);
+        assert_eq!(p.prefixes, vec!["l/sub/y/".to_string()]);
+        // recursive, in key order, paginated
+        let (objs, prefixes) = all_keys(b, "l/s", None, 2);
+        assert!(prefixes.is_empty());
+        let objs: Vec<String> = objs.into_iter().filter(|k| !k.ends_with('/')).collect();
+        assert_eq!(objs, vec!["l/sub-", "l/sub/x", "l/sub/y/z"]);
+        let (all, _) = all_keys(b, "", None, 3);
+        let mut sorted = all.clone();
+        sorted.sort();
+        assert_eq!(all, sorted);
+        assert!(all.contains(&"l/sub/y/z".to_string()));
+        assert_eq!(
+            b.list("zz/", Some('/'), None, 10).unwrap(),
+            ListPage::default()
+        );
+        let p = b.list("l/f0", Some('/'), Some("l/f05"), 100).unwrap();
+        assert_eq!(keys(&p), vec!["l/f06", "l/f07", "l/f08", "l/f09"]);
+
+        // copy, set_meta, delete
+        b.copy("a/b/file", "c/copied").unwrap();
+        let h = b.head("c/copied").unwrap();
+        assert_eq!(h.size, 11);
+        assert_eq!(h.user, m);
+        let m2 = meta(&[("mode", "100600")]);
+        b.set_meta("c/copied", &m2).unwrap();
+        assert_eq!(b.head("c/copied").unwrap().user, m2);
+        assert_eq!(b.set_meta("c/none", &m2), Err(BackendError::NotFound));
+        b.delete("c/copied").unwrap();
+        assert_eq!(b.delete("c/copied"), Err(BackendError::NotFound));
+        assert_eq!(b.head("c/copied"), Err(BackendError::NotFound));
+
+        // multipart
+        let mut up = b.multipart("mp/big", &m).unwrap();
+        up.put_part(b"part1-").unwrap();
+        up.put_part(b"part2").unwrap();
+        assert_eq!(b.head("mp/big"), Err(BackendError::NotFound));
+        let o = up.complete().unwrap();
+        assert_eq!(o.size, 11);
+        let mut buf = [0u8; 11];
+        b.get_range("mp/big", 0, &mut buf).unwrap();
+        assert_eq!(&buf, b"part1-part2");
+        let mut up = b.multipart("mp/aborted", &m).unwrap();
+        up.put_part(b"x").unwrap();
+        up.abort();
+        assert_eq!(b.head("mp/aborted"), Err(BackendError::NotFound));
+        let p = b.list("mp/", None, None, 100).unwrap();
+        assert!(keys(&p).iter().all(|k| !k.contains(TEMP_PREFIX)));
+
+        // rename: file, then a whole directory
+        b.rename("a/b/new", "a/b/renamed").unwrap();
+        assert_eq!(b.head("a/b/new"), Err(BackendError::NotFound));
+        assert_eq!(b.head("a/b/renamed").unwrap().size, 2);
+        b.put("r/", b"", &UserMeta::new(), false).unwrap();
+        b.put("r/one", b"1", &UserMeta::new(), false).unwrap();
+        b.put("r/s/", b"", &UserMeta::new(), false).unwrap();
+        b.put("r/s/two", b"22", &UserMeta::new(), false).unwrap();
+        b.rename("r/", "q/r2/").unwrap();
+        assert_eq!(b.head("r/one"), Err(BackendError::NotFound));
+        assert_eq!(b.head("q/r2/one").unwrap().size, 1);
+        assert_eq!(b.head("q/r2/s/two").unwrap().size, 2);
+        assert!(b.head("q/r2/s/").is_ok());
+
+        // random writes
+        if let Some(rw) = b.random_write() {
+            b.put("w/f", b"abc", &UserMeta::new(), false).unwrap();
+            rw.write_at("w/f", 5, b"xy").unwrap();
+            rw.sync("w/f").unwrap();
+            let mut buf = [9u8; 7];
+            assert_eq!(b.get_range("w/f", 0, &mut buf).unwrap(), 7);
+            assert_eq!(&buf, b"abc\0\0xy");
+            rw.set_size("w/f", 2).unwrap();
+            assert_eq!(b.head("w/f").unwrap().size, 2);
+            rw.set_size("w/f", 10).unwrap();
+            assert_eq!(b.head("w/f").unwrap().size, 10);
+            assert_eq!(rw.write_at("w/none", 0, b"x"), Err(BackendError::NotFound));
+        }
+
+        // hostile keys
+        for bad in [
+            "",
+            "/",
+            "/abs",
+            "a//b",
+            "a/./b",
+            "a/../../etc/passwd",
+            "..",
+            "../x",
+            "a/\0b",
+            ".nfsgw-tmp.x",
+            "d/.nfsgw-tmp.1",
+        ] {
+            assert!(
+                matches!(b.head(bad), Err(BackendError::Permanent(_))),
+                "{bad:?}"
+            );
+            assert!(
+                matches!(
+                    b.put(bad, b"x", &UserMeta::new(), false),
+                    Err(BackendError::Permanent(_))
+                ),
+                "{bad:?}"
+            );
+            assert!(
+                matches!(b.delete(bad), Err(BackendError::Permanent(_))),
+                "{bad:?}"
+            );
+        }
+        assert!(b.list("../", None, None, 10).is_err());
+
+        let (t, f, _, _) = b.capacity().unwrap();
+        assert!(t >= f);
+    }
 }

@@ -1,0 +1,217 @@
+//! Attributes in object user metadata.
+//!
+//! Names (as s3fs and rclone use them): "mode" — the full st_mode including the S_IFMT
+//! type bits, written in octal as rclone does ("100644", "40755", "120777"); when read,
+//! a value that is not a plausible octal mode is taken as decimal, as s3fs writes it
+//! ("33188"). "uid", "gid" — decimal. "mtime", "atime", "ctime" — written as
+//! "seconds.nanoseconds" with nine fraction digits ("1700000000.123456789"), which is
+//! what rclone writes and what s3fs reads; when read, plain integer seconds and RFC 3339
+//! ("2023-11-14T22:13:20.5Z") are accepted too. "nfsgw-verf" — the createverf3 of an
+//! exclusive CREATE, 16 hex digits.
+//!
+//! Objects without metadata (written by other tools) get files 0644, directories 0755,
+//! uid/gid 0, and all three times from the object's last-modified time. The gateway
+//! writes "mtime"/"atime"/"ctime" only when SETATTR sets them; a WRITE or a size change
+//! drops "mtime" and "ctime" so the object's own modification time shows through.
+
+use crate::backend::UserMeta;
+use crate::fs::NfsTime;
+
+pub(super) const S_IFMT: u32 = 0o170000;
+pub(super) const S_IFDIR: u32 = 0o040000;
+pub(super) const S_IFREG: u32 = 0o100000;
+pub(super) const S_IFLNK: u32 = 0o120000;
+
+pub(super) const M_MODE: &str = "mode";
+pub(super) const M_UID: &str = "uid";
+pub(super) const M_GID: &str = "gid";
+pub(super) const M_MTIME: &str = "mtime";
+pub(super) const M_ATIME: &str = "atime";
+pub(super) const M_CTIME: &str = "ctime";
+pub(super) const M_VERF: &str = "nfsgw-verf";
+
+fn valid_type(m: u32) -> bool {
+    matches!(
+        m & S_IFMT,
+        0 | 0o010000 | 0o020000 | 0o040000 | 0o060000 | 0o100000 | 0o120000 | 0o140000
+    )
+}
+
+/// The full mode stored in `meta`, if any.
+pub(super) fn mode(meta: &UserMeta) -> Option<u32> {
+    let s = meta.get(M_MODE)?.trim();
+    if let Ok(m) = u32::from_str_radix(s, 8) {
+        if m <= 0o177777 && valid_type(m) {
+            return Some(m);
+        }
+    }
+    s.parse::<u32>()
+        .ok()
+        .filter(|m| *m <= 0o177777 && valid_type(*m))
+}
+
+pub(super) fn fmt_mode(m: u32) -> String {
+    format!("{m:o}")
+}
+
+pub(super) fn id(meta: &UserMeta, name: &str) -> Option<u32> {
+    meta.get(name)?.trim().parse().ok()
+}
+
+pub(super) fn fmt_time(t: NfsTime) -> String {
+    format!("{}.{:09}", t.sec, t.nsec)
+}
+
+pub(super) fn from_ns(ns: u64) -> NfsTime {
+    NfsTime {
+        sec: (ns / 1_000_000_000).min(u32::MAX as u64) as u32,
+        nsec: (ns % 1_000_000_000) as u32,
+    }
+}
+
+fn frac_ns(f: &str) -> Option<u32> {
+    if f.is_empty() || !f.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let mut digits: String = f.chars().take(9).collect();
+    while digits.len() < 9 {
+        digits.push('0');
+    }
+    digits.parse().ok()
+}
+
+/// Days since 1970-01-01 of a civil date (proleptic Gregorian).
+fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = if y >= 0 { y } else { y - 399 } / 400;
+    let yoe = y - era * 400;
+    let mp = (m as i64 + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d as i64 - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146097 + doe - 719468
+}
+
+fn rfc3339(s: &str) -> Option<NfsTime> {
+    let b = s.as_bytes();
+    if b.len() < 20
+        || b[4] != b'-'
+        || b[7] != b'-'
+        || !(b[10] == b'T' || b[10] == b't' || b[10] == b' ')
+    {
+        return None;
+    }
+    let num = |r: std::ops::Range<usize>| s.get(r)?.parse::<u32>().ok();
+    let (y, mo, d, h, mi, se) = (
+        num(0..4)?,
+        num(5..7)?,
+        num(8..10)?,
+        num(11..13)?,
+        num(14..16)?,
+        num(17..19)?,
+    );
+    let mut rest = &s[19..];
+    let mut nsec = 0;
+    if let Some(r) = rest.strip_prefix('.') {
+        let end = r.find(|c: char| !c.is_ascii_digit()).unwrap_or(r.len());
+        nsec = frac_ns(&r[..end])?;
+        rest = &r[end..];
+    }
+    let off: i64 = match rest {
+        "Z" | "z" => 0,
+        _ if rest.len() == 6 => {
+            let sign = match &rest[..1] {
+                "+" => 1,
+                "-" => -1,
+                _ => return None,
+            };
+            let oh: i64 = rest[1..3].parse().ok()?;
+            let om: i64 = rest[4..6].parse().ok()?;
+            sign * (oh * 3600 + om * 60)
+        }
+        _ => return None,
+    };
+    let secs = days_from_civil(y as i64, mo, d) * 86400 + (h * 3600 + mi * 60 + se) as i64 - off;
+    Some(NfsTime {
+        sec: secs.clamp(0, u32::MAX as i64) as u32,
+        nsec,
+    })
+}
+
+pub(super) fn time(meta: &UserMeta, name: &str) -> Option<NfsTime> {
+    let s = meta.get(name)?.trim();
+    if let Some(t) = rfc3339(s) {
+        return Some(t);
+    }
+    let (sec, frac) = match s.split_once('.') {
+        Some((a, b)) => (a, Some(b)),
+        None => (s, None),
+    };
+    let sec: u64 = sec.parse().ok()?;
+    let nsec = match frac {
+        Some(f) => frac_ns(f)?,
+        None => 0,
+    };
+    Some(NfsTime {
+        sec: sec.min(u32::MAX as u64) as u32,
+        nsec,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn m(k: &str, v: &str) -> UserMeta {
+        [(k.to_string(), v.to_string())].into_iter().collect()
+    }
+
+    #[test]
+    fn modes() {
+        assert_eq!(mode(&m("mode", "100644")), Some(0o100644));
+        assert_eq!(mode(&m("mode", "33188")), Some(0o100644));
+        assert_eq!(mode(&m("mode", "33204")), Some(0o100664));
+        assert_eq!(mode(&m("mode", "40755")), Some(0o40755));
+        assert_eq!(mode(&m("mode", "16877")), Some(0o40755));
+        assert_eq!(mode(&m("mode", "junk")), None);
+        assert_eq!(fmt_mode(0o120777), "120777");
+    }
+
+    #[test]
+    fn times() {
+        let t = NfsTime {
+            sec: 1_700_000_000,
+            nsec: 5,
+        };
+        assert_eq!(fmt_time(t), "1700000000.000000005");
+        assert_eq!(time(&m("mtime", &fmt_time(t)), "mtime"), Some(t));
+        assert_eq!(
+            time(&m("mtime", "1700000000"), "mtime"),
+            Some(NfsTime {
+                sec: 1_700_000_000,
+                nsec: 0
+            })
+        );
+        assert_eq!(
+            time(&m("mtime", "1700000000.5"), "mtime"),
+            Some(NfsTime {
+                sec: 1_700_000_000,
+                nsec: 500_000_000
+            })
+        );
+        assert_eq!(
+            time(&m("mtime", "2023-11-14T22:13:20.25Z"), "mtime"),
+            Some(NfsTime {
+                sec: 1_700_000_000,
+                nsec: 250_000_000
+            })
+        );
+        assert_eq!(
+            time(&m("mtime", "2023-11-14T23:13:20+01:00"), "mtime"),
+            Some(NfsTime {
+                sec: 1_700_000_000,
+                nsec: 0
+            })
+        );
+        assert_eq!(time(&m("mtime", "x"), "mtime"), None);
+    }
+}

@@ -1,0 +1,1036 @@
+//! The file model over a backend.
+//!
+//! Mapping: a file is the object with the same key (export prefix + path); a
+//! directory is a key prefix "dir/" with a zero-byte marker object (the `fs` backend
+//! makes it a real directory); a directory that has children but no marker (S3 written
+//! by other tools) exists too. The export root is the export prefix ("" = the whole
+//! store). A symlink is an object with mode S_IFLNK whose content is the target.
+//! Attribute metadata: see [`attrs`]. Handles and the handle table: see [`handles`].
+//!
+//! Names are raw bytes on the wire but keys are UTF-8: a non-UTF-8 name cannot be
+//! created (`Inval`) and is never found (`NoEnt`). Names containing '/' or NUL, and
+//! names starting with ".nfsgw-tmp." (backend temporaries) are `Inval`; names longer
+//! than 255 bytes are `NameTooLong`.
+//!
+//! Writes go through the backend's `RandomWrite`: UNSTABLE writes are staged in the
+//! object (the key is remembered as dirty) and made durable by COMMIT; DATA_SYNC and
+//! FILE_SYNC writes sync before returning and report FILE_SYNC. A backend without
+//! `RandomWrite` gets `NotSupp` for writes for now.
+//!
+//! Readdir: cookie = 1-based position in the listing ("." = 1, ".." = 2, entries
+//! follow in key order). The cookie verifier is derived from a per-directory change
+//! counter (bumped by every namespace change the gateway makes in that directory)
+//! mixed with a per-start nonce. Recent listings are cached by (dir fileid, verifier)
+//! so paging does not re-list a large directory for every page.
+//!
+//! Locks (table, dirty set, caches) are held only for in-memory work, never across
+//! backend I/O.
+
+mod attrs;
+mod handles;
+
+use super::*;
+use crate::backend::{BackendError, ListPage, ObjectMeta, UserMeta, TEMP_PREFIX};
+use attrs::*;
+use handles::HandleTable;
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::Mutex;
+
+const LISTING_CACHE: usize = 64;
+const CLEAN_CACHE: usize = 65536;
+const LIST_PAGE: usize = 1000;
+
+type Listing = Arc<Vec<(Vec<u8>, u64)>>;
+
+pub(super) struct Inner {
+    backend: Arc<dyn Backend>,
+    exports: HashMap<u16, String>,
+    table: HandleTable,
+    mac_key: [u8; 32],
+    wverf: [u8; 8],
+    nonce: u64,
+    fsid: u64,
+    start_ns: u64,
+    /// Keys with UNSTABLE writes not yet synced.
+    dirty: Mutex<HashSet<String>>,
+    /// Regular files known to carry no explicit mtime/ctime: writes skip the HEAD.
+    clean: Mutex<HashSet<String>>,
+    /// Per-directory change counters (by directory fileid).
+    dir_changes: Mutex<HashMap<u64, u64>>,
+    listings: Mutex<VecDeque<(u64, [u8; 8], Listing)>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn now_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0)
+}
+
+fn is_dir_key(key: &str) -> bool {
+    key.is_empty() || key.ends_with('/')
+}
+
+/// Checks a name for creation. "." and ".." are left to the caller.
+fn check_name(name: &[u8]) -> FsResult<&str> {
+    if name.len() > 255 {
+        return Err(Status::NameTooLong);
+    }
+    if name.is_empty() || name.contains(&b'/') || name.contains(&0) {
+        return Err(Status::Inval);
+    }
+    let s = std::str::from_utf8(name).map_err(|_| Status::Inval)?;
+    if s.starts_with(TEMP_PREFIX) {
+        return Err(Status::Inval);
+    }
+    Ok(s)
+}
+
+fn verf_hex(v: &[u8; 8]) -> String {
+    v.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// What a name in a directory is.
+enum Found {
+    File(ObjectMeta),
+    Dir,
+}
+
+impl Inner {
+    pub fn open(
+        backend: Arc<dyn Backend>,
+        state_dir: &Path,
+        exports: &[ExportRoot],
+    ) -> anyhow::Result<Inner> {
+        use anyhow::Context;
+        std::fs::create_dir_all(state_dir)
+            .with_context(|| format!("state.dir {}: cannot create", state_dir.display()))?;
+        let mac_key = handles::load_mac_key(state_dir)?;
+        let table = HandleTable::open(state_dir)?;
+        let id = blake3::hash(backend.identity().as_bytes());
+        let fsid = u64::from_le_bytes(id.as_bytes()[..8].try_into().expect("8 bytes"));
+        let inner = Inner {
+            backend,
+            exports: exports.iter().map(|e| (e.id, e.prefix.clone())).collect(),
+            table,
+            mac_key,
+            wverf: rand::random(),
+            nonce: rand::random(),
+            fsid,
+            start_ns: now_ns(),
+            dirty: Mutex::new(HashSet::new()),
+            clean: Mutex::new(HashSet::new()),
+            dir_changes: Mutex::new(HashMap::new()),
+            listings: Mutex::new(VecDeque::new()),
+        };
+        for e in exports {
+            if e.prefix.is_empty() {
+                continue;
+            }
+            anyhow::ensure!(
+                e.prefix.ends_with('/'),
+                "export prefix {:?} must end with '/'",
+                e.prefix
+            );
+            match inner.dir_meta(&e.prefix) {
+                Ok(Some(_)) => {}
+                Ok(None) => {
+                    let mut m = UserMeta::new();
+                    m.insert(M_MODE.into(), fmt_mode(S_IFDIR | 0o755));
+                    match inner.backend.put(&e.prefix, b"", &m, true) {
+                        Ok(_) | Err(BackendError::AlreadyExists) => {}
+                        Err(err) => {
+                            tracing::warn!(prefix = %e.prefix, error = %err, "cannot create the export root")
+                        }
+                    }
+                }
+                Err(st) => {
+                    tracing::warn!(prefix = %e.prefix, status = ?st, "cannot check the export root")
+                }
+            }
+        }
+        Ok(inner)
+    }
+
+    fn berr(&self, e: BackendError, key: &str) -> Status {
+        match e {
+            BackendError::NotFound => Status::NoEnt,
+            BackendError::AlreadyExists => Status::Exist,
+            BackendError::NoSpace => Status::NoSpc,
+            BackendError::Retryable(msg) => {
+                tracing::debug!(key, msg, "backend busy");
+                Status::Jukebox
+            }
+            BackendError::Permanent(msg) => {
+                tracing::warn!(key, msg, "backend error");
+                Status::Io
+            }
+        }
+    }
+
+    /// Like `berr` for operations on a node itself: a vanished object is `Stale`.
+    fn nerr(&self, e: BackendError, key: &str) -> Status {
+        match e {
+            BackendError::NotFound => Status::Stale,
+            e => self.berr(e, key),
+        }
+    }
+
+    fn prefix(&self, export: u16) -> Option<&str> {
+        self.exports.get(&export).map(String::as_str)
+    }
+
+    fn synthetic_dir(&self, key: &str) -> ObjectMeta {
+        ObjectMeta {
+            key: key.to_string(),
+            size: 0,
+            mtime_ns: self.start_ns,
+            etag: String::new(),
+            user: UserMeta::new(),
+        }
+    }
+
+    /// The marker (or a synthetic one) of directory `key` ("" or ending in '/').
+    fn dir_meta(&self, key: &str) -> FsResult<Option<ObjectMeta>> {
+        if key.is_empty() {
+            return Ok(Some(self.synthetic_dir(key)));
+        }
+        match self.backend.head(key) {
+            Ok(m) => Ok(Some(m)),
+            Err(BackendError::NotFound) => {
+                let p = self
+                    .backend
+                    .list(key, None, None, 1)
+                    .map_err(|e| self.berr(e, key))?;
+                Ok((!p.objects.is_empty() || !p.prefixes.is_empty())
+                    .then(|| self.synthetic_dir(key)))
+            }
+            Err(e) => Err(self.berr(e, key)),
+        }
+    }
+
+    fn file_meta(&self, key: &str) -> FsResult<Option<ObjectMeta>> {
+        match self.backend.head(key) {
+            Ok(m) => Ok(Some(m)),
+            Err(BackendError::NotFound) => Ok(None),
+            Err(e) => Err(self.berr(e, key)),
+        }
+    }
+
+    fn meta(&self, key: &str) -> FsResult<Option<ObjectMeta>> {
+        if is_dir_key(key) {
+            self.dir_meta(key)
+        } else {
+            self.file_meta(key)
+        }
+    }
+
+    /// What `name` (a child key without the trailing '/') is, if anything.
+    fn find(&self, child: &str) -> FsResult<Option<Found>> {
+        if let Some(m) = self.file_meta(child)? {
+            return Ok(Some(Found::File(m)));
+        }
+        Ok(self.dir_meta(&format!("{child}/"))?.map(|_| Found::Dir))
+    }
+
+    fn node(&self, export: u16, key: &str) -> Node {
+        let (fileid, _) = self.table.assign(key);
+        Node {
+            export,
+            fileid,
+            key: key.to_string(),
+        }
+    }
+
+    fn parent_key(&self, export: u16, key: &str) -> String {
+        let root = self.prefix(export).unwrap_or("");
+        if key == root || key.is_empty() {
+            return key.to_string();
+        }
+        let body = key.strip_suffix('/').unwrap_or(key);
+        let p = match body.rfind('/') {
+            Some(i) => body[..=i].to_string(),
+            None => String::new(),
+        };
+        if p.len() < root.len() {
+            root.to_string()
+        } else {
+            p
+        }
+    }
+
+    fn changes(&self, dir_fileid: u64) -> u64 {
+        lock(&self.dir_changes)
+            .get(&dir_fileid)
+            .copied()
+            .unwrap_or(0)
+    }
+
+    fn bump(&self, dir_fileid: u64) {
+        *lock(&self.dir_changes).entry(dir_fileid).or_insert(0) += 1;
+    }
+
+    fn bump_key(&self, dir_key: &str) {
+        let (id, _) = self.table.assign(dir_key);
+        self.bump(id);
+    }
+
+    fn cookie_verf(&self, dir_fileid: u64) -> [u8; 8] {
+        let mut h = blake3::Hasher::new();
+        h.update(&self.nonce.to_le_bytes());
+        h.update(&dir_fileid.to_le_bytes());
+        h.update(&self.changes(dir_fileid).to_le_bytes());
+        let mut v = [0u8; 8];
+        v.copy_from_slice(&h.finalize().as_bytes()[..8]);
+        if v == [0; 8] {
+            v[0] = 1;
+        }
+        v
+    }
+
+    fn attr(&self, fileid: u64, key: &str, m: &ObjectMeta) -> Attr {
+        let dir = is_dir_key(key);
+        let full = mode(&m.user);
+        let kind = if dir {
+            FileKind::Dir
+        } else if full.is_some_and(|f| f & S_IFMT == S_IFLNK) {
+            FileKind::Lnk
+        } else {
+            FileKind::Reg
+        };
+        let perm = full.map_or(if dir { 0o755 } else { 0o644 }, |f| f & 0o7777);
+        let size = if dir { 4096 } else { m.size };
+        // A directory's times also move with the changes the gateway made in it, so
+        // clients revalidate their caches even where the store keeps no directory time.
+        let extra = if dir { self.changes(fileid) } else { 0 };
+        let obj = from_ns(m.mtime_ns.saturating_add(extra));
+        let mtime = time(&m.user, M_MTIME).unwrap_or(obj);
+        Attr {
+            kind,
+            mode: perm,
+            nlink: if dir { 2 } else { 1 },
+            uid: id(&m.user, M_UID).unwrap_or(0),
+            gid: id(&m.user, M_GID).unwrap_or(0),
+            size,
+            used: size.div_ceil(4096) * 4096,
+            rdev: (0, 0),
+            fsid: self.fsid,
+            fileid,
+            atime: time(&m.user, M_ATIME).unwrap_or(mtime),
+            mtime,
+            ctime: time(&m.user, M_CTIME).unwrap_or(obj),
+        }
+    }
+
+    fn dir_of(&self, dir: &Node) -> FsResult<()> {
+        if is_dir_key(&dir.key) {
+            Ok(())
+        } else {
+            Err(Status::NotDir)
+        }
+    }
+
+    fn new_meta(&self, kind: u32, default_perm: u32, set: &SetAttr, owner: Owner) -> UserMeta {
+        let mut m = UserMeta::new();
+        m.insert(
+            M_MODE.into(),
+            fmt_mode(kind | set.mode.map_or(default_perm, |p| p & 0o7777)),
+        );
+        m.insert(M_UID.into(), set.uid.unwrap_or(owner.uid).to_string());
+        m.insert(M_GID.into(), set.gid.unwrap_or(owner.gid).to_string());
+        for (name, t) in [(M_ATIME, set.atime), (M_MTIME, set.mtime)] {
+            if let SetTime::Client(t) = t {
+                m.insert(name.into(), fmt_time(t));
+            }
+        }
+        m
+    }
+
+    /// A new object appeared at `key`: drop any stale mapping so it gets a fresh
+    /// generation, then map it.
+    fn fresh_node(&self, export: u16, key: &str, parent: &Node) -> Node {
+        self.table.forget(key);
+        self.bump(parent.fileid);
+        self.node(export, key)
+    }
+
+    // ---- handles -------------------------------------------------------------------
+
+    pub fn write_verifier(&self) -> [u8; 8] {
+        self.wverf
+    }
+
+    pub fn root(&self, export: u16) -> FsResult<Node> {
+        let p = self.prefix(export).ok_or(Status::NoEnt)?;
+        Ok(self.node(export, p))
+    }
+
+    pub fn handle(&self, node: &Node) -> FileHandle {
+        let (id, gen) = match self.table.get(node.fileid) {
+            Some((k, g)) if k == node.key => (node.fileid, g),
+            _ => self.table.assign(&node.key),
+        };
+        let b = handles::encode(&self.mac_key, node.export, id, gen);
+        let mut fh = FileHandle {
+            len: b.len() as u8,
+            bytes: [0; FH_MAX],
+        };
+        fh.bytes[..b.len()].copy_from_slice(&b);
+        fh
+    }
+
+    pub fn resolve(&self, fh: &[u8]) -> FsResult<Node> {
+        let (export, fileid, gen) = handles::decode(&self.mac_key, fh).ok_or(Status::BadHandle)?;
+        let root = self.prefix(export).ok_or(Status::Stale)?;
+        let (key, g) = self.table.get(fileid).ok_or(Status::Stale)?;
+        if g != gen || !key.starts_with(root) {
+            return Err(Status::Stale);
+        }
+        if key != root && self.meta(&key)?.is_none() {
+            // Gone behind our back: forget it so a new object there gets a new generation.
+            self.table.forget(&key);
+            return Err(Status::Stale);
+        }
+        Ok(Node {
+            export,
+            fileid,
+            key,
+        })
+    }
+
+    // ---- attributes ----------------------------------------------------------------
+
+    pub fn getattr(&self, node: &Node) -> FsResult<Attr> {
+        let m = self.meta(&node.key)?.ok_or(Status::Stale)?;
+        Ok(self.attr(node.fileid, &node.key, &m))
+    }
+
+    pub fn setattr(&self, node: &Node, set: &SetAttr) -> FsResult<()> {
+        let key = node.key.as_str();
+        let m = self.meta(key)?.ok_or(Status::Stale)?;
+        let dir = is_dir_key(key);
+        let cur = self.attr(node.fileid, key, &m);
+        lock(&self.clean).remove(key);
+        let mut user = m.user.clone();
+        let mut changed = false;
+        if let Some(size) = set.size {
+            if dir {
+                return Err(Status::IsDir);
+            }
+            if cur.kind != FileKind::Reg {
+                return Err(Status::Inval);
+            }
+            let rw = self.backend.random_write().ok_or(Status::NotSupp)?;
+            if size != m.size {
+                rw.set_size(key, size).map_err(|e| self.nerr(e, key))?;
+                rw.sync(key).map_err(|e| self.nerr(e, key))?;
+                // The object's own modification time now speaks for mtime and ctime.
+                changed |= user.remove(M_MTIME).is_some();
+                changed |= user.remove(M_CTIME).is_some();
+            }
+        }
+        let kind_bits = match cur.kind {
+            FileKind::Dir => S_IFDIR,
+            FileKind::Lnk => S_IFLNK,
+            _ => S_IFREG,
+        };
+        let mut attrs_changed = false;
+        if let Some(p) = set.mode {
+            user.insert(M_MODE.into(), fmt_mode(kind_bits | (p & 0o7777)));
+            attrs_changed = true;
+        }
+        if let Some(u) = set.uid {
+            user.insert(M_UID.into(), u.to_string());
+            attrs_changed = true;
+        }
+        if let Some(g) = set.gid {
+            user.insert(M_GID.into(), g.to_string());
+            attrs_changed = true;
+        }
+        let now = NfsTime::now();
+        for (name, t) in [(M_ATIME, set.atime), (M_MTIME, set.mtime)] {
+            match t {
+                SetTime::DontChange => {}
+                SetTime::ServerTime => {
+                    user.insert(name.into(), fmt_time(now));
+                    attrs_changed = true;
+                }
+                SetTime::Client(t) => {
+                    user.insert(name.into(), fmt_time(t));
+                    attrs_changed = true;
+                }
+            }
+        }
+        if attrs_changed {
+            user.insert(M_CTIME.into(), fmt_time(now));
+            changed = true;
+        }
+        if !changed {
+            return Ok(());
+        }
+        if key.is_empty() {
+            // The whole-store root has no object to carry metadata.
+            return if set.mode.is_some() || set.uid.is_some() || set.gid.is_some() {
+                Err(Status::Perm)
+            } else {
+                Ok(())
+            };
+        }
+        match self.backend.set_meta(key, &user) {
+            Ok(()) => Ok(()),
+            // A directory without a marker: make one.
+            Err(BackendError::NotFound) if dir => match self.backend.put(key, b"", &user, true) {
+                Ok(_) => Ok(()),
+                Err(BackendError::AlreadyExists) => self
+                    .backend
+                    .set_meta(key, &user)
+                    .map_err(|e| self.nerr(e, key)),
+                Err(e) => Err(self.nerr(e, key)),
+            },
+            Err(e) => Err(self.nerr(e, key)),
+        }
+    }
+
+    // ---- names ---------------------------------------------------------------------
+
+    pub fn lookup(&self, dir: &Node, name: &[u8]) -> FsResult<Node> {
+        self.dir_of(dir)?;
+        match name {
+            b"." => return Ok(dir.clone()),
+            b".." => {
+                let p = self.parent_key(dir.export, &dir.key);
+                return Ok(self.node(dir.export, &p));
+            }
+            _ => {}
+        }
+        let name = match check_name(name) {
+            Ok(n) => n,
+            Err(Status::NameTooLong) => return Err(Status::NameTooLong),
+            Err(_) => return Err(Status::NoEnt),
+        };
+        let child = format!("{}{name}", dir.key);
+        match self.find(&child)? {
+            Some(Found::File(_)) => Ok(self.node(dir.export, &child)),
+            Some(Found::Dir) => Ok(self.node(dir.export, &format!("{child}/"))),
+            None => Err(Status::NoEnt),
+        }
+    }
+
+    pub fn readlink(&self, node: &Node) -> FsResult<Vec<u8>> {
+        if is_dir_key(&node.key) {
+            return Err(Status::Inval);
+        }
+        let m = self.file_meta(&node.key)?.ok_or(Status::Stale)?;
+        if mode(&m.user).is_none_or(|f| f & S_IFMT != S_IFLNK) {
+            return Err(Status::Inval);
+        }
+        let mut buf = vec![0u8; m.size.min(64 * 1024) as usize];
+        let n = self
+            .backend
+            .get_range(&node.key, 0, &mut buf)
+            .map_err(|e| self.nerr(e, &node.key))?;
+        buf.truncate(n);
+        Ok(buf)
+    }
+
+    // ---- data ----------------------------------------------------------------------
+
+    pub fn read(&self, node: &Node, offset: u64, dst: &mut [u8]) -> FsResult<(usize, bool)> {
+        if is_dir_key(&node.key) {
+            return Err(Status::IsDir);
+        }
+        let m = self.file_meta(&node.key)?.ok_or(Status::Stale)?;
+        if mode(&m.user).is_some_and(|f| f & S_IFMT == S_IFLNK) {
+            return Err(Status::Inval);
+        }
+        if offset >= m.size || dst.is_empty() {
+            return Ok((0, offset >= m.size));
+        }
+        let want = ((m.size - offset).min(dst.len() as u64)) as usize;
+        let n = self
+            .backend
+            .get_range(&node.key, offset, &mut dst[..want])
+            .map_err(|e| self.nerr(e, &node.key))?;
+        Ok((n, n < want || offset + n as u64 >= m.size))
+    }
+
+    pub fn write(&self, node: &Node, offset: u64, data: &[u8], stable: Stable) -> FsResult<Stable> {
+        let key = node.key.as_str();
+        if is_dir_key(key) {
+            return Err(Status::IsDir);
+        }
+        let rw = self.backend.random_write().ok_or(Status::NotSupp)?;
+        if offset
+            .checked_add(data.len() as u64)
+            .is_none_or(|e| e > i64::MAX as u64)
+        {
+            return Err(Status::FBig);
+        }
+        if !lock(&self.clean).contains(key) {
+            let m = self.file_meta(key)?.ok_or(Status::Stale)?;
+            if mode(&m.user).is_some_and(|f| f & S_IFMT != S_IFREG) {
+                return Err(Status::Inval);
+            }
+            if m.user.contains_key(M_MTIME) || m.user.contains_key(M_CTIME) {
+                let mut user = m.user.clone();
+                user.remove(M_MTIME);
+                user.remove(M_CTIME);
+                self.backend
+                    .set_meta(key, &user)
+                    .map_err(|e| self.nerr(e, key))?;
+            }
+            let mut c = lock(&self.clean);
+            if c.len() >= CLEAN_CACHE {
+                c.clear();
+            }
+            c.insert(key.to_string());
+        }
+        rw.write_at(key, offset, data)
+            .map_err(|e| self.nerr(e, key))?;
+        if stable == Stable::Unstable {
+            lock(&self.dirty).insert(key.to_string());
+            return Ok(Stable::Unstable);
+        }
+        let was_dirty = lock(&self.dirty).remove(key);
+        if let Err(e) = rw.sync(key) {
+            if was_dirty {
+                lock(&self.dirty).insert(key.to_string());
+            }
+            return Err(self.nerr(e, key));
+        }
+        Ok(Stable::FileSync)
+    }
+
+    pub fn commit(&self, node: &Node) -> FsResult<()> {
+        let key = node.key.as_str();
+        if !lock(&self.dirty).remove(key) {
+            return Ok(());
+        }
+        let Some(rw) = self.backend.random_write() else {
+            return Ok(());
+        };
+        rw.sync(key).map_err(|e| {
+            lock(&self.dirty).insert(key.to_string());
+            self.nerr(e, key)
+        })
+    }
+
+    pub fn flush_all(&self) -> FsResult<()> {
+        let keys: Vec<String> = lock(&self.dirty).drain().collect();
+        let mut result = Ok(());
+        if let Some(rw) = self.backend.random_write() {
+            for k in keys {
+                match rw.sync(&k) {
+                    Ok(()) | Err(BackendError::NotFound) => {}
+                    Err(e) => {
+                        lock(&self.dirty).insert(k.clone());
+                        if result.is_ok() {
+                            result = Err(self.berr(e, &k));
+                        }
+                    }
+                }
+            }
+        }
+        if let Err(e) = self.table.sync() {
+            tracing::warn!(error = %e, "handle table: fsync failed");
+            if result.is_ok() {
+                result = Err(Status::Io);
+            }
+        }
+        result
+    }
+
+    // ---- namespace -----------------------------------------------------------------
+
+    fn create_name<'a>(&self, dir: &Node, name: &'a [u8]) -> FsResult<&'a str> {
+        self.dir_of(dir)?;
+        if name == b"." || name == b".." {
+            return Err(Status::Exist);
+        }
+        check_name(name)
+    }
+
+    pub fn create(
+        &self,
+        dir: &Node,
+        name: &[u8],
+        how: &CreateMode,
+        owner: Owner,
+    ) -> FsResult<Node> {
+        let name = self.create_name(dir, name)?;
+        let key = format!("{}{name}", dir.key);
+        let (set, verf) = match how {
+            CreateMode::Unchecked(s) | CreateMode::Guarded(s) => (*s, None),
+            CreateMode::Exclusive(v) => (SetAttr::default(), Some(verf_hex(v))),
+        };
+        for attempt in 0..2 {
+            match self.find(&key)? {
+                Some(Found::Dir) => return Err(Status::Exist),
+                Some(Found::File(m)) => {
+                    return match how {
+                        CreateMode::Guarded(_) => Err(Status::Exist),
+                        CreateMode::Exclusive(_) => {
+                            if m.user.get(M_VERF) == verf.as_ref() {
+                                Ok(self.node(dir.export, &key))
+                            } else {
+                                Err(Status::Exist)
+                            }
+                        }
+                        CreateMode::Unchecked(s) => {
+                            if mode(&m.user).is_some_and(|f| f & S_IFMT != S_IFREG) {
+                                return Err(Status::Exist);
+                            }
+                            let node = self.node(dir.export, &key);
+                            if let Some(size) = s.size {
+                                self.setattr(
+                                    &node,
+                                    &SetAttr {
+                                        size: Some(size),
+                                        ..Default::default()
+                                    },
+                                )?;
+                            }
+                            Ok(node)
+                        }
+                    };
+                }
+                None => {}
+            }
+            let mut meta = self.new_meta(S_IFREG, 0o644, &set, owner);
+            if let Some(v) = &verf {
+                meta.insert(M_VERF.into(), v.clone());
+            }
+            match self.backend.put(&key, b"", &meta, true) {
+                Ok(_) => {
+                    let node = self.fresh_node(dir.export, &key, dir);
+                    if let Some(size) = set.size.filter(|s| *s > 0) {
+                        self.setattr(
+                            &node,
+                            &SetAttr {
+                                size: Some(size),
+                                ..Default::default()
+                            },
+                        )?;
+                    }
+                    return Ok(node);
+                }
+                // Lost a race with another creator: judge the existing file.
+                Err(BackendError::AlreadyExists) if attempt == 0 => continue,
+                Err(e) => return Err(self.berr(e, &key)),
+            }
+        }
+        Err(Status::Exist)
+    }
+
+    pub fn mkdir(&self, dir: &Node, name: &[u8], set: &SetAttr, owner: Owner) -> FsResult<Node> {
+        let name = self.create_name(dir, name)?;
+        let key = format!("{}{name}", dir.key);
+        if self.find(&key)?.is_some() {
+            return Err(Status::Exist);
+        }
+        let dkey = format!("{key}/");
+        let meta = self.new_meta(S_IFDIR, 0o755, set, owner);
+        self.backend
+            .put(&dkey, b"", &meta, true)
+            .map_err(|e| self.berr(e, &dkey))?;
+        Ok(self.fresh_node(dir.export, &dkey, dir))
+    }
+
+    pub fn symlink(
+        &self,
+        dir: &Node,
+        name: &[u8],
+        target: &[u8],
+        set: &SetAttr,
+        owner: Owner,
+    ) -> FsResult<Node> {
+        let name = self.create_name(dir, name)?;
+        if target.is_empty() || target.len() > 4096 {
+            return Err(Status::Inval);
+        }
+        let key = format!("{}{name}", dir.key);
+        if self.find(&key)?.is_some() {
+            return Err(Status::Exist);
+        }
+        let meta = self.new_meta(
+            S_IFLNK,
+            0o777,
+            &SetAttr {
+                mode: Some(0o777),
+                ..*set
+            },
+            owner,
+        );
+        self.backend
+            .put(&key, target, &meta, true)
+            .map_err(|e| self.berr(e, &key))?;
+        Ok(self.fresh_node(dir.export, &key, dir))
+    }
+
+    fn forget_file(&self, key: &str) {
+        self.table.forget(key);
+        lock(&self.dirty).remove(key);
+        lock(&self.clean).remove(key);
+    }
+
+    pub fn remove(&self, dir: &Node, name: &[u8]) -> FsResult<()> {
+        self.dir_of(dir)?;
+        if name == b"." || name == b".." {
+            return Err(Status::Inval);
+        }
+        let name = check_name(name).map_err(|e| {
+            if e == Status::NameTooLong {
+                e
+            } else {
+                Status::NoEnt
+            }
+        })?;
+        let key = format!("{}{name}", dir.key);
+        match self.find(&key)? {
+            None => Err(Status::NoEnt),
+            Some(Found::Dir) => Err(Status::IsDir),
+            Some(Found::File(_)) => {
+                self.backend.delete(&key).map_err(|e| self.berr(e, &key))?;
+                self.forget_file(&key);
+                self.bump(dir.fileid);
+                Ok(())
+            }
+        }
+    }
+
+    /// True when directory `dkey` has children.
+    fn has_children(&self, dkey: &str) -> FsResult<bool> {
+        let p: ListPage = self
+            .backend
+            .list(dkey, Some('/'), None, 2)
+            .map_err(|e| self.berr(e, dkey))?;
+        Ok(!p.prefixes.is_empty() || p.objects.iter().any(|o| o.key != dkey))
+    }
+
+    pub fn rmdir(&self, dir: &Node, name: &[u8]) -> FsResult<()> {
+        self.dir_of(dir)?;
+        if name == b"." || name == b".." {
+            return Err(Status::Inval);
+        }
+        let name = check_name(name).map_err(|e| {
+            if e == Status::NameTooLong {
+                e
+            } else {
+                Status::NoEnt
+            }
+        })?;
+        let key = format!("{}{name}", dir.key);
+        match self.find(&key)? {
+            None => Err(Status::NoEnt),
+            Some(Found::File(_)) => Err(Status::NotDir),
+            Some(Found::Dir) => {
+                let dkey = format!("{key}/");
+                if self.has_children(&dkey)? {
+                    return Err(Status::NotEmpty);
+                }
+                match self.backend.delete(&dkey) {
+                    Ok(()) | Err(BackendError::NotFound) => {}
+                    Err(e) => {
+                        return Err(if self.has_children(&dkey).unwrap_or(false) {
+                            Status::NotEmpty
+                        } else {
+                            self.berr(e, &dkey)
+                        })
+                    }
+                }
+                self.table.forget_prefix(&dkey);
+                self.bump(dir.fileid);
+                Ok(())
+            }
+        }
+    }
+
+    pub fn rename(&self, from: &Node, from_name: &[u8], to: &Node, to_name: &[u8]) -> FsResult<()> {
+        self.dir_of(from)?;
+        self.dir_of(to)?;
+        if from.export != to.export {
+            return Err(Status::XDev);
+        }
+        for n in [from_name, to_name] {
+            if n == b"." || n == b".." {
+                return Err(Status::Inval);
+            }
+        }
+        let fname = check_name(from_name).map_err(|e| {
+            if e == Status::NameTooLong {
+                e
+            } else {
+                Status::NoEnt
+            }
+        })?;
+        let tname = check_name(to_name)?;
+        let src = format!("{}{fname}", from.key);
+        let dst = format!("{}{tname}", to.key);
+        let (skey, tkey, src_dir) = match self.find(&src)? {
+            None => return Err(Status::NoEnt),
+            Some(Found::File(_)) => (src.clone(), dst.clone(), false),
+            Some(Found::Dir) => (format!("{src}/"), format!("{dst}/"), true),
+        };
+        if skey == tkey {
+            return Ok(());
+        }
+        if src_dir && tkey.starts_with(&skey) {
+            return Err(Status::Inval);
+        }
+        match (self.find(&dst)?, src_dir) {
+            (None, _) => {}
+            (Some(Found::Dir), false) => return Err(Status::IsDir),
+            (Some(Found::File(_)), true) => return Err(Status::NotDir),
+            (Some(Found::File(_)), false) => {}
+            (Some(Found::Dir), true) => {
+                if self.has_children(&tkey)? {
+                    return Err(Status::NotEmpty);
+                }
+            }
+        }
+        // Staged writes stay in the objects; remember them under their new keys.
+        {
+            let mut d = lock(&self.dirty);
+            let moved: Vec<String> = d.iter().filter(|k| k.starts_with(&skey)).cloned().collect();
+            for k in moved {
+                d.remove(&k);
+                d.insert(format!("{tkey}{}", &k[skey.len()..]));
+            }
+        }
+        lock(&self.clean).clear();
+        self.backend.rename(&skey, &tkey).map_err(|e| match e {
+            BackendError::Permanent(ref m) if m.contains("not empty") => Status::NotEmpty,
+            e => self.berr(e, &skey),
+        })?;
+        self.table.rename(&skey, &tkey);
+        self.bump(from.fileid);
+        self.bump(to.fileid);
+        if src_dir {
+            // Its ".." changed.
+            self.bump_key(&tkey);
+        }
+        Ok(())
+    }
+
+    // ---- directories ---------------------------------------------------------------
+
+    fn list_dir(&self, dir: &Node) -> FsResult<Listing> {
+        let mut names: Vec<(Vec<u8>, String)> = Vec::new();
+        let mut seen: HashSet<String> = HashSet::new();
+        let mut after: Option<String> = None;
+        let plen = dir.key.len();
+        loop {
+            let page = self
+                .backend
+                .list(&dir.key, Some('/'), after.as_deref(), LIST_PAGE)
+                .map_err(|e| self.nerr(e, &dir.key))?;
+            let mut items: Vec<(&str, bool)> = page
+                .objects
+                .iter()
+                .map(|o| (o.key.as_str(), false))
+                .chain(page.prefixes.iter().map(|p| (p.as_str(), true)))
+                .collect();
+            items.sort_unstable();
+            for (k, is_prefix) in items {
+                if k == dir.key || k.len() <= plen {
+                    continue;
+                }
+                let name = if is_prefix {
+                    &k[plen..k.len() - 1]
+                } else {
+                    &k[plen..]
+                };
+                if name.is_empty()
+                    || name.contains('/')
+                    || name.len() > 255
+                    || !seen.insert(name.to_string())
+                {
+                    continue;
+                }
+                names.push((name.as_bytes().to_vec(), k.to_string()));
+            }
+            match page.next {
+                Some(n) => after = Some(n),
+                None => break,
+            }
+        }
+        let ids = self
+            .table
+            .assign_many(names.iter().map(|(_, k)| k.as_str()));
+        Ok(Arc::new(
+            names.into_iter().map(|(n, _)| n).zip(ids).collect(),
+        ))
+    }
+
+    pub fn readdir(&self, dir: &Node, cookie: u64, verf: [u8; 8], max: usize) -> FsResult<DirPage> {
+        self.dir_of(dir)?;
+        let cur = self.cookie_verf(dir.fileid);
+        if cookie != 0 && verf != [0; 8] && verf != cur {
+            return Err(Status::BadCookie);
+        }
+        let cached = if cookie != 0 {
+            lock(&self.listings)
+                .iter()
+                .find(|(id, v, _)| *id == dir.fileid && *v == cur)
+                .map(|(_, _, l)| l.clone())
+        } else {
+            None
+        };
+        let listing = match cached {
+            Some(l) => l,
+            None => {
+                let l = self.list_dir(dir)?;
+                let mut c = lock(&self.listings);
+                c.retain(|(id, _, _)| *id != dir.fileid);
+                if c.len() >= LISTING_CACHE {
+                    c.pop_front();
+                }
+                c.push_back((dir.fileid, cur, l.clone()));
+                l
+            }
+        };
+        let parent = self.parent_key(dir.export, &dir.key);
+        let parent_id = self.table.assign(&parent).0;
+        let total = listing.len() as u64 + 2;
+        let max = max.max(1);
+        let mut entries = Vec::new();
+        let mut pos = cookie;
+        while pos < total && entries.len() < max {
+            let (name, fileid) = match pos {
+                0 => (b".".to_vec(), dir.fileid),
+                1 => (b"..".to_vec(), parent_id),
+                i => listing[(i - 2) as usize].clone(),
+            };
+            pos += 1;
+            entries.push(DirEntry {
+                name,
+                fileid,
+                cookie: pos,
+            });
+        }
+        Ok(DirPage {
+            verf: cur,
+            entries,
+            eof: pos >= total,
+        })
+    }
+
+    pub fn fsstat(&self, _node: &Node) -> FsResult<FsStat> {
+        let (t, f, tf, ff) = self.backend.capacity().map_err(|e| self.berr(e, ""))?;
+        Ok(FsStat {
+            tbytes: t,
+            fbytes: f,
+            abytes: f,
+            tfiles: tf,
+            ffiles: ff,
+            afiles: ff,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests;

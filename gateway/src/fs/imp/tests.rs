@@ -1,0 +1,483 @@
+use super::*;
+use crate::backend::fs::FsBackend;
+use crate::backend::memory::MemoryBackend;
+use crate::fs::FileModel;
+
+const OWNER: Owner = Owner {
+    uid: 1000,
+    gid: 100,
+};
+
+fn exports() -> Vec<ExportRoot> {
+    vec![
+        ExportRoot {
+            id: 0,
+            prefix: String::new(),
+        },
+        ExportRoot {
+            id: 1,
+            prefix: "sub/".into(),
+        },
+    ]
+}
+
+/// Runs `f` against a model over each backend (each with its own state dir).
+fn each(f: impl Fn(&FileModel, &Arc<dyn Backend>, &Path)) {
+    let mem: Arc<dyn Backend> = Arc::new(MemoryBackend::new());
+    let d = tempfile::tempdir().unwrap();
+    let st = d.path().join("state");
+    f(
+        &FileModel::open(mem.clone(), &st, &exports()).unwrap(),
+        &mem,
+        &st,
+    );
+    let d = tempfile::tempdir().unwrap();
+    let fsb: Arc<dyn Backend> = Arc::new(FsBackend::open(&d.path().join("data")).unwrap());
+    let st = d.path().join("state");
+    f(
+        &FileModel::open(fsb.clone(), &st, &exports()).unwrap(),
+        &fsb,
+        &st,
+    );
+}
+
+fn mkfile(m: &FileModel, dir: &Node, name: &str) -> Node {
+    m.create(
+        dir,
+        name.as_bytes(),
+        &CreateMode::Guarded(SetAttr::default()),
+        OWNER,
+    )
+    .unwrap()
+}
+
+fn names(m: &FileModel, dir: &Node) -> Vec<String> {
+    let p = m.readdir(dir, 0, [0; 8], 100_000).unwrap();
+    assert!(p.eof);
+    p.entries
+        .into_iter()
+        .map(|e| String::from_utf8(e.name).unwrap())
+        .collect()
+}
+
+#[test]
+fn handle_round_trip_and_forgery() {
+    each(|m, _, _| {
+        let root = m.root(0).unwrap();
+        let f = mkfile(m, &root, "a");
+        let fh = m.handle(&f);
+        assert!(fh.as_bytes().len() <= FH_MAX);
+        assert_eq!(m.resolve(fh.as_bytes()).unwrap(), f);
+        assert_eq!(m.resolve(m.handle(&root).as_bytes()).unwrap(), root);
+        for i in 0..fh.as_bytes().len() {
+            let mut b = fh.as_bytes().to_vec();
+            b[i] ^= 0x40;
+            assert_eq!(m.resolve(&b), Err(Status::BadHandle), "byte {i}");
+        }
+        assert_eq!(m.resolve(&fh.as_bytes()[..30]), Err(Status::BadHandle));
+        assert_eq!(m.resolve(&[]), Err(Status::BadHandle));
+        let a = m.getattr(&f).unwrap();
+        assert_eq!(a.kind, FileKind::Reg);
+        assert_eq!(a.fileid, f.fileid);
+        assert_eq!((a.uid, a.gid, a.mode, a.nlink), (1000, 100, 0o644, 1));
+        let ra = m.getattr(&root).unwrap();
+        assert_eq!((ra.kind, ra.size, ra.nlink), (FileKind::Dir, 4096, 2));
+        assert_ne!(ra.fileid, a.fileid);
+        assert!(a.fileid > 1 && ra.fileid > 1);
+    });
+}
+
+#[test]
+fn deleted_then_recreated_is_stale() {
+    each(|m, b, _| {
+        let root = m.root(0).unwrap();
+        let f = mkfile(m, &root, "x");
+        let old = m.handle(&f);
+        m.remove(&root, b"x").unwrap();
+        assert_eq!(m.resolve(old.as_bytes()), Err(Status::Stale));
+        let f2 = mkfile(m, &root, "x");
+        assert_eq!(m.resolve(old.as_bytes()), Err(Status::Stale));
+        assert_eq!(m.resolve(m.handle(&f2).as_bytes()).unwrap().key, "x");
+        // Deleted behind the gateway's back, then recreated by another tool.
+        let h2 = m.handle(&f2);
+        b.delete("x").unwrap();
+        assert_eq!(m.resolve(h2.as_bytes()), Err(Status::Stale));
+        b.put("x", b"new", &UserMeta::new(), false).unwrap();
+        assert_eq!(m.resolve(h2.as_bytes()), Err(Status::Stale));
+        let n = m.lookup(&root, b"x").unwrap();
+        assert_eq!(m.getattr(&n).unwrap().size, 3);
+        // A foreign object without metadata gets defaults.
+        let a = m.getattr(&n).unwrap();
+        assert_eq!((a.mode, a.uid, a.gid), (0o644, 0, 0));
+    });
+}
+
+#[test]
+fn handles_survive_reopen() {
+    let d = tempfile::tempdir().unwrap();
+    let b: Arc<dyn Backend> = Arc::new(FsBackend::open(&d.path().join("data")).unwrap());
+    let st = d.path().join("state");
+    let (fh_file, fh_dir, fh_gone, key);
+    {
+        let m = FileModel::open(b.clone(), &st, &exports()).unwrap();
+        let root = m.root(0).unwrap();
+        let dir = m.mkdir(&root, b"d", &SetAttr::default(), OWNER).unwrap();
+        let f = mkfile(&m, &dir, "f");
+        let g = mkfile(&m, &dir, "g");
+        fh_file = m.handle(&f);
+        fh_dir = m.handle(&dir);
+        fh_gone = m.handle(&g);
+        m.remove(&dir, b"g").unwrap();
+        key = f.key.clone();
+        // No flush_all: records reach the log by write(2) alone.
+    }
+    let m = FileModel::open(b.clone(), &st, &exports()).unwrap();
+    let f = m.resolve(fh_file.as_bytes()).unwrap();
+    assert_eq!(f.key, key);
+    assert_eq!(m.resolve(fh_dir.as_bytes()).unwrap().key, "d/");
+    assert_eq!(m.resolve(fh_gone.as_bytes()), Err(Status::Stale));
+    let root = m.root(0).unwrap();
+    let dir = m.lookup(&root, b"d").unwrap();
+    assert_eq!(m.lookup(&dir, b"f").unwrap().fileid, f.fileid);
+    // The recreated "g" must not answer to the old handle, even after another restart.
+    mkfile(&m, &dir, "g");
+    drop(m);
+    let m = FileModel::open(b, &st, &exports()).unwrap();
+    assert_eq!(m.resolve(fh_gone.as_bytes()), Err(Status::Stale));
+    assert_eq!(m.resolve(fh_file.as_bytes()).unwrap().key, key);
+}
+
+#[test]
+fn readdir_pages_through_10000() {
+    each(|m, b, _| {
+        let root = m.root(0).unwrap();
+        let dir = m.mkdir(&root, b"big", &SetAttr::default(), OWNER).unwrap();
+        for i in 0..10_000 {
+            b.put(&format!("big/f{i:05}"), b"", &UserMeta::new(), false)
+                .unwrap();
+        }
+        let mut seen = std::collections::HashSet::new();
+        let (mut cookie, mut verf) = (0u64, [0u8; 8]);
+        let mut pages = 0;
+        loop {
+            let p = m.readdir(&dir, cookie, verf, 100).unwrap();
+            assert!(p.entries.len() <= 100);
+            for e in &p.entries {
+                let name = String::from_utf8(e.name.clone()).unwrap();
+                assert!(seen.insert(name.clone()), "duplicate {name}");
+                if name != "." && name != ".." {
+                    assert_eq!(m.lookup(&dir, &e.name).unwrap().fileid, e.fileid);
+                }
+            }
+            pages += 1;
+            if p.eof {
+                break;
+            }
+            cookie = p.entries.last().unwrap().cookie;
+            verf = p.verf;
+        }
+        assert_eq!(seen.len(), 10_002);
+        assert!(pages >= 100);
+        let p = m.readdir(&dir, 0, [0; 8], 2).unwrap();
+        assert_eq!(p.entries[0].fileid, dir.fileid);
+        assert_eq!(p.entries[1].fileid, root.fileid);
+    });
+}
+
+#[test]
+fn bad_cookie_after_change() {
+    each(|m, _, _| {
+        let root = m.root(0).unwrap();
+        for n in ["a", "b", "c"] {
+            mkfile(m, &root, n);
+        }
+        let p = m.readdir(&root, 0, [0; 8], 3).unwrap();
+        assert!(!p.eof);
+        let c = p.entries.last().unwrap().cookie;
+        assert!(m.readdir(&root, c, p.verf, 3).is_ok());
+        mkfile(m, &root, "d");
+        assert_eq!(m.readdir(&root, c, p.verf, 3), Err(Status::BadCookie));
+        // Zero verifiers are accepted.
+        assert!(m.readdir(&root, c, [0; 8], 3).is_ok());
+        assert_eq!(names(m, &root), vec![".", "..", "a", "b", "c", "d", "sub"]);
+    });
+}
+
+#[test]
+fn exclusive_create_is_idempotent() {
+    each(|m, _, _| {
+        let root = m.root(0).unwrap();
+        let v = CreateMode::Exclusive(*b"verifier");
+        let a = m.create(&root, b"e", &v, OWNER).unwrap();
+        let b = m.create(&root, b"e", &v, OWNER).unwrap();
+        assert_eq!(a, b);
+        assert_eq!(
+            m.create(&root, b"e", &CreateMode::Exclusive(*b"other!!!"), OWNER),
+            Err(Status::Exist)
+        );
+        assert_eq!(
+            m.create(&root, b"e", &CreateMode::Guarded(SetAttr::default()), OWNER),
+            Err(Status::Exist)
+        );
+        m.write(&a, 0, b"data", Stable::FileSync).unwrap();
+        let u = CreateMode::Unchecked(SetAttr {
+            size: Some(0),
+            ..Default::default()
+        });
+        let c = m.create(&root, b"e", &u, OWNER).unwrap();
+        assert_eq!(c, a);
+        assert_eq!(m.getattr(&c).unwrap().size, 0);
+    });
+}
+
+#[test]
+fn rename_directory_keeps_child_handles() {
+    each(|m, _, _| {
+        let root = m.root(0).unwrap();
+        let d = m.mkdir(&root, b"d", &SetAttr::default(), OWNER).unwrap();
+        let s = m.mkdir(&d, b"s", &SetAttr::default(), OWNER).unwrap();
+        let f = mkfile(m, &s, "f");
+        m.write(&f, 0, b"content", Stable::Unstable).unwrap();
+        let (hd, hf) = (m.handle(&d), m.handle(&f));
+        let other = m
+            .mkdir(&root, b"other", &SetAttr::default(), OWNER)
+            .unwrap();
+        m.rename(&root, b"d", &other, b"moved").unwrap();
+        let nd = m.resolve(hd.as_bytes()).unwrap();
+        assert_eq!(nd.key, "other/moved/");
+        assert_eq!(nd.fileid, d.fileid);
+        let nf = m.resolve(hf.as_bytes()).unwrap();
+        assert_eq!(nf.key, "other/moved/s/f");
+        m.commit(&nf).unwrap();
+        let mut buf = [0u8; 16];
+        assert_eq!(m.read(&nf, 0, &mut buf).unwrap(), (7, true));
+        assert_eq!(
+            m.lookup(&m.lookup(&nd, b"s").unwrap(), b"f")
+                .unwrap()
+                .fileid,
+            f.fileid
+        );
+        assert_eq!(m.lookup(&root, b"d"), Err(Status::NoEnt));
+        // Into its own subtree.
+        assert_eq!(m.rename(&other, b"moved", &nd, b"x"), Err(Status::Inval));
+        // POSIX replacement rules.
+        let g = mkfile(m, &root, "g");
+        let hh = m.handle(&mkfile(m, &root, "h"));
+        m.rename(&root, b"g", &root, b"h").unwrap();
+        assert_eq!(m.lookup(&root, b"h").unwrap().fileid, g.fileid);
+        assert_eq!(m.resolve(hh.as_bytes()), Err(Status::Stale));
+        assert_eq!(m.rename(&root, b"h", &root, b"other"), Err(Status::IsDir));
+        assert_eq!(m.rename(&root, b"other", &root, b"h"), Err(Status::NotDir));
+        let e = m
+            .mkdir(&root, b"empty", &SetAttr::default(), OWNER)
+            .unwrap();
+        let _ = e;
+        // Onto its own (non-empty) ancestor.
+        assert_eq!(
+            m.rename(&other, b"moved", &root, b"other"),
+            Err(Status::NotEmpty)
+        );
+        let ne = m
+            .mkdir(&root, b"nonempty", &SetAttr::default(), OWNER)
+            .unwrap();
+        mkfile(m, &ne, "x");
+        assert_eq!(
+            m.rename(&root, b"other", &root, b"nonempty"),
+            Err(Status::NotEmpty)
+        );
+        m.rename(&root, b"other", &root, b"empty").unwrap();
+        assert_eq!(m.lookup(&root, b"empty").unwrap().fileid, other.fileid);
+        assert_eq!(m.rename(&root, b"h", &root, b"h"), Ok(()));
+        assert_eq!(
+            names(m, &root),
+            vec![".", "..", "empty", "h", "nonempty", "sub"]
+        );
+    });
+}
+
+#[test]
+fn unstable_write_commit_then_fresh_backend_reads() {
+    let d = tempfile::tempdir().unwrap();
+    let data = d.path().join("data");
+    let b: Arc<dyn Backend> = Arc::new(FsBackend::open(&data).unwrap());
+    let m = FileModel::open(b, &d.path().join("state"), &exports()).unwrap();
+    let root = m.root(0).unwrap();
+    let f = mkfile(&m, &root, "w");
+    assert_eq!(
+        m.write(&f, 0, b"hello ", Stable::Unstable).unwrap(),
+        Stable::Unstable
+    );
+    assert_eq!(
+        m.write(&f, 6, b"world", Stable::Unstable).unwrap(),
+        Stable::Unstable
+    );
+    m.commit(&f).unwrap();
+    assert_eq!(
+        m.write(&f, 11, b"!", Stable::DataSync).unwrap(),
+        Stable::FileSync
+    );
+    m.flush_all().unwrap();
+    let fresh = FsBackend::open(&data).unwrap();
+    let mut buf = [0u8; 32];
+    let n = fresh.get_range("w", 0, &mut buf).unwrap();
+    assert_eq!(&buf[..n], b"hello world!");
+}
+
+#[test]
+fn setattr_size_mode_times() {
+    each(|m, _, _| {
+        let root = m.root(0).unwrap();
+        let f = mkfile(m, &root, "s");
+        m.write(&f, 0, b"0123456789", Stable::FileSync).unwrap();
+        m.setattr(
+            &f,
+            &SetAttr {
+                size: Some(4),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let mut buf = [9u8; 16];
+        assert_eq!(m.read(&f, 0, &mut buf).unwrap(), (4, true));
+        assert_eq!(&buf[..4], b"0123");
+        m.setattr(
+            &f,
+            &SetAttr {
+                size: Some(8),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(m.read(&f, 0, &mut buf).unwrap(), (8, true));
+        assert_eq!(&buf[..8], b"0123\0\0\0\0");
+        assert_eq!(m.read(&f, 2, &mut buf[..2]).unwrap(), (2, false));
+        let t = NfsTime {
+            sec: 1_600_000_000,
+            nsec: 7,
+        };
+        let set = SetAttr {
+            mode: Some(0o600),
+            uid: Some(5),
+            gid: Some(6),
+            mtime: SetTime::Client(t),
+            atime: SetTime::Client(t),
+            ..Default::default()
+        };
+        m.setattr(&f, &set).unwrap();
+        let a = m.getattr(&f).unwrap();
+        assert_eq!(
+            (a.mode, a.uid, a.gid, a.mtime, a.atime, a.size),
+            (0o600, 5, 6, t, t, 8)
+        );
+        // A write moves mtime on.
+        m.write(&f, 0, b"x", Stable::FileSync).unwrap();
+        assert!(m.getattr(&f).unwrap().mtime > t);
+        assert_eq!(m.getattr(&f).unwrap().mode, 0o600);
+        let d = m
+            .mkdir(
+                &root,
+                b"dd",
+                &SetAttr {
+                    mode: Some(0o700),
+                    ..Default::default()
+                },
+                OWNER,
+            )
+            .unwrap();
+        assert_eq!(
+            m.setattr(
+                &d,
+                &SetAttr {
+                    size: Some(0),
+                    ..Default::default()
+                }
+            ),
+            Err(Status::IsDir)
+        );
+        m.setattr(
+            &d,
+            &SetAttr {
+                mode: Some(0o711),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let a = m.getattr(&d).unwrap();
+        assert_eq!((a.kind, a.mode), (FileKind::Dir, 0o711));
+    });
+}
+
+#[test]
+fn namespace_errors_and_symlinks() {
+    each(|m, _, _| {
+        let root = m.root(0).unwrap();
+        let f = mkfile(m, &root, "f");
+        let d = m.mkdir(&root, b"d", &SetAttr::default(), OWNER).unwrap();
+        assert_eq!(
+            m.mkdir(&root, b"d", &SetAttr::default(), OWNER),
+            Err(Status::Exist)
+        );
+        assert_eq!(
+            m.mkdir(&root, b"f", &SetAttr::default(), OWNER),
+            Err(Status::Exist)
+        );
+        assert_eq!(m.lookup(&f, b"x"), Err(Status::NotDir));
+        assert_eq!(
+            m.create(&f, b"x", &CreateMode::Guarded(SetAttr::default()), OWNER),
+            Err(Status::NotDir)
+        );
+        assert_eq!(
+            m.create(
+                &root,
+                b"a/b",
+                &CreateMode::Guarded(SetAttr::default()),
+                OWNER
+            ),
+            Err(Status::Inval)
+        );
+        assert_eq!(
+            m.create(
+                &root,
+                b"\xff",
+                &CreateMode::Guarded(SetAttr::default()),
+                OWNER
+            ),
+            Err(Status::Inval)
+        );
+        assert_eq!(
+            m.create(
+                &root,
+                &[b'n'; 256],
+                &CreateMode::Guarded(SetAttr::default()),
+                OWNER
+            ),
+            Err(Status::NameTooLong)
+        );
+        assert_eq!(m.lookup(&root, b"\xff"), Err(Status::NoEnt));
+        assert_eq!(m.remove(&root, b"d"), Err(Status::IsDir));
+        assert_eq!(m.remove(&root, b"nope"), Err(Status::NoEnt));
+        assert_eq!(m.rmdir(&root, b"f"), Err(Status::NotDir));
+        mkfile(m, &d, "inner");
+        assert_eq!(m.rmdir(&root, b"d"), Err(Status::NotEmpty));
+        m.remove(&d, b"inner").unwrap();
+        let hd = m.handle(&d);
+        m.rmdir(&root, b"d").unwrap();
+        assert_eq!(m.resolve(hd.as_bytes()), Err(Status::Stale));
+        assert_eq!(m.lookup(&root, b".").unwrap(), root);
+        assert_eq!(m.lookup(&root, b"..").unwrap(), root);
+        let l = m
+            .symlink(&root, b"l", b"../target", &SetAttr::default(), OWNER)
+            .unwrap();
+        assert_eq!(m.getattr(&l).unwrap().kind, FileKind::Lnk);
+        assert_eq!(m.readlink(&l).unwrap(), b"../target");
+        assert_eq!(m.readlink(&f), Err(Status::Inval));
+        // Export roots: ".." of the sub export's root is itself.
+        let sub = m.root(1).unwrap();
+        assert_eq!(sub.key, "sub/");
+        assert_eq!(m.lookup(&sub, b"..").unwrap(), sub);
+        let s = mkfile(m, &sub, "in-sub");
+        assert_eq!(s.key, "sub/in-sub");
+        let fs = m.fsstat(&root).unwrap();
+        assert!(fs.tbytes >= fs.fbytes);
+    });
+}
