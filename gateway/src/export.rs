@@ -1,1 +1,231 @@
-//! STUB: export access control and squashing.
+//! Export access control and identity squashing.
+//!
+//! `Exports` is the validated export list with lookups by id (from file handles) and
+//! by path (from MNT). `admit` turns an RPC credential arriving from a client address
+//! into the `Caller` every NFS procedure checks permissions against: first the client
+//! network check, then squashing.
+
+use crate::config::{Access, Squash};
+use crate::fs::Status;
+use engine::rpc::Cred;
+use std::net::IpAddr;
+
+pub use crate::config::Export;
+
+/// The configured exports.
+#[derive(Debug, Clone, Default)]
+pub struct Exports {
+    list: Vec<Export>,
+}
+
+impl Exports {
+    pub fn new(list: Vec<Export>) -> Exports {
+        Exports { list }
+    }
+
+    /// The export with this id (ids come from file handles).
+    pub fn get(&self, id: u16) -> Option<&Export> {
+        // Ids are the config indexes, so the direct slot is almost always right.
+        match self.list.get(id as usize) {
+            Some(e) if e.id == id => Some(e),
+            _ => self.list.iter().find(|e| e.id == id),
+        }
+    }
+
+    /// The export mounted at `path`. Repeated and trailing slashes are ignored, so
+    /// "/a//b/" finds "/a/b" and "" or "///" finds "/".
+    pub fn by_path(&self, path: &[u8]) -> Option<&Export> {
+        let norm = normalize_path(path)?;
+        self.list.iter().find(|e| e.path == norm)
+    }
+
+    pub fn all(&self) -> &[Export] {
+        &self.list
+    }
+}
+
+/// Canonical form of an absolute mount path: "/" or "/a/b" (no empty components, no
+/// trailing slash). `None` for paths that are not UTF-8 or not absolute.
+pub fn normalize_path(path: &[u8]) -> Option<String> {
+    let s = std::str::from_utf8(path).ok()?;
+    if !s.is_empty() && !s.starts_with('/') {
+        return None;
+    }
+    let parts: Vec<&str> = s.split('/').filter(|p| !p.is_empty()).collect();
+    Some(format!("/{}", parts.join("/")))
+}
+
+/// Who a call runs as after squashing, and what the export lets it do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Caller {
+    pub uid: u32,
+    pub gid: u32,
+    /// Supplementary groups.
+    pub gids: Vec<u32>,
+    /// False on read-only exports: every mutation gets NFS3ERR_ROFS.
+    pub writable: bool,
+}
+
+impl Caller {
+    /// Superuser (after squashing): bypasses permission bits.
+    pub fn is_root(&self) -> bool {
+        self.uid == 0
+    }
+
+    /// Whether the caller is a member of group `gid` (primary or supplementary).
+    pub fn in_group(&self, gid: u32) -> bool {
+        self.gid == gid || self.gids.contains(&gid)
+    }
+}
+
+/// Client network check, then squashing.
+///
+/// `Squash::None` keeps AUTH_SYS ids; `Squash::Root` maps uid 0 to the anonymous
+/// uid/gid and, like knfsd's root_squash, also replaces group 0 (primary or
+/// supplementary) with the anonymous gid; `Squash::All` maps everyone. AUTH_NONE is
+/// always the anonymous identity. A client outside the export's networks gets
+/// `Status::Acces`.
+pub fn admit(export: &Export, client: IpAddr, cred: &Cred) -> Result<Caller, Status> {
+    if !export.clients.iter().any(|c| c.contains(client)) {
+        return Err(Status::Acces);
+    }
+    let writable = export.access == Access::Rw;
+    let anon = Caller {
+        uid: export.anon_uid,
+        gid: export.anon_gid,
+        gids: Vec::new(),
+        writable,
+    };
+    let sys = match cred {
+        Cred::None => return Ok(anon),
+        Cred::Sys(sys) => sys,
+    };
+    match export.squash {
+        Squash::All => Ok(anon),
+        Squash::None => Ok(Caller {
+            uid: sys.uid,
+            gid: sys.gid,
+            gids: sys.groups().to_vec(),
+            writable,
+        }),
+        Squash::Root => {
+            let map_gid = |g: u32| if g == 0 { export.anon_gid } else { g };
+            if sys.uid == 0 {
+                Ok(Caller {
+                    uid: export.anon_uid,
+                    gid: export.anon_gid,
+                    gids: sys.groups().iter().map(|&g| map_gid(g)).collect(),
+                    writable,
+                })
+            } else {
+                Ok(Caller {
+                    uid: sys.uid,
+                    gid: map_gid(sys.gid),
+                    gids: sys.groups().iter().map(|&g| map_gid(g)).collect(),
+                    writable,
+                })
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Cidr;
+    use engine::rpc::AuthSys;
+
+    pub(crate) fn export(path: &str, squash: Squash, access: Access, nets: &[&str]) -> Export {
+        let parts: Vec<&str> = path.split('/').filter(|p| !p.is_empty()).collect();
+        Export {
+            id: 0,
+            path: format!("/{}", parts.join("/")),
+            prefix: if parts.is_empty() {
+                String::new()
+            } else {
+                format!("{}/", parts.join("/"))
+            },
+            clients: nets.iter().map(|n| Cidr::parse(n).unwrap()).collect(),
+            access,
+            squash,
+            anon_uid: 65534,
+            anon_gid: 65533,
+        }
+    }
+
+    fn lo() -> IpAddr {
+        "127.0.0.1".parse().unwrap()
+    }
+
+    #[test]
+    fn client_network_refusal() {
+        let e = export("/", Squash::None, Access::Rw, &["10.0.0.0/8"]);
+        let cred = Cred::Sys(AuthSys::new(1000, 1000, &[]));
+        assert_eq!(admit(&e, lo(), &cred), Err(Status::Acces));
+        assert!(admit(&e, "10.1.2.3".parse().unwrap(), &cred).is_ok());
+        // IPv4-mapped IPv6 clients match IPv4 networks.
+        assert!(admit(&e, "::ffff:10.1.2.3".parse().unwrap(), &cred).is_ok());
+        let any = export("/", Squash::None, Access::Rw, &["*"]);
+        assert!(admit(&any, "2001:db8::1".parse().unwrap(), &cred).is_ok());
+    }
+
+    #[test]
+    fn squash_none_keeps_ids() {
+        let e = export("/", Squash::None, Access::Rw, &["127.0.0.0/8"]);
+        let c = admit(&e, lo(), &Cred::Sys(AuthSys::new(0, 0, &[4, 0]))).unwrap();
+        assert_eq!(
+            (c.uid, c.gid, c.gids.clone(), c.writable),
+            (0, 0, vec![4, 0], true)
+        );
+        assert!(c.is_root());
+        let c = admit(&e, lo(), &Cred::Sys(AuthSys::new(1000, 100, &[5]))).unwrap();
+        assert_eq!((c.uid, c.gid), (1000, 100));
+        assert!(c.in_group(5) && c.in_group(100) && !c.in_group(6));
+    }
+
+    #[test]
+    fn squash_root_maps_root_only() {
+        let e = export("/", Squash::Root, Access::Rw, &["127.0.0.0/8"]);
+        let c = admit(&e, lo(), &Cred::Sys(AuthSys::new(0, 0, &[0, 7]))).unwrap();
+        assert_eq!((c.uid, c.gid), (65534, 65533));
+        assert_eq!(c.gids, vec![65533, 7]);
+        assert!(!c.is_root());
+        let c = admit(&e, lo(), &Cred::Sys(AuthSys::new(1000, 1000, &[7]))).unwrap();
+        assert_eq!((c.uid, c.gid, c.gids), (1000, 1000, vec![7]));
+        // Group 0 is squashed as well.
+        let c = admit(&e, lo(), &Cred::Sys(AuthSys::new(1000, 0, &[]))).unwrap();
+        assert_eq!((c.uid, c.gid), (1000, 65533));
+    }
+
+    #[test]
+    fn squash_all_and_auth_none() {
+        let e = export("/", Squash::All, Access::Ro, &["127.0.0.0/8"]);
+        let c = admit(&e, lo(), &Cred::Sys(AuthSys::new(1000, 1000, &[1, 2]))).unwrap();
+        assert_eq!(
+            (c.uid, c.gid, c.gids.len(), c.writable),
+            (65534, 65533, 0, false)
+        );
+        let e = export("/", Squash::None, Access::Rw, &["127.0.0.0/8"]);
+        let c = admit(&e, lo(), &Cred::None).unwrap();
+        assert_eq!((c.uid, c.gid), (65534, 65533));
+    }
+
+    #[test]
+    fn lookup_by_path_and_id() {
+        let mut a = export("/", Squash::None, Access::Rw, &["*"]);
+        let mut b = export("/data/x", Squash::None, Access::Rw, &["*"]);
+        a.id = 0;
+        b.id = 1;
+        let x = Exports::new(vec![a, b]);
+        assert_eq!(x.by_path(b"/").unwrap().id, 0);
+        assert_eq!(x.by_path(b"").unwrap().id, 0);
+        assert_eq!(x.by_path(b"/data/x/").unwrap().id, 1);
+        assert_eq!(x.by_path(b"//data//x").unwrap().id, 1);
+        assert!(x.by_path(b"/data").is_none());
+        assert!(x.by_path(b"data/x").is_none());
+        assert!(x.by_path(b"/\xff").is_none());
+        assert_eq!(x.get(1).unwrap().path, "/data/x");
+        assert!(x.get(2).is_none());
+        assert_eq!(x.all().len(), 2);
+    }
+}

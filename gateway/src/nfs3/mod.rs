@@ -1,1 +1,110 @@
-//! STUB: NFSv3.
+//! NFSv3 (RFC 1813): argument decoding, permission checks, and result encoding around
+//! the file model.
+//!
+//! `serve` runs on a backend worker thread (the file model blocks). It decodes the
+//! whole argument first, so a call is either garbage (nothing done) or executed; it
+//! then writes only the procedure's results after the RPC header the caller wrote.
+
+pub mod access;
+mod procs;
+pub mod proto;
+
+use crate::export::Exports;
+use crate::fs::FileModel;
+use engine::xdr::{XdrReader, XdrWriter};
+
+pub const NFS_PROGRAM: u32 = 100003;
+pub const NFS_V3: u32 = 3;
+
+/// Largest READ/WRITE payload (FSINFO rtmax/wtmax).
+pub const MAX_IO: usize = 1 << 20;
+/// Largest directory reply we build (READDIR count / READDIRPLUS maxcount cap).
+pub const MAX_DIR_REPLY: usize = 64 << 10;
+
+/// Everything a call needs besides its arguments.
+pub struct Ctx<'a> {
+    pub model: &'a FileModel,
+    pub exports: &'a Exports,
+    pub mounts: &'a crate::mount::MountTable,
+    pub client: std::net::SocketAddr,
+    pub cred: engine::rpc::Cred,
+}
+
+/// What the caller should send.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// The results are in `out`.
+    Done,
+    /// Rewind and reply GARBAGE_ARGS.
+    GarbageArgs,
+    /// Rewind and reply PROC_UNAVAIL.
+    ProcUnavail,
+}
+
+/// Decodes the args of `proc_` from `args`, runs it, and writes only the procedure
+/// results into `out`.
+pub fn serve(ctx: &Ctx, proc_: u32, args: &[u8], out: &mut XdrWriter) -> Outcome {
+    if proc_ > 21 {
+        return Outcome::ProcUnavail;
+    }
+    let start = out.position();
+    let status = match procs::dispatch(ctx, proc_, args, out) {
+        Ok(()) => return Outcome::Done,
+        Err(procs::Fail::Garbage) => {
+            rewind(out, start);
+            return Outcome::GarbageArgs;
+        }
+        Err(procs::Fail::St(s)) => s,
+        Err(procs::Fail::Full) => {
+            tracing::warn!(proc_, "NFSv3 reply did not fit its buffer");
+            crate::fs::Status::ServerFault
+        }
+    };
+    // A failure without attributes: rewind whatever was started and send the
+    // procedure's bare resfail.
+    rewind(out, start);
+    if proto::put_fail(out, proc_, status as u32).is_err() {
+        tracing::error!(proc_, "NFSv3 reply buffer too small even for a status");
+    }
+    Outcome::Done
+}
+
+/// Moves the writer back to `start`, dropping what was written after it.
+pub(crate) fn rewind(out: &mut XdrWriter, start: usize) {
+    if out.position() > start {
+        // Truncating an "opaque" that starts at `start` to zero bytes is exactly a
+        // rewind; XdrWriter has no other way to move backwards.
+        out.truncate_opaque(start, 0);
+    }
+}
+
+/// Bytes of reply buffer this call needs. Never fails: garbage gets a small size (it
+/// will be answered with GARBAGE_ARGS).
+pub fn reply_capacity(proc_: u32, args: &[u8]) -> usize {
+    const SMALL: usize = 1024;
+    let mut r = XdrReader::new(args);
+    let fh_ok = proto::get_fh(&mut r).is_ok();
+    match proc_ {
+        // READ: fh, offset, count.
+        6 if fh_ok => match (r.u64(), r.u32()) {
+            (Ok(_), Ok(count)) => (count as usize).min(MAX_IO) + 512,
+            _ => SMALL,
+        },
+        // READDIR: fh, cookie, cookieverf, count.
+        16 if fh_ok => match (r.u64(), r.skip(8), r.u32()) {
+            (Ok(_), Ok(()), Ok(count)) => (count as usize).min(MAX_DIR_REPLY) + 512,
+            _ => SMALL,
+        },
+        // READDIRPLUS: fh, cookie, cookieverf, dircount, maxcount.
+        17 if fh_ok => match (r.u64(), r.skip(8), r.u32(), r.u32()) {
+            (Ok(_), Ok(()), Ok(_), Ok(max)) => (max as usize).min(MAX_DIR_REPLY) + 512,
+            _ => SMALL,
+        },
+        // READLINK: up to a 4 KiB path.
+        5 => proto::PATH_MAX + 512,
+        _ => SMALL,
+    }
+}
+
+#[cfg(test)]
+mod tests;

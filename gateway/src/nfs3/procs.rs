@@ -1,0 +1,679 @@
+//! The 22 NFSv3 procedures.
+//!
+//! Each handler decodes all of its arguments before touching the model (a decode
+//! error is `Fail::Garbage` with nothing done), then runs, then encodes. Failures that
+//! carry attributes (wcc_data, post_op_attr) are encoded by the handler; failures that
+//! happen before any attributes are known are returned as `Fail::St` and `serve`
+//! writes the procedure's attribute-less resfail.
+
+use super::access::*;
+use super::proto::*;
+use super::{Ctx, MAX_DIR_REPLY, MAX_IO};
+use crate::export::{admit, Caller};
+use crate::fs::{Attr, CreateMode, FileHandle, FileKind, Node, Owner, SetAttr, Status};
+use engine::xdr::{padded, XdrError, XdrReader, XdrWriter};
+
+pub(super) enum Fail {
+    /// The arguments could not be decoded.
+    Garbage,
+    /// Reply with this status and the attribute-less resfail.
+    St(Status),
+    /// The reply buffer overflowed.
+    Full,
+}
+
+impl From<Status> for Fail {
+    fn from(s: Status) -> Fail {
+        Fail::St(s)
+    }
+}
+
+/// Only encoding uses `?` on XdrError; decode errors go through `garbage`.
+impl From<XdrError> for Fail {
+    fn from(_: XdrError) -> Fail {
+        Fail::Full
+    }
+}
+
+fn garbage(_: XdrError) -> Fail {
+    Fail::Garbage
+}
+
+type Res = Result<(), Fail>;
+
+const OK: u32 = 0;
+
+/// Largest file offset + 1 we accept (FSINFO maxfilesize).
+pub(super) const MAX_FILE_SIZE: u64 = u64::MAX >> 1;
+
+pub(super) fn dispatch(ctx: &Ctx, proc_: u32, args: &[u8], out: &mut XdrWriter) -> Res {
+    let mut r = XdrReader::new(args);
+    let r = &mut r;
+    match proc_ {
+        0 => Ok(()),
+        1 => getattr(ctx, r, out),
+        2 => setattr(ctx, r, out),
+        3 => lookup(ctx, r, out),
+        4 => access(ctx, r, out),
+        5 => readlink(ctx, r, out),
+        6 => read(ctx, r, out),
+        7 => write(ctx, r, out),
+        8 => create(ctx, r, out),
+        9 => mkdir(ctx, r, out),
+        10 => symlink(ctx, r, out),
+        11 => mknod(ctx, r, out),
+        12 => remove(ctx, r, out, false),
+        13 => remove(ctx, r, out, true),
+        14 => rename(ctx, r, out),
+        15 => link(ctx, r, out),
+        16 => readdir(ctx, r, out),
+        17 => readdirplus(ctx, r, out),
+        18 => fsstat(ctx, r, out),
+        19 => fsinfo(ctx, r, out),
+        20 => pathconf(ctx, r, out),
+        21 => commit(ctx, r, out),
+        _ => Err(Fail::Garbage),
+    }
+}
+
+/// Resolves a handle and admits the caller to its export.
+fn open(ctx: &Ctx, fh: &[u8]) -> Result<(Node, Caller), Status> {
+    let node = ctx.model.resolve(fh)?;
+    let export = ctx.exports.get(node.export).ok_or(Status::Stale)?;
+    let caller = admit(export, ctx.client.ip(), &ctx.cred).map_err(|_| Status::Acces)?;
+    Ok((node, caller))
+}
+
+fn attr_opt(ctx: &Ctx, node: &Node) -> Option<Attr> {
+    ctx.model.getattr(node).ok()
+}
+
+fn code<T>(r: &Result<T, Status>) -> u32 {
+    match r {
+        Ok(_) => OK,
+        Err(s) => *s as u32,
+    }
+}
+
+fn put_status_wcc(out: &mut XdrWriter, st: u32, pre: &Attr, post: Option<&Attr>) -> Res {
+    out.u32(st)?;
+    put_wcc(out, Some(pre), post)?;
+    Ok(())
+}
+
+fn getattr(ctx: &Ctx, r: &mut XdrReader, out: &mut XdrWriter) -> Res {
+    let fh = get_fh(r).map_err(garbage)?;
+    let (node, _) = open(ctx, fh)?;
+    let a = ctx.model.getattr(&node)?;
+    out.u32(OK)?;
+    put_fattr(out, &a)?;
+    Ok(())
+}
+
+fn setattr(ctx: &Ctx, r: &mut XdrReader, out: &mut XdrWriter) -> Res {
+    let fh = get_fh(r).map_err(garbage)?;
+    let set = get_sattr(r).map_err(garbage)?;
+    let guard = if r.bool().map_err(garbage)? {
+        Some(get_time(r).map_err(garbage)?)
+    } else {
+        None
+    };
+    let (node, c) = open(ctx, fh)?;
+    let pre = ctx.model.getattr(&node)?;
+    let res = (|| {
+        check_writable(&c)?;
+        if matches!(guard, Some(t) if t != pre.ctime) {
+            return Err(Status::NotSync);
+        }
+        check_setattr(&pre, &c, &set)?;
+        ctx.model.setattr(&node, &set)
+    })();
+    let post = attr_opt(ctx, &node);
+    put_status_wcc(out, code(&res), &pre, post.as_ref())
+}
+
+fn lookup(ctx: &Ctx, r: &mut XdrReader, out: &mut XdrWriter) -> Res {
+    let (fh, name) = get_diropargs(r).map_err(garbage)?;
+    let (dir, c) = open(ctx, fh)?;
+    let dattr = ctx.model.getattr(&dir)?;
+    let res = (|| {
+        if dattr.kind != FileKind::Dir {
+            return Err(Status::NotDir);
+        }
+        check_name(name)?;
+        check(&dattr, &c, X)?;
+        let node = ctx.model.lookup(&dir, name)?;
+        let a = ctx.model.getattr(&node)?;
+        Ok((node, a))
+    })();
+    match res {
+        Ok((node, a)) => {
+            out.u32(OK)?;
+            put_fh(out, &ctx.model.handle(&node))?;
+            put_post_op_attr(out, Some(&a))?;
+            put_post_op_attr(out, Some(&dattr))?;
+        }
+        Err(s) => {
+            out.u32(s as u32)?;
+            put_post_op_attr(out, Some(&dattr))?;
+        }
+    }
+    Ok(())
+}
+
+fn access(ctx: &Ctx, r: &mut XdrReader, out: &mut XdrWriter) -> Res {
+    let fh = get_fh(r).map_err(garbage)?;
+    let want = r.u32().map_err(garbage)?;
+    let (node, c) = open(ctx, fh)?;
+    let a = ctx.model.getattr(&node)?;
+    out.u32(OK)?;
+    put_post_op_attr(out, Some(&a))?;
+    out.u32(want & access_mask(&a, &c))?;
+    Ok(())
+}
+
+fn readlink(ctx: &Ctx, r: &mut XdrReader, out: &mut XdrWriter) -> Res {
+    let fh = get_fh(r).map_err(garbage)?;
+    let (node, _) = open(ctx, fh)?;
+    let a = ctx.model.getattr(&node)?;
+    let res = if a.kind != FileKind::Lnk {
+        Err(Status::Inval)
+    } else {
+        ctx.model.readlink(&node)
+    };
+    out.u32(code(&res))?;
+    put_post_op_attr(out, Some(&a))?;
+    if let Ok(target) = res {
+        out.string(&target)?;
+    }
+    Ok(())
+}
+
+/// status, post_op_attr, count, eof, data length and padding.
+const READ_HEADER: usize = 4 + POST_OP_ATTR_SIZE + 4 + 4 + 4 + 4;
+
+fn read(ctx: &Ctx, r: &mut XdrReader, out: &mut XdrWriter) -> Res {
+    let fh = get_fh(r).map_err(garbage)?;
+    let offset = r.u64().map_err(garbage)?;
+    let count = r.u32().map_err(garbage)?;
+    let (node, c) = open(ctx, fh)?;
+    let a = ctx.model.getattr(&node)?;
+    let pre = (|| {
+        match a.kind {
+            FileKind::Reg => {}
+            FileKind::Dir => return Err(Status::IsDir),
+            _ => return Err(Status::Inval),
+        }
+        check_read(&a, &c)
+    })();
+    if let Err(s) = pre {
+        out.u32(s as u32)?;
+        put_post_op_attr(out, Some(&a))?;
+        return Ok(());
+    }
+    let room = out.remaining().saturating_sub(READ_HEADER) & !3;
+    let n = (count as usize).min(MAX_IO).min(room);
+    let start = out.position();
+    out.u32(OK)?;
+    put_post_op_attr(out, Some(&a))?;
+    let count_at = out.reserve_u32()?;
+    let eof_at = out.reserve_u32()?;
+    let len_at = out.reserve_u32()?;
+    let data_at = out.position();
+    let dst = out.reserve_opaque_fixed(n)?;
+    match ctx.model.read(&node, offset, dst) {
+        Ok((got, eof)) => {
+            let got = got.min(n);
+            out.truncate_opaque(data_at, got);
+            out.patch_u32(count_at, got as u32);
+            out.patch_u32(eof_at, eof as u32);
+            out.patch_u32(len_at, got as u32);
+        }
+        Err(s) => {
+            super::rewind(out, start);
+            out.u32(s as u32)?;
+            put_post_op_attr(out, attr_opt(ctx, &node).as_ref())?;
+        }
+    }
+    Ok(())
+}
+
+fn write(ctx: &Ctx, r: &mut XdrReader, out: &mut XdrWriter) -> Res {
+    let fh = get_fh(r).map_err(garbage)?;
+    let offset = r.u64().map_err(garbage)?;
+    let count = r.u32().map_err(garbage)? as usize;
+    let stable = get_stable(r).map_err(garbage)?;
+    let data = r.opaque_var(usize::MAX).map_err(garbage)?;
+    if data.len() < count {
+        return Err(Fail::Garbage);
+    }
+    let data = &data[..count];
+    let (node, c) = open(ctx, fh)?;
+    let pre = ctx.model.getattr(&node)?;
+    let res = (|| {
+        check_writable(&c)?;
+        match pre.kind {
+            FileKind::Reg => {}
+            FileKind::Dir => return Err(Status::IsDir),
+            _ => return Err(Status::Inval),
+        }
+        check_write(&pre, &c)?;
+        match offset.checked_add(count as u64) {
+            Some(end) if end <= MAX_FILE_SIZE => {}
+            _ => return Err(Status::FBig),
+        }
+        ctx.model.write(&node, offset, data, stable)
+    })();
+    let post = attr_opt(ctx, &node);
+    put_status_wcc(out, code(&res), &pre, post.as_ref())?;
+    if let Ok(committed) = res {
+        out.u32(count as u32)?;
+        out.u32(committed as u32)?;
+        out.opaque_fixed(&ctx.model.write_verifier())?;
+    }
+    Ok(())
+}
+
+/// CREATE, MKDIR and SYMLINK: checks, the model call, and the diropres3 reply.
+fn create_common(
+    ctx: &Ctx,
+    out: &mut XdrWriter,
+    dirfh: &[u8],
+    name: &[u8],
+    attrs: Option<&SetAttr>,
+    op: impl FnOnce(&Node, &Caller, Owner) -> Result<Node, Status>,
+) -> Res {
+    let (dir, c) = open(ctx, dirfh)?;
+    let pre = ctx.model.getattr(&dir)?;
+    let res = (|| {
+        check_writable(&c)?;
+        if pre.kind != FileKind::Dir {
+            return Err(Status::NotDir);
+        }
+        check_new_name(name)?;
+        check_dir_modify(&pre, &c)?;
+        if let Some(s) = attrs {
+            check_new_attrs(&c, s)?;
+        }
+        // New objects in a set-group-id directory take the directory's group.
+        let gid = if pre.mode & 0o2000 != 0 {
+            pre.gid
+        } else {
+            c.gid
+        };
+        op(&dir, &c, Owner { uid: c.uid, gid })
+    })();
+    let post = attr_opt(ctx, &dir);
+    match res {
+        Ok(node) => {
+            let fh = ctx.model.handle(&node);
+            let a = attr_opt(ctx, &node);
+            out.u32(OK)?;
+            put_post_op_fh(out, Some(&fh))?;
+            put_post_op_attr(out, a.as_ref())?;
+            put_wcc(out, Some(&pre), post.as_ref())?;
+        }
+        Err(s) => put_status_wcc(out, s as u32, &pre, post.as_ref())?,
+    }
+    Ok(())
+}
+
+fn create(ctx: &Ctx, r: &mut XdrReader, out: &mut XdrWriter) -> Res {
+    let (fh, name) = get_diropargs(r).map_err(garbage)?;
+    let how = get_createhow(r).map_err(garbage)?;
+    let attrs = match &how {
+        CreateMode::Unchecked(s) | CreateMode::Guarded(s) => Some(*s),
+        CreateMode::Exclusive(_) => None,
+    };
+    create_common(ctx, out, fh, name, attrs.as_ref(), |dir, c, owner| {
+        // UNCHECKED on an existing file truncates it when a size is given: that
+        // needs write permission on the file, not just on the directory.
+        if let CreateMode::Unchecked(SetAttr { size: Some(_), .. }) = how {
+            match ctx.model.lookup(dir, name) {
+                Ok(existing) => {
+                    let a = ctx.model.getattr(&existing)?;
+                    if a.kind == FileKind::Reg {
+                        check_write(&a, c)?;
+                    }
+                }
+                Err(Status::NoEnt) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        ctx.model.create(dir, name, &how, owner)
+    })
+}
+
+fn mkdir(ctx: &Ctx, r: &mut XdrReader, out: &mut XdrWriter) -> Res {
+    let (fh, name) = get_diropargs(r).map_err(garbage)?;
+    let set = get_sattr(r).map_err(garbage)?;
+    create_common(ctx, out, fh, name, Some(&set), |dir, _, owner| {
+        ctx.model.mkdir(dir, name, &set, owner)
+    })
+}
+
+fn symlink(ctx: &Ctx, r: &mut XdrReader, out: &mut XdrWriter) -> Res {
+    let (fh, name) = get_diropargs(r).map_err(garbage)?;
+    let set = get_sattr(r).map_err(garbage)?;
+    let target = r.string(PATH_DECODE_MAX).map_err(garbage)?;
+    create_common(ctx, out, fh, name, Some(&set), |dir, _, owner| {
+        if target.len() > PATH_MAX {
+            return Err(Status::NameTooLong);
+        }
+        if target.is_empty() || target.contains(&0) {
+            return Err(Status::Inval);
+        }
+        ctx.model.symlink(dir, name, target, &set, owner)
+    })
+}
+
+fn mknod(ctx: &Ctx, r: &mut XdrReader, out: &mut XdrWriter) -> Res {
+    let (fh, name) = get_diropargs(r).map_err(garbage)?;
+    skip_mknoddata(r).map_err(garbage)?;
+    create_common(ctx, out, fh, name, None, |_, _, _| Err(Status::NotSupp))
+}
+
+/// REMOVE and RMDIR.
+fn remove(ctx: &Ctx, r: &mut XdrReader, out: &mut XdrWriter, is_dir: bool) -> Res {
+    let (fh, name) = get_diropargs(r).map_err(garbage)?;
+    let (dir, c) = open(ctx, fh)?;
+    let pre = ctx.model.getattr(&dir)?;
+    let res = (|| {
+        check_writable(&c)?;
+        if pre.kind != FileKind::Dir {
+            return Err(Status::NotDir);
+        }
+        check_victim_name(name)?;
+        check_dir_modify(&pre, &c)?;
+        if pre.mode & 0o1000 != 0 {
+            let victim = ctx.model.lookup(&dir, name)?;
+            check_sticky(&pre, &ctx.model.getattr(&victim)?, &c)?;
+        }
+        if is_dir {
+            ctx.model.rmdir(&dir, name)
+        } else {
+            ctx.model.remove(&dir, name)
+        }
+    })();
+    let post = attr_opt(ctx, &dir);
+    put_status_wcc(out, code(&res), &pre, post.as_ref())
+}
+
+fn rename(ctx: &Ctx, r: &mut XdrReader, out: &mut XdrWriter) -> Res {
+    let (ffh, fname) = get_diropargs(r).map_err(garbage)?;
+    let (tfh, tname) = get_diropargs(r).map_err(garbage)?;
+    let (from, c) = open(ctx, ffh)?;
+    let (to, tc) = open(ctx, tfh)?;
+    let fpre = ctx.model.getattr(&from)?;
+    let tpre = ctx.model.getattr(&to)?;
+    let res = (|| {
+        check_writable(&c)?;
+        check_writable(&tc)?;
+        if fpre.kind != FileKind::Dir || tpre.kind != FileKind::Dir {
+            return Err(Status::NotDir);
+        }
+        check_victim_name(fname)?;
+        check_victim_name(tname)?;
+        if from.export != to.export {
+            return Err(Status::XDev);
+        }
+        check_dir_modify(&fpre, &c)?;
+        check_dir_modify(&tpre, &c)?;
+        if fpre.mode & 0o1000 != 0 {
+            let victim = ctx.model.lookup(&from, fname)?;
+            check_sticky(&fpre, &ctx.model.getattr(&victim)?, &c)?;
+        }
+        if tpre.mode & 0o1000 != 0 {
+            match ctx.model.lookup(&to, tname) {
+                Ok(victim) => check_sticky(&tpre, &ctx.model.getattr(&victim)?, &c)?,
+                Err(Status::NoEnt) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        ctx.model.rename(&from, fname, &to, tname)
+    })();
+    let fpost = attr_opt(ctx, &from);
+    let tpost = attr_opt(ctx, &to);
+    out.u32(code(&res))?;
+    put_wcc(out, Some(&fpre), fpost.as_ref())?;
+    put_wcc(out, Some(&tpre), tpost.as_ref())?;
+    Ok(())
+}
+
+fn link(ctx: &Ctx, r: &mut XdrReader, out: &mut XdrWriter) -> Res {
+    let fh = get_fh(r).map_err(garbage)?;
+    let (dirfh, name) = get_diropargs(r).map_err(garbage)?;
+    let (file, c) = open(ctx, fh)?;
+    let (dir, _) = open(ctx, dirfh)?;
+    let fattr = attr_opt(ctx, &file);
+    let dattr = ctx.model.getattr(&dir)?;
+    let st = if !c.writable {
+        Status::Rofs
+    } else if let Err(s) = check_name(name) {
+        s
+    } else {
+        // Hard links cannot exist in an object store.
+        Status::NotSupp
+    };
+    out.u32(st as u32)?;
+    put_post_op_attr(out, fattr.as_ref())?;
+    put_wcc(out, Some(&dattr), Some(&dattr))?;
+    Ok(())
+}
+
+/// Entry count to ask the model for when `limit` reply bytes are available.
+fn entries_hint(limit: usize, min_entry: usize) -> usize {
+    (limit / min_entry + 2).min(4096)
+}
+
+/// status, dir post_op_attr, cookieverf, end-of-list marker and eof.
+const READDIR_OVERHEAD: usize = 4 + POST_OP_ATTR_SIZE + 8 + 4 + 4;
+
+/// Bytes of the fileid, name and cookie of an entry (without the list marker).
+fn entry_base_size(name: &[u8]) -> usize {
+    8 + 4 + padded(name.len()) + 8
+}
+
+/// Checks shared by READDIR and READDIRPLUS; on failure writes the resfail.
+fn readdir_open(ctx: &Ctx, out: &mut XdrWriter, fh: &[u8]) -> Result<Option<(Node, Attr)>, Fail> {
+    let (dir, c) = open(ctx, fh)?;
+    let dattr = ctx.model.getattr(&dir)?;
+    let res = if dattr.kind != FileKind::Dir {
+        Err(Status::NotDir)
+    } else {
+        check(&dattr, &c, R)
+    };
+    match res {
+        Ok(()) => Ok(Some((dir, dattr))),
+        Err(s) => {
+            out.u32(s as u32)?;
+            put_post_op_attr(out, Some(&dattr))?;
+            Ok(None)
+        }
+    }
+}
+
+fn readdir(ctx: &Ctx, r: &mut XdrReader, out: &mut XdrWriter) -> Res {
+    let fh = get_fh(r).map_err(garbage)?;
+    let cookie = r.u64().map_err(garbage)?;
+    let verf = get_verf(r).map_err(garbage)?;
+    let count = r.u32().map_err(garbage)? as usize;
+    let Some((dir, dattr)) = readdir_open(ctx, out, fh)? else {
+        return Ok(());
+    };
+    let limit = count.min(MAX_DIR_REPLY).min(out.remaining());
+    let page = match ctx
+        .model
+        .readdir(&dir, cookie, verf, entries_hint(limit, 28))
+    {
+        Ok(p) => p,
+        Err(s) => {
+            out.u32(s as u32)?;
+            put_post_op_attr(out, Some(&dattr))?;
+            return Ok(());
+        }
+    };
+    let mut used = READDIR_OVERHEAD;
+    let mut fit = 0;
+    for e in &page.entries {
+        let size = 4 + entry_base_size(&e.name);
+        if used + size > limit {
+            break;
+        }
+        used += size;
+        fit += 1;
+    }
+    if used > limit || (fit == 0 && !page.entries.is_empty()) {
+        out.u32(Status::TooSmall as u32)?;
+        put_post_op_attr(out, Some(&dattr))?;
+        return Ok(());
+    }
+    out.u32(OK)?;
+    put_post_op_attr(out, Some(&dattr))?;
+    out.opaque_fixed(&page.verf)?;
+    for e in &page.entries[..fit] {
+        out.bool(true)?;
+        out.u64(e.fileid)?;
+        out.string(&e.name)?;
+        out.u64(e.cookie)?;
+    }
+    out.bool(false)?;
+    out.bool(page.eof && fit == page.entries.len())?;
+    Ok(())
+}
+
+fn readdirplus(ctx: &Ctx, r: &mut XdrReader, out: &mut XdrWriter) -> Res {
+    let fh = get_fh(r).map_err(garbage)?;
+    let cookie = r.u64().map_err(garbage)?;
+    let verf = get_verf(r).map_err(garbage)?;
+    let dircount = r.u32().map_err(garbage)? as usize;
+    let maxcount = r.u32().map_err(garbage)? as usize;
+    let Some((dir, dattr)) = readdir_open(ctx, out, fh)? else {
+        return Ok(());
+    };
+    let limit = maxcount.min(MAX_DIR_REPLY).min(out.remaining());
+    // dircount bounds only the fileid/name/cookie part; 0 means "no separate bound".
+    let dlimit = if dircount == 0 { usize::MAX } else { dircount };
+    let page = match ctx
+        .model
+        .readdir(&dir, cookie, verf, entries_hint(limit, 100))
+    {
+        Ok(p) => p,
+        Err(s) => {
+            out.u32(s as u32)?;
+            put_post_op_attr(out, Some(&dattr))?;
+            return Ok(());
+        }
+    };
+    let mut used = READDIR_OVERHEAD;
+    let mut dused = 0usize;
+    let mut items: Vec<(Option<Attr>, Option<FileHandle>)> = Vec::new();
+    for e in &page.entries {
+        let node = ctx.model.lookup(&dir, &e.name).ok();
+        let a = node.as_ref().and_then(|n| attr_opt(ctx, n));
+        // Without attributes the handle is not worth sending either (e.g. a race
+        // with a remove); the client will LOOKUP.
+        let fh = match (&node, &a) {
+            (Some(n), Some(_)) => Some(ctx.model.handle(n)),
+            _ => None,
+        };
+        let base = entry_base_size(&e.name);
+        let size = 4 + base + post_op_attr_size(a.as_ref()) + post_op_fh_size(fh.as_ref());
+        if used + size > limit || (!items.is_empty() && dused + base > dlimit) {
+            break;
+        }
+        used += size;
+        dused += base;
+        items.push((a, fh));
+    }
+    let fit = items.len();
+    if used > limit || (fit == 0 && !page.entries.is_empty()) {
+        out.u32(Status::TooSmall as u32)?;
+        put_post_op_attr(out, Some(&dattr))?;
+        return Ok(());
+    }
+    out.u32(OK)?;
+    put_post_op_attr(out, Some(&dattr))?;
+    out.opaque_fixed(&page.verf)?;
+    for (e, (a, fh)) in page.entries.iter().zip(&items) {
+        out.bool(true)?;
+        out.u64(e.fileid)?;
+        out.string(&e.name)?;
+        out.u64(e.cookie)?;
+        put_post_op_attr(out, a.as_ref())?;
+        put_post_op_fh(out, fh.as_ref())?;
+    }
+    out.bool(false)?;
+    out.bool(page.eof && fit == page.entries.len())?;
+    Ok(())
+}
+
+fn fsstat(ctx: &Ctx, r: &mut XdrReader, out: &mut XdrWriter) -> Res {
+    let fh = get_fh(r).map_err(garbage)?;
+    let (node, _) = open(ctx, fh)?;
+    let a = attr_opt(ctx, &node);
+    let res = ctx.model.fsstat(&node);
+    out.u32(code(&res))?;
+    put_post_op_attr(out, a.as_ref())?;
+    if let Ok(s) = res {
+        for v in [s.tbytes, s.fbytes, s.abytes, s.tfiles, s.ffiles, s.afiles] {
+            out.u64(v)?;
+        }
+        // invarsec: the values may change at any time.
+        out.u32(0)?;
+    }
+    Ok(())
+}
+
+fn fsinfo(ctx: &Ctx, r: &mut XdrReader, out: &mut XdrWriter) -> Res {
+    let fh = get_fh(r).map_err(garbage)?;
+    let (node, _) = open(ctx, fh)?;
+    let a = ctx.model.getattr(&node)?;
+    out.u32(OK)?;
+    put_post_op_attr(out, Some(&a))?;
+    let io = MAX_IO as u32;
+    // rtmax, rtpref, rtmult, wtmax, wtpref, wtmult, dtpref.
+    for v in [io, io, 4096, io, io, 4096, MAX_DIR_REPLY as u32] {
+        out.u32(v)?;
+    }
+    out.u64(MAX_FILE_SIZE)?;
+    // time_delta: nanosecond timestamps.
+    out.u32(0)?;
+    out.u32(1)?;
+    out.u32(FSF3_SYMLINK | FSF3_HOMOGENEOUS | FSF3_CANSETTIME)?;
+    Ok(())
+}
+
+fn pathconf(ctx: &Ctx, r: &mut XdrReader, out: &mut XdrWriter) -> Res {
+    let fh = get_fh(r).map_err(garbage)?;
+    let (node, _) = open(ctx, fh)?;
+    let a = ctx.model.getattr(&node)?;
+    out.u32(OK)?;
+    put_post_op_attr(out, Some(&a))?;
+    out.u32(1)?; // linkmax
+    out.u32(NAME_MAX as u32)?; // name_max
+    out.bool(true)?; // no_trunc
+    out.bool(true)?; // chown_restricted
+    out.bool(false)?; // case_insensitive
+    out.bool(true)?; // case_preserving
+    Ok(())
+}
+
+fn commit(ctx: &Ctx, r: &mut XdrReader, out: &mut XdrWriter) -> Res {
+    let fh = get_fh(r).map_err(garbage)?;
+    let _offset = r.u64().map_err(garbage)?;
+    let _count = r.u32().map_err(garbage)?;
+    let (node, _) = open(ctx, fh)?;
+    let pre = ctx.model.getattr(&node)?;
+    let res = match pre.kind {
+        FileKind::Reg => ctx.model.commit(&node),
+        FileKind::Dir => Err(Status::IsDir),
+        _ => Err(Status::Inval),
+    };
+    let post = attr_opt(ctx, &node);
+    put_status_wcc(out, code(&res), &pre, post.as_ref())?;
+    if res.is_ok() {
+        out.opaque_fixed(&ctx.model.write_verifier())?;
+    }
+    Ok(())
+}
