@@ -7,4 +7,4 @@ pub mod export;
 pub mod fs;
 pub mod mount;
 pub mod nfs3;
-// pub mod server; (enabled once engine::tcp and nfs3 land)
+pub mod server;

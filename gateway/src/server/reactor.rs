@@ -66,7 +66,7 @@ impl ReactorState {
                     self.counters
                         .bytes_out
                         .fetch_add(b.len() as u64, Ordering::Relaxed);
-                    self.tcp.send(d.conn, b);
+                    self.tcp.send_deferred(d.conn, b);
                 }
                 None => self.tcp.no_reply(d.conn),
             }
@@ -158,7 +158,7 @@ impl ReactorState {
                     self.counters
                         .bytes_out
                         .fetch_add(b.len() as u64, Ordering::Relaxed);
-                    self.tcp.send(conn, b)
+                    self.tcp.send_deferred(conn, b)
                 }
                 None => self.tcp.no_reply(conn),
             }
@@ -222,7 +222,10 @@ impl Poller for ReactorState {
         if !self.backlog.is_empty() {
             work += self.flush_backlog();
         }
-        work + self.poll_sockets(Duration::ZERO)
+        work += self.poll_sockets(Duration::ZERO);
+        // One vectored write per connection for everything answered in this pass.
+        self.tcp.flush();
+        work
     }
 
     fn sleep(&mut self, max: Duration) {
@@ -236,6 +239,7 @@ impl Poller for ReactorState {
             return;
         }
         self.poll_sockets(max);
+        self.tcp.flush();
         bell.woke();
     }
 }
