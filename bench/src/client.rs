@@ -25,9 +25,9 @@ pub struct Pattern {
 
 impl Pattern {
     pub fn new(name: &str) -> Pattern {
-        let seed = name
-            .bytes()
-            .fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3));
+        let seed = name.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+            (h ^ b as u64).wrapping_mul(0x100_0000_01b3)
+        });
         Pattern { seed }
     }
 
@@ -87,7 +87,12 @@ impl Conn {
         })
     }
 
-    fn send(&mut self, prog: u32, proc_: u32, args: impl FnOnce(&mut XdrWriter) -> engine::xdr::XdrResult<()>) -> anyhow::Result<u32> {
+    fn send(
+        &mut self,
+        prog: u32,
+        proc_: u32,
+        args: impl FnOnce(&mut XdrWriter) -> engine::xdr::XdrResult<()>,
+    ) -> anyhow::Result<u32> {
         self.xid = self.xid.wrapping_add(1);
         let xid = self.xid;
         let mut w = XdrWriter::at(&mut self.out, 4);
@@ -122,7 +127,12 @@ impl Conn {
         Ok((xid, self.inbuf[off..].to_vec()))
     }
 
-    fn call(&mut self, prog: u32, proc_: u32, args: impl FnOnce(&mut XdrWriter) -> engine::xdr::XdrResult<()>) -> anyhow::Result<Vec<u8>> {
+    fn call(
+        &mut self,
+        prog: u32,
+        proc_: u32,
+        args: impl FnOnce(&mut XdrWriter) -> engine::xdr::XdrResult<()>,
+    ) -> anyhow::Result<Vec<u8>> {
         let xid = self.send(prog, proc_, args)?;
         let (rx, body) = self.recv()?;
         anyhow::ensure!(rx == xid, "reply xid {rx} for call {xid}");
@@ -174,7 +184,13 @@ impl Conn {
 
     /// Returns a handle to `name` holding `size` bytes of the pattern, writing it if
     /// the file is missing or shorter.
-    pub fn prepare(&mut self, dir: &[u8], name: &str, size: u64, pat: &Pattern) -> anyhow::Result<Vec<u8>> {
+    pub fn prepare(
+        &mut self,
+        dir: &[u8],
+        name: &str,
+        size: u64,
+        pat: &Pattern,
+    ) -> anyhow::Result<Vec<u8>> {
         if let Some(fh) = self.lookup(dir, name)? {
             let body = self.call(NFS, 1, |w| w.opaque_var(&fh))?;
             let mut r = XdrReader::new(&body);
@@ -194,7 +210,11 @@ impl Conn {
             pat.fill(off, &mut buf[..n]);
             self.send_write(&fh, off, &buf[..n])?;
             let (_, body) = self.recv()?;
-            anyhow::ensure!(status(&body) == 0, "WRITE failed: nfsstat3 {}", status(&body));
+            anyhow::ensure!(
+                status(&body) == 0,
+                "WRITE failed: nfsstat3 {}",
+                status(&body)
+            );
             off += n as u64;
         }
         self.commit(&fh)?;
@@ -207,7 +227,11 @@ impl Conn {
             w.u64(0)?;
             w.u32(0)
         })?;
-        anyhow::ensure!(status(&body) == 0, "COMMIT failed: nfsstat3 {}", status(&body));
+        anyhow::ensure!(
+            status(&body) == 0,
+            "COMMIT failed: nfsstat3 {}",
+            status(&body)
+        );
         Ok(())
     }
 

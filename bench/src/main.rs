@@ -183,7 +183,9 @@ fn main() -> anyhow::Result<()> {
                 s.spawn(move || run_conn(a, &addr, 0x9e37_79b9_7f4a_7c15 ^ i as u64))
             })
             .collect();
-        hs.into_iter().map(|h| h.join().expect("bench thread")).collect()
+        hs.into_iter()
+            .map(|h| h.join().expect("bench thread"))
+            .collect()
     });
     let mut hist = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3)?;
     let (mut ops, mut bytes, mut errors, mut secs) = (0u64, 0u64, 0u64, 0f64);
@@ -205,11 +207,23 @@ fn main() -> anyhow::Result<()> {
             us(0.5), us(0.99), us(0.999), hist.max() as f64 / 1000.0
         );
     } else {
-        println!("workload {:?} bs {} qd {} conns {}", args.workload, args.bs, args.qd, args.conns);
-        println!("{:>12} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9}", "ops/s", "MiB/s", "p50 µs", "p90 µs", "p99 µs", "p99.9 µs", "errors");
+        println!(
+            "workload {:?} bs {} qd {} conns {}",
+            args.workload, args.bs, args.qd, args.conns
+        );
+        println!(
+            "{:>12} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9}",
+            "ops/s", "MiB/s", "p50 µs", "p90 µs", "p99 µs", "p99.9 µs", "errors"
+        );
         println!(
             "{:>12.0} {:>10.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9}",
-            iops, mibs, us(0.5), us(0.9), us(0.99), us(0.999), errors
+            iops,
+            mibs,
+            us(0.5),
+            us(0.9),
+            us(0.99),
+            us(0.999),
+            errors
         );
     }
     if errors > 0 {

@@ -436,7 +436,10 @@ impl Config {
     fn validate(&self) -> Result<(), ConfigError> {
         let e = &self.engine;
         if e.cores.is_empty() {
-            return err("engine.cores", "must name at least one CPU, e.g. cores = [0]");
+            return err(
+                "engine.cores",
+                "must name at least one CPU, e.g. cores = [0]",
+            );
         }
         let ncpu = std::thread::available_parallelism()
             .map(|n| n.get())
@@ -449,7 +452,10 @@ impl Config {
                 );
             }
             if e.cores[..i].contains(c) {
-                return err("engine.cores", format!("CPU {c} is listed twice; one reactor per core"));
+                return err(
+                    "engine.cores",
+                    format!("CPU {c} is listed twice; one reactor per core"),
+                );
             }
         }
         if e.idle_spins == 0 {
@@ -459,7 +465,11 @@ impl Config {
             return err("engine.idle_sleep_us", "must be 1..=100000 microseconds");
         }
         let p = &self.pools;
-        for (k, v) in [("pools.small", p.small), ("pools.medium", p.medium), ("pools.large", p.large)] {
+        for (k, v) in [
+            ("pools.small", p.small),
+            ("pools.medium", p.medium),
+            ("pools.large", p.large),
+        ] {
             if v == 0 || v > 1 << 20 {
                 return err(k, "buffer count must be 1..=1048576");
             }
@@ -467,7 +477,10 @@ impl Config {
         if self.tcp.listen.parse::<SocketAddr>().is_err() {
             return err(
                 "tcp.listen",
-                format!("\"{}\" is not an address:port such as \"127.0.0.1:2049\"", self.tcp.listen),
+                format!(
+                    "\"{}\" is not an address:port such as \"127.0.0.1:2049\"",
+                    self.tcp.listen
+                ),
             );
         }
         if self.tcp.max_record < 1024 || self.tcp.max_record > LARGE_BUF {
@@ -492,10 +505,16 @@ impl Config {
             return err("backend.ring_depth", "must be 16..=1048576");
         }
         if self.backend.kind == BackendKind::Fs && self.backend.root.as_os_str().is_empty() {
-            return err("backend.root", "set the directory of objects, e.g. root = \"./data\"");
+            return err(
+                "backend.root",
+                "set the directory of objects, e.g. root = \"./data\"",
+            );
         }
         if self.state.dir.as_os_str().is_empty() {
-            return err("state.dir", "set a directory that persists across restarts, e.g. dir = \"./state\"");
+            return err(
+                "state.dir",
+                "set a directory that persists across restarts, e.g. dir = \"./state\"",
+            );
         }
         if self.exports.is_empty() {
             return err(
@@ -508,7 +527,13 @@ impl Config {
         }
         self.exports()?;
         if tracing_subscriber::EnvFilter::try_new(&self.log.level).is_err() {
-            return err("log.level", format!("\"{}\" is not a filter such as \"info\" or \"gateway=debug\"", self.log.level));
+            return err(
+                "log.level",
+                format!(
+                    "\"{}\" is not a filter such as \"info\" or \"gateway=debug\"",
+                    self.log.level
+                ),
+            );
         }
         Ok(())
     }
@@ -519,7 +544,13 @@ impl Config {
         for (i, x) in self.exports.iter().enumerate() {
             let key = format!("exports[{i}].path");
             if !x.path.starts_with('/') {
-                return err(&key, format!("\"{}\" must be absolute, like \"/\" or \"/projects\"", x.path));
+                return err(
+                    &key,
+                    format!(
+                        "\"{}\" must be absolute, like \"/\" or \"/projects\"",
+                        x.path
+                    ),
+                );
             }
             let parts: Vec<&str> = x.path.split('/').filter(|s| !s.is_empty()).collect();
             if parts.iter().any(|p| *p == "." || *p == "..") {
@@ -588,12 +619,24 @@ mod tests {
     #[test]
     fn errors_name_the_key() {
         let cases = [
-            ("[engine]\ncores = []\n[[exports]]\npath=\"/\"", "engine.cores"),
+            (
+                "[engine]\ncores = []\n[[exports]]\npath=\"/\"",
+                "engine.cores",
+            ),
             ("[engine]\nidle = \"lazy\"\n[[exports]]\npath=\"/\"", "idle"),
-            ("[tcp]\nlisten = \"nowhere\"\n[[exports]]\npath=\"/\"", "tcp.listen"),
-            ("[backend]\nkind = \"tape\"\n[[exports]]\npath=\"/\"", "kind"),
+            (
+                "[tcp]\nlisten = \"nowhere\"\n[[exports]]\npath=\"/\"",
+                "tcp.listen",
+            ),
+            (
+                "[backend]\nkind = \"tape\"\n[[exports]]\npath=\"/\"",
+                "kind",
+            ),
             ("[[exports]]\npath = \"rel\"", "exports[0].path"),
-            ("[[exports]]\npath = \"/\"\nclients = [\"10.0.0.0/33\"]", "exports[0].clients"),
+            (
+                "[[exports]]\npath = \"/\"\nclients = [\"10.0.0.0/33\"]",
+                "exports[0].clients",
+            ),
             ("[[exports]]\npath = \"/\"\nsquash = \"some\"", "squash"),
             ("", "exports"),
             ("[engine]\nbogus = 1\n[[exports]]\npath=\"/\"", "bogus"),

@@ -12,7 +12,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 #[derive(Parser)]
-#[command(name = "gateway", version, about = "Polled-mode NFSv3 gateway to an object store")]
+#[command(
+    name = "gateway",
+    version,
+    about = "Polled-mode NFSv3 gateway to an object store"
+)]
 struct Cli {
     /// Serve with this TOML configuration.
     #[arg(long, value_name = "FILE", conflicts_with = "check_config")]

@@ -185,7 +185,14 @@ class Gateway:
     def mount_url(self, path: str = "/") -> str:
         if not path.startswith("/"):
             path = "/" + path
-        return f"nfs://127.0.0.1{path}?version=3&nfsport={self.port}&mountport={self.port}"
+        url = f"nfs://127.0.0.1{path}?version=3&nfsport={self.port}&mountport={self.port}"
+        # libnfs splits a file URL into export (dirname) and file; for a file directly
+        # under "/" the export becomes "" and libnfs's nested-mount discovery refuses
+        # it client-side ("Export is empty") with any server. Files deeper down, and
+        # directory listings, keep the discovery (and so MOUNT EXPORT) in play.
+        if path != "/" and path.count("/") == 1:
+            url += "&auto-traverse-mounts=0"
+        return url
 
     def rss_kib(self) -> int:
         return rss_kib(self.proc.pid)

@@ -48,6 +48,8 @@ def test_sigint_clean_shutdown(gw_factory):
 
 
 def test_many_clients_concurrently(gw):
+    with gw.client() as admin:  # uid 0, as an operator would open up the export root
+        admin.setattr(admin.mount("/"), mode=0o1777).check()
     clients = [gw.client(uid=1000 + i, gid=1000) for i in range(20)]
     root = clients[0].mount("/")
     for i, c in enumerate(clients):

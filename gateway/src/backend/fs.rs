@@ -209,7 +209,16 @@ fn mtime_ns(st: &libc::stat) -> u64 {
         .saturating_add(st.st_mtime_nsec.max(0) as u64)
 }
 
-fn object_meta(key: &str, st: &libc::stat, user: UserMeta) -> ObjectMeta {
+/// An object's metadata. Objects that carry no ownership metadata (put there by other
+/// tools) show their on-disk mode, owner and group, so an operator can grant access
+/// with plain chmod/chown on `backend.root`.
+fn object_meta(key: &str, st: &libc::stat, mut user: UserMeta) -> ObjectMeta {
+    user.entry("mode".into())
+        .or_insert_with(|| format!("{:o}", st.st_mode));
+    user.entry("uid".into())
+        .or_insert_with(|| st.st_uid.to_string());
+    user.entry("gid".into())
+        .or_insert_with(|| st.st_gid.to_string());
     let size = if is_dir(st) {
         0
     } else {
@@ -659,6 +668,13 @@ impl Backend for FsBackend {
     }
 
     fn head(&self, key: &str) -> BResult<ObjectMeta> {
+        if key.is_empty() {
+            // The store root is a real directory here: it carries metadata too.
+            let fd = self.root_fd.as_raw_fd();
+            let st = fstat(fd).map_err(|e| map_io(e, "stat", key))?;
+            let user = get_xattrs(fd).map_err(|e| map_io(e, "getxattr", key))?;
+            return Ok(object_meta(key, &st, user));
+        }
         let (f, st) = self.open_obj(key, libc::O_RDONLY)?;
         self.meta_of_open(key, &f, &st)
     }
@@ -840,6 +856,11 @@ impl Backend for FsBackend {
     }
 
     fn set_meta(&self, key: &str, meta: &UserMeta) -> BResult<()> {
+        if key.is_empty() {
+            let fd = self.root_fd.as_raw_fd();
+            set_xattrs(fd, meta).map_err(|e| map_io(e, "setxattr", key))?;
+            return fsync_fd(fd).map_err(|e| map_io(e, "fsync", key));
+        }
         let (f, _) = self.open_obj(key, libc::O_RDONLY)?;
         set_xattrs(f.as_raw_fd(), meta).map_err(|e| map_io(e, "setxattr", key))?;
         f.sync_all().map_err(|e| map_io(e, "fsync", key))

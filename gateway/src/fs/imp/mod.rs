@@ -197,7 +197,12 @@ impl Inner {
     /// The marker (or a synthetic one) of directory `key` ("" or ending in '/').
     fn dir_meta(&self, key: &str) -> FsResult<Option<ObjectMeta>> {
         if key.is_empty() {
-            return Ok(Some(self.synthetic_dir(key)));
+            // Stores whose root is an object (fs) keep its metadata; others synthesize.
+            return Ok(Some(
+                self.backend
+                    .head(key)
+                    .unwrap_or_else(|_| self.synthetic_dir(key)),
+            ));
         }
         match self.backend.head(key) {
             Ok(m) => Ok(Some(m)),
@@ -473,11 +478,13 @@ impl Inner {
             return Ok(());
         }
         if key.is_empty() {
-            // The whole-store root has no object to carry metadata.
-            return if set.mode.is_some() || set.uid.is_some() || set.gid.is_some() {
-                Err(Status::Perm)
-            } else {
-                Ok(())
+            // The store root carries metadata only where the store has a root object.
+            return match self.backend.set_meta(key, &user) {
+                Ok(()) => Ok(()),
+                Err(_) if set.mode.is_some() || set.uid.is_some() || set.gid.is_some() => {
+                    Err(Status::Perm)
+                }
+                Err(_) => Ok(()),
             };
         }
         match self.backend.set_meta(key, &user) {
