@@ -58,3 +58,17 @@ def test_many_clients_concurrently(gw):
         fh = c.lookup(root, f"c{i}").check().fh
         assert c.getattr(fh).check().attr.uid == 1000 + i
         c.close()
+
+
+def test_second_gateway_on_same_port_refused(gw_factory, gateway_bin, tmp_path):
+    """Reactors share the port with SO_REUSEPORT; a second gateway must not silently
+    join them: it exits non-zero naming tcp.listen, and the first keeps serving."""
+    first = gw_factory(backend="memory")
+    cfg = tmp_path / "second.toml"
+    cfg.write_text(first.config_text().replace(str(first.state_dir), str(tmp_path / "state2")))
+    r = subprocess.run([str(gateway_bin), "--config", str(cfg)], capture_output=True, text=True,
+                       timeout=30)
+    assert r.returncode != 0
+    assert "tcp.listen" in r.stderr and "in use" in r.stderr, r.stderr
+    with first.client() as c:
+        assert c.getattr(c.mount("/")).ok

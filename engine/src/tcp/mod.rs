@@ -309,16 +309,21 @@ impl Conn {
         debug_assert_eq!(self.pos, self.end);
         let left = self.dec.body_left();
         let direct = left >= DIRECT_MIN && self.need.is_none() && self.rec.is_some();
-        let res = match (&mut self.rec, direct) {
+        let (res, asked) = match (&mut self.rec, direct) {
             (Some(rec), true) => {
                 let l = rec.len();
-                self.sock.read(&mut rec.spare_mut()[l..l + left])
+                (self.sock.read(&mut rec.spare_mut()[l..l + left]), left)
             }
-            _ => self.sock.read(&mut self.stage[..]),
+            _ => (self.sock.read(&mut self.stage[..]), self.stage.len()),
         };
         match res {
             Ok(0) => Err(Close::Eof),
             Ok(n) => {
+                // A short read emptied the socket's receive queue; new data raises a
+                // fresh edge, so skip the read that would only say WouldBlock.
+                if n < asked {
+                    self.readable = false;
+                }
                 cx.stats.bytes_in += n as u64;
                 if direct {
                     cx.stats.bytes_direct += n as u64;

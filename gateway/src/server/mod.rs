@@ -119,7 +119,7 @@ impl Server {
             max_inflight: cfg.tcp.max_inflight,
             record_timeout: Duration::from_secs(cfg.tcp.record_timeout_s),
         };
-        let addr = cfg.listen_addr();
+        let mut addr = exclusive_probe(cfg.listen_addr())?;
         let mut transports = Vec::new();
         let mut links = Vec::new();
         for _ in &cfg.engine.cores {
@@ -128,6 +128,8 @@ impl Server {
             let tcp = TcpTransport::bind(addr, opts.clone_opts(), pools.clone()).with_context(|| {
                 format!("tcp.listen = \"{addr}\": cannot listen (port in use or not a local address?)")
             })?;
+            // Port 0 picks a port once; every reactor listens on that same one.
+            addr = tcp.local_addr();
             let bell = Doorbell::new(Box::new(WakerBox(tcp.waker())));
             links.push(ReactorLink {
                 pools,
@@ -232,6 +234,22 @@ impl Server {
             .map_err(|s| anyhow::anyhow!("flushing staged writes at shutdown failed: {s:?}"))?;
         Ok(())
     }
+}
+
+/// Reactors share the listen address through SO_REUSEPORT, which would also let a
+/// second gateway (same user) silently share the port. Bind once without it first: if
+/// anyone else holds the address, fail with a clear message. Returns the address to
+/// use (with the kernel's choice when the port is 0).
+fn exclusive_probe(addr: SocketAddr) -> anyhow::Result<SocketAddr> {
+    let probe = std::net::TcpListener::bind(addr).with_context(|| {
+        format!(
+            "tcp.listen = \"{addr}\": address in use or not local; stop the other server \
+             or choose another address:port"
+        )
+    })?;
+    let got = probe.local_addr()?;
+    drop(probe);
+    Ok(got)
 }
 
 /// Adapts the transport's mio waker to the doorbell's `Wake`.
