@@ -11,21 +11,181 @@
 //!
 //! Durability: `put` writes a temporary file (named `.nfsgw-tmp.*`, never listed and
 //! never a valid key), fsyncs it, renames it into place and fsyncs the directory.
+//!
+//! Open-object cache: objects that were looked up stay open (see [`ObjCache`]), so a
+//! HEAD is one `fstat` on the cached descriptor and a ranged read one `pread`. The
+//! user metadata is cached with the inode's ctime and re-read when the ctime moves. An
+//! unlinked inode (`st_nlink == 0`) is dropped at once; otherwise the key's path is
+//! re-walked at most every [`REVALIDATE`] (and the metadata re-read), so a rename done
+//! behind the gateway's back goes unnoticed for at most that long, like an NFS client's
+//! attribute cache. Every change the gateway makes itself updates or drops the cached
+//! entries it touches before returning.
 
 use super::*;
+use std::collections::HashMap;
 use std::ffi::{CStr, CString};
 use std::fs::File;
 use std::io::{self, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 const XATTR_PREFIX: &str = "user.nfsgw.";
+
+/// How long a cached object is trusted without re-walking its path.
+const REVALIDATE: Duration = Duration::from_secs(1);
+const CACHE_SHARDS: usize = 16;
+/// Most objects kept open (lowered when the descriptor limit is small).
+const CACHE_MAX: usize = 4096;
 
 pub struct FsBackend {
     root: PathBuf,
     root_fd: OwnedFd,
     identity: String,
+    cache: Arc<ObjCache>,
+}
+
+/// An open object.
+#[derive(Clone)]
+struct Entry {
+    file: Arc<File>,
+    dir: bool,
+    /// Opened for writing too.
+    writable: bool,
+    dev: u64,
+    ino: u64,
+    /// The ctime `user` was read under.
+    ctime: (i64, i64),
+    user: Arc<UserMeta>,
+    /// When the key's path was last seen to name this inode.
+    validated: Instant,
+}
+
+/// Open objects by key: sharded maps, bounded, locks held for map work only.
+struct ObjCache {
+    shards: Vec<Mutex<HashMap<String, Entry>>>,
+    per_shard: usize,
+    /// Bumped by every invalidation. A lookup that walked a path before an
+    /// invalidation may not insert what it found (it may be what was just renamed or
+    /// replaced).
+    epoch: AtomicU64,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl ObjCache {
+    fn new(max: usize) -> ObjCache {
+        ObjCache {
+            shards: (0..CACHE_SHARDS)
+                .map(|_| Mutex::new(HashMap::new()))
+                .collect(),
+            per_shard: (max / CACHE_SHARDS).max(1),
+            epoch: AtomicU64::new(0),
+        }
+    }
+
+    fn shard(&self, key: &str) -> &Mutex<HashMap<String, Entry>> {
+        // FNV-1a: keys are short and this is on every call.
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        for b in key.as_bytes() {
+            h = (h ^ u64::from(*b)).wrapping_mul(0x100_0000_01b3);
+        }
+        &self.shards[(h % CACHE_SHARDS as u64) as usize]
+    }
+
+    fn get(&self, key: &str) -> Option<Entry> {
+        lock(self.shard(key)).get(key).cloned()
+    }
+
+    fn epoch(&self) -> u64 {
+        self.epoch.load(Ordering::SeqCst)
+    }
+
+    /// Inserts what a lookup that started at `epoch` found, unless something was
+    /// invalidated since.
+    fn insert(&self, key: &str, e: Entry, epoch: u64) {
+        let mut m = lock(self.shard(key));
+        if self.epoch.load(Ordering::SeqCst) != epoch {
+            return;
+        }
+        let evicted = if m.len() >= self.per_shard && !m.contains_key(key) {
+            // Evict the entry validated longest ago: hot entries are revalidated
+            // every REVALIDATE, so this is close to least recently used.
+            m.iter()
+                .min_by_key(|(_, v)| v.validated)
+                .map(|(k, _)| k.clone())
+                .and_then(|old| m.remove(&old))
+        } else {
+            None
+        };
+        let replaced = m.insert(key.to_string(), e);
+        // Dropped entries close their descriptors once the lock is released.
+        drop(m);
+        drop((evicted, replaced));
+    }
+
+    /// Updates the entry of `key` if it is still the one holding `file`.
+    fn update(&self, key: &str, file: &Arc<File>, f: impl FnOnce(&mut Entry)) {
+        if let Some(e) = lock(self.shard(key)).get_mut(key) {
+            if Arc::ptr_eq(&e.file, file) {
+                f(e);
+            }
+        }
+    }
+
+    /// Drops the entry of `key` if it is still the one holding `file`.
+    fn remove_if(&self, key: &str, file: &Arc<File>) {
+        let mut m = lock(self.shard(key));
+        if m.get(key).is_some_and(|e| Arc::ptr_eq(&e.file, file)) {
+            let old = m.remove(key);
+            drop(m);
+            drop(old);
+        }
+    }
+
+    /// Forgets `key`. Call after the change on disk.
+    fn invalidate(&self, key: &str) {
+        self.epoch.fetch_add(1, Ordering::SeqCst);
+        let old = lock(self.shard(key)).remove(key);
+        drop(old);
+    }
+
+    /// Forgets every key starting with `prefix`. Call after the change on disk.
+    fn invalidate_prefix(&self, prefix: &str) {
+        self.epoch.fetch_add(1, Ordering::SeqCst);
+        for s in &self.shards {
+            let mut gone = Vec::new();
+            lock(s).retain(|k, v| {
+                if k.starts_with(prefix) {
+                    gone.push(v.file.clone());
+                    false
+                } else {
+                    true
+                }
+            });
+            // Descriptors are closed here, outside the lock.
+            drop(gone);
+        }
+    }
+}
+
+fn ctime_of(st: &libc::stat) -> (i64, i64) {
+    (st.st_ctime, st.st_ctime_nsec)
+}
+
+/// The soft limit on open descriptors.
+fn fd_limit() -> usize {
+    // SAFETY: plain data filled by the kernel.
+    let mut rl: libc::rlimit = unsafe { std::mem::zeroed() };
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut rl) } != 0 {
+        return 1024;
+    }
+    usize::try_from(rl.rlim_cur).unwrap_or(usize::MAX)
 }
 
 fn cstr(s: &str) -> BResult<CString> {
@@ -375,10 +535,13 @@ impl FsBackend {
             );
         }
         let identity = format!("fs:{}", root.display());
+        // Keep most descriptors for the clients' connections.
+        let max = (fd_limit() / 4).clamp(CACHE_SHARDS, CACHE_MAX);
         Ok(FsBackend {
             root,
             root_fd,
             identity,
+            cache: Arc::new(ObjCache::new(max)),
         })
     }
 
@@ -450,6 +613,116 @@ impl FsBackend {
         Ok(object_meta(key, st, user))
     }
 
+    /// Opens `key` for the cache: the root's own descriptor for "", directories
+    /// read-only, files read-write when `write` (else read-only).
+    fn open_entry(&self, key: &str, write: bool) -> BResult<Entry> {
+        let (file, st) = if key.is_empty() {
+            let f = self
+                .root_fd
+                .try_clone()
+                .map_err(|e| map_io(e, "dup", key))?;
+            let st = fstat(f.as_raw_fd()).map_err(|e| map_io(e, "stat", key))?;
+            (File::from(f), st)
+        } else {
+            self.open_obj(key, if write { libc::O_RDWR } else { libc::O_RDONLY })?
+        };
+        let user = get_xattrs(file.as_raw_fd()).map_err(|e| map_io(e, "getxattr", key))?;
+        Ok(Entry {
+            file: Arc::new(file),
+            dir: is_dir(&st),
+            writable: write && is_reg(&st),
+            dev: st.st_dev,
+            ino: st.st_ino,
+            ctime: ctime_of(&st),
+            user: Arc::new(user),
+            validated: Instant::now(),
+        })
+    }
+
+    /// The stat of what `key`'s path names now, if that is still `e`'s inode.
+    fn still_named(&self, key: &str, e: &Entry) -> BResult<Option<libc::stat>> {
+        if key.is_empty() {
+            return fstat(e.file.as_raw_fd())
+                .map(Some)
+                .map_err(|err| map_io(err, "stat", key));
+        }
+        let sp = split(key)?;
+        let parent = match self.walk(&sp.parents, false, key) {
+            Ok(p) => p,
+            Err(BackendError::NotFound) => return Ok(None),
+            Err(err) => return Err(err),
+        };
+        let name = cstr(sp.last)?;
+        match lstatat(self.raw(&parent), &name) {
+            Ok(st) if st.st_dev == e.dev && st.st_ino == e.ino => Ok(Some(st)),
+            Ok(_) => Ok(None),
+            Err(err) if is_gone(&err) => Ok(None),
+            Err(err) => Err(map_io(err, "stat", key)),
+        }
+    }
+
+    /// The open object behind `key` and, with `fresh`, its current stat with `user`
+    /// current for it. Without `fresh` the entry may be up to REVALIDATE old.
+    fn entry(&self, key: &str, fresh: bool) -> BResult<(Entry, Option<libc::stat>)> {
+        if let Some(mut e) = self.cache.get(key) {
+            if e.validated.elapsed() < REVALIDATE {
+                if !fresh {
+                    return Ok((e, None));
+                }
+                let st = fstat(e.file.as_raw_fd()).map_err(|err| map_io(err, "stat", key))?;
+                if st.st_nlink != 0 || key.is_empty() {
+                    if ctime_of(&st) != e.ctime {
+                        // Changed since: the metadata may have too.
+                        let user = get_xattrs(e.file.as_raw_fd())
+                            .map_err(|err| map_io(err, "getxattr", key))?;
+                        e.ctime = ctime_of(&st);
+                        e.user = Arc::new(user);
+                        self.cache.update(key, &e.file, |c| {
+                            c.ctime = e.ctime;
+                            c.user = e.user.clone();
+                        });
+                    }
+                    return Ok((e, Some(st)));
+                }
+                // Unlinked behind our back.
+                self.cache.remove_if(key, &e.file);
+            } else if let Some(st) = self.still_named(key, &e)? {
+                // Also re-read the metadata: a ctime only as fine as the clock tick
+                // can miss a change made in the same tick as the last read.
+                let user =
+                    get_xattrs(e.file.as_raw_fd()).map_err(|err| map_io(err, "getxattr", key))?;
+                e.ctime = ctime_of(&st);
+                e.user = Arc::new(user);
+                e.validated = Instant::now();
+                self.cache.update(key, &e.file, |c| {
+                    c.ctime = e.ctime;
+                    c.user = e.user.clone();
+                    c.validated = e.validated;
+                });
+                return Ok((e, Some(st)));
+            } else {
+                self.cache.remove_if(key, &e.file);
+            }
+        }
+        let epoch = self.cache.epoch();
+        let e = self.open_entry(key, false)?;
+        let st = fstat(e.file.as_raw_fd()).map_err(|err| map_io(err, "stat", key))?;
+        self.cache.insert(key, e.clone(), epoch);
+        Ok((e, Some(st)))
+    }
+
+    /// A cached entry of regular file `key` open for writing.
+    fn writable_entry(&self, key: &str) -> BResult<Entry> {
+        let (e, _) = self.entry(key, false)?;
+        if e.writable || e.dir {
+            return Ok(e);
+        }
+        let epoch = self.cache.epoch();
+        let w = self.open_entry(key, true)?;
+        self.cache.insert(key, w.clone(), epoch);
+        Ok(w)
+    }
+
     /// Writes a new file's content durably to a temp file in `parent` and moves it
     /// into place as `last`.
     fn install(
@@ -512,7 +785,9 @@ impl FsBackend {
             }
         }
         let (f, _) = self.open_obj(key, libc::O_RDONLY)?;
-        set_xattrs(f.as_raw_fd(), meta).map_err(|e| map_io(e, "setxattr", key))?;
+        let res = set_xattrs(f.as_raw_fd(), meta).map_err(|e| map_io(e, "setxattr", key));
+        self.cache.invalidate(key);
+        res?;
         f.sync_all().map_err(|e| map_io(e, "fsync", key))?;
         fsync_fd(at).map_err(|e| map_io(e, "fsync", key))?;
         let st = fstat(f.as_raw_fd()).map_err(|e| map_io(e, "stat", key))?;
@@ -594,6 +869,7 @@ impl FsBackend {
 }
 
 struct FsUpload {
+    cache: Arc<ObjCache>,
     parent: Option<OwnedFd>,
     root: RawFd,
     tmp: CString,
@@ -643,6 +919,7 @@ impl Upload for FsUpload {
             if unsafe { libc::renameat(at, self.tmp.as_ptr(), at, name.as_ptr()) } != 0 {
                 return Err(map_io(last_err(), "rename", &key));
             }
+            self.cache.invalidate(&key);
             fsync_fd(at).map_err(|e| map_io(e, "fsync", &key))?;
             Ok(object_meta(&key, &st, self.meta.clone()))
         })();
@@ -668,22 +945,22 @@ impl Backend for FsBackend {
     }
 
     fn head(&self, key: &str) -> BResult<ObjectMeta> {
-        if key.is_empty() {
-            // The store root is a real directory here: it carries metadata too.
-            let fd = self.root_fd.as_raw_fd();
-            let st = fstat(fd).map_err(|e| map_io(e, "stat", key))?;
-            let user = get_xattrs(fd).map_err(|e| map_io(e, "getxattr", key))?;
-            return Ok(object_meta(key, &st, user));
+        // "" is the store root, a real directory here: it carries metadata too.
+        if !key.is_empty() {
+            check_key(key)?;
         }
-        let (f, st) = self.open_obj(key, libc::O_RDONLY)?;
-        self.meta_of_open(key, &f, &st)
+        let (e, st) = self.entry(key, true)?;
+        let st = st.expect("fresh entry has a stat");
+        Ok(object_meta(key, &st, (*e.user).clone()))
     }
 
     fn get_range(&self, key: &str, offset: u64, dst: &mut [u8]) -> BResult<usize> {
-        let (f, st) = self.open_obj(key, libc::O_RDONLY)?;
-        if is_dir(&st) {
+        check_key(key)?;
+        let (e, _) = self.entry(key, false)?;
+        if e.dir {
             return Ok(0);
         }
+        let f = &e.file;
         let mut done = 0;
         while done < dst.len() {
             match f.read_at(&mut dst[done..], offset + done as u64) {
@@ -707,14 +984,16 @@ impl Backend for FsBackend {
             return self.put_dir(key, meta, if_absent);
         }
         let parent = self.walk(&sp.parents, true, key)?;
-        self.install(
+        let res = self.install(
             self.raw(&parent),
             sp.last,
             key,
             &mut |f| f.write_all(data),
             meta,
             if_absent,
-        )
+        );
+        self.cache.invalidate(key);
+        res
     }
 
     fn multipart(&self, key: &str, meta: &UserMeta) -> BResult<Box<dyn Upload>> {
@@ -734,6 +1013,7 @@ impl Backend for FsBackend {
         )
         .map_err(|e| map_io(e, "create", key))?;
         Ok(Box::new(FsUpload {
+            cache: self.cache.clone(),
             parent,
             root: self.root_fd.as_raw_fd(),
             tmp,
@@ -821,15 +1101,16 @@ impl Backend for FsBackend {
             return self.put_dir(to, &meta, false).map(|_| ());
         }
         let parent = self.walk(&dsp.parents, true, to)?;
-        self.install(
+        let res = self.install(
             self.raw(&parent),
             dsp.last,
             to,
             &mut |f| io::copy(&mut src, f).map(|_| ()),
             &meta,
             false,
-        )
-        .map(|_| ())
+        );
+        self.cache.invalidate(to);
+        res.map(|_| ())
     }
 
     fn delete(&self, key: &str) -> BResult<()> {
@@ -852,18 +1133,34 @@ impl Backend for FsBackend {
                 _ => map_io(e, "delete", key),
             });
         }
+        if sp.dir {
+            self.cache.invalidate_prefix(key);
+        } else {
+            self.cache.invalidate(key);
+        }
         fsync_fd(at).map_err(|e| map_io(e, "fsync", key))
     }
 
     fn set_meta(&self, key: &str, meta: &UserMeta) -> BResult<()> {
-        if key.is_empty() {
-            let fd = self.root_fd.as_raw_fd();
-            set_xattrs(fd, meta).map_err(|e| map_io(e, "setxattr", key))?;
-            return fsync_fd(fd).map_err(|e| map_io(e, "fsync", key));
+        if !key.is_empty() {
+            check_key(key)?;
         }
-        let (f, _) = self.open_obj(key, libc::O_RDONLY)?;
-        set_xattrs(f.as_raw_fd(), meta).map_err(|e| map_io(e, "setxattr", key))?;
-        f.sync_all().map_err(|e| map_io(e, "fsync", key))
+        // Fresh: an object unlinked behind our back is NotFound, not updated.
+        let (e, _) = self.entry(key, true)?;
+        let fd = e.file.as_raw_fd();
+        if let Err(err) = set_xattrs(fd, meta) {
+            // Partly applied, maybe: read it all again next time.
+            self.cache.invalidate(key);
+            return Err(map_io(err, "setxattr", key));
+        }
+        match fstat(fd) {
+            Ok(st) => self.cache.update(key, &e.file, |c| {
+                c.ctime = ctime_of(&st);
+                c.user = Arc::new(meta.clone());
+            }),
+            Err(_) => self.cache.invalidate(key),
+        }
+        fsync_fd(fd).map_err(|err| map_io(err, "fsync", key))
     }
 
     fn capacity(&self) -> BResult<(u64, u64, u64, u64)> {
@@ -921,26 +1218,48 @@ impl Backend for FsBackend {
                 _ => map_io(e, "rename", from),
             });
         }
+        if fsp.dir {
+            self.cache.invalidate_prefix(from);
+            self.cache.invalidate_prefix(to);
+        } else {
+            self.cache.invalidate(from);
+            self.cache.invalidate(to);
+        }
         fsync_fd(self.raw(&tp)).map_err(|e| map_io(e, "fsync", to))?;
         fsync_fd(self.raw(&fp)).map_err(|e| map_io(e, "fsync", from))
     }
 }
 
+impl FsBackend {
+    /// Runs `op` on `key` open for writing: the cached descriptor, or where the file
+    /// cannot be opened read-write, a write-only one of its own.
+    fn with_writable<T>(&self, key: &str, op: impl Fn(&File) -> io::Result<T>) -> BResult<T> {
+        check_key(key)?;
+        match self.writable_entry(key) {
+            Ok(e) => op(&e.file),
+            Err(BackendError::Permanent(_)) => {
+                let (f, _) = self.open_obj(key, libc::O_WRONLY)?;
+                op(&f)
+            }
+            Err(e) => return Err(e),
+        }
+        .map_err(|e| map_io(e, "write", key))
+    }
+}
+
 impl RandomWrite for FsBackend {
     fn write_at(&self, key: &str, offset: u64, data: &[u8]) -> BResult<()> {
-        let (f, _) = self.open_obj(key, libc::O_WRONLY)?;
-        f.write_all_at(data, offset)
-            .map_err(|e| map_io(e, "write", key))
+        self.with_writable(key, |f| f.write_all_at(data, offset))
     }
 
     fn set_size(&self, key: &str, size: u64) -> BResult<()> {
-        let (f, _) = self.open_obj(key, libc::O_WRONLY)?;
-        f.set_len(size).map_err(|e| map_io(e, "truncate", key))
+        self.with_writable(key, |f| f.set_len(size))
     }
 
     fn sync(&self, key: &str) -> BResult<()> {
-        let (f, _) = self.open_obj(key, libc::O_RDONLY)?;
-        f.sync_all().map_err(|e| map_io(e, "fsync", key))
+        check_key(key)?;
+        let (e, _) = self.entry(key, false)?;
+        e.file.sync_all().map_err(|err| map_io(err, "fsync", key))
     }
 }
 
@@ -979,5 +1298,289 @@ mod tests {
         assert!(b.list("link/", None, None, 100).unwrap().objects.is_empty());
         assert_eq!(b.delete("flink"), Err(BackendError::NotFound));
         assert!(outside.join("secret").exists());
+    }
+
+    fn meta(pairs: &[(&str, &str)]) -> UserMeta {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    fn backend() -> (tempfile::TempDir, PathBuf, FsBackend) {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("objects");
+        let b = FsBackend::open(&root).unwrap();
+        let root = b.root().to_path_buf();
+        (dir, root, b)
+    }
+
+    fn cached(b: &FsBackend, key: &str) -> bool {
+        b.cache.get(key).is_some()
+    }
+
+    /// Makes the cached entry of `key` due for revalidation.
+    fn age(b: &FsBackend, key: &str) {
+        let e = b.cache.get(key).expect("cached");
+        b.cache.update(key, &e.file, |c| {
+            c.validated = Instant::now() - 2 * REVALIDATE;
+        });
+    }
+
+    fn setxattr(path: &Path, name: &str, val: &str) {
+        let p = CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+        let n = CString::new(format!("{XATTR_PREFIX}{name}")).unwrap();
+        // SAFETY: valid C strings and buffer.
+        let r =
+            unsafe { libc::setxattr(p.as_ptr(), n.as_ptr(), val.as_ptr().cast(), val.len(), 0) };
+        assert_eq!(r, 0, "{}", io::Error::last_os_error());
+    }
+
+    fn read_all(b: &FsBackend, key: &str) -> Vec<u8> {
+        let mut buf = vec![0u8; 1 << 16];
+        let n = b.get_range(key, 0, &mut buf).unwrap();
+        buf.truncate(n);
+        buf
+    }
+
+    #[test]
+    fn cache_hit_returns_same_metadata() {
+        let (_d, _root, b) = backend();
+        b.put("a/f", b"hello", &meta(&[("mode", "100600")]), false)
+            .unwrap();
+        let h1 = b.head("a/f").unwrap();
+        assert!(cached(&b, "a/f"));
+        let h2 = b.head("a/f").unwrap();
+        assert_eq!(h1, h2);
+        assert_eq!(h1.size, 5);
+        assert_eq!(h1.user.get("mode").map(String::as_str), Some("100600"));
+        assert_eq!(read_all(&b, "a/f"), b"hello");
+        // The root and directory markers are cached too.
+        let r1 = b.head("").unwrap();
+        assert_eq!(b.head("").unwrap(), r1);
+        b.put("d/", b"", &meta(&[("mode", "40700")]), false)
+            .unwrap();
+        let d1 = b.head("d/").unwrap();
+        assert!(cached(&b, "d/"));
+        assert_eq!(b.head("d/").unwrap(), d1);
+        assert_eq!(read_all(&b, "d/"), b"");
+        // Aged entries revalidate and stay correct.
+        age(&b, "a/f");
+        assert_eq!(b.head("a/f").unwrap(), h1);
+        assert!(b.cache.get("a/f").unwrap().validated.elapsed() < REVALIDATE);
+    }
+
+    #[test]
+    fn external_changes_are_seen() {
+        let (_d, root, b) = backend();
+        b.put("f", b"one", &meta(&[("mode", "100644")]), false)
+            .unwrap();
+        assert_eq!(b.head("f").unwrap().size, 3);
+        // Content rewritten in place (same inode).
+        std::fs::write(root.join("f"), b"longer content").unwrap();
+        let h = b.head("f").unwrap();
+        assert_eq!(h.size, 14);
+        assert_eq!(read_all(&b, "f"), b"longer content");
+        // Metadata changed behind our back: the ctime moves, the xattrs are re-read.
+        setxattr(&root.join("f"), "mode", "100600");
+        setxattr(&root.join("f"), "uid", "42");
+        let h = b.head("f").unwrap();
+        assert_eq!(h.user.get("mode").map(String::as_str), Some("100600"));
+        assert_eq!(h.user.get("uid").map(String::as_str), Some("42"));
+        // Deleted behind our back: the cached inode has no links left.
+        assert!(cached(&b, "f"));
+        std::fs::remove_file(root.join("f")).unwrap();
+        assert_eq!(b.head("f"), Err(BackendError::NotFound));
+        assert!(!cached(&b, "f"));
+        let mut buf = [0u8; 4];
+        assert_eq!(b.get_range("f", 0, &mut buf), Err(BackendError::NotFound));
+        // Recreated behind our back.
+        std::fs::write(root.join("f"), b"new").unwrap();
+        assert_eq!(read_all(&b, "f"), b"new");
+        assert_eq!(b.head("f").unwrap().size, 3);
+    }
+
+    #[test]
+    fn external_rename_over_is_detected() {
+        let (_d, root, b) = backend();
+        b.put("a", b"aaaa", &meta(&[("uid", "1")]), false).unwrap();
+        b.put("b", b"bb", &meta(&[("uid", "2")]), false).unwrap();
+        assert_eq!(b.head("a").unwrap().size, 4);
+        assert_eq!(b.head("b").unwrap().size, 2);
+        // "b" replaces "a": a's cached inode is unlinked, seen at once.
+        std::fs::rename(root.join("b"), root.join("a")).unwrap();
+        let h = b.head("a").unwrap();
+        assert_eq!(h.size, 2);
+        assert_eq!(h.user.get("uid").map(String::as_str), Some("2"));
+        assert_eq!(read_all(&b, "a"), b"bb");
+        // "b" still names its (linked) inode in the cache until it is revalidated.
+        age(&b, "b");
+        assert_eq!(b.head("b"), Err(BackendError::NotFound));
+        assert!(!cached(&b, "b"));
+        // A parent directory renamed behind our back: noticed on revalidation.
+        b.put("p/q/x", b"x", &UserMeta::new(), false).unwrap();
+        b.head("p/q/x").unwrap();
+        std::fs::rename(root.join("p/q"), root.join("p/r")).unwrap();
+        age(&b, "p/q/x");
+        assert_eq!(b.head("p/q/x"), Err(BackendError::NotFound));
+        assert_eq!(b.head("p/r/x").unwrap().size, 1);
+    }
+
+    #[test]
+    fn gateway_changes_invalidate() {
+        let (_d, _root, b) = backend();
+        // put over an existing key
+        b.put("k", b"aa", &meta(&[("mode", "100644")]), false)
+            .unwrap();
+        assert_eq!(b.head("k").unwrap().size, 2);
+        assert_eq!(read_all(&b, "k"), b"aa");
+        b.put("k", b"bbbb", &meta(&[("mode", "100600")]), false)
+            .unwrap();
+        let h = b.head("k").unwrap();
+        assert_eq!(h.size, 4);
+        assert_eq!(h.user.get("mode").map(String::as_str), Some("100600"));
+        assert_eq!(read_all(&b, "k"), b"bbbb");
+        // multipart over it
+        let mut up = b.multipart("k", &meta(&[("uid", "9")])).unwrap();
+        up.put_part(b"ccc").unwrap();
+        up.complete().unwrap();
+        let h = b.head("k").unwrap();
+        assert_eq!(h.size, 3);
+        assert_eq!(h.user.get("uid").map(String::as_str), Some("9"));
+        assert_eq!(read_all(&b, "k"), b"ccc");
+        // copy onto it
+        b.put("src", b"source", &meta(&[("uid", "5")]), false)
+            .unwrap();
+        b.copy("src", "k").unwrap();
+        assert_eq!(read_all(&b, "k"), b"source");
+        assert_eq!(
+            b.head("k").unwrap().user.get("uid").map(String::as_str),
+            Some("5")
+        );
+        // set_meta
+        b.set_meta("k", &meta(&[("uid", "6")])).unwrap();
+        let h = b.head("k").unwrap();
+        assert_eq!(h.user.get("uid").map(String::as_str), Some("6"));
+        assert_eq!(h.user.get("mode"), b.head("k").unwrap().user.get("mode"));
+        // writes through the cached descriptor
+        let rw = b.random_write().unwrap();
+        rw.write_at("k", 6, b"!!").unwrap();
+        assert_eq!(b.head("k").unwrap().size, 8);
+        assert_eq!(read_all(&b, "k"), b"source!!");
+        rw.set_size("k", 3).unwrap();
+        rw.sync("k").unwrap();
+        assert_eq!(b.head("k").unwrap().size, 3);
+        // delete
+        b.delete("k").unwrap();
+        assert_eq!(b.head("k"), Err(BackendError::NotFound));
+        assert_eq!(rw.write_at("k", 0, b"x"), Err(BackendError::NotFound));
+        // file rename: both names
+        b.put("m", b"m", &UserMeta::new(), false).unwrap();
+        b.put("n", b"nn", &UserMeta::new(), false).unwrap();
+        b.head("m").unwrap();
+        b.head("n").unwrap();
+        b.rename("m", "n").unwrap();
+        assert_eq!(b.head("m"), Err(BackendError::NotFound));
+        assert_eq!(read_all(&b, "n"), b"m");
+        // directory rename: every cached child under both prefixes
+        b.put("d/x", b"x", &UserMeta::new(), false).unwrap();
+        b.put("d/s/y", b"yy", &UserMeta::new(), false).unwrap();
+        b.put("e/", b"", &UserMeta::new(), false).unwrap();
+        for k in ["d/", "d/x", "d/s/", "d/s/y", "e/"] {
+            b.head(k).unwrap();
+            assert!(cached(&b, k), "{k}");
+        }
+        let e_ino = b.cache.get("e/").unwrap().ino;
+        b.rename("d/", "e/").unwrap();
+        for k in ["d/", "d/x", "d/s/", "d/s/y"] {
+            assert_eq!(b.head(k), Err(BackendError::NotFound), "{k}");
+        }
+        assert_eq!(read_all(&b, "e/x"), b"x");
+        assert_eq!(b.head("e/s/y").unwrap().size, 2);
+        assert_ne!(b.cache.get("e/").map(|e| e.ino), Some(e_ino));
+        b.head("e/").unwrap();
+        assert_ne!(b.cache.get("e/").unwrap().ino, e_ino);
+        // a new object where an old one was
+        b.put("d/x", b"again", &UserMeta::new(), false).unwrap();
+        assert_eq!(read_all(&b, "d/x"), b"again");
+        // directory delete
+        b.delete("e/s/y").unwrap();
+        b.head("e/s/").unwrap();
+        b.delete("e/s/").unwrap();
+        assert_eq!(b.head("e/s/"), Err(BackendError::NotFound));
+    }
+
+    #[test]
+    fn cache_is_bounded() {
+        let (_d, _root, mut b) = backend();
+        b.cache = Arc::new(ObjCache::new(64));
+        let cap = b.cache.per_shard * CACHE_SHARDS;
+        for i in 0..cap + 200 {
+            let k = format!("f{i}");
+            b.put(&k, b"x", &UserMeta::new(), false).unwrap();
+            b.head(&k).unwrap();
+        }
+        let n: usize = b.cache.shards.iter().map(|s| lock(s).len()).sum();
+        assert!(n <= cap, "{n} > {cap}");
+        for i in 0..cap + 200 {
+            assert_eq!(b.head(&format!("f{i}")).unwrap().size, 1);
+        }
+    }
+
+    #[test]
+    fn concurrent_smoke() {
+        let (_d, _root, b) = backend();
+        let b = Arc::new(b);
+        let keys: Vec<String> = (0..6).map(|i| format!("c/k{i}")).collect();
+        for k in &keys {
+            b.put(k, b"0123", &UserMeta::new(), false).unwrap();
+        }
+        let threads: Vec<_> = (0..6)
+            .map(|t| {
+                let b = b.clone();
+                let keys = keys.clone();
+                std::thread::spawn(move || {
+                    let rw = b.random_write().unwrap();
+                    for i in 0..400usize {
+                        let k = &keys[(i * 7 + t) % keys.len()];
+                        let ok_or_gone = |r: BResult<()>| {
+                            assert!(matches!(r, Ok(()) | Err(BackendError::NotFound)), "{r:?}")
+                        };
+                        match (i + t) % 6 {
+                            0 | 1 => match b.head(k) {
+                                Ok(h) => assert!(h.size <= 64, "{h:?}"),
+                                Err(e) => assert_eq!(e, BackendError::NotFound),
+                            },
+                            2 => ok_or_gone(rw.write_at(k, (i % 60) as u64, b"w")),
+                            3 => ok_or_gone(b.delete(k)),
+                            4 => {
+                                b.put(k, b"fresh", &UserMeta::new(), false).unwrap();
+                            }
+                            _ => {
+                                let mut buf = [0u8; 8];
+                                if let Err(e) = b.get_range(k, 0, &mut buf) {
+                                    assert_eq!(e, BackendError::NotFound);
+                                }
+                            }
+                        }
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        // Quiet now: every answer matches the disk.
+        for k in &keys {
+            let disk = std::fs::metadata(b.root().join(k)).ok().map(|m| m.len());
+            let cached_size = b.head(k).ok().map(|h| h.size);
+            assert_eq!(cached_size, disk, "{k}");
+            if let Some(n) = disk {
+                let mut buf = vec![0u8; 128];
+                let got = b.get_range(k, 0, &mut buf).unwrap();
+                assert_eq!(got as u64, n);
+                assert_eq!(&buf[..got], &std::fs::read(b.root().join(k)).unwrap()[..]);
+            }
+        }
     }
 }

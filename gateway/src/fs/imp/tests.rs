@@ -481,3 +481,35 @@ fn namespace_errors_and_symlinks() {
         assert!(fs.tbytes >= fs.fbytes);
     });
 }
+
+#[test]
+fn fs_changes_behind_the_gateway_are_seen() {
+    let d = tempfile::tempdir().unwrap();
+    let data = d.path().join("data");
+    let b: Arc<dyn Backend> = Arc::new(FsBackend::open(&data).unwrap());
+    let m = FileModel::open(b, &d.path().join("state"), &exports()).unwrap();
+    let root = m.root(0).unwrap();
+    let f = mkfile(&m, &root, "ext");
+    m.write(&f, 0, b"gateway", Stable::FileSync).unwrap();
+    let fh = m.handle(&f);
+    let mut buf = [0u8; 32];
+    let n = m.resolve(fh.as_bytes()).unwrap();
+    assert_eq!(m.getattr(&n).unwrap().size, 7);
+    assert_eq!(m.read(&n, 0, &mut buf).unwrap(), (7, true));
+    // Rewritten in place by another tool: size and content follow at once.
+    std::fs::write(data.join("ext"), b"another tool").unwrap();
+    let n = m.resolve(fh.as_bytes()).unwrap();
+    assert_eq!(m.getattr(&n).unwrap().size, 12);
+    assert_eq!(m.read(&n, 0, &mut buf).unwrap(), (12, true));
+    assert_eq!(&buf[..12], b"another tool");
+    // Deleted by another tool: the handle goes stale at once.
+    std::fs::remove_file(data.join("ext")).unwrap();
+    assert_eq!(m.resolve(fh.as_bytes()), Err(Status::Stale));
+    // A write through the gateway is seen by its next getattr and read.
+    let g = mkfile(&m, &root, "g");
+    m.getattr(&g).unwrap();
+    m.write(&g, 3, b"xyz", Stable::Unstable).unwrap();
+    assert_eq!(m.getattr(&g).unwrap().size, 6);
+    assert_eq!(m.read(&g, 0, &mut buf).unwrap(), (6, true));
+    assert_eq!(&buf[..6], b"\0\0\0xyz");
+}
