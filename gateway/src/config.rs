@@ -195,6 +195,9 @@ pub struct BackendConfig {
     /// Depth of each reactor→worker and worker→reactor ring.
     #[serde(default = "default_ring")]
     pub ring_depth: usize,
+    /// How long an idle worker spins before sleeping, microseconds (0 = sleep at once).
+    #[serde(default)]
+    pub worker_spin_us: u64,
 }
 
 fn default_kind() -> BackendKind {
@@ -217,6 +220,7 @@ impl Default for BackendConfig {
             root: default_root(),
             workers: default_workers(),
             ring_depth: default_ring(),
+            worker_spin_us: 0,
         }
     }
 }
@@ -500,6 +504,9 @@ impl Config {
         }
         if self.backend.workers == 0 || self.backend.workers > 256 {
             return err("backend.workers", "must be 1..=256");
+        }
+        if self.backend.worker_spin_us > 10_000 {
+            return err("backend.worker_spin_us", "must be 0..=10000 microseconds");
         }
         if self.backend.ring_depth < 16 || self.backend.ring_depth > 1 << 20 {
             return err("backend.ring_depth", "must be 16..=1048576");

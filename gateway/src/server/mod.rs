@@ -148,8 +148,13 @@ impl Server {
 
         let jobs: Arc<Ring<Job>> = Ring::new(cfg.backend.ring_depth);
         let stop_workers = Arc::new(AtomicBool::new(false));
-        let (workers, worker_bells) =
-            worker::spawn_workers(cfg.backend.workers, &shared, &jobs, &stop_workers)?;
+        let (workers, worker_bells) = worker::spawn_workers(
+            cfg.backend.workers,
+            Duration::from_micros(cfg.backend.worker_spin_us),
+            &shared,
+            &jobs,
+            &stop_workers,
+        )?;
 
         let idle = match cfg.engine.idle {
             Idle::Busy => IdlePolicy::Busy,

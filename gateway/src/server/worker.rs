@@ -33,14 +33,13 @@ pub(crate) type WorkerBells = Arc<Vec<Arc<Doorbell>>>;
 const RPC_HEADER: usize = 32;
 /// Smallest reply buffer worth trying when the preferred class is exhausted.
 const MIN_REPLY: usize = 4096;
-/// Empty polls before a worker sleeps.
-const SPINS: u32 = 2000;
 /// How long a worker waits for a reply buffer before dropping the call (the client
 /// retransmits); only reachable when every pool class is exhausted.
 const BUFFER_WAIT: Duration = Duration::from_secs(1);
 
 pub(crate) fn spawn_workers(
     n: usize,
+    spin: Duration,
     shared: &Arc<Shared>,
     jobs: &Arc<Ring<Job>>,
     stop: &Arc<AtomicBool>,
@@ -54,7 +53,7 @@ pub(crate) fn spawn_workers(
         let stop = stop.clone();
         let h = spawn_pinned(format!("worker-{i}"), None, move || {
             let bell = rx.recv().expect("doorbell sent at spawn");
-            worker_loop(&shared, &jobs, &stop, &bell);
+            worker_loop(&shared, &jobs, &stop, &bell, spin);
         })?;
         let bell = Doorbell::new(Box::new(h.thread().clone()));
         tx.send(bell.clone()).expect("worker alive");
@@ -64,27 +63,39 @@ pub(crate) fn spawn_workers(
     Ok((handles, Arc::new(bells)))
 }
 
-fn worker_loop(shared: &Shared, jobs: &Ring<Job>, stop: &AtomicBool, bell: &Doorbell) {
-    let mut idle = 0u32;
+/// Pops and runs jobs; when the ring is empty, spins for at most `spin` (so a job
+/// arriving right behind the last one skips the sleep/wake), then sleeps on the
+/// doorbell. On a small machine every spinning worker takes a core from the client
+/// and the reactor, so the default spin is zero.
+fn worker_loop(
+    shared: &Shared,
+    jobs: &Ring<Job>,
+    stop: &AtomicBool,
+    bell: &Doorbell,
+    spin: Duration,
+) {
+    let mut idle_since: Option<Instant> = None;
     loop {
         if let Some(job) = jobs.pop() {
             run_job(shared, job);
-            idle = 0;
+            idle_since = None;
             continue;
         }
         if stop.load(Ordering::Relaxed) {
             return;
         }
-        idle += 1;
-        if idle < SPINS {
-            std::hint::spin_loop();
-            continue;
+        if !spin.is_zero() {
+            let since = *idle_since.get_or_insert_with(Instant::now);
+            if since.elapsed() < spin {
+                std::hint::spin_loop();
+                continue;
+            }
         }
         bell.prepare_sleep();
         if let Some(job) = jobs.pop() {
             bell.woke();
             run_job(shared, job);
-            idle = 0;
+            idle_since = None;
             continue;
         }
         std::thread::park_timeout(Duration::from_millis(50));
