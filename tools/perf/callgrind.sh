@@ -8,16 +8,16 @@
 # (callgrind_control -d) and reports instructions (Ir) per operation plus the top
 # functions. Deterministic enough to compare commits: Ir do not depend on the noise of a
 # shared machine the way IOPS do. Idle polling of the reactor is counted too, so keep
-# GW_IDLE=adaptive and a small GW_IDLE_SPINS (default 0) when comparing.
+# GW_IDLE=adaptive and a small GW_IDLE_SPINS (default 1, the minimum) when comparing.
 #
 # Env (defaults): OPS=20000 RW=randread BS=4k QD=1 SIZE=64m GW_PORT=20149 GW_IDLE=adaptive
-#   GW_IDLE_SPINS=0 GATEWAY=<repo>/target/release/gateway FIO=/opt/fio-nfs/bin/fio
+#   GW_IDLE_SPINS=1 GATEWAY=<repo>/target/release/gateway FIO=/opt/fio-nfs/bin/fio
 #   OUT=/var/tmp/perf-callgrind/<stamp>  TOP=30
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
 OPS=${OPS:-20000}; RW=${RW:-randread}; BS=${BS:-4k}; QD=${QD:-1}; SIZE=${SIZE:-64m}
-GW_PORT=${GW_PORT:-20149}; GW_IDLE=${GW_IDLE:-adaptive}; GW_IDLE_SPINS=${GW_IDLE_SPINS:-0}
+GW_PORT=${GW_PORT:-20149}; GW_IDLE=${GW_IDLE:-adaptive}; GW_IDLE_SPINS=${GW_IDLE_SPINS:-1}
 GATEWAY=${GATEWAY:-$ROOT/target/release/gateway}; FIO=${FIO:-/opt/fio-nfs/bin/fio}
 OUT=${OUT:-/var/tmp/perf-callgrind/$(date +%Y%m%d-%H%M%S)}; TOP=${TOP:-30}
 mkdir -p "$OUT/data" "$OUT/state"
@@ -80,28 +80,33 @@ URL="nfs://127.0.0.1/?version=3&nfsport=$GW_PORT&mountport=$GW_PORT"
 
 fio_job() { # name json extra...
   local n=$1 j=$2; shift 2
-  timeout -k 10 1200 "$FIO" --name="$n" --ioengine=nfs --nfs_url="$URL" --filename=cg.bin --size="$SIZE" \
+  timeout -k 10 1200 "$FIO" --name="$n" --ioengine=nfs --nfs_url="$URL" --filename=cg.bin \
       --output-format=json --output="$j" "$@" 2>"$j.stderr"
   local rc=$?
   grep -v 'code:-4)' "$j.stderr" | head -8 | sed 's/^/  fio: /' >&2
   return $rc
 }
 log "writing $SIZE through the gateway"
-fio_job prep "$OUT/prep.json" --rw=write --bs=1m --iodepth=4 || { log "write through the gateway failed"; exit 1; }
+# fio's nfs engine ends a job with up to iodepth-1 writes still in flight (libnfs cancels
+# them, "code:-4"), so the file may come out short: write 16 MiB more than is read.
+SIZE_B=$(python3 -c "import sys;s=sys.argv[1].lower();m={'k':1<<10,'m':1<<20,'g':1<<30}; print(int(s[:-1])*m[s[-1]] if s[-1] in m else int(s))" "$SIZE")
+fio_job prep "$OUT/prep.json" --rw=write --bs=1m --iodepth=4 --size=$((SIZE_B + (16 << 20))) || { log "write through the gateway failed"; exit 1; }
 log "warm-up: 2000 ops"
-fio_job warm "$OUT/warm.json" --rw="$RW" --bs="$BS" --iodepth="$QD" --number_ios=2000 --randrepeat=1 || { log "warm-up failed"; exit 1; }
+JOB=(--rw="$RW" --bs="$BS" --iodepth="$QD" --size="$SIZE" --norandommap --randrepeat=1 --io_size=1024g)  # number_ios ends the job (time_based would override it)
+fio_job warm "$OUT/warm.json" "${JOB[@]}" --number_ios=2000 || { log "warm-up failed"; exit 1; }
 callgrind_control -z "$VG_PID" >/dev/null || { log "callgrind_control -z failed"; exit 1; }
 log "measured job: $RW bs=$BS iodepth=$QD number_ios=$OPS"
-fio_job measure "$OUT/measure.json" --rw="$RW" --bs="$BS" --iodepth="$QD" --number_ios="$OPS" --randrepeat=1 || { log "measured job failed"; exit 1; }
+fio_job measure "$OUT/measure.json" "${JOB[@]}" --number_ios="$OPS" || { log "measured job failed"; exit 1; }
 callgrind_control -d measured "$VG_PID" >/dev/null || { log "callgrind_control -d failed"; exit 1; }
 sleep 1
 DUMP=$(ls -t "$OUT"/callgrind.out.$VG_PID.* 2>/dev/null | head -1)
 [ -n "$DUMP" ] || { log "no dump file"; exit 1; }
 cleanup; trap - EXIT
 
-python3 - "$OUT/measure.json" "$DUMP" <<'PY'
-import json, sys, re
-j = json.load(open(sys.argv[1]))["jobs"][0]
+python3 - "$OUT/measure.json" "$DUMP" "$TOP" <<'PY' | tee "$OUT/summary.txt"
+import json, sys, re, collections
+t = open(sys.argv[1]).read()          # fio writes log_err() lines into --output too
+j = json.loads(t[t.index("{"):])["jobs"][0]
 d = j["write"] if j["write"]["io_bytes"] else j["read"]
 ops = d["total_ios"]
 ir = None
@@ -111,7 +116,28 @@ for line in open(sys.argv[2]):
 print(f"operations (fio total_ios): {ops}")
 print(f"instructions (Ir) in the measured window: {ir:,}")
 print(f"instructions per operation: {ir/ops:,.0f}")
+if j.get("error"): print(f"fio error: {j['error']}")
+# self cost per function: cost lines not preceded by a calls= line (those are inclusive
+# costs of a call). Names are compressed as "(id) name" on first use, "(id)" after.
+names, selfc = {}, collections.Counter()
+fn, after_calls = None, False
+def name(v):
+    m = re.match(r"\((\d+)\)(?:\s+(.*))?", v)
+    if not m: return v
+    if m.group(2): names[m.group(1)] = m.group(2)
+    return names.get(m.group(1), v)
+for line in open(sys.argv[2]):
+    line = line.rstrip("\n")
+    if line.startswith("fn="): fn = name(line[3:]); after_calls = False; continue
+    if line.startswith("cfn="): name(line[4:]); continue
+    if line.startswith("calls="): after_calls = True; continue
+    if line and (line[0].isdigit() or line[0] in "+-*"):
+        if after_calls: after_calls = False; continue
+        parts = line.split()
+        if len(parts) >= 2 and fn: selfc[fn] += int(parts[1])
+top = int(sys.argv[3])
+print(f"\ntop {top} functions by self instructions (share of the window, per op):")
+for f, c in selfc.most_common(top):
+    print(f"{c/ir*100:6.2f}% {c/ops:10,.0f}  {f[:110]}")
 PY
-echo "dump: $DUMP"
-callgrind_annotate --inclusive=no "$DUMP" 2>/dev/null | sed -n "1,$((TOP + 25))p" > "$OUT/annotate.txt"
-head -n $((TOP + 25)) "$OUT/annotate.txt"
+echo "dump: $DUMP (inclusive view: callgrind_annotate --inclusive=yes $DUMP)"

@@ -171,7 +171,8 @@ fio_run() {
 import json, sys
 path, t, test, r, rc, load = sys.argv[1:7]
 try:
-    job = json.load(open(path))["jobs"][0]
+    text = open(path).read()           # fio also writes log_err() lines into --output
+    job = json.loads(text[text.index("{"):])["jobs"][0]
 except Exception:
     print(f"{t}\t{test}\t{r}\tnan\tnan\tnan\tnan\tno-json(rc={rc})\t{load}"); sys.exit()
 d = job["write"] if job["write"]["io_bytes"] else job["read"]
@@ -198,13 +199,15 @@ for t in $ACTIVE; do
   ok=0
   if [ "$PRECREATE" = server ]; then
     log "$t: writing bench.bin ($SIZE) through the server"
-    fio_run "$t" precreate 0 bench.bin write 1m 4 && ok=1
+    # fio's nfs engine ends with up to iodepth-1 writes in flight (cancelled, "code:-4"),
+    # so the file can come out short: write 16 MiB more than the reads cover.
+    fio_run "$t" precreate 0 bench.bin write 1m 4 --size=$((SIZE_B + (16 << 20))) && ok=1
     # the write succeeded only if fio says err=0 and moved the whole size
     [ "$(tail -1 "$RESULTS" | cut -f8)" = 0 ] || ok=0
   fi
   if [ "$ok" != 1 ]; then
     [ "$PRECREATE" = server ] && log "$t: write through the server failed; copying the file into ${DIR[$t]} instead"
-    [ -f "$WORK/src.bin" ] || head -c "$SIZE_B" /dev/urandom > "$WORK/src.bin"
+    [ -f "$WORK/src.bin" ] || head -c $((SIZE_B + (16 << 20))) /dev/urandom > "$WORK/src.bin"
     cp "$WORK/src.bin" "${DIR[$t]}/bench.bin"
   fi
 done
