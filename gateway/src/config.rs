@@ -25,6 +25,8 @@ pub struct Config {
     #[serde(default)]
     pub exports: Vec<ExportConfig>,
     #[serde(default)]
+    pub cache: CacheConfig,
+    #[serde(default)]
     pub log: LogConfig,
 }
 
@@ -294,6 +296,27 @@ fn default_anon() -> u32 {
     65534
 }
 
+/// The reactor-side read cache (see `gateway::cache`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CacheConfig {
+    /// Page cache per reactor in MiB (0 = attributes only). Mapped once at start.
+    #[serde(default = "default_cache_mib")]
+    pub size_mib: usize,
+}
+
+fn default_cache_mib() -> usize {
+    256
+}
+
+impl Default for CacheConfig {
+    fn default() -> Self {
+        CacheConfig {
+            size_mib: default_cache_mib(),
+        }
+    }
+}
+
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LogConfig {
@@ -504,6 +527,9 @@ impl Config {
         }
         if self.backend.workers == 0 || self.backend.workers > 256 {
             return err("backend.workers", "must be 1..=256");
+        }
+        if self.cache.size_mib > 1 << 20 {
+            return err("cache.size_mib", "must be 0..=1048576 (MiB per reactor)");
         }
         if self.backend.worker_spin_us > 10_000 {
             return err("backend.worker_spin_us", "must be 0..=10000 microseconds");

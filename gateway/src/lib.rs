@@ -2,6 +2,7 @@
 //! an object-store backend through the file model.
 
 pub mod backend;
+pub mod cache;
 pub mod config;
 pub mod export;
 pub mod fs;

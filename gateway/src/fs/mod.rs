@@ -66,6 +66,12 @@ impl FileModel {
         })
     }
 
+    /// Export and file id carried by a handle, WITHOUT authenticating it. For cache
+    /// keys and invalidation only: never use it to reach a file (use `resolve`).
+    pub fn peek_handle(fh: &[u8]) -> Option<(u16, u64)> {
+        imp::peek_handle(fh)
+    }
+
     /// writeverf3 of this run.
     pub fn write_verifier(&self) -> [u8; 8] {
         self.inner.write_verifier()

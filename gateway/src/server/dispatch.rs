@@ -7,12 +7,13 @@
 //! answered inline. Procedure numbers and arguments are checked by the worker
 //! (PROC_UNAVAIL, GARBAGE_ARGS), which owns the procedure tables.
 
+use crate::cache::{self, ReadCache};
 use crate::mount::{MOUNT_PROGRAM, MOUNT_V3};
 use crate::nfs3::{NFS_PROGRAM, NFS_V3};
 use engine::mem::{Buf, Pools};
 use engine::rpc::{self, Accept, CallError, CallHeader};
 use engine::tcp::ConnId;
-use engine::xdr::XdrWriter;
+use engine::xdr::{XdrReader, XdrWriter};
 use std::net::SocketAddr;
 
 /// Room reserved at the front of every reply for the TCP record mark.
@@ -49,6 +50,7 @@ pub(crate) fn classify(
     peer: SocketAddr,
     record: Buf,
     pools: &Pools,
+    hot: &mut Hot,
 ) -> Verdict {
     let (header, args_at) = match rpc::decode_call(&record) {
         Ok(h) => h,
@@ -92,6 +94,11 @@ pub(crate) fn classify(
             rpc::write_accepted(w, header.xid, Accept::Success)
         });
     }
+    if header.prog == NFS_PROGRAM {
+        if let Some(reply) = from_cache(&header, &record[args_at..], peer, pools, hot) {
+            return Verdict::Reply(reply);
+        }
+    }
     Verdict::Work(Job {
         reactor,
         conn,
@@ -100,6 +107,58 @@ pub(crate) fn classify(
         record,
         args_at,
     })
+}
+
+/// What the reactor needs to answer from its cache.
+pub(crate) struct Hot<'a> {
+    pub cache: &'a mut ReadCache,
+    pub gens: &'a cache::Generations,
+    pub exports: &'a crate::export::Exports,
+}
+
+/// Answers GETATTR and small READs from the reactor's cache (run to completion, no
+/// worker round trip). `None` on a miss, or when no buffer is free right now.
+fn from_cache(
+    h: &CallHeader,
+    args: &[u8],
+    peer: SocketAddr,
+    pools: &Pools,
+    hot: &mut Hot,
+) -> Option<Buf> {
+    const GETATTR: u32 = 1;
+    const READ: u32 = 6;
+    let mut r = XdrReader::new(args);
+    let fh = r.opaque_var(crate::fs::FH_MAX).ok()?;
+    let req = cache::Request {
+        fh,
+        client: peer.ip(),
+        cred: &h.cred,
+    };
+    let read_args = match h.proc_ {
+        GETATTR => None,
+        READ => Some((r.u64().ok()?, r.u32().ok()?)),
+        _ => return None,
+    };
+    let want = read_args.map_or(0, |(_, c)| c as usize) + 256;
+    if want > cache::MAX_CACHED_READ + 256 {
+        return None;
+    }
+    let mut buf = pools.alloc(MARK + want)?;
+    let mut w = XdrWriter::at(buf.spare_mut(), MARK);
+    rpc::write_accepted(&mut w, h.xid, Accept::Success).ok()?;
+    let hit = match read_args {
+        None => hot.cache.try_getattr(hot.gens, hot.exports, &req, &mut w),
+        Some((offset, count)) => {
+            hot.cache
+                .try_read(hot.gens, hot.exports, &req, offset, count, &mut w)
+        }
+    };
+    if !hit {
+        return None;
+    }
+    let n = w.position();
+    buf.set_len(n);
+    Some(buf)
 }
 
 /// Encodes a small reply into a fresh buffer after the record-mark slot.

@@ -37,6 +37,10 @@ pub(crate) use worker::Done;
 /// and completion ring.
 pub(crate) struct Shared {
     pub model: FileModel,
+    /// Invalidation counters of every reactor's read cache.
+    pub gens: crate::cache::Generations,
+    /// Whether reactors cache pages (workers then read ahead to fill them).
+    pub cache_pages: bool,
     pub exports: Exports,
     pub mounts: MountTable,
     pub reactors: Vec<ReactorLink>,
@@ -141,6 +145,8 @@ impl Server {
         let local_addr = transports[0].local_addr();
         let shared = Arc::new(Shared {
             model,
+            gens: crate::cache::Generations::new(),
+            cache_pages: cfg.cache.size_mib > 0,
             exports: Exports::new(exports),
             mounts: MountTable::new(),
             reactors: links,
@@ -173,9 +179,12 @@ impl Server {
         {
             let c = Arc::new(Counters::default());
             counters.push(c.clone());
+            let cache = crate::cache::ReadCache::new(cfg.cache.size_mib << 20, policy)
+                .context("cache.size_mib")?;
             let r = reactor::ReactorState::new(
                 i,
                 tcp,
+                cache,
                 shared.clone(),
                 jobs.clone(),
                 worker_bells.clone(),
@@ -188,6 +197,14 @@ impl Server {
                 move || {
                     let mut r = r;
                     engine::reactor::run(&mut r, idle, &stop, &c);
+                    let s = r.cache_stats();
+                    tracing::info!(
+                        reactor = i,
+                        hits = s.hits,
+                        misses = s.misses,
+                        pages = s.pages,
+                        "read cache"
+                    );
                 },
             )?);
         }

@@ -5,8 +5,9 @@
 //! full, jobs wait in `backlog` (in arrival order) and the transport's per-connection
 //! in-flight limit stops reading, so the backlog is bounded by connections × in-flight.
 
-use super::dispatch::{self, Job, Verdict};
+use super::dispatch::{self, Hot, Job, Verdict};
 use super::Shared;
+use crate::cache::ReadCache;
 use engine::mem::Buf;
 use engine::reactor::{Counters, Poller};
 use engine::ring::{Doorbell, Ring};
@@ -20,6 +21,7 @@ use std::time::Duration;
 pub(crate) struct ReactorState {
     id: usize,
     tcp: TcpTransport,
+    cache: ReadCache,
     shared: Arc<Shared>,
     jobs: Arc<Ring<Job>>,
     worker_bells: Arc<Vec<Arc<Doorbell>>>,
@@ -37,6 +39,7 @@ impl ReactorState {
     pub fn new(
         id: usize,
         tcp: TcpTransport,
+        cache: ReadCache,
         shared: Arc<Shared>,
         jobs: Arc<Ring<Job>>,
         worker_bells: Arc<Vec<Arc<Doorbell>>>,
@@ -45,6 +48,7 @@ impl ReactorState {
         ReactorState {
             id,
             tcp,
+            cache,
             shared,
             jobs,
             worker_bells,
@@ -56,11 +60,22 @@ impl ReactorState {
         }
     }
 
+    pub fn cache_stats(&self) -> crate::cache::CacheStats {
+        self.cache.stats()
+    }
+
     /// Sends every reply workers have finished for this reactor.
     fn drain_done(&mut self) -> usize {
         let done = &self.shared.reactors[self.id].done;
         let mut n = 0;
         while let Some(d) = done.pop() {
+            let read_ahead = d.reply.is_none() && d.fill.is_some();
+            if let Some(fill) = d.fill {
+                self.cache.fill(&self.shared.gens, fill);
+            }
+            if read_ahead {
+                continue;
+            }
             match d.reply {
                 Some(b) => {
                     self.counters
@@ -101,6 +116,7 @@ impl ReactorState {
         let ReactorState {
             id,
             tcp,
+            cache,
             shared,
             jobs,
             worker_bells,
@@ -111,13 +127,18 @@ impl ReactorState {
             next_bell,
         } = self;
         let pools = &shared.reactors[*id].pools;
+        let mut hot = Hot {
+            cache,
+            gens: &shared.gens,
+            exports: &shared.exports,
+        };
         let mut handle = |conn: ConnId, peer: SocketAddr, rec: Buf| {
             counters.ops.fetch_add(1, Ordering::Relaxed);
             counters
                 .bytes_in
                 .fetch_add(rec.len() as u64, Ordering::Relaxed);
             route(
-                dispatch::classify(*id, conn, peer, rec, pools),
+                dispatch::classify(*id, conn, peer, rec, pools, &mut hot),
                 conn,
                 peer,
                 jobs,
@@ -136,7 +157,12 @@ impl ReactorState {
 
     fn take_record(&mut self, conn: ConnId, peer: SocketAddr, rec: Buf) {
         let pools = &self.shared.reactors[self.id].pools;
-        let v = dispatch::classify(self.id, conn, peer, rec, pools);
+        let mut hot = Hot {
+            cache: &mut self.cache,
+            gens: &self.shared.gens,
+            exports: &self.shared.exports,
+        };
+        let v = dispatch::classify(self.id, conn, peer, rec, pools, &mut hot);
         route(
             v,
             conn,

@@ -7,6 +7,8 @@
 
 use super::dispatch::{Job, MARK};
 use super::Shared;
+use crate::cache::{self, FhKey, Fill, Stamp};
+use crate::fs::FileModel;
 use crate::mount::{self, MOUNT_PROGRAM};
 use crate::nfs3::{self, Ctx, Outcome, NFS_PROGRAM};
 use engine::mem::{Buf, Pools};
@@ -14,16 +16,19 @@ use engine::reactor::spawn_pinned;
 use engine::ring::{Doorbell, Ring};
 use engine::rpc::{self, Accept};
 use engine::tcp::ConnId;
-use engine::xdr::XdrWriter;
+use engine::xdr::{XdrReader, XdrWriter};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-/// A finished call for a reactor: the reply, or `None` when nothing is sent.
+/// A finished call for a reactor: the reply (`None`: nothing is sent), and what the
+/// reactor's read cache may learn from it. A message with no reply but a fill is a
+/// read-ahead result, not an answer to a call.
 pub(crate) struct Done {
     pub conn: ConnId,
     pub reply: Option<Buf>,
+    pub fill: Option<Fill>,
 }
 
 /// One doorbell per worker, rung by reactors after queueing a job.
@@ -130,13 +135,64 @@ fn reply_buffer(pools: &Pools, want: usize) -> Option<Buf> {
 
 fn run_job(shared: &Shared, job: Job) {
     let link = &shared.reactors[job.reactor];
+    let effect = CacheEffect::of(shared, &job);
+    effect.before(shared);
     let reply = execute(shared, &link.pools, &job);
-    let mut done = Done {
-        conn: job.conn,
-        reply,
+    effect.after(shared);
+    let fill = match (&effect, &reply) {
+        (
+            CacheEffect::Observe {
+                fh,
+                export,
+                stamp,
+                read,
+            },
+            Some(r),
+        ) => learned(r, *fh, *export, *stamp, read.is_some()),
+        _ => None,
     };
-    drop(job);
-    // The reactor drains its ring every pass; a full ring only means a short wait.
+    let ahead = match (&effect, &fill) {
+        (
+            CacheEffect::Observe {
+                read: Some(off), ..
+            },
+            Some(f),
+        ) if shared.cache_pages => Some((*off, f.fh, f.export, f.attr, f.stamp)),
+        _ => None,
+    };
+    push_done(
+        link,
+        Done {
+            conn: job.conn,
+            reply,
+            fill,
+        },
+    );
+    // Read-ahead after the reply is on its way: the block around a small READ goes
+    // into the reactor's page cache, so neighbouring reads are answered there.
+    if let Some((off, fh, export, attr, stamp)) = ahead {
+        if let Some(data) = read_block(shared, &link.pools, &job, off) {
+            push_done(
+                link,
+                Done {
+                    conn: job.conn,
+                    reply: None,
+                    fill: Some(Fill {
+                        fh,
+                        export,
+                        attr,
+                        stamp,
+                        data: Some(data),
+                    }),
+                },
+            );
+        }
+    }
+}
+
+/// Hands a message to the reactor. The reactor drains its ring every pass; a full
+/// ring only means a short wait.
+fn push_done(link: &super::ReactorLink, mut done: Done) {
     loop {
         match link.done.push(done) {
             Ok(()) => break,
@@ -148,6 +204,124 @@ fn run_job(shared: &Shared, job: Job) {
         }
     }
     link.bell.ring();
+}
+
+/// How a call touches the reactors' read caches.
+enum CacheEffect {
+    None,
+    /// GETATTR/READ: snapshot the stamp first; the result may be cached.
+    Observe {
+        fh: FhKey,
+        export: u16,
+        stamp: Stamp,
+        /// READ offset when the read is small enough to cache.
+        read: Option<u64>,
+    },
+    /// WRITE/SETATTR/COMMIT on one file.
+    File(u64),
+    /// Namespace changes: every cached entry may be affected.
+    Namespace,
+}
+
+impl CacheEffect {
+    fn of(shared: &Shared, job: &Job) -> CacheEffect {
+        let h = &job.header;
+        if h.prog != NFS_PROGRAM {
+            return CacheEffect::None;
+        }
+        let mut r = XdrReader::new(&job.record[job.args_at..]);
+        let Ok(fh) = r.opaque_var(crate::fs::FH_MAX) else {
+            return CacheEffect::None;
+        };
+        let peek = FileModel::peek_handle(fh);
+        match (h.proc_, peek) {
+            (1 | 6, Some((export, fileid))) => {
+                let read = match h.proc_ {
+                    6 => match (r.u64(), r.u32()) {
+                        (Ok(off), Ok(count)) if (count as usize) <= cache::MAX_CACHED_READ => {
+                            Some(off)
+                        }
+                        _ => None,
+                    },
+                    _ => None,
+                };
+                match FhKey::new(fh) {
+                    Some(key) => CacheEffect::Observe {
+                        fh: key,
+                        export,
+                        stamp: shared.gens.stamp(fileid),
+                        read,
+                    },
+                    None => CacheEffect::None,
+                }
+            }
+            (2 | 7 | 21, Some((_, fileid))) => CacheEffect::File(fileid),
+            // A handle we cannot even peek at resolves to nothing: nothing to invalidate.
+            (2 | 7 | 21, None) => CacheEffect::None,
+            (8..=15, _) => CacheEffect::Namespace,
+            _ => CacheEffect::None,
+        }
+    }
+
+    /// Invalidation before a mutation runs (concurrent reads must not be cached).
+    fn before(&self, shared: &Shared) {
+        self.bump(shared)
+    }
+
+    /// Invalidation after it ran, before its reply can reach the client.
+    fn after(&self, shared: &Shared) {
+        self.bump(shared)
+    }
+
+    fn bump(&self, shared: &Shared) {
+        match self {
+            CacheEffect::File(id) => shared.gens.bump_file(*id),
+            CacheEffect::Namespace => shared.gens.bump_namespace(),
+            _ => {}
+        }
+    }
+}
+
+/// The attributes in a successful GETATTR or READ reply we just encoded.
+fn learned(reply: &Buf, fh: FhKey, export: u16, stamp: Stamp, is_read: bool) -> Option<Fill> {
+    let body = reply.get(MARK..)?;
+    let (_, st, off) = rpc::decode_reply(body).ok()?;
+    if st != rpc::ReplyStatus::Accepted(Accept::Success) {
+        return None;
+    }
+    let mut r = XdrReader::new(&body[off..]);
+    if r.u32().ok()? != 0 {
+        return None;
+    }
+    if is_read && !r.bool().ok()? {
+        return None;
+    }
+    let attr = cache::get_fattr(&mut r).ok()?;
+    Some(Fill {
+        fh,
+        export,
+        attr,
+        stamp,
+        data: None,
+    })
+}
+
+/// Reads the cache-aligned block around `off` for the reactor's page cache.
+fn read_block(shared: &Shared, pools: &Pools, job: &Job, off: u64) -> Option<(u64, Buf)> {
+    let block = cache::MAX_CACHED_READ as u64;
+    let start = off / block * block;
+    let mut r = XdrReader::new(&job.record[job.args_at..]);
+    let node = shared
+        .model
+        .resolve(r.opaque_var(crate::fs::FH_MAX).ok()?)
+        .ok()?;
+    let mut buf = pools.alloc(block as usize)?;
+    let (n, _) = shared
+        .model
+        .read(&node, start, &mut buf.spare_mut()[..block as usize])
+        .ok()?;
+    buf.set_len(n);
+    Some((start, buf))
 }
 
 /// Runs one call and returns its encoded reply (record-mark slot included).

@@ -94,6 +94,17 @@ pub(super) fn encode(key: &[u8; 32], export: u16, fileid: u64, gen: u32) -> [u8;
     b
 }
 
+/// Reads export and file id from a handle WITHOUT authenticating it: only for cache
+/// invalidation and keys, where a wrong answer costs a miss, never a wrong file.
+pub(super) fn peek(fh: &[u8]) -> Option<(u16, u64)> {
+    if fh.len() != HANDLE_LEN || fh[0] != VERSION {
+        return None;
+    }
+    let export = u16::from_le_bytes([fh[1], fh[2]]);
+    let fileid = u64::from_le_bytes(fh[3..11].try_into().ok()?);
+    Some((export, fileid))
+}
+
 /// Authenticates and splits a handle into (export, fileid, generation).
 pub(super) fn decode(key: &[u8; 32], fh: &[u8]) -> Option<(u16, u64, u32)> {
     if fh.len() != HANDLE_LEN || fh[0] != VERSION {

@@ -29,6 +29,11 @@
 mod attrs;
 mod handles;
 
+/// Export and file id of a handle, unauthenticated (see `handles::peek`).
+pub(super) fn peek_handle(fh: &[u8]) -> Option<(u16, u64)> {
+    handles::peek(fh)
+}
+
 use super::*;
 use crate::backend::{BackendError, ListPage, ObjectMeta, UserMeta, TEMP_PREFIX};
 use attrs::*;

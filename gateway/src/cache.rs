@@ -1,0 +1,450 @@
+//! The reactor-side read cache: attributes and 4 KiB pages of recently read files,
+//! so a hot GETATTR or READ is answered on the reactor, run to completion, without a
+//! round trip through a backend worker (DESIGN §3, §7: the block cache).
+//!
+//! Ownership: each reactor owns its `ReadCache` (no locks). `Generations` is shared by
+//! every reactor and worker, lock-free: one counter per file (file ids hashed into
+//! slots; a collision only invalidates more) and one epoch for namespace changes.
+//!
+//! Consistency rule: a worker snapshots the stamp (file generation + epoch) BEFORE it
+//! runs a READ or GETATTR, and the reactor caches what it learned only if the stamp is
+//! still current. Every mutation bumps the stamp before it runs and again after it ran,
+//! before its reply is sent. So anything cached from data read concurrently with a
+//! mutation is invalid by the time the mutation's reply reaches the client, and no
+//! cached answer is ever older than a completed mutation. Changes made behind the
+//! gateway's back (another program writing the backend) are seen within `ATTR_TTL`:
+//! attributes expire, and pages belong to the attributes (size, mtime, ctime) they were
+//! read under.
+//!
+//! Only handles a worker has authenticated are ever inserted, and lookups use the exact
+//! handle bytes, so a forged handle can never hit. Export access (client network and
+//! squashing) and read permission are checked on every hit, exactly as a worker would.
+
+use crate::export::{admit, Exports};
+use crate::fs::{Attr, FileKind, NfsTime, FH_MAX};
+use crate::nfs3::access::check_read;
+use crate::nfs3::proto::{put_fattr, put_post_op_attr};
+use engine::mem::{Buf, ClassSpec, HugePolicy, Pools};
+use engine::rpc::Cred;
+use engine::xdr::{XdrReader, XdrResult, XdrWriter};
+use std::collections::{HashMap, VecDeque};
+use std::net::IpAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+/// Page size of the cache.
+pub const PAGE: usize = 4096;
+/// Largest READ the cache serves or fills (bigger reads stream from the backend).
+pub const MAX_CACHED_READ: usize = 64 << 10;
+/// How long cached attributes are trusted without asking the backend.
+pub const ATTR_TTL: Duration = Duration::from_secs(1);
+/// Attribute entries per reactor before the table is cleared.
+const MAX_ATTRS: usize = 65536;
+const GEN_SLOTS: usize = 1 << 16;
+
+/// A file's invalidation state at one instant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stamp {
+    gen: u64,
+    epoch: u64,
+}
+
+/// Shared invalidation counters.
+pub struct Generations {
+    slots: Box<[AtomicU64]>,
+    epoch: AtomicU64,
+}
+
+impl Default for Generations {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Generations {
+    pub fn new() -> Generations {
+        Generations {
+            slots: (0..GEN_SLOTS).map(|_| AtomicU64::new(0)).collect(),
+            epoch: AtomicU64::new(0),
+        }
+    }
+
+    fn slot(&self, fileid: u64) -> &AtomicU64 {
+        let h = fileid.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 48;
+        &self.slots[h as usize % GEN_SLOTS]
+    }
+
+    pub fn stamp(&self, fileid: u64) -> Stamp {
+        Stamp {
+            gen: self.slot(fileid).load(Ordering::Acquire),
+            epoch: self.epoch.load(Ordering::Acquire),
+        }
+    }
+
+    /// Invalidates what is cached about one file (WRITE, SETATTR, COMMIT).
+    pub fn bump_file(&self, fileid: u64) {
+        self.slot(fileid).fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// Invalidates everything (namespace changes: create, remove, rename, ...).
+    pub fn bump_namespace(&self) {
+        self.epoch.fetch_add(1, Ordering::AcqRel);
+    }
+}
+
+/// A file handle as a map key (exact bytes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct FhKey {
+    len: u8,
+    bytes: [u8; FH_MAX],
+}
+
+impl FhKey {
+    pub fn new(fh: &[u8]) -> Option<FhKey> {
+        if fh.len() > FH_MAX {
+            return None;
+        }
+        let mut bytes = [0u8; FH_MAX];
+        bytes[..fh.len()].copy_from_slice(fh);
+        Some(FhKey {
+            len: fh.len() as u8,
+            bytes,
+        })
+    }
+}
+
+/// What a worker learned that the reactor may cache.
+#[derive(Debug)]
+pub struct Fill {
+    pub fh: FhKey,
+    pub export: u16,
+    pub attr: Attr,
+    pub stamp: Stamp,
+    /// Data read at a file offset: (offset, bytes), page-aligned parts are cached.
+    pub data: Option<(u64, Buf)>,
+}
+
+/// The attributes a page was read under: a change behind the gateway's back changes
+/// one of them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Fingerprint {
+    size: u64,
+    mtime: NfsTime,
+    ctime: NfsTime,
+}
+
+impl From<&Attr> for Fingerprint {
+    fn from(a: &Attr) -> Self {
+        Fingerprint {
+            size: a.size,
+            mtime: a.mtime,
+            ctime: a.ctime,
+        }
+    }
+}
+
+struct AttrEntry {
+    export: u16,
+    attr: Attr,
+    stamp: Stamp,
+    at: Instant,
+}
+
+struct PageEntry {
+    buf: Buf,
+    len: usize,
+    stamp: Stamp,
+    fp: Fingerprint,
+}
+
+/// Hit/miss counters of one reactor's cache.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct CacheStats {
+    pub hits: u64,
+    pub misses: u64,
+    pub pages: usize,
+}
+
+/// One reactor's cache.
+pub struct ReadCache {
+    attrs: HashMap<FhKey, AttrEntry>,
+    pages: HashMap<(u64, u64), PageEntry>,
+    /// Insertion order, for FIFO eviction when the page pool is empty.
+    order: VecDeque<(u64, u64)>,
+    pool: Option<Pools>,
+    stats: CacheStats,
+}
+
+/// The parts of a READ or GETATTR call the cache needs.
+pub struct Request<'a> {
+    pub fh: &'a [u8],
+    pub client: IpAddr,
+    pub cred: &'a Cred,
+}
+
+impl ReadCache {
+    /// A cache of `bytes` of pages (0 disables page caching; attributes are still
+    /// cached). The pages are one region mapped at start.
+    pub fn new(bytes: usize, policy: HugePolicy) -> Result<ReadCache, engine::mem::MemError> {
+        let count = bytes / PAGE;
+        let pool = if count == 0 {
+            None
+        } else {
+            Some(Pools::new(&[ClassSpec { size: PAGE, count }], policy)?)
+        };
+        Ok(ReadCache {
+            attrs: HashMap::with_capacity(1024),
+            pages: HashMap::with_capacity(count.min(1 << 20)),
+            order: VecDeque::with_capacity(count.min(1 << 20)),
+            pool,
+            stats: CacheStats::default(),
+        })
+    }
+
+    pub fn stats(&self) -> CacheStats {
+        CacheStats {
+            pages: self.pages.len(),
+            ..self.stats
+        }
+    }
+
+    /// The valid attribute entry for `fh`, with the caller admitted to its export.
+    fn admitted(
+        &self,
+        gens: &Generations,
+        exports: &Exports,
+        req: &Request,
+    ) -> Option<(&AttrEntry, crate::export::Caller)> {
+        let e = self.attrs.get(&FhKey::new(req.fh)?)?;
+        if e.at.elapsed() >= ATTR_TTL || gens.stamp(e.attr.fileid) != e.stamp {
+            return None;
+        }
+        let export = exports.get(e.export)?;
+        let caller = admit(export, req.client, req.cred).ok()?;
+        Some((e, caller))
+    }
+
+    /// Answers GETATTR from the cache: writes the GETATTR3res body and returns true,
+    /// or returns false (and writes nothing) on a miss.
+    pub fn try_getattr(
+        &mut self,
+        gens: &Generations,
+        exports: &Exports,
+        req: &Request,
+        out: &mut XdrWriter,
+    ) -> bool {
+        let Some((e, _)) = self.admitted(gens, exports, req) else {
+            self.stats.misses += 1;
+            return false;
+        };
+        let attr = e.attr;
+        let start = out.position();
+        if out.u32(0).and_then(|_| put_fattr(out, &attr)).is_err() {
+            crate::nfs3::rewind(out, start);
+            return false;
+        }
+        self.stats.hits += 1;
+        true
+    }
+
+    /// Answers READ from the cache when every page of the range is present and valid:
+    /// writes the READ3res body and returns true; otherwise false with nothing written.
+    pub fn try_read(
+        &mut self,
+        gens: &Generations,
+        exports: &Exports,
+        req: &Request,
+        offset: u64,
+        count: u32,
+        out: &mut XdrWriter,
+    ) -> bool {
+        let hit = self.read_hit(gens, exports, req, offset, count, out);
+        if hit {
+            self.stats.hits += 1;
+        } else {
+            self.stats.misses += 1;
+        }
+        hit
+    }
+
+    fn read_hit(
+        &self,
+        gens: &Generations,
+        exports: &Exports,
+        req: &Request,
+        offset: u64,
+        count: u32,
+        out: &mut XdrWriter,
+    ) -> bool {
+        let count = count as usize;
+        if count > MAX_CACHED_READ {
+            return false;
+        }
+        let Some((e, caller)) = self.admitted(gens, exports, req) else {
+            return false;
+        };
+        let a = e.attr;
+        if a.kind != FileKind::Reg || check_read(&a, &caller).is_err() {
+            return false;
+        }
+        let end = offset.saturating_add(count as u64).min(a.size);
+        let n = end.saturating_sub(offset) as usize;
+        let fp = Fingerprint::from(&a);
+        // Every page of [offset, end) must be present, current and long enough.
+        let mut p = offset / PAGE as u64;
+        while n > 0 && p * (PAGE as u64) < end {
+            match self.pages.get(&(a.fileid, p)) {
+                Some(pg)
+                    if pg.stamp == e.stamp
+                        && pg.fp == fp
+                        && p * PAGE as u64 + pg.len as u64 >= end.min((p + 1) * PAGE as u64) => {}
+                _ => return false,
+            }
+            p += 1;
+        }
+        let start = out.position();
+        let ok = (|| -> XdrResult<()> {
+            out.u32(0)?;
+            put_post_op_attr(out, Some(&a))?;
+            out.u32(n as u32)?;
+            out.bool(end >= a.size)?;
+            out.u32(n as u32)?;
+            let dst = out.reserve_opaque_fixed(n)?;
+            let mut done = 0;
+            while done < n {
+                let pos = offset + done as u64;
+                let (pg, within) = (pos / PAGE as u64, (pos % PAGE as u64) as usize);
+                let page = &self.pages[&(a.fileid, pg)];
+                let k = (page.len - within).min(n - done);
+                dst[done..done + k].copy_from_slice(&page.buf[within..within + k]);
+                done += k;
+            }
+            Ok(())
+        })();
+        if ok.is_err() {
+            crate::nfs3::rewind(out, start);
+            return false;
+        }
+        true
+    }
+
+    /// Caches what a worker learned, if nothing changed since it looked.
+    pub fn fill(&mut self, gens: &Generations, fill: Fill) {
+        if gens.stamp(fill.attr.fileid) != fill.stamp {
+            return;
+        }
+        if self.attrs.len() >= MAX_ATTRS {
+            self.attrs.clear();
+        }
+        self.attrs.insert(
+            fill.fh,
+            AttrEntry {
+                export: fill.export,
+                attr: fill.attr,
+                stamp: fill.stamp,
+                at: Instant::now(),
+            },
+        );
+        if let Some((offset, data)) = fill.data {
+            self.fill_pages(&fill.attr, fill.stamp, offset, &data);
+        }
+    }
+
+    /// Copies the page-aligned parts of `data` (read at `offset`) into pages. A final
+    /// partial page is cached only when it ends at the end of the file.
+    fn fill_pages(&mut self, a: &Attr, stamp: Stamp, offset: u64, data: &[u8]) {
+        if self.pool.is_none() {
+            return;
+        }
+        let fp = Fingerprint::from(a);
+        let first = offset.div_ceil(PAGE as u64);
+        let end = offset + data.len() as u64;
+        let mut p = first;
+        while p * (PAGE as u64) < end {
+            let from = p * PAGE as u64;
+            let len = ((end - from) as usize).min(PAGE);
+            if len < PAGE && from + len as u64 != a.size {
+                break;
+            }
+            let Some(mut buf) = self.page_buf() else {
+                return;
+            };
+            let at = (from - offset) as usize;
+            buf.spare_mut()[..len].copy_from_slice(&data[at..at + len]);
+            buf.set_len(len);
+            if self
+                .pages
+                .insert(
+                    (a.fileid, p),
+                    PageEntry {
+                        buf,
+                        len,
+                        stamp,
+                        fp,
+                    },
+                )
+                .is_none()
+            {
+                self.order.push_back((a.fileid, p));
+            }
+            p += 1;
+        }
+    }
+
+    /// A free page, evicting the oldest cached pages when the pool is empty.
+    fn page_buf(&mut self) -> Option<Buf> {
+        let pool = self.pool.as_ref()?;
+        loop {
+            if let Some(b) = pool.alloc(PAGE) {
+                return Some(b);
+            }
+            let victim = self.order.pop_front()?;
+            self.pages.remove(&victim);
+        }
+    }
+}
+
+/// Decodes a fattr3 (RFC 1813 §2.6), the inverse of `put_fattr`.
+pub fn get_fattr(r: &mut XdrReader) -> XdrResult<Attr> {
+    let kind = match r.u32()? {
+        1 => FileKind::Reg,
+        2 => FileKind::Dir,
+        3 => FileKind::Blk,
+        4 => FileKind::Chr,
+        5 => FileKind::Lnk,
+        6 => FileKind::Sock,
+        7 => FileKind::Fifo,
+        _ => return Err(engine::xdr::XdrError::BadValue),
+    };
+    let mode = r.u32()?;
+    let nlink = r.u32()?;
+    let uid = r.u32()?;
+    let gid = r.u32()?;
+    let size = r.u64()?;
+    let used = r.u64()?;
+    let rdev = (r.u32()?, r.u32()?);
+    let fsid = r.u64()?;
+    let fileid = r.u64()?;
+    let mut t = || -> XdrResult<NfsTime> {
+        Ok(NfsTime {
+            sec: r.u32()?,
+            nsec: r.u32()?,
+        })
+    };
+    let (atime, mtime, ctime) = (t()?, t()?, t()?);
+    Ok(Attr {
+        kind,
+        mode,
+        nlink,
+        uid,
+        gid,
+        size,
+        used,
+        rdev,
+        fsid,
+        fileid,
+        atime,
+        mtime,
+        ctime,
+    })
+}
