@@ -448,3 +448,195 @@ pub fn get_fattr(r: &mut XdrReader) -> XdrResult<Attr> {
         ctime,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{Access, Cidr, Export, Squash};
+    use engine::rpc::AuthSys;
+
+    fn exports() -> Exports {
+        Exports::new(vec![Export {
+            id: 0,
+            path: "/".into(),
+            prefix: String::new(),
+            clients: vec![Cidr::parse("127.0.0.0/8").unwrap()],
+            access: Access::Rw,
+            squash: Squash::None,
+            anon_uid: 65534,
+            anon_gid: 65534,
+        }])
+    }
+
+    fn attr(size: u64, mode: u32) -> Attr {
+        Attr {
+            kind: FileKind::Reg,
+            mode,
+            nlink: 1,
+            uid: 0,
+            gid: 0,
+            size,
+            used: size,
+            rdev: (0, 0),
+            fsid: 1,
+            fileid: 42,
+            atime: NfsTime::default(),
+            mtime: NfsTime { sec: 5, nsec: 0 },
+            ctime: NfsTime { sec: 5, nsec: 0 },
+        }
+    }
+
+    fn data_buf(pools: &Pools, bytes: &[u8]) -> Buf {
+        let mut b = pools.alloc(bytes.len()).unwrap();
+        b.spare_mut()[..bytes.len()].copy_from_slice(bytes);
+        b.set_len(bytes.len());
+        b
+    }
+
+    struct T {
+        cache: ReadCache,
+        gens: Generations,
+        exports: Exports,
+        pools: Pools,
+    }
+
+    fn setup(pages: usize) -> T {
+        T {
+            cache: ReadCache::new(pages * PAGE, HugePolicy::Off).unwrap(),
+            gens: Generations::new(),
+            exports: exports(),
+            pools: Pools::new(
+                &[ClassSpec {
+                    size: 64 << 10,
+                    count: 4,
+                }],
+                HugePolicy::Off,
+            )
+            .unwrap(),
+        }
+    }
+
+    const FH: &[u8] = b"handle-bytes";
+
+    fn read(t: &mut T, off: u64, count: u32, uid: u32) -> Option<Vec<u8>> {
+        let cred = Cred::Sys(AuthSys::new(uid, uid, &[]));
+        let req = Request {
+            fh: FH,
+            client: "127.0.0.1".parse().unwrap(),
+            cred: &cred,
+        };
+        let mut out = vec![0u8; 128 << 10];
+        let mut w = XdrWriter::new(&mut out);
+        if !t
+            .cache
+            .try_read(&t.gens, &t.exports, &req, off, count, &mut w)
+        {
+            assert_eq!(w.position(), 0, "a miss writes nothing");
+            return None;
+        }
+        let n = w.position();
+        let mut r = XdrReader::new(&out[..n]);
+        assert_eq!(r.u32().unwrap(), 0);
+        assert!(r.bool().unwrap());
+        get_fattr(&mut r).unwrap();
+        let count = r.u32().unwrap();
+        r.bool().unwrap();
+        let data = r.opaque_var(1 << 20).unwrap().to_vec();
+        assert_eq!(count as usize, data.len());
+        Some(data)
+    }
+
+    fn fill(t: &mut T, a: Attr, stamp: Stamp, data: Option<(u64, &[u8])>) {
+        let data = data.map(|(o, d)| (o, data_buf(&t.pools, d)));
+        let f = Fill {
+            fh: FhKey::new(FH).unwrap(),
+            export: 0,
+            attr: a,
+            stamp,
+            data,
+        };
+        t.cache.fill(&t.gens, f);
+    }
+
+    #[test]
+    fn hit_after_fill_and_exact_bytes() {
+        let mut t = setup(64);
+        let content: Vec<u8> = (0..20000u32).map(|i| i as u8).collect();
+        let s = t.gens.stamp(42);
+        fill(&mut t, attr(20000, 0o644), s, Some((0, &content)));
+        assert_eq!(read(&mut t, 100, 5000, 0).unwrap(), &content[100..5100]);
+        // The tail page ends at EOF, so reads past it are served short.
+        assert_eq!(read(&mut t, 16384, 8192, 0).unwrap(), &content[16384..]);
+        assert_eq!(read(&mut t, 30000, 10, 0).unwrap(), b"");
+    }
+
+    #[test]
+    fn mutation_during_read_rejects_the_fill() {
+        let mut t = setup(64);
+        let s = t.gens.stamp(42);
+        t.gens.bump_file(42); // a WRITE started after the read's snapshot
+        fill(&mut t, attr(4096, 0o644), s, Some((0, &[1u8; 4096])));
+        assert!(read(&mut t, 0, 4096, 0).is_none());
+    }
+
+    #[test]
+    fn bumps_invalidate_cached_entries() {
+        let mut t = setup(64);
+        let s = t.gens.stamp(42);
+        fill(&mut t, attr(4096, 0o644), s, Some((0, &[1u8; 4096])));
+        assert!(read(&mut t, 0, 4096, 0).is_some());
+        t.gens.bump_file(42);
+        assert!(read(&mut t, 0, 4096, 0).is_none());
+        let s = t.gens.stamp(42);
+        fill(&mut t, attr(4096, 0o644), s, Some((0, &[2u8; 4096])));
+        assert_eq!(read(&mut t, 0, 4096, 0).unwrap(), vec![2u8; 4096]);
+        t.gens.bump_namespace();
+        assert!(read(&mut t, 0, 4096, 0).is_none());
+    }
+
+    #[test]
+    fn changed_attributes_orphan_old_pages() {
+        let mut t = setup(64);
+        let s = t.gens.stamp(42);
+        fill(&mut t, attr(8192, 0o644), s, Some((0, &[1u8; 8192])));
+        // Fresh attributes (size changed behind our back), no data.
+        fill(&mut t, attr(9000, 0o644), s, None);
+        assert!(read(&mut t, 0, 4096, 0).is_none());
+    }
+
+    #[test]
+    fn missing_page_is_a_miss_and_unaligned_fills_skip_partial_pages() {
+        let mut t = setup(64);
+        let s = t.gens.stamp(42);
+        fill(&mut t, attr(1 << 20, 0o644), s, Some((100, &[3u8; 8192])));
+        // Only page 1 ([4096, 8192)) is fully covered by [100, 8292).
+        assert!(read(&mut t, 0, 4096, 0).is_none());
+        assert_eq!(read(&mut t, 4096, 4096, 0).unwrap(), vec![3u8; 4096]);
+        assert!(read(&mut t, 8192, 4096, 0).is_none());
+    }
+
+    #[test]
+    fn permission_is_checked_on_hits() {
+        let mut t = setup(64);
+        let s = t.gens.stamp(42);
+        fill(&mut t, attr(4096, 0o600), s, Some((0, &[1u8; 4096])));
+        assert!(read(&mut t, 0, 4096, 0).is_some());
+        assert!(read(&mut t, 0, 4096, 1000).is_none());
+    }
+
+    #[test]
+    fn eviction_keeps_the_pool_bounded() {
+        let mut t = setup(4);
+        let s = t.gens.stamp(42);
+        fill(
+            &mut t,
+            attr(1 << 20, 0o644),
+            s,
+            Some((0, &vec![7u8; 64 << 10])),
+        );
+        assert_eq!(t.cache.stats().pages, 4);
+        // The newest pages survive.
+        assert!(read(&mut t, 60 << 10, 4096, 0).is_some());
+        assert!(read(&mut t, 0, 4096, 0).is_none());
+    }
+}
