@@ -35,3 +35,9 @@ if [ "$rc" -ne 0 ]; then tail -n 80 target/unit-tests.log; exit "$rc"; fi
 
 step "end-to-end (real clients against target/release/gateway)"
 GATEWAY_BIN="$PWD/target/release/gateway" bash tests/run-e2e.sh
+
+# Boots Debian's kernel in QEMU (software CPU when KVM is unusable: ~1.5 min); SKIP_VM=1 skips it.
+if [ -z "${SKIP_VM:-}" ]; then
+  step "kernel NFS client in a VM (real Linux client over TCP)"
+  bash tests/vm/run-kernel-client.sh
+fi

@@ -19,6 +19,7 @@
 #   TESTS="rr4k_qd1 rr4k_qd32 seqrd_1m seqwr_1m"  TARGETS="gateway ganesha"
 #   GATEWAY=<repo>/target/release/gateway  GW_PORT=20049  GW_IDLE=adaptive (busy|adaptive)
 #   GW_CORES="0"  GW_HUGEPAGES=auto  GW_WORKERS=4  GW_LOG=  (RUST_LOG-style value, optional)
+#   GW_CACHE_MIB=256 (the gateway's reactor-side page cache, cache.size_mib)
 #   GANESHA_PORT=20490 (MOUNT on +1)  PRECREATE=server (server|disk)
 #   FIO=/opt/fio-nfs/bin/fio  FIO_CPUS= (taskset list for fio; empty = not pinned)
 #   BASE=/var/tmp/perf-compare (data + runs)  KEEP_DATA=0
@@ -39,6 +40,7 @@ GW_IDLE=${GW_IDLE:-adaptive}
 GW_CORES=${GW_CORES:-0}
 GW_HUGEPAGES=${GW_HUGEPAGES:-auto}
 GW_WORKERS=${GW_WORKERS:-4}
+GW_CACHE_MIB=${GW_CACHE_MIB:-256}
 GW_LOG=${GW_LOG:-}
 GANESHA_PORT=${GANESHA_PORT:-20490}
 PRECREATE=${PRECREATE:-server}
@@ -115,6 +117,9 @@ listen = "127.0.0.1:$GW_PORT"
 kind = "fs"
 root = "$WORK/gw-data"
 workers = $GW_WORKERS
+
+[cache]
+size_mib = $GW_CACHE_MIB
 
 [state]
 dir = "$WORK/gw-state"
