@@ -76,7 +76,7 @@ fn default_idle_spins() -> u32 {
     2000
 }
 fn default_idle_sleep_us() -> u64 {
-    1000
+    10_000
 }
 
 impl Default for EngineConfig {
