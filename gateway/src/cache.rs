@@ -100,6 +100,11 @@ pub struct FhKey {
 }
 
 impl FhKey {
+    /// The handle bytes.
+    pub fn bytes(&self) -> &[u8] {
+        &self.bytes[..self.len as usize]
+    }
+
     pub fn new(fh: &[u8]) -> Option<FhKey> {
         if fh.len() > FH_MAX {
             return None;
@@ -120,8 +125,18 @@ pub struct Fill {
     pub export: u16,
     pub attr: Attr,
     pub stamp: Stamp,
-    /// Data read at a file offset: (offset, bytes), page-aligned parts are cached.
-    pub data: Option<(u64, Buf)>,
+    /// Data read at a file offset; its page-aligned parts are cached.
+    pub data: Option<FillData>,
+}
+
+/// Where a fill's data is.
+#[derive(Debug)]
+pub enum FillData {
+    /// A read-ahead block read at `offset`.
+    Block(u64, Buf),
+    /// The data of the READ reply travelling with the fill: file offset, and the byte
+    /// range in the reply.
+    InReply { offset: u64, at: usize, len: usize },
 }
 
 /// The attributes a page was read under: a change behind the gateway's back changes
@@ -168,6 +183,8 @@ pub struct CacheStats {
 /// One reactor's cache.
 pub struct ReadCache {
     attrs: HashMap<FhKey, AttrEntry>,
+    /// End of the last READ seen per file, to detect sequential access.
+    last_end: HashMap<u64, u64>,
     pages: HashMap<(u64, u64), PageEntry>,
     /// Insertion order, for FIFO eviction when the page pool is empty.
     order: VecDeque<(u64, u64)>,
@@ -194,6 +211,7 @@ impl ReadCache {
         };
         Ok(ReadCache {
             attrs: HashMap::with_capacity(1024),
+            last_end: HashMap::with_capacity(1024),
             pages: HashMap::with_capacity(count.min(1 << 20)),
             order: VecDeque::with_capacity(count.min(1 << 20)),
             pool,
@@ -328,8 +346,21 @@ impl ReadCache {
         true
     }
 
-    /// Caches what a worker learned, if nothing changed since it looked.
-    pub fn fill(&mut self, gens: &Generations, fill: Fill) {
+    /// Notes a READ of `fileid` and says whether it continues the previous one
+    /// (sequential access: worth reading ahead).
+    pub fn note_read(&mut self, fileid: u64, offset: u64, count: u32) -> bool {
+        if self.last_end.len() >= MAX_ATTRS {
+            self.last_end.clear();
+        }
+        let prev = self
+            .last_end
+            .insert(fileid, offset.saturating_add(count as u64));
+        prev == Some(offset)
+    }
+
+    /// Caches what a worker learned, if nothing changed since it looked. `reply` is
+    /// the encoded reply the fill came with (for `FillData::InReply`).
+    pub fn fill(&mut self, gens: &Generations, fill: Fill, reply: Option<&[u8]>) {
         if gens.stamp(fill.attr.fileid) != fill.stamp {
             return;
         }
@@ -345,8 +376,16 @@ impl ReadCache {
                 at: Instant::now(),
             },
         );
-        if let Some((offset, data)) = fill.data {
-            self.fill_pages(&fill.attr, fill.stamp, offset, &data);
+        match fill.data {
+            Some(FillData::Block(offset, data)) => {
+                self.fill_pages(&fill.attr, fill.stamp, offset, &data)
+            }
+            Some(FillData::InReply { offset, at, len }) => {
+                if let Some(data) = reply.and_then(|r| r.get(at..at.checked_add(len)?)) {
+                    self.fill_pages(&fill.attr, fill.stamp, offset, data)
+                }
+            }
+            None => {}
         }
     }
 
@@ -547,7 +586,7 @@ mod tests {
     }
 
     fn fill(t: &mut T, a: Attr, stamp: Stamp, data: Option<(u64, &[u8])>) {
-        let data = data.map(|(o, d)| (o, data_buf(&t.pools, d)));
+        let data = data.map(|(o, d)| FillData::Block(o, data_buf(&t.pools, d)));
         let f = Fill {
             fh: FhKey::new(FH).unwrap(),
             export: 0,
@@ -555,7 +594,7 @@ mod tests {
             stamp,
             data,
         };
-        t.cache.fill(&t.gens, f);
+        t.cache.fill(&t.gens, f, None);
     }
 
     #[test]
@@ -622,6 +661,30 @@ mod tests {
         fill(&mut t, attr(4096, 0o600), s, Some((0, &[1u8; 4096])));
         assert!(read(&mut t, 0, 4096, 0).is_some());
         assert!(read(&mut t, 0, 4096, 1000).is_none());
+    }
+
+    #[test]
+    fn fills_from_the_reply_and_detects_sequential_reads() {
+        let mut t = setup(64);
+        let s = t.gens.stamp(42);
+        let mut reply = vec![0u8; 100];
+        reply.extend_from_slice(&[9u8; 4096]);
+        let f = Fill {
+            fh: FhKey::new(FH).unwrap(),
+            export: 0,
+            attr: attr(1 << 20, 0o644),
+            stamp: s,
+            data: Some(FillData::InReply {
+                offset: 8192,
+                at: 100,
+                len: 4096,
+            }),
+        };
+        t.cache.fill(&t.gens, f, Some(&reply));
+        assert_eq!(read(&mut t, 8192, 4096, 0).unwrap(), vec![9u8; 4096]);
+        assert!(!t.cache.note_read(42, 0, 4096));
+        assert!(t.cache.note_read(42, 4096, 4096));
+        assert!(!t.cache.note_read(42, 100_000, 4096));
     }
 
     #[test]

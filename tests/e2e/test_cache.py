@@ -89,3 +89,36 @@ def test_changes_behind_the_gateway_are_seen_within_a_second(gw_fs):
         time.sleep(1.3)
         assert c.read(fh, 0, 4096).check().data == b"2" * 4096
         assert c.read(fh, 4096, 4096).check().data == b"2" * 4096
+
+
+def test_large_reads_keep_attributes_exact(gw_fs):
+    """READs too large for the page cache still teach the cache attributes: they must
+    be the file's real ones. The file is made on disk, so no gateway mutation has
+    touched the invalidation counters."""
+    size = 300 << 10
+    data = os.urandom(size)
+    path = gw_fs.data_dir / "big.bin"
+    path.write_bytes(data)
+    os.chmod(path, 0o640)
+    with gw_fs.client() as c:
+        root = c.mount("/")
+        fh = c.lookup(root, "big.bin").check().fh
+        got = b""
+        for off in range(0, size, 128 << 10):
+            got += c.read(fh, off, 128 << 10).check().data
+        assert got == data
+        for _ in range(3):
+            a = c.getattr(fh).check().attr
+            assert (a.type, a.size, a.mode & 0o7777) == (1, size, 0o640), a
+
+
+def test_sequential_small_reads_are_exact(gw):
+    """Sequential 4 KiB reads trigger read-ahead into the cache; every byte must match."""
+    size = 1 << 20
+    with gw.client() as c:
+        root = c.mount("/")
+        data = os.urandom(size)
+        fh = _file(c, root, "seq.bin", data)
+        for _ in range(2):
+            got = b"".join(c.read(fh, off, 4096).check().data for off in range(0, size, 4096))
+            assert got == data

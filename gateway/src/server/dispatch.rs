@@ -29,6 +29,8 @@ pub(crate) struct Job {
     pub header: CallHeader,
     pub record: Buf,
     pub args_at: usize,
+    /// A READ that continues the previous one on its file: read ahead for the cache.
+    pub read_ahead: bool,
 }
 
 /// What the reactor does with a record.
@@ -94,12 +96,21 @@ pub(crate) fn classify(
             rpc::write_accepted(w, header.xid, Accept::Success)
         });
     }
+    let mut read_ahead = false;
     if header.prog == NFS_PROGRAM {
-        if let Some(reply) = from_cache(&header, &record[args_at..], peer, pools, hot) {
+        if let Some(reply) = from_cache(
+            &header,
+            &record[args_at..],
+            peer,
+            pools,
+            hot,
+            &mut read_ahead,
+        ) {
             return Verdict::Reply(reply);
         }
     }
     Verdict::Work(Job {
+        read_ahead,
         reactor,
         conn,
         peer,
@@ -124,6 +135,7 @@ fn from_cache(
     peer: SocketAddr,
     pools: &Pools,
     hot: &mut Hot,
+    read_ahead: &mut bool,
 ) -> Option<Buf> {
     const GETATTR: u32 = 1;
     const READ: u32 = 6;
@@ -139,6 +151,11 @@ fn from_cache(
         READ => Some((r.u64().ok()?, r.u32().ok()?)),
         _ => return None,
     };
+    if let (Some((offset, count)), Some((_, fileid))) =
+        (read_args, crate::fs::FileModel::peek_handle(fh))
+    {
+        *read_ahead = hot.cache.note_read(fileid, offset, count);
+    }
     let want = read_args.map_or(0, |(_, c)| c as usize) + 256;
     if want > cache::MAX_CACHED_READ + 256 {
         return None;

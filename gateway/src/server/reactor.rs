@@ -71,7 +71,7 @@ impl ReactorState {
         while let Some(d) = done.pop() {
             let read_ahead = d.reply.is_none() && d.fill.is_some();
             if let Some(fill) = d.fill {
-                self.cache.fill(&self.shared.gens, fill);
+                self.cache.fill(&self.shared.gens, fill, d.reply.as_deref());
             }
             if read_ahead {
                 continue;

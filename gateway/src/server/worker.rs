@@ -7,7 +7,7 @@
 
 use super::dispatch::{Job, MARK};
 use super::Shared;
-use crate::cache::{self, FhKey, Fill, Stamp};
+use crate::cache::{self, FhKey, Fill, FillData, Stamp};
 use crate::fs::FileModel;
 use crate::mount::{self, MOUNT_PROGRAM};
 use crate::nfs3::{self, Ctx, Outcome, NFS_PROGRAM};
@@ -145,10 +145,11 @@ fn run_job(shared: &Shared, job: Job) {
                 fh,
                 export,
                 stamp,
+                is_read,
                 read,
             },
             Some(r),
-        ) => learned(r, *fh, *export, *stamp, read.is_some()),
+        ) => learned(r, *fh, *export, *stamp, *is_read, *read, shared.cache_pages),
         _ => None,
     };
     let ahead = match (&effect, &fill) {
@@ -157,7 +158,7 @@ fn run_job(shared: &Shared, job: Job) {
                 read: Some(off), ..
             },
             Some(f),
-        ) if shared.cache_pages => Some((*off, f.fh, f.export, f.attr, f.stamp)),
+        ) if shared.cache_pages && job.read_ahead => Some((*off, f.fh, f.export, f.attr, f.stamp)),
         _ => None,
     };
     push_done(
@@ -182,7 +183,7 @@ fn run_job(shared: &Shared, job: Job) {
                         export,
                         attr,
                         stamp,
-                        data: Some(data),
+                        data: Some(FillData::Block(data.0, data.1)),
                     }),
                 },
             );
@@ -214,7 +215,9 @@ enum CacheEffect {
         fh: FhKey,
         export: u16,
         stamp: Stamp,
-        /// READ offset when the read is small enough to cache.
+        /// READ (true) or GETATTR (false).
+        is_read: bool,
+        /// READ offset when the read is small enough to cache its data.
         read: Option<u64>,
     },
     /// WRITE/SETATTR/COMMIT on one file.
@@ -250,6 +253,7 @@ impl CacheEffect {
                         fh: key,
                         export,
                         stamp: shared.gens.stamp(fileid),
+                        is_read: h.proc_ == 6,
                         read,
                     },
                     None => CacheEffect::None,
@@ -282,8 +286,18 @@ impl CacheEffect {
     }
 }
 
-/// The attributes in a successful GETATTR or READ reply we just encoded.
-fn learned(reply: &Buf, fh: FhKey, export: u16, stamp: Stamp, is_read: bool) -> Option<Fill> {
+/// The attributes (and, for a small READ, where its data sits) in a successful
+/// GETATTR or READ reply we just encoded. `read` is the READ offset when the read is
+/// small enough to cache its data.
+fn learned(
+    reply: &Buf,
+    fh: FhKey,
+    export: u16,
+    stamp: Stamp,
+    is_read: bool,
+    read: Option<u64>,
+    pages: bool,
+) -> Option<Fill> {
     let body = reply.get(MARK..)?;
     let (_, st, off) = rpc::decode_reply(body).ok()?;
     if st != rpc::ReplyStatus::Accepted(Accept::Success) {
@@ -297,12 +311,27 @@ fn learned(reply: &Buf, fh: FhKey, export: u16, stamp: Stamp, is_read: bool) -> 
         return None;
     }
     let attr = cache::get_fattr(&mut r).ok()?;
+    // The stamp was taken for the handle's file id; attributes of anything else
+    // (a decoding slip) must never be cached under this handle.
+    if FileModel::peek_handle(fh.bytes()).map(|(_, id)| id) != Some(attr.fileid) {
+        return None;
+    }
+    let data = match read {
+        Some(offset) if pages && is_read => {
+            let _count = r.u32().ok()?;
+            let _eof = r.bool().ok()?;
+            let len = r.u32().ok()? as usize;
+            let at = MARK + off + r.position();
+            Some(FillData::InReply { offset, at, len })
+        }
+        _ => None,
+    };
     Some(Fill {
         fh,
         export,
         attr,
         stamp,
-        data: None,
+        data,
     })
 }
 
