@@ -21,6 +21,7 @@
 #   GW_CORES="0"  GW_HUGEPAGES=auto  GW_WORKERS=4  GW_LOG=  (RUST_LOG-style value, optional)
 #   GW_CACHE_MIB=256 (the gateway's reactor-side page cache, cache.size_mib)
 #   GANESHA_PORT=20490 (MOUNT on +1)  PRECREATE=server (server|disk)
+#   WARM_PASS=1 (one sequential 64 KiB read pass through each server before the rounds)
 #   FIO=/opt/fio-nfs/bin/fio  FIO_CPUS= (taskset list for fio; empty = not pinned)
 #   BASE=/var/tmp/perf-compare (data + runs)  KEEP_DATA=0
 # Needs root (ganesha, rpcbind, libnfs privileged source ports). Only 127.0.0.1 is used.
@@ -221,6 +222,15 @@ for t in $ACTIVE; do
   find "${DIR[$t]}" -type f -exec cat {} + > /dev/null 2>&1
   log "$t: export dir holds $(du -sh "${DIR[$t]}" | cut -f1) (page cache warmed)"
 done
+# Same treatment for every server: one sequential pass through the server itself
+# (64 KiB reads), so whatever cache the server keeps of its own is warm, as the
+# kernel page cache is. WARM_PASS=0 measures servers with only the page cache warm.
+if [ "${WARM_PASS:-1}" = 1 ]; then
+  for t in $ACTIVE; do
+    log "$t: warm-up pass (sequential 64 KiB reads through the server)"
+    fio_run "$t" warmup 0 bench.bin read 64k 4 > /dev/null 2>&1 || true
+  done
+fi
 
 # ---- rounds, interleaved: round -> test -> target (target order alternates by round)
 for r in $(seq 1 "$ROUNDS"); do
@@ -249,7 +259,7 @@ trap - EXIT
 python3 - "$RESULTS" "$OUT" "$ROUNDS" "$SIZE" "$SEQ_QD" <<'PY'
 import csv, sys, math, statistics as st, glob, os
 res, out, rounds, size, seqqd = sys.argv[1:6]
-rows = [r for r in csv.DictReader(open(res), delimiter="\t") if r["test"] != "precreate"]
+rows = [r for r in csv.DictReader(open(res), delimiter="\t") if r["test"] not in ("precreate", "warmup")]
 def f(x):
     try: return float(x)
     except: return math.nan
