@@ -27,7 +27,10 @@ use crate::nfs3::proto::{put_fattr, put_post_op_attr};
 use engine::mem::{Buf, ClassSpec, HugePolicy, Pools};
 use engine::rpc::Cred;
 use engine::xdr::{XdrReader, XdrResult, XdrWriter};
-use std::collections::{HashMap, VecDeque};
+// FxHash: the keys are file ids (already hashes) and MAC-checked handles, which a
+// client cannot choose to collide, so a fast non-keyed hasher is safe here.
+use rustc_hash::FxHashMap as HashMap;
+use std::collections::VecDeque;
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -210,9 +213,9 @@ impl ReadCache {
             Some(Pools::new(&[ClassSpec { size: PAGE, count }], policy)?)
         };
         Ok(ReadCache {
-            attrs: HashMap::with_capacity(1024),
-            last_end: HashMap::with_capacity(1024),
-            pages: HashMap::with_capacity(count.min(1 << 20)),
+            attrs: HashMap::with_capacity_and_hasher(1024, Default::default()),
+            last_end: HashMap::with_capacity_and_hasher(1024, Default::default()),
+            pages: HashMap::with_capacity_and_hasher(count.min(1 << 20), Default::default()),
             order: VecDeque::with_capacity(count.min(1 << 20)),
             pool,
             stats: CacheStats::default(),
@@ -346,9 +349,13 @@ impl ReadCache {
         true
     }
 
-    /// Notes a READ of `fileid` and says whether it continues the previous one
-    /// (sequential access: worth reading ahead).
-    pub fn note_read(&mut self, fileid: u64, offset: u64, count: u32) -> bool {
+    /// Notes a READ of `fileid` through handle `fh` and says whether it continues the
+    /// previous one (sequential access: worth reading ahead). Only handles a worker
+    /// already authenticated are tracked, so clients cannot choose the keys.
+    pub fn note_read(&mut self, fh: &[u8], fileid: u64, offset: u64, count: u32) -> bool {
+        if !FhKey::new(fh).is_some_and(|k| self.attrs.contains_key(&k)) {
+            return false;
+        }
         if self.last_end.len() >= MAX_ATTRS {
             self.last_end.clear();
         }
@@ -682,9 +689,11 @@ mod tests {
         };
         t.cache.fill(&t.gens, f, Some(&reply));
         assert_eq!(read(&mut t, 8192, 4096, 0).unwrap(), vec![9u8; 4096]);
-        assert!(!t.cache.note_read(42, 0, 4096));
-        assert!(t.cache.note_read(42, 4096, 4096));
-        assert!(!t.cache.note_read(42, 100_000, 4096));
+        assert!(!t.cache.note_read(b"unknown", 42, 0, 4096));
+        assert!(!t.cache.note_read(b"unknown", 42, 4096, 4096));
+        assert!(!t.cache.note_read(FH, 42, 0, 4096));
+        assert!(t.cache.note_read(FH, 42, 4096, 4096));
+        assert!(!t.cache.note_read(FH, 42, 100_000, 4096));
     }
 
     #[test]

@@ -154,7 +154,7 @@ fn from_cache(
     if let (Some((offset, count)), Some((_, fileid))) =
         (read_args, crate::fs::FileModel::peek_handle(fh))
     {
-        *read_ahead = hot.cache.note_read(fileid, offset, count);
+        *read_ahead = hot.cache.note_read(fh, fileid, offset, count);
     }
     let want = read_args.map_or(0, |(_, c)| c as usize) + 256;
     if want > cache::MAX_CACHED_READ + 256 {
