@@ -1233,10 +1233,26 @@ impl Backend for FsBackend {
 impl FsBackend {
     /// Runs `op` on `key` open for writing: the cached descriptor, or where the file
     /// cannot be opened read-write, a write-only one of its own.
+    /// Our own data write moved the inode's ctime but not its metadata: record the new
+    /// ctime so the next `head` does not re-read the xattrs (concurrent writes to one
+    /// file each move it forward). The gateway's own metadata changes update the
+    /// entry directly; an outside metadata change racing with a write is caught by
+    /// the periodic revalidation (REVALIDATE), as any outside change is.
+    fn own_change(&self, key: &str, e: &Entry) {
+        if let Ok(st) = fstat(e.file.as_raw_fd()) {
+            let now = ctime_of(&st);
+            self.cache.update(key, &e.file, |c| {
+                if c.ctime < now {
+                    c.ctime = now;
+                }
+            });
+        }
+    }
+
     fn with_writable<T>(&self, key: &str, op: impl Fn(&File) -> io::Result<T>) -> BResult<T> {
         check_key(key)?;
         match self.writable_entry(key) {
-            Ok(e) => op(&e.file),
+            Ok(e) => op(&e.file).inspect(|_| self.own_change(key, &e)),
             Err(BackendError::Permanent(_)) => {
                 let (f, _) = self.open_obj(key, libc::O_WRONLY)?;
                 op(&f)
