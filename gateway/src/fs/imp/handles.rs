@@ -116,8 +116,7 @@ pub(super) fn decode(key: &[u8; 32], fh: &[u8]) -> Option<(u16, u64, u32)> {
     if diff != 0 {
         return None;
     }
-    let export = u16::from_le_bytes([fh[1], fh[2]]);
-    let fileid = u64::from_le_bytes(fh[3..11].try_into().ok()?);
+    let (export, fileid) = peek(fh)?;
     let gen = u32::from_le_bytes(fh[11..15].try_into().ok()?);
     Some((export, fileid, gen))
 }
