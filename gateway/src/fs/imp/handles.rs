@@ -60,18 +60,7 @@ pub(super) fn load_mac_key(state_dir: &Path) -> anyhow::Result<[u8; 32]> {
         Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
     }
     let key: [u8; 32] = rand::random();
-    let tmp = state_dir.join("handle.key.tmp");
-    let mut f = OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&tmp)
-        .with_context(|| format!("creating {}", tmp.display()))?;
-    f.write_all(&key)?;
-    f.sync_all()?;
-    drop(f);
-    std::fs::rename(&tmp, &path).with_context(|| format!("creating {}", path.display()))?;
+    write_atomically(&path, &state_dir.join("handle.key.tmp"), &key)?;
     File::open(state_dir)?.sync_all()?;
     Ok(key)
 }
@@ -305,19 +294,7 @@ impl HandleTable {
         for (id, g) in &st.tombs {
             record(&mut out, T_FORGET, *id, *g, "");
         }
-        let tmp = state_dir.join("handles.log.tmp");
-        {
-            let mut f = OpenOptions::new()
-                .write(true)
-                .create(true)
-                .truncate(true)
-                .mode(0o600)
-                .open(&tmp)
-                .with_context(|| format!("creating {}", tmp.display()))?;
-            f.write_all(&out)?;
-            f.sync_all()?;
-        }
-        std::fs::rename(&tmp, &path).with_context(|| format!("replacing {}", path.display()))?;
+        write_atomically(&path, &state_dir.join("handles.log.tmp"), &out)?;
         File::open(state_dir)?.sync_all()?;
         let log = OpenOptions::new()
             .append(true)
@@ -467,4 +444,20 @@ impl HandleTable {
         let g = self.lock();
         g.1.sync_data()
     }
+}
+
+/// Replaces `path` with `bytes` durably (mode 0600): write `tmp`, fsync, rename.
+fn write_atomically(path: &Path, tmp: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+    use anyhow::Context;
+    let mut f = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(tmp)
+        .with_context(|| format!("creating {}", tmp.display()))?;
+    f.write_all(bytes)?;
+    f.sync_all()?;
+    drop(f);
+    std::fs::rename(tmp, path).with_context(|| format!("replacing {}", path.display()))
 }

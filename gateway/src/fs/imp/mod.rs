@@ -789,7 +789,9 @@ impl Inner {
         lock(&self.clean).remove(key);
     }
 
-    pub fn remove(&self, dir: &Node, name: &[u8]) -> FsResult<()> {
+    /// The key of an existing entry to remove from `dir`: "." and ".." are invalid,
+    /// and a name no object can have does not exist.
+    fn victim_key(&self, dir: &Node, name: &[u8]) -> FsResult<String> {
         self.dir_of(dir)?;
         if name == b"." || name == b".." {
             return Err(Status::Inval);
@@ -801,7 +803,11 @@ impl Inner {
                 Status::NoEnt
             }
         })?;
-        let key = format!("{}{name}", dir.key);
+        Ok(format!("{}{name}", dir.key))
+    }
+
+    pub fn remove(&self, dir: &Node, name: &[u8]) -> FsResult<()> {
+        let key = self.victim_key(dir, name)?;
         match self.find(&key)? {
             None => Err(Status::NoEnt),
             Some(Found::Dir) => Err(Status::IsDir),
@@ -824,18 +830,7 @@ impl Inner {
     }
 
     pub fn rmdir(&self, dir: &Node, name: &[u8]) -> FsResult<()> {
-        self.dir_of(dir)?;
-        if name == b"." || name == b".." {
-            return Err(Status::Inval);
-        }
-        let name = check_name(name).map_err(|e| {
-            if e == Status::NameTooLong {
-                e
-            } else {
-                Status::NoEnt
-            }
-        })?;
-        let key = format!("{}{name}", dir.key);
+        let key = self.victim_key(dir, name)?;
         match self.find(&key)? {
             None => Err(Status::NoEnt),
             Some(Found::File(_)) => Err(Status::NotDir),
