@@ -3,9 +3,11 @@
 //!
 //! This crate knows nothing about NFS: programs are dispatched by the caller.
 
+pub mod fabric;
 pub mod mem;
 pub mod reactor;
 pub mod ring;
 pub mod rpc;
+pub mod rpcrdma;
 pub mod tcp;
 pub mod xdr;

@@ -1,0 +1,1 @@
+//! The `soft` provider (being written).
