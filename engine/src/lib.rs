@@ -5,6 +5,7 @@
 
 pub mod fabric;
 pub mod mem;
+pub mod rdma;
 pub mod reactor;
 pub mod ring;
 pub mod rpc;

@@ -9,4 +9,6 @@
 //! - [`requester`]: the client side (chunk building, credit accounting, reply decoding).
 
 pub mod privdata;
+pub mod requester;
+pub mod responder;
 pub mod wire;

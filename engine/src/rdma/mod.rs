@@ -1,0 +1,9 @@
+//! RPC over RDMA at the I/O edge: drives the sans-IO protocol core
+//! (`crate::rpcrdma`) over a `crate::fabric::Fabric`.
+//!
+//! - [`server`]: the responder transport a reactor polls (the RDMA analog of
+//!   `crate::tcp::TcpTransport`);
+//! - [`client`]: a requester connection for `bench` and tests.
+
+pub mod client;
+pub mod server;

@@ -1,0 +1,480 @@
+//! The responder (server) side of RPC-over-RDMA v1, sans-IO.
+//!
+//! [`Responder::receive`] classifies one received message into a silent drop, an
+//! RDMA_ERROR to send, or a call with a reassembly plan (which bytes come from the
+//! Receive buffer, which are pulled by RDMA Read, where zero padding goes).
+//! [`Responder::plan_reply`] turns an RPC reply plus the call's chunk lists into RDMA
+//! Writes and one Send. The transport (`crate::rdma::server`) performs them.
+//!
+//! Parse order (digest §2.10, as Linux does): length → RDMA_ERROR → version → proc →
+//! chunk lists → position checks → RPC xid; then the upper layer checks that reduced
+//! items are DDP-eligible (GARBAGE_ARGS otherwise, RFC 8166 §6.1).
+
+use super::wire::{self, Chunks, DecodeError, ErrBody, Fixed, Header, Limits, Segment};
+use crate::xdr::{padded, XdrWriter};
+use std::ops::Range;
+
+/// Responder settings for one connection.
+#[derive(Debug, Clone, Copy)]
+pub struct Config {
+    /// Credits we grant when enough Receives are posted (never 0 on the wire).
+    pub credits: u32,
+    /// Largest reassembled call we accept; larger read chunks get ERR_CHUNK before any
+    /// RDMA Read is issued (RFC 8166 §8.1.4, R8166-76).
+    pub max_call: usize,
+    pub limits: Limits,
+}
+
+/// What to do with one received message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Received {
+    /// Discard silently; the reason is for the log and counters.
+    Drop(&'static str),
+    /// Answer with an RDMA_ERROR ([`encode_error`]); the call is not executed.
+    Error { xid: u32, vers: u32, body: ErrBody },
+    /// A call to reassemble (see [`Responder::pieces`]) and execute.
+    Call(CallInfo),
+}
+
+/// A call that passed the transport checks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CallInfo {
+    pub xid: u32,
+    /// Credits the requester asked for.
+    pub requested: u32,
+    /// RDMA_NOMSG: the whole payload is in the position-zero read chunk.
+    pub long: bool,
+    /// Length of the reassembled (unreduced) RPC message.
+    pub total_len: usize,
+    /// Whether anything must be pulled by RDMA Read.
+    pub pulls: bool,
+}
+
+/// One step of reassembling a call into a contiguous buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Piece {
+    /// Copy `len` bytes from the Receive buffer at `from` to `to`.
+    Inline { from: usize, len: usize, to: usize },
+    /// RDMA Read `seg` into the buffer at `to`.
+    Pull { seg: Segment, to: usize },
+    /// Zero `len` bytes at `to` (XDR padding the requester left out).
+    Zero { to: usize, len: usize },
+}
+
+/// A reduced argument item in the reassembled call: where its bytes start and how many
+/// the requester sent (for the upper layer's eligibility and length checks).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reduced {
+    pub position: u32,
+    pub len: u32,
+}
+
+/// Why a reply cannot be sent as planned: answer ERR_CHUNK instead (RFC 8267 §3.1
+/// reply resource overrun, R8166-44). Nothing was written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Overrun;
+
+/// One RDMA Write of a reply plan: `src` bytes of the reply into a requester segment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WritePlan {
+    pub src: Range<usize>,
+    pub handle: u32,
+    pub remote_offset: u64,
+}
+
+/// How to send one reply: the header (in the caller's buffer), the RDMA Writes to post
+/// first, then one Send gathering the header and `inline` pieces of the reply.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReplyPlan {
+    pub header_len: usize,
+    pub writes: Vec<WritePlan>,
+    pub inline: [Range<usize>; 2],
+    /// Send-With-Invalidate this rkey (RFC 8797 §4.1), if allowed.
+    pub invalidate: Option<u32>,
+}
+
+/// Per-connection responder state: settings and reusable scratch (no allocation per
+/// message once constructed).
+pub struct Responder {
+    cfg: Config,
+    pieces: Vec<Piece>,
+    reduced: Vec<Reduced>,
+    echo: Chunks,
+    plan: ReplyPlan,
+}
+
+impl Responder {
+    pub fn new(cfg: Config) -> Responder {
+        assert!(cfg.credits >= 1, "a grant of 0 deadlocks the requester");
+        let l = cfg.limits;
+        Responder {
+            cfg,
+            pieces: Vec::with_capacity(2 * l.max_read_segments + 2),
+            reduced: Vec::with_capacity(l.max_read_segments),
+            echo: Chunks::with_limits(&l),
+            plan: ReplyPlan {
+                header_len: 0,
+                writes: Vec::with_capacity(l.max_write_chunks * l.max_chunk_segments + 4),
+                inline: [0..0, 0..0],
+                invalidate: None,
+            },
+        }
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.cfg
+    }
+
+    /// Storage for one call's chunk lists, sized to the limits.
+    pub fn new_chunks(&self) -> Chunks {
+        Chunks::with_limits(&self.cfg.limits)
+    }
+
+    /// The grant to put in a reply: our configured credits, but never more than the
+    /// Receives actually posted (RFC 8166 §3.3.1: Receives first, R8166-28), and never
+    /// 0 even while the receive queue is exhausted (R8166-24).
+    pub fn grant(&self, posted_receives: u32) -> u32 {
+        self.cfg.credits.min(posted_receives).max(1)
+    }
+
+    /// Classifies one received message (`msg` = the bytes the Receive completed with),
+    /// decoding its chunk lists into `chunks`. On `Call`, [`Responder::pieces`] and
+    /// [`Responder::reduced`] describe the reassembly.
+    pub fn receive(&mut self, msg: &[u8], chunks: &mut Chunks) -> Received {
+        self.pieces.clear();
+        self.reduced.clear();
+        // R8166-04: below the 28-byte minimum nothing (not even the XID) is trusted.
+        if msg.len() < wire::MIN_HEADER {
+            return Received::Drop("message shorter than 28 bytes");
+        }
+        let (fixed, payload_at) = match wire::decode(msg, &self.cfg.limits, chunks) {
+            Ok(Header::Msg { fixed, payload_at }) => (fixed, payload_at),
+            // R8166-14: a forward responder never answers an error with an error;
+            // we have no callbacks outstanding for it to answer (R8167-16).
+            Ok(Header::Error { .. }) => return Received::Drop("RDMA_ERROR from a requester"),
+            Err(DecodeError::Short) => return Received::Drop("short header"),
+            Err(DecodeError::Chunks(f)) if f.proc_ == wire::RDMA_ERROR => {
+                return Received::Drop("undecodable RDMA_ERROR")
+            }
+            // R8166-06/07: any other version gets ERR_VERS, xid and vers echoed.
+            Err(DecodeError::Version(f)) => {
+                return err(
+                    f,
+                    ErrBody::Vers {
+                        low: wire::VERSION,
+                        high: wire::VERSION,
+                    },
+                )
+            }
+            // R8166-23: RDMA_DONE is discarded silently.
+            Err(DecodeError::Proc(f)) if f.proc_ == wire::RDMA_DONE => {
+                return Received::Drop("RDMA_DONE")
+            }
+            // R8166-09/20: RDMA_MSGP and unknown procedures get ERR_CHUNK.
+            Err(DecodeError::Proc(f)) => return err(f, ErrBody::Chunk),
+            // R8166-11/12, R8267-25: lists truncated or over our limits.
+            Err(DecodeError::Chunks(f)) => return err(f, ErrBody::Chunk),
+        };
+        let long = fixed.proc_ == wire::RDMA_NOMSG;
+        let inline = if long {
+            // R8166-10: a Long call must carry its payload somewhere.
+            if chunks.reads.first().map(|r| r.position) != Some(0) {
+                return err(fixed, ErrBody::Chunk);
+            }
+            0..0
+        } else {
+            payload_at..msg.len()
+        };
+        if !long {
+            let payload = &msg[inline.clone()];
+            // R8166-03: rdma_xid must equal the RPC XID (checked for Long calls after
+            // the pull, see `check_long_xid`).
+            if payload.len() < 8 || payload[..4] != fixed.xid.to_be_bytes() {
+                return err(fixed, ErrBody::Chunk);
+            }
+            // R8167-20: a REPLY can only answer a callback; we have none outstanding.
+            if payload[4..8] == 1u32.to_be_bytes() {
+                return Received::Drop("RPC reply with no callback outstanding");
+            }
+        }
+        match self.plan_reassembly(msg, inline, chunks, long) {
+            Ok(total_len) => {
+                let pulls = self.pieces.iter().any(|p| matches!(p, Piece::Pull { .. }));
+                Received::Call(CallInfo {
+                    xid: fixed.xid,
+                    requested: fixed.credit,
+                    long,
+                    total_len,
+                    pulls,
+                })
+            }
+            Err(()) => err(fixed, ErrBody::Chunk),
+        }
+    }
+
+    /// The reassembly steps of the last `Call`, in order.
+    pub fn pieces(&self) -> &[Piece] {
+        &self.pieces
+    }
+
+    /// The reduced argument items of the last `Call`, ascending by position.
+    pub fn reduced(&self) -> &[Reduced] {
+        &self.reduced
+    }
+
+    /// RFC 8166 §3.4.5 rebuild: inline bytes up to each chunk's position, the chunk's
+    /// segments in list order, zero padding to 4, then the rest. Positions must be
+    /// multiples of 4 (R8166-49), ascending, grouped, and reachable from the inline
+    /// bytes (R8166-50); the total must fit `max_call` (R8166-76). Long calls: the
+    /// position-zero chunk is the whole payload; further read chunks are not supported
+    /// with it (NFSv3 never needs them) and get ERR_CHUNK.
+    fn plan_reassembly(
+        &mut self,
+        msg: &[u8],
+        inline: Range<usize>,
+        chunks: &Chunks,
+        long: bool,
+    ) -> Result<usize, ()> {
+        let reads = &chunks.reads;
+        let mut out = 0usize;
+        let mut cur = inline.start;
+        let mut i = 0;
+        if long {
+            while i < reads.len() && reads[i].position == 0 {
+                self.pieces.push(Piece::Pull {
+                    seg: reads[i].seg,
+                    to: out,
+                });
+                out += reads[i].seg.length as usize;
+                i += 1;
+            }
+            if i != reads.len() {
+                return Err(());
+            }
+            // R8166-40: the PZRC is a complete XDR stream.
+            if out % 4 != 0 || out < 8 || out > self.cfg.max_call {
+                return Err(());
+            }
+            return Ok(out);
+        }
+        while i < reads.len() {
+            let position = reads[i].position;
+            if position % 4 != 0 || (position as usize) < out || position == 0 {
+                return Err(());
+            }
+            let n = position as usize - out;
+            if cur + n > inline.end {
+                return Err(());
+            }
+            if n > 0 {
+                self.pieces.push(Piece::Inline {
+                    from: cur,
+                    len: n,
+                    to: out,
+                });
+            }
+            cur += n;
+            out += n;
+            let mut len = 0usize;
+            while i < reads.len() && reads[i].position == position {
+                self.pieces.push(Piece::Pull {
+                    seg: reads[i].seg,
+                    to: out + len,
+                });
+                len += reads[i].seg.length as usize;
+                i += 1;
+            }
+            if len == 0 || len > self.cfg.max_call {
+                return Err(());
+            }
+            out += len;
+            let pad = padded(len) - len;
+            if pad > 0 {
+                self.pieces.push(Piece::Zero { to: out, len: pad });
+                out += pad;
+            }
+            self.reduced.push(Reduced {
+                position,
+                len: len as u32,
+            });
+            if out > self.cfg.max_call {
+                return Err(());
+            }
+        }
+        let rest = inline.end - cur;
+        if rest > 0 {
+            self.pieces.push(Piece::Inline {
+                from: cur,
+                len: rest,
+                to: out,
+            });
+        }
+        out += rest;
+        debug_assert!(msg.len() >= inline.end);
+        if out > self.cfg.max_call {
+            return Err(());
+        }
+        Ok(out)
+    }
+
+    /// R8166-03 for Long calls: after the PZRC arrived, its XID must be the header's.
+    pub fn check_long_xid(xid: u32, payload: &[u8]) -> bool {
+        payload.len() >= 8 && payload[..4] == xid.to_be_bytes()
+    }
+
+    /// Plans the reply to a call whose chunk lists are `call`.
+    ///
+    /// `reply` is the whole RPC reply; `ddp` the data bytes of its DDP-eligible result
+    /// (its XDR pad follows it in `reply`), if the reply has one. `send_limit` is the
+    /// reply inline threshold; `remote_invalidate` whether both peers set R. The header
+    /// goes into `hdr`.
+    ///
+    /// Rules: the eligible item goes by RDMA Write into the first write chunk when that
+    /// chunk has segments (mandatory, RFC 8166 §4.3.2; R8166-67), filling segments in
+    /// order, exact length, no pad (R8166-64/65/66); an empty chunk (count 0) means
+    /// inline (R8166-71); chunks left over come back unused: count kept, lengths 0
+    /// (R8166-68, digest §8.7). Every write chunk is echoed with its handles and
+    /// offsets (R8166-63). The reduced reply goes Short when it fits (`RDMA_MSG`, a
+    /// provided Reply chunk echoed with zero lengths, R8166-43), else into the Reply
+    /// chunk (`RDMA_NOMSG`, R8166-39/42), else it is an [`Overrun`] (R8166-44).
+    #[allow(clippy::too_many_arguments)]
+    pub fn plan_reply(
+        &mut self,
+        xid: u32,
+        grant: u32,
+        call: &Chunks,
+        reply: &[u8],
+        ddp: Option<Range<usize>>,
+        send_limit: usize,
+        remote_invalidate: bool,
+        hdr: &mut [u8],
+    ) -> Result<&ReplyPlan, Overrun> {
+        let echo = &mut self.echo;
+        echo.clear();
+        for i in 0..call.write_chunks.len() {
+            let segs = call.write_chunk(i);
+            let at = echo.write_segs.len() as u16;
+            echo.write_segs.extend(segs.iter().map(|s| Segment { length: 0, ..*s }));
+            echo.write_chunks.push((at, segs.len() as u16));
+        }
+        if let Some(segs) = call.reply_chunk() {
+            echo.reply = Some(());
+            echo.reply_segs
+                .extend(segs.iter().map(|s| Segment { length: 0, ..*s }));
+        }
+        let plan = &mut self.plan;
+        plan.writes.clear();
+        plan.inline = [0..reply.len(), reply.len()..reply.len()];
+        // The eligible result into the first write chunk, if it has segments.
+        if let (Some(data), Some(&(at, n))) = (ddp, echo.write_chunks.first()) {
+            if n > 0 {
+                let segs = &mut echo.write_segs[at as usize..(at + n) as usize];
+                let room: u64 = call.write_chunk(0).iter().map(|s| s.length as u64).sum();
+                if data.len() as u64 > room {
+                    return Err(Overrun);
+                }
+                scatter(
+                    &[data.clone()],
+                    call.write_chunk(0),
+                    segs,
+                    &mut plan.writes,
+                );
+                let after = (data.end + padded(data.len()) - data.len()).min(reply.len());
+                plan.inline = [0..data.start, after..reply.len()];
+            }
+        }
+        let reduced_len = plan.inline[0].len() + plan.inline[1].len();
+        let mut fixed = Fixed {
+            xid,
+            vers: wire::VERSION,
+            credit: grant.max(1),
+            proc_: wire::RDMA_MSG,
+        };
+        let header_len = wire::FIXED_WORDS + echo.encoded_len();
+        if header_len + reduced_len > send_limit {
+            // Long reply: the reduced payload goes into the Reply chunk.
+            let Some(segs) = call.reply_chunk() else {
+                return Err(Overrun);
+            };
+            if wire::chunk_len(segs) < reduced_len as u64 {
+                return Err(Overrun);
+            }
+            let pieces = [plan.inline[0].clone(), plan.inline[1].clone()];
+            scatter(&pieces, segs, &mut echo.reply_segs, &mut plan.writes);
+            plan.inline = [0..0, 0..0];
+            fixed.proc_ = wire::RDMA_NOMSG;
+            if header_len > send_limit {
+                return Err(Overrun);
+            }
+        }
+        let n = wire::encode_msg(&mut XdrWriter::new(hdr), fixed, echo).map_err(|_| Overrun)?;
+        debug_assert_eq!(n, header_len);
+        plan.header_len = n;
+        plan.invalidate = if remote_invalidate {
+            single_rkey(call)
+        } else {
+            None
+        };
+        Ok(&self.plan)
+    }
+}
+
+fn err(f: Fixed, body: ErrBody) -> Received {
+    Received::Error {
+        xid: f.xid,
+        vers: f.vers,
+        body,
+    }
+}
+
+/// Scatters the byte ranges `src` (in order, as one stream) over the segments `dst`
+/// (in order), recording the Writes and the bytes each echoed segment received.
+fn scatter(src: &[Range<usize>], dst: &[Segment], echo: &mut [Segment], out: &mut Vec<WritePlan>) {
+    let mut seg = 0usize;
+    let mut used = 0u32;
+    for r in src {
+        let mut at = r.start;
+        while at < r.end {
+            while seg < dst.len() && used == dst[seg].length {
+                seg += 1;
+                used = 0;
+            }
+            let Some(d) = dst.get(seg) else {
+                debug_assert!(false, "scatter: caller checked the room");
+                return;
+            };
+            let n = ((d.length - used) as usize).min(r.end - at);
+            out.push(WritePlan {
+                src: at..at + n,
+                handle: d.handle,
+                remote_offset: d.offset + used as u64,
+            });
+            used += n as u32;
+            echo[seg].length = used;
+            at += n;
+        }
+    }
+}
+
+/// R8797-13 policy (as current Linux servers): invalidate remotely only when every
+/// segment of the call's chunk lists carries one and the same rkey.
+fn single_rkey(call: &Chunks) -> Option<u32> {
+    let mut handles = call
+        .reads
+        .iter()
+        .map(|r| r.seg.handle)
+        .chain(call.write_segs.iter().map(|s| s.handle))
+        .chain(call.reply_chunk().unwrap_or(&[]).iter().map(|s| s.handle));
+    let first = handles.next()?;
+    handles.all(|h| h == first).then_some(first)
+}
+
+/// Encodes an RDMA_ERROR answering `Received::Error` with our grant (never 0, R8166-08).
+pub fn encode_error(hdr: &mut [u8], xid: u32, vers: u32, grant: u32, body: ErrBody) -> usize {
+    wire::encode_error(&mut XdrWriter::new(hdr), xid, vers, grant.max(1), body)
+        .expect("error headers are at most 28 bytes; callers pass at least that")
+}
+
+#[cfg(test)]
+#[path = "responder_tests.rs"]
+mod tests;

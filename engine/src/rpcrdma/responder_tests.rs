@@ -1,0 +1,628 @@
+//! Responder rules from bytes. Test names carry the conformance-checklist IDs.
+
+use super::*;
+use crate::rpcrdma::wire::{ReadSegment, RDMA_MSG, RDMA_NOMSG};
+
+fn cfg() -> Config {
+    Config {
+        credits: 128,
+        max_call: 1024 * 1024 + 4096,
+        limits: Limits::default(),
+    }
+}
+
+fn words(w: &[u32]) -> Vec<u8> {
+    w.iter().flat_map(|v| v.to_be_bytes()).collect()
+}
+
+/// An RDMA_MSG header with `chunks` followed by an RPC call payload of `payload`.
+fn msg(xid: u32, proc_: u32, chunks: &Chunks, payload: &[u8]) -> Vec<u8> {
+    let mut b = vec![0u8; 4096];
+    let fixed = Fixed {
+        xid,
+        vers: 1,
+        credit: 32,
+        proc_,
+    };
+    let n = wire::encode_msg(&mut XdrWriter::new(&mut b), fixed, chunks).unwrap();
+    b.truncate(n);
+    b.extend_from_slice(payload);
+    b
+}
+
+/// NFSv3 NULL call (AUTH_NONE), 40 bytes.
+fn null_call(xid: u32) -> Vec<u8> {
+    words(&[xid, 0, 2, 100003, 3, 0, 0, 0, 0, 0])
+}
+
+fn receive(r: &mut Responder, m: &[u8]) -> Received {
+    let mut c = r.new_chunks();
+    r.receive(m, &mut c)
+}
+
+#[test]
+fn short_call_without_chunks_is_a_call_read_in_place() {
+    let mut r = Responder::new(cfg());
+    let m = msg(7, RDMA_MSG, &Chunks::default(), &null_call(7));
+    let Received::Call(c) = receive(&mut r, &m) else {
+        panic!()
+    };
+    assert_eq!((c.xid, c.total_len, c.pulls, c.long), (7, 40, false, false));
+    assert_eq!(
+        r.pieces(),
+        &[Piece::Inline {
+            from: 28,
+            len: 40,
+            to: 0
+        }]
+    );
+}
+
+#[test]
+fn r8166_03_xid_mismatch_gets_err_chunk_with_the_header_xid() {
+    let mut r = Responder::new(cfg());
+    let m = msg(0x1111_1111, RDMA_MSG, &Chunks::default(), &null_call(0x2222_2222));
+    assert_eq!(
+        receive(&mut r, &m),
+        Received::Error {
+            xid: 0x1111_1111,
+            vers: 1,
+            body: ErrBody::Chunk
+        }
+    );
+}
+
+#[test]
+fn r8166_04_messages_under_28_bytes_are_dropped() {
+    let mut r = Responder::new(cfg());
+    for n in [16usize, 24, 27] {
+        let m = msg(1, RDMA_MSG, &Chunks::default(), &null_call(1));
+        assert!(matches!(receive(&mut r, &m[..n]), Received::Drop(_)), "{n}");
+    }
+}
+
+#[test]
+fn r8166_06_version_2_gets_err_vers_echoing_xid_and_version() {
+    let mut r = Responder::new(cfg());
+    let m = words(&[0x1a2b3c50, 2, 0x20, 0, 0, 0, 0]);
+    let got = receive(&mut r, &m);
+    let Received::Error { xid, vers, body } = got else {
+        panic!("{got:?}")
+    };
+    let mut out = [0u8; 28];
+    let n = encode_error(&mut out, xid, vers, 0x40, body);
+    assert_eq!(&out[..n], &words(&[0x1a2b3c50, 2, 0x40, 4, 1, 1, 1])[..]);
+}
+
+#[test]
+fn r8166_07_any_other_version_gets_the_same_err_vers_but_errors_are_dropped() {
+    let mut r = Responder::new(cfg());
+    for vers in [0u32, 0xffff_ffff] {
+        for proc_ in [0u32, 1, 7] {
+            let m = words(&[9, vers, 1, proc_, 0, 0, 0]);
+            assert_eq!(
+                receive(&mut r, &m),
+                Received::Error {
+                    xid: 9,
+                    vers,
+                    body: ErrBody::Vers { low: 1, high: 1 }
+                }
+            );
+        }
+        let m = words(&[9, vers, 1, 4, 2, 0, 0]);
+        assert!(matches!(receive(&mut r, &m), Received::Drop(_)));
+    }
+}
+
+#[test]
+fn r8166_08_r8166_24_errors_echo_and_carry_a_nonzero_grant() {
+    let r = Responder::new(cfg());
+    assert_eq!(r.grant(0), 1, "never 0, even with no Receive posted");
+    assert_eq!(r.grant(5), 5, "never more than posted");
+    assert_eq!(r.grant(500), 128);
+    let mut out = [0u8; 28];
+    let n = encode_error(&mut out, 0xabc, 1, 0, ErrBody::Chunk);
+    assert_eq!(&out[..n], &words(&[0xabc, 1, 1, 4, 2])[..]);
+}
+
+#[test]
+fn r8166_09_r8166_20_unknown_procs_and_msgp_get_err_chunk() {
+    let mut r = Responder::new(cfg());
+    for proc_ in [5u32, 0xffff_ffff, 2] {
+        let m = words(&[3, 1, 1, proc_, 0, 0, 0]);
+        assert_eq!(
+            receive(&mut r, &m),
+            Received::Error {
+                xid: 3,
+                vers: 1,
+                body: ErrBody::Chunk
+            }
+        );
+    }
+}
+
+#[test]
+fn r8166_10_nomsg_without_any_chunk_gets_err_chunk() {
+    let mut r = Responder::new(cfg());
+    let m = msg(4, RDMA_NOMSG, &Chunks::default(), &[]);
+    assert!(matches!(
+        receive(&mut r, &m),
+        Received::Error {
+            body: ErrBody::Chunk,
+            ..
+        }
+    ));
+}
+
+#[test]
+fn r8166_11_read_list_running_past_the_message_gets_err_chunk() {
+    let mut r = Responder::new(cfg());
+    // Read segment present, but the message ends inside it.
+    let m = words(&[5, 1, 1, 0, 1, 72, 0x1234, 5001, 0]);
+    let mut padded = m.clone();
+    padded.resize(32, 0);
+    assert!(matches!(
+        receive(&mut r, &m),
+        Received::Error {
+            body: ErrBody::Chunk,
+            ..
+        }
+    ));
+}
+
+#[test]
+fn r8166_14_r8167_16_rdma_error_at_the_server_is_dropped() {
+    let mut r = Responder::new(cfg());
+    let m = words(&[6, 1, 1, 4, 2, 0, 0]);
+    assert!(matches!(receive(&mut r, &m), Received::Drop(_)));
+}
+
+#[test]
+fn r8166_23_rdma_done_is_dropped_silently() {
+    let mut r = Responder::new(cfg());
+    let m = words(&[6, 1, 1, 3, 0, 0, 0]);
+    assert!(matches!(receive(&mut r, &m), Received::Drop(_)));
+}
+
+#[test]
+fn r8167_20_rpc_reply_with_no_callback_outstanding_is_dropped() {
+    let mut r = Responder::new(cfg());
+    let reply = words(&[8, 1, 0, 0, 0, 0]);
+    let m = msg(8, RDMA_MSG, &Chunks::default(), &reply);
+    assert!(matches!(receive(&mut r, &m), Received::Drop(_)));
+}
+
+/// Example B of the digest: a 5001-byte WRITE reduced into a read chunk at 72.
+fn write_call_with_chunk(chunk_len: u32, position: u32) -> (Vec<u8>, Chunks) {
+    let mut c = Chunks::default();
+    c.reads.push(ReadSegment {
+        position,
+        seg: Segment {
+            handle: 0x1234,
+            length: chunk_len,
+            offset: 0x7f00_1234_0000,
+        },
+    });
+    let mut p = words(&[0x1a2b3c4e, 0, 2, 100003, 3, 7, 0, 0, 0, 0, 8]);
+    p.extend_from_slice(&[1, 2, 3, 4, 5, 6, 7, 8]);
+    p.extend(words(&[0, 0x10000, 5001, 0, 5001]));
+    assert_eq!(p.len(), 72);
+    (msg(0x1a2b3c4e, RDMA_MSG, &c, &p), c)
+}
+
+#[test]
+fn r8166_53_reduced_payload_ends_at_the_position_and_padding_is_restored() {
+    let mut r = Responder::new(cfg());
+    let (m, _) = write_call_with_chunk(5001, 72);
+    let Received::Call(c) = receive(&mut r, &m) else {
+        panic!()
+    };
+    assert_eq!(c.total_len, 72 + 5004);
+    assert!(c.pulls);
+    assert_eq!(
+        r.pieces(),
+        &[
+            Piece::Inline {
+                from: 52,
+                len: 72,
+                to: 0
+            },
+            Piece::Pull {
+                seg: Segment {
+                    handle: 0x1234,
+                    length: 5001,
+                    offset: 0x7f00_1234_0000
+                },
+                to: 72
+            },
+            Piece::Zero { to: 5073, len: 3 },
+        ]
+    );
+    assert_eq!(
+        r.reduced(),
+        &[Reduced {
+            position: 72,
+            len: 5001
+        }]
+    );
+}
+
+#[test]
+fn r8166_52_chunk_with_its_pad_needs_no_zero_fill() {
+    let mut r = Responder::new(cfg());
+    let (m, _) = write_call_with_chunk(5004, 72);
+    let Received::Call(c) = receive(&mut r, &m) else {
+        panic!()
+    };
+    assert_eq!(c.total_len, 72 + 5004);
+    assert!(!r.pieces().iter().any(|p| matches!(p, Piece::Zero { .. })));
+}
+
+#[test]
+fn r8166_49_unaligned_position_gets_err_chunk() {
+    let mut r = Responder::new(cfg());
+    let (m, _) = write_call_with_chunk(5001, 70);
+    assert!(matches!(
+        receive(&mut r, &m),
+        Received::Error {
+            body: ErrBody::Chunk,
+            ..
+        }
+    ));
+}
+
+#[test]
+fn r8166_50_position_beyond_the_reduced_payload_gets_err_chunk() {
+    let mut r = Responder::new(cfg());
+    let (m, _) = write_call_with_chunk(5001, 76);
+    assert!(matches!(
+        receive(&mut r, &m),
+        Received::Error {
+            body: ErrBody::Chunk,
+            ..
+        }
+    ));
+}
+
+#[test]
+fn r8166_76_read_chunk_above_the_call_limit_is_refused_before_reading() {
+    let mut r = Responder::new(Config {
+        max_call: 64 * 1024,
+        ..cfg()
+    });
+    let (m, _) = write_call_with_chunk(1024 * 1024, 72);
+    assert!(matches!(
+        receive(&mut r, &m),
+        Received::Error {
+            body: ErrBody::Chunk,
+            ..
+        }
+    ));
+}
+
+#[test]
+fn r8166_48_segments_of_one_chunk_are_reassembled_in_list_order() {
+    let mut r = Responder::new(cfg());
+    let mut c = Chunks::default();
+    for k in 0..3u32 {
+        c.reads.push(ReadSegment {
+            position: 72,
+            seg: Segment {
+                handle: 10 + k,
+                length: 4096,
+                offset: 0,
+            },
+        });
+    }
+    let (_, _) = write_call_with_chunk(5001, 72);
+    let mut p = words(&[9, 0, 2, 100003, 3, 7, 0, 0, 0, 0, 8]);
+    p.extend_from_slice(&[0; 8]);
+    p.extend(words(&[0, 0, 12288, 0, 12288]));
+    let m = msg(9, RDMA_MSG, &c, &p);
+    let Received::Call(info) = receive(&mut r, &m) else {
+        panic!()
+    };
+    assert_eq!(info.total_len, 72 + 12288);
+    let pulls: Vec<(u32, usize)> = r
+        .pieces()
+        .iter()
+        .filter_map(|p| match p {
+            Piece::Pull { seg, to } => Some((seg.handle, *to)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(pulls, vec![(10, 72), (11, 72 + 4096), (12, 72 + 8192)]);
+}
+
+#[test]
+fn r8166_38_long_call_is_a_pull_of_the_whole_payload() {
+    let mut r = Responder::new(cfg());
+    let mut c = Chunks::default();
+    c.reads.push(ReadSegment {
+        position: 0,
+        seg: Segment {
+            handle: 0x2001,
+            length: 40,
+            offset: 0x1000,
+        },
+    });
+    let m = msg(0x52, RDMA_NOMSG, &c, &[]);
+    let Received::Call(info) = receive(&mut r, &m) else {
+        panic!()
+    };
+    assert!(info.long && info.pulls);
+    assert_eq!(info.total_len, 40);
+    assert!(Responder::check_long_xid(0x52, &null_call(0x52)));
+    assert!(!Responder::check_long_xid(0x52, &null_call(0x53)));
+}
+
+/// A READ reply: header words, then `data` as the last opaque.
+fn read_reply(xid: u32, data: &[u8]) -> (Vec<u8>, Range<usize>) {
+    let mut b = words(&[xid, 1, 0, 0, 0, 0, 0, 0, data.len() as u32, 1, data.len() as u32]);
+    let start = b.len();
+    b.extend_from_slice(data);
+    b.resize(start + padded(data.len()), 0);
+    (b, start..start + data.len())
+}
+
+fn one_write_chunk(lengths: &[u32]) -> Chunks {
+    let segs: Vec<Segment> = lengths
+        .iter()
+        .enumerate()
+        .map(|(i, &l)| Segment {
+            handle: 0xabcd + i as u32,
+            length: l,
+            offset: 0x7f00_5678_0000 + 0x10_0000 * i as u64,
+        })
+        .collect();
+    let mut c = Chunks::default();
+    c.push_write_chunk(&segs);
+    c
+}
+
+fn decode_echo(hdr: &[u8]) -> (Fixed, Chunks) {
+    let mut c = Chunks::with_limits(&Limits::default());
+    let Header::Msg { fixed, .. } = wire::decode(hdr, &Limits::default(), &mut c).unwrap() else {
+        panic!()
+    };
+    (fixed, c)
+}
+
+#[test]
+fn r8166_64_66_data_split_over_segments_exact_length_no_pad() {
+    let mut r = Responder::new(cfg());
+    let call = one_write_chunk(&[4096, 4096]);
+    let data = vec![0x5a; 5001];
+    let (reply, ddp) = read_reply(0x1a2b3c4f, &data);
+    let mut hdr = [0u8; 256];
+    let plan = r
+        .plan_reply(0x1a2b3c4f, 64, &call, &reply, Some(ddp.clone()), 4096, false, &mut hdr)
+        .unwrap()
+        .clone();
+    assert_eq!(plan.writes.len(), 2);
+    assert_eq!(plan.writes[0].src, ddp.start..ddp.start + 4096);
+    assert_eq!(plan.writes[1].src, ddp.start + 4096..ddp.end);
+    assert_eq!(plan.writes[1].handle, 0xabce);
+    let total: usize = plan.writes.iter().map(|w| w.src.len()).sum();
+    assert_eq!(total, 5001, "R8166-65/66: exactly the data, no pad written");
+    assert_eq!(plan.inline, [0..ddp.start, reply.len()..reply.len()]);
+    let (fixed, echo) = decode_echo(&hdr[..plan.header_len]);
+    assert_eq!((fixed.proc_, fixed.credit, fixed.vers), (RDMA_MSG, 64, 1));
+    let lens: Vec<u32> = echo.write_chunk(0).iter().map(|s| s.length).collect();
+    assert_eq!(lens, vec![4096, 905]);
+}
+
+#[test]
+fn r8166_63_echo_keeps_count_handles_and_offsets() {
+    let mut r = Responder::new(cfg());
+    let call = one_write_chunk(&[8192]);
+    let (reply, ddp) = read_reply(1, &[1; 100]);
+    let mut hdr = [0u8; 256];
+    let n = r
+        .plan_reply(1, 8, &call, &reply, Some(ddp), 4096, false, &mut hdr)
+        .unwrap()
+        .header_len;
+    let (_, echo) = decode_echo(&hdr[..n]);
+    let (a, b) = (echo.write_chunk(0)[0], call.write_chunk(0)[0]);
+    assert_eq!((a.handle, a.offset, a.length), (b.handle, b.offset, 100));
+}
+
+#[test]
+fn r8166_45_replies_never_carry_a_read_list() {
+    let mut r = Responder::new(cfg());
+    let mut call = one_write_chunk(&[8192]);
+    call.reads.push(ReadSegment::default());
+    let (reply, ddp) = read_reply(1, &[1; 10]);
+    let mut hdr = [0u8; 256];
+    let n = r
+        .plan_reply(1, 8, &call, &reply, Some(ddp), 4096, false, &mut hdr)
+        .unwrap()
+        .header_len;
+    assert_eq!(&hdr[16..20], &[0, 0, 0, 0]);
+    assert_eq!(n, 16 + 4 + (8 + 16 + 4) + 4);
+}
+
+#[test]
+fn r8166_68_failed_read_returns_the_chunk_unused() {
+    let mut r = Responder::new(cfg());
+    let call = one_write_chunk(&[4096, 4096]);
+    let reply = words(&[1, 1, 0, 0, 0, 70, 0]); // NFS3ERR_STALE, no attributes
+    let mut hdr = [0u8; 256];
+    let plan = r
+        .plan_reply(1, 8, &call, &reply, None, 4096, false, &mut hdr)
+        .unwrap()
+        .clone();
+    assert!(plan.writes.is_empty());
+    let (_, echo) = decode_echo(&hdr[..plan.header_len]);
+    assert_eq!(echo.write_chunk(0).len(), 2, "segment count kept");
+    assert!(echo.write_chunk(0).iter().all(|s| s.length == 0));
+}
+
+#[test]
+fn r8166_71_empty_write_chunk_means_inline_and_is_echoed_empty() {
+    let mut r = Responder::new(cfg());
+    let call = one_write_chunk(&[]);
+    let (reply, ddp) = read_reply(1, &[7; 64]);
+    let mut hdr = [0u8; 256];
+    let plan = r
+        .plan_reply(1, 8, &call, &reply, Some(ddp), 4096, false, &mut hdr)
+        .unwrap()
+        .clone();
+    assert!(plan.writes.is_empty());
+    assert_eq!(plan.inline[0], 0..reply.len());
+    let (_, echo) = decode_echo(&hdr[..plan.header_len]);
+    assert_eq!(echo.write_chunks.len(), 1);
+    assert!(echo.write_chunk(0).is_empty());
+}
+
+#[test]
+fn write_chunk_smaller_than_the_data_is_an_overrun_not_an_overwrite() {
+    let mut r = Responder::new(cfg());
+    let call = one_write_chunk(&[4096]);
+    let (reply, ddp) = read_reply(1, &[7; 5000]);
+    let mut hdr = [0u8; 256];
+    assert_eq!(
+        r.plan_reply(1, 8, &call, &reply, Some(ddp), 4096, false, &mut hdr),
+        Err(Overrun)
+    );
+}
+
+fn reply_chunk_call(len: u32) -> Chunks {
+    let mut c = Chunks::default();
+    c.set_reply_chunk(&[
+        Segment {
+            handle: 0x2002,
+            length: len / 2,
+            offset: 0x1000,
+        },
+        Segment {
+            handle: 0x2003,
+            length: len - len / 2,
+            offset: 0x9000,
+        },
+    ]);
+    c
+}
+
+#[test]
+fn r8166_39_r8166_42_long_reply_goes_into_the_reply_chunk_as_nomsg() {
+    let mut r = Responder::new(cfg());
+    let call = reply_chunk_call(8192);
+    let reply = vec![3u8; 6000];
+    let mut hdr = [0u8; 256];
+    let plan = r
+        .plan_reply(1, 8, &call, &reply, None, 1024, false, &mut hdr)
+        .unwrap()
+        .clone();
+    assert_eq!(plan.inline, [0..0, 0..0], "no inline payload");
+    let (fixed, echo) = decode_echo(&hdr[..plan.header_len]);
+    assert_eq!(fixed.proc_, RDMA_NOMSG);
+    let segs = echo.reply_chunk().unwrap();
+    assert_eq!((segs[0].length, segs[1].length), (4096, 1904));
+    assert_eq!((segs[0].handle, segs[1].offset), (0x2002, 0x9000));
+    let written: usize = plan.writes.iter().map(|w| w.src.len()).sum();
+    assert_eq!(written, 6000);
+}
+
+#[test]
+fn r8166_43_short_reply_echoes_an_unused_reply_chunk_with_zero_lengths() {
+    let mut r = Responder::new(cfg());
+    let call = reply_chunk_call(8192);
+    let reply = vec![3u8; 100];
+    let mut hdr = [0u8; 256];
+    let plan = r
+        .plan_reply(1, 8, &call, &reply, None, 1024, false, &mut hdr)
+        .unwrap()
+        .clone();
+    let (fixed, echo) = decode_echo(&hdr[..plan.header_len]);
+    assert_eq!(fixed.proc_, RDMA_MSG);
+    assert!(echo.reply_chunk().unwrap().iter().all(|s| s.length == 0));
+    assert!(plan.writes.is_empty());
+}
+
+#[test]
+fn r8166_44_r8267_07_reply_too_big_without_room_is_an_overrun() {
+    let mut r = Responder::new(cfg());
+    let reply = vec![3u8; 6000];
+    let mut hdr = [0u8; 256];
+    assert_eq!(
+        r.plan_reply(1, 8, &Chunks::default(), &reply, None, 1024, false, &mut hdr),
+        Err(Overrun)
+    );
+    let small = reply_chunk_call(4096);
+    let reply = vec![3u8; 64 * 1024];
+    assert_eq!(
+        r.plan_reply(1, 8, &small, &reply, None, 1024, false, &mut hdr),
+        Err(Overrun)
+    );
+}
+
+#[test]
+fn r8797_13_remote_invalidation_only_with_a_single_rkey_and_both_r_bits() {
+    let mut r = Responder::new(cfg());
+    let call = one_write_chunk(&[8192]);
+    let (reply, ddp) = read_reply(1, &[1; 10]);
+    let mut hdr = [0u8; 256];
+    let p = r
+        .plan_reply(1, 8, &call, &reply, Some(ddp.clone()), 4096, true, &mut hdr)
+        .unwrap();
+    assert_eq!(p.invalidate, Some(0xabcd));
+    let p = r
+        .plan_reply(1, 8, &call, &reply, Some(ddp.clone()), 4096, false, &mut hdr)
+        .unwrap();
+    assert_eq!(p.invalidate, None, "R8797-14: no SWI unless both set R");
+    let two = one_write_chunk(&[4096, 4096]);
+    let p = r
+        .plan_reply(1, 8, &two, &reply, Some(ddp), 4096, true, &mut hdr)
+        .unwrap();
+    assert_eq!(p.invalidate, None, "two rkeys: plain Send");
+}
+
+#[test]
+fn r8166_01_02_reply_headers_are_version_1_with_the_call_xid() {
+    let mut r = Responder::new(cfg());
+    let (reply, ddp) = read_reply(0x77, &[1; 10]);
+    let mut hdr = [0u8; 256];
+    let n = r
+        .plan_reply(0x77, 8, &Chunks::default(), &reply, Some(ddp), 4096, false, &mut hdr)
+        .unwrap()
+        .header_len;
+    let (fixed, _) = decode_echo(&hdr[..n]);
+    assert_eq!((fixed.vers, fixed.xid), (1, 0x77));
+    assert_eq!(&reply[..4], &0x77u32.to_be_bytes());
+}
+
+#[test]
+fn random_headers_never_panic_and_plans_stay_in_bounds() {
+    let mut r = Responder::new(cfg());
+    let mut c = r.new_chunks();
+    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    let (base, _) = write_call_with_chunk(5001, 72);
+    for _ in 0..20_000 {
+        let mut m = base.clone();
+        for _ in 0..(next() % 6) {
+            let i = (next() as usize) % m.len();
+            m[i] = next() as u8;
+        }
+        let cut = (next() as usize) % (m.len() + 1);
+        m.truncate(cut.max(m.len() / 2));
+        if let Received::Call(info) = r.receive(&m, &mut c) {
+            assert!(info.total_len <= cfg().max_call);
+            for p in r.pieces() {
+                match *p {
+                    Piece::Inline { from, len, to } => {
+                        assert!(from + len <= m.len() && to + len <= info.total_len)
+                    }
+                    Piece::Pull { seg, to } => assert!(to + seg.length as usize <= info.total_len),
+                    Piece::Zero { to, len } => assert!(to + len <= info.total_len),
+                }
+            }
+        }
+    }
+}
