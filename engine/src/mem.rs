@@ -304,6 +304,22 @@ impl Buf {
         unsafe { std::slice::from_raw_parts_mut(self.ptr, self.cap) }
     }
 
+    /// Drops the first `n` valid bytes: the buffer now starts after them (used to hand
+    /// out a message that follows a transport header, without copying). Capacity
+    /// shrinks by `n`; the buffer still returns whole to its pool.
+    pub fn advance(&mut self, n: usize) {
+        assert!(n <= self.len, "Buf::advance beyond length");
+        // SAFETY: n <= len <= cap, so the new start stays inside this buffer.
+        self.ptr = unsafe { self.ptr.add(n) };
+        self.len -= n;
+        self.cap -= n;
+    }
+
+    /// Address of the first byte (RDMA addressing; registered memory).
+    pub fn addr(&self) -> u64 {
+        self.ptr as u64
+    }
+
     /// Offset of this buffer in its region (RDMA addressing).
     pub fn region_offset(&self) -> usize {
         self.ptr as usize - self.pools.base as usize

@@ -44,6 +44,8 @@ pub const MAX_IOV: usize = 64;
 const PARK_RETRY: Duration = Duration::from_millis(1);
 const LISTENER: Token = Token(usize::MAX);
 const WAKER: Token = Token(usize::MAX - 1);
+/// Another transport's readiness fd (e.g. the fabric's): it only ends the wait.
+const EXTERNAL: Token = Token(usize::MAX - 2);
 
 /// The `tcp` configuration section.
 #[derive(Debug, Clone)]
@@ -502,6 +504,17 @@ impl TcpTransport {
         self.live
     }
 
+    /// Makes `poll`'s wait also end when `fd` becomes readable, so one reactor sleeps
+    /// on every transport it owns (the fabric's `wait_fd`). `fd` must stay open while
+    /// this transport lives.
+    pub fn register_external(&self, fd: std::os::fd::RawFd) -> io::Result<()> {
+        self.poll.registry().register(
+            &mut mio::unix::SourceFd(&fd),
+            EXTERNAL,
+            Interest::READABLE,
+        )
+    }
+
     pub fn stats(&self) -> TcpStats {
         self.stats
     }
@@ -564,7 +577,7 @@ impl TcpTransport {
         for ev in events.iter() {
             match ev.token() {
                 LISTENER => work += self.accept_all(),
-                WAKER => {}
+                WAKER | EXTERNAL => {}
                 Token(slot) => self.conn_event(slot, ev),
             }
         }

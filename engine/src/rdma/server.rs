@@ -1,0 +1,1019 @@
+//! The RPC-over-RDMA responder transport one reactor polls: connections accepted
+//! through the fabric's CM, Receives posted from the reactor's pools, calls reassembled
+//! (RDMA Read straight into a pool buffer) and handed to the caller as contiguous RPC
+//! records, replies sent as RDMA Writes (straight from the reply's pool buffer) plus
+//! one Send. The protocol decisions are `crate::rpcrdma::responder`'s; this module
+//! only moves bytes and keeps buffers accounted.
+//!
+//! Ownership: everything here belongs to one reactor thread. Buffers: every posted
+//! Receive, every pulled call and every reply in flight is a pool `Buf` owned by a
+//! connection slot until its completion (success or flush) comes back, so a
+//! disconnect at any point returns every buffer to its pool.
+//!
+//! Per-call states (SPDK style): Free → Pulling (RDMA Reads outstanding) → Executing
+//! (the caller has the record) → Queued (reply waits for send-queue room) → Sending
+//! (Writes + Send posted) → Free.
+
+use crate::fabric::{
+    access, CmEvent, Completion, ConnRequest, Fabric, Mr, Op, Qp, QpCaps, SendWr, Sge, WcOpcode,
+    WcStatus,
+};
+use crate::mem::{Buf, Pools};
+use crate::rpcrdma::privdata::{self, PrivData};
+use crate::rpcrdma::responder::{self, Config, Piece, Received, Reduced, Responder};
+use crate::rpcrdma::wire::{self, Chunks, ErrBody, Limits, Segment};
+use std::collections::{HashMap, VecDeque};
+use std::io;
+use std::net::{IpAddr, SocketAddr};
+use std::ops::Range;
+
+/// `[rdma]` settings the transport needs.
+#[derive(Debug, Clone, Copy)]
+pub struct ServerOptions {
+    /// Credits granted per connection (Receives posted per connection).
+    pub credits: u32,
+    /// Inline threshold we advertise both ways (RFC 8797): our Receive buffer size and
+    /// the largest Send we post.
+    pub inline_size: usize,
+    /// Advertise the R bit (we may reply with Send-With-Invalidate).
+    pub remote_invalidate: bool,
+    pub max_connections: usize,
+    /// RDMA Reads we keep outstanding per connection (also bounded by the peer).
+    pub read_depth: u8,
+    pub limits: Limits,
+    /// Largest reassembled call (clamped to the largest pool buffer).
+    pub max_call: usize,
+}
+
+impl Default for ServerOptions {
+    fn default() -> Self {
+        ServerOptions {
+            credits: 128,
+            inline_size: 4096,
+            remote_invalidate: true,
+            max_connections: 64,
+            read_depth: 16,
+            limits: Limits::default(),
+            max_call: 1024 * 1024 + 4096,
+        }
+    }
+}
+
+/// Names one call handed to the caller; give it back with the reply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CallRef {
+    slot: u32,
+    gen: u32,
+    call: u16,
+}
+
+/// Counters (reactor-owned, copied out on request).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RdmaStats {
+    pub accepted: u64,
+    pub rejected: u64,
+    pub disconnects: u64,
+    pub calls: u64,
+    pub replies: u64,
+    pub errors_sent: u64,
+    pub dropped: u64,
+    pub rdma_reads: u64,
+    pub rdma_writes: u64,
+    pub remote_invalidations: u64,
+    /// Times a Receive could not be re-posted for lack of a buffer.
+    pub recv_starved: u64,
+    /// Calls parked waiting for a reassembly buffer.
+    pub parked: u64,
+}
+
+const BATCH: usize = 64;
+/// Writes per posted chain (longer plans are posted as several chains, in order).
+const MAX_CHAIN: usize = 64;
+/// XIDs whose RDMA Read failed, remembered per peer (R8166-75).
+const FAILED_XIDS: usize = 64;
+
+const KIND_RECV: u64 = 1;
+const KIND_READ: u64 = 2;
+const KIND_SEND: u64 = 3;
+const KIND_WRITE: u64 = 4;
+
+fn wr_id(kind: u64, slot: u32, idx: u32) -> u64 {
+    kind << 56 | (slot as u64) << 32 | idx as u64
+}
+
+fn wr_parts(id: u64) -> (u64, u32, u32) {
+    (id >> 56, (id >> 32) as u32 & 0x00ff_ffff, id as u32)
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    Free,
+    /// Waiting for a reassembly buffer (the Receive buffer is kept).
+    NeedBuffer,
+    Pulling,
+    Executing,
+    Queued,
+    Sending,
+}
+
+struct CallSlot {
+    state: State,
+    xid: u32,
+    long: bool,
+    chunks: Chunks,
+    recv: Option<Buf>,
+    record: Option<Buf>,
+    pulls_left: u32,
+    reduced: Vec<Reduced>,
+    reply: Option<Buf>,
+    ddp: Option<Range<usize>>,
+    /// An RDMA_ERROR to send instead of a reply.
+    error: Option<(u32, ErrBody)>,
+    hdr: Option<Buf>,
+    /// Send-queue entries the posted reply holds (its Writes and its Send).
+    cost: u32,
+}
+
+struct Conn {
+    qp: Qp,
+    peer: SocketAddr,
+    responder: Responder,
+    /// Largest Send we may post (reply inline threshold).
+    send_limit: usize,
+    recv_size: usize,
+    remote_invalidate: bool,
+    read_depth: u32,
+    recvs: Vec<Option<Buf>>,
+    free_recvs: Vec<u32>,
+    posted: u32,
+    calls: Vec<CallSlot>,
+    free_calls: Vec<u16>,
+    reads_out: u32,
+    read_queue: VecDeque<(u16, Segment, usize)>,
+    sq_used: u32,
+    sq_max: u32,
+    reply_queue: VecDeque<u16>,
+    parked: VecDeque<u16>,
+    closing: bool,
+}
+
+/// The responder transport. See the module docs.
+pub struct RdmaServer {
+    fabric: Box<dyn Fabric>,
+    mr: Mr,
+    pools: Pools,
+    opts: ServerOptions,
+    ours: PrivData,
+    conns: Vec<Option<Conn>>,
+    gens: Vec<u32>,
+    free: Vec<u32>,
+    by_qp: HashMap<Qp, u32>,
+    live: usize,
+    dirty: Vec<u32>,
+    cq: Vec<Completion>,
+    failed: VecDeque<(IpAddr, u32)>,
+    stats: RdmaStats,
+    local: SocketAddr,
+}
+
+impl RdmaServer {
+    /// Registers the reactor's whole pool region with the fabric once (DESIGN §3) and
+    /// listens on `addr`.
+    pub fn new(
+        mut fabric: Box<dyn Fabric>,
+        pools: Pools,
+        mut opts: ServerOptions,
+        addr: SocketAddr,
+    ) -> io::Result<RdmaServer> {
+        let (base, len) = pools.region();
+        // SAFETY: the region lives as long as `pools`, which this server keeps until
+        // it is dropped (after the fabric, see `Drop`).
+        let mr = unsafe { fabric.register(base, len, access::LOCAL_WRITE)? };
+        opts.credits = opts.credits.clamp(1, 4096);
+        opts.inline_size = opts.inline_size.clamp(wire::DEFAULT_INLINE, privdata::MAX_SIZE);
+        opts.max_call = opts.max_call.min(pools.max_buf());
+        fabric.listen(addr)?;
+        let ours = PrivData {
+            send_size: opts.inline_size,
+            recv_size: opts.inline_size,
+            remote_invalidate: opts.remote_invalidate,
+        };
+        Ok(RdmaServer {
+            fabric,
+            mr,
+            pools,
+            ours,
+            conns: Vec::new(),
+            gens: Vec::new(),
+            free: Vec::new(),
+            by_qp: HashMap::new(),
+            live: 0,
+            dirty: Vec::with_capacity(opts.max_connections),
+            cq: vec![
+                Completion {
+                    wr_id: 0,
+                    qp: Qp(0),
+                    status: WcStatus::Success,
+                    opcode: WcOpcode::Recv,
+                    byte_len: 0,
+                    invalidated: None,
+                };
+                BATCH
+            ],
+            failed: VecDeque::with_capacity(FAILED_XIDS),
+            stats: RdmaStats::default(),
+            local: addr,
+            opts,
+        })
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local
+    }
+
+    pub fn provider(&self) -> &'static str {
+        self.fabric.name()
+    }
+
+    pub fn connections(&self) -> usize {
+        self.live
+    }
+
+    pub fn stats(&self) -> RdmaStats {
+        self.stats
+    }
+
+    pub fn options(&self) -> &ServerOptions {
+        &self.opts
+    }
+
+    /// For adaptive idle: see `Fabric::wait_fd`.
+    pub fn wait_fd(&self) -> Option<std::os::fd::RawFd> {
+        self.fabric.wait_fd()
+    }
+
+    /// Before waiting: `false` if work is pending here or in the fabric.
+    pub fn arm(&mut self) -> bool {
+        if !self.dirty.is_empty() {
+            return false;
+        }
+        self.fabric.arm()
+    }
+
+    /// One pass: connection events, completions (calls reassembled and handed to
+    /// `on_call(call, peer, record, reduced)`), re-posted Receives and queued work.
+    /// Returns units of work done.
+    pub fn poll(&mut self, on_call: &mut dyn FnMut(CallRef, SocketAddr, Buf, &[Reduced])) -> usize {
+        let mut work = 0;
+        while let Some(ev) = self.fabric.poll_cm() {
+            work += 1;
+            self.on_cm(ev, on_call);
+        }
+        work += self.poll_cq(on_call);
+        work += self.pump(on_call);
+        work
+    }
+
+    fn poll_cq(&mut self, on_call: &mut dyn FnMut(CallRef, SocketAddr, Buf, &[Reduced])) -> usize {
+        let mut total = 0;
+        loop {
+            let mut cq = std::mem::take(&mut self.cq);
+            let n = self.fabric.poll_cq(&mut cq);
+            for c in &cq[..n] {
+                self.on_completion(*c, on_call);
+            }
+            self.cq = cq;
+            total += n;
+            if n < BATCH {
+                return total;
+            }
+        }
+    }
+
+    fn on_cm(&mut self, ev: CmEvent, on_call: &mut dyn FnMut(CallRef, SocketAddr, Buf, &[Reduced])) {
+        match ev {
+            CmEvent::ConnectRequest(req) => self.on_request(req),
+            CmEvent::Established {
+                qp,
+                initiator_depth,
+                ..
+            } => {
+                if let Some(&slot) = self.by_qp.get(&qp) {
+                    if let Some(c) = self.conns[slot as usize].as_mut() {
+                        c.read_depth = (initiator_depth as u32)
+                            .clamp(1, self.opts.read_depth.max(1) as u32);
+                        tracing::debug!(peer = %c.peer, read_depth = c.read_depth, "rdma: connection established");
+                    }
+                }
+            }
+            CmEvent::Rejected { .. } => {}
+            CmEvent::Disconnected { qp } => {
+                // Every flush of this QP is queued before the event: take them first so
+                // each buffer is returned by its own completion.
+                self.poll_cq(on_call);
+                if let Some(slot) = self.by_qp.remove(&qp) {
+                    self.drop_conn(slot);
+                }
+                self.fabric.release(qp);
+            }
+        }
+    }
+
+    /// Accepts a connection: RFC 8797 thresholds from the peer's private data (1024
+    /// each way without it, R8797-01/07), Receives posted before the first grant can
+    /// reach the client (R8166-28).
+    fn on_request(&mut self, req: ConnRequest) {
+        if self.live >= self.opts.max_connections {
+            tracing::warn!(peer = %req.peer, "rdma: connection refused: rdma.max_connections reached");
+            self.stats.rejected += 1;
+            self.fabric.reject(req.id);
+            return;
+        }
+        let peer = privdata::decode(req.private_data.as_bytes());
+        let t = privdata::thresholds(&self.ours, &peer);
+        let credits = self.opts.credits;
+        let caps = QpCaps {
+            max_send_wr: (credits * 4).max(2 * MAX_CHAIN as u32),
+            max_recv_wr: credits,
+            max_sge: 4,
+            initiator_depth: self.opts.read_depth.max(1),
+            responder_resources: 1,
+        };
+        let ours = privdata::encode(&self.ours);
+        let qp = match self.fabric.accept(req.id, &caps, &ours) {
+            Ok(qp) => qp,
+            Err(e) => {
+                tracing::warn!(peer = %req.peer, "rdma: accept failed: {e}");
+                self.stats.rejected += 1;
+                return;
+            }
+        };
+        let cfg = Config {
+            credits,
+            max_call: self.opts.max_call,
+            limits: self.opts.limits,
+        };
+        let responder = Responder::new(cfg);
+        let ncalls = credits as usize + 16;
+        let calls = (0..ncalls)
+            .map(|_| CallSlot {
+                state: State::Free,
+                xid: 0,
+                long: false,
+                chunks: responder.new_chunks(),
+                recv: None,
+                record: None,
+                pulls_left: 0,
+                reduced: Vec::with_capacity(self.opts.limits.max_read_segments),
+                reply: None,
+                ddp: None,
+                error: None,
+                hdr: None,
+                cost: 0,
+            })
+            .collect();
+        let conn = Conn {
+            qp,
+            peer: req.peer,
+            responder,
+            send_limit: t.send,
+            recv_size: self.opts.inline_size,
+            remote_invalidate: t.remote_invalidate,
+            read_depth: 1,
+            recvs: (0..credits).map(|_| None).collect(),
+            free_recvs: (0..credits).rev().collect(),
+            posted: 0,
+            calls,
+            free_calls: (0..ncalls as u16).rev().collect(),
+            reads_out: 0,
+            read_queue: VecDeque::with_capacity(64),
+            sq_used: 0,
+            sq_max: caps.max_send_wr,
+            reply_queue: VecDeque::with_capacity(ncalls),
+            parked: VecDeque::new(),
+            closing: false,
+        };
+        let slot = match self.free.pop() {
+            Some(s) => s,
+            None => {
+                self.conns.push(None);
+                self.gens.push(0);
+                (self.conns.len() - 1) as u32
+            }
+        };
+        self.conns[slot as usize] = Some(conn);
+        self.by_qp.insert(qp, slot);
+        self.live += 1;
+        self.stats.accepted += 1;
+        self.refill(slot);
+        let c = self.conns[slot as usize].as_ref().expect("just set");
+        if c.posted == 0 {
+            tracing::warn!(peer = %req.peer, "rdma: no buffers for Receives; dropping the connection");
+            self.fabric.disconnect(qp);
+        }
+        tracing::info!(
+            peer = %req.peer,
+            send = t.send,
+            recv = t.recv,
+            remote_invalidate = t.remote_invalidate,
+            credits = c.posted,
+            "rdma: accepted connection"
+        );
+    }
+
+    /// Posts Receives until the connection has `credits` of them (or buffers run out).
+    fn refill(&mut self, slot: u32) {
+        let Some(c) = self.conns[slot as usize].as_mut() else {
+            return;
+        };
+        if c.closing {
+            return;
+        }
+        while let Some(&idx) = c.free_recvs.last() {
+            let Some(buf) = self.pools.alloc(c.recv_size) else {
+                self.stats.recv_starved += 1;
+                mark(&mut self.dirty, slot);
+                return;
+            };
+            let sge = Sge {
+                addr: buf.addr(),
+                len: c.recv_size as u32,
+                lkey: self.mr.lkey,
+            };
+            match self
+                .fabric
+                .post_recv(c.qp, wr_id(KIND_RECV, slot, idx), sge)
+            {
+                Ok(()) => {
+                    c.free_recvs.pop();
+                    c.recvs[idx as usize] = Some(buf);
+                    c.posted += 1;
+                }
+                Err(e) => {
+                    tracing::debug!(peer = %c.peer, "rdma: post_recv failed: {e}");
+                    return;
+                }
+            }
+        }
+    }
+
+    fn on_completion(
+        &mut self,
+        wc: Completion,
+        on_call: &mut dyn FnMut(CallRef, SocketAddr, Buf, &[Reduced]),
+    ) {
+        let (kind, slot, idx) = wr_parts(wc.wr_id);
+        let Some(c) = self.conns.get_mut(slot as usize).and_then(|c| c.as_mut()) else {
+            return;
+        };
+        let ok = wc.status == WcStatus::Success;
+        if !ok && wc.status != WcStatus::Flushed {
+            tracing::warn!(peer = %c.peer, status = ?wc.status, opcode = ?wc.opcode, "rdma: work request failed; closing the connection");
+            if kind == KIND_READ {
+                // R8166-75: answer a retransmission of this call with ERR_CHUNK.
+                if let Some(call) = c.calls.get(idx as usize) {
+                    if self.failed.len() == FAILED_XIDS {
+                        self.failed.pop_front();
+                    }
+                    self.failed.push_back((c.peer.ip(), call.xid));
+                }
+            }
+            self.close(slot);
+        }
+        let Some(c) = self.conns[slot as usize].as_mut() else {
+            return;
+        };
+        match kind {
+            KIND_RECV => {
+                let Some(mut buf) = c.recvs.get_mut(idx as usize).and_then(|b| b.take()) else {
+                    return;
+                };
+                c.posted -= 1;
+                c.free_recvs.push(idx);
+                if !ok {
+                    return;
+                }
+                buf.set_len((wc.byte_len as usize).min(buf.capacity()));
+                self.refill(slot);
+                self.on_receive(slot, buf, on_call);
+            }
+            KIND_READ => {
+                c.reads_out = c.reads_out.saturating_sub(1);
+                c.sq_used = c.sq_used.saturating_sub(1);
+                let Some(call) = c.calls.get_mut(idx as usize) else {
+                    return;
+                };
+                if call.state != State::Pulling {
+                    return;
+                }
+                if !ok {
+                    release_call(c, idx as u16);
+                    return;
+                }
+                call.pulls_left -= 1;
+                mark(&mut self.dirty, slot);
+                if call.pulls_left == 0 {
+                    self.deliver(slot, idx as u16, on_call);
+                }
+            }
+            KIND_SEND => {
+                let Some(call) = c.calls.get_mut(idx as usize) else {
+                    return;
+                };
+                if call.state != State::Sending {
+                    return;
+                }
+                let cost = call.cost;
+                c.sq_used = c.sq_used.saturating_sub(cost);
+                release_call(c, idx as u16);
+                mark(&mut self.dirty, slot);
+            }
+            _ => {}
+        }
+    }
+
+    /// One received message: RDMA_ERROR, drop, or a call (RFC 8166 §4.5, §3.4.5).
+    fn on_receive(
+        &mut self,
+        slot: u32,
+        buf: Buf,
+        on_call: &mut dyn FnMut(CallRef, SocketAddr, Buf, &[Reduced]),
+    ) {
+        let c = self.conns[slot as usize].as_mut().expect("live connection");
+        let Some(idx) = c.free_calls.pop() else {
+            tracing::warn!(peer = %c.peer, "rdma: client exceeded its credits by more than the slack; closing the connection");
+            self.close(slot);
+            return;
+        };
+        c.calls[idx as usize].state = State::NeedBuffer;
+        c.calls[idx as usize].recv = Some(buf);
+        self.start_call(slot, idx, on_call);
+    }
+
+    /// Classifies the call's Receive and starts reassembly. Re-run for parked calls.
+    fn start_call(
+        &mut self,
+        slot: u32,
+        idx: u16,
+        on_call: &mut dyn FnMut(CallRef, SocketAddr, Buf, &[Reduced]),
+    ) {
+        let c = self.conns[slot as usize].as_mut().expect("live connection");
+        let call = &mut c.calls[idx as usize];
+        let recv = call.recv.as_ref().expect("parked call keeps its Receive");
+        let verdict = c.responder.receive(recv, &mut call.chunks);
+        match verdict {
+            Received::Drop(why) => {
+                tracing::debug!(peer = %c.peer, "rdma: dropping message: {why}");
+                self.stats.dropped += 1;
+                release_call(c, idx);
+            }
+            Received::Error { xid, vers, body } => {
+                tracing::debug!(peer = %c.peer, xid, ?body, "rdma: answering RDMA_ERROR");
+                call.recv = None;
+                call.error = Some((vers, body));
+                call.xid = xid;
+                call.state = State::Queued;
+                c.reply_queue.push_back(idx);
+                mark(&mut self.dirty, slot);
+            }
+            Received::Call(info) => {
+                call.xid = info.xid;
+                call.long = info.long;
+                if self.failed.contains(&(c.peer.ip(), info.xid)) {
+                    call.recv = None;
+                    call.error = Some((wire::VERSION, ErrBody::Chunk));
+                    call.state = State::Queued;
+                    c.reply_queue.push_back(idx);
+                    mark(&mut self.dirty, slot);
+                    return;
+                }
+                call.reduced.clear();
+                call.reduced.extend_from_slice(c.responder.reduced());
+                if !info.pulls {
+                    // Zero copy: the record is the Receive buffer after the header.
+                    let mut rec = call.recv.take().expect("checked");
+                    let Some(&Piece::Inline { from, len, .. }) = c.responder.pieces().first()
+                    else {
+                        unreachable!("a call without pulls is one inline piece");
+                    };
+                    rec.advance(from);
+                    rec.set_len(len);
+                    call.record = Some(rec);
+                    call.state = State::Pulling;
+                    call.pulls_left = 0;
+                    self.stats.calls += 1;
+                    self.deliver(slot, idx, on_call);
+                    return;
+                }
+                let Some(mut rec) = self.pools.alloc(info.total_len) else {
+                    self.stats.parked += 1;
+                    call.state = State::NeedBuffer;
+                    c.parked.push_back(idx);
+                    mark(&mut self.dirty, slot);
+                    return;
+                };
+                rec.set_len(info.total_len);
+                let recv = call.recv.take().expect("checked");
+                let mut pulls = 0;
+                for p in c.responder.pieces() {
+                    match *p {
+                        Piece::Inline { from, len, to } => {
+                            rec[to..to + len].copy_from_slice(&recv[from..from + len])
+                        }
+                        Piece::Zero { to, len } => rec[to..to + len].fill(0),
+                        Piece::Pull { seg, to } => {
+                            if seg.length > 0 {
+                                c.read_queue.push_back((idx, seg, to));
+                                pulls += 1;
+                            }
+                        }
+                    }
+                }
+                call.record = Some(rec);
+                call.state = State::Pulling;
+                call.pulls_left = pulls;
+                self.stats.calls += 1;
+                if pulls == 0 {
+                    self.deliver(slot, idx, on_call);
+                } else {
+                    mark(&mut self.dirty, slot);
+                }
+            }
+        }
+    }
+
+    /// Hands a reassembled call to the caller.
+    fn deliver(
+        &mut self,
+        slot: u32,
+        idx: u16,
+        on_call: &mut dyn FnMut(CallRef, SocketAddr, Buf, &[Reduced]),
+    ) {
+        let c = self.conns[slot as usize].as_mut().expect("live connection");
+        let call = &mut c.calls[idx as usize];
+        let rec = call.record.take().expect("pulled record");
+        if call.long && !Responder::check_long_xid(call.xid, &rec) {
+            // R8166-03 for Long calls.
+            call.error = Some((wire::VERSION, ErrBody::Chunk));
+            call.state = State::Queued;
+            c.reply_queue.push_back(idx);
+            mark(&mut self.dirty, slot);
+            return;
+        }
+        call.state = State::Executing;
+        let r = CallRef {
+            slot,
+            gen: self.gens[slot as usize],
+            call: idx,
+        };
+        on_call(r, c.peer, rec, &call.reduced);
+    }
+
+    /// The caller's reply to `call`: `reply` is the whole RPC reply; `ddp` the data
+    /// bytes of its DDP-eligible result (RFC 8267: READ data, READLINK path), if any.
+    /// A reply for a connection that is gone is dropped.
+    pub fn reply(&mut self, call: CallRef, reply: Buf, ddp: Option<Range<usize>>) {
+        let Some(c) = self.live_conn(call) else {
+            return;
+        };
+        let slot = &mut c.calls[call.call as usize];
+        if slot.state != State::Executing {
+            debug_assert!(false, "reply for a call not executing");
+            return;
+        }
+        slot.reply = Some(reply);
+        slot.ddp = ddp;
+        slot.state = State::Queued;
+        c.reply_queue.push_back(call.call);
+        mark(&mut self.dirty, call.slot);
+    }
+
+    /// The caller will not answer `call` (an RPC it drops): free its slot.
+    pub fn no_reply(&mut self, call: CallRef) {
+        if let Some(c) = self.live_conn(call) {
+            if c.calls[call.call as usize].state == State::Executing {
+                release_call(c, call.call);
+            }
+        }
+    }
+
+    fn live_conn(&mut self, call: CallRef) -> Option<&mut Conn> {
+        if self.gens.get(call.slot as usize) != Some(&call.gen) {
+            return None;
+        }
+        self.conns[call.slot as usize]
+            .as_mut()
+            .filter(|c| !c.closing)
+    }
+
+    /// Issues queued RDMA Reads, sends queued replies, re-posts Receives and retries
+    /// parked calls, for connections that have such work.
+    fn pump(&mut self, on_call: &mut dyn FnMut(CallRef, SocketAddr, Buf, &[Reduced])) -> usize {
+        if self.dirty.is_empty() {
+            return 0;
+        }
+        let mut work = 0;
+        let dirty = std::mem::take(&mut self.dirty);
+        for &slot in &dirty {
+            if self.conns[slot as usize].is_none() {
+                continue;
+            }
+            self.refill(slot);
+            work += self.issue_reads(slot);
+            work += self.send_replies(slot);
+            work += self.retry_parked(slot, on_call);
+        }
+        let mut dirty = dirty;
+        dirty.retain(|&s| {
+            self.conns[s as usize].as_ref().is_some_and(|c| {
+                !c.closing
+                    && (!c.reply_queue.is_empty()
+                        || !c.parked.is_empty()
+                        || (!c.read_queue.is_empty() && c.reads_out < c.read_depth)
+                        || !c.free_recvs.is_empty())
+            })
+        });
+        for s in dirty {
+            mark(&mut self.dirty, s);
+        }
+        work
+    }
+
+    fn retry_parked(
+        &mut self,
+        slot: u32,
+        on_call: &mut dyn FnMut(CallRef, SocketAddr, Buf, &[Reduced]),
+    ) -> usize {
+        let mut n = 0;
+        while let Some(idx) = self.conns[slot as usize]
+            .as_mut()
+            .and_then(|c| c.parked.pop_front())
+        {
+            self.start_call(slot, idx, on_call);
+            n += 1;
+            let c = self.conns[slot as usize].as_ref().expect("live");
+            if c.calls[idx as usize].state == State::NeedBuffer {
+                break; // still no buffer: it is back on the parked list
+            }
+        }
+        n
+    }
+
+    /// RDMA Reads into the call's record, at most `read_depth` outstanding (the
+    /// negotiated depth; RFC 8166 §3.4.5 pulls, SPDK-style park on the depth limit).
+    fn issue_reads(&mut self, slot: u32) -> usize {
+        let c = self.conns[slot as usize].as_mut().expect("live");
+        let mut n = 0;
+        while c.reads_out < c.read_depth && c.sq_used < c.sq_max {
+            let Some((idx, seg, to)) = c.read_queue.pop_front() else {
+                break;
+            };
+            let call = &c.calls[idx as usize];
+            let Some(rec) = call.record.as_ref() else {
+                continue;
+            };
+            let sge = Sge {
+                addr: rec.addr() + to as u64,
+                len: seg.length,
+                lkey: self.mr.lkey,
+            };
+            let wr = SendWr {
+                wr_id: wr_id(KIND_READ, slot, idx as u32),
+                op: Op::Read {
+                    remote_addr: seg.offset,
+                    rkey: seg.handle,
+                },
+                sges: std::slice::from_ref(&sge),
+                signaled: true,
+            };
+            if let Err(e) = self.fabric.post_send(c.qp, &[wr]) {
+                tracing::warn!(peer = %c.peer, "rdma: posting an RDMA Read failed: {e}; closing");
+                self.close(slot);
+                return n;
+            }
+            c.reads_out += 1;
+            c.sq_used += 1;
+            self.stats.rdma_reads += 1;
+            n += 1;
+        }
+        n
+    }
+
+    /// Sends queued replies while the send queue has room for their work requests.
+    fn send_replies(&mut self, slot: u32) -> usize {
+        let mut n = 0;
+        loop {
+            let c = self.conns[slot as usize].as_mut().expect("live");
+            let Some(&idx) = c.reply_queue.front() else {
+                return n;
+            };
+            match self.send_one(slot, idx) {
+                Sent::Done => {
+                    let c = self.conns[slot as usize].as_mut().expect("live");
+                    c.reply_queue.pop_front();
+                    n += 1;
+                }
+                Sent::Wait => return n,
+                Sent::Closed => return n,
+            }
+        }
+    }
+
+    fn send_one(&mut self, slot: u32, idx: u16) -> Sent {
+        let grant;
+        let c = self.conns[slot as usize].as_mut().expect("live");
+        grant = c.responder.grant(c.posted);
+        let call = &mut c.calls[idx as usize];
+        let hdr_cap = wire::FIXED_WORDS + call.chunks.encoded_len() + 16;
+        if call.hdr.is_none() {
+            match self.pools.alloc(hdr_cap.max(wire::MIN_HEADER)) {
+                Some(b) => call.hdr = Some(b),
+                None => return Sent::Wait,
+            }
+        }
+        let mut hdr = call.hdr.take().expect("allocated");
+        let mut sges = [Sge {
+            addr: 0,
+            len: 0,
+            lkey: 0,
+        }; MAX_CHAIN + 3];
+        let mut ops: [Option<Op>; MAX_CHAIN] = [None; MAX_CHAIN];
+        let mut nwrites = 0usize;
+        let mut send_sges = 1usize;
+        let mut invalidate = None;
+        if let Some((vers, body)) = call.error {
+            let n = responder::encode_error(hdr.spare_mut(), call.xid, vers, grant, body);
+            hdr.set_len(n);
+            self.stats.errors_sent += 1;
+        } else {
+            let reply = call.reply.as_ref().expect("queued reply");
+            let planned = c.responder.plan_reply(
+                call.xid,
+                grant,
+                &call.chunks,
+                reply,
+                call.ddp.clone(),
+                c.send_limit,
+                c.remote_invalidate,
+                hdr.spare_mut(),
+            );
+            match planned {
+                Ok(plan) if plan.writes.len() <= MAX_CHAIN => {
+                    for (k, w) in plan.writes.iter().enumerate() {
+                        sges[k] = Sge {
+                            addr: reply.addr() + w.src.start as u64,
+                            len: w.src.len() as u32,
+                            lkey: self.mr.lkey,
+                        };
+                        ops[k] = Some(Op::Write {
+                            remote_addr: w.remote_offset,
+                            rkey: w.handle,
+                        });
+                    }
+                    nwrites = plan.writes.len();
+                    hdr.set_len(plan.header_len);
+                    for r in plan.inline.iter().filter(|r| !r.is_empty()) {
+                        sges[nwrites + send_sges] = Sge {
+                            addr: reply.addr() + r.start as u64,
+                            len: r.len() as u32,
+                            lkey: self.mr.lkey,
+                        };
+                        send_sges += 1;
+                    }
+                    invalidate = plan.invalidate;
+                }
+                _ => {
+                    // R8166-44 / RFC 8267 §3.1: the reply does not fit what the client
+                    // provided: ERR_CHUNK, never an over-size Send or a write past a
+                    // segment.
+                    tracing::debug!(peer = %c.peer, xid = call.xid, "rdma: reply resource overrun; answering ERR_CHUNK");
+                    let n = responder::encode_error(
+                        hdr.spare_mut(),
+                        call.xid,
+                        wire::VERSION,
+                        grant,
+                        ErrBody::Chunk,
+                    );
+                    hdr.set_len(n);
+                    call.reply = None;
+                    call.ddp = None;
+                    call.error = Some((wire::VERSION, ErrBody::Chunk));
+                    self.stats.errors_sent += 1;
+                }
+            }
+        }
+        let cost = 1 + nwrites as u32;
+        if c.sq_used + cost > c.sq_max {
+            call.hdr = Some(hdr);
+            return Sent::Wait;
+        }
+        sges[nwrites] = Sge {
+            addr: hdr.addr(),
+            len: hdr.len() as u32,
+            lkey: self.mr.lkey,
+        };
+        let total: usize = sges[nwrites..nwrites + send_sges]
+            .iter()
+            .map(|s| s.len as usize)
+            .sum();
+        debug_assert!(
+            total <= c.send_limit.max(wire::MIN_HEADER),
+            "R8166-35: a Send never exceeds the threshold"
+        );
+        let send_op = match invalidate {
+            Some(rkey) => {
+                self.stats.remote_invalidations += 1;
+                Op::SendWithInv { rkey }
+            }
+            None => Op::Send,
+        };
+        let mut wrs = [SendWr {
+            wr_id: 0,
+            op: Op::Send,
+            sges: &[],
+            signaled: false,
+        }; MAX_CHAIN + 1];
+        for k in 0..nwrites {
+            wrs[k] = SendWr {
+                wr_id: wr_id(KIND_WRITE, slot, idx as u32),
+                op: ops[k].expect("set above"),
+                sges: &sges[k..k + 1],
+                signaled: false,
+            };
+        }
+        wrs[nwrites] = SendWr {
+            wr_id: wr_id(KIND_SEND, slot, idx as u32),
+            op: send_op,
+            sges: &sges[nwrites..nwrites + send_sges],
+            signaled: true,
+        };
+        call.hdr = Some(hdr);
+        call.state = State::Sending;
+        call.cost = cost;
+        self.stats.rdma_writes += nwrites as u64;
+        self.stats.replies += 1;
+        if let Err(e) = self.fabric.post_send(c.qp, &wrs[..nwrites + 1]) {
+            // R8166-74: a reply that cannot be posted closes the connection, which
+            // tells the client it is lost.
+            tracing::warn!(peer = %c.peer, "rdma: posting a reply failed: {e}; closing");
+            self.close(slot);
+            return Sent::Closed;
+        }
+        c.sq_used += cost;
+        Sent::Done
+    }
+
+    /// Starts closing a connection; buffers come back with the flush completions and
+    /// the slot is freed at `Disconnected`.
+    fn close(&mut self, slot: u32) {
+        if let Some(c) = self.conns[slot as usize].as_mut() {
+            if !c.closing {
+                c.closing = true;
+                self.fabric.disconnect(c.qp);
+            }
+        }
+    }
+
+    fn drop_conn(&mut self, slot: u32) {
+        if self.conns[slot as usize].take().is_some() {
+            self.gens[slot as usize] = self.gens[slot as usize].wrapping_add(1);
+            self.free.push(slot);
+            self.live -= 1;
+            self.stats.disconnects += 1;
+        }
+    }
+}
+
+enum Sent {
+    Done,
+    Wait,
+    Closed,
+}
+
+fn release_call(c: &mut Conn, idx: u16) {
+    let call = &mut c.calls[idx as usize];
+    call.state = State::Free;
+    call.recv = None;
+    call.record = None;
+    call.reply = None;
+    call.ddp = None;
+    call.error = None;
+    call.hdr = None;
+    call.pulls_left = 0;
+    c.free_calls.push(idx);
+}
+
+fn mark(dirty: &mut Vec<u32>, slot: u32) {
+    if !dirty.contains(&slot) {
+        dirty.push(slot);
+    }
+}
+
+impl Drop for RdmaServer {
+    fn drop(&mut self) {
+        for c in self.conns.iter().flatten() {
+            self.fabric.disconnect(c.qp);
+        }
+        self.fabric.deregister(&self.mr);
+    }
+}
