@@ -59,6 +59,10 @@ impl Default for ServerOptions {
     }
 }
 
+/// Receives each reassembled call: its reference, the peer, the RPC record and the
+/// reduced items (for the upper layer's DDP-eligibility check).
+pub type OnCall<'a> = dyn FnMut(CallRef, SocketAddr, Buf, &[Reduced]) + 'a;
+
 /// Names one call handed to the caller; give it back with the reply.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CallRef {
@@ -190,7 +194,9 @@ impl RdmaServer {
         // it is dropped (after the fabric, see `Drop`).
         let mr = unsafe { fabric.register(base, len, access::LOCAL_WRITE)? };
         opts.credits = opts.credits.clamp(1, 4096);
-        opts.inline_size = opts.inline_size.clamp(wire::DEFAULT_INLINE, privdata::MAX_SIZE);
+        opts.inline_size = opts
+            .inline_size
+            .clamp(wire::DEFAULT_INLINE, privdata::MAX_SIZE);
         opts.max_call = opts.max_call.min(pools.max_buf());
         fabric.listen(addr)?;
         let ours = PrivData {
@@ -263,7 +269,7 @@ impl RdmaServer {
     /// One pass: connection events, completions (calls reassembled and handed to
     /// `on_call(call, peer, record, reduced)`), re-posted Receives and queued work.
     /// Returns units of work done.
-    pub fn poll(&mut self, on_call: &mut dyn FnMut(CallRef, SocketAddr, Buf, &[Reduced])) -> usize {
+    pub fn poll(&mut self, on_call: &mut OnCall) -> usize {
         let mut work = 0;
         while let Some(ev) = self.fabric.poll_cm() {
             work += 1;
@@ -274,7 +280,7 @@ impl RdmaServer {
         work
     }
 
-    fn poll_cq(&mut self, on_call: &mut dyn FnMut(CallRef, SocketAddr, Buf, &[Reduced])) -> usize {
+    fn poll_cq(&mut self, on_call: &mut OnCall) -> usize {
         let mut total = 0;
         loop {
             let mut cq = std::mem::take(&mut self.cq);
@@ -290,7 +296,7 @@ impl RdmaServer {
         }
     }
 
-    fn on_cm(&mut self, ev: CmEvent, on_call: &mut dyn FnMut(CallRef, SocketAddr, Buf, &[Reduced])) {
+    fn on_cm(&mut self, ev: CmEvent, on_call: &mut OnCall) {
         match ev {
             CmEvent::ConnectRequest(req) => self.on_request(req),
             CmEvent::Established {
@@ -300,8 +306,8 @@ impl RdmaServer {
             } => {
                 if let Some(&slot) = self.by_qp.get(&qp) {
                     if let Some(c) = self.conns[slot as usize].as_mut() {
-                        c.read_depth = (initiator_depth as u32)
-                            .clamp(1, self.opts.read_depth.max(1) as u32);
+                        c.read_depth =
+                            (initiator_depth as u32).clamp(1, self.opts.read_depth.max(1) as u32);
                         tracing::debug!(peer = %c.peer, read_depth = c.read_depth, "rdma: connection established");
                     }
                 }
@@ -457,11 +463,7 @@ impl RdmaServer {
         }
     }
 
-    fn on_completion(
-        &mut self,
-        wc: Completion,
-        on_call: &mut dyn FnMut(CallRef, SocketAddr, Buf, &[Reduced]),
-    ) {
+    fn on_completion(&mut self, wc: Completion, on_call: &mut OnCall) {
         let (kind, slot, idx) = wr_parts(wc.wr_id);
         let Some(c) = self.conns.get_mut(slot as usize).and_then(|c| c.as_mut()) else {
             return;
@@ -533,12 +535,7 @@ impl RdmaServer {
     }
 
     /// One received message: RDMA_ERROR, drop, or a call (RFC 8166 §4.5, §3.4.5).
-    fn on_receive(
-        &mut self,
-        slot: u32,
-        buf: Buf,
-        on_call: &mut dyn FnMut(CallRef, SocketAddr, Buf, &[Reduced]),
-    ) {
+    fn on_receive(&mut self, slot: u32, buf: Buf, on_call: &mut OnCall) {
         let c = self.conns[slot as usize].as_mut().expect("live connection");
         let Some(idx) = c.free_calls.pop() else {
             tracing::warn!(peer = %c.peer, "rdma: client exceeded its credits by more than the slack; closing the connection");
@@ -551,12 +548,7 @@ impl RdmaServer {
     }
 
     /// Classifies the call's Receive and starts reassembly. Re-run for parked calls.
-    fn start_call(
-        &mut self,
-        slot: u32,
-        idx: u16,
-        on_call: &mut dyn FnMut(CallRef, SocketAddr, Buf, &[Reduced]),
-    ) {
+    fn start_call(&mut self, slot: u32, idx: u16, on_call: &mut OnCall) {
         let c = self.conns[slot as usize].as_mut().expect("live connection");
         let call = &mut c.calls[idx as usize];
         let recv = call.recv.as_ref().expect("parked call keeps its Receive");
@@ -643,12 +635,7 @@ impl RdmaServer {
     }
 
     /// Hands a reassembled call to the caller.
-    fn deliver(
-        &mut self,
-        slot: u32,
-        idx: u16,
-        on_call: &mut dyn FnMut(CallRef, SocketAddr, Buf, &[Reduced]),
-    ) {
+    fn deliver(&mut self, slot: u32, idx: u16, on_call: &mut OnCall) {
         let c = self.conns[slot as usize].as_mut().expect("live connection");
         let call = &mut c.calls[idx as usize];
         let rec = call.record.take().expect("pulled record");
@@ -708,7 +695,7 @@ impl RdmaServer {
 
     /// Issues queued RDMA Reads, sends queued replies, re-posts Receives and retries
     /// parked calls, for connections that have such work.
-    fn pump(&mut self, on_call: &mut dyn FnMut(CallRef, SocketAddr, Buf, &[Reduced])) -> usize {
+    fn pump(&mut self, on_call: &mut OnCall) -> usize {
         if self.dirty.is_empty() {
             return 0;
         }
@@ -739,11 +726,7 @@ impl RdmaServer {
         work
     }
 
-    fn retry_parked(
-        &mut self,
-        slot: u32,
-        on_call: &mut dyn FnMut(CallRef, SocketAddr, Buf, &[Reduced]),
-    ) -> usize {
+    fn retry_parked(&mut self, slot: u32, on_call: &mut OnCall) -> usize {
         let mut n = 0;
         while let Some(idx) = self.conns[slot as usize]
             .as_mut()
@@ -820,9 +803,8 @@ impl RdmaServer {
     }
 
     fn send_one(&mut self, slot: u32, idx: u16) -> Sent {
-        let grant;
         let c = self.conns[slot as usize].as_mut().expect("live");
-        grant = c.responder.grant(c.posted);
+        let grant = c.responder.grant(c.posted);
         let call = &mut c.calls[idx as usize];
         let hdr_cap = wire::FIXED_WORDS + call.chunks.encoded_len() + 16;
         if call.hdr.is_none() {

@@ -252,14 +252,14 @@ impl Responder {
                 return Err(());
             }
             // R8166-40: the PZRC is a complete XDR stream.
-            if out % 4 != 0 || out < 8 || out > self.cfg.max_call {
+            if !out.is_multiple_of(4) || out < 8 || out > self.cfg.max_call {
                 return Err(());
             }
             return Ok(out);
         }
         while i < reads.len() {
             let position = reads[i].position;
-            if position % 4 != 0 || (position as usize) < out || position == 0 {
+            if !position.is_multiple_of(4) || (position as usize) < out || position == 0 {
                 return Err(());
             }
             let n = position as usize - out;
@@ -354,7 +354,8 @@ impl Responder {
         for i in 0..call.write_chunks.len() {
             let segs = call.write_chunk(i);
             let at = echo.write_segs.len() as u16;
-            echo.write_segs.extend(segs.iter().map(|s| Segment { length: 0, ..*s }));
+            echo.write_segs
+                .extend(segs.iter().map(|s| Segment { length: 0, ..*s }));
             echo.write_chunks.push((at, segs.len() as u16));
         }
         if let Some(segs) = call.reply_chunk() {
@@ -373,12 +374,7 @@ impl Responder {
                 if data.len() as u64 > room {
                     return Err(Overrun);
                 }
-                scatter(
-                    &[data.clone()],
-                    call.write_chunk(0),
-                    segs,
-                    &mut plan.writes,
-                );
+                scatter(std::slice::from_ref(&data), call.write_chunk(0), segs, &mut plan.writes);
                 let after = (data.end + padded(data.len()) - data.len()).min(reply.len());
                 plan.inline = [0..data.start, after..reply.len()];
             }
