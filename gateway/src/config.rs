@@ -19,6 +19,8 @@ pub struct Config {
     #[serde(default)]
     pub tcp: TcpConfig,
     #[serde(default)]
+    pub rdma: RdmaConfig,
+    #[serde(default)]
     pub backend: BackendConfig,
     #[serde(default)]
     pub state: StateConfig,
@@ -172,6 +174,81 @@ impl Default for TcpConfig {
             max_connections: default_max_connections(),
             max_inflight: default_max_inflight(),
             record_timeout_s: default_record_timeout(),
+        }
+    }
+}
+
+/// `rdma.provider`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RdmaProvider {
+    /// No RPC-over-RDMA listener.
+    Off,
+    /// The pure-Rust software provider (host-local; `bench` and tests reach it).
+    Soft,
+    /// Real RDMA verbs (needs a build with `--features rdma`).
+    Verbs,
+    /// Verbs when built in and a device is usable, else soft; says which in the log.
+    Auto,
+}
+
+/// `[rdma]`: RPC-over-RDMA v1 (RFC 8166) listener settings.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RdmaConfig {
+    #[serde(default = "default_rdma_provider")]
+    pub provider: RdmaProvider,
+    /// NFS/RDMA port 20049 by default (RFC 8267 §4.2).
+    #[serde(default = "default_rdma_listen")]
+    pub listen: String,
+    /// Credits granted per connection (Receives posted per connection).
+    #[serde(default = "default_credits")]
+    pub credits: u32,
+    /// Inline threshold we advertise (RFC 8797), bytes: 1024..=65536.
+    #[serde(default = "default_inline")]
+    pub inline_size: usize,
+    /// RDMA Reads in flight per connection when pulling WRITE data.
+    #[serde(default = "default_read_depth")]
+    pub read_depth: u8,
+    #[serde(default = "default_rdma_conns")]
+    pub max_connections: usize,
+    /// Allow replies with Send-With-Invalidate when the client also sets the R bit.
+    #[serde(default = "default_true")]
+    pub remote_invalidate: bool,
+}
+
+fn default_rdma_provider() -> RdmaProvider {
+    RdmaProvider::Off
+}
+fn default_rdma_listen() -> String {
+    "127.0.0.1:20049".into()
+}
+fn default_credits() -> u32 {
+    128
+}
+fn default_inline() -> usize {
+    4096
+}
+fn default_read_depth() -> u8 {
+    16
+}
+fn default_rdma_conns() -> usize {
+    64
+}
+fn default_true() -> bool {
+    true
+}
+
+impl Default for RdmaConfig {
+    fn default() -> Self {
+        RdmaConfig {
+            provider: default_rdma_provider(),
+            listen: default_rdma_listen(),
+            credits: default_credits(),
+            inline_size: default_inline(),
+            read_depth: default_read_depth(),
+            max_connections: default_rdma_conns(),
+            remote_invalidate: true,
         }
     }
 }
@@ -460,6 +537,10 @@ impl Config {
         self.tcp.listen.parse().expect("validated")
     }
 
+    pub fn rdma_addr(&self) -> SocketAddr {
+        self.rdma.listen.parse().expect("validated")
+    }
+
     fn validate(&self) -> Result<(), ConfigError> {
         let e = &self.engine;
         if e.cores.is_empty() {
@@ -524,6 +605,40 @@ impl Config {
         }
         if self.tcp.record_timeout_s == 0 {
             return err("tcp.record_timeout_s", "must be at least 1 second");
+        }
+        let r = &self.rdma;
+        if r.listen.parse::<SocketAddr>().is_err() {
+            return err(
+                "rdma.listen",
+                format!(
+                    "\"{}\" is not an address:port such as \"127.0.0.1:20049\"",
+                    r.listen
+                ),
+            );
+        }
+        if r.credits == 0 || r.credits > 1024 {
+            return err(
+                "rdma.credits",
+                "must be 1..=1024 (a grant of 0 deadlocks clients)",
+            );
+        }
+        if !(1024..=65536).contains(&r.inline_size) || r.inline_size % 1024 != 0 {
+            return err(
+                "rdma.inline_size",
+                "must be a multiple of 1024 in 1024..=65536 bytes (RFC 8797 sizes)",
+            );
+        }
+        if r.inline_size > SMALL_BUF && r.provider != RdmaProvider::Off && self.pools.medium < 4 {
+            return err(
+                "pools.medium",
+                "rdma.inline_size above 8 KiB needs medium buffers for Receives",
+            );
+        }
+        if r.read_depth == 0 {
+            return err("rdma.read_depth", "must be 1..=255");
+        }
+        if r.max_connections == 0 {
+            return err("rdma.max_connections", "must be at least 1");
         }
         if self.backend.workers == 0 || self.backend.workers > 256 {
             return err("backend.workers", "must be 1..=256");

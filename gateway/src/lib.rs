@@ -9,3 +9,4 @@ pub mod fs;
 pub mod mount;
 pub mod nfs3;
 pub mod server;
+pub mod ulb;

@@ -5,6 +5,11 @@
                    every gateway it made is stopped with SIGTERM at teardown (exit 0 asserted).
 * `gw`           - a started gateway with one rw "/" export, parametrized over fs and memory.
 * `gw_fs`        - the same, fs backend only.
+* Modules that set `OVER_RDMA = True` also run every `gw` test as "fs+rdma": the gateway
+  serves RPC-over-RDMA with the `soft` provider and the test's clients (our Python
+  client, the libnfs utilities) reach it through `bench --bridge-listen`, which carries
+  each TCP RPC over its own RDMA connection with RFC 8267 chunks (WRITE data in read
+  chunks, READ data in write chunks, long replies in reply chunks).
 
 `Gateway` offers start/stop/kill/restart on the same port, data and state dirs, `client()`
 (an `NfsClient`), `mount_url()` for libnfs utilities, and `rss_kib()` from /proc.
@@ -47,6 +52,40 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def free_rdma_port() -> int:
+    """A port for the soft provider's listener (a host-local name; any unused TCP port
+    number is as good as another)."""
+    return free_port()
+
+
+def find_bench_bin() -> Path:
+    env = os.environ.get("BENCH_BIN")
+    return Path(env) if env else REPO / "target" / "release" / "bench"
+
+
+class Bridge:
+    """`bench --bridge-listen`: TCP clients in, RPC-over-RDMA (soft) out."""
+
+    def __init__(self, workdir: Path, rdma_port: int):
+        self.port = free_port()
+        self.log = workdir / "bridge.log"
+        self.proc = subprocess.Popen(
+            [str(find_bench_bin()), "--bridge-listen", f"127.0.0.1:{self.port}",
+             "--target", f"rdma://127.0.0.1:{rdma_port}"],
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=open(self.log, "wb"))
+        line = self.proc.stdout.readline().decode(errors="replace")
+        assert "listening" in line, f"bridge did not start: {line!r}; log:\n{self.log.read_text(errors='replace')}"
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
 
 
 def find_gateway_bin() -> Path:
@@ -198,6 +237,37 @@ class Gateway:
         return rss_kib(self.proc.pid)
 
 
+class RdmaGateway(Gateway):
+    """A gateway that also serves RPC-over-RDMA (soft); `client()` and `mount_url()` go
+    through a bridge so every NFS call of a test crosses the RDMA transport."""
+
+    def __init__(self, *a, **kw):
+        self.rdma_port = free_rdma_port()
+        extra = dict(kw.pop("extra", None) or {})
+        extra["rdma"] = {"provider": "soft", "listen": f"127.0.0.1:{self.rdma_port}"}
+        super().__init__(*a, extra=extra, **kw)
+        self.bridge: Optional[Bridge] = None
+
+    def start(self, timeout: float = 20.0) -> "Gateway":
+        super().start(timeout)
+        if self.bridge is None:
+            self.bridge = Bridge(self.workdir, self.rdma_port)
+        return self
+
+    def client(self, **kw) -> NfsClient:
+        return NfsClient(self.host, self.bridge.port, **kw)
+
+    def mount_url(self, path: str = "/") -> str:
+        return super().mount_url(path).replace(f"port={self.port}", f"port={self.bridge.port}")
+
+    def stop(self, *a, **kw) -> int:
+        return super().stop(*a, **kw)
+
+    def close_bridge(self) -> None:
+        if self.bridge is not None:
+            self.bridge.stop()
+
+
 def rss_kib(pid: int) -> int:
     """Resident set size of a process in KiB (VmRSS from /proc/PID/status)."""
     with open(f"/proc/{pid}/status") as f:
@@ -227,7 +297,10 @@ def gw_factory(gateway_bin, tmp_path):
              start: bool = True, **kw) -> Gateway:
         wd = tmp_path / f"gw{len(made)}"
         wd.mkdir()
-        g = Gateway(gateway_bin, wd, backend=backend, exports=exports, tcp=tcp, **kw)
+        if backend.endswith("+rdma"):
+            g = RdmaGateway(gateway_bin, wd, backend=backend[:-len("+rdma")], exports=exports, tcp=tcp, **kw)
+        else:
+            g = Gateway(gateway_bin, wd, backend=backend, exports=exports, tcp=tcp, **kw)
         made.append(g)
         if start:
             g.start()
@@ -235,6 +308,9 @@ def gw_factory(gateway_bin, tmp_path):
 
     yield make
     errors = []
+    for g in made:
+        if isinstance(g, RdmaGateway):
+            g.close_bridge()
     for g in made:
         if g.alive():
             try:
@@ -245,7 +321,15 @@ def gw_factory(gateway_bin, tmp_path):
         pytest.fail("gateway shutdown failed:\n" + "\n".join(errors), pytrace=False)
 
 
-@pytest.fixture(params=["fs", "memory"])
+def pytest_generate_tests(metafunc):
+    if "backend" in metafunc.fixturenames:
+        params = ["fs", "memory"]
+        if getattr(metafunc.module, "OVER_RDMA", False):
+            params.append("fs+rdma")
+        metafunc.parametrize("backend", params, indirect=True)
+
+
+@pytest.fixture
 def backend(request) -> str:
     return request.param
 

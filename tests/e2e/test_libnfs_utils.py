@@ -9,6 +9,9 @@ import pytest
 
 import nfsclient as N
 
+# Every `gw` test here also runs through RPC-over-RDMA (see conftest.py).
+OVER_RDMA = True
+
 pytestmark = pytest.mark.skipif(shutil.which("nfs-cp") is None,
                                 reason="libnfs-utils missing: run tests/setup.sh")
 

@@ -7,6 +7,9 @@ import pytest
 
 import nfsclient as N
 
+# Every `gw` test here also runs through RPC-over-RDMA (see conftest.py).
+OVER_RDMA = True
+
 
 @pytest.fixture
 def c(gw):

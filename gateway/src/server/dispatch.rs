@@ -11,6 +11,7 @@ use crate::cache::{self, ReadCache};
 use crate::mount::{MOUNT_PROGRAM, MOUNT_V3};
 use crate::nfs3::{NFS_PROGRAM, NFS_V3};
 use engine::mem::{Buf, Pools};
+use engine::rdma::server::CallRef;
 use engine::rpc::{self, Accept, CallError, CallHeader};
 use engine::tcp::ConnId;
 use engine::xdr::{XdrReader, XdrWriter};
@@ -21,10 +22,18 @@ pub const MARK: usize = 4;
 /// Largest inline reply (rejections, NULL).
 const INLINE_REPLY: usize = 64;
 
+/// Where a call came from and its reply goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Link {
+    Tcp(ConnId),
+    /// An RPC-over-RDMA call, and the DDP-eligible item its reply may carry.
+    Rdma(CallRef, crate::ulb::ReplyItem),
+}
+
 /// A call for a backend worker. Owns its record so WRITE payloads are used in place.
 pub(crate) struct Job {
     pub reactor: usize,
-    pub conn: ConnId,
+    pub conn: Link,
     pub peer: SocketAddr,
     pub header: CallHeader,
     pub record: Buf,
@@ -48,7 +57,7 @@ pub(crate) enum Verdict {
 /// Classifies one received record.
 pub(crate) fn classify(
     reactor: usize,
-    conn: ConnId,
+    conn: Link,
     peer: SocketAddr,
     record: Buf,
     pools: &Pools,
@@ -176,6 +185,18 @@ fn from_cache(
     let n = w.position();
     buf.set_len(n);
     Some(buf)
+}
+
+/// A GARBAGE_ARGS reply (RPC-over-RDMA calls whose reduced items break the binding).
+/// Never `Retry`: a retried record would be classified without its chunk check, so
+/// with every buffer taken the call is dropped (the client retransmits on reconnect).
+pub(crate) fn garbage_args(xid: u32, record: Buf, pools: &Pools) -> Verdict {
+    match inline(record, pools, |w| {
+        rpc::write_accepted(w, xid, Accept::GarbageArgs)
+    }) {
+        Verdict::Retry(_) => Verdict::Drop,
+        v => v,
+    }
 }
 
 /// Encodes a small reply into a fresh buffer after the record-mark slot.

@@ -15,12 +15,14 @@ mod reactor;
 mod worker;
 
 use crate::backend::Backend;
-use crate::config::{BackendKind, Config, Hugepages, Idle};
+use crate::config::{BackendKind, Config, Hugepages, Idle, RdmaProvider};
 use crate::export::Exports;
 use crate::fs::{ExportRoot, FileModel};
 use crate::mount::MountTable;
 use anyhow::Context;
+use engine::fabric::Fabric;
 use engine::mem::{ClassSpec, HugePolicy, Pools};
+use engine::rdma::server::{RdmaServer, ServerOptions};
 use engine::reactor::{Counters, IdlePolicy};
 use engine::ring::{Doorbell, Ring};
 use engine::tcp::{TcpOptions, TcpTransport};
@@ -124,6 +126,15 @@ impl Server {
             record_timeout: Duration::from_secs(cfg.tcp.record_timeout_s),
         };
         let mut addr = exclusive_probe(cfg.listen_addr())?;
+        let rdma_opts = ServerOptions {
+            credits: cfg.rdma.credits,
+            inline_size: cfg.rdma.inline_size,
+            remote_invalidate: cfg.rdma.remote_invalidate,
+            max_connections: cfg.rdma.max_connections,
+            read_depth: cfg.rdma.read_depth,
+            ..ServerOptions::default()
+        };
+        let mut rdma_servers = Vec::new();
         let mut transports = Vec::new();
         let mut links = Vec::new();
         for _ in &cfg.engine.cores {
@@ -134,6 +145,25 @@ impl Server {
             })?;
             // Port 0 picks a port once; every reactor listens on that same one.
             addr = tcp.local_addr();
+            let rdma = match open_fabric(cfg)? {
+                Some(fabric) => {
+                    let provider = fabric.name();
+                    let r = RdmaServer::new(fabric, pools.clone(), rdma_opts, cfg.rdma_addr())
+                        .with_context(|| {
+                            format!(
+                                "rdma.listen = \"{}\": cannot listen with the {provider} provider \
+                                 (address in use by another gateway?)",
+                                cfg.rdma.listen
+                            )
+                        })?;
+                    if let Some(fd) = r.wait_fd() {
+                        tcp.register_external(fd)
+                            .context("registering the fabric's wait fd")?;
+                    }
+                    Some(r)
+                }
+                None => None,
+            };
             let bell = Doorbell::new(Box::new(WakerBox(tcp.waker())));
             links.push(ReactorLink {
                 pools,
@@ -141,6 +171,16 @@ impl Server {
                 bell,
             });
             transports.push(tcp);
+            rdma_servers.push(rdma);
+        }
+        if let Some(Some(r)) = rdma_servers.first() {
+            tracing::info!(
+                provider = r.provider(),
+                listen = %r.local_addr(),
+                credits = r.options().credits,
+                inline = r.options().inline_size,
+                "serving NFSv3 over RPC-over-RDMA"
+            );
         }
         let local_addr = transports[0].local_addr();
         let shared = Arc::new(Shared {
@@ -172,8 +212,9 @@ impl Server {
         let stop_reactors = Arc::new(AtomicBool::new(false));
         let mut reactors = Vec::new();
         let mut counters = Vec::new();
-        for (i, (tcp, core)) in transports
+        for (i, ((tcp, rdma), core)) in transports
             .into_iter()
+            .zip(rdma_servers)
             .zip(cfg.engine.cores.iter())
             .enumerate()
         {
@@ -184,6 +225,7 @@ impl Server {
             let r = reactor::ReactorState::new(
                 i,
                 tcp,
+                rdma,
                 cache,
                 shared.clone(),
                 jobs.clone(),
@@ -224,6 +266,11 @@ impl Server {
         self.local_addr
     }
 
+    /// Pool buffers handed out, over every reactor (tests assert they all come back).
+    pub fn pool_buffers_in_use(&self) -> usize {
+        self.shared.reactors.iter().map(|r| r.pools.in_use()).sum()
+    }
+
     /// Clean shutdown: stop accepting and reading, let workers finish what they hold,
     /// then make every staged write durable.
     pub fn shutdown(self) -> anyhow::Result<()> {
@@ -255,6 +302,35 @@ impl Server {
             .flush_all()
             .map_err(|s| anyhow::anyhow!("flushing staged writes at shutdown failed: {s:?}"))?;
         Ok(())
+    }
+}
+
+/// The fabric for one reactor, per `rdma.provider`.
+fn open_fabric(cfg: &Config) -> anyhow::Result<Option<Box<dyn Fabric>>> {
+    let soft = || -> anyhow::Result<Option<Box<dyn Fabric>>> {
+        Ok(Some(Box::new(
+            engine::fabric::soft::SoftFabric::new().context("starting the soft RDMA provider")?,
+        )))
+    };
+    match cfg.rdma.provider {
+        RdmaProvider::Off => Ok(None),
+        RdmaProvider::Soft => soft(),
+        RdmaProvider::Verbs => anyhow::bail!(
+            "rdma.provider = \"verbs\": this gateway was built without RDMA verbs support; \
+             rebuild with `cargo build --release -p gateway --features rdma` (needs \
+             libibverbs-dev, librdmacm-dev and libclang-dev), or set rdma.provider = \"soft\" \
+             or \"off\""
+        ),
+        RdmaProvider::Auto => {
+            static ONCE: std::sync::Once = std::sync::Once::new();
+            ONCE.call_once(|| {
+                tracing::info!(
+                    "rdma.provider = \"auto\": no verbs support in this build; RDMA verbs are off, \
+                     serving RPC-over-RDMA with the soft provider"
+                )
+            });
+            soft()
+        }
     }
 }
 

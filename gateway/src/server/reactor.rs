@@ -5,12 +5,14 @@
 //! full, jobs wait in `backlog` (in arrival order) and the transport's per-connection
 //! in-flight limit stops reading, so the backlog is bounded by connections × in-flight.
 
-use super::dispatch::{self, Hot, Job, Verdict};
+use super::dispatch::{self, Hot, Job, Link, Verdict, MARK};
 use super::Shared;
 use crate::cache::ReadCache;
 use engine::mem::Buf;
+use engine::rdma::server::{CallRef, RdmaServer};
 use engine::reactor::{Counters, Poller};
 use engine::ring::{Doorbell, Ring};
+use engine::rpcrdma::responder::Reduced;
 use engine::tcp::{ConnId, TcpTransport};
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -21,6 +23,7 @@ use std::time::Duration;
 pub(crate) struct ReactorState {
     id: usize,
     tcp: TcpTransport,
+    rdma: Option<RdmaServer>,
     cache: ReadCache,
     shared: Arc<Shared>,
     jobs: Arc<Ring<Job>>,
@@ -29,9 +32,9 @@ pub(crate) struct ReactorState {
     /// Jobs the full job ring handed back, oldest first.
     backlog: VecDeque<Job>,
     /// Records waiting for a buffer to answer inline.
-    retry: VecDeque<(ConnId, SocketAddr, Buf)>,
+    retry: VecDeque<(Link, SocketAddr, Buf)>,
     /// Inline replies produced while the transport was borrowed by `poll`.
-    outbox: Vec<(ConnId, Option<Buf>)>,
+    outbox: Vec<(Link, Option<Buf>)>,
     next_bell: usize,
 }
 
@@ -39,6 +42,7 @@ impl ReactorState {
     pub fn new(
         id: usize,
         tcp: TcpTransport,
+        rdma: Option<RdmaServer>,
         cache: ReadCache,
         shared: Arc<Shared>,
         jobs: Arc<Ring<Job>>,
@@ -48,6 +52,7 @@ impl ReactorState {
         ReactorState {
             id,
             tcp,
+            rdma,
             cache,
             shared,
             jobs,
@@ -76,15 +81,13 @@ impl ReactorState {
             if read_ahead {
                 continue;
             }
-            match d.reply {
-                Some(b) => {
-                    self.counters
-                        .bytes_out
-                        .fetch_add(b.len() as u64, Ordering::Relaxed);
-                    self.tcp.send_deferred(d.conn, b);
-                }
-                None => self.tcp.no_reply(d.conn),
-            }
+            send(
+                &mut self.tcp,
+                &mut self.rdma,
+                &self.counters,
+                d.conn,
+                d.reply,
+            );
             n += 1;
         }
         n
@@ -116,6 +119,7 @@ impl ReactorState {
         let ReactorState {
             id,
             tcp,
+            rdma: _,
             cache,
             shared,
             jobs,
@@ -137,6 +141,7 @@ impl ReactorState {
             counters
                 .bytes_in
                 .fetch_add(rec.len() as u64, Ordering::Relaxed);
+            let conn = Link::Tcp(conn);
             route(
                 dispatch::classify(*id, conn, peer, rec, pools, &mut hot),
                 conn,
@@ -155,7 +160,71 @@ impl ReactorState {
         n + retries
     }
 
-    fn take_record(&mut self, conn: ConnId, peer: SocketAddr, rec: Buf) {
+    /// Polls the RPC-over-RDMA transport: calls whose reduced items break the NFS
+    /// binding get GARBAGE_ARGS (RFC 8166 §6.1); the rest are classified like TCP
+    /// records.
+    fn poll_rdma(&mut self) -> usize {
+        let ReactorState {
+            id,
+            rdma,
+            cache,
+            shared,
+            jobs,
+            worker_bells,
+            counters,
+            backlog,
+            retry,
+            outbox,
+            next_bell,
+            ..
+        } = self;
+        let Some(rdma) = rdma.as_mut() else {
+            return 0;
+        };
+        let pools = &shared.reactors[*id].pools;
+        let mut hot = Hot {
+            cache,
+            gens: &shared.gens,
+            exports: &shared.exports,
+        };
+        let mut handle = |call: CallRef, peer: SocketAddr, rec: Buf, reduced: &[Reduced]| {
+            counters.ops.fetch_add(1, Ordering::Relaxed);
+            counters
+                .bytes_in
+                .fetch_add(rec.len() as u64, Ordering::Relaxed);
+            let verdict = match crate::ulb::check_call(&rec, reduced) {
+                Ok(item) => {
+                    let conn = Link::Rdma(call, item);
+                    (
+                        conn,
+                        dispatch::classify(*id, conn, peer, rec, pools, &mut hot),
+                    )
+                }
+                Err(v) => {
+                    tracing::debug!(%peer, xid = v.xid, "rdma: reduced item not DDP-eligible; GARBAGE_ARGS");
+                    let conn = Link::Rdma(call, crate::ulb::ReplyItem::None);
+                    (conn, dispatch::garbage_args(v.xid, rec, pools))
+                }
+            };
+            route(
+                verdict.1,
+                verdict.0,
+                peer,
+                jobs,
+                backlog,
+                retry,
+                outbox,
+                worker_bells,
+                next_bell,
+                counters,
+            );
+        };
+        let n = rdma.poll(&mut handle);
+        self.flush_outbox();
+        n
+    }
+
+    fn take_record(&mut self, conn: Link, peer: SocketAddr, rec: Buf) {
         let pools = &self.shared.reactors[self.id].pools;
         let mut hot = Hot {
             cache: &mut self.cache,
@@ -179,14 +248,38 @@ impl ReactorState {
 
     fn flush_outbox(&mut self) {
         for (conn, reply) in self.outbox.drain(..) {
-            match reply {
-                Some(b) => {
-                    self.counters
-                        .bytes_out
-                        .fetch_add(b.len() as u64, Ordering::Relaxed);
-                    self.tcp.send_deferred(conn, b)
-                }
-                None => self.tcp.no_reply(conn),
+            send(&mut self.tcp, &mut self.rdma, &self.counters, conn, reply);
+        }
+    }
+}
+
+/// Sends a reply (or releases the call) on the transport it came from. RDMA replies
+/// drop the record-mark slot and name their DDP-eligible data for the write chunk.
+fn send(
+    tcp: &mut TcpTransport,
+    rdma: &mut Option<RdmaServer>,
+    counters: &Counters,
+    conn: Link,
+    reply: Option<Buf>,
+) {
+    if let Some(b) = &reply {
+        counters
+            .bytes_out
+            .fetch_add(b.len() as u64, Ordering::Relaxed);
+    }
+    match (conn, reply) {
+        (Link::Tcp(c), Some(b)) => tcp.send_deferred(c, b),
+        (Link::Tcp(c), None) => tcp.no_reply(c),
+        (Link::Rdma(call, item), Some(mut b)) => {
+            if let Some(r) = rdma.as_mut() {
+                b.advance(MARK);
+                let ddp = crate::ulb::reply_data(item, &b);
+                r.reply(call, b, ddp);
+            }
+        }
+        (Link::Rdma(call, _), None) => {
+            if let Some(r) = rdma.as_mut() {
+                r.no_reply(call);
             }
         }
     }
@@ -196,12 +289,12 @@ impl ReactorState {
 #[allow(clippy::too_many_arguments)]
 fn route(
     v: Verdict,
-    conn: ConnId,
+    conn: Link,
     peer: SocketAddr,
     jobs: &Ring<Job>,
     backlog: &mut VecDeque<Job>,
-    retry: &mut VecDeque<(ConnId, SocketAddr, Buf)>,
-    outbox: &mut Vec<(ConnId, Option<Buf>)>,
+    retry: &mut VecDeque<(Link, SocketAddr, Buf)>,
+    outbox: &mut Vec<(Link, Option<Buf>)>,
     bells: &[Arc<Doorbell>],
     next_bell: &mut usize,
     counters: &Counters,
@@ -249,6 +342,7 @@ impl Poller for ReactorState {
             work += self.flush_backlog();
         }
         work += self.poll_sockets(Duration::ZERO);
+        work += self.poll_rdma();
         // One vectored write per connection for everything answered in this pass.
         self.tcp.flush();
         work
@@ -257,9 +351,11 @@ impl Poller for ReactorState {
     fn sleep(&mut self, max: Duration) {
         let bell = self.shared.reactors[self.id].bell.clone();
         bell.prepare_sleep();
+        let rdma_idle = self.rdma.as_mut().is_none_or(|r| r.arm());
         if !self.shared.reactors[self.id].done.is_empty()
             || !self.backlog.is_empty()
             || !self.retry.is_empty()
+            || !rdma_idle
         {
             bell.woke();
             return;

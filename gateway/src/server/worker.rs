@@ -5,7 +5,7 @@
 //! the owning reactor's pools, and pushes it on that reactor's completion ring. Idle
 //! workers spin briefly, then sleep on their doorbell.
 
-use super::dispatch::{Job, MARK};
+use super::dispatch::{Job, Link, MARK};
 use super::Shared;
 use crate::cache::{self, FhKey, Fill, FillData, Stamp};
 use crate::fs::FileModel;
@@ -15,7 +15,6 @@ use engine::mem::{Buf, Pools};
 use engine::reactor::spawn_pinned;
 use engine::ring::{Doorbell, Ring};
 use engine::rpc::{self, Accept};
-use engine::tcp::ConnId;
 use engine::xdr::{XdrReader, XdrWriter};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -26,7 +25,7 @@ use std::time::{Duration, Instant};
 /// reactor's read cache may learn from it. A message with no reply but a fill is a
 /// read-ahead result, not an answer to a call.
 pub(crate) struct Done {
-    pub conn: ConnId,
+    pub conn: Link,
     pub reply: Option<Buf>,
     pub fill: Option<Fill>,
 }

@@ -1,0 +1,230 @@
+//! The NFS upper-layer binding for RPC-over-RDMA (RFC 8267 §4): which NFSv3 items are
+//! DDP-eligible, checked on calls and located in replies. Nothing else may travel in a
+//! read or write chunk (R8166-58, R8267-01, R8267-10).
+//!
+//! Calls: only WRITE data (proc 7) and SYMLINK path (proc 10) may be reduced; both are
+//! the last item of their arguments, so a valid reduction is exactly one read chunk
+//! that ends the call and whose length word matches the chunk (with or without the
+//! XDR pad, RFC 8166 §3.4.5.2). Anything else is GARBAGE_ARGS (RFC 8166 §6.1, R8166-59).
+//!
+//! Replies: READ data (proc 6) and READLINK path (proc 5), each the last item of the
+//! OK arm; error arms carry none (the write chunk then comes back unused).
+
+use crate::nfs3::{NFS_PROGRAM, NFS_V3};
+use engine::rpc::{self, Accept, ReplyStatus};
+use engine::rpcrdma::responder::Reduced;
+use engine::xdr::{padded, XdrReader};
+use std::ops::Range;
+
+const READLINK: u32 = 5;
+const READ: u32 = 6;
+const WRITE: u32 = 7;
+const SYMLINK: u32 = 10;
+/// fattr3 on the wire (RFC 1813 §2.6).
+const FATTR3_LEN: usize = 84;
+
+/// The DDP-eligible result a reply to a call may carry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReplyItem {
+    None,
+    ReadData,
+    ReadlinkPath,
+}
+
+/// A call whose reduced items break the binding: answer GARBAGE_ARGS with this xid.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Violation {
+    pub xid: u32,
+}
+
+/// Checks the reduced items of a reassembled call and says which DDP item its reply
+/// may carry.
+pub fn check_call(rec: &[u8], reduced: &[Reduced]) -> Result<ReplyItem, Violation> {
+    let xid = rec
+        .get(..4)
+        .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+        .unwrap_or(0);
+    let Ok((h, _)) = rpc::decode_call(rec) else {
+        // Undecodable headers are the RPC layer's business (drop or deny); a reduced
+        // item in one can only be a violation.
+        return if reduced.is_empty() {
+            Ok(ReplyItem::None)
+        } else {
+            Err(Violation { xid })
+        };
+    };
+    let nfs3 = h.prog == NFS_PROGRAM && h.vers == NFS_V3;
+    if !reduced.is_empty() {
+        let eligible = nfs3 && (h.proc_ == WRITE || h.proc_ == SYMLINK);
+        if !eligible || reduced.len() != 1 || !ends_call(rec, reduced[0]) {
+            return Err(Violation { xid });
+        }
+    }
+    Ok(match (nfs3, h.proc_) {
+        (true, READ) => ReplyItem::ReadData,
+        (true, READLINK) => ReplyItem::ReadlinkPath,
+        _ => ReplyItem::None,
+    })
+}
+
+/// The reduced item is the call's last: it starts right after a length word that
+/// matches it and, with its pad, ends the record (R8166-52, R8166-54).
+fn ends_call(rec: &[u8], r: Reduced) -> bool {
+    let pos = r.position as usize;
+    let Some(word) = pos.checked_sub(4).and_then(|at| rec.get(at..pos)) else {
+        return false;
+    };
+    let declared = u32::from_be_bytes([word[0], word[1], word[2], word[3]]) as usize;
+    let sent = r.len as usize;
+    let len_ok = sent == declared || sent == padded(declared);
+    len_ok && pos + padded(declared) == rec.len()
+}
+
+/// Where the DDP-eligible result's data lies in an encoded reply (starting at the
+/// XID), or `None` when the reply has no such item (an error arm).
+pub fn reply_data(item: ReplyItem, reply: &[u8]) -> Option<Range<usize>> {
+    if item == ReplyItem::None {
+        return None;
+    }
+    let (_, status, at) = rpc::decode_reply(reply).ok()?;
+    if status != ReplyStatus::Accepted(Accept::Success) {
+        return None;
+    }
+    let mut r = XdrReader::new(reply);
+    r.skip(at).ok()?;
+    if r.u32().ok()? != 0 {
+        return None; // NFS error: no data arm
+    }
+    if r.bool().ok()? {
+        r.skip(FATTR3_LEN).ok()?;
+    }
+    if item == ReplyItem::ReadData {
+        r.u32().ok()?; // count
+        r.u32().ok()?; // eof
+    }
+    let len = r.u32().ok()? as usize;
+    let start = r.position();
+    (start + len <= reply.len()).then_some(start..start + len)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use engine::rpc::{write_accepted, write_call, Cred};
+    use engine::xdr::XdrWriter;
+
+    fn call(proc_: u32, args: &[u8]) -> Vec<u8> {
+        let mut b = vec![0u8; 256 + args.len()];
+        let mut w = XdrWriter::new(&mut b);
+        write_call(&mut w, 9, NFS_PROGRAM, NFS_V3, proc_, &Cred::None).unwrap();
+        let n = w.position();
+        b.truncate(n);
+        b.extend_from_slice(args);
+        b
+    }
+
+    /// WRITE args with `len` data bytes (plus pad) at the end; returns the record and
+    /// the data position.
+    fn write_args(len: usize) -> (Vec<u8>, u32) {
+        let mut a = Vec::new();
+        a.extend(8u32.to_be_bytes());
+        a.extend([1u8; 8]);
+        a.extend(0u64.to_be_bytes());
+        a.extend((len as u32).to_be_bytes());
+        a.extend(0u32.to_be_bytes());
+        a.extend((len as u32).to_be_bytes());
+        let rec = call(WRITE, &a);
+        let pos = rec.len() as u32;
+        let mut rec = rec;
+        rec.resize(rec.len() + padded(len), 7);
+        (rec, pos)
+    }
+
+    #[test]
+    fn r8166_52_write_chunk_of_item_length_or_item_plus_pad_is_accepted_others_not() {
+        let (rec, position) = write_args(5001);
+        for (len, ok) in [(5001u32, true), (5004, true), (5002, false), (5000, false)] {
+            let got = check_call(&rec, &[Reduced { position, len }]);
+            assert_eq!(got.is_ok(), ok, "{len}");
+        }
+    }
+
+    #[test]
+    fn r8166_59_r8267_01_reducing_a_lookup_name_is_garbage_args() {
+        let mut a = Vec::new();
+        a.extend(8u32.to_be_bytes());
+        a.extend([1u8; 8]);
+        a.extend(4u32.to_be_bytes());
+        a.extend(*b"name");
+        let rec = call(3, &a);
+        let position = (rec.len() - 4) as u32;
+        assert_eq!(
+            check_call(&rec, &[Reduced { position, len: 4 }]),
+            Err(Violation { xid: 9 })
+        );
+    }
+
+    #[test]
+    fn r8267_10_other_programs_never_take_chunks() {
+        let mut b = vec![0u8; 256];
+        let mut w = XdrWriter::new(&mut b);
+        write_call(&mut w, 5, 100227, 3, 1, &Cred::None).unwrap();
+        let n = w.position();
+        b.truncate(n);
+        b.extend(4u32.to_be_bytes());
+        b.extend([0u8; 4]);
+        let position = (b.len() - 4) as u32;
+        assert!(check_call(&b, &[Reduced { position, len: 4 }]).is_err());
+    }
+
+    #[test]
+    fn a_chunk_not_at_the_end_or_two_chunks_are_violations() {
+        let (rec, position) = write_args(8);
+        assert!(check_call(
+            &rec,
+            &[Reduced {
+                position: position - 4,
+                len: 8
+            }]
+        )
+        .is_err());
+        let two = [Reduced { position, len: 8 }, Reduced { position, len: 8 }];
+        assert!(check_call(&rec, &two).is_err());
+    }
+
+    #[test]
+    fn read_and_readlink_replies_locate_their_data() {
+        assert_eq!(check_call(&call(READ, &[]), &[]), Ok(ReplyItem::ReadData));
+        assert_eq!(
+            check_call(&call(READLINK, &[]), &[]),
+            Ok(ReplyItem::ReadlinkPath)
+        );
+        assert_eq!(check_call(&call(1, &[]), &[]), Ok(ReplyItem::None));
+        let mut b = vec![0u8; 512];
+        let mut w = XdrWriter::new(&mut b);
+        write_accepted(&mut w, 3, Accept::Success).unwrap();
+        w.u32(0).unwrap();
+        w.bool(true).unwrap();
+        w.opaque_fixed(&[0u8; FATTR3_LEN]).unwrap();
+        w.u32(5).unwrap();
+        w.bool(true).unwrap();
+        w.opaque_var(b"hello").unwrap();
+        let n = w.position();
+        let at = n - 8;
+        assert_eq!(reply_data(ReplyItem::ReadData, &b[..n]), Some(at..at + 5));
+        // An error arm carries nothing.
+        let mut e = vec![0u8; 64];
+        let mut w = XdrWriter::new(&mut e);
+        write_accepted(&mut w, 3, Accept::Success).unwrap();
+        w.u32(70).unwrap();
+        w.bool(false).unwrap();
+        let n = w.position();
+        assert_eq!(reply_data(ReplyItem::ReadData, &e[..n]), None);
+        // Truncated replies never produce an out-of-range item.
+        for k in 0..b.len().min(200) {
+            if let Some(r) = reply_data(ReplyItem::ReadData, &b[..k]) {
+                assert!(r.end <= k);
+            }
+        }
+    }
+}
