@@ -327,6 +327,16 @@ def pytest_generate_tests(metafunc):
         if getattr(metafunc.module, "OVER_RDMA", False):
             params.append("fs+rdma")
         metafunc.parametrize("backend", params, indirect=True)
+    if "fs_backend" in metafunc.fixturenames:
+        params = ["fs"]
+        if getattr(metafunc.module, "OVER_RDMA", False):
+            params.append("fs+rdma")
+        metafunc.parametrize("fs_backend", params, indirect=True)
+
+
+@pytest.fixture
+def fs_backend(request) -> str:
+    return request.param
 
 
 @pytest.fixture
@@ -340,5 +350,5 @@ def gw(gw_factory, backend) -> Gateway:
 
 
 @pytest.fixture
-def gw_fs(gw_factory) -> Gateway:
-    return gw_factory(backend="fs")
+def gw_fs(gw_factory, fs_backend) -> Gateway:
+    return gw_factory(backend=fs_backend)
