@@ -95,6 +95,8 @@ struct Raw {
     peer: PrivData,
     sends_seen: Vec<usize>,
     swi: usize,
+    /// Messages polled but not yet returned by `recv`.
+    inbox: std::collections::VecDeque<Vec<u8>>,
 }
 
 impl Raw {
@@ -128,6 +130,7 @@ impl Raw {
             peer: PrivData::ABSENT,
             sends_seen: Vec::new(),
             swi: 0,
+            inbox: Default::default(),
         };
         for i in 0..nrecv {
             raw.post_recv(i);
@@ -205,6 +208,9 @@ impl Raw {
             invalidated: None,
         }; 16];
         loop {
+            if let Some(m) = self.inbox.pop_front() {
+                return Some(m);
+            }
             while let Some(ev) = self.f.poll_cm() {
                 if let CmEvent::Disconnected { .. } = ev {
                     self.disconnected = true;
@@ -223,7 +229,10 @@ impl Raw {
                     self.swi += 1;
                 }
                 self.post_recv(i);
-                return Some(msg);
+                self.inbox.push_back(msg);
+            }
+            if let Some(m) = self.inbox.pop_front() {
+                return Some(m);
             }
             if self.disconnected || Instant::now() > deadline {
                 return None;
@@ -309,6 +318,10 @@ fn call_inline(raw: &mut Raw, xid: u32, prog: u32, proc_: u32, args: &[u8]) -> V
         panic!("expected a message, got {h:?}")
     };
     assert_eq!(fixed.xid, xid);
+    assert!(
+        fixed.credit >= 1,
+        "R8166-24: every reply grants at least one credit"
+    );
     let (rx, st, at) = rpc::decode_reply(&payload).unwrap();
     assert_eq!(rx, xid);
     assert_eq!(st, rpc::ReplyStatus::Accepted(rpc::Accept::Success));
@@ -431,7 +444,7 @@ fn null_ok(addr: SocketAddr) {
 }
 
 #[test]
-fn write_and_read_through_chunks_r8166_64_65_66_r8166_52() {
+fn r8166_13_52_63_64_65_66_67_write_and_read_through_chunks() {
     let gw = Gw::start(4096);
     let mut raw = Raw::connect(gw.rdma, None);
     let root = mount(&mut raw);
@@ -546,7 +559,7 @@ fn r8166_04_r8166_06_r8166_09_r8166_10_r8166_20_r8166_23_headers_on_a_live_conne
 }
 
 #[test]
-fn r8166_38_long_call_and_r8166_39_42_long_reply_through_the_reply_chunk() {
+fn r8166_33_34_38_39_40_42_44_r8267_07_long_call_and_long_reply_through_the_reply_chunk() {
     let gw = Gw::start(1024);
     let mut raw = Raw::connect(gw.rdma, None);
     let root = mount(&mut raw);
@@ -617,7 +630,7 @@ fn r8166_38_long_call_and_r8166_39_42_long_reply_through_the_reply_chunk() {
 }
 
 #[test]
-fn r8166_59_reducing_a_lookup_name_is_garbage_args() {
+fn r8166_59_r8267_01_reducing_a_lookup_name_is_garbage_args() {
     let gw = Gw::start(4096);
     let mut raw = Raw::connect(gw.rdma, None);
     let root = mount(&mut raw);
@@ -644,7 +657,7 @@ fn r8166_59_reducing_a_lookup_name_is_garbage_args() {
 }
 
 #[test]
-fn r8797_14_no_send_with_invalidate_unless_both_set_r_and_r8797_12_with_it() {
+fn r8797_12_13_14_send_with_invalidate_only_when_both_set_r() {
     let gw = Gw::start(4096);
     for (r_bit, expect) in [(false, 0usize), (true, 1)] {
         let mut raw = Raw::connect(
@@ -667,7 +680,7 @@ fn r8797_14_no_send_with_invalidate_unless_both_set_r_and_r8797_12_with_it() {
 }
 
 #[test]
-fn bad_rkey_breaks_only_that_connection_and_r8166_75_retransmission_gets_err_chunk() {
+fn r8166_75_bad_rkey_breaks_only_that_connection_and_the_retransmission_gets_err_chunk() {
     let gw = Gw::start(4096);
     let mut good = Raw::connect(gw.rdma, None);
     let root = mount(&mut good);
@@ -818,4 +831,90 @@ fn malformed_headers_from_a_fuzzer_never_stop_the_gateway() {
     drop(raw);
     null_ok(gw.rdma);
     gw.assert_buffers_back();
+}
+
+#[test]
+fn r8166_24_28_30_35_exactly_one_reply_per_call_within_the_grant_and_threshold() {
+    let gw = Gw::start(4096);
+    let mut raw = Raw::connect(
+        gw.rdma,
+        Some(PrivData {
+            send_size: 4096,
+            recv_size: 4096,
+            remote_invalidate: false,
+        }),
+    );
+    let root = mount(&mut raw);
+    // 16 calls in flight (our Receives), each answered exactly once.
+    for x in 0..16u32 {
+        let mut a = Vec::new();
+        xdr_opaque(&mut a, &root);
+        raw.send(&msg(
+            200 + x,
+            &Chunks::default(),
+            &rpc_call(200 + x, NFS, 1, &a),
+        ));
+    }
+    let mut xids = Vec::new();
+    let mut grants = Vec::new();
+    while let Some(m) = raw.recv(Duration::from_millis(300)) {
+        let (h, _, _) = parse(&m);
+        let Header::Msg { fixed, .. } = h else {
+            panic!()
+        };
+        xids.push(fixed.xid);
+        grants.push(fixed.credit);
+    }
+    xids.sort();
+    assert_eq!(
+        xids,
+        (200..216).collect::<Vec<u32>>(),
+        "one reply per call, no extra Send"
+    );
+    // Grants never exceed the 32 configured credits (Receives posted first) nor drop to 0.
+    assert!(grants.iter().all(|&g| (1..=32).contains(&g)), "{grants:?}");
+    assert!(raw.sends_seen.iter().all(|&n| n <= 4096), "R8166-35");
+}
+
+#[test]
+fn r8797_11_a_reconnect_uses_the_newly_advertised_thresholds() {
+    let gw = Gw::start(4096);
+    let data = pattern(3000, 9);
+    let mut fh = Vec::new();
+    for (recv, fits) in [(1024usize, false), (4096, true), (1024, false)] {
+        let mut raw = Raw::connect(
+            gw.rdma,
+            Some(PrivData {
+                send_size: 4096,
+                recv_size: recv,
+                remote_invalidate: false,
+            }),
+        );
+        if fh.is_empty() {
+            let root = mount(&mut raw);
+            fh = create(&mut raw, 2, &root, "thresh");
+            write_chunked(&mut raw, 3, &fh, &data, 3000);
+        }
+        // READ 3000 bytes inline (empty write list, no reply chunk): fits only a 4 KiB
+        // reply threshold; at 1 KiB the gateway must answer ERR_CHUNK, never over-send.
+        raw.send(&msg(
+            9,
+            &Chunks::default(),
+            &rpc_call(9, NFS, 6, &read_args(&fh, 0, 3000)),
+        ));
+        let r = raw.recv(Duration::from_secs(5)).unwrap();
+        assert!(
+            r.len() <= recv,
+            "a Send of {} bytes to a {recv}-byte client",
+            r.len()
+        );
+        let (h, _, payload) = parse(&r);
+        match h {
+            Header::Msg { .. } => {
+                assert!(fits, "inline reply at {recv}");
+                assert!(payload.ends_with(&data));
+            }
+            Header::Error { .. } => assert!(!fits, "ERR_CHUNK at {recv}"),
+        }
+    }
 }

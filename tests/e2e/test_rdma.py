@@ -58,7 +58,7 @@ def test_null_and_getattr_over_rdma(gw_rdma):
         assert out["ops"] == 20000 and out["errors"] == 0, out
 
 
-def test_client_killed_mid_transfer_then_gateway_still_serves(gw_rdma):
+def test_r8166_81_client_killed_mid_transfer_then_gateway_still_serves_rdma_and_tcp(gw_rdma):
     p = subprocess.Popen([str(BENCH), "--target", f"rdma://127.0.0.1:{gw_rdma.rdma_port}",
                           "--workload", "seqwrite", "--bs", str(1 << 20), "--qd", "8", "--duration", "30",
                           "--file", "killed.dat"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
