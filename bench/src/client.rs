@@ -1,21 +1,19 @@
-//! A minimal synchronous NFSv3/MOUNT requester over TCP for `bench`, built on the
+//! A minimal synchronous NFSv3/MOUNT requester for `bench` (over any [`Transport`]), built on the
 //! engine's XDR and RPC codecs. Calls are pipelined: `send_*` returns the xid, `recv`
 //! returns the next reply in arrival order.
 
+use crate::transport::{Target, Transport};
 use engine::rpc::{self, Accept, AuthSys, Cred, ReplyStatus};
 use engine::xdr::{XdrReader, XdrWriter};
-use std::io::{Read, Write};
-use std::net::TcpStream;
 
 const NFS: u32 = 100003;
 const MOUNT: u32 = 100005;
 
 pub struct Conn {
-    s: TcpStream,
+    t: Box<dyn Transport>,
     xid: u32,
     cred: Cred,
     out: Vec<u8>,
-    inbuf: Vec<u8>,
 }
 
 /// The deterministic content bench writes, so reads can be verified.
@@ -36,16 +34,51 @@ impl Pattern {
         (x >> ((off % 8) * 8)) as u8
     }
 
+    /// The eight pattern bytes of the aligned word holding `off`.
+    fn word(&self, off: u64) -> [u8; 8] {
+        ((off / 8).wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ self.seed).to_le_bytes()
+    }
+
     pub fn fill(&self, off: u64, dst: &mut [u8]) {
-        for (i, b) in dst.iter_mut().enumerate() {
+        let head = ((8 - off % 8) % 8).min(dst.len() as u64) as usize;
+        let (a, rest) = dst.split_at_mut(head);
+        for (i, b) in a.iter_mut().enumerate() {
             *b = self.byte(off + i as u64);
+        }
+        let mut at = off + head as u64;
+        let mut words = rest.chunks_exact_mut(8);
+        for w in &mut words {
+            w.copy_from_slice(&self.word(at));
+            at += 8;
+        }
+        for (i, b) in words.into_remainder().iter_mut().enumerate() {
+            *b = self.byte(at + i as u64);
         }
     }
 
     pub fn check(&self, off: u64, data: &[u8]) -> bool {
-        data.iter()
+        let head = ((8 - off % 8) % 8).min(data.len() as u64) as usize;
+        let (a, rest) = data.split_at(head);
+        if !a
+            .iter()
             .enumerate()
             .all(|(i, &b)| b == self.byte(off + i as u64))
+        {
+            return false;
+        }
+        let at = off + head as u64;
+        let words = rest.chunks_exact(8);
+        let tail = words.remainder();
+        let mut w_at = at;
+        for w in words {
+            if w != self.word(w_at) {
+                return false;
+            }
+            w_at += 8;
+        }
+        tail.iter()
+            .enumerate()
+            .all(|(i, &b)| b == self.byte(w_at + i as u64))
     }
 }
 
@@ -75,15 +108,14 @@ pub fn parse_read(body: &[u8]) -> anyhow::Result<&[u8]> {
 }
 
 impl Conn {
-    pub fn connect(addr: &str) -> anyhow::Result<Conn> {
-        let s = TcpStream::connect(addr)?;
-        s.set_nodelay(true)?;
+    pub fn connect(target: &Target) -> anyhow::Result<Conn> {
         Ok(Conn {
-            s,
-            xid: 1,
+            t: target.connect()?,
+            // A random first XID: a server's duplicate request cache must not take a
+            // new run's calls for retransmissions of an old one.
+            xid: rand::random(),
             cred: Cred::Sys(AuthSys::new(0, 0, &[])),
             out: vec![0u8; (1 << 20) + 4096],
-            inbuf: Vec::with_capacity((1 << 20) + 4096),
         })
     }
 
@@ -99,32 +131,29 @@ impl Conn {
         rpc::write_call(&mut w, xid, prog, 3, proc_, &self.cred)?;
         args(&mut w)?;
         let n = w.position();
-        let mark = 0x8000_0000u32 | (n as u32 - 4);
-        self.out[..4].copy_from_slice(&mark.to_be_bytes());
-        self.s.write_all(&self.out[..n])?;
+        self.t.send(&mut self.out[..n])?;
         Ok(xid)
     }
 
-    /// Reads the next reply; returns its xid and the procedure results.
-    pub fn recv(&mut self) -> anyhow::Result<(u32, Vec<u8>)> {
-        self.inbuf.clear();
-        loop {
-            let mut m = [0u8; 4];
-            self.s.read_exact(&mut m)?;
-            let mark = u32::from_be_bytes(m);
-            let len = (mark & 0x7fff_ffff) as usize;
-            let at = self.inbuf.len();
-            self.inbuf.resize(at + len, 0);
-            self.s.read_exact(&mut self.inbuf[at..])?;
-            if mark & 0x8000_0000 != 0 {
-                break;
-            }
-        }
-        let (xid, st, off) = rpc::decode_reply(&self.inbuf)?;
-        if st != ReplyStatus::Accepted(Accept::Success) {
-            anyhow::bail!("call {xid} rejected: {st:?}");
-        }
-        Ok((xid, self.inbuf[off..].to_vec()))
+    /// Reads the next reply; returns its xid and the procedure results, or why the call
+    /// failed (rejected by the server, or lost by the transport).
+    pub fn recv(&mut self) -> anyhow::Result<(u32, anyhow::Result<Vec<u8>>)> {
+        let (xid, rec) = self.t.recv()?;
+        let body = match rec {
+            Err(e) => Err(anyhow::anyhow!("call {xid}: {e}")),
+            Ok(rec) => match rpc::decode_reply(&rec) {
+                Err(e) => Err(anyhow::anyhow!("call {xid}: bad reply: {e}")),
+                Ok((_, st, _)) if st != ReplyStatus::Accepted(Accept::Success) => {
+                    Err(anyhow::anyhow!("call {xid} rejected: {st:?}"))
+                }
+                Ok((_, _, off)) => {
+                    let mut rec = rec;
+                    rec.drain(..off);
+                    Ok(rec)
+                }
+            },
+        };
+        Ok((xid, body))
     }
 
     fn call(
@@ -136,7 +165,7 @@ impl Conn {
         let xid = self.send(prog, proc_, args)?;
         let (rx, body) = self.recv()?;
         anyhow::ensure!(rx == xid, "reply xid {rx} for call {xid}");
-        Ok(body)
+        body
     }
 
     pub fn mount(&mut self, path: &str) -> anyhow::Result<Vec<u8>> {
@@ -157,6 +186,14 @@ impl Conn {
             0 => Ok(Some(r.opaque_var(64)?.to_vec())),
             2 => Ok(None),
             st => anyhow::bail!("LOOKUP {name} failed: nfsstat3 {st}"),
+        }
+    }
+
+    /// The handle of `name`, created (empty) if missing; existing data is kept.
+    pub fn lookup_or_create(&mut self, dir: &[u8], name: &str) -> anyhow::Result<Vec<u8>> {
+        match self.lookup(dir, name)? {
+            Some(fh) => Ok(fh),
+            None => self.create(dir, name),
         }
     }
 
@@ -210,6 +247,7 @@ impl Conn {
             pat.fill(off, &mut buf[..n]);
             self.send_write(&fh, off, &buf[..n])?;
             let (_, body) = self.recv()?;
+            let body = body?;
             anyhow::ensure!(
                 status(&body) == 0,
                 "WRITE failed: nfsstat3 {}",

@@ -1,0 +1,122 @@
+//! RPC-over-RDMA connections for `bench` and the bridge: a [`Pipe`] over
+//! `engine::rdma::client::RdmaClient` on the chosen fabric provider, with every call
+//! shaped by the NFS upper-layer binding (`crate::ulb`).
+//!
+//! The RDMA client assigns its own XIDs (they name its buffer slots), so the pipe keeps
+//! a map from the client's XID back to the caller's and reports replies under the
+//! caller's XID (the reply bytes still start with the transport's XID: consumers must
+//! use the XID they are given).
+
+use crate::pipe::{OnReply, Pipe, SubmitFail};
+use crate::transport::Provider;
+use crate::ulb;
+use engine::fabric::soft::SoftFabric;
+use engine::fabric::Fabric;
+use engine::rdma::client::{ClientOptions, RdmaClient, RpcRdmaError, SubmitError};
+use engine::xdr::padded;
+use std::collections::HashMap;
+use std::io;
+use std::net::SocketAddr;
+
+/// Credits requested per connection (the gateway grants 128 by default).
+pub const DEFAULT_CREDITS: u32 = 128;
+/// Largest READ/WRITE payload per call (the gateway's rtmax/wtmax).
+pub const MAX_IO: usize = 1 << 20;
+/// Largest Reply chunk per call (long READDIR/READDIRPLUS and MOUNT replies).
+pub const MAX_REPLY_CHUNK: usize = 256 << 10;
+
+/// A fabric instance of `provider` (one per connection: a fabric is one polled device
+/// context).
+pub fn open_fabric(provider: Provider) -> io::Result<Box<dyn Fabric>> {
+    match provider {
+        Provider::Soft => Ok(Box::new(SoftFabric::new()?)),
+        Provider::Verbs => Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "the verbs provider is not available in this build (only soft)",
+        )),
+    }
+}
+
+/// One RPC-over-RDMA connection as a [`Pipe`].
+pub struct RdmaPipe {
+    c: RdmaClient,
+    /// Transport XID → caller's XID of every call in flight.
+    xids: HashMap<u32, u32>,
+}
+
+impl RdmaPipe {
+    pub fn connect(addr: SocketAddr, provider: Provider, credits: u32) -> io::Result<RdmaPipe> {
+        let fabric = open_fabric(provider)?;
+        let opts = ClientOptions {
+            credits,
+            max_io: MAX_IO,
+            max_reply_chunk: MAX_REPLY_CHUNK,
+            ..ClientOptions::default()
+        };
+        let c = RdmaClient::connect(fabric, addr, opts).map_err(|e| {
+            io::Error::new(e.kind(), format!("RPC-over-RDMA connect to {addr}: {e}"))
+        })?;
+        Ok(RdmaPipe {
+            c,
+            xids: HashMap::with_capacity(credits as usize),
+        })
+    }
+}
+
+impl Pipe for RdmaPipe {
+    fn try_submit(&mut self, call: &[u8]) -> Result<bool, SubmitFail> {
+        let Some(xid) = crate::pipe::xid_of(call) else {
+            return Err(SubmitFail::Call("call shorter than an XID".into()));
+        };
+        let mut shape = ulb::call_shape(call);
+        // Stay within this client's buffers: a server never returns more than its
+        // rtmax (= MAX_IO for the gateway) or its directory reply cap.
+        if let Some(w) = shape.write_chunk.as_mut() {
+            *w = (*w).min(MAX_IO as u32);
+        }
+        let w = padded(shape.write_chunk.unwrap_or(0) as usize);
+        shape.max_reply = shape.max_reply.min(MAX_REPLY_CHUNK + w);
+        match self.c.submit(call, &shape) {
+            Ok(tx) => {
+                self.xids.insert(tx, xid);
+                Ok(true)
+            }
+            Err(SubmitError::Busy) => Ok(false),
+            Err(e @ (SubmitError::TooLarge | SubmitError::Plan(_))) => {
+                Err(SubmitFail::Call(e.to_string()))
+            }
+            Err(e) => Err(SubmitFail::Conn(io::Error::new(
+                io::ErrorKind::ConnectionAborted,
+                e.to_string(),
+            ))),
+        }
+    }
+
+    fn poll(&mut self, on_reply: &mut OnReply) -> io::Result<usize> {
+        let xids = &mut self.xids;
+        let mut lost = false;
+        let mut n = 0;
+        self.c.poll(&mut |tx, r| {
+            let Some(xid) = xids.remove(&tx) else {
+                return;
+            };
+            match r {
+                Ok(rep) => on_reply(xid, Ok(rep)),
+                Err(RpcRdmaError::Disconnected) => lost = true,
+                Err(e) => on_reply(xid, Err(format!("RPC-over-RDMA: {e}"))),
+            }
+            n += 1;
+        })?;
+        if lost || !self.c.is_connected() {
+            return Err(io::Error::new(
+                io::ErrorKind::ConnectionAborted,
+                "RPC-over-RDMA connection lost",
+            ));
+        }
+        Ok(n)
+    }
+
+    fn in_flight(&self) -> usize {
+        self.xids.len()
+    }
+}

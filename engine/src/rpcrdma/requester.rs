@@ -1,0 +1,2296 @@
+//! The requester (client) side of RPC-over-RDMA version 1 as a sans-IO core: credit
+//! accounting, call building (Short / Chunked / Long) and reply validation and
+//! reassembly. No fabric and no I/O: bytes and the caller's memory descriptions in,
+//! headers, gather lists and reassembly instructions out. `crate::rdma::client` drives
+//! it over a `crate::fabric::Fabric`.
+//!
+//! # Flow of one RPC
+//! 1. [`Credits::can_send`] (R8166-25/27).
+//! 2. [`plan`] decides the message class and what memory must be registered: the read
+//!    chunk source (a range of the call), the write chunk and the reply chunk sizes
+//!    (RFC 8166 §3.5, digest §2.4).
+//! 3. The caller registers those areas and hands their [`Segment`]s to
+//!    [`encode_header`], then posts one Send gathering the header and
+//!    [`CallPlan::inline_parts`] (slices of the call, no copy), then
+//!    [`Credits::on_send`].
+//! 4. Every received message goes through [`classify`]; messages that are not a
+//!    usable reply or RDMA_ERROR are [`Received::Discard`]ed without any answer
+//!    (RFC 8166 §4.5: a requester never sends RDMA_ERROR, R8166-15).
+//! 5. A reply whose XID is pending goes through [`check_reply`] (after the caller has
+//!    invalidated the call's registrations, R8166-72) which validates the echoed chunks
+//!    against what the call [`Offered`] and returns a [`ReplyLayout`]; [`assemble`]
+//!    (or the caller, in place) rebuilds the RPC reply. [`Credits::on_reply`] takes the
+//!    grant.
+//!
+//! # Reply reassembly assumptions
+//! A call offers at most one write chunk, for one DDP-eligible result item (enough for
+//! NFSv3 READ / READLINK and for an NFSv4 COMPOUND with one READ-class op). Where the
+//! item sits in the reply is said by [`ResultAt`]:
+//! - [`ResultAt::Last`] (default): the item is the last XDR item of the reply (NFSv3
+//!   READ3resok.data, READLINK3resok.data). When the echoed write chunk carries data,
+//!   the reduced payload must end with the item's length word and that word must equal
+//!   the bytes written (else [`RpcRdmaError::LengthMismatch`], R8166-54/60); the data
+//!   and its XDR pad are appended. When the chunk comes back unused nothing can be
+//!   checked without the ULP (R8166-61 needs [`ResultAt::Locate`]).
+//! - [`ResultAt::Locate`]: a ULP function finds the item's length word in the reduced
+//!   reply (or says the reply's union arm carries no item). Then data written although
+//!   no item exists fails with [`RpcRdmaError::NotEligible`] (R8166-60), an item inline
+//!   although a non-empty write chunk was offered fails with
+//!   [`RpcRdmaError::InlineDespiteChunk`] (R8166-61), and the data is spliced right
+//!   after the length word, with whatever follows the item moved behind data and pad.
+//!
+//! The write chunk's data is taken contiguously from the start of the caller's write
+//! buffer: the segments the caller registered must be consecutive pieces of that buffer
+//! in list order, and the responder must fill segment 0 first (RFC 8166 §3.4.6); an
+//! echo whose lengths leave a hole fails the RPC. A Long call puts the whole, unreduced
+//! call in the Position-Zero Read chunk (no extra read chunks inside a Long call).
+
+use std::ops::Range;
+
+use super::privdata::Thresholds;
+use super::wire::{
+    self, chunk_len, Chunks, DecodeError, ErrBody, Fixed, Header, Limits, ReadSegment, Segment,
+};
+use crate::rpc::MSG_REPLY;
+use crate::xdr::{pad_len, padded, XdrWriter};
+
+/// Most credits a requester asks for (and so the largest grant it honours).
+pub const MAX_CREDITS: u32 = 1024;
+/// Segments per chunk a requester emits: the limit every server must accept
+/// (RFC 8267 §6.4.2, R8267-23).
+pub const MAX_SEGMENTS: usize = 16;
+/// Fixed words plus three empty chunk lists.
+const EMPTY_HEADER: usize = wire::MIN_HEADER;
+/// Bytes one read segment adds to a header (`1 P H L OO`).
+const READ_SEG_BYTES: usize = 24;
+
+fn word(b: &[u8], at: usize) -> Option<u32> {
+    let w = b.get(at..at.checked_add(4)?)?;
+    Some(u32::from_be_bytes([w[0], w[1], w[2], w[3]]))
+}
+
+// ---------------------------------------------------------------------------------
+// Credits
+// ---------------------------------------------------------------------------------
+
+/// Forward-channel credit accounting of one connection (RFC 8166 §3.3.1, §3.3.3).
+///
+/// Calls in flight never exceed [`Credits::limit`] = min(requested, latest grant)
+/// (R8166-25); before the first valid reply the limit is one (R8166-27); a grant is
+/// clamped to `[1, requested]` so a grant of 0 cannot deadlock and a wild value cannot
+/// overrun our receive buffers (R8166-31); a lowered grant applies from the next send
+/// (R8166-26). Only replies matched to a pending call carry a usable grant: the caller
+/// must not feed grants of discarded messages (R8167-04).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Credits {
+    requested: u32,
+    grant: Option<u32>,
+    in_flight: u32,
+}
+
+impl Credits {
+    /// A fresh connection asking for `requested` credits (clamped to
+    /// `[1, MAX_CREDITS]`); one call may be sent until a reply arrives (R8166-27).
+    pub fn new(requested: u32) -> Credits {
+        Credits {
+            requested: requested.clamp(1, MAX_CREDITS),
+            grant: None,
+            in_flight: 0,
+        }
+    }
+
+    /// The value for `rdma_credit` in our calls (RFC 8166 §3.3.1).
+    pub fn requested(&self) -> u32 {
+        self.requested
+    }
+
+    /// The latest (clamped) grant, `None` before the first valid reply.
+    pub fn grant(&self) -> Option<u32> {
+        self.grant
+    }
+
+    /// Calls that may be outstanding now: 1 before the first reply (R8166-27), then
+    /// min(requested, latest grant) (R8166-25).
+    pub fn limit(&self) -> u32 {
+        match self.grant {
+            None => 1,
+            Some(g) => g.min(self.requested),
+        }
+    }
+
+    /// Calls sent and not yet answered.
+    pub fn in_flight(&self) -> u32 {
+        self.in_flight
+    }
+
+    /// Whether one more call may be sent (R8166-25).
+    pub fn can_send(&self) -> bool {
+        self.in_flight < self.limit()
+    }
+
+    /// Accounts one sent call. Returns `false`, changing nothing, when no credit is
+    /// available: the caller must not send (R8166-25).
+    pub fn on_send(&mut self) -> bool {
+        if !self.can_send() {
+            return false;
+        }
+        self.in_flight += 1;
+        true
+    }
+
+    /// Accounts the reply (or RDMA_ERROR) to one pending call carrying `grant`: one call
+    /// fewer in flight, and the grant, clamped to `[1, requested]`, becomes the latest
+    /// (R8166-26, 31). Lowering below the calls in flight is fine: no new call goes out
+    /// until enough replies came back.
+    pub fn on_reply(&mut self, grant: u32) {
+        self.in_flight = self.in_flight.saturating_sub(1);
+        self.grant = Some(grant.clamp(1, self.requested));
+    }
+
+    /// A call that will never be answered on this connection stops counting (only for
+    /// connection loss; an abandoned call keeps its credit until its reply arrives).
+    pub fn forget(&mut self) {
+        self.in_flight = self.in_flight.saturating_sub(1);
+    }
+
+    /// Connection (re-)established: back to one credit and nothing in flight
+    /// (RFC 8166 §3.3.3, digest §2.11).
+    pub fn reset(&mut self) {
+        self.grant = None;
+        self.in_flight = 0;
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// Call building
+// ---------------------------------------------------------------------------------
+
+/// Where the DDP-eligible result item sits in a (reduced) reply. See the module docs.
+#[derive(Debug, Clone, Copy, Default)]
+pub enum ResultAt {
+    /// The item is the last XDR item of the reply (NFSv3 READ and READLINK).
+    #[default]
+    Last,
+    /// ULP parser: given the reduced RPC reply (starting at its XID), the offset of the
+    /// item's length word, or `None` when the reply's union arm carries no item (an
+    /// error status, say). Must not panic on any input.
+    Locate(fn(&[u8]) -> Option<usize>),
+}
+
+/// What the ULP knows about one call, for [`plan`] (RFC 8166 §3.5, RFC 8267 §3–4).
+#[derive(Debug, Clone, Default)]
+pub struct CallShape {
+    /// Byte range in the call of a DDP-eligible argument's data: after its 4-byte
+    /// length word (which must equal the range length), its XDR pad follows it in the
+    /// call. `None` (or an empty range): nothing may be reduced.
+    pub reduce: Option<Range<usize>>,
+    /// Largest DDP-eligible result in bytes (e.g. NFSv3 READ `count`), without pad room
+    /// (R8166-62). `None` or `Some(0)`: no write chunk, results come inline.
+    pub write_chunk: Option<u32>,
+    /// Largest possible whole RPC reply (header, verifier, results with the eligible
+    /// item inline and padded), per the ULB (RFC 8267 §3). Each union arm without the
+    /// item must fit in `max_reply - padded(write_chunk)`.
+    pub max_reply: usize,
+    /// Where the eligible result item is in the reply.
+    pub result: ResultAt,
+}
+
+impl CallShape {
+    /// A call with nothing DDP-eligible whose reply is at most `max_reply` bytes.
+    pub fn new(max_reply: usize) -> CallShape {
+        CallShape {
+            max_reply,
+            ..CallShape::default()
+        }
+    }
+
+    /// Marks `data` (bytes after a length word) as the reducible argument.
+    pub fn with_reduce(mut self, data: Range<usize>) -> CallShape {
+        self.reduce = Some(data);
+        self
+    }
+
+    /// Asks for a write chunk of `max_item` bytes for the eligible result.
+    pub fn with_write_chunk(mut self, max_item: u32) -> CallShape {
+        self.write_chunk = Some(max_item);
+        self
+    }
+
+    /// Says where the eligible result is.
+    pub fn with_result(mut self, at: ResultAt) -> CallShape {
+        self.result = at;
+        self
+    }
+}
+
+/// Message size classes (RFC 8166 §3.5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CallClass {
+    /// RDMA_MSG with the whole call inline.
+    Short,
+    /// RDMA_MSG with the eligible argument reduced into a read chunk.
+    Chunked,
+    /// RDMA_NOMSG with the whole call in a Position-Zero Read chunk.
+    Long,
+}
+
+/// The read chunk of a call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReadChunkPlan {
+    /// Offset of the item in the unreduced payload, a multiple of 4 (R8166-46); 0 for
+    /// the PZRC (R8166-37).
+    pub position: u32,
+    /// Bytes of the call the responder pulls: the item without its pad (R8166-51) or,
+    /// for a Long call, the whole call (a complete XDR stream, R8166-40). The caller
+    /// registers exactly these bytes for REMOTE_READ.
+    pub source: Range<usize>,
+}
+
+/// What [`plan`] decided for one call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallPlan {
+    /// The XID (word 0 of the call), also `rdma_xid` (R8166-02).
+    pub xid: u32,
+    pub class: CallClass,
+    /// The read chunk (Chunked) or PZRC (Long).
+    pub read: Option<ReadChunkPlan>,
+    /// Bytes of the write chunk to register for REMOTE_WRITE (0: none).
+    pub write_len: u32,
+    /// Bytes of the reply chunk to register for REMOTE_WRITE (0: none).
+    pub reply_len: u32,
+    inline: [Range<usize>; 2],
+    send_limit: usize,
+    header_len: usize,
+}
+
+/// Why a call cannot be planned or its header encoded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PlanError {
+    /// The call is shorter than an XID or not a whole number of XDR words (R8166-40).
+    BadCall,
+    /// `reduce` is not 4-aligned, runs past the call, or is not preceded by a length
+    /// word equal to its length (R8166-54).
+    BadReduce,
+    /// A chunk exceeds the size limit, or even the Long-call header does not fit the
+    /// call threshold.
+    TooLarge,
+    /// The segments given to [`encode_header`] do not match the plan (missing, extra,
+    /// wrong total length, or more than [`MAX_SEGMENTS`]); or with them the Send would
+    /// exceed the call threshold.
+    Segments,
+    /// The header output buffer is too small.
+    HeaderBuffer,
+}
+
+impl std::fmt::Display for PlanError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let s = match self {
+            PlanError::BadCall => "RPC call is not a whole XDR message",
+            PlanError::BadReduce => "reducible range does not name an XDR opaque's data",
+            PlanError::TooLarge => "call or chunk exceeds the transport limits",
+            PlanError::Segments => "segments do not match the call plan",
+            PlanError::HeaderBuffer => "header buffer too small",
+        };
+        f.write_str(s)
+    }
+}
+
+impl std::error::Error for PlanError {}
+
+/// Header bytes of a write list with one one-segment chunk (or none).
+fn write_list_bytes(present: bool) -> usize {
+    if present {
+        8 + 16
+    } else {
+        0
+    }
+}
+
+/// Decides how one call goes on the wire (RFC 8166 §3.5.2–3.5.3, §4.3; digest §2.4).
+///
+/// - Write chunk: present iff `shape.write_chunk` is non-zero, sized exactly to the
+///   largest result, no pad room (R8166-62).
+/// - Reply chunk: present iff the reply header (with the echoed write chunk) plus the
+///   largest reduced reply can exceed the reply threshold, sized to that reduced reply
+///   rounded up to XDR words (R8166-41).
+/// - Class: Short when header + call fit the call threshold; else Chunked when the
+///   reducible argument, reduced, makes it fit (position = its offset in the unreduced
+///   payload, R8166-46; chunk length without pad, R8166-51; item and pad removed from
+///   the inline payload, R8166-53; its length word stays inline, R8166-54); else Long:
+///   RDMA_NOMSG with the whole call in a Position-Zero Read chunk (R8166-36/37).
+///
+/// Header sizes assume one segment per chunk (one registration per area); the
+/// [`encode_header`] check catches callers that use more.
+pub fn plan(
+    call: &[u8],
+    shape: &CallShape,
+    t: &Thresholds,
+    limits: &Limits,
+) -> Result<CallPlan, PlanError> {
+    if call.len() < 4 || !call.len().is_multiple_of(4) || call.len() > u32::MAX as usize {
+        return Err(PlanError::BadCall);
+    }
+    let xid = word(call, 0).ok_or(PlanError::BadCall)?;
+    let reduce = match &shape.reduce {
+        Some(r) if !r.is_empty() => {
+            let ok = r.start >= 4
+                && r.start.is_multiple_of(4)
+                && r.end <= call.len()
+                && padded(r.end) <= call.len()
+                && word(call, r.start - 4) == Some((r.end - r.start) as u32);
+            if !ok {
+                return Err(PlanError::BadReduce);
+            }
+            Some(r.clone())
+        }
+        Some(r) if r.start > call.len() => return Err(PlanError::BadReduce),
+        _ => None,
+    };
+    let max_chunk = limits.max_chunk_bytes;
+    let write_len = shape.write_chunk.unwrap_or(0);
+    if write_len as u64 > max_chunk {
+        return Err(PlanError::TooLarge);
+    }
+    let wlist = write_list_bytes(write_len > 0);
+    // Largest reply with the eligible item (and its pad) reduced away.
+    let reduced_reply = shape.max_reply.saturating_sub(padded(write_len as usize));
+    let reply_len = if EMPTY_HEADER + wlist + reduced_reply > t.recv {
+        let n = padded(reduced_reply);
+        if n as u64 > max_chunk {
+            return Err(PlanError::TooLarge);
+        }
+        n
+    } else {
+        0
+    };
+    let rchunk = if reply_len > 0 { 8 + 16 } else { 0 };
+    let base = EMPTY_HEADER + wlist + rchunk;
+    let send = t.send;
+    let (class, read, inline, header_len) = if base + call.len() <= send {
+        (CallClass::Short, None, [0..call.len(), 0..0], base)
+    } else if let Some(r) = reduce.filter(|r| {
+        base + READ_SEG_BYTES + call.len() - padded(r.end) + r.start <= send
+            && (r.len() as u64) <= max_chunk
+    }) {
+        let inline = [0..r.start, padded(r.end)..call.len()];
+        let read = ReadChunkPlan {
+            position: r.start as u32,
+            source: r,
+        };
+        (
+            CallClass::Chunked,
+            Some(read),
+            inline,
+            base + READ_SEG_BYTES,
+        )
+    } else {
+        if base + READ_SEG_BYTES > send || call.len() as u64 > max_chunk {
+            return Err(PlanError::TooLarge);
+        }
+        let read = ReadChunkPlan {
+            position: 0,
+            source: 0..call.len(),
+        };
+        (
+            CallClass::Long,
+            Some(read),
+            [0..0, 0..0],
+            base + READ_SEG_BYTES,
+        )
+    };
+    Ok(CallPlan {
+        xid,
+        class,
+        read,
+        write_len,
+        reply_len: reply_len as u32,
+        inline,
+        send_limit: send,
+        header_len,
+    })
+}
+
+impl CallPlan {
+    /// The inline payload as slices of the call, in order, to gather after the header
+    /// (no copy). Empty slices are to be skipped: Short → `[call, []]`, Chunked →
+    /// `[before the item, after its pad]` (R8166-53), Long → `[[], []]`.
+    pub fn inline_parts<'a>(&self, call: &'a [u8]) -> [&'a [u8]; 2] {
+        [&call[self.inline[0].clone()], &call[self.inline[1].clone()]]
+    }
+
+    /// The same as [`CallPlan::inline_parts`], as byte ranges of the call.
+    pub fn inline_ranges(&self) -> [Range<usize>; 2] {
+        self.inline.clone()
+    }
+
+    /// Bytes of inline payload.
+    pub fn inline_len(&self) -> usize {
+        self.inline[0].len() + self.inline[1].len()
+    }
+
+    /// Header bytes with one segment per chunk.
+    pub fn header_len(&self) -> usize {
+        self.header_len
+    }
+
+    /// Bytes of the Send (header with one segment per chunk plus inline payload); never
+    /// more than the call threshold.
+    pub fn send_len(&self) -> usize {
+        self.header_len + self.inline_len()
+    }
+
+    /// `rdma_proc` of the call: RDMA_NOMSG for Long, else RDMA_MSG. Never RDMA_MSGP,
+    /// RDMA_DONE or RDMA_ERROR (R8166-15/19/22).
+    pub fn proc_(&self) -> u32 {
+        match self.class {
+            CallClass::Long => wire::RDMA_NOMSG,
+            _ => wire::RDMA_MSG,
+        }
+    }
+}
+
+/// The caller's registrations for a planned call: the segments of each chunk, in list
+/// order, covering consecutive pieces of the area [`CallPlan`] named.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ChunkSegments<'a> {
+    /// Read chunk / PZRC (positions are filled in from the plan).
+    pub read: &'a [Segment],
+    pub write: &'a [Segment],
+    pub reply: &'a [Segment],
+}
+
+fn segs_match(segs: &[Segment], want: u64) -> bool {
+    if want == 0 {
+        segs.is_empty()
+    } else {
+        !segs.is_empty() && segs.len() <= MAX_SEGMENTS && chunk_len(segs) == want
+    }
+}
+
+/// Encodes the call's transport header into `out` (RFC 8166 §4.2–4.3) and returns its
+/// length; the Send is this header followed by [`CallPlan::inline_parts`].
+///
+/// `rdma_vers` = 1 (R8166-01), `rdma_xid` = the call's XID (R8166-02), `rdma_credit`
+/// = `credits_requested`, `rdma_proc` = RDMA_MSG or RDMA_NOMSG only (R8166-15/19/22).
+/// Every read segment carries the plan's position: one position per chunk (R8166-47),
+/// 0 for a PZRC (R8166-37). Checks that the segments cover exactly the planned areas,
+/// at most [`MAX_SEGMENTS`] each (R8267-23), and that the Send still fits the call
+/// threshold. `scratch` is reusable storage (e.g. `Chunks::with_limits`): nothing is
+/// allocated when its capacity suffices.
+pub fn encode_header(
+    plan: &CallPlan,
+    credits_requested: u32,
+    segs: &ChunkSegments,
+    scratch: &mut Chunks,
+    out: &mut [u8],
+) -> Result<usize, PlanError> {
+    let read_want = plan.read.as_ref().map_or(0, |r| r.source.len() as u64);
+    if !segs_match(segs.read, read_want)
+        || !segs_match(segs.write, plan.write_len as u64)
+        || !segs_match(segs.reply, plan.reply_len as u64)
+    {
+        return Err(PlanError::Segments);
+    }
+    scratch.clear();
+    if let Some(r) = &plan.read {
+        for s in segs.read {
+            scratch.reads.push(ReadSegment {
+                position: r.position,
+                seg: *s,
+            });
+        }
+    }
+    if !segs.write.is_empty() {
+        scratch.push_write_chunk(segs.write);
+    }
+    if !segs.reply.is_empty() {
+        scratch.set_reply_chunk(segs.reply);
+    }
+    if wire::FIXED_WORDS + scratch.encoded_len() + plan.inline_len() > plan.send_limit {
+        return Err(PlanError::Segments);
+    }
+    let fixed = Fixed {
+        xid: plan.xid,
+        vers: wire::VERSION,
+        credit: credits_requested,
+        proc_: plan.proc_(),
+    };
+    wire::encode_msg(&mut XdrWriter::new(out), fixed, scratch).map_err(|_| PlanError::HeaderBuffer)
+}
+
+// ---------------------------------------------------------------------------------
+// Replies
+// ---------------------------------------------------------------------------------
+
+/// Why a received message was dropped without any answer (RFC 8166 §4.5, §4.6; a
+/// requester never answers a reply, R8166-15/16).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Discard {
+    /// Under 28 bytes and not an RDMA_ERROR, or under the 16 fixed bytes (R8166-05).
+    Short,
+    /// `rdma_vers` is not 1.
+    Version,
+    /// RDMA_MSGP or RDMA_DONE (R8166-21, 23).
+    Obsolete,
+    /// `rdma_proc` unknown.
+    UnknownProc,
+    /// Chunk lists truncated, over a limit or malformed, a read list in a reply, an
+    /// RDMA_NOMSG without a Reply chunk, or an undecodable RDMA_ERROR body (R8166-16/17).
+    Malformed,
+    /// RDMA_MSG whose RPC XID differs from `rdma_xid`, or whose payload is too short.
+    XidMismatch,
+    /// RDMA_MSG whose payload is an RPC Call (a backchannel call: not offered).
+    NotAReply,
+    /// No pending call has this XID (the caller's verdict).
+    UnknownXid,
+}
+
+/// A received RDMA_MSG / RDMA_NOMSG that passed [`classify`]; its chunk lists are in
+/// the caller's [`Chunks`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReplyHeader {
+    pub xid: u32,
+    /// The responder's grant (for [`Credits::on_reply`] once matched).
+    pub credit: u32,
+    /// RDMA_NOMSG: the payload is in the Reply chunk.
+    pub nomsg: bool,
+    /// Where the inline payload starts (RDMA_MSG).
+    pub payload_at: usize,
+}
+
+/// What a received message is, before it is matched to a pending call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Received {
+    Reply(ReplyHeader),
+    /// A decodable RDMA_ERROR: the pending call with this XID completes with a permanent
+    /// error (R8166-18); unknown XIDs are dropped.
+    Error {
+        xid: u32,
+        credit: u32,
+        err: ErrBody,
+    },
+    Discard(Discard),
+}
+
+/// First look at a received message (RFC 8166 §4.5, §4.6; digest §2.10 client column,
+/// §8 item 3). Never panics; never asks for an answer to be sent.
+///
+/// - fewer than 28 bytes and not an RDMA_ERROR → discard (R8166-05); an ERR_CHUNK needs
+///   its 20 bytes, an ERR_VERS its 28;
+/// - RDMA_ERROR with an undecodable body → discard (R8166-17); else [`Received::Error`];
+/// - `rdma_vers` ≠ 1, RDMA_MSGP, RDMA_DONE, unknown procs → discard (R8166-21/23);
+/// - malformed chunk lists, a non-empty read list (replies never carry one, R8166-45),
+///   RDMA_NOMSG without a Reply chunk, RDMA_MSG whose payload XID differs or which is
+///   not an RPC reply → discard (R8166-16).
+pub fn classify(msg: &[u8], limits: &Limits, chunks: &mut Chunks) -> Received {
+    chunks.clear();
+    let proc_ = word(msg, 12);
+    if msg.len() < wire::MIN_HEADER && proc_ != Some(wire::RDMA_ERROR) {
+        return Received::Discard(Discard::Short);
+    }
+    match wire::decode(msg, limits, chunks) {
+        Err(DecodeError::Short) => Received::Discard(Discard::Short),
+        Err(DecodeError::Version(_)) => Received::Discard(Discard::Version),
+        Err(DecodeError::Proc(f)) if f.proc_ == wire::RDMA_MSGP || f.proc_ == wire::RDMA_DONE => {
+            Received::Discard(Discard::Obsolete)
+        }
+        Err(DecodeError::Proc(_)) => Received::Discard(Discard::UnknownProc),
+        Err(DecodeError::Chunks(_)) => Received::Discard(Discard::Malformed),
+        Ok(Header::Error { fixed, err }) => {
+            if fixed.vers != wire::VERSION {
+                // We only ever send version 1, so a legitimate error echoes 1.
+                return Received::Discard(Discard::Version);
+            }
+            Received::Error {
+                xid: fixed.xid,
+                credit: fixed.credit,
+                err,
+            }
+        }
+        Ok(Header::Msg { fixed, payload_at }) => {
+            if !chunks.reads.is_empty() {
+                return Received::Discard(Discard::Malformed);
+            }
+            let nomsg = fixed.proc_ == wire::RDMA_NOMSG;
+            if nomsg {
+                if chunks.reply.is_none() {
+                    return Received::Discard(Discard::Malformed);
+                }
+            } else {
+                let p = &msg[payload_at..];
+                match (word(p, 0), word(p, 4)) {
+                    (Some(x), Some(_)) if x != fixed.xid => {
+                        return Received::Discard(Discard::XidMismatch)
+                    }
+                    (Some(_), Some(MSG_REPLY)) => {}
+                    (Some(_), Some(_)) => return Received::Discard(Discard::NotAReply),
+                    _ => return Received::Discard(Discard::XidMismatch),
+                }
+            }
+            Received::Reply(ReplyHeader {
+                xid: fixed.xid,
+                credit: fixed.credit,
+                nomsg,
+                payload_at,
+            })
+        }
+    }
+}
+
+/// The chunks a pending call advertised, as registered (handles, lengths, offsets).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Offered<'a> {
+    pub write: Option<&'a [Segment]>,
+    pub reply: Option<&'a [Segment]>,
+    pub result: ResultAt,
+}
+
+/// A call that ended without a usable reply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RpcRdmaError {
+    /// The responder answered RDMA_ERROR / ERR_VERS (R8166-18).
+    Vers { low: u32, high: u32 },
+    /// The responder answered RDMA_ERROR / ERR_CHUNK (R8166-18, R8267-27).
+    Chunk,
+    /// The echoed write list differs from the one offered: other chunk count, handles
+    /// or offsets, a length above the original, or a hole (RFC 8166 §3.4.6).
+    WriteEcho,
+    /// The echoed Reply chunk differs from the one offered, a Reply chunk came back
+    /// although none was offered, or an RDMA_MSG also wrote data into the Reply chunk.
+    ReplyEcho,
+    /// RDMA_NOMSG although no Reply chunk was offered, or without its echo.
+    NoReplyChunk,
+    /// The Reply chunk content is not a whole RPC reply with this XID (R8166-40).
+    BadReplyChunk,
+    /// Data came in the write chunk although the reply has no eligible item there
+    /// (R8166-60).
+    NotEligible,
+    /// The eligible result came inline although a non-empty write chunk was offered
+    /// (R8166-61).
+    InlineDespiteChunk,
+    /// The item's length word differs from the bytes written (R8166-54, 60).
+    LengthMismatch,
+    /// The connection was lost before the reply (not permanent: the ULP may retransmit
+    /// on a new connection, RFC 8166 §4.5.4 / digest §2.11).
+    Disconnected,
+    /// Abandoned by the caller after a timeout (its registrations are invalidated).
+    TimedOut,
+}
+
+impl RpcRdmaError {
+    /// Permanent errors must not be answered by resending the identical request
+    /// (R8166-18): everything but connection loss and timeouts.
+    pub fn is_permanent(&self) -> bool {
+        !matches!(self, RpcRdmaError::Disconnected | RpcRdmaError::TimedOut)
+    }
+}
+
+impl std::fmt::Display for RpcRdmaError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RpcRdmaError::Vers { low, high } => {
+                write!(f, "responder sent ERR_VERS (supports {low}..{high})")
+            }
+            RpcRdmaError::Chunk => f.write_str("responder sent ERR_CHUNK"),
+            RpcRdmaError::WriteEcho => f.write_str("reply's write list does not echo ours"),
+            RpcRdmaError::ReplyEcho => f.write_str("reply's Reply chunk does not echo ours"),
+            RpcRdmaError::NoReplyChunk => f.write_str("RDMA_NOMSG reply without our Reply chunk"),
+            RpcRdmaError::BadReplyChunk => f.write_str("Reply chunk holds no valid RPC reply"),
+            RpcRdmaError::NotEligible => f.write_str("data in write chunk for no eligible item"),
+            RpcRdmaError::InlineDespiteChunk => {
+                f.write_str("eligible result inline although a write chunk was offered")
+            }
+            RpcRdmaError::LengthMismatch => {
+                f.write_str("result length word differs from bytes written")
+            }
+            RpcRdmaError::Disconnected => f.write_str("connection lost"),
+            RpcRdmaError::TimedOut => f.write_str("timed out"),
+        }
+    }
+}
+
+impl std::error::Error for RpcRdmaError {}
+
+/// Where the reduced reply is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PayloadAt {
+    /// RDMA_MSG: this range of the received message.
+    Inline(Range<usize>),
+    /// RDMA_NOMSG: the first `n` bytes of the Reply chunk buffer.
+    ReplyChunk(usize),
+}
+
+/// Data to insert from the write chunk buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Splice {
+    /// Offset in the reduced reply right after the item's length word.
+    pub at: usize,
+    /// Bytes taken from the start of the write chunk buffer; `pad_len(len)` zero bytes
+    /// follow them in the rebuilt reply.
+    pub len: usize,
+}
+
+/// How to rebuild a validated reply: `reduced[..at] ++ write[..len] ++ pad ++
+/// reduced[at..]`, or just `reduced` without a splice.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReplyLayout {
+    pub payload: PayloadAt,
+    pub splice: Option<Splice>,
+}
+
+impl ReplyLayout {
+    /// The reduced reply (the inline payload or the Reply chunk content).
+    pub fn reduced<'a>(&self, msg: &'a [u8], reply_buf: &'a [u8]) -> &'a [u8] {
+        match &self.payload {
+            PayloadAt::Inline(r) => &msg[r.clone()],
+            PayloadAt::ReplyChunk(n) => &reply_buf[..*n],
+        }
+    }
+
+    /// Bytes of the reduced reply.
+    pub fn reduced_len(&self) -> usize {
+        match &self.payload {
+            PayloadAt::Inline(r) => r.len(),
+            PayloadAt::ReplyChunk(n) => *n,
+        }
+    }
+
+    /// Bytes of the rebuilt RPC reply.
+    pub fn total_len(&self) -> usize {
+        self.reduced_len() + self.splice.map_or(0, |s| padded(s.len))
+    }
+}
+
+/// Total of an echoed chunk checked against the offered one: same segment count,
+/// handles and offsets, each length at most the original, data contiguous from segment
+/// 0 (RFC 8166 §3.4.6, §4.3.2–4.3.3). An empty echo (count 0) means nothing was
+/// written (digest §8 item 7).
+fn echo_total(offered: &[Segment], echo: &[Segment]) -> Option<usize> {
+    if echo.is_empty() {
+        return Some(0);
+    }
+    if echo.len() != offered.len() {
+        return None;
+    }
+    let mut total = 0usize;
+    let mut short = false;
+    for (o, e) in offered.iter().zip(echo) {
+        if e.handle != o.handle || e.offset != o.offset || e.length > o.length {
+            return None;
+        }
+        if short && e.length != 0 {
+            return None;
+        }
+        short = e.length < o.length;
+        total += e.length as usize;
+    }
+    Some(total)
+}
+
+/// Validates a reply to a pending call against the chunks that call offered and says
+/// how to rebuild the RPC reply (RFC 8166 §3.4.6, §3.5.3, §4.3.2–4.3.3, §6.1).
+///
+/// Call it only after the call's registrations are invalidated (R8166-72): it reads
+/// `reply_buf`, the caller's Reply chunk memory (RDMA_NOMSG). Errors are permanent for
+/// that RPC (never retransmitted): the write list must echo the offered write chunk
+/// (count, handles, offsets kept; lengths ≤ the originals; contiguous), a Reply chunk
+/// must echo the offered one, an RDMA_NOMSG needs it and reads its content (a whole
+/// XDR reply with this XID, R8166-40), and the eligible item must agree with the data
+/// written per [`ResultAt`] (R8166-54/60/61).
+pub fn check_reply(
+    hdr: &ReplyHeader,
+    chunks: &Chunks,
+    msg: &[u8],
+    offered: &Offered,
+    reply_buf: &[u8],
+) -> Result<ReplyLayout, RpcRdmaError> {
+    // Write list echo.
+    let written = match offered.write {
+        None => {
+            if !chunks.write_chunks.is_empty() {
+                return Err(RpcRdmaError::WriteEcho);
+            }
+            0
+        }
+        Some(off) => {
+            if chunks.write_chunks.len() != 1 {
+                return Err(RpcRdmaError::WriteEcho);
+            }
+            echo_total(off, chunks.write_chunk(0)).ok_or(RpcRdmaError::WriteEcho)?
+        }
+    };
+    // Reply chunk echo.
+    let in_reply_chunk = match (offered.reply, chunks.reply_chunk()) {
+        (None, None) => 0,
+        (None, Some(_)) => return Err(RpcRdmaError::ReplyEcho),
+        // An RDMA_MSG that omits the echo is tolerated: the reply is inline anyway.
+        (Some(_), None) => 0,
+        (Some(off), Some(echo)) => echo_total(off, echo).ok_or(RpcRdmaError::ReplyEcho)?,
+    };
+    let payload = if hdr.nomsg {
+        if offered.reply.is_none() || chunks.reply.is_none() {
+            return Err(RpcRdmaError::NoReplyChunk);
+        }
+        let n = in_reply_chunk;
+        let p = reply_buf.get(..n).ok_or(RpcRdmaError::BadReplyChunk)?;
+        if n < 8
+            || !n.is_multiple_of(4)
+            || word(p, 0) != Some(hdr.xid)
+            || word(p, 4) != Some(MSG_REPLY)
+        {
+            return Err(RpcRdmaError::BadReplyChunk);
+        }
+        PayloadAt::ReplyChunk(n)
+    } else {
+        if in_reply_chunk != 0 {
+            return Err(RpcRdmaError::ReplyEcho);
+        }
+        if hdr.payload_at > msg.len() {
+            return Err(RpcRdmaError::BadReplyChunk);
+        }
+        PayloadAt::Inline(hdr.payload_at..msg.len())
+    };
+    let mut layout = ReplyLayout {
+        payload,
+        splice: None,
+    };
+    let reduced = layout.reduced(msg, reply_buf);
+    let item_offered = offered.write.is_some_and(|s| chunk_len(s) > 0);
+    let splice_at = match offered.result {
+        ResultAt::Last => {
+            if written == 0 {
+                None
+            } else {
+                let at = reduced.len();
+                let lw = at.checked_sub(4).and_then(|o| word(reduced, o));
+                if lw != Some(written as u32) {
+                    return Err(RpcRdmaError::LengthMismatch);
+                }
+                Some(at)
+            }
+        }
+        ResultAt::Locate(f) => match f(reduced) {
+            None if written > 0 => return Err(RpcRdmaError::NotEligible),
+            None => None,
+            Some(off) => {
+                let lw = if off.is_multiple_of(4) {
+                    word(reduced, off)
+                } else {
+                    None
+                };
+                let Some(lw) = lw else {
+                    return Err(RpcRdmaError::NotEligible);
+                };
+                if !item_offered {
+                    // Result inline as asked (no or an empty write chunk).
+                    None
+                } else if lw as usize == written {
+                    (written > 0).then_some(off + 4)
+                } else if written == 0 {
+                    return Err(RpcRdmaError::InlineDespiteChunk);
+                } else {
+                    return Err(RpcRdmaError::LengthMismatch);
+                }
+            }
+        },
+    };
+    layout.splice = splice_at.map(|at| Splice { at, len: written });
+    Ok(layout)
+}
+
+/// Rebuilds the RPC reply into `out` (which must hold [`ReplyLayout::total_len`]
+/// bytes): the reduced reply with the write chunk's data and a zero XDR pad inserted
+/// after the item's length word (RFC 8166 §3.4.6, digest §2.7). Returns the length, or
+/// `None` when `out` or `write_buf` is too small. Only the written bytes of the write
+/// buffer are used: the rest may have been scribbled on and is never exposed (R8166-70).
+pub fn assemble(
+    layout: &ReplyLayout,
+    msg: &[u8],
+    reply_buf: &[u8],
+    write_buf: &[u8],
+    out: &mut [u8],
+) -> Option<usize> {
+    let reduced = layout.reduced(msg, reply_buf);
+    let total = layout.total_len();
+    let out = out.get_mut(..total)?;
+    match layout.splice {
+        None => out.copy_from_slice(reduced),
+        Some(s) => {
+            let data = write_buf.get(..s.len)?;
+            let (head, rest) = out.split_at_mut(s.at);
+            head.copy_from_slice(reduced.get(..s.at)?);
+            let (mid, tail) = rest.split_at_mut(padded(s.len));
+            mid[..s.len].copy_from_slice(data);
+            mid[s.len..].fill(0);
+            debug_assert_eq!(mid.len() - s.len, pad_len(s.len));
+            tail.copy_from_slice(&reduced[s.at..]);
+        }
+    }
+    Some(total)
+}
+
+#[cfg(test)]
+mod tests {
+    //! Tests are named after the conformance-checklist rows they cover
+    //! (`/work/shared/spec/conformance-checklist.md`); NFSv3 bytes are built here.
+    use super::*;
+    use crate::rpc::{self, Accept, Cred};
+    use crate::rpcrdma::privdata::Thresholds;
+    use crate::xdr::XdrReader;
+
+    const NFS: u32 = 100003;
+
+    fn hex(s: &str) -> Vec<u8> {
+        let s: String = s.split_whitespace().collect();
+        (0..s.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+            .collect()
+    }
+
+    fn th(send: usize, recv: usize) -> Thresholds {
+        Thresholds {
+            send,
+            recv,
+            remote_invalidate: false,
+        }
+    }
+
+    fn lim() -> Limits {
+        Limits::default()
+    }
+
+    fn seg(handle: u32, length: u32, offset: u64) -> Segment {
+        Segment {
+            handle,
+            length,
+            offset,
+        }
+    }
+
+    const FH: [u8; 8] = [1, 2, 3, 4, 5, 6, 7, 8];
+
+    fn build(f: impl FnOnce(&mut XdrWriter)) -> Vec<u8> {
+        let mut b = vec![0u8; 64 << 10];
+        let mut w = XdrWriter::new(&mut b);
+        f(&mut w);
+        let n = w.position();
+        b.truncate(n);
+        b
+    }
+
+    fn null_call(xid: u32) -> Vec<u8> {
+        build(|w| rpc::write_call(w, xid, NFS, 3, 0, &Cred::None).unwrap())
+    }
+
+    /// NFSv3 WRITE (proc 7) of `data`; returns the call and the data's byte range.
+    fn write_call(xid: u32, data: &[u8]) -> (Vec<u8>, Range<usize>) {
+        let b = build(|w| {
+            rpc::write_call(w, xid, NFS, 3, 7, &Cred::None).unwrap();
+            w.opaque_var(&FH).unwrap();
+            w.u64(65536).unwrap();
+            w.u32(data.len() as u32).unwrap();
+            w.u32(0).unwrap();
+            w.opaque_var(data).unwrap();
+        });
+        let start = b.len() - padded(data.len());
+        (b, start..start + data.len())
+    }
+
+    /// NFSv3 READ (proc 6) of `count` bytes at 65536.
+    fn read_call(xid: u32, count: u32) -> Vec<u8> {
+        build(|w| {
+            rpc::write_call(w, xid, NFS, 3, 6, &Cred::None).unwrap();
+            w.opaque_var(&FH).unwrap();
+            w.u64(65536).unwrap();
+            w.u32(count).unwrap();
+        })
+    }
+
+    /// A READ3res: OK with `data` (inline unless `reduced`, then only its length word),
+    /// or an error status with no attributes.
+    fn read_reply(xid: u32, status: u32, data: &[u8], reduced: bool) -> Vec<u8> {
+        build(|w| {
+            rpc::write_accepted(w, xid, Accept::Success).unwrap();
+            w.u32(status).unwrap();
+            w.bool(false).unwrap(); // post_op_attr absent
+            if status == 0 {
+                w.u32(data.len() as u32).unwrap();
+                w.bool(true).unwrap();
+                if reduced {
+                    w.u32(data.len() as u32).unwrap();
+                } else {
+                    w.opaque_var(data).unwrap();
+                }
+            }
+        })
+    }
+
+    /// The ULP's READ3res locator: offset of `data`'s length word in an OK reply.
+    fn nfs3_read_locate(reply: &[u8]) -> Option<usize> {
+        let (_, st, off) = rpc::decode_reply(reply).ok()?;
+        if st != rpc::ReplyStatus::Accepted(Accept::Success) {
+            return None;
+        }
+        let mut r = XdrReader::new(&reply[off..]);
+        if r.u32().ok()? != 0 {
+            return None;
+        }
+        if r.bool().ok()? {
+            r.skip(84).ok()?;
+        }
+        r.u32().ok()?; // count
+        r.bool().ok()?; // eof
+        Some(off + r.position())
+    }
+
+    /// NFSv3 READ3res maximum for `count` (attributes present).
+    fn read_max_reply(count: u32) -> usize {
+        24 + 4 + 4 + 84 + 4 + 4 + 4 + padded(count as usize)
+    }
+
+    /// A reply message: header (with `write` echoed as one chunk, `reply` echoed) and
+    /// `payload`.
+    fn reply_msg(
+        xid: u32,
+        credit: u32,
+        proc_: u32,
+        write: Option<&[Segment]>,
+        reply: Option<&[Segment]>,
+        payload: &[u8],
+    ) -> Vec<u8> {
+        let mut c = Chunks::default();
+        if let Some(w) = write {
+            c.push_write_chunk(w);
+        }
+        if let Some(r) = reply {
+            c.set_reply_chunk(r);
+        }
+        let mut out = vec![0u8; 1024 + payload.len()];
+        let fixed = Fixed {
+            xid,
+            vers: 1,
+            credit,
+            proc_,
+        };
+        let n = wire::encode_msg(&mut XdrWriter::new(&mut out), fixed, &c).unwrap();
+        out.truncate(n);
+        out.extend_from_slice(payload);
+        out
+    }
+
+    fn send_bytes(plan: &CallPlan, call: &[u8], segs: &ChunkSegments, credits: u32) -> Vec<u8> {
+        let mut scratch = Chunks::with_limits(&lim());
+        let mut hdr = [0u8; 512];
+        let n = encode_header(plan, credits, segs, &mut scratch, &mut hdr).unwrap();
+        let mut out = hdr[..n].to_vec();
+        for p in plan.inline_parts(call) {
+            out.extend_from_slice(p);
+        }
+        assert!(
+            out.len() <= plan.send_limit,
+            "R8166-35: Send fits the threshold"
+        );
+        out
+    }
+
+    /// classify + check_reply + assemble, as a client does after invalidation.
+    fn complete(
+        msg: &[u8],
+        offered: &Offered,
+        reply_buf: &[u8],
+        write_buf: &[u8],
+    ) -> Result<Vec<u8>, RpcRdmaError> {
+        let mut c = Chunks::with_limits(&lim());
+        let Received::Reply(h) = classify(msg, &lim(), &mut c) else {
+            panic!("not a reply: {:?}", classify(msg, &lim(), &mut c));
+        };
+        let layout = check_reply(&h, &c, msg, offered, reply_buf)?;
+        let mut out = vec![0u8; layout.total_len()];
+        let n = assemble(&layout, msg, reply_buf, write_buf, &mut out).unwrap();
+        out.truncate(n);
+        Ok(out)
+    }
+
+    // ----- credits -------------------------------------------------------------
+
+    #[test]
+    fn r8166_27_one_credit_until_first_reply() {
+        let mut c = Credits::new(32);
+        assert_eq!(c.requested(), 32);
+        assert_eq!(c.limit(), 1);
+        assert!(c.on_send());
+        assert!(!c.can_send(), "second call waits for the first reply");
+        assert!(!c.on_send());
+        assert_eq!(c.in_flight(), 1);
+        c.on_reply(32);
+        assert_eq!(c.limit(), 32);
+        for _ in 0..32 {
+            assert!(c.on_send());
+        }
+        assert!(!c.on_send());
+        // Reconnect: back to one credit.
+        c.reset();
+        assert_eq!((c.limit(), c.in_flight()), (1, 0));
+    }
+
+    #[test]
+    fn r8166_25_in_flight_never_exceeds_min_of_requested_and_latest_grant() {
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let mut c = Credits::new(16);
+        let mut latest: Option<u32> = None;
+        for _ in 0..100_000 {
+            if next() % 3 != 0 {
+                if c.on_send() {
+                    let lim = latest.map_or(1, |g| g.clamp(1, 16).min(16));
+                    assert!(c.in_flight() <= lim, "in flight {} > {lim}", c.in_flight());
+                }
+            } else if c.in_flight() > 0 {
+                let g = (next() % 40) as u32;
+                c.on_reply(g);
+                latest = Some(g);
+            }
+        }
+    }
+
+    #[test]
+    fn r8166_26_lowered_grant_is_honoured() {
+        let mut c = Credits::new(32);
+        c.on_send();
+        c.on_reply(32);
+        for _ in 0..32 {
+            assert!(c.on_send());
+        }
+        c.on_reply(4);
+        assert_eq!(c.limit(), 4);
+        // 31 still in flight: nothing may go until fewer than 4 remain, and then
+        // never more than 4 at once.
+        let mut sent = 0;
+        for _ in 0..200 {
+            c.on_reply(4);
+            let before = c.in_flight();
+            if c.on_send() {
+                sent += 1;
+                assert!(before < 4 && c.in_flight() <= 4);
+            } else {
+                assert!(before >= 4 || c.in_flight() == 4);
+            }
+        }
+        assert!(sent > 100);
+        assert_eq!(c.in_flight(), 4);
+    }
+
+    #[test]
+    fn r8166_31_grant_zero_or_huge_is_clamped() {
+        let mut c = Credits::new(8);
+        c.on_send();
+        c.on_reply(0);
+        assert_eq!(c.limit(), 1, "grant 0 must not deadlock");
+        assert!(c.on_send());
+        c.on_reply(u32::MAX);
+        assert_eq!(c.grant(), Some(8));
+        assert_eq!(c.limit(), 8);
+        assert_eq!(Credits::new(0).requested(), 1);
+        assert_eq!(Credits::new(u32::MAX).requested(), MAX_CREDITS);
+    }
+
+    // ----- calls: digest worked examples ----------------------------------------
+
+    #[test]
+    fn digest_example_a_short_null_call() {
+        let call = null_call(0x1a2b3c4d);
+        let shape = CallShape::new(24);
+        let p = plan(&call, &shape, &th(1024, 1024), &lim()).unwrap();
+        assert_eq!(p.class, CallClass::Short);
+        assert_eq!((p.read.clone(), p.write_len, p.reply_len), (None, 0, 0));
+        let b = send_bytes(&p, &call, &ChunkSegments::default(), 32);
+        let want = hex("1a2b3c4d 00000001 00000020 00000000
+             00000000 00000000 00000000 1a2b3c4d
+             00000000 00000002 000186a3 00000003
+             00000000 00000000 00000000 00000000
+             00000000");
+        assert_eq!(b, want);
+        assert_eq!(p.send_len(), 68);
+    }
+
+    #[test]
+    fn digest_example_b_chunked_write_r8166_46_51_53_54() {
+        let data: Vec<u8> = (0..5001u32).map(|i| i as u8).collect();
+        let (call, r) = write_call(0x1a2b3c4e, &data);
+        assert_eq!(call.len(), 72 + 5004);
+        let shape = CallShape::new(24 + 4 + 4 + 84 + 4 + 84 + 4 + 4 + 8).with_reduce(r.clone());
+        let p = plan(&call, &shape, &th(1024, 1024), &lim()).unwrap();
+        assert_eq!(p.class, CallClass::Chunked);
+        let rc = p.read.clone().unwrap();
+        // R8166-46: position = offset in the unreduced payload, multiple of 4.
+        assert_eq!(rc.position, 72);
+        assert_eq!(rc.position % 4, 0);
+        // R8166-51: chunk = item without pad.
+        assert_eq!(rc.source, 72..5073);
+        assert_eq!(rc.source.len(), 5001);
+        // R8166-53: item and pad gone; the reduced payload ends exactly at 72.
+        let parts = p.inline_parts(&call);
+        assert_eq!(parts[0].len(), 72);
+        assert!(parts[1].is_empty());
+        // R8166-54: the length word stays inline and equals the chunk length.
+        assert_eq!(word(parts[0], 68), Some(5001));
+        let segs = [seg(0x1234, 5001, 0x00007f0012340000)];
+        let b = send_bytes(
+            &p,
+            &call,
+            &ChunkSegments {
+                read: &segs,
+                ..Default::default()
+            },
+            32,
+        );
+        let want = hex("1a2b3c4e 00000001 00000020 00000000
+             00000001 00000048 00001234 00001389
+             00007f00 12340000 00000000 00000000
+             00000000 1a2b3c4e 00000000 00000002
+             000186a3 00000003 00000007 00000000
+             00000000 00000000 00000000 00000008
+             01020304 05060708 00000000 00010000
+             00001389 00000000 00001389");
+        assert_eq!(b, want);
+        assert_eq!(b.len(), 124);
+    }
+
+    fn example_c_call_plan() -> (Vec<u8>, CallPlan) {
+        let call = read_call(0x1a2b3c4f, 8192);
+        let shape = CallShape::new(read_max_reply(8192))
+            .with_write_chunk(8192)
+            .with_result(ResultAt::Locate(nfs3_read_locate));
+        let p = plan(&call, &shape, &th(1024, 1024), &lim()).unwrap();
+        (call, p)
+    }
+
+    #[test]
+    fn digest_example_c_read_call_with_write_list() {
+        let (call, p) = example_c_call_plan();
+        assert_eq!(p.class, CallClass::Short);
+        assert_eq!(p.write_len, 8192);
+        assert_eq!(p.reply_len, 0, "reduced READ reply fits 1024");
+        let w = [seg(0xabcd, 8192, 0x00007f0056780000)];
+        let b = send_bytes(
+            &p,
+            &call,
+            &ChunkSegments {
+                write: &w,
+                ..Default::default()
+            },
+            32,
+        );
+        let want = hex("1a2b3c4f 00000001 00000020 00000000
+             00000000 00000001 00000001 0000abcd
+             00002000 00007f00 56780000 00000000
+             00000000 1a2b3c4f 00000000 00000002
+             000186a3 00000003 00000006 00000000
+             00000000 00000000 00000000 00000008
+             01020304 05060708 00000000 00010000
+             00002000");
+        assert_eq!(b, want);
+        assert_eq!(b.len(), 116);
+    }
+
+    #[test]
+    fn digest_example_c_reply_is_spliced_after_the_length_word() {
+        let reply = hex("1a2b3c4f 00000001 00000040 00000000
+             00000000 00000001 00000001 0000abcd
+             00001389 00007f00 56780000 00000000
+             00000000 1a2b3c4f 00000001 00000000
+             00000000 00000000 00000000 00000000
+             00000000 00001389 00000001 00001389");
+        assert_eq!(reply.len(), 96);
+        let offered_w = [seg(0xabcd, 8192, 0x00007f0056780000)];
+        let mut wbuf = vec![0xeeu8; 8192];
+        let data: Vec<u8> = (0..5001u32).map(|i| (i * 7) as u8).collect();
+        wbuf[..5001].copy_from_slice(&data);
+        let mut c = Chunks::with_limits(&lim());
+        let Received::Reply(h) = classify(&reply, &lim(), &mut c) else {
+            panic!()
+        };
+        assert_eq!(
+            (h.xid, h.credit, h.nomsg, h.payload_at),
+            (0x1a2b3c4f, 64, false, 52)
+        );
+        let mut credits = Credits::new(32);
+        credits.on_send();
+        credits.on_reply(h.credit);
+        assert_eq!(credits.limit(), 32, "grant 64 clamped to our 32");
+        for result in [ResultAt::Last, ResultAt::Locate(nfs3_read_locate)] {
+            let offered = Offered {
+                write: Some(&offered_w),
+                reply: None,
+                result,
+            };
+            let out = complete(&reply, &offered, &[], &wbuf).unwrap();
+            let want = read_reply(0x1a2b3c4f, 0, &data, false);
+            assert_eq!(out, want);
+            assert_eq!(out.len(), 44 + 5004);
+        }
+    }
+
+    // ----- calls: classes and chunks ---------------------------------------------
+
+    #[test]
+    fn r8166_36_call_too_big_after_reduction_is_long_nomsg_with_pzrc() {
+        // A 2 KiB opaque that is not DDP-eligible (an ACL, say): no reduce given.
+        let call = build(|w| {
+            rpc::write_call(w, 7, NFS, 4, 1, &Cred::None).unwrap();
+            w.opaque_var(&[0x5a; 2048]).unwrap();
+        });
+        let p = plan(&call, &CallShape::new(512), &th(1024, 1024), &lim()).unwrap();
+        assert_eq!(p.class, CallClass::Long);
+        assert_eq!(p.proc_(), wire::RDMA_NOMSG);
+        assert_eq!(p.inline_len(), 0);
+        assert_eq!(p.read.clone().unwrap().source, 0..call.len());
+        // Also when a reducible item exists but the rest is still too big.
+        let (mut wcall, r) = write_call(8, &[1u8; 100]);
+        let big = build(|w| w.opaque_var(&[0u8; 2000]).unwrap());
+        // Put 2000 bytes of non-eligible stuff before the item: rebuild by hand.
+        let mut call2 = wcall[..r.start - 4].to_vec();
+        call2.extend_from_slice(&big);
+        let item_at = call2.len() + 4;
+        call2.extend_from_slice(&wcall[r.start - 4..]);
+        wcall = call2;
+        let shape = CallShape::new(256).with_reduce(item_at..item_at + 100);
+        let p = plan(&wcall, &shape, &th(1024, 1024), &lim()).unwrap();
+        assert_eq!(p.class, CallClass::Long);
+        let segs = [seg(9, wcall.len() as u32, 0x1000)];
+        let b = send_bytes(
+            &p,
+            &wcall,
+            &ChunkSegments {
+                read: &segs,
+                ..Default::default()
+            },
+            32,
+        );
+        assert_eq!(word(&b, 12), Some(wire::RDMA_NOMSG));
+        assert_eq!(b.len(), p.header_len(), "no inline payload");
+    }
+
+    #[test]
+    fn r8166_37_every_pzrc_segment_has_position_zero() {
+        let call = build(|w| {
+            rpc::write_call(w, 7, NFS, 4, 1, &Cred::None).unwrap();
+            w.opaque_var(&[0x5a; 3000]).unwrap();
+        });
+        let p = plan(&call, &CallShape::new(512), &th(1024, 1024), &lim()).unwrap();
+        let n = call.len() as u32;
+        let segs = [
+            seg(1, 1024, 0x1000),
+            seg(2, 1024, 0x1400),
+            seg(3, n - 2048, 0x1800),
+        ];
+        let b = send_bytes(
+            &p,
+            &call,
+            &ChunkSegments {
+                read: &segs,
+                ..Default::default()
+            },
+            32,
+        );
+        let mut c = Chunks::with_limits(&lim());
+        wire::decode(&b, &lim(), &mut c).unwrap();
+        assert_eq!(c.reads.len(), 3);
+        assert!(c.reads.iter().all(|r| r.position == 0));
+        assert_eq!(c.reads.iter().map(|r| r.seg).collect::<Vec<_>>(), segs);
+    }
+
+    #[test]
+    fn r8166_47_all_segments_of_a_read_chunk_share_the_position() {
+        let data = vec![3u8; 12288];
+        let (call, r) = write_call(5, &data);
+        let p = plan(
+            &call,
+            &CallShape::new(256).with_reduce(r),
+            &th(1024, 1024),
+            &lim(),
+        )
+        .unwrap();
+        assert_eq!(p.class, CallClass::Chunked);
+        let segs = [seg(1, 4096, 0), seg(2, 4096, 4096), seg(3, 4096, 8192)];
+        let b = send_bytes(
+            &p,
+            &call,
+            &ChunkSegments {
+                read: &segs,
+                ..Default::default()
+            },
+            32,
+        );
+        let mut c = Chunks::with_limits(&lim());
+        wire::decode(&b, &lim(), &mut c).unwrap();
+        assert!(c.reads.iter().all(|s| s.position == 72));
+    }
+
+    #[test]
+    fn r8166_53_reduced_item_that_is_not_last_keeps_the_rest_aligned() {
+        // NFSv2 SYMLINK shape: `to` path (eligible) followed by sattr (8 words).
+        let path = vec![b'p'; 1001];
+        let call = build(|w| {
+            rpc::write_call(w, 11, NFS, 2, 13, &Cred::None).unwrap();
+            w.opaque_var(&FH).unwrap();
+            w.string(b"name").unwrap();
+            w.opaque_var(&path).unwrap();
+            for i in 0..8 {
+                w.u32(0x100 + i).unwrap();
+            }
+        });
+        let start = 40 + 12 + 8 + 4;
+        let r = start..start + 1001;
+        let p = plan(
+            &call,
+            &CallShape::new(256).with_reduce(r.clone()),
+            &th(1024, 1024),
+            &lim(),
+        )
+        .unwrap();
+        assert_eq!(p.class, CallClass::Chunked);
+        let [a, b] = p.inline_parts(&call);
+        assert_eq!(a.len(), start);
+        assert_eq!(b.len(), 32);
+        assert_eq!(
+            word(b, 0),
+            Some(0x100),
+            "sattr follows the item's pad, 4-aligned"
+        );
+        assert_eq!(p.read.unwrap().position as usize, start);
+        assert_eq!((a.len() + b.len()) % 4, 0);
+    }
+
+    #[test]
+    fn r8166_54_reduce_must_name_the_data_after_a_matching_length_word() {
+        let (call, r) = write_call(5, &[1u8; 5001]);
+        let t = th(1024, 1024);
+        for bad in [
+            r.start + 4..r.end,
+            r.start..r.end - 1,
+            r.start - 2..r.end,
+            0..5001,
+        ] {
+            assert_eq!(
+                plan(&call, &CallShape::new(256).with_reduce(bad), &t, &lim()),
+                Err(PlanError::BadReduce)
+            );
+        }
+        assert_eq!(
+            plan(
+                &call,
+                &CallShape::new(256).with_reduce(r.start..call.len() + 4),
+                &t,
+                &lim()
+            ),
+            Err(PlanError::BadReduce)
+        );
+    }
+
+    #[test]
+    fn r8166_40_calls_and_pzrc_contents_are_whole_xdr_streams() {
+        let mut call = null_call(1);
+        call.push(0);
+        assert_eq!(
+            plan(&call, &CallShape::new(24), &th(1024, 1024), &lim()),
+            Err(PlanError::BadCall)
+        );
+        assert_eq!(
+            plan(&[], &CallShape::new(24), &th(1024, 1024), &lim()),
+            Err(PlanError::BadCall)
+        );
+        // A reply chunk whose content is not a multiple of 4 is refused.
+        let call = read_call(9, 0);
+        let shape = CallShape::new(8192);
+        let p = plan(&call, &shape, &th(1024, 1024), &lim()).unwrap();
+        assert_eq!(p.reply_len, 8192);
+        let off = [seg(0x77, 8192, 0x9000)];
+        let mut rbuf = read_reply(9, 0, &[1, 2, 3], false);
+        rbuf.resize(8192, 0);
+        let offered = Offered {
+            write: None,
+            reply: Some(&off),
+            result: ResultAt::Last,
+        };
+        let msg = reply_msg(
+            9,
+            1,
+            wire::RDMA_NOMSG,
+            None,
+            Some(&[seg(0x77, 50, 0x9000)]),
+            &[],
+        );
+        assert_eq!(
+            complete(&msg, &offered, &rbuf, &[]),
+            Err(RpcRdmaError::BadReplyChunk)
+        );
+    }
+
+    #[test]
+    fn r8166_41_reply_chunk_iff_largest_reply_can_exceed_reply_threshold() {
+        let t = th(1024, 1024);
+        // READDIR count=8192 at 1 KiB: present, sized for the whole reply.
+        let readdir = build(|w| {
+            rpc::write_call(w, 3, NFS, 3, 16, &Cred::None).unwrap();
+            w.opaque_var(&FH).unwrap();
+            w.u64(0).unwrap();
+            w.u64(0).unwrap();
+            w.u32(8192).unwrap();
+        });
+        let p = plan(&readdir, &CallShape::new(24 + 8192), &t, &lim()).unwrap();
+        assert_eq!(p.reply_len as usize, 24 + 8192);
+        // GETATTR: fixed 112-byte reply, absent.
+        let getattr = build(|w| {
+            rpc::write_call(w, 4, NFS, 3, 1, &Cred::None).unwrap();
+            w.opaque_var(&FH).unwrap();
+        });
+        let p = plan(&getattr, &CallShape::new(112), &t, &lim()).unwrap();
+        assert_eq!(p.reply_len, 0);
+        // Boundary: header 28 + reply == threshold is inline; one more word needs it.
+        assert_eq!(
+            plan(&getattr, &CallShape::new(996), &t, &lim())
+                .unwrap()
+                .reply_len,
+            0
+        );
+        assert_eq!(
+            plan(&getattr, &CallShape::new(1000), &t, &lim())
+                .unwrap()
+                .reply_len,
+            1000
+        );
+        // The echoed write chunk counts in the reply header.
+        let read = read_call(5, 8192);
+        let s = CallShape::new(read_max_reply(8192)).with_write_chunk(8192);
+        assert_eq!(plan(&read, &s, &t, &lim()).unwrap().reply_len, 0);
+        // Without DDP a big READ needs the Reply chunk.
+        let s = CallShape::new(read_max_reply(8192));
+        assert_eq!(
+            plan(&read, &s, &t, &lim()).unwrap().reply_len as usize,
+            read_max_reply(8192)
+        );
+    }
+
+    #[test]
+    fn r8166_62_write_chunk_is_exactly_the_largest_result() {
+        let call = read_call(5, 5001);
+        let s = CallShape::new(read_max_reply(5001)).with_write_chunk(5001);
+        let p = plan(&call, &s, &th(1024, 1024), &lim()).unwrap();
+        assert_eq!(p.write_len, 5001, "no pad room");
+        // Segments must cover exactly that.
+        let mut scratch = Chunks::with_limits(&lim());
+        let mut out = [0u8; 256];
+        let bad = [seg(1, 5004, 0)];
+        let cs = ChunkSegments {
+            write: &bad,
+            ..Default::default()
+        };
+        assert_eq!(
+            encode_header(&p, 32, &cs, &mut scratch, &mut out),
+            Err(PlanError::Segments)
+        );
+        // Count 0: no write chunk at all (the empty result comes inline).
+        let s = CallShape::new(read_max_reply(0)).with_write_chunk(0);
+        assert_eq!(
+            plan(&read_call(5, 0), &s, &th(1024, 1024), &lim())
+                .unwrap()
+                .write_len,
+            0
+        );
+    }
+
+    #[test]
+    fn segments_are_checked_against_the_plan_and_the_threshold() {
+        let (call, r) = write_call(5, &[1u8; 5001]);
+        let p = plan(
+            &call,
+            &CallShape::new(256).with_reduce(r),
+            &th(1024, 1024),
+            &lim(),
+        )
+        .unwrap();
+        let mut scratch = Chunks::with_limits(&lim());
+        let mut out = [0u8; 1024];
+        // Missing read segments.
+        assert_eq!(
+            encode_header(&p, 1, &ChunkSegments::default(), &mut scratch, &mut out),
+            Err(PlanError::Segments)
+        );
+        // Unasked-for write chunk.
+        let ok = [seg(1, 5001, 0)];
+        let extra = [seg(2, 10, 0)];
+        let cs = ChunkSegments {
+            read: &ok,
+            write: &extra,
+            ..Default::default()
+        };
+        assert_eq!(
+            encode_header(&p, 1, &cs, &mut scratch, &mut out),
+            Err(PlanError::Segments)
+        );
+        // 17 segments: over the RFC 8267 limit.
+        let many: Vec<Segment> = (0..17)
+            .map(|i| seg(i, if i == 0 { 4985 } else { 1 }, 0))
+            .collect();
+        let cs = ChunkSegments {
+            read: &many,
+            ..Default::default()
+        };
+        assert_eq!(
+            encode_header(&p, 1, &cs, &mut scratch, &mut out),
+            Err(PlanError::Segments)
+        );
+        // A tiny threshold: 16 segments would push the Send over it.
+        let p = plan(
+            &call,
+            &CallShape::new(256).with_reduce(72..5073),
+            &th(200, 1024),
+            &lim(),
+        )
+        .unwrap();
+        assert_eq!(p.class, CallClass::Chunked);
+        let sixteen: Vec<Segment> = (0..16)
+            .map(|i| seg(i, if i == 0 { 4986 } else { 1 }, 0))
+            .collect();
+        let cs = ChunkSegments {
+            read: &sixteen,
+            ..Default::default()
+        };
+        assert_eq!(
+            encode_header(&p, 1, &cs, &mut scratch, &mut out),
+            Err(PlanError::Segments)
+        );
+        // Header buffer too small.
+        let cs = ChunkSegments {
+            read: &ok,
+            ..Default::default()
+        };
+        assert_eq!(
+            encode_header(&p, 1, &cs, &mut scratch, &mut out[..20]),
+            Err(PlanError::HeaderBuffer)
+        );
+    }
+
+    #[test]
+    fn chunks_over_the_limits_are_refused() {
+        let call = read_call(5, 4 << 20);
+        let s = CallShape::new(read_max_reply(4 << 20)).with_write_chunk(4 << 20);
+        assert_eq!(
+            plan(&call, &s, &th(1024, 1024), &lim()),
+            Err(PlanError::TooLarge)
+        );
+    }
+
+    // ----- replies: discards ---------------------------------------------------
+
+    #[test]
+    fn r8166_05_short_non_error_discarded_20_byte_err_chunk_honoured() {
+        let mut c = Chunks::with_limits(&lim());
+        let b = hex("00000005 00000001 00000020 00000000 00000000 00000000");
+        assert_eq!(b.len(), 24);
+        assert_eq!(
+            classify(&b, &lim(), &mut c),
+            Received::Discard(Discard::Short)
+        );
+        for n in 0..16 {
+            assert_eq!(
+                classify(&b[..n], &lim(), &mut c),
+                Received::Discard(Discard::Short)
+            );
+        }
+        let e = hex("1a2b3c51 00000001 00000040 00000004 00000002");
+        assert_eq!(
+            classify(&e, &lim(), &mut c),
+            Received::Error {
+                xid: 0x1a2b3c51,
+                credit: 64,
+                err: ErrBody::Chunk
+            }
+        );
+        let v = hex("1a2b3c50 00000001 00000040 00000004 00000001 00000001 00000001");
+        assert_eq!(
+            classify(&v, &lim(), &mut c),
+            Received::Error {
+                xid: 0x1a2b3c50,
+                credit: 64,
+                err: ErrBody::Vers { low: 1, high: 1 }
+            }
+        );
+    }
+
+    #[test]
+    fn r8166_16_malformed_reply_header_is_discarded() {
+        // Example C's reply with its write list cut short.
+        let full = hex(
+            "1a2b3c4f 00000001 00000040 00000000 00000000 00000001 00000001 0000abcd
+             00001389 00007f00",
+        );
+        let mut c = Chunks::with_limits(&lim());
+        assert_eq!(
+            classify(&full, &lim(), &mut c),
+            Received::Discard(Discard::Malformed)
+        );
+        // A read list in a reply.
+        let mut m = reply_msg(
+            3,
+            1,
+            wire::RDMA_MSG,
+            None,
+            None,
+            &read_reply(3, 70, &[], false),
+        );
+        m[16..20].copy_from_slice(&1u32.to_be_bytes());
+        let mut with_read = m[..20].to_vec();
+        with_read.extend_from_slice(&hex(
+            "00000000 00000001 00000010 00000000 00000000 00000000",
+        ));
+        with_read.extend_from_slice(&m[20..]);
+        assert_eq!(
+            classify(&with_read, &lim(), &mut c),
+            Received::Discard(Discard::Malformed)
+        );
+        // RDMA_NOMSG without a Reply chunk.
+        let m = reply_msg(3, 1, wire::RDMA_NOMSG, Some(&[seg(1, 0, 0)]), None, &[]);
+        assert_eq!(
+            classify(&m, &lim(), &mut c),
+            Received::Discard(Discard::Malformed)
+        );
+        // rdma_xid differs from the RPC xid; a CALL instead of a REPLY.
+        let m = reply_msg(
+            4,
+            1,
+            wire::RDMA_MSG,
+            None,
+            None,
+            &read_reply(3, 70, &[], false),
+        );
+        assert_eq!(
+            classify(&m, &lim(), &mut c),
+            Received::Discard(Discard::XidMismatch)
+        );
+        let m = reply_msg(4, 1, wire::RDMA_MSG, None, None, &null_call(4));
+        assert_eq!(
+            classify(&m, &lim(), &mut c),
+            Received::Discard(Discard::NotAReply)
+        );
+        let m = reply_msg(4, 1, wire::RDMA_MSG, None, None, &[0, 0, 0, 4]);
+        assert_eq!(
+            classify(&m, &lim(), &mut c),
+            Received::Discard(Discard::XidMismatch)
+        );
+        // Other versions.
+        let mut m = reply_msg(
+            3,
+            1,
+            wire::RDMA_MSG,
+            None,
+            None,
+            &read_reply(3, 70, &[], false),
+        );
+        m[7] = 2;
+        assert_eq!(
+            classify(&m, &lim(), &mut c),
+            Received::Discard(Discard::Version)
+        );
+    }
+
+    #[test]
+    fn r8166_17_undecodable_rdma_error_is_discarded() {
+        let mut c = Chunks::with_limits(&lim());
+        let bad_err = hex("00000001 00000001 00000020 00000004 00000009");
+        assert_eq!(
+            classify(&bad_err, &lim(), &mut c),
+            Received::Discard(Discard::Malformed)
+        );
+        let no_range = hex("00000001 00000001 00000020 00000004 00000001");
+        assert_eq!(
+            classify(&no_range, &lim(), &mut c),
+            Received::Discard(Discard::Malformed)
+        );
+        let half = hex("00000001 00000001 00000020 00000004 00000001 00000001");
+        assert_eq!(
+            classify(&half, &lim(), &mut c),
+            Received::Discard(Discard::Malformed)
+        );
+        let no_code = hex("00000001 00000001 00000020 00000004");
+        assert_eq!(
+            classify(&no_code, &lim(), &mut c),
+            Received::Discard(Discard::Malformed)
+        );
+        let v2 = hex("00000001 00000002 00000020 00000004 00000002");
+        assert_eq!(
+            classify(&v2, &lim(), &mut c),
+            Received::Discard(Discard::Version)
+        );
+    }
+
+    #[test]
+    fn r8166_18_err_chunk_for_a_pending_xid_is_a_permanent_error() {
+        let mut c = Chunks::with_limits(&lim());
+        let e = hex("00000042 00000001 00000008 00000004 00000002");
+        let Received::Error { xid, credit, err } = classify(&e, &lim(), &mut c) else {
+            panic!()
+        };
+        assert_eq!((xid, credit), (0x42, 8));
+        let as_rpc = match err {
+            ErrBody::Chunk => RpcRdmaError::Chunk,
+            ErrBody::Vers { low, high } => RpcRdmaError::Vers { low, high },
+        };
+        assert!(as_rpc.is_permanent(), "never resend the identical request");
+        assert!(RpcRdmaError::Vers { low: 1, high: 1 }.is_permanent());
+        assert!(!RpcRdmaError::Disconnected.is_permanent());
+        // The credit of an error is a grant like any other.
+        let mut cr = Credits::new(32);
+        cr.on_send();
+        cr.on_reply(credit);
+        assert_eq!((cr.in_flight(), cr.limit()), (0, 8));
+    }
+
+    #[test]
+    fn r8166_21_msgp_is_discarded() {
+        let mut c = Chunks::with_limits(&lim());
+        let m =
+            hex("00000001 00000001 00000020 00000002 00000000 00000400 00000000 00000000 00000000");
+        assert_eq!(
+            classify(&m, &lim(), &mut c),
+            Received::Discard(Discard::Obsolete)
+        );
+    }
+
+    #[test]
+    fn r8166_23_done_and_unknown_procs_are_discarded() {
+        let mut c = Chunks::with_limits(&lim());
+        let m = hex("00000001 00000001 00000020 00000003 00000000 00000000 00000000");
+        assert_eq!(
+            classify(&m, &lim(), &mut c),
+            Received::Discard(Discard::Obsolete)
+        );
+        for p in [5u32, 7, 0xffff_ffff] {
+            let mut m = m.clone();
+            m[12..16].copy_from_slice(&p.to_be_bytes());
+            assert_eq!(
+                classify(&m, &lim(), &mut c),
+                Received::Discard(Discard::UnknownProc)
+            );
+        }
+    }
+
+    /// R8166-15/19/22: whatever the shapes and replies, the requester emits only
+    /// RDMA_MSG and RDMA_NOMSG, and classifying hostile replies never panics or asks
+    /// for an answer (this module has no way to produce one).
+    #[test]
+    fn r8166_15_19_22_requester_emits_only_msg_and_nomsg_under_fuzz() {
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let mut scratch = Chunks::with_limits(&lim());
+        let mut c = Chunks::with_limits(&lim());
+        let mut hdr = [0u8; 512];
+        let valid = hex(
+            "1a2b3c4f 00000001 00000040 00000000 00000000 00000001 00000001 0000abcd
+             00001389 00007f00 56780000 00000000 00000000 1a2b3c4f 00000001 00000000
+             00000000 00000000 00000000 00000000 00000000 00001389 00000001 00001389",
+        );
+        let offered_w = [seg(0xabcd, 8192, 0x00007f0056780000)];
+        let offered_r = [seg(0x1111, 4096, 0x1000)];
+        let wbuf = vec![0u8; 8192];
+        let rbuf = vec![0u8; 4096];
+        for i in 0..100_000u32 {
+            // A random call shape.
+            let len = 4 * (1 + (next() % 600) as usize);
+            let data = (next() % len as u64) as usize;
+            let (call, r) = write_call(i, &vec![0u8; data]);
+            let _ = len;
+            let t = th(
+                1024 + 1024 * (next() % 4) as usize,
+                1024 + 1024 * (next() % 4) as usize,
+            );
+            let wc = (next() % 3 == 0).then_some((next() % 70_000) as u32);
+            let shape = CallShape {
+                reduce: (next() % 2 == 0).then_some(r),
+                write_chunk: wc,
+                max_reply: (next() % 100_000) as usize,
+                result: ResultAt::Last,
+            };
+            if let Ok(p) = plan(&call, &shape, &t, &lim()) {
+                let rd = p.read.as_ref().map(|r| seg(1, r.source.len() as u32, 0));
+                let wr = seg(2, p.write_len, 0);
+                let rp = seg(3, p.reply_len, 0);
+                let cs = ChunkSegments {
+                    read: rd.as_slice(),
+                    write: if p.write_len > 0 {
+                        std::slice::from_ref(&wr)
+                    } else {
+                        &[]
+                    },
+                    reply: if p.reply_len > 0 {
+                        std::slice::from_ref(&rp)
+                    } else {
+                        &[]
+                    },
+                };
+                let n = encode_header(&p, 32, &cs, &mut scratch, &mut hdr).unwrap();
+                let proc_ = word(&hdr, 12).unwrap();
+                assert!(proc_ == wire::RDMA_MSG || proc_ == wire::RDMA_NOMSG);
+                assert_eq!(word(&hdr, 4), Some(1), "R8166-01");
+                assert_eq!(word(&hdr, 0), word(&call, 0), "R8166-02");
+                assert!(n + p.inline_len() <= t.send);
+            }
+            // A mutated reply.
+            let mut m = valid.clone();
+            for _ in 0..(next() % 4) {
+                let j = (next() as usize) % m.len();
+                m[j] = next() as u8;
+            }
+            m.truncate((next() as usize) % (m.len() + 1));
+            if let Received::Reply(h) = classify(&m, &lim(), &mut c) {
+                let offered = Offered {
+                    write: Some(&offered_w),
+                    reply: (next() % 2 == 0).then_some(&offered_r[..]),
+                    result: if next() % 2 == 0 {
+                        ResultAt::Last
+                    } else {
+                        ResultAt::Locate(nfs3_read_locate)
+                    },
+                };
+                if let Ok(l) = check_reply(&h, &c, &m, &offered, &rbuf) {
+                    let mut out = vec![0u8; l.total_len()];
+                    assert_eq!(
+                        assemble(&l, &m, &rbuf, &wbuf, &mut out),
+                        Some(l.total_len())
+                    );
+                }
+            }
+        }
+    }
+
+    // ----- replies: DDP rules --------------------------------------------------
+
+    fn read_offered(w: &[Segment]) -> Offered<'_> {
+        Offered {
+            write: Some(w),
+            reply: None,
+            result: ResultAt::Locate(nfs3_read_locate),
+        }
+    }
+
+    #[test]
+    fn r8166_60_data_in_write_chunk_for_no_eligible_item_fails_the_rpc() {
+        let w = [seg(0xabcd, 8192, 0x1000)];
+        let wbuf = vec![1u8; 8192];
+        // Error status (no data arm), yet 100 bytes were written.
+        let payload = read_reply(7, 5, &[], true);
+        let m = reply_msg(
+            7,
+            4,
+            wire::RDMA_MSG,
+            Some(&[seg(0xabcd, 100, 0x1000)]),
+            None,
+            &payload,
+        );
+        assert_eq!(
+            complete(&m, &read_offered(&w), &[], &wbuf),
+            Err(RpcRdmaError::NotEligible)
+        );
+        // Length word says 99 but 100 were written.
+        let mut payload = read_reply(7, 0, &[0; 99], true);
+        let n = payload.len();
+        payload[n - 4..].copy_from_slice(&99u32.to_be_bytes());
+        let m = reply_msg(
+            7,
+            4,
+            wire::RDMA_MSG,
+            Some(&[seg(0xabcd, 100, 0x1000)]),
+            None,
+            &payload,
+        );
+        assert_eq!(
+            complete(&m, &read_offered(&w), &[], &wbuf),
+            Err(RpcRdmaError::LengthMismatch)
+        );
+        // Without a locator: the last word must be the length.
+        let offered = Offered {
+            result: ResultAt::Last,
+            ..read_offered(&w)
+        };
+        assert_eq!(
+            complete(&m, &offered, &[], &wbuf),
+            Err(RpcRdmaError::LengthMismatch)
+        );
+        let m = reply_msg(
+            7,
+            4,
+            wire::RDMA_MSG,
+            Some(&[seg(0xabcd, 100, 0x1000)]),
+            None,
+            &payload[..n - 8],
+        );
+        assert_eq!(
+            complete(&m, &offered, &[], &wbuf),
+            Err(RpcRdmaError::LengthMismatch)
+        );
+    }
+
+    #[test]
+    fn r8166_61_read_data_inline_despite_write_chunk_fails_the_rpc() {
+        let w = [seg(0xabcd, 8192, 0x1000)];
+        let payload = read_reply(7, 0, &[9u8; 500], false);
+        // Chunk echoed unused, and as empty.
+        for echo in [&[seg(0xabcd, 0, 0x1000)][..], &[][..]] {
+            let m = reply_msg(7, 4, wire::RDMA_MSG, Some(echo), None, &payload);
+            assert_eq!(
+                complete(&m, &read_offered(&w), &[], &[]),
+                Err(RpcRdmaError::InlineDespiteChunk)
+            );
+        }
+        // A zero-byte read (EOF) is fine, and so is an error with the chunk unused.
+        let m = reply_msg(
+            7,
+            4,
+            wire::RDMA_MSG,
+            Some(&[seg(0xabcd, 0, 0x1000)]),
+            None,
+            &read_reply(7, 0, &[], true),
+        );
+        assert_eq!(
+            complete(&m, &read_offered(&w), &[], &[]).unwrap(),
+            read_reply(7, 0, &[], false)
+        );
+        let m = reply_msg(
+            7,
+            4,
+            wire::RDMA_MSG,
+            Some(&[seg(0xabcd, 0, 0x1000)]),
+            None,
+            &read_reply(7, 2, &[], true),
+        );
+        assert_eq!(
+            complete(&m, &read_offered(&w), &[], &[]).unwrap(),
+            read_reply(7, 2, &[], true)
+        );
+    }
+
+    #[test]
+    fn r8166_70_unused_chunk_memory_is_never_exposed() {
+        let w = [seg(0xabcd, 8192, 0x1000)];
+        let canary = vec![0xc5u8; 8192];
+        let payload = read_reply(7, 70, &[], true);
+        let m = reply_msg(
+            7,
+            4,
+            wire::RDMA_MSG,
+            Some(&[seg(0xabcd, 0, 0x1000)]),
+            None,
+            &payload,
+        );
+        let out = complete(&m, &read_offered(&w), &[], &canary).unwrap();
+        assert_eq!(out, payload);
+        assert!(!out.contains(&0xc5));
+        // Written data: only the echoed bytes, then zero pad, never the canary tail.
+        let mut wbuf = canary.clone();
+        wbuf[..5].copy_from_slice(b"hello");
+        let m = reply_msg(
+            7,
+            4,
+            wire::RDMA_MSG,
+            Some(&[seg(0xabcd, 5, 0x1000)]),
+            None,
+            &read_reply(7, 0, b"hello", true),
+        );
+        let out = complete(&m, &read_offered(&w), &[], &wbuf).unwrap();
+        assert_eq!(out, read_reply(7, 0, b"hello", false));
+        assert!(!out.contains(&0xc5));
+    }
+
+    #[test]
+    fn write_echo_must_match_what_was_offered() {
+        let w = [seg(0xabcd, 4096, 0x1000), seg(0xabce, 4096, 0x2000)];
+        let data = vec![4u8; 5001];
+        let mut wbuf = vec![0u8; 8192];
+        wbuf[..5001].copy_from_slice(&data);
+        let p = read_reply(7, 0, &data, true);
+        let ok = [seg(0xabcd, 4096, 0x1000), seg(0xabce, 905, 0x2000)];
+        let m = reply_msg(7, 4, wire::RDMA_MSG, Some(&ok), None, &p);
+        assert_eq!(
+            complete(&m, &read_offered(&w), &[], &wbuf).unwrap(),
+            read_reply(7, 0, &data, false)
+        );
+        let bad: [&[Segment]; 5] = [
+            &[seg(0xabcd, 4096, 0x1000)],                            // count differs
+            &[seg(0xabcd, 4096, 0x1000), seg(0xffff, 905, 0x2000)],  // handle
+            &[seg(0xabcd, 4096, 0x1000), seg(0xabce, 905, 0x2004)],  // offset
+            &[seg(0xabcd, 4097, 0x1000), seg(0xabce, 904, 0x2000)],  // over length
+            &[seg(0xabcd, 4000, 0x1000), seg(0xabce, 1001, 0x2000)], // hole
+        ];
+        for b in bad {
+            let m = reply_msg(7, 4, wire::RDMA_MSG, Some(b), None, &p);
+            assert_eq!(
+                complete(&m, &read_offered(&w), &[], &wbuf),
+                Err(RpcRdmaError::WriteEcho)
+            );
+        }
+        // A write list although none was offered.
+        let m = reply_msg(7, 4, wire::RDMA_MSG, Some(&ok), None, &p);
+        let none = Offered::default();
+        assert_eq!(
+            complete(&m, &none, &[], &wbuf),
+            Err(RpcRdmaError::WriteEcho)
+        );
+        // Two chunks echoed for one offered.
+        let mut c = Chunks::default();
+        c.push_write_chunk(&ok);
+        c.push_write_chunk(&ok);
+        let mut m = vec![0u8; 512];
+        let n = wire::encode_msg(
+            &mut XdrWriter::new(&mut m),
+            Fixed {
+                xid: 7,
+                vers: 1,
+                credit: 1,
+                proc_: wire::RDMA_MSG,
+            },
+            &c,
+        )
+        .unwrap();
+        m.truncate(n);
+        m.extend_from_slice(&p);
+        assert_eq!(
+            complete(&m, &read_offered(&w), &[], &wbuf),
+            Err(RpcRdmaError::WriteEcho)
+        );
+    }
+
+    #[test]
+    fn long_reply_comes_from_the_reply_chunk() {
+        let r = [seg(0x51, 4096, 0x8000), seg(0x52, 4096, 0x9000)];
+        let body: Vec<u8> = build(|w| {
+            rpc::write_accepted(w, 21, Accept::Success).unwrap();
+            for i in 0..1500 {
+                w.u32(i).unwrap();
+            }
+        });
+        assert_eq!(body.len(), 6024);
+        let mut rbuf = vec![0xaau8; 8192];
+        rbuf[..6024].copy_from_slice(&body);
+        let echo = [seg(0x51, 4096, 0x8000), seg(0x52, 6024 - 4096, 0x9000)];
+        let offered = Offered {
+            write: None,
+            reply: Some(&r),
+            result: ResultAt::Last,
+        };
+        let m = reply_msg(21, 4, wire::RDMA_NOMSG, None, Some(&echo), &[]);
+        assert_eq!(complete(&m, &offered, &rbuf, &[]).unwrap(), body);
+        // Short reply with the Reply chunk echoed unused: fine; echoed with data: not.
+        let small = read_reply(21, 2, &[], true);
+        let unused = [seg(0x51, 0, 0x8000), seg(0x52, 0, 0x9000)];
+        let m = reply_msg(21, 4, wire::RDMA_MSG, None, Some(&unused), &small);
+        assert_eq!(complete(&m, &offered, &rbuf, &[]).unwrap(), small);
+        let m = reply_msg(21, 4, wire::RDMA_MSG, None, Some(&echo), &small);
+        assert_eq!(
+            complete(&m, &offered, &rbuf, &[]),
+            Err(RpcRdmaError::ReplyEcho)
+        );
+        // NOMSG when we offered no Reply chunk; NOMSG whose content has another XID.
+        let m = reply_msg(21, 4, wire::RDMA_NOMSG, None, Some(&echo), &[]);
+        assert_eq!(
+            complete(&m, &Offered::default(), &rbuf, &[]),
+            Err(RpcRdmaError::ReplyEcho)
+        );
+        let mut other = rbuf.clone();
+        other[3] = 22;
+        let m = reply_msg(21, 4, wire::RDMA_NOMSG, None, Some(&echo), &[]);
+        assert_eq!(
+            complete(&m, &offered, &other, &[]),
+            Err(RpcRdmaError::BadReplyChunk)
+        );
+        // Reply chunk with a different handle.
+        let m = reply_msg(
+            21,
+            4,
+            wire::RDMA_NOMSG,
+            None,
+            Some(&[seg(0x51, 4096, 0x8000), seg(0x53, 8, 0x9000)]),
+            &[],
+        );
+        assert_eq!(
+            complete(&m, &offered, &rbuf, &[]),
+            Err(RpcRdmaError::ReplyEcho)
+        );
+    }
+
+    #[test]
+    fn long_reply_with_write_chunk_data_is_spliced_too() {
+        let w = [seg(0xabcd, 8192, 0x1000)];
+        let r = [seg(0x51, 4096, 0x8000)];
+        let data = vec![0x31u8; 3001];
+        let mut wbuf = vec![0u8; 8192];
+        wbuf[..3001].copy_from_slice(&data);
+        let reduced = read_reply(9, 0, &data, true);
+        let mut rbuf = vec![0u8; 4096];
+        rbuf[..reduced.len()].copy_from_slice(&reduced);
+        let m = reply_msg(
+            9,
+            4,
+            wire::RDMA_NOMSG,
+            Some(&[seg(0xabcd, 3001, 0x1000)]),
+            Some(&[seg(0x51, reduced.len() as u32, 0x8000)]),
+            &[],
+        );
+        let offered = Offered {
+            reply: Some(&r),
+            ..read_offered(&w)
+        };
+        assert_eq!(
+            complete(&m, &offered, &rbuf, &wbuf).unwrap(),
+            read_reply(9, 0, &data, false)
+        );
+    }
+
+    #[test]
+    fn locate_splices_an_item_that_is_not_last() {
+        // A synthetic reply: header, item length, then two more words after the item.
+        fn locate(r: &[u8]) -> Option<usize> {
+            (r.len() >= 36).then_some(r.len() - 12)
+        }
+        let mut reduced = build(|w| rpc::write_accepted(w, 5, Accept::Success).unwrap());
+        reduced.extend_from_slice(&7u32.to_be_bytes());
+        reduced.extend_from_slice(&hex("0000aaaa 0000bbbb"));
+        let w = [seg(1, 16, 0)];
+        let mut wbuf = [0u8; 16];
+        wbuf[..7].copy_from_slice(b"1234567");
+        let m = reply_msg(5, 1, wire::RDMA_MSG, Some(&[seg(1, 7, 0)]), None, &reduced);
+        let offered = Offered {
+            write: Some(&w),
+            reply: None,
+            result: ResultAt::Locate(locate),
+        };
+        let out = complete(&m, &offered, &[], &wbuf).unwrap();
+        let mut want = reduced[..28].to_vec();
+        want.extend_from_slice(b"1234567\0");
+        want.extend_from_slice(&hex("0000aaaa 0000bbbb"));
+        assert_eq!(out, want);
+        // A locator pointing off the end or unaligned is a broken reply, not a panic.
+        fn wild(r: &[u8]) -> Option<usize> {
+            Some(r.len() + 1)
+        }
+        let offered = Offered {
+            result: ResultAt::Locate(wild),
+            ..offered
+        };
+        assert_eq!(
+            complete(&m, &offered, &[], &wbuf),
+            Err(RpcRdmaError::NotEligible)
+        );
+    }
+}
