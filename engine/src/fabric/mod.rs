@@ -75,11 +75,19 @@ impl Sge {
 pub enum Op {
     Send,
     /// Send, and invalidate the peer's registration `rkey` (RFC 8797 remote invalidation).
-    SendWithInv { rkey: u32 },
+    SendWithInv {
+        rkey: u32,
+    },
     /// Write the gathered local bytes to the peer's memory.
-    Write { remote_addr: u64, rkey: u32 },
+    Write {
+        remote_addr: u64,
+        rkey: u32,
+    },
     /// Read from the peer's memory into the local scatter list.
-    Read { remote_addr: u64, rkey: u32 },
+    Read {
+        remote_addr: u64,
+        rkey: u32,
+    },
 }
 
 /// A send-queue work request. A slice of them is posted as one chain (one doorbell).

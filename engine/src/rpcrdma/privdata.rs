@@ -170,13 +170,22 @@ mod tests {
         let mut b = [0u8; 20];
         b[3..11].copy_from_slice(&[0xf6, 0xab, 0x0e, 0x18, 1, 1, 7, 15]);
         let d = decode(&b);
-        assert_eq!((d.send_size, d.recv_size, d.remote_invalidate), (8192, 16384, true));
+        assert_eq!(
+            (d.send_size, d.recv_size, d.remote_invalidate),
+            (8192, 16384, true)
+        );
     }
 
     #[test]
     fn r8797_10_wrong_version_or_short_tail_means_absent() {
-        assert_eq!(decode(&[0xf6, 0xab, 0x0e, 0x18, 2, 1, 3, 3]), PrivData::ABSENT);
-        assert_eq!(decode(&[0, 0, 0xf6, 0xab, 0x0e, 0x18, 1, 1, 3]), PrivData::ABSENT);
+        assert_eq!(
+            decode(&[0xf6, 0xab, 0x0e, 0x18, 2, 1, 3, 3]),
+            PrivData::ABSENT
+        );
+        assert_eq!(
+            decode(&[0, 0, 0xf6, 0xab, 0x0e, 0x18, 1, 1, 3]),
+            PrivData::ABSENT
+        );
     }
 
     #[test]

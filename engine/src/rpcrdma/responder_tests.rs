@@ -61,7 +61,12 @@ fn short_call_without_chunks_is_a_call_read_in_place() {
 #[test]
 fn r8166_03_xid_mismatch_gets_err_chunk_with_the_header_xid() {
     let mut r = Responder::new(cfg());
-    let m = msg(0x1111_1111, RDMA_MSG, &Chunks::default(), &null_call(0x2222_2222));
+    let m = msg(
+        0x1111_1111,
+        RDMA_MSG,
+        &Chunks::default(),
+        &null_call(0x2222_2222),
+    );
     assert_eq!(
         receive(&mut r, &m),
         Received::Error {
@@ -358,7 +363,19 @@ fn r8166_38_long_call_is_a_pull_of_the_whole_payload() {
 
 /// A READ reply: header words, then `data` as the last opaque.
 fn read_reply(xid: u32, data: &[u8]) -> (Vec<u8>, Range<usize>) {
-    let mut b = words(&[xid, 1, 0, 0, 0, 0, 0, 0, data.len() as u32, 1, data.len() as u32]);
+    let mut b = words(&[
+        xid,
+        1,
+        0,
+        0,
+        0,
+        0,
+        0,
+        0,
+        data.len() as u32,
+        1,
+        data.len() as u32,
+    ]);
     let start = b.len();
     b.extend_from_slice(data);
     b.resize(start + padded(data.len()), 0);
@@ -396,7 +413,16 @@ fn r8166_64_66_data_split_over_segments_exact_length_no_pad() {
     let (reply, ddp) = read_reply(0x1a2b3c4f, &data);
     let mut hdr = [0u8; 256];
     let plan = r
-        .plan_reply(0x1a2b3c4f, 64, &call, &reply, Some(ddp.clone()), 4096, false, &mut hdr)
+        .plan_reply(
+            0x1a2b3c4f,
+            64,
+            &call,
+            &reply,
+            Some(ddp.clone()),
+            4096,
+            false,
+            &mut hdr,
+        )
         .unwrap()
         .clone();
     assert_eq!(plan.writes.len(), 2);
@@ -546,7 +572,16 @@ fn r8166_44_r8267_07_reply_too_big_without_room_is_an_overrun() {
     let reply = vec![3u8; 6000];
     let mut hdr = [0u8; 256];
     assert_eq!(
-        r.plan_reply(1, 8, &Chunks::default(), &reply, None, 1024, false, &mut hdr),
+        r.plan_reply(
+            1,
+            8,
+            &Chunks::default(),
+            &reply,
+            None,
+            1024,
+            false,
+            &mut hdr
+        ),
         Err(Overrun)
     );
     let small = reply_chunk_call(4096);
@@ -568,7 +603,16 @@ fn r8797_13_remote_invalidation_only_with_a_single_rkey_and_both_r_bits() {
         .unwrap();
     assert_eq!(p.invalidate, Some(0xabcd));
     let p = r
-        .plan_reply(1, 8, &call, &reply, Some(ddp.clone()), 4096, false, &mut hdr)
+        .plan_reply(
+            1,
+            8,
+            &call,
+            &reply,
+            Some(ddp.clone()),
+            4096,
+            false,
+            &mut hdr,
+        )
         .unwrap();
     assert_eq!(p.invalidate, None, "R8797-14: no SWI unless both set R");
     let two = one_write_chunk(&[4096, 4096]);
@@ -584,7 +628,16 @@ fn r8166_01_02_reply_headers_are_version_1_with_the_call_xid() {
     let (reply, ddp) = read_reply(0x77, &[1; 10]);
     let mut hdr = [0u8; 256];
     let n = r
-        .plan_reply(0x77, 8, &Chunks::default(), &reply, Some(ddp), 4096, false, &mut hdr)
+        .plan_reply(
+            0x77,
+            8,
+            &Chunks::default(),
+            &reply,
+            Some(ddp),
+            4096,
+            false,
+            &mut hdr,
+        )
         .unwrap()
         .header_len;
     let (fixed, _) = decode_echo(&hdr[..n]);

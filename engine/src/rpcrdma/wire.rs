@@ -249,11 +249,7 @@ fn segment(r: &mut XdrReader) -> XdrResult<Segment> {
 }
 
 /// Segments of one counted chunk, limit checked before the loop.
-fn counted_segments(
-    r: &mut XdrReader,
-    l: &Limits,
-    into: &mut Vec<Segment>,
-) -> Result<usize, ()> {
+fn counted_segments(r: &mut XdrReader, l: &Limits, into: &mut Vec<Segment>) -> Result<usize, ()> {
     let n = r.u32().map_err(bad)? as usize;
     if n > l.max_chunk_segments || n * 16 > r.remaining() {
         return Err(());
@@ -480,8 +476,17 @@ mod tests {
             &out[..n],
             &hex("1a2b3c50 00000002 00000040 00000004 00000001 00000001 00000001")[..]
         );
-        let n = encode_error(&mut XdrWriter::new(&mut out), 0x1a2b3c51, 1, 0x40, ErrBody::Chunk)
-            .unwrap();
-        assert_eq!(&out[..n], &hex("1a2b3c51 00000001 00000040 00000004 00000002")[..]);
+        let n = encode_error(
+            &mut XdrWriter::new(&mut out),
+            0x1a2b3c51,
+            1,
+            0x40,
+            ErrBody::Chunk,
+        )
+        .unwrap();
+        assert_eq!(
+            &out[..n],
+            &hex("1a2b3c51 00000001 00000040 00000004 00000002")[..]
+        );
     }
 }
