@@ -40,31 +40,30 @@ pub struct Violation {
 /// Checks the reduced items of a reassembled call and says which DDP item its reply
 /// may carry.
 pub fn check_call(rec: &[u8], reduced: &[Reduced]) -> Result<ReplyItem, Violation> {
-    let xid = rec
-        .get(..4)
-        .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
-        .unwrap_or(0);
+    let word = |at: usize| {
+        rec.get(at..at + 4)
+            .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+    };
+    let xid = word(0).unwrap_or(0);
+    if reduced.is_empty() {
+        // Hot path: prog, vers and proc sit at fixed offsets of every call header
+        // (RFC 5531 §9); the full decode (credentials) is the RPC layer's, once.
+        return Ok(match (word(12), word(16), word(20)) {
+            (Some(NFS_PROGRAM), Some(NFS_V3), Some(READ)) => ReplyItem::ReadData,
+            (Some(NFS_PROGRAM), Some(NFS_V3), Some(READLINK)) => ReplyItem::ReadlinkPath,
+            _ => ReplyItem::None,
+        });
+    }
     let Ok((h, _)) = rpc::decode_call(rec) else {
-        // Undecodable headers are the RPC layer's business (drop or deny); a reduced
-        // item in one can only be a violation.
-        return if reduced.is_empty() {
-            Ok(ReplyItem::None)
-        } else {
-            Err(Violation { xid })
-        };
+        // A reduced item in an undecodable call can only be a violation.
+        return Err(Violation { xid });
     };
     let nfs3 = h.prog == NFS_PROGRAM && h.vers == NFS_V3;
-    if !reduced.is_empty() {
-        let eligible = nfs3 && (h.proc_ == WRITE || h.proc_ == SYMLINK);
-        if !eligible || reduced.len() != 1 || !ends_call(rec, reduced[0]) {
-            return Err(Violation { xid });
-        }
+    let eligible = nfs3 && (h.proc_ == WRITE || h.proc_ == SYMLINK);
+    if !eligible || reduced.len() != 1 || !ends_call(rec, reduced[0]) {
+        return Err(Violation { xid });
     }
-    Ok(match (nfs3, h.proc_) {
-        (true, READ) => ReplyItem::ReadData,
-        (true, READLINK) => ReplyItem::ReadlinkPath,
-        _ => ReplyItem::None,
-    })
+    Ok(ReplyItem::None)
 }
 
 /// The reduced item is the call's last: it starts right after a length word that

@@ -36,7 +36,15 @@ pub(crate) struct ReactorState {
     /// Inline replies produced while the transport was borrowed by `poll`.
     outbox: Vec<(Link, Option<Buf>)>,
     next_bell: usize,
+    /// Passes since the TCP sockets were last polled (see `poll`).
+    tcp_skipped: u32,
+    /// Whether the last TCP poll found work.
+    tcp_busy: bool,
 }
+
+/// With an RDMA transport busy, TCP sockets are polled every this many passes (each
+/// TCP poll is an epoll_wait system call), and on every pass while TCP has work.
+const TCP_POLL_EVERY: u32 = 32;
 
 impl ReactorState {
     pub fn new(
@@ -62,6 +70,8 @@ impl ReactorState {
             retry: VecDeque::with_capacity(64),
             outbox: Vec::with_capacity(256),
             next_bell: 0,
+            tcp_skipped: 0,
+            tcp_busy: true,
         }
     }
 
@@ -129,6 +139,7 @@ impl ReactorState {
             retry,
             outbox,
             next_bell,
+            ..
         } = self;
         let pools = &shared.reactors[*id].pools;
         let mut hot = Hot {
@@ -341,8 +352,18 @@ impl Poller for ReactorState {
         if !self.backlog.is_empty() {
             work += self.flush_backlog();
         }
-        work += self.poll_sockets(Duration::ZERO);
-        work += self.poll_rdma();
+        let rdma_work = self.poll_rdma();
+        work += rdma_work;
+        // Rule: TCP is polled on every pass unless RDMA is doing the work; then every
+        // TCP_POLL_EVERY passes (or at once when TCP was busy), so a busy RDMA reactor
+        // does not pay a system call per pass. A sleeping reactor waits on both.
+        self.tcp_skipped += 1;
+        if rdma_work == 0 || self.tcp_busy || self.tcp_skipped >= TCP_POLL_EVERY {
+            let n = self.poll_sockets(Duration::ZERO);
+            self.tcp_busy = n > 0;
+            self.tcp_skipped = 0;
+            work += n;
+        }
         // One vectored write per connection for everything answered in this pass.
         self.tcp.flush();
         work
