@@ -622,7 +622,7 @@ impl Config {
                 "must be 1..=1024 (a grant of 0 deadlocks clients)",
             );
         }
-        if !(1024..=65536).contains(&r.inline_size) || r.inline_size % 1024 != 0 {
+        if !(1024..=65536).contains(&r.inline_size) || !r.inline_size.is_multiple_of(1024) {
             return err(
                 "rdma.inline_size",
                 "must be a multiple of 1024 in 1024..=65536 bytes (RFC 8797 sizes)",

@@ -374,7 +374,12 @@ impl Responder {
                 if data.len() as u64 > room {
                     return Err(Overrun);
                 }
-                scatter(std::slice::from_ref(&data), call.write_chunk(0), segs, &mut plan.writes);
+                scatter(
+                    std::slice::from_ref(&data),
+                    call.write_chunk(0),
+                    segs,
+                    &mut plan.writes,
+                );
                 let after = (data.end + padded(data.len()) - data.len()).min(reply.len());
                 plan.inline = [0..data.start, after..reply.len()];
             }

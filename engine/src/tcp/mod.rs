@@ -508,11 +508,9 @@ impl TcpTransport {
     /// on every transport it owns (the fabric's `wait_fd`). `fd` must stay open while
     /// this transport lives.
     pub fn register_external(&self, fd: std::os::fd::RawFd) -> io::Result<()> {
-        self.poll.registry().register(
-            &mut mio::unix::SourceFd(&fd),
-            EXTERNAL,
-            Interest::READABLE,
-        )
+        self.poll
+            .registry()
+            .register(&mut mio::unix::SourceFd(&fd), EXTERNAL, Interest::READABLE)
     }
 
     pub fn stats(&self) -> TcpStats {

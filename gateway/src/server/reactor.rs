@@ -47,6 +47,7 @@ pub(crate) struct ReactorState {
 const TCP_POLL_EVERY: u32 = 32;
 
 impl ReactorState {
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         id: usize,
         tcp: TcpTransport,
