@@ -91,6 +91,9 @@ pub struct RdmaStats {
 }
 
 const BATCH: usize = 64;
+/// Bytes per call slot in a connection's header slab: enough for a header echoing a
+/// write chunk and a reply chunk of a few segments; larger headers use a pool buffer.
+const HDR_SLOT: usize = 256;
 /// Writes per posted chain (longer plans are posted as several chains, in order).
 const MAX_CHAIN: usize = 64;
 /// XIDs whose RDMA Read failed, remembered per peer (R8166-75).
@@ -140,6 +143,10 @@ struct CallSlot {
 
 struct Conn {
     qp: Qp,
+    /// Reply headers, one `HDR_SLOT` per call slot, registered once at accept (no pool
+    /// traffic per reply).
+    hdr_slab: Box<[u8]>,
+    hdr_mr: Mr,
     peer: SocketAddr,
     responder: Responder,
     /// Largest Send we may post (reply inline threshold).
@@ -361,6 +368,20 @@ impl RdmaServer {
         };
         let responder = Responder::new(cfg);
         let ncalls = credits as usize + 16;
+        let mut hdr_slab = vec![0u8; ncalls * HDR_SLOT].into_boxed_slice();
+        // SAFETY: the slab is owned by the connection, whose drop deregisters it first
+        // (`drop_conn`); a boxed slice never moves.
+        let hdr_mr = match unsafe {
+            self.fabric
+                .register(hdr_slab.as_mut_ptr(), hdr_slab.len(), access::LOCAL_WRITE)
+        } {
+            Ok(mr) => mr,
+            Err(e) => {
+                tracing::warn!(peer = %req.peer, "rdma: registering reply headers failed: {e}");
+                self.fabric.disconnect(qp);
+                return;
+            }
+        };
         let calls = (0..ncalls)
             .map(|_| CallSlot {
                 state: State::Free,
@@ -380,6 +401,8 @@ impl RdmaServer {
             .collect();
         let conn = Conn {
             qp,
+            hdr_slab,
+            hdr_mr,
             peer: req.peer,
             responder,
             send_limit: t.send,
@@ -807,13 +830,26 @@ impl RdmaServer {
         let grant = c.responder.grant(c.posted);
         let call = &mut c.calls[idx as usize];
         let hdr_cap = wire::FIXED_WORDS + call.chunks.encoded_len() + 16;
-        if call.hdr.is_none() {
-            match self.pools.alloc(hdr_cap.max(wire::MIN_HEADER)) {
+        if hdr_cap > HDR_SLOT && call.hdr.is_none() {
+            match self.pools.alloc(hdr_cap) {
                 Some(b) => call.hdr = Some(b),
                 None => return Sent::Wait,
             }
         }
-        let mut hdr = call.hdr.take().expect("allocated");
+        let mut pool_hdr = call.hdr.take();
+        let (hdr, hdr_addr, hdr_lkey): (&mut [u8], u64, u32) = match pool_hdr.as_mut() {
+            Some(b) => {
+                let a = b.addr();
+                (b.spare_mut(), a, self.mr.lkey)
+            }
+            None => {
+                let at = idx as usize * HDR_SLOT;
+                let h = &mut c.hdr_slab[at..at + HDR_SLOT];
+                let a = h.as_ptr() as u64;
+                (h, a, c.hdr_mr.lkey)
+            }
+        };
+        let hdr_len: usize;
         let mut sges = [Sge {
             addr: 0,
             len: 0,
@@ -824,8 +860,7 @@ impl RdmaServer {
         let mut send_sges = 1usize;
         let mut invalidate = None;
         if let Some((vers, body)) = call.error {
-            let n = responder::encode_error(hdr.spare_mut(), call.xid, vers, grant, body);
-            hdr.set_len(n);
+            hdr_len = responder::encode_error(hdr, call.xid, vers, grant, body);
             self.stats.errors_sent += 1;
         } else {
             let reply = call.reply.as_ref().expect("queued reply");
@@ -837,7 +872,7 @@ impl RdmaServer {
                 call.ddp.clone(),
                 c.send_limit,
                 c.remote_invalidate,
-                hdr.spare_mut(),
+                &mut *hdr,
             );
             match planned {
                 Ok(plan) if plan.writes.len() <= MAX_CHAIN => {
@@ -853,7 +888,7 @@ impl RdmaServer {
                         });
                     }
                     nwrites = plan.writes.len();
-                    hdr.set_len(plan.header_len);
+                    hdr_len = plan.header_len;
                     for r in plan.inline.iter().filter(|r| !r.is_empty()) {
                         sges[nwrites + send_sges] = Sge {
                             addr: reply.addr() + r.start as u64,
@@ -869,14 +904,13 @@ impl RdmaServer {
                     // provided: ERR_CHUNK, never an over-size Send or a write past a
                     // segment.
                     tracing::debug!(peer = %c.peer, xid = call.xid, "rdma: reply resource overrun; answering ERR_CHUNK");
-                    let n = responder::encode_error(
-                        hdr.spare_mut(),
+                    hdr_len = responder::encode_error(
+                        hdr,
                         call.xid,
                         wire::VERSION,
                         grant,
                         ErrBody::Chunk,
                     );
-                    hdr.set_len(n);
                     call.reply = None;
                     call.ddp = None;
                     call.error = Some((wire::VERSION, ErrBody::Chunk));
@@ -886,13 +920,13 @@ impl RdmaServer {
         }
         let cost = 1 + nwrites as u32;
         if c.sq_used + cost > c.sq_max {
-            call.hdr = Some(hdr);
+            call.hdr = pool_hdr;
             return Sent::Wait;
         }
         sges[nwrites] = Sge {
-            addr: hdr.addr(),
-            len: hdr.len() as u32,
-            lkey: self.mr.lkey,
+            addr: hdr_addr,
+            len: hdr_len as u32,
+            lkey: hdr_lkey,
         };
         let total: usize = sges[nwrites..nwrites + send_sges]
             .iter()
@@ -929,7 +963,7 @@ impl RdmaServer {
             sges: &sges[nwrites..nwrites + send_sges],
             signaled: true,
         };
-        call.hdr = Some(hdr);
+        call.hdr = pool_hdr;
         call.state = State::Sending;
         call.cost = cost;
         self.stats.rdma_writes += nwrites as u64;
@@ -957,7 +991,8 @@ impl RdmaServer {
     }
 
     fn drop_conn(&mut self, slot: u32) {
-        if self.conns[slot as usize].take().is_some() {
+        if let Some(c) = self.conns[slot as usize].take() {
+            self.fabric.deregister(&c.hdr_mr);
             self.gens[slot as usize] = self.gens[slot as usize].wrapping_add(1);
             self.free.push(slot);
             self.live -= 1;
