@@ -414,6 +414,66 @@ mod tests {
         assert_eq!(call_shape(&[]).max_reply, OTHER_REPLY);
     }
 
+    /// R8166-58 / R8267-01 / R8267-10 (client side), over every NFSv3 procedure and the
+    /// other programs and versions the bridge may forward: only NFSv3 WRITE data and
+    /// SYMLINK path are ever reduced into a read chunk (exactly the item's bytes), and
+    /// only NFSv3 READ and READLINK get a write chunk. The arguments are WRITE-shaped for
+    /// every procedure (a trailing opaque a careless parser would reduce), SYMLINK's are
+    /// its own.
+    #[test]
+    fn r8166_58_r8267_01_10_only_eligible_items_ever_go_into_chunks() {
+        let data = [0x5au8; 3000];
+        let write_like = |w: &mut XdrWriter| -> XdrResult<()> {
+            w.opaque_var(FH)?;
+            w.u64(0)?;
+            w.u32(data.len() as u32)?;
+            w.u32(0)?;
+            w.opaque_var(&data)
+        };
+        let symlink = |w: &mut XdrWriter| -> XdrResult<()> {
+            w.opaque_var(FH)?;
+            w.string(b"link")?;
+            w.opaque_fixed(&[0; 24])?; // sattr3: nothing set
+            w.opaque_var(&data)
+        };
+        let mut calls = vec![];
+        for proc_ in 0..=21 {
+            calls.push((NFS_PROGRAM, 3, proc_));
+        }
+        for proc_ in 0..=18 {
+            calls.push((NFS_PROGRAM, 2, proc_));
+        }
+        for proc_ in 0..=5 {
+            calls.push((MOUNT_PROGRAM, 3, proc_));
+        }
+        calls.extend([
+            (NFS_PROGRAM, 4, 1),
+            (100227, 3, 1),
+            (100227, 3, 2),
+            (100021, 4, 7),
+        ]);
+        for (prog, vers, proc_) in calls {
+            let nfs3 = prog == NFS_PROGRAM && vers == 3;
+            let c = if nfs3 && proc_ == 10 {
+                call(prog, vers, proc_, symlink)
+            } else {
+                call(prog, vers, proc_, write_like)
+            };
+            let s = call_shape(&c);
+            let what = format!("prog {prog} v{vers} proc {proc_}");
+            match &s.reduce {
+                Some(r) if !r.is_empty() => {
+                    assert!(nfs3 && (proc_ == 7 || proc_ == 10), "{what} reduced");
+                    assert_eq!(&c[r.clone()], &data[..], "{what}: exactly the item");
+                    assert_eq!(padded(r.end), c.len(), "{what}: the last item");
+                }
+                _ => assert!(!(nfs3 && (proc_ == 7 || proc_ == 10)), "{what} not reduced"),
+            }
+            let wants_chunk = s.write_chunk.is_some_and(|n| n > 0);
+            assert_eq!(wants_chunk, nfs3 && (proc_ == 5 || proc_ == 6), "{what}");
+        }
+    }
+
     fn reply(results: impl FnOnce(&mut XdrWriter) -> XdrResult<()>) -> Vec<u8> {
         let mut buf = vec![0u8; 8192];
         let mut w = XdrWriter::new(&mut buf);

@@ -176,6 +176,54 @@ mod tests {
         assert!(check_call(&b, &[Reduced { position, len: 4 }]).is_err());
     }
 
+    /// R8166-58 / R8267-01 (server side), over every NFSv3 procedure and the other
+    /// programs and versions a client may send: a reduced argument is accepted only for
+    /// NFSv3 WRITE and SYMLINK, and only READ and READLINK replies may use a write chunk.
+    #[test]
+    fn r8166_58_r8267_01_only_eligible_items_are_ever_taken_from_or_put_in_chunks() {
+        let rpc_call = |prog: u32, vers: u32, proc_: u32| {
+            let mut b = vec![0u8; 256];
+            let mut w = XdrWriter::new(&mut b);
+            write_call(&mut w, 9, prog, vers, proc_, &Cred::None).unwrap();
+            let n = w.position();
+            b.truncate(n);
+            // Whatever the procedure: a trailing opaque that looks reducible.
+            b.extend(8u32.to_be_bytes());
+            b.extend([b'x'; 8]);
+            b
+        };
+        let mut calls = vec![];
+        for proc_ in 0..=21 {
+            calls.push((NFS_PROGRAM, NFS_V3, proc_));
+        }
+        for proc_ in 0..=18 {
+            calls.push((NFS_PROGRAM, 2, proc_)); // NFSv2: not served
+        }
+        for proc_ in 0..=5 {
+            calls.push((100005, 3, proc_)); // MOUNT
+        }
+        calls.extend([
+            (100003, 4, 1),
+            (100227, 3, 1),
+            (100227, 3, 2),
+            (100021, 4, 7),
+        ]);
+        for (prog, vers, proc_) in calls {
+            let rec = rpc_call(prog, vers, proc_);
+            let position = (rec.len() - 8) as u32;
+            let eligible_arg = prog == NFS_PROGRAM && vers == 3 && (proc_ == 7 || proc_ == 10);
+            let got = check_call(&rec, &[Reduced { position, len: 8 }]);
+            assert_eq!(got.is_ok(), eligible_arg, "{prog} v{vers} proc {proc_}");
+            let item = check_call(&rec, &[]).unwrap();
+            let want = match (prog, vers, proc_) {
+                (NFS_PROGRAM, 3, 6) => ReplyItem::ReadData,
+                (NFS_PROGRAM, 3, 5) => ReplyItem::ReadlinkPath,
+                _ => ReplyItem::None,
+            };
+            assert_eq!(item, want, "{prog} v{vers} proc {proc_}");
+        }
+    }
+
     #[test]
     fn a_chunk_not_at_the_end_or_two_chunks_are_violations() {
         let (rec, position) = write_args(8);

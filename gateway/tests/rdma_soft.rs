@@ -14,7 +14,8 @@ use engine::rpcrdma::wire::{self, Chunks, Fixed, Header, Limits, ReadSegment, Se
 use engine::xdr::{XdrReader, XdrWriter};
 use gateway::config::Config;
 use gateway::server::Server;
-use std::net::SocketAddr;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicU16, Ordering};
 use std::time::{Duration, Instant};
 
@@ -30,6 +31,10 @@ struct Gw {
 
 impl Gw {
     fn start(inline: usize) -> Gw {
+        Gw::start_with(inline, 32)
+    }
+
+    fn start_with(inline: usize, credits: u32) -> Gw {
         let dir = tempfile::tempdir().unwrap();
         let base = 21000 + (std::process::id() % 2000) as u16 * 8;
         let port = base + PORT.fetch_add(1, Ordering::Relaxed);
@@ -38,7 +43,7 @@ impl Gw {
             "[engine]\ncores = [0]\nidle = \"adaptive\"\nhugepages = \"off\"\n\
              [pools]\nsmall = 1024\nmedium = 64\nlarge = 24\n\
              [tcp]\nlisten = \"127.0.0.1:0\"\n\
-             [rdma]\nprovider = \"soft\"\nlisten = \"{rdma}\"\ncredits = 32\ninline_size = {inline}\n\
+             [rdma]\nprovider = \"soft\"\nlisten = \"{rdma}\"\ncredits = {credits}\ninline_size = {inline}\n\
              [backend]\nkind = \"memory\"\nworkers = 2\n\
              [state]\ndir = \"{}\"\n\
              [[exports]]\npath = \"/\"\nclients = [\"0.0.0.0/0\"]\nsquash = \"none\"\n",
@@ -612,7 +617,10 @@ fn r8166_33_34_38_39_40_42_44_r8267_07_long_call_and_long_reply_through_the_repl
     };
     assert_eq!(fixed.proc_, wire::RDMA_NOMSG);
     let written = echo.reply_chunk().unwrap()[0].length as usize;
-    assert!(written > 1024 && written % 4 == 0, "R8166-40: {written}");
+    assert!(
+        written > 1024 && written.is_multiple_of(4),
+        "R8166-40: {written}"
+    );
     let (_, s) = raw.scratch(3);
     let (rx, st, _) = rpc::decode_reply(&s[..written]).unwrap();
     assert_eq!(
@@ -709,8 +717,11 @@ fn r8166_75_bad_rkey_breaks_only_that_connection_and_the_retransmission_gets_err
     gw.assert_buffers_back();
 }
 
+/// R8166-74, in part: a reply whose RDMA Write fails (the client's write chunk runs
+/// past its registration) closes the connection. A failure to *post* the reply cannot
+/// be injected into the gateway's own fabric from here.
 #[test]
-fn out_of_bounds_write_chunk_breaks_the_connection_and_buffers_return() {
+fn r8166_74_out_of_bounds_write_chunk_breaks_the_connection_and_buffers_return() {
     let gw = Gw::start(4096);
     let mut raw = Raw::connect(gw.rdma, None);
     let root = mount(&mut raw);
@@ -917,4 +928,383 @@ fn r8797_11_a_reconnect_uses_the_newly_advertised_thresholds() {
             Header::Error { .. } => assert!(!fits, "ERR_CHUNK at {recv}"),
         }
     }
+}
+
+/// R8166-28: a reply's grant is backed by Receives already posted. With 8 credits the
+/// client sends a whole grant back to back, again and again (one call at first,
+/// R8166-27): on the soft provider a call that found no Receive would break the
+/// connection, so every call being answered shows the Receives were there.
+#[test]
+fn r8166_28_a_whole_grant_sent_back_to_back_always_finds_receives_posted() {
+    let gw = Gw::start_with(4096, 8);
+    let mut raw = Raw::connect(gw.rdma, None);
+    let (mut grant, mut xid) = (1u32, 1000u32);
+    for _ in 0..30 {
+        for k in 0..grant {
+            let x = xid + k;
+            raw.send(&msg(x, &Chunks::default(), &rpc_call(x, NFS, 0, &[])));
+        }
+        let mut latest = 0;
+        for _ in 0..grant {
+            let m = raw
+                .recv(Duration::from_secs(5))
+                .expect("every call answered");
+            let Header::Msg { fixed, .. } = parse(&m).0 else {
+                panic!("not a reply")
+            };
+            assert!((1..=8).contains(&fixed.credit), "{}", fixed.credit);
+            latest = fixed.credit;
+        }
+        xid += grant;
+        grant = latest;
+    }
+    assert_eq!(grant, 8, "the full grant was in use");
+    assert!(!raw.disconnected);
+    drop(raw);
+    gw.assert_buffers_back();
+}
+
+/// R8166-33 / R8797-01 (gateway side): a client that sends no private data at all is
+/// accepted and served at 1024 bytes each way (the gateway itself advertises 4096): a
+/// 1024-byte call is executed, a reply of exactly 1024 bytes is sent inline, one word
+/// more gets ERR_CHUNK instead of an over-size Send.
+#[test]
+fn r8166_33_r8797_01_no_private_data_means_1024_each_way_and_1024_byte_sends_work() {
+    let gw = Gw::start(4096);
+    let mut raw = Raw::connect(gw.rdma, None);
+    let root = mount(&mut raw);
+    let fh = create(&mut raw, 2, &root, "k");
+    let mut file = pattern(4096, 7);
+    write_chunked(&mut raw, 3, &fh, &file, 4096);
+    // An inline WRITE whose Send is exactly 1024 bytes.
+    let len = 1024 - 28 - write_prefix(4, &fh, 0, 0).len();
+    let data = pattern(len, 4);
+    file[..len].copy_from_slice(&data);
+    let mut call = write_prefix(4, &fh, 0, len);
+    call.extend_from_slice(&data);
+    let m = msg(4, &Chunks::default(), &call);
+    assert_eq!(m.len(), 1024);
+    raw.send(&m);
+    let (_, _, payload) = parse(&raw.recv(Duration::from_secs(5)).unwrap());
+    let (_, st, at) = rpc::decode_reply(&payload).unwrap();
+    assert_eq!(st, rpc::ReplyStatus::Accepted(rpc::Accept::Success));
+    assert_eq!(&payload[at..at + 4], &[0; 4], "WRITE ok");
+    // READ sized so that the inline reply is exactly 1024 bytes, then one word more.
+    raw.send(&msg(
+        5,
+        &Chunks::default(),
+        &rpc_call(5, NFS, 6, &read_args(&fh, 0, 0)),
+    ));
+    let count = 1024 - raw.recv(Duration::from_secs(5)).unwrap().len();
+    for (xid, count, fits) in [(6u32, count, true), (7, count + 4, false)] {
+        let args = read_args(&fh, 0, count as u32);
+        raw.send(&msg(xid, &Chunks::default(), &rpc_call(xid, NFS, 6, &args)));
+        let r = raw.recv(Duration::from_secs(5)).unwrap();
+        match parse(&r) {
+            (Header::Msg { .. }, _, payload) => {
+                assert!(fits, "a {}-byte Send to a 1024-byte client", r.len());
+                assert_eq!(r.len(), 1024);
+                assert!(payload.ends_with(&file[..count]));
+            }
+            (Header::Error { .. }, _, _) => assert!(!fits, "ERR_CHUNK at exactly 1024"),
+        }
+    }
+    assert!(raw.sends_seen.iter().all(|&n| n <= 1024));
+}
+
+/// R8166-48: a 12 KiB WRITE whose read chunk is three 4 KiB segments is reassembled
+/// in list order (the segments lie in memory in the reverse order, so address order
+/// would give other bytes); read back through a write chunk, every byte matches.
+#[test]
+fn r8166_48_three_segment_read_chunk_is_reassembled_in_list_order() {
+    let gw = Gw::start(4096);
+    let mut raw = Raw::connect(gw.rdma, None);
+    let root = mount(&mut raw);
+    let fh = create(&mut raw, 2, &root, "three");
+    let data = pattern(12288, 5);
+    let call = write_prefix(3, &fh, 0, data.len());
+    let rkey = raw.mr.rkey;
+    let (addr, s) = raw.scratch(0);
+    let mut c = Chunks::default();
+    for k in 0..3usize {
+        let at = (2 - k) * 4096;
+        s[at..at + 4096].copy_from_slice(&data[k * 4096..(k + 1) * 4096]);
+        c.reads.push(ReadSegment {
+            position: call.len() as u32,
+            seg: Segment {
+                handle: rkey,
+                length: 4096,
+                offset: addr + at as u64,
+            },
+        });
+    }
+    raw.send(&msg(3, &c, &call));
+    let (_, _, payload) = parse(&raw.recv(Duration::from_secs(5)).unwrap());
+    let (_, st, at) = rpc::decode_reply(&payload).unwrap();
+    assert_eq!(st, rpc::ReplyStatus::Accepted(rpc::Accept::Success));
+    assert_eq!(&payload[at..at + 4], &[0; 4], "WRITE ok");
+    let (echo, _) = read_chunked(&mut raw, 4, &fh, 12288, &[12288]);
+    assert_eq!(echo.write_chunk(0)[0].length, 12288);
+    let (_, s) = raw.scratch(1);
+    assert!(
+        s[..12288] == data[..],
+        "bytes differ: segments not in list order"
+    );
+}
+
+/// One record-marked RPC over TCP (RFC 5531 §11): the reply record.
+fn tcp_call(s: &mut TcpStream, call: &[u8]) -> Vec<u8> {
+    let mut rec = (0x8000_0000u32 | call.len() as u32).to_be_bytes().to_vec();
+    rec.extend_from_slice(call);
+    s.write_all(&rec).unwrap();
+    let mut out = Vec::new();
+    loop {
+        let mut mark = [0u8; 4];
+        s.read_exact(&mut mark).unwrap();
+        let m = u32::from_be_bytes(mark);
+        let at = out.len();
+        out.resize(at + (m & 0x7fff_ffff) as usize, 0);
+        s.read_exact(&mut out[at..]).unwrap();
+        if m & 0x8000_0000 != 0 {
+            return out;
+        }
+    }
+}
+
+/// R8166-81 / R8267-09: while NFS is served over RDMA, NFS (100003) and MOUNT (100005)
+/// answer over TCP on the gateway's TCP port (`tcp.listen`, 2049 by default), with the
+/// same handles. NLM and NSM are not implemented (see docs/conformance.md).
+#[test]
+fn r8166_81_r8267_09_nfs_and_mount_answer_over_tcp_while_rdma_is_served() {
+    let gw = Gw::start(4096);
+    let mut raw = Raw::connect(gw.rdma, None);
+    let root = mount(&mut raw);
+    let mut s = TcpStream::connect(gw.server.as_ref().unwrap().local_addr()).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut mnt = Vec::new();
+    xdr_opaque(&mut mnt, b"/");
+    let mut fh = Vec::new();
+    xdr_opaque(&mut fh, &root);
+    for (xid, prog, proc_, args) in [
+        (1, NFS, 0, &[][..]),
+        (2, MOUNT, 0, &[]),
+        (3, MOUNT, 1, &mnt),
+        (4, NFS, 1, &fh),
+    ] {
+        let reply = tcp_call(&mut s, &rpc_call(xid, prog, proc_, args));
+        let (rx, st, at) = rpc::decode_reply(&reply).unwrap();
+        assert_eq!(
+            (rx, st),
+            (xid, rpc::ReplyStatus::Accepted(rpc::Accept::Success))
+        );
+        if proc_ == 1 {
+            let mut r = XdrReader::new(&reply[at..]);
+            assert_eq!(r.u32().unwrap(), 0, "prog {prog} proc 1 ok");
+            if prog == MOUNT {
+                assert_eq!(r.opaque_var(64).unwrap(), &root[..], "same root handle");
+            }
+        }
+    }
+    call_inline(&mut raw, 9, NFS, 0, &[]);
+    drop(raw);
+    gw.assert_buffers_back();
+}
+
+/// R8166-82 (on the soft provider; certifying a real provider needs hardware): an rkey
+/// is only good on the connection it was registered for. A call on connection B whose
+/// read chunk names connection A's registration fails on B (B is closed), reads
+/// nothing, and A is served on.
+#[test]
+fn r8166_82_an_rkey_of_another_connection_is_refused() {
+    let gw = Gw::start(4096);
+    let mut a = Raw::connect(gw.rdma, None);
+    let root = mount(&mut a);
+    let fh = create(&mut a, 2, &root, "isolated");
+    let (a_addr, s) = a.scratch(0);
+    s[..4096].fill(0xa5);
+    let mut b = Raw::connect(gw.rdma, None);
+    let call = write_prefix(3, &fh, 0, 4096);
+    let mut c = Chunks::default();
+    c.reads.push(ReadSegment {
+        position: call.len() as u32,
+        seg: Segment {
+            handle: a.mr.rkey,
+            length: 4096,
+            offset: a_addr,
+        },
+    });
+    b.send(&msg(3, &c, &call));
+    assert!(
+        b.wait_disconnect(),
+        "A's rkey must not work on B's connection"
+    );
+    let (echo, _) = read_chunked(&mut a, 4, &fh, 4096, &[4096]);
+    assert_eq!(
+        echo.write_chunk(0)[0].length,
+        0,
+        "nothing was written to the file"
+    );
+    drop((a, b));
+    gw.assert_buffers_back();
+}
+
+/// R8267-02/03: SYMLINK (proc 10) with its path in a read chunk creates a symlink with
+/// exactly that target; READLINK (proc 5) with a write chunk returns the target by RDMA
+/// Write, the echoed chunk length being the target's length (no pad written, nothing
+/// inline but the length word); with an empty write list the path comes inline.
+#[test]
+fn r8267_02_03_symlink_path_by_read_chunk_and_readlink_path_by_write_chunk() {
+    let gw = Gw::start(4096);
+    let mut raw = Raw::connect(gw.rdma, None);
+    let root = mount(&mut raw);
+    let target = b"../some/where/else/entirely.txt";
+    let mut a = Vec::new();
+    xdr_opaque(&mut a, &root);
+    xdr_opaque(&mut a, b"link");
+    a.extend([0u8; 24]); // sattr3: nothing set
+    a.extend((target.len() as u32).to_be_bytes());
+    let call = rpc_call(3, NFS, 10, &a);
+    let (addr, s) = raw.scratch(0);
+    s[..target.len()].copy_from_slice(target);
+    let mut c = Chunks::default();
+    c.reads.push(ReadSegment {
+        position: call.len() as u32,
+        seg: Segment {
+            handle: raw.mr.rkey,
+            length: target.len() as u32,
+            offset: addr,
+        },
+    });
+    raw.send(&msg(3, &c, &call));
+    let (_, _, payload) = parse(&raw.recv(Duration::from_secs(5)).unwrap());
+    let (_, _, at) = rpc::decode_reply(&payload).unwrap();
+    let mut r = XdrReader::new(&payload[at..]);
+    assert_eq!(r.u32().unwrap(), 0, "SYMLINK ok");
+    assert!(r.bool().unwrap(), "handle follows");
+    let mut link = Vec::new();
+    xdr_opaque(&mut link, r.opaque_var(64).unwrap());
+    let (addr, s) = raw.scratch(1);
+    s.fill(0xee);
+    let mut c = Chunks::default();
+    c.push_write_chunk(&[Segment {
+        handle: raw.mr.rkey,
+        length: 4096,
+        offset: addr,
+    }]);
+    raw.send(&msg(4, &c, &rpc_call(4, NFS, 5, &link)));
+    let (_, echo, payload) = parse(&raw.recv(Duration::from_secs(5)).unwrap());
+    assert_eq!(echo.write_chunk(0)[0].length as usize, target.len());
+    assert!(
+        payload.ends_with(&(target.len() as u32).to_be_bytes()),
+        "path not inline"
+    );
+    let (_, s) = raw.scratch(1);
+    assert_eq!((&s[..target.len()], s[target.len()]), (&target[..], 0xee));
+    let res = call_inline(&mut raw, 5, NFS, 5, &link);
+    let at = res.len() - engine::xdr::padded(target.len());
+    assert_eq!(&res[..4], &[0; 4], "READLINK ok");
+    assert_eq!(&res[at - 4..at], &(target.len() as u32).to_be_bytes());
+    assert_eq!(&res[at..at + target.len()], &target[..], "inline path");
+}
+
+/// R8267-08: the RDMA listener is where `rdma.listen` says, 20049 unless configured
+/// (RFC 8267 §4.2); no rpcbind registration is made (rpcbind is not used).
+#[test]
+fn r8267_08_rdma_listens_on_the_configured_port_20049_by_default() {
+    let cfg = Config::parse("[rdma]\nprovider = \"soft\"\n[[exports]]\npath = \"/\"\n").unwrap();
+    assert_eq!(cfg.rdma_addr().port(), 20049);
+    let gw = Gw::start(4096);
+    null_ok(gw.rdma);
+    // Nobody listens on another port of that host.
+    let mut f = SoftFabric::new().unwrap();
+    let elsewhere = SocketAddr::new(gw.rdma.ip(), 9);
+    let rejected = match f.connect(elsewhere, &QpCaps::default(), &[]) {
+        Err(_) => true,
+        Ok(_) => {
+            let deadline = Instant::now() + Duration::from_secs(5);
+            loop {
+                match f.poll_cm() {
+                    Some(CmEvent::Rejected { .. }) => break true,
+                    Some(CmEvent::Established { .. }) => break false,
+                    _ if Instant::now() > deadline => break false,
+                    _ => std::thread::yield_now(),
+                }
+            }
+        }
+    };
+    assert!(rejected, "a connection to {elsewhere} was not refused");
+}
+
+/// R8267-22 as it applies to NFSv3 (RFC 8166 §4.3.2): with an empty write list no
+/// result is moved by RDMA Write: a small READ comes back inline, an 8 KiB READ (over
+/// the 4 KiB reply threshold) comes back whole in the Reply chunk as RDMA_NOMSG.
+#[test]
+fn r8267_22_empty_write_list_means_read_data_inline_or_in_the_reply_chunk() {
+    let pd = PrivData {
+        send_size: 4096,
+        recv_size: 4096,
+        remote_invalidate: false,
+    };
+    let gw = Gw::start(4096);
+    let mut raw = Raw::connect(gw.rdma, Some(pd));
+    let root = mount(&mut raw);
+    let fh = create(&mut raw, 2, &root, "inline");
+    let data = pattern(8192, 6);
+    write_chunked(&mut raw, 3, &fh, &data, 8192);
+    let res = call_inline(&mut raw, 4, NFS, 6, &read_args(&fh, 0, 100));
+    assert!(res.ends_with(&data[..100]), "small READ inline");
+    let (addr, _) = raw.scratch(3);
+    let mut c = Chunks::default();
+    c.set_reply_chunk(&[Segment {
+        handle: raw.mr.rkey,
+        length: 16384,
+        offset: addr,
+    }]);
+    raw.send(&msg(5, &c, &rpc_call(5, NFS, 6, &read_args(&fh, 0, 8192))));
+    let (h, echo, payload) = parse(&raw.recv(Duration::from_secs(5)).unwrap());
+    assert!(matches!(h, Header::Msg { fixed, .. } if fixed.proc_ == wire::RDMA_NOMSG));
+    assert!(echo.write_chunks.is_empty() && payload.is_empty());
+    let n = echo.reply_chunk().unwrap()[0].length as usize;
+    let (_, s) = raw.scratch(3);
+    let (rx, st, _) = rpc::decode_reply(&s[..n]).unwrap();
+    assert_eq!(
+        (rx, st),
+        (5, rpc::ReplyStatus::Accepted(rpc::Accept::Success))
+    );
+    assert!(s[..n].ends_with(&data), "the data is in the Reply chunk");
+}
+
+/// R8267-26 (NFSv3 form): WRITE data sent as two read chunks (NFSv3 has one eligible
+/// argument; the second chunk's position falls inside the first item) passes the
+/// header checks but is refused during XDR reassembly: GARBAGE_ARGS, nothing written.
+#[test]
+fn r8267_26_two_read_chunks_for_one_nfsv3_write_are_garbage_args() {
+    let gw = Gw::start(4096);
+    let mut raw = Raw::connect(gw.rdma, None);
+    let root = mount(&mut raw);
+    let fh = create(&mut raw, 2, &root, "two");
+    let (addr, s) = raw.scratch(0);
+    s[..8192].copy_from_slice(&pattern(8192, 1));
+    let call = write_prefix(3, &fh, 0, 8192);
+    let mut c = Chunks::default();
+    for k in 0..2u32 {
+        c.reads.push(ReadSegment {
+            position: call.len() as u32 + 4096 * k,
+            seg: Segment {
+                handle: raw.mr.rkey,
+                length: 4096,
+                offset: addr + 4096 * k as u64,
+            },
+        });
+    }
+    raw.send(&msg(3, &c, &call));
+    let (h, _, payload) = parse(&raw.recv(Duration::from_secs(5)).unwrap());
+    assert!(
+        matches!(h, Header::Msg { .. }),
+        "an RPC reply, not RDMA_ERROR"
+    );
+    let (_, st, _) = rpc::decode_reply(&payload).unwrap();
+    assert_eq!(st, rpc::ReplyStatus::Accepted(rpc::Accept::GarbageArgs));
+    let (echo, _) = read_chunked(&mut raw, 4, &fh, 8192, &[8192]);
+    assert_eq!(echo.write_chunk(0)[0].length, 0, "nothing was written");
 }

@@ -53,6 +53,8 @@ fn addr() -> SocketAddr {
 struct ServerOpts {
     grant: u32,
     remote_invalidate: bool,
+    /// Accept with our RFC 8797 private data (else with none: 1024 each way).
+    private_data: bool,
 }
 
 impl Default for ServerOpts {
@@ -60,6 +62,7 @@ impl Default for ServerOpts {
         ServerOpts {
             grant: 8,
             remote_invalidate: true,
+            private_data: true,
         }
     }
 }
@@ -77,6 +80,10 @@ struct ServerLog {
     /// Things that should not happen.
     errors: Vec<String>,
     client_priv: Option<PrivData>,
+    /// Byte length of every message received.
+    sizes: Vec<usize>,
+    /// Handle of every segment of every call, in arrival order.
+    handles: Vec<u32>,
 }
 
 struct Server {
@@ -86,6 +93,8 @@ struct Server {
     qp: Option<Qp>,
     opts: ServerOpts,
     r_both: bool,
+    /// Our reply inline threshold.
+    send_limit: usize,
     log: ServerLog,
     backlog: VecDeque<Completion>,
     prev_segs: Vec<Segment>,
@@ -135,6 +144,7 @@ fn spawn_server(opts: ServerOpts) -> ServerHandle {
             qp: None,
             opts,
             r_both: false,
+            send_limit: INLINE,
             log: ServerLog::default(),
             backlog: VecDeque::new(),
             prev_segs: Vec::new(),
@@ -230,20 +240,25 @@ impl Server {
                 CmEvent::ConnectRequest(req) => {
                     let peer = privdata::decode(req.private_data.as_bytes());
                     self.log.client_priv = Some(peer);
-                    let ours = PrivData {
-                        send_size: INLINE,
-                        recv_size: INLINE,
-                        remote_invalidate: self.opts.remote_invalidate,
+                    let ours = if self.opts.private_data {
+                        PrivData {
+                            send_size: INLINE,
+                            recv_size: INLINE,
+                            remote_invalidate: self.opts.remote_invalidate,
+                        }
+                    } else {
+                        PrivData::ABSENT
                     };
-                    self.r_both = privdata::thresholds(&ours, &peer).remote_invalidate;
+                    let t = privdata::thresholds(&ours, &peer);
+                    self.r_both = t.remote_invalidate;
+                    self.send_limit = t.send;
+                    let pd = privdata::encode(&ours);
+                    let pd: &[u8] = if self.opts.private_data { &pd } else { &[] };
                     let caps = QpCaps {
                         max_recv_wr: self.opts.grant,
                         ..QpCaps::default()
                     };
-                    let qp = self
-                        .fabric
-                        .accept(req.id, &caps, &privdata::encode(&ours))
-                        .unwrap();
+                    let qp = self.fabric.accept(req.id, &caps, pd).unwrap();
                     self.qp = Some(qp);
                     for i in 0..self.g() {
                         self.post_recv(i);
@@ -320,6 +335,7 @@ impl Server {
     fn handle(&mut self, i: usize, len: usize) {
         let at = self.recv_at(i);
         let msg = self.mem[at..at + len].to_vec();
+        self.log.sizes.push(len);
         let mut ch = Chunks::with_limits(&Limits::default());
         let Ok(wire::Header::Msg { fixed, payload_at }) =
             wire::decode(&msg, &Limits::default(), &mut ch)
@@ -362,6 +378,7 @@ impl Server {
             segs.extend_from_slice(ch.write_chunk(w));
         }
         segs.extend_from_slice(ch.reply_chunk().unwrap_or(&[]));
+        self.log.handles.extend(segs.iter().map(|s| s.handle));
         let prev = std::mem::replace(&mut self.prev_segs, segs.clone());
         let Ok((h, off)) = rpc::decode_call(&call) else {
             self.log.errors.push("bad RPC call".into());
@@ -536,7 +553,7 @@ impl Server {
         }
         let rchunk = ch.reply_chunk().map(<[Segment]>::to_vec);
         let hdr_guess = 16 + out.encoded_len() + rchunk.as_ref().map_or(0, |r| 4 + 16 * r.len());
-        let proc_ = if hdr_guess + reduced.len() <= INLINE {
+        let proc_ = if hdr_guess + reduced.len() <= self.send_limit {
             if let Some(r) = &rchunk {
                 let z: Vec<Segment> = r.iter().map(|s| Segment { length: 0, ..*s }).collect();
                 out.set_reply_chunk(&z);
@@ -1035,4 +1052,106 @@ fn layout_keeps_reply_area_right_before_write_area() {
     assert_eq!(l.reply_off + l.reply_room, l.write_off);
     assert!(l.slot_size >= l.write_off + l.write_room + l.reply_room + 3);
     assert_eq!(l.len(), l.slots_base + 4 * l.slot_size);
+}
+
+/// R8166-33/34/35, R8797-01 (client side): against a responder that sends no private
+/// data the connection runs at 1024 bytes each way, and with one that does, at the
+/// negotiated threshold (our 2 KiB send size here). A mixed workload (Short, Chunked
+/// and Long calls, inline and Reply-chunk replies) never Sends more than the threshold,
+/// and 1024-byte messages pass both ways: a 1024-byte call, and a 1024-byte reply into
+/// our 1024-byte Receive.
+#[test]
+fn r8166_33_34_35_r8797_01_sends_fit_the_threshold_and_1024_byte_messages_pass() {
+    for (private_data, send, limit) in [(false, 4096, 1024usize), (true, 2048, 2048)] {
+        let server = spawn_server(ServerOpts {
+            private_data,
+            ..ServerOpts::default()
+        });
+        let opts = ClientOptions {
+            inline_send: send,
+            inline_recv: 1024,
+            ..ClientOptions::default()
+        };
+        let mut c = connect(&server, opts);
+        assert_eq!((c.thresholds().send, c.thresholds().recv), (limit, 1024));
+        for (k, n) in [0usize, 100, 952, 968, 1500, 3000, 10_000]
+            .into_iter()
+            .enumerate()
+        {
+            for ddp in [false, true] {
+                let data = pattern(n, k as u8);
+                let (call, shape) = echo(&data, ddp);
+                let before = c.stats().reply_chunks;
+                let r = c.call(&call, &shape, T).unwrap();
+                assert_eq!(r, echo_reply(xid_of(&r), &data));
+                if n == 968 && !ddp {
+                    // 28-byte header + 996-byte reply, inline: exactly 1024 bytes.
+                    assert_eq!((r.len(), c.stats().reply_chunks), (996, before));
+                }
+            }
+        }
+        let r = c.call(&with_u32(BIG, 600), &CallShape::new(24 + 2400), T);
+        assert_eq!(r.unwrap().len(), 24 + 2400);
+        drop(c);
+        let log = server.finish();
+        assert!(log.errors.is_empty(), "{:?}", log.errors);
+        assert!(log.sizes.iter().all(|&n| n <= limit), "{:?}", log.sizes);
+        assert!(
+            log.sizes.contains(&1024),
+            "the 952-byte echo is a 1024-byte call"
+        );
+        assert_eq!(limit > 1024, log.sizes.iter().any(|&n| n > 1024));
+    }
+}
+
+/// R8166-83/84: every RPC's chunks are registered for that RPC only, under rkeys never
+/// used before (random, not a fixed step), and nothing stays registered after it.
+#[test]
+fn r8166_83_84_each_rpc_gets_fresh_rkeys_that_die_with_its_reply() {
+    let server = spawn_server(ServerOpts::default());
+    let mut c = connect(&server, ClientOptions::default());
+    for k in 0..40usize {
+        let data = pattern(9000 + k, k as u8);
+        let (call, shape) = echo(&data, true);
+        let r = c.call(&call, &shape, T).unwrap();
+        assert_eq!(r, echo_reply(xid_of(&r), &data));
+        assert_eq!(c.chunk_registrations(), 0, "R8166-84");
+    }
+    drop(c);
+    let log = server.finish();
+    assert_eq!(log.handles.len(), 80, "a read and a write chunk per call");
+    let distinct: std::collections::HashSet<u32> = log.handles.iter().copied().collect();
+    assert_eq!(distinct.len(), 80, "R8166-83: no rkey reused across RPCs");
+    let steps: std::collections::HashSet<u32> = log
+        .handles
+        .windows(2)
+        .map(|w| w[1].wrapping_sub(w[0]))
+        .collect();
+    assert!(steps.len() > 1, "rkeys are not a fixed-step sequence");
+}
+
+/// R8267-05/27: this requester has no short Reply chunk retry (RFC 8267 allows one
+/// only for NFSACL GETACL and NFSv4.0, neither of which it carries): an ERR_CHUNK
+/// answer to a call that offered a Reply chunk ends that RPC at once, and nothing is
+/// resent, neither under the same XID nor under a new one with a bigger chunk.
+#[test]
+fn r8267_05_27_err_chunk_ends_the_rpc_without_a_short_reply_chunk_retry() {
+    let server = spawn_server(ServerOpts::default());
+    let mut c = connect(&server, ClientOptions::default());
+    let e = c
+        .call(&header(ERR), &CallShape::new(24 + 8192), T)
+        .unwrap_err();
+    assert!(matches!(e, CallError::Rpc(RpcRdmaError::Chunk)), "{e:?}");
+    let deadline = Instant::now() + Duration::from_millis(200);
+    while Instant::now() < deadline {
+        c.poll(&mut |x, _| panic!("unexpected completion {x:#x}"))
+            .unwrap();
+    }
+    c.call(&header(NULL), &CallShape::new(24), T).unwrap();
+    let st = c.stats();
+    assert_eq!((st.reply_chunks, st.rdma_errors), (1, 1), "{st:?}");
+    drop(c);
+    let log = server.finish();
+    let procs: Vec<u32> = log.calls.iter().map(|&(_, p)| p).collect();
+    assert_eq!(procs, vec![ERR, NULL]);
 }

@@ -594,7 +594,11 @@ impl RdmaServer {
             Received::Call(info) => {
                 call.xid = info.xid;
                 call.long = info.long;
-                if self.failed.contains(&(c.peer.ip(), info.xid)) {
+                let key = (c.peer.ip(), info.xid);
+                if let Some(at) = self.failed.iter().position(|k| *k == key) {
+                    // Answered once, then forgotten: another client on the same host
+                    // reusing the XID later must not get a stale ERR_CHUNK.
+                    self.failed.remove(at);
                     call.recv = None;
                     call.error = Some((wire::VERSION, ErrBody::Chunk));
                     call.state = State::Queued;

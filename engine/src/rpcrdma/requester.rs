@@ -2257,6 +2257,127 @@ mod tests {
         );
     }
 
+    /// R8166-01/02 on the requester side: every class of call carries `rdma_vers` 1 and
+    /// the call's XID; for RDMA_NOMSG that is the XID at the start of the PZRC content.
+    #[test]
+    fn r8166_01_02_every_call_class_is_version_1_with_the_payload_xid() {
+        let short = null_call(0x0a0b_0c01);
+        let (chunked, r) = write_call(0x0a0b_0c02, &[7u8; 5001]);
+        let long = build(|w| {
+            rpc::write_call(w, 0x0a0b_0c03, NFS, 3, 10, &Cred::None).unwrap();
+            w.opaque_var(&[0x5a; 3000]).unwrap();
+        });
+        let cases = [
+            (short, CallShape::new(24), CallClass::Short),
+            (
+                chunked,
+                CallShape::new(256).with_reduce(r),
+                CallClass::Chunked,
+            ),
+            (long, CallShape::new(512), CallClass::Long),
+        ];
+        for (call, shape, class) in cases {
+            let p = plan(&call, &shape, &th(1024, 1024), &lim()).unwrap();
+            assert_eq!(p.class, class);
+            let rd = p.read.as_ref().map(|r| seg(1, r.source.len() as u32, 0));
+            let cs = ChunkSegments {
+                read: rd.as_slice(),
+                ..Default::default()
+            };
+            let b = send_bytes(&p, &call, &cs, 32);
+            assert_eq!(word(&b, 4), Some(1), "rdma_vers");
+            assert_eq!(word(&b, 0), word(&call, 0), "rdma_xid");
+            if class == CallClass::Long {
+                assert_eq!(word(&b, 12), Some(wire::RDMA_NOMSG));
+                let pzrc = &call[p.read.clone().unwrap().source];
+                assert_eq!(
+                    word(pzrc, 0),
+                    word(&b, 0),
+                    "PZRC content starts with rdma_xid"
+                );
+            } else {
+                let n = p.header_len();
+                assert_eq!(word(&b, n), word(&b, 0), "payload starts with rdma_xid");
+            }
+        }
+    }
+
+    /// R8267-23: the lists this requester builds stay within what every server must
+    /// accept: a PZRC or one other read chunk (never both), at most one write chunk, at
+    /// most 16 segments per chunk; a 17th segment is refused before anything is sent.
+    #[test]
+    fn r8267_23_chunk_lists_stay_within_the_default_complexity_limits() {
+        let (wcall, r) = write_call(5, &vec![1u8; 32 << 10]);
+        let long = build(|w| {
+            rpc::write_call(w, 6, NFS, 3, 10, &Cred::None).unwrap();
+            w.opaque_var(&[0x5a; 3000]).unwrap();
+        });
+        let read = read_call(7, 64 << 10);
+        let cases = [
+            (wcall, CallShape::new(8192).with_reduce(r)),
+            (long, CallShape::new(8192).with_write_chunk(64 << 10)),
+            (
+                read,
+                CallShape::new(read_max_reply(64 << 10)).with_write_chunk(64 << 10),
+            ),
+        ];
+        let split = |n: u32, k: u32| -> Vec<Segment> {
+            (0..k)
+                .map(|i| seg(i + 1, n / k + (i == 0) as u32 * (n % k), 0))
+                .collect()
+        };
+        let mut classes = vec![];
+        for (call, shape) in cases {
+            let p = plan(&call, &shape, &th(1024, 1024), &lim()).unwrap();
+            classes.push(p.class);
+            let rd = p
+                .read
+                .as_ref()
+                .map_or(vec![], |r| split(r.source.len() as u32, 16));
+            let wr = if p.write_len > 0 {
+                split(p.write_len, 16)
+            } else {
+                vec![]
+            };
+            let rp = if p.reply_len > 0 {
+                split(p.reply_len, 16)
+            } else {
+                vec![]
+            };
+            let mut cs = ChunkSegments {
+                read: &rd,
+                write: &wr,
+                reply: &rp,
+            };
+            let mut scratch = Chunks::with_limits(&lim());
+            let mut b = [0u8; 1024];
+            let n = encode_header(&p, 32, &cs, &mut scratch, &mut b).unwrap();
+            let mut c = Chunks::with_limits(&lim());
+            wire::decode(&b[..n], &lim(), &mut c).unwrap();
+            let mut positions: Vec<u32> = c.reads.iter().map(|r| r.position).collect();
+            positions.dedup();
+            assert!(
+                positions.len() <= 1,
+                "a PZRC or one read chunk: {positions:?}"
+            );
+            assert!(c.write_chunks.len() <= 1);
+            assert!(c.write_chunks.iter().all(|&(_, n)| n <= 16));
+            assert!(c.reply_segs.len() <= 16);
+            let seventeen = split(p.write_len.max(17), 17);
+            if p.write_len > 0 {
+                cs.write = &seventeen;
+                assert_eq!(
+                    encode_header(&p, 32, &cs, &mut scratch, &mut b),
+                    Err(PlanError::Segments)
+                );
+            }
+        }
+        assert_eq!(
+            classes,
+            [CallClass::Chunked, CallClass::Long, CallClass::Short]
+        );
+    }
+
     #[test]
     fn locate_splices_an_item_that_is_not_last() {
         // A synthetic reply: header, item length, then two more words after the item.

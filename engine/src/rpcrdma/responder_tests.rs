@@ -679,3 +679,189 @@ fn random_headers_never_panic_and_plans_stay_in_bounds() {
         }
     }
 }
+
+#[test]
+fn r8166_01_02_long_reply_header_xid_is_the_xid_at_the_start_of_the_reply_chunk() {
+    let mut r = Responder::new(cfg());
+    let call = reply_chunk_call(8192);
+    let mut reply = words(&[0x5151_5151, 1, 0, 0, 0, 0]);
+    reply.resize(6000, 3);
+    let mut hdr = [0u8; 256];
+    let plan = r
+        .plan_reply(0x5151_5151, 8, &call, &reply, None, 1024, false, &mut hdr)
+        .unwrap()
+        .clone();
+    let (fixed, _) = decode_echo(&hdr[..plan.header_len]);
+    assert_eq!((fixed.proc_, fixed.vers), (RDMA_NOMSG, 1));
+    // The first Write puts reply bytes 0.. at the start of the Reply chunk.
+    let first = &plan.writes[0];
+    assert_eq!(
+        (first.src.start, first.handle, first.remote_offset),
+        (0, 0x2002, 0x1000)
+    );
+    assert_eq!(
+        &reply[first.src.start..first.src.start + 4],
+        &fixed.xid.to_be_bytes()
+    );
+}
+
+/// R8166-19/22: whatever the reply shape, the responder emits RDMA_MSG, RDMA_NOMSG or
+/// RDMA_ERROR only, never RDMA_MSGP (2) or RDMA_DONE (3).
+#[test]
+fn r8166_19_22_responder_emits_only_msg_nomsg_or_error() {
+    let mut r = Responder::new(cfg());
+    let mut hdr = [0u8; 256];
+    let (small, sddp) = read_reply(1, &[1; 10]);
+    let (big, bddp) = read_reply(1, &[1; 6000]);
+    let cases = [
+        (Chunks::default(), &small[..], Some(sddp.clone())),
+        (one_write_chunk(&[8192]), &big, Some(bddp.clone())),
+        (one_write_chunk(&[]), &small, Some(sddp)),
+        (reply_chunk_call(8192), &big, None),
+        (reply_chunk_call(8192), &big, Some(bddp)),
+        (Chunks::default(), &big, None), // overrun: the caller answers ERR_CHUNK
+    ];
+    for (call, reply, ddp) in cases {
+        if r.plan_reply(1, 8, &call, reply, ddp, 1024, true, &mut hdr)
+            .is_err()
+        {
+            encode_error(&mut hdr, 1, 1, 8, ErrBody::Chunk);
+        }
+        let proc_ = u32::from_be_bytes(hdr[12..16].try_into().unwrap());
+        assert!(
+            [RDMA_MSG, RDMA_NOMSG, wire::RDMA_ERROR].contains(&proc_),
+            "{proc_}"
+        );
+    }
+    let n = encode_error(&mut hdr, 1, 7, 8, ErrBody::Vers { low: 1, high: 1 });
+    assert_eq!((n, &hdr[12..16]), (28, &wire::RDMA_ERROR.to_be_bytes()[..]));
+}
+
+/// R8166-69 as NFSv3 can exercise it: an NFSv3 reply has at most one DDP-eligible
+/// result (READ data or READLINK path), so no chunk can be "skipped by a non-DDP arm
+/// and used by the next eligible result". What remains: the one result takes the first
+/// write chunk, later chunks come back unused (count kept, lengths 0), and an error arm
+/// leaves every chunk unused. The multi-result case needs NFSv4 COMPOUND (and a
+/// `plan_reply` that takes several DDP items).
+#[test]
+fn r8166_69_nfsv3_one_result_takes_the_first_chunk_and_the_others_come_back_unused() {
+    let mut r = Responder::new(cfg());
+    let mut call = one_write_chunk(&[4096]);
+    call.push_write_chunk(&[Segment {
+        handle: 0x7777,
+        length: 4096,
+        offset: 0x9000,
+    }]);
+    let (reply, ddp) = read_reply(1, &[5; 100]);
+    let mut hdr = [0u8; 256];
+    for ddp in [Some(ddp), None] {
+        let plan = r
+            .plan_reply(1, 8, &call, &reply, ddp.clone(), 4096, false, &mut hdr)
+            .unwrap()
+            .clone();
+        let (_, echo) = decode_echo(&hdr[..plan.header_len]);
+        assert_eq!(echo.write_chunks.len(), 2);
+        let first = echo.write_chunk(0)[0];
+        assert_eq!(first.length, if ddp.is_some() { 100 } else { 0 });
+        assert!(plan.writes.iter().all(|w| w.handle == 0xabcd));
+        let second = echo.write_chunk(1);
+        assert_eq!(second.len(), 1, "count kept");
+        assert_eq!((second[0].handle, second[0].length), (0x7777, 0));
+    }
+}
+
+#[test]
+fn r8166_77_64_bit_offsets_reach_the_rdma_operations_verbatim() {
+    const HIGH: u64 = 0xffff_ffff_0000_1000;
+    let mut r = Responder::new(cfg());
+    let (mut m, mut c) = write_call_with_chunk(5001, 72);
+    c.reads[0].seg.offset = HIGH;
+    let payload = m.split_off(52);
+    let m = msg(0x1a2b3c4e, RDMA_MSG, &c, &payload);
+    assert!(matches!(receive(&mut r, &m), Received::Call(_)));
+    let pulled = r.pieces().iter().find_map(|p| match p {
+        Piece::Pull { seg, .. } => Some(seg.offset),
+        _ => None,
+    });
+    assert_eq!(pulled, Some(HIGH), "RDMA Read source");
+    let mut call = Chunks::default();
+    let seg = |handle, offset| Segment {
+        handle,
+        length: 4096,
+        offset,
+    };
+    call.push_write_chunk(&[seg(0xffff_fffe, HIGH), seg(0xffff_ffff, u64::MAX - 4095)]);
+    let (reply, ddp) = read_reply(1, &[9; 5000]);
+    let mut hdr = [0u8; 256];
+    let plan = r
+        .plan_reply(1, 8, &call, &reply, Some(ddp), 4096, false, &mut hdr)
+        .unwrap();
+    let targets: Vec<(u32, u64)> = plan
+        .writes
+        .iter()
+        .map(|w| (w.handle, w.remote_offset))
+        .collect();
+    assert_eq!(
+        targets,
+        vec![(0xffff_fffe, HIGH), (0xffff_ffff, u64::MAX - 4095)]
+    );
+}
+
+/// R8267-25 (checked for every ULP, NFSv3 included): chunk lists over the limits the
+/// header decoder enforces get ERR_CHUNK; the RFC 8267 §6.4.2 minimum (read chunk,
+/// write chunk and Reply chunk of 16 segments each) is accepted.
+#[test]
+fn r8267_25_chunk_lists_over_the_limits_get_err_chunk_and_16_segments_are_fine() {
+    let l = Limits::default();
+    let with = |reads: usize, chunks: usize, per_chunk: usize, reply: usize, len: u32| {
+        let seg = Segment {
+            handle: 1,
+            length: len,
+            offset: 0,
+        };
+        let mut c = Chunks::default();
+        let rseg = Segment {
+            length: 4096,
+            ..seg
+        };
+        c.reads = vec![
+            ReadSegment {
+                position: 72,
+                seg: rseg
+            };
+            reads
+        ];
+        for _ in 0..chunks {
+            c.push_write_chunk(&vec![seg; per_chunk]);
+        }
+        if reply > 0 {
+            c.set_reply_chunk(&vec![seg; reply]);
+        }
+        let mut p = words(&[9, 0, 2, 100003, 3, 7, 0, 0, 0, 0, 8]);
+        p.extend_from_slice(&[0; 8]);
+        let n = 4096 * reads as u32;
+        p.extend(words(&[0, 0, n, 0, n]));
+        msg(9, RDMA_MSG, &c, &p)
+    };
+    let mut r = Responder::new(cfg());
+    let within = with(16, 1, 16, 16, 4096);
+    assert!(matches!(receive(&mut r, &within), Received::Call(_)));
+    let huge = (l.max_chunk_bytes / 2 + 4) as u32;
+    for m in [
+        with(l.max_read_segments + 1, 0, 0, 0, 4096),
+        with(1, l.max_write_chunks + 1, 1, 0, 4096),
+        with(1, 1, l.max_chunk_segments + 1, 0, 4096),
+        with(1, 0, 0, l.max_chunk_segments + 1, 4096),
+        with(1, 1, 2, 0, huge),
+    ] {
+        let got = receive(&mut r, &m);
+        assert_eq!(
+            got,
+            Received::Error {
+                xid: 9,
+                vers: 1,
+                body: ErrBody::Chunk
+            }
+        );
+    }
+}
