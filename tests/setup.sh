@@ -17,7 +17,8 @@ PY=/usr/bin/python3            # the system interpreter (matches python3-dev hea
 log() { echo "setup.sh: $*" >&2; }
 
 # ---- Debian packages --------------------------------------------------------
-PKGS=(libnfs-utils libnfs-dev swig python3-dev python3-venv build-essential pkg-config)
+PKGS=(libnfs-utils libnfs-dev swig python3-dev python3-venv build-essential pkg-config
+      libibverbs-dev librdmacm-dev libclang-dev)
 missing=()
 for p in "${PKGS[@]}"; do
     if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
@@ -35,6 +36,9 @@ if ((${#missing[@]})); then
     apt-get install -y -qq --no-install-recommends libnfs-utils python3-venv
     apt-get install -y -qq --no-install-recommends libnfs-dev swig python3-dev build-essential pkg-config \
         || log "WARNING: could not install build deps for the libnfs Python bindings"
+    # the `rdma` cargo feature (verbs provider; bindgen): only feature builds need these
+    apt-get install -y -qq --no-install-recommends libibverbs-dev librdmacm-dev libclang-dev \
+        || log "WARNING: could not install libibverbs-dev librdmacm-dev libclang-dev (--features rdma)"
 fi
 for b in nfs-ls nfs-cp nfs-cat; do
     command -v "$b" >/dev/null || { log "missing $b after install"; exit 1; }

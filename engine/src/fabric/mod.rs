@@ -21,6 +21,8 @@
 //!   completes with [`WcStatus::Flushed`], exactly once, so every buffer comes back.
 
 pub mod soft;
+#[cfg(feature = "rdma")]
+pub mod verbs;
 
 use std::io;
 use std::net::SocketAddr;

@@ -137,7 +137,7 @@ impl Server {
         let mut rdma_servers = Vec::new();
         let mut transports = Vec::new();
         let mut links = Vec::new();
-        for _ in &cfg.engine.cores {
+        for (reactor, _) in cfg.engine.cores.iter().enumerate() {
             let pools =
                 Pools::new(&pool_specs(cfg), policy).context("engine.hugepages / [pools]")?;
             let tcp = TcpTransport::bind(addr, opts.clone_opts(), pools.clone()).with_context(|| {
@@ -145,7 +145,7 @@ impl Server {
             })?;
             // Port 0 picks a port once; every reactor listens on that same one.
             addr = tcp.local_addr();
-            let rdma = match open_fabric(cfg)? {
+            let rdma = match open_fabric(cfg, reactor)? {
                 Some(fabric) => {
                     let provider = fabric.name();
                     let r = RdmaServer::new(fabric, pools.clone(), rdma_opts, cfg.rdma_addr())
@@ -305,8 +305,10 @@ impl Server {
     }
 }
 
-/// The fabric for one reactor, per `rdma.provider`.
-fn open_fabric(cfg: &Config) -> anyhow::Result<Option<Box<dyn Fabric>>> {
+/// The fabric for one reactor, per `rdma.provider`. With verbs only the first reactor
+/// serves RDMA: the RDMA CM cannot share a listen address between ids.
+fn open_fabric(cfg: &Config, reactor: usize) -> anyhow::Result<Option<Box<dyn Fabric>>> {
+    let _ = reactor; // used by the verbs arms only
     let soft = || -> anyhow::Result<Option<Box<dyn Fabric>>> {
         Ok(Some(Box::new(
             engine::fabric::soft::SoftFabric::new().context("starting the soft RDMA provider")?,
@@ -315,12 +317,29 @@ fn open_fabric(cfg: &Config) -> anyhow::Result<Option<Box<dyn Fabric>>> {
     match cfg.rdma.provider {
         RdmaProvider::Off => Ok(None),
         RdmaProvider::Soft => soft(),
+        #[cfg(feature = "rdma")]
+        RdmaProvider::Verbs if reactor > 0 => Ok(None),
+        #[cfg(feature = "rdma")]
+        RdmaProvider::Verbs => verbs(cfg).map(Some),
+        #[cfg(not(feature = "rdma"))]
         RdmaProvider::Verbs => anyhow::bail!(
             "rdma.provider = \"verbs\": this gateway was built without RDMA verbs support; \
              rebuild with `cargo build --release -p gateway --features rdma` (needs \
              libibverbs-dev, librdmacm-dev and libclang-dev), or set rdma.provider = \"soft\" \
              or \"off\""
         ),
+        #[cfg(feature = "rdma")]
+        RdmaProvider::Auto => match verbs(cfg) {
+            Ok(f) => Ok(Some(f)),
+            Err(e) => {
+                tracing::info!(
+                    "rdma.provider = \"auto\": RDMA verbs unavailable ({e:#}); serving \
+                     RPC-over-RDMA with the soft provider"
+                );
+                soft()
+            }
+        },
+        #[cfg(not(feature = "rdma"))]
         RdmaProvider::Auto => {
             static ONCE: std::sync::Once = std::sync::Once::new();
             ONCE.call_once(|| {
@@ -332,6 +351,21 @@ fn open_fabric(cfg: &Config) -> anyhow::Result<Option<Box<dyn Fabric>>> {
             soft()
         }
     }
+}
+
+/// The verbs provider on the RDMA device that owns `rdma.listen`.
+#[cfg(feature = "rdma")]
+fn verbs(cfg: &Config) -> anyhow::Result<Box<dyn Fabric>> {
+    let addr = cfg.rdma_addr();
+    let f = engine::fabric::verbs::VerbsFabric::open(None, addr).map_err(|e| {
+        anyhow::anyhow!(
+            "rdma.provider = \"verbs\": no RDMA device for rdma.listen = \"{addr}\" ({e}); \
+             load rdma_rxe and add a link (rdma link add rxe0 type rxe netdev eth0) or use \
+             provider \"soft\""
+        )
+    })?;
+    tracing::info!(device = f.device_name(), listen = %addr, "rdma: verbs provider opened");
+    Ok(Box::new(f))
 }
 
 /// Reactors share the listen address through SO_REUSEPORT, which would also let a
