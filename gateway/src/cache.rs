@@ -25,6 +25,7 @@ use crate::fs::{Attr, FileKind, NfsTime, FH_MAX};
 use crate::nfs3::access::check_read;
 use crate::nfs3::proto::{put_fattr, put_post_op_attr};
 use engine::mem::{Buf, ClassSpec, HugePolicy, Pools};
+use engine::rdma::server::{ExtSeg, MAX_EXT};
 use engine::rpc::Cred;
 use engine::xdr::{XdrReader, XdrResult, XdrWriter};
 // FxHash: the keys are file ids (already hashes) and MAC-checked handles, which a
@@ -169,6 +170,8 @@ struct AttrEntry {
 }
 
 struct PageEntry {
+    /// Unique for the cache's life: names the page while an RDMA Write reads it.
+    id: u64,
     buf: Buf,
     len: usize,
     stamp: Stamp,
@@ -193,6 +196,30 @@ pub struct ReadCache {
     order: VecDeque<(u64, u64)>,
     pool: Option<Pools>,
     stats: CacheStats,
+    next_page_id: u64,
+    /// Pages an RDMA Write is reading (id → replies in flight). Reactor-owned.
+    pins: HashMap<u64, u32>,
+    /// Pinned pages already evicted or replaced: freed at their last unpin.
+    zombies: HashMap<u64, Buf>,
+    /// Page lists handed back by `recycle` (no allocation per zero-copy READ); boxed
+    /// because they travel by pointer through the reactor's queues.
+    #[allow(clippy::vec_box)]
+    spare_reads: Vec<Box<PageRead>>,
+}
+
+/// A cached READ answered without copying its data: the reply carries the header up
+/// to the data's length word, and the data stays in these cache pages (pinned until
+/// [`ReadCache::unpin`]).
+#[derive(Debug, Clone, Copy)]
+pub struct PageRead {
+    pub n: usize,
+    pub segs: [ExtSeg; MAX_EXT],
+}
+
+impl PageRead {
+    pub fn as_slice(&self) -> &[ExtSeg] {
+        &self.segs[..self.n]
+    }
 }
 
 /// The parts of a READ or GETATTR call the cache needs.
@@ -219,6 +246,10 @@ impl ReadCache {
             order: VecDeque::with_capacity(count.min(1 << 20)),
             pool,
             stats: CacheStats::default(),
+            next_page_id: 0,
+            pins: HashMap::default(),
+            zombies: HashMap::default(),
+            spare_reads: Vec::new(),
         })
     }
 
@@ -297,32 +328,9 @@ impl ReadCache {
         count: u32,
         out: &mut XdrWriter,
     ) -> bool {
-        let count = count as usize;
-        if count > MAX_CACHED_READ {
-            return false;
-        }
-        let Some((e, caller)) = self.admitted(gens, exports, req) else {
+        let Some((n, end, a)) = self.check_pages(gens, exports, req, offset, count) else {
             return false;
         };
-        let a = e.attr;
-        if a.kind != FileKind::Reg || check_read(&a, &caller).is_err() {
-            return false;
-        }
-        let end = offset.saturating_add(count as u64).min(a.size);
-        let n = end.saturating_sub(offset) as usize;
-        let fp = Fingerprint::from(&a);
-        // Every page of [offset, end) must be present, current and long enough.
-        let mut p = offset / PAGE as u64;
-        while n > 0 && p * (PAGE as u64) < end {
-            match self.pages.get(&(a.fileid, p)) {
-                Some(pg)
-                    if pg.stamp == e.stamp
-                        && pg.fp == fp
-                        && p * PAGE as u64 + pg.len as u64 >= end.min((p + 1) * PAGE as u64) => {}
-                _ => return false,
-            }
-            p += 1;
-        }
         let start = out.position();
         let ok = (|| -> XdrResult<()> {
             out.u32(0)?;
@@ -347,6 +355,42 @@ impl ReadCache {
             return false;
         }
         true
+    }
+
+    /// The checks of a cached READ: access as a worker would check it, and every page
+    /// of the range present, current and long enough. Returns (bytes, end, attributes).
+    fn check_pages(
+        &self,
+        gens: &Generations,
+        exports: &Exports,
+        req: &Request,
+        offset: u64,
+        count: u32,
+    ) -> Option<(usize, u64, Attr)> {
+        let count = count as usize;
+        if count > MAX_CACHED_READ {
+            return None;
+        }
+        let (e, caller) = self.admitted(gens, exports, req)?;
+        let a = e.attr;
+        if a.kind != FileKind::Reg || check_read(&a, &caller).is_err() {
+            return None;
+        }
+        let end = offset.saturating_add(count as u64).min(a.size);
+        let n = end.saturating_sub(offset) as usize;
+        let fp = Fingerprint::from(&a);
+        let mut p = offset / PAGE as u64;
+        while n > 0 && p * (PAGE as u64) < end {
+            match self.pages.get(&(a.fileid, p)) {
+                Some(pg)
+                    if pg.stamp == e.stamp
+                        && pg.fp == fp
+                        && p * PAGE as u64 + pg.len as u64 >= end.min((p + 1) * PAGE as u64) => {}
+                _ => return None,
+            }
+            p += 1;
+        }
+        Some((n, end, a))
     }
 
     /// Notes a READ of `fileid` through handle `fh` and says whether it continues the
@@ -418,20 +462,17 @@ impl ReadCache {
             let at = (from - offset) as usize;
             buf.spare_mut()[..len].copy_from_slice(&data[at..at + len]);
             buf.set_len(len);
-            if self
-                .pages
-                .insert(
-                    (a.fileid, p),
-                    PageEntry {
-                        buf,
-                        len,
-                        stamp,
-                        fp,
-                    },
-                )
-                .is_none()
-            {
-                self.order.push_back((a.fileid, p));
+            self.next_page_id += 1;
+            let entry = PageEntry {
+                id: self.next_page_id,
+                buf,
+                len,
+                stamp,
+                fp,
+            };
+            match self.pages.insert((a.fileid, p), entry) {
+                Some(old) => self.retire(old),
+                None => self.order.push_back((a.fileid, p)),
             }
             p += 1;
         }
@@ -439,14 +480,133 @@ impl ReadCache {
 
     /// A free page, evicting the oldest cached pages when the pool is empty.
     fn page_buf(&mut self) -> Option<Buf> {
-        let pool = self.pool.as_ref()?;
+        let pool = self.pool.clone()?;
         loop {
             if let Some(b) = pool.alloc(PAGE) {
                 return Some(b);
             }
             let victim = self.order.pop_front()?;
-            self.pages.remove(&victim);
+            if let Some(old) = self.pages.remove(&victim) {
+                self.retire(old);
+            }
         }
+    }
+
+    /// A page leaving the cache: freed now, or at its last unpin if an RDMA Write is
+    /// still reading it (so the pool never hands out memory that is being sent).
+    fn retire(&mut self, e: PageEntry) {
+        if self.pins.contains_key(&e.id) {
+            self.zombies.insert(e.id, e.buf);
+        }
+    }
+
+    /// The page memory, for registering with the RDMA fabric once.
+    pub fn page_region(&self) -> Option<(*mut u8, usize)> {
+        self.pool.as_ref().map(|p| p.region())
+    }
+
+    /// An RDMA Write from page `id` is over.
+    pub fn unpin(&mut self, id: u64) {
+        if let Some(n) = self.pins.get_mut(&id) {
+            *n -= 1;
+            if *n == 0 {
+                self.pins.remove(&id);
+                self.zombies.remove(&id);
+            }
+        }
+    }
+
+    /// Returns a page list once its pieces were handed to the transport.
+    pub fn recycle(&mut self, r: Box<PageRead>) {
+        if self.spare_reads.len() < 64 {
+            self.spare_reads.push(r);
+        }
+    }
+
+    /// Pages pinned by replies in flight (tests).
+    pub fn pinned(&self) -> usize {
+        self.pins.len()
+    }
+
+    /// Like [`ReadCache::try_read`], but the data is not copied: `out` gets the READ3res
+    /// up to the data's length word, and the result names the cache pages holding the
+    /// data (registered under `lkey`), each pinned until [`ReadCache::unpin`] of its tag.
+    #[allow(clippy::too_many_arguments)]
+    pub fn try_read_pages(
+        &mut self,
+        gens: &Generations,
+        exports: &Exports,
+        req: &Request,
+        offset: u64,
+        count: u32,
+        lkey: u32,
+        out: &mut XdrWriter,
+    ) -> Option<Box<PageRead>> {
+        let got = self.page_hit(gens, exports, req, offset, count, lkey, out);
+        if got.is_some() {
+            self.stats.hits += 1;
+        } else {
+            self.stats.misses += 1;
+        }
+        got
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn page_hit(
+        &mut self,
+        gens: &Generations,
+        exports: &Exports,
+        req: &Request,
+        offset: u64,
+        count: u32,
+        lkey: u32,
+        out: &mut XdrWriter,
+    ) -> Option<Box<PageRead>> {
+        let (n, end, a) = self.check_pages(gens, exports, req, offset, count)?;
+        let start = out.position();
+        let ok = (|| -> XdrResult<()> {
+            out.u32(0)?;
+            put_post_op_attr(out, Some(&a))?;
+            out.u32(n as u32)?;
+            out.bool(end >= a.size)?;
+            out.u32(n as u32)
+        })();
+        if ok.is_err() {
+            crate::nfs3::rewind(out, start);
+            return None;
+        }
+        let empty = ExtSeg {
+            addr: 0,
+            len: 0,
+            lkey,
+            tag: 0,
+        };
+        let mut got = self.spare_reads.pop().unwrap_or_else(|| {
+            Box::new(PageRead {
+                n: 0,
+                segs: [empty; MAX_EXT],
+            })
+        });
+        got.n = 0;
+        let mut done = 0;
+        while done < n {
+            let pos = offset + done as u64;
+            let (pg, within) = (pos / PAGE as u64, (pos % PAGE as u64) as usize);
+            let page = &self.pages[&(a.fileid, pg)];
+            let k = (page.len - within).min(n - done);
+            got.segs[got.n] = ExtSeg {
+                addr: page.buf.addr() + within as u64,
+                len: k as u32,
+                lkey,
+                tag: page.id,
+            };
+            got.n += 1;
+            done += k;
+        }
+        for seg in got.as_slice() {
+            *self.pins.entry(seg.tag).or_insert(0) += 1;
+        }
+        Some(got)
     }
 }
 
@@ -710,5 +870,71 @@ mod tests {
         // The newest pages survive.
         assert!(read(&mut t, 60 << 10, 4096, 0).is_some());
         assert!(read(&mut t, 0, 4096, 0).is_none());
+    }
+
+    /// A page an RDMA Write is reading is never handed out again before its unpin,
+    /// even when eviction or a refill replaces it in the cache.
+    #[test]
+    fn pinned_pages_outlive_eviction_until_unpinned() {
+        let mut t = setup(4);
+        let s = t.gens.stamp(42);
+        fill(
+            &mut t,
+            attr(1 << 20, 0o644),
+            s,
+            Some((0, &vec![7u8; 16384])),
+        );
+        let cred = Cred::Sys(AuthSys::new(0, 0, &[]));
+        let req = Request {
+            fh: FH,
+            client: "127.0.0.1".parse().unwrap(),
+            cred: &cred,
+        };
+        let mut out = vec![0u8; 512];
+        let mut w = XdrWriter::new(&mut out);
+        let got = t
+            .cache
+            .try_read_pages(&t.gens, &t.exports, &req, 100, 5000, 77, &mut w)
+            .expect("cached");
+        assert_eq!(
+            got.as_slice().len(),
+            2,
+            "5000 bytes from offset 100 span two pages"
+        );
+        assert_eq!(got.as_slice().iter().map(|g| g.len).sum::<u32>(), 5000);
+        assert!(got.as_slice().iter().all(|g| g.lkey == 77));
+        // The reply ends with the data length word (the data itself is not copied).
+        let n = w.position();
+        assert_eq!(&out[n - 4..n], &5000u32.to_be_bytes());
+        assert_eq!(t.cache.pinned(), 2);
+        let pool = t.cache.pool.clone().unwrap();
+        // Refill the whole cache with other data: the two pinned pages become zombies,
+        // their buffers stay out of the pool.
+        fill(
+            &mut t,
+            attr(1 << 20, 0o644),
+            s,
+            Some((65536, &vec![8u8; 16384])),
+        );
+        assert_eq!(
+            pool.stats()[0].free,
+            0,
+            "pinned pages are not back in the pool"
+        );
+        assert_eq!(t.cache.zombies.len(), 2);
+        let page_mem = got.as_slice()[0].addr as *const u8;
+        // SAFETY: the page is pinned, so its buffer is still the data we cached.
+        assert_eq!(
+            unsafe { *page_mem },
+            7,
+            "pinned page untouched by the refill"
+        );
+        for g in got.as_slice() {
+            t.cache.unpin(g.tag);
+        }
+        assert_eq!(t.cache.pinned(), 0);
+        assert!(t.cache.zombies.is_empty());
+        assert_eq!(pool.stats()[0].free, 2, "freed at the last unpin");
+        t.cache.recycle(got);
     }
 }

@@ -61,7 +61,22 @@ impl Default for ServerOptions {
 
 /// Receives each reassembled call: its reference, the peer, the RPC record and the
 /// reduced items (for the upper layer's DDP-eligibility check).
-pub type OnCall<'a> = dyn FnMut(CallRef, SocketAddr, Buf, &[Reduced]) + 'a;
+/// The last argument is the room of the call's first write chunk, when it has one: a
+/// READ result up to that size may be sent from elsewhere with
+/// [`RdmaServer::reply_external`].
+pub type OnCall<'a> = dyn FnMut(CallRef, SocketAddr, Buf, &[Reduced], Option<u64>) + 'a;
+
+/// A piece of registered memory outside the reply holding DDP-eligible result data
+/// (a cache page), and the caller's tag for it, handed back by
+/// [`RdmaServer::take_released`] once the RDMA Write from it is complete (or will
+/// never happen).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ExtSeg {
+    pub addr: u64,
+    pub len: u32,
+    pub lkey: u32,
+    pub tag: u64,
+}
 
 /// Names one call handed to the caller; give it back with the reply.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -91,6 +106,8 @@ pub struct RdmaStats {
 }
 
 const BATCH: usize = 64;
+/// Most external data pieces one reply may carry (64 KiB of 4 KiB pages, unaligned).
+pub const MAX_EXT: usize = 17;
 /// Bytes per call slot in a connection's header slab: enough for a header echoing a
 /// write chunk and a reply chunk of a few segments; larger headers use a pool buffer.
 const HDR_SLOT: usize = 256;
@@ -139,6 +156,8 @@ struct CallSlot {
     hdr: Option<Buf>,
     /// Send-queue entries the posted reply holds (its Writes and its Send).
     cost: u32,
+    /// Result data outside the reply (see `reply_external`), released with the call.
+    ext: Vec<ExtSeg>,
 }
 
 struct Conn {
@@ -183,6 +202,10 @@ pub struct RdmaServer {
     dirty: Vec<u32>,
     cq: Vec<Completion>,
     failed: VecDeque<(IpAddr, u32)>,
+    /// Tags of external data whose use is over (see `take_released`).
+    released: Vec<u64>,
+    /// Registrations of caller memory (`register_region`), removed at drop.
+    extra_mrs: Vec<Mr>,
     stats: RdmaStats,
     local: SocketAddr,
 }
@@ -234,6 +257,8 @@ impl RdmaServer {
                 BATCH
             ],
             failed: VecDeque::with_capacity(FAILED_XIDS),
+            released: Vec::with_capacity(256),
+            extra_mrs: Vec::new(),
             stats: RdmaStats::default(),
             local: addr,
             opts,
@@ -242,6 +267,25 @@ impl RdmaServer {
 
     pub fn local_addr(&self) -> SocketAddr {
         self.local
+    }
+
+    /// Registers more local memory (a reactor's cache pages) so replies can be sent
+    /// from it with [`RdmaServer::reply_external`]; returns its lkey.
+    ///
+    /// # Safety
+    /// The memory must stay valid until this server is dropped.
+    pub unsafe fn register_region(&mut self, base: *mut u8, len: usize) -> io::Result<u32> {
+        // SAFETY: forwarded to the caller.
+        let mr = unsafe { self.fabric.register(base, len, access::LOCAL_WRITE)? };
+        self.extra_mrs.push(mr);
+        Ok(mr.lkey)
+    }
+
+    /// Hands every tag whose external data is no longer in use to `f`.
+    pub fn take_released(&mut self, f: &mut dyn FnMut(u64)) {
+        for t in self.released.drain(..) {
+            f(t);
+        }
     }
 
     pub fn provider(&self) -> &'static str {
@@ -397,6 +441,7 @@ impl RdmaServer {
                 error: None,
                 hdr: None,
                 cost: 0,
+                ext: Vec::with_capacity(MAX_EXT),
             })
             .collect();
         let conn = Conn {
@@ -532,7 +577,7 @@ impl RdmaServer {
                     return;
                 }
                 if !ok {
-                    release_call(c, idx as u16);
+                    release_call(c, idx as u16, &mut self.released);
                     return;
                 }
                 call.pulls_left -= 1;
@@ -550,7 +595,7 @@ impl RdmaServer {
                 }
                 let cost = call.cost;
                 c.sq_used = c.sq_used.saturating_sub(cost);
-                release_call(c, idx as u16);
+                release_call(c, idx as u16, &mut self.released);
                 mark(&mut self.dirty, slot);
             }
             _ => {}
@@ -580,7 +625,7 @@ impl RdmaServer {
             Received::Drop(why) => {
                 tracing::debug!(peer = %c.peer, "rdma: dropping message: {why}");
                 self.stats.dropped += 1;
-                release_call(c, idx);
+                release_call(c, idx, &mut self.released);
             }
             Received::Error { xid, vers, body } => {
                 tracing::debug!(peer = %c.peer, xid, ?body, "rdma: answering RDMA_ERROR");
@@ -680,7 +725,8 @@ impl RdmaServer {
             gen: self.gens[slot as usize],
             call: idx,
         };
-        on_call(r, c.peer, rec, &call.reduced);
+        let room = Responder::first_write_chunk_room(&call.chunks);
+        on_call(r, c.peer, rec, &call.reduced, room);
     }
 
     /// The caller's reply to `call`: `reply` is the whole RPC reply; `ddp` the data
@@ -702,13 +748,49 @@ impl RdmaServer {
         mark(&mut self.dirty, call.slot);
     }
 
+    /// The reply to a READ-like call whose result data lives outside `reply` (which
+    /// ends with the result's length word): `data` (at most [`MAX_EXT`] pieces, in
+    /// order, registered memory) goes by RDMA Write straight into the call's first
+    /// write chunk, which must have room for it (see [`OnCall`]). Each piece's tag comes
+    /// back through [`RdmaServer::take_released`] when the Writes are done, the
+    /// connection is gone, or the reply was dropped.
+    pub fn reply_external(&mut self, call: CallRef, reply: Buf, data: &[ExtSeg]) {
+        debug_assert!(data.len() <= MAX_EXT);
+        if !self.is_live(call) {
+            self.released.extend(data.iter().map(|d| d.tag));
+            return;
+        }
+        let c = self.conns[call.slot as usize].as_mut().expect("live");
+        let slot = &mut c.calls[call.call as usize];
+        if slot.state != State::Executing || data.len() > MAX_EXT {
+            debug_assert!(false, "reply for a call not executing");
+            self.released.extend(data.iter().map(|d| d.tag));
+            return;
+        }
+        slot.ext.clear();
+        slot.ext.extend_from_slice(data);
+        slot.reply = Some(reply);
+        slot.ddp = None;
+        slot.state = State::Queued;
+        c.reply_queue.push_back(call.call);
+        mark(&mut self.dirty, call.slot);
+    }
+
     /// The caller will not answer `call` (an RPC it drops): free its slot.
     pub fn no_reply(&mut self, call: CallRef) {
-        if let Some(c) = self.live_conn(call) {
+        if self.is_live(call) {
+            let c = self.conns[call.slot as usize].as_mut().expect("live");
             if c.calls[call.call as usize].state == State::Executing {
-                release_call(c, call.call);
+                release_call(c, call.call, &mut self.released);
             }
         }
+    }
+
+    fn is_live(&self, call: CallRef) -> bool {
+        self.gens.get(call.slot as usize) == Some(&call.gen)
+            && self.conns[call.slot as usize]
+                .as_ref()
+                .is_some_and(|c| !c.closing)
     }
 
     fn live_conn(&mut self, call: CallRef) -> Option<&mut Conn> {
@@ -868,30 +950,68 @@ impl RdmaServer {
             self.stats.errors_sent += 1;
         } else {
             let reply = call.reply.as_ref().expect("queued reply");
-            let planned = c.responder.plan_reply(
-                call.xid,
-                grant,
-                &call.chunks,
-                reply,
-                call.ddp.clone(),
-                c.send_limit,
-                c.remote_invalidate,
-                &mut *hdr,
-            );
+            let planned = if call.ext.is_empty() {
+                c.responder.plan_reply(
+                    call.xid,
+                    grant,
+                    &call.chunks,
+                    reply,
+                    call.ddp.clone(),
+                    c.send_limit,
+                    c.remote_invalidate,
+                    &mut *hdr,
+                )
+            } else {
+                let len = call.ext.iter().map(|d| d.len as usize).sum();
+                c.responder.plan_reply_external(
+                    call.xid,
+                    grant,
+                    &call.chunks,
+                    reply,
+                    len,
+                    c.send_limit,
+                    c.remote_invalidate,
+                    &mut *hdr,
+                )
+            };
             match planned {
-                Ok(plan) if plan.writes.len() <= MAX_CHAIN => {
-                    for (k, w) in plan.writes.iter().enumerate() {
-                        sges[k] = Sge {
-                            addr: reply.addr() + w.src.start as u64,
-                            len: w.src.len() as u32,
-                            lkey: self.mr.lkey,
-                        };
-                        ops[k] = Some(Op::Write {
-                            remote_addr: w.remote_offset,
-                            rkey: w.handle,
-                        });
+                Ok(plan) if plan.writes.len() + call.ext.len() <= MAX_CHAIN => {
+                    for w in plan.writes.iter() {
+                        if !w.external {
+                            sges[nwrites] = Sge {
+                                addr: reply.addr() + w.src.start as u64,
+                                len: w.src.len() as u32,
+                                lkey: self.mr.lkey,
+                            };
+                            ops[nwrites] = Some(Op::Write {
+                                remote_addr: w.remote_offset,
+                                rkey: w.handle,
+                            });
+                            nwrites += 1;
+                            continue;
+                        }
+                        // Split the Write where the external pieces meet.
+                        let mut base = 0usize;
+                        for d in &call.ext {
+                            let piece = base..base + d.len as usize;
+                            base = piece.end;
+                            let from = piece.start.max(w.src.start);
+                            let to = piece.end.min(w.src.end);
+                            if from >= to {
+                                continue;
+                            }
+                            sges[nwrites] = Sge {
+                                addr: d.addr + (from - piece.start) as u64,
+                                len: (to - from) as u32,
+                                lkey: d.lkey,
+                            };
+                            ops[nwrites] = Some(Op::Write {
+                                remote_addr: w.remote_offset + (from - w.src.start) as u64,
+                                rkey: w.handle,
+                            });
+                            nwrites += 1;
+                        }
                     }
-                    nwrites = plan.writes.len();
                     hdr_len = plan.header_len;
                     for r in plan.inline.iter().filter(|r| !r.is_empty()) {
                         sges[nwrites + send_sges] = Sge {
@@ -995,8 +1115,11 @@ impl RdmaServer {
     }
 
     fn drop_conn(&mut self, slot: u32) {
-        if let Some(c) = self.conns[slot as usize].take() {
+        if let Some(mut c) = self.conns[slot as usize].take() {
             self.fabric.deregister(&c.hdr_mr);
+            for call in c.calls.iter_mut() {
+                self.released.extend(call.ext.drain(..).map(|d| d.tag));
+            }
             self.gens[slot as usize] = self.gens[slot as usize].wrapping_add(1);
             self.free.push(slot);
             self.live -= 1;
@@ -1011,8 +1134,9 @@ enum Sent {
     Closed,
 }
 
-fn release_call(c: &mut Conn, idx: u16) {
+fn release_call(c: &mut Conn, idx: u16, released: &mut Vec<u64>) {
     let call = &mut c.calls[idx as usize];
+    released.extend(call.ext.drain(..).map(|d| d.tag));
     call.state = State::Free;
     call.recv = None;
     call.record = None;
@@ -1036,5 +1160,8 @@ impl Drop for RdmaServer {
             self.fabric.disconnect(c.qp);
         }
         self.fabric.deregister(&self.mr);
+        for mr in &self.extra_mrs {
+            self.fabric.deregister(mr);
+        }
     }
 }

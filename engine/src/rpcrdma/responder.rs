@@ -77,7 +77,9 @@ pub struct Overrun;
 /// One RDMA Write of a reply plan: `src` bytes of the reply into a requester segment.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WritePlan {
+    /// Bytes of the reply, or with `external` of the caller's separate data stream.
     pub src: Range<usize>,
+    pub external: bool,
     pub handle: u32,
     pub remote_offset: u64,
 }
@@ -349,6 +351,73 @@ impl Responder {
         remote_invalidate: bool,
         hdr: &mut [u8],
     ) -> Result<&ReplyPlan, Overrun> {
+        let ddp = match ddp {
+            Some(r) => Ddp::Inline(r),
+            None => Ddp::None,
+        };
+        self.plan(
+            xid,
+            grant,
+            call,
+            reply,
+            ddp,
+            send_limit,
+            remote_invalidate,
+            hdr,
+        )
+    }
+
+    /// Like [`Responder::plan_reply`], for a reply whose DDP-eligible data is not in
+    /// `reply` but in a separate stream of `data_len` bytes (cache pages: RDMA Write
+    /// straight from where the data lives). `reply` ends with the item's length word.
+    /// The first write chunk must have room for the data; otherwise (and for a reply
+    /// that would need the Reply chunk) this is an [`Overrun`] and the caller sends the
+    /// data the ordinary way.
+    #[allow(clippy::too_many_arguments)]
+    pub fn plan_reply_external(
+        &mut self,
+        xid: u32,
+        grant: u32,
+        call: &Chunks,
+        reply: &[u8],
+        data_len: usize,
+        send_limit: usize,
+        remote_invalidate: bool,
+        hdr: &mut [u8],
+    ) -> Result<&ReplyPlan, Overrun> {
+        self.plan(
+            xid,
+            grant,
+            call,
+            reply,
+            Ddp::External(data_len),
+            send_limit,
+            remote_invalidate,
+            hdr,
+        )
+    }
+
+    /// The room of the first write chunk, if it has segments: what a READ result may
+    /// be written into (RFC 8267 §4: the one eligible result of an NFSv3 reply).
+    pub fn first_write_chunk_room(call: &Chunks) -> Option<u64> {
+        match call.write_chunks.first() {
+            Some(&(_, n)) if n > 0 => Some(wire::chunk_len(call.write_chunk(0))),
+            _ => None,
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn plan(
+        &mut self,
+        xid: u32,
+        grant: u32,
+        call: &Chunks,
+        reply: &[u8],
+        ddp: Ddp,
+        send_limit: usize,
+        remote_invalidate: bool,
+        hdr: &mut [u8],
+    ) -> Result<&ReplyPlan, Overrun> {
         let echo = &mut self.echo;
         echo.clear();
         for i in 0..call.write_chunks.len() {
@@ -367,8 +436,10 @@ impl Responder {
         plan.writes.clear();
         plan.inline = [0..reply.len(), reply.len()..reply.len()];
         // The eligible result into the first write chunk, if it has segments.
-        if let (Some(data), Some(&(at, n))) = (ddp, echo.write_chunks.first()) {
-            if n > 0 {
+        let first = echo.write_chunks.first().copied().filter(|&(_, n)| n > 0);
+        let external = matches!(ddp, Ddp::External(_));
+        match (ddp, first) {
+            (Ddp::Inline(data), Some((at, n))) => {
                 let segs = &mut echo.write_segs[at as usize..(at + n) as usize];
                 let room: u64 = call.write_chunk(0).iter().map(|s| s.length as u64).sum();
                 if data.len() as u64 > room {
@@ -379,11 +450,29 @@ impl Responder {
                     call.write_chunk(0),
                     segs,
                     &mut plan.writes,
+                    false,
                 );
                 let after = (data.end + padded(data.len()) - data.len()).min(reply.len());
                 plan.inline = [0..data.start, after..reply.len()];
             }
+            (Ddp::External(len), Some((at, n))) => {
+                let segs = &mut echo.write_segs[at as usize..(at + n) as usize];
+                if len as u64 > wire::chunk_len(call.write_chunk(0)) {
+                    return Err(Overrun);
+                }
+                let all = 0..len;
+                scatter(
+                    std::slice::from_ref(&all),
+                    call.write_chunk(0),
+                    segs,
+                    &mut plan.writes,
+                    true,
+                );
+            }
+            (Ddp::External(_), None) => return Err(Overrun),
+            _ => {}
         }
+
         let reduced_len = plan.inline[0].len() + plan.inline[1].len();
         let mut fixed = Fixed {
             xid,
@@ -394,14 +483,14 @@ impl Responder {
         let header_len = wire::FIXED_WORDS + echo.encoded_len();
         if header_len + reduced_len > send_limit {
             // Long reply: the reduced payload goes into the Reply chunk.
-            let Some(segs) = call.reply_chunk() else {
+            let Some(segs) = call.reply_chunk().filter(|_| !external) else {
                 return Err(Overrun);
             };
             if wire::chunk_len(segs) < reduced_len as u64 {
                 return Err(Overrun);
             }
             let pieces = [plan.inline[0].clone(), plan.inline[1].clone()];
-            scatter(&pieces, segs, &mut echo.reply_segs, &mut plan.writes);
+            scatter(&pieces, segs, &mut echo.reply_segs, &mut plan.writes, false);
             plan.inline = [0..0, 0..0];
             fixed.proc_ = wire::RDMA_NOMSG;
             if header_len > send_limit {
@@ -420,6 +509,15 @@ impl Responder {
     }
 }
 
+/// Where a reply's DDP-eligible data is.
+enum Ddp {
+    None,
+    /// Inside the reply buffer.
+    Inline(Range<usize>),
+    /// In a separate stream of this many bytes.
+    External(usize),
+}
+
 fn err(f: Fixed, body: ErrBody) -> Received {
     Received::Error {
         xid: f.xid,
@@ -430,7 +528,13 @@ fn err(f: Fixed, body: ErrBody) -> Received {
 
 /// Scatters the byte ranges `src` (in order, as one stream) over the segments `dst`
 /// (in order), recording the Writes and the bytes each echoed segment received.
-fn scatter(src: &[Range<usize>], dst: &[Segment], echo: &mut [Segment], out: &mut Vec<WritePlan>) {
+fn scatter(
+    src: &[Range<usize>],
+    dst: &[Segment],
+    echo: &mut [Segment],
+    out: &mut Vec<WritePlan>,
+    external: bool,
+) {
     let mut seg = 0usize;
     let mut used = 0u32;
     for r in src {
@@ -447,6 +551,7 @@ fn scatter(src: &[Range<usize>], dst: &[Segment], echo: &mut [Segment], out: &mu
             let n = ((d.length - used) as usize).min(r.end - at);
             out.push(WritePlan {
                 src: at..at + n,
+                external,
                 handle: d.handle,
                 remote_offset: d.offset + used as u64,
             });

@@ -52,9 +52,14 @@ pub(crate) enum Verdict {
     Retry(Buf),
     /// Hand to a worker.
     Work(Job),
+    /// Send this READ reply (which ends at the data's length word) with its data
+    /// written straight from these cache pages (RPC-over-RDMA write chunk).
+    ReplyPages(Buf, Box<crate::cache::PageRead>),
 }
 
 /// Classifies one received record.
+/// `write_room`: for an RPC-over-RDMA call, the room of its first write chunk (a
+/// cached READ that fits is answered from the cache pages without a copy).
 pub(crate) fn classify(
     reactor: usize,
     conn: Link,
@@ -62,6 +67,7 @@ pub(crate) fn classify(
     record: Buf,
     pools: &Pools,
     hot: &mut Hot,
+    write_room: Option<u64>,
 ) -> Verdict {
     let (header, args_at) = match rpc::decode_call(&record) {
         Ok(h) => h,
@@ -107,15 +113,16 @@ pub(crate) fn classify(
     }
     let mut read_ahead = false;
     if header.prog == NFS_PROGRAM {
-        if let Some(reply) = from_cache(
+        if let Some(v) = from_cache(
             &header,
             &record[args_at..],
             peer,
             pools,
             hot,
             &mut read_ahead,
+            write_room,
         ) {
-            return Verdict::Reply(reply);
+            return v;
         }
     }
     Verdict::Work(Job {
@@ -132,6 +139,8 @@ pub(crate) fn classify(
 /// What the reactor needs to answer from its cache.
 pub(crate) struct Hot<'a> {
     pub cache: &'a mut ReadCache,
+    /// The cache pages' lkey when they are registered with the RDMA fabric.
+    pub pages_lkey: Option<u32>,
     pub gens: &'a cache::Generations,
     pub exports: &'a crate::export::Exports,
 }
@@ -145,7 +154,8 @@ fn from_cache(
     pools: &Pools,
     hot: &mut Hot,
     read_ahead: &mut bool,
-) -> Option<Buf> {
+    write_room: Option<u64>,
+) -> Option<Verdict> {
     const GETATTR: u32 = 1;
     const READ: u32 = 6;
     let mut r = XdrReader::new(args);
@@ -164,6 +174,28 @@ fn from_cache(
         (read_args, crate::fs::FileModel::peek_handle(fh))
     {
         *read_ahead = hot.cache.note_read(fh, fileid, offset, count);
+    }
+    // RPC-over-RDMA with a write chunk that fits: the data goes by RDMA Write straight
+    // from the cache pages; only the header is encoded (no copy of the data).
+    if let (Some((offset, count)), Some(room), Some(lkey)) = (read_args, write_room, hot.pages_lkey)
+    {
+        if count as u64 <= room && count as usize <= cache::MAX_CACHED_READ {
+            let mut buf = pools.alloc(MARK + 256)?;
+            let mut w = XdrWriter::at(buf.spare_mut(), MARK);
+            rpc::write_accepted(&mut w, h.xid, Accept::Success).ok()?;
+            let pages = hot.cache.try_read_pages(
+                hot.gens,
+                hot.exports,
+                &req,
+                offset,
+                count,
+                lkey,
+                &mut w,
+            )?;
+            let n = w.position();
+            buf.set_len(n);
+            return Some(Verdict::ReplyPages(buf, pages));
+        }
     }
     let want = read_args.map_or(0, |(_, c)| c as usize) + 256;
     if want > cache::MAX_CACHED_READ + 256 {
@@ -184,7 +216,7 @@ fn from_cache(
     }
     let n = w.position();
     buf.set_len(n);
-    Some(buf)
+    Some(Verdict::Reply(buf))
 }
 
 /// A GARBAGE_ARGS reply (RPC-over-RDMA calls whose reduced items break the binding).

@@ -7,7 +7,7 @@
 
 use super::dispatch::{self, Hot, Job, Link, Verdict, MARK};
 use super::Shared;
-use crate::cache::ReadCache;
+use crate::cache::{PageRead, ReadCache};
 use engine::mem::Buf;
 use engine::rdma::server::{CallRef, RdmaServer};
 use engine::reactor::{Counters, Poller};
@@ -24,6 +24,8 @@ pub(crate) struct ReactorState {
     id: usize,
     tcp: TcpTransport,
     rdma: Option<RdmaServer>,
+    /// lkey of the cache pages when registered with the RDMA fabric (zero-copy READ).
+    pages_lkey: Option<u32>,
     cache: ReadCache,
     shared: Arc<Shared>,
     jobs: Arc<Ring<Job>>,
@@ -33,14 +35,19 @@ pub(crate) struct ReactorState {
     backlog: VecDeque<Job>,
     /// Records waiting for a buffer to answer inline.
     retry: VecDeque<(Link, SocketAddr, Buf)>,
-    /// Inline replies produced while the transport was borrowed by `poll`.
-    outbox: Vec<(Link, Option<Buf>)>,
+    /// Inline replies produced while the transport was borrowed by `poll` (with cache
+    /// pages when the data goes by RDMA Write straight from them).
+    outbox: Vec<Outgoing>,
     next_bell: usize,
     /// Passes since the TCP sockets were last polled (see `poll`).
     tcp_skipped: u32,
     /// Whether the last TCP poll found work.
     tcp_busy: bool,
 }
+
+/// A reply leaving the reactor: where to, the reply (None: release the call without
+/// one) and, for a zero-copy READ, the cache pages holding its data.
+type Outgoing = (Link, Option<Buf>, Option<Box<PageRead>>);
 
 /// With an RDMA transport busy, TCP sockets are polled every this many passes (each
 /// TCP poll is an epoll_wait system call), and on every pass while TCP has work.
@@ -58,10 +65,26 @@ impl ReactorState {
         worker_bells: Arc<Vec<Arc<Doorbell>>>,
         counters: Arc<Counters>,
     ) -> ReactorState {
+        let mut rdma = rdma;
+        let pages_lkey = match (rdma.as_mut(), cache.page_region()) {
+            // SAFETY: the cache is a field of this state after `rdma`, so the server
+            // (which deregisters in its Drop) goes first.
+            (Some(r), Some((base, len))) => {
+                match unsafe { r.register_region(base, len) } {
+                    Ok(lkey) => Some(lkey),
+                    Err(e) => {
+                        tracing::warn!("rdma: registering the read cache failed ({e}); cached READs are copied");
+                        None
+                    }
+                }
+            }
+            _ => None,
+        };
         ReactorState {
             id,
             tcp,
             rdma,
+            pages_lkey,
             cache,
             shared,
             jobs,
@@ -131,6 +154,7 @@ impl ReactorState {
             id,
             tcp,
             rdma: _,
+            pages_lkey,
             cache,
             shared,
             jobs,
@@ -145,6 +169,7 @@ impl ReactorState {
         let pools = &shared.reactors[*id].pools;
         let mut hot = Hot {
             cache,
+            pages_lkey: *pages_lkey,
             gens: &shared.gens,
             exports: &shared.exports,
         };
@@ -155,7 +180,7 @@ impl ReactorState {
                 .fetch_add(rec.len() as u64, Ordering::Relaxed);
             let conn = Link::Tcp(conn);
             route(
-                dispatch::classify(*id, conn, peer, rec, pools, &mut hot),
+                dispatch::classify(*id, conn, peer, rec, pools, &mut hot, None),
                 conn,
                 peer,
                 jobs,
@@ -179,6 +204,7 @@ impl ReactorState {
         let ReactorState {
             id,
             rdma,
+            pages_lkey,
             cache,
             shared,
             jobs,
@@ -193,13 +219,20 @@ impl ReactorState {
         let Some(rdma) = rdma.as_mut() else {
             return 0;
         };
+        // Cache pages whose RDMA Writes are done may be reused again.
+        rdma.take_released(&mut |tag| cache.unpin(tag));
         let pools = &shared.reactors[*id].pools;
         let mut hot = Hot {
             cache,
+            pages_lkey: *pages_lkey,
             gens: &shared.gens,
             exports: &shared.exports,
         };
-        let mut handle = |call: CallRef, peer: SocketAddr, rec: Buf, reduced: &[Reduced]| {
+        let mut handle = |call: CallRef,
+                          peer: SocketAddr,
+                          rec: Buf,
+                          reduced: &[Reduced],
+                          room: Option<u64>| {
             counters.ops.fetch_add(1, Ordering::Relaxed);
             counters
                 .bytes_in
@@ -207,9 +240,10 @@ impl ReactorState {
             let verdict = match crate::ulb::check_call(&rec, reduced) {
                 Ok(item) => {
                     let conn = Link::Rdma(call, item);
+                    let room = room.filter(|_| item == crate::ulb::ReplyItem::ReadData);
                     (
                         conn,
-                        dispatch::classify(*id, conn, peer, rec, pools, &mut hot),
+                        dispatch::classify(*id, conn, peer, rec, pools, &mut hot, room),
                     )
                 }
                 Err(v) => {
@@ -240,10 +274,11 @@ impl ReactorState {
         let pools = &self.shared.reactors[self.id].pools;
         let mut hot = Hot {
             cache: &mut self.cache,
+            pages_lkey: None,
             gens: &self.shared.gens,
             exports: &self.shared.exports,
         };
-        let v = dispatch::classify(self.id, conn, peer, rec, pools, &mut hot);
+        let v = dispatch::classify(self.id, conn, peer, rec, pools, &mut hot, None);
         route(
             v,
             conn,
@@ -259,8 +294,23 @@ impl ReactorState {
     }
 
     fn flush_outbox(&mut self) {
-        for (conn, reply) in self.outbox.drain(..) {
-            send(&mut self.tcp, &mut self.rdma, &self.counters, conn, reply);
+        for (conn, reply, pages) in self.outbox.drain(..) {
+            match (conn, reply, pages) {
+                (Link::Rdma(call, _), Some(mut b), Some(pages)) => {
+                    if let Some(r) = self.rdma.as_mut() {
+                        let data: usize = pages.as_slice().iter().map(|p| p.len as usize).sum();
+                        self.counters
+                            .bytes_out
+                            .fetch_add((b.len() + data) as u64, Ordering::Relaxed);
+                        b.advance(MARK);
+                        r.reply_external(call, b, pages.as_slice());
+                    }
+                    self.cache.recycle(pages);
+                }
+                (conn, reply, _) => {
+                    send(&mut self.tcp, &mut self.rdma, &self.counters, conn, reply)
+                }
+            }
         }
     }
 }
@@ -306,14 +356,15 @@ fn route(
     jobs: &Ring<Job>,
     backlog: &mut VecDeque<Job>,
     retry: &mut VecDeque<(Link, SocketAddr, Buf)>,
-    outbox: &mut Vec<(Link, Option<Buf>)>,
+    outbox: &mut Vec<Outgoing>,
     bells: &[Arc<Doorbell>],
     next_bell: &mut usize,
     counters: &Counters,
 ) {
     match v {
-        Verdict::Drop => outbox.push((conn, None)),
-        Verdict::Reply(b) => outbox.push((conn, Some(b))),
+        Verdict::Drop => outbox.push((conn, None, None)),
+        Verdict::Reply(b) => outbox.push((conn, Some(b), None)),
+        Verdict::ReplyPages(b, pages) => outbox.push((conn, Some(b), Some(pages))),
         Verdict::Retry(rec) => {
             counters.parked.fetch_add(1, Ordering::Relaxed);
             retry.push_back((conn, peer, rec));
