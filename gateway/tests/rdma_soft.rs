@@ -1383,3 +1383,70 @@ fn cached_reads_go_from_the_cache_pages_and_stay_coherent_with_writes() {
     drop(raw);
     gw.assert_buffers_back();
 }
+
+/// The cable is pulled (soft fault injection) while the gateway pulls 1 MiB WRITE data
+/// by RDMA Read and while it pushes 1 MiB READ data by RDMA Write: each time only that
+/// connection breaks, every buffer comes back, and the data committed before stays.
+#[test]
+fn cable_pulled_in_the_middle_of_rdma_reads_and_writes() {
+    let gw = Gw::start(4096);
+    let good = pattern(1 << 20, 5);
+    let fh = {
+        let mut raw = Raw::connect(gw.rdma, None);
+        let root = mount(&mut raw);
+        let fh = create(&mut raw, 2, &root, "pulled");
+        let (st, nfs) = write_chunked(&mut raw, 3, &fh, &good, 1 << 20);
+        assert_eq!(
+            (st, nfs),
+            (rpc::ReplyStatus::Accepted(rpc::Accept::Success), Some(0))
+        );
+        fh
+    };
+    // 1: the client's Read responses stop after 300 KiB of the 1 MiB the gateway pulls.
+    let mut raw = Raw::connect(gw.rdma, None);
+    raw.f.faults(raw.qp).unwrap().disconnect_after_bytes = Some(300 << 10);
+    let (addr, s) = raw.scratch(0);
+    s[..1 << 20].fill(0x11);
+    let call = write_prefix(50, &fh, 0, 1 << 20);
+    let mut c = Chunks::default();
+    c.reads.push(ReadSegment {
+        position: call.len() as u32,
+        seg: Segment {
+            handle: raw.mr.rkey,
+            length: 1 << 20,
+            offset: addr,
+        },
+    });
+    raw.send(&msg(50, &c, &call));
+    assert!(
+        raw.wait_disconnect(),
+        "the pulled cable breaks the connection"
+    );
+    drop(raw);
+    // 2: the gateway's RDMA Write of a 1 MiB READ is cut (the client stops taking
+    // frames after a few of them: its acks and reads die with the connection).
+    let mut raw = Raw::connect(gw.rdma, None);
+    raw.f.faults(raw.qp).unwrap().disconnect_after_frames = Some(2);
+    raw.send(&msg(
+        51,
+        &one_chunk(&raw, 1 << 20),
+        &rpc_call(51, NFS, 6, &read_args(&fh, 0, 1 << 20)),
+    ));
+    let _ = raw.recv(Duration::from_millis(500));
+    drop(raw);
+    // The gateway serves on, the half-pulled WRITE never reached the file.
+    let mut raw = Raw::connect(gw.rdma, None);
+    assert_eq!(read_at(&mut raw, 60, &fh, 0, 1 << 20, &[1 << 20]), good);
+    drop(raw);
+    gw.assert_buffers_back();
+}
+
+fn one_chunk(raw: &Raw, len: u32) -> Chunks {
+    let mut c = Chunks::default();
+    c.push_write_chunk(&[Segment {
+        handle: raw.mr.rkey,
+        length: len,
+        offset: raw.mem.as_ptr() as u64 + (NRECV * RECV) as u64 + (1 << 20) + 65536,
+    }]);
+    c
+}
