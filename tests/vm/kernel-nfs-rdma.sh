@@ -1,16 +1,32 @@
 #!/usr/bin/env bash
 # Runs INSIDE a Linux guest with Soft-RoCE rxe0 on eth0 (VM_RXE=1 tools/vm/vm.sh
 # run-script): starts the gateway (built with `--features rdma`) with
-# rdma.provider = "verbs" on the guest's eth0 address, mounts it with the kernel's
-# NFSv3 client over RPC-over-RDMA (proto=rdma), writes and reads back a file (sha256
-# after dropping the page cache), lists a directory and unmounts.
-# The last line is printed only when every check passed.
+# rdma.provider = "verbs" on the guest's eth0 address (TCP on 2049, RPC-over-RDMA on
+# 20049) and drives it with the kernel's NFSv3 client:
+#   1. proto=rdma: a 256 MiB file written and read back byte-exact (sha256 after dropping
+#      the page cache); fio write+verify jobs (1 MiB sequential, 4 KiB random at QD 16,
+#      O_DIRECT, crc32c); a directory of 10,000 files created and listed back exactly;
+#      rename, symlink (readlink), chmod, remove; unmount (the gateway must see the
+#      connection drained), remount, and the metadata checked again from the server;
+#   2. proto=tcp against the same gateway: the big file and the metadata written over
+#      RDMA read back over TCP, then the same checks with smaller sizes;
+#   3. a client killed in the middle of a transfer (dd killed with SIGKILL, forced lazy
+#      unmount): a new mount must work, data must read back, the gateway must be alive
+#      and its log free of panics.
+# Every check prints "ok <what> (<secs since the previous check>)" or "FAIL <what>" and
+# aborts; the last line "KERNEL NFS/RDMA: PASS" is printed only when every check passed.
 # Usage: kernel-nfs-rdma.sh GATEWAY_BINARY
+# Sizes (environment): RDMA_FILE_MIB [256], RDMA_FIO_MIB [64], RDMA_DIR_ENTRIES [10000],
+# TCP_FILE_MIB [32], TCP_DIR_ENTRIES [1000].
 set -euo pipefail
 GW=${1:?gateway binary (built with --features rdma)}
 ADDR=${RDMA_ADDR:-10.0.2.15}   # eth0 in the guest (tools/vm/guest-init.sh); rxe0 sits on it
 PORT=20049
-MIB=${RDMA_FILE_MIB:-16}
+MIB=${RDMA_FILE_MIB:-256}
+FIO_MIB=${RDMA_FIO_MIB:-64}
+NDIR=${RDMA_DIR_ENTRIES:-10000}
+TCP_MIB=${TCP_FILE_MIB:-32}
+TCP_NDIR=${TCP_DIR_ENTRIES:-1000}
 W=$(mktemp -d)
 cat > "$W/gw.toml" <<TOML
 [engine]
@@ -32,20 +48,111 @@ squash = "none"
 TOML
 on_exit() {
   local rc=$?
-  umount -f /mnt 2>/dev/null || true
+  [ -n "${DDPID:-}" ] && kill -9 "$DDPID" 2>/dev/null || true
+  umount -f /mnt 2>/dev/null || umount -f -l /mnt 2>/dev/null || true
   [ -n "${GWPID:-}" ] && kill "$GWPID" 2>/dev/null || true
   if [ $rc -ne 0 ]; then
     echo "KERNEL NFS/RDMA: FAILED (rc=$rc)"
-    echo "--- gateway log tail"; tail -n 40 "$W/gw.log" || true
+    echo "--- gateway log tail"; grep -v ' DEBUG ' "$W/gw.log" | tail -n 30 || true
+    echo "--- gateway debug tail"; tail -n 15 "$W/gw.log" || true
     echo "--- dmesg tail"; dmesg | tail -n 30 || true
   fi
 }
 trap on_exit EXIT
+# check DESCRIPTION CMD...: run CMD, print the result, abort on failure. The time since
+# the previous check is shown (it includes the unchecked set-up in between): the guest
+# runs under a software CPU. Note: `set -e` is off inside CMD (an `if` context), so
+# helper functions below return their failures explicitly.
 T0=$(date +%s.%N)
 check() {
   local d=$1 t; shift
   if "$@"; then t=$(date +%s.%N); awk -v d="$d" -v a="$T0" -v b="$t" 'BEGIN {printf "ok   %s (%.1fs)\n", d, b - a}'; T0=$t
   else echo "FAIL $d"; exit 1; fi
+}
+drop_caches() { sync; echo 3 > /proc/sys/vm/drop_caches; }
+
+RDMA_OPTS=vers=3,proto=rdma,port=$PORT,mountport=2049,mountproto=tcp,nolock,retry=0
+TCP_OPTS=vers=3,proto=tcp,port=2049,mountport=2049,mountproto=tcp,nolock,retry=0
+# MOUNT goes over TCP to the same address; retry=0: fail at once instead of retrying 2 min
+nfs_mount() { # rdma|tcp
+  local o=$RDMA_OPTS; [ "$1" = tcp ] && o=$TCP_OPTS
+  mount -t nfs -o "$o" "$ADDR:/" /mnt && grep -q " /mnt nfs .*proto=$1[,\ ]" /proc/mounts
+}
+gw_alive() { kill -0 "$GWPID" 2>/dev/null; }
+gw_healthy() { gw_alive && ! grep -qi panic "$W/gw.log"; }
+# The provider reports a connection down only after the marker flushes came back.
+n_down() { grep -c "verbs: connection down.*drained=true" "$W/gw.log" || true; }
+wait_down() { # count before the unmount
+  local i; for i in $(seq 1 75); do [ "$(n_down)" -gt "$1" ] && return 0; sleep 0.2; done; return 1
+}
+
+# write_file MIB PATH SUMFILE: random bytes through tee into sha256sum and onto NFS
+# (dd conv=fsync: WRITEs + COMMIT); nothing of the file is kept locally.
+write_file() {
+  head -c "$(( $1 << 20 ))" /dev/urandom | tee >(sha256sum > "$3") \
+    | dd of="$2" bs=1M iflag=fullblock conv=fsync status=none || return 1
+  # the process substitution finishes asynchronously
+  local i; for i in $(seq 1 100); do [ -s "$3" ] && return 0; sleep 0.1; done; return 1
+}
+same_sum() { [ "$(sha256sum < "$1")" = "$(cat "$2")" ]; }
+
+# fio_verify NAME FILE SIZE RW BS QD: O_DIRECT write job that reads everything back and
+# checks crc32c of every block (fio exits non-zero on a verify error: verify_fatal).
+fio_verify() {
+  if fio --name="$1" --filename="$2" --size="$3" --rw="$4" --bs="$5" --ioengine=libaio \
+      --iodepth="$6" --direct=1 --verify=crc32c --do_verify=1 --verify_fatal=1 \
+      --output="$W/fio-$1.log" && grep -q "err= 0" "$W/fio-$1.log"; then
+    grep -E '^ +(READ|WRITE):' "$W/fio-$1.log" | sed "s/^ */  fio $1 /; s/, [0-9.]*[kMG]*B\/s-.*//"
+  else
+    tail -n 25 "$W/fio-$1.log"; return 1
+  fi
+}
+
+# make_entries DIR N: N empty files f00001... created by one process (LOOKUP + CREATE each;
+# creates in one directory are serialised by the client anyway).
+make_entries() {
+  local e; e="$W/$(basename "$1").expected"
+  mkdir "$1" || return 1
+  seq -f 'f%05g' 1 "$2" > "$e"
+  (cd "$1" && while read -r n; do : > "$n" || exit 1; done < "$e")
+}
+# list_entries DIR N: after dropping caches (READDIRPLUS from the server), the listing
+# must be exactly the names created, N of them.
+list_entries() {
+  local e; e="$W/$(basename "$1")"
+  drop_caches
+  LC_ALL=C ls "$1" > "$e.listed" || return 1
+  [ "$(wc -l < "$e.listed")" -eq "$2" ] && cmp -s "$e.expected" "$e.listed"
+}
+
+# Namespace operations in /mnt/ops-TAG; checked again after a remount by ops_after.
+ops_checks() { # TAG
+  local t=$1 d=/mnt/ops-$1
+  mkdir "$d" && echo "hello $t" > "$d/a" && mkdir "$d/sub" && : > "$d/gone"
+  mv "$d/a" "$d/b"
+  check "$t: rename" test -f "$d/b" -a ! -e "$d/a"
+  check "$t: renamed file keeps its content" test "$(cat "$d/b")" = "hello $t"
+  ln -s b "$d/link"
+  check "$t: symlink, readlink matches" test "$(readlink "$d/link")" = b
+  check "$t: symlink followed" test "$(cat "$d/link")" = "hello $t"
+  chmod 640 "$d/b"; chmod 751 "$d/sub"
+  check "$t: chmod" test "$(stat -c %a "$d/b") $(stat -c %a "$d/sub")" = "640 751"
+  rm "$d/gone"
+  check "$t: remove (file)" test ! -e "$d/gone"
+  drop_caches
+  check "$t: after dropping caches: 640, readlink b, file removed" \
+    test "$(stat -c %a "$d/b") $(readlink "$d/link") $(ls "$d" | tr '\n' ' ')" = "640 b b link sub "
+}
+ops_after() { # TAG PROTO-NOW: the state left by ops_checks TAG, as the server has it
+  local t=$1 d=/mnt/ops-$1
+  check "$t ops seen over $2: mode 640/751, readlink b, rename and remove kept" \
+    test "$(stat -c %a "$d/b") $(stat -c %a "$d/sub") $(readlink "$d/link") $(cat "$d/link") $(ls "$d" | tr '\n' ' ')" \
+      = "640 751 b hello $t b link sub "
+}
+ops_remove() { # TAG
+  local d=/mnt/ops-$1
+  rm "$d/link" "$d/b" && rmdir "$d/sub" "$d"
+  check "$1: remove (symlink, file, directories)" test ! -e "$d"
 }
 
 check "rxe0 present" sh -c 'rdma link show | grep -q rxe0'
@@ -61,28 +168,82 @@ for _ in $(seq 1 200); do
 done
 grep -m1 "verbs provider opened" "$W/gw.log" || true
 
-# MOUNT goes over TCP to the same address; retry=0: fail at once instead of retrying 2 min
-MOUNT_OPTS=vers=3,proto=rdma,port=$PORT,mountport=2049,mountproto=tcp,nolock,retry=0
-check "mount -t nfs -o $MOUNT_OPTS $ADDR:/ /mnt" mount -t nfs -o "$MOUNT_OPTS" "$ADDR:/" /mnt
+echo "=== 1. NFSv3 over RDMA (proto=rdma, port $PORT)"
+check "mount -t nfs -o $RDMA_OPTS $ADDR:/ /mnt" nfs_mount rdma
 grep " /mnt " /proc/mounts
 
-dd if=/dev/urandom of="$W/src" bs=1M count="$MIB" status=none
-SUM=$(sha256sum < "$W/src")
-check "$MIB MiB written over RDMA (dd conv=fsync)" dd if="$W/src" of=/mnt/file bs=1M conv=fsync status=none
-echo 3 > /proc/sys/vm/drop_caches
-check "$MIB MiB read back over RDMA, sha256 matches after dropping caches" test "$(sha256sum < /mnt/file)" = "$SUM"
-mkdir /mnt/dir && touch /mnt/dir/a /mnt/dir/b /mnt/dir/c
-echo 3 > /proc/sys/vm/drop_caches
-check "directory listed" test "$(LC_ALL=C ls /mnt/dir | tr '\n' ' ')" = "a b c "
+check "$MIB MiB written over RDMA (dd conv=fsync)" write_file "$MIB" /mnt/big "$W/big.sum"
+drop_caches
+check "$MIB MiB read back over RDMA, sha256 matches after dropping caches" same_sum /mnt/big "$W/big.sum"
+
+check "fio: $FIO_MIB MiB 1 MiB sequential write QD 4, read back, crc32c verified (O_DIRECT)" \
+  fio_verify seq /mnt/fio-seq "${FIO_MIB}m" write 1m 4
+check "fio: 8 MiB 4 KiB random write QD 16, read back, crc32c verified (O_DIRECT)" \
+  fio_verify rand /mnt/fio-rand 8m randwrite 4k 16
+
+check "$NDIR files created in one directory over RDMA" make_entries /mnt/many "$NDIR"
+check "$NDIR entries listed back after dropping caches: count and names exact" list_entries /mnt/many "$NDIR"
+
+ops_checks rdma
+
+before=$(n_down)
 check "unmount" umount /mnt
-# Teardown: the provider reports Disconnected only after the marker flushes came back.
-down() { grep -q "verbs: connection down.*drained=true" "$W/gw.log"; }
-for _ in $(seq 1 50); do down && break; sleep 0.2; done
-check "disconnect seen by the gateway after all flushes (drained=true)" down
-check "mount again (new connection after release)" mount -t nfs -o "$MOUNT_OPTS" "$ADDR:/" /mnt
-check "after remount: file intact" test "$(sha256sum < /mnt/file)" = "$SUM"
-rm -r /mnt/dir /mnt/file
+check "disconnect seen by the gateway after all flushes (drained=true)" wait_down "$before"
+check "mount again over RDMA (new connection after release)" nfs_mount rdma
+ops_after rdma rdma
+check "after remount: $NDIR entries listed exactly" list_entries /mnt/many "$NDIR"
+before=$(n_down)
+check "unmount" umount /mnt
+check "disconnect seen by the gateway (drained=true)" wait_down "$before"
+
+echo "=== 2. NFSv3 over TCP against the same gateway (proto=tcp, port 2049)"
+check "mount -t nfs -o $TCP_OPTS $ADDR:/ /mnt" nfs_mount tcp
+ops_after rdma tcp
+check "$MIB MiB file written over RDMA read over TCP, sha256 matches" same_sum /mnt/big "$W/big.sum"
+check "$TCP_MIB MiB written over TCP (dd conv=fsync)" write_file "$TCP_MIB" /mnt/tcp-file "$W/tcp.sum"
+drop_caches
+check "$TCP_MIB MiB read back over TCP, sha256 matches after dropping caches" same_sum /mnt/tcp-file "$W/tcp.sum"
+check "fio over TCP: 16 MiB 1 MiB sequential write QD 4, crc32c verified" \
+  fio_verify tcp-seq /mnt/fio-tcp-seq 16m write 1m 4
+check "fio over TCP: 4 MiB 4 KiB random write QD 16, crc32c verified" \
+  fio_verify tcp-rand /mnt/fio-tcp-rand 4m randwrite 4k 16
+check "$TCP_NDIR files created in one directory over TCP" make_entries /mnt/many-tcp "$TCP_NDIR"
+check "$TCP_NDIR entries listed back after dropping caches: count and names exact" \
+  list_entries /mnt/many-tcp "$TCP_NDIR"
+ops_checks tcp
+check "unmount" umount /mnt
+check "mount again over TCP" nfs_mount tcp
+ops_after tcp tcp
+check "after remount: $TCP_MIB MiB file intact" same_sum /mnt/tcp-file "$W/tcp.sum"
+ops_remove tcp
+check "unmount" umount /mnt
+check "mount over RDMA: TCP-written data seen" nfs_mount rdma
+check "$TCP_MIB MiB file written over TCP read over RDMA, sha256 matches" same_sum /mnt/tcp-file "$W/tcp.sum"
+ops_remove rdma
+rm -f /mnt/fio-* /mnt/tcp-file
+check "unmount" umount /mnt
+
+echo "=== 3. A client killed in the middle of a transfer"
+check "mount over RDMA" nfs_mount rdma
+dd if=/dev/zero of=/mnt/killed bs=1M count=512 status=none &
+DDPID=$!
+sleep 2
+check "dd (512 MiB) still writing after 2 s" kill -0 "$DDPID"
+kill -9 "$DDPID"
+check "umount -f -l /mnt during the transfer" umount -f -l /mnt
+dd_gone() { local i; for i in $(seq 1 150); do kill -0 "$DDPID" 2>/dev/null || return 0; sleep 0.2; done; return 1; }
+check "killed dd exited" dd_gone
+wait "$DDPID" 2>/dev/null || true; DDPID=
+check "gateway still running" gw_alive
+check "new mount over RDMA works" nfs_mount rdma
+check "16 MiB written over RDMA after the kill (dd conv=fsync)" write_file 16 /mnt/after-kill "$W/after.sum"
+drop_caches
+check "16 MiB read back, sha256 matches after dropping caches" same_sum /mnt/after-kill "$W/after.sum"
+check "$MIB MiB file from the start still intact" same_sum /mnt/big "$W/big.sum"
+check "$NDIR entries still listed exactly" list_entries /mnt/many "$NDIR"
 check "final unmount" umount /mnt
-grep -E "verbs: connection down" "$W/gw.log" || true
-grep -E "rdma: (accepted|connection established)|verbs: accepted" "$W/gw.log" | head -n 4 || true
+check "gateway still running, no panic in its log" gw_healthy
+grep -E "verbs: connection down" "$W/gw.log" | sed 's/^[^ ]* //' || true
+echo "gateway log: $(wc -l < "$W/gw.log") lines, $(grep -c ' WARN ' "$W/gw.log" || true) WARN, $(grep -c ' ERROR ' "$W/gw.log" || true) ERROR"
+grep -E ' (WARN|ERROR) ' "$W/gw.log" | tail -n 10 || true
 echo "KERNEL NFS/RDMA: PASS"

@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
 # The real Linux kernel NFS client over RPC-over-RDMA (Soft-RoCE) against the gateway's
 # `verbs` provider, in a QEMU guest (tools/vm/vm.sh with VM_RXE=1). Host side of
-# tests/vm/kernel-nfs-rdma.sh.
+# tests/vm/kernel-nfs-rdma.sh: 256 MiB byte-exact over proto=rdma, fio verify jobs, a
+# 10,000-entry directory, rename/symlink/chmod/remove, remounts, the same over proto=tcp,
+# and a client killed mid-transfer. About 3 minutes under TCG (2 cores, no KVM).
 #
 #   tests/vm/run-kernel-rdma.sh        (root; Debian 12; needs libibverbs-dev,
-#                                       librdmacm-dev, libclang-dev: tests/setup.sh)
+#                                       librdmacm-dev, libclang-dev: tests/setup.sh;
+#                                       fio is apt-installed here when missing)
 #
 # Builds the gateway with `--features rdma` into target/rdma (the default release
-# binaries stay untouched) unless GATEWAY_BIN is given. The guest's output is kept in
-# target/vm-kernel-rdma.log. Last line: "1 passed, 0 failed" or "0 passed, 1 failed".
+# binaries stay untouched) unless GATEWAY_BIN is given. The size knobs of the guest
+# script (RDMA_FILE_MIB, RDMA_FIO_MIB, RDMA_DIR_ENTRIES, TCP_FILE_MIB, TCP_DIR_ENTRIES)
+# pass through. The guest's output is kept in target/vm-kernel-rdma.log. Last line: "1 passed, 0 failed" or "0 passed, 1 failed".
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 export VM_TIMEOUT=${VM_TIMEOUT:-420}
@@ -24,6 +28,15 @@ if [ -z "${GATEWAY_BIN:-}" ]; then
 fi
 [ -x "$GATEWAY_BIN" ] || fail "gateway binary not found at $GATEWAY_BIN"
 VM_RXE=1 bash tools/vm/vm.sh setup || fail "tools/vm/vm.sh setup"
+# fio (write + verify jobs in the guest) runs from the host's root filesystem.
+if ! command -v fio >/dev/null; then
+  [ "${VM_NO_INSTALL:-0}" = 1 ] && fail "fio is not installed (VM_NO_INSTALL=1)"
+  [ "$(id -u)" = 0 ] || fail "need root to apt-get install fio"
+  DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 -y -qq --no-install-recommends install fio \
+    || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get -y -qq --no-install-recommends install fio; } \
+    || fail "apt-get install fio"
+fi
+export VM_ENV="${VM_ENV:-} RDMA_FILE_MIB RDMA_FIO_MIB RDMA_DIR_ENTRIES TCP_FILE_MIB TCP_DIR_ENTRIES"
 
 mkdir -p target
 start=$(date +%s)
