@@ -18,7 +18,7 @@ log() { echo "setup.sh: $*" >&2; }
 
 # ---- Debian packages --------------------------------------------------------
 PKGS=(libnfs-utils libnfs-dev swig python3-dev python3-venv build-essential pkg-config
-      libibverbs-dev librdmacm-dev libclang-dev)
+      libibverbs-dev librdmacm-dev libclang-dev fio)
 missing=()
 for p in "${PKGS[@]}"; do
     if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
@@ -36,9 +36,9 @@ if ((${#missing[@]})); then
     apt-get install -y -qq --no-install-recommends libnfs-utils python3-venv
     apt-get install -y -qq --no-install-recommends libnfs-dev swig python3-dev build-essential pkg-config \
         || log "WARNING: could not install build deps for the libnfs Python bindings"
-    # the `rdma` cargo feature (verbs provider; bindgen): only feature builds need these
-    apt-get install -y -qq --no-install-recommends libibverbs-dev librdmacm-dev libclang-dev \
-        || log "WARNING: could not install libibverbs-dev librdmacm-dev libclang-dev (--features rdma)"
+    # the `rdma` cargo feature (verbs provider; bindgen) and fio: run-all.sh lints the
+    # feature build and runs fio in the NFS/RDMA VM stage, so they are required
+    apt-get install -y -qq --no-install-recommends libibverbs-dev librdmacm-dev libclang-dev fio
 fi
 for b in nfs-ls nfs-cp nfs-cat; do
     command -v "$b" >/dev/null || { log "missing $b after install"; exit 1; }
