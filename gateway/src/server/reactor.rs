@@ -28,6 +28,17 @@ pub(crate) struct ReactorState {
     pages_lkey: Option<u32>,
     cache: ReadCache,
     shared: Arc<Shared>,
+    router: Router,
+    /// Passes since the TCP sockets were last polled (see `poll`).
+    tcp_skipped: u32,
+    /// Whether the last TCP poll found work.
+    tcp_busy: bool,
+}
+
+/// Where a classified call goes: an inline reply into the outbox, a job onto the job
+/// ring (or the backlog when it is full), a record to retry. Shared by every transport
+/// the reactor polls.
+struct Router {
     jobs: Arc<Ring<Job>>,
     worker_bells: Arc<Vec<Arc<Doorbell>>>,
     counters: Arc<Counters>,
@@ -35,14 +46,10 @@ pub(crate) struct ReactorState {
     backlog: VecDeque<Job>,
     /// Records waiting for a buffer to answer inline.
     retry: VecDeque<(Link, SocketAddr, Buf)>,
-    /// Inline replies produced while the transport was borrowed by `poll` (with cache
-    /// pages when the data goes by RDMA Write straight from them).
+    /// Inline replies produced while a transport was borrowed by its `poll` (with
+    /// cache pages when the data goes by RDMA Write straight from them).
     outbox: Vec<Outgoing>,
     next_bell: usize,
-    /// Passes since the TCP sockets were last polled (see `poll`).
-    tcp_skipped: u32,
-    /// Whether the last TCP poll found work.
-    tcp_busy: bool,
 }
 
 /// A reply leaving the reactor: where to, the reply (None: release the call without
@@ -87,13 +94,15 @@ impl ReactorState {
             pages_lkey,
             cache,
             shared,
-            jobs,
-            worker_bells,
-            counters,
-            backlog: VecDeque::with_capacity(1024),
-            retry: VecDeque::with_capacity(64),
-            outbox: Vec::with_capacity(256),
-            next_bell: 0,
+            router: Router {
+                jobs,
+                worker_bells,
+                counters,
+                backlog: VecDeque::with_capacity(1024),
+                retry: VecDeque::with_capacity(64),
+                outbox: Vec::with_capacity(256),
+                next_bell: 0,
+            },
             tcp_skipped: 0,
             tcp_busy: true,
         }
@@ -118,7 +127,7 @@ impl ReactorState {
             send(
                 &mut self.tcp,
                 &mut self.rdma,
-                &self.counters,
+                &self.router.counters,
                 d.conn,
                 d.reply,
             );
@@ -127,43 +136,20 @@ impl ReactorState {
         n
     }
 
-    /// Moves backlogged jobs onto the ring until it is full again.
-    fn flush_backlog(&mut self) -> usize {
-        let mut n = 0;
-        while let Some(job) = self.backlog.pop_front() {
-            if let Err(job) = self.jobs.push(job) {
-                self.backlog.push_front(job);
-                break;
-            }
-            n += 1;
-        }
-        if n > 0 {
-            wake_worker(&self.worker_bells, &mut self.next_bell);
-        }
-        n
-    }
-
     /// Polls sockets (waiting up to `timeout`) and classifies every record received.
     fn poll_sockets(&mut self, timeout: Duration) -> usize {
-        let retries = self.retry.len();
+        let retries = self.router.retry.len();
         for _ in 0..retries {
-            let (conn, peer, rec) = self.retry.pop_front().expect("counted");
+            let (conn, peer, rec) = self.router.retry.pop_front().expect("counted");
             self.take_record(conn, peer, rec);
         }
         let ReactorState {
             id,
             tcp,
-            rdma: _,
             pages_lkey,
             cache,
             shared,
-            jobs,
-            worker_bells,
-            counters,
-            backlog,
-            retry,
-            outbox,
-            next_bell,
+            router,
             ..
         } = self;
         let pools = &shared.reactors[*id].pools;
@@ -174,23 +160,10 @@ impl ReactorState {
             exports: &shared.exports,
         };
         let mut handle = |conn: ConnId, peer: SocketAddr, rec: Buf| {
-            counters.ops.fetch_add(1, Ordering::Relaxed);
-            counters
-                .bytes_in
-                .fetch_add(rec.len() as u64, Ordering::Relaxed);
+            router.count_in(&rec);
             let conn = Link::Tcp(conn);
-            route(
-                dispatch::classify(*id, conn, peer, rec, pools, &mut hot, None),
-                conn,
-                peer,
-                jobs,
-                backlog,
-                retry,
-                outbox,
-                worker_bells,
-                next_bell,
-                counters,
-            );
+            let v = dispatch::classify(*id, conn, peer, rec, pools, &mut hot, None);
+            router.route(v, conn, peer);
         };
         let n = tcp.poll(Some(timeout), &mut handle);
         self.flush_outbox();
@@ -207,13 +180,7 @@ impl ReactorState {
             pages_lkey,
             cache,
             shared,
-            jobs,
-            worker_bells,
-            counters,
-            backlog,
-            retry,
-            outbox,
-            next_bell,
+            router,
             ..
         } = self;
         let Some(rdma) = rdma.as_mut() else {
@@ -233,11 +200,8 @@ impl ReactorState {
                           rec: Buf,
                           reduced: &[Reduced],
                           room: Option<u64>| {
-            counters.ops.fetch_add(1, Ordering::Relaxed);
-            counters
-                .bytes_in
-                .fetch_add(rec.len() as u64, Ordering::Relaxed);
-            let verdict = match crate::ulb::check_call(&rec, reduced) {
+            router.count_in(&rec);
+            let (conn, v) = match crate::ulb::check_call(&rec, reduced) {
                 Ok(item) => {
                     let conn = Link::Rdma(call, item);
                     let room = room.filter(|_| item == crate::ulb::ReplyItem::ReadData);
@@ -252,18 +216,7 @@ impl ReactorState {
                     (conn, dispatch::garbage_args(v.xid, rec, pools))
                 }
             };
-            route(
-                verdict.1,
-                verdict.0,
-                peer,
-                jobs,
-                backlog,
-                retry,
-                outbox,
-                worker_bells,
-                next_bell,
-                counters,
-            );
+            router.route(v, conn, peer);
         };
         let n = rdma.poll(&mut handle);
         self.flush_outbox();
@@ -279,27 +232,17 @@ impl ReactorState {
             exports: &self.shared.exports,
         };
         let v = dispatch::classify(self.id, conn, peer, rec, pools, &mut hot, None);
-        route(
-            v,
-            conn,
-            peer,
-            &self.jobs,
-            &mut self.backlog,
-            &mut self.retry,
-            &mut self.outbox,
-            &self.worker_bells,
-            &mut self.next_bell,
-            &self.counters,
-        );
+        self.router.route(v, conn, peer);
     }
 
     fn flush_outbox(&mut self) {
-        for (conn, reply, pages) in self.outbox.drain(..) {
+        for (conn, reply, pages) in self.router.outbox.drain(..) {
             match (conn, reply, pages) {
                 (Link::Rdma(call, _), Some(mut b), Some(pages)) => {
                     if let Some(r) = self.rdma.as_mut() {
                         let data: usize = pages.as_slice().iter().map(|p| p.len as usize).sum();
-                        self.counters
+                        self.router
+                            .counters
                             .bytes_out
                             .fetch_add((b.len() + data) as u64, Ordering::Relaxed);
                         b.advance(MARK);
@@ -307,9 +250,13 @@ impl ReactorState {
                     }
                     self.cache.recycle(pages);
                 }
-                (conn, reply, _) => {
-                    send(&mut self.tcp, &mut self.rdma, &self.counters, conn, reply)
-                }
+                (conn, reply, _) => send(
+                    &mut self.tcp,
+                    &mut self.rdma,
+                    &self.router.counters,
+                    conn,
+                    reply,
+                ),
             }
         }
     }
@@ -347,42 +294,56 @@ fn send(
     }
 }
 
-/// Acts on a verdict: queue a reply, a job, or a retry.
-#[allow(clippy::too_many_arguments)]
-fn route(
-    v: Verdict,
-    conn: Link,
-    peer: SocketAddr,
-    jobs: &Ring<Job>,
-    backlog: &mut VecDeque<Job>,
-    retry: &mut VecDeque<(Link, SocketAddr, Buf)>,
-    outbox: &mut Vec<Outgoing>,
-    bells: &[Arc<Doorbell>],
-    next_bell: &mut usize,
-    counters: &Counters,
-) {
-    match v {
-        Verdict::Drop => outbox.push((conn, None, None)),
-        Verdict::Reply(b) => outbox.push((conn, Some(b), None)),
-        Verdict::ReplyPages(b, pages) => outbox.push((conn, Some(b), Some(pages))),
-        Verdict::Retry(rec) => {
-            counters.parked.fetch_add(1, Ordering::Relaxed);
-            retry.push_back((conn, peer, rec));
-        }
-        Verdict::Work(job) => {
-            if !backlog.is_empty() {
-                backlog.push_back(job);
-                counters.parked.fetch_add(1, Ordering::Relaxed);
-                return;
+impl Router {
+    /// Counts a received call.
+    fn count_in(&self, rec: &Buf) {
+        self.counters.ops.fetch_add(1, Ordering::Relaxed);
+        self.counters
+            .bytes_in
+            .fetch_add(rec.len() as u64, Ordering::Relaxed);
+    }
+
+    /// Acts on a verdict: queue a reply, a job, or a retry.
+    fn route(&mut self, v: Verdict, conn: Link, peer: SocketAddr) {
+        match v {
+            Verdict::Drop => self.outbox.push((conn, None, None)),
+            Verdict::Reply(b) => self.outbox.push((conn, Some(b), None)),
+            Verdict::ReplyPages(b, pages) => self.outbox.push((conn, Some(b), Some(pages))),
+            Verdict::Retry(rec) => {
+                self.counters.parked.fetch_add(1, Ordering::Relaxed);
+                self.retry.push_back((conn, peer, rec));
             }
-            match jobs.push(job) {
-                Ok(()) => wake_worker(bells, next_bell),
-                Err(job) => {
-                    counters.parked.fetch_add(1, Ordering::Relaxed);
-                    backlog.push_back(job);
+            Verdict::Work(job) => {
+                if !self.backlog.is_empty() {
+                    self.backlog.push_back(job);
+                    self.counters.parked.fetch_add(1, Ordering::Relaxed);
+                    return;
+                }
+                match self.jobs.push(job) {
+                    Ok(()) => wake_worker(&self.worker_bells, &mut self.next_bell),
+                    Err(job) => {
+                        self.counters.parked.fetch_add(1, Ordering::Relaxed);
+                        self.backlog.push_back(job);
+                    }
                 }
             }
         }
+    }
+
+    /// Moves backlogged jobs onto the ring until it is full again.
+    fn flush_backlog(&mut self) -> usize {
+        let mut n = 0;
+        while let Some(job) = self.backlog.pop_front() {
+            if let Err(job) = self.jobs.push(job) {
+                self.backlog.push_front(job);
+                break;
+            }
+            n += 1;
+        }
+        if n > 0 {
+            wake_worker(&self.worker_bells, &mut self.next_bell);
+        }
+        n
     }
 }
 
@@ -401,8 +362,8 @@ fn wake_worker(bells: &[Arc<Doorbell>], next: &mut usize) {
 impl Poller for ReactorState {
     fn poll(&mut self) -> usize {
         let mut work = self.drain_done();
-        if !self.backlog.is_empty() {
-            work += self.flush_backlog();
+        if !self.router.backlog.is_empty() {
+            work += self.router.flush_backlog();
         }
         let rdma_work = self.poll_rdma();
         work += rdma_work;
@@ -426,8 +387,8 @@ impl Poller for ReactorState {
         bell.prepare_sleep();
         let rdma_idle = self.rdma.as_mut().is_none_or(|r| r.arm());
         if !self.shared.reactors[self.id].done.is_empty()
-            || !self.backlog.is_empty()
-            || !self.retry.is_empty()
+            || !self.router.backlog.is_empty()
+            || !self.router.retry.is_empty()
             || !rdma_idle
         {
             bell.woke();
