@@ -27,12 +27,15 @@ if [ -z "${SKIP_LINT:-}" ]; then
     --all-targets --locked --features engine/rdma -- -D warnings 2>&1 | tail -n 5
 fi
 
-step "unit tests"
+step "unit tests (the s3 backend's against a real S3 server on loopback: moto)"
 mkdir -p target
+eval "$(bash tests/s3/moto-server.sh start target/moto-unit.log)"
+trap 'kill "$S3_PID" 2>/dev/null || true' EXIT
 set +e
-cargo test --release --workspace --locked >target/unit-tests.log 2>&1
+NFSGW_S3_TEST_ENDPOINT="$S3_URL" cargo test --release --workspace --locked >target/unit-tests.log 2>&1
 rc=$?
 set -e
+kill "$S3_PID" 2>/dev/null || true
 grep -E '^test result|FAILED|panicked' target/unit-tests.log || true
 if [ "$rc" -ne 0 ]; then tail -n 80 target/unit-tests.log; exit "$rc"; fi
 

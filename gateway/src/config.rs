@@ -336,6 +336,10 @@ pub struct S3Config {
     /// Multipart part size, MiB (5..=5120; files larger than one part use multipart).
     #[serde(default = "default_s3_part")]
     pub part_size_mib: usize,
+    /// Sequential read-ahead: ranged GETs of this many MiB fetched ahead of a reader
+    /// (0 = off: every READ is one GET of what it asked).
+    #[serde(default = "default_s3_read_block")]
+    pub read_block_mib: usize,
 }
 
 impl std::fmt::Debug for S3Config {
@@ -381,6 +385,9 @@ fn default_s3_flush_idle() -> u64 {
 }
 fn default_s3_part() -> usize {
     8
+}
+fn default_s3_read_block() -> usize {
+    4
 }
 
 fn default_kind() -> BackendKind {
@@ -720,6 +727,9 @@ impl Config {
                 "backend.s3.part_size_mib",
                 "must be 5..=5120 (S3 parts are at least 5 MiB)",
             );
+        }
+        if s3.read_block_mib > 256 {
+            return err("backend.s3.read_block_mib", "must be 0..=256 MiB");
         }
         if s3.part_size_mib * 2 > s3.write_buffer_mib {
             return err(

@@ -70,8 +70,7 @@ fn shared_store_handles_are_the_same_on_every_gateway() {
     let g1 = FileModel::open(b1.clone(), d1.path(), &exports()).unwrap();
     let bucket = b1.identity();
     let bucket = bucket.rsplit('/').nth(1).unwrap().to_string();
-    let b2: Arc<dyn Backend> =
-        Arc::new(crate::backend::s3::live_tests::live(&bucket, "").unwrap());
+    let b2: Arc<dyn Backend> = Arc::new(crate::backend::s3::live_tests::live(&bucket, "").unwrap());
     let g2 = FileModel::open(b2, d2.path(), &exports()).unwrap();
     let r1 = g1.root(0).unwrap();
     let long = "a-name-long-enough-that-the-key-does-not-fit-in-a-handle";
@@ -86,7 +85,10 @@ fn shared_store_handles_are_the_same_on_every_gateway() {
         let via2 = g2.lookup(&d2n, name.as_bytes()).unwrap();
         assert_eq!(g2.handle(&via2).as_bytes(), h1.as_bytes(), "{name}");
     }
-    assert_eq!(g2.handle(&g2.root(0).unwrap()).as_bytes(), g1.handle(&r1).as_bytes());
+    assert_eq!(
+        g2.handle(&g2.root(0).unwrap()).as_bytes(),
+        g1.handle(&r1).as_bytes()
+    );
     // A forged handle is refused.
     let mut bad = g1.handle(&dir).as_bytes().to_vec();
     let last = bad.len() - 1;
