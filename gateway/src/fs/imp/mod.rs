@@ -328,7 +328,15 @@ impl Inner {
         let size = if dir { 4096 } else { m.size };
         // A directory's times also move with the changes the gateway made in it, so
         // clients revalidate their caches even where the store keeps no directory time.
-        let extra = if dir { self.changes(fileid) } else { 0 };
+        let mut extra = if dir { self.changes(fileid) } else { 0 };
+        // Stores with whole-second times (S3's Last-Modified): the ETag decides the
+        // sub-second part, so a same-size rewrite within one second still changes
+        // mtime/ctime, and caches (ours, other gateways', clients') revalidate.
+        if m.mtime_ns % 1_000_000_000 == 0 && !m.etag.is_empty() {
+            let h = blake3::hash(m.etag.as_bytes());
+            let h = u64::from_le_bytes(h.as_bytes()[..8].try_into().expect("8 bytes"));
+            extra += h % 1_000_000_000;
+        }
         let obj = from_ns(m.mtime_ns.saturating_add(extra));
         let mtime = time(&m.user, M_MTIME).unwrap_or(obj);
         Attr {
