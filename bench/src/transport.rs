@@ -67,6 +67,21 @@ impl Target {
         anyhow::bail!("--target must be tcp://HOST:PORT or rdma://HOST:PORT, not {s}")
     }
 
+    /// Opens one non-blocking connection for up to `depth` calls in flight.
+    pub fn connect_pipe(&self, depth: usize) -> anyhow::Result<Box<dyn Pipe>> {
+        Ok(match self {
+            Target::Tcp(a) => Box::new(
+                crate::pipe::TcpPipe::connect(a, depth)
+                    .map_err(|e| anyhow::anyhow!("connecting to {a}: {e}"))?,
+            ),
+            Target::Rdma { addr, provider } => Box::new(crate::rdma::RdmaPipe::connect(
+                *addr,
+                *provider,
+                crate::rdma::DEFAULT_CREDITS.max(depth as u32),
+            )?),
+        })
+    }
+
     /// Opens one connection.
     pub fn connect(&self) -> anyhow::Result<Box<dyn Transport>> {
         Ok(match self {
