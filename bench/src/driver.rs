@@ -36,6 +36,17 @@ pub struct Plan<'a> {
     pub rate_per_conn: Option<f64>,
     /// The process id, to make CREATE names unique across concurrent bench runs.
     pub pid: u32,
+    /// Connections in the whole run (sequential streams split the set between them).
+    pub conns: usize,
+}
+
+/// Where connection `index` of `conns` starts its sequential streams: each gets its
+/// own contiguous share of the file set (as fio's offset_increment), so streams do not
+/// read or write the same blocks.
+pub fn seq_start(index: usize, conns: usize, files: usize, blocks: u64) -> (usize, u64) {
+    let total = files.max(1) as u128 * blocks.max(1) as u128;
+    let p = (index as u128 * total / conns.max(1) as u128) as u64;
+    ((p / blocks.max(1)) as usize, p % blocks.max(1))
 }
 
 /// When the load runs, fixed once every connection is up.
@@ -209,6 +220,7 @@ impl Acc<'_> {
                         self.complain(|| format!("read: {e}"));
                     }
                 },
+                Kind::Null => {}
                 k => {
                     let st = calls::status(body);
                     if st != 0 {
@@ -543,8 +555,8 @@ pub fn run_thread(
             inflight: HashMap::with_capacity(plan.qd),
             xid: first_xid(),
             rng: 0x9e37_79b9_7f4a_7c15 ^ ((index as u64 + 1) << 17) ^ plan.pid as u64,
-            seq_read: (index % files.len().max(1), 0),
-            seq_write: (index % files.len().max(1), 0),
+            seq_read: seq_start(index, plan.conns, files.len(), files.blocks(plan.bs)),
+            seq_write: seq_start(index, plan.conns, files.len(), files.blocks(plan.bs)),
             schedule: plan.rate_per_conn.map(|r| Schedule::new(clock.start, r)),
             followups: VecDeque::new(),
             pending: None,
@@ -609,7 +621,7 @@ pub fn run_thread(
         wake = wake.min(next_tick.max(clock.t0));
         if idle > 64
             && !wait_readable(&conns, wake.saturating_duration_since(now))
-            && idle % 1024 == 0
+            && idle.is_multiple_of(1024)
         {
             std::thread::yield_now();
         }
@@ -622,5 +634,19 @@ pub fn run_thread(
         stats: acc.stats,
         written: acc.written,
         finished,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sequential_streams_split_the_set() {
+        assert_eq!(seq_start(0, 1, 1, 100), (0, 0));
+        assert_eq!(seq_start(1, 4, 1, 100), (0, 25));
+        assert_eq!(seq_start(3, 4, 2, 100), (1, 50));
+        assert_eq!(seq_start(2, 3, 3, 1), (2, 0));
+        assert_eq!(seq_start(5, 8, 0, 0), (0, 0));
     }
 }

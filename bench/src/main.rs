@@ -60,7 +60,7 @@ struct Cli {
 #[derive(Subcommand, Debug)]
 enum Cmd {
     /// Run a workload (the default when no subcommand is given).
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Accept NFS clients over TCP and forward their calls over RPC-over-RDMA.
     Bridge(bridge::BridgeArgs),
 }
@@ -167,9 +167,9 @@ pub struct RunArgs {
     pub plot: Option<PathBuf>,
 }
 
-fn main() -> anyhow::Result<()> {
+fn main() {
     let cli = Cli::parse();
-    match cli.cmd {
+    let r = match cli.cmd {
         None => match cli.bridge_listen {
             Some(listen) => bridge::main(bridge::BridgeArgs {
                 listen,
@@ -180,8 +180,13 @@ fn main() -> anyhow::Result<()> {
             }),
             None => run::run(cli.run),
         },
-        Some(Cmd::Run(a)) => run::run(a),
+        Some(Cmd::Run(a)) => run::run(*a),
         Some(Cmd::Bridge(b)) => bridge::main(b),
+    };
+    if let Err(e) = r {
+        // One line, no backtrace: failures here are the server's or the operator's.
+        eprintln!("bench: {e:#}");
+        std::process::exit(1);
     }
 }
 

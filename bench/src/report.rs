@@ -174,9 +174,9 @@ pub fn table(set: &Settings, stats: &Stats) -> String {
         .collect();
     let _ = writeln!(
         o,
-        "{} {} | {} | bs {} | {} file(s) of {} | {} thread(s) x {} conn(s) x qd {}{} | {:.2} s measured",
+        "{}{} | {} | bs {} | {} file(s) of {} | {} thread(s) x {} conn(s) x qd {}{} | {:.2} s measured",
         set.target,
-        set.provider.unwrap_or(""),
+        set.provider.map(|p| format!(" ({p})")).unwrap_or_default(),
         if set.workload == "mix" {
             format!("mix {}", mix.join(","))
         } else {

@@ -152,6 +152,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
         track_writes: args.verify && writes,
         rate_per_conn: args.rate.map(|r| r / lay.total_conns as f64),
         pid: std::process::id(),
+        conns: lay.total_conns,
     };
     let budgets = budgets(args.ops, lay.total_conns);
     let specs: Vec<ThreadSpec> = lay

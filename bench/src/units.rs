@@ -27,7 +27,7 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
 /// A byte count in the largest binary unit that divides it exactly ("64m", "4k", "1000").
 pub fn format_size(n: u64) -> String {
     for (shift, unit) in [(40, "t"), (30, "g"), (20, "m"), (10, "k")] {
-        if n >= 1 << shift && n % (1 << shift) == 0 {
+        if n >= 1 << shift && n.is_multiple_of(1 << shift) {
             return format!("{}{unit}", n >> shift);
         }
     }
