@@ -69,7 +69,8 @@ pub struct Interval {
 /// Messages from load threads to the main thread.
 pub enum Report {
     Interval(Interval),
-    Done(usize),
+    /// The thread is done; its last call completed at the given time.
+    Done(usize, Instant),
 }
 
 /// What one thread did.
@@ -119,7 +120,13 @@ struct ConnState {
     budget: Option<u64>,
     creates: u64,
     out: Vec<u8>,
+    /// When a reply last arrived (or the first call went out): a server that stops
+    /// answering fails the connection after [`REPLY_TIMEOUT`] instead of hanging bench.
+    last_reply: Instant,
 }
+
+/// How long a connection with calls in flight may go without any reply.
+pub const REPLY_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Everything a completion updates, apart from its connection.
 struct Acc<'p> {
@@ -431,6 +438,9 @@ impl ConnState {
             };
             match self.pipe.try_submit(&self.out[4..n]) {
                 Ok(true) => {
+                    if self.inflight.is_empty() {
+                        self.last_reply = Instant::now();
+                    }
                     self.inflight.insert(xid, slot);
                     sent += 1;
                 }
@@ -470,7 +480,16 @@ impl ConnState {
         self.inflight = core.inflight;
         self.followups = core.followups;
         match r {
-            Ok(n) => n,
+            Ok(0) => {
+                if !self.inflight.is_empty() && self.last_reply.elapsed() > REPLY_TIMEOUT {
+                    self.fail(acc, format!("no reply for {REPLY_TIMEOUT:?}"));
+                }
+                0
+            }
+            Ok(n) => {
+                self.last_reply = Instant::now();
+                n
+            }
             Err(e) => {
                 self.fail(acc, format!("connection lost: {e}"));
                 0
@@ -563,6 +582,7 @@ pub fn run_thread(
             budget,
             creates: 0,
             out: vec![0u8; plan.bs as usize + 4096],
+            last_reply: clock.start,
         })
         .collect();
     let writes = plan.mix.any(Op::writes);

@@ -63,8 +63,10 @@ impl Intervals {
     }
 }
 
-/// The live line for one second: ops/s, MiB/s and p99 over that second.
-pub fn line(index: u64, s: &Stats) -> String {
+/// The live line for one second (`len` long; the last may be shorter): ops/s, MiB/s
+/// and p99 over that second.
+pub fn line(index: u64, len: std::time::Duration, s: &Stats) -> String {
+    let secs = len.as_secs_f64().max(1e-3);
     let t = s.total();
     let p99 = if t.hist.is_empty() {
         0.0
@@ -72,10 +74,10 @@ pub fn line(index: u64, s: &Stats) -> String {
         t.hist.value_at_quantile(0.99) as f64 / 1000.0
     };
     format!(
-        "[{:>4}s] {:>10} ops/s {:>9.1} MiB/s  p99 {:>9.1} µs  errors {}",
+        "[{:>4}s] {:>10.0} ops/s {:>9.1} MiB/s  p99 {:>9.1} µs  errors {}",
         index + 1,
-        t.ops,
-        t.bytes as f64 / (1u64 << 20) as f64,
+        t.ops as f64 / secs,
+        t.bytes as f64 / (1u64 << 20) as f64 / secs,
         p99,
         t.errors
     )
@@ -117,6 +119,8 @@ mod tests {
         v.thread_done(0);
         let r: Vec<u64> = v.ready().into_iter().map(|(i, _)| i).collect();
         assert_eq!(r, vec![3, 4, 5]);
-        assert!(line(0, &iv(0, 0, 4).stats).contains("4 ops/s"));
+        let one = std::time::Duration::from_secs(1);
+        assert!(line(0, one, &iv(0, 0, 4).stats).contains(" 4 ops/s"));
+        assert!(line(0, one / 2, &iv(0, 0, 4).stats).contains(" 8 ops/s"));
     }
 }

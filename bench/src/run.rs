@@ -197,7 +197,8 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
                         (Err(e), _) => Err(e),
                         (_, None) => Err(anyhow::anyhow!("no clock")),
                     };
-                    let _ = tx.send(Report::Done(spec.thread));
+                    let end = r.as_ref().map_or_else(|_| Instant::now(), |r| r.finished);
+                    let _ = tx.send(Report::Done(spec.thread, end));
                     r
                 })
             })
@@ -226,10 +227,15 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
 
         let mut ivs = Intervals::new(lay.threads);
         let mut shown = false;
+        let (mut running, mut last_end) = (lay.threads, c.t0);
         loop {
             match rx.recv_timeout(Duration::from_millis(250)) {
                 Ok(Report::Interval(iv)) => ivs.add(iv),
-                Ok(Report::Done(t)) => ivs.thread_done(t),
+                Ok(Report::Done(t, end)) => {
+                    ivs.thread_done(t);
+                    running -= 1;
+                    last_end = last_end.max(end);
+                }
                 Err(mpsc::RecvTimeoutError::Disconnected) => break,
                 Err(mpsc::RecvTimeoutError::Timeout) => {
                     if handles.iter().all(|h| h.is_finished()) {
@@ -241,11 +247,20 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
                 }
             }
             for (i, st) in ivs.ready() {
+                // Every second is whole except the run's last one.
+                let len = if running == 0 {
+                    let from = c.t0 + Duration::from_secs(i);
+                    last_end
+                        .saturating_duration_since(from)
+                        .clamp(Duration::from_millis(1), Duration::from_secs(1))
+                } else {
+                    Duration::from_secs(1)
+                };
                 if let Some(l) = log.as_mut() {
-                    l.write(i, Duration::from_secs(1), &st)?;
+                    l.write(i, len, &st)?;
                 }
                 if live_line {
-                    eprint!("\r{}", live::line(i, &st));
+                    eprint!("\r{}", live::line(i, len, &st));
                     shown = true;
                 }
             }
