@@ -301,9 +301,20 @@ impl ConnState {
                 && self.inflight.is_empty())
     }
 
-    /// No new op starts (follow-up REMOVEs still do).
+    /// No new op starts (follow-up REMOVEs still do). In open loop the end is judged by
+    /// intended send times: every op scheduled before the end is sent, however late,
+    /// so a server that is behind when time runs out still gets its backlog counted.
     fn stopping(&self, clock: &Clock, now: Instant) -> bool {
-        self.budget == Some(0) || clock.end.is_some_and(|e| now >= e)
+        if self.budget == Some(0) {
+            return true;
+        }
+        let Some(end) = clock.end else {
+            return false;
+        };
+        match &self.schedule {
+            Some(s) => s.next_at() >= end,
+            None => now >= end,
+        }
     }
 
     /// Picks and encodes the next call into `out`. `None`: nothing to send now.
