@@ -17,6 +17,7 @@
 mod bridge;
 mod calls;
 mod client;
+mod conn;
 mod driver;
 mod fileset;
 mod hdrlog;
@@ -25,6 +26,7 @@ mod pattern;
 mod pipe;
 mod plot;
 mod rdma;
+mod recorder;
 mod report;
 mod run;
 mod schedule;
