@@ -22,6 +22,7 @@ mod driver;
 mod fileset;
 mod hdrlog;
 mod live;
+mod load;
 mod pattern;
 mod pipe;
 mod plot;

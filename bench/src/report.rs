@@ -162,26 +162,24 @@ pub fn json(set: &Settings, stats: &Stats) -> String {
     )
 }
 
-/// The table: one row per op type, then the total.
-pub fn table(set: &Settings, stats: &Stats) -> String {
-    let secs = set.duration_s.max(1e-9);
-    let mut o = String::new();
-    let mix: Vec<String> = set
-        .mix
-        .entries()
-        .iter()
-        .map(|(op, w)| format!("{op}:{w}"))
-        .collect();
-    let _ = writeln!(
-        o,
+/// One line saying what ran: the table's first line and the plot's title.
+pub fn headline(set: &Settings) -> String {
+    let what = if set.workload == "mix" {
+        let mix: Vec<String> = set
+            .mix
+            .entries()
+            .iter()
+            .map(|(op, w)| format!("{op}:{w}"))
+            .collect();
+        format!("mix {}", mix.join(","))
+    } else {
+        set.workload.to_string()
+    };
+    format!(
         "{}{} | {} | bs {} | {} file(s) of {} | {} thread(s) x {} conn(s) x qd {}{} | {:.2} s measured",
         set.target,
         set.provider.map(|p| format!(" ({p})")).unwrap_or_default(),
-        if set.workload == "mix" {
-            format!("mix {}", mix.join(","))
-        } else {
-            set.workload.to_string()
-        },
+        what,
         crate::units::format_size(set.bs as u64),
         set.files,
         crate::units::format_size(set.file_size),
@@ -192,7 +190,14 @@ pub fn table(set: &Settings, stats: &Stats) -> String {
             .map(|r| format!(" | open loop {r} ops/s"))
             .unwrap_or_default(),
         set.duration_s,
-    );
+    )
+}
+
+/// The table: one row per op type, then the total.
+pub fn table(set: &Settings, stats: &Stats) -> String {
+    let secs = set.duration_s.max(1e-9);
+    let mut o = String::new();
+    let _ = writeln!(o, "{}", headline(set));
     let _ = writeln!(
         o,
         "{:<12} {:>10} {:>11} {:>9} {:>10} {:>10} {:>10} {:>10} {:>10} {:>7}",

@@ -3,10 +3,9 @@
 //! log) and results, commit and read written blocks back, and report.
 
 use crate::client::Conn;
-use crate::driver::{self, Clock, Plan, Report, ThreadSpec};
+use crate::driver::{Plan, ThreadSpec};
 use crate::fileset::{BlockSet, FileSet};
-use crate::hdrlog::HdrLog;
-use crate::live::{self, Intervals};
+use crate::load::{self, Load, Seconds, Timing};
 use crate::pattern::Pattern;
 use crate::report::{self, Settings};
 use crate::stats::Stats;
@@ -14,8 +13,7 @@ use crate::transport::{Provider, Target};
 use crate::workload::{Kind, Mix, Op};
 use crate::RunArgs;
 use std::io::IsTerminal;
-use std::sync::{mpsc, Barrier, Mutex};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::Duration;
 
 /// Threads, connections and cores, resolved from the flags.
 #[derive(Debug, PartialEq, Eq)]
@@ -166,161 +164,28 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
         })
         .collect();
 
-    let warmup = Duration::from_secs_f64(args.warmup);
-    let duration = Duration::from_secs_f64(args.duration);
-    let live_line = std::io::stderr().is_terminal();
-    let (tx, rx) = mpsc::channel::<Report>();
-    // Threads connect, then wait twice: for everyone to be connected, then for the
-    // clock the main thread sets in between, so the load starts at once everywhere.
-    let ready = Barrier::new(lay.threads + 1);
-    let go = Barrier::new(lay.threads + 1);
-    let clock_cell: Mutex<Option<Clock>> = Mutex::new(None);
-    let mut log: Option<HdrLog> = None;
-    let mut merged = Stats::default();
-    let mut written = BlockSet::default();
-    let mut clock = None;
-    let mut finished: Option<Instant> = None;
-    let mut failed_threads = Vec::new();
+    let timing = Timing {
+        warmup: Duration::from_secs_f64(args.warmup),
+        duration: args
+            .ops
+            .is_none()
+            .then(|| Duration::from_secs_f64(args.duration)),
+    };
+    let seconds = Seconds {
+        live_line: std::io::stderr().is_terminal(),
+        hdr_log: args
+            .hdr_log
+            .as_deref()
+            .map(|p| (p, format!("{workload_name} on {}", args.target))),
+    };
+    let Load {
+        stats: mut merged,
+        written,
+        measured_s: measured,
+    } = load::run(&plan, &specs, &timing, &seconds)?;
 
-    std::thread::scope(|s| -> anyhow::Result<()> {
-        let handles: Vec<_> = specs
-            .iter()
-            .map(|spec| {
-                let (plan, tx, ready, go, cell) = (&plan, tx.clone(), &ready, &go, &clock_cell);
-                s.spawn(move || {
-                    let pipes = driver::connect(plan, spec);
-                    ready.wait();
-                    go.wait();
-                    let clock = cell.lock().map(|c| *c).ok().flatten();
-                    let r = match (pipes, clock) {
-                        (Ok(p), Some(c)) => Ok(driver::run_thread(plan, spec, p, c, &tx)),
-                        (Err(e), _) => Err(e),
-                        (_, None) => Err(anyhow::anyhow!("no clock")),
-                    };
-                    let end = r.as_ref().map_or_else(|_| Instant::now(), |r| r.finished);
-                    let _ = tx.send(Report::Done(spec.thread, end));
-                    r
-                })
-            })
-            .collect();
-        drop(tx);
-        ready.wait();
-        let start = Instant::now();
-        let c = Clock {
-            start,
-            t0: start + warmup,
-            end: args.ops.is_none().then(|| start + warmup + duration),
-        };
-        if let Ok(mut cell) = clock_cell.lock() {
-            *cell = Some(c);
-        }
-        clock = Some(c);
-        if let Some(path) = &args.hdr_log {
-            let base = SystemTime::now() + warmup;
-            log = Some(HdrLog::create(
-                path,
-                base,
-                &format!("{workload_name} on {}", args.target),
-            )?);
-        }
-        go.wait();
-
-        let mut ivs = Intervals::new(lay.threads);
-        let mut shown = false;
-        let (mut running, mut last_end) = (lay.threads, c.t0);
-        loop {
-            match rx.recv_timeout(Duration::from_millis(250)) {
-                Ok(Report::Interval(iv)) => ivs.add(iv),
-                Ok(Report::Done(t, end)) => {
-                    ivs.thread_done(t);
-                    running -= 1;
-                    last_end = last_end.max(end);
-                }
-                Err(mpsc::RecvTimeoutError::Disconnected) => break,
-                Err(mpsc::RecvTimeoutError::Timeout) => {
-                    if handles.iter().all(|h| h.is_finished()) {
-                        // A thread that died without saying so.
-                        for t in 0..lay.threads {
-                            ivs.thread_done(t);
-                        }
-                    }
-                }
-            }
-            for (i, st) in ivs.ready() {
-                // Every second is whole except the run's last one.
-                let len = if running == 0 {
-                    let from = c.t0 + Duration::from_secs(i);
-                    last_end
-                        .saturating_duration_since(from)
-                        .clamp(Duration::from_millis(1), Duration::from_secs(1))
-                } else {
-                    Duration::from_secs(1)
-                };
-                if let Some(l) = log.as_mut() {
-                    l.write(i, len, &st)?;
-                }
-                if live_line {
-                    eprint!("\r{}", live::line(i, len, &st));
-                    shown = true;
-                }
-            }
-        }
-        if shown {
-            eprintln!();
-        }
-        for (t, h) in handles.into_iter().enumerate() {
-            match h.join() {
-                Ok(Ok(r)) => {
-                    merged.merge(&r.stats);
-                    written.union(&r.written);
-                    finished = Some(finished.map_or(r.finished, |f: Instant| f.max(r.finished)));
-                }
-                Ok(Err(e)) => failed_threads.push(format!("thread {t}: {e:#}")),
-                Err(_) => failed_threads.push(format!("thread {t} panicked")),
-            }
-        }
-        Ok(())
-    })?;
-    if let Some(l) = log.take() {
-        l.finish()?;
-    }
-    anyhow::ensure!(failed_threads.is_empty(), "{}", failed_threads.join("; "));
-    let clock = clock.ok_or_else(|| anyhow::anyhow!("the load never started"))?;
-    let measured = finished
-        .map(|f| f.saturating_duration_since(clock.t0))
-        .unwrap_or_default()
-        .as_secs_f64();
-
-    // Make written data durable, then (--verify) read every written block back.
     if writes {
-        for (i, fh) in files.handles.iter().enumerate() {
-            let touched = !plan.track_writes || written.touched(i);
-            if touched {
-                if let Err(e) = setup.commit(fh) {
-                    eprintln!("bench: COMMIT of {}: {e:#}", files.names[i]);
-                    merged.kind(Kind::Write).errors += 1;
-                }
-            }
-        }
-    }
-    if plan.track_writes {
-        let last = files.size;
-        for (i, fh) in files.handles.iter().enumerate() {
-            let mut blocks = written.blocks_of(i).map(|b| {
-                let off = b * bs as u64;
-                (off, (bs as u64).min(last.saturating_sub(off)).max(1) as u32)
-            });
-            let (good, bad) = setup.read_back(
-                fh,
-                &mut blocks,
-                &Pattern::for_file(i as u64),
-                args.qd.max(8),
-                &files.names[i],
-            )?;
-            let w = merged.kind(Kind::Write);
-            w.verified_bytes += good;
-            w.verify_failures += bad;
-        }
+        finish_writes(&mut setup, &plan, &written, &mut merged, args.qd.max(8))?;
     }
 
     let settings = Settings {
@@ -352,32 +217,13 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
         print!("{}", report::table(&settings, &merged));
     }
     if let Some(path) = &args.plot {
-        let title = format!(
-            "{} · {} · bs {} · qd {} x {} conn(s){}",
-            args.target,
-            if args.mix.is_some() {
-                format!(
-                    "mix {}",
-                    mix.entries()
-                        .iter()
-                        .map(|(o, w)| format!("{o}:{w}"))
-                        .collect::<Vec<_>>()
-                        .join(",")
-                )
-            } else {
-                workload_name.to_string()
-            },
-            crate::units::format_size(bs as u64),
-            args.qd,
-            lay.total_conns,
-            args.rate
-                .map(|r| format!(" · {r} ops/s open loop"))
-                .unwrap_or_default()
-        );
         let series: Vec<(&str, &crate::stats::OpStats)> =
             merged.iter().map(|(k, s)| (k.name(), s)).collect();
-        std::fs::write(path, crate::plot::svg(&title, &series))
-            .map_err(|e| anyhow::anyhow!("--plot {}: {e}", path.display()))?;
+        std::fs::write(
+            path,
+            crate::plot::svg(&report::headline(&settings), &series),
+        )
+        .map_err(|e| anyhow::anyhow!("--plot {}: {e}", path.display()))?;
     }
     let total = merged.total();
     anyhow::ensure!(
@@ -387,6 +233,45 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     );
     anyhow::ensure!(total.errors == 0, "{} calls failed", total.errors);
     anyhow::ensure!(total.ops > 0, "no op completed");
+    Ok(())
+}
+
+/// After a load that wrote: COMMIT the files written (a failure counts as a write
+/// error), then, with `--verify`, read every written block back and check it.
+fn finish_writes(
+    setup: &mut Conn,
+    plan: &Plan,
+    written: &BlockSet,
+    stats: &mut Stats,
+    depth: usize,
+) -> anyhow::Result<()> {
+    let files = plan.files;
+    let bs = plan.bs as u64;
+    for (i, fh) in files.handles.iter().enumerate() {
+        // Without tracking, any file may have been written.
+        if plan.track_writes && !written.touched(i) {
+            continue;
+        }
+        if let Err(e) = setup.commit(fh) {
+            eprintln!("bench: COMMIT of {}: {e:#}", files.names[i]);
+            stats.kind(Kind::Write).errors += 1;
+        }
+    }
+    if !plan.track_writes {
+        return Ok(());
+    }
+    for (i, fh) in files.handles.iter().enumerate() {
+        // The last block of a file smaller than --bs is short.
+        let mut blocks = written.blocks_of(i).map(|b| {
+            let off = b * bs;
+            (off, bs.min(files.size.saturating_sub(off)).max(1) as u32)
+        });
+        let pat = Pattern::for_file(i as u64);
+        let (good, bad) = setup.read_back(fh, &mut blocks, &pat, depth, &files.names[i])?;
+        let w = stats.kind(Kind::Write);
+        w.verified_bytes += good;
+        w.verify_failures += bad;
+    }
     Ok(())
 }
 
