@@ -104,7 +104,12 @@ fn wait_readable(conns: &[ConnState], timeout: Duration) -> bool {
 /// Connects a thread's connections (before the clock starts).
 pub fn connect(plan: &Plan, spec: &ThreadSpec) -> anyhow::Result<Vec<Box<dyn Pipe>>> {
     if let Some(core) = spec.core {
-        core_affinity::set_for_current(core);
+        if !core_affinity::set_for_current(core) {
+            eprintln!(
+                "bench: thread {} could not be pinned to core {} (runs unpinned)",
+                spec.thread, core.id
+            );
+        }
     }
     spec.conns
         .iter()

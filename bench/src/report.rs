@@ -176,13 +176,20 @@ pub fn headline(set: &Settings) -> String {
         set.workload.to_string()
     };
     format!(
-        "{}{} | {} | bs {} | {} file(s) of {} | {} thread(s) x {} conn(s) x qd {}{} | {:.2} s measured",
+        "{}{} | {}{} | {} thread(s) x {} conn(s) x qd {}{} | {:.2} s measured",
         set.target,
         set.provider.map(|p| format!(" ({p})")).unwrap_or_default(),
         what,
-        crate::units::format_size(set.bs as u64),
-        set.files,
-        crate::units::format_size(set.file_size),
+        if set.files > 0 {
+            format!(
+                " | bs {} | {} file(s) of {}",
+                crate::units::format_size(set.bs as u64),
+                set.files,
+                crate::units::format_size(set.file_size)
+            )
+        } else {
+            String::new()
+        },
         set.threads,
         set.conns_per_thread,
         set.qd,

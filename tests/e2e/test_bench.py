@@ -8,6 +8,7 @@ import base64
 import json
 import re
 import subprocess
+import time
 import xml.etree.ElementTree as ET
 import zlib
 from pathlib import Path
@@ -208,9 +209,11 @@ def test_open_loop_holds_the_target_rate(gw_mem):
                  "--warmup", 1, "--duration", 3)
     t = j["total"]
     assert j["rate"] == 400 and j["warmup_s"] == 1
-    assert 2.9 < j["duration_s"] < 3.6, j["duration_s"]
-    assert 0.9 * 400 < t["ops_per_s"] < 1.1 * 400, t
-    assert 0.9 * 1200 < t["ops"] < 1.1 * 1200, t
+    # Every op intended in the 3 measured seconds is sent, however late: the count is
+    # the schedule's; the rate only drifts if the last replies are slow.
+    assert 1190 <= t["ops"] <= 1210, t
+    assert 2.9 < j["duration_s"] < 4, j["duration_s"]
+    assert 0.85 * 400 < t["ops_per_s"] < 1.1 * 400, t
 
 
 def test_ops_budget_is_exact_and_warmup_is_not_counted(gw_mem):
@@ -283,8 +286,11 @@ def test_over_soft_rdma(gw_rdma):
     assert set(j["per_op"]) == {"read", "write", "getattr", "readdirplus", "create", "remove"}
     assert j["total"]["errors"] == 0 and j["total"]["verify_failures"] == 0
     assert j["per_op"]["write"]["verified_bytes"] > 0
-    # Corruption is caught over RDMA too.
-    (gw_rdma.data_dir / "bench.dat.1").open("r+b").write(b"\0" * 4096)
+    # Corruption is caught over RDMA too. The write goes behind the gateway's back, so
+    # wait out the read cache's one-second validity for changes it cannot see.
+    with (gw_rdma.data_dir / "bench.dat.1").open("r+b") as f:
+        f.write(b"\0" * 4096)
+    time.sleep(1.2)
     j, err = bench(rdma(gw_rdma), "--workload", "seqread", "--bs", "1m", "--files", 2, "--file-size", "4m",
                    "--ops", 8, "--verify", rc=1)
     assert j["total"]["verify_failures"] == 1 and "VERIFY FAILED: bench.dat.1 read at 0+" in err, err
