@@ -320,3 +320,18 @@ def test_bad_arguments_and_unreachable_servers(gw_mem):
     r = subprocess.run([str(BENCH), "--target", "tcp://127.0.0.1:1", "--ops", "5"], capture_output=True,
                        text=True, timeout=30)
     assert r.returncode == 1 and r.stderr.startswith("bench: "), r.stderr
+
+
+def test_a_server_that_dies_mid_run_is_reported_not_hung(gw_factory):
+    g = gw_factory(backend="memory")
+    p = subprocess.Popen([str(BENCH), "--target", tcp(g), "--json", "--workload", "randread", "--file-size", "1m",
+                          "--conns", "2", "--qd", "4", "--duration", "4"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(1.5)
+    g.kill()
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 1 and "panicked" not in err, err
+    assert "connection lost" in err and "calls failed" in err, err
+    j = json.loads(out)
+    check_schema(j)
+    assert j["total"]["ops"] > 0 and j["total"]["errors"] > 0, j["total"]
