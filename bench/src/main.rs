@@ -226,6 +226,51 @@ mod tests {
     }
 
     #[test]
+    fn run_flags_parse() {
+        let c = Cli::try_parse_from([
+            "bench",
+            "--mix",
+            "randread:70,randwrite:20,getattr:10",
+            "--bs",
+            "64k",
+            "--file-size",
+            "1m",
+            "--files",
+            "8",
+            "--threads",
+            "2",
+            "--conns-per-thread",
+            "3",
+            "--rate",
+            "1500.5",
+            "--warmup",
+            "0.5",
+            "--hdr-log",
+            "x.hlog",
+            "--plot",
+            "x.svg",
+        ])
+        .unwrap();
+        let r = c.run;
+        assert_eq!(r.mix.unwrap().entries().len(), 3);
+        assert_eq!((r.bs, r.file_size, r.files), (65536, Some(1 << 20), 8));
+        assert_eq!((r.threads, r.conns_per_thread), (Some(2), Some(3)));
+        assert_eq!((r.rate, r.warmup), (Some(1500.5), 0.5));
+        assert!(r.hdr_log.is_some() && r.plot.is_some());
+        for bad in [
+            &["bench", "--mix", "bogus:1"][..],
+            &["bench", "--workload", "null", "--mix", "null:1"],
+            &["bench", "--conns", "2", "--conns-per-thread", "2"],
+            &["bench", "--file-size", "1m", "--size-mib", "1"],
+            &["bench", "--bs", "4q"],
+            &["bench", "--rate", "0"],
+            &["bench", "--warmup", "-1"],
+        ] {
+            assert!(Cli::try_parse_from(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
     fn bridge_subcommand_parses() {
         let c = Cli::try_parse_from([
             "bench",
