@@ -57,8 +57,9 @@ pub struct Interval {
 /// Messages from load threads to the main thread.
 pub enum Report {
     Interval(Interval),
-    /// The thread is done; its last call completed at the given time.
-    Done(usize, Instant),
+    /// The thread is done: its index, when its last call completed, and its last
+    /// (partial) second, if it got that far.
+    Done(usize, Instant, Option<Interval>),
 }
 
 /// What one thread did.
@@ -67,6 +68,9 @@ pub struct ThreadResult {
     pub written: BlockSet,
     /// When its last call completed (or failed).
     pub finished: Instant,
+    /// Its last, usually partial, second: sent with [`Report::Done`] rather than as an
+    /// [`Interval`], so the main thread knows every `Interval` is a whole second.
+    pub last_second: Option<Interval>,
 }
 
 /// Configuration of one thread.
@@ -175,11 +179,16 @@ pub fn run_thread(
     }
     let finished = rec.last_completion.max(clock.t0);
     // The last, partial interval.
-    let last = interval_of(clock.t0, finished);
-    rec.roll_intervals(last + 1);
+    rec.roll_intervals(interval_of(clock.t0, finished));
+    let last_second = Some(Interval {
+        thread: spec.thread,
+        index: rec.interval_index,
+        stats: std::mem::take(&mut rec.interval),
+    });
     ThreadResult {
         stats: rec.stats,
         written: rec.written,
         finished,
+        last_second,
     }
 }

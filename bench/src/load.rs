@@ -65,13 +65,16 @@ pub fn run(
                     ready.wait();
                     go.wait();
                     let clock = cell.lock().map(|c| *c).ok().flatten();
-                    let r = match (pipes, clock) {
+                    let mut r = match (pipes, clock) {
                         (Ok(p), Some(c)) => Ok(driver::run_thread(plan, spec, p, c, &tx)),
                         (Err(e), _) => Err(e),
                         (_, None) => Err(anyhow::anyhow!("no clock")),
                     };
-                    let end = r.as_ref().map_or_else(|_| Instant::now(), |r| r.finished);
-                    let _ = tx.send(Report::Done(spec.thread, end));
+                    let (end, last) = match r.as_mut() {
+                        Ok(r) => (r.finished, r.last_second.take()),
+                        Err(_) => (Instant::now(), None),
+                    };
+                    let _ = tx.send(Report::Done(spec.thread, end, last));
                     r
                 })
             })
@@ -103,7 +106,10 @@ pub fn run(
         loop {
             match rx.recv_timeout(Duration::from_millis(250)) {
                 Ok(Report::Interval(iv)) => ivs.add(iv),
-                Ok(Report::Done(t, end)) => {
+                Ok(Report::Done(t, end, last)) => {
+                    if let Some(iv) = last {
+                        ivs.add(iv);
+                    }
                     ivs.thread_done(t);
                     running -= 1;
                     last_end = last_end.max(end);
