@@ -53,27 +53,29 @@ pub struct Followup {
     pub recorded: bool,
 }
 
+/// One connection's state; the thread loop reads `alive`, `inflight` and `schedule`
+/// to decide how long it may sleep.
 pub struct ConnState {
     pub pipe: Box<dyn Pipe>,
-    pub index: usize,
+    index: usize,
     pub alive: bool,
     pub inflight: HashMap<u32, Slot>,
-    pub xid: u32,
-    pub rng: u64,
+    xid: u32,
+    rng: u64,
     /// Next (file, block) of the sequential read and write streams.
-    pub seq_read: (usize, u64),
-    pub seq_write: (usize, u64),
+    seq_read: (usize, u64),
+    seq_write: (usize, u64),
     pub schedule: Option<Schedule>,
-    pub followups: VecDeque<Followup>,
+    followups: VecDeque<Followup>,
     /// A call encoded in `out` that the pipe had no room for yet.
-    pub pending: Option<(u32, usize, Slot)>,
+    pending: Option<(u32, usize, Slot)>,
     /// Recorded ops this connection may still start (`--ops`).
-    pub budget: Option<u64>,
-    pub creates: u64,
-    pub out: Vec<u8>,
+    budget: Option<u64>,
+    creates: u64,
+    out: Vec<u8>,
     /// When a reply last arrived (or the first call went out): a server that stops
     /// answering fails the connection after [`REPLY_TIMEOUT`] instead of hanging bench.
-    pub last_reply: Instant,
+    last_reply: Instant,
 }
 
 /// How long a connection with calls in flight may go without any reply.
@@ -102,7 +104,8 @@ impl ConnState {
             alive: true,
             inflight: HashMap::with_capacity(plan.qd),
             xid: first_xid(),
-            rng: 0x9e37_79b9_7f4a_7c15 ^ ((index as u64 + 1) << 17) ^ plan.pid as u64,
+            // xorshift never leaves 0: keep the seed odd.
+            rng: (0x9e37_79b9_7f4a_7c15 ^ ((index as u64 + 1) << 17) ^ plan.pid as u64) | 1,
             seq_read: start,
             seq_write: start,
             schedule: plan.rate_per_conn.map(|r| Schedule::new(clock.start, r)),
