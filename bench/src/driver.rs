@@ -179,6 +179,7 @@ pub fn run_thread(
     }
     let finished = rec.last_completion.max(clock.t0);
     // The last, partial interval.
+    rec.finish();
     rec.roll_intervals(interval_of(clock.t0, finished));
     let last_second = Some(Interval {
         thread: spec.thread,

@@ -60,11 +60,24 @@ impl<'p> Recorder<'p> {
         }
     }
 
+    /// Reports a problem on stderr: the first few in full (a failing server would
+    /// otherwise flood the terminal), the rest only counted (see [`Self::finish`]).
     pub fn complain(&mut self, msg: impl FnOnce() -> String) {
-        if self.complaints < 5 {
+        if self.complaints < SHOWN_COMPLAINTS {
             eprintln!("bench: {}", msg());
         }
         self.complaints += 1;
+    }
+
+    /// Says how many problems were not shown.
+    pub fn finish(&self) {
+        if self.complaints > SHOWN_COMPLAINTS {
+            eprintln!(
+                "bench: thread {}: {} more problem(s) not shown",
+                self.thread,
+                self.complaints - SHOWN_COMPLAINTS
+            );
+        }
     }
 
     /// Sends finished intervals up to (not including) `upto`.
@@ -177,6 +190,10 @@ impl<'p> Recorder<'p> {
     }
 }
 
+/// How many problems a thread prints in full.
+const SHOWN_COMPLAINTS: u32 = 5;
+
+/// What one completed call did, beyond its latency.
 #[derive(Default)]
 pub struct Outcome {
     pub bytes: u64,
