@@ -210,10 +210,13 @@ def test_open_loop_holds_the_target_rate(gw_mem):
     t = j["total"]
     assert j["rate"] == 400 and j["warmup_s"] == 1
     # Every op intended in the 3 measured seconds is sent, however late: the count is
-    # the schedule's; the rate only drifts if the last replies are slow.
+    # the schedule's. The reported rate is that count over the time to the last reply,
+    # so it only drifts below the target when the last replies are slow (on a loaded
+    # 2-core CI box they can be, by a few hundred ms).
     assert 1190 <= t["ops"] <= 1210, t
-    assert 2.9 < j["duration_s"] < 4, j["duration_s"]
-    assert 0.85 * 400 < t["ops_per_s"] < 1.1 * 400, t
+    assert 2.9 < j["duration_s"] < 4.5, j["duration_s"]
+    assert abs(t["ops_per_s"] - t["ops"] / j["duration_s"]) < 1, t
+    assert 0.65 * 400 < t["ops_per_s"] < 1.05 * 400, t
 
 
 def test_ops_budget_is_exact_and_warmup_is_not_counted(gw_mem):
