@@ -198,7 +198,7 @@ def test_a_mix_records_each_op_type(gw):
     assert j["per_op"]["getattr"]["bytes"] == 0
     # The weights show in the counts (reads are the majority).
     assert j["per_op"]["read"]["ops"] > j["per_op"]["getattr"]["ops"]
-    assert 1.5 < j["duration_s"] < 4
+    assert 1.5 < j["duration_s"] < 5
 
 
 # ------------------------------------------------------------------ open loop, warm-up
