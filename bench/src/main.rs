@@ -1,11 +1,13 @@
 //! `bench`: an NFSv3 load generator over TCP or RPC-over-RDMA, and a TCP → RDMA bridge.
 //!
 //! Run mode (the default, or `bench run ...`): mounts an export (MOUNT on the NFS port,
-//! over the chosen transport), prepares a file, then keeps `--qd` calls in flight per
-//! connection for `--duration` seconds (or `--ops` calls) and prints ops/s, MiB/s and
-//! latency percentiles from an HdrHistogram. `--verify` checks every byte read against
-//! the pattern written during preparation; for write workloads it writes the pattern
-//! and reads every written block back after the run.
+//! over the chosen transport), prepares a file set, then runs a workload or a weighted
+//! mix of ops from pinned threads, each driving several connections with `--qd` calls in
+//! flight, closed loop or at a target rate (open loop, latency from the intended send
+//! time). Prints a table per op type or one JSON object (docs/bench.md), and optionally
+//! an HdrHistogram interval log and an SVG percentile plot. `--verify` checks every byte
+//! read against a pattern that depends on the file and the offset, and reads written
+//! blocks back at the end. See `run`.
 //!
 //! Bridge mode (`bench bridge --listen ADDR --target rdma://HOST:PORT`, or
 //! `bench --bridge-listen ADDR --target rdma://HOST:PORT`): ordinary NFS
@@ -13,38 +15,33 @@
 //! over its own RPC-over-RDMA connection to the server (see `bridge`).
 
 mod bridge;
+mod calls;
 mod client;
+mod conn;
+mod driver;
+mod fileset;
+mod hdrlog;
+mod live;
+mod load;
+mod pattern;
 mod pipe;
+mod plot;
 mod rdma;
+mod recorder;
+mod report;
+mod run;
+mod schedule;
+mod stats;
 mod transport;
 mod ulb;
+mod units;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
-use client::{Conn, Pattern};
-use hdrhistogram::Histogram;
-use std::collections::HashMap;
-use std::time::{Duration, Instant};
-use transport::{Provider, Target};
+use clap::{Args, Parser, Subcommand};
+use std::path::PathBuf;
+use transport::Provider;
+use workload::Op;
 
-#[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
-enum Workload {
-    Null,
-    Getattr,
-    Randread,
-    Seqread,
-    Seqwrite,
-    Randwrite,
-}
-
-impl Workload {
-    fn writes(self) -> bool {
-        matches!(self, Workload::Seqwrite | Workload::Randwrite)
-    }
-
-    fn random(self) -> bool {
-        matches!(self, Workload::Randread | Workload::Randwrite)
-    }
-}
+mod workload;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -66,319 +63,116 @@ struct Cli {
 #[derive(Subcommand, Debug)]
 enum Cmd {
     /// Run a workload (the default when no subcommand is given).
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Accept NFS clients over TCP and forward their calls over RPC-over-RDMA.
     Bridge(bridge::BridgeArgs),
 }
 
+fn size_arg(s: &str) -> Result<u64, String> {
+    units::parse_size(s)
+}
+
+fn mix_arg(s: &str) -> Result<workload::Mix, String> {
+    workload::Mix::parse(s)
+}
+
+fn secs_arg(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(x) if x.is_finite() && x >= 0.0 => Ok(x),
+        _ => Err(format!("{s:?} is not a number of seconds")),
+    }
+}
+
+fn rate_arg(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(x) if x.is_finite() && x > 0.0 => Ok(x),
+        _ => Err(format!("{s:?} is not a positive rate")),
+    }
+}
+
 #[derive(Args, Debug, Clone)]
-struct RunArgs {
+pub struct RunArgs {
     /// tcp://HOST:PORT or rdma://HOST:PORT
     #[arg(long, default_value = "tcp://127.0.0.1:2049")]
-    target: String,
+    pub target: String,
     /// RDMA provider for rdma:// targets.
     #[arg(long, value_enum, default_value = "soft")]
-    provider: Provider,
+    pub provider: Provider,
     /// Export path to mount.
     #[arg(long, default_value = "/")]
-    export: String,
-    #[arg(long, value_enum, default_value = "getattr")]
-    workload: Workload,
-    /// Block size in bytes for read/write workloads.
-    #[arg(long, default_value_t = 4096)]
-    bs: u32,
+    pub export: String,
+    /// One op for the whole run.
+    #[arg(long, value_enum, default_value = "getattr", conflicts_with = "mix")]
+    pub workload: Op,
+    /// A weighted mix instead of one workload: OP:WEIGHT,... (e.g.
+    /// randread:70,randwrite:20,getattr:10). Results are recorded per op type.
+    #[arg(long, value_name = "MIX", value_parser = mix_arg)]
+    pub mix: Option<workload::Mix>,
+    /// Block size of reads and writes (4k .. 1m; suffixes k, m).
+    #[arg(long, default_value = "4k", value_parser = size_arg)]
+    pub bs: u64,
     /// Calls in flight per connection.
     #[arg(long, default_value_t = 1)]
-    qd: usize,
-    /// Connections (one thread each).
+    pub qd: usize,
+    /// Load threads, each pinned to a core (default: 1, or one per connection given
+    /// with --conns up to the number of usable cores).
+    #[arg(long)]
+    pub threads: Option<usize>,
+    /// Connections per thread (default 1).
+    #[arg(long, conflicts_with = "conns")]
+    pub conns_per_thread: Option<usize>,
+    /// Total connections, spread round-robin over the threads (alternative to
+    /// --conns-per-thread).
+    #[arg(long)]
+    pub conns: Option<usize>,
+    /// Cores to pin threads to, e.g. 1,3 or 2-5 (default: the cores this process may
+    /// use, highest first, as the gateway's first reactor usually runs on core 0).
+    #[arg(long, value_name = "LIST")]
+    pub cpus: Option<String>,
+    /// Seconds to measure (ignored when --ops is given).
+    #[arg(long, default_value = "5", value_parser = secs_arg)]
+    pub duration: f64,
+    /// Seconds of load before measuring starts (not recorded).
+    #[arg(long, default_value = "0", value_parser = secs_arg)]
+    pub warmup: f64,
+    /// Stop after this many recorded ops in total (instead of --duration).
+    #[arg(long)]
+    pub ops: Option<u64>,
+    /// Open loop: send this many ops per second in total (split evenly over the
+    /// connections); latency is measured from each op's intended send time.
+    #[arg(long, value_name = "OPS_PER_S", value_parser = rate_arg)]
+    pub rate: Option<f64>,
+    /// Files in the set read and write workloads spread over.
     #[arg(long, default_value_t = 1)]
-    conns: usize,
-    /// Seconds to run (ignored when --ops is given).
-    #[arg(long, default_value_t = 5)]
-    duration: u64,
-    /// Stop after this many calls per connection.
-    #[arg(long)]
-    ops: Option<u64>,
-    /// File used by read/write workloads (created if missing).
+    pub files: usize,
+    /// Name of the file (one file) or prefix of the files (NAME.0, NAME.1, ...) in the
+    /// export's root.
     #[arg(long, default_value = "bench.dat")]
-    file: String,
-    /// File size in MiB (read workloads prepare it; write workloads wrap within it).
-    #[arg(long, default_value_t = 64)]
-    size_mib: u64,
-    /// Check every byte read; write workloads write the pattern and read it back.
+    pub file: String,
+    /// Size of each file (suffixes k, m, g; default 64m).
+    #[arg(long, value_parser = size_arg, conflicts_with = "size_mib")]
+    pub file_size: Option<u64>,
+    /// File size in MiB (older spelling of --file-size).
     #[arg(long)]
-    verify: bool,
-    /// Print one JSON object instead of the table.
+    pub size_mib: Option<u64>,
+    /// Check every byte read against the pattern; write workloads write the pattern
+    /// and read every written block back at the end. Exits non-zero on any mismatch.
     #[arg(long)]
-    json: bool,
+    pub verify: bool,
+    /// Print one JSON object (schema nfsgw-bench/1, docs/bench.md) instead of the table.
+    #[arg(long)]
+    pub json: bool,
+    /// Write an HdrHistogram interval log (one interval per second, tag = op type).
+    #[arg(long, value_name = "FILE")]
+    pub hdr_log: Option<PathBuf>,
+    /// Write a latency-percentile plot (SVG), one line per op type.
+    #[arg(long, value_name = "FILE.svg")]
+    pub plot: Option<PathBuf>,
 }
 
-struct Outcome {
-    hist: Histogram<u64>,
-    ops: u64,
-    bytes: u64,
-    errors: u64,
-    elapsed: Duration,
-    /// Blocks written (write workloads with --verify).
-    written: Vec<bool>,
-}
-
-fn blocks(args: &RunArgs) -> u64 {
-    ((args.size_mib << 20) / args.bs as u64).max(1)
-}
-
-fn run_conn(args: &RunArgs, target: &Target, fh: &[u8], seed: u64) -> anyhow::Result<Outcome> {
-    let mut c = Conn::connect(target)?;
-    let pat = Pattern::new(&args.file);
-    let blocks = blocks(args);
-    let bs = args.bs as u64;
-    let mut hist = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3)?;
-    let mut rng = seed | 1;
-    let mut next_block = 0u64;
-    let mut pick = |w: Workload| -> u64 {
-        if w.random() {
-            rng ^= rng << 13;
-            rng ^= rng >> 7;
-            rng ^= rng << 17;
-            rng % blocks
-        } else {
-            let b = next_block % blocks;
-            next_block += 1;
-            b
-        }
-    };
-    let deadline = Instant::now() + Duration::from_secs(args.duration);
-    let limit = args.ops.unwrap_or(u64::MAX);
-    let mut payload = vec![0x5au8; args.bs as usize];
-    let track = args.verify && args.workload.writes();
-    let mut written = vec![false; if track { blocks as usize } else { 0 }];
-    let (mut issued, mut done, mut bytes, mut errors) = (0u64, 0u64, 0u64, 0u64);
-    let start = Instant::now();
-    let mut inflight = HashMap::<u32, (Instant, u64)>::new();
-    loop {
-        while inflight.len() < args.qd
-            && issued < limit
-            && (args.ops.is_some() || Instant::now() < deadline)
-        {
-            let block = pick(args.workload);
-            let off = block * bs;
-            let xid = match args.workload {
-                Workload::Null => c.send_null()?,
-                Workload::Getattr => c.send_getattr(fh)?,
-                Workload::Randread | Workload::Seqread => c.send_read(fh, off, args.bs)?,
-                Workload::Seqwrite | Workload::Randwrite => {
-                    if args.verify {
-                        pat.fill(off, &mut payload);
-                    }
-                    c.send_write(fh, off, &payload)?
-                }
-            };
-            inflight.insert(xid, (Instant::now(), block));
-            issued += 1;
-        }
-        if inflight.is_empty() {
-            break;
-        }
-        let (xid, reply) = c.recv()?;
-        let Some((t0, block)) = inflight.remove(&xid) else {
-            anyhow::bail!("reply with unknown xid {xid}");
-        };
-        hist.record(t0.elapsed().as_nanos().max(1) as u64)?;
-        done += 1;
-        let reply = match reply {
-            Ok(r) => r,
-            Err(e) => {
-                if errors < 5 {
-                    eprintln!("bench: {e:#}");
-                }
-                errors += 1;
-                continue;
-            }
-        };
-        let off = block * bs;
-        match args.workload {
-            Workload::Randread | Workload::Seqread => match client::parse_read(&reply) {
-                Ok(data) => {
-                    bytes += data.len() as u64;
-                    if args.verify && !pat.check(off, data) {
-                        anyhow::bail!("verification failed at offset {off}");
-                    }
-                }
-                Err(_) => errors += 1,
-            },
-            Workload::Seqwrite | Workload::Randwrite => {
-                if client::status(&reply) == 0 {
-                    bytes += bs;
-                    if track {
-                        written[block as usize] = true;
-                    }
-                } else {
-                    errors += 1;
-                }
-            }
-            Workload::Getattr => {
-                if client::status(&reply) != 0 {
-                    errors += 1
-                }
-            }
-            Workload::Null => {}
-        }
-    }
-    if args.workload.writes() {
-        c.commit(fh)?;
-    }
-    let elapsed = start.elapsed();
-    Ok(Outcome {
-        hist,
-        ops: done,
-        bytes,
-        errors,
-        elapsed,
-        written,
-    })
-}
-
-/// Reads every written block back (`--qd` reads in flight) and checks the pattern.
-fn verify_written(
-    c: &mut Conn,
-    fh: &[u8],
-    written: &[bool],
-    args: &RunArgs,
-    pat: &Pattern,
-) -> anyhow::Result<u64> {
-    let bs = args.bs as u64;
-    let mut todo = written
-        .iter()
-        .enumerate()
-        .filter(|(_, &w)| w)
-        .map(|(b, _)| b as u64);
-    let mut inflight = HashMap::<u32, u64>::new();
-    let mut checked = 0u64;
-    loop {
-        while inflight.len() < args.qd.max(1) {
-            let Some(b) = todo.next() else { break };
-            let xid = c.send_read(fh, b * bs, args.bs)?;
-            inflight.insert(xid, b);
-        }
-        if inflight.is_empty() {
-            return Ok(checked);
-        }
-        let (xid, reply) = c.recv()?;
-        let Some(b) = inflight.remove(&xid) else {
-            anyhow::bail!("reply with unknown xid {xid}");
-        };
-        let reply = reply?;
-        let data = client::parse_read(&reply)?;
-        let off = b * bs;
-        anyhow::ensure!(
-            data.len() as u64 == bs,
-            "read-back verification failed at offset {off}: {} bytes instead of {bs}",
-            data.len()
-        );
-        anyhow::ensure!(
-            pat.check(off, data),
-            "read-back verification failed at offset {off}"
-        );
-        checked += 1;
-    }
-}
-
-fn run(args: RunArgs) -> anyhow::Result<()> {
-    let target = Target::parse(&args.target, args.provider)?;
-    anyhow::ensure!(
-        args.bs > 0 && args.bs <= 1 << 20,
-        "--bs must be 1..=1048576"
-    );
-    anyhow::ensure!(
-        args.qd > 0 && args.conns > 0,
-        "--qd and --conns must be positive"
-    );
-    // One setup connection: mount and prepare the file once, before the load starts.
-    let mut setup = Conn::connect(&target)?;
-    let root = setup.mount(&args.export)?;
-    let pat = Pattern::new(&args.file);
-    let fh = match args.workload {
-        Workload::Null | Workload::Getattr => root.clone(),
-        Workload::Seqwrite => setup.create(&root, &args.file)?,
-        Workload::Randwrite => setup.lookup_or_create(&root, &args.file)?,
-        Workload::Randread | Workload::Seqread => {
-            setup.prepare(&root, &args.file, args.size_mib << 20, &pat)?
-        }
-    };
-    let outs: Vec<anyhow::Result<Outcome>> = std::thread::scope(|s| {
-        let hs: Vec<_> = (0..args.conns)
-            .map(|i| {
-                let (a, t, fh) = (&args, &target, &fh);
-                s.spawn(move || run_conn(a, t, fh, 0x9e37_79b9_7f4a_7c15 ^ i as u64))
-            })
-            .collect();
-        hs.into_iter()
-            .map(|h| h.join().expect("bench thread"))
-            .collect()
-    });
-    let mut hist = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3)?;
-    let (mut ops, mut bytes, mut errors, mut secs) = (0u64, 0u64, 0u64, 0f64);
-    let mut written = Vec::new();
-    for o in outs {
-        let o = o?;
-        hist.add(&o.hist)?;
-        ops += o.ops;
-        bytes += o.bytes;
-        errors += o.errors;
-        secs = secs.max(o.elapsed.as_secs_f64());
-        if written.is_empty() {
-            written = o.written;
-        } else {
-            for (w, x) in written.iter_mut().zip(o.written) {
-                *w |= x;
-            }
-        }
-    }
-    if args.verify && args.workload.writes() {
-        let n = verify_written(&mut setup, &fh, &written, &args, &pat)?;
-        if !args.json {
-            println!("verified {n} written blocks");
-        }
-    }
-    let secs = secs.max(1e-9);
-    let us = |q: f64| hist.value_at_quantile(q) as f64 / 1000.0;
-    let iops = ops as f64 / secs;
-    let mibs = bytes as f64 / secs / (1 << 20) as f64;
-    if args.json {
-        println!(
-            "{{\"workload\":\"{:?}\",\"bs\":{},\"qd\":{},\"conns\":{},\"ops\":{},\"errors\":{},\"seconds\":{:.3},\"ops_per_s\":{:.1},\"mib_per_s\":{:.2},\"p50_us\":{:.1},\"p99_us\":{:.1},\"p999_us\":{:.1},\"max_us\":{:.1}}}",
-            args.workload, args.bs, args.qd, args.conns, ops, errors, secs, iops, mibs,
-            us(0.5), us(0.99), us(0.999), hist.max() as f64 / 1000.0
-        );
-    } else {
-        println!(
-            "workload {:?} bs {} qd {} conns {} target {}",
-            args.workload, args.bs, args.qd, args.conns, args.target
-        );
-        println!(
-            "{:>12} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9}",
-            "ops/s", "MiB/s", "p50 µs", "p90 µs", "p99 µs", "p99.9 µs", "errors"
-        );
-        println!(
-            "{:>12.0} {:>10.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9}",
-            iops,
-            mibs,
-            us(0.5),
-            us(0.9),
-            us(0.99),
-            us(0.999),
-            errors
-        );
-    }
-    if errors > 0 {
-        anyhow::bail!("{errors} calls failed");
-    }
-    Ok(())
-}
-
-fn main() -> anyhow::Result<()> {
+fn main() {
     let cli = Cli::parse();
-    match cli.cmd {
+    let r = match cli.cmd {
         None => match cli.bridge_listen {
             Some(listen) => bridge::main(bridge::BridgeArgs {
                 listen,
@@ -387,10 +181,15 @@ fn main() -> anyhow::Result<()> {
                 max_queue: bridge::DEFAULT_MAX_QUEUE,
                 verbose: false,
             }),
-            None => run(cli.run),
+            None => run::run(cli.run),
         },
-        Some(Cmd::Run(a)) => run(a),
+        Some(Cmd::Run(a)) => run::run(*a),
         Some(Cmd::Bridge(b)) => bridge::main(b),
+    };
+    if let Err(e) = r {
+        // One line, no backtrace: failures here are the server's or the operator's.
+        eprintln!("bench: {e:#}");
+        std::process::exit(1);
     }
 }
 
@@ -419,11 +218,56 @@ mod tests {
         ])
         .unwrap();
         assert!(c.cmd.is_none());
-        assert_eq!(c.run.workload, Workload::Randwrite);
+        assert_eq!(c.run.workload, Op::Randwrite);
         assert_eq!(c.run.provider, Provider::Soft);
         assert!(c.run.verify && c.run.json);
         let c = Cli::try_parse_from(["bench", "run", "--workload", "null"]).unwrap();
-        assert!(matches!(c.cmd, Some(Cmd::Run(ref a)) if a.workload == Workload::Null));
+        assert!(matches!(c.cmd, Some(Cmd::Run(ref a)) if a.workload == Op::Null));
+    }
+
+    #[test]
+    fn run_flags_parse() {
+        let c = Cli::try_parse_from([
+            "bench",
+            "--mix",
+            "randread:70,randwrite:20,getattr:10",
+            "--bs",
+            "64k",
+            "--file-size",
+            "1m",
+            "--files",
+            "8",
+            "--threads",
+            "2",
+            "--conns-per-thread",
+            "3",
+            "--rate",
+            "1500.5",
+            "--warmup",
+            "0.5",
+            "--hdr-log",
+            "x.hlog",
+            "--plot",
+            "x.svg",
+        ])
+        .unwrap();
+        let r = c.run;
+        assert_eq!(r.mix.unwrap().entries().len(), 3);
+        assert_eq!((r.bs, r.file_size, r.files), (65536, Some(1 << 20), 8));
+        assert_eq!((r.threads, r.conns_per_thread), (Some(2), Some(3)));
+        assert_eq!((r.rate, r.warmup), (Some(1500.5), 0.5));
+        assert!(r.hdr_log.is_some() && r.plot.is_some());
+        for bad in [
+            &["bench", "--mix", "bogus:1"][..],
+            &["bench", "--workload", "null", "--mix", "null:1"],
+            &["bench", "--conns", "2", "--conns-per-thread", "2"],
+            &["bench", "--file-size", "1m", "--size-mib", "1"],
+            &["bench", "--bs", "4q"],
+            &["bench", "--rate", "0"],
+            &["bench", "--warmup", "-1"],
+        ] {
+            assert!(Cli::try_parse_from(bad).is_err(), "{bad:?}");
+        }
     }
 
     #[test]

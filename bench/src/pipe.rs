@@ -39,6 +39,13 @@ pub trait Pipe: Send {
 
     /// Calls submitted and not yet answered.
     fn in_flight(&self) -> usize;
+
+    /// A file descriptor an idle caller may block on (poll(2)) instead of spinning, and
+    /// whether the pipe waits for it to become writable (output is queued). `None`: the
+    /// pipe must be polled (RDMA completion queues).
+    fn wait_fd(&self) -> Option<(std::os::fd::RawFd, bool)> {
+        None
+    }
 }
 
 /// The XID (word 0) of an RPC message.
@@ -227,6 +234,11 @@ impl Pipe for TcpPipe {
 
     fn in_flight(&self) -> usize {
         self.in_flight
+    }
+
+    fn wait_fd(&self) -> Option<(std::os::fd::RawFd, bool)> {
+        use std::os::fd::AsRawFd;
+        Some((self.s.as_raw_fd(), self.out_at < self.out.len()))
     }
 }
 

@@ -30,7 +30,7 @@ pub trait Transport: Send {
 pub enum Provider {
     /// The pure-Rust software provider (host-local, between processes).
     Soft,
-    /// libibverbs / librdmacm (not available in this build).
+    /// libibverbs / librdmacm (needs a build with `--features rdma`).
     Verbs,
 }
 
@@ -51,10 +51,13 @@ impl Target {
             return Ok(Target::Tcp(a.to_string()));
         }
         if let Some(a) = s.strip_prefix("rdma://") {
+            // Built with `--features rdma`, verbs is opened in `crate::rdma`.
+            #[cfg(not(feature = "rdma"))]
             if provider == Provider::Verbs {
                 anyhow::bail!(
                     "--provider verbs is not available in this build (only soft); \
-                     the verbs provider needs the engine's `rdma` feature"
+                     rebuild bench with `--features rdma` (needs libibverbs-dev, \
+                     librdmacm-dev, libclang-dev)"
                 );
             }
             let addr = a
@@ -65,6 +68,21 @@ impl Target {
             return Ok(Target::Rdma { addr, provider });
         }
         anyhow::bail!("--target must be tcp://HOST:PORT or rdma://HOST:PORT, not {s}")
+    }
+
+    /// Opens one non-blocking connection for up to `depth` calls in flight.
+    pub fn connect_pipe(&self, depth: usize) -> anyhow::Result<Box<dyn Pipe>> {
+        Ok(match self {
+            Target::Tcp(a) => Box::new(
+                crate::pipe::TcpPipe::connect(a, depth)
+                    .map_err(|e| anyhow::anyhow!("connecting to {a}: {e}"))?,
+            ),
+            Target::Rdma { addr, provider } => Box::new(crate::rdma::RdmaPipe::connect(
+                *addr,
+                *provider,
+                crate::rdma::DEFAULT_CREDITS.max(depth as u32),
+            )?),
+        })
     }
 
     /// Opens one connection.
@@ -225,8 +243,11 @@ mod tests {
                 provider: Provider::Soft
             }
         );
-        let e = Target::parse("rdma://127.0.0.1:20049", Provider::Verbs).unwrap_err();
-        assert!(e.to_string().contains("not available"), "{e}");
+        #[cfg(not(feature = "rdma"))]
+        {
+            let e = Target::parse("rdma://127.0.0.1:20049", Provider::Verbs).unwrap_err();
+            assert!(e.to_string().contains("not available"), "{e}");
+        }
         assert!(Target::parse("udp://1.2.3.4:5", Provider::Soft).is_err());
         assert!(Target::parse("rdma://nohost", Provider::Soft).is_err());
     }

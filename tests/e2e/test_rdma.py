@@ -35,27 +35,27 @@ def test_256mib_written_and_read_back_verified_through_chunks(gw_rdma):
     # 1 MiB WRITEs: data pulled by RDMA Read from read chunks, verified read-back.
     out = bench(gw_rdma, "--workload", "seqwrite", "--bs", str(1 << 20), "--ops", "256", "--qd", "4",
                 "--file", "big.dat", "--size-mib", "256", "--verify")
-    assert out["ops"] == 256 and out["errors"] == 0, out
+    assert out["total"]["ops"] == 256 and out["total"]["errors"] == 0, out
     on_disk = gw_rdma.data_dir / "big.dat"
     assert on_disk.stat().st_size == 256 << 20
     # Reads at three block sizes through write chunks, every byte checked.
     for bs, ops in ((4096, 4000), (65536, 2000), (1 << 20, 256)):
         out = bench(gw_rdma, "--workload", "seqread", "--bs", str(bs), "--ops", str(ops), "--qd", "8",
                     "--file", "rd.dat", "--size-mib", "256", "--verify")
-        assert out["ops"] == ops and out["errors"] == 0, (bs, out)
+        assert out["total"]["ops"] == ops and out["total"]["errors"] == 0, (bs, out)
 
 
 def test_random_writes_at_several_block_sizes_verified(gw_rdma):
     for bs in (4096, 65536):
         out = bench(gw_rdma, "--workload", "randwrite", "--bs", str(bs), "--ops", "500", "--qd", "8",
                     "--file", f"rw{bs}.dat", "--size-mib", "8", "--verify")
-        assert out["ops"] == 500 and out["errors"] == 0, (bs, out)
+        assert out["total"]["ops"] == 500 and out["total"]["errors"] == 0, (bs, out)
 
 
 def test_null_and_getattr_over_rdma(gw_rdma):
     for wl in ("null", "getattr"):
         out = bench(gw_rdma, "--workload", wl, "--ops", "20000", "--qd", "16")
-        assert out["ops"] == 20000 and out["errors"] == 0, out
+        assert out["total"]["ops"] == 20000 and out["total"]["errors"] == 0, out
 
 
 def test_r8166_81_client_killed_mid_transfer_then_gateway_still_serves_rdma_and_tcp(gw_rdma):
@@ -68,7 +68,7 @@ def test_r8166_81_client_killed_mid_transfer_then_gateway_still_serves_rdma_and_
     assert gw_rdma.alive()
     out = bench(gw_rdma, "--workload", "randread", "--bs", "65536", "--ops", "500", "--qd", "8",
                 "--file", "after.dat", "--size-mib", "8", "--verify")
-    assert out["errors"] == 0
+    assert out["total"]["errors"] == 0
     # TCP is served all along, directly (RFC 8166 §8.2.2.1, R8166-81).
     with Gateway.client(gw_rdma) as c:
         assert c.null().accept_stat == 0

@@ -105,7 +105,7 @@ for w in "${WORKLOADS[@]}"; do
     python3 - "$j" "$ir" "$wl" "$bs" <<'PY' | tee -a "$OUT/summary.txt"
 import json, sys
 j = json.loads(sys.argv[1]); ir = int(sys.argv[2])
-print(f"{sys.argv[3]:<10} {sys.argv[4]:>7} {j['ops_per_s']:>12.0f} {j['mib_per_s']:>10.1f} {'-':>12} {ir/j['ops']:>10,.0f}")
+print(f"{sys.argv[3]:<10} {sys.argv[4]:>7} {j['total']['ops_per_s']:>12.0f} {j['total']['mib_per_s']:>10.1f} {'-':>12} {ir/j['total']['ops']:>10,.0f}")
 PY
   else
     t0=$(cpu_ticks)
@@ -114,8 +114,8 @@ PY
     python3 - "$j" "$t0" "$t1" "$HZ" "$wl" "$bs" <<'PY' | tee -a "$OUT/summary.txt"
 import json, sys
 j = json.loads(sys.argv[1]); t0, t1, hz = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
-us = (t1 - t0) / hz * 1e6 / max(j["ops"], 1)
-print(f"{sys.argv[5]:<10} {sys.argv[6]:>7} {j['ops_per_s']:>12.0f} {j['mib_per_s']:>10.1f} {us:>12.2f} {'-':>10}")
+us = (t1 - t0) / hz * 1e6 / max(j["total"]["ops"], 1)
+print(f"{sys.argv[5]:<10} {sys.argv[6]:>7} {j['total']['ops_per_s']:>12.0f} {j['total']['mib_per_s']:>10.1f} {us:>12.2f} {'-':>10}")
 PY
   fi
 done

@@ -1,0 +1,371 @@
+//! One connection of a load thread: which call it sends next (the mix, the file set,
+//! the sequential streams, the open-loop schedule, REMOVEs owed for CREATEs), sending it
+//! when a queue slot and the transport allow, taking replies in, and failing cleanly
+//! when the transport breaks or the server stops answering.
+
+use crate::calls::{self, Call};
+use crate::client::first_xid;
+use crate::driver::{Clock, Plan};
+use crate::pattern::Pattern;
+use crate::pipe::{Pipe, SubmitFail};
+use crate::recorder::{Outcome, Recorder};
+use crate::schedule::Schedule;
+use crate::workload::{Kind, Op};
+use std::collections::{HashMap, VecDeque};
+use std::time::{Duration, Instant};
+
+/// Where connection `index` of `conns` starts its sequential streams: each gets its
+/// own contiguous share of the file set (as fio's offset_increment), so streams do not
+/// read or write the same blocks.
+pub fn seq_start(index: usize, conns: usize, files: usize, blocks: u64) -> (usize, u64) {
+    let total = files.max(1) as u128 * blocks.max(1) as u128;
+    let p = (index as u128 * total / conns.max(1) as u128) as u64;
+    ((p / blocks.max(1)) as usize, p % blocks.max(1))
+}
+
+/// xorshift64: a tiny per-connection generator, plenty for picking ops and blocks
+/// (no cross-thread state, no syscalls).
+pub fn xorshift(s: &mut u64) -> u64 {
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    *s
+}
+
+/// One call in flight.
+pub struct Slot {
+    pub kind: Kind,
+    pub file: usize,
+    pub off: u64,
+    pub len: u32,
+    /// Latency is measured from here: the intended send time (open loop) or the actual
+    /// one (closed loop).
+    pub from: Instant,
+    pub recorded: bool,
+    /// The name a CREATE made (its REMOVE follows).
+    pub name: Option<String>,
+}
+
+/// A REMOVE owed for a completed CREATE.
+pub struct Followup {
+    pub name: String,
+    pub due: Instant,
+    pub recorded: bool,
+}
+
+/// One connection's state; the thread loop reads `alive`, `inflight` and `schedule`
+/// to decide how long it may sleep.
+pub struct ConnState {
+    pub pipe: Box<dyn Pipe>,
+    index: usize,
+    pub alive: bool,
+    pub inflight: HashMap<u32, Slot>,
+    xid: u32,
+    rng: u64,
+    /// Next (file, block) of the sequential read and write streams.
+    seq_read: (usize, u64),
+    seq_write: (usize, u64),
+    pub schedule: Option<Schedule>,
+    followups: VecDeque<Followup>,
+    /// A call encoded in `out` that the pipe had no room for yet.
+    pending: Option<(u32, usize, Slot)>,
+    /// Recorded ops this connection may still start (`--ops`).
+    budget: Option<u64>,
+    creates: u64,
+    out: Vec<u8>,
+    /// When a reply last arrived (or the first call went out): a server that stops
+    /// answering fails the connection after [`REPLY_TIMEOUT`] instead of hanging bench.
+    last_reply: Instant,
+}
+
+/// How long a connection with calls in flight may go without any reply.
+pub const REPLY_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The parts of a connection a completion touches (split from the pipe, which is
+/// borrowed while it delivers replies).
+pub struct ConnCore {
+    pub inflight: HashMap<u32, Slot>,
+    pub followups: VecDeque<Followup>,
+}
+
+impl ConnState {
+    pub fn new(
+        plan: &Plan,
+        clock: &Clock,
+        pipe: Box<dyn Pipe>,
+        index: usize,
+        budget: Option<u64>,
+    ) -> ConnState {
+        let files = plan.files;
+        let start = seq_start(index, plan.conns, files.len(), files.blocks(plan.bs));
+        ConnState {
+            pipe,
+            index,
+            alive: true,
+            inflight: HashMap::with_capacity(plan.qd),
+            xid: first_xid(),
+            // xorshift never leaves 0: keep the seed odd.
+            rng: (0x9e37_79b9_7f4a_7c15 ^ ((index as u64 + 1) << 17) ^ plan.pid as u64) | 1,
+            seq_read: start,
+            seq_write: start,
+            schedule: plan.rate_per_conn.map(|r| Schedule::new(clock.start, r)),
+            followups: VecDeque::new(),
+            pending: None,
+            budget,
+            creates: 0,
+            out: vec![0u8; plan.bs as usize + 4096],
+            last_reply: clock.start,
+        }
+    }
+
+    pub fn done(&self, clock: &Clock, now: Instant) -> bool {
+        !self.alive
+            || (self.stopping(clock, now)
+                && self.followups.is_empty()
+                && self.pending.is_none()
+                && self.inflight.is_empty())
+    }
+
+    /// No new op starts (follow-up REMOVEs still do). In open loop the end is judged by
+    /// intended send times: every op scheduled before the end is sent, however late,
+    /// so a server that is behind when time runs out still gets its backlog counted.
+    pub fn stopping(&self, clock: &Clock, now: Instant) -> bool {
+        if self.budget == Some(0) {
+            return true;
+        }
+        let Some(end) = clock.end else {
+            return false;
+        };
+        match &self.schedule {
+            Some(s) => s.next_at() >= end,
+            None => now >= end,
+        }
+    }
+
+    /// Picks and encodes the next call into `out`. `None`: nothing to send now.
+    pub fn next_call(
+        &mut self,
+        rec: &mut Recorder,
+        now: Instant,
+    ) -> anyhow::Result<Option<(u32, usize, Slot)>> {
+        let plan = rec.plan;
+        let files = plan.files;
+        let open = self.schedule.is_some();
+        let (op, from, recorded, name) = if let Some(f) = self.followups.pop_front() {
+            let from = if open { f.due } else { now };
+            (None, from, f.recorded, Some(f.name))
+        } else {
+            if self.stopping(&rec.clock, now) {
+                return Ok(None);
+            }
+            let from = match self.schedule.as_mut() {
+                Some(s) => match s.due(now) {
+                    Some(t) => t,
+                    None => return Ok(None),
+                },
+                None => now,
+            };
+            let recorded = from >= rec.clock.t0;
+            let op = plan.mix.pick(xorshift(&mut self.rng));
+            if recorded {
+                if let Some(b) = self.budget.as_mut() {
+                    *b = b.saturating_sub(op.kinds().len() as u64);
+                }
+            }
+            (Some(op), from, recorded, None)
+        };
+        let blocks = files.blocks(plan.bs);
+        let nfiles = files.len().max(1);
+        let bs = plan.bs as u64;
+        let mut slot = Slot {
+            kind: Kind::Remove,
+            file: 0,
+            off: 0,
+            len: 0,
+            from,
+            recorded,
+            name: None,
+        };
+        let rnd_file = |rng: &mut u64| (xorshift(rng) % nfiles as u64) as usize;
+        let seq = |cur: &mut (usize, u64)| {
+            let at = *cur;
+            cur.1 += 1;
+            if cur.1 >= blocks {
+                *cur = ((cur.0 + 1) % nfiles, 0);
+            }
+            at
+        };
+        self.xid = self.xid.wrapping_add(1);
+        let xid = self.xid;
+        let cred = rec.cred;
+        let out = &mut self.out;
+        let n = match op {
+            None => {
+                let name = name.unwrap_or_default();
+                let n = calls::encode(out, xid, &cred, &Call::Remove(&files.dir, &name))?;
+                slot.name = Some(name);
+                n
+            }
+            Some(op) => {
+                slot.kind = op.kinds()[0];
+                match op {
+                    Op::Null => calls::encode(out, xid, &cred, &Call::Null)?,
+                    Op::Getattr | Op::Lookup => {
+                        slot.file = rnd_file(&mut self.rng);
+                        let call = if op == Op::Getattr {
+                            Call::Getattr(&files.handles[slot.file])
+                        } else {
+                            Call::Lookup(&files.dir, &files.names[slot.file])
+                        };
+                        calls::encode(out, xid, &cred, &call)?
+                    }
+                    Op::Readdirplus => {
+                        calls::encode(out, xid, &cred, &Call::Readdirplus(&files.dir))?
+                    }
+                    Op::Createremove => {
+                        self.creates += 1;
+                        let name =
+                            format!(".bench-cr-{}-{}-{}", plan.pid, self.index, self.creates);
+                        let n = calls::encode(out, xid, &cred, &Call::Create(&files.dir, &name))?;
+                        slot.name = Some(name);
+                        n
+                    }
+                    Op::Randread | Op::Seqread | Op::Randwrite | Op::Seqwrite => {
+                        let (file, block) = match op {
+                            Op::Seqread => seq(&mut self.seq_read),
+                            Op::Seqwrite => seq(&mut self.seq_write),
+                            _ => (rnd_file(&mut self.rng), xorshift(&mut self.rng) % blocks),
+                        };
+                        slot.file = file;
+                        slot.off = block * bs;
+                        slot.len = plan.bs;
+                        let fh = &files.handles[file];
+                        if op.reads() {
+                            calls::encode(out, xid, &cred, &Call::Read(fh, slot.off, plan.bs))?
+                        } else {
+                            let data = &mut rec.payload[..plan.bs as usize];
+                            if plan.write_pattern {
+                                Pattern::for_file(file as u64).fill(slot.off, data);
+                            }
+                            calls::encode(out, xid, &cred, &Call::Write(fh, slot.off, data))?
+                        }
+                    }
+                }
+            }
+        };
+        Ok(Some((xid, n, slot)))
+    }
+
+    /// Sends what can be sent now; returns how many calls went out.
+    pub fn issue(&mut self, rec: &mut Recorder) -> usize {
+        let mut sent = 0;
+        while self.alive && self.inflight.len() < rec.plan.qd {
+            let now = Instant::now();
+            let (xid, n, slot) = match self.pending.take() {
+                Some(p) => p,
+                None => match self.next_call(rec, now) {
+                    Ok(Some(c)) => c,
+                    Ok(None) => break,
+                    Err(e) => {
+                        self.fail(rec, format!("encoding a call: {e:#}"));
+                        break;
+                    }
+                },
+            };
+            match self.pipe.try_submit(&self.out[4..n]) {
+                Ok(true) => {
+                    if self.inflight.is_empty() {
+                        self.last_reply = Instant::now();
+                    }
+                    self.inflight.insert(xid, slot);
+                    sent += 1;
+                }
+                Ok(false) => {
+                    self.pending = Some((xid, n, slot));
+                    break;
+                }
+                Err(SubmitFail::Call(why)) => {
+                    rec.complain(|| format!("{} could not be sent: {why}", slot.kind.name()));
+                    let o = Outcome {
+                        failed: true,
+                        ..Outcome::default()
+                    };
+                    rec.record(&slot, Instant::now(), o);
+                }
+                Err(SubmitFail::Conn(e)) => {
+                    self.inflight.insert(xid, slot);
+                    self.fail(rec, format!("connection lost: {e}"));
+                }
+            }
+        }
+        sent
+    }
+
+    /// Takes the replies that are in; returns how many.
+    pub fn poll(&mut self, rec: &mut Recorder) -> usize {
+        if !self.alive {
+            return 0;
+        }
+        let mut core = ConnCore {
+            inflight: std::mem::take(&mut self.inflight),
+            followups: std::mem::take(&mut self.followups),
+        };
+        let r = self
+            .pipe
+            .poll(&mut |xid, reply| rec.complete(&mut core, xid, reply));
+        self.inflight = core.inflight;
+        self.followups = core.followups;
+        match r {
+            Ok(0) => {
+                if !self.inflight.is_empty() && self.last_reply.elapsed() > REPLY_TIMEOUT {
+                    self.fail(rec, format!("no reply for {REPLY_TIMEOUT:?}"));
+                }
+                0
+            }
+            Ok(n) => {
+                self.last_reply = Instant::now();
+                n
+            }
+            Err(e) => {
+                self.fail(rec, format!("connection lost: {e}"));
+                0
+            }
+        }
+    }
+
+    /// The connection is broken: every call on it counts as failed.
+    pub fn fail(&mut self, rec: &mut Recorder, why: String) {
+        let idx = self.index;
+        rec.complain(|| format!("connection {idx}: {why}"));
+        self.alive = false;
+        let now = Instant::now();
+        let lost: Vec<Slot> = self
+            .inflight
+            .drain()
+            .map(|(_, s)| s)
+            .chain(self.pending.take().map(|p| p.2))
+            .collect();
+        for s in lost {
+            let o = Outcome {
+                failed: true,
+                ..Outcome::default()
+            };
+            rec.record(&s, now, o);
+        }
+        self.followups.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sequential_streams_split_the_set() {
+        assert_eq!(seq_start(0, 1, 1, 100), (0, 0));
+        assert_eq!(seq_start(1, 4, 1, 100), (0, 25));
+        assert_eq!(seq_start(3, 4, 2, 100), (1, 50));
+        assert_eq!(seq_start(2, 3, 3, 1), (2, 0));
+        assert_eq!(seq_start(5, 8, 0, 0), (0, 0));
+    }
+}
