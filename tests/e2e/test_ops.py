@@ -1,4 +1,4 @@
-"""NFSv3 and MOUNT procedures through our own client, on the fs and memory backends."""
+"""NFSv3 and MOUNT procedures through our own client, on the fs, memory and s3 backends."""
 
 import os
 import stat
@@ -163,6 +163,12 @@ def test_rename_directory_children_keep_handles(gw, c, root):
     if gw.backend == "fs":
         assert (gw.data_dir / "newdir" / "sub" / "g").is_file()
         assert not (gw.data_dir / "olddir").exists()
+    if gw.backend == "s3":   # the objects moved to their new keys
+        from s3server import get_bytes, list_keys
+        s3 = gw.s3_client()
+        c.commit(g).check()
+        assert get_bytes(s3, gw.bucket, "newdir/sub/g") == b"gggg"
+        assert not list_keys(s3, gw.bucket, "olddir/")
     # a directory cannot move into its own subtree
     assert c.rename(root, "newdir", sub, "loop").status in (N.NFS3ERR_INVAL, N.NFS3ERR_NOTEMPTY, N.NFS3ERR_EXIST)
 
