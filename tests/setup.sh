@@ -62,7 +62,7 @@ fi
 # moto's server mode (PyPI `moto[server]`, brings boto3): a real S3 HTTP endpoint the
 # harness starts on loopback (tests/e2e/s3server.py). Version pinned below a major so a
 # fresh machine gets the same behaviour the suite was written against.
-if ! "$VENV/bin/python" -c 'import moto, boto3, flask' 2>/dev/null \
+if ! "$VENV/bin/python" -c 'import importlib.util as u, sys; sys.exit(not all(u.find_spec(m) for m in ("moto", "boto3", "flask", "flask_cors")))' 2>/dev/null \
     || [[ ! -x "$VENV/bin/moto_server" ]]; then
     log "installing moto[server] (S3-compatible server for the s3 backend tests)"
     "$VENV/bin/pip" install -q --disable-pip-version-check 'moto[server]>=5,<6'
