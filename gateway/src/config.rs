@@ -258,6 +258,7 @@ impl Default for RdmaConfig {
 pub enum BackendKind {
     Fs,
     Memory,
+    S3,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -277,6 +278,109 @@ pub struct BackendConfig {
     /// How long an idle worker spins before sleeping, microseconds (0 = sleep at once).
     #[serde(default)]
     pub worker_spin_us: u64,
+    /// The `s3` backend's settings (`[backend.s3]`).
+    #[serde(default)]
+    pub s3: Option<S3Config>,
+}
+
+/// `[backend.s3]`: an S3-compatible bucket (see README "The s3 backend").
+#[derive(Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct S3Config {
+    /// Service URL; absent = AWS (`https://s3.<region>.amazonaws.com`).
+    #[serde(default)]
+    pub endpoint: Option<String>,
+    #[serde(default = "default_region")]
+    pub region: String,
+    pub bucket: String,
+    /// Key prefix inside the bucket ("" or ending in '/').
+    #[serde(default)]
+    pub prefix: String,
+    /// Path-style URLs (`endpoint/bucket/key`), as most S3-compatible services want.
+    #[serde(default)]
+    pub path_style: bool,
+    /// Allow plain-HTTP endpoints (TLS is verified otherwise).
+    #[serde(default)]
+    pub allow_http: bool,
+    /// Credentials; when absent, the environment (AWS_ACCESS_KEY_ID, ...). Never logged.
+    #[serde(default)]
+    pub access_key_id: Option<String>,
+    #[serde(default)]
+    pub secret_access_key: Option<String>,
+    #[serde(default)]
+    pub session_token: Option<String>,
+    /// Per-request timeout, seconds.
+    #[serde(default = "default_s3_timeout")]
+    pub timeout_s: u64,
+    #[serde(default = "default_s3_connect_timeout")]
+    pub connect_timeout_s: u64,
+    /// Retries of a retryable failure (5xx, 429, timeout, reset), jittered backoff.
+    #[serde(default = "default_s3_retries")]
+    pub retries: usize,
+    /// Requests in flight to the store at once.
+    #[serde(default = "default_s3_concurrency")]
+    pub max_concurrency: usize,
+    /// Threads of the async runtime that runs S3 requests.
+    #[serde(default = "default_s3_threads")]
+    pub runtime_threads: usize,
+    /// CPUs to pin those threads to (empty = not pinned).
+    #[serde(default)]
+    pub runtime_cores: Vec<usize>,
+    /// Unstable writes staged in memory before files are uploaded early, MiB.
+    #[serde(default = "default_s3_write_buffer")]
+    pub write_buffer_mib: usize,
+    /// Staged data of a file not written for this long is uploaded, seconds (0 = only
+    /// on COMMIT or a full buffer).
+    #[serde(default = "default_s3_flush_idle")]
+    pub flush_idle_s: u64,
+    /// Multipart part size, MiB (5..=5120; files larger than one part use multipart).
+    #[serde(default = "default_s3_part")]
+    pub part_size_mib: usize,
+}
+
+impl std::fmt::Debug for S3Config {
+    // Hand-written so credentials never reach a log line.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("S3Config")
+            .field("endpoint", &self.endpoint)
+            .field("region", &self.region)
+            .field("bucket", &self.bucket)
+            .field("prefix", &self.prefix)
+            .field("path_style", &self.path_style)
+            .field(
+                "credentials",
+                &self.access_key_id.as_ref().map(|_| "<config>"),
+            )
+            .finish_non_exhaustive()
+    }
+}
+
+fn default_region() -> String {
+    "us-east-1".into()
+}
+fn default_s3_timeout() -> u64 {
+    30
+}
+fn default_s3_connect_timeout() -> u64 {
+    5
+}
+fn default_s3_retries() -> usize {
+    3
+}
+fn default_s3_concurrency() -> usize {
+    64
+}
+fn default_s3_threads() -> usize {
+    2
+}
+fn default_s3_write_buffer() -> usize {
+    256
+}
+fn default_s3_flush_idle() -> u64 {
+    5
+}
+fn default_s3_part() -> usize {
+    8
 }
 
 fn default_kind() -> BackendKind {
@@ -300,6 +404,7 @@ impl Default for BackendConfig {
             workers: default_workers(),
             ring_depth: default_ring(),
             worker_spin_us: 0,
+            s3: None,
         }
     }
 }
@@ -541,6 +646,90 @@ impl Config {
         self.rdma.listen.parse().expect("validated")
     }
 
+    /// `[backend.s3]` is required with kind = "s3" and refused otherwise.
+    fn validate_s3(&self) -> Result<(), ConfigError> {
+        let s3 = match (&self.backend.s3, self.backend.kind) {
+            (None, BackendKind::S3) => {
+                return err(
+                    "backend.s3",
+                    "kind = \"s3\" needs a [backend.s3] table with at least bucket = \"NAME\"",
+                )
+            }
+            (Some(_), k) if k != BackendKind::S3 => {
+                return err(
+                    "backend.s3",
+                    "only used with kind = \"s3\"; remove it or set kind",
+                )
+            }
+            (None, _) => return Ok(()),
+            (Some(s), _) => s,
+        };
+        if s3.bucket.is_empty() || s3.bucket.contains('/') {
+            return err("backend.s3.bucket", "set the bucket name (no '/')");
+        }
+        if !(s3.prefix.is_empty() || s3.prefix.ends_with('/'))
+            || s3.prefix.starts_with('/')
+            || s3.prefix.contains("//")
+        {
+            return err(
+                "backend.s3.prefix",
+                "must be \"\" or a key prefix ending in '/', e.g. \"gateway/\"",
+            );
+        }
+        if let Some(e) = &s3.endpoint {
+            let http = e.starts_with("http://");
+            if !http && !e.starts_with("https://") {
+                return err(
+                    "backend.s3.endpoint",
+                    "must be an http:// or https:// URL, e.g. \"https://s3.example.com\"",
+                );
+            }
+            if http && !s3.allow_http {
+                return err(
+                    "backend.s3.endpoint",
+                    "is plain HTTP; use https:// or set allow_http = true",
+                );
+            }
+        }
+        if s3.access_key_id.is_some() != s3.secret_access_key.is_some() {
+            return err(
+                "backend.s3.secret_access_key",
+                "set both access_key_id and secret_access_key, or neither (environment)",
+            );
+        }
+        if s3.timeout_s == 0 || s3.timeout_s > 3600 {
+            return err("backend.s3.timeout_s", "must be 1..=3600 seconds");
+        }
+        if s3.connect_timeout_s == 0 || s3.connect_timeout_s > 600 {
+            return err("backend.s3.connect_timeout_s", "must be 1..=600 seconds");
+        }
+        if s3.retries > 20 {
+            return err("backend.s3.retries", "must be 0..=20");
+        }
+        if s3.max_concurrency == 0 || s3.max_concurrency > 4096 {
+            return err("backend.s3.max_concurrency", "must be 1..=4096");
+        }
+        if s3.runtime_threads == 0 || s3.runtime_threads > 64 {
+            return err("backend.s3.runtime_threads", "must be 1..=64");
+        }
+        if s3.write_buffer_mib < 16 || s3.write_buffer_mib > 1 << 20 {
+            return err("backend.s3.write_buffer_mib", "must be 16..=1048576 MiB");
+        }
+        if !(5..=5120).contains(&s3.part_size_mib) {
+            return err(
+                "backend.s3.part_size_mib",
+                "must be 5..=5120 (S3 parts are at least 5 MiB)",
+            );
+        }
+        if s3.part_size_mib * 2 > s3.write_buffer_mib {
+            return err(
+                "backend.s3.write_buffer_mib",
+                "must hold at least two parts (2 x part_size_mib)",
+            );
+        }
+        Ok(())
+    }
+
     fn validate(&self) -> Result<(), ConfigError> {
         let e = &self.engine;
         if e.cores.is_empty() {
@@ -652,6 +841,7 @@ impl Config {
         if self.backend.ring_depth < 16 || self.backend.ring_depth > 1 << 20 {
             return err("backend.ring_depth", "must be 16..=1048576");
         }
+        self.validate_s3()?;
         if self.backend.kind == BackendKind::Fs && self.backend.root.as_os_str().is_empty() {
             return err(
                 "backend.root",

@@ -11,6 +11,7 @@
 
 pub mod fs;
 pub mod memory;
+pub mod s3;
 
 use std::collections::BTreeMap;
 

@@ -93,6 +93,10 @@ fn open_backend(cfg: &Config) -> anyhow::Result<Arc<dyn Backend>> {
                 .with_context(|| format!("backend.root = {:?}", cfg.backend.root))?,
         ),
         BackendKind::Memory => Arc::new(crate::backend::memory::MemoryBackend::new()),
+        BackendKind::S3 => {
+            let s3 = cfg.backend.s3.as_ref().context("backend.s3: missing")?;
+            Arc::new(crate::backend::s3::S3Backend::open(s3)?)
+        }
     })
 }
 

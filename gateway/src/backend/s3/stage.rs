@@ -1,0 +1,618 @@
+//! Write-back staging: UNSTABLE writes gather in memory per object and reach the
+//! bucket as one PUT (small files) or one multipart upload (large ones).
+//!
+//! An object store cannot update an object in place, so `RandomWrite` is built here:
+//! - A *stage* holds the bytes written to one key since its last upload, in 1 MiB
+//!   chunks with the written ranges of each, over a *base*: the object as it was
+//!   (unwritten ranges come from it by ranged GET) or nothing (zeros: a new or
+//!   truncated file).
+//! - Streaming: over an empty base, every full part of contiguous data from the start
+//!   is uploaded as soon as it is complete (a multipart upload opened on demand), and
+//!   its memory is freed when the part is in the store. A sequential writer of any
+//!   size needs about one part of memory per file.
+//! - `sync` (COMMIT, a stable WRITE, a full buffer, an idle timeout, shutdown) uploads
+//!   the rest: the tail as the last part and completes the upload, or, with a base,
+//!   rewrites the whole object part by part (read-modify-write: an overwrite of a few
+//!   bytes of a large object costs a full re-upload; documented in the README).
+//!   Only then does COMMIT answer, and only then is the stage dropped.
+//! - Reads see staged data (read-your-writes); reads of a range already handed to a
+//!   part upload, overwrites below it, and truncation below it first complete the
+//!   upload, then continue over the uploaded object as the new base.
+//! - A failed part upload keeps its bytes and is retried by the next sync, which
+//!   reports the failure (JUKEBOX) until it succeeds; nothing is dropped before the
+//!   store has it.
+
+use super::super::{BResult, ObjectMeta, UserMeta};
+use bytes::Bytes;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+pub(super) const CHUNK: u64 = 1 << 20;
+
+/// What staging needs from the store (implemented by the S3 backend; a fake in tests).
+pub(super) trait Store: Send + Sync {
+    fn head(&self, key: &str) -> BResult<ObjectMeta>;
+    fn get_range(&self, key: &str, offset: u64, dst: &mut [u8]) -> BResult<usize>;
+    fn put(&self, key: &str, data: Bytes, meta: &UserMeta) -> BResult<ObjectMeta>;
+    /// Opens a multipart upload; returns its id.
+    fn mp_create(&self, key: &str, meta: &UserMeta) -> BResult<String>;
+    /// Uploads part `idx` (0-based); returns the part's ETag.
+    fn mp_part(&self, key: &str, id: &str, idx: usize, data: Bytes) -> BResult<String>;
+    fn mp_complete(&self, key: &str, id: &str, etags: Vec<String>) -> BResult<()>;
+    fn mp_abort(&self, key: &str, id: &str);
+}
+
+struct Chunk {
+    data: Box<[u8]>,
+    /// Written byte ranges within the chunk, sorted, disjoint, non-adjacent.
+    written: Vec<(u32, u32)>,
+}
+
+impl Chunk {
+    fn new() -> Chunk {
+        Chunk {
+            data: vec![0u8; CHUNK as usize].into_boxed_slice(),
+            written: Vec::new(),
+        }
+    }
+
+    fn mark(&mut self, a: u32, b: u32) {
+        let (mut a, mut b) = (a, b);
+        self.written.retain(|&(x, y)| {
+            if y < a || x > b {
+                true
+            } else {
+                a = a.min(x);
+                b = b.max(y);
+                false
+            }
+        });
+        let at = self.written.partition_point(|&(x, _)| x < a);
+        self.written.insert(at, (a, b));
+    }
+
+    /// End of the written run that contains `from` (or `from` if none does).
+    fn run_end(&self, from: u32) -> u32 {
+        self.written
+            .iter()
+            .find(|&&(x, y)| x <= from && from < y)
+            .map_or(from, |&(_, y)| y)
+    }
+}
+
+enum Part {
+    Uploading,
+    Done(String),
+    Failed(Bytes),
+}
+
+struct Stage {
+    size: u64,
+    /// Size of the base object; 0 = no base (zeros).
+    base: u64,
+    meta: UserMeta,
+    mtime_ns: u64,
+    chunks: BTreeMap<u64, Chunk>,
+    /// Streaming upload: id and parts; bytes [0, claimed) belong to parts.
+    mp: Option<String>,
+    parts: BTreeMap<usize, Part>,
+    claimed: u64,
+    /// Bytes of chunks and retained parts held by this stage.
+    held: usize,
+    last_write: Instant,
+    seq: u64,
+}
+
+struct Cell {
+    stage: Mutex<Option<Stage>>,
+    parts_done: Condvar,
+}
+
+pub(super) struct WriteBack {
+    store: Arc<dyn Store>,
+    cells: Mutex<HashMap<String, Arc<Cell>>>,
+    part: u64,
+    budget: usize,
+    used: AtomicUsize,
+    idle: Duration,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn now_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+}
+
+impl WriteBack {
+    pub fn new(store: Arc<dyn Store>, part: usize, budget: usize, idle: Duration) -> WriteBack {
+        assert!(
+            part as u64 >= CHUNK && (part as u64).is_multiple_of(CHUNK),
+            "part size in whole MiB"
+        );
+        WriteBack {
+            store,
+            cells: Mutex::new(HashMap::new()),
+            part: part as u64,
+            budget,
+            used: AtomicUsize::new(0),
+            idle,
+        }
+    }
+
+    fn cell(&self, key: &str) -> Option<Arc<Cell>> {
+        lock(&self.cells).get(key).cloned()
+    }
+
+    fn cell_or_new(&self, key: &str) -> Arc<Cell> {
+        lock(&self.cells)
+            .entry(key.to_string())
+            .or_insert_with(|| {
+                Arc::new(Cell {
+                    stage: Mutex::new(None),
+                    parts_done: Condvar::new(),
+                })
+            })
+            .clone()
+    }
+
+    /// Bytes staged in memory across all objects.
+    pub fn used(&self) -> usize {
+        self.used.load(Ordering::Relaxed)
+    }
+
+    /// The staged view of `key`, if it has unsynced writes.
+    pub fn overlay(&self, key: &str) -> Option<ObjectMeta> {
+        let cell = self.cell(key)?;
+        let g = lock(&cell.stage);
+        let s = g.as_ref()?;
+        Some(ObjectMeta {
+            key: key.to_string(),
+            size: s.size,
+            mtime_ns: s.mtime_ns,
+            etag: format!("staged-{}-{}", s.seq, s.size),
+            user: s.meta.clone(),
+        })
+    }
+
+    fn open_stage(&self, key: &str) -> BResult<Stage> {
+        let m = self.store.head(key)?;
+        Ok(Stage {
+            size: m.size,
+            base: m.size,
+            meta: m.user,
+            mtime_ns: now_ns(),
+            chunks: BTreeMap::new(),
+            mp: None,
+            parts: BTreeMap::new(),
+            claimed: 0,
+            held: 0,
+            last_write: Instant::now(),
+            seq: 0,
+        })
+    }
+
+    /// `RandomWrite::write_at`.
+    pub fn write_at(&self, key: &str, offset: u64, data: &[u8]) -> BResult<()> {
+        let cell = self.cell_or_new(key);
+        let mut g = lock(&cell.stage);
+        if g.as_ref().is_some_and(|s| offset < s.claimed) {
+            // Overwriting bytes already handed to the store: finish that upload first.
+            let (ng, r) = self.sync_locked(key, &cell, g);
+            g = ng;
+            r?;
+        }
+        if g.is_none() {
+            *g = Some(self.open_stage(key)?);
+        }
+        let s = g.as_mut().expect("stage");
+        let mut off = offset;
+        let mut rest = data;
+        while !rest.is_empty() {
+            let idx = off / CHUNK;
+            let within = (off % CHUNK) as usize;
+            let n = rest.len().min(CHUNK as usize - within);
+            let c = s.chunks.entry(idx).or_insert_with(|| {
+                self.used.fetch_add(CHUNK as usize, Ordering::Relaxed);
+                s.held += CHUNK as usize;
+                Chunk::new()
+            });
+            c.data[within..within + n].copy_from_slice(&rest[..n]);
+            c.mark(within as u32, (within + n) as u32);
+            off += n as u64;
+            rest = &rest[n..];
+        }
+        s.size = s.size.max(offset + data.len() as u64);
+        s.mtime_ns = now_ns();
+        s.last_write = Instant::now();
+        s.seq += 1;
+        let claims = self.claim_parts(key, s)?;
+        drop(g);
+        for (idx, id, bytes) in claims {
+            self.upload_part(key, &cell, &id, idx, bytes);
+        }
+        if self.used() > self.budget {
+            self.relieve(key)?;
+        }
+        Ok(())
+    }
+
+    /// Hands every complete part of contiguous data (over an empty base) to a part
+    /// upload; returns what to upload (done by the caller with the lock released).
+    fn claim_parts(&self, key: &str, s: &mut Stage) -> BResult<Vec<(usize, String, Bytes)>> {
+        let mut out = Vec::new();
+        while s.base == 0 && self.contiguous(s, s.claimed) >= s.claimed + self.part {
+            if s.mp.is_none() {
+                s.mp = Some(self.store.mp_create(key, &s.meta)?);
+            }
+            let (a, b) = (s.claimed, s.claimed + self.part);
+            let bytes = take_range(s, a, b, &self.used);
+            let idx = (a / self.part) as usize;
+            s.parts.insert(idx, Part::Uploading);
+            s.claimed = b;
+            out.push((idx, s.mp.clone().expect("mp"), bytes));
+        }
+        Ok(out)
+    }
+
+    /// End of the contiguous written run starting at `from`.
+    fn contiguous(&self, s: &Stage, from: u64) -> u64 {
+        let mut at = from;
+        loop {
+            let Some(c) = s.chunks.get(&(at / CHUNK)) else {
+                return at;
+            };
+            let within = (at % CHUNK) as u32;
+            let end = c.run_end(within);
+            if end == within {
+                return at;
+            }
+            at = at - within as u64 + end as u64;
+            if end < CHUNK as u32 {
+                return at;
+            }
+        }
+    }
+
+    fn upload_part(&self, key: &str, cell: &Cell, id: &str, idx: usize, bytes: Bytes) {
+        let held = bytes.len();
+        let r = self.store.mp_part(key, id, idx, bytes.clone());
+        let mut g = lock(&cell.stage);
+        if let Some(s) = g.as_mut().filter(|s| s.mp.as_deref() == Some(id)) {
+            match r {
+                Ok(etag) => {
+                    s.parts.insert(idx, Part::Done(etag));
+                    s.held -= held;
+                    self.used.fetch_sub(held, Ordering::Relaxed);
+                }
+                Err(e) => {
+                    tracing::warn!(key, part = idx, error = %e, "s3: part upload failed; kept for the next sync");
+                    s.parts.insert(idx, Part::Failed(bytes));
+                }
+            }
+        }
+        cell.parts_done.notify_all();
+    }
+
+    /// Over budget: upload the largest stage now (its memory comes back).
+    fn relieve(&self, writing: &str) -> BResult<()> {
+        let cells: Vec<(String, Arc<Cell>)> = lock(&self.cells)
+            .iter()
+            .map(|(k, c)| (k.clone(), c.clone()))
+            .collect();
+        let mut best: Option<(usize, String, Arc<Cell>)> = None;
+        for (k, c) in cells {
+            let held = lock(&c.stage).as_ref().map_or(0, |s| s.held);
+            if best.as_ref().is_none_or(|b| held > b.0) {
+                best = Some((held, k, c));
+            }
+        }
+        if let Some((_, k, c)) = best {
+            tracing::debug!(
+                key = k,
+                writing,
+                used = self.used(),
+                "s3: write buffer full, uploading"
+            );
+            let g = lock(&c.stage);
+            self.sync_locked(&k, &c, g).1?;
+        }
+        Ok(())
+    }
+
+    /// `RandomWrite::set_size`.
+    pub fn set_size(&self, key: &str, size: u64) -> BResult<()> {
+        let cell = self.cell_or_new(key);
+        let mut g = lock(&cell.stage);
+        if g.as_ref().is_some_and(|s| size < s.claimed) {
+            let (ng, r) = self.sync_locked(key, &cell, g);
+            g = ng;
+            r?;
+        }
+        if g.is_none() {
+            *g = Some(self.open_stage(key)?);
+        }
+        let s = g.as_mut().expect("stage");
+        if size < s.size {
+            // Forget staged bytes past the end; a shrunk base is cut at `size` too.
+            let keep = size.div_ceil(CHUNK);
+            let gone: Vec<u64> = s.chunks.range(keep..).map(|(k, _)| *k).collect();
+            for k in gone {
+                s.chunks.remove(&k);
+                s.held -= CHUNK as usize;
+                self.used.fetch_sub(CHUNK as usize, Ordering::Relaxed);
+            }
+            if let Some(c) = s.chunks.get_mut(&(size / CHUNK)) {
+                let cut = (size % CHUNK) as u32;
+                c.written.retain_mut(|r| {
+                    r.1 = r.1.min(cut);
+                    r.0 < r.1
+                });
+                c.data[cut as usize..].fill(0);
+            }
+            s.base = s.base.min(size);
+        }
+        s.size = size;
+        s.mtime_ns = now_ns();
+        s.seq += 1;
+        Ok(())
+    }
+
+    /// Replaces the metadata the staged object will be uploaded with. Returns false
+    /// when `key` has no stage.
+    pub fn set_meta(&self, key: &str, meta: &UserMeta) -> bool {
+        let Some(cell) = self.cell(key) else {
+            return false;
+        };
+        let mut g = lock(&cell.stage);
+        match g.as_mut() {
+            // A streaming upload fixed its metadata when it was opened.
+            Some(s) if s.mp.is_none() => {
+                s.meta = meta.clone();
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Reads through the stage; `None` when `key` has no stage (read the store).
+    pub fn read(&self, key: &str, offset: u64, dst: &mut [u8]) -> Option<BResult<usize>> {
+        let cell = self.cell(key)?;
+        let mut g = lock(&cell.stage);
+        if g.as_ref().is_some_and(|s| offset < s.claimed) {
+            let (ng, r) = self.sync_locked(key, &cell, g);
+            g = ng;
+            if let Err(e) = r {
+                return Some(Err(e));
+            }
+        }
+        let s = g.as_ref()?;
+        if offset >= s.size {
+            return Some(Ok(0));
+        }
+        let n = dst.len().min((s.size - offset) as usize);
+        Some(self.fill(key, s, offset, &mut dst[..n]).map(|_| n))
+    }
+
+    /// Fills `dst` with the object's bytes at `offset`: staged, else base, else zeros.
+    fn fill(&self, key: &str, s: &Stage, offset: u64, dst: &mut [u8]) -> BResult<()> {
+        let end = offset + dst.len() as u64;
+        if offset < s.base {
+            let n = (s.base.min(end) - offset) as usize;
+            let got = self.store.get_range(key, offset, &mut dst[..n])?;
+            dst[got..n].fill(0);
+        }
+        let from = ((s.base.max(offset) - offset) as usize).min(dst.len());
+        dst[from..].fill(0);
+        for (idx, c) in s.chunks.range(offset / CHUNK..end.div_ceil(CHUNK)) {
+            let cbase = idx * CHUNK;
+            for &(a, b) in &c.written {
+                let (a, b) = (cbase + a as u64, cbase + b as u64);
+                let (x, y) = (a.max(offset), b.min(end));
+                if x < y {
+                    dst[(x - offset) as usize..(y - offset) as usize]
+                        .copy_from_slice(&c.data[(x - cbase) as usize..(y - cbase) as usize]);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// `RandomWrite::sync`: makes every staged write of `key` durable in the store.
+    pub fn sync(&self, key: &str) -> BResult<()> {
+        let Some(cell) = self.cell(key) else {
+            return Ok(());
+        };
+        let g = lock(&cell.stage);
+        let (_g, r) = self.sync_locked(key, &cell, g);
+        r
+    }
+
+    /// Syncs the stage behind `g` (locked); returns the guard (now empty on success).
+    fn sync_locked<'a>(
+        &self,
+        key: &str,
+        cell: &'a Cell,
+        mut g: MutexGuard<'a, Option<Stage>>,
+    ) -> (MutexGuard<'a, Option<Stage>>, BResult<()>) {
+        // Wait for part uploads other threads are running (they notify when done).
+        while g
+            .as_ref()
+            .is_some_and(|s| s.parts.values().any(|p| matches!(p, Part::Uploading)))
+        {
+            g = cell
+                .parts_done
+                .wait_timeout(g, Duration::from_secs(1))
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+        let Some(s) = g.as_mut() else {
+            return (g, Ok(()));
+        };
+        let r = if s.mp.is_some() {
+            self.finish_streaming(key, s)
+        } else {
+            self.rewrite(key, s)
+        };
+        if r.is_ok() {
+            self.used.fetch_sub(s.held, Ordering::Relaxed);
+            *g = None;
+        }
+        (g, r)
+    }
+
+    /// Uploads the tail as the last part(s) and completes the streaming upload.
+    fn finish_streaming(&self, key: &str, s: &mut Stage) -> BResult<()> {
+        let id = s.mp.clone().expect("streaming");
+        // Retry failed parts first (their bytes were kept).
+        let failed: Vec<usize> = s
+            .parts
+            .iter()
+            .filter(|(_, p)| matches!(p, Part::Failed(_)))
+            .map(|(i, _)| *i)
+            .collect();
+        for idx in failed {
+            let Some(Part::Failed(bytes)) = s.parts.get(&idx) else {
+                continue;
+            };
+            let bytes = bytes.clone();
+            let etag = self.store.mp_part(key, &id, idx, bytes.clone())?;
+            s.parts.insert(idx, Part::Done(etag));
+            s.held -= bytes.len();
+            self.used.fetch_sub(bytes.len(), Ordering::Relaxed);
+        }
+        let mut at = s.claimed;
+        while at < s.size {
+            let b = (at + self.part).min(s.size);
+            let mut buf = vec![0u8; (b - at) as usize];
+            self.fill(key, s, at, &mut buf)?;
+            let idx = (at / self.part) as usize;
+            let etag = self.store.mp_part(key, &id, idx, Bytes::from(buf))?;
+            s.parts.insert(idx, Part::Done(etag));
+            s.claimed = b;
+            drop_chunks_below(s, b, &self.used);
+            at = b;
+        }
+        let etags: Vec<String> = s
+            .parts
+            .values()
+            .map(|p| match p {
+                Part::Done(e) => e.clone(),
+                _ => unreachable!("every part is done before completing"),
+            })
+            .collect();
+        self.store.mp_complete(key, &id, etags)?;
+        Ok(())
+    }
+
+    /// Uploads the whole object from stage + base: one PUT up to a part, else a
+    /// multipart upload part by part (read-modify-write for a base).
+    fn rewrite(&self, key: &str, s: &mut Stage) -> BResult<()> {
+        if s.size <= self.part {
+            let mut buf = vec![0u8; s.size as usize];
+            self.fill(key, s, 0, &mut buf)?;
+            self.store.put(key, Bytes::from(buf), &s.meta)?;
+            return Ok(());
+        }
+        let id = self.store.mp_create(key, &s.meta)?;
+        let mut etags = Vec::new();
+        let mut at = 0;
+        while at < s.size {
+            let b = (at + self.part).min(s.size);
+            let mut buf = vec![0u8; (b - at) as usize];
+            let r = self
+                .fill(key, s, at, &mut buf)
+                .and_then(|_| self.store.mp_part(key, &id, etags.len(), Bytes::from(buf)));
+            match r {
+                Ok(e) => etags.push(e),
+                Err(e) => {
+                    self.store.mp_abort(key, &id);
+                    return Err(e);
+                }
+            }
+            at = b;
+        }
+        self.store.mp_complete(key, &id, etags).inspect_err(|_| {
+            self.store.mp_abort(key, &id);
+        })
+    }
+
+    /// Forgets `key`'s staged writes (the object is being deleted).
+    pub fn discard(&self, key: &str) {
+        let Some(cell) = lock(&self.cells).remove(key) else {
+            return;
+        };
+        let mut g = lock(&cell.stage);
+        if let Some(s) = g.take() {
+            self.used.fetch_sub(s.held, Ordering::Relaxed);
+            if let Some(id) = &s.mp {
+                self.store.mp_abort(key, id);
+            }
+        }
+    }
+
+    /// Keys with staged writes idle for the configured time (for the flusher).
+    pub fn idle_keys(&self) -> Vec<String> {
+        if self.idle.is_zero() {
+            return Vec::new();
+        }
+        let cells: Vec<(String, Arc<Cell>)> = lock(&self.cells)
+            .iter()
+            .map(|(k, c)| (k.clone(), c.clone()))
+            .collect();
+        cells
+            .into_iter()
+            .filter(|(_, c)| {
+                c.stage
+                    .try_lock()
+                    .ok()
+                    .and_then(|g| g.as_ref().map(|s| s.last_write.elapsed() >= self.idle))
+                    .unwrap_or(false)
+            })
+            .map(|(k, _)| k)
+            .collect()
+    }
+
+    /// Every key with staged writes.
+    pub fn staged_keys(&self) -> Vec<String> {
+        lock(&self.cells).keys().cloned().collect()
+    }
+
+    /// Drops empty cells (after syncs) so the map does not grow without bound.
+    pub fn prune(&self) {
+        lock(&self.cells).retain(|_, c| {
+            Arc::strong_count(c) > 1 || c.stage.try_lock().map_or(true, |g| g.is_some())
+        });
+    }
+}
+
+/// Moves [a, b) out of the chunks into one buffer (all of it is written).
+fn take_range(s: &mut Stage, a: u64, b: u64, used: &AtomicUsize) -> Bytes {
+    let mut buf = vec![0u8; (b - a) as usize];
+    for (idx, c) in s.chunks.range(a / CHUNK..b.div_ceil(CHUNK)) {
+        let cbase = idx * CHUNK;
+        let (x, y) = (cbase.max(a), (cbase + CHUNK).min(b));
+        buf[(x - a) as usize..(y - a) as usize]
+            .copy_from_slice(&c.data[(x - cbase) as usize..(y - cbase) as usize]);
+    }
+    drop_chunks_below(s, b, used);
+    // The part's bytes stay counted (held) until the store has them.
+    s.held += buf.len();
+    used.fetch_add(buf.len(), Ordering::Relaxed);
+    Bytes::from(buf)
+}
+
+/// Frees chunks wholly below `b` (their bytes now live in a part).
+fn drop_chunks_below(s: &mut Stage, b: u64, used: &AtomicUsize) {
+    let gone: Vec<u64> = s.chunks.range(..b / CHUNK).map(|(k, _)| *k).collect();
+    for k in gone {
+        s.chunks.remove(&k);
+        s.held -= CHUNK as usize;
+        used.fetch_sub(CHUNK as usize, Ordering::Relaxed);
+    }
+}

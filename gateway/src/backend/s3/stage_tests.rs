@@ -1,0 +1,289 @@
+//! Write-back staging against an in-memory store that can fail on command.
+
+use super::stage::{Store, WriteBack, CHUNK};
+use crate::backend::{BResult, BackendError, ObjectMeta, UserMeta};
+use bytes::Bytes;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+const PART: usize = 5 << 20;
+
+/// Open multipart uploads: id -> (key, metadata, parts by index).
+type Uploads = HashMap<String, (String, UserMeta, HashMap<usize, Vec<u8>>)>;
+
+#[derive(Default)]
+struct Fake {
+    objects: Mutex<HashMap<String, (Vec<u8>, UserMeta)>>,
+    uploads: Mutex<Uploads>,
+    next_id: AtomicUsize,
+    /// Fail this many part uploads (then succeed).
+    fail_parts: AtomicUsize,
+    puts: AtomicUsize,
+    parts: AtomicUsize,
+    gets: AtomicUsize,
+}
+
+impl Store for Fake {
+    fn head(&self, key: &str) -> BResult<ObjectMeta> {
+        let o = self.objects.lock().unwrap();
+        let (d, m) = o.get(key).ok_or(BackendError::NotFound)?;
+        Ok(ObjectMeta {
+            key: key.into(),
+            size: d.len() as u64,
+            mtime_ns: 1,
+            etag: "e".into(),
+            user: m.clone(),
+        })
+    }
+    fn get_range(&self, key: &str, offset: u64, dst: &mut [u8]) -> BResult<usize> {
+        self.gets.fetch_add(1, Ordering::Relaxed);
+        let o = self.objects.lock().unwrap();
+        let (d, _) = o.get(key).ok_or(BackendError::NotFound)?;
+        let from = (offset as usize).min(d.len());
+        let n = dst.len().min(d.len() - from);
+        dst[..n].copy_from_slice(&d[from..from + n]);
+        Ok(n)
+    }
+    fn put(&self, key: &str, data: Bytes, meta: &UserMeta) -> BResult<ObjectMeta> {
+        self.puts.fetch_add(1, Ordering::Relaxed);
+        self.objects
+            .lock()
+            .unwrap()
+            .insert(key.into(), (data.to_vec(), meta.clone()));
+        self.head(key)
+    }
+    fn mp_create(&self, key: &str, meta: &UserMeta) -> BResult<String> {
+        let id = format!("u{}", self.next_id.fetch_add(1, Ordering::Relaxed));
+        self.uploads
+            .lock()
+            .unwrap()
+            .insert(id.clone(), (key.into(), meta.clone(), HashMap::new()));
+        Ok(id)
+    }
+    fn mp_part(&self, _key: &str, id: &str, idx: usize, data: Bytes) -> BResult<String> {
+        if self
+            .fail_parts
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
+            .is_ok()
+        {
+            return Err(BackendError::Retryable("injected 503".into()));
+        }
+        self.parts.fetch_add(1, Ordering::Relaxed);
+        let mut u = self.uploads.lock().unwrap();
+        let up = u.get_mut(id).ok_or(BackendError::NotFound)?;
+        up.2.insert(idx, data.to_vec());
+        Ok(format!("p{idx}"))
+    }
+    fn mp_complete(&self, key: &str, id: &str, etags: Vec<String>) -> BResult<()> {
+        let (k, meta, parts) = self
+            .uploads
+            .lock()
+            .unwrap()
+            .remove(id)
+            .ok_or(BackendError::NotFound)?;
+        assert_eq!(k, key);
+        let mut data = Vec::new();
+        for (i, e) in etags.iter().enumerate() {
+            assert_eq!(e, &format!("p{i}"), "parts complete in order");
+            let p = &parts[&i];
+            if i + 1 < etags.len() {
+                assert!(p.len() >= 5 << 20, "only the last part may be small");
+            }
+            data.extend_from_slice(p);
+        }
+        self.objects
+            .lock()
+            .unwrap()
+            .insert(key.into(), (data, meta));
+        Ok(())
+    }
+    fn mp_abort(&self, _key: &str, id: &str) {
+        self.uploads.lock().unwrap().remove(id);
+    }
+}
+
+fn setup(budget_mib: usize) -> (Arc<Fake>, WriteBack) {
+    let f = Arc::new(Fake::default());
+    f.objects
+        .lock()
+        .unwrap()
+        .insert("new".into(), (Vec::new(), UserMeta::new()));
+    let wb = WriteBack::new(f.clone(), PART, budget_mib << 20, Duration::ZERO);
+    (f, wb)
+}
+
+fn pattern(off: u64, n: usize) -> Vec<u8> {
+    (0..n as u64).map(|i| ((off + i) * 7 % 251) as u8).collect()
+}
+
+fn object(f: &Fake, key: &str) -> Vec<u8> {
+    f.objects.lock().unwrap()[key].0.clone()
+}
+
+#[test]
+fn sequential_writes_stream_parts_and_commit_completes() {
+    let (f, wb) = setup(64);
+    let total = 3 * PART + 12345;
+    let bs = 256 << 10;
+    let mut off = 0;
+    while off < total {
+        let n = bs.min(total - off);
+        wb.write_at("new", off as u64, &pattern(off as u64, n))
+            .unwrap();
+        off += n;
+    }
+    // Three full parts went out while writing; memory holds about one part.
+    assert_eq!(f.parts.load(Ordering::Relaxed), 3);
+    assert!(wb.used() < PART + CHUNK as usize * 2, "{}", wb.used());
+    // Not visible in the store before the sync (UNSTABLE), visible through the stage.
+    assert_eq!(object(&f, "new").len(), 0);
+    assert_eq!(wb.overlay("new").unwrap().size, total as u64);
+    let mut buf = vec![0u8; 100];
+    wb.read("new", (3 * PART + 10) as u64, &mut buf)
+        .unwrap()
+        .unwrap();
+    assert_eq!(buf, pattern((3 * PART + 10) as u64, 100));
+    wb.sync("new").unwrap();
+    assert_eq!(object(&f, "new"), pattern(0, total));
+    assert_eq!(wb.used(), 0);
+    assert!(wb.overlay("new").is_none());
+}
+
+#[test]
+fn small_file_is_one_put_with_its_metadata() {
+    let (f, wb) = setup(64);
+    let mut m = UserMeta::new();
+    m.insert("mode".into(), "100600".into());
+    f.objects
+        .lock()
+        .unwrap()
+        .insert("s".into(), (Vec::new(), m.clone()));
+    wb.write_at("s", 10, b"hello").unwrap();
+    wb.sync("s").unwrap();
+    assert_eq!(f.puts.load(Ordering::Relaxed), 1);
+    assert_eq!(f.parts.load(Ordering::Relaxed), 0);
+    let (d, meta) = f.objects.lock().unwrap()["s"].clone();
+    assert_eq!(d, b"\0\0\0\0\0\0\0\0\0\0hello");
+    assert_eq!(meta, m);
+}
+
+#[test]
+fn overwrite_of_an_existing_object_is_read_modify_write() {
+    let (f, wb) = setup(64);
+    let base = pattern(0, 2 * PART + 100);
+    f.objects
+        .lock()
+        .unwrap()
+        .insert("big".into(), (base.clone(), UserMeta::new()));
+    wb.write_at("big", 7, b"XYZ").unwrap();
+    wb.write_at("big", (PART + 3) as u64, b"Q").unwrap();
+    // Reads merge stage and base.
+    let mut buf = [0u8; 12];
+    wb.read("big", 4, &mut buf).unwrap().unwrap();
+    assert_eq!(&buf[..3], &base[4..7]);
+    assert_eq!(&buf[3..6], b"XYZ");
+    assert_eq!(&buf[6..], &base[10..16]);
+    wb.sync("big").unwrap();
+    let mut want = base;
+    want[7..10].copy_from_slice(b"XYZ");
+    want[PART + 3] = b'Q';
+    assert_eq!(object(&f, "big"), want);
+}
+
+#[test]
+fn truncate_and_extend_through_the_stage() {
+    let (f, wb) = setup(64);
+    f.objects
+        .lock()
+        .unwrap()
+        .insert("t".into(), (b"abcdefgh".to_vec(), UserMeta::new()));
+    wb.set_size("t", 3).unwrap();
+    wb.write_at("t", 5, b"Z").unwrap();
+    wb.sync("t").unwrap();
+    assert_eq!(object(&f, "t"), b"abc\0\0Z");
+    wb.set_size("t", 0).unwrap();
+    wb.sync("t").unwrap();
+    assert_eq!(object(&f, "t"), b"");
+}
+
+#[test]
+fn failed_part_is_kept_and_retried_by_the_sync() {
+    let (f, wb) = setup(64);
+    f.fail_parts.store(1, Ordering::Relaxed);
+    let data = pattern(0, 2 * PART + 1);
+    // The WRITE that fills a part still succeeds: the bytes are kept.
+    wb.write_at("new", 0, &data).unwrap();
+    assert_eq!(f.parts.load(Ordering::Relaxed), 1);
+    wb.sync("new").unwrap();
+    assert_eq!(object(&f, "new"), data);
+}
+
+#[test]
+fn sync_failure_keeps_everything_for_the_next_sync() {
+    let (f, wb) = setup(64);
+    let data = pattern(0, PART + 10);
+    wb.write_at("new", 0, &data).unwrap();
+    f.fail_parts.store(1, Ordering::Relaxed);
+    assert!(matches!(wb.sync("new"), Err(BackendError::Retryable(_))));
+    assert_eq!(object(&f, "new").len(), 0, "nothing half-visible");
+    assert!(wb.overlay("new").is_some());
+    wb.sync("new").unwrap();
+    assert_eq!(object(&f, "new"), data);
+}
+
+#[test]
+fn rewrite_below_a_streamed_part_completes_then_continues() {
+    let (f, wb) = setup(64);
+    let data = pattern(0, PART + 100);
+    wb.write_at("new", 0, &data).unwrap();
+    assert_eq!(f.parts.load(Ordering::Relaxed), 1);
+    wb.write_at("new", 1, b"!").unwrap();
+    // The streamed upload was completed; the rewrite stages over it.
+    assert_eq!(object(&f, "new"), data);
+    let mut b = [0u8; 3];
+    wb.read("new", 0, &mut b).unwrap().unwrap();
+    assert_eq!(b, [data[0], b'!', data[2]]);
+    wb.sync("new").unwrap();
+    let mut want = data;
+    want[1] = b'!';
+    assert_eq!(object(&f, "new"), want);
+}
+
+#[test]
+fn full_buffer_uploads_early() {
+    let (f, wb) = setup(16);
+    // Random (non-streamable) writes over a base fill the buffer.
+    f.objects
+        .lock()
+        .unwrap()
+        .insert("r".into(), (vec![1u8; 40 << 20], UserMeta::new()));
+    for i in 0..20u64 {
+        wb.write_at("r", i * (2 << 20), b"x").unwrap();
+    }
+    assert!(wb.used() <= 16 << 20, "{}", wb.used());
+    assert!(f.parts.load(Ordering::Relaxed) + f.puts.load(Ordering::Relaxed) > 0);
+    wb.sync("r").unwrap();
+    let o = object(&f, "r");
+    for i in 0..20usize {
+        assert_eq!(o[i * (2 << 20)], b'x');
+        assert_eq!(o[i * (2 << 20) + 1], 1);
+    }
+}
+
+#[test]
+fn discard_forgets_and_aborts() {
+    let (f, wb) = setup(64);
+    wb.write_at("new", 0, &pattern(0, PART + 1)).unwrap();
+    wb.discard("new");
+    assert_eq!(wb.used(), 0);
+    assert!(f.uploads.lock().unwrap().is_empty());
+    assert!(wb.overlay("new").is_none());
+}
+
+#[test]
+fn write_to_a_missing_object_is_not_found() {
+    let (_f, wb) = setup(64);
+    assert_eq!(wb.write_at("none", 0, b"x"), Err(BackendError::NotFound));
+}
