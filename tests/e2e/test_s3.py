@@ -254,19 +254,40 @@ def test_objects_put_by_s3_clients_appear_over_nfs(gw_factory, s3_server, s3_buc
 # ---------------------------------------------------------------------------- scale-out
 
 
-def test_two_gateways_on_one_bucket_share_files_and_handles(gw_factory, s3_server, s3_bucket, s3):
+def test_two_gateways_hand_out_the_same_handles(gw_factory, s3_server, s3_bucket, s3):
+    """Handles are deterministic from bucket and key: two gateways with nothing shared
+    but the bucket (each its own state dir, as on two hosts) agree on them."""
     g1 = s3_gateway(gw_factory, s3_server, s3_bucket)
-    g2 = s3_gateway(gw_factory, s3_server, s3_bucket)   # its own state dir, as on another host
+    g2 = s3_gateway(gw_factory, s3_server, s3_bucket)
     c1, c2 = g1.client(), g2.client()
     r1, r2 = c1.mount("/"), c2.mount("/")
-    assert r1 == r2, "the two gateways' root handles differ"
+    d1 = c1.mkdir(r1, "shared", 0o755).check().fh
+    data = os.urandom(100_000)
+    f1 = make_file(c1, d1, "f.bin", data)            # COMMITted through gw1
+    f2 = c2.lookup_path(r2, "shared/f.bin")
+    # gw1's handle works on gw2 (a client moving between gateways never sees ESTALE)
+    g = c2.getattr(f1)
+    assert g.status == N.NFS3_OK, f"gw2 answers {N.status_name(g.status)} for gw1's handle of shared/f.bin"
+    assert c2.read(f1, 0, len(data)).check().data == data
+    assert (r1, c2.lookup(r2, "shared").check().fh, f2) == (r2, d1, f1), \
+        "gw1 and gw2 hand out different handles for the same keys"
+    c1.close()
+    c2.close()
+
+
+def test_two_gateways_on_one_bucket_share_files(gw_factory, s3_server, s3_bucket, s3):
+    g1 = s3_gateway(gw_factory, s3_server, s3_bucket)
+    g2 = s3_gateway(gw_factory, s3_server, s3_bucket, start=False)
+    # gw2 gets gw1's handle key, so this test does not depend on how handles are derived
+    # (the test above checks that); it is about data and namespace coherence
+    (g2.state_dir / "handle.key").write_bytes((g1.state_dir / "handle.key").read_bytes())
+    g2.start()
+    c1, c2 = g1.client(), g2.client()
+    r1, r2 = c1.mount("/"), c2.mount("/")
     d1 = c1.mkdir(r1, "shared", 0o755).check().fh
     data = os.urandom(2 * MiB + 1)
     f1 = make_file(c1, d1, "f.bin", data)            # COMMITted through gw1
-    # gw2 finds it by path and by gw1's handle, with the same handle
-    f2 = c2.lookup_path(r2, "shared/f.bin")
-    assert f2 == f1, "gw1 and gw2 hand out different handles for the same key"
-    assert c2.lookup(r2, "shared").check().fh == d1
+    c2.lookup_path(r2, "shared/f.bin")
     assert nfs_read(c2, f1, len(data)) == data
     assert c2.getattr(f1).check().attr.size == len(data)
     # a write through gw2 on gw1's handle, committed, is what gw1 and S3 read
@@ -439,9 +460,10 @@ def test_reset_connections_and_lost_responses(faulty, s3_proxy, s3_bucket, s3):
     c.commit(f2).check()
     files["r2.bin"] = d2
     # a part upload reset mid-way through a multipart upload
+    # (set before writing: parts may be uploaded while the file is written)
     d3 = os.urandom(17 * MiB)
-    f3 = make_file(c, root, "r3.bin", d3, commit=False)
     p.reset(times=1, method="PUT", path=r"partNumber=2")
+    f3 = make_file(c, root, "r3.bin", d3, commit=False)
     c.commit(f3).check()
     files["r3.bin"] = d3
     assert p.injected["reset"] == 3, p.injected
