@@ -179,10 +179,18 @@ class S3Server:
 # ---------------------------------------------------------------------------- object helpers
 
 
-def list_keys(s3, bucket: str, prefix: str = "") -> list:
+# The gateway's own objects (its handle key, temporaries) start with this name and are
+# never listed over NFS.
+INTERNAL = ".nfsgw-tmp."
+
+
+def list_keys(s3, bucket: str, prefix: str = "", internal: bool = False) -> list:
+    """Keys under prefix; without `internal`, the gateway's own objects are left out."""
     out = []
     for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
         out += [o["Key"] for o in page.get("Contents", [])]
+    if not internal:
+        out = [k for k in out if not k.rsplit("/", 1)[-1].startswith(INTERNAL)]
     return out
 
 
