@@ -41,6 +41,16 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def _die_with_parent() -> None:
+    """In the child before exec: SIGTERM when the test process dies (even by SIGKILL),
+    so no server outlives an aborted session."""
+    try:
+        import ctypes
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
+
+
 def moto_server_bin() -> str:
     """The `moto_server` console script of the interpreter running the tests (the venv)."""
     cand = Path(sys.executable).parent / "moto_server"
@@ -90,7 +100,7 @@ class S3Server:
         logf = open(self.log_path, "ab")
         self.proc = subprocess.Popen([moto_server_bin(), "-H", self.host, "-p", str(self.port)],
                                      stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT,
-                                     env=env, start_new_session=True)
+                                     env=env, start_new_session=True, preexec_fn=_die_with_parent)
         logf.close()
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
