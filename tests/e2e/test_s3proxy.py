@@ -161,11 +161,12 @@ def test_stall_times_out_the_client_while_others_are_served(proxy, s3_bucket, s3
     t.start()
     assert proxy.wait_for(lambda p: p.injected["stall"] == 1, 5)
     # meanwhile another connection is answered at once
+    t1 = time.monotonic()
     assert get_bytes(fast, s3_bucket, "k") == b"v"
-    assert time.monotonic() - t0 < 1.0
+    assert time.monotonic() - t1 < 1.0
     t.join(10)
     assert len(errors) == 1, "the stalled GET did not time out"
-    assert time.monotonic() - t0 < 5
+    assert time.monotonic() - t0 < 8
     proxy.clear()   # releases the stalled request (its connection is closed)
     assert get_bytes(slow, s3_bucket, "k") == b"v"
 
