@@ -119,6 +119,12 @@ pub trait Backend: Send + Sync {
         None
     }
 
+    /// For stores several gateways serve at once (s3): state they share so that
+    /// every gateway derives and accepts the same file handles.
+    fn shared(&self) -> Option<&dyn SharedState> {
+        None
+    }
+
     /// A string that identifies this store (backend name plus its location), used to
     /// derive a stable fsid. Two gateways over the same store give the same string.
     fn identity(&self) -> String {
@@ -172,6 +178,18 @@ pub trait Backend: Send + Sync {
         }
         Ok(())
     }
+}
+
+/// Gateway state kept in a shared store, next to the data (under names starting with
+/// [`TEMP_PREFIX`], so never listed).
+pub trait SharedState: Send + Sync {
+    /// The store-wide handle MAC key, created by the first gateway that needs it.
+    fn mac_key(&self) -> BResult<[u8; 32]>;
+    /// Records `key` as the object named by `fileid` (for handles too short to
+    /// carry their key). Idempotent.
+    fn put_id(&self, fileid: u64, key: &str) -> BResult<()>;
+    /// The key recorded for `fileid`.
+    fn get_id(&self, fileid: u64) -> BResult<String>;
 }
 
 /// In-place object updates for stores that can do them.

@@ -21,7 +21,7 @@ mod stage;
 
 use super::{
     check_key, check_prefix, BResult, Backend, BackendError, ListPage, ObjectMeta, RandomWrite,
-    UserMeta, TEMP_PREFIX,
+    SharedState, UserMeta, TEMP_PREFIX,
 };
 use crate::config::S3Config;
 use anyhow::Context;
@@ -573,6 +573,56 @@ impl Backend for S3Backend {
     fn random_write(&self) -> Option<&dyn RandomWrite> {
         Some(self)
     }
+
+    fn shared(&self) -> Option<&dyn SharedState> {
+        Some(self)
+    }
+}
+
+/// `.nfsgw-tmp.handle-key` (32 random bytes) and `.nfsgw-tmp.ids/<fileid hex>` (a
+/// key) under the configured prefix. Anyone who can read the bucket can read the MAC
+/// key, which is fine: handles prove a gateway issued them, not who may read data.
+impl SharedState for S3Backend {
+    fn mac_key(&self) -> BResult<[u8; 32]> {
+        let name = format!("{TEMP_PREFIX}handle-key");
+        for _ in 0..3 {
+            let mut k = [0u8; 32];
+            match get_range(&self.core, &name, 0, &mut k) {
+                Ok(32) => return Ok(k),
+                Ok(n) => {
+                    return Err(BackendError::Permanent(format!(
+                        "{name}: {n} bytes, expected 32; restore it (or delete it: every handle clients hold becomes invalid)"
+                    )))
+                }
+                Err(BackendError::NotFound) => {}
+                Err(e) => return Err(e),
+            }
+            let fresh: [u8; 32] = rand::random();
+            match put(&self.core, &name, Bytes::copy_from_slice(&fresh), &UserMeta::new(), true) {
+                Ok(_) => return Ok(fresh),
+                // Another gateway created it first: read theirs.
+                Err(BackendError::AlreadyExists) => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        Err(BackendError::Retryable(format!("{name}: could not be read or created")))
+    }
+
+    fn put_id(&self, fileid: u64, key: &str) -> BResult<()> {
+        let name = format!("{TEMP_PREFIX}ids/{fileid:016x}");
+        match put(&self.core, &name, Bytes::copy_from_slice(key.as_bytes()), &UserMeta::new(), true) {
+            Ok(_) | Err(BackendError::AlreadyExists) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn get_id(&self, fileid: u64) -> BResult<String> {
+        let name = format!("{TEMP_PREFIX}ids/{fileid:016x}");
+        let mut buf = vec![0u8; 4096];
+        let n = get_range(&self.core, &name, 0, &mut buf)?;
+        buf.truncate(n);
+        String::from_utf8(buf).map_err(|_| BackendError::Permanent(format!("{name}: not UTF-8")))
+    }
 }
 
 impl RandomWrite for S3Backend {
@@ -648,7 +698,7 @@ mod stage_tests;
 /// The backend conformance suite against a real S3 server: tests/run-all.sh starts
 /// one on loopback (moto) and sets NFSGW_S3_TEST_ENDPOINT=http://127.0.0.1:PORT.
 #[cfg(test)]
-mod live_tests {
+pub(crate) mod live_tests {
     use super::*;
     use std::io::{Read, Write};
 
@@ -663,9 +713,21 @@ mod live_tests {
         .unwrap();
         let mut r = String::new();
         s.read_to_string(&mut r).unwrap();
-        assert!(r.starts_with("HTTP/1.1 200"), "create bucket: {r}");
+        assert!(
+            r.starts_with("HTTP/1.1 200") || r.contains("BucketAlreadyOwnedByYou"),
+            "create bucket: {r}"
+        );
     }
 
+    /// A fresh bucket (unique per call) on the test server, or None without one.
+    pub(crate) fn fresh(prefix: &str) -> Option<S3Backend> {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        static N: AtomicUsize = AtomicUsize::new(0);
+        let n = N.fetch_add(1, Ordering::Relaxed);
+        live(&format!("t{}-{n}", std::process::id()), prefix)
+    }
+
+    /// The backend over `bucket` (created if missing) on the test server.
     pub(crate) fn live(bucket: &str, prefix: &str) -> Option<S3Backend> {
         let Ok(ep) = std::env::var("NFSGW_S3_TEST_ENDPOINT") else {
             eprintln!(

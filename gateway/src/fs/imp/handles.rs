@@ -83,10 +83,64 @@ pub(super) fn encode(key: &[u8; 32], export: u16, fileid: u64, gen: u32) -> [u8;
     b
 }
 
+/// Shared-store handles (version 2, for stores several gateways serve: s3):
+///
+/// ```text
+/// 2 | export u16 LE | fileid u64 LE | MAC[16] | key suffix (0..=SUFFIX_MAX bytes)
+/// ```
+///
+/// The MAC (keyed with the store-wide key, see `SharedState::mac_key`) covers the
+/// first 11 bytes and the suffix. The suffix is the object key below the export root
+/// when it fits; longer keys are found through the store's id index instead. No
+/// generation: a handle names a key, so every gateway on the store derives the same
+/// handle for the same key, and a re-created key is the same file to clients.
+const VERSION_SHARED: u8 = 2;
+pub(super) const SUFFIX_MAX: usize = crate::fs::FH_MAX - 27;
+
+pub(super) fn encode_shared(key: &[u8; 32], export: u16, fileid: u64, suffix: &[u8]) -> Vec<u8> {
+    assert!(suffix.len() <= SUFFIX_MAX, "suffix fits the handle");
+    let mut b = Vec::with_capacity(27 + suffix.len());
+    b.push(VERSION_SHARED);
+    b.extend_from_slice(&export.to_le_bytes());
+    b.extend_from_slice(&fileid.to_le_bytes());
+    let m = mac_shared(key, &b, suffix);
+    b.extend_from_slice(&m);
+    b.extend_from_slice(suffix);
+    b
+}
+
+fn mac_shared(key: &[u8; 32], head: &[u8], suffix: &[u8]) -> [u8; 16] {
+    let mut h = blake3::Hasher::new_keyed(key);
+    h.update(head);
+    h.update(suffix);
+    let mut m = [0u8; 16];
+    m.copy_from_slice(&h.finalize().as_bytes()[..16]);
+    m
+}
+
+/// Authenticates a version-2 handle: (export, fileid, key suffix).
+pub(super) fn decode_shared(key: &[u8; 32], fh: &[u8]) -> Option<(u16, u64, Vec<u8>)> {
+    if fh.len() < 27 || fh.len() > 27 + SUFFIX_MAX || fh[0] != VERSION_SHARED {
+        return None;
+    }
+    let m = mac_shared(key, &fh[..11], &fh[27..]);
+    let diff = m.iter().zip(&fh[11..27]).fold(0u8, |a, (x, y)| a | (x ^ y));
+    if diff != 0 {
+        return None;
+    }
+    let (export, fileid) = peek(fh)?;
+    Some((export, fileid, fh[27..].to_vec()))
+}
+
 /// Reads export and file id from a handle WITHOUT authenticating it: only for cache
 /// invalidation and keys, where a wrong answer costs a miss, never a wrong file.
 pub(super) fn peek(fh: &[u8]) -> Option<(u16, u64)> {
-    if fh.len() != HANDLE_LEN || fh[0] != VERSION {
+    let ok = match fh.first() {
+        Some(&VERSION) => fh.len() == HANDLE_LEN,
+        Some(&VERSION_SHARED) => (27..=27 + SUFFIX_MAX).contains(&fh.len()),
+        _ => false,
+    };
+    if !ok {
         return None;
     }
     let export = u16::from_le_bytes([fh[1], fh[2]]);

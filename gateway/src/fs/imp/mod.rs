@@ -63,6 +63,10 @@ pub(super) struct Inner {
     /// Per-directory change counters (by directory fileid).
     dir_changes: Mutex<HashMap<u64, u64>>,
     listings: Mutex<VecDeque<(u64, [u8; 8], Listing)>>,
+    /// Shared store (s3): version-2 handles, MAC key from the store.
+    shared: bool,
+    /// File ids whose key this gateway recorded in the store's id index.
+    indexed: Mutex<HashSet<u64>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -114,7 +118,13 @@ impl Inner {
         use anyhow::Context;
         std::fs::create_dir_all(state_dir)
             .with_context(|| format!("state.dir {}: cannot create", state_dir.display()))?;
-        let mac_key = handles::load_mac_key(state_dir)?;
+        let shared = backend.shared().is_some();
+        let mac_key = match backend.shared() {
+            Some(st) => st.mac_key().map_err(|e| {
+                anyhow::anyhow!("backend: cannot read or create the shared handle key: {e}")
+            })?,
+            None => handles::load_mac_key(state_dir)?,
+        };
         let table = HandleTable::open(state_dir)?;
         let id = blake3::hash(backend.identity().as_bytes());
         let fsid = u64::from_le_bytes(id.as_bytes()[..8].try_into().expect("8 bytes"));
@@ -131,6 +141,8 @@ impl Inner {
             clean: Mutex::new(HashSet::new()),
             dir_changes: Mutex::new(HashMap::new()),
             listings: Mutex::new(VecDeque::new()),
+            shared,
+            indexed: Mutex::new(HashSet::new()),
         };
         for e in exports {
             if e.prefix.is_empty() {
@@ -384,20 +396,57 @@ impl Inner {
             Some((k, g)) if k == node.key => (node.fileid, g),
             _ => self.table.assign(&node.key),
         };
-        let b = handles::encode(&self.mac_key, node.export, id, gen);
         let mut fh = FileHandle {
-            len: b.len() as u8,
+            len: 0,
             bytes: [0; FH_MAX],
         };
+        let b = if self.shared {
+            handles::encode_shared(&self.mac_key, node.export, id, self.suffix(node, id))
+        } else {
+            handles::encode(&self.mac_key, node.export, id, gen).to_vec()
+        };
+        fh.len = b.len() as u8;
         fh.bytes[..b.len()].copy_from_slice(&b);
         fh
     }
 
+    /// The key below the export root when it fits a shared handle ("" = the root);
+    /// otherwise a single NUL (never part of a key), and the key goes into the store's
+    /// id index (once per file id and start).
+    fn suffix<'a>(&self, node: &'a Node, id: u64) -> &'a [u8] {
+        let root = self.prefix(node.export).unwrap_or("");
+        let rel = node.key.strip_prefix(root).unwrap_or(&node.key).as_bytes();
+        if rel.len() <= handles::SUFFIX_MAX {
+            return rel;
+        }
+        if !lock(&self.indexed).contains(&id) {
+            let st = self.backend.shared().expect("shared store");
+            match st.put_id(id, &node.key) {
+                Ok(()) => {
+                    lock(&self.indexed).insert(id);
+                }
+                // The handle still works here (local table); other gateways answer
+                // STALE for it until a later handle of this file is indexed.
+                Err(e) => tracing::warn!(key = node.key, error = %e, "handle id index: put failed"),
+            }
+        }
+        b"\0"
+    }
+
     pub fn resolve(&self, fh: &[u8]) -> FsResult<Node> {
-        let (export, fileid, gen) = handles::decode(&self.mac_key, fh).ok_or(Status::BadHandle)?;
+        let (export, fileid, key) = if self.shared {
+            self.resolve_shared(fh)?
+        } else {
+            let (export, fileid, gen) =
+                handles::decode(&self.mac_key, fh).ok_or(Status::BadHandle)?;
+            let (key, g) = self.table.get(fileid).ok_or(Status::Stale)?;
+            if g != gen {
+                return Err(Status::Stale);
+            }
+            (export, fileid, key)
+        };
         let root = self.prefix(export).ok_or(Status::Stale)?;
-        let (key, g) = self.table.get(fileid).ok_or(Status::Stale)?;
-        if g != gen || !key.starts_with(root) {
+        if !key.starts_with(root) {
             return Err(Status::Stale);
         }
         if key != root && self.meta(&key)?.is_none() {
@@ -410,6 +459,35 @@ impl Inner {
             fileid,
             key,
         })
+    }
+
+    /// A version-2 handle: the local table first (it follows renames made here), then
+    /// the key the handle carries, then the store's id index (handles made by another
+    /// gateway on the same store).
+    fn resolve_shared(&self, fh: &[u8]) -> FsResult<(u16, u64, String)> {
+        let (export, fileid, suffix) =
+            handles::decode_shared(&self.mac_key, fh).ok_or(Status::BadHandle)?;
+        if let Some((key, _)) = self.table.get(fileid) {
+            return Ok((export, fileid, key));
+        }
+        let root = self.prefix(export).ok_or(Status::Stale)?;
+        let key = if suffix == b"\0" {
+            let st = self.backend.shared().expect("shared store");
+            match st.get_id(fileid) {
+                Ok(k) => k,
+                Err(BackendError::NotFound) => return Err(Status::Stale),
+                Err(e) => return Err(self.berr(e, "id index")),
+            }
+        } else {
+            let rel = std::str::from_utf8(&suffix).map_err(|_| Status::BadHandle)?;
+            format!("{root}{rel}")
+        };
+        // The id must be the one this key derives (else: a collision re-hash here).
+        let (id, _) = self.table.assign(&key);
+        if id != fileid {
+            return Err(Status::Stale);
+        }
+        Ok((export, fileid, key))
     }
 
     // ---- attributes ----------------------------------------------------------------

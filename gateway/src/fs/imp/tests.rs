@@ -23,6 +23,23 @@ fn exports() -> Vec<ExportRoot> {
 
 /// Runs `f` against a model over each backend (each with its own state dir).
 fn each(f: impl Fn(&FileModel, &Arc<dyn Backend>, &Path)) {
+    each_local(&f);
+    // A real S3 server when the test run has one (tests/run-all.sh starts it).
+    if let Some(s3) = crate::backend::s3::live_tests::fresh("") {
+        let s3: Arc<dyn Backend> = Arc::new(s3);
+        let d = tempfile::tempdir().unwrap();
+        let st = d.path().join("state");
+        f(
+            &FileModel::open(s3.clone(), &st, &exports()).unwrap(),
+            &s3,
+            &st,
+        );
+    }
+}
+
+/// Memory and fs only: for version-1 handle details (per-gateway generations), and
+/// for sizes that take minutes against the Python S3 server.
+fn each_local(f: impl Fn(&FileModel, &Arc<dyn Backend>, &Path)) {
     let mem: Arc<dyn Backend> = Arc::new(MemoryBackend::new());
     let d = tempfile::tempdir().unwrap();
     let st = d.path().join("state");
@@ -39,6 +56,42 @@ fn each(f: impl Fn(&FileModel, &Arc<dyn Backend>, &Path)) {
         &fsb,
         &st,
     );
+}
+
+/// Two gateways on one bucket: the same handle for the same key, each accepting the
+/// other's (short keys carried in the handle, long ones through the id index).
+#[test]
+fn shared_store_handles_are_the_same_on_every_gateway() {
+    let Some(b1) = crate::backend::s3::live_tests::fresh("") else {
+        return;
+    };
+    let b1: Arc<dyn Backend> = Arc::new(b1);
+    let (d1, d2) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let g1 = FileModel::open(b1.clone(), d1.path(), &exports()).unwrap();
+    let bucket = b1.identity();
+    let bucket = bucket.rsplit('/').nth(1).unwrap().to_string();
+    let b2: Arc<dyn Backend> =
+        Arc::new(crate::backend::s3::live_tests::live(&bucket, "").unwrap());
+    let g2 = FileModel::open(b2, d2.path(), &exports()).unwrap();
+    let r1 = g1.root(0).unwrap();
+    let long = "a-name-long-enough-that-the-key-does-not-fit-in-a-handle";
+    let dir = g1.mkdir(&r1, b"d", &SetAttr::default(), OWNER).unwrap();
+    for name in ["short", long] {
+        let n1 = mkfile(&g1, &dir, name);
+        let h1 = g1.handle(&n1);
+        let n2 = g2.resolve(h1.as_bytes()).unwrap();
+        assert_eq!(n2.key, n1.key);
+        let r2 = g2.root(0).unwrap();
+        let d2n = g2.lookup(&r2, b"d").unwrap();
+        let via2 = g2.lookup(&d2n, name.as_bytes()).unwrap();
+        assert_eq!(g2.handle(&via2).as_bytes(), h1.as_bytes(), "{name}");
+    }
+    assert_eq!(g2.handle(&g2.root(0).unwrap()).as_bytes(), g1.handle(&r1).as_bytes());
+    // A forged handle is refused.
+    let mut bad = g1.handle(&dir).as_bytes().to_vec();
+    let last = bad.len() - 1;
+    bad[last] ^= 1;
+    assert!(g2.resolve(&bad).is_err());
 }
 
 fn mkfile(m: &FileModel, dir: &Node, name: &str) -> Node {
@@ -62,7 +115,7 @@ fn names(m: &FileModel, dir: &Node) -> Vec<String> {
 
 #[test]
 fn handle_round_trip_and_forgery() {
-    each(|m, _, _| {
+    each_local(|m, _, _| {
         let root = m.root(0).unwrap();
         let f = mkfile(m, &root, "a");
         let fh = m.handle(&f);
@@ -89,7 +142,7 @@ fn handle_round_trip_and_forgery() {
 
 #[test]
 fn deleted_then_recreated_is_stale() {
-    each(|m, b, _| {
+    each_local(|m, b, _| {
         let root = m.root(0).unwrap();
         let f = mkfile(m, &root, "x");
         let old = m.handle(&f);
@@ -149,7 +202,7 @@ fn handles_survive_reopen() {
 
 #[test]
 fn readdir_pages_through_10000() {
-    each(|m, b, _| {
+    each_local(|m, b, _| {
         let root = m.root(0).unwrap();
         let dir = m.mkdir(&root, b"big", &SetAttr::default(), OWNER).unwrap();
         for i in 0..10_000 {
