@@ -376,8 +376,20 @@ def test_5xx_retried_transparently_then_jukebox_then_recovery(faulty, s3_proxy, 
         t1 = time.monotonic()
         other.getattr(root).check()
         assert time.monotonic() - t1 < 1.0
+    # reads of data the gateway does not hold: JUKEBOX, never a short or empty READ
+    cold = os.urandom(2 * MiB)
+    p.clear()
+    s3.put_object(Bucket=s3_bucket, Key="cold.bin", Body=cold)
+    fcold = c.lookup(root, "cold.bin").check().fh
+    p.fail(503, times=None, method="GET")
+    r = c.read(fcold, MiB, 65536)
+    assert r.status == N.NFS3ERR_JUKEBOX or (r.ok and r.data == cold[MiB:MiB + 65536]), \
+        f"READ while every GET answers 503 -> {N.status_name(r.status)}, " \
+        f"{len(r.data or b'')} bytes, eof {r.eof}"
+    assert r.status == N.NFS3ERR_JUKEBOX, f"READ served {len(r.data)} bytes while every GET failed"
     # recovery: the client's retries succeed and the data is exact
     p.clear()
+    assert c.read(fcold, MiB, 65536).check().data == cold[MiB:MiB + 65536]
     commit_until_ok(c, fsmall)
     commit_until_ok(c, fbig)
     committed["small.bin"] = small
@@ -484,6 +496,16 @@ def test_reset_connections_and_lost_responses(faulty, s3_proxy, s3_bucket, s3):
     if r.ok:
         assert r.data == cold[:len(r.data)] and (len(r.data) == 65536), "truncated GET served short/corrupt data"
     assert nfs_read(c, fc, len(cold)) == cold
+    # every GET reset: READ answers JUKEBOX, never a short or empty READ
+    cold2 = os.urandom(MiB)
+    s3.put_object(Bucket=s3_bucket, Key="cold2.bin", Body=cold2)
+    fc2 = c.lookup(root, "cold2.bin").check().fh
+    p.reset(times=None, method="GET")
+    r = c.read(fc2, 300_000, 4096)
+    assert r.status == N.NFS3ERR_JUKEBOX, (
+        f"READ while every GET is reset -> {N.status_name(r.status)}, {len(r.data or b'')} bytes, eof {r.eof}")
+    p.clear()
+    assert c.read(fc2, 300_000, 4096).check().data == cold2[300_000:304_096]
     # every connection reset, for good: JUKEBOX; then recovery
     d4 = os.urandom(40_000)
     f4 = make_file(c, root, "r4.bin", d4, commit=False)
@@ -495,7 +517,8 @@ def test_reset_connections_and_lost_responses(faulty, s3_proxy, s3_bucket, s3):
     files["r4.bin"] = d4
     for k, v in files.items():
         assert_object(s3, s3_bucket, k, v)
-    assert not [k for k in list_keys(s3, s3_bucket) if k not in files and k != "cold.bin"], list_keys(s3, s3_bucket)
+    assert not [k for k in list_keys(s3, s3_bucket) if k not in files and not k.startswith("cold")], \
+        list_keys(s3, s3_bucket)
     # no multipart upload left behind by the retries once everything is committed
     ups = s3.list_multipart_uploads(Bucket=s3_bucket).get("Uploads", [])
     assert not ups, f"abandoned multipart uploads: {[u['Key'] for u in ups]}"
