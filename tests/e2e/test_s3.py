@@ -260,8 +260,15 @@ def test_objects_put_by_s3_clients_appear_over_nfs(gw_factory, s3_server, s3_buc
 def test_two_gateways_hand_out_the_same_handles(gw_factory, s3_server, s3_bucket, s3):
     """Handles are deterministic from bucket and key: two gateways with nothing shared
     but the bucket (each its own state dir, as on two hosts) agree on them."""
-    g1 = s3_gateway(gw_factory, s3_server, s3_bucket)
-    g2 = s3_gateway(gw_factory, s3_server, s3_bucket)
+    g1 = s3_gateway(gw_factory, s3_server, s3_bucket, start=False)
+    g2 = s3_gateway(gw_factory, s3_server, s3_bucket, start=False)
+    # first start of both at once on a fresh bucket: whatever they set up there, they agree
+    starters = [threading.Thread(target=g.start) for g in (g1, g2)]
+    for t in starters:
+        t.start()
+    for t in starters:
+        t.join(30)
+    assert g1.alive() and g2.alive(), (g1.log_tail(), g2.log_tail())
     c1, c2 = g1.client(), g2.client()
     r1, r2 = c1.mount("/"), c2.mount("/")
     d1 = c1.mkdir(r1, "shared", 0o755).check().fh
