@@ -7,6 +7,7 @@
 # creates the Python venv tests/.venv with pytest, and tries to build the PyPI
 # `libnfs` Python bindings (needs libnfs-dev, swig, python3-dev). When that build
 # fails the harness still works: the suites use our own client tests/e2e/nfsclient.py.
+# Installs moto[server] (a real S3-compatible server, plus boto3) for the s3 backend tests.
 # A second run with everything in place is a fast no-op.
 set -euo pipefail
 
@@ -55,6 +56,16 @@ fi
 if ! "$VENV/bin/python" -c 'import pytest, pytest_timeout' 2>/dev/null; then
     log "installing pytest, pytest-timeout"
     "$VENV/bin/pip" install -q --disable-pip-version-check pytest pytest-timeout
+fi
+
+# ---- S3-compatible server for the s3 backend's tests ------------------------------
+# moto's server mode (PyPI `moto[server]`, brings boto3): a real S3 HTTP endpoint the
+# harness starts on loopback (tests/e2e/s3server.py). Version pinned below a major so a
+# fresh machine gets the same behaviour the suite was written against.
+if ! "$VENV/bin/python" -c 'import importlib.util as u, sys; sys.exit(not all(u.find_spec(m) for m in ("moto", "boto3", "flask", "flask_cors")))' 2>/dev/null \
+    || [[ ! -x "$VENV/bin/moto_server" ]]; then
+    log "installing moto[server] (S3-compatible server for the s3 backend tests)"
+    "$VENV/bin/pip" install -q --disable-pip-version-check 'moto[server]>=5,<6'
 fi
 
 # ---- optional: PyPI libnfs bindings ------------------------------------------------

@@ -3,13 +3,19 @@
 * `gateway_bin`  - the binary: $GATEWAY_BIN or <repo>/target/release/gateway (fails, never skips).
 * `gw_factory`   - `gw_factory(backend="fs", exports=[...], tcp={...})` -> a started `Gateway`;
                    every gateway it made is stopped with SIGTERM at teardown (exit 0 asserted).
-* `gw`           - a started gateway with one rw "/" export, parametrized over fs and memory.
+* `gw`           - a started gateway with one rw "/" export, parametrized over fs, memory and
+                   s3 (a fresh bucket per test on the session's S3 server).
 * `gw_fs`        - the same, fs backend only.
 * Modules that set `OVER_RDMA = True` also run every `gw` test as "fs+rdma": the gateway
   serves RPC-over-RDMA with the `soft` provider and the test's clients (our Python
   client, the libnfs utilities) reach it through `bench --bridge-listen`, which carries
   each TCP RPC over its own RDMA connection with RFC 8267 chunks (WRITE data in read
   chunks, READ data in write chunks, long replies in reply chunks).
+
+* s3: `s3_server` (session: ONE moto server on loopback, tests/e2e/s3server.py),
+  `s3_bucket` (a fresh bucket per test), `s3` (boto3 client), `s3_proxy` (a fault-injecting
+  proxy to the server, tests/e2e/s3proxy.py). `gw_factory(backend="s3")` makes a fresh
+  bucket unless given `s3={...}` (the `[backend.s3]` table; see `S3Server.gateway_s3_config`).
 
 `Gateway` offers start/stop/kill/restart on the same port, data and state dirs, `client()`
 (an `NfsClient`), `mount_url()` for libnfs utilities, and `rss_kib()` from /proc.
@@ -97,7 +103,8 @@ def find_gateway_bin() -> Path:
 class Gateway:
     def __init__(self, binary: Path, workdir: Path, backend: str = "fs",
                  exports: Optional[list] = None, tcp: Optional[dict] = None,
-                 engine: Optional[dict] = None, extra: Optional[dict] = None):
+                 engine: Optional[dict] = None, extra: Optional[dict] = None,
+                 s3: Optional[dict] = None, backend_opts: Optional[dict] = None):
         self.binary = binary
         self.workdir = workdir
         self.backend = backend
@@ -105,6 +112,10 @@ class Gateway:
         self.tcp = dict(tcp or {})
         self.engine = dict(engine or {})
         self.extra = extra or {}
+        # s3: the [backend.s3] table; backend_opts: more [backend] keys (workers, ...)
+        self.s3 = dict(s3) if s3 is not None else None
+        self.backend_opts = dict(backend_opts or {})
+        self.s3_endpoint_direct: Optional[str] = None   # the server itself (not a proxy)
         self.data_dir = workdir / "data"
         self.state_dir = workdir / "state"
         self.data_dir.mkdir(parents=True, exist_ok=True)
@@ -126,9 +137,15 @@ class Gateway:
         sections = [
             ("engine", engine),
             ("tcp", tcp),
-            ("backend", {"kind": self.backend, "root": str(self.data_dir)}),
-            ("state", {"dir": str(self.state_dir)}),
         ]
+        backend = {"kind": self.backend}
+        if self.backend != "s3":
+            backend["root"] = str(self.data_dir)
+        backend.update(self.backend_opts)
+        sections.append(("backend", backend))
+        if self.s3 is not None:
+            sections.append(("backend.s3", self.s3))
+        sections.append(("state", {"dir": str(self.state_dir)}))
         for k, v in self.extra.items():
             sections.append((k, v))
         lines = []
@@ -236,6 +253,21 @@ class Gateway:
     def rss_kib(self) -> int:
         return rss_kib(self.proc.pid)
 
+    # -- s3 --------------------------------------------------------------------------
+    @property
+    def bucket(self) -> str:
+        assert self.s3 is not None, "not an s3 gateway"
+        return self.s3["bucket"]
+
+    @property
+    def s3_prefix(self) -> str:
+        return (self.s3 or {}).get("prefix", "")
+
+    def s3_client(self, **kw):
+        """boto3 client straight to the S3 server (bypassing any fault proxy)."""
+        from s3server import client as s3client
+        return s3client(self.s3_endpoint_direct or self.s3["endpoint"], **kw)
+
 
 class RdmaGateway(Gateway):
     """A gateway that also serves RPC-over-RDMA (soft); `client()` and `mount_url()` go
@@ -289,41 +321,105 @@ def gateway_bin() -> Path:
     return p
 
 
+@pytest.fixture(scope="session")
+def s3_server(tmp_path_factory):
+    """ONE moto S3 server for the whole session (started on first use)."""
+    from s3server import S3Server
+    srv = S3Server(tmp_path_factory.mktemp("moto"))
+    try:
+        srv.start()
+    except (FileNotFoundError, RuntimeError) as e:
+        pytest.fail(f"cannot start the S3 server: {e}", pytrace=False)
+    yield srv
+    srv.stop()
+
+
 @pytest.fixture
-def gw_factory(gateway_bin, tmp_path):
+def s3_bucket(s3_server, request):
+    """A fresh, empty bucket; emptied and deleted at teardown."""
+    name = s3_server.new_bucket(request.node.name[:20])
+    yield name
+    s3_server.empty_bucket(name)
+
+
+@pytest.fixture
+def s3(s3_server):
+    """A boto3 client to the session's S3 server."""
+    return s3_server.client()
+
+
+@pytest.fixture
+def gw_factory(gateway_bin, tmp_path, request):
     made: list = []
+    buckets: list = []
 
     def make(backend: str = "fs", exports: Optional[list] = None, tcp: Optional[dict] = None,
              start: bool = True, **kw) -> Gateway:
         wd = tmp_path / f"gw{len(made)}"
         wd.mkdir()
+        direct = None
+        if backend.split("+")[0] == "s3":
+            srv = request.getfixturevalue("s3_server")
+            direct = srv.endpoint
+            if kw.get("s3") is None:
+                b = srv.new_bucket(request.node.name[:20])
+                buckets.append(b)
+                kw["s3"] = srv.gateway_s3_config(b)
         if backend.endswith("+rdma"):
             g = RdmaGateway(gateway_bin, wd, backend=backend[:-len("+rdma")], exports=exports, tcp=tcp, **kw)
         else:
             g = Gateway(gateway_bin, wd, backend=backend, exports=exports, tcp=tcp, **kw)
+        g.s3_endpoint_direct = direct
         made.append(g)
         if start:
             g.start()
         return g
 
+    errors: list = []
+
+    def stop_all() -> None:
+        """Stops every gateway made (idempotent): fixtures that must outlive the gateways'
+        shutdown flush (the s3 fault proxy) call it before they go away."""
+        for g in made:
+            if isinstance(g, RdmaGateway):
+                g.close_bridge()
+        for g in made:
+            if g.alive():
+                try:
+                    g.stop()
+                except AssertionError as e:
+                    errors.append(str(e))
+
+    make.stop_all = stop_all
+    make.made = made
     yield make
-    errors = []
-    for g in made:
-        if isinstance(g, RdmaGateway):
-            g.close_bridge()
-    for g in made:
-        if g.alive():
-            try:
-                g.stop()
-            except AssertionError as e:
-                errors.append(str(e))
+    stop_all()
+    if buckets:
+        srv = request.getfixturevalue("s3_server")
+        for b in buckets:
+            srv.empty_bucket(b)
     if errors:
         pytest.fail("gateway shutdown failed:\n" + "\n".join(errors), pytrace=False)
 
 
+@pytest.fixture
+def s3_proxy(s3_server, gw_factory):
+    """A fault-injecting HTTP proxy in front of the session's S3 server. At teardown the
+    rules are cleared and the test's gateways stopped (their shutdown flush may need the
+    proxy) before the proxy goes."""
+    from s3proxy import FaultProxy
+    p = FaultProxy((s3_server.host, s3_server.port)).start()
+    yield p
+    p.clear()
+    gw_factory.stop_all()
+    p.stop()
+
+
 def pytest_generate_tests(metafunc):
     if "backend" in metafunc.fixturenames:
-        params = ["fs", "memory"]
+        params = ["fs", "memory", "s3"]
+        if os.environ.get("E2E_NO_S3") == "1":   # a machine without moto: tests/README.md
+            params.remove("s3")
         if getattr(metafunc.module, "OVER_RDMA", False):
             params.append("fs+rdma")
         metafunc.parametrize("backend", params, indirect=True)

@@ -23,6 +23,10 @@ def test_ro_export_rejects_modifications(gw_factory, backend):
     if backend == "fs":
         (g.data_dir / "dir").mkdir()
         (g.data_dir / "dir" / "f").write_bytes(b"read me")
+    elif backend == "s3":   # put by a plain S3 client: a marker and an object
+        s3 = g.s3_client()
+        s3.put_object(Bucket=g.bucket, Key="dir/", Body=b"")
+        s3.put_object(Bucket=g.bucket, Key="dir/f", Body=b"read me")
     c.close()
     g.stop()
     g.exports = [export(access="ro")]
@@ -40,7 +44,7 @@ def test_ro_export_rejects_modifications(gw_factory, backend):
     acc = c.access(root, N.ACCESS3_MODIFY | N.ACCESS3_EXTEND | N.ACCESS3_DELETE | N.ACCESS3_LOOKUP).check()
     assert acc.access & (N.ACCESS3_MODIFY | N.ACCESS3_EXTEND | N.ACCESS3_DELETE) == 0, \
         f"ACCESS on ro export grants {acc.access:#x}"
-    if backend == "fs":
+    if backend in ("fs", "s3"):
         d = c.lookup(root, "dir").check().fh
         f = c.lookup(d, "f").check().fh
         assert c.read(f, 0, 100).check().data == b"read me"
@@ -51,7 +55,13 @@ def test_ro_export_rejects_modifications(gw_factory, backend):
         assert c.rename(d, "f", root, "g").status == N.NFS3ERR_ROFS
         assert c.rmdir(root, "dir").status == N.NFS3ERR_ROFS
         c.close()
-        assert (g.data_dir / "dir" / "f").read_bytes() == b"read me"
+        if backend == "fs":
+            assert (g.data_dir / "dir" / "f").read_bytes() == b"read me"
+        else:
+            s3 = g.s3_client()
+            assert s3.get_object(Bucket=g.bucket, Key="dir/f")["Body"].read() == b"read me"
+            from s3server import list_keys
+            assert sorted(list_keys(s3, g.bucket)) == ["dir/", "dir/f"], list_keys(s3, g.bucket)
 
 
 def test_client_not_allowed(gw_factory):
@@ -83,14 +93,14 @@ def test_client_not_allowed(gw_factory):
 def squashed_export(gw_factory, backend, **exp):
     """A gateway whose squashed export root is world-writable, and that export's path.
 
-    fs: the data dir is made 0777 on disk and exported as "/". memory: "/" (squash none)
-    plus "/sq" (squashed); "/sq" is created 0777 through the unsquashed export first."""
+    fs: the data dir is made 0777 on disk and exported as "/". memory, s3: "/" (squash
+    none) plus "/sq" (squashed); "/sq" is created 0777 through the unsquashed export first."""
     if backend == "fs":
         g = gw_factory(backend="fs", exports=[export(**exp)], start=False)
         os.chmod(g.data_dir, 0o777)
         g.start()
         return g, "/"
-    g = gw_factory(backend="memory", exports=[export(), export(path="/sq", **exp)])
+    g = gw_factory(backend=backend, exports=[export(), export(path="/sq", **exp)])
     with g.client() as c:
         root = c.mount("/")
         # The gateway creates a configured export's root at start if it is missing.
