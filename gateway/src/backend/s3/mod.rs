@@ -195,8 +195,10 @@ async fn get_bytes(c: &Core, path: &OsPath, key: &str, offset: u64, len: u64) ->
     match c.s3.get_opts(path, opts).await {
         Ok(r) => r.bytes().await.map_err(|e| os_err(e, key)),
         Err(e) => {
+            // At or past the end of the object: S3 answers 416 (object_store reports
+            // the status in its message). Anything else is an error, never "no bytes".
             let s = e.to_string();
-            if s.contains("416") || s.contains("InvalidRange") || s.contains("range") {
+            if s.contains("status code: 416") {
                 Ok(Bytes::new())
             } else {
                 Err(os_err(e, key))
@@ -257,18 +259,25 @@ fn put(
     o.size = size;
     o.user = meta.clone();
     if o.mtime_ns == 0 {
-        o.mtime_ns = std::time::SystemTime::now()
+        // What Last-Modified will say: this second (S3 keeps whole seconds).
+        let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos() as u64);
+            .map_or(0, |d| d.as_secs());
+        o.mtime_ns = now * 1_000_000_000;
+    }
+    if !o.etag.is_empty() {
+        // The next HEAD (the handle, the reply's attributes) needs no round trip.
+        c.ra.remember_attr(&o);
     }
     Ok(o)
 }
 
+/// Holds the attributes of the root ("" key) in its metadata.
+const ROOT_ATTRS: &str = ".nfsgw-tmp.root";
+
+/// The gateway's own objects (temporaries, shared state, the id index): never listed.
 fn is_own(store_key: &str) -> bool {
-    let body = store_key.strip_suffix('/').unwrap_or(store_key);
-    body.rsplit('/')
-        .next()
-        .is_some_and(|n| n.starts_with(TEMP_PREFIX))
+    store_key.split('/').any(|n| n.starts_with(TEMP_PREFIX))
 }
 
 impl S3Backend {
@@ -440,7 +449,10 @@ impl Backend for S3Backend {
 
     fn head(&self, key: &str) -> BResult<ObjectMeta> {
         if key.is_empty() {
-            return Err(BackendError::NotFound);
+            // The bucket (or prefix) root has no object; its attributes live in ours.
+            let mut m = head(&self.core, ROOT_ATTRS)?;
+            m.key.clear();
+            return Ok(m);
         }
         check_key(key)?;
         if let Some(m) = self.wb.overlay(key) {
@@ -582,6 +594,9 @@ impl Backend for S3Backend {
     }
 
     fn set_meta(&self, key: &str, meta: &UserMeta) -> BResult<()> {
+        if key.is_empty() {
+            return put(&self.core, ROOT_ATTRS, Bytes::new(), meta, false).map(|_| ());
+        }
         check_key(key)?;
         if self.wb.set_meta(key, meta) {
             self.core.ra.invalidate(key);
@@ -622,7 +637,7 @@ impl SharedState for S3Backend {
             match get_range(&self.core, &name, 0, &mut k) {
                 Ok(32) => return Ok(k),
                 Ok(n) => {
-                    return Err(BackendError::Permanent(format!(
+                    return Err(BackendError::Retryable(format!(
                         "{name}: {n} bytes, expected 32; restore it (or delete it: every handle clients hold becomes invalid)"
                     )))
                 }

@@ -7,7 +7,8 @@
 //! "seconds.nanoseconds" with nine fraction digits ("1700000000.123456789"), which is
 //! what rclone writes and what s3fs reads; when read, plain integer seconds and RFC 3339
 //! ("2023-11-14T22:13:20.5Z") are accepted too. "nfsgw-verf" — the createverf3 of an
-//! exclusive CREATE, 16 hex digits.
+//! exclusive CREATE, 16 hex digits. "nfsgw-id" — on shared stores (s3), a random
+//! incarnation id set at CREATE/MKDIR/SYMLINK, part of the file handle.
 //!
 //! Objects without metadata (written by other tools) get files 0644, directories 0755,
 //! uid/gid 0, and all three times from the object's last-modified time. The gateway
@@ -29,6 +30,15 @@ pub(super) const M_MTIME: &str = "mtime";
 pub(super) const M_ATIME: &str = "atime";
 pub(super) const M_CTIME: &str = "ctime";
 pub(super) const M_VERF: &str = "nfsgw-verf";
+/// Shared stores: the object's incarnation (8 hex digits), part of its file handle.
+pub(super) const M_ID: &str = "nfsgw-id";
+
+/// The incarnation stored in `meta` (0 when there is none).
+pub(super) fn incarnation(meta: &UserMeta) -> u32 {
+    meta.get(M_ID)
+        .and_then(|s| u32::from_str_radix(s, 16).ok())
+        .unwrap_or(0)
+}
 
 fn valid_type(m: u32) -> bool {
     matches!(

@@ -86,23 +86,33 @@ pub(super) fn encode(key: &[u8; 32], export: u16, fileid: u64, gen: u32) -> [u8;
 /// Shared-store handles (version 2, for stores several gateways serve: s3):
 ///
 /// ```text
-/// 2 | export u16 LE | fileid u64 LE | MAC[16] | key suffix (0..=SUFFIX_MAX bytes)
+/// 2 | export u16 LE | fileid u64 LE | incarnation u32 LE | MAC[16] | key suffix
 /// ```
 ///
 /// The MAC (keyed with the store-wide key, see `SharedState::mac_key`) covers the
-/// first 11 bytes and the suffix. The suffix is the object key below the export root
-/// when it fits; longer keys are found through the store's id index instead. No
-/// generation: a handle names a key, so every gateway on the store derives the same
-/// handle for the same key, and a re-created key is the same file to clients.
+/// first 15 bytes and the suffix. The suffix is the object key below the export root
+/// when it fits (at most SUFFIX_MAX bytes); longer keys are found through the store's
+/// id index instead. The incarnation is a random id the gateway stores in an object's
+/// metadata when it creates it (0 for objects made by other tools), so a removed and
+/// re-created name gets a new handle. Every gateway on the store derives the same
+/// handle for the same object.
 const VERSION_SHARED: u8 = 2;
-pub(super) const SUFFIX_MAX: usize = crate::fs::FH_MAX - 27;
+const SHARED_FIXED: usize = 31;
+pub(super) const SUFFIX_MAX: usize = crate::fs::FH_MAX - SHARED_FIXED;
 
-pub(super) fn encode_shared(key: &[u8; 32], export: u16, fileid: u64, suffix: &[u8]) -> Vec<u8> {
+pub(super) fn encode_shared(
+    key: &[u8; 32],
+    export: u16,
+    fileid: u64,
+    incarnation: u32,
+    suffix: &[u8],
+) -> Vec<u8> {
     assert!(suffix.len() <= SUFFIX_MAX, "suffix fits the handle");
-    let mut b = Vec::with_capacity(27 + suffix.len());
+    let mut b = Vec::with_capacity(SHARED_FIXED + suffix.len());
     b.push(VERSION_SHARED);
     b.extend_from_slice(&export.to_le_bytes());
     b.extend_from_slice(&fileid.to_le_bytes());
+    b.extend_from_slice(&incarnation.to_le_bytes());
     let m = mac_shared(key, &b, suffix);
     b.extend_from_slice(&m);
     b.extend_from_slice(suffix);
@@ -118,18 +128,34 @@ fn mac_shared(key: &[u8; 32], head: &[u8], suffix: &[u8]) -> [u8; 16] {
     m
 }
 
-/// Authenticates a version-2 handle: (export, fileid, key suffix).
-pub(super) fn decode_shared(key: &[u8; 32], fh: &[u8]) -> Option<(u16, u64, Vec<u8>)> {
-    if fh.len() < 27 || fh.len() > 27 + SUFFIX_MAX || fh[0] != VERSION_SHARED {
+/// A version-2 handle's parts.
+pub(super) struct SharedHandle {
+    pub export: u16,
+    pub fileid: u64,
+    pub incarnation: u32,
+    pub suffix: Vec<u8>,
+}
+
+/// Authenticates a version-2 handle.
+pub(super) fn decode_shared(key: &[u8; 32], fh: &[u8]) -> Option<SharedHandle> {
+    if fh.len() < SHARED_FIXED || fh.len() > crate::fs::FH_MAX || fh[0] != VERSION_SHARED {
         return None;
     }
-    let m = mac_shared(key, &fh[..11], &fh[27..]);
-    let diff = m.iter().zip(&fh[11..27]).fold(0u8, |a, (x, y)| a | (x ^ y));
+    let m = mac_shared(key, &fh[..15], &fh[SHARED_FIXED..]);
+    let diff = m
+        .iter()
+        .zip(&fh[15..SHARED_FIXED])
+        .fold(0u8, |a, (x, y)| a | (x ^ y));
     if diff != 0 {
         return None;
     }
     let (export, fileid) = peek(fh)?;
-    Some((export, fileid, fh[27..].to_vec()))
+    Some(SharedHandle {
+        export,
+        fileid,
+        incarnation: u32::from_le_bytes(fh[11..15].try_into().ok()?),
+        suffix: fh[SHARED_FIXED..].to_vec(),
+    })
 }
 
 /// Reads export and file id from a handle WITHOUT authenticating it: only for cache
@@ -137,7 +163,7 @@ pub(super) fn decode_shared(key: &[u8; 32], fh: &[u8]) -> Option<(u16, u64, Vec<
 pub(super) fn peek(fh: &[u8]) -> Option<(u16, u64)> {
     let ok = match fh.first() {
         Some(&VERSION) => fh.len() == HANDLE_LEN,
-        Some(&VERSION_SHARED) => (27..=27 + SUFFIX_MAX).contains(&fh.len()),
+        Some(&VERSION_SHARED) => (SHARED_FIXED..=crate::fs::FH_MAX).contains(&fh.len()),
         _ => false,
     };
     if !ok {

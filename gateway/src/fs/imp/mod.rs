@@ -377,6 +377,10 @@ impl Inner {
                 m.insert(name.into(), fmt_time(t));
             }
         }
+        if self.shared {
+            let id = rand::random::<u32>().max(1);
+            m.insert(M_ID.into(), format!("{id:08x}"));
+        }
         m
     }
 
@@ -409,13 +413,25 @@ impl Inner {
             bytes: [0; FH_MAX],
         };
         let b = if self.shared {
-            handles::encode_shared(&self.mac_key, node.export, id, self.suffix(node, id))
+            let inc = self.incarnation_of(node);
+            handles::encode_shared(&self.mac_key, node.export, id, inc, self.suffix(node, id))
         } else {
             handles::encode(&self.mac_key, node.export, id, gen).to_vec()
         };
         fh.len = b.len() as u8;
         fh.bytes[..b.len()].copy_from_slice(&b);
         fh
+    }
+
+    /// The incarnation of the object behind `node` (0: none, gone, or unknown now;
+    /// metadata reads are cached by the backend, so this rarely costs a request).
+    fn incarnation_of(&self, node: &Node) -> u32 {
+        if Some(node.key.as_str()) == self.prefix(node.export) {
+            return 0;
+        }
+        self.backend
+            .head(&node.key)
+            .map_or(0, |m| incarnation(&m.user))
     }
 
     /// The key below the export root when it fits a shared handle ("" = the root);
@@ -442,7 +458,7 @@ impl Inner {
     }
 
     pub fn resolve(&self, fh: &[u8]) -> FsResult<Node> {
-        let (export, fileid, key) = if self.shared {
+        let (export, fileid, key, inc) = if self.shared {
             self.resolve_shared(fh)?
         } else {
             let (export, fileid, gen) =
@@ -451,16 +467,26 @@ impl Inner {
             if g != gen {
                 return Err(Status::Stale);
             }
-            (export, fileid, key)
+            (export, fileid, key, None)
         };
         let root = self.prefix(export).ok_or(Status::Stale)?;
         if !key.starts_with(root) {
             return Err(Status::Stale);
         }
-        if key != root && self.meta(&key)?.is_none() {
-            // Gone behind our back: forget it so a new object there gets a new generation.
-            self.table.forget(&key);
-            return Err(Status::Stale);
+        if key != root {
+            match self.meta(&key)? {
+                None => {
+                    // Gone behind our back: forget it so a new object there gets a new
+                    // generation.
+                    self.table.forget(&key);
+                    return Err(Status::Stale);
+                }
+                // Shared stores: a removed and re-created name is another file.
+                Some(m) if inc.is_some_and(|i| i != incarnation(&m.user)) => {
+                    return Err(Status::Stale)
+                }
+                Some(_) => {}
+            }
         }
         Ok(Node {
             export,
@@ -472,11 +498,12 @@ impl Inner {
     /// A version-2 handle: the local table first (it follows renames made here), then
     /// the key the handle carries, then the store's id index (handles made by another
     /// gateway on the same store).
-    fn resolve_shared(&self, fh: &[u8]) -> FsResult<(u16, u64, String)> {
-        let (export, fileid, suffix) =
-            handles::decode_shared(&self.mac_key, fh).ok_or(Status::BadHandle)?;
+    fn resolve_shared(&self, fh: &[u8]) -> FsResult<(u16, u64, String, Option<u32>)> {
+        let h = handles::decode_shared(&self.mac_key, fh).ok_or(Status::BadHandle)?;
+        let (export, fileid, suffix) = (h.export, h.fileid, h.suffix);
+        let inc = Some(h.incarnation);
         if let Some((key, _)) = self.table.get(fileid) {
-            return Ok((export, fileid, key));
+            return Ok((export, fileid, key, inc));
         }
         let root = self.prefix(export).ok_or(Status::Stale)?;
         let key = if suffix == b"\0" {
@@ -495,7 +522,7 @@ impl Inner {
         if id != fileid {
             return Err(Status::Stale);
         }
-        Ok((export, fileid, key))
+        Ok((export, fileid, key, inc))
     }
 
     // ---- attributes ----------------------------------------------------------------
