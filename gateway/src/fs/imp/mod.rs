@@ -332,7 +332,7 @@ impl Inner {
         // Stores with whole-second times (S3's Last-Modified): the ETag decides the
         // sub-second part, so a same-size rewrite within one second still changes
         // mtime/ctime, and caches (ours, other gateways', clients') revalidate.
-        if m.mtime_ns % 1_000_000_000 == 0 && !m.etag.is_empty() {
+        if m.mtime_ns.is_multiple_of(1_000_000_000) && !m.etag.is_empty() {
             let h = blake3::hash(m.etag.as_bytes());
             let h = u64::from_le_bytes(h.as_bytes()[..8].try_into().expect("8 bytes"));
             extra += h % 1_000_000_000;
