@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# The s3 backend against plain S3 on the same loopback server (moto), side by side in
+# one run (docs/performance.md, "s3 backend"):
+#   1. 1 MiB sequential writes through the gateway (bench seqwrite + COMMIT, wall time)
+#      vs one multipart upload of the same size straight through object_store;
+#   2. cold sequential 1 MiB reads (gateway restarted: empty caches) vs a loop of
+#      4 MiB ranged GETs straight through object_store;
+#   3. cached 4 KiB random reads, s3 backend vs fs backend (same gateway build).
+#
+#   tools/perf/s3.sh            # SIZE_MIB=256 ROUNDS=2 DURATION=5
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+SIZE_MIB=${SIZE_MIB:-256}
+ROUNDS=${ROUNDS:-2}
+DURATION=${DURATION:-5}
+bash tests/setup.sh >/dev/null
+cargo build --release -p gateway -p bench --example s3_baseline 2>&1 | tail -n 1
+GW=target/release/gateway
+BENCH=target/release/bench
+BASE=target/release/examples/s3_baseline
+W=$(mktemp -d /tmp/nfsgw-s3perf.XXXXXX)
+eval "$(bash tests/s3/moto-server.sh start "$W/moto.log")"
+PORT=$((20000 + RANDOM % 20000))
+cleanup() { pkill -f "$W/gw" 2>/dev/null || true; kill "$S3_PID" 2>/dev/null || true; rm -rf "$W"; }
+trap cleanup EXIT
+curl -sf -X PUT "$S3_URL/perf" >/dev/null
+
+config() { # kind
+  cat <<EOT
+[engine]
+cores = [0]
+idle = "adaptive"
+[tcp]
+listen = "127.0.0.1:$PORT"
+[rdma]
+provider = "off"
+[backend]
+kind = "$1"
+root = "$W/data"
+EOT
+  if [[ $1 == s3 ]]; then cat <<EOT
+[backend.s3]
+endpoint = "$S3_URL"
+bucket = "perf"
+path_style = true
+allow_http = true
+access_key_id = "testing"
+secret_access_key = "testing"
+EOT
+  fi
+  cat <<EOT
+[state]
+dir = "$W/state-$1"
+[[exports]]
+path = "/"
+squash = "none"
+EOT
+}
+start() { # kind
+  config "$1" >"$W/gw-$1.toml"
+  "$GW" --config "$W/gw-$1.toml" >>"$W/gw-$1.log" 2>&1 &
+  for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/$PORT) 2>/dev/null && return; sleep 0.1; done
+  echo "gateway did not start"; tail "$W/gw-$1.log"; exit 1
+}
+stop() { pkill -f "$W/gw" || true; sleep 0.5; }
+field() { python3 -c "import json,sys; print(json.load(sys.stdin)$1)"; }
+B=(--target "tcp://127.0.0.1:$PORT" --json)
+
+printf '%-6s %-34s %10s\n' round test MiB/s
+for r in $(seq "$ROUNDS"); do
+  out=$("$BASE" --endpoint "$S3_URL" --bucket perf --key "base$r.bin" --size-mib "$SIZE_MIB" put)
+  printf '%-6s %-34s %10s\n' "$r" "plain multipart upload (8 MiB parts)" "$(echo "$out" | awk '{print $4}')"
+  start s3
+  t0=$(date +%s.%N)
+  "$BENCH" "${B[@]}" --workload seqwrite --bs 1m --qd 4 --file "w$r.dat" --file-size "${SIZE_MIB}m" \
+      --ops "$SIZE_MIB" >/dev/null
+  t1=$(date +%s.%N)
+  printf '%-6s %-34s %10.1f\n' "$r" "gateway seqwrite 1 MiB + COMMIT" "$(echo "$SIZE_MIB / ($t1 - $t0)" | bc -l)"
+  stop
+  out=$("$BASE" --endpoint "$S3_URL" --bucket perf --key "base$r.bin" --size-mib "$SIZE_MIB" get)
+  printf '%-6s %-34s %10s\n' "$r" "plain ranged-GET loop (4 MiB)" "$(echo "$out" | awk '{print $4}')"
+  start s3
+  mibs=$("$BENCH" "${B[@]}" --workload seqread --bs 1m --qd 4 --file "w$r.dat" --file-size "${SIZE_MIB}m" \
+      --ops "$SIZE_MIB" | field "['total']['mib_per_s']")
+  printf '%-6s %-34s %10.1f\n' "$r" "gateway cold seqread 1 MiB" "$mibs"
+  stop
+done
+echo
+printf '%-6s %-34s %10s %10s\n' round test ops/s p99_us
+for r in $(seq "$ROUNDS"); do
+  for kind in s3 fs; do
+    start "$kind"
+    json=$("$BENCH" "${B[@]}" --workload randread --bs 4k --qd 16 --file "c.dat" --file-size 32m \
+        --warmup 2 --duration "$DURATION")
+    printf '%-6s %-34s %10.0f %10.1f\n' "$r" "cached randread 4 KiB ($kind)" \
+      "$(echo "$json" | field "['total']['ops_per_s']")" "$(echo "$json" | field "['total']['latency_us']['p99']")"
+    stop
+  done
+done
