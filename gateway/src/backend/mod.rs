@@ -119,6 +119,10 @@ pub trait Backend: Send + Sync {
         None
     }
 
+    /// A hint: `head` will soon be called for each of `keys` (a READDIRPLUS page);
+    /// stores with slow metadata may fetch them concurrently now. Errors are ignored.
+    fn warm(&self, _keys: &[String]) {}
+
     /// For stores several gateways serve at once (s3): state they share so that
     /// every gateway derives and accepts the same file handles.
     fn shared(&self) -> Option<&dyn SharedState> {

@@ -173,6 +173,11 @@ impl FileModel {
         self.inner.readdir(dir, cookie, verf, max)
     }
 
+    /// A hint before READDIRPLUS looks up each of `names` in `dir`.
+    pub fn warm_children(&self, dir: &Node, names: &[&[u8]]) {
+        self.inner.warm_children(dir, names)
+    }
+
     /// Makes all staged data of `node` durable in the backend.
     pub fn commit(&self, node: &Node) -> FsResult<()> {
         self.inner.commit(node)

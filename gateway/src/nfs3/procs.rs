@@ -568,6 +568,8 @@ fn readdirplus(ctx: &Ctx, r: &mut XdrReader, out: &mut XdrWriter) -> Res {
     let mut used = READDIR_OVERHEAD;
     let mut dused = 0usize;
     let mut items: Vec<(Option<Attr>, Option<FileHandle>)> = Vec::new();
+    let names: Vec<&[u8]> = page.entries.iter().map(|e| e.name.as_slice()).collect();
+    ctx.model.warm_children(&dir, &names);
     for e in &page.entries {
         let node = ctx.model.lookup(&dir, &e.name).ok();
         let a = node.as_ref().and_then(|n| attr_opt(ctx, n));

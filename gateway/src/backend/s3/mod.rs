@@ -177,13 +177,21 @@ impl Store for CoreStore {
 
 fn head(c: &Arc<Core>, key: &str) -> BResult<ObjectMeta> {
     if let Some(m) = c.ra.attr(key) {
-        return Ok(m);
+        return m.ok_or(BackendError::NotFound);
     }
     let c2 = c.clone();
     let (sk, k) = (c.skey(key), key.to_string());
-    let m = c.block(async move { c2.rest.head(&sk, &k).await })?;
-    c.ra.remember_attr(&m);
-    Ok(m)
+    let r = c.block(async move { c2.rest.head(&sk, &k).await });
+    remember(c, key, &r);
+    r
+}
+
+fn remember(c: &Core, key: &str, r: &BResult<ObjectMeta>) {
+    match r {
+        Ok(m) => c.ra.remember_attr(m),
+        Err(BackendError::NotFound) => c.ra.remember_absent(key),
+        Err(_) => {}
+    }
 }
 
 /// One ranged GET through object_store; past the end of the object = no bytes.
@@ -221,7 +229,7 @@ fn get_range(c: &Arc<Core>, key: &str, offset: u64, dst: &mut [u8]) -> BResult<u
                 b.set(get_bytes(&c2, &p, &k, start, len).await);
             });
         };
-        let size = c.ra.attr(key).map(|m| m.size);
+        let size = c.ra.attr(key).flatten().map(|m| m.size);
         if let Some(r) = c.ra.read(key, offset, dst, size, &fetch) {
             return r;
         }
@@ -459,6 +467,38 @@ impl Backend for S3Backend {
             return Ok(m);
         }
         head(&self.core, key)
+    }
+
+    /// HEADs of a directory page's entries, all at once (READDIRPLUS would otherwise
+    /// pay one round trip per entry, one after the other).
+    fn warm(&self, keys: &[String]) {
+        let c = self.core.clone();
+        let todo: Vec<String> = keys
+            .iter()
+            .filter(|k| check_key(k).is_ok() && c.ra.attr(k).is_none())
+            .filter(|k| self.wb.overlay(k).is_none())
+            .cloned()
+            .collect();
+        if todo.is_empty() {
+            return;
+        }
+        let c2 = c.clone();
+        let _ = c.block(async move {
+            let mut tasks = Vec::new();
+            for k in todo {
+                let c3 = c2.clone();
+                let sem = c2.inflight.clone();
+                tasks.push(tokio::spawn(async move {
+                    let _permit = sem.acquire_owned().await;
+                    let r = c3.rest.head(&c3.skey(&k), &k).await;
+                    remember(&c3, &k, &r);
+                }));
+            }
+            for t in tasks {
+                let _ = t.await;
+            }
+            Ok(())
+        });
     }
 
     fn get_range(&self, key: &str, offset: u64, dst: &mut [u8]) -> BResult<usize> {

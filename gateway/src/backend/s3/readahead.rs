@@ -75,7 +75,8 @@ struct Stream {
 pub(super) struct ReadAhead {
     block: u64,
     streams: Mutex<VecDeque<Stream>>,
-    attrs: Mutex<HashMap<String, (ObjectMeta, Instant)>>,
+    /// HEAD results by key; `None` = the key was absent.
+    attrs: Mutex<HashMap<String, (Option<ObjectMeta>, Instant)>>,
 }
 
 impl ReadAhead {
@@ -88,7 +89,8 @@ impl ReadAhead {
         }
     }
 
-    pub fn attr(&self, key: &str) -> Option<ObjectMeta> {
+    /// A fresh HEAD result: `Some(None)` = known absent.
+    pub fn attr(&self, key: &str) -> Option<Option<ObjectMeta>> {
         let a = lock(&self.attrs);
         let (m, at) = a.get(key)?;
         (at.elapsed() < ATTR_TTL).then(|| m.clone())
@@ -99,12 +101,21 @@ impl ReadAhead {
         if a.len() >= MAX_ATTRS {
             a.clear();
         }
-        if let Some((old, _)) = a.insert(m.key.clone(), (m.clone(), Instant::now())) {
+        if let Some((Some(old), _)) = a.insert(m.key.clone(), (Some(m.clone()), Instant::now())) {
             if old.etag != m.etag {
                 drop(a);
                 self.drop_stream(&m.key);
             }
         }
+    }
+
+    /// `key` is absent (negative entries expire like positive ones).
+    pub fn remember_absent(&self, key: &str) {
+        let mut a = lock(&self.attrs);
+        if a.len() >= MAX_ATTRS {
+            a.clear();
+        }
+        a.insert(key.to_string(), (None, Instant::now()));
     }
 
     /// This gateway changed `key`: forget what was read of it.
@@ -293,8 +304,10 @@ mod tests {
             user: Default::default(),
         };
         ra.remember_attr(&m);
-        assert_eq!(ra.attr("k"), Some(m.clone()));
+        assert_eq!(ra.attr("k"), Some(Some(m.clone())));
         ra.invalidate("k");
         assert_eq!(ra.attr("k"), None);
+        ra.remember_absent("k");
+        assert_eq!(ra.attr("k"), Some(None));
     }
 }

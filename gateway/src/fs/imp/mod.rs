@@ -1139,6 +1139,18 @@ impl Inner {
         })
     }
 
+    /// READDIRPLUS is about to look up `names` in `dir`: let the backend fetch their
+    /// metadata (as a file and as a directory marker) concurrently.
+    pub fn warm_children(&self, dir: &Node, names: &[&[u8]]) {
+        let keys: Vec<String> = names
+            .iter()
+            .filter(|n| **n != b"." && **n != b"..")
+            .filter_map(|n| std::str::from_utf8(n).ok())
+            .flat_map(|n| [format!("{}{n}", dir.key), format!("{}{n}/", dir.key)])
+            .collect();
+        self.backend.warm(&keys);
+    }
+
     pub fn fsstat(&self, _node: &Node) -> FsResult<FsStat> {
         let (t, f, tf, ff) = self.backend.capacity().map_err(|e| self.berr(e, ""))?;
         Ok(FsStat {
