@@ -93,6 +93,25 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
+    // The stats endpoint (off unless [stats] listen is set): its own thread, reading
+    // the reactors' counters; dropped (stopped) at exit.
+    let _stats = match cfg.stats.addr() {
+        None => None,
+        Some(addr) => match gateway::stats::Endpoint::start(addr, server.stats_source()) {
+            Ok(e) => {
+                tracing::info!(listen = %e.local_addr(), "stats: Prometheus metrics at /metrics");
+                Some(e)
+            }
+            Err(e) => {
+                tracing::error!(
+                    "cannot start: stats.listen = \"{addr}\": {e}; choose a free local \
+                     address:port or remove [stats] listen"
+                );
+                let _ = server.shutdown();
+                return ExitCode::from(1);
+            }
+        },
+    };
     tracing::info!(
         listen = %server.local_addr(),
         reactors = cfg.engine.cores.len(),
