@@ -27,10 +27,18 @@ pub struct Endpoint {
     thread: Option<JoinHandle<()>>,
 }
 
-impl Endpoint {
-    /// Binds `addr` and serves `src` on a new thread.
-    pub fn start(addr: SocketAddr, src: Source) -> std::io::Result<Endpoint> {
-        let listener = TcpListener::bind(addr)?;
+/// A bound, not yet serving, endpoint: bind before the reactors start so a taken
+/// port fails start-up early and the endpoint answers as soon as NFS does.
+pub struct Bound(TcpListener);
+
+impl Bound {
+    pub fn bind(addr: SocketAddr) -> std::io::Result<Bound> {
+        TcpListener::bind(addr).map(Bound)
+    }
+
+    /// Serves `src` on a new thread.
+    pub fn serve(self, src: Source) -> std::io::Result<Endpoint> {
+        let listener = self.0;
         let addr = listener.local_addr()?;
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
@@ -52,6 +60,13 @@ impl Endpoint {
             stop,
             thread: Some(thread),
         })
+    }
+}
+
+impl Endpoint {
+    /// Binds `addr` and serves `src` on a new thread.
+    pub fn start(addr: SocketAddr, src: Source) -> std::io::Result<Endpoint> {
+        Bound::bind(addr)?.serve(src)
     }
 
     pub fn local_addr(&self) -> SocketAddr {

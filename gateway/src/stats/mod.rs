@@ -12,4 +12,4 @@ pub mod http;
 pub use clock::Clock;
 pub use counters::{slot_of, CallStat, ReactorStats, Transport};
 pub use exposition::{ReactorSource, Source};
-pub use http::Endpoint;
+pub use http::{Bound, Endpoint};
