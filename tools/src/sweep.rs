@@ -67,6 +67,10 @@ pub struct SweepArgs {
     /// The SVG plot (default: --out with .svg).
     #[arg(long)]
     plot: Option<PathBuf>,
+    /// Bench runs per variant (against the same gateway); the table shows medians and
+    /// the errors of all runs. More runs tame a noisy machine.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100))]
+    runs: u32,
     /// Seconds to wait for each gateway to start.
     #[arg(long, default_value_t = 60)]
     start_timeout: u64,
@@ -239,23 +243,49 @@ fn run_variant(
         Transport::Rdma => format!("rdma://127.0.0.1:{rdma}"),
     };
     let args = bench_args(&a.bench, settings);
-    let out = Command::new(bench)
-        .arg("--target")
-        .arg(&target)
-        .args(&args)
-        .arg("--json")
-        .stdin(Stdio::null())
-        .output()
-        .with_context(|| format!("running {}", bench.display()))?;
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    std::fs::write(dir.join("bench.json"), stdout.as_bytes())?;
-    match benchjson::parse(&stdout) {
-        Ok(f) => Ok(f),
-        Err(e) => bail!(
-            "{e} (bench {}: {})",
-            out.status,
-            last_lines(&String::from_utf8_lossy(&out.stderr), 3)
-        ),
+    let mut figures = Vec::new();
+    for run in 1..=a.runs {
+        let out = Command::new(bench)
+            .arg("--target")
+            .arg(&target)
+            .args(&args)
+            .arg("--json")
+            .stdin(Stdio::null())
+            .output()
+            .with_context(|| format!("running {}", bench.display()))?;
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        std::fs::write(dir.join(format!("bench.{run}.json")), stdout.as_bytes())?;
+        match benchjson::parse(&stdout) {
+            Ok(f) => figures.push(f),
+            Err(e) => bail!(
+                "{e} (bench {}: {})",
+                out.status,
+                last_lines(&String::from_utf8_lossy(&out.stderr), 3)
+            ),
+        }
+    }
+    Ok(median(&figures))
+}
+
+/// Medians of ops/s, MiB/s and p99 over runs; errors of all runs.
+fn median(runs: &[Figures]) -> Figures {
+    let mid = |f: fn(&Figures) -> f64| {
+        let mut v: Vec<f64> = runs.iter().map(f).collect();
+        v.sort_by(f64::total_cmp);
+        let n = v.len();
+        if n == 0 {
+            0.0
+        } else if n % 2 == 1 {
+            v[n / 2]
+        } else {
+            (v[n / 2 - 1] + v[n / 2]) / 2.0
+        }
+    };
+    Figures {
+        ops_per_s: mid(|f| f.ops_per_s),
+        mib_per_s: mid(|f| f.mib_per_s),
+        p99_us: mid(|f| f.p99_us),
+        errors: runs.iter().map(|f| f.errors).sum(),
     }
 }
 
@@ -350,13 +380,14 @@ fn tuned_config(
     let mut head = format!(
         "# Written by `nfsgw-tools sweep` from {} (objective {:?}).\n\
          # Best variant: {}\n\
-         # Measured: {:.0} ops/s, {:.2} MiB/s, p99 {:.1} µs with bench {} over {:?}.\n",
+         # Measured: {:.0} ops/s, {:.2} MiB/s, p99 {:.1} µs (median of {} run(s)) with bench {} over {:?}.\n",
         base_path.display(),
         a.objective,
         run.label(),
         f.ops_per_s,
         f.mib_per_s,
         f.p99_us,
+        a.runs,
         a.bench,
         a.transport
     );
@@ -550,6 +581,20 @@ mod tests {
     }
 
     #[test]
+    fn medians_over_runs() {
+        let f = |o, p, e| Figures {
+            ops_per_s: o,
+            mib_per_s: 0.0,
+            p99_us: p,
+            errors: e,
+        };
+        let m = median(&[f(10.0, 5.0, 0), f(30.0, 1.0, 1), f(20.0, 9.0, 0)]);
+        assert_eq!((m.ops_per_s, m.p99_us, m.errors), (20.0, 5.0, 1));
+        let m = median(&[f(10.0, 5.0, 0), f(30.0, 1.0, 0)]);
+        assert_eq!((m.ops_per_s, m.p99_us), (20.0, 3.0));
+    }
+
+    #[test]
     fn bench_settings_replace_options() {
         let s = vec![
             ("bench.qd".to_string(), "8".to_string()),
@@ -589,6 +634,7 @@ mod tests {
             objective: Objective::OpsPerS,
             out: "o.toml".into(),
             plot: None,
+            runs: 1,
             start_timeout: 1,
             keep: false,
         };
