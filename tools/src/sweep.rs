@@ -170,6 +170,16 @@ fn start_gateway(
     }
 }
 
+/// The line of a failed program's stderr that says why (anyhow's "Error: ..."), not
+/// the backtrace after it.
+fn error_line(stderr: &str) -> String {
+    stderr
+        .lines()
+        .find(|l| l.starts_with("Error:") || l.starts_with("error:"))
+        .map(str::to_string)
+        .unwrap_or_else(|| last_lines(stderr, 2))
+}
+
 fn last_lines(s: &str, n: usize) -> String {
     let lines: Vec<&str> = s.lines().collect();
     lines[lines.len().saturating_sub(n)..].join(" | ")
@@ -254,14 +264,12 @@ fn run_variant(
             .output()
             .with_context(|| format!("running {}", bench.display()))?;
         let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
         std::fs::write(dir.join(format!("bench.{run}.json")), stdout.as_bytes())?;
+        std::fs::write(dir.join(format!("bench.{run}.stderr")), stderr.as_bytes())?;
         match benchjson::parse(&stdout) {
             Ok(f) => figures.push(f),
-            Err(e) => bail!(
-                "{e} (bench {}: {})",
-                out.status,
-                last_lines(&String::from_utf8_lossy(&out.stderr), 3)
-            ),
+            Err(e) => bail!("{e} (bench {}: {})", out.status, error_line(&stderr)),
         }
     }
     Ok(median(&figures))
@@ -578,6 +586,13 @@ mod tests {
             t.contains("best") && t.contains("excluded (errors)") && t.contains("failed: boom"),
             "{t}"
         );
+    }
+
+    #[test]
+    fn failure_reason_is_the_error_line() {
+        let e = "Error: call 7 timed out\n\nStack backtrace:\n   0: x\n   1: _start\n";
+        assert_eq!(error_line(e), "Error: call 7 timed out");
+        assert_eq!(error_line("a\nb\nc\n"), "b | c");
     }
 
     #[test]
