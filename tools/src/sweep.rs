@@ -297,6 +297,13 @@ fn median(runs: &[Figures]) -> Figures {
     }
 }
 
+/// The command-line spelling of an option value.
+fn value_name(v: impl ValueEnum) -> String {
+    v.to_possible_value()
+        .map(|p| p.get_name().to_string())
+        .unwrap_or_default()
+}
+
 /// Index of the best usable run.
 fn pick(runs: &[Run], objective: Objective) -> Option<usize> {
     let mut best: Option<(usize, &Figures)> = None;
@@ -386,18 +393,18 @@ fn tuned_config(
         .filter(|(k, _)| k.starts_with("bench."))
         .collect();
     let mut head = format!(
-        "# Written by `nfsgw-tools sweep` from {} (objective {:?}).\n\
+        "# Written by `nfsgw-tools sweep` from {} (objective {}).\n\
          # Best variant: {}\n\
-         # Measured: {:.0} ops/s, {:.2} MiB/s, p99 {:.1} µs (median of {} run(s)) with bench {} over {:?}.\n",
+         # Measured: {:.0} ops/s, {:.2} MiB/s, p99 {:.1} µs (median of {} run(s)) with bench {} over {}.\n",
         base_path.display(),
-        a.objective,
+        value_name(a.objective),
         run.label(),
         f.ops_per_s,
         f.mib_per_s,
         f.p99_us,
         a.runs,
         a.bench,
-        a.transport
+        value_name(a.transport)
     );
     if !bench.is_empty() {
         let _ = writeln!(
@@ -457,10 +464,10 @@ pub fn run(a: &SweepArgs) -> anyhow::Result<()> {
     ));
     std::fs::create_dir_all(&root)?;
     eprintln!(
-        "sweep: {} variant(s), bench \"{}\" over {:?}; work dir {}",
+        "sweep: {} variant(s), bench \"{}\" over {}; work dir {}",
         combos.len(),
         a.bench,
-        a.transport,
+        value_name(a.transport),
         root.display()
     );
     let mut runs = Vec::new();

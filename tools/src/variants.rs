@@ -107,7 +107,17 @@ pub fn set(doc: &mut DocumentMut, key: &str, value: Value) -> anyhow::Result<()>
     if matches!(t.get(last), Some(Item::Table(_) | Item::ArrayOfTables(_))) {
         bail!("{key}: is a table, not a value");
     }
-    t.insert(last, Item::Value(value));
+    // Keep the old value's decor (its inline comment and spacing).
+    match t.get_mut(last) {
+        Some(Item::Value(old)) => {
+            let decor = old.decor().clone();
+            *old = value;
+            *old.decor_mut() = decor;
+        }
+        _ => {
+            t.insert(last, Item::Value(value));
+        }
+    }
     Ok(())
 }
 
@@ -179,6 +189,7 @@ mod tests {
             .parse()
             .unwrap();
         set(&mut d, "rdma.credits", literal("32")).unwrap();
+        assert!(d.to_string().contains("credits = 32 # per conn"), "{d}");
         set(&mut d, "engine.cores", literal("[0,1]")).unwrap();
         set(&mut d, "engine.idle", literal("busy")).unwrap();
         set(&mut d, "stats.listen", literal("\"127.0.0.1:1\"")).unwrap();
