@@ -34,6 +34,8 @@ pub(crate) struct ReactorState {
     tcp_skipped: u32,
     /// Whether the last TCP poll found work.
     tcp_busy: bool,
+    /// Passes counted for the periodic refresh of the connection gauges.
+    gauge_passes: u32,
 }
 
 /// Where a classified call goes: an inline reply into the outbox, a job onto the job
@@ -63,6 +65,9 @@ type Outgoing = (Link, Option<Buf>, Option<Box<PageRead>>);
 /// With an RDMA transport busy, TCP sockets are polled every this many passes (each
 /// TCP poll is an epoll_wait system call), and on every pass while TCP has work.
 const TCP_POLL_EVERY: u32 = 32;
+/// Idle passes between refreshes of the connection gauges on a reactor that never
+/// sleeps (a power of two: the check is a mask).
+const GAUGE_EVERY: u32 = 1024;
 
 impl ReactorState {
     #[allow(clippy::too_many_arguments)]
@@ -112,11 +117,18 @@ impl ReactorState {
             },
             tcp_skipped: 0,
             tcp_busy: true,
+            gauge_passes: 0,
         }
     }
 
     pub fn cache_stats(&self) -> crate::cache::CacheStats {
         self.cache.stats()
+    }
+
+    /// Publishes the connection counts to the stats endpoint.
+    fn refresh_gauges(&self) {
+        let rdma = self.rdma.as_ref().map_or(0, |r| r.connections());
+        self.router.stats.connections(self.tcp.connections(), rdma);
     }
 
     /// Sends every reply workers have finished for this reactor.
@@ -408,12 +420,14 @@ impl Poller for ReactorState {
             self.tcp_busy = n > 0;
             self.tcp_skipped = 0;
             work += n;
-            // Connection gauges: accepts happen here, so refreshing them on TCP passes
-            // keeps them at most TCP_POLL_EVERY passes stale at two stores' cost.
-            let rdma_conns = self.rdma.as_ref().map_or(0, |r| r.connections());
-            self.router
-                .stats
-                .connections(self.tcp.connections(), rdma_conns);
+        }
+        // Connection gauges: refreshed on passes that did work (accepts and new
+        // connections' first calls are work), before sleeping (closes), and every
+        // GAUGE_EVERY passes (a busy reactor that never sleeps) — not on every empty
+        // pass, which would add stores to the tightest loop.
+        self.gauge_passes = self.gauge_passes.wrapping_add(1);
+        if work > 0 || self.gauge_passes % GAUGE_EVERY == 0 {
+            self.refresh_gauges();
         }
         // One vectored write per connection for everything answered in this pass.
         self.tcp.flush();
@@ -421,6 +435,7 @@ impl Poller for ReactorState {
     }
 
     fn sleep(&mut self, max: Duration) {
+        self.refresh_gauges();
         let bell = self.shared.reactors[self.id].bell.clone();
         bell.prepare_sleep();
         let rdma_idle = self.rdma.as_mut().is_none_or(|r| r.arm());
