@@ -17,7 +17,6 @@ use engine::rpcrdma::responder::Reduced;
 use engine::tcp::{ConnId, TcpTransport};
 use std::collections::VecDeque;
 use std::net::SocketAddr;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -66,7 +65,7 @@ type Outgoing = (Link, Option<Buf>, Option<Box<PageRead>>);
 /// TCP poll is an epoll_wait system call), and on every pass while TCP has work.
 const TCP_POLL_EVERY: u32 = 32;
 /// Idle passes between refreshes of the connection gauges on a reactor that never
-/// sleeps (a power of two: the check is a mask).
+/// sleeps (a power of two, so the check compiles to a mask).
 const GAUGE_EVERY: u32 = 1024;
 
 impl ReactorState {
@@ -352,7 +351,7 @@ impl Router {
                 self.outbox.push((conn, Some(b), Some(pages)))
             }
             Verdict::Retry(rec) => {
-                self.counters.parked.fetch_add(1, Ordering::Relaxed);
+                Counters::add(&self.counters.parked, 1);
                 self.retry.push_back((conn, peer, rec, st));
             }
             Verdict::Work(mut job) => {
@@ -360,13 +359,13 @@ impl Router {
                 self.stats.to_worker();
                 if !self.backlog.is_empty() {
                     self.backlog.push_back(job);
-                    self.counters.parked.fetch_add(1, Ordering::Relaxed);
+                    Counters::add(&self.counters.parked, 1);
                     return;
                 }
                 match self.jobs.push(job) {
                     Ok(()) => wake_worker(&self.worker_bells, &mut self.next_bell),
                     Err(job) => {
-                        self.counters.parked.fetch_add(1, Ordering::Relaxed);
+                        Counters::add(&self.counters.parked, 1);
                         self.backlog.push_back(job);
                     }
                 }
@@ -426,7 +425,7 @@ impl Poller for ReactorState {
         // GAUGE_EVERY passes (a busy reactor that never sleeps) — not on every empty
         // pass, which would add stores to the tightest loop.
         self.gauge_passes = self.gauge_passes.wrapping_add(1);
-        if work > 0 || self.gauge_passes % GAUGE_EVERY == 0 {
+        if work > 0 || self.gauge_passes.is_multiple_of(GAUGE_EVERY) {
             self.refresh_gauges();
         }
         // One vectored write per connection for everything answered in this pass.
