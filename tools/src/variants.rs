@@ -204,5 +204,13 @@ mod tests {
         assert!(get(&d, "stats.listen").is_none());
         assert!(get(&d, "rdma.credits").is_some());
         assert!(set(&mut d, "rdma.credits.x", literal("1")).is_err());
+        let mut d: DocumentMut = "[[exports]]\npath = \"/\"\n[[exports]]\npath = \"/b\"\n"
+            .parse()
+            .unwrap();
+        set(&mut d, "exports.1.squash", literal("all")).unwrap();
+        assert_eq!(d["exports"][1]["squash"].as_str(), Some("all"));
+        assert!(d["exports"][0].get("squash").is_none());
+        assert!(set(&mut d, "exports.2.squash", literal("all")).is_err());
+        assert!(set(&mut d, "exports.squash", literal("all")).is_err());
     }
 }
