@@ -30,6 +30,8 @@ pub struct Config {
     pub cache: CacheConfig,
     #[serde(default)]
     pub log: LogConfig,
+    #[serde(default)]
+    pub stats: StatsConfig,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -526,6 +528,51 @@ impl Default for LogConfig {
     }
 }
 
+/// `[stats]`: the Prometheus endpoint (see docs/stats.md). Counters are always kept;
+/// only the HTTP listener is optional.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StatsConfig {
+    /// address:port of the HTTP endpoint serving /metrics; empty (the default) = off.
+    #[serde(default)]
+    pub listen: String,
+    /// Allow a non-loopback `listen` (the endpoint has no authentication).
+    #[serde(default)]
+    pub allow_remote: bool,
+}
+
+impl StatsConfig {
+    /// The endpoint address, or `None` when stats are off (validated by `Config`).
+    pub fn addr(&self) -> Option<SocketAddr> {
+        self.listen.parse().ok()
+    }
+
+    fn validate(&self) -> Result<(), ConfigError> {
+        if self.listen.is_empty() {
+            return Ok(());
+        }
+        let Ok(addr) = self.listen.parse::<SocketAddr>() else {
+            return err(
+                "stats.listen",
+                format!(
+                    "\"{}\" is not an address:port such as \"127.0.0.1:9108\" (or leave it empty to turn stats off)",
+                    self.listen
+                ),
+            );
+        };
+        if !addr.ip().is_loopback() && !self.allow_remote {
+            return err(
+                "stats.listen",
+                format!(
+                    "\"{addr}\" is not a loopback address and the endpoint has no authentication; \
+                     use 127.0.0.1 (or ::1), or set stats.allow_remote = true to expose it"
+                ),
+            );
+        }
+        Ok(())
+    }
+}
+
 /// A client network: address and prefix length.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Cidr {
@@ -874,6 +921,7 @@ impl Config {
             return err("exports", "at most 1000 exports");
         }
         self.exports()?;
+        self.stats.validate()?;
         if tracing_subscriber::EnvFilter::try_new(&self.log.level).is_err() {
             return err(
                 "log.level",
@@ -1017,5 +1065,29 @@ mod tests {
         let v6 = Cidr::parse("::1/128").unwrap();
         assert!(v6.contains("::1".parse().unwrap()));
         assert!(!v6.contains("127.0.0.1".parse().unwrap()));
+    }
+
+    #[test]
+    fn stats_endpoint_off_by_default_and_loopback_only() {
+        let c = Config::parse(MIN).unwrap();
+        assert_eq!(c.stats.addr(), None);
+        let on = format!("[stats]\nlisten = \"127.0.0.1:9108\"\n{MIN}");
+        assert_eq!(
+            Config::parse(&on).unwrap().stats.addr(),
+            Some("127.0.0.1:9108".parse().unwrap())
+        );
+        let remote = format!("[stats]\nlisten = \"0.0.0.0:9108\"\n{MIN}");
+        let e = Config::parse(&remote).unwrap_err().to_string();
+        assert!(
+            e.contains("stats.listen") && e.contains("allow_remote"),
+            "{e}"
+        );
+        let allowed = format!("[stats]\nlisten = \"0.0.0.0:9108\"\nallow_remote = true\n{MIN}");
+        assert!(Config::parse(&allowed).is_ok());
+        let bad = format!("[stats]\nlisten = \"localhost\"\n{MIN}");
+        assert!(Config::parse(&bad)
+            .unwrap_err()
+            .to_string()
+            .contains("stats.listen"));
     }
 }

@@ -9,4 +9,5 @@ pub mod fs;
 pub mod mount;
 pub mod nfs3;
 pub mod server;
+pub mod stats;
 pub mod ulb;

@@ -86,12 +86,46 @@ fn main() -> ExitCode {
     };
     init_logging(&cfg.log.level);
     install_signal_handlers();
+    // Bound before the server starts: a taken port fails start-up before any reactor
+    // runs, and the endpoint answers as soon as NFS does.
+    let stats = match cfg
+        .stats
+        .addr()
+        .map(gateway::stats::Bound::bind)
+        .transpose()
+    {
+        Ok(b) => b,
+        Err(e) => {
+            tracing::error!(
+                "cannot start: stats.listen = \"{}\": {e}; choose a free local address:port \
+                 or remove [stats] listen",
+                cfg.stats.listen
+            );
+            return ExitCode::from(1);
+        }
+    };
     let server = match Server::start(&cfg) {
         Ok(s) => s,
         Err(e) => {
             tracing::error!("cannot start: {e:#}");
             return ExitCode::from(1);
         }
+    };
+    // The stats endpoint (off unless [stats] listen is set): its own thread, reading
+    // the reactors' counters; dropped (stopped) at exit.
+    let _stats = match stats {
+        None => None,
+        Some(bound) => match bound.serve(server.stats_source()) {
+            Ok(e) => {
+                tracing::info!(listen = %e.local_addr(), "stats: Prometheus metrics at /metrics");
+                Some(e)
+            }
+            Err(e) => {
+                tracing::error!("cannot start: stats endpoint thread: {e}");
+                let _ = server.shutdown();
+                return ExitCode::from(1);
+            }
+        },
     };
     tracing::info!(
         listen = %server.local_addr(),

@@ -1,1 +1,49 @@
-fn main() {}
+//! `nfsgw-tools`: operator tools for the gateway.
+//!
+//! - `top`: a live terminal view of a gateway's stats endpoint (`[stats] listen`).
+//! - `sweep`: start the gateway with each variant of a config, run `bench` against
+//!   each, print a table and a plot, write the best variant as a config.
+
+mod benchjson;
+mod fetch;
+mod metrics;
+mod plot;
+mod sweep;
+mod top;
+mod variants;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    name = "nfsgw-tools",
+    version,
+    about = "Gateway stats view and tuning sweeps"
+)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Live per-reactor view of a gateway's /metrics (busy %, ops/s, MiB/s, p99, pools).
+    Top(top::TopArgs),
+    /// Benchmark every variant of a config and write the best one.
+    Sweep(sweep::SweepArgs),
+}
+
+fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    let r = match cli.cmd {
+        Cmd::Top(a) => top::run(&a),
+        Cmd::Sweep(a) => sweep::run(&a),
+    };
+    match r {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("nfsgw-tools: {e:#}");
+            std::process::ExitCode::from(1)
+        }
+    }
+}

@@ -40,6 +40,8 @@ pub(crate) struct Job {
     pub args_at: usize,
     /// A READ that continues the previous one on its file: read ahead for the cache.
     pub read_ahead: bool,
+    /// Arrival time and slot, for the reactor's statistics (set by the router).
+    pub stat: crate::stats::CallStat,
 }
 
 /// What the reactor does with a record.
@@ -126,6 +128,7 @@ pub(crate) fn classify(
         }
     }
     Verdict::Work(Job {
+        stat: crate::stats::CallStat::default(),
         read_ahead,
         reactor,
         conn,

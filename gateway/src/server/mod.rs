@@ -65,6 +65,8 @@ pub struct Server {
     worker_bells: Arc<Vec<Arc<Doorbell>>>,
     shared: Arc<Shared>,
     counters: Vec<Arc<Counters>>,
+    stats: Vec<Arc<crate::stats::ReactorStats>>,
+    rdma_credits: u32,
     local_addr: SocketAddr,
 }
 
@@ -216,6 +218,7 @@ impl Server {
         let stop_reactors = Arc::new(AtomicBool::new(false));
         let mut reactors = Vec::new();
         let mut counters = Vec::new();
+        let mut stats = Vec::new();
         for (i, ((tcp, rdma), core)) in transports
             .into_iter()
             .zip(rdma_servers)
@@ -224,6 +227,8 @@ impl Server {
         {
             let c = Arc::new(Counters::default());
             counters.push(c.clone());
+            let st = Arc::new(crate::stats::ReactorStats::default());
+            stats.push(st.clone());
             let cache = crate::cache::ReadCache::new(cfg.cache.size_mib << 20, policy)
                 .context("cache.size_mib")?;
             let r = reactor::ReactorState::new(
@@ -235,6 +240,7 @@ impl Server {
                 jobs.clone(),
                 worker_bells.clone(),
                 c.clone(),
+                st,
             );
             let stop = stop_reactors.clone();
             reactors.push(engine::reactor::spawn_pinned(
@@ -262,6 +268,8 @@ impl Server {
             worker_bells,
             shared,
             counters,
+            stats,
+            rdma_credits: cfg.rdma.credits,
             local_addr,
         })
     }
@@ -273,6 +281,25 @@ impl Server {
     /// Pool buffers handed out, over every reactor (tests assert they all come back).
     pub fn pool_buffers_in_use(&self) -> usize {
         self.shared.reactors.iter().map(|r| r.pools.in_use()).sum()
+    }
+
+    /// What the stats endpoint reads: every reactor's counters, statistics and pools.
+    pub fn stats_source(&self) -> crate::stats::Source {
+        let reactors = self
+            .counters
+            .iter()
+            .zip(&self.stats)
+            .zip(&self.shared.reactors)
+            .map(|((c, s), link)| crate::stats::ReactorSource {
+                counters: c.clone(),
+                stats: s.clone(),
+                pools: link.pools.clone(),
+            })
+            .collect();
+        crate::stats::Source {
+            reactors,
+            rdma_credits: self.rdma_credits,
+        }
     }
 
     /// Clean shutdown: stop accepting and reading, let workers finish what they hold,
@@ -289,14 +316,16 @@ impl Server {
         for w in self.workers {
             let _ = w.join();
         }
-        for (i, c) in self.counters.iter().enumerate() {
+        for (i, (c, s)) in self.counters.iter().zip(&self.stats).enumerate() {
+            use crate::stats::{counters::SLOTS, Transport};
+            let both = |f: &dyn Fn(Transport) -> u64| f(Transport::Tcp) + f(Transport::Rdma);
             tracing::info!(
                 reactor = i,
                 polls = c.polls.load(Ordering::Relaxed),
                 busy_polls = c.busy_polls.load(Ordering::Relaxed),
-                ops = c.ops.load(Ordering::Relaxed),
-                bytes_in = c.bytes_in.load(Ordering::Relaxed),
-                bytes_out = c.bytes_out.load(Ordering::Relaxed),
+                ops = both(&|t| (0..SLOTS).map(|k| s.ops(t, k)).sum()),
+                bytes_in = both(&|t| s.bytes_in_total(t)),
+                bytes_out = both(&|t| s.bytes_out_total(t)),
                 parked = c.parked.load(Ordering::Relaxed),
                 "reactor counters"
             );

@@ -8,6 +8,7 @@
 use super::dispatch::{self, Hot, Job, Link, Verdict, MARK};
 use super::Shared;
 use crate::cache::{PageRead, ReadCache};
+use crate::stats::{slot_of, CallStat, Clock, ReactorStats, Transport};
 use engine::mem::Buf;
 use engine::rdma::server::{CallRef, RdmaServer};
 use engine::reactor::{Counters, Poller};
@@ -16,7 +17,6 @@ use engine::rpcrdma::responder::Reduced;
 use engine::tcp::{ConnId, TcpTransport};
 use std::collections::VecDeque;
 use std::net::SocketAddr;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -33,6 +33,8 @@ pub(crate) struct ReactorState {
     tcp_skipped: u32,
     /// Whether the last TCP poll found work.
     tcp_busy: bool,
+    /// Passes counted for the periodic refresh of the connection gauges.
+    gauge_passes: u32,
 }
 
 /// Where a classified call goes: an inline reply into the outbox, a job onto the job
@@ -42,10 +44,13 @@ struct Router {
     jobs: Arc<Ring<Job>>,
     worker_bells: Arc<Vec<Arc<Doorbell>>>,
     counters: Arc<Counters>,
+    /// This reactor's statistics (it is their only writer) and the clock for latencies.
+    stats: Arc<ReactorStats>,
+    clock: Clock,
     /// Jobs the full job ring handed back, oldest first.
     backlog: VecDeque<Job>,
     /// Records waiting for a buffer to answer inline.
-    retry: VecDeque<(Link, SocketAddr, Buf)>,
+    retry: VecDeque<(Link, SocketAddr, Buf, CallStat)>,
     /// Inline replies produced while a transport was borrowed by its `poll` (with
     /// cache pages when the data goes by RDMA Write straight from them).
     outbox: Vec<Outgoing>,
@@ -59,6 +64,9 @@ type Outgoing = (Link, Option<Buf>, Option<Box<PageRead>>);
 /// With an RDMA transport busy, TCP sockets are polled every this many passes (each
 /// TCP poll is an epoll_wait system call), and on every pass while TCP has work.
 const TCP_POLL_EVERY: u32 = 32;
+/// Idle passes between refreshes of the connection gauges on a reactor that never
+/// sleeps (a power of two, so the check compiles to a mask).
+const GAUGE_EVERY: u32 = 1024;
 
 impl ReactorState {
     #[allow(clippy::too_many_arguments)]
@@ -71,6 +79,7 @@ impl ReactorState {
         jobs: Arc<Ring<Job>>,
         worker_bells: Arc<Vec<Arc<Doorbell>>>,
         counters: Arc<Counters>,
+        stats: Arc<ReactorStats>,
     ) -> ReactorState {
         let mut rdma = rdma;
         let pages_lkey = match (rdma.as_mut(), cache.page_region()) {
@@ -98,6 +107,8 @@ impl ReactorState {
                 jobs,
                 worker_bells,
                 counters,
+                stats,
+                clock: Clock::get(),
                 backlog: VecDeque::with_capacity(1024),
                 retry: VecDeque::with_capacity(64),
                 outbox: Vec::with_capacity(256),
@@ -105,6 +116,7 @@ impl ReactorState {
             },
             tcp_skipped: 0,
             tcp_busy: true,
+            gauge_passes: 0,
         }
     }
 
@@ -112,10 +124,18 @@ impl ReactorState {
         self.cache.stats()
     }
 
+    /// Publishes the connection counts to the stats endpoint.
+    fn refresh_gauges(&self) {
+        let rdma = self.rdma.as_ref().map_or(0, |r| r.connections());
+        self.router.stats.connections(self.tcp.connections(), rdma);
+    }
+
     /// Sends every reply workers have finished for this reactor.
     fn drain_done(&mut self) -> usize {
         let done = &self.shared.reactors[self.id].done;
         let mut n = 0;
+        // One clock reading per batch: replies leave in this pass.
+        let mut now = None;
         while let Some(d) = done.pop() {
             let read_ahead = d.reply.is_none() && d.fill.is_some();
             if let Some(fill) = d.fill {
@@ -124,13 +144,12 @@ impl ReactorState {
             if read_ahead {
                 continue;
             }
-            send(
-                &mut self.tcp,
-                &mut self.rdma,
-                &self.router.counters,
-                d.conn,
-                d.reply,
-            );
+            let stats = &self.router.stats;
+            let clock = &self.router.clock;
+            stats.from_worker();
+            let t = *now.get_or_insert_with(|| clock.now());
+            stats.call_done(d.stat, clock.ns_between(d.stat.t0, t));
+            send(&mut self.tcp, &mut self.rdma, stats, d.conn, d.reply);
             n += 1;
         }
         n
@@ -140,8 +159,8 @@ impl ReactorState {
     fn poll_sockets(&mut self, timeout: Duration) -> usize {
         let retries = self.router.retry.len();
         for _ in 0..retries {
-            let (conn, peer, rec) = self.router.retry.pop_front().expect("counted");
-            self.take_record(conn, peer, rec);
+            let (conn, peer, rec, st) = self.router.retry.pop_front().expect("counted");
+            self.take_record(conn, peer, rec, st);
         }
         let ReactorState {
             id,
@@ -160,10 +179,10 @@ impl ReactorState {
             exports: &shared.exports,
         };
         let mut handle = |conn: ConnId, peer: SocketAddr, rec: Buf| {
-            router.count_in(&rec);
+            let st = router.count_in(&rec, Transport::Tcp);
             let conn = Link::Tcp(conn);
             let v = dispatch::classify(*id, conn, peer, rec, pools, &mut hot, None);
-            router.route(v, conn, peer);
+            router.route(v, conn, peer, st);
         };
         let n = tcp.poll(Some(timeout), &mut handle);
         self.flush_outbox();
@@ -200,7 +219,7 @@ impl ReactorState {
                           rec: Buf,
                           reduced: &[Reduced],
                           room: Option<u64>| {
-            router.count_in(&rec);
+            let st = router.count_in(&rec, Transport::Rdma);
             let (conn, v) = match crate::ulb::check_call(&rec, reduced) {
                 Ok(item) => {
                     let conn = Link::Rdma(call, item);
@@ -216,14 +235,14 @@ impl ReactorState {
                     (conn, dispatch::garbage_args(v.xid, rec, pools))
                 }
             };
-            router.route(v, conn, peer);
+            router.route(v, conn, peer, st);
         };
         let n = rdma.poll(&mut handle);
         self.flush_outbox();
         n
     }
 
-    fn take_record(&mut self, conn: Link, peer: SocketAddr, rec: Buf) {
+    fn take_record(&mut self, conn: Link, peer: SocketAddr, rec: Buf, st: CallStat) {
         let pools = &self.shared.reactors[self.id].pools;
         let mut hot = Hot {
             cache: &mut self.cache,
@@ -232,7 +251,7 @@ impl ReactorState {
             exports: &self.shared.exports,
         };
         let v = dispatch::classify(self.id, conn, peer, rec, pools, &mut hot, None);
-        self.router.route(v, conn, peer);
+        self.router.route(v, conn, peer, st);
     }
 
     fn flush_outbox(&mut self) {
@@ -241,10 +260,9 @@ impl ReactorState {
                 (Link::Rdma(call, _), Some(mut b), Some(pages)) => {
                     if let Some(r) = self.rdma.as_mut() {
                         let data: usize = pages.as_slice().iter().map(|p| p.len as usize).sum();
-                        self.router
-                            .counters
-                            .bytes_out
-                            .fetch_add((b.len() + data) as u64, Ordering::Relaxed);
+                        let stats = &self.router.stats;
+                        stats.bytes_out(Transport::Rdma, b.len().saturating_sub(MARK) + data);
+                        stats.rdma_answered();
                         b.advance(MARK);
                         r.reply_external(call, b, pages.as_slice());
                     }
@@ -253,7 +271,7 @@ impl ReactorState {
                 (conn, reply, _) => send(
                     &mut self.tcp,
                     &mut self.rdma,
-                    &self.router.counters,
+                    &self.router.stats,
                     conn,
                     reply,
                 ),
@@ -267,19 +285,20 @@ impl ReactorState {
 fn send(
     tcp: &mut TcpTransport,
     rdma: &mut Option<RdmaServer>,
-    counters: &Counters,
+    stats: &ReactorStats,
     conn: Link,
     reply: Option<Buf>,
 ) {
-    if let Some(b) = &reply {
-        counters
-            .bytes_out
-            .fetch_add(b.len() as u64, Ordering::Relaxed);
-    }
     match (conn, reply) {
-        (Link::Tcp(c), Some(b)) => tcp.send_deferred(c, b),
+        (Link::Tcp(c), Some(b)) => {
+            stats.bytes_out(Transport::Tcp, b.len());
+            tcp.send_deferred(c, b)
+        }
         (Link::Tcp(c), None) => tcp.no_reply(c),
         (Link::Rdma(call, item), Some(mut b)) => {
+            // Counted without the record-mark slot, which RDMA does not send.
+            stats.bytes_out(Transport::Rdma, b.len().saturating_sub(MARK));
+            stats.rdma_answered();
             if let Some(r) = rdma.as_mut() {
                 b.advance(MARK);
                 let ddp = crate::ulb::reply_data(item, &b);
@@ -287,6 +306,7 @@ fn send(
             }
         }
         (Link::Rdma(call, _), None) => {
+            stats.rdma_answered();
             if let Some(r) = rdma.as_mut() {
                 r.no_reply(call);
             }
@@ -295,34 +315,57 @@ fn send(
 }
 
 impl Router {
-    /// Counts a received call.
-    fn count_in(&self, rec: &Buf) {
-        self.counters.ops.fetch_add(1, Ordering::Relaxed);
-        self.counters
-            .bytes_in
-            .fetch_add(rec.len() as u64, Ordering::Relaxed);
+    /// Counts a received call and notes when it arrived.
+    #[inline]
+    fn count_in(&self, rec: &Buf, transport: Transport) -> CallStat {
+        let slot = slot_of(rec);
+        self.stats.call_in(transport, slot, rec.len());
+        CallStat {
+            t0: self.clock.now(),
+            slot,
+            transport: transport as u8,
+        }
+    }
+
+    /// Records the latency of a call answered on the reactor (its reply leaves in
+    /// this pass).
+    #[inline]
+    fn answered_here(&self, st: CallStat) {
+        self.stats
+            .call_done(st, self.clock.ns_between(st.t0, self.clock.now()));
     }
 
     /// Acts on a verdict: queue a reply, a job, or a retry.
-    fn route(&mut self, v: Verdict, conn: Link, peer: SocketAddr) {
+    fn route(&mut self, v: Verdict, conn: Link, peer: SocketAddr, st: CallStat) {
         match v {
-            Verdict::Drop => self.outbox.push((conn, None, None)),
-            Verdict::Reply(b) => self.outbox.push((conn, Some(b), None)),
-            Verdict::ReplyPages(b, pages) => self.outbox.push((conn, Some(b), Some(pages))),
-            Verdict::Retry(rec) => {
-                self.counters.parked.fetch_add(1, Ordering::Relaxed);
-                self.retry.push_back((conn, peer, rec));
+            Verdict::Drop => {
+                self.answered_here(st);
+                self.outbox.push((conn, None, None))
             }
-            Verdict::Work(job) => {
+            Verdict::Reply(b) => {
+                self.answered_here(st);
+                self.outbox.push((conn, Some(b), None))
+            }
+            Verdict::ReplyPages(b, pages) => {
+                self.answered_here(st);
+                self.outbox.push((conn, Some(b), Some(pages)))
+            }
+            Verdict::Retry(rec) => {
+                Counters::add(&self.counters.parked, 1);
+                self.retry.push_back((conn, peer, rec, st));
+            }
+            Verdict::Work(mut job) => {
+                job.stat = st;
+                self.stats.to_worker();
                 if !self.backlog.is_empty() {
                     self.backlog.push_back(job);
-                    self.counters.parked.fetch_add(1, Ordering::Relaxed);
+                    Counters::add(&self.counters.parked, 1);
                     return;
                 }
                 match self.jobs.push(job) {
                     Ok(()) => wake_worker(&self.worker_bells, &mut self.next_bell),
                     Err(job) => {
-                        self.counters.parked.fetch_add(1, Ordering::Relaxed);
+                        Counters::add(&self.counters.parked, 1);
                         self.backlog.push_back(job);
                     }
                 }
@@ -377,12 +420,21 @@ impl Poller for ReactorState {
             self.tcp_skipped = 0;
             work += n;
         }
+        // Connection gauges: refreshed on passes that did work (accepts and new
+        // connections' first calls are work), before sleeping (closes), and every
+        // GAUGE_EVERY passes (a busy reactor that never sleeps) — not on every empty
+        // pass, which would add stores to the tightest loop.
+        self.gauge_passes = self.gauge_passes.wrapping_add(1);
+        if work > 0 || self.gauge_passes.is_multiple_of(GAUGE_EVERY) {
+            self.refresh_gauges();
+        }
         // One vectored write per connection for everything answered in this pass.
         self.tcp.flush();
         work
     }
 
     fn sleep(&mut self, max: Duration) {
+        self.refresh_gauges();
         let bell = self.shared.reactors[self.id].bell.clone();
         bell.prepare_sleep();
         let rdma_idle = self.rdma.as_mut().is_none_or(|r| r.arm());

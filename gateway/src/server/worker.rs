@@ -28,6 +28,8 @@ pub(crate) struct Done {
     pub conn: Link,
     pub reply: Option<Buf>,
     pub fill: Option<Fill>,
+    /// The call's arrival time and slot (the reactor records its latency).
+    pub stat: crate::stats::CallStat,
 }
 
 /// One doorbell per worker, rung by reactors after queueing a job.
@@ -166,6 +168,7 @@ fn run_job(shared: &Shared, job: Job) {
             conn: job.conn,
             reply,
             fill,
+            stat: job.stat,
         },
     );
     // Read-ahead after the reply is on its way: the block around a small READ goes
@@ -177,6 +180,7 @@ fn run_job(shared: &Shared, job: Job) {
                 Done {
                     conn: job.conn,
                     reply: None,
+                    stat: job.stat,
                     fill: Some(Fill {
                         fh,
                         export,

@@ -1,0 +1,391 @@
+//! Prometheus text exposition format 0.0.4: every metric of every reactor, rendered
+//! on demand by the endpoint thread. Allocation here is fine: this never runs on a
+//! reactor. Metric reference: docs/stats.md.
+
+use super::counters::{slot_labels, ReactorStats, SLOTS, TRANSPORTS};
+use super::histogram::{upper_us, BUCKETS};
+use engine::mem::Pools;
+use engine::reactor::Counters;
+use std::fmt::Write;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+/// The Content-Type of this format.
+pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// What one reactor exposes.
+#[derive(Clone)]
+pub struct ReactorSource {
+    /// Written by the engine's run loop: polls, busy polls, sleeps, backpressure.
+    pub counters: Arc<Counters>,
+    pub stats: Arc<ReactorStats>,
+    /// Buffer pools, read for occupancy (their free lists are shared with workers).
+    pub pools: Pools,
+}
+
+/// Everything the endpoint reads.
+#[derive(Clone)]
+pub struct Source {
+    pub reactors: Vec<ReactorSource>,
+    /// `rdma.credits`: credits granted per RDMA connection.
+    pub rdma_credits: u32,
+}
+
+fn header(out: &mut String, name: &str, kind: &str, help: &str) {
+    let _ = writeln!(out, "# HELP {name} {help}");
+    let _ = writeln!(out, "# TYPE {name} {kind}");
+}
+
+/// One sample line per reactor of a per-reactor metric.
+fn per_reactor(
+    out: &mut String,
+    src: &Source,
+    name: &str,
+    kind: &str,
+    help: &str,
+    value: impl Fn(&ReactorSource) -> u64,
+) {
+    header(out, name, kind, help);
+    for (i, r) in src.reactors.iter().enumerate() {
+        let _ = writeln!(out, "{name}{{reactor=\"{i}\"}} {}", value(r));
+    }
+}
+
+/// Seconds as Prometheus prints floats (shortest round-trip form).
+fn seconds_from_us(us: u64) -> String {
+    format!("{}", us as f64 / 1e6)
+}
+
+/// Renders every metric.
+pub fn render(src: &Source, out: &mut String) {
+    let load = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
+    header(
+        out,
+        "nfsgw_reactors",
+        "gauge",
+        "Reactors running (one per engine.cores entry).",
+    );
+    let _ = writeln!(out, "nfsgw_reactors {}", src.reactors.len());
+    per_reactor(
+        out,
+        src,
+        "nfsgw_reactor_polls_total",
+        "counter",
+        "Poll passes over every transport and ring the reactor owns.",
+        |r| load(&r.counters.polls),
+    );
+    per_reactor(
+        out,
+        src,
+        "nfsgw_reactor_busy_polls_total",
+        "counter",
+        "Poll passes that found work (busy ratio = busy_polls / polls).",
+        |r| load(&r.counters.busy_polls),
+    );
+    per_reactor(
+        out,
+        src,
+        "nfsgw_reactor_sleeps_total",
+        "counter",
+        "Adaptive-idle waits (engine.idle = \"adaptive\").",
+        |r| load(&r.counters.sleeps),
+    );
+    per_reactor(
+        out,
+        src,
+        "nfsgw_backpressure_total",
+        "counter",
+        "Calls held back on the reactor: job ring full or no buffer for an inline reply.",
+        |r| load(&r.counters.parked),
+    );
+    per_reactor(
+        out,
+        src,
+        "nfsgw_parked_requests",
+        "gauge",
+        "Calls handed to backend workers and not yet answered.",
+        |r| r.stats.at_workers(),
+    );
+    per_reactor(
+        out,
+        src,
+        "nfsgw_tcp_connections",
+        "gauge",
+        "Open TCP connections.",
+        |r| r.stats.tcp_connections(),
+    );
+    per_reactor(
+        out,
+        src,
+        "nfsgw_rdma_connections",
+        "gauge",
+        "Open RPC-over-RDMA connections.",
+        |r| r.stats.rdma_connections(),
+    );
+    per_reactor(
+        out,
+        src,
+        "nfsgw_rdma_credits_in_use",
+        "gauge",
+        "RPC-over-RDMA calls received and not yet answered (each holds one credit).",
+        |r| r.stats.rdma_in_progress(),
+    );
+    per_reactor(
+        out,
+        src,
+        "nfsgw_rdma_credits_granted",
+        "gauge",
+        "Credits granted to RDMA clients: rdma.credits per open connection.",
+        |r| r.stats.rdma_connections() * src.rdma_credits as u64,
+    );
+
+    for (name, help, get) in [
+        (
+            "nfsgw_bytes_in_total",
+            "Bytes of RPC calls received (record bodies, RDMA chunks pulled included).",
+            ReactorStats::bytes_in_total as fn(&ReactorStats, _) -> u64,
+        ),
+        (
+            "nfsgw_bytes_out_total",
+            "Bytes of RPC replies sent (RDMA chunk data included).",
+            ReactorStats::bytes_out_total,
+        ),
+    ] {
+        header(out, name, "counter", help);
+        for (i, r) in src.reactors.iter().enumerate() {
+            for (t, tn) in TRANSPORTS {
+                let _ = writeln!(
+                    out,
+                    "{name}{{reactor=\"{i}\",transport=\"{tn}\"}} {}",
+                    get(&r.stats, t)
+                );
+            }
+        }
+    }
+
+    header(
+        out,
+        "nfsgw_ops_total",
+        "counter",
+        "RPC calls received, by program and procedure (other = anything else).",
+    );
+    for (i, r) in src.reactors.iter().enumerate() {
+        for (t, tn) in TRANSPORTS {
+            for slot in 0..SLOTS {
+                let (prog, proc_) = slot_labels(slot);
+                let _ = writeln!(
+                    out,
+                    "nfsgw_ops_total{{reactor=\"{i}\",transport=\"{tn}\",prog=\"{prog}\",proc=\"{proc_}\"}} {}",
+                    r.stats.ops(t, slot)
+                );
+            }
+        }
+    }
+
+    // Only procedures that were called get histogram series (25 lines each).
+    header(
+        out,
+        "nfsgw_request_duration_seconds",
+        "histogram",
+        "Time from a call's arrival on the reactor to its reply being handed to the transport.",
+    );
+    for (i, r) in src.reactors.iter().enumerate() {
+        for (t, tn) in TRANSPORTS {
+            for slot in 0..SLOTS {
+                let (counts, sum_ns) = r.stats.latency(t, slot).read();
+                let count: u64 = counts.iter().sum();
+                if count == 0 {
+                    continue;
+                }
+                let (prog, proc_) = slot_labels(slot);
+                let labels =
+                    format!("reactor=\"{i}\",transport=\"{tn}\",prog=\"{prog}\",proc=\"{proc_}\"");
+                let mut cum = 0;
+                for (b, c) in counts.iter().enumerate().take(BUCKETS) {
+                    cum += c;
+                    let le = upper_us(b).map_or("+Inf".to_string(), seconds_from_us);
+                    let _ = writeln!(
+                        out,
+                        "nfsgw_request_duration_seconds_bucket{{{labels},le=\"{le}\"}} {cum}"
+                    );
+                }
+                let _ = writeln!(
+                    out,
+                    "nfsgw_request_duration_seconds_sum{{{labels}}} {}",
+                    sum_ns as f64 / 1e9
+                );
+                let _ = writeln!(
+                    out,
+                    "nfsgw_request_duration_seconds_count{{{labels}}} {count}"
+                );
+            }
+        }
+    }
+
+    let pools: Vec<_> = src.reactors.iter().map(|r| r.pools.stats()).collect();
+    for (name, kind, help, get) in [
+        (
+            "nfsgw_pool_buffers_in_use",
+            "gauge",
+            "Pool buffers handed out, by size class (bytes).",
+            (|c: &engine::mem::ClassStats| (c.count - c.free) as u64) as fn(&_) -> u64,
+        ),
+        (
+            "nfsgw_pool_buffers",
+            "gauge",
+            "Pool buffers configured, by size class (pools.small/medium/large).",
+            |c| c.count as u64,
+        ),
+        (
+            "nfsgw_pool_exhausted_total",
+            "counter",
+            "Allocations that found the size class empty.",
+            |c| c.exhausted,
+        ),
+    ] {
+        header(out, name, kind, help);
+        for (i, classes) in pools.iter().enumerate() {
+            for c in classes {
+                let _ = writeln!(
+                    out,
+                    "{name}{{reactor=\"{i}\",size=\"{}\"}} {}",
+                    c.size,
+                    get(c)
+                );
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::counters::{CallStat, Transport};
+    use super::*;
+    use engine::mem::{ClassSpec, HugePolicy};
+
+    fn source() -> Source {
+        let pools = Pools::new(
+            &[ClassSpec {
+                size: 8192,
+                count: 4,
+            }],
+            HugePolicy::Off,
+        )
+        .unwrap();
+        Source {
+            reactors: vec![ReactorSource {
+                counters: Arc::new(Counters::default()),
+                stats: Arc::new(ReactorStats::default()),
+                pools,
+            }],
+            rdma_credits: 32,
+        }
+    }
+
+    /// Every line is a comment (`# HELP`/`# TYPE`) or `name{labels} value` with a
+    /// parseable value, names are prefixed, and every sample's family was declared.
+    fn check_format(text: &str) {
+        let mut declared = std::collections::HashSet::new();
+        for line in text.lines() {
+            if let Some(rest) = line.strip_prefix("# TYPE ") {
+                let mut it = rest.split(' ');
+                let name = it.next().unwrap();
+                assert!(name.starts_with("nfsgw_"), "{line}");
+                let kind = it.next().unwrap();
+                assert!(["counter", "gauge", "histogram"].contains(&kind), "{line}");
+                if kind == "counter" {
+                    assert!(name.ends_with("_total"), "{line}");
+                }
+                assert!(declared.insert(name.to_string()), "declared twice: {line}");
+                continue;
+            }
+            if line.starts_with("# HELP ") {
+                continue;
+            }
+            let (series, value) = line.rsplit_once(' ').expect("name value");
+            value
+                .parse::<f64>()
+                .unwrap_or_else(|_| panic!("value in {line}"));
+            let name = series.split('{').next().unwrap();
+            let family = ["_bucket", "_sum", "_count"]
+                .iter()
+                .find_map(|s| name.strip_suffix(s).filter(|f| declared.contains(*f)))
+                .unwrap_or(name);
+            assert!(declared.contains(family), "undeclared {line}");
+            if let Some(labels) = series.strip_prefix(name) {
+                if !labels.is_empty() {
+                    assert!(labels.starts_with('{') && labels.ends_with('}'), "{line}");
+                    for pair in labels[1..labels.len() - 1].split(',') {
+                        let (k, v) = pair.split_once('=').expect("k=v");
+                        assert!(k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'));
+                        assert!(v.starts_with('"') && v.ends_with('"'), "{line}");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn empty_gateway_renders_valid_text() {
+        let mut out = String::new();
+        render(&source(), &mut out);
+        check_format(&out);
+        assert!(out.contains("nfsgw_reactors 1\n"));
+        assert!(out.contains("nfsgw_reactor_polls_total{reactor=\"0\"} 0\n"));
+        assert!(out.contains(
+            "nfsgw_ops_total{reactor=\"0\",transport=\"tcp\",prog=\"nfs3\",proc=\"GETATTR\"} 0\n"
+        ));
+        assert!(out.contains("nfsgw_pool_buffers{reactor=\"0\",size=\"8192\"} 4\n"));
+        // No calls: no histogram series.
+        assert!(!out.contains("_bucket{"));
+    }
+
+    #[test]
+    fn histogram_series_are_cumulative_and_match_counts() {
+        let src = source();
+        let s = &src.reactors[0].stats;
+        for ns in [300, 1_500, 1_600, 5_000_000] {
+            s.call_in(Transport::Tcp, 1, 100);
+            s.call_done(
+                CallStat {
+                    t0: 0,
+                    slot: 1,
+                    transport: Transport::Tcp as u8,
+                },
+                ns,
+            );
+        }
+        s.bytes_out(Transport::Tcp, 120);
+        let buf = src.reactors[0].pools.alloc(100).unwrap();
+        let mut out = String::new();
+        render(&src, &mut out);
+        check_format(&out);
+        let l = "reactor=\"0\",transport=\"tcp\",prog=\"nfs3\",proc=\"GETATTR\"";
+        for (le, n) in [
+            ("1e-6", 1),
+            ("0.000001", 1),
+            ("0.000002", 3),
+            ("0.004096", 3),
+            ("0.008192", 4),
+            ("+Inf", 4),
+        ] {
+            let line = format!("nfsgw_request_duration_seconds_bucket{{{l},le=\"{le}\"}} {n}\n");
+            if le == "1e-6" {
+                assert!(!out.contains(&line), "le printed in exponent form");
+                continue;
+            }
+            assert!(out.contains(&line), "missing {line}");
+        }
+        assert!(out.contains(&format!("nfsgw_request_duration_seconds_count{{{l}}} 4\n")));
+        assert!(out.contains(&format!(
+            "nfsgw_request_duration_seconds_sum{{{l}}} 0.0050034\n"
+        )));
+        assert!(out.contains(&format!("nfsgw_ops_total{{{l}}} 4\n")));
+        assert!(out.contains("nfsgw_bytes_in_total{reactor=\"0\",transport=\"tcp\"} 400\n"));
+        assert!(out.contains("nfsgw_bytes_out_total{reactor=\"0\",transport=\"tcp\"} 120\n"));
+        assert!(out.contains("nfsgw_pool_buffers_in_use{reactor=\"0\",size=\"8192\"} 1\n"));
+        drop(buf);
+        // le bounds: 24 buckets (23 finite + Inf) per series.
+        assert_eq!(out.matches(&format!("_bucket{{{l},")).count(), BUCKETS);
+    }
+}

@@ -1,0 +1,15 @@
+//! Gateway statistics: per-reactor counters and latency histograms written by the
+//! reactors (single writer, relaxed atomics, no locks), and the Prometheus endpoint
+//! that reads them (`[stats] listen`). Metric reference and measured cost:
+//! docs/stats.md.
+
+pub mod clock;
+pub mod counters;
+pub mod exposition;
+pub mod histogram;
+pub mod http;
+
+pub use clock::Clock;
+pub use counters::{slot_of, CallStat, ReactorStats, Transport};
+pub use exposition::{ReactorSource, Source};
+pub use http::{Bound, Endpoint};
