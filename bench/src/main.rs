@@ -101,6 +101,10 @@ pub struct RunArgs {
     /// Export path to mount.
     #[arg(long, default_value = "/")]
     pub export: String,
+    /// Send MOUNT to this TCP port on the target's host (servers such as NFS-Ganesha
+    /// serve MOUNT on a port of its own); default: the target's NFS port.
+    #[arg(long, value_name = "PORT")]
+    pub mount_port: Option<u16>,
     /// One op for the whole run.
     #[arg(long, value_enum, default_value = "getattr", conflicts_with = "mix")]
     pub workload: Op,

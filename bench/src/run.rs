@@ -128,7 +128,22 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
 
     // Setup, over one connection, before any load.
     let mut setup = Conn::connect(&target)?;
-    let root = setup.mount(&args.export)?;
+    let root = match args.mount_port {
+        None => setup.mount(&args.export)?,
+        Some(port) => {
+            let host = match &target {
+                Target::Tcp(a) => a
+                    .rsplit_once(':')
+                    .map_or(a.as_str(), |(h, _)| h)
+                    .to_string(),
+                Target::Rdma { addr, .. } => addr.ip().to_string(),
+            };
+            let addr = format!("{host}:{port}");
+            Conn::connect(&Target::Tcp(addr.clone()))
+                .and_then(|mut c| c.mount(&args.export))
+                .map_err(|e| anyhow::anyhow!("MOUNT at {addr} (--mount-port): {e}"))?
+        }
+    };
     let files = if mix.any(Op::uses_files) {
         FileSet::prepare(&mut setup, &root, &args.file, args.files, file_size, reads)?
     } else {

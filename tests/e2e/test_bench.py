@@ -341,3 +341,23 @@ def test_a_server_that_dies_mid_run_is_reported_not_hung(gw_factory):
     j = json.loads(out)
     check_schema(j)
     assert j["total"]["ops"] > 0 and j["total"]["errors"] > 0, j["total"]
+
+
+def test_mount_port_sends_mount_elsewhere(gw_factory):
+    """--mount-port: MOUNT goes to that port (here the gateway's own); a port with no
+    server behind it fails the run with a clear error instead of hanging."""
+    gw = gw_factory(backend="fs")
+    ok = subprocess.run([str(BENCH), "--target", f"tcp://127.0.0.1:{gw.port}", "--mount-port", str(gw.port),
+                         "--workload", "getattr", "--ops", "200", "--json"],
+                        capture_output=True, text=True, timeout=60)
+    assert ok.returncode == 0, ok.stderr
+    assert json.loads(ok.stdout.strip().splitlines()[-1])["total"]["ops"] == 200
+    import socket
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    dead = s.getsockname()[1]
+    s.close()
+    bad = subprocess.run([str(BENCH), "--target", f"tcp://127.0.0.1:{gw.port}", "--mount-port", str(dead),
+                          "--workload", "getattr", "--ops", "10"],
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode != 0 and str(dead) in bad.stderr, bad.stderr
