@@ -30,7 +30,7 @@ pub trait Transport: Send {
 pub enum Provider {
     /// The pure-Rust software provider (host-local, between processes).
     Soft,
-    /// libibverbs / librdmacm (not available in this build).
+    /// libibverbs / librdmacm (needs a build with `--features rdma`).
     Verbs,
 }
 
@@ -51,6 +51,7 @@ impl Target {
             return Ok(Target::Tcp(a.to_string()));
         }
         if let Some(a) = s.strip_prefix("rdma://") {
+            #[cfg(not(feature = "rdma"))]
             if provider == Provider::Verbs {
                 anyhow::bail!(
                     "--provider verbs is not available in this build (only soft); \
@@ -225,8 +226,11 @@ mod tests {
                 provider: Provider::Soft
             }
         );
-        let e = Target::parse("rdma://127.0.0.1:20049", Provider::Verbs).unwrap_err();
-        assert!(e.to_string().contains("not available"), "{e}");
+        #[cfg(not(feature = "rdma"))]
+        {
+            let e = Target::parse("rdma://127.0.0.1:20049", Provider::Verbs).unwrap_err();
+            assert!(e.to_string().contains("not available"), "{e}");
+        }
         assert!(Target::parse("udp://1.2.3.4:5", Provider::Soft).is_err());
         assert!(Target::parse("rdma://nohost", Provider::Soft).is_err());
     }
