@@ -18,7 +18,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 # ~4-5 min when the host is otherwise idle; TCG slows down 2x when the host is busy
-export VM_TIMEOUT=${VM_TIMEOUT:-600}
+export VM_TIMEOUT=${VM_TIMEOUT:-900}
 LOG=target/vm-kernel-rdma.log
 PASS_LINE="KERNEL NFS/RDMA: PASS"
 

@@ -304,26 +304,41 @@ impl Group {
         unsafe { libc::read(self.bells[k], (&mut v as *mut u64).cast(), 8) };
     }
 
-    /// The fabric that gets the next connection: fewest connections among the
-    /// accepting ones; ties go round-robin from the cursor. `None` if none accepts.
+    /// The fabric that gets the next connection (see [`least_loaded`]); advances the
+    /// round-robin cursor past it.
     pub fn pick(&self) -> Option<usize> {
-        let n = self.chans.len();
-        let start = self.next.load(Ordering::Relaxed) % n;
-        let mut best: Option<(usize, usize)> = None;
-        for i in 0..n {
-            let k = (start + i) % n;
-            if !self.accepting[k].load(Ordering::Acquire) {
-                continue;
-            }
-            let l = self.load[k].load(Ordering::Acquire);
-            if best.is_none_or(|(_, bl)| l < bl) {
-                best = Some((k, l));
-            }
-        }
-        let (k, _) = best?;
+        let k = least_loaded(
+            self.load.len(),
+            self.next.load(Ordering::Relaxed),
+            |k| self.accepting[k].load(Ordering::Acquire),
+            |k| self.load[k].load(Ordering::Acquire),
+        )?;
         self.next.store(k + 1, Ordering::Relaxed);
         Some(k)
     }
+}
+
+/// Least connections, ties round-robin: among the `n` fabrics that are `accepting`, the
+/// one with the smallest `load`; of equal ones the first at or after `start` (mod n).
+/// `None` if none accepts.
+pub(super) fn least_loaded(
+    n: usize,
+    start: usize,
+    accepting: impl Fn(usize) -> bool,
+    load: impl Fn(usize) -> usize,
+) -> Option<usize> {
+    let mut best: Option<(usize, usize)> = None;
+    for i in 0..n {
+        let k = (start + i) % n;
+        if !accepting(k) {
+            continue;
+        }
+        let l = load(k);
+        if best.is_none_or(|(_, bl)| l < bl) {
+            best = Some((k, l));
+        }
+    }
+    best.map(|(k, _)| k)
 }
 
 impl Drop for Group {

@@ -78,6 +78,10 @@ const DRAIN_RECV: u64 = 0xd4a1_4ecf_0000_0001;
 const DRAIN_SEND: u64 = 0xd4a1_4ecf_0000_0002;
 /// `rdma_listen` backlog.
 const BACKLOG: i32 = 128;
+/// `poll_cm` reads the CM event channels (a system call each) on one call in this many
+/// while they are quiet: connection setup may wait a few reactor passes, the data path
+/// (completions) never does.
+const CM_POLL_EVERY: u32 = 8;
 /// Completions taken from the device per `ibv_poll_cq` call.
 const POLL_BATCH: usize = 64;
 
@@ -163,6 +167,8 @@ pub struct VerbsFabric {
     chain: post::Chain,
     /// CQ entries promised to live QPs (sum of their queue depths).
     cq_used: u32,
+    /// `poll_cm` calls left before the CM channels are read again (see `poll_cm`).
+    cm_quiet: u32,
     /// Declared before `group`: the CQ goes before the PD and channels.
     local: Local,
     group: Arc<Group>,
@@ -256,6 +262,7 @@ impl VerbsFabric {
                         .collect(),
                     chain: post::Chain::default(),
                     cq_used: 0,
+                    cm_quiet: 0,
                     local: Local::open(&group, index)?,
                     group: group.clone(),
                 })
@@ -994,9 +1001,20 @@ impl Fabric for VerbsFabric {
         n
     }
 
+    /// Queued events first, then hand-offs (an atomic pop, every call); the CM event
+    /// channels (system calls) are read only every [`CM_POLL_EVERY`]th call while they
+    /// are quiet, and at once after `arm` (their fds wake an adaptive reactor).
     fn poll_cm(&mut self) -> Option<CmEvent> {
         if let Some(ev) = self.events.pop_front() {
             return Some(ev);
+        }
+        // Requests handed to this fabric.
+        while let Some(h) = self.group.inbox[self.index].pop() {
+            self.on_handoff(h);
+        }
+        if self.cm_quiet > 0 {
+            self.cm_quiet -= 1;
+            return self.events.pop_front();
         }
         // Draining connections whose markers are late.
         let late: Vec<u32> = self
@@ -1008,10 +1026,7 @@ impl Fabric for VerbsFabric {
         for q in late {
             self.check_drained(q);
         }
-        // Requests handed to this fabric, then (acceptor) new ones from the listener.
-        while let Some(h) = self.group.inbox[self.index].pop() {
-            self.on_handoff(h);
-        }
+        // Acceptor: new requests from the listener (its own come back through its inbox).
         if self.index == 0 && self.listening {
             self.poll_listener();
             while let Some(h) = self.group.inbox[0].pop() {
@@ -1029,6 +1044,7 @@ impl Fabric for VerbsFabric {
                 if e.kind() != io::ErrorKind::WouldBlock {
                     tracing::warn!("verbs: rdma_get_cm_event: {e}");
                 }
+                self.cm_quiet = CM_POLL_EVERY - 1;
                 return None;
             }
             // SAFETY: on success `ev` is a live event until acknowledged. We handle it
@@ -1061,6 +1077,8 @@ impl Fabric for VerbsFabric {
         if !self.group.inbox[self.index].is_empty() {
             return false;
         }
+        // After a wake-up, read the CM channels on the first pass.
+        self.cm_quiet = 0;
         // Consume pending completion-channel events (the fd is non-blocking).
         loop {
             let mut cq = ptr::null_mut();
@@ -1132,6 +1150,34 @@ mod tests {
             Ok(f) => assert!(!f.device_name().is_empty()),
             Err(e) => assert!(!e.to_string().is_empty()),
         }
+    }
+
+    #[test]
+    fn connections_go_to_the_least_loaded_accepting_fabric() {
+        use device::least_loaded;
+        let pick = |start, acc: &[bool], load: &[usize]| {
+            least_loaded(load.len(), start, |k| acc[k], |k| load[k])
+        };
+        // fewest connections wins
+        assert_eq!(pick(0, &[true, true, true], &[3, 1, 2]), Some(1));
+        // ties: the first at or after the cursor, wrapping
+        assert_eq!(pick(0, &[true, true], &[1, 1]), Some(0));
+        assert_eq!(pick(1, &[true, true], &[1, 1]), Some(1));
+        assert_eq!(pick(3, &[true, true, true], &[0, 0, 0]), Some(0));
+        assert_eq!(pick(2, &[true, true, true], &[0, 0, 0]), Some(2));
+        // fabrics that do not accept (never listened, or dropped) are skipped
+        assert_eq!(pick(0, &[false, true], &[0, 5]), Some(1));
+        assert_eq!(pick(0, &[false, false], &[0, 0]), None);
+        // a kernel mount, then bench's three connections, on two reactors (the VM test)
+        let (mut load, mut next) = ([0usize; 2], 0usize);
+        let mut got = Vec::new();
+        for _ in 0..4 {
+            let k = pick(next, &[true, true], &load).unwrap();
+            load[k] += 1;
+            next = k + 1;
+            got.push(k);
+        }
+        assert_eq!(got, [0, 1, 0, 1]);
     }
 
     #[test]
