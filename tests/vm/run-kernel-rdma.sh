@@ -19,6 +19,9 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 # ~4-5 min when the host is otherwise idle; TCG slows down 2x when the host is busy
 export VM_TIMEOUT=${VM_TIMEOUT:-900}
+# The gateway's memory backend holds the 256 MiB file and the fio files, and each bench
+# RDMA connection registers ~128 credits x 1 MiB of buffers: 2 GiB runs out.
+export VM_MEM=${VM_MEM:-3072}
 LOG=target/vm-kernel-rdma.log
 PASS_LINE="KERNEL NFS/RDMA: PASS"
 
