@@ -392,6 +392,7 @@ impl VerbsFabric {
             }
             c.st = St::Down;
             tracing::debug!(
+                reactor = self.index,
                 qp = q,
                 drained = c.rq_done && c.sq_done,
                 rejected = c.rejected,
@@ -847,7 +848,7 @@ impl Fabric for VerbsFabric {
             self.destroy_conn(q);
             return Err(e);
         }
-        tracing::debug!(peer = %r.peer, qp = q, qpn, depth, peer_issues = r.peer_issues, peer_serves = r.peer_serves, "verbs: accepted");
+        tracing::debug!(peer = %r.peer, reactor = self.index, qp = q, qpn, depth, peer_issues = r.peer_issues, peer_serves = r.peer_serves, "verbs: accepted");
         Ok(Qp(q))
     }
 
