@@ -24,7 +24,7 @@ if [ -z "${SKIP_LINT:-}" ]; then
   cargo clippy --release --workspace --all-targets --locked -- -D warnings 2>&1 | tail -n 5
   step "cargo clippy -D warnings (--features rdma: the verbs provider)"
   CARGO_TARGET_DIR=$PWD/target/rdma cargo clippy --release -p engine -p gateway -p bench \
-    --all-targets --locked --features engine/rdma -- -D warnings 2>&1 | tail -n 5
+    --all-targets --locked --features engine/rdma,gateway/rdma,bench/rdma -- -D warnings 2>&1 | tail -n 5
 fi
 
 step "unit tests (the s3 backend's against a real S3 server on loopback: moto)"

@@ -59,6 +59,11 @@ impl RdmaPipe {
             credits,
             max_io: MAX_IO,
             max_reply_chunk: MAX_REPLY_CHUNK,
+            // Remote invalidation (RFC 8797 R bit) only works on registrations a peer
+            // may invalidate (fast-registered MRs, memory windows); verbs registrations
+            // here are plain ibv_reg_mr ones, which a Send-With-Invalidate breaks the
+            // connection on (rxe: remote invalid request). The soft provider models it.
+            remote_invalidate: provider == Provider::Soft,
             ..ClientOptions::default()
         };
         let c = RdmaClient::connect(fabric, addr, opts).map_err(|e| {

@@ -51,7 +51,6 @@ impl Target {
             return Ok(Target::Tcp(a.to_string()));
         }
         if let Some(a) = s.strip_prefix("rdma://") {
-            // Built with `--features rdma`, verbs is opened in `crate::rdma`.
             #[cfg(not(feature = "rdma"))]
             if provider == Provider::Verbs {
                 anyhow::bail!(

@@ -203,6 +203,10 @@ pub struct RdmaConfig {
     /// NFS/RDMA port 20049 by default (RFC 8267 §4.2).
     #[serde(default = "default_rdma_listen")]
     pub listen: String,
+    /// RDMA device for `verbs` (for example "rxe0"); default: the device that owns
+    /// `listen`.
+    #[serde(default)]
+    pub device: Option<String>,
     /// Credits granted per connection (Receives posted per connection).
     #[serde(default = "default_credits")]
     pub credits: u32,
@@ -246,6 +250,7 @@ impl Default for RdmaConfig {
         RdmaConfig {
             provider: default_rdma_provider(),
             listen: default_rdma_listen(),
+            device: None,
             credits: default_credits(),
             inline_size: default_inline(),
             read_depth: default_read_depth(),
@@ -860,6 +865,15 @@ impl Config {
                     "\"{}\" is not an address:port such as \"127.0.0.1:20049\"",
                     r.listen
                 ),
+            );
+        }
+        if r.device
+            .as_deref()
+            .is_some_and(|d| d.is_empty() || d.len() > 64)
+        {
+            return err(
+                "rdma.device",
+                "must be an RDMA device name such as \"rxe0\" (see `rdma link show`), or left out",
             );
         }
         if r.credits == 0 || r.credits > 1024 {

@@ -4,7 +4,7 @@
 # guest's own kernel NFS server (nfsd) under the same kernel NFSv3 client and the same
 # fio jobs, both over RPC-over-RDMA (and over TCP unless PROTOS says otherwise):
 #   gateway: memory backend, rdma.provider = "verbs", RDMA 10.0.2.15:20049, TCP :2049,
-#            one reactor core, idle = "adaptive" (GW_IDLE, GW_IDLE_SPINS);
+#            one reactor core (GW_CORES), idle = "adaptive" (GW_IDLE, GW_IDLE_SPINS);
 #   knfsd:   tmpfs export /export, 4 nfsd threads (NFSD_THREADS), RDMA port 20050
 #            (portlist), TCP :2050, max_block_size 1 MiB like the gateway (NFSD_MAX_BLOCK).
 # Jobs (libaio, O_DIRECT, SIZE_MIB files per server: one for reads, written and read once
@@ -13,6 +13,8 @@
 # Servers alternate job by job; with ROUNDS > 1 the median of the rounds is reported.
 # Prints a Markdown table and lines "RESULT proto job server value unit".
 # Under QEMU's software CPU (TCG) and Soft-RoCE these figures are valid only as ratios.
+# The CI boot (tests/vm/kernel-nfs-rdma.sh) runs a short version after its checks:
+# RUNTIME=3 ROUNDS=1 PROTOS=rdma SIZE_MIB=16 (about a minute).
 # Usage: kernel-rdma-compare.sh GATEWAY_BINARY
 set -euo pipefail
 GW=${1:?gateway binary (built with --features rdma)}
@@ -26,13 +28,14 @@ NFSD_THREADS=${NFSD_THREADS:-4}
 NFSD_MAX_BLOCK=${NFSD_MAX_BLOCK:-1048576}   # rsize/wsize knfsd offers (the gateway: 1 MiB)
 GW_IDLE=${GW_IDLE:-adaptive}                # engine.idle of the gateway
 GW_IDLE_SPINS=${GW_IDLE_SPINS:-2000}        # engine.idle_spins (the gateway's default)
+GW_CORES=${GW_CORES:-0}                     # engine.cores of the gateway, comma-separated
 GW_RDMA=20049 GW_TCP=2049 KN_RDMA=20050 KN_TCP=2050
 W=$(mktemp -d)
 mkdir -p "$W/res"
 
 cat > "$W/gw.toml" <<TOML
 [engine]
-cores = [0]
+cores = [$GW_CORES]
 idle = "$GW_IDLE"
 idle_spins = $GW_IDLE_SPINS
 [tcp]
@@ -176,5 +179,5 @@ for j in $JOBS; do for p in $PROTOS; do
   echo "| $j | $p | $g $unit | $k $unit | $ratio | $(lat "$p" "$j" gw) / $(lat "$p" "$j" kn) |"
 done; done
 echo
-echo "(RUNTIME=${RUNTIME}s per job, ROUNDS=$ROUNDS, SIZE_MIB=$SIZE_MIB; nfsd: $NFSD_THREADS threads, max_block_size $NFSD_MAX_BLOCK; gateway: 1 reactor, idle $GW_IDLE, idle_spins $GW_IDLE_SPINS)"
+echo "(RUNTIME=${RUNTIME}s per job, ROUNDS=$ROUNDS, SIZE_MIB=$SIZE_MIB; nfsd: $NFSD_THREADS threads, max_block_size $NFSD_MAX_BLOCK; gateway: cores [$GW_CORES], idle $GW_IDLE, idle_spins $GW_IDLE_SPINS)"
 echo "KERNEL RDMA COMPARE: DONE"

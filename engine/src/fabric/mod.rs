@@ -1,9 +1,10 @@
 //! The fabric: a narrow, verbs-shaped provider interface (DESIGN §4).
 //!
-//! One [`Fabric`] value is one reactor's view of an RDMA device: its protection domain,
-//! its memory registrations, one completion queue and the reliable-connected queue
-//! pairs whose completions land there, plus connection management (listen, accept and
-//! connect carrying private data, disconnect events). A reactor owns its `Fabric`
+//! One [`Fabric`] value is one reactor's view of an RDMA device: its protection domain
+//! (which a provider may share between the fabrics of one device: `verbs` opens one per
+//! device), its memory registrations, one completion queue and the reliable-connected
+//! queue pairs whose completions land there, plus connection management (listen, accept
+//! and connect carrying private data, disconnect events). A reactor owns its `Fabric`
 //! exclusively and polls it; nothing here blocks.
 //!
 //! Providers: [`soft`] (pure Rust, between threads and processes on one host, with

@@ -143,7 +143,8 @@ impl Server {
         let mut rdma_servers = Vec::new();
         let mut transports = Vec::new();
         let mut links = Vec::new();
-        for (reactor, _) in cfg.engine.cores.iter().enumerate() {
+        let fabrics = open_fabrics(cfg, cfg.engine.cores.len())?;
+        for fabric in fabrics {
             let pools =
                 Pools::new(&pool_specs(cfg), policy).context("engine.hugepages / [pools]")?;
             let tcp = TcpTransport::bind(addr, opts.clone_opts(), pools.clone()).with_context(|| {
@@ -151,7 +152,7 @@ impl Server {
             })?;
             // Port 0 picks a port once; every reactor listens on that same one.
             addr = tcp.local_addr();
-            let rdma = match open_fabric(cfg, reactor)? {
+            let rdma = match fabric {
                 Some(fabric) => {
                     let provider = fabric.name();
                     let r = RdmaServer::new(fabric, pools.clone(), rdma_opts, cfg.rdma_addr())
@@ -182,6 +183,7 @@ impl Server {
         if let Some(Some(r)) = rdma_servers.first() {
             tracing::info!(
                 provider = r.provider(),
+                reactors = rdma_servers.iter().flatten().count(),
                 listen = %r.local_addr(),
                 credits = r.options().credits,
                 inline = r.options().inline_size,
@@ -338,22 +340,26 @@ impl Server {
     }
 }
 
-/// The fabric for one reactor, per `rdma.provider`. With verbs only the first reactor
-/// serves RDMA: the RDMA CM cannot share a listen address between ids.
-fn open_fabric(cfg: &Config, reactor: usize) -> anyhow::Result<Option<Box<dyn Fabric>>> {
-    let _ = reactor; // used by the verbs arms only
-    let soft = || -> anyhow::Result<Option<Box<dyn Fabric>>> {
-        Ok(Some(Box::new(
-            engine::fabric::soft::SoftFabric::new().context("starting the soft RDMA provider")?,
-        )))
+/// One fabric per reactor (`n`), per `rdma.provider`; `None` entries serve no RDMA.
+/// With verbs they are one group on one device: one protection domain, one completion
+/// queue per reactor, connections spread over the reactors by the first one's
+/// listener (engine::fabric::verbs).
+fn open_fabrics(cfg: &Config, n: usize) -> anyhow::Result<Vec<Option<Box<dyn Fabric>>>> {
+    let soft = || -> anyhow::Result<Vec<Option<Box<dyn Fabric>>>> {
+        (0..n)
+            .map(|_| -> anyhow::Result<Option<Box<dyn Fabric>>> {
+                Ok(Some(Box::new(
+                    engine::fabric::soft::SoftFabric::new()
+                        .context("starting the soft RDMA provider")?,
+                )))
+            })
+            .collect()
     };
     match cfg.rdma.provider {
-        RdmaProvider::Off => Ok(None),
+        RdmaProvider::Off => Ok((0..n).map(|_| None).collect()),
         RdmaProvider::Soft => soft(),
         #[cfg(feature = "rdma")]
-        RdmaProvider::Verbs if reactor > 0 => Ok(None),
-        #[cfg(feature = "rdma")]
-        RdmaProvider::Verbs => verbs(cfg).map(Some),
+        RdmaProvider::Verbs => verbs(cfg, n),
         #[cfg(not(feature = "rdma"))]
         RdmaProvider::Verbs => anyhow::bail!(
             "rdma.provider = \"verbs\": this gateway was built without RDMA verbs support; \
@@ -362,8 +368,8 @@ fn open_fabric(cfg: &Config, reactor: usize) -> anyhow::Result<Option<Box<dyn Fa
              or \"off\""
         ),
         #[cfg(feature = "rdma")]
-        RdmaProvider::Auto => match verbs(cfg) {
-            Ok(f) => Ok(Some(f)),
+        RdmaProvider::Auto => match verbs(cfg, n) {
+            Ok(f) => Ok(f),
             Err(e) => {
                 tracing::info!(
                     "rdma.provider = \"auto\": RDMA verbs unavailable ({e:#}); serving \
@@ -374,31 +380,59 @@ fn open_fabric(cfg: &Config, reactor: usize) -> anyhow::Result<Option<Box<dyn Fa
         },
         #[cfg(not(feature = "rdma"))]
         RdmaProvider::Auto => {
-            static ONCE: std::sync::Once = std::sync::Once::new();
-            ONCE.call_once(|| {
-                tracing::info!(
-                    "rdma.provider = \"auto\": no verbs support in this build; RDMA verbs are off, \
-                     serving RPC-over-RDMA with the soft provider"
-                )
-            });
+            tracing::info!(
+                "rdma.provider = \"auto\": no verbs support in this build; RDMA verbs are off, \
+                 serving RPC-over-RDMA with the soft provider"
+            );
             soft()
         }
     }
 }
 
-/// The verbs provider on the RDMA device that owns `rdma.listen`.
+/// The verbs provider for `n` reactors on the RDMA device that owns `rdma.listen`, or
+/// the one named by `rdma.device`. Errors name the key and the fix.
 #[cfg(feature = "rdma")]
-fn verbs(cfg: &Config) -> anyhow::Result<Box<dyn Fabric>> {
+fn verbs(cfg: &Config, n: usize) -> anyhow::Result<Vec<Option<Box<dyn Fabric>>>> {
+    use engine::fabric::verbs::{device_names, VerbsFabric};
     let addr = cfg.rdma_addr();
-    let f = engine::fabric::verbs::VerbsFabric::open(None, addr).map_err(|e| {
-        anyhow::anyhow!(
+    let want = cfg.rdma.device.as_deref();
+    if let Some(w) = want {
+        let have = device_names();
+        if !have.iter().any(|d| d == w) {
+            anyhow::bail!(
+                "rdma.device = \"{w}\": no such RDMA device (present: {}); set rdma.device \
+                 to one of them (see `rdma link show`), or remove it to use the device that \
+                 owns rdma.listen",
+                if have.is_empty() {
+                    "none".to_string()
+                } else {
+                    have.join(", ")
+                }
+            );
+        }
+    }
+    let group = VerbsFabric::open_group(want, addr, n).map_err(|e| match want {
+        Some(w) => anyhow::anyhow!(
+            "rdma.device = \"{w}\" with rdma.listen = \"{addr}\": {e}; set rdma.listen to an \
+             address of {w} (or 0.0.0.0), or remove rdma.device"
+        ),
+        None => anyhow::anyhow!(
             "rdma.provider = \"verbs\": no RDMA device for rdma.listen = \"{addr}\" ({e}); \
-             load rdma_rxe and add a link (rdma link add rxe0 type rxe netdev eth0) or use \
-             provider \"soft\""
-        )
+             load rdma_rxe and add a link (rdma link add rxe0 type rxe netdev eth0), set \
+             rdma.device, or use provider \"soft\""
+        ),
     })?;
-    tracing::info!(device = f.device_name(), listen = %addr, "rdma: verbs provider opened");
-    Ok(Box::new(f))
+    let device = group.first().map(|f| f.device_name().to_string());
+    tracing::info!(
+        device = device.as_deref().unwrap_or(""),
+        listen = %addr,
+        reactors = n,
+        "rdma: verbs provider opened (one PD, one CQ per reactor)"
+    );
+    Ok(group
+        .into_iter()
+        .map(|f| Some(Box::new(f) as Box<dyn Fabric>))
+        .collect())
 }
 
 /// Reactors share the listen address through SO_REUSEPORT, which would also let a

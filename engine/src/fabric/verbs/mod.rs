@@ -2,20 +2,32 @@
 //! (`rdma-sys` bindings; cargo feature `rdma`). All `unsafe` FFI of the crate's RDMA
 //! path lives in this module.
 //!
-//! Shape (one `VerbsFabric` per reactor):
-//! - `open(device, bind)` creates a CM event channel and an id bound to `bind`; binding
-//!   a local address resolves the RDMA device (a wildcard address falls back to the
-//!   device named `device`, or the first one). One protection domain, one completion
-//!   queue (with a completion channel used only for adaptive idle) for the fabric;
-//! - every connection is an RC QP made with `rdma_create_qp` on its cm_id, on that PD
-//!   and CQ; `listen` is `rdma_listen` on the bound id; `connect` is resolve address →
-//!   resolve route → create QP + `rdma_connect`, each step driven from `poll_cm` by the
-//!   previous step's event, never blocking;
-//! - `poll_cq` is `ibv_poll_cq`; `poll_cm` reads the non-blocking event channel and
+//! Shape (one `VerbsFabric` per reactor, all of one device in a group):
+//! - `open_group(device, bind, n)` binds a listen id (on its own CM event channel) to
+//!   `bind`, which resolves the RDMA device (a wildcard address falls back to the
+//!   device named `device`, or the first one), opens **one protection domain** for the
+//!   group and makes `n` fabrics. Each fabric has **its own completion queue** (with a
+//!   completion channel used only for adaptive idle) and its own CM event channel; each
+//!   reactor registers its pool region once, in the shared PD, through its fabric.
+//!   `open(device, bind)` is a group of one (clients);
+//! - fabric 0 is the acceptor: its `listen` is `rdma_listen` on the bound id (the RDMA
+//!   CM binds an address to one id only, so there is one listener per process) and its
+//!   `poll_cm` also drains the listener's channel. Each connection request goes to the
+//!   accepting fabric with the fewest connections (ties round-robin): the new cm_id is
+//!   moved onto that fabric's event channel with `rdma_migrate_id` and pushed on its
+//!   lock-free inbox, and its doorbell (an eventfd in its epoll set) is rung. The
+//!   owner reports `ConnectRequest` from its own `poll_cm` and creates the QP on its own
+//!   CQ at `accept`; every later event of that connection arrives on its channel only;
+//! - every connection is an RC QP made with `rdma_create_qp` on its cm_id, on the PD
+//!   and the owner's CQ; `connect` is resolve address → resolve route → create QP +
+//!   `rdma_connect`, each step driven from `poll_cm` by the previous step's event,
+//!   never blocking;
+//! - `poll_cq` is `ibv_poll_cq`; `poll_cm` reads the non-blocking event channels and
 //!   acknowledges every event at once (after copying what it needs);
-//! - `wait_fd` is an epoll set holding the event channel and the completion channel;
-//!   `arm` consumes completion-channel events, calls `ibv_req_notify_cq` and re-checks
-//!   the CQ (a completion found then is kept for the next `poll_cq`).
+//! - `wait_fd` is an epoll set holding the fabric's event channel, completion channel
+//!   and doorbell (and the listener's channel for the acceptor); `arm` consumes
+//!   completion-channel events, calls `ibv_req_notify_cq` and re-checks the CQ (a
+//!   completion found then is kept for the next `poll_cq`).
 //!
 //! Ordering guarantee for teardown: when a connection goes down (peer DISCONNECTED,
 //! DEVICE_REMOVAL, a connect error, or a local `disconnect`), the provider posts a
@@ -33,10 +45,11 @@
 //! - the passive side may post Receives and Sends between `accept` and `Established`;
 //!   the active side may post Receives at once (they are queued until the QP exists,
 //!   after route resolution) but Sends only after `Established`;
-//! - connection requests arriving on another device than the fabric's (possible with
-//!   a wildcard listen address) are refused;
-//! - only one fabric can listen on a given address and port (the RDMA CM has no
-//!   SO_REUSEPORT), so a multi-reactor gateway listens with the first reactor only.
+//! - connection requests arriving on another device than the group's (possible with
+//!   a wildcard listen address) are refused; so are requests no fabric can take (every
+//!   accepting inbox full): backpressure, never a block;
+//! - a group's fabrics must listen on the group's address; only fabric 0 then really
+//!   listens, and it must be polled for any fabric to get connections.
 
 mod device;
 mod post;
@@ -44,13 +57,16 @@ mod post;
 use super::{
     CmEvent, Completion, ConnRequest, Fabric, Mr, PostError, PrivateData, Qp, QpCaps, SendWr, Sge,
 };
-use device::Device;
+pub use device::device_names;
+use device::{Group, Handoff, Local};
 use rdma_sys::*;
 use std::collections::{HashMap, VecDeque};
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::os::fd::RawFd;
 use std::ptr;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// How long a draining QP may take to return its marker completions.
@@ -62,6 +78,10 @@ const DRAIN_RECV: u64 = 0xd4a1_4ecf_0000_0001;
 const DRAIN_SEND: u64 = 0xd4a1_4ecf_0000_0002;
 /// `rdma_listen` backlog.
 const BACKLOG: i32 = 128;
+/// `poll_cm` reads the CM event channels (a system call each) on one call in this many
+/// while they are quiet: connection setup may wait a few reactor passes, the data path
+/// (completions) never does.
+const CM_POLL_EVERY: u32 = 8;
 /// Completions taken from the device per `ibv_poll_cq` call.
 const POLL_BATCH: usize = 64;
 
@@ -132,7 +152,8 @@ struct Request {
 
 /// One reactor's RDMA device context. See the module docs.
 pub struct VerbsFabric {
-    dev: Device,
+    /// Index in the group (0: the acceptor).
+    index: usize,
     listening: bool,
     conns: HashMap<u32, Conn>,
     by_qpn: HashMap<u32, u32>,
@@ -146,11 +167,16 @@ pub struct VerbsFabric {
     chain: post::Chain,
     /// CQ entries promised to live QPs (sum of their queue depths).
     cq_used: u32,
+    /// `poll_cm` calls left before the CM channels are read again (see `poll_cm`).
+    cm_quiet: u32,
+    /// Declared before `group`: the CQ goes before the PD and channels.
+    local: Local,
+    group: Arc<Group>,
 }
 
-// SAFETY: the fabric exclusively owns every verbs/CM object it points to; libibverbs
-// and librdmacm objects may be used from any thread (one at a time here, as `&mut
-// self` guarantees).
+// SAFETY: the fabric exclusively owns every verbs/CM object it points to except the
+// group's (see `Group`'s own Send/Sync argument); libibverbs and librdmacm objects may
+// be used from any thread (one at a time here, as `&mut self` guarantees).
 unsafe impl Send for VerbsFabric {}
 
 fn sockaddr_of(storage: &libc::sockaddr_storage) -> Option<SocketAddr> {
@@ -177,35 +203,76 @@ fn copy_private(p: &rdma_conn_param) -> PrivateData {
     PrivateData::new(bytes)
 }
 
+/// What a CM event's connection parameters carry, copied out of the event.
+#[derive(Clone, Copy)]
+struct ConnParams {
+    private_data: PrivateData,
+    responder_resources: u8,
+    initiator_depth: u8,
+}
+
+impl ConnParams {
+    fn of(p: &rdma_conn_param) -> ConnParams {
+        ConnParams {
+            private_data: copy_private(p),
+            responder_resources: p.responder_resources,
+            initiator_depth: p.initiator_depth,
+        }
+    }
+}
+
 impl VerbsFabric {
-    /// Opens the device owning `bind` (or named `device` for a wildcard address) and
-    /// binds a listen id to `bind` (listening starts with [`Fabric::listen`]).
+    /// Opens the device owning `bind` (or named `device` for a wildcard address) as a
+    /// group of one fabric (a client, or a one-reactor server).
     pub fn open(device: Option<&str>, bind: SocketAddr) -> io::Result<VerbsFabric> {
-        let dev = Device::open(device, bind)?;
-        tracing::debug!(device = %dev.name, %bind, limits = ?dev.limits, "verbs: device opened");
-        Ok(VerbsFabric {
-            dev,
-            listening: false,
-            conns: HashMap::new(),
-            by_qpn: HashMap::new(),
-            next_qp: 1,
-            requests: HashMap::new(),
-            next_req: 1,
-            mrs: HashMap::new(),
-            events: VecDeque::new(),
-            stash: VecDeque::new(),
-            // SAFETY: ibv_wc is plain data; all-zero is valid.
-            wc: (0..POLL_BATCH)
-                .map(|_| unsafe { std::mem::zeroed() })
-                .collect(),
-            chain: post::Chain::default(),
-            cq_used: 0,
-        })
+        VerbsFabric::open_group(device, bind, 1)?
+            .pop()
+            .ok_or_else(|| io::Error::other("verbs: empty fabric group"))
+    }
+
+    /// Opens the device owning `bind` (or named `device`; with both, they must agree)
+    /// once, with one protection domain, and returns `n` fabrics on it, one per
+    /// reactor, each with its own completion queue and CM event channel. Fabric 0 is
+    /// the acceptor: its [`Fabric::listen`] listens on `bind`, and every connection
+    /// request is handed to the fabric with the fewest connections (see the module
+    /// docs); the others' `listen` only checks the address.
+    pub fn open_group(
+        device: Option<&str>,
+        bind: SocketAddr,
+        n: usize,
+    ) -> io::Result<Vec<VerbsFabric>> {
+        let group = Arc::new(Group::open(device, bind, n)?);
+        tracing::debug!(device = %group.name, %bind, limits = ?group.limits, fabrics = n.max(1), "verbs: device opened");
+        (0..n.max(1))
+            .map(|index| {
+                Ok(VerbsFabric {
+                    index,
+                    listening: false,
+                    conns: HashMap::new(),
+                    by_qpn: HashMap::new(),
+                    next_qp: 1,
+                    requests: HashMap::new(),
+                    next_req: 1,
+                    mrs: HashMap::new(),
+                    events: VecDeque::new(),
+                    stash: VecDeque::new(),
+                    // SAFETY: ibv_wc is plain data; all-zero is valid.
+                    wc: (0..POLL_BATCH)
+                        .map(|_| unsafe { std::mem::zeroed() })
+                        .collect(),
+                    chain: post::Chain::default(),
+                    cq_used: 0,
+                    cm_quiet: 0,
+                    local: Local::open(&group, index)?,
+                    group: group.clone(),
+                })
+            })
+            .collect()
     }
 
     /// The RDMA device name (for example `rxe0`).
     pub fn device_name(&self) -> &str {
-        &self.dev.name
+        &self.group.name
     }
 
     fn new_qp_id(&mut self) -> u32 {
@@ -223,27 +290,27 @@ impl VerbsFabric {
     }
 
     fn qp_send_wr(&self, caps: &QpCaps) -> u32 {
-        (caps.max_send_wr + 1).min(self.dev.limits.max_qp_wr)
+        (caps.max_send_wr + 1).min(self.group.limits.max_qp_wr)
     }
 
     fn qp_recv_wr(&self, caps: &QpCaps) -> u32 {
-        (caps.max_recv_wr + 1).min(self.dev.limits.max_qp_wr)
+        (caps.max_recv_wr + 1).min(self.group.limits.max_qp_wr)
     }
 
     /// `rdma_create_qp` on `id` with this fabric's PD and CQ; returns the QP number.
     fn create_qp(&mut self, id: *mut rdma_cm_id, caps: &QpCaps) -> io::Result<u32> {
         let cost = self.cq_cost(caps);
-        if self.cq_used + cost > self.dev.limits.cqe {
+        if self.cq_used + cost > self.local.cqe {
             return Err(io::Error::new(
                 io::ErrorKind::OutOfMemory,
                 "completion queue full: too many connections for this fabric",
             ));
         }
-        let sge = caps.max_sge.clamp(1, self.dev.limits.max_sge);
+        let sge = caps.max_sge.clamp(1, self.group.limits.max_sge);
         // SAFETY: ibv_qp_init_attr is plain data; all-zero is valid before we fill it.
         let mut attr: ibv_qp_init_attr = unsafe { std::mem::zeroed() };
-        attr.send_cq = self.dev.cq;
-        attr.recv_cq = self.dev.cq;
+        attr.send_cq = self.local.cq;
+        attr.recv_cq = self.local.cq;
         attr.qp_type = ibv_qp_type::IBV_QPT_RC;
         attr.sq_sig_all = 0;
         attr.cap.max_send_wr = self.qp_send_wr(caps);
@@ -251,7 +318,7 @@ impl VerbsFabric {
         attr.cap.max_send_sge = sge;
         attr.cap.max_recv_sge = sge;
         // SAFETY: `id` is a live cm_id on this fabric's device; PD and CQ are live.
-        if unsafe { rdma_create_qp(id, self.dev.pd, &mut attr) } != 0 {
+        if unsafe { rdma_create_qp(id, self.group.pd, &mut attr) } != 0 {
             return Err(errno_err("rdma_create_qp"));
         }
         self.cq_used += cost;
@@ -325,6 +392,7 @@ impl VerbsFabric {
             }
             c.st = St::Down;
             tracing::debug!(
+                reactor = self.index,
                 qp = q,
                 drained = c.rq_done && c.sq_done,
                 rejected = c.rejected,
@@ -360,7 +428,7 @@ impl VerbsFabric {
     fn poll_device(&mut self, max: usize) -> usize {
         let max = max.min(POLL_BATCH);
         // SAFETY: the CQ is live and `self.wc` has room for `max` entries.
-        let n = unsafe { ibv_poll_cq(self.dev.cq, max as i32, self.wc.as_mut_ptr()) };
+        let n = unsafe { ibv_poll_cq(self.local.cq, max as i32, self.wc.as_mut_ptr()) };
         if n < 0 {
             tracing::warn!("verbs: ibv_poll_cq failed ({n})");
             return 0;
@@ -375,11 +443,21 @@ impl VerbsFabric {
         let conn = unsafe { ev.param.conn };
         let kind = ev.event;
         match kind {
-            RDMA_CM_EVENT_CONNECT_REQUEST => self.on_request(ev.id, &conn),
+            // Requests arrive on the listener's channel only (`poll_listener`); one on
+            // a connection channel would be a librdmacm surprise: refuse it.
+            RDMA_CM_EVENT_CONNECT_REQUEST => {
+                tracing::warn!("verbs: connection request on a connection channel; refused");
+                // SAFETY: the new id is ours, has no QP, and its event counts against
+                // the listen id; destroyed once.
+                unsafe {
+                    rdma_reject(ev.id, ptr::null(), 0);
+                    rdma_destroy_id(ev.id);
+                }
+            }
             RDMA_CM_EVENT_ADDR_RESOLVED => {
                 let Some(q) = self.qp_of(ev.id) else { return };
                 // SAFETY: live id.
-                if unsafe { (*ev.id).verbs } != self.dev.ctx {
+                if unsafe { (*ev.id).verbs } != self.group.ctx {
                     tracing::warn!("verbs: route to the peer is on another RDMA device");
                     self.start_drain(q, true);
                     return;
@@ -408,7 +486,7 @@ impl VerbsFabric {
                     // The peer's responder resources (the CM swaps the fields into our
                     // point of view); 0 means "as the device allows".
                     let serves = match conn.initiator_depth {
-                        0 => self.dev.limits.max_init_rd_atom,
+                        0 => self.group.limits.max_init_rd_atom,
                         n => n,
                     };
                     c.depth = c.depth.min(serves).max(1);
@@ -448,39 +526,117 @@ impl VerbsFabric {
         }
     }
 
-    fn on_request(&mut self, id: *mut rdma_cm_id, conn: &rdma_conn_param) {
-        // SAFETY: the new id is live (we own it from now on).
+    /// Acceptor (fabric 0), one CONNECT_REQUEST from the listener's channel, already
+    /// acknowledged: refuse a request on another device (possible with a wildcard
+    /// listen address); otherwise pick the owner (fewest connections, ties
+    /// round-robin), move the new id onto the owner's event channel
+    /// (`rdma_migrate_id`: its later events reach the owner only) and hand it over
+    /// through the owner's inbox, ringing its doorbell. The owner answers it
+    /// (`accept`/`reject`) after reporting `ConnectRequest` from its own `poll_cm`.
+    /// A request that cannot be handed over (every inbox full, fabrics closed) is
+    /// rejected here: backpressure, never a block.
+    fn dispatch(&mut self, id: *mut rdma_cm_id, conn: &ConnParams) {
+        // SAFETY: the new id is live and ours until it is handed over.
         let (verbs, dst) = unsafe { ((*id).verbs, (*id).route.addr.dst_addr_union.dst_storage) };
         let peer =
             sockaddr_of(&dst).unwrap_or(SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0));
-        if verbs != self.dev.ctx {
-            tracing::warn!(%peer, "verbs: connection request on another RDMA device; refused");
-            // SAFETY: the id is ours and its event was acknowledged.
+        let refuse = |why: &str| {
+            tracing::warn!(%peer, "verbs: connection request refused: {why}");
+            // SAFETY: the id is ours, has no QP and no unacknowledged event (the
+            // request's event counts against the listener); destroyed once.
             unsafe {
                 rdma_reject(id, ptr::null(), 0);
                 rdma_destroy_id(id);
             }
-            return;
+        };
+        if verbs != self.group.ctx {
+            return refuse("it arrived on another RDMA device");
         }
-        let private_data = copy_private(conn);
-        // The CM reports the peer's values from our point of view: `responder_resources`
-        // is what the peer may issue towards us, `initiator_depth` what it serves.
-        let req = Request {
+        let g = self.group.clone();
+        // Single producer: only the acceptor pushes, so an inbox seen with room keeps it.
+        let Some(k) = g.pick().filter(|&k| !g.inbox[k].is_full()) else {
+            return refuse("no reactor can take it (inboxes full or closed)");
+        };
+        // SAFETY: the id is live; its one event (the request) was counted against the
+        // listener, so the migration does not wait; the target channel lives as long
+        // as the group.
+        if unsafe { rdma_migrate_id(id, g.chans[k]) } != 0 {
+            return refuse(&errno_err("rdma_migrate_id").to_string());
+        }
+        g.load[k].fetch_add(1, Ordering::AcqRel);
+        let loads: Vec<usize> = g.load.iter().map(|l| l.load(Ordering::Relaxed)).collect();
+        tracing::info!(%peer, reactor = k, ?loads, "verbs: connection request assigned");
+        let h = Handoff {
             id,
             peer,
+            private_data: conn.private_data,
             peer_issues: conn.responder_resources,
             peer_serves: conn.initiator_depth,
+        };
+        if let Err(h) = g.inbox[k].push(h) {
+            // Not reachable (room was checked by the only producer); answer anyway.
+            g.load[k].fetch_sub(1, Ordering::AcqRel);
+            // SAFETY: as in `refuse`.
+            unsafe {
+                rdma_reject(h.id, ptr::null(), 0);
+                rdma_destroy_id(h.id);
+            }
+            return;
+        }
+        g.ring(k);
+    }
+
+    /// Owner, one hand-off from its inbox: record the request and report it. The CM
+    /// reports the peer's values from our point of view: `responder_resources` is what
+    /// the peer may issue towards us, `initiator_depth` what it serves.
+    fn on_handoff(&mut self, h: Handoff) {
+        let req = Request {
+            id: h.id,
+            peer: h.peer,
+            peer_issues: h.peer_issues,
+            peer_serves: h.peer_serves,
         };
         let rid = self.next_req;
         self.next_req += 1;
         self.events.push_back(CmEvent::ConnectRequest(ConnRequest {
             id: rid,
-            peer,
-            private_data,
+            peer: h.peer,
+            private_data: h.private_data,
             initiator_depth: req.peer_issues,
             responder_resources: req.peer_serves,
         }));
         self.requests.insert(rid, req);
+    }
+
+    /// Acceptor: drains the listener's channel. Each event is copied and acknowledged
+    /// before it is acted on; anything but a connection request (for example an
+    /// address change of the listen id) is only logged.
+    fn poll_listener(&mut self) {
+        loop {
+            let mut ev = ptr::null_mut();
+            // SAFETY: the listener's channel is live and non-blocking.
+            if unsafe { rdma_get_cm_event(self.group.listen_ch, &mut ev) } != 0 {
+                let e = io::Error::last_os_error();
+                if e.kind() != io::ErrorKind::WouldBlock {
+                    tracing::warn!("verbs: rdma_get_cm_event (listener): {e}");
+                }
+                return;
+            }
+            // SAFETY: on success `ev` is live until acknowledged; we copy what we keep
+            // (the private data into `ConnParams`) and acknowledge it at once.
+            let (kind, id, params) = unsafe {
+                let e = &*ev;
+                let p = ConnParams::of(&e.param.conn);
+                let out = (e.event, e.id, p);
+                rdma_ack_cm_event(ev);
+                out
+            };
+            if kind == rdma_cm_event_type::RDMA_CM_EVENT_CONNECT_REQUEST {
+                self.dispatch(id, &params);
+            } else {
+                tracing::debug!(event = kind, "verbs: listener event ignored");
+            }
+        }
     }
 
     /// Active side, after ROUTE_RESOLVED: QP, early Receives, `rdma_connect`.
@@ -491,7 +647,7 @@ impl VerbsFabric {
         };
         let qpn = self.create_qp(id, &caps)?;
         self.by_qpn.insert(qpn, q);
-        let lim = self.dev.limits;
+        let lim = self.group.limits;
         let c = self.conns.get_mut(&q).expect("live");
         c.qpn = qpn;
         let qp = c.qp();
@@ -520,6 +676,13 @@ impl VerbsFabric {
         Ok(())
     }
 
+    /// One accepted connection or handed-off request of this fabric is gone (the
+    /// acceptor's least-connections count).
+    fn unload(&self) {
+        let l = &self.group.load[self.index];
+        let _ = l.fetch_update(Ordering::AcqRel, Ordering::Acquire, |v| v.checked_sub(1));
+    }
+
     fn destroy_conn(&mut self, q: u32) {
         let Some(c) = self.conns.remove(&q) else {
             return;
@@ -527,6 +690,9 @@ impl VerbsFabric {
         if c.qpn != 0 {
             self.by_qpn.remove(&c.qpn);
             self.cq_used = self.cq_used.saturating_sub(self.cq_cost(&c.caps));
+        }
+        if !c.active {
+            self.unload();
         }
         // SAFETY: the id (and its QP, if any) belong to this connection only; all its
         // events were acknowledged, so rdma_destroy_id does not block.
@@ -558,7 +724,7 @@ impl Fabric for VerbsFabric {
         }
         // SAFETY: the caller keeps the memory valid until deregister/drop (trait
         // contract); the PD is live.
-        let mr = unsafe { ibv_reg_mr(self.dev.pd, addr.cast(), len, flags as i32) };
+        let mr = unsafe { ibv_reg_mr(self.group.pd, addr.cast(), len, flags as i32) };
         if mr.is_null() {
             return Err(errno_err("ibv_reg_mr"));
         }
@@ -585,23 +751,26 @@ impl Fabric for VerbsFabric {
     }
 
     fn listen(&mut self, addr: SocketAddr) -> io::Result<()> {
-        if addr != self.dev.bind {
+        if addr != self.group.bind {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 format!(
                     "verbs: this fabric was opened for {}, cannot listen on {addr}",
-                    self.dev.bind
+                    self.group.bind
                 ),
             ));
         }
         if self.listening {
             return Ok(());
         }
+        // Only the acceptor listens (the RDMA CM binds an address to one id); the
+        // others take the requests it hands them.
         // SAFETY: the listen id is live and bound.
-        if unsafe { rdma_listen(self.dev.listen_id, BACKLOG) } != 0 {
+        if self.index == 0 && unsafe { rdma_listen(self.group.listen_id, BACKLOG) } != 0 {
             return Err(errno_err("rdma_listen"));
         }
         self.listening = true;
+        self.group.accepting[self.index].store(true, Ordering::Release);
         Ok(())
     }
 
@@ -628,10 +797,11 @@ impl Fabric for VerbsFabric {
                     rdma_reject(r.id, ptr::null(), 0);
                     rdma_destroy_id(r.id);
                 }
+                self.unload();
                 return Err(e);
             }
         };
-        let lim = self.dev.limits;
+        let lim = self.group.limits;
         let serves = match r.peer_serves {
             0 => lim.max_init_rd_atom,
             n => n,
@@ -678,7 +848,7 @@ impl Fabric for VerbsFabric {
             self.destroy_conn(q);
             return Err(e);
         }
-        tracing::debug!(peer = %r.peer, qp = q, qpn, depth, peer_issues = r.peer_issues, peer_serves = r.peer_serves, "verbs: accepted");
+        tracing::debug!(peer = %r.peer, reactor = self.index, qp = q, qpn, depth, peer_issues = r.peer_issues, peer_serves = r.peer_serves, "verbs: accepted");
         Ok(Qp(q))
     }
 
@@ -689,6 +859,7 @@ impl Fabric for VerbsFabric {
                 rdma_reject(r.id, ptr::null(), 0);
                 rdma_destroy_id(r.id);
             }
+            self.unload();
         }
     }
 
@@ -698,7 +869,7 @@ impl Fabric for VerbsFabric {
         // SAFETY: the channel is live; the context is an opaque integer.
         if unsafe {
             rdma_create_id(
-                self.dev.ch,
+                self.group.chans[self.index],
                 &mut id,
                 q as usize as *mut libc::c_void,
                 rdma_port_space::RDMA_PS_TCP,
@@ -799,7 +970,7 @@ impl Fabric for VerbsFabric {
         if !ok {
             return Err(PostError::NotConnected);
         }
-        let max_sge = c.caps.max_sge.clamp(1, self.dev.limits.max_sge);
+        let max_sge = c.caps.max_sge.clamp(1, self.group.limits.max_sge);
         let qpp = c.qp();
         self.chain.post(qpp, wrs, max_sge)
     }
@@ -831,9 +1002,20 @@ impl Fabric for VerbsFabric {
         n
     }
 
+    /// Queued events first, then hand-offs (an atomic pop, every call); the CM event
+    /// channels (system calls) are read only every [`CM_POLL_EVERY`]th call while they
+    /// are quiet, and at once after `arm` (their fds wake an adaptive reactor).
     fn poll_cm(&mut self) -> Option<CmEvent> {
         if let Some(ev) = self.events.pop_front() {
             return Some(ev);
+        }
+        // Requests handed to this fabric.
+        while let Some(h) = self.group.inbox[self.index].pop() {
+            self.on_handoff(h);
+        }
+        if self.cm_quiet > 0 {
+            self.cm_quiet -= 1;
+            return self.events.pop_front();
         }
         // Draining connections whose markers are late.
         let late: Vec<u32> = self
@@ -845,17 +1027,25 @@ impl Fabric for VerbsFabric {
         for q in late {
             self.check_drained(q);
         }
+        // Acceptor: new requests from the listener (its own come back through its inbox).
+        if self.index == 0 && self.listening {
+            self.poll_listener();
+            while let Some(h) = self.group.inbox[0].pop() {
+                self.on_handoff(h);
+            }
+        }
         loop {
             if let Some(ev) = self.events.pop_front() {
                 return Some(ev);
             }
             let mut ev = ptr::null_mut();
             // SAFETY: the channel is live and non-blocking.
-            if unsafe { rdma_get_cm_event(self.dev.ch, &mut ev) } != 0 {
+            if unsafe { rdma_get_cm_event(self.group.chans[self.index], &mut ev) } != 0 {
                 let e = io::Error::last_os_error();
                 if e.kind() != io::ErrorKind::WouldBlock {
                     tracing::warn!("verbs: rdma_get_cm_event: {e}");
                 }
+                self.cm_quiet = CM_POLL_EVERY - 1;
                 return None;
             }
             // SAFETY: on success `ev` is a live event until acknowledged. We handle it
@@ -874,26 +1064,35 @@ impl Fabric for VerbsFabric {
     }
 
     fn wait_fd(&self) -> Option<RawFd> {
-        Some(self.dev.epfd)
+        Some(self.local.epfd)
     }
 
+    /// Adaptive idle: false when anything is pending (events, stashed completions,
+    /// hand-offs); the doorbell is emptied before the inbox is checked, so a hand-off
+    /// pushed meanwhile either is seen now or rings the doorbell again.
     fn arm(&mut self) -> bool {
         if !self.events.is_empty() || !self.stash.is_empty() {
             return false;
         }
+        self.group.quiet(self.index);
+        if !self.group.inbox[self.index].is_empty() {
+            return false;
+        }
+        // After a wake-up, read the CM channels on the first pass.
+        self.cm_quiet = 0;
         // Consume pending completion-channel events (the fd is non-blocking).
         loop {
             let mut cq = ptr::null_mut();
             let mut ctx = ptr::null_mut();
             // SAFETY: the channel is live; returns -1 (EAGAIN) when empty.
-            if unsafe { ibv_get_cq_event(self.dev.comp, &mut cq, &mut ctx) } != 0 {
+            if unsafe { ibv_get_cq_event(self.local.comp, &mut cq, &mut ctx) } != 0 {
                 break;
             }
             // SAFETY: `cq` is our CQ; every event is acknowledged once.
             unsafe { ibv_ack_cq_events(cq, 1) };
         }
         // SAFETY: the CQ is live.
-        let rc = unsafe { ibv_req_notify_cq(self.dev.cq, 0) };
+        let rc = unsafe { ibv_req_notify_cq(self.local.cq, 0) };
         if rc != 0 {
             return false;
         }
@@ -911,6 +1110,11 @@ impl Fabric for VerbsFabric {
 
 impl Drop for VerbsFabric {
     fn drop(&mut self) {
+        // No more hand-offs to this fabric; answer those already here.
+        self.group.accepting[self.index].store(false, Ordering::Release);
+        while let Some(h) = self.group.inbox[self.index].pop() {
+            self.on_handoff(h);
+        }
         let qs: Vec<u32> = self.conns.keys().copied().collect();
         for q in qs {
             if let Some(c) = self.conns.get(&q) {
@@ -929,7 +1133,8 @@ impl Drop for VerbsFabric {
             // SAFETY: each MR came from ibv_reg_mr and is deregistered once.
             unsafe { ibv_dereg_mr(mr) };
         }
-        // `dev` drops next: CQ, channels, PD, listen id.
+        // `local` drops next (CQ, completion channel), then this fabric's share of the
+        // group (the last one destroys channels, listener and PD).
     }
 }
 
@@ -946,6 +1151,34 @@ mod tests {
             Ok(f) => assert!(!f.device_name().is_empty()),
             Err(e) => assert!(!e.to_string().is_empty()),
         }
+    }
+
+    #[test]
+    fn connections_go_to_the_least_loaded_accepting_fabric() {
+        use device::least_loaded;
+        let pick = |start, acc: &[bool], load: &[usize]| {
+            least_loaded(load.len(), start, |k| acc[k], |k| load[k])
+        };
+        // fewest connections wins
+        assert_eq!(pick(0, &[true, true, true], &[3, 1, 2]), Some(1));
+        // ties: the first at or after the cursor, wrapping
+        assert_eq!(pick(0, &[true, true], &[1, 1]), Some(0));
+        assert_eq!(pick(1, &[true, true], &[1, 1]), Some(1));
+        assert_eq!(pick(3, &[true, true, true], &[0, 0, 0]), Some(0));
+        assert_eq!(pick(2, &[true, true, true], &[0, 0, 0]), Some(2));
+        // fabrics that do not accept (never listened, or dropped) are skipped
+        assert_eq!(pick(0, &[false, true], &[0, 5]), Some(1));
+        assert_eq!(pick(0, &[false, false], &[0, 0]), None);
+        // a kernel mount, then bench's three connections, on two reactors (the VM test)
+        let (mut load, mut next) = ([0usize; 2], 0usize);
+        let mut got = Vec::new();
+        for _ in 0..4 {
+            let k = pick(next, &[true, true], &load).unwrap();
+            load[k] += 1;
+            next = k + 1;
+            got.push(k);
+        }
+        assert_eq!(got, [0, 1, 0, 1]);
     }
 
     #[test]
