@@ -343,6 +343,10 @@ pub struct S3Config {
     /// Multipart part size, MiB (5..=5120; files larger than one part use multipart).
     #[serde(default = "default_s3_part")]
     pub part_size_mib: usize,
+    /// Staged writes beyond `write_buffer_mib` go to an (unlinked) file here instead of
+    /// being uploaded early; absent = memory only.
+    #[serde(default)]
+    pub spill_dir: Option<PathBuf>,
     /// Sequential read-ahead: ranged GETs of this many MiB fetched ahead of a reader
     /// (0 = off: every READ is one GET of what it asked).
     #[serde(default = "default_s3_read_block")]

@@ -384,6 +384,12 @@ impl S3Backend {
             cfg.part_size_mib << 20,
             cfg.write_buffer_mib << 20,
             Duration::from_secs(cfg.flush_idle_s),
+            match &cfg.spill_dir {
+                Some(d) => Some(stage::Spill::open(d).with_context(|| {
+                    format!("backend.s3.spill_dir = {d:?}: cannot create a spill file there")
+                })?),
+                None => None,
+            },
         ));
         let backend = S3Backend { core, wb };
         match backend.list("", Some('/'), None, 1) {

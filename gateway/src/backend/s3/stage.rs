@@ -22,7 +22,7 @@
 //!   reports the failure (JUKEBOX) until it succeeds; nothing is dropped before the
 //!   store has it.
 
-use super::super::{BResult, ObjectMeta, UserMeta};
+use super::super::{BResult, BackendError, ObjectMeta, UserMeta};
 use bytes::Bytes;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -44,18 +44,104 @@ pub(super) trait Store: Send + Sync {
     fn mp_abort(&self, key: &str, id: &str);
 }
 
+/// Where chunks go once the memory budget is used up, when a spill directory is
+/// configured: one unlinked file (gone with the process; staged data is UNSTABLE
+/// anyway) holding CHUNK-sized slots.
+pub(super) struct Spill {
+    file: std::fs::File,
+    free: Mutex<Vec<u64>>,
+    slots: AtomicUsize,
+}
+
+impl Spill {
+    /// Creates the spill file in `dir` and unlinks it at once.
+    pub fn open(dir: &std::path::Path) -> std::io::Result<Spill> {
+        std::fs::create_dir_all(dir)?;
+        let path = dir.join(format!("nfsgw-spill-{}.tmp", std::process::id()));
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&path)?;
+        std::fs::remove_file(&path)?;
+        Ok(Spill {
+            file,
+            free: Mutex::new(Vec::new()),
+            slots: AtomicUsize::new(0),
+        })
+    }
+
+    fn alloc(&self) -> u64 {
+        lock(&self.free)
+            .pop()
+            .unwrap_or_else(|| self.slots.fetch_add(1, Ordering::Relaxed) as u64)
+    }
+
+    fn release(&self, slot: u64) {
+        lock(&self.free).push(slot);
+    }
+}
+
+enum Data {
+    Mem(Box<[u8]>),
+    /// A slot of the spill file.
+    Disk(u64),
+}
+
 struct Chunk {
-    data: Box<[u8]>,
+    data: Data,
     /// Written byte ranges within the chunk, sorted, disjoint, non-adjacent.
     written: Vec<(u32, u32)>,
+}
+
+fn io_err(e: std::io::Error) -> BackendError {
+    if e.raw_os_error() == Some(libc::ENOSPC) {
+        BackendError::NoSpace
+    } else {
+        BackendError::Permanent(format!("spill file: {e}"))
+    }
 }
 
 impl Chunk {
     fn new() -> Chunk {
         Chunk {
-            data: vec![0u8; CHUNK as usize].into_boxed_slice(),
+            data: Data::Mem(vec![0u8; CHUNK as usize].into_boxed_slice()),
             written: Vec::new(),
         }
+    }
+
+    fn on_disk(slot: u64) -> Chunk {
+        Chunk {
+            data: Data::Disk(slot),
+            written: Vec::new(),
+        }
+    }
+
+    fn put(&mut self, spill: Option<&Spill>, at: usize, src: &[u8]) -> BResult<()> {
+        use std::os::unix::fs::FileExt;
+        match (&mut self.data, spill) {
+            (Data::Mem(d), _) => d[at..at + src.len()].copy_from_slice(src),
+            (Data::Disk(slot), Some(sp)) => sp
+                .file
+                .write_all_at(src, *slot * CHUNK + at as u64)
+                .map_err(io_err)?,
+            (Data::Disk(_), None) => unreachable!("disk chunks only with a spill file"),
+        }
+        Ok(())
+    }
+
+    fn get(&self, spill: Option<&Spill>, at: usize, dst: &mut [u8]) -> BResult<()> {
+        use std::os::unix::fs::FileExt;
+        match (&self.data, spill) {
+            (Data::Mem(d), _) => dst.copy_from_slice(&d[at..at + dst.len()]),
+            (Data::Disk(slot), Some(sp)) => sp
+                .file
+                .read_exact_at(dst, *slot * CHUNK + at as u64)
+                .map_err(io_err)?,
+            (Data::Disk(_), None) => unreachable!("disk chunks only with a spill file"),
+        }
+        Ok(())
     }
 
     fn mark(&mut self, a: u32, b: u32) {
@@ -112,6 +198,7 @@ struct Cell {
 
 pub(super) struct WriteBack {
     store: Arc<dyn Store>,
+    spill: Option<Spill>,
     cells: Mutex<HashMap<String, Arc<Cell>>>,
     part: u64,
     budget: usize,
@@ -130,13 +217,20 @@ fn now_ns() -> u64 {
 }
 
 impl WriteBack {
-    pub fn new(store: Arc<dyn Store>, part: usize, budget: usize, idle: Duration) -> WriteBack {
+    pub fn new(
+        store: Arc<dyn Store>,
+        part: usize,
+        budget: usize,
+        idle: Duration,
+        spill: Option<Spill>,
+    ) -> WriteBack {
         assert!(
             part as u64 >= CHUNK && (part as u64).is_multiple_of(CHUNK),
             "part size in whole MiB"
         );
         WriteBack {
             store,
+            spill,
             cells: Mutex::new(HashMap::new()),
             part: part as u64,
             budget,
@@ -217,12 +311,17 @@ impl WriteBack {
             let idx = off / CHUNK;
             let within = (off % CHUNK) as usize;
             let n = rest.len().min(CHUNK as usize - within);
+            let spill = self.spill.as_ref();
             let c = s.chunks.entry(idx).or_insert_with(|| {
+                // Past the memory budget, new chunks go to the spill file if any.
+                if let Some(sp) = spill.filter(|_| self.used() + CHUNK as usize > self.budget) {
+                    return Chunk::on_disk(sp.alloc());
+                }
                 self.used.fetch_add(CHUNK as usize, Ordering::Relaxed);
                 s.held += CHUNK as usize;
                 Chunk::new()
             });
-            c.data[within..within + n].copy_from_slice(&rest[..n]);
+            c.put(spill, within, &rest[..n])?;
             c.mark(within as u32, (within + n) as u32);
             off += n as u64;
             rest = &rest[n..];
@@ -251,7 +350,7 @@ impl WriteBack {
                 s.mp = Some(self.store.mp_create(key, &s.meta)?);
             }
             let (a, b) = (s.claimed, s.claimed + self.part);
-            let bytes = take_range(s, a, b, &self.used);
+            let bytes = self.take_range(s, a, b)?;
             let idx = (a / self.part) as usize;
             s.parts.insert(idx, Part::Uploading);
             s.claimed = b;
@@ -343,17 +442,17 @@ impl WriteBack {
             let keep = size.div_ceil(CHUNK);
             let gone: Vec<u64> = s.chunks.range(keep..).map(|(k, _)| *k).collect();
             for k in gone {
-                s.chunks.remove(&k);
-                s.held -= CHUNK as usize;
-                self.used.fetch_sub(CHUNK as usize, Ordering::Relaxed);
+                if let Some(c) = s.chunks.remove(&k) {
+                    self.free_chunk(&mut s.held, c);
+                }
             }
             if let Some(c) = s.chunks.get_mut(&(size / CHUNK)) {
+                // Bytes past the cut are no longer written (never read again).
                 let cut = (size % CHUNK) as u32;
                 c.written.retain_mut(|r| {
                     r.1 = r.1.min(cut);
                     r.0 < r.1
                 });
-                c.data[cut as usize..].fill(0);
             }
             s.base = s.base.min(size);
         }
@@ -415,8 +514,11 @@ impl WriteBack {
                 let (a, b) = (cbase + a as u64, cbase + b as u64);
                 let (x, y) = (a.max(offset), b.min(end));
                 if x < y {
-                    dst[(x - offset) as usize..(y - offset) as usize]
-                        .copy_from_slice(&c.data[(x - cbase) as usize..(y - cbase) as usize]);
+                    c.get(
+                        self.spill.as_ref(),
+                        (x - cbase) as usize,
+                        &mut dst[(x - offset) as usize..(y - offset) as usize],
+                    )?;
                 }
             }
         }
@@ -460,8 +562,9 @@ impl WriteBack {
             self.rewrite(key, s)
         };
         if r.is_ok() {
-            self.used.fetch_sub(s.held, Ordering::Relaxed);
-            *g = None;
+            if let Some(s) = g.take() {
+                self.release_stage(s);
+            }
         }
         (g, r)
     }
@@ -495,7 +598,7 @@ impl WriteBack {
             let etag = self.store.mp_part(key, &id, idx, Bytes::from(buf))?;
             s.parts.insert(idx, Part::Done(etag));
             s.claimed = b;
-            drop_chunks_below(s, b, &self.used);
+            self.drop_chunks_below(s, b);
             at = b;
         }
         let etags: Vec<String> = s
@@ -549,10 +652,10 @@ impl WriteBack {
         };
         let mut g = lock(&cell.stage);
         if let Some(s) = g.take() {
-            self.used.fetch_sub(s.held, Ordering::Relaxed);
             if let Some(id) = &s.mp {
                 self.store.mp_abort(key, id);
             }
+            self.release_stage(s);
         }
     }
 
@@ -591,28 +694,58 @@ impl WriteBack {
     }
 }
 
-/// Moves [a, b) out of the chunks into one buffer (all of it is written).
-fn take_range(s: &mut Stage, a: u64, b: u64, used: &AtomicUsize) -> Bytes {
-    let mut buf = vec![0u8; (b - a) as usize];
-    for (idx, c) in s.chunks.range(a / CHUNK..b.div_ceil(CHUNK)) {
-        let cbase = idx * CHUNK;
-        let (x, y) = (cbase.max(a), (cbase + CHUNK).min(b));
-        buf[(x - a) as usize..(y - a) as usize]
-            .copy_from_slice(&c.data[(x - cbase) as usize..(y - cbase) as usize]);
+impl WriteBack {
+    /// Moves [a, b) out of the chunks into one buffer (all of it is written).
+    fn take_range(&self, s: &mut Stage, a: u64, b: u64) -> BResult<Bytes> {
+        let mut buf = vec![0u8; (b - a) as usize];
+        for (idx, c) in s.chunks.range(a / CHUNK..b.div_ceil(CHUNK)) {
+            let cbase = idx * CHUNK;
+            let (x, y) = (cbase.max(a), (cbase + CHUNK).min(b));
+            c.get(
+                self.spill.as_ref(),
+                (x - cbase) as usize,
+                &mut buf[(x - a) as usize..(y - a) as usize],
+            )?;
+        }
+        self.drop_chunks_below(s, b);
+        // The part's bytes stay counted (held) until the store has them.
+        s.held += buf.len();
+        self.used.fetch_add(buf.len(), Ordering::Relaxed);
+        Ok(Bytes::from(buf))
     }
-    drop_chunks_below(s, b, used);
-    // The part's bytes stay counted (held) until the store has them.
-    s.held += buf.len();
-    used.fetch_add(buf.len(), Ordering::Relaxed);
-    Bytes::from(buf)
-}
 
-/// Frees chunks wholly below `b` (their bytes now live in a part).
-fn drop_chunks_below(s: &mut Stage, b: u64, used: &AtomicUsize) {
-    let gone: Vec<u64> = s.chunks.range(..b / CHUNK).map(|(k, _)| *k).collect();
-    for k in gone {
-        s.chunks.remove(&k);
-        s.held -= CHUNK as usize;
-        used.fetch_sub(CHUNK as usize, Ordering::Relaxed);
+    /// Frees chunks wholly below `b` (their bytes now live in a part).
+    fn drop_chunks_below(&self, s: &mut Stage, b: u64) {
+        let gone: Vec<u64> = s.chunks.range(..b / CHUNK).map(|(k, _)| *k).collect();
+        for k in gone {
+            if let Some(c) = s.chunks.remove(&k) {
+                self.free_chunk(&mut s.held, c);
+            }
+        }
+    }
+
+    /// Gives back everything a finished or dropped stage holds.
+    fn release_stage(&self, s: Stage) {
+        let mut held = s.held;
+        for (_, c) in s.chunks {
+            self.free_chunk(&mut held, c);
+        }
+        // What is left is retained part bytes.
+        self.used.fetch_sub(held, Ordering::Relaxed);
+    }
+
+    /// Returns a chunk's memory to the budget, or its slot to the spill file.
+    fn free_chunk(&self, held: &mut usize, c: Chunk) {
+        match c.data {
+            Data::Mem(_) => {
+                *held -= CHUNK as usize;
+                self.used.fetch_sub(CHUNK as usize, Ordering::Relaxed);
+            }
+            Data::Disk(slot) => {
+                if let Some(sp) = &self.spill {
+                    sp.release(slot);
+                }
+            }
+        }
     }
 }

@@ -1,6 +1,6 @@
 //! Write-back staging against an in-memory store that can fail on command.
 
-use super::stage::{Store, WriteBack, CHUNK};
+use super::stage::{Spill, Store, WriteBack, CHUNK};
 use crate::backend::{BResult, BackendError, ObjectMeta, UserMeta};
 use bytes::Bytes;
 use std::collections::HashMap;
@@ -110,7 +110,7 @@ fn setup(budget_mib: usize) -> (Arc<Fake>, WriteBack) {
         .lock()
         .unwrap()
         .insert("new".into(), (Vec::new(), UserMeta::new()));
-    let wb = WriteBack::new(f.clone(), PART, budget_mib << 20, Duration::ZERO);
+    let wb = WriteBack::new(f.clone(), PART, budget_mib << 20, Duration::ZERO, None);
     (f, wb)
 }
 
@@ -286,4 +286,42 @@ fn discard_forgets_and_aborts() {
 fn write_to_a_missing_object_is_not_found() {
     let (_f, wb) = setup(64);
     assert_eq!(wb.write_at("none", 0, b"x"), Err(BackendError::NotFound));
+}
+
+#[test]
+fn past_the_budget_chunks_spill_to_disk_instead_of_uploading_early() {
+    let f = Arc::new(Fake::default());
+    f.objects
+        .lock()
+        .unwrap()
+        .insert("r".into(), (vec![1u8; 40 << 20], UserMeta::new()));
+    let dir = tempfile::tempdir().unwrap();
+    let spill = Spill::open(dir.path()).unwrap();
+    // The spill file is unlinked at once: nothing is left behind.
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    let wb = WriteBack::new(f.clone(), PART, 16 << 20, Duration::ZERO, Some(spill));
+    for i in 0..20u64 {
+        wb.write_at("r", i * (2 << 20) + 5, b"xy").unwrap();
+    }
+    assert!(wb.used() <= 16 << 20, "{}", wb.used());
+    assert_eq!(
+        f.parts.load(Ordering::Relaxed) + f.puts.load(Ordering::Relaxed),
+        0,
+        "no early upload"
+    );
+    // Reads merge memory chunks, spilled chunks and the base.
+    let mut b = [0u8; 4];
+    wb.read("r", 19 * (2 << 20) + 4, &mut b).unwrap().unwrap();
+    assert_eq!(b, [1, b'x', b'y', 1]);
+    wb.set_size("r", 30 << 20).unwrap();
+    wb.sync("r").unwrap();
+    let o = object(&f, "r");
+    assert_eq!(o.len(), 30 << 20);
+    for i in 0..15usize {
+        assert_eq!(
+            &o[i * (2 << 20) + 4..i * (2 << 20) + 8],
+            &[1, b'x', b'y', 1]
+        );
+    }
+    assert_eq!(wb.used(), 0);
 }
