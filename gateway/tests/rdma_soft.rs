@@ -410,6 +410,19 @@ fn write_chunked(
 /// READ `count` at 0 with a write chunk of `segs` lengths in scratch 1; returns the
 /// echoed chunk and the inline payload.
 fn read_chunked(raw: &mut Raw, xid: u32, fh: &[u8], count: u32, segs: &[u32]) -> (Chunks, Vec<u8>) {
+    read_chunked_at(raw, xid, fh, 0, count, segs)
+}
+
+/// READ `count` at `offset` with a write chunk of `segs` lengths in scratch 1 (filled
+/// with a 0xee canary first); returns the echoed chunk and the inline payload.
+fn read_chunked_at(
+    raw: &mut Raw,
+    xid: u32,
+    fh: &[u8],
+    offset: u64,
+    count: u32,
+    segs: &[u32],
+) -> (Chunks, Vec<u8>) {
     let (addr, s) = raw.scratch(1);
     s.fill(0xee); // canary
     let mut c = Chunks::default();
@@ -430,7 +443,7 @@ fn read_chunked(raw: &mut Raw, xid: u32, fh: &[u8], count: u32, segs: &[u32]) ->
     raw.send(&msg(
         xid,
         &c,
-        &rpc_call(xid, NFS, 6, &read_args(fh, 0, count)),
+        &rpc_call(xid, NFS, 6, &read_args(fh, offset, count)),
     ));
     let m = raw.recv(Duration::from_secs(5)).expect("a reply");
     let (_, echo, payload) = parse(&m);
@@ -1311,30 +1324,7 @@ fn r8267_26_two_read_chunks_for_one_nfsv3_write_are_garbage_args() {
 
 /// READ `count` at `offset` into a write chunk of `segs`; returns the bytes written.
 fn read_at(raw: &mut Raw, xid: u32, fh: &[u8], offset: u64, count: u32, segs: &[u32]) -> Vec<u8> {
-    let (addr, s) = raw.scratch(1);
-    s.fill(0xee);
-    let mut c = Chunks::default();
-    let mut off = 0u64;
-    let v: Vec<Segment> = segs
-        .iter()
-        .map(|&l| {
-            let sg = Segment {
-                handle: raw.mr.rkey,
-                length: l,
-                offset: addr + off,
-            };
-            off += l as u64;
-            sg
-        })
-        .collect();
-    c.push_write_chunk(&v);
-    raw.send(&msg(
-        xid,
-        &c,
-        &rpc_call(xid, NFS, 6, &read_args(fh, offset, count)),
-    ));
-    let m = raw.recv(Duration::from_secs(5)).expect("a reply");
-    let (_, echo, payload) = parse(&m);
+    let (echo, payload) = read_chunked_at(raw, xid, fh, offset, count, segs);
     let n: u32 = echo.write_chunk(0).iter().map(|s| s.length).sum();
     assert_eq!(
         &payload[payload.len() - 4..],
