@@ -568,3 +568,26 @@ fn fs_changes_behind_the_gateway_are_seen() {
     assert_eq!(m.read(&g, 0, &mut buf).unwrap(), (6, true));
     assert_eq!(&buf[..6], b"\0\0\0xyz");
 }
+
+/// S3 keeps whole-second times: a same-size rewrite within one second must still
+/// change mtime/ctime (the ETag supplies the sub-second part), or every cache that
+/// validates by size and times (the reactors', other gateways', clients') serves the
+/// old bytes.
+#[test]
+fn same_second_same_size_rewrite_changes_times_on_s3() {
+    let Some(s3) = crate::backend::s3::live_tests::fresh("") else {
+        return;
+    };
+    let b: Arc<dyn Backend> = Arc::new(s3);
+    let d = tempfile::tempdir().unwrap();
+    let m = FileModel::open(b, d.path(), &exports()).unwrap();
+    let root = m.root(0).unwrap();
+    let f = mkfile(&m, &root, "f");
+    m.write(&f, 0, b"aaaa", Stable::FileSync).unwrap();
+    let a1 = m.getattr(&f).unwrap();
+    m.write(&f, 0, b"bbbb", Stable::FileSync).unwrap();
+    let a2 = m.getattr(&f).unwrap();
+    assert_eq!(a1.size, a2.size);
+    assert_ne!(a1.mtime, a2.mtime, "mtime unchanged by a same-size rewrite");
+    assert_ne!(a1.ctime, a2.ctime, "ctime unchanged by a same-size rewrite");
+}
