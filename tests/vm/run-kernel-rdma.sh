@@ -47,6 +47,12 @@ if ! command -v fio >/dev/null; then
     || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get -y -qq --no-install-recommends install fio; } \
     || fail "apt-get install fio"
 fi
+# Every command the guest scripts run comes from the host's root filesystem: check them
+# here, before a boot, so a package no script installs fails in seconds with its name
+# (not at the end of the stage, as exportfs once did on a fresh machine).
+for c in fio mount.nfs rpcbind exportfs rpc.mountd rpc.nfsd rdma ibv_devices ip modprobe sha256sum; do
+  command -v "$c" >/dev/null || fail "'$c' is not installed (tools/vm/vm.sh setup with VM_RXE=1 should have installed it)"
+done
 export VM_ENV="${VM_ENV:-} RDMA_FILE_MIB RDMA_FIO_MIB RDMA_DIR_ENTRIES TCP_FILE_MIB TCP_DIR_ENTRIES GW_CORES COMPARE COMPARE_RUNTIME COMPARE_MIB"
 
 mkdir -p target

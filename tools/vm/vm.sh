@@ -55,7 +55,9 @@ VM_APPEND=${VM_APPEND:-}
 #   netbase: /etc/protocols, without which mount.nfs fails ("Failed to find 'tcp'
 #   protocol") on minimal images such as debian:bookworm-slim.
 PKGS="qemu-system-x86 linux-image-amd64 busybox-static cpio gzip kmod iproute2 nfs-common netbase"
-[ "$VM_RXE" = 1 ] && PKGS="$PKGS rdma-core ibverbs-providers ibverbs-utils rdmacm-utils"
+# With VM_RXE=1 also the kernel NFS server's userland (exportfs, rpc.mountd, rpc.nfsd:
+# nfs-kernel-server), for the in-guest nfsd comparison of tests/vm/kernel-rdma-compare.sh.
+[ "$VM_RXE" = 1 ] && PKGS="$PKGS rdma-core ibverbs-providers ibverbs-utils rdmacm-utils nfs-kernel-server"
 # Modules the initramfs needs to reach the 9p root (their dependencies are added).
 INITRD_MODS="virtio_pci 9pnet_virtio 9p overlay"
 
