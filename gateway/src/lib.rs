@@ -8,6 +8,8 @@ pub mod export;
 pub mod fs;
 pub mod mount;
 pub mod nfs3;
+pub mod sdnotify;
 pub mod server;
 pub mod stats;
+pub mod supervise;
 pub mod ulb;

@@ -85,6 +85,8 @@ fn main() -> ExitCode {
         }
     };
     init_logging(&cfg.log.level);
+    gateway::supervise::install_panic_hook();
+    gateway::supervise::hooks::init_from_env();
     install_signal_handlers();
     // Bound before the server starts: a taken port fails start-up before any reactor
     // runs, and the endpoint answers as soon as NFS does.
@@ -134,9 +136,26 @@ fn main() -> ExitCode {
         exports = ?cfg.exports.iter().map(|e| e.path.as_str()).collect::<Vec<_>>(),
         "serving NFSv3 and MOUNT v3 over TCP"
     );
+    let mut sd = gateway::sdnotify::Notifier::from_env();
+    sd.notify("READY=1");
+    let mut last_polls = server.reactor_polls();
+    // Supervision (README "Failures and supervision"): the main thread waits for a
+    // signal or a fatal thread death, and pings systemd's watchdog while every
+    // reactor keeps making passes.
     while !STOP.load(Ordering::SeqCst) {
+        if let Some(reason) = gateway::supervise::fatal_reason() {
+            drop(_stats);
+            return fatal_exit(server, &sd, reason);
+        }
         std::thread::sleep(Duration::from_millis(50));
+        sd.tick(|| {
+            let now = server.reactor_polls();
+            let moving = now.iter().zip(&last_polls).all(|(a, b)| a != b);
+            last_polls = now;
+            moving
+        });
     }
+    sd.notify("STOPPING=1");
     tracing::info!("shutting down: flushing staged writes");
     match server.shutdown() {
         Ok(()) => {
@@ -148,4 +167,34 @@ fn main() -> ExitCode {
             ExitCode::from(1)
         }
     }
+}
+
+/// How long a fatal exit waits for staged writes to be made durable.
+const FATAL_FLUSH_LIMIT: Duration = Duration::from_secs(60);
+
+/// A thread died: log why, make staged writes durable if that finishes in
+/// `FATAL_FLUSH_LIMIT`, and exit with `EXIT_FATAL` so a supervisor restarts us.
+fn fatal_exit(server: Server, sd: &gateway::sdnotify::Notifier, reason: &str) -> ExitCode {
+    tracing::error!(
+        "FATAL: {reason}; flushing staged writes, then exiting with status {} \
+         (restart the gateway: file handles survive restarts)",
+        gateway::supervise::EXIT_FATAL
+    );
+    sd.notify("STOPPING=1");
+    let (tx, rx) = std::sync::mpsc::channel();
+    let flusher = std::thread::spawn(move || {
+        let _ = tx.send(server.shutdown());
+    });
+    match rx.recv_timeout(FATAL_FLUSH_LIMIT) {
+        Ok(Ok(())) => {
+            let _ = flusher.join();
+            tracing::error!("FATAL: staged writes flushed; exiting");
+        }
+        Ok(Err(e)) => tracing::error!("FATAL: flushing staged writes failed: {e:#}"),
+        Err(_) => tracing::error!(
+            "FATAL: flushing staged writes did not finish in {FATAL_FLUSH_LIMIT:?}; exiting \
+             anyway (uncommitted writes are resent by clients: the write verifier changes)"
+        ),
+    }
+    ExitCode::from(gateway::supervise::EXIT_FATAL)
 }

@@ -786,6 +786,16 @@ impl RdmaServer {
         }
     }
 
+    /// Closes the connection `call` arrived on (the caller could not serve the call,
+    /// e.g. it panicked): the call is released and its buffers come back with the
+    /// flush completions, like any disconnect.
+    pub fn close_call_conn(&mut self, call: CallRef) {
+        self.no_reply(call);
+        if self.gens.get(call.slot as usize) == Some(&call.gen) {
+            self.close(call.slot);
+        }
+    }
+
     fn is_live(&self, call: CallRef) -> bool {
         self.gens.get(call.slot as usize) == Some(&call.gen)
             && self.conns[call.slot as usize]

@@ -54,6 +54,18 @@ pub(crate) struct ReactorLink {
     pub pools: Pools,
     pub done: Arc<Ring<Done>>,
     pub bell: Arc<Doorbell>,
+    /// Cleared when the reactor thread ends (shutdown or death): workers then drop
+    /// its completions instead of waiting on a ring nobody drains.
+    pub alive: Arc<AtomicBool>,
+}
+
+/// Clears a reactor's `alive` flag when its thread ends, however it ends.
+struct AliveGuard(Arc<AtomicBool>);
+
+impl Drop for AliveGuard {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Release);
+    }
 }
 
 /// A running gateway.
@@ -176,6 +188,7 @@ impl Server {
                 pools,
                 done: Ring::new(cfg.backend.ring_depth),
                 bell,
+                alive: Arc::new(AtomicBool::new(true)),
             });
             transports.push(tcp);
             rdma_servers.push(rdma);
@@ -245,10 +258,12 @@ impl Server {
                 st,
             );
             let stop = stop_reactors.clone();
-            reactors.push(engine::reactor::spawn_pinned(
+            let alive = AliveGuard(shared.reactors[i].alive.clone());
+            reactors.push(crate::supervise::spawn(
                 format!("reactor-{i}"),
                 Some(*core),
                 move || {
+                    let _alive = alive;
                     let mut r = r;
                     engine::reactor::run(&mut r, idle, &stop, &c);
                     let s = r.cache_stats();
@@ -280,6 +295,15 @@ impl Server {
         self.local_addr
     }
 
+    /// Every reactor's pass counter (the main thread's liveness check: a reactor whose
+    /// count stops moving is stuck).
+    pub fn reactor_polls(&self) -> Vec<u64> {
+        self.counters
+            .iter()
+            .map(|c| c.polls.load(Ordering::Relaxed))
+            .collect()
+    }
+
     /// Pool buffers handed out, over every reactor (tests assert they all come back).
     pub fn pool_buffers_in_use(&self) -> usize {
         self.shared.reactors.iter().map(|r| r.pools.in_use()).sum()
@@ -307,6 +331,7 @@ impl Server {
     /// Clean shutdown: stop accepting and reading, let workers finish what they hold,
     /// then make every staged write durable.
     pub fn shutdown(self) -> anyhow::Result<()> {
+        crate::supervise::begin_stopping();
         self.stop_reactors.store(true, Ordering::SeqCst);
         for r in self.reactors {
             let _ = r.join();

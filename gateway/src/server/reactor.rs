@@ -9,6 +9,7 @@ use super::dispatch::{self, Hot, Job, Link, Verdict, MARK};
 use super::Shared;
 use crate::cache::{PageRead, ReadCache};
 use crate::stats::{slot_of, CallStat, Clock, ReactorStats, Transport};
+use crate::supervise;
 use engine::mem::Buf;
 use engine::rdma::server::{CallRef, RdmaServer};
 use engine::reactor::{Counters, Poller};
@@ -54,6 +55,9 @@ struct Router {
     /// Inline replies produced while a transport was borrowed by its `poll` (with
     /// cache pages when the data goes by RDMA Write straight from them).
     outbox: Vec<Outgoing>,
+    /// Connections to close after this pass: a call on them panicked while being
+    /// classified (supervision policy: a bad request costs at most its connection).
+    closing: Vec<Link>,
     next_bell: usize,
 }
 
@@ -112,6 +116,7 @@ impl ReactorState {
                 backlog: VecDeque::with_capacity(1024),
                 retry: VecDeque::with_capacity(64),
                 outbox: Vec::with_capacity(256),
+                closing: Vec::new(),
                 next_bell: 0,
             },
             tcp_skipped: 0,
@@ -139,7 +144,16 @@ impl ReactorState {
         while let Some(d) = done.pop() {
             let read_ahead = d.reply.is_none() && d.fill.is_some();
             if let Some(fill) = d.fill {
-                self.cache.fill(&self.shared.gens, fill, d.reply.as_deref());
+                let (cache, gens) = (&mut self.cache, &self.shared.gens);
+                let reply = d.reply.as_deref();
+                if supervise::request("reactor: filling the read cache", || {
+                    cache.fill(gens, fill, reply)
+                })
+                .is_err()
+                {
+                    // The cache may be half-updated: make every cached entry stale.
+                    self.shared.gens.bump_namespace();
+                }
             }
             if read_ahead {
                 continue;
@@ -181,8 +195,12 @@ impl ReactorState {
         let mut handle = |conn: ConnId, peer: SocketAddr, rec: Buf| {
             let st = router.count_in(&rec, Transport::Tcp);
             let conn = Link::Tcp(conn);
-            let v = dispatch::classify(*id, conn, peer, rec, pools, &mut hot, None);
-            router.route(v, conn, peer, st);
+            match supervise::request("reactor: classifying a TCP call", || {
+                dispatch::classify(*id, conn, peer, rec, pools, &mut hot, None)
+            }) {
+                Ok(v) => router.route(v, conn, peer, st),
+                Err(()) => router.closing.push(conn),
+            }
         };
         let n = tcp.poll(Some(timeout), &mut handle);
         self.flush_outbox();
@@ -220,22 +238,29 @@ impl ReactorState {
                           reduced: &[Reduced],
                           room: Option<u64>| {
             let st = router.count_in(&rec, Transport::Rdma);
-            let (conn, v) = match crate::ulb::check_call(&rec, reduced) {
-                Ok(item) => {
-                    let conn = Link::Rdma(call, item);
-                    let room = room.filter(|_| item == crate::ulb::ReplyItem::ReadData);
-                    (
-                        conn,
-                        dispatch::classify(*id, conn, peer, rec, pools, &mut hot, room),
-                    )
+            let classified = supervise::request("reactor: classifying an RDMA call", || {
+                match crate::ulb::check_call(&rec, reduced) {
+                    Ok(item) => {
+                        let conn = Link::Rdma(call, item);
+                        let room = room.filter(|_| item == crate::ulb::ReplyItem::ReadData);
+                        (
+                            conn,
+                            dispatch::classify(*id, conn, peer, rec, pools, &mut hot, room),
+                        )
+                    }
+                    Err(v) => {
+                        tracing::debug!(%peer, xid = v.xid, "rdma: reduced item not DDP-eligible; GARBAGE_ARGS");
+                        let conn = Link::Rdma(call, crate::ulb::ReplyItem::None);
+                        (conn, dispatch::garbage_args(v.xid, rec, pools))
+                    }
                 }
-                Err(v) => {
-                    tracing::debug!(%peer, xid = v.xid, "rdma: reduced item not DDP-eligible; GARBAGE_ARGS");
-                    let conn = Link::Rdma(call, crate::ulb::ReplyItem::None);
-                    (conn, dispatch::garbage_args(v.xid, rec, pools))
-                }
-            };
-            router.route(v, conn, peer, st);
+            });
+            match classified {
+                Ok((conn, v)) => router.route(v, conn, peer, st),
+                Err(()) => router
+                    .closing
+                    .push(Link::Rdma(call, crate::ulb::ReplyItem::None)),
+            }
         };
         let n = rdma.poll(&mut handle);
         self.flush_outbox();
@@ -250,11 +275,18 @@ impl ReactorState {
             gens: &self.shared.gens,
             exports: &self.shared.exports,
         };
-        let v = dispatch::classify(self.id, conn, peer, rec, pools, &mut hot, None);
-        self.router.route(v, conn, peer, st);
+        match supervise::request("reactor: classifying a parked call", || {
+            dispatch::classify(self.id, conn, peer, rec, pools, &mut hot, None)
+        }) {
+            Ok(v) => self.router.route(v, conn, peer, st),
+            Err(()) => self.router.closing.push(conn),
+        }
     }
 
     fn flush_outbox(&mut self) {
+        if !self.router.closing.is_empty() {
+            self.close_panicked();
+        }
         for (conn, reply, pages) in self.router.outbox.drain(..) {
             match (conn, reply, pages) {
                 (Link::Rdma(call, _), Some(mut b), Some(pages)) => {
@@ -275,6 +307,37 @@ impl ReactorState {
                     conn,
                     reply,
                 ),
+            }
+        }
+    }
+}
+
+impl ReactorState {
+    /// Closes the connections whose call panicked while being classified (their
+    /// buffers come back through the transports' close paths), and makes every cached
+    /// entry stale, since the panic may have left the cache half-updated.
+    #[cold]
+    fn close_panicked(&mut self) {
+        self.shared.gens.bump_namespace();
+        for conn in std::mem::take(&mut self.router.closing) {
+            match conn {
+                Link::Tcp(c) => {
+                    tracing::warn!(
+                        reactor = self.id,
+                        "closing a TCP connection whose call panicked"
+                    );
+                    self.tcp.no_reply(c);
+                    self.tcp.close(c);
+                }
+                Link::Rdma(call, _) => {
+                    tracing::warn!(
+                        reactor = self.id,
+                        "closing an RDMA connection whose call panicked"
+                    );
+                    if let Some(r) = self.rdma.as_mut() {
+                        r.close_call_conn(call);
+                    }
+                }
             }
         }
     }
@@ -430,6 +493,9 @@ impl Poller for ReactorState {
         }
         // One vectored write per connection for everything answered in this pass.
         self.tcp.flush();
+        if crate::supervise::hooks::kill_pending() {
+            panic!("test hook: reactor thread killed outside any request");
+        }
         work
     }
 

@@ -12,7 +12,6 @@ use crate::fs::FileModel;
 use crate::mount::{self, MOUNT_PROGRAM};
 use crate::nfs3::{self, Ctx, Outcome, NFS_PROGRAM};
 use engine::mem::{Buf, Pools};
-use engine::reactor::spawn_pinned;
 use engine::ring::{Doorbell, Ring};
 use engine::rpc::{self, Accept};
 use engine::xdr::{XdrReader, XdrWriter};
@@ -57,7 +56,7 @@ pub(crate) fn spawn_workers(
         let shared = shared.clone();
         let jobs = jobs.clone();
         let stop = stop.clone();
-        let h = spawn_pinned(format!("worker-{i}"), None, move || {
+        let h = crate::supervise::spawn(format!("worker-{i}"), None, move || {
             let bell = rx.recv().expect("doorbell sent at spawn");
             worker_loop(&shared, &jobs, &stop, &bell, spin);
         })?;
@@ -135,6 +134,12 @@ fn reply_buffer(pools: &Pools, want: usize) -> Option<Buf> {
 }
 
 fn run_job(shared: &Shared, job: Job) {
+    if job.header.proc_ == 0
+        && crate::supervise::hooks::of_xid(job.header.xid)
+            == Some(crate::supervise::hooks::Hook::WorkerThread)
+    {
+        panic!("test hook: worker thread killed outside any request");
+    }
     let link = &shared.reactors[job.reactor];
     let effect = CacheEffect::of(shared, &job);
     effect.before(shared);
@@ -195,9 +200,15 @@ fn run_job(shared: &Shared, job: Job) {
 }
 
 /// Hands a message to the reactor. The reactor drains its ring every pass; a full
-/// ring only means a short wait.
+/// ring only means a short wait. A reactor that has stopped (shutdown, or its thread
+/// died) drains nothing: the message is dropped (its buffers go back to their pool)
+/// instead of spinning forever on a full ring.
 fn push_done(link: &super::ReactorLink, mut done: Done) {
     loop {
+        if !link.alive.load(Ordering::Acquire) {
+            tracing::debug!("reactor gone; dropping a finished call");
+            return;
+        }
         match link.done.push(done) {
             Ok(()) => break,
             Err(d) => {
@@ -380,16 +391,25 @@ fn execute(shared: &Shared, pools: &Pools, job: &Job) -> Option<Buf> {
     let outcome = {
         let mut w = XdrWriter::at(buf.spare_mut(), MARK);
         rpc::write_accepted(&mut w, h.xid, Accept::Success).expect("reply buffer holds a header");
-        let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match h.prog {
-            NFS_PROGRAM => nfs3::serve(&ctx, h.proc_, args, &mut w),
-            MOUNT_PROGRAM => mount::serve(&ctx, h.proc_, args, &mut w),
-            _ => Outcome::ProcUnavail,
-        }));
+        // Supervision policy: a procedure that panics answers SYSTEM_ERR for its call.
+        let run = crate::supervise::request("worker: running a procedure", || {
+            if h.proc_ == 0
+                && crate::supervise::hooks::of_xid(h.xid)
+                    == Some(crate::supervise::hooks::Hook::WorkerRequest)
+            {
+                panic!("test hook: panic while running a procedure");
+            }
+            match h.prog {
+                NFS_PROGRAM => nfs3::serve(&ctx, h.proc_, args, &mut w),
+                MOUNT_PROGRAM => mount::serve(&ctx, h.proc_, args, &mut w),
+                _ => Outcome::ProcUnavail,
+            }
+        });
         match run {
             Ok(Outcome::Done) => Ok(w.position()),
             Ok(Outcome::GarbageArgs) => Err(Accept::GarbageArgs),
             Ok(Outcome::ProcUnavail) => Err(Accept::ProcUnavail),
-            Err(_) => {
+            Err(()) => {
                 tracing::error!(peer = %job.peer, prog = h.prog, proc_ = h.proc_, xid = h.xid,
                     "procedure panicked; answering SYSTEM_ERR");
                 Err(Accept::SystemErr)

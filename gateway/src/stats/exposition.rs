@@ -66,6 +66,17 @@ pub fn render(src: &Source, out: &mut String) {
         "Reactors running (one per engine.cores entry).",
     );
     let _ = writeln!(out, "nfsgw_reactors {}", src.reactors.len());
+    header(
+        out,
+        "nfsgw_requests_panicked_total",
+        "counter",
+        "Requests whose handling panicked; each cost its call (SYSTEM_ERR) or its connection.",
+    );
+    let _ = writeln!(
+        out,
+        "nfsgw_requests_panicked_total {}",
+        crate::supervise::requests_panicked()
+    );
     per_reactor(
         out,
         src,

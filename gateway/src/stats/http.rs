@@ -50,8 +50,11 @@ impl Bound {
                         return;
                     }
                     if let Ok(s) = conn {
-                        // Errors only concern this client (timeouts, resets).
-                        let _ = serve_one(s, &src);
+                        // Errors only concern this client (timeouts, resets); so does a
+                        // panic (supervision policy: it costs that scrape).
+                        let _ = crate::supervise::request("stats: serving a scrape", || {
+                            serve_one(s, &src)
+                        });
                     }
                 }
             })?;
