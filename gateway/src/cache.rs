@@ -380,12 +380,16 @@ impl ReadCache {
         let n = end.saturating_sub(offset) as usize;
         let fp = Fingerprint::from(&a);
         let mut p = offset / PAGE as u64;
-        while n > 0 && p * (PAGE as u64) < end {
+        // p * PAGE <= offset < 2^64 on entry; saturating steps keep a range that
+        // reaches 2^64 (hostile offset, or a store-reported size) from wrapping.
+        while n > 0 && p.saturating_mul(PAGE as u64) < end {
+            let from = p * PAGE as u64;
+            let page_end = from.saturating_add(PAGE as u64);
             match self.pages.get(&(a.fileid, p)) {
                 Some(pg)
                     if pg.stamp == e.stamp
                         && pg.fp == fp
-                        && p * PAGE as u64 + pg.len as u64 >= end.min((p + 1) * PAGE as u64) => {}
+                        && from.saturating_add(pg.len as u64) >= end.min(page_end) => {}
                 _ => return None,
             }
             p += 1;
@@ -447,20 +451,27 @@ impl ReadCache {
             return;
         }
         let fp = Fingerprint::from(a);
-        let first = offset.div_ceil(PAGE as u64);
-        let end = offset + data.len() as u64;
-        let mut p = first;
-        while p * (PAGE as u64) < end {
-            let from = p * PAGE as u64;
+        // Offsets come from clients (READ at any u64) and sizes from the store: every
+        // step is checked, so a range touching 2^64 caches nothing instead of wrapping.
+        let Some(end) = offset.checked_add(data.len() as u64) else {
+            return;
+        };
+        let end = end.min(a.size);
+        let mut p = offset.div_ceil(PAGE as u64);
+        while let Some(from) = p.checked_mul(PAGE as u64).filter(|&f| f < end) {
             let len = ((end - from) as usize).min(PAGE);
-            if len < PAGE && from + len as u64 != a.size {
+            if len < PAGE && from.checked_add(len as u64) != Some(a.size) {
                 break;
             }
+            // `from >= offset` (p rounds offset up), so `at` is within `data`.
+            let at = (from - offset) as usize;
+            let Some(src) = data.get(at..at + len) else {
+                return;
+            };
             let Some(mut buf) = self.page_buf() else {
                 return;
             };
-            let at = (from - offset) as usize;
-            buf.spare_mut()[..len].copy_from_slice(&data[at..at + len]);
+            buf.spare_mut()[..len].copy_from_slice(src);
             buf.set_len(len);
             self.next_page_id += 1;
             let entry = PageEntry {
@@ -774,6 +785,43 @@ mod tests {
         // The tail page ends at EOF, so reads past it are served short.
         assert_eq!(read(&mut t, 16384, 8192, 0).unwrap(), &content[16384..]);
         assert_eq!(read(&mut t, 30000, 10, 0).unwrap(), b"");
+    }
+
+    /// Regression (issue 15): a READ at an offset in the last pages below 2^64 made
+    /// the fill's page rounding overflow and panicked the reactor. Fills and reads of
+    /// every offset near 2^64 — of small and of (store-reported) huge files — cache
+    /// nothing wrong and never panic.
+    #[test]
+    fn offsets_near_2_pow_64_never_panic_or_wrap() {
+        let mut t = setup(64);
+        let content = [7u8; 8192];
+        for size in [20000u64, u64::MAX - 100, u64::MAX] {
+            for off in [
+                u64::MAX,
+                u64::MAX - 1,
+                u64::MAX - 4095,
+                0xFFFF_FFFF_FFFF_F001,
+                0xFFFF_FFFF_FFFF_F000,
+                u64::MAX - 8191,
+                (u64::MAX / 4096) * 4096,
+                1 << 63,
+            ] {
+                let s = t.gens.stamp(42);
+                fill(&mut t, attr(size, 0o644), s, Some((off, &content)));
+                fill(&mut t, attr(size, 0o644), s, Some((off, &[])));
+                for count in [0u32, 1, 4096, 65536, u32::MAX] {
+                    if let Some(got) = read(&mut t, off, count, 0) {
+                        // Anything served lies inside the file and inside the range.
+                        assert!(got.len() as u64 <= size.saturating_sub(off));
+                        assert!(got.len() <= count as usize);
+                    }
+                }
+            }
+        }
+        // The cache still works for ordinary reads afterwards.
+        let s = t.gens.stamp(42);
+        fill(&mut t, attr(8192, 0o644), s, Some((0, &content)));
+        assert_eq!(read(&mut t, 0, 8192, 0).unwrap(), &content[..]);
     }
 
     #[test]
