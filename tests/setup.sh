@@ -19,7 +19,7 @@ log() { echo "setup.sh: $*" >&2; }
 
 # ---- Debian packages --------------------------------------------------------
 PKGS=(libnfs-utils libnfs-dev swig python3-dev python3-venv build-essential pkg-config
-      libibverbs-dev librdmacm-dev libclang-dev fio)
+      libibverbs-dev librdmacm-dev libclang-dev fio systemd)
 missing=()
 for p in "${PKGS[@]}"; do
     if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
@@ -40,6 +40,8 @@ if ((${#missing[@]})); then
     # the `rdma` cargo feature (verbs provider; bindgen) and fio: run-all.sh lints the
     # feature build and runs fio in the NFS/RDMA VM stage, so they are required
     apt-get install -y -qq --no-install-recommends libibverbs-dev librdmacm-dev libclang-dev fio
+    # systemd-analyze: tests/e2e/test_service.py verifies configs/nfsgw.service
+    apt-get install -y -qq --no-install-recommends systemd
 fi
 for b in nfs-ls nfs-cp nfs-cat; do
     command -v "$b" >/dev/null || { log "missing $b after install"; exit 1; }

@@ -419,12 +419,16 @@ impl S3Backend {
             .spawn(move || loop {
                 std::thread::sleep(Duration::from_millis(500));
                 let Some(wb) = wb.upgrade() else { return };
-                for k in wb.idle_keys() {
-                    if let Err(e) = wb.sync(&k) {
-                        tracing::warn!(key = k, error = %e, "s3: idle upload failed; will retry");
+                // Supervision: a panic in one pass costs that pass (staged data stays
+                // staged; COMMIT and the next pass retry), never the idle flusher.
+                let _ = crate::supervise::request("s3: idle flush pass", || {
+                    for k in wb.idle_keys() {
+                        if let Err(e) = wb.sync(&k) {
+                            tracing::warn!(key = k, error = %e, "s3: idle upload failed; will retry");
+                        }
                     }
-                }
-                wb.prune();
+                    wb.prune();
+                });
             })
             .expect("spawn s3-flush");
     }
