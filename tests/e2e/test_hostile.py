@@ -367,6 +367,45 @@ def test_random_garbage_200_rounds(hg):
     good_check(hg, "random")
 
 
+U64 = (1 << 64) - 1
+HOSTILE_OFFSETS = [U64, U64 - 1, U64 - 4095, 0xFFFFFFFFFFFFF001, 0xFFFFFFFFFFFFF000,
+                   U64 - 65535, 1 << 63, (1 << 63) - 1, 1 << 32, (1 << 32) - 1]
+HOSTILE_COUNTS = [0, 1, 4095, 4096, 65536, 1 << 20, (1 << 31), (1 << 32) - 1]
+
+
+def test_hostile_values_read_family(hg):
+    """Issue 15: one READ at 0xFFFFFFFFFFFFF001 took the whole server down (the read
+    cache's page rounding overflowed on the reactor). Every offset near 2^63/2^64 with
+    every count, on a file whose attributes and pages are cached (so the reactor path
+    runs, over and over), answers OK, no data, eof — and the server stays up."""
+    with hg.client(timeout=10) as c:
+        root = c.mount("/")
+        data = os.urandom(10000)
+        f = c.create(root, "hostile-read", 0o644).check().fh
+        c.write(f, 0, data, N.FILE_SYNC).check()
+        for _ in range(3):
+            assert c.read(f, 0, 10000).check().data == data   # fills the reactor cache
+            for off in HOSTILE_OFFSETS:
+                for count in HOSTILE_COUNTS:
+                    r = c.read(f, off, count).check(f"READ {off:#x} {count}")
+                    assert r.data == b"" and r.eof, (hex(off), count, r)
+        # WRITE whose end passes the largest file size: FBIG, and nothing changed.
+        for off in (U64, U64 - 4095, 0xFFFFFFFFFFFFF001, 1 << 63):
+            r = c.write(f, off, b"x", N.FILE_SYNC)
+            assert r.status == N.NFS3ERR_FBIG, (hex(off), r)
+        # COMMIT of any range commits the file (the range is advisory, RFC 1813 §3.3.21).
+        for off, count in ((U64, (1 << 32) - 1), (0xFFFFFFFFFFFFF001, 1)):
+            c.commit(f, off, count).check("COMMIT")
+        # READDIR with hostile cookies and counts: an error or a page, never a crash.
+        for cookie in (U64, U64 - 1, 1 << 63, 3):
+            for count in (0, 1, 8, (1 << 32) - 1):
+                r = c.readdir(root, cookie=cookie, count=count)
+                assert r.status in (0, N.NFS3ERR_BAD_COOKIE, N.NFS3ERR_TOOSMALL), (cookie, count, r)
+        assert c.read(f, 0, 10000).check().data == data
+    good_check(hg, "read-family")
+    assert "panicked" not in hg.log_path.read_text(errors="replace")
+
+
 def test_rss_bounded_after_hostile_run(hg):
     assert "rss0" in state, "warm-up did not run"
     time.sleep(1)
