@@ -320,3 +320,185 @@ fn concurrent_smoke() {
         }
     }
 }
+
+/// Regression: listings of the root went through dups of the root's descriptor, which
+/// share one directory offset, so concurrent READDIRs lost or repeated entries. Every
+/// listing must see every entry exactly once.
+#[test]
+fn concurrent_listings_see_every_entry_once() {
+    const N: usize = 2000;
+    let (_d, root, b) = backend();
+    std::fs::create_dir(root.join("sub")).unwrap();
+    let name = |i: usize| format!("entry-with-a-long-name-to-need-many-getdents-{i:05}");
+    for i in 0..N {
+        std::fs::write(root.join(name(i)), b"").unwrap();
+        std::fs::write(root.join("sub").join(name(i)), b"").unwrap();
+    }
+    let want_root: Vec<String> = (0..N).map(name).collect();
+    let want_sub: Vec<String> = (0..N).map(|i| format!("sub/{}", name(i))).collect();
+    let b = Arc::new(b);
+    let threads: Vec<_> = (0..4)
+        .map(|t| {
+            let b = b.clone();
+            let (want_root, want_sub) = (want_root.clone(), want_sub.clone());
+            std::thread::spawn(move || {
+                for i in 0..12 {
+                    let (prefix, want) = if (i + t) % 3 == 2 {
+                        ("sub/", &want_sub)
+                    } else {
+                        ("", &want_root)
+                    };
+                    let page = b.list(prefix, Some('/'), None, 3 * N).unwrap();
+                    assert!(page.next.is_none());
+                    let mut got: Vec<&str> = page
+                        .objects
+                        .iter()
+                        .map(|o| o.key.as_str())
+                        .filter(|k| *k != prefix)
+                        .collect();
+                    let listed = got.len();
+                    got.dedup();
+                    assert_eq!(got.len(), listed, "{prefix:?}: an entry listed twice");
+                    assert_eq!(got, *want, "{prefix:?}: entries lost");
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+}
+
+/// Rule: offset + length near 2^64 is an error (EINVAL/EFBIG), never a wrapped offset
+/// or a panic, and nothing is written.
+#[test]
+fn hostile_offsets_are_errors() {
+    let (_d, root, b) = backend();
+    b.put("f", b"data", &UserMeta::new(), false).unwrap();
+    let big = i64::MAX as u64;
+    let mut buf = [0u8; 16];
+    let too_large = |r: BResult<()>| match r {
+        Err(BackendError::Permanent(m)) => assert!(m.contains("too large"), "{m}"),
+        r => panic!("{r:?}"),
+    };
+    // Reads past the largest file size: an offset no file has is EINVAL; a read
+    // that merely runs past it ends there (end of file).
+    for off in [u64::MAX, u64::MAX - 3, big + 1] {
+        assert!(
+            matches!(
+                b.get_range("f", off, &mut buf),
+                Err(BackendError::Permanent(_))
+            ),
+            "{off}"
+        );
+    }
+    assert_eq!(b.get_range("f", big - 4, &mut buf), Ok(0));
+    assert_eq!(b.get_range("f", big, &mut buf), Ok(0));
+    assert_eq!(b.get_range("f", 1, &mut buf), Ok(3));
+    let rw = b.random_write().unwrap();
+    too_large(rw.write_at("f", big - 1, b"abcd"));
+    too_large(rw.write_at("f", big, b"a"));
+    assert!(matches!(
+        rw.write_at("f", u64::MAX - 1, b"abcd"),
+        Err(BackendError::Permanent(_))
+    ));
+    too_large(rw.set_size("f", u64::MAX));
+    too_large(rw.set_size("f", big + 1));
+    assert_eq!(std::fs::read(root.join("f")).unwrap(), b"data");
+    assert_eq!(b.head("f").unwrap().size, 4);
+}
+
+#[test]
+fn malformed_values_are_rejected() {
+    use xattr::reject;
+    for (name, val) in [
+        ("mode", &b"100644"[..]),
+        ("mode", b"33188"),
+        ("uid", b"0"),
+        ("mtime", b"1700000000.123456789"),
+        ("atime", b"2023-11-14T22:13:20.5Z"),
+        ("ctime", b"1700000000"),
+        ("nfsgw-verf", b"00112233aabbccdd"),
+        ("other", b"any printable text"),
+    ] {
+        assert_eq!(reject(name, val), None, "{name}={val:?}");
+    }
+    for (name, val) in [
+        ("mode", &b""[..]),
+        ("other", b""),
+        ("mode", b"rwxr-xr-x"),
+        ("uid", "\u{ff11}\u{ff12}".as_bytes()),
+        ("gid", b"-1"),
+        ("uid", b"123456789012345678901"),
+        ("mtime", b"yesterday"),
+        ("mtime", b"17e8"),
+        ("atime", b"-5"),
+        ("other", b"caf\xc3\xa9"),
+        ("other", b"\xff\xfe"),
+        ("other", b"tab\there"),
+    ] {
+        assert!(reject(name, val).is_some(), "{name}={val:?}");
+    }
+    assert_eq!(reject("other", &[b'x'; xattr::MAX_VALUE]), None);
+    assert!(reject("other", &[b'x'; xattr::MAX_VALUE + 1]).is_some());
+}
+
+/// Rule: malformed metadata written by another tool is ignored (the on-disk stat
+/// values show through), never a failed GETATTR or listing; the next metadata update
+/// removes it.
+#[test]
+fn malformed_xattrs_are_ignored() {
+    let (_d, root, b) = backend();
+    b.put("d/f", b"12345", &meta(&[("note", "kept")]), false)
+        .unwrap();
+    let path = root.join("d/f");
+    setxattr_raw(&path, "mode", b"junk");
+    setxattr_raw(&path, "uid", "\u{ff11}\u{ff12}".as_bytes());
+    setxattr_raw(&path, "gid", b"");
+    setxattr_raw(&path, "mtime", b"not a time");
+    setxattr_raw(&path, "atime", b"\xff\x00\x01");
+    setxattr_raw(&path, "big", &vec![b'7'; xattr::MAX_VALUE + 500]);
+    setxattr_raw(&path, "ok", b"1700000000");
+    let st = std::fs::metadata(&path).unwrap();
+    use std::os::unix::fs::MetadataExt;
+    let want = meta(&[
+        ("mode", &format!("{:o}", st.mode())),
+        ("uid", &st.uid().to_string()),
+        ("gid", &st.gid().to_string()),
+        ("note", "kept"),
+        ("ok", "1700000000"),
+    ]);
+    let h = b.head("d/f").unwrap();
+    assert_eq!(h.user, want);
+    assert_eq!(h.size, 5);
+    let page = b.list("d/", None, None, 100).unwrap();
+    let f = page.objects.iter().find(|o| o.key == "d/f").unwrap();
+    assert_eq!(f.user, want);
+    // The same on a directory marker, and the root.
+    setxattr_raw(&root.join("d"), "mode", b"40755x");
+    setxattr_raw(&root, "uid", b"root");
+    let dm = b.head("d/").unwrap();
+    assert_eq!(
+        dm.user.get("mode"),
+        Some(&format!("{:o}", root.join("d").metadata().unwrap().mode()))
+    );
+    assert_eq!(
+        b.head("").unwrap().user.get("uid"),
+        Some(&root.metadata().unwrap().uid().to_string())
+    );
+    b.list("", None, None, 100).unwrap();
+    // Replacing the metadata drops the malformed attributes from disk.
+    b.set_meta("d/f", &meta(&[("mode", "100600")])).unwrap();
+    let f = File::open(&path).unwrap();
+    let mut names = vec![0u8; 4096];
+    let n = sys::flistxattr(f.as_fd(), &mut names).unwrap();
+    let names: Vec<&[u8]> = names[..n]
+        .split(|c| *c == 0)
+        .filter(|s| s.starts_with(xattr::XATTR_PREFIX.as_bytes()))
+        .collect();
+    assert_eq!(names, [b"user.nfsgw.mode".as_slice()]);
+    assert_eq!(
+        b.head("d/f").unwrap().user.get("mode").map(String::as_str),
+        Some("100600")
+    );
+}

@@ -17,8 +17,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 pub const XATTR_PREFIX: &str = "user.nfsgw.";
 
-/// Longest value taken. The gateway writes values of a few dozen bytes.
-pub const MAX_VALUE: usize = 4096;
+/// Longest value taken. The gateway writes values of a few dozen bytes, and S3 allows
+/// 2 KiB of user metadata in all.
+pub const MAX_VALUE: usize = 1024;
 /// The kernel's limit on a file's attribute name list (XATTR_LIST_MAX).
 const MAX_LIST: usize = 65536;
 
