@@ -610,7 +610,7 @@ impl FsBackend {
                 });
             }
             sys::fsync(parent).map_err(|e| map_io(e, "fsync", key))?;
-            Ok(object_meta(key, &st, meta.clone()))
+            Ok(object_meta(key, &st, xattr::sane(meta)))
         })();
         if res.is_err() {
             unlink_tmp();
@@ -635,7 +635,7 @@ impl FsBackend {
         f.sync_all().map_err(|e| map_io(e, "fsync", key))?;
         sys::fsync(at).map_err(|e| map_io(e, "fsync", key))?;
         let st = fstat(f.as_fd()).map_err(|e| map_io(e, "stat", key))?;
-        Ok(object_meta(key, &st, meta.clone()))
+        Ok(object_meta(key, &st, xattr::sane(meta)))
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -762,7 +762,7 @@ impl Upload for FsUpload {
             sys::renameat(at, &self.tmp, at, &name).map_err(|e| map_io(e, "rename", &key))?;
             self.cache.invalidate(&key);
             sys::fsync(at).map_err(|e| map_io(e, "fsync", &key))?;
-            Ok(object_meta(&key, &st, self.meta.clone()))
+            Ok(object_meta(&key, &st, xattr::sane(&self.meta)))
         })();
         if res.is_err() {
             let _ = sys::unlinkat(at, &self.tmp, 0);
@@ -999,7 +999,7 @@ impl Backend for FsBackend {
         match fstat(fd) {
             Ok(st) => self.cache.update(key, &e.file, |c| {
                 c.ctime = ctime_of(&st);
-                c.user = Arc::new(meta.clone());
+                c.user = Arc::new(xattr::sane(meta));
             }),
             Err(_) => self.cache.invalidate(key),
         }

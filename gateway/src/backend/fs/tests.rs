@@ -501,4 +501,12 @@ fn malformed_xattrs_are_ignored() {
         b.head("d/f").unwrap().user.get("mode").map(String::as_str),
         Some("100600")
     );
+    // What a write returns (and caches) is what a re-read shows.
+    let put = b
+        .put("g", b"", &meta(&[("mtime", "junk"), ("x", "1")]), false)
+        .unwrap();
+    assert_eq!(put.user.get("mtime"), None);
+    assert_eq!(b.head("g").unwrap(), put);
+    b.set_meta("g", &meta(&[("uid", "")])).unwrap();
+    assert_eq!(b.head("g").unwrap().user.get("uid"), put.user.get("uid"));
 }

@@ -48,6 +48,15 @@ pub fn reject(name: &str, val: &[u8]) -> Option<&'static str> {
     }
 }
 
+/// What a later read of `meta`, once stored, shows: the sane values only (so the
+/// metadata a write returns or caches is what a re-read gives).
+pub fn sane(meta: &UserMeta) -> UserMeta {
+    meta.iter()
+        .filter(|(k, v)| !k.is_empty() && reject(k, v.as_bytes()).is_none())
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
+}
+
 /// Logs an ignored value: at most one line a second, the rest counted.
 fn log_ignored(name: &str, why: &str, val: &[u8]) {
     static NEXT: AtomicU64 = AtomicU64::new(0);
