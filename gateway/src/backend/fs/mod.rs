@@ -20,6 +20,10 @@
 //! behind the gateway's back goes unnoticed for at most that long, like an NFS client's
 //! attribute cache. Every change the gateway makes itself updates or drops the cached
 //! entries it touches before returning.
+//!
+//! System calls: every raw `libc` call is in [`sys`], a set of safe wrappers and the
+//! backend's only `unsafe` (enforced: the rest of the backend denies `unsafe_code`).
+#![deny(unsafe_code)]
 
 use super::*;
 use std::collections::HashMap;

@@ -5,6 +5,7 @@
 //! so never a closed or reused number), buffers are slices (the kernel is told their
 //! exact length), and failures are `io::Error` from `errno`. Nothing here keeps a
 //! pointer past the call, except [`Dir`], which owns its `DIR *`.
+#![allow(unsafe_code)]
 
 use std::ffi::CStr;
 use std::io;
