@@ -86,6 +86,8 @@ struct PoolsInner {
 // buffers are handed out exclusively (an index is on the free list or owned by exactly
 // one `Buf`), so sharing the layout across threads is sound.
 unsafe impl Send for PoolsInner {}
+// SAFETY: as for `Send`: shared access only reads the layout; each buffer's bytes are
+// reached through the one `Buf` that owns its index.
 unsafe impl Sync for PoolsInner {}
 
 /// Occupancy of one class, for stats.

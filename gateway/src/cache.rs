@@ -973,6 +973,7 @@ mod tests {
         let page_mem = got.as_slice()[0].addr as *const u8;
         // SAFETY: the page is pinned, so its buffer is still the data we cached.
         assert_eq!(
+            // SAFETY: the page is pinned, so its buffer is still mapped and ours to read.
             unsafe { *page_mem },
             7,
             "pinned page untouched by the refill"

@@ -90,6 +90,7 @@ impl ReactorState {
             // SAFETY: the cache is a field of this state after `rdma`, so the server
             // (which deregisters in its Drop) goes first.
             (Some(r), Some((base, len))) => {
+                // SAFETY: the page region outlives the server (dropped first, see above).
                 match unsafe { r.register_region(base, len) } {
                     Ok(lkey) => Some(lkey),
                     Err(e) => {

@@ -20,20 +20,29 @@
 //! behind the gateway's back goes unnoticed for at most that long, like an NFS client's
 //! attribute cache. Every change the gateway makes itself updates or drops the cached
 //! entries it touches before returning.
+//!
+//! System calls: every raw `libc` call is in [`sys`], a set of safe wrappers and the
+//! backend's only `unsafe` (enforced: the rest of the backend denies `unsafe_code`).
+#![deny(unsafe_code)]
 
 use super::*;
 use std::collections::HashMap;
-use std::ffi::{CStr, CString};
+use std::ffi::CString;
 use std::fs::File;
 use std::io::{self, Write};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-const XATTR_PREFIX: &str = "user.nfsgw.";
+mod sys;
+#[cfg(test)]
+mod tests;
+mod xattr;
+
+use sys::{fstat, lstatat, openat};
 
 /// How long a cached object is trusted without re-walking its path.
 const REVALIDATE: Duration = Duration::from_secs(1);
@@ -43,7 +52,8 @@ const CACHE_MAX: usize = 4096;
 
 pub struct FsBackend {
     root: PathBuf,
-    root_fd: OwnedFd,
+    /// Shared with uploads in progress, which may outlive a borrow of the backend.
+    root_fd: Arc<OwnedFd>,
     identity: String,
     cache: Arc<ObjCache>,
 }
@@ -180,20 +190,11 @@ fn ctime_of(st: &libc::stat) -> (i64, i64) {
 
 /// The soft limit on open descriptors.
 fn fd_limit() -> usize {
-    // SAFETY: plain data filled by the kernel.
-    let mut rl: libc::rlimit = unsafe { std::mem::zeroed() };
-    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut rl) } != 0 {
-        return 1024;
-    }
-    usize::try_from(rl.rlim_cur).unwrap_or(usize::MAX)
+    sys::nofile_limit().map_or(1024, |n| usize::try_from(n).unwrap_or(usize::MAX))
 }
 
 fn cstr(s: &str) -> BResult<CString> {
     CString::new(s).map_err(|_| BackendError::Permanent(format!("NUL in name {s:?}")))
-}
-
-fn last_err() -> io::Error {
-    io::Error::last_os_error()
 }
 
 fn map_io(err: io::Error, what: &str, key: &str) -> BackendError {
@@ -216,46 +217,6 @@ fn is_gone(e: &io::Error) -> bool {
     )
 }
 
-fn openat(dir: RawFd, name: &CStr, flags: i32, mode: libc::mode_t) -> io::Result<OwnedFd> {
-    loop {
-        // SAFETY: name is a valid C string; the returned fd is owned by us.
-        let fd = unsafe {
-            libc::openat(
-                dir,
-                name.as_ptr(),
-                flags | libc::O_CLOEXEC | libc::O_NOFOLLOW,
-                mode as libc::c_uint,
-            )
-        };
-        if fd >= 0 {
-            // SAFETY: fd was just returned by openat.
-            return Ok(unsafe { OwnedFd::from_raw_fd(fd) });
-        }
-        let e = last_err();
-        if e.raw_os_error() != Some(libc::EINTR) {
-            return Err(e);
-        }
-    }
-}
-
-fn fstat(fd: RawFd) -> io::Result<libc::stat> {
-    // SAFETY: st is plain data filled by the kernel.
-    let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    if unsafe { libc::fstat(fd, &mut st) } != 0 {
-        return Err(last_err());
-    }
-    Ok(st)
-}
-
-fn lstatat(dir: RawFd, name: &CStr) -> io::Result<libc::stat> {
-    // SAFETY: as above.
-    let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    if unsafe { libc::fstatat(dir, name.as_ptr(), &mut st, libc::AT_SYMLINK_NOFOLLOW) } != 0 {
-        return Err(last_err());
-    }
-    Ok(st)
-}
-
 fn is_dir(st: &libc::stat) -> bool {
     st.st_mode & libc::S_IFMT == libc::S_IFDIR
 }
@@ -264,99 +225,23 @@ fn is_reg(st: &libc::stat) -> bool {
     st.st_mode & libc::S_IFMT == libc::S_IFREG
 }
 
-fn fsync_fd(fd: RawFd) -> io::Result<()> {
-    // SAFETY: plain syscall on a descriptor we own.
-    if unsafe { libc::fsync(fd) } != 0 {
-        return Err(last_err());
-    }
-    Ok(())
+/// The largest file offset + 1 (`off_t` is an i64).
+const MAX_END: u64 = i64::MAX as u64;
+
+fn efbig() -> io::Error {
+    io::Error::from_raw_os_error(libc::EFBIG)
 }
 
-/// Reads the user.nfsgw.* attributes of an open file.
-fn get_xattrs(fd: RawFd) -> io::Result<UserMeta> {
-    let mut names = vec![0u8; 1024];
-    loop {
-        // SAFETY: the buffer is valid for its length.
-        let n = unsafe { libc::flistxattr(fd, names.as_mut_ptr().cast(), names.len()) };
-        if n >= 0 {
-            names.truncate(n as usize);
-            break;
-        }
-        let e = last_err();
-        if e.raw_os_error() == Some(libc::ERANGE) {
-            names.resize(names.len() * 4, 0);
-            continue;
-        }
-        if e.raw_os_error() == Some(libc::ENOTSUP) {
-            return Ok(UserMeta::new());
-        }
-        return Err(e);
+/// Rule (hostile offsets): `offset + len` of a caller's read or write, or `err` when it
+/// does not fit in a u64 (EINVAL for reads, EFBIG for writes), never a wrapped sum.
+/// An offset past [`MAX_END`] is EINVAL too, as pread/pwrite would say.
+fn max_end(offset: u64, len: usize, err: i32) -> io::Result<u64> {
+    if offset > MAX_END {
+        return Err(io::Error::from_raw_os_error(libc::EINVAL));
     }
-    let mut meta = UserMeta::new();
-    for raw in names.split(|b| *b == 0).filter(|n| !n.is_empty()) {
-        let Ok(name) = std::str::from_utf8(raw) else {
-            continue;
-        };
-        let Some(short) = name.strip_prefix(XATTR_PREFIX) else {
-            continue;
-        };
-        let cname = CString::new(raw).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
-        let mut val = vec![0u8; 256];
-        loop {
-            // SAFETY: the buffer is valid for its length.
-            let n =
-                unsafe { libc::fgetxattr(fd, cname.as_ptr(), val.as_mut_ptr().cast(), val.len()) };
-            if n >= 0 {
-                val.truncate(n as usize);
-                break;
-            }
-            let e = last_err();
-            match e.raw_os_error() {
-                Some(libc::ERANGE) => val.resize(val.len() * 4, 0),
-                Some(libc::ENODATA) => {
-                    val.clear();
-                    break;
-                }
-                _ => return Err(e),
-            }
-        }
-        meta.insert(
-            short.to_string(),
-            String::from_utf8_lossy(&val).into_owned(),
-        );
-    }
-    Ok(meta)
-}
-
-/// Replaces the user.nfsgw.* attributes of an open file with `meta`.
-fn set_xattrs(fd: RawFd, meta: &UserMeta) -> io::Result<()> {
-    let old = get_xattrs(fd)?;
-    for name in old.keys().filter(|k| !meta.contains_key(*k)) {
-        let c = CString::new(format!("{XATTR_PREFIX}{name}"))
-            .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
-        // SAFETY: valid C string.
-        if unsafe { libc::fremovexattr(fd, c.as_ptr()) } != 0 {
-            let e = last_err();
-            if e.raw_os_error() != Some(libc::ENODATA) {
-                return Err(e);
-            }
-        }
-    }
-    for (name, val) in meta {
-        if old.get(name) == Some(val) {
-            continue;
-        }
-        if name.is_empty() {
-            return Err(io::Error::from_raw_os_error(libc::EINVAL));
-        }
-        let c = CString::new(format!("{XATTR_PREFIX}{name}"))
-            .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
-        // SAFETY: valid C string and value buffer.
-        if unsafe { libc::fsetxattr(fd, c.as_ptr(), val.as_ptr().cast(), val.len(), 0) } != 0 {
-            return Err(last_err());
-        }
-    }
-    Ok(())
+    offset
+        .checked_add(len as u64)
+        .ok_or_else(|| io::Error::from_raw_os_error(err))
 }
 
 fn temp_name() -> String {
@@ -412,60 +297,41 @@ fn split(key: &str) -> BResult<Split<'_>> {
 }
 
 /// Directory entries of an open directory: (name, is_dir), regular files and
-/// directories only, temp files and non-UTF-8 names skipped.
-fn read_dir_fd(dir: RawFd) -> io::Result<Vec<(String, bool)>> {
-    // SAFETY: dup gives a descriptor that fdopendir takes over; closedir closes it.
-    let fd = unsafe { libc::fcntl(dir, libc::F_DUPFD_CLOEXEC, 0) };
-    if fd < 0 {
-        return Err(last_err());
-    }
-    let dp = unsafe { libc::fdopendir(fd) };
-    if dp.is_null() {
-        let e = last_err();
-        unsafe { libc::close(fd) };
-        return Err(e);
-    }
-    // fdopendir shares the file offset with the original descriptor: start over.
-    unsafe { libc::rewinddir(dp) };
+/// directories only, temp files and non-UTF-8 names skipped. The directory is read
+/// through a stream of its own ([`sys::Dir`]), never through a dup of `dir`: a dup
+/// shares the offset, and concurrent listings of one directory would lose entries.
+fn read_dir_fd(dir: BorrowedFd<'_>) -> io::Result<Vec<(String, bool)>> {
+    let mut stream = sys::Dir::open(dir)?;
     let mut out = Vec::new();
-    let result = loop {
-        // SAFETY: errno is thread-local; readdir returns a pointer valid until the next call.
-        unsafe { *libc::__errno_location() = 0 };
-        let ent = unsafe { libc::readdir(dp) };
-        if ent.is_null() {
-            let e = last_err();
-            break if e.raw_os_error().unwrap_or(0) != 0 {
-                Err(e)
-            } else {
-                Ok(())
-            };
-        }
-        let ent = unsafe { &*ent };
-        let name = unsafe { CStr::from_ptr(ent.d_name.as_ptr()) };
-        let bytes = name.to_bytes();
-        if bytes == b"." || bytes == b".." {
+    while let Some(ent) = stream.next_entry() {
+        let ent = ent?;
+        if ent.name == b"." || ent.name == b".." {
             continue;
         }
-        let Ok(s) = std::str::from_utf8(bytes) else {
+        let Ok(s) = std::str::from_utf8(&ent.name) else {
             continue;
         };
         if s.starts_with(TEMP_PREFIX) {
             continue;
         }
-        let d = match ent.d_type {
+        let d = match ent.kind {
             libc::DT_DIR => true,
             libc::DT_REG => false,
-            libc::DT_UNKNOWN => match lstatat(dir, name) {
-                Ok(st) if is_dir(&st) => true,
-                Ok(st) if is_reg(&st) => false,
-                _ => continue,
-            },
+            libc::DT_UNKNOWN => {
+                let Ok(name) = CString::new(ent.name.as_slice()) else {
+                    continue;
+                };
+                match lstatat(dir, &name) {
+                    Ok(st) if is_dir(&st) => true,
+                    Ok(st) if is_reg(&st) => false,
+                    _ => continue,
+                }
+            }
             _ => continue,
         };
         out.push((s.to_string(), d));
-    };
-    unsafe { libc::closedir(dp) };
-    result.map(|_| out)
+    }
+    Ok(out)
 }
 
 enum Item {
@@ -498,22 +364,12 @@ impl FsBackend {
             .with_context(|| format!("backend.root {}: cannot resolve", root.display()))?;
         let croot = CString::new(root.as_os_str().as_encoded_bytes())
             .with_context(|| format!("backend.root {}: NUL in path", root.display()))?;
-        // SAFETY: valid C string; the fd is owned below.
-        let fd = unsafe {
-            libc::open(
-                croot.as_ptr(),
-                libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC,
-            )
-        };
-        if fd < 0 {
-            return Err(last_err())
-                .with_context(|| format!("backend.root {}: cannot open", root.display()));
-        }
-        let root_fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        let root_fd = sys::open_dir(&croot)
+            .with_context(|| format!("backend.root {}: cannot open", root.display()))?;
         // Probe user xattrs.
         let probe = CString::new(temp_name()).expect("no NUL");
         let pf = openat(
-            root_fd.as_raw_fd(),
+            root_fd.as_fd(),
             &probe,
             libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL,
             0o600,
@@ -521,10 +377,10 @@ impl FsBackend {
         .with_context(|| format!("backend.root {}: cannot create files there", root.display()))?;
         let mut meta = UserMeta::new();
         meta.insert("probe".into(), "1".into());
-        let res = set_xattrs(pf.as_raw_fd(), &meta);
+        let res = xattr::set(pf.as_fd(), &meta);
         drop(pf);
-        // SAFETY: valid C string.
-        unsafe { libc::unlinkat(root_fd.as_raw_fd(), probe.as_ptr(), 0) };
+        // Best effort: a leftover probe is a temp file, never listed.
+        let _ = sys::unlinkat(root_fd.as_fd(), &probe, 0);
         if let Err(e) = res {
             anyhow::bail!(
                 "backend.root {}: the filesystem refuses user extended attributes ({e}), which \
@@ -539,7 +395,7 @@ impl FsBackend {
         let max = (fd_limit() / 4).clamp(CACHE_SHARDS, CACHE_MAX);
         Ok(FsBackend {
             root,
-            root_fd,
+            root_fd: Arc::new(root_fd),
             identity,
             cache: Arc::new(ObjCache::new(max)),
         })
@@ -556,20 +412,16 @@ impl FsBackend {
         let mut cur: Option<OwnedFd> = None;
         for c in comps {
             let name = cstr(c)?;
-            let at = cur
-                .as_ref()
-                .map_or(self.root_fd.as_raw_fd(), |f| f.as_raw_fd());
+            let at = self.at(&cur);
             let next = match openat(at, &name, libc::O_RDONLY | libc::O_DIRECTORY, 0) {
                 Ok(fd) => fd,
                 Err(e) if create && e.raw_os_error() == Some(libc::ENOENT) => {
-                    // SAFETY: valid C string.
-                    if unsafe { libc::mkdirat(at, name.as_ptr(), 0o755) } != 0 {
-                        let e = last_err();
-                        if e.raw_os_error() != Some(libc::EEXIST) {
+                    match sys::mkdirat(at, &name, 0o755) {
+                        Err(e) if e.raw_os_error() != Some(libc::EEXIST) => {
                             return Err(map_io(e, "mkdir", key));
                         }
-                    } else {
-                        fsync_fd(at).map_err(|e| map_io(e, "fsync", key))?;
+                        Err(_) => {}
+                        Ok(()) => sys::fsync(at).map_err(|e| map_io(e, "fsync", key))?,
                     }
                     openat(at, &name, libc::O_RDONLY | libc::O_DIRECTORY, 0)
                         .map_err(|e| map_io(e, "open", key))?
@@ -581,9 +433,9 @@ impl FsBackend {
         Ok(cur)
     }
 
-    fn raw(&self, fd: &Option<OwnedFd>) -> RawFd {
-        fd.as_ref()
-            .map_or(self.root_fd.as_raw_fd(), |f| f.as_raw_fd())
+    /// The directory `fd` (from [`Self::walk`]), the root when it is `None`.
+    fn at<'a>(&'a self, fd: &'a Option<OwnedFd>) -> BorrowedFd<'a> {
+        fd.as_ref().unwrap_or(&self.root_fd).as_fd()
     }
 
     /// Opens an existing object (a regular file, or a directory for a marker key).
@@ -596,12 +448,11 @@ impl FsBackend {
         } else {
             flags | libc::O_NONBLOCK
         };
-        let fd =
-            openat(self.raw(&parent), &name, flags, 0).map_err(|e| match e.raw_os_error() {
-                Some(libc::EISDIR) => BackendError::NotFound,
-                _ => map_io(e, "open", key),
-            })?;
-        let st = fstat(fd.as_raw_fd()).map_err(|e| map_io(e, "stat", key))?;
+        let fd = openat(self.at(&parent), &name, flags, 0).map_err(|e| match e.raw_os_error() {
+            Some(libc::EISDIR) => BackendError::NotFound,
+            _ => map_io(e, "open", key),
+        })?;
+        let st = fstat(fd.as_fd()).map_err(|e| map_io(e, "stat", key))?;
         if (sp.dir && !is_dir(&st)) || (!sp.dir && !is_reg(&st)) {
             return Err(BackendError::NotFound);
         }
@@ -609,7 +460,7 @@ impl FsBackend {
     }
 
     fn meta_of_open(&self, key: &str, f: &File, st: &libc::stat) -> BResult<ObjectMeta> {
-        let user = get_xattrs(f.as_raw_fd()).map_err(|e| map_io(e, "getxattr", key))?;
+        let user = xattr::get(f.as_fd()).map_err(|e| map_io(e, "getxattr", key))?;
         Ok(object_meta(key, st, user))
     }
 
@@ -621,12 +472,12 @@ impl FsBackend {
                 .root_fd
                 .try_clone()
                 .map_err(|e| map_io(e, "dup", key))?;
-            let st = fstat(f.as_raw_fd()).map_err(|e| map_io(e, "stat", key))?;
+            let st = fstat(f.as_fd()).map_err(|e| map_io(e, "stat", key))?;
             (File::from(f), st)
         } else {
             self.open_obj(key, if write { libc::O_RDWR } else { libc::O_RDONLY })?
         };
-        let user = get_xattrs(file.as_raw_fd()).map_err(|e| map_io(e, "getxattr", key))?;
+        let user = xattr::get(file.as_fd()).map_err(|e| map_io(e, "getxattr", key))?;
         Ok(Entry {
             file: Arc::new(file),
             dir: is_dir(&st),
@@ -642,7 +493,7 @@ impl FsBackend {
     /// The stat of what `key`'s path names now, if that is still `e`'s inode.
     fn still_named(&self, key: &str, e: &Entry) -> BResult<Option<libc::stat>> {
         if key.is_empty() {
-            return fstat(e.file.as_raw_fd())
+            return fstat(e.file.as_fd())
                 .map(Some)
                 .map_err(|err| map_io(err, "stat", key));
         }
@@ -653,7 +504,7 @@ impl FsBackend {
             Err(err) => return Err(err),
         };
         let name = cstr(sp.last)?;
-        match lstatat(self.raw(&parent), &name) {
+        match lstatat(self.at(&parent), &name) {
             Ok(st) if st.st_dev == e.dev && st.st_ino == e.ino => Ok(Some(st)),
             Ok(_) => Ok(None),
             Err(err) if is_gone(&err) => Ok(None),
@@ -669,11 +520,11 @@ impl FsBackend {
                 if !fresh {
                     return Ok((e, None));
                 }
-                let st = fstat(e.file.as_raw_fd()).map_err(|err| map_io(err, "stat", key))?;
+                let st = fstat(e.file.as_fd()).map_err(|err| map_io(err, "stat", key))?;
                 if st.st_nlink != 0 || key.is_empty() {
                     if ctime_of(&st) != e.ctime {
                         // Changed since: the metadata may have too.
-                        let user = get_xattrs(e.file.as_raw_fd())
+                        let user = xattr::get(e.file.as_fd())
                             .map_err(|err| map_io(err, "getxattr", key))?;
                         e.ctime = ctime_of(&st);
                         e.user = Arc::new(user);
@@ -690,7 +541,7 @@ impl FsBackend {
                 // Also re-read the metadata: a ctime only as fine as the clock tick
                 // can miss a change made in the same tick as the last read.
                 let user =
-                    get_xattrs(e.file.as_raw_fd()).map_err(|err| map_io(err, "getxattr", key))?;
+                    xattr::get(e.file.as_fd()).map_err(|err| map_io(err, "getxattr", key))?;
                 e.ctime = ctime_of(&st);
                 e.user = Arc::new(user);
                 e.validated = Instant::now();
@@ -706,7 +557,7 @@ impl FsBackend {
         }
         let epoch = self.cache.epoch();
         let e = self.open_entry(key, false)?;
-        let st = fstat(e.file.as_raw_fd()).map_err(|err| map_io(err, "stat", key))?;
+        let st = fstat(e.file.as_fd()).map_err(|err| map_io(err, "stat", key))?;
         self.cache.insert(key, e.clone(), epoch);
         Ok((e, Some(st)))
     }
@@ -727,7 +578,7 @@ impl FsBackend {
     /// into place as `last`.
     fn install(
         &self,
-        parent: RawFd,
+        parent: BorrowedFd<'_>,
         last: &str,
         key: &str,
         fill: &mut dyn FnMut(&mut File) -> io::Result<()>,
@@ -743,28 +594,27 @@ impl FsBackend {
         )
         .map_err(|e| map_io(e, "create", key))?;
         let mut f = File::from(fd);
-        let unlink_tmp = || unsafe { libc::unlinkat(parent, tmp.as_ptr(), 0) };
+        // Best effort: a leftover temp file is never listed.
+        let unlink_tmp = || {
+            let _ = sys::unlinkat(parent, &tmp, 0);
+        };
         let res = (|| -> BResult<ObjectMeta> {
             fill(&mut f).map_err(|e| map_io(e, "write", key))?;
-            set_xattrs(f.as_raw_fd(), meta).map_err(|e| map_io(e, "setxattr", key))?;
+            xattr::set(f.as_fd(), meta).map_err(|e| map_io(e, "setxattr", key))?;
             f.sync_all().map_err(|e| map_io(e, "fsync", key))?;
-            let st = fstat(f.as_raw_fd()).map_err(|e| map_io(e, "stat", key))?;
+            let st = fstat(f.as_fd()).map_err(|e| map_io(e, "stat", key))?;
             let name = cstr(last)?;
-            // SAFETY: valid C strings and directory descriptors.
             if if_absent {
-                if unsafe { libc::linkat(parent, tmp.as_ptr(), parent, name.as_ptr(), 0) } != 0 {
-                    return Err(map_io(last_err(), "link", key));
-                }
+                sys::linkat(parent, &tmp, parent, &name).map_err(|e| map_io(e, "link", key))?;
                 unlink_tmp();
-            } else if unsafe { libc::renameat(parent, tmp.as_ptr(), parent, name.as_ptr()) } != 0 {
-                let e = last_err();
+            } else if let Err(e) = sys::renameat(parent, &tmp, parent, &name) {
                 return Err(match e.raw_os_error() {
                     Some(libc::EISDIR) | Some(libc::ENOTEMPTY) => BackendError::AlreadyExists,
                     _ => map_io(e, "rename", key),
                 });
             }
-            fsync_fd(parent).map_err(|e| map_io(e, "fsync", key))?;
-            Ok(object_meta(key, &st, meta.clone()))
+            sys::fsync(parent).map_err(|e| map_io(e, "fsync", key))?;
+            Ok(object_meta(key, &st, xattr::sane(meta)))
         })();
         if res.is_err() {
             unlink_tmp();
@@ -775,29 +625,27 @@ impl FsBackend {
     fn put_dir(&self, key: &str, meta: &UserMeta, if_absent: bool) -> BResult<ObjectMeta> {
         let sp = split(key)?;
         let parent = self.walk(&sp.parents, true, key)?;
-        let at = self.raw(&parent);
+        let at = self.at(&parent);
         let name = cstr(sp.last)?;
-        // SAFETY: valid C string.
-        if unsafe { libc::mkdirat(at, name.as_ptr(), 0o755) } != 0 {
-            let e = last_err();
+        if let Err(e) = sys::mkdirat(at, &name, 0o755) {
             if e.raw_os_error() != Some(libc::EEXIST) || if_absent {
                 return Err(map_io(e, "mkdir", key));
             }
         }
         let (f, _) = self.open_obj(key, libc::O_RDONLY)?;
-        let res = set_xattrs(f.as_raw_fd(), meta).map_err(|e| map_io(e, "setxattr", key));
+        let res = xattr::set(f.as_fd(), meta).map_err(|e| map_io(e, "setxattr", key));
         self.cache.invalidate(key);
         res?;
         f.sync_all().map_err(|e| map_io(e, "fsync", key))?;
-        fsync_fd(at).map_err(|e| map_io(e, "fsync", key))?;
-        let st = fstat(f.as_raw_fd()).map_err(|e| map_io(e, "stat", key))?;
-        Ok(object_meta(key, &st, meta.clone()))
+        sys::fsync(at).map_err(|e| map_io(e, "fsync", key))?;
+        let st = fstat(f.as_fd()).map_err(|e| map_io(e, "stat", key))?;
+        Ok(object_meta(key, &st, xattr::sane(meta)))
     }
 
     #[allow(clippy::too_many_arguments)]
     fn visit(
         &self,
-        dir: RawFd,
+        dir: BorrowedFd<'_>,
         dir_key: &str,
         name_prefix: &str,
         rolled: bool,
@@ -846,10 +694,10 @@ impl FsBackend {
                 };
                 if after {
                     let f = File::from(sub.try_clone().map_err(|e| map_io(e, "dup", &key))?);
-                    let st = fstat(f.as_raw_fd()).map_err(|e| map_io(e, "stat", &key))?;
+                    let st = fstat(f.as_fd()).map_err(|e| map_io(e, "stat", &key))?;
                     out.push(Item::Obj(self.meta_of_open(&key, &f, &st)?));
                 }
-                self.visit(sub.as_raw_fd(), &key, "", false, start_after, limit, out)?;
+                self.visit(sub.as_fd(), &key, "", false, start_after, limit, out)?;
             } else if after {
                 let name = cstr(&key[dir_key.len()..])?;
                 let f = match openat(dir, &name, libc::O_RDONLY | libc::O_NONBLOCK, 0) {
@@ -857,7 +705,7 @@ impl FsBackend {
                     Err(e) if is_gone(&e) => continue,
                     Err(e) => return Err(map_io(e, "open", &key)),
                 };
-                let st = fstat(f.as_raw_fd()).map_err(|e| map_io(e, "stat", &key))?;
+                let st = fstat(f.as_fd()).map_err(|e| map_io(e, "stat", &key))?;
                 if !is_reg(&st) {
                     continue;
                 }
@@ -870,8 +718,8 @@ impl FsBackend {
 
 struct FsUpload {
     cache: Arc<ObjCache>,
-    parent: Option<OwnedFd>,
-    root: RawFd,
+    /// The directory the temp file is in.
+    dir: Arc<OwnedFd>,
     tmp: CString,
     last: String,
     key: String,
@@ -880,16 +728,16 @@ struct FsUpload {
 }
 
 impl FsUpload {
-    fn at(&self) -> RawFd {
-        self.parent.as_ref().map_or(self.root, |f| f.as_raw_fd())
+    fn at(&self) -> BorrowedFd<'_> {
+        self.dir.as_fd()
     }
 }
 
 impl Drop for FsUpload {
     fn drop(&mut self) {
         if self.file.take().is_some() {
-            // SAFETY: valid C string and directory descriptor.
-            unsafe { libc::unlinkat(self.at(), self.tmp.as_ptr(), 0) };
+            // Best effort: a leftover temp file is never listed.
+            let _ = sys::unlinkat(self.at(), &self.tmp, 0);
         }
     }
 }
@@ -911,21 +759,17 @@ impl Upload for FsUpload {
         let at = self.at();
         let key = self.key.clone();
         let res = (|| {
-            set_xattrs(f.as_raw_fd(), &self.meta).map_err(|e| map_io(e, "setxattr", &key))?;
+            xattr::set(f.as_fd(), &self.meta).map_err(|e| map_io(e, "setxattr", &key))?;
             f.sync_all().map_err(|e| map_io(e, "fsync", &key))?;
-            let st = fstat(f.as_raw_fd()).map_err(|e| map_io(e, "stat", &key))?;
+            let st = fstat(f.as_fd()).map_err(|e| map_io(e, "stat", &key))?;
             let name = cstr(&self.last)?;
-            // SAFETY: valid C strings and descriptors.
-            if unsafe { libc::renameat(at, self.tmp.as_ptr(), at, name.as_ptr()) } != 0 {
-                return Err(map_io(last_err(), "rename", &key));
-            }
+            sys::renameat(at, &self.tmp, at, &name).map_err(|e| map_io(e, "rename", &key))?;
             self.cache.invalidate(&key);
-            fsync_fd(at).map_err(|e| map_io(e, "fsync", &key))?;
-            Ok(object_meta(&key, &st, self.meta.clone()))
+            sys::fsync(at).map_err(|e| map_io(e, "fsync", &key))?;
+            Ok(object_meta(&key, &st, xattr::sane(&self.meta)))
         })();
         if res.is_err() {
-            // SAFETY: as above.
-            unsafe { libc::unlinkat(at, self.tmp.as_ptr(), 0) };
+            let _ = sys::unlinkat(at, &self.tmp, 0);
         }
         res
     }
@@ -961,8 +805,14 @@ impl Backend for FsBackend {
             return Ok(0);
         }
         let f = &e.file;
+        // No file extends past i64::MAX: reading stops there (end of file).
+        let end = max_end(offset, dst.len(), libc::EINVAL)
+            .map_err(|e| map_io(e, "read", key))?
+            .min(MAX_END);
+        let dst = &mut dst[..usize::try_from(end - offset).unwrap_or(usize::MAX)];
         let mut done = 0;
         while done < dst.len() {
+            // In range: offset + done < end <= i64::MAX.
             match f.read_at(&mut dst[done..], offset + done as u64) {
                 Ok(0) => break,
                 Ok(n) => done += n,
@@ -985,7 +835,7 @@ impl Backend for FsBackend {
         }
         let parent = self.walk(&sp.parents, true, key)?;
         let res = self.install(
-            self.raw(&parent),
+            self.at(&parent),
             sp.last,
             key,
             &mut |f| f.write_all(data),
@@ -1006,7 +856,7 @@ impl Backend for FsBackend {
         let parent = self.walk(&sp.parents, true, key)?;
         let tmp = CString::new(temp_name()).expect("no NUL");
         let fd = openat(
-            self.raw(&parent),
+            self.at(&parent),
             &tmp,
             libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL,
             0o644,
@@ -1014,8 +864,7 @@ impl Backend for FsBackend {
         .map_err(|e| map_io(e, "create", key))?;
         Ok(Box::new(FsUpload {
             cache: self.cache.clone(),
-            parent,
-            root: self.root_fd.as_raw_fd(),
+            dir: parent.map_or_else(|| self.root_fd.clone(), Arc::new),
             tmp,
             last: sp.last.to_string(),
             key: key.to_string(),
@@ -1062,11 +911,11 @@ impl Backend for FsBackend {
                     .try_clone()
                     .map_err(|e| map_io(e, "dup", dir_key))?,
             );
-            let st = fstat(f.as_raw_fd()).map_err(|e| map_io(e, "stat", dir_key))?;
+            let st = fstat(f.as_fd()).map_err(|e| map_io(e, "stat", dir_key))?;
             out.push(Item::Obj(self.meta_of_open(dir_key, &f, &st)?));
         }
         self.visit(
-            self.raw(&dir),
+            self.at(&dir),
             dir_key,
             name_prefix,
             rolled,
@@ -1090,7 +939,7 @@ impl Backend for FsBackend {
 
     fn copy(&self, from: &str, to: &str) -> BResult<()> {
         let (mut src, st) = self.open_obj(from, libc::O_RDONLY)?;
-        let meta = get_xattrs(src.as_raw_fd()).map_err(|e| map_io(e, "getxattr", from))?;
+        let meta = xattr::get(src.as_fd()).map_err(|e| map_io(e, "getxattr", from))?;
         let dsp = split(to)?;
         if is_dir(&st) || dsp.dir {
             if !(is_dir(&st) && dsp.dir) {
@@ -1102,7 +951,7 @@ impl Backend for FsBackend {
         }
         let parent = self.walk(&dsp.parents, true, to)?;
         let res = self.install(
-            self.raw(&parent),
+            self.at(&parent),
             dsp.last,
             to,
             &mut |f| io::copy(&mut src, f).map(|_| ()),
@@ -1116,16 +965,14 @@ impl Backend for FsBackend {
     fn delete(&self, key: &str) -> BResult<()> {
         let sp = split(key)?;
         let parent = self.walk(&sp.parents, false, key)?;
-        let at = self.raw(&parent);
+        let at = self.at(&parent);
         let name = cstr(sp.last)?;
         let st = lstatat(at, &name).map_err(|e| map_io(e, "stat", key))?;
         if (sp.dir && !is_dir(&st)) || (!sp.dir && !is_reg(&st)) {
             return Err(BackendError::NotFound);
         }
         let flags = if sp.dir { libc::AT_REMOVEDIR } else { 0 };
-        // SAFETY: valid C string.
-        if unsafe { libc::unlinkat(at, name.as_ptr(), flags) } != 0 {
-            let e = last_err();
+        if let Err(e) = sys::unlinkat(at, &name, flags) {
             return Err(match e.raw_os_error() {
                 Some(libc::ENOTEMPTY) | Some(libc::EEXIST) => {
                     BackendError::Permanent(format!("delete {key:?}: directory not empty"))
@@ -1138,7 +985,7 @@ impl Backend for FsBackend {
         } else {
             self.cache.invalidate(key);
         }
-        fsync_fd(at).map_err(|e| map_io(e, "fsync", key))
+        sys::fsync(at).map_err(|e| map_io(e, "fsync", key))
     }
 
     fn set_meta(&self, key: &str, meta: &UserMeta) -> BResult<()> {
@@ -1147,8 +994,8 @@ impl Backend for FsBackend {
         }
         // Fresh: an object unlinked behind our back is NotFound, not updated.
         let (e, _) = self.entry(key, true)?;
-        let fd = e.file.as_raw_fd();
-        if let Err(err) = set_xattrs(fd, meta) {
+        let fd = e.file.as_fd();
+        if let Err(err) = xattr::set(fd, meta) {
             // Partly applied, maybe: read it all again next time.
             self.cache.invalidate(key);
             return Err(map_io(err, "setxattr", key));
@@ -1156,19 +1003,15 @@ impl Backend for FsBackend {
         match fstat(fd) {
             Ok(st) => self.cache.update(key, &e.file, |c| {
                 c.ctime = ctime_of(&st);
-                c.user = Arc::new(meta.clone());
+                c.user = Arc::new(xattr::sane(meta));
             }),
             Err(_) => self.cache.invalidate(key),
         }
-        fsync_fd(fd).map_err(|err| map_io(err, "fsync", key))
+        sys::fsync(fd).map_err(|err| map_io(err, "fsync", key))
     }
 
     fn capacity(&self) -> BResult<(u64, u64, u64, u64)> {
-        // SAFETY: plain data filled by the kernel.
-        let mut sv: libc::statvfs = unsafe { std::mem::zeroed() };
-        if unsafe { libc::fstatvfs(self.root_fd.as_raw_fd(), &mut sv) } != 0 {
-            return Err(map_io(last_err(), "statvfs", ""));
-        }
+        let sv = sys::fstatvfs(self.root_fd.as_fd()).map_err(|e| map_io(e, "statvfs", ""))?;
         let bs = sv.f_frsize as u64;
         Ok((
             (sv.f_blocks as u64).saturating_mul(bs),
@@ -1200,17 +1043,13 @@ impl Backend for FsBackend {
         }
         let fp = self.walk(&fsp.parents, false, from)?;
         let fname = cstr(fsp.last)?;
-        let st = lstatat(self.raw(&fp), &fname).map_err(|e| map_io(e, "stat", from))?;
+        let st = lstatat(self.at(&fp), &fname).map_err(|e| map_io(e, "stat", from))?;
         if (fsp.dir && !is_dir(&st)) || (!fsp.dir && !is_reg(&st)) {
             return Err(BackendError::NotFound);
         }
         let tp = self.walk(&tsp.parents, true, to)?;
         let tname = cstr(tsp.last)?;
-        // SAFETY: valid C strings and descriptors.
-        if unsafe { libc::renameat(self.raw(&fp), fname.as_ptr(), self.raw(&tp), tname.as_ptr()) }
-            != 0
-        {
-            let e = last_err();
+        if let Err(e) = sys::renameat(self.at(&fp), &fname, self.at(&tp), &tname) {
             return Err(match e.raw_os_error() {
                 Some(libc::ENOTEMPTY) | Some(libc::EEXIST) => {
                     BackendError::Permanent(format!("rename {from:?} -> {to:?}: target not empty"))
@@ -1225,8 +1064,8 @@ impl Backend for FsBackend {
             self.cache.invalidate(from);
             self.cache.invalidate(to);
         }
-        fsync_fd(self.raw(&tp)).map_err(|e| map_io(e, "fsync", to))?;
-        fsync_fd(self.raw(&fp)).map_err(|e| map_io(e, "fsync", from))
+        sys::fsync(self.at(&tp)).map_err(|e| map_io(e, "fsync", to))?;
+        sys::fsync(self.at(&fp)).map_err(|e| map_io(e, "fsync", from))
     }
 }
 
@@ -1239,7 +1078,7 @@ impl FsBackend {
     /// entry directly; an outside metadata change racing with a write is caught by
     /// the periodic revalidation (REVALIDATE), as any outside change is.
     fn own_change(&self, key: &str, e: &Entry) {
-        if let Ok(st) = fstat(e.file.as_raw_fd()) {
+        if let Ok(st) = fstat(e.file.as_fd()) {
             let now = ctime_of(&st);
             self.cache.update(key, &e.file, |c| {
                 if c.ctime < now {
@@ -1265,10 +1104,17 @@ impl FsBackend {
 
 impl RandomWrite for FsBackend {
     fn write_at(&self, key: &str, offset: u64, data: &[u8]) -> BResult<()> {
+        let end = max_end(offset, data.len(), libc::EFBIG).map_err(|e| map_io(e, "write", key))?;
+        if end > MAX_END {
+            return Err(map_io(efbig(), "write", key));
+        }
         self.with_writable(key, |f| f.write_all_at(data, offset))
     }
 
     fn set_size(&self, key: &str, size: u64) -> BResult<()> {
+        if size > MAX_END {
+            return Err(map_io(efbig(), "truncate", key));
+        }
         self.with_writable(key, |f| f.set_len(size))
     }
 
@@ -1276,327 +1122,5 @@ impl RandomWrite for FsBackend {
         check_key(key)?;
         let (e, _) = self.entry(key, false)?;
         e.file.sync_all().map_err(|err| map_io(err, "fsync", key))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn conformance() {
-        let dir = tempfile::tempdir().unwrap();
-        let b = FsBackend::open(&dir.path().join("objects")).unwrap();
-        crate::backend::conformance::run(&b);
-        // Directory markers are real directories; files are where the key says.
-        assert!(dir.path().join("objects/d").is_dir());
-        assert_eq!(
-            std::fs::read(dir.path().join("objects/a/b/file")).unwrap(),
-            b"hello world"
-        );
-    }
-
-    #[test]
-    fn symlinks_do_not_escape() {
-        let dir = tempfile::tempdir().unwrap();
-        let outside = dir.path().join("outside");
-        std::fs::create_dir_all(&outside).unwrap();
-        std::fs::write(outside.join("secret"), b"s").unwrap();
-        let b = FsBackend::open(&dir.path().join("objects")).unwrap();
-        std::os::unix::fs::symlink(&outside, dir.path().join("objects/link")).unwrap();
-        std::os::unix::fs::symlink(outside.join("secret"), dir.path().join("objects/flink"))
-            .unwrap();
-        assert_eq!(b.head("link/secret"), Err(BackendError::NotFound));
-        assert_eq!(b.head("flink"), Err(BackendError::NotFound));
-        assert!(b.put("link/new", b"x", &UserMeta::new(), false).is_err());
-        assert!(!outside.join("new").exists());
-        assert!(b.list("", None, None, 100).unwrap().objects.is_empty());
-        assert!(b.list("link/", None, None, 100).unwrap().objects.is_empty());
-        assert_eq!(b.delete("flink"), Err(BackendError::NotFound));
-        assert!(outside.join("secret").exists());
-    }
-
-    fn meta(pairs: &[(&str, &str)]) -> UserMeta {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
-
-    fn backend() -> (tempfile::TempDir, PathBuf, FsBackend) {
-        let dir = tempfile::tempdir().unwrap();
-        let root = dir.path().join("objects");
-        let b = FsBackend::open(&root).unwrap();
-        let root = b.root().to_path_buf();
-        (dir, root, b)
-    }
-
-    fn cached(b: &FsBackend, key: &str) -> bool {
-        b.cache.get(key).is_some()
-    }
-
-    /// Makes the cached entry of `key` due for revalidation.
-    fn age(b: &FsBackend, key: &str) {
-        let e = b.cache.get(key).expect("cached");
-        b.cache.update(key, &e.file, |c| {
-            c.validated = Instant::now() - 2 * REVALIDATE;
-        });
-    }
-
-    fn setxattr(path: &Path, name: &str, val: &str) {
-        let p = CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
-        let n = CString::new(format!("{XATTR_PREFIX}{name}")).unwrap();
-        // SAFETY: valid C strings and buffer.
-        let r =
-            unsafe { libc::setxattr(p.as_ptr(), n.as_ptr(), val.as_ptr().cast(), val.len(), 0) };
-        assert_eq!(r, 0, "{}", io::Error::last_os_error());
-    }
-
-    fn read_all(b: &FsBackend, key: &str) -> Vec<u8> {
-        let mut buf = vec![0u8; 1 << 16];
-        let n = b.get_range(key, 0, &mut buf).unwrap();
-        buf.truncate(n);
-        buf
-    }
-
-    #[test]
-    fn cache_hit_returns_same_metadata() {
-        let (_d, _root, b) = backend();
-        b.put("a/f", b"hello", &meta(&[("mode", "100600")]), false)
-            .unwrap();
-        let h1 = b.head("a/f").unwrap();
-        assert!(cached(&b, "a/f"));
-        let h2 = b.head("a/f").unwrap();
-        assert_eq!(h1, h2);
-        assert_eq!(h1.size, 5);
-        assert_eq!(h1.user.get("mode").map(String::as_str), Some("100600"));
-        assert_eq!(read_all(&b, "a/f"), b"hello");
-        // The root and directory markers are cached too.
-        let r1 = b.head("").unwrap();
-        assert_eq!(b.head("").unwrap(), r1);
-        b.put("d/", b"", &meta(&[("mode", "40700")]), false)
-            .unwrap();
-        let d1 = b.head("d/").unwrap();
-        assert!(cached(&b, "d/"));
-        assert_eq!(b.head("d/").unwrap(), d1);
-        assert_eq!(read_all(&b, "d/"), b"");
-        // Aged entries revalidate and stay correct.
-        age(&b, "a/f");
-        assert_eq!(b.head("a/f").unwrap(), h1);
-        assert!(b.cache.get("a/f").unwrap().validated.elapsed() < REVALIDATE);
-    }
-
-    #[test]
-    fn external_changes_are_seen() {
-        let (_d, root, b) = backend();
-        b.put("f", b"one", &meta(&[("mode", "100644")]), false)
-            .unwrap();
-        assert_eq!(b.head("f").unwrap().size, 3);
-        // Content rewritten in place (same inode).
-        std::fs::write(root.join("f"), b"longer content").unwrap();
-        let h = b.head("f").unwrap();
-        assert_eq!(h.size, 14);
-        assert_eq!(read_all(&b, "f"), b"longer content");
-        // Metadata changed behind our back: the ctime moves, the xattrs are re-read.
-        setxattr(&root.join("f"), "mode", "100600");
-        setxattr(&root.join("f"), "uid", "42");
-        let h = b.head("f").unwrap();
-        assert_eq!(h.user.get("mode").map(String::as_str), Some("100600"));
-        assert_eq!(h.user.get("uid").map(String::as_str), Some("42"));
-        // Deleted behind our back: the cached inode has no links left.
-        assert!(cached(&b, "f"));
-        std::fs::remove_file(root.join("f")).unwrap();
-        assert_eq!(b.head("f"), Err(BackendError::NotFound));
-        assert!(!cached(&b, "f"));
-        let mut buf = [0u8; 4];
-        assert_eq!(b.get_range("f", 0, &mut buf), Err(BackendError::NotFound));
-        // Recreated behind our back.
-        std::fs::write(root.join("f"), b"new").unwrap();
-        assert_eq!(read_all(&b, "f"), b"new");
-        assert_eq!(b.head("f").unwrap().size, 3);
-    }
-
-    #[test]
-    fn external_rename_over_is_detected() {
-        let (_d, root, b) = backend();
-        b.put("a", b"aaaa", &meta(&[("uid", "1")]), false).unwrap();
-        b.put("b", b"bb", &meta(&[("uid", "2")]), false).unwrap();
-        assert_eq!(b.head("a").unwrap().size, 4);
-        assert_eq!(b.head("b").unwrap().size, 2);
-        // "b" replaces "a": a's cached inode is unlinked, seen at once.
-        std::fs::rename(root.join("b"), root.join("a")).unwrap();
-        let h = b.head("a").unwrap();
-        assert_eq!(h.size, 2);
-        assert_eq!(h.user.get("uid").map(String::as_str), Some("2"));
-        assert_eq!(read_all(&b, "a"), b"bb");
-        // "b" still names its (linked) inode in the cache until it is revalidated.
-        age(&b, "b");
-        assert_eq!(b.head("b"), Err(BackendError::NotFound));
-        assert!(!cached(&b, "b"));
-        // A parent directory renamed behind our back: noticed on revalidation.
-        b.put("p/q/x", b"x", &UserMeta::new(), false).unwrap();
-        b.head("p/q/x").unwrap();
-        std::fs::rename(root.join("p/q"), root.join("p/r")).unwrap();
-        age(&b, "p/q/x");
-        assert_eq!(b.head("p/q/x"), Err(BackendError::NotFound));
-        assert_eq!(b.head("p/r/x").unwrap().size, 1);
-    }
-
-    #[test]
-    fn gateway_changes_invalidate() {
-        let (_d, _root, b) = backend();
-        // put over an existing key
-        b.put("k", b"aa", &meta(&[("mode", "100644")]), false)
-            .unwrap();
-        assert_eq!(b.head("k").unwrap().size, 2);
-        assert_eq!(read_all(&b, "k"), b"aa");
-        b.put("k", b"bbbb", &meta(&[("mode", "100600")]), false)
-            .unwrap();
-        let h = b.head("k").unwrap();
-        assert_eq!(h.size, 4);
-        assert_eq!(h.user.get("mode").map(String::as_str), Some("100600"));
-        assert_eq!(read_all(&b, "k"), b"bbbb");
-        // multipart over it
-        let mut up = b.multipart("k", &meta(&[("uid", "9")])).unwrap();
-        up.put_part(b"ccc").unwrap();
-        up.complete().unwrap();
-        let h = b.head("k").unwrap();
-        assert_eq!(h.size, 3);
-        assert_eq!(h.user.get("uid").map(String::as_str), Some("9"));
-        assert_eq!(read_all(&b, "k"), b"ccc");
-        // copy onto it
-        b.put("src", b"source", &meta(&[("uid", "5")]), false)
-            .unwrap();
-        b.copy("src", "k").unwrap();
-        assert_eq!(read_all(&b, "k"), b"source");
-        assert_eq!(
-            b.head("k").unwrap().user.get("uid").map(String::as_str),
-            Some("5")
-        );
-        // set_meta
-        b.set_meta("k", &meta(&[("uid", "6")])).unwrap();
-        let h = b.head("k").unwrap();
-        assert_eq!(h.user.get("uid").map(String::as_str), Some("6"));
-        assert_eq!(h.user.get("mode"), b.head("k").unwrap().user.get("mode"));
-        // writes through the cached descriptor
-        let rw = b.random_write().unwrap();
-        rw.write_at("k", 6, b"!!").unwrap();
-        assert_eq!(b.head("k").unwrap().size, 8);
-        assert_eq!(read_all(&b, "k"), b"source!!");
-        rw.set_size("k", 3).unwrap();
-        rw.sync("k").unwrap();
-        assert_eq!(b.head("k").unwrap().size, 3);
-        // delete
-        b.delete("k").unwrap();
-        assert_eq!(b.head("k"), Err(BackendError::NotFound));
-        assert_eq!(rw.write_at("k", 0, b"x"), Err(BackendError::NotFound));
-        // file rename: both names
-        b.put("m", b"m", &UserMeta::new(), false).unwrap();
-        b.put("n", b"nn", &UserMeta::new(), false).unwrap();
-        b.head("m").unwrap();
-        b.head("n").unwrap();
-        b.rename("m", "n").unwrap();
-        assert_eq!(b.head("m"), Err(BackendError::NotFound));
-        assert_eq!(read_all(&b, "n"), b"m");
-        // directory rename: every cached child under both prefixes
-        b.put("d/x", b"x", &UserMeta::new(), false).unwrap();
-        b.put("d/s/y", b"yy", &UserMeta::new(), false).unwrap();
-        b.put("e/", b"", &UserMeta::new(), false).unwrap();
-        for k in ["d/", "d/x", "d/s/", "d/s/y", "e/"] {
-            b.head(k).unwrap();
-            assert!(cached(&b, k), "{k}");
-        }
-        let e_ino = b.cache.get("e/").unwrap().ino;
-        b.rename("d/", "e/").unwrap();
-        for k in ["d/", "d/x", "d/s/", "d/s/y"] {
-            assert_eq!(b.head(k), Err(BackendError::NotFound), "{k}");
-        }
-        assert_eq!(read_all(&b, "e/x"), b"x");
-        assert_eq!(b.head("e/s/y").unwrap().size, 2);
-        assert_ne!(b.cache.get("e/").map(|e| e.ino), Some(e_ino));
-        b.head("e/").unwrap();
-        assert_ne!(b.cache.get("e/").unwrap().ino, e_ino);
-        // a new object where an old one was
-        b.put("d/x", b"again", &UserMeta::new(), false).unwrap();
-        assert_eq!(read_all(&b, "d/x"), b"again");
-        // directory delete
-        b.delete("e/s/y").unwrap();
-        b.head("e/s/").unwrap();
-        b.delete("e/s/").unwrap();
-        assert_eq!(b.head("e/s/"), Err(BackendError::NotFound));
-    }
-
-    #[test]
-    fn cache_is_bounded() {
-        let (_d, _root, mut b) = backend();
-        b.cache = Arc::new(ObjCache::new(64));
-        let cap = b.cache.per_shard * CACHE_SHARDS;
-        for i in 0..cap + 200 {
-            let k = format!("f{i}");
-            b.put(&k, b"x", &UserMeta::new(), false).unwrap();
-            b.head(&k).unwrap();
-        }
-        let n: usize = b.cache.shards.iter().map(|s| lock(s).len()).sum();
-        assert!(n <= cap, "{n} > {cap}");
-        for i in 0..cap + 200 {
-            assert_eq!(b.head(&format!("f{i}")).unwrap().size, 1);
-        }
-    }
-
-    #[test]
-    fn concurrent_smoke() {
-        let (_d, _root, b) = backend();
-        let b = Arc::new(b);
-        let keys: Vec<String> = (0..6).map(|i| format!("c/k{i}")).collect();
-        for k in &keys {
-            b.put(k, b"0123", &UserMeta::new(), false).unwrap();
-        }
-        let threads: Vec<_> = (0..6)
-            .map(|t| {
-                let b = b.clone();
-                let keys = keys.clone();
-                std::thread::spawn(move || {
-                    let rw = b.random_write().unwrap();
-                    for i in 0..400usize {
-                        let k = &keys[(i * 7 + t) % keys.len()];
-                        let ok_or_gone = |r: BResult<()>| {
-                            assert!(matches!(r, Ok(()) | Err(BackendError::NotFound)), "{r:?}")
-                        };
-                        match (i + t) % 6 {
-                            0 | 1 => match b.head(k) {
-                                Ok(h) => assert!(h.size <= 64, "{h:?}"),
-                                Err(e) => assert_eq!(e, BackendError::NotFound),
-                            },
-                            2 => ok_or_gone(rw.write_at(k, (i % 60) as u64, b"w")),
-                            3 => ok_or_gone(b.delete(k)),
-                            4 => {
-                                b.put(k, b"fresh", &UserMeta::new(), false).unwrap();
-                            }
-                            _ => {
-                                let mut buf = [0u8; 8];
-                                if let Err(e) = b.get_range(k, 0, &mut buf) {
-                                    assert_eq!(e, BackendError::NotFound);
-                                }
-                            }
-                        }
-                    }
-                })
-            })
-            .collect();
-        for t in threads {
-            t.join().unwrap();
-        }
-        // Quiet now: every answer matches the disk.
-        for k in &keys {
-            let disk = std::fs::metadata(b.root().join(k)).ok().map(|m| m.len());
-            let cached_size = b.head(k).ok().map(|h| h.size);
-            assert_eq!(cached_size, disk, "{k}");
-            if let Some(n) = disk {
-                let mut buf = vec![0u8; 128];
-                let got = b.get_range(k, 0, &mut buf).unwrap();
-                assert_eq!(got as u64, n);
-                assert_eq!(&buf[..got], &std::fs::read(b.root().join(k)).unwrap()[..]);
-            }
-        }
     }
 }

@@ -1,0 +1,282 @@
+//! The fs backend's system calls: the only `unsafe` of the backend.
+//!
+//! Each function is a safe wrapper around one libc call (or a short fixed sequence):
+//! names are `&CStr`, descriptors are `BorrowedFd` (open for the duration of the call,
+//! so never a closed or reused number), buffers are slices (the kernel is told their
+//! exact length), and failures are `io::Error` from `errno`. Nothing here keeps a
+//! pointer past the call, except [`Dir`], which owns its `DIR *`.
+#![allow(unsafe_code)]
+
+use std::ffi::CStr;
+use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::ptr::NonNull;
+
+fn last_err() -> io::Error {
+    io::Error::last_os_error()
+}
+
+/// `0` is success, anything else a failure described by `errno`.
+fn check(r: libc::c_int) -> io::Result<()> {
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(last_err())
+    }
+}
+
+/// A byte count returned by the kernel (negative: failure in `errno`).
+fn check_len(n: libc::ssize_t) -> io::Result<usize> {
+    usize::try_from(n).map_err(|_| last_err())
+}
+
+/// The soft limit on open descriptors.
+pub fn nofile_limit() -> io::Result<u64> {
+    let mut rl = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `rl` is a valid, writable rlimit for the duration of the call.
+    check(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut rl) })?;
+    Ok(rl.rlim_cur)
+}
+
+/// `open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)`: a directory by absolute path.
+pub fn open_dir(path: &CStr) -> io::Result<OwnedFd> {
+    let flags = libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC;
+    // SAFETY: `path` is a NUL-terminated string that outlives the call.
+    let fd = unsafe { libc::open(path.as_ptr(), flags) };
+    owned(fd)
+}
+
+/// Takes ownership of a descriptor a call just returned (negative: failure).
+fn owned(fd: libc::c_int) -> io::Result<OwnedFd> {
+    if fd < 0 {
+        return Err(last_err());
+    }
+    // SAFETY: `fd` was just returned open by the kernel and nothing else owns it.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// `openat(dir, name, flags | O_CLOEXEC | O_NOFOLLOW, mode)`, retried on EINTR. The
+/// last component is never followed if it is a symlink (the backend's no-escape rule).
+pub fn openat(
+    dir: BorrowedFd<'_>,
+    name: &CStr,
+    flags: libc::c_int,
+    mode: libc::mode_t,
+) -> io::Result<OwnedFd> {
+    let flags = flags | libc::O_CLOEXEC | libc::O_NOFOLLOW;
+    loop {
+        // SAFETY: `dir` is open for the call and `name` is NUL-terminated.
+        let fd = unsafe {
+            libc::openat(
+                dir.as_raw_fd(),
+                name.as_ptr(),
+                flags,
+                libc::c_uint::from(mode),
+            )
+        };
+        match owned(fd) {
+            Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
+            r => return r,
+        }
+    }
+}
+
+/// A zeroed `stat` for the kernel to fill.
+fn empty_stat() -> libc::stat {
+    // SAFETY: `stat` is plain integers, for which all-zero bytes are a valid value.
+    unsafe { std::mem::zeroed() }
+}
+
+pub fn fstat(fd: BorrowedFd<'_>) -> io::Result<libc::stat> {
+    let mut st = empty_stat();
+    // SAFETY: `fd` is open and `st` is a valid, writable stat.
+    check(unsafe { libc::fstat(fd.as_raw_fd(), &mut st) })?;
+    Ok(st)
+}
+
+/// `fstatat(dir, name, AT_SYMLINK_NOFOLLOW)`: a symlink is described, not followed.
+pub fn lstatat(dir: BorrowedFd<'_>, name: &CStr) -> io::Result<libc::stat> {
+    let mut st = empty_stat();
+    // SAFETY: `dir` is open, `name` NUL-terminated and `st` a valid, writable stat.
+    let r = unsafe {
+        libc::fstatat(
+            dir.as_raw_fd(),
+            name.as_ptr(),
+            &mut st,
+            libc::AT_SYMLINK_NOFOLLOW,
+        )
+    };
+    check(r)?;
+    Ok(st)
+}
+
+pub fn fstatvfs(fd: BorrowedFd<'_>) -> io::Result<libc::statvfs> {
+    // SAFETY: `statvfs` is plain integers, for which all-zero bytes are a valid value.
+    let mut sv: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `fd` is open and `sv` a valid, writable statvfs.
+    check(unsafe { libc::fstatvfs(fd.as_raw_fd(), &mut sv) })?;
+    Ok(sv)
+}
+
+pub fn fsync(fd: BorrowedFd<'_>) -> io::Result<()> {
+    // SAFETY: `fd` is open for the call; fsync touches no memory of ours.
+    check(unsafe { libc::fsync(fd.as_raw_fd()) })
+}
+
+pub fn mkdirat(dir: BorrowedFd<'_>, name: &CStr, mode: libc::mode_t) -> io::Result<()> {
+    // SAFETY: `dir` is open and `name` NUL-terminated.
+    check(unsafe { libc::mkdirat(dir.as_raw_fd(), name.as_ptr(), mode) })
+}
+
+/// `unlinkat(dir, name, flags)` (`AT_REMOVEDIR` for a directory).
+pub fn unlinkat(dir: BorrowedFd<'_>, name: &CStr, flags: libc::c_int) -> io::Result<()> {
+    // SAFETY: `dir` is open and `name` NUL-terminated.
+    check(unsafe { libc::unlinkat(dir.as_raw_fd(), name.as_ptr(), flags) })
+}
+
+pub fn renameat(
+    from_dir: BorrowedFd<'_>,
+    from: &CStr,
+    to_dir: BorrowedFd<'_>,
+    to: &CStr,
+) -> io::Result<()> {
+    // SAFETY: both descriptors are open and both names NUL-terminated.
+    check(unsafe {
+        libc::renameat(
+            from_dir.as_raw_fd(),
+            from.as_ptr(),
+            to_dir.as_raw_fd(),
+            to.as_ptr(),
+        )
+    })
+}
+
+/// `linkat(.., 0)`: a new name for an existing file; EEXIST when `to` exists.
+pub fn linkat(
+    from_dir: BorrowedFd<'_>,
+    from: &CStr,
+    to_dir: BorrowedFd<'_>,
+    to: &CStr,
+) -> io::Result<()> {
+    // SAFETY: both descriptors are open and both names NUL-terminated.
+    check(unsafe {
+        libc::linkat(
+            from_dir.as_raw_fd(),
+            from.as_ptr(),
+            to_dir.as_raw_fd(),
+            to.as_ptr(),
+            0,
+        )
+    })
+}
+
+/// The NUL-separated attribute names of an open file into `buf`; ERANGE when it is
+/// too small.
+pub fn flistxattr(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<usize> {
+    // SAFETY: `fd` is open; the kernel writes at most `buf.len()` bytes into `buf`.
+    check_len(unsafe { libc::flistxattr(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) })
+}
+
+/// The value of attribute `name` into `buf`; ERANGE when it is too small, ENODATA
+/// when there is no such attribute.
+pub fn fgetxattr(fd: BorrowedFd<'_>, name: &CStr, buf: &mut [u8]) -> io::Result<usize> {
+    // SAFETY: `fd` is open, `name` NUL-terminated; the kernel writes at most
+    // `buf.len()` bytes into `buf`.
+    check_len(unsafe {
+        libc::fgetxattr(
+            fd.as_raw_fd(),
+            name.as_ptr(),
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+        )
+    })
+}
+
+/// Creates or replaces attribute `name`.
+pub fn fsetxattr(fd: BorrowedFd<'_>, name: &CStr, value: &[u8]) -> io::Result<()> {
+    // SAFETY: `fd` is open, `name` NUL-terminated; the kernel reads exactly
+    // `value.len()` bytes from `value`.
+    check(unsafe {
+        libc::fsetxattr(
+            fd.as_raw_fd(),
+            name.as_ptr(),
+            value.as_ptr().cast(),
+            value.len(),
+            0,
+        )
+    })
+}
+
+/// Removes attribute `name`; ENODATA when there is none.
+pub fn fremovexattr(fd: BorrowedFd<'_>, name: &CStr) -> io::Result<()> {
+    // SAFETY: `fd` is open and `name` NUL-terminated.
+    check(unsafe { libc::fremovexattr(fd.as_raw_fd(), name.as_ptr()) })
+}
+
+/// An open directory stream with its own open file description.
+///
+/// Rule: a listing never shares a file offset with another. A `dup` of a directory
+/// descriptor (`F_DUPFD`, `try_clone`) shares the offset that `getdents` advances,
+/// so concurrent listings through dups of one descriptor skip or repeat entries.
+/// [`Dir::open`] re-opens the directory itself (`openat(dir, ".")`) instead.
+pub struct Dir {
+    dp: NonNull<libc::DIR>,
+}
+
+/// One directory entry: its name (without the NUL) and `d_type`.
+pub struct DirEntry {
+    pub name: Vec<u8>,
+    pub kind: u8,
+}
+
+impl Dir {
+    /// A fresh stream over the directory `dir` refers to, positioned at its start.
+    pub fn open(dir: BorrowedFd<'_>) -> io::Result<Dir> {
+        let fd = openat(dir, c".", libc::O_RDONLY | libc::O_DIRECTORY, 0)?;
+        // SAFETY: `fd` is an open directory; fdopendir takes it over on success (it is
+        // released from the OwnedFd only then) and closedir in Drop closes it.
+        let dp = unsafe { libc::fdopendir(fd.as_raw_fd()) };
+        let dp = NonNull::new(dp).ok_or_else(last_err)?;
+        // Owned by the stream from here on.
+        std::mem::forget(fd);
+        Ok(Dir { dp })
+    }
+
+    /// The next entry ("." and ".." included), `None` at the end.
+    pub fn next_entry(&mut self) -> Option<io::Result<DirEntry>> {
+        // readdir reports errors only through errno, so clear it first.
+        // SAFETY: errno is this thread's own variable; writing it has no other effect.
+        unsafe { *libc::__errno_location() = 0 };
+        // SAFETY: `dp` is a live stream owned by `self`, used by one thread at a time
+        // (`&mut self`).
+        let ent = unsafe { libc::readdir(self.dp.as_ptr()) };
+        if ent.is_null() {
+            let e = last_err();
+            return match e.raw_os_error() {
+                Some(0) | None => None,
+                Some(_) => Some(Err(e)),
+            };
+        }
+        // SAFETY: a non-null readdir result points to an entry that stays valid until
+        // the next readdir/closedir on this stream, both of which need `&mut self`;
+        // `d_name` is NUL-terminated. The name is copied out before returning.
+        let (name, kind) = unsafe {
+            let ent = &*ent;
+            (
+                CStr::from_ptr(ent.d_name.as_ptr()).to_bytes().to_vec(),
+                ent.d_type,
+            )
+        };
+        Some(Ok(DirEntry { name, kind }))
+    }
+}
+
+impl Drop for Dir {
+    fn drop(&mut self) {
+        // SAFETY: `dp` came from fdopendir and is closed exactly once, here.
+        unsafe { libc::closedir(self.dp.as_ptr()) };
+    }
+}

@@ -1,0 +1,512 @@
+//! The fs backend's own tests: conformance, symlink containment, the open-object
+//! cache, concurrency, hostile values.
+
+use super::*;
+
+#[test]
+fn conformance() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = FsBackend::open(&dir.path().join("objects")).unwrap();
+    crate::backend::conformance::run(&b);
+    // Directory markers are real directories; files are where the key says.
+    assert!(dir.path().join("objects/d").is_dir());
+    assert_eq!(
+        std::fs::read(dir.path().join("objects/a/b/file")).unwrap(),
+        b"hello world"
+    );
+}
+
+#[test]
+fn symlinks_do_not_escape() {
+    let dir = tempfile::tempdir().unwrap();
+    let outside = dir.path().join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    std::fs::write(outside.join("secret"), b"s").unwrap();
+    let b = FsBackend::open(&dir.path().join("objects")).unwrap();
+    std::os::unix::fs::symlink(&outside, dir.path().join("objects/link")).unwrap();
+    std::os::unix::fs::symlink(outside.join("secret"), dir.path().join("objects/flink")).unwrap();
+    assert_eq!(b.head("link/secret"), Err(BackendError::NotFound));
+    assert_eq!(b.head("flink"), Err(BackendError::NotFound));
+    assert!(b.put("link/new", b"x", &UserMeta::new(), false).is_err());
+    assert!(!outside.join("new").exists());
+    assert!(b.list("", None, None, 100).unwrap().objects.is_empty());
+    assert!(b.list("link/", None, None, 100).unwrap().objects.is_empty());
+    assert_eq!(b.delete("flink"), Err(BackendError::NotFound));
+    assert!(outside.join("secret").exists());
+}
+
+fn meta(pairs: &[(&str, &str)]) -> UserMeta {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+fn backend() -> (tempfile::TempDir, PathBuf, FsBackend) {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("objects");
+    let b = FsBackend::open(&root).unwrap();
+    let root = b.root().to_path_buf();
+    (dir, root, b)
+}
+
+fn cached(b: &FsBackend, key: &str) -> bool {
+    b.cache.get(key).is_some()
+}
+
+/// Makes the cached entry of `key` due for revalidation.
+fn age(b: &FsBackend, key: &str) {
+    let e = b.cache.get(key).expect("cached");
+    b.cache.update(key, &e.file, |c| {
+        c.validated = Instant::now() - 2 * REVALIDATE;
+    });
+}
+
+fn setxattr(path: &Path, name: &str, val: &str) {
+    setxattr_raw(path, name, val.as_bytes());
+}
+
+/// Sets user.nfsgw.`name` to any bytes, as another tool could.
+fn setxattr_raw(path: &Path, name: &str, val: &[u8]) {
+    let f = File::open(path).unwrap();
+    let n = CString::new(format!("{}{name}", xattr::XATTR_PREFIX)).unwrap();
+    sys::fsetxattr(f.as_fd(), &n, val).unwrap();
+}
+
+fn read_all(b: &FsBackend, key: &str) -> Vec<u8> {
+    let mut buf = vec![0u8; 1 << 16];
+    let n = b.get_range(key, 0, &mut buf).unwrap();
+    buf.truncate(n);
+    buf
+}
+
+#[test]
+fn cache_hit_returns_same_metadata() {
+    let (_d, _root, b) = backend();
+    b.put("a/f", b"hello", &meta(&[("mode", "100600")]), false)
+        .unwrap();
+    let h1 = b.head("a/f").unwrap();
+    assert!(cached(&b, "a/f"));
+    let h2 = b.head("a/f").unwrap();
+    assert_eq!(h1, h2);
+    assert_eq!(h1.size, 5);
+    assert_eq!(h1.user.get("mode").map(String::as_str), Some("100600"));
+    assert_eq!(read_all(&b, "a/f"), b"hello");
+    // The root and directory markers are cached too.
+    let r1 = b.head("").unwrap();
+    assert_eq!(b.head("").unwrap(), r1);
+    b.put("d/", b"", &meta(&[("mode", "40700")]), false)
+        .unwrap();
+    let d1 = b.head("d/").unwrap();
+    assert!(cached(&b, "d/"));
+    assert_eq!(b.head("d/").unwrap(), d1);
+    assert_eq!(read_all(&b, "d/"), b"");
+    // Aged entries revalidate and stay correct.
+    age(&b, "a/f");
+    assert_eq!(b.head("a/f").unwrap(), h1);
+    assert!(b.cache.get("a/f").unwrap().validated.elapsed() < REVALIDATE);
+}
+
+#[test]
+fn external_changes_are_seen() {
+    let (_d, root, b) = backend();
+    b.put("f", b"one", &meta(&[("mode", "100644")]), false)
+        .unwrap();
+    assert_eq!(b.head("f").unwrap().size, 3);
+    // Content rewritten in place (same inode).
+    std::fs::write(root.join("f"), b"longer content").unwrap();
+    let h = b.head("f").unwrap();
+    assert_eq!(h.size, 14);
+    assert_eq!(read_all(&b, "f"), b"longer content");
+    // Metadata changed behind our back: the ctime moves, the xattrs are re-read.
+    setxattr(&root.join("f"), "mode", "100600");
+    setxattr(&root.join("f"), "uid", "42");
+    let h = b.head("f").unwrap();
+    assert_eq!(h.user.get("mode").map(String::as_str), Some("100600"));
+    assert_eq!(h.user.get("uid").map(String::as_str), Some("42"));
+    // Deleted behind our back: the cached inode has no links left.
+    assert!(cached(&b, "f"));
+    std::fs::remove_file(root.join("f")).unwrap();
+    assert_eq!(b.head("f"), Err(BackendError::NotFound));
+    assert!(!cached(&b, "f"));
+    let mut buf = [0u8; 4];
+    assert_eq!(b.get_range("f", 0, &mut buf), Err(BackendError::NotFound));
+    // Recreated behind our back.
+    std::fs::write(root.join("f"), b"new").unwrap();
+    assert_eq!(read_all(&b, "f"), b"new");
+    assert_eq!(b.head("f").unwrap().size, 3);
+}
+
+#[test]
+fn external_rename_over_is_detected() {
+    let (_d, root, b) = backend();
+    b.put("a", b"aaaa", &meta(&[("uid", "1")]), false).unwrap();
+    b.put("b", b"bb", &meta(&[("uid", "2")]), false).unwrap();
+    assert_eq!(b.head("a").unwrap().size, 4);
+    assert_eq!(b.head("b").unwrap().size, 2);
+    // "b" replaces "a": a's cached inode is unlinked, seen at once.
+    std::fs::rename(root.join("b"), root.join("a")).unwrap();
+    let h = b.head("a").unwrap();
+    assert_eq!(h.size, 2);
+    assert_eq!(h.user.get("uid").map(String::as_str), Some("2"));
+    assert_eq!(read_all(&b, "a"), b"bb");
+    // "b" still names its (linked) inode in the cache until it is revalidated.
+    age(&b, "b");
+    assert_eq!(b.head("b"), Err(BackendError::NotFound));
+    assert!(!cached(&b, "b"));
+    // A parent directory renamed behind our back: noticed on revalidation.
+    b.put("p/q/x", b"x", &UserMeta::new(), false).unwrap();
+    b.head("p/q/x").unwrap();
+    std::fs::rename(root.join("p/q"), root.join("p/r")).unwrap();
+    age(&b, "p/q/x");
+    assert_eq!(b.head("p/q/x"), Err(BackendError::NotFound));
+    assert_eq!(b.head("p/r/x").unwrap().size, 1);
+}
+
+#[test]
+fn gateway_changes_invalidate() {
+    let (_d, _root, b) = backend();
+    // put over an existing key
+    b.put("k", b"aa", &meta(&[("mode", "100644")]), false)
+        .unwrap();
+    assert_eq!(b.head("k").unwrap().size, 2);
+    assert_eq!(read_all(&b, "k"), b"aa");
+    b.put("k", b"bbbb", &meta(&[("mode", "100600")]), false)
+        .unwrap();
+    let h = b.head("k").unwrap();
+    assert_eq!(h.size, 4);
+    assert_eq!(h.user.get("mode").map(String::as_str), Some("100600"));
+    assert_eq!(read_all(&b, "k"), b"bbbb");
+    // multipart over it
+    let mut up = b.multipart("k", &meta(&[("uid", "9")])).unwrap();
+    up.put_part(b"ccc").unwrap();
+    up.complete().unwrap();
+    let h = b.head("k").unwrap();
+    assert_eq!(h.size, 3);
+    assert_eq!(h.user.get("uid").map(String::as_str), Some("9"));
+    assert_eq!(read_all(&b, "k"), b"ccc");
+    // copy onto it
+    b.put("src", b"source", &meta(&[("uid", "5")]), false)
+        .unwrap();
+    b.copy("src", "k").unwrap();
+    assert_eq!(read_all(&b, "k"), b"source");
+    assert_eq!(
+        b.head("k").unwrap().user.get("uid").map(String::as_str),
+        Some("5")
+    );
+    // set_meta
+    b.set_meta("k", &meta(&[("uid", "6")])).unwrap();
+    let h = b.head("k").unwrap();
+    assert_eq!(h.user.get("uid").map(String::as_str), Some("6"));
+    assert_eq!(h.user.get("mode"), b.head("k").unwrap().user.get("mode"));
+    // writes through the cached descriptor
+    let rw = b.random_write().unwrap();
+    rw.write_at("k", 6, b"!!").unwrap();
+    assert_eq!(b.head("k").unwrap().size, 8);
+    assert_eq!(read_all(&b, "k"), b"source!!");
+    rw.set_size("k", 3).unwrap();
+    rw.sync("k").unwrap();
+    assert_eq!(b.head("k").unwrap().size, 3);
+    // delete
+    b.delete("k").unwrap();
+    assert_eq!(b.head("k"), Err(BackendError::NotFound));
+    assert_eq!(rw.write_at("k", 0, b"x"), Err(BackendError::NotFound));
+    // file rename: both names
+    b.put("m", b"m", &UserMeta::new(), false).unwrap();
+    b.put("n", b"nn", &UserMeta::new(), false).unwrap();
+    b.head("m").unwrap();
+    b.head("n").unwrap();
+    b.rename("m", "n").unwrap();
+    assert_eq!(b.head("m"), Err(BackendError::NotFound));
+    assert_eq!(read_all(&b, "n"), b"m");
+    // directory rename: every cached child under both prefixes
+    b.put("d/x", b"x", &UserMeta::new(), false).unwrap();
+    b.put("d/s/y", b"yy", &UserMeta::new(), false).unwrap();
+    b.put("e/", b"", &UserMeta::new(), false).unwrap();
+    for k in ["d/", "d/x", "d/s/", "d/s/y", "e/"] {
+        b.head(k).unwrap();
+        assert!(cached(&b, k), "{k}");
+    }
+    let e_ino = b.cache.get("e/").unwrap().ino;
+    b.rename("d/", "e/").unwrap();
+    for k in ["d/", "d/x", "d/s/", "d/s/y"] {
+        assert_eq!(b.head(k), Err(BackendError::NotFound), "{k}");
+    }
+    assert_eq!(read_all(&b, "e/x"), b"x");
+    assert_eq!(b.head("e/s/y").unwrap().size, 2);
+    assert_ne!(b.cache.get("e/").map(|e| e.ino), Some(e_ino));
+    b.head("e/").unwrap();
+    assert_ne!(b.cache.get("e/").unwrap().ino, e_ino);
+    // a new object where an old one was
+    b.put("d/x", b"again", &UserMeta::new(), false).unwrap();
+    assert_eq!(read_all(&b, "d/x"), b"again");
+    // directory delete
+    b.delete("e/s/y").unwrap();
+    b.head("e/s/").unwrap();
+    b.delete("e/s/").unwrap();
+    assert_eq!(b.head("e/s/"), Err(BackendError::NotFound));
+}
+
+#[test]
+fn cache_is_bounded() {
+    let (_d, _root, mut b) = backend();
+    b.cache = Arc::new(ObjCache::new(64));
+    let cap = b.cache.per_shard * CACHE_SHARDS;
+    for i in 0..cap + 200 {
+        let k = format!("f{i}");
+        b.put(&k, b"x", &UserMeta::new(), false).unwrap();
+        b.head(&k).unwrap();
+    }
+    let n: usize = b.cache.shards.iter().map(|s| lock(s).len()).sum();
+    assert!(n <= cap, "{n} > {cap}");
+    for i in 0..cap + 200 {
+        assert_eq!(b.head(&format!("f{i}")).unwrap().size, 1);
+    }
+}
+
+#[test]
+fn concurrent_smoke() {
+    let (_d, _root, b) = backend();
+    let b = Arc::new(b);
+    let keys: Vec<String> = (0..6).map(|i| format!("c/k{i}")).collect();
+    for k in &keys {
+        b.put(k, b"0123", &UserMeta::new(), false).unwrap();
+    }
+    let threads: Vec<_> = (0..6)
+        .map(|t| {
+            let b = b.clone();
+            let keys = keys.clone();
+            std::thread::spawn(move || {
+                let rw = b.random_write().unwrap();
+                for i in 0..400usize {
+                    let k = &keys[(i * 7 + t) % keys.len()];
+                    let ok_or_gone = |r: BResult<()>| {
+                        assert!(matches!(r, Ok(()) | Err(BackendError::NotFound)), "{r:?}")
+                    };
+                    match (i + t) % 6 {
+                        0 | 1 => match b.head(k) {
+                            Ok(h) => assert!(h.size <= 64, "{h:?}"),
+                            Err(e) => assert_eq!(e, BackendError::NotFound),
+                        },
+                        2 => ok_or_gone(rw.write_at(k, (i % 60) as u64, b"w")),
+                        3 => ok_or_gone(b.delete(k)),
+                        4 => {
+                            b.put(k, b"fresh", &UserMeta::new(), false).unwrap();
+                        }
+                        _ => {
+                            let mut buf = [0u8; 8];
+                            if let Err(e) = b.get_range(k, 0, &mut buf) {
+                                assert_eq!(e, BackendError::NotFound);
+                            }
+                        }
+                    }
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    // Quiet now: every answer matches the disk.
+    for k in &keys {
+        let disk = std::fs::metadata(b.root().join(k)).ok().map(|m| m.len());
+        let cached_size = b.head(k).ok().map(|h| h.size);
+        assert_eq!(cached_size, disk, "{k}");
+        if let Some(n) = disk {
+            let mut buf = vec![0u8; 128];
+            let got = b.get_range(k, 0, &mut buf).unwrap();
+            assert_eq!(got as u64, n);
+            assert_eq!(&buf[..got], &std::fs::read(b.root().join(k)).unwrap()[..]);
+        }
+    }
+}
+
+/// Regression: listings of the root went through dups of the root's descriptor, which
+/// share one directory offset, so concurrent READDIRs lost or repeated entries. Every
+/// listing must see every entry exactly once.
+#[test]
+fn concurrent_listings_see_every_entry_once() {
+    const N: usize = 2000;
+    let (_d, root, b) = backend();
+    std::fs::create_dir(root.join("sub")).unwrap();
+    let name = |i: usize| format!("entry-with-a-long-name-to-need-many-getdents-{i:05}");
+    for i in 0..N {
+        std::fs::write(root.join(name(i)), b"").unwrap();
+        std::fs::write(root.join("sub").join(name(i)), b"").unwrap();
+    }
+    let want_root: Vec<String> = (0..N).map(name).collect();
+    let want_sub: Vec<String> = (0..N).map(|i| format!("sub/{}", name(i))).collect();
+    let b = Arc::new(b);
+    let threads: Vec<_> = (0..4)
+        .map(|t| {
+            let b = b.clone();
+            let (want_root, want_sub) = (want_root.clone(), want_sub.clone());
+            std::thread::spawn(move || {
+                for i in 0..12 {
+                    let (prefix, want) = if (i + t) % 3 == 2 {
+                        ("sub/", &want_sub)
+                    } else {
+                        ("", &want_root)
+                    };
+                    let page = b.list(prefix, Some('/'), None, 3 * N).unwrap();
+                    assert!(page.next.is_none());
+                    let mut got: Vec<&str> = page
+                        .objects
+                        .iter()
+                        .map(|o| o.key.as_str())
+                        .filter(|k| *k != prefix)
+                        .collect();
+                    let listed = got.len();
+                    got.dedup();
+                    assert_eq!(got.len(), listed, "{prefix:?}: an entry listed twice");
+                    assert_eq!(got, *want, "{prefix:?}: entries lost");
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+}
+
+/// Rule: offset + length near 2^64 is an error (EINVAL/EFBIG), never a wrapped offset
+/// or a panic, and nothing is written.
+#[test]
+fn hostile_offsets_are_errors() {
+    let (_d, root, b) = backend();
+    b.put("f", b"data", &UserMeta::new(), false).unwrap();
+    let big = i64::MAX as u64;
+    let mut buf = [0u8; 16];
+    let too_large = |r: BResult<()>| match r {
+        Err(BackendError::Permanent(m)) => assert!(m.contains("too large"), "{m}"),
+        r => panic!("{r:?}"),
+    };
+    // Reads past the largest file size: an offset no file has is EINVAL; a read
+    // that merely runs past it ends there (end of file).
+    for off in [u64::MAX, u64::MAX - 3, big + 1] {
+        assert!(
+            matches!(
+                b.get_range("f", off, &mut buf),
+                Err(BackendError::Permanent(_))
+            ),
+            "{off}"
+        );
+    }
+    assert_eq!(b.get_range("f", big - 4, &mut buf), Ok(0));
+    assert_eq!(b.get_range("f", big, &mut buf), Ok(0));
+    assert_eq!(b.get_range("f", 1, &mut buf), Ok(3));
+    let rw = b.random_write().unwrap();
+    too_large(rw.write_at("f", big - 1, b"abcd"));
+    too_large(rw.write_at("f", big, b"a"));
+    assert!(matches!(
+        rw.write_at("f", u64::MAX - 1, b"abcd"),
+        Err(BackendError::Permanent(_))
+    ));
+    too_large(rw.set_size("f", u64::MAX));
+    too_large(rw.set_size("f", big + 1));
+    assert_eq!(std::fs::read(root.join("f")).unwrap(), b"data");
+    assert_eq!(b.head("f").unwrap().size, 4);
+}
+
+#[test]
+fn malformed_values_are_rejected() {
+    use xattr::reject;
+    for (name, val) in [
+        ("mode", &b"100644"[..]),
+        ("mode", b"33188"),
+        ("uid", b"0"),
+        ("mtime", b"1700000000.123456789"),
+        ("atime", b"2023-11-14T22:13:20.5Z"),
+        ("ctime", b"1700000000"),
+        ("nfsgw-verf", b"00112233aabbccdd"),
+        ("other", b"any printable text"),
+    ] {
+        assert_eq!(reject(name, val), None, "{name}={val:?}");
+    }
+    for (name, val) in [
+        ("mode", &b""[..]),
+        ("other", b""),
+        ("mode", b"rwxr-xr-x"),
+        ("uid", "\u{ff11}\u{ff12}".as_bytes()),
+        ("gid", b"-1"),
+        ("uid", b"123456789012345678901"),
+        ("mtime", b"yesterday"),
+        ("mtime", b"17e8"),
+        ("atime", b"-5"),
+        ("other", b"caf\xc3\xa9"),
+        ("other", b"\xff\xfe"),
+        ("other", b"tab\there"),
+    ] {
+        assert!(reject(name, val).is_some(), "{name}={val:?}");
+    }
+    assert_eq!(reject("other", &[b'x'; xattr::MAX_VALUE]), None);
+    assert!(reject("other", &[b'x'; xattr::MAX_VALUE + 1]).is_some());
+}
+
+/// Rule: malformed metadata written by another tool is ignored (the on-disk stat
+/// values show through), never a failed GETATTR or listing; the next metadata update
+/// removes it.
+#[test]
+fn malformed_xattrs_are_ignored() {
+    let (_d, root, b) = backend();
+    b.put("d/f", b"12345", &meta(&[("note", "kept")]), false)
+        .unwrap();
+    let path = root.join("d/f");
+    setxattr_raw(&path, "mode", b"junk");
+    setxattr_raw(&path, "uid", "\u{ff11}\u{ff12}".as_bytes());
+    setxattr_raw(&path, "gid", b"");
+    setxattr_raw(&path, "mtime", b"not a time");
+    setxattr_raw(&path, "atime", b"\xff\x00\x01");
+    setxattr_raw(&path, "big", &vec![b'7'; xattr::MAX_VALUE + 500]);
+    setxattr_raw(&path, "ok", b"1700000000");
+    let st = std::fs::metadata(&path).unwrap();
+    use std::os::unix::fs::MetadataExt;
+    let want = meta(&[
+        ("mode", &format!("{:o}", st.mode())),
+        ("uid", &st.uid().to_string()),
+        ("gid", &st.gid().to_string()),
+        ("note", "kept"),
+        ("ok", "1700000000"),
+    ]);
+    let h = b.head("d/f").unwrap();
+    assert_eq!(h.user, want);
+    assert_eq!(h.size, 5);
+    let page = b.list("d/", None, None, 100).unwrap();
+    let f = page.objects.iter().find(|o| o.key == "d/f").unwrap();
+    assert_eq!(f.user, want);
+    // The same on a directory marker, and the root.
+    setxattr_raw(&root.join("d"), "mode", b"40755x");
+    setxattr_raw(&root, "uid", b"root");
+    let dm = b.head("d/").unwrap();
+    assert_eq!(
+        dm.user.get("mode"),
+        Some(&format!("{:o}", root.join("d").metadata().unwrap().mode()))
+    );
+    assert_eq!(
+        b.head("").unwrap().user.get("uid"),
+        Some(&root.metadata().unwrap().uid().to_string())
+    );
+    b.list("", None, None, 100).unwrap();
+    // Replacing the metadata drops the malformed attributes from disk.
+    b.set_meta("d/f", &meta(&[("mode", "100600")])).unwrap();
+    let f = File::open(&path).unwrap();
+    let mut names = vec![0u8; 4096];
+    let n = sys::flistxattr(f.as_fd(), &mut names).unwrap();
+    let names: Vec<&[u8]> = names[..n]
+        .split(|c| *c == 0)
+        .filter(|s| s.starts_with(xattr::XATTR_PREFIX.as_bytes()))
+        .collect();
+    assert_eq!(names, [b"user.nfsgw.mode".as_slice()]);
+    assert_eq!(
+        b.head("d/f").unwrap().user.get("mode").map(String::as_str),
+        Some("100600")
+    );
+    // What a write returns (and caches) is what a re-read shows.
+    let put = b
+        .put("g", b"", &meta(&[("mtime", "junk"), ("x", "1")]), false)
+        .unwrap();
+    assert_eq!(put.user.get("mtime"), None);
+    assert_eq!(b.head("g").unwrap(), put);
+    b.set_meta("g", &meta(&[("uid", "")])).unwrap();
+    assert_eq!(b.head("g").unwrap().user.get("uid"), put.user.get("uid"));
+}
