@@ -210,6 +210,10 @@ pub struct RdmaConfig {
     /// Credits granted per connection (Receives posted per connection).
     #[serde(default = "default_credits")]
     pub credits: u32,
+    /// Fewest credits a connection is accepted with when the reactor's receive budget
+    /// (3/4 of the pool class Receives come from) is short; below that it is refused.
+    #[serde(default = "default_min_credits")]
+    pub min_credits: u32,
     /// Inline threshold we advertise (RFC 8797), bytes: 1024..=65536.
     #[serde(default = "default_inline")]
     pub inline_size: usize,
@@ -232,6 +236,9 @@ fn default_rdma_listen() -> String {
 fn default_credits() -> u32 {
     128
 }
+fn default_min_credits() -> u32 {
+    8
+}
 fn default_inline() -> usize {
     4096
 }
@@ -252,6 +259,7 @@ impl Default for RdmaConfig {
             listen: default_rdma_listen(),
             device: None,
             credits: default_credits(),
+            min_credits: default_min_credits(),
             inline_size: default_inline(),
             read_depth: default_read_depth(),
             max_connections: default_rdma_conns(),
@@ -885,6 +893,9 @@ impl Config {
                 "rdma.credits",
                 "must be 1..=1024 (a grant of 0 deadlocks clients)",
             );
+        }
+        if r.min_credits == 0 || r.min_credits > r.credits {
+            return err("rdma.min_credits", "must be 1..=rdma.credits");
         }
         if !(1024..=65536).contains(&r.inline_size) || !r.inline_size.is_multiple_of(1024) {
             return err(

@@ -14,6 +14,7 @@
 //! (the caller has the record) → Queued (reply waits for send-queue room) → Sending
 //! (Writes + Send posted) → Free.
 
+use super::admit::{Admission, Throttle, Verdict};
 use crate::fabric::{
     access, CmEvent, Completion, ConnRequest, Fabric, Mr, Op, Qp, QpCaps, SendWr, Sge, WcOpcode,
     WcStatus,
@@ -30,8 +31,12 @@ use std::ops::Range;
 /// `[rdma]` settings the transport needs.
 #[derive(Debug, Clone, Copy)]
 pub struct ServerOptions {
-    /// Credits granted per connection (Receives posted per connection).
+    /// Credits granted per connection (Receives posted per connection) when the
+    /// reactor's receive budget allows it (see `super::admit`).
     pub credits: u32,
+    /// Fewest credits a connection is accepted with when buffers are short; below
+    /// that it is refused.
+    pub min_credits: u32,
     /// Inline threshold we advertise both ways (RFC 8797): our Receive buffer size and
     /// the largest Send we post.
     pub inline_size: usize,
@@ -49,6 +54,7 @@ impl Default for ServerOptions {
     fn default() -> Self {
         ServerOptions {
             credits: 128,
+            min_credits: 8,
             inline_size: 4096,
             remote_invalidate: true,
             max_connections: 64,
@@ -90,7 +96,14 @@ pub struct CallRef {
 #[derive(Debug, Clone, Copy, Default)]
 pub struct RdmaStats {
     pub accepted: u64,
+    /// Connection requests refused, for any reason (the two below and accept errors).
     pub rejected: u64,
+    /// Refused because `max_connections` were live.
+    pub refused_full: u64,
+    /// Refused because the receive budget could not give even `min_credits`.
+    pub refused_no_buffers: u64,
+    /// Accepted with fewer credits than configured (receive budget short).
+    pub credits_reduced: u64,
     pub disconnects: u64,
     pub calls: u64,
     pub replies: u64,
@@ -162,6 +175,8 @@ struct CallSlot {
 
 struct Conn {
     qp: Qp,
+    /// Receives this connection keeps posted and reserved from the budget.
+    credits: u32,
     /// Reply headers, one `HDR_SLOT` per call slot, registered once at accept (no pool
     /// traffic per reply).
     hdr_slab: Box<[u8]>,
@@ -208,6 +223,10 @@ pub struct RdmaServer {
     extra_mrs: Vec<Mr>,
     stats: RdmaStats,
     local: SocketAddr,
+    /// Receive buffers reserved by connections (see `super::admit`).
+    admission: Admission,
+    /// Refusal log lines, at most one a second.
+    refusals: Throttle,
 }
 
 impl RdmaServer {
@@ -228,6 +247,14 @@ impl RdmaServer {
             .inline_size
             .clamp(wire::DEFAULT_INLINE, privdata::MAX_SIZE);
         opts.max_call = opts.max_call.min(pools.max_buf());
+        opts.min_credits = opts.min_credits.clamp(1, opts.credits);
+        // Receives come from the smallest class that holds the inline size.
+        let recv_class = pools
+            .stats()
+            .iter()
+            .find(|c| c.size >= opts.inline_size)
+            .map_or(0, |c| c.count);
+        let admission = Admission::new(recv_class, opts.min_credits, opts.max_connections);
         fabric.listen(addr)?;
         let ours = PrivData {
             send_size: opts.inline_size,
@@ -261,6 +288,8 @@ impl RdmaServer {
             extra_mrs: Vec::new(),
             stats: RdmaStats::default(),
             local: addr,
+            admission,
+            refusals: Throttle::new(std::time::Duration::from_secs(1)),
             opts,
         })
     }
@@ -380,15 +409,20 @@ impl RdmaServer {
     /// each way without it, R8797-01/07), Receives posted before the first grant can
     /// reach the client (R8166-28).
     fn on_request(&mut self, req: ConnRequest) {
-        if self.live >= self.opts.max_connections {
-            tracing::warn!(peer = %req.peer, "rdma: connection refused: rdma.max_connections reached");
-            self.stats.rejected += 1;
-            self.fabric.reject(req.id);
-            return;
+        let credits = match self.admission.admit(self.live, self.opts.credits) {
+            Verdict::Grant(g) => g,
+            refusal => {
+                self.refuse(&req, refusal);
+                return;
+            }
+        };
+        if credits < self.opts.credits {
+            self.stats.credits_reduced += 1;
+            tracing::debug!(peer = %req.peer, credits, configured = self.opts.credits,
+                "rdma: receive budget short; granting fewer credits");
         }
         let peer = privdata::decode(req.private_data.as_bytes());
         let t = privdata::thresholds(&self.ours, &peer);
-        let credits = self.opts.credits;
         let caps = QpCaps {
             max_send_wr: (credits * 4).max(2 * MAX_CHAIN as u32),
             max_recv_wr: credits,
@@ -402,6 +436,7 @@ impl RdmaServer {
             Err(e) => {
                 tracing::warn!(peer = %req.peer, "rdma: accept failed: {e}");
                 self.stats.rejected += 1;
+                self.admission.release(credits);
                 return;
             }
         };
@@ -422,6 +457,7 @@ impl RdmaServer {
             Ok(mr) => mr,
             Err(e) => {
                 tracing::warn!(peer = %req.peer, "rdma: registering reply headers failed: {e}");
+                self.admission.release(credits);
                 self.fabric.disconnect(qp);
                 return;
             }
@@ -446,6 +482,7 @@ impl RdmaServer {
             .collect();
         let conn = Conn {
             qp,
+            credits,
             hdr_slab,
             hdr_mr,
             peer: req.peer,
@@ -493,6 +530,28 @@ impl RdmaServer {
             credits = c.posted,
             "rdma: accepted connection"
         );
+    }
+
+    /// Refuses a connection request (RDMA-CM reject): counted, and logged at most once
+    /// a second with the number of refusals not logged.
+    fn refuse(&mut self, req: &ConnRequest, why: Verdict) {
+        self.stats.rejected += 1;
+        let reason = match why {
+            Verdict::Full => {
+                self.stats.refused_full += 1;
+                "rdma.max_connections reached"
+            }
+            _ => {
+                self.stats.refused_no_buffers += 1;
+                "receive budget cannot give rdma.min_credits (raise the [pools] count of the rdma.inline_size class, or lower rdma.credits / rdma.max_connections)"
+            }
+        };
+        if let Some(held) = self.refusals.ready(std::time::Instant::now()) {
+            tracing::warn!(peer = %req.peer, live = self.live,
+                reserved = self.admission.reserved(), budget = self.admission.budget(),
+                not_logged = held, "rdma: connection refused: {reason}");
+        }
+        self.fabric.reject(req.id);
     }
 
     /// Posts Receives until the connection has `credits` of them (or buffers run out).
@@ -1117,6 +1176,7 @@ impl RdmaServer {
     fn drop_conn(&mut self, slot: u32) {
         if let Some(mut c) = self.conns[slot as usize].take() {
             self.fabric.deregister(&c.hdr_mr);
+            self.admission.release(c.credits);
             for call in c.calls.iter_mut() {
                 self.released.extend(call.ext.drain(..).map(|d| d.tag));
             }

@@ -134,6 +134,7 @@ impl Server {
         let mut addr = exclusive_probe(cfg.listen_addr())?;
         let rdma_opts = ServerOptions {
             credits: cfg.rdma.credits,
+            min_credits: cfg.rdma.min_credits,
             inline_size: cfg.rdma.inline_size,
             remote_invalidate: cfg.rdma.remote_invalidate,
             max_connections: cfg.rdma.max_connections,
