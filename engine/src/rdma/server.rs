@@ -639,7 +639,10 @@ impl RdmaServer {
                     release_call(c, idx as u16, &mut self.released);
                     return;
                 }
-                call.pulls_left -= 1;
+                let Some(left) = call.pulls_left.checked_sub(1) else {
+                    return; // no Read of this call is outstanding: stale
+                };
+                call.pulls_left = left;
                 mark(&mut self.dirty, slot);
                 if call.pulls_left == 0 {
                     self.deliver(slot, idx as u16, on_call);
@@ -1065,7 +1068,9 @@ impl RdmaServer {
                                 lkey: d.lkey,
                             };
                             ops[nwrites] = Some(Op::Write {
-                                remote_addr: w.remote_offset + (from - w.src.start) as u64,
+                                remote_addr: w
+                                    .remote_offset
+                                    .saturating_add((from - w.src.start) as u64),
                                 rkey: w.handle,
                             });
                             nwrites += 1;
