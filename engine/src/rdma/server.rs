@@ -1230,3 +1230,7 @@ impl Drop for RdmaServer {
         }
     }
 }
+
+#[cfg(test)]
+#[path = "server_tests.rs"]
+mod tests;
