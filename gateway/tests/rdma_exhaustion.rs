@@ -106,6 +106,49 @@ fn rdma_max_connections_is_a_clean_reject_and_a_freed_slot_is_reused() {
     gw.assert_buffers_back(Duration::from_secs(10));
 }
 
+/// A peer that sends chunked WRITEs and then never answers the gateway's RDMA Reads
+/// holds at most `MAX_PULLING` (8) reassembly buffers: without that cap its 100 calls
+/// would hold every 64 KiB and 1 MiB buffer of the reactor and a good client's chunked
+/// WRITE would wait forever. Everything returns once the peer is gone.
+#[test]
+fn a_peer_that_never_answers_rdma_reads_cannot_hold_every_reassembly_buffer() {
+    const LEN: usize = 60 * 1024;
+    let gw = Gw::start(&GwOpts::default());
+    let mut good = Raw::connect(gw.rdma);
+    let root = mount(&mut good);
+    let fh = create(&mut good, 2, &root, "stall");
+    let mut bad = Raw::connect(gw.rdma);
+    let (addr, _) = bad.scratch(0);
+    for x in 0..100u32 {
+        let mut a = Vec::new();
+        xdr_opaque(&mut a, &fh);
+        a.extend(0u64.to_be_bytes());
+        a.extend((LEN as u32).to_be_bytes());
+        a.extend(0u32.to_be_bytes());
+        a.extend((LEN as u32).to_be_bytes());
+        let call = rpc_call(1000 + x, NFS, 7, &a);
+        let mut c = Chunks::default();
+        c.reads.push(ReadSegment {
+            position: call.len() as u32,
+            seg: Segment {
+                handle: bad.mr.rkey,
+                length: LEN as u32,
+                offset: addr,
+            },
+        });
+        assert!(bad.send(&msg(1000 + x, &c, &call)));
+    }
+    // `bad` never polls again, so its Reads are never answered.
+    std::thread::sleep(Duration::from_millis(300));
+    let data: Vec<u8> = (0..LEN).map(|i| (i % 251) as u8).collect();
+    assert_eq!(write_chunked(&mut good, 3, &fh, &data), 0, "WRITE ok");
+    assert_eq!(read_chunked(&mut good, 4, &fh, 4096), data[..4096]);
+    tcp_null_ok(gw.tcp_addr(), 5);
+    drop(bad);
+    drop(good);
+    gw.assert_buffers_back(Duration::from_secs(10));
+}
+
 /// The gateway notices a disconnect at its next poll: retry a rejected connect a few
 /// times.
 fn retry_connect(gw: &Gw) -> Raw {

@@ -128,6 +128,10 @@ const HDR_SLOT: usize = 256;
 const MAX_CHAIN: usize = 64;
 /// XIDs whose RDMA Read failed, remembered per peer (R8166-75).
 const FAILED_XIDS: usize = 64;
+/// Reassembly buffers one connection may hold while its RDMA Reads are outstanding
+/// (issue 15): a peer that never answers Reads (or answers slowly) holds at most this
+/// many large buffers; its further chunked calls wait parked on their Receive.
+pub const MAX_PULLING: u32 = 8;
 
 const KIND_RECV: u64 = 1;
 const KIND_READ: u64 = 2;
@@ -194,6 +198,8 @@ struct Conn {
     calls: Vec<CallSlot>,
     free_calls: Vec<u16>,
     reads_out: u32,
+    /// Calls holding a reassembly buffer with Reads still to complete (<= MAX_PULLING).
+    pulling: u32,
     read_queue: VecDeque<(u16, Segment, usize)>,
     sq_used: u32,
     sq_max: u32,
@@ -497,6 +503,7 @@ impl RdmaServer {
             calls,
             free_calls: (0..ncalls as u16).rev().collect(),
             reads_out: 0,
+            pulling: 0,
             read_queue: VecDeque::with_capacity(64),
             sq_used: 0,
             sq_max: caps.max_send_wr,
@@ -644,7 +651,8 @@ impl RdmaServer {
                 };
                 call.pulls_left = left;
                 mark(&mut self.dirty, slot);
-                if call.pulls_left == 0 {
+                if left == 0 {
+                    c.pulling = c.pulling.saturating_sub(1);
                     self.deliver(slot, idx as u16, on_call);
                 }
             }
@@ -731,7 +739,12 @@ impl RdmaServer {
                     self.deliver(slot, idx, on_call);
                     return;
                 }
-                let Some(mut rec) = self.pools.alloc(info.total_len) else {
+                let rec = if c.pulling < MAX_PULLING {
+                    self.pools.alloc(info.total_len)
+                } else {
+                    None
+                };
+                let Some(mut rec) = rec else {
                     self.stats.parked += 1;
                     call.state = State::NeedBuffer;
                     c.parked.push_back(idx);
@@ -762,6 +775,7 @@ impl RdmaServer {
                 if pulls == 0 {
                     self.deliver(slot, idx, on_call);
                 } else {
+                    c.pulling += 1;
                     mark(&mut self.dirty, slot);
                 }
             }
@@ -1201,6 +1215,9 @@ enum Sent {
 
 fn release_call(c: &mut Conn, idx: u16, released: &mut Vec<u64>) {
     let call = &mut c.calls[idx as usize];
+    if call.state == State::Pulling && call.pulls_left > 0 {
+        c.pulling = c.pulling.saturating_sub(1);
+    }
     released.extend(call.ext.drain(..).map(|d| d.tag));
     call.state = State::Free;
     call.recv = None;
