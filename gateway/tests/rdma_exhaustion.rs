@@ -66,10 +66,7 @@ fn a_connection_the_receive_budget_cannot_hold_is_rejected_and_the_budget_comes_
         let (grant, _) = call_inline(raw, 10 + i as u32, NFS, 0, &[]);
         assert_eq!(grant, 8);
     }
-    assert_eq!(
-        Raw::try_connect(gw.rdma).err().as_deref(),
-        Some("rejected")
-    );
+    assert_eq!(Raw::try_connect(gw.rdma).err().as_deref(), Some("rejected"));
     tcp_null_ok(gw.tcp_addr(), 5);
     conns.pop();
     let mut again = retry_connect(&gw);
@@ -90,10 +87,7 @@ fn rdma_max_connections_is_a_clean_reject_and_a_freed_slot_is_reused() {
     });
     let mut conns: Vec<Raw> = (0..3).map(|_| Raw::connect(gw.rdma)).collect();
     for _ in 0..3 {
-        assert_eq!(
-            Raw::try_connect(gw.rdma).err().as_deref(),
-            Some("rejected")
-        );
+        assert_eq!(Raw::try_connect(gw.rdma).err().as_deref(), Some("rejected"));
     }
     for (i, raw) in conns.iter_mut().enumerate() {
         call_inline(raw, 20 + i as u32, NFS, 0, &[]);

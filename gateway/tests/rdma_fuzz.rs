@@ -254,8 +254,14 @@ fn rdma_header_fuzz_campaign_never_stops_the_gateway_nor_leaks_a_buffer() {
         }
     }
     eprintln!("rdma fuzz: {t:?} in {:?}", start.elapsed());
-    assert!(t.sent >= 1000.min(max_messages), "campaign too short: {t:?}");
-    assert!(t.errors > 0, "no mutation ever reached the header checks: {t:?}");
+    assert!(
+        t.sent >= 1000.min(max_messages),
+        "campaign too short: {t:?}"
+    );
+    assert!(
+        t.errors > 0,
+        "no mutation ever reached the header checks: {t:?}"
+    );
     assert!(t.replies > t.errors, "no good call answered: {t:?}");
     drop(peers);
     null_ok(gw.rdma);

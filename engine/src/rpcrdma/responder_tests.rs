@@ -930,7 +930,10 @@ fn r8166_31_extreme_credit_requests_and_xids_are_taken_as_they_come() {
         assert_eq!((c.xid, c.requested), (xid, credit));
         for posted in [0, 1, 128, u32::MAX] {
             let g = r.grant(posted);
-            assert!(g >= 1 && g <= 128 && (g <= posted || posted == 0), "{g}");
+            assert!(
+                (1..=128).contains(&g) && (g <= posted || posted == 0),
+                "{g}"
+            );
         }
     }
 }
