@@ -222,6 +222,10 @@ pub struct RdmaConfig {
     pub read_depth: u8,
     #[serde(default = "default_rdma_conns")]
     pub max_connections: usize,
+    /// A connection whose peer answers none of its outstanding RDMA Reads for this
+    /// many seconds is closed.
+    #[serde(default = "default_rdma_read_timeout")]
+    pub read_timeout_s: u64,
     /// Allow replies with Send-With-Invalidate when the client also sets the R bit.
     #[serde(default = "default_true")]
     pub remote_invalidate: bool,
@@ -248,6 +252,9 @@ fn default_read_depth() -> u8 {
 fn default_rdma_conns() -> usize {
     64
 }
+fn default_rdma_read_timeout() -> u64 {
+    30
+}
 fn default_true() -> bool {
     true
 }
@@ -263,6 +270,7 @@ impl Default for RdmaConfig {
             inline_size: default_inline(),
             read_depth: default_read_depth(),
             max_connections: default_rdma_conns(),
+            read_timeout_s: default_rdma_read_timeout(),
             remote_invalidate: true,
         }
     }
@@ -914,6 +922,9 @@ impl Config {
         }
         if r.max_connections == 0 {
             return err("rdma.max_connections", "must be at least 1");
+        }
+        if r.read_timeout_s == 0 {
+            return err("rdma.read_timeout_s", "must be at least 1 second");
         }
         if self.backend.workers == 0 || self.backend.workers > 256 {
             return err("backend.workers", "must be 1..=256");

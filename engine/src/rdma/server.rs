@@ -27,6 +27,7 @@ use std::collections::{HashMap, VecDeque};
 use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::ops::Range;
+use std::time::{Duration, Instant};
 
 /// `[rdma]` settings the transport needs.
 #[derive(Debug, Clone, Copy)]
@@ -48,6 +49,9 @@ pub struct ServerOptions {
     pub limits: Limits,
     /// Largest reassembled call (clamped to the largest pool buffer).
     pub max_call: usize,
+    /// A connection with RDMA Reads outstanding and none completed for this long is
+    /// closed (a peer that stops answering Reads must not hold buffers forever).
+    pub read_timeout: Duration,
 }
 
 impl Default for ServerOptions {
@@ -61,6 +65,7 @@ impl Default for ServerOptions {
             read_depth: 16,
             limits: Limits::default(),
             max_call: 1024 * 1024 + 4096,
+            read_timeout: Duration::from_secs(30),
         }
     }
 }
@@ -104,6 +109,8 @@ pub struct RdmaStats {
     pub refused_no_buffers: u64,
     /// Accepted with fewer credits than configured (receive budget short).
     pub credits_reduced: u64,
+    /// Connections closed because their peer left RDMA Reads unanswered.
+    pub read_timeouts: u64,
     pub disconnects: u64,
     pub calls: u64,
     pub replies: u64,
@@ -132,6 +139,9 @@ const FAILED_XIDS: usize = 64;
 /// (issue 15): a peer that never answers Reads (or answers slowly) holds at most this
 /// many large buffers; its further chunked calls wait parked on their Receive.
 pub const MAX_PULLING: u32 = 8;
+/// Polls between looks at the clock for unanswered Reads (the reactor polls at least
+/// every few milliseconds, so this is well under a second).
+const SWEEP_POLLS: u32 = 256;
 
 const KIND_RECV: u64 = 1;
 const KIND_READ: u64 = 2;
@@ -200,6 +210,8 @@ struct Conn {
     reads_out: u32,
     /// Calls holding a reassembly buffer with Reads still to complete (<= MAX_PULLING).
     pulling: u32,
+    /// When a Read last completed, or was posted with none outstanding.
+    read_progress: Instant,
     read_queue: VecDeque<(u16, Segment, usize)>,
     sq_used: u32,
     sq_max: u32,
@@ -233,6 +245,9 @@ pub struct RdmaServer {
     admission: Admission,
     /// Refusal log lines, at most one a second.
     refusals: Throttle,
+    /// Polls since the last look at the clock, and when Reads were last checked.
+    polls: u32,
+    last_sweep: Instant,
 }
 
 impl RdmaServer {
@@ -295,7 +310,9 @@ impl RdmaServer {
             stats: RdmaStats::default(),
             local: addr,
             admission,
-            refusals: Throttle::new(std::time::Duration::from_secs(1)),
+            refusals: Throttle::new(Duration::from_secs(1)),
+            polls: 0,
+            last_sweep: Instant::now(),
             opts,
         })
     }
@@ -363,7 +380,36 @@ impl RdmaServer {
         }
         work += self.poll_cq(on_call);
         work += self.pump(on_call);
+        self.polls = self.polls.wrapping_add(1);
+        if self.polls.is_multiple_of(SWEEP_POLLS) {
+            self.sweep_reads(Instant::now());
+        }
         work
+    }
+
+    /// At most once a second: closes connections whose peer answered none of their
+    /// outstanding RDMA Reads for `read_timeout` (their buffers come back with the
+    /// flushes). On verbs the NIC's own retry limit usually fails such Reads first.
+    fn sweep_reads(&mut self, now: Instant) {
+        if now.saturating_duration_since(self.last_sweep) < Duration::from_secs(1) {
+            return;
+        }
+        self.last_sweep = now;
+        for slot in 0..self.conns.len() as u32 {
+            let Some(c) = self.conns[slot as usize].as_ref() else {
+                continue;
+            };
+            if c.closing
+                || c.reads_out == 0
+                || now.saturating_duration_since(c.read_progress) < self.opts.read_timeout
+            {
+                continue;
+            }
+            tracing::warn!(peer = %c.peer, reads = c.reads_out, timeout = ?self.opts.read_timeout,
+                "rdma: peer left RDMA Reads unanswered; closing the connection");
+            self.stats.read_timeouts += 1;
+            self.close(slot);
+        }
     }
 
     fn poll_cq(&mut self, on_call: &mut OnCall) -> usize {
@@ -504,6 +550,7 @@ impl RdmaServer {
             free_calls: (0..ncalls as u16).rev().collect(),
             reads_out: 0,
             pulling: 0,
+            read_progress: Instant::now(),
             read_queue: VecDeque::with_capacity(64),
             sq_used: 0,
             sq_max: caps.max_send_wr,
@@ -553,7 +600,7 @@ impl RdmaServer {
                 "receive budget cannot give rdma.min_credits (raise the [pools] count of the rdma.inline_size class, or lower rdma.credits / rdma.max_connections)"
             }
         };
-        if let Some(held) = self.refusals.ready(std::time::Instant::now()) {
+        if let Some(held) = self.refusals.ready(Instant::now()) {
             tracing::warn!(peer = %req.peer, live = self.live,
                 reserved = self.admission.reserved(), budget = self.admission.budget(),
                 not_logged = held, "rdma: connection refused: {reason}");
@@ -650,6 +697,7 @@ impl RdmaServer {
                     return; // no Read of this call is outstanding: stale
                 };
                 call.pulls_left = left;
+                c.read_progress = Instant::now();
                 mark(&mut self.dirty, slot);
                 if left == 0 {
                     c.pulling = c.pulling.saturating_sub(1);
@@ -954,6 +1002,9 @@ impl RdmaServer {
                 sges: std::slice::from_ref(&sge),
                 signaled: true,
             };
+            if c.reads_out == 0 {
+                c.read_progress = Instant::now();
+            }
             if let Err(e) = self.fabric.post_send(c.qp, &[wr]) {
                 tracing::warn!(peer = %c.peer, "rdma: posting an RDMA Read failed: {e}; closing");
                 self.close(slot);

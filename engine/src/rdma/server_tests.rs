@@ -18,6 +18,15 @@ fn addr() -> SocketAddr {
 
 /// A server whose Receive class (8 KiB) has `small` buffers.
 fn server(small: usize, credits: u32, max_connections: usize) -> (RdmaServer, Pools) {
+    server_with(small, credits, max_connections, Duration::from_secs(30))
+}
+
+fn server_with(
+    small: usize,
+    credits: u32,
+    max_connections: usize,
+    read_timeout: Duration,
+) -> (RdmaServer, Pools) {
     let pools = Pools::new(
         &[
             ClassSpec {
@@ -36,6 +45,7 @@ fn server(small: usize, credits: u32, max_connections: usize) -> (RdmaServer, Po
         credits,
         min_credits: 8,
         max_connections,
+        read_timeout,
         ..ServerOptions::default()
     };
     let fabric = Box::new(SoftFabric::new().unwrap());
@@ -114,4 +124,71 @@ fn a_short_receive_budget_lowers_grants_to_the_floor_then_rejects() {
     settle(&mut s, 0);
     assert_eq!(s.admission.reserved(), 0);
     assert_eq!(pools.in_use(), 0);
+}
+
+/// A peer that stops answering the RDMA Reads of its chunked call is disconnected
+/// after `read_timeout`, counted, and every buffer it held comes back.
+#[test]
+fn a_peer_that_never_answers_rdma_reads_is_closed_after_the_read_timeout() {
+    use crate::rpcrdma::wire::{Chunks, Fixed, ReadSegment};
+    use crate::xdr::XdrWriter;
+    let (mut s, pools) = server_with(64, 16, 4, Duration::from_millis(300));
+    let mut mem = vec![0u8; 64 * 1024];
+    let (mut f, qp) = connect(&mut s).unwrap();
+    // SAFETY: `mem` outlives `f` (dropped at the end of the test, after `f`).
+    let mr = unsafe {
+        f.register(
+            mem.as_mut_ptr(),
+            mem.len(),
+            access::LOCAL_WRITE | access::REMOTE_READ,
+        )
+        .unwrap()
+    };
+    let mut c = Chunks::default();
+    c.reads.push(ReadSegment {
+        position: 40,
+        seg: Segment {
+            handle: mr.rkey,
+            length: 4096,
+            offset: mr.addr + 8192,
+        },
+    });
+    let fixed = Fixed {
+        xid: 9,
+        vers: 1,
+        credit: 8,
+        proc_: wire::RDMA_MSG,
+    };
+    let n = wire::encode_msg(&mut XdrWriter::new(&mut mem[..4096]), fixed, &c).unwrap();
+    // An RPC CALL (xid 9) of 40 bytes; the chunk is its last argument.
+    for (i, w) in [9u32, 0, 2, 100003, 3, 7, 0, 0, 0, 0].iter().enumerate() {
+        mem[n + 4 * i..n + 4 * i + 4].copy_from_slice(&w.to_be_bytes());
+    }
+    let sge = Sge {
+        addr: mr.addr,
+        len: (n + 40) as u32,
+        lkey: mr.lkey,
+    };
+    let wr = SendWr {
+        wr_id: 1,
+        op: Op::Send,
+        sges: std::slice::from_ref(&sge),
+        signaled: false,
+    };
+    f.post_send(qp, &[wr]).unwrap();
+    // `f` is never polled again: the Read is never answered.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while s.stats().read_timeouts == 0 {
+        assert!(
+            Instant::now() < deadline,
+            "never timed out: {:?}",
+            s.stats()
+        );
+        poll(&mut s);
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(s.stats().rdma_reads, 1);
+    settle(&mut s, 0);
+    assert_eq!(pools.in_use(), 0);
+    drop(f);
 }

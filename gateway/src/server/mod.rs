@@ -139,6 +139,7 @@ impl Server {
             remote_invalidate: cfg.rdma.remote_invalidate,
             max_connections: cfg.rdma.max_connections,
             read_depth: cfg.rdma.read_depth,
+            read_timeout: Duration::from_secs(cfg.rdma.read_timeout_s),
             ..ServerOptions::default()
         };
         let mut rdma_servers = Vec::new();
