@@ -228,7 +228,7 @@ mod tests {
                         x as u8
                     })
                     .collect();
-                if len >= 4 && x % 2 == 0 {
+                if len >= 4 && x.is_multiple_of(2) {
                     let at = (x as usize >> 8) % (len - 3);
                     b[at..at + 4].copy_from_slice(&FORMAT_ID);
                 }
