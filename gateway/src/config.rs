@@ -210,6 +210,10 @@ pub struct RdmaConfig {
     /// Credits granted per connection (Receives posted per connection).
     #[serde(default = "default_credits")]
     pub credits: u32,
+    /// Fewest credits a connection is accepted with when the reactor's receive budget
+    /// (3/4 of the pool class Receives come from) is short; below that it is refused.
+    #[serde(default = "default_min_credits")]
+    pub min_credits: u32,
     /// Inline threshold we advertise (RFC 8797), bytes: 1024..=65536.
     #[serde(default = "default_inline")]
     pub inline_size: usize,
@@ -218,6 +222,10 @@ pub struct RdmaConfig {
     pub read_depth: u8,
     #[serde(default = "default_rdma_conns")]
     pub max_connections: usize,
+    /// A connection whose peer answers none of its outstanding RDMA Reads for this
+    /// many seconds is closed.
+    #[serde(default = "default_rdma_read_timeout")]
+    pub read_timeout_s: u64,
     /// Allow replies with Send-With-Invalidate when the client also sets the R bit.
     #[serde(default = "default_true")]
     pub remote_invalidate: bool,
@@ -232,6 +240,9 @@ fn default_rdma_listen() -> String {
 fn default_credits() -> u32 {
     128
 }
+fn default_min_credits() -> u32 {
+    8
+}
 fn default_inline() -> usize {
     4096
 }
@@ -240,6 +251,9 @@ fn default_read_depth() -> u8 {
 }
 fn default_rdma_conns() -> usize {
     64
+}
+fn default_rdma_read_timeout() -> u64 {
+    30
 }
 fn default_true() -> bool {
     true
@@ -252,9 +266,11 @@ impl Default for RdmaConfig {
             listen: default_rdma_listen(),
             device: None,
             credits: default_credits(),
+            min_credits: default_min_credits(),
             inline_size: default_inline(),
             read_depth: default_read_depth(),
             max_connections: default_rdma_conns(),
+            read_timeout_s: default_rdma_read_timeout(),
             remote_invalidate: true,
         }
     }
@@ -886,6 +902,9 @@ impl Config {
                 "must be 1..=1024 (a grant of 0 deadlocks clients)",
             );
         }
+        if r.min_credits == 0 || r.min_credits > r.credits {
+            return err("rdma.min_credits", "must be 1..=rdma.credits");
+        }
         if !(1024..=65536).contains(&r.inline_size) || !r.inline_size.is_multiple_of(1024) {
             return err(
                 "rdma.inline_size",
@@ -903,6 +922,9 @@ impl Config {
         }
         if r.max_connections == 0 {
             return err("rdma.max_connections", "must be at least 1");
+        }
+        if r.read_timeout_s == 0 {
+            return err("rdma.read_timeout_s", "must be at least 1 second");
         }
         if self.backend.workers == 0 || self.backend.workers > 256 {
             return err("backend.workers", "must be 1..=256");

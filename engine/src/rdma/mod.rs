@@ -5,5 +5,6 @@
 //!   `crate::tcp::TcpTransport`);
 //! - [`client`]: a requester connection for `bench` and tests.
 
+pub mod admit;
 pub mod client;
 pub mod server;

@@ -14,6 +14,7 @@
 //! (the caller has the record) → Queued (reply waits for send-queue room) → Sending
 //! (Writes + Send posted) → Free.
 
+use super::admit::{Admission, Throttle, Verdict};
 use crate::fabric::{
     access, CmEvent, Completion, ConnRequest, Fabric, Mr, Op, Qp, QpCaps, SendWr, Sge, WcOpcode,
     WcStatus,
@@ -26,12 +27,17 @@ use std::collections::{HashMap, VecDeque};
 use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::ops::Range;
+use std::time::{Duration, Instant};
 
 /// `[rdma]` settings the transport needs.
 #[derive(Debug, Clone, Copy)]
 pub struct ServerOptions {
-    /// Credits granted per connection (Receives posted per connection).
+    /// Credits granted per connection (Receives posted per connection) when the
+    /// reactor's receive budget allows it (see `super::admit`).
     pub credits: u32,
+    /// Fewest credits a connection is accepted with when buffers are short; below
+    /// that it is refused.
+    pub min_credits: u32,
     /// Inline threshold we advertise both ways (RFC 8797): our Receive buffer size and
     /// the largest Send we post.
     pub inline_size: usize,
@@ -43,18 +49,23 @@ pub struct ServerOptions {
     pub limits: Limits,
     /// Largest reassembled call (clamped to the largest pool buffer).
     pub max_call: usize,
+    /// A connection with RDMA Reads outstanding and none completed for this long is
+    /// closed (a peer that stops answering Reads must not hold buffers forever).
+    pub read_timeout: Duration,
 }
 
 impl Default for ServerOptions {
     fn default() -> Self {
         ServerOptions {
             credits: 128,
+            min_credits: 8,
             inline_size: 4096,
             remote_invalidate: true,
             max_connections: 64,
             read_depth: 16,
             limits: Limits::default(),
             max_call: 1024 * 1024 + 4096,
+            read_timeout: Duration::from_secs(30),
         }
     }
 }
@@ -90,7 +101,16 @@ pub struct CallRef {
 #[derive(Debug, Clone, Copy, Default)]
 pub struct RdmaStats {
     pub accepted: u64,
+    /// Connection requests refused, for any reason (the two below and accept errors).
     pub rejected: u64,
+    /// Refused because `max_connections` were live.
+    pub refused_full: u64,
+    /// Refused because the receive budget could not give even `min_credits`.
+    pub refused_no_buffers: u64,
+    /// Accepted with fewer credits than configured (receive budget short).
+    pub credits_reduced: u64,
+    /// Connections closed because their peer left RDMA Reads unanswered.
+    pub read_timeouts: u64,
     pub disconnects: u64,
     pub calls: u64,
     pub replies: u64,
@@ -115,6 +135,13 @@ const HDR_SLOT: usize = 256;
 const MAX_CHAIN: usize = 64;
 /// XIDs whose RDMA Read failed, remembered per peer (R8166-75).
 const FAILED_XIDS: usize = 64;
+/// Reassembly buffers one connection may hold while its RDMA Reads are outstanding
+/// (issue 15): a peer that never answers Reads (or answers slowly) holds at most this
+/// many large buffers; its further chunked calls wait parked on their Receive.
+pub const MAX_PULLING: u32 = 8;
+/// Polls between looks at the clock for unanswered Reads (the reactor polls at least
+/// every few milliseconds, so this is well under a second).
+const SWEEP_POLLS: u32 = 256;
 
 const KIND_RECV: u64 = 1;
 const KIND_READ: u64 = 2;
@@ -162,6 +189,8 @@ struct CallSlot {
 
 struct Conn {
     qp: Qp,
+    /// Receives this connection keeps posted and reserved from the budget.
+    credits: u32,
     /// Reply headers, one `HDR_SLOT` per call slot, registered once at accept (no pool
     /// traffic per reply).
     hdr_slab: Box<[u8]>,
@@ -179,6 +208,10 @@ struct Conn {
     calls: Vec<CallSlot>,
     free_calls: Vec<u16>,
     reads_out: u32,
+    /// Calls holding a reassembly buffer with Reads still to complete (<= MAX_PULLING).
+    pulling: u32,
+    /// When a Read last completed, or was posted with none outstanding.
+    read_progress: Instant,
     read_queue: VecDeque<(u16, Segment, usize)>,
     sq_used: u32,
     sq_max: u32,
@@ -208,6 +241,13 @@ pub struct RdmaServer {
     extra_mrs: Vec<Mr>,
     stats: RdmaStats,
     local: SocketAddr,
+    /// Receive buffers reserved by connections (see `super::admit`).
+    admission: Admission,
+    /// Refusal log lines, at most one a second.
+    refusals: Throttle,
+    /// Polls since the last look at the clock, and when Reads were last checked.
+    polls: u32,
+    last_sweep: Instant,
 }
 
 impl RdmaServer {
@@ -228,6 +268,14 @@ impl RdmaServer {
             .inline_size
             .clamp(wire::DEFAULT_INLINE, privdata::MAX_SIZE);
         opts.max_call = opts.max_call.min(pools.max_buf());
+        opts.min_credits = opts.min_credits.clamp(1, opts.credits);
+        // Receives come from the smallest class that holds the inline size.
+        let recv_class = pools
+            .stats()
+            .iter()
+            .find(|c| c.size >= opts.inline_size)
+            .map_or(0, |c| c.count);
+        let admission = Admission::new(recv_class, opts.min_credits, opts.max_connections);
         fabric.listen(addr)?;
         let ours = PrivData {
             send_size: opts.inline_size,
@@ -261,6 +309,10 @@ impl RdmaServer {
             extra_mrs: Vec::new(),
             stats: RdmaStats::default(),
             local: addr,
+            admission,
+            refusals: Throttle::new(Duration::from_secs(1)),
+            polls: 0,
+            last_sweep: Instant::now(),
             opts,
         })
     }
@@ -328,7 +380,36 @@ impl RdmaServer {
         }
         work += self.poll_cq(on_call);
         work += self.pump(on_call);
+        self.polls = self.polls.wrapping_add(1);
+        if self.polls.is_multiple_of(SWEEP_POLLS) {
+            self.sweep_reads(Instant::now());
+        }
         work
+    }
+
+    /// At most once a second: closes connections whose peer answered none of their
+    /// outstanding RDMA Reads for `read_timeout` (their buffers come back with the
+    /// flushes). On verbs the NIC's own retry limit usually fails such Reads first.
+    fn sweep_reads(&mut self, now: Instant) {
+        if now.saturating_duration_since(self.last_sweep) < Duration::from_secs(1) {
+            return;
+        }
+        self.last_sweep = now;
+        for slot in 0..self.conns.len() as u32 {
+            let Some(c) = self.conns[slot as usize].as_ref() else {
+                continue;
+            };
+            if c.closing
+                || c.reads_out == 0
+                || now.saturating_duration_since(c.read_progress) < self.opts.read_timeout
+            {
+                continue;
+            }
+            tracing::warn!(peer = %c.peer, reads = c.reads_out, timeout = ?self.opts.read_timeout,
+                "rdma: peer left RDMA Reads unanswered; closing the connection");
+            self.stats.read_timeouts += 1;
+            self.close(slot);
+        }
     }
 
     fn poll_cq(&mut self, on_call: &mut OnCall) -> usize {
@@ -380,15 +461,20 @@ impl RdmaServer {
     /// each way without it, R8797-01/07), Receives posted before the first grant can
     /// reach the client (R8166-28).
     fn on_request(&mut self, req: ConnRequest) {
-        if self.live >= self.opts.max_connections {
-            tracing::warn!(peer = %req.peer, "rdma: connection refused: rdma.max_connections reached");
-            self.stats.rejected += 1;
-            self.fabric.reject(req.id);
-            return;
+        let credits = match self.admission.admit(self.live, self.opts.credits) {
+            Verdict::Grant(g) => g,
+            refusal => {
+                self.refuse(&req, refusal);
+                return;
+            }
+        };
+        if credits < self.opts.credits {
+            self.stats.credits_reduced += 1;
+            tracing::debug!(peer = %req.peer, credits, configured = self.opts.credits,
+                "rdma: receive budget short; granting fewer credits");
         }
         let peer = privdata::decode(req.private_data.as_bytes());
         let t = privdata::thresholds(&self.ours, &peer);
-        let credits = self.opts.credits;
         let caps = QpCaps {
             max_send_wr: (credits * 4).max(2 * MAX_CHAIN as u32),
             max_recv_wr: credits,
@@ -402,6 +488,7 @@ impl RdmaServer {
             Err(e) => {
                 tracing::warn!(peer = %req.peer, "rdma: accept failed: {e}");
                 self.stats.rejected += 1;
+                self.admission.release(credits);
                 return;
             }
         };
@@ -422,6 +509,7 @@ impl RdmaServer {
             Ok(mr) => mr,
             Err(e) => {
                 tracing::warn!(peer = %req.peer, "rdma: registering reply headers failed: {e}");
+                self.admission.release(credits);
                 self.fabric.disconnect(qp);
                 return;
             }
@@ -446,6 +534,7 @@ impl RdmaServer {
             .collect();
         let conn = Conn {
             qp,
+            credits,
             hdr_slab,
             hdr_mr,
             peer: req.peer,
@@ -460,6 +549,8 @@ impl RdmaServer {
             calls,
             free_calls: (0..ncalls as u16).rev().collect(),
             reads_out: 0,
+            pulling: 0,
+            read_progress: Instant::now(),
             read_queue: VecDeque::with_capacity(64),
             sq_used: 0,
             sq_max: caps.max_send_wr,
@@ -493,6 +584,28 @@ impl RdmaServer {
             credits = c.posted,
             "rdma: accepted connection"
         );
+    }
+
+    /// Refuses a connection request (RDMA-CM reject): counted, and logged at most once
+    /// a second with the number of refusals not logged.
+    fn refuse(&mut self, req: &ConnRequest, why: Verdict) {
+        self.stats.rejected += 1;
+        let reason = match why {
+            Verdict::Full => {
+                self.stats.refused_full += 1;
+                "rdma.max_connections reached"
+            }
+            _ => {
+                self.stats.refused_no_buffers += 1;
+                "receive budget cannot give rdma.min_credits (raise the [pools] count of the rdma.inline_size class, or lower rdma.credits / rdma.max_connections)"
+            }
+        };
+        if let Some(held) = self.refusals.ready(Instant::now()) {
+            tracing::warn!(peer = %req.peer, live = self.live,
+                reserved = self.admission.reserved(), budget = self.admission.budget(),
+                not_logged = held, "rdma: connection refused: {reason}");
+        }
+        self.fabric.reject(req.id);
     }
 
     /// Posts Receives until the connection has `credits` of them (or buffers run out).
@@ -580,9 +693,14 @@ impl RdmaServer {
                     release_call(c, idx as u16, &mut self.released);
                     return;
                 }
-                call.pulls_left -= 1;
+                let Some(left) = call.pulls_left.checked_sub(1) else {
+                    return; // no Read of this call is outstanding: stale
+                };
+                call.pulls_left = left;
+                c.read_progress = Instant::now();
                 mark(&mut self.dirty, slot);
-                if call.pulls_left == 0 {
+                if left == 0 {
+                    c.pulling = c.pulling.saturating_sub(1);
                     self.deliver(slot, idx as u16, on_call);
                 }
             }
@@ -669,7 +787,12 @@ impl RdmaServer {
                     self.deliver(slot, idx, on_call);
                     return;
                 }
-                let Some(mut rec) = self.pools.alloc(info.total_len) else {
+                let rec = if c.pulling < MAX_PULLING {
+                    self.pools.alloc(info.total_len)
+                } else {
+                    None
+                };
+                let Some(mut rec) = rec else {
                     self.stats.parked += 1;
                     call.state = State::NeedBuffer;
                     c.parked.push_back(idx);
@@ -700,6 +823,7 @@ impl RdmaServer {
                 if pulls == 0 {
                     self.deliver(slot, idx, on_call);
                 } else {
+                    c.pulling += 1;
                     mark(&mut self.dirty, slot);
                 }
             }
@@ -888,6 +1012,9 @@ impl RdmaServer {
                 sges: std::slice::from_ref(&sge),
                 signaled: true,
             };
+            if c.reads_out == 0 {
+                c.read_progress = Instant::now();
+            }
             if let Err(e) = self.fabric.post_send(c.qp, &[wr]) {
                 tracing::warn!(peer = %c.peer, "rdma: posting an RDMA Read failed: {e}; closing");
                 self.close(slot);
@@ -1016,7 +1143,9 @@ impl RdmaServer {
                                 lkey: d.lkey,
                             };
                             ops[nwrites] = Some(Op::Write {
-                                remote_addr: w.remote_offset + (from - w.src.start) as u64,
+                                remote_addr: w
+                                    .remote_offset
+                                    .saturating_add((from - w.src.start) as u64),
                                 rkey: w.handle,
                             });
                             nwrites += 1;
@@ -1127,6 +1256,7 @@ impl RdmaServer {
     fn drop_conn(&mut self, slot: u32) {
         if let Some(mut c) = self.conns[slot as usize].take() {
             self.fabric.deregister(&c.hdr_mr);
+            self.admission.release(c.credits);
             for call in c.calls.iter_mut() {
                 self.released.extend(call.ext.drain(..).map(|d| d.tag));
             }
@@ -1146,6 +1276,9 @@ enum Sent {
 
 fn release_call(c: &mut Conn, idx: u16, released: &mut Vec<u64>) {
     let call = &mut c.calls[idx as usize];
+    if call.state == State::Pulling && call.pulls_left > 0 {
+        c.pulling = c.pulling.saturating_sub(1);
+    }
     released.extend(call.ext.drain(..).map(|d| d.tag));
     call.state = State::Free;
     call.recv = None;
@@ -1175,3 +1308,7 @@ impl Drop for RdmaServer {
         }
     }
 }
+
+#[cfg(test)]
+#[path = "server_tests.rs"]
+mod tests;

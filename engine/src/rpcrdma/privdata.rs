@@ -198,4 +198,45 @@ mod tests {
         let t = thresholds(&ours, &decode(&[]));
         assert_eq!((t.send, t.recv, t.remote_invalidate), (1024, 1024, false));
     }
+
+    /// Issue 15: every size byte pair a peer can send yields thresholds within
+    /// [1024, ours] (R8797-05/06), and private data of any length and content decodes
+    /// without a panic (the identifier at the very end, truncated, is "absent").
+    #[test]
+    fn r8797_05_06_any_peer_bytes_give_thresholds_within_our_sizes() {
+        let ours = PrivData {
+            send_size: 4096,
+            recv_size: 4096,
+            remote_invalidate: true,
+        };
+        for send in 0..=255u8 {
+            for recv in 0..=255u8 {
+                let p = decode(&[0xf6, 0xab, 0x0e, 0x18, 1, 0xff, send, recv]);
+                let t = thresholds(&ours, &p);
+                assert!((1024..=4096).contains(&t.send), "{send} {recv}: {t:?}");
+                assert!((1024..=4096).contains(&t.recv), "{send} {recv}: {t:?}");
+            }
+        }
+        let mut x = 0x1234_5678_9abc_def1u64;
+        for len in 0..=64usize {
+            for _ in 0..64 {
+                let mut b: Vec<u8> = (0..len)
+                    .map(|_| {
+                        x ^= x << 13;
+                        x ^= x >> 7;
+                        x ^= x << 17;
+                        x as u8
+                    })
+                    .collect();
+                if len >= 4 && x.is_multiple_of(2) {
+                    let at = (x as usize >> 8) % (len - 3);
+                    b[at..at + 4].copy_from_slice(&FORMAT_ID);
+                }
+                let p = decode(&b);
+                assert!((1024..=MAX_SIZE).contains(&p.send_size));
+                assert!((1024..=MAX_SIZE).contains(&p.recv_size));
+            }
+        }
+        assert_eq!(decode(&[0, 0, 0xf6, 0xab, 0x0e, 0x18, 1]), PrivData::ABSENT);
+    }
 }

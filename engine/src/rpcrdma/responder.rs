@@ -247,7 +247,7 @@ impl Responder {
                     seg: reads[i].seg,
                     to: out,
                 });
-                out += reads[i].seg.length as usize;
+                out = out.checked_add(reads[i].seg.length as usize).ok_or(())?;
                 i += 1;
             }
             if i != reads.len() {
@@ -265,7 +265,7 @@ impl Responder {
                 return Err(());
             }
             let n = position as usize - out;
-            if cur + n > inline.end {
+            if cur.checked_add(n).is_none_or(|end| end > inline.end) {
                 return Err(());
             }
             if n > 0 {
@@ -283,7 +283,10 @@ impl Responder {
                     seg: reads[i].seg,
                     to: out + len,
                 });
-                len += reads[i].seg.length as usize;
+                len = len.checked_add(reads[i].seg.length as usize).ok_or(())?;
+                if len > self.cfg.max_call {
+                    return Err(());
+                }
                 i += 1;
             }
             if len == 0 || len > self.cfg.max_call {
@@ -548,12 +551,13 @@ fn scatter(
                 debug_assert!(false, "scatter: caller checked the room");
                 return;
             };
-            let n = ((d.length - used) as usize).min(r.end - at);
+            let n = (d.length.saturating_sub(used) as usize).min(r.end - at);
             out.push(WritePlan {
                 src: at..at + n,
                 external,
                 handle: d.handle,
-                remote_offset: d.offset + used as u64,
+                // No overflow: `wire` refuses segments whose offset + length does.
+                remote_offset: d.offset.saturating_add(used as u64),
             });
             used += n as u32;
             echo[seg].length = used;

@@ -865,3 +865,103 @@ fn r8267_25_chunk_lists_over_the_limits_get_err_chunk_and_16_segments_are_fine()
         );
     }
 }
+
+/// Issue 15 (hostile peers): a segment whose last byte would lie past 2^64 - 1 names no
+/// memory: ERR_CHUNK, for a read chunk, a write chunk and the Reply chunk alike; one
+/// ending exactly at 2^64 - 1 is fine (R8166-77).
+#[test]
+fn r8166_77_segments_wrapping_past_2_pow_64_get_err_chunk() {
+    let mut r = Responder::new(cfg());
+    let wrap = Segment {
+        handle: 1,
+        length: 4096,
+        offset: u64::MAX - 4094,
+    };
+    let edge = Segment {
+        offset: u64::MAX - 4095,
+        ..wrap
+    };
+    let (mut m, c) = write_call_with_chunk(4096, 72);
+    let payload = m.split_off(52);
+    for (seg, ok) in [(wrap, false), (edge, true)] {
+        let mut reads = c.clone();
+        reads.reads[0].seg = seg;
+        let mut writes = Chunks::default();
+        writes.push_write_chunk(&[seg]);
+        let mut reply = Chunks::default();
+        reply.set_reply_chunk(&[seg]);
+        for (chunks, body) in [
+            (&reads, &payload[..]),
+            (&writes, &null_call(9)[..]),
+            (&reply, &null_call(9)[..]),
+        ] {
+            let xid = u32::from_be_bytes(body[..4].try_into().unwrap());
+            let m = msg(xid, RDMA_MSG, chunks, body);
+            let got = receive(&mut r, &m);
+            if ok {
+                assert!(matches!(got, Received::Call(_)), "{seg:?}: {got:?}");
+            } else {
+                assert_eq!(
+                    got,
+                    Received::Error {
+                        xid,
+                        vers: 1,
+                        body: ErrBody::Chunk
+                    },
+                    "{seg:?}"
+                );
+            }
+        }
+    }
+}
+
+/// Issue 15: the requester's credit field is a request only; 0 and 2^32 - 1 change
+/// nothing on our side (R8166-31: the grant stays ours, within [1, configured]), and
+/// any XID (0, 2^32 - 1) is just echoed.
+#[test]
+fn r8166_31_extreme_credit_requests_and_xids_are_taken_as_they_come() {
+    let mut r = Responder::new(cfg());
+    for (credit, xid) in [(0u32, 0u32), (u32::MAX, u32::MAX), (1, 0x8000_0000)] {
+        let mut m = msg(xid, RDMA_MSG, &Chunks::default(), &null_call(xid));
+        m[8..12].copy_from_slice(&credit.to_be_bytes());
+        let Received::Call(c) = receive(&mut r, &m) else {
+            panic!("credit {credit} xid {xid}")
+        };
+        assert_eq!((c.xid, c.requested), (xid, credit));
+        for posted in [0, 1, 128, u32::MAX] {
+            let g = r.grant(posted);
+            assert!(
+                (1..=128).contains(&g) && (g <= posted || posted == 0),
+                "{g}"
+            );
+        }
+    }
+}
+
+/// Issue 15: a long call whose position-zero chunk adds up past the call limit (many
+/// segments at the per-chunk byte cap) is ERR_CHUNK before any Read, with no overflow.
+#[test]
+fn r8166_76_long_call_read_chunks_summing_past_the_limit_get_err_chunk() {
+    let mut r = Responder::new(cfg());
+    let mut c = Chunks::default();
+    for i in 0..3 {
+        c.reads.push(ReadSegment {
+            position: 0,
+            seg: Segment {
+                handle: i,
+                length: 600 * 1024,
+                offset: 0x1000 * i as u64,
+            },
+        });
+    }
+    let m = msg(3, RDMA_NOMSG, &c, &[]);
+    assert_eq!(
+        receive(&mut r, &m),
+        Received::Error {
+            xid: 3,
+            vers: 1,
+            body: ErrBody::Chunk
+        }
+    );
+    assert!(r.pieces().len() <= 3);
+}

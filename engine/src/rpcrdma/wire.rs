@@ -150,9 +150,10 @@ impl Chunks {
     }
 }
 
-/// Total bytes described by `segs` (u64: 32 segments of 4 GiB cannot overflow).
+/// Total bytes described by `segs` (saturating; decoded chunks are far below).
 pub fn chunk_len(segs: &[Segment]) -> u64 {
-    segs.iter().map(|s| s.length as u64).sum()
+    segs.iter()
+        .fold(0u64, |t, s| t.saturating_add(s.length as u64))
 }
 
 /// The fixed words of any header.
@@ -240,24 +241,32 @@ fn decode_error_body(r: &mut XdrReader) -> XdrResult<ErrBody> {
     }
 }
 
+/// One segment. A segment whose last byte would lie past 2^64 - 1 (offset + length - 1
+/// overflows) names no memory any requester can register: malformed, so the caller
+/// answers ERR_CHUNK (RFC 8166 §4.5.2), and every later `offset + n` (n < length) is
+/// known not to overflow.
 fn segment(r: &mut XdrReader) -> XdrResult<Segment> {
-    Ok(Segment {
+    let s = Segment {
         handle: r.u32()?,
         length: r.u32()?,
         offset: r.u64()?,
-    })
+    };
+    if s.length > 0 && s.offset.checked_add(s.length as u64 - 1).is_none() {
+        return Err(XdrError::BadValue);
+    }
+    Ok(s)
 }
 
 /// Segments of one counted chunk, limit checked before the loop.
 fn counted_segments(r: &mut XdrReader, l: &Limits, into: &mut Vec<Segment>) -> Result<usize, ()> {
     let n = r.u32().map_err(bad)? as usize;
-    if n > l.max_chunk_segments || n * 16 > r.remaining() {
+    if n > l.max_chunk_segments || n.saturating_mul(16) > r.remaining() {
         return Err(());
     }
     let mut total = 0u64;
     for _ in 0..n {
         let s = segment(r).map_err(bad)?;
-        total += s.length as u64;
+        total = total.saturating_add(s.length as u64);
         into.push(s);
     }
     if total > l.max_chunk_bytes {
@@ -280,7 +289,7 @@ fn decode_lists(r: &mut XdrReader, l: &Limits, out: &mut Chunks) -> Result<(), (
             per_position = 0;
             last_pos = Some(position);
         }
-        per_position += seg.length as u64;
+        per_position = per_position.saturating_add(seg.length as u64);
         if per_position > l.max_chunk_bytes {
             return Err(());
         }

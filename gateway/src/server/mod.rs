@@ -146,10 +146,12 @@ impl Server {
         let mut addr = exclusive_probe(cfg.listen_addr())?;
         let rdma_opts = ServerOptions {
             credits: cfg.rdma.credits,
+            min_credits: cfg.rdma.min_credits,
             inline_size: cfg.rdma.inline_size,
             remote_invalidate: cfg.rdma.remote_invalidate,
             max_connections: cfg.rdma.max_connections,
             read_depth: cfg.rdma.read_depth,
+            read_timeout: Duration::from_secs(cfg.rdma.read_timeout_s),
             ..ServerOptions::default()
         };
         let mut rdma_servers = Vec::new();

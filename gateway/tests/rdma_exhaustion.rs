@@ -1,0 +1,320 @@
+//! Issue 15, RDMA side: no set of RPC-over-RDMA clients can take a reactor's buffers
+//! from TCP, replies or each other. Each connection's Receives are reserved from a
+//! per-reactor receive budget at accept (fewer credits, down to `rdma.min_credits`,
+//! when it is short; a reject below that), `rdma.max_connections` is a clean
+//! RDMA-CM reject, and 64 RDMA connections plus 1,000 TCP connections working at once
+//! on one reactor leave every pool buffer back afterwards.
+
+mod rdma_raw;
+
+use engine::rpc;
+use engine::rpcrdma::wire::{Chunks, ReadSegment, Segment};
+use engine::xdr::XdrReader;
+use rdma_raw::*;
+use std::net::TcpStream;
+use std::sync::{Arc, Barrier};
+use std::time::Duration;
+
+/// Receives of many connections at the configured 128 credits would hold every small
+/// buffer after eight connections (8 x 128 = 1024) and starve the reactor. With the
+/// budget, sixteen connections are all accepted and served, their grants together stay
+/// within 3/4 of the class, and TCP and a new RDMA client are still answered.
+#[test]
+fn receives_of_many_rdma_connections_never_starve_tcp_or_a_new_client() {
+    let gw = Gw::start(&GwOpts::default());
+    let mut conns = Vec::new();
+    for _ in 0..16 {
+        conns.push(Raw::connect(gw.rdma));
+    }
+    let mut granted = 0u64;
+    for (i, raw) in conns.iter_mut().enumerate() {
+        let (grant, _) = call_inline(raw, 10 + i as u32, NFS, 0, &[]);
+        assert!((1..=128).contains(&grant), "grant {grant}");
+        granted += grant as u64;
+    }
+    assert!(
+        granted <= 1024 * 3 / 4,
+        "grants {granted} exceed the receive budget"
+    );
+    assert!(
+        gw.in_use() <= 1024 * 3 / 4,
+        "{} buffers held by idle connections",
+        gw.in_use()
+    );
+    tcp_null_ok(gw.tcp_addr(), 5);
+    null_ok(gw.rdma);
+    drop(conns);
+    gw.assert_buffers_back(Duration::from_secs(10));
+}
+
+/// A budget that cannot give even `rdma.min_credits` to one more connection refuses it
+/// with a reject (not an accepted connection without Receives); after a disconnect the
+/// reservation is back and a new connection is accepted.
+#[test]
+fn a_connection_the_receive_budget_cannot_hold_is_rejected_and_the_budget_comes_back() {
+    // 64 small buffers: budget 48, floor 8 → at most 6 connections at 8 credits
+    // (64 connections allowed, so each gets the floor).
+    let gw = Gw::start(&GwOpts {
+        small: 64,
+        ..GwOpts::default()
+    });
+    let mut conns = Vec::new();
+    for _ in 0..6 {
+        conns.push(Raw::connect(gw.rdma));
+    }
+    for (i, raw) in conns.iter_mut().enumerate() {
+        let (grant, _) = call_inline(raw, 10 + i as u32, NFS, 0, &[]);
+        assert_eq!(grant, 8);
+    }
+    assert_eq!(Raw::try_connect(gw.rdma).err().as_deref(), Some("rejected"));
+    tcp_null_ok(gw.tcp_addr(), 5);
+    conns.pop();
+    let mut again = retry_connect(&gw);
+    call_inline(&mut again, 99, NFS, 0, &[]);
+    drop(again);
+    drop(conns);
+    gw.assert_buffers_back(Duration::from_secs(10));
+}
+
+/// `rdma.max_connections`: the next request is rejected (RDMA-CM reject, a log line
+/// and a counter), the live ones are served on, and a slot freed by a disconnect is
+/// usable again.
+#[test]
+fn rdma_max_connections_is_a_clean_reject_and_a_freed_slot_is_reused() {
+    let gw = Gw::start(&GwOpts {
+        max_connections: 3,
+        ..GwOpts::default()
+    });
+    let mut conns: Vec<Raw> = (0..3).map(|_| Raw::connect(gw.rdma)).collect();
+    for _ in 0..3 {
+        assert_eq!(Raw::try_connect(gw.rdma).err().as_deref(), Some("rejected"));
+    }
+    for (i, raw) in conns.iter_mut().enumerate() {
+        call_inline(raw, 20 + i as u32, NFS, 0, &[]);
+    }
+    conns.remove(0);
+    let mut again = retry_connect(&gw);
+    call_inline(&mut again, 30, NFS, 0, &[]);
+    drop(again);
+    drop(conns);
+    gw.assert_buffers_back(Duration::from_secs(10));
+}
+
+/// A peer that sends chunked WRITEs and then never answers the gateway's RDMA Reads
+/// holds at most `MAX_PULLING` (8) reassembly buffers: without that cap its 100 calls
+/// would hold every 64 KiB and 1 MiB buffer of the reactor and a good client's chunked
+/// WRITE would wait forever. Everything returns once the peer is gone.
+#[test]
+fn a_peer_that_never_answers_rdma_reads_cannot_hold_every_reassembly_buffer() {
+    const LEN: usize = 60 * 1024;
+    let gw = Gw::start(&GwOpts::default());
+    let mut good = Raw::connect(gw.rdma);
+    let root = mount(&mut good);
+    let fh = create(&mut good, 2, &root, "stall");
+    let mut bad = Raw::connect(gw.rdma);
+    let (addr, _) = bad.scratch(0);
+    for x in 0..100u32 {
+        let mut a = Vec::new();
+        xdr_opaque(&mut a, &fh);
+        a.extend(0u64.to_be_bytes());
+        a.extend((LEN as u32).to_be_bytes());
+        a.extend(0u32.to_be_bytes());
+        a.extend((LEN as u32).to_be_bytes());
+        let call = rpc_call(1000 + x, NFS, 7, &a);
+        let mut c = Chunks::default();
+        c.reads.push(ReadSegment {
+            position: call.len() as u32,
+            seg: Segment {
+                handle: bad.mr.rkey,
+                length: LEN as u32,
+                offset: addr,
+            },
+        });
+        assert!(bad.send(&msg(1000 + x, &c, &call)));
+    }
+    // `bad` never polls again, so its Reads are never answered.
+    std::thread::sleep(Duration::from_millis(300));
+    let data: Vec<u8> = (0..LEN).map(|i| (i % 251) as u8).collect();
+    assert_eq!(write_chunked(&mut good, 3, &fh, &data), 0, "WRITE ok");
+    assert_eq!(read_chunked(&mut good, 4, &fh, 4096), data[..4096]);
+    tcp_null_ok(gw.tcp_addr(), 5);
+    drop(bad);
+    drop(good);
+    gw.assert_buffers_back(Duration::from_secs(10));
+}
+
+/// The gateway notices a disconnect at its next poll: retry a rejected connect a few
+/// times.
+fn retry_connect(gw: &Gw) -> Raw {
+    for _ in 0..100 {
+        if let Ok(r) = Raw::try_connect(gw.rdma) {
+            return r;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    panic!("the freed slot never became usable");
+}
+
+/// CREATE (UNCHECKED) name in dir → file handle.
+fn create(raw: &mut Raw, xid: u32, dir: &[u8], name: &str) -> Vec<u8> {
+    let mut a = Vec::new();
+    xdr_opaque(&mut a, dir);
+    xdr_opaque(&mut a, name.as_bytes());
+    a.extend(0u32.to_be_bytes()); // UNCHECKED
+    a.extend([0u8; 4 * 6]); // sattr3: nothing set
+    let (_, res) = call_inline(raw, xid, NFS, 8, &a);
+    let mut r = XdrReader::new(&res);
+    assert_eq!(r.u32().unwrap(), 0, "CREATE ok");
+    assert!(r.bool().unwrap(), "handle follows");
+    r.opaque_var(64).unwrap().to_vec()
+}
+
+/// WRITE `data` at 0 through a read chunk (scratch 0); the reply's nfsstat3.
+fn write_chunked(raw: &mut Raw, xid: u32, fh: &[u8], data: &[u8]) -> u32 {
+    let (addr, s) = raw.scratch(0);
+    s[..data.len()].copy_from_slice(data);
+    let mut a = Vec::new();
+    xdr_opaque(&mut a, fh);
+    a.extend(0u64.to_be_bytes());
+    a.extend((data.len() as u32).to_be_bytes());
+    a.extend(2u32.to_be_bytes()); // FILE_SYNC
+    a.extend((data.len() as u32).to_be_bytes());
+    let call = rpc_call(xid, NFS, 7, &a);
+    let mut c = Chunks::default();
+    c.reads.push(ReadSegment {
+        position: call.len() as u32,
+        seg: Segment {
+            handle: raw.mr.rkey,
+            length: data.len() as u32,
+            offset: addr,
+        },
+    });
+    assert!(raw.send(&msg(xid, &c, &call)));
+    let m = raw.recv(Duration::from_secs(20)).expect("a WRITE reply");
+    let (_, payload) = parse(&m).expect("decodes");
+    let (_, st, at) = rpc::decode_reply(&payload).unwrap();
+    assert_eq!(st, rpc::ReplyStatus::Accepted(rpc::Accept::Success));
+    u32::from_be_bytes(payload[at..at + 4].try_into().unwrap())
+}
+
+/// READ `len` at 0 with a one-segment write chunk in scratch 1; the bytes read.
+fn read_chunked(raw: &mut Raw, xid: u32, fh: &[u8], len: usize) -> Vec<u8> {
+    let (addr, s) = raw.scratch(1);
+    s.fill(0xee);
+    let mut c = Chunks::default();
+    c.push_write_chunk(&[Segment {
+        handle: raw.mr.rkey,
+        length: len as u32,
+        offset: addr,
+    }]);
+    let mut a = Vec::new();
+    xdr_opaque(&mut a, fh);
+    a.extend(0u64.to_be_bytes());
+    a.extend((len as u32).to_be_bytes());
+    assert!(raw.send(&msg(xid, &c, &rpc_call(xid, NFS, 6, &a))));
+    let m = raw.recv(Duration::from_secs(20)).expect("a READ reply");
+    let (_, payload) = parse(&m).expect("decodes");
+    let (_, st, at) = rpc::decode_reply(&payload).unwrap();
+    assert_eq!(st, rpc::ReplyStatus::Accepted(rpc::Accept::Success));
+    assert_eq!(&payload[at..at + 4], &[0, 0, 0, 0], "READ ok");
+    raw.scratch(1).1[..len].to_vec()
+}
+
+/// Raises the soft open-file limit to at least `want` (1,000 TCP connections are
+/// 2,000 descriptors in this one process).
+fn raise_nofile(want: u64) {
+    // SAFETY: getrlimit/setrlimit with a valid, initialised struct.
+    unsafe {
+        let mut r = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) == 0 && r.rlim_cur < want {
+            r.rlim_cur = want.min(r.rlim_max);
+            libc::setrlimit(libc::RLIMIT_NOFILE, &r);
+        }
+    }
+}
+
+const RDMA_CONNS: usize = 64;
+const TCP_THREADS: usize = 4;
+const TCP_PER_THREAD: usize = 250;
+const ROUNDS: usize = 8;
+
+/// 64 soft-RDMA connections on one reactor (default credits and pools, so the budget
+/// shrinks most grants to the floor) each doing NULL, GETATTR, a chunked WRITE and a
+/// chunked READ (verified) at the same time as 1,000 TCP connections doing NULL and
+/// GETATTR; then everything closes and every pool buffer is back.
+#[test]
+fn sixty_four_rdma_and_a_thousand_tcp_connections_at_once_then_every_buffer_is_back() {
+    raise_nofile(4096);
+    let gw = Gw::start(&GwOpts {
+        tcp_max_connections: 1100,
+        ..GwOpts::default()
+    });
+    let root = {
+        let mut raw = Raw::connect(gw.rdma);
+        mount(&mut raw)
+    };
+    gw.assert_buffers_back(Duration::from_secs(10));
+    let start = Arc::new(Barrier::new(RDMA_CONNS + TCP_THREADS));
+    let mut joins = Vec::new();
+    for k in 0..RDMA_CONNS {
+        let (addr, root, start) = (gw.rdma, root.clone(), start.clone());
+        joins.push(std::thread::spawn(move || {
+            let mut raw = Raw::connect(addr);
+            let fh = create(&mut raw, 2, &root, &format!("f{k}"));
+            start.wait();
+            let mut getattr = Vec::new();
+            xdr_opaque(&mut getattr, &root);
+            for round in 0..ROUNDS as u32 {
+                let x = 100 + round * 10;
+                call_inline(&mut raw, x, NFS, 0, &[]);
+                let (_, res) = call_inline(&mut raw, x + 1, NFS, 1, &getattr);
+                assert_eq!(&res[..4], &[0, 0, 0, 0], "GETATTR ok");
+                let data: Vec<u8> = (0..4096)
+                    .map(|i| (i as u8) ^ (k as u8) ^ (round as u8))
+                    .collect();
+                assert_eq!(write_chunked(&mut raw, x + 2, &fh, &data), 0, "WRITE ok");
+                assert_eq!(read_chunked(&mut raw, x + 3, &fh, 4096), data);
+            }
+        }));
+    }
+    for t in 0..TCP_THREADS {
+        let (addr, root, start) = (gw.tcp_addr(), root.clone(), start.clone());
+        joins.push(std::thread::spawn(move || {
+            let mut streams: Vec<TcpStream> = (0..TCP_PER_THREAD)
+                .map(|_| {
+                    let s = TcpStream::connect(addr).expect("TCP connect");
+                    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+                    s
+                })
+                .collect();
+            start.wait();
+            let mut getattr = Vec::new();
+            xdr_opaque(&mut getattr, &root);
+            for (i, s) in streams.iter_mut().enumerate() {
+                let xid = (t * TCP_PER_THREAD + i) as u32 * 2 + 1;
+                for (x, proc_, args) in [(xid, 0, &[][..]), (xid + 1, 1, &getattr[..])] {
+                    let reply = tcp_call(s, &rpc_call(x, NFS, proc_, args))
+                        .unwrap_or_else(|e| panic!("TCP connection {i} of thread {t}: {e}"));
+                    let (rx, st, at) = rpc::decode_reply(&reply).unwrap();
+                    assert_eq!(
+                        (rx, st),
+                        (x, rpc::ReplyStatus::Accepted(rpc::Accept::Success))
+                    );
+                    if proc_ == 1 {
+                        assert_eq!(&reply[at..at + 4], &[0, 0, 0, 0], "GETATTR ok");
+                    }
+                }
+            }
+        }));
+    }
+    for j in joins {
+        j.join().expect("a client thread failed");
+    }
+    gw.assert_buffers_back(Duration::from_secs(20));
+    null_ok(gw.rdma);
+    tcp_null_ok(gw.tcp_addr(), 7);
+    gw.assert_buffers_back(Duration::from_secs(10));
+}
