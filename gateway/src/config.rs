@@ -1127,7 +1127,10 @@ mod tests {
         let e = Config::parse("[[exports]]\npath = \"/x\"\nid = 0\n[[exports]]\npath = \"/\"")
             .unwrap_err()
             .to_string();
-        assert!(e.contains("exports[1].id") && e.contains("\"/x\"") && e.contains("id = N"), "{e}");
+        assert!(
+            e.contains("exports[1].id") && e.contains("\"/x\"") && e.contains("id = N"),
+            "{e}"
+        );
     }
 
     #[test]

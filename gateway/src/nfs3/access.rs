@@ -128,12 +128,14 @@ pub fn check_setattr(a: &Attr, c: &Caller, s: &SetAttr) -> Result<(), Status> {
     let root = c.is_root();
     let owner = c.uid == a.uid;
     if let Some(uid) = s.uid {
-        if !root && !(owner && uid == a.uid) {
+        let allowed = root || (owner && uid == a.uid);
+        if !allowed {
             return Err(Status::Perm);
         }
     }
     if let Some(gid) = s.gid {
-        if !root && !(owner && (gid == a.gid || c.in_group(gid))) {
+        let allowed = root || (owner && (gid == a.gid || c.in_group(gid)));
+        if !allowed {
             return Err(Status::Perm);
         }
     }
@@ -529,7 +531,10 @@ mod tests {
             mode: Some(0o2755),
             ..Default::default()
         };
-        assert_eq!(sanitize_setattr(&f, &outsider_owner, &chmod).mode, Some(0o755));
+        assert_eq!(
+            sanitize_setattr(&f, &outsider_owner, &chmod).mode,
+            Some(0o755)
+        );
         assert_eq!(sanitize_setattr(&f, &owner, &chmod).mode, Some(0o2755));
         assert_eq!(sanitize_setattr(&f, &root, &chmod).mode, Some(0o2755));
         // chown of a file clears the set-id bits, for root too.

@@ -190,7 +190,12 @@ pub(super) fn report_malformed(key: &str, meta: &UserMeta) {
             .get(name)
             .map(|v| v.chars().take(64).collect())
             .unwrap_or_default();
-        tracing::warn!(key, attribute = name, value, "malformed attribute metadata ignored");
+        tracing::warn!(
+            key,
+            attribute = name,
+            value,
+            "malformed attribute metadata ignored"
+        );
     }
 }
 

@@ -28,8 +28,20 @@ fn advances(m: &FileModel, dirs: &[&Node], what: &str, op: impl FnOnce()) {
     op();
     for (d, b) in dirs.iter().zip(before) {
         let a = m.getattr(d).unwrap();
-        assert!(a.mtime > b.mtime, "{what}: mtime of {:?} {:?} -> {:?}", d.key, b.mtime, a.mtime);
-        assert!(a.ctime > b.ctime, "{what}: ctime of {:?} {:?} -> {:?}", d.key, b.ctime, a.ctime);
+        assert!(
+            a.mtime > b.mtime,
+            "{what}: mtime of {:?} {:?} -> {:?}",
+            d.key,
+            b.mtime,
+            a.mtime
+        );
+        assert!(
+            a.ctime > b.ctime,
+            "{what}: ctime of {:?} {:?} -> {:?}",
+            d.key,
+            b.ctime,
+            a.ctime
+        );
     }
 }
 
@@ -51,7 +63,8 @@ fn entry_changes_advance_parent_times() {
             m.mkdir(&p, b"sub", &SetAttr::default(), OWNER).unwrap();
         });
         advances(m, &[&p], "symlink", || {
-            m.symlink(&p, b"l", b"f", &SetAttr::default(), OWNER).unwrap();
+            m.symlink(&p, b"l", b"f", &SetAttr::default(), OWNER)
+                .unwrap();
         });
         advances(m, &[&p], "rename within", || {
             m.rename(&p, b"f", &p, b"g").unwrap();
