@@ -1127,7 +1127,7 @@ impl Inner {
         }
         let ids = self
             .table
-            .assign_many(names.iter().map(|(_, k)| k.as_str()));
+            .ids_for_listing(names.iter().map(|(_, k)| k.as_str()));
         Ok(Arc::new(
             names.into_iter().map(|(n, _)| n).zip(ids).collect(),
         ))
