@@ -21,6 +21,11 @@
 //! appended with write(2) only (they survive a process kill in the page cache);
 //! `sync` (flush_all) fsyncs.
 //!
+//! Only keys someone got a handle for (LOOKUP, CREATE, READDIRPLUS, ...) are recorded:
+//! a READDIR listing shows the id a key would get (`ids_for_listing`) without
+//! recording it. Tombstones below the time floor are pruned as they pile up. The
+//! table still holds every recorded key in memory (see the README's limits).
+//!
 //! fileid = the first 8 bytes of blake3(key), re-hashed with a counter on collision
 //! with another live key and never 0 or 1. A generation is at least the current Unix
 //! time in seconds and above any earlier generation of that fileid, so a forgotten and
