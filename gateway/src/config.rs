@@ -3,7 +3,7 @@
 //! Every key is checked at start; an error names the key and the fix. Key names are a
 //! contract with operators and scripts (`engine.cores`, `engine.idle`,
 //! `engine.hugepages`, `tcp.listen`, `backend.kind`, `backend.root`, `state.dir`,
-//! `[[exports]]` with `path`, `clients`, `access`, `squash`).
+//! `[[exports]]` with `path`, `clients`, `access`, `squash`, `id`).
 
 use serde::Deserialize;
 use std::net::{IpAddr, SocketAddr};
@@ -486,6 +486,10 @@ pub enum Squash {
 pub struct ExportConfig {
     /// The path clients mount ("/" or "/a/b"); it serves backend keys under "a/b/".
     pub path: String,
+    /// The export id carried in file handles; default derived from `path` (see
+    /// `export_id`). Set it to keep handles when a path changes.
+    #[serde(default)]
+    pub id: Option<u16>,
     /// Client networks in CIDR form ("127.0.0.1/32", "10.0.0.0/8", "::1/128") or "*".
     #[serde(default = "default_clients")]
     pub clients: Vec<String>,
@@ -974,7 +978,10 @@ impl Config {
         Ok(())
     }
 
-    /// The validated exports with their ids and key prefixes.
+    /// The validated exports with their ids and key prefixes. Ids are stable: an
+    /// explicit `id`, else derived from the path (`export_id`), never the position in
+    /// the list, so adding or reordering exports keeps every issued handle valid. Two
+    /// exports with one id fail the load with the fix in the message.
     pub fn exports(&self) -> Result<Vec<Export>, ConfigError> {
         let mut out: Vec<Export> = Vec::with_capacity(self.exports.len());
         for (i, x) in self.exports.iter().enumerate() {
@@ -1011,8 +1018,19 @@ impl Config {
             for c in &x.clients {
                 clients.push(Cidr::parse(c).or_else(|m| err(&format!("exports[{i}].clients"), m))?);
             }
+            let id = x.id.unwrap_or_else(|| export_id(&path));
+            if let Some(o) = out.iter().find(|o| o.id == id) {
+                return err(
+                    &format!("exports[{i}].id"),
+                    format!(
+                        "exports \"{}\" and \"{path}\" both get handle id {id}; give one of them \
+                         an explicit `id = N` (0-65535) that no other export uses",
+                        o.path
+                    ),
+                );
+            }
             out.push(Export {
-                id: i as u16,
+                id,
                 path,
                 prefix,
                 clients,
@@ -1024,6 +1042,18 @@ impl Config {
         }
         Ok(out)
     }
+}
+
+/// The default export id of a canonical export path: 0 for "/" (what the single root
+/// export always had, so its handles survive the change from positional ids), else a
+/// hash of the path in 1..=65535.
+pub fn export_id(path: &str) -> u16 {
+    if path == "/" {
+        return 0;
+    }
+    let h = blake3::hash(path.as_bytes());
+    let v = u16::from_le_bytes([h.as_bytes()[0], h.as_bytes()[1]]);
+    (v % u16::MAX) + 1
 }
 
 #[cfg(test)]
@@ -1089,7 +1119,40 @@ mod tests {
         let x = c.exports().unwrap();
         assert_eq!((x[0].path.as_str(), x[0].prefix.as_str()), ("/a/b", "a/b/"));
         assert_eq!(x[1].prefix, "c/");
-        assert_eq!(x[1].id, 1);
+        assert_eq!(x[1].id, export_id("/c"));
+    }
+
+    #[test]
+    fn export_ids_are_stable_and_unique() {
+        let one = Config::parse("[[exports]]\npath = \"/b\"\n[[exports]]\npath = \"/\"").unwrap();
+        let two = Config::parse(
+            "[[exports]]\npath = \"/a\"\n[[exports]]\npath = \"/\"\n[[exports]]\npath = \"/b/\"",
+        )
+        .unwrap();
+        let ids = |c: &Config| -> Vec<(String, u16)> {
+            c.exports()
+                .unwrap()
+                .into_iter()
+                .map(|e| (e.path, e.id))
+                .collect()
+        };
+        let (one, two) = (ids(&one), ids(&two));
+        // Inserting "/a" in front changes no other export's id.
+        for (p, id) in &one {
+            assert!(two.contains(&(p.clone(), *id)), "{p}: {one:?} vs {two:?}");
+        }
+        assert!(one.contains(&("/".to_string(), 0)));
+        assert_ne!(export_id("/a"), 0);
+        // An explicit id wins, and a clash names both exports and the fix.
+        let c = Config::parse("[[exports]]\npath = \"/x\"\nid = 7").unwrap();
+        assert_eq!(c.exports().unwrap()[0].id, 7);
+        let e = Config::parse("[[exports]]\npath = \"/x\"\nid = 0\n[[exports]]\npath = \"/\"")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("exports[1].id") && e.contains("\"/x\"") && e.contains("id = N"),
+            "{e}"
+        );
     }
 
     #[test]

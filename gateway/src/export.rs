@@ -16,20 +16,19 @@ pub use crate::config::Export;
 #[derive(Debug, Clone, Default)]
 pub struct Exports {
     list: Vec<Export>,
+    /// Export id (from handles; stable, not positional) -> index in `list`.
+    by_id: std::collections::HashMap<u16, usize>,
 }
 
 impl Exports {
     pub fn new(list: Vec<Export>) -> Exports {
-        Exports { list }
+        let by_id = list.iter().enumerate().map(|(i, e)| (e.id, i)).collect();
+        Exports { list, by_id }
     }
 
     /// The export with this id (ids come from file handles).
     pub fn get(&self, id: u16) -> Option<&Export> {
-        // Ids are the config indexes, so the direct slot is almost always right.
-        match self.list.get(id as usize) {
-            Some(e) if e.id == id => Some(e),
-            _ => self.list.iter().find(|e| e.id == id),
-        }
+        self.list.get(*self.by_id.get(&id)?)
     }
 
     /// The export mounted at `path`. Repeated and trailing slashes are ignored, so

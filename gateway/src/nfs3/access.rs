@@ -117,20 +117,25 @@ pub fn access_mask(a: &Attr, c: &Caller) -> u32 {
     m
 }
 
-/// SETATTR: chown only by root (a group change also by the owner into one of their
-/// own groups), chmod and explicit times only by the owner or root, size needs w (or
-/// ownership) on a regular file, "touch to now" needs ownership or w.
+/// SETATTR, as POSIX chown(2)/chmod(2)/utimensat(2) and Linux `chown_ok`/`chgrp_ok`:
+/// only root changes the owner (the owner may "set" it to its current value); the
+/// owner may change the group to its current one or to a group it belongs to (the
+/// AUTH_SYS gids of the call); anyone else gets PERM, even for a no-op chown. chmod
+/// and explicit times only by the owner or root; size needs w (or ownership) on a
+/// regular file; "touch to now" needs ownership or w.
 pub fn check_setattr(a: &Attr, c: &Caller, s: &SetAttr) -> Result<(), Status> {
     check_writable(c)?;
     let root = c.is_root();
     let owner = c.uid == a.uid;
     if let Some(uid) = s.uid {
-        if uid != a.uid && !root {
+        let allowed = root || (owner && uid == a.uid);
+        if !allowed {
             return Err(Status::Perm);
         }
     }
     if let Some(gid) = s.gid {
-        if gid != a.gid && !root && !(owner && c.in_group(gid)) {
+        let allowed = root || (owner && (gid == a.gid || c.in_group(gid)));
+        if !allowed {
             return Err(Status::Perm);
         }
     }
@@ -163,6 +168,66 @@ pub fn check_setattr(a: &Attr, c: &Caller, s: &SetAttr) -> Result<(), Status> {
         }
     }
     Ok(())
+}
+
+pub const S_ISUID: u32 = 0o4000;
+pub const S_ISGID: u32 = 0o2000;
+const S_IXGRP: u32 = 0o010;
+
+/// The mode `m` without the privilege bits a modification by a caller without
+/// CAP_FSETID removes (Linux `should_remove_suid`): S_ISUID always, S_ISGID only with
+/// S_IXGRP (set-group-id without group execute marks mandatory locking, not privilege).
+pub fn without_privs(m: u32) -> u32 {
+    let mut m = m & !S_ISUID;
+    if m & S_IXGRP != 0 {
+        m &= !S_ISGID;
+    }
+    m
+}
+
+/// WRITE (and a size change): a caller other than root clears the set-id bits, as
+/// knfsd does (nfsd drops CAP_FSETID for non-root callers, so the VFS kills the bits
+/// on write). Returns the new mode when it differs.
+pub fn mode_after_write(a: &Attr, c: &Caller) -> Option<u32> {
+    if c.is_root() || a.kind != FileKind::Reg {
+        return None;
+    }
+    let m = without_privs(a.mode);
+    (m != a.mode).then_some(m)
+}
+
+/// The SETATTR actually applied, after the implicit mode changes of POSIX and Linux
+/// (`setattr_prepare`, `nfsd_sanitize_attrs`):
+/// - chmod by a non-root caller who is not in the file's (new) group drops S_ISGID;
+/// - chown/chgrp of a non-directory clears S_ISUID, and S_ISGID when S_IXGRP is set,
+///   for any caller (from the requested mode if one is given, else the current mode);
+/// - a size change by a non-root caller clears them as a write does.
+///
+/// Call after `check_setattr` succeeded.
+pub fn sanitize_setattr(a: &Attr, c: &Caller, s: &SetAttr) -> SetAttr {
+    let mut out = *s;
+    if let Some(m) = out.mode.as_mut() {
+        *m &= 0o7777;
+        let group = s.gid.unwrap_or(a.gid);
+        if !c.is_root() && !c.in_group(group) {
+            *m &= !S_ISGID;
+        }
+    }
+    let chown = s.uid.is_some() || s.gid.is_some();
+    let kill = (chown && a.kind != FileKind::Dir)
+        || (s.size.is_some() && !c.is_root() && a.kind == FileKind::Reg);
+    if kill {
+        match out.mode.as_mut() {
+            Some(m) => *m = without_privs(*m),
+            None => {
+                let m = without_privs(a.mode);
+                if m != a.mode {
+                    out.mode = Some(m);
+                }
+            }
+        }
+    }
+    out
 }
 
 /// Attributes given with a new object may not give it away to someone else.
@@ -393,6 +458,14 @@ mod tests {
             ..Default::default()
         };
         assert!(check_setattr(&f, &owner, &same).is_ok());
+        // pjdfstest chown/07: a non-owner "setting" the current owner and group.
+        assert_eq!(check_setattr(&f, &other, &same), Err(Status::Perm));
+        let same_gid = SetAttr {
+            gid: Some(100),
+            ..Default::default()
+        };
+        assert_eq!(check_setattr(&f, &other, &same_gid), Err(Status::Perm));
+        assert!(check_setattr(&f, &root, &same).is_ok());
         let chgrp = SetAttr {
             gid: Some(7),
             ..Default::default()
@@ -427,6 +500,68 @@ mod tests {
         };
         assert_eq!(check_setattr(&fw, &other, &stamp), Err(Status::Perm));
         assert!(check_setattr(&f, &owner, &stamp).is_ok());
+    }
+
+    #[test]
+    fn write_clears_set_id_bits_for_non_root() {
+        let f = attr(FileKind::Reg, 0o6777);
+        let other = caller(2000, 5, &[], true);
+        let owner = caller(1000, 100, &[], true);
+        let root = caller(0, 0, &[], true);
+        assert_eq!(mode_after_write(&f, &other), Some(0o0777));
+        assert_eq!(mode_after_write(&f, &owner), Some(0o0777));
+        assert_eq!(mode_after_write(&f, &root), None);
+        // S_ISGID without group execute is not a privilege bit: it stays.
+        assert_eq!(
+            mode_after_write(&attr(FileKind::Reg, 0o6745), &other),
+            Some(0o2745)
+        );
+        assert_eq!(mode_after_write(&attr(FileKind::Reg, 0o2745), &other), None);
+        assert_eq!(mode_after_write(&attr(FileKind::Reg, 0o755), &other), None);
+    }
+
+    #[test]
+    fn setattr_implicit_mode_changes() {
+        let f = attr(FileKind::Reg, 0o6755);
+        let owner = caller(1000, 100, &[], true);
+        let outsider_owner = caller(1000, 5, &[], true);
+        let root = caller(0, 0, &[], true);
+        // chmod by an owner outside the file's group drops S_ISGID (chmod/00).
+        let chmod = SetAttr {
+            mode: Some(0o2755),
+            ..Default::default()
+        };
+        assert_eq!(
+            sanitize_setattr(&f, &outsider_owner, &chmod).mode,
+            Some(0o755)
+        );
+        assert_eq!(sanitize_setattr(&f, &owner, &chmod).mode, Some(0o2755));
+        assert_eq!(sanitize_setattr(&f, &root, &chmod).mode, Some(0o2755));
+        // chown of a file clears the set-id bits, for root too.
+        let chown = SetAttr {
+            uid: Some(5),
+            ..Default::default()
+        };
+        assert_eq!(sanitize_setattr(&f, &root, &chown).mode, Some(0o755));
+        let both = SetAttr {
+            uid: Some(5),
+            mode: Some(0o6711),
+            ..Default::default()
+        };
+        assert_eq!(sanitize_setattr(&f, &root, &both).mode, Some(0o711));
+        // ... but not of a directory.
+        let d = attr(FileKind::Dir, 0o6755);
+        assert_eq!(sanitize_setattr(&d, &root, &chown).mode, None);
+        // A size change by a non-root caller clears them, by root not.
+        let trunc = SetAttr {
+            size: Some(0),
+            ..Default::default()
+        };
+        assert_eq!(sanitize_setattr(&f, &owner, &trunc).mode, Some(0o755));
+        assert_eq!(sanitize_setattr(&f, &root, &trunc).mode, None);
+        // Nothing to clear: nothing set.
+        let plain = attr(FileKind::Reg, 0o644);
+        assert_eq!(sanitize_setattr(&plain, &owner, &trunc).mode, None);
     }
 
     #[test]

@@ -126,7 +126,12 @@ fn setattr(ctx: &Ctx, r: &mut XdrReader, out: &mut XdrWriter) -> Res {
             return Err(Status::NotSync);
         }
         check_setattr(&pre, &c, &set)?;
-        ctx.model.setattr(&node, &set)
+        if let Some(size) = set.size {
+            if size > MAX_FILE_SIZE {
+                return Err(Status::FBig);
+            }
+        }
+        ctx.model.setattr(&node, &sanitize_setattr(&pre, &c, &set))
     })();
     let post = attr_opt(ctx, &node);
     put_status_wcc(out, code(&res), &pre, post.as_ref())
@@ -261,6 +266,17 @@ fn write(ctx: &Ctx, r: &mut XdrReader, out: &mut XdrWriter) -> Res {
         match offset.checked_add(count as u64) {
             Some(end) if end <= MAX_FILE_SIZE => {}
             _ => return Err(Status::FBig),
+        }
+        // A write by anyone but root clears S_ISUID/S_ISGID (see `mode_after_write`),
+        // before the data lands, as the kernel's file_remove_privs does.
+        if let Some(mode) = mode_after_write(&pre, &c) {
+            let set = SetAttr {
+                mode: Some(mode),
+                ..Default::default()
+            };
+            ctx.model.setattr(&node, &set).inspect_err(|s| {
+                tracing::warn!(status = ?s, "WRITE: cannot clear the set-id bits");
+            })?;
         }
         ctx.model.write(&node, offset, data, stable)
     })();

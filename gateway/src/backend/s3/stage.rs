@@ -30,6 +30,9 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 pub(super) const CHUNK: u64 = 1 << 20;
+/// S3 limits: at most 10,000 parts per upload and 5 TiB per object.
+const MAX_PARTS: u64 = 10_000;
+const S3_MAX_OBJECT: u64 = 5 << 40;
 
 /// What staging needs from the store (implemented by the S3 backend; a fake in tests).
 pub(super) trait Store: Send + Sync {
@@ -291,8 +294,28 @@ impl WriteBack {
         })
     }
 
+    /// The largest object this stage can upload: the store's 5 TiB, or fewer when
+    /// 10,000 parts of the configured size do not reach it.
+    fn max_object(&self) -> u64 {
+        self.part.saturating_mul(MAX_PARTS).min(S3_MAX_OBJECT)
+    }
+
+    /// A size (untrusted: a WRITE's offset + count, a SETATTR size) the store could
+    /// never hold gets NoSpace now, instead of a sync that uploads parts of zeros
+    /// until the store refuses (or, for a size near 2^63, for ever).
+    fn check_size(&self, key: &str, end: Option<u64>) -> BResult<()> {
+        match end {
+            Some(e) if e <= self.max_object() => Ok(()),
+            _ => {
+                tracing::warn!(key, end = ?end, max = self.max_object(), "s3: object size past the store's limit refused");
+                Err(BackendError::NoSpace)
+            }
+        }
+    }
+
     /// `RandomWrite::write_at`.
     pub fn write_at(&self, key: &str, offset: u64, data: &[u8]) -> BResult<()> {
+        self.check_size(key, offset.checked_add(data.len() as u64))?;
         let cell = self.cell_or_new(key);
         let mut g = lock(&cell.stage);
         if g.as_ref().is_some_and(|s| offset < s.claimed) {
@@ -426,6 +449,7 @@ impl WriteBack {
 
     /// `RandomWrite::set_size`.
     pub fn set_size(&self, key: &str, size: u64) -> BResult<()> {
+        self.check_size(key, Some(size))?;
         let cell = self.cell_or_new(key);
         let mut g = lock(&cell.stage);
         if g.as_ref().is_some_and(|s| size < s.claimed) {

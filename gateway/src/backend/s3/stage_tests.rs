@@ -209,6 +209,27 @@ fn truncate_and_extend_through_the_stage() {
 }
 
 #[test]
+fn sizes_past_the_store_limit_are_refused_up_front() {
+    let (f, wb) = setup(64);
+    f.objects
+        .lock()
+        .unwrap()
+        .insert("h".into(), (b"abc".to_vec(), UserMeta::new()));
+    let max = PART as u64 * 10_000;
+    for size in [u64::MAX, 1 << 62, max + 1] {
+        assert_eq!(wb.set_size("h", size), Err(BackendError::NoSpace), "{size}");
+    }
+    assert_eq!(wb.write_at("h", max, b"x"), Err(BackendError::NoSpace));
+    assert_eq!(wb.write_at("h", u64::MAX, b"x"), Err(BackendError::NoSpace));
+    // Nothing was staged: the sync uploads nothing and the object is unchanged.
+    wb.sync("h").unwrap();
+    assert_eq!(object(&f, "h"), b"abc");
+    wb.set_size("h", 5).unwrap();
+    wb.sync("h").unwrap();
+    assert_eq!(object(&f, "h"), b"abc\0\0");
+}
+
+#[test]
 fn failed_part_is_kept_and_retried_by_the_sync() {
     let (f, wb) = setup(64);
     f.fail_parts.store(1, Ordering::Relaxed);

@@ -119,7 +119,7 @@ fn rfc3339(s: &str) -> Option<NfsTime> {
         num(14..16)?,
         num(17..19)?,
     );
-    let mut rest = &s[19..];
+    let mut rest = s.get(19..)?;
     let mut nsec = 0;
     if let Some(r) = rest.strip_prefix('.') {
         let end = r.find(|c: char| !c.is_ascii_digit()).unwrap_or(r.len());
@@ -134,8 +134,9 @@ fn rfc3339(s: &str) -> Option<NfsTime> {
                 "-" => -1,
                 _ => return None,
             };
-            let oh: i64 = rest[1..3].parse().ok()?;
-            let om: i64 = rest[4..6].parse().ok()?;
+            // `get`: the offset may be hostile non-ASCII (no char boundary there).
+            let oh: i64 = rest.get(1..3)?.parse().ok()?;
+            let om: i64 = rest.get(4..6)?.parse().ok()?;
             sign * (oh * 3600 + om * 60)
         }
         _ => return None,
@@ -165,6 +166,37 @@ pub(super) fn time(meta: &UserMeta, name: &str) -> Option<NfsTime> {
         sec: sec.min(u32::MAX as u64) as u32,
         nsec,
     })
+}
+
+/// Attribute metadata is untrusted (other tools, other gateways, a hand-edited xattr):
+/// a value that is present but unusable is ignored (the default shows instead) and
+/// reported here, at most once a second so a directory of them cannot flood the log.
+pub(super) fn report_malformed(key: &str, meta: &UserMeta) {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static LAST: AtomicU64 = AtomicU64::new(0);
+    let bad = |name: &'static str, ok: bool| (meta.contains_key(name) && !ok).then_some(name);
+    let found = bad(M_MODE, mode(meta).is_some())
+        .or_else(|| bad(M_UID, id(meta, M_UID).is_some()))
+        .or_else(|| bad(M_GID, id(meta, M_GID).is_some()))
+        .or_else(|| bad(M_MTIME, time(meta, M_MTIME).is_some()))
+        .or_else(|| bad(M_ATIME, time(meta, M_ATIME).is_some()))
+        .or_else(|| bad(M_CTIME, time(meta, M_CTIME).is_some()));
+    let Some(name) = found else { return };
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    if LAST.swap(now, Ordering::Relaxed) != now {
+        let value: String = meta
+            .get(name)
+            .map(|v| v.chars().take(64).collect())
+            .unwrap_or_default();
+        tracing::warn!(
+            key,
+            attribute = name,
+            value,
+            "malformed attribute metadata ignored"
+        );
+    }
 }
 
 #[cfg(test)]
@@ -223,5 +255,29 @@ mod tests {
             })
         );
         assert_eq!(time(&m("mtime", "x"), "mtime"), None);
+    }
+
+    #[test]
+    fn hostile_values_are_rejected_not_panicking() {
+        for v in [
+            "2023-11-14T22:13:20+a\u{e9}bc",
+            "2023-11-14T22:13:2\u{e9}Z",
+            "2023-11-14T22:13:20.\u{e9}\u{e9}\u{e9}\u{e9}\u{e9}",
+            "\u{e9}\u{e9}\u{e9}\u{e9}\u{e9}\u{e9}\u{e9}\u{e9}\u{e9}\u{e9}\u{e9}",
+            "1.\u{e9}",
+            "99999999999999999999999",
+            "-5",
+            "1700000000.1234567891234",
+            "",
+        ] {
+            let meta = m("mtime", v);
+            let t = time(&meta, "mtime");
+            assert!(t.is_none_or(|t| t.nsec < 1_000_000_000), "{v:?}: {t:?}");
+            report_malformed("k", &meta);
+        }
+        assert_eq!(mode(&m("mode", "777777777777")), None);
+        assert_eq!(mode(&m("mode", "\u{e9}")), None);
+        assert_eq!(id(&m("uid", "4294967296"), "uid"), None);
+        assert_eq!(id(&m("uid", "-1"), "uid"), None);
     }
 }

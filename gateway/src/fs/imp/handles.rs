@@ -21,6 +21,11 @@
 //! appended with write(2) only (they survive a process kill in the page cache);
 //! `sync` (flush_all) fsyncs.
 //!
+//! Only keys someone got a handle for (LOOKUP, CREATE, READDIRPLUS, ...) are recorded:
+//! a READDIR listing shows the id a key would get (`ids_for_listing`) without
+//! recording it. Tombstones below the time floor are pruned as they pile up. The
+//! table still holds every recorded key in memory (see the README's limits).
+//!
 //! fileid = the first 8 bytes of blake3(key), re-hashed with a counter on collision
 //! with another live key and never 0 or 1. A generation is at least the current Unix
 //! time in seconds and above any earlier generation of that fileid, so a forgotten and
@@ -31,7 +36,10 @@ use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Mutex, RwLock};
+
+/// Forgotten-id tombstones kept in memory before the useless ones are pruned.
+const TOMBS_PRUNE_AT: usize = 4096;
 
 pub(super) const HANDLE_LEN: usize = 31;
 const VERSION: u8 = 1;
@@ -209,7 +217,28 @@ impl State {
         self.by_key.remove(&e.key);
         let t = self.tombs.entry(id).or_insert(0);
         *t = (*t).max(e.gen);
+        if self.tombs.len() >= TOMBS_PRUNE_AT {
+            self.prune_tombs(now_secs());
+        }
         Some(e.gen)
+    }
+
+    /// Drops tombstones the time floor covers: a new generation is at least the
+    /// current second, so a tombstone below it can no longer raise one. Keeps the
+    /// tombstone map from growing with every file ever removed.
+    fn prune_tombs(&mut self, now: u32) {
+        self.tombs.retain(|_, g| *g >= now);
+    }
+
+    /// The file id `key` has or would get, without assigning it: the mapped id, else
+    /// the first hash candidate when no other key holds it. `None`: it needs a real
+    /// assignment (a collision re-hash).
+    fn peek_id(&self, key: &str) -> Option<u64> {
+        if let Some(id) = self.by_key.get(key) {
+            return Some(*id);
+        }
+        let id = candidate(key, 0);
+        (id > 1 && !self.by_id.contains_key(&id)).then_some(id)
     }
 
     fn insert(&mut self, id: u64, gen: u32, key: String) {
@@ -299,6 +328,21 @@ fn record(buf: &mut Vec<u8>, tag: u8, id: u64, gen: u32, payload: &str) {
     buf.extend_from_slice(&c.as_bytes()[..4]);
 }
 
+/// The `n`th file id candidate of `key`: the first 8 bytes of blake3(key), then of
+/// blake3(key | 0 | n) for collision re-hashes.
+fn candidate(key: &str, n: u64) -> u64 {
+    let h = if n == 0 {
+        blake3::hash(key.as_bytes())
+    } else {
+        let mut hs = blake3::Hasher::new();
+        hs.update(key.as_bytes());
+        hs.update(&[0]);
+        hs.update(&n.to_le_bytes());
+        hs.finalize()
+    };
+    u64::from_le_bytes(h.as_bytes()[..8].try_into().expect("8 bytes"))
+}
+
 fn now_secs() -> u32 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -306,8 +350,12 @@ fn now_secs() -> u32 {
         .unwrap_or(1)
 }
 
+/// The table: lookups (every resolve, every known key) share a read lock; changes
+/// take the write lock and append their records under it (lock order: state, then
+/// log), so the log order is the order the changes were made in.
 pub(super) struct HandleTable {
-    state: Mutex<(State, File)>,
+    state: RwLock<State>,
+    log: Mutex<File>,
     path: PathBuf,
 }
 
@@ -381,16 +429,23 @@ impl HandleTable {
             .open(&path)
             .with_context(|| format!("opening {}", path.display()))?;
         Ok(HandleTable {
-            state: Mutex::new((st, log)),
+            state: RwLock::new(st),
+            log: Mutex::new(log),
             path,
         })
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, (State, File)> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, State> {
+        self.state.read().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn append(&self, log: &mut File, buf: &[u8]) {
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, State> {
+        self.state.write().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Appends records; call with the state write lock held.
+    fn append(&self, buf: &[u8]) {
+        let mut log = self.log.lock().unwrap_or_else(|e| e.into_inner());
         if let Err(e) = log.write_all(buf) {
             tracing::warn!(path = %self.path.display(), error = %e, "handle table: append failed; handles may not survive a restart");
         }
@@ -402,16 +457,7 @@ impl HandleTable {
         }
         let mut n = 0u64;
         let id = loop {
-            let h = if n == 0 {
-                blake3::hash(key.as_bytes())
-            } else {
-                let mut hs = blake3::Hasher::new();
-                hs.update(key.as_bytes());
-                hs.update(&[0]);
-                hs.update(&n.to_le_bytes());
-                hs.finalize()
-            };
-            let id = u64::from_le_bytes(h.as_bytes()[..8].try_into().expect("8 bytes"));
+            let id = candidate(key, n);
             if id > 1 && !st.by_id.contains_key(&id) {
                 break id;
             }
@@ -429,54 +475,68 @@ impl HandleTable {
 
     /// The fileid and generation of `key`, assigning them at first sight.
     pub(super) fn assign(&self, key: &str) -> (u64, u32) {
-        let mut g = self.lock();
-        let (st, log) = &mut *g;
+        {
+            let st = self.read();
+            let known = st
+                .by_key
+                .get(key)
+                .and_then(|id| Some((*id, st.by_id.get(id)?.gen)));
+            if let Some(r) = known {
+                return r;
+            }
+        }
+        let mut st = self.write();
         let mut buf = Vec::new();
-        let r = Self::assign_locked(st, key, &mut buf);
+        let r = Self::assign_locked(&mut st, key, &mut buf);
         if !buf.is_empty() {
-            self.append(log, &buf);
+            self.append(&buf);
         }
         r
     }
 
-    /// Like `assign` for many keys, with one append.
-    pub(super) fn assign_many<'a>(&self, keys: impl Iterator<Item = &'a str>) -> Vec<u64> {
-        let mut g = self.lock();
-        let (st, log) = &mut *g;
-        let mut buf = Vec::new();
-        let ids = keys
-            .map(|k| Self::assign_locked(st, k, &mut buf).0)
-            .collect();
-        if !buf.is_empty() {
-            self.append(log, &buf);
-        }
-        ids
+    /// The file ids of a directory listing's keys. Keys nobody has a handle for are
+    /// NOT recorded (their id is the one `assign` will give them, see `peek_id`), so
+    /// listing a large directory does not grow the table; only collisions are.
+    pub(super) fn ids_for_listing<'a>(&self, keys: impl Iterator<Item = &'a str>) -> Vec<u64> {
+        let keys: Vec<&str> = keys.collect();
+        let peeked: Vec<Option<u64>> = {
+            let st = self.read();
+            keys.iter().map(|k| st.peek_id(k)).collect()
+        };
+        keys.iter()
+            .zip(peeked)
+            .map(|(k, id)| id.unwrap_or_else(|| self.assign(k).0))
+            .collect()
     }
 
     /// (key, generation) of a live fileid.
     pub(super) fn get(&self, id: u64) -> Option<(String, u32)> {
-        let g = self.lock();
-        g.0.by_id.get(&id).map(|e| (e.key.clone(), e.gen))
+        self.read().by_id.get(&id).map(|e| (e.key.clone(), e.gen))
+    }
+
+    /// Live mappings and tombstones held in memory.
+    #[cfg(test)]
+    pub(super) fn sizes(&self) -> (usize, usize) {
+        let st = self.read();
+        (st.by_id.len(), st.tombs.len())
     }
 
     /// Drops the mapping of `key` (the object is gone): its handles become stale.
     pub(super) fn forget(&self, key: &str) {
-        let mut g = self.lock();
-        let (st, log) = &mut *g;
+        let mut st = self.write();
         let Some(id) = st.by_key.get(key).copied() else {
             return;
         };
         if let Some(gen) = st.forget_id(id) {
             let mut buf = Vec::new();
             record(&mut buf, T_FORGET, id, gen, "");
-            self.append(log, &buf);
+            self.append(&buf);
         }
     }
 
     /// Drops every mapping under the directory prefix `prefix` (itself included).
     pub(super) fn forget_prefix(&self, prefix: &str) {
-        let mut g = self.lock();
-        let (st, log) = &mut *g;
+        let mut st = self.write();
         let ids: Vec<u64> = st
             .by_id
             .iter()
@@ -490,15 +550,14 @@ impl HandleTable {
             }
         }
         if !buf.is_empty() {
-            self.append(log, &buf);
+            self.append(&buf);
         }
     }
 
     /// Moves `from` to `to` keeping fileids: one key, or with both ending in '/' a
     /// whole directory. Whatever was mapped at the target is forgotten.
     pub(super) fn rename(&self, from: &str, to: &str) {
-        let mut g = self.lock();
-        let (st, log) = &mut *g;
+        let mut st = self.write();
         let mut buf = Vec::new();
         if from.ends_with('/') {
             st.rename_prefix(from, to);
@@ -515,14 +574,14 @@ impl HandleTable {
             }
         }
         if !buf.is_empty() {
-            self.append(log, &buf);
+            self.append(&buf);
         }
     }
 
     /// Makes every appended record durable.
     pub(super) fn sync(&self) -> std::io::Result<()> {
-        let g = self.lock();
-        g.1.sync_data()
+        let log = self.log.lock().unwrap_or_else(|e| e.into_inner());
+        log.sync_data()
     }
 }
 
@@ -540,4 +599,45 @@ fn write_atomically(path: &Path, tmp: &Path, bytes: &[u8]) -> anyhow::Result<()>
     f.sync_all()?;
     drop(f);
     std::fs::rename(tmp, path).with_context(|| format!("replacing {}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tombstones_below_the_time_floor_are_pruned() {
+        let mut st = State::default();
+        st.insert(10, 100, "a".into());
+        st.insert(11, 5_000, "b".into());
+        st.forget_id(10);
+        st.forget_id(11);
+        assert_eq!(st.tombs.len(), 2);
+        st.prune_tombs(1_000);
+        assert_eq!(st.tombs.get(&11), Some(&5_000));
+        assert!(!st.tombs.contains_key(&10));
+    }
+
+    #[test]
+    fn listing_ids_match_later_assignments_and_are_not_recorded() {
+        let d = tempfile::tempdir().unwrap();
+        let t = HandleTable::open(d.path()).unwrap();
+        let (dir, _) = t.assign("d/");
+        let keys: Vec<String> = (0..1000).map(|i| format!("d/f{i}")).collect();
+        let ids = t.ids_for_listing(keys.iter().map(String::as_str));
+        assert_eq!(t.sizes().0, 1, "a listing records nothing");
+        for (k, id) in keys.iter().zip(&ids) {
+            assert_eq!(t.assign(k).0, *id, "{k}");
+        }
+        assert_ne!(dir, ids[0]);
+        // A renamed key keeps its id, and the listing shows that one.
+        t.rename("d/f0", "d/g0");
+        assert_eq!(t.ids_for_listing(["d/g0"].into_iter()), vec![ids[0]]);
+        // A key whose first candidate another key holds gets assigned for real.
+        let taken = candidate("d/x", 0);
+        t.write().insert(taken, 1, "elsewhere".into());
+        let got = t.ids_for_listing(["d/x"].into_iter());
+        assert_ne!(got[0], taken);
+        assert_eq!(t.assign("d/x").0, got[0]);
+    }
 }

@@ -27,6 +27,7 @@
 //! backend I/O.
 
 mod attrs;
+mod dirs;
 mod handles;
 
 /// Export and file id of a handle, unauthenticated (see `handles::peek`).
@@ -37,6 +38,7 @@ pub(super) fn peek_handle(fh: &[u8]) -> Option<(u16, u64)> {
 use super::*;
 use crate::backend::{BackendError, ListPage, ObjectMeta, UserMeta, TEMP_PREFIX};
 use attrs::*;
+use dirs::DirChanges;
 use handles::HandleTable;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Mutex;
@@ -44,6 +46,11 @@ use std::sync::Mutex;
 const LISTING_CACHE: usize = 64;
 const CLEAN_CACHE: usize = 65536;
 const LIST_PAGE: usize = 1000;
+/// Directories whose change state is tracked (see `dirs`).
+const DIR_CHANGES: usize = 65536;
+/// Largest file size and write end (FSINFO maxfilesize): sizes and offsets are u64 on
+/// the wire, but backends and clients work in signed 64-bit offsets.
+pub(super) const MAX_FILE_SIZE: u64 = i64::MAX as u64;
 
 type Listing = Arc<Vec<(Vec<u8>, u64)>>;
 
@@ -60,8 +67,8 @@ pub(super) struct Inner {
     dirty: Mutex<HashSet<String>>,
     /// Regular files known to carry no explicit mtime/ctime: writes skip the HEAD.
     clean: Mutex<HashSet<String>>,
-    /// Per-directory change counters (by directory fileid).
-    dir_changes: Mutex<HashMap<u64, u64>>,
+    /// Per-directory change counters and times (by directory fileid).
+    dir_changes: DirChanges,
     listings: Mutex<VecDeque<(u64, [u8; 8], Listing)>>,
     /// Shared store (s3): version-2 handles, MAC key from the store.
     shared: bool,
@@ -97,6 +104,23 @@ fn check_name(name: &[u8]) -> FsResult<&str> {
         return Err(Status::Inval);
     }
     Ok(s)
+}
+
+/// Untrusted attribute values (sattr3 from the wire): a size past the largest file is
+/// FBIG; a time whose nanoseconds are not below 10^9 is not a time (INVAL) and would
+/// be stored as a different one.
+fn check_set(set: &SetAttr) -> FsResult<()> {
+    if set.size.is_some_and(|s| s > MAX_FILE_SIZE) {
+        return Err(Status::FBig);
+    }
+    for t in [set.atime, set.mtime] {
+        if let SetTime::Client(t) = t {
+            if t.nsec >= 1_000_000_000 {
+                return Err(Status::Inval);
+            }
+        }
+    }
+    Ok(())
 }
 
 fn verf_hex(v: &[u8; 8]) -> String {
@@ -139,7 +163,7 @@ impl Inner {
             start_ns: now_ns(),
             dirty: Mutex::new(HashSet::new()),
             clean: Mutex::new(HashSet::new()),
-            dir_changes: Mutex::new(HashMap::new()),
+            dir_changes: DirChanges::new(DIR_CHANGES),
             listings: Mutex::new(VecDeque::new()),
             shared,
             indexed: Mutex::new(HashSet::new()),
@@ -285,15 +309,9 @@ impl Inner {
         }
     }
 
-    fn changes(&self, dir_fileid: u64) -> u64 {
-        lock(&self.dir_changes)
-            .get(&dir_fileid)
-            .copied()
-            .unwrap_or(0)
-    }
-
+    /// A namespace change in a directory: its cookie verifier, mtime and ctime move.
     fn bump(&self, dir_fileid: u64) {
-        *lock(&self.dir_changes).entry(dir_fileid).or_insert(0) += 1;
+        self.dir_changes.bump(dir_fileid, now_ns());
     }
 
     fn bump_key(&self, dir_key: &str) {
@@ -305,7 +323,9 @@ impl Inner {
         let mut h = blake3::Hasher::new();
         h.update(&self.nonce.to_le_bytes());
         h.update(&dir_fileid.to_le_bytes());
-        h.update(&self.changes(dir_fileid).to_le_bytes());
+        let (count, epoch) = self.dir_changes.verf_input(dir_fileid);
+        h.update(&count.to_le_bytes());
+        h.update(&epoch.to_le_bytes());
         let mut v = [0u8; 8];
         v.copy_from_slice(&h.finalize().as_bytes()[..8]);
         if v == [0; 8] {
@@ -328,7 +348,12 @@ impl Inner {
         let size = if dir { 4096 } else { m.size };
         // A directory's times also move with the changes the gateway made in it, so
         // clients revalidate their caches even where the store keeps no directory time.
-        let mut extra = if dir { self.changes(fileid) } else { 0 };
+        let change = if dir {
+            self.dir_changes.get(fileid)
+        } else {
+            dirs::Change::default()
+        };
+        let mut extra = change.count % 1_000_000_000;
         // Stores with whole-second times (S3's Last-Modified): the ETag decides the
         // sub-second part, so a same-size rewrite within one second still changes
         // mtime/ctime, and caches (ours, other gateways', clients') revalidate.
@@ -338,7 +363,11 @@ impl Inner {
             extra += h % 1_000_000_000;
         }
         let obj = from_ns(m.mtime_ns.saturating_add(extra));
-        let mtime = time(&m.user, M_MTIME).unwrap_or(obj);
+        report_malformed(key, &m.user);
+        // POSIX: entry changes mark the directory's mtime and ctime (see `dirs`).
+        let changed = from_ns(change.at_ns);
+        let mtime = time(&m.user, M_MTIME).unwrap_or(obj).max(changed);
+        let ctime = time(&m.user, M_CTIME).unwrap_or(obj).max(changed);
         Attr {
             kind,
             mode: perm,
@@ -346,13 +375,13 @@ impl Inner {
             uid: id(&m.user, M_UID).unwrap_or(0),
             gid: id(&m.user, M_GID).unwrap_or(0),
             size,
-            used: size.div_ceil(4096) * 4096,
+            used: size.div_ceil(4096).saturating_mul(4096),
             rdev: (0, 0),
             fsid: self.fsid,
             fileid,
             atime: time(&m.user, M_ATIME).unwrap_or(mtime),
             mtime,
-            ctime: time(&m.user, M_CTIME).unwrap_or(obj),
+            ctime,
         }
     }
 
@@ -533,6 +562,7 @@ impl Inner {
     }
 
     pub fn setattr(&self, node: &Node, set: &SetAttr) -> FsResult<()> {
+        check_set(set)?;
         let key = node.key.as_str();
         let m = self.meta(key)?.ok_or(Status::Stale)?;
         let dir = is_dir_key(key);
@@ -595,9 +625,23 @@ impl Inner {
         if !changed {
             return Ok(());
         }
+        // A directory's last entry change becomes its stored mtime (see `dirs`).
+        let settle = dir && self.dir_changes.get(node.fileid).at_ns != 0;
+        if settle && set.mtime == SetTime::DontChange {
+            user.insert(M_MTIME.into(), fmt_time(cur.mtime));
+        }
+        let r = self.store_meta(key, dir, set, &user);
+        if settle && r.is_ok() {
+            self.dir_changes.settle(node.fileid);
+        }
+        r
+    }
+
+    /// Writes the metadata of `key` (SETATTR's last step).
+    fn store_meta(&self, key: &str, dir: bool, set: &SetAttr, user: &UserMeta) -> FsResult<()> {
         if key.is_empty() {
             // The store root carries metadata only where the store has a root object.
-            return match self.backend.set_meta(key, &user) {
+            return match self.backend.set_meta(key, user) {
                 Ok(()) => Ok(()),
                 Err(_) if set.mode.is_some() || set.uid.is_some() || set.gid.is_some() => {
                     Err(Status::Perm)
@@ -605,14 +649,14 @@ impl Inner {
                 Err(_) => Ok(()),
             };
         }
-        match self.backend.set_meta(key, &user) {
+        match self.backend.set_meta(key, user) {
             Ok(()) => Ok(()),
             // A directory without a marker: make one.
-            Err(BackendError::NotFound) if dir => match self.backend.put(key, b"", &user, true) {
+            Err(BackendError::NotFound) if dir => match self.backend.put(key, b"", user, true) {
                 Ok(_) => Ok(()),
                 Err(BackendError::AlreadyExists) => self
                     .backend
-                    .set_meta(key, &user)
+                    .set_meta(key, user)
                     .map_err(|e| self.nerr(e, key)),
                 Err(e) => Err(self.nerr(e, key)),
             },
@@ -792,6 +836,7 @@ impl Inner {
             CreateMode::Unchecked(s) | CreateMode::Guarded(s) => (*s, None),
             CreateMode::Exclusive(v) => (SetAttr::default(), Some(verf_hex(v))),
         };
+        check_set(&set)?;
         for attempt in 0..2 {
             match self.find(&key)? {
                 Some(Found::Dir) => return Err(Status::Exist),
@@ -853,6 +898,7 @@ impl Inner {
 
     pub fn mkdir(&self, dir: &Node, name: &[u8], set: &SetAttr, owner: Owner) -> FsResult<Node> {
         let name = self.create_name(dir, name)?;
+        check_set(set)?;
         let key = format!("{}{name}", dir.key);
         if self.find(&key)?.is_some() {
             return Err(Status::Exist);
@@ -874,6 +920,7 @@ impl Inner {
         owner: Owner,
     ) -> FsResult<Node> {
         let name = self.create_name(dir, name)?;
+        check_set(set)?;
         if target.is_empty() || target.len() > 4096 {
             return Err(Status::Inval);
         }
@@ -1080,7 +1127,7 @@ impl Inner {
         }
         let ids = self
             .table
-            .assign_many(names.iter().map(|(_, k)| k.as_str()));
+            .ids_for_listing(names.iter().map(|(_, k)| k.as_str()));
         Ok(Arc::new(
             names.into_iter().map(|(n, _)| n).zip(ids).collect(),
         ))

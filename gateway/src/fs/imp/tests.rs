@@ -591,3 +591,6 @@ fn same_second_same_size_rewrite_changes_times_on_s3() {
     assert_ne!(a1.mtime, a2.mtime, "mtime unchanged by a same-size rewrite");
     assert_ne!(a1.ctime, a2.ctime, "ctime unchanged by a same-size rewrite");
 }
+
+#[path = "posix_tests.rs"]
+mod posix;
