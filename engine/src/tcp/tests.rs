@@ -611,3 +611,6 @@ fn two_transports_share_a_port() {
     let b = TcpTransport::bind(a.local_addr(), opts(), p).unwrap();
     assert_eq!(a.local_addr(), b.local_addr());
 }
+
+#[path = "exhaustion_tests.rs"]
+mod exhaustion;
