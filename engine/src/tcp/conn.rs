@@ -4,7 +4,7 @@
 //! Receive buffers grow with the bytes that actually arrived, never with what a record
 //! mark announces (issue 15: a mark costs the sender 4 bytes, a pool buffer costs the
 //! gateway up to 1 MiB). A record's body first collects in the connection's staging
-//! buffer (heap memory of the connection, not pool memory); a record that completes
+//! buffer (the connection's own mapping, not pool memory); a record that completes
 //! there is copied once into a pool buffer of its exact size. A record that outgrows
 //! the staging buffer moves into a pool buffer of at most [`GROW_STEP`] bytes unless
 //! the socket already holds more of it, and into a buffer of the record's full length
@@ -14,6 +14,7 @@
 use super::record::{Event, FrameError, RecordDecoder};
 use super::{ConnId, TcpStats, DIRECT_MIN, MAX_IOV, READ_BUDGET, STAGE_SIZE};
 use crate::mem::{Buf, Pools};
+use memmap2::MmapMut;
 use mio::net::TcpStream;
 use std::collections::VecDeque;
 use std::io::{self, IoSlice, Read, Write};
@@ -66,7 +67,7 @@ pub(super) struct Conn {
     pub peer: SocketAddr,
     pub id: ConnId,
     dec: RecordDecoder,
-    pub stage: Box<[u8]>,
+    pub stage: MmapMut,
     /// Unconsumed staged bytes are `stage[pos..end]`.
     pos: usize,
     end: usize,
@@ -107,7 +108,7 @@ impl Conn {
         sock: TcpStream,
         peer: SocketAddr,
         id: ConnId,
-        stage: Box<[u8]>,
+        stage: MmapMut,
         max_record: usize,
         max_inflight: usize,
     ) -> Conn {

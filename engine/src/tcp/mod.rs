@@ -33,6 +33,7 @@ pub mod record;
 use crate::mem::{Buf, Pools};
 pub use conn::GROW_STEP;
 use conn::{Close, Conn, Cx, Pump, Stall};
+use memmap2::MmapMut;
 use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token, Waker};
 use std::collections::VecDeque;
@@ -151,7 +152,7 @@ pub struct TcpTransport {
     /// Connections with deferred replies to flush.
     dirty: Vec<usize>,
     /// Staging buffers of closed connections, reused at accept.
-    spare_stages: Vec<Box<[u8]>>,
+    spare_stages: Vec<MmapMut>,
     sweep_every: Duration,
     next_sweep: Instant,
     /// Pool allocation failures seen at the last sweep (starvation detector).
@@ -169,6 +170,9 @@ enum Overdue {
     Send,
     Reclaim,
 }
+
+/// Staging buffers of closed connections kept for reuse.
+const SPARE_STAGES: usize = 64;
 
 /// At most one refusal log line per this interval (the rest are counted).
 const REFUSAL_LOG_EVERY: Duration = Duration::from_secs(1);
@@ -416,6 +420,9 @@ impl TcpTransport {
         if let Err(e) = sock.set_nodelay(true) {
             tracing::warn!("tcp {peer}: setting TCP_NODELAY failed: {e}");
         }
+        let Some(stage) = self.stage() else {
+            return;
+        };
         let slot = self.free.pop().unwrap_or_else(|| {
             self.conns.push(None);
             self.gens.push(0);
@@ -429,12 +436,9 @@ impl TcpTransport {
         {
             tracing::warn!("tcp {peer}: registering the connection failed: {e}; closing");
             self.free.push(slot);
+            self.spare_stage(stage);
             return;
         }
-        let stage = self
-            .spare_stages
-            .pop()
-            .unwrap_or_else(|| vec![0u8; STAGE_SIZE].into_boxed_slice());
         let id = ConnId {
             slot: slot as u32,
             gen: self.gens[slot],
@@ -468,7 +472,30 @@ impl TcpTransport {
         self.refusals_quiet = 0;
     }
 
-    fn new_conn(&self, sock: TcpStream, peer: SocketAddr, id: ConnId, stage: Box<[u8]>) -> Conn {
+    /// Rule (issue 15: memory returns when connections go): a staging buffer is its
+    /// own anonymous mapping, so its pages are only touched as far as records reach and
+    /// go back to the system when it is unmapped; at most `SPARE_STAGES` are kept for
+    /// reuse. Mapping failure refuses the connection (logged), never panics.
+    fn stage(&mut self) -> Option<MmapMut> {
+        if let Some(s) = self.spare_stages.pop() {
+            return Some(s);
+        }
+        match MmapMut::map_anon(STAGE_SIZE) {
+            Ok(m) => Some(m),
+            Err(e) => {
+                tracing::warn!("tcp: mapping a {STAGE_SIZE}-byte staging buffer failed ({e}); closing a new connection");
+                None
+            }
+        }
+    }
+
+    fn spare_stage(&mut self, stage: MmapMut) {
+        if self.spare_stages.len() < SPARE_STAGES {
+            self.spare_stages.push(stage);
+        }
+    }
+
+    fn new_conn(&self, sock: TcpStream, peer: SocketAddr, id: ConnId, stage: MmapMut) -> Conn {
         Conn::new(
             sock,
             peer,
@@ -732,7 +759,8 @@ impl TcpTransport {
 
     /// Rule: closing frees everything at once: the socket, the partial record and
     /// queued replies go back to their pools, the slot's generation moves on so late
-    /// replies are dropped, and the staging buffer is kept for the next accept.
+    /// replies are dropped, and the staging buffer is kept for a later accept (up to
+    /// `SPARE_STAGES`) or unmapped.
     fn close_slot(&mut self, slot: usize) {
         let Some(mut c) = self.conns[slot].take() else {
             return;
@@ -742,7 +770,7 @@ impl TcpTransport {
         self.free.push(slot);
         self.live -= 1;
         self.stats.closed += 1;
-        self.spare_stages.push(std::mem::take(&mut c.stage));
+        self.spare_stage(c.stage);
     }
 }
 
