@@ -371,3 +371,54 @@ fn a_thousand_connections_do_work_and_leave_nothing_behind() {
     let mut s = gw.connect();
     assert!(call(&mut s, 9, NFS, 0, &[]).is_empty());
 }
+
+/// A client pipelines READs and never reads a reply. Its replies stop the reading of
+/// its calls at tcp.max_queued_mib, and with no write progress for tcp.send_timeout_s
+/// the gateway closes it and every reply buffer comes back, while the client still
+/// holds its socket open.
+#[test]
+fn a_client_that_never_reads_is_closed_and_its_replies_freed() {
+    let gw = Gw::start(16, "send_timeout_s = 1\nmax_queued_mib = 1");
+    let mut s = gw.connect();
+    let root = mount(&mut s);
+    let fh = create(&mut s, &root, "f");
+    write(&mut s, 3, &fh, 0, &pattern(32 << 10, 1));
+    let mut w = s.try_clone().unwrap();
+    w.set_write_timeout(Some(Duration::from_secs(3))).unwrap();
+    let writer = std::thread::spawn(move || {
+        let call = rpc_call(4, NFS, 6, &read_args(&fh, 0, 32 << 10));
+        let mut rec = (0x8000_0000u32 | call.len() as u32).to_be_bytes().to_vec();
+        rec.extend_from_slice(&call);
+        let batch: Vec<u8> = rec.repeat(100);
+        for _ in 0..100 {
+            if w.write_all(&batch).is_err() {
+                break;
+            }
+        }
+    });
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while gw.in_use() == 0 {
+        assert!(Instant::now() < deadline, "no replies ever queued");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let held = Instant::now();
+    gw.assert_buffers_back();
+    assert!(
+        held.elapsed() >= Duration::from_millis(500),
+        "freed before the send timeout"
+    );
+    writer.join().unwrap();
+    // The gateway closed the connection: after the replies already sent, EOF or reset.
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut buf = vec![0u8; 1 << 16];
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) => break,
+            Ok(_) => continue,
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => break,
+            Err(e) => panic!("expected the gateway to close the connection: {e}"),
+        }
+    }
+    good_client_writes_1mib(&gw, 1);
+    gw.assert_buffers_back();
+}
