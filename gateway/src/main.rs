@@ -78,7 +78,7 @@ fn raise_fd_limit(cfg: &Config) {
     let need = (cfg.tcp.max_connections as u64)
         .saturating_mul(cfg.engine.cores.len() as u64)
         .saturating_add(256);
-    if need > lim.rlim_cur as u64 {
+    if need > lim.rlim_cur {
         tracing::warn!(
             "open-file limit is {} but tcp.max_connections = {} x {} reactor(s) + 256 needs {need}; \
              raise the hard limit (ulimit -Hn, LimitNOFILE=) or lower tcp.max_connections",
