@@ -9,9 +9,9 @@
 //!
 //! Receive path: sockets are edge-triggered, so a connection is read until `WouldBlock`
 //! (at most [`READ_BUDGET`] reads per poll; the rest stays queued for the next poll).
-//! Bytes land in a per-connection staging buffer allocated at accept; the sans-IO
-//! [`record::RecordDecoder`] frames them. A record's pool buffer grows with the bytes
-//! that arrived, never with what its mark announces (see [`conn`]); large bodies that
+//! Bytes land in a per-connection staging buffer (its own mapping, taken at accept);
+//! the sans-IO [`record::RecordDecoder`] frames them. A record's pool buffer grows with the bytes
+//! that arrived, never with what its mark announces (see `conn.rs`); large bodies that
 //! are already arriving are read from the socket straight into their `Buf`. A
 //! connection stops being read when it has `max_inflight` records unanswered or
 //! `max_queued` bytes of replies queued (backpressure), or when the pools are
