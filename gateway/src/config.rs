@@ -150,6 +150,17 @@ pub struct TcpConfig {
     /// A connection holding a partial record this long is closed (seconds).
     #[serde(default = "default_record_timeout")]
     pub record_timeout_s: u64,
+    /// Queued replies without write progress this long close the connection (seconds).
+    #[serde(default = "default_send_timeout")]
+    pub send_timeout_s: u64,
+    /// While buffers are short, a partial record holding a pool buffer without input
+    /// this long closes its connection (milliseconds).
+    #[serde(default = "default_stall_reclaim")]
+    pub stall_reclaim_ms: u64,
+    /// Pool memory of queued replies per connection before its calls stop being read
+    /// (MiB).
+    #[serde(default = "default_max_queued")]
+    pub max_queued_mib: usize,
 }
 
 fn default_listen() -> String {
@@ -167,6 +178,15 @@ fn default_max_inflight() -> usize {
 fn default_record_timeout() -> u64 {
     30
 }
+fn default_send_timeout() -> u64 {
+    30
+}
+fn default_stall_reclaim() -> u64 {
+    1000
+}
+fn default_max_queued() -> usize {
+    4
+}
 
 impl Default for TcpConfig {
     fn default() -> Self {
@@ -176,6 +196,9 @@ impl Default for TcpConfig {
             max_connections: default_max_connections(),
             max_inflight: default_max_inflight(),
             record_timeout_s: default_record_timeout(),
+            send_timeout_s: default_send_timeout(),
+            stall_reclaim_ms: default_stall_reclaim(),
+            max_queued_mib: default_max_queued(),
         }
     }
 }
@@ -880,6 +903,15 @@ impl Config {
         }
         if self.tcp.record_timeout_s == 0 {
             return err("tcp.record_timeout_s", "must be at least 1 second");
+        }
+        if self.tcp.send_timeout_s == 0 || self.tcp.send_timeout_s > 86_400 {
+            return err("tcp.send_timeout_s", "must be 1..=86400 seconds");
+        }
+        if self.tcp.stall_reclaim_ms < 10 || self.tcp.stall_reclaim_ms > 3_600_000 {
+            return err("tcp.stall_reclaim_ms", "must be 10..=3600000 milliseconds");
+        }
+        if self.tcp.max_queued_mib == 0 || self.tcp.max_queued_mib > 4096 {
+            return err("tcp.max_queued_mib", "must be 1..=4096 MiB");
         }
         let r = &self.rdma;
         if r.listen.parse::<SocketAddr>().is_err() {

@@ -52,6 +52,43 @@ fn init_logging(level: &str) {
         .init();
 }
 
+/// Rule (issue 15): every TCP connection is a file descriptor, so the soft
+/// RLIMIT_NOFILE (often 1024) is raised to the hard limit; if `tcp.max_connections`
+/// per reactor plus a margin for listeners, backend files and RDMA still exceeds it,
+/// say so (accept then fails with EMFILE and is logged).
+fn raise_fd_limit(cfg: &Config) {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit read or write one rlimit struct we own.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
+        return;
+    }
+    if lim.rlim_cur < lim.rlim_max {
+        let want = libc::rlimit {
+            rlim_cur: lim.rlim_max,
+            rlim_max: lim.rlim_max,
+        };
+        // SAFETY: as above.
+        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &want) } == 0 {
+            lim.rlim_cur = lim.rlim_max;
+        }
+    }
+    let need = (cfg.tcp.max_connections as u64)
+        .saturating_mul(cfg.engine.cores.len() as u64)
+        .saturating_add(256);
+    if need > lim.rlim_cur {
+        tracing::warn!(
+            "open-file limit is {} but tcp.max_connections = {} x {} reactor(s) + 256 needs {need}; \
+             raise the hard limit (ulimit -Hn, LimitNOFILE=) or lower tcp.max_connections",
+            lim.rlim_cur,
+            cfg.tcp.max_connections,
+            cfg.engine.cores.len()
+        );
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     if let Some(path) = cli.check_config {
@@ -88,6 +125,7 @@ fn main() -> ExitCode {
     gateway::supervise::install_panic_hook();
     gateway::supervise::hooks::init_from_env();
     install_signal_handlers();
+    raise_fd_limit(&cfg);
     // Bound before the server starts: a taken port fails start-up before any reactor
     // runs, and the endpoint answers as soon as NFS does.
     let stats = match cfg

@@ -9,25 +9,35 @@
 //!
 //! Receive path: sockets are edge-triggered, so a connection is read until `WouldBlock`
 //! (at most [`READ_BUDGET`] reads per poll; the rest stays queued for the next poll).
-//! Bytes land in a per-connection staging buffer allocated at accept; the sans-IO
-//! [`record::RecordDecoder`] frames them; each record's body is copied into a pool `Buf`
-//! sized from its fragment header, except that large bodies are read from the socket
-//! straight into their `Buf`. A connection stops being read when it has `max_inflight`
-//! records unanswered (backpressure) or when the pools are exhausted (parked: retried
-//! every poll).
+//! Bytes land in a per-connection staging buffer (its own mapping, taken at accept);
+//! the sans-IO [`record::RecordDecoder`] frames them. A record's pool buffer grows with the bytes
+//! that arrived, never with what its mark announces (see `conn.rs`); large bodies that
+//! are already arriving are read from the socket straight into their `Buf`. A
+//! connection stops being read when it has `max_inflight` records unanswered or
+//! `max_queued` bytes of replies queued (backpressure), or when the pools are
+//! exhausted (parked: retried every poll).
 //!
 //! Send path: `send` writes the record mark into the reply's reserved first 4 bytes and
 //! writes immediately when nothing is queued; otherwise (or on a partial write) the
 //! reply waits in the connection's queue, flushed with vectored writes on writability.
+//!
+//! Resource limits (issue 15: no client can take the gateway down): a partial record
+//! held past `record_timeout`, or queued replies without write progress for
+//! `send_timeout`, close the connection; while some allocation is starved, a partial
+//! record holding pool memory without progress for `stall_reclaim` is closed too; over
+//! `max_connections`, new connections are closed at once with a rate-limited log line.
 
+mod conn;
 pub mod record;
 
 use crate::mem::{Buf, Pools};
+pub use conn::GROW_STEP;
+use conn::{Close, Conn, Cx, Pump, Stall};
+use memmap2::MmapMut;
 use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token, Waker};
-use record::{Event, FrameError, RecordDecoder};
 use std::collections::VecDeque;
-use std::io::{self, IoSlice, Read, Write};
+use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -59,6 +69,14 @@ pub struct TcpOptions {
     pub max_inflight: usize,
     /// A partial record held longer than this closes the connection.
     pub record_timeout: Duration,
+    /// Queued replies without write progress for this long close the connection.
+    pub send_timeout: Duration,
+    /// While some allocation is starved (a connection parked, or a pool class found
+    /// empty), a connection holding pool memory for a partial record that made no
+    /// progress for this long is closed.
+    pub stall_reclaim: Duration,
+    /// Pool bytes of queued replies per connection before it stops being read.
+    pub max_queued: usize,
 }
 
 impl Default for TcpOptions {
@@ -68,6 +86,9 @@ impl Default for TcpOptions {
             max_connections: 1024,
             max_inflight: 64,
             record_timeout: Duration::from_secs(30),
+            send_timeout: Duration::from_secs(30),
+            stall_reclaim: Duration::from_millis(1000),
+            max_queued: 4 << 20,
         }
     }
 }
@@ -102,306 +123,15 @@ pub struct TcpStats {
     /// Times a connection stopped reading at `max_inflight`.
     pub backpressured: u64,
     pub oversize: u64,
+    /// Connections closed for a partial record held past `record_timeout`.
     pub timeouts: u64,
-}
-
-/// Why a connection is not being read although it may have input.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Stall {
-    None,
-    /// No pool buffer for the next record: retried every poll.
-    Parked,
-    /// `max_inflight` records unanswered: resumed by `send`/`no_reply`.
-    Backpressure,
-}
-
-/// What one pump of a connection left behind.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Pump {
-    /// Read to `WouldBlock`; wait for the next readiness event.
-    Idle,
-    /// Read budget used up with input possibly left: pump again next poll.
-    Again,
-    Stalled(Stall),
-}
-
-/// Why a connection is closed.
-enum Close {
-    Eof,
-    Io(io::Error),
-    Frame(FrameError),
-}
-
-/// Shared context a connection needs while pumping (disjoint from the slot table).
-struct Cx<'a> {
-    pools: &'a Pools,
-    max_inflight: usize,
-    stats: &'a mut TcpStats,
-}
-
-struct Conn {
-    sock: TcpStream,
-    peer: SocketAddr,
-    id: ConnId,
-    dec: RecordDecoder,
-    stage: Box<[u8]>,
-    /// Unconsumed staged bytes are `stage[pos..end]`.
-    pos: usize,
-    end: usize,
-    /// The record being assembled.
-    rec: Option<Buf>,
-    /// Capacity `rec` must reach before more body is placed (set by a fragment header).
-    need: Option<usize>,
-    /// Records delivered and not yet answered.
-    inflight: usize,
-    out: VecDeque<Buf>,
-    /// Bytes of `out[0]` already written.
-    out_off: usize,
-    write_blocked: bool,
-    /// The socket may hold unread bytes (edge-triggered: set by events, cleared by
-    /// `WouldBlock`).
-    readable: bool,
-    /// In the transport's ready list.
-    queued: bool,
-    /// In the transport's deferred-flush list.
-    dirty: bool,
-    stall: Stall,
-    /// When the current partial record was first seen while we were reading.
-    partial_since: Option<Instant>,
-}
-
-impl Conn {
-    /// Rule: read until `WouldBlock` (edge-triggered), at most `READ_BUDGET` reads per
-    /// poll, delivering each complete record. Returns the state and units of work.
-    fn pump(
-        &mut self,
-        cx: &mut Cx,
-        on_record: &mut dyn FnMut(ConnId, SocketAddr, Buf),
-    ) -> Result<(Pump, usize), Close> {
-        self.resume();
-        let mut work = 0;
-        for _ in 0..READ_BUDGET {
-            if let Some(stall) = self.drain(cx, on_record, &mut work)? {
-                return Ok((self.stalled(cx, stall), work));
-            }
-            if !self.readable {
-                return Ok((Pump::Idle, work));
-            }
-            work += self.read_some(cx)?;
-        }
-        if let Some(stall) = self.drain(cx, on_record, &mut work)? {
-            return Ok((self.stalled(cx, stall), work));
-        }
-        Ok((
-            if self.readable {
-                Pump::Again
-            } else {
-                Pump::Idle
-            },
-            work,
-        ))
-    }
-
-    /// Rule: time spent stalled by us does not count against the peer's
-    /// `record_timeout`: the clock restarts when reading resumes.
-    fn resume(&mut self) {
-        if self.stall != Stall::None {
-            self.stall = Stall::None;
-            self.partial_since = None;
-        }
-    }
-
-    fn stalled(&mut self, cx: &mut Cx, stall: Stall) -> Pump {
-        match stall {
-            Stall::Parked => cx.stats.parks += 1,
-            Stall::Backpressure => cx.stats.backpressured += 1,
-            Stall::None => {}
-        }
-        self.stall = stall;
-        Pump::Stalled(stall)
-    }
-
-    /// Rule: decode all staged bytes into records; stop before starting a record when
-    /// `max_inflight` are unanswered, and before placing body bytes when no pool
-    /// buffer is free. Returns the stall, or `None` when the stage is empty.
-    fn drain(
-        &mut self,
-        cx: &mut Cx,
-        on_record: &mut dyn FnMut(ConnId, SocketAddr, Buf),
-        work: &mut usize,
-    ) -> Result<Option<Stall>, Close> {
-        loop {
-            if self.dec.at_boundary() && self.inflight >= cx.max_inflight {
-                return Ok(Some(Stall::Backpressure));
-            }
-            if !self.ensure_buf(cx.pools) {
-                return Ok(Some(Stall::Parked));
-            }
-            let (n, ev) = self
-                .dec
-                .decode(&self.stage[self.pos..self.end])
-                .map_err(Close::Frame)?;
-            self.pos += n;
-            match ev {
-                None if n == 0 => break,
-                None => {}
-                Some(Event::Fragment { record_len, .. }) => self.need = Some(record_len),
-                Some(Event::Body(k)) => self.copy_body(self.pos - k, k),
-                Some(Event::Record) => {
-                    self.deliver(cx, on_record);
-                    *work += 1;
-                }
-            }
-        }
-        self.pos = 0;
-        self.end = 0;
-        if !self.dec.at_boundary() && self.partial_since.is_none() {
-            self.partial_since = Some(Instant::now());
-        }
-        Ok(None)
-    }
-
-    /// Rule: before body bytes are placed, the record buffer holds the record's
-    /// announced length. A later fragment that does not fit moves the record into a
-    /// bigger pool buffer (multi-fragment records only). No buffer free → false (park).
-    fn ensure_buf(&mut self, pools: &Pools) -> bool {
-        let Some(need) = self.need else {
-            return true;
-        };
-        if self.rec.as_ref().is_some_and(|r| r.capacity() >= need) {
-            self.need = None;
-            return true;
-        }
-        let Some(mut b) = pools.alloc(need) else {
-            return false;
-        };
-        if let Some(old) = self.rec.take() {
-            b.spare_mut()[..old.len()].copy_from_slice(&old);
-            b.set_len(old.len());
-        }
-        self.rec = Some(b);
-        self.need = None;
-        true
-    }
-
-    /// Copies `k` staged body bytes at `at` to the end of the record.
-    fn copy_body(&mut self, at: usize, k: usize) {
-        let rec = self
-            .rec
-            .as_mut()
-            .expect("buffer ensured at the fragment header");
-        let l = rec.len();
-        rec.spare_mut()[l..l + k].copy_from_slice(&self.stage[at..at + k]);
-        rec.set_len(l + k);
-    }
-
-    /// Rule: a complete record goes to the caller and counts as in flight until answered.
-    fn deliver(&mut self, cx: &mut Cx, on_record: &mut dyn FnMut(ConnId, SocketAddr, Buf)) {
-        let rec = self.rec.take().expect("every record has a fragment header");
-        self.inflight += 1;
-        self.partial_since = None;
-        cx.stats.records_in += 1;
-        on_record(self.id, self.peer, rec);
-    }
-
-    /// Rule: a large outstanding body is read straight into its record buffer (no
-    /// staging copy), and only up to its end so the next header lands in staging.
-    /// Everything else is read into the (empty) staging buffer. Returns 1 if bytes came.
-    fn read_some(&mut self, cx: &mut Cx) -> Result<usize, Close> {
-        debug_assert_eq!(self.pos, self.end);
-        let left = self.dec.body_left();
-        let direct = left >= DIRECT_MIN && self.need.is_none() && self.rec.is_some();
-        let (res, asked) = match (&mut self.rec, direct) {
-            (Some(rec), true) => {
-                let l = rec.len();
-                (self.sock.read(&mut rec.spare_mut()[l..l + left]), left)
-            }
-            _ => (self.sock.read(&mut self.stage[..]), self.stage.len()),
-        };
-        match res {
-            Ok(0) => Err(Close::Eof),
-            Ok(n) => {
-                // A short read emptied the socket's receive queue; new data raises a
-                // fresh edge, so skip the read that would only say WouldBlock.
-                if n < asked {
-                    self.readable = false;
-                }
-                cx.stats.bytes_in += n as u64;
-                if direct {
-                    cx.stats.bytes_direct += n as u64;
-                }
-                self.placed(direct, n);
-                Ok(1)
-            }
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                self.readable = false;
-                Ok(0)
-            }
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => Ok(0),
-            Err(e) => Err(Close::Io(e)),
-        }
-    }
-
-    /// Accounts `n` bytes just read, either into the record or into staging.
-    fn placed(&mut self, direct: bool, n: usize) {
-        if direct {
-            let rec = self
-                .rec
-                .as_mut()
-                .expect("direct read needs a record buffer");
-            rec.set_len(rec.len() + n);
-            self.dec.body_read(n);
-        } else {
-            self.pos = 0;
-            self.end = n;
-        }
-    }
-
-    /// Rule: replies leave in queue order, up to `MAX_IOV` per vectored write; a partial
-    /// write keeps the offset into the front reply; `WouldBlock` waits for writability.
-    fn flush(&mut self, stats: &mut TcpStats) -> io::Result<()> {
-        while !self.out.is_empty() {
-            let res = {
-                let mut iov = [IoSlice::new(&[]); MAX_IOV];
-                let k = self.out.len().min(MAX_IOV);
-                for (i, b) in self.out.iter().take(k).enumerate() {
-                    let from = if i == 0 { self.out_off } else { 0 };
-                    iov[i] = IoSlice::new(&b[from..]);
-                }
-                stats.writes += 1;
-                self.sock.write_vectored(&iov[..k])
-            };
-            match res {
-                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-                Ok(n) => {
-                    stats.bytes_out += n as u64;
-                    self.advance(n);
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    stats.write_blocks += 1;
-                    self.write_blocked = true;
-                    return Ok(());
-                }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e),
-            }
-        }
-        Ok(())
-    }
-
-    /// Drops fully written replies (back to their pool) and keeps the partial offset.
-    fn advance(&mut self, mut n: usize) {
-        while n > 0 {
-            let left = self.out[0].len() - self.out_off;
-            if n < left {
-                self.out_off += n;
-                return;
-            }
-            n -= left;
-            self.out.pop_front();
-            self.out_off = 0;
-        }
-    }
+    /// Connections closed for queued replies without progress past `send_timeout`.
+    pub send_timeouts: u64,
+    /// Connections closed by stall reclaim (pool memory held by a stalled partial
+    /// record while an allocation was starved).
+    pub reclaimed: u64,
+    /// Times a connection stopped reading at `max_queued` bytes of queued replies.
+    pub output_stalls: u64,
 }
 
 /// Record-marked RPC over TCP for one reactor. See the module docs.
@@ -422,11 +152,30 @@ pub struct TcpTransport {
     /// Connections with deferred replies to flush.
     dirty: Vec<usize>,
     /// Staging buffers of closed connections, reused at accept.
-    spare_stages: Vec<Box<[u8]>>,
+    spare_stages: Vec<MmapMut>,
     sweep_every: Duration,
     next_sweep: Instant,
+    /// Pool allocation failures seen at the last sweep (starvation detector).
+    exhausted_seen: u64,
+    /// When the last refusal was logged, and refusals since then not logged.
+    refusal_logged: Option<Instant>,
+    refusals_quiet: u64,
     stats: TcpStats,
 }
+
+/// Which resource limit a connection ran past (see `TcpTransport::sweep`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Overdue {
+    Record,
+    Send,
+    Reclaim,
+}
+
+/// Staging buffers of closed connections kept for reuse.
+const SPARE_STAGES: usize = 64;
+
+/// At most one refusal log line per this interval (the rest are counted).
+const REFUSAL_LOG_EVERY: Duration = Duration::from_secs(1);
 
 impl TcpTransport {
     /// Binds a non-blocking listener with SO_REUSEADDR and SO_REUSEPORT (each reactor
@@ -441,8 +190,12 @@ impl TcpTransport {
             .register(&mut listener, LISTENER, Interest::READABLE)?;
         let waker = Arc::new(Waker::new(poll.registry(), WAKER)?);
         let local = listener.local_addr()?;
-        let sweep_every =
-            (opts.record_timeout / 4).clamp(Duration::from_millis(1), Duration::from_secs(1));
+        let shortest = opts
+            .record_timeout
+            .min(opts.send_timeout)
+            .min(opts.stall_reclaim);
+        let sweep_every = (shortest / 4).clamp(Duration::from_millis(1), Duration::from_secs(1));
+        let exhausted_seen = Self::exhausted(&pools);
         Ok(TcpTransport {
             poll,
             events: Events::with_capacity(1024),
@@ -458,6 +211,9 @@ impl TcpTransport {
             spare_stages: Vec::new(),
             sweep_every,
             next_sweep: Instant::now() + sweep_every,
+            exhausted_seen,
+            refusal_logged: None,
+            refusals_quiet: 0,
             stats: TcpStats::default(),
             opts,
             pools,
@@ -476,7 +232,13 @@ impl TcpTransport {
             opts.max_record = pools.max_buf();
         }
         opts.max_inflight = opts.max_inflight.max(1);
+        opts.max_queued = opts.max_queued.max(1);
         opts
+    }
+
+    /// Allocation failures over every pool class so far.
+    fn exhausted(pools: &Pools) -> u64 {
+        pools.stats().iter().map(|c| c.exhausted).sum()
     }
 
     fn listen(addr: SocketAddr) -> io::Result<std::net::TcpListener> {
@@ -598,9 +360,23 @@ impl TcpTransport {
                 self.close_slot(slot);
                 return;
             }
+            self.output_drained(slot);
         }
         if readable {
-            c.readable = true;
+            if let Some(c) = self.conns[slot].as_mut() {
+                c.readable = true;
+            }
+            self.queue(slot);
+        }
+    }
+
+    /// Rule: a connection held by its queued-reply budget is read again once its
+    /// queue holds less than `max_queued` bytes.
+    fn output_drained(&mut self, slot: usize) {
+        let Some(c) = self.conns[slot].as_ref() else {
+            return;
+        };
+        if c.stall == Stall::Output && c.out_bytes < self.opts.max_queued {
             self.queue(slot);
         }
     }
@@ -638,17 +414,15 @@ impl TcpTransport {
     /// (warn); admitted ones get TCP_NODELAY, a slot, a staging buffer, and a first read.
     fn admit(&mut self, mut sock: TcpStream, peer: SocketAddr) {
         if self.live >= self.opts.max_connections {
-            tracing::warn!(
-                "tcp {}: {} connections open (tcp.max_connections); closing new connection from {peer}",
-                self.local,
-                self.live
-            );
-            self.stats.refused += 1;
+            self.refuse(peer);
             return;
         }
         if let Err(e) = sock.set_nodelay(true) {
             tracing::warn!("tcp {peer}: setting TCP_NODELAY failed: {e}");
         }
+        let Some(stage) = self.stage() else {
+            return;
+        };
         let slot = self.free.pop().unwrap_or_else(|| {
             self.conns.push(None);
             self.gens.push(0);
@@ -662,12 +436,9 @@ impl TcpTransport {
         {
             tracing::warn!("tcp {peer}: registering the connection failed: {e}; closing");
             self.free.push(slot);
+            self.spare_stage(stage);
             return;
         }
-        let stage = self
-            .spare_stages
-            .pop()
-            .unwrap_or_else(|| vec![0u8; STAGE_SIZE].into_boxed_slice());
         let id = ConnId {
             slot: slot as u32,
             gen: self.gens[slot],
@@ -678,27 +449,61 @@ impl TcpTransport {
         self.queue(slot);
     }
 
-    fn new_conn(&self, sock: TcpStream, peer: SocketAddr, id: ConnId, stage: Box<[u8]>) -> Conn {
-        Conn {
+    /// Rule (issue 15): a connection over `max_connections` is closed at once (the
+    /// caller drops the socket), counted, and logged at most once per
+    /// `REFUSAL_LOG_EVERY` so a connection flood cannot flood the log.
+    fn refuse(&mut self, peer: SocketAddr) {
+        self.stats.refused += 1;
+        let now = Instant::now();
+        let due = self
+            .refusal_logged
+            .is_none_or(|t| now.saturating_duration_since(t) >= REFUSAL_LOG_EVERY);
+        if !due {
+            self.refusals_quiet += 1;
+            return;
+        }
+        tracing::warn!(
+            "tcp: refusing connection from {peer}: tcp.max_connections = {} reached \
+             ({} more refused since the last message)",
+            self.opts.max_connections,
+            self.refusals_quiet
+        );
+        self.refusal_logged = Some(now);
+        self.refusals_quiet = 0;
+    }
+
+    /// Rule (issue 15: memory returns when connections go): a staging buffer is its
+    /// own anonymous mapping, so its pages are only touched as far as records reach and
+    /// go back to the system when it is unmapped; at most `SPARE_STAGES` are kept for
+    /// reuse. Mapping failure refuses the connection (logged), never panics.
+    fn stage(&mut self) -> Option<MmapMut> {
+        if let Some(s) = self.spare_stages.pop() {
+            return Some(s);
+        }
+        match MmapMut::map_anon(STAGE_SIZE) {
+            Ok(m) => Some(m),
+            Err(e) => {
+                tracing::warn!("tcp: mapping a {STAGE_SIZE}-byte staging buffer failed ({e}); closing a new connection");
+                None
+            }
+        }
+    }
+
+    fn spare_stage(&mut self, stage: MmapMut) {
+        if self.spare_stages.len() < SPARE_STAGES {
+            self.spare_stages.push(stage);
+        }
+    }
+
+    fn new_conn(&self, sock: TcpStream, peer: SocketAddr, id: ConnId, stage: MmapMut) -> Conn {
+        Conn::new(
             sock,
             peer,
             id,
-            dec: RecordDecoder::new(self.opts.max_record),
             stage,
-            pos: 0,
-            end: 0,
-            rec: None,
-            need: None,
-            inflight: 0,
-            out: VecDeque::with_capacity(self.opts.max_inflight),
-            out_off: 0,
-            write_blocked: false,
-            readable: true,
-            queued: false,
-            dirty: false,
-            stall: Stall::None,
-            partial_since: None,
-        }
+            self.opts.max_record,
+            self.opts.max_inflight,
+        )
     }
 
     /// Rule: each queued connection gets one budgeted pump per poll; connections with
@@ -716,6 +521,7 @@ impl TcpTransport {
             let mut cx = Cx {
                 pools: &self.pools,
                 max_inflight: self.opts.max_inflight,
+                max_queued: self.opts.max_queued,
                 stats: &mut self.stats,
             };
             match c.pump(&mut cx, on_record) {
@@ -749,8 +555,12 @@ impl TcpTransport {
         self.close_slot(slot);
     }
 
-    /// Rule: a partial record held longer than `record_timeout` while we were reading
-    /// the connection closes it. Checked every `sweep_every`.
+    /// Rule (issue 15): every `sweep_every`, close connections that hold resources
+    /// without progress: a partial record held past `record_timeout` while we were
+    /// reading it; queued replies that made no write progress for `send_timeout`; and,
+    /// only while allocations are starved (a connection parked for a buffer, or a pool
+    /// class found empty since the last sweep), a partial record holding pool memory
+    /// with no input for `stall_reclaim`. Closing returns every buffer it held.
     fn sweep(&mut self) {
         if self.live == 0 {
             return;
@@ -760,21 +570,87 @@ impl TcpTransport {
             return;
         }
         self.next_sweep = now + self.sweep_every;
+        let starved = self.starved();
         for slot in 0..self.conns.len() {
-            let Some(c) = self.conns[slot].as_ref() else {
-                continue;
-            };
-            let held = c.partial_since.map(|t| now.saturating_duration_since(t));
-            if c.stall == Stall::None && held.is_some_and(|h| h > self.opts.record_timeout) {
-                tracing::warn!(
-                    "tcp {}: partial record held longer than {:?} (tcp.record_timeout); closing",
-                    c.peer,
-                    self.opts.record_timeout
-                );
-                self.stats.timeouts += 1;
-                self.close_slot(slot);
+            if let Some(why) = self.conns[slot]
+                .as_ref()
+                .and_then(|c| self.overdue(c, now, starved))
+            {
+                self.close_overdue(slot, why);
             }
         }
+    }
+
+    /// Whether some allocation failed since the last check (or a connection waits).
+    fn starved(&mut self) -> bool {
+        let exhausted = Self::exhausted(&self.pools);
+        let grew = exhausted != self.exhausted_seen;
+        self.exhausted_seen = exhausted;
+        let parked = self.ready.iter().any(|&s| {
+            self.conns[s]
+                .as_ref()
+                .is_some_and(|c| c.stall == Stall::Parked)
+        });
+        grew || parked
+    }
+
+    /// Which limit, if any, `c` has run past.
+    fn overdue(&self, c: &Conn, now: Instant, starved: bool) -> Option<Overdue> {
+        let age = |t: Instant| now.saturating_duration_since(t);
+        if c.stall == Stall::None
+            && c.partial_since
+                .is_some_and(|t| age(t) > self.opts.record_timeout)
+        {
+            return Some(Overdue::Record);
+        }
+        if c.out_since.is_some_and(|t| age(t) > self.opts.send_timeout) {
+            return Some(Overdue::Send);
+        }
+        if starved
+            && c.stall == Stall::None
+            && c.holds_partial()
+            && age(c.last_input) > self.opts.stall_reclaim
+        {
+            return Some(Overdue::Reclaim);
+        }
+        None
+    }
+
+    /// Logs and counts why an overdue connection is closed, then closes it.
+    fn close_overdue(&mut self, slot: usize, why: Overdue) {
+        let Some(c) = self.conns[slot].as_ref() else {
+            return;
+        };
+        let peer = c.peer;
+        match why {
+            Overdue::Record => {
+                self.stats.timeouts += 1;
+                tracing::warn!(
+                    "tcp {peer}: partial record held longer than {:?} (tcp.record_timeout_s); closing",
+                    self.opts.record_timeout
+                );
+            }
+            Overdue::Send => {
+                self.stats.send_timeouts += 1;
+                tracing::warn!(
+                    "tcp {peer}: {} replies ({} buffer bytes) queued without write progress for {:?} \
+                     (tcp.send_timeout_s; the client does not read); closing",
+                    c.out.len(),
+                    c.out_bytes,
+                    self.opts.send_timeout
+                );
+            }
+            Overdue::Reclaim => {
+                self.stats.reclaimed += 1;
+                tracing::warn!(
+                    "tcp {peer}: partial record holds a {}-byte pool buffer without input for {:?} \
+                     while buffers are short (tcp.stall_reclaim_ms); closing to reclaim it",
+                    c.rec.as_ref().map_or(0, |r| r.capacity()),
+                    self.opts.stall_reclaim
+                );
+            }
+        }
+        self.close_slot(slot);
     }
 
     /// Looks up a live connection by id (slot and generation must match).
@@ -838,7 +714,7 @@ impl TcpTransport {
         reply[..4].copy_from_slice(&record::mark(body));
         self.stats.replies_out += 1;
         let c = self.conns[slot].as_mut().expect("slot_of checked");
-        c.out.push_back(reply);
+        c.push_reply(reply);
         Some(slot)
     }
 
@@ -851,7 +727,9 @@ impl TcpTransport {
         if let Err(e) = c.flush(&mut self.stats) {
             tracing::info!("tcp {}: write failed ({e}); closing", c.peer);
             self.close_slot(slot);
+            return;
         }
+        self.output_drained(slot);
     }
 
     /// Answers a delivered record with no reply (e.g. a dropped duplicate).
@@ -881,7 +759,8 @@ impl TcpTransport {
 
     /// Rule: closing frees everything at once: the socket, the partial record and
     /// queued replies go back to their pools, the slot's generation moves on so late
-    /// replies are dropped, and the staging buffer is kept for the next accept.
+    /// replies are dropped, and the staging buffer is kept for a later accept (up to
+    /// `SPARE_STAGES`) or unmapped.
     fn close_slot(&mut self, slot: usize) {
         let Some(mut c) = self.conns[slot].take() else {
             return;
@@ -891,7 +770,7 @@ impl TcpTransport {
         self.free.push(slot);
         self.live -= 1;
         self.stats.closed += 1;
-        self.spare_stages.push(std::mem::take(&mut c.stage));
+        self.spare_stage(c.stage);
     }
 }
 

@@ -3,6 +3,7 @@
 use super::*;
 use crate::mem::{ClassSpec, HugePolicy};
 use std::collections::{HashMap, HashSet};
+use std::io::{Read, Write};
 use std::net::TcpStream as StdStream;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::thread::JoinHandle;
@@ -35,6 +36,7 @@ fn opts() -> TcpOptions {
         max_connections: 128,
         max_inflight: 64,
         record_timeout: Duration::from_secs(10),
+        ..TcpOptions::default()
     }
 }
 
@@ -609,3 +611,6 @@ fn two_transports_share_a_port() {
     let b = TcpTransport::bind(a.local_addr(), opts(), p).unwrap();
     assert_eq!(a.local_addr(), b.local_addr());
 }
+
+#[path = "exhaustion_tests.rs"]
+mod exhaustion;

@@ -142,6 +142,9 @@ impl Server {
             max_connections: cfg.tcp.max_connections,
             max_inflight: cfg.tcp.max_inflight,
             record_timeout: Duration::from_secs(cfg.tcp.record_timeout_s),
+            send_timeout: Duration::from_secs(cfg.tcp.send_timeout_s),
+            stall_reclaim: Duration::from_millis(cfg.tcp.stall_reclaim_ms),
+            max_queued: cfg.tcp.max_queued_mib.saturating_mul(1 << 20),
         };
         let mut addr = exclusive_probe(cfg.listen_addr())?;
         let rdma_opts = ServerOptions {
@@ -493,11 +496,6 @@ trait CloneOpts {
 
 impl CloneOpts for TcpOptions {
     fn clone_opts(&self) -> TcpOptions {
-        TcpOptions {
-            max_record: self.max_record,
-            max_connections: self.max_connections,
-            max_inflight: self.max_inflight,
-            record_timeout: self.record_timeout,
-        }
+        self.clone()
     }
 }

@@ -1,0 +1,518 @@
+//! One TCP connection: its receive side (staging, record assembly, buffer growth) and
+//! its send side (the queue of replies and its byte budget).
+//!
+//! Receive buffers grow with the bytes that actually arrived, never with what a record
+//! mark announces (issue 15: a mark costs the sender 4 bytes, a pool buffer costs the
+//! gateway up to 1 MiB). A record's body first collects in the connection's staging
+//! buffer (the connection's own mapping, not pool memory); a record that completes
+//! there is copied once into a pool buffer of its exact size. A record that outgrows
+//! the staging buffer moves into a pool buffer of at most [`GROW_STEP`] bytes unless
+//! the socket already holds more of it, and into a buffer of the record's full length
+//! once more than [`GROW_STEP`] bytes of it have arrived. Bodies that are large and
+//! already arriving are read from the socket straight into that buffer (no copy).
+
+use super::record::{Event, FrameError, RecordDecoder};
+use super::{ConnId, TcpStats, DIRECT_MIN, MAX_IOV, READ_BUDGET, STAGE_SIZE};
+use crate::mem::{Buf, Pools};
+use memmap2::MmapMut;
+use mio::net::TcpStream;
+use std::collections::VecDeque;
+use std::io::{self, IoSlice, Read, Write};
+use std::net::SocketAddr;
+use std::time::Instant;
+
+/// A partial record holds at most this much pool memory until more than this many of
+/// its bytes have arrived (the gateway's medium buffer class).
+pub const GROW_STEP: usize = 64 * 1024;
+
+/// Why a connection is not being read although it may have input.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Stall {
+    None,
+    /// No pool buffer for the next bytes or record: retried every poll.
+    Parked,
+    /// `max_inflight` records unanswered: resumed by `send`/`no_reply`.
+    Backpressure,
+    /// Queued replies hold `max_queued` bytes of pool memory: resumed when they drain.
+    Output,
+}
+
+/// What one pump of a connection left behind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Pump {
+    /// Read to `WouldBlock`; wait for the next readiness event.
+    Idle,
+    /// Read budget used up with input possibly left: pump again next poll.
+    Again,
+    Stalled(Stall),
+}
+
+/// Why a connection is closed.
+pub(super) enum Close {
+    Eof,
+    Io(io::Error),
+    Frame(FrameError),
+}
+
+/// Shared context a connection needs while pumping (disjoint from the slot table).
+pub(super) struct Cx<'a> {
+    pub pools: &'a Pools,
+    pub max_inflight: usize,
+    pub max_queued: usize,
+    pub stats: &'a mut TcpStats,
+}
+
+pub(super) struct Conn {
+    pub sock: TcpStream,
+    pub peer: SocketAddr,
+    pub id: ConnId,
+    dec: RecordDecoder,
+    pub stage: MmapMut,
+    /// Unconsumed staged bytes are `stage[pos..end]`.
+    pos: usize,
+    end: usize,
+    /// Body bytes of the current record kept in staging (while `rec` is `None`) are
+    /// `stage[bs..be]`, always before `pos`.
+    bs: usize,
+    be: usize,
+    /// The record being assembled, once it outgrew staging.
+    pub rec: Option<Buf>,
+    /// The decoder finished a record that still waits for a buffer to be delivered in.
+    complete: bool,
+    /// Records delivered and not yet answered.
+    pub inflight: usize,
+    pub out: VecDeque<Buf>,
+    /// Bytes of `out[0]` already written.
+    out_off: usize,
+    /// Pool bytes (capacities) held by `out`.
+    pub out_bytes: usize,
+    /// Since when `out` has been non-empty without any write progress.
+    pub out_since: Option<Instant>,
+    pub write_blocked: bool,
+    /// The socket may hold unread bytes (edge-triggered: set by events, cleared by
+    /// `WouldBlock`).
+    pub readable: bool,
+    /// In the transport's ready list.
+    pub queued: bool,
+    /// In the transport's deferred-flush list.
+    pub dirty: bool,
+    pub stall: Stall,
+    /// When the current partial record was first seen while we were reading.
+    pub partial_since: Option<Instant>,
+    /// When bytes last arrived from the peer.
+    pub last_input: Instant,
+}
+
+impl Conn {
+    pub fn new(
+        sock: TcpStream,
+        peer: SocketAddr,
+        id: ConnId,
+        stage: MmapMut,
+        max_record: usize,
+        max_inflight: usize,
+    ) -> Conn {
+        Conn {
+            sock,
+            peer,
+            id,
+            dec: RecordDecoder::new(max_record),
+            stage,
+            pos: 0,
+            end: 0,
+            bs: 0,
+            be: 0,
+            rec: None,
+            complete: false,
+            inflight: 0,
+            out: VecDeque::with_capacity(max_inflight),
+            out_off: 0,
+            out_bytes: 0,
+            out_since: None,
+            write_blocked: false,
+            readable: true,
+            queued: false,
+            dirty: false,
+            stall: Stall::None,
+            partial_since: None,
+            last_input: Instant::now(),
+        }
+    }
+
+    /// Whether this connection holds pool memory for a record it has not finished
+    /// sending (what stall reclaim may take back).
+    pub fn holds_partial(&self) -> bool {
+        self.rec.is_some() && !self.complete
+    }
+
+    /// Rule: read until `WouldBlock` (edge-triggered), at most `READ_BUDGET` reads per
+    /// poll, delivering each complete record. Returns the state and units of work.
+    pub fn pump(
+        &mut self,
+        cx: &mut Cx,
+        on_record: &mut dyn FnMut(ConnId, SocketAddr, Buf),
+    ) -> Result<(Pump, usize), Close> {
+        self.resume();
+        let mut work = 0;
+        for _ in 0..READ_BUDGET {
+            if let Some(stall) = self.drain(cx, on_record, &mut work)? {
+                return Ok((self.stalled(cx, stall), work));
+            }
+            if !self.readable {
+                return Ok((Pump::Idle, work));
+            }
+            if !self.prepare_read(cx.pools) {
+                return Ok((self.stalled(cx, Stall::Parked), work));
+            }
+            work += self.read_some(cx)?;
+        }
+        if let Some(stall) = self.drain(cx, on_record, &mut work)? {
+            return Ok((self.stalled(cx, stall), work));
+        }
+        Ok((
+            if self.readable {
+                Pump::Again
+            } else {
+                Pump::Idle
+            },
+            work,
+        ))
+    }
+
+    /// Rule: time spent stalled by us does not count against the peer's
+    /// `record_timeout`: the clock restarts when reading resumes.
+    fn resume(&mut self) {
+        if self.stall != Stall::None {
+            self.stall = Stall::None;
+            self.partial_since = None;
+            self.last_input = Instant::now();
+        }
+    }
+
+    fn stalled(&mut self, cx: &mut Cx, stall: Stall) -> Pump {
+        match stall {
+            Stall::Parked => cx.stats.parks += 1,
+            Stall::Backpressure => cx.stats.backpressured += 1,
+            Stall::Output => cx.stats.output_stalls += 1,
+            Stall::None => {}
+        }
+        self.stall = stall;
+        Pump::Stalled(stall)
+    }
+
+    /// Rule: decode all staged bytes into records; before starting a record stop when
+    /// `max_inflight` are unanswered or queued replies exceed `max_queued`; stop before
+    /// placing body bytes (or delivering a record) when no pool buffer is free.
+    /// Returns the stall, or `None` when the stage is consumed.
+    fn drain(
+        &mut self,
+        cx: &mut Cx,
+        on_record: &mut dyn FnMut(ConnId, SocketAddr, Buf),
+        work: &mut usize,
+    ) -> Result<Option<Stall>, Close> {
+        loop {
+            if self.complete {
+                if !self.deliver(cx, on_record) {
+                    return Ok(Some(Stall::Parked));
+                }
+                *work += 1;
+            }
+            if self.dec.at_boundary() {
+                if self.inflight >= cx.max_inflight {
+                    return Ok(Some(Stall::Backpressure));
+                }
+                if self.out_bytes >= cx.max_queued {
+                    return Ok(Some(Stall::Output));
+                }
+            }
+            let k = self.dec.body_left().min(self.end - self.pos);
+            if k > 0 && !self.room_for(cx.pools, k) {
+                return Ok(Some(Stall::Parked));
+            }
+            let (n, ev) = self
+                .dec
+                .decode(&self.stage[self.pos..self.end])
+                .map_err(Close::Frame)?;
+            self.pos += n;
+            match ev {
+                None if n == 0 => break,
+                None | Some(Event::Fragment { .. }) => {}
+                Some(Event::Body(k)) => self.place_staged(k),
+                Some(Event::Record) => self.complete = true,
+            }
+        }
+        // Everything staged is consumed; body kept in staging stays where it is.
+        if self.bs == self.be {
+            self.bs = 0;
+            self.be = 0;
+        }
+        self.pos = self.be;
+        self.end = self.be;
+        if !self.dec.at_boundary() && self.partial_since.is_none() {
+            self.partial_since = Some(Instant::now());
+        }
+        Ok(None)
+    }
+
+    /// Rule: `k` more body bytes fit the record buffer, growing it if needed; body
+    /// still kept in staging needs no pool memory. No buffer free → false (park).
+    fn room_for(&mut self, pools: &Pools, k: usize) -> bool {
+        match &self.rec {
+            None => true,
+            Some(r) if r.capacity() - r.len() >= k => true,
+            Some(r) => {
+                let needed = r.len().saturating_add(k);
+                self.grow(pools, needed)
+            }
+        }
+    }
+
+    /// Places the `k` body bytes just decoded at `stage[pos-k..pos]`: into the record
+    /// buffer (room ensured by `room_for`), or next to the body kept in staging.
+    fn place_staged(&mut self, k: usize) {
+        let at = self.pos - k;
+        match self.rec.as_mut() {
+            Some(rec) => {
+                let l = rec.len();
+                rec.spare_mut()[l..l + k].copy_from_slice(&self.stage[at..self.pos]);
+                rec.set_len(l + k);
+            }
+            None if self.bs == self.be => {
+                self.bs = at;
+                self.be = self.pos;
+            }
+            None => {
+                if self.be != at {
+                    self.stage.copy_within(at..self.pos, self.be);
+                }
+                self.be += k;
+            }
+        }
+    }
+
+    /// Rule: a complete record goes to the caller and counts as in flight until
+    /// answered; a record completed in staging is first copied into a pool buffer of
+    /// its size. No buffer free → false (the record waits, `complete` stays set).
+    fn deliver(&mut self, cx: &mut Cx, on_record: &mut dyn FnMut(ConnId, SocketAddr, Buf)) -> bool {
+        let rec = match self.rec.take() {
+            Some(r) => r,
+            None => {
+                let held = self.be - self.bs;
+                let Some(mut b) = cx.pools.alloc(held) else {
+                    return false;
+                };
+                b.spare_mut()[..held].copy_from_slice(&self.stage[self.bs..self.be]);
+                b.set_len(held);
+                self.bs = 0;
+                self.be = 0;
+                b
+            }
+        };
+        self.complete = false;
+        self.inflight += 1;
+        self.partial_since = None;
+        cx.stats.records_in += 1;
+        on_record(self.id, self.peer, rec);
+        true
+    }
+
+    /// Rule: before a read there is room for it. Body kept in staging stays there
+    /// (compacted to the front) while the staging buffer has `DIRECT_MIN` bytes of
+    /// room or the fragment's rest fits; otherwise it moves into a pool buffer. A
+    /// direct read needs room in the record buffer. No buffer free → false (park).
+    fn prepare_read(&mut self, pools: &Pools) -> bool {
+        debug_assert_eq!(self.pos, self.end);
+        let left = self.dec.body_left();
+        match &self.rec {
+            Some(r) => {
+                if left >= DIRECT_MIN && r.capacity() == r.len() {
+                    let needed = r.len().saturating_add(1);
+                    return self.grow(pools, needed);
+                }
+                true
+            }
+            None => {
+                let held = self.be - self.bs;
+                let room = STAGE_SIZE - held;
+                if held > 0 && room < DIRECT_MIN && left >= room {
+                    return self.grow(pools, held.saturating_add(left.min(1)));
+                }
+                if self.bs > 0 {
+                    self.stage.copy_within(self.bs..self.be, 0);
+                    self.bs = 0;
+                    self.be = held;
+                    self.pos = held;
+                    self.end = held;
+                }
+                true
+            }
+        }
+    }
+
+    /// Rule (issue 15): a record's pool buffer is sized by the bytes that arrived, not
+    /// by its mark: at most `GROW_STEP` until more than `GROW_STEP` bytes of the record
+    /// were received or are waiting in the socket, then the record's announced length
+    /// (so a well-behaved large record moves at most once). The body so far is copied
+    /// into the new buffer. Called with every staged byte consumed. No buffer → false.
+    fn grow(&mut self, pools: &Pools, needed: usize) -> bool {
+        let have = self.rec.as_ref().map_or(self.be - self.bs, |r| r.len());
+        let announced = self.dec.record_len().max(needed);
+        let staged = self.end - self.pos;
+        let sent = have.saturating_add(staged).saturating_add(self.unread());
+        let step = if sent > GROW_STEP {
+            announced
+        } else {
+            announced.min(GROW_STEP)
+        };
+        let Some(mut b) = pools.alloc(step.max(needed)) else {
+            return false;
+        };
+        match self.rec.take() {
+            Some(old) => b.spare_mut()[..old.len()].copy_from_slice(&old),
+            None => {
+                b.spare_mut()[..have].copy_from_slice(&self.stage[self.bs..self.be]);
+                debug_assert_eq!(self.pos, self.end);
+                self.bs = 0;
+                self.be = 0;
+                self.pos = 0;
+                self.end = 0;
+            }
+        }
+        b.set_len(have);
+        self.rec = Some(b);
+        true
+    }
+
+    /// Bytes waiting in the socket's receive queue (FIONREAD); 0 if unknown.
+    fn unread(&self) -> usize {
+        use std::os::fd::AsRawFd;
+        let mut n: libc::c_int = 0;
+        // SAFETY: FIONREAD writes one c_int to the pointer, which points at `n`; the
+        // fd is this connection's open socket.
+        let rc = unsafe { libc::ioctl(self.sock.as_raw_fd(), libc::FIONREAD, &mut n) };
+        if rc == 0 {
+            usize::try_from(n).unwrap_or(0)
+        } else {
+            0
+        }
+    }
+
+    /// Rule: a large outstanding body with a record buffer is read straight into it
+    /// (no staging copy), only up to the fragment's end so the next header lands in
+    /// staging. Everything else is read into staging after what is kept there.
+    /// Returns 1 if bytes came.
+    fn read_some(&mut self, cx: &mut Cx) -> Result<usize, Close> {
+        let left = self.dec.body_left();
+        let direct = left >= DIRECT_MIN && self.rec.is_some();
+        let (res, asked) = match (&mut self.rec, direct) {
+            (Some(rec), true) => {
+                let l = rec.len();
+                let ask = left.min(rec.capacity() - l);
+                (self.sock.read(&mut rec.spare_mut()[l..l + ask]), ask)
+            }
+            _ => (
+                self.sock.read(&mut self.stage[self.end..]),
+                STAGE_SIZE - self.end,
+            ),
+        };
+        match res {
+            Ok(0) => Err(Close::Eof),
+            Ok(n) => {
+                // A short read emptied the socket's receive queue; new data raises a
+                // fresh edge, so skip the read that would only say WouldBlock.
+                if n < asked {
+                    self.readable = false;
+                }
+                self.last_input = Instant::now();
+                cx.stats.bytes_in += n as u64;
+                if direct {
+                    cx.stats.bytes_direct += n as u64;
+                }
+                self.placed(direct, n);
+                Ok(1)
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                self.readable = false;
+                Ok(0)
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => Ok(0),
+            Err(e) => Err(Close::Io(e)),
+        }
+    }
+
+    /// Accounts `n` bytes just read, either into the record or into staging.
+    fn placed(&mut self, direct: bool, n: usize) {
+        match (&mut self.rec, direct) {
+            (Some(rec), true) => {
+                rec.set_len(rec.len() + n);
+                self.dec.body_read(n);
+            }
+            _ => self.end += n,
+        }
+    }
+
+    /// Rule: a reply joins the queue in order; its pool memory counts against the
+    /// connection's `max_queued` budget, and the send clock starts if it was idle.
+    pub fn push_reply(&mut self, reply: Buf) {
+        if self.out.is_empty() {
+            self.out_since = Some(Instant::now());
+        }
+        self.out_bytes = self.out_bytes.saturating_add(reply.capacity());
+        self.out.push_back(reply);
+    }
+
+    /// Rule: replies leave in queue order, up to `MAX_IOV` per vectored write; a partial
+    /// write keeps the offset into the front reply; `WouldBlock` waits for writability.
+    pub fn flush(&mut self, stats: &mut TcpStats) -> io::Result<()> {
+        while !self.out.is_empty() {
+            let res = {
+                let mut iov = [IoSlice::new(&[]); MAX_IOV];
+                let k = self.out.len().min(MAX_IOV);
+                for (i, b) in self.out.iter().take(k).enumerate() {
+                    let from = if i == 0 { self.out_off } else { 0 };
+                    iov[i] = IoSlice::new(&b[from..]);
+                }
+                stats.writes += 1;
+                self.sock.write_vectored(&iov[..k])
+            };
+            match res {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(n) => {
+                    stats.bytes_out += n as u64;
+                    self.advance(n);
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    stats.write_blocks += 1;
+                    self.write_blocked = true;
+                    return Ok(());
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    /// Drops fully written replies (back to their pool), keeps the partial offset and
+    /// restarts the send clock (progress was made).
+    fn advance(&mut self, mut n: usize) {
+        self.out_since = Some(Instant::now());
+        while n > 0 {
+            let Some(front) = self.out.front() else {
+                break;
+            };
+            let left = front.len() - self.out_off;
+            if n < left {
+                self.out_off += n;
+                return;
+            }
+            n -= left;
+            self.out_bytes = self.out_bytes.saturating_sub(front.capacity());
+            self.out.pop_front();
+            self.out_off = 0;
+        }
+        if self.out.is_empty() {
+            self.out_since = None;
+        }
+    }
+}

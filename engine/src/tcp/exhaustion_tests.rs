@@ -1,0 +1,284 @@
+//! Resource exhaustion by hostile or broken clients (issue 15): record marks that
+//! announce more than is sent, stalled partial records, clients that never read their
+//! replies, connection floods. Each test would hang or fail on a transport that lets
+//! one client hold the pools.
+
+use super::*;
+
+/// Pools shaped like the gateway's (8 KiB / 64 KiB / 1 MiB + 4 KiB), small counts.
+fn gw_pools(small: usize, medium: usize, large: usize) -> Pools {
+    Pools::new(
+        &[
+            ClassSpec {
+                size: 8192,
+                count: small,
+            },
+            ClassSpec {
+                size: 65536,
+                count: medium,
+            },
+            ClassSpec {
+                size: (1 << 20) + 4096,
+                count: large,
+            },
+        ],
+        HugePolicy::Off,
+    )
+    .unwrap()
+}
+
+fn large_free(p: &Pools) -> usize {
+    p.stats().last().map_or(0, |c| c.free)
+}
+
+fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !cond() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// A 1 MiB record mark followed by `n` body bytes (the record is never finished).
+fn partial_1mib(n: usize) -> Vec<u8> {
+    let mut w = record::mark(1 << 20).to_vec();
+    w.extend(vec![0x5a; n]);
+    w
+}
+
+#[test]
+fn record_marks_alone_pin_no_pool_buffers() {
+    // The slowloris measurement: 200 connections each announce a 1 MiB record and
+    // send 4 bytes of it. Only 4 large buffers exist; a good client's 1 MiB records
+    // must still be answered, and the announcements hold no pool memory at all.
+    let p = gw_pools(64, 8, 4);
+    let o = TcpOptions {
+        max_connections: 300,
+        ..opts()
+    };
+    let srv = Server::start(o, p.clone(), echo_reversed(p.clone()));
+    let mut attackers: Vec<StdStream> = (0..200)
+        .map(|_| {
+            let mut s = connect(srv.addr);
+            s.write_all(&partial_1mib(4)).unwrap();
+            s
+        })
+        .collect();
+    srv.wait_conns(200);
+    std::thread::sleep(Duration::from_millis(50));
+    assert_eq!(p.in_use(), 0, "record marks pinned pool buffers");
+    let mut good = connect(srv.addr);
+    round_trip(&mut good, 0, &[(1 << 20) - 4, 1 << 19, 1000], 1);
+    round_trip(&mut good, 10, &[(1 << 20) - 4], 3);
+    // The attackers are still connected (nothing timed out) and still hold nothing
+    // (the last reply's buffer returns just after its bytes were written).
+    wait_until("the reply buffers back", || p.in_use() == 0);
+    assert_eq!(srv.conns.load(Ordering::Relaxed), 201);
+    attackers.clear();
+    drop(good);
+    let st = srv.finish();
+    assert_eq!(st.reclaimed, 0);
+}
+
+#[test]
+fn pool_memory_grows_with_bytes_received() {
+    // 40 KiB of a 1 MiB record justify at most a 64 KiB buffer (the rest is not in
+    // the socket); sending more of it moves the record into a large buffer.
+    let p = gw_pools(16, 4, 2);
+    let srv = Server::start(opts(), p.clone(), echo_reversed(p.clone()));
+    let mut s = connect(srv.addr);
+    s.write_all(&partial_1mib(40 << 10)).unwrap();
+    wait_until("a medium buffer", || p.stats()[1].free == 3);
+    std::thread::sleep(Duration::from_millis(50));
+    assert_eq!(large_free(&p), 2, "a large buffer before 64 KiB arrived");
+    assert_eq!(p.in_use(), 1);
+    s.write_all(&vec![0x5a; 100 << 10]).unwrap();
+    wait_until("a large buffer", || large_free(&p) == 1);
+    wait_until("the medium buffer back", || p.stats()[1].free == 4);
+    // Finish the record: it is echoed intact.
+    let rest = (1 << 20) - (140 << 10);
+    s.write_all(&vec![0x5a; rest]).unwrap();
+    let r = read_reply(&mut s).unwrap();
+    assert_eq!(r.len(), 1 << 20);
+    assert!(r.iter().all(|&b| b == 0x5a));
+    drop(s);
+    srv.finish();
+}
+
+#[test]
+fn stalled_holders_are_reclaimed_when_a_client_starves() {
+    // Four connections each send 100 KiB of a 1 MiB record and stop: they hold all
+    // four large buffers. A good client's 1 MiB record parks; after stall_reclaim
+    // the stalled holders are closed and the good client is answered.
+    let p = gw_pools(16, 4, 4);
+    let o = TcpOptions {
+        stall_reclaim: Duration::from_millis(300),
+        ..opts()
+    };
+    let srv = Server::start(o, p.clone(), echo_reversed(p.clone()));
+    let mut holders: Vec<StdStream> = (0..4)
+        .map(|_| {
+            let mut s = connect(srv.addr);
+            s.write_all(&partial_1mib(100 << 10)).unwrap();
+            s
+        })
+        .collect();
+    wait_until("the holders to take every large buffer", || {
+        large_free(&p) == 0
+    });
+    // Holders that keep no one waiting are left alone.
+    std::thread::sleep(Duration::from_millis(700));
+    assert_eq!(srv.conns.load(Ordering::Relaxed), 4);
+    let mut good = connect(srv.addr);
+    round_trip(&mut good, 0, &[(1 << 20) - 4, (1 << 20) - 4], 1);
+    for h in &mut holders {
+        expect_closed(h);
+    }
+    drop(good);
+    let st = srv.finish();
+    assert_eq!(st.reclaimed, 4, "{st:?}");
+    assert!(st.parks > 0, "{st:?}");
+}
+
+#[test]
+fn stalled_partial_record_times_out_and_returns_its_buffer() {
+    let p = gw_pools(16, 4, 2);
+    let o = TcpOptions {
+        record_timeout: Duration::from_millis(300),
+        ..opts()
+    };
+    let srv = Server::start(o, p.clone(), echo_reversed(p.clone()));
+    let mut s = connect(srv.addr);
+    s.write_all(&partial_1mib(200 << 10)).unwrap();
+    wait_until("a large buffer", || large_free(&p) == 1);
+    let start = Instant::now();
+    expect_closed(&mut s);
+    assert!(start.elapsed() >= Duration::from_millis(100));
+    // Closed by the server, not the client: the buffer is back while `s` is open.
+    wait_until("the buffer back", || p.in_use() == 0);
+    drop(s);
+    let st = srv.finish();
+    assert_eq!(st.timeouts, 1);
+}
+
+#[test]
+fn client_that_never_reads_is_closed_after_the_send_timeout() {
+    // The client pipelines 64 KiB calls and never reads. Its queued replies stop the
+    // reading of its calls at max_queued, and with no write progress for
+    // send_timeout the connection is closed and every buffer returns.
+    let p = gw_pools(64, 64, 2);
+    let o = TcpOptions {
+        send_timeout: Duration::from_millis(500),
+        max_queued: 256 << 10,
+        ..opts()
+    };
+    let srv = Server::start(o, p.clone(), echo_reversed(p.clone()));
+    let sock = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    sock.set_recv_buffer_size(16 * 1024).unwrap();
+    sock.connect(&srv.addr.into()).unwrap();
+    let s: StdStream = sock.into();
+    s.set_write_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut w = s.try_clone().unwrap();
+    let writer = std::thread::spawn(move || {
+        let call = encode(&body(1, 60_000), 1);
+        let mut sent = 0;
+        for _ in 0..400 {
+            if w.write_all(&call).is_err() {
+                break;
+            }
+            sent += 1;
+        }
+        sent
+    });
+    srv.wait_conns(1);
+    srv.wait_conns(0);
+    let sent = writer.join().unwrap();
+    wait_until("every buffer back", || p.in_use() == 0);
+    drop(s);
+    let st = srv.finish();
+    assert_eq!(st.send_timeouts, 1, "{st:?}");
+    assert!(st.output_stalls > 0, "{st:?}");
+    // Reading stopped: far fewer calls were taken than the client tried to send.
+    assert!(st.records_in < 400, "{st:?} (client sent {sent})");
+}
+
+#[test]
+fn slow_but_reading_client_is_not_timed_out() {
+    // Replies pile up past max_queued while the client reads slowly; each read is
+    // write progress, so the send timeout never fires and every reply arrives.
+    let p = gw_pools(64, 64, 2);
+    let o = TcpOptions {
+        send_timeout: Duration::from_millis(300),
+        max_queued: 128 << 10,
+        ..opts()
+    };
+    let srv = Server::start(o, p.clone(), echo_reversed(p.clone()));
+    let mut s = connect(srv.addr);
+    let n = 40u32;
+    let mut w = s.try_clone().unwrap();
+    let writer = std::thread::spawn(move || {
+        for i in 0..n {
+            w.write_all(&encode(&body(i, 60_000), 1)).unwrap();
+        }
+    });
+    for _ in 0..n {
+        std::thread::sleep(Duration::from_millis(20));
+        let r = read_reply(&mut s).unwrap();
+        assert_eq!(r.len(), 60_000);
+    }
+    writer.join().unwrap();
+    drop(s);
+    let st = srv.finish();
+    assert_eq!(st.send_timeouts, 0, "{st:?}");
+    assert_eq!(st.records_in, n as u64);
+}
+
+#[test]
+fn connection_flood_beyond_the_limit_is_refused_at_once() {
+    let p = gw_pools(16, 1, 1);
+    let o = TcpOptions {
+        max_connections: 3,
+        ..opts()
+    };
+    let srv = Server::start(o, p.clone(), echo_reversed(p.clone()));
+    let mut kept: Vec<StdStream> = (0..3).map(|_| connect(srv.addr)).collect();
+    srv.wait_conns(3);
+    for _ in 0..30 {
+        let mut c = connect(srv.addr);
+        expect_closed(&mut c);
+    }
+    for (i, k) in kept.iter_mut().enumerate() {
+        round_trip(k, i as u32 * 10, &[10, 20], 1);
+    }
+    kept.clear();
+    let st = srv.finish();
+    assert_eq!(st.refused, 30);
+    assert_eq!(st.accepted, 3);
+}
+
+#[test]
+fn a_thousand_connections_work_and_leave_nothing_behind() {
+    // 1,000 concurrent connections on one transport, each doing a few calls, then all
+    // closed: every pool buffer and connection slot is released.
+    let p = gw_pools(1100, 16, 2);
+    let o = TcpOptions {
+        max_connections: 1100,
+        ..opts()
+    };
+    let srv = Server::start(o, p.clone(), echo_reversed(p.clone()));
+    let mut conns: Vec<StdStream> = (0..1000).map(|_| connect(srv.addr)).collect();
+    srv.wait_conns(1000);
+    for (i, c) in conns.iter_mut().enumerate() {
+        c.write_all(&encode(&body(i as u32, 100), 1)).unwrap();
+    }
+    for (i, c) in conns.iter_mut().enumerate() {
+        assert_eq!(read_reply(c).unwrap(), body(i as u32, 100));
+    }
+    for (i, c) in conns.iter_mut().enumerate().step_by(10) {
+        round_trip(c, 1_000_000 + i as u32 * 4, &[8000, 20_000, 300], 2);
+    }
+    conns.clear();
+    let st = srv.finish();
+    assert_eq!(st.accepted, 1000);
+    assert_eq!(st.records_in, 1000 + 300);
+}
