@@ -8,6 +8,8 @@ import struct
 import time
 
 import nfsclient as N
+import statsutil
+from conftest import free_port
 
 
 def raw_sock(g, timeout=5.0):
@@ -27,7 +29,8 @@ def closed_by_peer(s) -> bool:
 
 
 def test_connection_flood_is_refused_at_once_with_one_log_line(gw_factory):
-    g = gw_factory(tcp={"max_connections": 3})
+    stats_port = free_port()
+    g = gw_factory(tcp={"max_connections": 3}, extra={"stats": {"listen": f"127.0.0.1:{stats_port}"}})
     time.sleep(0.5)  # the harness's readiness probe is closed and forgotten
     kept = [raw_sock(g) for _ in range(3)]
     time.sleep(0.2)
@@ -43,6 +46,16 @@ def test_connection_flood_is_refused_at_once_with_one_log_line(gw_factory):
     assert "tcp.max_connections = 3 reached" in lines[0]
     # Rate-limited: 40 refusals in well under a few seconds give a handful of lines.
     assert len(lines) <= 5, f"{len(lines)} refusal lines for {refused} refusals"
+    # The refusals are counted on the stats endpoint (published before the reactor
+    # sleeps, so within a moment of the flood).
+    deadline = time.monotonic() + 5
+    while True:
+        m = statsutil.scrape(stats_port)
+        got = m.sum("nfsgw_guard_events_total", transport="tcp", reason="refused_max_connections")
+        if got >= refused or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    assert got >= refused, f"nfsgw_guard_events_total refused = {got}, expected >= {refused}"
     for s in kept:
         s.close()
     time.sleep(0.3)

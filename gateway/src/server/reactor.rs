@@ -136,6 +136,26 @@ impl ReactorState {
         self.router.stats.connections(self.tcp.connections(), rdma);
     }
 
+    /// Publishes the transports' protective counters (refusals, timeouts, reclaims):
+    /// rare events, so only every GAUGE_EVERY passes and before sleeping.
+    fn refresh_guards(&self) {
+        let t = self.tcp.stats();
+        let r = self.rdma.as_ref().map(|r| r.stats()).unwrap_or_default();
+        self.router.stats.set_guards([
+            t.refused,
+            t.oversize,
+            t.timeouts,
+            t.send_timeouts,
+            t.reclaimed,
+            t.output_stalls,
+            r.refused_full,
+            r.refused_no_buffers,
+            r.credits_reduced,
+            r.read_timeouts,
+            r.rejected,
+        ]);
+    }
+
     /// Sends every reply workers have finished for this reactor.
     fn drain_done(&mut self) -> usize {
         let done = &self.shared.reactors[self.id].done;
@@ -492,6 +512,9 @@ impl Poller for ReactorState {
         if work > 0 || self.gauge_passes.is_multiple_of(GAUGE_EVERY) {
             self.refresh_gauges();
         }
+        if self.gauge_passes.is_multiple_of(GAUGE_EVERY) {
+            self.refresh_guards();
+        }
         // One vectored write per connection for everything answered in this pass.
         self.tcp.flush();
         if crate::supervise::hooks::kill_pending() {
@@ -502,6 +525,7 @@ impl Poller for ReactorState {
 
     fn sleep(&mut self, max: Duration) {
         self.refresh_gauges();
+        self.refresh_guards();
         let bell = self.shared.reactors[self.id].bell.clone();
         bell.prepare_sleep();
         let rdma_idle = self.rdma.as_mut().is_none_or(|r| r.arm());

@@ -108,7 +108,70 @@ pub struct ReactorStats {
     rdma_in_progress: AtomicU64,
     tcp_connections: AtomicU64,
     rdma_connections: AtomicU64,
+    /// Protective events of this reactor's transports (see [`GUARDS`]), copied from
+    /// their own counters now and then by the reactor.
+    guards: [AtomicU64; GUARDS.len()],
 }
+
+/// Protective events counted by the transports (issue 15: limits a hostile or broken
+/// client cannot exhaust for others): `(transport label, reason label, meaning)`.
+pub const GUARDS: [(&str, &str, &str); 11] = [
+    (
+        "tcp",
+        "refused_max_connections",
+        "connection refused: tcp.max_connections reached",
+    ),
+    (
+        "tcp",
+        "oversize_record",
+        "record mark over tcp.max_record: connection closed",
+    ),
+    (
+        "tcp",
+        "record_timeout",
+        "partial record held past tcp.record_timeout_s: connection closed",
+    ),
+    (
+        "tcp",
+        "send_timeout",
+        "replies not read for tcp.send_timeout_s: connection closed",
+    ),
+    (
+        "tcp",
+        "stall_reclaimed",
+        "stalled partial record closed to free buffers for another client",
+    ),
+    (
+        "tcp",
+        "output_stalled",
+        "reading paused: queued replies over tcp.max_queued_mib",
+    ),
+    (
+        "rdma",
+        "refused_max_connections",
+        "connection rejected: rdma.max_connections reached",
+    ),
+    (
+        "rdma",
+        "refused_no_buffers",
+        "connection rejected: the receive budget cannot hold rdma.min_credits more",
+    ),
+    (
+        "rdma",
+        "credits_reduced",
+        "connection granted fewer than rdma.credits (receive budget)",
+    ),
+    (
+        "rdma",
+        "read_timeout",
+        "peer left RDMA Reads unanswered for rdma.read_timeout_s: connection closed",
+    ),
+    (
+        "rdma",
+        "rejected",
+        "connection requests rejected for any reason",
+    ),
+];
 
 impl Default for ReactorStats {
     fn default() -> Self {
@@ -122,6 +185,7 @@ impl Default for ReactorStats {
             rdma_in_progress: z(),
             tcp_connections: z(),
             rdma_connections: z(),
+            guards: std::array::from_fn(|_| z()),
         }
     }
 }
@@ -186,7 +250,18 @@ impl ReactorStats {
         self.rdma_connections.store(rdma as u64, Ordering::Relaxed);
     }
 
+    /// Publishes the transports' protective counters, in [`GUARDS`] order.
+    pub fn set_guards(&self, values: [u64; GUARDS.len()]) {
+        for (g, v) in self.guards.iter().zip(values) {
+            g.store(v, Ordering::Relaxed);
+        }
+    }
+
     // Reader side.
+
+    pub fn guard(&self, i: usize) -> u64 {
+        self.guards[i].load(Ordering::Relaxed)
+    }
 
     pub fn ops(&self, transport: Transport, slot: usize) -> u64 {
         self.ops[transport as usize][slot].load(Ordering::Relaxed)

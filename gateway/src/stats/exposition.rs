@@ -233,6 +233,22 @@ pub fn render(src: &Source, out: &mut String) {
         }
     }
 
+    header(
+        out,
+        "nfsgw_guard_events_total",
+        "counter",
+        "Protective events: refusals, timeouts and reclaims that keep one client from exhausting shared resources (reason label).",
+    );
+    for (i, r) in src.reactors.iter().enumerate() {
+        for (k, (transport, reason, _)) in super::counters::GUARDS.iter().enumerate() {
+            let _ = writeln!(
+                out,
+                "nfsgw_guard_events_total{{reactor=\"{i}\",transport=\"{transport}\",reason=\"{reason}\"}} {}",
+                r.stats.guard(k)
+            );
+        }
+    }
+
     let pools: Vec<_> = src.reactors.iter().map(|r| r.pools.stats()).collect();
     for (name, kind, help, get) in [
         (
