@@ -1,0 +1,297 @@
+//! Running the two campaigns against a gateway: one call (or mutated record) at a time,
+//! with reconnects, each outcome checked at once (a reply must be a well-formed RPC
+//! reply; a call with a complete framing must be answered or its connection closed
+//! within the call timeout; the process must still run and its log must not have
+//! gained a `panicked` line), so a failure names the call that caused it.
+
+use super::gateway::Gateway;
+use super::mutate::{self, Framing};
+use super::structured::{returned_handle, Call, Gen};
+use super::wire::{self, call_record, Cred, Got, NFS_PROG};
+use std::collections::{BTreeMap, VecDeque};
+use std::fmt::Write as _;
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+/// The gateway's default `tcp.max_record`: records beyond it are refused.
+const MAX_RECORD: usize = (1 << 20) + 64 * 1024;
+/// Hex shown per call in a failure report (the seed reproduces the rest).
+const HEX_SHOWN: usize = 4096;
+/// Connections left holding a partial record at once (the server reaps them after
+/// `tcp.record_timeout_s`).
+const MAX_DANGLING: usize = 16;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Structured,
+    Mutate,
+}
+
+impl Kind {
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Structured => "structured",
+            Kind::Mutate => "mutate",
+        }
+    }
+}
+
+/// What a campaign saw.
+#[derive(Default, Debug)]
+pub struct Tally {
+    pub calls: usize,
+    pub replies: usize,
+    pub closes: usize,
+    pub held: usize,
+    /// Replies by accept_stat (or "denied"), then NFS/MOUNT status 0 vs other.
+    pub by_stat: BTreeMap<String, usize>,
+    pub by_proc: BTreeMap<String, usize>,
+}
+
+/// One sent record, kept for the failure report.
+struct Sent {
+    index: usize,
+    label: String,
+    bytes: Vec<u8>,
+}
+
+pub fn hex(b: &[u8]) -> String {
+    let mut s = String::with_capacity(b.len().min(HEX_SHOWN) * 2 + 32);
+    for x in b.iter().take(HEX_SHOWN) {
+        let _ = write!(s, "{x:02x}");
+    }
+    if b.len() > HEX_SHOWN {
+        let _ = write!(s, "... ({} bytes in all)", b.len());
+    }
+    s
+}
+
+pub struct Campaign<'a> {
+    pub kind: Kind,
+    pub seed: u64,
+    pub calls: usize,
+    pub deadline: Option<Instant>,
+    pub timeout: Duration,
+    pub gw: &'a mut Gateway,
+    pub gen: Gen,
+    history: VecDeque<Sent>,
+    xid: u32,
+    pub tally: Tally,
+}
+
+impl<'a> Campaign<'a> {
+    pub fn new(kind: Kind, seed: u64, calls: usize, timeout: Duration, gw: &'a mut Gateway, gen: Gen) -> Self {
+        Campaign {
+            kind,
+            seed,
+            calls,
+            deadline: None,
+            timeout,
+            gw,
+            gen,
+            history: VecDeque::new(),
+            xid: (seed as u32) << 8,
+            tally: Tally::default(),
+        }
+    }
+
+    /// The failure report: seed, the call (hex), the calls before it, the log's tail.
+    fn fail(&self, reason: &str) -> anyhow::Error {
+        let mut s = String::new();
+        let last = self.history.back();
+        let _ = writeln!(
+            s,
+            "FUZZ FAILURE: seed {} campaign {} call #{}{}",
+            self.seed,
+            self.kind.name(),
+            last.map_or(0, |c| c.index),
+            last.map(|c| format!(" ({})", c.label)).unwrap_or_default()
+        );
+        let _ = writeln!(s, "reason: {reason}");
+        if let Some(c) = last {
+            let _ = writeln!(s, "call (hex, record mark first): {}", hex(&c.bytes));
+        }
+        for c in self.history.iter().rev().skip(1) {
+            let _ = writeln!(s, "earlier #{} ({}): {}", c.index, c.label, hex(&c.bytes));
+        }
+        let _ = writeln!(s, "gateway log (last lines):\n{}", self.gw.log_tail(30));
+        let _ = write!(
+            s,
+            "reproduce: nfsgw-tools fuzz --seed {} --campaign {} --calls {}",
+            self.seed,
+            self.kind.name(),
+            last.map_or(1, |c| c.index + 1)
+        );
+        anyhow::anyhow!(s)
+    }
+
+    fn remember(&mut self, index: usize, label: String, bytes: Vec<u8>) {
+        if self.history.len() == 4 {
+            self.history.pop_front();
+        }
+        self.history.push_back(Sent { index, label, bytes });
+    }
+
+    fn next_xid(&mut self) -> u32 {
+        self.xid = self.xid.wrapping_add(1);
+        self.xid
+    }
+
+    /// After each call: the process runs and its log gained no panic.
+    fn check_process(&mut self) -> anyhow::Result<()> {
+        if let Some(st) = self.gw.exited() {
+            return Err(self.fail(&format!("gateway exited ({st})")));
+        }
+        let p = self.gw.new_panics();
+        if !p.is_empty() {
+            return Err(self.fail(&format!("gateway log: {}", p.join(" | "))));
+        }
+        Ok(())
+    }
+
+    fn connect(&self) -> anyhow::Result<TcpStream> {
+        let s = TcpStream::connect(&self.gw.addr)
+            .map_err(|e| self.fail(&format!("cannot connect to the gateway: {e}")))?;
+        s.set_nodelay(true)?;
+        Ok(s)
+    }
+
+    fn done(&self, i: usize) -> bool {
+        match self.deadline {
+            Some(d) => i >= self.calls || Instant::now() >= d,
+            None => i >= self.calls,
+        }
+    }
+
+    fn count_reply(&mut self, call: &Call, rep: &wire::Reply) {
+        self.tally.replies += 1;
+        let key = match rep.accept {
+            None => "denied".to_string(),
+            Some(0) => {
+                let st = wire::Dec::new(rep.body).u32().unwrap_or(u32::MAX);
+                if st == 0 || call.proc_ == 0 {
+                    "success".to_string()
+                } else {
+                    format!("status {st}")
+                }
+            }
+            Some(a) => format!("accept_stat {a}"),
+        };
+        *self.tally.by_stat.entry(key).or_default() += 1;
+    }
+
+    /// Waits for the reply to `xid` on `s`. Other replies must be well-formed. `Ok(true)`
+    /// = answered, `Ok(false)` = closed; no answer in time is a failure.
+    fn await_reply(&mut self, s: &mut TcpStream, xid: u32, call: Option<&Call>) -> anyhow::Result<bool> {
+        let deadline = Instant::now() + self.timeout;
+        loop {
+            let got = wire::read_record(s, deadline).map_err(|e| self.fail(&e.to_string()))?;
+            match got {
+                Got::Closed => {
+                    self.tally.closes += 1;
+                    return Ok(false);
+                }
+                Got::Timeout => {
+                    return Err(self.fail(&format!(
+                        "no reply to xid {xid:#x} and no close within {:?}",
+                        self.timeout
+                    )))
+                }
+                Got::Reply(rec) => {
+                    let Some(rep) = wire::parse_reply(&rec) else {
+                        return Err(self.fail(&format!("malformed reply record: {}", hex(&rec))));
+                    };
+                    if rep.xid != xid {
+                        continue;
+                    }
+                    if let Some(c) = call {
+                        self.count_reply(c, &rep);
+                        if c.prog == NFS_PROG && c.vers == 3 && rep.accept == Some(0) {
+                            if let Some(fh) = returned_handle(c.proc_, rep.body) {
+                                self.gen.learn(&fh);
+                            }
+                        }
+                    }
+                    return Ok(true);
+                }
+            }
+        }
+    }
+
+    /// Campaign 1: each generated call is sent whole and must be answered or closed.
+    pub fn run_structured(&mut self) -> anyhow::Result<()> {
+        let mut conn: Option<TcpStream> = None;
+        let mut i = 0;
+        while !self.done(i) {
+            let call = self.gen.next(i);
+            let xid = self.next_xid();
+            let rec = call_record(xid, call.prog, call.vers, call.proc_, &call.cred, &call.args);
+            let label = call.label();
+            *self.tally.by_proc.entry(label.clone()).or_default() += 1;
+            self.remember(i, label, rec.clone());
+            self.tally.calls += 1;
+            let mut s = match conn.take() {
+                Some(s) => s,
+                None => self.connect()?,
+            };
+            if wire::send(&mut s, &rec)? && self.await_reply(&mut s, xid, Some(&call))? {
+                conn = Some(s);
+            }
+            self.check_process()?;
+            i += 1;
+        }
+        Ok(())
+    }
+
+    /// Campaign 2: each generated call is mutated. A complete framing is followed by a
+    /// NULL probe on the same connection, which must be answered (or the connection
+    /// closed); an incomplete one is closed at once or left dangling for a while.
+    pub fn run_mutate(&mut self, rng: &mut super::rng::Rng) -> anyhow::Result<()> {
+        let mut conn: Option<TcpStream> = None;
+        let mut dangling: VecDeque<TcpStream> = VecDeque::new();
+        let mut i = 0;
+        while !self.done(i) {
+            let call = self.gen.next(i);
+            let xid = self.next_xid();
+            let base = call_record(xid, call.prog, call.vers, call.proc_, &call.cred, &call.args);
+            let bytes = mutate::mutate(rng, &base);
+            let label = format!("mutated {}", call.label());
+            *self.tally.by_proc.entry(call.label()).or_default() += 1;
+            self.remember(i, label, bytes.clone());
+            self.tally.calls += 1;
+            let mut s = match conn.take() {
+                Some(s) => s,
+                None => self.connect()?,
+            };
+            match mutate::framing(&bytes, MAX_RECORD) {
+                Framing::Complete => {
+                    let probe = self.next_xid();
+                    let null = call_record(probe, NFS_PROG, 3, 0, &Cred::None, &[]);
+                    let sent = if rng.chance(1, 2) {
+                        let mut both = bytes;
+                        both.extend_from_slice(&null);
+                        wire::send(&mut s, &both)?
+                    } else {
+                        wire::send(&mut s, &bytes)? && wire::send(&mut s, &null)?
+                    };
+                    if sent && self.await_reply(&mut s, probe, None)? {
+                        self.tally.replies += 1;
+                        conn = Some(s);
+                    }
+                }
+                Framing::Incomplete => {
+                    self.tally.held += 1;
+                    if wire::send(&mut s, &bytes)? && rng.chance(1, 8) {
+                        if dangling.len() == MAX_DANGLING {
+                            dangling.pop_front();
+                        }
+                        dangling.push_back(s);
+                    }
+                }
+            }
+            self.check_process()?;
+            i += 1;
+        }
+        Ok(())
+    }
+}
