@@ -13,8 +13,11 @@ use std::fmt::Write as _;
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-/// The gateway's default `tcp.max_record`: records beyond it are refused.
+/// The gateway's default `tcp.max_record` (the effective limit is lower, the largest
+/// pool buffer): records beyond it must be refused at their record mark.
 const MAX_RECORD: usize = (1 << 20) + 64 * 1024;
+/// The `tcp.record_timeout_s` of the campaign's config ([`super::gateway`]).
+pub const RECORD_TIMEOUT: Duration = Duration::from_secs(2);
 /// Hex shown per call in a failure report (the seed reproduces the rest).
 const HEX_SHOWN: usize = 4096;
 /// Connections left holding a partial record at once (the server reaps them after
@@ -164,7 +167,6 @@ impl<'a> Campaign<'a> {
     }
 
     fn count_reply(&mut self, call: &Call, rep: &wire::Reply) {
-        self.tally.replies += 1;
         let key = match rep.accept {
             None => "denied".to_string(),
             Some(0) => {
@@ -180,11 +182,13 @@ impl<'a> Campaign<'a> {
         *self.tally.by_stat.entry(key).or_default() += 1;
     }
 
-    /// Waits for the reply to `xid` on `s`. Other replies must be well-formed. `Ok(true)`
-    /// = answered, `Ok(false)` = closed; no answer in time is a failure.
-    fn await_reply(&mut self, s: &mut TcpStream, xid: u32, call: Option<&Call>) -> anyhow::Result<bool> {
+    /// Waits for the replies to every call in `pending` on `s` (in any order). Replies
+    /// to other xids must still be well-formed. `Ok(true)` = all answered, `Ok(false)` =
+    /// closed first; no answer in time is a failure.
+    fn await_replies(&mut self, s: &mut TcpStream, pending: &[(u32, Option<Call>)]) -> anyhow::Result<bool> {
         let deadline = Instant::now() + self.timeout;
-        loop {
+        let mut left: Vec<&(u32, Option<Call>)> = pending.iter().collect();
+        while !left.is_empty() {
             let got = wire::read_record(s, deadline).map_err(|e| self.fail(&e.to_string()))?;
             match got {
                 Got::Closed => {
@@ -192,18 +196,22 @@ impl<'a> Campaign<'a> {
                     return Ok(false);
                 }
                 Got::Timeout => {
+                    let xids: Vec<String> = left.iter().map(|(x, _)| format!("{x:#x}")).collect();
                     return Err(self.fail(&format!(
-                        "no reply to xid {xid:#x} and no close within {:?}",
+                        "no reply to xid {} and no close within {:?}",
+                        xids.join(", "),
                         self.timeout
-                    )))
+                    )));
                 }
                 Got::Reply(rec) => {
                     let Some(rep) = wire::parse_reply(&rec) else {
                         return Err(self.fail(&format!("malformed reply record: {}", hex(&rec))));
                     };
-                    if rep.xid != xid {
+                    let Some(at) = left.iter().position(|(x, _)| *x == rep.xid) else {
                         continue;
-                    }
+                    };
+                    let (_, call) = left.swap_remove(at);
+                    self.tally.replies += 1;
                     if let Some(c) = call {
                         self.count_reply(c, &rep);
                         if c.prog == NFS_PROG && c.vers == 3 && rep.accept == Some(0) {
@@ -212,33 +220,52 @@ impl<'a> Campaign<'a> {
                             }
                         }
                     }
-                    return Ok(true);
                 }
             }
         }
+        Ok(true)
     }
 
     /// Campaign 1: each generated call is sent whole and must be answered or closed.
-    pub fn run_structured(&mut self) -> anyhow::Result<()> {
+    /// One time in 40 a burst of 2-16 calls goes out back to back before any reply is
+    /// read (calls in flight together, parked on workers, answered out of order), and
+    /// one time in 50 the connection is reset right after a call is sent (the reply has
+    /// nowhere to go; its buffers must still come back).
+    pub fn run_structured(&mut self, rng: &mut super::rng::Rng) -> anyhow::Result<()> {
         let mut conn: Option<TcpStream> = None;
         let mut i = 0;
         while !self.done(i) {
-            let call = self.gen.next(i);
-            let xid = self.next_xid();
-            let rec = call_record(xid, call.prog, call.vers, call.proc_, &call.cred, &call.args);
-            let label = call.label();
-            *self.tally.by_proc.entry(label.clone()).or_default() += 1;
-            self.remember(i, label, rec.clone());
-            self.tally.calls += 1;
+            let burst = if rng.chance(1, 40) { 2 + rng.below(15) } else { 1 };
             let mut s = match conn.take() {
                 Some(s) => s,
                 None => self.connect()?,
             };
-            if wire::send(&mut s, &rec)? && self.await_reply(&mut s, xid, Some(&call))? {
+            let mut sent = Vec::with_capacity(burst);
+            let mut open = true;
+            for _ in 0..burst {
+                if self.done(i) {
+                    break;
+                }
+                let call = self.gen.next(i);
+                let xid = self.next_xid();
+                let rec = call_record(xid, call.prog, call.vers, call.proc_, &call.cred, &call.args);
+                let label = call.label();
+                *self.tally.by_proc.entry(label.clone()).or_default() += 1;
+                self.remember(i, label, rec.clone());
+                self.tally.calls += 1;
+                i += 1;
+                open = open && wire::send(&mut s, &rec)?;
+                sent.push((xid, Some(call)));
+            }
+            if open && rng.chance(1, 50) {
+                reset(s);
+                self.check_process()?;
+                continue;
+            }
+            if open && self.await_replies(&mut s, &sent)? {
                 conn = Some(s);
             }
             self.check_process()?;
-            i += 1;
         }
         Ok(())
     }
@@ -274,9 +301,14 @@ impl<'a> Campaign<'a> {
                     } else {
                         wire::send(&mut s, &bytes)? && wire::send(&mut s, &null)?
                     };
-                    if sent && self.await_reply(&mut s, probe, None)? {
-                        self.tally.replies += 1;
+                    if sent && self.await_replies(&mut s, &[(probe, None)])? {
                         conn = Some(s);
+                    }
+                }
+                Framing::TooLong => {
+                    // Refused at the record mark: the connection must close.
+                    if wire::send(&mut s, &bytes)? {
+                        self.await_close(&mut s, "a record mark beyond tcp.max_record")?;
                     }
                 }
                 Framing::Incomplete => {
@@ -292,6 +324,51 @@ impl<'a> Campaign<'a> {
             self.check_process()?;
             i += 1;
         }
+        // Connections left holding a partial record must be closed by the server once
+        // tcp.record_timeout_s has passed.
+        for mut s in dangling {
+            self.await_close(&mut s, "a connection holding a partial record")?;
+        }
         Ok(())
     }
+
+    /// Reads (and drops) whatever the server still sends on `s` until it closes; no
+    /// close within the record timeout plus the call timeout is a failure.
+    fn await_close(&mut self, s: &mut TcpStream, what: &str) -> anyhow::Result<()> {
+        let deadline = Instant::now() + RECORD_TIMEOUT + self.timeout;
+        loop {
+            match wire::read_record(s, deadline).map_err(|e| self.fail(&e.to_string()))? {
+                Got::Closed => {
+                    self.tally.closes += 1;
+                    return Ok(());
+                }
+                Got::Reply(_) => {}
+                Got::Timeout => {
+                    return Err(self.fail(&format!(
+                        "{what}: not closed by the server within {:?}",
+                        RECORD_TIMEOUT + self.timeout
+                    )))
+                }
+            }
+        }
+    }
+}
+
+/// Closes `s` with a reset (SO_LINGER 0) instead of an orderly shutdown.
+fn reset(s: TcpStream) {
+    let l = libc::linger {
+        l_onoff: 1,
+        l_linger: 0,
+    };
+    // SAFETY: setsockopt on a socket we own, with a valid `linger` and its exact size.
+    unsafe {
+        libc::setsockopt(
+            std::os::fd::AsRawFd::as_raw_fd(&s),
+            libc::SOL_SOCKET,
+            libc::SO_LINGER,
+            (&l as *const libc::linger).cast(),
+            std::mem::size_of::<libc::linger>() as libc::socklen_t,
+        );
+    }
+    drop(s);
 }

@@ -27,7 +27,7 @@ fn free_port() -> anyhow::Result<u16> {
         .port())
 }
 
-/// The campaign's config. `record_timeout_s = 2` so connections left holding a
+/// The campaign's config. `record_timeout_s = 2` (campaign::RECORD_TIMEOUT) so connections left holding a
 /// partial record are reaped during the campaign; a small read cache keeps RSS bounds
 /// meaningful.
 fn config(dir: &Path, port: u16, stats: u16, core: usize, cache_mib: u64) -> String {

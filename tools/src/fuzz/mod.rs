@@ -121,7 +121,10 @@ fn rounds(a: &FuzzArgs, gw: &mut Gateway) -> anyhow::Result<()> {
             let mut c = Campaign::new(kind, seed, a.calls, timeout, gw, gen);
             c.deadline = until;
             match kind {
-                Kind::Structured => c.run_structured()?,
+                Kind::Structured => {
+                    let mut r = rng::Rng::new(seed).fork(0x7374_7275);
+                    c.run_structured(&mut r)?
+                }
                 Kind::Mutate => {
                     let mut r = rng::Rng::new(seed).fork(0x6d75_7461);
                     c.run_mutate(&mut r)?

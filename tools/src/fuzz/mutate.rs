@@ -125,9 +125,12 @@ pub enum Framing {
     /// Every byte belongs to a complete record: each must be answered, dropped or the
     /// connection closed, and a call after them must then be answered or closed.
     Complete,
-    /// A record is unfinished (or longer than `max_record`): the server may hold the
-    /// connection until `tcp.record_timeout_s` or close it.
+    /// A record is unfinished: the server may hold the connection until
+    /// `tcp.record_timeout_s`, then must close it.
     Incomplete,
+    /// A record's fragments add up to more than `max_record`: the server must close
+    /// the connection without waiting for the rest.
+    TooLong,
 }
 
 /// Walks the record marks of `bytes` (RFC 5531 §11).
@@ -142,7 +145,10 @@ pub fn framing(bytes: &[u8], max_record: usize) -> Framing {
         let n = (h & !LAST_FRAG) as usize;
         at += 4;
         rec = rec.saturating_add(n);
-        if rec > max_record || bytes.len() - at < n {
+        if rec > max_record {
+            return Framing::TooLong;
+        }
+        if bytes.len() - at < n {
             return Framing::Incomplete;
         }
         at += n;
@@ -168,7 +174,8 @@ mod tests {
     #[test]
     fn framing_walk() {
         assert_eq!(framing(&rec(&[1; 8]), 100), Framing::Complete);
-        assert_eq!(framing(&rec(&[1; 200]), 100), Framing::Incomplete);
+        assert_eq!(framing(&rec(&[1; 200]), 100), Framing::TooLong);
+        assert_eq!(framing(&[0x80, 0, 0, 200], 100), Framing::TooLong);
         let mut two = rec(&[1; 8]);
         two.extend(rec(&[]));
         assert_eq!(framing(&two, 100), Framing::Complete);
@@ -193,5 +200,6 @@ mod tests {
         assert_eq!(a, b);
         assert!(a.iter().filter(|m| **m != base).count() > 90);
         assert!(a.iter().any(|m| framing(m, 1 << 20) == Framing::Incomplete));
+        assert!(a.iter().any(|m| framing(m, 1 << 20) == Framing::TooLong));
     }
 }
