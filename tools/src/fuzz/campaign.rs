@@ -48,7 +48,8 @@ pub struct Tally {
     pub held: usize,
     /// Replies by accept_stat (or "denied"), then NFS/MOUNT status 0 vs other.
     pub by_stat: BTreeMap<String, usize>,
-    pub by_proc: BTreeMap<String, usize>,
+    /// Per procedure: calls sent and calls answered with status 0 (structured only).
+    pub by_proc: BTreeMap<String, (usize, usize)>,
 }
 
 /// One sent record, kept for the failure report.
@@ -171,7 +172,10 @@ impl<'a> Campaign<'a> {
             None => "denied".to_string(),
             Some(0) => {
                 let st = wire::Dec::new(rep.body).u32().unwrap_or(u32::MAX);
-                if st == 0 || call.proc_ == 0 {
+                // Procedures whose result has no status: NULL, MOUNT DUMP/UMNT/UMNTALL/EXPORT.
+                let no_status = call.proc_ == 0 || (call.prog == super::wire::MOUNT_PROG && call.proc_ >= 2);
+                if st == 0 || no_status {
+                    self.tally.by_proc.entry(call.label()).or_default().1 += 1;
                     "success".to_string()
                 } else {
                     format!("status {st}")
@@ -216,7 +220,7 @@ impl<'a> Campaign<'a> {
                         self.count_reply(c, &rep);
                         if c.prog == NFS_PROG && c.vers == 3 && rep.accept == Some(0) {
                             if let Some(fh) = returned_handle(c.proc_, rep.body) {
-                                self.gen.learn(&fh);
+                                self.gen.learn(&fh, c.proc_ == 9);
                             }
                         }
                     }
@@ -227,15 +231,21 @@ impl<'a> Campaign<'a> {
     }
 
     /// Campaign 1: each generated call is sent whole and must be answered or closed.
-    /// One time in 40 a burst of 2-16 calls goes out back to back before any reply is
-    /// read (calls in flight together, parked on workers, answered out of order), and
+    /// One time in 40 a burst of calls goes out back to back before any reply is read
+    /// (2-16 calls; one burst in 8 has 64-128, past `tcp.max_inflight` so the server
+    /// must stop reading and resume; in flight together, parked on workers, answered
+    /// out of order), and
     /// one time in 50 the connection is reset right after a call is sent (the reply has
     /// nowhere to go; its buffers must still come back).
     pub fn run_structured(&mut self, rng: &mut super::rng::Rng) -> anyhow::Result<()> {
         let mut conn: Option<TcpStream> = None;
         let mut i = 0;
         while !self.done(i) {
-            let burst = if rng.chance(1, 40) { 2 + rng.below(15) } else { 1 };
+            let burst = match rng.below(320) {
+                0 => 64 + rng.below(65),
+                1..=7 => 2 + rng.below(15),
+                _ => 1,
+            };
             let mut s = match conn.take() {
                 Some(s) => s,
                 None => self.connect()?,
@@ -250,7 +260,7 @@ impl<'a> Campaign<'a> {
                 let xid = self.next_xid();
                 let rec = call_record(xid, call.prog, call.vers, call.proc_, &call.cred, &call.args);
                 let label = call.label();
-                *self.tally.by_proc.entry(label.clone()).or_default() += 1;
+                self.tally.by_proc.entry(label.clone()).or_default().0 += 1;
                 self.remember(i, label, rec.clone());
                 self.tally.calls += 1;
                 i += 1;
@@ -283,7 +293,7 @@ impl<'a> Campaign<'a> {
             let base = call_record(xid, call.prog, call.vers, call.proc_, &call.cred, &call.args);
             let bytes = mutate::mutate(rng, &base);
             let label = format!("mutated {}", call.label());
-            *self.tally.by_proc.entry(call.label()).or_default() += 1;
+            self.tally.by_proc.entry(call.label()).or_default().0 += 1;
             self.remember(i, label, bytes.clone());
             self.tally.calls += 1;
             let mut s = match conn.take() {

@@ -67,6 +67,9 @@ pub struct FuzzArgs {
     /// Where the gateway's directory goes (it is kept after a failure).
     #[arg(long, default_value_os_t = std::env::temp_dir())]
     workdir: PathBuf,
+    /// Also print, per campaign, calls and successes per procedure.
+    #[arg(long)]
+    verbose: bool,
     /// Keep the gateway's directory (config, log, data) after success too.
     #[arg(long)]
     keep: bool,
@@ -116,8 +119,8 @@ fn rounds(a: &FuzzArgs, gw: &mut Gateway) -> anyhow::Result<()> {
         };
         for &kind in kinds {
             let t0 = Instant::now();
-            let handles = work_area(gw, seed, kind, timeout)?;
-            let gen = structured::Gen::new(seed ^ kind as u64, handles, vec![root.clone()]);
+            let (files, dirs) = work_area(gw, seed, kind, timeout)?;
+            let gen = structured::Gen::new(seed ^ kind as u64, files, dirs, vec![root.clone()]);
             let mut c = Campaign::new(kind, seed, a.calls, timeout, gw, gen);
             c.deadline = until;
             match kind {
@@ -141,6 +144,11 @@ fn rounds(a: &FuzzArgs, gw: &mut Gateway) -> anyhow::Result<()> {
                 t.held,
                 t.by_stat
             );
+            if a.verbose {
+                for (p, (n, ok)) in &t.by_proc {
+                    println!("fuzz:   {p:<24} {n:>7} calls {ok:>7} status 0");
+                }
+            }
             after_campaign(gw, a, &base, &root, &canary, seed, kind, timeout)?;
         }
         round += 1;
@@ -168,8 +176,10 @@ fn setup_canary(gw: &Gateway, seed: u64, timeout: Duration) -> anyhow::Result<(V
 }
 
 /// A fresh directory for one campaign with files, directories, a symlink and the
-/// handle of a removed file; returns their handles for the generator.
-fn work_area(gw: &Gateway, seed: u64, kind: Kind, timeout: Duration) -> anyhow::Result<Vec<Vec<u8>>> {
+/// handle of a removed file; returns their handles for the generator (files and
+/// others, directories).
+type Handles = (Vec<Vec<u8>>, Vec<Vec<u8>>);
+fn work_area(gw: &Gateway, seed: u64, kind: Kind, timeout: Duration) -> anyhow::Result<Handles> {
     let mut c = Client::connect(&gw.addr, timeout)?;
     let root = c.mount()?;
     let name = format!("fz-{seed}-{}", kind.name());
@@ -177,7 +187,7 @@ fn work_area(gw: &Gateway, seed: u64, kind: Kind, timeout: Duration) -> anyhow::
         Ok(w) => w,
         Err(_) => c.lookup(&root, name.as_bytes()).context("work area")?,
     };
-    let mut hs = vec![w.clone()];
+    let mut hs = Vec::new();
     for (i, f) in [b"f0", b"f1", b"f2", b"f3"].iter().enumerate() {
         let h = c.create(&w, *f)?;
         if i < 2 {
@@ -185,12 +195,11 @@ fn work_area(gw: &Gateway, seed: u64, kind: Kind, timeout: Duration) -> anyhow::
         }
         hs.push(h);
     }
-    hs.push(c.mkdir(&w, b"d0")?);
-    hs.push(c.mkdir(&w, b"d1")?);
+    let dirs = vec![w.clone(), c.mkdir(&w, b"d0")?, c.mkdir(&w, b"d1")?];
     hs.push(c.symlink(&w, b"l0", b"f0")?);
     hs.push(c.create(&w, b"gone")?);
     c.remove(&w, b"gone")?;
-    Ok(hs)
+    Ok((hs, dirs))
 }
 
 fn pool_in_use(gw: &Gateway) -> anyhow::Result<(f64, f64)> {

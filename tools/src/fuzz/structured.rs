@@ -62,58 +62,92 @@ impl Call {
 /// The generator: a seeded stream and the real handles learned so far.
 pub struct Gen {
     pub rng: Rng,
-    /// Handles the server gave out (root, work files and directories, deleted files).
-    pub handles: Vec<Vec<u8>>,
+    /// Handles of files, symlinks and removed files the server gave out (and LOOKUP
+    /// results, whatever they are).
+    pub files: Vec<Vec<u8>>,
+    /// Handles of directories (the work area, its subdirectories, MKDIR results).
+    pub dirs: Vec<Vec<u8>>,
     /// Handles fuzz calls may not modify or remove through (the export root), used only
     /// by read-only procedures so a fuzz call cannot lock the checks out.
     pub readonly: Vec<Vec<u8>>,
+    /// This call is "sane": real handles of the right kind, plain names and a root
+    /// credential, so its hostile numbers reach the code past the argument checks.
+    sane: bool,
     n: usize,
 }
 
-/// Most handles kept; a learned handle replaces a random one beyond this.
+/// Most handles kept per kind; a learned handle replaces a random one beyond this.
 const MAX_HANDLES: usize = 64;
 
 impl Gen {
-    pub fn new(seed: u64, handles: Vec<Vec<u8>>, readonly: Vec<Vec<u8>>) -> Gen {
+    pub fn new(seed: u64, files: Vec<Vec<u8>>, dirs: Vec<Vec<u8>>, readonly: Vec<Vec<u8>>) -> Gen {
         Gen {
             rng: Rng::new(seed),
-            handles,
+            files,
+            dirs,
             readonly,
+            sane: false,
             n: 0,
         }
     }
 
     /// Remembers a handle the server returned (LOOKUP, CREATE, MKDIR, ...).
-    pub fn learn(&mut self, fh: &[u8]) {
-        if fh.is_empty() || self.handles.iter().any(|h| h == fh) || self.readonly.iter().any(|h| h == fh) {
+    pub fn learn(&mut self, fh: &[u8], is_dir: bool) {
+        let known = |l: &Vec<Vec<u8>>| l.iter().any(|h| h == fh);
+        if fh.is_empty() || known(&self.files) || known(&self.dirs) || known(&self.readonly) {
             return;
         }
-        if self.handles.len() < MAX_HANDLES {
-            self.handles.push(fh.to_vec());
+        let list = if is_dir { &mut self.dirs } else { &mut self.files };
+        if list.len() < MAX_HANDLES {
+            list.push(fh.to_vec());
         } else {
-            let i = self.rng.below(self.handles.len());
-            self.handles[i] = fh.to_vec();
+            let i = self.rng.below(list.len());
+            list[i] = fh.to_vec();
         }
     }
 
-    fn fh(&mut self, e: &mut Enc) {
-        let h = v::handle(&mut self.rng, &self.handles);
+    /// A handle: in a sane call a real one from `dir`s or files; otherwise anything
+    /// [`v::handle`] makes of any real handle.
+    fn fh_of(&mut self, dir: bool, e: &mut Enc) {
+        let list = if dir { &self.dirs } else { &self.files };
+        let h = if self.sane && !list.is_empty() {
+            self.rng.pick(list).clone()
+        } else {
+            let all: Vec<Vec<u8>> = self.files.iter().chain(&self.dirs).cloned().collect();
+            v::handle(&mut self.rng, &all)
+        };
         e.var(&h);
     }
 
+    fn fh(&mut self, e: &mut Enc) {
+        self.fh_of(false, e);
+    }
+
+    fn dir(&mut self, e: &mut Enc) {
+        self.fh_of(true, e);
+    }
+
     /// A handle for a procedure that changes nothing: may also be the export root.
-    fn fh_ro(&mut self, e: &mut Enc) {
+    fn fh_ro(&mut self, dir: bool, e: &mut Enc) {
         if !self.readonly.is_empty() && self.rng.chance(1, 4) {
             let h = self.rng.pick(&self.readonly).clone();
             e.var(&h);
         } else {
-            self.fh(e);
+            self.fh_of(dir, e);
+        }
+    }
+
+    fn name(&mut self) -> Vec<u8> {
+        if self.sane {
+            self.rng.pick(v::PLAIN_NAMES).to_vec()
+        } else {
+            v::name(&mut self.rng)
         }
     }
 
     fn dirop(&mut self, e: &mut Enc) {
-        self.fh(e);
-        let n = v::name(&mut self.rng);
+        self.dir(e);
+        let n = self.name();
         e.var(&n);
     }
 
@@ -124,11 +158,13 @@ impl Gen {
 
     /// The next call. The first 28 calls visit every NFSv3 and MOUNT procedure once in
     /// order; after that procedures are drawn at random, with 1 in 40 calls aimed at a
-    /// procedure, version or program that does not exist.
+    /// procedure, version or program that does not exist. Half the calls are sane
+    /// (see [`Gen::sane`]); their numbers are as hostile as the others'.
     pub fn next(&mut self, index: usize) -> Call {
         let r = &mut self.rng;
         let pick = if index < 28 { index } else { r.below(28) };
-        let cred = v::cred(r);
+        self.sane = r.chance(1, 2);
+        let cred = if self.sane { Cred::root() } else { v::cred(r) };
         if index >= 28 && r.chance(1, 40) {
             let (prog, vers, proc_) = *r.pick(&[
                 (NFS_PROG, 3, 22),
@@ -176,7 +212,10 @@ impl Gen {
     fn nfs_args(&mut self, proc_: u32, e: &mut Enc) {
         match proc_ {
             0 => {}
-            1 | 5 | 18 | 19 | 20 => self.fh_ro(e),
+            1 | 5 | 18 | 19 | 20 => {
+                let dir = self.rng.chance(1, 3);
+                self.fh_ro(dir, e)
+            }
             2 => {
                 self.fh(e);
                 self.sattr(e);
@@ -187,16 +226,17 @@ impl Gen {
                 }
             }
             3 => {
-                self.fh_ro(e);
-                let n = v::name(&mut self.rng);
+                self.fh_ro(true, e);
+                let n = self.name();
                 e.var(&n);
             }
             4 => {
-                self.fh_ro(e);
+                let dir = self.rng.chance(1, 3);
+                self.fh_ro(dir, e);
                 e.u32(u32v(&mut self.rng));
             }
             6 => {
-                self.fh_ro(e);
+                self.fh_ro(false, e);
                 e.u64(u64v(&mut self.rng)).u32(u32v(&mut self.rng));
             }
             7 => self.write_args(e),
@@ -246,7 +286,7 @@ impl Gen {
                 self.dirop(e);
             }
             16 | 17 => {
-                self.fh_ro(e);
+                self.fh_ro(true, e);
                 e.u64(u64v(&mut self.rng));
                 let verf = if self.rng.chance(1, 2) {
                     [0u8; 8].to_vec()
@@ -261,7 +301,7 @@ impl Gen {
             }
             _ => {
                 // 21 COMMIT
-                self.fh_ro(e);
+                self.fh_ro(false, e);
                 e.u64(u64v(&mut self.rng)).u32(u32v(&mut self.rng));
             }
         }
@@ -306,14 +346,14 @@ mod tests {
 
     #[test]
     fn first_calls_cover_every_procedure_and_seeds_repeat() {
-        let mut g = Gen::new(5, vec![vec![1; 32]], vec![vec![2; 32]]);
+        let mut g = Gen::new(5, vec![vec![1; 32]], vec![vec![3; 32]], vec![vec![2; 32]]);
         let labels: Vec<String> = (0..28).map(|i| g.next(i).label()).collect();
         assert_eq!(labels[0], "NFS3 NULL");
         assert_eq!(labels[21], "NFS3 COMMIT");
         assert_eq!(labels[23], "MOUNT3 MNT");
         assert_eq!(labels[27], "MOUNT3 EXPORT");
-        let a: Vec<Vec<u8>> = (0..200).map(|i| Gen::new(9, vec![vec![1; 8]], vec![]).next(i).args).collect();
-        let b: Vec<Vec<u8>> = (0..200).map(|i| Gen::new(9, vec![vec![1; 8]], vec![]).next(i).args).collect();
+        let a: Vec<Vec<u8>> = (0..200).map(|i| Gen::new(9, vec![vec![1; 8]], vec![], vec![]).next(i).args).collect();
+        let b: Vec<Vec<u8>> = (0..200).map(|i| Gen::new(9, vec![vec![1; 8]], vec![], vec![]).next(i).args).collect();
         assert_eq!(a, b);
         for c in (0..500).map(|i| g.next(i)) {
             assert_eq!(c.args.len() % 4, 0, "{}", c.label());
@@ -329,10 +369,11 @@ mod tests {
         e.u32(0).var(&[4; 8]);
         assert_eq!(returned_handle(3, &e.0), Some(vec![4; 8]));
         assert_eq!(returned_handle(3, &[0, 0, 0, 2]), None);
-        let mut g = Gen::new(1, vec![], vec![vec![9]]);
-        g.learn(&[9]);
-        g.learn(&[8]);
-        g.learn(&[8]);
-        assert_eq!(g.handles, vec![vec![8]]);
+        let mut g = Gen::new(1, vec![], vec![], vec![vec![9]]);
+        g.learn(&[9], false);
+        g.learn(&[8], false);
+        g.learn(&[8], true);
+        g.learn(&[7], true);
+        assert_eq!((g.files, g.dirs), (vec![vec![8]], vec![vec![7]]));
     }
 }
