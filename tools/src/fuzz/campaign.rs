@@ -84,7 +84,14 @@ pub struct Campaign<'a> {
 }
 
 impl<'a> Campaign<'a> {
-    pub fn new(kind: Kind, seed: u64, calls: usize, timeout: Duration, gw: &'a mut Gateway, gen: Gen) -> Self {
+    pub fn new(
+        kind: Kind,
+        seed: u64,
+        calls: usize,
+        timeout: Duration,
+        gw: &'a mut Gateway,
+        gen: Gen,
+    ) -> Self {
         Campaign {
             kind,
             seed,
@@ -133,7 +140,11 @@ impl<'a> Campaign<'a> {
         if self.history.len() == 4 {
             self.history.pop_front();
         }
-        self.history.push_back(Sent { index, label, bytes });
+        self.history.push_back(Sent {
+            index,
+            label,
+            bytes,
+        });
     }
 
     fn next_xid(&mut self) -> u32 {
@@ -173,7 +184,8 @@ impl<'a> Campaign<'a> {
             Some(0) => {
                 let st = wire::Dec::new(rep.body).u32().unwrap_or(u32::MAX);
                 // Procedures whose result has no status: NULL, MOUNT DUMP/UMNT/UMNTALL/EXPORT.
-                let no_status = call.proc_ == 0 || (call.prog == super::wire::MOUNT_PROG && call.proc_ >= 2);
+                let no_status =
+                    call.proc_ == 0 || (call.prog == super::wire::MOUNT_PROG && call.proc_ >= 2);
                 if st == 0 || no_status {
                     self.tally.by_proc.entry(call.label()).or_default().1 += 1;
                     "success".to_string()
@@ -189,7 +201,11 @@ impl<'a> Campaign<'a> {
     /// Waits for the replies to every call in `pending` on `s` (in any order). Replies
     /// to other xids must still be well-formed. `Ok(true)` = all answered, `Ok(false)` =
     /// closed first; no answer in time is a failure.
-    fn await_replies(&mut self, s: &mut TcpStream, pending: &[(u32, Option<Call>)]) -> anyhow::Result<bool> {
+    fn await_replies(
+        &mut self,
+        s: &mut TcpStream,
+        pending: &[(u32, Option<Call>)],
+    ) -> anyhow::Result<bool> {
         let deadline = Instant::now() + self.timeout;
         let mut left: Vec<&(u32, Option<Call>)> = pending.iter().collect();
         while !left.is_empty() {
@@ -258,7 +274,9 @@ impl<'a> Campaign<'a> {
                 }
                 let call = self.gen.next(i);
                 let xid = self.next_xid();
-                let rec = call_record(xid, call.prog, call.vers, call.proc_, &call.cred, &call.args);
+                let rec = call_record(
+                    xid, call.prog, call.vers, call.proc_, &call.cred, &call.args,
+                );
                 let label = call.label();
                 self.tally.by_proc.entry(label.clone()).or_default().0 += 1;
                 self.remember(i, label, rec.clone());
@@ -288,9 +306,14 @@ impl<'a> Campaign<'a> {
         let mut dangling: VecDeque<TcpStream> = VecDeque::new();
         let mut i = 0;
         while !self.done(i) {
+            if i == self.calls / 2 {
+                self.flood(rng)?;
+            }
             let call = self.gen.next(i);
             let xid = self.next_xid();
-            let base = call_record(xid, call.prog, call.vers, call.proc_, &call.cred, &call.args);
+            let base = call_record(
+                xid, call.prog, call.vers, call.proc_, &call.cred, &call.args,
+            );
             let bytes = mutate::mutate(rng, &base);
             let label = format!("mutated {}", call.label());
             self.tally.by_proc.entry(call.label()).or_default().0 += 1;
@@ -339,6 +362,62 @@ impl<'a> Campaign<'a> {
         for mut s in dangling {
             self.await_close(&mut s, "a connection holding a partial record")?;
         }
+        Ok(())
+    }
+
+    /// Buffer exhaustion, once per mutation campaign (halfway): 128-256 connections each
+    /// announce a record of 8 KiB to 1 MiB + 4 KiB and send only part of it, so each
+    /// holds a record buffer (more 1 MiB ones than the default pools' large class has). Meanwhile a fresh
+    /// client's NULL, MNT and GETATTR must be answered. Then they all close.
+    fn flood(&mut self, rng: &mut super::rng::Rng) -> anyhow::Result<()> {
+        let n = 128 + rng.below(129);
+        let mut held = Vec::with_capacity(n);
+        let mut all = Vec::new();
+        for _ in 0..n {
+            let len = *rng.pick(&[
+                8192u32,
+                65536,
+                1 << 20,
+                1 << 20,
+                1 << 20,
+                (1 << 20) + 4096 - 64,
+            ]);
+            let part = rng.below((len as usize / 2).min(64 * 1024));
+            let mut b = (len | super::wire::LAST_FRAG).to_be_bytes().to_vec();
+            b.extend(rng.bytes(part));
+            all.extend_from_slice(&b[..b.len().min(64)]);
+            let mut s = self.connect()?;
+            if wire::send(&mut s, &b)? {
+                held.push(s);
+            }
+        }
+        self.remember(
+            usize::MAX,
+            format!("flood: {n} connections holding partial records (first 64 bytes of each)"),
+            all,
+        );
+        let probe = || -> anyhow::Result<()> {
+            let mut c = super::client::Client::connect(&self.gw.addr, self.timeout)?;
+            c.null()?;
+            let root = c.mount()?;
+            c.getattr(&root)
+        };
+        if let Err(e) = probe() {
+            return Err(self.fail(&format!(
+                "a well-behaved client was not served while {} connections held partial records: {e:#}",
+                held.len()
+            )));
+        }
+        if let Ok(m) = self.gw.scrape() {
+            println!(
+                "fuzz: flood: {} connections holding partial records, pool buffers in use {}, class-empty allocations so far {}",
+                held.len(),
+                m.sum("nfsgw_pool_buffers_in_use", &[]),
+                m.sum("nfsgw_pool_exhausted_total", &[])
+            );
+        }
+        self.check_process()?;
+        drop(held);
         Ok(())
     }
 

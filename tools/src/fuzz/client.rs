@@ -39,12 +39,20 @@ impl Client {
     pub fn call(&mut self, prog: u32, proc_: u32, args: &[u8]) -> anyhow::Result<Vec<u8>> {
         self.xid = self.xid.wrapping_add(1);
         let rec = call_record(self.xid, prog, 3, proc_, &Cred::root(), args);
-        ensure!(wire::send(&mut self.s, &rec)?, "connection reset while sending");
+        ensure!(
+            wire::send(&mut self.s, &rec)?,
+            "connection reset while sending"
+        );
         let deadline = Instant::now() + self.timeout;
         match wire::read_record(&mut self.s, deadline)? {
             Got::Reply(r) => {
                 let rep = wire::parse_reply(&r).context("malformed reply")?;
-                ensure!(rep.xid == self.xid, "reply xid {:#x}, expected {:#x}", rep.xid, self.xid);
+                ensure!(
+                    rep.xid == self.xid,
+                    "reply xid {:#x}, expected {:#x}",
+                    rep.xid,
+                    self.xid
+                );
                 ensure!(rep.accept == Some(0), "call not accepted: {:?}", rep.accept);
                 Ok(rep.body.to_vec())
             }
@@ -55,7 +63,9 @@ impl Client {
 
     /// A call whose result must start with status 0.
     fn ok(&mut self, prog: u32, proc_: u32, args: &[u8], what: &str) -> anyhow::Result<Vec<u8>> {
-        let b = self.call(prog, proc_, args).with_context(|| what.to_string())?;
+        let b = self
+            .call(prog, proc_, args)
+            .with_context(|| what.to_string())?;
         let st = Dec::new(&b).u32().unwrap_or(u32::MAX);
         ensure!(st == 0, "{what}: status {st}");
         Ok(b)
@@ -90,7 +100,13 @@ impl Client {
     }
 
     /// CREATE (UNCHECKED, mode 0644), MKDIR (0755) or SYMLINK; the new handle.
-    fn make(&mut self, proc_: u32, dir: &[u8], name: &[u8], target: &[u8]) -> anyhow::Result<Vec<u8>> {
+    fn make(
+        &mut self,
+        proc_: u32,
+        dir: &[u8],
+        name: &[u8],
+        target: &[u8],
+    ) -> anyhow::Result<Vec<u8>> {
         let mut e = Enc::default();
         e.var(dir).var(name);
         if proc_ == 8 {
@@ -125,7 +141,11 @@ impl Client {
     pub fn write_commit(&mut self, fh: &[u8], data: &[u8]) -> anyhow::Result<()> {
         for (i, chunk) in data.chunks(CHUNK).enumerate() {
             let mut e = Enc::default();
-            e.var(fh).u64((i * CHUNK) as u64).u32(chunk.len() as u32).u32(0).var(chunk);
+            e.var(fh)
+                .u64((i * CHUNK) as u64)
+                .u32(chunk.len() as u32)
+                .u32(0)
+                .var(chunk);
             self.ok(NFS_PROG, 7, &e.0, "WRITE")?;
         }
         let mut e = Enc::default();

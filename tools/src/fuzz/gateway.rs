@@ -47,7 +47,12 @@ fn config(dir: &Path, port: u16, stats: u16, core: usize, cache_mib: u64) -> Str
 
 impl Gateway {
     /// Starts `bin` in a fresh directory under `parent` and waits until it serves.
-    pub fn start(bin: &Path, parent: &Path, core: usize, cache_mib: u64) -> anyhow::Result<Gateway> {
+    pub fn start(
+        bin: &Path,
+        parent: &Path,
+        core: usize,
+        cache_mib: u64,
+    ) -> anyhow::Result<Gateway> {
         let dir = parent.join(format!("nfsgw-fuzz-{}", std::process::id()));
         if dir.exists() {
             std::fs::remove_dir_all(&dir).ok();
@@ -82,7 +87,10 @@ impl Gateway {
                 return Ok(g);
             }
             if let Some(st) = g.child.try_wait()? {
-                bail!("gateway exited during start-up ({st}); log:\n{}", g.log_tail(20));
+                bail!(
+                    "gateway exited during start-up ({st}); log:\n{}",
+                    g.log_tail(20)
+                );
             }
             if start.elapsed() > Duration::from_secs(60) {
                 bail!("gateway not serving after 60 s; log:\n{}", g.log_tail(20));

@@ -86,7 +86,13 @@ pub fn run(a: &FuzzArgs) -> anyhow::Result<()> {
         Some(p) => p.clone(),
         None => std::env::current_exe()?.with_file_name("gateway"),
     };
-    println!("fuzz: seed {} calls {} campaign {:?} gateway {}", a.seed, a.calls, a.campaign, bin.display());
+    println!(
+        "fuzz: seed {} calls {} campaign {:?} gateway {}",
+        a.seed,
+        a.calls,
+        a.campaign,
+        bin.display()
+    );
     let mut gw = Gateway::start(&bin, &a.workdir, a.core, a.cache_mib)?;
     let result = rounds(a, &mut gw);
     match &result {
@@ -166,12 +172,20 @@ fn rounds(a: &FuzzArgs, gw: &mut Gateway) -> anyhow::Result<()> {
 fn setup_canary(gw: &Gateway, seed: u64, timeout: Duration) -> anyhow::Result<(Vec<u8>, Vec<u8>)> {
     let mut c = Client::connect(&gw.addr, timeout)?;
     let root = c.mount().context("setup")?;
-    let dir = c.mkdir(&root, CANARY_DIR).context("setup: MKDIR canary dir")?;
-    let f = c.create(&dir, CANARY_FILE).context("setup: CREATE canary")?;
+    let dir = c
+        .mkdir(&root, CANARY_DIR)
+        .context("setup: MKDIR canary dir")?;
+    let f = c
+        .create(&dir, CANARY_FILE)
+        .context("setup: CREATE canary")?;
     let data = canary_bytes(seed);
-    c.write_commit(&f, &data).context("setup: canary WRITE+COMMIT")?;
+    c.write_commit(&f, &data)
+        .context("setup: canary WRITE+COMMIT")?;
     let back = c.read_all(&f).context("setup: canary READ")?;
-    anyhow::ensure!(back == data, "setup: canary read back differs before any fuzzing");
+    anyhow::ensure!(
+        back == data,
+        "setup: canary read back differs before any fuzzing"
+    );
     Ok((root, f))
 }
 
@@ -274,9 +288,17 @@ fn after_campaign(
         Ok(())
     };
     check().map_err(|e| report(gw, format!("{e:#}")))?;
-    let panics: Vec<String> = gw.log_text().lines().filter(|l| l.contains("panicked")).map(String::from).collect();
+    let panics: Vec<String> = gw
+        .log_text()
+        .lines()
+        .filter(|l| l.contains("panicked"))
+        .map(String::from)
+        .collect();
     if !panics.is_empty() {
-        return Err(report(gw, format!("log has `panicked`: {}", panics.join(" | "))));
+        return Err(report(
+            gw,
+            format!("log has `panicked`: {}", panics.join(" | ")),
+        ));
     }
     // Resources: every connection closed, pool buffers and RSS back within bounds.
     let end = Instant::now() + Duration::from_secs(a.settle_s);

@@ -9,7 +9,17 @@ use super::rng::Rng;
 use super::wire::LAST_FRAG;
 
 /// 32-bit values that break length fields.
-const WORDS: &[u32] = &[0, 1, 3, 0x7fff_ffff, 0x8000_0000, 0xffff_ffff, 0xffff_fffc, 0x0010_0000, 0x0010_1001];
+const WORDS: &[u32] = &[
+    0,
+    1,
+    3,
+    0x7fff_ffff,
+    0x8000_0000,
+    0xffff_ffff,
+    0xffff_fffc,
+    0x0010_0000,
+    0x0010_1001,
+];
 const BYTES: &[u8] = &[0, 1, 0x7f, 0x80, 0xff];
 
 /// Mutates a record (`rec` = record mark + body). The result may be framed any way.

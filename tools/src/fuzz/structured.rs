@@ -97,7 +97,11 @@ impl Gen {
         if fh.is_empty() || known(&self.files) || known(&self.dirs) || known(&self.readonly) {
             return;
         }
-        let list = if is_dir { &mut self.dirs } else { &mut self.files };
+        let list = if is_dir {
+            &mut self.dirs
+        } else {
+            &mut self.files
+        };
         if list.len() < MAX_HANDLES {
             list.push(fh.to_vec());
         } else {
@@ -222,7 +226,8 @@ impl Gen {
                 let guard = self.rng.chance(1, 2);
                 e.bool(guard);
                 if guard {
-                    e.u32(self.rng.u32()).u32(*self.rng.pick(&[0, 999_999_999, 1_000_000_000]));
+                    e.u32(self.rng.u32())
+                        .u32(*self.rng.pick(&[0, 999_999_999, 1_000_000_000]));
                 }
             }
             3 => {
@@ -335,7 +340,9 @@ pub fn returned_handle(proc_: u32, body: &[u8]) -> Option<Vec<u8>> {
     }
     match proc_ {
         3 => Some(d.var(64)?.to_vec()),
-        8..=11 => (d.u32()? == 1).then(|| d.var(64).map(<[u8]>::to_vec)).flatten(),
+        8..=11 => (d.u32()? == 1)
+            .then(|| d.var(64).map(<[u8]>::to_vec))
+            .flatten(),
         _ => None,
     }
 }
@@ -352,8 +359,12 @@ mod tests {
         assert_eq!(labels[21], "NFS3 COMMIT");
         assert_eq!(labels[23], "MOUNT3 MNT");
         assert_eq!(labels[27], "MOUNT3 EXPORT");
-        let a: Vec<Vec<u8>> = (0..200).map(|i| Gen::new(9, vec![vec![1; 8]], vec![], vec![]).next(i).args).collect();
-        let b: Vec<Vec<u8>> = (0..200).map(|i| Gen::new(9, vec![vec![1; 8]], vec![], vec![]).next(i).args).collect();
+        let a: Vec<Vec<u8>> = (0..200)
+            .map(|i| Gen::new(9, vec![vec![1; 8]], vec![], vec![]).next(i).args)
+            .collect();
+        let b: Vec<Vec<u8>> = (0..200)
+            .map(|i| Gen::new(9, vec![vec![1; 8]], vec![], vec![]).next(i).args)
+            .collect();
         assert_eq!(a, b);
         for c in (0..500).map(|i| g.next(i)) {
             assert_eq!(c.args.len() % 4, 0, "{}", c.label());

@@ -71,7 +71,10 @@ pub fn u64v(r: &mut Rng) -> u64 {
     match r.below(6) {
         0 => r.below(1 << 18) as u64,
         1 => r.next_u64(),
-        2 => r.pick(U64_EDGES).wrapping_add(r.below(7) as u64).wrapping_sub(3),
+        2 => r
+            .pick(U64_EDGES)
+            .wrapping_add(r.below(7) as u64)
+            .wrapping_sub(3),
         _ => *r.pick(U64_EDGES),
     }
 }
@@ -81,7 +84,10 @@ pub fn u32v(r: &mut Rng) -> u32 {
     match r.below(6) {
         0 => r.below(1 << 16) as u32,
         1 => r.u32(),
-        2 => r.pick(U32_EDGES).wrapping_add(r.below(7) as u32).wrapping_sub(3),
+        2 => r
+            .pick(U32_EDGES)
+            .wrapping_add(r.below(7) as u32)
+            .wrapping_sub(3),
         _ => *r.pick(U32_EDGES),
     }
 }
@@ -119,7 +125,7 @@ pub fn path(r: &mut Rng) -> Vec<u8> {
         4 => vec![b'/'; 1024],
         5 => {
             let mut p = b"/".to_vec();
-            p.extend(std::iter::repeat(b'p').take(1100));
+            p.extend([b'p'; 1100]);
             p
         }
         6 => b"/a\0b".to_vec(),
@@ -165,7 +171,11 @@ pub fn handle(r: &mut Rng, real: &[Vec<u8>]) -> Vec<u8> {
 
 /// nfstime3, sometimes with nanoseconds >= 10^9.
 fn time(r: &mut Rng, e: &mut Enc) {
-    let secs = if r.chance(1, 2) { r.u32() } else { *r.pick(U32_EDGES) };
+    let secs = if r.chance(1, 2) {
+        r.u32()
+    } else {
+        *r.pick(U32_EDGES)
+    };
     let nsecs = *r.pick(&[0, 1, 999_999_999, 1_000_000_000, 1_000_000_001, u32::MAX]);
     e.u32(secs).u32(nsecs);
 }
@@ -212,7 +222,11 @@ pub fn sattr(r: &mut Rng, combo: usize, e: &mut Enc) {
     }
     let at = if bad && r.chance(1, 3) { 3 } else { at as u32 };
     set_time(r, at, e);
-    let mt = if bad && r.chance(1, 3) { u32::MAX } else { mt as u32 };
+    let mt = if bad && r.chance(1, 3) {
+        u32::MAX
+    } else {
+        mt as u32
+    };
     set_time(r, mt, e);
 }
 

@@ -91,7 +91,14 @@ impl Cred {
 }
 
 /// A whole record: record mark (one last fragment) + call header + `args`.
-pub fn call_record(xid: u32, prog: u32, vers: u32, proc_: u32, cred: &Cred, args: &[u8]) -> Vec<u8> {
+pub fn call_record(
+    xid: u32,
+    prog: u32,
+    vers: u32,
+    proc_: u32,
+    cred: &Cred,
+    args: &[u8],
+) -> Vec<u8> {
     let mut e = Enc::default();
     e.u32(0); // record mark, patched below
     e.u32(xid).u32(0).u32(2).u32(prog).u32(vers).u32(proc_);
@@ -115,7 +122,11 @@ pub enum Got {
 }
 
 /// Reads exactly `buf.len()` bytes before `deadline`; `Ok(false)` on close.
-fn read_full(s: &mut TcpStream, buf: &mut [u8], deadline: Instant) -> std::io::Result<Option<bool>> {
+fn read_full(
+    s: &mut TcpStream,
+    buf: &mut [u8],
+    deadline: Instant,
+) -> std::io::Result<Option<bool>> {
     let mut got = 0;
     while got < buf.len() {
         let now = Instant::now();
@@ -133,7 +144,9 @@ fn read_full(s: &mut TcpStream, buf: &mut [u8], deadline: Instant) -> std::io::R
             Err(e)
                 if matches!(
                     e.kind(),
-                    ErrorKind::ConnectionReset | ErrorKind::ConnectionAborted | ErrorKind::BrokenPipe
+                    ErrorKind::ConnectionReset
+                        | ErrorKind::ConnectionAborted
+                        | ErrorKind::BrokenPipe
                 ) =>
             {
                 return Ok(Some(false))
@@ -285,7 +298,10 @@ mod tests {
         let mut e = Enc::default();
         e.u32(5).u32(1).u32(0).u32(0).u32(0).u32(0).u32(77);
         let r = parse_reply(&e.0).unwrap();
-        assert_eq!((r.xid, r.accept, r.body), (5, Some(0), &77u32.to_be_bytes()[..]));
+        assert_eq!(
+            (r.xid, r.accept, r.body),
+            (5, Some(0), &77u32.to_be_bytes()[..])
+        );
         assert!(parse_reply(&[0, 0, 0, 5, 0, 0, 0, 0]).is_none());
         assert!(parse_reply(&[0, 0]).is_none());
         let mut d = Dec::new(&[0, 0, 0, 9, 1]);
