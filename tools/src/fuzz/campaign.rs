@@ -233,6 +233,11 @@ impl<'a> Campaign<'a> {
                     let (_, call) = left.swap_remove(at);
                     self.tally.replies += 1;
                     if let Some(c) = call {
+                        if rep.accept == Some(0) {
+                            if let Some(why) = super::semantics::violation(c, rep.body) {
+                                return Err(self.fail(&format!("reply breaks RFC 1813: {why}")));
+                            }
+                        }
                         self.count_reply(c, &rep);
                         if c.prog == NFS_PROG && c.vers == 3 && rep.accept == Some(0) {
                             if let Some(fh) = returned_handle(c.proc_, rep.body) {
@@ -307,7 +312,7 @@ impl<'a> Campaign<'a> {
         let mut i = 0;
         while !self.done(i) {
             if i == self.calls / 2 {
-                self.flood(rng)?;
+                self.flood(rng, i)?;
             }
             let call = self.gen.next(i);
             let xid = self.next_xid();
@@ -369,7 +374,7 @@ impl<'a> Campaign<'a> {
     /// announce a record of 8 KiB to 1 MiB + 4 KiB and send only part of it, so each
     /// holds a record buffer (more 1 MiB ones than the default pools' large class has). Meanwhile a fresh
     /// client's NULL, MNT and GETATTR must be answered. Then they all close.
-    fn flood(&mut self, rng: &mut super::rng::Rng) -> anyhow::Result<()> {
+    fn flood(&mut self, rng: &mut super::rng::Rng, index: usize) -> anyhow::Result<()> {
         let n = 128 + rng.below(129);
         let mut held = Vec::with_capacity(n);
         let mut all = Vec::new();
@@ -392,7 +397,7 @@ impl<'a> Campaign<'a> {
             }
         }
         self.remember(
-            usize::MAX,
+            index,
             format!("flood: {n} connections holding partial records (first 64 bytes of each)"),
             all,
         );

@@ -11,6 +11,7 @@ mod client;
 mod gateway;
 mod mutate;
 mod rng;
+mod semantics;
 mod structured;
 mod values;
 mod wire;
