@@ -33,11 +33,12 @@ pub enum Which {
 
 #[derive(Args, Debug)]
 pub struct FuzzArgs {
-    /// Seed of every random choice; the same seed sends the same calls.
-    #[arg(long, default_value_t = 1)]
+    /// Seed of every random choice; the same seed sends the same calls. The default is
+    /// the CI seed (tests/e2e/test_fuzz.py).
+    #[arg(long, default_value_t = 3)]
     seed: u64,
     /// Calls (or mutated records) per campaign and round.
-    #[arg(long, default_value_t = 3000)]
+    #[arg(long, default_value_t = 10_000)]
     calls: usize,
     /// Night mode: repeat rounds (seed, seed+1, ...) against one gateway for this many
     /// seconds. Without it, one round.

@@ -45,6 +45,15 @@ pub const NFS_PROCS: [&str; 22] = [
 pub const MOUNT_PROCS: [&str; 6] = ["NULL", "MNT", "DUMP", "UMNT", "UMNTALL", "EXPORT"];
 
 impl Call {
+    /// Whether the server's state is the same whether or not it runs this call
+    /// (lookups, reads, attributes, listings; MOUNT only changes its mount list).
+    pub fn changes_nothing(&self) -> bool {
+        match (self.prog, self.vers) {
+            (NFS_PROG, 3) => matches!(self.proc_, 0 | 1 | 3..=6 | 16..=20),
+            _ => true,
+        }
+    }
+
     /// "NFS3 READ", "MOUNT3 MNT", "prog 100003 v4 proc 1", ...
     pub fn label(&self) -> String {
         match (self.prog, self.vers) {
@@ -70,13 +79,16 @@ pub struct Gen {
     /// Handles fuzz calls may not modify or remove through (the export root), used only
     /// by read-only procedures so a fuzz call cannot lock the checks out.
     pub readonly: Vec<Vec<u8>>,
+    /// Handles learned so far (a full list is overwritten round-robin, without using
+    /// the random stream, so replies do not shift the calls that follow).
+    learned: usize,
     /// This call is "sane": real handles of the right kind, plain names and a root
     /// credential, so its hostile numbers reach the code past the argument checks.
     sane: bool,
     n: usize,
 }
 
-/// Most handles kept per kind; a learned handle replaces a random one beyond this.
+/// Most handles kept per kind; beyond this a learned handle replaces an older one.
 const MAX_HANDLES: usize = 64;
 
 impl Gen {
@@ -86,6 +98,7 @@ impl Gen {
             files,
             dirs,
             readonly,
+            learned: 0,
             sane: false,
             n: 0,
         }
@@ -97,6 +110,7 @@ impl Gen {
         if fh.is_empty() || known(&self.files) || known(&self.dirs) || known(&self.readonly) {
             return;
         }
+        self.learned += 1;
         let list = if is_dir {
             &mut self.dirs
         } else {
@@ -105,8 +119,7 @@ impl Gen {
         if list.len() < MAX_HANDLES {
             list.push(fh.to_vec());
         } else {
-            let i = self.rng.below(list.len());
-            list[i] = fh.to_vec();
+            list[self.learned % MAX_HANDLES] = fh.to_vec();
         }
     }
 
