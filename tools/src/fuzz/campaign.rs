@@ -391,8 +391,10 @@ impl<'a> Campaign<'a> {
 
     /// Buffer exhaustion, once per mutation campaign (halfway): 128-256 connections each
     /// announce a record of 8 KiB to 1 MiB + 4 KiB and send only part of it, so each
-    /// holds a record buffer (more 1 MiB ones than the default pools' large class has). Meanwhile a fresh
-    /// client's NULL, MNT and GETATTR must be answered. Then they all close.
+    /// holds a record buffer (more 1 MiB ones than the default pools' large class has).
+    /// Meanwhile a fresh client's NULL, MNT and GETATTR must be answered, and its 1 MiB
+    /// WRITE (which needs a large buffer) must complete within the call timeout: the
+    /// server reaps the flood after `tcp.record_timeout_s`. Then they all close.
     fn flood(&mut self, rng: &mut super::rng::Rng, index: usize) -> anyhow::Result<()> {
         let n = 128 + rng.below(129);
         let mut held = Vec::with_capacity(n);
@@ -420,18 +422,8 @@ impl<'a> Campaign<'a> {
             format!("flood: {n} connections holding partial records (first 64 bytes of each)"),
             all,
         );
-        let probe = || -> anyhow::Result<()> {
-            let mut c = super::client::Client::connect(&self.gw.addr, self.timeout)?;
-            c.null()?;
-            let root = c.mount()?;
-            c.getattr(&root)
-        };
-        if let Err(e) = probe() {
-            return Err(self.fail(&format!(
-                "a well-behaved client was not served while {} connections held partial records: {e:#}",
-                held.len()
-            )));
-        }
+        // Give the reactor a moment to read every record mark before counting.
+        std::thread::sleep(Duration::from_millis(200));
         if let Ok(m) = self.gw.scrape() {
             println!(
                 "fuzz: flood: {} connections holding partial records, pool buffers in use {}, class-empty allocations so far {}",
@@ -439,6 +431,24 @@ impl<'a> Campaign<'a> {
                 m.sum("nfsgw_pool_buffers_in_use", &[]),
                 m.sum("nfsgw_pool_exhausted_total", &[])
             );
+        }
+        let name = format!("zz-flood-{}-{index}", self.seed);
+        let probe = || -> anyhow::Result<()> {
+            let mut c = super::client::Client::connect(&self.gw.addr, self.timeout)?;
+            c.null()?;
+            let root = c.mount()?;
+            c.getattr(&root)?;
+            // A 1 MiB WRITE needs a large buffer: it may park until the server reaps
+            // the flood (tcp.record_timeout_s), but must then complete.
+            let f = c.create(&root, name.as_bytes())?;
+            c.write(&f, 0, &vec![0xf1; 1 << 20])?;
+            c.remove(&root, name.as_bytes())
+        };
+        if let Err(e) = probe() {
+            return Err(self.fail(&format!(
+                "a well-behaved client was not served while {} connections held partial records: {e:#}",
+                held.len()
+            )));
         }
         self.check_process()?;
         drop(held);

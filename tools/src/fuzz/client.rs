@@ -137,16 +137,21 @@ impl Client {
         self.ok(NFS_PROG, 12, &e.0, "REMOVE").map(drop)
     }
 
+    /// One UNSTABLE WRITE.
+    pub fn write(&mut self, fh: &[u8], offset: u64, data: &[u8]) -> anyhow::Result<()> {
+        let mut e = Enc::default();
+        e.var(fh)
+            .u64(offset)
+            .u32(data.len() as u32)
+            .u32(0)
+            .var(data);
+        self.ok(NFS_PROG, 7, &e.0, "WRITE").map(drop)
+    }
+
     /// UNSTABLE writes of `data` in 64 KiB chunks, then COMMIT of the whole file.
     pub fn write_commit(&mut self, fh: &[u8], data: &[u8]) -> anyhow::Result<()> {
         for (i, chunk) in data.chunks(CHUNK).enumerate() {
-            let mut e = Enc::default();
-            e.var(fh)
-                .u64((i * CHUNK) as u64)
-                .u32(chunk.len() as u32)
-                .u32(0)
-                .var(chunk);
-            self.ok(NFS_PROG, 7, &e.0, "WRITE")?;
+            self.write(fh, (i * CHUNK) as u64, chunk)?;
         }
         let mut e = Enc::default();
         e.var(fh).u64(0).u32(0);
