@@ -30,9 +30,11 @@ fn free_port() -> anyhow::Result<u16> {
 /// The campaign's config. `record_timeout_s = 2` (campaign::RECORD_TIMEOUT) so connections left holding a
 /// partial record are reaped during the campaign; a small read cache keeps RSS bounds
 /// meaningful.
-fn config(dir: &Path, port: u16, stats: u16, core: usize, cache_mib: u64) -> String {
+fn config(dir: &Path, port: u16, stats: u16, cores: &[usize], cache_mib: u64) -> String {
+    let cores: Vec<String> = cores.iter().map(usize::to_string).collect();
+    let cores = cores.join(", ");
     format!(
-        "[engine]\ncores = [{core}]\nidle = \"adaptive\"\nhugepages = \"auto\"\n\n\
+        "[engine]\ncores = [{cores}]\nidle = \"adaptive\"\nhugepages = \"auto\"\n\n\
          [tcp]\nlisten = \"127.0.0.1:{port}\"\nrecord_timeout_s = 2\n\n\
          [rdma]\nprovider = \"off\"\n\n\
          [backend]\nkind = \"fs\"\nroot = \"{data}\"\nworkers = 2\n\n\
@@ -50,7 +52,7 @@ impl Gateway {
     pub fn start(
         bin: &Path,
         parent: &Path,
-        core: usize,
+        cores: &[usize],
         cache_mib: u64,
     ) -> anyhow::Result<Gateway> {
         let dir = parent.join(format!("nfsgw-fuzz-{}", std::process::id()));
@@ -61,7 +63,7 @@ impl Gateway {
         std::fs::create_dir_all(dir.join("state"))?;
         let (port, stats) = (free_port()?, free_port()?);
         let cfg = dir.join("gateway.toml");
-        std::fs::write(&cfg, config(&dir, port, stats, core, cache_mib))?;
+        std::fs::write(&cfg, config(&dir, port, stats, cores, cache_mib))?;
         let log = dir.join("gateway.log");
         let child = Command::new(bin)
             .arg("--config")

@@ -49,9 +49,10 @@ pub struct FuzzArgs {
     /// The gateway binary (default: next to this program).
     #[arg(long)]
     gateway: Option<PathBuf>,
-    /// CPU for the gateway's one reactor.
-    #[arg(long, default_value_t = 0)]
-    core: usize,
+    /// CPUs for the gateway's reactors (`engine.cores`), e.g. `0` or `0,1` (then
+    /// connections spread over two reactors).
+    #[arg(long, value_delimiter = ',', default_value = "0")]
+    core: Vec<usize>,
     /// `cache.size_mib` of the gateway (0 = no page cache: READs always reach the
     /// backend).
     #[arg(long, default_value_t = 16)]
@@ -95,7 +96,7 @@ pub fn run(a: &FuzzArgs) -> anyhow::Result<()> {
         a.campaign,
         bin.display()
     );
-    let mut gw = Gateway::start(&bin, &a.workdir, a.core, a.cache_mib)?;
+    let mut gw = Gateway::start(&bin, &a.workdir, &a.core, a.cache_mib)?;
     let result = rounds(a, &mut gw);
     match &result {
         Ok(()) if !a.keep => {
