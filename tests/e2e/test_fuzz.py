@@ -8,6 +8,7 @@ The page cache is on (cache.size_mib = 16, the fuzzer's default) in one run and 
 the other, so READs reach both the reactor's cache and the backend."""
 
 import os
+import re
 import subprocess
 
 import pytest
@@ -35,3 +36,41 @@ def test_fuzz_campaign(campaign, cache_mib, tmp_path):
     assert "fuzz: OK" in r.stdout and f"seed {CI_SEED}" in r.stdout, out
     assert f"{campaign}: {CI_CALLS} calls" in r.stdout, out
     assert "healthy" in r.stdout, out
+
+
+KILLER = """#!/bin/sh
+# Starts the real gateway, then SIGKILLs it once the structured campaign is under way
+# (its work area is complete), as a crash in the middle of a campaign would.
+"$REAL_GATEWAY" "$@" &
+pid=$!
+data="$(dirname "$2")/data"
+i=0
+while [ ! -e "$data/fz-{seed}-structured/l0" ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done
+sleep 0.3
+kill -9 $pid
+wait $pid
+exit 137
+"""
+
+
+def test_fuzz_reports_a_gateway_that_dies(tmp_path):
+    """A gateway that dies mid-campaign makes the fuzzer exit 1 with the seed, the call
+    in hex and the line that reproduces it (the failure path CI relies on)."""
+    if not TOOLS.is_file():
+        pytest.fail(f"{TOOLS} not built (cargo build --release -p tools)", pytrace=False)
+    wrapper = tmp_path / "dying-gateway.sh"
+    wrapper.write_text(KILLER.replace("{seed}", str(CI_SEED)))
+    wrapper.chmod(0o755)
+    env = dict(os.environ, REAL_GATEWAY=str(find_gateway_bin()))
+    cmd = [str(TOOLS), "fuzz", "--seed", str(CI_SEED), "--calls", "200000",
+           "--campaign", "structured", "--cache-mib", "0", "--call-timeout-ms", "5000",
+           "--gateway", str(wrapper), "--workdir", str(tmp_path),
+           "--core", os.environ.get("E2E_CORE", "0")]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=240, env=env)
+    out = r.stdout + r.stderr
+    assert r.returncode == 1, out[-4000:]
+    assert f"FUZZ FAILURE: seed {CI_SEED} campaign structured call #" in r.stderr, out[-4000:]
+    assert re.search(r"call \(hex, record mark first\): 8[0-9a-f]{7}[0-9a-f]+", r.stderr), out[-4000:]
+    assert re.search(rf"reproduce: nfsgw-tools fuzz --seed {CI_SEED} --campaign structured --calls \d+",
+                     r.stderr), out[-4000:]
+    assert "gateway directory kept" in r.stdout, out[-4000:]
