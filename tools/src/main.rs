@@ -1,11 +1,13 @@
 //! `nfsgw-tools`: operator tools for the gateway.
 //!
 //! - `top`: a live terminal view of a gateway's stats endpoint (`[stats] listen`).
+//! - `fuzz`: seeded fuzz campaigns against the real gateway binary (docs/fuzzing.md).
 //! - `sweep`: start the gateway with each variant of a config, run `bench` against
 //!   each, print a table and a plot, write the best variant as a config.
 
 mod benchjson;
 mod fetch;
+mod fuzz;
 mod metrics;
 mod plot;
 mod sweep;
@@ -29,6 +31,8 @@ struct Cli {
 enum Cmd {
     /// Live per-reactor view of a gateway's /metrics (busy %, ops/s, MiB/s, p99, pools).
     Top(top::TopArgs),
+    /// Seeded fuzz campaigns over TCP against a gateway it starts (docs/fuzzing.md).
+    Fuzz(fuzz::FuzzArgs),
     /// Benchmark every variant of a config and write the best one.
     Sweep(sweep::SweepArgs),
 }
@@ -38,6 +42,7 @@ fn main() -> std::process::ExitCode {
     let r = match cli.cmd {
         Cmd::Top(a) => top::run(&a),
         Cmd::Sweep(a) => sweep::run(&a),
+        Cmd::Fuzz(a) => fuzz::run(&a),
     };
     match r {
         Ok(()) => std::process::ExitCode::SUCCESS,
