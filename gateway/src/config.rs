@@ -115,7 +115,11 @@ pub const MEDIUM_BUF: usize = 64 << 10;
 pub const LARGE_BUF: usize = (1 << 20) + (4 << 10);
 
 fn default_small() -> usize {
-    1024
+    // 32 MiB per reactor: RPC-over-RDMA Receives come from this class (credits per
+    // connection, within a 3/4 budget that keeps rdma.min_credits for every allowed
+    // connection), so ~20 connections get the full 128 credits; TCP records and
+    // small replies use it too.
+    4096
 }
 fn default_medium() -> usize {
     128
