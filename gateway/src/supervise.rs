@@ -42,10 +42,14 @@ pub fn requests_panicked() -> u64 {
     REQUESTS_PANICKED.load(Ordering::Relaxed)
 }
 
+/// A request's work panicked (already logged and counted).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Panicked;
+
 /// Runs one request's work; a panic is caught, logged with `what`, counted, and
-/// returned as `Err(())` so the caller can answer `SYSTEM_ERR` or close the
+/// returned as `Err(Panicked)` so the caller can answer `SYSTEM_ERR` or close the
 /// connection. The panic message itself was already logged by the hook.
-pub fn request<T>(what: &'static str, f: impl FnOnce() -> T) -> Result<T, ()> {
+pub fn request<T>(what: &'static str, f: impl FnOnce() -> T) -> Result<T, Panicked> {
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(v) => Ok(v),
         Err(_) => {
@@ -55,7 +59,7 @@ pub fn request<T>(what: &'static str, f: impl FnOnce() -> T) -> Result<T, ()> {
                 "{what}: request panicked; it costs only its call or connection (policy: README \
                  \"Failures and supervision\")"
             );
-            Err(())
+            Err(Panicked)
         }
     }
 }
@@ -189,7 +193,7 @@ mod tests {
     #[test]
     fn request_catches_and_counts() {
         let before = requests_panicked();
-        let r: Result<u32, ()> = request("test", || panic!("boom"));
+        let r: Result<u32, Panicked> = request("test", || panic!("boom"));
         assert!(r.is_err());
         assert_eq!(request("test", || 7), Ok(7));
         assert!(requests_panicked() > before);

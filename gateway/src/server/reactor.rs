@@ -220,7 +220,7 @@ impl ReactorState {
                 dispatch::classify(*id, conn, peer, rec, pools, &mut hot, None)
             }) {
                 Ok(v) => router.route(v, conn, peer, st),
-                Err(()) => router.closing.push(conn),
+                Err(supervise::Panicked) => router.closing.push(conn),
             }
         };
         let n = tcp.poll(Some(timeout), &mut handle);
@@ -278,7 +278,7 @@ impl ReactorState {
             });
             match classified {
                 Ok((conn, v)) => router.route(v, conn, peer, st),
-                Err(()) => router
+                Err(supervise::Panicked) => router
                     .closing
                     .push(Link::Rdma(call, crate::ulb::ReplyItem::None)),
             }
@@ -300,7 +300,7 @@ impl ReactorState {
             dispatch::classify(self.id, conn, peer, rec, pools, &mut hot, None)
         }) {
             Ok(v) => self.router.route(v, conn, peer, st),
-            Err(()) => self.router.closing.push(conn),
+            Err(supervise::Panicked) => self.router.closing.push(conn),
         }
     }
 

@@ -409,7 +409,7 @@ fn execute(shared: &Shared, pools: &Pools, job: &Job) -> Option<Buf> {
             Ok(Outcome::Done) => Ok(w.position()),
             Ok(Outcome::GarbageArgs) => Err(Accept::GarbageArgs),
             Ok(Outcome::ProcUnavail) => Err(Accept::ProcUnavail),
-            Err(()) => {
+            Err(crate::supervise::Panicked) => {
                 tracing::error!(peer = %job.peer, prog = h.prog, proc_ = h.proc_, xid = h.xid,
                     "procedure panicked; answering SYSTEM_ERR");
                 Err(Accept::SystemErr)
