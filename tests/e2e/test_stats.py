@@ -87,7 +87,7 @@ def test_counters_agree_with_bench(gw_stats, transport):
     assert m2.sum("nfsgw_parked_requests") == 0
     assert m2.sum("nfsgw_rdma_credits_in_use") == 0
     # Pools are configured per reactor (defaults) and back to the baseline.
-    assert m2.sum("nfsgw_pool_buffers", size="8192") == 1024
+    assert m2.sum("nfsgw_pool_buffers", size="8192") == 4096  # pools.small default
     for labels, v in m0.series("nfsgw_pool_buffers_in_use"):
         assert m2.sum("nfsgw_pool_buffers_in_use", **labels) == v
 
