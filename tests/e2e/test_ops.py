@@ -37,13 +37,18 @@ def test_null_mount_export_umnt(c):
     assert c.mnt("/nonexistent-export").status != N.MNT3_OK
 
 
-def test_getattr_root_and_info(c, root):
+def test_getattr_root_and_info(gw, c, root):
     a = c.getattr(root).check().attr
     assert a.type == N.NF3DIR
     info = c.fsinfo(root).check()
     assert info.rtmax == 1048576 and info.wtmax == 1048576, f"rtmax {info.rtmax} wtmax {info.wtmax}"
     assert 0 < info.rtpref <= info.rtmax and 0 < info.wtpref <= info.wtmax
     assert info.dtpref > 0
+    # maxfilesize is what the store can really hold: s3 multipart (10,000 parts of the
+    # default 8 MiB), the memory backend's 16 GiB objects, a local file's 2^63-1.
+    base = gw.backend.split("+")[0]
+    expected = {"s3": 10_000 * (8 << 20), "memory": 16 << 30, "fs": (1 << 63) - 1}[base]
+    assert info.maxfilesize == expected, (base, info.maxfilesize)
     st = c.fsstat(root).check()
     assert st.tbytes >= st.fbytes >= 0
     pc = c.pathconf(root).check()

@@ -147,6 +147,10 @@ impl Backend for MemoryBackend {
         "memory"
     }
 
+    fn max_file_size(&self) -> u64 {
+        MAX_OBJECT
+    }
+
     fn head(&self, key: &str) -> BResult<ObjectMeta> {
         if key.is_empty() {
             let st = self.read();

@@ -84,6 +84,12 @@ pub trait Backend: Send + Sync {
 
     fn head(&self, key: &str) -> BResult<ObjectMeta>;
 
+    /// The largest object this store can hold (FSINFO `maxfilesize`): larger sizes are
+    /// refused (NOSPC) instead of failing half-way.
+    fn max_file_size(&self) -> u64 {
+        i64::MAX as u64
+    }
+
     /// Reads from `offset` into `dst`; returns bytes read (short at end of object).
     fn get_range(&self, key: &str, offset: u64, dst: &mut [u8]) -> BResult<usize>;
 

@@ -77,6 +77,11 @@ impl FileModel {
         self.inner.write_verifier()
     }
 
+    /// The largest file the store can hold (FSINFO `maxfilesize`).
+    pub fn max_file_size(&self) -> u64 {
+        self.inner.max_file_size()
+    }
+
     /// The root directory of an export (MNT).
     pub fn root(&self, export: u16) -> FsResult<Node> {
         self.inner.root(export)

@@ -654,7 +654,9 @@ fn fsinfo(ctx: &Ctx, r: &mut XdrReader, out: &mut XdrWriter) -> Res {
     for v in [io, io, 4096, io, io, 4096, MAX_DIR_REPLY as u32] {
         out.u32(v)?;
     }
-    out.u64(MAX_FILE_SIZE)?;
+    // What this store can really hold (s3: 10,000 parts of part_size_mib, at most
+    // 5 TiB), so clients learn the limit instead of meeting NOSPC half-way.
+    out.u64(ctx.model.max_file_size().min(MAX_FILE_SIZE))?;
     // time_delta: nanosecond timestamps.
     out.u32(0)?;
     out.u32(1)?;

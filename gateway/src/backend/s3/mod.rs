@@ -458,6 +458,10 @@ impl Backend for S3Backend {
         "s3"
     }
 
+    fn max_file_size(&self) -> u64 {
+        self.wb.max_object()
+    }
+
     fn identity(&self) -> String {
         format!(
             "s3:{}/{}/{}",

@@ -296,7 +296,7 @@ impl WriteBack {
 
     /// The largest object this stage can upload: the store's 5 TiB, or fewer when
     /// 10,000 parts of the configured size do not reach it.
-    fn max_object(&self) -> u64 {
+    pub(crate) fn max_object(&self) -> u64 {
         self.part.saturating_mul(MAX_PARTS).min(S3_MAX_OBJECT)
     }
 

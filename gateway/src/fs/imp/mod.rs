@@ -423,6 +423,11 @@ impl Inner {
 
     // ---- handles -------------------------------------------------------------------
 
+    /// The largest file this export's store can hold (FSINFO `maxfilesize`).
+    pub fn max_file_size(&self) -> u64 {
+        self.backend.max_file_size().min(MAX_FILE_SIZE)
+    }
+
     pub fn write_verifier(&self) -> [u8; 8] {
         self.wverf
     }
