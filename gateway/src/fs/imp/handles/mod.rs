@@ -64,6 +64,9 @@ use std::sync::{Mutex, RwLock};
 /// Live mappings kept in memory (each about 100 bytes plus its key).
 #[cfg(test)]
 const DEFAULT_CACHE_ENTRIES: usize = crate::config::DEFAULT_HANDLE_CACHE_ENTRIES;
+/// The id `assign` gives when the index fails: never assigned (ids are above 1), so a
+/// handle with it is STALE, never another file.
+const UNRESOLVABLE: u64 = 1;
 /// Forgets between two prunes of the tombstones the time floor covers.
 const PRUNE_EVERY: usize = 4096;
 
@@ -358,25 +361,22 @@ impl HandleTable {
             return r;
         }
         let db = self.db();
-        let found = match index::by_key(&db.conn, key) {
-            Ok(f) => f,
-            Err(e) => {
-                self.warn("lookup", &e);
-                None
+        let r = index::by_key(&db.conn, key).and_then(|found| match found {
+            Some(r) => Ok(r),
+            None => self.assign_new(&db.conn, key),
+        });
+        match r {
+            Ok(r) => {
+                self.cache_mut().insert(r.0, r.1, key);
+                r
             }
-        };
-        let r = match found {
-            Some(r) => r,
-            None => match self.assign_new(&db.conn, key) {
-                Ok(r) => r,
-                Err(e) => {
-                    self.warn("assign", &e);
-                    (candidate(key, 0).max(2), now_secs())
-                }
-            },
-        };
-        self.cache_mut().insert(r.0, r.1, key);
-        r
+            Err(e) => {
+                // Nothing verified: hand out an id that resolves to nothing (STALE)
+                // rather than one that might be another key's.
+                self.warn("assign", &e);
+                (UNRESOLVABLE, now_secs())
+            }
+        }
     }
 
     /// The file ids of a directory listing's keys. Keys nobody has a handle for are

@@ -217,3 +217,23 @@ fn a_killed_process_loses_nothing_committed() {
         assert_eq!(t.get(*id), Some((format!("n{i}"), *gen)));
     }
 }
+
+#[test]
+fn an_index_failure_gives_stale_ids_never_another_files() {
+    let d = tempfile::tempdir().unwrap();
+    let t = open(d.path(), 10);
+    let (a, _) = t.assign("a");
+    t.rename("a", "b"); // "b" holds "a"'s first candidate now
+    t.db().conn.execute_batch("DROP TABLE handles").unwrap();
+    t.cache_mut().remove_key("b");
+    let (id, _) = t.assign("a");
+    assert_ne!(id, a, "not the id another key holds");
+    assert_eq!(id, UNRESOLVABLE);
+    assert_eq!(t.get(id), None);
+    assert_eq!(t.get(a), None);
+    // Changes fail without panicking.
+    t.rename("x/", "y/");
+    t.forget("a");
+    t.forget_prefix("x/");
+    assert_eq!(t.ids_for_listing(["q"].into_iter()), vec![UNRESOLVABLE]);
+}
