@@ -28,6 +28,10 @@ pub(super) struct Cache {
     /// early eviction); compacted when it grows past twice the bound.
     ring: VecDeque<u64>,
     cap: usize,
+    /// Bumped by every change that moves or drops a mapping; a fill read from the
+    /// index without the index lock is cached only if no change came in between
+    /// (`insert_if`), so a stale read never lands in the cache after its invalidation.
+    epoch: u64,
 }
 
 impl Cache {
@@ -37,6 +41,22 @@ impl Cache {
             by_key: HashMap::new(),
             ring: VecDeque::new(),
             cap: cap.max(1),
+            epoch: 0,
+        }
+    }
+
+    pub(super) fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
+    pub(super) fn bump(&mut self) {
+        self.epoch = self.epoch.wrapping_add(1);
+    }
+
+    /// `insert` of a mapping read at `epoch`, unless a change came since.
+    pub(super) fn insert_if(&mut self, epoch: u64, id: u64, gen: u32, key: &str) {
+        if self.epoch == epoch {
+            self.insert(id, gen, key);
         }
     }
 
@@ -155,5 +175,17 @@ mod tests {
         assert!(c.ring.len() <= 3 * 2 + 64 + 1);
         c.remove_prefixes(&["k"]);
         assert!(c.by_id.keys().all(|id| *id < 100));
+    }
+
+    #[test]
+    fn a_fill_read_before_a_change_is_not_cached() {
+        let mut c = Cache::new(10);
+        let e = c.epoch();
+        c.insert_if(e, 5, 1, "a");
+        assert!(c.by_id(5).is_some());
+        let e = c.epoch();
+        c.bump(); // a rename came between the read and the fill
+        c.insert_if(e, 6, 1, "old-name");
+        assert!(c.by_id(6).is_none());
     }
 }

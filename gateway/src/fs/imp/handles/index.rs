@@ -48,6 +48,13 @@ pub(super) fn open(path: &Path) -> anyhow::Result<Connection> {
     Ok(conn)
 }
 
+/// A read-only connection for cache misses (WAL readers run beside the writer).
+pub(super) fn open_reader(path: &Path) -> Result<Connection> {
+    let c = Connection::open(path)?;
+    c.execute_batch("PRAGMA query_only=1")?;
+    Ok(c)
+}
+
 fn to_sql(id: u64) -> i64 {
     i64::from_le_bytes(id.to_le_bytes())
 }

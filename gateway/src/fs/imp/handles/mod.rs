@@ -17,9 +17,11 @@
 //! object at its old name.
 //!
 //! Locks: a lookup of a cached key or id takes only the cache's read lock (and sets an
-//! atomic "used" bit). Misses and changes take the index mutex, then the cache's write
-//! lock; every change goes to the index first, then to the cache, so the cache is
-//! always a subset of the index.
+//! atomic "used" bit). A miss reads the index on one of a few reader connections (WAL
+//! readers do not wait for the writer) and fills the cache only if no change came in
+//! between (the cache's epoch). Changes and new assignments take the index mutex, then
+//! the cache's write lock; every change goes to the index first, then to the cache
+//! (and bumps the epoch), so the cache is always a subset of the index.
 //!
 //! Older versions kept the table as an append-only log, `state_dir/handles.log`: an
 //! 8-byte magic "NFSGWHT1", then records
@@ -67,6 +69,8 @@ const DEFAULT_CACHE_ENTRIES: usize = crate::config::DEFAULT_HANDLE_CACHE_ENTRIES
 /// The id `assign` gives when the index fails: never assigned (ids are above 1), so a
 /// handle with it is STALE, never another file.
 const UNRESOLVABLE: u64 = 1;
+/// Idle reader connections kept open.
+const READERS_MAX: usize = 8;
 /// Forgets between two prunes of the tombstones the time floor covers.
 const PRUNE_EVERY: usize = 4096;
 
@@ -255,6 +259,9 @@ struct Db {
 pub(super) struct HandleTable {
     cache: RwLock<Cache>,
     db: Mutex<Db>,
+    /// Idle reader connections: misses read the index beside the writer, so a lookup
+    /// of an evicted entry does not wait for changes or for other misses.
+    readers: Mutex<Vec<Connection>>,
     /// The fileid space: all ones, except in tests that force collisions.
     mask: u64,
     path: PathBuf,
@@ -286,6 +293,7 @@ impl HandleTable {
         Ok(HandleTable {
             cache: RwLock::new(Cache::new(cache_entries)),
             db: Mutex::new(Db { conn, forgets: 0 }),
+            readers: Mutex::new(Vec::new()),
             mask,
             path,
         })
@@ -324,6 +332,21 @@ impl HandleTable {
         self.db.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Runs a read on an idle reader connection (opening one if none is idle).
+    fn with_reader<T>(&self, f: impl FnOnce(&Connection) -> index::Result<T>) -> index::Result<T> {
+        let idle = self.readers.lock().unwrap_or_else(|e| e.into_inner()).pop();
+        let c = match idle {
+            Some(c) => c,
+            None => index::open_reader(&self.path)?,
+        };
+        let r = f(&c);
+        let mut pool = self.readers.lock().unwrap_or_else(|e| e.into_inner());
+        if pool.len() < READERS_MAX {
+            pool.push(c);
+        }
+        r
+    }
+
     /// An index error: the change is kept in memory only and may not survive a
     /// restart, as with a failed append to the old log.
     fn warn(&self, what: &str, e: &rusqlite::Error) {
@@ -357,9 +380,22 @@ impl HandleTable {
 
     /// The fileid and generation of `key`, assigning them at first sight.
     pub(super) fn assign(&self, key: &str) -> (u64, u32) {
-        if let Some(r) = self.cache().by_key(key) {
-            return r;
+        let epoch = {
+            let c = self.cache();
+            if let Some(r) = c.by_key(key) {
+                return r;
+            }
+            c.epoch()
+        };
+        match self.with_reader(|c| index::by_key(c, key)) {
+            Ok(Some(r)) => {
+                self.cache_mut().insert_if(epoch, r.0, r.1, key);
+                return r;
+            }
+            Ok(None) => {}
+            Err(e) => self.warn("lookup", &e),
         }
+        // Unknown (or the reader failed): decide under the index lock.
         let db = self.db();
         let r = index::by_key(&db.conn, key).and_then(|found| match found {
             Some(r) => Ok(r),
@@ -390,14 +426,16 @@ impl HandleTable {
             keys.iter().map(|k| c.by_key(k).map(|r| r.0)).collect()
         };
         if ids.iter().any(Option::is_none) {
-            let db = self.db();
-            for (k, id) in keys.iter().zip(ids.iter_mut()) {
-                if id.is_none() {
-                    *id = self.peek_id(&db.conn, k).unwrap_or_else(|e| {
-                        self.warn("lookup", &e);
-                        None
-                    });
+            let r = self.with_reader(|c| {
+                for (k, id) in keys.iter().zip(ids.iter_mut()) {
+                    if id.is_none() {
+                        *id = self.peek_id(c, k)?;
+                    }
                 }
+                Ok(())
+            });
+            if let Err(e) = r {
+                self.warn("lookup", &e);
             }
         }
         keys.iter()
@@ -422,13 +460,16 @@ impl HandleTable {
 
     /// (key, generation) of a live fileid.
     pub(super) fn get(&self, id: u64) -> Option<(String, u32)> {
-        if let Some(r) = self.cache().by_id(id) {
-            return Some(r);
-        }
-        let db = self.db();
-        match index::by_id(&db.conn, id) {
+        let epoch = {
+            let c = self.cache();
+            if let Some(r) = c.by_id(id) {
+                return Some(r);
+            }
+            c.epoch()
+        };
+        match self.with_reader(|c| index::by_id(c, id)) {
             Ok(Some((Some(key), gen))) => {
-                self.cache_mut().insert(id, gen, &key);
+                self.cache_mut().insert_if(epoch, id, gen, &key);
                 Some((key, gen))
             }
             Ok(_) => None,
@@ -475,7 +516,9 @@ impl HandleTable {
             Ok(None) => {}
             Err(e) => self.warn("forget", &e),
         }
-        self.cache_mut().remove_key(key);
+        let mut c = self.cache_mut();
+        c.remove_key(key);
+        c.bump();
     }
 
     /// Drops every mapping under the directory prefix `prefix` (itself included).
@@ -495,7 +538,9 @@ impl HandleTable {
             Ok(n) => self.note_forgets(&mut db, n),
             Err(e) => self.warn("forget", &e),
         }
-        self.cache_mut().remove_prefixes(&[prefix]);
+        let mut c = self.cache_mut();
+        c.remove_prefixes(&[prefix]);
+        c.bump();
     }
 
     /// Moves `from` to `to` keeping fileids: one key, or with both ending in '/' a
@@ -544,6 +589,7 @@ impl HandleTable {
             c.remove_key(from);
             c.remove_key(to);
         }
+        c.bump();
     }
 
     /// Makes every change durable (fsync of the index).

@@ -237,3 +237,45 @@ fn an_index_failure_gives_stale_ids_never_another_files() {
     t.forget_prefix("x/");
     assert_eq!(t.ids_for_listing(["q"].into_iter()), vec![UNRESOLVABLE]);
 }
+
+#[test]
+fn concurrent_misses_never_cache_a_stale_mapping() {
+    let d = tempfile::tempdir().unwrap();
+    let t = open(d.path(), 8);
+    let ids: Vec<u64> = (0..20).map(|i| t.assign(&format!("d/f{i}")).0).collect();
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            for i in 0..200 {
+                let (a, b) = if i % 2 == 0 {
+                    ("d/", "e/")
+                } else {
+                    ("e/", "d/")
+                };
+                t.rename(a, b);
+            }
+        });
+        for _ in 0..2 {
+            s.spawn(|| {
+                for _ in 0..50 {
+                    for id in &ids {
+                        let (k, _) = t.get(*id).expect("live");
+                        assert!(k.starts_with("d/f") || k.starts_with("e/f"), "{k}");
+                    }
+                }
+            });
+        }
+    });
+    // 200 renames: back under "d/". Whatever the cache holds matches the index.
+    for (i, id) in ids.iter().enumerate() {
+        let cached = t.cache().by_id(*id);
+        let stored = index::by_id(&t.db().conn, *id).unwrap();
+        assert_eq!(
+            stored.as_ref().map(|s| s.0.clone()),
+            Some(Some(format!("d/f{i}")))
+        );
+        if let Some((k, _)) = cached {
+            assert_eq!(k, format!("d/f{i}"));
+        }
+        assert_eq!(t.get(*id).map(|r| r.0), Some(format!("d/f{i}")));
+    }
+}
