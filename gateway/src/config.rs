@@ -476,6 +476,21 @@ pub struct StateConfig {
     /// Handle key, handle table and staging live here; keep it across restarts.
     #[serde(default = "default_state_dir")]
     pub dir: PathBuf,
+    /// Handle-table entries kept in memory; the rest are read from the on-disk index.
+    #[serde(default = "default_handle_cache_entries")]
+    pub handle_cache_entries: usize,
+}
+
+/// Bounds of `state.handle_cache_entries`: below the minimum a hot working set thrashes
+/// the index; above the maximum the cache alone could take tens of GiB.
+pub const HANDLE_CACHE_MIN: usize = 1_000;
+pub const HANDLE_CACHE_MAX: usize = 100_000_000;
+
+/// Default of `state.handle_cache_entries`.
+pub const DEFAULT_HANDLE_CACHE_ENTRIES: usize = 1_000_000;
+
+fn default_handle_cache_entries() -> usize {
+    DEFAULT_HANDLE_CACHE_ENTRIES
 }
 
 fn default_state_dir() -> PathBuf {
@@ -486,6 +501,7 @@ impl Default for StateConfig {
     fn default() -> Self {
         StateConfig {
             dir: default_state_dir(),
+            handle_cache_entries: default_handle_cache_entries(),
         }
     }
 }
@@ -991,6 +1007,12 @@ impl Config {
                 "set a directory that persists across restarts, e.g. dir = \"./state\"",
             );
         }
+        if !(HANDLE_CACHE_MIN..=HANDLE_CACHE_MAX).contains(&self.state.handle_cache_entries) {
+            return err(
+                "state.handle_cache_entries",
+                "must be between 1000 and 100000000 (default 1000000, about 100 bytes plus the key each)",
+            );
+        }
         if self.exports.is_empty() {
             return err(
                 "exports",
@@ -1108,6 +1130,7 @@ mod tests {
         let x = c.exports().unwrap();
         assert_eq!(x[0].prefix, "");
         assert_eq!(x[0].squash, Squash::Root);
+        assert_eq!(c.state.handle_cache_entries, 1_000_000);
     }
 
     #[test]
@@ -1141,6 +1164,10 @@ mod tests {
             ),
             ("[[exports]]\npath = \"/\"\nsquash = \"some\"", "squash"),
             ("", "exports"),
+            (
+                "[state]\nhandle_cache_entries = 10\n[[exports]]\npath=\"/\"",
+                "state.handle_cache_entries",
+            ),
             ("[engine]\nbogus = 1\n[[exports]]\npath=\"/\"", "bogus"),
         ];
         for (text, key) in cases {

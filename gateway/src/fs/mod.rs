@@ -61,8 +61,24 @@ impl FileModel {
         state_dir: &Path,
         exports: &[ExportRoot],
     ) -> anyhow::Result<FileModel> {
+        Self::open_with(
+            backend,
+            state_dir,
+            exports,
+            crate::config::DEFAULT_HANDLE_CACHE_ENTRIES,
+        )
+    }
+
+    /// `open` with `handle_cache_entries` handle-table entries kept in memory
+    /// (`state.handle_cache_entries`).
+    pub fn open_with(
+        backend: Arc<dyn Backend>,
+        state_dir: &Path,
+        exports: &[ExportRoot],
+        handle_cache_entries: usize,
+    ) -> anyhow::Result<FileModel> {
         Ok(FileModel {
-            inner: imp::Inner::open(backend, state_dir, exports)?,
+            inner: imp::Inner::open(backend, state_dir, exports, handle_cache_entries)?,
         })
     }
 

@@ -129,8 +129,13 @@ impl Server {
                 prefix: e.prefix.clone(),
             })
             .collect();
-        let model = FileModel::open(backend, &cfg.state.dir, &roots)
-            .with_context(|| format!("state.dir = {:?}", cfg.state.dir))?;
+        let model = FileModel::open_with(
+            backend,
+            &cfg.state.dir,
+            &roots,
+            cfg.state.handle_cache_entries,
+        )
+        .with_context(|| format!("state.dir = {:?}", cfg.state.dir))?;
 
         let policy = match cfg.engine.hugepages {
             Hugepages::Require => HugePolicy::Require,

@@ -138,6 +138,7 @@ impl Inner {
         backend: Arc<dyn Backend>,
         state_dir: &Path,
         exports: &[ExportRoot],
+        handle_cache_entries: usize,
     ) -> anyhow::Result<Inner> {
         use anyhow::Context;
         std::fs::create_dir_all(state_dir)
@@ -149,7 +150,7 @@ impl Inner {
             })?,
             None => handles::load_mac_key(state_dir)?,
         };
-        let table = HandleTable::open(state_dir)?;
+        let table = HandleTable::open_with(state_dir, handle_cache_entries, u64::MAX)?;
         let id = blake3::hash(backend.identity().as_bytes());
         let fsid = u64::from_le_bytes(id.as_bytes()[..8].try_into().expect("8 bytes"));
         let inner = Inner {

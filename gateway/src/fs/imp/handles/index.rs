@@ -1,0 +1,178 @@
+//! The durable index behind the handle table: one SQLite table
+//!
+//! ```text
+//! handles(id INTEGER PRIMARY KEY, gen INTEGER NOT NULL, key BLOB UNIQUE)
+//! ```
+//!
+//! `id` is the fileid (u64 stored bit-for-bit as i64), `key` the backend key, NULL for
+//! a tombstone (a forgotten id whose `gen` must still rise on reuse). The unique key
+//! index answers key → id and, being ordered (BLOB compares as memcmp), a directory
+//! prefix is a range scan `key >= 'dir/' AND key < 'dir0'`.
+//!
+//! Durability: WAL journal with `synchronous = NORMAL` — every commit is written to
+//! the WAL with write(2) before the call returns (it survives a process kill, like
+//! the old log's appends) and is fsynced only at a checkpoint; `checkpoint` (the
+//! table's `sync`) runs a FULL one, which fsyncs WAL and database.
+
+use rusqlite::{params, Connection, OptionalExtension};
+use std::path::Path;
+
+pub(super) type Result<T> = rusqlite::Result<T>;
+
+pub(super) fn open(path: &Path) -> anyhow::Result<Connection> {
+    use anyhow::Context;
+    use std::os::unix::fs::OpenOptionsExt;
+    // Create it 0600 ourselves (SQLite gives its WAL files the database's mode).
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .open(path)
+        .with_context(|| format!("creating {}", path.display()))?;
+    let conn = Connection::open(path).with_context(|| format!("opening {}", path.display()))?;
+    let mode: String = conn
+        .query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))
+        .with_context(|| format!("{}: not a handle index?", path.display()))?;
+    anyhow::ensure!(
+        mode.eq_ignore_ascii_case("wal"),
+        "{}: cannot use a WAL journal (got {mode})",
+        path.display()
+    );
+    conn.execute_batch(
+        "PRAGMA synchronous=NORMAL;
+         CREATE TABLE IF NOT EXISTS handles (
+             id INTEGER PRIMARY KEY, gen INTEGER NOT NULL, key BLOB UNIQUE);",
+    )
+    .with_context(|| format!("{}: cannot set up the handle index", path.display()))?;
+    Ok(conn)
+}
+
+/// A read-only connection for cache misses (WAL readers run beside the writer).
+pub(super) fn open_reader(path: &Path) -> Result<Connection> {
+    let c = Connection::open(path)?;
+    c.execute_batch("PRAGMA query_only=1")?;
+    Ok(c)
+}
+
+fn to_sql(id: u64) -> i64 {
+    i64::from_le_bytes(id.to_le_bytes())
+}
+
+fn from_sql(id: i64) -> u64 {
+    u64::from_le_bytes(id.to_le_bytes())
+}
+
+/// The smallest byte string above every string that starts with `prefix`, or `None`
+/// when there is none (all 0xff).
+fn prefix_end(prefix: &str) -> Option<Vec<u8>> {
+    let mut b = prefix.as_bytes().to_vec();
+    while let Some(last) = b.pop() {
+        if last < 0xff {
+            b.push(last + 1);
+            return Some(b);
+        }
+    }
+    None
+}
+
+/// (id, gen) of a live key.
+pub(super) fn by_key(c: &Connection, key: &str) -> Result<Option<(u64, u32)>> {
+    c.prepare_cached("SELECT id, gen FROM handles WHERE key = ?1")?
+        .query_row([key.as_bytes()], |r| Ok((from_sql(r.get(0)?), r.get(1)?)))
+        .optional()
+}
+
+/// (key, gen) of an id: `Some((None, gen))` for a tombstone.
+pub(super) fn by_id(c: &Connection, id: u64) -> Result<Option<(Option<String>, u32)>> {
+    let row: Option<(Option<Vec<u8>>, u32)> = c
+        .prepare_cached("SELECT key, gen FROM handles WHERE id = ?1")?
+        .query_row([to_sql(id)], |r| Ok((r.get(0)?, r.get(1)?)))
+        .optional()?;
+    // A key that is not UTF-8 was not written by us: treat the row as a tombstone.
+    Ok(row.map(|(k, g)| (k.and_then(|k| String::from_utf8(k).ok()), g)))
+}
+
+/// Sets id → (gen, key), replacing the id's row and any other row holding `key`.
+pub(super) fn put(c: &Connection, id: u64, gen: u32, key: &str) -> Result<()> {
+    c.prepare_cached("INSERT OR REPLACE INTO handles (id, gen, key) VALUES (?1, ?2, ?3)")?
+        .execute(params![to_sql(id), gen, key.as_bytes()])?;
+    Ok(())
+}
+
+/// Makes `id` a tombstone keeping at least generation `gen`.
+pub(super) fn tomb(c: &Connection, id: u64, gen: u32) -> Result<()> {
+    c.prepare_cached(
+        "INSERT INTO handles (id, gen, key) VALUES (?1, ?2, NULL)
+         ON CONFLICT(id) DO UPDATE SET key = NULL, gen = max(gen, excluded.gen)",
+    )?
+    .execute(params![to_sql(id), gen])?;
+    Ok(())
+}
+
+/// Gives the live `id` the key `key`.
+pub(super) fn set_key(c: &Connection, id: u64, key: Option<&str>) -> Result<()> {
+    c.prepare_cached("UPDATE handles SET key = ?2 WHERE id = ?1")?
+        .execute(params![to_sql(id), key.map(str::as_bytes)])?;
+    Ok(())
+}
+
+/// Live (id, key) under `prefix`, in key order.
+pub(super) fn range(c: &Connection, prefix: &str) -> Result<Vec<(u64, String)>> {
+    let map =
+        |r: &rusqlite::Row<'_>| -> Result<(u64, Vec<u8>)> { Ok((from_sql(r.get(0)?), r.get(1)?)) };
+    let rows: Vec<(u64, Vec<u8>)> = match prefix_end(prefix) {
+        Some(end) => c
+            .prepare_cached("SELECT id, key FROM handles WHERE key >= ?1 AND key < ?2")?
+            .query_map(params![prefix.as_bytes(), end], map)?
+            .collect::<Result<_>>()?,
+        None => c
+            .prepare_cached("SELECT id, key FROM handles WHERE key >= ?1")?
+            .query_map([prefix.as_bytes()], map)?
+            .collect::<Result<_>>()?,
+    };
+    Ok(rows
+        .into_iter()
+        .filter_map(|(id, k)| Some((id, String::from_utf8(k).ok()?)))
+        .collect())
+}
+
+/// Drops tombstones the time floor covers (a new generation is at least the current
+/// second, so a tombstone below it can no longer raise one).
+pub(super) fn prune_tombs(c: &Connection, now: u32) -> Result<usize> {
+    c.prepare_cached("DELETE FROM handles WHERE key IS NULL AND gen < ?1")?
+        .execute([now])
+}
+
+/// Makes every commit durable: a FULL checkpoint fsyncs the WAL, copies it into the
+/// database and fsyncs that.
+pub(super) fn checkpoint(c: &Connection) -> Result<()> {
+    let busy: i64 = c.query_row("PRAGMA wal_checkpoint(FULL)", [], |r| r.get(0))?;
+    if busy != 0 {
+        return Err(rusqlite::Error::SqliteFailure(
+            rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_BUSY),
+            Some("checkpoint blocked".into()),
+        ));
+    }
+    Ok(())
+}
+
+/// (live, tombstone) row counts.
+#[cfg(test)]
+pub(super) fn counts(c: &Connection) -> Result<(usize, usize)> {
+    c.query_row(
+        "SELECT count(key), count(*) - count(key) FROM handles",
+        [],
+        |r| Ok((r.get(0)?, r.get(1)?)),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn prefix_end_is_the_next_string() {
+        assert_eq!(super::prefix_end("d/"), Some(b"d0".to_vec()));
+        assert_eq!(super::prefix_end("a\u{7f}"), Some(b"a\x80".to_vec()));
+        assert_eq!(super::prefix_end(""), None);
+    }
+}
