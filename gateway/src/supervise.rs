@@ -149,6 +149,9 @@ pub mod hooks {
         ReactorThread = 3,
         /// Kill a worker thread outside any request (the process must exit).
         WorkerThread = 4,
+        /// Hand the call to a worker, which takes half a second over it (a slow store:
+        /// completions pile up behind it).
+        WorkerSlow = 5,
     }
 
     /// Reads `NFSGW_TEST_HOOKS` (called once at start).
@@ -181,6 +184,7 @@ pub mod hooks {
             2 => Some(Hook::WorkerRequest),
             3 => Some(Hook::ReactorThread),
             4 => Some(Hook::WorkerThread),
+            5 => Some(Hook::WorkerSlow),
             _ => None,
         }
     }

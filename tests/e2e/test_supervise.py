@@ -8,6 +8,7 @@ fault hooks (NFSGW_TEST_HOOKS=1: an NFS NULL call with XID 0xDEAD000n triggers h
 - with hooks off (the default) those XIDs are ordinary NULL calls.
 """
 
+import os
 import socket
 import time
 
@@ -138,5 +139,36 @@ def test_hooks_are_off_by_default(tmp_path, monkeypatch):
         time.sleep(0.3)
         assert g.alive()
         assert "panicked" not in g.log_path.read_text(errors="replace")
+    finally:
+        g.stop()
+
+
+def test_sigterm_with_more_finished_calls_than_the_completion_ring_exits(tmp_path, monkeypatch):
+    """Shutdown stops the reactors first; workers still finishing calls used to spin for
+    ever on a full completion ring nobody drained (SIGTERM hung before staged writes
+    were flushed). 40 slow calls (hook 5: half a second each on a worker) fill the job
+    ring (16) and the workers (4); SIGTERM while they run: the 20 completions that no
+    reactor will drain must not hang the exit (seen hanging with the alive check
+    removed from worker::push_done)."""
+    g = gateway(tmp_path, monkeypatch)
+    g.stop()
+    g.backend_opts.update({"ring_depth": 16, "workers": 4})
+    g.write_config()
+    g.start()
+    with g.client() as c:
+        root = c.mount("/")
+        fh = c.create(root, "kept").check("CREATE").fh
+        c.write(fh, 0, b"durable", N.UNSTABLE).check("WRITE")
+        for _ in range(40):
+            null_with_xid(c, HOOK | 5)
+        time.sleep(0.2)
+        g.stop(timeout=30)   # asserts exit status 0 within 30 s
+    log = g.log_path.read_text(errors="replace")
+    assert "clean shutdown" in log, log[-2000:]
+    g.start()
+    try:
+        with g.client() as c:
+            c.mount("/")
+            assert c.read(fh, 0, 7).check("READ").data == b"durable"
     finally:
         g.stop()

@@ -114,7 +114,7 @@ pub(crate) fn classify(
             None => {}
             Some(Hook::ReactorRequest) => panic!("test hook: panic while classifying a call"),
             Some(Hook::ReactorThread) => hooks::kill_reactor_after_pass(),
-            Some(Hook::WorkerRequest | Hook::WorkerThread) => {
+            Some(Hook::WorkerRequest | Hook::WorkerThread | Hook::WorkerSlow) => {
                 return Verdict::Work(Job {
                     stat: crate::stats::CallStat::default(),
                     read_ahead: false,

@@ -134,11 +134,15 @@ fn reply_buffer(pools: &Pools, want: usize) -> Option<Buf> {
 }
 
 fn run_job(shared: &Shared, job: Job) {
-    if job.header.proc_ == 0
-        && crate::supervise::hooks::of_xid(job.header.xid)
-            == Some(crate::supervise::hooks::Hook::WorkerThread)
-    {
-        panic!("test hook: worker thread killed outside any request");
+    if job.header.proc_ == 0 {
+        use crate::supervise::hooks::{self, Hook};
+        match hooks::of_xid(job.header.xid) {
+            Some(Hook::WorkerThread) => {
+                panic!("test hook: worker thread killed outside any request")
+            }
+            Some(Hook::WorkerSlow) => std::thread::sleep(Duration::from_millis(500)),
+            _ => {}
+        }
     }
     let link = &shared.reactors[job.reactor];
     let effect = CacheEffect::of(shared, &job);
