@@ -173,6 +173,22 @@ pub mod hooks {
         ON.load(Ordering::Relaxed) && KILL_REACTOR.swap(false, Ordering::Relaxed)
     }
 
+    /// Runs the reactor's part of the hook a NULL call asks for (a panic, or arming the
+    /// thread kill); true when the call must go to a worker instead of being answered
+    /// inline. One relaxed load when hooks are off.
+    #[inline]
+    pub fn on_reactor_null(xid: u32) -> bool {
+        match of_xid(xid) {
+            None => false,
+            Some(Hook::ReactorRequest) => panic!("test hook: panic while classifying a call"),
+            Some(Hook::ReactorThread) => {
+                kill_reactor_after_pass();
+                false
+            }
+            Some(Hook::WorkerRequest | Hook::WorkerThread | Hook::WorkerSlow) => true,
+        }
+    }
+
     /// The hook a NULL call's XID asks for, when hooks are on.
     #[inline]
     pub fn of_xid(xid: u32) -> Option<Hook> {

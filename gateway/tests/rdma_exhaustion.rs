@@ -5,12 +5,12 @@
 //! RDMA-CM reject, and 64 RDMA connections plus 1,000 TCP connections working at once
 //! on one reactor leave every pool buffer back afterwards.
 
-mod rdma_raw;
+mod common;
 
+use common::*;
 use engine::rpc;
 use engine::rpcrdma::wire::{Chunks, ReadSegment, Segment};
 use engine::xdr::XdrReader;
-use rdma_raw::*;
 use std::net::TcpStream;
 use std::sync::{Arc, Barrier};
 use std::time::Duration;
@@ -218,22 +218,6 @@ fn read_chunked(raw: &mut Raw, xid: u32, fh: &[u8], len: usize) -> Vec<u8> {
     assert_eq!(st, rpc::ReplyStatus::Accepted(rpc::Accept::Success));
     assert_eq!(&payload[at..at + 4], &[0, 0, 0, 0], "READ ok");
     raw.scratch(1).1[..len].to_vec()
-}
-
-/// Raises the soft open-file limit to at least `want` (1,000 TCP connections are
-/// 2,000 descriptors in this one process).
-fn raise_nofile(want: u64) {
-    // SAFETY: getrlimit/setrlimit with a valid, initialised struct.
-    unsafe {
-        let mut r = libc::rlimit {
-            rlim_cur: 0,
-            rlim_max: 0,
-        };
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) == 0 && r.rlim_cur < want {
-            r.rlim_cur = want.min(r.rlim_max);
-            libc::setrlimit(libc::RLIMIT_NOFILE, &r);
-        }
-    }
 }
 
 const RDMA_CONNS: usize = 64;

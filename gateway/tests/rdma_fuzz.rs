@@ -14,10 +14,10 @@
 //! runs for that many seconds with no message cap; `NFSGW_FUZZ_SEED=<u64>` replays a
 //! campaign (the seed is printed).
 
-mod rdma_raw;
+mod common;
 
+use common::*;
 use engine::rpcrdma::wire::{self, Chunks, ReadSegment, Segment};
-use rdma_raw::*;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 

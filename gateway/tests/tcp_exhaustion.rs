@@ -3,128 +3,36 @@
 //! holding large buffers, and 1,000 concurrent connections. Every test ends by checking
 //! that every pool buffer came back.
 
-use engine::rpc::{self, AuthSys, Cred};
-use engine::xdr::{XdrReader, XdrWriter};
-use gateway::config::Config;
-use gateway::server::Server;
+mod common;
+
+use common::{raise_nofile, rpc_call, xdr_opaque, Gw, GwOpts, MOUNT, NFS};
+use engine::rpc;
+use engine::xdr::XdrReader;
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-const NFS: u32 = 100003;
-const MOUNT: u32 = 100005;
 const MIB: usize = 1 << 20;
 
-struct Gw {
-    server: Option<Server>,
-    addr: SocketAddr,
-    _dir: tempfile::TempDir,
-}
-
-impl Gw {
-    /// One reactor; `extra_tcp` lines go into `[tcp]`.
-    fn start(large: usize, extra_tcp: &str) -> Gw {
-        raise_fd_limit();
-        let dir = tempfile::tempdir().unwrap();
-        let text = format!(
-            "[engine]\ncores = [0]\nidle = \"adaptive\"\nhugepages = \"off\"\n\
-             [pools]\nsmall = 1024\nmedium = 128\nlarge = {large}\n\
-             [tcp]\nlisten = \"127.0.0.1:0\"\nmax_connections = 1100\n{extra_tcp}\n\
-             [rdma]\nprovider = \"off\"\n\
-             [backend]\nkind = \"memory\"\nworkers = 2\n\
-             [state]\ndir = \"{}\"\n\
-             [[exports]]\npath = \"/\"\nclients = [\"0.0.0.0/0\"]\nsquash = \"none\"\n",
-            dir.path().display()
-        );
-        let cfg = Config::parse(&text).unwrap();
-        let server = Server::start(&cfg).unwrap();
-        let addr = server.local_addr();
-        Gw {
-            server: Some(server),
-            addr,
-            _dir: dir,
-        }
-    }
-
-    fn in_use(&self) -> usize {
-        self.server.as_ref().unwrap().pool_buffers_in_use()
-    }
-
-    /// Every pool buffer returns once connections are gone.
-    fn assert_buffers_back(&self) {
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            let used = self.in_use();
-            if used == 0 {
-                return;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "{used} pool buffers never came back"
-            );
-            std::thread::sleep(Duration::from_millis(10));
-        }
-    }
-
-    fn connect(&self) -> TcpStream {
-        let s = TcpStream::connect(self.addr).unwrap();
-        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-        s.set_nodelay(true).unwrap();
-        s
-    }
-}
-
-impl Drop for Gw {
-    fn drop(&mut self) {
-        if let Some(s) = self.server.take() {
-            let _ = s.shutdown();
-        }
-    }
-}
-
-/// 1,000 client sockets plus the gateway's own need more than a 1024 soft limit.
-fn raise_fd_limit() {
-    let mut lim = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit/setrlimit read or write one rlimit struct we own.
-    unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 {
-            lim.rlim_cur = lim.rlim_max;
-            libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
-        }
-    }
+/// One reactor, TCP only, memory backend; `large` 1 MiB buffers; `tcp_extra` lines go
+/// into `[tcp]`.
+fn start(large: usize, tcp_extra: &str) -> Gw {
+    raise_nofile(u64::MAX);
+    Gw::start(&GwOpts {
+        small: 1024,
+        medium: 128,
+        large,
+        tcp_max_connections: 1100,
+        tcp_extra: tcp_extra.to_string(),
+        rdma: false,
+        ..GwOpts::default()
+    })
 }
 
 fn rss() -> usize {
     let statm = std::fs::read_to_string("/proc/self/statm").unwrap();
     let pages: usize = statm.split_whitespace().nth(1).unwrap().parse().unwrap();
     pages * 4096
-}
-
-fn rpc_call(xid: u32, prog: u32, proc_: u32, args: &[u8]) -> Vec<u8> {
-    let mut b = vec![0u8; 512];
-    let mut w = XdrWriter::new(&mut b);
-    rpc::write_call(
-        &mut w,
-        xid,
-        prog,
-        3,
-        proc_,
-        &Cred::Sys(AuthSys::new(0, 0, &[])),
-    )
-    .unwrap();
-    let n = w.position();
-    b.truncate(n);
-    b.extend_from_slice(args);
-    b
-}
-
-fn xdr_opaque(v: &mut Vec<u8>, data: &[u8]) {
-    v.extend((data.len() as u32).to_be_bytes());
-    v.extend_from_slice(data);
-    v.resize(v.len() + engine::xdr::pad_len(data.len()), 0);
 }
 
 fn send_call(s: &mut TcpStream, call: &[u8]) {
@@ -234,7 +142,7 @@ fn partial_1mib(n: usize) -> Vec<u8> {
 
 /// A good client mounts, creates a file and writes then reads back `n` 1 MiB blocks.
 fn good_client_writes_1mib(gw: &Gw, n: u64) {
-    let mut s = gw.connect();
+    let mut s = gw.connect_tcp();
     let root = mount(&mut s);
     let fh = create(&mut s, &root, "big");
     for i in 0..n {
@@ -256,10 +164,10 @@ fn good_client_writes_1mib(gw: &Gw, n: u64) {
 /// time out: each announcement pinned one of the large buffers).
 #[test]
 fn record_marks_do_not_block_another_clients_1mib_writes() {
-    let gw = Gw::start(48, "");
+    let gw = start(48, "");
     let mut attackers: Vec<TcpStream> = (0..200)
         .map(|_| {
-            let mut s = gw.connect();
+            let mut s = gw.connect_tcp();
             s.write_all(&partial_1mib(4)).unwrap();
             s
         })
@@ -268,7 +176,7 @@ fn record_marks_do_not_block_another_clients_1mib_writes() {
     assert_eq!(gw.in_use(), 0, "record marks pinned pool buffers");
     good_client_writes_1mib(&gw, 3);
     attackers.clear();
-    gw.assert_buffers_back();
+    gw.assert_buffers_back(Duration::from_secs(10));
 }
 
 /// Twelve connections each send 100 KiB of a 1 MiB record and stop, holding all 8
@@ -276,10 +184,10 @@ fn record_marks_do_not_block_another_clients_1mib_writes() {
 /// closed after tcp.stall_reclaim_ms and the WRITE is answered.
 #[test]
 fn stalled_partial_records_give_their_buffers_to_a_starved_client() {
-    let gw = Gw::start(8, "stall_reclaim_ms = 200");
+    let gw = start(8, "stall_reclaim_ms = 200");
     let mut attackers: Vec<TcpStream> = (0..12)
         .map(|_| {
-            let mut s = gw.connect();
+            let mut s = gw.connect_tcp();
             s.write_all(&partial_1mib(100 << 10)).unwrap();
             s
         })
@@ -291,7 +199,7 @@ fn stalled_partial_records_give_their_buffers_to_a_starved_client() {
     }
     good_client_writes_1mib(&gw, 2);
     attackers.clear();
-    gw.assert_buffers_back();
+    gw.assert_buffers_back(Duration::from_secs(10));
 }
 
 /// 1,000 concurrent connections on one reactor each do NULL, GETATTR, a 16 KiB WRITE
@@ -299,8 +207,8 @@ fn stalled_partial_records_give_their_buffers_to_a_starved_client() {
 /// process RSS to near its baseline (per-connection memory is released, not kept).
 #[test]
 fn a_thousand_connections_do_work_and_leave_nothing_behind() {
-    let gw = Gw::start(16, "");
-    let mut s = gw.connect();
+    let gw = start(16, "");
+    let mut s = gw.connect_tcp();
     let root = mount(&mut s);
     let fh = create(&mut s, &root, "shared");
     let blocks: Vec<Vec<u8>> = (0..4).map(|i| pattern(16 << 10, i)).collect();
@@ -309,12 +217,12 @@ fn a_thousand_connections_do_work_and_leave_nothing_behind() {
     }
     let whole: Vec<u8> = blocks.concat();
     drop(s);
-    gw.assert_buffers_back();
+    gw.assert_buffers_back(Duration::from_secs(10));
     let base = rss();
 
     let mut fhx = Vec::new();
     xdr_opaque(&mut fhx, &fh);
-    let mut conns: Vec<TcpStream> = (0..1000).map(|_| gw.connect()).collect();
+    let mut conns: Vec<TcpStream> = (0..1000).map(|_| gw.connect_tcp()).collect();
     // Each round goes out on every connection before any reply is read.
     for c in conns.iter_mut() {
         send_call(c, &rpc_call(1, NFS, 0, &[]));
@@ -352,7 +260,7 @@ fn a_thousand_connections_do_work_and_leave_nothing_behind() {
     }
     let peak = rss();
     conns.clear();
-    gw.assert_buffers_back();
+    gw.assert_buffers_back(Duration::from_secs(10));
     // The reactor notices the closes on its next passes; give it a moment.
     std::thread::sleep(Duration::from_millis(300));
     let after = rss();
@@ -368,7 +276,7 @@ fn a_thousand_connections_do_work_and_leave_nothing_behind() {
         (after - base) >> 10
     );
     // And the gateway still serves.
-    let mut s = gw.connect();
+    let mut s = gw.connect_tcp();
     assert!(call(&mut s, 9, NFS, 0, &[]).is_empty());
 }
 
@@ -378,8 +286,8 @@ fn a_thousand_connections_do_work_and_leave_nothing_behind() {
 /// holds its socket open.
 #[test]
 fn a_client_that_never_reads_is_closed_and_its_replies_freed() {
-    let gw = Gw::start(16, "send_timeout_s = 1\nmax_queued_mib = 1");
-    let mut s = gw.connect();
+    let gw = start(16, "send_timeout_s = 1\nmax_queued_mib = 1");
+    let mut s = gw.connect_tcp();
     let root = mount(&mut s);
     let fh = create(&mut s, &root, "f");
     write(&mut s, 3, &fh, 0, &pattern(32 << 10, 1));
@@ -402,7 +310,7 @@ fn a_client_that_never_reads_is_closed_and_its_replies_freed() {
         std::thread::sleep(Duration::from_millis(5));
     }
     let held = Instant::now();
-    gw.assert_buffers_back();
+    gw.assert_buffers_back(Duration::from_secs(10));
     assert!(
         held.elapsed() >= Duration::from_millis(500),
         "freed before the send timeout"
@@ -420,5 +328,5 @@ fn a_client_that_never_reads_is_closed_and_its_replies_freed() {
         }
     }
     good_client_writes_1mib(&gw, 1);
-    gw.assert_buffers_back();
+    gw.assert_buffers_back(Duration::from_secs(10));
 }

@@ -6,6 +6,7 @@
 //!   each, print a table and a plot, write the best variant as a config.
 
 mod benchjson;
+mod child;
 mod fetch;
 mod fuzz;
 mod metrics;

@@ -104,11 +104,7 @@ fn sibling(name: &str) -> anyhow::Result<PathBuf> {
     Ok(me.with_file_name(name))
 }
 
-fn free_port() -> anyhow::Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port())
-}
+use crate::child::free_port;
 
 /// A gateway child process, stopped (SIGTERM, then SIGKILL after 10 s) when dropped.
 struct Gateway {
@@ -117,19 +113,7 @@ struct Gateway {
 
 impl Drop for Gateway {
     fn drop(&mut self) {
-        // SAFETY: kill(2) on our own child's pid.
-        unsafe {
-            libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM);
-        }
-        let start = Instant::now();
-        while start.elapsed() < Duration::from_secs(10) {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        crate::child::stop(&mut self.child, Duration::from_secs(10));
     }
 }
 

@@ -60,6 +60,8 @@ pub(super) struct Cx<'a> {
     pub max_inflight: usize,
     pub max_queued: usize,
     pub stats: &'a mut TcpStats,
+    /// The transport's pass clock (read once per poll, not per event).
+    pub now: Instant,
 }
 
 pub(super) struct Conn {
@@ -152,7 +154,7 @@ impl Conn {
         cx: &mut Cx,
         on_record: &mut dyn FnMut(ConnId, SocketAddr, Buf),
     ) -> Result<(Pump, usize), Close> {
-        self.resume();
+        self.resume(cx.now);
         let mut work = 0;
         for _ in 0..READ_BUDGET {
             if let Some(stall) = self.drain(cx, on_record, &mut work)? {
@@ -181,11 +183,11 @@ impl Conn {
 
     /// Rule: time spent stalled by us does not count against the peer's
     /// `record_timeout`: the clock restarts when reading resumes.
-    fn resume(&mut self) {
+    fn resume(&mut self, now: Instant) {
         if self.stall != Stall::None {
             self.stall = Stall::None;
             self.partial_since = None;
-            self.last_input = Instant::now();
+            self.last_input = now;
         }
     }
 
@@ -249,7 +251,7 @@ impl Conn {
         self.pos = self.be;
         self.end = self.be;
         if !self.dec.at_boundary() && self.partial_since.is_none() {
-            self.partial_since = Some(Instant::now());
+            self.partial_since = Some(cx.now);
         }
         Ok(None)
     }
@@ -423,7 +425,7 @@ impl Conn {
                 if n < asked {
                     self.readable = false;
                 }
-                self.last_input = Instant::now();
+                self.last_input = cx.now;
                 cx.stats.bytes_in += n as u64;
                 if direct {
                     cx.stats.bytes_direct += n as u64;
@@ -453,9 +455,9 @@ impl Conn {
 
     /// Rule: a reply joins the queue in order; its pool memory counts against the
     /// connection's `max_queued` budget, and the send clock starts if it was idle.
-    pub fn push_reply(&mut self, reply: Buf) {
+    pub fn push_reply(&mut self, reply: Buf, now: Instant) {
         if self.out.is_empty() {
-            self.out_since = Some(Instant::now());
+            self.out_since = Some(now);
         }
         self.out_bytes = self.out_bytes.saturating_add(reply.capacity());
         self.out.push_back(reply);
@@ -463,7 +465,7 @@ impl Conn {
 
     /// Rule: replies leave in queue order, up to `MAX_IOV` per vectored write; a partial
     /// write keeps the offset into the front reply; `WouldBlock` waits for writability.
-    pub fn flush(&mut self, stats: &mut TcpStats) -> io::Result<()> {
+    pub fn flush(&mut self, stats: &mut TcpStats, now: Instant) -> io::Result<()> {
         while !self.out.is_empty() {
             let res = {
                 let mut iov = [IoSlice::new(&[]); MAX_IOV];
@@ -479,7 +481,7 @@ impl Conn {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
                 Ok(n) => {
                     stats.bytes_out += n as u64;
-                    self.advance(n);
+                    self.advance(n, now);
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     stats.write_blocks += 1;
@@ -495,8 +497,8 @@ impl Conn {
 
     /// Drops fully written replies (back to their pool), keeps the partial offset and
     /// restarts the send clock (progress was made).
-    fn advance(&mut self, mut n: usize) {
-        self.out_since = Some(Instant::now());
+    fn advance(&mut self, mut n: usize, now: Instant) {
+        self.out_since = Some(now);
         while n > 0 {
             let Some(front) = self.out.front() else {
                 break;

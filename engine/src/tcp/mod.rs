@@ -161,6 +161,10 @@ pub struct TcpTransport {
     refusal_logged: Option<Instant>,
     refusals_quiet: u64,
     stats: TcpStats,
+    /// The pass clock: read once per `poll` (after its wait) and used for every
+    /// timestamp of that pass (input, queued replies, sweeps); timeouts are seconds,
+    /// a clock read per event would only cost system time.
+    now: Instant,
 }
 
 /// Which resource limit a connection ran past (see `TcpTransport::sweep`).
@@ -211,6 +215,7 @@ impl TcpTransport {
             spare_stages: Vec::new(),
             sweep_every,
             next_sweep: Instant::now() + sweep_every,
+            now: Instant::now(),
             exhausted_seen,
             refusal_logged: None,
             refusals_quiet: 0,
@@ -295,6 +300,7 @@ impl TcpTransport {
     ) -> usize {
         self.flush();
         let mut work = self.wait(timeout);
+        self.now = Instant::now();
         work += self.run_ready(on_record);
         self.sweep();
         work
@@ -355,7 +361,7 @@ impl TcpTransport {
         };
         if writable {
             c.write_blocked = false;
-            if let Err(e) = c.flush(&mut self.stats) {
+            if let Err(e) = c.flush(&mut self.stats, self.now) {
                 tracing::info!("tcp {}: write failed ({e}); closing", c.peer);
                 self.close_slot(slot);
                 return;
@@ -523,6 +529,7 @@ impl TcpTransport {
                 max_inflight: self.opts.max_inflight,
                 max_queued: self.opts.max_queued,
                 stats: &mut self.stats,
+                now: self.now,
             };
             match c.pump(&mut cx, on_record) {
                 Ok((state, n)) => {
@@ -565,7 +572,7 @@ impl TcpTransport {
         if self.live == 0 {
             return;
         }
-        let now = Instant::now();
+        let now = self.now;
         if now < self.next_sweep {
             return;
         }
@@ -714,7 +721,7 @@ impl TcpTransport {
         reply[..4].copy_from_slice(&record::mark(body));
         self.stats.replies_out += 1;
         let c = self.conns[slot].as_mut().expect("slot_of checked");
-        c.push_reply(reply);
+        c.push_reply(reply, self.now);
         Some(slot)
     }
 
@@ -724,7 +731,7 @@ impl TcpTransport {
         if c.write_blocked || c.out.is_empty() {
             return;
         }
-        if let Err(e) = c.flush(&mut self.stats) {
+        if let Err(e) = c.flush(&mut self.stats, self.now) {
             tracing::info!("tcp {}: write failed ({e}); closing", c.peer);
             self.close_slot(slot);
             return;

@@ -108,25 +108,8 @@ pub(crate) fn classify(
             )
         });
     }
-    if header.proc_ == 0 {
-        use crate::supervise::hooks::{self, Hook};
-        match hooks::of_xid(header.xid) {
-            None => {}
-            Some(Hook::ReactorRequest) => panic!("test hook: panic while classifying a call"),
-            Some(Hook::ReactorThread) => hooks::kill_reactor_after_pass(),
-            Some(Hook::WorkerRequest | Hook::WorkerThread | Hook::WorkerSlow) => {
-                return Verdict::Work(Job {
-                    stat: crate::stats::CallStat::default(),
-                    read_ahead: false,
-                    reactor,
-                    conn,
-                    peer,
-                    header,
-                    record,
-                    args_at,
-                })
-            }
-        }
+    // NULL is answered here, unless a test hook sends it to a worker.
+    if header.proc_ == 0 && !crate::supervise::hooks::on_reactor_null(header.xid) {
         return inline(record, pools, |w| {
             rpc::write_accepted(w, header.xid, Accept::Success)
         });

@@ -21,11 +21,7 @@ pub struct Gateway {
     log_seen: u64,
 }
 
-fn free_port() -> anyhow::Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port())
-}
+use crate::child::free_port;
 
 /// The campaign's config. `record_timeout_s = 2` (campaign::RECORD_TIMEOUT) so connections left holding a
 /// partial record are reaped during the campaign; a small read cache keeps RSS bounds
@@ -155,21 +151,6 @@ impl Gateway {
 
 impl Drop for Gateway {
     fn drop(&mut self) {
-        if self.child.try_wait().ok().flatten().is_some() {
-            return;
-        }
-        // SAFETY: kill(2) on our own child's pid, which has not been reaped yet.
-        unsafe {
-            libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM);
-        }
-        let start = Instant::now();
-        while start.elapsed() < Duration::from_secs(10) {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        crate::child::stop(&mut self.child, Duration::from_secs(10));
     }
 }

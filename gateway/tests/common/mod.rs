@@ -1,5 +1,5 @@
-//! Shared by the RDMA exhaustion and fuzz tests: an in-process gateway with the `soft`
-//! provider, and a small raw requester (fabric trait + header codec) cheap enough to
+//! Shared by the in-process integration tests (TCP and RDMA exhaustion, RDMA fuzz): a
+//! gateway with the `soft` provider (or TCP only), TCP RPC helpers, and a small raw requester (fabric trait + header codec) cheap enough to
 //! open 64 of at once. `rdma_soft.rs` keeps its own, larger one.
 #![allow(dead_code)]
 
@@ -42,8 +42,14 @@ pub struct GwOpts {
     pub credits: u32,
     pub inline: usize,
     pub small: usize,
+    pub medium: usize,
+    pub large: usize,
     pub max_connections: usize,
     pub tcp_max_connections: usize,
+    /// More `[tcp]` lines (`key = value`, newline-separated).
+    pub tcp_extra: String,
+    /// Serve RPC-over-RDMA (`soft`); `false`: TCP only.
+    pub rdma: bool,
 }
 
 impl Default for GwOpts {
@@ -52,8 +58,12 @@ impl Default for GwOpts {
             credits: 128,
             inline: 4096,
             small: 1024,
+            medium: 64,
+            large: 24,
             max_connections: 64,
             tcp_max_connections: 1024,
+            tcp_extra: String::new(),
+            rdma: true,
         }
     }
 }
@@ -71,17 +81,21 @@ impl Gw {
         let base = 45000 + (std::process::id() % 2000) as u16 * 8;
         let port = base + PORT.fetch_add(1, Ordering::Relaxed) % 8;
         let rdma: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+        let provider = if o.rdma { "soft" } else { "off" };
         let text = format!(
             "[engine]\ncores = [0]\nidle = \"adaptive\"\nhugepages = \"off\"\n\
-             [pools]\nsmall = {}\nmedium = 64\nlarge = 24\n\
-             [tcp]\nlisten = \"127.0.0.1:0\"\nmax_connections = {}\n\
-             [rdma]\nprovider = \"soft\"\nlisten = \"{rdma}\"\ncredits = {}\ninline_size = {}\n\
+             [pools]\nsmall = {}\nmedium = {}\nlarge = {}\n\
+             [tcp]\nlisten = \"127.0.0.1:0\"\nmax_connections = {}\n{}\n\
+             [rdma]\nprovider = \"{provider}\"\nlisten = \"{rdma}\"\ncredits = {}\ninline_size = {}\n\
              max_connections = {}\n\
              [backend]\nkind = \"memory\"\nworkers = 2\n\
              [state]\ndir = \"{}\"\n\
              [[exports]]\npath = \"/\"\nclients = [\"0.0.0.0/0\"]\nsquash = \"none\"\n",
             o.small,
+            o.medium,
+            o.large,
             o.tcp_max_connections,
+            o.tcp_extra,
             o.credits,
             o.inline,
             o.max_connections,
@@ -102,6 +116,14 @@ impl Gw {
 
     pub fn in_use(&self) -> usize {
         self.server.as_ref().unwrap().pool_buffers_in_use()
+    }
+
+    /// A TCP connection to the gateway (5 s read timeout, no delay).
+    pub fn connect_tcp(&self) -> TcpStream {
+        let s = TcpStream::connect(self.tcp_addr()).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        s.set_nodelay(true).unwrap();
+        s
     }
 
     /// Every pool buffer returns once connections are gone.
@@ -393,6 +415,22 @@ pub fn tcp_null_ok(addr: SocketAddr, xid: u32) {
         (rx, st),
         (xid, rpc::ReplyStatus::Accepted(rpc::Accept::Success))
     );
+}
+
+/// Raises this process's open-file soft limit to at least `want` (bounded by the hard
+/// limit): 1,000 client sockets plus the gateway's own need more than 1024.
+pub fn raise_nofile(want: u64) {
+    // SAFETY: getrlimit/setrlimit read and write one initialised rlimit we own.
+    unsafe {
+        let mut r = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) == 0 && r.rlim_cur < want {
+            r.rlim_cur = want.min(r.rlim_max);
+            libc::setrlimit(libc::RLIMIT_NOFILE, &r);
+        }
+    }
 }
 
 /// A small xorshift64 PRNG: deterministic campaigns without another crate.
