@@ -209,9 +209,9 @@ def test_unknown_program_version_procedure(hg):
     assert (r.reply_stat, r.accept_stat) == (N.MSG_ACCEPTED, N.PROG_UNAVAIL), r
     r = c.call(100000, 2, 0)    # portmapper is not served
     assert (r.reply_stat, r.accept_stat) == (N.MSG_ACCEPTED, N.PROG_UNAVAIL), r
-    for v in (2, 4, 0, 0xFFFFFFFF):
+    for v in (2, 5, 0, 0xFFFFFFFF):
         r = c.call(N.NFS_PROGRAM, v, 0)
-        assert (r.reply_stat, r.accept_stat, r.low, r.high) == (N.MSG_ACCEPTED, N.PROG_MISMATCH, 3, 3), \
+        assert (r.reply_stat, r.accept_stat, r.low, r.high) == (N.MSG_ACCEPTED, N.PROG_MISMATCH, 3, 4), \
             f"NFS version {v}: {r}"
     r = c.call(N.MOUNT_PROGRAM, 99, 0)
     assert (r.reply_stat, r.accept_stat) == (N.MSG_ACCEPTED, N.PROG_MISMATCH), r

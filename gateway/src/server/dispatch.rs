@@ -87,8 +87,8 @@ pub(crate) fn classify(
         }
     };
     let supported = match header.prog {
-        NFS_PROGRAM => NFS_V3,
-        MOUNT_PROGRAM => MOUNT_V3,
+        NFS_PROGRAM => NFS_V3..=crate::nfs4::NFS_V4,
+        MOUNT_PROGRAM => MOUNT_V3..=MOUNT_V3,
         _ => {
             tracing::debug!(%peer, prog = header.prog, "program unavailable");
             return inline(record, pools, |w| {
@@ -96,14 +96,14 @@ pub(crate) fn classify(
             });
         }
     };
-    if header.vers != supported {
+    if !supported.contains(&header.vers) {
         return inline(record, pools, |w| {
             rpc::write_accepted(
                 w,
                 header.xid,
                 Accept::ProgMismatch {
-                    low: supported,
-                    high: supported,
+                    low: *supported.start(),
+                    high: *supported.end(),
                 },
             )
         });
@@ -115,7 +115,7 @@ pub(crate) fn classify(
         });
     }
     let mut read_ahead = false;
-    if header.prog == NFS_PROGRAM {
+    if header.prog == NFS_PROGRAM && header.vers == NFS_V3 {
         if let Some(v) = from_cache(
             &header,
             &record[args_at..],

@@ -45,6 +45,8 @@ pub(crate) struct Shared {
     pub cache_pages: bool,
     pub exports: Exports,
     pub mounts: MountTable,
+    /// NFSv4.1 clients, sessions, opens, locks and delegations.
+    pub state: crate::state::State,
     pub reactors: Vec<ReactorLink>,
 }
 
@@ -220,6 +222,7 @@ impl Server {
             cache_pages: cfg.cache.size_mib > 0,
             exports: Exports::new(exports),
             mounts: MountTable::new(),
+            state: crate::state::State::new(),
             reactors: links,
         });
 

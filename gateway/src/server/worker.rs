@@ -250,6 +250,10 @@ impl CacheEffect {
         if h.prog != NFS_PROGRAM {
             return CacheEffect::None;
         }
+        if h.vers == crate::nfs4::NFS_V4 {
+            // Skeleton rule: any COMPOUND may mutate anything (refined by the v4 owner).
+            return CacheEffect::Namespace;
+        }
         let mut r = XdrReader::new(&job.record[job.args_at..]);
         let Ok(fh) = r.opaque_var(crate::fs::FH_MAX) else {
             return CacheEffect::None;
@@ -378,6 +382,7 @@ fn execute(shared: &Shared, pools: &Pools, job: &Job) -> Option<Buf> {
     let want = MARK
         + RPC_HEADER
         + match h.prog {
+            NFS_PROGRAM if h.vers == crate::nfs4::NFS_V4 => 1 << 20,
             NFS_PROGRAM => nfs3::reply_capacity(h.proc_, args),
             _ => 8192,
         };
@@ -404,6 +409,9 @@ fn execute(shared: &Shared, pools: &Pools, job: &Job) -> Option<Buf> {
                 panic!("test hook: panic while running a procedure");
             }
             match h.prog {
+                NFS_PROGRAM if h.vers == crate::nfs4::NFS_V4 => {
+                    crate::nfs4::serve(&ctx, &shared.state, h.proc_, args, &mut w)
+                }
                 NFS_PROGRAM => nfs3::serve(&ctx, h.proc_, args, &mut w),
                 MOUNT_PROGRAM => mount::serve(&ctx, h.proc_, args, &mut w),
                 _ => Outcome::ProcUnavail,

@@ -1,0 +1,154 @@
+//! NFSv4.1 (RFC 8881): the COMPOUND procedure over the file model.
+//!
+//! `serve` runs on a backend worker thread, like `nfs3::serve`. It decodes the COMPOUND
+//! header, runs each operation in order through the operation table below, and stops at
+//! the first operation that fails (RFC 8881 §15.2 / §16.2.3). Each operation function
+//! decodes its own arguments and writes its own `nfs_resop4` body (status first).
+//!
+//! Who owns what (parallel work, keep to your files):
+//! - `compound.rs` (this loop's helpers), `session_ops.rs`, `file_ops.rs`, `attrs.rs`,
+//!   `pseudo.rs`: the session layer and file operations.
+//! - `state_ops.rs`: OPEN, OPEN_DOWNGRADE, CLOSE, LOCK, LOCKT, LOCKU, TEST_STATEID,
+//!   FREE_STATEID, DELEGRETURN (over `crate::state::opens` / `locks`).
+//! - `callback.rs`: the backchannel (CB_COMPOUND encoding, CB_NULL, recall).
+
+mod file_ops;
+pub mod ops;
+mod session_ops;
+mod state_ops;
+pub mod status;
+
+use crate::fs::Node;
+use crate::nfs3::{Ctx, Outcome};
+use crate::state::stateid::Stateid;
+use engine::xdr::{XdrReader, XdrWriter};
+
+/// NFS program version 4 (minor version in the COMPOUND arguments).
+pub const NFS_V4: u32 = 4;
+/// The only minor version served; others get NFS4ERR_MINOR_VERS_MISMATCH.
+pub const MINOR_VERSION: u32 = 1;
+/// Largest file handle (RFC 8881 NFS4_FHSIZE).
+pub const FH4_MAX: usize = 128;
+
+/// The reply buffer is full: the COMPOUND ends with NFS4ERR_REP_TOO_BIG (or
+/// NFS4ERR_RESOURCE outside a session).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Full;
+
+/// What an operation function returns: the nfsstat4 it wrote (the COMPOUND stops at
+/// the first non-zero one), or `Full` when its results did not fit.
+pub type OpResult = Result<u32, Full>;
+
+/// An operation: decodes its arguments from `r` (a decode failure writes
+/// NFS4ERR_BADXDR and returns it), runs, writes status and results to `w`.
+pub type OpFn = fn(&mut Compound, &mut XdrReader, &mut XdrWriter) -> OpResult;
+
+/// A current or saved filehandle (RFC 8881 §16.2.3.1.1).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CurrentFh {
+    /// A directory of the pseudo file system above the exports ("/" has no
+    /// components). Only LOOKUP, LOOKUPP, GETATTR, GETFH, ACCESS, READDIR and
+    /// SECINFO work on it.
+    Pseudo(Vec<Vec<u8>>),
+    /// A file or directory of an export, with the handle clients see.
+    File { node: Node, handle: Vec<u8> },
+}
+
+/// Everything one COMPOUND's operations share.
+pub struct Compound<'a> {
+    pub ctx: &'a Ctx<'a>,
+    pub state: &'a crate::state::State,
+    pub minor: u32,
+    pub cfh: Option<CurrentFh>,
+    pub sfh: Option<CurrentFh>,
+    /// Current and saved stateid (RFC 8881 §16.2.3.1.2).
+    pub current_stateid: Option<Stateid>,
+    pub saved_stateid: Option<Stateid>,
+    /// Set by SEQUENCE: the session and its client (0 = no SEQUENCE yet).
+    pub session: Option<[u8; 16]>,
+    pub clientid: u64,
+    /// Index of the operation being run (0-based).
+    pub op_index: usize,
+}
+
+/// Decodes the COMPOUND arguments, runs them, writes COMPOUND4res into `out`.
+pub fn serve(
+    ctx: &Ctx,
+    state: &crate::state::State,
+    proc_: u32,
+    args: &[u8],
+    out: &mut XdrWriter,
+) -> Outcome {
+    match proc_ {
+        0 => Outcome::Done,
+        1 => session_ops::compound(ctx, state, args, out),
+        _ => Outcome::ProcUnavail,
+    }
+}
+
+/// The operation table (RFC 8881 §18): operation number → function. Unknown numbers
+/// get NFS4ERR_OP_ILLEGAL as OP_ILLEGAL (RFC 8881 §15.2).
+pub(crate) fn op_fn(op: u32) -> Option<OpFn> {
+    use ops::*;
+    Some(match op {
+        OP_ACCESS => file_ops::access,
+        OP_CLOSE => state_ops::close,
+        OP_COMMIT => file_ops::commit,
+        OP_CREATE => file_ops::create,
+        OP_DELEGPURGE => file_ops::notsupp,
+        OP_DELEGRETURN => state_ops::delegreturn,
+        OP_GETATTR => file_ops::getattr,
+        OP_GETFH => file_ops::getfh,
+        OP_LINK => file_ops::link,
+        OP_LOCK => state_ops::lock,
+        OP_LOCKT => state_ops::lockt,
+        OP_LOCKU => state_ops::locku,
+        OP_LOOKUP => file_ops::lookup,
+        OP_LOOKUPP => file_ops::lookupp,
+        OP_NVERIFY => file_ops::nverify,
+        OP_OPEN => state_ops::open,
+        OP_OPENATTR => file_ops::notsupp,
+        OP_OPEN_CONFIRM => file_ops::notsupp_v41,
+        OP_OPEN_DOWNGRADE => state_ops::open_downgrade,
+        OP_PUTFH => file_ops::putfh,
+        OP_PUTPUBFH => file_ops::putpubfh,
+        OP_PUTROOTFH => file_ops::putrootfh,
+        OP_READ => file_ops::read,
+        OP_READDIR => file_ops::readdir,
+        OP_READLINK => file_ops::readlink,
+        OP_REMOVE => file_ops::remove,
+        OP_RENAME => file_ops::rename,
+        OP_RENEW => file_ops::notsupp_v41,
+        OP_RESTOREFH => file_ops::restorefh,
+        OP_SAVEFH => file_ops::savefh,
+        OP_SECINFO => file_ops::secinfo,
+        OP_SETATTR => file_ops::setattr,
+        OP_SETCLIENTID | OP_SETCLIENTID_CONFIRM | OP_RELEASE_LOCKOWNER => file_ops::notsupp_v41,
+        OP_VERIFY => file_ops::verify,
+        OP_WRITE => file_ops::write,
+        OP_BACKCHANNEL_CTL => session_ops::backchannel_ctl,
+        OP_BIND_CONN_TO_SESSION => session_ops::bind_conn_to_session,
+        OP_EXCHANGE_ID => session_ops::exchange_id,
+        OP_CREATE_SESSION => session_ops::create_session,
+        OP_DESTROY_SESSION => session_ops::destroy_session,
+        OP_FREE_STATEID => state_ops::free_stateid,
+        OP_GET_DIR_DELEGATION => file_ops::notsupp,
+        OP_GETDEVICEINFO | OP_GETDEVICELIST | OP_LAYOUTCOMMIT | OP_LAYOUTGET | OP_LAYOUTRETURN => {
+            file_ops::notsupp
+        }
+        OP_SECINFO_NO_NAME => file_ops::secinfo_no_name,
+        OP_SEQUENCE => session_ops::sequence,
+        OP_SET_SSV => file_ops::notsupp,
+        OP_TEST_STATEID => state_ops::test_stateid,
+        OP_WANT_DELEGATION => file_ops::notsupp,
+        OP_DESTROY_CLIENTID => session_ops::destroy_clientid,
+        OP_RECLAIM_COMPLETE => session_ops::reclaim_complete,
+        _ => return None,
+    })
+}
+
+/// Writes a bare status (the result of every failed operation without extra results).
+pub(crate) fn put_status(w: &mut XdrWriter, st: u32) -> OpResult {
+    w.u32(st).map_err(|_| Full)?;
+    Ok(st)
+}

@@ -1,0 +1,120 @@
+//! nfsstat4 (RFC 8881 §15.1) and the mapping from the file model's status.
+
+use crate::fs::Status;
+
+pub const NFS4_OK: u32 = 0;
+pub const NFS4ERR_PERM: u32 = 1;
+pub const NFS4ERR_NOENT: u32 = 2;
+pub const NFS4ERR_IO: u32 = 5;
+pub const NFS4ERR_NXIO: u32 = 6;
+pub const NFS4ERR_ACCESS: u32 = 13;
+pub const NFS4ERR_EXIST: u32 = 17;
+pub const NFS4ERR_XDEV: u32 = 18;
+pub const NFS4ERR_NOTDIR: u32 = 20;
+pub const NFS4ERR_ISDIR: u32 = 21;
+pub const NFS4ERR_INVAL: u32 = 22;
+pub const NFS4ERR_FBIG: u32 = 27;
+pub const NFS4ERR_NOSPC: u32 = 28;
+pub const NFS4ERR_ROFS: u32 = 30;
+pub const NFS4ERR_MLINK: u32 = 31;
+pub const NFS4ERR_NAMETOOLONG: u32 = 63;
+pub const NFS4ERR_NOTEMPTY: u32 = 66;
+pub const NFS4ERR_DQUOT: u32 = 69;
+pub const NFS4ERR_STALE: u32 = 70;
+pub const NFS4ERR_BADHANDLE: u32 = 10001;
+pub const NFS4ERR_BAD_COOKIE: u32 = 10003;
+pub const NFS4ERR_NOTSUPP: u32 = 10004;
+pub const NFS4ERR_TOOSMALL: u32 = 10005;
+pub const NFS4ERR_SERVERFAULT: u32 = 10006;
+pub const NFS4ERR_BADTYPE: u32 = 10007;
+pub const NFS4ERR_DELAY: u32 = 10008;
+pub const NFS4ERR_SAME: u32 = 10009;
+pub const NFS4ERR_DENIED: u32 = 10010;
+pub const NFS4ERR_EXPIRED: u32 = 10011;
+pub const NFS4ERR_LOCKED: u32 = 10012;
+pub const NFS4ERR_GRACE: u32 = 10013;
+pub const NFS4ERR_FHEXPIRED: u32 = 10014;
+pub const NFS4ERR_SHARE_DENIED: u32 = 10015;
+pub const NFS4ERR_WRONGSEC: u32 = 10016;
+pub const NFS4ERR_CLID_INUSE: u32 = 10017;
+pub const NFS4ERR_RESOURCE: u32 = 10018;
+pub const NFS4ERR_MOVED: u32 = 10019;
+pub const NFS4ERR_NOFILEHANDLE: u32 = 10020;
+pub const NFS4ERR_MINOR_VERS_MISMATCH: u32 = 10021;
+pub const NFS4ERR_STALE_CLIENTID: u32 = 10022;
+pub const NFS4ERR_STALE_STATEID: u32 = 10023;
+pub const NFS4ERR_OLD_STATEID: u32 = 10024;
+pub const NFS4ERR_BAD_STATEID: u32 = 10025;
+pub const NFS4ERR_BAD_SEQID: u32 = 10026;
+pub const NFS4ERR_NOT_SAME: u32 = 10027;
+pub const NFS4ERR_LOCK_RANGE: u32 = 10028;
+pub const NFS4ERR_SYMLINK: u32 = 10029;
+pub const NFS4ERR_RESTOREFH: u32 = 10030;
+pub const NFS4ERR_LEASE_MOVED: u32 = 10031;
+pub const NFS4ERR_ATTRNOTSUPP: u32 = 10032;
+pub const NFS4ERR_NO_GRACE: u32 = 10033;
+pub const NFS4ERR_RECLAIM_BAD: u32 = 10034;
+pub const NFS4ERR_RECLAIM_CONFLICT: u32 = 10035;
+pub const NFS4ERR_BADXDR: u32 = 10036;
+pub const NFS4ERR_LOCKS_HELD: u32 = 10037;
+pub const NFS4ERR_OPENMODE: u32 = 10038;
+pub const NFS4ERR_BADOWNER: u32 = 10039;
+pub const NFS4ERR_BADCHAR: u32 = 10040;
+pub const NFS4ERR_BADNAME: u32 = 10041;
+pub const NFS4ERR_BAD_RANGE: u32 = 10042;
+pub const NFS4ERR_LOCK_NOTSUPP: u32 = 10043;
+pub const NFS4ERR_OP_ILLEGAL: u32 = 10044;
+pub const NFS4ERR_DEADLOCK: u32 = 10045;
+pub const NFS4ERR_FILE_OPEN: u32 = 10046;
+pub const NFS4ERR_ADMIN_REVOKED: u32 = 10047;
+pub const NFS4ERR_CB_PATH_DOWN: u32 = 10048;
+pub const NFS4ERR_BADIOMODE: u32 = 10049;
+pub const NFS4ERR_BADLAYOUT: u32 = 10050;
+pub const NFS4ERR_BAD_SESSION_DIGEST: u32 = 10051;
+pub const NFS4ERR_BADSESSION: u32 = 10052;
+pub const NFS4ERR_BADSLOT: u32 = 10053;
+pub const NFS4ERR_COMPLETE_ALREADY: u32 = 10054;
+pub const NFS4ERR_CONN_NOT_BOUND_TO_SESSION: u32 = 10055;
+pub const NFS4ERR_DELEG_ALREADY_WANTED: u32 = 10056;
+pub const NFS4ERR_BACK_CHAN_BUSY: u32 = 10057;
+pub const NFS4ERR_LAYOUTTRYLATER: u32 = 10058;
+pub const NFS4ERR_LAYOUTUNAVAILABLE: u32 = 10059;
+pub const NFS4ERR_NOMATCHING_LAYOUT: u32 = 10060;
+pub const NFS4ERR_RECALLCONFLICT: u32 = 10061;
+pub const NFS4ERR_UNKNOWN_LAYOUTTYPE: u32 = 10062;
+pub const NFS4ERR_SEQ_MISORDERED: u32 = 10063;
+pub const NFS4ERR_SEQUENCE_POS: u32 = 10064;
+pub const NFS4ERR_REQ_TOO_BIG: u32 = 10065;
+pub const NFS4ERR_REP_TOO_BIG: u32 = 10066;
+pub const NFS4ERR_REP_TOO_BIG_TO_CACHE: u32 = 10067;
+pub const NFS4ERR_RETRY_UNCACHED_REP: u32 = 10068;
+pub const NFS4ERR_UNSAFE_COMPOUND: u32 = 10069;
+pub const NFS4ERR_TOO_MANY_OPS: u32 = 10070;
+pub const NFS4ERR_OP_NOT_IN_SESSION: u32 = 10071;
+pub const NFS4ERR_HASH_ALG_UNSUPP: u32 = 10072;
+pub const NFS4ERR_CLIENTID_BUSY: u32 = 10074;
+pub const NFS4ERR_PNFS_IO_HOLE: u32 = 10075;
+pub const NFS4ERR_SEQ_FALSE_RETRY: u32 = 10076;
+pub const NFS4ERR_BAD_HIGH_SLOT: u32 = 10077;
+pub const NFS4ERR_DEADSESSION: u32 = 10078;
+pub const NFS4ERR_ENCR_ALG_UNSUPP: u32 = 10079;
+pub const NFS4ERR_PNFS_NO_LAYOUT: u32 = 10080;
+pub const NFS4ERR_NOT_ONLY_OP: u32 = 10081;
+pub const NFS4ERR_WRONG_CRED: u32 = 10082;
+pub const NFS4ERR_WRONG_TYPE: u32 = 10083;
+pub const NFS4ERR_DIRDELEG_UNAVAIL: u32 = 10084;
+pub const NFS4ERR_REJECT_DELEG: u32 = 10085;
+pub const NFS4ERR_RETURNCONFLICT: u32 = 10086;
+pub const NFS4ERR_DELEG_REVOKED: u32 = 10087;
+
+/// The file model's status as nfsstat4. The numbers shared with NFSv3 are equal by
+/// design (RFC 8881 §15.1 keeps them); the v3-only ones map to their v4 meaning.
+pub fn from_fs(s: Status) -> u32 {
+    match s {
+        Status::Ok => NFS4_OK,
+        Status::NoDev | Status::Remote => NFS4ERR_IO,
+        Status::NotSync => NFS4ERR_SERVERFAULT,
+        Status::Jukebox => NFS4ERR_DELAY,
+        other => other as u32,
+    }
+}
