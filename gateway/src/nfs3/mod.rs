@@ -28,6 +28,8 @@ pub struct Ctx<'a> {
     pub mounts: &'a crate::mount::MountTable,
     pub client: std::net::SocketAddr,
     pub cred: engine::rpc::Cred,
+    /// The connection the call arrived on (NFSv4.1 binds back channels to it).
+    pub conn: Option<crate::nfs4::ConnRef>,
 }
 
 /// What the caller should send.

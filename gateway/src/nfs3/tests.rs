@@ -76,6 +76,7 @@ fn ctx<'a>(h: &'a H, cred: Cred) -> Ctx<'a> {
         mounts: &h.mounts,
         client: "127.0.0.1:700".parse().unwrap(),
         cred,
+        conn: None,
     }
 }
 

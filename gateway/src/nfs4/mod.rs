@@ -10,8 +10,10 @@
 //!   `pseudo.rs`: the session layer and file operations.
 //! - `state_ops.rs`: OPEN, OPEN_DOWNGRADE, CLOSE, LOCK, LOCKT, LOCKU, TEST_STATEID,
 //!   FREE_STATEID, DELEGRETURN (over `crate::state::opens` / `locks`).
-//! - `callback.rs`: the backchannel (CB_COMPOUND encoding, CB_NULL, recall).
+//! - `deleg_ops.rs` (DELEGRETURN), `callback.rs`: delegations and the backchannel
+//!   (CB_COMPOUND encoding, CB_NULL, CB_RECALL).
 
+mod deleg_ops;
 mod file_ops;
 pub mod ops;
 mod session_ops;
@@ -42,6 +44,21 @@ pub type OpResult = Result<u32, Full>;
 /// An operation: decodes its arguments from `r` (a decode failure writes
 /// NFS4ERR_BADXDR and returns it), runs, writes status and results to `w`.
 pub type OpFn = fn(&mut Compound, &mut XdrReader, &mut XdrWriter) -> OpResult;
+
+/// The connection a call arrived on: sessions bind it as their back channel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ConnRef {
+    /// The reactor that owns the connection.
+    pub reactor: usize,
+    pub kind: ConnKind,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ConnKind {
+    Tcp(engine::tcp::ConnId),
+    /// RPC-over-RDMA (callbacks over RDMA: issue 11).
+    Rdma,
+}
 
 /// A current or saved filehandle (RFC 8881 §16.2.3.1.1).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -96,7 +113,7 @@ pub(crate) fn op_fn(op: u32) -> Option<OpFn> {
         OP_COMMIT => file_ops::commit,
         OP_CREATE => file_ops::create,
         OP_DELEGPURGE => file_ops::notsupp,
-        OP_DELEGRETURN => state_ops::delegreturn,
+        OP_DELEGRETURN => deleg_ops::delegreturn,
         OP_GETATTR => file_ops::getattr,
         OP_GETFH => file_ops::getfh,
         OP_LINK => file_ops::link,

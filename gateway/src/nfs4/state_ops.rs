@@ -36,7 +36,3 @@ pub(super) fn test_stateid(_c: &mut Compound, _r: &mut XdrReader, w: &mut XdrWri
 pub(super) fn free_stateid(_c: &mut Compound, _r: &mut XdrReader, w: &mut XdrWriter) -> OpResult {
     put_status(w, NFS4ERR_NOTSUPP)
 }
-
-pub(super) fn delegreturn(_c: &mut Compound, _r: &mut XdrReader, w: &mut XdrWriter) -> OpResult {
-    put_status(w, NFS4ERR_NOTSUPP)
-}

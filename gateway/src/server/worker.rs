@@ -396,6 +396,16 @@ fn execute(shared: &Shared, pools: &Pools, job: &Job) -> Option<Buf> {
         mounts: &shared.mounts,
         client: job.peer,
         cred: h.cred,
+        conn: match job.conn {
+            Link::Tcp(id) => Some(crate::nfs4::ConnRef {
+                reactor: job.reactor,
+                kind: crate::nfs4::ConnKind::Tcp(id),
+            }),
+            Link::Rdma(..) => Some(crate::nfs4::ConnRef {
+                reactor: job.reactor,
+                kind: crate::nfs4::ConnKind::Rdma,
+            }),
+        },
     };
     let outcome = {
         let mut w = XdrWriter::at(buf.spare_mut(), MARK);
