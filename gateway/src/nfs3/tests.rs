@@ -549,22 +549,7 @@ fn names_and_types() {
     let (_, rep) = call(&h, user(0), 5, &args(|w| w.opaque_var(&d)));
     assert_eq!(status(&rep), Status::Inval as u32);
 
-    // MKNOD and LINK are not supported, with well-formed replies.
-    let (o, rep) = call(
-        &h,
-        user(0),
-        11,
-        &args(|w| {
-            diropargs(w, &root, b"fifo")?;
-            w.u32(7)?;
-            sattr_mode(w, None)
-        }),
-    );
-    assert_eq!(o, Outcome::Done);
-    let mut r = XdrReader::new(&rep);
-    assert_eq!(r.u32().unwrap(), Status::NotSupp as u32);
-    wcc(&mut r);
-    assert_eq!(r.remaining(), 0);
+    // LINK is not supported, with a well-formed reply (MKNOD: see `mknod_*`).
     let (o, rep) = call(
         &h,
         user(0),
@@ -1174,4 +1159,201 @@ fn sticky_dirs_and_unchecked_truncate() {
     );
     assert_eq!(rep.len(), 4 + 2 * (28 + 88));
     assert_eq!(status(&rep), Status::XDev as u32);
+}
+
+/// MKNOD with `data` (mknoddata3 after the diropargs) → the new handle and its full
+/// attributes, or the status (the failure carries the directory's wcc_data).
+fn mknod(
+    h: &H,
+    cred: Cred,
+    dir: &[u8],
+    name: &str,
+    data: impl FnOnce(&mut XdrWriter) -> XdrResult<()>,
+) -> Result<(Vec<u8>, crate::fs::Attr), u32> {
+    let a = args(|w| {
+        diropargs(w, dir, name.as_bytes())?;
+        data(w)
+    });
+    let (o, rep) = call(h, cred, 11, &a);
+    assert_eq!(o, Outcome::Done);
+    let mut r = XdrReader::new(&rep);
+    let st = r.u32().unwrap();
+    if st != 0 {
+        let (pre, post) = wcc(&mut r);
+        assert!(pre && post.is_some(), "MKNOD failure carries dir wcc");
+        assert_eq!(r.remaining(), 0);
+        return Err(st);
+    }
+    assert!(r.bool().unwrap());
+    let fh = r.opaque_var(64).unwrap().to_vec();
+    assert!(r.bool().unwrap());
+    let attr = crate::cache::get_fattr(&mut r).unwrap();
+    let (pre, post) = wcc(&mut r);
+    assert!(pre && post.is_some());
+    assert_eq!(r.remaining(), 0);
+    Ok((fh, attr))
+}
+
+fn special(
+    kind: u32,
+    mode: Option<u32>,
+    rdev: Option<(u32, u32)>,
+) -> impl FnOnce(&mut XdrWriter) -> XdrResult<()> {
+    move |w| {
+        w.u32(kind)?;
+        if matches!(kind, 3 | 4 | 6 | 7) {
+            sattr_mode(w, mode)?;
+        }
+        if let Some((ma, mi)) = rdev {
+            w.u32(ma)?;
+            w.u32(mi)?;
+        }
+        Ok(())
+    }
+}
+
+/// MKNOD (RFC 1813 §3.3.11): fifos, sockets and devices with their type, mode and
+/// rdev in the reply and in GETATTR; NF3REG/NF3DIR/NF3LNK → BADTYPE; devices only
+/// for root (PERM, as knfsd's vfs_mknod without CAP_MKNOD); the directory checks of
+/// CREATE (ACCES, ROFS, EXIST); READ/WRITE on them → INVAL; READDIRPLUS lists them.
+#[test]
+fn mknod_creates_special_files() {
+    let h = harness();
+    let root = mnt(&h, "/");
+    let cases = [
+        ("fifo", 7, FileKind::Fifo, None, 0o640),
+        ("sock", 6, FileKind::Sock, None, 0o600),
+        ("null", 4, FileKind::Chr, Some((1, 3)), 0o666),
+        ("sda", 3, FileKind::Blk, Some((8, 0)), 0o660),
+        ("big", 4, FileKind::Chr, Some((u32::MAX, 1 << 31)), 0o600),
+    ];
+    for (name, t, kind, rdev, mode) in cases {
+        let (fh, a) = mknod(&h, user(0), &root, name, special(t, Some(mode), rdev)).unwrap();
+        assert_eq!((a.kind, a.mode, a.size), (kind, mode, 0), "{name}");
+        assert_eq!(a.rdev, rdev.unwrap_or((0, 0)), "{name}");
+        let (o, rep) = call(&h, user(0), 1, &args(|w| w.opaque_var(&fh)));
+        assert_eq!(o, Outcome::Done);
+        let mut r = XdrReader::new(&rep);
+        assert_eq!(r.u32().unwrap(), 0);
+        let g = crate::cache::get_fattr(&mut r).unwrap();
+        assert_eq!((g.kind, g.rdev, g.fileid), (kind, a.rdev, a.fileid));
+    }
+    // A mode-less sattr3 gets the default.
+    let (_, a) = mknod(&h, user(0), &root, "p2", special(7, None, None)).unwrap();
+    assert_eq!(a.mode, 0o644);
+    for t in [1, 2, 5] {
+        assert_eq!(
+            mknod(&h, user(0), &root, "x", special(t, None, None)).err(),
+            Some(Status::BadType as u32),
+            "type {t}"
+        );
+    }
+    assert_eq!(lookup(&h, user(0), &root, "x"), Err(Status::NoEnt as u32));
+    assert_eq!(
+        mknod(&h, user(0), &root, "fifo", special(7, None, None)).err(),
+        Some(Status::Exist as u32)
+    );
+    // Any other type is not a mknoddata3.
+    let (o, _) = call(
+        &h,
+        user(0),
+        11,
+        &args(|w| {
+            diropargs(w, &root, b"y")?;
+            w.u32(8)
+        }),
+    );
+    assert_eq!(o, Outcome::GarbageArgs);
+
+    // Users: fifos and sockets where they may create, devices never.
+    let (o, rep) = call(
+        &h,
+        user(0),
+        9,
+        &args(|w| {
+            diropargs(w, &root, b"pub")?;
+            sattr_mode(w, Some(0o777))
+        }),
+    );
+    assert_eq!((o, status(&rep)), (Outcome::Done, 0));
+    let public = lookup(&h, user(0), &root, "pub").unwrap();
+    let (_, a) = mknod(
+        &h,
+        user(1000),
+        &public,
+        "myfifo",
+        special(7, Some(0o600), None),
+    )
+    .unwrap();
+    assert_eq!((a.kind, a.uid), (FileKind::Fifo, 1000));
+    for t in [3, 4] {
+        assert_eq!(
+            mknod(
+                &h,
+                user(1000),
+                &public,
+                "dev",
+                special(t, None, Some((1, 1)))
+            )
+            .err(),
+            Some(Status::Perm as u32)
+        );
+    }
+    // Without write permission on the directory: ACCES first (as knfsd's may_create).
+    assert_eq!(
+        mknod(&h, user(1000), &root, "dev", special(4, None, Some((1, 1)))).err(),
+        Some(Status::Acces as u32)
+    );
+    // Giving the new node away is PERM as for CREATE.
+    let give = |w: &mut XdrWriter| {
+        w.u32(7)?;
+        w.bool(false)?;
+        w.bool(true)?;
+        w.u32(0)?;
+        for _ in 0..4 {
+            w.bool(false)?;
+        }
+        Ok(())
+    };
+    assert_eq!(
+        mknod(&h, user(1000), &public, "given", give).err(),
+        Some(Status::Perm as u32)
+    );
+    let ro = mnt(&h, "/ro");
+    assert_eq!(
+        mknod(&h, user(0), &ro, "f", special(7, None, None)).err(),
+        Some(Status::Rofs as u32)
+    );
+
+    // No data on special files.
+    let fifo = lookup(&h, user(0), &root, "fifo").unwrap();
+    let null = lookup(&h, user(0), &root, "null").unwrap();
+    assert_eq!(read(&h, user(0), &fifo, 0, 10), Err(Status::Inval as u32));
+    assert_eq!(read(&h, user(0), &null, 0, 10), Err(Status::Inval as u32));
+    assert_eq!(write(&h, &null, 0, b"x", 2).0, Status::Inval as u32);
+
+    let names = list_all(&h, true, &root, 4096);
+    for n in ["fifo", "sock", "null", "sda", "big", "p2", "pub"] {
+        assert!(names.iter().any(|x| x == n), "{n} in {names:?}");
+    }
+    // REMOVE and RENAME as for files.
+    let (o, rep) = call(&h, user(0), 12, &args(|w| diropargs(w, &root, b"p2")));
+    assert_eq!((o, status(&rep)), (Outcome::Done, 0));
+    let (o, rep) = call(
+        &h,
+        user(0),
+        14,
+        &args(|w| {
+            diropargs(w, &root, b"sda")?;
+            diropargs(w, &public, b"sda")
+        }),
+    );
+    assert_eq!((o, status(&rep)), (Outcome::Done, 0));
+    let sda = lookup(&h, user(0), &public, "sda").unwrap();
+    let (o, rep) = call(&h, user(0), 1, &args(|w| w.opaque_var(&sda)));
+    assert_eq!(o, Outcome::Done);
+    let mut r = XdrReader::new(&rep);
+    assert_eq!(r.u32().unwrap(), 0);
+    let g = crate::cache::get_fattr(&mut r).unwrap();
+    assert_eq!((g.kind, g.rdev), (FileKind::Blk, (8, 0)));
 }

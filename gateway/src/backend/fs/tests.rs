@@ -418,6 +418,9 @@ fn malformed_values_are_rejected() {
         ("mtime", b"1700000000.123456789"),
         ("atime", b"2023-11-14T22:13:20.5Z"),
         ("ctime", b"1700000000"),
+        // Before 1970 (NFSv4 times are signed).
+        ("atime", b"-5"),
+        ("mtime", b"-1.500000000"),
         ("nfsgw-verf", b"00112233aabbccdd"),
         ("other", b"any printable text"),
     ] {
@@ -432,7 +435,8 @@ fn malformed_values_are_rejected() {
         ("uid", b"123456789012345678901"),
         ("mtime", b"yesterday"),
         ("mtime", b"17e8"),
-        ("atime", b"-5"),
+        ("atime", b"-"),
+        ("atime", b"--5"),
         ("other", b"caf\xc3\xa9"),
         ("other", b"\xff\xfe"),
         ("other", b"tab\there"),

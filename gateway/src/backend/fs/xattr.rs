@@ -3,8 +3,8 @@
 //! Rule (hostile values): the attributes on disk may have been written by anything
 //! with access to `backend.root`, so a value is taken only when it is sane; a value
 //! that is empty, longer than [`MAX_VALUE`], not printable ASCII, or not of its
-//! name's syntax ("mode", "uid", "gid": digits; "mtime", "atime", "ctime": a number
-//! or an RFC 3339 time) is ignored with a (rate-limited) log line, so the on-disk
+//! name's syntax ("mode", "uid", "gid": digits; "mtime", "atime", "ctime": a number,
+//! negative before 1970, or an RFC 3339 time) is ignored with a (rate-limited) log line, so the on-disk
 //! stat values show through. A bad value never fails a GETATTR or a listing.
 
 use super::sys;
@@ -39,7 +39,8 @@ pub fn reject(name: &str, val: &[u8]) -> Option<&'static str> {
         "mode" | "uid" | "gid" if !(val.len() <= 20 && digits(val)) => Some("not a number"),
         "mtime" | "atime" | "ctime"
             if !(val.len() <= 64
-                && val[0].is_ascii_digit()
+                && (val[0].is_ascii_digit()
+                    || (val[0] == b'-' && val.get(1).is_some_and(u8::is_ascii_digit)))
                 && val.iter().all(|b| b"0123456789.:+-TZtz".contains(b))) =>
         {
             Some("not a time")

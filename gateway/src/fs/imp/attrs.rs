@@ -230,7 +230,7 @@ pub(super) fn time(meta: &UserMeta, name: &str) -> Option<NfsTime> {
         return None;
     }
     // Beyond i64 seconds: clamped (no clock or client can mean it).
-    let sec: i64 = sec.parse::<u64>().ok()?.min(i64::MAX as u64 - 1) as i64;
+    let sec: i64 = sec.parse::<u64>().ok()?.min(i64::MAX as u64) as i64;
     let nsec = match frac {
         Some(f) => frac_ns(f)?,
         None => 0,

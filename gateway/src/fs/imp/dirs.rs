@@ -51,7 +51,9 @@ impl DirChanges {
         (g.0.get(&dir).map_or(0, |c| c.count), g.1)
     }
 
-    /// A namespace change in `dir` at `now_ns`.
+    /// A namespace change in `dir` at `now_ns`. The change time only moves forward,
+    /// by at least 1 ns per change (it feeds the change attribute, which must move
+    /// with every change even when the clock has not ticked).
     pub fn bump(&self, dir: u64, now_ns: u64) {
         let mut g = self.lock();
         let (map, epoch) = &mut *g;
@@ -65,7 +67,7 @@ impl DirChanges {
         }
         let c = map.entry(dir).or_default();
         c.count = c.count.wrapping_add(1);
-        c.at_ns = c.at_ns.max(now_ns);
+        c.at_ns = c.at_ns.saturating_add(1).max(now_ns);
     }
 
     /// The last change time of `dir` is now part of its stored metadata.
@@ -95,11 +97,14 @@ mod tests {
             d.get(5),
             Change {
                 count: 2,
-                at_ns: 1000
+                at_ns: 1001
             }
         );
         d.settle(5);
         assert_eq!(d.get(5), Change { count: 2, at_ns: 0 });
+        d.bump(6, 7);
+        d.bump(6, 7);
+        assert_eq!(d.get(6).at_ns, 8);
     }
 
     #[test]

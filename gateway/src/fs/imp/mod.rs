@@ -401,9 +401,13 @@ impl Inner {
         let obj = from_ns(m.mtime_ns.saturating_add(extra));
         report_malformed(key, &m.user);
         // POSIX: entry changes mark the directory's mtime and ctime (see `dirs`).
-        let changed = from_ns(change.at_ns);
-        let mtime = time(&m.user, M_MTIME).unwrap_or(obj).max(changed);
-        let ctime = time(&m.user, M_CTIME).unwrap_or(obj).max(changed);
+        // (No change recorded: nothing to raise them to, also for times before 1970.)
+        let raise = |t: NfsTime| match change.at_ns {
+            0 => t,
+            ns => t.max(from_ns(ns)),
+        };
+        let mtime = raise(time(&m.user, M_MTIME).unwrap_or(obj));
+        let ctime = raise(time(&m.user, M_CTIME).unwrap_or(obj));
         Attr {
             kind,
             mode: perm,
