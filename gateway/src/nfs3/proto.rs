@@ -488,6 +488,30 @@ mod tests {
         );
     }
 
+    /// nfstime3 has uint32 seconds: signed 64-bit times are clamped, never wrapped.
+    #[test]
+    fn times_clamp_to_nfstime3() {
+        for (sec, want) in [
+            (-1i64, 0u32),
+            (i64::MIN, 0),
+            (0, 0),
+            (4_000_000_000, 4_000_000_000),
+            (u32::MAX as i64 + 1, u32::MAX),
+            (i64::MAX, u32::MAX),
+        ] {
+            let b = enc(|w| put_time(w, NfsTime { sec, nsec: 9 }));
+            let mut r = XdrReader::new(&b);
+            assert_eq!((r.u32().unwrap(), r.u32().unwrap()), (want, 9), "{sec}");
+            assert_eq!(
+                get_time(&mut XdrReader::new(&b)).unwrap(),
+                NfsTime {
+                    sec: i64::from(want),
+                    nsec: 9
+                }
+            );
+        }
+    }
+
     #[test]
     fn stable_and_mknod() {
         for (v, s) in [

@@ -61,16 +61,17 @@ fn valid_type(m: u32) -> bool {
 }
 
 /// The full mode stored in `meta`, if any.
+///
+/// Octal and decimal readings can both be plausible ("4516": octal 0o4516, a set-uid
+/// mode without a type, or decimal 4516 = S_IFIFO | 0644 as s3fs writes a fifo): a
+/// reading with file type bits wins, octal first.
 pub(super) fn mode(meta: &UserMeta) -> Option<u32> {
     let s = meta.get(M_MODE)?.trim();
-    if let Ok(m) = u32::from_str_radix(s, 8) {
-        if m <= 0o177777 && valid_type(m) {
-            return Some(m);
-        }
-    }
-    s.parse::<u32>()
-        .ok()
-        .filter(|m| *m <= 0o177777 && valid_type(*m))
+    let ok = |m: &u32| *m <= 0o177777 && valid_type(*m);
+    let oct = u32::from_str_radix(s, 8).ok().filter(ok);
+    let dec = s.parse::<u32>().ok().filter(ok);
+    let typed = |m: &Option<u32>| m.filter(|m| m & S_IFMT != 0);
+    typed(&oct).or(typed(&dec)).or(oct).or(dec)
 }
 
 /// The kind a full mode's type bits name (a file without a stored mode is regular).
@@ -332,6 +333,88 @@ mod tests {
             })
         );
         assert_eq!(time(&m("mtime", "x"), "mtime"), None);
+    }
+
+    #[test]
+    fn signed_times_round_trip_as_decimals() {
+        for (t, text) in [
+            ((-1, 0), "-1.000000000"),
+            ((-2, 500_000_000), "-1.500000000"),
+            ((-1, 999_999_999), "-0.000000001"),
+            ((0, 0), "0.000000000"),
+            ((5_000_000_000, 7), "5000000000.000000007"),
+            ((i64::MAX, 999_999_999), "9223372036854775807.999999999"),
+            ((i64::MIN + 1, 1), "-9223372036854775806.999999999"),
+        ] {
+            let t = NfsTime {
+                sec: t.0,
+                nsec: t.1,
+            };
+            assert_eq!(fmt_time(t), text);
+            assert_eq!(time(&m("mtime", text), "mtime"), Some(t), "{text}");
+        }
+        assert_eq!(
+            time(&m("mtime", "-0.5"), "mtime"),
+            Some(NfsTime {
+                sec: -1,
+                nsec: 500_000_000
+            })
+        );
+        assert_eq!(
+            time(&m("mtime", "1969-12-31T23:59:59Z"), "mtime"),
+            Some(NfsTime { sec: -1, nsec: 0 })
+        );
+        for bad in ["-", "--1", "-x", "+1", "1.-5", "-.5"] {
+            assert_eq!(time(&m("mtime", bad), "mtime"), None, "{bad}");
+        }
+        // Past i64: clamped, never wrapped.
+        assert_eq!(
+            time(&m("mtime", "99999999999999999999"), "mtime").map(|t| t.sec),
+            None
+        );
+        assert_eq!(
+            time(&m("mtime", "9999999999999999999"), "mtime").map(|t| t.sec),
+            Some(i64::MAX)
+        );
+    }
+
+    #[test]
+    fn device_numbers_and_kinds() {
+        // glibc makedev values.
+        assert_eq!(makedev(1, 3), 259);
+        assert_eq!(makedev(8, 1), 2049);
+        assert_eq!(makedev(4, 64), 1088);
+        for (ma, mi) in [
+            (0, 0),
+            (1, 3),
+            (0xfff, 0xff),
+            (0x1000, 0x100),
+            (u32::MAX, u32::MAX),
+            (0xdead_beef, 0x1234_5678),
+        ] {
+            assert_eq!(split_dev(makedev(ma, mi)), (ma, mi));
+        }
+        assert_eq!(rdev(&m("rdev", "2049")), (8, 1));
+        assert_eq!(rdev(&m("rdev", "x")), (0, 0));
+        assert_eq!(rdev(&m("rdev", "-1")), (0, 0));
+        for k in [
+            FileKind::Reg,
+            FileKind::Dir,
+            FileKind::Lnk,
+            FileKind::Fifo,
+            FileKind::Chr,
+            FileKind::Blk,
+            FileKind::Sock,
+        ] {
+            assert_eq!(kind_of(Some(type_bits(k) | 0o644)), k);
+            assert_eq!(
+                mode(&m("mode", &fmt_mode(type_bits(k) | 0o644))),
+                Some(type_bits(k) | 0o644)
+            );
+        }
+        assert_eq!(kind_of(None), FileKind::Reg);
+        // s3fs writes decimal: S_IFIFO | 0644 = 4516.
+        assert_eq!(kind_of(mode(&m("mode", "4516"))), FileKind::Fifo);
     }
 
     #[test]
