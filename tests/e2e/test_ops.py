@@ -269,13 +269,73 @@ def test_access(c, root):
     assert r.access & N.ACCESS3_LOOKUP
 
 
-def test_link_and_mknod_notsupp(c, root):
+def test_link_notsupp(c, root):
     fh = c.create(root, "target", 0o644).check().fh
     assert c.link(fh, root, "hard").status == N.NFS3ERR_NOTSUPP
     assert c.lookup(root, "hard").status == N.NFS3ERR_NOENT
-    for t in (N.NF3FIFO, N.NF3SOCK, N.NF3CHR, N.NF3BLK):
-        assert c.mknod(root, f"node{t}", t).status == N.NFS3ERR_NOTSUPP
-    assert c.lookup(root, "node7").status == N.NFS3ERR_NOENT
+
+
+def test_mknod_special_files(gw, c, root):
+    """MKNOD (RFC 1813 3.3.11) of a fifo, a socket and devices: type, mode and rdev in the
+    reply, in GETATTR and in READDIRPLUS; no data; regular types are BADTYPE; devices are
+    root's only (PERM); remove and rename as files."""
+    d = c.mkdir(root, "devs", 0o777).check().fh
+    made = {}
+    for name, t, spec, mode in (("fifo", N.NF3FIFO, (0, 0), 0o640), ("sock", N.NF3SOCK, (0, 0), 0o600),
+                                ("null", N.NF3CHR, (1, 3), 0o666), ("sda", N.NF3BLK, (8, 0), 0o660)):
+        r = c.mknod(d, name, t, mode, spec).check()
+        assert r.fh and r.attr.type == t, (name, r.attr)
+        assert (r.attr.mode & 0o7777, r.attr.rdev, r.attr.size) == (mode, spec, 0), (name, r.attr)
+        a = c.getattr(r.fh).check().attr
+        assert (a.type, a.rdev, a.fileid) == (t, spec, r.attr.fileid), (name, a)
+        made[name] = (t, spec, r.fh)
+    for t in (N.NF3REG, N.NF3DIR, N.NF3LNK):
+        assert c.mknod(d, "bad", t).status == N.NFS3ERR_BADTYPE
+    assert c.lookup(d, "bad").status == N.NFS3ERR_NOENT
+    assert c.mknod(d, "fifo", N.NF3FIFO).status == N.NFS3ERR_EXIST
+    # No data on special files (knfsd: INVAL).
+    assert c.read(made["fifo"][2], 0, 10).status == N.NFS3ERR_INVAL
+    assert c.read(made["null"][2], 0, 10).status == N.NFS3ERR_INVAL
+    assert c.write(made["null"][2], 0, b"x").status == N.NFS3ERR_INVAL
+    # READDIRPLUS lists them with their attributes and handles.
+    r = c.readdirplus(d, 0, N.ZERO_VERF, 4096, 65536).check()
+    seen = {e.name: e for e in r.entries}
+    for name, (t, spec, fh) in made.items():
+        e = seen[name]
+        assert e.attr and (e.attr.type, e.attr.rdev) == (t, spec), (name, e.attr)
+        assert e.fh == fh
+    # Users may make fifos where they may create, never devices.
+    u = gw.client(uid=1000, gid=1000)
+    try:
+        ud = u.mount("/")
+        ud = u.lookup(ud, "devs").check().fh
+        r = u.mknod(ud, "myfifo", N.NF3FIFO, 0o600).check()
+        assert (r.attr.type, r.attr.uid) == (N.NF3FIFO, 1000)
+        for t in (N.NF3CHR, N.NF3BLK):
+            assert u.mknod(ud, "mydev", t, 0o600, (1, 1)).status == N.NFS3ERR_PERM
+    finally:
+        u.close()
+    # Rename and remove as files; the handle follows the rename.
+    c.rename(d, "sda", root, "disk").check()
+    a = c.getattr(made["sda"][2]).check().attr
+    assert (a.type, a.rdev) == (N.NF3BLK, (8, 0))
+    c.remove(d, "fifo").check()
+    assert c.getattr(made["fifo"][2]).status == N.NFS3ERR_STALE
+
+
+def test_directory_link_counts(c, root):
+    """nlink of a directory is 2 + its subdirectories through mkdir, rmdir and rename
+    (pjdfstest rename/24)."""
+    a = c.mkdir(root, "na", 0o755).check().fh
+    b = c.mkdir(root, "nb", 0o755).check().fh
+    c.mkdir(a, "s1", 0o755).check()
+    c.mkdir(a, "s2", 0o755).check()
+    c.create(a, "file", 0o644).check()
+    assert c.getattr(a).check().attr.nlink == 4
+    c.rmdir(a, "s2").check()
+    assert c.getattr(a).check().attr.nlink == 3
+    c.rename(a, "s1", b, "s1").check()
+    assert (c.getattr(a).check().attr.nlink, c.getattr(b).check().attr.nlink) == (2, 3)
 
 
 def _make_entries(c, dirfh, names):
