@@ -33,20 +33,22 @@
 //! [`nlink`]).
 //!
 //! Change attribute (RFC 8881 §5.8.1.4, `Attr::change`): ctime in nanoseconds since
-//! the epoch (0 for a ctime before 1970). Every change the model makes moves ctime: a
-//! data write or size change shows the object's new modification time (nanosecond
-//! clocks on `fs` and `memory`), SETATTR stores ctime = now, and a namespace change
-//! in a directory moves its ctime to the change time, strictly later than the last
-//! one (see `dirs`). On s3 the object time has whole seconds and the ETag picks the
-//! sub-second part, so two rewrites within one second change the attribute but in no
-//! particular order; clients treat any difference as a change (the gateway does not
-//! claim NFS4_CHANGE_TYPE_IS_MONOTONIC_INCR). After a restart a directory's in-memory
-//! change time is lost and its attribute may step back to its stored ctime.
+//! the epoch (0 for a ctime before 1970), kept moving forward per file (see
+//! [`change`]). Every change the model makes moves ctime: a data write or size change
+//! shows the object's new modification time (nanosecond clocks on `fs` and `memory`),
+//! SETATTR stores ctime = now, and a namespace change in a directory moves its ctime
+//! to the change time, strictly later than the last one (see `dirs`). On s3 the object
+//! time has whole seconds and the ETag picks the sub-second part, so two rewrites
+//! within one second give raw values in no particular order: `change` turns every new
+//! raw value into a later answer. Monotonic within one run of the gateway only: after
+//! a restart (or on another gateway on the same bucket) values start again from ctime,
+//! so the gateway does not claim NFS4_CHANGE_TYPE_IS_MONOTONIC_INCR.
 //!
 //! Locks (table, dirty set, caches) are held only for in-memory work, never across
 //! backend I/O.
 
 mod attrs;
+mod change;
 mod dirs;
 mod handles;
 mod nlink;
@@ -69,6 +71,8 @@ const CLEAN_CACHE: usize = 65536;
 const LIST_PAGE: usize = 1000;
 /// Directories whose change state is tracked (see `dirs`).
 const DIR_CHANGES: usize = 65536;
+/// Files whose change attribute is kept moving forward (see `change`).
+const CHANGE_GUARD: usize = 65536;
 /// Directories whose subdirectory count is cached (see `nlink`).
 const NLINK_CACHE: usize = 65536;
 /// Most entries a listing store looks at to count a directory's subdirectories.
@@ -96,6 +100,8 @@ pub(super) struct Inner {
     dir_changes: DirChanges,
     /// Per-directory subdirectory counts (by directory fileid).
     subdirs: nlink::SubdirCounts,
+    /// Last change attributes answered (by fileid).
+    changes: change::ChangeGuard,
     listings: Mutex<VecDeque<(u64, [u8; 8], Listing)>>,
     /// Shared store (s3): version-2 handles, MAC key from the store.
     shared: bool,
@@ -194,6 +200,7 @@ impl Inner {
             clean: Mutex::new(HashSet::new()),
             dir_changes: DirChanges::new(DIR_CHANGES),
             subdirs: nlink::SubdirCounts::new(NLINK_CACHE),
+            changes: change::ChangeGuard::new(CHANGE_GUARD),
             listings: Mutex::new(VecDeque::new()),
             shared,
             indexed: Mutex::new(HashSet::new()),
@@ -426,7 +433,7 @@ impl Inner {
             atime: time(&m.user, M_ATIME).unwrap_or(mtime),
             mtime,
             ctime,
-            change: ctime.as_ns_clamped(),
+            change: self.changes.observe(fileid, ctime.as_ns_clamped()),
         }
     }
 

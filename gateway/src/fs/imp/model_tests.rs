@@ -374,6 +374,27 @@ fn change_attribute_moves_with_every_change() {
     });
 }
 
+/// Raw ctime moving backwards (metadata from another tool, an s3 same-second rewrite,
+/// a clock step) still moves the change attribute forward.
+#[test]
+fn change_attribute_never_moves_back() {
+    each(|m, b, _| {
+        let root = m.root(0).unwrap();
+        let f = mkfile(m, &root, "back");
+        let c1 = m.getattr(&f).unwrap().change;
+        let mut user = b.head("back").unwrap().user;
+        user.insert("ctime".into(), "1000.5".into());
+        b.set_meta("back", &user).unwrap();
+        let c2 = m.getattr(&f).unwrap().change;
+        assert!(c2 > c1, "{c1} -> {c2}");
+        assert_eq!(m.getattr(&f).unwrap().change, c2, "no change, same value");
+        user.insert("ctime".into(), "999.5".into());
+        b.set_meta("back", &user).unwrap();
+        let c3 = m.getattr(&f).unwrap().change;
+        assert!(c3 > c2, "{c2} -> {c3}");
+    });
+}
+
 /// Directory change attribute on every backend (s3 too: the gateway's own entry
 /// changes are nanosecond-timed in memory).
 #[test]
