@@ -9,7 +9,10 @@
 //! fresh; entries expire after [`TTL`] so changes made behind the gateway's back (other
 //! tools, other gateways on a shared bucket) show within that time. A directory too
 //! large to count cheaply (more than `COUNT_LIMIT` entries on a listing store) gets
-//! link count 1, the conventional "unknown" that makes `find` stop assuming leaves.
+//! link count 1, the conventional "unknown" that makes `find` stop assuming leaves
+//! (re-checked after [`TTL_UNCOUNTED`]). The cost on s3: at most `COUNT_LIMIT`/1000 + 1
+//! LIST requests per directory per TTL, paid by the first GETATTR (READDIRPLUS of a
+//! directory of subdirectories pays one per subdirectory).
 //!
 //! Bounded: at `cap` entries the table is emptied (counts are re-read on demand).
 
@@ -19,6 +22,8 @@ use std::time::{Duration, Instant};
 
 /// How long a counted value is trusted without re-counting.
 pub(super) const TTL: Duration = Duration::from_secs(10);
+/// How long "too large to count" is trusted: counting it again costs the most.
+pub(super) const TTL_UNCOUNTED: Duration = Duration::from_secs(60);
 
 #[derive(Clone, Copy)]
 struct Entry {
@@ -49,7 +54,12 @@ impl SubdirCounts {
     pub fn get(&self, dir: u64) -> Option<Option<u64>> {
         let g = self.lock();
         let e = g.get(&dir)?;
-        (e.at.elapsed() < TTL).then_some(e.subdirs)
+        let ttl = if e.subdirs.is_some() {
+            TTL
+        } else {
+            TTL_UNCOUNTED
+        };
+        (e.at.elapsed() < ttl).then_some(e.subdirs)
     }
 
     pub fn put(&self, dir: u64, subdirs: Option<u64>) {
