@@ -8,9 +8,9 @@
 //! count in place, so GETATTR on a directory never lists it again while the entry is
 //! fresh; entries expire after [`TTL`] so changes made behind the gateway's back (other
 //! tools, other gateways on a shared bucket) show within that time. A directory too
-//! large to count cheaply (more than `COUNT_LIMIT` entries on a listing store) gets
+//! large to count cheaply (more than `NLINK_COUNT_LIMIT` entries on a listing store) gets
 //! link count 1, the conventional "unknown" that makes `find` stop assuming leaves
-//! (re-checked after [`TTL_UNCOUNTED`]). The cost on s3: at most `COUNT_LIMIT`/1000 + 1
+//! (re-checked after [`TTL_UNCOUNTED`]). The cost on s3: at most `NLINK_COUNT_LIMIT`/1000 + 1
 //! LIST requests per directory per TTL, paid by the first GETATTR (READDIRPLUS of a
 //! directory of subdirectories pays one per subdirectory).
 //!
