@@ -50,13 +50,17 @@ pub fn scan(args: &[u8]) -> Scan {
     };
     for _ in 0..n.min(256) {
         let Ok(op) = r.u32() else { break };
-        if s.op(op, &mut r).is_err() {
-            // The rest is unknown: it may change anything. Its reply size is not
-            // guessed (READ and READDIR clamp their results to the buffer they get).
-            return Scan {
-                effect: Effect::Namespace,
-                reply: s.reply.clamp(UNKNOWN_REPLY, MAX_REPLY),
-            };
+        match s.op(op, &mut r) {
+            Ok(()) => {}
+            Err(Stop::End) => break,
+            Err(Stop::Unknown) => {
+                // The rest is unknown: it may change anything. Its reply size is not
+                // guessed (READ and READDIR clamp their results to the buffer).
+                return Scan {
+                    effect: Effect::Namespace,
+                    reply: s.reply.clamp(UNKNOWN_REPLY, MAX_REPLY),
+                };
+            }
         }
     }
     let effect = if s.namespace {
@@ -83,12 +87,17 @@ struct Scanner {
     reply: usize,
 }
 
-/// The scan cannot go on (unknown operation or arguments).
-struct Stop;
+/// Why the scan stops early.
+enum Stop {
+    /// Unknown operation or arguments: assume the worst.
+    Unknown,
+    /// Nothing after this operation can matter.
+    End,
+}
 
 impl From<engine::xdr::XdrError> for Stop {
     fn from(_: engine::xdr::XdrError) -> Stop {
-        Stop
+        Stop::Unknown
     }
 }
 
@@ -178,7 +187,7 @@ impl Scanner {
             OP_OPEN_DOWNGRADE => r.skip(STATEID + 4 * 3)?,
             OP_TEST_STATEID => {
                 let n = r.u32()? as usize;
-                r.skip(n.checked_mul(STATEID).ok_or(Stop)?)?;
+                r.skip(n.checked_mul(STATEID).ok_or(Stop::Unknown)?)?;
             }
             OP_LOCKU => r.skip(4 + 4 + STATEID + 8 + 8)?,
             OP_LOCKT => {
@@ -195,12 +204,20 @@ impl Scanner {
                 }
             }
             OP_OPEN => self.open(r)?,
+            // Session and client operations change no file; their arguments are not
+            // needed (the rest of the COMPOUND is scanned no further).
+            OP_EXCHANGE_ID
+            | OP_CREATE_SESSION
+            | OP_DESTROY_SESSION
+            | OP_DESTROY_CLIENTID
+            | OP_BIND_CONN_TO_SESSION
+            | OP_BACKCHANNEL_CTL => return Err(Stop::End),
             OP_CREATE | OP_REMOVE | OP_RENAME | OP_LINK => {
                 // The namespace changes; no need to look further.
                 self.namespace = true;
-                return Err(Stop);
+                return Err(Stop::Unknown);
             }
-            _ => return Err(Stop),
+            _ => return Err(Stop::Unknown),
         }
         Ok(())
     }
@@ -213,7 +230,7 @@ impl Scanner {
         if r.u32()? != 0 {
             // OPEN4_CREATE.
             self.namespace = true;
-            return Err(Stop);
+            return Err(Stop::Unknown);
         }
         match r.u32()? {
             0 | 3 => opaque(r)?,
@@ -224,7 +241,7 @@ impl Scanner {
             }
             4 | 5 => {}
             6 => r.skip(STATEID)?,
-            _ => return Err(Stop),
+            _ => return Err(Stop::Unknown),
         }
         self.cur = None;
         Ok(())

@@ -568,4 +568,7 @@ fn scan_classifies_compounds() {
     );
     assert!(scan(&big_read).reply >= 1 << 20);
     assert_eq!(scan(b"garbage").effect, Effect::None);
+    // Session set-up changes no file.
+    let eid = compound_args(b"", 1, &[exchange_id(b"o", 1)]);
+    assert_eq!(scan(&eid).effect, Effect::None);
 }
