@@ -161,10 +161,21 @@ impl Clients {
     /// `grace`, ended early once every client of the previous run has sent
     /// RECLAIM_COMPLETE (or none was recorded).
     pub fn in_grace(&self) -> bool {
-        if self.start.elapsed() >= self.limits.grace {
-            return false;
+        if self.start.elapsed() < self.limits.grace {
+            return !self.lock().reclaimable.is_empty();
         }
-        !self.lock().reclaimable.is_empty()
+        // Grace is over: clients of the previous run that did not come back lose
+        // their right to reclaim, also across later restarts.
+        let forgot = {
+            let mut g = self.lock();
+            let had = !g.reclaimable.is_empty();
+            g.reclaimable.clear();
+            had
+        };
+        if forgot {
+            self.save();
+        }
+        false
     }
 
     /// Whether `clientid` was known before the restart and may still reclaim
@@ -539,5 +550,28 @@ mod tests {
         );
         assert!(!cl.in_grace(), "every old client reclaimed: grace over");
         assert!(!cl.may_reclaim(a));
+    }
+
+    #[test]
+    fn grace_ends_after_its_time_and_forgets_absent_clients() {
+        let dir = tempfile::tempdir().unwrap();
+        let short = Limits {
+            grace: Duration::from_millis(100),
+            ..limits()
+        };
+        {
+            let cl = Clients::new(short, Some(dir.path()));
+            let a = cl
+                .with(|t| t.insert(b"gone", [1; 8], Principal::None))
+                .unwrap();
+            cl.with(|t| t.confirm(a));
+        }
+        let cl = Clients::new(short, Some(dir.path()));
+        assert!(cl.in_grace());
+        std::thread::sleep(Duration::from_millis(150));
+        assert!(!cl.in_grace());
+        drop(cl);
+        let cl = Clients::new(short, Some(dir.path()));
+        assert!(!cl.in_grace(), "the absent client is forgotten after a grace period");
     }
 }
