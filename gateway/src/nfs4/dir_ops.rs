@@ -12,14 +12,14 @@ use engine::xdr::{XdrReader, XdrResult, XdrWriter};
 
 /// change_info4 around a directory change (RFC 8881 §3.3.6); `atomic` is false as
 /// the two reads are not atomic with the change.
-fn put_cinfo(w: &mut XdrWriter, before: &Attr, after: Option<&Attr>) -> XdrResult<()> {
+pub(super) fn put_cinfo(w: &mut XdrWriter, before: &Attr, after: Option<&Attr>) -> XdrResult<()> {
     w.bool(false)?;
     w.u64(attrs::change_of(before))?;
     w.u64(after.map_or(attrs::change_of(before).wrapping_add(1), attrs::change_of))
 }
 
 /// The directory a namespace change happens in (pseudo directories are read-only).
-fn dir_for_change(c: &Compound, fh: Option<&CurrentFh>) -> Result<FileCtx, u32> {
+pub(super) fn dir_for_change(c: &Compound, fh: Option<&CurrentFh>) -> Result<FileCtx, u32> {
     match fh.ok_or(NFS4ERR_NOFILEHANDLE)? {
         CurrentFh::Pseudo(_) => Err(NFS4ERR_ROFS),
         CurrentFh::File { node, .. } => {
