@@ -572,3 +572,78 @@ fn scan_classifies_compounds() {
     let eid = compound_args(b"", 1, &[exchange_id(b"o", 1)]);
     assert_eq!(scan(&eid).effect, Effect::None);
 }
+
+/// Truncated and bit-flipped COMPOUNDs (with a live session, so SEQUENCE and the
+/// operations behind it run) never panic and always answer with a COMPOUND4res or
+/// GARBAGE_ARGS.
+#[test]
+fn mangled_compounds_never_panic() {
+    let h = harness();
+    let root = h.model.root(0).unwrap();
+    let fh = h.model.handle(&root).as_bytes().to_vec();
+    let (clientid, sid) = session(&h, b"fuzz");
+    let mut seeds: Vec<Vec<u8>> = vec![
+        compound_args(b"t", 1, &[exchange_id(b"fuzz2", 1)]),
+        compound_args(b"t", 1, &[create_session(clientid, 2)]),
+        compound_args(
+            b"t",
+            1,
+            &[
+                sequence(sid, 1, 0),
+                putfh(fh.clone()),
+                getattr(&[0, 1, 3, 4, 8, 19, 20, 33, 36, 55, 75]),
+                named(OP_LOOKUP, b"x"),
+            ],
+        ),
+        compound_args(
+            b"t",
+            1,
+            &[
+                sequence(sid, 2, 0),
+                op0(OP_PUTROOTFH),
+                Box::new(|w: &mut XdrWriter| {
+                    w.u32(OP_CREATE)?;
+                    w.u32(5)?;
+                    w.opaque_var(b"target")?;
+                    w.opaque_var(b"lnk")?;
+                    attrs::put_bitmap(w, &attrs::Bitmap::of(&[attrs::MODE, attrs::OWNER]))?;
+                    w.u32(12)?;
+                    w.u32(0o644)?;
+                    w.opaque_var(b"0")
+                }),
+                op0(OP_SAVEFH),
+                named(OP_RENAME, b"lnk"),
+            ],
+        ),
+    ];
+    seeds[3].extend_from_slice(&[0, 0, 0, 3, b'n', b'e', b'w', 0]);
+    let mut rng: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut next = || {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng
+    };
+    let c = ctx(&h);
+    for seed in &seeds {
+        for cut in 0..seed.len() {
+            let mut buf = vec![0u8; 64 << 10];
+            let mut w = XdrWriter::new(&mut buf);
+            let _ = serve(&c, &h.state, 1, &seed[..cut], &mut w);
+        }
+        for _ in 0..300 {
+            let mut m = seed.clone();
+            for _ in 0..(next() % 4 + 1) {
+                let i = (next() as usize) % m.len();
+                m[i] = next() as u8;
+            }
+            let mut buf = vec![0u8; 64 << 10];
+            let mut w = XdrWriter::new(&mut buf);
+            match serve(&c, &h.state, 1, &m, &mut w) {
+                Outcome::Done => assert!(w.position() >= 12, "a COMPOUND4res header"),
+                Outcome::GarbageArgs => {}
+                Outcome::ProcUnavail => panic!("proc 1 exists"),
+            }
+        }
+    }
+}

@@ -572,6 +572,9 @@ mod tests {
         assert!(!cl.in_grace());
         drop(cl);
         let cl = Clients::new(short, Some(dir.path()));
-        assert!(!cl.in_grace(), "the absent client is forgotten after a grace period");
+        assert!(
+            !cl.in_grace(),
+            "the absent client is forgotten after a grace period"
+        );
     }
 }
