@@ -156,13 +156,15 @@ pub(super) fn sequence_first(
         Ok(SlotUse::New(claim)) => claim,
         Err(st) => return fail(w, st),
     };
-    if let Err((st, purged)) = c.state.clients.renew(&s) {
-        c.state.purge(purged);
-        return fail(w, st);
-    }
+    let mut flags = match c.state.clients.renew(&s) {
+        Ok(f) => f,
+        Err((st, purged)) => {
+            c.state.purge(purged);
+            return fail(w, st);
+        }
+    };
     c.session = Some(s.id);
     c.clientid = s.clientid;
-    let mut flags = 0;
     if s.flags & CREATE_SESSION4_FLAG_CONN_BACK_CHAN != 0
         && c.state.clients.lookup_backchannel(s.clientid).is_none()
     {
@@ -528,6 +530,9 @@ pub(super) fn create_session(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWri
         let bytes = encode_cs_res(&id, seq, out_flags, &fore, &back);
         let now = t.now;
         if let Some(cl) = t.client_mut(clientid) {
+            if out_flags & CREATE_SESSION4_FLAG_CONN_BACK_CHAN != 0 {
+                cl.status_flags &= !SEQ4_STATUS_CB_PATH_DOWN;
+            }
             cl.cs_seq = seq;
             cl.cs_reply = Some(bytes.clone());
             cl.last_renew = now;
@@ -602,6 +607,9 @@ pub(super) fn bind_conn_to_session(
     if out_dir & CDFS4_BACK != 0 {
         if let Some(conn) = c.ctx.conn {
             s.bind_back(conn);
+            c.state
+                .clients
+                .set_status_flags(s.clientid, SEQ4_STATUS_CB_PATH_DOWN, false);
         }
     }
     (|| -> XdrResult<()> {
@@ -626,6 +634,9 @@ pub(super) fn backchannel_ctl(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWr
         return put_status(w, NFS4ERR_OP_NOT_IN_SESSION);
     };
     s.set_cb_program(prog);
+    c.state
+        .clients
+        .set_status_flags(s.clientid, SEQ4_STATUS_CB_PATH_DOWN, false);
     put_status(w, NFS4_OK)
 }
 

@@ -647,3 +647,23 @@ fn mangled_compounds_never_panic() {
         }
     }
 }
+
+#[test]
+fn sequence_reports_status_flags_and_slot_table() {
+    let h = harness();
+    let (clientid, sid) = session(&h, b"flags");
+    let seq_flags = |seq: u32| {
+        let (st, rep) = call(&h, &[sequence(sid, seq, 0)]);
+        assert_eq!(st, NFS4_OK);
+        let mut r = results(&rep);
+        r.skip(8 + 16 + 4 + 4).unwrap();
+        let (highest, target, flags) = (r.u32().unwrap(), r.u32().unwrap(), r.u32().unwrap());
+        assert_eq!((highest, target), (7, 7), "8 slots as asked");
+        flags
+    };
+    assert_eq!(seq_flags(1), 0);
+    h.state.clients.set_status_flags(clientid, 0x41, true);
+    assert_eq!(seq_flags(2), 0x41);
+    h.state.clients.set_status_flags(clientid, 0x1, false);
+    assert_eq!(seq_flags(3), 0x40);
+}

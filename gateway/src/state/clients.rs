@@ -73,6 +73,9 @@ pub struct Client {
     /// Known before the restart and not yet RECLAIM_COMPLETE.
     pub may_reclaim: bool,
     pub reclaim_complete: bool,
+    /// SEQ4_STATUS_* flags every SEQUENCE reports until cleared (RFC 8881 §18.46.3),
+    /// raised by other tables (callback path down, revoked delegations).
+    pub status_flags: u32,
 }
 
 #[derive(Default)]
@@ -239,10 +242,26 @@ impl Clients {
         self.lock().sessions.get(id).cloned()
     }
 
+    /// Raises (`on`) or clears SEQ4_STATUS_* `flags` in every SEQUENCE reply to
+    /// `clientid` (RFC 8881 §18.46.3), e.g. SEQ4_STATUS_CB_PATH_DOWN (1) when a
+    /// callback could not be sent, SEQ4_STATUS_RECALLABLE_STATE_REVOKED (0x40) while
+    /// revoked delegations are not freed. BIND_CONN_TO_SESSION, BACKCHANNEL_CTL and
+    /// CREATE_SESSION with a back channel clear CB_PATH_DOWN.
+    pub fn set_status_flags(&self, clientid: u64, flags: u32, on: bool) {
+        let mut g = self.lock();
+        if let Some(c) = g.clients.get_mut(&clientid) {
+            if on {
+                c.status_flags |= flags;
+            } else {
+                c.status_flags &= !flags;
+            }
+        }
+    }
+
     /// SEQUENCE's lease rules (RFC 8881 §8.3): renews the lease of the session's
-    /// client. A client whose lease already ran out is purged (returned) and the
-    /// session is gone (NFS4ERR_BADSESSION).
-    pub fn renew(&self, session: &Session) -> Result<(), (u32, Purged)> {
+    /// client and returns its status flags. A client whose lease already ran out is
+    /// purged (returned) and the session is gone (NFS4ERR_BADSESSION).
+    pub fn renew(&self, session: &Session) -> Result<u32, (u32, Purged)> {
         let (r, p) = self.with_purge(|t| {
             let now = t.now;
             let lease = t.limits.lease;
@@ -254,7 +273,7 @@ impl Clients {
                 return Err(NFS4ERR_BADSESSION);
             }
             c.last_renew = now;
-            Ok(())
+            Ok(c.status_flags)
         });
         r.map_err(|e| (e, p))
     }
@@ -356,6 +375,7 @@ impl Table<'_> {
                 sessions: Vec::new(),
                 may_reclaim,
                 reclaim_complete: false,
+                status_flags: 0,
             },
         );
         Ok(id)
