@@ -28,6 +28,8 @@ pub struct Scan {
 
 /// Reply room for everything but READ data and READDIR entries.
 const BASE_REPLY: usize = 8192;
+/// Headers around READ data or READDIR entries (SEQUENCE, PUTFH, READ results).
+const DATA_OVERHEAD: usize = 2048;
 /// Reply room when the scan stopped early.
 const UNKNOWN_REPLY: usize = 64 << 10;
 /// Largest reply (a session's ca_maxresponsesize bound).
@@ -46,7 +48,7 @@ pub fn scan(args: &[u8]) -> Scan {
         cur: None,
         file: None,
         namespace: false,
-        reply: BASE_REPLY,
+        reply: 0,
     };
     for _ in 0..n.min(256) {
         let Ok(op) = r.u32() else { break };
@@ -58,7 +60,7 @@ pub fn scan(args: &[u8]) -> Scan {
                 // guessed (READ and READDIR clamp their results to the buffer).
                 return Scan {
                     effect: Effect::Namespace,
-                    reply: s.reply.clamp(UNKNOWN_REPLY, MAX_REPLY),
+                    reply: s.reply_size().max(UNKNOWN_REPLY),
                 };
             }
         }
@@ -74,7 +76,7 @@ pub fn scan(args: &[u8]) -> Scan {
     };
     Scan {
         effect,
-        reply: s.reply.min(MAX_REPLY),
+        reply: s.reply_size(),
     }
 }
 
@@ -84,6 +86,7 @@ struct Scanner {
     /// A file changed: `Some(Some(id))` one known file, `Some(None)` several or unknown.
     file: Option<Option<u64>>,
     namespace: bool,
+    /// READ data and READDIR entries asked for.
     reply: usize,
 }
 
@@ -121,6 +124,16 @@ fn opaque(r: &mut XdrReader) -> XdrResult<()> {
 const STATEID: usize = 16;
 
 impl Scanner {
+    /// Room for the data asked for plus headers, or a small reply without data. A
+    /// 1 MiB READ fits the pools' 1 MiB + 4 KiB class.
+    fn reply_size(&self) -> usize {
+        if self.reply == 0 {
+            BASE_REPLY
+        } else {
+            self.reply.saturating_add(DATA_OVERHEAD).min(MAX_REPLY)
+        }
+    }
+
     fn changed(&mut self) {
         self.file = match (self.file, self.cur) {
             (None, Some(id)) => Some(Some(id)),
