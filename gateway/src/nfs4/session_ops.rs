@@ -281,7 +281,11 @@ pub(super) fn exchange_id(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter
     let principal = Principal::of(&c.ctx.cred);
     let update = a.flags & EXCHGID4_FLAG_UPD_CONFIRMED_REC_A != 0;
     let state = c.state;
-    let has_state = |id: u64| state.opens.client_has_state(id);
+    // Whether the owner's confirmed client holds opens or locks, asked before taking
+    // the client table's lock (the opens table has its own; never nest them).
+    let (conf_now, _) = state.clients.with_purge(|t| t.by_owner(a.owner)).0;
+    let conf_has_state = conf_now.is_some_and(|id| state.opens.client_has_state(id));
+    let has_state = |id: u64| Some(id) == conf_now && conf_has_state;
     let (res, purged) = state.clients.with_purge(|t| {
         let (conf, unconf) = t.by_owner(a.owner);
         let conf_rec = conf.and_then(|id| t.client(id)).map(|c| {
