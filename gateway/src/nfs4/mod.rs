@@ -13,9 +13,15 @@
 //! - `deleg_ops.rs` (DELEGRETURN), `callback.rs`: delegations and the backchannel
 //!   (CB_COMPOUND encoding, CB_NULL, CB_RECALL).
 
+mod attrs;
+mod compound;
 mod deleg_ops;
+mod dir_ops;
 mod file_ops;
+mod io_ops;
 pub mod ops;
+mod pseudo;
+pub mod scan;
 mod session_ops;
 mod state_ops;
 pub mod status;
@@ -86,6 +92,8 @@ pub struct Compound<'a> {
     pub clientid: u64,
     /// Index of the operation being run (0-based).
     pub op_index: usize,
+    /// Number of operations in the COMPOUND.
+    pub nops: usize,
 }
 
 /// Decodes the COMPOUND arguments, runs them, writes COMPOUND4res into `out`.
@@ -169,3 +177,6 @@ pub(crate) fn put_status(w: &mut XdrWriter, st: u32) -> OpResult {
     w.u32(st).map_err(|_| Full)?;
     Ok(st)
 }
+
+#[cfg(test)]
+mod tests;
