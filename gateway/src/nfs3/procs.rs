@@ -123,7 +123,8 @@ fn setattr(ctx: &Ctx, r: &mut XdrReader, out: &mut XdrWriter) -> Res {
     let res = (|| {
         check_writable(&c)?;
         // The guard is compared with the ctime as NFSv3 shows it (clamped to uint32).
-        if matches!(guard, Some(t) if t != (NfsTime { sec: i64::from(pre.ctime.sec_u32()), ..pre.ctime })) {
+        if matches!(guard, Some(t) if t != (NfsTime { sec: i64::from(pre.ctime.sec_u32()), ..pre.ctime }))
+        {
             return Err(Status::NotSync);
         }
         check_setattr(&pre, &c, &set)?;

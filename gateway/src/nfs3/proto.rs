@@ -529,7 +529,10 @@ mod tests {
         });
         let mut r = XdrReader::new(&fifo);
         let d = get_mknoddata(&mut r).unwrap();
-        assert_eq!((d.kind, d.set.mode, d.rdev), (FileKind::Fifo, Some(0o600), (0, 0)));
+        assert_eq!(
+            (d.kind, d.set.mode, d.rdev),
+            (FileKind::Fifo, Some(0o600), (0, 0))
+        );
         assert_eq!(r.remaining(), 0);
     }
 

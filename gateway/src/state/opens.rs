@@ -19,8 +19,8 @@ mod tests;
 use super::stateid::Stateid;
 use crate::nfs4::status::*;
 pub use locks::Range;
-use std::sync::{Mutex, MutexGuard};
 pub use stateids::Kind;
+use std::sync::{Mutex, MutexGuard};
 use table::Table;
 
 /// OPEN4_SHARE_ACCESS_* / OPEN4_SHARE_DENY_* bits (§18.16.3).
@@ -149,6 +149,12 @@ impl Opens {
         deny: u32,
     ) -> Result<Stateid, u32> {
         self.t().open(clientid, owner, fileid, access, deny)
+    }
+
+    /// Whether the open-owner already has an open of the file (an OPEN would upgrade
+    /// it rather than create one).
+    pub fn client_owner_has_open(&self, clientid: u64, owner: &[u8], fileid: u64) -> bool {
+        self.t().has_open(clientid, owner, fileid)
     }
 
     /// OPEN_DOWNGRADE (§18.18).

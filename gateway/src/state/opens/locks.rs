@@ -71,6 +71,7 @@ pub fn conflict<'a>(
 }
 
 /// Number of ranges `owner` holds in `locks`.
+#[cfg(test)]
 pub fn count(locks: &[Lock], owner: &[u8; 12]) -> usize {
     locks.iter().filter(|l| &l.owner == owner).count()
 }
@@ -129,7 +130,11 @@ fn rewrite(
     max: usize,
     f: impl FnOnce(Vec<Lock>) -> Vec<Lock>,
 ) -> bool {
-    let mine: Vec<Lock> = locks.iter().filter(|l| &l.owner == owner).copied().collect();
+    let mine: Vec<Lock> = locks
+        .iter()
+        .filter(|l| &l.owner == owner)
+        .copied()
+        .collect();
     let new = f(mine);
     if new.len() > max {
         return false;

@@ -170,7 +170,13 @@ impl Table {
 
     /// Whether an open of (`access`, `deny`) conflicts with the file's other opens
     /// (§9.7: my access against their deny, my deny against their access).
-    fn share_conflict(&self, fileid: u64, except: Option<&[u8; 12]>, access: u32, deny: u32) -> bool {
+    fn share_conflict(
+        &self,
+        fileid: u64,
+        except: Option<&[u8; 12]>,
+        access: u32,
+        deny: u32,
+    ) -> bool {
         let Some(f) = self.files.get(&fileid) else {
             return false;
         };
@@ -181,7 +187,13 @@ impl Table {
             .any(|s| access & s.deny != 0 || deny & s.access != 0)
     }
 
-    pub(super) fn check_io(&self, clientid: u64, sid: &Stateid, fileid: u64, write: bool) -> Result<(), u32> {
+    pub(super) fn check_io(
+        &self,
+        clientid: u64,
+        sid: &Stateid,
+        fileid: u64,
+        write: bool,
+    ) -> Result<(), u32> {
         let o = sid.other;
         if o == [0; 12] || o == [0xff; 12] {
             let bypass = o == [0xff; 12];
@@ -205,11 +217,18 @@ impl Table {
             Some(Kind::Open) => self.open_of(clientid, sid, Some(fileid))?,
             Some(Kind::Lock) => {
                 let l = self.lock_of(clientid, sid, Some(fileid))?;
-                self.lockst.get(&l).map(|s| s.open).ok_or(NFS4ERR_BAD_STATEID)?
+                self.lockst
+                    .get(&l)
+                    .map(|s| s.open)
+                    .ok_or(NFS4ERR_BAD_STATEID)?
             }
             _ => return Err(NFS4ERR_BAD_STATEID),
         };
-        let access = self.opens.get(&open).map(|s| s.access).ok_or(NFS4ERR_BAD_STATEID)?;
+        let access = self
+            .opens
+            .get(&open)
+            .map(|s| s.access)
+            .ok_or(NFS4ERR_BAD_STATEID)?;
         if write && access & ACCESS_WRITE == 0 {
             return Err(NFS4ERR_OPENMODE);
         }
@@ -272,14 +291,25 @@ impl Table {
         }
     }
 
-    pub(super) fn open(&mut self, clientid: u64, owner: &[u8], fileid: u64, access: u32, deny: u32) -> Result<Stateid, u32> {
+    pub(super) fn open(
+        &mut self,
+        clientid: u64,
+        owner: &[u8],
+        fileid: u64,
+        access: u32,
+        deny: u32,
+    ) -> Result<Stateid, u32> {
         if !(1..=3).contains(&access) || deny > 3 {
             return Err(NFS4ERR_INVAL);
         }
         let key = (clientid, owner.to_vec(), fileid);
         if let Some(o) = self.open_index.get(&key).copied() {
             // Upgrade (§9.7 / §18.16.3): the open now has the union of both.
-            let (a, d) = self.opens.get(&o).map(|s| (s.access, s.deny)).ok_or(NFS4ERR_SERVERFAULT)?;
+            let (a, d) = self
+                .opens
+                .get(&o)
+                .map(|s| (s.access, s.deny))
+                .ok_or(NFS4ERR_SERVERFAULT)?;
             if self.share_conflict(fileid, Some(&o), a | access, d | deny) {
                 return Err(NFS4ERR_SHARE_DENIED);
             }
@@ -316,7 +346,14 @@ impl Table {
         Ok(stateid(o, 1))
     }
 
-    pub(super) fn downgrade(&mut self, clientid: u64, sid: &Stateid, fileid: u64, access: u32, deny: u32) -> Result<Stateid, u32> {
+    pub(super) fn downgrade(
+        &mut self,
+        clientid: u64,
+        sid: &Stateid,
+        fileid: u64,
+        access: u32,
+        deny: u32,
+    ) -> Result<Stateid, u32> {
         let o = self.open_of(clientid, sid, Some(fileid))?;
         if !(1..=3).contains(&access) || deny > 3 {
             return Err(NFS4ERR_INVAL);
@@ -353,6 +390,11 @@ impl Table {
         Ok(())
     }
 
+    pub(super) fn has_open(&self, clientid: u64, owner: &[u8], fileid: u64) -> bool {
+        self.open_index
+            .contains_key(&(clientid, owner.to_vec(), fileid))
+    }
+
     pub(super) fn open_modes(&self, sid: &Stateid) -> Option<(u32, u32)> {
         self.opens.get(&sid.other).map(|s| (s.access, s.deny))
     }
@@ -372,7 +414,14 @@ impl Table {
         }
     }
 
-    pub(super) fn lock(&mut self, clientid: u64, locker: &Locker, fileid: u64, range: Range, write: bool) -> Result<Stateid, LockError> {
+    pub(super) fn lock(
+        &mut self,
+        clientid: u64,
+        locker: &Locker,
+        fileid: u64,
+        range: Range,
+        write: bool,
+    ) -> Result<Stateid, LockError> {
         // Which lock stateid (existing or to be made) and which open it hangs off.
         let (existing, open, owner) = match locker {
             Locker::Existing { lock } => {
@@ -386,7 +435,11 @@ impl Table {
                 (self.lock_index.get(&key).copied(), o, owner.clone())
             }
         };
-        let access = self.opens.get(&open).map(|s| s.access).ok_or(NFS4ERR_BAD_STATEID)?;
+        let access = self
+            .opens
+            .get(&open)
+            .map(|s| s.access)
+            .ok_or(NFS4ERR_BAD_STATEID)?;
         // §18.10.3: a WRITE_LT needs an open for writing (READ_LT: READ or WRITE).
         if write && access & ACCESS_WRITE == 0 {
             return Err(NFS4ERR_OPENMODE.into());
@@ -436,11 +489,21 @@ impl Table {
         Ok(stateid(l, st.seqid))
     }
 
-    pub(super) fn lockt(&self, clientid: u64, owner: &[u8], fileid: u64, range: Range, write: bool) -> Result<(), LockError> {
+    pub(super) fn lockt(
+        &self,
+        clientid: u64,
+        owner: &[u8],
+        fileid: u64,
+        range: Range,
+        write: bool,
+    ) -> Result<(), LockError> {
         let Some(f) = self.files.get(&fileid) else {
             return Ok(());
         };
-        let me = self.lock_index.get(&(clientid, owner.to_vec(), fileid)).copied();
+        let me = self
+            .lock_index
+            .get(&(clientid, owner.to_vec(), fileid))
+            .copied();
         let mine = |l: &Lock| me.is_some_and(|m| m == l.owner);
         match locks::conflict(&f.locks, mine, &range, write) {
             Some(c) => Err(LockError::Denied(self.denied(c))),
@@ -448,7 +511,13 @@ impl Table {
         }
     }
 
-    pub(super) fn locku(&mut self, clientid: u64, sid: &Stateid, fileid: u64, range: Range) -> Result<Stateid, u32> {
+    pub(super) fn locku(
+        &mut self,
+        clientid: u64,
+        sid: &Stateid,
+        fileid: u64,
+        range: Range,
+    ) -> Result<Stateid, u32> {
         let l = self.lock_of(clientid, sid, Some(fileid))?;
         let max = self.limits.ranges_per_owner;
         if let Some(f) = self.files.get_mut(&fileid) {

@@ -35,10 +35,16 @@ fn share_reservations_conflict_across_owners_and_clients() {
     let a = o.open(C1, b"a", F, ACCESS_READ, DENY_WRITE).unwrap();
     assert_eq!(a.seqid, 1);
     // write access against a deny-write: denied for another owner and client
-    assert_eq!(o.open(C1, b"b", F, ACCESS_WRITE, 0), Err(NFS4ERR_SHARE_DENIED));
+    assert_eq!(
+        o.open(C1, b"b", F, ACCESS_WRITE, 0),
+        Err(NFS4ERR_SHARE_DENIED)
+    );
     assert_eq!(o.open(C2, b"a", F, 3, 0), Err(NFS4ERR_SHARE_DENIED));
     // deny-read against an existing reader
-    assert_eq!(o.open(C2, b"x", F, ACCESS_READ, DENY_READ), Err(NFS4ERR_SHARE_DENIED));
+    assert_eq!(
+        o.open(C2, b"x", F, ACCESS_READ, DENY_READ),
+        Err(NFS4ERR_SHARE_DENIED)
+    );
     // compatible open
     assert!(o.open(C2, b"x", F, ACCESS_READ, 0).is_ok());
     // another file is independent
@@ -64,7 +70,9 @@ fn upgrade_keeps_stateid_bumps_seqid_and_downgrade_needs_opened_modes() {
     // not a subset / never opened like that
     assert_eq!(o.downgrade(C1, &s2, F, 1, DENY_READ), Err(NFS4ERR_INVAL));
     assert_eq!(o.downgrade(C1, &s2, F, 3, 3), Err(NFS4ERR_INVAL));
-    let s3 = o.downgrade(C1, &Stateid { seqid: 0, ..s2 }, F, ACCESS_READ, 0).unwrap();
+    let s3 = o
+        .downgrade(C1, &Stateid { seqid: 0, ..s2 }, F, ACCESS_READ, 0)
+        .unwrap();
     assert_eq!(s3.seqid, 3);
     assert_eq!(o.open_modes(&s3), Some((1, 0)));
     // WRITE was dropped: it may not come back by downgrade
@@ -108,14 +116,20 @@ fn check_io_rules() {
     assert_eq!(o.check_io(C1, &ro, F, true), NFS4ERR_OPENMODE);
     assert_eq!(o.check_io(C1, &ro, F + 1, false), NFS4ERR_BAD_STATEID);
     assert_eq!(o.check_io(C2, &ro, F, false), NFS4ERR_BAD_STATEID);
-    assert_eq!(o.check_io(C1, &Stateid { seqid: 0, ..ro }, F, false), NFS4_OK);
+    assert_eq!(
+        o.check_io(C1, &Stateid { seqid: 0, ..ro }, F, false),
+        NFS4_OK
+    );
     // anonymous writes meet the deny-write reservation; reads pass
     assert_eq!(o.check_io(C2, &Stateid::ANONYMOUS, F, true), NFS4ERR_LOCKED);
     assert_eq!(o.check_io(C2, &Stateid::ANONYMOUS, F, false), NFS4_OK);
     assert_eq!(o.check_io(C2, &Stateid::BYPASS, F, false), NFS4_OK);
     assert_eq!(o.check_io(C2, &Stateid::BYPASS, F, true), NFS4ERR_LOCKED);
     assert_eq!(o.check_io(C2, &Stateid::ANONYMOUS, F + 1, true), NFS4_OK);
-    assert_eq!(o.check_io(C1, &Stateid::CURRENT, F, false), NFS4ERR_BAD_STATEID);
+    assert_eq!(
+        o.check_io(C1, &Stateid::CURRENT, F, false),
+        NFS4ERR_BAD_STATEID
+    );
     // write-only opens may read (as knfsd and the Linux client expect)
     let wo = o.open(C2, b"w", F + 1, ACCESS_WRITE, 0).unwrap();
     assert_eq!(o.check_io(C2, &wo, F + 1, false), NFS4_OK);
@@ -137,7 +151,9 @@ fn locks_conflict_split_and_report_the_holder() {
     let o = t();
     let s1 = o.open(C1, b"o1", F, 3, 0).unwrap();
     let s2 = o.open(C2, b"o2", F, 3, 0).unwrap();
-    let l1 = o.lock(C1, &new_lock(s1, b"L1"), F, r(0, 100), true).unwrap();
+    let l1 = o
+        .lock(C1, &new_lock(s1, b"L1"), F, r(0, 100), true)
+        .unwrap();
     assert_eq!(l1.seqid, 1);
     assert_eq!(stateids::Kind::of(&l1.other), Some(Kind::Lock));
     let d = denied(o.lock(C2, &new_lock(s2, b"L2"), F, r(50, 10), false));
@@ -152,13 +168,18 @@ fn locks_conflict_split_and_report_the_holder() {
         }
     );
     // LOCKT: same answer, creates nothing; own locks never conflict
-    assert_eq!(o.lockt(C2, b"L2", F, r(50, 10), false), Err(LockError::Denied(d)));
+    assert_eq!(
+        o.lockt(C2, b"L2", F, r(50, 10), false),
+        Err(LockError::Denied(d))
+    );
     assert_eq!(o.lockt(C1, b"L1", F, r(50, 10), true), Ok(()));
     assert_eq!(o.lockt(C2, b"L2", F, r(100, 10), true), Ok(()));
     // unlock the middle: the hole is free for others, the rest still held
     let l1b = o.locku(C1, &l1, F, r(40, 20)).unwrap();
     assert_eq!(l1b.seqid, 2);
-    let l2 = o.lock(C2, &new_lock(s2, b"L2"), F, r(45, 10), true).unwrap();
+    let l2 = o
+        .lock(C2, &new_lock(s2, b"L2"), F, r(45, 10), true)
+        .unwrap();
     assert_eq!(l2.seqid, 1);
     let d = denied(o.lock(C2, &Locker::Existing { lock: l2 }, F, r(30, 20), true));
     assert_eq!((d.offset, d.length), (0, 40));
@@ -172,7 +193,9 @@ fn locks_conflict_split_and_report_the_holder() {
     assert_eq!(o.free_stateid(C1, &l1b), NFS4ERR_LOCKS_HELD);
     assert_eq!(o.free_stateid(C1, &s1), NFS4ERR_LOCKS_HELD);
     // release everything, then FREE_STATEID frees the lock stateid and CLOSE works
-    let l1c = o.locku(C1, &l1b, F, Range::new(0, u64::MAX).unwrap()).unwrap();
+    let l1c = o
+        .locku(C1, &l1b, F, Range::new(0, u64::MAX).unwrap())
+        .unwrap();
     assert_eq!(o.free_stateid(C1, &l1c), NFS4_OK);
     assert_eq!(o.test_stateid(C1, &l1c), NFS4ERR_BAD_STATEID);
     assert_eq!(o.close(C1, &s1, F), Ok(()));
@@ -185,15 +208,26 @@ fn read_locks_share_and_upgrade_is_checked() {
     let o = t();
     let s1 = o.open(C1, b"o1", F, 3, 0).unwrap();
     let s2 = o.open(C2, b"o2", F, 3, 0).unwrap();
-    let l1 = o.lock(C1, &new_lock(s1, b"L1"), F, r(0, 10), false).unwrap();
-    let l2 = o.lock(C2, &new_lock(s2, b"L2"), F, r(5, 10), false).unwrap();
+    let l1 = o
+        .lock(C1, &new_lock(s1, b"L1"), F, r(0, 10), false)
+        .unwrap();
+    let l2 = o
+        .lock(C2, &new_lock(s2, b"L2"), F, r(5, 10), false)
+        .unwrap();
     // upgrading an overlapped read lock to write is denied by the other reader
     let d = denied(o.lock(C1, &Locker::Existing { lock: l1 }, F, r(0, 10), true));
-    assert_eq!((d.offset, d.length, d.write, d.clientid), (5, 10, false, C2));
+    assert_eq!(
+        (d.offset, d.length, d.write, d.clientid),
+        (5, 10, false, C2)
+    );
     // the non-overlapping part may be upgraded
-    assert!(o.lock(C1, &Locker::Existing { lock: l1 }, F, r(0, 5), true).is_ok());
+    assert!(o
+        .lock(C1, &Locker::Existing { lock: l1 }, F, r(0, 5), true)
+        .is_ok());
     // a new open_to_lock_owner for an owner that has a stateid reuses it
-    let again = o.lock(C2, &new_lock(s2, b"L2"), F, r(20, 1), false).unwrap();
+    let again = o
+        .lock(C2, &new_lock(s2, b"L2"), F, r(20, 1), false)
+        .unwrap();
     assert_eq!(again.other, l2.other);
     assert_eq!(again.seqid, 2);
 }
@@ -227,7 +261,9 @@ fn caps_answer_resource() {
     let s = o.open(C1, b"a", F, 3, 0).unwrap();
     let l = o.lock(C1, &new_lock(s, b"L"), F, r(0, 1), true).unwrap();
     assert_eq!(o.open(C1, b"b", F, 1, 0), Err(NFS4ERR_RESOURCE));
-    let l = o.lock(C1, &Locker::Existing { lock: l }, F, r(10, 1), true).unwrap();
+    let l = o
+        .lock(C1, &Locker::Existing { lock: l }, F, r(10, 1), true)
+        .unwrap();
     assert_eq!(
         o.lock(C1, &Locker::Existing { lock: l }, F, r(20, 1), true),
         Err(LockError::Status(NFS4ERR_RESOURCE))
@@ -256,7 +292,8 @@ fn caps_answer_resource() {
 fn purge_frees_opens_locks_and_reservations() {
     let o = t();
     let s = o.open(C1, b"a", F, 3, 3).unwrap();
-    o.lock(C1, &new_lock(s, b"L"), F, r(0, u64::MAX), true).unwrap();
+    o.lock(C1, &new_lock(s, b"L"), F, r(0, u64::MAX), true)
+        .unwrap();
     assert!(o.client_has_state(C1));
     assert_eq!(o.open(C2, b"b", F, 1, 0), Err(NFS4ERR_SHARE_DENIED));
     o.purge_client(C1);
