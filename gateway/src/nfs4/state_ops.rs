@@ -38,11 +38,7 @@ fn full<T>(_: T) -> Full {
 /// The CURRENT special stateid (seqid 1, other 0) stands for the stateid the
 /// COMPOUND last produced (§16.2.3.1.2); none yet → NFS4ERR_BAD_STATEID.
 pub(super) fn resolve_stateid(c: &Compound, s: Stateid) -> Result<Stateid, u32> {
-    if s == Stateid::CURRENT {
-        c.current_stateid.ok_or(NFS4ERR_BAD_STATEID)
-    } else {
-        Ok(s)
-    }
+    c.resolve_stateid(&s)
 }
 
 /// The caller as the export of `node` sees it (squashing, read-only).

@@ -131,6 +131,7 @@ fn compound<'a>(ctx: &'a Ctx<'a>, state: &'a State, clientid: u64) -> Compound<'
         session: Some([1; 16]),
         clientid,
         op_index: 0,
+        nops: 1,
     }
 }
 
