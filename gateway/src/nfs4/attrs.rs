@@ -406,7 +406,7 @@ fn get_settime(r: &mut XdrReader) -> Result<SetTime, u32> {
                 return Err(NFS4ERR_INVAL);
             }
             Ok(SetTime::Client(NfsTime {
-                sec: sec as u32,
+                sec,
                 nsec,
             }))
         }
