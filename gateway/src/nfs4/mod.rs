@@ -13,6 +13,7 @@
 //! - `deleg_ops.rs` (DELEGRETURN), `callback.rs`: delegations and the backchannel
 //!   (CB_COMPOUND encoding, CB_NULL, CB_RECALL).
 
+pub mod callback;
 mod deleg_ops;
 mod file_ops;
 pub mod ops;

@@ -16,6 +16,7 @@
 pub mod clients;
 pub mod delegations;
 pub mod opens;
+pub mod recall;
 pub mod stateid;
 
 /// All NFSv4.1 state of one gateway.

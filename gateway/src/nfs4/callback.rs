@@ -1,0 +1,358 @@
+//! The NFSv4.1 callback program on the back channel (RFC 8881 §20, §2.10.3.1):
+//! encoding CB_NULL and CB_COMPOUND(CB_SEQUENCE, CB_RECALL) calls and decoding their
+//! replies. Pure codec: no state, no I/O. The recall state machine that uses it is in
+//! `crate::state::recall`; `probe` is the entry point the session layer calls.
+//!
+//! Callbacks carry AUTH_SYS (uid 0, gid 0, machine name "nfsgw"): the Linux client's
+//! callback service refuses AUTH_NULL for everything but CB_NULL.
+
+use crate::state::stateid::Stateid;
+use crate::state::{BackChannelInfo, State};
+use engine::rpc::{self, Accept, AuthSys, Cred, ReplyStatus};
+use engine::xdr::{XdrError, XdrReader, XdrResult, XdrWriter};
+
+/// The callback program's version (RFC 8881 §20: NFS4_CALLBACK version 1).
+pub const CB_VERSION: u32 = 1;
+pub const CB_NULL: u32 = 0;
+pub const CB_COMPOUND: u32 = 1;
+/// Callback operation numbers (RFC 8881 §20).
+pub const OP_CB_RECALL: u32 = 4;
+pub const OP_CB_SEQUENCE: u32 = 11;
+pub const OP_CB_ILLEGAL: u32 = 10044;
+/// The tag our CB_COMPOUNDs carry (echoed by the client).
+pub const TAG: &[u8] = b"nfsgw";
+/// Largest reply tag / result array we read (hostile clients get a decode error).
+const MAX_TAG: usize = 1024;
+const MAX_RESULTS: u32 = 16;
+/// Largest file handle (NFS4_FHSIZE).
+const FH_MAX: usize = 128;
+
+/// Queues a CB_NULL probe of a session's new back channel (RFC 8881 §18.36.3: the
+/// server checks the back channel; knfsd and nfs4j probe with CB_NULL at
+/// CREATE_SESSION). Non-blocking: the callback thread sends it; until it is answered
+/// `clientid` gets no delegations. Called by the session layer after CREATE_SESSION
+/// with CONN_BACK_CHAN, BIND_CONN_TO_SESSION (back or both) and BACKCHANNEL_CTL.
+pub fn probe(state: &State, clientid: u64, info: BackChannelInfo) {
+    state.delegations.queue_probe(clientid, info);
+}
+
+/// One callback to encode.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CbCall<'a> {
+    /// CB_NULL (procedure 0): a probe.
+    Null,
+    /// CB_COMPOUND (procedure 1) with CB_SEQUENCE (slot 0) and CB_RECALL.
+    Recall {
+        session: [u8; 16],
+        /// The back-channel slot 0 sequence id for this call.
+        seqid: u32,
+        stateid: Stateid,
+        fh: &'a [u8],
+    },
+}
+
+/// The callback credential: AUTH_SYS, root, machine name "nfsgw" (written by
+/// `engine::rpc::write_call`).
+fn cred() -> Cred {
+    Cred::Sys(AuthSys::new(0, 0, &[]))
+}
+
+/// Encodes a whole callback RPC message (no record mark) for `cb_program`. Fails with
+/// `XdrError` when it does not fit `max` bytes (the back channel's
+/// ca_maxrequestsize, which counts the RPC header: RFC 8881 §18.36.3).
+pub fn encode(xid: u32, cb_program: u32, call: &CbCall, max: u32) -> XdrResult<Vec<u8>> {
+    let mut buf = vec![0u8; (max as usize).min(64 * 1024)];
+    let mut w = XdrWriter::new(&mut buf);
+    match call {
+        CbCall::Null => rpc::write_call(&mut w, xid, cb_program, CB_VERSION, CB_NULL, &cred())?,
+        CbCall::Recall {
+            session,
+            seqid,
+            stateid,
+            fh,
+        } => {
+            if fh.len() > FH_MAX {
+                return Err(XdrError::BadValue);
+            }
+            rpc::write_call(&mut w, xid, cb_program, CB_VERSION, CB_COMPOUND, &cred())?;
+            // CB_COMPOUND4args (RFC 8881 §20.2): tag, minorversion 1, callback_ident
+            // 0 (ignored in 4.1), two operations.
+            w.string(TAG)?;
+            w.u32(1)?;
+            w.u32(0)?;
+            w.u32(2)?;
+            // CB_SEQUENCE4args (§20.9): session, sequence id, slot 0, highest slot 0,
+            // cachethis false, no referring call lists.
+            w.u32(OP_CB_SEQUENCE)?;
+            w.opaque_fixed(session)?;
+            w.u32(*seqid)?;
+            w.u32(0)?;
+            w.u32(0)?;
+            w.bool(false)?;
+            w.u32(0)?;
+            // CB_RECALL4args (§20.2): stateid, truncate false, fh.
+            w.u32(OP_CB_RECALL)?;
+            stateid.encode(&mut w)?;
+            w.bool(false)?;
+            w.opaque_var(fh)?;
+        }
+    }
+    let n = w.position();
+    buf.truncate(n);
+    Ok(buf)
+}
+
+/// The outcome of a CB_COMPOUND as the client reported it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CompoundReply {
+    /// The CB_COMPOUND status (the first failing operation's).
+    pub status: u32,
+    /// CB_SEQUENCE's status, and when NFS4_OK its session id and sequence id.
+    pub sequence: Option<(u32, Option<([u8; 16], u32)>)>,
+    /// CB_RECALL's status when the client got that far.
+    pub recall: Option<u32>,
+}
+
+/// A decoded callback reply.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CbReply {
+    /// Accepted with SUCCESS; the results of a CB_NULL (none) or CB_COMPOUND.
+    Ok(Option<CompoundReply>),
+    /// Accepted with another status, or denied (e.g. AUTH_ERROR).
+    Rpc(ReplyStatus),
+}
+
+/// Reads the XID and msg_type of a record: `Some(xid)` when it is a REPLY (msg_type
+/// 1, RFC 5531 §9), which the reactor routes to the callback table.
+pub fn reply_xid(record: &[u8]) -> Option<u32> {
+    let mut r = XdrReader::new(record);
+    let xid = r.u32().ok()?;
+    (r.u32().ok()? == rpc::MSG_REPLY).then_some(xid)
+}
+
+/// Decodes a callback reply (RFC 5531 reply header, then CB_COMPOUND4res when
+/// `compound`). Any malformed byte is an error, never a panic.
+pub fn decode_reply(record: &[u8], compound: bool) -> XdrResult<(u32, CbReply)> {
+    let (xid, status, at) = rpc::decode_reply(record)?;
+    if status != ReplyStatus::Accepted(Accept::Success) {
+        return Ok((xid, CbReply::Rpc(status)));
+    }
+    if !compound {
+        return Ok((xid, CbReply::Ok(None)));
+    }
+    let mut r = XdrReader::new(record.get(at..).ok_or(XdrError::Short)?);
+    let status = r.u32()?;
+    r.string(MAX_TAG)?;
+    let n = r.u32()?;
+    if n > MAX_RESULTS {
+        return Err(XdrError::BadValue);
+    }
+    let mut out = CompoundReply {
+        status,
+        sequence: None,
+        recall: None,
+    };
+    for _ in 0..n {
+        match r.u32()? {
+            OP_CB_SEQUENCE => {
+                let st = r.u32()?;
+                let ok = if st == 0 {
+                    let mut sid = [0u8; 16];
+                    sid.copy_from_slice(r.opaque_fixed(16)?);
+                    let seqid = r.u32()?;
+                    // slotid, highest_slotid, target_highest_slotid.
+                    r.skip(12)?;
+                    Some((sid, seqid))
+                } else {
+                    None
+                };
+                out.sequence = Some((st, ok));
+            }
+            OP_CB_RECALL => out.recall = Some(r.u32()?),
+            OP_CB_ILLEGAL => {
+                r.u32()?;
+            }
+            // Results we did not ask for: stop reading (the statuses we need came
+            // first, or the reply is not ours to trust further).
+            _ => break,
+        }
+    }
+    Ok((xid, CbReply::Ok(Some(out))))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PROG: u32 = 0x4000_0000;
+
+    fn words(b: &[u8]) -> Vec<u32> {
+        b.chunks(4)
+            .map(|c| u32::from_be_bytes(c.try_into().unwrap()))
+            .collect()
+    }
+
+    #[test]
+    fn cb_null_is_an_auth_sys_call_to_the_callback_program() {
+        let b = encode(7, PROG, &CbCall::Null, 1024).unwrap();
+        let w = words(&b);
+        // xid, CALL, rpcvers 2, prog, vers 1, proc 0, AUTH_SYS.
+        assert_eq!(&w[..7], &[7, 0, 2, PROG, 1, 0, 1]);
+        let (h, at) = rpc::decode_call(&b).unwrap();
+        assert_eq!((h.prog, h.vers, h.proc_), (PROG, 1, 0));
+        match h.cred {
+            Cred::Sys(a) => assert_eq!((a.uid, a.gid, a.ngids), (0, 0, 0)),
+            c => panic!("{c:?}"),
+        }
+        assert!(b.windows(5).any(|x| x == b"nfsgw"), "machine name");
+        assert_eq!(at, b.len(), "no arguments");
+    }
+
+    #[test]
+    fn cb_compound_carries_cb_sequence_then_cb_recall() {
+        let st = Stateid {
+            seqid: 3,
+            other: *b"ABCDEFGHIJKL",
+        };
+        let fh = [9u8; 10];
+        let call = CbCall::Recall {
+            session: [0x55; 16],
+            seqid: 42,
+            stateid: st,
+            fh: &fh,
+        };
+        let b = encode(0x1234, PROG, &call, 4096).unwrap();
+        let (h, at) = rpc::decode_call(&b).unwrap();
+        assert_eq!((h.xid, h.prog, h.vers, h.proc_), (0x1234, PROG, 1, 1));
+        assert!(matches!(h.cred, Cred::Sys(_)));
+        let mut want = Vec::new();
+        want.extend(5u32.to_be_bytes());
+        want.extend(b"nfsgw\0\0\0");
+        for v in [1u32, 0, 2, OP_CB_SEQUENCE] {
+            want.extend(v.to_be_bytes());
+        }
+        want.extend([0x55; 16]);
+        for v in [42u32, 0, 0, 0, 0, OP_CB_RECALL, 3] {
+            want.extend(v.to_be_bytes());
+        }
+        want.extend(b"ABCDEFGHIJKL");
+        want.extend(0u32.to_be_bytes());
+        want.extend(10u32.to_be_bytes());
+        want.extend([9u8; 10]);
+        want.extend([0, 0]);
+        assert_eq!(&b[at..], &want[..]);
+    }
+
+    #[test]
+    fn a_call_larger_than_the_back_channel_allows_is_refused() {
+        let fh = [1u8; 128];
+        let call = CbCall::Recall {
+            session: [0; 16],
+            seqid: 1,
+            stateid: Stateid::default(),
+            fh: &fh,
+        };
+        let full = encode(1, PROG, &call, 4096).unwrap().len() as u32;
+        assert!(encode(1, PROG, &call, full).is_ok());
+        assert!(encode(1, PROG, &call, full - 1).is_err());
+        let long = [1u8; 129];
+        let bad = CbCall::Recall {
+            session: [0; 16],
+            seqid: 1,
+            stateid: Stateid::default(),
+            fh: &long,
+        };
+        assert!(encode(1, PROG, &bad, 4096).is_err());
+    }
+
+    /// An accepted-SUCCESS reply header (null verifier) followed by `body` words.
+    fn reply(xid: u32, body: &[u32]) -> Vec<u8> {
+        let mut v = Vec::new();
+        for w in [xid, 1, 0, 0, 0, 0].iter().chain(body) {
+            v.extend(w.to_be_bytes());
+        }
+        v
+    }
+
+    fn seq_ok(seqid: u32) -> Vec<u32> {
+        let mut v = vec![OP_CB_SEQUENCE, 0];
+        v.extend([0x01010101u32; 4]);
+        v.extend([seqid, 0, 0, 0]);
+        v
+    }
+
+    #[test]
+    fn replies_decode_with_their_statuses() {
+        // CB_NULL.
+        let (xid, r) = decode_reply(&reply(5, &[]), false).unwrap();
+        assert_eq!((xid, r), (5, CbReply::Ok(None)));
+        assert_eq!(reply_xid(&reply(5, &[])), Some(5));
+        // CB_COMPOUND: both OK.
+        let mut body = vec![0, 5];
+        body.extend(words(b"nfsgw\0\0\0"));
+        body.push(2);
+        body.extend(seq_ok(9));
+        body.extend([OP_CB_RECALL, 0]);
+        let (_, r) = decode_reply(&reply(6, &body), true).unwrap();
+        assert_eq!(
+            r,
+            CbReply::Ok(Some(CompoundReply {
+                status: 0,
+                sequence: Some((0, Some(([1; 16], 9)))),
+                recall: Some(0),
+            }))
+        );
+        // CB_RECALL fails with BAD_STATEID (the client does not know it yet).
+        let mut body = vec![10025, 0, 2];
+        body.extend(seq_ok(9));
+        body.extend([OP_CB_RECALL, 10025]);
+        let (_, r) = decode_reply(&reply(6, &body), true).unwrap();
+        let CbReply::Ok(Some(c)) = r else { panic!() };
+        assert_eq!((c.status, c.recall), (10025, Some(10025)));
+        // CB_SEQUENCE fails: no CB_RECALL result.
+        let body = [10063u32, 0, 1, OP_CB_SEQUENCE, 10063];
+        let (_, r) = decode_reply(&reply(6, &body), true).unwrap();
+        assert_eq!(
+            r,
+            CbReply::Ok(Some(CompoundReply {
+                status: 10063,
+                sequence: Some((10063, None)),
+                recall: None,
+            }))
+        );
+        // RPC-level failures.
+        let mut v = Vec::new();
+        for w in [8u32, 1, 0, 0, 0, 1] {
+            v.extend(w.to_be_bytes());
+        }
+        let (_, r) = decode_reply(&v, true).unwrap();
+        assert_eq!(r, CbReply::Rpc(ReplyStatus::Accepted(Accept::ProgUnavail)));
+        let mut v = Vec::new();
+        for w in [8u32, 1, 1, 1, 1] {
+            v.extend(w.to_be_bytes());
+        }
+        let (_, r) = decode_reply(&v, false).unwrap();
+        assert!(matches!(r, CbReply::Rpc(ReplyStatus::Denied(_))));
+    }
+
+    #[test]
+    fn hostile_replies_are_errors_not_panics() {
+        assert_eq!(reply_xid(&[0, 0, 0, 1, 0, 0, 0, 0]), None, "a CALL");
+        assert_eq!(reply_xid(&[0, 0]), None);
+        let good = {
+            let mut body = vec![0, 0, 2];
+            body.extend(seq_ok(1));
+            body.extend([OP_CB_RECALL, 0]);
+            reply(3, &body)
+        };
+        for cut in 0..good.len() {
+            let _ = decode_reply(&good[..cut], true);
+        }
+        assert!(decode_reply(&good[..good.len() - 4], true).is_err());
+        // A huge result count, a huge tag.
+        assert!(decode_reply(&reply(3, &[0, 0, u32::MAX]), true).is_err());
+        assert!(decode_reply(&reply(3, &[0, u32::MAX]), true).is_err());
+        // Not a reply at all.
+        assert!(decode_reply(&encode(1, PROG, &CbCall::Null, 512).unwrap(), false).is_err());
+    }
+}
