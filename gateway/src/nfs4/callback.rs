@@ -33,7 +33,16 @@ const FH_MAX: usize = 128;
 /// `clientid` gets no delegations. Called by the session layer after CREATE_SESSION
 /// with CONN_BACK_CHAN, BIND_CONN_TO_SESSION (back or both) and BACKCHANNEL_CTL.
 pub fn probe(state: &State, clientid: u64, info: BackChannelInfo) {
-    state.delegations.queue_probe(clientid, info);
+    probe_delegations(&state.delegations, clientid, info);
+}
+
+/// `probe` on the delegations table alone.
+pub fn probe_delegations(
+    dl: &crate::state::delegations::Delegations,
+    clientid: u64,
+    info: BackChannelInfo,
+) {
+    dl.queue_probe(clientid, info);
 }
 
 /// One callback to encode.

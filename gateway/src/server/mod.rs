@@ -13,6 +13,7 @@
 mod callbacks;
 mod dispatch;
 mod reactor;
+mod v3_recall;
 mod worker;
 
 use crate::backend::Backend;

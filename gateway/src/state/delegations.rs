@@ -129,6 +129,12 @@ impl Delegations {
         Duration::from_millis(self.lease_ms.load(Ordering::Relaxed))
     }
 
+    /// Whether any delegation is held or being recalled (one atomic load: lets
+    /// NFSv3 calls skip every conflict check while none is).
+    pub fn any_live(&self) -> bool {
+        self.live.load(Ordering::Acquire) > 0
+    }
+
     /// The counters behind `nfsgw_callbacks_total`, `nfsgw_delegation_recalls_total`
     /// and `nfsgw_delegations`.
     pub fn stats(&self) -> Arc<CallbackStats> {
