@@ -111,13 +111,16 @@ pub fn encode(xid: u32, cb_program: u32, call: &CbCall, max: u32) -> XdrResult<V
     Ok(buf)
 }
 
+/// CB_SEQUENCE4resok's session id and sequence id.
+pub type SequenceOk = ([u8; 16], u32);
+
 /// The outcome of a CB_COMPOUND as the client reported it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CompoundReply {
     /// The CB_COMPOUND status (the first failing operation's).
     pub status: u32,
     /// CB_SEQUENCE's status, and when NFS4_OK its session id and sequence id.
-    pub sequence: Option<(u32, Option<([u8; 16], u32)>)>,
+    pub sequence: Option<(u32, Option<SequenceOk>)>,
     /// CB_RECALL's status when the client got that far.
     pub recall: Option<u32>,
 }

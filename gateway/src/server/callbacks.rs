@@ -17,7 +17,10 @@ use std::time::{Duration, Instant};
 /// often).
 const TICK: Duration = Duration::from_millis(500);
 
-pub(crate) fn spawn(shared: &Arc<Shared>, stop: &Arc<AtomicBool>) -> std::io::Result<JoinHandle<()>> {
+pub(crate) fn spawn(
+    shared: &Arc<Shared>,
+    stop: &Arc<AtomicBool>,
+) -> std::io::Result<JoinHandle<()>> {
     let owner = shared.clone();
     let stop = stop.clone();
     let h = crate::supervise::spawn("callbacks".into(), None, move || {
@@ -33,7 +36,11 @@ pub(crate) fn spawn(shared: &Arc<Shared>, stop: &Arc<AtomicBool>) -> std::io::Re
             std::thread::park_timeout(driver.next_due(Instant::now(), TICK));
         }
     })?;
-    shared.state.delegations.inbox.set_thread(h.thread().clone());
+    shared
+        .state
+        .delegations
+        .inbox
+        .set_thread(h.thread().clone());
     Ok(h)
 }
 

@@ -11,6 +11,8 @@
 //! owned by its thread; rings are the only cross-thread channels.
 
 mod callbacks;
+#[cfg(test)]
+mod callbacks_tests;
 mod dispatch;
 mod reactor;
 mod v3_recall;

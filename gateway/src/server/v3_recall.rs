@@ -44,7 +44,10 @@ pub(super) fn must_wait(shared: &Shared, proc_: u32, args: &[u8]) -> bool {
     let mut wait = false;
     for f in files.into_iter().flatten() {
         // Every conflicting file gets its recall started, so no short-circuit.
-        wait |= !shared.state.delegations.break_conflicts(f.fileid, None, why);
+        wait |= !shared
+            .state
+            .delegations
+            .break_conflicts(f.fileid, None, why);
     }
     wait
 }

@@ -407,6 +407,10 @@ fn execute(shared: &Shared, pools: &Pools, job: &Job) -> Option<Buf> {
             }),
         },
     };
+    #[cfg(test)]
+    if let Some(c) = ctx.conn {
+        super::callbacks_tests::note_conn(job.peer, c);
+    }
     let outcome = {
         let mut w = XdrWriter::at(buf.spare_mut(), MARK);
         rpc::write_accepted(&mut w, h.xid, Accept::Success).expect("reply buffer holds a header");

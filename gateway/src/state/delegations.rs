@@ -186,7 +186,12 @@ impl Delegations {
     /// and the tables have room. `want_write` (the OPEN asked for WRITE access): no
     /// delegation (write delegations are never granted: see the module docs).
     /// Returns the delegation stateid and whether it is a write delegation.
-    pub fn try_grant(&self, clientid: u64, fileid: u64, want_write: bool) -> Option<(Stateid, bool)> {
+    pub fn try_grant(
+        &self,
+        clientid: u64,
+        fileid: u64,
+        want_write: bool,
+    ) -> Option<(Stateid, bool)> {
         if want_write {
             return None;
         }

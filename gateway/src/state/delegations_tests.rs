@@ -29,7 +29,11 @@ fn jobs(d: &Delegations) -> Vec<Job> {
 #[test]
 fn read_delegations_only_to_clients_with_a_working_back_channel() {
     let d = Delegations::default();
-    assert_eq!(d.try_grant_fh(A, FILE, b"fh", false), None, "no probe answered");
+    assert_eq!(
+        d.try_grant_fh(A, FILE, b"fh", false),
+        None,
+        "no probe answered"
+    );
     d.set_callback_up(A, true);
     assert_eq!(d.try_grant(A, FILE + 1, false), None, "handle unknown");
     assert_eq!(d.try_grant_fh(A, FILE, b"fh", true), None, "never write");
@@ -123,14 +127,27 @@ fn stateid_checks() {
     assert_eq!(d.check_io(A, &s, FILE, false), Some(NFS4_OK));
     assert_eq!(d.check_io(A, &s, FILE, true), Some(NFS4ERR_OPENMODE));
     assert_eq!(d.check_io(B, &s, FILE, false), Some(NFS4ERR_BAD_STATEID));
-    assert_eq!(d.check_io(A, &s, FILE + 1, false), Some(NFS4ERR_BAD_STATEID));
+    assert_eq!(
+        d.check_io(A, &s, FILE + 1, false),
+        Some(NFS4ERR_BAD_STATEID)
+    );
     let zero = Stateid { seqid: 0, ..s };
-    assert_eq!(d.check_io(A, &zero, FILE, false), Some(NFS4_OK), "seqid 0 = current");
+    assert_eq!(
+        d.check_io(A, &zero, FILE, false),
+        Some(NFS4_OK),
+        "seqid 0 = current"
+    );
     let newer = Stateid { seqid: 2, ..s };
-    assert_eq!(d.check_io(A, &newer, FILE, false), Some(NFS4ERR_BAD_STATEID));
+    assert_eq!(
+        d.check_io(A, &newer, FILE, false),
+        Some(NFS4ERR_BAD_STATEID)
+    );
     let mut forged = s;
     forged.other[11] ^= 0xff;
-    assert_eq!(d.check_io(A, &forged, FILE, false), Some(NFS4ERR_BAD_STATEID));
+    assert_eq!(
+        d.check_io(A, &forged, FILE, false),
+        Some(NFS4ERR_BAD_STATEID)
+    );
     assert_eq!(d.test(&forged), NFS4ERR_BAD_STATEID);
     assert_eq!(d.test(&s), NFS4_OK);
     assert_eq!(d.free(&s), NFS4ERR_LOCKS_HELD, "still held: DELEGRETURN it");
@@ -153,8 +170,14 @@ fn purge_frees_everything_of_a_client() {
     assert_eq!(d.test(&a2), NFS4ERR_BAD_STATEID);
     assert_eq!(d.test(&b1), NFS4_OK);
     assert!(d.recall_target(&a2.other).is_none(), "its recall stops");
-    assert!(d.break_conflicts(2, None, Conflict::Write), "nothing left to wait for");
-    assert!(!d.callback_up(A), "the client's back channel is forgotten too");
+    assert!(
+        d.break_conflicts(2, None, Conflict::Write),
+        "nothing left to wait for"
+    );
+    assert!(
+        !d.callback_up(A),
+        "the client's back channel is forgotten too"
+    );
     assert_eq!(d.stats().delegations(), 1);
 }
 
@@ -164,7 +187,11 @@ fn a_recently_conflicted_file_gets_no_delegation() {
     let s = grant(&d, A, FILE);
     assert!(!d.break_conflicts(FILE, None, Conflict::Write));
     assert_eq!(d.delegreturn(A, &s, FILE), NFS4_OK);
-    assert_eq!(d.try_grant_fh(A, FILE, b"fh", false), None, "blocked for a while");
+    assert_eq!(
+        d.try_grant_fh(A, FILE, b"fh", false),
+        None,
+        "blocked for a while"
+    );
     // A v4 writer blocks others even when nobody holds a delegation yet...
     assert!(d.break_conflicts(FILE + 1, Some(B), Conflict::Write));
     assert_eq!(d.try_grant_fh(A, FILE + 1, b"fh", false), None);
@@ -179,7 +206,10 @@ fn per_client_limit() {
         grant(&d, A, 1000 + f);
     }
     assert_eq!(d.try_grant_fh(A, 1, b"fh", false), None, "limit reached");
-    assert!(d.try_grant_fh(B, 1, b"fh", false).is_some(), "others unaffected");
+    assert!(
+        d.try_grant_fh(B, 1, b"fh", false).is_some(),
+        "others unaffected"
+    );
 }
 
 #[test]

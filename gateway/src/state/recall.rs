@@ -98,10 +98,7 @@ pub struct Outcall {
 #[derive(Debug, Clone, Copy)]
 enum What {
     Probe(u64),
-    Recall {
-        other: [u8; 12],
-        session: [u8; 16],
-    },
+    Recall { other: [u8; 12], session: [u8; 16] },
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -139,7 +136,9 @@ impl Default for RecallDriver {
         // (they are a separate table anyway: only replies on our back channel match).
         let seed = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
-            .map_or(1, |d| d.subsec_nanos() ^ (d.as_secs() as u32).rotate_left(16));
+            .map_or(1, |d| {
+                d.subsec_nanos() ^ (d.as_secs() as u32).rotate_left(16)
+            });
         RecallDriver {
             pending: HashMap::new(),
             next_xid: seed | 1,
@@ -380,13 +379,14 @@ impl RecallDriver {
             What::Probe(clientid) => {
                 let ok = matches!(callback::decode_reply(rec, false), Ok((_, CbReply::Ok(_))));
                 if !ok {
-                    tracing::info!(clientid, "CB_NULL probe failed; no delegations for this client");
+                    tracing::info!(
+                        clientid,
+                        "CB_NULL probe failed; no delegations for this client"
+                    );
                 }
                 dl.set_callback_up(clientid, ok);
             }
-            What::Recall { other, session } => {
-                self.on_recall_reply(dl, other, session, rec, now)
-            }
+            What::Recall { other, session } => self.on_recall_reply(dl, other, session, rec, now),
         }
     }
 
@@ -447,7 +447,10 @@ impl RecallDriver {
             }
             Some(NFS4ERR_DELAY) | None => self.retry(&other, now + RETRY),
             Some(st) => {
-                tracing::info!(st, "CB_RECALL refused; the delegation will be revoked after the lease");
+                tracing::info!(
+                    st,
+                    "CB_RECALL refused; the delegation will be revoked after the lease"
+                );
                 self.tasks.remove(&other);
             }
         }

@@ -54,7 +54,11 @@ fn compound_reply(xid: u32, seq_status: u32, recall: Option<u32>) -> Vec<u8> {
     let mut b = vec![status, 0, if recall.is_some() { 2 } else { 1 }];
     b.extend([OP_CB_SEQUENCE, seq_status]);
     if seq_status == 0 {
-        b.extend(SESSION.chunks(4).map(|c| u32::from_be_bytes(c.try_into().unwrap())));
+        b.extend(
+            SESSION
+                .chunks(4)
+                .map(|c| u32::from_be_bytes(c.try_into().unwrap())),
+        );
         b.extend([1, 0, 0, 0]);
     }
     if let Some(r) = recall {
@@ -70,7 +74,10 @@ fn decode_recall(o: &Outcall) -> (u32, Stateid) {
     assert!(matches!(h.cred, Cred::Sys(_)));
     let mut r = engine::xdr::XdrReader::new(&o.record[at..]);
     r.string(64).unwrap();
-    assert_eq!([r.u32().unwrap(), r.u32().unwrap(), r.u32().unwrap()], [1, 0, 2]);
+    assert_eq!(
+        [r.u32().unwrap(), r.u32().unwrap(), r.u32().unwrap()],
+        [1, 0, 2]
+    );
     assert_eq!(r.u32().unwrap(), OP_CB_SEQUENCE);
     assert_eq!(r.opaque_fixed(16).unwrap(), &SESSION);
     let seqid = r.u32().unwrap();
@@ -202,7 +209,11 @@ fn delay_and_bad_stateid_are_retried_then_left_to_the_lease() {
     now += RETRY;
     let mut out = drv.step(&d, &bound, now);
     assert_eq!(out.len(), 1, "resent after RETRY");
-    assert_eq!(decode_recall(&out[0]).0, 2, "DELAY was processed on the slot");
+    assert_eq!(
+        decode_recall(&out[0]).0,
+        2,
+        "DELAY was processed on the slot"
+    );
     for _ in 0..BAD_STATEID_RETRIES {
         let x = xid_of(&out[0]);
         d.callback_reply(x, &compound_reply(x, 0, Some(NFS4ERR_BAD_STATEID)));
@@ -215,7 +226,10 @@ fn delay_and_bad_stateid_are_retried_then_left_to_the_lease() {
     d.callback_reply(x, &compound_reply(x, 0, Some(NFS4ERR_BAD_STATEID)));
     drv.step(&d, &bound, now);
     assert_eq!(drv.recalls(), 0, "given up: revocation after the lease");
-    assert!(!d.break_conflicts(1, None, Conflict::Write), "still outstanding");
+    assert!(
+        !d.break_conflicts(1, None, Conflict::Write),
+        "still outstanding"
+    );
 }
 
 #[test]
@@ -260,5 +274,9 @@ fn garbage_replies_are_retried_not_fatal() {
     assert!(drv.step(&d, &bound, now).is_empty());
     let out = drv.step(&d, &bound, now + RETRY);
     assert_eq!(out.len(), 1);
-    assert_eq!(decode_recall(&out[0]).0, 1, "same sequence id: not processed");
+    assert_eq!(
+        decode_recall(&out[0]).0,
+        1,
+        "same sequence id: not processed"
+    );
 }
