@@ -40,9 +40,10 @@ const MAX_REPLIES: usize = 256;
 pub const MAX_REPLY_BYTES: usize = 64 * 1024;
 /// The default lease (`nfs4.lease_time_s`, set by `set_lease`).
 const DEFAULT_LEASE: Duration = Duration::from_secs(90);
-/// Bytes 4..6 of every delegation stateid's `other`: tells them from open and lock
-/// stateids (whose owner must never produce this pair there).
-pub const TAG: [u8; 2] = [0xde, 0x1e];
+/// Byte 4 of every delegation stateid's `other`: the kind of state, in the layout the
+/// opens table uses too (`[0..4]` boot verifier, never 0; `[4]` kind: 1 open, 2 lock,
+/// 3 delegation; `[5..12]` a counter), so TEST_STATEID / FREE_STATEID route by it.
+pub const KIND: u8 = 3;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum DState {
@@ -99,7 +100,8 @@ impl Default for Delegations {
     fn default() -> Self {
         let boot = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs() as u32);
+            .map_or(1, |d| d.as_secs() as u32)
+            .max(1);
         Delegations {
             table: Mutex::default(),
             live: AtomicUsize::new(0),
@@ -141,10 +143,19 @@ impl Delegations {
         self.stats.clone()
     }
 
-    /// Whether `s` is shaped like one of our delegation stateids (boot and tag), so
-    /// TEST_STATEID / FREE_STATEID / READ / WRITE know to ask this table.
+    /// Whether `s` is a delegation stateid by its kind byte (ours or from an earlier
+    /// run, which this table then does not know: BAD_STATEID), so TEST_STATEID /
+    /// FREE_STATEID / READ / WRITE know to ask this table.
     pub fn owns(&self, s: &Stateid) -> bool {
-        s.other[..4] == self.boot && s.other[4..6] == TAG
+        s.other[4] == KIND
+    }
+
+    /// OPEN with CLAIM_DELEGATE_CUR / CLAIM_DELEG_CUR_FH (RFC 8881 §18.16.3): whether
+    /// `s` is a current (not revoked) delegation of `clientid` on `fileid`.
+    pub fn holds(&self, clientid: u64, s: &Stateid, fileid: u64) -> bool {
+        let t = self.lock();
+        Self::find(&t, Some(clientid), s)
+            .is_ok_and(|d| d.fileid == fileid && d.state != DState::Revoked)
     }
 
     fn publish(&self, t: &Table) {
@@ -217,8 +228,8 @@ impl Delegations {
         t.counter = t.counter.wrapping_add(1);
         let mut other = [0u8; 12];
         other[..4].copy_from_slice(&self.boot);
-        other[4..6].copy_from_slice(&TAG);
-        other[6..].copy_from_slice(&t.counter.to_be_bytes()[2..]);
+        other[4] = KIND;
+        other[5..].copy_from_slice(&t.counter.to_be_bytes()[1..]);
         t.by_other.insert(
             other,
             Deleg {

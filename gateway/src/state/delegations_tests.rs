@@ -41,7 +41,13 @@ fn read_delegations_only_to_clients_with_a_working_back_channel() {
     assert!(!write);
     assert_eq!(s.seqid, 1);
     assert!(d.owns(&s));
+    assert_eq!(s.other[4], KIND);
+    assert_ne!(s.other[..4], [0; 4], "never a special stateid");
     assert!(!d.owns(&Stateid::ANONYMOUS));
+    assert!(!d.owns(&Stateid::BYPASS));
+    assert!(d.holds(A, &s, FILE));
+    assert!(!d.holds(B, &s, FILE));
+    assert!(!d.holds(A, &s, FILE + 1));
     assert_eq!(d.try_grant(A, FILE, false), None, "one per client and file");
     d.set_callback_up(B, true);
     let (s2, _) = d.try_grant(B, FILE, false).expect("read delegations share");
@@ -97,6 +103,7 @@ fn a_recall_not_answered_within_the_lease_is_revoked() {
     assert!(!d.has_revoked(B));
     // Revoked: DELEGRETURN and I/O say so, TEST_STATEID too; FREE_STATEID frees it.
     assert_eq!(d.delegreturn(A, &s, FILE), NFS4ERR_DELEG_REVOKED);
+    assert!(!d.holds(A, &s, FILE), "revoked: no CLAIM_DELEGATE_CUR");
     assert_eq!(d.check_io(A, &s, FILE, false), Some(NFS4ERR_DELEG_REVOKED));
     assert_eq!(d.test(&s), NFS4ERR_DELEG_REVOKED);
     assert_eq!(d.free(&s), NFS4_OK);
