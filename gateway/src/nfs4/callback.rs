@@ -32,17 +32,111 @@ const FH_MAX: usize = 128;
 /// CREATE_SESSION). Non-blocking: the callback thread sends it; until it is answered
 /// `clientid` gets no delegations. Called by the session layer after CREATE_SESSION
 /// with CONN_BACK_CHAN, BIND_CONN_TO_SESSION (back or both) and BACKCHANNEL_CTL.
+/// Callbacks on the session use AUTH_SYS as root (see `probe_sec`).
 pub fn probe(state: &State, clientid: u64, info: BackChannelInfo) {
-    probe_delegations(&state.delegations, clientid, info);
+    probe_delegations(&state.delegations, clientid, info, None);
 }
 
-/// `probe` on the delegations table alone.
+/// `probe` with the security the client asked for in csa_sec_parms /
+/// bca_sec_parms (decoded by `decode_sec_parms`): every callback on this session
+/// then carries it (RFC 8881 §18.36.3, §2.10.8.2). `None`: AUTH_SYS as root.
+pub fn probe_sec(state: &State, clientid: u64, info: BackChannelInfo, sec: Option<CbSec>) {
+    probe_delegations(&state.delegations, clientid, info, sec);
+}
+
+/// `probe_sec` on the delegations table alone.
 pub fn probe_delegations(
     dl: &crate::state::delegations::Delegations,
     clientid: u64,
     info: BackChannelInfo,
+    sec: Option<CbSec>,
 ) {
-    dl.queue_probe(clientid, info);
+    dl.queue_probe(clientid, info, sec);
+}
+
+/// The credential callbacks on a session carry (callback_sec_parms4, RFC 8881 §18.36).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CbSec {
+    /// AUTH_NONE.
+    None,
+    /// AUTH_SYS with the client's authsys_parms (uid, gid, up to 16 groups; the
+    /// machine name sent is always "nfsgw").
+    Sys {
+        stamp: u32,
+        uid: u32,
+        gid: u32,
+        gids: Vec<u32>,
+    },
+}
+
+impl CbSec {
+    fn cred(&self) -> Cred {
+        match self {
+            CbSec::None => Cred::None,
+            CbSec::Sys {
+                stamp,
+                uid,
+                gid,
+                gids,
+            } => {
+                let mut a = AuthSys::new(*uid, *gid, gids);
+                a.stamp = *stamp;
+                Cred::Sys(a)
+            }
+        }
+    }
+}
+
+const AUTH_NONE: u32 = 0;
+const AUTH_SYS: u32 = 1;
+const RPCSEC_GSS: u32 = 6;
+/// Most sec parms entries read (each is small; a client sends one or two).
+const MAX_SEC_PARMS: u32 = 16;
+
+/// Decodes callback_sec_parms4<> (CREATE_SESSION, BACKCHANNEL_CTL) and picks the
+/// first flavor we can send: AUTH_NONE or AUTH_SYS (RPCSEC_GSS entries are skipped,
+/// RFC 8881 §2.10.8.2). `None` when none is usable (callbacks then use AUTH_SYS as
+/// root). Unknown flavors cannot be skipped: BadValue (NFS4ERR_BADXDR... the caller
+/// may answer NFS4ERR_ENCR_ALG_UNSUPP / INVAL as it sees fit).
+pub fn decode_sec_parms(r: &mut XdrReader) -> XdrResult<Option<CbSec>> {
+    let n = r.u32()?;
+    if n > MAX_SEC_PARMS {
+        return Err(XdrError::TooLong);
+    }
+    let mut pick = None;
+    for _ in 0..n {
+        let sec = match r.u32()? {
+            AUTH_NONE => Some(CbSec::None),
+            AUTH_SYS => {
+                let stamp = r.u32()?;
+                r.string(255)?;
+                let (uid, gid) = (r.u32()?, r.u32()?);
+                let ngids = r.u32()?;
+                if ngids > 16 {
+                    return Err(XdrError::TooLong);
+                }
+                let gids = (0..ngids).map(|_| r.u32()).collect::<XdrResult<Vec<_>>>()?;
+                Some(CbSec::Sys {
+                    stamp,
+                    uid,
+                    gid,
+                    gids,
+                })
+            }
+            RPCSEC_GSS => {
+                // gss_cb_handles4: service, handle from server, handle from client.
+                r.u32()?;
+                r.opaque_var(1024)?;
+                r.opaque_var(1024)?;
+                None
+            }
+            _ => return Err(XdrError::BadValue),
+        };
+        if pick.is_none() {
+            pick = sec;
+        }
+    }
+    Ok(pick)
 }
 
 /// One callback to encode.
@@ -60,20 +154,28 @@ pub enum CbCall<'a> {
     },
 }
 
-/// The callback credential: AUTH_SYS, root, machine name "nfsgw" (written by
-/// `engine::rpc::write_call`).
-fn cred() -> Cred {
+/// The default callback credential: AUTH_SYS, root, machine name "nfsgw" (written
+/// by `engine::rpc::write_call`).
+fn root_cred() -> Cred {
     Cred::Sys(AuthSys::new(0, 0, &[]))
 }
 
-/// Encodes a whole callback RPC message (no record mark) for `cb_program`. Fails with
-/// `XdrError` when it does not fit `max` bytes (the back channel's
-/// ca_maxrequestsize, which counts the RPC header: RFC 8881 §18.36.3).
-pub fn encode(xid: u32, cb_program: u32, call: &CbCall, max: u32) -> XdrResult<Vec<u8>> {
+/// Encodes a whole callback RPC message (no record mark) for `cb_program` with the
+/// session's callback security (`None`: AUTH_SYS as root). Fails with `XdrError`
+/// when it does not fit `max` bytes (the back channel's ca_maxrequestsize, which
+/// counts the RPC header: RFC 8881 §18.36.3).
+pub fn encode(
+    xid: u32,
+    cb_program: u32,
+    call: &CbCall,
+    max: u32,
+    sec: Option<&CbSec>,
+) -> XdrResult<Vec<u8>> {
+    let cred = sec.map_or_else(root_cred, CbSec::cred);
     let mut buf = vec![0u8; (max as usize).min(64 * 1024)];
     let mut w = XdrWriter::new(&mut buf);
     match call {
-        CbCall::Null => rpc::write_call(&mut w, xid, cb_program, CB_VERSION, CB_NULL, &cred())?,
+        CbCall::Null => rpc::write_call(&mut w, xid, cb_program, CB_VERSION, CB_NULL, &cred)?,
         CbCall::Recall {
             session,
             seqid,
@@ -83,7 +185,7 @@ pub fn encode(xid: u32, cb_program: u32, call: &CbCall, max: u32) -> XdrResult<V
             if fh.len() > FH_MAX {
                 return Err(XdrError::BadValue);
             }
-            rpc::write_call(&mut w, xid, cb_program, CB_VERSION, CB_COMPOUND, &cred())?;
+            rpc::write_call(&mut w, xid, cb_program, CB_VERSION, CB_COMPOUND, &cred)?;
             // CB_COMPOUND4args (RFC 8881 §20.2): tag, minorversion 1, callback_ident
             // 0 (ignored in 4.1), two operations.
             w.string(TAG)?;
@@ -206,7 +308,7 @@ mod tests {
 
     #[test]
     fn cb_null_is_an_auth_sys_call_to_the_callback_program() {
-        let b = encode(7, PROG, &CbCall::Null, 1024).unwrap();
+        let b = encode(7, PROG, &CbCall::Null, 1024, None).unwrap();
         let w = words(&b);
         // xid, CALL, rpcvers 2, prog, vers 1, proc 0, AUTH_SYS.
         assert_eq!(&w[..7], &[7, 0, 2, PROG, 1, 0, 1]);
@@ -233,7 +335,7 @@ mod tests {
             stateid: st,
             fh: &fh,
         };
-        let b = encode(0x1234, PROG, &call, 4096).unwrap();
+        let b = encode(0x1234, PROG, &call, 4096, None).unwrap();
         let (h, at) = rpc::decode_call(&b).unwrap();
         assert_eq!((h.xid, h.prog, h.vers, h.proc_), (0x1234, PROG, 1, 1));
         assert!(matches!(h.cred, Cred::Sys(_)));
@@ -264,9 +366,9 @@ mod tests {
             stateid: Stateid::default(),
             fh: &fh,
         };
-        let full = encode(1, PROG, &call, 4096).unwrap().len() as u32;
-        assert!(encode(1, PROG, &call, full).is_ok());
-        assert!(encode(1, PROG, &call, full - 1).is_err());
+        let full = encode(1, PROG, &call, 4096, None).unwrap().len() as u32;
+        assert!(encode(1, PROG, &call, full, None).is_ok());
+        assert!(encode(1, PROG, &call, full - 1, None).is_err());
         let long = [1u8; 129];
         let bad = CbCall::Recall {
             session: [0; 16],
@@ -274,7 +376,7 @@ mod tests {
             stateid: Stateid::default(),
             fh: &long,
         };
-        assert!(encode(1, PROG, &bad, 4096).is_err());
+        assert!(encode(1, PROG, &bad, 4096, None).is_err());
     }
 
     /// An accepted-SUCCESS reply header (null verifier) followed by `body` words.
@@ -348,6 +450,46 @@ mod tests {
     }
 
     #[test]
+    fn callbacks_carry_the_security_the_client_asked_for() {
+        // callback_sec_parms4<>: RPCSEC_GSS (skipped), AUTH_SYS 17/19, AUTH_NONE.
+        let mut v: Vec<u32> = vec![3, 6, 1, 0, 0, 1];
+        v.extend([5, 3, u32::from_be_bytes(*b"host"), 17, 19, 2, 100, 200, 0]);
+        let bytes: Vec<u8> = v.iter().flat_map(|w| w.to_be_bytes()).collect();
+        let mut r = XdrReader::new(&bytes);
+        let sec = decode_sec_parms(&mut r).unwrap().unwrap();
+        assert_eq!(
+            sec,
+            CbSec::Sys {
+                stamp: 5,
+                uid: 17,
+                gid: 19,
+                gids: vec![100, 200]
+            }
+        );
+        assert_eq!(r.remaining(), 0, "every entry consumed");
+        let b = encode(9, PROG, &CbCall::Null, 512, Some(&sec)).unwrap();
+        match rpc::decode_call(&b).unwrap().0.cred {
+            Cred::Sys(a) => assert_eq!((a.uid, a.gid, a.groups()), (17, 19, &[100, 200][..])),
+            c => panic!("{c:?}"),
+        }
+        let b = encode(9, PROG, &CbCall::Null, 512, Some(&CbSec::None)).unwrap();
+        assert_eq!(rpc::decode_call(&b).unwrap().0.cred, Cred::None);
+        // Only GSS: nothing usable. Unknown flavor, huge counts: errors.
+        let gss: Vec<u8> = [1u32, 6, 1, 0, 0]
+            .iter()
+            .flat_map(|w| w.to_be_bytes())
+            .collect();
+        assert_eq!(decode_sec_parms(&mut XdrReader::new(&gss)).unwrap(), None);
+        for bad in [&[1u32, 99][..], &[u32::MAX], &[1, 1, 0, 0, 0, 0, 99]] {
+            let b: Vec<u8> = bad.iter().flat_map(|w| w.to_be_bytes()).collect();
+            assert!(
+                decode_sec_parms(&mut XdrReader::new(&b)).is_err(),
+                "{bad:?}"
+            );
+        }
+    }
+
+    #[test]
     fn hostile_replies_are_errors_not_panics() {
         assert_eq!(reply_xid(&[0, 0, 0, 1, 0, 0, 0, 0]), None, "a CALL");
         assert_eq!(reply_xid(&[0, 0]), None);
@@ -365,6 +507,6 @@ mod tests {
         assert!(decode_reply(&reply(3, &[0, 0, u32::MAX]), true).is_err());
         assert!(decode_reply(&reply(3, &[0, u32::MAX]), true).is_err());
         // Not a reply at all.
-        assert!(decode_reply(&encode(1, PROG, &CbCall::Null, 512).unwrap(), false).is_err());
+        assert!(decode_reply(&encode(1, PROG, &CbCall::Null, 512, None).unwrap(), false).is_err());
     }
 }

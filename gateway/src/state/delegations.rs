@@ -497,9 +497,14 @@ impl Delegations {
     }
 
     /// Queues a CB_NULL probe (see `nfs4::callback::probe`).
-    pub(crate) fn queue_probe(&self, clientid: u64, info: BackChannelInfo) {
+    pub(crate) fn queue_probe(
+        &self,
+        clientid: u64,
+        info: BackChannelInfo,
+        sec: Option<crate::nfs4::callback::CbSec>,
+    ) {
         self.set_callback_up(clientid, false);
-        self.inbox.push(Job::Probe(clientid, info));
+        self.inbox.push(Job::Probe(clientid, info, sec));
     }
 }
 

@@ -13,7 +13,7 @@
 
 use super::delegations::Delegations;
 use super::BackChannelInfo;
-use crate::nfs4::callback::{self, CbCall, CbReply};
+use crate::nfs4::callback::{self, CbCall, CbReply, CbSec};
 use crate::nfs4::status::*;
 use crate::nfs4::ConnRef;
 use crate::stats::callbacks::CallbackResult;
@@ -37,7 +37,7 @@ const MAX_SESSIONS: usize = 4096;
 /// Work for the callback thread.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Job {
-    Probe(u64, BackChannelInfo),
+    Probe(u64, BackChannelInfo, Option<CbSec>),
     Recall([u8; 12]),
 }
 
@@ -127,6 +127,8 @@ pub struct RecallDriver {
     pending: HashMap<u32, Pending>,
     next_xid: u32,
     slots: HashMap<[u8; 16], Slot>,
+    /// The callback security of each session (from its last probe).
+    secs: HashMap<[u8; 16], CbSec>,
     tasks: HashMap<[u8; 12], Task>,
 }
 
@@ -143,6 +145,7 @@ impl Default for RecallDriver {
             pending: HashMap::new(),
             next_xid: seed | 1,
             slots: HashMap::new(),
+            secs: HashMap::new(),
             tasks: HashMap::new(),
         }
     }
@@ -185,7 +188,10 @@ impl RecallDriver {
         self.expire(dl, now);
         while let Some(job) = dl.inbox.pop() {
             match job {
-                Job::Probe(clientid, info) => self.send_probe(dl, clientid, info, now, &mut out),
+                Job::Probe(clientid, info, sec) => {
+                    self.set_sec(info.session, sec);
+                    self.send_probe(dl, clientid, info, now, &mut out)
+                }
                 Job::Recall(other) => {
                     if self.tasks.len() < MAX_JOBS {
                         self.tasks.entry(other).or_insert(Task {
@@ -215,6 +221,21 @@ impl RecallDriver {
         due.saturating_duration_since(now)
     }
 
+    /// Remembers (or forgets) a session's callback security, bounded.
+    fn set_sec(&mut self, session: [u8; 16], sec: Option<CbSec>) {
+        match sec {
+            None => {
+                self.secs.remove(&session);
+            }
+            Some(s) => {
+                if self.secs.len() >= MAX_SESSIONS && !self.secs.contains_key(&session) {
+                    self.secs.clear();
+                }
+                self.secs.insert(session, s);
+            }
+        }
+    }
+
     fn send_probe(
         &mut self,
         dl: &Delegations,
@@ -227,7 +248,8 @@ impl RecallDriver {
             return;
         }
         let xid = self.xid();
-        match callback::encode(xid, info.cb_program, &CbCall::Null, info.max_request) {
+        let sec = self.secs.get(&info.session);
+        match callback::encode(xid, info.cb_program, &CbCall::Null, info.max_request, sec) {
             Ok(record) => {
                 self.pending.insert(
                     xid,
@@ -290,7 +312,9 @@ impl RecallDriver {
                 fh: &fh,
             };
             let xid = self.xid();
-            let record = match callback::encode(xid, info.cb_program, &call, info.max_request) {
+            let sec = self.secs.get(&info.session);
+            let record = match callback::encode(xid, info.cb_program, &call, info.max_request, sec)
+            {
                 Ok(r) => r,
                 Err(_) => {
                     tracing::warn!(

@@ -3,7 +3,7 @@
 //! now, retries on DELAY/BAD_STATEID, one call per back-channel slot.
 
 use super::*;
-use crate::nfs4::callback::{OP_CB_RECALL, OP_CB_SEQUENCE};
+use crate::nfs4::callback::{CbSec, OP_CB_RECALL, OP_CB_SEQUENCE};
 use crate::nfs4::ConnKind;
 use crate::state::stateid::Stateid;
 use crate::state::Conflict;
@@ -98,7 +98,7 @@ fn probe_marks_the_back_channel_up_or_down() {
     let d = Delegations::default();
     let mut drv = RecallDriver::default();
     let none = |_: u64| None;
-    crate::nfs4::callback::probe_delegations(&d, A, info(conn(0)));
+    crate::nfs4::callback::probe_delegations(&d, A, info(conn(0)), None);
     let now = Instant::now();
     let out = drv.step(&d, &none, now);
     assert_eq!(out.len(), 1);
@@ -111,7 +111,7 @@ fn probe_marks_the_back_channel_up_or_down() {
     assert!(d.callback_up(A));
     assert_eq!(d.stats().callbacks(CallbackResult::Replied), 1);
     // A new probe that is never answered: down after the timeout.
-    crate::nfs4::callback::probe_delegations(&d, A, info(conn(0)));
+    crate::nfs4::callback::probe_delegations(&d, A, info(conn(0)), None);
     assert_eq!(drv.step(&d, &none, now).len(), 1);
     assert_eq!(drv.in_flight(), 1);
     drv.step(&d, &none, now + CB_TIMEOUT);
@@ -279,4 +279,30 @@ fn garbage_replies_are_retried_not_fatal() {
         1,
         "same sequence id: not processed"
     );
+}
+
+#[test]
+fn callbacks_use_the_security_of_the_session_probe() {
+    let (d, mut drv, _) = setup();
+    let bound = |_: u64| Some(info(conn(0)));
+    let sec = CbSec::Sys {
+        stamp: 1,
+        uid: 17,
+        gid: 19,
+        gids: vec![],
+    };
+    crate::nfs4::callback::probe_delegations(&d, A, info(conn(0)), Some(sec));
+    let now = Instant::now();
+    let out = drv.step(&d, &bound, now);
+    let cred = |o: &Outcall| rpc::decode_call(&o.record).unwrap().0.cred;
+    assert!(matches!(cred(&out[0]), Cred::Sys(a) if (a.uid, a.gid) == (17, 19)));
+    let x = xid_of(&out[0]);
+    d.callback_reply(x, &reply(x, &[]));
+    assert!(!d.break_conflicts(1, None, Conflict::Write));
+    let out = drv.step(&d, &bound, now);
+    assert!(matches!(cred(&out[0]), Cred::Sys(a) if (a.uid, a.gid) == (17, 19)));
+    // A later probe with AUTH_NONE switches the session over.
+    crate::nfs4::callback::probe_delegations(&d, A, info(conn(0)), Some(CbSec::None));
+    let out = drv.step(&d, &bound, now);
+    assert_eq!(cred(&out[0]), Cred::None);
 }
