@@ -429,6 +429,25 @@ impl Delegations {
         }
     }
 
+    /// `test` for the COMPOUND's client: another client's delegation stateid is
+    /// BAD_STATEID (RFC 8881 §18.48.3).
+    pub fn test_client(&self, clientid: u64, s: &Stateid) -> u32 {
+        let t = self.lock();
+        match Self::find(&t, Some(clientid), s) {
+            Ok(d) if d.state == DState::Revoked => NFS4ERR_DELEG_REVOKED,
+            Ok(_) => NFS4_OK,
+            Err(e) => e,
+        }
+    }
+
+    /// `free` for the COMPOUND's client (another client's → BAD_STATEID).
+    pub fn free_client(&self, clientid: u64, s: &Stateid) -> u32 {
+        if Self::find(&self.lock(), Some(clientid), s).is_err() {
+            return NFS4ERR_BAD_STATEID;
+        }
+        self.free(s)
+    }
+
     /// FREE_STATEID for a delegation stateid (RFC 8881 §18.38): a revoked one is
     /// freed; one still held → LOCKS_HELD (return it with DELEGRETURN); unknown →
     /// BAD_STATEID.

@@ -106,7 +106,11 @@ fn a_recall_not_answered_within_the_lease_is_revoked() {
     assert!(!d.holds(A, &s, FILE), "revoked: no CLAIM_DELEGATE_CUR");
     assert_eq!(d.check_io(A, &s, FILE, false), Some(NFS4ERR_DELEG_REVOKED));
     assert_eq!(d.test(&s), NFS4ERR_DELEG_REVOKED);
-    assert_eq!(d.free(&s), NFS4_OK);
+    assert_eq!(d.test_client(A, &s), NFS4ERR_DELEG_REVOKED);
+    assert_eq!(d.test_client(B, &s), NFS4ERR_BAD_STATEID, "not B's");
+    assert_eq!(d.free_client(B, &s), NFS4ERR_BAD_STATEID, "not B's");
+    assert_eq!(d.free_client(A, &s), NFS4_OK);
+    assert_eq!(d.free(&s), NFS4ERR_BAD_STATEID, "freed");
     assert_eq!(d.test(&s), NFS4ERR_BAD_STATEID);
     assert!(!d.has_revoked(A));
 }
