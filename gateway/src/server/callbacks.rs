@@ -30,8 +30,17 @@ pub(crate) fn spawn(
         let lookup = |c: u64| shared.state.clients.lookup_backchannel(c);
         while !stop.load(Ordering::Acquire) {
             let now = Instant::now();
-            for call in driver.step(dl, &lookup, now) {
-                deliver(&shared, call);
+            // Supervision policy: a bug met while handling one client's callback
+            // reply costs that pass (counted, logged), not the gateway; the table is
+            // rebuilt empty (outstanding recalls end by revocation after the lease).
+            match crate::supervise::request("callbacks: one pass", || driver.step(dl, &lookup, now))
+            {
+                Ok(calls) => {
+                    for call in calls {
+                        deliver(&shared, call);
+                    }
+                }
+                Err(crate::supervise::Panicked) => driver = RecallDriver::default(),
             }
             std::thread::park_timeout(driver.next_due(Instant::now(), TICK));
         }

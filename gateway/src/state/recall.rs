@@ -46,7 +46,8 @@ pub(crate) enum Job {
 #[derive(Default)]
 pub(crate) struct Inbox {
     jobs: Mutex<VecDeque<Job>>,
-    thread: Mutex<Option<std::thread::Thread>>,
+    /// Set once at start; reactors unpark it without taking a lock.
+    thread: std::sync::OnceLock<std::thread::Thread>,
 }
 
 impl Inbox {
@@ -73,16 +74,11 @@ impl Inbox {
 
     /// Registers the thread `wake` unparks.
     pub fn set_thread(&self, t: std::thread::Thread) {
-        *self.thread.lock().unwrap_or_else(|p| p.into_inner()) = Some(t);
+        let _ = self.thread.set(t);
     }
 
     pub fn wake(&self) {
-        if let Some(t) = self
-            .thread
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .as_ref()
-        {
+        if let Some(t) = self.thread.get() {
             t.unpark();
         }
     }
