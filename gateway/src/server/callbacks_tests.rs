@@ -38,6 +38,10 @@ const CB_PROG: u32 = 0x4000_0000;
 const CLIENT: u64 = 0x1234;
 
 fn start(dir: &std::path::Path) -> Server {
+    start_with(dir, "rw")
+}
+
+fn start_with(dir: &std::path::Path, access: &str) -> Server {
     let text = format!(
         "[engine]\ncores = [0]\nidle = \"adaptive\"\nhugepages = \"off\"\n\
          [pools]\nsmall = 256\nmedium = 16\nlarge = 4\n\
@@ -45,7 +49,7 @@ fn start(dir: &std::path::Path) -> Server {
          [rdma]\nprovider = \"off\"\n\
          [backend]\nkind = \"memory\"\nworkers = 2\n\
          [state]\ndir = \"{}\"\n\
-         [[exports]]\npath = \"/\"\nclients = [\"0.0.0.0/0\"]\nsquash = \"none\"\n",
+         [[exports]]\npath = \"/\"\nclients = [\"0.0.0.0/0\"]\nsquash = \"none\"\naccess = \"{access}\"\n",
         dir.display()
     );
     Server::start(&crate::config::Config::parse(&text).unwrap()).unwrap()
@@ -232,5 +236,33 @@ fn callback_on_the_client_connection_and_v3_recall() {
     assert_eq!(dl.delegreturn(CLIENT, &gsid, g.fileid), 0);
     assert_eq!(nfs3(&mut c2, 15, 14, &rename), 0, "RENAME after return");
     drop((c1, c2));
+    srv.shutdown().unwrap();
+}
+
+/// A caller the export does not let write (read-only export) gets its own error, and
+/// starts no recall (access is checked before a delegation is broken, as knfsd does).
+#[test]
+fn a_caller_who_may_not_write_recalls_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = start_with(dir.path(), "ro");
+    let shared = srv.shared.clone();
+    let dl = &shared.state.delegations;
+    let root = shared.model.root(0).unwrap();
+    let file = shared
+        .model
+        .create(
+            &root,
+            b"f",
+            &crate::fs::CreateMode::Unchecked(Default::default()),
+            crate::fs::Owner { uid: 0, gid: 0 },
+        )
+        .unwrap();
+    let fh = shared.model.handle(&file).as_bytes().to_vec();
+    dl.set_callback_up(CLIENT, true);
+    dl.try_grant_fh(CLIENT, file.fileid, &fh, false).unwrap();
+    let mut c = connect(&srv);
+    assert_eq!(nfs3(&mut c, 1, 7, &write_args(&fh)), 30, "NFS3ERR_ROFS");
+    assert_eq!(dl.stats().recalls(RecallResult::Sent), 0);
+    drop(c);
     srv.shutdown().unwrap();
 }

@@ -7,10 +7,13 @@
 //! load, no decoding.
 
 use super::Shared;
+use crate::export::admit;
 use crate::fs::Node;
 use crate::nfs3::proto;
 use crate::state::Conflict;
+use engine::rpc::Cred;
 use engine::xdr::XdrReader;
+use std::net::IpAddr;
 
 const SETATTR: u32 = 2;
 const WRITE: u32 = 7;
@@ -19,8 +22,16 @@ const REMOVE: u32 = 12;
 const RENAME: u32 = 14;
 
 /// Whether the v3 call `proc_` with `args` must wait for a recall (answer JUKEBOX).
-/// Undecodable arguments or unknown handles never wait (the procedure answers them).
-pub(super) fn must_wait(shared: &Shared, proc_: u32, args: &[u8]) -> bool {
+/// Undecodable arguments, unknown handles, and callers the export does not admit
+/// for writing never wait (and never recall: the procedure answers them, as knfsd
+/// checks access before breaking a lease).
+pub(super) fn must_wait(
+    shared: &Shared,
+    proc_: u32,
+    args: &[u8],
+    client: IpAddr,
+    cred: &Cred,
+) -> bool {
     if !matches!(proc_, SETATTR | WRITE | CREATE | REMOVE | RENAME)
         || !shared.state.delegations.any_live()
     {
@@ -36,6 +47,12 @@ pub(super) fn must_wait(shared: &Shared, proc_: u32, args: &[u8]) -> bool {
             files[1] = entry(shared, &mut r);
         }
     }
+    let may_write = |n: &Node| {
+        shared.exports.get(n.export).is_some_and(|e| {
+            admit(e, client, cred).is_ok_and(|c| crate::nfs3::access::check_writable(&c).is_ok())
+        })
+    };
+    let files = files.map(|f| f.filter(may_write));
     let why = if matches!(proc_, SETATTR | WRITE) {
         Conflict::Write
     } else {

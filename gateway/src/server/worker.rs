@@ -426,7 +426,15 @@ fn execute(shared: &Shared, pools: &Pools, job: &Job) -> Option<Buf> {
                 NFS_PROGRAM if h.vers == crate::nfs4::NFS_V4 => {
                     crate::nfs4::serve(&ctx, &shared.state, h.proc_, args, &mut w)
                 }
-                NFS_PROGRAM if super::v3_recall::must_wait(shared, h.proc_, args) => {
+                NFS_PROGRAM
+                    if super::v3_recall::must_wait(
+                        shared,
+                        h.proc_,
+                        args,
+                        job.peer.ip(),
+                        &h.cred,
+                    ) =>
+                {
                     // A v4.1 delegation is being recalled: the client retries later.
                     let st = crate::fs::Status::Jukebox as u32;
                     match nfs3::proto::put_fail(&mut w, h.proc_, st) {
