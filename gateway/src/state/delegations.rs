@@ -20,7 +20,7 @@ use super::{BackChannelInfo, Conflict};
 use crate::nfs4::status::*;
 use crate::stats::callbacks::{CallbackResult, CallbackStats, RecallResult};
 use crossbeam_queue::ArrayQueue;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -75,8 +75,9 @@ struct Table {
     fhs: HashMap<u64, Vec<u8>>,
     /// Files that saw a conflict, when, and by whom (None: NFSv3).
     blocked: HashMap<u64, (Instant, Option<u64>)>,
-    /// Clients whose back channel answered the last CB_NULL probe.
-    cb_up: HashSet<u64>,
+    /// Clients whose last CB_NULL probe was answered (true) or failed (false);
+    /// absent: not probed yet or a probe is in flight.
+    cb_up: HashMap<u64, bool>,
     counter: u64,
     /// Delegations held or being recalled (not revoked).
     live: usize,
@@ -208,7 +209,7 @@ impl Delegations {
         }
         let now = Instant::now();
         let mut t = self.lock();
-        if !t.cb_up.contains(&clientid) || !t.fhs.contains_key(&fileid) {
+        if t.cb_up.get(&clientid) != Some(&true) || !t.fhs.contains_key(&fileid) {
             return None;
         }
         if let Some(&(at, by)) = t.blocked.get(&fileid) {
@@ -359,15 +360,20 @@ impl Delegations {
 
     /// Whether a CB_NULL probe of `clientid`'s back channel was answered.
     pub fn callback_up(&self, clientid: u64) -> bool {
-        self.lock().cb_up.contains(&clientid)
+        self.lock().cb_up.get(&clientid) == Some(&true)
+    }
+
+    /// Whether the last CB_NULL probe of `clientid`'s back channel failed or timed out
+    /// (SEQUENCE then sets SEQ4_STATUS_CB_PATH_DOWN, RFC 8881 §18.46.3). `false`
+    /// while the probe is outstanding.
+    pub fn callback_down(&self, clientid: u64) -> bool {
+        self.lock().cb_up.get(&clientid) == Some(&false)
     }
 
     pub(crate) fn set_callback_up(&self, clientid: u64, up: bool) {
         let mut t = self.lock();
-        if up {
-            t.cb_up.insert(clientid);
-        } else {
-            t.cb_up.remove(&clientid);
+        if t.cb_up.len() < MAX_DELEGATIONS || t.cb_up.contains_key(&clientid) {
+            t.cb_up.insert(clientid, up);
         }
     }
 
@@ -522,7 +528,7 @@ impl Delegations {
         info: BackChannelInfo,
         sec: Option<crate::nfs4::callback::CbSec>,
     ) {
-        self.set_callback_up(clientid, false);
+        self.lock().cb_up.remove(&clientid);
         self.inbox.push(Job::Probe(clientid, info, sec));
     }
 }

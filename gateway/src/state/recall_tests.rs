@@ -106,6 +106,7 @@ fn probe_marks_the_back_channel_up_or_down() {
     let (h, _) = rpc::decode_call(&out[0].record).unwrap();
     assert_eq!((h.prog, h.vers, h.proc_), (PROG, 1, 0));
     assert!(!d.callback_up(A), "not before the answer");
+    assert!(!d.callback_down(A), "unknown while outstanding");
     d.callback_reply(xid_of(&out[0]), &reply(xid_of(&out[0]), &[]));
     assert!(drv.step(&d, &none, now).is_empty());
     assert!(d.callback_up(A));
@@ -117,6 +118,7 @@ fn probe_marks_the_back_channel_up_or_down() {
     drv.step(&d, &none, now + CB_TIMEOUT);
     assert_eq!(drv.in_flight(), 0);
     assert!(!d.callback_up(A));
+    assert!(d.callback_down(A), "a timed-out probe: path down");
     assert_eq!(d.stats().callbacks(CallbackResult::TimedOut), 1);
     // A late reply to it matches nothing.
     d.callback_reply(5, &reply(5, &[]));
