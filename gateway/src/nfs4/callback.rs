@@ -32,9 +32,10 @@ const FH_MAX: usize = 128;
 /// CREATE_SESSION). Non-blocking: the callback thread sends it; until it is answered
 /// `clientid` gets no delegations. Called by the session layer after CREATE_SESSION
 /// with CONN_BACK_CHAN, BIND_CONN_TO_SESSION (back or both) and BACKCHANNEL_CTL.
-/// Callbacks on the session use AUTH_SYS as root (see `probe_sec`).
+/// Callbacks keep the session's security (`probe_sec`; AUTH_SYS as root when none was
+/// set), e.g. after BIND_CONN_TO_SESSION.
 pub fn probe(state: &State, clientid: u64, info: BackChannelInfo) {
-    probe_delegations(&state.delegations, clientid, info, None);
+    state.delegations.queue_probe(clientid, info, None);
 }
 
 /// `probe` with the security the client asked for in csa_sec_parms /
@@ -51,7 +52,7 @@ pub fn probe_delegations(
     info: BackChannelInfo,
     sec: Option<CbSec>,
 ) {
-    dl.queue_probe(clientid, info, sec);
+    dl.queue_probe(clientid, info, Some(sec));
 }
 
 /// The credential callbacks on a session carry (callback_sec_parms4, RFC 8881 §18.36).

@@ -521,12 +521,13 @@ impl Delegations {
         self.replies.pop()
     }
 
-    /// Queues a CB_NULL probe (see `nfs4::callback::probe`).
+    /// Queues a CB_NULL probe (see `nfs4::callback::probe`); `sec`: `None` keeps the
+    /// session's callback security, `Some` sets it.
     pub(crate) fn queue_probe(
         &self,
         clientid: u64,
         info: BackChannelInfo,
-        sec: Option<crate::nfs4::callback::CbSec>,
+        sec: Option<Option<crate::nfs4::callback::CbSec>>,
     ) {
         self.lock().cb_up.remove(&clientid);
         self.inbox.push(Job::Probe(clientid, info, sec));

@@ -37,7 +37,8 @@ const MAX_SESSIONS: usize = 4096;
 /// Work for the callback thread.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Job {
-    Probe(u64, BackChannelInfo, Option<CbSec>),
+    /// Probe a back channel; `Some(sec)` (re)sets the session's callback security.
+    Probe(u64, BackChannelInfo, Option<Option<CbSec>>),
     Recall([u8; 12]),
 }
 
@@ -185,7 +186,9 @@ impl RecallDriver {
         while let Some(job) = dl.inbox.pop() {
             match job {
                 Job::Probe(clientid, info, sec) => {
-                    self.set_sec(info.session, sec);
+                    if let Some(sec) = sec {
+                        self.set_sec(info.session, sec);
+                    }
                     self.send_probe(dl, clientid, info, now, &mut out)
                 }
                 Job::Recall(other) => {

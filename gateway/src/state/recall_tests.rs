@@ -303,7 +303,17 @@ fn callbacks_use_the_security_of_the_session_probe() {
     assert!(!d.break_conflicts(1, None, Conflict::Write));
     let out = drv.step(&d, &bound, now);
     assert!(matches!(cred(&out[0]), Cred::Sys(a) if (a.uid, a.gid) == (17, 19)));
-    // A later probe with AUTH_NONE switches the session over.
+    // A plain probe (BIND_CONN_TO_SESSION) keeps the session's security...
+    let x = xid_of(&out[0]);
+    d.callback_reply(x, &compound_reply(x, 0, Some(0)));
+    drv.step(&d, &bound, now);
+    d.queue_probe(A, info(conn(0)), None);
+    let out = drv.step(&d, &bound, now);
+    assert!(matches!(cred(&out[0]), Cred::Sys(a) if (a.uid, a.gid) == (17, 19)));
+    let x = xid_of(&out[0]);
+    d.callback_reply(x, &reply(x, &[]));
+    drv.step(&d, &bound, now);
+    // ...a later probe with AUTH_NONE switches the session over.
     crate::nfs4::callback::probe_delegations(&d, A, info(conn(0)), Some(CbSec::None));
     let out = drv.step(&d, &bound, now);
     assert_eq!(cred(&out[0]), Cred::None);
