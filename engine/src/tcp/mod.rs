@@ -110,6 +110,8 @@ pub struct TcpStats {
     pub closed: u64,
     pub records_in: u64,
     pub replies_out: u64,
+    /// CALL records the server originated (callbacks, `send_call`).
+    pub calls_out: u64,
     pub bytes_in: u64,
     pub bytes_out: u64,
     /// Body bytes read from the socket straight into record buffers (no staging copy).
@@ -723,6 +725,30 @@ impl TcpTransport {
         let c = self.conns[slot].as_mut().expect("slot_of checked");
         c.push_reply(reply, self.now);
         Some(slot)
+    }
+
+    /// Sends a CALL record the server originates (an NFSv4.1 callback on the client's
+    /// connection, RFC 8881 §2.10.3.1): `call[0..4]` is reserved for the record mark,
+    /// like a reply's. It answers no received record, so the in-flight accounting is
+    /// untouched; it joins the connection's queue in order with the replies and is
+    /// written now when nothing is queued. The peer's REPLY to it arrives as an ordinary
+    /// record through `poll` (the caller tells it apart by msg_type and answers it with
+    /// `no_reply`). Returns false when the connection is gone (the Buf is dropped).
+    pub fn send_call(&mut self, conn: ConnId, mut call: Buf) -> bool {
+        let Some(slot) = self.slot_of(conn) else {
+            return false;
+        };
+        if call.len() < 4 {
+            debug_assert!(false, "call without room for the record mark");
+            return false;
+        }
+        let body = call.len() - 4;
+        call[..4].copy_from_slice(&record::mark(body));
+        self.stats.calls_out += 1;
+        let c = self.conns[slot].as_mut().expect("slot_of checked");
+        c.push_reply(call, self.now);
+        self.flush_slot(slot);
+        true
     }
 
     /// Writes what the socket takes now unless it is known to be full; failure closes.

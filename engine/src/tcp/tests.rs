@@ -614,3 +614,71 @@ fn two_transports_share_a_port() {
 
 #[path = "exhaustion_tests.rs"]
 mod exhaustion;
+
+/// Backchannel (RFC 8881 §2.10.3.1): a CALL the server originates on a client's
+/// connection goes out in order after the reply queued before it, leaves the in-flight
+/// accounting alone (with `max_inflight` 1 a call counted as a record would stall the
+/// connection), and the client's REPLY
+/// comes back as an ordinary record the caller answers with `no_reply`. A call for a
+/// closed connection is refused.
+#[test]
+fn server_originated_call_and_its_reply() {
+    let p = pools(16, 0, 0);
+    let p2 = p.clone();
+    let (tx, rx) = std::sync::mpsc::channel::<(Vec<u8>, bool)>();
+    let o = TcpOptions {
+        max_inflight: 1,
+        ..opts()
+    };
+    let srv = Server::start(o, p.clone(), move |t, held| {
+        for (c, b, _) in held.drain(..) {
+            match b.first() {
+                Some(2) => {
+                    t.send(c, echo_reply(&p2, b));
+                    let mut call = p2.alloc(64).unwrap();
+                    call.spare_mut()[4..12].copy_from_slice(b"CBCALL!!");
+                    call.set_len(12);
+                    let sent = t.send_call(c, call);
+                    tx.send((b"sent".to_vec(), sent)).unwrap();
+                }
+                Some(3) => {
+                    tx.send((b.to_vec(), true)).unwrap();
+                    t.no_reply(c);
+                    // A stale id (another slot generation) is refused.
+                    let stale = ConnId {
+                        slot: c.slot,
+                        gen: c.gen.wrapping_add(1),
+                    };
+                    let mut gone = p2.alloc(64).unwrap();
+                    gone.set_len(8);
+                    tx.send((b"stale".to_vec(), t.send_call(stale, gone)))
+                        .unwrap();
+                }
+                _ => t.send(c, echo_reply(&p2, b)),
+            }
+        }
+    });
+    let mut s = connect(srv.addr);
+    let mut trigger = body(0, 8);
+    trigger[0] = 2;
+    s.write_all(&encode(&trigger, 1)).unwrap();
+    assert_eq!(read_reply(&mut s).unwrap(), trigger, "the reply first");
+    assert_eq!(read_reply(&mut s).unwrap(), b"CBCALL!!", "then the call");
+    let (what, sent) = rx.recv_timeout(Duration::from_secs(10)).unwrap();
+    assert_eq!((&what[..], sent), (&b"sent"[..], true));
+    let mut answer = body(0, 12);
+    answer[0] = 3;
+    s.write_all(&encode(&answer, 1)).unwrap();
+    let (got, _) = rx.recv_timeout(Duration::from_secs(10)).unwrap();
+    assert_eq!(got, answer, "the client's reply is delivered as a record");
+    let (what, sent) = rx.recv_timeout(Duration::from_secs(10)).unwrap();
+    assert_eq!((&what[..], sent), (&b"stale"[..], false));
+    // In-flight accounting still balanced: calls keep flowing one at a time.
+    for i in 0..5 {
+        round_trip(&mut s, 0x0400_0000 + i, &[16], 1);
+    }
+    drop(s);
+    let st = srv.finish();
+    assert_eq!(st.calls_out, 1);
+    assert_eq!(st.replies_out, 6);
+}

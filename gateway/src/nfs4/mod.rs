@@ -15,6 +15,7 @@
 
 mod attrs;
 mod compound;
+pub mod callback;
 mod deleg_ops;
 mod dir_ops;
 mod file_ops;

@@ -54,6 +54,8 @@ pub(crate) enum Verdict {
     Retry(Buf),
     /// Hand to a worker.
     Work(Job),
+    /// A REPLY record (msg_type 1): for the callback table (RFC 8881 §2.10.3.1).
+    CallbackReply(u32, Buf),
     /// Send this READ reply (which ends at the data's length word) with its data
     /// written straight from these cache pages (RPC-over-RDMA write chunk).
     ReplyPages(Buf, Box<crate::cache::PageRead>),
@@ -78,8 +80,9 @@ pub(crate) fn classify(
             return Verdict::Drop;
         }
         Err(CallError::NotACall { xid }) => {
-            tracing::debug!(%peer, xid, "ignoring RPC reply sent to the server");
-            return Verdict::Drop;
+            // msg_type REPLY: an answer to one of our callbacks (NFSv4.1 back
+            // channel), matched by XID in the callback table, or dropped and counted.
+            return Verdict::CallbackReply(xid, record);
         }
         Err(CallError::Deny { xid, why }) => {
             tracing::debug!(%peer, xid, ?why, "denying RPC call");

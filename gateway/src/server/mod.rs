@@ -10,8 +10,12 @@
 //! Sharing: `Shared` is read-mostly and used by workers only; each reactor's state is
 //! owned by its thread; rings are the only cross-thread channels.
 
+mod callbacks;
+#[cfg(test)]
+mod callbacks_tests;
 mod dispatch;
 mod reactor;
+mod v3_recall;
 mod worker;
 
 use crate::backend::Backend;
@@ -54,6 +58,9 @@ pub(crate) struct Shared {
 /// and the doorbell that wakes it.
 pub(crate) struct ReactorLink {
     pub pools: Pools,
+    /// Callback records (NFSv4.1 back channel) for this reactor to send on its
+    /// connections, from the callback thread (record mark room first).
+    pub calls: Arc<Ring<(engine::tcp::ConnId, engine::mem::Buf)>>,
     pub done: Arc<Ring<Done>>,
     pub bell: Arc<Doorbell>,
     /// Cleared when the reactor thread ends (shutdown or death): workers then drop
@@ -76,6 +83,7 @@ pub struct Server {
     stop_workers: Arc<AtomicBool>,
     reactors: Vec<JoinHandle<()>>,
     workers: Vec<JoinHandle<()>>,
+    callbacks: JoinHandle<()>,
     worker_bells: Arc<Vec<Arc<Doorbell>>>,
     shared: Arc<Shared>,
     counters: Vec<Arc<Counters>>,
@@ -83,6 +91,9 @@ pub struct Server {
     rdma_credits: u32,
     local_addr: SocketAddr,
 }
+
+/// Callback records queued per reactor, at most (callbacks are rare).
+const CALL_RING: usize = 256;
 
 fn pool_specs(cfg: &Config) -> [ClassSpec; 3] {
     use crate::config::{LARGE_BUF, MEDIUM_BUF, SMALL_BUF};
@@ -198,6 +209,7 @@ impl Server {
             let bell = Doorbell::new(Box::new(WakerBox(tcp.waker())));
             links.push(ReactorLink {
                 pools,
+                calls: Ring::new(CALL_RING),
                 done: Ring::new(cfg.backend.ring_depth),
                 bell,
                 alive: Arc::new(AtomicBool::new(true)),
@@ -235,6 +247,8 @@ impl Server {
             &jobs,
             &stop_workers,
         )?;
+
+        let callbacks = callbacks::spawn(&shared, &stop_workers)?;
 
         let idle = match cfg.engine.idle {
             Idle::Busy => IdlePolicy::Busy,
@@ -295,6 +309,7 @@ impl Server {
             stop_workers,
             reactors,
             workers,
+            callbacks,
             worker_bells,
             shared,
             counters,
@@ -338,6 +353,7 @@ impl Server {
         crate::stats::Source {
             reactors,
             rdma_credits: self.rdma_credits,
+            callbacks: self.shared.state.delegations.stats(),
         }
     }
 
@@ -356,6 +372,8 @@ impl Server {
         for w in self.workers {
             let _ = w.join();
         }
+        self.callbacks.thread().unpark();
+        let _ = self.callbacks.join();
         for (i, (c, s)) in self.counters.iter().zip(&self.stats).enumerate() {
             use crate::stats::{counters::SLOTS, Transport};
             let both = |f: &dyn Fn(Transport) -> u64| f(Transport::Tcp) + f(Transport::Rdma);

@@ -58,6 +58,8 @@ struct Router {
     /// Connections to close after this pass: a call on them panicked while being
     /// classified (supervision policy: a bad request costs at most its connection).
     closing: Vec<Link>,
+    /// Callback replies (xid, record) to hand to the callback table after this pass.
+    cb_replies: Vec<(u32, Buf)>,
     next_bell: usize,
 }
 
@@ -118,6 +120,7 @@ impl ReactorState {
                 retry: VecDeque::with_capacity(64),
                 outbox: Vec::with_capacity(256),
                 closing: Vec::new(),
+                cb_replies: Vec::new(),
                 next_bell: 0,
             },
             tcp_skipped: 0,
@@ -308,6 +311,9 @@ impl ReactorState {
         if !self.router.closing.is_empty() {
             self.close_panicked();
         }
+        for (xid, rec) in self.router.cb_replies.drain(..) {
+            self.shared.state.delegations.callback_reply(xid, &rec);
+        }
         for (conn, reply, pages) in self.router.outbox.drain(..) {
             match (conn, reply, pages) {
                 (Link::Rdma(call, _), Some(mut b), Some(pages)) => {
@@ -434,6 +440,12 @@ impl Router {
                 self.answered_here(st);
                 self.outbox.push((conn, Some(b), Some(pages)))
             }
+            Verdict::CallbackReply(xid, rec) => {
+                // The record answers nothing: release it like a dropped call.
+                self.answered_here(st);
+                self.cb_replies.push((xid, rec));
+                self.outbox.push((conn, None, None))
+            }
             Verdict::Retry(rec) => {
                 Counters::add(&self.counters.parked, 1);
                 self.retry.push_back((conn, peer, rec, st));
@@ -486,9 +498,28 @@ fn wake_worker(bells: &[Arc<Doorbell>], next: &mut usize) {
     }
 }
 
+impl ReactorState {
+    /// Sends the callback records the callback thread queued for this reactor's
+    /// connections (NFSv4.1 back channel; a closed connection drops its record and
+    /// the callback times out and is retried on the client's next binding).
+    fn send_calls(&mut self) -> usize {
+        let calls = &self.shared.reactors[self.id].calls;
+        let mut n = 0;
+        while let Some((conn, buf)) = calls.pop() {
+            self.router.stats.bytes_out(Transport::Tcp, buf.len());
+            self.tcp.send_call(conn, buf);
+            n += 1;
+        }
+        n
+    }
+}
+
 impl Poller for ReactorState {
     fn poll(&mut self) -> usize {
         let mut work = self.drain_done();
+        if !self.shared.reactors[self.id].calls.is_empty() {
+            work += self.send_calls();
+        }
         if !self.router.backlog.is_empty() {
             work += self.router.flush_backlog();
         }
@@ -530,6 +561,7 @@ impl Poller for ReactorState {
         bell.prepare_sleep();
         let rdma_idle = self.rdma.as_mut().is_none_or(|r| r.arm());
         if !self.shared.reactors[self.id].done.is_empty()
+            || !self.shared.reactors[self.id].calls.is_empty()
             || !self.router.backlog.is_empty()
             || !self.router.retry.is_empty()
             || !rdma_idle

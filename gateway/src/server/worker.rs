@@ -414,6 +414,10 @@ fn execute(shared: &Shared, pools: &Pools, job: &Job) -> Option<Buf> {
             }),
         },
     };
+    #[cfg(test)]
+    if let Some(c) = ctx.conn {
+        super::callbacks_tests::note_conn(job.peer, c);
+    }
     let outcome = {
         let mut w = XdrWriter::at(buf.spare_mut(), MARK);
         rpc::write_accepted(&mut w, h.xid, Accept::Success).expect("reply buffer holds a header");
@@ -428,6 +432,22 @@ fn execute(shared: &Shared, pools: &Pools, job: &Job) -> Option<Buf> {
             match h.prog {
                 NFS_PROGRAM if h.vers == crate::nfs4::NFS_V4 => {
                     crate::nfs4::serve(&ctx, &shared.state, h.proc_, args, &mut w)
+                }
+                NFS_PROGRAM
+                    if super::v3_recall::must_wait(
+                        shared,
+                        h.proc_,
+                        args,
+                        job.peer.ip(),
+                        &h.cred,
+                    ) =>
+                {
+                    // A v4.1 delegation is being recalled: the client retries later.
+                    let st = crate::fs::Status::Jukebox as u32;
+                    match nfs3::proto::put_fail(&mut w, h.proc_, st) {
+                        Ok(()) => Outcome::Done,
+                        Err(_) => Outcome::GarbageArgs,
+                    }
                 }
                 NFS_PROGRAM => nfs3::serve(&ctx, h.proc_, args, &mut w),
                 MOUNT_PROGRAM => mount::serve(&ctx, h.proc_, args, &mut w),

@@ -18,6 +18,7 @@ pub mod delegations;
 mod grace;
 pub mod opens;
 pub mod sessions;
+pub mod recall;
 pub mod stateid;
 
 /// All NFSv4.1 state of one gateway.

@@ -29,6 +29,8 @@ pub struct Source {
     pub reactors: Vec<ReactorSource>,
     /// `rdma.credits`: credits granted per RDMA connection.
     pub rdma_credits: u32,
+    /// NFSv4.1 callbacks and delegations (gateway-wide).
+    pub callbacks: Arc<super::callbacks::CallbackStats>,
 }
 
 fn header(out: &mut String, name: &str, kind: &str, help: &str) {
@@ -249,6 +251,8 @@ pub fn render(src: &Source, out: &mut String) {
         }
     }
 
+    render_callbacks(&src.callbacks, out);
+
     let pools: Vec<_> = src.reactors.iter().map(|r| r.pools.stats()).collect();
     for (name, kind, help, get) in [
         (
@@ -284,6 +288,44 @@ pub fn render(src: &Source, out: &mut String) {
     }
 }
 
+/// The gateway-wide NFSv4.1 callback and delegation metrics.
+fn render_callbacks(cb: &super::callbacks::CallbackStats, out: &mut String) {
+    use super::callbacks::{CALLBACK_RESULTS, RECALL_RESULTS};
+    header(
+        out,
+        "nfsgw_callbacks_total",
+        "counter",
+        "NFSv4.1 callback RPCs (CB_NULL, CB_COMPOUND) by outcome; unmatched: replies whose XID matched no outstanding callback (dropped).",
+    );
+    for (r, name) in CALLBACK_RESULTS {
+        let _ = writeln!(
+            out,
+            "nfsgw_callbacks_total{{result=\"{name}\"}} {}",
+            cb.callbacks(r)
+        );
+    }
+    header(
+        out,
+        "nfsgw_delegation_recalls_total",
+        "counter",
+        "Delegation recalls by outcome: sent (CB_RECALL sent), answered (CB_RECALL replied NFS4_OK), returned (DELEGRETURN while recalled), revoked (not returned within the lease).",
+    );
+    for (r, name) in RECALL_RESULTS {
+        let _ = writeln!(
+            out,
+            "nfsgw_delegation_recalls_total{{result=\"{name}\"}} {}",
+            cb.recalls(r)
+        );
+    }
+    header(
+        out,
+        "nfsgw_delegations",
+        "gauge",
+        "NFSv4.1 delegations currently held by clients.",
+    );
+    let _ = writeln!(out, "nfsgw_delegations {}", cb.delegations());
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::counters::{CallStat, Transport};
@@ -306,6 +348,7 @@ mod tests {
                 pools,
             }],
             rdma_credits: 32,
+            callbacks: Default::default(),
         }
     }
 
@@ -365,6 +408,28 @@ mod tests {
         assert!(out.contains("nfsgw_pool_buffers{reactor=\"0\",size=\"8192\"} 4\n"));
         // No calls: no histogram series.
         assert!(!out.contains("_bucket{"));
+    }
+
+    #[test]
+    fn callback_and_recall_counters_are_exposed() {
+        use super::super::callbacks::{CallbackResult, RecallResult};
+        let src = source();
+        src.callbacks.callback(CallbackResult::Sent);
+        src.callbacks.callback(CallbackResult::Sent);
+        src.callbacks.callback(CallbackResult::Unmatched);
+        src.callbacks.recall(RecallResult::Sent);
+        src.callbacks.recall(RecallResult::Answered);
+        src.callbacks.set_delegations(3);
+        let mut out = String::new();
+        render(&src, &mut out);
+        check_format(&out);
+        assert!(out.contains("nfsgw_callbacks_total{result=\"sent\"} 2\n"));
+        assert!(out.contains("nfsgw_callbacks_total{result=\"unmatched\"} 1\n"));
+        assert!(out.contains("nfsgw_callbacks_total{result=\"timed_out\"} 0\n"));
+        assert!(out.contains("nfsgw_delegation_recalls_total{result=\"sent\"} 1\n"));
+        assert!(out.contains("nfsgw_delegation_recalls_total{result=\"answered\"} 1\n"));
+        assert!(out.contains("nfsgw_delegation_recalls_total{result=\"revoked\"} 0\n"));
+        assert!(out.contains("nfsgw_delegations 3\n"));
     }
 
     #[test]

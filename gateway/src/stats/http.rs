@@ -207,6 +207,7 @@ mod tests {
                 pools,
             }],
             rdma_credits: 8,
+            callbacks: Default::default(),
         };
         Endpoint::start("127.0.0.1:0".parse().unwrap(), src).unwrap()
     }

@@ -3,6 +3,7 @@
 //! that reads them (`[stats] listen`). Metric reference and measured cost:
 //! docs/stats.md.
 
+pub mod callbacks;
 pub mod clock;
 pub mod counters;
 pub mod exposition;

@@ -1,0 +1,513 @@
+//! The NFSv4.1 callback program on the back channel (RFC 8881 §20, §2.10.3.1):
+//! encoding CB_NULL and CB_COMPOUND(CB_SEQUENCE, CB_RECALL) calls and decoding their
+//! replies. Pure codec: no state, no I/O. The recall state machine that uses it is in
+//! `crate::state::recall`; `probe` is the entry point the session layer calls.
+//!
+//! Callbacks carry AUTH_SYS (uid 0, gid 0, machine name "nfsgw"): the Linux client's
+//! callback service refuses AUTH_NULL for everything but CB_NULL.
+
+use crate::state::stateid::Stateid;
+use crate::state::{BackChannelInfo, State};
+use engine::rpc::{self, Accept, AuthSys, Cred, ReplyStatus};
+use engine::xdr::{XdrError, XdrReader, XdrResult, XdrWriter};
+
+/// The callback program's version (RFC 8881 §20: NFS4_CALLBACK version 1).
+pub const CB_VERSION: u32 = 1;
+pub const CB_NULL: u32 = 0;
+pub const CB_COMPOUND: u32 = 1;
+/// Callback operation numbers (RFC 8881 §20).
+pub const OP_CB_RECALL: u32 = 4;
+pub const OP_CB_SEQUENCE: u32 = 11;
+pub const OP_CB_ILLEGAL: u32 = 10044;
+/// The tag our CB_COMPOUNDs carry (echoed by the client).
+pub const TAG: &[u8] = b"nfsgw";
+/// Largest reply tag / result array we read (hostile clients get a decode error).
+const MAX_TAG: usize = 1024;
+const MAX_RESULTS: u32 = 16;
+/// Largest file handle (NFS4_FHSIZE).
+const FH_MAX: usize = 128;
+
+/// Queues a CB_NULL probe of a session's new back channel (RFC 8881 §18.36.3: the
+/// server checks the back channel; knfsd and nfs4j probe with CB_NULL at
+/// CREATE_SESSION). Non-blocking: the callback thread sends it; until it is answered
+/// `clientid` gets no delegations. Called by the session layer after CREATE_SESSION
+/// with CONN_BACK_CHAN, BIND_CONN_TO_SESSION (back or both) and BACKCHANNEL_CTL.
+/// Callbacks keep the session's security (`probe_sec`; AUTH_SYS as root when none was
+/// set), e.g. after BIND_CONN_TO_SESSION.
+pub fn probe(state: &State, clientid: u64, info: BackChannelInfo) {
+    state.delegations.queue_probe(clientid, info, None);
+}
+
+/// `probe` with the security the client asked for in csa_sec_parms /
+/// bca_sec_parms (decoded by `decode_sec_parms`): every callback on this session
+/// then carries it (RFC 8881 §18.36.3, §2.10.8.2). `None`: AUTH_SYS as root.
+pub fn probe_sec(state: &State, clientid: u64, info: BackChannelInfo, sec: Option<CbSec>) {
+    probe_delegations(&state.delegations, clientid, info, sec);
+}
+
+/// `probe_sec` on the delegations table alone.
+pub fn probe_delegations(
+    dl: &crate::state::delegations::Delegations,
+    clientid: u64,
+    info: BackChannelInfo,
+    sec: Option<CbSec>,
+) {
+    dl.queue_probe(clientid, info, Some(sec));
+}
+
+/// The credential callbacks on a session carry (callback_sec_parms4, RFC 8881 §18.36).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CbSec {
+    /// AUTH_NONE.
+    None,
+    /// AUTH_SYS with the client's authsys_parms (uid, gid, up to 16 groups; the
+    /// machine name sent is always "nfsgw").
+    Sys {
+        stamp: u32,
+        uid: u32,
+        gid: u32,
+        gids: Vec<u32>,
+    },
+}
+
+impl CbSec {
+    fn cred(&self) -> Cred {
+        match self {
+            CbSec::None => Cred::None,
+            CbSec::Sys {
+                stamp,
+                uid,
+                gid,
+                gids,
+            } => {
+                let mut a = AuthSys::new(*uid, *gid, gids);
+                a.stamp = *stamp;
+                Cred::Sys(a)
+            }
+        }
+    }
+}
+
+const AUTH_NONE: u32 = 0;
+const AUTH_SYS: u32 = 1;
+const RPCSEC_GSS: u32 = 6;
+/// Most sec parms entries read (each is small; a client sends one or two).
+const MAX_SEC_PARMS: u32 = 16;
+
+/// Decodes callback_sec_parms4<> (CREATE_SESSION, BACKCHANNEL_CTL) and picks the
+/// first flavor we can send: AUTH_NONE or AUTH_SYS (RPCSEC_GSS entries are skipped,
+/// RFC 8881 §2.10.8.2). `None` when none is usable (callbacks then use AUTH_SYS as
+/// root). Unknown flavors cannot be skipped: BadValue (NFS4ERR_BADXDR... the caller
+/// may answer NFS4ERR_ENCR_ALG_UNSUPP / INVAL as it sees fit).
+pub fn decode_sec_parms(r: &mut XdrReader) -> XdrResult<Option<CbSec>> {
+    let n = r.u32()?;
+    if n > MAX_SEC_PARMS {
+        return Err(XdrError::TooLong);
+    }
+    let mut pick = None;
+    for _ in 0..n {
+        let sec = match r.u32()? {
+            AUTH_NONE => Some(CbSec::None),
+            AUTH_SYS => {
+                let stamp = r.u32()?;
+                r.string(255)?;
+                let (uid, gid) = (r.u32()?, r.u32()?);
+                let ngids = r.u32()?;
+                if ngids > 16 {
+                    return Err(XdrError::TooLong);
+                }
+                let gids = (0..ngids).map(|_| r.u32()).collect::<XdrResult<Vec<_>>>()?;
+                Some(CbSec::Sys {
+                    stamp,
+                    uid,
+                    gid,
+                    gids,
+                })
+            }
+            RPCSEC_GSS => {
+                // gss_cb_handles4: service, handle from server, handle from client.
+                r.u32()?;
+                r.opaque_var(1024)?;
+                r.opaque_var(1024)?;
+                None
+            }
+            _ => return Err(XdrError::BadValue),
+        };
+        if pick.is_none() {
+            pick = sec;
+        }
+    }
+    Ok(pick)
+}
+
+/// One callback to encode.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CbCall<'a> {
+    /// CB_NULL (procedure 0): a probe.
+    Null,
+    /// CB_COMPOUND (procedure 1) with CB_SEQUENCE (slot 0) and CB_RECALL.
+    Recall {
+        session: [u8; 16],
+        /// The back-channel slot 0 sequence id for this call.
+        seqid: u32,
+        stateid: Stateid,
+        fh: &'a [u8],
+    },
+}
+
+/// The default callback credential: AUTH_SYS, root, machine name "nfsgw" (written
+/// by `engine::rpc::write_call`).
+fn root_cred() -> Cred {
+    Cred::Sys(AuthSys::new(0, 0, &[]))
+}
+
+/// Encodes a whole callback RPC message (no record mark) for `cb_program` with the
+/// session's callback security (`None`: AUTH_SYS as root). Fails with `XdrError`
+/// when it does not fit `max` bytes (the back channel's ca_maxrequestsize, which
+/// counts the RPC header: RFC 8881 §18.36.3).
+pub fn encode(
+    xid: u32,
+    cb_program: u32,
+    call: &CbCall,
+    max: u32,
+    sec: Option<&CbSec>,
+) -> XdrResult<Vec<u8>> {
+    let cred = sec.map_or_else(root_cred, CbSec::cred);
+    let mut buf = vec![0u8; (max as usize).min(64 * 1024)];
+    let mut w = XdrWriter::new(&mut buf);
+    match call {
+        CbCall::Null => rpc::write_call(&mut w, xid, cb_program, CB_VERSION, CB_NULL, &cred)?,
+        CbCall::Recall {
+            session,
+            seqid,
+            stateid,
+            fh,
+        } => {
+            if fh.len() > FH_MAX {
+                return Err(XdrError::BadValue);
+            }
+            rpc::write_call(&mut w, xid, cb_program, CB_VERSION, CB_COMPOUND, &cred)?;
+            // CB_COMPOUND4args (RFC 8881 §20.2): tag, minorversion 1, callback_ident
+            // 0 (ignored in 4.1), two operations.
+            w.string(TAG)?;
+            w.u32(1)?;
+            w.u32(0)?;
+            w.u32(2)?;
+            // CB_SEQUENCE4args (§20.9): session, sequence id, slot 0, highest slot 0,
+            // cachethis false, no referring call lists.
+            w.u32(OP_CB_SEQUENCE)?;
+            w.opaque_fixed(session)?;
+            w.u32(*seqid)?;
+            w.u32(0)?;
+            w.u32(0)?;
+            w.bool(false)?;
+            w.u32(0)?;
+            // CB_RECALL4args (§20.2): stateid, truncate false, fh.
+            w.u32(OP_CB_RECALL)?;
+            stateid.encode(&mut w)?;
+            w.bool(false)?;
+            w.opaque_var(fh)?;
+        }
+    }
+    let n = w.position();
+    buf.truncate(n);
+    Ok(buf)
+}
+
+/// CB_SEQUENCE4resok's session id and sequence id.
+pub type SequenceOk = ([u8; 16], u32);
+
+/// The outcome of a CB_COMPOUND as the client reported it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CompoundReply {
+    /// The CB_COMPOUND status (the first failing operation's).
+    pub status: u32,
+    /// CB_SEQUENCE's status, and when NFS4_OK its session id and sequence id.
+    pub sequence: Option<(u32, Option<SequenceOk>)>,
+    /// CB_RECALL's status when the client got that far.
+    pub recall: Option<u32>,
+}
+
+/// A decoded callback reply.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CbReply {
+    /// Accepted with SUCCESS; the results of a CB_NULL (none) or CB_COMPOUND.
+    Ok(Option<CompoundReply>),
+    /// Accepted with another status, or denied (e.g. AUTH_ERROR).
+    Rpc(ReplyStatus),
+}
+
+/// Reads the XID and msg_type of a record: `Some(xid)` when it is a REPLY (msg_type
+/// 1, RFC 5531 §9), which the reactor routes to the callback table.
+pub fn reply_xid(record: &[u8]) -> Option<u32> {
+    let mut r = XdrReader::new(record);
+    let xid = r.u32().ok()?;
+    (r.u32().ok()? == rpc::MSG_REPLY).then_some(xid)
+}
+
+/// Decodes a callback reply (RFC 5531 reply header, then CB_COMPOUND4res when
+/// `compound`). Any malformed byte is an error, never a panic.
+pub fn decode_reply(record: &[u8], compound: bool) -> XdrResult<(u32, CbReply)> {
+    let (xid, status, at) = rpc::decode_reply(record)?;
+    if status != ReplyStatus::Accepted(Accept::Success) {
+        return Ok((xid, CbReply::Rpc(status)));
+    }
+    if !compound {
+        return Ok((xid, CbReply::Ok(None)));
+    }
+    let mut r = XdrReader::new(record.get(at..).ok_or(XdrError::Short)?);
+    let status = r.u32()?;
+    r.string(MAX_TAG)?;
+    let n = r.u32()?;
+    if n > MAX_RESULTS {
+        return Err(XdrError::BadValue);
+    }
+    let mut out = CompoundReply {
+        status,
+        sequence: None,
+        recall: None,
+    };
+    for _ in 0..n {
+        match r.u32()? {
+            OP_CB_SEQUENCE => {
+                let st = r.u32()?;
+                let ok = if st == 0 {
+                    let mut sid = [0u8; 16];
+                    sid.copy_from_slice(r.opaque_fixed(16)?);
+                    let seqid = r.u32()?;
+                    // slotid, highest_slotid, target_highest_slotid.
+                    r.skip(12)?;
+                    Some((sid, seqid))
+                } else {
+                    None
+                };
+                out.sequence = Some((st, ok));
+            }
+            OP_CB_RECALL => out.recall = Some(r.u32()?),
+            OP_CB_ILLEGAL => {
+                r.u32()?;
+            }
+            // Results we did not ask for: stop reading (the statuses we need came
+            // first, or the reply is not ours to trust further).
+            _ => break,
+        }
+    }
+    Ok((xid, CbReply::Ok(Some(out))))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PROG: u32 = 0x4000_0000;
+
+    fn words(b: &[u8]) -> Vec<u32> {
+        b.chunks(4)
+            .map(|c| u32::from_be_bytes(c.try_into().unwrap()))
+            .collect()
+    }
+
+    #[test]
+    fn cb_null_is_an_auth_sys_call_to_the_callback_program() {
+        let b = encode(7, PROG, &CbCall::Null, 1024, None).unwrap();
+        let w = words(&b);
+        // xid, CALL, rpcvers 2, prog, vers 1, proc 0, AUTH_SYS.
+        assert_eq!(&w[..7], &[7, 0, 2, PROG, 1, 0, 1]);
+        let (h, at) = rpc::decode_call(&b).unwrap();
+        assert_eq!((h.prog, h.vers, h.proc_), (PROG, 1, 0));
+        match h.cred {
+            Cred::Sys(a) => assert_eq!((a.uid, a.gid, a.ngids), (0, 0, 0)),
+            c => panic!("{c:?}"),
+        }
+        assert!(b.windows(5).any(|x| x == b"nfsgw"), "machine name");
+        assert_eq!(at, b.len(), "no arguments");
+    }
+
+    #[test]
+    fn cb_compound_carries_cb_sequence_then_cb_recall() {
+        let st = Stateid {
+            seqid: 3,
+            other: *b"ABCDEFGHIJKL",
+        };
+        let fh = [9u8; 10];
+        let call = CbCall::Recall {
+            session: [0x55; 16],
+            seqid: 42,
+            stateid: st,
+            fh: &fh,
+        };
+        let b = encode(0x1234, PROG, &call, 4096, None).unwrap();
+        let (h, at) = rpc::decode_call(&b).unwrap();
+        assert_eq!((h.xid, h.prog, h.vers, h.proc_), (0x1234, PROG, 1, 1));
+        assert!(matches!(h.cred, Cred::Sys(_)));
+        let mut want = Vec::new();
+        want.extend(5u32.to_be_bytes());
+        want.extend(b"nfsgw\0\0\0");
+        for v in [1u32, 0, 2, OP_CB_SEQUENCE] {
+            want.extend(v.to_be_bytes());
+        }
+        want.extend([0x55; 16]);
+        for v in [42u32, 0, 0, 0, 0, OP_CB_RECALL, 3] {
+            want.extend(v.to_be_bytes());
+        }
+        want.extend(b"ABCDEFGHIJKL");
+        want.extend(0u32.to_be_bytes());
+        want.extend(10u32.to_be_bytes());
+        want.extend([9u8; 10]);
+        want.extend([0, 0]);
+        assert_eq!(&b[at..], &want[..]);
+    }
+
+    #[test]
+    fn a_call_larger_than_the_back_channel_allows_is_refused() {
+        let fh = [1u8; 128];
+        let call = CbCall::Recall {
+            session: [0; 16],
+            seqid: 1,
+            stateid: Stateid::default(),
+            fh: &fh,
+        };
+        let full = encode(1, PROG, &call, 4096, None).unwrap().len() as u32;
+        assert!(encode(1, PROG, &call, full, None).is_ok());
+        assert!(encode(1, PROG, &call, full - 1, None).is_err());
+        let long = [1u8; 129];
+        let bad = CbCall::Recall {
+            session: [0; 16],
+            seqid: 1,
+            stateid: Stateid::default(),
+            fh: &long,
+        };
+        assert!(encode(1, PROG, &bad, 4096, None).is_err());
+    }
+
+    /// An accepted-SUCCESS reply header (null verifier) followed by `body` words.
+    fn reply(xid: u32, body: &[u32]) -> Vec<u8> {
+        let mut v = Vec::new();
+        for w in [xid, 1, 0, 0, 0, 0].iter().chain(body) {
+            v.extend(w.to_be_bytes());
+        }
+        v
+    }
+
+    fn seq_ok(seqid: u32) -> Vec<u32> {
+        let mut v = vec![OP_CB_SEQUENCE, 0];
+        v.extend([0x01010101u32; 4]);
+        v.extend([seqid, 0, 0, 0]);
+        v
+    }
+
+    #[test]
+    fn replies_decode_with_their_statuses() {
+        // CB_NULL.
+        let (xid, r) = decode_reply(&reply(5, &[]), false).unwrap();
+        assert_eq!((xid, r), (5, CbReply::Ok(None)));
+        assert_eq!(reply_xid(&reply(5, &[])), Some(5));
+        // CB_COMPOUND: both OK.
+        let mut body = vec![0, 5];
+        body.extend(words(b"nfsgw\0\0\0"));
+        body.push(2);
+        body.extend(seq_ok(9));
+        body.extend([OP_CB_RECALL, 0]);
+        let (_, r) = decode_reply(&reply(6, &body), true).unwrap();
+        assert_eq!(
+            r,
+            CbReply::Ok(Some(CompoundReply {
+                status: 0,
+                sequence: Some((0, Some(([1; 16], 9)))),
+                recall: Some(0),
+            }))
+        );
+        // CB_RECALL fails with BAD_STATEID (the client does not know it yet).
+        let mut body = vec![10025, 0, 2];
+        body.extend(seq_ok(9));
+        body.extend([OP_CB_RECALL, 10025]);
+        let (_, r) = decode_reply(&reply(6, &body), true).unwrap();
+        let CbReply::Ok(Some(c)) = r else { panic!() };
+        assert_eq!((c.status, c.recall), (10025, Some(10025)));
+        // CB_SEQUENCE fails: no CB_RECALL result.
+        let body = [10063u32, 0, 1, OP_CB_SEQUENCE, 10063];
+        let (_, r) = decode_reply(&reply(6, &body), true).unwrap();
+        assert_eq!(
+            r,
+            CbReply::Ok(Some(CompoundReply {
+                status: 10063,
+                sequence: Some((10063, None)),
+                recall: None,
+            }))
+        );
+        // RPC-level failures.
+        let mut v = Vec::new();
+        for w in [8u32, 1, 0, 0, 0, 1] {
+            v.extend(w.to_be_bytes());
+        }
+        let (_, r) = decode_reply(&v, true).unwrap();
+        assert_eq!(r, CbReply::Rpc(ReplyStatus::Accepted(Accept::ProgUnavail)));
+        let mut v = Vec::new();
+        for w in [8u32, 1, 1, 1, 1] {
+            v.extend(w.to_be_bytes());
+        }
+        let (_, r) = decode_reply(&v, false).unwrap();
+        assert!(matches!(r, CbReply::Rpc(ReplyStatus::Denied(_))));
+    }
+
+    #[test]
+    fn callbacks_carry_the_security_the_client_asked_for() {
+        // callback_sec_parms4<>: RPCSEC_GSS (skipped), AUTH_SYS 17/19, AUTH_NONE.
+        let mut v: Vec<u32> = vec![3, 6, 1, 0, 0, 1];
+        v.extend([5, 3, u32::from_be_bytes(*b"host"), 17, 19, 2, 100, 200, 0]);
+        let bytes: Vec<u8> = v.iter().flat_map(|w| w.to_be_bytes()).collect();
+        let mut r = XdrReader::new(&bytes);
+        let sec = decode_sec_parms(&mut r).unwrap().unwrap();
+        assert_eq!(
+            sec,
+            CbSec::Sys {
+                stamp: 5,
+                uid: 17,
+                gid: 19,
+                gids: vec![100, 200]
+            }
+        );
+        assert_eq!(r.remaining(), 0, "every entry consumed");
+        let b = encode(9, PROG, &CbCall::Null, 512, Some(&sec)).unwrap();
+        match rpc::decode_call(&b).unwrap().0.cred {
+            Cred::Sys(a) => assert_eq!((a.uid, a.gid, a.groups()), (17, 19, &[100, 200][..])),
+            c => panic!("{c:?}"),
+        }
+        let b = encode(9, PROG, &CbCall::Null, 512, Some(&CbSec::None)).unwrap();
+        assert_eq!(rpc::decode_call(&b).unwrap().0.cred, Cred::None);
+        // Only GSS: nothing usable. Unknown flavor, huge counts: errors.
+        let gss: Vec<u8> = [1u32, 6, 1, 0, 0]
+            .iter()
+            .flat_map(|w| w.to_be_bytes())
+            .collect();
+        assert_eq!(decode_sec_parms(&mut XdrReader::new(&gss)).unwrap(), None);
+        for bad in [&[1u32, 99][..], &[u32::MAX], &[1, 1, 0, 0, 0, 0, 99]] {
+            let b: Vec<u8> = bad.iter().flat_map(|w| w.to_be_bytes()).collect();
+            assert!(
+                decode_sec_parms(&mut XdrReader::new(&b)).is_err(),
+                "{bad:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn hostile_replies_are_errors_not_panics() {
+        assert_eq!(reply_xid(&[0, 0, 0, 1, 0, 0, 0, 0]), None, "a CALL");
+        assert_eq!(reply_xid(&[0, 0]), None);
+        let good = {
+            let mut body = vec![0, 0, 2];
+            body.extend(seq_ok(1));
+            body.extend([OP_CB_RECALL, 0]);
+            reply(3, &body)
+        };
+        for cut in 0..good.len() {
+            let _ = decode_reply(&good[..cut], true);
+        }
+        assert!(decode_reply(&good[..good.len() - 4], true).is_err());
+        // A huge result count, a huge tag.
+        assert!(decode_reply(&reply(3, &[0, 0, u32::MAX]), true).is_err());
+        assert!(decode_reply(&reply(3, &[0, u32::MAX]), true).is_err());
+        // Not a reply at all.
+        assert!(decode_reply(&encode(1, PROG, &CbCall::Null, 512, None).unwrap(), false).is_err());
+    }
+}

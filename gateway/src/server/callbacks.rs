@@ -1,0 +1,77 @@
+//! The callback thread (DESIGN §12 "Callbacks"): owns the callback table
+//! (`state::recall::RecallDriver`), wakes on new jobs (probes, recalls), on callback
+//! replies routed by reactors, and on its next timeout, and hands each record to the
+//! reactor that owns the connection through that reactor's `calls` ring (a full ring
+//! or an empty pool drops the record: it times out and is resent). Callbacks are rare:
+//! this thread sleeps almost always.
+
+use super::Shared;
+use crate::nfs4::ConnKind;
+use crate::state::recall::{Outcall, RecallDriver};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// Longest sleep between passes (revocation after the lease is checked at least this
+/// often).
+const TICK: Duration = Duration::from_millis(500);
+
+pub(crate) fn spawn(
+    shared: &Arc<Shared>,
+    stop: &Arc<AtomicBool>,
+) -> std::io::Result<JoinHandle<()>> {
+    let owner = shared.clone();
+    let stop = stop.clone();
+    let h = crate::supervise::spawn("callbacks".into(), None, move || {
+        let shared = owner;
+        let mut driver = RecallDriver::default();
+        let dl = &shared.state.delegations;
+        let lookup = |c: u64| shared.state.clients.lookup_backchannel(c);
+        while !stop.load(Ordering::Acquire) {
+            let now = Instant::now();
+            // Supervision policy: a bug met while handling one client's callback
+            // reply costs that pass (counted, logged), not the gateway; the table is
+            // rebuilt empty (outstanding recalls end by revocation after the lease).
+            match crate::supervise::request("callbacks: one pass", || driver.step(dl, &lookup, now))
+            {
+                Ok(calls) => {
+                    for call in calls {
+                        deliver(&shared, call);
+                    }
+                }
+                Err(crate::supervise::Panicked) => driver = RecallDriver::default(),
+            }
+            std::thread::park_timeout(driver.next_due(Instant::now(), TICK));
+        }
+    })?;
+    shared
+        .state
+        .delegations
+        .inbox
+        .set_thread(h.thread().clone());
+    Ok(h)
+}
+
+/// Moves one callback record to its connection's reactor.
+fn deliver(shared: &Shared, call: Outcall) {
+    let ConnKind::Tcp(conn) = call.conn.kind else {
+        tracing::debug!("callbacks over RPC-over-RDMA are not supported yet; dropped");
+        return;
+    };
+    let Some(link) = shared.reactors.get(call.conn.reactor) else {
+        return;
+    };
+    let Some(mut buf) = link.pools.alloc(super::dispatch::MARK + call.record.len()) else {
+        tracing::debug!("no pool buffer for a callback; it will be retried");
+        return;
+    };
+    let n = super::dispatch::MARK + call.record.len();
+    buf.spare_mut()[super::dispatch::MARK..n].copy_from_slice(&call.record);
+    buf.set_len(n);
+    if link.calls.push((conn, buf)).is_err() {
+        tracing::debug!("callback ring full; the callback will be retried");
+        return;
+    }
+    link.bell.ring();
+}

@@ -1,0 +1,485 @@
+//! The callback state machine (RFC 8881 §2.10.3.1, §10.2, §20; DESIGN §12
+//! "Callbacks"): CB_NULL probes and CB_RECALLs, their XIDs (a table of our own,
+//! separate from forward XIDs), back-channel slot 0 sequence ids per session,
+//! timeouts and retries. Sans-IO: `RecallDriver::step` takes replies and time and
+//! returns the records to send; the callback thread (`server/callbacks.rs`) owns the
+//! driver and moves the records to the reactor that owns each connection.
+//!
+//! A recall is kept per delegation, not per connection: every attempt looks up the
+//! client's currently bound back channel, so a callback outstanding when its
+//! connection drops is resent on the connection the client binds next, and one the
+//! client never answers ends with the revocation after the lease
+//! (`Delegations::revoke_overdue`).
+
+use super::delegations::Delegations;
+use super::BackChannelInfo;
+use crate::nfs4::callback::{self, CbCall, CbReply, CbSec};
+use crate::nfs4::status::*;
+use crate::nfs4::ConnRef;
+use crate::stats::callbacks::CallbackResult;
+use std::collections::{HashMap, VecDeque};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// No reply within this long: the callback timed out (retried on the bound channel).
+pub const CB_TIMEOUT: Duration = Duration::from_secs(5);
+/// Delay before resending after NFS4ERR_DELAY, an RPC error or no back channel.
+pub const RETRY: Duration = Duration::from_secs(2);
+/// CB_RECALL answered BAD_STATEID/BADHANDLE (the client has not seen the OPEN reply
+/// yet — knfsd retries the same race): resent this many times, then left to the lease.
+const BAD_STATEID_RETRIES: u8 = 2;
+/// Jobs waiting for the callback thread, callbacks in flight, sessions whose slot
+/// sequence we track, recalls in progress: each at most this many.
+const MAX_JOBS: usize = 4096;
+const MAX_PENDING: usize = 4096;
+const MAX_SESSIONS: usize = 4096;
+
+/// Work for the callback thread.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Job {
+    /// Probe a back channel; `Some(sec)` (re)sets the session's callback security.
+    Probe(u64, BackChannelInfo, Option<Option<CbSec>>),
+    Recall([u8; 12]),
+}
+
+/// The queue of jobs and the callback thread's wake-up (shared: workers push, the
+/// callback thread pops; a short Mutex, never held across anything but a push/pop).
+#[derive(Default)]
+pub(crate) struct Inbox {
+    jobs: Mutex<VecDeque<Job>>,
+    /// Set once at start; reactors unpark it without taking a lock.
+    thread: std::sync::OnceLock<std::thread::Thread>,
+}
+
+impl Inbox {
+    /// Queues a job and wakes the callback thread. Over `MAX_JOBS` the job is dropped
+    /// with a log line (a recall then ends by revocation after the lease).
+    pub fn push(&self, job: Job) {
+        {
+            let mut q = self.jobs.lock().unwrap_or_else(|p| p.into_inner());
+            if q.len() >= MAX_JOBS {
+                tracing::warn!(?job, "callback queue full; dropping a callback job");
+                return;
+            }
+            q.push_back(job);
+        }
+        self.wake();
+    }
+
+    pub fn pop(&self) -> Option<Job> {
+        self.jobs
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .pop_front()
+    }
+
+    /// Registers the thread `wake` unparks.
+    pub fn set_thread(&self, t: std::thread::Thread) {
+        let _ = self.thread.set(t);
+    }
+
+    pub fn wake(&self) {
+        if let Some(t) = self.thread.get() {
+            t.unpark();
+        }
+    }
+}
+
+/// A record for a reactor to send on a connection (no record mark).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outcall {
+    pub conn: ConnRef,
+    pub record: Vec<u8>,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum What {
+    Probe(u64),
+    Recall { other: [u8; 12], session: [u8; 16] },
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Pending {
+    what: What,
+    sent: Instant,
+}
+
+/// Back-channel slot 0 of one session (RFC 8881 §2.10.6.1: one request per slot at a
+/// time; the sequence id starts at 1 and goes up by one per new request).
+#[derive(Debug, Clone, Copy)]
+struct Slot {
+    seqid: u32,
+    busy: bool,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Task {
+    next_try: Instant,
+    in_flight: bool,
+    bad_stateid: u8,
+}
+
+/// The callback table (owned by the callback thread alone).
+pub struct RecallDriver {
+    pending: HashMap<u32, Pending>,
+    next_xid: u32,
+    slots: HashMap<[u8; 16], Slot>,
+    /// The callback security of each session (from its last probe).
+    secs: HashMap<[u8; 16], CbSec>,
+    tasks: HashMap<[u8; 12], Task>,
+}
+
+impl Default for RecallDriver {
+    fn default() -> Self {
+        // Start callback XIDs away from small numbers clients use for forward calls
+        // (they are a separate table anyway: only replies on our back channel match).
+        let seed = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(1, |d| {
+                d.subsec_nanos() ^ (d.as_secs() as u32).rotate_left(16)
+            });
+        RecallDriver {
+            pending: HashMap::new(),
+            next_xid: seed | 1,
+            slots: HashMap::new(),
+            secs: HashMap::new(),
+            tasks: HashMap::new(),
+        }
+    }
+}
+
+impl RecallDriver {
+    /// Callbacks awaiting a reply.
+    pub fn in_flight(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// Recalls still being driven.
+    pub fn recalls(&self) -> usize {
+        self.tasks.len()
+    }
+
+    fn xid(&mut self) -> u32 {
+        loop {
+            let x = self.next_xid;
+            self.next_xid = self.next_xid.wrapping_add(1);
+            if !self.pending.contains_key(&x) {
+                return x;
+            }
+        }
+    }
+
+    /// One pass: match replies, expire callbacks past `CB_TIMEOUT`, take new jobs,
+    /// revoke what the lease ran out on, and (re)send due recalls on each client's
+    /// current back channel (`lookup`, i.e. `Clients::lookup_backchannel`).
+    pub fn step(
+        &mut self,
+        dl: &Delegations,
+        lookup: &dyn Fn(u64) -> Option<BackChannelInfo>,
+        now: Instant,
+    ) -> Vec<Outcall> {
+        let mut out = Vec::new();
+        while let Some((xid, rec)) = dl.pop_reply() {
+            self.on_reply(dl, xid, &rec, now);
+        }
+        self.expire(dl, now);
+        while let Some(job) = dl.inbox.pop() {
+            match job {
+                Job::Probe(clientid, info, sec) => {
+                    if let Some(sec) = sec {
+                        self.set_sec(info.session, sec);
+                    }
+                    self.send_probe(dl, clientid, info, now, &mut out)
+                }
+                Job::Recall(other) => {
+                    if self.tasks.len() < MAX_JOBS {
+                        self.tasks.entry(other).or_insert(Task {
+                            next_try: now,
+                            in_flight: false,
+                            bad_stateid: 0,
+                        });
+                    }
+                }
+            }
+        }
+        dl.revoke_overdue(now);
+        self.send_due(dl, lookup, now, &mut out);
+        out
+    }
+
+    /// When the next step is due (for the thread's sleep): the earliest retry or
+    /// timeout, at most `max` from now.
+    pub fn next_due(&self, now: Instant, max: Duration) -> Duration {
+        let mut due = now + max;
+        for t in self.tasks.values().filter(|t| !t.in_flight) {
+            due = due.min(t.next_try);
+        }
+        for p in self.pending.values() {
+            due = due.min(p.sent + CB_TIMEOUT);
+        }
+        due.saturating_duration_since(now)
+    }
+
+    /// Remembers (or forgets) a session's callback security, bounded.
+    fn set_sec(&mut self, session: [u8; 16], sec: Option<CbSec>) {
+        match sec {
+            None => {
+                self.secs.remove(&session);
+            }
+            Some(s) => {
+                if self.secs.len() >= MAX_SESSIONS && !self.secs.contains_key(&session) {
+                    self.secs.clear();
+                }
+                self.secs.insert(session, s);
+            }
+        }
+    }
+
+    fn send_probe(
+        &mut self,
+        dl: &Delegations,
+        clientid: u64,
+        info: BackChannelInfo,
+        now: Instant,
+        out: &mut Vec<Outcall>,
+    ) {
+        if self.pending.len() >= MAX_PENDING {
+            return;
+        }
+        let xid = self.xid();
+        let sec = self.secs.get(&info.session);
+        match callback::encode(xid, info.cb_program, &CbCall::Null, info.max_request, sec) {
+            Ok(record) => {
+                self.pending.insert(
+                    xid,
+                    Pending {
+                        what: What::Probe(clientid),
+                        sent: now,
+                    },
+                );
+                dl.stats().callback(CallbackResult::Sent);
+                out.push(Outcall {
+                    conn: info.conn,
+                    record,
+                });
+            }
+            Err(_) => tracing::warn!(
+                clientid,
+                max = info.max_request,
+                "back channel too small for CB_NULL"
+            ),
+        }
+    }
+
+    fn send_due(
+        &mut self,
+        dl: &Delegations,
+        lookup: &dyn Fn(u64) -> Option<BackChannelInfo>,
+        now: Instant,
+        out: &mut Vec<Outcall>,
+    ) {
+        let due: Vec<[u8; 12]> = self
+            .tasks
+            .iter()
+            .filter(|(_, t)| !t.in_flight && t.next_try <= now)
+            .map(|(o, _)| *o)
+            .collect();
+        for other in due {
+            let Some((clientid, stateid, fh)) = dl.recall_target(&other) else {
+                self.tasks.remove(&other);
+                continue;
+            };
+            let Some(info) = lookup(clientid) else {
+                // No back channel bound now: try again later; the lease ends it.
+                self.retry(&other, now + RETRY);
+                continue;
+            };
+            if self.slots.len() >= MAX_SESSIONS && !self.slots.contains_key(&info.session) {
+                self.slots.retain(|_, s| s.busy);
+            }
+            let slot = *self.slots.entry(info.session).or_insert(Slot {
+                seqid: 1,
+                busy: false,
+            });
+            if slot.busy || self.pending.len() >= MAX_PENDING {
+                continue;
+            }
+            let call = CbCall::Recall {
+                session: info.session,
+                seqid: slot.seqid,
+                stateid,
+                fh: &fh,
+            };
+            let xid = self.xid();
+            let sec = self.secs.get(&info.session);
+            let record = match callback::encode(xid, info.cb_program, &call, info.max_request, sec)
+            {
+                Ok(r) => r,
+                Err(_) => {
+                    tracing::warn!(
+                        clientid,
+                        max = info.max_request,
+                        "CB_RECALL does not fit the back channel; the delegation will be revoked after the lease"
+                    );
+                    self.tasks.remove(&other);
+                    continue;
+                }
+            };
+            if let Some(s) = self.slots.get_mut(&info.session) {
+                s.busy = true;
+            }
+            self.pending.insert(
+                xid,
+                Pending {
+                    what: What::Recall {
+                        other,
+                        session: info.session,
+                    },
+                    sent: now,
+                },
+            );
+            if let Some(t) = self.tasks.get_mut(&other) {
+                t.in_flight = true;
+            }
+            dl.stats().callback(CallbackResult::Sent);
+            out.push(Outcall {
+                conn: info.conn,
+                record,
+            });
+        }
+    }
+
+    fn retry(&mut self, other: &[u8; 12], at: Instant) {
+        if let Some(t) = self.tasks.get_mut(other) {
+            t.in_flight = false;
+            t.next_try = at;
+        }
+    }
+
+    fn free_slot(&mut self, session: &[u8; 16], advance: bool) {
+        if let Some(s) = self.slots.get_mut(session) {
+            s.busy = false;
+            if advance {
+                s.seqid = s.seqid.wrapping_add(1).max(1);
+            }
+        }
+    }
+
+    /// Callbacks without a reply for `CB_TIMEOUT`: a probe marks the back channel
+    /// down; a recall is resent at once on whatever channel is bound (same slot
+    /// sequence id: if the client did process it, it answers as a replay).
+    fn expire(&mut self, dl: &Delegations, now: Instant) {
+        let late: Vec<u32> = self
+            .pending
+            .iter()
+            .filter(|(_, p)| now.saturating_duration_since(p.sent) >= CB_TIMEOUT)
+            .map(|(x, _)| *x)
+            .collect();
+        for xid in late {
+            let Some(p) = self.pending.remove(&xid) else {
+                continue;
+            };
+            dl.stats().callback(CallbackResult::TimedOut);
+            match p.what {
+                What::Probe(clientid) => dl.set_callback_up(clientid, false),
+                What::Recall { other, session } => {
+                    self.free_slot(&session, false);
+                    self.retry(&other, now);
+                }
+            }
+        }
+    }
+
+    /// A REPLY matched by XID (RFC 8881 §20.9.3 for CB_SEQUENCE, §20.2.3 CB_RECALL).
+    fn on_reply(&mut self, dl: &Delegations, xid: u32, rec: &[u8], now: Instant) {
+        let Some(p) = self.pending.remove(&xid) else {
+            dl.stats().callback(CallbackResult::Unmatched);
+            tracing::debug!(xid, "dropping a callback reply that matches nothing");
+            return;
+        };
+        dl.stats().callback(CallbackResult::Replied);
+        match p.what {
+            What::Probe(clientid) => {
+                let ok = matches!(callback::decode_reply(rec, false), Ok((_, CbReply::Ok(_))));
+                if !ok {
+                    tracing::info!(
+                        clientid,
+                        "CB_NULL probe failed; no delegations for this client"
+                    );
+                }
+                dl.set_callback_up(clientid, ok);
+            }
+            What::Recall { other, session } => self.on_recall_reply(dl, other, session, rec, now),
+        }
+    }
+
+    fn on_recall_reply(
+        &mut self,
+        dl: &Delegations,
+        other: [u8; 12],
+        session: [u8; 16],
+        rec: &[u8],
+        now: Instant,
+    ) {
+        let c = match callback::decode_reply(rec, true) {
+            Ok((_, CbReply::Ok(Some(c)))) => c,
+            other_reply => {
+                tracing::info!(?other_reply, "CB_RECALL failed at the RPC level; retrying");
+                self.free_slot(&session, false);
+                self.retry(&other, now + RETRY);
+                return;
+            }
+        };
+        match c.sequence {
+            Some((NFS4_OK, _)) => self.free_slot(&session, true),
+            // The client processed our previous request on this slot and has no
+            // cached reply: the sequence moves on, and the recall got there.
+            Some((NFS4ERR_RETRY_UNCACHED_REP, _)) => {
+                self.free_slot(&session, true);
+                dl.recall_answered();
+                self.tasks.remove(&other);
+                return;
+            }
+            Some((NFS4ERR_SEQ_MISORDERED, _)) => {
+                // Out of step with the client's slot: move on by one and resend.
+                self.free_slot(&session, true);
+                self.retry(&other, now + RETRY);
+                return;
+            }
+            _ => {
+                self.free_slot(&session, false);
+                self.retry(&other, now + RETRY);
+                return;
+            }
+        }
+        match c.recall {
+            Some(NFS4_OK) => {
+                dl.recall_answered();
+                self.tasks.remove(&other);
+            }
+            Some(NFS4ERR_BAD_STATEID | NFS4ERR_BADHANDLE) => {
+                let again = self.tasks.get_mut(&other).is_some_and(|t| {
+                    t.bad_stateid += 1;
+                    t.bad_stateid <= BAD_STATEID_RETRIES
+                });
+                if again {
+                    self.retry(&other, now + RETRY);
+                } else {
+                    self.tasks.remove(&other);
+                }
+            }
+            Some(NFS4ERR_DELAY) | None => self.retry(&other, now + RETRY),
+            Some(st) => {
+                tracing::info!(
+                    st,
+                    "CB_RECALL refused; the delegation will be revoked after the lease"
+                );
+                self.tasks.remove(&other);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "recall_tests.rs"]
+mod tests;
