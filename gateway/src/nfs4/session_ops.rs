@@ -546,6 +546,11 @@ pub(super) fn create_session(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWri
     c.state.purge(purged);
     match res {
         Ok(bytes) => {
+            if flags & CREATE_SESSION4_FLAG_CONN_BACK_CHAN != 0 {
+                if let Some(info) = c.state.clients.lookup_backchannel(clientid) {
+                    super::callback::probe(c.state, clientid, info);
+                }
+            }
             w.opaque_fixed(&bytes).map_err(|_| Full)?;
             Ok(NFS4_OK)
         }

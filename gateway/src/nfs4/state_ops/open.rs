@@ -344,8 +344,8 @@ pub fn run(c: &mut Compound, a: &OpenArgs) -> Result<Opened, u32> {
             return Err(fs(e));
         }
     }
-    let deleg = offer_delegation(c, &a.claim, fileid, access, want);
     let handle = model.handle(&t.node).as_bytes().to_vec();
+    let deleg = offer_delegation(c, &a.claim, fileid, &handle, access, want);
     c.cfh = Some(CurrentFh::File {
         node: t.node,
         handle,
@@ -370,7 +370,14 @@ fn check_deleg(c: &Compound, sid: &Stateid, fileid: u64) -> Result<(), u32> {
 }
 
 /// Which delegation to hand out (§10.4, §18.16.3 want flags).
-fn offer_delegation(c: &Compound, claim: &Claim, fileid: u64, access: u32, want: u32) -> Deleg {
+fn offer_delegation(
+    c: &Compound,
+    claim: &Claim,
+    fileid: u64,
+    fh: &[u8],
+    access: u32,
+    want: u32,
+) -> Deleg {
     match want {
         WANT_NO_DELEG => return Deleg::NoneExt(WND4_NOT_WANTED),
         WANT_CANCEL => return Deleg::NoneExt(WND4_CANCELLED),
@@ -393,7 +400,7 @@ fn offer_delegation(c: &Compound, claim: &Claim, fileid: u64, access: u32, want:
     match c
         .state
         .delegations
-        .try_grant(c.clientid, fileid, want_write)
+        .try_grant_fh(c.clientid, fileid, fh, want_write)
     {
         Some((sid, true)) => Deleg::Write(sid),
         Some((sid, false)) => Deleg::Read(sid),
