@@ -477,10 +477,10 @@ pub(super) fn create_session(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWri
         let fore = get_channel(r)?;
         let back = get_channel(r)?;
         let prog = r.u32()?;
-        skip_cb_sec(r)?;
-        Ok((clientid, seq, flags, fore, back, prog))
+        let sec = super::callback::decode_sec_parms(r)?;
+        Ok((clientid, seq, flags, fore, back, prog, sec))
     })();
-    let Ok((clientid, seq, flags, fore, back, prog)) = args else {
+    let Ok((clientid, seq, flags, fore, back, prog, sec)) = args else {
         return badxdr(w);
     };
     let principal = Principal::of(&c.ctx.cred);
@@ -548,7 +548,7 @@ pub(super) fn create_session(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWri
         Ok(bytes) => {
             if flags & CREATE_SESSION4_FLAG_CONN_BACK_CHAN != 0 {
                 if let Some(info) = c.state.clients.lookup_backchannel(clientid) {
-                    super::callback::probe(c.state, clientid, info);
+                    super::callback::probe_sec(c.state, clientid, info, sec);
                 }
             }
             w.opaque_fixed(&bytes).map_err(|_| Full)?;

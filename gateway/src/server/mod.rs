@@ -238,6 +238,10 @@ impl Server {
             reactors: links,
         });
 
+        shared
+            .state
+            .delegations
+            .set_lease(Duration::from_secs(cfg.nfs4.lease_time_s));
         let jobs: Arc<Ring<Job>> = Ring::new(cfg.backend.ring_depth);
         let stop_workers = Arc::new(AtomicBool::new(false));
         let (workers, worker_bells) = worker::spawn_workers(
