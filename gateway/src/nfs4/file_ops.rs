@@ -363,8 +363,9 @@ pub(super) fn setattr(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter) ->
             let sid = c.resolve_stateid(&sid)?;
             let st = c
                 .state
-                .opens
-                .check_io(c.clientid, &sid, f.node.fileid, true);
+                .delegations
+                .check_io(c.clientid, &sid, f.node.fileid, true)
+                .unwrap_or_else(|| c.state.opens.check_io(c.clientid, &sid, f.node.fileid, true));
             if st != NFS4_OK {
                 return Err(st);
             }

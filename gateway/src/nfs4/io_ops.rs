@@ -34,8 +34,9 @@ pub(super) fn read(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter) -> Op
         let sid = c.resolve_stateid(&sid)?;
         let st = c
             .state
-            .opens
-            .check_io(c.clientid, &sid, f.node.fileid, false);
+            .delegations
+            .check_io(c.clientid, &sid, f.node.fileid, false)
+            .unwrap_or_else(|| c.state.opens.check_io(c.clientid, &sid, f.node.fileid, false));
         if st != NFS4_OK {
             return Err(st);
         }
@@ -90,8 +91,9 @@ pub(super) fn write(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter) -> O
         let sid = c.resolve_stateid(&sid)?;
         let st = c
             .state
-            .opens
-            .check_io(c.clientid, &sid, f.node.fileid, true);
+            .delegations
+            .check_io(c.clientid, &sid, f.node.fileid, true)
+            .unwrap_or_else(|| c.state.opens.check_io(c.clientid, &sid, f.node.fileid, true));
         if st != NFS4_OK {
             return Err(st);
         }

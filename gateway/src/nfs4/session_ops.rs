@@ -170,6 +170,10 @@ pub(super) fn sequence_first(
     {
         flags |= SEQ4_STATUS_CB_PATH_DOWN;
     }
+    // RFC 8881 §18.46.3: revoked delegations not yet freed.
+    if c.state.delegations.has_revoked(s.clientid) {
+        flags |= 0x40; // SEQ4_STATUS_RECALLABLE_STATE_REVOKED
+    }
     let ok = (|| -> XdrResult<()> {
         w.u32(NFS4_OK)?;
         w.opaque_fixed(&s.id)?;
@@ -636,9 +640,9 @@ pub(super) fn backchannel_ctl(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWr
     let Ok(prog) = r.u32() else {
         return badxdr(w);
     };
-    if skip_cb_sec(r).is_err() {
+    let Ok(sec) = super::callback::decode_sec_parms(r) else {
         return badxdr(w);
-    }
+    };
     let Some(s) = c.session.and_then(|id| c.state.clients.session(&id)) else {
         return put_status(w, NFS4ERR_OP_NOT_IN_SESSION);
     };
@@ -646,6 +650,9 @@ pub(super) fn backchannel_ctl(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWr
     c.state
         .clients
         .set_status_flags(s.clientid, SEQ4_STATUS_CB_PATH_DOWN, false);
+    if let Some(info) = c.state.clients.lookup_backchannel(c.clientid) {
+        super::callback::probe_sec(c.state, c.clientid, info, sec);
+    }
     put_status(w, NFS4_OK)
 }
 

@@ -273,6 +273,7 @@ pub(super) fn test_stateid(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWrite
         // Delegation stateids belong to the delegations table (not asked yet).
         let st = match Kind::of(&s.other) {
             Some(Kind::Open | Kind::Lock) => c.state.opens.test_stateid(c.clientid, s),
+            Some(Kind::Delegation) => c.state.delegations.test_client(c.clientid, s),
             _ => NFS4ERR_BAD_STATEID,
         };
         w.u32(st).map_err(full)?;
@@ -285,6 +286,9 @@ pub(super) fn free_stateid(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWrite
         return put_status(w, NFS4ERR_BADXDR);
     };
     let st = match resolve_stateid(c, sid) {
+        Ok(s) if Kind::of(&s.other) == Some(Kind::Delegation) => {
+            c.state.delegations.free_client(c.clientid, &s)
+        }
         Ok(s) => c.state.opens.free_stateid(c.clientid, &s),
         Err(e) => e,
     };

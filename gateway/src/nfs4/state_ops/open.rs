@@ -311,18 +311,18 @@ pub fn run(c: &mut Compound, a: &OpenArgs) -> Result<Opened, u32> {
         if t.truncate.is_some() && access & ACCESS_WRITE == 0 {
             return Err(NFS4ERR_INVAL);
         }
-        let why = if access & ACCESS_WRITE != 0 || deny != 0 {
-            Conflict::Write
-        } else {
-            Conflict::OpenRead
-        };
-        if !c
-            .state
-            .delegations
-            .break_conflicts(fileid, Some(c.clientid), why)
-        {
-            return Err(NFS4ERR_DELAY);
-        }
+    }
+    let why = if access & ACCESS_WRITE != 0 || deny != 0 {
+        Conflict::Write
+    } else {
+        Conflict::OpenRead
+    };
+    if !c
+        .state
+        .delegations
+        .break_conflicts(fileid, Some(c.clientid), why)
+    {
+        return Err(NFS4ERR_DELAY);
     }
     let fresh = !c
         .state
