@@ -623,6 +623,9 @@ pub(super) fn bind_conn_to_session(
             c.state
                 .clients
                 .set_status_flags(s.clientid, SEQ4_STATUS_CB_PATH_DOWN, false);
+            if let Some(info) = c.state.clients.lookup_backchannel(s.clientid) {
+                super::callback::probe(c.state, s.clientid, info);
+            }
         }
     }
     (|| -> XdrResult<()> {
