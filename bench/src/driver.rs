@@ -35,6 +35,18 @@ pub struct Plan<'a> {
     pub pid: u32,
     /// Connections in the whole run (sequential streams split the set between them).
     pub conns: usize,
+    /// NFSv4.1 (`--nfs 4.1`): the sessions and owner the load uses; `None`: NFSv3.
+    pub v4: Option<V4Plan<'a>>,
+}
+
+/// What NFSv4.1 load connections share: one session per connection (by global
+/// connection index), each with `slots` fore slots (the queue depth, capped at what the
+/// server granted), the client id and the open owner of CREATEs.
+pub struct V4Plan<'a> {
+    pub sessions: &'a [crate::nfs4::SessionId],
+    pub slots: u32,
+    pub clientid: u64,
+    pub owner: &'a [u8],
 }
 
 /// When the load runs, fixed once every connection is up.
@@ -249,6 +261,7 @@ mod tests {
             names: vec!["f".into()],
             handles: vec![vec![2; 8]],
             size: 1 << 20,
+            stateids: Vec::new(),
         }
     }
 
@@ -269,6 +282,7 @@ mod tests {
             rate_per_conn: rate,
             pid: 1,
             conns: 1,
+            v4: None,
         };
         let start = Instant::now();
         let clock = Clock {
