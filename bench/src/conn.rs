@@ -115,6 +115,7 @@ impl ConnState {
     ) -> ConnState {
         let files = plan.files;
         let start = seq_start(index, plan.conns, files.len(), files.blocks(plan.bs));
+        let v4 = plan.v4.as_ref().and_then(|v| v.conns.get(index));
         ConnState {
             pipe,
             index,
@@ -132,8 +133,8 @@ impl ConnState {
             creates: 0,
             out: vec![0u8; plan.bs as usize + 4096],
             last_reply: clock.start,
-            session: plan.v4.as_ref().and_then(|v| v.sessions.get(index).copied()),
-            slots: Slots::new(plan.v4.as_ref().map_or(0, |v| v.slots)),
+            session: v4.map(|c| c.session),
+            slots: v4.map_or_else(Slots::default, |c| Slots::range(c.base, c.slots, c.highest)),
             retries: VecDeque::new(),
         }
     }

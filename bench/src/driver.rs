@@ -39,12 +39,10 @@ pub struct Plan<'a> {
     pub v4: Option<V4Plan<'a>>,
 }
 
-/// What NFSv4.1 load connections share: one session per connection (by global
-/// connection index), each with `slots` fore slots (the queue depth, capped at what the
-/// server granted), the client id and the open owner of CREATEs.
+/// What NFSv4.1 load connections use: each connection's session and slot range (by
+/// global connection index), the client id and the open owner of CREATEs.
 pub struct V4Plan<'a> {
-    pub sessions: &'a [crate::nfs4::SessionId],
-    pub slots: u32,
+    pub conns: &'a [crate::nfs4::setup::ConnSession],
     pub clientid: u64,
     pub owner: &'a [u8],
 }
@@ -437,7 +435,12 @@ mod tests {
         let mut files = files();
         files.stateids = vec![crate::nfs4::Stateid::default()];
         let mix = Mix::parse("randread:1,randwrite:1,getattr:1").unwrap();
-        let sessions = [[1u8; 16]];
+        let sessions = [crate::nfs4::setup::ConnSession {
+            session: [1u8; 16],
+            base: 0,
+            slots: 4,
+            highest: 3,
+        }];
         let qd = 4;
         let plan = Plan {
             target: &target,
@@ -452,8 +455,7 @@ mod tests {
             pid: 1,
             conns: 1,
             v4: Some(V4Plan {
-                sessions: &sessions,
-                slots: qd as u32,
+                conns: &sessions,
                 clientid: 1,
                 owner: b"o",
             }),

@@ -168,8 +168,8 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
         files = f;
         setup = Some(c);
     }
-    let sessions: Vec<crate::nfs4::SessionId> =
-        setup4.as_ref().map(|s| s.sessions.clone()).unwrap_or_default();
+    let sessions: Vec<crate::nfs4::setup::ConnSession> =
+        setup4.as_ref().map(|s| s.conns.clone()).unwrap_or_default();
     let (clientid, owner) = setup4
         .as_ref()
         .map(|s| (s.client.clientid, s.client.owner.clone()))
@@ -186,9 +186,8 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
         rate_per_conn: args.rate.map(|r| r / lay.total_conns as f64),
         pid: std::process::id(),
         conns: lay.total_conns,
-        v4: setup4.as_ref().map(|s| V4Plan {
-            sessions: &sessions,
-            slots: s.slots,
+        v4: setup4.as_ref().map(|_| V4Plan {
+            conns: &sessions,
             clientid,
             owner: &owner,
         }),

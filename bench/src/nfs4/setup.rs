@@ -14,13 +14,53 @@ use crate::workload::Kind;
 /// Slots bench asks for its own setup session (pipelined fill and read-back).
 const SETUP_SLOTS: u32 = 8;
 
+/// The session and slots of one load connection.
+#[derive(Clone, Copy, Debug)]
+pub struct ConnSession {
+    pub session: SessionId,
+    /// Its slots are `base..base + slots` of the session.
+    pub base: u32,
+    pub slots: u32,
+    /// The session's highest slot id (sa_highest_slotid).
+    pub highest: u32,
+}
+
 pub struct Setup4 {
     pub client: Client4,
     pub opened: Vec<Opened>,
-    /// One per load connection.
+    /// The load sessions (destroyed at the end).
     pub sessions: Vec<SessionId>,
-    /// Fore slots of every load session: the queue depth, capped at the fewest granted.
+    /// Per load connection: its session and slot range.
+    pub conns: Vec<ConnSession>,
+    /// Slots of every connection: the queue depth, capped at what the server granted.
     pub slots: u32,
+}
+
+/// Spreads `conns` connections over sessions granted `granted[i]` slots each:
+/// connection `c` uses session `c % sessions`, and a session's slots are split evenly
+/// between its connections, at most `qd` each. Returns the per-connection ranges and
+/// the slots each connection gets (the same for all: the fewest).
+pub fn spread(ids: &[(SessionId, u32)], conns: usize, qd: u32) -> (Vec<ConnSession>, u32) {
+    let m = ids.len().max(1);
+    let mut per = qd;
+    for (i, &(_, granted)) in ids.iter().enumerate() {
+        let sharing = (conns + m - 1 - i) / m; // connections on session i
+        if sharing > 0 {
+            per = per.min(granted / sharing as u32);
+        }
+    }
+    let out = (0..conns)
+        .filter_map(|c| {
+            let (id, granted) = *ids.get(c % m)?;
+            Some(ConnSession {
+                session: id,
+                base: (c / m) as u32 * per,
+                slots: per,
+                highest: granted.saturating_sub(1),
+            })
+        })
+        .collect();
+    (out, per)
 }
 
 impl Setup4 {
@@ -70,22 +110,37 @@ impl Setup4 {
             set.stateids.push(f.stateid);
             opened.push(f);
         }
+        // One session per connection; when the server refuses more sessions (it may
+        // limit them per client), connections share the ones made, each on its own
+        // range of the session's slots.
         let want = u32::try_from(qd).unwrap_or(u32::MAX);
-        let mut sessions = Vec::with_capacity(conns);
-        let mut slots = want;
-        for _ in 0..conns {
-            let s = client.create_session(want)?;
-            slots = slots.min(s.slots);
-            sessions.push(s.id);
+        let mut made = Vec::with_capacity(conns);
+        for i in 0..conns {
+            match client.create_session(want) {
+                Ok(s) => made.push((s.id, s.slots)),
+                Err(e) if i > 0 => {
+                    eprintln!(
+                        "bench: {i} session(s) made ({e:#}): {conns} connections share them"
+                    );
+                    break;
+                }
+                Err(e) => return Err(e),
+            }
         }
+        let (conn_sessions, slots) = spread(&made, conns, want);
+        anyhow::ensure!(
+            slots > 0,
+            "the server's sessions have fewer slots than the {conns} connections sharing them"
+        );
         if slots < want {
-            eprintln!("bench: the server granted {slots} slot(s) per session: --qd {qd} is capped at {slots}");
+            eprintln!("bench: session slots allow {slots} call(s) in flight per connection: --qd {qd} is capped at {slots}");
         }
         Ok((
             Setup4 {
                 client,
                 opened,
-                sessions,
+                sessions: made.into_iter().map(|(id, _)| id).collect(),
+                conns: conn_sessions,
                 slots,
             },
             set,

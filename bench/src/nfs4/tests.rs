@@ -258,3 +258,35 @@ fn slots_hand_out_sequence_ids_and_advance_only_when_processed() {
     assert_eq!(s.take(), Some((0, 3)));
     assert!(s.take().is_none());
 }
+
+#[test]
+fn a_slot_range_hands_out_its_own_ids_only() {
+    let mut s = Slots::range(4, 2, 7);
+    assert_eq!(s.highest(), 7);
+    assert_eq!((s.take(), s.take(), s.take()), (Some((4, 1)), Some((5, 1)), None));
+    s.release(3, 1, true); // not in the range
+    s.release(6, 1, true);
+    assert!(s.take().is_none());
+    s.release(5, 1, true);
+    assert_eq!(s.take(), Some((5, 2)));
+}
+
+#[test]
+fn connections_spread_over_the_sessions_the_server_allowed() {
+    use super::setup::spread;
+    // One session each: the queue depth, capped at the fewest granted.
+    let (c, per) = spread(&[([1; 16], 8), ([2; 16], 4)], 2, 6);
+    assert_eq!(per, 4);
+    assert_eq!((c[0].session, c[0].base, c[0].slots, c[0].highest), ([1; 16], 0, 4, 7));
+    assert_eq!((c[1].session, c[1].base, c[1].slots, c[1].highest), ([2; 16], 0, 4, 3));
+    // 5 connections on 2 sessions of 16: 3 on the first (ranges 0, 5, 10), 2 on the
+    // second; 16 / 3 = 5 each at most.
+    let (c, per) = spread(&[([1; 16], 16), ([2; 16], 16)], 5, 8);
+    assert_eq!(per, 5);
+    let on1: Vec<u32> = c.iter().filter(|s| s.session == [1; 16]).map(|s| s.base).collect();
+    let on2: Vec<u32> = c.iter().filter(|s| s.session == [2; 16]).map(|s| s.base).collect();
+    assert_eq!((on1, on2), (vec![0, 5, 10], vec![0, 5]));
+    // More connections than slots: none each (the caller refuses that).
+    assert_eq!(spread(&[([1; 16], 2)], 3, 4).1, 0);
+    assert!(spread(&[], 3, 4).0.is_empty());
+}
