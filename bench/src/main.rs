@@ -1,4 +1,5 @@
-//! `bench`: an NFSv3 load generator over TCP or RPC-over-RDMA, and a TCP → RDMA bridge.
+//! `bench`: an NFS load generator (NFSv3 over TCP or RPC-over-RDMA; NFSv4.1 over TCP
+//! with `--nfs 4.1`, see `nfs4`), and a TCP → RDMA bridge.
 //!
 //! Run mode (the default, or `bench run ...`): mounts an export (MOUNT on the NFS port,
 //! over the chosen transport), prepares a file set, then runs a workload or a weighted
@@ -47,7 +48,7 @@ mod workload;
 #[derive(Parser, Debug)]
 #[command(
     name = "bench",
-    about = "NFSv3 load generator (TCP or RPC-over-RDMA) and TCP-to-RDMA bridge",
+    about = "NFS load generator (NFSv3 over TCP or RPC-over-RDMA, NFSv4.1 over TCP) and TCP-to-RDMA bridge",
     args_conflicts_with_subcommands = true
 )]
 struct Cli {

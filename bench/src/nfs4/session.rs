@@ -138,8 +138,8 @@ impl Client4 {
             .ok_or_else(|| anyhow::anyhow!("CREATE_SESSION reply without a session"))?;
         anyhow::ensure!(granted > 0, "CREATE_SESSION granted no slot");
         self.cs_seq = self.cs_seq.wrapping_add(1);
-        // Room for the COMPOUND around the data.
-        let max_io = max_req.min(max_resp).saturating_sub(1024);
+        // Room for the RPC header and the COMPOUND around the data.
+        let max_io = max_req.min(max_resp).saturating_sub(512);
         Ok((
             Session {
                 id,
