@@ -4,9 +4,9 @@
 //! when the transport breaks or the server stops answering.
 
 use crate::calls::{self, Call};
-use crate::nfs4::{self, slots::Slots, SessionId};
 use crate::client::first_xid;
 use crate::driver::{Clock, Plan};
+use crate::nfs4::{self, slots::Slots, SessionId};
 use crate::pattern::Pattern;
 use crate::pipe::{Pipe, SubmitFail};
 use crate::recorder::{Outcome, Recorder};
@@ -236,7 +236,14 @@ impl ConnState {
         let n = match op {
             None => {
                 let name = name.unwrap_or_default();
-                let n = v4.encode(plan, out, xid, &cred, slot.file, &Call::Remove(&files.dir, &name))?;
+                let n = v4.encode(
+                    plan,
+                    out,
+                    xid,
+                    &cred,
+                    slot.file,
+                    &Call::Remove(&files.dir, &name),
+                )?;
                 slot.name = Some(name);
                 n
             }
@@ -253,14 +260,26 @@ impl ConnState {
                         };
                         v4.encode(plan, out, xid, &cred, slot.file, &call)?
                     }
-                    Op::Readdirplus => {
-                        v4.encode(plan, out, xid, &cred, slot.file, &Call::Readdirplus(&files.dir))?
-                    }
+                    Op::Readdirplus => v4.encode(
+                        plan,
+                        out,
+                        xid,
+                        &cred,
+                        slot.file,
+                        &Call::Readdirplus(&files.dir),
+                    )?,
                     Op::Createremove => {
                         self.creates += 1;
                         let name =
                             format!(".bench-cr-{}-{}-{}", plan.pid, self.index, self.creates);
-                        let n = v4.encode(plan, out, xid, &cred, slot.file, &Call::Create(&files.dir, &name))?;
+                        let n = v4.encode(
+                            plan,
+                            out,
+                            xid,
+                            &cred,
+                            slot.file,
+                            &Call::Create(&files.dir, &name),
+                        )?;
                         slot.name = Some(name);
                         n
                     }
@@ -275,13 +294,27 @@ impl ConnState {
                         slot.len = plan.bs;
                         let fh = &files.handles[file];
                         if op.reads() {
-                            v4.encode(plan, out, xid, &cred, slot.file, &Call::Read(fh, slot.off, plan.bs))?
+                            v4.encode(
+                                plan,
+                                out,
+                                xid,
+                                &cred,
+                                slot.file,
+                                &Call::Read(fh, slot.off, plan.bs),
+                            )?
                         } else {
                             let data = &mut rec.payload[..plan.bs as usize];
                             if plan.write_pattern {
                                 Pattern::for_file(file as u64).fill(slot.off, data);
                             }
-                            v4.encode(plan, out, xid, &cred, slot.file, &Call::Write(fh, slot.off, data))?
+                            v4.encode(
+                                plan,
+                                out,
+                                xid,
+                                &cred,
+                                slot.file,
+                                &Call::Write(fh, slot.off, data),
+                            )?
                         }
                     }
                 }
@@ -293,7 +326,11 @@ impl ConnState {
 
     /// Re-encodes an NFSv4.1 call the server answered NFS4ERR_DELAY (same op, same
     /// file and offset; a new slot and sequence id).
-    fn encode_retry(&mut self, rec: &mut Recorder, mut slot: Slot) -> anyhow::Result<(u32, usize, Slot)> {
+    fn encode_retry(
+        &mut self,
+        rec: &mut Recorder,
+        mut slot: Slot,
+    ) -> anyhow::Result<(u32, usize, Slot)> {
         let plan = rec.plan;
         let files = plan.files;
         self.xid = self.xid.wrapping_add(1);

@@ -488,7 +488,11 @@ mod tests {
         assert_eq!(t.errors, 0);
         assert!(st.get(Kind::Read).unwrap().bytes > 0);
         let delays = delays.load(std::sync::atomic::Ordering::Relaxed);
-        assert!(delays as u64 * 2 >= t.ops / 2, "{delays} DELAYs for {} ops", t.ops);
+        assert!(
+            delays as u64 * 2 >= t.ops / 2,
+            "{delays} DELAYs for {} ops",
+            t.ops
+        );
     }
 
     #[test]

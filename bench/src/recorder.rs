@@ -4,9 +4,9 @@
 use crate::calls;
 use crate::client::bench_cred;
 use crate::conn::{ConnCore, Followup, Slot, MAX_TRIES, RETRY_PAUSE};
-use crate::nfs4;
 use crate::driver::{Clock, Interval, Plan, Report};
 use crate::fileset::BlockSet;
+use crate::nfs4;
 use crate::pattern::Pattern;
 use crate::schedule::{interval_of, latency_ns};
 use crate::stats::Stats;

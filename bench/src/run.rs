@@ -3,16 +3,16 @@
 //! log) and results, commit and read written blocks back, and report.
 
 use crate::client::Conn;
+use crate::driver::V4Plan;
 use crate::driver::{Plan, ThreadSpec};
 use crate::fileset::{BlockSet, FileSet};
 use crate::load::{self, Load, Seconds, Timing};
+use crate::nfs4::setup::Setup4;
 use crate::pattern::Pattern;
 use crate::report::{self, Settings};
 use crate::stats::Stats;
 use crate::transport::{Provider, Target};
 use crate::workload::{Kind, Mix, Op};
-use crate::driver::V4Plan;
-use crate::nfs4::setup::Setup4;
 use crate::{NfsVersion, RunArgs};
 use std::io::IsTerminal;
 use std::time::Duration;
@@ -192,7 +192,19 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
             owner: &owner,
         }),
     };
-    run_load(&args, &target, &mix, workload_name, &lay, &usable, file_size, bs, plan, setup, setup4)
+    run_load(
+        &args,
+        &target,
+        &mix,
+        workload_name,
+        &lay,
+        &usable,
+        file_size,
+        bs,
+        plan,
+        setup,
+        setup4,
+    )
 }
 
 /// NFSv3 setup: MOUNT (on the NFS port or `--mount-port`), then the file set.

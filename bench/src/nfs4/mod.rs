@@ -285,7 +285,12 @@ impl Op4<'_> {
 
 /// Encodes an RPC call of COMPOUND (minor version 1) with `ops` into `out[4..]` (room
 /// for the record mark); returns the end (RFC 8881 §16.2.1).
-pub fn encode_compound(out: &mut [u8], xid: u32, cred: &Cred, ops: &[Op4]) -> anyhow::Result<usize> {
+pub fn encode_compound(
+    out: &mut [u8],
+    xid: u32,
+    cred: &Cred,
+    ops: &[Op4],
+) -> anyhow::Result<usize> {
     let mut w = XdrWriter::at(out, 4);
     rpc::write_call(&mut w, xid, crate::calls::NFS, VERSION, PROC_COMPOUND, cred)?;
     w.string(b"")?; // tag
@@ -340,9 +345,12 @@ pub fn encode_call(
             cred,
             &[seq, Op4::Putfh(dir), Op4::Lookup(name), Op4::Getfh],
         ),
-        Call::Read(fh, off, n) => {
-            encode_compound(out, xid, cred, &[seq, Op4::Putfh(fh), Op4::Read(sid, off, n)])
-        }
+        Call::Read(fh, off, n) => encode_compound(
+            out,
+            xid,
+            cred,
+            &[seq, Op4::Putfh(fh), Op4::Read(sid, off, n)],
+        ),
         Call::Write(fh, off, data) => encode_compound(
             out,
             xid,

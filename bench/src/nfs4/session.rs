@@ -183,8 +183,7 @@ impl Client4 {
             };
             let d = reply::decode(&body).map_err(anyhow::Error::msg)?;
             self.slots.release(seq.slot, seq.seqid, d.seq_done);
-            if matches!(d.status, status::DELAY | status::GRACE) && start.elapsed() < RETRY_FOR
-            {
+            if matches!(d.status, status::DELAY | status::GRACE) && start.elapsed() < RETRY_FOR {
                 std::thread::sleep(RETRY_PAUSE);
                 continue;
             }
@@ -283,8 +282,7 @@ impl Client4 {
             let body = body?;
             let d = reply::decode(&body).map_err(anyhow::Error::msg)?;
             self.slots.release(seq.slot, seq.seqid, d.seq_done);
-            if matches!(d.status, status::DELAY | status::GRACE) && start.elapsed() < RETRY_FOR
-            {
+            if matches!(d.status, status::DELAY | status::GRACE) && start.elapsed() < RETRY_FOR {
                 std::thread::sleep(RETRY_PAUSE);
                 queue.push_back(i);
                 continue;

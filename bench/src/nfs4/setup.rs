@@ -119,9 +119,7 @@ impl Setup4 {
             match client.create_session(want) {
                 Ok(s) => made.push((s.id, s.slots)),
                 Err(e) if i > 0 => {
-                    eprintln!(
-                        "bench: {i} session(s) made ({e:#}): {conns} connections share them"
-                    );
+                    eprintln!("bench: {i} session(s) made ({e:#}): {conns} connections share them");
                     break;
                 }
                 Err(e) => return Err(e),
@@ -210,7 +208,11 @@ impl Setup4 {
         if let Err(e) = self.client.finish() {
             bad.push(format!("{e:#}"));
         }
-        anyhow::ensure!(bad.is_empty(), "ending the NFSv4.1 client: {}", bad.join("; "));
+        anyhow::ensure!(
+            bad.is_empty(),
+            "ending the NFSv4.1 client: {}",
+            bad.join("; ")
+        );
         Ok(())
     }
 }

@@ -54,7 +54,14 @@ fn read_compound_encodes_sequence_putfh_read() {
         clientid: 0x0102_0304_0506_0708,
         owner: b"o",
     };
-    let n = encode_call(&mut out, 0x55, &Cred::None, &x, &Call::Read(&fh, 1 << 33, 4096)).unwrap();
+    let n = encode_call(
+        &mut out,
+        0x55,
+        &Cred::None,
+        &x,
+        &Call::Read(&fh, 1 << 33, 4096),
+    )
+    .unwrap();
     let mut r = XdrReader::new(&out[4..n]);
     // RPC call header: xid, CALL, rpcvers 2, NFS, version 4, COMPOUND, AUTH_NONE x2
     for want in [0x55, 0, 2, 100003, 4, 1, 0, 0, 0, 0] {
@@ -65,7 +72,10 @@ fn read_compound_encodes_sequence_putfh_read() {
     assert_eq!(r.u32().unwrap(), 3); // ops
     assert_eq!(r.u32().unwrap(), op::SEQUENCE);
     assert_eq!(r.opaque_fixed(16).unwrap(), &[0xab; 16]);
-    assert_eq!((r.u32().unwrap(), r.u32().unwrap(), r.u32().unwrap()), (9, 3, 7));
+    assert_eq!(
+        (r.u32().unwrap(), r.u32().unwrap(), r.u32().unwrap()),
+        (9, 3, 7)
+    );
     assert!(!r.bool().unwrap()); // cachethis
     assert_eq!(r.u32().unwrap(), op::PUTFH);
     assert_eq!(r.opaque_var(128).unwrap(), &fh);
@@ -96,12 +106,18 @@ fn create_is_open_then_close_of_the_current_stateid() {
     r.skip(4 + 4 + 8).unwrap(); // PUTFH
     assert_eq!(r.u32().unwrap(), op::OPEN);
     // seqid, share access BOTH, deny NONE, clientid, owner
-    assert_eq!((r.u32().unwrap(), r.u32().unwrap(), r.u32().unwrap()), (0, 3, 0));
+    assert_eq!(
+        (r.u32().unwrap(), r.u32().unwrap(), r.u32().unwrap()),
+        (0, 3, 0)
+    );
     assert_eq!(r.u64().unwrap(), 0x99);
     assert_eq!(r.opaque_var(64).unwrap(), b"bench-1");
     // OPEN4_CREATE, UNCHECKED4, bitmap {MODE} (word 1, bit 1), attrlist mode 0644
     assert_eq!((r.u32().unwrap(), r.u32().unwrap()), (1, 0));
-    assert_eq!((r.u32().unwrap(), r.u32().unwrap(), r.u32().unwrap()), (2, 0, 2));
+    assert_eq!(
+        (r.u32().unwrap(), r.u32().unwrap(), r.u32().unwrap()),
+        (2, 0, 2)
+    );
     assert_eq!(r.opaque_var(8).unwrap(), &0o644u32.to_be_bytes());
     assert_eq!(r.u32().unwrap(), 0); // CLAIM_NULL
     assert_eq!(r.string(8).unwrap(), b"n");
@@ -125,7 +141,14 @@ fn null_is_the_null_procedure_and_write_carries_its_data() {
     let n = encode_call(&mut out, 1, &Cred::None, &x, &Call::Null).unwrap();
     assert_eq!(n - 4, 40);
     assert_eq!(&out[24..28], &0u32.to_be_bytes()); // procedure 0
-    let n = encode_call(&mut out, 1, &Cred::None, &x, &Call::Write(&[1; 4], 8, &[9; 5])).unwrap();
+    let n = encode_call(
+        &mut out,
+        1,
+        &Cred::None,
+        &x,
+        &Call::Write(&[1; 4], 8, &[9; 5]),
+    )
+    .unwrap();
     // ... WRITE: stateid, offset, UNSTABLE4, data<5> padded to 8
     assert_eq!(&out[n - 8..n], &[9, 9, 9, 9, 9, 0, 0, 0]);
     assert_eq!(&out[n - 16..n - 8], &words(&[0, 5])[..]);
@@ -152,7 +175,10 @@ fn failed_ops_report_status_op_and_whether_the_slot_advanced() {
         .w(&[op::PUTFH, 0])
         .w(&[op::WRITE, status::DELAY]);
     let d = decode(&body.0).unwrap();
-    assert_eq!((d.status, d.failed_op, d.seq_done), (status::DELAY, op::WRITE, true));
+    assert_eq!(
+        (d.status, d.failed_op, d.seq_done),
+        (status::DELAY, op::WRITE, true)
+    );
     // SEQUENCE itself failed (NFS4ERR_BADSESSION): the slot did not advance.
     let body = Body::new(10052, 1).w(&[op::SEQUENCE, 10052]);
     let d = decode(&body.0).unwrap();
@@ -263,7 +289,10 @@ fn slots_hand_out_sequence_ids_and_advance_only_when_processed() {
 fn a_slot_range_hands_out_its_own_ids_only() {
     let mut s = Slots::range(4, 2, 7);
     assert_eq!(s.highest(), 7);
-    assert_eq!((s.take(), s.take(), s.take()), (Some((4, 1)), Some((5, 1)), None));
+    assert_eq!(
+        (s.take(), s.take(), s.take()),
+        (Some((4, 1)), Some((5, 1)), None)
+    );
     s.release(3, 1, true); // not in the range
     s.release(6, 1, true);
     assert!(s.take().is_none());
@@ -277,14 +306,28 @@ fn connections_spread_over_the_sessions_the_server_allowed() {
     // One session each: the queue depth, capped at the fewest granted.
     let (c, per) = spread(&[([1; 16], 8), ([2; 16], 4)], 2, 6);
     assert_eq!(per, 4);
-    assert_eq!((c[0].session, c[0].base, c[0].slots, c[0].highest), ([1; 16], 0, 4, 7));
-    assert_eq!((c[1].session, c[1].base, c[1].slots, c[1].highest), ([2; 16], 0, 4, 3));
+    assert_eq!(
+        (c[0].session, c[0].base, c[0].slots, c[0].highest),
+        ([1; 16], 0, 4, 7)
+    );
+    assert_eq!(
+        (c[1].session, c[1].base, c[1].slots, c[1].highest),
+        ([2; 16], 0, 4, 3)
+    );
     // 5 connections on 2 sessions of 16: 3 on the first (ranges 0, 5, 10), 2 on the
     // second; 16 / 3 = 5 each at most.
     let (c, per) = spread(&[([1; 16], 16), ([2; 16], 16)], 5, 8);
     assert_eq!(per, 5);
-    let on1: Vec<u32> = c.iter().filter(|s| s.session == [1; 16]).map(|s| s.base).collect();
-    let on2: Vec<u32> = c.iter().filter(|s| s.session == [2; 16]).map(|s| s.base).collect();
+    let on1: Vec<u32> = c
+        .iter()
+        .filter(|s| s.session == [1; 16])
+        .map(|s| s.base)
+        .collect();
+    let on2: Vec<u32> = c
+        .iter()
+        .filter(|s| s.session == [2; 16])
+        .map(|s| s.base)
+        .collect();
     assert_eq!((on1, on2), (vec![0, 5, 10], vec![0, 5]));
     // More connections than slots: none each (the caller refuses that).
     assert_eq!(spread(&[([1; 16], 2)], 3, 4).1, 0);
