@@ -30,6 +30,9 @@ STATS=127.0.0.1:9108
 SRVPID=""
 
 say() { echo "v4.1: $*"; }
+# V41_PARTS: the parts to run (development), default all of them.
+V41_PARTS=${V41_PARTS:-files posix locks deleg restart}
+want() { [[ " $V41_PARTS " == *" $1 "* ]]; }
 T0=$(date +%s.%N)
 # check DESCRIPTION CMD...: run CMD, print the result, abort on failure.
 check() {
@@ -137,6 +140,7 @@ say "mount options: $opts"
 check "/proc/mounts shows vers=4.1" grep -q 'vers=4\.1' <<<"$opts"
 
 # ---- files and directories ------------------------------------------------------------------
+if want files; then
 mkdir $M/d; mkdir -p $M/d/e/f
 dd if=/dev/urandom of="$W/src" bs=1M count=32 status=none
 cp "$W/src" $M/d/file; sync
@@ -168,8 +172,10 @@ echo 3 > /proc/sys/vm/drop_caches
 LC_ALL=C ls $M/many > "$W/many.listed"
 check "10,000-entry directory listed completely and exactly" cmp "$W/many.expected" "$W/many.listed"
 rm -r $M/many
+fi
 
 # ---- POSIX rules (noac: every stat asks the server) -------------------------------------------
+if want posix; then
 check "unmount (remount with noac for the POSIX checks)" umount $M
 check "mount -o noac" mount -t nfs -o noac "$EXPORT" $M
 mkdir $M/posix
@@ -177,10 +183,14 @@ check "POSIX rules through the v4.1 client (kernel-posix.py)" python3 "$HERE/ker
 rm -rf $M/posix
 check "unmount" umount $M
 check "mount again" mount -t nfs "$EXPORT" $M
-check "after remount: 64 MiB file intact" test "$(sha256sum < $M/big)" = "$BIG_SUM"
-rm $M/big
+if [ -e $M/big ]; then
+  check "after remount: 64 MiB file intact" test "$(sha256sum < $M/big)" = "$BIG_SUM"
+  rm $M/big
+fi
+fi
 
 # ---- locks: two processes ---------------------------------------------------------------------
+if want locks; then
 cat > "$W/locks.py" <<'PY'
 """Two processes lock one file on the v4.1 mount: the second's non-blocking attempt gets
 EWOULDBLOCK while the first holds the lock; its blocking attempt returns once the first
@@ -222,8 +232,10 @@ check "flock: second process gets EWOULDBLOCK, then the lock after release" \
 check "fcntl: second process gets EWOULDBLOCK, then the lock after release" \
   timeout -s KILL 120 python3 "$W/locks.py" $M/fcntl.lck fcntl
 rm -f $M/flock.lck $M/fcntl.lck
+fi
 
 # ---- delegation recall ------------------------------------------------------------------------
+if want deleg; then
 # recalls RESULT: the gateway's nfsgw_delegation_recalls_total{result="RESULT"} (0 if absent)
 recalls() {
   python3 - "$1" <<PY
@@ -234,6 +246,9 @@ try:
 except OSError as e:
     sys.exit(f"stats endpoint: {e}")
 print(sum(float(l.split()[-1]) for l in text.splitlines() if l.startswith(want)))
+for l in text.splitlines():
+    if l.startswith("nfsgw_deleg"):
+        print(l, file=sys.stderr)
 PY
 }
 printf 'old data\n' > $M/deleg.txt
@@ -241,11 +256,15 @@ check "mount -o $V3_OPTS (second client: NFSv3)" mount -t nfs -o "$V3_OPTS" "$EX
 sync; echo 3 > /proc/sys/vm/drop_caches
 exec 7< $M/deleg.txt                     # the reader: keeps the file open for reading
 check "v4.1 reader reads the old data" test "$(cat <&7)" = "old data"
-if [ "$SERVER" = gateway ]; then sent0=$(recalls sent); answered0=$(recalls answered); fi
+if [ "$SERVER" = gateway ]; then
+  sent0=$(recalls sent) && answered0=$(recalls answered 2>/dev/null) \
+    || { echo "FAIL v4.1 reading the gateway's stats endpoint"; exit 1; }
+fi
 check "NFSv3 writer rewrites the file (the server recalls the delegation first)" \
   timeout -s KILL 120 sh -c "printf 'new data\n' > $M3/deleg.txt"
 if [ "$SERVER" = gateway ]; then
-  sent=$(recalls sent); answered=$(recalls answered)
+  sent=$(recalls sent) && answered=$(recalls answered 2>/dev/null) \
+    || { echo "FAIL v4.1 reading the gateway's stats endpoint"; exit 1; }
   say "nfsgw_delegation_recalls_total: sent $sent0 -> $sent, answered $answered0 -> $answered"
   check "a recall was sent" awk -v a="$sent0" -v b="$sent" 'BEGIN {exit !(b > a)}'
   check "the recall was answered" awk -v a="$answered0" -v b="$answered" 'BEGIN {exit !(b > a)}'
@@ -256,8 +275,10 @@ check "v4.1 reader sees the new data" test "$(cat $M/deleg.txt)" = "new data"
 exec 7<&-
 check "unmount the NFSv3 mount" umount $M3
 rm $M/deleg.txt
+fi
 
 # ---- restart during a workload ----------------------------------------------------------------
+if want restart; then
 cat > "$W/writer.py" <<'PY'
 """Writes files f-N (N = 1, 2, ...; 128 KiB of bytes derived from N), fsyncs each and
 only then logs N (to a local file), until the stop file exists. Any error ends it with
@@ -300,9 +321,14 @@ mkdir $M/restart
 : > "$W/written"
 timeout -s KILL 300 python3 "$W/writer.py" $M/restart "$W/written" "$W/stop" &
 WPID=$!
-sleep 3
+# Let it write a few files first (python starts slowly under a software CPU).
+for _ in $(seq 1 120); do
+  [ "$(wc -l < "$W/written")" -ge 5 ] && break
+  kill -0 $WPID 2>/dev/null || break
+  sleep 0.5
+done
 before=$(wc -l < "$W/written")
-check "writer running before the crash ($before files fsync'ed)" test "$before" -gt 0
+check "writer running before the crash ($before files fsync'ed)" test "$before" -ge 5
 check "server killed during the workload" server_crash
 sleep 1
 check "server restarted with the same state" server_start
@@ -322,6 +348,8 @@ WPID=""
 sync; echo 3 > /proc/sys/vm/drop_caches
 check "every fsync'ed file byte-exact after the restart" python3 "$W/verify.py" $M/restart "$W/written"
 rm -r $M/restart
+fi
+
 check "after cleanup: export root empty" test -z "$(ls -A $M)"
 check "final unmount" umount $M
 echo "KERNEL NFSV4.1 ($SERVER): PASS"
