@@ -644,7 +644,7 @@ pub fn get_fattr(r: &mut XdrReader) -> XdrResult<Attr> {
     let fileid = r.u64()?;
     let mut t = || -> XdrResult<NfsTime> {
         Ok(NfsTime {
-            sec: r.u32()?,
+            sec: i64::from(r.u32()?),
             nsec: r.u32()?,
         })
     };
@@ -663,6 +663,8 @@ pub fn get_fattr(r: &mut XdrReader) -> XdrResult<Attr> {
         atime,
         mtime,
         ctime,
+        // fattr3 has no change attribute: the one the model derives from ctime.
+        change: ctime.as_ns_clamped(),
     })
 }
 
@@ -700,6 +702,7 @@ mod tests {
             atime: NfsTime::default(),
             mtime: NfsTime { sec: 5, nsec: 0 },
             ctime: NfsTime { sec: 5, nsec: 0 },
+            change: 5_000_000_000,
         }
     }
 

@@ -25,6 +25,8 @@ pub struct Config {
     #[serde(default)]
     pub state: StateConfig,
     #[serde(default)]
+    pub nfs4: Nfs4Config,
+    #[serde(default)]
     pub exports: Vec<ExportConfig>,
     #[serde(default)]
     pub cache: CacheConfig,
@@ -503,6 +505,102 @@ impl Default for StateConfig {
             dir: default_state_dir(),
             handle_cache_entries: default_handle_cache_entries(),
         }
+    }
+}
+
+/// NFSv4.1 state: leases, grace period and table limits (`[nfs4]`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Nfs4Config {
+    /// Lease time (RFC 8881 §8.3): a client silent this long loses its state.
+    #[serde(default = "default_lease_time_s")]
+    pub lease_time_s: u64,
+    /// Grace period after a restart during which clients of the previous run
+    /// reclaim (0 = the lease time).
+    #[serde(default)]
+    pub grace_time_s: u64,
+    /// Client records kept (confirmed and unconfirmed).
+    #[serde(default = "default_max_clients")]
+    pub max_clients: usize,
+    /// Sessions kept, all clients together.
+    #[serde(default = "default_max_sessions")]
+    pub max_sessions: usize,
+    /// Sessions per client.
+    #[serde(default = "default_max_sessions_per_client")]
+    pub max_sessions_per_client: usize,
+    /// Bytes of reply cached per session slot (ca_maxresponsesize_cached bound).
+    #[serde(default = "default_max_cached_reply")]
+    pub max_cached_reply: u32,
+}
+
+fn default_lease_time_s() -> u64 {
+    90
+}
+fn default_max_clients() -> usize {
+    1024
+}
+fn default_max_sessions() -> usize {
+    256
+}
+fn default_max_sessions_per_client() -> usize {
+    16
+}
+fn default_max_cached_reply() -> u32 {
+    8192
+}
+
+impl Default for Nfs4Config {
+    fn default() -> Self {
+        Nfs4Config {
+            lease_time_s: default_lease_time_s(),
+            grace_time_s: 0,
+            max_clients: default_max_clients(),
+            max_sessions: default_max_sessions(),
+            max_sessions_per_client: default_max_sessions_per_client(),
+            max_cached_reply: default_max_cached_reply(),
+        }
+    }
+}
+
+impl Nfs4Config {
+    /// The state limits these settings describe.
+    pub fn limits(&self) -> crate::state::clients::Limits {
+        let lease = std::time::Duration::from_secs(self.lease_time_s);
+        crate::state::clients::Limits {
+            lease,
+            grace: if self.grace_time_s == 0 {
+                lease
+            } else {
+                std::time::Duration::from_secs(self.grace_time_s)
+            },
+            max_clients: self.max_clients,
+            max_sessions: self.max_sessions,
+            max_sessions_per_client: self.max_sessions_per_client,
+            max_cached_reply: self.max_cached_reply,
+        }
+    }
+
+    fn validate(&self) -> Result<(), ConfigError> {
+        let bad = |k: &str, why: &str| Err(ConfigError(format!("nfs4.{k}: {why}")));
+        if !(10..=3600).contains(&self.lease_time_s) {
+            return bad("lease_time_s", "must be 10..=3600 seconds");
+        }
+        if self.grace_time_s > 3600 {
+            return bad("grace_time_s", "must be at most 3600 seconds");
+        }
+        if !(1..=1_000_000).contains(&self.max_clients) {
+            return bad("max_clients", "must be 1..=1000000");
+        }
+        if !(1..=100_000).contains(&self.max_sessions) {
+            return bad("max_sessions", "must be 1..=100000");
+        }
+        if !(1..=1024).contains(&self.max_sessions_per_client) {
+            return bad("max_sessions_per_client", "must be 1..=1024");
+        }
+        if !(512..=1 << 20).contains(&self.max_cached_reply) {
+            return bad("max_cached_reply", "must be 512..=1048576 bytes");
+        }
+        Ok(())
     }
 }
 
@@ -1024,6 +1122,7 @@ impl Config {
         }
         self.exports()?;
         self.stats.validate()?;
+        self.nfs4.validate()?;
         if tracing_subscriber::EnvFilter::try_new(&self.log.level).is_err() {
             return err(
                 "log.level",

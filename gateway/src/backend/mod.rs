@@ -108,6 +108,28 @@ pub trait Backend: Send + Sync {
         max: usize,
     ) -> BResult<ListPage>;
 
+    /// How many subdirectories directory `dir` ("" or ending in '/') has — its child
+    /// prefixes, with or without a marker — or `None` when counting through listings
+    /// would look at more than `limit` entries. A missing directory has none. The
+    /// default pages through delimiter listings; stores with a cheaper way (the `fs`
+    /// backend: one readdir, no per-entry metadata) override it and may ignore `limit`.
+    fn count_subdirs(&self, dir: &str, limit: usize) -> BResult<Option<u64>> {
+        let (mut seen, mut dirs) = (0usize, 0u64);
+        let mut after: Option<String> = None;
+        loop {
+            let page = self.list(dir, Some('/'), after.as_deref(), 1000)?;
+            seen = seen.saturating_add(page.objects.len() + page.prefixes.len());
+            if seen > limit {
+                return Ok(None);
+            }
+            dirs = dirs.saturating_add(page.prefixes.iter().filter(|p| *p != dir).count() as u64);
+            match page.next {
+                Some(n) => after = Some(n),
+                None => return Ok(Some(dirs)),
+            }
+        }
+    }
+
     /// Server-side copy, metadata included.
     fn copy(&self, from: &str, to: &str) -> BResult<()>;
 
@@ -369,6 +391,11 @@ pub(crate) mod conformance {
             b.list("zz/", Some('/'), None, 10).unwrap(),
             ListPage::default()
         );
+        assert_eq!(b.count_subdirs("l/", 1000), Ok(Some(1)));
+        assert_eq!(b.count_subdirs("l/sub/", 1000), Ok(Some(1)));
+        assert_eq!(b.count_subdirs("l/sub/y/", 1000), Ok(Some(0)));
+        assert_eq!(b.count_subdirs("zz/", 1000), Ok(Some(0)));
+        assert!(matches!(b.count_subdirs("l/", 5), Ok(None | Some(1))));
         let p = b.list("l/f0", Some('/'), Some("l/f05"), 100).unwrap();
         assert_eq!(keys(&p), vec!["l/f06", "l/f07", "l/f08", "l/f09"]);
 

@@ -14,8 +14,14 @@ use crate::backend::Backend;
 use std::path::Path;
 use std::sync::Arc;
 
-/// Maximum NFSv3 file handle size (RFC 1813 NFS3_FHSIZE).
+/// Maximum NFSv3 file handle size (RFC 1813 NFS3_FHSIZE). The model's handles fit in
+/// it, so one handle serves both front ends.
 pub const FH_MAX: usize = 64;
+
+/// Maximum NFSv4 file handle size (RFC 8881 NFS4_FHSIZE). `resolve` accepts any
+/// length up to this (and beyond): anything that is not one of our handles is
+/// `BadHandle`.
+pub const FH4_MAX: usize = 128;
 
 /// An encoded NFSv3 file handle (opaque to clients).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -146,7 +152,9 @@ impl FileModel {
     }
 
     /// Creates a regular file. Guarded on an existing name → `Exist`; Unchecked on an
-    /// existing file applies the size in the sattr (truncate) and returns it.
+    /// existing file applies the size in the sattr (truncate) and returns it;
+    /// Exclusive/Exclusive41 on an existing file created with the same verifier return
+    /// it (a retransmission), with another verifier → `Exist`.
     pub fn create(
         &self,
         dir: &Node,
@@ -170,6 +178,23 @@ impl FileModel {
         owner: Owner,
     ) -> FsResult<Node> {
         self.inner.symlink(dir, name, target, set, owner)
+    }
+
+    /// Creates a special file (MKNOD; NFSv4 CREATE of a device, socket or fifo):
+    /// `kind` Fifo, Sock, Chr or Blk (others → `BadType`), `rdev` (major, minor) kept
+    /// for Chr and Blk. Stored as an empty object with its type and device number in
+    /// the object metadata, as s3fs does. Guarded: an existing name → `Exist`. Who may
+    /// create devices is the caller's policy (NFSv3: root only).
+    pub fn mknod(
+        &self,
+        dir: &Node,
+        name: &[u8],
+        kind: FileKind,
+        rdev: (u32, u32),
+        set: &SetAttr,
+        owner: Owner,
+    ) -> FsResult<Node> {
+        self.inner.mknod(dir, name, kind, rdev, set, owner)
     }
 
     /// Removes a non-directory (`IsDir` for a directory).

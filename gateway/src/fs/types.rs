@@ -4,6 +4,11 @@
 
 /// nfsstat3 (RFC 1813 §2.6). The file model speaks it directly so no error is lost in
 /// translation between layers.
+///
+/// The numbers are shared by both front ends: every value here has the same number and
+/// meaning in nfsstat4 (RFC 8881 §15.1: NFS4ERR_PERM = 1 ... NFS4ERR_BADTYPE = 10007,
+/// NFS4ERR_DELAY = 10008 for `Jukebox`), so NFSv4 maps a model status with
+/// `nfs4::status::from_fs` and no table. Do not renumber or rename.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u32)]
 pub enum Status {
@@ -53,10 +58,40 @@ pub enum FileKind {
     Fifo = 7,
 }
 
-/// nfstime3.
+impl FileKind {
+    /// ftype3 (RFC 1813 §2.5) or nfs_ftype4 (RFC 8881 §3.2: NF4REG = 1 ... NF4FIFO = 7,
+    /// the same numbers) → kind.
+    pub fn from_u32(v: u32) -> Option<FileKind> {
+        Some(match v {
+            1 => FileKind::Reg,
+            2 => FileKind::Dir,
+            3 => FileKind::Blk,
+            4 => FileKind::Chr,
+            5 => FileKind::Lnk,
+            6 => FileKind::Sock,
+            7 => FileKind::Fifo,
+            _ => return None,
+        })
+    }
+
+    /// A special file (MKNOD): block or character device, socket, fifo.
+    pub fn is_special(self) -> bool {
+        matches!(
+            self,
+            FileKind::Blk | FileKind::Chr | FileKind::Sock | FileKind::Fifo
+        )
+    }
+}
+
+/// A point in time: seconds since the epoch (signed, as NFSv4's nfstime4 `int64
+/// seconds`, RFC 8881 §3.3.1) and nanoseconds (always below 10^9, also for times
+/// before 1970: -0.5 s is `{ sec: -1, nsec: 500_000_000 }`). NFSv3's nfstime3 carries
+/// uint32 seconds: its codec clamps to 0..=u32::MAX when encoding (so a time before 1970
+/// or after 2106 set through NFSv4 reads back as 1970 or 2106 over NFSv3), and what it
+/// decodes is always in that range.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
 pub struct NfsTime {
-    pub sec: u32,
+    pub sec: i64,
     pub nsec: u32,
 }
 
@@ -66,9 +101,24 @@ impl NfsTime {
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap_or_default();
         NfsTime {
-            sec: d.as_secs() as u32,
+            sec: i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
             nsec: d.subsec_nanos(),
         }
+    }
+
+    /// Seconds clamped to nfstime3's uint32 (RFC 1813 §2.5).
+    pub fn sec_u32(self) -> u32 {
+        self.sec.clamp(0, u32::MAX as i64) as u32
+    }
+
+    /// Nanoseconds since the epoch, clamped to 0..=u64::MAX (times before 1970 → 0).
+    pub fn as_ns_clamped(self) -> u64 {
+        if self.sec < 0 {
+            return 0;
+        }
+        (self.sec as u64)
+            .saturating_mul(1_000_000_000)
+            .saturating_add(u64::from(self.nsec))
     }
 }
 
@@ -89,6 +139,9 @@ pub struct Attr {
     pub atime: NfsTime,
     pub mtime: NfsTime,
     pub ctime: NfsTime,
+    /// The NFSv4 change attribute (RFC 8881 §5.8.1.4): moves forward with every data or
+    /// metadata change the file model makes (see `fs::imp` "Change attribute").
+    pub change: u64,
 }
 
 /// wcc_attr: the pre-operation attributes of weak cache consistency data.
@@ -137,6 +190,11 @@ pub enum CreateMode {
     /// The 8-byte createverf3; stored with the file so a retransmitted CREATE with the
     /// same verifier succeeds and a different one gets NFS3ERR_EXIST.
     Exclusive([u8; 8]),
+    /// NFSv4.1 EXCLUSIVE4_1 (RFC 8881 §18.16.3): the verifier is stored as for
+    /// `Exclusive`, and the attributes are applied when the file is created. A
+    /// retransmission with the same verifier succeeds and returns the file (attributes
+    /// not applied again); another verifier on an existing name → `Exist`.
+    Exclusive41([u8; 8], SetAttr),
 }
 
 /// stable_how.

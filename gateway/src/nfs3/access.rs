@@ -298,6 +298,7 @@ mod tests {
             atime: NfsTime::default(),
             mtime: NfsTime::default(),
             ctime: NfsTime::default(),
+            change: 0,
         }
     }
 

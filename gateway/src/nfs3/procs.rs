@@ -10,7 +10,7 @@ use super::access::*;
 use super::proto::*;
 use super::{Ctx, MAX_DIR_REPLY, MAX_IO};
 use crate::export::{admit, Caller};
-use crate::fs::{Attr, CreateMode, FileHandle, FileKind, Node, Owner, SetAttr, Status};
+use crate::fs::{Attr, CreateMode, FileHandle, FileKind, NfsTime, Node, Owner, SetAttr, Status};
 use engine::xdr::{padded, XdrError, XdrReader, XdrWriter};
 
 pub(super) enum Fail {
@@ -122,7 +122,9 @@ fn setattr(ctx: &Ctx, r: &mut XdrReader, out: &mut XdrWriter) -> Res {
     let pre = ctx.model.getattr(&node)?;
     let res = (|| {
         check_writable(&c)?;
-        if matches!(guard, Some(t) if t != pre.ctime) {
+        // The guard is compared with the ctime as NFSv3 shows it (clamped to uint32).
+        if matches!(guard, Some(t) if t != (NfsTime { sec: i64::from(pre.ctime.sec_u32()), ..pre.ctime }))
+        {
             return Err(Status::NotSync);
         }
         check_setattr(&pre, &c, &set)?;
@@ -339,7 +341,7 @@ fn create(ctx: &Ctx, r: &mut XdrReader, out: &mut XdrWriter) -> Res {
     let how = get_createhow(r).map_err(garbage)?;
     let attrs = match &how {
         CreateMode::Unchecked(s) | CreateMode::Guarded(s) => Some(*s),
-        CreateMode::Exclusive(_) => None,
+        CreateMode::Exclusive(_) | CreateMode::Exclusive41(..) => None,
     };
     create_common(ctx, out, fh, name, attrs.as_ref(), |dir, c, owner| {
         // UNCHECKED on an existing file truncates it when a size is given: that
@@ -383,10 +385,22 @@ fn symlink(ctx: &Ctx, r: &mut XdrReader, out: &mut XdrWriter) -> Res {
     })
 }
 
+/// MKNOD (RFC 1813 §3.3.11): the checks of CREATE, then NF3REG/NF3DIR/NF3LNK →
+/// NFS3ERR_BADTYPE, and devices only for root: knfsd's vfs_mknod needs CAP_MKNOD
+/// (after the directory permission check) → NFS3ERR_PERM. Fifos and sockets may be
+/// made by anyone who may create in the directory.
 fn mknod(ctx: &Ctx, r: &mut XdrReader, out: &mut XdrWriter) -> Res {
     let (fh, name) = get_diropargs(r).map_err(garbage)?;
-    skip_mknoddata(r).map_err(garbage)?;
-    create_common(ctx, out, fh, name, None, |_, _, _| Err(Status::NotSupp))
+    let d = get_mknoddata(r).map_err(garbage)?;
+    create_common(ctx, out, fh, name, Some(&d.set), |dir, c, owner| {
+        if !d.kind.is_special() {
+            return Err(Status::BadType);
+        }
+        if matches!(d.kind, FileKind::Chr | FileKind::Blk) && !c.is_root() {
+            return Err(Status::Perm);
+        }
+        ctx.model.mknod(dir, name, d.kind, d.rdev, &d.set, owner)
+    })
 }
 
 /// REMOVE and RMDIR.

@@ -4,7 +4,9 @@
 //! are never copied; every length is bounded before use. Encoders write into the
 //! reply's fixed buffer.
 
-use crate::fs::{Attr, CreateMode, FileHandle, NfsTime, SetAttr, SetTime, Stable, WccAttr, FH_MAX};
+use crate::fs::{
+    Attr, CreateMode, FileHandle, FileKind, NfsTime, SetAttr, SetTime, Stable, WccAttr, FH_MAX,
+};
 use engine::xdr::{padded, XdrError, XdrReader, XdrResult, XdrWriter};
 
 /// Largest filename3 accepted by the protocol layer (RFC 1813 does not bound it; we
@@ -53,9 +55,11 @@ pub fn get_diropargs<'a>(r: &mut XdrReader<'a>) -> XdrResult<(&'a [u8], &'a [u8]
     Ok((fh, name))
 }
 
+/// nfstime3: uint32 seconds, so a time set through NFSv3 is never before 1970 or
+/// after 2106.
 pub fn get_time(r: &mut XdrReader) -> XdrResult<NfsTime> {
     Ok(NfsTime {
-        sec: r.u32()?,
+        sec: i64::from(r.u32()?),
         nsec: r.u32()?,
     })
 }
@@ -122,29 +126,37 @@ pub fn get_verf(r: &mut XdrReader) -> XdrResult<[u8; 8]> {
     Ok(v)
 }
 
-/// mknoddata3 (decoded only to validate the call; MKNOD is not supported).
-pub fn skip_mknoddata(r: &mut XdrReader) -> XdrResult<()> {
-    match r.u32()? {
-        // NF3CHR, NF3BLK: devicedata3.
-        3 | 4 => {
-            get_sattr(r)?;
-            r.u32()?;
-            r.u32()?;
+/// mknoddata3 (RFC 1813 §3.3.11), decoded: the type, its attributes and, for
+/// devices, specdata3 (major, minor).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MknodData {
+    pub kind: FileKind,
+    pub set: SetAttr,
+    pub rdev: (u32, u32),
+}
+
+/// mknoddata3: NF3CHR/NF3BLK carry devicedata3 (sattr3 + specdata3), NF3SOCK/NF3FIFO a
+/// sattr3, NF3REG/NF3DIR/NF3LNK nothing (the procedure answers NFS3ERR_BADTYPE); any
+/// other type is garbage.
+pub fn get_mknoddata(r: &mut XdrReader) -> XdrResult<MknodData> {
+    let kind = FileKind::from_u32(r.u32()?).ok_or(XdrError::BadValue)?;
+    let (set, rdev) = match kind {
+        FileKind::Chr | FileKind::Blk => {
+            let set = get_sattr(r)?;
+            (set, (r.u32()?, r.u32()?))
         }
-        // NF3SOCK, NF3FIFO: sattr3.
-        6 | 7 => {
-            get_sattr(r)?;
-        }
-        1 | 2 | 5 => {}
-        _ => return Err(XdrError::BadValue),
-    }
-    Ok(())
+        FileKind::Sock | FileKind::Fifo => (get_sattr(r)?, (0, 0)),
+        FileKind::Reg | FileKind::Dir | FileKind::Lnk => (SetAttr::default(), (0, 0)),
+    };
+    Ok(MknodData { kind, set, rdev })
 }
 
 // ---- encoders ----
 
+/// nfstime3: seconds clamped to uint32 (a time before 1970 shows as 0, one after
+/// 2106 as u32::MAX; NFSv4 carries them whole).
 pub fn put_time(w: &mut XdrWriter, t: NfsTime) -> XdrResult<()> {
-    w.u32(t.sec)?;
+    w.u32(t.sec_u32())?;
     w.u32(t.nsec)
 }
 
@@ -288,6 +300,7 @@ mod tests {
             atime: NfsTime { sec: 1, nsec: 2 },
             mtime: NfsTime { sec: 3, nsec: 4 },
             ctime: NfsTime { sec: 5, nsec: 6 },
+            change: 5_000_000_006,
         }
     }
 
@@ -495,11 +508,32 @@ mod tests {
             w.u32(2)
         });
         let mut r = XdrReader::new(&chr);
-        skip_mknoddata(&mut r).unwrap();
+        let d = get_mknoddata(&mut r).unwrap();
+        assert_eq!((d.kind, d.rdev), (FileKind::Chr, (1, 2)));
         assert_eq!(r.remaining(), 0);
-        assert!(skip_mknoddata(&mut XdrReader::new(&chr[..chr.len() - 1])).is_err());
-        assert!(skip_mknoddata(&mut XdrReader::new(&enc(|w| w.u32(8)))).is_err());
-        assert!(skip_mknoddata(&mut XdrReader::new(&enc(|w| w.u32(1)))).is_ok());
+        assert!(get_mknoddata(&mut XdrReader::new(&chr[..chr.len() - 1])).is_err());
+        for bad in [0, 8, u32::MAX] {
+            assert!(get_mknoddata(&mut XdrReader::new(&enc(|w| w.u32(bad)))).is_err());
+        }
+        let reg = get_mknoddata(&mut XdrReader::new(&enc(|w| w.u32(1)))).unwrap();
+        assert_eq!(reg.kind, FileKind::Reg);
+        let fifo = enc(|w| {
+            w.u32(7)?;
+            put_sattr(
+                w,
+                &SetAttr {
+                    mode: Some(0o600),
+                    ..Default::default()
+                },
+            )
+        });
+        let mut r = XdrReader::new(&fifo);
+        let d = get_mknoddata(&mut r).unwrap();
+        assert_eq!(
+            (d.kind, d.set.mode, d.rdev),
+            (FileKind::Fifo, Some(0o600), (0, 0))
+        );
+        assert_eq!(r.remaining(), 0);
     }
 
     #[test]

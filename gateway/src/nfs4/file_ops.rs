@@ -1,8 +1,18 @@
-//! File operations of NFSv4.1 (RFC 8881 §18) over the file model.
+//! File operations of NFSv4.1 (RFC 8881 §18) over the file model: filehandles,
+//! LOOKUP/LOOKUPP, ACCESS, GETATTR/SETATTR, VERIFY/NVERIFY, READLINK, SECINFO.
+//! Permission checks mirror NFSv3 (`nfs3::access`, `export::admit`).
 
+use super::attrs::{self, Bitmap, Env, Obj};
 use super::status::*;
-use super::{put_status, Compound, OpResult};
-use engine::xdr::{XdrReader, XdrWriter};
+use super::{pseudo, put_status, Compound, CurrentFh, Full, OpResult, FH4_MAX};
+use crate::export::{admit, Caller};
+use crate::fs::{Attr, FileKind, Node};
+use crate::nfs3::access::*;
+use crate::state::stateid::Stateid;
+use engine::xdr::{XdrReader, XdrResult, XdrWriter};
+
+pub(super) use super::dir_ops::{create, link, readdir, remove, rename};
+pub(super) use super::io_ops::{commit, read, write};
 
 /// Operations this server does not offer (pNFS, directory delegations, OPENATTR).
 pub(super) fn notsupp(_c: &mut Compound, _r: &mut XdrReader, w: &mut XdrWriter) -> OpResult {
@@ -14,102 +24,489 @@ pub(super) fn notsupp_v41(_c: &mut Compound, _r: &mut XdrReader, w: &mut XdrWrit
     put_status(w, NFS4ERR_NOTSUPP)
 }
 
-pub(super) fn access(_c: &mut Compound, _r: &mut XdrReader, w: &mut XdrWriter) -> OpResult {
-    put_status(w, NFS4ERR_NOTSUPP)
-}
-
-pub(super) fn commit(_c: &mut Compound, _r: &mut XdrReader, w: &mut XdrWriter) -> OpResult {
-    put_status(w, NFS4ERR_NOTSUPP)
-}
-
-pub(super) fn create(_c: &mut Compound, _r: &mut XdrReader, w: &mut XdrWriter) -> OpResult {
-    put_status(w, NFS4ERR_NOTSUPP)
-}
-
-pub(super) fn getattr(_c: &mut Compound, _r: &mut XdrReader, w: &mut XdrWriter) -> OpResult {
-    put_status(w, NFS4ERR_NOTSUPP)
-}
-
-pub(super) fn getfh(_c: &mut Compound, _r: &mut XdrReader, w: &mut XdrWriter) -> OpResult {
-    put_status(w, NFS4ERR_NOTSUPP)
-}
-
-pub(super) fn link(_c: &mut Compound, _r: &mut XdrReader, w: &mut XdrWriter) -> OpResult {
-    put_status(w, NFS4ERR_NOTSUPP)
-}
-
-pub(super) fn lookup(_c: &mut Compound, _r: &mut XdrReader, w: &mut XdrWriter) -> OpResult {
-    put_status(w, NFS4ERR_NOTSUPP)
-}
-
-pub(super) fn lookupp(_c: &mut Compound, _r: &mut XdrReader, w: &mut XdrWriter) -> OpResult {
-    put_status(w, NFS4ERR_NOTSUPP)
-}
-
-pub(super) fn nverify(_c: &mut Compound, _r: &mut XdrReader, w: &mut XdrWriter) -> OpResult {
-    put_status(w, NFS4ERR_NOTSUPP)
-}
-
-pub(super) fn putfh(_c: &mut Compound, _r: &mut XdrReader, w: &mut XdrWriter) -> OpResult {
-    put_status(w, NFS4ERR_NOTSUPP)
-}
-
-pub(super) fn putpubfh(_c: &mut Compound, _r: &mut XdrReader, w: &mut XdrWriter) -> OpResult {
-    put_status(w, NFS4ERR_NOTSUPP)
-}
-
-pub(super) fn putrootfh(_c: &mut Compound, _r: &mut XdrReader, w: &mut XdrWriter) -> OpResult {
-    put_status(w, NFS4ERR_NOTSUPP)
-}
-
-pub(super) fn read(_c: &mut Compound, _r: &mut XdrReader, w: &mut XdrWriter) -> OpResult {
-    put_status(w, NFS4ERR_NOTSUPP)
-}
-
-pub(super) fn readdir(_c: &mut Compound, _r: &mut XdrReader, w: &mut XdrWriter) -> OpResult {
-    put_status(w, NFS4ERR_NOTSUPP)
-}
-
-pub(super) fn readlink(_c: &mut Compound, _r: &mut XdrReader, w: &mut XdrWriter) -> OpResult {
-    put_status(w, NFS4ERR_NOTSUPP)
-}
-
-pub(super) fn remove(_c: &mut Compound, _r: &mut XdrReader, w: &mut XdrWriter) -> OpResult {
-    put_status(w, NFS4ERR_NOTSUPP)
-}
-
-pub(super) fn rename(_c: &mut Compound, _r: &mut XdrReader, w: &mut XdrWriter) -> OpResult {
-    put_status(w, NFS4ERR_NOTSUPP)
-}
-
-pub(super) fn restorefh(_c: &mut Compound, _r: &mut XdrReader, w: &mut XdrWriter) -> OpResult {
-    put_status(w, NFS4ERR_NOTSUPP)
-}
-
-pub(super) fn savefh(_c: &mut Compound, _r: &mut XdrReader, w: &mut XdrWriter) -> OpResult {
-    put_status(w, NFS4ERR_NOTSUPP)
-}
-
-pub(super) fn secinfo(_c: &mut Compound, _r: &mut XdrReader, w: &mut XdrWriter) -> OpResult {
-    put_status(w, NFS4ERR_NOTSUPP)
-}
-
-pub(super) fn setattr(_c: &mut Compound, _r: &mut XdrReader, w: &mut XdrWriter) -> OpResult {
-    put_status(w, NFS4ERR_NOTSUPP)
-}
-
-pub(super) fn verify(_c: &mut Compound, _r: &mut XdrReader, w: &mut XdrWriter) -> OpResult {
-    put_status(w, NFS4ERR_NOTSUPP)
-}
-
-pub(super) fn write(_c: &mut Compound, _r: &mut XdrReader, w: &mut XdrWriter) -> OpResult {
-    put_status(w, NFS4ERR_NOTSUPP)
-}
-
-pub(super) fn secinfo_no_name(
-    _c: &mut Compound,
-    _r: &mut XdrReader,
+/// Writes NFS4_OK and the results `f` encodes.
+pub(super) fn ok_with(
     w: &mut XdrWriter,
+    f: impl FnOnce(&mut XdrWriter) -> XdrResult<()>,
 ) -> OpResult {
-    put_status(w, NFS4ERR_NOTSUPP)
+    w.u32(NFS4_OK).map_err(|_| Full)?;
+    f(w).map_err(|_| Full)?;
+    Ok(NFS4_OK)
+}
+
+/// Writes the status of `r` (NFS4_OK or the error).
+pub(super) fn status_of(w: &mut XdrWriter, r: Result<(), u32>) -> OpResult {
+    put_status(w, r.err().unwrap_or(NFS4_OK))
+}
+
+pub(super) fn fs_err(s: crate::fs::Status) -> u32 {
+    from_fs(s)
+}
+
+/// The current filehandle (RFC 8881 §16.2.3.1.1: none → NFS4ERR_NOFILEHANDLE).
+pub(super) fn cur<'c>(c: &'c Compound) -> Result<&'c CurrentFh, u32> {
+    c.cfh.as_ref().ok_or(NFS4ERR_NOFILEHANDLE)
+}
+
+/// Who the caller is on `node`'s export (client network check and squashing).
+pub(super) fn caller(c: &Compound, node: &Node) -> Result<Caller, u32> {
+    let e = c.ctx.exports.get(node.export).ok_or(NFS4ERR_STALE)?;
+    admit(e, c.ctx.client.ip(), &c.ctx.cred).map_err(|_| NFS4ERR_ACCESS)
+}
+
+/// A file of an export as the current filehandle, with its caller and attributes.
+pub(super) struct FileCtx {
+    pub node: Node,
+    pub caller: Caller,
+    pub attr: Attr,
+}
+
+/// The current filehandle when it is a file of an export; `pseudo_err` for a pseudo
+/// directory.
+pub(super) fn cur_file(c: &Compound, pseudo_err: u32) -> Result<FileCtx, u32> {
+    match cur(c)? {
+        CurrentFh::Pseudo(_) => Err(pseudo_err),
+        CurrentFh::File { node, .. } => file_ctx(c, node),
+    }
+}
+
+pub(super) fn file_ctx(c: &Compound, node: &Node) -> Result<FileCtx, u32> {
+    let caller = caller(c, node)?;
+    let attr = c.ctx.model.getattr(node).map_err(fs_err)?;
+    Ok(FileCtx {
+        node: node.clone(),
+        caller,
+        attr,
+    })
+}
+
+/// Sets the current filehandle; the current stateid no longer applies to it
+/// (RFC 8881 §16.2.3.1.2).
+pub(super) fn set_cfh(c: &mut Compound, fh: CurrentFh) {
+    c.cfh = Some(fh);
+    c.current_stateid = None;
+}
+
+pub(super) fn file_fh(c: &Compound, node: Node) -> CurrentFh {
+    let handle = c.ctx.model.handle(&node).as_bytes().to_vec();
+    CurrentFh::File { node, handle }
+}
+
+/// component4 checks (RFC 8881 §14.5; knfsd's check_filename): empty or not UTF-8 →
+/// NFS4ERR_INVAL, too long → NFS4ERR_NAMETOOLONG, "." "..", '/' or NUL →
+/// NFS4ERR_BADNAME.
+pub(super) fn check_component(name: &[u8]) -> Result<(), u32> {
+    if name.is_empty() {
+        return Err(NFS4ERR_INVAL);
+    }
+    if name.len() > attrs::NAME_MAX as usize {
+        return Err(NFS4ERR_NAMETOOLONG);
+    }
+    if std::str::from_utf8(name).is_err() {
+        return Err(NFS4ERR_INVAL);
+    }
+    if is_dot(name) || name.iter().any(|&b| b == b'/' || b == 0) {
+        return Err(NFS4ERR_BADNAME);
+    }
+    Ok(())
+}
+
+/// Reads a component4 (longer than any name: NFS4ERR_NAMETOOLONG after decoding).
+pub(super) fn get_component<'a>(r: &mut XdrReader<'a>) -> Result<&'a [u8], u32> {
+    r.opaque_var(4096).map_err(|_| NFS4ERR_BADXDR)
+}
+
+/// The attributes of the current object.
+pub(super) fn obj_of(c: &Compound, fh: &CurrentFh) -> Result<(Obj, Option<Node>), u32> {
+    match fh {
+        CurrentFh::Pseudo(p) => Ok((pseudo::attrs(p), None)),
+        CurrentFh::File { node, handle } => {
+            caller(c, node)?;
+            let a = c.ctx.model.getattr(node).map_err(fs_err)?;
+            Ok((Obj::from_attr(&a, handle.clone()), Some(node.clone())))
+        }
+    }
+}
+
+/// Server-wide attribute values, with FSSTAT fetched only when asked for.
+pub(super) fn env(c: &Compound, want: &Bitmap, node: Option<&Node>) -> Env {
+    let fsstat = match node {
+        Some(n) if !want.and(&attrs::FSSTAT_ATTRS).is_empty() => c.ctx.model.fsstat(n).ok(),
+        None if !want.and(&attrs::FSSTAT_ATTRS).is_empty() => Some(Default::default()),
+        _ => None,
+    };
+    Env {
+        lease_s: c.state.clients.limits.lease.as_secs().min(u32::MAX as u64) as u32,
+        max_file_size: c.ctx.model.max_file_size().min(attrs::MAX_FILE_SIZE),
+        fsstat,
+    }
+}
+
+/// PUTROOTFH (RFC 8881 §18.21).
+pub(super) fn putrootfh(c: &mut Compound, _r: &mut XdrReader, w: &mut XdrWriter) -> OpResult {
+    match pseudo::root(c.ctx) {
+        Ok(fh) => {
+            set_cfh(c, fh);
+            put_status(w, NFS4_OK)
+        }
+        Err(e) => put_status(w, e),
+    }
+}
+
+/// PUTPUBFH (RFC 8881 §18.20): the public filehandle is the root.
+pub(super) fn putpubfh(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter) -> OpResult {
+    putrootfh(c, r, w)
+}
+
+/// PUTFH (RFC 8881 §18.19): file-model handles (NFSv3's) and pseudo handles.
+pub(super) fn putfh(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter) -> OpResult {
+    let Ok(fh) = r.opaque_var(FH4_MAX) else {
+        return put_status(w, NFS4ERR_BADXDR);
+    };
+    let res = if fh.is_empty() {
+        Err(NFS4ERR_BADHANDLE)
+    } else if pseudo::is_pseudo_handle(fh) {
+        pseudo::resolve(c.ctx, fh)
+    } else if fh.len() > crate::fs::FH_MAX {
+        Err(NFS4ERR_BADHANDLE)
+    } else {
+        c.ctx
+            .model
+            .resolve(fh)
+            .map(|node| CurrentFh::File {
+                node,
+                handle: fh.to_vec(),
+            })
+            .map_err(fs_err)
+    };
+    match res {
+        Ok(fh) => {
+            set_cfh(c, fh);
+            put_status(w, NFS4_OK)
+        }
+        Err(e) => put_status(w, e),
+    }
+}
+
+/// GETFH (RFC 8881 §18.8).
+pub(super) fn getfh(c: &mut Compound, _r: &mut XdrReader, w: &mut XdrWriter) -> OpResult {
+    let fh = match cur(c) {
+        Ok(CurrentFh::Pseudo(p)) => pseudo::handle(p),
+        Ok(CurrentFh::File { handle, .. }) => handle.clone(),
+        Err(e) => return put_status(w, e),
+    };
+    ok_with(w, |w| w.opaque_var(&fh))
+}
+
+/// SAVEFH (RFC 8881 §18.32): saves the filehandle and the current stateid.
+pub(super) fn savefh(c: &mut Compound, _r: &mut XdrReader, w: &mut XdrWriter) -> OpResult {
+    match c.cfh.clone() {
+        Some(fh) => {
+            c.sfh = Some(fh);
+            c.saved_stateid = c.current_stateid;
+            put_status(w, NFS4_OK)
+        }
+        None => put_status(w, NFS4ERR_NOFILEHANDLE),
+    }
+}
+
+/// RESTOREFH (RFC 8881 §18.27): no saved filehandle → NFS4ERR_RESTOREFH.
+pub(super) fn restorefh(c: &mut Compound, _r: &mut XdrReader, w: &mut XdrWriter) -> OpResult {
+    match c.sfh.clone() {
+        Some(fh) => {
+            c.cfh = Some(fh);
+            c.current_stateid = c.saved_stateid;
+            put_status(w, NFS4_OK)
+        }
+        None => put_status(w, NFS4ERR_RESTOREFH),
+    }
+}
+
+/// The directory `name` is looked up in must be one: symlink → NFS4ERR_SYMLINK,
+/// anything else NFS4ERR_NOTDIR (RFC 8881 §18.15.3).
+pub(super) fn need_dir(a: &Attr) -> Result<(), u32> {
+    match a.kind {
+        FileKind::Dir => Ok(()),
+        FileKind::Lnk => Err(NFS4ERR_SYMLINK),
+        _ => Err(NFS4ERR_NOTDIR),
+    }
+}
+
+/// LOOKUP (RFC 8881 §18.15), crossing from pseudo directories into exports and
+/// between nested exports.
+pub(super) fn lookup(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter) -> OpResult {
+    let name = match get_component(r) {
+        Ok(n) => n,
+        Err(e) => return put_status(w, e),
+    };
+    let res = (|| {
+        let fh = cur(c)?.clone();
+        let node = match &fh {
+            CurrentFh::Pseudo(p) => {
+                check_component(name)?;
+                return pseudo::at_path(c.ctx, &pseudo::child_path(p, name));
+            }
+            CurrentFh::File { node, .. } => node,
+        };
+        let caller = caller(c, node)?;
+        let a = c.ctx.model.getattr(node).map_err(fs_err)?;
+        need_dir(&a)?;
+        check_component(name)?;
+        check(&a, &caller, X).map_err(fs_err)?;
+        if let Some(cross) = pseudo::export_child(c.ctx, node, name) {
+            return Ok(cross);
+        }
+        let child = c.ctx.model.lookup(node, name).map_err(fs_err)?;
+        Ok(file_fh(c, child))
+    })();
+    match res {
+        Ok(fh) => {
+            set_cfh(c, fh);
+            put_status(w, NFS4_OK)
+        }
+        Err(e) => put_status(w, e),
+    }
+}
+
+/// LOOKUPP (RFC 8881 §18.16): the parent; from an export's root the pseudo directory
+/// above it; from the root NFS4ERR_NOENT.
+pub(super) fn lookupp(c: &mut Compound, _r: &mut XdrReader, w: &mut XdrWriter) -> OpResult {
+    let res = (|| match cur(c)?.clone() {
+        CurrentFh::Pseudo(mut p) => {
+            if p.pop().is_none() {
+                return Err(NFS4ERR_NOENT);
+            }
+            pseudo::at_path(c.ctx, &p)
+        }
+        CurrentFh::File { node, .. } => {
+            let caller = caller(c, &node)?;
+            let a = c.ctx.model.getattr(&node).map_err(fs_err)?;
+            need_dir(&a)?;
+            check(&a, &caller, X).map_err(fs_err)?;
+            let root = c.ctx.model.root(node.export).map_err(fs_err)?;
+            if root.fileid == node.fileid {
+                return pseudo::export_parent(c.ctx, node.export);
+            }
+            let parent = c.ctx.model.lookup(&node, b"..").map_err(fs_err)?;
+            Ok(file_fh(c, parent))
+        }
+    })();
+    match res {
+        Ok(fh) => {
+            set_cfh(c, fh);
+            put_status(w, NFS4_OK)
+        }
+        Err(e) => put_status(w, e),
+    }
+}
+
+/// ACCESS4 bits this server evaluates (READ, LOOKUP, MODIFY, EXTEND, DELETE, EXECUTE).
+const ACCESS_ALL: u32 = 0x3f;
+
+/// ACCESS (RFC 8881 §18.1): the same bits and rules as NFSv3 ACCESS.
+pub(super) fn access(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter) -> OpResult {
+    let Ok(want) = r.u32() else {
+        return put_status(w, NFS4ERR_BADXDR);
+    };
+    let res = (|| match cur(c)? {
+        // Pseudo directories: read and search only.
+        CurrentFh::Pseudo(_) => Ok(want & (0x1 | 0x2 | 0x20)),
+        CurrentFh::File { node, .. } => {
+            let f = file_ctx(c, node)?;
+            Ok(want & access_mask(&f.attr, &f.caller))
+        }
+    })();
+    match res {
+        Ok(granted) => ok_with(w, |w| {
+            w.u32(want & ACCESS_ALL)?;
+            w.u32(granted & ACCESS_ALL)
+        }),
+        Err(e) => put_status(w, e),
+    }
+}
+
+/// GETATTR (RFC 8881 §18.7).
+pub(super) fn getattr(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter) -> OpResult {
+    let Ok((want, _)) = attrs::get_bitmap(r) else {
+        return put_status(w, NFS4ERR_BADXDR);
+    };
+    if !want.and(&attrs::WRITE_ONLY).is_empty() {
+        return put_status(w, NFS4ERR_INVAL);
+    }
+    let res = cur(c).and_then(|fh| obj_of(c, fh));
+    match res {
+        Ok((o, node)) => {
+            let env = env(c, &want, node.as_ref());
+            ok_with(w, |w| attrs::put_fattr(w, &want, &o, &env).map(|_| ()))
+        }
+        Err(e) => put_status(w, e),
+    }
+}
+
+/// SETATTR (RFC 8881 §18.30): NFSv3's permission rules; a size change checks the
+/// stateid (`Opens::check_io`) and breaks delegations of other clients first.
+pub(super) fn setattr(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter) -> OpResult {
+    let Ok(sid) = Stateid::decode(r) else {
+        return put_status(w, NFS4ERR_BADXDR);
+    };
+    let new = attrs::get_new_attrs(r);
+    let res = (|| {
+        let new = new?;
+        let f = cur_file(c, NFS4ERR_ROFS)?;
+        check_writable(&f.caller).map_err(fs_err)?;
+        if let Some(size) = new.set.size {
+            match f.attr.kind {
+                FileKind::Reg => {}
+                FileKind::Dir => return Err(NFS4ERR_ISDIR),
+                _ => return Err(NFS4ERR_INVAL),
+            }
+            let sid = c.resolve_stateid(&sid)?;
+            let st = c
+                .state
+                .opens
+                .check_io(c.clientid, &sid, f.node.fileid, true);
+            if st != NFS4_OK {
+                return Err(st);
+            }
+            if size > attrs::MAX_FILE_SIZE {
+                return Err(NFS4ERR_FBIG);
+            }
+        }
+        if !c.state.delegations.break_conflicts(
+            f.node.fileid,
+            Some(c.clientid),
+            crate::state::Conflict::Write,
+        ) {
+            return Err(NFS4ERR_DELAY);
+        }
+        check_setattr(&f.attr, &f.caller, &new.set).map_err(fs_err)?;
+        let set = sanitize_setattr(&f.attr, &f.caller, &new.set);
+        c.ctx.model.setattr(&f.node, &set).map_err(fs_err)?;
+        Ok(new.given)
+    })();
+    let (st, set) = match res {
+        Ok(b) => (NFS4_OK, b),
+        Err(e) => (e, Bitmap::default()),
+    };
+    w.u32(st).map_err(|_| Full)?;
+    attrs::put_bitmap(w, &set).map_err(|_| Full)?;
+    Ok(st)
+}
+
+/// VERIFY (RFC 8881 §18.31) and NVERIFY (§18.15): compare the given attributes with
+/// ours, byte for byte.
+fn same_attrs(c: &Compound, r: &mut XdrReader) -> Result<bool, u32> {
+    let (bits, list) = attrs::get_raw_fattr(r)?;
+    let fh = cur(c)?.clone();
+    let (o, node) = obj_of(c, &fh)?;
+    let env = env(c, &bits, node.as_ref());
+    let mut buf = vec![0u8; list.len() + 8192];
+    let mut w = XdrWriter::new(&mut buf);
+    let got = attrs::put_fattr(&mut w, &bits, &o, &env).map_err(|_| NFS4ERR_SERVERFAULT)?;
+    if got != bits {
+        return Err(NFS4ERR_ATTRNOTSUPP);
+    }
+    let mut rr = XdrReader::new(w.written());
+    let _ = attrs::get_bitmap(&mut rr);
+    let ours = rr.opaque_var(usize::MAX).map_err(|_| NFS4ERR_SERVERFAULT)?;
+    Ok(ours == list)
+}
+
+pub(super) fn verify(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter) -> OpResult {
+    let st = match same_attrs(c, r) {
+        Ok(true) => NFS4_OK,
+        Ok(false) => NFS4ERR_NOT_SAME,
+        Err(e) => e,
+    };
+    put_status(w, st)
+}
+
+pub(super) fn nverify(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter) -> OpResult {
+    let st = match same_attrs(c, r) {
+        Ok(true) => NFS4ERR_SAME,
+        Ok(false) => NFS4_OK,
+        Err(e) => e,
+    };
+    put_status(w, st)
+}
+
+/// READLINK (RFC 8881 §18.24).
+pub(super) fn readlink(c: &mut Compound, _r: &mut XdrReader, w: &mut XdrWriter) -> OpResult {
+    let res = (|| {
+        let f = cur_file(c, NFS4ERR_ISDIR)?;
+        match f.attr.kind {
+            FileKind::Lnk => {}
+            FileKind::Dir => return Err(NFS4ERR_ISDIR),
+            _ => return Err(NFS4ERR_INVAL),
+        }
+        c.ctx.model.readlink(&f.node).map_err(fs_err)
+    })();
+    match res {
+        Ok(t) => ok_with(w, |w| w.string(&t)),
+        Err(e) => put_status(w, e),
+    }
+}
+
+/// The flavors offered: AUTH_SYS and AUTH_NONE (secinfo4 without GSS data).
+fn put_flavors(w: &mut XdrWriter) -> XdrResult<()> {
+    w.u32(2)?;
+    w.u32(1)?;
+    w.u32(0)
+}
+
+/// SECINFO (RFC 8881 §18.29): the name must exist; the current filehandle is
+/// consumed (§2.6.3.1.1.8).
+pub(super) fn secinfo(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter) -> OpResult {
+    let name = match get_component(r) {
+        Ok(n) => n,
+        Err(e) => return put_status(w, e),
+    };
+    let res = (|| match cur(c)?.clone() {
+        CurrentFh::Pseudo(p) => {
+            check_component(name)?;
+            pseudo::at_path(c.ctx, &pseudo::child_path(&p, name)).map(|_| ())
+        }
+        CurrentFh::File { node, .. } => {
+            let f = file_ctx(c, &node)?;
+            need_dir(&f.attr)?;
+            check_component(name)?;
+            c.ctx.model.lookup(&node, name).map_err(fs_err).map(|_| ())
+        }
+    })();
+    match res {
+        Ok(()) => {
+            c.cfh = None;
+            ok_with(w, put_flavors)
+        }
+        Err(e) => put_status(w, e),
+    }
+}
+
+/// SECINFO_NO_NAME (RFC 8881 §18.45): style 0 the current object, 1 its parent.
+pub(super) fn secinfo_no_name(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter) -> OpResult {
+    let Ok(style) = r.u32() else {
+        return put_status(w, NFS4ERR_BADXDR);
+    };
+    let res = (|| {
+        let fh = cur(c)?.clone();
+        match style {
+            0 => Ok(()),
+            1 => match fh {
+                CurrentFh::Pseudo(p) if p.is_empty() => Err(NFS4ERR_NOENT),
+                CurrentFh::File { node, .. } => {
+                    let f = file_ctx(c, &node)?;
+                    need_dir(&f.attr)
+                }
+                _ => Ok(()),
+            },
+            _ => Err(NFS4ERR_INVAL),
+        }
+    })();
+    match res {
+        Ok(()) => {
+            c.cfh = None;
+            ok_with(w, put_flavors)
+        }
+        Err(e) => put_status(w, e),
+    }
 }

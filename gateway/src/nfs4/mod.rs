@@ -13,9 +13,14 @@
 //! - `deleg_ops.rs` (DELEGRETURN), `callback.rs`: delegations and the backchannel
 //!   (CB_COMPOUND encoding, CB_NULL, CB_RECALL).
 
+mod attrs;
+mod compound;
 mod deleg_ops;
+mod dir_ops;
 mod file_ops;
+mod io_ops;
 pub mod ops;
+mod pseudo;
 mod session_ops;
 mod state_ops;
 pub mod status;
@@ -86,6 +91,8 @@ pub struct Compound<'a> {
     pub clientid: u64,
     /// Index of the operation being run (0-based).
     pub op_index: usize,
+    /// Number of operations in the COMPOUND.
+    pub nops: usize,
 }
 
 /// Decodes the COMPOUND arguments, runs them, writes COMPOUND4res into `out`.

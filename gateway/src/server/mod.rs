@@ -222,7 +222,7 @@ impl Server {
             cache_pages: cfg.cache.size_mib > 0,
             exports: Exports::new(exports),
             mounts: MountTable::new(),
-            state: crate::state::State::new(),
+            state: crate::state::State::with_config(cfg.nfs4.limits(), Some(&cfg.state.dir)),
             reactors: links,
         });
 

@@ -1,32 +1,543 @@
-//! Client records (EXCHANGE_ID), leases, sessions (CREATE_SESSION, slot tables and
-//! the exactly-once reply cache), persistence and the grace period.
+//! Client records (EXCHANGE_ID, RFC 8881 §18.35), their leases (§8.3), the sessions
+//! they create (CREATE_SESSION §18.36, DESTROY_SESSION §18.37), persistence of who may
+//! reclaim after a restart and the grace period (§8.4.2).
+//!
+//! One mutex protects the client and session tables; it is never held across file
+//! I/O or calls into the other state tables (purges run after it is released).
 
+use super::grace::Persist;
+use super::sessions::Session;
 use super::BackChannelInfo;
+use crate::nfs4::status::*;
+use std::collections::{HashMap, HashSet};
+use std::path::Path;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
-/// Every client of this gateway. Skeleton: the session-layer owner fills it in.
+/// Limits and timers of the NFSv4.1 state (config `[nfs4]`).
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    pub lease: Duration,
+    pub grace: Duration,
+    pub max_clients: usize,
+    pub max_sessions: usize,
+    pub max_sessions_per_client: usize,
+    /// Upper bound of ca_maxresponsesize_cached (bytes cached per slot).
+    pub max_cached_reply: u32,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            lease: Duration::from_secs(90),
+            grace: Duration::from_secs(90),
+            max_clients: 1024,
+            max_sessions: 256,
+            max_sessions_per_client: 16,
+            max_cached_reply: 8192,
+        }
+    }
+}
+
+/// Who sent EXCHANGE_ID: the RPC credential reduced to what identifies a principal
+/// (RFC 8881 §18.35.4: "the principal that created the record").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Principal {
+    None,
+    Sys { uid: u32 },
+}
+
+impl Principal {
+    pub fn of(cred: &engine::rpc::Cred) -> Principal {
+        match cred {
+            engine::rpc::Cred::None => Principal::None,
+            engine::rpc::Cred::Sys(s) => Principal::Sys { uid: s.uid },
+        }
+    }
+}
+
+/// One client record.
+#[derive(Debug)]
+pub struct Client {
+    pub id: u64,
+    pub owner: Vec<u8>,
+    pub verifier: [u8; 8],
+    pub principal: Principal,
+    pub confirmed: bool,
+    /// Sequence id of the last CREATE_SESSION executed (RFC 8881 §18.36.4).
+    pub cs_seq: u32,
+    /// That CREATE_SESSION's encoded result (status and body), for its replay.
+    pub cs_reply: Option<Vec<u8>>,
+    pub last_renew: Instant,
+    pub sessions: Vec<[u8; 16]>,
+    /// Known before the restart and not yet RECLAIM_COMPLETE.
+    pub may_reclaim: bool,
+    pub reclaim_complete: bool,
+}
+
 #[derive(Default)]
-pub struct Clients {}
+struct Inner {
+    next: u32,
+    clients: HashMap<u64, Client>,
+    sessions: HashMap<[u8; 16], Arc<Session>>,
+    /// Owners persisted by the previous run that have not finished reclaiming.
+    reclaimable: HashSet<Vec<u8>>,
+}
+
+/// Every client of this gateway.
+pub struct Clients {
+    pub limits: Limits,
+    /// Seconds since the epoch at start: the high half of client ids, so ids of an
+    /// earlier run are NFS4ERR_STALE_CLIENTID.
+    boot: u32,
+    start: Instant,
+    inner: Mutex<Inner>,
+    persist: Option<Persist>,
+}
+
+impl Default for Clients {
+    fn default() -> Self {
+        Clients::new(Limits::default(), None)
+    }
+}
+
+/// What a purge leaves for the caller to do outside the lock: free the state of
+/// these clients in the other tables.
+#[must_use]
+pub struct Purged(pub Vec<u64>);
 
 impl Clients {
-    /// Whether `clientid` names a confirmed client whose lease has not expired.
-    pub fn is_live(&self, _clientid: u64) -> bool {
-        false
+    /// A table with `limits`; with `dir`, client records persist in `dir` and the
+    /// clients of the previous run may reclaim during the grace period.
+    pub fn new(limits: Limits, dir: Option<&Path>) -> Clients {
+        let boot = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs() as u32)
+            .unwrap_or(1);
+        let persist = dir.map(Persist::new);
+        let reclaimable = persist.as_ref().map(|p| p.load()).unwrap_or_default();
+        if !reclaimable.is_empty() {
+            tracing::info!(
+                clients = reclaimable.len(),
+                grace_s = limits.grace.as_secs(),
+                "NFSv4.1 grace period: clients of the previous run may reclaim"
+            );
+        }
+        Clients {
+            limits,
+            boot,
+            start: Instant::now(),
+            inner: Mutex::new(Inner {
+                next: 1,
+                reclaimable,
+                ..Default::default()
+            }),
+            persist,
+        }
     }
 
-    /// Whether the server is in its grace period (reclaims allowed, new opens and
-    /// locks get NFS4ERR_GRACE).
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The server's boot verifier: part of client and session ids.
+    pub fn boot(&self) -> u32 {
+        self.boot
+    }
+
+    fn expired(&self, c: &Client, now: Instant) -> bool {
+        now.saturating_duration_since(c.last_renew) > self.limits.lease
+    }
+
+    /// Whether `clientid` names a confirmed client whose lease has not expired.
+    pub fn is_live(&self, clientid: u64) -> bool {
+        let g = self.lock();
+        g.clients
+            .get(&clientid)
+            .is_some_and(|c| c.confirmed && !self.expired(c, Instant::now()))
+    }
+
+    /// Whether the server is in its grace period (RFC 8881 §8.4.2): from start for
+    /// `grace`, ended early once every client of the previous run has sent
+    /// RECLAIM_COMPLETE (or none was recorded).
     pub fn in_grace(&self) -> bool {
-        false
+        if self.start.elapsed() >= self.limits.grace {
+            return false;
+        }
+        !self.lock().reclaimable.is_empty()
     }
 
     /// Whether `clientid` was known before the restart and may still reclaim
     /// (not yet sent RECLAIM_COMPLETE).
-    pub fn may_reclaim(&self, _clientid: u64) -> bool {
-        false
+    pub fn may_reclaim(&self, clientid: u64) -> bool {
+        if !self.in_grace() {
+            return false;
+        }
+        let g = self.lock();
+        g.clients
+            .get(&clientid)
+            .is_some_and(|c| c.may_reclaim && !c.reclaim_complete)
     }
 
     /// The back channel of `clientid`'s session(s), if one is bound.
-    pub fn lookup_backchannel(&self, _clientid: u64) -> Option<BackChannelInfo> {
-        None
+    pub fn lookup_backchannel(&self, clientid: u64) -> Option<BackChannelInfo> {
+        let g = self.lock();
+        let c = g.clients.get(&clientid)?;
+        c.sessions.iter().rev().find_map(|sid| {
+            let s = g.sessions.get(sid)?;
+            Some(BackChannelInfo {
+                session: s.id,
+                conn: s.back_conn()?,
+                cb_program: s.cb_program(),
+                max_request: s.back.max_request,
+                max_slots: s.back.max_requests,
+            })
+        })
+    }
+
+    /// Runs `f` on the locked table (for the session operations) and returns the
+    /// clients it purged: the caller frees their state with `State::purge`.
+    pub(crate) fn with_purge<R>(&self, f: impl FnOnce(&mut Table<'_>) -> R) -> (R, Purged) {
+        let mut g = self.lock();
+        let mut t = Table {
+            inner: &mut g,
+            limits: &self.limits,
+            boot: self.boot,
+            now: Instant::now(),
+            dirty: false,
+            purged: Vec::new(),
+        };
+        let r = f(&mut t);
+        let dirty = t.dirty;
+        let purged = std::mem::take(&mut t.purged);
+        drop(g);
+        if dirty {
+            self.save();
+        }
+        (r, Purged(purged))
+    }
+
+    /// `with_purge` dropping the purge list (tests).
+    #[cfg(test)]
+    pub(crate) fn with<R>(&self, f: impl FnOnce(&mut Table<'_>) -> R) -> R {
+        self.with_purge(f).0
+    }
+
+    /// A session by id.
+    pub fn session(&self, id: &[u8; 16]) -> Option<Arc<Session>> {
+        self.lock().sessions.get(id).cloned()
+    }
+
+    /// SEQUENCE's lease rules (RFC 8881 §8.3): renews the lease of the session's
+    /// client. A client whose lease already ran out is purged (returned) and the
+    /// session is gone (NFS4ERR_BADSESSION).
+    pub fn renew(&self, session: &Session) -> Result<(), (u32, Purged)> {
+        let (r, p) = self.with_purge(|t| {
+            let now = t.now;
+            let lease = t.limits.lease;
+            let Some(c) = t.inner.clients.get_mut(&session.clientid) else {
+                return Err(NFS4ERR_BADSESSION);
+            };
+            if now.saturating_duration_since(c.last_renew) > lease {
+                t.purge(session.clientid);
+                return Err(NFS4ERR_BADSESSION);
+            }
+            c.last_renew = now;
+            Ok(())
+        });
+        r.map_err(|e| (e, p))
+    }
+
+    /// Writes the confirmed clients' owners to the state dir (atomically).
+    fn save(&self) {
+        let Some(p) = &self.persist else { return };
+        p.save(|| {
+            let g = self.lock();
+            let mut owners: Vec<Vec<u8>> = g
+                .clients
+                .values()
+                .filter(|c| c.confirmed)
+                .map(|c| c.owner.clone())
+                .collect();
+            // Clients of the previous run that have not come back keep their right to
+            // reclaim across another restart within the grace period.
+            owners.extend(g.reclaimable.iter().cloned());
+            owners
+        });
+    }
+}
+
+/// The locked table, handed to the session operations.
+pub(crate) struct Table<'a> {
+    inner: &'a mut Inner,
+    pub limits: &'a Limits,
+    pub boot: u32,
+    pub now: Instant,
+    /// The persisted set changed: rewrite it after unlocking.
+    pub dirty: bool,
+    purged: Vec<u64>,
+}
+
+impl Table<'_> {
+    pub fn client(&self, id: u64) -> Option<&Client> {
+        self.inner.clients.get(&id)
+    }
+
+    pub fn client_mut(&mut self, id: u64) -> Option<&mut Client> {
+        self.inner.clients.get_mut(&id)
+    }
+
+    /// The confirmed and unconfirmed records of `owner`.
+    pub fn by_owner(&self, owner: &[u8]) -> (Option<u64>, Option<u64>) {
+        let mut conf = None;
+        let mut unconf = None;
+        for c in self.inner.clients.values() {
+            if c.owner == owner {
+                if c.confirmed {
+                    conf = Some(c.id);
+                } else {
+                    unconf = Some(c.id);
+                }
+            }
+        }
+        (conf, unconf)
+    }
+
+    /// A new unconfirmed record (EXCHANGE_ID). Expired clients are swept first; when the
+    /// table is still full the oldest unconfirmed record makes room, else
+    /// NFS4ERR_DELAY.
+    pub fn insert(
+        &mut self,
+        owner: &[u8],
+        verifier: [u8; 8],
+        principal: Principal,
+    ) -> Result<u64, u32> {
+        self.sweep();
+        if self.inner.clients.len() >= self.limits.max_clients {
+            let oldest = self
+                .inner
+                .clients
+                .values()
+                .filter(|c| !c.confirmed)
+                .min_by_key(|c| c.last_renew)
+                .map(|c| c.id);
+            match oldest {
+                Some(id) => {
+                    self.inner.clients.remove(&id);
+                }
+                None => return Err(NFS4ERR_DELAY),
+            }
+        }
+        let id = ((self.boot as u64) << 32) | self.inner.next as u64;
+        self.inner.next = self.inner.next.wrapping_add(1).max(1);
+        let may_reclaim = self.inner.reclaimable.contains(owner);
+        self.inner.clients.insert(
+            id,
+            Client {
+                id,
+                owner: owner.to_vec(),
+                verifier,
+                principal,
+                confirmed: false,
+                cs_seq: 0,
+                cs_reply: None,
+                last_renew: self.now,
+                sessions: Vec::new(),
+                may_reclaim,
+                reclaim_complete: false,
+            },
+        );
+        Ok(id)
+    }
+
+    /// Removes an unconfirmed record (no state hangs off it).
+    pub fn drop_unconfirmed(&mut self, id: u64) {
+        if self.inner.clients.get(&id).is_some_and(|c| !c.confirmed) {
+            self.inner.clients.remove(&id);
+        }
+    }
+
+    /// Removes a client with its sessions; its opens and delegations are freed by the
+    /// caller after the lock is released (`Purged`).
+    pub fn purge(&mut self, id: u64) {
+        if let Some(c) = self.inner.clients.remove(&id) {
+            for s in &c.sessions {
+                if let Some(s) = self.inner.sessions.remove(s) {
+                    s.kill();
+                }
+            }
+            if c.confirmed {
+                self.dirty = true;
+                self.purged.push(id);
+            }
+        }
+    }
+
+    /// Expires every client whose lease ran out (RFC 8881 §8.3), and unconfirmed
+    /// records older than a lease (§18.35.4).
+    pub fn sweep(&mut self) {
+        let lease = self.limits.lease;
+        let now = self.now;
+        let old: Vec<u64> = self
+            .inner
+            .clients
+            .values()
+            .filter(|c| now.saturating_duration_since(c.last_renew) > lease)
+            .map(|c| c.id)
+            .collect();
+        for id in old {
+            self.purge(id);
+        }
+    }
+
+    /// Registers a new session of `clientid`; NFS4ERR_NOSPC over the limits.
+    pub fn add_session(&mut self, s: Arc<Session>) -> Result<(), u32> {
+        if self.inner.sessions.len() >= self.limits.max_sessions {
+            return Err(NFS4ERR_NOSPC);
+        }
+        let max = self.limits.max_sessions_per_client;
+        let Some(c) = self.inner.clients.get_mut(&s.clientid) else {
+            return Err(NFS4ERR_STALE_CLIENTID);
+        };
+        if c.sessions.len() >= max {
+            return Err(NFS4ERR_NOSPC);
+        }
+        c.sessions.push(s.id);
+        self.inner.sessions.insert(s.id, s);
+        Ok(())
+    }
+
+    /// A fresh session id: client id, boot and a counter.
+    pub fn new_session_id(&mut self, clientid: u64) -> [u8; 16] {
+        let n = self.inner.next;
+        self.inner.next = self.inner.next.wrapping_add(1).max(1);
+        let mut id = [0u8; 16];
+        id[..8].copy_from_slice(&clientid.to_be_bytes());
+        id[8..12].copy_from_slice(&self.boot.to_be_bytes());
+        id[12..].copy_from_slice(&n.to_be_bytes());
+        id
+    }
+
+    /// DESTROY_SESSION (RFC 8881 §18.37).
+    pub fn remove_session(&mut self, id: &[u8; 16]) -> bool {
+        let Some(s) = self.inner.sessions.remove(id) else {
+            return false;
+        };
+        s.kill();
+        if let Some(c) = self.inner.clients.get_mut(&s.clientid) {
+            c.sessions.retain(|x| x != id);
+        }
+        true
+    }
+
+    /// CREATE_SESSION confirmed `id` (RFC 8881 §18.36.4): an older confirmed record of
+    /// the same owner is replaced (purged).
+    pub fn confirm(&mut self, id: u64) {
+        let Some(owner) = self.inner.clients.get(&id).map(|c| c.owner.clone()) else {
+            return;
+        };
+        let olds: Vec<u64> = self
+            .inner
+            .clients
+            .values()
+            .filter(|c| c.id != id && c.owner == owner && c.confirmed)
+            .map(|c| c.id)
+            .collect();
+        for old in olds {
+            self.purge(old);
+        }
+        if let Some(c) = self.inner.clients.get_mut(&id) {
+            c.confirmed = true;
+            self.dirty = true;
+        }
+    }
+
+    /// RECLAIM_COMPLETE (RFC 8881 §18.51): the client's reclaims are over.
+    pub fn reclaim_complete(&mut self, id: u64) -> Result<(), u32> {
+        let Some(c) = self.inner.clients.get_mut(&id) else {
+            return Err(NFS4ERR_STALE_CLIENTID);
+        };
+        if c.reclaim_complete {
+            return Err(NFS4ERR_COMPLETE_ALREADY);
+        }
+        c.reclaim_complete = true;
+        if self.inner.reclaimable.remove(&c.owner) {
+            self.dirty = true;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limits() -> Limits {
+        Limits {
+            lease: Duration::from_millis(200),
+            grace: Duration::from_secs(5),
+            max_clients: 3,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn insert_confirm_purge_and_limits() {
+        let cl = Clients::new(limits(), None);
+        let a = cl
+            .with(|t| t.insert(b"a", [1; 8], Principal::None))
+            .unwrap();
+        assert!(!cl.is_live(a));
+        cl.with(|t| t.confirm(a));
+        assert!(cl.is_live(a));
+        // Table full of unconfirmed records: the oldest unconfirmed one goes.
+        let b = cl
+            .with(|t| t.insert(b"b", [1; 8], Principal::None))
+            .unwrap();
+        let _c = cl
+            .with(|t| t.insert(b"c", [1; 8], Principal::None))
+            .unwrap();
+        let _d = cl
+            .with(|t| t.insert(b"d", [1; 8], Principal::None))
+            .unwrap();
+        assert!(cl.with(|t| t.client(b).is_none()));
+        assert!(cl.is_live(a));
+        // Lease expiry: a sweep purges the confirmed client and reports it.
+        std::thread::sleep(Duration::from_millis(250));
+        assert!(!cl.is_live(a));
+        let (_, purged) = cl.with_purge(|t| t.sweep());
+        assert_eq!(purged.0, vec![a]);
+    }
+
+    #[test]
+    fn grace_persists_owners_and_ends_on_reclaim_complete() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let cl = Clients::new(limits(), Some(dir.path()));
+            assert!(!cl.in_grace(), "nothing to reclaim on a first start");
+            let a = cl
+                .with(|t| t.insert(b"owner-a", [1; 8], Principal::None))
+                .unwrap();
+            cl.with(|t| t.confirm(a));
+        }
+        let cl = Clients::new(limits(), Some(dir.path()));
+        assert!(cl.in_grace());
+        let a = cl
+            .with(|t| t.insert(b"owner-a", [2; 8], Principal::None))
+            .unwrap();
+        let other = cl
+            .with(|t| t.insert(b"owner-b", [2; 8], Principal::None))
+            .unwrap();
+        assert!(cl.may_reclaim(a));
+        assert!(!cl.may_reclaim(other));
+        assert_ne!(a >> 32, 0);
+        cl.with(|t| t.confirm(a));
+        assert_eq!(cl.with(|t| t.reclaim_complete(a)), Ok(()));
+        assert_eq!(
+            cl.with(|t| t.reclaim_complete(a)),
+            Err(NFS4ERR_COMPLETE_ALREADY)
+        );
+        assert!(!cl.in_grace(), "every old client reclaimed: grace over");
+        assert!(!cl.may_reclaim(a));
     }
 }

@@ -15,7 +15,9 @@
 
 pub mod clients;
 pub mod delegations;
+mod grace;
 pub mod opens;
+pub mod sessions;
 pub mod stateid;
 
 /// All NFSv4.1 state of one gateway.
@@ -27,8 +29,27 @@ pub struct State {
 }
 
 impl State {
+    /// State with default limits and nothing persisted (tests).
     pub fn new() -> State {
         State::default()
+    }
+
+    /// State with the configured limits; client records persist in `dir`.
+    pub fn with_config(limits: clients::Limits, dir: Option<&std::path::Path>) -> State {
+        State {
+            clients: clients::Clients::new(limits, dir),
+            ..Default::default()
+        }
+    }
+
+    /// Frees the opens, locks and delegations of clients the client table purged
+    /// (lease expiry, DESTROY_CLIENTID, a replaced client record). Called after the
+    /// client table's lock is released.
+    pub fn purge(&self, p: clients::Purged) {
+        for id in p.0 {
+            self.opens.purge_client(id);
+            self.delegations.purge_client(id);
+        }
     }
 }
 

@@ -1,26 +1,230 @@
 //! Opens (open-owners, share reservations, open stateids) and byte-range locks
-//! (lock-owners, lock stateids, ranges, conflicts).
+//! (lock-owners, lock stateids, ranges, conflicts): RFC 8881 §8 (stateids), §9
+//! (locking and share reservations), §18.10-§18.12, §18.16-§18.18, §18.38, §18.48.
+//!
+//! Sans-IO: no storage, no protocol bytes; `nfs4::state_ops` decodes and encodes.
+//! One `Mutex` around the table: it is used by backend workers only and never held
+//! across storage I/O. Every table a client can grow is capped (`Limits`):
+//! exceeding a cap answers NFS4ERR_RESOURCE.
+//!
+//! NFSv4.1 ignores the seqids of open-owners and lock-owners (sessions give
+//! exactly-once semantics, §8.13.1 / §18.16.3): only stateid seqids are checked.
+
+mod locks;
+pub mod stateids;
+mod table;
+#[cfg(test)]
+mod tests;
 
 use super::stateid::Stateid;
+use crate::nfs4::status::*;
+pub use locks::Range;
+pub use stateids::Kind;
+use std::sync::{Mutex, MutexGuard};
+use table::Table;
 
-/// Every open and lock. Skeleton: the opens/locks owner fills it in.
-#[derive(Default)]
-pub struct Opens {}
+/// OPEN4_SHARE_ACCESS_* / OPEN4_SHARE_DENY_* bits (§18.16.3).
+pub const ACCESS_READ: u32 = 1;
+pub const ACCESS_WRITE: u32 = 2;
+pub const DENY_READ: u32 = 1;
+pub const DENY_WRITE: u32 = 2;
+
+/// Caps on what one client may hold.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// Open plus lock stateids of one client.
+    pub states_per_client: usize,
+    /// Open plus lock stateids of all clients.
+    pub states_total: usize,
+    /// Byte ranges held by one lock stateid (one lock-owner on one file).
+    pub ranges_per_owner: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            states_per_client: 16384,
+            states_total: 1 << 20,
+            ranges_per_owner: 1024,
+        }
+    }
+}
+
+/// The lock that made a LOCK or LOCKT fail: LOCK4denied (§18.10.2).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Denied {
+    pub offset: u64,
+    pub length: u64,
+    pub write: bool,
+    pub clientid: u64,
+    pub owner: Vec<u8>,
+}
+
+/// Why a LOCK or LOCKT did not succeed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LockError {
+    /// NFS4ERR_DENIED with the conflicting lock.
+    Denied(Denied),
+    /// Any other nfsstat4.
+    Status(u32),
+}
+
+impl From<u32> for LockError {
+    fn from(s: u32) -> LockError {
+        LockError::Status(s)
+    }
+}
+
+/// locker4 (§18.10.1): which lock-owner a LOCK is for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Locker {
+    /// open_to_lock_owner4: the first LOCK of a lock-owner on this open.
+    New { open: Stateid, owner: Vec<u8> },
+    /// exist_lock_owner4: a lock stateid already issued.
+    Existing { lock: Stateid },
+}
+
+/// Every open and lock of this gateway.
+pub struct Opens {
+    table: Mutex<Table>,
+}
+
+impl Default for Opens {
+    fn default() -> Opens {
+        Opens::with(stateids::boot_verifier(), Limits::default())
+    }
+}
 
 impl Opens {
+    /// A table issuing stateids under `boot` with caps `limits`.
+    pub fn with(boot: u32, limits: Limits) -> Opens {
+        Opens {
+            table: Mutex::new(Table::new(boot, limits)),
+        }
+    }
+
+    fn t(&self) -> MutexGuard<'_, Table> {
+        // A panic while holding the lock leaves a table whose invariants each
+        // method re-checks; keep serving rather than poison every later call.
+        self.table.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     /// Checks the stateid of a READ (`write` false), WRITE or SETATTR(size) against
     /// the file: special stateids, open/lock/delegation stateids of `clientid` for
     /// `fileid`, share-mode and mandatory-lock rules. Returns NFS4_OK or the nfsstat4.
-    pub fn check_io(&self, _clientid: u64, _stateid: &Stateid, _fileid: u64, _write: bool) -> u32 {
-        0
+    ///
+    /// §8.2.3 / §9.1.4: the anonymous stateid is refused (NFS4ERR_LOCKED) only by a
+    /// share reservation denying the access; the READ bypass stateid skips it for
+    /// READ. An open or lock stateid must belong to the client and the file; a WRITE
+    /// needs WRITE access (NFS4ERR_OPENMODE), a READ READ or WRITE access (as knfsd
+    /// allows). Delegation stateids are not in this table: NFS4ERR_BAD_STATEID here,
+    /// the caller asks the delegations table.
+    pub fn check_io(&self, clientid: u64, stateid: &Stateid, fileid: u64, write: bool) -> u32 {
+        match self.t().check_io(clientid, stateid, fileid, write) {
+            Ok(()) => NFS4_OK,
+            Err(s) => s,
+        }
     }
 
     /// Frees every open and lock of a client (lease expiry, DESTROY_CLIENTID).
-    pub fn purge_client(&self, _clientid: u64) {}
+    pub fn purge_client(&self, clientid: u64) {
+        self.t().purge_client(clientid)
+    }
 
     /// Whether the client still holds opens or locks (DESTROY_CLIENTID →
     /// NFS4ERR_CLIENTID_BUSY).
-    pub fn client_has_state(&self, _clientid: u64) -> bool {
-        false
+    pub fn client_has_state(&self, clientid: u64) -> bool {
+        self.t().client_has_state(clientid)
+    }
+
+    /// OPEN (§18.16, §9.7): opens `fileid` for the open-owner, or upgrades its
+    /// existing open with the union of the modes; share conflicts with other
+    /// open-owners → NFS4ERR_SHARE_DENIED. Returns the open stateid (seqid bumped).
+    pub fn open(
+        &self,
+        clientid: u64,
+        owner: &[u8],
+        fileid: u64,
+        access: u32,
+        deny: u32,
+    ) -> Result<Stateid, u32> {
+        self.t().open(clientid, owner, fileid, access, deny)
+    }
+
+    /// Whether the open-owner already has an open of the file (an OPEN would upgrade
+    /// it rather than create one).
+    pub fn client_owner_has_open(&self, clientid: u64, owner: &[u8], fileid: u64) -> bool {
+        self.t().has_open(clientid, owner, fileid)
+    }
+
+    /// OPEN_DOWNGRADE (§18.18).
+    pub fn downgrade(
+        &self,
+        clientid: u64,
+        stateid: &Stateid,
+        fileid: u64,
+        access: u32,
+        deny: u32,
+    ) -> Result<Stateid, u32> {
+        self.t().downgrade(clientid, stateid, fileid, access, deny)
+    }
+
+    /// CLOSE (§18.2): NFS4ERR_LOCKS_HELD while a lock-owner of the open holds locks.
+    pub fn close(&self, clientid: u64, stateid: &Stateid, fileid: u64) -> Result<(), u32> {
+        self.t().close(clientid, stateid, fileid)
+    }
+
+    /// The access bits of an open stateid (for tests and diagnostics).
+    pub fn open_modes(&self, stateid: &Stateid) -> Option<(u32, u32)> {
+        self.t().open_modes(stateid)
+    }
+
+    /// LOCK (§18.10): `write` for WRITE_LT/WRITEW_LT (blocking types are served as
+    /// non-blocking). Returns the lock stateid (seqid bumped).
+    pub fn lock(
+        &self,
+        clientid: u64,
+        locker: &Locker,
+        fileid: u64,
+        range: Range,
+        write: bool,
+    ) -> Result<Stateid, LockError> {
+        self.t().lock(clientid, locker, fileid, range, write)
+    }
+
+    /// LOCKT (§18.11): tests without creating state; the owner's own locks never
+    /// conflict.
+    pub fn lockt(
+        &self,
+        clientid: u64,
+        owner: &[u8],
+        fileid: u64,
+        range: Range,
+        write: bool,
+    ) -> Result<(), LockError> {
+        self.t().lockt(clientid, owner, fileid, range, write)
+    }
+
+    /// LOCKU (§18.12). Returns the lock stateid (seqid bumped).
+    pub fn locku(
+        &self,
+        clientid: u64,
+        stateid: &Stateid,
+        fileid: u64,
+        range: Range,
+    ) -> Result<Stateid, u32> {
+        self.t().locku(clientid, stateid, fileid, range)
+    }
+
+    /// TEST_STATEID for one stateid (§18.48): NFS4_OK, NFS4ERR_BAD_STATEID,
+    /// NFS4ERR_OLD_STATEID. Delegation stateids are not known here.
+    pub fn test_stateid(&self, clientid: u64, stateid: &Stateid) -> u32 {
+        self.t().test_stateid(clientid, stateid)
+    }
+
+    /// FREE_STATEID (§18.38): frees a lock stateid without locks; open stateids and
+    /// lock stateids with locks → NFS4ERR_LOCKS_HELD; unknown → NFS4ERR_BAD_STATEID.
+    pub fn free_stateid(&self, clientid: u64, stateid: &Stateid) -> u32 {
+        self.t().free_stateid(clientid, stateid)
     }
 }

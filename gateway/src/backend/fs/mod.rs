@@ -937,6 +937,22 @@ impl Backend for FsBackend {
         Ok(page)
     }
 
+    /// One readdir of the real directory (entry types from d_type): no per-entry open
+    /// or xattr read, so `limit` is not needed.
+    fn count_subdirs(&self, dir: &str, _limit: usize) -> BResult<Option<u64>> {
+        if !dir.is_empty() {
+            check_key(dir)?;
+        }
+        let comps: Vec<&str> = dir.split('/').filter(|c| !c.is_empty()).collect();
+        let fd = match self.walk(&comps, false, dir) {
+            Ok(d) => d,
+            Err(BackendError::NotFound) => return Ok(Some(0)),
+            Err(e) => return Err(e),
+        };
+        let ents = read_dir_fd(self.at(&fd)).map_err(|e| map_io(e, "readdir", dir))?;
+        Ok(Some(ents.iter().filter(|(_, d)| *d).count() as u64))
+    }
+
     fn copy(&self, from: &str, to: &str) -> BResult<()> {
         let (mut src, st) = self.open_obj(from, libc::O_RDONLY)?;
         let meta = xattr::get(src.as_fd()).map_err(|e| map_io(e, "getxattr", from))?;

@@ -8,7 +8,15 @@
 //! what rclone writes and what s3fs reads; when read, plain integer seconds and RFC 3339
 //! ("2023-11-14T22:13:20.5Z") are accepted too. "nfsgw-verf" — the createverf3 of an
 //! exclusive CREATE, 16 hex digits. "nfsgw-id" — on shared stores (s3), a random
-//! incarnation id set at CREATE/MKDIR/SYMLINK, part of the file handle.
+//! incarnation id set at CREATE/MKDIR/SYMLINK, part of the file handle. "rdev" — the
+//! device number of a character or block special file, decimal, in Linux's dev_t
+//! encoding (glibc `makedev`), which is what s3fs writes.
+//!
+//! Special files (MKNOD: fifo, socket, character and block device) are empty objects
+//! whose "mode" carries their S_IFMT type, as s3fs stores them.
+//!
+//! Times are signed (NFSv4 nfstime4): before 1970 they are written as a negative
+//! decimal ("-1.500000000" is 1.5 s before the epoch, `{ sec: -2, nsec: 500000000 }`).
 //!
 //! Objects without metadata (written by other tools) get files 0644, directories 0755,
 //! uid/gid 0, and all three times from the object's last-modified time. The gateway
@@ -16,12 +24,16 @@
 //! drops "mtime" and "ctime" so the object's own modification time shows through.
 
 use crate::backend::UserMeta;
-use crate::fs::NfsTime;
+use crate::fs::{FileKind, NfsTime};
 
 pub(super) const S_IFMT: u32 = 0o170000;
 pub(super) const S_IFDIR: u32 = 0o040000;
 pub(super) const S_IFREG: u32 = 0o100000;
 pub(super) const S_IFLNK: u32 = 0o120000;
+pub(super) const S_IFIFO: u32 = 0o010000;
+pub(super) const S_IFCHR: u32 = 0o020000;
+pub(super) const S_IFBLK: u32 = 0o060000;
+pub(super) const S_IFSOCK: u32 = 0o140000;
 
 pub(super) const M_MODE: &str = "mode";
 pub(super) const M_UID: &str = "uid";
@@ -30,6 +42,7 @@ pub(super) const M_MTIME: &str = "mtime";
 pub(super) const M_ATIME: &str = "atime";
 pub(super) const M_CTIME: &str = "ctime";
 pub(super) const M_VERF: &str = "nfsgw-verf";
+pub(super) const M_RDEV: &str = "rdev";
 /// Shared stores: the object's incarnation (8 hex digits), part of its file handle.
 pub(super) const M_ID: &str = "nfsgw-id";
 
@@ -60,6 +73,53 @@ pub(super) fn mode(meta: &UserMeta) -> Option<u32> {
         .filter(|m| *m <= 0o177777 && valid_type(*m))
 }
 
+/// The kind a full mode's type bits name (a file without a stored mode is regular).
+pub(super) fn kind_of(full: Option<u32>) -> FileKind {
+    match full.map_or(S_IFREG, |f| f & S_IFMT) {
+        S_IFDIR => FileKind::Dir,
+        S_IFLNK => FileKind::Lnk,
+        S_IFIFO => FileKind::Fifo,
+        S_IFCHR => FileKind::Chr,
+        S_IFBLK => FileKind::Blk,
+        S_IFSOCK => FileKind::Sock,
+        _ => FileKind::Reg,
+    }
+}
+
+/// The S_IFMT bits of a kind.
+pub(super) fn type_bits(kind: FileKind) -> u32 {
+    match kind {
+        FileKind::Reg => S_IFREG,
+        FileKind::Dir => S_IFDIR,
+        FileKind::Lnk => S_IFLNK,
+        FileKind::Fifo => S_IFIFO,
+        FileKind::Chr => S_IFCHR,
+        FileKind::Blk => S_IFBLK,
+        FileKind::Sock => S_IFSOCK,
+    }
+}
+
+/// Linux dev_t of (major, minor) (glibc `gnu_dev_makedev`): every pair of u32 maps to
+/// a distinct u64 and back.
+pub(super) fn makedev(major: u32, minor: u32) -> u64 {
+    let (ma, mi) = (u64::from(major), u64::from(minor));
+    ((ma & 0xfff) << 8) | ((ma & 0xffff_f000) << 32) | (mi & 0xff) | ((mi & 0xffff_ff00) << 12)
+}
+
+/// (major, minor) of a Linux dev_t.
+pub(super) fn split_dev(dev: u64) -> (u32, u32) {
+    let major = ((dev >> 8) & 0xfff) | ((dev >> 32) & 0xffff_f000);
+    let minor = (dev & 0xff) | ((dev >> 12) & 0xffff_ff00);
+    (major as u32, minor as u32)
+}
+
+/// The device number stored in `meta`, (0, 0) when none or malformed.
+pub(super) fn rdev(meta: &UserMeta) -> (u32, u32) {
+    meta.get(M_RDEV)
+        .and_then(|s| s.trim().parse::<u64>().ok())
+        .map_or((0, 0), split_dev)
+}
+
 pub(super) fn fmt_mode(m: u32) -> String {
     format!("{m:o}")
 }
@@ -68,13 +128,21 @@ pub(super) fn id(meta: &UserMeta, name: &str) -> Option<u32> {
     meta.get(name)?.trim().parse().ok()
 }
 
+/// "seconds.nanoseconds" as a signed decimal: `{ sec: -2, nsec: 500000000 }` is
+/// "-1.500000000" (the value s3fs/rclone would read), not "-2.500000000".
 pub(super) fn fmt_time(t: NfsTime) -> String {
-    format!("{}.{:09}", t.sec, t.nsec)
+    let nsec = t.nsec.min(999_999_999);
+    if t.sec < 0 && nsec > 0 {
+        // sec + nsec/1e9 = -((-sec - 1) + (1e9 - nsec)/1e9); -sec - 1 cannot overflow.
+        format!("-{}.{:09}", -(t.sec + 1), 1_000_000_000 - nsec)
+    } else {
+        format!("{}.{:09}", t.sec, nsec)
+    }
 }
 
 pub(super) fn from_ns(ns: u64) -> NfsTime {
     NfsTime {
-        sec: (ns / 1_000_000_000).min(u32::MAX as u64) as u32,
+        sec: (ns / 1_000_000_000) as i64,
         nsec: (ns % 1_000_000_000) as u32,
     }
 }
@@ -142,10 +210,7 @@ fn rfc3339(s: &str) -> Option<NfsTime> {
         _ => return None,
     };
     let secs = days_from_civil(y as i64, mo, d) * 86400 + (h * 3600 + mi * 60 + se) as i64 - off;
-    Some(NfsTime {
-        sec: secs.clamp(0, u32::MAX as i64) as u32,
-        nsec,
-    })
+    Some(NfsTime { sec: secs, nsec })
 }
 
 pub(super) fn time(meta: &UserMeta, name: &str) -> Option<NfsTime> {
@@ -153,18 +218,30 @@ pub(super) fn time(meta: &UserMeta, name: &str) -> Option<NfsTime> {
     if let Some(t) = rfc3339(s) {
         return Some(t);
     }
+    let (neg, s) = match s.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, s),
+    };
     let (sec, frac) = match s.split_once('.') {
         Some((a, b)) => (a, Some(b)),
         None => (s, None),
     };
-    let sec: u64 = sec.parse().ok()?;
+    if sec.is_empty() || !sec.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    // Beyond i64 seconds: clamped (no clock or client can mean it).
+    let sec: i64 = sec.parse::<u64>().ok()?.min(i64::MAX as u64 - 1) as i64;
     let nsec = match frac {
         Some(f) => frac_ns(f)?,
         None => 0,
     };
-    Some(NfsTime {
-        sec: sec.min(u32::MAX as u64) as u32,
-        nsec,
+    Some(match (neg, nsec) {
+        (false, _) => NfsTime { sec, nsec },
+        (true, 0) => NfsTime { sec: -sec, nsec: 0 },
+        (true, n) => NfsTime {
+            sec: -sec - 1,
+            nsec: 1_000_000_000 - n,
+        },
     })
 }
 

@@ -23,12 +23,33 @@
 //! mixed with a per-start nonce. Recent listings are cached by (dir fileid, verifier)
 //! so paging does not re-list a large directory for every page.
 //!
+//! Special files (MKNOD, RFC 1813 §3.3.11, RFC 8881 §18.4): empty objects whose stored
+//! mode carries the fifo/socket/device type, and for devices an "rdev" (see
+//! [`attrs`]), on every backend. They are renamed, removed and handled like files; READ,
+//! WRITE and a size change on them are `Inval` (knfsd: nfsd_mode_check's
+//! nfserr_wrong_type, which NFSv3 reports as NFS3ERR_INVAL).
+//!
+//! Directory link counts are 2 + subdirectories, counted once and cached (see
+//! [`nlink`]).
+//!
+//! Change attribute (RFC 8881 §5.8.1.4, `Attr::change`): ctime in nanoseconds since
+//! the epoch (0 for a ctime before 1970). Every change the model makes moves ctime: a
+//! data write or size change shows the object's new modification time (nanosecond
+//! clocks on `fs` and `memory`), SETATTR stores ctime = now, and a namespace change
+//! in a directory moves its ctime to the change time, strictly later than the last
+//! one (see `dirs`). On s3 the object time has whole seconds and the ETag picks the
+//! sub-second part, so two rewrites within one second change the attribute but in no
+//! particular order; clients treat any difference as a change (the gateway does not
+//! claim NFS4_CHANGE_TYPE_IS_MONOTONIC_INCR). After a restart a directory's in-memory
+//! change time is lost and its attribute may step back to its stored ctime.
+//!
 //! Locks (table, dirty set, caches) are held only for in-memory work, never across
 //! backend I/O.
 
 mod attrs;
 mod dirs;
 mod handles;
+mod nlink;
 
 /// Export and file id of a handle, unauthenticated (see `handles::peek`).
 pub(super) fn peek_handle(fh: &[u8]) -> Option<(u16, u64)> {
@@ -48,6 +69,10 @@ const CLEAN_CACHE: usize = 65536;
 const LIST_PAGE: usize = 1000;
 /// Directories whose change state is tracked (see `dirs`).
 const DIR_CHANGES: usize = 65536;
+/// Directories whose subdirectory count is cached (see `nlink`).
+const NLINK_CACHE: usize = 65536;
+/// Most entries a listing store looks at to count a directory's subdirectories.
+const NLINK_COUNT_LIMIT: usize = 10_000;
 /// Largest file size and write end (FSINFO maxfilesize): sizes and offsets are u64 on
 /// the wire, but backends and clients work in signed 64-bit offsets.
 pub(super) const MAX_FILE_SIZE: u64 = i64::MAX as u64;
@@ -69,6 +94,8 @@ pub(super) struct Inner {
     clean: Mutex<HashSet<String>>,
     /// Per-directory change counters and times (by directory fileid).
     dir_changes: DirChanges,
+    /// Per-directory subdirectory counts (by directory fileid).
+    subdirs: nlink::SubdirCounts,
     listings: Mutex<VecDeque<(u64, [u8; 8], Listing)>>,
     /// Shared store (s3): version-2 handles, MAC key from the store.
     shared: bool,
@@ -115,7 +142,8 @@ fn check_set(set: &SetAttr) -> FsResult<()> {
     }
     for t in [set.atime, set.mtime] {
         if let SetTime::Client(t) = t {
-            if t.nsec >= 1_000_000_000 {
+            // i64::MIN seconds has no decimal negation (see `attrs::fmt_time`).
+            if t.nsec >= 1_000_000_000 || t.sec == i64::MIN {
                 return Err(Status::Inval);
             }
         }
@@ -165,6 +193,7 @@ impl Inner {
             dirty: Mutex::new(HashSet::new()),
             clean: Mutex::new(HashSet::new()),
             dir_changes: DirChanges::new(DIR_CHANGES),
+            subdirs: nlink::SubdirCounts::new(NLINK_CACHE),
             listings: Mutex::new(VecDeque::new()),
             shared,
             indexed: Mutex::new(HashSet::new()),
@@ -340,13 +369,19 @@ impl Inner {
         let full = mode(&m.user);
         let kind = if dir {
             FileKind::Dir
-        } else if full.is_some_and(|f| f & S_IFMT == S_IFLNK) {
-            FileKind::Lnk
         } else {
-            FileKind::Reg
+            // A stored directory type on a file key is not a directory.
+            match kind_of(full) {
+                FileKind::Dir => FileKind::Reg,
+                k => k,
+            }
         };
         let perm = full.map_or(if dir { 0o755 } else { 0o644 }, |f| f & 0o7777);
-        let size = if dir { 4096 } else { m.size };
+        let size = match kind {
+            FileKind::Dir => 4096,
+            k if k.is_special() => 0,
+            _ => m.size,
+        };
         // A directory's times also move with the changes the gateway made in it, so
         // clients revalidate their caches even where the store keeps no directory time.
         let change = if dir {
@@ -372,17 +407,40 @@ impl Inner {
         Attr {
             kind,
             mode: perm,
-            nlink: if dir { 2 } else { 1 },
+            nlink: if dir { self.dir_nlink(fileid, key) } else { 1 },
             uid: id(&m.user, M_UID).unwrap_or(0),
             gid: id(&m.user, M_GID).unwrap_or(0),
             size,
             used: size.div_ceil(4096).saturating_mul(4096),
-            rdev: (0, 0),
+            rdev: if matches!(kind, FileKind::Chr | FileKind::Blk) {
+                rdev(&m.user)
+            } else {
+                (0, 0)
+            },
             fsid: self.fsid,
             fileid,
             atime: time(&m.user, M_ATIME).unwrap_or(mtime),
             mtime,
             ctime,
+            change: ctime.as_ns_clamped(),
+        }
+    }
+
+    /// Link count of directory `key` (see `nlink`): cached, else counted (a failed
+    /// count shows 2 and is retried next time).
+    fn dir_nlink(&self, fileid: u64, key: &str) -> u32 {
+        if let Some(n) = self.subdirs.get(fileid) {
+            return nlink::dir_nlink(n);
+        }
+        match self.backend.count_subdirs(key, NLINK_COUNT_LIMIT) {
+            Ok(n) => {
+                self.subdirs.put(fileid, n);
+                nlink::dir_nlink(n)
+            }
+            Err(e) => {
+                tracing::debug!(key, error = %e, "cannot count subdirectories");
+                2
+            }
         }
     }
 
@@ -592,11 +650,7 @@ impl Inner {
                 changed |= user.remove(M_CTIME).is_some();
             }
         }
-        let kind_bits = match cur.kind {
-            FileKind::Dir => S_IFDIR,
-            FileKind::Lnk => S_IFLNK,
-            _ => S_IFREG,
-        };
+        let kind_bits = type_bits(cur.kind);
         let mut attrs_changed = false;
         if let Some(p) = set.mode {
             user.insert(M_MODE.into(), fmt_mode(kind_bits | (p & 0o7777)));
@@ -719,7 +773,8 @@ impl Inner {
             return Err(Status::IsDir);
         }
         let m = self.file_meta(&node.key)?.ok_or(Status::Stale)?;
-        if mode(&m.user).is_some_and(|f| f & S_IFMT == S_IFLNK) {
+        // Symlinks and special files have no data to read (see the module doc).
+        if kind_of(mode(&m.user)) != FileKind::Reg {
             return Err(Status::Inval);
         }
         if offset >= m.size || dst.is_empty() {
@@ -841,6 +896,7 @@ impl Inner {
         let (set, verf) = match how {
             CreateMode::Unchecked(s) | CreateMode::Guarded(s) => (*s, None),
             CreateMode::Exclusive(v) => (SetAttr::default(), Some(verf_hex(v))),
+            CreateMode::Exclusive41(v, s) => (*s, Some(verf_hex(v))),
         };
         check_set(&set)?;
         for attempt in 0..2 {
@@ -849,7 +905,9 @@ impl Inner {
                 Some(Found::File(m)) => {
                     return match how {
                         CreateMode::Guarded(_) => Err(Status::Exist),
-                        CreateMode::Exclusive(_) => {
+                        // RFC 8881 §18.16.3 (EXCLUSIVE4_1), RFC 1813 §3.3.8: the same
+                        // verifier is a retransmission of the call that created it.
+                        CreateMode::Exclusive(_) | CreateMode::Exclusive41(..) => {
                             if m.user.get(M_VERF) == verf.as_ref() {
                                 Ok(self.node(dir.export, &key))
                             } else {
@@ -914,7 +972,45 @@ impl Inner {
         self.backend
             .put(&dkey, b"", &meta, true)
             .map_err(|e| self.berr(e, &dkey))?;
-        Ok(self.fresh_node(dir.export, &dkey, dir))
+        let node = self.fresh_node(dir.export, &dkey, dir);
+        // The parent has one more subdirectory; the new one has none.
+        self.subdirs.adjust(dir.fileid, 1);
+        self.subdirs.put(node.fileid, Some(0));
+        Ok(node)
+    }
+
+    /// MKNOD (RFC 1813 §3.3.11; NFSv4 CREATE of NF4BLK/NF4CHR/NF4SOCK/NF4FIFO, RFC 8881
+    /// §18.4): an empty object with the special type in its mode and, for devices,
+    /// `rdev` (ignored for fifos and sockets). Other kinds → `BadType`. A size in `set`
+    /// is ignored (special files have none). Permission (who may make devices) is the
+    /// caller's policy.
+    pub fn mknod(
+        &self,
+        dir: &Node,
+        name: &[u8],
+        kind: FileKind,
+        rdev: (u32, u32),
+        set: &SetAttr,
+        owner: Owner,
+    ) -> FsResult<Node> {
+        if !kind.is_special() {
+            return Err(Status::BadType);
+        }
+        let name = self.create_name(dir, name)?;
+        let set = SetAttr { size: None, ..*set };
+        check_set(&set)?;
+        let key = format!("{}{name}", dir.key);
+        if self.find(&key)?.is_some() {
+            return Err(Status::Exist);
+        }
+        let mut meta = self.new_meta(type_bits(kind), 0o644, &set, owner);
+        if matches!(kind, FileKind::Chr | FileKind::Blk) {
+            meta.insert(M_RDEV.into(), makedev(rdev.0, rdev.1).to_string());
+        }
+        self.backend
+            .put(&key, b"", &meta, true)
+            .map_err(|e| self.berr(e, &key))?;
+        Ok(self.fresh_node(dir.export, &key, dir))
     }
 
     pub fn symlink(
@@ -1017,6 +1113,7 @@ impl Inner {
                 }
                 self.table.forget_prefix(&dkey);
                 self.bump(dir.fileid);
+                self.subdirs.adjust(dir.fileid, -1);
                 Ok(())
             }
         }
@@ -1054,6 +1151,7 @@ impl Inner {
         if src_dir && tkey.starts_with(&skey) {
             return Err(Status::Inval);
         }
+        let replaces_dir = matches!(self.find(&dst)?, Some(Found::Dir));
         match (self.find(&dst)?, src_dir) {
             (None, _) => {}
             (Some(Found::Dir), false) => return Err(Status::IsDir),
@@ -1085,6 +1183,16 @@ impl Inner {
         if src_dir {
             // Its ".." changed.
             self.bump_key(&tkey);
+            // Link counts: the source parent lost a subdirectory, the target parent
+            // gained one unless it replaced an (empty) directory there.
+            if from.fileid != to.fileid {
+                self.subdirs.adjust(from.fileid, -1);
+                if !replaces_dir {
+                    self.subdirs.adjust(to.fileid, 1);
+                }
+            } else if replaces_dir {
+                self.subdirs.adjust(from.fileid, -1);
+            }
         }
         Ok(())
     }

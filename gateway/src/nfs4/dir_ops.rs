@@ -1,0 +1,432 @@
+//! Directory operations of NFSv4.1: CREATE, REMOVE, RENAME, LINK and READDIR
+//! (RFC 8881 §18.4, §18.25, §18.26, §18.9, §18.23), with NFSv3's permission rules.
+
+use super::attrs::{self, Bitmap, Obj};
+use super::file_ops::*;
+use super::status::*;
+use super::{pseudo, put_status, Compound, CurrentFh, Full, OpResult};
+use crate::fs::{Attr, FileKind, Node, Owner, Status};
+use crate::nfs3::access::*;
+use crate::state::Conflict;
+use engine::xdr::{XdrReader, XdrResult, XdrWriter};
+
+/// change_info4 around a directory change (RFC 8881 §3.3.6); `atomic` is false as
+/// the two reads are not atomic with the change.
+fn put_cinfo(w: &mut XdrWriter, before: &Attr, after: Option<&Attr>) -> XdrResult<()> {
+    w.bool(false)?;
+    w.u64(attrs::change_of(before))?;
+    w.u64(after.map_or(attrs::change_of(before).wrapping_add(1), attrs::change_of))
+}
+
+/// The directory a namespace change happens in (pseudo directories are read-only).
+fn dir_for_change(c: &Compound, fh: Option<&CurrentFh>) -> Result<FileCtx, u32> {
+    match fh.ok_or(NFS4ERR_NOFILEHANDLE)? {
+        CurrentFh::Pseudo(_) => Err(NFS4ERR_ROFS),
+        CurrentFh::File { node, .. } => {
+            let f = file_ctx(c, node)?;
+            need_dir_notdir(&f.attr)?;
+            check_writable(&f.caller).map_err(fs_err)?;
+            Ok(f)
+        }
+    }
+}
+
+fn need_dir_notdir(a: &Attr) -> Result<(), u32> {
+    if a.kind == FileKind::Dir {
+        Ok(())
+    } else {
+        Err(NFS4ERR_NOTDIR)
+    }
+}
+
+/// createtype4 (RFC 8881 §18.4.1).
+enum NewKind<'a> {
+    Dir,
+    Link(&'a [u8]),
+    /// Block/character device (with specdata4), socket or FIFO.
+    Special,
+}
+
+fn get_createtype<'a>(r: &mut XdrReader<'a>) -> Result<NewKind<'a>, u32> {
+    let bad = |_| NFS4ERR_BADXDR;
+    Ok(match r.u32().map_err(bad)? {
+        2 => NewKind::Dir,
+        5 => NewKind::Link(r.opaque_var(4096).map_err(bad)?),
+        3 | 4 => {
+            r.u32().map_err(bad)?;
+            r.u32().map_err(bad)?;
+            NewKind::Special
+        }
+        6 | 7 => NewKind::Special,
+        // Regular files are made by OPEN; named-attribute types are not supported.
+        _ => return Err(NFS4ERR_BADTYPE),
+    })
+}
+
+/// CREATE (RFC 8881 §18.4): directories and symlinks; device, socket and FIFO nodes
+/// need `FileModel::mknod` (not in the file model yet: NFS4ERR_BADTYPE).
+pub(super) fn create(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter) -> OpResult {
+    let kind = get_createtype(r);
+    let name = get_component(r);
+    let new = attrs::get_new_attrs(r);
+    let res = (|| {
+        let kind = kind?;
+        let name = name?;
+        let new = new?;
+        let dir = dir_for_change(c, c.cfh.as_ref())?;
+        check_component(name)?;
+        if let NewKind::Link(t) = kind {
+            if t.is_empty() {
+                return Err(NFS4ERR_INVAL);
+            }
+        }
+        check_dir_modify(&dir.attr, &dir.caller).map_err(fs_err)?;
+        check_new_attrs(&dir.caller, &new.set).map_err(fs_err)?;
+        let gid = if dir.attr.mode & 0o2000 != 0 {
+            dir.attr.gid
+        } else {
+            dir.caller.gid
+        };
+        let owner = Owner {
+            uid: dir.caller.uid,
+            gid,
+        };
+        let m = c.ctx.model;
+        let node = match kind {
+            NewKind::Dir => m.mkdir(&dir.node, name, &new.set, owner),
+            NewKind::Link(t) => m.symlink(&dir.node, name, t, &new.set, owner),
+            NewKind::Special => return Err(NFS4ERR_BADTYPE),
+        }
+        .map_err(fs_err)?;
+        let post = m.getattr(&dir.node).ok();
+        Ok((node, dir.attr, post, new.given))
+    })();
+    match res {
+        Ok((node, pre, post, given)) => {
+            let fh = file_fh(c, node);
+            set_cfh(c, fh);
+            ok_with(w, |w| {
+                put_cinfo(w, &pre, post.as_ref())?;
+                attrs::put_bitmap(w, &given)
+            })
+        }
+        Err(e) => put_status(w, e),
+    }
+}
+
+/// REMOVE (RFC 8881 §18.25): files and empty directories; delegations on the victim
+/// are recalled first.
+pub(super) fn remove(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter) -> OpResult {
+    let name = get_component(r);
+    let res = (|| {
+        let name = name?;
+        let dir = dir_for_change(c, c.cfh.as_ref())?;
+        check_component(name)?;
+        check_dir_modify(&dir.attr, &dir.caller).map_err(fs_err)?;
+        let m = c.ctx.model;
+        let victim = m.lookup(&dir.node, name).map_err(fs_err)?;
+        let va = m.getattr(&victim).map_err(fs_err)?;
+        if dir.attr.mode & 0o1000 != 0 {
+            check_sticky(&dir.attr, &va, &dir.caller).map_err(fs_err)?;
+        }
+        if !c.state.delegations.break_conflicts(
+            victim.fileid,
+            Some(c.clientid),
+            Conflict::Namespace,
+        ) {
+            return Err(NFS4ERR_DELAY);
+        }
+        match va.kind {
+            FileKind::Dir => m.rmdir(&dir.node, name),
+            _ => m.remove(&dir.node, name),
+        }
+        .map_err(|s| match s {
+            Status::NotEmpty => NFS4ERR_NOTEMPTY,
+            s => fs_err(s),
+        })?;
+        Ok((dir.attr, m.getattr(&dir.node).ok()))
+    })();
+    match res {
+        Ok((pre, post)) => ok_with(w, |w| put_cinfo(w, &pre, post.as_ref())),
+        Err(e) => put_status(w, e),
+    }
+}
+
+/// RENAME (RFC 8881 §18.26): saved filehandle = source directory, current = target.
+pub(super) fn rename(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter) -> OpResult {
+    let from = get_component(r);
+    let to = get_component(r);
+    let res = (|| {
+        let (from, to) = (from?, to?);
+        if c.sfh.is_none() || c.cfh.is_none() {
+            return Err(NFS4ERR_NOFILEHANDLE);
+        }
+        let src = dir_for_change(c, c.sfh.as_ref())?;
+        let dst = dir_for_change(c, c.cfh.as_ref())?;
+        check_component(from)?;
+        check_component(to)?;
+        if src.node.export != dst.node.export {
+            return Err(NFS4ERR_XDEV);
+        }
+        check_dir_modify(&src.attr, &src.caller).map_err(fs_err)?;
+        check_dir_modify(&dst.attr, &src.caller).map_err(fs_err)?;
+        let m = c.ctx.model;
+        let victim = m.lookup(&src.node, from).map_err(fs_err)?;
+        let va = m.getattr(&victim).map_err(fs_err)?;
+        if src.attr.mode & 0o1000 != 0 {
+            check_sticky(&src.attr, &va, &src.caller).map_err(fs_err)?;
+        }
+        let target = match m.lookup(&dst.node, to) {
+            Ok(t) => Some(t),
+            Err(Status::NoEnt) => None,
+            Err(e) => return Err(fs_err(e)),
+        };
+        if let Some(t) = &target {
+            if dst.attr.mode & 0o1000 != 0 {
+                let ta = m.getattr(t).map_err(fs_err)?;
+                check_sticky(&dst.attr, &ta, &src.caller).map_err(fs_err)?;
+            }
+        }
+        let ids = std::iter::once(victim.fileid).chain(target.as_ref().map(|t| t.fileid));
+        for id in ids {
+            if !c
+                .state
+                .delegations
+                .break_conflicts(id, Some(c.clientid), Conflict::Namespace)
+            {
+                return Err(NFS4ERR_DELAY);
+            }
+        }
+        m.rename(&src.node, from, &dst.node, to)
+            .map_err(|s| match s {
+                // RFC 8881 §18.26.3: a non-empty target directory is NFS4ERR_EXIST.
+                Status::NotEmpty | Status::Exist => NFS4ERR_EXIST,
+                s => fs_err(s),
+            })?;
+        Ok((
+            src.attr,
+            m.getattr(&src.node).ok(),
+            dst.attr,
+            m.getattr(&dst.node).ok(),
+        ))
+    })();
+    match res {
+        Ok((spre, spost, tpre, tpost)) => ok_with(w, |w| {
+            put_cinfo(w, &spre, spost.as_ref())?;
+            put_cinfo(w, &tpre, tpost.as_ref())
+        }),
+        Err(e) => put_status(w, e),
+    }
+}
+
+/// LINK (RFC 8881 §18.9): hard links cannot exist in an object store.
+pub(super) fn link(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter) -> OpResult {
+    let name = get_component(r);
+    let res = (|| {
+        let name = name?;
+        if c.sfh.is_none() {
+            return Err(NFS4ERR_NOFILEHANDLE);
+        }
+        let dir = dir_for_change(c, c.cfh.as_ref())?;
+        check_component(name)?;
+        let _ = dir;
+        Err(NFS4ERR_NOTSUPP)
+    })();
+    status_of(w, res)
+}
+
+/// READDIR (RFC 8881 §18.23). Cookies 1 and 2 are reserved (never returned; sent back
+/// → NFS4ERR_BAD_COOKIE); the file model's cookies (3 and up after its "." and "..")
+/// are used as they are. Only `maxcount` bounds the reply; `dircount` is a hint.
+pub(super) fn readdir(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter) -> OpResult {
+    let args = (|| -> XdrResult<_> {
+        let cookie = r.u64()?;
+        let mut verf = [0u8; 8];
+        verf.copy_from_slice(r.opaque_fixed(8)?);
+        let _dircount = r.u32()?;
+        let maxcount = r.u32()?;
+        let (want, _) = attrs::get_bitmap(r)?;
+        Ok((cookie, verf, maxcount, want))
+    })();
+    let Ok((cookie, verf, maxcount, want)) = args else {
+        return put_status(w, NFS4ERR_BADXDR);
+    };
+    if !want.and(&attrs::WRITE_ONLY).is_empty() {
+        return put_status(w, NFS4ERR_INVAL);
+    }
+    if cookie == 1 || cookie == 2 {
+        return put_status(w, NFS4ERR_BAD_COOKIE);
+    }
+    let fh = match cur(c) {
+        Ok(fh) => fh.clone(),
+        Err(e) => return put_status(w, e),
+    };
+    let entries = match list(c, &fh, cookie, verf, &want, maxcount as usize) {
+        Ok(e) => e,
+        Err(e) => return put_status(w, e),
+    };
+    // Bytes allowed for the READDIR4resok: verifier, entries, two list ends.
+    let limit = (maxcount as usize).min(w.remaining().saturating_sub(4));
+    let fixed = 8 + 4 + 4;
+    if limit < fixed {
+        return put_status(w, NFS4ERR_TOOSMALL);
+    }
+    let start = w.position();
+    w.u32(NFS4_OK).map_err(|_| Full)?;
+    w.opaque_fixed(&entries.verf).map_err(|_| Full)?;
+    let body = w.position();
+    let mut fit = 0;
+    for e in &entries.items {
+        let at = w.position();
+        let ok = (|| -> XdrResult<()> {
+            w.bool(true)?;
+            w.u64(e.cookie)?;
+            w.string(&e.name)?;
+            w.opaque_fixed(&e.attrs)
+        })();
+        if ok.is_err() || w.position() - body + 8 + 8 > limit {
+            crate::nfs3::rewind(w, at);
+            break;
+        }
+        fit += 1;
+    }
+    if fit == 0 && !entries.items.is_empty() {
+        crate::nfs3::rewind(w, start);
+        return put_status(w, NFS4ERR_TOOSMALL);
+    }
+    let eof = entries.eof && fit == entries.items.len();
+    w.bool(false).map_err(|_| Full)?;
+    w.bool(eof).map_err(|_| Full)?;
+    Ok(NFS4_OK)
+}
+
+struct Entry {
+    cookie: u64,
+    name: Vec<u8>,
+    /// Encoded fattr4.
+    attrs: Vec<u8>,
+}
+
+struct Listing {
+    verf: [u8; 8],
+    items: Vec<Entry>,
+    eof: bool,
+}
+
+/// Most entries listed per READDIR (the reply limit usually stops earlier).
+const MAX_ENTRIES: usize = 1024;
+
+fn list(
+    c: &Compound,
+    fh: &CurrentFh,
+    cookie: u64,
+    verf: [u8; 8],
+    want: &Bitmap,
+    maxcount: usize,
+) -> Result<Listing, u32> {
+    let hint = (maxcount / 32).clamp(1, MAX_ENTRIES);
+    match fh {
+        CurrentFh::Pseudo(p) => {
+            let names = pseudo::children(c.ctx, p);
+            let skip = if cookie == 0 { 0 } else { cookie - 2 } as usize;
+            let mut items = Vec::new();
+            for (i, name) in names.iter().enumerate().skip(skip).take(hint) {
+                let child = pseudo::child_path(p, name);
+                let attrs = match pseudo::at_path(c.ctx, &child) {
+                    Ok(fh) => entry_attrs(c, &fh, want)?,
+                    Err(e) => rdattr_error(want, e)?,
+                };
+                items.push(Entry {
+                    cookie: i as u64 + 3,
+                    name: name.clone(),
+                    attrs,
+                });
+            }
+            let eof = skip + items.len() >= names.len();
+            Ok(Listing {
+                verf: [0; 8],
+                items,
+                eof,
+            })
+        }
+        CurrentFh::File { node, .. } => {
+            let f = file_ctx(c, node)?;
+            need_dir_notdir(&f.attr)?;
+            check(&f.attr, &f.caller, R).map_err(fs_err)?;
+            let fs_cookie = if cookie == 0 { 2 } else { cookie };
+            let page = c
+                .ctx
+                .model
+                .readdir(node, fs_cookie, verf, hint)
+                .map_err(|s| match s {
+                    Status::BadCookie => NFS4ERR_NOT_SAME,
+                    s => fs_err(s),
+                })?;
+            let mut items = Vec::new();
+            for e in page.entries {
+                if is_dot(&e.name) {
+                    continue;
+                }
+                let attrs = if want.is_empty() {
+                    empty_fattr()
+                } else {
+                    match child(c, node, &e.name) {
+                        Ok(fh) => entry_attrs(c, &fh, want)?,
+                        Err(err) => rdattr_error(want, err)?,
+                    }
+                };
+                items.push(Entry {
+                    cookie: e.cookie,
+                    name: e.name,
+                    attrs,
+                });
+            }
+            Ok(Listing {
+                verf: page.verf,
+                items,
+                eof: page.eof,
+            })
+        }
+    }
+}
+
+/// A directory entry as the object a LOOKUP would reach (nested exports crossed).
+fn child(c: &Compound, dir: &Node, name: &[u8]) -> Result<CurrentFh, u32> {
+    if let Some(cross) = pseudo::export_child(c.ctx, dir, name) {
+        return Ok(cross);
+    }
+    let n = c.ctx.model.lookup(dir, name).map_err(fs_err)?;
+    Ok(file_fh(c, n))
+}
+
+fn entry_attrs(c: &Compound, fh: &CurrentFh, want: &Bitmap) -> Result<Vec<u8>, u32> {
+    let (o, node): (Obj, Option<Node>) = match obj_of(c, fh) {
+        Ok(v) => v,
+        Err(e) => return rdattr_error(want, e),
+    };
+    let env = env(c, want, node.as_ref());
+    let mut buf = vec![0u8; 4096];
+    let mut w = XdrWriter::new(&mut buf);
+    attrs::put_fattr(&mut w, want, &o, &env).map_err(|_| NFS4ERR_SERVERFAULT)?;
+    Ok(w.written().to_vec())
+}
+
+fn empty_fattr() -> Vec<u8> {
+    vec![0; 8]
+}
+
+/// An entry whose attributes cannot be read: with RDATTR_ERROR asked, only that
+/// attribute carries the error; otherwise the whole READDIR fails (RFC 8881 §18.23.3).
+fn rdattr_error(want: &Bitmap, e: u32) -> Result<Vec<u8>, u32> {
+    if !want.has(attrs::RDATTR_ERROR) {
+        return Err(e);
+    }
+    let mut buf = [0u8; 32];
+    let mut w = XdrWriter::new(&mut buf);
+    let bits = Bitmap::of(&[attrs::RDATTR_ERROR]);
+    let ok = attrs::put_bitmap(&mut w, &bits)
+        .and_then(|_| w.u32(4))
+        .and_then(|_| w.u32(e));
+    ok.map_err(|_| NFS4ERR_SERVERFAULT)?;
+    Ok(w.written().to_vec())
+}

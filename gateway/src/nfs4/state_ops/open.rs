@@ -1,0 +1,403 @@
+//! OPEN (RFC 8881 §18.16): claims, create modes, permission checks, share
+//! reservations, delegations offered. Decoded arguments in, results out; the
+//! encoding is in `super::encode_open`.
+
+use super::args::{Claim, CreateHow, OpenArgs};
+use super::fattr::{NewAttrs, FATTR4_SIZE};
+use super::{caller, resolve_stateid};
+use crate::fs::{Attr, CreateMode, FileKind, Node, Owner, SetAttr, Status};
+use crate::nfs3::access;
+use crate::nfs4::status::*;
+use crate::nfs4::{Compound, CurrentFh};
+use crate::state::opens::{ACCESS_READ, ACCESS_WRITE};
+use crate::state::stateid::Stateid;
+use crate::state::Conflict;
+
+/// OPEN4_SHARE_ACCESS_WANT_* (§18.16.1), in bits 8..16 of share_access.
+pub const WANT_MASK: u32 = 0xff00;
+pub const WANT_NO_PREFERENCE: u32 = 0;
+pub const WANT_READ_DELEG: u32 = 0x100;
+pub const WANT_WRITE_DELEG: u32 = 0x200;
+pub const WANT_NO_DELEG: u32 = 0x400;
+pub const WANT_CANCEL: u32 = 0x500;
+/// OPEN4_SHARE_ACCESS_WANT_SIGNAL_DELEG_WHEN_RESRC_AVAIL / _PUSH_DELEG_WHEN_UNCONTENDED.
+const SIGNAL_FLAGS: u32 = 0x30000;
+
+/// why_no_delegation4 (§18.16.2).
+pub const WND4_NOT_WANTED: u32 = 0;
+pub const WND4_CONTENTION: u32 = 1;
+pub const WND4_CANCELLED: u32 = 7;
+
+/// NAME_MAX of a component.
+const NAME_MAX: usize = 255;
+
+/// The delegation part of OPEN4resok.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Deleg {
+    None,
+    /// OPEN_DELEGATE_NONE_EXT with its why_no_delegation4.
+    NoneExt(u32),
+    Read(Stateid),
+    Write(Stateid),
+}
+
+/// What a successful OPEN answers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Opened {
+    pub stateid: Stateid,
+    /// change_info4 before/after of the directory (CLAIM_NULL), else zeros.
+    pub cinfo: (u64, u64),
+    pub attrset: [u32; 2],
+    pub deleg: Deleg,
+}
+
+/// component4 checks for a name opened or created (§14.? / knfsd check_filename):
+/// empty → INVAL, invalid UTF-8 → INVAL, too long → NAMETOOLONG, "." and ".." →
+/// BADNAME, '/' or NUL → BADCHAR.
+pub fn check_component(name: &[u8]) -> Result<(), u32> {
+    if name.is_empty() || std::str::from_utf8(name).is_err() {
+        return Err(NFS4ERR_INVAL);
+    }
+    if name.len() > NAME_MAX {
+        return Err(NFS4ERR_NAMETOOLONG);
+    }
+    if name == b"." || name == b".." {
+        return Err(NFS4ERR_BADNAME);
+    }
+    if name.iter().any(|&b| b == b'/' || b == 0) {
+        return Err(NFS4ERR_BADCHAR);
+    }
+    Ok(())
+}
+
+/// share_access / share_deny (§18.16.3): the access bits (1..=3), the want, and the
+/// deny bits; anything else → NFS4ERR_INVAL.
+pub fn split_share(share_access: u32, share_deny: u32) -> Result<(u32, u32, u32), u32> {
+    let access = share_access & 3;
+    let want = share_access & WANT_MASK;
+    if share_access & !(3 | WANT_MASK | SIGNAL_FLAGS) != 0
+        || access == 0
+        || want > WANT_CANCEL
+        || share_deny > 3
+    {
+        return Err(NFS4ERR_INVAL);
+    }
+    Ok((access, want, share_deny))
+}
+
+/// The file an OPEN names and whether this OPEN created it.
+struct Target {
+    node: Node,
+    attr: Attr,
+    created: bool,
+    cinfo: (u64, u64),
+    attrset: [u32; 2],
+    /// UNCHECKED4 on an existing file with a size: truncate after the share check.
+    truncate: Option<u64>,
+}
+
+fn fs(s: Status) -> u32 {
+    from_fs(s)
+}
+
+/// Type rules of OPEN (§18.16.3): a directory → ISDIR, a symlink → SYMLINK, any
+/// other non-regular file → WRONG_TYPE.
+fn check_regular(a: &Attr) -> Result<(), u32> {
+    match a.kind {
+        FileKind::Reg => Ok(()),
+        FileKind::Dir => Err(NFS4ERR_ISDIR),
+        FileKind::Lnk => Err(NFS4ERR_SYMLINK),
+        _ => Err(NFS4ERR_WRONG_TYPE),
+    }
+}
+
+fn attrs(r: &Result<NewAttrs, u32>) -> Result<NewAttrs, u32> {
+    *r
+}
+
+/// The current filehandle as a file of an export (the pseudo file system's
+/// directories: `pseudo` is the error to give).
+fn cfh_node(c: &Compound, pseudo: u32) -> Result<Node, u32> {
+    match &c.cfh {
+        None => Err(NFS4ERR_NOFILEHANDLE),
+        Some(CurrentFh::Pseudo(_)) => Err(pseudo),
+        Some(CurrentFh::File { node, .. }) => Ok(node.clone()),
+    }
+}
+
+/// CLAIM_NULL / CLAIM_DELEGATE_CUR: the name in the current directory, looked up or
+/// created per `create`.
+fn by_name(c: &Compound, name: &[u8], create: Option<&CreateHow>) -> Result<Target, u32> {
+    let model = c.ctx.model;
+    let dir = cfh_node(
+        c,
+        if create.is_some() {
+            NFS4ERR_ROFS
+        } else {
+            NFS4ERR_ISDIR
+        },
+    )?;
+    let dattr = model.getattr(&dir).map_err(fs)?;
+    if dattr.kind != FileKind::Dir {
+        return Err(NFS4ERR_NOTDIR);
+    }
+    check_component(name)?;
+    let who = caller(c, &dir)?;
+    access::check(&dattr, &who, access::X).map_err(fs)?;
+    let before = dattr.change;
+    let found = match model.lookup(&dir, name) {
+        Ok(n) => Some(n),
+        Err(Status::NoEnt) => None,
+        Err(e) => return Err(fs(e)),
+    };
+    let (node, created, attrset, truncate) = match (found, create) {
+        (None, None) => return Err(NFS4ERR_NOENT),
+        (Some(n), None) => (n, false, [0; 2], None),
+        (Some(_), Some(CreateHow::Guarded(_))) => return Err(NFS4ERR_EXIST),
+        (Some(n), Some(CreateHow::Unchecked(a))) => {
+            // §18.16.3: UNCHECKED4 on an existing file opens it; only a size applies.
+            let a = attrs(a)?;
+            let mut set = [0; 2];
+            if a.set.size.is_some() {
+                set[0] = 1 << FATTR4_SIZE;
+            }
+            (n, false, set, a.set.size)
+        }
+        (Some(_), Some(how @ (CreateHow::Exclusive(_) | CreateHow::Exclusive41(..)))) => {
+            // A retransmitted exclusive create with the same verifier returns the
+            // file; another verifier → EXIST (the file model keeps the verifier).
+            let (mode, _) = create_mode(how)?;
+            let n = model
+                .create(
+                    &dir,
+                    name,
+                    &mode,
+                    Owner {
+                        uid: who.uid,
+                        gid: who.gid,
+                    },
+                )
+                .map_err(fs)?;
+            (n, true, [0; 2], None)
+        }
+        (None, Some(how)) => {
+            let (mode, set) = create_mode(how)?;
+            access::check_writable(&who).map_err(fs)?;
+            access::check_dir_modify(&dattr, &who).map_err(fs)?;
+            if let Some(a) = &set {
+                access::check_new_attrs(&who, &a.set).map_err(fs)?;
+            }
+            // New objects in a set-group-id directory take the directory's group.
+            let gid = if dattr.mode & 0o2000 != 0 {
+                dattr.gid
+            } else {
+                who.gid
+            };
+            let n = model
+                .create(&dir, name, &mode, Owner { uid: who.uid, gid })
+                .map_err(fs)?;
+            (n, true, set.map(|a| a.mask).unwrap_or([0; 2]), None)
+        }
+    };
+    let attr = model.getattr(&node).map_err(fs)?;
+    let after = model.getattr(&dir).map(|a| a.change).unwrap_or(before);
+    Ok(Target {
+        node,
+        attr,
+        created,
+        cinfo: (before, after),
+        attrset,
+        truncate,
+    })
+}
+
+/// createhow4 → the file model's create mode and the attributes it applies.
+fn create_mode(how: &CreateHow) -> Result<(CreateMode, Option<NewAttrs>), u32> {
+    Ok(match how {
+        CreateHow::Unchecked(a) => {
+            let a = attrs(a)?;
+            (CreateMode::Unchecked(a.set), Some(a))
+        }
+        CreateHow::Guarded(a) => {
+            let a = attrs(a)?;
+            (CreateMode::Guarded(a.set), Some(a))
+        }
+        CreateHow::Exclusive(v) => (CreateMode::Exclusive(*v), None),
+        CreateHow::Exclusive41(v, a) => {
+            let a = attrs(a)?;
+            (CreateMode::Exclusive41(*v, a.set), Some(a))
+        }
+    })
+}
+
+/// The current filehandle as the file (CLAIM_FH, CLAIM_PREVIOUS, CLAIM_DELEG_CUR_FH).
+fn by_fh(c: &Compound) -> Result<Target, u32> {
+    let node = cfh_node(c, NFS4ERR_ISDIR)?;
+    let attr = c.ctx.model.getattr(&node).map_err(fs)?;
+    Ok(Target {
+        node,
+        attr,
+        created: false,
+        cinfo: (0, 0),
+        attrset: [0; 2],
+        truncate: None,
+    })
+}
+
+/// Grace-period rules per claim (§8.4.2, §18.16.3): reclaims only in grace and only
+/// by clients that may reclaim; everything else waits for the grace period to end.
+fn check_grace(c: &Compound, claim: &Claim) -> Result<(), u32> {
+    let clients = &c.state.clients;
+    let grace = clients.in_grace();
+    match claim {
+        Claim::Previous(_) => {
+            if !grace {
+                Err(NFS4ERR_NO_GRACE)
+            } else if !clients.may_reclaim(c.clientid) {
+                Err(NFS4ERR_RECLAIM_BAD)
+            } else {
+                Ok(())
+            }
+        }
+        // Delegations are not kept across restarts: nothing to reclaim.
+        Claim::DelegatePrev(_) | Claim::DelegPrevFh => Err(if grace {
+            NFS4ERR_RECLAIM_BAD
+        } else {
+            NFS4ERR_NO_GRACE
+        }),
+        _ if grace => Err(NFS4ERR_GRACE),
+        _ => Ok(()),
+    }
+}
+
+/// Runs an OPEN; on success the current filehandle is the file and the current
+/// stateid the open stateid (§16.2.3.1.2).
+pub fn run(c: &mut Compound, a: &OpenArgs) -> Result<Opened, u32> {
+    let (access, want, deny) = split_share(a.share_access, a.share_deny)?;
+    check_grace(c, &a.claim)?;
+    if a.create.is_some() && !matches!(a.claim, Claim::Null(_)) {
+        // Only CLAIM_NULL may create (§18.16.3); others carry no createhow.
+        return Err(NFS4ERR_INVAL);
+    }
+    let t = match &a.claim {
+        Claim::Null(name) => by_name(c, name, a.create.as_ref())?,
+        Claim::DelegateCur(sid, name) => {
+            let t = by_name(c, name, None)?;
+            check_deleg(c, sid, t.node.fileid)?;
+            t
+        }
+        Claim::DelegCurFh(sid) => {
+            let t = by_fh(c)?;
+            let sid = resolve_stateid(c, *sid)?;
+            check_deleg(c, &sid, t.node.fileid)?;
+            t
+        }
+        Claim::Fh | Claim::Previous(_) => by_fh(c)?,
+        Claim::DelegatePrev(_) | Claim::DelegPrevFh => return Err(NFS4ERR_RECLAIM_BAD),
+    };
+    check_regular(&t.attr)?;
+    let model = c.ctx.model;
+    let fileid = t.node.fileid;
+    if !t.created {
+        // Opening an existing file needs the permissions of its accesses (owner
+        // override as for NFSv3 READ/WRITE); the creator may open what it made.
+        let who = caller(c, &t.node)?;
+        if access & ACCESS_READ != 0 {
+            access::check_read(&t.attr, &who).map_err(fs)?;
+        }
+        if access & ACCESS_WRITE != 0 || t.truncate.is_some() {
+            access::check_write(&t.attr, &who).map_err(fs)?;
+        }
+        if t.truncate.is_some() && access & ACCESS_WRITE == 0 {
+            return Err(NFS4ERR_INVAL);
+        }
+        let why = if access & ACCESS_WRITE != 0 || deny != 0 {
+            Conflict::Write
+        } else {
+            Conflict::OpenRead
+        };
+        if !c
+            .state
+            .delegations
+            .break_conflicts(fileid, Some(c.clientid), why)
+        {
+            return Err(NFS4ERR_DELAY);
+        }
+    }
+    let fresh = !c
+        .state
+        .opens
+        .client_owner_has_open(c.clientid, a.owner, fileid);
+    let stateid = c
+        .state
+        .opens
+        .open(c.clientid, a.owner, fileid, access, deny)?;
+    if let Some(size) = t.truncate {
+        let set = SetAttr {
+            size: Some(size),
+            ..SetAttr::default()
+        };
+        if let Err(e) = model.setattr(&t.node, &set) {
+            if fresh {
+                let _ = c.state.opens.close(c.clientid, &stateid, fileid);
+            }
+            return Err(fs(e));
+        }
+    }
+    let deleg = offer_delegation(c, &a.claim, fileid, access, want);
+    let handle = model.handle(&t.node).as_bytes().to_vec();
+    c.cfh = Some(CurrentFh::File {
+        node: t.node,
+        handle,
+    });
+    c.current_stateid = Some(stateid);
+    Ok(Opened {
+        stateid,
+        cinfo: t.cinfo,
+        attrset: t.attrset,
+        deleg,
+    })
+}
+
+/// CLAIM_DELEGATE_CUR / CLAIM_DELEG_CUR_FH: the delegation must be the client's,
+/// current, on this file (§18.16.3) → else NFS4ERR_RECLAIM_BAD.
+fn check_deleg(c: &Compound, sid: &Stateid, fileid: u64) -> Result<(), u32> {
+    if c.state.delegations.holds(c.clientid, sid, fileid) {
+        Ok(())
+    } else {
+        Err(NFS4ERR_RECLAIM_BAD)
+    }
+}
+
+/// Which delegation to hand out (§10.4, §18.16.3 want flags).
+fn offer_delegation(c: &Compound, claim: &Claim, fileid: u64, access: u32, want: u32) -> Deleg {
+    match want {
+        WANT_NO_DELEG => return Deleg::NoneExt(WND4_NOT_WANTED),
+        WANT_CANCEL => return Deleg::NoneExt(WND4_CANCELLED),
+        _ => {}
+    }
+    if !matches!(claim, Claim::Null(_) | Claim::Fh) {
+        // Reclaims and opens under a delegation get no new delegation.
+        return if want == WANT_NO_PREFERENCE {
+            Deleg::None
+        } else {
+            Deleg::NoneExt(WND4_CONTENTION)
+        };
+    }
+    let want_write = match want {
+        WANT_WRITE_DELEG => true,
+        WANT_READ_DELEG => false,
+        // WANT_ANY_DELEG, WANT_NO_PREFERENCE: what the access asks for.
+        _ => access & ACCESS_WRITE != 0,
+    };
+    match c
+        .state
+        .delegations
+        .try_grant(c.clientid, fileid, want_write)
+    {
+        Some((sid, true)) => Deleg::Write(sid),
+        Some((sid, false)) => Deleg::Read(sid),
+        None if want == WANT_NO_PREFERENCE => Deleg::None,
+        None => Deleg::NoneExt(WND4_CONTENTION),
+    }
+}

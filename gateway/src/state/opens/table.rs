@@ -1,0 +1,574 @@
+//! The open and lock table behind `Opens`' mutex.
+
+use super::locks::{self, Lock, Range};
+use super::stateids::{self, Kind};
+use super::{Denied, Limits, LockError, Locker, ACCESS_WRITE, DENY_READ, DENY_WRITE};
+use crate::nfs4::status::*;
+use crate::state::stateid::Stateid;
+use std::collections::HashMap;
+
+type OwnerKey = (u64, Vec<u8>, u64);
+
+struct OpenState {
+    clientid: u64,
+    owner: Vec<u8>,
+    fileid: u64,
+    seqid: u32,
+    access: u32,
+    deny: u32,
+    /// Which share_access values (bits 1..=3) and share_deny values (bits 0..=3)
+    /// OPENs of this stateid asked for: OPEN_DOWNGRADE may only go to a union of
+    /// some of them (§18.18.3).
+    seen_access: u8,
+    seen_deny: u8,
+    /// Lock stateids made from this open.
+    locks: Vec<[u8; 12]>,
+}
+
+struct LockState {
+    clientid: u64,
+    owner: Vec<u8>,
+    fileid: u64,
+    open: [u8; 12],
+    seqid: u32,
+}
+
+#[derive(Default)]
+struct FileState {
+    opens: Vec<[u8; 12]>,
+    locks: Vec<Lock>,
+}
+
+pub(super) struct Table {
+    boot: u32,
+    limits: Limits,
+    opens: HashMap<[u8; 12], OpenState>,
+    open_index: HashMap<OwnerKey, [u8; 12]>,
+    lockst: HashMap<[u8; 12], LockState>,
+    lock_index: HashMap<OwnerKey, [u8; 12]>,
+    files: HashMap<u64, FileState>,
+    per_client: HashMap<u64, usize>,
+}
+
+/// Whether `other` is one of the special stateids' (all zeros or all ones, §8.2.3).
+fn special(other: &[u8; 12]) -> bool {
+    other.iter().all(|&b| b == 0) || other.iter().all(|&b| b == 0xff)
+}
+
+/// The seqid rule of §8.2.2 for NFSv4.1: 0 means "the current one", an older one
+/// NFS4ERR_OLD_STATEID, a newer one (never issued) NFS4ERR_BAD_STATEID.
+fn check_seqid(asked: u32, current: u32) -> Result<(), u32> {
+    if asked == 0 || asked == current {
+        Ok(())
+    } else if asked < current {
+        Err(NFS4ERR_OLD_STATEID)
+    } else {
+        Err(NFS4ERR_BAD_STATEID)
+    }
+}
+
+/// Whether `want` is the union of some of the values recorded in `seen` (bit v set
+/// = value v was asked for).
+fn union_of_seen(want: u32, seen: u8) -> bool {
+    let mut u = 0;
+    let mut any = false;
+    for v in 0..4u32 {
+        if seen & (1 << v) != 0 && v & !want == 0 {
+            u |= v;
+            any = true;
+        }
+    }
+    any && u == want
+}
+
+/// Keeps only the seen values inside `new` (knfsd's reset of the union bitmap).
+fn keep_seen(seen: u8, new: u32) -> u8 {
+    let mut s = 0;
+    for v in 0..4u32 {
+        if seen & (1 << v) != 0 && v & !new == 0 {
+            s |= 1 << v;
+        }
+    }
+    s | (1 << new)
+}
+
+fn stateid(other: [u8; 12], seqid: u32) -> Stateid {
+    Stateid { seqid, other }
+}
+
+impl Table {
+    pub(super) fn new(boot: u32, limits: Limits) -> Table {
+        Table {
+            boot,
+            limits,
+            opens: HashMap::new(),
+            open_index: HashMap::new(),
+            lockst: HashMap::new(),
+            lock_index: HashMap::new(),
+            files: HashMap::new(),
+            per_client: HashMap::new(),
+        }
+    }
+
+    fn total(&self) -> usize {
+        self.opens.len() + self.lockst.len()
+    }
+
+    /// Room for one more stateid of `clientid` (NFS4ERR_RESOURCE otherwise).
+    fn room(&self, clientid: u64) -> Result<(), u32> {
+        let n = self.per_client.get(&clientid).copied().unwrap_or(0);
+        if n >= self.limits.states_per_client || self.total() >= self.limits.states_total {
+            return Err(NFS4ERR_RESOURCE);
+        }
+        Ok(())
+    }
+
+    fn count_up(&mut self, clientid: u64) {
+        *self.per_client.entry(clientid).or_insert(0) += 1;
+    }
+
+    fn count_down(&mut self, clientid: u64) {
+        if let Some(n) = self.per_client.get_mut(&clientid) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                self.per_client.remove(&clientid);
+            }
+        }
+    }
+
+    /// The `other` of an issued stateid of `kind`, or NFS4ERR_BAD_STATEID (special,
+    /// another boot, another kind).
+    fn ours(&self, sid: &Stateid, kind: Kind) -> Result<[u8; 12], u32> {
+        let o = sid.other;
+        if special(&o) || stateids::boot_of(&o) != self.boot || Kind::of(&o) != Some(kind) {
+            return Err(NFS4ERR_BAD_STATEID);
+        }
+        Ok(o)
+    }
+
+    /// The open of `sid` owned by `clientid` on `fileid` (when given), seqid checked.
+    fn open_of(&self, clientid: u64, sid: &Stateid, fileid: Option<u64>) -> Result<[u8; 12], u32> {
+        let o = self.ours(sid, Kind::Open)?;
+        let st = self.opens.get(&o).ok_or(NFS4ERR_BAD_STATEID)?;
+        if st.clientid != clientid || fileid.is_some_and(|f| f != st.fileid) {
+            return Err(NFS4ERR_BAD_STATEID);
+        }
+        check_seqid(sid.seqid, st.seqid)?;
+        Ok(o)
+    }
+
+    /// The lock stateid `sid` owned by `clientid` on `fileid` (when given).
+    fn lock_of(&self, clientid: u64, sid: &Stateid, fileid: Option<u64>) -> Result<[u8; 12], u32> {
+        let o = self.ours(sid, Kind::Lock)?;
+        let st = self.lockst.get(&o).ok_or(NFS4ERR_BAD_STATEID)?;
+        if st.clientid != clientid || fileid.is_some_and(|f| f != st.fileid) {
+            return Err(NFS4ERR_BAD_STATEID);
+        }
+        check_seqid(sid.seqid, st.seqid)?;
+        Ok(o)
+    }
+
+    /// Whether an open of (`access`, `deny`) conflicts with the file's other opens
+    /// (§9.7: my access against their deny, my deny against their access).
+    fn share_conflict(
+        &self,
+        fileid: u64,
+        except: Option<&[u8; 12]>,
+        access: u32,
+        deny: u32,
+    ) -> bool {
+        let Some(f) = self.files.get(&fileid) else {
+            return false;
+        };
+        f.opens
+            .iter()
+            .filter(|o| Some(*o) != except)
+            .filter_map(|o| self.opens.get(o))
+            .any(|s| access & s.deny != 0 || deny & s.access != 0)
+    }
+
+    pub(super) fn check_io(
+        &self,
+        clientid: u64,
+        sid: &Stateid,
+        fileid: u64,
+        write: bool,
+    ) -> Result<(), u32> {
+        let o = sid.other;
+        if o == [0; 12] || o == [0xff; 12] {
+            let bypass = o == [0xff; 12];
+            if (o == [0; 12] && sid.seqid != 0) || (bypass && sid.seqid != u32::MAX) {
+                // CURRENT stateid must have been resolved by the COMPOUND.
+                return Err(NFS4ERR_BAD_STATEID);
+            }
+            if bypass && !write {
+                return Ok(());
+            }
+            let denied = if write { DENY_WRITE } else { DENY_READ };
+            let locked = self.files.get(&fileid).is_some_and(|f| {
+                f.opens
+                    .iter()
+                    .filter_map(|x| self.opens.get(x))
+                    .any(|s| s.deny & denied != 0)
+            });
+            return if locked { Err(NFS4ERR_LOCKED) } else { Ok(()) };
+        }
+        let open = match Kind::of(&o) {
+            Some(Kind::Open) => self.open_of(clientid, sid, Some(fileid))?,
+            Some(Kind::Lock) => {
+                let l = self.lock_of(clientid, sid, Some(fileid))?;
+                self.lockst
+                    .get(&l)
+                    .map(|s| s.open)
+                    .ok_or(NFS4ERR_BAD_STATEID)?
+            }
+            _ => return Err(NFS4ERR_BAD_STATEID),
+        };
+        let access = self
+            .opens
+            .get(&open)
+            .map(|s| s.access)
+            .ok_or(NFS4ERR_BAD_STATEID)?;
+        if write && access & ACCESS_WRITE == 0 {
+            return Err(NFS4ERR_OPENMODE);
+        }
+        // A READ is allowed with READ or WRITE access (knfsd's access_permit_read).
+        Ok(())
+    }
+
+    pub(super) fn client_has_state(&self, clientid: u64) -> bool {
+        self.per_client.get(&clientid).is_some_and(|&n| n > 0)
+    }
+
+    pub(super) fn purge_client(&mut self, clientid: u64) {
+        let opens: Vec<[u8; 12]> = self
+            .opens
+            .iter()
+            .filter(|(_, s)| s.clientid == clientid)
+            .map(|(o, _)| *o)
+            .collect();
+        for o in opens {
+            self.remove_open(&o);
+        }
+        self.per_client.remove(&clientid);
+    }
+
+    /// Removes an open, its lock stateids and their locks.
+    fn remove_open(&mut self, o: &[u8; 12]) {
+        let Some(st) = self.opens.remove(o) else {
+            return;
+        };
+        for l in &st.locks {
+            self.remove_lock_state(l);
+        }
+        self.open_index.remove(&(st.clientid, st.owner, st.fileid));
+        if let Some(f) = self.files.get_mut(&st.fileid) {
+            f.opens.retain(|x| x != o);
+        }
+        self.drop_file_if_idle(st.fileid);
+        self.count_down(st.clientid);
+    }
+
+    /// Removes a lock stateid and its locks (not its entry in the open's list).
+    fn remove_lock_state(&mut self, l: &[u8; 12]) {
+        let Some(st) = self.lockst.remove(l) else {
+            return;
+        };
+        self.lock_index.remove(&(st.clientid, st.owner, st.fileid));
+        if let Some(f) = self.files.get_mut(&st.fileid) {
+            f.locks.retain(|x| &x.owner != l);
+        }
+        self.count_down(st.clientid);
+    }
+
+    fn drop_file_if_idle(&mut self, fileid: u64) {
+        if self
+            .files
+            .get(&fileid)
+            .is_some_and(|f| f.opens.is_empty() && f.locks.is_empty())
+        {
+            self.files.remove(&fileid);
+        }
+    }
+
+    pub(super) fn open(
+        &mut self,
+        clientid: u64,
+        owner: &[u8],
+        fileid: u64,
+        access: u32,
+        deny: u32,
+    ) -> Result<Stateid, u32> {
+        if !(1..=3).contains(&access) || deny > 3 {
+            return Err(NFS4ERR_INVAL);
+        }
+        let key = (clientid, owner.to_vec(), fileid);
+        if let Some(o) = self.open_index.get(&key).copied() {
+            // Upgrade (§9.7 / §18.16.3): the open now has the union of both.
+            let (a, d) = self
+                .opens
+                .get(&o)
+                .map(|s| (s.access, s.deny))
+                .ok_or(NFS4ERR_SERVERFAULT)?;
+            if self.share_conflict(fileid, Some(&o), a | access, d | deny) {
+                return Err(NFS4ERR_SHARE_DENIED);
+            }
+            let s = self.opens.get_mut(&o).ok_or(NFS4ERR_SERVERFAULT)?;
+            s.access |= access;
+            s.deny |= deny;
+            s.seen_access |= 1 << access;
+            s.seen_deny |= 1 << deny;
+            s.seqid = stateids::next_seqid(s.seqid);
+            return Ok(stateid(o, s.seqid));
+        }
+        if self.share_conflict(fileid, None, access, deny) {
+            return Err(NFS4ERR_SHARE_DENIED);
+        }
+        self.room(clientid)?;
+        let o = stateids::fresh_other(self.boot, Kind::Open);
+        self.opens.insert(
+            o,
+            OpenState {
+                clientid,
+                owner: owner.to_vec(),
+                fileid,
+                seqid: 1,
+                access,
+                deny,
+                seen_access: 1 << access,
+                seen_deny: 1 << deny,
+                locks: Vec::new(),
+            },
+        );
+        self.open_index.insert(key, o);
+        self.files.entry(fileid).or_default().opens.push(o);
+        self.count_up(clientid);
+        Ok(stateid(o, 1))
+    }
+
+    pub(super) fn downgrade(
+        &mut self,
+        clientid: u64,
+        sid: &Stateid,
+        fileid: u64,
+        access: u32,
+        deny: u32,
+    ) -> Result<Stateid, u32> {
+        let o = self.open_of(clientid, sid, Some(fileid))?;
+        if !(1..=3).contains(&access) || deny > 3 {
+            return Err(NFS4ERR_INVAL);
+        }
+        let s = self.opens.get_mut(&o).ok_or(NFS4ERR_BAD_STATEID)?;
+        // §18.18.3: a subset of the current modes that is a union of modes opened.
+        if access & !s.access != 0
+            || deny & !s.deny != 0
+            || !union_of_seen(access, s.seen_access)
+            || !union_of_seen(deny, s.seen_deny)
+        {
+            return Err(NFS4ERR_INVAL);
+        }
+        s.access = access;
+        s.deny = deny;
+        s.seen_access = keep_seen(s.seen_access, access);
+        s.seen_deny = keep_seen(s.seen_deny, deny);
+        s.seqid = stateids::next_seqid(s.seqid);
+        Ok(stateid(o, s.seqid))
+    }
+
+    pub(super) fn close(&mut self, clientid: u64, sid: &Stateid, fileid: u64) -> Result<(), u32> {
+        let o = self.open_of(clientid, sid, Some(fileid))?;
+        let held = self.opens.get(&o).is_some_and(|s| {
+            let f = self.files.get(&s.fileid);
+            s.locks
+                .iter()
+                .any(|l| f.is_some_and(|f| f.locks.iter().any(|x| &x.owner == l)))
+        });
+        if held {
+            return Err(NFS4ERR_LOCKS_HELD);
+        }
+        self.remove_open(&o);
+        Ok(())
+    }
+
+    pub(super) fn has_open(&self, clientid: u64, owner: &[u8], fileid: u64) -> bool {
+        self.open_index
+            .contains_key(&(clientid, owner.to_vec(), fileid))
+    }
+
+    pub(super) fn open_modes(&self, sid: &Stateid) -> Option<(u32, u32)> {
+        self.opens.get(&sid.other).map(|s| (s.access, s.deny))
+    }
+
+    fn denied(&self, l: &Lock) -> Denied {
+        let (clientid, owner) = self
+            .lockst
+            .get(&l.owner)
+            .map(|s| (s.clientid, s.owner.clone()))
+            .unwrap_or_default();
+        Denied {
+            offset: l.range.start,
+            length: l.range.length(),
+            write: l.write,
+            clientid,
+            owner,
+        }
+    }
+
+    pub(super) fn lock(
+        &mut self,
+        clientid: u64,
+        locker: &Locker,
+        fileid: u64,
+        range: Range,
+        write: bool,
+    ) -> Result<Stateid, LockError> {
+        // Which lock stateid (existing or to be made) and which open it hangs off.
+        let (existing, open, owner) = match locker {
+            Locker::Existing { lock } => {
+                let l = self.lock_of(clientid, lock, Some(fileid))?;
+                let st = self.lockst.get(&l).ok_or(NFS4ERR_BAD_STATEID)?;
+                (Some(l), st.open, st.owner.clone())
+            }
+            Locker::New { open, owner } => {
+                let o = self.open_of(clientid, open, Some(fileid))?;
+                let key = (clientid, owner.clone(), fileid);
+                (self.lock_index.get(&key).copied(), o, owner.clone())
+            }
+        };
+        let access = self
+            .opens
+            .get(&open)
+            .map(|s| s.access)
+            .ok_or(NFS4ERR_BAD_STATEID)?;
+        // §18.10.3: a WRITE_LT needs an open for writing (READ_LT: READ or WRITE).
+        if write && access & ACCESS_WRITE == 0 {
+            return Err(NFS4ERR_OPENMODE.into());
+        }
+        if let Some(f) = self.files.get(&fileid) {
+            let mine = |l: &Lock| existing.is_some_and(|e| e == l.owner);
+            if let Some(c) = locks::conflict(&f.locks, mine, &range, write) {
+                return Err(LockError::Denied(self.denied(c)));
+            }
+        }
+        let l = match existing {
+            Some(l) => l,
+            None => {
+                self.room(clientid)?;
+                let l = stateids::fresh_other(self.boot, Kind::Lock);
+                self.lockst.insert(
+                    l,
+                    LockState {
+                        clientid,
+                        owner: owner.clone(),
+                        fileid,
+                        open,
+                        seqid: 0,
+                    },
+                );
+                self.lock_index.insert((clientid, owner, fileid), l);
+                if let Some(s) = self.opens.get_mut(&open) {
+                    s.locks.push(l);
+                }
+                self.count_up(clientid);
+                l
+            }
+        };
+        let max = self.limits.ranges_per_owner;
+        let f = self.files.entry(fileid).or_default();
+        if !locks::set(&mut f.locks, l, range, write, max) {
+            if existing.is_none() {
+                self.remove_lock_state(&l);
+                if let Some(s) = self.opens.get_mut(&open) {
+                    s.locks.retain(|x| x != &l);
+                }
+            }
+            return Err(NFS4ERR_RESOURCE.into());
+        }
+        let st = self.lockst.get_mut(&l).ok_or(NFS4ERR_SERVERFAULT)?;
+        st.seqid = stateids::next_seqid(st.seqid);
+        Ok(stateid(l, st.seqid))
+    }
+
+    pub(super) fn lockt(
+        &self,
+        clientid: u64,
+        owner: &[u8],
+        fileid: u64,
+        range: Range,
+        write: bool,
+    ) -> Result<(), LockError> {
+        let Some(f) = self.files.get(&fileid) else {
+            return Ok(());
+        };
+        let me = self
+            .lock_index
+            .get(&(clientid, owner.to_vec(), fileid))
+            .copied();
+        let mine = |l: &Lock| me.is_some_and(|m| m == l.owner);
+        match locks::conflict(&f.locks, mine, &range, write) {
+            Some(c) => Err(LockError::Denied(self.denied(c))),
+            None => Ok(()),
+        }
+    }
+
+    pub(super) fn locku(
+        &mut self,
+        clientid: u64,
+        sid: &Stateid,
+        fileid: u64,
+        range: Range,
+    ) -> Result<Stateid, u32> {
+        let l = self.lock_of(clientid, sid, Some(fileid))?;
+        let max = self.limits.ranges_per_owner;
+        if let Some(f) = self.files.get_mut(&fileid) {
+            if !locks::unset(&mut f.locks, l, range, max) {
+                return Err(NFS4ERR_RESOURCE);
+            }
+        }
+        let st = self.lockst.get_mut(&l).ok_or(NFS4ERR_BAD_STATEID)?;
+        st.seqid = stateids::next_seqid(st.seqid);
+        Ok(stateid(l, st.seqid))
+    }
+
+    pub(super) fn test_stateid(&self, clientid: u64, sid: &Stateid) -> u32 {
+        let r = match Kind::of(&sid.other) {
+            Some(Kind::Open) => self.open_of(clientid, sid, None).map(|_| ()),
+            Some(Kind::Lock) => self.lock_of(clientid, sid, None).map(|_| ()),
+            _ => Err(NFS4ERR_BAD_STATEID),
+        };
+        r.err().unwrap_or(NFS4_OK)
+    }
+
+    pub(super) fn free_stateid(&mut self, clientid: u64, sid: &Stateid) -> u32 {
+        match Kind::of(&sid.other) {
+            Some(Kind::Open) => match self.open_of(clientid, sid, None) {
+                Ok(_) => NFS4ERR_LOCKS_HELD,
+                Err(e) => e,
+            },
+            Some(Kind::Lock) => {
+                let l = match self.lock_of(clientid, sid, None) {
+                    Ok(l) => l,
+                    Err(e) => return e,
+                };
+                let Some(st) = self.lockst.get(&l) else {
+                    return NFS4ERR_BAD_STATEID;
+                };
+                let (fileid, open) = (st.fileid, st.open);
+                if self
+                    .files
+                    .get(&fileid)
+                    .is_some_and(|f| f.locks.iter().any(|x| x.owner == l))
+                {
+                    return NFS4ERR_LOCKS_HELD;
+                }
+                self.remove_lock_state(&l);
+                if let Some(s) = self.opens.get_mut(&open) {
+                    s.locks.retain(|x| x != &l);
+                }
+                self.drop_file_if_idle(fileid);
+                NFS4_OK
+            }
+            _ => NFS4ERR_BAD_STATEID,
+        }
+    }
+}

@@ -1,0 +1,256 @@
+//! Sessions (RFC 8881 §2.10): channel attributes, the fore-channel slot table and its
+//! exactly-once reply cache (§2.10.6), and the connection bound as back channel.
+//!
+//! A session is shared by every worker running one of its COMPOUNDs; its slot table is
+//! behind its own mutex (never held across storage I/O: a slot is claimed at SEQUENCE,
+//! the COMPOUND runs unlocked, and the reply is stored when it is done).
+
+use crate::nfs4::status::*;
+use crate::nfs4::ConnRef;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// Largest slot table a session gets (RFC 8881 §18.36: the server picks ca_maxrequests).
+pub const MAX_SLOTS: u32 = 64;
+
+/// channel_attrs4 (RFC 8881 §18.36).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ChannelAttrs {
+    pub header_pad: u32,
+    pub max_request: u32,
+    pub max_response: u32,
+    pub max_response_cached: u32,
+    pub max_ops: u32,
+    pub max_requests: u32,
+    /// ca_rdma_ird (at most one value).
+    pub rdma_ird: Option<u32>,
+}
+
+/// One slot: the last sequence id seen and the reply of that request.
+#[derive(Debug, Default)]
+struct Slot {
+    seqid: u32,
+    /// A request with `seqid` is running.
+    busy: bool,
+    /// The COMPOUND4res of `seqid` (None: not cached, replays get
+    /// NFS4ERR_RETRY_UNCACHED_REP).
+    reply: Option<Arc<Vec<u8>>>,
+}
+
+/// Mutable parts of a session.
+#[derive(Debug)]
+struct Live {
+    slots: Vec<Slot>,
+    back_conn: Option<ConnRef>,
+    cb_program: u32,
+    dead: bool,
+}
+
+#[derive(Debug)]
+pub struct Session {
+    pub id: [u8; 16],
+    pub clientid: u64,
+    pub fore: ChannelAttrs,
+    pub back: ChannelAttrs,
+    /// csr_flags as answered.
+    pub flags: u32,
+    live: Mutex<Live>,
+}
+
+/// What SEQUENCE decided for a request (RFC 8881 §2.10.6.1).
+#[derive(Debug)]
+pub enum SlotUse {
+    /// A new request: run it, then `SlotClaim::finish`.
+    New(SlotClaim),
+    /// A retransmission of the request the slot holds: send these bytes again.
+    Replay(Arc<Vec<u8>>),
+}
+
+/// A claimed slot; dropping it without `finish` leaves the slot uncached and free.
+#[derive(Debug)]
+pub struct SlotClaim {
+    pub session: Arc<Session>,
+    pub slot: u32,
+    done: bool,
+}
+
+impl SlotClaim {
+    /// Stores the COMPOUND4res (`None`: too big or not to be cached) and frees the slot.
+    pub fn finish(mut self, reply: Option<Vec<u8>>) {
+        self.release(reply.map(Arc::new));
+        self.done = true;
+    }
+
+    fn release(&self, reply: Option<Arc<Vec<u8>>>) {
+        let mut live = self.session.lock();
+        if let Some(s) = live.slots.get_mut(self.slot as usize) {
+            s.busy = false;
+            s.reply = reply;
+        }
+    }
+}
+
+impl Drop for SlotClaim {
+    fn drop(&mut self) {
+        if !self.done {
+            self.release(None);
+        }
+    }
+}
+
+impl Session {
+    pub fn new(
+        id: [u8; 16],
+        clientid: u64,
+        fore: ChannelAttrs,
+        back: ChannelAttrs,
+        flags: u32,
+        cb_program: u32,
+        back_conn: Option<ConnRef>,
+    ) -> Session {
+        let n = fore.max_requests.clamp(1, MAX_SLOTS) as usize;
+        Session {
+            id,
+            clientid,
+            fore,
+            back,
+            flags,
+            live: Mutex::new(Live {
+                slots: (0..n).map(|_| Slot::default()).collect(),
+                back_conn,
+                cb_program,
+                dead: false,
+            }),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Live> {
+        self.live.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Number of slots (sr_highest_slotid + 1).
+    pub fn slots(&self) -> u32 {
+        self.lock().slots.len() as u32
+    }
+
+    /// The slot rules of SEQUENCE (RFC 8881 §2.10.6.1, §18.46.3): a sequence id one
+    /// above the slot's is a new request; equal is a retransmission (replayed from the
+    /// cache, NFS4ERR_DELAY while the original still runs, NFS4ERR_RETRY_UNCACHED_REP
+    /// when it was not cached); anything else NFS4ERR_SEQ_MISORDERED.
+    pub fn use_slot(self: &Arc<Self>, slot: u32, seqid: u32) -> Result<SlotUse, u32> {
+        let mut live = self.lock();
+        if live.dead {
+            return Err(NFS4ERR_BADSESSION);
+        }
+        let Some(s) = live.slots.get_mut(slot as usize) else {
+            return Err(NFS4ERR_BADSLOT);
+        };
+        if seqid == s.seqid.wrapping_add(1) {
+            if s.busy {
+                // The previous request of this slot has not finished: the client broke
+                // the one-request-per-slot rule.
+                return Err(NFS4ERR_DELAY);
+            }
+            s.seqid = seqid;
+            s.busy = true;
+            s.reply = None;
+            Ok(SlotUse::New(SlotClaim {
+                session: self.clone(),
+                slot,
+                done: false,
+            }))
+        } else if seqid == s.seqid && (s.busy || s.reply.is_some() || seqid != 0) {
+            if s.busy {
+                return Err(NFS4ERR_DELAY);
+            }
+            match &s.reply {
+                Some(r) => Ok(SlotUse::Replay(r.clone())),
+                None => Err(NFS4ERR_RETRY_UNCACHED_REP),
+            }
+        } else {
+            Err(NFS4ERR_SEQ_MISORDERED)
+        }
+    }
+
+    /// Marks the session destroyed: later SEQUENCEs get NFS4ERR_BADSESSION.
+    pub fn kill(&self) {
+        self.lock().dead = true;
+    }
+
+    pub fn back_conn(&self) -> Option<ConnRef> {
+        self.lock().back_conn
+    }
+
+    pub fn cb_program(&self) -> u32 {
+        self.lock().cb_program
+    }
+
+    /// BIND_CONN_TO_SESSION / CREATE_SESSION with CONN_BACK_CHAN (RFC 8881 §18.34).
+    pub fn bind_back(&self, conn: ConnRef) {
+        self.lock().back_conn = Some(conn);
+    }
+
+    /// BACKCHANNEL_CTL (RFC 8881 §18.33).
+    pub fn set_cb_program(&self, prog: u32) {
+        self.lock().cb_program = prog;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sess(slots: u32) -> Arc<Session> {
+        let fore = ChannelAttrs {
+            max_requests: slots,
+            ..Default::default()
+        };
+        Arc::new(Session::new([1; 16], 7, fore, fore, 0, 0, None))
+    }
+
+    #[test]
+    fn new_replay_busy_misordered() {
+        let s = sess(4);
+        assert_eq!(s.slots(), 4);
+        // Before any request, seqid 0 is not a retransmission.
+        assert_eq!(s.use_slot(0, 0).unwrap_err(), NFS4ERR_SEQ_MISORDERED);
+        let SlotUse::New(claim) = s.use_slot(0, 1).unwrap() else {
+            panic!("new request")
+        };
+        // The same request again while it runs: DELAY.
+        assert_eq!(s.use_slot(0, 1).unwrap_err(), NFS4ERR_DELAY);
+        // The next one while the slot is busy: DELAY too.
+        assert_eq!(s.use_slot(0, 2).unwrap_err(), NFS4ERR_DELAY);
+        claim.finish(Some(vec![1, 2, 3]));
+        match s.use_slot(0, 1).unwrap() {
+            SlotUse::Replay(r) => assert_eq!(*r, vec![1, 2, 3]),
+            _ => panic!("replay"),
+        }
+        assert_eq!(s.use_slot(0, 3).unwrap_err(), NFS4ERR_SEQ_MISORDERED);
+        assert_eq!(s.use_slot(4, 1).unwrap_err(), NFS4ERR_BADSLOT);
+        // An uncached reply (claim dropped) → RETRY_UNCACHED_REP.
+        let SlotUse::New(c2) = s.use_slot(0, 2).unwrap() else {
+            panic!()
+        };
+        drop(c2);
+        assert_eq!(s.use_slot(0, 2).unwrap_err(), NFS4ERR_RETRY_UNCACHED_REP);
+        s.kill();
+        assert_eq!(s.use_slot(0, 3).unwrap_err(), NFS4ERR_BADSESSION);
+    }
+
+    #[test]
+    fn seqid_wraps_and_slots_are_capped() {
+        let s = sess(1000);
+        assert_eq!(s.slots(), MAX_SLOTS);
+        let z = sess(0);
+        assert_eq!(z.slots(), 1);
+        let mut seq = 0u32;
+        for _ in 0..3 {
+            seq = seq.wrapping_add(1);
+            let SlotUse::New(c) = s.use_slot(1, seq).unwrap() else {
+                panic!()
+            };
+            c.finish(None);
+        }
+        assert_eq!(seq, 3);
+    }
+}
