@@ -391,6 +391,9 @@ impl ConnState {
                     break;
                 }
                 Err(SubmitFail::Call(why)) => {
+                    if let Some((s, q)) = slot.seq4 {
+                        self.slots.release(s, q, false);
+                    }
                     rec.complain(|| format!("{} could not be sent: {why}", slot.kind.name()));
                     let o = Outcome {
                         failed: true,
@@ -508,7 +511,12 @@ impl V4Enc<'_> {
             clientid: v4.clientid,
             owner: v4.owner,
         };
-        nfs4::encode_call(out, xid, cred, &ctx, call)
+        let r = nfs4::encode_call(out, xid, cred, &ctx, call);
+        if r.is_err() {
+            self.slots.release(slot, seqid, false);
+            self.last = None;
+        }
+        r
     }
 }
 
