@@ -15,7 +15,8 @@ cases = res.get("testcase", [])
 failed = [t for t in cases if "failure" in t]
 skipped = [t for t in cases if "skipped" in t]
 passed = len(cases) - len(failed) - len(skipped)
-print(f"pynfs: {len(cases)} run: {passed} passed, {len(failed)} failed, {len(skipped)} skipped "
+print(f"pynfs: {len(cases)} tests: {passed} passed, {len(failed)} failed, "
+      f"{len(skipped)} skipped or not selected "
       f"(min-pass {min_pass}, {len(known)} known failure(s))")
 for t in failed:
     msg = (t["failure"].get("message") or "").splitlines()
