@@ -42,6 +42,11 @@ if [ "$rc" -ne 0 ]; then tail -n 80 target/unit-tests.log; exit "$rc"; fi
 step "end-to-end (real clients against target/release/gateway)"
 GATEWAY_BIN="$PWD/target/release/gateway" bash tests/run-e2e.sh
 
+# pynfs (NFSv4.1 server conformance, kept in ../shared/suites; skipped when absent):
+# min-pass floor and known failures in tests/pynfs/ (a few minutes).
+step "pynfs (NFSv4.1 conformance, minor version 1, all)"
+GATEWAY_BIN="$PWD/target/release/gateway" bash tests/pynfs/run.sh
+
 # Boots Debian's kernel in QEMU (software CPU when KVM is unusable: ~1.5 min); SKIP_VM=1 skips it.
 if [ -z "${SKIP_VM:-}" ]; then
   step "kernel NFS client in a VM (real Linux client over TCP)"

@@ -59,6 +59,29 @@ impl Conn {
         Ok((xid, body))
     }
 
+    /// Sends one call `enc` encodes into `out[4..]` (given the xid and credential; it
+    /// returns the end, as [`calls::encode`]); returns its xid.
+    pub fn send_with(
+        &mut self,
+        enc: impl FnOnce(&mut [u8], u32, &Cred) -> anyhow::Result<usize>,
+    ) -> anyhow::Result<u32> {
+        self.xid = self.xid.wrapping_add(1);
+        let n = enc(&mut self.out, self.xid, &self.cred)?;
+        self.t.send(&mut self.out[..n])?;
+        Ok(self.xid)
+    }
+
+    /// One call encoded by `enc`, and its procedure results.
+    pub fn call_with(
+        &mut self,
+        enc: impl FnOnce(&mut [u8], u32, &Cred) -> anyhow::Result<usize>,
+    ) -> anyhow::Result<Vec<u8>> {
+        let xid = self.send_with(enc)?;
+        let (rx, body) = self.recv()?;
+        anyhow::ensure!(rx == xid, "reply xid {rx} for call {xid}");
+        body
+    }
+
     fn call(&mut self, call: &Call) -> anyhow::Result<Vec<u8>> {
         let xid = self.send(call)?;
         let (rx, body) = self.recv()?;

@@ -6,6 +6,7 @@
 use crate::calls::{self, Call};
 use crate::client::first_xid;
 use crate::driver::{Clock, Plan};
+use crate::nfs4::{self, slots::Slots, SessionId};
 use crate::pattern::Pattern;
 use crate::pipe::{Pipe, SubmitFail};
 use crate::recorder::{Outcome, Recorder};
@@ -44,7 +45,16 @@ pub struct Slot {
     pub recorded: bool,
     /// The name a CREATE made (its REMOVE follows).
     pub name: Option<String>,
+    /// NFSv4.1: the session slot and sequence id the call went out on.
+    pub seq4: Option<(u32, u32)>,
+    /// NFSv4.1: times the call was resent after NFS4ERR_DELAY.
+    pub tries: u8,
 }
+
+/// How often an NFSv4.1 call answered NFS4ERR_DELAY is resent before it counts as
+/// failed, and the pause before each resend.
+pub const MAX_TRIES: u8 = 20;
+pub const RETRY_PAUSE: Duration = Duration::from_millis(10);
 
 /// A REMOVE owed for a completed CREATE.
 pub struct Followup {
@@ -76,6 +86,11 @@ pub struct ConnState {
     /// When a reply last arrived (or the first call went out): a server that stops
     /// answering fails the connection after [`REPLY_TIMEOUT`] instead of hanging bench.
     last_reply: Instant,
+    /// NFSv4.1: this connection's session (one per connection, its slot table below).
+    session: Option<SessionId>,
+    slots: Slots,
+    /// NFSv4.1 calls to resend (NFS4ERR_DELAY), each when its time comes.
+    retries: VecDeque<(Instant, Slot)>,
 }
 
 /// How long a connection with calls in flight may go without any reply.
@@ -86,6 +101,8 @@ pub const REPLY_TIMEOUT: Duration = Duration::from_secs(60);
 pub struct ConnCore {
     pub inflight: HashMap<u32, Slot>,
     pub followups: VecDeque<Followup>,
+    pub slots: Slots,
+    pub retries: VecDeque<(Instant, Slot)>,
 }
 
 impl ConnState {
@@ -98,6 +115,7 @@ impl ConnState {
     ) -> ConnState {
         let files = plan.files;
         let start = seq_start(index, plan.conns, files.len(), files.blocks(plan.bs));
+        let v4 = plan.v4.as_ref().and_then(|v| v.conns.get(index));
         ConnState {
             pipe,
             index,
@@ -115,6 +133,9 @@ impl ConnState {
             creates: 0,
             out: vec![0u8; plan.bs as usize + 4096],
             last_reply: clock.start,
+            session: v4.map(|c| c.session),
+            slots: v4.map_or_else(Slots::default, |c| Slots::range(c.base, c.slots, c.highest)),
+            retries: VecDeque::new(),
         }
     }
 
@@ -122,6 +143,7 @@ impl ConnState {
         !self.alive
             || (self.stopping(clock, now)
                 && self.followups.is_empty()
+                && self.retries.is_empty()
                 && self.pending.is_none()
                 && self.inflight.is_empty())
     }
@@ -150,6 +172,11 @@ impl ConnState {
     ) -> anyhow::Result<Option<(u32, usize, Slot)>> {
         let plan = rec.plan;
         let files = plan.files;
+        if self.retries.front().is_some_and(|r| r.0 <= now) {
+            if let Some((_, slot)) = self.retries.pop_front() {
+                return self.encode_retry(rec, slot).map(Some);
+            }
+        }
         let open = self.schedule.is_some();
         let (op, from, recorded, name) = if let Some(f) = self.followups.pop_front() {
             let from = if open { f.due } else { now };
@@ -185,6 +212,8 @@ impl ConnState {
             from,
             recorded,
             name: None,
+            seq4: None,
+            tries: 0,
         };
         let rnd_file = |rng: &mut u64| (xorshift(rng) % nfiles as u64) as usize;
         let seq = |cur: &mut (usize, u64)| {
@@ -199,17 +228,29 @@ impl ConnState {
         let xid = self.xid;
         let cred = rec.cred;
         let out = &mut self.out;
+        let mut v4 = V4Enc {
+            session: self.session,
+            slots: &mut self.slots,
+            last: None,
+        };
         let n = match op {
             None => {
                 let name = name.unwrap_or_default();
-                let n = calls::encode(out, xid, &cred, &Call::Remove(&files.dir, &name))?;
+                let n = v4.encode(
+                    plan,
+                    out,
+                    xid,
+                    &cred,
+                    slot.file,
+                    &Call::Remove(&files.dir, &name),
+                )?;
                 slot.name = Some(name);
                 n
             }
             Some(op) => {
                 slot.kind = op.kinds()[0];
                 match op {
-                    Op::Null => calls::encode(out, xid, &cred, &Call::Null)?,
+                    Op::Null => v4.encode(plan, out, xid, &cred, slot.file, &Call::Null)?,
                     Op::Getattr | Op::Lookup => {
                         slot.file = rnd_file(&mut self.rng);
                         let call = if op == Op::Getattr {
@@ -217,16 +258,28 @@ impl ConnState {
                         } else {
                             Call::Lookup(&files.dir, &files.names[slot.file])
                         };
-                        calls::encode(out, xid, &cred, &call)?
+                        v4.encode(plan, out, xid, &cred, slot.file, &call)?
                     }
-                    Op::Readdirplus => {
-                        calls::encode(out, xid, &cred, &Call::Readdirplus(&files.dir))?
-                    }
+                    Op::Readdirplus => v4.encode(
+                        plan,
+                        out,
+                        xid,
+                        &cred,
+                        slot.file,
+                        &Call::Readdirplus(&files.dir),
+                    )?,
                     Op::Createremove => {
                         self.creates += 1;
                         let name =
                             format!(".bench-cr-{}-{}-{}", plan.pid, self.index, self.creates);
-                        let n = calls::encode(out, xid, &cred, &Call::Create(&files.dir, &name))?;
+                        let n = v4.encode(
+                            plan,
+                            out,
+                            xid,
+                            &cred,
+                            slot.file,
+                            &Call::Create(&files.dir, &name),
+                        )?;
                         slot.name = Some(name);
                         n
                     }
@@ -241,19 +294,72 @@ impl ConnState {
                         slot.len = plan.bs;
                         let fh = &files.handles[file];
                         if op.reads() {
-                            calls::encode(out, xid, &cred, &Call::Read(fh, slot.off, plan.bs))?
+                            v4.encode(
+                                plan,
+                                out,
+                                xid,
+                                &cred,
+                                slot.file,
+                                &Call::Read(fh, slot.off, plan.bs),
+                            )?
                         } else {
                             let data = &mut rec.payload[..plan.bs as usize];
                             if plan.write_pattern {
                                 Pattern::for_file(file as u64).fill(slot.off, data);
                             }
-                            calls::encode(out, xid, &cred, &Call::Write(fh, slot.off, data))?
+                            v4.encode(
+                                plan,
+                                out,
+                                xid,
+                                &cred,
+                                slot.file,
+                                &Call::Write(fh, slot.off, data),
+                            )?
                         }
                     }
                 }
             }
         };
+        slot.seq4 = v4.last;
         Ok(Some((xid, n, slot)))
+    }
+
+    /// Re-encodes an NFSv4.1 call the server answered NFS4ERR_DELAY (same op, same
+    /// file and offset; a new slot and sequence id).
+    fn encode_retry(
+        &mut self,
+        rec: &mut Recorder,
+        mut slot: Slot,
+    ) -> anyhow::Result<(u32, usize, Slot)> {
+        let plan = rec.plan;
+        let files = plan.files;
+        self.xid = self.xid.wrapping_add(1);
+        let xid = self.xid;
+        let cred = rec.cred;
+        let mut v4 = V4Enc {
+            session: self.session,
+            slots: &mut self.slots,
+            last: None,
+        };
+        let name = slot.name.as_deref().unwrap_or_default();
+        let fh = files.handles.get(slot.file).map_or(&[][..], |h| &h[..]);
+        let data = &mut rec.payload[..(slot.len as usize).min(plan.bs as usize)];
+        if slot.kind == Kind::Write && plan.write_pattern {
+            Pattern::for_file(slot.file as u64).fill(slot.off, data);
+        }
+        let call = match slot.kind {
+            Kind::Null => Call::Null,
+            Kind::Getattr => Call::Getattr(fh),
+            Kind::Lookup => Call::Lookup(&files.dir, &files.names[slot.file]),
+            Kind::Readdirplus => Call::Readdirplus(&files.dir),
+            Kind::Create => Call::Create(&files.dir, name),
+            Kind::Remove => Call::Remove(&files.dir, name),
+            Kind::Read => Call::Read(fh, slot.off, slot.len),
+            Kind::Write => Call::Write(fh, slot.off, data),
+        };
+        let n = v4.encode(plan, &mut self.out, xid, &cred, slot.file, &call)?;
+        slot.seq4 = v4.last;
+        Ok((xid, n, slot))
     }
 
     /// Sends what can be sent now; returns how many calls went out.
@@ -285,6 +391,9 @@ impl ConnState {
                     break;
                 }
                 Err(SubmitFail::Call(why)) => {
+                    if let Some((s, q)) = slot.seq4 {
+                        self.slots.release(s, q, false);
+                    }
                     rec.complain(|| format!("{} could not be sent: {why}", slot.kind.name()));
                     let o = Outcome {
                         failed: true,
@@ -309,12 +418,16 @@ impl ConnState {
         let mut core = ConnCore {
             inflight: std::mem::take(&mut self.inflight),
             followups: std::mem::take(&mut self.followups),
+            slots: std::mem::take(&mut self.slots),
+            retries: std::mem::take(&mut self.retries),
         };
         let r = self
             .pipe
             .poll(&mut |xid, reply| rec.complete(&mut core, xid, reply));
         self.inflight = core.inflight;
         self.followups = core.followups;
+        self.slots = core.slots;
+        self.retries = core.retries;
         match r {
             Ok(0) => {
                 if !self.inflight.is_empty() && self.last_reply.elapsed() > REPLY_TIMEOUT {
@@ -344,6 +457,7 @@ impl ConnState {
             .drain()
             .map(|(_, s)| s)
             .chain(self.pending.take().map(|p| p.2))
+            .chain(self.retries.drain(..).map(|r| r.1))
             .collect();
         for s in lost {
             let o = Outcome {
@@ -353,6 +467,56 @@ impl ConnState {
             rec.record(&s, now, o);
         }
         self.followups.clear();
+    }
+}
+
+/// Encodes a call as the connection's protocol wants it: NFSv3 as it is, NFSv4.1 as
+/// SEQUENCE (a free slot of the connection's session) + PUTFH + the op.
+struct V4Enc<'s> {
+    session: Option<SessionId>,
+    slots: &'s mut Slots,
+    /// The slot and sequence id the last NFSv4.1 call took.
+    last: Option<(u32, u32)>,
+}
+
+impl V4Enc<'_> {
+    fn encode(
+        &mut self,
+        plan: &Plan,
+        out: &mut [u8],
+        xid: u32,
+        cred: &engine::rpc::Cred,
+        file: usize,
+        call: &Call,
+    ) -> anyhow::Result<usize> {
+        let (Some(session), Some(v4)) = (self.session, plan.v4.as_ref()) else {
+            return calls::encode(out, xid, cred, call);
+        };
+        if matches!(call, Call::Null) {
+            return nfs4::encode_null(out, xid, cred);
+        }
+        let (slot, seqid) = self
+            .slots
+            .take()
+            .ok_or_else(|| anyhow::anyhow!("no free session slot"))?;
+        self.last = Some((slot, seqid));
+        let ctx = nfs4::Ctx {
+            seq: nfs4::Seq {
+                session,
+                slot,
+                seqid,
+                highest: self.slots.highest(),
+            },
+            stateid: plan.files.stateids.get(file).copied().unwrap_or_default(),
+            clientid: v4.clientid,
+            owner: v4.owner,
+        };
+        let r = nfs4::encode_call(out, xid, cred, &ctx, call);
+        if r.is_err() {
+            self.slots.release(slot, seqid, false);
+            self.last = None;
+        }
+        r
     }
 }
 

@@ -35,6 +35,16 @@ pub struct Plan<'a> {
     pub pid: u32,
     /// Connections in the whole run (sequential streams split the set between them).
     pub conns: usize,
+    /// NFSv4.1 (`--nfs 4.1`): the sessions and owner the load uses; `None`: NFSv3.
+    pub v4: Option<V4Plan<'a>>,
+}
+
+/// What NFSv4.1 load connections use: each connection's session and slot range (by
+/// global connection index), the client id and the open owner of CREATEs.
+pub struct V4Plan<'a> {
+    pub conns: &'a [crate::nfs4::setup::ConnSession],
+    pub clientid: u64,
+    pub owner: &'a [u8],
 }
 
 /// When the load runs, fixed once every connection is up.
@@ -249,6 +259,7 @@ mod tests {
             names: vec!["f".into()],
             handles: vec![vec![2; 8]],
             size: 1 << 20,
+            stateids: Vec::new(),
         }
     }
 
@@ -269,6 +280,7 @@ mod tests {
             rate_per_conn: rate,
             pid: 1,
             conns: 1,
+            v4: None,
         };
         let start = Instant::now();
         let clock = Clock {
@@ -311,6 +323,176 @@ mod tests {
         assert!(g.ops > 300, "{}", g.ops);
         let slow = g.hist.count_between(50 * MS, u64::MAX);
         assert!(slow <= 16, "{slow} ops >= 50 ms in closed loop");
+    }
+
+    /// An NFSv4.1 server in memory with one session: checks every SEQUENCE (the slot is
+    /// within the table, not in use, and carries its last sequence id + 1; otherwise
+    /// it answers NFS4ERR_SEQ_MISORDERED), answers every third call NFS4ERR_DELAY
+    /// after processing its SEQUENCE, the rest NFS4_OK (READ with `count` bytes).
+    struct FakeV4 {
+        slots: Vec<u32>,
+        busy: Vec<bool>,
+        calls: u32,
+        delays: std::sync::Arc<std::sync::atomic::AtomicU32>,
+        queue: VecDeque<(u32, Vec<u8>)>,
+    }
+
+    fn be(ws: &[u32]) -> Vec<u8> {
+        ws.iter().flat_map(|w| w.to_be_bytes()).collect()
+    }
+
+    impl FakeV4 {
+        fn answer(&mut self, call: &[u8]) -> Option<(u32, Vec<u8>, Option<u32>)> {
+            let (h, off) = engine::rpc::decode_call(call).ok()?;
+            let mut rep = be(&[h.xid, 1, 0, 0, 0, 0]);
+            if h.proc_ == 0 {
+                return Some((h.xid, rep, None));
+            }
+            let mut r = engine::xdr::XdrReader::new(&call[off..]);
+            r.opaque_var(64).ok()?;
+            assert_eq!(r.u32().ok()?, 1, "minor version");
+            let _n = r.u32().ok()?;
+            assert_eq!(r.u32().ok()?, 53, "SEQUENCE first");
+            assert_eq!(r.opaque_fixed(16).ok()?, &[1u8; 16]);
+            let (seqid, slot) = (r.u32().ok()?, r.u32().ok()?);
+            let ok = (slot as usize) < self.slots.len()
+                && !self.busy[slot as usize]
+                && seqid == self.slots[slot as usize].wrapping_add(1);
+            if !ok {
+                rep.extend(be(&[10063, 0, 1, 53, 10063]));
+                return Some((h.xid, rep, None));
+            }
+            self.slots[slot as usize] = seqid;
+            self.busy[slot as usize] = true;
+            self.calls += 1;
+            r.skip(8).ok()?; // highest, cachethis
+            assert_eq!(r.u32().ok()?, 22, "PUTFH second");
+            r.opaque_var(128).ok()?;
+            let opnum = r.u32().ok()?;
+            let seq_ok = |rep: &mut Vec<u8>| {
+                rep.extend(be(&[53, 0]));
+                rep.extend([1u8; 16]);
+                rep.extend(be(&[seqid, slot, 63, 63, 0, 22, 0]));
+            };
+            if self.calls % 3 == 0 {
+                self.delays
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                rep.extend(be(&[10008, 0, 3]));
+                seq_ok(&mut rep);
+                rep.extend(be(&[opnum, 10008]));
+                return Some((h.xid, rep, Some(slot)));
+            }
+            rep.extend(be(&[0, 0, 3]));
+            seq_ok(&mut rep);
+            match opnum {
+                25 => {
+                    r.skip(16 + 8).ok()?;
+                    let count = r.u32().ok()?;
+                    rep.extend(be(&[25, 0, 0, count]));
+                    rep.extend(vec![0u8; count.div_ceil(4) as usize * 4]);
+                }
+                38 => rep.extend(be(&[38, 0, 4096, 0, 0, 0])),
+                9 => rep.extend(be(&[9, 0, 1, 16, 8, 0, 1 << 20])),
+                other => panic!("unexpected op {other}"),
+            }
+            Some((h.xid, rep, Some(slot)))
+        }
+    }
+
+    impl Pipe for FakeV4 {
+        fn try_submit(&mut self, call: &[u8]) -> Result<bool, SubmitFail> {
+            let Some((xid, rep, slot)) = self.answer(call) else {
+                return Err(SubmitFail::Call("undecodable".into()));
+            };
+            // Replies go out in reverse order of arrival within a poll (slots are
+            // freed out of order); the slot stays busy until its reply is delivered.
+            self.queue.push_front((slot.unwrap_or(u32::MAX), rep));
+            let _ = xid;
+            Ok(true)
+        }
+
+        fn poll(&mut self, on_reply: &mut OnReply) -> io::Result<usize> {
+            let mut n = 0;
+            while let Some((slot, rep)) = self.queue.pop_front() {
+                if let Some(b) = self.busy.get_mut(slot as usize) {
+                    *b = false;
+                }
+                let xid = crate::pipe::xid_of(&rep).expect("xid");
+                on_reply(xid, Ok(&rep));
+                n += 1;
+            }
+            Ok(n)
+        }
+
+        fn in_flight(&self) -> usize {
+            self.queue.len()
+        }
+    }
+
+    #[test]
+    fn nfs41_calls_use_each_slot_in_sequence_and_are_resent_after_delay() {
+        let target = Target::Tcp("unused".into());
+        let mut files = files();
+        files.stateids = vec![crate::nfs4::Stateid::default()];
+        let mix = Mix::parse("randread:1,randwrite:1,getattr:1").unwrap();
+        let sessions = [crate::nfs4::setup::ConnSession {
+            session: [1u8; 16],
+            base: 0,
+            slots: 4,
+            highest: 3,
+        }];
+        let qd = 4;
+        let plan = Plan {
+            target: &target,
+            mix: &mix,
+            files: &files,
+            bs: 4096,
+            qd,
+            verify: false,
+            write_pattern: false,
+            track_writes: false,
+            rate_per_conn: None,
+            pid: 1,
+            conns: 1,
+            v4: Some(V4Plan {
+                conns: &sessions,
+                clientid: 1,
+                owner: b"o",
+            }),
+        };
+        let start = Instant::now();
+        let clock = Clock {
+            start,
+            t0: start,
+            end: Some(start + Duration::from_millis(300)),
+        };
+        let delays = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
+        let server = FakeV4 {
+            slots: vec![0; qd],
+            busy: vec![false; qd],
+            calls: 0,
+            delays: std::sync::Arc::clone(&delays),
+            queue: VecDeque::new(),
+        };
+        let spec = ThreadSpec {
+            thread: 0,
+            core: None,
+            conns: vec![(0, None)],
+        };
+        let (tx, _rx) = std::sync::mpsc::channel();
+        let st = run_thread(&plan, &spec, vec![Box::new(server)], clock, &tx).stats;
+        let t = st.total();
+        assert!(t.ops > 100, "{} ops", t.ops);
+        // Every call answered DELAY was resent and then succeeded: no errors, and no
+        // SEQ_MISORDERED (which would be errors too).
+        assert_eq!(t.errors, 0);
+        assert!(st.get(Kind::Read).unwrap().bytes > 0);
+        let delays = delays.load(std::sync::atomic::Ordering::Relaxed);
+        assert!(
+            delays as u64 * 2 >= t.ops / 2,
+            "{delays} DELAYs for {} ops",
+            t.ops
+        );
     }
 
     #[test]

@@ -13,6 +13,8 @@ pub struct FileSet {
     pub handles: Vec<Vec<u8>>,
     /// Bytes per file.
     pub size: u64,
+    /// NFSv4.1: each file's open stateid (empty for NFSv3).
+    pub stateids: Vec<crate::nfs4::Stateid>,
 }
 
 /// The name of file `i` of a set of `n` named `base`.
@@ -76,6 +78,7 @@ impl FileSet {
             names,
             handles,
             size,
+            stateids: Vec::new(),
         })
     }
 

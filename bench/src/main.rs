@@ -1,4 +1,5 @@
-//! `bench`: an NFSv3 load generator over TCP or RPC-over-RDMA, and a TCP → RDMA bridge.
+//! `bench`: an NFS load generator (NFSv3 over TCP or RPC-over-RDMA; NFSv4.1 over TCP
+//! with `--nfs 4.1`, see `nfs4`), and a TCP → RDMA bridge.
 //!
 //! Run mode (the default, or `bench run ...`): mounts an export (MOUNT on the NFS port,
 //! over the chosen transport), prepares a file set, then runs a workload or a weighted
@@ -23,6 +24,7 @@ mod fileset;
 mod hdrlog;
 mod live;
 mod load;
+mod nfs4;
 mod pattern;
 mod pipe;
 mod plot;
@@ -46,7 +48,7 @@ mod workload;
 #[derive(Parser, Debug)]
 #[command(
     name = "bench",
-    about = "NFSv3 load generator (TCP or RPC-over-RDMA) and TCP-to-RDMA bridge",
+    about = "NFS load generator (NFSv3 over TCP or RPC-over-RDMA, NFSv4.1 over TCP) and TCP-to-RDMA bridge",
     args_conflicts_with_subcommands = true
 )]
 struct Cli {
@@ -90,11 +92,26 @@ fn rate_arg(s: &str) -> Result<f64, String> {
     }
 }
 
+/// The NFS version a run speaks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum NfsVersion {
+    /// NFSv3 and MOUNT v3.
+    #[value(name = "3")]
+    V3,
+    /// NFSv4.1: a client, sessions, OPENed files (TCP only).
+    #[value(name = "4.1")]
+    V41,
+}
+
 #[derive(Args, Debug, Clone)]
 pub struct RunArgs {
     /// tcp://HOST:PORT or rdma://HOST:PORT
     #[arg(long, default_value = "tcp://127.0.0.1:2049")]
     pub target: String,
+    /// NFS version: 3, or 4.1 (EXCHANGE_ID, a session per connection with --qd slots,
+    /// SEQUENCE + PUTFH + op compounds, OPENed files; tcp:// only).
+    #[arg(long, value_enum, default_value = "3")]
+    pub nfs: NfsVersion,
     /// RDMA provider for rdma:// targets.
     #[arg(long, value_enum, default_value = "soft")]
     pub provider: Provider,
@@ -261,6 +278,10 @@ mod tests {
         assert_eq!((r.threads, r.conns_per_thread), (Some(2), Some(3)));
         assert_eq!((r.rate, r.warmup), (Some(1500.5), 0.5));
         assert!(r.hdr_log.is_some() && r.plot.is_some());
+        assert_eq!(r.nfs, NfsVersion::V3);
+        let c = Cli::try_parse_from(["bench", "--nfs", "4.1", "--workload", "randread"]).unwrap();
+        assert_eq!(c.run.nfs, NfsVersion::V41);
+        assert!(Cli::try_parse_from(["bench", "--nfs", "4"]).is_err());
         for bad in [
             &["bench", "--mix", "bogus:1"][..],
             &["bench", "--workload", "null", "--mix", "null:1"],

@@ -3,9 +3,10 @@
 
 use crate::calls;
 use crate::client::bench_cred;
-use crate::conn::{ConnCore, Followup, Slot};
+use crate::conn::{ConnCore, Followup, Slot, MAX_TRIES, RETRY_PAUSE};
 use crate::driver::{Clock, Interval, Plan, Report};
 use crate::fileset::BlockSet;
+use crate::nfs4;
 use crate::pattern::Pattern;
 use crate::schedule::{interval_of, latency_ns};
 use crate::stats::Stats;
@@ -114,6 +115,9 @@ impl<'p> Recorder<'p> {
 
     /// Judges one reply.
     pub fn complete(&mut self, c: &mut ConnCore, xid: u32, reply: Result<&[u8], String>) {
+        if self.plan.v4.is_some() {
+            return self.complete4(c, xid, reply);
+        }
         let done = Instant::now();
         let Some(slot) = c.inflight.remove(&xid) else {
             self.complain(|| format!("reply to unknown xid {xid}"));
@@ -162,6 +166,80 @@ impl<'p> Recorder<'p> {
                         }
                     }
                 }
+            },
+        }
+        self.record(&slot, done, o);
+    }
+
+    /// Judges one NFSv4.1 reply: frees its session slot (advancing the slot's sequence
+    /// id when the server processed the SEQUENCE, RFC 8881 §2.10.6.1), resends it after
+    /// NFS4ERR_DELAY (at most [`MAX_TRIES`] times), else records it as
+    /// [`Self::complete`] does for NFSv3.
+    fn complete4(&mut self, c: &mut ConnCore, xid: u32, reply: Result<&[u8], String>) {
+        let done = Instant::now();
+        let Some(mut slot) = c.inflight.remove(&xid) else {
+            self.complain(|| format!("reply to unknown xid {xid}"));
+            return;
+        };
+        let body =
+            reply.and_then(|rec| calls::results(rec).map_err(|e| format!("call {xid}: {e}")));
+        let decoded = match (&body, slot.kind) {
+            (Err(e), _) => Err(e.clone()),
+            (Ok(_), Kind::Null) => Ok(None),
+            (Ok(b), _) => nfs4::reply::decode(b).map(Some),
+        };
+        if let Some((s, q)) = slot.seq4.take() {
+            let processed = matches!(&decoded, Ok(Some(d)) if d.seq_done);
+            c.slots.release(s, q, processed);
+        }
+        let mut o = Outcome::default();
+        match decoded {
+            Err(e) => {
+                o.failed = true;
+                self.complain(|| format!("{} failed: {e}", slot.kind.name()));
+            }
+            Ok(None) => {}
+            Ok(Some(d)) if d.status == nfs4::status::DELAY && slot.tries < MAX_TRIES => {
+                slot.tries += 1;
+                c.retries.push_back((done + RETRY_PAUSE, slot));
+                return;
+            }
+            Ok(Some(d)) if !d.ok() => {
+                o.failed = true;
+                let (st, opn) = (d.status, d.failed_op);
+                self.complain(|| {
+                    format!(
+                        "{} failed: {} (op {opn})",
+                        slot.kind.name(),
+                        nfs4::reply::status_name(st)
+                    )
+                });
+            }
+            Ok(Some(d)) => match slot.kind {
+                Kind::Read => {
+                    let data = d.data.unwrap_or_default();
+                    o.bytes = data.len() as u64;
+                    if self.plan.verify {
+                        self.check_read(&slot, data, &mut o);
+                    }
+                }
+                Kind::Write => {
+                    o.bytes = slot.len as u64;
+                    if self.plan.track_writes {
+                        let block = slot.off / self.plan.bs as u64;
+                        self.written.insert(slot.file, block);
+                    }
+                }
+                Kind::Create => {
+                    if let Some(name) = slot.name.clone() {
+                        c.followups.push_back(Followup {
+                            name,
+                            due: done,
+                            recorded: slot.recorded,
+                        });
+                    }
+                }
+                _ => {}
             },
         }
         self.record(&slot, done, o);

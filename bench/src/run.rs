@@ -3,15 +3,17 @@
 //! log) and results, commit and read written blocks back, and report.
 
 use crate::client::Conn;
+use crate::driver::V4Plan;
 use crate::driver::{Plan, ThreadSpec};
 use crate::fileset::{BlockSet, FileSet};
 use crate::load::{self, Load, Seconds, Timing};
+use crate::nfs4::setup::Setup4;
 use crate::pattern::Pattern;
 use crate::report::{self, Settings};
 use crate::stats::Stats;
 use crate::transport::{Provider, Target};
 use crate::workload::{Kind, Mix, Op};
-use crate::RunArgs;
+use crate::{NfsVersion, RunArgs};
 use std::io::IsTerminal;
 use std::time::Duration;
 
@@ -125,13 +127,99 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     )?;
     let reads = mix.any(Op::reads);
     let writes = mix.any(Op::writes);
+    if args.nfs == NfsVersion::V41 {
+        anyhow::ensure!(
+            matches!(target, Target::Tcp(_)),
+            "--nfs 4.1 needs a tcp:// target: NFSv4.1 over RPC-over-RDMA is not supported yet"
+        );
+        anyhow::ensure!(
+            args.mount_port.is_none(),
+            "--mount-port is for NFSv3 (NFSv4.1 has no MOUNT)"
+        );
+    }
 
     // Setup, over one connection, before any load.
-    let mut setup = Conn::connect(&target)?;
+    let mut setup4 = None;
+    let mut qd = args.qd;
+    let files;
+    let mut setup = None;
+    if args.nfs == NfsVersion::V41 {
+        let (s, f) = Setup4::prepare(
+            &target,
+            &args.export,
+            &args.file,
+            args.files,
+            file_size,
+            reads,
+            mix.any(Op::uses_files),
+            lay.total_conns,
+            args.qd,
+        )?;
+        anyhow::ensure!(
+            bs <= s.client.max_io,
+            "--bs {bs} is larger than the server's session allows ({})",
+            s.client.max_io
+        );
+        qd = s.slots as usize;
+        files = f;
+        setup4 = Some(s);
+    } else {
+        let (c, f) = setup3(&args, &target, &mix, file_size, reads)?;
+        files = f;
+        setup = Some(c);
+    }
+    let sessions: Vec<crate::nfs4::setup::ConnSession> =
+        setup4.as_ref().map(|s| s.conns.clone()).unwrap_or_default();
+    let (clientid, owner) = setup4
+        .as_ref()
+        .map(|s| (s.client.clientid, s.client.owner.clone()))
+        .unwrap_or_default();
+    let plan = Plan {
+        target: &target,
+        mix: &mix,
+        files: &files,
+        bs,
+        qd,
+        verify: args.verify,
+        write_pattern: args.verify || reads,
+        track_writes: args.verify && writes,
+        rate_per_conn: args.rate.map(|r| r / lay.total_conns as f64),
+        pid: std::process::id(),
+        conns: lay.total_conns,
+        v4: setup4.as_ref().map(|_| V4Plan {
+            conns: &sessions,
+            clientid,
+            owner: &owner,
+        }),
+    };
+    run_load(
+        &args,
+        &target,
+        &mix,
+        workload_name,
+        &lay,
+        &usable,
+        file_size,
+        bs,
+        plan,
+        setup,
+        setup4,
+    )
+}
+
+/// NFSv3 setup: MOUNT (on the NFS port or `--mount-port`), then the file set.
+fn setup3(
+    args: &RunArgs,
+    target: &Target,
+    mix: &Mix,
+    file_size: u64,
+    reads: bool,
+) -> anyhow::Result<(Conn, FileSet)> {
+    let mut setup = Conn::connect(target)?;
     let root = match args.mount_port {
         None => setup.mount(&args.export)?,
         Some(port) => {
-            let host = match &target {
+            let host = match target {
                 Target::Tcp(a) => a
                     .rsplit_once(':')
                     .map_or(a.as_str(), |(h, _)| h)
@@ -152,21 +240,29 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
             names: Vec::new(),
             handles: Vec::new(),
             size: file_size,
+            stateids: Vec::new(),
         }
     };
-    let plan = Plan {
-        target: &target,
-        mix: &mix,
-        files: &files,
-        bs,
-        qd: args.qd,
-        verify: args.verify,
-        write_pattern: args.verify || reads,
-        track_writes: args.verify && writes,
-        rate_per_conn: args.rate.map(|r| r / lay.total_conns as f64),
-        pid: std::process::id(),
-        conns: lay.total_conns,
-    };
+    Ok((setup, files))
+}
+
+/// The load and what follows it (COMMIT, read-back, NFSv4.1 teardown, report).
+#[allow(clippy::too_many_arguments)]
+fn run_load(
+    args: &RunArgs,
+    target: &Target,
+    mix: &Mix,
+    workload_name: &str,
+    lay: &Layout,
+    usable: &[core_affinity::CoreId],
+    file_size: u64,
+    bs: u32,
+    plan: Plan,
+    setup: Option<Conn>,
+    setup4: Option<Setup4>,
+) -> anyhow::Result<()> {
+    let files = plan.files;
+    let writes = mix.any(Op::writes);
     let budgets = budgets(args.ops, lay.total_conns);
     let specs: Vec<ThreadSpec> = lay
         .conns
@@ -199,8 +295,17 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
         measured_s: measured,
     } = load::run(&plan, &specs, &timing, &seconds)?;
 
-    if writes {
-        finish_writes(&mut setup, &plan, &written, &mut merged, args.qd.max(8))?;
+    if let Some(mut setup) = setup {
+        if writes {
+            finish_writes(&mut setup, &plan, &written, &mut merged, args.qd.max(8))?;
+        }
+    }
+    let mut teardown = Ok(());
+    if let Some(mut s) = setup4 {
+        if writes {
+            s.finish_writes(files, bs, &written, plan.track_writes, &mut merged);
+        }
+        teardown = s.teardown();
     }
 
     let settings = Settings {
@@ -221,7 +326,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
         threads: lay.threads,
         conns: lay.total_conns,
         conns_per_thread: lay.conns_per_thread,
-        qd: args.qd,
+        qd: plan.qd,
         rate: args.rate,
         warmup_s: args.warmup,
         duration_s: measured,
@@ -253,6 +358,9 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     }
     if total.ops == 0 {
         bad.push("no op completed".into());
+    }
+    if let Err(e) = teardown {
+        bad.push(format!("{e:#}"));
     }
     anyhow::ensure!(bad.is_empty(), "{}", bad.join("; "));
     Ok(())

@@ -3,6 +3,7 @@
 # starts the gateway on the memory backend, mounts it with the kernel's NFSv3 client over
 # TCP and exercises the common file operations a real client sends (LOOKUP, CREATE, WRITE,
 # COMMIT, READ, READDIRPLUS, RENAME, SYMLINK, SETATTR, REMOVE, RMDIR, FSSTAT).
+# Then the NFSv4.1 part (tests/vm/kernel-nfs41.sh; KERNEL_V41=0 skips it).
 # Every check aborts the script on failure; the last line is printed only when all passed.
 # Usage: kernel-nfs-smoke.sh GATEWAY_BINARY
 set -euo pipefail
@@ -110,4 +111,18 @@ check "after remount: 2,000 entries" test "$(ls /mnt/many | wc -l)" = 2000
 rm -r /mnt/many /mnt/big
 check "after cleanup: export root empty" test -z "$(ls -A /mnt)"
 check "final unmount" umount /mnt
+
+# NFSv4.1 (KERNEL_V41=0 skips it; KERNEL_V41_SERVER=knfsd points the same checks at the
+# guest kernel's own nfsd): the memory gateway makes room on port 2049 for an fs-backend
+# gateway that can be killed and restarted with its state (kernel-nfs41.sh).
+if [ "${KERNEL_V41:-1}" != 0 ]; then
+  kill $GWPID; wait $GWPID 2>/dev/null || true
+  if [ "${KERNEL_V41_SERVER:-gateway}" = knfsd ]; then
+    check "NFSv4.1 kernel client checks against knfsd" bash "$(dirname "$0")/kernel-nfs41.sh" knfsd
+  else
+    check "NFSv4.1 kernel client checks against the gateway" bash "$(dirname "$0")/kernel-nfs41.sh" gateway "$GW"
+  fi
+else
+  echo "skip NFSv4.1 checks (KERNEL_V41=0)"
+fi
 echo "KERNEL CLIENT SMOKE: PASS"

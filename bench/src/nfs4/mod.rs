@@ -1,0 +1,386 @@
+//! NFSv4.1 (RFC 8881) as bench speaks it: COMPOUND calls (encoding, this module),
+//! their replies (decoding, [`reply`]), the session slot table ([`slots`]) and the
+//! blocking session client for setup and teardown ([`session`]).
+//!
+//! Every load call is one COMPOUND of SEQUENCE + PUTFH + the op (RFC 8881 §2.10.6:
+//! SEQUENCE first, one slot per request in flight, the slot's sequence id advancing by
+//! one per request the server processed). The v3 [`Call`] values are translated, so the
+//! load driver picks ops the same way for both versions.
+
+pub mod reply;
+pub mod session;
+pub mod setup;
+pub mod slots;
+
+use crate::calls::Call;
+use engine::rpc::{self, Cred};
+use engine::xdr::{XdrResult, XdrWriter};
+
+/// NFSv4 program version (RFC 8881 §16: version 4, procedures NULL 0 and COMPOUND 1).
+pub const VERSION: u32 = 4;
+pub const MINOR: u32 = 1;
+const PROC_COMPOUND: u32 = 1;
+
+/// Operation numbers (RFC 8881 §16.2.1, nfs_opnum4).
+pub mod op {
+    pub const CLOSE: u32 = 4;
+    pub const COMMIT: u32 = 5;
+    pub const DELEGRETURN: u32 = 8;
+    pub const GETATTR: u32 = 9;
+    pub const GETFH: u32 = 10;
+    pub const LOOKUP: u32 = 15;
+    pub const OPEN: u32 = 18;
+    pub const PUTFH: u32 = 22;
+    pub const PUTROOTFH: u32 = 24;
+    pub const READ: u32 = 25;
+    pub const READDIR: u32 = 26;
+    pub const REMOVE: u32 = 28;
+    pub const WRITE: u32 = 38;
+    pub const EXCHANGE_ID: u32 = 42;
+    pub const CREATE_SESSION: u32 = 43;
+    pub const DESTROY_SESSION: u32 = 44;
+    pub const SEQUENCE: u32 = 53;
+    pub const DESTROY_CLIENTID: u32 = 57;
+    pub const RECLAIM_COMPLETE: u32 = 58;
+}
+
+/// nfsstat4 values bench reacts to (RFC 8881 §15.1).
+pub mod status {
+    pub const OK: u32 = 0;
+    pub const DELAY: u32 = 10008;
+    pub const GRACE: u32 = 10013;
+    pub const COMPLETE_ALREADY: u32 = 10054;
+}
+
+/// Attribute numbers (RFC 8881 §5.8): type, size and mode.
+pub const FATTR4_TYPE: u32 = 1;
+pub const FATTR4_SIZE: u32 = 4;
+pub const FATTR4_MODE: u32 = 33;
+
+/// Longest NFSv4 file handle (RFC 8881 NFS4_FHSIZE).
+pub const FHSIZE: usize = 128;
+
+/// A stateid4 (RFC 8881 §8.2): seqid and 12 opaque bytes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Stateid {
+    pub seqid: u32,
+    pub other: [u8; 12],
+}
+
+impl Stateid {
+    /// The same stateid with seqid 0: "the most recent" (RFC 8881 §8.2.2), so READ and
+    /// WRITE need not track OPEN seqid changes.
+    pub fn latest(self) -> Stateid {
+        Stateid { seqid: 0, ..self }
+    }
+
+    /// The current stateid (RFC 8881 §16.2.3.1.2: seqid 1, other all zero): the one the
+    /// previous op of the same COMPOUND produced.
+    pub const CURRENT: Stateid = Stateid {
+        seqid: 1,
+        other: [0; 12],
+    };
+
+    fn put(&self, w: &mut XdrWriter) -> XdrResult<()> {
+        w.u32(self.seqid)?;
+        w.opaque_fixed(&self.other)
+    }
+}
+
+pub type SessionId = [u8; 16];
+
+/// SEQUENCE arguments (RFC 8881 §18.46): the session, the slot and its next seqid.
+#[derive(Clone, Copy, Debug)]
+pub struct Seq {
+    pub session: SessionId,
+    pub slot: u32,
+    pub seqid: u32,
+    /// sa_highest_slotid: the highest slot this client may use in the session.
+    pub highest: u32,
+}
+
+/// One operation of a COMPOUND, with its arguments.
+#[derive(Clone, Copy, Debug)]
+pub enum Op4<'a> {
+    Sequence(Seq),
+    Putfh(&'a [u8]),
+    Putrootfh,
+    Getfh,
+    /// GETATTR of the given attribute numbers (each < 64).
+    Getattr(&'a [u32]),
+    Lookup(&'a str),
+    Read(Stateid, u64, u32),
+    /// UNSTABLE4 write.
+    Write(Stateid, u64, &'a [u8]),
+    Commit,
+    Remove(&'a str),
+    /// READDIR from cookie 0 (dircount 4 KiB, maxcount 32 KiB), asking type and size.
+    Readdir,
+    /// OPEN, CLAIM_NULL, share access BOTH, deny NONE, OPEN4_CREATE UNCHECKED4 with
+    /// mode 0644 (an existing file is opened as it is), by the open owner given.
+    OpenCreate {
+        clientid: u64,
+        owner: &'a [u8],
+        name: &'a str,
+    },
+    Close(Stateid),
+    Delegreturn(Stateid),
+    ReclaimComplete,
+    DestroySession(SessionId),
+    DestroyClientid(u64),
+    ExchangeId {
+        verifier: [u8; 8],
+        owner: &'a [u8],
+    },
+    CreateSession {
+        clientid: u64,
+        sequence: u32,
+        /// Fore-channel slots asked for.
+        slots: u32,
+        /// Largest request and reply asked for.
+        max_msg: u32,
+    },
+}
+
+fn bitmap(w: &mut XdrWriter, attrs: &[u32]) -> XdrResult<()> {
+    let mut words = [0u32; 2];
+    for &a in attrs {
+        if let Some(word) = words.get_mut((a / 32) as usize) {
+            *word |= 1 << (a % 32);
+        }
+    }
+    let n = if words[1] != 0 { 2 } else { 1 };
+    w.u32(n)?;
+    for word in &words[..n as usize] {
+        w.u32(*word)?;
+    }
+    Ok(())
+}
+
+/// A channel_attrs4 (RFC 8881 §18.36.1).
+fn channel(w: &mut XdrWriter, max_msg: u32, cached: u32, ops: u32, reqs: u32) -> XdrResult<()> {
+    w.u32(0)?; // headerpadsize
+    w.u32(max_msg)?;
+    w.u32(max_msg)?;
+    w.u32(cached)?;
+    w.u32(ops)?;
+    w.u32(reqs)?;
+    w.u32(0) // no rdma_ird
+}
+
+impl Op4<'_> {
+    pub fn num(&self) -> u32 {
+        match self {
+            Op4::Sequence(_) => op::SEQUENCE,
+            Op4::Putfh(_) => op::PUTFH,
+            Op4::Putrootfh => op::PUTROOTFH,
+            Op4::Getfh => op::GETFH,
+            Op4::Getattr(_) => op::GETATTR,
+            Op4::Lookup(_) => op::LOOKUP,
+            Op4::Read(..) => op::READ,
+            Op4::Write(..) => op::WRITE,
+            Op4::Commit => op::COMMIT,
+            Op4::Remove(_) => op::REMOVE,
+            Op4::Readdir => op::READDIR,
+            Op4::OpenCreate { .. } => op::OPEN,
+            Op4::Close(_) => op::CLOSE,
+            Op4::Delegreturn(_) => op::DELEGRETURN,
+            Op4::ReclaimComplete => op::RECLAIM_COMPLETE,
+            Op4::DestroySession(_) => op::DESTROY_SESSION,
+            Op4::DestroyClientid(_) => op::DESTROY_CLIENTID,
+            Op4::ExchangeId { .. } => op::EXCHANGE_ID,
+            Op4::CreateSession { .. } => op::CREATE_SESSION,
+        }
+    }
+
+    fn put(&self, w: &mut XdrWriter) -> XdrResult<()> {
+        w.u32(self.num())?;
+        match *self {
+            Op4::Sequence(s) => {
+                w.opaque_fixed(&s.session)?;
+                w.u32(s.seqid)?;
+                w.u32(s.slot)?;
+                w.u32(s.highest)?;
+                w.bool(false) // sa_cachethis
+            }
+            Op4::Putfh(fh) => w.opaque_var(fh),
+            Op4::Putrootfh | Op4::Getfh => Ok(()),
+            Op4::ReclaimComplete => w.bool(false), // rca_one_fs
+            Op4::Getattr(attrs) => bitmap(w, attrs),
+            Op4::Lookup(name) | Op4::Remove(name) => w.string(name.as_bytes()),
+            Op4::Read(sid, off, count) => {
+                sid.put(w)?;
+                w.u64(off)?;
+                w.u32(count)
+            }
+            Op4::Write(sid, off, data) => {
+                sid.put(w)?;
+                w.u64(off)?;
+                w.u32(0)?; // UNSTABLE4
+                w.opaque_var(data)
+            }
+            Op4::Commit => {
+                w.u64(0)?;
+                w.u32(0)
+            }
+            Op4::Readdir => {
+                w.u64(0)?; // cookie
+                w.opaque_fixed(&[0; 8])?; // cookieverf
+                w.u32(4096)?; // dircount
+                w.u32(32 << 10)?; // maxcount
+                bitmap(w, &[FATTR4_TYPE, FATTR4_SIZE])
+            }
+            Op4::OpenCreate {
+                clientid,
+                owner,
+                name,
+            } => {
+                w.u32(0)?; // seqid: ignored in 4.1 (RFC 8881 §18.16.3)
+                w.u32(3)?; // OPEN4_SHARE_ACCESS_BOTH
+                w.u32(0)?; // OPEN4_SHARE_DENY_NONE
+                w.u64(clientid)?;
+                w.opaque_var(owner)?;
+                w.u32(1)?; // OPEN4_CREATE
+                w.u32(0)?; // UNCHECKED4
+                bitmap(w, &[FATTR4_MODE])?;
+                w.u32(4)?; // attrlist: mode4
+                w.u32(0o644)?;
+                w.u32(0)?; // CLAIM_NULL
+                w.string(name.as_bytes())
+            }
+            Op4::Close(sid) => {
+                w.u32(0)?; // seqid: ignored in 4.1
+                sid.put(w)
+            }
+            Op4::Delegreturn(sid) => sid.put(w),
+            Op4::DestroySession(s) => w.opaque_fixed(&s),
+            Op4::DestroyClientid(c) => w.u64(c),
+            Op4::ExchangeId { verifier, owner } => {
+                w.opaque_fixed(&verifier)?;
+                w.opaque_var(owner)?;
+                w.u32(0)?; // flags: the server picks its pNFS role
+                w.u32(0)?; // SP4_NONE
+                w.u32(0) // no client_impl_id
+            }
+            Op4::CreateSession {
+                clientid,
+                sequence,
+                slots,
+                max_msg,
+            } => {
+                w.u64(clientid)?;
+                w.u32(sequence)?;
+                w.u32(0)?; // flags: no persistence, no back channel
+                channel(w, max_msg, 4096, 8, slots)?;
+                // The back channel bench never uses (RFC 8881 §18.36: still described;
+                // values the Linux client sends).
+                channel(w, 4096, 0, 2, 1)?;
+                w.u32(0x4000_0000)?; // cb_program
+                w.u32(1)?; // one callback security parameter:
+                w.u32(0) // AUTH_NONE
+            }
+        }
+    }
+}
+
+/// Encodes an RPC call of COMPOUND (minor version 1) with `ops` into `out[4..]` (room
+/// for the record mark); returns the end (RFC 8881 §16.2.1).
+pub fn encode_compound(
+    out: &mut [u8],
+    xid: u32,
+    cred: &Cred,
+    ops: &[Op4],
+) -> anyhow::Result<usize> {
+    let mut w = XdrWriter::at(out, 4);
+    rpc::write_call(&mut w, xid, crate::calls::NFS, VERSION, PROC_COMPOUND, cred)?;
+    w.string(b"")?; // tag
+    w.u32(MINOR)?;
+    w.u32(ops.len() as u32)?;
+    for o in ops {
+        o.put(&mut w)?;
+    }
+    Ok(w.position())
+}
+
+/// Encodes the NFSv4 NULL procedure.
+pub fn encode_null(out: &mut [u8], xid: u32, cred: &Cred) -> anyhow::Result<usize> {
+    let mut w = XdrWriter::at(out, 4);
+    rpc::write_call(&mut w, xid, crate::calls::NFS, VERSION, 0, cred)?;
+    Ok(w.position())
+}
+
+/// What a load call needs beyond the v3 [`Call`]: the SEQUENCE, the file's open
+/// stateid (READ, WRITE) and the open owner (CREATE).
+pub struct Ctx<'a> {
+    pub seq: Seq,
+    pub stateid: Stateid,
+    pub clientid: u64,
+    pub owner: &'a [u8],
+}
+
+/// Encodes a load call as SEQUENCE + PUTFH + the op (RFC 8881 §2.10.6): READ, WRITE,
+/// GETATTR (size), COMMIT, LOOKUP (+GETFH), READDIR, REMOVE; CREATE becomes OPEN
+/// (create) + CLOSE of the current stateid. NULL is the NULL procedure.
+pub fn encode_call(
+    out: &mut [u8],
+    xid: u32,
+    cred: &Cred,
+    x: &Ctx,
+    call: &Call,
+) -> anyhow::Result<usize> {
+    let seq = Op4::Sequence(x.seq);
+    let sid = x.stateid.latest();
+    match *call {
+        Call::Null => encode_null(out, xid, cred),
+        Call::Mount(_) => anyhow::bail!("NFSv4 has no MOUNT"),
+        Call::Getattr(fh) => encode_compound(
+            out,
+            xid,
+            cred,
+            &[seq, Op4::Putfh(fh), Op4::Getattr(&[FATTR4_SIZE])],
+        ),
+        Call::Lookup(dir, name) => encode_compound(
+            out,
+            xid,
+            cred,
+            &[seq, Op4::Putfh(dir), Op4::Lookup(name), Op4::Getfh],
+        ),
+        Call::Read(fh, off, n) => encode_compound(
+            out,
+            xid,
+            cred,
+            &[seq, Op4::Putfh(fh), Op4::Read(sid, off, n)],
+        ),
+        Call::Write(fh, off, data) => encode_compound(
+            out,
+            xid,
+            cred,
+            &[seq, Op4::Putfh(fh), Op4::Write(sid, off, data)],
+        ),
+        Call::Create(dir, name) => encode_compound(
+            out,
+            xid,
+            cred,
+            &[
+                seq,
+                Op4::Putfh(dir),
+                Op4::OpenCreate {
+                    clientid: x.clientid,
+                    owner: x.owner,
+                    name,
+                },
+                Op4::Close(Stateid::CURRENT),
+            ],
+        ),
+        Call::Remove(dir, name) => {
+            encode_compound(out, xid, cred, &[seq, Op4::Putfh(dir), Op4::Remove(name)])
+        }
+        Call::Readdirplus(dir) => {
+            encode_compound(out, xid, cred, &[seq, Op4::Putfh(dir), Op4::Readdir])
+        }
+        Call::Commit(fh) => encode_compound(out, xid, cred, &[seq, Op4::Putfh(fh), Op4::Commit]),
+    }
+}
+
+#[cfg(test)]
+mod tests;
