@@ -63,8 +63,8 @@ fn get_createtype<'a>(r: &mut XdrReader<'a>) -> Result<NewKind<'a>, u32> {
     })
 }
 
-/// CREATE (RFC 8881 §18.4): directories and symlinks; device, socket and FIFO nodes
-/// need `FileModel::mknod` (not in the file model yet: NFS4ERR_BADTYPE).
+/// CREATE (RFC 8881 §18.4): directories, symlinks, and device, socket and FIFO nodes
+/// (stored as objects with their type and rdev: `FileModel::mknod`).
 pub(super) fn create(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter) -> OpResult {
     let kind = get_createtype(r);
     let name = get_component(r);
@@ -96,10 +96,13 @@ pub(super) fn create(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter) -> 
             NewKind::Dir => m.mkdir(&dir.node, name, &new.set, owner),
             NewKind::Link(t) => m.symlink(&dir.node, name, t, &new.set, owner),
             NewKind::Special(kind, rdev) => {
-                // Wire to `FileModel::mknod(dir, name, kind, rdev, set, owner)` once the
-                // file model has it.
-                tracing::debug!(?kind, ?rdev, "CREATE of a special file: not supported yet");
-                return Err(NFS4ERR_BADTYPE);
+                // Devices need privilege, as vfs_mknod's CAP_MKNOD (same rule as v3 MKNOD).
+                if matches!(kind, FileKind::Chr | FileKind::Blk)
+                    && !dir.caller.is_root()
+                {
+                    return Err(NFS4ERR_PERM);
+                }
+                m.mknod(&dir.node, name, kind, rdev, &new.set, owner)
             }
         }
         .map_err(fs_err)?;

@@ -60,8 +60,6 @@ const MIN_FORE: u32 = 128;
 const MIN_BACK_REQUEST: u32 = 128;
 const MIN_BACK_RESPONSE: u32 = 64;
 /// callback_sec_parms4 entries accepted.
-const MAX_CB_SEC: u32 = 16;
-
 fn badxdr(w: &mut XdrWriter) -> OpResult {
     put_status(w, NFS4ERR_BADXDR)
 }
@@ -403,38 +401,6 @@ fn put_channel(w: &mut XdrWriter, a: &ChannelAttrs) -> XdrResult<()> {
         }
         None => w.u32(0),
     }
-}
-
-/// callback_sec_parms4<> (RFC 8881 §18.36.1): decoded to be skipped; callbacks are
-/// sent with AUTH_SYS (the Linux client refuses AUTH_NONE for CB_COMPOUND).
-fn skip_cb_sec(r: &mut XdrReader) -> XdrResult<()> {
-    let n = r.u32()?;
-    if n > MAX_CB_SEC {
-        return Err(engine::xdr::XdrError::Short);
-    }
-    for _ in 0..n {
-        match r.u32()? {
-            0 => {}
-            1 => {
-                r.u32()?;
-                r.opaque_var(255)?;
-                r.u32()?;
-                r.u32()?;
-                let g = r.u32()?;
-                if g > 16 {
-                    return Err(engine::xdr::XdrError::Short);
-                }
-                r.skip(g as usize * 4)?;
-            }
-            6 => {
-                r.u32()?;
-                r.opaque_var(1024)?;
-                r.opaque_var(1024)?;
-            }
-            _ => return Err(engine::xdr::XdrError::Short),
-        }
-    }
-    Ok(())
 }
 
 /// The fore channel we grant (RFC 8881 §18.36.3: the server may lower any value).
