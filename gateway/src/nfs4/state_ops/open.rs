@@ -51,7 +51,7 @@ pub struct Opened {
     pub deleg: Deleg,
 }
 
-/// component4 checks for a name opened or created (§14.? / knfsd check_filename):
+/// component4 checks for a name opened or created (§18.16.3, as knfsd check_filename):
 /// empty → INVAL, invalid UTF-8 → INVAL, too long → NAMETOOLONG, "." and ".." →
 /// BADNAME, '/' or NUL → BADCHAR.
 pub fn check_component(name: &[u8]) -> Result<(), u32> {
