@@ -38,14 +38,17 @@ pub struct Limits {
     pub states_total: usize,
     /// Byte ranges held by one lock stateid (one lock-owner on one file).
     pub ranges_per_owner: usize,
+    /// Byte ranges held, all clients together.
+    pub ranges_total: usize,
 }
 
 impl Default for Limits {
     fn default() -> Limits {
         Limits {
             states_per_client: 16384,
-            states_total: 1 << 20,
+            states_total: 1 << 18,
             ranges_per_owner: 1024,
+            ranges_total: 1 << 20,
         }
     }
 }

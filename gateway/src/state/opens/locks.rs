@@ -71,7 +71,6 @@ pub fn conflict<'a>(
 }
 
 /// Number of ranges `owner` holds in `locks`.
-#[cfg(test)]
 pub fn count(locks: &[Lock], owner: &[u8; 12]) -> usize {
     locks.iter().filter(|l| &l.owner == owner).count()
 }
