@@ -862,3 +862,64 @@ fn grace_allows_only_reclaims_and_recreates_opens_and_locks() {
     reclaim2.0[7] = 1;
     assert_eq!(call(&mut other, lock, &reclaim2).0, NFS4ERR_NO_GRACE);
 }
+
+#[test]
+fn open_result_encodes_each_delegation_kind() {
+    let s = Stateid {
+        seqid: 1,
+        other: [4; 12],
+    };
+    let d = Stateid {
+        seqid: 1,
+        other: [5; 12],
+    };
+    let enc = |deleg| {
+        let o = open::Opened {
+            stateid: s,
+            cinfo: (1, 2),
+            attrset: [0, 2],
+            deleg,
+        };
+        let mut buf = vec![0u8; 512];
+        let n = {
+            let mut w = XdrWriter::new(&mut buf);
+            encode_open(&mut w, &o).unwrap();
+            w.position()
+        };
+        buf.truncate(n);
+        buf
+    };
+    let head = B::default()
+        .u32(NFS4_OK)
+        .sid(&s)
+        .u32(0)
+        .u64(1)
+        .u64(2)
+        .u32(4)
+        .u32(2)
+        .u32(0)
+        .u32(2);
+    let ace = |mask: u32| B::default().u32(0).u32(0).u32(mask).opaque(b"EVERYONE@");
+    let read = head.clone().u32(1).sid(&d).u32(0).raw(&ace(1).0);
+    assert_eq!(enc(open::Deleg::Read(d)), read.0);
+    let write = head
+        .clone()
+        .u32(2)
+        .sid(&d)
+        .u32(0)
+        .u32(1)
+        .u64(u64::MAX)
+        .raw(&ace(3).0);
+    assert_eq!(enc(open::Deleg::Write(d)), write.0);
+    assert_eq!(enc(open::Deleg::None), head.clone().u32(0).0);
+    let contention = head.clone().u32(3).u32(open::WND4_CONTENTION).u32(0);
+    assert_eq!(
+        enc(open::Deleg::NoneExt(open::WND4_CONTENTION)),
+        contention.0
+    );
+    let not_wanted = head.u32(3).u32(open::WND4_NOT_WANTED);
+    assert_eq!(
+        enc(open::Deleg::NoneExt(open::WND4_NOT_WANTED)),
+        not_wanted.0
+    );
+}
