@@ -48,6 +48,8 @@ pub(super) struct Table {
     lock_index: HashMap<OwnerKey, [u8; 12]>,
     files: HashMap<u64, FileState>,
     per_client: HashMap<u64, usize>,
+    /// Byte ranges held, all files together (capped by `Limits::ranges_total`).
+    nranges: usize,
 }
 
 /// Whether `other` is one of the special stateids' (all zeros or all ones, §8.2.3).
@@ -107,6 +109,7 @@ impl Table {
             lock_index: HashMap::new(),
             files: HashMap::new(),
             per_client: HashMap::new(),
+            nranges: 0,
         }
     }
 
@@ -276,7 +279,9 @@ impl Table {
         };
         self.lock_index.remove(&(st.clientid, st.owner, st.fileid));
         if let Some(f) = self.files.get_mut(&st.fileid) {
+            let held = locks::count(&f.locks, l);
             f.locks.retain(|x| &x.owner != l);
+            self.nranges = self.nranges.saturating_sub(held);
         }
         self.count_down(st.clientid);
     }
@@ -473,9 +478,15 @@ impl Table {
                 l
             }
         };
-        let max = self.limits.ranges_per_owner;
         let f = self.files.entry(fileid).or_default();
-        if !locks::set(&mut f.locks, l, range, write, max) {
+        let held = locks::count(&f.locks, &l);
+        // The owner's own cap, and what is left of the table-wide one.
+        let room = self.limits.ranges_total.saturating_sub(self.nranges);
+        let max = self.limits.ranges_per_owner.min(held.saturating_add(room));
+        let ok = locks::set(&mut f.locks, l, range, write, max);
+        let now = locks::count(&f.locks, &l);
+        self.nranges = self.nranges.saturating_sub(held).saturating_add(now);
+        if !ok {
             if existing.is_none() {
                 self.remove_lock_state(&l);
                 if let Some(s) = self.opens.get_mut(&open) {
@@ -519,9 +530,14 @@ impl Table {
         range: Range,
     ) -> Result<Stateid, u32> {
         let l = self.lock_of(clientid, sid, Some(fileid))?;
-        let max = self.limits.ranges_per_owner;
+        let room = self.limits.ranges_total.saturating_sub(self.nranges);
         if let Some(f) = self.files.get_mut(&fileid) {
-            if !locks::unset(&mut f.locks, l, range, max) {
+            let held = locks::count(&f.locks, &l);
+            let max = self.limits.ranges_per_owner.min(held.saturating_add(room));
+            let ok = locks::unset(&mut f.locks, l, range, max);
+            let now = locks::count(&f.locks, &l);
+            self.nranges = self.nranges.saturating_sub(held).saturating_add(now);
+            if !ok {
                 return Err(NFS4ERR_RESOURCE);
             }
         }

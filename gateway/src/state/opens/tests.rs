@@ -256,6 +256,7 @@ fn caps_answer_resource() {
             states_per_client: 2,
             states_total: 3,
             ranges_per_owner: 2,
+            ranges_total: 100,
         },
     );
     let s = o.open(C1, b"a", F, 3, 0).unwrap();
@@ -277,6 +278,7 @@ fn caps_answer_resource() {
             states_per_client: 8,
             states_total: 8,
             ranges_per_owner: 0,
+            ranges_total: 100,
         },
     );
     let s = o.open(C1, b"a", F, 3, 0).unwrap();
@@ -302,4 +304,51 @@ fn purge_frees_opens_locks_and_reservations() {
     let s2 = o.open(C2, b"b", F, 3, 0).unwrap();
     assert!(o.lock(C2, &new_lock(s2, b"M"), F, r(0, 1), true).is_ok());
     assert_eq!(o.check_io(C2, &Stateid::ANONYMOUS, F, true), NFS4_OK);
+}
+
+#[test]
+fn table_wide_range_cap_counts_splits_and_releases() {
+    let o = Opens::with(
+        BOOT,
+        Limits {
+            states_per_client: 8,
+            states_total: 8,
+            ranges_per_owner: 100,
+            ranges_total: 3,
+        },
+    );
+    let s1 = o.open(C1, b"a", F, 3, 0).unwrap();
+    let s2 = o.open(C2, b"b", F + 1, 3, 0).unwrap();
+    let l1 = o.lock(C1, &new_lock(s1, b"L"), F, r(0, 100), true).unwrap();
+    let l1 = o.locku(C1, &l1, F, r(10, 10)).unwrap(); // split: 2 ranges
+    let l2 = o
+        .lock(C2, &new_lock(s2, b"M"), F + 1, r(0, 10), true)
+        .unwrap(); // 3
+    assert_eq!(
+        o.lock(C2, &Locker::Existing { lock: l2 }, F + 1, r(20, 1), true),
+        Err(LockError::Status(NFS4ERR_RESOURCE))
+    );
+    assert_eq!(o.locku(C1, &l1, F, r(50, 1)), Err(NFS4ERR_RESOURCE));
+    // merging back frees one; extending a held range costs nothing
+    let l1 = o
+        .lock(C1, &Locker::Existing { lock: l1 }, F, r(10, 10), true)
+        .unwrap();
+    assert!(o
+        .lock(C2, &Locker::Existing { lock: l2 }, F + 1, r(20, 1), true)
+        .is_ok());
+    assert!(o
+        .lock(C1, &Locker::Existing { lock: l1 }, F, r(0, 200), true)
+        .is_ok());
+    // a purge returns its ranges
+    o.purge_client(C2);
+    let s3 = o.open(C2, b"c", F + 2, 3, 0).unwrap();
+    let l3 = o
+        .lock(C2, &new_lock(s3, b"N"), F + 2, r(0, 1), true)
+        .unwrap();
+    assert!(o
+        .lock(C2, &Locker::Existing { lock: l3 }, F + 2, r(5, 1), true)
+        .is_ok());
+    assert!(o
+        .lock(C2, &Locker::Existing { lock: l3 }, F + 2, r(9, 1), true)
+        .is_err());
 }
