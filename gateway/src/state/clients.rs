@@ -193,6 +193,15 @@ impl Clients {
             .is_some_and(|c| c.may_reclaim && !c.reclaim_complete)
     }
 
+    /// Whether `clientid` has sent RECLAIM_COMPLETE (RFC 8881 §18.51.3: until then its
+    /// non-reclaim OPENs get NFS4ERR_GRACE). Unknown clients count as complete.
+    pub fn reclaim_completed(&self, clientid: u64) -> bool {
+        let g = self.lock();
+        g.clients
+            .get(&clientid)
+            .is_none_or(|c| c.reclaim_complete)
+    }
+
     /// The back channel of `clientid`'s session(s), if one is bound.
     pub fn lookup_backchannel(&self, clientid: u64) -> Option<BackChannelInfo> {
         let g = self.lock();

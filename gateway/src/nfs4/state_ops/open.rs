@@ -265,12 +265,8 @@ fn check_grace(c: &Compound, claim: &Claim) -> Result<(), u32> {
 /// Whether the client has sent RECLAIM_COMPLETE (or never needed to). RFC 8881
 /// §18.51.3: before RECLAIM_COMPLETE a client's non-reclaim OPENs get
 /// NFS4ERR_GRACE, and after it its reclaims get NFS4ERR_NO_GRACE (knfsd does both).
-///
-/// Needs `Clients::reclaim_completed(clientid) -> bool` from the session slice
-/// (`Client::reclaim_complete`); until it exists this answers `true`, so only the
-/// server-wide grace period applies.
-pub fn reclaim_completed(_c: &Compound) -> bool {
-    true
+pub fn reclaim_completed(c: &Compound) -> bool {
+    c.state.clients.reclaim_completed(c.clientid)
 }
 
 /// A reclaim (CLAIM_PREVIOUS OPEN, LOCK with reclaim) is allowed (§8.4.2.1): in
@@ -283,8 +279,7 @@ pub fn reclaim_allowed(c: &Compound) -> Result<(), u32> {
     } else if clients.may_reclaim(c.clientid) {
         Ok(())
     } else if reclaim_completed(c) {
-        // Done reclaiming (until `reclaim_completed` is wired, also a client the
-        // previous run did not know).
+        // Done reclaiming.
         Err(NFS4ERR_NO_GRACE)
     } else {
         Err(NFS4ERR_RECLAIM_BAD)
