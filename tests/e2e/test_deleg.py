@@ -36,7 +36,7 @@ from statsutil import scrape
 NFS4_PROGRAM = 100003
 CB_PROGRAM = 0x40000000
 OP_DELEGRETURN, OP_GETFH, OP_OPEN, OP_PUTFH, OP_PUTROOTFH = 8, 10, 18, 22, 24
-OP_EXCHANGE_ID, OP_CREATE_SESSION, OP_SEQUENCE = 42, 43, 53
+OP_EXCHANGE_ID, OP_CREATE_SESSION, OP_SEQUENCE, OP_RECLAIM_COMPLETE = 42, 43, 53, 58
 OP_CB_RECALL, OP_CB_SEQUENCE = 4, 11
 CONN_BACK_CHAN = 0x2
 NFS3ERR_JUKEBOX = 10008
@@ -190,6 +190,12 @@ class V4Client:
         self.session_flags = u.u32()
         return 0
 
+    def reclaim_complete(self) -> int:
+        """RECLAIM_COMPLETE (rca_one_fs false), as every client sends after CREATE_SESSION:
+        until then its non-reclaim OPENs get NFS4ERR_GRACE (RFC 8881 §18.51.3)."""
+        u = self.compound(self.sequence() + Packer().u32(OP_RECLAIM_COMPLETE).bool(False).get(), 2)
+        return self.status
+
     def open_read(self, name: bytes):
         ops = self.sequence() + Packer().u32(OP_PUTROOTFH).get()
         ops += (Packer().u32(OP_OPEN).u32(0).u32(1).u32(0)          # seqid, READ, DENY_NONE
@@ -255,6 +261,7 @@ def test_recall_over_the_client_connection_when_v3_writes(gw_factory):
     c.pump(lambda: ("CB_NULL", None) in c.callbacks)
     wait_metric(stats_port, "nfsgw_callbacks_total", 1, result="replied")
 
+    assert c.reclaim_complete() == 0
     _open_sid, deleg, fh4 = c.open_read(b"shared.txt")
     assert deleg is not None, "a read delegation once the back channel answered"
     assert fh4 == fh3, "v3 and v4 share handles"
