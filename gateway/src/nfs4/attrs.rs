@@ -405,10 +405,7 @@ fn get_settime(r: &mut XdrReader) -> Result<SetTime, u32> {
             if nsec >= 1_000_000_000 || !(0..=u32::MAX as i64).contains(&sec) {
                 return Err(NFS4ERR_INVAL);
             }
-            Ok(SetTime::Client(NfsTime {
-                sec,
-                nsec,
-            }))
+            Ok(SetTime::Client(NfsTime { sec, nsec }))
         }
         _ => Err(NFS4ERR_BADXDR),
     }
