@@ -267,7 +267,7 @@ pub struct Env {
 }
 
 fn put_time(w: &mut XdrWriter, t: NfsTime) -> XdrResult<()> {
-    w.i64(t.sec as i64)?;
+    w.i64(t.sec)?;
     w.u32(t.nsec)
 }
 

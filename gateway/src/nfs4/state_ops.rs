@@ -191,12 +191,12 @@ fn encode_denied(w: &mut XdrWriter, d: &Denied) -> OpResult {
 /// Grace-period rules of LOCK (§8.4.2, §18.10.4): reclaims only in grace by
 /// clients that may reclaim; new locks wait for the grace period to end.
 fn lock_grace(c: &Compound, reclaim: bool) -> Result<(), u32> {
-    let clients = &c.state.clients;
-    match (reclaim, clients.in_grace()) {
-        (true, false) => Err(NFS4ERR_NO_GRACE),
-        (true, true) if !clients.may_reclaim(c.clientid) => Err(NFS4ERR_RECLAIM_BAD),
-        (false, true) => Err(NFS4ERR_GRACE),
-        _ => Ok(()),
+    if reclaim {
+        open::reclaim_allowed(c)
+    } else if c.state.clients.in_grace() {
+        Err(NFS4ERR_GRACE)
+    } else {
+        Ok(())
     }
 }
 

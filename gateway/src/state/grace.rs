@@ -72,7 +72,7 @@ fn write_atomic(path: &Path, data: &[u8]) -> std::io::Result<()> {
 
 fn unhex(line: &str) -> Option<Vec<u8>> {
     let s = line.trim().as_bytes();
-    if s.len() % 2 != 0 {
+    if !s.len().is_multiple_of(2) {
         return None;
     }
     s.chunks(2)
@@ -95,10 +95,10 @@ mod tests {
         assert!(p.load().is_empty());
         p.save(|| vec![b"abc".to_vec(), vec![0, 255]]);
         let got = p.load();
-        assert!(got.contains(&b"abc".to_vec()) && got.contains(&vec![0, 255]));
+        assert!(got.contains(b"abc".as_slice()) && got.contains(&vec![0, 255]));
         std::fs::write(dir.path().join("nfs4-clients"), "zz\n616\n61\n").unwrap();
         let got = p.load();
         assert_eq!(got.len(), 1);
-        assert!(got.contains(&b"a".to_vec()));
+        assert!(got.contains(b"a".as_slice()));
     }
 }

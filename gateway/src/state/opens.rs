@@ -8,7 +8,7 @@
 //! exceeding a cap answers NFS4ERR_RESOURCE.
 //!
 //! NFSv4.1 ignores the seqids of open-owners and lock-owners (sessions give
-//! exactly-once semantics, §8.13.1 / §18.16.3): only stateid seqids are checked.
+//! exactly-once semantics; §8.8, "obsolete locking infrastructure from NFSv4.0"): only stateid seqids are checked.
 
 mod locks;
 pub mod stateids;
@@ -113,7 +113,7 @@ impl Opens {
     /// the file: special stateids, open/lock/delegation stateids of `clientid` for
     /// `fileid`, share-mode and mandatory-lock rules. Returns NFS4_OK or the nfsstat4.
     ///
-    /// §8.2.3 / §9.1.4: the anonymous stateid is refused (NFS4ERR_LOCKED) only by a
+    /// §8.2.3 and §9.7 (share reservations): the anonymous stateid is refused (NFS4ERR_LOCKED) only by a
     /// share reservation denying the access; the READ bypass stateid skips it for
     /// READ. An open or lock stateid must belong to the client and the file; a WRITE
     /// needs WRITE access (NFS4ERR_OPENMODE), a READ READ or WRITE access (as knfsd

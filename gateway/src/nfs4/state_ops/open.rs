@@ -51,7 +51,7 @@ pub struct Opened {
     pub deleg: Deleg,
 }
 
-/// component4 checks for a name opened or created (§14.? / knfsd check_filename):
+/// component4 checks for a name opened or created (§18.16.3, as knfsd check_filename):
 /// empty → INVAL, invalid UTF-8 → INVAL, too long → NAMETOOLONG, "." and ".." →
 /// BADNAME, '/' or NUL → BADCHAR.
 pub fn check_component(name: &[u8]) -> Result<(), u32> {
@@ -250,23 +250,44 @@ fn check_grace(c: &Compound, claim: &Claim) -> Result<(), u32> {
     let clients = &c.state.clients;
     let grace = clients.in_grace();
     match claim {
-        Claim::Previous(_) => {
-            if !grace {
-                Err(NFS4ERR_NO_GRACE)
-            } else if !clients.may_reclaim(c.clientid) {
-                Err(NFS4ERR_RECLAIM_BAD)
-            } else {
-                Ok(())
-            }
-        }
+        Claim::Previous(_) => reclaim_allowed(c),
         // Delegations are not kept across restarts: nothing to reclaim.
         Claim::DelegatePrev(_) | Claim::DelegPrevFh => Err(if grace {
             NFS4ERR_RECLAIM_BAD
         } else {
             NFS4ERR_NO_GRACE
         }),
-        _ if grace => Err(NFS4ERR_GRACE),
+        _ if grace || !reclaim_completed(c) => Err(NFS4ERR_GRACE),
         _ => Ok(()),
+    }
+}
+
+/// Whether the client has sent RECLAIM_COMPLETE (or never needed to). RFC 8881
+/// §18.51.3: before RECLAIM_COMPLETE a client's non-reclaim OPENs get
+/// NFS4ERR_GRACE, and after it its reclaims get NFS4ERR_NO_GRACE (knfsd does both).
+///
+/// Needs `Clients::reclaim_completed(clientid) -> bool` from the session slice
+/// (`Client::reclaim_complete`); until it exists this answers `true`, so only the
+/// server-wide grace period applies.
+pub fn reclaim_completed(_c: &Compound) -> bool {
+    true
+}
+
+/// A reclaim (CLAIM_PREVIOUS OPEN, LOCK with reclaim) is allowed (§8.4.2.1): in
+/// the grace period (else NO_GRACE), before the client's RECLAIM_COMPLETE (else
+/// NO_GRACE), by a client the previous run knew (else RECLAIM_BAD).
+pub fn reclaim_allowed(c: &Compound) -> Result<(), u32> {
+    let clients = &c.state.clients;
+    if !clients.in_grace() {
+        Err(NFS4ERR_NO_GRACE)
+    } else if clients.may_reclaim(c.clientid) {
+        Ok(())
+    } else if reclaim_completed(c) {
+        // Done reclaiming (until `reclaim_completed` is wired, also a client the
+        // previous run did not know).
+        Err(NFS4ERR_NO_GRACE)
+    } else {
+        Err(NFS4ERR_RECLAIM_BAD)
     }
 }
 

@@ -782,3 +782,83 @@ fn lock_type_rules_and_badxdr() {
         );
     }
 }
+
+/// A state whose client table remembers the owner "me" from a previous run, and that
+/// client's id (confirmed again in this run): the grace period is on.
+fn grace_state(dir: &std::path::Path) -> (State, u64) {
+    std::fs::write(dir.join("nfs4-clients"), "6d65\n").unwrap();
+    let state = State::with_config(crate::state::clients::Limits::default(), Some(dir));
+    let cred = Cred::Sys(AuthSys::new(0, 0, &[]));
+    let id = state.clients.with(|t| {
+        let id = t
+            .insert(b"me", [1; 8], crate::state::clients::Principal::of(&cred))
+            .unwrap();
+        t.confirm(id);
+        id
+    });
+    (state, id)
+}
+
+#[test]
+fn grace_allows_only_reclaims_and_recreates_opens_and_locks() {
+    let h = harness();
+    let sdir = tempfile::tempdir().unwrap();
+    let (state, me) = grace_state(sdir.path());
+    assert!(state.clients.in_grace() && state.clients.may_reclaim(me));
+    let cx = ctx(&h, 0);
+    let mut c = compound(&cx, &state, me);
+    let dir = root(&mut c);
+    let f = h
+        .model
+        .create(
+            &dir,
+            b"g",
+            &CreateMode::Guarded(SetAttr::default()),
+            Owner { uid: 0, gid: 0 },
+        )
+        .unwrap();
+    // a new open, by name or by handle, waits for the grace period
+    assert_eq!(call(&mut c, open, &guarded(b"n", b"o")).0, NFS4ERR_GRACE);
+    put(&mut c, &f);
+    let fh = open_head(3 | NO_DELEG, 0, b"o").u32(0).u32(4);
+    assert_eq!(call(&mut c, open, &fh).0, NFS4ERR_GRACE);
+    // CLAIM_PREVIOUS recreates the open with the share mode asked
+    let prev = open_head(3, 2, b"o").u32(0).u32(1).u32(0);
+    let (st, r) = call(&mut c, open, &prev);
+    assert_eq!(st, NFS4_OK);
+    let s = sid_at(&r, 4);
+    assert_eq!(state.opens.open_modes(&s), Some((3, 2)));
+    // delegation: OPEN_DELEGATE_NONE (no want flags given)
+    assert_eq!(&r[r.len() - 4..], &0u32.to_be_bytes());
+    // LOCK: reclaim recreates, a new lock waits; LOCKT waits
+    let mut reclaim = lock_new(true, 0, 10, &s, b"L");
+    reclaim.0[7] = 1;
+    let (st, r) = call(&mut c, lock, &reclaim);
+    assert_eq!(st, NFS4_OK);
+    let l = sid_at(&r, 4);
+    assert_eq!(
+        call(
+            &mut c,
+            lock,
+            &B::default()
+                .u32(2)
+                .u32(0)
+                .u64(20)
+                .u64(1)
+                .u32(0)
+                .sid(&l)
+                .u32(0)
+        )
+        .0,
+        NFS4ERR_GRACE
+    );
+    let t = B::default().u32(2).u64(0).u64(1).u64(0).opaque(b"x");
+    assert_eq!(call(&mut c, lockt, &t).0, NFS4ERR_GRACE);
+    // a client the previous run did not know may not reclaim
+    let mut other = compound(&cx, &state, me + 1);
+    put(&mut other, &f);
+    assert_eq!(call(&mut other, open, &prev).0, NFS4ERR_NO_GRACE);
+    let mut reclaim2 = lock_new(true, 0, 10, &s, b"L");
+    reclaim2.0[7] = 1;
+    assert_eq!(call(&mut other, lock, &reclaim2).0, NFS4ERR_NO_GRACE);
+}

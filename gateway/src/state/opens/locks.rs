@@ -1,7 +1,7 @@
 //! Byte-range lock arithmetic (RFC 8881 §9, §18.10-§18.12), sans-IO and sans-table:
 //! ranges, conflicts, and POSIX-style set/unset of one owner's ranges with splitting
 //! and merging. A lock is owned by its lock stateid (one per lock-owner and file,
-//! §9.1.4), so two locks of different stateids belong to different owners.
+//! §9), so two locks of different stateids belong to different owners.
 
 use crate::nfs4::status::NFS4ERR_INVAL;
 
