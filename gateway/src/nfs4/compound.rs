@@ -36,7 +36,8 @@ pub(super) struct ReplyLimits {
 }
 
 impl<'a> Compound<'a> {
-    fn new(ctx: &'a Ctx<'a>, state: &'a crate::state::State, minor: u32, nops: usize) -> Self {
+    /// A COMPOUND context with no filehandles, stateids or session yet.
+    pub fn new(ctx: &'a Ctx<'a>, state: &'a crate::state::State, minor: u32, nops: usize) -> Self {
         Compound {
             ctx,
             state,

@@ -12,14 +12,14 @@ use engine::xdr::{XdrReader, XdrResult, XdrWriter};
 
 /// change_info4 around a directory change (RFC 8881 §3.3.6); `atomic` is false as
 /// the two reads are not atomic with the change.
-fn put_cinfo(w: &mut XdrWriter, before: &Attr, after: Option<&Attr>) -> XdrResult<()> {
+pub(super) fn put_cinfo(w: &mut XdrWriter, before: &Attr, after: Option<&Attr>) -> XdrResult<()> {
     w.bool(false)?;
     w.u64(attrs::change_of(before))?;
     w.u64(after.map_or(attrs::change_of(before).wrapping_add(1), attrs::change_of))
 }
 
 /// The directory a namespace change happens in (pseudo directories are read-only).
-fn dir_for_change(c: &Compound, fh: Option<&CurrentFh>) -> Result<FileCtx, u32> {
+pub(super) fn dir_for_change(c: &Compound, fh: Option<&CurrentFh>) -> Result<FileCtx, u32> {
     match fh.ok_or(NFS4ERR_NOFILEHANDLE)? {
         CurrentFh::Pseudo(_) => Err(NFS4ERR_ROFS),
         CurrentFh::File { node, .. } => {
@@ -44,7 +44,7 @@ enum NewKind<'a> {
     Dir,
     Link(&'a [u8]),
     /// Block/character device (with specdata4), socket or FIFO.
-    Special,
+    Special(FileKind, (u32, u32)),
 }
 
 fn get_createtype<'a>(r: &mut XdrReader<'a>) -> Result<NewKind<'a>, u32> {
@@ -52,12 +52,12 @@ fn get_createtype<'a>(r: &mut XdrReader<'a>) -> Result<NewKind<'a>, u32> {
     Ok(match r.u32().map_err(bad)? {
         2 => NewKind::Dir,
         5 => NewKind::Link(r.opaque_var(4096).map_err(bad)?),
-        3 | 4 => {
-            r.u32().map_err(bad)?;
-            r.u32().map_err(bad)?;
-            NewKind::Special
+        t @ (3 | 4) => {
+            let kind = if t == 3 { FileKind::Blk } else { FileKind::Chr };
+            NewKind::Special(kind, (r.u32().map_err(bad)?, r.u32().map_err(bad)?))
         }
-        6 | 7 => NewKind::Special,
+        6 => NewKind::Special(FileKind::Sock, (0, 0)),
+        7 => NewKind::Special(FileKind::Fifo, (0, 0)),
         // Regular files are made by OPEN; named-attribute types are not supported.
         _ => return Err(NFS4ERR_BADTYPE),
     })
@@ -95,7 +95,12 @@ pub(super) fn create(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter) -> 
         let node = match kind {
             NewKind::Dir => m.mkdir(&dir.node, name, &new.set, owner),
             NewKind::Link(t) => m.symlink(&dir.node, name, t, &new.set, owner),
-            NewKind::Special => return Err(NFS4ERR_BADTYPE),
+            NewKind::Special(kind, rdev) => {
+                // Wire to `FileModel::mknod(dir, name, kind, rdev, set, owner)` once the
+                // file model has it.
+                tracing::debug!(?kind, ?rdev, "CREATE of a special file: not supported yet");
+                return Err(NFS4ERR_BADTYPE);
+            }
         }
         .map_err(fs_err)?;
         let post = m.getattr(&dir.node).ok();

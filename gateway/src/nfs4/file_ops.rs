@@ -495,7 +495,14 @@ pub(super) fn secinfo_no_name(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWr
                 CurrentFh::Pseudo(p) if p.is_empty() => Err(NFS4ERR_NOENT),
                 CurrentFh::File { node, .. } => {
                     let f = file_ctx(c, &node)?;
-                    need_dir(&f.attr)
+                    need_dir(&f.attr)?;
+                    let root = c.ctx.model.root(node.export).map_err(fs_err)?;
+                    if root.fileid == node.fileid {
+                        // Above an export's root: the pseudo directory, or nothing
+                        // above "/".
+                        pseudo::export_parent(c.ctx, node.export)?;
+                    }
+                    Ok(())
                 }
                 _ => Ok(()),
             },

@@ -21,6 +21,7 @@ mod file_ops;
 mod io_ops;
 pub mod ops;
 mod pseudo;
+pub mod scan;
 mod session_ops;
 mod state_ops;
 pub mod status;
@@ -176,3 +177,6 @@ pub(crate) fn put_status(w: &mut XdrWriter, st: u32) -> OpResult {
     w.u32(st).map_err(|_| Full)?;
     Ok(st)
 }
+
+#[cfg(test)]
+mod tests;

@@ -156,13 +156,15 @@ pub(super) fn sequence_first(
         Ok(SlotUse::New(claim)) => claim,
         Err(st) => return fail(w, st),
     };
-    if let Err((st, purged)) = c.state.clients.renew(&s) {
-        c.state.purge(purged);
-        return fail(w, st);
-    }
+    let mut flags = match c.state.clients.renew(&s) {
+        Ok(f) => f,
+        Err((st, purged)) => {
+            c.state.purge(purged);
+            return fail(w, st);
+        }
+    };
     c.session = Some(s.id);
     c.clientid = s.clientid;
-    let mut flags = 0;
     if s.flags & CREATE_SESSION4_FLAG_CONN_BACK_CHAN != 0
         && c.state.clients.lookup_backchannel(s.clientid).is_none()
     {
@@ -279,7 +281,11 @@ pub(super) fn exchange_id(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter
     let principal = Principal::of(&c.ctx.cred);
     let update = a.flags & EXCHGID4_FLAG_UPD_CONFIRMED_REC_A != 0;
     let state = c.state;
-    let has_state = |id: u64| state.opens.client_has_state(id);
+    // Whether the owner's confirmed client holds opens or locks, asked before taking
+    // the client table's lock (the opens table has its own; never nest them).
+    let (conf_now, _) = state.clients.with_purge(|t| t.by_owner(a.owner)).0;
+    let conf_has_state = conf_now.is_some_and(|id| state.opens.client_has_state(id));
+    let has_state = |id: u64| Some(id) == conf_now && conf_has_state;
     let (res, purged) = state.clients.with_purge(|t| {
         let (conf, unconf) = t.by_owner(a.owner);
         let conf_rec = conf.and_then(|id| t.client(id)).map(|c| {
@@ -528,6 +534,9 @@ pub(super) fn create_session(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWri
         let bytes = encode_cs_res(&id, seq, out_flags, &fore, &back);
         let now = t.now;
         if let Some(cl) = t.client_mut(clientid) {
+            if out_flags & CREATE_SESSION4_FLAG_CONN_BACK_CHAN != 0 {
+                cl.status_flags &= !SEQ4_STATUS_CB_PATH_DOWN;
+            }
             cl.cs_seq = seq;
             cl.cs_reply = Some(bytes.clone());
             cl.last_renew = now;
@@ -602,6 +611,9 @@ pub(super) fn bind_conn_to_session(
     if out_dir & CDFS4_BACK != 0 {
         if let Some(conn) = c.ctx.conn {
             s.bind_back(conn);
+            c.state
+                .clients
+                .set_status_flags(s.clientid, SEQ4_STATUS_CB_PATH_DOWN, false);
         }
     }
     (|| -> XdrResult<()> {
@@ -626,6 +638,9 @@ pub(super) fn backchannel_ctl(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWr
         return put_status(w, NFS4ERR_OP_NOT_IN_SESSION);
     };
     s.set_cb_program(prog);
+    c.state
+        .clients
+        .set_status_flags(s.clientid, SEQ4_STATUS_CB_PATH_DOWN, false);
     put_status(w, NFS4_OK)
 }
 

@@ -251,8 +251,15 @@ impl CacheEffect {
             return CacheEffect::None;
         }
         if h.vers == crate::nfs4::NFS_V4 {
-            // Skeleton rule: any COMPOUND may mutate anything (refined by the v4 owner).
-            return CacheEffect::Namespace;
+            // A COMPOUND is scanned for its operations: reads touch nothing, WRITE/
+            // SETATTR/COMMIT of one PUTFH'd file bump that file, anything else the
+            // namespace (so v3 reads cached by the reactors never outlive a v4 change).
+            use crate::nfs4::scan::{scan, Effect};
+            return match scan(&job.record[job.args_at..]).effect {
+                Effect::None => CacheEffect::None,
+                Effect::File(id) => CacheEffect::File(id),
+                Effect::Namespace => CacheEffect::Namespace,
+            };
         }
         let mut r = XdrReader::new(&job.record[job.args_at..]);
         let Ok(fh) = r.opaque_var(crate::fs::FH_MAX) else {
@@ -382,7 +389,7 @@ fn execute(shared: &Shared, pools: &Pools, job: &Job) -> Option<Buf> {
     let want = MARK
         + RPC_HEADER
         + match h.prog {
-            NFS_PROGRAM if h.vers == crate::nfs4::NFS_V4 => 1 << 20,
+            NFS_PROGRAM if h.vers == crate::nfs4::NFS_V4 => crate::nfs4::scan::scan(args).reply,
             NFS_PROGRAM => nfs3::reply_capacity(h.proc_, args),
             _ => 8192,
         };

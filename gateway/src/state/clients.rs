@@ -73,6 +73,9 @@ pub struct Client {
     /// Known before the restart and not yet RECLAIM_COMPLETE.
     pub may_reclaim: bool,
     pub reclaim_complete: bool,
+    /// SEQ4_STATUS_* flags every SEQUENCE reports until cleared (RFC 8881 §18.46.3),
+    /// raised by other tables (callback path down, revoked delegations).
+    pub status_flags: u32,
 }
 
 #[derive(Default)]
@@ -161,10 +164,21 @@ impl Clients {
     /// `grace`, ended early once every client of the previous run has sent
     /// RECLAIM_COMPLETE (or none was recorded).
     pub fn in_grace(&self) -> bool {
-        if self.start.elapsed() >= self.limits.grace {
-            return false;
+        if self.start.elapsed() < self.limits.grace {
+            return !self.lock().reclaimable.is_empty();
         }
-        !self.lock().reclaimable.is_empty()
+        // Grace is over: clients of the previous run that did not come back lose
+        // their right to reclaim, also across later restarts.
+        let forgot = {
+            let mut g = self.lock();
+            let had = !g.reclaimable.is_empty();
+            g.reclaimable.clear();
+            had
+        };
+        if forgot {
+            self.save();
+        }
+        false
     }
 
     /// Whether `clientid` was known before the restart and may still reclaim
@@ -228,10 +242,26 @@ impl Clients {
         self.lock().sessions.get(id).cloned()
     }
 
+    /// Raises (`on`) or clears SEQ4_STATUS_* `flags` in every SEQUENCE reply to
+    /// `clientid` (RFC 8881 §18.46.3), e.g. SEQ4_STATUS_CB_PATH_DOWN (1) when a
+    /// callback could not be sent, SEQ4_STATUS_RECALLABLE_STATE_REVOKED (0x40) while
+    /// revoked delegations are not freed. BIND_CONN_TO_SESSION, BACKCHANNEL_CTL and
+    /// CREATE_SESSION with a back channel clear CB_PATH_DOWN.
+    pub fn set_status_flags(&self, clientid: u64, flags: u32, on: bool) {
+        let mut g = self.lock();
+        if let Some(c) = g.clients.get_mut(&clientid) {
+            if on {
+                c.status_flags |= flags;
+            } else {
+                c.status_flags &= !flags;
+            }
+        }
+    }
+
     /// SEQUENCE's lease rules (RFC 8881 §8.3): renews the lease of the session's
-    /// client. A client whose lease already ran out is purged (returned) and the
-    /// session is gone (NFS4ERR_BADSESSION).
-    pub fn renew(&self, session: &Session) -> Result<(), (u32, Purged)> {
+    /// client and returns its status flags. A client whose lease already ran out is
+    /// purged (returned) and the session is gone (NFS4ERR_BADSESSION).
+    pub fn renew(&self, session: &Session) -> Result<u32, (u32, Purged)> {
         let (r, p) = self.with_purge(|t| {
             let now = t.now;
             let lease = t.limits.lease;
@@ -243,7 +273,7 @@ impl Clients {
                 return Err(NFS4ERR_BADSESSION);
             }
             c.last_renew = now;
-            Ok(())
+            Ok(c.status_flags)
         });
         r.map_err(|e| (e, p))
     }
@@ -345,6 +375,7 @@ impl Table<'_> {
                 sessions: Vec::new(),
                 may_reclaim,
                 reclaim_complete: false,
+                status_flags: 0,
             },
         );
         Ok(id)
@@ -539,5 +570,31 @@ mod tests {
         );
         assert!(!cl.in_grace(), "every old client reclaimed: grace over");
         assert!(!cl.may_reclaim(a));
+    }
+
+    #[test]
+    fn grace_ends_after_its_time_and_forgets_absent_clients() {
+        let dir = tempfile::tempdir().unwrap();
+        let short = Limits {
+            grace: Duration::from_millis(100),
+            ..limits()
+        };
+        {
+            let cl = Clients::new(short, Some(dir.path()));
+            let a = cl
+                .with(|t| t.insert(b"gone", [1; 8], Principal::None))
+                .unwrap();
+            cl.with(|t| t.confirm(a));
+        }
+        let cl = Clients::new(short, Some(dir.path()));
+        assert!(cl.in_grace());
+        std::thread::sleep(Duration::from_millis(150));
+        assert!(!cl.in_grace());
+        drop(cl);
+        let cl = Clients::new(short, Some(dir.path()));
+        assert!(
+            !cl.in_grace(),
+            "the absent client is forgotten after a grace period"
+        );
     }
 }

@@ -1,0 +1,262 @@
+//! A quick pass over a COMPOUND's arguments for the worker, before it runs: what the
+//! COMPOUND may change (so the reactors' read caches are invalidated as for NFSv3) and
+//! how large its reply can be. Nothing is executed; an argument this pass cannot skip
+//! makes the answer conservative (namespace change, large reply).
+
+use super::ops::*;
+use crate::fs::FileModel;
+use engine::xdr::{XdrReader, XdrResult};
+
+/// What a COMPOUND may change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Effect {
+    /// Only reads.
+    None,
+    /// WRITE, SETATTR or COMMIT on this one file (reached by PUTFH).
+    File(u64),
+    /// Creates, removes or renames, or changes files the scan cannot name.
+    Namespace,
+}
+
+/// The scan's result.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Scan {
+    pub effect: Effect,
+    /// Bytes of COMPOUND4res this call may need.
+    pub reply: usize,
+}
+
+/// Reply room for everything but READ data and READDIR entries.
+const BASE_REPLY: usize = 8192;
+/// Headers around READ data or READDIR entries (SEQUENCE, PUTFH, READ results).
+const DATA_OVERHEAD: usize = 2048;
+/// Reply room when the scan stopped early.
+const UNKNOWN_REPLY: usize = 64 << 10;
+/// Largest reply (a session's ca_maxresponsesize bound).
+pub const MAX_REPLY: usize = super::session_ops::MAX_RESPONSE as usize;
+
+/// Scans COMPOUND4args (RFC 8881 §16.2.1).
+pub fn scan(args: &[u8]) -> Scan {
+    let mut r = XdrReader::new(args);
+    let (Ok(_tag), Ok(_minor), Ok(n)) = (r.opaque_var(1024), r.u32(), r.u32()) else {
+        return Scan {
+            effect: Effect::None,
+            reply: BASE_REPLY,
+        };
+    };
+    let mut s = Scanner {
+        cur: None,
+        file: None,
+        namespace: false,
+        reply: 0,
+    };
+    for _ in 0..n.min(256) {
+        let Ok(op) = r.u32() else { break };
+        match s.op(op, &mut r) {
+            Ok(()) => {}
+            Err(Stop::End) => break,
+            Err(Stop::Unknown) => {
+                // The rest is unknown: it may change anything. Its reply size is not
+                // guessed (READ and READDIR clamp their results to the buffer).
+                return Scan {
+                    effect: Effect::Namespace,
+                    reply: s.reply_size().max(UNKNOWN_REPLY),
+                };
+            }
+        }
+    }
+    let effect = if s.namespace {
+        Effect::Namespace
+    } else {
+        match s.file {
+            Some(Some(id)) => Effect::File(id),
+            Some(None) => Effect::Namespace,
+            None => Effect::None,
+        }
+    };
+    Scan {
+        effect,
+        reply: s.reply_size(),
+    }
+}
+
+struct Scanner {
+    /// File id of the current filehandle when a PUTFH named it.
+    cur: Option<u64>,
+    /// A file changed: `Some(Some(id))` one known file, `Some(None)` several or unknown.
+    file: Option<Option<u64>>,
+    namespace: bool,
+    /// READ data and READDIR entries asked for.
+    reply: usize,
+}
+
+/// Why the scan stops early.
+enum Stop {
+    /// Unknown operation or arguments: assume the worst.
+    Unknown,
+    /// Nothing after this operation can matter.
+    End,
+}
+
+impl From<engine::xdr::XdrError> for Stop {
+    fn from(_: engine::xdr::XdrError) -> Stop {
+        Stop::Unknown
+    }
+}
+
+fn bitmap(r: &mut XdrReader) -> XdrResult<()> {
+    let n = r.u32()?;
+    if n > 8 {
+        return Err(engine::xdr::XdrError::Short);
+    }
+    r.skip(n as usize * 4)
+}
+
+fn fattr(r: &mut XdrReader) -> XdrResult<()> {
+    bitmap(r)?;
+    r.opaque_var(usize::MAX).map(|_| ())
+}
+
+fn opaque(r: &mut XdrReader) -> XdrResult<()> {
+    r.opaque_var(usize::MAX).map(|_| ())
+}
+
+const STATEID: usize = 16;
+
+impl Scanner {
+    /// Room for the data asked for plus headers, or a small reply without data. A
+    /// 1 MiB READ fits the pools' 1 MiB + 4 KiB class.
+    fn reply_size(&self) -> usize {
+        if self.reply == 0 {
+            BASE_REPLY
+        } else {
+            self.reply.saturating_add(DATA_OVERHEAD).min(MAX_REPLY)
+        }
+    }
+
+    fn changed(&mut self) {
+        self.file = match (self.file, self.cur) {
+            (None, Some(id)) => Some(Some(id)),
+            (Some(Some(a)), Some(b)) if a == b => Some(Some(a)),
+            _ => Some(None),
+        };
+    }
+
+    fn op(&mut self, op: u32, r: &mut XdrReader) -> Result<(), Stop> {
+        match op {
+            OP_SEQUENCE => r.skip(16 + 4 * 4)?,
+            OP_PUTFH => {
+                let fh = r.opaque_var(usize::MAX)?;
+                self.cur = FileModel::peek_handle(fh).map(|(_, id)| id);
+            }
+            OP_PUTROOTFH | OP_PUTPUBFH | OP_LOOKUPP | OP_RESTOREFH => self.cur = None,
+            OP_LOOKUP => {
+                opaque(r)?;
+                self.cur = None;
+            }
+            OP_GETFH | OP_SAVEFH | OP_READLINK | OP_RECLAIM_COMPLETE => {
+                if op == OP_RECLAIM_COMPLETE {
+                    r.skip(4)?;
+                }
+            }
+            OP_GETATTR => bitmap(r)?,
+            OP_ACCESS => r.skip(4)?,
+            OP_VERIFY | OP_NVERIFY => fattr(r)?,
+            OP_SECINFO => {
+                opaque(r)?;
+                self.cur = None;
+            }
+            OP_SECINFO_NO_NAME => {
+                r.skip(4)?;
+                self.cur = None;
+            }
+            OP_READ => {
+                r.skip(STATEID + 8)?;
+                let count = r.u32()? as usize;
+                self.reply = self.reply.saturating_add(count.min(MAX_REPLY));
+            }
+            OP_READDIR => {
+                r.skip(8 + 8 + 4)?;
+                let max = r.u32()? as usize;
+                bitmap(r)?;
+                self.reply = self.reply.saturating_add(max.min(MAX_REPLY));
+            }
+            OP_WRITE => {
+                r.skip(STATEID + 8 + 4)?;
+                opaque(r)?;
+                self.changed();
+            }
+            OP_COMMIT => {
+                r.skip(8 + 4)?;
+                self.changed();
+            }
+            OP_SETATTR => {
+                r.skip(STATEID)?;
+                fattr(r)?;
+                self.changed();
+            }
+            OP_CLOSE => r.skip(4 + STATEID)?,
+            OP_DELEGRETURN | OP_FREE_STATEID => r.skip(STATEID)?,
+            OP_OPEN_DOWNGRADE => r.skip(STATEID + 4 * 3)?,
+            OP_TEST_STATEID => {
+                let n = r.u32()? as usize;
+                r.skip(n.checked_mul(STATEID).ok_or(Stop::Unknown)?)?;
+            }
+            OP_LOCKU => r.skip(4 + 4 + STATEID + 8 + 8)?,
+            OP_LOCKT => {
+                r.skip(4 + 8 + 8 + 8)?;
+                opaque(r)?;
+            }
+            OP_LOCK => {
+                r.skip(4 + 4 + 8 + 8)?;
+                if r.bool()? {
+                    r.skip(4 + STATEID + 4 + 8)?;
+                    opaque(r)?;
+                } else {
+                    r.skip(STATEID + 4)?;
+                }
+            }
+            OP_OPEN => self.open(r)?,
+            // Session and client operations change no file; their arguments are not
+            // needed (the rest of the COMPOUND is scanned no further).
+            OP_EXCHANGE_ID
+            | OP_CREATE_SESSION
+            | OP_DESTROY_SESSION
+            | OP_DESTROY_CLIENTID
+            | OP_BIND_CONN_TO_SESSION
+            | OP_BACKCHANNEL_CTL => return Err(Stop::End),
+            OP_CREATE | OP_REMOVE | OP_RENAME | OP_LINK => {
+                // The namespace changes; no need to look further.
+                self.namespace = true;
+                return Err(Stop::Unknown);
+            }
+            _ => return Err(Stop::Unknown),
+        }
+        Ok(())
+    }
+
+    /// OPEN4args (RFC 8881 §18.16.1): a create changes the namespace; a plain open
+    /// changes nothing by itself.
+    fn open(&mut self, r: &mut XdrReader) -> Result<(), Stop> {
+        r.skip(4 * 3 + 8)?;
+        opaque(r)?;
+        if r.u32()? != 0 {
+            // OPEN4_CREATE.
+            self.namespace = true;
+            return Err(Stop::Unknown);
+        }
+        match r.u32()? {
+            0 | 3 => opaque(r)?,
+            1 => r.skip(4)?,
+            2 => {
+                r.skip(STATEID)?;
+                opaque(r)?;
+            }
+            4 | 5 => {}
+            6 => r.skip(STATEID)?,
+            _ => return Err(Stop::Unknown),
+        }
+        self.cur = None;
+        Ok(())
+    }
+}
