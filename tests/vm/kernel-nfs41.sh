@@ -96,7 +96,10 @@ TOML
   }
   server_crash() { kill -KILL $SRVPID; wait $SRVPID 2>/dev/null || true; }
   server_stop() { [ -n "$SRVPID" ] && kill $SRVPID 2>/dev/null; wait $SRVPID 2>/dev/null || true; }
-  server_log() { tail -n 30 "$W/gw.$GWN.log"; }
+  server_log() {
+    tail -n 30 "$W/gw.$GWN.log"
+    echo "backend objects left (hidden ones included):"; find "$W/disk/data" -mindepth 1 | head -n 20
+  }
   V3_OPTS=vers=3,proto=tcp,port=2049,mountport=2049,mountproto=tcp,nolock
   EXPORT=127.0.0.1:/
   EXPORT3=127.0.0.1:/
