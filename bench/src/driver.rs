@@ -374,7 +374,7 @@ mod tests {
                 rep.extend([1u8; 16]);
                 rep.extend(be(&[seqid, slot, 63, 63, 0, 22, 0]));
             };
-            if self.calls % 3 == 0 {
+            if self.calls.is_multiple_of(3) {
                 self.delays
                     .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 rep.extend(be(&[10008, 0, 3]));

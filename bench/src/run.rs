@@ -315,7 +315,7 @@ fn run_load(
             Provider::Verbs => "verbs",
         }),
         workload: workload_name,
-        mix: &mix,
+        mix,
         bs,
         files: if mix.any(Op::uses_files) {
             files.len()

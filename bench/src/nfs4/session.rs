@@ -39,6 +39,11 @@ pub struct Opened {
     pub deleg: Option<Stateid>,
 }
 
+/// Sends the ops (after SEQUENCE) of one pipelined request.
+type SendOps<'a> = dyn FnMut(&[Op4]) -> anyhow::Result<()> + 'a;
+/// Builds pipelined request `i` and sends it with the given sender.
+type MakeReq<'a> = dyn Fn(usize, &mut SendOps) -> anyhow::Result<()> + 'a;
+
 pub struct Client4 {
     conn: Conn,
     pub clientid: u64,
@@ -254,7 +259,7 @@ impl Client4 {
     fn pipelined(
         &mut self,
         n: usize,
-        make: &dyn Fn(usize, &mut dyn FnMut(&[Op4]) -> anyhow::Result<()>) -> anyhow::Result<()>,
+        make: &MakeReq<'_>,
         done: &mut dyn FnMut(usize, &Decoded) -> anyhow::Result<()>,
     ) -> anyhow::Result<()> {
         let mut inflight: HashMap<u32, (usize, Seq)> = HashMap::new();
