@@ -244,8 +244,38 @@ fn max_end(offset: u64, len: usize, err: i32) -> io::Result<u64> {
         .ok_or_else(|| io::Error::from_raw_os_error(err))
 }
 
+/// `.nfsgw-tmp.<run>.<random>`: the run part tells this process's temporaries (a put
+/// in flight) from those a killed earlier run left behind (garbage).
 fn temp_name() -> String {
-    format!("{TEMP_PREFIX}{:016x}", rand::random::<u64>())
+    format!("{}{:016x}", run_temp_prefix(), rand::random::<u64>())
+}
+
+/// The temporary-name prefix of this process: `.nfsgw-tmp.<run nonce>.`.
+fn run_temp_prefix() -> &'static str {
+    static PREFIX: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    PREFIX.get_or_init(|| format!("{TEMP_PREFIX}{:08x}.", rand::random::<u32>()))
+}
+
+/// Rule: a directory the client sees as empty is removable. Temporaries are never
+/// listed, so a put killed mid-way (kill -9, crash) leaves one that would make RMDIR
+/// fail forever; those of earlier runs are garbage and go first. Returns how many.
+fn remove_stale_temps(dir: BorrowedFd<'_>) -> io::Result<usize> {
+    let mut stream = sys::Dir::open(dir)?;
+    let mut stale = Vec::new();
+    while let Some(e) = stream.next_entry() {
+        let e = e?;
+        if e.name.starts_with(TEMP_PREFIX.as_bytes())
+            && !e.name.starts_with(run_temp_prefix().as_bytes())
+        {
+            stale.push(e.name);
+        }
+    }
+    for name in &stale {
+        if let Ok(c) = std::ffi::CString::new(name.clone()) {
+            sys::unlinkat(dir, &c, 0)?;
+        }
+    }
+    Ok(stale.len())
 }
 
 fn mtime_ns(st: &libc::stat) -> u64 {
@@ -988,7 +1018,21 @@ impl Backend for FsBackend {
             return Err(BackendError::NotFound);
         }
         let flags = if sp.dir { libc::AT_REMOVEDIR } else { 0 };
-        if let Err(e) = sys::unlinkat(at, &name, flags) {
+        let mut res = sys::unlinkat(at, &name, flags);
+        if sp.dir && matches!(&res, Err(e) if e.raw_os_error() == Some(libc::ENOTEMPTY)) {
+            let fd = sys::openat(
+                at,
+                &name,
+                libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW,
+                0,
+            )
+            .map_err(|e| map_io(e, "open", key))?;
+            if remove_stale_temps(fd.as_fd()).map_err(|e| map_io(e, "clean", key))? > 0 {
+                tracing::info!(key, "removed temporaries left by an earlier run");
+                res = sys::unlinkat(at, &name, flags);
+            }
+        }
+        if let Err(e) = res {
             return Err(match e.raw_os_error() {
                 Some(libc::ENOTEMPTY) | Some(libc::EEXIST) => {
                     BackendError::Permanent(format!("delete {key:?}: directory not empty"))

@@ -514,3 +514,32 @@ fn malformed_xattrs_are_ignored() {
     b.set_meta("g", &meta(&[("uid", "")])).unwrap();
     assert_eq!(b.head("g").unwrap().user.get("uid"), put.user.get("uid"));
 }
+
+/// A put killed mid-way leaves a hidden temporary; the directory it sits in must still
+/// be removable once it looks empty (seen after a SIGKILL restart in the VM stage), but
+/// a temporary of this run (a put in flight) is never deleted under it.
+#[test]
+fn rmdir_removes_temporaries_of_earlier_runs_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = FsBackend::open(&dir.path().join("objects")).unwrap();
+    b.put("d/", b"", &UserMeta::new(), false).unwrap();
+    let d = dir.path().join("objects/d");
+    std::fs::write(d.join(".nfsgw-tmp.0badc0de.0123456789abcdef"), b"old").unwrap();
+    let listed = b.list("d/", None, None, 100).unwrap();
+    assert!(
+        listed.objects.iter().all(|o| !o.key.contains(TEMP_PREFIX)),
+        "temporaries are never listed: {listed:?}"
+    );
+    assert_eq!(b.delete("d/"), Ok(()));
+    assert!(!d.exists());
+
+    b.put("e/", b"", &UserMeta::new(), false).unwrap();
+    let e = dir.path().join("objects/e");
+    let mine = format!("{}0123456789abcdef", run_temp_prefix());
+    std::fs::write(e.join(&mine), b"in flight").unwrap();
+    assert!(matches!(b.delete("e/"), Err(BackendError::Permanent(_))));
+    assert!(
+        e.join(&mine).exists(),
+        "a temporary of this run is left alone"
+    );
+}
