@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# ganesha.sh - run nfs-ganesha (FSAL_VFS) as an NFSv3 peer on 127.0.0.1 for benchmarks.
+# ganesha.sh - run nfs-ganesha (FSAL_VFS) as an NFSv3 (and, with GANESHA_PROTOCOLS="3, 4",
+# NFSv4.1) peer on 127.0.0.1 for benchmarks. NFSv4 clients reach DIR at the pseudo path
+# /perf (bench --nfs 4.1 --export /perf).
 #
 #   ganesha.sh start DIR PORT   export DIR over NFSv3/TCP: NFS on PORT, MOUNT on PORT+1;
 #                               prints the libnfs URL of DIR on stdout
@@ -64,7 +66,7 @@ NFS_CORE_PARAM {
     MNT_Port = $mport;
     NLM_Port = $((port + 2));
     Rquota_Port = $((port + 3));
-    Protocols = 3;
+    Protocols = ${GANESHA_PROTOCOLS:-3};
     Enable_NLM = false;
     Enable_RQUOTA = false;
     Enable_UDP = false;
@@ -75,7 +77,7 @@ EXPORT {
     Export_Id = 1;
     Path = "$dir";
     Pseudo = "/perf";
-    Protocols = 3;
+    Protocols = ${GANESHA_PROTOCOLS:-3};
     Transports = TCP;
     Access_Type = RW;
     Squash = No_Root_Squash;
