@@ -327,7 +327,12 @@ impl ReadCache {
     /// NFSv4 fast path (`nfs4::fast`): the cached attributes of `req.fh` when they
     /// are current, exact (`Fill::exact`) and the caller is admitted to the export
     /// (the same admission as `try_getattr`). A miss is counted.
-    pub fn attr_v4(&mut self, gens: &Generations, exports: &Exports, req: &Request) -> Option<Attr> {
+    pub fn attr_v4(
+        &mut self,
+        gens: &Generations,
+        exports: &Exports,
+        req: &Request,
+    ) -> Option<Attr> {
         let got = self
             .admitted(gens, exports, req)
             .filter(|(e, _)| e.exact)

@@ -97,9 +97,7 @@ pub(super) fn create(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter) -> 
             NewKind::Link(t) => m.symlink(&dir.node, name, t, &new.set, owner),
             NewKind::Special(kind, rdev) => {
                 // Devices need privilege, as vfs_mknod's CAP_MKNOD (same rule as v3 MKNOD).
-                if matches!(kind, FileKind::Chr | FileKind::Blk)
-                    && !dir.caller.is_root()
-                {
+                if matches!(kind, FileKind::Chr | FileKind::Blk) && !dir.caller.is_root() {
                     return Err(NFS4ERR_PERM);
                 }
                 m.mknod(&dir.node, name, kind, rdev, &new.set, owner)

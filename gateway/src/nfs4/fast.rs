@@ -205,7 +205,11 @@ pub fn answer(v: &mut View, client: IpAddr, cred: &Cred, args: &[u8], w: &mut Xd
             .state
             .delegations
             .check_io(s.clientid, &stateid, attr.fileid, false)
-            .unwrap_or_else(|| v.state.opens.check_io(s.clientid, &stateid, attr.fileid, false));
+            .unwrap_or_else(|| {
+                v.state
+                    .opens
+                    .check_io(s.clientid, &stateid, attr.fileid, false)
+            });
         if st != NFS4_OK {
             return false;
         }
@@ -285,9 +289,12 @@ fn encode(
     }
 }
 
+/// The handle of a recognised COMPOUND, and its READ's offset and count.
+pub type Observed<'a> = (&'a [u8], Option<(u64, u32)>);
+
 /// What a worker's COMPOUND of a recognised shape may teach the reactor cache: the
 /// handle, and for a READ its offset and count.
-pub fn observe(args: &[u8]) -> Option<(&[u8], Option<(u64, u32)>)> {
+pub fn observe(args: &[u8]) -> Option<Observed<'_>> {
     let a = parse(args)?;
     let read = match a.last {
         Last::Getattr(_) => None,

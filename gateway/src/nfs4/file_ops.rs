@@ -366,7 +366,11 @@ pub(super) fn setattr(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter) ->
                 .state
                 .delegations
                 .check_io(c.clientid, &sid, f.node.fileid, true)
-                .unwrap_or_else(|| c.state.opens.check_io(c.clientid, &sid, f.node.fileid, true));
+                .unwrap_or_else(|| {
+                    c.state
+                        .opens
+                        .check_io(c.clientid, &sid, f.node.fileid, true)
+                });
             if st != NFS4_OK {
                 return Err(st);
             }

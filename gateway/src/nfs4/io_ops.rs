@@ -36,7 +36,11 @@ pub(super) fn read(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter) -> Op
             .state
             .delegations
             .check_io(c.clientid, &sid, f.node.fileid, false)
-            .unwrap_or_else(|| c.state.opens.check_io(c.clientid, &sid, f.node.fileid, false));
+            .unwrap_or_else(|| {
+                c.state
+                    .opens
+                    .check_io(c.clientid, &sid, f.node.fileid, false)
+            });
         if st != NFS4_OK {
             return Err(st);
         }
@@ -95,7 +99,11 @@ pub(super) fn write(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter) -> O
             .state
             .delegations
             .check_io(c.clientid, &sid, f.node.fileid, true)
-            .unwrap_or_else(|| c.state.opens.check_io(c.clientid, &sid, f.node.fileid, true));
+            .unwrap_or_else(|| {
+                c.state
+                    .opens
+                    .check_io(c.clientid, &sid, f.node.fileid, true)
+            });
         if st != NFS4_OK {
             return Err(st);
         }

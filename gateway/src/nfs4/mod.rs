@@ -14,8 +14,8 @@
 //!   (CB_COMPOUND encoding, CB_NULL, CB_RECALL).
 
 mod attrs;
-mod compound;
 pub mod callback;
+mod compound;
 mod deleg_ops;
 mod dir_ops;
 pub mod fast;

@@ -136,7 +136,14 @@ pub(crate) fn classify(
         && header.proc_ == 1
         && matches!(conn, Link::Tcp(_))
     {
-        if let Some(v) = from_cache_v4(&header, &record[args_at..], peer, pools, hot, &mut read_ahead) {
+        if let Some(v) = from_cache_v4(
+            &header,
+            &record[args_at..],
+            peer,
+            pools,
+            hot,
+            &mut read_ahead,
+        ) {
             return v;
         }
     }

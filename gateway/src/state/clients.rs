@@ -197,9 +197,7 @@ impl Clients {
     /// non-reclaim OPENs get NFS4ERR_GRACE). Unknown clients count as complete.
     pub fn reclaim_completed(&self, clientid: u64) -> bool {
         let g = self.lock();
-        g.clients
-            .get(&clientid)
-            .is_none_or(|c| c.reclaim_complete)
+        g.clients.get(&clientid).is_none_or(|c| c.reclaim_complete)
     }
 
     /// The back channel of `clientid`'s session(s), if one is bound.

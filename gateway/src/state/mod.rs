@@ -17,8 +17,8 @@ pub mod clients;
 pub mod delegations;
 mod grace;
 pub mod opens;
-pub mod sessions;
 pub mod recall;
+pub mod sessions;
 pub mod stateid;
 
 /// All NFSv4.1 state of one gateway.

@@ -18,7 +18,9 @@ struct F {
 }
 
 fn pattern(seed: u8) -> Vec<u8> {
-    (0..DATA_LEN).map(|i| (i as u8).wrapping_mul(7) ^ seed).collect()
+    (0..DATA_LEN)
+        .map(|i| (i as u8).wrapping_mul(7) ^ seed)
+        .collect()
 }
 
 fn setup() -> F {
@@ -113,11 +115,7 @@ fn worker_call(f: &mut F, args: &[u8]) -> Vec<u8> {
     let rep = run(&f.h, args);
     if let Some(attr) = fast::take_attr() {
         assert_eq!(attr.fileid, fileid);
-        let data = fast::read_data(&rep).map(|(at, len)| FillData::InReply {
-            offset: 0,
-            at,
-            len,
-        });
+        let data = fast::read_data(&rep).map(|(at, len)| FillData::InReply { offset: 0, at, len });
         let fill = Fill {
             fh: FhKey::new(&f.fh).unwrap(),
             export: 0,
@@ -137,14 +135,22 @@ fn seqid_at(tag: &[u8]) -> usize {
 }
 
 fn getattr_args(sid: [u8; 16], n: u32, fh: &[u8], bits: &[u32]) -> Vec<u8> {
-    compound_args(b"t", 1, &[seq(sid, n, 0, false), putfh(fh.to_vec()), getattr(bits)])
+    compound_args(
+        b"t",
+        1,
+        &[seq(sid, n, 0, false), putfh(fh.to_vec()), getattr(bits)],
+    )
 }
 
 fn read_args(sid: [u8; 16], n: u32, fh: &[u8], st: Stateid, off: u64, count: u32) -> Vec<u8> {
     compound_args(
         b"t",
         1,
-        &[seq(sid, n, 0, false), putfh(fh.to_vec()), read_op(st, off, count)],
+        &[
+            seq(sid, n, 0, false),
+            putfh(fh.to_vec()),
+            read_op(st, off, count),
+        ],
     )
 }
 
@@ -183,7 +189,11 @@ fn getattr_bytes_equal_the_workers_and_slot_rules_hold() {
     let cached = compound_args(
         b"t",
         1,
-        &[seq(sid, 4, 0, true), putfh(fh.clone()), getattr(LINUX_ATTRS)],
+        &[
+            seq(sid, 4, 0, true),
+            putfh(fh.clone()),
+            getattr(LINUX_ATTRS),
+        ],
     );
     assert!(fast_call(&mut f, &cached).is_none());
     // Attributes the reactor does not hold (LEASE_TIME, FSSTAT) and write-only ones.
@@ -209,7 +219,11 @@ fn getattr_bytes_equal_the_workers_and_slot_rules_hold() {
     let other_slot = compound_args(
         b"t",
         1,
-        &[seq(sid, 1, 64, false), putfh(fh.clone()), getattr(LINUX_ATTRS)],
+        &[
+            seq(sid, 1, 64, false),
+            putfh(fh.clone()),
+            getattr(LINUX_ATTRS),
+        ],
     );
     assert!(fast_call(&mut f, &other_slot).is_none());
     let four = compound_args(
@@ -249,21 +263,34 @@ fn read_bytes_equal_the_workers_and_stateids_are_checked() {
     let f3 = fast_call(&mut f, &read_args(sid_a, 6, &fh, anon, 3 * 4096, 4096)).expect("hit");
     same_but_seqid(&w3, &f3, 6);
     // An open stateid of client A: accepted for A; for B it is the worker's error.
-    let open = f
-        .h
-        .state
-        .opens
-        .open(cid_a, b"owner", f.node.fileid, 1, 0)
-        .unwrap();
+    let open =
+        f.h.state
+            .opens
+            .open(cid_a, b"owner", f.node.fileid, 1, 0)
+            .unwrap();
     assert!(fast_call(&mut f, &read_args(sid_a, 7, &fh, open, 0, 4096)).is_some());
     assert!(fast_call(&mut f, &read_args(sid_b, 1, &fh, open, 0, 4096)).is_none());
-    let (st, _) = call(&f.h, &[seq(sid_b, 1, 0, false), putfh(fh.clone()), read_op(open, 0, 4096)]);
+    let (st, _) = call(
+        &f.h,
+        &[
+            seq(sid_b, 1, 0, false),
+            putfh(fh.clone()),
+            read_op(open, 0, 4096),
+        ],
+    );
     assert_ne!(st, NFS4_OK);
     let _ = cid_b;
     // Closed: the worker's error.
     f.h.state.opens.close(cid_a, &open, f.node.fileid).unwrap();
     assert!(fast_call(&mut f, &read_args(sid_a, 8, &fh, open, 0, 4096)).is_none());
-    let (st, _) = call(&f.h, &[seq(sid_a, 8, 0, false), putfh(fh.clone()), read_op(open, 0, 4096)]);
+    let (st, _) = call(
+        &f.h,
+        &[
+            seq(sid_a, 8, 0, false),
+            putfh(fh.clone()),
+            read_op(open, 0, 4096),
+        ],
+    );
     assert_ne!(st, NFS4_OK);
     // The CURRENT stateid (unset after PUTFH) → the worker's BAD_STATEID.
     assert!(fast_call(&mut f, &read_args(sid_a, 9, &fh, Stateid::CURRENT, 0, 4096)).is_none());
@@ -308,13 +335,21 @@ fn parse_takes_only_the_two_shapes() {
     let long_tag = compound_args(
         &[b'x'; 100],
         1,
-        &[seq(sid, 1, 0, false), putfh(fh.clone()), getattr(LINUX_ATTRS)],
+        &[
+            seq(sid, 1, 0, false),
+            putfh(fh.clone()),
+            getattr(LINUX_ATTRS),
+        ],
     );
     assert!(fast::parse(&long_tag).is_none());
     let minor0 = compound_args(
         b"",
         0,
-        &[seq(sid, 1, 0, false), putfh(fh.clone()), getattr(LINUX_ATTRS)],
+        &[
+            seq(sid, 1, 0, false),
+            putfh(fh.clone()),
+            getattr(LINUX_ATTRS),
+        ],
     );
     assert!(fast::parse(&minor0).is_none());
     // Every truncation is rejected, never a panic.
