@@ -214,14 +214,10 @@ pub fn answer(v: &mut View, client: IpAddr, cred: &Cred, args: &[u8], w: &mut Xd
             return false;
         }
     }
-    // Lease renewal (RFC 8881 §8.3); an expired client is purged as the worker would,
-    // and the worker answers the call (BADSESSION).
-    let flags = match v.state.clients.renew(&s) {
-        Ok(f) => f,
-        Err((_, purged)) => {
-            v.state.purge(purged);
-            return false;
-        }
+    // Lease renewal (RFC 8881 §8.3); an expired client goes to the worker, which
+    // purges it (state dir I/O) and answers BADSESSION.
+    let Some(flags) = v.state.clients.renew_if_live(&s) else {
+        return false;
     };
     let flags = session_ops::status_flags(v.state, &s, flags);
     let start = w.position();

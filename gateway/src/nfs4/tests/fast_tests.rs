@@ -358,3 +358,26 @@ fn parse_takes_only_the_two_shapes() {
         assert!(fast::parse(&a[..n]).is_none());
     }
 }
+
+#[test]
+fn an_expired_lease_is_left_to_the_worker() {
+    let mut f = setup();
+    let limits = crate::state::clients::Limits {
+        lease: std::time::Duration::from_millis(200),
+        ..Default::default()
+    };
+    f.h.state = State::with_config(limits, None);
+    let (_, sid) = session(&f.h, b"fast-e");
+    let fh = f.fh.clone();
+    worker_call(&mut f, &getattr_args(sid, 1, &fh, LINUX_ATTRS));
+    assert!(fast_call(&mut f, &getattr_args(sid, 2, &fh, LINUX_ATTRS)).is_some());
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    // The reactor neither renews nor purges: the worker purges (BADSESSION).
+    assert!(fast_call(&mut f, &getattr_args(sid, 3, &fh, LINUX_ATTRS)).is_none());
+    assert!(
+        f.h.state.clients.session(&sid).is_some(),
+        "not purged on the reactor"
+    );
+    let rep = run(&f.h, &getattr_args(sid, 3, &fh, LINUX_ATTRS));
+    assert_eq!(XdrReader::new(&rep).u32().unwrap(), NFS4ERR_BADSESSION);
+}
