@@ -430,15 +430,7 @@ impl ReadCache {
             out.bool(end >= a.size)?;
             out.u32(n as u32)?;
             let dst = out.reserve_opaque_fixed(n)?;
-            let mut done = 0;
-            while done < n {
-                let pos = offset + done as u64;
-                let (pg, within) = (pos / PAGE as u64, (pos % PAGE as u64) as usize);
-                let page = &self.pages[&(a.fileid, pg)];
-                let k = (page.len - within).min(n - done);
-                dst[done..done + k].copy_from_slice(&page.buf[within..within + k]);
-                done += k;
-            }
+            self.copy_pages(&a, offset, dst);
             Ok(())
         })();
         if ok.is_err() {
