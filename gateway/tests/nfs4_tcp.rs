@@ -330,7 +330,7 @@ fn v4_fast_path_sees_v3_write_and_keeps_slot_rules() {
     let (_, d1) = v4_read(&mut s, 120, &sid, 1, &fh);
     assert_eq!(d1, b"aaaa");
     // Warm: answered by the reactor; its retransmission gets the same bytes.
-    let fast = || gateway::nfs4::fast::ANSWERED.load(std::sync::atomic::Ordering::Relaxed);
+    let fast = gateway::nfs4::fast::answered;
     let before = fast();
     let (r2, d2) = v4_read(&mut s, 121, &sid, 2, &fh);
     assert_eq!(d2, b"aaaa");

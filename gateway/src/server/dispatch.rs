@@ -137,6 +137,7 @@ pub(crate) fn classify(
         && matches!(conn, Link::Tcp(_))
     {
         if let Some(v) = from_cache_v4(
+            reactor,
             &header,
             &record[args_at..],
             peer,
@@ -174,6 +175,7 @@ pub(crate) struct Hot<'a> {
 /// (`nfs4::fast`: every check and the slot bookkeeping are there). TCP only (an
 /// RPC-over-RDMA READ reply carries its data in a chunk). `None` → a worker.
 fn from_cache_v4(
+    reactor: usize,
     h: &CallHeader,
     args: &[u8],
     peer: SocketAddr,
@@ -206,6 +208,7 @@ fn from_cache_v4(
     if !crate::nfs4::fast::answer(&mut view, peer.ip(), &h.cred, args, &mut w) {
         return None;
     }
+    crate::nfs4::fast::count_answer(reactor);
     let n = w.position();
     buf.set_len(n);
     Some(Verdict::Reply(buf))
