@@ -131,6 +131,9 @@ pub struct Fill {
     pub stamp: Stamp,
     /// Data read at a file offset; its page-aligned parts are cached.
     pub data: Option<FillData>,
+    /// `attr` is the file model's own (an NFSv4 worker's), not decoded from a fattr3
+    /// (whose 32-bit times may have lost bits): only such entries answer NFSv4.
+    pub exact: bool,
 }
 
 /// Where a fill's data is.
@@ -167,6 +170,8 @@ struct AttrEntry {
     attr: Attr,
     stamp: Stamp,
     at: Instant,
+    /// See `Fill::exact`.
+    exact: bool,
 }
 
 struct PageEntry {
@@ -319,6 +324,92 @@ impl ReadCache {
         hit
     }
 
+    /// NFSv4 fast path (`nfs4::fast`): the cached attributes of `req.fh` when they
+    /// are current, exact (`Fill::exact`) and the caller is admitted to the export
+    /// (the same admission as `try_getattr`). A miss is counted.
+    pub fn attr_v4(
+        &mut self,
+        gens: &Generations,
+        exports: &Exports,
+        req: &Request,
+    ) -> Option<Attr> {
+        let got = self
+            .admitted(gens, exports, req)
+            .filter(|(e, _)| e.exact)
+            .map(|(e, _)| e.attr);
+        if got.is_none() {
+            self.stats.misses += 1;
+        }
+        got
+    }
+
+    /// Counts a hit answered from `attr_v4` alone (NFSv4 GETATTR).
+    pub fn note_hit(&mut self) {
+        self.stats.hits += 1;
+    }
+
+    /// NFSv4 fast path: writes READ4resok after its status (eof, data) when every page
+    /// of the range is cached, as `try_read` checks it; false with nothing written on
+    /// a miss. Counted as a hit or a miss.
+    pub fn read_v4(
+        &mut self,
+        gens: &Generations,
+        exports: &Exports,
+        req: &Request,
+        offset: u64,
+        count: u32,
+        out: &mut XdrWriter,
+    ) -> bool {
+        let hit = self.read_v4_hit(gens, exports, req, offset, count, out);
+        if hit {
+            self.stats.hits += 1;
+        } else {
+            self.stats.misses += 1;
+        }
+        hit
+    }
+
+    fn read_v4_hit(
+        &self,
+        gens: &Generations,
+        exports: &Exports,
+        req: &Request,
+        offset: u64,
+        count: u32,
+        out: &mut XdrWriter,
+    ) -> bool {
+        let Some((n, end, a)) = self.check_pages(gens, exports, req, offset, count) else {
+            return false;
+        };
+        let start = out.position();
+        let ok = (|| -> XdrResult<()> {
+            out.bool(end >= a.size)?;
+            out.u32(n as u32)?;
+            let dst = out.reserve_opaque_fixed(n)?;
+            self.copy_pages(&a, offset, dst);
+            Ok(())
+        })();
+        if ok.is_err() {
+            crate::nfs3::rewind(out, start);
+            return false;
+        }
+        true
+    }
+
+    /// Copies cached bytes from `offset` into `dst` (the range passed `check_pages`).
+    fn copy_pages(&self, a: &Attr, offset: u64, dst: &mut [u8]) {
+        let n = dst.len();
+        let mut done = 0;
+        while done < n {
+            let pos = offset + done as u64;
+            let (pg, within) = (pos / PAGE as u64, (pos % PAGE as u64) as usize);
+            let page = &self.pages[&(a.fileid, pg)];
+            let k = (page.len - within).min(n - done);
+            dst[done..done + k].copy_from_slice(&page.buf[within..within + k]);
+            done += k;
+        }
+    }
+
     fn read_hit(
         &self,
         gens: &Generations,
@@ -339,15 +430,7 @@ impl ReadCache {
             out.bool(end >= a.size)?;
             out.u32(n as u32)?;
             let dst = out.reserve_opaque_fixed(n)?;
-            let mut done = 0;
-            while done < n {
-                let pos = offset + done as u64;
-                let (pg, within) = (pos / PAGE as u64, (pos % PAGE as u64) as usize);
-                let page = &self.pages[&(a.fileid, pg)];
-                let k = (page.len - within).min(n - done);
-                dst[done..done + k].copy_from_slice(&page.buf[within..within + k]);
-                done += k;
-            }
+            self.copy_pages(&a, offset, dst);
             Ok(())
         })();
         if ok.is_err() {
@@ -429,6 +512,7 @@ impl ReadCache {
                 attr: fill.attr,
                 stamp: fill.stamp,
                 at: Instant::now(),
+                exact: fill.exact,
             },
         );
         match fill.data {
@@ -774,6 +858,7 @@ mod tests {
             attr: a,
             stamp,
             data,
+            exact: false,
         };
         t.cache.fill(&t.gens, f, None);
     }
@@ -897,6 +982,7 @@ mod tests {
                 at: 100,
                 len: 4096,
             }),
+            exact: false,
         };
         t.cache.fill(&t.gens, f, Some(&reply));
         assert_eq!(read(&mut t, 8192, 4096, 0).unwrap(), vec![9u8; 4096]);

@@ -123,6 +123,7 @@ pub(super) fn obj_of(c: &Compound, fh: &CurrentFh) -> Result<(Obj, Option<Node>)
         CurrentFh::File { node, handle } => {
             caller(c, node)?;
             let a = c.ctx.model.getattr(node).map_err(fs_err)?;
+            super::fast::note_attr(&a);
             Ok((Obj::from_attr(&a, handle.clone()), Some(node.clone())))
         }
     }

@@ -45,6 +45,8 @@ pub(super) fn read(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter) -> Op
             return Err(st);
         }
         check_read(&f.attr, &f.caller).map_err(fs_err)?;
+        // For the reactor cache fill (`fast::take_attr`).
+        super::fast::note_attr(&f.attr);
         Ok(f)
     })();
     let f = match pre {

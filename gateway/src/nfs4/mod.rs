@@ -18,6 +18,7 @@ pub mod callback;
 mod compound;
 mod deleg_ops;
 mod dir_ops;
+pub mod fast;
 mod file_ops;
 mod io_ops;
 pub mod ops;

@@ -163,25 +163,8 @@ pub(super) fn sequence_first(
     };
     c.session = Some(s.id);
     c.clientid = s.clientid;
-    if s.flags & CREATE_SESSION4_FLAG_CONN_BACK_CHAN != 0
-        && c.state.clients.lookup_backchannel(s.clientid).is_none()
-    {
-        flags |= SEQ4_STATUS_CB_PATH_DOWN;
-    }
-    // RFC 8881 §18.46.3: revoked delegations not yet freed.
-    if c.state.delegations.has_revoked(s.clientid) {
-        flags |= 0x40; // SEQ4_STATUS_RECALLABLE_STATE_REVOKED
-    }
-    let ok = (|| -> XdrResult<()> {
-        w.u32(NFS4_OK)?;
-        w.opaque_fixed(&s.id)?;
-        w.u32(a.seqid)?;
-        w.u32(a.slot)?;
-        w.u32(nslots - 1)?;
-        w.u32(nslots - 1)?;
-        w.u32(flags)
-    })();
-    if ok.is_err() {
+    flags = status_flags(c.state, &s, flags);
+    if put_sequence_ok(w, &s, a.seqid, a.slot, nslots, flags).is_err() {
         return SeqStart::Failed(NFS4ERR_REP_TOO_BIG);
     }
     let _ = a.highest;
@@ -193,6 +176,40 @@ pub(super) fn sequence_first(
         },
         cache_max: s.fore.max_response_cached as usize,
     }
+}
+
+/// sr_status_flags (RFC 8881 §18.46.3): the client's flags (from `Clients::renew`),
+/// CB_PATH_DOWN when the session wants a back channel and has none, and
+/// RECALLABLE_STATE_REVOKED while revoked delegations are not yet freed.
+pub(super) fn status_flags(state: &crate::state::State, s: &Session, mut flags: u32) -> u32 {
+    if s.flags & CREATE_SESSION4_FLAG_CONN_BACK_CHAN != 0
+        && state.clients.lookup_backchannel(s.clientid).is_none()
+    {
+        flags |= SEQ4_STATUS_CB_PATH_DOWN;
+    }
+    if state.delegations.has_revoked(s.clientid) {
+        flags |= 0x40; // SEQ4_STATUS_RECALLABLE_STATE_REVOKED
+    }
+    flags
+}
+
+/// SEQUENCE4resok after OP_SEQUENCE (RFC 8881 §18.46.2): status, session, sequence
+/// and slot echoed, highest and target slot ids (the whole table), status flags.
+pub(super) fn put_sequence_ok(
+    w: &mut XdrWriter,
+    s: &Session,
+    seqid: u32,
+    slot: u32,
+    nslots: u32,
+    flags: u32,
+) -> XdrResult<()> {
+    w.u32(NFS4_OK)?;
+    w.opaque_fixed(&s.id)?;
+    w.u32(seqid)?;
+    w.u32(slot)?;
+    w.u32(nslots.saturating_sub(1))?;
+    w.u32(nslots.saturating_sub(1))?;
+    w.u32(flags)
 }
 
 /// SEQUENCE anywhere but first (RFC 8881 §18.46.3): NFS4ERR_SEQUENCE_POS.

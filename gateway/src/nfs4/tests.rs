@@ -672,3 +672,5 @@ fn sequence_reports_status_flags_and_slot_table() {
     h.state.clients.set_status_flags(clientid, 0x1, false);
     assert_eq!(seq_flags(3), 0x40);
 }
+
+mod fast_tests;

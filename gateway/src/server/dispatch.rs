@@ -131,6 +131,23 @@ pub(crate) fn classify(
             return v;
         }
     }
+    if header.prog == NFS_PROGRAM
+        && header.vers == crate::nfs4::NFS_V4
+        && header.proc_ == 1
+        && matches!(conn, Link::Tcp(_))
+    {
+        if let Some(v) = from_cache_v4(
+            reactor,
+            &header,
+            &record[args_at..],
+            peer,
+            pools,
+            hot,
+            &mut read_ahead,
+        ) {
+            return v;
+        }
+    }
     Verdict::Work(Job {
         stat: crate::stats::CallStat::default(),
         read_ahead,
@@ -150,6 +167,51 @@ pub(crate) struct Hot<'a> {
     pub pages_lkey: Option<u32>,
     pub gens: &'a cache::Generations,
     pub exports: &'a crate::export::Exports,
+    /// The NFSv4.1 state (sessions, opens, delegations) for the v4 fast path.
+    pub state: &'a crate::state::State,
+}
+
+/// NFSv4.1 COMPOUNDs `SEQUENCE, PUTFH, GETATTR|READ` answered from the cache
+/// (`nfs4::fast`: every check and the slot bookkeeping are there). TCP only (an
+/// RPC-over-RDMA READ reply carries its data in a chunk). `None` → a worker.
+fn from_cache_v4(
+    reactor: usize,
+    h: &CallHeader,
+    args: &[u8],
+    peer: SocketAddr,
+    pools: &Pools,
+    hot: &mut Hot,
+    read_ahead: &mut bool,
+) -> Option<Verdict> {
+    let shape = crate::nfs4::fast::parse(args)?;
+    let want = match shape.last {
+        crate::nfs4::fast::Last::Read { offset, count, .. } => {
+            if let Some((_, fileid)) = crate::fs::FileModel::peek_handle(shape.fh) {
+                *read_ahead = hot.cache.note_read(shape.fh, fileid, offset, count);
+            }
+            if count as usize > cache::MAX_CACHED_READ {
+                return None;
+            }
+            count as usize + 512
+        }
+        crate::nfs4::fast::Last::Getattr(_) => 1024,
+    };
+    let mut buf = pools.alloc(MARK + want)?;
+    let mut w = XdrWriter::at(buf.spare_mut(), MARK);
+    rpc::write_accepted(&mut w, h.xid, Accept::Success).ok()?;
+    let mut view = crate::nfs4::fast::View {
+        cache: hot.cache,
+        gens: hot.gens,
+        exports: hot.exports,
+        state: hot.state,
+    };
+    if !crate::nfs4::fast::answer(&mut view, peer.ip(), &h.cred, args, &mut w) {
+        return None;
+    }
+    crate::nfs4::fast::count_answer(reactor);
+    let n = w.position();
+    buf.set_len(n);
+    Some(Verdict::Reply(buf))
 }
 
 /// Answers GETATTR and small READs from the reactor's cache (run to completion, no

@@ -215,6 +215,7 @@ impl ReactorState {
             pages_lkey: *pages_lkey,
             gens: &shared.gens,
             exports: &shared.exports,
+            state: &shared.state,
         };
         let mut handle = |conn: ConnId, peer: SocketAddr, rec: Buf| {
             let st = router.count_in(&rec, Transport::Tcp);
@@ -255,6 +256,7 @@ impl ReactorState {
             pages_lkey: *pages_lkey,
             gens: &shared.gens,
             exports: &shared.exports,
+            state: &shared.state,
         };
         let mut handle = |call: CallRef,
                           peer: SocketAddr,
@@ -298,6 +300,7 @@ impl ReactorState {
             pages_lkey: None,
             gens: &self.shared.gens,
             exports: &self.shared.exports,
+            state: &self.shared.state,
         };
         match supervise::request("reactor: classifying a parked call", || {
             dispatch::classify(self.id, conn, peer, rec, pools, &mut hot, None)

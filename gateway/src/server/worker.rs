@@ -147,6 +147,10 @@ fn run_job(shared: &Shared, job: Job) {
     let link = &shared.reactors[job.reactor];
     let effect = CacheEffect::of(shared, &job);
     effect.before(shared);
+    if matches!(effect, CacheEffect::Observe { v4: true, .. }) {
+        // Only this COMPOUND's attributes may be learned.
+        let _ = crate::nfs4::fast::take_attr();
+    }
     let reply = execute(shared, &link.pools, &job);
     effect.after(shared);
     let fill = match (&effect, &reply) {
@@ -157,9 +161,23 @@ fn run_job(shared: &Shared, job: Job) {
                 stamp,
                 is_read,
                 read,
+                v4,
             },
             Some(r),
-        ) => learned(r, *fh, *export, *stamp, *is_read, *read, shared.cache_pages),
+        ) => {
+            let seen = Seen {
+                fh: *fh,
+                export: *export,
+                stamp: *stamp,
+                is_read: *is_read,
+                read: *read,
+            };
+            if *v4 {
+                learned_v4(r, seen, shared.cache_pages)
+            } else {
+                learned(r, seen, shared.cache_pages)
+            }
+        }
         _ => None,
     };
     let ahead = match (&effect, &fill) {
@@ -168,7 +186,9 @@ fn run_job(shared: &Shared, job: Job) {
                 read: Some(off), ..
             },
             Some(f),
-        ) if shared.cache_pages && job.read_ahead => Some((*off, f.fh, f.export, f.attr, f.stamp)),
+        ) if shared.cache_pages && job.read_ahead => {
+            Some((*off, f.fh, f.export, f.attr, f.stamp, f.exact))
+        }
         _ => None,
     };
     push_done(
@@ -182,8 +202,8 @@ fn run_job(shared: &Shared, job: Job) {
     );
     // Read-ahead after the reply is on its way: the block around a small READ goes
     // into the reactor's page cache, so neighbouring reads are answered there.
-    if let Some((off, fh, export, attr, stamp)) = ahead {
-        if let Some(data) = read_block(shared, &link.pools, &job, off) {
+    if let Some((off, fh, export, attr, stamp, exact)) = ahead {
+        if let Some(data) = read_block(shared, &link.pools, &fh, off) {
             push_done(
                 link,
                 Done {
@@ -196,6 +216,7 @@ fn run_job(shared: &Shared, job: Job) {
                         attr,
                         stamp,
                         data: Some(FillData::Block(data.0, data.1)),
+                        exact,
                     }),
                 },
             );
@@ -237,6 +258,8 @@ enum CacheEffect {
         is_read: bool,
         /// READ offset when the read is small enough to cache its data.
         read: Option<u64>,
+        /// An NFSv4.1 `SEQUENCE, PUTFH, GETATTR|READ` COMPOUND (`nfs4::fast`).
+        v4: bool,
     },
     /// WRITE/SETATTR/COMMIT on one file.
     File(u64),
@@ -255,6 +278,10 @@ impl CacheEffect {
             // SETATTR/COMMIT of one PUTFH'd file bump that file, anything else the
             // namespace (so v3 reads cached by the reactors never outlive a v4 change).
             use crate::nfs4::scan::{scan, Effect};
+            let args = &job.record[job.args_at..];
+            if let Some(o) = observe_v4(shared, args) {
+                return o;
+            }
             return match scan(&job.record[job.args_at..]).effect {
                 Effect::None => CacheEffect::None,
                 Effect::File(id) => CacheEffect::File(id),
@@ -284,6 +311,7 @@ impl CacheEffect {
                         stamp: shared.gens.stamp(fileid),
                         is_read: h.proc_ == 6,
                         read,
+                        v4: false,
                     },
                     None => CacheEffect::None,
                 }
@@ -315,18 +343,83 @@ impl CacheEffect {
     }
 }
 
-/// The attributes (and, for a small READ, where its data sits) in a successful
-/// GETATTR or READ reply we just encoded. `read` is the READ offset when the read is
-/// small enough to cache its data.
-fn learned(
-    reply: &Buf,
+/// A `SEQUENCE, PUTFH, GETATTR|READ` COMPOUND (the shapes the reactor answers from
+/// its cache, `nfs4::fast`): observed like an NFSv3 GETATTR or READ of its handle, so
+/// a v4-only workload warms the cache. It changes nothing (`scan`: `Effect::None`).
+fn observe_v4(shared: &Shared, args: &[u8]) -> Option<CacheEffect> {
+    let (fh, read) = crate::nfs4::fast::observe(args)?;
+    let (export, fileid) = FileModel::peek_handle(fh)?;
+    Some(CacheEffect::Observe {
+        fh: FhKey::new(fh)?,
+        export,
+        stamp: shared.gens.stamp(fileid),
+        is_read: read.is_some(),
+        read: read
+            .filter(|(_, count)| (*count as usize) <= cache::MAX_CACHED_READ)
+            .map(|(off, _)| off),
+        v4: true,
+    })
+}
+
+/// What the worker saw of a GETATTR or READ before running it.
+#[derive(Clone, Copy)]
+struct Seen {
     fh: FhKey,
     export: u16,
     stamp: Stamp,
     is_read: bool,
     read: Option<u64>,
-    pages: bool,
-) -> Option<Fill> {
+}
+
+/// What the reactor may cache from a successful NFSv4.1 `SEQUENCE, PUTFH,
+/// GETATTR|READ` reply: the attributes its GETATTR or READ took from the file model
+/// (`nfs4::fast::take_attr`, exact), and a small READ's data in the reply.
+fn learned_v4(reply: &Buf, seen: Seen, pages: bool) -> Option<Fill> {
+    let attr = crate::nfs4::fast::take_attr()?;
+    let body = reply.get(MARK..)?;
+    let (_, st, off) = rpc::decode_reply(body).ok()?;
+    if st != rpc::ReplyStatus::Accepted(Accept::Success) {
+        return None;
+    }
+    let compound = body.get(off..)?;
+    if XdrReader::new(compound).u32().ok()? != 0 {
+        return None;
+    }
+    if FileModel::peek_handle(seen.fh.bytes()).map(|(_, id)| id) != Some(attr.fileid) {
+        return None;
+    }
+    let data = match seen.read {
+        Some(offset) if pages && seen.is_read => {
+            let (at, len) = crate::nfs4::fast::read_data(compound)?;
+            Some(FillData::InReply {
+                offset,
+                at: MARK + off + at,
+                len,
+            })
+        }
+        _ => None,
+    };
+    Some(Fill {
+        fh: seen.fh,
+        export: seen.export,
+        attr,
+        stamp: seen.stamp,
+        data,
+        exact: true,
+    })
+}
+
+/// The attributes (and, for a small READ, where its data sits) in a successful
+/// GETATTR or READ reply we just encoded. `read` is the READ offset when the read is
+/// small enough to cache its data.
+fn learned(reply: &Buf, seen: Seen, pages: bool) -> Option<Fill> {
+    let Seen {
+        fh,
+        export,
+        stamp,
+        is_read,
+        read,
+    } = seen;
     let body = reply.get(MARK..)?;
     let (_, st, off) = rpc::decode_reply(body).ok()?;
     if st != rpc::ReplyStatus::Accepted(Accept::Success) {
@@ -361,18 +454,15 @@ fn learned(
         attr,
         stamp,
         data,
+        exact: false,
     })
 }
 
 /// Reads the cache-aligned block around `off` for the reactor's page cache.
-fn read_block(shared: &Shared, pools: &Pools, job: &Job, off: u64) -> Option<(u64, Buf)> {
+fn read_block(shared: &Shared, pools: &Pools, fh: &FhKey, off: u64) -> Option<(u64, Buf)> {
     let block = cache::MAX_CACHED_READ as u64;
     let start = off / block * block;
-    let mut r = XdrReader::new(&job.record[job.args_at..]);
-    let node = shared
-        .model
-        .resolve(r.opaque_var(crate::fs::FH_MAX).ok()?)
-        .ok()?;
+    let node = shared.model.resolve(fh.bytes()).ok()?;
     let mut buf = pools.alloc(block as usize)?;
     let (n, _) = shared
         .model

@@ -285,6 +285,21 @@ impl Clients {
         r.map_err(|e| (e, p))
     }
 
+    /// `renew` for the reactor's fast path (`nfs4::fast`): renews the lease and
+    /// returns the status flags only while the lease still runs (RFC 8881 §8.3). An
+    /// expired or unknown client is left alone (`None`): the worker that then runs the
+    /// call purges it, which writes the state dir — never done on a reactor.
+    pub(crate) fn renew_if_live(&self, session: &Session) -> Option<u32> {
+        let now = Instant::now();
+        let mut g = self.lock();
+        let c = g.clients.get_mut(&session.clientid)?;
+        if now.saturating_duration_since(c.last_renew) > self.limits.lease {
+            return None;
+        }
+        c.last_renew = now;
+        Some(c.status_flags)
+    }
+
     /// Writes the confirmed clients' owners to the state dir (atomically).
     fn save(&self) {
         let Some(p) = &self.persist else { return };

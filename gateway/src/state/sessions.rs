@@ -171,6 +171,19 @@ impl Session {
         }
     }
 
+    /// Whether `use_slot(slot, seqid)` would start a new request (RFC 8881 §2.10.6.1:
+    /// live session, slot in the table and idle, seqid one above the slot's), without
+    /// claiming the slot. The reactor's fast path (`nfs4::fast`) answers only such
+    /// requests; everything else goes to a worker.
+    pub(crate) fn is_next(&self, slot: u32, seqid: u32) -> bool {
+        let live = self.lock();
+        !live.dead
+            && live
+                .slots
+                .get(slot as usize)
+                .is_some_and(|s| !s.busy && seqid == s.seqid.wrapping_add(1))
+    }
+
     /// Marks the session destroyed: later SEQUENCEs get NFS4ERR_BADSESSION.
     pub fn kill(&self) {
         self.lock().dead = true;

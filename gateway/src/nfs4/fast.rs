@@ -1,0 +1,355 @@
+//! The reactor's NFSv4.1 fast path: the two COMPOUNDs clients send most,
+//! `SEQUENCE, PUTFH, GETATTR` and `SEQUENCE, PUTFH, READ`, answered from the reactor's
+//! read cache when — and only when — everything is ordinary (a new request on an idle
+//! slot of a live session, no sa_cachethis, the file cached and the caller admitted,
+//! attributes that come from the cached `fs::Attr`, a READ stateid the state tables
+//! accept, the whole range cached). Anything else returns `false` and the call goes to
+//! a worker, which owns every error case.
+//!
+//! The reply is the one the worker would write, byte for byte (same encoders:
+//! `session_ops::put_sequence_ok`, `attrs::put_fattr`), and the slot bookkeeping is the
+//! worker's (RFC 8881 §2.10.6.1): the slot's seqid advances through
+//! `Session::use_slot`, the lease is renewed (`Clients::renew`), and the reply is kept
+//! in the slot's reply cache when it fits ca_maxresponsesize_cached, as
+//! `compound::compound` keeps it, so a retransmission gets the same bytes.
+//!
+//! Workers fill the cache from the same shapes (`observe`, `learned`, `take_attr`).
+
+use super::attrs::{self, Bitmap, Env, Obj};
+use super::ops::{OP_GETATTR, OP_PUTFH, OP_READ, OP_SEQUENCE};
+use super::session_ops;
+use super::status::NFS4_OK;
+use crate::cache::{self, Generations, ReadCache};
+use crate::export::Exports;
+use crate::fs::Attr;
+use crate::state::sessions::SlotUse;
+use crate::state::stateid::Stateid;
+use crate::state::State;
+use engine::rpc::Cred;
+use engine::xdr::{XdrReader, XdrResult, XdrWriter};
+use std::cell::Cell;
+use std::net::IpAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// A counter on its own cache line (reactors never share one).
+#[repr(align(64))]
+struct Padded(AtomicU64);
+
+/// Counter shards (reactor index modulo this).
+const SHARDS: usize = 16;
+
+/// COMPOUNDs answered by the fast path, per reactor shard (diagnostics and tests; the
+/// per-reactor cache hit counters count them too).
+static ANSWERED: [Padded; SHARDS] = [const { Padded(AtomicU64::new(0)) }; SHARDS];
+
+/// Counts a COMPOUND reactor `reactor` answered by the fast path.
+pub fn count_answer(reactor: usize) {
+    ANSWERED[reactor % SHARDS].0.fetch_add(1, Ordering::Relaxed);
+}
+
+/// COMPOUNDs answered by the fast path since start, all reactors.
+pub fn answered() -> u64 {
+    ANSWERED.iter().map(|c| c.0.load(Ordering::Relaxed)).sum()
+}
+
+/// Longest tag the fast path takes (longer ones are legal: the worker answers them).
+pub const TAG_MAX: usize = 64;
+
+/// Attributes the fast path answers: those encoded from the cached `fs::Attr` and the
+/// handle, and constants. Not LEASE_TIME or MAXFILESIZE (server settings the reactor
+/// does not hold) nor the FSSTAT ones (storage calls).
+pub const FAST_ATTRS: Bitmap = Bitmap::of(&[
+    attrs::SUPPORTED_ATTRS,
+    attrs::TYPE,
+    attrs::FH_EXPIRE_TYPE,
+    attrs::CHANGE,
+    attrs::SIZE,
+    attrs::LINK_SUPPORT,
+    attrs::SYMLINK_SUPPORT,
+    attrs::NAMED_ATTR,
+    attrs::FSID,
+    attrs::UNIQUE_HANDLES,
+    attrs::RDATTR_ERROR,
+    attrs::ACLSUPPORT,
+    attrs::CANSETTIME,
+    attrs::CASE_INSENSITIVE,
+    attrs::CASE_PRESERVING,
+    attrs::CHOWN_RESTRICTED,
+    attrs::FILEHANDLE,
+    attrs::FILEID,
+    attrs::HOMOGENEOUS,
+    attrs::MAXLINK,
+    attrs::MAXNAME,
+    attrs::MAXREAD,
+    attrs::MAXWRITE,
+    attrs::MODE,
+    attrs::NO_TRUNC,
+    attrs::NUMLINKS,
+    attrs::OWNER,
+    attrs::OWNER_GROUP,
+    attrs::RAWDEV,
+    attrs::SPACE_USED,
+    attrs::TIME_ACCESS,
+    attrs::TIME_DELTA,
+    attrs::TIME_METADATA,
+    attrs::TIME_MODIFY,
+    attrs::MOUNTED_ON_FILEID,
+    attrs::FS_LAYOUT_TYPES,
+    attrs::SUPPATTR_EXCLCREAT,
+]);
+
+/// The last operation of a recognised COMPOUND.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Last {
+    Getattr(Bitmap),
+    Read {
+        stateid: Stateid,
+        offset: u64,
+        count: u32,
+    },
+}
+
+/// A `SEQUENCE, PUTFH, GETATTR|READ` COMPOUND (minor version 1).
+#[derive(Debug, Clone, Copy)]
+pub struct Shape<'a> {
+    pub tag: &'a [u8],
+    pub sessionid: [u8; 16],
+    pub seqid: u32,
+    pub slot: u32,
+    pub cachethis: bool,
+    pub fh: &'a [u8],
+    pub last: Last,
+}
+
+/// Recognises the shape exactly (RFC 8881 §16.2.1 COMPOUND4args): tag up to
+/// `TAG_MAX`, minor version 1, three operations, nothing after them; a GETATTR bitmap
+/// with no word beyond the third. Anything else is `None`.
+pub fn parse(args: &[u8]) -> Option<Shape<'_>> {
+    let mut r = XdrReader::new(args);
+    let tag = r.opaque_var(TAG_MAX).ok()?;
+    if r.u32().ok()? != super::MINOR_VERSION || r.u32().ok()? != 3 {
+        return None;
+    }
+    if r.u32().ok()? != OP_SEQUENCE {
+        return None;
+    }
+    let mut sessionid = [0u8; 16];
+    sessionid.copy_from_slice(r.opaque_fixed(16).ok()?);
+    let (seqid, slot, _highest) = (r.u32().ok()?, r.u32().ok()?, r.u32().ok()?);
+    let cachethis = r.bool().ok()?;
+    if r.u32().ok()? != OP_PUTFH {
+        return None;
+    }
+    let fh = r.opaque_var(super::FH4_MAX).ok()?;
+    let last = match r.u32().ok()? {
+        OP_GETATTR => match attrs::get_bitmap(&mut r).ok()? {
+            (b, false) => Last::Getattr(b),
+            _ => return None,
+        },
+        OP_READ => Last::Read {
+            stateid: Stateid::decode(&mut r).ok()?,
+            offset: r.u64().ok()?,
+            count: r.u32().ok()?,
+        },
+        _ => return None,
+    };
+    if r.remaining() != 0 {
+        return None;
+    }
+    Some(Shape {
+        tag,
+        sessionid,
+        seqid,
+        slot,
+        cachethis,
+        fh,
+        last,
+    })
+}
+
+/// What the reactor needs to answer from its cache.
+pub struct View<'a> {
+    pub cache: &'a mut ReadCache,
+    pub gens: &'a Generations,
+    pub exports: &'a Exports,
+    pub state: &'a State,
+}
+
+/// Answers the COMPOUND in `args` (COMPOUND4args) into `w` (COMPOUND4res, after the
+/// RPC header the caller wrote) when everything is ordinary; `false` otherwise, with
+/// no slot touched (the caller drops `w`'s buffer and hands the call to a worker).
+pub fn answer(v: &mut View, client: IpAddr, cred: &Cred, args: &[u8], w: &mut XdrWriter) -> bool {
+    let Some(a) = parse(args) else {
+        return false;
+    };
+    if a.cachethis {
+        return false;
+    }
+    // SEQUENCE's checks (RFC 8881 §18.46.3), as `session_ops::sequence_first`.
+    let Some(s) = v.state.clients.session(&a.sessionid) else {
+        return false;
+    };
+    let nslots = s.slots();
+    if a.slot >= nslots
+        || s.fore.max_ops < 3
+        || args.len() > s.fore.max_request as usize
+        || !s.is_next(a.slot, a.seqid)
+    {
+        return false;
+    }
+    let req = cache::Request {
+        fh: a.fh,
+        client,
+        cred,
+    };
+    if let Last::Getattr(want) = a.last {
+        // Unsupported attributes are left out by both paths (RFC 8881 §18.7.3);
+        // write-only ones (NFS4ERR_INVAL) are not in FAST_ATTRS.
+        if !want.and(&attrs::SUPPORTED).minus(&FAST_ATTRS).is_empty() {
+            return false;
+        }
+    }
+    let Some(attr) = v.cache.attr_v4(v.gens, v.exports, &req) else {
+        return false;
+    };
+    if let Last::Read { stateid, .. } = a.last {
+        // READ's stateid rules (RFC 8881 §18.22.3, §8.2), as `io_ops::read`: the
+        // CURRENT stateid is unset after PUTFH (the worker answers BAD_STATEID).
+        if stateid == Stateid::CURRENT {
+            return false;
+        }
+        let st = v
+            .state
+            .delegations
+            .check_io(s.clientid, &stateid, attr.fileid, false)
+            .unwrap_or_else(|| {
+                v.state
+                    .opens
+                    .check_io(s.clientid, &stateid, attr.fileid, false)
+            });
+        if st != NFS4_OK {
+            return false;
+        }
+    }
+    // Lease renewal (RFC 8881 §8.3); an expired client goes to the worker, which
+    // purges it (state dir I/O) and answers BADSESSION.
+    let Some(flags) = v.state.clients.renew_if_live(&s) else {
+        return false;
+    };
+    let flags = session_ops::status_flags(v.state, &s, flags);
+    let start = w.position();
+    let encoded = encode(v, &a, &attr, &req, &s, nslots, flags, w);
+    if !matches!(encoded, Ok(true)) {
+        return false;
+    }
+    let len = w.position() - start;
+    if len > s.fore.max_response as usize {
+        // The worker answers NFS4ERR_REP_TOO_BIG.
+        return false;
+    }
+    // Claim the slot now; a worker that took it meanwhile wins (the call goes to a
+    // worker, which sees a retransmission or a busy slot).
+    let claim = match s.use_slot(a.slot, a.seqid) {
+        Ok(SlotUse::New(c)) => c,
+        _ => return false,
+    };
+    let keep = len <= s.fore.max_response_cached as usize;
+    claim.finish(keep.then(|| w.written()[start..].to_vec()));
+    if matches!(a.last, Last::Getattr(_)) {
+        v.cache.note_hit();
+    }
+    true
+}
+
+/// COMPOUND4res of a recognised COMPOUND; `Ok(false)` when the READ range is not
+/// cached.
+#[allow(clippy::too_many_arguments)]
+fn encode(
+    v: &mut View,
+    a: &Shape,
+    attr: &Attr,
+    req: &cache::Request,
+    s: &crate::state::sessions::Session,
+    nslots: u32,
+    flags: u32,
+    w: &mut XdrWriter,
+) -> XdrResult<bool> {
+    w.u32(NFS4_OK)?;
+    w.opaque_var(a.tag)?;
+    w.u32(3)?;
+    w.u32(OP_SEQUENCE)?;
+    session_ops::put_sequence_ok(w, s, a.seqid, a.slot, nslots, flags)?;
+    w.u32(OP_PUTFH)?;
+    w.u32(NFS4_OK)?;
+    match a.last {
+        Last::Getattr(want) => {
+            w.u32(OP_GETATTR)?;
+            w.u32(NFS4_OK)?;
+            let env = Env {
+                lease_s: 0,
+                max_file_size: 0,
+                fsstat: None,
+            };
+            attrs::put_fattr(w, &want, &Obj::from_attr(attr, a.fh.to_vec()), &env)?;
+            Ok(true)
+        }
+        Last::Read { offset, count, .. } => {
+            w.u32(OP_READ)?;
+            w.u32(NFS4_OK)?;
+            Ok(v.cache.read_v4(v.gens, v.exports, req, offset, count, w))
+        }
+    }
+}
+
+/// The handle of a recognised COMPOUND, and its READ's offset and count.
+pub type Observed<'a> = (&'a [u8], Option<(u64, u32)>);
+
+/// What a worker's COMPOUND of a recognised shape may teach the reactor cache: the
+/// handle, and for a READ its offset and count.
+pub fn observe(args: &[u8]) -> Option<Observed<'_>> {
+    let a = parse(args)?;
+    let read = match a.last {
+        Last::Getattr(_) => None,
+        Last::Read { offset, count, .. } => Some((offset, count)),
+    };
+    Some((a.fh, read))
+}
+
+/// In a successful COMPOUND4res of a recognised READ (`body` from the COMPOUND4res
+/// on), where the data is and how long it is.
+pub fn read_data(body: &[u8]) -> Option<(usize, usize)> {
+    let mut r = XdrReader::new(body);
+    if r.u32().ok()? != NFS4_OK {
+        return None;
+    }
+    r.opaque_var(TAG_MAX).ok()?;
+    if r.u32().ok()? != 3 {
+        return None;
+    }
+    r.skip(8 + 16 + 20).ok()?;
+    r.skip(8).ok()?;
+    if r.u32().ok()? != OP_READ || r.u32().ok()? != NFS4_OK {
+        return None;
+    }
+    let _eof = r.bool().ok()?;
+    let len = r.u32().ok()? as usize;
+    let at = r.position();
+    body.get(at..at.checked_add(len)?)?;
+    Some((at, len))
+}
+
+thread_local! {
+    /// The file model's attributes of the file the last GETATTR or READ on this
+    /// worker thread looked at (for the reactor cache fill).
+    static LEARNED: Cell<Option<Attr>> = const { Cell::new(None) };
+}
+
+/// Notes attributes a GETATTR or READ fetched from the file model.
+pub(super) fn note_attr(a: &Attr) {
+    LEARNED.with(|l| l.set(Some(*a)));
+}
+
+/// Takes (and clears) the attributes the last COMPOUND on this thread noted.
+pub fn take_attr() -> Option<Attr> {
+    LEARNED.with(|l| l.take())
+}
