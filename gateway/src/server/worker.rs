@@ -498,9 +498,9 @@ fn execute(shared: &Shared, pools: &Pools, job: &Job) -> Option<Buf> {
                 reactor: job.reactor,
                 kind: crate::nfs4::ConnKind::Tcp(id),
             }),
-            Link::Rdma(..) => Some(crate::nfs4::ConnRef {
+            Link::Rdma(call, _) => Some(crate::nfs4::ConnRef {
                 reactor: job.reactor,
-                kind: crate::nfs4::ConnKind::Rdma,
+                kind: crate::nfs4::ConnKind::Rdma(call.conn()),
             }),
         },
     };

@@ -18,7 +18,7 @@ const SESSION: [u8; 16] = [7; 16];
 fn conn(slot_hint: usize) -> ConnRef {
     ConnRef {
         reactor: slot_hint,
-        kind: ConnKind::Rdma,
+        kind: ConnKind::Rdma(engine::rdma::server::ConnId::from_raw(slot_hint as u32, 1)),
     }
 }
 
