@@ -20,9 +20,9 @@
 //! space, R8167-01): Free → Awaiting+Sending (one extra Receive posted, then the Send
 //! from a pool buffer holding header + record) → Awaiting (Send completed, buffer
 //! back) → Free when its REPLY or RDMA_ERROR is matched by XID (`Reply`/`Error`
-//! outcome) or the connection is gone (`Lost`). Receives kept posted = forward credits
-//! + callbacks awaiting a reply (R8167-08); forward grants never count the extra ones
-//! (R8167-02). Extra Receives are reserved in the admission budget at accept.
+//! outcome) or the connection is gone (`Lost`). Receives kept posted: the forward
+//! credits plus one per callback awaiting a reply (R8167-08); forward grants never
+//! count the extra ones (R8167-02). Extra Receives are reserved in the admission budget at accept.
 
 use super::admit::{Admission, Throttle, Verdict};
 use crate::fabric::{
@@ -584,7 +584,10 @@ impl RdmaServer {
     fn on_request(&mut self, req: ConnRequest) {
         // R8167-08: the extra Receives of callback replies are reserved with the grant.
         let extra = MAX_CALLBACKS;
-        let credits = match self.admission.admit_with(self.live, self.opts.credits, extra) {
+        let credits = match self
+            .admission
+            .admit_with(self.live, self.opts.credits, extra)
+        {
             Verdict::Grant(g) => g,
             refusal => {
                 self.refuse(&req, refusal);
@@ -1613,3 +1616,7 @@ impl Drop for RdmaServer {
 #[cfg(test)]
 #[path = "server_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "server_cb_tests.rs"]
+mod cb_tests;

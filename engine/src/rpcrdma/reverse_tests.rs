@@ -9,7 +9,9 @@ fn words(ws: &[u32]) -> Vec<u8> {
 
 /// A 7-word RDMA_MSG header then an RPC message starting `xid, msg_type`.
 fn msg(rdma_xid: u32, vers: u32, credit: u32, rpc_xid: u32, msg_type: u32) -> Vec<u8> {
-    words(&[rdma_xid, vers, credit, 0, 0, 0, 0, rpc_xid, msg_type, 0, 0, 0])
+    words(&[
+        rdma_xid, vers, credit, 0, 0, 0, 0, rpc_xid, msg_type, 0, 0, 0,
+    ])
 }
 
 #[test]
@@ -37,9 +39,15 @@ fn r8167_20_call_is_forward_and_reply_is_matched_by_msg_type() {
 fn r8167_20_short_or_undecodable_messages_stay_with_the_forward_responder() {
     assert_eq!(classify(&[0u8; 12]), Inbound::Forward);
     // A REPLY msg_type beyond the end, or lists running past it.
-    assert_eq!(classify(&words(&[1, 1, 1, 0, 0, 0, 0, 1])), Inbound::Forward);
+    assert_eq!(
+        classify(&words(&[1, 1, 1, 0, 0, 0, 0, 1])),
+        Inbound::Forward
+    );
     assert_eq!(classify(&words(&[1, 1, 1, 0, 1, 0, 0])), Inbound::Forward);
-    assert_eq!(classify(&words(&[1, 1, 1, 0, 0, 1, u32::MAX])), Inbound::Forward);
+    assert_eq!(
+        classify(&words(&[1, 1, 1, 0, 0, 1, u32::MAX])),
+        Inbound::Forward
+    );
     // NOMSG at the server is a Long forward call.
     assert_eq!(
         classify(&words(&[1, 1, 1, 1, 0, 0, 0, 1, 1])),
@@ -85,7 +93,11 @@ fn r8167_09_r8167_10_r8167_14_callback_header_bytes() {
     encode_call_header(&mut out, 1, 0);
     assert_eq!(&out[8..12], &1u32.to_be_bytes(), "rdma_credit never 0");
     assert_eq!(call_xid(&words(&[0x1234, 0, 2])), Some(0x1234));
-    assert_eq!(call_xid(&words(&[0x1234, 1, 2])), None, "a REPLY is no callback");
+    assert_eq!(
+        call_xid(&words(&[0x1234, 1, 2])),
+        None,
+        "a REPLY is no callback"
+    );
     assert_eq!(call_xid(&[0u8; 7]), None);
 }
 
@@ -143,7 +155,11 @@ fn a_slot_whose_send_has_not_completed_is_not_reused() {
     let b = t.begin(2).unwrap();
     t.on_reply(2, 2);
     assert_eq!(t.outstanding(), 0);
-    assert_eq!(t.begin(3), Err(Refused::Busy), "both send buffers still held");
+    assert_eq!(
+        t.begin(3),
+        Err(Refused::Busy),
+        "both send buffers still held"
+    );
     t.sent(b);
     assert_eq!(t.begin(3), Ok(b));
     t.sent(a);
