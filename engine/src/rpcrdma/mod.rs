@@ -8,6 +8,7 @@
 //!   RDMA_ERROR and silent drops);
 //! - [`requester`]: the client side (chunk building, credit accounting, reply decoding).
 
+pub mod ddp;
 pub mod privdata;
 pub mod requester;
 pub mod responder;
