@@ -691,3 +691,7 @@ pub(super) fn reclaim_complete(c: &mut Compound, r: &mut XdrReader, w: &mut XdrW
     c.state.purge(purged);
     put_status(w, st)
 }
+
+#[cfg(test)]
+#[path = "session_ops_tests.rs"]
+mod tests;
