@@ -90,6 +90,9 @@ on_exit() {
     echo "--- gateway log tail"; grep -v ' DEBUG ' "$W/gw.log" | tail -n 30 || true
     echo "--- gateway debug tail"; tail -n 15 "$W/gw.log" || true
     echo "--- dmesg tail"; dmesg | tail -n 30 || true
+    # the whole gateway log and dmesg, kept on the host in the run's directory
+    # (tools/vm/vm.sh: VM_DIR/runs/run.*/)
+    if [ -w /vmrun ]; then cp "$W/gw.log" /vmrun/gw-v41-rdma.log; dmesg > /vmrun/dmesg-v41-rdma.log; fi
   fi
 }
 trap on_exit EXIT
