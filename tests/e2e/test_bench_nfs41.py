@@ -72,3 +72,22 @@ def test_nfs41_over_rdma_every_workload(gw_rdma):
                        "--ops", 200, "--verify")
         t = j["total"]
         assert t["ops"] == 200 and t["errors"] == 0 and t["verify_failures"] == 0, (wl, t, err)
+
+
+def test_r8167_nfs41_over_rdma_sessions_bind_the_back_channel_and_answer_its_probe(gw_factory):
+    # CREATE_SESSION over RDMA asks CONN_BACK_CHAN; the gateway probes each session's
+    # back channel with CB_NULL on bench's RDMA connection (RFC 8167: a callback is an
+    # RDMA_MSG CALL on the forward connection) and bench answers it there.
+    from conftest import free_port
+    from statsutil import scrape
+    stats_port = free_port()
+    g = gw_factory(backend="fs+rdma", extra={"stats": {"listen": f"127.0.0.1:{stats_port}"}})
+    j, err = bench(rdma(g), "--nfs", "4.1", "--provider", "soft", "--workload", "getattr", "--files", 2,
+                   "--file-size", "4k", "--conns", 2, "--qd", 4, "--ops", 2000)
+    t = j["total"]
+    assert t["ops"] == 2000 and t["errors"] == 0, (t, err)
+    m = scrape(stats_port)
+    replied = m.sum("nfsgw_callbacks_total", transport="rdma", result="replied")
+    failed = m.sum("nfsgw_callbacks_total", transport="rdma", result="failed")
+    # The setup session and the two load sessions: three probes, all answered.
+    assert replied >= 3 and failed == 0, (replied, failed, err)
