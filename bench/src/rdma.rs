@@ -23,7 +23,8 @@ use engine::xdr::padded;
 use std::collections::HashMap;
 use std::io;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Mutex;
 
 /// Credits requested per connection (the gateway grants 128 by default).
 pub const DEFAULT_CREDITS: u32 = 128;
@@ -57,6 +58,40 @@ pub fn v4_unpredictable() -> usize {
         n => n,
     }
     .min(MAX_REPLY_CHUNK)
+}
+
+/// The RPC-over-RDMA counters of every connection closed so far in this process.
+static TOTALS: Mutex<Option<RdmaTotals>> = Mutex::new(None);
+/// Connections whose counters are in [`TOTALS`].
+static CLOSED: AtomicU64 = AtomicU64::new(0);
+
+/// What the RPC-over-RDMA connections of a run did (the `rdma` object of the JSON
+/// output): message classes sent (RFC 8166 §3.5), chunks offered, RDMA_ERRORs, and
+/// the callbacks taken and answered (RFC 8167).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct RdmaTotals {
+    pub connections: u64,
+    pub short_calls: u64,
+    pub chunked_calls: u64,
+    pub long_calls: u64,
+    pub write_chunks: u64,
+    pub reply_chunks: u64,
+    pub rdma_errors: u64,
+    pub callbacks: u64,
+    pub callback_replies: u64,
+    pub callbacks_dropped: u64,
+}
+
+/// The totals of every RDMA connection closed so far.
+pub fn totals() -> RdmaTotals {
+    let t = TOTALS
+        .lock()
+        .map(|g| g.unwrap_or_default())
+        .unwrap_or_default();
+    RdmaTotals {
+        connections: CLOSED.load(Ordering::Relaxed),
+        ..t
+    }
 }
 
 /// A fabric instance of `provider` (one per connection: a fabric is one polled device
@@ -123,6 +158,25 @@ impl RdmaPipe {
                 eprintln!("bench: answering callback {xid:#x}: {e}");
             }
         }
+    }
+}
+
+impl Drop for RdmaPipe {
+    fn drop(&mut self) {
+        let s = self.c.stats();
+        if let Ok(mut g) = TOTALS.lock() {
+            let t = g.get_or_insert_with(RdmaTotals::default);
+            t.short_calls += s.short_calls;
+            t.chunked_calls += s.chunked_calls;
+            t.long_calls += s.long_calls;
+            t.write_chunks += s.write_chunks;
+            t.reply_chunks += s.reply_chunks;
+            t.rdma_errors += s.rdma_errors;
+            t.callbacks += s.callbacks;
+            t.callback_replies += s.callback_replies;
+            t.callbacks_dropped += s.callbacks_dropped;
+        }
+        CLOSED.fetch_add(1, Ordering::Relaxed);
     }
 }
 
