@@ -119,10 +119,24 @@ pub struct RdmaPipe {
     c: RdmaClient,
     /// Transport XID → caller's XID of every call in flight.
     xids: HashMap<u32, u32>,
+    /// Callbacks are answered here (bench's own NFSv4.1 back channel); else they are
+    /// left for [`Pipe::take_callbacks`] (the bridge forwards them to its client).
+    answer: bool,
 }
 
 impl RdmaPipe {
+    /// A connection whose callbacks bench answers itself (`crate::nfs4::backchannel`).
     pub fn connect(addr: SocketAddr, provider: Provider, credits: u32) -> io::Result<RdmaPipe> {
+        RdmaPipe::connect_with(addr, provider, credits, true)
+    }
+
+    /// `answer`: answer callbacks here; else leave them to [`Pipe::take_callbacks`].
+    pub fn connect_with(
+        addr: SocketAddr,
+        provider: Provider,
+        credits: u32,
+        answer: bool,
+    ) -> io::Result<RdmaPipe> {
         let fabric = open_fabric(provider)?;
         let opts = ClientOptions {
             credits,
@@ -142,6 +156,7 @@ impl RdmaPipe {
         Ok(RdmaPipe {
             c,
             xids: HashMap::with_capacity(credits as usize),
+            answer,
         })
     }
 
@@ -224,7 +239,9 @@ impl Pipe for RdmaPipe {
             }
             n += 1;
         })?;
-        self.answer_callbacks();
+        if self.answer {
+            self.answer_callbacks();
+        }
         if lost || !self.c.is_connected() {
             return Err(io::Error::new(
                 io::ErrorKind::ConnectionAborted,
@@ -236,5 +253,15 @@ impl Pipe for RdmaPipe {
 
     fn in_flight(&self) -> usize {
         self.xids.len()
+    }
+
+    fn take_callbacks(&mut self, f: &mut dyn FnMut(u32, &[u8])) {
+        self.c.take_callbacks(f);
+    }
+
+    fn reply_callback(&mut self, xid: u32, reply: &[u8]) -> io::Result<()> {
+        self.c
+            .reply_callback(xid, reply)
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))
     }
 }
