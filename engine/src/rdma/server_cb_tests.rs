@@ -471,6 +471,11 @@ fn r8167_17_disconnect_with_a_callback_outstanding_is_lost_and_closed_once() {
     run(&mut s, &mut p, &mut Calls::new(), &mut |p, _| {
         p.got.len() == 1
     });
+    assert_eq!(
+        s.admission.reserved(),
+        (CREDITS + MAX_CALLBACKS) as usize,
+        "R8167-08: callback Receives reserved at accept"
+    );
     drop(p);
     let deadline = Instant::now() + Duration::from_secs(5);
     while s.connections() != 0 {
