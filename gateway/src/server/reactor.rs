@@ -14,7 +14,7 @@ use engine::mem::Buf;
 use engine::rdma::server::{CallRef, RdmaServer};
 use engine::reactor::{Counters, Poller};
 use engine::ring::{Doorbell, Ring};
-use engine::rpcrdma::responder::Reduced;
+use engine::rpcrdma::responder::{DdpList, Reduced};
 use engine::tcp::{ConnId, TcpTransport};
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -394,7 +394,7 @@ fn send(
             stats.rdma_answered();
             if let Some(r) = rdma.as_mut() {
                 b.advance(MARK);
-                let ddp = crate::ulb::reply_data(item, &b);
+                let ddp = ddp_of(item, &b);
                 r.reply(call, b, ddp);
             }
         }
@@ -404,6 +404,18 @@ fn send(
                 r.no_reply(call);
             }
         }
+    }
+}
+
+/// Where the DDP-eligible results of an RDMA reply (from its XID on) lie: NFSv3's one
+/// item (RFC 8267 §4), the results a COMPOUND noted while it ran (their positions
+/// counted the record-mark slot), or a fast-path READ's data (§6.4.1).
+fn ddp_of(item: crate::ulb::ReplyItem, reply: &[u8]) -> DdpList {
+    use crate::ulb::ReplyItem;
+    match item {
+        ReplyItem::Located(list) => list.shifted_down(MARK),
+        ReplyItem::Compound => crate::ulb::v4::fast_read_data(reply).into(),
+        _ => crate::ulb::reply_data(item, reply).into(),
     }
 }
 

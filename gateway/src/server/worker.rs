@@ -153,6 +153,7 @@ fn run_job(shared: &Shared, job: Job) {
     }
     let reply = execute(shared, &link.pools, &job);
     effect.after(shared);
+    let conn = with_located(job.conn);
     let fill = match (&effect, &reply) {
         (
             CacheEffect::Observe {
@@ -194,7 +195,7 @@ fn run_job(shared: &Shared, job: Job) {
     push_done(
         link,
         Done {
-            conn: job.conn,
+            conn,
             reply,
             fill,
             stat: job.stat,
@@ -221,6 +222,19 @@ fn run_job(shared: &Shared, job: Job) {
                 },
             );
         }
+    }
+}
+
+/// An NFSv4 COMPOUND over RPC-over-RDMA that ran its operations: its reply carries
+/// where its READ-class results lie (RFC 8267 §6.4.1). The notes are always taken, so
+/// none outlives its COMPOUND on this thread.
+fn with_located(conn: Link) -> Link {
+    let located = crate::ulb::v4::take();
+    match (conn, located) {
+        (Link::Rdma(call, crate::ulb::ReplyItem::Compound), Some(list)) => {
+            Link::Rdma(call, crate::ulb::ReplyItem::Located(list))
+        }
+        _ => conn,
     }
 }
 
@@ -558,6 +572,8 @@ fn execute(shared: &Shared, pools: &Pools, job: &Job) -> Option<Buf> {
     let len = match outcome {
         Ok(n) => n,
         Err(stat) => {
+            // Results a COMPOUND noted before it failed are not in this reply.
+            let _ = crate::ulb::v4::take();
             tracing::debug!(peer = %job.peer, prog = h.prog, proc_ = h.proc_, ?stat, "call rejected");
             let mut w = XdrWriter::at(buf.spare_mut(), MARK);
             rpc::write_accepted(&mut w, h.xid, stat).expect("reply buffer holds a header");
