@@ -6,8 +6,8 @@ mod common;
 
 use common::v4::*;
 use common::*;
-use engine::rpcrdma::wire::{self, Chunks};
 use engine::rpc;
+use engine::rpcrdma::wire::{self, Chunks};
 use engine::xdr::XdrReader;
 use std::net::TcpStream;
 
@@ -141,7 +141,11 @@ fn r8267_19_read_readlink_read_with_a_empty_c_keeps_the_link_inline() {
     let (st, n, res) = rep.compound();
     assert_eq!((st, n), (0, 7));
     assert_eq!(rep.echo.write_chunks.len(), 3);
-    assert_eq!(rep.echo.write_chunk(1).len(), 0, "empty chunk echoed in slot 2");
+    assert_eq!(
+        rep.echo.write_chunk(1).len(),
+        0,
+        "empty chunk echoed in slot 2"
+    );
     let mut r = Res(XdrReader::new(&res));
     r.sequence();
     r.putfh();
@@ -279,8 +283,10 @@ fn r8267_12_write_data_from_a_read_chunk_lands_byte_exact() {
     ops.extend((data.len() as u32).to_be_bytes());
     let (xid, call) = fx.s.compound(2, &ops);
     let position = call.len() as u32;
-    let mut ch = Chunks::default();
-    ch.reads = read_chunk(&mut fx.s.raw, 0, 0, &data, position, 4096);
+    let ch = Chunks {
+        reads: read_chunk(&mut fx.s.raw, 0, 0, &data, position, 4096),
+        ..Default::default()
+    };
     let rep = fx.s.short(xid, &ch, &call);
     let (st, _, _) = rep.compound();
     assert_eq!(st, 0, "WRITE from a read chunk");
@@ -312,8 +318,10 @@ fn r8267_13_create_nf4lnk_with_linkdata_in_a_read_chunk_makes_the_symlink() {
     xdr_opaque(&mut call, b"sl");
     call.extend(0u32.to_be_bytes()); // empty bitmap
     call.extend(0u32.to_be_bytes()); // no values
-    let mut ch = Chunks::default();
-    ch.reads = read_chunk(&mut fx.s.raw, 0, 0, &target, position, 4096);
+    let ch = Chunks {
+        reads: read_chunk(&mut fx.s.raw, 0, 0, &target, position, 4096),
+        ..Default::default()
+    };
     let rep = fx.s.short(xid, &ch, &call);
     assert_eq!(rep.compound().0, 0, "CREATE NF4LNK");
     let fh = v3_lookup(&mut fx.tcp, &fx.root, b"sl").expect("the symlink exists");
@@ -349,8 +357,10 @@ fn r8267_24_long_call_pzrc_read_chunk_write_chunk_reply_chunk_16_segments_each()
     }
     reads.extend(read_chunk(&mut fx.s.raw, 1, 0, &data, position, 500));
     assert_eq!(reads.len(), 32);
-    let mut ch = Chunks::default();
-    ch.reads = reads;
+    let mut ch = Chunks {
+        reads,
+        ..Default::default()
+    };
     let w = segs(&mut fx.s.raw, 2, 0, 16, 512);
     ch.push_write_chunk(&w);
     let rc = segs(&mut fx.s.raw, 2, 16 * 512, 16, 512);
@@ -365,7 +375,11 @@ fn r8267_24_long_call_pzrc_read_chunk_write_chunk_reply_chunk_16_segments_each()
     assert_eq!(r.op(OP_WRITE), 0);
     r.0.skip(4 + 4 + 8).unwrap();
     assert_eq!(r.read(false).1, 8000);
-    assert_eq!(written(&mut fx, &rep.echo, 0), data, "WRITE then READ byte-exact");
+    assert_eq!(
+        written(&mut fx, &rep.echo, 0),
+        data,
+        "WRITE then READ byte-exact"
+    );
 }
 
 #[test]

@@ -14,6 +14,7 @@ use crate::nfs3::{self, Ctx, Outcome, NFS_PROGRAM};
 use engine::mem::{Buf, Pools};
 use engine::ring::{Doorbell, Ring};
 use engine::rpc::{self, Accept};
+use engine::rpcrdma::responder::DdpList;
 use engine::xdr::{XdrReader, XdrWriter};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -26,6 +27,9 @@ use std::time::{Duration, Instant};
 pub(crate) struct Done {
     pub conn: Link,
     pub reply: Option<Buf>,
+    /// An NFSv4 COMPOUND that ran its operations: where its READ-class results lie
+    /// in `reply` (RFC 8267 §6.4.1; positions count the record-mark slot).
+    pub located: Option<DdpList>,
     pub fill: Option<Fill>,
     /// The call's arrival time and slot (the reactor records its latency).
     pub stat: crate::stats::CallStat,
@@ -153,7 +157,8 @@ fn run_job(shared: &Shared, job: Job) {
     }
     let reply = execute(shared, &link.pools, &job);
     effect.after(shared);
-    let conn = with_located(job.conn);
+    // Always taken, so no note outlives its COMPOUND on this thread.
+    let located = crate::ulb::v4::take();
     let fill = match (&effect, &reply) {
         (
             CacheEffect::Observe {
@@ -195,8 +200,9 @@ fn run_job(shared: &Shared, job: Job) {
     push_done(
         link,
         Done {
-            conn,
+            conn: job.conn,
             reply,
+            located,
             fill,
             stat: job.stat,
         },
@@ -210,6 +216,7 @@ fn run_job(shared: &Shared, job: Job) {
                 Done {
                     conn: job.conn,
                     reply: None,
+                    located: None,
                     stat: job.stat,
                     fill: Some(Fill {
                         fh,
@@ -222,19 +229,6 @@ fn run_job(shared: &Shared, job: Job) {
                 },
             );
         }
-    }
-}
-
-/// An NFSv4 COMPOUND over RPC-over-RDMA that ran its operations: its reply carries
-/// where its READ-class results lie (RFC 8267 §6.4.1). The notes are always taken, so
-/// none outlives its COMPOUND on this thread.
-fn with_located(conn: Link) -> Link {
-    let located = crate::ulb::v4::take();
-    match (conn, located) {
-        (Link::Rdma(call, crate::ulb::ReplyItem::Compound), Some(list)) => {
-            Link::Rdma(call, crate::ulb::ReplyItem::Located(list))
-        }
-        _ => conn,
     }
 }
 

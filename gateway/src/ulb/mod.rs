@@ -12,8 +12,6 @@ pub mod v4;
 
 pub use v3::{check_call, reply_data};
 
-use engine::rpcrdma::responder::DdpList;
-
 /// The DDP-eligible results a reply to a call may carry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ReplyItem {
@@ -22,12 +20,10 @@ pub enum ReplyItem {
     ReadData,
     /// NFSv3 READLINK path.
     ReadlinkPath,
-    /// An NFSv4 COMPOUND not yet run: its READ-class results are located when it has
-    /// (the reactor's fast path: [`v4::fast_read_data`]).
+    /// An NFSv4 COMPOUND: its READ-class results are noted by the COMPOUND loop as it
+    /// runs ([`v4::note_result`]), or located in a fast-path reply
+    /// ([`v4::fast_read_data`]).
     Compound,
-    /// An NFSv4 COMPOUND that ran: its READ-class results, in order, in the reply
-    /// buffer (positions include the record-mark slot).
-    Located(DdpList),
 }
 
 /// A call whose reduced items break the binding: answer GARBAGE_ARGS with this xid.

@@ -23,7 +23,11 @@ impl C {
         b.extend(1u32.to_be_bytes()); // minorversion
         let nops_at = b.len();
         b.extend(0u32.to_be_bytes());
-        C { b, nops_at, nops: 0 }
+        C {
+            b,
+            nops_at,
+            nops: 0,
+        }
     }
     fn w(&mut self, v: u32) -> &mut Self {
         self.b.extend(v.to_be_bytes());
@@ -177,7 +181,10 @@ fn hostile_compounds_never_panic_and_never_accept_an_unwalked_item() {
     let mut rec = c.done();
     let n_at = c.nops_at;
     rec[n_at..n_at + 4].copy_from_slice(&u32::MAX.to_be_bytes());
-    assert!(check_call(&rec, &[red(at, 8)]).is_ok(), "the walk stops at the item");
+    assert!(
+        check_call(&rec, &[red(at, 8)]).is_ok(),
+        "the walk stops at the item"
+    );
     let mut junk = rec.clone();
     junk.truncate(at as usize - 4);
     junk.extend(u32::MAX.to_be_bytes()); // WRITE data length near 2^32

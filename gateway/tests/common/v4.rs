@@ -163,7 +163,14 @@ pub fn chunk_data(raw: &mut Raw, echo: &[Segment]) -> Vec<u8> {
 
 /// Places `data` into scratch area `k` from `off` and returns read segments of at
 /// most `piece` bytes at `position`.
-pub fn read_chunk(raw: &mut Raw, k: usize, off: usize, data: &[u8], position: u32, piece: usize) -> Vec<ReadSegment> {
+pub fn read_chunk(
+    raw: &mut Raw,
+    k: usize,
+    off: usize,
+    data: &[u8],
+    position: u32,
+    piece: usize,
+) -> Vec<ReadSegment> {
     let rkey = raw.mr.rkey;
     let (addr, s) = raw.scratch(k);
     s[off..off + data.len()].copy_from_slice(data);
@@ -191,7 +198,10 @@ pub fn exchange(raw: &mut Raw, m: &[u8]) -> RdmaReply {
         panic!("RDMA_ERROR instead of a reply");
     };
     let rpc = if fixed.proc_ == wire::RDMA_NOMSG {
-        let rc = echo.reply_chunk().expect("NOMSG reply uses the Reply chunk").to_vec();
+        let rc = echo
+            .reply_chunk()
+            .expect("NOMSG reply uses the Reply chunk")
+            .to_vec();
         chunk_data(raw, &rc)
     } else {
         got[payload_at..].to_vec()
