@@ -226,6 +226,38 @@ fn r8167_02_one_reverse_credit() {
     recall_flow(1);
 }
 
+/// R8167-02: with one reverse credit and a CB_NULL probe outstanding, the CB_RECALL
+/// waits in the reactor (NoCredit) and goes out once the probe is answered; the client
+/// never sees two callbacks at once.
+#[test]
+fn r8167_02_second_callback_waits_for_the_reverse_credit() {
+    let mut s = setup(8, 1);
+    let (opened, fh) = s.open();
+    let deleg = opened.deleg.unwrap();
+    // BACKCHANNEL_CTL: a new probe goes out; leave it unanswered.
+    let res = s.compound(Ops::new().backchannel_ctl());
+    assert_eq!(res.status, NFS4_OK, "BACKCHANNEL_CTL");
+    let (px, probe) = s
+        .c
+        .next_callback(Duration::from_secs(5))
+        .expect("the CB_NULL probe");
+    assert_eq!(decode_callback(&probe).1, None);
+    assert_eq!(s.v3.write(&s.fh3, b"new data"), NFS3ERR_JUKEBOX);
+    assert!(
+        s.c.next_callback(Duration::from_millis(300)).is_none(),
+        "no second callback beyond the one reverse credit"
+    );
+    s.c.answer(px, &probe);
+    // Well before the callback timeout (5 s) would resend it: it waited, not dropped.
+    let (x, cb) = s.expect_recall(&deleg, Duration::from_secs(2));
+    let rec = callback_reply(x, Some(&cb));
+    s.c.c.reply_callback(x, &rec).expect("callback reply");
+    wait_metric(&s.gw, &recalls("answered"), 1);
+    s.delegreturn(&fh, &deleg);
+    assert_eq!(s.v3.write(&s.fh3, b"new data"), 0);
+    assert_eq!(s.c.c.stats().callbacks_dropped, 0, "nothing over the grant");
+}
+
 /// R8167-17: the connection drops with the CB_RECALL outstanding. The gateway never
 /// connects back: the session reports CB_PATH_DOWN until the client's new connection
 /// does BIND_CONN_TO_SESSION (as Linux does on reconnect); then the probe and the

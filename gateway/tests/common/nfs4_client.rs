@@ -27,6 +27,7 @@ pub const OP_OPEN: u32 = 18;
 pub const OP_PUTFH: u32 = 22;
 pub const OP_PUTROOTFH: u32 = 24;
 pub const OP_READ: u32 = 25;
+pub const OP_BACKCHANNEL_CTL: u32 = 40;
 pub const OP_BIND_CONN_TO_SESSION: u32 = 41;
 pub const OP_EXCHANGE_ID: u32 = 42;
 pub const OP_CREATE_SESSION: u32 = 43;
@@ -126,6 +127,17 @@ impl Ops {
             w.opaque_fixed(&sid)?;
             w.u32(0x7)?;
             w.bool(false)
+        })
+    }
+
+    /// BACKCHANNEL_CTL with the same callback program, AUTH_NONE (the gateway probes
+    /// the back channel again).
+    pub fn backchannel_ctl(self) -> Ops {
+        self.op(|w| {
+            w.u32(OP_BACKCHANNEL_CTL)?;
+            w.u32(CB_PROG)?;
+            w.u32(1)?;
+            w.u32(0)
         })
     }
 
