@@ -75,7 +75,11 @@ fn setup(credits: u32, bc: u32) -> Setup {
     assert_eq!(v3.write(&fh3, b"old data"), 0);
     let mut c = V41::connect(gw.rdma, credits, bc);
     let (clientid, sid, flags) = c.session(b"rdma-client", CONN_BACK_CHAN, bc.max(1));
-    assert_eq!(flags & CONN_BACK_CHAN, CONN_BACK_CHAN, "back channel granted");
+    assert_eq!(
+        flags & CONN_BACK_CHAN,
+        CONN_BACK_CHAN,
+        "back channel granted"
+    );
     // R8167: the probe comes over the same RDMA connection as a reverse call.
     let (x, rec) = c
         .next_callback(Duration::from_secs(5))
@@ -154,10 +158,7 @@ impl Setup {
         let deadline = Instant::now() + wait;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
-            let (x, rec) = self
-                .c
-                .next_callback(left)
-                .expect("a CB_RECALL over RDMA");
+            let (x, rec) = self.c.next_callback(left).expect("a CB_RECALL over RDMA");
             match decode_callback(&rec) {
                 (_, None) => {
                     self.c.answer(x, &rec);
@@ -194,8 +195,16 @@ fn recall_flow(bc: u32) {
     s.c.c.reply_callback(x, &rec).expect("callback reply");
     wait_metric(&s.gw, &recalls("answered"), 1);
     s.delegreturn(&fh, &deleg);
-    assert_eq!(s.v3.write(&s.fh3, b"new data"), 0, "WRITE after DELEGRETURN");
-    assert_eq!(s.read(&fh, &opened.stateid), b"new data", "v4.1 READ sees it");
+    assert_eq!(
+        s.v3.write(&s.fh3, b"new data"),
+        0,
+        "WRITE after DELEGRETURN"
+    );
+    assert_eq!(
+        s.read(&fh, &opened.stateid),
+        b"new data",
+        "v4.1 READ sees it"
+    );
     // The operator's view: both callbacks (CB_NULL, CB_COMPOUND) went out and were
     // answered over RDMA; the recall was sent, answered and returned over RDMA.
     assert_eq!(metric(&s.gw, &callbacks("sent")), 2);
@@ -237,10 +246,9 @@ fn r8167_02_second_callback_waits_for_the_reverse_credit() {
     // BACKCHANNEL_CTL: a new probe goes out; leave it unanswered.
     let res = s.compound(Ops::new().backchannel_ctl());
     assert_eq!(res.status, NFS4_OK, "BACKCHANNEL_CTL");
-    let (px, probe) = s
-        .c
-        .next_callback(Duration::from_secs(5))
-        .expect("the CB_NULL probe");
+    let (px, probe) =
+        s.c.next_callback(Duration::from_secs(5))
+            .expect("the CB_NULL probe");
     assert_eq!(decode_callback(&probe).1, None);
     assert_eq!(s.v3.write(&s.fh3, b"new data"), NFS3ERR_JUKEBOX);
     assert!(
@@ -287,7 +295,10 @@ fn r8167_17_recall_resent_after_reconnect_and_bind_conn() {
     let res = s.c.compound(&Ops::new().bind_conn(s.sid));
     assert_eq!(res.status, NFS4_OK, "BIND_CONN_TO_SESSION");
     let (x, second) = s.expect_recall(&deleg, Duration::from_secs(15));
-    assert_eq!(second.seqid, first.seqid, "resent with the same slot sequence id");
+    assert_eq!(
+        second.seqid, first.seqid,
+        "resent with the same slot sequence id"
+    );
     let rec = callback_reply(x, Some(&second));
     s.c.c.reply_callback(x, &rec).expect("callback reply");
     wait_metric(&s.gw, &recalls("answered"), 1);
@@ -320,7 +331,11 @@ fn r8167_08_callback_reply_under_full_forward_load() {
         }
     };
     fill(&mut s.c, &mut outstanding);
-    assert_eq!(s.c.c.in_flight(), s.c.c.credit_limit(), "all credits in use");
+    assert_eq!(
+        s.c.c.in_flight(),
+        s.c.c.credit_limit(),
+        "all credits in use"
+    );
     let deadline = Instant::now() + Duration::from_secs(10);
     let cb = loop {
         let _ = s.c.c.poll(&mut |_, r| {
@@ -373,7 +388,11 @@ fn r8167_21_no_back_channel_no_delegation() {
     assert_eq!(res.status, NFS4_OK);
     let mut r = res.reader();
     let seq_flags = skip_sequence_ok_op(&mut r);
-    assert_eq!(seq_flags & SEQ4_STATUS_CB_PATH_DOWN, 0, "no back channel asked");
+    assert_eq!(
+        seq_flags & SEQ4_STATUS_CB_PATH_DOWN,
+        0,
+        "no back channel asked"
+    );
     assert_eq!(expect_op(&mut r, OP_PUTROOTFH), NFS4_OK);
     assert_eq!(expect_op(&mut r, OP_OPEN), NFS4_OK);
     assert!(parse_open_ok(&mut r).deleg.is_none(), "no delegation");

@@ -256,7 +256,7 @@ pub fn parse_open_ok(r: &mut XdrReader) -> Opened {
     let n = r.u32().unwrap();
     r.skip(4 * n as usize).unwrap(); // attrset
     let deleg = match r.u32().unwrap() {
-        0 => None,                           // OPEN_DELEGATE_NONE
+        0 => None, // OPEN_DELEGATE_NONE
         3 => {
             // OPEN_DELEGATE_NONE_EXT
             if r.u32().unwrap() <= 1 {
@@ -382,7 +382,8 @@ impl V41 {
     /// Moves callbacks the client received into `callbacks`.
     pub fn collect(&mut self) {
         let q = &mut self.callbacks;
-        self.c.take_callbacks(&mut |xid, rec| q.push_back((xid, rec.to_vec())));
+        self.c
+            .take_callbacks(&mut |xid, rec| q.push_back((xid, rec.to_vec())));
     }
 
     /// Sends a COMPOUND and waits for its reply (collecting callbacks meanwhile).
