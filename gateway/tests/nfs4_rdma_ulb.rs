@@ -407,3 +407,26 @@ fn fast_path_v41_read_over_rdma_puts_its_data_in_the_write_chunk() {
     }
     assert!(got >= 1, "the reactor answered a cached READ over RDMA");
 }
+
+/// A retransmitted READ (same slot and sequence id) is answered from the session's
+/// reply cache; its data still goes into the retransmission's write chunk.
+#[test]
+fn r8267_18_a_replayed_read_still_uses_the_write_chunk() {
+    let mut fx = setup(b"replay");
+    let mut ops = putfh_op(&fx.b);
+    ops.extend(read_op(0, 3000));
+    let (xid, call) = fx.s.compound(2, &ops);
+    for k in 0..2 {
+        let mut ch = Chunks::default();
+        let a = segs(&mut fx.s.raw, k, 0, 1, 4096);
+        ch.push_write_chunk(&a);
+        let rep = fx.s.short(xid, &ch, &call);
+        let (st, _, res) = rep.compound();
+        assert_eq!(st, 0);
+        let mut r = Res(XdrReader::new(&res));
+        r.sequence();
+        r.putfh();
+        assert_eq!(r.read(false).1, 3000, "attempt {k}");
+        assert_eq!(written(&mut fx, &rep.echo, 0), fx.db, "attempt {k}");
+    }
+}
