@@ -430,3 +430,46 @@ fn r8267_18_a_replayed_read_still_uses_the_write_chunk() {
         assert_eq!(written(&mut fx, &rep.echo, 0), fx.db, "attempt {k}");
     }
 }
+
+/// Rough per-op cost of a cached 4 KiB READ over soft RDMA, v4.1 (reactor fast path,
+/// data into the write chunk) against v3 (the same, from the cache pages). Both sides
+/// share this process, so the ratio, not the numbers, is what to look at.
+/// `cargo test --release -p gateway --test nfs4_rdma_ulb -- --ignored --nocapture`
+#[test]
+#[ignore]
+fn perf_v41_cached_read_vs_v3_over_soft() {
+    const N: usize = 20000;
+    let mut fx = setup(b"perf");
+    let v3_args = enc(|w| {
+        w.opaque_var(&fx.a).unwrap();
+        w.u64(0).unwrap();
+        w.u32(4096).unwrap();
+    });
+    let mut ch = Chunks::default();
+    let a = segs(&mut fx.s.raw, 0, 0, 1, 4096);
+    ch.push_write_chunk(&a);
+    let mut run = |fx: &mut Fx, v4: bool| {
+        let t = std::time::Instant::now();
+        for i in 0..N {
+            let (xid, call) = if v4 {
+                let mut ops = putfh_op(&fx.a);
+                ops.extend(read_op(0, 4096));
+                fx.s.compound(2, &ops)
+            } else {
+                let xid = 50_000 + i as u32;
+                (xid, rpc_call_v(xid, NFS, 3, 6, &v3_args))
+            };
+            let rep = fx.s.short(xid, &ch, &call);
+            assert_eq!(rep.echo.write_chunk(0)[0].length, 4096);
+        }
+        t.elapsed().as_nanos() as f64 / N as f64
+    };
+    let fast0 = gateway::nfs4::fast::answered();
+    // Round 0 warms up (the first thousands of calls of a fresh gateway are slow).
+    for round in 0..3 {
+        let v3 = run(&mut fx, false);
+        let v4 = run(&mut fx, true);
+        println!("round {round}: v3 {v3:.0} ns/op, v4.1 {v4:.0} ns/op, ratio {:.2}", v4 / v3);
+    }
+    println!("fast path answered {}", gateway::nfs4::fast::answered() - fast0);
+}
