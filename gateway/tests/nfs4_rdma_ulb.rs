@@ -448,7 +448,7 @@ fn perf_v41_cached_read_vs_v3_over_soft() {
     let mut ch = Chunks::default();
     let a = segs(&mut fx.s.raw, 0, 0, 1, 4096);
     ch.push_write_chunk(&a);
-    let mut run = |fx: &mut Fx, v4: bool| {
+    let run = |fx: &mut Fx, v4: bool| {
         let t = std::time::Instant::now();
         for i in 0..N {
             let (xid, call) = if v4 {
@@ -469,7 +469,45 @@ fn perf_v41_cached_read_vs_v3_over_soft() {
     for round in 0..3 {
         let v3 = run(&mut fx, false);
         let v4 = run(&mut fx, true);
-        println!("round {round}: v3 {v3:.0} ns/op, v4.1 {v4:.0} ns/op, ratio {:.2}", v4 / v3);
+        println!(
+            "round {round}: v3 {v3:.0} ns/op, v4.1 {v4:.0} ns/op, ratio {:.2}",
+            v4 / v3
+        );
     }
-    println!("fast path answered {}", gateway::nfs4::fast::answered() - fast0);
+    println!(
+        "fast path answered {}",
+        gateway::nfs4::fast::answered() - fast0
+    );
+}
+
+/// A COMPOUND reply too large for the Send with no Reply chunk (and its READs not in
+/// write chunks) is ERR_CHUNK; the connection and the session stay usable.
+#[test]
+fn r8267_07_compound_reply_overrun_is_err_chunk_and_the_connection_stays_up() {
+    let mut fx = setup(b"r07");
+    let mut ops = putfh_op(&fx.a);
+    ops.extend(read_op(0, 5000));
+    ops.extend(putfh_op(&fx.b));
+    ops.extend(read_op(0, 3000));
+    let (xid, call) = fx.s.compound(4, &ops);
+    // One write chunk for the first READ only: the second (3000 bytes) must go inline.
+    let mut ch = Chunks::default();
+    let a = segs(&mut fx.s.raw, 0, 0, 2, 4096);
+    ch.push_write_chunk(&a);
+    assert!(fx.s.raw.send(&msg(xid, &ch, &call)));
+    let got =
+        fx.s.raw
+            .recv(std::time::Duration::from_secs(10))
+            .expect("an answer");
+    let mut echo = Chunks::default();
+    match wire::decode(&got, &wire::Limits::default(), &mut echo) {
+        Ok(wire::Header::Error { fixed, err }) => {
+            assert_eq!(fixed.xid, xid);
+            assert_eq!(err, wire::ErrBody::Chunk);
+        }
+        other => panic!("expected ERR_CHUNK, got {other:?}"),
+    }
+    let (xid, call) = fx.s.compound(0, &[]);
+    let rep = fx.s.short(xid, &Chunks::default(), &call);
+    assert_eq!(rep.compound().0, 0, "the session goes on");
 }
