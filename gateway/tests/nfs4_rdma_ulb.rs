@@ -345,15 +345,24 @@ fn r8267_24_long_call_pzrc_read_chunk_write_chunk_reply_chunk_16_segments_each()
     reduced.extend(read_op(0, 8000));
     // The PZRC: the reduced call in 16 segments (area 0); the read chunk: the data in
     // 16 segments (area 1); write and Reply chunks: 16 segments each (area 2).
-    let piece = reduced.len().div_ceil(16).next_multiple_of(4);
-    let mut reads = read_chunk(&mut fx.s.raw, 0, 0, &reduced, 0, piece);
-    assert!(reads.len() <= 16);
-    while reads.len() < 16 {
-        // Pad the PZRC out to 16 segments with empty ones at its end.
-        let mut last = reads[reads.len() - 1];
-        last.seg.offset += last.seg.length as u64;
-        last.seg.length = 0;
-        reads.push(last);
+    // 16 non-empty PZRC segments of near-equal (unaligned) lengths.
+    let mut reads = read_chunk(&mut fx.s.raw, 0, 0, &reduced, 0, reduced.len());
+    let whole = reads[0].seg;
+    let (q, rem) = (reduced.len() / 16, reduced.len() % 16);
+    assert!(q > 0);
+    reads.clear();
+    let mut at = 0u64;
+    for i in 0..16 {
+        let len = (q + usize::from(i < rem)) as u32;
+        reads.push(engine::rpcrdma::wire::ReadSegment {
+            position: 0,
+            seg: engine::rpcrdma::wire::Segment {
+                offset: whole.offset + at,
+                length: len,
+                ..whole
+            },
+        });
+        at += len as u64;
     }
     reads.extend(read_chunk(&mut fx.s.raw, 1, 0, &data, position, 500));
     assert_eq!(reads.len(), 32);
