@@ -66,24 +66,36 @@ impl Admission {
     /// Decides on a request while `live` connections exist, `want` being the configured
     /// credits; a `Grant` is reserved until [`Admission::release`].
     pub fn admit(&mut self, live: usize, want: u32) -> Verdict {
+        self.admit_with(live, want, 0)
+    }
+
+    /// As [`Admission::admit`], also reserving `extra` Receives beyond the grant: the
+    /// ones a connection posts for its callbacks' replies (RFC 8167 §4.3.2, R8167-08),
+    /// so a callback never fails for lack of them in steady state. Every connection
+    /// still to come keeps `floor + extra`. Release `grant + extra`.
+    pub fn admit_with(&mut self, live: usize, want: u32, extra: u32) -> Verdict {
         if live >= self.max_connections {
             return Verdict::Full;
         }
         let want = want.max(1);
         let floor = self.floor.min(want) as usize;
+        let extra = extra as usize;
+        let unit = floor.saturating_add(extra);
         let free = self.budget.saturating_sub(self.reserved);
-        if free < floor {
+        if free < unit {
             return Verdict::NoBuffers;
         }
         // Floors of the connections that may still come after this one.
         let later = self.max_connections.saturating_sub(live.saturating_add(1));
-        let keep = later.saturating_mul(floor);
+        let keep = later.saturating_mul(unit);
+        let room = free - extra; // >= floor, checked above
         let grant = free
             .saturating_sub(keep)
+            .saturating_sub(extra)
             .max(floor)
             .min(want as usize)
-            .min(free);
-        self.reserved = self.reserved.saturating_add(grant);
+            .min(room);
+        self.reserved = self.reserved.saturating_add(grant + extra);
         // `grant <= want`, a u32.
         Verdict::Grant(grant as u32)
     }
@@ -181,6 +193,24 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn r8167_08_callback_receives_are_reserved_with_the_grant() {
+        // Budget 30, floor 8, 2 extra per connection: three connections of 8 + 2.
+        let mut a = Admission::new(40, 8, 64);
+        for live in 0..3 {
+            assert_eq!(a.admit_with(live, 128, 2), Verdict::Grant(8));
+        }
+        assert_eq!(a.reserved(), 30);
+        assert_eq!(a.admit_with(3, 128, 2), Verdict::NoBuffers);
+        a.release(8 + 2);
+        // 10 free: 8 + 2 fit, 9 + 2 would not.
+        assert_eq!(a.admit_with(2, 9, 2), Verdict::Grant(8));
+        // A lone connection with a large budget gets its want plus the extras.
+        let mut a = Admission::new(1024, 8, 1);
+        assert_eq!(a.admit_with(0, 128, 2), Verdict::Grant(128));
+        assert_eq!(a.reserved(), 130);
     }
 
     #[test]

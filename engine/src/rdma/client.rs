@@ -39,6 +39,20 @@
 //! pending call fails with [`RpcRdmaError::Disconnected`] and a new client must be
 //! connected (credits restart at one, thresholds are renegotiated).
 //!
+//! # Callbacks (RFC 8167 reverse direction, digest §6)
+//! With `backchannel_credits` = B > 0, B more Receives are posted at connect, before
+//! `Established` (R8167-06: Receives >= reverse grant + forward calls in flight). A
+//! reconnect is a new `RdmaClient`, which again posts all of them before anything can
+//! arrive or be sent, so the reverse Receives are in place before the new connection is
+//! bound to a backchannel (R8167-07). A received callback (RDMA_MSG, RPC msg_type CALL,
+//! xid == rdma_xid) is copied into one of 2·B callback buffers and its Receive is
+//! reposted at once (so before its reply is sent); it never touches forward slots or
+//! credits (R8167-01/02/04). [`RdmaClient::take_callbacks`] hands it over and
+//! [`RdmaClient::reply_callback`] answers it with a Short RDMA_MSG carrying our reverse
+//! grant (R8167-11/12). A callback with any chunk list is answered ERR_CHUNK (no
+//! reverse chunks here, R8167-15); one over the grant, a duplicate XID, or any callback
+//! when B = 0 is dropped and counted.
+//!
 //! Steady state allocates nothing per RPC: slots, segment storage and completion
 //! batches are sized at connect. XIDs are assigned by the client (the first word of
 //! each submitted call is overwritten) and name their slot.
@@ -55,11 +69,11 @@ use crate::fabric::{
 };
 use crate::rpcrdma::privdata::{self, PrivData, Thresholds};
 use crate::rpcrdma::requester::{
-    self, CallClass, CallShape, ChunkSegments, Credits, Offered, PayloadAt, PlanError, Received,
-    ReplyHeader, ReplyLayout, ResultAt, MAX_CREDITS,
+    self, CallClass, CallShape, CallbackHeader, ChunkSegments, Credits, Offered, PayloadAt,
+    PlanError, Received, ReplyHeader, ReplyLayout, ResultAt, MAX_CREDITS,
 };
 use crate::rpcrdma::wire::{self, Chunks, ErrBody, Limits, Segment};
-use crate::xdr::padded;
+use crate::xdr::{padded, XdrWriter};
 
 pub use crate::rpcrdma::requester::RpcRdmaError;
 
@@ -67,6 +81,8 @@ pub use crate::rpcrdma::requester::RpcRdmaError;
 /// RPC reply (borrowed for the call only) or why the call failed.
 pub type OnReply<'a> = dyn FnMut(u32, Result<&[u8], RpcRdmaError>) + 'a;
 
+/// Largest reverse grant (callbacks held at once).
+pub const MAX_BC_CREDITS: u32 = 64;
 /// Bytes reserved for the transport header of a call (one segment per chunk needs at
 /// most 100).
 const HDR_ROOM: usize = 256;
@@ -77,6 +93,27 @@ const SLOT_BITS: u32 = 10;
 const SLOT_MASK: u32 = (1 << SLOT_BITS) - 1;
 const TAG_RECV: u64 = 1 << 32;
 const TAG_SEND: u64 = 2 << 32;
+const TAG_CB_SEND: u64 = 3 << 32;
+
+/// State of one callback buffer (RFC 8167).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum CbState {
+    Free,
+    /// Received, not yet handed over; `len` bytes of RPC call copied.
+    Received {
+        len: usize,
+    },
+    /// Handed over by `take_callbacks`, awaiting `reply_callback`.
+    Taken,
+    /// Reply (or ERR_CHUNK) posted; waits for its Send completion.
+    Sending,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct CbSlot {
+    state: CbState,
+    xid: u32,
+}
 
 const fn align64(n: usize) -> usize {
     (n + 63) & !63
@@ -141,6 +178,8 @@ pub enum SubmitError {
     Register(io::Error),
     /// Posting the Send failed.
     Post(PostError),
+    /// [`RdmaClient::reply_callback`]: no callback with this XID awaits a reply.
+    NoSuchCallback,
 }
 
 impl std::fmt::Display for SubmitError {
@@ -152,6 +191,7 @@ impl std::fmt::Display for SubmitError {
             SubmitError::Plan(e) => write!(f, "cannot encode call: {e}"),
             SubmitError::Register(e) => write!(f, "registering chunk memory: {e}"),
             SubmitError::Post(e) => write!(f, "posting the Send: {e}"),
+            SubmitError::NoSuchCallback => f.write_str("no such callback awaits a reply"),
         }
     }
 }
@@ -194,6 +234,14 @@ pub struct ClientStats {
     pub bad_replies: u64,
     /// Messages dropped: malformed, obsolete, unknown proc, not a reply.
     pub discarded: u64,
+    /// Callbacks accepted (RFC 8167).
+    pub callbacks: u64,
+    /// Callback replies sent.
+    pub callback_replies: u64,
+    /// Callbacks dropped: no back channel, over the reverse grant, duplicate XID.
+    pub callbacks_dropped: u64,
+    /// Callbacks answered RDMA_ERROR / ERR_CHUNK (they carried chunks, R8167-15).
+    pub callback_chunk_errors: u64,
     /// Replies and errors for no pending XID.
     pub unknown_xid: u64,
     /// Replies to abandoned calls, and replies `call` received for other XIDs.
@@ -242,6 +290,7 @@ impl Slot {
 #[derive(Debug, Clone, Copy)]
 struct Layout {
     recv_size: usize,
+    /// Receives: one per forward credit plus the reverse credits (R8167-06).
     nrecv: usize,
     slots_base: usize,
     slot_size: usize,
@@ -251,6 +300,10 @@ struct Layout {
     reply_room: usize,
     write_off: usize,
     write_room: usize,
+    /// Callback buffers: `[call copy (recv_size) | reply (send_room)]` each.
+    cb_base: usize,
+    ncb: usize,
+    cb_size: usize,
 }
 
 impl Layout {
@@ -265,22 +318,33 @@ impl Layout {
         let call_off = HDR_ROOM;
         let reply_off = call_off + call_room;
         let write_off = reply_off + reply_room;
+        let bc = o.backchannel_credits as usize;
+        let nrecv = slots + bc;
+        let slot_size = write_off + write_room + tail_room;
+        let slots_base = recv_size * nrecv;
         Layout {
             recv_size,
-            nrecv: slots,
-            slots_base: recv_size * slots,
-            slot_size: write_off + write_room + tail_room,
+            nrecv,
+            slots_base,
+            slot_size,
             call_off,
             call_room,
             reply_off,
             reply_room,
             write_off,
             write_room,
+            cb_base: slots_base + slot_size * slots,
+            ncb: 2 * bc,
+            cb_size: recv_size + align64(o.inline_send),
         }
     }
 
     fn len(&self) -> usize {
-        self.slots_base + self.slot_size * self.nrecv
+        self.cb_base + self.cb_size * self.ncb
+    }
+
+    fn cb(&self, i: usize) -> usize {
+        self.cb_base + i * self.cb_size
     }
 
     fn recv(&self, i: usize) -> usize {
@@ -314,6 +378,11 @@ pub struct RdmaClient {
     enc: Chunks,
     cqe: [Completion; CQ_BATCH],
     failed: Vec<u32>,
+    /// Our reverse grant (0: no back channel).
+    bc_credits: u32,
+    cbs: Vec<CbSlot>,
+    /// Received callbacks not yet handed over, in arrival order.
+    cb_queue: std::collections::VecDeque<u16>,
     live_mrs: usize,
     stats: ClientStats,
     region: MmapMut,
@@ -344,6 +413,9 @@ impl RdmaClient {
         }
         if opts.max_io == 0 || opts.max_io > u32::MAX as usize / 2 {
             return Err(other("max_io out of range"));
+        }
+        if opts.backchannel_credits > MAX_BC_CREDITS {
+            return Err(other("backchannel_credits must be 0..=64"));
         }
         let slots = opts.credits as usize;
         let layout = Layout::new(&opts, slots);
@@ -378,6 +450,15 @@ impl RdmaClient {
                 invalidated: None,
             }; CQ_BATCH],
             failed: Vec::with_capacity(slots),
+            bc_credits: opts.backchannel_credits,
+            cbs: vec![
+                CbSlot {
+                    state: CbState::Free,
+                    xid: 0
+                };
+                layout.ncb
+            ],
+            cb_queue: std::collections::VecDeque::with_capacity(layout.ncb),
             live_mrs: 0,
             stats: ClientStats::default(),
             region,
@@ -389,9 +470,10 @@ impl RdmaClient {
         // declared before `region`, is dropped before the mapping goes away).
         let mr = unsafe { c.fabric.register(base, len, access::LOCAL_WRITE)? };
         c.region_mr = Some(mr);
+        let bc = opts.backchannel_credits;
         let caps = QpCaps {
-            max_send_wr: opts.credits + 8,
-            max_recv_wr: opts.credits + 8,
+            max_send_wr: opts.credits + 2 * bc + 8,
+            max_recv_wr: opts.credits + bc + 8,
             max_sge: 4,
             ..QpCaps::default()
         };
@@ -476,14 +558,117 @@ impl RdmaClient {
     /// lists, RPC msg_type CALL) received since the last call: XID and RPC call record.
     /// Answer each with [`RdmaClient::reply_callback`].
     pub fn take_callbacks(&mut self, f: &mut dyn FnMut(u32, &[u8])) {
-        let _ = f;
+        while let Some(i) = self.cb_queue.pop_front() {
+            let i = usize::from(i);
+            let CbState::Received { len } = self.cbs[i].state else {
+                continue;
+            };
+            self.cbs[i].state = CbState::Taken;
+            let at = self.layout.cb(i);
+            f(self.cbs[i].xid, &self.region[at..at + len]);
+        }
     }
 
-    /// Answers callback `xid` with the RPC reply `record` (starting at the XID): a
-    /// Short RDMA_MSG whose `rdma_credit` is our reverse grant (R8167-11/12).
+    /// Answers callback `xid` with the RPC reply `record` (starting at the XID, which
+    /// is overwritten with `xid`; msg_type must be REPLY): a Short RDMA_MSG with
+    /// `rdma_vers` 1, `rdma_xid` = `xid`, `rdma_credit` = our reverse grant and three
+    /// empty chunk lists (RFC 8167 §5.2, R8167-11/12). Its Receive was reposted when the
+    /// callback arrived, before this reply. A reply over the forward-call inline
+    /// threshold (= the reverse-reply threshold, digest §6.4) is `TooLarge` and the
+    /// callback stays unanswered.
     pub fn reply_callback(&mut self, xid: u32, record: &[u8]) -> Result<(), SubmitError> {
-        let _ = (xid, record);
-        Err(SubmitError::Disconnected)
+        if !self.connected {
+            return Err(SubmitError::Disconnected);
+        }
+        let Some(i) = self
+            .cbs
+            .iter()
+            .position(|c| c.state == CbState::Taken && c.xid == xid)
+        else {
+            return Err(SubmitError::NoSuchCallback);
+        };
+        if record.len() < 8 || record[4..8] != crate::rpc::MSG_REPLY.to_be_bytes() {
+            return Err(SubmitError::Plan(PlanError::BadCall));
+        }
+        let total = wire::MIN_HEADER.saturating_add(record.len());
+        if total > self.thresholds.send || total > self.layout.cb_size - self.layout.recv_size {
+            return Err(SubmitError::TooLarge);
+        }
+        let fixed = wire::Fixed {
+            xid,
+            vers: wire::VERSION,
+            credit: self.bc_credits,
+            proc_: wire::RDMA_MSG,
+        };
+        let at = self.layout.cb(i) + self.layout.recv_size;
+        let buf = &mut self.region[at..at + total];
+        let n = wire::encode_msg(&mut XdrWriter::new(buf), fixed, &Chunks::default())
+            .map_err(|_| SubmitError::TooLarge)?;
+        buf[n..n + record.len()].copy_from_slice(record);
+        buf[n..n + 4].copy_from_slice(&xid.to_be_bytes());
+        self.post_cb_send(i, total)?;
+        self.stats.callback_replies += 1;
+        Ok(())
+    }
+
+    /// Posts callback buffer `i`'s reply area (`len` bytes) as one Send.
+    fn post_cb_send(&mut self, i: usize, len: usize) -> Result<(), SubmitError> {
+        let sge = [self.sge(self.layout.cb(i) + self.layout.recv_size, len)];
+        let wr = SendWr {
+            wr_id: TAG_CB_SEND | i as u64,
+            op: Op::Send,
+            sges: &sge,
+            signaled: true,
+        };
+        self.fabric
+            .post_send(self.qp, &[wr])
+            .map_err(SubmitError::Post)?;
+        self.cbs[i].state = CbState::Sending;
+        Ok(())
+    }
+
+    /// A received callback (RFC 8167 §4, digest §6.2), its message at `at..at + len` of
+    /// the region. Never touches forward slots or credits (R8167-02/04).
+    fn on_callback(&mut self, at: usize, len: usize, cb: CallbackHeader) {
+        let outstanding = self
+            .cbs
+            .iter()
+            .filter(|c| matches!(c.state, CbState::Received { .. } | CbState::Taken))
+            .count();
+        let dup = self.cbs.iter().any(|c| {
+            matches!(c.state, CbState::Received { .. } | CbState::Taken) && c.xid == cb.xid
+        });
+        let free = self.cbs.iter().position(|c| c.state == CbState::Free);
+        let (Some(i), false, true) = (free, dup, outstanding < self.bc_credits as usize) else {
+            // No back channel, over our grant, or a duplicate (R8167-06 bounds us).
+            self.stats.callbacks_dropped += 1;
+            return;
+        };
+        self.cbs[i].xid = cb.xid;
+        if cb.chunked {
+            // No reverse chunks here: ERR_CHUNK with the callback's XID (R8167-15).
+            let dst = self.layout.cb(i) + self.layout.recv_size;
+            let mut w = XdrWriter::new(&mut self.region[dst..dst + wire::ERR_CHUNK_LEN]);
+            let sent = wire::encode_error(&mut w, cb.xid, cb.vers, self.bc_credits, ErrBody::Chunk)
+                .ok()
+                .and_then(|n| self.post_cb_send(i, n).ok());
+            if sent.is_some() {
+                self.stats.callback_chunk_errors += 1;
+            } else {
+                self.stats.callbacks_dropped += 1;
+            }
+            return;
+        }
+        let Some(payload) = len.checked_sub(cb.payload_at).filter(|&n| n >= 8) else {
+            self.stats.callbacks_dropped += 1;
+            return;
+        };
+        let dst = self.layout.cb(i);
+        let src = at + cb.payload_at;
+        self.region.copy_within(src..src + payload, dst);
+        self.cbs[i].state = CbState::Received { len: payload };
+        self.cb_queue.push_back(i as u16);
+        self.stats.callbacks += 1;
     }
 
     /// Largest call `submit` accepts.
@@ -730,6 +915,10 @@ impl RdmaClient {
         }
         self.free.clear();
         self.credits.reset();
+        for cb in &mut self.cbs {
+            cb.state = CbState::Free;
+        }
+        self.cb_queue.clear();
     }
 
     /// Processes completions and connection events and delivers finished calls to
@@ -788,6 +977,10 @@ impl RdmaClient {
                 }
                 0
             }
+            (TAG_CB_SEND, _) if idx < self.cbs.len() => {
+                self.cbs[idx].state = CbState::Free;
+                0
+            }
             (TAG_RECV, WcOpcode::Recv) if idx < self.layout.nrecv => {
                 let n = self.on_recv(idx, c, on_reply);
                 if self.connected && self.post_recv(idx).is_err() {
@@ -813,6 +1006,10 @@ impl RdmaClient {
             }
             Received::Error { xid, credit, .. } => (xid, credit),
             Received::Reply(h) => (h.xid, h.credit),
+            Received::Callback(cb) => {
+                self.on_callback(at, len, cb);
+                return 0;
+            }
         };
         let Some(s) = self.lookup(xid) else {
             // Its grant is ignored too: nothing says it is ours (R8167-04).
@@ -857,7 +1054,7 @@ impl RdmaClient {
                 return 1;
             }
             Received::Reply(h) => h,
-            Received::Discard(_) => return 0,
+            Received::Discard(_) | Received::Callback(_) => return 0,
         };
         let offered = Offered {
             write: write_seg.as_ref().map(std::slice::from_ref),

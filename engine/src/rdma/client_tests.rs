@@ -36,6 +36,16 @@ const SLOW: u32 = 5;
 const DIE: u32 = 6;
 /// The server RDMA-Reads every segment the previous call advertised, then answers.
 const PROBE: u32 = 7;
+/// CB(n, flags): the server sends `n` callbacks (RFC 8167), then answers like NULL.
+const CB: u32 = 8;
+/// CB flag: the callbacks offer a write chunk.
+const CB_CHUNKED: u32 = 1;
+/// CB flag: the first callback reuses the forward call's XID (R8167-01).
+const CB_SAME_XID: u32 = 2;
+/// The NFSv4 callback program (what the callbacks call).
+const CB_PROG: u32 = 0x4000_0000;
+/// `rdma_credit` of the server's callbacks: its requested reverse credits.
+const CB_REQUESTED: u32 = 1;
 
 const INLINE: usize = 4096;
 const DATA_AREA: usize = (2 << 20) + (256 << 10);
@@ -55,6 +65,8 @@ struct ServerOpts {
     remote_invalidate: bool,
     /// Accept with our RFC 8797 private data (else with none: 1024 each way).
     private_data: bool,
+    /// Extra Receives for callback replies (R8167-08).
+    bc: u32,
 }
 
 impl Default for ServerOpts {
@@ -63,6 +75,7 @@ impl Default for ServerOpts {
             grant: 8,
             remote_invalidate: true,
             private_data: true,
+            bc: 0,
         }
     }
 }
@@ -84,6 +97,11 @@ struct ServerLog {
     sizes: Vec<usize>,
     /// Handle of every segment of every call, in arrival order.
     handles: Vec<u32>,
+    /// Callback replies: transport header, whether its chunk lists were empty, and
+    /// the RPC reply.
+    cb_replies: Vec<(Fixed, bool, Vec<u8>)>,
+    /// RDMA_ERRORs received: (xid, vers, credit, body).
+    cb_errors: Vec<(u32, u32, u32, wire::ErrBody)>,
 }
 
 struct Server {
@@ -126,7 +144,7 @@ fn spawn_server(opts: ServerOpts) -> ServerHandle {
     let (tx, rx) = mpsc::channel();
     let st = stop.clone();
     let join = thread::spawn(move || {
-        let g = opts.grant as usize;
+        let g = (opts.grant + opts.bc) as usize;
         let mut mem = vec![0u8; g * 2 * INLINE + g * DATA_AREA].into_boxed_slice();
         let mut fabric = SoftFabric::new().unwrap();
         // SAFETY: `mem` lives in the Server next to the fabric and outlives it (the
@@ -163,8 +181,9 @@ fn spawn_server(opts: ServerOpts) -> ServerHandle {
 }
 
 impl Server {
+    /// Receives posted (and buffers of each kind).
     fn g(&self) -> usize {
-        self.opts.grant as usize
+        (self.opts.grant + self.opts.bc) as usize
     }
     fn recv_at(&self, i: usize) -> usize {
         i * INLINE
@@ -255,7 +274,7 @@ impl Server {
                     let pd = privdata::encode(&ours);
                     let pd: &[u8] = if self.opts.private_data { &pd } else { &[] };
                     let caps = QpCaps {
-                        max_recv_wr: self.opts.grant,
+                        max_recv_wr: self.opts.grant + self.opts.bc,
                         ..QpCaps::default()
                     };
                     let qp = self.fabric.accept(req.id, &caps, pd).unwrap();
@@ -337,9 +356,23 @@ impl Server {
         let msg = self.mem[at..at + len].to_vec();
         self.log.sizes.push(len);
         let mut ch = Chunks::with_limits(&Limits::default());
-        let Ok(wire::Header::Msg { fixed, payload_at }) =
-            wire::decode(&msg, &Limits::default(), &mut ch)
-        else {
+        let decoded = wire::decode(&msg, &Limits::default(), &mut ch);
+        if let Ok(wire::Header::Error { fixed, err }) = decoded {
+            self.log
+                .cb_errors
+                .push((fixed.xid, fixed.vers, fixed.credit, err));
+            self.post_recv(i);
+            return;
+        }
+        if let Ok(wire::Header::Msg { fixed, payload_at }) = decoded {
+            let p = &msg[payload_at..];
+            if p.len() >= 8 && p[4..8] == rpc::MSG_REPLY.to_be_bytes() {
+                self.log.cb_replies.push((fixed, ch.is_empty(), p.to_vec()));
+                self.post_recv(i);
+                return;
+            }
+        }
+        let Ok(wire::Header::Msg { fixed, payload_at }) = decoded else {
             self.log.errors.push(format!("bad call header {msg:02x?}"));
             self.post_recv(i);
             return;
@@ -451,9 +484,50 @@ impl Server {
                     self.log.probes.push(st);
                 }
             }
+            CB => {
+                let mut r = XdrReader::new(args);
+                let n = r.u32().unwrap();
+                let flags = r.u32().unwrap();
+                for k in 0..n {
+                    let xid = if k == 0 && flags & CB_SAME_XID != 0 {
+                        fixed.xid
+                    } else {
+                        0xcb00_0000 + k
+                    };
+                    self.callback(i, k as usize + 1, xid, flags & CB_CHUNKED != 0);
+                }
+            }
             p => self.log.errors.push(format!("unknown proc {p}")),
         }
         self.reply(i, fixed.xid, &ch, result, eligible);
+    }
+
+    /// Sends one callback (RFC 8167 §5.1): RDMA_MSG, rdma_xid = RPC xid, msg_type
+    /// CALL, our requested reverse credits; a CB_NULL-like call to [`CB_PROG`] with 8
+    /// bytes of arguments naming `xid`. With `chunked`, a write chunk is offered.
+    fn callback(&mut self, i: usize, slot: usize, xid: u32, chunked: bool) {
+        let mut ch = Chunks::default();
+        if chunked {
+            ch.push_write_chunk(&[Segment {
+                handle: 0x77,
+                length: 512,
+                offset: 0x1000,
+            }]);
+        }
+        let mut b = vec![0u8; 256];
+        let mut w = XdrWriter::new(&mut b);
+        let fixed = Fixed {
+            xid,
+            vers: 1,
+            credit: CB_REQUESTED,
+            proc_: wire::RDMA_MSG,
+        };
+        wire::encode_msg(&mut w, fixed, &ch).unwrap();
+        rpc::write_call(&mut w, xid, CB_PROG, 1, 0, &Cred::None).unwrap();
+        w.u32(0xcafe).unwrap();
+        w.u32(xid).unwrap();
+        let n = w.position();
+        self.send_raw(i, slot, &b[..n], None);
     }
 
     /// Sends `bytes` (copied to send buffer `i` at `slot` * 512) after `writes`.
@@ -1154,4 +1228,243 @@ fn r8267_05_27_err_chunk_ends_the_rpc_without_a_short_reply_chunk_retry() {
     let log = server.finish();
     let procs: Vec<u32> = log.calls.iter().map(|&(_, p)| p).collect();
     assert_eq!(procs, vec![ERR, NULL]);
+}
+
+// ----- RFC 8167: callbacks on the forward connection ----------------------------------
+
+fn cb_call(n: u32, flags: u32) -> Vec<u8> {
+    let mut c = header(CB);
+    c.extend_from_slice(&n.to_be_bytes());
+    c.extend_from_slice(&flags.to_be_bytes());
+    c
+}
+
+/// A CB_NULL-like reply to callback `xid` (what a back channel answers).
+fn cb_reply(xid: u32) -> Vec<u8> {
+    let mut b = vec![0u8; 64];
+    let mut w = XdrWriter::new(&mut b);
+    rpc::write_accepted(&mut w, xid, Accept::Success).unwrap();
+    w.u32(0x600d).unwrap();
+    let n = w.position();
+    b.truncate(n);
+    b
+}
+
+/// Forward calls finished (xid, ok) and callbacks taken (xid, record).
+type Drained = (Vec<(u32, bool)>, Vec<(u32, Vec<u8>)>);
+
+/// Polls until `want` forward calls finished; returns them and the callbacks taken.
+fn drain(c: &mut RdmaClient, want: usize) -> Drained {
+    let deadline = Instant::now() + T;
+    let mut done = Vec::new();
+    let mut cbs = Vec::new();
+    while done.len() < want && Instant::now() < deadline {
+        c.poll(&mut |x, r| done.push((x, r.is_ok()))).unwrap();
+        c.take_callbacks(&mut |x, rec| cbs.push((x, rec.to_vec())));
+        thread::yield_now();
+    }
+    c.take_callbacks(&mut |x, rec| cbs.push((x, rec.to_vec())));
+    (done, cbs)
+}
+
+fn bc_opts(credits: u32, bc: u32) -> ClientOptions {
+    ClientOptions {
+        credits,
+        backchannel_credits: bc,
+        ..ClientOptions::default()
+    }
+}
+
+#[test]
+fn r8167_06_two_callbacks_under_full_forward_load_cause_no_rnr() {
+    let server = spawn_server(ServerOpts {
+        grant: 4,
+        bc: 2,
+        ..ServerOpts::default()
+    });
+    let mut c = connect(&server, bc_opts(4, 2));
+    c.call(&header(NULL), &CallShape::new(64), T).unwrap();
+    assert_eq!(c.credit_limit(), 4);
+    // Every forward credit in use, then two callbacks on top: 6 messages arrive while
+    // the client does not poll, so all 4 + 2 Receives must already be posted.
+    let mut xids = vec![c.submit(&cb_call(2, 0), &CallShape::new(64)).unwrap()];
+    for _ in 0..3 {
+        xids.push(c.submit(&header(NULL), &CallShape::new(64)).unwrap());
+    }
+    assert_eq!(c.in_flight(), 4);
+    thread::sleep(Duration::from_millis(300));
+    let (done, cbs) = drain(&mut c, 4);
+    assert!(c.is_connected());
+    assert_eq!(done.len(), 4, "{done:?}");
+    assert!(done.iter().all(|&(x, ok)| ok && xids.contains(&x)));
+    assert_eq!(cbs.len(), 2);
+    // Callbacks took no forward credit and their rdma_credit (1) changed nothing
+    // (R8167-02/04).
+    assert_eq!((c.in_flight(), c.credit_limit()), (0, 4));
+    for (x, _) in &cbs {
+        c.reply_callback(*x, &cb_reply(*x)).unwrap();
+    }
+    c.call(&header(NULL), &CallShape::new(64), T).unwrap();
+    let st = c.stats();
+    assert_eq!(
+        (st.callbacks, st.callback_replies, st.callbacks_dropped),
+        (2, 2, 0)
+    );
+    drop(c);
+    let log = server.finish();
+    assert!(log.errors.is_empty(), "{:?}", log.errors);
+    assert_eq!(log.cb_replies.len(), 2);
+}
+
+#[test]
+fn r8167_07_after_reconnect_reverse_receives_are_posted_before_the_first_call() {
+    let server = spawn_server(ServerOpts {
+        grant: 4,
+        bc: 2,
+        ..ServerOpts::default()
+    });
+    let mut c = connect(&server, bc_opts(1, 2));
+    c.call(&header(NULL), &CallShape::new(64), T).unwrap();
+    let _ = c.call(&header(DIE), &CallShape::new(64), T);
+    drop(c);
+    // The reconnect is a new client: one forward credit, two reverse. Its very first
+    // call draws two callbacks, which arrive before the client polls at all: only the
+    // reverse Receives posted at connect can take them.
+    let mut c = connect(&server, bc_opts(1, 2));
+    let x = c.submit(&cb_call(2, 0), &CallShape::new(64)).unwrap();
+    thread::sleep(Duration::from_millis(300));
+    let (done, cbs) = drain(&mut c, 1);
+    assert_eq!(done, vec![(x, true)]);
+    assert!(c.is_connected());
+    assert_eq!(cbs.len(), 2);
+    for (x, _) in &cbs {
+        c.reply_callback(*x, &cb_reply(*x)).unwrap();
+    }
+    c.call(&header(NULL), &CallShape::new(64), T).unwrap();
+    drop(c);
+    let log = server.finish();
+    assert_eq!(log.cb_replies.len(), 2, "{:?}", log.errors);
+}
+
+#[test]
+fn r8167_11_12_callback_reply_echoes_xid_and_carries_the_reverse_grant() {
+    let server = spawn_server(ServerOpts {
+        bc: 2,
+        ..ServerOpts::default()
+    });
+    let mut c = connect(&server, bc_opts(4, 2));
+    let x = c.submit(&cb_call(1, 0), &CallShape::new(64)).unwrap();
+    let (done, cbs) = drain(&mut c, 1);
+    assert_eq!(done, vec![(x, true)]);
+    let [(cbx, rec)] = &cbs[..] else {
+        panic!("{cbs:?}")
+    };
+    // The record is the RPC call from its XID: CALL to the callback program.
+    let (h, off) = rpc::decode_call(rec).unwrap();
+    assert_eq!((h.xid, h.prog, h.proc_), (*cbx, CB_PROG, 0));
+    assert_eq!(rec[off..], [0, 0, 0xca, 0xfe, 0xcb, 0, 0, 0]);
+    // Unknown XIDs and a CALL instead of a REPLY are refused.
+    assert!(matches!(
+        c.reply_callback(cbx ^ 1, &cb_reply(cbx ^ 1)),
+        Err(SubmitError::NoSuchCallback)
+    ));
+    assert!(matches!(
+        c.reply_callback(*cbx, rec),
+        Err(SubmitError::Plan(PlanError::BadCall))
+    ));
+    // The XID word is overwritten with the callback's.
+    c.reply_callback(*cbx, &cb_reply(0)).unwrap();
+    assert!(matches!(
+        c.reply_callback(*cbx, &cb_reply(*cbx)),
+        Err(SubmitError::NoSuchCallback)
+    ));
+    c.call(&header(NULL), &CallShape::new(64), T).unwrap();
+    drop(c);
+    let log = server.finish();
+    let [(fixed, empty, rpc_reply)] = &log.cb_replies[..] else {
+        panic!("{:?}", log.cb_replies)
+    };
+    assert_eq!(
+        (fixed.xid, fixed.vers, fixed.credit, fixed.proc_),
+        (*cbx, 1, 2, wire::RDMA_MSG)
+    );
+    assert!(empty);
+    assert_eq!(rpc_reply[..], cb_reply(*cbx)[..]);
+}
+
+#[test]
+fn r8167_15_callback_with_a_chunk_is_answered_err_chunk() {
+    let server = spawn_server(ServerOpts {
+        bc: 2,
+        ..ServerOpts::default()
+    });
+    let mut c = connect(&server, bc_opts(4, 2));
+    let x = c
+        .submit(&cb_call(1, CB_CHUNKED), &CallShape::new(64))
+        .unwrap();
+    let (done, cbs) = drain(&mut c, 1);
+    assert_eq!(done, vec![(x, true)]);
+    assert!(cbs.is_empty());
+    assert_eq!(c.stats().callback_chunk_errors, 1);
+    c.call(&header(NULL), &CallShape::new(64), T).unwrap();
+    drop(c);
+    let log = server.finish();
+    assert_eq!(
+        log.cb_errors,
+        vec![(0xcb00_0000, 1, 2, wire::ErrBody::Chunk)]
+    );
+    assert!(log.cb_replies.is_empty());
+}
+
+#[test]
+fn r8167_01_04_callback_with_a_forward_xid_leaves_the_forward_call_alone() {
+    let server = spawn_server(ServerOpts {
+        bc: 1,
+        ..ServerOpts::default()
+    });
+    let mut c = connect(&server, bc_opts(4, 1));
+    c.call(&header(NULL), &CallShape::new(64), T).unwrap();
+    let limit = c.credit_limit();
+    let x = c
+        .submit(&cb_call(1, CB_SAME_XID), &CallShape::new(64))
+        .unwrap();
+    let (done, cbs) = drain(&mut c, 1);
+    // Same XID in both directions: two transactions (separate tables).
+    assert_eq!(done, vec![(x, true)]);
+    assert_eq!(cbs.len(), 1);
+    assert_eq!(cbs[0].0, x);
+    assert_eq!(c.credit_limit(), limit);
+    c.reply_callback(x, &cb_reply(x)).unwrap();
+    c.call(&header(NULL), &CallShape::new(64), T).unwrap();
+    drop(c);
+    assert_eq!(server.finish().cb_replies.len(), 1);
+}
+
+#[test]
+fn r8167_06_callbacks_over_the_grant_or_without_back_channel_are_dropped() {
+    let server = spawn_server(ServerOpts {
+        bc: 2,
+        ..ServerOpts::default()
+    });
+    let mut c = connect(&server, bc_opts(4, 2));
+    let x = c.submit(&cb_call(3, 0), &CallShape::new(64)).unwrap();
+    let (done, cbs) = drain(&mut c, 1);
+    assert_eq!(done, vec![(x, true)]);
+    assert_eq!(cbs.len(), 2);
+    let st = c.stats();
+    assert_eq!((st.callbacks, st.callbacks_dropped), (2, 1));
+    drop(c);
+    drop(server);
+    // No back channel: dropped and counted, the forward call unharmed.
+    let server = spawn_server(ServerOpts::default());
+    let mut c = connect(&server, bc_opts(4, 0));
+    let x = c.submit(&cb_call(1, 0), &CallShape::new(64)).unwrap();
+    let (done, cbs) = drain(&mut c, 1);
+    assert_eq!(done, vec![(x, true)]);
+    assert!(cbs.is_empty());
+    assert_eq!(c.stats().callbacks_dropped, 1);
+    assert!(matches!(
+        c.reply_callback(0xcb00_0000, &cb_reply(0)),
+        Err(SubmitError::NoSuchCallback)
+    ));
 }

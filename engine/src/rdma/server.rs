@@ -13,17 +13,29 @@
 //! Per-call states (SPDK style): Free → Pulling (RDMA Reads outstanding) → Executing
 //! (the caller has the record) → Queued (reply waits for send-queue room) → Sending
 //! (Writes + Send posted) → Free.
+//!
+//! Reverse direction (RFC 8167, `crate::rpcrdma::reverse`): every completed Receive is
+//! classified by `msg_type` before it may take a call slot (R8167-20). A callback
+//! (`send_callback`) takes a slot of the connection's callback table (its own XID
+//! space, R8167-01): Free → Awaiting+Sending (one extra Receive posted, then the Send
+//! from a pool buffer holding header + record) → Awaiting (Send completed, buffer
+//! back) → Free when its REPLY or RDMA_ERROR is matched by XID (`Reply`/`Error`
+//! outcome) or the connection is gone (`Lost`). Receives kept posted: the forward
+//! credits plus one per callback awaiting a reply (R8167-08); forward grants never
+//! count the extra ones (R8167-02). Extra Receives are reserved in the admission
+//! budget at accept.
 
 use super::admit::{Admission, Throttle, Verdict};
 use crate::fabric::{
-    access, CmEvent, Completion, ConnRequest, Fabric, Mr, Op, Qp, QpCaps, SendWr, Sge, WcOpcode,
-    WcStatus,
+    access, CmEvent, Completion, ConnRequest, Fabric, Mr, Op, PostError, Qp, QpCaps, SendWr, Sge,
+    WcOpcode, WcStatus,
 };
 use crate::mem::{Buf, Pools};
 use crate::rpcrdma::privdata::{self, PrivData};
 use crate::rpcrdma::responder::{
     self, Config, DdpList, Piece, Received, Reduced, Responder, MAX_INLINE,
 };
+use crate::rpcrdma::reverse::{self, Inbound, Refused, MAX_CALLBACKS};
 use crate::rpcrdma::wire::{self, Chunks, ErrBody, Limits, Segment};
 use std::collections::{HashMap, VecDeque};
 use std::io;
@@ -177,6 +189,16 @@ pub struct RdmaStats {
     pub recv_starved: u64,
     /// Calls parked waiting for a reassembly buffer.
     pub parked: u64,
+    /// Callbacks sent (RFC 8167 reverse-direction calls).
+    pub cb_sent: u64,
+    /// Callback replies matched by XID.
+    pub cb_replies: u64,
+    /// REPLYs matching no outstanding callback, dropped (R8167-20).
+    pub cb_unmatched: u64,
+    /// Callbacks answered with an RDMA_ERROR (R8167-16).
+    pub cb_errors: u64,
+    /// Callbacks outstanding when their connection was lost (R8167-17).
+    pub cb_lost: u64,
 }
 
 const BATCH: usize = 64;
@@ -201,6 +223,11 @@ const KIND_RECV: u64 = 1;
 const KIND_READ: u64 = 2;
 const KIND_SEND: u64 = 3;
 const KIND_WRITE: u64 = 4;
+/// A callback's Send (idx = its slot in the connection's callback table).
+const KIND_CB_SEND: u64 = 5;
+/// Callback outcomes and closed connections kept for `take_callback_events` /
+/// `take_closed`; past this the oldest is dropped (the caller times callbacks out).
+const MAX_CB_EVENTS: usize = 4096;
 
 fn wr_id(kind: u64, slot: u32, idx: u32) -> u64 {
     kind << 56 | (slot as u64) << 32 | idx as u64
@@ -273,6 +300,42 @@ struct Conn {
     reply_queue: VecDeque<u16>,
     parked: VecDeque<u16>,
     closing: bool,
+    /// Callbacks outstanding (RFC 8167) and the client's reverse grant.
+    cb: reverse::Table,
+    /// Each callback slot's Send buffer, until its Send completes.
+    cb_bufs: [Option<Buf>; MAX_CALLBACKS as usize],
+    /// Extra Receives reserved in the admission budget for callback replies.
+    cb_extra: u32,
+}
+
+impl Conn {
+    /// Receives to keep posted: the forward credits plus one per callback awaiting its
+    /// reply (RFC 8167 §4.3.2, R8167-08).
+    fn recv_target(&self) -> u32 {
+        self.credits.saturating_add(self.cb.outstanding())
+    }
+
+    /// Receives available to forward calls, for the grant (R8167-02: callback
+    /// Receives are accounted separately).
+    fn forward_posted(&self) -> u32 {
+        self.posted.saturating_sub(self.cb.outstanding())
+    }
+}
+
+/// What became of a callback, kept until `take_callback_events`.
+enum CbEvent {
+    Reply(Vec<u8>),
+    Error,
+    Lost,
+}
+
+/// Appends to a queue the caller drains, dropping the oldest entry past
+/// `MAX_CB_EVENTS` (a caller that never drains must not grow it without bound).
+fn push_bounded<T>(q: &mut VecDeque<T>, v: T) {
+    if q.len() >= MAX_CB_EVENTS {
+        q.pop_front();
+    }
+    q.push_back(v);
 }
 
 /// The responder transport. See the module docs.
@@ -303,6 +366,10 @@ pub struct RdmaServer {
     /// Polls since the last look at the clock, and when Reads were last checked.
     polls: u32,
     last_sweep: Instant,
+    /// Callback outcomes not yet taken (bounded, `MAX_CB_EVENTS`).
+    cb_events: VecDeque<(ConnId, u32, CbEvent)>,
+    /// Connections closed since the last `take_closed` (bounded likewise).
+    closed: VecDeque<ConnId>,
 }
 
 impl RdmaServer {
@@ -368,6 +435,8 @@ impl RdmaServer {
             refusals: Throttle::new(Duration::from_secs(1)),
             polls: 0,
             last_sweep: Instant::now(),
+            cb_events: VecDeque::new(),
+            closed: VecDeque::new(),
             opts,
         })
     }
@@ -516,7 +585,12 @@ impl RdmaServer {
     /// each way without it, R8797-01/07), Receives posted before the first grant can
     /// reach the client (R8166-28).
     fn on_request(&mut self, req: ConnRequest) {
-        let credits = match self.admission.admit(self.live, self.opts.credits) {
+        // R8167-08: the extra Receives of callback replies are reserved with the grant.
+        let extra = MAX_CALLBACKS;
+        let credits = match self
+            .admission
+            .admit_with(self.live, self.opts.credits, extra)
+        {
             Verdict::Grant(g) => g,
             refusal => {
                 self.refuse(&req, refusal);
@@ -532,10 +606,10 @@ impl RdmaServer {
         let t = privdata::thresholds(&self.ours, &peer);
         let caps = QpCaps {
             max_send_wr: (credits * 4).max(2 * MAX_CHAIN as u32),
-            max_recv_wr: credits,
+            max_recv_wr: credits + extra,
             // The header and up to MAX_INLINE reply pieces in one Send (RFC 8267
             // §6.4.1: a COMPOUND's results written into several chunks leave holes).
-            max_sge: 1 + MAX_INLINE as u32,
+            max_sge: (1 + MAX_INLINE as u32).max(4),
             initiator_depth: self.opts.read_depth.max(1),
             responder_resources: 1,
         };
@@ -545,7 +619,7 @@ impl RdmaServer {
             Err(e) => {
                 tracing::warn!(peer = %req.peer, "rdma: accept failed: {e}");
                 self.stats.rejected += 1;
-                self.admission.release(credits);
+                self.admission.release(credits + extra);
                 return;
             }
         };
@@ -566,7 +640,7 @@ impl RdmaServer {
             Ok(mr) => mr,
             Err(e) => {
                 tracing::warn!(peer = %req.peer, "rdma: registering reply headers failed: {e}");
-                self.admission.release(credits);
+                self.admission.release(credits + extra);
                 self.fabric.disconnect(qp);
                 return;
             }
@@ -600,8 +674,8 @@ impl RdmaServer {
             recv_size: self.opts.inline_size,
             remote_invalidate: t.remote_invalidate,
             read_depth: 1,
-            recvs: (0..credits).map(|_| None).collect(),
-            free_recvs: (0..credits).rev().collect(),
+            recvs: (0..credits + extra).map(|_| None).collect(),
+            free_recvs: (0..credits + extra).rev().collect(),
             posted: 0,
             calls,
             free_calls: (0..ncalls as u16).rev().collect(),
@@ -614,6 +688,9 @@ impl RdmaServer {
             reply_queue: VecDeque::with_capacity(ncalls),
             parked: VecDeque::new(),
             closing: false,
+            cb: reverse::Table::new(MAX_CALLBACKS),
+            cb_bufs: Default::default(),
+            cb_extra: extra,
         };
         let slot = match self.free.pop() {
             Some(s) => s,
@@ -665,7 +742,8 @@ impl RdmaServer {
         self.fabric.reject(req.id);
     }
 
-    /// Posts Receives until the connection has `credits` of them (or buffers run out).
+    /// Posts Receives until the connection has `credits` of them plus one per callback
+    /// awaiting its reply (R8167-08), or buffers run out.
     fn refill(&mut self, slot: u32) {
         let Some(c) = self.conns[slot as usize].as_mut() else {
             return;
@@ -673,7 +751,10 @@ impl RdmaServer {
         if c.closing {
             return;
         }
-        while let Some(&idx) = c.free_recvs.last() {
+        while c.posted < c.recv_target() {
+            let Some(&idx) = c.free_recvs.last() else {
+                return;
+            };
             let Some(buf) = self.pools.alloc(c.recv_size) else {
                 self.stats.recv_starved += 1;
                 mark(&mut self.dirty, slot);
@@ -734,8 +815,26 @@ impl RdmaServer {
                     return;
                 }
                 buf.set_len((wc.byte_len as usize).min(buf.capacity()));
-                self.refill(slot);
-                self.on_receive(slot, buf, on_call);
+                // R8167-20: direction first, so a REPLY never takes a call slot, and a
+                // matched reply's extra Receive is not re-posted (R8167-08).
+                match reverse::classify(&buf) {
+                    Inbound::Forward => {
+                        self.refill(slot);
+                        self.on_receive(slot, buf, on_call);
+                    }
+                    rev => {
+                        self.on_reverse(slot, &buf, rev);
+                        self.refill(slot);
+                    }
+                }
+            }
+            KIND_CB_SEND => {
+                c.sq_used = c.sq_used.saturating_sub(1);
+                if let Some(b) = c.cb_bufs.get_mut(idx as usize) {
+                    *b = None;
+                }
+                c.cb.sent(idx as usize);
+                mark(&mut self.dirty, slot);
             }
             KIND_READ => {
                 c.reads_out = c.reads_out.saturating_sub(1);
@@ -966,8 +1065,116 @@ impl RdmaServer {
     /// Receive is posted for its reply first (R8167-08). The caller must only use
     /// connections the client bound to its back channel (R8167-19).
     pub fn send_callback(&mut self, conn: ConnId, record: &[u8]) -> Result<(), CallbackError> {
-        let _ = (conn, record);
-        Err(CallbackError::Gone)
+        if self.gens.get(conn.slot as usize) != Some(&conn.gen) {
+            return Err(CallbackError::Gone);
+        }
+        let slot = conn.slot;
+        let Some(c) = self.conns[slot as usize].as_mut().filter(|c| !c.closing) else {
+            return Err(CallbackError::Gone);
+        };
+        // A record that is no RPC CALL cannot be framed as a callback (R8167-09).
+        let Some(xid) = reverse::call_xid(record) else {
+            return Err(CallbackError::TooLarge);
+        };
+        // R8167-05: inline only, within the client's receive threshold.
+        let len = reverse::CALL_HEADER.saturating_add(record.len());
+        if len > c.send_limit {
+            return Err(CallbackError::TooLarge);
+        }
+        if c.sq_used >= c.sq_max {
+            return Err(CallbackError::Busy);
+        }
+        let i = c.cb.begin(xid).map_err(|r| match r {
+            Refused::NoCredit => CallbackError::NoCredit,
+            Refused::Busy => CallbackError::Busy,
+        })?;
+        let Some(mut buf) = self.pools.alloc(len) else {
+            c.cb.cancel(i);
+            return Err(CallbackError::Busy);
+        };
+        let out = buf.spare_mut();
+        let at = reverse::encode_call_header(out, xid, c.cb.requested());
+        out[at..len].copy_from_slice(record);
+        buf.set_len(len);
+        // R8167-08: the extra Receive for its reply is posted before the Send.
+        self.refill(slot);
+        let c = self.conns[slot as usize].as_mut().expect("checked above");
+        if c.posted < c.recv_target() {
+            c.cb.cancel(i);
+            return Err(CallbackError::Busy);
+        }
+        let sge = Sge {
+            addr: buf.addr(),
+            len: len as u32,
+            lkey: self.mr.lkey,
+        };
+        let wr = SendWr {
+            wr_id: wr_id(KIND_CB_SEND, slot, i as u32),
+            op: Op::Send,
+            sges: std::slice::from_ref(&sge),
+            signaled: true,
+        };
+        match self.fabric.post_send(c.qp, &[wr]) {
+            Ok(()) => {}
+            Err(PostError::QueueFull) => {
+                c.cb.cancel(i);
+                return Err(CallbackError::Busy);
+            }
+            Err(e) => {
+                tracing::warn!(peer = %c.peer, "rdma: posting a callback failed: {e}; closing");
+                c.cb.cancel(i);
+                self.close(slot);
+                return Err(CallbackError::Gone);
+            }
+        }
+        c.sq_used += 1;
+        c.cb_bufs[i] = Some(buf);
+        self.stats.cb_sent += 1;
+        Ok(())
+    }
+
+    /// A received REPLY or RDMA_ERROR (`reverse::classify`): matched against the
+    /// connection's callbacks by XID (R8167-20, R8167-16); unmatched ones are dropped
+    /// and counted, their `rdma_credit` ignored (R8167-04, R8166-14).
+    fn on_reverse(&mut self, slot: u32, msg: &[u8], inbound: Inbound) {
+        let id = ConnId {
+            slot,
+            gen: self.gens[slot as usize],
+        };
+        let Some(c) = self.conns[slot as usize].as_mut() else {
+            return;
+        };
+        match inbound {
+            Inbound::Reply {
+                xid,
+                credit,
+                payload_at,
+            } => {
+                if c.cb.on_reply(xid, credit).is_some() {
+                    self.stats.cb_replies += 1;
+                    let reply = msg.get(payload_at..).unwrap_or_default().to_vec();
+                    push_bounded(&mut self.cb_events, (id, xid, CbEvent::Reply(reply)));
+                } else {
+                    tracing::debug!(peer = %c.peer, xid, "rdma: dropping a REPLY matching no callback");
+                    self.stats.cb_unmatched += 1;
+                }
+            }
+            Inbound::Error { xid } => {
+                if c.cb.on_error(xid).is_some() {
+                    tracing::debug!(peer = %c.peer, xid, "rdma: callback answered with RDMA_ERROR");
+                    self.stats.cb_errors += 1;
+                    push_bounded(&mut self.cb_events, (id, xid, CbEvent::Error));
+                } else {
+                    tracing::debug!(peer = %c.peer, xid, "rdma: dropping RDMA_ERROR matching no callback");
+                    self.stats.dropped += 1;
+                }
+            }
+            Inbound::Stray(why) => {
+                tracing::debug!(peer = %c.peer, "rdma: dropping message: {why}");
+                self.stats.cb_unmatched += 1;
+            }
+            Inbound::Forward => {}
+        }
     }
 
     /// Hands over what became of callbacks since the last call: their connection, XID
@@ -975,13 +1182,22 @@ impl RdmaServer {
     /// RDMA_ERROR for one, or the connection's loss). Unmatched REPLYs are dropped and
     /// counted, never handed over (R8167-20).
     pub fn take_callback_events(&mut self, f: &mut dyn FnMut(ConnId, u32, CallbackOutcome)) {
-        let _ = f;
+        while let Some((id, xid, ev)) = self.cb_events.pop_front() {
+            let out = match &ev {
+                CbEvent::Reply(r) => CallbackOutcome::Reply(r),
+                CbEvent::Error => CallbackOutcome::Error,
+                CbEvent::Lost => CallbackOutcome::Lost,
+            };
+            f(id, xid, out);
+        }
     }
 
     /// Hands over the connections that closed since the last call (a session's back
     /// channel bound to one must be forgotten).
     pub fn take_closed(&mut self, f: &mut dyn FnMut(ConnId)) {
-        let _ = f;
+        while let Some(id) = self.closed.pop_front() {
+            f(id);
+        }
     }
 
     /// The caller will not answer `call` (an RPC it drops): free its slot.
@@ -1044,7 +1260,7 @@ impl RdmaServer {
                     && (!c.reply_queue.is_empty()
                         || !c.parked.is_empty()
                         || (!c.read_queue.is_empty() && c.reads_out < c.read_depth)
-                        || !c.free_recvs.is_empty())
+                        || c.posted < c.recv_target())
             })
         });
         for s in dirty {
@@ -1134,7 +1350,7 @@ impl RdmaServer {
 
     fn send_one(&mut self, slot: u32, idx: u16) -> Sent {
         let c = self.conns[slot as usize].as_mut().expect("live");
-        let grant = c.responder.grant(c.posted);
+        let grant = c.responder.grant(c.forward_posted());
         let call = &mut c.calls[idx as usize];
         let hdr_cap = wire::FIXED_WORDS + call.chunks.encoded_len() + 16;
         if hdr_cap > HDR_SLOT && call.hdr.is_none() {
@@ -1340,7 +1556,19 @@ impl RdmaServer {
     fn drop_conn(&mut self, slot: u32) {
         if let Some(mut c) = self.conns[slot as usize].take() {
             self.fabric.deregister(&c.hdr_mr);
-            self.admission.release(c.credits);
+            self.admission.release(c.credits + c.cb_extra);
+            // R8167-17: callbacks outstanding are lost with the connection; the caller
+            // resends them on the connection the client binds next (or times out).
+            let id = ConnId {
+                slot,
+                gen: self.gens[slot as usize],
+            };
+            let (events, stats) = (&mut self.cb_events, &mut self.stats);
+            c.cb.drain_lost(&mut |xid| {
+                stats.cb_lost += 1;
+                push_bounded(events, (id, xid, CbEvent::Lost));
+            });
+            push_bounded(&mut self.closed, id);
             for call in c.calls.iter_mut() {
                 self.released.extend(call.ext.drain(..).map(|d| d.tag));
             }
@@ -1396,3 +1624,7 @@ impl Drop for RdmaServer {
 #[cfg(test)]
 #[path = "server_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "server_cb_tests.rs"]
+mod cb_tests;

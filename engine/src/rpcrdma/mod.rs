@@ -6,10 +6,13 @@
 //! - [`privdata`]: RFC 8797 connection private data and inline thresholds;
 //! - [`responder`]: the server side (credits, call reassembly plans, reply plans,
 //!   RDMA_ERROR and silent drops);
-//! - [`requester`]: the client side (chunk building, credit accounting, reply decoding).
+//! - [`requester`]: the client side (chunk building, credit accounting, reply decoding);
+//! - [`reverse`]: RFC 8167 on the responder (direction by `msg_type`, callback
+//!   headers, the callback XID table and reverse credits).
 
 pub mod ddp;
 pub mod privdata;
 pub mod requester;
 pub mod responder;
+pub mod reverse;
 pub mod wire;

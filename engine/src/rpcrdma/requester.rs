@@ -51,7 +51,7 @@ use super::privdata::Thresholds;
 use super::wire::{
     self, chunk_len, Chunks, DecodeError, ErrBody, Fixed, Header, Limits, ReadSegment, Segment,
 };
-use crate::rpc::MSG_REPLY;
+use crate::rpc::{MSG_CALL, MSG_REPLY};
 use crate::xdr::{pad_len, padded, XdrWriter};
 
 /// Most credits a requester asks for (and so the largest grant it honours).
@@ -539,7 +539,7 @@ pub enum Discard {
     Malformed,
     /// RDMA_MSG whose RPC XID differs from `rdma_xid`, or whose payload is too short.
     XidMismatch,
-    /// RDMA_MSG whose payload is an RPC Call (a backchannel call: not offered).
+    /// RDMA_MSG whose RPC msg_type is neither CALL nor REPLY.
     NotAReply,
     /// No pending call has this XID (the caller's verdict).
     UnknownXid,
@@ -558,10 +558,29 @@ pub struct ReplyHeader {
     pub payload_at: usize,
 }
 
+/// A received reverse-direction call (RFC 8167 §4.1, digest §6.2): the peer's
+/// callback, matched against the callback table, never against forward XIDs
+/// (R8167-01); its `rdma_credit` is the peer's requested reverse credit and never
+/// touches forward credit state (R8167-02/04).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CallbackHeader {
+    pub xid: u32,
+    pub vers: u32,
+    pub credit: u32,
+    /// Some chunk list is non-empty (or an RDMA_NOMSG carrying a Position-Zero Read
+    /// chunk): a reverse responder without reverse-chunk support answers ERR_CHUNK
+    /// (R8167-15).
+    pub chunked: bool,
+    /// Where the inline RPC call starts (RDMA_MSG).
+    pub payload_at: usize,
+}
+
 /// What a received message is, before it is matched to a pending call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Received {
     Reply(ReplyHeader),
+    /// A callback (reverse-direction RPC call, RFC 8167).
+    Callback(CallbackHeader),
     /// A decodable RDMA_ERROR: the pending call with this XID completes with a permanent
     /// error (R8166-18); unknown XIDs are dropped.
     Error {
@@ -608,16 +627,33 @@ pub fn classify(msg: &[u8], limits: &Limits, chunks: &mut Chunks) -> Received {
             }
         }
         Ok(Header::Msg { fixed, payload_at }) => {
+            let nomsg = fixed.proc_ == wire::RDMA_NOMSG;
+            // Direction (digest §6.2): an RDMA_MSG whose RPC msg_type is CALL with
+            // xid == rdma_xid is a callback; so is an RDMA_NOMSG with a read list
+            // (a Long callback: replies never carry read lists).
+            let p = msg.get(payload_at..).unwrap_or(&[]);
+            let is_call = if nomsg {
+                !chunks.reads.is_empty()
+            } else {
+                word(p, 0) == Some(fixed.xid) && word(p, 4) == Some(MSG_CALL)
+            };
+            if is_call {
+                return Received::Callback(CallbackHeader {
+                    xid: fixed.xid,
+                    vers: fixed.vers,
+                    credit: fixed.credit,
+                    chunked: !chunks.is_empty(),
+                    payload_at,
+                });
+            }
             if !chunks.reads.is_empty() {
                 return Received::Discard(Discard::Malformed);
             }
-            let nomsg = fixed.proc_ == wire::RDMA_NOMSG;
             if nomsg {
                 if chunks.reply.is_none() {
                     return Received::Discard(Discard::Malformed);
                 }
             } else {
-                let p = &msg[payload_at..];
                 match (word(p, 0), word(p, 4)) {
                     (Some(x), Some(_)) if x != fixed.xid => {
                         return Received::Discard(Discard::XidMismatch)
@@ -1776,6 +1812,32 @@ mod tests {
             Received::Discard(Discard::XidMismatch)
         );
         let m = reply_msg(4, 1, wire::RDMA_MSG, None, None, &null_call(4));
+        assert!(matches!(
+            classify(&m, &lim(), &mut c),
+            Received::Callback(CallbackHeader {
+                xid: 4,
+                chunked: false,
+                ..
+            })
+        ));
+        // A callback offering a chunk is flagged for ERR_CHUNK (R8167-15).
+        let w = [Segment {
+            handle: 9,
+            length: 64,
+            offset: 0x1000,
+        }];
+        let m = reply_msg(4, 1, wire::RDMA_MSG, Some(&w), None, &null_call(4));
+        assert!(matches!(
+            classify(&m, &lim(), &mut c),
+            Received::Callback(CallbackHeader {
+                xid: 4,
+                chunked: true,
+                ..
+            })
+        ));
+        let mut m = reply_msg(4, 1, wire::RDMA_MSG, None, None, &null_call(4));
+        let at = m.len() - null_call(4).len() + 4;
+        m[at..at + 4].copy_from_slice(&7u32.to_be_bytes());
         assert_eq!(
             classify(&m, &lim(), &mut c),
             Received::Discard(Discard::NotAReply)

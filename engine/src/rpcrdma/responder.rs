@@ -155,8 +155,8 @@ impl Responder {
         }
         let (fixed, payload_at) = match wire::decode(msg, &self.cfg.limits, chunks) {
             Ok(Header::Msg { fixed, payload_at }) => (fixed, payload_at),
-            // R8166-14: a forward responder never answers an error with an error;
-            // we have no callbacks outstanding for it to answer (R8167-16).
+            // R8166-14: a forward responder never answers an error with an error; one
+            // answering a callback was matched before (`super::reverse`, R8167-16).
             Ok(Header::Error { .. }) => return Received::Drop("RDMA_ERROR from a requester"),
             Err(DecodeError::Short) => return Received::Drop("short header"),
             Err(DecodeError::Chunks(f)) if f.proc_ == wire::RDMA_ERROR => {
@@ -198,7 +198,9 @@ impl Responder {
             if payload.len() < 8 || payload[..4] != fixed.xid.to_be_bytes() {
                 return err(fixed, ErrBody::Chunk);
             }
-            // R8167-20: a REPLY can only answer a callback; we have none outstanding.
+            // R8167-20: a REPLY can only answer a callback. The transport classifies
+            // messages first (`super::reverse::classify`) and never hands us one; a
+            // REPLY reaching here (a caller without a callback table) is dropped.
             if payload[4..8] == 1u32.to_be_bytes() {
                 return Received::Drop("RPC reply with no callback outstanding");
             }

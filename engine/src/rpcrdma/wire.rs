@@ -230,6 +230,30 @@ pub fn decode(buf: &[u8], limits: &Limits, out: &mut Chunks) -> Result<Header, D
     })
 }
 
+/// Where the payload of an RDMA_MSG starts, found by walking its three chunk lists
+/// without storing them (RFC 8167 §2 / digest §6.2: the direction of a message is the
+/// `msg_type` of its payload, looked up before any per-call state is taken). `None`
+/// when the lists run past `buf` (the full decoder then answers the message).
+/// Allocation-free; bounded by `buf.len()`.
+pub fn msg_payload_at(buf: &[u8]) -> Option<usize> {
+    let mut r = XdrReader::new(buf);
+    r.skip(16).ok()?;
+    // Read list: position + segment (handle, length, offset) per entry.
+    while r.bool().ok()? {
+        r.skip(20).ok()?;
+    }
+    // Write list: counted chunks of 16-byte segments.
+    while r.bool().ok()? {
+        let n = r.u32().ok()? as usize;
+        r.skip(n.checked_mul(16)?).ok()?;
+    }
+    if r.bool().ok()? {
+        let n = r.u32().ok()? as usize;
+        r.skip(n.checked_mul(16)?).ok()?;
+    }
+    Some(r.position())
+}
+
 fn decode_error_body(r: &mut XdrReader) -> XdrResult<ErrBody> {
     match r.u32()? {
         ERR_VERS => Ok(ErrBody::Vers {

@@ -163,6 +163,8 @@ pub struct TcpTransport {
     refusal_logged: Option<Instant>,
     refusals_quiet: u64,
     stats: TcpStats,
+    /// Connections closed since the last `take_closed` (at most `MAX_CLOSED`).
+    closed: Vec<ConnId>,
     /// The pass clock: read once per `poll` (after its wait) and used for every
     /// timestamp of that pass (input, queued replies, sweeps); timeouts are seconds,
     /// a clock read per event would only cost system time.
@@ -176,6 +178,10 @@ enum Overdue {
     Send,
     Reclaim,
 }
+
+/// Closed connections remembered for `take_closed` between two calls, at most (more
+/// are not reported: the caller's callbacks on them then fail and time out).
+const MAX_CLOSED: usize = 1024;
 
 /// Staging buffers of closed connections kept for reuse.
 const SPARE_STAGES: usize = 64;
@@ -222,6 +228,7 @@ impl TcpTransport {
             refusal_logged: None,
             refusals_quiet: 0,
             stats: TcpStats::default(),
+            closed: Vec::new(),
             opts,
             pools,
         })
@@ -783,6 +790,15 @@ impl TcpTransport {
         }
     }
 
+    /// Hands over the connections that closed since the last call, whatever closed
+    /// them (the peer, a timeout, `close`): an NFSv4.1 session whose back channel was
+    /// one of them must forget it.
+    pub fn take_closed(&mut self, f: &mut dyn FnMut(ConnId)) {
+        for c in self.closed.drain(..) {
+            f(c);
+        }
+    }
+
     /// Closes a connection now (caller logs why).
     pub fn close(&mut self, conn: ConnId) {
         if let Some(slot) = self.slot_of(conn) {
@@ -799,6 +815,12 @@ impl TcpTransport {
             return;
         };
         let _ = self.poll.registry().deregister(&mut c.sock);
+        if self.closed.len() < MAX_CLOSED {
+            self.closed.push(ConnId {
+                slot: slot as u32,
+                gen: self.gens[slot],
+            });
+        }
         self.gens[slot] = self.gens[slot].wrapping_add(1);
         self.free.push(slot);
         self.live -= 1;

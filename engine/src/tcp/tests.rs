@@ -682,3 +682,38 @@ fn server_originated_call_and_its_reply() {
     assert_eq!(st.calls_out, 1);
     assert_eq!(st.replies_out, 6);
 }
+
+/// `take_closed` reports every closed connection once, with the id its records
+/// carried (a session's back channel bound to it is then forgotten by the gateway).
+#[test]
+fn take_closed_reports_each_closed_connection_once() {
+    let p = pools(16, 0, 0);
+    let seen = Arc::new(std::sync::Mutex::new(Vec::<(ConnId, bool)>::new()));
+    let s2 = seen.clone();
+    let srv = Server::start(opts(), p.clone(), move |t, held| {
+        for (c, b, _) in held.drain(..) {
+            s2.lock().unwrap().push((c, false));
+            let reply = echo_reply(&p, b);
+            t.send(c, reply);
+        }
+        t.take_closed(&mut |c| s2.lock().unwrap().push((c, true)));
+    });
+    let mut a = connect(srv.addr);
+    let mut b = connect(srv.addr);
+    round_trip(&mut a, 0, &[8], 1);
+    round_trip(&mut b, 10, &[8], 1);
+    drop(a);
+    srv.wait_conns(1);
+    round_trip(&mut b, 20, &[8], 1);
+    drop(b);
+    srv.finish();
+    let v = seen.lock().unwrap().clone();
+    let calls: HashSet<ConnId> = v.iter().filter(|(_, c)| !c).map(|(id, _)| *id).collect();
+    let closed: Vec<ConnId> = v.iter().filter(|(_, c)| *c).map(|(id, _)| *id).collect();
+    assert_eq!(calls.len(), 2, "two connections");
+    assert_eq!(closed.len(), 2, "each close reported once: {closed:?}");
+    assert_eq!(
+        closed.iter().collect::<HashSet<_>>(),
+        calls.iter().collect()
+    );
+}

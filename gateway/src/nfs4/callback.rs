@@ -214,6 +214,22 @@ pub fn encode(
     Ok(buf)
 }
 
+/// The size of the CB_RECALL record (CB_COMPOUND of CB_SEQUENCE + CB_RECALL, RPC
+/// header included) we send for a file handle of `fh_len` bytes with `sec` (`None`:
+/// AUTH_SYS as root). A back channel whose ca_maxrequestsize is below this for the
+/// largest handle we issue could never carry a recall: CREATE_SESSION refuses it with
+/// NFS4ERR_TOOSMALL (RFC 8881 §18.36.3; R8267-30 over RDMA).
+pub fn recall_record_len(fh_len: usize, sec: Option<&CbSec>) -> usize {
+    let fh = vec![0u8; fh_len.min(FH_MAX)];
+    let call = CbCall::Recall {
+        session: [0; 16],
+        seqid: 1,
+        stateid: Stateid::default(),
+        fh: &fh,
+    };
+    encode(1, 0, &call, 64 * 1024, sec).map_or(64 * 1024, |r| r.len())
+}
+
 /// CB_SEQUENCE4resok's session id and sequence id.
 pub type SequenceOk = ([u8; 16], u32);
 
@@ -356,6 +372,23 @@ mod tests {
         want.extend([9u8; 10]);
         want.extend([0, 0]);
         assert_eq!(&b[at..], &want[..]);
+    }
+
+    /// R8267-30: the size CREATE_SESSION requires of a back channel is exactly the
+    /// CB_RECALL we would send (RPC header and credential included).
+    #[test]
+    fn r8267_30_recall_record_len_is_the_encoded_cb_recall() {
+        assert_eq!(recall_record_len(64, None), 224, "AUTH_SYS as root");
+        assert_eq!(recall_record_len(64, Some(&CbSec::None)), 196, "AUTH_NONE");
+        let fh = [3u8; 31];
+        let call = CbCall::Recall {
+            session: [1; 16],
+            seqid: 9,
+            stateid: Stateid::default(),
+            fh: &fh,
+        };
+        let n = encode(5, PROG, &call, 4096, None).unwrap().len();
+        assert_eq!(recall_record_len(31, None), n);
     }
 
     #[test]

@@ -3,7 +3,7 @@
 
 use super::compound::ReplyLimits;
 use super::status::*;
-use super::{put_status, Compound, ConnKind, Full, OpResult};
+use super::{put_status, Compound, Full, OpResult};
 use crate::state::clients::{Client, Principal};
 use crate::state::sessions::{ChannelAttrs, Session, SlotClaim, SlotUse, MAX_SLOTS};
 use engine::xdr::{XdrReader, XdrResult, XdrWriter};
@@ -56,8 +56,8 @@ pub const MAX_RESPONSE: u32 = (1 << 20) + 8192;
 pub const MAX_OPS: u32 = 64;
 /// Smallest fore channel sizes that can carry SEQUENCE (else NFS4ERR_TOOSMALL).
 const MIN_FORE: u32 = 128;
-/// Smallest back channel sizes that can carry CB_SEQUENCE + CB_RECALL.
-const MIN_BACK_REQUEST: u32 = 128;
+/// Smallest back channel response size that can carry the CB_SEQUENCE + CB_RECALL
+/// results (the request side is `callback::recall_record_len`, see `check_back`).
 const MIN_BACK_RESPONSE: u32 = 64;
 /// callback_sec_parms4 entries accepted.
 fn badxdr(w: &mut XdrWriter) -> OpResult {
@@ -437,9 +437,13 @@ fn clamp_fore(a: &ChannelAttrs, max_cached: u32) -> Result<ChannelAttrs, u32> {
 }
 
 /// The back channel: the client's values echoed (the Linux client fails a session
-/// whose back channel exceeds what it asked), too small ones refused.
-fn check_back(a: &ChannelAttrs) -> Result<ChannelAttrs, u32> {
-    if a.max_request < MIN_BACK_REQUEST
+/// whose back channel exceeds what it asked; over RDMA it asks max_rqst = inline
+/// threshold − 28), too small ones refused: ca_maxrequestsize must hold a CB_RECALL
+/// for the largest file handle we issue with the client's callback security
+/// (RFC 8881 §18.36.3, R8267-30: every callback fits the client's back channel).
+fn check_back(a: &ChannelAttrs, sec: Option<&super::callback::CbSec>) -> Result<ChannelAttrs, u32> {
+    let min_request = super::callback::recall_record_len(crate::fs::FH_MAX, sec);
+    if (a.max_request as usize) < min_request
         || a.max_response < MIN_BACK_RESPONSE
         || a.max_ops < 2
         || a.max_requests == 0
@@ -504,9 +508,12 @@ pub(super) fn create_session(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWri
             return Err(NFS4ERR_INVAL);
         }
         let fore = clamp_fore(&fore, max_cached)?;
-        let back = check_back(&back)?;
+        let back = check_back(&back, sec.as_ref())?;
+        // CONN_BACK_CHAN binds this connection, TCP or RPC-over-RDMA (RFC 8267 §6,
+        // RFC 8167 bidirectional); without it the flag is answered cleared and the
+        // session has no back channel, so no delegations (R8167-19/21).
         let want_back = flags & CREATE_SESSION4_FLAG_CONN_BACK_CHAN != 0;
-        let back_conn = conn.filter(|k| want_back && matches!(k.kind, ConnKind::Tcp(_)));
+        let back_conn = conn.filter(|_| want_back);
         let out_flags = if back_conn.is_some() {
             CREATE_SESSION4_FLAG_CONN_BACK_CHAN
         } else {
@@ -684,3 +691,7 @@ pub(super) fn reclaim_complete(c: &mut Compound, r: &mut XdrReader, w: &mut XdrW
     c.state.purge(purged);
     put_status(w, st)
 }
+
+#[cfg(test)]
+#[path = "session_ops_tests.rs"]
+mod tests;

@@ -6,7 +6,6 @@
 //! this thread sleeps almost always.
 
 use super::Shared;
-use crate::nfs4::ConnKind;
 use crate::state::recall::{Outcall, RecallDriver};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -53,23 +52,21 @@ pub(crate) fn spawn(
     Ok(h)
 }
 
-/// Moves one callback record to its connection's reactor.
+/// Moves one callback record to its connection's reactor, TCP or RPC-over-RDMA (the
+/// reactor sends an RDMA one with `RdmaServer::send_callback`, RFC 8167). The record
+/// goes into a pool buffer after room for the record mark, which only TCP sends.
 fn deliver(shared: &Shared, call: Outcall) {
-    let ConnKind::Tcp(conn) = call.conn.kind else {
-        tracing::debug!("callbacks over RPC-over-RDMA are not supported yet; dropped");
-        return;
-    };
     let Some(link) = shared.reactors.get(call.conn.reactor) else {
         return;
     };
-    let Some(mut buf) = link.pools.alloc(super::dispatch::MARK + call.record.len()) else {
+    let n = super::dispatch::MARK + call.record.len();
+    let Some(mut buf) = link.pools.alloc(n) else {
         tracing::debug!("no pool buffer for a callback; it will be retried");
         return;
     };
-    let n = super::dispatch::MARK + call.record.len();
     buf.spare_mut()[super::dispatch::MARK..n].copy_from_slice(&call.record);
     buf.set_len(n);
-    if link.calls.push((conn, buf)).is_err() {
+    if link.calls.push((call.conn.kind, buf)).is_err() {
         tracing::debug!("callback ring full; the callback will be retried");
         return;
     }

@@ -59,8 +59,9 @@ pub(crate) struct Shared {
 pub(crate) struct ReactorLink {
     pub pools: Pools,
     /// Callback records (NFSv4.1 back channel) for this reactor to send on its
-    /// connections, from the callback thread (record mark room first).
-    pub calls: Arc<Ring<(engine::tcp::ConnId, engine::mem::Buf)>>,
+    /// connections, from the callback thread (record mark room first; an RDMA
+    /// connection sends the record without it, as an RFC 8167 reverse call).
+    pub calls: Arc<Ring<(crate::nfs4::ConnKind, engine::mem::Buf)>>,
     pub done: Arc<Ring<Done>>,
     pub bell: Arc<Doorbell>,
     /// Cleared when the reactor thread ends (shutdown or death): workers then drop

@@ -8,10 +8,13 @@
 use super::dispatch::{self, Hot, Job, Link, Verdict, MARK};
 use super::Shared;
 use crate::cache::{PageRead, ReadCache};
+use crate::nfs4::{ConnKind, ConnRef};
 use crate::stats::{slot_of, CallStat, Clock, ReactorStats, Transport};
 use crate::supervise;
 use engine::mem::Buf;
-use engine::rdma::server::{CallRef, RdmaServer};
+use engine::rdma::server::{
+    CallRef, CallbackError, CallbackOutcome, ConnId as RdmaConnId, RdmaServer,
+};
 use engine::reactor::{Counters, Poller};
 use engine::ring::{Doorbell, Ring};
 use engine::rpcrdma::responder::{DdpList, Reduced};
@@ -36,7 +39,17 @@ pub(crate) struct ReactorState {
     tcp_busy: bool,
     /// Passes counted for the periodic refresh of the connection gauges.
     gauge_passes: u32,
+    /// RDMA callbacks waiting for a reverse credit or transport room (see
+    /// `send_calls`), oldest first.
+    cb_wait: VecDeque<(RdmaConnId, Buf, std::time::Instant)>,
 }
+
+/// RDMA callbacks kept waiting per reactor, at most (callbacks are rare; a full queue
+/// drops the record: it times out and the RecallDriver resends it).
+const CB_WAIT: usize = 64;
+/// A waiting callback older than this is dropped: the callback thread's timeout
+/// (`state::recall::CB_TIMEOUT`, 5 s) resends it anyway.
+const CB_WAIT_MAX: Duration = Duration::from_secs(4);
 
 /// Where a classified call goes: an inline reply into the outbox, a job onto the job
 /// ring (or the backlog when it is full), a record to retry. Shared by every transport
@@ -126,6 +139,7 @@ impl ReactorState {
             tcp_skipped: 0,
             tcp_busy: true,
             gauge_passes: 0,
+            cb_wait: VecDeque::new(),
         }
     }
 
@@ -527,16 +541,95 @@ fn wake_worker(bells: &[Arc<Doorbell>], next: &mut usize) {
 impl ReactorState {
     /// Sends the callback records the callback thread queued for this reactor's
     /// connections (NFSv4.1 back channel; a closed connection drops its record and
-    /// the callback times out and is retried on the client's next binding).
+    /// the callback times out and is retried on the client's next binding). TCP
+    /// records go with their record mark; RDMA ones as RFC 8167 reverse calls.
     fn send_calls(&mut self) -> usize {
-        let calls = &self.shared.reactors[self.id].calls;
+        let calls = self.shared.reactors[self.id].calls.clone();
         let mut n = 0;
         while let Some((conn, buf)) = calls.pop() {
-            self.router.stats.bytes_out(Transport::Tcp, buf.len());
-            self.tcp.send_call(conn, buf);
+            match conn {
+                ConnKind::Tcp(c) => {
+                    self.router.stats.bytes_out(Transport::Tcp, buf.len());
+                    self.tcp.send_call(c, buf);
+                }
+                ConnKind::Rdma(c) => self.send_rdma_call(c, buf, std::time::Instant::now()),
+            }
             n += 1;
         }
         n
+    }
+
+    /// One callback on an RPC-over-RDMA connection (RFC 8167; the record without its
+    /// record-mark room). `NoCredit` (the client's reverse credits are all in use,
+    /// R8167-02) and `Busy` keep it in `cb_wait` for a later pass, bounded by `CB_WAIT`
+    /// and `CB_WAIT_MAX`; `TooLarge` (over the client's inline threshold: callbacks
+    /// are Short only, R8167-05/13) is logged and dropped; `Gone` is dropped (the
+    /// recall is resent on the connection the client binds next, R8167-17).
+    fn send_rdma_call(&mut self, conn: RdmaConnId, buf: Buf, queued: std::time::Instant) {
+        let Some(r) = self.rdma.as_mut() else {
+            return;
+        };
+        let rec = buf.get(MARK..).unwrap_or_default();
+        match r.send_callback(conn, rec) {
+            Ok(()) => self.router.stats.bytes_out(Transport::Rdma, rec.len()),
+            Err(CallbackError::NoCredit | CallbackError::Busy) => {
+                if self.cb_wait.len() < CB_WAIT {
+                    self.cb_wait.push_back((conn, buf, queued));
+                } else {
+                    tracing::debug!("rdma: callback wait queue full; the callback will be resent");
+                }
+            }
+            Err(CallbackError::TooLarge) => tracing::warn!(
+                len = rec.len(),
+                "rdma: callback larger than the client's inline threshold; dropped"
+            ),
+            Err(CallbackError::Gone) => {
+                tracing::debug!("rdma: callback for a closed connection; dropped")
+            }
+        }
+    }
+
+    /// Back-channel bookkeeping of one pass (called from `poll`, never from inside a
+    /// transport's poll): retries RDMA callbacks that waited for a credit, hands
+    /// RDMA callback outcomes to the callback table (a REPLY as TCP's are; RDMA_ERROR
+    /// and loss as failures the RecallDriver retries, R8167-16/17), and makes the
+    /// sessions bound to connections that closed (TCP or RDMA) forget them (they then
+    /// report SEQ4_STATUS_CB_PATH_DOWN until the client binds another).
+    fn back_channel_events(&mut self) -> usize {
+        let mut work = 0;
+        let reactor = self.id;
+        let clients = &self.shared.state.clients;
+        let cb_wait = &mut self.cb_wait;
+        let mut closed = |kind: ConnKind| {
+            if let ConnKind::Rdma(c) = kind {
+                cb_wait.retain(|(w, _, _)| *w != c);
+            }
+            clients.forget_conn(&ConnRef { reactor, kind });
+        };
+        self.tcp.take_closed(&mut |c| closed(ConnKind::Tcp(c)));
+        if let Some(r) = self.rdma.as_mut() {
+            r.take_closed(&mut |c| closed(ConnKind::Rdma(c)));
+            let dl = &self.shared.state.delegations;
+            r.take_callback_events(&mut |_conn, xid, outcome| {
+                work += 1;
+                match outcome {
+                    CallbackOutcome::Reply(rec) => dl.callback_reply_via(Transport::Rdma, xid, rec),
+                    CallbackOutcome::Error | CallbackOutcome::Lost => dl.callback_failed(xid),
+                }
+            });
+        }
+        if !self.cb_wait.is_empty() {
+            let now = std::time::Instant::now();
+            for _ in 0..self.cb_wait.len() {
+                let Some((c, buf, queued)) = self.cb_wait.pop_front() else {
+                    break;
+                };
+                if now.saturating_duration_since(queued) < CB_WAIT_MAX {
+                    self.send_rdma_call(c, buf, queued);
+                }
+            }
+        }
+        work
     }
 }
 
@@ -572,6 +665,7 @@ impl Poller for ReactorState {
         if self.gauge_passes.is_multiple_of(GAUGE_EVERY) {
             self.refresh_guards();
         }
+        work += self.back_channel_events();
         // One vectored write per connection for everything answered in this pass.
         self.tcp.flush();
         if crate::supervise::hooks::kill_pending() {

@@ -14,6 +14,9 @@ use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+/// SEQ4_STATUS_CB_PATH_DOWN (RFC 8881 §18.46.3).
+const CB_PATH_DOWN: u32 = 0x1;
+
 /// Limits and timers of the NFSv4.1 state (config `[nfs4]`).
 #[derive(Debug, Clone, Copy)]
 pub struct Limits {
@@ -214,6 +217,29 @@ impl Clients {
                 max_slots: s.back.max_requests,
             })
         })
+    }
+
+    /// A connection closed (TCP or RPC-over-RDMA, reported by the reactor that owned
+    /// it): every session whose back channel it was forgets it, and its client gets
+    /// SEQ4_STATUS_CB_PATH_DOWN in every SEQUENCE until it binds another
+    /// (BIND_CONN_TO_SESSION, as the Linux client does on reconnect: RFC 8881
+    /// §18.46.3, §2.10.3.1; RFC 8167 §5.4 — the server never connects, R8167-17).
+    /// Returns how many sessions lost their back channel.
+    pub fn forget_conn(&self, conn: &crate::nfs4::ConnRef) -> usize {
+        let mut g = self.lock();
+        let Inner {
+            sessions, clients, ..
+        } = &mut *g;
+        let mut n = 0;
+        for s in sessions.values() {
+            if s.unbind_back_if(conn) {
+                n += 1;
+                if let Some(c) = clients.get_mut(&s.clientid) {
+                    c.status_flags |= CB_PATH_DOWN;
+                }
+            }
+        }
+        n
     }
 
     /// Runs `f` on the locked table (for the session operations) and returns the

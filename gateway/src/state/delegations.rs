@@ -19,6 +19,7 @@ use super::stateid::Stateid;
 use super::{BackChannelInfo, Conflict};
 use crate::nfs4::status::*;
 use crate::stats::callbacks::{CallbackResult, CallbackStats, RecallResult};
+use crate::stats::Transport;
 use crossbeam_queue::ArrayQueue;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -64,6 +65,9 @@ struct Deleg {
     seqid: u32,
     write: bool,
     state: DState,
+    /// The transport of the first CB_RECALL sent for it (the recall counters'
+    /// `transport` label); None until one is sent.
+    via: Option<Transport>,
 }
 
 #[derive(Default)]
@@ -93,8 +97,11 @@ pub struct Delegations {
     stats: Arc<CallbackStats>,
     /// Work for the callback thread (probes, recalls), and its wake-up.
     pub(crate) inbox: Inbox,
-    /// Callback replies from reactors: (xid, record).
-    replies: ArrayQueue<(u32, Vec<u8>)>,
+    /// Callback replies from reactors: (xid, record, transport).
+    replies: ArrayQueue<(u32, Vec<u8>, Transport)>,
+    /// Callbacks the RDMA transport reports failed (RDMA_ERROR, or the connection was
+    /// lost while they were outstanding: RFC 8167 §5.4, R8167-16/17), by XID.
+    failures: ArrayQueue<u32>,
 }
 
 impl Default for Delegations {
@@ -111,6 +118,7 @@ impl Default for Delegations {
             stats: Arc::default(),
             inbox: Inbox::default(),
             replies: ArrayQueue::new(MAX_REPLIES),
+            failures: ArrayQueue::new(MAX_REPLIES),
         }
     }
 }
@@ -239,6 +247,7 @@ impl Delegations {
                 seqid: 1,
                 write: false,
                 state: DState::Held,
+                via: None,
             },
         );
         t.by_file.entry(fileid).or_default().push(other);
@@ -291,7 +300,7 @@ impl Delegations {
                 }
                 DState::Recalling { since } if now.saturating_duration_since(since) >= lease => {
                     d.state = DState::Revoked;
-                    self.stats.recall(RecallResult::Revoked);
+                    self.stats.recall(d.via, RecallResult::Revoked);
                     revoked += 1;
                 }
                 DState::Recalling { .. } => outstanding = true,
@@ -303,8 +312,9 @@ impl Delegations {
             self.publish(&t);
         }
         drop(t);
+        // The recall's "sent" is counted by `recall_sent`, when its first CB_RECALL
+        // goes out on a known transport.
         for other in started {
-            self.stats.recall(RecallResult::Sent);
             self.inbox.push(Job::Recall(other));
         }
         !outstanding
@@ -329,9 +339,21 @@ impl Delegations {
         ))
     }
 
-    /// The client acknowledged CB_RECALL (it will DELEGRETURN).
-    pub(crate) fn recall_answered(&self) {
-        self.stats.recall(RecallResult::Answered);
+    /// A CB_RECALL for `other` was handed to the reactor of a `via` back channel:
+    /// the first one counts the recall as sent on that transport.
+    pub(crate) fn recall_sent(&self, other: &[u8; 12], via: Transport) {
+        let mut t = self.lock();
+        if let Some(d) = t.by_other.get_mut(other) {
+            if d.via.is_none() {
+                d.via = Some(via);
+                self.stats.recall(Some(via), RecallResult::Sent);
+            }
+        }
+    }
+
+    /// The client acknowledged CB_RECALL over `via` (it will DELEGRETURN).
+    pub(crate) fn recall_answered(&self, via: Transport) {
+        self.stats.recall(Some(via), RecallResult::Answered);
     }
 
     /// Revokes every delegation recalled longer than the lease ago (RFC 8881
@@ -344,14 +366,12 @@ impl Delegations {
             if let DState::Recalling { since } = d.state {
                 if now.saturating_duration_since(since) >= lease {
                     d.state = DState::Revoked;
+                    self.stats.recall(d.via, RecallResult::Revoked);
                     n += 1;
                 }
             }
         }
         if n > 0 {
-            for _ in 0..n {
-                self.stats.recall(RecallResult::Revoked);
-            }
             t.live = t.live.saturating_sub(n);
             self.publish(&t);
         }
@@ -416,7 +436,7 @@ impl Delegations {
         }
         match d.state {
             DState::Revoked => return NFS4ERR_DELEG_REVOKED,
-            DState::Recalling { .. } => self.stats.recall(RecallResult::Returned),
+            DState::Recalling { .. } => self.stats.recall(d.via, RecallResult::Returned),
             DState::Held => {}
         }
         remove(&mut t, &s.other);
@@ -510,15 +530,38 @@ impl Delegations {
     /// callback thread. Never blocks; a full queue or an oversized record drops it
     /// (counted as unmatched; the callback will time out and be retried).
     pub fn callback_reply(&self, xid: u32, record: &[u8]) {
-        if record.len() > MAX_REPLY_BYTES || self.replies.push((xid, record.to_vec())).is_err() {
-            self.stats.callback(CallbackResult::Unmatched);
+        self.callback_reply_via(Transport::Tcp, xid, record);
+    }
+
+    /// `callback_reply` for a reply that came over `via` (RPC-over-RDMA replies come
+    /// from `RdmaServer::take_callback_events`, already matched to a callback we sent
+    /// on that connection: RFC 8167 §4.2, R8167-20).
+    pub fn callback_reply_via(&self, via: Transport, xid: u32, record: &[u8]) {
+        if record.len() > MAX_REPLY_BYTES || self.replies.push((xid, record.to_vec(), via)).is_err()
+        {
+            self.stats.callback(via, CallbackResult::Unmatched);
             return;
         }
         self.inbox.wake();
     }
 
-    pub(crate) fn pop_reply(&self) -> Option<(u32, Vec<u8>)> {
+    pub(crate) fn pop_reply(&self) -> Option<(u32, Vec<u8>, Transport)> {
         self.replies.pop()
+    }
+
+    /// The RDMA transport reports callback `xid` failed: the client answered it with
+    /// RDMA_ERROR (R8167-16) or its connection was lost while it was outstanding
+    /// (R8167-17). The callback thread then retries a recall after a short backoff on
+    /// whatever back channel the client has bound by then. A full queue drops the
+    /// report: the callback then times out instead (same retry, later).
+    pub fn callback_failed(&self, xid: u32) {
+        if self.failures.push(xid).is_ok() {
+            self.inbox.wake();
+        }
+    }
+
+    pub(crate) fn pop_failure(&self) -> Option<u32> {
+        self.failures.pop()
     }
 
     /// Queues a CB_NULL probe (see `nfs4::callback::probe`); `sec`: `None` keeps the

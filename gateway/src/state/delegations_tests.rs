@@ -72,7 +72,16 @@ fn conflict_recalls_once_and_delays_until_returned() {
     assert!(!d.break_conflicts(FILE, None, Conflict::Write));
     assert!(!d.break_conflicts(FILE, Some(B), Conflict::Namespace));
     assert!(jobs(&d).is_empty(), "recall started once");
+    // "sent" counts the first CB_RECALL handed to a transport, once, with its label.
+    assert_eq!(d.stats().recalls(RecallResult::Sent), 0, "no CB_RECALL yet");
+    d.recall_sent(&s.other, Transport::Rdma);
+    d.recall_sent(&s.other, Transport::Tcp);
     assert_eq!(d.stats().recalls(RecallResult::Sent), 1);
+    assert_eq!(
+        d.stats()
+            .recalls_at(Transport::Rdma as usize, RecallResult::Sent),
+        1
+    );
     let (client, sid, fh) = d.recall_target(&s.other).unwrap();
     assert_eq!((client, sid, &fh[..]), (A, s, &[1u8, 2, 3][..]));
     // No new grants on the file while it is recalled (or recently conflicted).
@@ -80,6 +89,12 @@ fn conflict_recalls_once_and_delays_until_returned() {
     // DELEGRETURN completes the recall; the writer goes on.
     assert_eq!(d.delegreturn(A, &s, FILE), NFS4_OK);
     assert_eq!(d.stats().recalls(RecallResult::Returned), 1);
+    assert_eq!(
+        d.stats()
+            .recalls_at(Transport::Rdma as usize, RecallResult::Returned),
+        1,
+        "returned is labelled with the recall's transport"
+    );
     assert!(d.recall_target(&s.other).is_none());
     assert!(d.break_conflicts(FILE, None, Conflict::Write));
     assert_eq!(d.delegreturn(A, &s, FILE), NFS4ERR_BAD_STATEID, "gone");
@@ -98,6 +113,11 @@ fn a_recall_not_answered_within_the_lease_is_revoked() {
     // The conflicting caller's retry revokes it and goes on.
     assert!(d.break_conflicts(FILE, None, Conflict::Write));
     assert_eq!(d.stats().recalls(RecallResult::Revoked), 1);
+    assert_eq!(
+        d.stats().recalls_at(2, RecallResult::Revoked),
+        1,
+        "no CB_RECALL was ever sent: transport \"none\""
+    );
     assert!(!d.any_live());
     assert!(d.has_revoked(A));
     assert!(!d.has_revoked(B));
@@ -227,7 +247,10 @@ fn per_client_limit() {
 fn callback_replies_are_queued_and_bounded() {
     let d = Delegations::default();
     d.callback_reply(1, &[0; 8]);
-    assert_eq!(d.pop_reply(), Some((1, vec![0; 8])));
+    assert_eq!(
+        d.pop_reply(),
+        Some((1, vec![0; 8], crate::stats::Transport::Tcp))
+    );
     d.callback_reply(2, &vec![0; MAX_REPLY_BYTES + 1]);
     assert_eq!(d.pop_reply(), None, "oversized reply dropped");
     for x in 0..MAX_REPLIES as u32 + 5 {

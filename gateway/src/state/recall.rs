@@ -15,8 +15,9 @@ use super::delegations::Delegations;
 use super::BackChannelInfo;
 use crate::nfs4::callback::{self, CbCall, CbReply, CbSec};
 use crate::nfs4::status::*;
-use crate::nfs4::ConnRef;
+use crate::nfs4::{ConnKind, ConnRef};
 use crate::stats::callbacks::CallbackResult;
+use crate::stats::Transport;
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -102,6 +103,16 @@ enum What {
 struct Pending {
     what: What,
     sent: Instant,
+    /// The back channel's transport (the metrics' `transport` label).
+    via: Transport,
+}
+
+/// The transport of a back-channel connection.
+pub fn transport_of(conn: &ConnRef) -> Transport {
+    match conn.kind {
+        ConnKind::Tcp(_) => Transport::Tcp,
+        ConnKind::Rdma(_) => Transport::Rdma,
+    }
 }
 
 /// Back-channel slot 0 of one session (RFC 8881 §2.10.6.1: one request per slot at a
@@ -169,7 +180,7 @@ impl RecallDriver {
         }
     }
 
-    /// One pass: match replies, expire callbacks past `CB_TIMEOUT`, take new jobs,
+    /// One pass: match replies and failures, expire callbacks past `CB_TIMEOUT`, take new jobs,
     /// revoke what the lease ran out on, and (re)send due recalls on each client's
     /// current back channel (`lookup`, i.e. `Clients::lookup_backchannel`).
     pub fn step(
@@ -179,8 +190,11 @@ impl RecallDriver {
         now: Instant,
     ) -> Vec<Outcall> {
         let mut out = Vec::new();
-        while let Some((xid, rec)) = dl.pop_reply() {
-            self.on_reply(dl, xid, &rec, now);
+        while let Some((xid, rec, via)) = dl.pop_reply() {
+            self.on_reply(dl, xid, &rec, via, now);
+        }
+        while let Some(xid) = dl.pop_failure() {
+            self.on_failure(dl, xid, now);
         }
         self.expire(dl, now);
         while let Some(job) = dl.inbox.pop() {
@@ -250,14 +264,16 @@ impl RecallDriver {
         let sec = self.secs.get(&info.session);
         match callback::encode(xid, info.cb_program, &CbCall::Null, info.max_request, sec) {
             Ok(record) => {
+                let via = transport_of(&info.conn);
                 self.pending.insert(
                     xid,
                     Pending {
                         what: What::Probe(clientid),
                         sent: now,
+                        via,
                     },
                 );
-                dl.stats().callback(CallbackResult::Sent);
+                dl.stats().callback(via, CallbackResult::Sent);
                 out.push(Outcall {
                     conn: info.conn,
                     record,
@@ -328,6 +344,7 @@ impl RecallDriver {
             if let Some(s) = self.slots.get_mut(&info.session) {
                 s.busy = true;
             }
+            let via = transport_of(&info.conn);
             self.pending.insert(
                 xid,
                 Pending {
@@ -336,12 +353,14 @@ impl RecallDriver {
                         session: info.session,
                     },
                     sent: now,
+                    via,
                 },
             );
             if let Some(t) = self.tasks.get_mut(&other) {
                 t.in_flight = true;
             }
-            dl.stats().callback(CallbackResult::Sent);
+            dl.stats().callback(via, CallbackResult::Sent);
+            dl.recall_sent(&other, via);
             out.push(Outcall {
                 conn: info.conn,
                 record,
@@ -379,7 +398,7 @@ impl RecallDriver {
             let Some(p) = self.pending.remove(&xid) else {
                 continue;
             };
-            dl.stats().callback(CallbackResult::TimedOut);
+            dl.stats().callback(p.via, CallbackResult::TimedOut);
             match p.what {
                 What::Probe(clientid) => dl.set_callback_up(clientid, false),
                 What::Recall { other, session } => {
@@ -390,14 +409,34 @@ impl RecallDriver {
         }
     }
 
-    /// A REPLY matched by XID (RFC 8881 §20.9.3 for CB_SEQUENCE, §20.2.3 CB_RECALL).
-    fn on_reply(&mut self, dl: &Delegations, xid: u32, rec: &[u8], now: Instant) {
+    /// A callback the RDMA transport reports failed (RFC 8167 §5.4: RDMA_ERROR for
+    /// it, R8167-16, or its connection lost, R8167-17): a probe marks the back channel
+    /// down (the client sees CB_PATH_DOWN and binds another, which probes again); a
+    /// recall frees its slot without advancing it (the client may not have seen it)
+    /// and is resent after `RETRY` on the back channel bound by then. Unknown XIDs
+    /// (already answered or timed out) are ignored.
+    fn on_failure(&mut self, dl: &Delegations, xid: u32, now: Instant) {
         let Some(p) = self.pending.remove(&xid) else {
-            dl.stats().callback(CallbackResult::Unmatched);
+            return;
+        };
+        dl.stats().callback(p.via, CallbackResult::Failed);
+        match p.what {
+            What::Probe(clientid) => dl.set_callback_up(clientid, false),
+            What::Recall { other, session } => {
+                self.free_slot(&session, false);
+                self.retry(&other, now + RETRY);
+            }
+        }
+    }
+
+    /// A REPLY matched by XID (RFC 8881 §20.9.3 for CB_SEQUENCE, §20.2.3 CB_RECALL).
+    fn on_reply(&mut self, dl: &Delegations, xid: u32, rec: &[u8], via: Transport, now: Instant) {
+        let Some(p) = self.pending.remove(&xid) else {
+            dl.stats().callback(via, CallbackResult::Unmatched);
             tracing::debug!(xid, "dropping a callback reply that matches nothing");
             return;
         };
-        dl.stats().callback(CallbackResult::Replied);
+        dl.stats().callback(p.via, CallbackResult::Replied);
         match p.what {
             What::Probe(clientid) => {
                 let ok = matches!(callback::decode_reply(rec, false), Ok((_, CbReply::Ok(_))));
@@ -409,7 +448,9 @@ impl RecallDriver {
                 }
                 dl.set_callback_up(clientid, ok);
             }
-            What::Recall { other, session } => self.on_recall_reply(dl, other, session, rec, now),
+            What::Recall { other, session } => {
+                self.on_recall_reply(dl, other, session, rec, p.via, now)
+            }
         }
     }
 
@@ -419,6 +460,7 @@ impl RecallDriver {
         other: [u8; 12],
         session: [u8; 16],
         rec: &[u8],
+        via: Transport,
         now: Instant,
     ) {
         let c = match callback::decode_reply(rec, true) {
@@ -436,7 +478,7 @@ impl RecallDriver {
             // cached reply: the sequence moves on, and the recall got there.
             Some((NFS4ERR_RETRY_UNCACHED_REP, _)) => {
                 self.free_slot(&session, true);
-                dl.recall_answered();
+                dl.recall_answered(via);
                 self.tasks.remove(&other);
                 return;
             }
@@ -454,7 +496,7 @@ impl RecallDriver {
         }
         match c.recall {
             Some(NFS4_OK) => {
-                dl.recall_answered();
+                dl.recall_answered(via);
                 self.tasks.remove(&other);
             }
             Some(NFS4ERR_BAD_STATEID | NFS4ERR_BADHANDLE) => {

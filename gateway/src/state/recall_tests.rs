@@ -318,3 +318,82 @@ fn callbacks_use_the_security_of_the_session_probe() {
     let out = drv.step(&d, &bound, now);
     assert_eq!(cred(&out[0]), Cred::None);
 }
+
+/// R8167-16/17: a callback the RDMA transport reports failed (RDMA_ERROR from the
+/// client, or its connection lost while outstanding) is counted `failed` and the
+/// recall is resent after the backoff, on the back channel bound by then, with the
+/// same slot sequence id; a late report for it changes nothing.
+#[test]
+fn r8167_17_failed_rdma_callback_is_resent_on_the_next_binding() {
+    use crate::stats::Transport;
+    let (d, mut drv, s) = setup();
+    let which = Cell::new(Some(conn(0)));
+    let lookup = |_: u64| which.get().map(info);
+    assert!(!d.break_conflicts(1, None, Conflict::Write));
+    let now = Instant::now();
+    let out = drv.step(&d, &lookup, now);
+    assert_eq!(out.len(), 1);
+    let st = d.stats();
+    assert_eq!(
+        st.callbacks_at(Transport::Rdma as usize, CallbackResult::Sent),
+        1
+    );
+    assert_eq!(
+        st.recalls_at(Transport::Rdma as usize, RecallResult::Sent),
+        1
+    );
+    // The connection is lost with the CB_RECALL outstanding.
+    d.callback_failed(xid_of(&out[0]));
+    which.set(None);
+    assert!(drv.step(&d, &lookup, now).is_empty(), "backoff first");
+    assert_eq!(drv.in_flight(), 0);
+    assert_eq!(
+        st.callbacks_at(Transport::Rdma as usize, CallbackResult::Failed),
+        1
+    );
+    // The client binds a new connection (BIND_CONN_TO_SESSION): resent there.
+    which.set(Some(conn(1)));
+    let out = drv.step(&d, &lookup, now + RETRY);
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].conn, conn(1));
+    assert_eq!(decode_recall(&out[0]), (1, s), "same slot sequence id");
+    let x = xid_of(&out[0]);
+    d.callback_failed(x ^ 1); // matches nothing: ignored
+    d.callback_reply_via(Transport::Rdma, x, &compound_reply(x, 0, Some(0)));
+    assert!(drv.step(&d, &lookup, now + RETRY).is_empty());
+    assert_eq!(drv.recalls(), 0);
+    assert_eq!(
+        st.callbacks_at(Transport::Rdma as usize, CallbackResult::Replied),
+        1
+    );
+    assert_eq!(
+        st.recalls_at(Transport::Rdma as usize, RecallResult::Answered),
+        1
+    );
+    assert_eq!(
+        st.recalls(RecallResult::Sent),
+        1,
+        "sent counted once per recall"
+    );
+    assert_eq!(st.callbacks(CallbackResult::Failed), 1);
+}
+
+/// R8167-16: a CB_NULL probe answered with RDMA_ERROR (or lost) leaves the back
+/// channel down: no delegations until the client binds one that answers.
+#[test]
+fn r8167_16_failed_probe_marks_the_back_channel_down() {
+    let d = Delegations::default();
+    let mut drv = RecallDriver::default();
+    let none = |_: u64| None;
+    crate::nfs4::callback::probe_delegations(&d, A, info(conn(0)), None);
+    let now = Instant::now();
+    let out = drv.step(&d, &none, now);
+    d.callback_failed(xid_of(&out[0]));
+    drv.step(&d, &none, now);
+    assert!(d.callback_down(A));
+    assert_eq!(
+        d.try_grant_fh(A, 1, b"handle", false),
+        None,
+        "no delegation"
+    );
+}

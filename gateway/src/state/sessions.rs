@@ -202,6 +202,17 @@ impl Session {
         self.lock().back_conn = Some(conn);
     }
 
+    /// The connection `conn` closed: if it is this session's back channel, forget
+    /// it (no callback is ever sent on a connection not bound, R8167-19) and say so.
+    pub fn unbind_back_if(&self, conn: &ConnRef) -> bool {
+        let mut live = self.lock();
+        if live.back_conn.as_ref() == Some(conn) {
+            live.back_conn = None;
+            return true;
+        }
+        false
+    }
+
     /// BACKCHANNEL_CTL (RFC 8881 §18.33).
     pub fn set_cb_program(&self, prog: u32) {
         self.lock().cb_program = prog;

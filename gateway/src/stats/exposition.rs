@@ -290,32 +290,36 @@ pub fn render(src: &Source, out: &mut String) {
 
 /// The gateway-wide NFSv4.1 callback and delegation metrics.
 fn render_callbacks(cb: &super::callbacks::CallbackStats, out: &mut String) {
-    use super::callbacks::{CALLBACK_RESULTS, RECALL_RESULTS};
+    use super::callbacks::{CALLBACK_RESULTS, RECALL_RESULTS, RECALL_TRANSPORTS};
     header(
         out,
         "nfsgw_callbacks_total",
         "counter",
-        "NFSv4.1 callback RPCs (CB_NULL, CB_COMPOUND) by outcome; unmatched: replies whose XID matched no outstanding callback (dropped).",
+        "NFSv4.1 callback RPCs (CB_NULL, CB_COMPOUND) by back-channel transport and outcome; unmatched: replies whose XID matched no outstanding callback (dropped); failed: RDMA_ERROR or connection lost while outstanding.",
     );
-    for (r, name) in CALLBACK_RESULTS {
-        let _ = writeln!(
-            out,
-            "nfsgw_callbacks_total{{result=\"{name}\"}} {}",
-            cb.callbacks(r)
-        );
+    for (t, tname) in TRANSPORTS {
+        for (r, name) in CALLBACK_RESULTS {
+            let _ = writeln!(
+                out,
+                "nfsgw_callbacks_total{{transport=\"{tname}\",result=\"{name}\"}} {}",
+                cb.callbacks_at(t as usize, r)
+            );
+        }
     }
     header(
         out,
         "nfsgw_delegation_recalls_total",
         "counter",
-        "Delegation recalls by outcome: sent (CB_RECALL sent), answered (CB_RECALL replied NFS4_OK), returned (DELEGRETURN while recalled), revoked (not returned within the lease).",
+        "Delegation recalls by the transport their CB_RECALL went over (none: never sent) and outcome: sent (first CB_RECALL sent), answered (CB_RECALL replied NFS4_OK), returned (DELEGRETURN while recalled), revoked (not returned within the lease).",
     );
-    for (r, name) in RECALL_RESULTS {
-        let _ = writeln!(
-            out,
-            "nfsgw_delegation_recalls_total{{result=\"{name}\"}} {}",
-            cb.recalls(r)
-        );
+    for (t, tname) in RECALL_TRANSPORTS.iter().enumerate() {
+        for (r, name) in RECALL_RESULTS {
+            let _ = writeln!(
+                out,
+                "nfsgw_delegation_recalls_total{{transport=\"{tname}\",result=\"{name}\"}} {}",
+                cb.recalls_at(t, r)
+            );
+        }
     }
     header(
         out,
@@ -414,21 +418,31 @@ mod tests {
     fn callback_and_recall_counters_are_exposed() {
         use super::super::callbacks::{CallbackResult, RecallResult};
         let src = source();
-        src.callbacks.callback(CallbackResult::Sent);
-        src.callbacks.callback(CallbackResult::Sent);
-        src.callbacks.callback(CallbackResult::Unmatched);
-        src.callbacks.recall(RecallResult::Sent);
-        src.callbacks.recall(RecallResult::Answered);
-        src.callbacks.set_delegations(3);
+        let cb = &src.callbacks;
+        cb.callback(Transport::Tcp, CallbackResult::Sent);
+        cb.callback(Transport::Rdma, CallbackResult::Sent);
+        cb.callback(Transport::Rdma, CallbackResult::Sent);
+        cb.callback(Transport::Rdma, CallbackResult::Replied);
+        cb.callback(Transport::Tcp, CallbackResult::Unmatched);
+        cb.callback(Transport::Rdma, CallbackResult::Failed);
+        cb.recall(Some(Transport::Rdma), RecallResult::Sent);
+        cb.recall(Some(Transport::Rdma), RecallResult::Answered);
+        cb.recall(None, RecallResult::Revoked);
+        cb.set_delegations(3);
         let mut out = String::new();
         render(&src, &mut out);
         check_format(&out);
-        assert!(out.contains("nfsgw_callbacks_total{result=\"sent\"} 2\n"));
-        assert!(out.contains("nfsgw_callbacks_total{result=\"unmatched\"} 1\n"));
-        assert!(out.contains("nfsgw_callbacks_total{result=\"timed_out\"} 0\n"));
-        assert!(out.contains("nfsgw_delegation_recalls_total{result=\"sent\"} 1\n"));
-        assert!(out.contains("nfsgw_delegation_recalls_total{result=\"answered\"} 1\n"));
-        assert!(out.contains("nfsgw_delegation_recalls_total{result=\"revoked\"} 0\n"));
+        let has = |l: &str| assert!(out.contains(&format!("{l}\n")), "{l}");
+        has("nfsgw_callbacks_total{transport=\"tcp\",result=\"sent\"} 1");
+        has("nfsgw_callbacks_total{transport=\"rdma\",result=\"sent\"} 2");
+        has("nfsgw_callbacks_total{transport=\"rdma\",result=\"replied\"} 1");
+        has("nfsgw_callbacks_total{transport=\"tcp\",result=\"unmatched\"} 1");
+        has("nfsgw_callbacks_total{transport=\"rdma\",result=\"failed\"} 1");
+        has("nfsgw_callbacks_total{transport=\"tcp\",result=\"timed_out\"} 0");
+        has("nfsgw_delegation_recalls_total{transport=\"rdma\",result=\"sent\"} 1");
+        has("nfsgw_delegation_recalls_total{transport=\"rdma\",result=\"answered\"} 1");
+        has("nfsgw_delegation_recalls_total{transport=\"tcp\",result=\"answered\"} 0");
+        has("nfsgw_delegation_recalls_total{transport=\"none\",result=\"revoked\"} 1");
         assert!(out.contains("nfsgw_delegations 3\n"));
     }
 
