@@ -433,12 +433,13 @@ fn send(
 
 /// Where the DDP-eligible results of an RDMA reply (from its XID on) lie: NFSv3's one
 /// item (RFC 8267 §4), the results a COMPOUND noted while it ran (their positions
-/// counted the record-mark slot), or a fast-path READ's data (§6.4.1).
+/// counted the record-mark slot), or a fast-path or replayed READ/READLINK's data
+/// (§6.4.1).
 fn ddp_of(item: crate::ulb::ReplyItem, located: Option<DdpList>, reply: &[u8]) -> DdpList {
     use crate::ulb::ReplyItem;
     match (item, located) {
         (ReplyItem::Compound, Some(list)) => list.shifted_down(MARK),
-        (ReplyItem::Compound, None) => crate::ulb::v4::fast_read_data(reply).into(),
+        (ReplyItem::Compound, None) => crate::ulb::v4::fast_read_data(reply),
         _ => crate::ulb::reply_data(item, reply).into(),
     }
 }

@@ -275,16 +275,51 @@ pub fn take() -> Option<DdpList> {
     LOCATED.with(|l| l.take())
 }
 
-/// The READ data of a reply answered by the reactor's v4 fast path (or any
-/// `SEQUENCE, PUTFH, READ` reply): `reply` from the XID on.
-pub fn fast_read_data(reply: &[u8]) -> Option<Range<usize>> {
+/// The READ-class result of a `SEQUENCE, PUTFH, READ|READLINK` reply whose COMPOUND
+/// noted nothing: the reactor's v4 fast path, or a replay from the session's reply
+/// cache (the shapes the Linux client sends). `reply` from the XID on. A failed READ
+/// or READLINK gives an entry without data (its chunk comes back empty, R8267-21).
+pub fn fast_read_data(reply: &[u8]) -> DdpList {
+    let mut list = DdpList::new();
+    if let Some(item) = simple_read_class(reply) {
+        list.push(item);
+    }
+    list
+}
+
+fn simple_read_class(reply: &[u8]) -> Option<Option<Range<usize>>> {
     let (_, status, at) = rpc::decode_reply(reply).ok()?;
     if status != rpc::ReplyStatus::Accepted(rpc::Accept::Success) {
         return None;
     }
-    let (off, len) = crate::nfs4::fast::read_data(reply.get(at..)?)?;
-    let start = at.checked_add(off)?;
-    Some(start..start.checked_add(len)?)
+    let mut r = XdrReader::new(reply);
+    r.skip(at).ok()?;
+    let _status = r.u32().ok()?;
+    opaque(&mut r).ok()?; // tag
+    if r.u32().ok()? != 3 {
+        return None;
+    }
+    if r.u32().ok()? != OP_SEQUENCE || r.u32().ok()? != NFS4_OK {
+        return None;
+    }
+    r.skip(16 + 20).ok()?;
+    if r.u32().ok()? != OP_PUTFH || r.u32().ok()? != NFS4_OK {
+        return None;
+    }
+    let op = r.u32().ok()?;
+    if op != OP_READ && op != OP_READLINK {
+        return None;
+    }
+    if r.u32().ok()? != NFS4_OK {
+        return Some(None);
+    }
+    if op == OP_READ {
+        r.skip(4).ok()?; // eof
+    }
+    let len = r.u32().ok()? as usize;
+    let start = r.position();
+    let end = start.checked_add(len)?;
+    (end <= reply.len()).then_some(Some(start..end))
 }
 
 #[cfg(test)]

@@ -256,10 +256,20 @@ fn fast_path_read_reply_locates_its_data() {
     w.opaque_var(b"data!").unwrap();
     let n = w.position();
     let at = n - 8;
-    assert_eq!(fast_read_data(&b[..n]), Some(at..at + 5));
+    assert_eq!(fast_read_data(&b[..n]), Some(at..at + 5).into());
     for k in 0..n {
-        if let Some(r) = fast_read_data(&b[..k]) {
+        if let Some(Some(r)) = fast_read_data(&b[..k]).get(0) {
             assert!(r.end <= k);
         }
     }
+    // A replayed READLINK, and a failed READ (its chunk must come back empty).
+    let body = n - 24;
+    b[body..body + 4].copy_from_slice(&OP_READLINK.to_be_bytes());
+    b[body + 8..body + 12].copy_from_slice(&4u32.to_be_bytes());
+    b[body + 12..body + 16].copy_from_slice(b"link");
+    let l = fast_read_data(&b[..body + 16]);
+    assert_eq!(l.get(0), Some(Some(body + 12..body + 16)));
+    b[body..body + 4].copy_from_slice(&OP_READ.to_be_bytes());
+    b[body + 4..body + 8].copy_from_slice(&10036u32.to_be_bytes());
+    assert_eq!(fast_read_data(&b[..body + 8]).get(0), Some(None));
 }
