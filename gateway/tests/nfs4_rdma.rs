@@ -273,6 +273,8 @@ fn r8167_02_second_callback_waits_for_the_reverse_credit() {
 #[test]
 fn r8167_17_recall_resent_after_reconnect_and_bind_conn() {
     let mut s = setup(8, 2);
+    let root = s.v3.mount_root();
+    s.v3.create(&root, b"other.txt");
     let (opened, fh) = s.open();
     let deleg = opened.deleg.unwrap();
     assert_eq!(s.v3.write(&s.fh3, b"new data"), NFS3ERR_JUKEBOX);
@@ -292,6 +294,22 @@ fn r8167_17_recall_resent_after_reconnect_and_bind_conn() {
         assert!(Instant::now() < deadline, "CB_PATH_DOWN never reported");
         std::thread::sleep(Duration::from_millis(10));
     }
+    // No back channel now: no new delegation either.
+    let clientid = s.clientid;
+    let res = s.compound(
+        Ops::new()
+            .putrootfh()
+            .open_read(clientid, b"owner-2", b"other.txt"),
+    );
+    assert_eq!(res.status, NFS4_OK);
+    let mut r = res.reader();
+    skip_sequence_ok_op(&mut r);
+    assert_eq!(expect_op(&mut r, OP_PUTROOTFH), NFS4_OK);
+    assert_eq!(expect_op(&mut r, OP_OPEN), NFS4_OK);
+    assert!(
+        parse_open_ok(&mut r).deleg.is_none(),
+        "no delegation while path down"
+    );
     let res = s.c.compound(&Ops::new().bind_conn(s.sid));
     assert_eq!(res.status, NFS4_OK, "BIND_CONN_TO_SESSION");
     let (x, second) = s.expect_recall(&deleg, Duration::from_secs(15));
