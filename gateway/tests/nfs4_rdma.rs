@@ -278,7 +278,7 @@ fn r8167_17_recall_resent_after_reconnect_and_bind_conn() {
     let (opened, fh) = s.open();
     let deleg = opened.deleg.unwrap();
     assert_eq!(s.v3.write(&s.fh3, b"new data"), NFS3ERR_JUKEBOX);
-    let (_, first) = s.expect_recall(&deleg, Duration::from_secs(5));
+    let (first_xid, first) = s.expect_recall(&deleg, Duration::from_secs(5));
     // Drop it unanswered: disconnect and reconnect.
     s.c.c.disconnect();
     let _ = s.c.c.poll(&mut |_, _| {});
@@ -317,6 +317,7 @@ fn r8167_17_recall_resent_after_reconnect_and_bind_conn() {
         second.seqid, first.seqid,
         "resent with the same slot sequence id"
     );
+    assert_eq!(x, first_xid, "a retransmission: same XID (R8167-17)");
     let rec = callback_reply(x, Some(&second));
     s.c.c.reply_callback(x, &rec).expect("callback reply");
     wait_metric(&s.gw, &recalls("answered"), 1);
