@@ -6,6 +6,12 @@
 //! a map from the client's XID back to the caller's and reports replies under the
 //! caller's XID (the reply bytes still start with the transport's XID: consumers must
 //! use the XID they are given).
+//!
+//! Every connection offers an RFC 8167 back channel ([`BACKCHANNEL_CREDITS`] reverse
+//! credits, their Receives posted at connect): callbacks the server sends on it (NFSv4.1
+//! sessions bound with CONN_BACK_CHAN) are answered in [`Pipe::poll`] by
+//! `crate::nfs4::backchannel`. An NFSv4 reply that cannot be sized from its call is
+//! bounded by the session's `ca_maxresponsesize` ([`set_v4_max_response`], R8267-15).
 
 use crate::pipe::{OnReply, Pipe, SubmitFail};
 use crate::transport::Provider;
@@ -17,6 +23,7 @@ use engine::xdr::padded;
 use std::collections::HashMap;
 use std::io;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// Credits requested per connection (the gateway grants 128 by default).
 pub const DEFAULT_CREDITS: u32 = 128;
@@ -24,6 +31,33 @@ pub const DEFAULT_CREDITS: u32 = 128;
 pub const MAX_IO: usize = 1 << 20;
 /// Largest Reply chunk per call (long READDIR/READDIRPLUS and MOUNT replies).
 pub const MAX_REPLY_CHUNK: usize = 256 << 10;
+
+/// Reverse credits each connection grants (RFC 8167; knfsd uses 2 backchannel
+/// requests): the Receives posted for callbacks and the `ca_maxrequests` of the back
+/// channel bench asks for in CREATE_SESSION.
+pub const BACKCHANNEL_CREDITS: u32 = 2;
+
+/// The smallest fore-channel `ca_maxresponsesize` of the sessions made (0: none yet).
+static V4_MAX_RESPONSE: AtomicUsize = AtomicUsize::new(0);
+
+/// Records a session's fore-channel `ca_maxresponsesize`: unpredictable NFSv4 replies
+/// get a Reply chunk of that size (capped by this client's buffers), R8267-15.
+pub fn set_v4_max_response(n: u32) {
+    let n = n as usize;
+    let _ = V4_MAX_RESPONSE.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |cur| {
+        Some(if cur == 0 { n } else { cur.min(n) })
+    });
+}
+
+/// The bound of an unpredictable NFSv4 reply: the session's `ca_maxresponsesize`, or
+/// before any session [`ulb::V4_UNPREDICTABLE`]; never above [`MAX_REPLY_CHUNK`].
+pub fn v4_unpredictable() -> usize {
+    match V4_MAX_RESPONSE.load(Ordering::Relaxed) {
+        0 => ulb::V4_UNPREDICTABLE,
+        n => n,
+    }
+    .min(MAX_REPLY_CHUNK)
+}
 
 /// A fabric instance of `provider` (one per connection: a fabric is one polled device
 /// context).
@@ -64,6 +98,7 @@ impl RdmaPipe {
             // here are plain ibv_reg_mr ones, which a Send-With-Invalidate breaks the
             // connection on (rxe: remote invalid request). The soft provider models it.
             remote_invalidate: provider == Provider::Soft,
+            backchannel_credits: BACKCHANNEL_CREDITS,
             ..ClientOptions::default()
         };
         let c = RdmaClient::connect(fabric, addr, opts).map_err(|e| {
@@ -74,6 +109,21 @@ impl RdmaPipe {
             xids: HashMap::with_capacity(credits as usize),
         })
     }
+
+    /// Answers the callbacks received (RFC 8167 reverse calls; rare: allocates).
+    fn answer_callbacks(&mut self) {
+        let mut got: Vec<(u32, Option<Vec<u8>>)> = Vec::new();
+        self.c.take_callbacks(&mut |xid, call| {
+            got.push((xid, crate::nfs4::backchannel::answer(call)))
+        });
+        for (xid, reply) in got {
+            // A callback that is not an RPC call gets no answer (the server times it
+            // out); the client counts the others it could not send.
+            if let Some(Err(e)) = reply.map(|r| self.c.reply_callback(xid, &r)) {
+                eprintln!("bench: answering callback {xid:#x}: {e}");
+            }
+        }
+    }
 }
 
 impl Pipe for RdmaPipe {
@@ -81,7 +131,7 @@ impl Pipe for RdmaPipe {
         let Some(xid) = crate::pipe::xid_of(call) else {
             return Err(SubmitFail::Call("call shorter than an XID".into()));
         };
-        let mut shape = ulb::call_shape(call);
+        let mut shape = ulb::call_shape_with(call, v4_unpredictable());
         // Stay within this client's buffers: a server never returns more than its
         // rtmax (= MAX_IO for the gateway) or its directory reply cap.
         if let Some(w) = shape.write_chunk.as_mut() {
@@ -120,6 +170,7 @@ impl Pipe for RdmaPipe {
             }
             n += 1;
         })?;
+        self.answer_callbacks();
         if lost || !self.c.is_connected() {
             return Err(io::Error::new(
                 io::ErrorKind::ConnectionAborted,

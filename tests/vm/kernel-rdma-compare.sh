@@ -2,19 +2,25 @@
 # Runs INSIDE a Linux guest with Soft-RoCE rxe0 on eth0 (VM_RXE=1 tools/vm/vm.sh
 # run-script; host side: tools/perf/vm-rdma-compare.sh). Compares the gateway with the
 # guest's own kernel NFS server (nfsd) under the same kernel NFSv3 client and the same
-# fio jobs, both over RPC-over-RDMA (and over TCP unless PROTOS says otherwise):
+# fio jobs, both over RPC-over-RDMA (and over TCP unless PROTOS says otherwise), with
+# NFSv3 (and NFSv4.1 when VERS says so: VERS="3 4.1"; issue 11):
 #   gateway: memory backend, rdma.provider = "verbs", RDMA 10.0.2.15:20049, TCP :2049,
 #            one reactor core (GW_CORES), idle = "adaptive" (GW_IDLE, GW_IDLE_SPINS);
 #   knfsd:   tmpfs export /export, 4 nfsd threads (NFSD_THREADS), RDMA port 20050
-#            (portlist), TCP :2050, max_block_size 1 MiB like the gateway (NFSD_MAX_BLOCK).
+#            (portlist), TCP :2050, max_block_size 1 MiB like the gateway (NFSD_MAX_BLOCK);
+#            with NFSv4.1 in VERS the export is the NFSv4 pseudo-root (fsid=0): v4.1
+#            mounts ADDR:/, v3 ADDR:/export, both the same tmpfs.
+# Mounts: one per (transport, version, server), same client options for both servers
+# (vers=4.1,proto=rdma,port=... for v4.1: no MOUNT protocol).
 # Jobs (libaio, O_DIRECT, SIZE_MIB files per server: one for reads, written and read once
 # before the measurements, one for writes; RUNTIME seconds each after a 1 s ramp):
 #   randread-4k-qd16, seqread-1m-qd4, seqwrite-1m-qd4.
 # Servers alternate job by job; with ROUNDS > 1 the median of the rounds is reported.
-# Prints a Markdown table and lines "RESULT proto job server value unit".
+# Prints a Markdown table and lines "RESULT case job server value unit", where case is the
+# transport ("rdma", "tcp") for NFSv3 and transport-v4.1 ("rdma-v4.1") for NFSv4.1.
 # Under QEMU's software CPU (TCG) and Soft-RoCE these figures are valid only as ratios.
 # The CI boot (tests/vm/kernel-nfs-rdma.sh) runs a short version after its checks:
-# RUNTIME=3 ROUNDS=1 PROTOS=rdma SIZE_MIB=16 (about a minute).
+# RUNTIME=3 ROUNDS=1 PROTOS=rdma VERS="3 4.1" SIZE_MIB=16 (about two minutes).
 # Usage: kernel-rdma-compare.sh GATEWAY_BINARY
 set -euo pipefail
 GW=${1:?gateway binary (built with --features rdma)}
@@ -22,6 +28,7 @@ ADDR=${RDMA_ADDR:-10.0.2.15}
 RUNTIME=${RUNTIME:-10}
 ROUNDS=${ROUNDS:-3}
 PROTOS=${PROTOS:-rdma tcp}
+VERS=${VERS:-3}                             # NFS versions: "3", "4.1" or "3 4.1"
 SIZE_MIB=${SIZE_MIB:-128}
 JOBS=${JOBS:-randread-4k-qd16 seqread-1m-qd4 seqwrite-1m-qd4}
 NFSD_THREADS=${NFSD_THREADS:-4}
@@ -30,6 +37,15 @@ GW_IDLE=${GW_IDLE:-adaptive}                # engine.idle of the gateway
 GW_IDLE_SPINS=${GW_IDLE_SPINS:-2000}        # engine.idle_spins (the gateway's default)
 GW_CORES=${GW_CORES:-0}                     # engine.cores of the gateway, comma-separated
 GW_RDMA=20049 GW_TCP=2049 KN_RDMA=20050 KN_TCP=2050
+# CASES: one per (transport, version): "rdma" (v3), "rdma-v4.1", ...
+CASES=""
+for v in $VERS; do
+  case $v in 3|4.1) ;; *) echo "VERS: $v is not 3 or 4.1"; exit 2;; esac
+  for p in $PROTOS; do if [ "$v" = 3 ]; then CASES="$CASES $p"; else CASES="$CASES $p-v$v"; fi; done
+done
+CASES=${CASES# }
+case_proto() { echo "${1%%-v*}"; }
+case_vers() { case $1 in *-v*) echo "${1##*-v}";; *) echo 3;; esac; }
 W=$(mktemp -d)
 mkdir -p "$W/res"
 
@@ -85,8 +101,15 @@ mountpoint -q /proc/fs/nfsd || mount -t nfsd nfsd /proc/fs/nfsd
 mkdir -p /export /var/lib/nfs/rpc_pipefs /var/lib/nfs/v4recovery /run/rpcbind
 mountpoint -q /var/lib/nfs/rpc_pipefs || mount -t rpc_pipefs rpc_pipefs /var/lib/nfs/rpc_pipefs 2>/dev/null || true
 mount -t tmpfs -o size=$(( SIZE_MIB * 2 + 64 ))m tmpfs /export
-echo "/export *(rw,no_root_squash,insecure,no_subtree_check,fsid=1)" > /etc/exports
+# NFSv4 needs a pseudo-root: fsid=0 makes /export it (the overlay / cannot be exported)
+FSID=1; [[ " $VERS " == *" 4.1 "* ]] && FSID=0
+echo "/export *(rw,no_root_squash,insecure,no_subtree_check,fsid=$FSID)" > /etc/exports
 echo "$NFSD_MAX_BLOCK" > /proc/fs/nfsd/max_block_size   # only while no thread runs
+if [ "$FSID" = 0 ]; then
+  # a fresh nfsd refuses non-reclaim OPENs for its grace period (90 s by default): the
+  # shortest one it takes; the NFSv3 jobs (and the layout) run first anyway
+  echo 10 > /proc/fs/nfsd/nfsv4leasetime; echo 10 > /proc/fs/nfsd/nfsv4gracetime
+fi
 rpcbind -w
 exportfs -ra
 rpc.mountd
@@ -97,19 +120,26 @@ say "knfsd up: portlist $(tr '\n' ' ' < /proc/fs/nfsd/portlist), threads $(cat /
 # ---- mounts: same client options for both servers (MOUNT: the gateway's on its TCP
 # port, knfsd's rpc.mountd through rpcbind)
 mount_all() {
-  local p
-  for p in $PROTOS; do
+  local c p v
+  for c in $CASES; do
+    p=$(case_proto "$c") v=$(case_vers "$c")
     local gp=$GW_TCP kp=$KN_TCP
     [ "$p" = rdma ] && gp=$GW_RDMA kp=$KN_RDMA
-    mkdir -p /mnt/gw-$p /mnt/kn-$p
-    mount -t nfs -o vers=3,proto=$p,port=$gp,mountport=$GW_TCP,mountproto=tcp,nolock,retry=0 "$ADDR:/" /mnt/gw-$p
-    mount -t nfs -o vers=3,proto=$p,port=$kp,mountproto=tcp,nolock,retry=0 "$ADDR:/export" /mnt/kn-$p
+    mkdir -p /mnt/gw-$c /mnt/kn-$c
+    if [ "$v" = 3 ]; then
+      mount -t nfs -o vers=3,proto=$p,port=$gp,mountport=$GW_TCP,mountproto=tcp,nolock,retry=0 "$ADDR:/" /mnt/gw-$c
+      mount -t nfs -o vers=3,proto=$p,port=$kp,mountproto=tcp,nolock,retry=0 "$ADDR:/export" /mnt/kn-$c
+    else
+      # RFC 8267 §6.3: NFSv4 goes straight to the port, no rpcbind or MOUNT
+      mount -t nfs -o vers=$v,proto=$p,port=$gp,retry=0 "$ADDR:/" /mnt/gw-$c
+      mount -t nfs -o vers=$v,proto=$p,port=$kp,retry=0 "$ADDR:/" /mnt/kn-$c
+    fi
   done
   grep -E ' /mnt/(gw|kn)-' /proc/mounts | awk '{print "  " $2 ": " $4}' | sed 's/,\(namlen\|hard\|timeo\|retrans\|sec\|local_lock\|mountaddr\|mountvers\)=[^,]*//g'
 }
 mount_all
 
-# run_job PROTO JOB SERVER ROUND: one fio run; prints "value unit" to the result file
+# run_job CASE JOB SERVER ROUND: one fio run; prints "value unit" to the result file
 run_job() {
   local p=$1 j=$2 s=$3 r=$4 dir=/mnt/$3-$1 rw bs qd
   case $j in
@@ -144,7 +174,7 @@ PY
 # write job has its own): written once, then read once with 64 KiB READs, the largest the gateway's read cache fills (its first READs of a
 # page copy it into the cache, registered for RDMA once; knfsd's tmpfs is memory
 # already), so both servers are measured warm.
-first=${PROTOS%% *}
+first=${CASES%% *}
 for s in gw kn; do
   fio --name=layout --filename=/mnt/$s-$first/fio.dat --size="${SIZE_MIB}m" --rw=write --bs=1m \
     --ioengine=libaio --iodepth=4 --direct=1 --output="$W/layout-$s.log"
@@ -156,7 +186,7 @@ done
 say "files laid out and read once ($SIZE_MIB MiB per server)"
 
 for r in $(seq 1 "$ROUNDS"); do
-  for p in $PROTOS; do for j in $JOBS; do
+  for p in $CASES; do for j in $JOBS; do
     # alternate which server goes first, round by round
     if [ $(( r % 2 )) = 1 ]; then order="gw kn"; else order="kn gw"; fi
     for s in $order; do run_job "$p" "$j" "$s" "$r"; done
@@ -172,12 +202,12 @@ lat() { cat "$W"/res/"$1-$2-$3"-*.txt | awk '{print $NF}' | median; }
 echo
 echo "| job | transport | gateway | kernel nfsd | gateway / nfsd | p50 latency gateway / nfsd (µs) |"
 echo "|---|---|---:|---:|---:|---:|"
-for j in $JOBS; do for p in $PROTOS; do
+for j in $JOBS; do for p in $CASES; do
   unit=$(awk '{print $2; exit}' "$W/res/$p-$j-gw-1.txt")
   g=$(val "$p" "$j" gw); k=$(val "$p" "$j" kn)
   ratio=$(awk -v g="$g" -v k="$k" 'BEGIN { if (k > 0) printf "%.2f", g / k; else print "n/a" }')
   echo "| $j | $p | $g $unit | $k $unit | $ratio | $(lat "$p" "$j" gw) / $(lat "$p" "$j" kn) |"
 done; done
 echo
-echo "(RUNTIME=${RUNTIME}s per job, ROUNDS=$ROUNDS, SIZE_MIB=$SIZE_MIB; nfsd: $NFSD_THREADS threads, max_block_size $NFSD_MAX_BLOCK; gateway: cores [$GW_CORES], idle $GW_IDLE, idle_spins $GW_IDLE_SPINS)"
+echo "(NFS versions $VERS; RUNTIME=${RUNTIME}s per job, ROUNDS=$ROUNDS, SIZE_MIB=$SIZE_MIB; nfsd: $NFSD_THREADS threads, max_block_size $NFSD_MAX_BLOCK; gateway: cores [$GW_CORES], idle $GW_IDLE, idle_spins $GW_IDLE_SPINS)"
 echo "KERNEL RDMA COMPARE: DONE"

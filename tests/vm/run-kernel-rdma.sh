@@ -19,7 +19,7 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 # ~4-5 min when the host is otherwise idle; TCG slows down 2-4x when the host is busy
 # (17 min measured with a load average of 12 on 2 cores)
-export VM_TIMEOUT=${VM_TIMEOUT:-1200}
+export VM_TIMEOUT=${VM_TIMEOUT:-1500}
 # The gateway's memory backend holds the 256 MiB file and the fio files, and each bench
 # RDMA connection registers ~128 credits x 1 MiB of buffers: 2 GiB runs out.
 export VM_MEM=${VM_MEM:-3072}
@@ -53,7 +53,7 @@ fi
 for c in fio mount.nfs rpcbind exportfs rpc.mountd rpc.nfsd rdma ibv_devices ip modprobe sha256sum; do
   command -v "$c" >/dev/null || fail "'$c' is not installed (tools/vm/vm.sh setup with VM_RXE=1 should have installed it)"
 done
-export VM_ENV="${VM_ENV:-} RDMA_FILE_MIB RDMA_FIO_MIB RDMA_DIR_ENTRIES TCP_FILE_MIB TCP_DIR_ENTRIES GW_CORES COMPARE COMPARE_RUNTIME COMPARE_MIB"
+export VM_ENV="${VM_ENV:-} RDMA_FILE_MIB RDMA_FIO_MIB RDMA_DIR_ENTRIES TCP_FILE_MIB TCP_DIR_ENTRIES GW_CORES V41 V41R_FILE_MIB V41R_FIO_MIB V41R_DIR_ENTRIES V41R_PARTS V41R_V3_PROTO V41R_MOUNT_EXTRA V41R_KEEP_GOING V41R_OP_TIMEOUT COMPARE COMPARE_VERS COMPARE_RUNTIME COMPARE_MIB"
 
 mkdir -p target
 start=$(date +%s)

@@ -22,7 +22,8 @@
 //! back) → Free when its REPLY or RDMA_ERROR is matched by XID (`Reply`/`Error`
 //! outcome) or the connection is gone (`Lost`). Receives kept posted: the forward
 //! credits plus one per callback awaiting a reply (R8167-08); forward grants never
-//! count the extra ones (R8167-02). Extra Receives are reserved in the admission budget at accept.
+//! count the extra ones (R8167-02). Extra Receives are reserved in the admission
+//! budget at accept.
 
 use super::admit::{Admission, Throttle, Verdict};
 use crate::fabric::{
@@ -31,13 +32,14 @@ use crate::fabric::{
 };
 use crate::mem::{Buf, Pools};
 use crate::rpcrdma::privdata::{self, PrivData};
-use crate::rpcrdma::responder::{self, Config, Piece, Received, Reduced, Responder};
+use crate::rpcrdma::responder::{
+    self, Config, DdpList, Piece, Received, Reduced, Responder, MAX_INLINE,
+};
 use crate::rpcrdma::reverse::{self, Inbound, Refused, MAX_CALLBACKS};
 use crate::rpcrdma::wire::{self, Chunks, ErrBody, Limits, Segment};
 use std::collections::{HashMap, VecDeque};
 use std::io;
 use std::net::{IpAddr, SocketAddr};
-use std::ops::Range;
 use std::time::{Duration, Instant};
 
 /// `[rdma]` settings the transport needs.
@@ -256,7 +258,8 @@ struct CallSlot {
     pulls_left: u32,
     reduced: Vec<Reduced>,
     reply: Option<Buf>,
-    ddp: Option<Range<usize>>,
+    /// Where the reply's DDP-eligible results lie (RFC 8267 §4, §6.4.1).
+    ddp: DdpList,
     /// An RDMA_ERROR to send instead of a reply.
     error: Option<(u32, ErrBody)>,
     hdr: Option<Buf>,
@@ -604,7 +607,9 @@ impl RdmaServer {
         let caps = QpCaps {
             max_send_wr: (credits * 4).max(2 * MAX_CHAIN as u32),
             max_recv_wr: credits + extra,
-            max_sge: 4,
+            // The header and up to MAX_INLINE reply pieces in one Send (RFC 8267
+            // §6.4.1: a COMPOUND's results written into several chunks leave holes).
+            max_sge: (1 + MAX_INLINE as u32).max(4),
             initiator_depth: self.opts.read_depth.max(1),
             responder_resources: 1,
         };
@@ -651,7 +656,7 @@ impl RdmaServer {
                 pulls_left: 0,
                 reduced: Vec::with_capacity(self.opts.limits.max_read_segments),
                 reply: None,
-                ddp: None,
+                ddp: DdpList::new(),
                 error: None,
                 hdr: None,
                 cost: 0,
@@ -1005,9 +1010,12 @@ impl RdmaServer {
     }
 
     /// The caller's reply to `call`: `reply` is the whole RPC reply; `ddp` the data
-    /// bytes of its DDP-eligible result (RFC 8267: READ data, READLINK path), if any.
+    /// bytes of its DDP-eligible results (RFC 8267: READ data, READLINK path): one
+    /// range or none for NFSv3, one entry per READ-class operation for an NFSv4
+    /// COMPOUND (§6.4.1, paired with the write chunks in order).
     /// A reply for a connection that is gone is dropped.
-    pub fn reply(&mut self, call: CallRef, reply: Buf, ddp: Option<Range<usize>>) {
+    pub fn reply(&mut self, call: CallRef, reply: Buf, ddp: impl Into<DdpList>) {
+        let ddp = ddp.into();
         let Some(c) = self.live_conn(call) else {
             return;
         };
@@ -1045,7 +1053,7 @@ impl RdmaServer {
         slot.ext.clear();
         slot.ext.extend_from_slice(data);
         slot.reply = Some(reply);
-        slot.ddp = None;
+        slot.ddp = DdpList::new();
         slot.state = State::Queued;
         c.reply_queue.push_back(call.call);
         mark(&mut self.dirty, call.slot);
@@ -1369,7 +1377,7 @@ impl RdmaServer {
             addr: 0,
             len: 0,
             lkey: 0,
-        }; MAX_CHAIN + 3];
+        }; MAX_CHAIN + 1 + MAX_INLINE];
         let mut ops: [Option<Op>; MAX_CHAIN] = [None; MAX_CHAIN];
         let mut nwrites = 0usize;
         let mut send_sges = 1usize;
@@ -1380,12 +1388,12 @@ impl RdmaServer {
         } else {
             let reply = call.reply.as_ref().expect("queued reply");
             let planned = if call.ext.is_empty() {
-                c.responder.plan_reply(
+                c.responder.plan_reply_list(
                     call.xid,
                     grant,
                     &call.chunks,
                     reply,
-                    call.ddp.clone(),
+                    &call.ddp,
                     c.send_limit,
                     c.remote_invalidate,
                     &mut *hdr,
@@ -1467,7 +1475,7 @@ impl RdmaServer {
                         ErrBody::Chunk,
                     );
                     call.reply = None;
-                    call.ddp = None;
+                    call.ddp = DdpList::new();
                     call.error = Some((wire::VERSION, ErrBody::Chunk));
                     self.stats.errors_sent += 1;
                 }
@@ -1588,7 +1596,7 @@ fn release_call(c: &mut Conn, idx: u16, released: &mut Vec<u64>) {
     call.recv = None;
     call.record = None;
     call.reply = None;
-    call.ddp = None;
+    call.ddp = DdpList::new();
     call.error = None;
     call.hdr = None;
     call.pulls_left = 0;

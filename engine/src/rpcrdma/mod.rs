@@ -10,6 +10,7 @@
 //! - [`reverse`]: RFC 8167 on the responder (direction by `msg_type`, callback
 //!   headers, the callback XID table and reverse credits).
 
+pub mod ddp;
 pub mod privdata;
 pub mod requester;
 pub mod responder;

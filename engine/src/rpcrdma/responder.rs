@@ -10,7 +10,10 @@
 //! chunk lists → position checks → RPC xid; then the upper layer checks that reduced
 //! items are DDP-eligible (GARBAGE_ARGS otherwise, RFC 8166 §6.1).
 
-use super::wire::{self, Chunks, DecodeError, ErrBody, Fixed, Header, Limits, Segment};
+pub use super::ddp::{DdpList, Inline, MAX_DDP, MAX_INLINE};
+use super::wire::{
+    self, Chunks, DecodeError, ErrBody, Fixed, Header, Limits, ReadSegment, Segment,
+};
 use crate::xdr::{padded, XdrWriter};
 use std::ops::Range;
 
@@ -85,12 +88,13 @@ pub struct WritePlan {
 }
 
 /// How to send one reply: the header (in the caller's buffer), the RDMA Writes to post
-/// first, then one Send gathering the header and `inline` pieces of the reply.
+/// first, then one Send gathering the header and `inline` pieces of the reply (at most
+/// [`MAX_INLINE`]: one more than the results placed in write chunks).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReplyPlan {
     pub header_len: usize,
     pub writes: Vec<WritePlan>,
-    pub inline: [Range<usize>; 2],
+    pub inline: Inline,
     /// Send-With-Invalidate this rkey (RFC 8797 §4.1), if allowed.
     pub invalidate: Option<u32>,
 }
@@ -117,7 +121,7 @@ impl Responder {
             plan: ReplyPlan {
                 header_len: 0,
                 writes: Vec::with_capacity(l.max_write_chunks * l.max_chunk_segments + 4),
-                inline: [0..0, 0..0],
+                inline: Inline::new(),
                 invalidate: None,
             },
         }
@@ -226,12 +230,13 @@ impl Responder {
         &self.reduced
     }
 
-    /// RFC 8166 §3.4.5 rebuild: inline bytes up to each chunk's position, the chunk's
-    /// segments in list order, zero padding to 4, then the rest. Positions must be
-    /// multiples of 4 (R8166-49), ascending, grouped, and reachable from the inline
-    /// bytes (R8166-50); the total must fit `max_call` (R8166-76). Long calls: the
-    /// position-zero chunk is the whole payload; further read chunks are not supported
-    /// with it (NFSv3 never needs them) and get ERR_CHUNK.
+    /// RFC 8166 §3.4.5 rebuild: source bytes up to each chunk's position, the chunk's
+    /// segments in list order, zero padding to 4, then the rest. Positions are in the
+    /// reassembled stream; they must be multiples of 4 (R8166-49), ascending, grouped,
+    /// and reachable from the source bytes (R8166-50); the total must fit `max_call`
+    /// (R8166-76). The source is the Receive buffer's payload, or for a Long call the
+    /// position-zero read chunk (R8166-40): then the stream is pulled piecewise around
+    /// the other read chunks (RFC 8267 §6.4.2, R8267-24: PZRC + one more read chunk).
     fn plan_reassembly(
         &mut self,
         msg: &[u8],
@@ -240,43 +245,34 @@ impl Responder {
         long: bool,
     ) -> Result<usize, ()> {
         let reads = &chunks.reads;
-        let mut out = 0usize;
-        let mut cur = inline.start;
         let mut i = 0;
-        if long {
+        let src = if long {
+            let mut len = 0usize;
             while i < reads.len() && reads[i].position == 0 {
-                self.pieces.push(Piece::Pull {
-                    seg: reads[i].seg,
-                    to: out,
-                });
-                out = out.checked_add(reads[i].seg.length as usize).ok_or(())?;
+                len = len.checked_add(reads[i].seg.length as usize).ok_or(())?;
                 i += 1;
             }
-            if i != reads.len() {
-                return Err(());
-            }
             // R8166-40: the PZRC is a complete XDR stream.
-            if !out.is_multiple_of(4) || out < 8 || out > self.cfg.max_call {
+            if !len.is_multiple_of(4) || len < 8 || len > self.cfg.max_call {
                 return Err(());
             }
-            return Ok(out);
-        }
+            Source::Pzrc(&reads[..i], len)
+        } else {
+            Source::Inline(inline.clone())
+        };
+        let src_len = src.len();
+        let mut out = 0usize;
+        let mut cur = 0usize;
         while i < reads.len() {
             let position = reads[i].position;
             if !position.is_multiple_of(4) || (position as usize) < out || position == 0 {
                 return Err(());
             }
             let n = position as usize - out;
-            if cur.checked_add(n).is_none_or(|end| end > inline.end) {
+            if cur.checked_add(n).is_none_or(|end| end > src_len) {
                 return Err(());
             }
-            if n > 0 {
-                self.pieces.push(Piece::Inline {
-                    from: cur,
-                    len: n,
-                    to: out,
-                });
-            }
+            src.copy(&mut self.pieces, cur, n, out);
             cur += n;
             out += n;
             let mut len = 0usize;
@@ -308,15 +304,9 @@ impl Responder {
                 return Err(());
             }
         }
-        let rest = inline.end - cur;
-        if rest > 0 {
-            self.pieces.push(Piece::Inline {
-                from: cur,
-                len: rest,
-                to: out,
-            });
-        }
-        out += rest;
+        let rest = src_len - cur;
+        src.copy(&mut self.pieces, cur, rest, out);
+        out = out.checked_add(rest).ok_or(())?;
         debug_assert!(msg.len() >= inline.end);
         if out > self.cfg.max_call {
             return Err(());
@@ -356,16 +346,44 @@ impl Responder {
         remote_invalidate: bool,
         hdr: &mut [u8],
     ) -> Result<&ReplyPlan, Overrun> {
-        let ddp = match ddp {
-            Some(r) => Ddp::Inline(r),
-            None => Ddp::None,
-        };
+        let ddp = DdpList::from(ddp);
         self.plan(
             xid,
             grant,
             call,
             reply,
-            ddp,
+            Ddp::List(&ddp),
+            send_limit,
+            remote_invalidate,
+            hdr,
+        )
+    }
+
+    /// Like [`Responder::plan_reply`], for a reply with several DDP-eligible results
+    /// (an NFSv4 COMPOUND, RFC 8267 §6.4.1): entry k of `ddp` pairs with write chunk k.
+    /// A non-empty chunk gets its result's data by RDMA Write (R8267-18); an empty
+    /// chunk (count 0) leaves the result inline (R8267-19); a result without data comes
+    /// back as its chunk with zero lengths (R8267-21); results beyond the write list go
+    /// inline (R8267-20, R8267-22). The inline rest is Short when it fits, else in the
+    /// Reply chunk, else an [`Overrun`] (R8267-07).
+    #[allow(clippy::too_many_arguments)]
+    pub fn plan_reply_list(
+        &mut self,
+        xid: u32,
+        grant: u32,
+        call: &Chunks,
+        reply: &[u8],
+        ddp: &DdpList,
+        send_limit: usize,
+        remote_invalidate: bool,
+        hdr: &mut [u8],
+    ) -> Result<&ReplyPlan, Overrun> {
+        self.plan(
+            xid,
+            grant,
+            call,
+            reply,
+            Ddp::List(ddp),
             send_limit,
             remote_invalidate,
             hdr,
@@ -439,32 +457,20 @@ impl Responder {
         }
         let plan = &mut self.plan;
         plan.writes.clear();
-        plan.inline = [0..reply.len(), reply.len()..reply.len()];
-        // The eligible result into the first write chunk, if it has segments.
-        let first = echo.write_chunks.first().copied().filter(|&(_, n)| n > 0);
+        plan.inline.clear();
         let external = matches!(ddp, Ddp::External(_));
-        match (ddp, first) {
-            (Ddp::Inline(data), Some((at, n))) => {
-                let segs = &mut echo.write_segs[at as usize..(at + n) as usize];
-                let room: u64 = call.write_chunk(0).iter().map(|s| s.length as u64).sum();
-                if data.len() as u64 > room {
+        match ddp {
+            Ddp::List(list) => place_results(call, reply, list, echo, plan)?,
+            Ddp::External(len) => {
+                // The data stream goes into the first write chunk, which must have
+                // segments and room; the whole `reply` stays inline.
+                let Some(&(at, n)) = echo.write_chunks.first().filter(|&&(_, n)| n > 0) else {
                     return Err(Overrun);
-                }
-                scatter(
-                    std::slice::from_ref(&data),
-                    call.write_chunk(0),
-                    segs,
-                    &mut plan.writes,
-                    false,
-                );
-                let after = (data.end + padded(data.len()) - data.len()).min(reply.len());
-                plan.inline = [0..data.start, after..reply.len()];
-            }
-            (Ddp::External(len), Some((at, n))) => {
-                let segs = &mut echo.write_segs[at as usize..(at + n) as usize];
+                };
                 if len as u64 > wire::chunk_len(call.write_chunk(0)) {
                     return Err(Overrun);
                 }
+                let segs = &mut echo.write_segs[at as usize..(at + n) as usize];
                 let all = 0..len;
                 scatter(
                     std::slice::from_ref(&all),
@@ -473,12 +479,11 @@ impl Responder {
                     &mut plan.writes,
                     true,
                 );
+                plan.inline.push(0..reply.len());
             }
-            (Ddp::External(_), None) => return Err(Overrun),
-            _ => {}
         }
 
-        let reduced_len = plan.inline[0].len() + plan.inline[1].len();
+        let reduced_len = plan.inline.total();
         let mut fixed = Fixed {
             xid,
             vers: wire::VERSION,
@@ -494,9 +499,14 @@ impl Responder {
             if wire::chunk_len(segs) < reduced_len as u64 {
                 return Err(Overrun);
             }
-            let pieces = [plan.inline[0].clone(), plan.inline[1].clone()];
-            scatter(&pieces, segs, &mut echo.reply_segs, &mut plan.writes, false);
-            plan.inline = [0..0, 0..0];
+            scatter(
+                plan.inline.as_slice(),
+                segs,
+                &mut echo.reply_segs,
+                &mut plan.writes,
+                false,
+            );
+            plan.inline.clear();
             fixed.proc_ = wire::RDMA_NOMSG;
             if header_len > send_limit {
                 return Err(Overrun);
@@ -515,12 +525,115 @@ impl Responder {
 }
 
 /// Where a reply's DDP-eligible data is.
-enum Ddp {
-    None,
-    /// Inside the reply buffer.
-    Inline(Range<usize>),
-    /// In a separate stream of this many bytes.
+enum Ddp<'a> {
+    /// Inside the reply buffer, one entry per READ-class result.
+    List(&'a DdpList),
+    /// In a separate stream of this many bytes (for the first write chunk).
     External(usize),
+}
+
+/// RFC 8267 §6.4.1 pairing (digest §5.6): result k goes into write chunk k when that
+/// chunk has segments (RFC 8166 §4.3.2, R8166-67), exact length, no pad
+/// (R8166-64/65/66); everything else stays in `plan.inline`, in order, around the
+/// holes the written results leave (their XDR pad is dropped with them). Chunks that
+/// get nothing keep their zero lengths (R8166-68, R8267-21). Results must be ascending
+/// and inside `reply`; a result larger than its chunk, or more holes than
+/// [`MAX_DDP`], is an [`Overrun`].
+fn place_results(
+    call: &Chunks,
+    reply: &[u8],
+    list: &DdpList,
+    echo: &mut Chunks,
+    plan: &mut ReplyPlan,
+) -> Result<(), Overrun> {
+    let mut cursor = 0usize;
+    for k in 0..list.len().min(call.write_chunks.len()) {
+        let Some(Some(data)) = list.get(k) else {
+            continue; // no eligible item: the chunk comes back empty
+        };
+        let (at, n) = echo.write_chunks[k];
+        if n == 0 {
+            continue; // R8166-71: an empty chunk means inline
+        }
+        if data.start < cursor || data.end > reply.len() {
+            debug_assert!(false, "DDP results out of order or outside the reply");
+            return Err(Overrun);
+        }
+        let room = wire::chunk_len(call.write_chunk(k));
+        if data.len() as u64 > room {
+            return Err(Overrun);
+        }
+        let segs = &mut echo.write_segs[at as usize..(at + n) as usize];
+        scatter(
+            std::slice::from_ref(&data),
+            call.write_chunk(k),
+            segs,
+            &mut plan.writes,
+            false,
+        );
+        if !plan.inline.push(cursor..data.start) {
+            return Err(Overrun);
+        }
+        cursor = (data.end + padded(data.len()) - data.len()).min(reply.len());
+    }
+    if !plan.inline.push(cursor..reply.len()) {
+        return Err(Overrun);
+    }
+    Ok(())
+}
+
+/// Where the non-chunk bytes of a call come from.
+enum Source<'a> {
+    /// This range of the Receive buffer.
+    Inline(Range<usize>),
+    /// The position-zero read chunk (its segments, their total length).
+    Pzrc(&'a [ReadSegment], usize),
+}
+
+impl Source<'_> {
+    fn len(&self) -> usize {
+        match self {
+            Source::Inline(r) => r.len(),
+            Source::Pzrc(_, n) => *n,
+        }
+    }
+
+    /// Plans copying `len` source bytes from offset `from` to `to` of the record: one
+    /// Inline piece, or RDMA Reads of the PZRC segments' sub-ranges. The caller checked
+    /// `from + len <= self.len()`.
+    fn copy(&self, pieces: &mut Vec<Piece>, from: usize, len: usize, to: usize) {
+        if len == 0 {
+            return;
+        }
+        match self {
+            Source::Inline(r) => pieces.push(Piece::Inline {
+                from: r.start + from,
+                len,
+                to,
+            }),
+            Source::Pzrc(segs, _) => {
+                let (end, mut base, mut to) = (from + len, 0usize, to);
+                for s in segs.iter() {
+                    let seg_end = base + s.seg.length as usize;
+                    let (a, b) = (from.max(base), end.min(seg_end));
+                    if a < b {
+                        pieces.push(Piece::Pull {
+                            seg: Segment {
+                                handle: s.seg.handle,
+                                length: (b - a) as u32,
+                                // No overflow: `wire` refuses segments whose offset +
+                                // length does.
+                                offset: s.seg.offset.saturating_add((a - base) as u64),
+                            },
+                            to,
+                        });
+                        to += b - a;
+                    }
+                    base = seg_end;
+                }
+            }
+        }
+    }
 }
 
 fn err(f: Fixed, body: ErrBody) -> Received {

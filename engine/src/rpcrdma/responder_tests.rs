@@ -965,3 +965,408 @@ fn r8166_76_long_call_read_chunks_summing_past_the_limit_get_err_chunk() {
     );
     assert!(r.pieces().len() <= 3);
 }
+
+// ---- RFC 8267 §6.4 (NFSv4 COMPOUND): several results, several chunks ----
+
+/// A reply with the `data` items as opaques (each after a length word), separated by
+/// 12 bytes of other results; returns the reply and each item's data range.
+fn multi_reply(data: &[&[u8]]) -> (Vec<u8>, Vec<Range<usize>>) {
+    let mut b = words(&[0x44, 1, 0, 0, 0, 0]);
+    let mut at = vec![];
+    for d in data {
+        b.extend(words(&[0xeeee, 0, d.len() as u32]));
+        let start = b.len();
+        b.extend_from_slice(d);
+        b.resize(start + padded(d.len()), 0);
+        at.push(start..start + d.len());
+    }
+    b.extend(words(&[0xffff]));
+    (b, at)
+}
+
+fn chunk(handle: u32, lengths: &[u32]) -> Vec<Segment> {
+    lengths
+        .iter()
+        .enumerate()
+        .map(|(i, &l)| Segment {
+            handle: handle + i as u32,
+            length: l,
+            offset: 0x10_0000 * (handle as u64) + 0x1000 * i as u64,
+        })
+        .collect()
+}
+
+fn list(items: &[Option<Range<usize>>]) -> DdpList {
+    let mut l = DdpList::new();
+    for i in items {
+        assert!(l.push(i.clone()));
+    }
+    l
+}
+
+/// What the requester would see: each chunk's bytes (by the Writes), and the inline
+/// payload the Send carries.
+fn apply(plan: &ReplyPlan, reply: &[u8], segs: &[Segment]) -> (Vec<Vec<u8>>, Vec<u8>) {
+    let mut mem: Vec<Vec<u8>> = segs.iter().map(|s| vec![0u8; s.length as usize]).collect();
+    for w in &plan.writes {
+        let (i, s) = segs
+            .iter()
+            .enumerate()
+            .find(|(_, s)| s.handle == w.handle)
+            .expect("write targets a segment the call offered");
+        let off = (w.remote_offset - s.offset) as usize;
+        assert!(
+            off + w.src.len() <= s.length as usize,
+            "write past a segment"
+        );
+        mem[i][off..off + w.src.len()].copy_from_slice(&reply[w.src.clone()]);
+    }
+    let inline = plan
+        .inline
+        .iter()
+        .flat_map(|r| reply[r.clone()].to_vec())
+        .collect();
+    (mem, inline)
+}
+
+fn chunk_bytes(mem: &[Vec<u8>], echo: &[Segment], first: usize) -> Vec<u8> {
+    echo.iter()
+        .enumerate()
+        .flat_map(|(i, s)| mem[first + i][..s.length as usize].to_vec())
+        .collect()
+}
+
+#[test]
+fn r8267_18_two_reads_go_into_write_chunks_a_and_b_in_order() {
+    let mut r = Responder::new(cfg());
+    let (d1, d2) = (vec![1u8; 5001], vec![2u8; 3000]);
+    let (reply, at) = multi_reply(&[&d1, &d2]);
+    let mut call = Chunks::default();
+    let (a, b) = (chunk(0x100, &[4096, 4096]), chunk(0x200, &[4096]));
+    call.push_write_chunk(&a);
+    call.push_write_chunk(&b);
+    let mut hdr = [0u8; 512];
+    let ddp = list(&[Some(at[0].clone()), Some(at[1].clone())]);
+    let plan = r
+        .plan_reply_list(0x44, 8, &call, &reply, &ddp, 1024, false, &mut hdr)
+        .unwrap()
+        .clone();
+    let (_, echo) = decode_echo(&hdr[..plan.header_len]);
+    let segs: Vec<Segment> = a.iter().chain(b.iter()).copied().collect();
+    let (mem, inline) = apply(&plan, &reply, &segs);
+    assert_eq!(
+        chunk_bytes(&mem, echo.write_chunk(0), 0),
+        d1,
+        "first READ in A"
+    );
+    assert_eq!(
+        chunk_bytes(&mem, echo.write_chunk(1), 2),
+        d2,
+        "second READ in B"
+    );
+    assert_eq!(
+        echo.write_chunk(0)
+            .iter()
+            .map(|s| s.length)
+            .collect::<Vec<_>>(),
+        [4096, 905]
+    );
+    // The inline rest: everything but the two items and their pads.
+    let mut want = reply[..at[0].start].to_vec();
+    want.extend_from_slice(&reply[at[0].start + 5004..at[1].start]);
+    want.extend_from_slice(&reply[at[1].end..]);
+    assert_eq!(inline, want);
+    assert_eq!(plan.inline.as_slice().len(), 3);
+}
+
+#[test]
+fn r8267_19_read_readlink_read_with_a_b_empty_c_keeps_the_readlink_inline() {
+    let mut r = Responder::new(cfg());
+    let (d1, link, d3) = (vec![1u8; 2000], b"target/of/link".to_vec(), vec![3u8; 2500]);
+    let (reply, at) = multi_reply(&[&d1, &link, &d3]);
+    let mut call = Chunks::default();
+    let (a, c) = (chunk(0x100, &[4096]), chunk(0x300, &[1024, 4096]));
+    call.push_write_chunk(&a);
+    call.push_write_chunk(&[]);
+    call.push_write_chunk(&c);
+    let mut hdr = [0u8; 512];
+    let ddp = list(&[
+        Some(at[0].clone()),
+        Some(at[1].clone()),
+        Some(at[2].clone()),
+    ]);
+    let plan = r
+        .plan_reply_list(0x44, 8, &call, &reply, &ddp, 1024, false, &mut hdr)
+        .unwrap()
+        .clone();
+    let (_, echo) = decode_echo(&hdr[..plan.header_len]);
+    assert_eq!(echo.write_chunks.len(), 3);
+    assert_eq!(echo.write_chunk(1).len(), 0, "empty chunk echoed in slot 2");
+    let segs: Vec<Segment> = a.iter().chain(c.iter()).copied().collect();
+    let (mem, inline) = apply(&plan, &reply, &segs);
+    assert_eq!(chunk_bytes(&mem, echo.write_chunk(0), 0), d1);
+    assert_eq!(chunk_bytes(&mem, echo.write_chunk(2), 1), d3);
+    let mut want = reply[..at[0].start].to_vec();
+    want.extend_from_slice(&reply[at[0].end..at[2].start]);
+    want.extend_from_slice(&reply[at[2].start + 2500..]);
+    assert_eq!(inline, want, "READLINK text stays inline");
+}
+
+#[test]
+fn r8267_20_three_reads_one_chunk_the_first_uses_it_the_rest_inline() {
+    let mut r = Responder::new(cfg());
+    let (d1, d2, d3) = (vec![1u8; 1000], vec![2u8; 100], vec![3u8; 200]);
+    let (reply, at) = multi_reply(&[&d1, &d2, &d3]);
+    let mut call = Chunks::default();
+    let a = chunk(0x100, &[1000]);
+    call.push_write_chunk(&a);
+    let mut hdr = [0u8; 512];
+    let ddp = list(&at.iter().cloned().map(Some).collect::<Vec<_>>());
+    let plan = r
+        .plan_reply_list(0x44, 8, &call, &reply, &ddp, 1024, false, &mut hdr)
+        .unwrap()
+        .clone();
+    let (mem, inline) = apply(&plan, &reply, &a);
+    assert_eq!(mem[0], d1);
+    let mut want = reply[..at[0].start].to_vec();
+    want.extend_from_slice(&reply[at[0].end..]);
+    assert_eq!(inline, want);
+    // Too large for the Send: the inline rest goes into the Reply chunk.
+    let (big2, big3) = (vec![2u8; 3000], vec![3u8; 3000]);
+    let (reply, at) = multi_reply(&[&d1, &big2, &big3]);
+    let ddp = list(&at.iter().cloned().map(Some).collect::<Vec<_>>());
+    let rc = chunk(0x900, &[4096, 4096]);
+    call.set_reply_chunk(&rc);
+    let plan = r
+        .plan_reply_list(0x44, 8, &call, &reply, &ddp, 1024, false, &mut hdr)
+        .unwrap()
+        .clone();
+    assert_eq!(decode_echo(&hdr[..plan.header_len]).0.proc_, RDMA_NOMSG);
+    let segs: Vec<Segment> = a.iter().chain(rc.iter()).copied().collect();
+    let (mem, inline) = apply(&plan, &reply, &segs);
+    assert!(inline.is_empty());
+    assert_eq!(mem[0], d1);
+    let mut want = reply[..at[0].start].to_vec();
+    want.extend_from_slice(&reply[at[0].end..]);
+    let (_, echo) = decode_echo(&hdr[..plan.header_len]);
+    let got: Vec<u8> = echo
+        .reply_chunk()
+        .unwrap()
+        .iter()
+        .enumerate()
+        .flat_map(|(i, s)| mem[1 + i][..s.length as usize].to_vec())
+        .collect();
+    assert_eq!(got, want);
+}
+
+#[test]
+fn r8267_21_failed_read_returns_its_chunk_empty_and_the_next_read_uses_the_next() {
+    let mut r = Responder::new(cfg());
+    let d2 = vec![7u8; 300];
+    let (reply, at) = multi_reply(&[&d2]);
+    let mut call = Chunks::default();
+    let (a, b) = (chunk(0x100, &[4096, 4096]), chunk(0x200, &[4096]));
+    call.push_write_chunk(&a);
+    call.push_write_chunk(&b);
+    let mut hdr = [0u8; 512];
+    let ddp = list(&[None, Some(at[0].clone())]);
+    let plan = r
+        .plan_reply_list(0x44, 8, &call, &reply, &ddp, 1024, false, &mut hdr)
+        .unwrap()
+        .clone();
+    let (_, echo) = decode_echo(&hdr[..plan.header_len]);
+    let a_echo = echo.write_chunk(0);
+    assert_eq!(a_echo.len(), 2, "count kept");
+    assert!(a_echo.iter().all(|s| s.length == 0), "zero data length");
+    assert_eq!(echo.write_chunk(1)[0].length, 300);
+    // A COMPOUND that stopped at a failed READ: every chunk comes back empty.
+    let plan = r
+        .plan_reply_list(
+            0x44,
+            8,
+            &call,
+            &reply,
+            &list(&[None]),
+            4096,
+            false,
+            &mut hdr,
+        )
+        .unwrap()
+        .clone();
+    assert!(plan.writes.is_empty());
+    let (_, echo) = decode_echo(&hdr[..plan.header_len]);
+    assert!(echo.write_segs.iter().all(|s| s.length == 0));
+    assert_eq!(plan.inline.total(), reply.len());
+}
+
+#[test]
+fn r8267_22_empty_write_list_puts_every_result_inline() {
+    let mut r = Responder::new(cfg());
+    let (reply, at) = multi_reply(&[&[1u8; 100], &[2u8; 100]]);
+    let ddp = list(&at.iter().cloned().map(Some).collect::<Vec<_>>());
+    let mut hdr = [0u8; 512];
+    let plan = r
+        .plan_reply_list(
+            0x44,
+            8,
+            &Chunks::default(),
+            &reply,
+            &ddp,
+            1024,
+            false,
+            &mut hdr,
+        )
+        .unwrap();
+    assert!(plan.writes.is_empty());
+    assert_eq!(plan.inline.as_slice().len(), 1);
+    assert_eq!(plan.inline[0], 0..reply.len());
+}
+
+#[test]
+fn r8267_07_a_compound_result_larger_than_its_chunk_is_an_overrun() {
+    let mut r = Responder::new(cfg());
+    let (reply, at) = multi_reply(&[&[1u8; 100], &[2u8; 5000]]);
+    let mut call = Chunks::default();
+    call.push_write_chunk(&chunk(0x100, &[4096]));
+    call.push_write_chunk(&chunk(0x200, &[4096]));
+    let ddp = list(&at.iter().cloned().map(Some).collect::<Vec<_>>());
+    let mut hdr = [0u8; 512];
+    assert_eq!(
+        r.plan_reply_list(0x44, 8, &call, &reply, &ddp, 1024, false, &mut hdr),
+        Err(Overrun)
+    );
+}
+
+/// Runs the reassembly `pieces` against the requester's memory (`segs[i]` holds
+/// `mem[i]`) and the received message.
+fn reassemble(
+    pieces: &[Piece],
+    m: &[u8],
+    segs: &[Segment],
+    mem: &[Vec<u8>],
+    total: usize,
+) -> Vec<u8> {
+    let mut out = vec![0xAAu8; total];
+    for p in pieces {
+        match *p {
+            Piece::Inline { from, len, to } => {
+                out[to..to + len].copy_from_slice(&m[from..from + len])
+            }
+            Piece::Zero { to, len } => out[to..to + len].fill(0),
+            Piece::Pull { seg, to } => {
+                let i = segs.iter().position(|s| s.handle == seg.handle).unwrap();
+                let off = (seg.offset - segs[i].offset) as usize;
+                assert!(
+                    off + seg.length as usize <= segs[i].length as usize,
+                    "read past a segment"
+                );
+                out[to..to + seg.length as usize]
+                    .copy_from_slice(&mem[i][off..off + seg.length as usize]);
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn r8267_24_long_call_with_pzrc_read_chunk_write_chunk_and_reply_chunk_of_16_segments() {
+    let mut r = Responder::new(cfg());
+    // The reassembled call: 1000 bytes of arguments, 16 * 301 bytes of WRITE data
+    // (padded to 4), then 600 bytes of trailing arguments.
+    let head: Vec<u8> = (0..1000u32).map(|i| (i % 251) as u8).collect();
+    let mut head = head;
+    head[..4].copy_from_slice(&0x77u32.to_be_bytes());
+    let data: Vec<u8> = (0..16 * 301u32).map(|i| (i % 13) as u8 + 1).collect();
+    let tail: Vec<u8> = (0..600u32).map(|i| (i % 7) as u8 + 100).collect();
+    let reduced: Vec<u8> = head.iter().chain(tail.iter()).copied().collect();
+    // PZRC: the reduced stream in 16 segments of 100 bytes.
+    let pz = chunk(0x1000, &[100; 16]);
+    let rd = chunk(0x2000, &[301; 16]);
+    let mut c = Chunks::default();
+    for s in &pz {
+        c.reads.push(ReadSegment {
+            position: 0,
+            seg: *s,
+        });
+    }
+    for s in &rd {
+        c.reads.push(ReadSegment {
+            position: 1000,
+            seg: *s,
+        });
+    }
+    c.push_write_chunk(&chunk(0x3000, &[512; 16]));
+    c.set_reply_chunk(&chunk(0x4000, &[512; 16]));
+    let m = msg(0x77, RDMA_NOMSG, &c, &[]);
+    let Received::Call(info) = receive(&mut r, &m) else {
+        panic!("R8267-24: must be processed")
+    };
+    assert!(info.long && info.pulls);
+    let padded_data = padded(data.len());
+    assert_eq!(info.total_len, 1000 + padded_data + 600);
+    let mut mem: Vec<Vec<u8>> = reduced.chunks(100).map(|c| c.to_vec()).collect();
+    mem.extend(data.chunks(301).map(|c| c.to_vec()));
+    let segs: Vec<Segment> = pz.iter().chain(rd.iter()).copied().collect();
+    let rec = reassemble(r.pieces(), &m, &segs, &mem, info.total_len);
+    let mut want = head.clone();
+    want.extend_from_slice(&data);
+    want.resize(1000 + padded_data, 0);
+    want.extend_from_slice(&tail);
+    assert_eq!(rec, want);
+    assert_eq!(
+        r.reduced(),
+        &[Reduced {
+            position: 1000,
+            len: data.len() as u32
+        }]
+    );
+    assert!(Responder::check_long_xid(0x77, &rec));
+    // The reply: a READ result into the 16-segment write chunk, the rest (over the
+    // inline threshold) into the 16-segment Reply chunk.
+    let mut call = Chunks::default();
+    call.push_write_chunk(&chunk(0x3000, &[512; 16]));
+    call.set_reply_chunk(&chunk(0x4000, &[512; 16]));
+    let (reply, at) = multi_reply(&[&[9u8; 8000], &[0u8; 0]]);
+    let mut big = reply.clone();
+    big.extend(vec![5u8; 2000]);
+    let ddp = list(&[Some(at[0].clone())]);
+    let mut hdr = [0u8; 1024];
+    let plan = r
+        .plan_reply_list(0x77, 8, &call, &big, &ddp, 1024, false, &mut hdr)
+        .unwrap();
+    assert_eq!(decode_echo(&hdr[..plan.header_len]).0.proc_, RDMA_NOMSG);
+    let written: usize = plan.writes.iter().map(|w| w.src.len()).sum();
+    assert_eq!(
+        written,
+        big.len(),
+        "data into the write chunk, the rest into the Reply chunk"
+    );
+}
+
+#[test]
+fn r8267_24_read_chunk_beyond_the_pzrc_stream_gets_err_chunk() {
+    let mut r = Responder::new(cfg());
+    let mut c = Chunks::default();
+    for s in chunk(0x1000, &[100; 2]) {
+        c.reads.push(ReadSegment {
+            position: 0,
+            seg: s,
+        });
+    }
+    c.reads.push(ReadSegment {
+        position: 204,
+        seg: chunk(0x2000, &[8])[0],
+    });
+    let m = msg(5, RDMA_NOMSG, &c, &[]);
+    assert!(matches!(
+        receive(&mut r, &m),
+        Received::Error {
+            body: ErrBody::Chunk,
+            ..
+        }
+    ));
+    // At the very end of the stream it is fine (a trailing item).
+    c.reads[2].position = 200;
+    let m = msg(5, RDMA_NOMSG, &c, &[]);
+    assert!(matches!(receive(&mut r, &m), Received::Call(_)));
+}

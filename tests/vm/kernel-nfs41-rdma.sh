@@ -1,0 +1,378 @@
+#!/usr/bin/env bash
+# Runs INSIDE a Linux guest with Soft-RoCE rxe0 on eth0 (VM_RXE=1 tools/vm/vm.sh
+# run-script); called by tests/vm/kernel-nfs-rdma.sh after its NFSv3 parts, in the same
+# boot (issue 11: NFSv4.1 over RPC-over-RDMA, RFC 8267 §6 + RFC 8167). It starts its own
+# gateway (memory backend, rdma.provider = "verbs" on 10.0.2.15:20049, TCP :2049, stats
+# on 127.0.0.1:9108) and drives it with the kernel's NFSv4.1 client over RDMA:
+#   files:  `mount -o vers=4.1,proto=rdma,port=20049` (/proc/mounts must say vers=4.1 and
+#           proto=rdma); a file of V41R_FILE_MIB written and read back byte-exact after
+#           dropping the page cache (WRITE data in read chunks, READ data in write
+#           chunks: R8267-18/22); fio write+verify jobs (1 MiB sequential, 4 KiB random at
+#           QD 16, O_DIRECT, crc32c); V41R_DIR_ENTRIES entries in one directory listed
+#           back exactly (READDIR replies in reply chunks); rename, symlink (readlink),
+#           chmod, remove, checked again from the server after a remount;
+#   locks:  flock and fcntl locks from two processes conflict (EWOULDBLOCK) and the
+#           second gets the lock once the first releases it (LOCK/LOCKT/LOCKU over RDMA);
+#   deleg:  a delegation recalled over the RDMA back channel (R8267-29, R8167): a reader
+#           holds a file open on the v4.1/RDMA mount (read delegation), a vers=3 mount
+#           of the same export (V41R_V3_PROTO, tcp by default) rewrites it; the gateway's
+#           stats must show nfsgw_delegation_recalls_total sent and answered and
+#           nfsgw_callbacks_total sent and replied going up -- with transport="rdma"
+#           when the binary labels them (label-aware: unlabelled counters are read as
+#           they are, and said so) -- and the reader then sees the new data;
+#   kill:   a client killed in the middle of a transfer (dd SIGKILLed, forced lazy
+#           unmount): a new v4.1/RDMA mount works, data reads back, the gateway is alive
+#           and its log free of panics. The guest kernel's NFS/RDMA client can oops in
+#           that teardown (see kernel-nfs-rdma.sh part 3): then this is reported as a
+#           client bug and the after-checks run over a v4.1/TCP mount instead.
+# Every check prints "ok v4.1/rdma <what> (<secs>)" or "FAIL v4.1/rdma <what>" and exits
+# 1; the last line is "KERNEL NFSV4.1/RDMA: PASS".
+# Usage: kernel-nfs41-rdma.sh GATEWAY_BINARY (built with --features rdma)
+# Knobs (environment): V41R_FILE_MIB [256], V41R_FIO_MIB [64], V41R_DIR_ENTRIES [10000],
+# V41R_PARTS ["files locks deleg kill"], V41R_V3_PROTO [tcp], V41R_MOUNT_EXTRA [""]
+# (extra mount options, e.g. "soft,timeo=100,retrans=1" while developing against a
+# server that may not answer), V41R_KEEP_GOING [0] (1: go on after a failed check, to
+# see every failure while developing; the script still fails at the end), GW_CORES ["0, 1"], V41R_OP_TIMEOUT [300] seconds for any
+# single data-moving command.
+set -euo pipefail
+GW=${1:?gateway binary (built with --features rdma)}
+GW_CORES=${GW_CORES:-0, 1}
+ADDR=${RDMA_ADDR:-10.0.2.15}
+PORT=20049
+STATS=127.0.0.1:9108
+MIB=${V41R_FILE_MIB:-256}
+FIO_MIB=${V41R_FIO_MIB:-64}
+NDIR=${V41R_DIR_ENTRIES:-10000}
+PARTS=${V41R_PARTS:-files locks deleg kill}
+V3_PROTO=${V41R_V3_PROTO:-tcp}
+OPT_EXTRA=${V41R_MOUNT_EXTRA:-}
+OPT_EXTRA=${OPT_EXTRA:+,$OPT_EXTRA}
+TMO=${V41R_OP_TIMEOUT:-300}
+M=/mnt41
+M3=/mnt41v3
+W=$(mktemp -d)
+want() { [[ " $PARTS " == *" $1 "* ]]; }
+cat > "$W/gw.toml" <<TOML
+[engine]
+cores = [$GW_CORES]
+idle = "adaptive"
+[tcp]
+listen = "$ADDR:2049"
+[rdma]
+provider = "verbs"
+listen = "$ADDR:$PORT"
+[backend]
+kind = "memory"
+[state]
+dir = "$W/state"
+[stats]
+listen = "$STATS"
+[[exports]]
+path = "/"
+clients = ["0.0.0.0/0"]
+squash = "none"
+TOML
+# A short lease: a recall the client never answers ends in a revocation within seconds,
+# not after the default lease, so a broken back channel fails the check quickly.
+cp "$W/gw.toml" "$W/gw-short.toml"
+printf '[nfs4]\nlease_time_s = 20\n' >> "$W/gw-short.toml"
+if "$GW" --check-config "$W/gw-short.toml" >/dev/null 2>&1; then mv "$W/gw-short.toml" "$W/gw.toml"; fi
+
+on_exit() {
+  local rc=$?
+  exec 7<&- 2>/dev/null || true
+  [ -n "${DDPID:-}" ] && kill -9 "$DDPID" 2>/dev/null || true
+  umount -f -l $M3 2>/dev/null || true
+  umount -f $M 2>/dev/null || umount -f -l $M 2>/dev/null || true
+  [ -n "${GWPID:-}" ] && kill "$GWPID" 2>/dev/null || true
+  if [ $rc -ne 0 ]; then
+    echo "KERNEL NFSV4.1/RDMA: FAILED (rc=$rc)"
+    echo "--- gateway log tail"; grep -v ' DEBUG ' "$W/gw.log" | tail -n 30 || true
+    echo "--- gateway debug tail"; tail -n 15 "$W/gw.log" || true
+    echo "--- dmesg tail"; dmesg | tail -n 30 || true
+    # the whole gateway log and dmesg, kept on the host in the run's directory
+    # (tools/vm/vm.sh: VM_DIR/runs/run.*/)
+    if [ -w /vmrun ]; then cp "$W/gw.log" /vmrun/gw-v41-rdma.log; dmesg > /vmrun/dmesg-v41-rdma.log; fi
+  fi
+}
+trap on_exit EXIT
+T0=$(date +%s.%N)
+# check DESCRIPTION CMD...: run CMD, print the result, abort on failure (as in
+# kernel-nfs-rdma.sh; `set -e` is off inside CMD, so helpers return failures explicitly).
+check() {
+  local d=$1 t; shift
+  if "$@"; then t=$(date +%s.%N); awk -v d="$d" -v a="$T0" -v b="$t" 'BEGIN {printf "ok   v4.1/rdma %s (%.1fs)\n", d, b - a}'; T0=$t
+  else echo "FAIL v4.1/rdma $d"; [ "${V41R_KEEP_GOING:-0}" = 1 ] || exit 1; NFAIL=$((NFAIL + 1)); fi
+}
+NFAIL=0
+say() { echo "v4.1/rdma: $*"; }
+drop_caches() { sync; echo 3 > /proc/sys/vm/drop_caches; }
+gw_alive() { kill -0 "$GWPID" 2>/dev/null; }
+gw_healthy() { gw_alive && ! grep -qi panic "$W/gw.log"; }
+
+# RFC 8267 §6.3: NFSv4 over RDMA on port 20049, no rpcbind/MOUNT involved.
+RDMA_OPTS=vers=4.1,proto=rdma,port=$PORT$OPT_EXTRA
+TCP_OPTS=vers=4.1,proto=tcp,port=2049$OPT_EXTRA
+V3_OPTS=vers=3,proto=$V3_PROTO,port=2049,mountport=2049,mountproto=tcp,nolock,retry=0
+[ "$V3_PROTO" = rdma ] && V3_OPTS=vers=3,proto=rdma,port=$PORT,mountport=2049,mountproto=tcp,nolock,retry=0
+v41_mount() { # rdma|tcp: the mount and /proc/mounts showing vers=4.1 and the transport
+  local o=$RDMA_OPTS; [ "$1" = tcp ] && o=$TCP_OPTS
+  timeout -s KILL 120 mount -t nfs -o "$o" "$ADDR:/" $M || return 1
+  local opts; opts=$(awk -v m=$M '$2 == m {print $4}' /proc/mounts)
+  grep -q 'vers=4\.1' <<<"$opts" && grep -qE "(^|,)proto=$1(,|$)" <<<"$opts"
+}
+
+# write_file MIB PATH SUMFILE / same_sum PATH SUMFILE: as in kernel-nfs-rdma.sh.
+write_file() {
+  head -c "$(( $1 << 20 ))" /dev/urandom | tee >(sha256sum > "$3") \
+    | timeout -s KILL "$TMO" dd of="$2" bs=1M iflag=fullblock conv=fsync status=none || return 1
+  local i; for i in $(seq 1 100); do [ -s "$3" ] && return 0; sleep 0.1; done; return 1
+}
+same_sum() { [ "$(timeout -s KILL "$TMO" sha256sum < "$1")" = "$(cat "$2")" ]; }
+fio_verify() { # NAME FILE SIZE RW BS QD: O_DIRECT write, read back, crc32c of every block
+  if timeout -s KILL "$TMO" fio --name="$1" --filename="$2" --size="$3" --rw="$4" --bs="$5" \
+      --ioengine=libaio --iodepth="$6" --direct=1 --verify=crc32c --do_verify=1 --verify_fatal=1 \
+      --output="$W/fio-$1.log" && grep -q "err= 0" "$W/fio-$1.log"; then
+    grep -E '^ +(READ|WRITE):' "$W/fio-$1.log" | sed "s/^ */  fio $1 /; s/, [0-9.]*[kMG]*B\/s-.*//"
+  else
+    tail -n 25 "$W/fio-$1.log" 2>/dev/null; return 1
+  fi
+}
+# make_entries DIR N: N/10 files (OPEN+CLOSE each) and the rest directories (CREATE
+# NF4DIR each); list_entries DIR N: after dropping caches the listing is exact.
+make_entries() {
+  local e; e="$W/$(basename "$1").expected"
+  local nf=$(( $2 / 10 )) nd=$(( $2 - $2 / 10 ))
+  mkdir "$1" || return 1
+  { seq -f 'd%05g' 1 "$nd"; seq -f 'f%05g' 1 "$nf"; } > "$e"
+  (cd "$1" && seq -f 'd%05g' 1 "$nd" | timeout -s KILL "$TMO" xargs -n 2000 mkdir \
+     && seq -f 'f%05g' 1 "$nf" | while read -r n; do : > "$n" || exit 1; done)
+}
+list_entries() {
+  local e; e="$W/$(basename "$1")"
+  drop_caches
+  LC_ALL=C timeout -s KILL "$TMO" ls "$1" > "$e.listed" || return 1
+  [ "$(wc -l < "$e.listed")" -eq "$2" ] && cmp -s "$e.expected" "$e.listed"
+}
+
+# metric NAME[:RESULT]...: one scrape of the stats endpoint; prints, space-separated, the
+# sum of the samples of each NAME (with result=RESULT when given) on RDMA connections.
+# Label-aware: when samples carry a `transport` label only transport="rdma" counts; a
+# binary without that label has gateway-wide counters, which are read as they are (a
+# note saying so goes to stderr; the nfsgw_delegations gauge has no such label).
+metric() {
+  python3 - "$STATS" "$@" <<'PY'
+import re, sys, urllib.request
+addr, queries = sys.argv[1], sys.argv[2:]
+try:
+    text = urllib.request.urlopen(f"http://{addr}/metrics", timeout=10).read().decode()
+except OSError as e:
+    sys.exit(f"stats endpoint: {e}")
+samples = []
+for line in text.splitlines():
+    m = re.match(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{([^}]*)\})?\s+(\S+)$', line)
+    if m:
+        samples.append((m.group(1), dict(re.findall(r'(\w+)="([^"]*)"', m.group(3) or "")), float(m.group(4))))
+out = []
+for q in queries:
+    name, _, result = q.partition(":")
+    total, labelled = 0.0, False
+    for n, labels, v in samples:
+        if n != name or (result and labels.get("result") != result):
+            continue
+        if "transport" in labels:
+            labelled = True
+            if labels["transport"] != "rdma":
+                continue
+        total += v
+    out.append(str(int(total)))
+    if not labelled and name != "nfsgw_delegations":
+        print(f"(unlabelled {name}: no transport label in this binary)", file=sys.stderr)
+print(" ".join(out))
+PY
+}
+gt() { awk -v a="$1" -v b="$2" 'BEGIN {exit !(b > a)}'; }
+
+check "rxe0 present" sh -c 'rdma link show | grep -q rxe0'
+modprobe rpcrdma 2>/dev/null || true
+mkdir -p $M $M3
+RUST_LOG=${RUST_LOG:-info,engine=debug} "$GW" --config "$W/gw.toml" > "$W/gw.log" 2>&1 &
+GWPID=$!
+for _ in $(seq 1 200); do
+  grep -q "verbs provider opened" "$W/gw.log" && (exec 3<>/dev/tcp/$ADDR/2049) 2>/dev/null && break
+  gw_alive || { echo "gateway exited at startup"; cat "$W/gw.log"; exit 1; }
+  sleep 0.1
+done
+check "gateway up (verbs provider, stats on $STATS)" metric nfsgw_delegations
+
+echo "=== NFSv4.1 over RDMA (mount -o $RDMA_OPTS)"
+check "mount -t nfs -o $RDMA_OPTS $ADDR:/ $M: /proc/mounts says vers=4.1, proto=rdma" v41_mount rdma
+grep " $M " /proc/mounts
+
+# ---- files, fio, entries, namespace operations
+if want files; then
+check "$MIB MiB written (dd conv=fsync; WRITE data in RDMA read chunks)" write_file "$MIB" $M/big "$W/big.sum"
+drop_caches
+check "$MIB MiB read back, sha256 matches after dropping caches (READ data in write chunks)" \
+  same_sum $M/big "$W/big.sum"
+check "fio: $FIO_MIB MiB 1 MiB sequential write QD 4, read back, crc32c verified (O_DIRECT)" \
+  fio_verify seq $M/fio-seq "${FIO_MIB}m" write 1m 4
+check "fio: 8 MiB 4 KiB random write QD 16, read back, crc32c verified (O_DIRECT)" \
+  fio_verify rand $M/fio-rand 8m randwrite 4k 16
+rm -f $M/fio-seq $M/fio-rand
+check "$NDIR entries (90 % directories, 10 % files) created in one directory" make_entries $M/many "$NDIR"
+check "$NDIR entries listed back after dropping caches: count and names exact (READDIR, reply chunks)" \
+  list_entries $M/many "$NDIR"
+d=$M/ops
+mkdir $d && echo "hello v41" > $d/a && mkdir $d/sub && : > $d/gone
+mv $d/a $d/b
+check "rename" test -f $d/b -a ! -e $d/a
+ln -s b $d/link
+check "symlink, readlink matches" test "$(readlink $d/link)" = b
+check "symlink followed" test "$(cat $d/link)" = "hello v41"
+chmod 640 $d/b; chmod 751 $d/sub
+check "chmod" test "$(stat -c %a $d/b) $(stat -c %a $d/sub)" = "640 751"
+rm $d/gone
+check "remove (file)" test ! -e $d/gone
+check "unmount" umount $M
+check "mount again over RDMA" v41_mount rdma
+check "after remount: mode 640/751, readlink b, rename and remove kept" \
+  test "$(stat -c %a $d/b) $(stat -c %a $d/sub) $(readlink $d/link) $(cat $d/link) $(ls $d | tr '\n' ' ')" \
+    = "640 751 b hello v41 b link sub "
+check "after remount: $MIB MiB file intact" same_sum $M/big "$W/big.sum"
+check "after remount: $NDIR entries listed exactly" list_entries $M/many "$NDIR"
+rm $d/link $d/b && rmdir $d/sub $d
+check "remove (symlink, file, directories)" test ! -e $d
+fi
+
+# ---- locks: two processes (the same rules as kernel-nfs41.sh over TCP)
+if want locks; then
+cat > "$W/locks.py" <<'PY'
+"""Two processes lock one file: the second's non-blocking attempt gets EWOULDBLOCK while
+the first holds the lock; its blocking attempt returns once the first releases.
+MODE: flock | fcntl."""
+import errno, fcntl, os, signal, sys, time
+path, mode = sys.argv[1], sys.argv[2]
+ex = fcntl.LOCK_EX
+lock = (lambda fd, f: fcntl.flock(fd, f)) if mode == "flock" else (lambda fd, f: fcntl.lockf(fd, f))
+fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+lock(fd, ex)
+r, w = os.pipe()
+pid = os.fork()
+if pid == 0:
+    os.close(r)
+    fd2 = os.open(path, os.O_RDWR)
+    try:
+        lock(fd2, ex | fcntl.LOCK_NB)
+        os._exit(3)                       # got a lock the other process holds
+    except OSError as e:
+        if e.errno != errno.EWOULDBLOCK:
+            print(f"second process: {e!r}", flush=True); os._exit(4)
+    os.write(w, b"x")
+    signal.alarm(90)
+    t = time.monotonic()
+    lock(fd2, ex)                         # blocks until the first releases
+    print(f"second process got the lock {time.monotonic() - t:.1f}s after asking", flush=True)
+    os._exit(0)
+os.close(w)
+if os.read(r, 1) != b"x":
+    sys.exit(f"second process did not see the conflict (exit {os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])})")
+print("second process: non-blocking attempt got EWOULDBLOCK", flush=True)
+time.sleep(1)
+lock(fd, fcntl.LOCK_UN)
+code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+sys.exit(0 if code == 0 else f"second process exited {code}")
+PY
+check "flock: second process gets EWOULDBLOCK, then the lock after release" \
+  timeout -s KILL 120 python3 "$W/locks.py" $M/flock.lck flock
+check "fcntl: second process gets EWOULDBLOCK, then the lock after release" \
+  timeout -s KILL 120 python3 "$W/locks.py" $M/fcntl.lck fcntl
+rm -f $M/flock.lck $M/fcntl.lck
+fi
+
+# ---- a delegation recalled over the RDMA back channel (RFC 8267 §6.5.2, RFC 8167)
+if want deleg; then
+printf 'old data\n' > $M/deleg.txt
+check "mount -o $V3_OPTS $ADDR:/ $M3 (second client: NFSv3 over $V3_PROTO)" \
+  timeout -s KILL 120 mount -t nfs -o "$V3_OPTS" "$ADDR:/" $M3
+drop_caches
+dg0=$(metric nfsgw_delegations) || { echo "FAIL v4.1/rdma reading the stats endpoint"; exit 1; }
+exec 7< $M/deleg.txt                     # the reader: keeps the file open for reading
+check "v4.1/RDMA reader opens the file and reads the old data" test "$(timeout -s KILL 60 cat <&7)" = "old data"
+dg=$(metric nfsgw_delegations) || { echo "FAIL v4.1/rdma reading the stats endpoint"; exit 1; }
+say "nfsgw_delegations: $dg0 -> $dg"
+check "a read delegation is held by the v4.1/RDMA client (nfsgw_delegations went up)" gt "$dg0" "$dg"
+read_counters() { # into rs ra cs cr rv
+  local v
+  v=$(metric nfsgw_delegation_recalls_total:sent nfsgw_delegation_recalls_total:answered \
+        nfsgw_callbacks_total:sent nfsgw_callbacks_total:replied nfsgw_delegation_recalls_total:revoked) || return 1
+  read -r rs ra cs cr rv <<<"$v"
+}
+read_counters || { echo "FAIL v4.1/rdma reading the stats endpoint"; exit 1; }
+rs0=$rs ra0=$ra cs0=$cs cr0=$cr
+check "NFSv3 writer rewrites the file (the gateway recalls the delegation first)" \
+  timeout -s KILL 120 sh -c "printf 'new data\n' > $M3/deleg.txt"
+read_counters || { echo "FAIL v4.1/rdma reading the stats endpoint"; exit 1; }
+say "nfsgw_delegation_recalls_total (rdma): sent $rs0 -> $rs, answered $ra0 -> $ra;" \
+  "nfsgw_callbacks_total (rdma): sent $cs0 -> $cs, replied $cr0 -> $cr; recalls revoked: $rv"
+check "CB_RECALL sent over the RDMA back channel (recalls sent went up)" gt "$rs0" "$rs"
+check "CB_RECALL answered by the client (recalls answered went up)" gt "$ra0" "$ra"
+check "callbacks sent and replied over RDMA (nfsgw_callbacks_total sent, replied went up)" \
+  sh -c "awk -v a=$cs0 -v b=$cs 'BEGIN {exit !(b > a)}' && awk -v a=$cr0 -v b=$cr 'BEGIN {exit !(b > a)}'"
+check "v4.1/RDMA reader sees the new data" test "$(timeout -s KILL 60 cat $M/deleg.txt)" = "new data"
+exec 7<&-
+check "unmount the NFSv3 mount" umount $M3
+rm $M/deleg.txt
+fi
+
+# ---- a client killed in the middle of a transfer
+if want kill; then
+dd if=/dev/zero of=$M/killed bs=1M count=512 status=none &
+DDPID=$!
+sleep 2
+check "dd (512 MiB) still writing after 2 s" kill -0 "$DDPID"
+kill -9 "$DDPID"
+check "umount -f -l $M during the transfer" umount -f -l $M
+dd_gone() { local i; for i in $(seq 1 150); do kill -0 "$DDPID" 2>/dev/null || return 0; sleep 0.2; done; return 1; }
+# The guest's NFS/RDMA client (Debian 6.1) can oops tearing a forced unmount down
+# mid-transfer (kernel-nfs-rdma.sh part 3): a client bug, reported loudly; what this part
+# is about -- the gateway survives and keeps every byte -- is then checked over TCP.
+client_oopsed() { dmesg | grep -qE 'RIP: .*|BUG: |list_(add|del) corruption' && dmesg | grep -qE 'rpcrdma|frwr_|xprt_rdma'; }
+AFTER=rdma
+if ! dd_gone && client_oopsed; then
+  echo "WARN the guest kernel's NFS/RDMA client oopsed during the forced unmount (client bug, see dmesg below); the rest runs over v4.1/TCP"
+  dmesg | grep -E 'BUG: |RIP: |corruption' | head -n 5
+  AFTER=tcp
+else
+  check "killed dd exited" dd_gone
+  wait "$DDPID" 2>/dev/null || true
+fi
+DDPID=
+check "gateway still running" gw_alive
+check "new v4.1 mount over $AFTER works" v41_mount $AFTER
+check "16 MiB written after the kill (dd conv=fsync)" write_file 16 $M/after-kill "$W/after.sum"
+drop_caches
+check "16 MiB read back, sha256 matches after dropping caches" same_sum $M/after-kill "$W/after.sum"
+if want files; then
+  check "$MIB MiB file written before the kill still intact" same_sum $M/big "$W/big.sum"
+  check "$NDIR entries still listed exactly" list_entries $M/many "$NDIR"
+fi
+fi
+
+check "final unmount" umount $M
+check "gateway still running, no panic in its log" gw_healthy
+echo "gateway log: $(wc -l < "$W/gw.log") lines, $(grep -c ' WARN ' "$W/gw.log" || true) WARN, $(grep -c ' ERROR ' "$W/gw.log" || true) ERROR"
+grep -E ' (WARN|ERROR) ' "$W/gw.log" | sort -k3 | uniq -f2 -c | sort -rn | head -n 10 || true
+python3 - "$STATS" <<'PY' || true
+import sys, urllib.request
+t = urllib.request.urlopen(f"http://{sys.argv[1]}/metrics", timeout=10).read().decode()
+for l in t.splitlines():
+    if l.startswith(("nfsgw_callbacks_total", "nfsgw_delegation", "nfsgw_rdma_callback", "nfsgw_rpcrdma")):
+        print("  " + l)
+PY
+kill -TERM "$GWPID"
+for _ in $(seq 1 100); do gw_alive || break; sleep 0.2; done
+check "gateway stopped cleanly (SIGTERM)" sh -c "! kill -0 $GWPID 2>/dev/null"
+GWPID=
+[ "$NFAIL" = 0 ] || { echo "$NFAIL checks failed (V41R_KEEP_GOING=1)"; exit 1; }
+echo "KERNEL NFSV4.1/RDMA: PASS"
