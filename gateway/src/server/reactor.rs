@@ -598,13 +598,17 @@ impl ReactorState {
     fn back_channel_events(&mut self) -> usize {
         let mut work = 0;
         let reactor = self.id;
-        let clients = &self.shared.state.clients;
+        let state = &self.shared.state;
         let cb_wait = &mut self.cb_wait;
         let mut closed = |kind: ConnKind| {
             if let ConnKind::Rdma(c) = kind {
                 cb_wait.retain(|(w, _, _)| *w != c);
             }
-            clients.forget_conn(&ConnRef { reactor, kind });
+            // Clients left without a back channel get no new delegations until the
+            // probe of the next binding is answered.
+            for id in state.clients.forget_conn(&ConnRef { reactor, kind }) {
+                state.delegations.set_callback_up(id, false);
+            }
         };
         self.tcp.take_closed(&mut |c| closed(ConnKind::Tcp(c)));
         if let Some(r) = self.rdma.as_mut() {
