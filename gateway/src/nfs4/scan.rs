@@ -252,8 +252,9 @@ impl Scanner {
                 r.skip(STATEID)?;
                 opaque(r)?;
             }
-            4 | 5 => {}
-            6 => r.skip(STATEID)?,
+            // CLAIM_FH and CLAIM_DELEG_PREV_FH are void; CLAIM_DELEG_CUR_FH a stateid.
+            4 | 6 => {}
+            5 => r.skip(STATEID)?,
             _ => return Err(Stop::Unknown),
         }
         self.cur = None;

@@ -87,8 +87,10 @@ pub fn open<'a>(r: &mut XdrReader<'a>) -> XdrResult<OpenArgs<'a>> {
         }
         3 => Claim::DelegatePrev(r.opaque_var(NAME_DECODE_MAX)?),
         4 => Claim::Fh,
-        5 => Claim::DelegPrevFh,
-        6 => Claim::DelegCurFh(Stateid::decode(r)?),
+        // RFC 8881 §18.16.1: CLAIM_DELEG_CUR_FH (5) carries the delegation stateid,
+        // CLAIM_DELEG_PREV_FH (6) nothing.
+        5 => Claim::DelegCurFh(Stateid::decode(r)?),
+        6 => Claim::DelegPrevFh,
         _ => return bad(),
     };
     Ok(OpenArgs {

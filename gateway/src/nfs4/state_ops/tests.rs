@@ -199,8 +199,8 @@ fn open_args_decode_every_claim_and_createhow() {
         ),
         (B::default().u32(3).opaque(b"h"), Claim::DelegatePrev(b"h")),
         (B::default().u32(4), Claim::Fh),
-        (B::default().u32(5), Claim::DelegPrevFh),
-        (B::default().u32(6).sid(&s), Claim::DelegCurFh(s)),
+        (B::default().u32(6), Claim::DelegPrevFh),
+        (B::default().u32(5).sid(&s), Claim::DelegCurFh(s)),
     ];
     for (b, want) in claims {
         let bytes = open_head(1, 0, b"own").u32(0).raw(&b.0);
@@ -411,14 +411,14 @@ fn open_errors_by_type_claim_and_share() {
     assert_eq!(call(&mut c, open, &fh).0, NFS4ERR_ISDIR);
     let prev = open_head(1, 0, b"o").u32(0).u32(1).u32(0);
     assert_eq!(call(&mut c, open, &prev).0, NFS4ERR_NO_GRACE);
-    let dprev = open_head(1, 0, b"o").u32(0).u32(5);
+    let dprev = open_head(1, 0, b"o").u32(0).u32(6);
     assert_eq!(call(&mut c, open, &dprev).0, NFS4ERR_NO_GRACE);
     let f = h
         .model
         .create(&dir, b"f", &CreateMode::Guarded(SetAttr::default()), owner)
         .unwrap();
     put(&mut c, &f);
-    let dcur = open_head(1, 0, b"o").u32(0).u32(6).sid(&Stateid {
+    let dcur = open_head(1, 0, b"o").u32(0).u32(5).sid(&Stateid {
         seqid: 1,
         other: [3; 12],
     });
