@@ -23,7 +23,8 @@ use engine::xdr::padded;
 use std::collections::HashMap;
 use std::io;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Mutex;
 
 /// Credits requested per connection (the gateway grants 128 by default).
 pub const DEFAULT_CREDITS: u32 = 128;
@@ -59,6 +60,40 @@ pub fn v4_unpredictable() -> usize {
     .min(MAX_REPLY_CHUNK)
 }
 
+/// The RPC-over-RDMA counters of every connection closed so far in this process.
+static TOTALS: Mutex<Option<RdmaTotals>> = Mutex::new(None);
+/// Connections whose counters are in [`TOTALS`].
+static CLOSED: AtomicU64 = AtomicU64::new(0);
+
+/// What the RPC-over-RDMA connections of a run did (the `rdma` object of the JSON
+/// output): message classes sent (RFC 8166 §3.5), chunks offered, RDMA_ERRORs, and
+/// the callbacks taken and answered (RFC 8167).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct RdmaTotals {
+    pub connections: u64,
+    pub short_calls: u64,
+    pub chunked_calls: u64,
+    pub long_calls: u64,
+    pub write_chunks: u64,
+    pub reply_chunks: u64,
+    pub rdma_errors: u64,
+    pub callbacks: u64,
+    pub callback_replies: u64,
+    pub callbacks_dropped: u64,
+}
+
+/// The totals of every RDMA connection closed so far.
+pub fn totals() -> RdmaTotals {
+    let t = TOTALS
+        .lock()
+        .map(|g| g.unwrap_or_default())
+        .unwrap_or_default();
+    RdmaTotals {
+        connections: CLOSED.load(Ordering::Relaxed),
+        ..t
+    }
+}
+
 /// A fabric instance of `provider` (one per connection: a fabric is one polled device
 /// context).
 pub fn open_fabric(provider: Provider) -> io::Result<Box<dyn Fabric>> {
@@ -84,10 +119,24 @@ pub struct RdmaPipe {
     c: RdmaClient,
     /// Transport XID → caller's XID of every call in flight.
     xids: HashMap<u32, u32>,
+    /// Callbacks are answered here (bench's own NFSv4.1 back channel); else they are
+    /// left for [`Pipe::take_callbacks`] (the bridge forwards them to its client).
+    answer: bool,
 }
 
 impl RdmaPipe {
+    /// A connection whose callbacks bench answers itself (`crate::nfs4::backchannel`).
     pub fn connect(addr: SocketAddr, provider: Provider, credits: u32) -> io::Result<RdmaPipe> {
+        RdmaPipe::connect_with(addr, provider, credits, true)
+    }
+
+    /// `answer`: answer callbacks here; else leave them to [`Pipe::take_callbacks`].
+    pub fn connect_with(
+        addr: SocketAddr,
+        provider: Provider,
+        credits: u32,
+        answer: bool,
+    ) -> io::Result<RdmaPipe> {
         let fabric = open_fabric(provider)?;
         let opts = ClientOptions {
             credits,
@@ -107,22 +156,44 @@ impl RdmaPipe {
         Ok(RdmaPipe {
             c,
             xids: HashMap::with_capacity(credits as usize),
+            answer,
         })
     }
 
-    /// Answers the callbacks received (RFC 8167 reverse calls; rare: allocates).
+    /// Answers the callbacks received (RFC 8167 reverse calls; rare: allocates). One
+    /// that is not a decodable RPC call gets GARBAGE_ARGS, so it does not hold one of
+    /// our reverse credits for ever.
     fn answer_callbacks(&mut self) {
-        let mut got: Vec<(u32, Option<Vec<u8>>)> = Vec::new();
+        let mut got: Vec<(u32, Vec<u8>)> = Vec::new();
         self.c.take_callbacks(&mut |xid, call| {
-            got.push((xid, crate::nfs4::backchannel::answer(call)))
+            let reply = crate::nfs4::backchannel::answer(call)
+                .unwrap_or_else(|| crate::nfs4::backchannel::garbage_args(xid));
+            got.push((xid, reply));
         });
         for (xid, reply) in got {
-            // A callback that is not an RPC call gets no answer (the server times it
-            // out); the client counts the others it could not send.
-            if let Some(Err(e)) = reply.map(|r| self.c.reply_callback(xid, &r)) {
+            if let Err(e) = self.c.reply_callback(xid, &reply) {
                 eprintln!("bench: answering callback {xid:#x}: {e}");
             }
         }
+    }
+}
+
+impl Drop for RdmaPipe {
+    fn drop(&mut self) {
+        let s = self.c.stats();
+        if let Ok(mut g) = TOTALS.lock() {
+            let t = g.get_or_insert_with(RdmaTotals::default);
+            t.short_calls += s.short_calls;
+            t.chunked_calls += s.chunked_calls;
+            t.long_calls += s.long_calls;
+            t.write_chunks += s.write_chunks;
+            t.reply_chunks += s.reply_chunks;
+            t.rdma_errors += s.rdma_errors;
+            t.callbacks += s.callbacks;
+            t.callback_replies += s.callback_replies;
+            t.callbacks_dropped += s.callbacks_dropped;
+        }
+        CLOSED.fetch_add(1, Ordering::Relaxed);
     }
 }
 
@@ -170,7 +241,9 @@ impl Pipe for RdmaPipe {
             }
             n += 1;
         })?;
-        self.answer_callbacks();
+        if self.answer {
+            self.answer_callbacks();
+        }
         if lost || !self.c.is_connected() {
             return Err(io::Error::new(
                 io::ErrorKind::ConnectionAborted,
@@ -182,5 +255,15 @@ impl Pipe for RdmaPipe {
 
     fn in_flight(&self) -> usize {
         self.xids.len()
+    }
+
+    fn take_callbacks(&mut self, f: &mut dyn FnMut(u32, &[u8])) {
+        self.c.take_callbacks(f);
+    }
+
+    fn reply_callback(&mut self, xid: u32, reply: &[u8]) -> io::Result<()> {
+        self.c
+            .reply_callback(xid, reply)
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))
     }
 }

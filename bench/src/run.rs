@@ -326,6 +326,8 @@ fn run_load(
         rate: args.rate,
         warmup_s: args.warmup,
         duration_s: measured,
+        // Every connection is closed by now (load, setup and teardown).
+        rdma: matches!(target, Target::Rdma { .. }).then(crate::rdma::totals),
     };
     if args.json {
         println!("{}", report::json(&settings, &merged));

@@ -273,10 +273,12 @@ fn r8167_02_second_callback_waits_for_the_reverse_credit() {
 #[test]
 fn r8167_17_recall_resent_after_reconnect_and_bind_conn() {
     let mut s = setup(8, 2);
+    let root = s.v3.mount_root();
+    s.v3.create(&root, b"other.txt");
     let (opened, fh) = s.open();
     let deleg = opened.deleg.unwrap();
     assert_eq!(s.v3.write(&s.fh3, b"new data"), NFS3ERR_JUKEBOX);
-    let (_, first) = s.expect_recall(&deleg, Duration::from_secs(5));
+    let (first_xid, first) = s.expect_recall(&deleg, Duration::from_secs(5));
     // Drop it unanswered: disconnect and reconnect.
     s.c.c.disconnect();
     let _ = s.c.c.poll(&mut |_, _| {});
@@ -292,6 +294,22 @@ fn r8167_17_recall_resent_after_reconnect_and_bind_conn() {
         assert!(Instant::now() < deadline, "CB_PATH_DOWN never reported");
         std::thread::sleep(Duration::from_millis(10));
     }
+    // No back channel now: no new delegation either.
+    let clientid = s.clientid;
+    let res = s.compound(
+        Ops::new()
+            .putrootfh()
+            .open_read(clientid, b"owner-2", b"other.txt"),
+    );
+    assert_eq!(res.status, NFS4_OK);
+    let mut r = res.reader();
+    skip_sequence_ok_op(&mut r);
+    assert_eq!(expect_op(&mut r, OP_PUTROOTFH), NFS4_OK);
+    assert_eq!(expect_op(&mut r, OP_OPEN), NFS4_OK);
+    assert!(
+        parse_open_ok(&mut r).deleg.is_none(),
+        "no delegation while path down"
+    );
     let res = s.c.compound(&Ops::new().bind_conn(s.sid));
     assert_eq!(res.status, NFS4_OK, "BIND_CONN_TO_SESSION");
     let (x, second) = s.expect_recall(&deleg, Duration::from_secs(15));
@@ -299,6 +317,7 @@ fn r8167_17_recall_resent_after_reconnect_and_bind_conn() {
         second.seqid, first.seqid,
         "resent with the same slot sequence id"
     );
+    assert_eq!(x, first_xid, "a retransmission: same XID (R8167-17)");
     let rec = callback_reply(x, Some(&second));
     s.c.c.reply_callback(x, &rec).expect("callback reply");
     wait_metric(&s.gw, &recalls("answered"), 1);

@@ -51,6 +51,11 @@ def test_nfs41_over_rdma_writes_and_reads_verified_through_chunks(gw_rdma):
         t = j["total"]
         assert t["ops"] == ops and t["errors"] == 0 and t["verify_failures"] == 0, (bs, t, err)
         assert t["verified_bytes"] == 2 << 20, (bs, t)
+        # R8267-12: every WRITE's data went in a read chunk (no Long call); READs of the
+        # read-back got write chunks; EXCHANGE_ID offered a Reply chunk (R8267-15).
+        r = j["rdma"]
+        assert r["chunked_calls"] >= ops and r["long_calls"] == 0, r
+        assert r["write_chunks"] >= 1 and r["reply_chunks"] >= 1 and r["rdma_errors"] == 0, r
     on_disk = (gw_rdma.data_dir / "r41w1m.dat").read_bytes()
     assert len(on_disk) == 2 << 20
     # Reads at three sizes (READ data pushed into write chunks), every byte checked
@@ -62,6 +67,8 @@ def test_nfs41_over_rdma_writes_and_reads_verified_through_chunks(gw_rdma):
         t = j["total"]
         assert t["ops"] == ops and t["errors"] == 0 and t["verify_failures"] == 0, (bs, t, err)
         assert t["verified_bytes"] > 0, (bs, t)
+        # R8267-18: every READ offered a write chunk of its count.
+        assert j["rdma"]["write_chunks"] >= ops, j["rdma"]
 
 
 def test_nfs41_over_rdma_every_workload(gw_rdma):
@@ -91,3 +98,6 @@ def test_r8167_nfs41_over_rdma_sessions_bind_the_back_channel_and_answer_its_pro
     failed = m.sum("nfsgw_callbacks_total", transport="rdma", result="failed")
     # The setup session and the two load sessions: three probes, all answered.
     assert replied >= 3 and failed == 0, (replied, failed, err)
+    r = j["rdma"]
+    assert r["callbacks"] >= 3 and r["callback_replies"] == r["callbacks"], r
+    assert r["callbacks_dropped"] == 0 and r["connections"] == 3, r

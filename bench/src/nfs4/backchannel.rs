@@ -50,6 +50,17 @@ pub fn answer(call: &[u8]) -> Option<Vec<u8>> {
     Some(out)
 }
 
+/// An RPC GARBAGE_ARGS reply to callback `xid` (its record did not decode).
+pub fn garbage_args(xid: u32) -> Vec<u8> {
+    let mut out = vec![0u8; 64];
+    let mut w = XdrWriter::new(&mut out);
+    let n = rpc::write_accepted(&mut w, xid, Accept::GarbageArgs)
+        .map(|()| w.position())
+        .unwrap_or(0);
+    out.truncate(n);
+    out
+}
+
 fn put(out: &mut Vec<u8>, v: u32) {
     out.extend_from_slice(&v.to_be_bytes());
 }
@@ -183,6 +194,12 @@ mod tests {
         let (a, _) = results(&answer(&cb_call(7, CB_PROGRAM, &[])).unwrap());
         assert!(matches!(a, Accept::ProcUnavail));
         assert!(answer(&[0, 0, 0, 1]).is_none());
+        let g = garbage_args(0x1234);
+        assert_eq!(
+            rpc::decode_reply(&g).unwrap().1,
+            rpc::ReplyStatus::Accepted(Accept::GarbageArgs)
+        );
+        assert_eq!(rpc::decode_reply(&g).unwrap().0, 0x1234);
     }
 
     #[test]

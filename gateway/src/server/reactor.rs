@@ -550,7 +550,11 @@ impl ReactorState {
             match conn {
                 ConnKind::Tcp(c) => {
                     self.router.stats.bytes_out(Transport::Tcp, buf.len());
-                    self.tcp.send_call(c, buf);
+                    let xid = call_xid(&buf);
+                    if !self.tcp.send_call(c, buf) {
+                        // Closed meanwhile: retry on the next binding after the backoff.
+                        self.shared.state.delegations.callback_failed(xid);
+                    }
                 }
                 ConnKind::Rdma(c) => self.send_rdma_call(c, buf, std::time::Instant::now()),
             }
@@ -577,6 +581,10 @@ impl ReactorState {
                     self.cb_wait.push_back((conn, buf, queued));
                 } else {
                     tracing::debug!("rdma: callback wait queue full; the callback will be resent");
+                    self.shared
+                        .state
+                        .delegations
+                        .callback_failed(call_xid(&buf));
                 }
             }
             Err(CallbackError::TooLarge) => tracing::warn!(
@@ -584,7 +592,12 @@ impl ReactorState {
                 "rdma: callback larger than the client's inline threshold; dropped"
             ),
             Err(CallbackError::Gone) => {
-                tracing::debug!("rdma: callback for a closed connection; dropped")
+                // Resent after the backoff on the connection the client binds next.
+                tracing::debug!("rdma: callback for a closed connection; dropped");
+                self.shared
+                    .state
+                    .delegations
+                    .callback_failed(call_xid(&buf));
             }
         }
     }
@@ -598,13 +611,17 @@ impl ReactorState {
     fn back_channel_events(&mut self) -> usize {
         let mut work = 0;
         let reactor = self.id;
-        let clients = &self.shared.state.clients;
+        let state = &self.shared.state;
         let cb_wait = &mut self.cb_wait;
         let mut closed = |kind: ConnKind| {
             if let ConnKind::Rdma(c) = kind {
                 cb_wait.retain(|(w, _, _)| *w != c);
             }
-            clients.forget_conn(&ConnRef { reactor, kind });
+            // Clients left without a back channel get no new delegations until the
+            // probe of the next binding is answered.
+            for id in state.clients.forget_conn(&ConnRef { reactor, kind }) {
+                state.delegations.set_callback_up(id, false);
+            }
         };
         self.tcp.take_closed(&mut |c| closed(ConnKind::Tcp(c)));
         if let Some(r) = self.rdma.as_mut() {
@@ -626,11 +643,24 @@ impl ReactorState {
                 };
                 if now.saturating_duration_since(queued) < CB_WAIT_MAX {
                     self.send_rdma_call(c, buf, queued);
+                } else {
+                    self.shared
+                        .state
+                        .delegations
+                        .callback_failed(call_xid(&buf));
                 }
             }
         }
         work
     }
+}
+
+/// The XID of a callback record queued with its record-mark room (0 if too short: it
+/// then matches no callback and the report is ignored).
+fn call_xid(buf: &[u8]) -> u32 {
+    buf.get(MARK..MARK + 4)
+        .and_then(|b| b.try_into().ok())
+        .map_or(0, u32::from_be_bytes)
 }
 
 impl Poller for ReactorState {
