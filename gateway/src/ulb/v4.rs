@@ -287,37 +287,42 @@ pub fn fast_read_data(reply: &[u8]) -> DdpList {
     list
 }
 
+/// Reads words at fixed offsets (this runs for every v4 reply over RDMA: no decoder
+/// state, every access bounds-checked).
 fn simple_read_class(reply: &[u8]) -> Option<Option<Range<usize>>> {
-    let (_, status, at) = rpc::decode_reply(reply).ok()?;
-    if status != rpc::ReplyStatus::Accepted(rpc::Accept::Success) {
+    let word = |at: usize| -> Option<u32> {
+        let b = reply.get(at..at.checked_add(4)?)?;
+        Some(u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+    };
+    // RFC 5531 §9: xid, REPLY (1), MSG_ACCEPTED (0), verifier, SUCCESS (0).
+    if word(4)? != 1 || word(8)? != 0 {
         return None;
     }
-    let mut r = XdrReader::new(reply);
-    r.skip(at).ok()?;
-    let _status = r.u32().ok()?;
-    opaque(&mut r).ok()?; // tag
-    if r.u32().ok()? != 3 {
+    let verf_len = word(16)? as usize;
+    let mut at = 20usize.checked_add(padded(verf_len))?;
+    if word(at)? != 0 {
         return None;
     }
-    if r.u32().ok()? != OP_SEQUENCE || r.u32().ok()? != NFS4_OK {
+    // COMPOUND4res: status, tag, 3 results.
+    let tag_len = word(at + 8)? as usize;
+    at = (at + 12).checked_add(padded(tag_len))?;
+    if word(at)? != 3 || word(at + 4)? != OP_SEQUENCE || word(at + 8)? != NFS4_OK {
         return None;
     }
-    r.skip(16 + 20).ok()?;
-    if r.u32().ok()? != OP_PUTFH || r.u32().ok()? != NFS4_OK {
+    at += 12 + 16 + 20; // SEQUENCE4resok
+    if word(at)? != OP_PUTFH || word(at + 4)? != NFS4_OK {
         return None;
     }
-    let op = r.u32().ok()?;
+    let op = word(at + 8)?;
     if op != OP_READ && op != OP_READLINK {
         return None;
     }
-    if r.u32().ok()? != NFS4_OK {
+    if word(at + 12)? != NFS4_OK {
         return Some(None);
     }
-    if op == OP_READ {
-        r.skip(4).ok()?; // eof
-    }
-    let len = r.u32().ok()? as usize;
-    let start = r.position();
+    let len_at = if op == OP_READ { at + 20 } else { at + 16 }; // READ: eof first
+    let len = word(len_at)? as usize;
+    let start = len_at + 4;
     let end = start.checked_add(len)?;
     (end <= reply.len()).then_some(Some(start..end))
 }
