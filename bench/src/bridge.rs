@@ -15,6 +15,10 @@
 //!   SYSTEM_ERR so the client does not wait forever; a broken RDMA connection closes
 //!   the TCP connection, and a closed TCP connection closes the RDMA connection (calls
 //!   still in flight are drained first when the client only half-closed).
+//! - NFSv4.1 callbacks the server sends on the RDMA connection (RFC 8167, after the
+//!   client's CREATE_SESSION bound it as back channel) are written to the client as
+//!   calls; the client's REPLY records coming back are sent as reverse replies, never
+//!   as calls. The bridge answers no callback itself.
 //!
 //! The loop busy-polls briefly after activity, then sleeps ~20 µs while calls are in
 //! flight, and blocks on the socket (a few ms at a time) when nothing is outstanding.
@@ -108,10 +112,14 @@ impl From<&BridgeArgs> for Opts {
 pub fn open_pipe(target: &Target) -> anyhow::Result<Box<dyn Pipe>> {
     Ok(match target {
         Target::Tcp(a) => Box::new(pipe::TcpPipe::connect(a, 256)?),
-        Target::Rdma { addr, provider } => Box::new(crate::rdma::RdmaPipe::connect(
+        // Callbacks go to the client, whose callback service answers them (RFC 8167:
+        // the server's calls on this connection; their replies come back on the TCP
+        // connection and are sent as reverse replies).
+        Target::Rdma { addr, provider } => Box::new(crate::rdma::RdmaPipe::connect_with(
             *addr,
             *provider,
             crate::rdma::DEFAULT_CREDITS,
+            false,
         )?),
     })
 }
@@ -208,6 +216,18 @@ pub fn serve(mut sock: TcpStream, p: &mut dyn Pipe, opts: &Opts) -> Result<(), E
                 queue.pop_front();
                 continue;
             };
+            if call.get(4..8) == Some(&engine::rpc::MSG_REPLY.to_be_bytes()[..]) {
+                // The client's answer to a callback we forwarded.
+                if let Err(e) = p.reply_callback(xid, call) {
+                    if opts.verbose {
+                        eprintln!("bridge: callback reply {xid:#x} not forwarded: {e}");
+                    }
+                }
+                queued_bytes -= call.len();
+                queue.pop_front();
+                progress = true;
+                continue;
+            }
             if in_flight.contains(&xid) {
                 // A retransmission of a call still in flight: its reply will come.
                 queued_bytes -= call.len();
@@ -246,6 +266,11 @@ pub fn serve(mut sock: TcpStream, p: &mut dyn Pipe, opts: &Opts) -> Result<(), E
             })
             .map_err(End::Server)?;
         progress |= n > 0;
+        // Callbacks from the server, to the client's callback service.
+        p.take_callbacks(&mut |_, call| {
+            pipe::push_record(&mut out, call);
+            progress = true;
+        });
 
         // 4. Replies to the client.
         while out_at < out.len() {
@@ -322,6 +347,9 @@ mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::Arc;
 
+    /// Callback replies a test server received: (xid, record).
+    type CbReplies = Arc<std::sync::Mutex<Vec<(u32, Vec<u8>)>>>;
+
     /// A server that answers every call with SUCCESS and the call's args echoed,
     /// `credits` at a time, one poll later.
     struct Echo {
@@ -330,6 +358,10 @@ mod tests {
         max_seen: Arc<AtomicUsize>,
         fail_after: Option<usize>,
         answered: usize,
+        /// Callbacks to hand over (a call with proc 77 makes one).
+        callbacks: VecDeque<Vec<u8>>,
+        /// Callback replies received.
+        cb_replies: CbReplies,
     }
 
     impl Pipe for Echo {
@@ -351,6 +383,14 @@ mod tests {
                     return Err(io::Error::new(io::ErrorKind::BrokenPipe, "fabric down"));
                 }
                 let (h, args_at) = rpc::decode_call(&call).unwrap();
+                if h.proc_ == 77 {
+                    let mut cb = vec![0u8; 64];
+                    let mut w = XdrWriter::new(&mut cb);
+                    rpc::write_call(&mut w, 0xcb01, 0x4000_0000, 1, 0, &Cred::None).unwrap();
+                    let n = w.position();
+                    cb.truncate(n);
+                    self.callbacks.push_back(cb);
+                }
                 let mut buf = vec![0u8; call.len() + 64];
                 let mut w = XdrWriter::new(&mut buf);
                 rpc::write_accepted(&mut w, h.xid, Accept::Success).unwrap();
@@ -369,6 +409,17 @@ mod tests {
 
         fn in_flight(&self) -> usize {
             self.pending.len()
+        }
+
+        fn take_callbacks(&mut self, f: &mut dyn FnMut(u32, &[u8])) {
+            while let Some(cb) = self.callbacks.pop_front() {
+                f(crate::pipe::xid_of(&cb).unwrap(), &cb);
+            }
+        }
+
+        fn reply_callback(&mut self, xid: u32, reply: &[u8]) -> io::Result<()> {
+            self.cb_replies.lock().unwrap().push((xid, reply.to_vec()));
+            Ok(())
         }
     }
 
@@ -413,10 +464,25 @@ mod tests {
         std::thread::JoinHandle<Result<(), End>>,
         Arc<AtomicUsize>,
     ) {
+        let (c, h, m, _) = start_cb(credits, fail_after);
+        (c, h, m)
+    }
+
+    fn start_cb(
+        credits: usize,
+        fail_after: Option<usize>,
+    ) -> (
+        TcpStream,
+        std::thread::JoinHandle<Result<(), End>>,
+        Arc<AtomicUsize>,
+        CbReplies,
+    ) {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = l.local_addr().unwrap();
         let max_seen = Arc::new(AtomicUsize::new(0));
         let m = max_seen.clone();
+        let cb_replies = CbReplies::default();
+        let cbr = cb_replies.clone();
         let h = std::thread::spawn(move || {
             let (s, _) = l.accept().unwrap();
             let mut echo = Echo {
@@ -425,6 +491,8 @@ mod tests {
                 max_seen: m,
                 fail_after,
                 answered: 0,
+                callbacks: VecDeque::new(),
+                cb_replies: cbr,
             };
             serve(
                 s,
@@ -437,7 +505,44 @@ mod tests {
         });
         let c = TcpStream::connect(addr).unwrap();
         c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-        (c, h, max_seen)
+        (c, h, max_seen, cb_replies)
+    }
+
+    #[test]
+    fn r8167_callbacks_reach_the_client_and_its_replies_the_server() {
+        let (mut c, h, _, replies) = start_cb(4, None);
+        let mut s = Vec::new();
+        push_record(&mut s, &call(9, 77, &[]));
+        c.write_all(&s).unwrap();
+        // The callback (a CALL) and the reply to call 9, in either order.
+        let mut cb = None;
+        for _ in 0..2 {
+            let rec = read_record(&mut c).unwrap();
+            if rec[4..8] == rpc::MSG_CALL.to_be_bytes() {
+                cb = Some(rec);
+            } else {
+                assert_eq!(rpc::decode_reply(&rec).unwrap().0, 9);
+            }
+        }
+        let cb = cb.expect("the callback was forwarded");
+        let (hdr, _) = rpc::decode_call(&cb).unwrap();
+        assert_eq!((hdr.xid, hdr.prog), (0xcb01, 0x4000_0000));
+        // The client's callback service answers on the same TCP connection.
+        let mut rep = vec![0u8; 64];
+        let mut w = XdrWriter::new(&mut rep);
+        rpc::write_accepted(&mut w, 0xcb01, Accept::Success).unwrap();
+        let n = w.position();
+        rep.truncate(n);
+        let mut s = Vec::new();
+        push_record(&mut s, &rep);
+        c.write_all(&s).unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while replies.lock().unwrap().is_empty() && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert_eq!(*replies.lock().unwrap(), vec![(0xcb01, rep)]);
+        drop(c);
+        assert!(h.join().unwrap().is_ok());
     }
 
     #[test]

@@ -334,7 +334,13 @@ mod tests {
         busy: Vec<bool>,
         calls: u32,
         delays: std::sync::Arc<std::sync::atomic::AtomicU32>,
-        queue: VecDeque<(u32, Vec<u8>)>,
+        /// (slot, xid, reply); an empty reply is an RDMA_ERROR for that call.
+        queue: VecDeque<(u32, u32, Vec<u8>)>,
+        /// Every n-th valid call fails at the transport (an RPC-over-RDMA ERR_CHUNK:
+        /// nothing processed, RFC 8166 §4.5); 0: never.
+        err_every: u32,
+        seen: u32,
+        errors: u32,
     }
 
     fn be(ws: &[u32]) -> Vec<u8> {
@@ -361,6 +367,11 @@ mod tests {
             if !ok {
                 rep.extend(be(&[10063, 0, 1, 53, 10063]));
                 return Some((h.xid, rep, None));
+            }
+            self.seen += 1;
+            if self.err_every > 0 && self.seen.is_multiple_of(self.err_every) {
+                self.errors += 1;
+                return Some((h.xid, Vec::new(), None));
             }
             self.slots[slot as usize] = seqid;
             self.busy[slot as usize] = true;
@@ -406,19 +417,21 @@ mod tests {
             };
             // Replies go out in reverse order of arrival within a poll (slots are
             // freed out of order); the slot stays busy until its reply is delivered.
-            self.queue.push_front((slot.unwrap_or(u32::MAX), rep));
-            let _ = xid;
+            self.queue.push_front((slot.unwrap_or(u32::MAX), xid, rep));
             Ok(true)
         }
 
         fn poll(&mut self, on_reply: &mut OnReply) -> io::Result<usize> {
             let mut n = 0;
-            while let Some((slot, rep)) = self.queue.pop_front() {
+            while let Some((slot, xid, rep)) = self.queue.pop_front() {
                 if let Some(b) = self.busy.get_mut(slot as usize) {
                     *b = false;
                 }
-                let xid = crate::pipe::xid_of(&rep).expect("xid");
-                on_reply(xid, Ok(&rep));
+                if rep.is_empty() {
+                    on_reply(xid, Err("RPC-over-RDMA: ERR_CHUNK".into()));
+                } else {
+                    on_reply(xid, Ok(&rep));
+                }
                 n += 1;
             }
             Ok(n)
@@ -429,8 +442,9 @@ mod tests {
         }
     }
 
-    #[test]
-    fn nfs41_calls_use_each_slot_in_sequence_and_are_resent_after_delay() {
+    /// Runs the NFSv4.1 load against [`FakeV4`] for 300 ms; returns the stats and the
+    /// calls the fake failed at the transport.
+    fn run_v4(err_every: u32) -> (crate::stats::Stats, u32, u32) {
         let target = Target::Tcp("unused".into());
         let mut files = files();
         files.stateids = vec![crate::nfs4::Stateid::default()];
@@ -473,6 +487,14 @@ mod tests {
             calls: 0,
             delays: std::sync::Arc::clone(&delays),
             queue: VecDeque::new(),
+            err_every,
+            seen: 0,
+            errors: 0,
+        };
+        let errors = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
+        let server = Counting {
+            inner: server,
+            errors: std::sync::Arc::clone(&errors),
         };
         let spec = ThreadSpec {
             thread: 0,
@@ -481,18 +503,65 @@ mod tests {
         };
         let (tx, _rx) = std::sync::mpsc::channel();
         let st = run_thread(&plan, &spec, vec![Box::new(server)], clock, &tx).stats;
+        let delays = delays.load(std::sync::atomic::Ordering::Relaxed);
+        (
+            st,
+            delays,
+            errors.load(std::sync::atomic::Ordering::Relaxed),
+        )
+    }
+
+    /// Publishes the fake's transport-error count when dropped.
+    struct Counting {
+        inner: FakeV4,
+        errors: std::sync::Arc<std::sync::atomic::AtomicU32>,
+    }
+
+    impl Drop for Counting {
+        fn drop(&mut self) {
+            self.errors
+                .store(self.inner.errors, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+
+    impl Pipe for Counting {
+        fn try_submit(&mut self, call: &[u8]) -> Result<bool, SubmitFail> {
+            self.inner.try_submit(call)
+        }
+        fn poll(&mut self, on_reply: &mut OnReply) -> io::Result<usize> {
+            self.inner.poll(on_reply)
+        }
+        fn in_flight(&self) -> usize {
+            self.inner.in_flight()
+        }
+    }
+
+    #[test]
+    fn nfs41_calls_use_each_slot_in_sequence_and_are_resent_after_delay() {
+        let (st, delays, _) = run_v4(0);
         let t = st.total();
         assert!(t.ops > 100, "{} ops", t.ops);
         // Every call answered DELAY was resent and then succeeded: no errors, and no
         // SEQ_MISORDERED (which would be errors too).
         assert_eq!(t.errors, 0);
         assert!(st.get(Kind::Read).unwrap().bytes > 0);
-        let delays = delays.load(std::sync::atomic::Ordering::Relaxed);
         assert!(
             delays as u64 * 2 >= t.ops / 2,
             "{delays} DELAYs for {} ops",
             t.ops
         );
+    }
+
+    /// R8267-31/33 (RFC 8267 §6.6, §6.7.2): a COMPOUND that ends in an RDMA_ERROR
+    /// fails once (not resent, R8267-27) and its session slot is reusable: the next
+    /// call on it carries the same sequence id (the SEQUENCE was never processed), so
+    /// the server sees no SEQ_MISORDERED (which would count as more errors).
+    #[test]
+    fn r8267_31_33_rdma_error_fails_the_call_once_and_its_slot_is_reused() {
+        let (st, _, errors) = run_v4(7);
+        let t = st.total();
+        assert!(t.ops > 100 && errors > 5, "{} ops, {errors} errors", t.ops);
+        assert_eq!(t.errors, errors as u64);
     }
 
     #[test]

@@ -36,6 +36,7 @@ mod schedule;
 mod stats;
 mod transport;
 mod ulb;
+mod ulb4;
 mod units;
 
 use clap::{Args, Parser, Subcommand};
@@ -109,7 +110,8 @@ pub struct RunArgs {
     #[arg(long, default_value = "tcp://127.0.0.1:2049")]
     pub target: String,
     /// NFS version: 3, or 4.1 (EXCHANGE_ID, a session per connection with --qd slots,
-    /// SEQUENCE + PUTFH + op compounds, OPENed files; tcp:// only).
+    /// SEQUENCE + PUTFH + op compounds, OPENed files; over rdma:// with an RFC 8167
+    /// back channel).
     #[arg(long, value_enum, default_value = "3")]
     pub nfs: NfsVersion,
     /// RDMA provider for rdma:// targets.

@@ -46,6 +46,17 @@ pub trait Pipe: Send {
     fn wait_fd(&self) -> Option<(std::os::fd::RawFd, bool)> {
         None
     }
+
+    /// Hands over the server's callbacks (RFC 8167 reverse calls on this connection)
+    /// received since the last call, when the pipe forwards them (the bridge) instead
+    /// of answering them itself: XID and RPC call record.
+    fn take_callbacks(&mut self, _f: &mut dyn FnMut(u32, &[u8])) {}
+
+    /// Answers a callback handed over by [`Pipe::take_callbacks`] with an RPC reply
+    /// record (from its XID).
+    fn reply_callback(&mut self, _xid: u32, _reply: &[u8]) -> io::Result<()> {
+        Err(io::ErrorKind::Unsupported.into())
+    }
 }
 
 /// The XID (word 0) of an RPC message.

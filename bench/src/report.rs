@@ -27,6 +27,26 @@ pub struct Settings<'a> {
     pub warmup_s: f64,
     /// Measured seconds (from the end of the warm-up to the last completion).
     pub duration_s: f64,
+    /// rdma:// targets: what the RPC-over-RDMA connections did.
+    pub rdma: Option<crate::rdma::RdmaTotals>,
+}
+
+fn rdma_json(t: &crate::rdma::RdmaTotals) -> String {
+    format!(
+        "{{\"connections\":{},\"short_calls\":{},\"chunked_calls\":{},\"long_calls\":{},\
+         \"write_chunks\":{},\"reply_chunks\":{},\"rdma_errors\":{},\"callbacks\":{},\
+         \"callback_replies\":{},\"callbacks_dropped\":{}}}",
+        t.connections,
+        t.short_calls,
+        t.chunked_calls,
+        t.long_calls,
+        t.write_chunks,
+        t.reply_chunks,
+        t.rdma_errors,
+        t.callbacks,
+        t.callback_replies,
+        t.callbacks_dropped
+    )
 }
 
 /// Latency percentiles in microseconds.
@@ -141,7 +161,7 @@ pub fn json(set: &Settings, stats: &Stats) -> String {
     format!(
         "{{\"schema\":{},\"target\":{},\"provider\":{},\"workload\":{},\"mix\":[{}],\"bs\":{},\
          \"files\":{},\"file_size\":{},\"threads\":{},\"conns\":{},\"conns_per_thread\":{},\"qd\":{},\
-         \"rate\":{},\"warmup_s\":{},\"duration_s\":{},\"total\":{},\"per_op\":{{{}}}}}",
+         \"rate\":{},\"warmup_s\":{},\"duration_s\":{},\"total\":{},\"per_op\":{{{}}},\"rdma\":{}}}",
         json_str(SCHEMA),
         json_str(set.target),
         set.provider.map_or("null".into(), json_str),
@@ -159,6 +179,7 @@ pub fn json(set: &Settings, stats: &Stats) -> String {
         json_num(set.duration_s),
         stats_json(&stats.total(), secs),
         per_op.join(","),
+        set.rdma.as_ref().map_or("null".into(), rdma_json),
     )
 }
 
@@ -267,6 +288,7 @@ mod tests {
         let set = Settings {
             target: "tcp://127.0.0.1:2049",
             provider: None,
+            rdma: None,
             workload: "mix",
             mix: &mix,
             bs: 4096,
@@ -284,6 +306,7 @@ mod tests {
         assert!(j.starts_with("{\"schema\":\"nfsgw-bench/1\",\"target\":\"tcp://127.0.0.1:2049\",\"provider\":null,\"workload\":\"mix\",\"mix\":[{\"op\":\"randread\",\"weight\":70},{\"op\":\"getattr\",\"weight\":30}],"), "{j}");
         assert!(j.contains("\"total\":{\"ops\":2,\"errors\":0,\"bytes\":4194304,\"ops_per_s\":1.0,\"mib_per_s\":2.0,"), "{j}");
         assert!(j.contains("\"per_op\":{\"read\":{\"ops\":1,"), "{j}");
+        assert!(j.ends_with(",\"rdma\":null}"), "{j}");
         assert!(j.contains(",\"getattr\":{\"ops\":1,"), "{j}");
         assert!(j.contains("\"rate\":null,"), "{j}");
         assert!(!j.contains("\"write\""));

@@ -129,10 +129,6 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     let writes = mix.any(Op::writes);
     if args.nfs == NfsVersion::V41 {
         anyhow::ensure!(
-            matches!(target, Target::Tcp(_)),
-            "--nfs 4.1 needs a tcp:// target: NFSv4.1 over RPC-over-RDMA is not supported yet"
-        );
-        anyhow::ensure!(
             args.mount_port.is_none(),
             "--mount-port is for NFSv3 (NFSv4.1 has no MOUNT)"
         );
@@ -330,6 +326,8 @@ fn run_load(
         rate: args.rate,
         warmup_s: args.warmup,
         duration_s: measured,
+        // Every connection is closed by now (load, setup and teardown).
+        rdma: matches!(target, Target::Rdma { .. }).then(crate::rdma::totals),
     };
     if args.json {
         println!("{}", report::json(&settings, &merged));

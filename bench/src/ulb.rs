@@ -13,6 +13,8 @@
 //!   `count` / `maxcount` (a Reply chunk when it can exceed the inline threshold);
 //! - everything else: [`SMALL_REPLY`].
 //!
+//! NFSv4 (version 4) COMPOUNDs: see [`crate::ulb4`] (RFC 8267 §6).
+//!
 //! Other programs get [`OTHER_REPLY`], except MOUNT DUMP and EXPORT whose lists can be
 //! long ([`MOUNT_LIST_REPLY`]). Calls that do not decode get [`OTHER_REPLY`] without
 //! any chunk: the server will answer them with a small error.
@@ -68,13 +70,26 @@ fn header(call: &[u8]) -> Option<(u32, u32, u32, usize)> {
     Some((prog, vers, proc_, r.position()))
 }
 
-/// The shape of one encoded RPC call (starting at its XID, no record mark).
+/// The shape of one encoded RPC call (starting at its XID, no record mark); an NFSv4
+/// reply that cannot be sized from its call is bounded by [`V4_UNPREDICTABLE`].
+#[cfg(test)]
 pub fn call_shape(call: &[u8]) -> CallShape {
+    call_shape_with(call, V4_UNPREDICTABLE)
+}
+
+/// Bound of an NFSv4 reply that cannot be sized from the call when no session told
+/// its `ca_maxresponsesize` yet (EXCHANGE_ID, CREATE_SESSION).
+pub const V4_UNPREDICTABLE: usize = 64 << 10;
+
+/// [`call_shape`] with the bound of an unpredictable NFSv4 reply: the session's
+/// fore-channel `ca_maxresponsesize` (RFC 8267 §6.2.2, R8267-15).
+pub fn call_shape_with(call: &[u8], v4_unpredictable: usize) -> CallShape {
     let Some((prog, vers, proc_, args_at)) = header(call) else {
         return CallShape::new(OTHER_REPLY);
     };
     match (prog, vers) {
         (NFS_PROGRAM, 3) => nfs3_shape(proc_, call, args_at),
+        (NFS_PROGRAM, 4) => crate::ulb4::shape(call, proc_, args_at, v4_unpredictable),
         (MOUNT_PROGRAM, _) if proc_ == 2 || proc_ == 5 => CallShape::new(MOUNT_LIST_REPLY),
         _ => CallShape::new(OTHER_REPLY),
     }
@@ -183,7 +198,7 @@ fn readdir_count(r: &mut XdrReader, plus: bool) -> XdrResult<u32> {
 }
 
 /// Offset of the procedure results in an accepted, successful RPC reply.
-fn results_at(reply: &[u8]) -> Option<usize> {
+pub(crate) fn results_at(reply: &[u8]) -> Option<usize> {
     match rpc::decode_reply(reply) {
         Ok((_, rpc::ReplyStatus::Accepted(rpc::Accept::Success), at)) => Some(at),
         _ => None,
@@ -408,8 +423,9 @@ mod tests {
         assert_eq!(call_shape(&mnt).max_reply, OTHER_REPLY);
         let export = call(MOUNT_PROGRAM, 3, 5, |_| Ok(()));
         assert_eq!(call_shape(&export).max_reply, MOUNT_LIST_REPLY);
+        // An NFSv4 COMPOUND that does not decode: unpredictable (crate::ulb4).
         let v4 = call(NFS_PROGRAM, 4, 1, |w| w.u32(0));
-        assert_eq!(call_shape(&v4).max_reply, OTHER_REPLY);
+        assert_eq!(call_shape(&v4).max_reply, V4_UNPREDICTABLE);
         assert_eq!(call_shape(&[0, 0, 0, 1]).max_reply, OTHER_REPLY);
         assert_eq!(call_shape(&[]).max_reply, OTHER_REPLY);
     }

@@ -26,7 +26,7 @@ STATS_KEYS = {"ops": int, "errors": int, "bytes": int, "ops_per_s": NUM, "mib_pe
 TOP_KEYS = {"schema": str, "target": str, "provider": (str, type(None)), "workload": str, "mix": list,
             "bs": int, "files": int, "file_size": int, "threads": int, "conns": int,
             "conns_per_thread": int, "qd": int, "rate": (int, float, type(None)), "warmup_s": NUM,
-            "duration_s": NUM, "total": dict, "per_op": dict}
+            "duration_s": NUM, "total": dict, "per_op": dict, "rdma": (dict, type(None))}
 OP_TYPES = {"read", "write", "getattr", "lookup", "readdirplus", "create", "remove", "null"}
 
 

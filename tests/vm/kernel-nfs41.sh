@@ -253,16 +253,18 @@ fi
 
 # ---- delegation recall ------------------------------------------------------------------------
 if want deleg; then
-# recalls RESULT: the gateway's nfsgw_delegation_recalls_total{result="RESULT"} (0 if absent)
+# recalls RESULT: the gateway's nfsgw_delegation_recalls_total{transport=*,result="RESULT"},
+# summed over transports (0 if absent)
 recalls() {
   python3 - "$1" <<PY
 import sys, urllib.request
-want = 'nfsgw_delegation_recalls_total{result="%s"}' % sys.argv[1]
+want = 'result="%s"}' % sys.argv[1]
 try:
     text = urllib.request.urlopen("http://$STATS/metrics", timeout=10).read().decode()
 except OSError as e:
     sys.exit(f"stats endpoint: {e}")
-print(sum(float(l.split()[-1]) for l in text.splitlines() if l.startswith(want)))
+print(sum(float(l.split()[-1]) for l in text.splitlines()
+          if l.startswith("nfsgw_delegation_recalls_total{") and want in l))
 for l in text.splitlines():
     if l.startswith("nfsgw_deleg"):
         print(l, file=sys.stderr)

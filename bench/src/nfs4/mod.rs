@@ -7,6 +7,7 @@
 //! one per request the server processed). The v3 [`Call`] values are translated, so the
 //! load driver picks ops the same way for both versions.
 
+pub mod backchannel;
 pub mod reply;
 pub mod session;
 pub mod setup;
@@ -99,6 +100,23 @@ pub struct Seq {
     pub highest: u32,
 }
 
+/// The back channel CREATE_SESSION asks for (RFC 8881 §18.36; RFC 8267 §6.5.2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BackChannel {
+    /// ca_maxrequests: the reverse credits granted on the connection.
+    pub slots: u32,
+    /// ca_maxrequestsize = ca_maxresponsesize: the inline threshold less the 28-byte
+    /// transport header, as Linux does, so every callback is a Short message
+    /// (R8267-30).
+    pub max_msg: u32,
+}
+
+/// CREATE_SESSION4_FLAG_CONN_BACK_CHAN (RFC 8881 §18.36.1).
+pub const CONN_BACK_CHAN: u32 = 0x2;
+/// OPEN4_SHARE_ACCESS_WANT_NO_DELEG (RFC 8881 §18.16.1): bench never holds
+/// delegations, so a recall never has anything to return.
+pub const WANT_NO_DELEG: u32 = 0x0400;
+
 /// One operation of a COMPOUND, with its arguments.
 #[derive(Clone, Copy, Debug)]
 pub enum Op4<'a> {
@@ -139,6 +157,10 @@ pub enum Op4<'a> {
         slots: u32,
         /// Largest request and reply asked for.
         max_msg: u32,
+        /// Ask CONN_BACK_CHAN with a back channel of this many slots whose requests
+        /// and replies are at most `back_msg` bytes (RFC 8167 over RDMA); `None`: no
+        /// back channel.
+        back: Option<BackChannel>,
     },
 }
 
@@ -236,7 +258,7 @@ impl Op4<'_> {
                 name,
             } => {
                 w.u32(0)?; // seqid: ignored in 4.1 (RFC 8881 §18.16.3)
-                w.u32(3)?; // OPEN4_SHARE_ACCESS_BOTH
+                w.u32(3 | WANT_NO_DELEG)?; // OPEN4_SHARE_ACCESS_BOTH, no delegation
                 w.u32(0)?; // OPEN4_SHARE_DENY_NONE
                 w.u64(clientid)?;
                 w.opaque_var(owner)?;
@@ -267,14 +289,20 @@ impl Op4<'_> {
                 sequence,
                 slots,
                 max_msg,
+                back,
             } => {
                 w.u64(clientid)?;
                 w.u32(sequence)?;
-                w.u32(0)?; // flags: no persistence, no back channel
+                // flags: no persistence; CONN_BACK_CHAN over RDMA (RFC 8167).
+                w.u32(if back.is_some() { CONN_BACK_CHAN } else { 0 })?;
                 channel(w, max_msg, 4096, 8, slots)?;
-                // The back channel bench never uses (RFC 8881 §18.36: still described;
-                // values the Linux client sends).
-                channel(w, 4096, 0, 2, 1)?;
+                match back {
+                    // Linux: max_ops 2, nothing cached (nfsv41-linux-notes.md).
+                    Some(b) => channel(w, b.max_msg, 0, 2, b.slots)?,
+                    // Not used (RFC 8881 §18.36: still described; values the Linux
+                    // client sends over TCP).
+                    None => channel(w, 4096, 0, 2, 1)?,
+                }
                 w.u32(0x4000_0000)?; // cb_program
                 w.u32(1)?; // one callback security parameter:
                 w.u32(0) // AUTH_NONE

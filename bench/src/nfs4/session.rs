@@ -9,7 +9,7 @@
 
 use super::reply::{self, status_name, Decoded};
 use super::slots::Slots;
-use super::{encode_compound, status, Op4, Seq, SessionId, Stateid, FATTR4_SIZE};
+use super::{encode_compound, status, BackChannel, Op4, Seq, SessionId, Stateid, FATTR4_SIZE};
 use crate::client::Conn;
 use crate::pattern::Pattern;
 use crate::transport::Target;
@@ -55,6 +55,8 @@ pub struct Client4 {
     pub owner: Vec<u8>,
     /// Largest READ/WRITE payload the setup session carries.
     pub max_io: u32,
+    /// The back channel each CREATE_SESSION asks for (RPC-over-RDMA targets).
+    back: Option<BackChannel>,
 }
 
 fn check(d: &Decoded, what: &str) -> anyhow::Result<()> {
@@ -72,6 +74,13 @@ impl Client4 {
     /// fore slots, RECLAIM_COMPLETE.
     pub fn connect(target: &Target, slots: u32) -> anyhow::Result<Client4> {
         let mut conn = Conn::connect(target)?;
+        // Over RPC-over-RDMA the connection offers a back channel (RFC 8167): bind it
+        // with CONN_BACK_CHAN, its messages within the inline threshold (4 KiB both
+        // ways for bench's RDMA client) less the transport header.
+        let back = matches!(target, Target::Rdma { .. }).then_some(BackChannel {
+            slots: crate::rdma::BACKCHANNEL_CREDITS,
+            max_msg: 4096 - 28,
+        });
         let pid = std::process::id();
         let owner = format!("nfsgw-bench/{pid}/{:016x}", rand::random::<u64>()).into_bytes();
         let verifier = rand::random::<u64>().to_be_bytes();
@@ -102,6 +111,7 @@ impl Client4 {
             slots: Slots::default(),
             owner: format!("bench-{pid}").into_bytes(),
             max_io: 0,
+            back,
         };
         let (session, max_io) = c.create_session_sized(slots)?;
         c.session = session;
@@ -122,7 +132,7 @@ impl Client4 {
     }
 
     fn create_session_sized(&mut self, slots: u32) -> anyhow::Result<(Session, u32)> {
-        let (clientid, sequence) = (self.clientid, self.cs_seq);
+        let (clientid, sequence, back) = (self.clientid, self.cs_seq, self.back);
         let body = self.conn.call_with(|out, xid, cred| {
             encode_compound(
                 out,
@@ -133,6 +143,7 @@ impl Client4 {
                     sequence,
                     slots: slots.max(1),
                     max_msg: MAX_MSG,
+                    back,
                 }],
             )
         })?;
@@ -143,6 +154,8 @@ impl Client4 {
             .ok_or_else(|| anyhow::anyhow!("CREATE_SESSION reply without a session"))?;
         anyhow::ensure!(granted > 0, "CREATE_SESSION granted no slot");
         self.cs_seq = self.cs_seq.wrapping_add(1);
+        // Unpredictable replies over RDMA are bounded by this (R8267-15).
+        crate::rdma::set_v4_max_response(max_resp);
         // Room for the RPC header and the COMPOUND around the data.
         let max_io = max_req.min(max_resp).saturating_sub(512);
         Ok((

@@ -78,10 +78,6 @@ impl Setup4 {
         conns: usize,
         qd: usize,
     ) -> anyhow::Result<(Setup4, FileSet)> {
-        anyhow::ensure!(
-            matches!(target, Target::Tcp(_)),
-            "--nfs 4.1 runs over tcp:// only (NFSv4.1 over RPC-over-RDMA is not supported yet)"
-        );
         let mut client = Client4::connect(target, SETUP_SLOTS)?;
         let root = client.root(export)?;
         let mut set = FileSet {

@@ -105,10 +105,10 @@ fn create_is_open_then_close_of_the_current_stateid() {
     r.skip(4 + 16 + 16).unwrap(); // SEQUENCE
     r.skip(4 + 4 + 8).unwrap(); // PUTFH
     assert_eq!(r.u32().unwrap(), op::OPEN);
-    // seqid, share access BOTH, deny NONE, clientid, owner
+    // seqid, share access BOTH wanting no delegation, deny NONE, clientid, owner
     assert_eq!(
         (r.u32().unwrap(), r.u32().unwrap(), r.u32().unwrap()),
-        (0, 3, 0)
+        (0, 3 | 0x0400, 0)
     );
     assert_eq!(r.u64().unwrap(), 0x99);
     assert_eq!(r.opaque_var(64).unwrap(), b"bench-1");

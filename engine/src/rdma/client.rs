@@ -33,8 +33,9 @@
 //! Receives are posted before the connection is even established and reposted before
 //! the next call can be sent (R8166-29); credits start at one per connection and follow
 //! the grants of matched replies (R8166-25..27, 31); nothing is ever sent except calls
-//! (RDMA_MSG / RDMA_NOMSG): bad or unexpected messages are dropped and their Receive
-//! reposted (R8166-15/16); an RDMA_ERROR fails its call permanently and nothing is
+//! (RDMA_MSG / RDMA_NOMSG) and, for callbacks, their replies and ERR_CHUNK (see
+//! below): bad or unexpected messages are dropped and their Receive reposted
+//! (R8166-15/16); an RDMA_ERROR fails its call permanently and nothing is
 //! retransmitted (R8166-18). One connection per client: after a disconnect every
 //! pending call fails with [`RpcRdmaError::Disconnected`] and a new client must be
 //! connected (credits restart at one, thresholds are renegotiated).

@@ -1250,8 +1250,11 @@ fn cb_reply(xid: u32) -> Vec<u8> {
     b
 }
 
+/// Forward calls finished (xid, ok) and callbacks taken (xid, record).
+type Drained = (Vec<(u32, bool)>, Vec<(u32, Vec<u8>)>);
+
 /// Polls until `want` forward calls finished; returns them and the callbacks taken.
-fn drain(c: &mut RdmaClient, want: usize) -> (Vec<(u32, bool)>, Vec<(u32, Vec<u8>)>) {
+fn drain(c: &mut RdmaClient, want: usize) -> Drained {
     let deadline = Instant::now() + T;
     let mut done = Vec::new();
     let mut cbs = Vec::new();

@@ -22,7 +22,8 @@
 //! back) → Free when its REPLY or RDMA_ERROR is matched by XID (`Reply`/`Error`
 //! outcome) or the connection is gone (`Lost`). Receives kept posted: the forward
 //! credits plus one per callback awaiting a reply (R8167-08); forward grants never
-//! count the extra ones (R8167-02). Extra Receives are reserved in the admission budget at accept.
+//! count the extra ones (R8167-02). Extra Receives are reserved in the admission
+//! budget at accept.
 
 use super::admit::{Admission, Throttle, Verdict};
 use crate::fabric::{

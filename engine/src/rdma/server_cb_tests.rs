@@ -471,6 +471,11 @@ fn r8167_17_disconnect_with_a_callback_outstanding_is_lost_and_closed_once() {
     run(&mut s, &mut p, &mut Calls::new(), &mut |p, _| {
         p.got.len() == 1
     });
+    assert_eq!(
+        s.admission.reserved(),
+        (CREDITS + MAX_CALLBACKS) as usize,
+        "R8167-08: callback Receives reserved at accept"
+    );
     drop(p);
     let deadline = Instant::now() + Duration::from_secs(5);
     while s.connections() != 0 {
@@ -563,4 +568,134 @@ fn r8167_20_a_callback_reply_needs_no_call_slot_when_every_slot_is_executing() {
     let st = s.stats();
     assert_eq!((st.cb_replies, st.cb_unmatched, st.disconnects), (1, 1, 0));
     assert_eq!(s.connections(), 1, "not closed for exceeding its credits");
+}
+
+/// The engine's own requester (`RdmaClient`, reverse direction on) against this
+/// server, the server on its own thread: every forward call with procedure 1 makes the
+/// server send a callback with the same XID (R8167-01) before answering it; the client
+/// keeps all its forward credits in use while it answers the callbacks (R8167-08), and
+/// the server's reverse grant starts at 1 then follows the client's (R8167-02/03).
+#[test]
+fn r8167_01_r8167_08_engine_client_answers_callbacks_under_full_forward_load() {
+    use super::super::client::{ClientOptions, RdmaClient};
+    use crate::rpc::{self, Accept, Cred};
+    use crate::rpcrdma::requester::CallShape;
+    use crate::xdr::XdrWriter;
+    use std::sync::atomic::AtomicBool;
+    use std::sync::{mpsc, Arc};
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let (addr_tx, addr_rx) = mpsc::channel();
+    let stop2 = stop.clone();
+    let srv = std::thread::spawn(move || {
+        let (mut s, pools) = server();
+        addr_tx.send(s.local_addr()).unwrap();
+        let mut calls = Calls::new();
+        let mut pending: VecDeque<(ConnId, u32)> = VecDeque::new();
+        let mut events_seen = Vec::new();
+        let mut refusals = 0u32;
+        while !stop2.load(Ordering::Relaxed) {
+            s.poll(&mut |r, _, rec, _: &[Reduced], _| calls.push((r, rec)));
+            for (call, rec) in std::mem::take(&mut calls) {
+                if word(&rec, 5) == 1 {
+                    pending.push_back((call.conn(), word(&rec, 0)));
+                }
+                answer(&mut s, &pools, (call, rec));
+            }
+            while let Some(&(id, xid)) = pending.front() {
+                match s.send_callback(id, &cb_record(xid, 120)) {
+                    Ok(()) => {
+                        pending.pop_front();
+                    }
+                    Err(CallbackError::NoCredit | CallbackError::Busy) => {
+                        refusals += 1;
+                        break;
+                    }
+                    Err(e) => panic!("callback {xid}: {e:?}"),
+                }
+            }
+            events_seen.extend(events(&mut s));
+        }
+        (s.stats(), events_seen, refusals)
+    });
+    let addr = addr_rx.recv().unwrap();
+    let mut c = RdmaClient::connect(
+        Box::new(SoftFabric::new().unwrap()),
+        addr,
+        ClientOptions {
+            credits: 4,
+            backchannel_credits: 2,
+            ..ClientOptions::default()
+        },
+    )
+    .unwrap();
+    let call = |proc_: u32| {
+        let mut b = vec![0u8; 64];
+        let mut w = XdrWriter::new(&mut b);
+        rpc::write_call(&mut w, 0, 0x2000_0042, 1, proc_, &Cred::None).unwrap();
+        let n = w.position();
+        b.truncate(n);
+        b
+    };
+    let t = Duration::from_secs(5);
+    // Forward credits ramp up to the server's grant.
+    c.call(&call(0), &CallShape::new(64), t).unwrap();
+    let mut fwd = Vec::new();
+    let mut done = Vec::new();
+    let mut answered = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    for _round in 0..4 {
+        while c.in_flight() < c.credit_limit() {
+            fwd.push(c.submit(&call(1), &CallShape::new(64)).unwrap());
+        }
+        let want = fwd.len();
+        while (done.len() < want || answered.len() < want) && Instant::now() < deadline {
+            c.poll(&mut |x, r| done.push((x, r.is_ok()))).unwrap();
+            let mut cbs = Vec::new();
+            c.take_callbacks(&mut |x, rec| cbs.push((x, rec.to_vec())));
+            for (x, rec) in cbs {
+                assert_eq!(rec, cb_record(x, 120), "the record arrives unchanged");
+                let mut b = vec![0u8; 64];
+                let mut w = XdrWriter::new(&mut b);
+                rpc::write_accepted(&mut w, x, Accept::Success).unwrap();
+                let n = w.position();
+                c.reply_callback(x, &b[..n]).unwrap();
+                answered.push(x);
+            }
+            std::thread::yield_now();
+        }
+    }
+    assert!(c.is_connected());
+    assert_eq!(done.len(), fwd.len(), "forward: {done:?}");
+    assert!(done.iter().all(|&(_, ok)| ok));
+    answered.sort();
+    let mut want = fwd.clone();
+    want.sort();
+    assert_eq!(answered, want, "one callback per forward call, same XIDs");
+    let cst = c.stats();
+    assert_eq!(
+        (cst.callbacks_dropped, cst.callback_replies),
+        (0, fwd.len() as u64)
+    );
+    // Let the last replies land, then stop the server.
+    let settle = Instant::now() + Duration::from_millis(300);
+    while Instant::now() < settle {
+        c.poll(&mut |_, _| {}).unwrap();
+        std::thread::yield_now();
+    }
+    stop.store(true, Ordering::Relaxed);
+    let (st, ev, _refusals) = srv.join().unwrap();
+    assert_eq!(st.cb_sent, fwd.len() as u64);
+    assert_eq!(
+        (st.cb_replies, st.cb_unmatched, st.cb_lost),
+        (fwd.len() as u64, 0, 0)
+    );
+    assert_eq!(st.disconnects, 0);
+    let mut got: Vec<u32> = ev.iter().map(|e| e.1).collect();
+    got.sort();
+    assert_eq!(got, want);
+    assert!(ev
+        .iter()
+        .all(|e| e.3 == "reply" && e.2.as_ref().is_some_and(|r| word(r, 0) == e.1)));
+    drop(c);
 }

@@ -14,8 +14,10 @@
 //!    [`CallPlan::inline_parts`] (slices of the call, no copy), then
 //!    [`Credits::on_send`].
 //! 4. Every received message goes through [`classify`]; messages that are not a
-//!    usable reply or RDMA_ERROR are [`Received::Discard`]ed without any answer
-//!    (RFC 8166 §4.5: a requester never sends RDMA_ERROR, R8166-15).
+//!    usable reply, RDMA_ERROR or callback are [`Received::Discard`]ed without any
+//!    answer (RFC 8166 §4.5: a requester never sends RDMA_ERROR for a reply,
+//!    R8166-15). A [`Received::Callback`] (RFC 8167 reverse call, digest §6.2) is the
+//!    caller's to accept or answer with ERR_CHUNK (R8167-15).
 //! 5. A reply whose XID is pending goes through [`check_reply`] (after the caller has
 //!    invalidated the call's registrations, R8166-72) which validates the echoed chunks
 //!    against what the call [`Offered`] and returns a [`ReplyLayout`]; [`assemble`]

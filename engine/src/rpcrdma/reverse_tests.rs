@@ -181,3 +181,50 @@ fn r8167_17_drain_lost_reports_every_outstanding_callback_once() {
     t.drain_lost(&mut |x| panic!("{x} twice"));
     assert_eq!(t.outstanding(), 0);
 }
+
+#[test]
+fn classify_never_panics_and_only_trusts_what_is_there() {
+    // xorshift: deterministic pseudo-random headers, biased towards RDMA_MSG/ERROR
+    // and small list counts so every branch is reached.
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let mut seen = [0u32; 4];
+    for _ in 0..20_000 {
+        let n = (next() % 20) as usize;
+        let mut ws: Vec<u32> = (0..n)
+            .map(|i| {
+                let r = next() as u32;
+                match i {
+                    1 => [1, 1, 1, r][(r % 4) as usize],
+                    3 => [0, 4, 1, r][(r % 4) as usize],
+                    4..=6 | 8 => r % 3,
+                    _ => r,
+                }
+            })
+            .collect();
+        if n > 7 && next() % 2 == 0 {
+            ws[7] = ws[0];
+        }
+        let mut m = words(&ws);
+        m.truncate(m.len().saturating_sub((next() % 4) as usize));
+        let k = match classify(&m) {
+            Inbound::Forward => 0,
+            Inbound::Reply { payload_at, .. } => {
+                assert!(payload_at + 8 <= m.len());
+                1
+            }
+            Inbound::Error { .. } => {
+                assert!(m.len() >= 20);
+                2
+            }
+            Inbound::Stray(_) => 3,
+        };
+        seen[k] += 1;
+    }
+    assert!(seen.iter().all(|&n| n > 0), "{seen:?}");
+}

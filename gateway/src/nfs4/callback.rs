@@ -374,6 +374,23 @@ mod tests {
         assert_eq!(&b[at..], &want[..]);
     }
 
+    /// R8267-30: the size CREATE_SESSION requires of a back channel is exactly the
+    /// CB_RECALL we would send (RPC header and credential included).
+    #[test]
+    fn r8267_30_recall_record_len_is_the_encoded_cb_recall() {
+        assert_eq!(recall_record_len(64, None), 224, "AUTH_SYS as root");
+        assert_eq!(recall_record_len(64, Some(&CbSec::None)), 196, "AUTH_NONE");
+        let fh = [3u8; 31];
+        let call = CbCall::Recall {
+            session: [1; 16],
+            seqid: 9,
+            stateid: Stateid::default(),
+            fh: &fh,
+        };
+        let n = encode(5, PROG, &call, 4096, None).unwrap().len();
+        assert_eq!(recall_record_len(31, None), n);
+    }
+
     #[test]
     fn a_call_larger_than_the_back_channel_allows_is_refused() {
         let fh = [1u8; 128];

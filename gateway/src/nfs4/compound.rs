@@ -123,6 +123,7 @@ pub(super) fn compound(
                 limits,
                 cache_max,
             } => {
+                crate::ulb::v4::begin();
                 let (status, done) = run_ops(&mut c, &mut r, out, 1, n, start, limits);
                 finish(out, header, status, done);
                 let len = out.position() - start;
@@ -153,6 +154,7 @@ pub(super) fn compound(
         max: usize::MAX,
         cached: None,
     };
+    crate::ulb::v4::begin();
     let (status, done) = run_ops(&mut c, &mut r, out, 0, n, start, limits);
     finish(out, header, status, done);
     Outcome::Done
@@ -232,6 +234,8 @@ fn run_ops(
             // Not even the operation number fits.
             return (NFS4ERR_REP_TOO_BIG, done - 1);
         }
+        // RFC 8267 §6.4.1: where a READ-class result's data lies, for the write list.
+        crate::ulb::v4::note_result(op_out, st, out.written(), body);
         if st != NFS4_OK {
             return (st, done);
         }

@@ -131,11 +131,7 @@ pub(crate) fn classify(
             return v;
         }
     }
-    if header.prog == NFS_PROGRAM
-        && header.vers == crate::nfs4::NFS_V4
-        && header.proc_ == 1
-        && matches!(conn, Link::Tcp(_))
-    {
+    if header.prog == NFS_PROGRAM && header.vers == crate::nfs4::NFS_V4 && header.proc_ == 1 {
         if let Some(v) = from_cache_v4(
             reactor,
             &header,
@@ -172,8 +168,9 @@ pub(crate) struct Hot<'a> {
 }
 
 /// NFSv4.1 COMPOUNDs `SEQUENCE, PUTFH, GETATTR|READ` answered from the cache
-/// (`nfs4::fast`: every check and the slot bookkeeping are there). TCP only (an
-/// RPC-over-RDMA READ reply carries its data in a chunk). `None` → a worker.
+/// (`nfs4::fast`: every check and the slot bookkeeping are there). Over RPC-over-RDMA
+/// the reply's READ data is located by `ulb::v4::fast_read_data` and written into the
+/// call's first write chunk (RFC 8267 §6.4.1). `None` → a worker.
 fn from_cache_v4(
     reactor: usize,
     h: &CallHeader,

@@ -17,7 +17,7 @@ use engine::rdma::server::{
 };
 use engine::reactor::{Counters, Poller};
 use engine::ring::{Doorbell, Ring};
-use engine::rpcrdma::responder::Reduced;
+use engine::rpcrdma::responder::{DdpList, Reduced};
 use engine::tcp::{ConnId, TcpTransport};
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -201,7 +201,14 @@ impl ReactorState {
             stats.from_worker();
             let t = *now.get_or_insert_with(|| clock.now());
             stats.call_done(d.stat, clock.ns_between(d.stat.t0, t));
-            send(&mut self.tcp, &mut self.rdma, stats, d.conn, d.reply);
+            send(
+                &mut self.tcp,
+                &mut self.rdma,
+                stats,
+                d.conn,
+                d.reply,
+                d.located,
+            );
             n += 1;
         }
         n
@@ -350,6 +357,7 @@ impl ReactorState {
                     &self.router.stats,
                     conn,
                     reply,
+                    None,
                 ),
             }
         }
@@ -388,13 +396,15 @@ impl ReactorState {
 }
 
 /// Sends a reply (or releases the call) on the transport it came from. RDMA replies
-/// drop the record-mark slot and name their DDP-eligible data for the write chunk.
+/// drop the record-mark slot and name their DDP-eligible data for the write chunks
+/// (`located`: what a worker's COMPOUND noted, see [`ddp_of`]).
 fn send(
     tcp: &mut TcpTransport,
     rdma: &mut Option<RdmaServer>,
     stats: &ReactorStats,
     conn: Link,
     reply: Option<Buf>,
+    located: Option<DdpList>,
 ) {
     match (conn, reply) {
         (Link::Tcp(c), Some(b)) => {
@@ -408,7 +418,7 @@ fn send(
             stats.rdma_answered();
             if let Some(r) = rdma.as_mut() {
                 b.advance(MARK);
-                let ddp = crate::ulb::reply_data(item, &b);
+                let ddp = ddp_of(item, located, &b);
                 r.reply(call, b, ddp);
             }
         }
@@ -418,6 +428,19 @@ fn send(
                 r.no_reply(call);
             }
         }
+    }
+}
+
+/// Where the DDP-eligible results of an RDMA reply (from its XID on) lie: NFSv3's one
+/// item (RFC 8267 §4), the results a COMPOUND noted while it ran (their positions
+/// counted the record-mark slot), or a fast-path or replayed READ/READLINK's data
+/// (§6.4.1).
+fn ddp_of(item: crate::ulb::ReplyItem, located: Option<DdpList>, reply: &[u8]) -> DdpList {
+    use crate::ulb::ReplyItem;
+    match (item, located) {
+        (ReplyItem::Compound, Some(list)) => list.shifted_down(MARK),
+        (ReplyItem::Compound, None) => crate::ulb::v4::fast_read_data(reply),
+        _ => crate::ulb::reply_data(item, reply).into(),
     }
 }
 
@@ -575,13 +598,17 @@ impl ReactorState {
     fn back_channel_events(&mut self) -> usize {
         let mut work = 0;
         let reactor = self.id;
-        let clients = &self.shared.state.clients;
+        let state = &self.shared.state;
         let cb_wait = &mut self.cb_wait;
         let mut closed = |kind: ConnKind| {
             if let ConnKind::Rdma(c) = kind {
                 cb_wait.retain(|(w, _, _)| *w != c);
             }
-            clients.forget_conn(&ConnRef { reactor, kind });
+            // Clients left without a back channel get no new delegations until the
+            // probe of the next binding is answered.
+            for id in state.clients.forget_conn(&ConnRef { reactor, kind }) {
+                state.delegations.set_callback_up(id, false);
+            }
         };
         self.tcp.take_closed(&mut |c| closed(ConnKind::Tcp(c)));
         if let Some(r) = self.rdma.as_mut() {

@@ -14,6 +14,7 @@ use crate::nfs3::{self, Ctx, Outcome, NFS_PROGRAM};
 use engine::mem::{Buf, Pools};
 use engine::ring::{Doorbell, Ring};
 use engine::rpc::{self, Accept};
+use engine::rpcrdma::responder::DdpList;
 use engine::xdr::{XdrReader, XdrWriter};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -26,6 +27,9 @@ use std::time::{Duration, Instant};
 pub(crate) struct Done {
     pub conn: Link,
     pub reply: Option<Buf>,
+    /// An NFSv4 COMPOUND that ran its operations: where its READ-class results lie
+    /// in `reply` (RFC 8267 §6.4.1; positions count the record-mark slot).
+    pub located: Option<DdpList>,
     pub fill: Option<Fill>,
     /// The call's arrival time and slot (the reactor records its latency).
     pub stat: crate::stats::CallStat,
@@ -153,6 +157,8 @@ fn run_job(shared: &Shared, job: Job) {
     }
     let reply = execute(shared, &link.pools, &job);
     effect.after(shared);
+    // Always taken, so no note outlives its COMPOUND on this thread.
+    let located = crate::ulb::v4::take();
     let fill = match (&effect, &reply) {
         (
             CacheEffect::Observe {
@@ -196,6 +202,7 @@ fn run_job(shared: &Shared, job: Job) {
         Done {
             conn: job.conn,
             reply,
+            located,
             fill,
             stat: job.stat,
         },
@@ -209,6 +216,7 @@ fn run_job(shared: &Shared, job: Job) {
                 Done {
                     conn: job.conn,
                     reply: None,
+                    located: None,
                     stat: job.stat,
                     fill: Some(Fill {
                         fh,
@@ -558,6 +566,8 @@ fn execute(shared: &Shared, pools: &Pools, job: &Job) -> Option<Buf> {
     let len = match outcome {
         Ok(n) => n,
         Err(stat) => {
+            // Results a COMPOUND noted before it failed are not in this reply.
+            let _ = crate::ulb::v4::take();
             tracing::debug!(peer = %job.peer, prog = h.prog, proc_ = h.proc_, ?stat, "call rejected");
             let mut w = XdrWriter::at(buf.spare_mut(), MARK);
             rpc::write_accepted(&mut w, h.xid, stat).expect("reply buffer holds a header");

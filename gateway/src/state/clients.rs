@@ -224,22 +224,29 @@ impl Clients {
     /// SEQ4_STATUS_CB_PATH_DOWN in every SEQUENCE until it binds another
     /// (BIND_CONN_TO_SESSION, as the Linux client does on reconnect: RFC 8881
     /// §18.46.3, §2.10.3.1; RFC 8167 §5.4 — the server never connects, R8167-17).
-    /// Returns how many sessions lost their back channel.
-    pub fn forget_conn(&self, conn: &crate::nfs4::ConnRef) -> usize {
-        let mut g = self.lock();
-        let Inner {
-            sessions, clients, ..
-        } = &mut *g;
-        let mut n = 0;
-        for s in sessions.values() {
-            if s.unbind_back_if(conn) {
-                n += 1;
-                if let Some(c) = clients.get_mut(&s.clientid) {
-                    c.status_flags |= CB_PATH_DOWN;
+    /// Returns the clients left with no back channel at all (the caller marks their
+    /// callback path down in the delegation table: no new delegations until a new
+    /// binding answers its probe).
+    pub fn forget_conn(&self, conn: &crate::nfs4::ConnRef) -> Vec<u64> {
+        let mut hit = Vec::new();
+        {
+            let mut g = self.lock();
+            let Inner {
+                sessions, clients, ..
+            } = &mut *g;
+            for s in sessions.values() {
+                if s.unbind_back_if(conn) {
+                    if let Some(c) = clients.get_mut(&s.clientid) {
+                        c.status_flags |= CB_PATH_DOWN;
+                    }
+                    if !hit.contains(&s.clientid) {
+                        hit.push(s.clientid);
+                    }
                 }
             }
         }
-        n
+        hit.retain(|&id| self.lookup_backchannel(id).is_none());
+        hit
     }
 
     /// Runs `f` on the locked table (for the session operations) and returns the

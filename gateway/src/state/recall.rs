@@ -128,6 +128,11 @@ struct Task {
     next_try: Instant,
     in_flight: bool,
     bad_stateid: u8,
+    /// The XID of the last CB_RECALL sent while no reply to it came back (it timed
+    /// out, or the transport reported it failed or lost): the resend is a
+    /// retransmission and reuses it (RFC 8167 §5.4, R8167-17 "same XID"). Cleared by
+    /// any reply (the next attempt is a new call).
+    retransmit: Option<u32>,
 }
 
 /// The callback table (owned by the callback thread alone).
@@ -211,6 +216,7 @@ impl RecallDriver {
                             next_try: now,
                             in_flight: false,
                             bad_stateid: 0,
+                            retransmit: None,
                         });
                     }
                 }
@@ -326,7 +332,11 @@ impl RecallDriver {
                 stateid,
                 fh: &fh,
             };
-            let xid = self.xid();
+            // A retransmission keeps its XID (unless, improbably, it is in use again).
+            let xid = match self.tasks.get(&other).and_then(|t| t.retransmit) {
+                Some(x) if !self.pending.contains_key(&x) => x,
+                _ => self.xid(),
+            };
             let sec = self.secs.get(&info.session);
             let record = match callback::encode(xid, info.cb_program, &call, info.max_request, sec)
             {
@@ -358,6 +368,7 @@ impl RecallDriver {
             );
             if let Some(t) = self.tasks.get_mut(&other) {
                 t.in_flight = true;
+                t.retransmit = Some(xid);
             }
             dl.stats().callback(via, CallbackResult::Sent);
             dl.recall_sent(&other, via);
@@ -463,6 +474,10 @@ impl RecallDriver {
         via: Transport,
         now: Instant,
     ) {
+        // A reply came: whatever is sent next for this recall is a new call.
+        if let Some(t) = self.tasks.get_mut(&other) {
+            t.retransmit = None;
+        }
         let c = match callback::decode_reply(rec, true) {
             Ok((_, CbReply::Ok(Some(c)))) => c,
             other_reply => {

@@ -178,6 +178,7 @@ fn timeout_resends_on_the_channel_bound_now_with_the_same_sequence() {
     let now = Instant::now();
     let out = drv.step(&d, &lookup, now);
     assert_eq!(out[0].conn, conn(0));
+    let first_xid = xid_of(&out[0]);
     // The connection drops: no back channel for a while.
     which.set(None);
     let later = now + CB_TIMEOUT;
@@ -189,6 +190,11 @@ fn timeout_resends_on_the_channel_bound_now_with_the_same_sequence() {
     assert_eq!(out.len(), 1);
     assert_eq!(out[0].conn, conn(1));
     assert_eq!(decode_recall(&out[0]), (1, s));
+    assert_eq!(
+        xid_of(&out[0]),
+        first_xid,
+        "resent as a retransmission: same XID"
+    );
     // The client had processed the first one: it answers as a replay without a
     // cached reply; the recall counts as delivered and the sequence moves on.
     let x = xid_of(&out[0]);
@@ -215,6 +221,11 @@ fn delay_and_bad_stateid_are_retried_then_left_to_the_lease() {
         decode_recall(&out[0]).0,
         2,
         "DELAY was processed on the slot"
+    );
+    assert_ne!(
+        xid_of(&out[0]),
+        x,
+        "answered: the resend is a new call, new XID"
     );
     for _ in 0..BAD_STATEID_RETRIES {
         let x = xid_of(&out[0]);
@@ -342,8 +353,9 @@ fn r8167_17_failed_rdma_callback_is_resent_on_the_next_binding() {
         st.recalls_at(Transport::Rdma as usize, RecallResult::Sent),
         1
     );
+    let first = xid_of(&out[0]);
     // The connection is lost with the CB_RECALL outstanding.
-    d.callback_failed(xid_of(&out[0]));
+    d.callback_failed(first);
     which.set(None);
     assert!(drv.step(&d, &lookup, now).is_empty(), "backoff first");
     assert_eq!(drv.in_flight(), 0);
@@ -358,6 +370,7 @@ fn r8167_17_failed_rdma_callback_is_resent_on_the_next_binding() {
     assert_eq!(out[0].conn, conn(1));
     assert_eq!(decode_recall(&out[0]), (1, s), "same slot sequence id");
     let x = xid_of(&out[0]);
+    assert_eq!(x, first, "a retransmission keeps its XID (R8167-17)");
     d.callback_failed(x ^ 1); // matches nothing: ignored
     d.callback_reply_via(Transport::Rdma, x, &compound_reply(x, 0, Some(0)));
     assert!(drv.step(&d, &lookup, now + RETRY).is_empty());

@@ -3,6 +3,8 @@
 //! open 64 of at once. `rdma_soft.rs` keeps its own, larger one.
 #![allow(dead_code)]
 
+pub mod v4;
+
 use engine::fabric::soft::SoftFabric;
 use engine::fabric::{
     access, CmEvent, Completion, Fabric, Mr, Op, Qp, QpCaps, SendWr, Sge, WcOpcode, WcStatus,

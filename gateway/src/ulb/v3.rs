@@ -1,6 +1,5 @@
-//! The NFS upper-layer binding for RPC-over-RDMA (RFC 8267 §4): which NFSv3 items are
-//! DDP-eligible, checked on calls and located in replies. Nothing else may travel in a
-//! read or write chunk (R8166-58, R8267-01, R8267-10).
+//! NFSv3 (RFC 8267 §4): which NFSv3 items are DDP-eligible, checked on calls and
+//! located in replies.
 //!
 //! Calls: only WRITE data (proc 7) and SYMLINK path (proc 10) may be reduced; both are
 //! the last item of their arguments, so a valid reduction is exactly one read chunk
@@ -10,6 +9,7 @@
 //! Replies: READ data (proc 6) and READLINK path (proc 5), each the last item of the
 //! OK arm; error arms carry none (the write chunk then comes back unused).
 
+use super::{ReplyItem, Violation};
 use crate::nfs3::{NFS_PROGRAM, NFS_V3};
 use engine::rpc::{self, Accept, ReplyStatus};
 use engine::rpcrdma::responder::Reduced;
@@ -23,22 +23,8 @@ const SYMLINK: u32 = 10;
 /// fattr3 on the wire (RFC 1813 §2.6).
 const FATTR3_LEN: usize = 84;
 
-/// The DDP-eligible result a reply to a call may carry.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ReplyItem {
-    None,
-    ReadData,
-    ReadlinkPath,
-}
-
-/// A call whose reduced items break the binding: answer GARBAGE_ARGS with this xid.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Violation {
-    pub xid: u32,
-}
-
 /// Checks the reduced items of a reassembled call and says which DDP item its reply
-/// may carry.
+/// may carry (NFSv4 COMPOUNDs go to [`super::v4`]).
 pub fn check_call(rec: &[u8], reduced: &[Reduced]) -> Result<ReplyItem, Violation> {
     let word = |at: usize| {
         rec.get(at..at + 4)
@@ -51,6 +37,9 @@ pub fn check_call(rec: &[u8], reduced: &[Reduced]) -> Result<ReplyItem, Violatio
         return Ok(match (word(12), word(16), word(20)) {
             (Some(NFS_PROGRAM), Some(NFS_V3), Some(READ)) => ReplyItem::ReadData,
             (Some(NFS_PROGRAM), Some(NFS_V3), Some(READLINK)) => ReplyItem::ReadlinkPath,
+            (Some(NFS_PROGRAM), Some(super::v4::NFS_V4), Some(super::v4::COMPOUND)) => {
+                ReplyItem::Compound
+            }
             _ => ReplyItem::None,
         });
     }
@@ -58,6 +47,9 @@ pub fn check_call(rec: &[u8], reduced: &[Reduced]) -> Result<ReplyItem, Violatio
         // A reduced item in an undecodable call can only be a violation.
         return Err(Violation { xid });
     };
+    if h.prog == NFS_PROGRAM && h.vers == super::v4::NFS_V4 && h.proc_ == super::v4::COMPOUND {
+        return super::v4::check_compound(rec, reduced);
+    }
     let nfs3 = h.prog == NFS_PROGRAM && h.vers == NFS_V3;
     let eligible = nfs3 && (h.proc_ == WRITE || h.proc_ == SYMLINK);
     if !eligible || reduced.len() != 1 || !ends_call(rec, reduced[0]) {
@@ -82,7 +74,7 @@ fn ends_call(rec: &[u8], r: Reduced) -> bool {
 /// Where the DDP-eligible result's data lies in an encoded reply (starting at the
 /// XID), or `None` when the reply has no such item (an error arm).
 pub fn reply_data(item: ReplyItem, reply: &[u8]) -> Option<Range<usize>> {
-    if item == ReplyItem::None {
+    if !matches!(item, ReplyItem::ReadData | ReplyItem::ReadlinkPath) {
         return None;
     }
     let (_, status, at) = rpc::decode_reply(reply).ok()?;
@@ -218,6 +210,9 @@ mod tests {
             let want = match (prog, vers, proc_) {
                 (NFS_PROGRAM, 3, 6) => ReplyItem::ReadData,
                 (NFS_PROGRAM, 3, 5) => ReplyItem::ReadlinkPath,
+                // RFC 8267 §6.4.1: a COMPOUND's READ/READLINK results are located
+                // when it has run (see `ulb::v4`).
+                (NFS_PROGRAM, 4, 1) => ReplyItem::Compound,
                 _ => ReplyItem::None,
             };
             assert_eq!(item, want, "{prog} v{vers} proc {proc_}");

@@ -1,0 +1,33 @@
+//! The NFS upper-layer binding for RPC-over-RDMA (RFC 8267): which items are
+//! DDP-eligible, checked on calls and located in replies. Nothing else may travel in a
+//! read or write chunk (R8166-58, R8267-01, R8267-10, R8267-12).
+//!
+//! - [`v3`]: NFSv3 (§4): one eligible item per call or reply, always the last.
+//! - [`v4`]: NFSv4.1 COMPOUND (§6.1, §6.4): WRITE data and CREATE(NF4LNK) linkdata in
+//!   calls (anywhere in the COMPOUND), READ data and READLINK text in replies, paired
+//!   with the write list in COMPOUND order.
+
+pub mod v3;
+pub mod v4;
+
+pub use v3::{check_call, reply_data};
+
+/// The DDP-eligible results a reply to a call may carry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReplyItem {
+    None,
+    /// NFSv3 READ data.
+    ReadData,
+    /// NFSv3 READLINK path.
+    ReadlinkPath,
+    /// An NFSv4 COMPOUND: its READ-class results are noted by the COMPOUND loop as it
+    /// runs ([`v4::note_result`]), or located in a fast-path reply
+    /// ([`v4::fast_read_data`]).
+    Compound,
+}
+
+/// A call whose reduced items break the binding: answer GARBAGE_ARGS with this xid.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Violation {
+    pub xid: u32,
+}
