@@ -8,6 +8,7 @@
 #   tools/perf/vm-rdma-compare.sh            (root; Debian 12)
 #
 # Knobs (environment): RUNTIME [10] seconds per fio job, ROUNDS [3], PROTOS ["rdma tcp"],
+# VERS ["3"; "3 4.1" adds the NFSv4.1 mounts of both servers],
 # SIZE_MIB [128], JOBS, NFSD_THREADS [4], NFSD_MAX_BLOCK [1048576], GW_IDLE [adaptive],
 # GW_IDLE_SPINS [2000]; GATEWAY_BIN to skip the build.
 # Output: the guest log in target/vm-rdma-compare.log, the table in
@@ -47,7 +48,7 @@ if [ -n "$missing" ]; then
   [ $ok = 0 ] || die "apt-get install$missing failed"
 fi
 
-export VM_ENV="${VM_ENV:-} RUNTIME ROUNDS PROTOS SIZE_MIB JOBS NFSD_THREADS NFSD_MAX_BLOCK GW_IDLE GW_IDLE_SPINS"
+export VM_ENV="${VM_ENV:-} RUNTIME ROUNDS PROTOS VERS SIZE_MIB JOBS NFSD_THREADS NFSD_MAX_BLOCK GW_IDLE GW_IDLE_SPINS"
 mkdir -p target
 start=$(date +%s)
 VM_RXE=1 bash tools/vm/vm.sh run-script tests/vm/kernel-rdma-compare.sh "$GATEWAY_BIN" 2>&1 | tee "$LOG"
