@@ -209,5 +209,5 @@ for j in $JOBS; do for p in $CASES; do
   echo "| $j | $p | $g $unit | $k $unit | $ratio | $(lat "$p" "$j" gw) / $(lat "$p" "$j" kn) |"
 done; done
 echo
-echo "(NFS versions $VERS; RUNTIME=${RUNTIME}s per job, ROUNDS=$ROUNDS, SIZE_MIB=$SIZE_MIB; nfsd: $NFSD_THREADS threads, max_block_size $NFSD_MAX_BLOCK; gateway: cores [$GW_CORES], idle $GW_IDLE, idle_spins $GW_IDLE_SPINS)"
+echo "(RUNTIME=${RUNTIME}s per job, NFS versions $VERS, ROUNDS=$ROUNDS, SIZE_MIB=$SIZE_MIB; nfsd: $NFSD_THREADS threads, max_block_size $NFSD_MAX_BLOCK; gateway: cores [$GW_CORES], idle $GW_IDLE, idle_spins $GW_IDLE_SPINS)"
 echo "KERNEL RDMA COMPARE: DONE"

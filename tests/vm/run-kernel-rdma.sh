@@ -4,8 +4,11 @@
 # tests/vm/kernel-nfs-rdma.sh: 256 MiB byte-exact over proto=rdma, fio verify jobs, a
 # 10,000-entry directory, rename/symlink/chmod/remove, remounts, the same over proto=tcp,
 # a client killed mid-transfer, `bench --provider verbs` verified runs, connections spread
-# over two reactors, and a short comparison with the guest's kernel nfsd over RDMA
-# (ratios printed). About 4-5 minutes under TCG (2 cores, no KVM).
+# over two reactors; then NFSv4.1 over RDMA (tests/vm/kernel-nfs41-rdma.sh: the same data
+# and namespace checks, flock/fcntl, a delegation recalled over the RDMA back channel
+# counted in the stats, a killed client); and a short comparison with the guest's kernel
+# nfsd over RDMA, NFSv3 and NFSv4.1 (ratios printed). About 9 minutes under TCG on an
+# idle 2-core host (519 s measured), ~19 minutes with a load average of 8.
 #
 #   tests/vm/run-kernel-rdma.sh        (root; Debian 12; needs libibverbs-dev,
 #                                       librdmacm-dev, libclang-dev: tests/setup.sh;
@@ -14,11 +17,12 @@
 # Builds the gateway and bench with their `rdma` features into target/rdma (the default
 # release binaries stay untouched) unless GATEWAY_BIN (and BENCH_BIN) are given. The
 # knobs of the guest script (RDMA_FILE_MIB, RDMA_FIO_MIB, RDMA_DIR_ENTRIES, TCP_FILE_MIB,
-# TCP_DIR_ENTRIES, GW_CORES, COMPARE, COMPARE_RUNTIME, COMPARE_MIB) pass through. The guest's output is kept in target/vm-kernel-rdma.log. Last line: "1 passed, 0 failed" or "0 passed, 1 failed".
+# TCP_DIR_ENTRIES, GW_CORES, V41, V41R_*, COMPARE, COMPARE_VERS, COMPARE_RUNTIME,
+# COMPARE_MIB; tests/README.md) pass through. The guest's output is kept in target/vm-kernel-rdma.log. Last line: "1 passed, 0 failed" or "0 passed, 1 failed".
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-# ~4-5 min when the host is otherwise idle; TCG slows down 2-4x when the host is busy
-# (17 min measured with a load average of 12 on 2 cores)
+# ~9 min when the host is otherwise idle; TCG slows down 2-4x when the host is busy
+# (19 min measured with a load average of 8 on 2 cores, NFSv4.1 part included)
 export VM_TIMEOUT=${VM_TIMEOUT:-1500}
 # The gateway's memory backend holds the 256 MiB file and the fio files, and each bench
 # RDMA connection registers ~128 credits x 1 MiB of buffers: 2 GiB runs out.
