@@ -179,9 +179,22 @@ pub struct View<'a> {
 /// RPC header the caller wrote) when everything is ordinary; `false` otherwise, with
 /// no slot touched (the caller drops `w`'s buffer and hands the call to a worker).
 pub fn answer(v: &mut View, client: IpAddr, cred: &Cred, args: &[u8], w: &mut XdrWriter) -> bool {
-    let Some(a) = parse(args) else {
-        return false;
-    };
+    match parse(args) {
+        Some(a) => answer_parsed(v, client, cred, &a, args.len(), w),
+        None => false,
+    }
+}
+
+/// `answer` for a COMPOUND the caller already parsed (`args_len`: the length of its
+/// COMPOUND4args, for ca_maxrequestsize): the reactor parses once.
+pub fn answer_parsed(
+    v: &mut View,
+    client: IpAddr,
+    cred: &Cred,
+    a: &Shape,
+    args_len: usize,
+    w: &mut XdrWriter,
+) -> bool {
     if a.cachethis {
         return false;
     }
@@ -192,7 +205,7 @@ pub fn answer(v: &mut View, client: IpAddr, cred: &Cred, args: &[u8], w: &mut Xd
     let nslots = s.slots();
     if a.slot >= nslots
         || s.fore.max_ops < 3
-        || args.len() > s.fore.max_request as usize
+        || args_len > s.fore.max_request as usize
         || !s.is_next(a.slot, a.seqid)
     {
         return false;
@@ -238,7 +251,7 @@ pub fn answer(v: &mut View, client: IpAddr, cred: &Cred, args: &[u8], w: &mut Xd
     };
     let flags = session_ops::status_flags(v.state, &s, flags);
     let start = w.position();
-    let encoded = encode(v, &a, &attr, &req, &s, nslots, flags, w);
+    let encoded = encode(v, a, &attr, &req, &s, nslots, flags, w);
     if !matches!(encoded, Ok(true)) {
         return false;
     }
@@ -253,8 +266,13 @@ pub fn answer(v: &mut View, client: IpAddr, cred: &Cred, args: &[u8], w: &mut Xd
         Ok(SlotUse::New(c)) => c,
         _ => return false,
     };
-    let keep = len <= s.fore.max_response_cached as usize;
-    claim.finish(keep.then(|| w.written()[start..].to_vec()));
+    // Kept in the slot's reply cache (RFC 8881 §2.10.6.1.3) by refilling the slot's
+    // previous buffer: no allocation per reply.
+    if len <= s.fore.max_response_cached as usize {
+        claim.finish_copy(&w.written()[start..]);
+    } else {
+        claim.finish(None);
+    }
     if matches!(a.last, Last::Getattr(_)) {
         v.cache.note_hit();
     }

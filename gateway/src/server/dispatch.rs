@@ -202,7 +202,8 @@ fn from_cache_v4(
         exports: hot.exports,
         state: hot.state,
     };
-    if !crate::nfs4::fast::answer(&mut view, peer.ip(), &h.cred, args, &mut w) {
+    if !crate::nfs4::fast::answer_parsed(&mut view, peer.ip(), &h.cred, &shape, args.len(), &mut w)
+    {
         return None;
     }
     crate::nfs4::fast::count_answer(reactor);

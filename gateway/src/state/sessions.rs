@@ -34,6 +34,9 @@ struct Slot {
     /// The COMPOUND4res of `seqid` (None: not cached, replays get
     /// NFS4ERR_RETRY_UNCACHED_REP).
     reply: Option<Arc<Vec<u8>>>,
+    /// The previous request's reply buffer, kept for `SlotClaim::finish_copy` to
+    /// refill (no allocation per fast-path reply once the slot has been used).
+    spare: Option<Arc<Vec<u8>>>,
 }
 
 /// Mutable parts of a session.
@@ -77,6 +80,30 @@ impl SlotClaim {
     /// Stores the COMPOUND4res (`None`: too big or not to be cached) and frees the slot.
     pub fn finish(mut self, reply: Option<Vec<u8>>) {
         self.release(reply.map(Arc::new));
+        self.done = true;
+    }
+
+    /// `finish(Some(reply.to_vec()))` without the allocation: the slot's spare buffer
+    /// (the reply of its previous request, when no replay still holds it) is refilled
+    /// with `reply`. The cached bytes are the same (RFC 8881 §2.10.6.1.3).
+    pub fn finish_copy(mut self, reply: &[u8]) {
+        let mut live = self.session.lock();
+        if let Some(s) = live.slots.get_mut(self.slot as usize) {
+            let kept = match s.spare.take() {
+                Some(mut a) => match Arc::get_mut(&mut a) {
+                    Some(v) => {
+                        v.clear();
+                        v.extend_from_slice(reply);
+                        a
+                    }
+                    None => Arc::new(reply.to_vec()),
+                },
+                None => Arc::new(reply.to_vec()),
+            };
+            s.busy = false;
+            s.reply = Some(kept);
+        }
+        drop(live);
         self.done = true;
     }
 
@@ -152,7 +179,9 @@ impl Session {
             }
             s.seqid = seqid;
             s.busy = true;
-            s.reply = None;
+            if let Some(old) = s.reply.take() {
+                s.spare = Some(old);
+            }
             Ok(SlotUse::New(SlotClaim {
                 session: self.clone(),
                 slot,
