@@ -260,6 +260,39 @@ mod tests {
         Arc::new(Session::new([1; 16], 7, fore, fore, 0, 0, None))
     }
 
+    /// RFC 8881 §2.10.6.1.3: a reply kept by `finish_copy` (the fast path's, refilling
+    /// the slot's previous buffer) is replayed byte for byte, also when a replay still
+    /// holds the previous buffer (then a new one is taken), and a reply of another
+    /// length leaves no stale bytes behind.
+    #[test]
+    fn r8881_slot_replay_after_finish_copy_is_byte_identical() {
+        let s = sess(2);
+        let mut held = None;
+        for (seqid, reply) in [
+            (1u32, vec![9u8; 300]),
+            (2, vec![1, 2, 3]),
+            (3, vec![4; 40]),
+            (4, vec![5, 6]),
+        ] {
+            let SlotUse::New(claim) = s.use_slot(1, seqid).unwrap() else {
+                panic!("new request")
+            };
+            claim.finish_copy(&reply);
+            match s.use_slot(1, seqid).unwrap() {
+                SlotUse::Replay(r) => {
+                    assert_eq!(*r, reply);
+                    if seqid == 2 {
+                        // A replay in flight keeps this buffer: the next reply must
+                        // not overwrite it.
+                        held = Some(r);
+                    }
+                }
+                _ => panic!("replay"),
+            }
+        }
+        assert_eq!(held.as_deref(), Some(&vec![1, 2, 3]));
+    }
+
     #[test]
     fn new_replay_busy_misordered() {
         let s = sess(4);
