@@ -222,9 +222,10 @@ pub fn answer_parsed(
             return false;
         }
     }
-    let Some(attr) = v.cache.attr_v4(v.gens, v.exports, &req) else {
+    let Some(hit) = v.cache.admit_v4(v.gens, v.exports, &req) else {
         return false;
     };
+    let attr = hit.attr;
     if let Last::Read { stateid, .. } = a.last {
         // READ's stateid rules (RFC 8881 §18.22.3, §8.2), as `io_ops::read`: the
         // CURRENT stateid is unset after PUTFH (the worker answers BAD_STATEID).
@@ -251,7 +252,7 @@ pub fn answer_parsed(
     };
     let flags = session_ops::status_flags(v.state, &s, flags);
     let start = w.position();
-    let encoded = encode(v, a, &attr, &req, &s, nslots, flags, w);
+    let encoded = encode(v, a, &hit, &s, nslots, flags, w);
     if !matches!(encoded, Ok(true)) {
         return false;
     }
@@ -285,8 +286,7 @@ pub fn answer_parsed(
 fn encode(
     v: &mut View,
     a: &Shape,
-    attr: &Attr,
-    req: &cache::Request,
+    hit: &cache::V4Hit,
     s: &crate::state::sessions::Session,
     nslots: u32,
     flags: u32,
@@ -308,13 +308,13 @@ fn encode(
                 max_file_size: 0,
                 fsstat: None,
             };
-            attrs::put_fattr(w, &want, &Obj::from_attr(attr, a.fh.to_vec()), &env)?;
+            attrs::put_fattr(w, &want, &Obj::from_attr(&hit.attr, a.fh.to_vec()), &env)?;
             Ok(true)
         }
         Last::Read { offset, count, .. } => {
             w.u32(OP_READ)?;
             w.u32(NFS4_OK)?;
-            Ok(v.cache.read_v4(v.gens, v.exports, req, offset, count, w))
+            Ok(v.cache.read_v4_admitted(hit, offset, count, w))
         }
     }
 }
