@@ -121,39 +121,102 @@ pub struct Shape<'a> {
     pub last: Last,
 }
 
+/// A bounds-checked big-endian cursor over COMPOUND4args (the XDR rules of
+/// `engine::xdr::XdrReader`, inlined: the fast path parses every call it sees).
+struct Cur<'a> {
+    b: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Cur<'a> {
+    #[inline(always)]
+    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
+        let end = self.at.checked_add(n)?;
+        let s = self.b.get(self.at..end)?;
+        self.at = end;
+        Some(s)
+    }
+
+    #[inline(always)]
+    fn u32(&mut self) -> Option<u32> {
+        let s = self.take(4)?;
+        Some(u32::from_be_bytes([s[0], s[1], s[2], s[3]]))
+    }
+
+    #[inline(always)]
+    fn u64(&mut self) -> Option<u64> {
+        Some((u64::from(self.u32()?) << 32) | u64::from(self.u32()?))
+    }
+
+    /// An XDR bool: exactly 0 or 1.
+    #[inline(always)]
+    fn bool(&mut self) -> Option<bool> {
+        match self.u32()? {
+            0 => Some(false),
+            1 => Some(true),
+            _ => None,
+        }
+    }
+
+    /// Fixed-length opaque of `n` bytes and its padding.
+    #[inline(always)]
+    fn fixed(&mut self, n: usize) -> Option<&'a [u8]> {
+        let data = self.take(n)?;
+        self.take((4 - n % 4) % 4)?;
+        Some(data)
+    }
+
+    /// Variable-length opaque of at most `max` bytes.
+    #[inline(always)]
+    fn var(&mut self, max: usize) -> Option<&'a [u8]> {
+        let n = self.u32()? as usize;
+        if n > max {
+            return None;
+        }
+        self.fixed(n)
+    }
+}
+
 /// Recognises the shape exactly (RFC 8881 §16.2.1 COMPOUND4args): tag up to
 /// `TAG_MAX`, minor version 1, three operations, nothing after them; a GETATTR bitmap
 /// with no word beyond the third. Anything else is `None`.
 pub fn parse(args: &[u8]) -> Option<Shape<'_>> {
-    let mut r = XdrReader::new(args);
-    let tag = r.opaque_var(TAG_MAX).ok()?;
-    if r.u32().ok()? != super::MINOR_VERSION || r.u32().ok()? != 3 {
-        return None;
-    }
-    if r.u32().ok()? != OP_SEQUENCE {
+    let mut r = Cur { b: args, at: 0 };
+    let tag = r.var(TAG_MAX)?;
+    if r.u32()? != super::MINOR_VERSION || r.u32()? != 3 || r.u32()? != OP_SEQUENCE {
         return None;
     }
     let mut sessionid = [0u8; 16];
-    sessionid.copy_from_slice(r.opaque_fixed(16).ok()?);
-    let (seqid, slot, _highest) = (r.u32().ok()?, r.u32().ok()?, r.u32().ok()?);
-    let cachethis = r.bool().ok()?;
-    if r.u32().ok()? != OP_PUTFH {
+    sessionid.copy_from_slice(r.take(16)?);
+    let (seqid, slot, _highest) = (r.u32()?, r.u32()?, r.u32()?);
+    let cachethis = r.bool()?;
+    if r.u32()? != OP_PUTFH {
         return None;
     }
-    let fh = r.opaque_var(super::FH4_MAX).ok()?;
-    let last = match r.u32().ok()? {
-        OP_GETATTR => match attrs::get_bitmap(&mut r).ok()? {
-            (b, false) => Last::Getattr(b),
-            _ => return None,
-        },
-        OP_READ => Last::Read {
-            stateid: Stateid::decode(&mut r).ok()?,
-            offset: r.u64().ok()?,
-            count: r.u32().ok()?,
-        },
+    let fh = r.var(super::FH4_MAX)?;
+    let last = match r.u32()? {
+        OP_GETATTR => {
+            let mut x = XdrReader::new(args.get(r.at..)?);
+            let got = attrs::get_bitmap(&mut x).ok()?;
+            r.at = args.len().checked_sub(x.remaining())?;
+            match got {
+                (b, false) => Last::Getattr(b),
+                _ => return None,
+            }
+        }
+        OP_READ => {
+            let seqid = r.u32()?;
+            let mut other = [0u8; 12];
+            other.copy_from_slice(r.take(12)?);
+            Last::Read {
+                stateid: Stateid { seqid, other },
+                offset: r.u64()?,
+                count: r.u32()?,
+            }
+        }
         _ => return None,
     };
-    if r.remaining() != 0 {
+    if r.at != args.len() {
         return None;
     }
     Some(Shape {
