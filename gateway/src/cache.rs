@@ -348,7 +348,12 @@ impl ReadCache {
     /// `attr_v4`, also saying whether the caller may READ the file (a regular file
     /// `check_read` admits, as `try_read` checks it), for `read_v4_admitted`: the
     /// export admission runs once per COMPOUND. A miss is counted.
-    pub fn admit_v4(&mut self, gens: &Generations, exports: &Exports, req: &Request) -> Option<V4Hit> {
+    pub fn admit_v4(
+        &mut self,
+        gens: &Generations,
+        exports: &Exports,
+        req: &Request,
+    ) -> Option<V4Hit> {
         let got = self
             .admitted(gens, exports, req)
             .filter(|(e, _)| e.exact)
@@ -367,7 +372,13 @@ impl ReadCache {
     /// the cache did not change in between): READ4resok after its status when the
     /// caller may read and every page of the range is cached; false with nothing
     /// written otherwise. Counted as a hit or a miss.
-    pub fn read_v4_admitted(&mut self, hit: &V4Hit, offset: u64, count: u32, out: &mut XdrWriter) -> bool {
+    pub fn read_v4_admitted(
+        &mut self,
+        hit: &V4Hit,
+        offset: u64,
+        count: u32,
+        out: &mut XdrWriter,
+    ) -> bool {
         let ok = hit.readable
             && (count as usize) <= MAX_CACHED_READ
             && self
@@ -510,7 +521,13 @@ impl ReadCache {
     /// Whether every page of `offset .. offset + count` (at most MAX_CACHED_READ) of
     /// the file `a` is present, current (`stamp`, fingerprint) and long enough.
     /// Returns (bytes, end).
-    fn pages_cover(&self, a: &Attr, stamp: Stamp, offset: u64, count: usize) -> Option<(usize, u64)> {
+    fn pages_cover(
+        &self,
+        a: &Attr,
+        stamp: Stamp,
+        offset: u64,
+        count: usize,
+    ) -> Option<(usize, u64)> {
         let end = offset.saturating_add(count as u64).min(a.size);
         let n = end.saturating_sub(offset) as usize;
         let fp = Fingerprint::from(a);

@@ -398,7 +398,15 @@ fn parse_inlined_matches_the_xdr_reader_parser_on_every_mutation() {
         (r.remaining() == 0).then_some((tag, sid, seqid, slot, cachethis, fh, last))
     }
     fn fields<'a>(s: fast::Shape<'a>) -> Fields<'a> {
-        (s.tag, s.sessionid, s.seqid, s.slot, s.cachethis, s.fh, s.last)
+        (
+            s.tag,
+            s.sessionid,
+            s.seqid,
+            s.slot,
+            s.cachethis,
+            s.fh,
+            s.last,
+        )
     }
     let sid = [7; 16];
     let fh = vec![3u8; 26];
