@@ -392,6 +392,57 @@ impl ReadCache {
         ok
     }
 
+    /// Zero-copy `read_v4_admitted` (RFC 8267 §6.4.1: the READ data goes by RDMA
+    /// Write into the call's write chunk): writes READ4resok up to the data's length
+    /// word (eof, length) and returns the data's length when the caller may read and
+    /// every page of the range is cached; `None` with nothing written otherwise. The
+    /// caller then keeps the reply (`append_v4`) and pins the pages (`pin_v4`).
+    /// Counted as a hit or a miss.
+    pub fn read_v4_head(
+        &mut self,
+        hit: &V4Hit,
+        offset: u64,
+        count: u32,
+        out: &mut XdrWriter,
+    ) -> Option<usize> {
+        let got = (hit.readable && (count as usize) <= MAX_CACHED_READ)
+            .then(|| self.pages_cover(&hit.attr, hit.stamp, offset, count as usize))
+            .flatten()
+            .and_then(|(n, end)| {
+                let start = out.position();
+                match out
+                    .bool(end >= hit.attr.size)
+                    .and_then(|_| out.u32(n as u32))
+                {
+                    Ok(()) => Some(n),
+                    Err(_) => {
+                        crate::nfs3::rewind(out, start);
+                        None
+                    }
+                }
+            });
+        if got.is_some() {
+            self.stats.hits += 1;
+        } else {
+            self.stats.misses += 1;
+        }
+        got
+    }
+
+    /// Appends `n` bytes of the file from `offset` and their XDR padding to `dst`
+    /// (a range `read_v4_head` just found cached, so every page is there).
+    pub fn append_v4(&self, hit: &V4Hit, offset: u64, n: usize, dst: &mut Vec<u8>) {
+        let at = dst.len();
+        dst.resize(at + n + (4 - n % 4) % 4, 0);
+        self.copy_pages(&hit.attr, offset, &mut dst[at..at + n]);
+    }
+
+    /// The pages holding `n` bytes of the file from `offset` (a range `read_v4_head`
+    /// just found cached), each pinned until [`ReadCache::unpin`] of its tag.
+    pub fn pin_v4(&mut self, hit: &V4Hit, offset: u64, n: usize, lkey: u32) -> Box<PageRead> {
+        self.pin_range(hit.attr.fileid, offset, n, lkey)
+    }
+
     /// READ4resok after its status (eof, data copied from the pages `pages_cover`
     /// checked); false with nothing written when `out` has no room.
     fn put_read4(&self, a: &Attr, offset: u64, n: usize, end: u64, out: &mut XdrWriter) -> bool {
@@ -739,6 +790,12 @@ impl ReadCache {
             crate::nfs3::rewind(out, start);
             return None;
         }
+        Some(self.pin_range(a.fileid, offset, n, lkey))
+    }
+
+    /// Page list of `n` cached bytes of `fileid` from `offset` (checked present), each
+    /// page pinned.
+    fn pin_range(&mut self, fileid: u64, offset: u64, n: usize, lkey: u32) -> Box<PageRead> {
         let empty = ExtSeg {
             addr: 0,
             len: 0,
@@ -756,7 +813,7 @@ impl ReadCache {
         while done < n {
             let pos = offset + done as u64;
             let (pg, within) = (pos / PAGE as u64, (pos % PAGE as u64) as usize);
-            let page = &self.pages[&(a.fileid, pg)];
+            let page = &self.pages[&(fileid, pg)];
             let k = (page.len - within).min(n - done);
             got.segs[got.n] = ExtSeg {
                 addr: page.buf.addr() + within as u64,
@@ -770,7 +827,7 @@ impl ReadCache {
         for seg in got.as_slice() {
             *self.pins.entry(seg.tag).or_insert(0) += 1;
         }
-        Some(got)
+        got
     }
 }
 

@@ -258,12 +258,47 @@ pub fn answer_parsed(
     args_len: usize,
     w: &mut XdrWriter,
 ) -> bool {
+    answer_into(v, client, cred, a, args_len, None, w).is_some()
+}
+
+/// `answer_parsed` for a READ over RPC-over-RDMA whose first write chunk has room
+/// for the data (RFC 8267 §6.4.1): `w` gets the COMPOUND4res up to the READ data's
+/// length word and the data stays in the returned cache pages (registered under
+/// `lkey`, pinned), to go by RDMA Write. The slot reply cache keeps the whole
+/// COMPOUND4res, data inline, as the worker's. `None` → a worker; `Some(None)`: no
+/// data to send (a READ at or past the end), `w` holds the whole reply.
+pub fn answer_pages(
+    v: &mut View,
+    client: IpAddr,
+    cred: &Cred,
+    a: &Shape,
+    args_len: usize,
+    lkey: u32,
+    w: &mut XdrWriter,
+) -> Option<Option<Box<crate::cache::PageRead>>> {
+    if !matches!(a.last, Last::Read { .. }) {
+        return None;
+    }
+    answer_into(v, client, cred, a, args_len, Some(lkey), w)
+}
+
+/// The fast path proper; `pages`: the lkey when the READ data is to stay in the
+/// cache pages. `Some(page list or None)` when answered.
+fn answer_into(
+    v: &mut View,
+    client: IpAddr,
+    cred: &Cred,
+    a: &Shape,
+    args_len: usize,
+    pages: Option<u32>,
+    w: &mut XdrWriter,
+) -> Option<Option<Box<crate::cache::PageRead>>> {
     if a.cachethis {
-        return false;
+        return None;
     }
     // SEQUENCE's checks (RFC 8881 §18.46.3), as `session_ops::sequence_first`.
     let Some(s) = v.state.clients.session(&a.sessionid) else {
-        return false;
+        return None;
     };
     let nslots = s.slots();
     if a.slot >= nslots
@@ -271,7 +306,7 @@ pub fn answer_parsed(
         || args_len > s.fore.max_request as usize
         || !s.is_next(a.slot, a.seqid)
     {
-        return false;
+        return None;
     }
     let req = cache::Request {
         fh: a.fh,
@@ -282,18 +317,18 @@ pub fn answer_parsed(
         // Unsupported attributes are left out by both paths (RFC 8881 §18.7.3);
         // write-only ones (NFS4ERR_INVAL) are not in FAST_ATTRS.
         if !want.and(&attrs::SUPPORTED).minus(&FAST_ATTRS).is_empty() {
-            return false;
+            return None;
         }
     }
     let Some(hit) = v.cache.admit_v4(v.gens, v.exports, &req) else {
-        return false;
+        return None;
     };
     let attr = hit.attr;
     if let Last::Read { stateid, .. } = a.last {
         // READ's stateid rules (RFC 8881 §18.22.3, §8.2), as `io_ops::read`: the
         // CURRENT stateid is unset after PUTFH (the worker answers BAD_STATEID).
         if stateid == Stateid::CURRENT {
-            return false;
+            return None;
         }
         let st = v
             .state
@@ -305,46 +340,63 @@ pub fn answer_parsed(
                     .check_io(s.clientid, &stateid, attr.fileid, false)
             });
         if st != NFS4_OK {
-            return false;
+            return None;
         }
     }
     // Lease renewal (RFC 8881 §8.3); an expired client goes to the worker, which
     // purges it (state dir I/O) and answers BADSESSION.
     let Some(flags) = v.state.clients.renew_if_live(&s) else {
-        return false;
+        return None;
     };
     let flags = session_ops::status_flags(v.state, &s, flags);
     let start = w.position();
-    let encoded = encode(v, a, &hit, &s, nslots, flags, w);
-    if !matches!(encoded, Ok(true)) {
-        return false;
-    }
-    let len = w.position() - start;
+    // `ext`: READ data bytes left in the cache pages (zero copy), 0 when inline.
+    let ext = match encode(v, a, &hit, &s, nslots, flags, pages.is_some(), w) {
+        Ok(Some(n)) => n,
+        _ => return None,
+    };
+    let head = w.position() - start;
+    let len = head.checked_add(ext)?.checked_add((4 - ext % 4) % 4)?;
     if len > s.fore.max_response as usize {
         // The worker answers NFS4ERR_REP_TOO_BIG.
-        return false;
+        return None;
     }
     // Claim the slot now; a worker that took it meanwhile wins (the call goes to a
     // worker, which sees a retransmission or a busy slot).
     let claim = match s.use_slot(a.slot, a.seqid) {
         Ok(SlotUse::New(c)) => c,
-        _ => return false,
+        _ => return None,
     };
     // Kept in the slot's reply cache (RFC 8881 §2.10.6.1.3) by refilling the slot's
-    // previous buffer: no allocation per reply.
-    if len <= s.fore.max_response_cached as usize {
+    // previous buffer: no allocation per reply. A zero-copy READ's data is copied
+    // there from the pages: the cache holds the whole COMPOUND4res.
+    let offset = match a.last {
+        Last::Read { offset, .. } => offset,
+        Last::Getattr(_) => 0,
+    };
+    if len > s.fore.max_response_cached as usize {
+        claim.finish(None);
+    } else if ext == 0 {
         claim.finish_copy(&w.written()[start..]);
     } else {
-        claim.finish(None);
+        let (cache, written) = (&*v.cache, w.written());
+        claim.finish_with(|buf| {
+            buf.extend_from_slice(&written[start..]);
+            cache.append_v4(&hit, offset, ext, buf);
+        });
     }
     if matches!(a.last, Last::Getattr(_)) {
         v.cache.note_hit();
     }
-    true
+    Some(match pages {
+        Some(lkey) if ext > 0 => Some(v.cache.pin_v4(&hit, offset, ext, lkey)),
+        _ => None,
+    })
 }
 
-/// COMPOUND4res of a recognised COMPOUND; `Ok(false)` when the READ range is not
-/// cached.
+/// COMPOUND4res of a recognised COMPOUND: `Ok(Some(bytes of READ data not written))`
+/// (0 unless `zero_copy`, when `w` ends at the data's length word); `Ok(None)` when
+/// the READ range is not cached.
 #[allow(clippy::too_many_arguments)]
 fn encode(
     v: &mut View,
@@ -353,8 +405,9 @@ fn encode(
     s: &crate::state::sessions::Session,
     nslots: u32,
     flags: u32,
+    zero_copy: bool,
     w: &mut XdrWriter,
-) -> XdrResult<bool> {
+) -> XdrResult<Option<usize>> {
     w.u32(NFS4_OK)?;
     w.opaque_var(a.tag)?;
     w.u32(3)?;
@@ -372,12 +425,16 @@ fn encode(
                 fsstat: None,
             };
             attrs::put_fattr(w, &want, &Obj::from_attr(&hit.attr, a.fh.to_vec()), &env)?;
-            Ok(true)
+            Ok(Some(0))
         }
         Last::Read { offset, count, .. } => {
             w.u32(OP_READ)?;
             w.u32(NFS4_OK)?;
-            Ok(v.cache.read_v4_admitted(hit, offset, count, w))
+            Ok(if zero_copy {
+                v.cache.read_v4_head(hit, offset, count, w)
+            } else {
+                v.cache.read_v4_admitted(hit, offset, count, w).then_some(0)
+            })
         }
     }
 }

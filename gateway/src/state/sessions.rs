@@ -86,19 +86,33 @@ impl SlotClaim {
     /// `finish(Some(reply.to_vec()))` without the allocation: the slot's spare buffer
     /// (the reply of its previous request, when no replay still holds it) is refilled
     /// with `reply`. The cached bytes are the same (RFC 8881 §2.10.6.1.3).
-    pub fn finish_copy(mut self, reply: &[u8]) {
+    pub fn finish_copy(self, reply: &[u8]) {
+        self.finish_with(|v| v.extend_from_slice(reply))
+    }
+
+    /// `finish_copy` of the bytes `fill` appends to an empty buffer (a reply whose
+    /// READ data is copied from the cache pages straight into the slot's buffer).
+    pub fn finish_with(mut self, fill: impl FnOnce(&mut Vec<u8>)) {
         let mut live = self.session.lock();
         if let Some(s) = live.slots.get_mut(self.slot as usize) {
             let kept = match s.spare.take() {
                 Some(mut a) => match Arc::get_mut(&mut a) {
                     Some(v) => {
                         v.clear();
-                        v.extend_from_slice(reply);
+                        fill(v);
                         a
                     }
-                    None => Arc::new(reply.to_vec()),
+                    None => {
+                        let mut v = Vec::new();
+                        fill(&mut v);
+                        Arc::new(v)
+                    }
                 },
-                None => Arc::new(reply.to_vec()),
+                None => {
+                    let mut v = Vec::new();
+                    fill(&mut v);
+                    Arc::new(v)
+                }
             };
             s.busy = false;
             s.reply = Some(kept);
