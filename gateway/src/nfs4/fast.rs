@@ -297,9 +297,7 @@ fn answer_into(
         return None;
     }
     // SEQUENCE's checks (RFC 8881 §18.46.3), as `session_ops::sequence_first`.
-    let Some(s) = v.state.clients.session(&a.sessionid) else {
-        return None;
-    };
+    let s = v.state.clients.session(&a.sessionid)?;
     let nslots = s.slots();
     if a.slot >= nslots
         || s.fore.max_ops < 3
@@ -320,9 +318,7 @@ fn answer_into(
             return None;
         }
     }
-    let Some(hit) = v.cache.admit_v4(v.gens, v.exports, &req) else {
-        return None;
-    };
+    let hit = v.cache.admit_v4(v.gens, v.exports, &req)?;
     let attr = hit.attr;
     if let Last::Read { stateid, .. } = a.last {
         // READ's stateid rules (RFC 8881 §18.22.3, §8.2), as `io_ops::read`: the
@@ -345,9 +341,7 @@ fn answer_into(
     }
     // Lease renewal (RFC 8881 §8.3); an expired client goes to the worker, which
     // purges it (state dir I/O) and answers BADSESSION.
-    let Some(flags) = v.state.clients.renew_if_live(&s) else {
-        return None;
-    };
+    let flags = v.state.clients.renew_if_live(&s)?;
     let flags = session_ops::status_flags(v.state, &s, flags);
     let start = w.position();
     // `ext`: READ data bytes left in the cache pages (zero copy), 0 when inline.
