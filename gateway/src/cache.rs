@@ -227,6 +227,15 @@ impl PageRead {
     }
 }
 
+/// A handle `ReadCache::admit_v4` admitted: its attributes, their stamp, and whether
+/// the caller may READ it.
+#[derive(Debug, Clone, Copy)]
+pub struct V4Hit {
+    pub attr: Attr,
+    stamp: Stamp,
+    readable: bool,
+}
+
 /// The parts of a READ or GETATTR call the cache needs.
 pub struct Request<'a> {
     pub fh: &'a [u8],
@@ -333,14 +342,123 @@ impl ReadCache {
         exports: &Exports,
         req: &Request,
     ) -> Option<Attr> {
+        self.admit_v4(gens, exports, req).map(|h| h.attr)
+    }
+
+    /// `attr_v4`, also saying whether the caller may READ the file (a regular file
+    /// `check_read` admits, as `try_read` checks it), for `read_v4_admitted`: the
+    /// export admission runs once per COMPOUND. A miss is counted.
+    pub fn admit_v4(
+        &mut self,
+        gens: &Generations,
+        exports: &Exports,
+        req: &Request,
+    ) -> Option<V4Hit> {
         let got = self
             .admitted(gens, exports, req)
             .filter(|(e, _)| e.exact)
-            .map(|(e, _)| e.attr);
+            .map(|(e, caller)| V4Hit {
+                attr: e.attr,
+                stamp: e.stamp,
+                readable: e.attr.kind == FileKind::Reg && check_read(&e.attr, &caller).is_ok(),
+            });
         if got.is_none() {
             self.stats.misses += 1;
         }
         got
+    }
+
+    /// `read_v4` for a handle `admit_v4` just admitted (same COMPOUND, same reactor:
+    /// the cache did not change in between): READ4resok after its status when the
+    /// caller may read and every page of the range is cached; false with nothing
+    /// written otherwise. Counted as a hit or a miss.
+    pub fn read_v4_admitted(
+        &mut self,
+        hit: &V4Hit,
+        offset: u64,
+        count: u32,
+        out: &mut XdrWriter,
+    ) -> bool {
+        let ok = hit.readable
+            && (count as usize) <= MAX_CACHED_READ
+            && self
+                .pages_cover(&hit.attr, hit.stamp, offset, count as usize)
+                .is_some_and(|(n, end)| self.put_read4(&hit.attr, offset, n, end, out));
+        if ok {
+            self.stats.hits += 1;
+        } else {
+            self.stats.misses += 1;
+        }
+        ok
+    }
+
+    /// Zero-copy `read_v4_admitted` (RFC 8267 §6.4.1: the READ data goes by RDMA
+    /// Write into the call's write chunk): writes READ4resok up to the data's length
+    /// word (eof, length) and returns the data's length when the caller may read and
+    /// every page of the range is cached; `None` with nothing written otherwise. The
+    /// caller then keeps the reply (`append_v4`) and pins the pages (`pin_v4`).
+    /// Counted as a hit or a miss.
+    pub fn read_v4_head(
+        &mut self,
+        hit: &V4Hit,
+        offset: u64,
+        count: u32,
+        out: &mut XdrWriter,
+    ) -> Option<usize> {
+        let got = (hit.readable && (count as usize) <= MAX_CACHED_READ)
+            .then(|| self.pages_cover(&hit.attr, hit.stamp, offset, count as usize))
+            .flatten()
+            .and_then(|(n, end)| {
+                let start = out.position();
+                match out
+                    .bool(end >= hit.attr.size)
+                    .and_then(|_| out.u32(n as u32))
+                {
+                    Ok(()) => Some(n),
+                    Err(_) => {
+                        crate::nfs3::rewind(out, start);
+                        None
+                    }
+                }
+            });
+        if got.is_some() {
+            self.stats.hits += 1;
+        } else {
+            self.stats.misses += 1;
+        }
+        got
+    }
+
+    /// Appends `n` bytes of the file from `offset` and their XDR padding to `dst`
+    /// (a range `read_v4_head` just found cached, so every page is there).
+    pub fn append_v4(&self, hit: &V4Hit, offset: u64, n: usize, dst: &mut Vec<u8>) {
+        let at = dst.len();
+        dst.resize(at + n + (4 - n % 4) % 4, 0);
+        self.copy_pages(&hit.attr, offset, &mut dst[at..at + n]);
+    }
+
+    /// The pages holding `n` bytes of the file from `offset` (a range `read_v4_head`
+    /// just found cached), each pinned until [`ReadCache::unpin`] of its tag.
+    pub fn pin_v4(&mut self, hit: &V4Hit, offset: u64, n: usize, lkey: u32) -> Box<PageRead> {
+        self.pin_range(hit.attr.fileid, offset, n, lkey)
+    }
+
+    /// READ4resok after its status (eof, data copied from the pages `pages_cover`
+    /// checked); false with nothing written when `out` has no room.
+    fn put_read4(&self, a: &Attr, offset: u64, n: usize, end: u64, out: &mut XdrWriter) -> bool {
+        let start = out.position();
+        let ok = (|| -> XdrResult<()> {
+            out.bool(end >= a.size)?;
+            out.u32(n as u32)?;
+            let dst = out.reserve_opaque_fixed(n)?;
+            self.copy_pages(a, offset, dst);
+            Ok(())
+        })();
+        if ok.is_err() {
+            crate::nfs3::rewind(out, start);
+            return false;
+        }
+        true
     }
 
     /// Counts a hit answered from `attr_v4` alone (NFSv4 GETATTR).
@@ -381,19 +499,7 @@ impl ReadCache {
         let Some((n, end, a)) = self.check_pages(gens, exports, req, offset, count) else {
             return false;
         };
-        let start = out.position();
-        let ok = (|| -> XdrResult<()> {
-            out.bool(end >= a.size)?;
-            out.u32(n as u32)?;
-            let dst = out.reserve_opaque_fixed(n)?;
-            self.copy_pages(&a, offset, dst);
-            Ok(())
-        })();
-        if ok.is_err() {
-            crate::nfs3::rewind(out, start);
-            return false;
-        }
-        true
+        self.put_read4(&a, offset, n, end, out)
     }
 
     /// Copies cached bytes from `offset` into `dst` (the range passed `check_pages`).
@@ -459,9 +565,23 @@ impl ReadCache {
         if a.kind != FileKind::Reg || check_read(&a, &caller).is_err() {
             return None;
         }
+        let (n, end) = self.pages_cover(&a, e.stamp, offset, count)?;
+        Some((n, end, a))
+    }
+
+    /// Whether every page of `offset .. offset + count` (at most MAX_CACHED_READ) of
+    /// the file `a` is present, current (`stamp`, fingerprint) and long enough.
+    /// Returns (bytes, end).
+    fn pages_cover(
+        &self,
+        a: &Attr,
+        stamp: Stamp,
+        offset: u64,
+        count: usize,
+    ) -> Option<(usize, u64)> {
         let end = offset.saturating_add(count as u64).min(a.size);
         let n = end.saturating_sub(offset) as usize;
-        let fp = Fingerprint::from(&a);
+        let fp = Fingerprint::from(a);
         let mut p = offset / PAGE as u64;
         // p * PAGE <= offset < 2^64 on entry; saturating steps keep a range that
         // reaches 2^64 (hostile offset, or a store-reported size) from wrapping.
@@ -470,14 +590,14 @@ impl ReadCache {
             let page_end = from.saturating_add(PAGE as u64);
             match self.pages.get(&(a.fileid, p)) {
                 Some(pg)
-                    if pg.stamp == e.stamp
+                    if pg.stamp == stamp
                         && pg.fp == fp
                         && from.saturating_add(pg.len as u64) >= end.min(page_end) => {}
                 _ => return None,
             }
             p += 1;
         }
-        Some((n, end, a))
+        Some((n, end))
     }
 
     /// Notes a READ of `fileid` through handle `fh` and says whether it continues the
@@ -670,6 +790,12 @@ impl ReadCache {
             crate::nfs3::rewind(out, start);
             return None;
         }
+        Some(self.pin_range(a.fileid, offset, n, lkey))
+    }
+
+    /// Page list of `n` cached bytes of `fileid` from `offset` (checked present), each
+    /// page pinned.
+    fn pin_range(&mut self, fileid: u64, offset: u64, n: usize, lkey: u32) -> Box<PageRead> {
         let empty = ExtSeg {
             addr: 0,
             len: 0,
@@ -687,7 +813,7 @@ impl ReadCache {
         while done < n {
             let pos = offset + done as u64;
             let (pg, within) = (pos / PAGE as u64, (pos % PAGE as u64) as usize);
-            let page = &self.pages[&(a.fileid, pg)];
+            let page = &self.pages[&(fileid, pg)];
             let k = (page.len - within).min(n - done);
             got.segs[got.n] = ExtSeg {
                 addr: page.buf.addr() + within as u64,
@@ -701,7 +827,7 @@ impl ReadCache {
         for seg in got.as_slice() {
             *self.pins.entry(seg.tag).or_insert(0) += 1;
         }
-        Some(got)
+        got
     }
 }
 

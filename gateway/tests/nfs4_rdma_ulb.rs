@@ -440,6 +440,41 @@ fn r8267_18_a_replayed_read_still_uses_the_write_chunk() {
     }
 }
 
+/// The fast path's zero-copy READ over RDMA (data written from the cache pages, RFC
+/// 8267 §6.4.1) keeps the whole COMPOUND4res in the slot reply cache (RFC 8881
+/// §2.10.6.1.3): a retransmission gets the same results and the same data, padding
+/// included (3,000 bytes), in its write chunk.
+#[test]
+fn r8267_18_fast_path_zero_copy_read_replays_byte_identical() {
+    let mut fx = setup(b"zcopy");
+    let mut fast = None;
+    for _ in 0..4 {
+        let before = gateway::nfs4::fast::answered();
+        let mut ops = putfh_op(&fx.b);
+        ops.extend(read_op(0, 3000));
+        let (xid, call) = fx.s.compound(2, &ops);
+        let mut ch = Chunks::default();
+        let a = segs(&mut fx.s.raw, 0, 0, 1, 4096);
+        ch.push_write_chunk(&a);
+        let rep = fx.s.short(xid, &ch, &call);
+        assert_eq!(written(&mut fx, &rep.echo, 0), fx.db);
+        if gateway::nfs4::fast::answered() > before {
+            fast = Some((xid, call, rep.compound().2));
+            break;
+        }
+    }
+    let (xid, call, first) = fast.expect("the reactor answered a cached READ");
+    let mut ch = Chunks::default();
+    let a = segs(&mut fx.s.raw, 1, 0, 1, 4096);
+    fx.s.raw.scratch(1).1[..4096].fill(0);
+    ch.push_write_chunk(&a);
+    let rep = fx.s.short(xid, &ch, &call);
+    let (st, _, res) = rep.compound();
+    assert_eq!(st, 0);
+    assert_eq!(res, first, "the replay's results are the original's");
+    assert_eq!(written(&mut fx, &rep.echo, 0), fx.db, "the replay's data");
+}
+
 /// Rough per-op cost of a cached 4 KiB READ over soft RDMA, v4.1 (reactor fast path,
 /// data into the write chunk) against v3 (the same, from the cache pages). Both sides
 /// share this process, so the ratio, not the numbers, is what to look at.

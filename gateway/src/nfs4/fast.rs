@@ -121,39 +121,102 @@ pub struct Shape<'a> {
     pub last: Last,
 }
 
+/// A bounds-checked big-endian cursor over COMPOUND4args (the XDR rules of
+/// `engine::xdr::XdrReader`, inlined: the fast path parses every call it sees).
+struct Cur<'a> {
+    b: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Cur<'a> {
+    #[inline(always)]
+    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
+        let end = self.at.checked_add(n)?;
+        let s = self.b.get(self.at..end)?;
+        self.at = end;
+        Some(s)
+    }
+
+    #[inline(always)]
+    fn u32(&mut self) -> Option<u32> {
+        let s = self.take(4)?;
+        Some(u32::from_be_bytes([s[0], s[1], s[2], s[3]]))
+    }
+
+    #[inline(always)]
+    fn u64(&mut self) -> Option<u64> {
+        Some((u64::from(self.u32()?) << 32) | u64::from(self.u32()?))
+    }
+
+    /// An XDR bool: exactly 0 or 1.
+    #[inline(always)]
+    fn bool(&mut self) -> Option<bool> {
+        match self.u32()? {
+            0 => Some(false),
+            1 => Some(true),
+            _ => None,
+        }
+    }
+
+    /// Fixed-length opaque of `n` bytes and its padding.
+    #[inline(always)]
+    fn fixed(&mut self, n: usize) -> Option<&'a [u8]> {
+        let data = self.take(n)?;
+        self.take((4 - n % 4) % 4)?;
+        Some(data)
+    }
+
+    /// Variable-length opaque of at most `max` bytes.
+    #[inline(always)]
+    fn var(&mut self, max: usize) -> Option<&'a [u8]> {
+        let n = self.u32()? as usize;
+        if n > max {
+            return None;
+        }
+        self.fixed(n)
+    }
+}
+
 /// Recognises the shape exactly (RFC 8881 §16.2.1 COMPOUND4args): tag up to
 /// `TAG_MAX`, minor version 1, three operations, nothing after them; a GETATTR bitmap
 /// with no word beyond the third. Anything else is `None`.
 pub fn parse(args: &[u8]) -> Option<Shape<'_>> {
-    let mut r = XdrReader::new(args);
-    let tag = r.opaque_var(TAG_MAX).ok()?;
-    if r.u32().ok()? != super::MINOR_VERSION || r.u32().ok()? != 3 {
-        return None;
-    }
-    if r.u32().ok()? != OP_SEQUENCE {
+    let mut r = Cur { b: args, at: 0 };
+    let tag = r.var(TAG_MAX)?;
+    if r.u32()? != super::MINOR_VERSION || r.u32()? != 3 || r.u32()? != OP_SEQUENCE {
         return None;
     }
     let mut sessionid = [0u8; 16];
-    sessionid.copy_from_slice(r.opaque_fixed(16).ok()?);
-    let (seqid, slot, _highest) = (r.u32().ok()?, r.u32().ok()?, r.u32().ok()?);
-    let cachethis = r.bool().ok()?;
-    if r.u32().ok()? != OP_PUTFH {
+    sessionid.copy_from_slice(r.take(16)?);
+    let (seqid, slot, _highest) = (r.u32()?, r.u32()?, r.u32()?);
+    let cachethis = r.bool()?;
+    if r.u32()? != OP_PUTFH {
         return None;
     }
-    let fh = r.opaque_var(super::FH4_MAX).ok()?;
-    let last = match r.u32().ok()? {
-        OP_GETATTR => match attrs::get_bitmap(&mut r).ok()? {
-            (b, false) => Last::Getattr(b),
-            _ => return None,
-        },
-        OP_READ => Last::Read {
-            stateid: Stateid::decode(&mut r).ok()?,
-            offset: r.u64().ok()?,
-            count: r.u32().ok()?,
-        },
+    let fh = r.var(super::FH4_MAX)?;
+    let last = match r.u32()? {
+        OP_GETATTR => {
+            let mut x = XdrReader::new(args.get(r.at..)?);
+            let got = attrs::get_bitmap(&mut x).ok()?;
+            r.at = args.len().checked_sub(x.remaining())?;
+            match got {
+                (b, false) => Last::Getattr(b),
+                _ => return None,
+            }
+        }
+        OP_READ => {
+            let seqid = r.u32()?;
+            let mut other = [0u8; 12];
+            other.copy_from_slice(r.take(12)?);
+            Last::Read {
+                stateid: Stateid { seqid, other },
+                offset: r.u64()?,
+                count: r.u32()?,
+            }
+        }
         _ => return None,
     };
-    if r.remaining() != 0 {
+    if r.at != args.len() {
         return None;
     }
     Some(Shape {
@@ -179,23 +242,69 @@ pub struct View<'a> {
 /// RPC header the caller wrote) when everything is ordinary; `false` otherwise, with
 /// no slot touched (the caller drops `w`'s buffer and hands the call to a worker).
 pub fn answer(v: &mut View, client: IpAddr, cred: &Cred, args: &[u8], w: &mut XdrWriter) -> bool {
-    let Some(a) = parse(args) else {
-        return false;
-    };
+    match parse(args) {
+        Some(a) => answer_parsed(v, client, cred, &a, args.len(), w),
+        None => false,
+    }
+}
+
+/// `answer` for a COMPOUND the caller already parsed (`args_len`: the length of its
+/// COMPOUND4args, for ca_maxrequestsize): the reactor parses once.
+pub fn answer_parsed(
+    v: &mut View,
+    client: IpAddr,
+    cred: &Cred,
+    a: &Shape,
+    args_len: usize,
+    w: &mut XdrWriter,
+) -> bool {
+    answer_into(v, client, cred, a, args_len, None, w).is_some()
+}
+
+/// `answer_parsed` for a READ over RPC-over-RDMA whose first write chunk has room
+/// for the data (RFC 8267 §6.4.1): `w` gets the COMPOUND4res up to the READ data's
+/// length word and the data stays in the returned cache pages (registered under
+/// `lkey`, pinned), to go by RDMA Write. The slot reply cache keeps the whole
+/// COMPOUND4res, data inline, as the worker's. `None` → a worker; `Some(None)`: no
+/// data to send (a READ at or past the end), `w` holds the whole reply.
+pub fn answer_pages(
+    v: &mut View,
+    client: IpAddr,
+    cred: &Cred,
+    a: &Shape,
+    args_len: usize,
+    lkey: u32,
+    w: &mut XdrWriter,
+) -> Option<Option<Box<crate::cache::PageRead>>> {
+    if !matches!(a.last, Last::Read { .. }) {
+        return None;
+    }
+    answer_into(v, client, cred, a, args_len, Some(lkey), w)
+}
+
+/// The fast path proper; `pages`: the lkey when the READ data is to stay in the
+/// cache pages. `Some(page list or None)` when answered.
+fn answer_into(
+    v: &mut View,
+    client: IpAddr,
+    cred: &Cred,
+    a: &Shape,
+    args_len: usize,
+    pages: Option<u32>,
+    w: &mut XdrWriter,
+) -> Option<Option<Box<crate::cache::PageRead>>> {
     if a.cachethis {
-        return false;
+        return None;
     }
     // SEQUENCE's checks (RFC 8881 §18.46.3), as `session_ops::sequence_first`.
-    let Some(s) = v.state.clients.session(&a.sessionid) else {
-        return false;
-    };
+    let s = v.state.clients.session(&a.sessionid)?;
     let nslots = s.slots();
     if a.slot >= nslots
         || s.fore.max_ops < 3
-        || args.len() > s.fore.max_request as usize
+        || args_len > s.fore.max_request as usize
         || !s.is_next(a.slot, a.seqid)
     {
-        return false;
+        return None;
     }
     let req = cache::Request {
         fh: a.fh,
@@ -206,17 +315,16 @@ pub fn answer(v: &mut View, client: IpAddr, cred: &Cred, args: &[u8], w: &mut Xd
         // Unsupported attributes are left out by both paths (RFC 8881 §18.7.3);
         // write-only ones (NFS4ERR_INVAL) are not in FAST_ATTRS.
         if !want.and(&attrs::SUPPORTED).minus(&FAST_ATTRS).is_empty() {
-            return false;
+            return None;
         }
     }
-    let Some(attr) = v.cache.attr_v4(v.gens, v.exports, &req) else {
-        return false;
-    };
+    let hit = v.cache.admit_v4(v.gens, v.exports, &req)?;
+    let attr = hit.attr;
     if let Last::Read { stateid, .. } = a.last {
         // READ's stateid rules (RFC 8881 §18.22.3, §8.2), as `io_ops::read`: the
         // CURRENT stateid is unset after PUTFH (the worker answers BAD_STATEID).
         if stateid == Stateid::CURRENT {
-            return false;
+            return None;
         }
         let st = v
             .state
@@ -228,52 +336,72 @@ pub fn answer(v: &mut View, client: IpAddr, cred: &Cred, args: &[u8], w: &mut Xd
                     .check_io(s.clientid, &stateid, attr.fileid, false)
             });
         if st != NFS4_OK {
-            return false;
+            return None;
         }
     }
     // Lease renewal (RFC 8881 §8.3); an expired client goes to the worker, which
     // purges it (state dir I/O) and answers BADSESSION.
-    let Some(flags) = v.state.clients.renew_if_live(&s) else {
-        return false;
-    };
+    let flags = v.state.clients.renew_if_live(&s)?;
     let flags = session_ops::status_flags(v.state, &s, flags);
     let start = w.position();
-    let encoded = encode(v, &a, &attr, &req, &s, nslots, flags, w);
-    if !matches!(encoded, Ok(true)) {
-        return false;
-    }
-    let len = w.position() - start;
+    // `ext`: READ data bytes left in the cache pages (zero copy), 0 when inline.
+    let ext = match encode(v, a, &hit, &s, nslots, flags, pages.is_some(), w) {
+        Ok(Some(n)) => n,
+        _ => return None,
+    };
+    let head = w.position() - start;
+    let len = head.checked_add(ext)?.checked_add((4 - ext % 4) % 4)?;
     if len > s.fore.max_response as usize {
         // The worker answers NFS4ERR_REP_TOO_BIG.
-        return false;
+        return None;
     }
     // Claim the slot now; a worker that took it meanwhile wins (the call goes to a
     // worker, which sees a retransmission or a busy slot).
     let claim = match s.use_slot(a.slot, a.seqid) {
         Ok(SlotUse::New(c)) => c,
-        _ => return false,
+        _ => return None,
     };
-    let keep = len <= s.fore.max_response_cached as usize;
-    claim.finish(keep.then(|| w.written()[start..].to_vec()));
+    // Kept in the slot's reply cache (RFC 8881 §2.10.6.1.3) by refilling the slot's
+    // previous buffer: no allocation per reply. A zero-copy READ's data is copied
+    // there from the pages: the cache holds the whole COMPOUND4res.
+    let offset = match a.last {
+        Last::Read { offset, .. } => offset,
+        Last::Getattr(_) => 0,
+    };
+    if len > s.fore.max_response_cached as usize {
+        claim.finish(None);
+    } else if ext == 0 {
+        claim.finish_copy(&w.written()[start..]);
+    } else {
+        let (cache, written) = (&*v.cache, w.written());
+        claim.finish_with(|buf| {
+            buf.extend_from_slice(&written[start..]);
+            cache.append_v4(&hit, offset, ext, buf);
+        });
+    }
     if matches!(a.last, Last::Getattr(_)) {
         v.cache.note_hit();
     }
-    true
+    Some(match pages {
+        Some(lkey) if ext > 0 => Some(v.cache.pin_v4(&hit, offset, ext, lkey)),
+        _ => None,
+    })
 }
 
-/// COMPOUND4res of a recognised COMPOUND; `Ok(false)` when the READ range is not
-/// cached.
+/// COMPOUND4res of a recognised COMPOUND: `Ok(Some(bytes of READ data not written))`
+/// (0 unless `zero_copy`, when `w` ends at the data's length word); `Ok(None)` when
+/// the READ range is not cached.
 #[allow(clippy::too_many_arguments)]
 fn encode(
     v: &mut View,
     a: &Shape,
-    attr: &Attr,
-    req: &cache::Request,
+    hit: &cache::V4Hit,
     s: &crate::state::sessions::Session,
     nslots: u32,
     flags: u32,
+    zero_copy: bool,
     w: &mut XdrWriter,
-) -> XdrResult<bool> {
+) -> XdrResult<Option<usize>> {
     w.u32(NFS4_OK)?;
     w.opaque_var(a.tag)?;
     w.u32(3)?;
@@ -290,13 +418,17 @@ fn encode(
                 max_file_size: 0,
                 fsstat: None,
             };
-            attrs::put_fattr(w, &want, &Obj::from_attr(attr, a.fh.to_vec()), &env)?;
-            Ok(true)
+            attrs::put_fattr(w, &want, &Obj::from_attr(&hit.attr, a.fh.to_vec()), &env)?;
+            Ok(Some(0))
         }
         Last::Read { offset, count, .. } => {
             w.u32(OP_READ)?;
             w.u32(NFS4_OK)?;
-            Ok(v.cache.read_v4(v.gens, v.exports, req, offset, count, w))
+            Ok(if zero_copy {
+                v.cache.read_v4_head(hit, offset, count, w)
+            } else {
+                v.cache.read_v4_admitted(hit, offset, count, w).then_some(0)
+            })
         }
     }
 }

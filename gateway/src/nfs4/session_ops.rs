@@ -182,8 +182,10 @@ pub(super) fn sequence_first(
 /// CB_PATH_DOWN when the session wants a back channel and has none, and
 /// RECALLABLE_STATE_REVOKED while revoked delegations are not yet freed.
 pub(super) fn status_flags(state: &crate::state::State, s: &Session, mut flags: u32) -> u32 {
+    // The session's own back channel answers most calls without the client table.
     if s.flags & CREATE_SESSION4_FLAG_CONN_BACK_CHAN != 0
-        && state.clients.lookup_backchannel(s.clientid).is_none()
+        && s.back_conn().is_none()
+        && !state.clients.has_backchannel(s.clientid)
     {
         flags |= SEQ4_STATUS_CB_PATH_DOWN;
     }

@@ -140,6 +140,7 @@ pub(crate) fn classify(
             pools,
             hot,
             &mut read_ahead,
+            write_room,
         ) {
             return v;
         }
@@ -170,7 +171,11 @@ pub(crate) struct Hot<'a> {
 /// NFSv4.1 COMPOUNDs `SEQUENCE, PUTFH, GETATTR|READ` answered from the cache
 /// (`nfs4::fast`: every check and the slot bookkeeping are there). Over RPC-over-RDMA
 /// the reply's READ data is located by `ulb::v4::fast_read_data` and written into the
-/// call's first write chunk (RFC 8267 §6.4.1). `None` → a worker.
+/// call's first write chunk (RFC 8267 §6.4.1); when that chunk has room for the
+/// data (`write_room`) and the cache pages are registered, the data goes by RDMA
+/// Write straight from the pages (`fast::answer_pages`, no copy into the reply).
+/// `None` → a worker.
+#[allow(clippy::too_many_arguments)]
 fn from_cache_v4(
     reactor: usize,
     h: &CallHeader,
@@ -179,6 +184,7 @@ fn from_cache_v4(
     pools: &Pools,
     hot: &mut Hot,
     read_ahead: &mut bool,
+    write_room: Option<u64>,
 ) -> Option<Verdict> {
     let shape = crate::nfs4::fast::parse(args)?;
     let want = match shape.last {
@@ -193,6 +199,37 @@ fn from_cache_v4(
         }
         crate::nfs4::fast::Last::Getattr(_) => 1024,
     };
+    if let (crate::nfs4::fast::Last::Read { count, .. }, Some(room), Some(lkey)) =
+        (shape.last, write_room, hot.pages_lkey)
+    {
+        if u64::from(count) <= room {
+            let mut buf = pools.alloc(MARK + 512)?;
+            let mut w = XdrWriter::at(buf.spare_mut(), MARK);
+            rpc::write_accepted(&mut w, h.xid, Accept::Success).ok()?;
+            let mut view = crate::nfs4::fast::View {
+                cache: hot.cache,
+                gens: hot.gens,
+                exports: hot.exports,
+                state: hot.state,
+            };
+            let pages = crate::nfs4::fast::answer_pages(
+                &mut view,
+                peer.ip(),
+                &h.cred,
+                &shape,
+                args.len(),
+                lkey,
+                &mut w,
+            )?;
+            crate::nfs4::fast::count_answer(reactor);
+            let n = w.position();
+            buf.set_len(n);
+            return Some(match pages {
+                Some(p) => Verdict::ReplyPages(buf, p),
+                None => Verdict::Reply(buf),
+            });
+        }
+    }
     let mut buf = pools.alloc(MARK + want)?;
     let mut w = XdrWriter::at(buf.spare_mut(), MARK);
     rpc::write_accepted(&mut w, h.xid, Accept::Success).ok()?;
@@ -202,7 +239,8 @@ fn from_cache_v4(
         exports: hot.exports,
         state: hot.state,
     };
-    if !crate::nfs4::fast::answer(&mut view, peer.ip(), &h.cred, args, &mut w) {
+    if !crate::nfs4::fast::answer_parsed(&mut view, peer.ip(), &h.cred, &shape, args.len(), &mut w)
+    {
         return None;
     }
     crate::nfs4::fast::count_answer(reactor);

@@ -289,7 +289,14 @@ impl ReactorState {
                 match crate::ulb::check_call(&rec, reduced) {
                     Ok(item) => {
                         let conn = Link::Rdma(call, item);
-                        let room = room.filter(|_| item == crate::ulb::ReplyItem::ReadData);
+                        // NFSv3 READ's data item, or an NFSv4 COMPOUND's (the v4 fast
+                        // path answers `SEQUENCE, PUTFH, READ` from the cache pages).
+                        let room = room.filter(|_| {
+                            matches!(
+                                item,
+                                crate::ulb::ReplyItem::ReadData | crate::ulb::ReplyItem::Compound
+                            )
+                        });
                         (
                             conn,
                             dispatch::classify(*id, conn, peer, rec, pools, &mut hot, room),

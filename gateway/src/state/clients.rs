@@ -9,7 +9,8 @@ use super::grace::Persist;
 use super::sessions::Session;
 use super::BackChannelInfo;
 use crate::nfs4::status::*;
-use std::collections::{HashMap, HashSet};
+use rustc_hash::FxHashMap;
+use std::collections::HashSet;
 use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -84,8 +85,10 @@ pub struct Client {
 #[derive(Default)]
 struct Inner {
     next: u32,
-    clients: HashMap<u64, Client>,
-    sessions: HashMap<[u8; 16], Arc<Session>>,
+    // Server-chosen keys (client ids, session ids): FxHash, no SipHash on the
+    // per-COMPOUND lookups (`session`, `renew_if_live`).
+    clients: FxHashMap<u64, Client>,
+    sessions: FxHashMap<[u8; 16], Arc<Session>>,
     /// Owners persisted by the previous run that have not finished reclaiming.
     reclaimable: HashSet<Vec<u8>>,
 }
@@ -217,6 +220,19 @@ impl Clients {
                 max_slots: s.back.max_requests,
             })
         })
+    }
+
+    /// `lookup_backchannel(clientid).is_some()` without building the info: whether a
+    /// session of the client has a back-channel connection (SEQUENCE's
+    /// SEQ4_STATUS_CB_PATH_DOWN, RFC 8881 §18.46.3, checked on every COMPOUND).
+    pub fn has_backchannel(&self, clientid: u64) -> bool {
+        let g = self.lock();
+        let Some(c) = g.clients.get(&clientid) else {
+            return false;
+        };
+        c.sessions
+            .iter()
+            .any(|sid| g.sessions.get(sid).is_some_and(|s| s.back_conn().is_some()))
     }
 
     /// A connection closed (TCP or RPC-over-RDMA, reported by the reactor that owned

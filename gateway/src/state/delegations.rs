@@ -21,6 +21,7 @@ use crate::nfs4::status::*;
 use crate::stats::callbacks::{CallbackResult, CallbackStats, RecallResult};
 use crate::stats::Transport;
 use crossbeam_queue::ArrayQueue;
+use rustc_hash::FxHashMap;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -72,9 +73,10 @@ struct Deleg {
 
 #[derive(Default)]
 struct Table {
-    by_other: HashMap<[u8; 12], Deleg>,
-    by_file: HashMap<u64, Vec<[u8; 12]>>,
-    per_client: HashMap<u64, usize>,
+    // Server-chosen keys (delegation `other`, file and client ids): FxHash.
+    by_other: FxHashMap<[u8; 12], Deleg>,
+    by_file: FxHashMap<u64, Vec<[u8; 12]>>,
+    per_client: FxHashMap<u64, usize>,
     /// File handles of delegated files (CB_RECALL names the file by handle).
     fhs: HashMap<u64, Vec<u8>>,
     /// Files that saw a conflict, when, and by whom (None: NFSv3).

@@ -34,6 +34,9 @@ struct Slot {
     /// The COMPOUND4res of `seqid` (None: not cached, replays get
     /// NFS4ERR_RETRY_UNCACHED_REP).
     reply: Option<Arc<Vec<u8>>>,
+    /// The previous request's reply buffer, kept for `SlotClaim::finish_copy` to
+    /// refill (no allocation per fast-path reply once the slot has been used).
+    spare: Option<Arc<Vec<u8>>>,
 }
 
 /// Mutable parts of a session.
@@ -77,6 +80,44 @@ impl SlotClaim {
     /// Stores the COMPOUND4res (`None`: too big or not to be cached) and frees the slot.
     pub fn finish(mut self, reply: Option<Vec<u8>>) {
         self.release(reply.map(Arc::new));
+        self.done = true;
+    }
+
+    /// `finish(Some(reply.to_vec()))` without the allocation: the slot's spare buffer
+    /// (the reply of its previous request, when no replay still holds it) is refilled
+    /// with `reply`. The cached bytes are the same (RFC 8881 §2.10.6.1.3).
+    pub fn finish_copy(self, reply: &[u8]) {
+        self.finish_with(|v| v.extend_from_slice(reply))
+    }
+
+    /// `finish_copy` of the bytes `fill` appends to an empty buffer (a reply whose
+    /// READ data is copied from the cache pages straight into the slot's buffer).
+    pub fn finish_with(mut self, fill: impl FnOnce(&mut Vec<u8>)) {
+        let mut live = self.session.lock();
+        if let Some(s) = live.slots.get_mut(self.slot as usize) {
+            let kept = match s.spare.take() {
+                Some(mut a) => match Arc::get_mut(&mut a) {
+                    Some(v) => {
+                        v.clear();
+                        fill(v);
+                        a
+                    }
+                    None => {
+                        let mut v = Vec::new();
+                        fill(&mut v);
+                        Arc::new(v)
+                    }
+                },
+                None => {
+                    let mut v = Vec::new();
+                    fill(&mut v);
+                    Arc::new(v)
+                }
+            };
+            s.busy = false;
+            s.reply = Some(kept);
+        }
+        drop(live);
         self.done = true;
     }
 
@@ -152,7 +193,9 @@ impl Session {
             }
             s.seqid = seqid;
             s.busy = true;
-            s.reply = None;
+            if let Some(old) = s.reply.take() {
+                s.spare = Some(old);
+            }
             Ok(SlotUse::New(SlotClaim {
                 session: self.clone(),
                 slot,
@@ -229,6 +272,39 @@ mod tests {
             ..Default::default()
         };
         Arc::new(Session::new([1; 16], 7, fore, fore, 0, 0, None))
+    }
+
+    /// RFC 8881 §2.10.6.1.3: a reply kept by `finish_copy` (the fast path's, refilling
+    /// the slot's previous buffer) is replayed byte for byte, also when a replay still
+    /// holds the previous buffer (then a new one is taken), and a reply of another
+    /// length leaves no stale bytes behind.
+    #[test]
+    fn r8881_slot_replay_after_finish_copy_is_byte_identical() {
+        let s = sess(2);
+        let mut held = None;
+        for (seqid, reply) in [
+            (1u32, vec![9u8; 300]),
+            (2, vec![1, 2, 3]),
+            (3, vec![4; 40]),
+            (4, vec![5, 6]),
+        ] {
+            let SlotUse::New(claim) = s.use_slot(1, seqid).unwrap() else {
+                panic!("new request")
+            };
+            claim.finish_copy(&reply);
+            match s.use_slot(1, seqid).unwrap() {
+                SlotUse::Replay(r) => {
+                    assert_eq!(*r, reply);
+                    if seqid == 2 {
+                        // A replay in flight keeps this buffer: the next reply must
+                        // not overwrite it.
+                        held = Some(r);
+                    }
+                }
+                _ => panic!("replay"),
+            }
+        }
+        assert_eq!(held.as_deref(), Some(&vec![1, 2, 3]));
     }
 
     #[test]

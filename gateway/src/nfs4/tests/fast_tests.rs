@@ -359,6 +359,83 @@ fn parse_takes_only_the_two_shapes() {
     }
 }
 
+/// The inlined parser (`fast::parse`) against the XdrReader-based one it replaced:
+/// the same decision and the same fields for every single-byte change (0, 1, 0xff,
+/// one bit flipped) and every truncation of a READ and a GETATTR COMPOUND (RFC 8881
+/// §16.2.1 COMPOUND4args; R8881 fast path: anything unusual goes to the worker).
+#[test]
+fn parse_inlined_matches_the_xdr_reader_parser_on_every_mutation() {
+    use crate::nfs4::attrs;
+    use crate::nfs4::ops::{OP_GETATTR, OP_PUTFH, OP_READ, OP_SEQUENCE};
+    use engine::xdr::XdrReader;
+    type Fields<'a> = (&'a [u8], [u8; 16], u32, u32, bool, &'a [u8], fast::Last);
+    fn reference(args: &[u8]) -> Option<Fields<'_>> {
+        let mut r = XdrReader::new(args);
+        let tag = r.opaque_var(fast::TAG_MAX).ok()?;
+        if r.u32().ok()? != 1 || r.u32().ok()? != 3 || r.u32().ok()? != OP_SEQUENCE {
+            return None;
+        }
+        let mut sid = [0u8; 16];
+        sid.copy_from_slice(r.opaque_fixed(16).ok()?);
+        let (seqid, slot, _) = (r.u32().ok()?, r.u32().ok()?, r.u32().ok()?);
+        let cachethis = r.bool().ok()?;
+        if r.u32().ok()? != OP_PUTFH {
+            return None;
+        }
+        let fh = r.opaque_var(crate::nfs4::FH4_MAX).ok()?;
+        let last = match r.u32().ok()? {
+            OP_GETATTR => match attrs::get_bitmap(&mut r).ok()? {
+                (b, false) => fast::Last::Getattr(b),
+                _ => return None,
+            },
+            OP_READ => fast::Last::Read {
+                stateid: Stateid::decode(&mut r).ok()?,
+                offset: r.u64().ok()?,
+                count: r.u32().ok()?,
+            },
+            _ => return None,
+        };
+        (r.remaining() == 0).then_some((tag, sid, seqid, slot, cachethis, fh, last))
+    }
+    fn fields<'a>(s: fast::Shape<'a>) -> Fields<'a> {
+        (
+            s.tag,
+            s.sessionid,
+            s.seqid,
+            s.slot,
+            s.cachethis,
+            s.fh,
+            s.last,
+        )
+    }
+    let sid = [7; 16];
+    let fh = vec![3u8; 26];
+    let st = Stateid {
+        seqid: 2,
+        other: [9; 12],
+    };
+    let cases = [
+        read_args(sid, 5, &fh, st, 8192, 4096),
+        getattr_args(sid, 5, &fh, LINUX_ATTRS),
+    ];
+    let mut checked = 0;
+    for a in &cases {
+        assert!(fast::parse(a).is_some());
+        for n in 0..=a.len() {
+            assert_eq!(fast::parse(&a[..n]).map(fields), reference(&a[..n]));
+        }
+        for i in 0..a.len() {
+            for v in [0u8, 1, 0xff, a[i] ^ 1, a[i] ^ 0x80] {
+                let mut m = a.clone();
+                m[i] = v;
+                assert_eq!(fast::parse(&m).map(fields), reference(&m), "byte {i} = {v}");
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked > 500);
+}
+
 #[test]
 fn an_expired_lease_is_left_to_the_worker() {
     let mut f = setup();

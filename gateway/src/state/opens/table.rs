@@ -5,6 +5,7 @@ use super::stateids::{self, Kind};
 use super::{Denied, Limits, LockError, Locker, ACCESS_WRITE, DENY_READ, DENY_WRITE};
 use crate::nfs4::status::*;
 use crate::state::stateid::Stateid;
+use rustc_hash::FxHashMap;
 use std::collections::HashMap;
 
 type OwnerKey = (u64, Vec<u8>, u64);
@@ -42,12 +43,14 @@ struct FileState {
 pub(super) struct Table {
     boot: u32,
     limits: Limits,
-    opens: HashMap<[u8; 12], OpenState>,
+    // Keyed by server-chosen values (stateid `other`, file and client ids): FxHash
+    // for `check_io` on every READ; owner keys (client-chosen) keep SipHash.
+    opens: FxHashMap<[u8; 12], OpenState>,
     open_index: HashMap<OwnerKey, [u8; 12]>,
-    lockst: HashMap<[u8; 12], LockState>,
+    lockst: FxHashMap<[u8; 12], LockState>,
     lock_index: HashMap<OwnerKey, [u8; 12]>,
-    files: HashMap<u64, FileState>,
-    per_client: HashMap<u64, usize>,
+    files: FxHashMap<u64, FileState>,
+    per_client: FxHashMap<u64, usize>,
     /// Byte ranges held, all files together (capped by `Limits::ranges_total`).
     nranges: usize,
 }
@@ -103,12 +106,12 @@ impl Table {
         Table {
             boot,
             limits,
-            opens: HashMap::new(),
+            opens: FxHashMap::default(),
             open_index: HashMap::new(),
-            lockst: HashMap::new(),
+            lockst: FxHashMap::default(),
             lock_index: HashMap::new(),
-            files: HashMap::new(),
-            per_client: HashMap::new(),
+            files: FxHashMap::default(),
+            per_client: FxHashMap::default(),
             nranges: 0,
         }
     }
