@@ -16,8 +16,10 @@ pub use crate::config::Export;
 #[derive(Debug, Clone, Default)]
 pub struct Exports {
     list: Vec<Export>,
-    /// Export id (from handles; stable, not positional) -> index in `list`.
-    by_id: std::collections::HashMap<u16, usize>,
+    /// Export id (from handles; stable, not positional) -> index in `list`. FxHash: the
+    /// keys are the configured exports' own ids (a client cannot grow this map), and
+    /// this lookup runs on every cached READ and GETATTR.
+    by_id: rustc_hash::FxHashMap<u16, usize>,
 }
 
 impl Exports {
