@@ -402,8 +402,13 @@ impl Delegations {
     /// Whether `clientid` has revoked delegations not yet freed (SEQUENCE sets
     /// SEQ4_STATUS_RECALLABLE_STATE_REVOKED then: RFC 8881 §18.46.3).
     pub fn has_revoked(&self, clientid: u64) -> bool {
-        self.lock()
-            .by_other
+        let t = self.lock();
+        // Every SEQUENCE asks: when nothing is revoked at all (`live` counts the
+        // delegations that are not), answer without walking the table.
+        if t.by_other.len() == t.live {
+            return false;
+        }
+        t.by_other
             .values()
             .any(|d| d.clientid == clientid && d.state == DState::Revoked)
     }
