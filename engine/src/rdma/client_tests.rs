@@ -53,10 +53,14 @@ const STAGE_AT: usize = 2 << 20;
 const TAG_READ: u64 = 1 << 40;
 
 fn addr() -> SocketAddr {
+    // Unique per process (the soft provider names its listener after the address) and
+    // per test: tests run in parallel, and two sharing an address would reach each
+    // other's servers. Each test module has its own port range.
     static NEXT: AtomicU16 = AtomicU16::new(0);
     let n = NEXT.fetch_add(1, Ordering::Relaxed);
-    let port = 30000 + (std::process::id() % 2000) as u16 * 16 + n % 16;
-    SocketAddr::from(([127, 0, 0, 1], port))
+    let pid = std::process::id();
+    let ip = std::net::Ipv4Addr::new(127, (pid >> 16) as u8, (pid >> 8) as u8, pid as u8);
+    SocketAddr::new(ip.into(), 30000 + n)
 }
 
 #[derive(Debug, Clone, Copy)]

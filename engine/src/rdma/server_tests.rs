@@ -10,10 +10,14 @@ use std::sync::atomic::{AtomicU16, Ordering};
 use std::time::{Duration, Instant};
 
 fn addr() -> SocketAddr {
+    // Unique per process (the soft provider names its listener after the address) and
+    // per test: tests run in parallel, and two sharing an address would reach each
+    // other's servers. Each test module has its own port range.
     static NEXT: AtomicU16 = AtomicU16::new(0);
     let n = NEXT.fetch_add(1, Ordering::Relaxed);
-    let port = 50000 + (std::process::id() % 1000) as u16 * 8 + n % 8;
-    SocketAddr::from(([127, 0, 0, 1], port))
+    let pid = std::process::id();
+    let ip = std::net::Ipv4Addr::new(127, (pid >> 16) as u8, (pid >> 8) as u8, pid as u8);
+    SocketAddr::new(ip.into(), 50000 + n)
 }
 
 /// A server whose Receive class (8 KiB) has `small` buffers.

@@ -80,9 +80,11 @@ impl Gw {
     /// One reactor (`cores = [0]`), memory backend.
     pub fn start(o: &GwOpts) -> Gw {
         let dir = tempfile::tempdir().unwrap();
-        let base = 45000 + (std::process::id() % 2000) as u16 * 8;
-        let port = base + PORT.fetch_add(1, Ordering::Relaxed) % 8;
-        let rdma: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+        // Unique per process and per gateway (the soft provider names its listener
+        // after the address; tests run in parallel and must never share one).
+        let pid = std::process::id();
+        let port = 45000 + PORT.fetch_add(1, Ordering::Relaxed);
+        let rdma = SocketAddr::from(([127, (pid >> 16) as u8, (pid >> 8) as u8, pid as u8], port));
         let provider = if o.rdma { "soft" } else { "off" };
         let text = format!(
             "[engine]\ncores = [0]\nidle = \"adaptive\"\nhugepages = \"off\"\n\
