@@ -25,6 +25,7 @@ pub mod ops;
 mod pseudo;
 pub mod scan;
 mod session_ops;
+pub mod skip;
 mod state_ops;
 pub mod status;
 

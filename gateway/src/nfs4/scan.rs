@@ -4,8 +4,9 @@
 //! makes the answer conservative (namespace change, large reply).
 
 use super::ops::*;
+use super::skip::{self, STATEID};
 use crate::fs::FileModel;
-use engine::xdr::{XdrReader, XdrResult};
+use engine::xdr::XdrReader;
 
 /// What a COMPOUND may change.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -104,25 +105,6 @@ impl From<engine::xdr::XdrError> for Stop {
     }
 }
 
-fn bitmap(r: &mut XdrReader) -> XdrResult<()> {
-    let n = r.u32()?;
-    if n > 8 {
-        return Err(engine::xdr::XdrError::Short);
-    }
-    r.skip(n as usize * 4)
-}
-
-fn fattr(r: &mut XdrReader) -> XdrResult<()> {
-    bitmap(r)?;
-    r.opaque_var(usize::MAX).map(|_| ())
-}
-
-fn opaque(r: &mut XdrReader) -> XdrResult<()> {
-    r.opaque_var(usize::MAX).map(|_| ())
-}
-
-const STATEID: usize = 16;
-
 impl Scanner {
     /// Room for the data asked for plus headers, or a small reply without data. A
     /// 1 MiB READ fits the pools' 1 MiB + 4 KiB class.
@@ -142,81 +124,10 @@ impl Scanner {
         };
     }
 
+    /// One operation: its arguments are skipped by `super::skip`, then the few that
+    /// matter here are read again from their start.
     fn op(&mut self, op: u32, r: &mut XdrReader) -> Result<(), Stop> {
         match op {
-            OP_SEQUENCE => r.skip(16 + 4 * 4)?,
-            OP_PUTFH => {
-                let fh = r.opaque_var(usize::MAX)?;
-                self.cur = FileModel::peek_handle(fh).map(|(_, id)| id);
-            }
-            OP_PUTROOTFH | OP_PUTPUBFH | OP_LOOKUPP | OP_RESTOREFH => self.cur = None,
-            OP_LOOKUP => {
-                opaque(r)?;
-                self.cur = None;
-            }
-            OP_GETFH | OP_SAVEFH | OP_READLINK | OP_RECLAIM_COMPLETE => {
-                if op == OP_RECLAIM_COMPLETE {
-                    r.skip(4)?;
-                }
-            }
-            OP_GETATTR => bitmap(r)?,
-            OP_ACCESS => r.skip(4)?,
-            OP_VERIFY | OP_NVERIFY => fattr(r)?,
-            OP_SECINFO => {
-                opaque(r)?;
-                self.cur = None;
-            }
-            OP_SECINFO_NO_NAME => {
-                r.skip(4)?;
-                self.cur = None;
-            }
-            OP_READ => {
-                r.skip(STATEID + 8)?;
-                let count = r.u32()? as usize;
-                self.reply = self.reply.saturating_add(count.min(MAX_REPLY));
-            }
-            OP_READDIR => {
-                r.skip(8 + 8 + 4)?;
-                let max = r.u32()? as usize;
-                bitmap(r)?;
-                self.reply = self.reply.saturating_add(max.min(MAX_REPLY));
-            }
-            OP_WRITE => {
-                r.skip(STATEID + 8 + 4)?;
-                opaque(r)?;
-                self.changed();
-            }
-            OP_COMMIT => {
-                r.skip(8 + 4)?;
-                self.changed();
-            }
-            OP_SETATTR => {
-                r.skip(STATEID)?;
-                fattr(r)?;
-                self.changed();
-            }
-            OP_CLOSE => r.skip(4 + STATEID)?,
-            OP_DELEGRETURN | OP_FREE_STATEID => r.skip(STATEID)?,
-            OP_OPEN_DOWNGRADE => r.skip(STATEID + 4 * 3)?,
-            OP_TEST_STATEID => {
-                let n = r.u32()? as usize;
-                r.skip(n.checked_mul(STATEID).ok_or(Stop::Unknown)?)?;
-            }
-            OP_LOCKU => r.skip(4 + 4 + STATEID + 8 + 8)?,
-            OP_LOCKT => {
-                r.skip(4 + 8 + 8 + 8)?;
-                opaque(r)?;
-            }
-            OP_LOCK => {
-                r.skip(4 + 4 + 8 + 8)?;
-                if r.bool()? {
-                    r.skip(4 + STATEID + 4 + 8)?;
-                    opaque(r)?;
-                } else {
-                    r.skip(STATEID + 4)?;
-                }
-            }
-            OP_OPEN => self.open(r)?,
             // Session and client operations change no file; their arguments are not
             // needed (the rest of the COMPOUND is scanned no further).
             OP_EXCHANGE_ID
@@ -230,34 +141,41 @@ impl Scanner {
                 self.namespace = true;
                 return Err(Stop::Unknown);
             }
-            _ => return Err(Stop::Unknown),
+            _ => {}
         }
-        Ok(())
-    }
-
-    /// OPEN4args (RFC 8881 §18.16.1): a create changes the namespace; a plain open
-    /// changes nothing by itself.
-    fn open(&mut self, r: &mut XdrReader) -> Result<(), Stop> {
-        r.skip(4 * 3 + 8)?;
-        opaque(r)?;
-        if r.u32()? != 0 {
-            // OPEN4_CREATE.
-            self.namespace = true;
-            return Err(Stop::Unknown);
-        }
-        match r.u32()? {
-            0 | 3 => opaque(r)?,
-            1 => r.skip(4)?,
-            2 => {
-                r.skip(STATEID)?;
-                opaque(r)?;
+        let mut a = r.clone();
+        skip::op_args(op, r, &mut |_| Ok(()))?;
+        match op {
+            OP_PUTFH => {
+                let fh = a.opaque_var(usize::MAX)?;
+                self.cur = FileModel::peek_handle(fh).map(|(_, id)| id);
             }
-            // CLAIM_FH and CLAIM_DELEG_PREV_FH are void; CLAIM_DELEG_CUR_FH a stateid.
-            4 | 6 => {}
-            5 => r.skip(STATEID)?,
-            _ => return Err(Stop::Unknown),
+            OP_PUTROOTFH | OP_PUTPUBFH | OP_LOOKUPP | OP_RESTOREFH | OP_LOOKUP | OP_SECINFO
+            | OP_SECINFO_NO_NAME => self.cur = None,
+            OP_READ => {
+                a.skip(STATEID + 8)?;
+                let count = a.u32()? as usize;
+                self.reply = self.reply.saturating_add(count.min(MAX_REPLY));
+            }
+            OP_READDIR => {
+                a.skip(8 + 8 + 4)?;
+                let max = a.u32()? as usize;
+                self.reply = self.reply.saturating_add(max.min(MAX_REPLY));
+            }
+            OP_WRITE | OP_COMMIT | OP_SETATTR => self.changed(),
+            OP_OPEN => {
+                // OPEN4args (RFC 8881 §18.16.1): a create changes the namespace; a
+                // plain open changes nothing by itself but the current filehandle.
+                a.skip(4 * 3 + 8)?;
+                skip::opaque(&mut a)?;
+                if a.u32()? != 0 {
+                    self.namespace = true;
+                    return Err(Stop::Unknown);
+                }
+                self.cur = None;
+            }
+            _ => {}
         }
-        self.cur = None;
         Ok(())
     }
 }

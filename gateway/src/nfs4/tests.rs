@@ -554,8 +554,52 @@ fn scan_classifies_compounds() {
         &[putfh(fh.clone()), named(OP_LOOKUP, b"f"), write_op(b"x")],
     );
     assert_eq!(scan(&lookup_write).effect, Effect::Namespace);
-    let remove = compound_args(b"", 1, &[putfh(fh), named(OP_REMOVE, b"f")]);
+    let remove = compound_args(b"", 1, &[putfh(fh.clone()), named(OP_REMOVE, b"f")]);
     assert_eq!(scan(&remove).effect, Effect::Namespace);
+    // OPEN4args: seqid, share access, deny, clientid, owner, openflag4, open_claim4.
+    let open = |create: bool, claim: u32| -> Box<dyn Fn(&mut XdrWriter) -> XdrResult<()>> {
+        Box::new(move |w: &mut XdrWriter| {
+            w.u32(OP_OPEN)?;
+            w.u32(0)?;
+            w.u32(1)?;
+            w.u32(0)?;
+            w.u64(1)?;
+            w.opaque_var(b"owner")?;
+            w.u32(create as u32)?;
+            if create {
+                w.u32(0)?; // UNCHECKED4, an empty fattr4
+                w.u32(0)?;
+                w.u32(0)?;
+            }
+            w.u32(claim)?;
+            if claim == 5 {
+                w.opaque_fixed(&[7; 16])?; // CLAIM_DELEG_CUR_FH: the delegation stateid
+            }
+            Ok(())
+        })
+    };
+    let open_create = compound_args(b"", 1, &[putfh(fh.clone()), open(true, 4)]);
+    assert_eq!(scan(&open_create).effect, Effect::Namespace);
+    // CLAIM_DELEG_CUR_FH (5) carries a stateid, CLAIM_DELEG_PREV_FH (6) nothing (RFC
+    // 8881 §18.16.1): either way the READ after the OPEN is found and sized (a
+    // misparsed claim stops the scan: unknown reply size, 64 KiB).
+    let read_1m = || -> Box<dyn Fn(&mut XdrWriter) -> XdrResult<()>> {
+        Box::new(|w: &mut XdrWriter| {
+            w.u32(OP_READ)?;
+            w.opaque_fixed(&[0; 16])?;
+            w.u64(0)?;
+            w.u32(1 << 20)
+        })
+    };
+    for claim in [5, 6] {
+        let c = compound_args(b"", 1, &[putfh(fh.clone()), open(false, claim), read_1m()]);
+        assert_eq!(scan(&c).effect, Effect::None, "claim {claim}");
+        assert!(
+            scan(&c).reply > 1 << 20,
+            "claim {claim}: {}",
+            scan(&c).reply
+        );
+    }
     let big_read = compound_args(
         b"",
         1,

@@ -15,6 +15,7 @@
 
 use super::{ReplyItem, Violation};
 use crate::nfs4::ops::*;
+use crate::nfs4::skip::{self, opaque};
 use crate::nfs4::status::NFS4_OK;
 use engine::rpc;
 use engine::rpcrdma::responder::{DdpList, Reduced};
@@ -24,13 +25,6 @@ use std::ops::Range;
 
 pub const NFS_V4: u32 = 4;
 pub const COMPOUND: u32 = 1;
-
-const STATEID: usize = 16;
-const NF4LNK: u32 = 5;
-const NF4BLK: u32 = 3;
-const NF4CHR: u32 = 4;
-/// Longest bitmap4 the walk accepts (words).
-const BITMAP_MAX: usize = 8;
 
 /// Checks the reduced items of an NFSv4 COMPOUND call (`rec` from the XID on).
 pub fn check_compound(rec: &[u8], reduced: &[Reduced]) -> Result<ReplyItem, Violation> {
@@ -92,143 +86,25 @@ impl Walk<'_> {
         self.next >= self.reduced.len()
     }
 
-    /// An eligible opaque: if the next reduced item starts at its data, its length must
-    /// be the declared one, with or without pad (R8166-52); then it is matched.
-    fn eligible(&mut self) -> XdrResult<()> {
-        let data_at = self.r.position() + 4;
-        let declared = self.r.clone().u32()? as usize;
-        if let Some(red) = self.reduced.get(self.next) {
-            if red.position as usize == data_at {
-                let sent = red.len as usize;
-                if sent != declared && sent != padded(declared) {
-                    return Err(XdrError::Short);
-                }
-                self.next += 1;
-            }
-        }
-        opaque(&mut self.r)
-    }
-
-    /// Skips one operation's arguments (RFC 8881 §18, op numbers §16.2.1).
+    /// One operation's arguments (`crate::nfs4::skip`): at an eligible opaque, if the
+    /// next reduced item starts at its data, its length must be the declared one, with
+    /// or without pad (R8166-52); then it is matched.
     fn op(&mut self, op: u32) -> XdrResult<()> {
-        let r = &mut self.r;
-        match op {
-            OP_ACCESS | OP_SECINFO_NO_NAME | OP_RECLAIM_COMPLETE | OP_OPENATTR => r.skip(4),
-            OP_CLOSE => r.skip(4 + STATEID),
-            OP_COMMIT => r.skip(8 + 4),
-            OP_CREATE => {
-                match r.u32()? {
-                    NF4LNK => self.eligible()?,
-                    NF4BLK | NF4CHR => self.r.skip(8)?,
-                    // NF4SOCK, NF4FIFO, NF4DIR: void; others are the server's to refuse.
-                    _ => {}
-                }
-                opaque(&mut self.r)?;
-                fattr(&mut self.r)
-            }
-            OP_DELEGPURGE | OP_RENEW | OP_DESTROY_CLIENTID => r.skip(8),
-            OP_DELEGRETURN | OP_FREE_STATEID => r.skip(STATEID),
-            OP_GETATTR => bitmap(r),
-            OP_GETFH | OP_LOOKUPP | OP_PUTPUBFH | OP_PUTROOTFH | OP_READLINK | OP_RESTOREFH
-            | OP_SAVEFH => Ok(()),
-            OP_LINK | OP_LOOKUP | OP_REMOVE | OP_SECINFO | OP_PUTFH => opaque(r),
-            OP_RENAME => {
-                opaque(r)?;
-                opaque(r)
-            }
-            OP_LOCK => {
-                r.skip(4 + 4 + 8 + 8)?;
-                if r.bool()? {
-                    r.skip(4 + STATEID + 4 + 8)?;
-                    opaque(r)
-                } else {
-                    r.skip(STATEID + 4)
+        let (reduced, next) = (self.reduced, &mut self.next);
+        skip::op_args(op, &mut self.r, &mut |r| {
+            let data_at = r.position() + 4;
+            let declared = r.clone().u32()? as usize;
+            if let Some(red) = reduced.get(*next) {
+                if red.position as usize == data_at {
+                    let sent = red.len as usize;
+                    if sent != declared && sent != padded(declared) {
+                        return Err(XdrError::Short);
+                    }
+                    *next += 1;
                 }
             }
-            OP_LOCKT => {
-                r.skip(4 + 8 + 8 + 8)?;
-                opaque(r)
-            }
-            OP_LOCKU => r.skip(4 + 4 + STATEID + 8 + 8),
-            OP_NVERIFY | OP_VERIFY => fattr(r),
-            OP_OPEN => open(r),
-            OP_OPEN_CONFIRM => r.skip(STATEID + 4),
-            OP_OPEN_DOWNGRADE => r.skip(STATEID + 4 * 3),
-            OP_READ => r.skip(STATEID + 8 + 4),
-            OP_READDIR => {
-                r.skip(8 + 8 + 4 + 4)?;
-                bitmap(r)
-            }
-            OP_SETATTR => {
-                r.skip(STATEID)?;
-                fattr(r)
-            }
-            OP_WRITE => {
-                r.skip(STATEID + 8 + 4)?;
-                self.eligible()
-            }
-            OP_RELEASE_LOCKOWNER => {
-                r.skip(8)?;
-                opaque(r)
-            }
-            OP_SEQUENCE => r.skip(16 + 4 * 4),
-            OP_DESTROY_SESSION => r.skip(16),
-            OP_TEST_STATEID => {
-                let n = r.u32()? as usize;
-                r.skip(n.checked_mul(STATEID).ok_or(XdrError::Short)?)
-            }
-            // Not walked (session setup, pNFS, v4.0-only SETCLIENTID, unknown): the
-            // arguments after them cannot hold an accepted reduced item.
-            _ => Err(XdrError::Short),
-        }
-    }
-}
-
-fn opaque(r: &mut XdrReader) -> XdrResult<()> {
-    r.opaque_var(usize::MAX).map(|_| ())
-}
-
-fn bitmap(r: &mut XdrReader) -> XdrResult<()> {
-    let n = r.u32()? as usize;
-    if n > BITMAP_MAX {
-        return Err(XdrError::TooLong);
-    }
-    r.skip(n * 4)
-}
-
-fn fattr(r: &mut XdrReader) -> XdrResult<()> {
-    bitmap(r)?;
-    opaque(r)
-}
-
-/// OPEN4args (RFC 8881 §18.16.1).
-fn open(r: &mut XdrReader) -> XdrResult<()> {
-    r.skip(4 * 3 + 8)?;
-    opaque(r)?;
-    if r.u32()? == 1 {
-        // OPEN4_CREATE: createhow4.
-        match r.u32()? {
-            0 | 1 => fattr(r)?,
-            2 => r.skip(8)?,
-            3 => {
-                r.skip(8)?;
-                fattr(r)?
-            }
-            _ => return Err(XdrError::Short),
-        }
-    }
-    // open_claim4: CLAIM_NULL 0, PREVIOUS 1, DELEGATE_CUR 2, DELEGATE_PREV 3, FH 4,
-    // DELEG_CUR_FH 5 (a stateid), DELEG_PREV_FH 6.
-    match r.u32()? {
-        0 | 3 => opaque(r),
-        1 => r.skip(4),
-        2 => {
-            r.skip(STATEID)?;
-            opaque(r)
-        }
-        4 | 6 => Ok(()),
-        5 => r.skip(STATEID),
-        _ => Err(XdrError::Short),
+            Ok(())
+        })
     }
 }
 

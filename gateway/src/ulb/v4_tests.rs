@@ -1,9 +1,13 @@
 //! RFC 8267 §6.1 call walking and §6.4.1 result notes. Names carry checklist IDs.
 
 use super::*;
+use crate::nfs4::skip::STATEID;
 use crate::ulb::check_call;
 use engine::rpc::{write_accepted, write_call, Cred};
 use engine::xdr::XdrWriter;
+
+/// createtype4 NF4LNK.
+const NF4LNK: u32 = 5;
 
 /// A COMPOUND call under construction: the RPC header, then COMPOUND4args.
 struct C {
