@@ -557,7 +557,7 @@ fn scan_classifies_compounds() {
     let remove = compound_args(b"", 1, &[putfh(fh.clone()), named(OP_REMOVE, b"f")]);
     assert_eq!(scan(&remove).effect, Effect::Namespace);
     // OPEN4args: seqid, share access, deny, clientid, owner, openflag4, open_claim4.
-    let open = |create: bool, claim: u32| -> Box<dyn Fn(&mut XdrWriter) -> XdrResult<()>> {
+    let open = |create: bool, claim: u32| -> Op {
         Box::new(move |w: &mut XdrWriter| {
             w.u32(OP_OPEN)?;
             w.u32(0)?;
@@ -583,7 +583,7 @@ fn scan_classifies_compounds() {
     // CLAIM_DELEG_CUR_FH (5) carries a stateid, CLAIM_DELEG_PREV_FH (6) nothing (RFC
     // 8881 §18.16.1): either way the READ after the OPEN is found and sized (a
     // misparsed claim stops the scan: unknown reply size, 64 KiB).
-    let read_1m = || -> Box<dyn Fn(&mut XdrWriter) -> XdrResult<()>> {
+    let read_1m = || -> Op {
         Box::new(|w: &mut XdrWriter| {
             w.u32(OP_READ)?;
             w.opaque_fixed(&[0; 16])?;
