@@ -137,49 +137,50 @@ impl Pool {
             e.fails.store(0, Ordering::Relaxed);
             e.down_until_ms.store(0, Ordering::Relaxed);
         }
-        // An endpoint that answered while the current one is down becomes current.
+        // An endpoint that answered while the current one is down becomes current
+        // (every endpoint was down and this one came back first).
         let cur = self.current.load(Ordering::Relaxed);
         if cur != i && !self.is_up(cur, self.now_ms()) {
-            let _ = self
-                .current
-                .compare_exchange(cur, i, Ordering::Relaxed, Ordering::Relaxed);
+            self.switch(cur, i, "it failed; this one answered again");
         }
     }
 
     fn failed(&self, i: usize, why: &str) {
         let e = &self.eps[i];
-        let fails = e.fails.fetch_add(1, Ordering::Relaxed).min(16);
+        let fails = e.fails.fetch_add(1, Ordering::Relaxed);
         let down = Duration::from_secs(1 << fails.min(5)).min(MAX_DOWN);
-        let now = self.now_ms();
         e.down_until_ms
-            .store(now + down.as_millis() as u64, Ordering::Relaxed);
-        if self.eps.len() == 1 {
-            return;
+            .store(self.now_ms() + down.as_millis() as u64, Ordering::Relaxed);
+        if let Some(next) = self.next_untried(1 << i) {
+            if next != i {
+                self.switch(i, next, why);
+            }
         }
-        let Some(next) = self.next_untried(1 << i) else {
-            return;
-        };
+    }
+
+    /// Makes `to` the current endpoint unless another call already moved on from
+    /// `from`; counts the switch and logs it (at most once per `LOG_EVERY`).
+    fn switch(&self, from: usize, to: usize, why: &str) {
         if self
             .current
-            .compare_exchange(i, next, Ordering::Relaxed, Ordering::Relaxed)
+            .compare_exchange(from, to, Ordering::Relaxed, Ordering::Relaxed)
             .is_err()
         {
-            return; // another call already moved on
+            return;
         }
         FAILOVERS.fetch_add(1, Ordering::Relaxed);
+        let now = self.now_ms().max(1);
         let last = self.last_log_ms.load(Ordering::Relaxed);
-        let first_log = last == 0;
-        if (first_log || now >= last + LOG_EVERY.as_millis() as u64)
+        if (last == 0 || now >= last + LOG_EVERY.as_millis() as u64)
             && self
                 .last_log_ms
-                .compare_exchange(last, now.max(1), Ordering::Relaxed, Ordering::Relaxed)
+                .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
                 .is_ok()
         {
             tracing::warn!(
-                from = %e.url,
-                to = %self.eps[next].url,
-                error = why,
-                skip_s = down.as_secs(),
+                from = %self.eps[from].url,
+                to = %self.eps[to].url,
+                why,
                 "s3: endpoint failed; switching to the next one"
             );
         }
