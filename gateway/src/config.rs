@@ -339,9 +339,14 @@ pub struct BackendConfig {
 #[derive(Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct S3Config {
-    /// Service URL; absent = AWS (`https://s3.<region>.amazonaws.com`).
+    /// Service URL; absent = AWS (`https://s3.<region>.amazonaws.com`). One endpoint;
+    /// `endpoints` lists several of one cluster (set one of the two).
     #[serde(default)]
     pub endpoint: Option<String>,
+    /// Several endpoints of ONE cluster (same buckets, same data): a call that fails
+    /// retryably on one moves to the next (README "The s3 backend", failover).
+    #[serde(default)]
+    pub endpoints: Vec<String>,
     #[serde(default = "default_region")]
     pub region: String,
     pub bucket: String,
@@ -366,9 +371,19 @@ pub struct S3Config {
     pub timeout_s: u64,
     #[serde(default = "default_s3_connect_timeout")]
     pub connect_timeout_s: u64,
-    /// Retries of a retryable failure (5xx, 429, timeout, reset), jittered backoff.
+    /// Retries of one call against endpoints it already tried (after a jittered
+    /// backoff); moving on to an endpoint not yet tried is not counted. Whichever of
+    /// this and `retry_budget_s` runs out first answers JUKEBOX / NFS4ERR_DELAY.
     #[serde(default = "default_s3_retries")]
     pub retries: usize,
+    /// Total time one store call may take, retries and failover included, before the
+    /// NFS client is answered JUKEBOX / NFS4ERR_DELAY (and retries itself), seconds.
+    #[serde(default = "default_s3_retry_budget")]
+    pub retry_budget_s: f64,
+    /// A file holding the handle secret (64 hex digits, `openssl rand -hex 32`) shared
+    /// by every gateway on the bucket; absent = agreed through the bucket. Never logged.
+    #[serde(default)]
+    pub handle_key_file: Option<PathBuf>,
     /// Requests in flight to the store at once.
     #[serde(default = "default_s3_concurrency")]
     pub max_concurrency: usize,
@@ -403,6 +418,7 @@ impl std::fmt::Debug for S3Config {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("S3Config")
             .field("endpoint", &self.endpoint)
+            .field("endpoints", &self.endpoints)
             .field("region", &self.region)
             .field("bucket", &self.bucket)
             .field("prefix", &self.prefix)
@@ -425,7 +441,13 @@ fn default_s3_connect_timeout() -> u64 {
     5
 }
 fn default_s3_retries() -> usize {
-    3
+    10
+}
+/// A Garage node restart takes a few seconds: failover to another endpoint is at once,
+/// and with one endpoint the call waits out a short outage instead of answering JUKEBOX
+/// (which costs the Linux v3 client 5 s). Longer ties up a backend worker.
+fn default_s3_retry_budget() -> f64 {
+    10.0
 }
 fn default_s3_concurrency() -> usize {
     64
@@ -900,7 +922,16 @@ impl Config {
                 "must be \"\" or a key prefix ending in '/', e.g. \"gateway/\"",
             );
         }
-        if let Some(e) = &s3.endpoint {
+        if s3.endpoint.is_some() && !s3.endpoints.is_empty() {
+            return err(
+                "backend.s3.endpoints",
+                "set either endpoint (one) or endpoints (several of one cluster), not both",
+            );
+        }
+        if s3.endpoints.len() > 64 {
+            return err("backend.s3.endpoints", "at most 64 endpoints");
+        }
+        for e in s3.endpoint.iter().chain(&s3.endpoints) {
             let http = e.starts_with("http://");
             if !http && !e.starts_with("https://") {
                 return err(
@@ -927,8 +958,11 @@ impl Config {
         if s3.connect_timeout_s == 0 || s3.connect_timeout_s > 600 {
             return err("backend.s3.connect_timeout_s", "must be 1..=600 seconds");
         }
-        if s3.retries > 20 {
-            return err("backend.s3.retries", "must be 0..=20");
+        if s3.retries > 100 {
+            return err("backend.s3.retries", "must be 0..=100");
+        }
+        if !(0.1..=3600.0).contains(&s3.retry_budget_s) {
+            return err("backend.s3.retry_budget_s", "must be 0.1..=3600 seconds");
         }
         if s3.max_concurrency == 0 || s3.max_concurrency > 4096 {
             return err("backend.s3.max_concurrency", "must be 1..=4096");

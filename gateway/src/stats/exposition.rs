@@ -79,6 +79,17 @@ pub fn render(src: &Source, out: &mut String) {
         "nfsgw_requests_panicked_total {}",
         crate::supervise::requests_panicked()
     );
+    header(
+        out,
+        "nfsgw_s3_endpoint_failovers_total",
+        "counter",
+        "Switches of the s3 backend from a failed endpoint to another of the cluster.",
+    );
+    let _ = writeln!(
+        out,
+        "nfsgw_s3_endpoint_failovers_total {}",
+        crate::backend::s3::endpoint_failovers()
+    );
     per_reactor(
         out,
         src,
