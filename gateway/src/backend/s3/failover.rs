@@ -244,3 +244,122 @@ impl Pool {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicUsize;
+    use std::sync::Arc;
+
+    /// A pool over `n` endpoints that are never contacted (the calls below decide
+    /// each attempt's outcome by the endpoint's URL).
+    fn pool(n: usize, budget_ms: u64, retries: usize) -> (tokio::runtime::Runtime, Pool) {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let cfg: crate::config::S3Config = toml::from_str(
+            "bucket = \"b\"\npath_style = true\nallow_http = true\n\
+             access_key_id = \"k\"\nsecret_access_key = \"s\"\n",
+        )
+        .unwrap();
+        let opts = object_store::ClientOptions::new().with_allow_http(true);
+        let eps = {
+            let _g = rt.enter();
+            (0..n)
+                .map(|i| super::super::endpoint(&cfg, format!("http://127.0.0.1:{}", 9 + i), &opts))
+                .collect::<anyhow::Result<Vec<_>>>()
+                .unwrap()
+        };
+        let p = Pool::new(
+            eps,
+            Duration::from_millis(budget_ms),
+            retries,
+            Duration::from_secs(30),
+        );
+        (rt, p)
+    }
+
+    fn port(ep: &Endpoint) -> usize {
+        ep.url.rsplit(':').next().unwrap().parse::<usize>().unwrap() - 9
+    }
+
+    #[test]
+    fn a_failing_endpoint_moves_calls_to_the_next_and_is_then_skipped() {
+        let (rt, p) = pool(3, 5000, 3);
+        let hits: Arc<Vec<AtomicUsize>> = Arc::new((0..3).map(|_| AtomicUsize::new(0)).collect());
+        let before = failovers();
+        for _ in 0..10 {
+            let r = rt.block_on(p.run(|ep| {
+                let i = port(ep);
+                hits[i].fetch_add(1, Ordering::Relaxed);
+                async move {
+                    if i == 0 {
+                        Err(BackendError::Retryable("refused".into()))
+                    } else {
+                        Ok(i)
+                    }
+                }
+            }));
+            assert_eq!(r.unwrap(), 1);
+        }
+        assert_eq!(
+            hits[0].load(Ordering::Relaxed),
+            1,
+            "dead endpoint retried per call"
+        );
+        assert_eq!(hits[1].load(Ordering::Relaxed), 10);
+        assert_eq!(hits[2].load(Ordering::Relaxed), 0);
+        assert!(failovers() > before);
+    }
+
+    #[test]
+    fn the_budget_bounds_a_call_that_keeps_failing_or_never_answers() {
+        let (rt, p) = pool(2, 400, 100);
+        let t = Instant::now();
+        let r: BResult<()> =
+            rt.block_on(p.run(|_| async { Err(BackendError::Retryable("503".into())) }));
+        let took = t.elapsed();
+        assert!(matches!(r, Err(BackendError::Retryable(_))));
+        assert!(
+            took >= Duration::from_millis(300) && took < Duration::from_millis(900),
+            "{took:?}"
+        );
+        // a stalled endpoint: the attempt is cut at what is left of the budget
+        let t = Instant::now();
+        let r: BResult<()> = rt.block_on(p.run(|_| std::future::pending()));
+        let took = t.elapsed();
+        assert!(matches!(r, Err(BackendError::Retryable(ref m)) if m.contains("no answer")));
+        assert!(
+            took >= Duration::from_millis(350) && took < Duration::from_millis(900),
+            "{took:?}"
+        );
+    }
+
+    #[test]
+    fn retries_count_attempts_on_endpoints_already_tried_and_final_answers_are_not_retried() {
+        let (rt, p) = pool(1, 60_000, 2);
+        let n = AtomicUsize::new(0);
+        let r: BResult<()> = rt.block_on(p.run(|_| {
+            n.fetch_add(1, Ordering::Relaxed);
+            async { Err(BackendError::Retryable("reset".into())) }
+        }));
+        assert!(matches!(r, Err(BackendError::Retryable(ref m)) if m == "reset"));
+        assert_eq!(n.load(Ordering::Relaxed), 3, "one attempt and two retries");
+        for e in [
+            BackendError::NotFound,
+            BackendError::Permanent("403".into()),
+        ] {
+            let n = AtomicUsize::new(0);
+            let want = std::mem::discriminant(&e);
+            let e = std::sync::Mutex::new(Some(e));
+            let r: BResult<()> = rt.block_on(p.run(|_| {
+                n.fetch_add(1, Ordering::Relaxed);
+                let e = e.lock().unwrap().take().unwrap();
+                async move { Err(e) }
+            }));
+            assert_eq!(std::mem::discriminant(&r.unwrap_err()), want);
+            assert_eq!(n.load(Ordering::Relaxed), 1);
+        }
+    }
+}

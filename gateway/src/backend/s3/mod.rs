@@ -17,6 +17,7 @@
 //! listed. Writes are staged (`stage.rs`) and uploaded on `sync`.
 
 mod failover;
+mod handlekey;
 mod readahead;
 mod rest;
 mod stage;
@@ -28,13 +29,13 @@ use super::{
 use crate::config::S3Config;
 use anyhow::Context;
 use bytes::Bytes;
+pub use failover::failovers as endpoint_failovers;
+use failover::{Endpoint, Pool};
 use object_store::aws::AmazonS3Builder;
 use object_store::client::HttpConnector;
 use object_store::multipart::{MultipartStore, PartId};
 use object_store::path::Path as OsPath;
 use object_store::{BackoffConfig, ClientOptions, GetOptions, GetRange, ObjectStore, RetryConfig};
-use failover::{Endpoint, Pool};
-pub use failover::failovers as endpoint_failovers;
 use readahead::{Block, ReadAhead};
 use rest::Rest;
 use stage::{Store, WriteBack};
@@ -57,6 +58,8 @@ struct Core {
 pub struct S3Backend {
     core: Arc<Core>,
     wb: Arc<WriteBack>,
+    /// `handle_key_file`'s key, read at open; `None` = agreed through the bucket.
+    key_file: Option<[u8; 32]>,
 }
 
 fn os_err(e: object_store::Error, key: &str) -> BackendError {
@@ -453,7 +456,19 @@ impl S3Backend {
                 None => None,
             },
         ));
-        let backend = S3Backend { core, wb };
+        let key_file = match &cfg.handle_key_file {
+            None => None,
+            Some(p) => {
+                let text = std::fs::read_to_string(p).with_context(|| {
+                    format!("backend.s3.handle_key_file = {p:?}: cannot read it")
+                })?;
+                Some(
+                    handlekey::parse_key_file(&text)
+                        .map_err(|e| anyhow::anyhow!("backend.s3.handle_key_file = {p:?}: {e}"))?,
+                )
+            }
+        };
+        let backend = S3Backend { core, wb, key_file };
         match backend.list("", Some('/'), None, 1) {
             Ok(_) => {}
             Err(BackendError::Permanent(e)) => anyhow::bail!(
@@ -642,12 +657,11 @@ impl Backend for S3Backend {
         let mut cursor = after;
         loop {
             let (c2, sp2, cur) = (c.clone(), sp.clone(), cursor.clone());
-            let got =
-                c.block(async move {
-                    c2.pool
-                        .run(|ep| ep.rest.list(&sp2, delimiter, cur.as_deref(), want))
-                        .await
-                })?;
+            let got = c.block(async move {
+                c2.pool
+                    .run(|ep| ep.rest.list(&sp2, delimiter, cur.as_deref(), want))
+                    .await
+            })?;
             let strip = |k: &str| k[c.prefix.len()..].to_string();
             let mut last: Option<String> = None;
             let mut merged: Vec<(String, Option<ObjectMeta>)> = got
@@ -754,43 +768,23 @@ impl Backend for S3Backend {
     }
 }
 
-/// `.nfsgw-tmp.handle-key` (32 random bytes) and `.nfsgw-tmp.ids/<fileid hex>` (a
-/// key) under the configured prefix. Anyone who can read the bucket can read the MAC
-/// key, which is fine: handles prove a gateway issued them, not who may read data.
+/// The handle key (`handlekey.rs`: `handle_key_file`, or agreed through candidates
+/// under `.nfsgw-tmp.handle-keys/`) and `.nfsgw-tmp.ids/<fileid hex>` (a key) under the
+/// configured prefix. Anyone who can read the bucket can read a bucket-agreed MAC key,
+/// which is fine: handles prove a gateway issued them, not who may read data.
 impl SharedState for S3Backend {
     fn mac_key(&self) -> BResult<[u8; 32]> {
-        let name = format!("{TEMP_PREFIX}handle-key");
-        for _ in 0..3 {
-            let mut k = [0u8; 32];
-            match get_range(&self.core, &name, 0, &mut k) {
-                Ok(32) => return Ok(k),
-                Ok(n) => {
-                    return Err(BackendError::Retryable(format!(
-                        "{name}: {n} bytes, expected 32; restore it (or delete it: every handle clients hold becomes invalid)"
-                    )))
-                }
-                Err(BackendError::NotFound) => {}
-                Err(e) => return Err(e),
-            }
-            let fresh: [u8; 32] = rand::random();
-            match put(
-                &self.core,
-                &name,
-                Bytes::copy_from_slice(&fresh),
-                &UserMeta::new(),
-                true,
-            ) {
-                Ok(_) => return Ok(fresh),
-                // Another gateway created it first: read theirs.
-                Err(BackendError::AlreadyExists) => continue,
-                Err(e) => return Err(e),
-            }
+        if let Some(k) = self.key_file {
+            return Ok(k);
         }
-        Err(BackendError::Retryable(format!(
-            "{name}: could not be read or created"
-        )))
+        let mine = format!("{:016x}", rand::random::<u64>());
+        handlekey::agree(&KeyStoreOn(&self.core), rand::random(), &mine)
     }
 
+    /// Without `If-None-Match` honoured (Garage), a second writer of the same id
+    /// overwrites instead of failing. Harmless: ids derive from keys, so two gateways
+    /// write the same key for an id, and `resolve_shared` re-derives the id from the
+    /// key it reads and answers STALE on a mismatch (a collision), never another file.
     fn put_id(&self, fileid: u64, key: &str) -> BResult<()> {
         let name = format!("{TEMP_PREFIX}ids/{fileid:016x}");
         match put(
@@ -811,6 +805,68 @@ impl SharedState for S3Backend {
         let n = get_range(&self.core, &name, 0, &mut buf)?;
         buf.truncate(n);
         String::from_utf8(buf).map_err(|_| BackendError::Permanent(format!("{name}: not UTF-8")))
+    }
+}
+
+/// `handlekey::KeyStore` on the bucket, names under `TEMP_PREFIX`.
+struct KeyStoreOn<'a>(&'a Arc<Core>);
+
+impl handlekey::KeyStore for KeyStoreOn<'_> {
+    fn get(&self, name: &str) -> BResult<Option<Vec<u8>>> {
+        let mut b = [0u8; 64];
+        match get_range(self.0, &format!("{TEMP_PREFIX}{name}"), 0, &mut b) {
+            Ok(n) => Ok(Some(b[..n].to_vec())),
+            Err(BackendError::NotFound) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn put(&self, name: &str, data: &[u8]) -> BResult<()> {
+        let k = format!("{TEMP_PREFIX}{name}");
+        put(
+            self.0,
+            &k,
+            Bytes::copy_from_slice(data),
+            &UserMeta::new(),
+            false,
+        )
+        .map(|_| ())
+    }
+
+    fn delete(&self, name: &str) -> BResult<()> {
+        let c = self.0.clone();
+        let k = format!("{TEMP_PREFIX}{name}");
+        let sk = c.skey(&k);
+        c.ra.invalidate(&k);
+        self.0
+            .block(async move { c.pool.run(|ep| ep.rest.delete(&sk, &k)).await })
+    }
+
+    fn list(&self) -> BResult<(Vec<handlekey::Candidate>, Option<u64>)> {
+        let c = self.0.clone();
+        let sp = c.skey(&format!("{TEMP_PREFIX}{}", handlekey::CANDIDATES));
+        let sp2 = sp.clone();
+        let page = self.0.block(async move {
+            c.pool
+                .run(|ep| ep.rest.list(&sp2, None, None, handlekey::MAX_CANDIDATES))
+                .await
+        })?;
+        let found = page
+            .objects
+            .into_iter()
+            .filter_map(|o| {
+                let name = o.key.strip_prefix(&sp)?;
+                (!name.is_empty() && !name.contains('/')).then(|| handlekey::Candidate {
+                    name: name.to_string(),
+                    mtime_ns: o.mtime_ns,
+                })
+            })
+            .collect();
+        Ok((found, page.date_ns))
+    }
+
+    fn sleep(&self, d: Duration) {
+        std::thread::sleep(d);
     }
 }
 

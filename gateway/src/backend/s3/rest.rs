@@ -264,7 +264,15 @@ impl Rest {
             .send(Method::GET, &url, &[], Bytes::new(), store_prefix)
             .await?;
         check(&r, store_prefix)?;
-        parse_list(&r.body)
+        let mut page = parse_list(&r.body)?;
+        page.date_ns = r
+            .headers
+            .get("date")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|s| chrono::DateTime::parse_from_rfc2822(s).ok())
+            .and_then(|t| t.timestamp_nanos_opt())
+            .map(|n| n.max(0) as u64);
+        Ok(page)
     }
 }
 
@@ -359,6 +367,8 @@ pub(super) struct ListedPage {
     pub objects: Vec<ObjectMeta>,
     pub prefixes: Vec<String>,
     pub truncated: bool,
+    /// The store's clock when it answered (its `Date` header), when it sent one.
+    pub date_ns: Option<u64>,
 }
 
 #[derive(serde::Deserialize)]
@@ -413,6 +423,7 @@ pub(super) fn parse_list(body: &[u8]) -> BResult<ListedPage> {
             .collect(),
         prefixes: r.common_prefixes.into_iter().map(|p| p.prefix).collect(),
         truncated: r.is_truncated,
+        date_ns: None,
     })
 }
 
