@@ -113,7 +113,8 @@ start_node() {
 
 wait_rpc() { # wait until node I answers the CLI
     local i=$1 deadline=$((SECONDS + 30))
-    until "$GARAGE" -c "$(cfg "$i")" node id -q >/dev/null 2>&1; do
+    # `node id` reads the key from disk and succeeds before the daemon listens: ask it
+    until "$GARAGE" -c "$(cfg "$i")" status >/dev/null 2>&1; do
         node_alive "$i" || die "node $i exited; log: $(tail -n 20 "$(node_dir "$i")/garage.log")"
         [[ $SECONDS -lt $deadline ]] || die "node $i not answering after 30 s"
         sleep 0.1
