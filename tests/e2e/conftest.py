@@ -29,6 +29,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -356,6 +357,8 @@ def garage_cluster(tmp_path_factory):
         pytest.fail(f"cannot start the Garage cluster: {e}", pytrace=False)
     yield g
     g.stop()
+    # buckets are not emptied one by one (Garage deletes 10,000 keys in about a minute)
+    shutil.rmtree(g.workdir, ignore_errors=True)
 
 
 @pytest.fixture
@@ -376,7 +379,7 @@ def s3(s3_server):
 def gw_factory(gateway_bin, tmp_path, request):
     made: list = []
     buckets: list = []
-    garage_buckets: list = []
+    garage_buckets: list = []   # left in place: the session's cluster is deleted at its end
 
     def make(backend: str = "fs", exports: Optional[list] = None, tcp: Optional[dict] = None,
              start: bool = True, **kw) -> Gateway:
@@ -432,10 +435,6 @@ def gw_factory(gateway_bin, tmp_path, request):
         srv = request.getfixturevalue("s3_server")
         for b in buckets:
             srv.empty_bucket(b)
-    if garage_buckets:
-        g = request.getfixturevalue("garage_cluster")
-        for b in garage_buckets:
-            g.empty_bucket(b)
     if errors:
         pytest.fail("gateway shutdown failed:\n" + "\n".join(errors), pytrace=False)
 

@@ -96,6 +96,10 @@ class GarageCluster:
         """Start node i again and wait until the cluster is fully healthy."""
         self._sh("restart", str(i + 1), str(int(timeout)), timeout=timeout + 30)
 
+    def heal(self, timeout: float = 60.0) -> None:
+        """Every node resumed and running (after kills and pauses); waits for full health."""
+        self._sh("heal", str(int(timeout)), timeout=timeout + 30)
+
     def pause(self, i: int) -> None:
         self._sh("pause", str(i + 1))
 
