@@ -5,7 +5,8 @@
 //!   cargo run --release -p gateway --example s3_baseline -- \
 //!       --endpoint http://127.0.0.1:9000 --bucket b --key base.bin --size-mib 128 put|get
 //!
-//! Prints one line: `op MiB seconds MiB/s`. Credentials: AWS_* environment or "testing".
+//! Prints one line: `op MiB seconds MiB/s`. Credentials: AWS_* environment or "testing";
+//! `--region` (default us-east-1) for stores that check it (Garage: "garage").
 
 use object_store::aws::AmazonS3Builder;
 use object_store::path::Path;
@@ -26,13 +27,14 @@ fn main() -> anyhow::Result<()> {
     let size: usize = arg(&args, "--size-mib", "128").parse::<usize>()? << 20;
     let block: usize = arg(&args, "--block-mib", "4").parse::<usize>()? << 20;
     let part: usize = arg(&args, "--part-mib", "8").parse::<usize>()? << 20;
+    let region = arg(&args, "--region", "us-east-1");
     let op = args.last().cloned().unwrap_or_default();
     let id = std::env::var("AWS_ACCESS_KEY_ID").unwrap_or_else(|_| "testing".into());
     let secret = std::env::var("AWS_SECRET_ACCESS_KEY").unwrap_or_else(|_| "testing".into());
     let store = AmazonS3Builder::new()
         .with_endpoint(&endpoint)
         .with_bucket_name(&bucket)
-        .with_region("us-east-1")
+        .with_region(&region)
         .with_allow_http(true)
         .with_access_key_id(id)
         .with_secret_access_key(secret)

@@ -16,6 +16,11 @@
   `s3_bucket` (a fresh bucket per test), `s3` (boto3 client), `s3_proxy` (a fault-injecting
   proxy to the server, tests/e2e/s3proxy.py). `gw_factory(backend="s3")` makes a fresh
   bucket unless given `s3={...}` (the `[backend.s3]` table; see `S3Server.gateway_s3_config`).
+* garage: `garage_cluster` (session: ONE three-node Garage cluster on loopback,
+  tests/e2e/garage.py; skipped with the reason when tools/garage/install.sh has not cached
+  the binary or NFSGW_GARAGE=0). `gw_factory(backend="garage")` makes an s3 gateway
+  (`gw.backend == "s3"`) on a fresh bucket of that cluster, with every node as an endpoint;
+  `gw.garage` is the cluster. The generic `gw`/`backend` tests run as `[garage]` too.
 
 `Gateway` offers start/stop/kill/restart on the same port, data and state dirs, `client()`
 (an `NfsClient`), `mount_url()` for libnfs utilities, and `rss_kib()` from /proc.
@@ -24,6 +29,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -116,6 +122,7 @@ class Gateway:
         self.s3 = dict(s3) if s3 is not None else None
         self.backend_opts = dict(backend_opts or {})
         self.s3_endpoint_direct: Optional[str] = None   # the server itself (not a proxy)
+        self.garage = None   # the GarageCluster behind a backend="garage" gateway
         self.data_dir = workdir / "data"
         self.state_dir = workdir / "state"
         self.data_dir.mkdir(parents=True, exist_ok=True)
@@ -265,6 +272,8 @@ class Gateway:
 
     def s3_client(self, **kw):
         """boto3 client straight to the S3 server (bypassing any fault proxy)."""
+        if self.garage is not None:
+            return self.garage.client(**kw)
         from s3server import client as s3client
         return s3client(self.s3_endpoint_direct or self.s3["endpoint"], **kw)
 
@@ -334,6 +343,24 @@ def s3_server(tmp_path_factory):
     srv.stop()
 
 
+@pytest.fixture(scope="session")
+def garage_cluster(tmp_path_factory):
+    """ONE three-node Garage cluster (rf=3) for the whole session; skips without the binary."""
+    from garage import SKIP_REASON, GarageCluster, garage_bin
+    if garage_bin() is None:
+        pytest.skip(SKIP_REASON)
+    g = GarageCluster(tmp_path_factory.mktemp("garage"))
+    try:
+        g.start()
+    except RuntimeError as e:
+        g.stop()
+        pytest.fail(f"cannot start the Garage cluster: {e}", pytrace=False)
+    yield g
+    g.stop()
+    # buckets are not emptied one by one (Garage deletes 10,000 keys in about a minute)
+    shutil.rmtree(g.workdir, ignore_errors=True)
+
+
 @pytest.fixture
 def s3_bucket(s3_server, request):
     """A fresh, empty bucket; emptied and deleted at teardown."""
@@ -352,13 +379,22 @@ def s3(s3_server):
 def gw_factory(gateway_bin, tmp_path, request):
     made: list = []
     buckets: list = []
+    garage_buckets: list = []   # left in place: the session's cluster is deleted at its end
 
     def make(backend: str = "fs", exports: Optional[list] = None, tcp: Optional[dict] = None,
              start: bool = True, **kw) -> Gateway:
         wd = tmp_path / f"gw{len(made)}"
         wd.mkdir()
         direct = None
-        if backend.split("+")[0] == "s3":
+        garage = None
+        if backend == "garage":
+            garage = request.getfixturevalue("garage_cluster")
+            backend = "s3"
+            if kw.get("s3") is None:
+                b = garage.new_bucket(request.node.name[:20])
+                garage_buckets.append(b)
+                kw["s3"] = garage.gateway_s3_config(b)
+        elif backend.split("+")[0] == "s3":
             srv = request.getfixturevalue("s3_server")
             direct = srv.endpoint
             if kw.get("s3") is None:
@@ -370,6 +406,7 @@ def gw_factory(gateway_bin, tmp_path, request):
         else:
             g = Gateway(gateway_bin, wd, backend=backend, exports=exports, tcp=tcp, **kw)
         g.s3_endpoint_direct = direct
+        g.garage = garage
         made.append(g)
         if start:
             g.start()
@@ -420,6 +457,9 @@ def pytest_generate_tests(metafunc):
         params = ["fs", "memory", "s3"]
         if os.environ.get("E2E_NO_S3") == "1":   # a machine without moto: tests/README.md
             params.remove("s3")
+        # garage: a real three-node cluster (skipped, with the reason, without the binary)
+        if os.environ.get("NFSGW_GARAGE") != "0":
+            params.append("garage")
         if getattr(metafunc.module, "OVER_RDMA", False):
             params.append("fs+rdma")
         metafunc.parametrize("backend", params, indirect=True)

@@ -8,6 +8,7 @@
 #   tools/garage/cluster.sh stop DIR         # stop every node (data kept; start again later)
 #   tools/garage/cluster.sh kill DIR N       # SIGKILL node N (1..3)
 #   tools/garage/cluster.sh restart DIR N    # start node N again (after kill), wait until healthy
+#   tools/garage/cluster.sh heal DIR         # resume and start every node, wait healthy
 #   tools/garage/cluster.sh pause DIR N|all  # SIGSTOP node N / all nodes
 #   tools/garage/cluster.sh resume DIR N|all # SIGCONT
 #   tools/garage/cluster.sh cli DIR ARGS...  # the garage CLI through the first live node
@@ -113,7 +114,8 @@ start_node() {
 
 wait_rpc() { # wait until node I answers the CLI
     local i=$1 deadline=$((SECONDS + 30))
-    until "$GARAGE" -c "$(cfg "$i")" node id -q >/dev/null 2>&1; do
+    # `node id` reads the key from disk and succeeds before the daemon listens: ask it
+    until "$GARAGE" -c "$(cfg "$i")" status >/dev/null 2>&1; do
         node_alive "$i" || die "node $i exited; log: $(tail -n 20 "$(node_dir "$i")/garage.log")"
         [[ $SECONDS -lt $deadline ]] || die "node $i not answering after 30 s"
         sleep 0.1
@@ -136,10 +138,10 @@ connect_all() { # (re)connect node I to every other node; idempotent
     done <"$DIR/peers"
 }
 
-s3_ready() { # every S3 endpoint answers HTTP (any status: 403 without a signature is fine)
+s3_ready() { # every live node's S3 port accepts connections
     for i in $(seq 1 $N); do
         node_alive "$i" || continue
-        curl -s -o /dev/null --max-time 2 "http://127.0.0.1:$(s3_port "$i")/" || return 1
+        (exec 3<>"/dev/tcp/127.0.0.1/$(s3_port "$i")") 2>/dev/null || return 1
     done
 }
 
@@ -212,7 +214,7 @@ node_arg() {
 }
 
 cmd=${1:-}
-[[ -n "$cmd" && -n "${2:-}" ]] || die "usage: cluster.sh start|stop|env|kill|restart|pause|resume|cli DIR [N|ARGS]"
+[[ -n "$cmd" && -n "${2:-}" ]] || die "usage: cluster.sh start|stop|env|kill|restart|heal|pause|resume|cli DIR [N|ARGS]"
 DIR=$(mkdir -p "$2" && cd "$2" && pwd)
 shift 2
 case "$cmd" in
@@ -224,7 +226,7 @@ start)
     for i in $(seq 1 $N); do wait_rpc "$i"; done
     if [[ $fresh = 1 || ! -f "$DIR/env" ]]; then bootstrap; else connect_all 1; fi
     touch "$DIR/running"
-    [[ -n "${NFSGW_GARAGE_OWNER_PID:-}" ]] && watchdog "$NFSGW_GARAGE_OWNER_PID"
+    if [[ -n "${NFSGW_GARAGE_OWNER_PID:-}" ]]; then watchdog "$NFSGW_GARAGE_OWNER_PID"; fi
     wait_healthy
     cat "$DIR/env"
     ;;
@@ -239,7 +241,10 @@ stop)
 kill)
     node_arg "${1:-}"
     p=$(node_pid "$1")
-    [[ -n "$p" ]] && { kill -KILL "$p" 2>/dev/null || true; while kill -0 "$p" 2>/dev/null; do sleep 0.05; done; }
+    if [[ -n "$p" ]]; then
+        kill -KILL "$p" 2>/dev/null || true
+        while kill -0 "$p" 2>/dev/null; do sleep 0.05; done
+    fi
     rm -f "$(node_dir "$1")/pid"
     ;;
 restart)
@@ -250,10 +255,21 @@ restart)
     connect_all "$1"
     wait_healthy "${2:-60}"
     ;;
+heal)
+    # every node resumed and running again (after any kill/pause), then full health
+    GARAGE=$(garage_bin)
+    for i in $(seq 1 $N); do p=$(node_pid "$i"); if [[ -n "$p" ]]; then kill -CONT "$p" 2>/dev/null || true; fi; done
+    for i in $(seq 1 $N); do start_node "$i"; done
+    for i in $(seq 1 $N); do wait_rpc "$i"; connect_all "$i"; done
+    wait_healthy "${1:-60}"
+    ;;
 pause | resume)
     sig=STOP; [[ $cmd = resume ]] && sig=CONT
     if [[ "${1:-}" = all ]]; then nodes=$(seq 1 $N); else node_arg "${1:-}"; nodes=$1; fi
-    for i in $nodes; do p=$(node_pid "$i"); [[ -n "$p" ]] && kill -"$sig" "$p"; done
+    for i in $nodes; do
+        p=$(node_pid "$i")
+        if [[ -n "$p" ]]; then kill -"$sig" "$p" 2>/dev/null || true; fi
+    done
     ;;
 cli)
     GARAGE=$(garage_bin)

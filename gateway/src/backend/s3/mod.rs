@@ -977,6 +977,14 @@ pub(crate) mod live_tests {
     }
 
     /// The backend over `bucket` (created if missing) on the test server.
+    ///
+    /// Environment: `NFSGW_S3_TEST_ENDPOINT` (required, else the test does not run),
+    /// `NFSGW_S3_TEST_ACCESS_KEY` / `NFSGW_S3_TEST_SECRET_KEY` (default `testing`, moto's),
+    /// `NFSGW_S3_TEST_REGION` (default `us-east-1`) and `NFSGW_S3_TEST_BUCKET`: a
+    /// pre-created bucket for stores that do not create buckets on an unsigned PUT
+    /// (Garage: tools/garage/cluster.sh). With it, each logical `bucket` of a test is the
+    /// prefix `bucket/` inside that one, so tests stay apart as with real buckets; the
+    /// run's start time in the prefix keeps reruns on a kept cluster apart too.
     pub(crate) fn live(bucket: &str, prefix: &str) -> Option<S3Backend> {
         let Ok(ep) = std::env::var("NFSGW_S3_TEST_ENDPOINT") else {
             eprintln!(
@@ -984,14 +992,34 @@ pub(crate) mod live_tests {
             );
             return None;
         };
-        create_bucket(&ep, bucket);
+        let env_or = |k: &str, d: &str| std::env::var(k).unwrap_or_else(|_| d.to_string());
+        let (bucket, prefix) = match std::env::var("NFSGW_S3_TEST_BUCKET") {
+            Ok(shared) => (shared, format!("{}-{bucket}/{prefix}", run_id())),
+            Err(_) => {
+                create_bucket(&ep, bucket);
+                (bucket.to_string(), prefix.to_string())
+            }
+        };
         let cfg: S3Config = toml::from_str(&format!(
             "endpoint = {ep:?}\nbucket = {bucket:?}\nprefix = {prefix:?}\npath_style = true\n\
-             allow_http = true\naccess_key_id = \"testing\"\nsecret_access_key = \"testing\"\n\
-             retries = 1\ntimeout_s = 10\npart_size_mib = 5\nwrite_buffer_mib = 32\n"
+             allow_http = true\naccess_key_id = {:?}\nsecret_access_key = {:?}\n\
+             region = {:?}\nretries = 1\ntimeout_s = 10\npart_size_mib = 5\nwrite_buffer_mib = 32\n",
+            env_or("NFSGW_S3_TEST_ACCESS_KEY", "testing"),
+            env_or("NFSGW_S3_TEST_SECRET_KEY", "testing"),
+            env_or("NFSGW_S3_TEST_REGION", "us-east-1"),
         ))
         .unwrap();
         Some(S3Backend::open(&cfg).expect("open s3 backend"))
+    }
+
+    /// Seconds since the epoch at the first call: one value per test process.
+    fn run_id() -> u64 {
+        static ID: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+        *ID.get_or_init(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs())
+        })
     }
 
     #[test]
