@@ -5,11 +5,11 @@
 //! `engine.hugepages`, `tcp.listen`, `backend.kind`, `backend.root`, `state.dir`,
 //! `[[exports]]` with `path`, `clients`, `access`, `squash`, `id`).
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
     #[serde(default)]
@@ -36,14 +36,14 @@ pub struct Config {
     pub stats: StatsConfig,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Idle {
     Busy,
     Adaptive,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Hugepages {
     Require,
@@ -51,7 +51,7 @@ pub enum Hugepages {
     Off,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct EngineConfig {
     /// CPU ids, one reactor each.
@@ -98,7 +98,7 @@ impl Default for EngineConfig {
 }
 
 /// Buffer counts per reactor, per size class.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct PoolsConfig {
     /// 8 KiB buffers: small calls and replies.
@@ -140,7 +140,7 @@ impl Default for PoolsConfig {
     }
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct TcpConfig {
     #[serde(default = "default_listen")]
@@ -210,7 +210,7 @@ impl Default for TcpConfig {
 }
 
 /// `rdma.provider`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum RdmaProvider {
     /// No RPC-over-RDMA listener.
@@ -224,7 +224,7 @@ pub enum RdmaProvider {
 }
 
 /// `[rdma]`: RPC-over-RDMA v1 (RFC 8166) listener settings.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct RdmaConfig {
     #[serde(default = "default_rdma_provider")]
@@ -305,7 +305,7 @@ impl Default for RdmaConfig {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum BackendKind {
     Fs,
@@ -313,7 +313,7 @@ pub enum BackendKind {
     S3,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct BackendConfig {
     #[serde(default = "default_kind")]
@@ -336,7 +336,7 @@ pub struct BackendConfig {
 }
 
 /// `[backend.s3]`: an S3-compatible bucket (see README "The s3 backend").
-#[derive(Clone, Deserialize)]
+#[derive(Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct S3Config {
     /// Service URL; absent = AWS (`https://s3.<region>.amazonaws.com`).
@@ -472,7 +472,7 @@ impl Default for BackendConfig {
     }
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct StateConfig {
     /// Handle key, handle table and staging live here; keep it across restarts.
@@ -509,7 +509,7 @@ impl Default for StateConfig {
 }
 
 /// NFSv4.1 state: leases, grace period and table limits (`[nfs4]`).
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Nfs4Config {
     /// Lease time (RFC 8881 §8.3): a client silent this long loses its state.
@@ -604,14 +604,14 @@ impl Nfs4Config {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Access {
     Rw,
     Ro,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Squash {
     /// Trust client uids.
@@ -622,7 +622,7 @@ pub enum Squash {
     All,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct ExportConfig {
     /// The path clients mount ("/" or "/a/b"); it serves backend keys under "a/b/".
@@ -658,7 +658,7 @@ fn default_anon() -> u32 {
 }
 
 /// The reactor-side read cache (see `gateway::cache`).
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct CacheConfig {
     /// Page cache per reactor in MiB (0 = attributes only). Mapped once at start.
@@ -678,7 +678,7 @@ impl Default for CacheConfig {
     }
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct LogConfig {
     /// tracing filter ("info", "gateway=debug,engine=info").
@@ -700,7 +700,7 @@ impl Default for LogConfig {
 
 /// `[stats]`: the Prometheus endpoint (see docs/stats.md). Counters are always kept;
 /// only the HTTP listener is optional.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct StatsConfig {
     /// address:port of the HTTP endpoint serving /metrics; empty (the default) = off.
@@ -826,7 +826,7 @@ fn err<T>(key: &str, msg: impl std::fmt::Display) -> Result<T, ConfigError> {
 }
 
 /// Validated, derived view of an export.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Export {
     pub id: u16,
     pub path: String,

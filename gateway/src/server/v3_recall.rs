@@ -47,8 +47,9 @@ pub(super) fn must_wait(
             files[1] = entry(shared, &mut r);
         }
     }
+    let exports = shared.exports.load();
     let may_write = |n: &Node| {
-        shared.exports.get(n.export).is_some_and(|e| {
+        exports.get(n.export).is_some_and(|e| {
             admit(e, client, cred).is_ok_and(|c| crate::nfs3::access::check_writable(&c).is_ok())
         })
     };
