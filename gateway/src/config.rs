@@ -631,6 +631,12 @@ pub struct ExportConfig {
     /// `export_id`). Set it to keep handles when a path changes.
     #[serde(default)]
     pub id: Option<u16>,
+    /// The directory of the store this export serves: "/" for the whole store, "/a/b"
+    /// for keys under "a/b/". Default: the same as `path`. Lets a name that is not the
+    /// store's layout be mounted (the shipped config serves the whole store as "/data",
+    /// so libnfs URLs of files at its top level have a non-empty export part).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub store_path: Option<String>,
     /// Client networks in CIDR form ("127.0.0.1/32", "10.0.0.0/8", "::1/128") or "*".
     #[serde(default = "default_clients")]
     pub clients: Vec<String>,
@@ -1160,10 +1166,27 @@ impl Config {
             if out.iter().any(|o| o.path == path) {
                 return err(&key, format!("\"{path}\" is exported twice"));
             }
-            let prefix = if parts.is_empty() {
+            let dir: Vec<&str> = match &x.store_path {
+                None => parts.clone(),
+                Some(sp) => {
+                    let key = format!("exports[{i}].store_path");
+                    if !sp.starts_with('/') {
+                        return err(
+                            &key,
+                            format!("\"{sp}\" must be absolute, like \"/\" or \"/projects\""),
+                        );
+                    }
+                    let d: Vec<&str> = sp.split('/').filter(|s| !s.is_empty()).collect();
+                    if d.iter().any(|p| *p == "." || *p == "..") {
+                        return err(&key, "must not contain \".\" or \"..\"");
+                    }
+                    d
+                }
+            };
+            let prefix = if dir.is_empty() {
                 String::new()
             } else {
-                format!("{}/", parts.join("/"))
+                format!("{}/", dir.join("/"))
             };
             if x.clients.is_empty() {
                 return err(
@@ -1233,10 +1256,33 @@ mod tests {
     }
 
     #[test]
+    fn store_path_names_the_served_directory() {
+        let c = Config::parse(
+            "[[exports]]\npath = \"/data\"\nstore_path = \"/\"\n\
+             [[exports]]\npath = \"/p\"\nstore_path = \"//proj/a/\"\n[[exports]]\npath = \"/q/r\"\n",
+        )
+        .unwrap();
+        let x = c.exports().unwrap();
+        assert_eq!((x[0].path.as_str(), x[0].prefix.as_str()), ("/data", ""));
+        assert_eq!(x[0].id, export_id("/data"));
+        assert_eq!(x[1].prefix, "proj/a/");
+        assert_eq!(x[2].prefix, "q/r/");
+        for bad in ["\"rel\"", "\"/a/../b\""] {
+            let e = Config::parse(&format!("[[exports]]\npath = \"/x\"\nstore_path = {bad}\n"))
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("exports[0].store_path"), "{e}");
+        }
+    }
+
+    #[test]
     fn shipped_default_config_is_valid() {
         let text = include_str!("../../configs/default.toml");
         let c = Config::parse(text).unwrap();
         assert_eq!(c.backend.root, PathBuf::from("./data"));
+        // README "Two commands": the whole store is mounted as /data.
+        let x = c.exports().unwrap();
+        assert_eq!((x[0].path.as_str(), x[0].prefix.as_str()), ("/data", ""));
         assert_eq!(c.listen_addr(), "127.0.0.1:2049".parse().unwrap());
     }
 

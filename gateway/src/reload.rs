@@ -111,6 +111,9 @@ fn export_changes(old: &[Export], new: &[Export]) -> Vec<String> {
         if o.path != n.path {
             f.push("path");
         }
+        if o.prefix != n.prefix {
+            f.push("store_path");
+        }
         if o.clients != n.clients {
             f.push("clients");
         }

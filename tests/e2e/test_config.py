@@ -89,7 +89,7 @@ def test_print_config_of_the_shipped_default(gateway_bin):
     repo = Path(__file__).resolve().parents[2]
     r = run(gateway_bin, "--print-config", repo / "configs" / "default.toml")
     assert r.returncode == 0, r.stderr
-    assert 'provider = "soft"' in r.stdout and 'path = "/"' in r.stdout
+    assert 'provider = "soft"' in r.stdout and 'path = "/data"' in r.stdout
 
 
 def test_sigint_clean_shutdown(gw_factory):
