@@ -1,5 +1,5 @@
 //! NFSv3 calls that conflict with NFSv4.1 delegations (RFC 8881 §10.2 "a conflicting
-//! access by another client", whichever protocol; DESIGN §12): WRITE and SETATTR of a
+//! access by another client", whichever protocol; docs/architecture.md §8): WRITE and SETATTR of a
 //! file, REMOVE of it, RENAME of it or over it, CREATE over an existing name. Before
 //! such a call runs, the worker asks `Delegations::break_conflicts` (which starts the
 //! recalls); while a recall is outstanding the call is answered NFS3ERR_JUKEBOX and
