@@ -1,6 +1,6 @@
 //! The reactor-side read cache: attributes and 4 KiB pages of recently read files,
 //! so a hot GETATTR or READ is answered on the reactor, run to completion, without a
-//! round trip through a backend worker (DESIGN §3, §7: the block cache).
+//! round trip through a backend worker (docs/architecture.md §5).
 //!
 //! Ownership: each reactor owns its `ReadCache` (no locks). `Generations` is shared by
 //! every reactor and worker, lock-free: one counter per file (file ids hashed into

@@ -5,11 +5,11 @@
 //! `engine.hugepages`, `tcp.listen`, `backend.kind`, `backend.root`, `state.dir`,
 //! `[[exports]]` with `path`, `clients`, `access`, `squash`, `id`).
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
     #[serde(default)]
@@ -36,14 +36,14 @@ pub struct Config {
     pub stats: StatsConfig,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Idle {
     Busy,
     Adaptive,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Hugepages {
     Require,
@@ -51,7 +51,7 @@ pub enum Hugepages {
     Off,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct EngineConfig {
     /// CPU ids, one reactor each.
@@ -98,7 +98,7 @@ impl Default for EngineConfig {
 }
 
 /// Buffer counts per reactor, per size class.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct PoolsConfig {
     /// 8 KiB buffers: small calls and replies.
@@ -140,7 +140,7 @@ impl Default for PoolsConfig {
     }
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct TcpConfig {
     #[serde(default = "default_listen")]
@@ -210,7 +210,7 @@ impl Default for TcpConfig {
 }
 
 /// `rdma.provider`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum RdmaProvider {
     /// No RPC-over-RDMA listener.
@@ -224,7 +224,7 @@ pub enum RdmaProvider {
 }
 
 /// `[rdma]`: RPC-over-RDMA v1 (RFC 8166) listener settings.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct RdmaConfig {
     #[serde(default = "default_rdma_provider")]
@@ -305,7 +305,7 @@ impl Default for RdmaConfig {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum BackendKind {
     Fs,
@@ -313,7 +313,7 @@ pub enum BackendKind {
     S3,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct BackendConfig {
     #[serde(default = "default_kind")]
@@ -336,7 +336,7 @@ pub struct BackendConfig {
 }
 
 /// `[backend.s3]`: an S3-compatible bucket (see README "The s3 backend").
-#[derive(Clone, Deserialize)]
+#[derive(Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct S3Config {
     /// Service URL; absent = AWS (`https://s3.<region>.amazonaws.com`). One endpoint;
@@ -494,7 +494,7 @@ impl Default for BackendConfig {
     }
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct StateConfig {
     /// Handle key, handle table and staging live here; keep it across restarts.
@@ -531,7 +531,7 @@ impl Default for StateConfig {
 }
 
 /// NFSv4.1 state: leases, grace period and table limits (`[nfs4]`).
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Nfs4Config {
     /// Lease time (RFC 8881 §8.3): a client silent this long loses its state.
@@ -626,14 +626,14 @@ impl Nfs4Config {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Access {
     Rw,
     Ro,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Squash {
     /// Trust client uids.
@@ -644,7 +644,7 @@ pub enum Squash {
     All,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct ExportConfig {
     /// The path clients mount ("/" or "/a/b"); it serves backend keys under "a/b/".
@@ -653,6 +653,12 @@ pub struct ExportConfig {
     /// `export_id`). Set it to keep handles when a path changes.
     #[serde(default)]
     pub id: Option<u16>,
+    /// The directory of the store this export serves: "/" for the whole store, "/a/b"
+    /// for keys under "a/b/". Default: the same as `path`. Lets a name that is not the
+    /// store's layout be mounted (the shipped config serves the whole store as "/data",
+    /// so libnfs URLs of files at its top level have a non-empty export part).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub store_path: Option<String>,
     /// Client networks in CIDR form ("127.0.0.1/32", "10.0.0.0/8", "::1/128") or "*".
     #[serde(default = "default_clients")]
     pub clients: Vec<String>,
@@ -680,7 +686,7 @@ fn default_anon() -> u32 {
 }
 
 /// The reactor-side read cache (see `gateway::cache`).
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct CacheConfig {
     /// Page cache per reactor in MiB (0 = attributes only). Mapped once at start.
@@ -700,7 +706,7 @@ impl Default for CacheConfig {
     }
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct LogConfig {
     /// tracing filter ("info", "gateway=debug,engine=info").
@@ -722,7 +728,7 @@ impl Default for LogConfig {
 
 /// `[stats]`: the Prometheus endpoint (see docs/stats.md). Counters are always kept;
 /// only the HTTP listener is optional.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct StatsConfig {
     /// address:port of the HTTP endpoint serving /metrics; empty (the default) = off.
@@ -848,7 +854,7 @@ fn err<T>(key: &str, msg: impl std::fmt::Display) -> Result<T, ConfigError> {
 }
 
 /// Validated, derived view of an export.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Export {
     pub id: u16,
     pub path: String,
@@ -1194,10 +1200,27 @@ impl Config {
             if out.iter().any(|o| o.path == path) {
                 return err(&key, format!("\"{path}\" is exported twice"));
             }
-            let prefix = if parts.is_empty() {
+            let dir: Vec<&str> = match &x.store_path {
+                None => parts.clone(),
+                Some(sp) => {
+                    let key = format!("exports[{i}].store_path");
+                    if !sp.starts_with('/') {
+                        return err(
+                            &key,
+                            format!("\"{sp}\" must be absolute, like \"/\" or \"/projects\""),
+                        );
+                    }
+                    let d: Vec<&str> = sp.split('/').filter(|s| !s.is_empty()).collect();
+                    if d.iter().any(|p| *p == "." || *p == "..") {
+                        return err(&key, "must not contain \".\" or \"..\"");
+                    }
+                    d
+                }
+            };
+            let prefix = if dir.is_empty() {
                 String::new()
             } else {
-                format!("{}/", parts.join("/"))
+                format!("{}/", dir.join("/"))
             };
             if x.clients.is_empty() {
                 return err(
@@ -1267,10 +1290,33 @@ mod tests {
     }
 
     #[test]
+    fn store_path_names_the_served_directory() {
+        let c = Config::parse(
+            "[[exports]]\npath = \"/data\"\nstore_path = \"/\"\n\
+             [[exports]]\npath = \"/p\"\nstore_path = \"//proj/a/\"\n[[exports]]\npath = \"/q/r\"\n",
+        )
+        .unwrap();
+        let x = c.exports().unwrap();
+        assert_eq!((x[0].path.as_str(), x[0].prefix.as_str()), ("/data", ""));
+        assert_eq!(x[0].id, export_id("/data"));
+        assert_eq!(x[1].prefix, "proj/a/");
+        assert_eq!(x[2].prefix, "q/r/");
+        for bad in ["\"rel\"", "\"/a/../b\""] {
+            let e = Config::parse(&format!("[[exports]]\npath = \"/x\"\nstore_path = {bad}\n"))
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("exports[0].store_path"), "{e}");
+        }
+    }
+
+    #[test]
     fn shipped_default_config_is_valid() {
         let text = include_str!("../../configs/default.toml");
         let c = Config::parse(text).unwrap();
         assert_eq!(c.backend.root, PathBuf::from("./data"));
+        // README "Two commands": the whole store is mounted as /data.
+        let x = c.exports().unwrap();
+        assert_eq!((x[0].path.as_str(), x[0].prefix.as_str()), ("/data", ""));
         assert_eq!(c.listen_addr(), "127.0.0.1:2049".parse().unwrap());
     }
 

@@ -4,11 +4,13 @@
 pub mod backend;
 pub mod cache;
 pub mod config;
+pub mod effective;
 pub mod export;
 pub mod fs;
 pub mod mount;
 pub mod nfs3;
 pub mod nfs4;
+pub mod reload;
 pub mod sdnotify;
 pub mod server;
 pub mod state;

@@ -104,6 +104,12 @@ impl FileModel {
         self.inner.max_file_size()
     }
 
+    /// Adds export roots after open (SIGHUP reload): their ids resolve from now on,
+    /// and a root missing from the store is created. Existing ids are re-pointed.
+    pub fn add_exports(&self, exports: &[ExportRoot]) -> anyhow::Result<()> {
+        self.inner.add_exports(exports)
+    }
+
     /// The root directory of an export (MNT).
     pub fn root(&self, export: u16) -> FsResult<Node> {
         self.inner.root(export)

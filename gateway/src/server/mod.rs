@@ -47,7 +47,9 @@ pub(crate) struct Shared {
     pub gens: crate::cache::Generations,
     /// Whether reactors cache pages (workers then read ahead to fill them).
     pub cache_pages: bool,
-    pub exports: Exports,
+    /// The export table; SIGHUP reload swaps in a new one (`Server::set_exports`).
+    /// Readers load it once per reactor pass or worker call: no lock.
+    pub exports: arc_swap::ArcSwap<Exports>,
     pub mounts: MountTable,
     /// NFSv4.1 clients, sessions, opens, locks and delegations.
     pub state: crate::state::State,
@@ -233,7 +235,7 @@ impl Server {
             model,
             gens: crate::cache::Generations::new(),
             cache_pages: cfg.cache.size_mib > 0,
-            exports: Exports::new(exports),
+            exports: arc_swap::ArcSwap::from_pointee(Exports::new(exports)),
             mounts: MountTable::new(),
             state: crate::state::State::with_config(cfg.nfs4.limits(), Some(&cfg.state.dir)),
             reactors: links,
@@ -343,6 +345,24 @@ impl Server {
     }
 
     /// What the stats endpoint reads: every reactor's counters, statistics and pools.
+    /// Applies a reloaded export list (already validated by `Config::exports`): the
+    /// file model learns new export roots first, then the table is published, so a
+    /// call that sees a new export can resolve it. Calls already running finish under
+    /// the table they started with; the next reactor pass or worker call sees the new
+    /// one (and so does the read cache, which checks every hit against it).
+    pub fn set_exports(&self, exports: Vec<crate::export::Export>) -> anyhow::Result<()> {
+        let roots: Vec<ExportRoot> = exports
+            .iter()
+            .map(|e| ExportRoot {
+                id: e.id,
+                prefix: e.prefix.clone(),
+            })
+            .collect();
+        self.shared.model.add_exports(&roots)?;
+        self.shared.exports.store(Arc::new(Exports::new(exports)));
+        Ok(())
+    }
+
     pub fn stats_source(&self) -> crate::stats::Source {
         let reactors = self
             .counters

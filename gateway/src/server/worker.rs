@@ -495,9 +495,11 @@ fn execute(shared: &Shared, pools: &Pools, job: &Job) -> Option<Buf> {
         tracing::error!(peer = %job.peer, xid = h.xid, "no reply buffer for 1 s; dropping the call (client will retransmit)");
         return None;
     };
+    // The export table as of this call (SIGHUP reload publishes a new one).
+    let exports = shared.exports.load();
     let ctx = Ctx {
         model: &shared.model,
-        exports: &shared.exports,
+        exports: &exports,
         mounts: &shared.mounts,
         client: job.peer,
         cred: h.cred,

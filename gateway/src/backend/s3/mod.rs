@@ -4,7 +4,7 @@
 //! `Backend` methods; each call becomes a future spawned on this backend's own async
 //! runtime (`runtime_threads`, optionally pinned to `runtime_cores`) and the worker
 //! waits for its answer. A semaphore bounds the requests in flight to the store
-//! (`max_concurrency`). Reactors never call a backend (DESIGN §7).
+//! (`max_concurrency`). Reactors never call a backend (docs/architecture.md §6).
 //!
 //! Data plane through `object_store`: ranged GETs (`ObjectStore::get_opts`) and the
 //! parts of multipart uploads (`MultipartStore`), with its retry policy (jittered
@@ -487,7 +487,7 @@ impl S3Backend {
         Ok(backend)
     }
 
-    /// Uploads staged files that nobody wrote for `flush_idle_s` (DESIGN §6: an idle
+    /// Uploads staged files that nobody wrote for `flush_idle_s` (docs/architecture.md §6: an idle
     /// timeout is one of the write-back triggers).
     fn start_flusher(&self) {
         let wb = Arc::downgrade(&self.wb);

@@ -2,7 +2,7 @@
 //! `object_store`'s own HTTP client and SigV4 signer.
 //!
 //! Why not all through `object_store::ObjectStore`: its `Path` cannot name a key that
-//! ends in '/', and the mapping (DESIGN §7) needs `dir/` marker objects; its listing
+//! ends in '/', and the mapping (docs/architecture.md §7) needs `dir/` marker objects; its listing
 //! has no start-after paging with a delimiter; its copy cannot replace user metadata.
 //! So HEAD, PUT, DELETE, CopyObject and ListObjectsV2 are issued here, and the data
 //! plane (ranged GETs, multipart uploads) goes through `ObjectStore` (see `mod.rs`).
