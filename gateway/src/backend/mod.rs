@@ -147,6 +147,13 @@ pub trait Backend: Send + Sync {
         None
     }
 
+    /// The open local file holding regular object `key`'s bytes (staged writes
+    /// included), for a reactor that reads it through io_uring (`backend.io`); `None`
+    /// when this store has no such file.
+    fn data_file(&self, _key: &str) -> Option<std::sync::Arc<std::fs::File>> {
+        None
+    }
+
     /// A hint: `head` will soon be called for each of `keys` (a READDIRPLUS page);
     /// stores with slow metadata may fetch them concurrently now. Errors are ignored.
     fn warm(&self, _keys: &[String]) {}

@@ -145,6 +145,12 @@ impl FileModel {
         self.inner.read(node, offset, dst)
     }
 
+    /// The open local file behind a regular file's data (the `fs` backend), for
+    /// reads a reactor submits itself (`backend.io = "uring"`): `None` elsewhere.
+    pub fn data_file(&self, node: &Node) -> Option<Arc<std::fs::File>> {
+        self.inner.data_file(node)
+    }
+
     /// Writes `data` at `offset`. Returns how it was committed: `Unstable` data is
     /// staged; `DataSync`/`FileSync` return only once durable in the backend.
     pub fn write(&self, node: &Node, offset: u64, data: &[u8], stable: Stable) -> FsResult<Stable> {

@@ -31,6 +31,9 @@ pub(crate) struct Done {
     /// in `reply` (RFC 8267 §6.4.1; positions count the record-mark slot).
     pub located: Option<DdpList>,
     pub fill: Option<Fill>,
+    /// A regular file this call authenticated, for the reactor's io_uring READ path
+    /// (`server::direct`; only with `backend.io = "uring"` in force).
+    pub opened: Option<crate::uring::files::Opened>,
     /// The call's arrival time and slot (the reactor records its latency).
     pub stat: crate::stats::CallStat,
 }
@@ -149,6 +152,9 @@ fn run_job(shared: &Shared, job: Job) {
         }
     }
     let link = &shared.reactors[job.reactor];
+    if crate::stats::data_jobs::is_data_job(&job.header, &job.record[job.args_at..]) {
+        crate::stats::data_jobs::count();
+    }
     let effect = CacheEffect::of(shared, &job);
     effect.before(shared);
     if matches!(effect, CacheEffect::Observe { v4: true, .. }) {
@@ -186,6 +192,10 @@ fn run_job(shared: &Shared, job: Job) {
         }
         _ => None,
     };
+    let opened = match (&effect, &fill) {
+        (CacheEffect::Observe { v4: false, .. }, Some(f)) if shared.direct_io => opened(shared, f),
+        _ => None,
+    };
     let ahead = match (&effect, &fill) {
         (
             CacheEffect::Observe {
@@ -204,6 +214,7 @@ fn run_job(shared: &Shared, job: Job) {
             reply,
             located,
             fill,
+            opened,
             stat: job.stat,
         },
     );
@@ -217,6 +228,7 @@ fn run_job(shared: &Shared, job: Job) {
                     conn: job.conn,
                     reply: None,
                     located: None,
+                    opened: None,
                     stat: job.stat,
                     fill: Some(Fill {
                         fh,
@@ -230,6 +242,26 @@ fn run_job(shared: &Shared, job: Job) {
             );
         }
     }
+}
+
+/// The open file behind a regular file a GETATTR/READ just answered for (`f`), for
+/// the reactor's direct READ path. Resolving again costs a table lookup on this
+/// worker, once per GETATTR/READ a worker still runs.
+fn opened(shared: &Shared, f: &Fill) -> Option<crate::uring::files::Opened> {
+    if f.attr.kind != crate::fs::FileKind::Reg {
+        return None;
+    }
+    let node = shared.model.resolve(f.fh.bytes()).ok()?;
+    if node.fileid != f.attr.fileid {
+        return None;
+    }
+    Some(crate::uring::files::Opened {
+        fh: f.fh,
+        export: f.export,
+        attr: f.attr,
+        stamp: f.stamp,
+        file: shared.model.data_file(&node)?,
+    })
 }
 
 /// Hands a message to the reactor. The reactor drains its ring every pass; a full

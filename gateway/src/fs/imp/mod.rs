@@ -779,6 +779,13 @@ impl Inner {
 
     // ---- data ----------------------------------------------------------------------
 
+    pub fn data_file(&self, node: &Node) -> Option<Arc<std::fs::File>> {
+        if is_dir_key(&node.key) {
+            return None;
+        }
+        self.backend.data_file(&node.key)
+    }
+
     pub fn read(&self, node: &Node, offset: u64, dst: &mut [u8]) -> FsResult<(usize, bool)> {
         if is_dir_key(&node.key) {
             return Err(Status::IsDir);
