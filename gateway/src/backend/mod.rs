@@ -148,9 +148,10 @@ pub trait Backend: Send + Sync {
     }
 
     /// The open local file holding regular object `key`'s bytes (staged writes
-    /// included), for a reactor that reads it through io_uring (`backend.io`); `None`
-    /// when this store has no such file.
-    fn data_file(&self, _key: &str) -> Option<std::sync::Arc<std::fs::File>> {
+    /// included) and whether it is open for writing, for a reactor that does the
+    /// data I/O through io_uring (`backend.io`); `None` when this store has no such
+    /// file.
+    fn data_file(&self, _key: &str) -> Option<(std::sync::Arc<std::fs::File>, bool)> {
         None
     }
 

@@ -515,7 +515,7 @@ impl Router {
             Verdict::Work(mut job) => {
                 job.stat = st;
                 let job = match self.direct.as_mut() {
-                    Some(d) => match d.try_read(job, &self.pools) {
+                    Some(d) => match d.try_take(job, &self.pools) {
                         Ok(()) => return,
                         Err(job) => job,
                     },
@@ -707,7 +707,7 @@ impl ReactorState {
             return 0;
         };
         let mut finished = std::mem::take(&mut self.router.finished);
-        let n = direct.poll(&mut finished);
+        let n = direct.poll(&mut finished, &self.router.pools);
         let mut now = None;
         for f in finished.drain(..) {
             match f {

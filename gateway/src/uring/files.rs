@@ -6,13 +6,14 @@
 //! while its stamp (file generation + namespace epoch) is current — every gateway
 //! WRITE/SETATTR/COMMIT bumps the file's generation, every create/remove/rename the
 //! epoch — and for at most `cache::ATTR_TTL` (changes made behind the gateway's back).
-//! A handle absent, stale or expired here goes to a worker, which refreshes it.
+//! A handle absent, stale or expired here goes to a worker, which refreshes it. A
+//! write the reactor did itself moves the entry to the stamp after its own two bumps
+//! (`restamp`) when nothing else changed the file meanwhile.
 //! Lookups use the exact handle bytes, so a forged handle never hits.
 
 use crate::cache::{FhKey, Generations, Stamp, ATTR_TTL};
-use crate::fs::Attr;
+use crate::fs::{Attr, DataFile};
 use rustc_hash::FxHashMap as HashMap;
-use std::fs::File;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -27,7 +28,9 @@ pub struct Opened {
     pub export: u16,
     pub attr: Attr,
     pub stamp: Stamp,
-    pub file: Arc<File>,
+    pub data: DataFile,
+    /// The object's key (COMMIT takes it out of the model's staged set).
+    pub key: String,
 }
 
 struct Entry {
@@ -35,15 +38,17 @@ struct Entry {
     attr: Attr,
     stamp: Stamp,
     at: Instant,
-    file: Arc<File>,
+    data: DataFile,
+    key: Arc<str>,
 }
 
-/// A valid entry, as the READ path needs it.
+/// A valid entry, as the data paths need it.
 pub struct Hit<'a> {
     pub export: u16,
     pub attr: &'a Attr,
     pub stamp: Stamp,
-    pub file: &'a Arc<File>,
+    pub data: &'a DataFile,
+    pub key: &'a Arc<str>,
 }
 
 #[derive(Default)]
@@ -69,9 +74,27 @@ impl Files {
                 attr: o.attr,
                 stamp: o.stamp,
                 at: Instant::now(),
-                file: o.file,
+                data: o.data,
+                key: o.key.into(),
             },
         );
+    }
+
+    /// After a write this reactor did itself: the entry's new attributes under
+    /// `now`, the stamp after its own bumps (the caller checked nothing else moved
+    /// it), or the entry dropped when `attr` is `None`. The TTL is not extended.
+    pub fn restamp(&mut self, fh: &FhKey, attr: Option<Attr>, now: Stamp) {
+        match attr {
+            Some(a) => {
+                if let Some(e) = self.map.get_mut(fh) {
+                    e.attr = a;
+                    e.stamp = now;
+                }
+            }
+            None => {
+                self.map.remove(fh);
+            }
+        }
     }
 
     /// The current entry for `fh`, if any.
@@ -84,7 +107,8 @@ impl Files {
             export: e.export,
             attr: &e.attr,
             stamp: e.stamp,
-            file: &e.file,
+            data: &e.data,
+            key: &e.key,
         })
     }
 

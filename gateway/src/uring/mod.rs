@@ -40,6 +40,10 @@ pub struct Uring {
     unsubmitted: u32,
     /// Operations submitted and not yet reaped.
     inflight: u32,
+    /// The kernel has WRITE, STATX and FSYNC too (reactor WRITE and COMMIT).
+    writes: bool,
+    /// One statx result per tag slot (`write_then_statx`), allocated once.
+    stx: Box<[libc::statx]>,
 }
 
 /// One finished operation: the caller's tag and the result (bytes, or `-errno`).
@@ -83,6 +87,14 @@ impl Uring {
                 return Err(format!("io_uring without the {name} opcode"));
             }
         }
+        let writes = [
+            opcode::Write::CODE,
+            opcode::WriteFixed::CODE,
+            opcode::Statx::CODE,
+            opcode::Fsync::CODE,
+        ]
+        .iter()
+        .all(|&op| probe.is_supported(op));
         // SAFETY: plain syscall; the result is checked and owned at once.
         let efd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
         if efd < 0 {
@@ -117,6 +129,11 @@ impl Uring {
             fixed,
             unsubmitted: 0,
             inflight: 0,
+            writes,
+            // SAFETY: `statx` is plain old data; all-zero is a valid value.
+            stx: (0..ENTRIES)
+                .map(|_| unsafe { std::mem::zeroed() })
+                .collect(),
         })
     }
 
@@ -140,6 +157,106 @@ impl Uring {
         self.inflight < ENTRIES
     }
 
+    /// Whether WRITE, STATX and FSYNC are there (else writes stay on the workers).
+    pub fn writes(&self) -> bool {
+        self.writes
+    }
+
+    /// The fixed-buffer index covering `p..p+len`, if the pool region is registered
+    /// and holds it.
+    fn fixed_index(&self, p: *const u8, len: u32) -> Option<u16> {
+        let (base, rlen) = self.fixed?;
+        ((p as usize) >= base && (p as usize) + len as usize <= base + rlen).then_some(0)
+    }
+
+    /// Queues `entries` back to back (a linked chain stays whole), submitting what
+    /// is queued first when the SQ lacks room. False when nothing was queued.
+    ///
+    /// # Safety
+    /// Every buffer and descriptor the entries name must stay valid until their
+    /// completions are reaped (or the ring is dropped, which waits for them).
+    unsafe fn push_all(&mut self, entries: &[io_uring::squeue::Entry]) -> bool {
+        let n = entries.len() as u32;
+        if self.inflight + n > ENTRIES {
+            return false;
+        }
+        let free = {
+            let sq = self.ring.submission();
+            sq.capacity() - sq.len()
+        };
+        if free < entries.len() {
+            self.submit();
+        }
+        // SAFETY: the caller keeps what the entries name valid (above).
+        if unsafe { self.ring.submission().push_multiple(entries).is_err() } {
+            return false;
+        }
+        self.unsubmitted += n;
+        self.inflight += n;
+        true
+    }
+
+    /// Queues a write of `len` bytes from `src` at `offset` of `fd`, tagged `tag`,
+    /// linked to a statx of the file into statx slot `slot` (read it with
+    /// [`Uring::statx`] once reaped), tagged `stx_tag`: the attributes after the
+    /// write; cancelled with `-ECANCELED` when the write fails or is short.
+    ///
+    /// # Safety
+    /// `fd` and `src..src+len` must stay valid until both completions are reaped (or
+    /// the ring is dropped, which waits for them); `slot` must not be in use by
+    /// another write in flight.
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn write_then_statx(
+        &mut self,
+        fd: RawFd,
+        src: *const u8,
+        len: u32,
+        offset: u64,
+        tag: u64,
+        slot: usize,
+        stx_tag: u64,
+    ) -> bool {
+        let Some(stx) = self.stx.get_mut(slot) else {
+            return false;
+        };
+        let stx: *mut libc::statx = stx;
+        let write = match self.fixed_index(src, len) {
+            Some(i) => opcode::WriteFixed::new(types::Fd(fd), src, len, i)
+                .offset(offset)
+                .build(),
+            None => opcode::Write::new(types::Fd(fd), src, len)
+                .offset(offset)
+                .build(),
+        }
+        .flags(io_uring::squeue::Flags::IO_LINK)
+        .user_data(tag);
+        let statx = opcode::Statx::new(types::Fd(fd), c"".as_ptr(), stx.cast())
+            .flags(libc::AT_EMPTY_PATH)
+            .mask(libc::STATX_BASIC_STATS)
+            .build()
+            .user_data(stx_tag);
+        // SAFETY: forwarded to the caller (above).
+        unsafe { self.push_all(&[write, statx]) }
+    }
+
+    /// The statx a reaped `write_then_statx` wrote into `slot`.
+    pub fn statx(&self, slot: usize) -> Option<&libc::statx> {
+        self.stx.get(slot)
+    }
+
+    /// Queues an `fdatasync` of `fd`, tagged `tag`.
+    ///
+    /// # Safety
+    /// `fd` must stay open until the completion is reaped.
+    pub unsafe fn fdatasync(&mut self, fd: RawFd, tag: u64) -> bool {
+        let e = opcode::Fsync::new(types::Fd(fd))
+            .flags(types::FsyncFlags::DATASYNC)
+            .build()
+            .user_data(tag);
+        // SAFETY: forwarded to the caller (above).
+        unsafe { self.push_all(&[e]) }
+    }
+
     /// Queues a read of `len` bytes at `offset` of `fd` into `dst`, tagged `tag`;
     /// it goes to the kernel at the next [`Uring::submit`]. False when the ring is
     /// full (nothing queued).
@@ -148,19 +265,22 @@ impl Uring {
     /// `fd` must stay open and `dst..dst+len` valid for writes and untouched by
     /// anyone else until the completion tagged `tag` is reaped (or the ring is
     /// dropped, which waits for it).
-    pub unsafe fn read(&mut self, fd: RawFd, dst: *mut u8, len: u32, offset: u64, tag: u64) -> bool {
+    pub unsafe fn read(
+        &mut self,
+        fd: RawFd,
+        dst: *mut u8,
+        len: u32,
+        offset: u64,
+        tag: u64,
+    ) -> bool {
         if !self.has_room() {
             return false;
         }
-        let entry = match self.fixed {
-            Some((base, rlen))
-                if (dst as usize) >= base && (dst as usize) + len as usize <= base + rlen =>
-            {
-                opcode::ReadFixed::new(types::Fd(fd), dst, len, 0)
-                    .offset(offset)
-                    .build()
-            }
-            _ => opcode::Read::new(types::Fd(fd), dst, len)
+        let entry = match self.fixed_index(dst, len) {
+            Some(i) => opcode::ReadFixed::new(types::Fd(fd), dst, len, i)
+                .offset(offset)
+                .build(),
+            None => opcode::Read::new(types::Fd(fd), dst, len)
                 .offset(offset)
                 .build(),
         }
