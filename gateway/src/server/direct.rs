@@ -152,6 +152,11 @@ impl Direct {
         }
     }
 
+    /// Whether the reactor may sleep now (see `Uring::may_sleep`).
+    pub fn may_sleep(&mut self) -> bool {
+        self.done_now.is_empty() && self.ring.may_sleep()
+    }
+
     /// Learns a file a worker opened for a GETATTR/READ/WRITE.
     pub fn learn(&mut self, o: Opened) {
         self.files.insert(&self.shared.gens, o);

@@ -793,7 +793,9 @@ impl Poller for ReactorState {
         let bell = self.shared.reactors[self.id].bell.clone();
         bell.prepare_sleep();
         let rdma_idle = self.rdma.as_mut().is_none_or(|r| r.arm());
-        if !self.shared.reactors[self.id].done.is_empty()
+        let uring_idle = self.router.direct.as_mut().is_none_or(|d| d.may_sleep());
+        if !uring_idle
+            || !self.shared.reactors[self.id].done.is_empty()
             || !self.shared.reactors[self.id].calls.is_empty()
             || !self.router.backlog.is_empty()
             || !self.router.retry.is_empty()

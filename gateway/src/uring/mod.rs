@@ -314,8 +314,7 @@ impl Uring {
         }
     }
 
-    /// Reaps every posted completion into `out` (no system call), and clears the
-    /// eventfd so a sleeping reactor waits for the next one.
+    /// Reaps every posted completion into `out` (no system call).
     pub fn reap(&mut self, out: &mut Vec<Completion>) -> usize {
         if self.inflight == 0 {
             return 0;
@@ -329,19 +328,25 @@ impl Uring {
             n += 1;
         }
         self.inflight -= n as u32;
-        if n > 0 {
-            let mut v = 0u64;
-            // SAFETY: reads 8 bytes into `v` from our non-blocking eventfd; EAGAIN
-            // (nothing pending) is fine and ignored.
-            let _ = unsafe {
-                libc::read(
-                    self.eventfd.as_raw_fd(),
-                    (&mut v as *mut u64).cast(),
-                    std::mem::size_of::<u64>(),
-                )
-            };
-        }
         n
+    }
+
+    /// Before a reactor sleeps: clears the eventfd, then says whether sleeping is
+    /// safe (nothing queued unsubmitted, no completion posted and unreaped). A
+    /// completion posted after the clear signals the eventfd again, so the sleep
+    /// ends for it. Not on the busy path: no system call per pass.
+    pub fn may_sleep(&mut self) -> bool {
+        let mut v = 0u64;
+        // SAFETY: reads 8 bytes into `v` from our non-blocking eventfd; EAGAIN
+        // (nothing signalled) is fine and ignored.
+        let _ = unsafe {
+            libc::read(
+                self.eventfd.as_raw_fd(),
+                (&mut v as *mut u64).cast(),
+                std::mem::size_of::<u64>(),
+            )
+        };
+        self.unsubmitted == 0 && self.ring.completion().is_empty()
     }
 
     /// Waits until every operation in flight has completed, dropping the results
