@@ -72,10 +72,11 @@ enum Op {
         want: usize,
         at: [usize; 4],
     },
-    /// The stamp before the first bump, and the two results (write, statx).
+    /// The file-table entry it counted its bumps in, and the two results (write,
+    /// statx).
     Write {
         count: u32,
-        before: Stamp,
+        id: u64,
         wrote: Option<i32>,
         stat: Option<i32>,
     },
@@ -272,9 +273,12 @@ impl Direct {
         };
         let fd = base._file.as_raw_fd();
         let slot = *self.free.last().expect("checked non-empty");
+        let Some(id) = self.files.begin_write(&base.fh) else {
+            return Err(job);
+        };
         let op = Op::Write {
             count,
-            before: base.stamp,
+            id,
             wrote: None,
             stat: None,
         };
@@ -299,6 +303,7 @@ impl Direct {
         };
         if !queued {
             // Not submitted: the bump above only made caches forget the file.
+            self.files.end_write(&p.base.fh, id, None);
             self.shared.gens.bump_file(p.base.attr.fileid);
             return Err(p.job);
         }
@@ -487,7 +492,7 @@ impl Direct {
     fn finish_write(&mut self, p: Pending, slot: usize, pools: &Pools) -> Finished {
         let Op::Write {
             count,
-            before,
+            id,
             wrote,
             stat,
         } = p.op
@@ -506,11 +511,8 @@ impl Direct {
             None
         };
         // After the change, before its reply can reach the client.
+        self.files.end_write(&p.base.fh, id, post);
         self.shared.gens.bump_file(fileid);
-        let now = before.after_bumps(2);
-        let current = self.shared.gens.stamp(fileid) == now;
-        self.files
-            .restamp(&p.base.fh, post.filter(|_| current && ok), now);
         if !ok {
             tracing::debug!(
                 ?wrote,

@@ -6,9 +6,14 @@
 //! while its stamp (file generation + namespace epoch) is current — every gateway
 //! WRITE/SETATTR/COMMIT bumps the file's generation, every create/remove/rename the
 //! epoch — and for at most `cache::ATTR_TTL` (changes made behind the gateway's back).
-//! A handle absent, stale or expired here goes to a worker, which refreshes it. A
-//! write the reactor did itself moves the entry to the stamp after its own two bumps
-//! (`restamp`) when nothing else changed the file meanwhile.
+//! A handle absent, stale or expired here goes to a worker, which refreshes it.
+//!
+//! Writes the reactor does itself bump the file's generation too (before and after,
+//! as a worker's): the entry counts those bumps (`own`), so it stays valid while the
+//! stamp is exactly its base stamp plus its own bumps — any other change to the file
+//! moves it past that. Several writes may be in flight at once (a client pipelines
+//! them); each completion merges its statx into the attributes: size and times only
+//! grow under writes, so the maximum is the state after every completed write.
 //! Lookups use the exact handle bytes, so a forged handle never hits.
 
 use crate::cache::{FhKey, Generations, Stamp, ATTR_TTL};
@@ -36,7 +41,13 @@ pub struct Opened {
 struct Entry {
     export: u16,
     attr: Attr,
+    /// The stamp the entry was learned under, and the bumps this reactor's own
+    /// writes made since.
     stamp: Stamp,
+    own: u64,
+    /// Which learning this is (a write completing after a relearn leaves the new
+    /// entry alone).
+    id: u64,
     at: Instant,
     data: DataFile,
     key: Arc<str>,
@@ -54,6 +65,7 @@ pub struct Hit<'a> {
 #[derive(Default)]
 pub struct Files {
     map: HashMap<FhKey, Entry>,
+    next_id: u64,
 }
 
 impl Files {
@@ -67,12 +79,15 @@ impl Files {
         if self.map.len() >= MAX_FILES && !self.map.contains_key(&o.fh) {
             self.map.clear();
         }
+        self.next_id += 1;
         self.map.insert(
             o.fh,
             Entry {
                 export: o.export,
                 attr: o.attr,
                 stamp: o.stamp,
+                own: 0,
+                id: self.next_id,
                 at: Instant::now(),
                 data: o.data,
                 key: o.key.into(),
@@ -80,33 +95,47 @@ impl Files {
         );
     }
 
-    /// After a write this reactor did itself: the entry's new attributes under
-    /// `now`, the stamp after its own bumps (the caller checked nothing else moved
-    /// it), or the entry dropped when `attr` is `None`. The TTL is not extended.
-    pub fn restamp(&mut self, fh: &FhKey, attr: Option<Attr>, now: Stamp) {
-        match attr {
-            Some(a) => {
-                if let Some(e) = self.map.get_mut(fh) {
-                    e.attr = a;
-                    e.stamp = now;
-                }
-            }
-            None => {
-                self.map.remove(fh);
-            }
+    /// A write of `fh` is about to be submitted: the caller bumps the file's
+    /// generation right after (same thread, so no lookup sees one without the
+    /// other). Returns the entry's id for `end_write`.
+    pub fn begin_write(&mut self, fh: &FhKey) -> Option<u64> {
+        let e = self.map.get_mut(fh)?;
+        e.own += 1;
+        Some(e.id)
+    }
+
+    /// A write begun on entry `id` completed; the caller bumps the generation right
+    /// after. `attr`: the attributes a statx saw after it (merged in), or `None`
+    /// (the write failed or its attributes are unknown: the entry is dropped).
+    pub fn end_write(&mut self, fh: &FhKey, id: u64, attr: Option<Attr>) {
+        let Some(e) = self.map.get_mut(fh).filter(|e| e.id == id) else {
+            return;
+        };
+        let Some(a) = attr else {
+            self.map.remove(fh);
+            return;
+        };
+        e.own += 1;
+        e.attr.size = e.attr.size.max(a.size);
+        e.attr.used = e.attr.used.max(a.used);
+        if a.mtime > e.attr.mtime {
+            e.attr.mtime = a.mtime;
+            e.attr.ctime = a.ctime;
+            e.attr.atime = a.atime;
         }
     }
 
     /// The current entry for `fh`, if any.
     pub fn get(&self, gens: &Generations, fh: &[u8]) -> Option<Hit<'_>> {
         let e = self.map.get(&FhKey::new(fh)?)?;
-        if e.at.elapsed() >= ATTR_TTL || gens.stamp(e.attr.fileid) != e.stamp {
+        let now = e.stamp.after_bumps(e.own);
+        if e.at.elapsed() >= ATTR_TTL || gens.stamp(e.attr.fileid) != now {
             return None;
         }
         Some(Hit {
             export: e.export,
             attr: &e.attr,
-            stamp: e.stamp,
+            stamp: now,
             data: &e.data,
             key: &e.key,
         })
