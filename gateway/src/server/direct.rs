@@ -32,6 +32,10 @@
 //! failed sync puts the key back and lets a worker answer. COMMIT changes nothing the
 //! caches hold, so it bumps no generation here.
 
+// A call the reactor cannot take is handed back by value (`Err(job)`) to go to a
+// worker, as it came: boxing it would allocate per call on the hot path.
+#![allow(clippy::result_large_err)]
+
 use super::dispatch::{Job, MARK};
 use super::Shared;
 use crate::cache::{self, FhKey, Fill, FillData, Stamp};
@@ -102,7 +106,9 @@ struct Base {
     atime_set: bool,
 }
 
-/// What a reaped completion turned into.
+/// What a reaped completion turned into (kept in a reused vector: its size costs
+/// no allocation).
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum Finished {
     /// Send this reply (and learn `fill` into the read cache first).
     Reply(Job, Buf, Option<Fill>),

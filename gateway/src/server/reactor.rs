@@ -521,13 +521,13 @@ impl Router {
                     },
                     None => job,
                 };
-                self.to_worker(job);
+                self.queue_job(job);
             }
         }
     }
 
     /// Queues a job for the workers (the job ring, or the backlog when it is full).
-    fn to_worker(&mut self, job: Job) {
+    fn queue_job(&mut self, job: Job) {
         self.stats.to_worker();
         if !self.backlog.is_empty() {
             self.backlog.push_back(job);
@@ -735,7 +735,7 @@ impl ReactorState {
                         None,
                     );
                 }
-                Finished::Fallback(job) => self.router.to_worker(job),
+                Finished::Fallback(job) => self.router.queue_job(job),
             }
         }
         self.router.finished = finished;
