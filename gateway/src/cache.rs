@@ -53,6 +53,18 @@ pub struct Stamp {
     epoch: u64,
 }
 
+impl Stamp {
+    /// This stamp after `n` bumps of its file's generation and nothing else: a
+    /// writer that bumped `n` times and finds exactly this knows no other change
+    /// raced with it (`server::direct`).
+    pub fn after_bumps(self, n: u64) -> Stamp {
+        Stamp {
+            gen: self.gen.wrapping_add(n),
+            epoch: self.epoch,
+        }
+    }
+}
+
 /// Shared invalidation counters.
 pub struct Generations {
     slots: Box<[AtomicU64]>,

@@ -333,6 +333,21 @@ pub struct BackendConfig {
     /// The `s3` backend's settings (`[backend.s3]`).
     #[serde(default)]
     pub s3: Option<S3Config>,
+    /// Who runs the `fs` backend's data I/O (`backend.io`, see `crate::uring`).
+    #[serde(default)]
+    pub io: IoMode,
+}
+
+/// `backend.io`: READ data of the `fs` backend read by the reactor through its own
+/// io_uring (`uring`), or by backend workers (`workers`); `auto` takes io_uring when
+/// the kernel allows it. Where io_uring cannot be set up the workers stay (logged).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum IoMode {
+    #[default]
+    Workers,
+    Uring,
+    Auto,
 }
 
 /// `[backend.s3]`: an S3-compatible bucket (see README "The s3 backend").
@@ -490,6 +505,7 @@ impl Default for BackendConfig {
             ring_depth: default_ring(),
             worker_spin_us: 0,
             s3: None,
+            io: IoMode::default(),
         }
     }
 }

@@ -17,3 +17,4 @@ pub mod state;
 pub mod stats;
 pub mod supervise;
 pub mod ulb;
+pub mod uring;

@@ -5,6 +5,7 @@
 //! full, jobs wait in `backlog` (in arrival order) and the transport's per-connection
 //! in-flight limit stops reading, so the backlog is bounded by connections × in-flight.
 
+use super::direct::{Direct, Finished};
 use super::dispatch::{self, Hot, Job, Link, Verdict, MARK};
 use super::Shared;
 use crate::cache::{PageRead, ReadCache};
@@ -74,6 +75,12 @@ struct Router {
     /// Callback replies (xid, record) to hand to the callback table after this pass.
     cb_replies: Vec<(u32, Buf)>,
     next_bell: usize,
+    /// This reactor's io_uring READ path (`backend.io = "uring"`), and its pools
+    /// (reply buffers for the reads it submits).
+    direct: Option<Direct>,
+    pools: engine::mem::Pools,
+    /// Completions `direct` turned into replies this pass (kept: no allocation).
+    finished: Vec<Finished>,
 }
 
 /// A reply leaving the reactor: where to, the reply (None: release the call without
@@ -99,6 +106,7 @@ impl ReactorState {
         worker_bells: Arc<Vec<Arc<Doorbell>>>,
         counters: Arc<Counters>,
         stats: Arc<ReactorStats>,
+        direct: Option<Direct>,
     ) -> ReactorState {
         let mut rdma = rdma;
         let pages_lkey = match (rdma.as_mut(), cache.page_region()) {
@@ -116,6 +124,7 @@ impl ReactorState {
             }
             _ => None,
         };
+        let pools = shared.reactors[id].pools.clone();
         ReactorState {
             id,
             tcp,
@@ -135,6 +144,9 @@ impl ReactorState {
                 closing: Vec::new(),
                 cb_replies: Vec::new(),
                 next_bell: 0,
+                direct,
+                pools,
+                finished: Vec::with_capacity(crate::uring::ENTRIES as usize),
             },
             tcp_skipped: 0,
             tcp_busy: true,
@@ -180,6 +192,9 @@ impl ReactorState {
         // One clock reading per batch: replies leave in this pass.
         let mut now = None;
         while let Some(d) = done.pop() {
+            if let (Some(o), Some(direct)) = (d.opened, self.router.direct.as_mut()) {
+                direct.learn(o);
+            }
             let read_ahead = d.reply.is_none() && d.fill.is_some();
             if let Some(fill) = d.fill {
                 let (cache, gens) = (&mut self.cache, &self.shared.gens);
@@ -499,19 +514,31 @@ impl Router {
             }
             Verdict::Work(mut job) => {
                 job.stat = st;
-                self.stats.to_worker();
-                if !self.backlog.is_empty() {
-                    self.backlog.push_back(job);
-                    Counters::add(&self.counters.parked, 1);
-                    return;
-                }
-                match self.jobs.push(job) {
-                    Ok(()) => wake_worker(&self.worker_bells, &mut self.next_bell),
-                    Err(job) => {
-                        Counters::add(&self.counters.parked, 1);
-                        self.backlog.push_back(job);
-                    }
-                }
+                let job = match self.direct.as_mut() {
+                    Some(d) => match d.try_take(job, &self.pools) {
+                        Ok(()) => return,
+                        Err(job) => job,
+                    },
+                    None => job,
+                };
+                self.queue_job(job);
+            }
+        }
+    }
+
+    /// Queues a job for the workers (the job ring, or the backlog when it is full).
+    fn queue_job(&mut self, job: Job) {
+        self.stats.to_worker();
+        if !self.backlog.is_empty() {
+            self.backlog.push_back(job);
+            Counters::add(&self.counters.parked, 1);
+            return;
+        }
+        match self.jobs.push(job) {
+            Ok(()) => wake_worker(&self.worker_bells, &mut self.next_bell),
+            Err(job) => {
+                Counters::add(&self.counters.parked, 1);
+                self.backlog.push_back(job);
             }
         }
     }
@@ -670,6 +697,52 @@ fn call_xid(buf: &[u8]) -> u32 {
         .map_or(0, u32::from_be_bytes)
 }
 
+impl ReactorState {
+    /// The io_uring READ path's share of a pass: submits the reads this pass queued
+    /// (one system call), reaps what completed (reads of cached pages often complete
+    /// during the submit itself) and sends their replies, after learning small ones
+    /// into the read cache as a worker's READ would be; a failed read goes to a worker.
+    fn direct_io(&mut self) -> usize {
+        let Some(direct) = self.router.direct.as_mut() else {
+            return 0;
+        };
+        let mut finished = std::mem::take(&mut self.router.finished);
+        let n = direct.poll(&mut finished, &self.router.pools);
+        let mut now = None;
+        for f in finished.drain(..) {
+            match f {
+                Finished::Reply(job, reply, fill) => {
+                    if let Some(fill) = fill {
+                        let (cache, gens) = (&mut self.cache, &self.shared.gens);
+                        if supervise::request("reactor: filling the read cache", || {
+                            cache.fill(gens, fill, Some(&reply))
+                        })
+                        .is_err()
+                        {
+                            self.shared.gens.bump_namespace();
+                        }
+                    }
+                    let stats = &self.router.stats;
+                    let clock = &self.router.clock;
+                    let t = *now.get_or_insert_with(|| clock.now());
+                    stats.call_done(job.stat, clock.ns_between(job.stat.t0, t));
+                    send(
+                        &mut self.tcp,
+                        &mut self.rdma,
+                        stats,
+                        job.conn,
+                        Some(reply),
+                        None,
+                    );
+                }
+                Finished::Fallback(job) => self.router.queue_job(job),
+            }
+        }
+        self.router.finished = finished;
+        n
+    }
+}
+
 impl Poller for ReactorState {
     fn poll(&mut self) -> usize {
         let mut work = self.drain_done();
@@ -703,6 +776,9 @@ impl Poller for ReactorState {
             self.refresh_guards();
         }
         work += self.back_channel_events();
+        if self.router.direct.is_some() {
+            work += self.direct_io();
+        }
         // One vectored write per connection for everything answered in this pass.
         self.tcp.flush();
         if crate::supervise::hooks::kill_pending() {
@@ -717,7 +793,9 @@ impl Poller for ReactorState {
         let bell = self.shared.reactors[self.id].bell.clone();
         bell.prepare_sleep();
         let rdma_idle = self.rdma.as_mut().is_none_or(|r| r.arm());
-        if !self.shared.reactors[self.id].done.is_empty()
+        let uring_idle = self.router.direct.as_mut().is_none_or(|d| d.may_sleep());
+        if !uring_idle
+            || !self.shared.reactors[self.id].done.is_empty()
             || !self.shared.reactors[self.id].calls.is_empty()
             || !self.router.backlog.is_empty()
             || !self.router.retry.is_empty()

@@ -263,6 +263,17 @@ pub fn render(src: &Source, out: &mut String) {
     }
 
     render_callbacks(&src.callbacks, out);
+    header(
+        out,
+        "nfsgw_worker_data_jobs_total",
+        "counter",
+        "READ, WRITE and COMMIT calls run by backend workers (with backend.io = \"uring\" the reactors read file data themselves).",
+    );
+    let _ = writeln!(
+        out,
+        "nfsgw_worker_data_jobs_total {}",
+        super::data_jobs::total()
+    );
 
     let pools: Vec<_> = src.reactors.iter().map(|r| r.pools.stats()).collect();
     for (name, kind, help, get) in [

@@ -810,6 +810,32 @@ impl Inner {
 
     // ---- data ----------------------------------------------------------------------
 
+    pub fn data_file(&self, node: &Node) -> Option<DataFile> {
+        if is_dir_key(&node.key) {
+            return None;
+        }
+        let (file, writable) = self.backend.data_file(&node.key)?;
+        let clean = lock(&self.clean).contains(&node.key);
+        let m = self.file_meta(&node.key).ok()??;
+        Some(DataFile {
+            file,
+            writable,
+            clean,
+            atime_set: m.user.contains_key(M_ATIME),
+        })
+    }
+
+    pub fn take_dirty(&self, key: &str) -> bool {
+        lock(&self.dirty).remove(key)
+    }
+
+    pub fn mark_dirty(&self, key: &str) {
+        let mut d = lock(&self.dirty);
+        if !d.contains(key) {
+            d.insert(key.to_string());
+        }
+    }
+
     pub fn read(&self, node: &Node, offset: u64, dst: &mut [u8]) -> FsResult<(usize, bool)> {
         if is_dir_key(&node.key) {
             return Err(Status::IsDir);
