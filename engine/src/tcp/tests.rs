@@ -720,7 +720,9 @@ fn take_closed_reports_each_closed_connection_once() {
 
 /// Memory the external-data test borrows pieces from: a fixed pattern.
 fn ext_memory() -> Vec<u8> {
-    (0..65536u32).map(|i| (i.wrapping_mul(131) >> 3) as u8).collect()
+    (0..65536u32)
+        .map(|i| (i.wrapping_mul(131) >> 3) as u8)
+        .collect()
 }
 
 /// The pieces (offset into `ext_memory`, length) of the external reply to record `id`:
@@ -737,7 +739,10 @@ fn ext_pieces(id: u32) -> [(usize, usize); 3] {
 /// Mixed replies: even ids are echoed from one buffer, odd ids go out as a header
 /// (id, length word) plus three borrowed pieces and padding. Each handed-back list is
 /// counted in `released`, its tag checked against what was sent.
-fn ext_server(p: Pools, released: Arc<AtomicUsize>) -> impl FnMut(&mut TcpTransport, &mut Held) + Send {
+fn ext_server(
+    p: Pools,
+    released: Arc<AtomicUsize>,
+) -> impl FnMut(&mut TcpTransport, &mut Held) + Send {
     let mem = ext_memory();
     move |t, held| {
         t.take_released(&mut |list| {
@@ -833,7 +838,10 @@ fn external_data_survives_partial_writes_and_is_released_after_it() {
     drop(s2);
     let deadline = Instant::now() + Duration::from_secs(10);
     while released.load(Ordering::SeqCst) < n as usize {
-        assert!(Instant::now() < deadline, "lists of a closed connection not handed back");
+        assert!(
+            Instant::now() < deadline,
+            "lists of a closed connection not handed back"
+        );
         std::thread::sleep(Duration::from_millis(2));
     }
     drop(s);
