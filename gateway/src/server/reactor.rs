@@ -31,6 +31,8 @@ pub(crate) struct ReactorState {
     rdma: Option<RdmaServer>,
     /// lkey of the cache pages when registered with the RDMA fabric (zero-copy READ).
     pages_lkey: Option<u32>,
+    /// Cached TCP READs are sent straight from the cache pages (the cache has pages).
+    tcp_pages: bool,
     cache: ReadCache,
     shared: Arc<Shared>,
     router: Router,
@@ -130,6 +132,7 @@ impl ReactorState {
             tcp,
             rdma,
             pages_lkey,
+            tcp_pages: cache.page_region().is_some(),
             cache,
             shared,
             router: Router {
@@ -240,6 +243,7 @@ impl ReactorState {
             id,
             tcp,
             pages_lkey,
+            tcp_pages,
             cache,
             shared,
             router,
@@ -249,6 +253,7 @@ impl ReactorState {
         let mut hot = Hot {
             cache,
             pages_lkey: *pages_lkey,
+            tcp_pages: *tcp_pages,
             gens: &shared.gens,
             exports: &shared.exports,
             state: &shared.state,
@@ -276,6 +281,7 @@ impl ReactorState {
             id,
             rdma,
             pages_lkey,
+            tcp_pages,
             cache,
             shared,
             router,
@@ -290,6 +296,7 @@ impl ReactorState {
         let mut hot = Hot {
             cache,
             pages_lkey: *pages_lkey,
+            tcp_pages: *tcp_pages,
             gens: &shared.gens,
             exports: &shared.exports,
             state: &shared.state,
@@ -341,6 +348,7 @@ impl ReactorState {
         let mut hot = Hot {
             cache: &mut self.cache,
             pages_lkey: None,
+            tcp_pages: self.tcp_pages,
             gens: &self.shared.gens,
             exports: &self.shared.exports,
             state: &self.shared.state,
@@ -373,6 +381,19 @@ impl ReactorState {
                     }
                     self.cache.recycle(pages);
                 }
+                (Link::Tcp(c), Some(b), Some(pages)) => {
+                    self.router.stats.bytes_out(
+                        Transport::Tcp,
+                        b.len() + pages.data_len() + (4 - pages.data_len() % 4) % 4,
+                    );
+                    // SAFETY: the pages were pinned by the cache when this reply was
+                    // answered (`try_read_pages`/`pin_v4`); a pinned page is never
+                    // written (fills take fresh pages) nor returned to its pool (evicted
+                    // or replaced, it waits in the cache's zombies) until `release`
+                    // unpins it, which happens only for lists `take_released` handed
+                    // back. The transport is dropped before the cache (field order).
+                    unsafe { self.tcp.send_external(c, b, pages) };
+                }
                 (conn, reply, _) => send(
                     &mut self.tcp,
                     &mut self.rdma,
@@ -387,6 +408,13 @@ impl ReactorState {
 }
 
 impl ReactorState {
+    /// Unpins the cache pages of TCP replies the kernel now holds (or whose
+    /// connection closed), so eviction may reuse them.
+    fn release_tcp_pages(&mut self) {
+        let cache = &mut self.cache;
+        self.tcp.take_released(&mut |list| cache.release(list));
+    }
+
     /// Closes the connections whose call panicked while being classified (their
     /// buffers come back through the transports' close paths), and makes every cached
     /// entry stale, since the panic may have left the cache half-updated.
@@ -781,6 +809,7 @@ impl Poller for ReactorState {
         }
         // One vectored write per connection for everything answered in this pass.
         self.tcp.flush();
+        self.release_tcp_pages();
         if crate::supervise::hooks::kill_pending() {
             panic!("test hook: reactor thread killed outside any request");
         }
@@ -806,6 +835,7 @@ impl Poller for ReactorState {
         }
         self.poll_sockets(max);
         self.tcp.flush();
+        self.release_tcp_pages();
         bell.woke();
     }
 }
