@@ -341,7 +341,7 @@ pub struct BackendConfig {
 /// `backend.io`: READ data of the `fs` backend read by the reactor through its own
 /// io_uring (`uring`), or by backend workers (`workers`); `auto` takes io_uring when
 /// the kernel allows it. Where io_uring cannot be set up the workers stay (logged).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum IoMode {
     #[default]

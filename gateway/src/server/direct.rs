@@ -187,7 +187,8 @@ impl Direct {
     /// The handle's current entry and the caller admitted to its export.
     fn admitted<'a>(&'a self, job: &Job, fh: &[u8]) -> Option<Admitted<'a>> {
         let hit = self.files.get(&self.shared.gens, fh)?;
-        let export = self.shared.exports.get(hit.export)?;
+        let exports = self.shared.exports.load();
+        let export = exports.get(hit.export)?;
         let caller = admit(export, job.peer.ip(), &job.header.cred).ok()?;
         if hit.attr.kind != FileKind::Reg {
             return None;
