@@ -180,3 +180,32 @@ def test_restart_keys_named_and_stats_rebound(gw_factory):
         urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2)
     assert c.getattr(root).ok
     c.close()
+
+
+def test_nfs41_session_sees_client_removed(gw_factory):
+    """NFSv4.1 on one session across reloads: SEQUENCE, PUTFH, GETATTR (answered by
+    the reactor's v4 fast path once cached) gets NFS4ERR_ACCESS once the client's
+    network is removed, and works again when it is restored."""
+    from test_deleg import OP_PUTFH, V4Client
+    from nfsclient import Packer
+    OP_GETATTR, NFS4ERR_ACCESS, FATTR4_SIZE = 9, 13, 4
+    g = gw_factory(backend="fs")
+    (g.data_dir / "f").write_bytes(b"v4 data")
+    v3 = g.client()
+    fh = v3.lookup(v3.mount("/"), "f").check().fh
+    c = V4Client(g.host, g.port)
+    assert c.exchange_id() == 0 and c.create_session() == 0 and c.reclaim_complete() == 0
+
+    def getattr_status():
+        ops = c.sequence() + Packer().u32(OP_PUTFH).opaque(fh).get()
+        ops += Packer().u32(OP_GETATTR).u32(1).u32(1 << FATTR4_SIZE).get()
+        c.compound(ops, 3)
+        return c.status
+
+    assert getattr_status() == 0
+    assert getattr_status() == 0   # now a cache hit
+    hup(g, exports=[export(clients=["10.9.9.9/32"])])
+    assert getattr_status() == NFS4ERR_ACCESS
+    hup(g, exports=[export()])
+    assert getattr_status() == 0
+    v3.close()
