@@ -31,6 +31,8 @@ pub(crate) struct ReactorState {
     /// lkey of the cache pages when registered with the RDMA fabric (zero-copy READ).
     pages_lkey: Option<u32>,
     cache: ReadCache,
+    /// This reactor's view of the export table (refreshed after a SIGHUP reload).
+    exports: crate::export::LocalExports,
     shared: Arc<Shared>,
     router: Router,
     /// Passes since the TCP sockets were last polled (see `poll`).
@@ -122,6 +124,7 @@ impl ReactorState {
             rdma,
             pages_lkey,
             cache,
+            exports: crate::export::LocalExports::new(shared.exports.clone()),
             shared,
             router: Router {
                 jobs,
@@ -226,6 +229,7 @@ impl ReactorState {
             tcp,
             pages_lkey,
             cache,
+            exports,
             shared,
             router,
             ..
@@ -235,7 +239,7 @@ impl ReactorState {
             cache,
             pages_lkey: *pages_lkey,
             gens: &shared.gens,
-            exports: &shared.exports,
+            exports,
             state: &shared.state,
         };
         let mut handle = |conn: ConnId, peer: SocketAddr, rec: Buf| {
@@ -262,6 +266,7 @@ impl ReactorState {
             rdma,
             pages_lkey,
             cache,
+            exports,
             shared,
             router,
             ..
@@ -276,7 +281,7 @@ impl ReactorState {
             cache,
             pages_lkey: *pages_lkey,
             gens: &shared.gens,
-            exports: &shared.exports,
+            exports,
             state: &shared.state,
         };
         let mut handle = |call: CallRef,
@@ -327,7 +332,7 @@ impl ReactorState {
             cache: &mut self.cache,
             pages_lkey: None,
             gens: &self.shared.gens,
-            exports: &self.shared.exports,
+            exports: &mut self.exports,
             state: &self.shared.state,
         };
         match supervise::request("reactor: classifying a parked call", || {
