@@ -115,8 +115,8 @@ def test_client_network_removed_then_restored(gw_factory):
     assert (g.data_dir / "f").read_bytes() == b"secret"
 
 
-def test_export_added_and_removed(gw_factory):
-    g = gw_factory(backend="fs")
+def test_export_added_and_removed(gw_factory, backend):
+    g = gw_factory(backend=backend)
     c = g.client()
     root = c.mount("/")
     assert c.mnt("/extra").status != N.MNT3_OK
@@ -124,7 +124,9 @@ def test_export_added_and_removed(gw_factory):
     assert "exports +/extra" in line, line
     x = c.mount("/extra")
     c.create(x, "in-extra", 0o644).check()
-    assert (g.data_dir / "extra" / "in-extra").exists()
+    # The new export's root was created in the store, below the "/" export.
+    d = c.lookup(root, "extra").check().fh
+    assert c.lookup(d, "in-extra").ok
     assert {e[0] for e in c.export()} == {"/", "/extra"}, c.export()
     # The root export's handles were never affected.
     assert c.getattr(root).check().attr.type == N.NF3DIR
