@@ -115,8 +115,8 @@ def test_client_network_removed_then_restored(gw_factory):
     assert (g.data_dir / "f").read_bytes() == b"secret"
 
 
-def test_export_added_and_removed(gw_factory):
-    g = gw_factory(backend="fs")
+def test_export_added_and_removed(gw_factory, backend):
+    g = gw_factory(backend=backend)
     c = g.client()
     root = c.mount("/")
     assert c.mnt("/extra").status != N.MNT3_OK
@@ -124,7 +124,9 @@ def test_export_added_and_removed(gw_factory):
     assert "exports +/extra" in line, line
     x = c.mount("/extra")
     c.create(x, "in-extra", 0o644).check()
-    assert (g.data_dir / "extra" / "in-extra").exists()
+    # The new export's root was created in the store, below the "/" export.
+    d = c.lookup(root, "extra").check().fh
+    assert c.lookup(d, "in-extra").ok
     assert {e[0] for e in c.export()} == {"/", "/extra"}, c.export()
     # The root export's handles were never affected.
     assert c.getattr(root).check().attr.type == N.NF3DIR
@@ -180,3 +182,32 @@ def test_restart_keys_named_and_stats_rebound(gw_factory):
         urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2)
     assert c.getattr(root).ok
     c.close()
+
+
+def test_nfs41_session_sees_client_removed(gw_factory):
+    """NFSv4.1 on one session across reloads: SEQUENCE, PUTFH, GETATTR (answered by
+    the reactor's v4 fast path once cached) gets NFS4ERR_ACCESS once the client's
+    network is removed, and works again when it is restored."""
+    from test_deleg import OP_PUTFH, V4Client
+    from nfsclient import Packer
+    OP_GETATTR, NFS4ERR_ACCESS, FATTR4_SIZE = 9, 13, 4
+    g = gw_factory(backend="fs")
+    (g.data_dir / "f").write_bytes(b"v4 data")
+    v3 = g.client()
+    fh = v3.lookup(v3.mount("/"), "f").check().fh
+    c = V4Client(g.host, g.port)
+    assert c.exchange_id() == 0 and c.create_session() == 0 and c.reclaim_complete() == 0
+
+    def getattr_status():
+        ops = c.sequence() + Packer().u32(OP_PUTFH).opaque(fh).get()
+        ops += Packer().u32(OP_GETATTR).u32(1).u32(1 << FATTR4_SIZE).get()
+        c.compound(ops, 3)
+        return c.status
+
+    assert getattr_status() == 0
+    assert getattr_status() == 0   # now a cache hit
+    hup(g, exports=[export(clients=["10.9.9.9/32"])])
+    assert getattr_status() == NFS4ERR_ACCESS
+    hup(g, exports=[export()])
+    assert getattr_status() == 0
+    v3.close()

@@ -199,9 +199,9 @@ pub(crate) struct Hot<'a> {
     /// Cached TCP READs are sent from the cache pages (the cache has pages).
     pub tcp_pages: bool,
     pub gens: &'a cache::Generations,
-    /// Loaded once per cached answer (one atomic load, no lock), so a SIGHUP reload is
+    /// Checked once per cached answer (one atomic load, no lock), so a SIGHUP reload is
     /// seen by the very next call, even one read while the reactor slept in poll.
-    pub exports: &'a arc_swap::ArcSwap<crate::export::Exports>,
+    pub exports: &'a mut crate::export::LocalExports,
     /// The NFSv4.1 state (sessions, opens, delegations) for the v4 fast path.
     pub state: &'a crate::state::State,
 }
@@ -243,11 +243,11 @@ fn from_cache_v4(
             let mut buf = pools.alloc(MARK + 512)?;
             let mut w = XdrWriter::at(buf.spare_mut(), MARK);
             rpc::write_accepted(&mut w, h.xid, Accept::Success).ok()?;
-            let exports = hot.exports.load();
+            let exports = hot.exports.current();
             let mut view = crate::nfs4::fast::View {
                 cache: hot.cache,
                 gens: hot.gens,
-                exports: &exports,
+                exports,
                 state: hot.state,
             };
             let pages = crate::nfs4::fast::answer_pages(
@@ -271,11 +271,11 @@ fn from_cache_v4(
     let mut buf = pools.alloc(MARK + want)?;
     let mut w = XdrWriter::at(buf.spare_mut(), MARK);
     rpc::write_accepted(&mut w, h.xid, Accept::Success).ok()?;
-    let exports = hot.exports.load();
+    let exports = hot.exports.current();
     let mut view = crate::nfs4::fast::View {
         cache: hot.cache,
         gens: hot.gens,
-        exports: &exports,
+        exports,
         state: hot.state,
     };
     if !crate::nfs4::fast::answer_parsed(&mut view, peer.ip(), &h.cred, &shape, args.len(), &mut w)
@@ -327,10 +327,10 @@ fn from_cache(
             let mut buf = pools.alloc(MARK + 256)?;
             let mut w = XdrWriter::at(buf.spare_mut(), MARK);
             rpc::write_accepted(&mut w, h.xid, Accept::Success).ok()?;
-            let exports = hot.exports.load();
+            let exports = hot.exports.current();
             let pages = hot
                 .cache
-                .try_read_pages(hot.gens, &exports, &req, offset, count, lkey, &mut w)?;
+                .try_read_pages(hot.gens, exports, &req, offset, count, lkey, &mut w)?;
             let n = w.position();
             buf.set_len(n);
             return Some(Verdict::ReplyPages(buf, pages));
@@ -343,12 +343,12 @@ fn from_cache(
     let mut buf = pools.alloc(MARK + want)?;
     let mut w = XdrWriter::at(buf.spare_mut(), MARK);
     rpc::write_accepted(&mut w, h.xid, Accept::Success).ok()?;
-    let exports = hot.exports.load();
+    let exports = hot.exports.current();
     let hit = match read_args {
-        None => hot.cache.try_getattr(hot.gens, &exports, &req, &mut w),
+        None => hot.cache.try_getattr(hot.gens, exports, &req, &mut w),
         Some((offset, count)) => hot
             .cache
-            .try_read(hot.gens, &exports, &req, offset, count, &mut w),
+            .try_read(hot.gens, exports, &req, offset, count, &mut w),
     };
     if !hit {
         return None;

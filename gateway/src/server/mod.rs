@@ -48,9 +48,9 @@ pub(crate) struct Shared {
     pub gens: crate::cache::Generations,
     /// Whether reactors cache pages (workers then read ahead to fill them).
     pub cache_pages: bool,
-    /// The export table; SIGHUP reload swaps in a new one (`Server::set_exports`).
-    /// Readers load it once per reactor pass or worker call: no lock.
-    pub exports: arc_swap::ArcSwap<Exports>,
+    /// The export table; SIGHUP reload publishes a new one (`Server::set_exports`).
+    /// Workers load it per call, reactors check its epoch per call: no lock.
+    pub exports: Arc<crate::export::ExportTable>,
     /// Reactors read `fs` file data through io_uring (`backend.io`): workers then
     /// hand them the files they authenticate (`server::direct`).
     pub direct_io: bool,
@@ -293,7 +293,7 @@ impl Server {
             model,
             gens: crate::cache::Generations::new(),
             cache_pages: cfg.cache.size_mib > 0,
-            exports: arc_swap::ArcSwap::from_pointee(Exports::new(exports)),
+            exports: Arc::new(crate::export::ExportTable::new(Exports::new(exports))),
             direct_io,
             mounts: MountTable::new(),
             state: crate::state::State::with_config(cfg.nfs4.limits(), Some(&cfg.state.dir)),
@@ -420,7 +420,7 @@ impl Server {
             })
             .collect();
         self.shared.model.add_exports(&roots)?;
-        self.shared.exports.store(Arc::new(Exports::new(exports)));
+        self.shared.exports.publish(Exports::new(exports));
         Ok(())
     }
 

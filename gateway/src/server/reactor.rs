@@ -34,6 +34,8 @@ pub(crate) struct ReactorState {
     /// Cached TCP READs are sent straight from the cache pages (the cache has pages).
     tcp_pages: bool,
     cache: ReadCache,
+    /// This reactor's view of the export table (refreshed after a SIGHUP reload).
+    exports: crate::export::LocalExports,
     shared: Arc<Shared>,
     router: Router,
     /// Passes since the TCP sockets were last polled (see `poll`).
@@ -134,6 +136,7 @@ impl ReactorState {
             pages_lkey,
             tcp_pages: cache.page_region().is_some(),
             cache,
+            exports: crate::export::LocalExports::new(shared.exports.clone()),
             shared,
             router: Router {
                 jobs,
@@ -245,6 +248,7 @@ impl ReactorState {
             pages_lkey,
             tcp_pages,
             cache,
+            exports,
             shared,
             router,
             ..
@@ -255,7 +259,7 @@ impl ReactorState {
             pages_lkey: *pages_lkey,
             tcp_pages: *tcp_pages,
             gens: &shared.gens,
-            exports: &shared.exports,
+            exports,
             state: &shared.state,
         };
         let mut handle = |conn: ConnId, peer: SocketAddr, rec: Buf| {
@@ -283,6 +287,7 @@ impl ReactorState {
             pages_lkey,
             tcp_pages,
             cache,
+            exports,
             shared,
             router,
             ..
@@ -298,7 +303,7 @@ impl ReactorState {
             pages_lkey: *pages_lkey,
             tcp_pages: *tcp_pages,
             gens: &shared.gens,
-            exports: &shared.exports,
+            exports,
             state: &shared.state,
         };
         let mut handle = |call: CallRef,
@@ -350,7 +355,7 @@ impl ReactorState {
             pages_lkey: None,
             tcp_pages: self.tcp_pages,
             gens: &self.shared.gens,
-            exports: &self.shared.exports,
+            exports: &mut self.exports,
             state: &self.shared.state,
         };
         match supervise::request("reactor: classifying a parked call", || {
