@@ -34,6 +34,22 @@ pub enum Call<'a> {
 }
 
 impl Call<'_> {
+    /// The procedure's name, for messages.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Call::Null => "NULL",
+            Call::Mount(_) => "MOUNT",
+            Call::Getattr(_) => "GETATTR",
+            Call::Lookup(..) => "LOOKUP",
+            Call::Read(..) => "READ",
+            Call::Write(..) => "WRITE",
+            Call::Create(..) => "CREATE",
+            Call::Remove(..) => "REMOVE",
+            Call::Readdirplus(_) => "READDIRPLUS",
+            Call::Commit(_) => "COMMIT",
+        }
+    }
+
     fn prog_proc(&self) -> (u32, u32) {
         match self {
             Call::Null => (NFS, 0),

@@ -4,6 +4,7 @@
 //! in arrival order. The load itself is driven by [`crate::driver`].
 
 use crate::calls::{self, Call};
+use crate::jukebox::{Policy, Tries, JUKEBOX};
 use crate::pattern::Pattern;
 use crate::transport::{Target, Transport};
 use engine::rpc::{AuthSys, Cred};
@@ -14,6 +15,10 @@ pub struct Conn {
     xid: u32,
     cred: Cred,
     out: Vec<u8>,
+    /// NFSv3 calls answered NFS3ERR_JUKEBOX are resent by this policy...
+    pub retry: Policy,
+    /// ... and counted here.
+    pub jukebox: u64,
 }
 
 /// The credential every bench call carries: AUTH_SYS root (exports under test use
@@ -35,6 +40,8 @@ impl Conn {
             xid: first_xid(),
             cred: bench_cred(),
             out: vec![0u8; (1 << 20) + 4096],
+            retry: Policy::default(),
+            jukebox: 0,
         })
     }
 
@@ -82,11 +89,29 @@ impl Conn {
         body
     }
 
+    /// One call and its results; NFS3ERR_JUKEBOX answers are waited out and resent.
     fn call(&mut self, call: &Call) -> anyhow::Result<Vec<u8>> {
-        let xid = self.send(call)?;
-        let (rx, body) = self.recv()?;
-        anyhow::ensure!(rx == xid, "reply xid {rx} for call {xid}");
-        body
+        let mut tries = Tries::default();
+        loop {
+            let xid = self.send(call)?;
+            let (rx, body) = self.recv()?;
+            anyhow::ensure!(rx == xid, "reply xid {rx} for call {xid}");
+            let body = body?;
+            if matches!(call, Call::Null | Call::Mount(_)) || calls::status(&body) != JUKEBOX {
+                return Ok(body);
+            }
+            self.wait_out(&mut tries, call)?;
+        }
+    }
+
+    /// After a JUKEBOX: counts it and sleeps its pause, or fails when time is up.
+    fn wait_out(&mut self, tries: &mut Tries, call: &Call) -> anyhow::Result<()> {
+        let pause = tries
+            .next(&self.retry, std::time::Instant::now())
+            .ok_or_else(|| anyhow::anyhow!(self.retry.gave_up(call.name())))?;
+        self.jukebox += 1;
+        std::thread::sleep(pause);
+        Ok(())
     }
 
     pub fn mount(&mut self, path: &str) -> anyhow::Result<Vec<u8>> {
@@ -127,19 +152,37 @@ impl Conn {
     ) -> anyhow::Result<()> {
         const CHUNK: u64 = 1 << 20;
         let mut buf = vec![0u8; CHUNK as usize];
-        let (mut off, mut inflight) = (0u64, 0usize);
-        while off < size || inflight > 0 {
-            while off < size && inflight < depth.max(1) {
-                let n = CHUNK.min(size - off) as usize;
-                pat.fill(off, &mut buf[..n]);
-                self.send(&Call::Write(fh, off, &buf[..n]))?;
-                inflight += 1;
-                off += n as u64;
+        let mut off = 0u64;
+        // xid -> (offset, resend state) of the WRITEs in flight.
+        let mut inflight = HashMap::<u32, (u64, Tries)>::new();
+        let mut again: Option<(u64, Tries)> = None;
+        while off < size || !inflight.is_empty() || again.is_some() {
+            while inflight.len() < depth.max(1) && (again.is_some() || off < size) {
+                let (at, tries) = match again.take() {
+                    Some(a) => a,
+                    None => {
+                        let at = off;
+                        off += CHUNK.min(size - off);
+                        (at, Tries::default())
+                    }
+                };
+                let n = CHUNK.min(size - at) as usize;
+                pat.fill(at, &mut buf[..n]);
+                let xid = self.send(&Call::Write(fh, at, &buf[..n]))?;
+                inflight.insert(xid, (at, tries));
             }
-            let (_, body) = self.recv()?;
-            inflight -= 1;
-            let st = calls::status(&body?);
-            anyhow::ensure!(st == 0, "WRITE failed: nfsstat3 {st}");
+            let (xid, body) = self.recv()?;
+            let Some((at, mut tries)) = inflight.remove(&xid) else {
+                anyhow::bail!("reply with unknown xid {xid}");
+            };
+            match calls::status(&body?) {
+                0 => {}
+                JUKEBOX => {
+                    self.wait_out(&mut tries, &Call::Write(fh, at, &[]))?;
+                    again = Some((at, tries));
+                }
+                st => anyhow::bail!("WRITE failed: nfsstat3 {st}"),
+            }
         }
         self.commit(fh)
     }
@@ -155,24 +198,33 @@ impl Conn {
         depth: usize,
         name: &str,
     ) -> anyhow::Result<(u64, u64)> {
-        let mut inflight = HashMap::<u32, (u64, u32)>::new();
+        let mut inflight = HashMap::<u32, (u64, u32, Tries)>::new();
+        let mut again: Option<(u64, u32, Tries)> = None;
         let (mut good, mut bad) = (0u64, 0u64);
         loop {
             while inflight.len() < depth.max(1) {
-                let Some((off, len)) = blocks.next() else {
+                let Some((off, len, tries)) = again
+                    .take()
+                    .or_else(|| blocks.next().map(|(o, l)| (o, l, Tries::default())))
+                else {
                     break;
                 };
                 let xid = self.send(&Call::Read(fh, off, len))?;
-                inflight.insert(xid, (off, len));
+                inflight.insert(xid, (off, len, tries));
             }
             if inflight.is_empty() {
                 return Ok((good, bad));
             }
             let (xid, body) = self.recv()?;
-            let Some((off, len)) = inflight.remove(&xid) else {
+            let Some((off, len, mut tries)) = inflight.remove(&xid) else {
                 anyhow::bail!("reply with unknown xid {xid}");
             };
             let body = body?;
+            if calls::status(&body) == JUKEBOX {
+                self.wait_out(&mut tries, &Call::Read(fh, off, len))?;
+                again = Some((off, len, tries));
+                continue;
+            }
             let data = calls::parse_read(&body)?;
             match pat.first_mismatch(off, data) {
                 None if data.len() == len as usize => good += len as u64,

@@ -6,6 +6,7 @@
 use crate::calls::{self, Call};
 use crate::client::first_xid;
 use crate::driver::{Clock, Plan};
+use crate::jukebox::Tries;
 use crate::nfs4::{self, slots::Slots, SessionId};
 use crate::pattern::Pattern;
 use crate::pipe::{Pipe, SubmitFail};
@@ -47,14 +48,9 @@ pub struct Slot {
     pub name: Option<String>,
     /// NFSv4.1: the session slot and sequence id the call went out on.
     pub seq4: Option<(u32, u32)>,
-    /// NFSv4.1: times the call was resent after NFS4ERR_DELAY.
-    pub tries: u8,
+    /// Resends after NFS3ERR_JUKEBOX / NFS4ERR_DELAY (`jukebox.rs`).
+    pub tries: Tries,
 }
-
-/// How often an NFSv4.1 call answered NFS4ERR_DELAY is resent before it counts as
-/// failed, and the pause before each resend.
-pub const MAX_TRIES: u8 = 20;
-pub const RETRY_PAUSE: Duration = Duration::from_millis(10);
 
 /// A REMOVE owed for a completed CREATE.
 pub struct Followup {
@@ -89,7 +85,7 @@ pub struct ConnState {
     /// NFSv4.1: this connection's session (one per connection, its slot table below).
     session: Option<SessionId>,
     slots: Slots,
-    /// NFSv4.1 calls to resend (NFS4ERR_DELAY), each when its time comes.
+    /// Calls to resend (NFS3ERR_JUKEBOX / NFS4ERR_DELAY), each when its time comes.
     retries: VecDeque<(Instant, Slot)>,
 }
 
@@ -164,6 +160,11 @@ impl ConnState {
         }
     }
 
+    /// When the first call waiting for a resend is due.
+    pub fn next_retry(&self) -> Option<Instant> {
+        self.retries.front().map(|r| r.0)
+    }
+
     /// Picks and encodes the next call into `out`. `None`: nothing to send now.
     pub fn next_call(
         &mut self,
@@ -213,7 +214,7 @@ impl ConnState {
             recorded,
             name: None,
             seq4: None,
-            tries: 0,
+            tries: Tries::default(),
         };
         let rnd_file = |rng: &mut u64| (xorshift(rng) % nfiles as u64) as usize;
         let seq = |cur: &mut (usize, u64)| {
@@ -324,8 +325,8 @@ impl ConnState {
         Ok(Some((xid, n, slot)))
     }
 
-    /// Re-encodes an NFSv4.1 call the server answered NFS4ERR_DELAY (same op, same
-    /// file and offset; a new slot and sequence id).
+    /// Re-encodes a call the server answered NFS3ERR_JUKEBOX / NFS4ERR_DELAY (same op,
+    /// same file and offset; a new xid, and for NFSv4.1 a new slot and sequence id).
     fn encode_retry(
         &mut self,
         rec: &mut Recorder,
@@ -343,7 +344,12 @@ impl ConnState {
         };
         let name = slot.name.as_deref().unwrap_or_default();
         let fh = files.handles.get(slot.file).map_or(&[][..], |h| &h[..]);
-        let data = &mut rec.payload[..(slot.len as usize).min(plan.bs as usize)];
+        // Only writes carry a payload (reads have none: `payload` is empty then).
+        let n = match slot.kind {
+            Kind::Write => (slot.len as usize).min(rec.payload.len()),
+            _ => 0,
+        };
+        let data = &mut rec.payload[..n];
         if slot.kind == Kind::Write && plan.write_pattern {
             Pattern::for_file(slot.file as u64).fill(slot.off, data);
         }
@@ -365,7 +371,13 @@ impl ConnState {
     /// Sends what can be sent now; returns how many calls went out.
     pub fn issue(&mut self, rec: &mut Recorder) -> usize {
         let mut sent = 0;
-        while self.alive && self.inflight.len() < rec.plan.qd {
+        // A call waiting to be resent keeps its place in the queue depth (as a kernel
+        // client's sleeping RPC does): a JUKEBOX window must not pile up new calls.
+        while self.alive
+            && (self.inflight.len() + self.retries.len() < rec.plan.qd
+                || self.next_retry().is_some_and(|t| t <= Instant::now())
+                || self.pending.is_some())
+        {
             let now = Instant::now();
             let (xid, n, slot) = match self.pending.take() {
                 Some(p) => p,

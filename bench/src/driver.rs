@@ -37,6 +37,8 @@ pub struct Plan<'a> {
     pub conns: usize,
     /// NFSv4.1 (`--nfs 4.1`): the sessions and owner the load uses; `None`: NFSv3.
     pub v4: Option<V4Plan<'a>>,
+    /// Resending calls answered JUKEBOX / DELAY (`--jukebox-timeout`).
+    pub retry: crate::jukebox::Policy,
 }
 
 /// What NFSv4.1 load connections use: each connection's session and slot range (by
@@ -172,6 +174,9 @@ pub fn run_thread(
             if let (Some(s), true) = (&c.schedule, c.inflight.len() < plan.qd) {
                 wake = wake.min(s.next_at());
             }
+            if let Some(t) = c.next_retry() {
+                wake = wake.min(t);
+            }
         }
         if let Some(e) = clock.end {
             if e > now {
@@ -281,6 +286,7 @@ mod tests {
             pid: 1,
             conns: 1,
             v4: None,
+            retry: crate::jukebox::Policy::default(),
         };
         let start = Instant::now();
         let clock = Clock {
@@ -473,6 +479,12 @@ mod tests {
                 clientid: 1,
                 owner: b"o",
             }),
+            // Short pauses: the fake answers every third call DELAY.
+            retry: crate::jukebox::Policy {
+                first: Duration::from_millis(1),
+                max: Duration::from_millis(10),
+                timeout: Duration::from_secs(10),
+            },
         };
         let start = Instant::now();
         let clock = Clock {

@@ -22,6 +22,7 @@ mod conn;
 mod driver;
 mod fileset;
 mod hdrlog;
+mod jukebox;
 mod live;
 mod load;
 mod nfs4;
@@ -191,6 +192,10 @@ pub struct RunArgs {
     /// Write a latency-percentile plot (SVG), one line per op type.
     #[arg(long, value_name = "FILE.svg")]
     pub plot: Option<PathBuf>,
+    /// Seconds a call may keep being answered NFS3ERR_JUKEBOX / NFS4ERR_DELAY (each
+    /// resent after 100 ms doubling to 2 s, as the kernel client does) before it fails.
+    #[arg(long, default_value = "60", value_parser = secs_arg)]
+    pub jukebox_timeout: f64,
 }
 
 fn main() {

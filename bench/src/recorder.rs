@@ -3,9 +3,10 @@
 
 use crate::calls;
 use crate::client::bench_cred;
-use crate::conn::{ConnCore, Followup, Slot, MAX_TRIES, RETRY_PAUSE};
+use crate::conn::{ConnCore, Followup, Slot};
 use crate::driver::{Clock, Interval, Plan, Report};
 use crate::fileset::BlockSet;
+use crate::jukebox::JUKEBOX;
 use crate::nfs4;
 use crate::pattern::Pattern;
 use crate::schedule::{interval_of, latency_ns};
@@ -126,6 +127,22 @@ impl<'p> Recorder<'p> {
         let body =
             reply.and_then(|rec| calls::results(rec).map_err(|e| format!("call {xid}: {e}")));
         let mut o = Outcome::default();
+        let later =
+            matches!(&body, Ok(b) if slot.kind != Kind::Null && calls::status(b) == JUKEBOX);
+        let slot = match later {
+            true => match self.resend_later(c, slot, done) {
+                Ok(()) => return,
+                Err(slot) => slot,
+            },
+            false => slot,
+        };
+        if later {
+            o.failed = true;
+            let why = self.plan.retry.gave_up(slot.kind.name());
+            self.complain(|| why);
+            self.record(&slot, done, o);
+            return;
+        }
         match body {
             Err(e) => {
                 o.failed = true;
@@ -199,10 +216,14 @@ impl<'p> Recorder<'p> {
                 self.complain(|| format!("{} failed: {e}", slot.kind.name()));
             }
             Ok(None) => {}
-            Ok(Some(d)) if d.status == nfs4::status::DELAY && slot.tries < MAX_TRIES => {
-                slot.tries += 1;
-                c.retries.push_back((done + RETRY_PAUSE, slot));
-                return;
+            Ok(Some(d)) if d.status == nfs4::status::DELAY => {
+                let Err(s) = self.resend_later(c, slot, done) else {
+                    return;
+                };
+                o.failed = true;
+                let why = self.plan.retry.gave_up(s.kind.name());
+                self.complain(|| why);
+                slot = s;
             }
             Ok(Some(d)) if !d.ok() => {
                 o.failed = true;
@@ -243,6 +264,26 @@ impl<'p> Recorder<'p> {
             },
         }
         self.record(&slot, done, o);
+    }
+
+    /// Queues a call answered JUKEBOX / DELAY for a resend after its pause, counted;
+    /// gives it back (`Err`) when `--jukebox-timeout` has passed since its first such
+    /// answer.
+    fn resend_later(&mut self, c: &mut ConnCore, mut slot: Slot, now: Instant) -> Result<(), Slot> {
+        let Some(pause) = slot.tries.next(&self.plan.retry, now) else {
+            return Err(slot);
+        };
+        if slot.recorded {
+            for s in [&mut self.stats, &mut self.interval] {
+                s.kind(slot.kind).jukebox += 1;
+            }
+        }
+        // Pauses grow per call, so a later call may be due first: keep the queue in
+        // due order (it holds at most the calls in flight).
+        let due = now + pause;
+        let at = c.retries.partition_point(|r| r.0 <= due);
+        c.retries.insert(at, (due, slot));
+        Ok(())
     }
 
     fn check_read(&mut self, slot: &Slot, data: &[u8], o: &mut Outcome) {

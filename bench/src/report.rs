@@ -127,7 +127,7 @@ fn stats_json(s: &OpStats, secs: f64) -> String {
     let l = latency(s);
     format!(
         "{{\"ops\":{},\"errors\":{},\"bytes\":{},\"ops_per_s\":{},\"mib_per_s\":{},\
-         \"verified_bytes\":{},\"verify_failures\":{},\"latency_us\":{{\"p50\":{},\"p90\":{},\
+         \"verified_bytes\":{},\"verify_failures\":{},\"jukebox\":{},\"latency_us\":{{\"p50\":{},\"p90\":{},\
          \"p99\":{},\"p99_9\":{},\"max\":{},\"mean\":{}}}}}",
         s.ops,
         s.errors,
@@ -136,6 +136,7 @@ fn stats_json(s: &OpStats, secs: f64) -> String {
         json_num(mib(s.bytes) / secs),
         s.verified_bytes,
         s.verify_failures,
+        s.jukebox,
         json_num(l.p50),
         json_num(l.p90),
         json_num(l.p99),
@@ -228,8 +229,18 @@ pub fn table(set: &Settings, stats: &Stats) -> String {
     let _ = writeln!(o, "{}", headline(set));
     let _ = writeln!(
         o,
-        "{:<12} {:>10} {:>11} {:>9} {:>10} {:>10} {:>10} {:>10} {:>10} {:>7}",
-        "op", "ops", "ops/s", "MiB/s", "p50 µs", "p90 µs", "p99 µs", "p99.9 µs", "max µs", "errors"
+        "{:<12} {:>10} {:>11} {:>9} {:>10} {:>10} {:>10} {:>10} {:>10} {:>7} {:>7}",
+        "op",
+        "ops",
+        "ops/s",
+        "MiB/s",
+        "p50 µs",
+        "p90 µs",
+        "p99 µs",
+        "p99.9 µs",
+        "max µs",
+        "errors",
+        "jukebox"
     );
     let total = stats.total();
     let rows = stats
@@ -240,7 +251,7 @@ pub fn table(set: &Settings, stats: &Stats) -> String {
         let l = latency(s);
         let _ = writeln!(
             o,
-            "{:<12} {:>10} {:>11.0} {:>9.1} {:>10.1} {:>10.1} {:>10.1} {:>10.1} {:>10.1} {:>7}",
+            "{:<12} {:>10} {:>11.0} {:>9.1} {:>10.1} {:>10.1} {:>10.1} {:>10.1} {:>10.1} {:>7} {:>7}",
             name,
             s.ops,
             s.ops as f64 / secs,
@@ -250,7 +261,8 @@ pub fn table(set: &Settings, stats: &Stats) -> String {
             l.p99,
             l.p99_9,
             l.max,
-            s.errors
+            s.errors,
+            s.jukebox
         );
     }
     if total.verified_bytes > 0 || total.verify_failures > 0 {

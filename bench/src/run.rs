@@ -187,6 +187,9 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
             clientid,
             owner: &owner,
         }),
+        retry: crate::jukebox::Policy::new(std::time::Duration::from_secs_f64(
+            args.jukebox_timeout,
+        )),
     };
     run_load(
         &args,
@@ -212,6 +215,8 @@ fn setup3(
     reads: bool,
 ) -> anyhow::Result<(Conn, FileSet)> {
     let mut setup = Conn::connect(target)?;
+    setup.retry =
+        crate::jukebox::Policy::new(std::time::Duration::from_secs_f64(args.jukebox_timeout));
     let root = match args.mount_port {
         None => setup.mount(&args.export)?,
         Some(port) => {
@@ -294,6 +299,15 @@ fn run_load(
     if let Some(mut setup) = setup {
         if writes {
             finish_writes(&mut setup, &plan, &written, &mut merged, args.qd.max(8))?;
+        }
+        // Resends of the setup and check calls (preparing files, COMMIT, read-back):
+        // on the writes when the load wrote, else on the load's first op type.
+        if setup.jukebox > 0 {
+            let k = match merged.iter().next() {
+                Some((k, _)) if !writes => k,
+                _ => Kind::Write,
+            };
+            merged.kind(k).jukebox += setup.jukebox;
         }
     }
     let mut teardown = Ok(());

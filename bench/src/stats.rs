@@ -26,6 +26,8 @@ pub struct OpStats {
     pub verified_bytes: u64,
     /// Reads (or read-backs of written blocks) whose data was not the pattern.
     pub verify_failures: u64,
+    /// Resends after NFS3ERR_JUKEBOX / NFS4ERR_DELAY (not errors; see `jukebox.rs`).
+    pub jukebox: u64,
 }
 
 impl Default for OpStats {
@@ -37,6 +39,7 @@ impl Default for OpStats {
             bytes: 0,
             verified_bytes: 0,
             verify_failures: 0,
+            jukebox: 0,
         }
     }
 }
@@ -55,6 +58,7 @@ impl OpStats {
         self.bytes += o.bytes;
         self.verified_bytes += o.verified_bytes;
         self.verify_failures += o.verify_failures;
+        self.jukebox += o.jukebox;
     }
 }
 

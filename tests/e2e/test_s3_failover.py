@@ -160,3 +160,58 @@ def test_a_stall_longer_than_the_budget_answers_jukebox_in_about_the_budget(gw_f
     r, took = commit_timed(c, fh)
     assert r.status == N.NFS3_OK, f"COMMIT through a 1 s outage, budget {budget}s -> {N.status_name(r.status)}"
     c.close()
+
+
+# ---------------------------------------------------------------------------- bench
+
+
+def run_bench(g, *args, timeout=120):
+    import json
+    import subprocess
+    from statsutil import BENCH
+    assert BENCH.exists(), f"build bench first: {BENCH}"
+    r = subprocess.run([str(BENCH), "--target", f"tcp://127.0.0.1:{g.port}", "--json", *map(str, args)],
+                       capture_output=True, text=True, timeout=timeout)
+    lines = r.stdout.strip().splitlines()
+    return r, (json.loads(lines[-1]) if lines else None)
+
+
+def test_bench_rides_out_a_jukebox_window(gw_factory, s3_server, s3_bucket, s3_proxy):
+    import threading
+    p = s3_proxy
+    # JUKEBOX quickly (0.5 s budget) so the window yields many of them
+    cfg = s3_server.gateway_s3_config(s3_bucket, endpoint=p.endpoint, timeout_s=2,
+                                      retries=100, retry_budget_s=0.5)
+    g = gw_factory(backend="s3", s3=cfg, backend_opts={"workers": 4})
+    # setup under fire: every PUT fails for 2 s, so CREATE and the prepare's COMMIT are
+    # answered JUKEBOX and must be resent
+    p.fail(503, times=None, method="PUT")
+    threading.Timer(2.0, p.clear).start()
+    r, j = run_bench(g, "--workload", "randread", "--verify", "--file", "j.dat", "--file-size", "2m",
+                     "--ops", 200, "--qd", 4)
+    assert r.returncode == 0, f"bench -> {r.returncode}\n{r.stderr[-3000:]}"
+    assert j["total"]["jukebox"] > 0 and j["total"]["errors"] == 0, j["total"]
+    assert j["total"]["verify_failures"] == 0 and j["total"]["verified_bytes"] > 0, j["total"]
+    # the load under fire: a fresh gateway process (nothing cached) whose GETs fail
+    # for 2 s of a 4 s run; every READ is answered in the end and verified
+    g.restart()
+    p.reset_counts()
+    p.fail(503, times=None, method="GET")
+    threading.Timer(2.0, p.clear).start()
+    r, j = run_bench(g, "--workload", "randread", "--verify", "--file", "j.dat", "--file-size", "2m",
+                     "--duration", 4, "--qd", 4)
+    assert r.returncode == 0, f"bench -> {r.returncode}\n{r.stderr[-3000:]}"
+    t = j["total"]
+    assert p.injected["503"] > 0, p.injected
+    assert t["jukebox"] > 0 and t["errors"] == 0, t
+    assert t["verify_failures"] == 0 and t["verified_bytes"] > 0, t
+    # a window longer than --jukebox-timeout: bench fails, saying why
+    g.restart()
+    p.fail(503, times=None, method="GET")
+    t0 = time.monotonic()
+    r, j = run_bench(g, "--workload", "randread", "--file", "j.dat", "--file-size", "2m",
+                     "--ops", 2, "--jukebox-timeout", 1.5)
+    took = time.monotonic() - t0
+    p.clear()
+    assert r.returncode != 0
+    assert "--jukebox-timeout" in r.stderr, (took, p.injected, r.stderr[-2000:], g.log_tail())
