@@ -204,7 +204,7 @@ def test_two_gateways_started_together_agree(gw_factory, garage_cluster, bucket,
     if not _supports("handle_key_file"):
         pytest.skip("needs backend.s3.handle_key_file (the s3 slice)")
     key = tmp_path / "handle.key"
-    key.write_bytes(os.urandom(32))
+    key.write_text(os.urandom(32).hex() + "\n")      # 64 hex digits
     key.chmod(0o600)
     gs = [gateway(gw_factory, garage_cluster, bucket, start=False, handle_key_file=str(key)) for _ in range(2)]
     ts = [threading.Thread(target=g.start) for g in gs]
@@ -230,7 +230,7 @@ def _supports(key: str) -> bool:
     with tempfile.TemporaryDirectory() as d:
         p = Path(d) / "c.toml"
         kf = Path(d) / "k"
-        kf.write_bytes(os.urandom(32))
+        kf.write_text(os.urandom(32).hex())
         kf.chmod(0o600)
         p.write_text(f'[backend]\nkind = "s3"\n[backend.s3]\nbucket = "b"\nendpoint = "http://127.0.0.1:1"\n'
                      f'allow_http = true\n{key} = "{kf}"\n[state]\ndir = "{d}"\n[[exports]]\npath = "/"\n')
@@ -361,7 +361,17 @@ def test_all_nodes_stalled_longer_than_the_timeout(gw_factory, healed, bucket, s
         cluster.cont_all_nodes()
     # recovery: the retried COMMIT lands everything
     retry_jukebox(lambda: c.commit(fw), "COMMIT after resume", timeout=60)
-    assert_object(s3, bucket, "w.bin", data)
+    assert c.read_all(fw, len(data)) == data
+    # Right after the resume a node may still answer NoSuchBucket for a bucket made
+    # just before the stall (its bucket table catches up within seconds): S3 clients retry
+    deadline = time.monotonic() + 20
+    while True:
+        try:
+            assert_object(s3, bucket, "w.bin", data)
+            break
+        except s3.exceptions.NoSuchBucket:
+            assert time.monotonic() < deadline, "bucket still unknown to node 2 20 s after the resume"
+            time.sleep(0.5)
     assert head(s3, bucket, "hot.bin")["ContentLength"] == len(hot)
     c.close()
 
