@@ -1,5 +1,5 @@
-//! The requester side of the NFS upper-layer binding for RPC-over-RDMA (RFC 8267 §4,
-//! digest §5.1–5.2): for an encoded RPC call, the [`CallShape`] that tells the
+//! The requester side of the NFS upper-layer binding for RPC-over-RDMA (RFC 8267 §3,
+//! §4): for an encoded RPC call, the [`CallShape`] that tells the
 //! requester what may be reduced into a read chunk, how large a write chunk to offer
 //! for a DDP-eligible result, and how large the whole reply can get (so a Reply chunk
 //! is offered when it may not fit inline).

@@ -1,5 +1,5 @@
 //! The requester side of the NFSv4.x upper-layer binding for RPC-over-RDMA (RFC 8267
-//! §6, digest §5.4–5.6): the [`CallShape`] of a COMPOUND (program 100003, version 4,
+//! §6.1–§6.4): the [`CallShape`] of a COMPOUND (program 100003, version 4,
 //! procedure 1), found by walking its operations.
 //!
 //! - DDP-eligible arguments (§6.1, R8267-12): `WRITE4args.data` (op 38) and CREATE

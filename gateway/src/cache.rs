@@ -1,6 +1,6 @@
 //! The reactor-side read cache: attributes and 4 KiB pages of recently read files,
 //! so a hot GETATTR or READ is answered on the reactor, run to completion, without a
-//! round trip through a backend worker (DESIGN §3, §7: the block cache).
+//! round trip through a backend worker (docs/architecture.md §5).
 //!
 //! Ownership: each reactor owns its `ReadCache` (no locks). `Generations` is shared by
 //! every reactor and worker, lock-free: one counter per file (file ids hashed into
@@ -25,7 +25,7 @@ use crate::fs::{Attr, FileKind, NfsTime, FH_MAX};
 use crate::nfs3::access::check_read;
 use crate::nfs3::proto::{put_fattr, put_post_op_attr};
 use engine::mem::{Buf, ClassSpec, HugePolicy, Pools};
-use engine::rdma::server::{ExtSeg, MAX_EXT};
+use engine::rdma::server::ExtSeg;
 use engine::rpc::Cred;
 use engine::xdr::{XdrReader, XdrResult, XdrWriter};
 // FxHash: the keys are file ids (already hashes) and MAC-checked handles, which a
@@ -45,12 +45,27 @@ pub const ATTR_TTL: Duration = Duration::from_secs(1);
 /// Attribute entries per reactor before the table is cleared.
 const MAX_ATTRS: usize = 65536;
 const GEN_SLOTS: usize = 1 << 16;
+/// Page lists kept for reuse: enough for the zero-copy READs a reactor usually has in
+/// flight (TCP replies wait in socket queues), so a hit allocates none.
+const SPARE_READS: usize = 1024;
 
 /// A file's invalidation state at one instant.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Stamp {
     gen: u64,
     epoch: u64,
+}
+
+impl Stamp {
+    /// This stamp after `n` bumps of its file's generation and nothing else: a
+    /// writer that bumped `n` times and finds exactly this knows no other change
+    /// raced with it (`server::direct`).
+    pub fn after_bumps(self, n: u64) -> Stamp {
+        Stamp {
+            gen: self.gen.wrapping_add(n),
+            epoch: self.epoch,
+        }
+    }
 }
 
 /// Shared invalidation counters.
@@ -214,18 +229,9 @@ pub struct ReadCache {
 
 /// A cached READ answered without copying its data: the reply carries the header up
 /// to the data's length word, and the data stays in these cache pages (pinned until
-/// [`ReadCache::unpin`]).
-#[derive(Debug, Clone, Copy)]
-pub struct PageRead {
-    pub n: usize,
-    pub segs: [ExtSeg; MAX_EXT],
-}
-
-impl PageRead {
-    pub fn as_slice(&self) -> &[ExtSeg] {
-        &self.segs[..self.n]
-    }
-}
+/// [`ReadCache::unpin`] of each piece's tag). The same list goes to the RDMA server
+/// (`reply_external`) or the TCP transport (`send_external`).
+pub type PageRead = engine::tcp::ExtList;
 
 /// A handle `ReadCache::admit_v4` admitted: its attributes, their stamp, and whether
 /// the caller may READ it.
@@ -733,9 +739,18 @@ impl ReadCache {
 
     /// Returns a page list once its pieces were handed to the transport.
     pub fn recycle(&mut self, r: Box<PageRead>) {
-        if self.spare_reads.len() < 64 {
+        if self.spare_reads.len() < SPARE_READS {
             self.spare_reads.push(r);
         }
+    }
+
+    /// A TCP reply sent from cache pages is written (or dropped): unpins each of its
+    /// pages and keeps the list for reuse.
+    pub fn release(&mut self, r: Box<PageRead>) {
+        for seg in r.as_slice() {
+            self.unpin(seg.tag);
+        }
+        self.recycle(r);
     }
 
     /// Pages pinned by replies in flight (tests).
@@ -796,18 +811,10 @@ impl ReadCache {
     /// Page list of `n` cached bytes of `fileid` from `offset` (checked present), each
     /// page pinned.
     fn pin_range(&mut self, fileid: u64, offset: u64, n: usize, lkey: u32) -> Box<PageRead> {
-        let empty = ExtSeg {
-            addr: 0,
-            len: 0,
-            lkey,
-            tag: 0,
-        };
-        let mut got = self.spare_reads.pop().unwrap_or_else(|| {
-            Box::new(PageRead {
-                n: 0,
-                segs: [empty; MAX_EXT],
-            })
-        });
+        let mut got = self
+            .spare_reads
+            .pop()
+            .unwrap_or_else(|| Box::new(PageRead::EMPTY));
         got.n = 0;
         let mut done = 0;
         while done < n {

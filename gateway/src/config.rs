@@ -5,11 +5,11 @@
 //! `engine.hugepages`, `tcp.listen`, `backend.kind`, `backend.root`, `state.dir`,
 //! `[[exports]]` with `path`, `clients`, `access`, `squash`, `id`).
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
     #[serde(default)]
@@ -36,14 +36,14 @@ pub struct Config {
     pub stats: StatsConfig,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Idle {
     Busy,
     Adaptive,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Hugepages {
     Require,
@@ -51,7 +51,7 @@ pub enum Hugepages {
     Off,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct EngineConfig {
     /// CPU ids, one reactor each.
@@ -98,7 +98,7 @@ impl Default for EngineConfig {
 }
 
 /// Buffer counts per reactor, per size class.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct PoolsConfig {
     /// 8 KiB buffers: small calls and replies.
@@ -140,7 +140,7 @@ impl Default for PoolsConfig {
     }
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct TcpConfig {
     #[serde(default = "default_listen")]
@@ -210,7 +210,7 @@ impl Default for TcpConfig {
 }
 
 /// `rdma.provider`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum RdmaProvider {
     /// No RPC-over-RDMA listener.
@@ -224,7 +224,7 @@ pub enum RdmaProvider {
 }
 
 /// `[rdma]`: RPC-over-RDMA v1 (RFC 8166) listener settings.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct RdmaConfig {
     #[serde(default = "default_rdma_provider")]
@@ -305,7 +305,7 @@ impl Default for RdmaConfig {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum BackendKind {
     Fs,
@@ -313,7 +313,7 @@ pub enum BackendKind {
     S3,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct BackendConfig {
     #[serde(default = "default_kind")]
@@ -333,15 +333,35 @@ pub struct BackendConfig {
     /// The `s3` backend's settings (`[backend.s3]`).
     #[serde(default)]
     pub s3: Option<S3Config>,
+    /// Who runs the `fs` backend's data I/O (`backend.io`, see `crate::uring`).
+    #[serde(default)]
+    pub io: IoMode,
+}
+
+/// `backend.io`: READ data of the `fs` backend read by the reactor through its own
+/// io_uring (`uring`), or by backend workers (`workers`); `auto` takes io_uring when
+/// the kernel allows it. Where io_uring cannot be set up the workers stay (logged).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum IoMode {
+    #[default]
+    Workers,
+    Uring,
+    Auto,
 }
 
 /// `[backend.s3]`: an S3-compatible bucket (see README "The s3 backend").
-#[derive(Clone, Deserialize)]
+#[derive(Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct S3Config {
-    /// Service URL; absent = AWS (`https://s3.<region>.amazonaws.com`).
+    /// Service URL; absent = AWS (`https://s3.<region>.amazonaws.com`). One endpoint;
+    /// `endpoints` lists several of one cluster (set one of the two).
     #[serde(default)]
     pub endpoint: Option<String>,
+    /// Several endpoints of ONE cluster (same buckets, same data): a call that fails
+    /// retryably on one moves to the next (README "The s3 backend", failover).
+    #[serde(default)]
+    pub endpoints: Vec<String>,
     #[serde(default = "default_region")]
     pub region: String,
     pub bucket: String,
@@ -366,9 +386,19 @@ pub struct S3Config {
     pub timeout_s: u64,
     #[serde(default = "default_s3_connect_timeout")]
     pub connect_timeout_s: u64,
-    /// Retries of a retryable failure (5xx, 429, timeout, reset), jittered backoff.
+    /// Retries of one call against endpoints it already tried (after a jittered
+    /// backoff); moving on to an endpoint not yet tried is not counted. Whichever of
+    /// this and `retry_budget_s` runs out first answers JUKEBOX / NFS4ERR_DELAY.
     #[serde(default = "default_s3_retries")]
     pub retries: usize,
+    /// Total time one store call may take, retries and failover included, before the
+    /// NFS client is answered JUKEBOX / NFS4ERR_DELAY (and retries itself), seconds.
+    #[serde(default = "default_s3_retry_budget")]
+    pub retry_budget_s: f64,
+    /// A file holding the handle secret (64 hex digits, `openssl rand -hex 32`) shared
+    /// by every gateway on the bucket; absent = agreed through the bucket. Never logged.
+    #[serde(default)]
+    pub handle_key_file: Option<PathBuf>,
     /// Requests in flight to the store at once.
     #[serde(default = "default_s3_concurrency")]
     pub max_concurrency: usize,
@@ -403,6 +433,7 @@ impl std::fmt::Debug for S3Config {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("S3Config")
             .field("endpoint", &self.endpoint)
+            .field("endpoints", &self.endpoints)
             .field("region", &self.region)
             .field("bucket", &self.bucket)
             .field("prefix", &self.prefix)
@@ -425,7 +456,13 @@ fn default_s3_connect_timeout() -> u64 {
     5
 }
 fn default_s3_retries() -> usize {
-    3
+    10
+}
+/// A Garage node restart takes a few seconds: failover to another endpoint is at once,
+/// and with one endpoint the call waits out a short outage instead of answering JUKEBOX
+/// (which costs the Linux v3 client 5 s). Longer ties up a backend worker.
+fn default_s3_retry_budget() -> f64 {
+    10.0
 }
 fn default_s3_concurrency() -> usize {
     64
@@ -468,11 +505,12 @@ impl Default for BackendConfig {
             ring_depth: default_ring(),
             worker_spin_us: 0,
             s3: None,
+            io: IoMode::default(),
         }
     }
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct StateConfig {
     /// Handle key, handle table and staging live here; keep it across restarts.
@@ -509,7 +547,7 @@ impl Default for StateConfig {
 }
 
 /// NFSv4.1 state: leases, grace period and table limits (`[nfs4]`).
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Nfs4Config {
     /// Lease time (RFC 8881 §8.3): a client silent this long loses its state.
@@ -604,14 +642,14 @@ impl Nfs4Config {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Access {
     Rw,
     Ro,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Squash {
     /// Trust client uids.
@@ -622,7 +660,7 @@ pub enum Squash {
     All,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct ExportConfig {
     /// The path clients mount ("/" or "/a/b"); it serves backend keys under "a/b/".
@@ -631,6 +669,12 @@ pub struct ExportConfig {
     /// `export_id`). Set it to keep handles when a path changes.
     #[serde(default)]
     pub id: Option<u16>,
+    /// The directory of the store this export serves: "/" for the whole store, "/a/b"
+    /// for keys under "a/b/". Default: the same as `path`. Lets a name that is not the
+    /// store's layout be mounted (the shipped config serves the whole store as "/data",
+    /// so libnfs URLs of files at its top level have a non-empty export part).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub store_path: Option<String>,
     /// Client networks in CIDR form ("127.0.0.1/32", "10.0.0.0/8", "::1/128") or "*".
     #[serde(default = "default_clients")]
     pub clients: Vec<String>,
@@ -658,7 +702,7 @@ fn default_anon() -> u32 {
 }
 
 /// The reactor-side read cache (see `gateway::cache`).
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct CacheConfig {
     /// Page cache per reactor in MiB (0 = attributes only). Mapped once at start.
@@ -678,7 +722,7 @@ impl Default for CacheConfig {
     }
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct LogConfig {
     /// tracing filter ("info", "gateway=debug,engine=info").
@@ -700,7 +744,7 @@ impl Default for LogConfig {
 
 /// `[stats]`: the Prometheus endpoint (see docs/stats.md). Counters are always kept;
 /// only the HTTP listener is optional.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct StatsConfig {
     /// address:port of the HTTP endpoint serving /metrics; empty (the default) = off.
@@ -826,7 +870,7 @@ fn err<T>(key: &str, msg: impl std::fmt::Display) -> Result<T, ConfigError> {
 }
 
 /// Validated, derived view of an export.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Export {
     pub id: u16,
     pub path: String,
@@ -900,7 +944,16 @@ impl Config {
                 "must be \"\" or a key prefix ending in '/', e.g. \"gateway/\"",
             );
         }
-        if let Some(e) = &s3.endpoint {
+        if s3.endpoint.is_some() && !s3.endpoints.is_empty() {
+            return err(
+                "backend.s3.endpoints",
+                "set either endpoint (one) or endpoints (several of one cluster), not both",
+            );
+        }
+        if s3.endpoints.len() > 64 {
+            return err("backend.s3.endpoints", "at most 64 endpoints");
+        }
+        for e in s3.endpoint.iter().chain(&s3.endpoints) {
             let http = e.starts_with("http://");
             if !http && !e.starts_with("https://") {
                 return err(
@@ -927,8 +980,11 @@ impl Config {
         if s3.connect_timeout_s == 0 || s3.connect_timeout_s > 600 {
             return err("backend.s3.connect_timeout_s", "must be 1..=600 seconds");
         }
-        if s3.retries > 20 {
-            return err("backend.s3.retries", "must be 0..=20");
+        if s3.retries > 100 {
+            return err("backend.s3.retries", "must be 0..=100");
+        }
+        if !(0.1..=3600.0).contains(&s3.retry_budget_s) {
+            return err("backend.s3.retry_budget_s", "must be 0.1..=3600 seconds");
         }
         if s3.max_concurrency == 0 || s3.max_concurrency > 4096 {
             return err("backend.s3.max_concurrency", "must be 1..=4096");
@@ -1160,10 +1216,27 @@ impl Config {
             if out.iter().any(|o| o.path == path) {
                 return err(&key, format!("\"{path}\" is exported twice"));
             }
-            let prefix = if parts.is_empty() {
+            let dir: Vec<&str> = match &x.store_path {
+                None => parts.clone(),
+                Some(sp) => {
+                    let key = format!("exports[{i}].store_path");
+                    if !sp.starts_with('/') {
+                        return err(
+                            &key,
+                            format!("\"{sp}\" must be absolute, like \"/\" or \"/projects\""),
+                        );
+                    }
+                    let d: Vec<&str> = sp.split('/').filter(|s| !s.is_empty()).collect();
+                    if d.iter().any(|p| *p == "." || *p == "..") {
+                        return err(&key, "must not contain \".\" or \"..\"");
+                    }
+                    d
+                }
+            };
+            let prefix = if dir.is_empty() {
                 String::new()
             } else {
-                format!("{}/", parts.join("/"))
+                format!("{}/", dir.join("/"))
             };
             if x.clients.is_empty() {
                 return err(
@@ -1233,10 +1306,33 @@ mod tests {
     }
 
     #[test]
+    fn store_path_names_the_served_directory() {
+        let c = Config::parse(
+            "[[exports]]\npath = \"/data\"\nstore_path = \"/\"\n\
+             [[exports]]\npath = \"/p\"\nstore_path = \"//proj/a/\"\n[[exports]]\npath = \"/q/r\"\n",
+        )
+        .unwrap();
+        let x = c.exports().unwrap();
+        assert_eq!((x[0].path.as_str(), x[0].prefix.as_str()), ("/data", ""));
+        assert_eq!(x[0].id, export_id("/data"));
+        assert_eq!(x[1].prefix, "proj/a/");
+        assert_eq!(x[2].prefix, "q/r/");
+        for bad in ["\"rel\"", "\"/a/../b\""] {
+            let e = Config::parse(&format!("[[exports]]\npath = \"/x\"\nstore_path = {bad}\n"))
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("exports[0].store_path"), "{e}");
+        }
+    }
+
+    #[test]
     fn shipped_default_config_is_valid() {
         let text = include_str!("../../configs/default.toml");
         let c = Config::parse(text).unwrap();
         assert_eq!(c.backend.root, PathBuf::from("./data"));
+        // README "Two commands": the whole store is mounted as /data.
+        let x = c.exports().unwrap();
+        assert_eq!((x[0].path.as_str(), x[0].prefix.as_str()), ("/data", ""));
         assert_eq!(c.listen_addr(), "127.0.0.1:2049".parse().unwrap());
     }
 

@@ -7,7 +7,7 @@
 
 use crate::config::{Access, Squash};
 use crate::fs::Status;
-use engine::rpc::Cred;
+use engine::rpc::{Cred, MAX_AUTH_SYS_GIDS};
 use std::net::IpAddr;
 
 pub use crate::config::Export;
@@ -56,13 +56,56 @@ pub fn normalize_path(path: &[u8]) -> Option<String> {
     Some(format!("/{}", parts.join("/")))
 }
 
+/// Supplementary groups, inline: AUTH_SYS carries at most 16 (RFC 5531 appendix A),
+/// so admitting a caller (every cached hit does) allocates nothing. Reads as `[u32]`.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct Groups {
+    n: u8,
+    ids: [u32; MAX_AUTH_SYS_GIDS],
+}
+
+impl Groups {
+    pub const NONE: Groups = Groups {
+        n: 0,
+        ids: [0; MAX_AUTH_SYS_GIDS],
+    };
+
+    /// The first `MAX_AUTH_SYS_GIDS` of `gids`, each mapped by `f` (squashing). The
+    /// credential decoder already refuses more, so nothing is lost in practice.
+    pub fn mapped(gids: &[u32], f: impl Fn(u32) -> u32) -> Groups {
+        let mut g = Groups::NONE;
+        for (slot, &id) in g.ids.iter_mut().zip(gids) {
+            *slot = f(id);
+        }
+        g.n = gids.len().min(MAX_AUTH_SYS_GIDS) as u8;
+        g
+    }
+
+    pub fn new(gids: &[u32]) -> Groups {
+        Groups::mapped(gids, |g| g)
+    }
+}
+
+impl std::ops::Deref for Groups {
+    type Target = [u32];
+    fn deref(&self) -> &[u32] {
+        &self.ids[..self.n as usize]
+    }
+}
+
+impl std::fmt::Debug for Groups {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
+    }
+}
+
 /// Who a call runs as after squashing, and what the export lets it do.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Caller {
     pub uid: u32,
     pub gid: u32,
     /// Supplementary groups.
-    pub gids: Vec<u32>,
+    pub gids: Groups,
     /// False on read-only exports: every mutation gets NFS3ERR_ROFS.
     pub writable: bool,
 }
@@ -94,7 +137,7 @@ pub fn admit(export: &Export, client: IpAddr, cred: &Cred) -> Result<Caller, Sta
     let anon = Caller {
         uid: export.anon_uid,
         gid: export.anon_gid,
-        gids: Vec::new(),
+        gids: Groups::NONE,
         writable,
     };
     let sys = match cred {
@@ -106,7 +149,7 @@ pub fn admit(export: &Export, client: IpAddr, cred: &Cred) -> Result<Caller, Sta
         Squash::None => Ok(Caller {
             uid: sys.uid,
             gid: sys.gid,
-            gids: sys.groups().to_vec(),
+            gids: Groups::new(sys.groups()),
             writable,
         }),
         Squash::Root => {
@@ -115,14 +158,14 @@ pub fn admit(export: &Export, client: IpAddr, cred: &Cred) -> Result<Caller, Sta
                 Ok(Caller {
                     uid: export.anon_uid,
                     gid: export.anon_gid,
-                    gids: sys.groups().iter().map(|&g| map_gid(g)).collect(),
+                    gids: Groups::mapped(sys.groups(), map_gid),
                     writable,
                 })
             } else {
                 Ok(Caller {
                     uid: sys.uid,
                     gid: map_gid(sys.gid),
-                    gids: sys.groups().iter().map(|&g| map_gid(g)).collect(),
+                    gids: Groups::mapped(sys.groups(), map_gid),
                     writable,
                 })
             }
@@ -175,8 +218,8 @@ mod tests {
         let e = export("/", Squash::None, Access::Rw, &["127.0.0.0/8"]);
         let c = admit(&e, lo(), &Cred::Sys(AuthSys::new(0, 0, &[4, 0]))).unwrap();
         assert_eq!(
-            (c.uid, c.gid, c.gids.clone(), c.writable),
-            (0, 0, vec![4, 0], true)
+            (c.uid, c.gid, &c.gids[..], c.writable),
+            (0, 0, &[4, 0][..], true)
         );
         assert!(c.is_root());
         let c = admit(&e, lo(), &Cred::Sys(AuthSys::new(1000, 100, &[5]))).unwrap();
@@ -189,10 +232,10 @@ mod tests {
         let e = export("/", Squash::Root, Access::Rw, &["127.0.0.0/8"]);
         let c = admit(&e, lo(), &Cred::Sys(AuthSys::new(0, 0, &[0, 7]))).unwrap();
         assert_eq!((c.uid, c.gid), (65534, 65533));
-        assert_eq!(c.gids, vec![65533, 7]);
+        assert_eq!(&c.gids[..], [65533, 7]);
         assert!(!c.is_root());
         let c = admit(&e, lo(), &Cred::Sys(AuthSys::new(1000, 1000, &[7]))).unwrap();
-        assert_eq!((c.uid, c.gid, c.gids), (1000, 1000, vec![7]));
+        assert_eq!((c.uid, c.gid, &c.gids[..]), (1000, 1000, &[7][..]));
         // Group 0 is squashed as well.
         let c = admit(&e, lo(), &Cred::Sys(AuthSys::new(1000, 0, &[]))).unwrap();
         assert_eq!((c.uid, c.gid), (1000, 65533));

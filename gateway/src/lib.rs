@@ -4,14 +4,17 @@
 pub mod backend;
 pub mod cache;
 pub mod config;
+pub mod effective;
 pub mod export;
 pub mod fs;
 pub mod mount;
 pub mod nfs3;
 pub mod nfs4;
+pub mod reload;
 pub mod sdnotify;
 pub mod server;
 pub mod state;
 pub mod stats;
 pub mod supervise;
 pub mod ulb;
+pub mod uring;

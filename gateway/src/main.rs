@@ -1,7 +1,10 @@
 //! `gateway`: serve NFSv3 and MOUNT from an object store.
 //!
 //! `gateway --config FILE` serves until SIGINT/SIGTERM, then flushes staged writes and
-//! exits 0. `gateway --check-config FILE` validates the file and exits.
+//! exits 0; SIGHUP re-reads FILE and applies exports, `[stats]` and `log.level` live
+//! (`gateway::reload`). `gateway --check-config FILE` validates the file and exits;
+//! `gateway --print-config FILE` prints the effective configuration (defaults filled
+//! in, secrets redacted).
 
 use clap::Parser;
 use gateway::config::Config;
@@ -18,18 +21,27 @@ use std::time::Duration;
     about = "Polled-mode NFSv3 gateway to an object store"
 )]
 struct Cli {
-    /// Serve with this TOML configuration.
-    #[arg(long, value_name = "FILE", conflicts_with = "check_config")]
+    /// Serve with this TOML configuration (SIGHUP re-reads it).
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["check_config", "print_config"])]
     config: Option<PathBuf>,
-    /// Validate this configuration and exit (0 = valid).
-    #[arg(long, value_name = "FILE")]
+    /// Validate this configuration and exit (0 = valid, 2 = not; the problem names the key).
+    #[arg(long, value_name = "FILE", conflicts_with = "print_config")]
     check_config: Option<PathBuf>,
+    /// Validate this configuration, print it as TOML with every default filled in and
+    /// secrets redacted, and exit.
+    #[arg(long, value_name = "FILE")]
+    print_config: Option<PathBuf>,
 }
 
 static STOP: AtomicBool = AtomicBool::new(false);
+static RELOAD: AtomicBool = AtomicBool::new(false);
 
 extern "C" fn on_signal(_: libc::c_int) {
     STOP.store(true, Ordering::SeqCst);
+}
+
+extern "C" fn on_hup(_: libc::c_int) {
+    RELOAD.store(true, Ordering::SeqCst);
 }
 
 fn install_signal_handlers() {
@@ -37,19 +49,34 @@ fn install_signal_handlers() {
     unsafe {
         libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
         libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
+        libc::signal(libc::SIGHUP, on_hup as *const () as libc::sighandler_t);
         libc::signal(libc::SIGPIPE, libc::SIG_IGN);
     }
 }
 
-fn init_logging(level: &str) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
+/// Sets the log filter on reload; `None` when RUST_LOG overrides `log.level`.
+type SetLevel = Option<Box<dyn Fn(&str) -> Result<(), String>>>;
+
+fn init_logging(level: &str) -> SetLevel {
     use std::io::IsTerminal;
-    tracing_subscriber::fmt()
+    use tracing_subscriber::EnvFilter;
+    let from_env = EnvFilter::try_from_default_env().ok();
+    let env_set = from_env.is_some();
+    let filter = from_env.unwrap_or_else(|| EnvFilter::new(level));
+    let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal())
-        .init();
+        .with_filter_reloading();
+    let handle = builder.reload_handle();
+    builder.init();
+    if env_set {
+        return None;
+    }
+    Some(Box::new(move |level: &str| {
+        let f = EnvFilter::try_new(level).map_err(|e| e.to_string())?;
+        handle.reload(f).map_err(|e| e.to_string())
+    }))
 }
 
 /// Rule (issue 15): every TCP connection is a file descriptor, so the soft
@@ -91,6 +118,19 @@ fn raise_fd_limit(cfg: &Config) {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Some(path) = cli.print_config {
+        let out = Config::load(&path).map_err(|e| e.to_string());
+        return match out.and_then(|cfg| gateway::effective::render(&cfg)) {
+            Ok(text) => {
+                print!("{text}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("{}: {e}", path.display());
+                ExitCode::from(2)
+            }
+        };
+    }
     if let Some(path) = cli.check_config {
         return match Config::load(&path) {
             Ok(cfg) => {
@@ -111,7 +151,10 @@ fn main() -> ExitCode {
         };
     }
     let Some(path) = cli.config else {
-        eprintln!("gateway: pass --config FILE (try configs/default.toml) or --check-config FILE");
+        eprintln!(
+            "gateway: pass --config FILE (try configs/default.toml), --check-config FILE or \
+             --print-config FILE"
+        );
         return ExitCode::from(2);
     };
     let cfg = match Config::load(&path) {
@@ -121,7 +164,7 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    init_logging(&cfg.log.level);
+    let set_level = init_logging(&cfg.log.level);
     gateway::supervise::install_panic_hook();
     gateway::supervise::hooks::init_from_env();
     install_signal_handlers();
@@ -153,7 +196,7 @@ fn main() -> ExitCode {
     };
     // The stats endpoint (off unless [stats] listen is set): its own thread, reading
     // the reactors' counters; dropped (stopped) at exit.
-    let _stats = match stats {
+    let mut stats_ep = match stats {
         None => None,
         Some(bound) => match bound.serve(server.stats_source()) {
             Ok(e) => {
@@ -177,13 +220,19 @@ fn main() -> ExitCode {
     let mut sd = gateway::sdnotify::Notifier::from_env();
     sd.notify("READY=1");
     let mut last_polls = server.reactor_polls();
+    let mut running = cfg;
     // Supervision (README "Failures and supervision"): the main thread waits for a
     // signal or a fatal thread death, and pings systemd's watchdog while every
     // reactor keeps making passes.
     while !STOP.load(Ordering::SeqCst) {
         if let Some(reason) = gateway::supervise::fatal_reason() {
-            drop(_stats);
+            drop(stats_ep);
             return fatal_exit(server, &sd, reason);
+        }
+        if RELOAD.swap(false, Ordering::SeqCst) {
+            sd.notify("RELOADING=1");
+            reload(&path, &mut running, &server, &mut stats_ep, &set_level);
+            sd.notify("READY=1");
         }
         std::thread::sleep(Duration::from_millis(50));
         sd.tick(|| {
@@ -203,6 +252,90 @@ fn main() -> ExitCode {
         Err(e) => {
             tracing::error!("{e:#}");
             ExitCode::from(1)
+        }
+    }
+}
+
+/// SIGHUP: re-read the file; a file that does not load is refused whole (logged, the
+/// running configuration stays); otherwise exports, `[stats]` and `log.level` are
+/// applied and keys that need a restart are named. Connections are untouched: the next
+/// call of each sees the new export table.
+fn reload(
+    path: &std::path::Path,
+    running: &mut Config,
+    server: &Server,
+    stats_ep: &mut Option<gateway::stats::Endpoint>,
+    set_level: &SetLevel,
+) {
+    let new = match Config::load(path) {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::error!(
+                "reload refused, keeping the running configuration: {}: {e}",
+                path.display()
+            );
+            return;
+        }
+    };
+    let mut plan = match gateway::reload::plan(running, &new) {
+        Ok(p) => p,
+        Err(e) => {
+            tracing::error!("reload refused, keeping the running configuration: {e}");
+            return;
+        }
+    };
+    let mut applied = gateway::reload::merged(running, &new);
+    if let Some(list) = plan.exports.take() {
+        if let Err(e) = server.set_exports(list) {
+            tracing::error!("reload: exports not applied, the old ones stay: {e:#}");
+            applied.exports = running.exports.clone();
+        }
+    }
+    if plan.stats && !rebind_stats(&new, server, stats_ep) {
+        applied.stats = running.stats.clone();
+    }
+    if plan.log {
+        match set_level {
+            None => tracing::warn!("reload: log.level not applied: RUST_LOG overrides it"),
+            Some(f) => {
+                if let Err(e) = f(&new.log.level) {
+                    tracing::error!("reload: log.level not applied: {e}");
+                    applied.log = running.log.clone();
+                }
+            }
+        }
+    }
+    tracing::info!("{}", plan.summary(&new));
+    *running = applied;
+}
+
+/// Moves the stats endpoint to `[stats] listen` of `new` (or stops it). The old
+/// endpoint is stopped first (the new address may be the same port); if the new one
+/// cannot bind, the old address is bound again. Returns whether the new setting runs.
+fn rebind_stats(
+    new: &Config,
+    server: &Server,
+    stats_ep: &mut Option<gateway::stats::Endpoint>,
+) -> bool {
+    let old = stats_ep.as_ref().map(|e| e.local_addr());
+    if old.is_some() && old == new.stats.addr() {
+        return true;
+    }
+    *stats_ep = None;
+    let Some(addr) = new.stats.addr() else {
+        return true;
+    };
+    match gateway::stats::Endpoint::start(addr, server.stats_source()) {
+        Ok(e) => {
+            tracing::info!(listen = %e.local_addr(), "stats: Prometheus metrics at /metrics");
+            *stats_ep = Some(e);
+            true
+        }
+        Err(e) => {
+            tracing::error!("reload: stats.listen = \"{addr}\": {e}; keeping the old endpoint");
+            *stats_ep =
+                old.and_then(|a| gateway::stats::Endpoint::start(a, server.stats_source()).ok());
+            false
         }
     }
 }

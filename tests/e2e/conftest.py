@@ -148,6 +148,9 @@ class Gateway:
         backend = {"kind": self.backend}
         if self.backend != "s3":
             backend["root"] = str(self.data_dir)
+        if self.backend == "fs" and os.environ.get("NFSGW_E2E_IO"):
+            # The fs data path under test (backend.io): CI runs core suites both ways.
+            backend["io"] = os.environ["NFSGW_E2E_IO"]
         backend.update(self.backend_opts)
         sections.append(("backend", backend))
         if self.s3 is not None:

@@ -11,6 +11,8 @@ Sits between the gateway (or any S3 client) and the S3 server on loopback:
     proxy.reset(times=1, method="PUT", after_forward=True)  # PUT applied, response lost
     proxy.truncate(times=1, method="GET")         # response headers + half the body, then RST
     proxy.clear()                                 # drop every rule (and release stalls)
+    proxy.strip_header("If-None-Match")           # forward requests without it (a store
+                                                  # that ignores the precondition: Garage)
     proxy.counts["PUT"], proxy.injected["503"], proxy.log[-1]
 
 Rules are checked in the order they were added; the first matching rule with shots
@@ -194,6 +196,7 @@ class FaultProxy:
         self.log: collections.deque = collections.deque(maxlen=10000)  # (time, method, target, outcome)
         self.in_flight = 0
         self.connections = 0
+        self.stripped: set = set()          # header names (lower case) never forwarded
         self._release = threading.Event()   # set: wakes every stalled request
         self._stopping = threading.Event()
         self._socks: set = set()
@@ -237,6 +240,13 @@ class FaultProxy:
                  fraction: float = 0.5) -> Rule:
         """Forward, then send the response headers and only `fraction` of the body, then RST."""
         return self._add(Rule("truncate", times, method, path, fraction=fraction))
+
+    def strip_header(self, name: str) -> None:
+        """Forward every request without header `name` (until the proxy stops; `clear()`
+        keeps it): e.g. If-None-Match, to make a server that honours it behave like one
+        that ignores it. Counted in `injected["strip"]`."""
+        with self.lock:
+            self.stripped.add(name.lower())
 
     def clear(self) -> None:
         """Drop all rules and release stalled requests."""
@@ -410,7 +420,11 @@ class FaultProxy:
                     if rule is not None and rule.action == "stall":  # then == "forward"
                         self._note(method, target, f"stall {rule.kw['seconds']}s then forward")
                         self._stall(rule.kw["seconds"])
-                    fwd_headers = [(k, v) for k, v in headers if k.lower() != "expect"]
+                    with self.lock:
+                        drop = {"expect"} | self.stripped
+                        if any(k.lower() in self.stripped for k, _ in headers):
+                            self.injected["strip"] += 1
+                    fwd_headers = [(k, v) for k, v in headers if k.lower() not in drop]
                     head = [f"{method} {target} {version}\r\n".encode("latin-1")]
                     head += [f"{k}: {v}\r\n".encode("latin-1") for k, v in fwd_headers]
                     head.append(b"\r\n")

@@ -4,7 +4,12 @@ Each test first makes the gateway cache a file (GETATTR and small READs are then
 answered on the reactor), then changes the file in a way the cache must notice.
 """
 import os
+import socket
+import struct
+import threading
 import time
+
+import pytest
 
 import nfsclient as N
 
@@ -122,3 +127,117 @@ def test_sequential_small_reads_are_exact(gw):
         for _ in range(2):
             got = b"".join(c.read(fh, off, 4096).check().data for off in range(0, size, 4096))
             assert got == data
+
+
+def _pattern(tag: int, version: int, page: int) -> bytes:
+    """One 4 KiB page: (file tag, version, page number) repeated."""
+    return struct.pack(">IIQ", tag, version, page) * 256
+
+
+def _check_page(data: bytes, tag: int, page: int, max_version: int) -> int:
+    """Every 16-byte record of a page read back names this file and page (a page freed
+    under a queued send and refilled would name another); returns the version seen."""
+    assert len(data) == 4096, len(data)
+    versions = set()
+    for i in range(0, 4096, 16):
+        t, v, p = struct.unpack_from(">IIQ", data, i)
+        assert (t, p) == (tag, page), f"file {tag} page {page}: bytes of file {t} page {p}"
+        assert v <= max_version, v
+        versions.add(v)
+    return max(versions)
+
+
+def _slow_client(g) -> N.NfsClient:
+    """A client whose socket has a tiny receive buffer (set before connecting), so the
+    gateway's replies to it wait in the gateway's send queue."""
+    c = N.NfsClient(port=g.port)
+    c.close()
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    s.settimeout(30)
+    s.connect(("127.0.0.1", g.port))
+    c.sock = s
+    return c
+
+
+@pytest.mark.parametrize("kind", ["fs", "memory"])
+def test_cached_tcp_reads_from_pages_stay_exact_while_rewritten(gw_factory, kind):
+    """Cached READs over TCP are sent straight from the cache pages, pinned until the
+    kernel has the bytes. A slow reader (4 KiB receive buffer) keeps ~4 MiB of 64 KiB
+    replies to a static file queued in the gateway while another client rereads a
+    larger file a third client rewrites: its misses refill the 1 MiB cache, evicting
+    the pages the queued replies point at. (Releasing the pages when the reply is
+    queued instead of when it is written fails this test within a round.)
+    Every page the slow reader gets must be its file's page (a page freed under a
+    queued send and refilled would carry the other file's bytes), and once the writer
+    stops the last version is read exactly."""
+    g = gw_factory(backend=kind, extra={"cache": {"size_mib": 1}})
+    pages = {1: 320, 2: 48}
+    with g.client() as w, g.client() as fast, _slow_client(g) as slow:
+        root = w.mount("/")
+        fhs = {}
+        for tag, n in pages.items():
+            fhs[tag] = w.create(root, f"zc{tag}.bin", 0o644).check().fh
+            for p0 in range(0, n, 16):
+                data = b"".join(_pattern(tag, 0, p) for p in range(p0, min(n, p0 + 16)))
+                w.write(fhs[tag], p0 * 4096, data, stable=N.FILE_SYNC).check()
+        fast.mount("/")
+        slow.mount("/")
+        stop = threading.Event()
+        done = {"version": 0, "err": None}
+
+        def writer():
+            v = 0
+            while not stop.is_set():
+                v += 1
+                for p0 in range(0, pages[1], 4):
+                    data = b"".join(_pattern(1, v, p) for p in range(p0, p0 + 4))
+                    w.write(fhs[1], p0 * 4096, data, stable=N.FILE_SYNC).check()
+                done["version"] = v
+
+        def rereader():
+            try:
+                while not stop.is_set():
+                    for p0 in range(0, pages[1], 4):
+                        got = fast.read(fhs[1], p0 * 4096, 16384).check().data
+                        for k in range(4):
+                            _check_page(got[k * 4096:(k + 1) * 4096], 1, p0 + k, 1 << 30)
+            except Exception as e:  # reported by the main thread
+                done["err"] = e
+
+        threads = [threading.Thread(target=f, daemon=True) for f in (writer, rereader)]
+        for t in threads:
+            t.start()
+        try:
+            deadline = time.monotonic() + 5
+            rounds = 0
+            while time.monotonic() < deadline:
+                xids = []
+                for i in range(60):
+                    p0 = i % (pages[2] - 15)
+                    xid, msg = slow.build_call(N.NFS_PROGRAM, N.NFS_V3, N.NFSPROC3_READ,
+                                               N.a_read(fhs[2], p0 * 4096, 65536))
+                    slow.send_record(msg)
+                    xids.append((xid, p0))
+                time.sleep(0.05)
+                for xid, p0 in xids:
+                    u = N.Unpacker(slow.recv_reply(xid).body)
+                    st = u.u32()
+                    res = N.d_read(u, st)
+                    res.status = st
+                    got = res.check().data
+                    for k in range(len(got) // 4096):
+                        assert _check_page(got[k * 4096:(k + 1) * 4096], 2, p0 + k, 0) == 0
+                rounds += 1
+            assert done["err"] is None, done["err"]
+        finally:
+            stop.set()
+            for t in threads:
+                t.join(30)
+        final = done["version"]
+        assert final > 0 and rounds > 0, "no progress"
+        for _ in range(2):
+            for p0 in range(0, pages[1], 4):
+                got = fast.read(fhs[1], p0 * 4096, 16384).check().data
+                assert got == b"".join(_pattern(1, final, p) for p in range(p0, p0 + 4)), p0

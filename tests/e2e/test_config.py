@@ -2,6 +2,7 @@
 
 import signal
 import subprocess
+from pathlib import Path
 
 import nfsclient as N
 from conftest import Gateway
@@ -38,6 +39,57 @@ def test_check_config_invalid(gateway_bin, tmp_path):
         assert r.stderr, f"--check-config gave no message for {name}"
     r = check(gateway_bin, tmp_path / "does-not-exist.toml")
     assert r.returncode != 0
+
+
+def run(binary, *args):
+    return subprocess.run([str(binary), *map(str, args)], capture_output=True, text=True, timeout=30)
+
+
+def test_check_config_names_the_key(gateway_bin, tmp_path):
+    g = Gateway(gateway_bin, tmp_path, backend="fs")
+    good = g.config_text()
+    for text, key in [
+        (good.replace("[tcp]", "[tcp]\nmax_inflight = 0"), "tcp.max_inflight"),
+        (good.replace('"127.0.0.0/8"', '"127.0.0.0/99"'), "exports[0].clients"),
+        (good + '\n[stats]\nlisten = "0.0.0.0:9108"\n', "stats.listen"),
+    ]:
+        p = tmp_path / "bad.toml"
+        p.write_text(text)
+        r = run(gateway_bin, "--check-config", p)
+        assert r.returncode != 0 and key in r.stderr, (key, r.returncode, r.stderr)
+        assert not r.stdout, "nothing printed as valid"
+        r = run(gateway_bin, "--print-config", p)
+        assert r.returncode != 0 and key in r.stderr and not r.stdout
+
+
+def test_print_config_round_trips_and_redacts(gateway_bin, tmp_path):
+    g = Gateway(gateway_bin, tmp_path, backend="s3", s3={
+        "endpoint": "http://127.0.0.1:9", "allow_http": True, "bucket": "b",
+        "access_key_id": "AKIDPRINTED", "secret_access_key": "s3cr3t-never-printed",
+        "session_token": "t0ken-never-printed"})
+    r = run(gateway_bin, "--print-config", g.config_path)
+    assert r.returncode == 0, r.stderr
+    out = r.stdout
+    assert "s3cr3t-never-printed" not in out and "t0ken-never-printed" not in out
+    assert out.count('"<redacted>"') == 2, out
+    assert "AKIDPRINTED" in out
+    # Defaults filled in: keys the file never set, and the export's handle id.
+    for line in ["max_connections = 1024", "lease_time_s = 90", "size_mib = 256", "id = 0",
+                 'hugepages = "auto"', "timeout_s = "]:
+        assert line in out, (line, out)
+    printed = tmp_path / "printed.toml"
+    printed.write_text(out)
+    r = run(gateway_bin, "--check-config", printed)
+    assert r.returncode == 0, (r.stderr, out)
+    # A fixed point: printing the printed file gives the same text.
+    assert run(gateway_bin, "--print-config", printed).stdout == out
+
+
+def test_print_config_of_the_shipped_default(gateway_bin):
+    repo = Path(__file__).resolve().parents[2]
+    r = run(gateway_bin, "--print-config", repo / "configs" / "default.toml")
+    assert r.returncode == 0, r.stderr
+    assert 'provider = "soft"' in r.stdout and 'path = "/data"' in r.stdout
 
 
 def test_sigint_clean_shutdown(gw_factory):

@@ -222,3 +222,20 @@ def test_stop_releases_stalled_requests_and_threads(s3_server, s3_bucket):
     assert not any(t.is_alive() for t in p._threads)
     for s in socks:
         s.close()
+
+
+def test_strip_header_makes_the_server_ignore_if_none_match(proxy, s3_bucket, s3):
+    # moto honours If-None-Match: * on PUT (412 when the key exists); through a proxy
+    # that strips it, the second PUT overwrites, as on Garage
+    raw = via(proxy)
+    raw.put_object(Bucket=s3_bucket, Key="k", Body=b"first")
+    with pytest.raises(ClientError) as e:
+        raw.put_object(Bucket=s3_bucket, Key="k", Body=b"second", IfNoneMatch="*")
+    assert e.value.response["ResponseMetadata"]["HTTPStatusCode"] == 412
+    proxy.strip_header("If-None-Match")
+    raw.put_object(Bucket=s3_bucket, Key="k", Body=b"third", IfNoneMatch="*")
+    assert get_bytes(s3, s3_bucket, "k") == b"third"
+    assert proxy.injected["strip"] == 1
+    proxy.clear()                       # rules only: stripping stays
+    raw.put_object(Bucket=s3_bucket, Key="k", Body=b"fourth", IfNoneMatch="*")
+    assert get_bytes(s3, s3_bucket, "k") == b"fourth"

@@ -1,4 +1,4 @@
-//! The fabric: a narrow, verbs-shaped provider interface (DESIGN §4).
+//! The fabric: a narrow, verbs-shaped provider interface (docs/architecture.md §9).
 //!
 //! One [`Fabric`] value is one reactor's view of an RDMA device: its protection domain
 //! (which a provider may share between the fabrics of one device: `verbs` opens one per

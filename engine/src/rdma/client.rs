@@ -40,7 +40,7 @@
 //! pending call fails with [`RpcRdmaError::Disconnected`] and a new client must be
 //! connected (credits restart at one, thresholds are renegotiated).
 //!
-//! # Callbacks (RFC 8167 reverse direction, digest §6)
+//! # Callbacks (RFC 8167 reverse direction, docs/architecture.md §9 rule 5)
 //! With `backchannel_credits` = B > 0, B more Receives are posted at connect, before
 //! `Established` (R8167-06: Receives >= reverse grant + forward calls in flight). A
 //! reconnect is a new `RdmaClient`, which again posts all of them before anything can
@@ -575,8 +575,8 @@ impl RdmaClient {
     /// `rdma_vers` 1, `rdma_xid` = `xid`, `rdma_credit` = our reverse grant and three
     /// empty chunk lists (RFC 8167 §5.2, R8167-11/12). Its Receive was reposted when the
     /// callback arrived, before this reply. A reply over the forward-call inline
-    /// threshold (= the reverse-reply threshold, digest §6.4) is `TooLarge` and the
-    /// callback stays unanswered.
+    /// threshold (= the reverse-reply threshold, since both directions share the same
+    /// Receive buffers) is `TooLarge` and the callback stays unanswered.
     pub fn reply_callback(&mut self, xid: u32, record: &[u8]) -> Result<(), SubmitError> {
         if !self.connected {
             return Err(SubmitError::Disconnected);
@@ -628,7 +628,7 @@ impl RdmaClient {
         Ok(())
     }
 
-    /// A received callback (RFC 8167 §4, digest §6.2), its message at `at..at + len` of
+    /// A received callback (RFC 8167 §4), its message at `at..at + len` of
     /// the region. Never touches forward slots or credits (R8167-02/04).
     fn on_callback(&mut self, at: usize, len: usize, cb: CallbackHeader) {
         let outstanding = self
@@ -735,7 +735,7 @@ impl RdmaClient {
         self.free.push(s as u16);
     }
 
-    /// Sends one call (RFC 8166 §3.5; digest §2.4 requester algorithm).
+    /// Sends one call (RFC 8166 §3.5).
     ///
     /// `call` is the encoded RPC call starting at its XID; the client overwrites the XID
     /// with its own and returns it. `shape` says what is DDP-eligible and how big the
@@ -994,7 +994,7 @@ impl RdmaClient {
         }
     }
 
-    /// One received message (RFC 8166 §4.5, digest §2.10 client column).
+    /// One received message (RFC 8166 §4.5, requester side).
     fn on_recv(&mut self, idx: usize, c: Completion, on_reply: &mut OnReply) -> usize {
         let l = self.layout;
         let at = l.recv(idx);

@@ -373,7 +373,7 @@ pub struct RdmaServer {
 }
 
 impl RdmaServer {
-    /// Registers the reactor's whole pool region with the fabric once (DESIGN §3) and
+    /// Registers the reactor's whole pool region with the fabric once (docs/architecture.md §3) and
     /// listens on `addr`.
     pub fn new(
         mut fabric: Box<dyn Fabric>,

@@ -2,7 +2,7 @@
 //! them: the fixed-capacity lists the responder's reply planner works with (no
 //! allocation per reply).
 //!
-//! RFC 8267 §6.4.1 (digest §5.6): write chunk k belongs to the k-th READ-class
+//! RFC 8267 §6.4.1: write chunk k belongs to the k-th READ-class
 //! operation of a COMPOUND. A [`DdpList`] has one entry per READ-class result in reply
 //! order; an entry without data (a failed READ) still takes its chunk, which then
 //! comes back empty (R8267-21). NFSv3 replies have at most one entry (RFC 8267 §4).

@@ -8,7 +8,7 @@
 //! 1. [`Credits::can_send`] (R8166-25/27).
 //! 2. [`plan`] decides the message class and what memory must be registered: the read
 //!    chunk source (a range of the call), the write chunk and the reply chunk sizes
-//!    (RFC 8166 §3.5, digest §2.4).
+//!    (RFC 8166 §3.5).
 //! 3. The caller registers those areas and hands their [`Segment`]s to
 //!    [`encode_header`], then posts one Send gathering the header and
 //!    [`CallPlan::inline_parts`] (slices of the call, no copy), then
@@ -16,7 +16,7 @@
 //! 4. Every received message goes through [`classify`]; messages that are not a
 //!    usable reply, RDMA_ERROR or callback are [`Received::Discard`]ed without any
 //!    answer (RFC 8166 §4.5: a requester never sends RDMA_ERROR for a reply,
-//!    R8166-15). A [`Received::Callback`] (RFC 8167 reverse call, digest §6.2) is the
+//!    R8166-15). A [`Received::Callback`] (RFC 8167 reverse call, docs/architecture.md §9 rule 5) is the
 //!    caller's to accept or answer with ERR_CHUNK (R8167-15).
 //! 5. A reply whose XID is pending goes through [`check_reply`] (after the caller has
 //!    invalidated the call's registrations, R8166-72) which validates the echoed chunks
@@ -156,7 +156,7 @@ impl Credits {
     }
 
     /// Connection (re-)established: back to one credit and nothing in flight
-    /// (RFC 8166 §3.3.3, digest §2.11).
+    /// (RFC 8166 §3.3.3).
     pub fn reset(&mut self) {
         self.grant = None;
         self.in_flight = 0;
@@ -308,7 +308,7 @@ fn write_list_bytes(present: bool) -> usize {
     }
 }
 
-/// Decides how one call goes on the wire (RFC 8166 §3.5.2–3.5.3, §4.3; digest §2.4).
+/// Decides how one call goes on the wire (RFC 8166 §3.5.2–3.5.3, §4.3).
 ///
 /// - Write chunk: present iff `shape.write_chunk` is non-zero, sized exactly to the
 ///   largest result, no pad room (R8166-62).
@@ -560,7 +560,7 @@ pub struct ReplyHeader {
     pub payload_at: usize,
 }
 
-/// A received reverse-direction call (RFC 8167 §4.1, digest §6.2): the peer's
+/// A received reverse-direction call (RFC 8167 §4.1): the peer's
 /// callback, matched against the callback table, never against forward XIDs
 /// (R8167-01); its `rdma_credit` is the peer's requested reverse credit and never
 /// touches forward credit state (R8167-02/04).
@@ -593,8 +593,9 @@ pub enum Received {
     Discard(Discard),
 }
 
-/// First look at a received message (RFC 8166 §4.5, §4.6; digest §2.10 client column,
-/// §8 item 3). Never panics; never asks for an answer to be sent.
+/// First look at a received message (RFC 8166 §4.5, §4.6; an RDMA_ERROR is accepted
+/// from its 20-byte ERR_CHUNK form, below the 28-byte floor of other messages). Never
+/// panics; never asks for an answer to be sent.
 ///
 /// - fewer than 28 bytes and not an RDMA_ERROR → discard (R8166-05); an ERR_CHUNK needs
 ///   its 20 bytes, an ERR_VERS its 28;
@@ -630,7 +631,7 @@ pub fn classify(msg: &[u8], limits: &Limits, chunks: &mut Chunks) -> Received {
         }
         Ok(Header::Msg { fixed, payload_at }) => {
             let nomsg = fixed.proc_ == wire::RDMA_NOMSG;
-            // Direction (digest §6.2): an RDMA_MSG whose RPC msg_type is CALL with
+            // Direction (RFC 8167 §2, docs/architecture.md §9 rule 5): an RDMA_MSG whose RPC msg_type is CALL with
             // xid == rdma_xid is a callback; so is an RDMA_NOMSG with a read list
             // (a Long callback: replies never carry read lists).
             let p = msg.get(payload_at..).unwrap_or(&[]);
@@ -709,7 +710,7 @@ pub enum RpcRdmaError {
     /// The item's length word differs from the bytes written (R8166-54, 60).
     LengthMismatch,
     /// The connection was lost before the reply (not permanent: the ULP may retransmit
-    /// on a new connection, RFC 8166 §4.5.4 / digest §2.11).
+    /// on a new connection, RFC 8166 §4.5.4).
     Disconnected,
     /// Abandoned by the caller after a timeout (its registrations are invalidated).
     TimedOut,
@@ -802,7 +803,7 @@ impl ReplyLayout {
 /// Total of an echoed chunk checked against the offered one: same segment count,
 /// handles and offsets, each length at most the original, data contiguous from segment
 /// 0 (RFC 8166 §3.4.6, §4.3.2–4.3.3). An empty echo (count 0) means nothing was
-/// written (digest §8 item 7).
+/// written (RFC 8267 §6.4.1's "empty" chunk; docs/architecture.md §9 rule 3).
 fn echo_total(offered: &[Segment], echo: &[Segment]) -> Option<usize> {
     if echo.is_empty() {
         return Some(0);
@@ -938,7 +939,7 @@ pub fn check_reply(
 
 /// Rebuilds the RPC reply into `out` (which must hold [`ReplyLayout::total_len`]
 /// bytes): the reduced reply with the write chunk's data and a zero XDR pad inserted
-/// after the item's length word (RFC 8166 §3.4.6, digest §2.7). Returns the length, or
+/// after the item's length word (RFC 8166 §3.4.6). Returns the length, or
 /// `None` when `out` or `write_buf` is too small. Only the written bytes of the write
 /// buffer are used: the rest may have been scribbled on and is never exposed (R8166-70).
 pub fn assemble(
@@ -970,7 +971,7 @@ pub fn assemble(
 #[cfg(test)]
 mod tests {
     //! Tests are named after the conformance-checklist rows they cover
-    //! (`/work/shared/spec/conformance-checklist.md`); NFSv3 bytes are built here.
+    //! (docs/conformance.md); NFSv3 bytes are built here.
     use super::*;
     use crate::rpc::{self, Accept, Cred};
     use crate::rpcrdma::privdata::Thresholds;

@@ -6,7 +6,7 @@
 //! [`Responder::plan_reply`] turns an RPC reply plus the call's chunk lists into RDMA
 //! Writes and one Send. The transport (`crate::rdma::server`) performs them.
 //!
-//! Parse order (digest §2.10, as Linux does): length → RDMA_ERROR → version → proc →
+//! Parse order (RFC 8166 §4.5, docs/architecture.md §9 rule 4; as Linux does): length → RDMA_ERROR → version → proc →
 //! chunk lists → position checks → RPC xid; then the upper layer checks that reduced
 //! items are DDP-eligible (GARBAGE_ARGS otherwise, RFC 8166 §6.1).
 
@@ -330,8 +330,9 @@ impl Responder {
     /// chunk has segments (mandatory, RFC 8166 §4.3.2; R8166-67), filling segments in
     /// order, exact length, no pad (R8166-64/65/66); an empty chunk (count 0) means
     /// inline (R8166-71); chunks left over come back unused: count kept, lengths 0
-    /// (R8166-68, digest §8.7). Every write chunk is echoed with its handles and
-    /// offsets (R8166-63). The reduced reply goes Short when it fits (`RDMA_MSG`, a
+    /// (R8166-68; RFC 8267 §6.4.1 says "empty", RFC 8166 §4.3.2 "unused": an unused
+    /// chunk decodes as empty either way, docs/architecture.md §9 rule 3). Every write
+    /// chunk is echoed with its handles and offsets (R8166-63). The reduced reply goes Short when it fits (`RDMA_MSG`, a
     /// provided Reply chunk echoed with zero lengths, R8166-43), else into the Reply
     /// chunk (`RDMA_NOMSG`, R8166-39/42), else it is an [`Overrun`] (R8166-44).
     #[allow(clippy::too_many_arguments)]
@@ -532,7 +533,7 @@ enum Ddp<'a> {
     External(usize),
 }
 
-/// RFC 8267 §6.4.1 pairing (digest §5.6): result k goes into write chunk k when that
+/// RFC 8267 §6.4.1 pairing: result k goes into write chunk k when that
 /// chunk has segments (RFC 8166 §4.3.2, R8166-67), exact length, no pad
 /// (R8166-64/65/66); everything else stays in `plan.inline`, in order, around the
 /// holes the written results leave (their XDR pad is dropped with them). Chunks that

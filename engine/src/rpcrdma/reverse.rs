@@ -4,7 +4,7 @@
 //!
 //! - [`classify`]: a received message is forward (CALL, or anything the forward
 //!   responder answers or drops), a REPLY to one of our callbacks, or an RDMA_ERROR that
-//!   may answer one (digest §6.2, R8167-20, R8167-16). It looks only at header words, so
+//!   may answer one (RFC 8167 §2, R8167-20, R8167-16; docs/architecture.md §9 rule 5). It looks only at header words, so
 //!   the transport calls it before a forward call slot is taken.
 //! - [`encode_call_header`]: the 7-word header every callback carries (R8167-09/10/14).
 //! - [`Table`]: callbacks outstanding on one connection, matched by XID in a table of
@@ -27,7 +27,7 @@ pub const CALL_HEADER: usize = 28;
 const MSG_TYPE_CALL: u32 = 0;
 const MSG_TYPE_REPLY: u32 = 1;
 
-/// The direction of one received message (digest §6.2).
+/// The direction of one received message (RFC 8167 §2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Inbound {
     /// A forward call, or anything the forward responder answers or drops
@@ -68,7 +68,7 @@ pub fn classify(msg: &[u8]) -> Inbound {
         return Inbound::Error { xid };
     }
     // A NOMSG at the server is a Long forward call: replies to our callbacks could only
-    // use it with a Reply chunk, which we never offer (digest §6.2 item 2).
+    // use it with a Reply chunk, which we never offer.
     if proc_ != wire::RDMA_MSG {
         return Inbound::Forward;
     }

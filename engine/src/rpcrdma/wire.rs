@@ -231,7 +231,7 @@ pub fn decode(buf: &[u8], limits: &Limits, out: &mut Chunks) -> Result<Header, D
 }
 
 /// Where the payload of an RDMA_MSG starts, found by walking its three chunk lists
-/// without storing them (RFC 8167 §2 / digest §6.2: the direction of a message is the
+/// without storing them (RFC 8167 §2, docs/architecture.md §9 rule 5: the direction of a message is the
 /// `msg_type` of its payload, looked up before any per-call state is taken). `None`
 /// when the lists run past `buf` (the full decoder then answers the message).
 /// Allocation-free; bounded by `buf.len()`.

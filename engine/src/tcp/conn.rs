@@ -11,6 +11,7 @@
 //! once more than [`GROW_STEP`] bytes of it have arrived. Bodies that are large and
 //! already arriving are read from the socket straight into that buffer (no copy).
 
+use super::ext::{ExtList, Out};
 use super::record::{Event, FrameError, RecordDecoder};
 use super::{ConnId, TcpStats, DIRECT_MIN, MAX_IOV, READ_BUDGET, STAGE_SIZE};
 use crate::mem::{Buf, Pools};
@@ -83,10 +84,10 @@ pub(super) struct Conn {
     complete: bool,
     /// Records delivered and not yet answered.
     pub inflight: usize,
-    pub out: VecDeque<Buf>,
+    pub out: VecDeque<Out>,
     /// Bytes of `out[0]` already written.
     out_off: usize,
-    /// Pool bytes (capacities) held by `out`.
+    /// Memory held by `out` (see `Out::held`).
     pub out_bytes: usize,
     /// Since when `out` has been non-empty without any write progress.
     pub out_since: Option<Instant>,
@@ -453,26 +454,36 @@ impl Conn {
         }
     }
 
-    /// Rule: a reply joins the queue in order; its pool memory counts against the
+    /// Rule: a reply joins the queue in order; the memory it holds counts against the
     /// connection's `max_queued` budget, and the send clock starts if it was idle.
-    pub fn push_reply(&mut self, reply: Buf, now: Instant) {
+    pub fn push_reply(&mut self, reply: Out, now: Instant) {
         if self.out.is_empty() {
             self.out_since = Some(now);
         }
-        self.out_bytes = self.out_bytes.saturating_add(reply.capacity());
+        self.out_bytes = self.out_bytes.saturating_add(reply.held());
         self.out.push_back(reply);
     }
 
-    /// Rule: replies leave in queue order, up to `MAX_IOV` per vectored write; a partial
-    /// write keeps the offset into the front reply; `WouldBlock` waits for writability.
-    pub fn flush(&mut self, stats: &mut TcpStats, now: Instant) -> io::Result<()> {
+    /// Rule: replies leave in queue order, up to `MAX_IOV` slices per vectored write
+    /// (a reply with borrowed data is several slices: header, pieces, padding); a
+    /// partial write keeps the offset into the front reply; `WouldBlock` waits for
+    /// writability. Borrowed pieces of written replies go to `released`.
+    pub fn flush(
+        &mut self,
+        stats: &mut TcpStats,
+        now: Instant,
+        released: &mut Vec<Box<ExtList>>,
+    ) -> io::Result<()> {
         while !self.out.is_empty() {
             let res = {
                 let mut iov = [IoSlice::new(&[]); MAX_IOV];
-                let k = self.out.len().min(MAX_IOV);
-                for (i, b) in self.out.iter().take(k).enumerate() {
+                let mut k = 0;
+                for (i, r) in self.out.iter().enumerate() {
+                    if k == MAX_IOV {
+                        break;
+                    }
                     let from = if i == 0 { self.out_off } else { 0 };
-                    iov[i] = IoSlice::new(&b[from..]);
+                    k += r.slices(from, &mut iov[k..]);
                 }
                 stats.writes += 1;
                 self.sock.write_vectored(&iov[..k])
@@ -481,7 +492,7 @@ impl Conn {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
                 Ok(n) => {
                     stats.bytes_out += n as u64;
-                    self.advance(n, now);
+                    self.advance(n, now, released);
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     stats.write_blocks += 1;
@@ -495,9 +506,10 @@ impl Conn {
         Ok(())
     }
 
-    /// Drops fully written replies (back to their pool), keeps the partial offset and
-    /// restarts the send clock (progress was made).
-    fn advance(&mut self, mut n: usize, now: Instant) {
+    /// Drops fully written replies (buffers back to their pool, borrowed pieces to
+    /// `released`), keeps the partial offset and restarts the send clock (progress was
+    /// made).
+    fn advance(&mut self, mut n: usize, now: Instant, released: &mut Vec<Box<ExtList>>) {
         self.out_since = Some(now);
         while n > 0 {
             let Some(front) = self.out.front() else {
@@ -509,12 +521,26 @@ impl Conn {
                 return;
             }
             n -= left;
-            self.out_bytes = self.out_bytes.saturating_sub(front.capacity());
-            self.out.pop_front();
+            self.out_bytes = self.out_bytes.saturating_sub(front.held());
+            if let Some(data) = self.out.pop_front().and_then(Out::into_released) {
+                released.push(data);
+            }
             self.out_off = 0;
         }
         if self.out.is_empty() {
             self.out_since = None;
         }
+    }
+
+    /// Empties the send queue of a closing connection: borrowed pieces go to
+    /// `released` (their memory is no longer read), buffers back to their pools.
+    pub fn drop_output(&mut self, released: &mut Vec<Box<ExtList>>) {
+        for r in self.out.drain(..) {
+            if let Some(data) = r.into_released() {
+                released.push(data);
+            }
+        }
+        self.out_off = 0;
+        self.out_bytes = 0;
     }
 }

@@ -20,6 +20,9 @@
 //! Send path: `send` writes the record mark into the reply's reserved first 4 bytes and
 //! writes immediately when nothing is queued; otherwise (or on a partial write) the
 //! reply waits in the connection's queue, flushed with vectored writes on writability.
+//! `send_external` queues a reply whose result data stays in the caller's memory (a
+//! read cache's pages): header, data pieces and padding leave as slices of the same
+//! vectored writes, and the pieces are handed back by `take_released` (see `ext.rs`).
 //!
 //! Resource limits (issue 15: no client can take the gateway down): a partial record
 //! held past `record_timeout`, or queued replies without write progress for
@@ -28,11 +31,14 @@
 //! `max_connections`, new connections are closed at once with a rate-limited log line.
 
 mod conn;
+mod ext;
 pub mod record;
 
 use crate::mem::{Buf, Pools};
 pub use conn::GROW_STEP;
 use conn::{Close, Conn, Cx, Pump, Stall};
+use ext::Out;
+pub use ext::{ExtList, ExtSeg, MAX_EXT};
 use memmap2::MmapMut;
 use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token, Waker};
@@ -165,6 +171,8 @@ pub struct TcpTransport {
     stats: TcpStats,
     /// Connections closed since the last `take_closed` (at most `MAX_CLOSED`).
     closed: Vec<ConnId>,
+    /// Borrowed data of replies written or dropped since the last `take_released`.
+    released: Vec<Box<ExtList>>,
     /// The pass clock: read once per `poll` (after its wait) and used for every
     /// timestamp of that pass (input, queued replies, sweeps); timeouts are seconds,
     /// a clock read per event would only cost system time.
@@ -229,6 +237,7 @@ impl TcpTransport {
             refusals_quiet: 0,
             stats: TcpStats::default(),
             closed: Vec::new(),
+            released: Vec::with_capacity(256),
             opts,
             pools,
         })
@@ -370,7 +379,7 @@ impl TcpTransport {
         };
         if writable {
             c.write_blocked = false;
-            if let Err(e) = c.flush(&mut self.stats, self.now) {
+            if let Err(e) = c.flush(&mut self.stats, self.now, &mut self.released) {
                 tracing::info!("tcp {}: write failed ({e}); closing", c.peer);
                 self.close_slot(slot);
                 return;
@@ -683,7 +692,7 @@ impl TcpTransport {
     /// writability. A gone connection just drops the Buf. Every delivered record is
     /// answered by exactly one `send`, `send_deferred` or `no_reply`.
     pub fn send(&mut self, conn: ConnId, reply: Buf) {
-        if let Some(slot) = self.enqueue(conn, reply) {
+        if let Ok(slot) = self.enqueue(conn, Out::Buf(reply)) {
             self.flush_slot(slot);
         }
     }
@@ -693,9 +702,41 @@ impl TcpTransport {
     /// deferred replies. Use it to answer a whole poll's records with one syscall per
     /// connection.
     pub fn send_deferred(&mut self, conn: ConnId, reply: Buf) {
-        let Some(slot) = self.enqueue(conn, reply) else {
-            return;
-        };
+        if let Ok(slot) = self.enqueue(conn, Out::Buf(reply)) {
+            self.mark_dirty(slot);
+        }
+    }
+
+    /// Like `send_deferred`, for a reply whose result data is not in `head`: `head`
+    /// (record-mark room first) ends with the data's XDR length word, and the data is
+    /// the pieces of `data`, sent from where they are and followed by the XDR padding
+    /// to a multiple of 4 bytes. `data` comes back through `take_released` once the
+    /// kernel has every byte, the connection closed, or the reply was dropped (a gone
+    /// connection: at once).
+    ///
+    /// # Safety
+    /// Every piece of `data` (`addr`, `len`) must be readable memory that stays valid
+    /// and is not written until `data` is handed back by `take_released`, or until this
+    /// transport is dropped.
+    pub unsafe fn send_external(&mut self, conn: ConnId, head: Buf, data: Box<ExtList>) {
+        let pad = (4 - data.data_len() % 4) % 4;
+        let out = Out::Ext { head, data, pad };
+        match self.enqueue(conn, out) {
+            Ok(slot) => self.mark_dirty(slot),
+            Err(Some(data)) => self.released.push(data),
+            Err(None) => {}
+        }
+    }
+
+    /// Hands over the borrowed data (`send_external`) whose bytes the transport no
+    /// longer reads.
+    pub fn take_released(&mut self, f: &mut dyn FnMut(Box<ExtList>)) {
+        for d in self.released.drain(..) {
+            f(d);
+        }
+    }
+
+    fn mark_dirty(&mut self, slot: usize) {
         let c = self.conns[slot].as_mut().expect("enqueue checked");
         if !c.dirty {
             c.dirty = true;
@@ -714,24 +755,28 @@ impl TcpTransport {
     }
 
     /// Rule: a reply answers one record, carries a single-fragment mark in its
-    /// reserved first 4 bytes, and joins the queue in order. Returns the live slot.
-    fn enqueue(&mut self, conn: ConnId, mut reply: Buf) -> Option<usize> {
-        let slot = self.slot_of(conn)?;
+    /// reserved first 4 bytes, and joins the queue in order. Returns the live slot, or
+    /// the reply's borrowed data when it was dropped (gone connection, no mark room).
+    fn enqueue(&mut self, conn: ConnId, mut reply: Out) -> Result<usize, Option<Box<ExtList>>> {
+        let Some(slot) = self.slot_of(conn) else {
+            return Err(reply.into_released());
+        };
         self.answered(slot);
-        if reply.len() < 4 {
+        let head = match &reply {
+            Out::Buf(b) => b.len(),
+            Out::Ext { head, .. } => head.len(),
+        };
+        if head < 4 {
             debug_assert!(false, "reply without room for the record mark");
-            tracing::error!(
-                "tcp: reply of {} bytes has no record mark room; dropped",
-                reply.len()
-            );
-            return None;
+            tracing::error!("tcp: reply of {head} bytes has no record mark room; dropped");
+            return Err(reply.into_released());
         }
         let body = reply.len() - 4;
-        reply[..4].copy_from_slice(&record::mark(body));
+        reply.mark_mut().copy_from_slice(&record::mark(body));
         self.stats.replies_out += 1;
         let c = self.conns[slot].as_mut().expect("slot_of checked");
         c.push_reply(reply, self.now);
-        Some(slot)
+        Ok(slot)
     }
 
     /// Sends a CALL record the server originates (an NFSv4.1 callback on the client's
@@ -753,7 +798,7 @@ impl TcpTransport {
         call[..4].copy_from_slice(&record::mark(body));
         self.stats.calls_out += 1;
         let c = self.conns[slot].as_mut().expect("slot_of checked");
-        c.push_reply(call, self.now);
+        c.push_reply(Out::Buf(call), self.now);
         self.flush_slot(slot);
         true
     }
@@ -764,7 +809,7 @@ impl TcpTransport {
         if c.write_blocked || c.out.is_empty() {
             return;
         }
-        if let Err(e) = c.flush(&mut self.stats, self.now) {
+        if let Err(e) = c.flush(&mut self.stats, self.now, &mut self.released) {
             tracing::info!("tcp {}: write failed ({e}); closing", c.peer);
             self.close_slot(slot);
             return;
@@ -825,6 +870,7 @@ impl TcpTransport {
         self.free.push(slot);
         self.live -= 1;
         self.stats.closed += 1;
+        c.drop_output(&mut self.released);
         self.spare_stage(c.stage);
     }
 }

@@ -147,6 +147,14 @@ pub trait Backend: Send + Sync {
         None
     }
 
+    /// The open local file holding regular object `key`'s bytes (staged writes
+    /// included) and whether it is open for writing, for a reactor that does the
+    /// data I/O through io_uring (`backend.io`); `None` when this store has no such
+    /// file.
+    fn data_file(&self, _key: &str) -> Option<(std::sync::Arc<std::fs::File>, bool)> {
+        None
+    }
+
     /// A hint: `head` will soon be called for each of `keys` (a READDIRPLUS page);
     /// stores with slow metadata may fetch them concurrently now. Errors are ignored.
     fn warm(&self, _keys: &[String]) {}

@@ -53,6 +53,19 @@ pub struct Node {
     pub key: String,
 }
 
+/// A regular file's local data file (`FileModel::data_file`).
+pub struct DataFile {
+    pub file: Arc<std::fs::File>,
+    /// Open for writing too.
+    pub writable: bool,
+    /// The gateway already dropped the object's stored mtime/ctime (its first WRITE
+    /// does): the object's own modification time speaks for both, so a write's new
+    /// attributes follow from a stat of the file.
+    pub clean: bool,
+    /// An explicit atime is stored (else atime follows mtime).
+    pub atime_set: bool,
+}
+
 pub struct FileModel {
     inner: imp::Inner,
 }
@@ -104,6 +117,12 @@ impl FileModel {
         self.inner.max_file_size()
     }
 
+    /// Adds export roots after open (SIGHUP reload): their ids resolve from now on,
+    /// and a root missing from the store is created. Existing ids are re-pointed.
+    pub fn add_exports(&self, exports: &[ExportRoot]) -> anyhow::Result<()> {
+        self.inner.add_exports(exports)
+    }
+
     /// The root directory of an export (MNT).
     pub fn root(&self, export: u16) -> FsResult<Node> {
         self.inner.root(export)
@@ -143,6 +162,25 @@ impl FileModel {
     /// included). Returns bytes read and whether the end of file was reached.
     pub fn read(&self, node: &Node, offset: u64, dst: &mut [u8]) -> FsResult<(usize, bool)> {
         self.inner.read(node, offset, dst)
+    }
+
+    /// The open local file behind a regular file's data (the `fs` backend), for
+    /// the I/O a reactor submits itself (`backend.io = "uring"`): `None` elsewhere.
+    pub fn data_file(&self, node: &Node) -> Option<DataFile> {
+        self.inner.data_file(node)
+    }
+
+    /// COMMIT's first step, for a reactor that syncs the file itself: whether `key`
+    /// has staged (UNSTABLE) data, which is now its to sync. After a failed sync it
+    /// must `mark_dirty` the key again.
+    pub fn take_dirty(&self, key: &str) -> bool {
+        self.inner.take_dirty(key)
+    }
+
+    /// Records staged (UNSTABLE) data of `key` written by a reactor itself: COMMIT
+    /// and shutdown sync it.
+    pub fn mark_dirty(&self, key: &str) {
+        self.inner.mark_dirty(key)
     }
 
     /// Writes `data` at `offset`. Returns how it was committed: `Unstable` data is

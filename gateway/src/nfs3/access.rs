@@ -306,7 +306,7 @@ mod tests {
         Caller {
             uid,
             gid,
-            gids: gids.to_vec(),
+            gids: crate::export::Groups::new(gids),
             writable,
         }
     }

@@ -1,4 +1,4 @@
-//! The callback thread (DESIGN §12 "Callbacks"): owns the callback table
+//! The callback thread (docs/architecture.md §8 "Callbacks"): owns the callback table
 //! (`state::recall::RecallDriver`), wakes on new jobs (probes, recalls), on callback
 //! replies routed by reactors, and on its next timeout, and hands each record to the
 //! reactor that owns the connection through that reactor's `calls` ring (a full ring

@@ -57,13 +57,15 @@ pub(crate) enum Verdict {
     /// A REPLY record (msg_type 1): for the callback table (RFC 8881 §2.10.3.1).
     CallbackReply(u32, Buf),
     /// Send this READ reply (which ends at the data's length word) with its data
-    /// written straight from these cache pages (RPC-over-RDMA write chunk).
+    /// written straight from these cache pages (RPC-over-RDMA write chunk, or TCP
+    /// vectored send followed by the XDR padding).
     ReplyPages(Buf, Box<crate::cache::PageRead>),
 }
 
 /// Classifies one received record.
 /// `write_room`: for an RPC-over-RDMA call, the room of its first write chunk (a
-/// cached READ that fits is answered from the cache pages without a copy).
+/// cached READ that fits is answered from the cache pages without a copy). Over TCP a
+/// cached READ of at least `TCP_PAGES_MIN` bytes is sent from the cache pages too.
 pub(crate) fn classify(
     reactor: usize,
     conn: Link,
@@ -73,6 +75,15 @@ pub(crate) fn classify(
     hot: &mut Hot,
     write_room: Option<u64>,
 ) -> Verdict {
+    let zc = match (conn, write_room, hot.pages_lkey) {
+        (Link::Rdma(..), Some(room), Some(lkey)) => Some(ZeroCopy { room, lkey, min: 0 }),
+        (Link::Tcp(_), _, _) if hot.tcp_pages => Some(ZeroCopy {
+            room: u64::MAX,
+            lkey: 0,
+            min: TCP_PAGES_MIN,
+        }),
+        _ => None,
+    };
     let (header, args_at) = match rpc::decode_call(&record) {
         Ok(h) => h,
         Err(CallError::Drop) => {
@@ -126,7 +137,7 @@ pub(crate) fn classify(
             pools,
             hot,
             &mut read_ahead,
-            write_room,
+            zc,
         ) {
             return v;
         }
@@ -140,7 +151,7 @@ pub(crate) fn classify(
             pools,
             hot,
             &mut read_ahead,
-            write_room,
+            zc,
         ) {
             return v;
         }
@@ -157,13 +168,40 @@ pub(crate) fn classify(
     })
 }
 
+/// A cached READ whose data may stay in the cache pages: over RDMA, written from them
+/// into the call's write chunk (`room` bytes, pages registered under `lkey`); over TCP,
+/// sent from them by the transport's vectored writes (`TcpTransport::send_external`).
+/// Reads of fewer than `min` bytes are copied instead (pinning costs more than the
+/// copy of a few hundred bytes).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ZeroCopy {
+    room: u64,
+    lkey: u32,
+    min: u32,
+}
+
+/// Smallest cached TCP READ sent straight from the cache pages (smaller ones are copied
+/// into the reply: the pin bookkeeping costs more than a copy that short).
+const TCP_PAGES_MIN: u32 = 1024;
+
+impl ZeroCopy {
+    /// Whether a READ of `count` bytes goes from the pages.
+    fn takes(&self, count: u32) -> bool {
+        count >= self.min && u64::from(count) <= self.room
+    }
+}
+
 /// What the reactor needs to answer from its cache.
 pub(crate) struct Hot<'a> {
     pub cache: &'a mut ReadCache,
     /// The cache pages' lkey when they are registered with the RDMA fabric.
     pub pages_lkey: Option<u32>,
+    /// Cached TCP READs are sent from the cache pages (the cache has pages).
+    pub tcp_pages: bool,
     pub gens: &'a cache::Generations,
-    pub exports: &'a crate::export::Exports,
+    /// Loaded once per cached answer (one atomic load, no lock), so a SIGHUP reload is
+    /// seen by the very next call, even one read while the reactor slept in poll.
+    pub exports: &'a arc_swap::ArcSwap<crate::export::Exports>,
     /// The NFSv4.1 state (sessions, opens, delegations) for the v4 fast path.
     pub state: &'a crate::state::State,
 }
@@ -184,7 +222,7 @@ fn from_cache_v4(
     pools: &Pools,
     hot: &mut Hot,
     read_ahead: &mut bool,
-    write_room: Option<u64>,
+    zc: Option<ZeroCopy>,
 ) -> Option<Verdict> {
     let shape = crate::nfs4::fast::parse(args)?;
     let want = match shape.last {
@@ -199,17 +237,17 @@ fn from_cache_v4(
         }
         crate::nfs4::fast::Last::Getattr(_) => 1024,
     };
-    if let (crate::nfs4::fast::Last::Read { count, .. }, Some(room), Some(lkey)) =
-        (shape.last, write_room, hot.pages_lkey)
-    {
-        if u64::from(count) <= room {
+    if let (crate::nfs4::fast::Last::Read { count, .. }, Some(zc)) = (shape.last, zc) {
+        if zc.takes(count) {
+            let lkey = zc.lkey;
             let mut buf = pools.alloc(MARK + 512)?;
             let mut w = XdrWriter::at(buf.spare_mut(), MARK);
             rpc::write_accepted(&mut w, h.xid, Accept::Success).ok()?;
+            let exports = hot.exports.load();
             let mut view = crate::nfs4::fast::View {
                 cache: hot.cache,
                 gens: hot.gens,
-                exports: hot.exports,
+                exports: &exports,
                 state: hot.state,
             };
             let pages = crate::nfs4::fast::answer_pages(
@@ -233,10 +271,11 @@ fn from_cache_v4(
     let mut buf = pools.alloc(MARK + want)?;
     let mut w = XdrWriter::at(buf.spare_mut(), MARK);
     rpc::write_accepted(&mut w, h.xid, Accept::Success).ok()?;
+    let exports = hot.exports.load();
     let mut view = crate::nfs4::fast::View {
         cache: hot.cache,
         gens: hot.gens,
-        exports: hot.exports,
+        exports: &exports,
         state: hot.state,
     };
     if !crate::nfs4::fast::answer_parsed(&mut view, peer.ip(), &h.cred, &shape, args.len(), &mut w)
@@ -258,7 +297,7 @@ fn from_cache(
     pools: &Pools,
     hot: &mut Hot,
     read_ahead: &mut bool,
-    write_room: Option<u64>,
+    zc: Option<ZeroCopy>,
 ) -> Option<Verdict> {
     const GETATTR: u32 = 1;
     const READ: u32 = 6;
@@ -279,23 +318,19 @@ fn from_cache(
     {
         *read_ahead = hot.cache.note_read(fh, fileid, offset, count);
     }
-    // RPC-over-RDMA with a write chunk that fits: the data goes by RDMA Write straight
-    // from the cache pages; only the header is encoded (no copy of the data).
-    if let (Some((offset, count)), Some(room), Some(lkey)) = (read_args, write_room, hot.pages_lkey)
-    {
-        if count as u64 <= room && count as usize <= cache::MAX_CACHED_READ {
+    // RPC-over-RDMA with a write chunk that fits, or TCP: the data goes by RDMA Write
+    // or vectored send straight from the cache pages; only the header is encoded (no
+    // copy of the data).
+    if let (Some((offset, count)), Some(zc)) = (read_args, zc) {
+        let lkey = zc.lkey;
+        if zc.takes(count) && count as usize <= cache::MAX_CACHED_READ {
             let mut buf = pools.alloc(MARK + 256)?;
             let mut w = XdrWriter::at(buf.spare_mut(), MARK);
             rpc::write_accepted(&mut w, h.xid, Accept::Success).ok()?;
-            let pages = hot.cache.try_read_pages(
-                hot.gens,
-                hot.exports,
-                &req,
-                offset,
-                count,
-                lkey,
-                &mut w,
-            )?;
+            let exports = hot.exports.load();
+            let pages = hot
+                .cache
+                .try_read_pages(hot.gens, &exports, &req, offset, count, lkey, &mut w)?;
             let n = w.position();
             buf.set_len(n);
             return Some(Verdict::ReplyPages(buf, pages));
@@ -308,12 +343,12 @@ fn from_cache(
     let mut buf = pools.alloc(MARK + want)?;
     let mut w = XdrWriter::at(buf.spare_mut(), MARK);
     rpc::write_accepted(&mut w, h.xid, Accept::Success).ok()?;
+    let exports = hot.exports.load();
     let hit = match read_args {
-        None => hot.cache.try_getattr(hot.gens, hot.exports, &req, &mut w),
-        Some((offset, count)) => {
-            hot.cache
-                .try_read(hot.gens, hot.exports, &req, offset, count, &mut w)
-        }
+        None => hot.cache.try_getattr(hot.gens, &exports, &req, &mut w),
+        Some((offset, count)) => hot
+            .cache
+            .try_read(hot.gens, &exports, &req, offset, count, &mut w),
     };
     if !hit {
         return None;

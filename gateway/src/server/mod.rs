@@ -13,13 +13,14 @@
 mod callbacks;
 #[cfg(test)]
 mod callbacks_tests;
+mod direct;
 mod dispatch;
 mod reactor;
 mod v3_recall;
 mod worker;
 
 use crate::backend::Backend;
-use crate::config::{BackendKind, Config, Hugepages, Idle, RdmaProvider};
+use crate::config::{BackendKind, Config, Hugepages, Idle, IoMode, RdmaProvider};
 use crate::export::Exports;
 use crate::fs::{ExportRoot, FileModel};
 use crate::mount::MountTable;
@@ -47,7 +48,12 @@ pub(crate) struct Shared {
     pub gens: crate::cache::Generations,
     /// Whether reactors cache pages (workers then read ahead to fill them).
     pub cache_pages: bool,
-    pub exports: Exports,
+    /// The export table; SIGHUP reload swaps in a new one (`Server::set_exports`).
+    /// Readers load it once per reactor pass or worker call: no lock.
+    pub exports: arc_swap::ArcSwap<Exports>,
+    /// Reactors read `fs` file data through io_uring (`backend.io`): workers then
+    /// hand them the files they authenticate (`server::direct`).
+    pub direct_io: bool,
     pub mounts: MountTable,
     /// NFSv4.1 clients, sessions, opens, locks and delegations.
     pub state: crate::state::State,
@@ -112,6 +118,45 @@ fn pool_specs(cfg: &Config) -> [ClassSpec; 3] {
             count: cfg.pools.large,
         },
     ]
+}
+
+/// A reactor's io_uring when `backend.io` asks for one and the backend is `fs`;
+/// `None` (the worker path) otherwise or when the kernel refuses (logged once by
+/// `log_io_mode`, with the reason here at debug).
+fn open_ring(cfg: &Config, pools: &Pools) -> Option<crate::uring::Uring> {
+    if cfg.backend.io == IoMode::Workers || cfg.backend.kind != BackendKind::Fs {
+        return None;
+    }
+    match crate::uring::Uring::open(pools.region()) {
+        Ok(r) => Some(r),
+        Err(why) => {
+            let level_warn = cfg.backend.io == IoMode::Uring;
+            if level_warn {
+                tracing::warn!("backend.io = \"uring\": io_uring unavailable ({why}); file data goes through the backend workers");
+            } else {
+                tracing::info!("backend.io = \"auto\": io_uring unavailable ({why}); file data goes through the backend workers");
+            }
+            None
+        }
+    }
+}
+
+/// Says once which data path is in force.
+fn log_io_mode(cfg: &Config, rings: &[Option<crate::uring::Uring>]) {
+    match rings.first() {
+        Some(Some(r)) if rings.iter().all(Option::is_some) => tracing::info!(
+            fixed_buffers = r.fixed(),
+            "data I/O: fs READs on the reactors through io_uring (backend.io = {:?}); WRITE and COMMIT on the backend workers",
+            cfg.backend.io
+        ),
+        _ if cfg.backend.io != IoMode::Workers && cfg.backend.kind != BackendKind::Fs => {
+            tracing::info!(
+                "data I/O: backend workers (backend.io = {:?} applies to the fs backend only)",
+                cfg.backend.io
+            )
+        }
+        _ => tracing::info!("data I/O: backend workers"),
+    }
 }
 
 fn open_backend(cfg: &Config) -> anyhow::Result<Arc<dyn Backend>> {
@@ -179,6 +224,7 @@ impl Server {
         let mut rdma_servers = Vec::new();
         let mut transports = Vec::new();
         let mut links = Vec::new();
+        let mut rings = Vec::new();
         let fabrics = open_fabrics(cfg, cfg.engine.cores.len())?;
         for fabric in fabrics {
             let pools =
@@ -207,6 +253,13 @@ impl Server {
                 }
                 None => None,
             };
+            let ring = open_ring(cfg, &pools);
+            if let Some(r) = &ring {
+                // Completions wake an adaptive reactor sleeping in epoll.
+                tcp.register_external(r.wait_fd())
+                    .context("registering the io_uring eventfd")?;
+            }
+            rings.push(ring);
             let bell = Doorbell::new(Box::new(WakerBox(tcp.waker())));
             links.push(ReactorLink {
                 pools,
@@ -228,12 +281,20 @@ impl Server {
                 "serving NFSv3 over RPC-over-RDMA"
             );
         }
+        let direct_io = rings.iter().all(Option::is_some);
+        log_io_mode(cfg, &rings);
+        if !direct_io {
+            // One reactor without a ring (set-up failed there): none uses the path,
+            // so the mode is the same on every core.
+            rings.iter_mut().for_each(|r| *r = None);
+        }
         let local_addr = transports[0].local_addr();
         let shared = Arc::new(Shared {
             model,
             gens: crate::cache::Generations::new(),
             cache_pages: cfg.cache.size_mib > 0,
-            exports: Exports::new(exports),
+            exports: arc_swap::ArcSwap::from_pointee(Exports::new(exports)),
+            direct_io,
             mounts: MountTable::new(),
             state: crate::state::State::with_config(cfg.nfs4.limits(), Some(&cfg.state.dir)),
             reactors: links,
@@ -266,10 +327,11 @@ impl Server {
         let mut reactors = Vec::new();
         let mut counters = Vec::new();
         let mut stats = Vec::new();
-        for (i, ((tcp, rdma), core)) in transports
+        for (i, (((tcp, rdma), core), ring)) in transports
             .into_iter()
             .zip(rdma_servers)
             .zip(cfg.engine.cores.iter())
+            .zip(rings)
             .enumerate()
         {
             let c = Arc::new(Counters::default());
@@ -288,6 +350,7 @@ impl Server {
                 worker_bells.clone(),
                 c.clone(),
                 st,
+                ring.map(|r| direct::Direct::new(r, shared.clone())),
             );
             let stop = stop_reactors.clone();
             let alive = AliveGuard(shared.reactors[i].alive.clone());
@@ -343,6 +406,24 @@ impl Server {
     }
 
     /// What the stats endpoint reads: every reactor's counters, statistics and pools.
+    /// Applies a reloaded export list (already validated by `Config::exports`): the
+    /// file model learns new export roots first, then the table is published, so a
+    /// call that sees a new export can resolve it. Calls already running finish under
+    /// the table they started with; the next reactor pass or worker call sees the new
+    /// one (and so does the read cache, which checks every hit against it).
+    pub fn set_exports(&self, exports: Vec<crate::export::Export>) -> anyhow::Result<()> {
+        let roots: Vec<ExportRoot> = exports
+            .iter()
+            .map(|e| ExportRoot {
+                id: e.id,
+                prefix: e.prefix.clone(),
+            })
+            .collect();
+        self.shared.model.add_exports(&roots)?;
+        self.shared.exports.store(Arc::new(Exports::new(exports)));
+        Ok(())
+    }
+
     pub fn stats_source(&self) -> crate::stats::Source {
         let reactors = self
             .counters

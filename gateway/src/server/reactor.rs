@@ -5,6 +5,7 @@
 //! full, jobs wait in `backlog` (in arrival order) and the transport's per-connection
 //! in-flight limit stops reading, so the backlog is bounded by connections × in-flight.
 
+use super::direct::{Direct, Finished};
 use super::dispatch::{self, Hot, Job, Link, Verdict, MARK};
 use super::Shared;
 use crate::cache::{PageRead, ReadCache};
@@ -30,6 +31,8 @@ pub(crate) struct ReactorState {
     rdma: Option<RdmaServer>,
     /// lkey of the cache pages when registered with the RDMA fabric (zero-copy READ).
     pages_lkey: Option<u32>,
+    /// Cached TCP READs are sent straight from the cache pages (the cache has pages).
+    tcp_pages: bool,
     cache: ReadCache,
     shared: Arc<Shared>,
     router: Router,
@@ -74,6 +77,12 @@ struct Router {
     /// Callback replies (xid, record) to hand to the callback table after this pass.
     cb_replies: Vec<(u32, Buf)>,
     next_bell: usize,
+    /// This reactor's io_uring READ path (`backend.io = "uring"`), and its pools
+    /// (reply buffers for the reads it submits).
+    direct: Option<Direct>,
+    pools: engine::mem::Pools,
+    /// Completions `direct` turned into replies this pass (kept: no allocation).
+    finished: Vec<Finished>,
 }
 
 /// A reply leaving the reactor: where to, the reply (None: release the call without
@@ -99,6 +108,7 @@ impl ReactorState {
         worker_bells: Arc<Vec<Arc<Doorbell>>>,
         counters: Arc<Counters>,
         stats: Arc<ReactorStats>,
+        direct: Option<Direct>,
     ) -> ReactorState {
         let mut rdma = rdma;
         let pages_lkey = match (rdma.as_mut(), cache.page_region()) {
@@ -116,11 +126,13 @@ impl ReactorState {
             }
             _ => None,
         };
+        let pools = shared.reactors[id].pools.clone();
         ReactorState {
             id,
             tcp,
             rdma,
             pages_lkey,
+            tcp_pages: cache.page_region().is_some(),
             cache,
             shared,
             router: Router {
@@ -135,6 +147,9 @@ impl ReactorState {
                 closing: Vec::new(),
                 cb_replies: Vec::new(),
                 next_bell: 0,
+                direct,
+                pools,
+                finished: Vec::with_capacity(crate::uring::ENTRIES as usize),
             },
             tcp_skipped: 0,
             tcp_busy: true,
@@ -180,6 +195,9 @@ impl ReactorState {
         // One clock reading per batch: replies leave in this pass.
         let mut now = None;
         while let Some(d) = done.pop() {
+            if let (Some(o), Some(direct)) = (d.opened, self.router.direct.as_mut()) {
+                direct.learn(o);
+            }
             let read_ahead = d.reply.is_none() && d.fill.is_some();
             if let Some(fill) = d.fill {
                 let (cache, gens) = (&mut self.cache, &self.shared.gens);
@@ -225,6 +243,7 @@ impl ReactorState {
             id,
             tcp,
             pages_lkey,
+            tcp_pages,
             cache,
             shared,
             router,
@@ -234,6 +253,7 @@ impl ReactorState {
         let mut hot = Hot {
             cache,
             pages_lkey: *pages_lkey,
+            tcp_pages: *tcp_pages,
             gens: &shared.gens,
             exports: &shared.exports,
             state: &shared.state,
@@ -261,6 +281,7 @@ impl ReactorState {
             id,
             rdma,
             pages_lkey,
+            tcp_pages,
             cache,
             shared,
             router,
@@ -275,6 +296,7 @@ impl ReactorState {
         let mut hot = Hot {
             cache,
             pages_lkey: *pages_lkey,
+            tcp_pages: *tcp_pages,
             gens: &shared.gens,
             exports: &shared.exports,
             state: &shared.state,
@@ -326,6 +348,7 @@ impl ReactorState {
         let mut hot = Hot {
             cache: &mut self.cache,
             pages_lkey: None,
+            tcp_pages: self.tcp_pages,
             gens: &self.shared.gens,
             exports: &self.shared.exports,
             state: &self.shared.state,
@@ -358,6 +381,19 @@ impl ReactorState {
                     }
                     self.cache.recycle(pages);
                 }
+                (Link::Tcp(c), Some(b), Some(pages)) => {
+                    self.router.stats.bytes_out(
+                        Transport::Tcp,
+                        b.len() + pages.data_len() + (4 - pages.data_len() % 4) % 4,
+                    );
+                    // SAFETY: the pages were pinned by the cache when this reply was
+                    // answered (`try_read_pages`/`pin_v4`); a pinned page is never
+                    // written (fills take fresh pages) nor returned to its pool (evicted
+                    // or replaced, it waits in the cache's zombies) until `release`
+                    // unpins it, which happens only for lists `take_released` handed
+                    // back. The transport is dropped before the cache (field order).
+                    unsafe { self.tcp.send_external(c, b, pages) };
+                }
                 (conn, reply, _) => send(
                     &mut self.tcp,
                     &mut self.rdma,
@@ -372,6 +408,13 @@ impl ReactorState {
 }
 
 impl ReactorState {
+    /// Unpins the cache pages of TCP replies the kernel now holds (or whose
+    /// connection closed), so eviction may reuse them.
+    fn release_tcp_pages(&mut self) {
+        let cache = &mut self.cache;
+        self.tcp.take_released(&mut |list| cache.release(list));
+    }
+
     /// Closes the connections whose call panicked while being classified (their
     /// buffers come back through the transports' close paths), and makes every cached
     /// entry stale, since the panic may have left the cache half-updated.
@@ -499,19 +542,31 @@ impl Router {
             }
             Verdict::Work(mut job) => {
                 job.stat = st;
-                self.stats.to_worker();
-                if !self.backlog.is_empty() {
-                    self.backlog.push_back(job);
-                    Counters::add(&self.counters.parked, 1);
-                    return;
-                }
-                match self.jobs.push(job) {
-                    Ok(()) => wake_worker(&self.worker_bells, &mut self.next_bell),
-                    Err(job) => {
-                        Counters::add(&self.counters.parked, 1);
-                        self.backlog.push_back(job);
-                    }
-                }
+                let job = match self.direct.as_mut() {
+                    Some(d) => match d.try_take(job, &self.pools) {
+                        Ok(()) => return,
+                        Err(job) => job,
+                    },
+                    None => job,
+                };
+                self.queue_job(job);
+            }
+        }
+    }
+
+    /// Queues a job for the workers (the job ring, or the backlog when it is full).
+    fn queue_job(&mut self, job: Job) {
+        self.stats.to_worker();
+        if !self.backlog.is_empty() {
+            self.backlog.push_back(job);
+            Counters::add(&self.counters.parked, 1);
+            return;
+        }
+        match self.jobs.push(job) {
+            Ok(()) => wake_worker(&self.worker_bells, &mut self.next_bell),
+            Err(job) => {
+                Counters::add(&self.counters.parked, 1);
+                self.backlog.push_back(job);
             }
         }
     }
@@ -670,6 +725,52 @@ fn call_xid(buf: &[u8]) -> u32 {
         .map_or(0, u32::from_be_bytes)
 }
 
+impl ReactorState {
+    /// The io_uring READ path's share of a pass: submits the reads this pass queued
+    /// (one system call), reaps what completed (reads of cached pages often complete
+    /// during the submit itself) and sends their replies, after learning small ones
+    /// into the read cache as a worker's READ would be; a failed read goes to a worker.
+    fn direct_io(&mut self) -> usize {
+        let Some(direct) = self.router.direct.as_mut() else {
+            return 0;
+        };
+        let mut finished = std::mem::take(&mut self.router.finished);
+        let n = direct.poll(&mut finished, &self.router.pools);
+        let mut now = None;
+        for f in finished.drain(..) {
+            match f {
+                Finished::Reply(job, reply, fill) => {
+                    if let Some(fill) = fill {
+                        let (cache, gens) = (&mut self.cache, &self.shared.gens);
+                        if supervise::request("reactor: filling the read cache", || {
+                            cache.fill(gens, fill, Some(&reply))
+                        })
+                        .is_err()
+                        {
+                            self.shared.gens.bump_namespace();
+                        }
+                    }
+                    let stats = &self.router.stats;
+                    let clock = &self.router.clock;
+                    let t = *now.get_or_insert_with(|| clock.now());
+                    stats.call_done(job.stat, clock.ns_between(job.stat.t0, t));
+                    send(
+                        &mut self.tcp,
+                        &mut self.rdma,
+                        stats,
+                        job.conn,
+                        Some(reply),
+                        None,
+                    );
+                }
+                Finished::Fallback(job) => self.router.queue_job(job),
+            }
+        }
+        self.router.finished = finished;
+        n
+    }
+}
+
 impl Poller for ReactorState {
     fn poll(&mut self) -> usize {
         let mut work = self.drain_done();
@@ -703,8 +804,12 @@ impl Poller for ReactorState {
             self.refresh_guards();
         }
         work += self.back_channel_events();
+        if self.router.direct.is_some() {
+            work += self.direct_io();
+        }
         // One vectored write per connection for everything answered in this pass.
         self.tcp.flush();
+        self.release_tcp_pages();
         if crate::supervise::hooks::kill_pending() {
             panic!("test hook: reactor thread killed outside any request");
         }
@@ -717,7 +822,9 @@ impl Poller for ReactorState {
         let bell = self.shared.reactors[self.id].bell.clone();
         bell.prepare_sleep();
         let rdma_idle = self.rdma.as_mut().is_none_or(|r| r.arm());
-        if !self.shared.reactors[self.id].done.is_empty()
+        let uring_idle = self.router.direct.as_mut().is_none_or(|d| d.may_sleep());
+        if !uring_idle
+            || !self.shared.reactors[self.id].done.is_empty()
             || !self.shared.reactors[self.id].calls.is_empty()
             || !self.router.backlog.is_empty()
             || !self.router.retry.is_empty()
@@ -728,6 +835,7 @@ impl Poller for ReactorState {
         }
         self.poll_sockets(max);
         self.tcp.flush();
+        self.release_tcp_pages();
         bell.woke();
     }
 }

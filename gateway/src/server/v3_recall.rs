@@ -1,5 +1,5 @@
 //! NFSv3 calls that conflict with NFSv4.1 delegations (RFC 8881 §10.2 "a conflicting
-//! access by another client", whichever protocol; DESIGN §12): WRITE and SETATTR of a
+//! access by another client", whichever protocol; docs/architecture.md §8): WRITE and SETATTR of a
 //! file, REMOVE of it, RENAME of it or over it, CREATE over an existing name. Before
 //! such a call runs, the worker asks `Delegations::break_conflicts` (which starts the
 //! recalls); while a recall is outstanding the call is answered NFS3ERR_JUKEBOX and
@@ -47,8 +47,9 @@ pub(super) fn must_wait(
             files[1] = entry(shared, &mut r);
         }
     }
+    let exports = shared.exports.load();
     let may_write = |n: &Node| {
-        shared.exports.get(n.export).is_some_and(|e| {
+        exports.get(n.export).is_some_and(|e| {
             admit(e, client, cred).is_ok_and(|c| crate::nfs3::access::check_writable(&c).is_ok())
         })
     };

@@ -31,6 +31,9 @@ pub(crate) struct Done {
     /// in `reply` (RFC 8267 §6.4.1; positions count the record-mark slot).
     pub located: Option<DdpList>,
     pub fill: Option<Fill>,
+    /// A regular file this call authenticated, for the reactor's io_uring READ path
+    /// (`server::direct`; only with `backend.io = "uring"` in force).
+    pub opened: Option<crate::uring::files::Opened>,
     /// The call's arrival time and slot (the reactor records its latency).
     pub stat: crate::stats::CallStat,
 }
@@ -149,7 +152,20 @@ fn run_job(shared: &Shared, job: Job) {
         }
     }
     let link = &shared.reactors[job.reactor];
+    if crate::stats::data_jobs::is_data_job(&job.header, &job.record[job.args_at..]) {
+        crate::stats::data_jobs::count();
+    }
     let effect = CacheEffect::of(shared, &job);
+    // An NFSv3 WRITE's stamp before its bumps: its reply teaches the reactor the
+    // file's new attributes when no other change raced (`learned_write`).
+    let write_from = match &effect {
+        CacheEffect::File(id)
+            if shared.direct_io && job.header.vers == nfs3::NFS_V3 && job.header.proc_ == 7 =>
+        {
+            Some((*id, shared.gens.stamp(*id)))
+        }
+        _ => None,
+    };
     effect.before(shared);
     if matches!(effect, CacheEffect::Observe { v4: true, .. }) {
         // Only this COMPOUND's attributes may be learned.
@@ -186,6 +202,13 @@ fn run_job(shared: &Shared, job: Job) {
         }
         _ => None,
     };
+    let opened = match (&effect, &fill) {
+        (CacheEffect::Observe { v4: false, .. }, Some(f)) if shared.direct_io => opened(shared, f),
+        _ => match (write_from, &reply) {
+            (Some((id, before)), Some(r)) => learned_write(shared, &job, r, id, before),
+            _ => None,
+        },
+    };
     let ahead = match (&effect, &fill) {
         (
             CacheEffect::Observe {
@@ -204,6 +227,7 @@ fn run_job(shared: &Shared, job: Job) {
             reply,
             located,
             fill,
+            opened,
             stat: job.stat,
         },
     );
@@ -217,6 +241,7 @@ fn run_job(shared: &Shared, job: Job) {
                     conn: job.conn,
                     reply: None,
                     located: None,
+                    opened: None,
                     stat: job.stat,
                     fill: Some(Fill {
                         fh,
@@ -230,6 +255,77 @@ fn run_job(shared: &Shared, job: Job) {
             );
         }
     }
+}
+
+/// The open file behind a regular file a GETATTR/READ just answered for (`f`), for
+/// the reactor's direct READ path. Resolving again costs a table lookup on this
+/// worker, once per GETATTR/READ a worker still runs.
+fn opened(shared: &Shared, f: &Fill) -> Option<crate::uring::files::Opened> {
+    if f.attr.kind != crate::fs::FileKind::Reg {
+        return None;
+    }
+    opened_as(shared, f.fh, f.export, f.attr, f.stamp)
+}
+
+fn opened_as(
+    shared: &Shared,
+    fh: FhKey,
+    export: u16,
+    attr: crate::fs::Attr,
+    stamp: Stamp,
+) -> Option<crate::uring::files::Opened> {
+    let node = shared.model.resolve(fh.bytes()).ok()?;
+    if node.fileid != attr.fileid {
+        return None;
+    }
+    Some(crate::uring::files::Opened {
+        fh,
+        export,
+        attr,
+        stamp,
+        data: shared.model.data_file(&node)?,
+        key: node.key,
+    })
+}
+
+/// What a successful NFSv3 WRITE teaches the reactor: the post-operation attributes
+/// in its reply, valid under the stamp after its own two bumps when the stamp is
+/// exactly that (no other change to the file raced with it).
+fn learned_write(
+    shared: &Shared,
+    job: &Job,
+    reply: &Buf,
+    fileid: u64,
+    before: Stamp,
+) -> Option<crate::uring::files::Opened> {
+    let now = before.after_bumps(2);
+    if shared.gens.stamp(fileid) != now {
+        return None;
+    }
+    let fh = XdrReader::new(&job.record[job.args_at..])
+        .opaque_var(crate::fs::FH_MAX)
+        .ok()?;
+    let (export, id) = FileModel::peek_handle(fh)?;
+    let body = reply.get(MARK..)?;
+    let (_, st, off) = rpc::decode_reply(body).ok()?;
+    if st != rpc::ReplyStatus::Accepted(Accept::Success) {
+        return None;
+    }
+    let mut r = XdrReader::new(&body[off..]);
+    if r.u32().ok()? != 0 {
+        return None;
+    }
+    if r.bool().ok()? {
+        r.skip(24).ok()?;
+    }
+    if !r.bool().ok()? {
+        return None;
+    }
+    let attr = cache::get_fattr(&mut r).ok()?;
+    if attr.fileid != id || id != fileid || attr.kind != crate::fs::FileKind::Reg {
+        return None;
+    }
+    opened_as(shared, FhKey::new(fh)?, export, attr, now)
 }
 
 /// Hands a message to the reactor. The reactor drains its ring every pass; a full
@@ -495,9 +591,11 @@ fn execute(shared: &Shared, pools: &Pools, job: &Job) -> Option<Buf> {
         tracing::error!(peer = %job.peer, xid = h.xid, "no reply buffer for 1 s; dropping the call (client will retransmit)");
         return None;
     };
+    // The export table as of this call (SIGHUP reload publishes a new one).
+    let exports = shared.exports.load();
     let ctx = Ctx {
         model: &shared.model,
-        exports: &shared.exports,
+        exports: &exports,
         mounts: &shared.mounts,
         client: job.peer,
         cred: h.cred,

@@ -2,7 +2,7 @@
 //! (v4) or any v3 call conflicts, return and revocation after the lease (RFC 8881
 //! §10.2, §10.4, §18.6).
 //!
-//! Sharing (DESIGN §3): one `Mutex<Table>` shared by every worker (grants, conflicts,
+//! Sharing (docs/architecture.md §3): one `Mutex<Table>` shared by every worker (grants, conflicts,
 //! DELEGRETURN), the callback thread (recall progress, revocation) and nothing else;
 //! never held across storage I/O or a wait. Reactors only push callback replies onto
 //! the lock-free `replies` queue. `live` (delegations held or being recalled) lets a

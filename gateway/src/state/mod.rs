@@ -1,4 +1,4 @@
-//! NFSv4.1 state (DESIGN §12): client records and leases, sessions with their slot
+//! NFSv4.1 state (docs/architecture.md §8): client records and leases, sessions with their slot
 //! tables and reply caches, stateids, opens with share reservations, byte-range locks
 //! and delegations. Shared by every worker; each table says how it is protected.
 //!

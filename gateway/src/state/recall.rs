@@ -1,5 +1,5 @@
-//! The callback state machine (RFC 8881 §2.10.3.1, §10.2, §20; DESIGN §12
-//! "Callbacks"): CB_NULL probes and CB_RECALLs, their XIDs (a table of our own,
+//! The callback state machine (RFC 8881 §2.10.3.1, §10.2, §20; docs/architecture.md
+//! §8 "Callbacks"): CB_NULL probes and CB_RECALLs, their XIDs (a table of our own,
 //! separate from forward XIDs), back-channel slot 0 sequence ids per session,
 //! timeouts and retries. Sans-IO: `RecallDriver::step` takes replies and time and
 //! returns the records to send; the callback thread (`server/callbacks.rs`) owns the

@@ -79,6 +79,17 @@ pub fn render(src: &Source, out: &mut String) {
         "nfsgw_requests_panicked_total {}",
         crate::supervise::requests_panicked()
     );
+    header(
+        out,
+        "nfsgw_s3_endpoint_failovers_total",
+        "counter",
+        "Switches of the s3 backend from a failed endpoint to another of the cluster.",
+    );
+    let _ = writeln!(
+        out,
+        "nfsgw_s3_endpoint_failovers_total {}",
+        crate::backend::s3::endpoint_failovers()
+    );
     per_reactor(
         out,
         src,
@@ -252,6 +263,17 @@ pub fn render(src: &Source, out: &mut String) {
     }
 
     render_callbacks(&src.callbacks, out);
+    header(
+        out,
+        "nfsgw_worker_data_jobs_total",
+        "counter",
+        "READ, WRITE and COMMIT calls run by backend workers (with backend.io = \"uring\" the reactors read file data themselves).",
+    );
+    let _ = writeln!(
+        out,
+        "nfsgw_worker_data_jobs_total {}",
+        super::data_jobs::total()
+    );
 
     let pools: Vec<_> = src.reactors.iter().map(|r| r.pools.stats()).collect();
     for (name, kind, help, get) in [

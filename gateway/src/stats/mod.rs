@@ -6,6 +6,7 @@
 pub mod callbacks;
 pub mod clock;
 pub mod counters;
+pub mod data_jobs;
 pub mod exposition;
 pub mod histogram;
 pub mod http;

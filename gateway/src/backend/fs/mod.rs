@@ -1085,6 +1085,12 @@ impl Backend for FsBackend {
         Some(self)
     }
 
+    fn data_file(&self, key: &str) -> Option<(Arc<File>, bool)> {
+        check_key(key).ok()?;
+        let (e, _) = self.entry(key, false).ok()?;
+        (!e.dir).then_some((e.file, e.writable))
+    }
+
     fn rename(&self, from: &str, to: &str) -> BResult<()> {
         let fsp = split(from)?;
         let tsp = split(to)?;

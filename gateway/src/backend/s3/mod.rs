@@ -4,7 +4,7 @@
 //! `Backend` methods; each call becomes a future spawned on this backend's own async
 //! runtime (`runtime_threads`, optionally pinned to `runtime_cores`) and the worker
 //! waits for its answer. A semaphore bounds the requests in flight to the store
-//! (`max_concurrency`). Reactors never call a backend (DESIGN §7).
+//! (`max_concurrency`). Reactors never call a backend (docs/architecture.md §6).
 //!
 //! Data plane through `object_store`: ranged GETs (`ObjectStore::get_opts`) and the
 //! parts of multipart uploads (`MultipartStore`), with its retry policy (jittered
@@ -16,6 +16,8 @@
 //! `dir/` marker. Names starting with `.nfsgw-tmp.` are this gateway's own and never
 //! listed. Writes are staged (`stage.rs`) and uploaded on `sync`.
 
+mod failover;
+mod handlekey;
 mod readahead;
 mod rest;
 mod stage;
@@ -27,7 +29,9 @@ use super::{
 use crate::config::S3Config;
 use anyhow::Context;
 use bytes::Bytes;
-use object_store::aws::{AmazonS3, AmazonS3Builder};
+pub use failover::failovers as endpoint_failovers;
+use failover::{Endpoint, Pool};
+use object_store::aws::AmazonS3Builder;
 use object_store::client::HttpConnector;
 use object_store::multipart::{MultipartStore, PartId};
 use object_store::path::Path as OsPath;
@@ -42,19 +46,20 @@ use std::time::Duration;
 /// What both the backend and its write-back stage use.
 struct Core {
     rt: tokio::runtime::Runtime,
-    s3: AmazonS3,
-    rest: Rest,
+    /// One client per endpoint of the cluster; every call goes through `pool.run`.
+    pool: Pool,
     /// Key prefix inside the bucket ("" or ending in '/').
     prefix: String,
     inflight: Arc<tokio::sync::Semaphore>,
     bucket: String,
-    endpoint: String,
     ra: ReadAhead,
 }
 
 pub struct S3Backend {
     core: Arc<Core>,
     wb: Arc<WriteBack>,
+    /// `handle_key_file`'s key, read at open; `None` = agreed through the bucket.
+    key_file: Option<[u8; 32]>,
 }
 
 fn os_err(e: object_store::Error, key: &str) -> BackendError {
@@ -98,6 +103,10 @@ impl Core {
             .unwrap_or_else(|_| Err(BackendError::Permanent("s3 runtime task failed".into())))
     }
 
+    fn endpoints(&self) -> String {
+        self.pool.urls().collect::<Vec<_>>().join(", ")
+    }
+
     fn skey(&self, key: &str) -> String {
         format!("{}{key}", self.prefix)
     }
@@ -128,33 +137,48 @@ impl Store for CoreStore {
         let c = self.0.clone();
         let (sk, k, m) = (c.skey(key), key.to_string(), meta.clone());
         self.0
-            .block(async move { c.rest.mp_create(&sk, &k, &m).await })
+            .block(async move { c.pool.run(|ep| ep.rest.mp_create(&sk, &k, &m)).await })
     }
 
     fn mp_part(&self, key: &str, id: &str, idx: usize, data: Bytes) -> BResult<String> {
         let c = self.0.clone();
         let (path, k, id) = (self.0.path(key)?, key.to_string(), id.to_string());
         self.0.block(async move {
-            c.s3.put_part(&path, &id, idx, data.into())
+            let (path, id, k) = (&path, &id, &k);
+            c.pool
+                .run(move |ep| {
+                    let data = data.clone();
+                    async move {
+                        ep.s3
+                            .put_part(path, id, idx, data.into())
+                            .await
+                            .map(|p| p.content_id)
+                            .map_err(|e| os_err(e, k))
+                    }
+                })
                 .await
-                .map(|p| p.content_id)
-                .map_err(|e| os_err(e, &k))
         })
     }
 
     fn mp_complete(&self, key: &str, id: &str, etags: Vec<String>) -> BResult<()> {
         let c = self.0.clone();
         let (path, k, id) = (self.0.path(key)?, key.to_string(), id.to_string());
-        let parts = etags
+        let parts: Vec<PartId> = etags
             .into_iter()
             .map(|content_id| PartId { content_id })
             .collect();
         self.0.ra.invalidate(key);
         self.0.block(async move {
-            c.s3.complete_multipart(&path, &id, parts)
+            let (path, id, k, parts) = (&path, &id, &k, &parts);
+            c.pool
+                .run(move |ep| async move {
+                    ep.s3
+                        .complete_multipart(path, id, parts.clone())
+                        .await
+                        .map(|_| ())
+                        .map_err(|e| os_err(e, k))
+                })
                 .await
-                .map(|_| ())
-                .map_err(|e| os_err(e, &k))
         })
     }
 
@@ -165,9 +189,15 @@ impl Store for CoreStore {
         };
         let (k, id) = (key.to_string(), id.to_string());
         let r = self.0.block(async move {
-            c.s3.abort_multipart(&path, &id)
+            let (path, id, k) = (&path, &id, &k);
+            c.pool
+                .run(move |ep| async move {
+                    ep.s3
+                        .abort_multipart(path, id)
+                        .await
+                        .map_err(|e| os_err(e, k))
+                })
                 .await
-                .map_err(|e| os_err(e, &k))
         });
         if let Err(e) = r {
             tracing::warn!(key, error = %e, "s3: abort of a multipart upload failed (the bucket's lifecycle rule cleans it up)");
@@ -181,7 +211,7 @@ fn head(c: &Arc<Core>, key: &str) -> BResult<ObjectMeta> {
     }
     let c2 = c.clone();
     let (sk, k) = (c.skey(key), key.to_string());
-    let r = c.block(async move { c2.rest.head(&sk, &k).await });
+    let r = c.block(async move { c2.pool.run(|ep| ep.rest.head(&sk, &k)).await });
     remember(c, key, &r);
     r
 }
@@ -194,13 +224,26 @@ fn remember(c: &Core, key: &str, r: &BResult<ObjectMeta>) {
     }
 }
 
-/// One ranged GET through object_store; past the end of the object = no bytes.
+/// One ranged GET through object_store (failing over between endpoints); past the end
+/// of the object = no bytes.
 async fn get_bytes(c: &Core, path: &OsPath, key: &str, offset: u64, len: u64) -> BResult<Bytes> {
+    c.pool
+        .run(|ep| get_bytes_from(ep, path, key, offset, len))
+        .await
+}
+
+async fn get_bytes_from(
+    ep: &Endpoint,
+    path: &OsPath,
+    key: &str,
+    offset: u64,
+    len: u64,
+) -> BResult<Bytes> {
     let opts = GetOptions {
         range: Some(GetRange::Bounded(offset..offset + len)),
         ..Default::default()
     };
-    match c.s3.get_opts(path, opts).await {
+    match ep.s3.get_opts(path, opts).await {
         Ok(r) => r.bytes().await.map_err(|e| os_err(e, key)),
         Err(e) => {
             // At or past the end of the object: S3 answers 416 (object_store reports
@@ -242,7 +285,11 @@ fn get_range(c: &Arc<Core>, key: &str, offset: u64, dst: &mut [u8]) -> BResult<u
         // Keys object_store cannot name (control characters): plain signed GET.
         Err(_) => {
             let sk = c.skey(key);
-            c.block(async move { c2.rest.get_range(&sk, &k, offset, len).await })
+            c.block(async move {
+                c2.pool
+                    .run(|ep| ep.rest.get_range(&sk, &k, offset, len))
+                    .await
+            })
         }
     };
     let b = got?;
@@ -262,7 +309,11 @@ fn put(
     let (sk, k, m) = (c.skey(key), key.to_string(), meta.clone());
     let size = data.len() as u64;
     c.ra.invalidate(key);
-    let r = c.block(async move { c2.rest.put(&sk, &k, data, &m, if_absent).await })?;
+    let r = c.block(async move {
+        c2.pool
+            .run(|ep| ep.rest.put(&sk, &k, data.clone(), &m, if_absent))
+            .await
+    })?;
     let mut o = rest::meta_from_headers(key, &r.headers);
     o.size = size;
     o.user = meta.clone();
@@ -278,6 +329,63 @@ fn put(
         c.ra.remember_attr(&o);
     }
     Ok(o)
+}
+
+/// The configured endpoints: `endpoints`, or `endpoint`, or AWS's for the region.
+fn endpoint_urls(cfg: &S3Config) -> Vec<String> {
+    let urls = match (&cfg.endpoint, cfg.endpoints.is_empty()) {
+        (_, false) => cfg.endpoints.clone(),
+        (Some(e), true) => vec![e.clone()],
+        (None, true) => vec![format!("https://s3.{}.amazonaws.com", cfg.region)],
+    };
+    urls.into_iter()
+        .map(|u| u.trim_end_matches('/').to_string())
+        .collect()
+}
+
+/// The clients of one endpoint. Neither retries by itself: `failover::Pool` does, so
+/// the retry budget bounds the whole call (object_store would otherwise retry on its
+/// own schedule, on this endpoint only).
+fn endpoint(cfg: &S3Config, url: String, options: &ClientOptions) -> anyhow::Result<Endpoint> {
+    let retry = RetryConfig {
+        backoff: BackoffConfig::default(),
+        max_retries: 0,
+        retry_timeout: Duration::from_secs_f64(cfg.retry_budget_s),
+    };
+    let mut b = AmazonS3Builder::from_env()
+        .with_bucket_name(&cfg.bucket)
+        .with_region(&cfg.region)
+        .with_endpoint(&url)
+        .with_allow_http(cfg.allow_http)
+        .with_virtual_hosted_style_request(!cfg.path_style)
+        .with_client_options(options.clone())
+        .with_retry(retry);
+    if let (Some(id), Some(secret)) = (&cfg.access_key_id, &cfg.secret_access_key) {
+        b = b.with_access_key_id(id).with_secret_access_key(secret);
+        if let Some(t) = &cfg.session_token {
+            b = b.with_token(t);
+        }
+    }
+    let s3 = b
+        .build()
+        .with_context(|| format!("backend.s3: invalid settings for endpoint {url}"))?;
+    let http = object_store::client::ReqwestConnector::default()
+        .connect(options)
+        .context("backend.s3: cannot build the HTTP client")?;
+    let base = if cfg.path_style {
+        format!("{url}/{}", cfg.bucket)
+    } else {
+        let (scheme, host) = url.split_once("://").unwrap_or(("https", &url));
+        format!("{scheme}://{}.{host}", cfg.bucket)
+    };
+    let rest = Rest {
+        http,
+        creds: s3.credentials().clone(),
+        region: cfg.region.clone(),
+        base,
+        timeout: Duration::from_secs(cfg.timeout_s),
+    };
+    Ok(Endpoint::new(url, s3, rest))
 }
 
 /// Holds the attributes of the root ("" key) in its metadata.
@@ -313,70 +421,27 @@ impl S3Backend {
         let rt = rtb
             .build()
             .context("backend.s3: cannot start the async runtime")?;
-        let endpoint = cfg
-            .endpoint
-            .clone()
-            .unwrap_or_else(|| format!("https://s3.{}.amazonaws.com", cfg.region));
-        let endpoint = endpoint.trim_end_matches('/').to_string();
         let options = ClientOptions::new()
             .with_allow_http(cfg.allow_http)
             .with_timeout(Duration::from_secs(cfg.timeout_s))
             .with_connect_timeout(Duration::from_secs(cfg.connect_timeout_s));
-        let retry = RetryConfig {
-            backoff: BackoffConfig {
-                init_backoff: Duration::from_millis(100),
-                max_backoff: Duration::from_secs(5),
-                base: 2.0,
-            },
-            max_retries: cfg.retries,
-            retry_timeout: Duration::from_secs(cfg.timeout_s * (cfg.retries as u64 + 1)),
-        };
-        let mut b = AmazonS3Builder::from_env()
-            .with_bucket_name(&cfg.bucket)
-            .with_region(&cfg.region)
-            .with_endpoint(&endpoint)
-            .with_allow_http(cfg.allow_http)
-            .with_virtual_hosted_style_request(!cfg.path_style)
-            .with_client_options(options.clone())
-            .with_retry(retry);
-        if let (Some(id), Some(secret)) = (&cfg.access_key_id, &cfg.secret_access_key) {
-            b = b.with_access_key_id(id).with_secret_access_key(secret);
-            if let Some(t) = &cfg.session_token {
-                b = b.with_token(t);
-            }
+        let mut eps = Vec::new();
+        for url in endpoint_urls(cfg) {
+            let _g = rt.enter();
+            eps.push(endpoint(cfg, url, &options)?);
         }
-        let s3 = {
-            let _g = rt.enter();
-            b.build().context("backend.s3: invalid settings")?
-        };
-        let http = {
-            let _g = rt.enter();
-            object_store::client::ReqwestConnector::default()
-                .connect(&options)
-                .context("backend.s3: cannot build the HTTP client")?
-        };
-        let base = if cfg.path_style {
-            format!("{endpoint}/{}", cfg.bucket)
-        } else {
-            let (scheme, host) = endpoint.split_once("://").unwrap_or(("https", &endpoint));
-            format!("{scheme}://{}.{host}", cfg.bucket)
-        };
-        let rest = Rest {
-            http,
-            creds: s3.credentials().clone(),
-            region: cfg.region.clone(),
-            base,
-            retries: cfg.retries,
-            timeout: Duration::from_secs(cfg.timeout_s),
-        };
+        let pool = Pool::new(
+            eps,
+            Duration::from_secs_f64(cfg.retry_budget_s),
+            cfg.retries,
+            Duration::from_secs(cfg.timeout_s),
+        );
         let core = Arc::new(Core {
             rt,
-            s3,
-            rest,
+            pool,
             prefix: cfg.prefix.clone(),
             inflight: Arc::new(tokio::sync::Semaphore::new(cfg.max_concurrency)),
             bucket: cfg.bucket.clone(),
-            endpoint,
             ra: ReadAhead::new((cfg.read_block_mib as u64) << 20),
         });
         let wb = Arc::new(WriteBack::new(
@@ -391,18 +456,30 @@ impl S3Backend {
                 None => None,
             },
         ));
-        let backend = S3Backend { core, wb };
+        let key_file = match &cfg.handle_key_file {
+            None => None,
+            Some(p) => {
+                let text = std::fs::read_to_string(p).with_context(|| {
+                    format!("backend.s3.handle_key_file = {p:?}: cannot read it")
+                })?;
+                Some(
+                    handlekey::parse_key_file(&text)
+                        .map_err(|e| anyhow::anyhow!("backend.s3.handle_key_file = {p:?}: {e}"))?,
+                )
+            }
+        };
+        let backend = S3Backend { core, wb, key_file };
         match backend.list("", Some('/'), None, 1) {
             Ok(_) => {}
             Err(BackendError::Permanent(e)) => anyhow::bail!(
                 "backend.s3: bucket {:?} at {} refused a listing: {e}; check bucket, region, endpoint and credentials",
                 cfg.bucket,
-                backend.core.endpoint
+                backend.core.endpoints()
             ),
             Err(BackendError::NotFound) => anyhow::bail!(
                 "backend.s3: bucket {:?} does not exist at {}; create it or fix backend.s3.bucket",
                 cfg.bucket,
-                backend.core.endpoint
+                backend.core.endpoints()
             ),
             Err(e) => tracing::warn!(error = %e, "s3: bucket not reachable at start; serving anyway (calls answer JUKEBOX until it is)"),
         }
@@ -410,7 +487,7 @@ impl S3Backend {
         Ok(backend)
     }
 
-    /// Uploads staged files that nobody wrote for `flush_idle_s` (DESIGN §6: an idle
+    /// Uploads staged files that nobody wrote for `flush_idle_s` (docs/architecture.md §6: an idle
     /// timeout is one of the write-back triggers).
     fn start_flusher(&self) {
         let wb = Arc::downgrade(&self.wb);
@@ -463,9 +540,15 @@ impl Backend for S3Backend {
     }
 
     fn identity(&self) -> String {
+        // Feeds the fsid: with one endpoint as it always was; with several, the sorted
+        // set, so gateways listing the same endpoints in any order agree.
+        let mut eps: Vec<&str> = self.core.pool.urls().collect();
+        eps.sort_unstable();
         format!(
             "s3:{}/{}/{}",
-            self.core.endpoint, self.core.bucket, self.core.prefix
+            eps.join(","),
+            self.core.bucket,
+            self.core.prefix
         )
     }
 
@@ -504,7 +587,8 @@ impl Backend for S3Backend {
                 let sem = c2.inflight.clone();
                 tasks.push(tokio::spawn(async move {
                     let _permit = sem.acquire_owned().await;
-                    let r = c3.rest.head(&c3.skey(&k), &k).await;
+                    let sk = c3.skey(&k);
+                    let r = c3.pool.run(|ep| ep.rest.head(&sk, &k)).await;
                     remember(&c3, &k, &r);
                 }));
             }
@@ -573,8 +657,11 @@ impl Backend for S3Backend {
         let mut cursor = after;
         loop {
             let (c2, sp2, cur) = (c.clone(), sp.clone(), cursor.clone());
-            let got =
-                c.block(async move { c2.rest.list(&sp2, delimiter, cur.as_deref(), want).await })?;
+            let got = c.block(async move {
+                c2.pool
+                    .run(|ep| ep.rest.list(&sp2, delimiter, cur.as_deref(), want))
+                    .await
+            })?;
             let strip = |k: &str| k[c.prefix.len()..].to_string();
             let mut last: Option<String> = None;
             let mut merged: Vec<(String, Option<ObjectMeta>)> = got
@@ -626,7 +713,7 @@ impl Backend for S3Backend {
         let (f, t, k) = (c.skey(from), c.skey(to), to.to_string());
         self.core.ra.invalidate(to);
         self.core
-            .block(async move { c.rest.copy(&f, &t, &k, None).await })?;
+            .block(async move { c.pool.run(|ep| ep.rest.copy(&f, &t, &k, None)).await })?;
         self.wb.discard(to);
         Ok(())
     }
@@ -644,7 +731,8 @@ impl Backend for S3Backend {
         let c = self.core.clone();
         let (sk, k) = (c.skey(key), key.to_string());
         self.core.ra.invalidate(key);
-        self.core.block(async move { c.rest.delete(&sk, &k).await })
+        self.core
+            .block(async move { c.pool.run(|ep| ep.rest.delete(&sk, &k)).await })
     }
 
     fn set_meta(&self, key: &str, meta: &UserMeta) -> BResult<()> {
@@ -662,7 +750,7 @@ impl Backend for S3Backend {
         let c = self.core.clone();
         let (sk, k, m) = (c.skey(key), key.to_string(), meta.clone());
         self.core
-            .block(async move { c.rest.copy(&sk, &sk, &k, Some(&m)).await })
+            .block(async move { c.pool.run(|ep| ep.rest.copy(&sk, &sk, &k, Some(&m))).await })
     }
 
     fn capacity(&self) -> BResult<(u64, u64, u64, u64)> {
@@ -680,43 +768,23 @@ impl Backend for S3Backend {
     }
 }
 
-/// `.nfsgw-tmp.handle-key` (32 random bytes) and `.nfsgw-tmp.ids/<fileid hex>` (a
-/// key) under the configured prefix. Anyone who can read the bucket can read the MAC
-/// key, which is fine: handles prove a gateway issued them, not who may read data.
+/// The handle key (`handlekey.rs`: `handle_key_file`, or agreed through candidates
+/// under `.nfsgw-tmp.handle-keys/`) and `.nfsgw-tmp.ids/<fileid hex>` (a key) under the
+/// configured prefix. Anyone who can read the bucket can read a bucket-agreed MAC key,
+/// which is fine: handles prove a gateway issued them, not who may read data.
 impl SharedState for S3Backend {
     fn mac_key(&self) -> BResult<[u8; 32]> {
-        let name = format!("{TEMP_PREFIX}handle-key");
-        for _ in 0..3 {
-            let mut k = [0u8; 32];
-            match get_range(&self.core, &name, 0, &mut k) {
-                Ok(32) => return Ok(k),
-                Ok(n) => {
-                    return Err(BackendError::Retryable(format!(
-                        "{name}: {n} bytes, expected 32; restore it (or delete it: every handle clients hold becomes invalid)"
-                    )))
-                }
-                Err(BackendError::NotFound) => {}
-                Err(e) => return Err(e),
-            }
-            let fresh: [u8; 32] = rand::random();
-            match put(
-                &self.core,
-                &name,
-                Bytes::copy_from_slice(&fresh),
-                &UserMeta::new(),
-                true,
-            ) {
-                Ok(_) => return Ok(fresh),
-                // Another gateway created it first: read theirs.
-                Err(BackendError::AlreadyExists) => continue,
-                Err(e) => return Err(e),
-            }
+        if let Some(k) = self.key_file {
+            return Ok(k);
         }
-        Err(BackendError::Retryable(format!(
-            "{name}: could not be read or created"
-        )))
+        let mine = format!("{:016x}", rand::random::<u64>());
+        handlekey::agree(&KeyStoreOn(&self.core), rand::random(), &mine)
     }
 
+    /// Without `If-None-Match` honoured (Garage), a second writer of the same id
+    /// overwrites instead of failing. Harmless: ids derive from keys, so two gateways
+    /// write the same key for an id, and `resolve_shared` re-derives the id from the
+    /// key it reads and answers STALE on a mismatch (a collision), never another file.
     fn put_id(&self, fileid: u64, key: &str) -> BResult<()> {
         let name = format!("{TEMP_PREFIX}ids/{fileid:016x}");
         match put(
@@ -737,6 +805,68 @@ impl SharedState for S3Backend {
         let n = get_range(&self.core, &name, 0, &mut buf)?;
         buf.truncate(n);
         String::from_utf8(buf).map_err(|_| BackendError::Permanent(format!("{name}: not UTF-8")))
+    }
+}
+
+/// `handlekey::KeyStore` on the bucket, names under `TEMP_PREFIX`.
+struct KeyStoreOn<'a>(&'a Arc<Core>);
+
+impl handlekey::KeyStore for KeyStoreOn<'_> {
+    fn get(&self, name: &str) -> BResult<Option<Vec<u8>>> {
+        let mut b = [0u8; 64];
+        match get_range(self.0, &format!("{TEMP_PREFIX}{name}"), 0, &mut b) {
+            Ok(n) => Ok(Some(b[..n].to_vec())),
+            Err(BackendError::NotFound) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn put(&self, name: &str, data: &[u8]) -> BResult<()> {
+        let k = format!("{TEMP_PREFIX}{name}");
+        put(
+            self.0,
+            &k,
+            Bytes::copy_from_slice(data),
+            &UserMeta::new(),
+            false,
+        )
+        .map(|_| ())
+    }
+
+    fn delete(&self, name: &str) -> BResult<()> {
+        let c = self.0.clone();
+        let k = format!("{TEMP_PREFIX}{name}");
+        let sk = c.skey(&k);
+        c.ra.invalidate(&k);
+        self.0
+            .block(async move { c.pool.run(|ep| ep.rest.delete(&sk, &k)).await })
+    }
+
+    fn list(&self) -> BResult<(Vec<handlekey::Candidate>, Option<u64>)> {
+        let c = self.0.clone();
+        let sp = c.skey(&format!("{TEMP_PREFIX}{}", handlekey::CANDIDATES));
+        let sp2 = sp.clone();
+        let page = self.0.block(async move {
+            c.pool
+                .run(|ep| ep.rest.list(&sp2, None, None, handlekey::MAX_CANDIDATES))
+                .await
+        })?;
+        let found = page
+            .objects
+            .into_iter()
+            .filter_map(|o| {
+                let name = o.key.strip_prefix(&sp)?;
+                (!name.is_empty() && !name.contains('/')).then(|| handlekey::Candidate {
+                    name: name.to_string(),
+                    mtime_ns: o.mtime_ns,
+                })
+            })
+            .collect();
+        Ok((found, page.date_ns))
+    }
+
+    fn sleep(&self, d: Duration) {
+        std::thread::sleep(d);
     }
 }
 

@@ -2,15 +2,16 @@
 //! `object_store`'s own HTTP client and SigV4 signer.
 //!
 //! Why not all through `object_store::ObjectStore`: its `Path` cannot name a key that
-//! ends in '/', and the mapping (DESIGN §7) needs `dir/` marker objects; its listing
+//! ends in '/', and the mapping (docs/architecture.md §7) needs `dir/` marker objects; its listing
 //! has no start-after paging with a delimiter; its copy cannot replace user metadata.
 //! So HEAD, PUT, DELETE, CopyObject and ListObjectsV2 are issued here, and the data
 //! plane (ranged GETs, multipart uploads) goes through `ObjectStore` (see `mod.rs`).
 //!
-//! Every call retries what S3 says is worth retrying (5xx, 429, timeouts, connection
-//! errors) with full-jitter exponential backoff, at most `retries` times; the last
-//! failure becomes `BackendError::Retryable` (NFS3ERR_JUKEBOX). Other statuses map to
-//! `NotFound` (404), `AlreadyExists` (412 on a conditional put) or `Permanent`.
+//! Every call is sent once: what S3 says is worth retrying (5xx, 429, timeouts,
+//! connection errors) becomes `BackendError::Retryable`, which `failover.rs` retries
+//! (on this or another endpoint) within the retry budget; what is left at the end is
+//! NFS3ERR_JUKEBOX. Other statuses map to `NotFound` (404), `AlreadyExists` (412 on a
+//! conditional put) or `Permanent`.
 
 use super::super::{BResult, BackendError, ObjectMeta, UserMeta};
 use bytes::Bytes;
@@ -42,7 +43,6 @@ pub(super) struct Rest {
     pub region: String,
     /// "https://host/bucket" (path style) or "https://bucket.host".
     pub base: String,
-    pub retries: usize,
     pub timeout: Duration,
 }
 
@@ -57,8 +57,9 @@ impl Rest {
         format!("{}/{}", self.base, utf8_percent_encode(key, KEY))
     }
 
-    /// Sends one signed request, retrying retryable failures. `key` names the
-    /// object for errors.
+    /// Sends one signed request, once: a retryable failure (5xx, 429, 408, transport
+    /// error, timeout) is `Retryable`, retried by the caller (`failover::Pool::run`,
+    /// possibly on another endpoint). `key` names the object for errors.
     pub async fn send(
         &self,
         method: Method,
@@ -67,22 +68,13 @@ impl Rest {
         body: Bytes,
         key: &str,
     ) -> BResult<Response> {
-        let mut attempt = 0;
-        loop {
-            let last = attempt >= self.retries;
-            let why = match self.once(&method, url, headers, body.clone()).await {
-                Ok(r) if retryable_status(r.status) => {
-                    format!("{method} {key}: HTTP {}", r.status)
-                }
-                Ok(r) => return Ok(r),
-                Err(e) => format!("{method} {key}: {e}"),
-            };
-            if last {
-                return Err(BackendError::Retryable(why));
-            }
-            tracing::debug!(why, attempt, "s3: retrying");
-            tokio::time::sleep(backoff(attempt)).await;
-            attempt += 1;
+        match self.once(&method, url, headers, body).await {
+            Ok(r) if retryable_status(r.status) => Err(BackendError::Retryable(format!(
+                "{method} {key}: HTTP {}",
+                r.status
+            ))),
+            Ok(r) => Ok(r),
+            Err(e) => Err(BackendError::Retryable(format!("{method} {key}: {e}"))),
         }
     }
 
@@ -272,7 +264,15 @@ impl Rest {
             .send(Method::GET, &url, &[], Bytes::new(), store_prefix)
             .await?;
         check(&r, store_prefix)?;
-        parse_list(&r.body)
+        let mut page = parse_list(&r.body)?;
+        page.date_ns = r
+            .headers
+            .get("date")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|s| chrono::DateTime::parse_from_rfc2822(s).ok())
+            .and_then(|t| t.timestamp_nanos_opt())
+            .map(|n| n.max(0) as u64);
+        Ok(page)
     }
 }
 
@@ -367,6 +367,8 @@ pub(super) struct ListedPage {
     pub objects: Vec<ObjectMeta>,
     pub prefixes: Vec<String>,
     pub truncated: bool,
+    /// The store's clock when it answered (its `Date` header), when it sent one.
+    pub date_ns: Option<u64>,
 }
 
 #[derive(serde::Deserialize)]
@@ -421,6 +423,7 @@ pub(super) fn parse_list(body: &[u8]) -> BResult<ListedPage> {
             .collect(),
         prefixes: r.common_prefixes.into_iter().map(|p| p.prefix).collect(),
         truncated: r.is_truncated,
+        date_ns: None,
     })
 }
 

@@ -85,7 +85,12 @@ type Listing = Arc<Vec<(Vec<u8>, u64)>>;
 
 pub(super) struct Inner {
     backend: Arc<dyn Backend>,
-    exports: HashMap<u16, String>,
+    /// Export id -> key prefix. A SIGHUP reload adds exports (`add_exports`); a
+    /// removed export keeps its entry (the server's export table refuses its calls).
+    /// Prefixes are interned as `&'static str` so a lookup borrows nothing from the
+    /// swapped map; they are bounded by the distinct prefixes ever configured.
+    exports: arc_swap::ArcSwap<HashMap<u16, &'static str>>,
+    interned: Mutex<HashSet<&'static str>>,
     table: HandleTable,
     mac_key: [u8; 32],
     wverf: [u8; 8],
@@ -189,7 +194,8 @@ impl Inner {
         let fsid = u64::from_le_bytes(id.as_bytes()[..8].try_into().expect("8 bytes"));
         let inner = Inner {
             backend,
-            exports: exports.iter().map(|e| (e.id, e.prefix.clone())).collect(),
+            exports: arc_swap::ArcSwap::from_pointee(HashMap::new()),
+            interned: Mutex::new(HashSet::new()),
             table,
             mac_key,
             wverf: rand::random(),
@@ -205,21 +211,46 @@ impl Inner {
             shared,
             indexed: Mutex::new(HashSet::new()),
         };
+        inner.add_exports(exports)?;
+        Ok(inner)
+    }
+
+    /// Adds (or re-points) export roots: at open and on a SIGHUP reload. An export
+    /// root that is not in the store yet is created as a directory.
+    pub fn add_exports(&self, exports: &[ExportRoot]) -> anyhow::Result<()> {
+        for e in exports {
+            anyhow::ensure!(
+                e.prefix.is_empty() || e.prefix.ends_with('/'),
+                "export prefix {:?} must end with '/'",
+                e.prefix
+            );
+        }
+        let mut map = HashMap::clone(&self.exports.load());
+        {
+            let mut interned = lock(&self.interned);
+            for e in exports {
+                let p = match interned.get(e.prefix.as_str()) {
+                    Some(p) => *p,
+                    None => {
+                        let p: &'static str = Box::leak(e.prefix.clone().into_boxed_str());
+                        interned.insert(p);
+                        p
+                    }
+                };
+                map.insert(e.id, p);
+            }
+        }
+        self.exports.store(Arc::new(map));
         for e in exports {
             if e.prefix.is_empty() {
                 continue;
             }
-            anyhow::ensure!(
-                e.prefix.ends_with('/'),
-                "export prefix {:?} must end with '/'",
-                e.prefix
-            );
-            match inner.dir_meta(&e.prefix) {
+            match self.dir_meta(&e.prefix) {
                 Ok(Some(_)) => {}
                 Ok(None) => {
                     let mut m = UserMeta::new();
                     m.insert(M_MODE.into(), fmt_mode(S_IFDIR | 0o755));
-                    match inner.backend.put(&e.prefix, b"", &m, true) {
+                    match self.backend.put(&e.prefix, b"", &m, true) {
                         Ok(_) | Err(BackendError::AlreadyExists) => {}
                         Err(err) => {
                             tracing::warn!(prefix = %e.prefix, error = %err, "cannot create the export root")
@@ -231,7 +262,7 @@ impl Inner {
                 }
             }
         }
-        Ok(inner)
+        Ok(())
     }
 
     fn berr(&self, e: BackendError, key: &str) -> Status {
@@ -258,8 +289,8 @@ impl Inner {
         }
     }
 
-    fn prefix(&self, export: u16) -> Option<&str> {
-        self.exports.get(&export).map(String::as_str)
+    fn prefix(&self, export: u16) -> Option<&'static str> {
+        self.exports.load().get(&export).copied()
     }
 
     fn synthetic_dir(&self, key: &str) -> ObjectMeta {
@@ -778,6 +809,32 @@ impl Inner {
     }
 
     // ---- data ----------------------------------------------------------------------
+
+    pub fn data_file(&self, node: &Node) -> Option<DataFile> {
+        if is_dir_key(&node.key) {
+            return None;
+        }
+        let (file, writable) = self.backend.data_file(&node.key)?;
+        let clean = lock(&self.clean).contains(&node.key);
+        let m = self.file_meta(&node.key).ok()??;
+        Some(DataFile {
+            file,
+            writable,
+            clean,
+            atime_set: m.user.contains_key(M_ATIME),
+        })
+    }
+
+    pub fn take_dirty(&self, key: &str) -> bool {
+        lock(&self.dirty).remove(key)
+    }
+
+    pub fn mark_dirty(&self, key: &str) {
+        let mut d = lock(&self.dirty);
+        if !d.contains(key) {
+            d.insert(key.to_string());
+        }
+    }
 
     pub fn read(&self, node: &Node, offset: u64, dst: &mut [u8]) -> FsResult<(usize, bool)> {
         if is_dir_key(&node.key) {

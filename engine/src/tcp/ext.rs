@@ -1,0 +1,135 @@
+//! Replies whose result data stays where it is (a read cache's pages): the record goes
+//! out as its header buffer, then iovecs pointing at the borrowed pieces, then the XDR
+//! padding, in the connection's ordinary vectored writes. No byte of the data is
+//! copied; the pieces come back to the caller through
+//! [`super::TcpTransport::take_released`] once the kernel has them (or the connection
+//! is gone), and until then the caller keeps them valid and unchanged (the contract of
+//! [`super::TcpTransport::send_external`]).
+
+use crate::mem::Buf;
+pub use crate::rdma::server::{ExtSeg, MAX_EXT};
+use std::io::IoSlice;
+
+/// Up to [`MAX_EXT`] pieces of memory, in order, holding one XDR opaque's body (the
+/// padding is added by the transport). Boxed by its users so it travels by pointer and
+/// can be recycled (no allocation per reply).
+#[derive(Debug, Clone, Copy)]
+pub struct ExtList {
+    pub n: usize,
+    pub segs: [ExtSeg; MAX_EXT],
+}
+
+impl ExtList {
+    pub const EMPTY: ExtList = ExtList {
+        n: 0,
+        segs: [ExtSeg {
+            addr: 0,
+            len: 0,
+            lkey: 0,
+            tag: 0,
+        }; MAX_EXT],
+    };
+
+    pub fn as_slice(&self) -> &[ExtSeg] {
+        &self.segs[..self.n]
+    }
+
+    /// Bytes of data in the pieces.
+    pub fn data_len(&self) -> usize {
+        self.as_slice().iter().map(|s| s.len as usize).sum()
+    }
+}
+
+/// XDR padding after external data (at most 3 bytes).
+static ZEROS: [u8; 3] = [0; 3];
+
+/// One record in a connection's send queue.
+pub(super) enum Out {
+    /// The whole record in one pool buffer (record mark first).
+    Buf(Buf),
+    /// Record mark and header in `head`, then the borrowed data, then `pad` zero bytes.
+    Ext {
+        head: Buf,
+        data: Box<ExtList>,
+        pad: usize,
+    },
+}
+
+impl Out {
+    /// Bytes this record puts on the wire.
+    pub fn len(&self) -> usize {
+        match self {
+            Out::Buf(b) => b.len(),
+            Out::Ext { head, data, pad } => head.len() + data.data_len() + pad,
+        }
+    }
+
+    /// Memory the queued record holds for the `max_queued` budget: its buffer's
+    /// capacity, and for borrowed data its bytes too (a client that does not read
+    /// keeps cache pages pinned).
+    pub fn held(&self) -> usize {
+        match self {
+            Out::Buf(b) => b.capacity(),
+            Out::Ext { head, data, .. } => head.capacity() + data.data_len(),
+        }
+    }
+
+    /// The record mark room (first 4 bytes of the buffer or header).
+    pub fn mark_mut(&mut self) -> &mut [u8] {
+        match self {
+            Out::Buf(b) => &mut b[..4],
+            Out::Ext { head, .. } => &mut head[..4],
+        }
+    }
+
+    /// Fills `iov` with this record's bytes from offset `from`, in order; returns how
+    /// many slices were written (fewer pieces than the record has when `iov` is short:
+    /// the write then ends early and the next flush continues from the offset).
+    pub fn slices<'a>(&'a self, from: usize, iov: &mut [IoSlice<'a>]) -> usize {
+        match self {
+            Out::Buf(b) => match iov.first_mut() {
+                Some(s) if from < b.len() => {
+                    *s = IoSlice::new(&b[from..]);
+                    1
+                }
+                _ => 0,
+            },
+            Out::Ext { head, data, pad } => {
+                let mut k = 0;
+                let mut skip = from;
+                let mut put = |piece: &'a [u8], k: &mut usize| {
+                    if *k == iov.len() {
+                        return;
+                    }
+                    if skip >= piece.len() {
+                        skip -= piece.len();
+                        return;
+                    }
+                    iov[*k] = IoSlice::new(&piece[skip..]);
+                    skip = 0;
+                    *k += 1;
+                };
+                put(&head[..], &mut k);
+                for s in data.as_slice() {
+                    // SAFETY: `send_external`'s contract: each piece is readable memory
+                    // of `len` bytes that stays valid and unchanged until this list is
+                    // handed back by `take_released`, which happens only after the record
+                    // left the queue; the slice lives no longer than `self`.
+                    let piece =
+                        unsafe { std::slice::from_raw_parts(s.addr as *const u8, s.len as usize) };
+                    put(piece, &mut k);
+                }
+                put(&ZEROS[..*pad], &mut k);
+                k
+            }
+        }
+    }
+
+    /// The borrowed pieces, once the record is written or dropped.
+    pub fn into_released(self) -> Option<Box<ExtList>> {
+        match self {
+            Out::Buf(_) => None,
+            Out::Ext { data, .. } => Some(data),
+        }
+    }
+}

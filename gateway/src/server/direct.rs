@@ -1,0 +1,602 @@
+//! Reactor-side data I/O (`backend.io = "uring"`, issue 12): NFSv3 READ, UNSTABLE
+//! WRITE and COMMIT of a file a worker authenticated before are submitted by the
+//! reactor that owns the call, through its io_uring, and answered from the poll pass
+//! that reaps the completion. No worker thread is involved.
+//!
+//! Which calls: those whose handle has a current entry in the reactor's file table
+//! (`uring::files`: learned from workers' GETATTR/READ/WRITE replies, valid under the
+//! read cache's stamp rule and TTL). Export admission and permissions are checked on
+//! every call as the worker checks them. Anything else — an unknown, stale or expired
+//! handle, a caller the checks refuse (the worker answers the exact error), FILE_SYNC
+//! or DATA_SYNC writes, a write that must clear set-id bits, a live NFSv4 delegation,
+//! a file whose stored mtime the gateway has not dropped yet (its first WRITE does),
+//! a full ring, no buffer, a failed operation — goes to a worker as before, with its
+//! record untouched (the job is kept until its I/O completes).
+//!
+//! READ: data read straight into the reply's pool buffer; the reply carries the
+//! entry's attributes (at most `ATTR_TTL` old, as a cached GETATTR's). A read that
+//! raced with a gateway change is answered (NFS allows either order for concurrent
+//! calls) but not cached: the cache fill checks the stamp.
+//!
+//! WRITE (UNSTABLE): as the worker path does it — the file's generation is bumped
+//! before the write is submitted and again before the reply is queued (README "The
+//! read cache"), the data goes from the receive buffer (no copy), the key joins the
+//! model's staged set (COMMIT and shutdown sync it). The post-operation attributes
+//! come from a statx linked after the write: size, and mtime = ctime (= atime unless
+//! one is stored) as the file model derives them for an object whose own time
+//! speaks. When the stamp after the two bumps is exactly the one before plus two, no
+//! other change raced and the entry stays valid under it.
+//!
+//! COMMIT: takes the key out of the staged set and `fdatasync`s the file through the
+//! ring; the reply leaves only after the completion (durability is a promise). A
+//! failed sync puts the key back and lets a worker answer. COMMIT changes nothing the
+//! caches hold, so it bumps no generation here.
+
+// A call the reactor cannot take is handed back by value (`Err(job)`) to go to a
+// worker, as it came: boxing it would allocate per call on the hot path.
+#![allow(clippy::result_large_err)]
+
+use super::dispatch::{Job, MARK};
+use super::Shared;
+use crate::cache::{self, FhKey, Fill, FillData, Stamp};
+use crate::export::{admit, Caller};
+use crate::fs::{Attr, FileKind, NfsTime};
+use crate::nfs3::access::{check_read, check_writable, check_write, mode_after_write};
+use crate::nfs3::proto::{put_post_op_attr, put_wcc};
+use crate::nfs3::{NFS_PROGRAM, NFS_V3};
+use crate::uring::files::{Files, Hit, Opened};
+use crate::uring::{Completion, Uring};
+use engine::mem::{Buf, Pools};
+use engine::rpc::{self, Accept};
+use engine::xdr::{XdrReader, XdrWriter};
+use std::fs::File;
+use std::os::fd::AsRawFd;
+use std::sync::Arc;
+
+const READ: u32 = 6;
+const WRITE: u32 = 7;
+const COMMIT: u32 = 21;
+const UNSTABLE: u32 = 0;
+/// Reply room before READ data: RPC accepted header (24 bytes), status, post_op_attr
+/// (4 + 84), count, eof and the data's length.
+const READ_REPLY_HEAD: usize = 24 + 4 + 88 + 4 + 4 + 4;
+/// WRITE and COMMIT replies: header, status, wcc_data (4 + 24, 4 + 84), count,
+/// committed, verifier.
+const WCC_REPLY: usize = 24 + 4 + 28 + 88 + 4 + 4 + 8;
+/// Largest file end a write may reach (the store's limit: an `off_t`).
+const MAX_END: u64 = i64::MAX as u64;
+
+/// What an operation in flight does.
+enum Op {
+    /// The reply being filled: file offset, bytes asked of the file, and the
+    /// positions of count, eof, data length and data in `reply`.
+    Read {
+        reply: Buf,
+        offset: u64,
+        want: usize,
+        at: [usize; 4],
+    },
+    /// The file-table entry it counted its bumps in, and the two results (write,
+    /// statx).
+    Write {
+        count: u32,
+        id: u64,
+        wrote: Option<i32>,
+        stat: Option<i32>,
+    },
+    Commit,
+}
+
+/// An operation in flight: the call (kept to hand to a worker if the I/O fails), the
+/// open file (kept open until the kernel is done with it) and the entry it used.
+struct Pending {
+    job: Job,
+    base: Base,
+    op: Op,
+}
+
+/// What an operation keeps of the entry it used.
+struct Base {
+    _file: Arc<File>,
+    fh: FhKey,
+    export: u16,
+    attr: Attr,
+    stamp: Stamp,
+    key: Arc<str>,
+    atime_set: bool,
+}
+
+/// What a reaped completion turned into (kept in a reused vector: its size costs
+/// no allocation).
+#[allow(clippy::large_enum_variant)]
+pub(crate) enum Finished {
+    /// Send this reply (and learn `fill` into the read cache first).
+    Reply(Job, Buf, Option<Fill>),
+    /// The I/O failed: run the call on a worker.
+    Fallback(Job),
+}
+
+/// One reactor's direct data path.
+pub(crate) struct Direct {
+    /// First field: dropped first, and its drop waits for every operation in
+    /// flight, so no buffer in `pending` is released while the kernel may use it.
+    ring: Uring,
+    /// Indexed by slot; a completion's tag is `slot * 2` (+ 1 for a write's statx).
+    pending: Vec<Option<Pending>>,
+    free: Vec<u32>,
+    files: Files,
+    reaped: Vec<Completion>,
+    shared: Arc<Shared>,
+    /// Whether reactors cache pages (small reads are then learned).
+    cache_pages: bool,
+    /// Calls answered without I/O (COMMIT with nothing staged), sent with this
+    /// pass's completions.
+    done_now: Vec<Finished>,
+    /// This run's write verifier (WRITE and COMMIT replies).
+    verf: [u8; 8],
+}
+
+/// The checks every call makes: the entry, and the caller admitted to its export.
+struct Admitted<'a> {
+    hit: Hit<'a>,
+    caller: Caller,
+}
+
+impl Direct {
+    /// The direct path over a reactor's ring (set up over its pool region).
+    pub fn new(ring: Uring, shared: Arc<Shared>) -> Direct {
+        let n = crate::uring::ENTRIES as usize / 2;
+        Direct {
+            ring,
+            pending: (0..n).map(|_| None).collect(),
+            free: (0..n as u32).rev().collect(),
+            files: Files::default(),
+            reaped: Vec::with_capacity(2 * n),
+            cache_pages: shared.cache_pages,
+            verf: shared.model.write_verifier(),
+            shared,
+            done_now: Vec::with_capacity(n),
+        }
+    }
+
+    /// Whether the reactor may sleep now (see `Uring::may_sleep`).
+    pub fn may_sleep(&mut self) -> bool {
+        self.done_now.is_empty() && self.ring.may_sleep()
+    }
+
+    /// Learns a file a worker opened for a GETATTR/READ/WRITE.
+    pub fn learn(&mut self, o: Opened) {
+        self.files.insert(&self.shared.gens, o);
+    }
+
+    /// Takes an NFSv3 READ, WRITE or COMMIT when this reactor can run it itself;
+    /// otherwise hands the job back untouched (for a worker).
+    pub fn try_take(&mut self, job: Job, pools: &Pools) -> Result<(), Job> {
+        let h = &job.header;
+        if h.prog != NFS_PROGRAM || h.vers != NFS_V3 || self.free.is_empty() {
+            return Err(job);
+        }
+        match h.proc_ {
+            READ => self.read(job, pools),
+            WRITE if self.ring.writes() => self.write(job),
+            COMMIT if self.ring.writes() => self.commit(job, pools),
+            _ => Err(job),
+        }
+    }
+
+    /// The handle's current entry and the caller admitted to its export.
+    fn admitted<'a>(&'a self, job: &Job, fh: &[u8]) -> Option<Admitted<'a>> {
+        let hit = self.files.get(&self.shared.gens, fh)?;
+        let exports = self.shared.exports.load();
+        let export = exports.get(hit.export)?;
+        let caller = admit(export, job.peer.ip(), &job.header.cred).ok()?;
+        if hit.attr.kind != FileKind::Reg {
+            return None;
+        }
+        Some(Admitted { hit, caller })
+    }
+
+    fn read(&mut self, job: Job, pools: &Pools) -> Result<(), Job> {
+        let Some((base, mut reply, offset, want, at)) = self.prepare_read(&job, pools) else {
+            return Err(job);
+        };
+        let fd = base._file.as_raw_fd();
+        let slot = *self.free.last().expect("checked non-empty");
+        if want > 0 {
+            let dst = reply.spare_mut()[at[3]..at[3] + want].as_mut_ptr();
+            // SAFETY: `dst` is `want` bytes of `reply`, a pool buffer kept in
+            // `pending[slot]` (never touched) until this read's completion is reaped;
+            // the file is kept there too, so the descriptor stays open; and the ring
+            // is dropped (waiting for the read) before `pending`.
+            let queued = unsafe {
+                self.ring
+                    .read(fd, dst, want as u32, offset, u64::from(slot) * 2)
+            };
+            if !queued {
+                return Err(job);
+            }
+        }
+        let op = Op::Read {
+            reply,
+            offset,
+            want,
+            at,
+        };
+        self.park(slot, Pending { job, base, op });
+        if want == 0 {
+            // Nothing to read (at or past the end, or count 0): answered this pass.
+            self.reaped.push(Completion {
+                tag: u64::from(slot) * 2,
+                result: 0,
+            });
+        }
+        Ok(())
+    }
+
+    /// READ's checks and reply head: (entry, reply, offset, bytes to read, positions
+    /// of count, eof, length and data).
+    #[allow(clippy::type_complexity)]
+    fn prepare_read(
+        &self,
+        job: &Job,
+        pools: &Pools,
+    ) -> Option<(Base, Buf, u64, usize, [usize; 4])> {
+        let mut r = XdrReader::new(job.record.get(job.args_at..)?);
+        let fh = r.opaque_var(crate::fs::FH_MAX).ok()?;
+        let offset = r.u64().ok()?;
+        let count = r.u32().ok()?;
+        let a = self.admitted(job, fh)?;
+        check_read(a.hit.attr, &a.caller).ok()?;
+        let size = a.hit.attr.size;
+        let n = (count as usize).min(crate::nfs3::MAX_IO);
+        let want = if offset >= size {
+            0
+        } else {
+            n.min(usize::try_from(size - offset).unwrap_or(usize::MAX))
+        };
+        let mut reply = pools.alloc(MARK + READ_REPLY_HEAD + want + 4)?;
+        let mut w = XdrWriter::at(reply.spare_mut(), MARK);
+        rpc::write_accepted(&mut w, job.header.xid, Accept::Success).ok()?;
+        w.u32(0).ok()?;
+        put_post_op_attr(&mut w, Some(a.hit.attr)).ok()?;
+        let count_at = w.reserve_u32().ok()?;
+        let eof_at = w.reserve_u32().ok()?;
+        let len_at = w.reserve_u32().ok()?;
+        let data_at = w.position();
+        // Room for the data and its padding (zeroed now; the read overwrites the data).
+        w.reserve_opaque_fixed(want).ok()?;
+        Some((
+            base_of(&a, fh)?,
+            reply,
+            offset,
+            want,
+            [count_at, eof_at, len_at, data_at],
+        ))
+    }
+
+    fn write(&mut self, job: Job) -> Result<(), Job> {
+        let Some((base, offset, count, data_at)) = self.check_write(&job) else {
+            return Err(job);
+        };
+        let fd = base._file.as_raw_fd();
+        let slot = *self.free.last().expect("checked non-empty");
+        let Some(id) = self.files.begin_write(&base.fh) else {
+            return Err(job);
+        };
+        let op = Op::Write {
+            count,
+            id,
+            wrote: None,
+            stat: None,
+        };
+        let p = Pending { job, base, op };
+        // Before the change runs: reads racing with it must not be cached.
+        self.shared.gens.bump_file(p.base.attr.fileid);
+        let src = p.job.record[data_at..].as_ptr();
+        // SAFETY: `src` is `count` bytes of the call's record (checked), kept in
+        // `pending[slot]` with the file until both completions are reaped, and the
+        // ring is dropped (waiting for them) before `pending`; statx slot `slot` is
+        // this pending entry's own.
+        let queued = unsafe {
+            self.ring.write_then_statx(
+                fd,
+                src,
+                count,
+                offset,
+                u64::from(slot) * 2,
+                slot as usize,
+                u64::from(slot) * 2 + 1,
+            )
+        };
+        if !queued {
+            // Not submitted: the bump above only made caches forget the file.
+            self.files.end_write(&p.base.fh, id, None);
+            self.shared.gens.bump_file(p.base.attr.fileid);
+            return Err(p.job);
+        }
+        self.park(slot, p);
+        Ok(())
+    }
+
+    /// WRITE's checks: (entry, offset, count, position of the data in the record),
+    /// or `None` for a worker.
+    fn check_write(&self, job: &Job) -> Option<(Base, u64, u32, usize)> {
+        if self.shared.state.delegations.any_live() {
+            // v3 writes may have to recall a delegation (server::v3_recall).
+            return None;
+        }
+        let args = job.record.get(job.args_at..)?;
+        let mut r = XdrReader::new(args);
+        let fh = r.opaque_var(crate::fs::FH_MAX).ok()?;
+        let offset = r.u64().ok()?;
+        let count = r.u32().ok()?;
+        if r.u32().ok()? != UNSTABLE {
+            return None;
+        }
+        let len = r.u32().ok()?;
+        let data_at = job.args_at + r.position();
+        if count == 0 || len < count || args.len() - r.position() < count as usize {
+            return None;
+        }
+        let a = self.admitted(job, fh)?;
+        if !a.hit.data.writable || !a.hit.data.clean {
+            return None;
+        }
+        check_writable(&a.caller).ok()?;
+        check_write(a.hit.attr, &a.caller).ok()?;
+        if mode_after_write(a.hit.attr, &a.caller).is_some() {
+            return None;
+        }
+        offset
+            .checked_add(u64::from(count))
+            .filter(|&e| e <= MAX_END)?;
+        Some((base_of(&a, fh)?, offset, count, data_at))
+    }
+
+    fn commit(&mut self, job: Job, pools: &Pools) -> Result<(), Job> {
+        let Some(base) = job
+            .record
+            .get(job.args_at..)
+            .and_then(|args| XdrReader::new(args).opaque_var(crate::fs::FH_MAX).ok())
+            .and_then(|fh| base_of(&self.admitted(&job, fh)?, fh))
+        else {
+            return Err(job);
+        };
+        let key = base.key.clone();
+        let fd = base._file.as_raw_fd();
+        let p = Pending {
+            job,
+            base,
+            op: Op::Commit,
+        };
+        if !self.shared.model.take_dirty(&key) {
+            // Nothing staged: durable already (as the model's commit answers).
+            return match wcc_reply(pools, &p, None, self.verf) {
+                Some(b) => {
+                    self.done_now.push(Finished::Reply(p.job, b, None));
+                    Ok(())
+                }
+                None => Err(p.job),
+            };
+        }
+        let slot = *self.free.last().expect("checked non-empty");
+        // SAFETY: the file is kept in `pending[slot]` until the completion is reaped.
+        if !unsafe { self.ring.fdatasync(fd, u64::from(slot) * 2) } {
+            self.shared.model.mark_dirty(&key);
+            return Err(p.job);
+        }
+        self.park(slot, p);
+        Ok(())
+    }
+
+    fn park(&mut self, slot: u32, p: Pending) {
+        self.free.pop();
+        self.pending[slot as usize] = Some(p);
+    }
+
+    /// Submits what this pass queued (one system call), reaps completions and turns
+    /// them into replies (or fallbacks) for `out`. Returns the completions handled.
+    pub fn poll(&mut self, out: &mut Vec<Finished>, pools: &Pools) -> usize {
+        out.append(&mut self.done_now);
+        self.ring.submit();
+        self.ring.reap(&mut self.reaped);
+        let n = self.reaped.len();
+        let mut reaped = std::mem::take(&mut self.reaped);
+        for c in reaped.drain(..) {
+            let slot = (c.tag / 2) as usize;
+            let Some(p) = self.pending.get_mut(slot).and_then(Option::as_mut) else {
+                tracing::error!(tag = c.tag, "io_uring: completion for nothing pending");
+                continue;
+            };
+            if let Op::Write { wrote, stat, .. } = &mut p.op {
+                if c.tag % 2 == 0 {
+                    *wrote = Some(c.result);
+                } else {
+                    *stat = Some(c.result);
+                }
+                if wrote.is_none() || stat.is_none() {
+                    continue;
+                }
+            }
+            let p = self.pending[slot].take().expect("present above");
+            self.free.push(slot as u32);
+            out.push(self.finish(p, slot, c.result, pools));
+        }
+        self.reaped = reaped;
+        n
+    }
+
+    fn finish(&mut self, p: Pending, slot: usize, result: i32, pools: &Pools) -> Finished {
+        match p.op {
+            Op::Read { .. } => self.finish_read(p, result),
+            Op::Write { .. } => self.finish_write(p, slot, pools),
+            Op::Commit => {
+                if result < 0 {
+                    tracing::warn!(
+                        err = -result,
+                        "io_uring fdatasync failed; a worker answers the COMMIT"
+                    );
+                    self.shared.model.mark_dirty(&p.base.key);
+                    return Finished::Fallback(p.job);
+                }
+                match wcc_reply(pools, &p, None, self.verf) {
+                    Some(b) => Finished::Reply(p.job, b, None),
+                    // Durable already: the worker's COMMIT finds nothing staged.
+                    None => Finished::Fallback(p.job),
+                }
+            }
+        }
+    }
+
+    fn finish_read(&self, p: Pending, result: i32) -> Finished {
+        let Pending { job, base, op } = p;
+        let Base {
+            fh,
+            export,
+            attr,
+            stamp,
+            ..
+        } = base;
+        let Op::Read {
+            mut reply,
+            offset,
+            want,
+            at: [count_at, eof_at, len_at, data_at],
+        } = op
+        else {
+            unreachable!("finish_read of a read");
+        };
+        if result < 0 {
+            tracing::debug!(err = -result, "io_uring read failed; a worker retries it");
+            return Finished::Fallback(job);
+        }
+        let got = (result as usize).min(want);
+        // As the file model says it: short means the end was reached.
+        let eof = got < want || offset.saturating_add(got as u64) >= attr.size;
+        let end = data_at + want + (4 - want % 4) % 4;
+        let mut w = XdrWriter::at(&mut reply.spare_mut()[..end], end);
+        w.patch_u32(count_at, got as u32);
+        w.patch_u32(eof_at, eof as u32);
+        w.patch_u32(len_at, got as u32);
+        w.truncate_opaque(data_at, got);
+        let len = w.position();
+        reply.set_len(len);
+        let fill = (self.cache_pages && got > 0 && want <= cache::MAX_CACHED_READ).then(|| Fill {
+            fh,
+            export,
+            attr,
+            stamp,
+            data: Some(FillData::InReply {
+                offset,
+                at: data_at,
+                len: got,
+            }),
+            exact: false,
+        });
+        Finished::Reply(job, reply, fill)
+    }
+
+    fn finish_write(&mut self, p: Pending, slot: usize, pools: &Pools) -> Finished {
+        let Op::Write {
+            count,
+            id,
+            wrote,
+            stat,
+        } = p.op
+        else {
+            unreachable!("finish_write of a write");
+        };
+        let fileid = p.base.attr.fileid;
+        let ok = wrote == Some(count as i32) && stat == Some(0);
+        if ok {
+            // Staged before the reply: a COMMIT after it syncs this data.
+            self.shared.model.mark_dirty(&p.base.key);
+        }
+        let post = if ok {
+            self.ring.statx(slot).and_then(|st| attr_after(&p.base, st))
+        } else {
+            None
+        };
+        // After the change, before its reply can reach the client.
+        self.files.end_write(&p.base.fh, id, post);
+        self.shared.gens.bump_file(fileid);
+        if !ok {
+            tracing::debug!(
+                ?wrote,
+                ?stat,
+                "io_uring write failed or short; a worker redoes it"
+            );
+            return Finished::Fallback(p.job);
+        }
+        match wcc_reply(pools, &p, Some((post, count)), self.verf) {
+            Some(b) => Finished::Reply(p.job, b, None),
+            // The data is written and staged: a worker writes it again and answers.
+            None => Finished::Fallback(p.job),
+        }
+    }
+}
+
+/// What an operation keeps of the admitted entry for `fh`.
+fn base_of(a: &Admitted, fh: &[u8]) -> Option<Base> {
+    Some(Base {
+        _file: a.hit.data.file.clone(),
+        fh: FhKey::new(fh)?,
+        export: a.hit.export,
+        attr: *a.hit.attr,
+        stamp: a.hit.stamp,
+        key: a.hit.key.clone(),
+        atime_set: a.hit.data.atime_set,
+    })
+}
+
+/// The attributes after a write, as the file model derives them for an object whose
+/// own modification time speaks (`DataFile::clean`): size from the file, mtime =
+/// ctime = its mtime, atime too unless one is stored. `None` for a whole-second
+/// mtime (the model then mixes in a hash of the ETag; a worker's GETATTR says it).
+fn attr_after(p: &Base, st: &libc::statx) -> Option<Attr> {
+    // The model's time is the object's mtime in ns since 1970 (`object_meta`).
+    if st.stx_mtime.tv_nsec == 0 || st.stx_mtime.tv_sec < 0 || st.stx_mtime.tv_nsec >= 1_000_000_000
+    {
+        return None;
+    }
+    let t = NfsTime {
+        sec: st.stx_mtime.tv_sec,
+        nsec: st.stx_mtime.tv_nsec,
+    };
+    let mut a = p.attr;
+    a.size = st.stx_size;
+    a.used = a.size.div_ceil(4096).saturating_mul(4096);
+    a.mtime = t;
+    a.ctime = t;
+    if !p.atime_set {
+        a.atime = t;
+    }
+    Some(a)
+}
+
+/// WRITE3resok / COMMIT3resok: status, wcc_data (the entry's attributes before,
+/// `post` after; COMMIT changes none), then for a WRITE the count and `UNSTABLE`,
+/// and the write verifier.
+fn wcc_reply(
+    pools: &Pools,
+    p: &Pending,
+    write: Option<(Option<Attr>, u32)>,
+    verf: [u8; 8],
+) -> Option<Buf> {
+    let mut b = pools.alloc(MARK + WCC_REPLY)?;
+    let mut w = XdrWriter::at(b.spare_mut(), MARK);
+    rpc::write_accepted(&mut w, p.job.header.xid, Accept::Success).ok()?;
+    w.u32(0).ok()?;
+    match write {
+        Some((post, count)) => {
+            put_wcc(&mut w, Some(&p.base.attr), post.as_ref()).ok()?;
+            w.u32(count).ok()?;
+            w.u32(UNSTABLE).ok()?;
+        }
+        None => put_wcc(&mut w, Some(&p.base.attr), Some(&p.base.attr)).ok()?,
+    }
+    w.opaque_fixed(&verf).ok()?;
+    let n = w.position();
+    b.set_len(n);
+    Some(b)
+}

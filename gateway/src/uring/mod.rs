@@ -1,0 +1,377 @@
+//! One reactor's io_uring (issue 12: run-to-completion storage I/O): the `fs`
+//! backend's READ data is read by the reactor that owns the call, straight into the
+//! reply's pool buffer, and the completion is reaped in the reactor's poll loop — no
+//! hand-off to a worker thread.
+//!
+//! This module is the ring itself and the only `unsafe` of the data path: setting it
+//! up, registering the reactor's pool region as one fixed buffer, pushing read SQEs
+//! whose destination the caller guarantees, and reaping CQEs. What a completion means
+//! (which call, which reply) is the caller's table, keyed by the `u64` user data.
+//!
+//! Availability: `open` fails (and the caller keeps the worker path, logging why)
+//! when `/proc/sys/kernel/io_uring_disabled` forbids it, when the kernel has no
+//! io_uring or lacks the READ opcode, or when set-up fails (seccomp, memlock).
+//! Registering the pool region is tried and, where refused, plain buffers are used.
+//!
+//! Wake-ups: an eventfd is registered with the ring, so a completion makes it
+//! readable; the reactor adds it to its epoll set, so an adaptive reactor sleeping in
+//! epoll wakes for completions as it does for sockets.
+
+#![deny(unsafe_op_in_unsafe_fn)]
+
+pub mod files;
+
+use io_uring::{opcode, types, IoUring};
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+
+/// Submission queue entries per reactor ring. Bounds the reads in flight per reactor
+/// (further READs go to the workers until completions free room).
+pub const ENTRIES: u32 = 256;
+
+/// A reactor's ring.
+pub struct Uring {
+    ring: IoUring,
+    /// Readable when completions were posted (registered with the ring).
+    eventfd: OwnedFd,
+    /// The pool region registered as fixed buffer 0: (base, len).
+    fixed: Option<(usize, usize)>,
+    /// SQEs pushed since the last `submit`.
+    unsubmitted: u32,
+    /// Operations submitted and not yet reaped.
+    inflight: u32,
+    /// The kernel has WRITE, STATX and FSYNC too (reactor WRITE and COMMIT).
+    writes: bool,
+    /// One statx result per tag slot (`write_then_statx`), allocated once.
+    stx: Box<[libc::statx]>,
+}
+
+/// One finished operation: the caller's tag and the result (bytes, or `-errno`).
+#[derive(Debug, Clone, Copy)]
+pub struct Completion {
+    pub tag: u64,
+    pub result: i32,
+}
+
+/// Why io_uring is not used, for the start-up log line.
+fn disabled_reason() -> Option<String> {
+    match std::fs::read_to_string("/proc/sys/kernel/io_uring_disabled") {
+        // 1 = only members of io_uring_group may create rings; an attempt tells.
+        Ok(s) if s.trim() == "2" => {
+            Some("kernel.io_uring_disabled = 2 (io_uring switched off)".into())
+        }
+        _ => None,
+    }
+}
+
+impl Uring {
+    /// Sets up a ring of [`ENTRIES`] and registers `region` (the reactor's pool
+    /// memory, mapped for the process's life) as fixed buffer 0 where allowed.
+    pub fn open(region: (*mut u8, usize)) -> Result<Uring, String> {
+        if let Some(why) = disabled_reason() {
+            return Err(why);
+        }
+        let ring = IoUring::builder()
+            .setup_clamp()
+            .build(ENTRIES)
+            .map_err(|e| format!("io_uring_setup failed: {e}"))?;
+        let mut probe = io_uring::Probe::new();
+        ring.submitter()
+            .register_probe(&mut probe)
+            .map_err(|e| format!("io_uring probe failed (kernel older than 5.6?): {e}"))?;
+        for (op, name) in [
+            (opcode::Read::CODE, "READ"),
+            (opcode::ReadFixed::CODE, "READ_FIXED"),
+        ] {
+            if !probe.is_supported(op) {
+                return Err(format!("io_uring without the {name} opcode"));
+            }
+        }
+        let writes = [
+            opcode::Write::CODE,
+            opcode::WriteFixed::CODE,
+            opcode::Statx::CODE,
+            opcode::Fsync::CODE,
+        ]
+        .iter()
+        .all(|&op| probe.is_supported(op));
+        // SAFETY: plain syscall; the result is checked and owned at once.
+        let efd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+        if efd < 0 {
+            return Err(format!("eventfd: {}", io::Error::last_os_error()));
+        }
+        // SAFETY: `efd` is a fresh descriptor nothing else owns.
+        let eventfd = unsafe { OwnedFd::from_raw_fd(efd) };
+        ring.submitter()
+            .register_eventfd(eventfd.as_raw_fd())
+            .map_err(|e| format!("io_uring eventfd registration failed: {e}"))?;
+        let (base, len) = region;
+        let iov = libc::iovec {
+            iov_base: base.cast(),
+            iov_len: len,
+        };
+        // SAFETY: the region is the reactor's pool mapping, which lives as long as the
+        // process's pools (longer than this ring: the reactor drops the ring first) and
+        // is never unmapped while registered.
+        let fixed = match unsafe { ring.submitter().register_buffers(&[iov]) } {
+            Ok(()) => Some((base as usize, len)),
+            Err(e) => {
+                tracing::info!(
+                    "io_uring: registering the pool region ({} MiB) as a fixed buffer failed ({e}); plain buffers",
+                    len >> 20
+                );
+                None
+            }
+        };
+        Ok(Uring {
+            ring,
+            eventfd,
+            fixed,
+            unsubmitted: 0,
+            inflight: 0,
+            writes,
+            // SAFETY: `statx` is plain old data; all-zero is a valid value.
+            stx: (0..ENTRIES)
+                .map(|_| unsafe { std::mem::zeroed() })
+                .collect(),
+        })
+    }
+
+    /// Whether the pool region is registered (reads use READ_FIXED).
+    pub fn fixed(&self) -> bool {
+        self.fixed.is_some()
+    }
+
+    /// The descriptor that turns readable when completions are posted.
+    pub fn wait_fd(&self) -> RawFd {
+        self.eventfd.as_raw_fd()
+    }
+
+    /// Operations submitted or queued and not yet reaped.
+    pub fn inflight(&self) -> u32 {
+        self.inflight
+    }
+
+    /// Whether another operation can be queued now.
+    pub fn has_room(&self) -> bool {
+        self.inflight < ENTRIES
+    }
+
+    /// Whether WRITE, STATX and FSYNC are there (else writes stay on the workers).
+    pub fn writes(&self) -> bool {
+        self.writes
+    }
+
+    /// The fixed-buffer index covering `p..p+len`, if the pool region is registered
+    /// and holds it.
+    fn fixed_index(&self, p: *const u8, len: u32) -> Option<u16> {
+        let (base, rlen) = self.fixed?;
+        ((p as usize) >= base && (p as usize) + len as usize <= base + rlen).then_some(0)
+    }
+
+    /// Queues `entries` back to back (a linked chain stays whole), submitting what
+    /// is queued first when the SQ lacks room. False when nothing was queued.
+    ///
+    /// # Safety
+    /// Every buffer and descriptor the entries name must stay valid until their
+    /// completions are reaped (or the ring is dropped, which waits for them).
+    unsafe fn push_all(&mut self, entries: &[io_uring::squeue::Entry]) -> bool {
+        let n = entries.len() as u32;
+        if self.inflight + n > ENTRIES {
+            return false;
+        }
+        let free = {
+            let sq = self.ring.submission();
+            sq.capacity() - sq.len()
+        };
+        if free < entries.len() {
+            self.submit();
+        }
+        // SAFETY: the caller keeps what the entries name valid (above).
+        if unsafe { self.ring.submission().push_multiple(entries).is_err() } {
+            return false;
+        }
+        self.unsubmitted += n;
+        self.inflight += n;
+        true
+    }
+
+    /// Queues a write of `len` bytes from `src` at `offset` of `fd`, tagged `tag`,
+    /// linked to a statx of the file into statx slot `slot` (read it with
+    /// [`Uring::statx`] once reaped), tagged `stx_tag`: the attributes after the
+    /// write; cancelled with `-ECANCELED` when the write fails or is short.
+    ///
+    /// # Safety
+    /// `fd` and `src..src+len` must stay valid until both completions are reaped (or
+    /// the ring is dropped, which waits for them); `slot` must not be in use by
+    /// another write in flight.
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn write_then_statx(
+        &mut self,
+        fd: RawFd,
+        src: *const u8,
+        len: u32,
+        offset: u64,
+        tag: u64,
+        slot: usize,
+        stx_tag: u64,
+    ) -> bool {
+        let Some(stx) = self.stx.get_mut(slot) else {
+            return false;
+        };
+        let stx: *mut libc::statx = stx;
+        let write = match self.fixed_index(src, len) {
+            Some(i) => opcode::WriteFixed::new(types::Fd(fd), src, len, i)
+                .offset(offset)
+                .build(),
+            None => opcode::Write::new(types::Fd(fd), src, len)
+                .offset(offset)
+                .build(),
+        }
+        .flags(io_uring::squeue::Flags::IO_LINK)
+        .user_data(tag);
+        let statx = opcode::Statx::new(types::Fd(fd), c"".as_ptr(), stx.cast())
+            .flags(libc::AT_EMPTY_PATH)
+            .mask(libc::STATX_BASIC_STATS)
+            .build()
+            .user_data(stx_tag);
+        // SAFETY: forwarded to the caller (above).
+        unsafe { self.push_all(&[write, statx]) }
+    }
+
+    /// The statx a reaped `write_then_statx` wrote into `slot`.
+    pub fn statx(&self, slot: usize) -> Option<&libc::statx> {
+        self.stx.get(slot)
+    }
+
+    /// Queues an `fdatasync` of `fd`, tagged `tag`.
+    ///
+    /// # Safety
+    /// `fd` must stay open until the completion is reaped.
+    pub unsafe fn fdatasync(&mut self, fd: RawFd, tag: u64) -> bool {
+        let e = opcode::Fsync::new(types::Fd(fd))
+            .flags(types::FsyncFlags::DATASYNC)
+            .build()
+            .user_data(tag);
+        // SAFETY: forwarded to the caller (above).
+        unsafe { self.push_all(&[e]) }
+    }
+
+    /// Queues a read of `len` bytes at `offset` of `fd` into `dst`, tagged `tag`;
+    /// it goes to the kernel at the next [`Uring::submit`]. False when the ring is
+    /// full (nothing queued).
+    ///
+    /// # Safety
+    /// `fd` must stay open and `dst..dst+len` valid for writes and untouched by
+    /// anyone else until the completion tagged `tag` is reaped (or the ring is
+    /// dropped, which waits for it).
+    pub unsafe fn read(
+        &mut self,
+        fd: RawFd,
+        dst: *mut u8,
+        len: u32,
+        offset: u64,
+        tag: u64,
+    ) -> bool {
+        if !self.has_room() {
+            return false;
+        }
+        let entry = match self.fixed_index(dst, len) {
+            Some(i) => opcode::ReadFixed::new(types::Fd(fd), dst, len, i)
+                .offset(offset)
+                .build(),
+            None => opcode::Read::new(types::Fd(fd), dst, len)
+                .offset(offset)
+                .build(),
+        }
+        .user_data(tag);
+        // SAFETY: the caller keeps `fd` and `dst` valid until the completion (above).
+        let pushed = unsafe { self.ring.submission().push(&entry).is_ok() };
+        if !pushed {
+            // The SQ is full of unsubmitted entries: hand them over and retry once.
+            self.submit();
+            // SAFETY: as above.
+            if unsafe { self.ring.submission().push(&entry).is_err() } {
+                return false;
+            }
+        }
+        self.unsubmitted += 1;
+        self.inflight += 1;
+        true
+    }
+
+    /// Hands every queued SQE to the kernel in one `io_uring_enter` (one per poll
+    /// pass, however many calls queued reads in it). Never waits.
+    pub fn submit(&mut self) {
+        if self.unsubmitted == 0 {
+            return;
+        }
+        match self.ring.submit() {
+            Ok(n) => self.unsubmitted = self.unsubmitted.saturating_sub(n as u32),
+            // EBUSY/EAGAIN: the CQ is full or the kernel is short of memory; the
+            // entries stay queued and go with the next pass's submit, after reaping.
+            Err(e) => tracing::debug!("io_uring submit: {e}"),
+        }
+    }
+
+    /// Reaps every posted completion into `out` (no system call).
+    pub fn reap(&mut self, out: &mut Vec<Completion>) -> usize {
+        if self.inflight == 0 {
+            return 0;
+        }
+        let mut n = 0;
+        for cqe in self.ring.completion() {
+            out.push(Completion {
+                tag: cqe.user_data(),
+                result: cqe.result(),
+            });
+            n += 1;
+        }
+        self.inflight -= n as u32;
+        n
+    }
+
+    /// Before a reactor sleeps: clears the eventfd, then says whether sleeping is
+    /// safe (nothing queued unsubmitted, no completion posted and unreaped). A
+    /// completion posted after the clear signals the eventfd again, so the sleep
+    /// ends for it. Not on the busy path: no system call per pass.
+    pub fn may_sleep(&mut self) -> bool {
+        let mut v = 0u64;
+        // SAFETY: reads 8 bytes into `v` from our non-blocking eventfd; EAGAIN
+        // (nothing signalled) is fine and ignored.
+        let _ = unsafe {
+            libc::read(
+                self.eventfd.as_raw_fd(),
+                (&mut v as *mut u64).cast(),
+                std::mem::size_of::<u64>(),
+            )
+        };
+        self.unsubmitted == 0 && self.ring.completion().is_empty()
+    }
+
+    /// Waits until every operation in flight has completed, dropping the results
+    /// (shutdown: the buffers they write into are then released).
+    fn drain(&mut self) {
+        let mut sink = Vec::new();
+        while self.inflight > 0 {
+            if let Err(e) = self.ring.submit_and_wait(1) {
+                if e.raw_os_error() != Some(libc::EINTR) {
+                    tracing::warn!("io_uring: waiting for reads in flight at shutdown: {e}");
+                    // Leak the ring's memory rather than free buffers a read may fill.
+                    return;
+                }
+            }
+            sink.clear();
+            self.reap(&mut sink);
+        }
+    }
+}
+
+impl Drop for Uring {
+    fn drop(&mut self) {
+        self.drain();
+    }
+}
+
+#[cfg(test)]
+mod tests;

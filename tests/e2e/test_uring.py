@@ -1,0 +1,289 @@
+"""backend.io = "uring" (issue 12): NFSv3 READs of fs files are read by the reactor
+through its io_uring, not by a backend worker, byte-exact; what the reactor cannot
+answer (unknown handles, refused callers, directories, stale handles) still gets the
+worker's exact answer; `nfsgw_worker_data_jobs_total` shows the difference.
+
+The rest of the suite runs on this path too with NFSGW_E2E_IO=uring (tests/run-e2e.sh
+runs test_ops, test_posix, test_restart and test_cache that way as well).
+"""
+import os
+import signal
+import threading
+import time
+
+import pytest
+
+import nfsclient as N
+from conftest import free_port
+from statsutil import scrape
+
+SIZE = 3 * (1 << 20) + 12345
+# (offset, count): unaligned, crossing pages, 64 KiB and 1 MiB reads, the end of the
+# file, at and past it, count 0.
+READS = [(0, 1), (1, 4096), (4095, 5000), (65536, 65536), (100, 65537), (0, 1 << 20),
+         ((1 << 20) + 3, 1 << 20), (SIZE - 10, 4096), (SIZE - 70000, 1 << 20), (SIZE, 100),
+         (SIZE + 100, 10), (5, 0), (2 << 20, 1 << 20)]
+
+
+def _gw(gw_factory, io):
+    port = free_port()
+    g = gw_factory(backend="fs", backend_opts={"io": io},
+                   extra={"stats": {"listen": f"127.0.0.1:{port}"}})
+    g.stats_port = port
+    return g
+
+
+def _log_has(g, text, timeout=5.0) -> bool:
+    """The start-up log line may follow the listener by a moment."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if text in g.log_path.read_text(errors="replace"):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def _data_jobs(g) -> float:
+    return scrape(g.stats_port).sum("nfsgw_worker_data_jobs_total")
+
+
+def _file(c, root, name, data):
+    fh = c.create(root, name, 0o644).check().fh
+    c.write_all(fh, data)
+    return fh
+
+
+def _check_reads(c, fh, data):
+    for off, count in READS:
+        r = c.read(fh, off, count).check()
+        want = data[off:off + count]
+        assert r.data == want, f"READ({off}, {count}): {len(r.data)} bytes, differ from the file"
+        assert r.count == len(want)
+        assert r.eof == (off + len(want) >= len(data)), (off, count, r.eof)
+        assert r.attr.size == len(data)
+
+
+def test_reads_run_on_the_reactor_and_are_byte_exact(gw_factory):
+    g = _gw(gw_factory, "uring")
+    assert _log_has(g, "through io_uring"), g.log_tail()
+    c = g.client()
+    root = c.mount("/")
+    data = os.urandom(SIZE)
+    fh = _file(c, root, "big", data)
+    before = _data_jobs(g)
+    assert before >= 4, "the writes ran on workers and were counted"
+    # A GETATTR authenticates the handle on a worker: from then on READs stay on the
+    # reactor (entries live a second, as the read cache's: at most one worker READ
+    # per second per file refreshes them).
+    c.getattr(fh).check()
+    t0 = time.monotonic()
+    _check_reads(c, fh, data)   # cold: from the file
+    _check_reads(c, fh, data)   # warm: small ones from the cache
+    elapsed = time.monotonic() - t0
+    jobs = _data_jobs(g) - before
+    assert jobs <= int(elapsed), f"{jobs} READs went to workers in {elapsed:.2f} s"
+    # The same bytes after a restart (fresh rings, fresh table).
+    g.restart()
+    c = g.client()
+    fh = c.lookup_path(c.mount("/"), "big")
+    c.getattr(fh).check()
+    _check_reads(c, fh, data)
+
+
+def test_workers_mode_reads_on_workers(gw_factory):
+    g = _gw(gw_factory, "workers")
+    assert _log_has(g, "data I/O: backend workers"), g.log_tail()
+    c = g.client()
+    root = c.mount("/")
+    data = os.urandom(SIZE)
+    fh = _file(c, root, "big", data)
+    c.getattr(fh).check()
+    before = _data_jobs(g)
+    _check_reads(c, fh, data)
+    # Reads over 64 KiB are never answered from the reactor's cache.
+    assert _data_jobs(g) - before >= sum(1 for _, n in READS if n > 65536)
+
+
+def test_what_the_reactor_cannot_answer_gets_the_workers_answer(gw_factory):
+    g = _gw(gw_factory, "uring")
+    os.chmod(g.data_dir, 0o777)   # the export root's mode is the directory's own
+    owner = g.client(uid=1000, gid=1000)
+    root = owner.mount("/")
+    data = os.urandom(200000)
+    fh = _file(owner, root, "private", data)
+    owner.setattr(fh, mode=0o600).check()
+    owner.getattr(fh).check()
+    assert owner.read(fh, 0, 100000).check().data == data[:100000]
+    # Another user: the reactor's permission check refuses, the worker answers ACCES.
+    other = g.client(uid=2000, gid=2000)
+    assert other.read(fh, 0, 100000).status == N.NFS3ERR_ACCES
+    # A directory is never in the reactor's table.
+    d = owner.mkdir(root, "d", 0o755).check().fh
+    owner.getattr(d).check()
+    assert owner.read(d, 0, 100).status == N.NFS3ERR_ISDIR
+    # A forged handle (one byte of the MAC changed) never reaches a file.
+    bad = bytearray(fh)
+    bad[-1] ^= 1
+    assert owner.read(bytes(bad), 0, 100).status == N.NFS3ERR_BADHANDLE
+    # Removed: stale at once, though the reactor held the file open.
+    owner.remove(root, "private").check()
+    assert owner.read(fh, 0, 100000).status == N.NFS3ERR_STALE
+
+
+def test_reads_see_every_completed_change(gw_factory):
+    g = _gw(gw_factory, "uring")
+    c = g.client()
+    root = c.mount("/")
+    data = bytearray(os.urandom(300000))
+    fh = _file(c, root, "f", bytes(data))
+    c.getattr(fh).check()
+    assert c.read(fh, 0, 300000).check().data == bytes(data)
+    for i in range(20):
+        off = (i * 7919) % 290000
+        patch = os.urandom(5000)
+        c.write(fh, off, patch, stable=N.UNSTABLE).check()
+        data[off:off + len(patch)] = patch
+        # Read back at once, large (reactor or worker) and small (cache): never stale.
+        assert c.read(fh, 0, 300000).check().data == bytes(data), i
+        assert c.read(fh, off, 4096).check().data == bytes(data[off:off + 4096]), i
+    c.commit(fh).check()
+    c.setattr(fh, size=1000).check()
+    r = c.read(fh, 0, 300000).check()
+    assert (r.data, r.eof, r.attr.size) == (bytes(data[:1000]), True, 1000)
+
+
+@pytest.mark.parametrize("io", ["uring", "auto"])
+def test_io_modes_start_and_serve(gw_factory, io):
+    g = _gw(gw_factory, io)
+    # Which path is in force is said once at start.
+    assert _log_has(g, "data I/O:"), g.log_tail()
+    c = g.client()
+    root = c.mount("/")
+    data = os.urandom(70000)
+    fh = _file(c, root, "f", data)
+    c.getattr(fh).check()
+    assert c.read(fh, 0, 70000).check().data == data
+
+
+def _write_chunks(c, fh, data, chunk, stable=N.UNSTABLE, at=0):
+    """Sequential WRITEs of `data` at `at`; returns their results."""
+    out = []
+    for off in range(0, len(data), chunk):
+        piece = data[off:off + chunk]
+        r = c.write(fh, at + off, piece, stable=stable).check()
+        assert r.count == len(piece)
+        post = r.wcc.after
+        assert post is not None and post.size >= at + off + len(piece)
+        out.append(r)
+    return out
+
+
+def test_writes_and_commit_run_on_the_reactor(gw_factory):
+    g = _gw(gw_factory, "uring")
+    c = g.client()
+    root = c.mount("/")
+    fh = c.create(root, "w", 0o644).check().fh
+    # The first WRITE runs on a worker (the gateway drops the object's stored times
+    # then); its reply teaches the reactor the file.
+    c.write(fh, 0, b"x" * 100, stable=N.UNSTABLE).check()
+    before = _data_jobs(g)
+    data = os.urandom(2 * (1 << 20) + 777)
+    t0 = time.monotonic()
+    results = _write_chunks(c, fh, data, 65536)
+    commit = c.commit(fh).check()
+    elapsed = time.monotonic() - t0
+    jobs = _data_jobs(g) - before
+    # Entries live a second: at most one worker WRITE per second refreshes them.
+    assert jobs <= int(elapsed) + 1, f"{jobs} of {len(results) + 1} data calls ran on workers"
+    assert all(r.committed == N.UNSTABLE for r in results)
+    assert all(r.verf == commit.verf for r in results), "one verifier per run"
+    # Post-operation attributes: growing size, mtime never going back.
+    sizes = [r.wcc.after.size for r in results]
+    assert sizes == sorted(sizes) and sizes[-1] == len(data)
+    mtimes = [r.wcc.after.mtime for r in results]
+    assert mtimes == sorted(mtimes)
+    # What a worker says afterwards agrees with what the reactor answered.
+    a = c.getattr(fh).check().attr
+    assert (a.size, a.mtime) == (len(data), results[-1].wcc.after.mtime)
+    assert (g.data_dir / "w").read_bytes() == data
+    assert c.read_all(fh) == data
+
+
+def test_pipelined_writes_and_overlaps_stay_exact(gw_factory):
+    """Many writers at once on one file (each its own connection): whichever path
+    takes each WRITE, the file ends as the last writer of each byte left it."""
+    g = _gw(gw_factory, "uring")
+    c = g.client()
+    root = c.mount("/")
+    fh = c.create(root, "p", 0o644).check().fh
+    c.write(fh, 0, b"\0" * 4096, stable=N.UNSTABLE).check()
+    c.getattr(fh).check()
+    size = 8 << 20
+    pieces = [os.urandom(size // 8) for _ in range(8)]
+
+    def writer(k):
+        cc = g.client()
+        for off in range(0, size // 8, 32768):
+            cc.write(fh, k * (size // 8) + off, pieces[k][off:off + 32768], stable=N.UNSTABLE).check()
+        cc.close()
+
+    before = _data_jobs(g)
+    t0 = time.monotonic()
+    threads = [threading.Thread(target=writer, args=(k,)) for k in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    c.commit(fh).check()
+    elapsed = time.monotonic() - t0
+    jobs = _data_jobs(g) - before
+    print(f"pipelined: {jobs} of {size // 32768 + 1} data calls on workers in {elapsed:.2f} s")
+    # Writes in flight together stay on the reactor (each counts its own bumps);
+    # a refresh per second and the relearn after it may take a few to workers.
+    assert jobs <= 4 * (int(elapsed) + 1), jobs
+    want = b"".join(pieces)
+    assert c.getattr(fh).check().attr.size == size
+    assert c.read_all(fh) == want
+    assert (g.data_dir / "p").read_bytes() == want
+
+
+def test_kill9_after_commit_loses_nothing(gw_factory):
+    g = _gw(gw_factory, "uring")
+    c = g.client()
+    root = c.mount("/")
+    fh = c.create(root, "k", 0o644).check().fh
+    c.write(fh, 0, b"y" * 10, stable=N.UNSTABLE).check()
+    committed = os.urandom(3 << 20)
+    _write_chunks(c, fh, committed, 262144)
+    verf = c.commit(fh).check().verf
+    # More staged data, then the process dies without a chance to sync.
+    _write_chunks(c, fh, os.urandom(1 << 20), 262144, at=len(committed))
+    g.restart(sig=signal.SIGKILL)
+    c = g.client()
+    fh = c.lookup_path(c.mount("/"), "k")
+    assert c.read_all(fh)[:len(committed)] == committed
+    # A new run has a new verifier: the client resends what was not committed.
+    c.write(fh, 0, committed[:100], stable=N.UNSTABLE).check()
+    assert c.commit(fh).check().verf != verf
+
+
+def test_ro_export_and_stable_writes_take_the_worker_path(gw_factory):
+    g = _gw(gw_factory, "uring")
+    c = g.client()
+    root = c.mount("/")
+    fh = c.create(root, "s", 0o644).check().fh
+    c.write(fh, 0, b"a" * 10, stable=N.UNSTABLE).check()
+    c.getattr(fh).check()
+    before = _data_jobs(g)
+    r = c.write(fh, 0, b"b" * 4096, stable=N.FILE_SYNC).check()
+    assert r.committed == N.FILE_SYNC
+    assert _data_jobs(g) - before == 1
+    # A set-id file written by a non-root user loses the bits: the worker does it.
+    os.chmod(g.data_dir, 0o777)
+    u = g.client(uid=1000, gid=1000)
+    f2 = u.create(root, "suid", 0o644).check().fh
+    u.write(f2, 0, b"z", stable=N.UNSTABLE).check()
+    u.setattr(f2, mode=0o6755).check()
+    u.getattr(f2).check()
+    u.write(f2, 0, b"q" * 100, stable=N.UNSTABLE).check()
+    assert u.getattr(f2).check().attr.mode & 0o6000 == 0
