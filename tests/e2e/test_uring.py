@@ -287,3 +287,38 @@ def test_ro_export_and_stable_writes_take_the_worker_path(gw_factory):
     u.getattr(f2).check()
     u.write(f2, 0, b"q" * 100, stable=N.UNSTABLE).check()
     assert u.getattr(f2).check().attr.mode & 0o6000 == 0
+
+
+@pytest.mark.parametrize("io", ["uring", "workers"])
+@pytest.mark.parametrize("transport", ["tcp", "rdma"])
+def test_bench_writes_commit_and_reads_verified(gw_factory, transport, io):
+    """bench (sequential then random UNSTABLE writes with a COMMIT at the end of each
+    run, then cold and warm random reads and sequential 1 MiB reads, every byte
+    verified) over TCP and RPC-over-RDMA, on both data paths. With io_uring the data
+    calls stay off the workers, apart from the file's first WRITE and a refresh per
+    second; on the workers every uncached one is counted."""
+    from statsutil import bench, total
+    port = free_port()
+    g = gw_factory(backend="fs+rdma", backend_opts={"io": io},
+                   extra={"stats": {"listen": f"127.0.0.1:{port}"}})
+    target = (f"tcp://127.0.0.1:{g.port}" if transport == "tcp"
+              else f"rdma://127.0.0.1:{g.rdma_port}")
+    before = scrape(port).sum("nfsgw_worker_data_jobs_total")
+    t0 = time.monotonic()
+    ops = 0
+    for workload, bs, n in [("seqwrite", 1 << 20, 8), ("randwrite", 65536, 600),
+                            ("randread", 65536, 600), ("randread", 4096, 600),
+                            ("seqread", 1 << 20, 24)]:
+        out = bench(target, "--workload", workload, "--bs", str(bs), "--ops", str(n), "--qd", "8",
+                    "--size-mib", "8", "--file", f"u-{transport}.dat", "--verify")
+        assert total(out, "ops") == n and total(out, "errors") == 0, out
+        ops += n
+    elapsed = time.monotonic() - t0
+    jobs = scrape(port).sum("nfsgw_worker_data_jobs_total") - before
+    print(f"bench {transport} {io}: {jobs} of {ops} data calls on workers in {elapsed:.1f} s")
+    if io == "uring":
+        assert jobs <= 8 + 4 * elapsed, f"{jobs} of {ops} data calls on workers in {elapsed:.1f} s"
+    else:
+        # Writes, COMMITs and reads over 64 KiB never skip the workers.
+        assert jobs >= 8 + 600 + 24, jobs
+    assert (g.data_dir / f"u-{transport}.dat").stat().st_size == 8 << 20
