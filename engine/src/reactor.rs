@@ -3,24 +3,33 @@
 //! One reactor thread per configured core runs [`run`]: it calls its [`Poller`] (which
 //! polls every socket, completion queue, ring and timer the reactor owns) over and over.
 //! With [`IdlePolicy::Busy`] it never sleeps (the SPDK default: lowest latency, one core
-//! at 100 %). With [`IdlePolicy::Adaptive`] it backs off to a bounded event wait after a
-//! number of consecutive empty polls, which small machines and CI need.
+//! at 100 %). With [`IdlePolicy::Adaptive`] it keeps polling for a while after the last
+//! work (a number of empty polls and a spin time), then backs off to a bounded event
+//! wait, which small machines and CI need.
 //!
 //! Sharing: [`Counters`] are written only by the owning reactor (Relaxed load + store, no
 //! read-modify-write on the hot path) and read by the stats thread (Relaxed loads; the
 //! values are monotonic but not a consistent snapshot across fields).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// `engine.idle`: what a reactor does when a poll finds no work.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum IdlePolicy {
     /// Poll forever, never sleep.
     Busy,
-    /// After `spins` consecutive empty polls, sleep up to `max_sleep` waiting for I/O or
-    /// a wake; keep sleeping on every further empty poll until work shows up.
-    Adaptive { spins: u32, max_sleep: Duration },
+    /// Once `spins` consecutive empty polls came AND `spin` has passed since the first
+    /// of them, sleep up to `max_sleep` waiting for I/O or a wake; keep sleeping on every
+    /// further empty poll until work shows up. The spin time is what matters for
+    /// latency: a request arriving within it is seen without a wake-up (an epoll wake
+    /// and a context switch), while a count of polls means a different time on every
+    /// machine and load.
+    Adaptive {
+        spins: u32,
+        spin: Duration,
+        max_sleep: Duration,
+    },
 }
 
 /// Per-reactor counters, always on.
@@ -56,28 +65,47 @@ pub trait Poller {
 }
 
 /// Runs the run-to-completion loop until `stop` is set: poll; count polls/busy_polls;
-/// with Busy never sleep; with Adaptive after `spins` consecutive empty polls call
-/// `sleep(max_sleep)` (count sleeps).
+/// with Busy never sleep; with Adaptive, once `spins` consecutive empty polls came and
+/// `spin` passed since the first, call `sleep(max_sleep)` (count sleeps).
 pub fn run<P: Poller>(p: &mut P, idle: IdlePolicy, stop: &AtomicBool, counters: &Counters) {
     let mut empty: u32 = 0;
+    // When the current run of empty polls began (read only while idle and `spin` > 0:
+    // a busy reactor never reads the clock here).
+    let mut idle_since: Option<Instant> = None;
     while !stop.load(Ordering::Relaxed) {
         let work = p.poll();
         Counters::add(&counters.polls, 1);
         if work > 0 {
             Counters::add(&counters.busy_polls, 1);
             empty = 0;
+            idle_since = None;
             continue;
         }
         empty = empty.saturating_add(1);
-        if let IdlePolicy::Adaptive { spins, max_sleep } = idle {
-            // Rule: sleep once `spins` empty polls came in a row; stay sleep-prone
-            // (sleep on each further empty poll) until a poll finds work.
-            if empty >= spins {
+        if let IdlePolicy::Adaptive {
+            spins,
+            spin,
+            max_sleep,
+        } = idle
+        {
+            // Rule: sleep once both limits are reached; stay sleep-prone (sleep on each
+            // further empty poll) until a poll finds work.
+            if empty >= spins && spun(spin, &mut idle_since) {
                 p.sleep(max_sleep);
                 Counters::add(&counters.sleeps, 1);
             }
         }
     }
+}
+
+/// Whether `spin` has passed since the run of empty polls began (starting it now if
+/// it had not).
+fn spun(spin: Duration, idle_since: &mut Option<Instant>) -> bool {
+    if spin.is_zero() {
+        return true;
+    }
+    let now = Instant::now();
+    now.saturating_duration_since(*idle_since.get_or_insert(now)) >= spin
 }
 
 /// Spawns a named thread pinned to `core` with core_affinity (log a warning via tracing
@@ -143,6 +171,7 @@ mod tests {
 
     const ADAPTIVE: IdlePolicy = IdlePolicy::Adaptive {
         spins: 3,
+        spin: Duration::ZERO,
         max_sleep: Duration::from_millis(3),
     };
 
@@ -198,10 +227,70 @@ mod tests {
         let mut f = fake(&stop, 4, vec![2]);
         let idle = IdlePolicy::Adaptive {
             spins: 0,
+            spin: Duration::ZERO,
             max_sleep: Duration::from_millis(3),
         };
         run(&mut f, idle, &stop, &c);
         assert_eq!(f.sleeps, vec![1, 3, 4]);
+    }
+
+    /// Polls that take ~1 ms each, with work on the polls in `busy_at`; records when
+    /// each sleep came and when the last work was done.
+    struct Timed<'a> {
+        polls: u64,
+        busy_at: Vec<u64>,
+        stop_after: u64,
+        stop: &'a AtomicBool,
+        last_work: Instant,
+        /// (poll number, time since the last work) of each sleep.
+        sleeps: Vec<(u64, Duration)>,
+    }
+
+    impl Poller for Timed<'_> {
+        fn poll(&mut self) -> usize {
+            self.polls += 1;
+            if self.polls >= self.stop_after {
+                self.stop.store(true, Ordering::Relaxed);
+            }
+            std::thread::sleep(Duration::from_millis(1));
+            if self.busy_at.contains(&self.polls) {
+                self.last_work = Instant::now();
+                return 1;
+            }
+            0
+        }
+        fn sleep(&mut self, _max: Duration) {
+            self.sleeps.push((self.polls, self.last_work.elapsed()));
+        }
+    }
+
+    #[test]
+    fn adaptive_spins_for_its_spin_time_before_sleeping() {
+        let stop = AtomicBool::new(false);
+        let c = Counters::default();
+        let mut t = Timed {
+            polls: 0,
+            busy_at: vec![1, 40],
+            stop_after: 80,
+            stop: &stop,
+            last_work: Instant::now(),
+            sleeps: Vec::new(),
+        };
+        let spin = Duration::from_millis(15);
+        let idle = IdlePolicy::Adaptive {
+            spins: 1,
+            spin,
+            max_sleep: Duration::from_millis(3),
+        };
+        run(&mut t, idle, &stop, &c);
+        // Every sleep comes at least `spin` after the last work (measured from the
+        // first empty poll, which follows it), and the reactor does sleep after each
+        // of the two busy polls.
+        assert!(t.sleeps.iter().all(|&(_, d)| d >= spin), "{:?}", t.sleeps);
+        assert!(t.sleeps.iter().any(|&(p, _)| p < 40), "{:?}", t.sleeps);
+        assert!(t.sleeps.iter().any(|&(p, _)| p > 40), "{:?}", t.sleeps);
+        // No sleep on the polls right after work (1 ms each, less than the spin).
+        assert!(!t.sleeps.iter().any(|&(p, _)| p == 2 || p == 41));
     }
 
     #[test]

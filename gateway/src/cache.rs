@@ -190,8 +190,6 @@ struct AttrEntry {
 }
 
 struct PageEntry {
-    /// Unique for the cache's life: names the page while an RDMA Write reads it.
-    id: u64,
     buf: Buf,
     len: usize,
     stamp: Stamp,
@@ -216,11 +214,16 @@ pub struct ReadCache {
     order: VecDeque<(u64, u64)>,
     pool: Option<Pools>,
     stats: CacheStats,
-    next_page_id: u64,
-    /// Pages an RDMA Write is reading (id → replies in flight). Reactor-owned.
-    pins: HashMap<u64, u32>,
-    /// Pinned pages already evicted or replaced: freed at their last unpin.
-    zombies: HashMap<u64, Buf>,
+    /// Replies in flight reading each page (RDMA Write or TCP send), indexed by the
+    /// page's slot in the page region, which is also the tag the transports hand back:
+    /// a pinned slot's buffer is never freed, so the slot names the same memory until
+    /// its last unpin. Arrays sized once (no hashing or allocation per pin).
+    pins: Vec<u32>,
+    /// Slots pinned: `pins` entries above zero.
+    pinned: usize,
+    /// Pinned pages already evicted or replaced, by slot: freed at their last unpin.
+    zombies: Vec<Option<Buf>>,
+    zombie_count: usize,
     /// Page lists handed back by `recycle` (no allocation per zero-copy READ); boxed
     /// because they travel by pointer through the reactor's queues.
     #[allow(clippy::vec_box)]
@@ -266,9 +269,10 @@ impl ReadCache {
             order: VecDeque::with_capacity(count.min(1 << 20)),
             pool,
             stats: CacheStats::default(),
-            next_page_id: 0,
-            pins: HashMap::default(),
-            zombies: HashMap::default(),
+            pins: vec![0; count],
+            pinned: 0,
+            zombies: (0..count).map(|_| None).collect(),
+            zombie_count: 0,
             spare_reads: Vec::new(),
         })
     }
@@ -683,9 +687,7 @@ impl ReadCache {
             };
             buf.spare_mut()[..len].copy_from_slice(src);
             buf.set_len(len);
-            self.next_page_id += 1;
             let entry = PageEntry {
-                id: self.next_page_id,
                 buf,
                 len,
                 stamp,
@@ -716,8 +718,11 @@ impl ReadCache {
     /// A page leaving the cache: freed now, or at its last unpin if an RDMA Write is
     /// still reading it (so the pool never hands out memory that is being sent).
     fn retire(&mut self, e: PageEntry) {
-        if self.pins.contains_key(&e.id) {
-            self.zombies.insert(e.id, e.buf);
+        let slot = e.buf.region_offset() / PAGE;
+        if self.pins[slot] > 0 {
+            debug_assert!(self.zombies[slot].is_none());
+            self.zombies[slot] = Some(e.buf);
+            self.zombie_count += 1;
         }
     }
 
@@ -727,12 +732,20 @@ impl ReadCache {
     }
 
     /// An RDMA Write from page `id` is over.
-    pub fn unpin(&mut self, id: u64) {
-        if let Some(n) = self.pins.get_mut(&id) {
-            *n -= 1;
-            if *n == 0 {
-                self.pins.remove(&id);
-                self.zombies.remove(&id);
+    pub fn unpin(&mut self, tag: u64) {
+        let Some(n) = usize::try_from(tag).ok().and_then(|i| self.pins.get_mut(i)) else {
+            debug_assert!(false, "unpin of a tag never handed out");
+            return;
+        };
+        if *n == 0 {
+            debug_assert!(false, "unpin of a page not pinned");
+            return;
+        }
+        *n -= 1;
+        if *n == 0 {
+            self.pinned -= 1;
+            if self.zombies[tag as usize].take().is_some() {
+                self.zombie_count -= 1;
             }
         }
     }
@@ -755,7 +768,12 @@ impl ReadCache {
 
     /// Pages pinned by replies in flight (tests).
     pub fn pinned(&self) -> usize {
-        self.pins.len()
+        self.pinned
+    }
+
+    /// Pinned pages that already left the cache (tests).
+    pub fn zombies(&self) -> usize {
+        self.zombie_count
     }
 
     /// Like [`ReadCache::try_read`], but the data is not copied: `out` gets the READ3res
@@ -826,13 +844,17 @@ impl ReadCache {
                 addr: page.buf.addr() + within as u64,
                 len: k as u32,
                 lkey,
-                tag: page.id,
+                tag: (page.buf.region_offset() / PAGE) as u64,
             };
             got.n += 1;
             done += k;
         }
         for seg in got.as_slice() {
-            *self.pins.entry(seg.tag).or_insert(0) += 1;
+            let n = &mut self.pins[seg.tag as usize];
+            if *n == 0 {
+                self.pinned += 1;
+            }
+            *n += 1;
         }
         got
     }
@@ -1191,7 +1213,7 @@ mod tests {
             0,
             "pinned pages are not back in the pool"
         );
-        assert_eq!(t.cache.zombies.len(), 2);
+        assert_eq!(t.cache.zombies(), 2);
         let page_mem = got.as_slice()[0].addr as *const u8;
         // SAFETY: the page is pinned, so its buffer is still the data we cached.
         assert_eq!(
@@ -1204,7 +1226,7 @@ mod tests {
             t.cache.unpin(g.tag);
         }
         assert_eq!(t.cache.pinned(), 0);
-        assert!(t.cache.zombies.is_empty());
+        assert_eq!(t.cache.zombies(), 0);
         assert_eq!(pool.stats()[0].free, 2, "freed at the last unpin");
         t.cache.recycle(got);
     }

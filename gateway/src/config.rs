@@ -61,9 +61,13 @@ pub struct EngineConfig {
     pub idle: Idle,
     #[serde(default = "default_hugepages")]
     pub hugepages: Hugepages,
-    /// Empty polls before an adaptive reactor sleeps.
+    /// Empty polls before an adaptive reactor sleeps (at least; see `idle_spin_us`).
     #[serde(default = "default_idle_spins")]
     pub idle_spins: u32,
+    /// Time an adaptive reactor keeps polling after its last work before it sleeps,
+    /// microseconds (0 = only `idle_spins` counts). Both limits must be reached.
+    #[serde(default = "default_idle_spin_us")]
+    pub idle_spin_us: u64,
     /// Longest adaptive sleep, microseconds.
     #[serde(default = "default_idle_sleep_us")]
     pub idle_sleep_us: u64,
@@ -81,6 +85,11 @@ fn default_hugepages() -> Hugepages {
 fn default_idle_spins() -> u32 {
     2000
 }
+fn default_idle_spin_us() -> u64 {
+    DEFAULT_IDLE_SPIN_US
+}
+/// Default of `engine.idle_spin_us` (measured: docs/tuning.md, "Idle spin").
+pub const DEFAULT_IDLE_SPIN_US: u64 = 50;
 fn default_idle_sleep_us() -> u64 {
     10_000
 }
@@ -92,6 +101,7 @@ impl Default for EngineConfig {
             idle: default_idle(),
             hugepages: default_hugepages(),
             idle_spins: default_idle_spins(),
+            idle_spin_us: default_idle_spin_us(),
             idle_sleep_us: default_idle_sleep_us(),
         }
     }
@@ -1040,6 +1050,9 @@ impl Config {
         }
         if e.idle_spins == 0 {
             return err("engine.idle_spins", "must be at least 1");
+        }
+        if e.idle_spin_us > 1_000_000 {
+            return err("engine.idle_spin_us", "must be 0..=1000000 microseconds");
         }
         if e.idle_sleep_us == 0 || e.idle_sleep_us > 100_000 {
             return err("engine.idle_sleep_us", "must be 1..=100000 microseconds");

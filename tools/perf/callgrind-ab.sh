@@ -13,6 +13,9 @@
 #
 # Env (defaults): OPS=20000 BS=4k QD=1 SIZE_MIB=16 WORKLOADS="randread getattr randwrite"
 #   BENCH=<repo>/target/release/bench OUT=/var/tmp/perf-callgrind-ab/<stamp>
+#   ENGINE_EXTRA_<NAME>="key = value": one more [engine] line for binary NAME only, e.g.
+#   ENGINE_EXTRA_now="idle_spin_us = 0" (builds with engine.idle_spin_us poll that long
+#   after every operation, which callgrind counts; older builds reject the key).
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
@@ -30,7 +33,7 @@ mkdir -p "$OUT"
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
 measure() {  # name binary workload -> prints Ir/op
-  local name=$1 bin=$2 wl=$3 dir="$OUT/$1-$3" port
+  local name=$1 bin=$2 wl=$3 dir="$OUT/$1-$3" port extra_var="ENGINE_EXTRA_$1"
   port=$(free_port)
   mkdir -p "$dir/data" "$dir/state"
   cat > "$dir/gateway.toml" <<TOML
@@ -39,6 +42,7 @@ cores = [0]
 idle = "adaptive"
 idle_spins = 1
 hugepages = "off"
+${!extra_var:-}
 [tcp]
 listen = "127.0.0.1:$port"
 [backend]

@@ -320,6 +320,7 @@ impl Server {
             Idle::Busy => IdlePolicy::Busy,
             Idle::Adaptive => IdlePolicy::Adaptive {
                 spins: cfg.engine.idle_spins,
+                spin: Duration::from_micros(cfg.engine.idle_spin_us),
                 max_sleep: Duration::from_micros(cfg.engine.idle_sleep_us),
             },
         };
