@@ -1267,6 +1267,35 @@ mod tests {
     }
 
     #[test]
+    fn s3_endpoints_and_retry_budget() {
+        let s3 = |extra: &str| {
+            Config::parse(&format!(
+                "[backend]\nkind = \"s3\"\n[backend.s3]\nbucket = \"b\"\nallow_http = true\n{extra}\n{MIN}"
+            ))
+        };
+        let c = s3("endpoints = [\"http://a:3900\", \"http://b:3900\"]").unwrap();
+        let b = c.backend.s3.unwrap();
+        assert_eq!(b.endpoints.len(), 2);
+        assert_eq!((b.retries, b.retry_budget_s), (10, 10.0));
+        assert!(b.handle_key_file.is_none());
+        for (bad, key) in [
+            (
+                "endpoint = \"http://a\"\nendpoints = [\"http://b\"]",
+                "backend.s3.endpoints",
+            ),
+            ("endpoints = [\"ftp://a\"]", "backend.s3.endpoint"),
+            ("retry_budget_s = 0.0", "backend.s3.retry_budget_s"),
+            ("retry_budget_s = nan", "backend.s3.retry_budget_s"),
+            ("retry_budget_s = 1e9", "backend.s3.retry_budget_s"),
+        ] {
+            let e = s3(bad).err().unwrap_or_else(|| panic!("{bad} accepted"));
+            assert!(e.to_string().contains(key), "{bad}: {e}");
+        }
+        let many: Vec<String> = (0..65).map(|i| format!("\"http://h{i}\"")).collect();
+        assert!(s3(&format!("endpoints = [{}]", many.join(","))).is_err());
+    }
+
+    #[test]
     fn shipped_default_config_is_valid() {
         let text = include_str!("../../configs/default.toml");
         let c = Config::parse(text).unwrap();
