@@ -215,3 +215,28 @@ def test_bench_rides_out_a_jukebox_window(gw_factory, s3_server, s3_bucket, s3_p
     p.clear()
     assert r.returncode != 0
     assert "--jukebox-timeout" in r.stderr, (took, p.injected, r.stderr[-2000:], g.log_tail())
+
+
+def test_a_hung_endpoint_fails_over_after_timeout_s(gw_factory, s3_server, s3_bucket, s3, two_nodes):
+    # a node that accepts and never answers (a partition, a wedged process): the attempt
+    # is cut at timeout_s, well inside the budget, and the call moves on
+    a, b = two_nodes
+    g = cluster_gateway(gw_factory, s3_server, s3_bucket, [a.endpoint, b.endpoint],
+                        timeout_s=1, connect_timeout_s=1, retry_budget_s=10)
+    c = g.client()
+    root = c.mount("/")
+    make_file(c, root, "x.bin", b"x" * 1000)
+    a.stall(120, times=None)
+    d = os.urandom(150_000)
+    t0 = time.monotonic()
+    fh = make_file(c, root, "hung.bin", d, commit=False)   # its CREATE meets the hang
+    r = c.commit(fh)
+    took = time.monotonic() - t0
+    assert r.status == N.NFS3_OK, N.status_name(r.status)
+    assert 0.8 <= took < 4, took
+    assert a.injected["stall"] >= 1, a.injected
+    r, took = commit_timed(c, make_file(c, root, "next.bin", b"n" * 5000, commit=False))
+    assert r.status == N.NFS3_OK and took < 1.0, (N.status_name(r.status), took)
+    a.clear()
+    assert get_bytes(s3, s3_bucket, "hung.bin") == d
+    c.close()
