@@ -176,9 +176,11 @@ def run_bench(g, *args, timeout=120):
     return r, (json.loads(lines[-1]) if lines else None)
 
 
-def test_bench_rides_out_a_jukebox_window(gw_factory, s3_server, s3_bucket, s3_proxy):
+@pytest.mark.parametrize("nfs", ["3", "4.1"])
+def test_bench_rides_out_a_jukebox_window(gw_factory, s3_server, s3_bucket, s3_proxy, nfs):
     import threading
     p = s3_proxy
+    v = ("--nfs", nfs)
     # JUKEBOX quickly (0.5 s budget) so the window yields many of them
     cfg = s3_server.gateway_s3_config(s3_bucket, endpoint=p.endpoint, timeout_s=2,
                                       retries=100, retry_budget_s=0.5)
@@ -187,7 +189,7 @@ def test_bench_rides_out_a_jukebox_window(gw_factory, s3_server, s3_bucket, s3_p
     # answered JUKEBOX and must be resent
     p.fail(503, times=None, method="PUT")
     threading.Timer(2.0, p.clear).start()
-    r, j = run_bench(g, "--workload", "randread", "--verify", "--file", "j.dat", "--file-size", "2m",
+    r, j = run_bench(g, *v, "--workload", "randread", "--verify", "--file", "j.dat", "--file-size", "2m",
                      "--ops", 200, "--qd", 4)
     assert r.returncode == 0, f"bench -> {r.returncode}\n{r.stderr[-3000:]}"
     assert j["total"]["jukebox"] > 0 and j["total"]["errors"] == 0, j["total"]
@@ -198,7 +200,7 @@ def test_bench_rides_out_a_jukebox_window(gw_factory, s3_server, s3_bucket, s3_p
     p.reset_counts()
     p.fail(503, times=None, method="GET")
     threading.Timer(2.0, p.clear).start()
-    r, j = run_bench(g, "--workload", "randread", "--verify", "--file", "j.dat", "--file-size", "2m",
+    r, j = run_bench(g, *v, "--workload", "randread", "--verify", "--file", "j.dat", "--file-size", "2m",
                      "--duration", 4, "--qd", 4)
     assert r.returncode == 0, f"bench -> {r.returncode}\n{r.stderr[-3000:]}"
     t = j["total"]
@@ -209,7 +211,7 @@ def test_bench_rides_out_a_jukebox_window(gw_factory, s3_server, s3_bucket, s3_p
     g.restart()
     p.fail(503, times=None, method="GET")
     t0 = time.monotonic()
-    r, j = run_bench(g, "--workload", "randread", "--file", "j.dat", "--file-size", "2m",
+    r, j = run_bench(g, *v, "--workload", "randread", "--file", "j.dat", "--file-size", "2m",
                      "--ops", 2, "--jukebox-timeout", 1.5)
     took = time.monotonic() - t0
     p.clear()
