@@ -931,18 +931,25 @@ impl Config {
         if s3.endpoints.len() > 64 {
             return err("backend.s3.endpoints", "at most 64 endpoints");
         }
-        for e in s3.endpoint.iter().chain(&s3.endpoints) {
+        let named = s3
+            .endpoint
+            .iter()
+            .map(|e| ("backend.s3.endpoint", e))
+            .chain(s3.endpoints.iter().map(|e| ("backend.s3.endpoints", e)));
+        for (key, e) in named {
             let http = e.starts_with("http://");
             if !http && !e.starts_with("https://") {
                 return err(
-                    "backend.s3.endpoint",
-                    "must be an http:// or https:// URL, e.g. \"https://s3.example.com\"",
+                    key,
+                    format!(
+                        "{e:?} must be an http:// or https:// URL, e.g. \"https://s3.example.com\""
+                    ),
                 );
             }
             if http && !s3.allow_http {
                 return err(
-                    "backend.s3.endpoint",
-                    "is plain HTTP; use https:// or set allow_http = true",
+                    key,
+                    format!("{e:?} is plain HTTP; use https:// or set allow_http = true"),
                 );
             }
         }
@@ -1283,7 +1290,7 @@ mod tests {
                 "endpoint = \"http://a\"\nendpoints = [\"http://b\"]",
                 "backend.s3.endpoints",
             ),
-            ("endpoints = [\"ftp://a\"]", "backend.s3.endpoint"),
+            ("endpoints = [\"ftp://a\"]", "backend.s3.endpoints"),
             ("retry_budget_s = 0.0", "backend.s3.retry_budget_s"),
             ("retry_budget_s = nan", "backend.s3.retry_budget_s"),
             ("retry_budget_s = 1e9", "backend.s3.retry_budget_s"),
