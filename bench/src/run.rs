@@ -150,6 +150,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
             mix.any(Op::uses_files),
             lay.total_conns,
             args.qd,
+            crate::jukebox::Policy::new(std::time::Duration::from_secs_f64(args.jukebox_timeout)),
         )?;
         anyhow::ensure!(
             bs <= s.client.max_io,
@@ -300,21 +301,14 @@ fn run_load(
         if writes {
             finish_writes(&mut setup, &plan, &written, &mut merged, args.qd.max(8))?;
         }
-        // Resends of the setup and check calls (preparing files, COMMIT, read-back):
-        // on the writes when the load wrote, else on the load's first op type.
-        if setup.jukebox > 0 {
-            let k = match merged.iter().next() {
-                Some((k, _)) if !writes => k,
-                _ => Kind::Write,
-            };
-            merged.kind(k).jukebox += setup.jukebox;
-        }
+        add_setup_jukebox(&mut merged, writes, setup.jukebox);
     }
     let mut teardown = Ok(());
     if let Some(mut s) = setup4 {
         if writes {
             s.finish_writes(files, bs, &written, plan.track_writes, &mut merged);
         }
+        add_setup_jukebox(&mut merged, writes, s.client.jukebox());
         teardown = s.teardown();
     }
 
@@ -376,6 +370,19 @@ fn run_load(
     }
     anyhow::ensure!(bad.is_empty(), "{}", bad.join("; "));
     Ok(())
+}
+
+/// Counts the JUKEBOX/DELAY resends of the setup and check calls (preparing files,
+/// COMMIT, read-back): on the writes when the load wrote, else on its first op type.
+fn add_setup_jukebox(merged: &mut Stats, writes: bool, n: u64) {
+    if n == 0 {
+        return;
+    }
+    let k = match merged.iter().next() {
+        Some((k, _)) if !writes => k,
+        _ => Kind::Write,
+    };
+    merged.kind(k).jukebox += n;
 }
 
 /// After a load that wrote: COMMIT the files written (a failure counts as a write

@@ -963,18 +963,25 @@ impl Config {
         if s3.endpoints.len() > 64 {
             return err("backend.s3.endpoints", "at most 64 endpoints");
         }
-        for e in s3.endpoint.iter().chain(&s3.endpoints) {
+        let named = s3
+            .endpoint
+            .iter()
+            .map(|e| ("backend.s3.endpoint", e))
+            .chain(s3.endpoints.iter().map(|e| ("backend.s3.endpoints", e)));
+        for (key, e) in named {
             let http = e.starts_with("http://");
             if !http && !e.starts_with("https://") {
                 return err(
-                    "backend.s3.endpoint",
-                    "must be an http:// or https:// URL, e.g. \"https://s3.example.com\"",
+                    key,
+                    format!(
+                        "{e:?} must be an http:// or https:// URL, e.g. \"https://s3.example.com\""
+                    ),
                 );
             }
             if http && !s3.allow_http {
                 return err(
-                    "backend.s3.endpoint",
-                    "is plain HTTP; use https:// or set allow_http = true",
+                    key,
+                    format!("{e:?} is plain HTTP; use https:// or set allow_http = true"),
                 );
             }
         }
@@ -1336,6 +1343,35 @@ mod tests {
                 .to_string();
             assert!(e.contains("exports[0].store_path"), "{e}");
         }
+    }
+
+    #[test]
+    fn s3_endpoints_and_retry_budget() {
+        let s3 = |extra: &str| {
+            Config::parse(&format!(
+                "[backend]\nkind = \"s3\"\n[backend.s3]\nbucket = \"b\"\nallow_http = true\n{extra}\n{MIN}"
+            ))
+        };
+        let c = s3("endpoints = [\"http://a:3900\", \"http://b:3900\"]").unwrap();
+        let b = c.backend.s3.unwrap();
+        assert_eq!(b.endpoints.len(), 2);
+        assert_eq!((b.retries, b.retry_budget_s), (10, 10.0));
+        assert!(b.handle_key_file.is_none());
+        for (bad, key) in [
+            (
+                "endpoint = \"http://a\"\nendpoints = [\"http://b\"]",
+                "backend.s3.endpoints",
+            ),
+            ("endpoints = [\"ftp://a\"]", "backend.s3.endpoints"),
+            ("retry_budget_s = 0.0", "backend.s3.retry_budget_s"),
+            ("retry_budget_s = nan", "backend.s3.retry_budget_s"),
+            ("retry_budget_s = 1e9", "backend.s3.retry_budget_s"),
+        ] {
+            let e = s3(bad).err().unwrap_or_else(|| panic!("{bad} accepted"));
+            assert!(e.to_string().contains(key), "{bad}: {e}");
+        }
+        let many: Vec<String> = (0..65).map(|i| format!("\"http://h{i}\"")).collect();
+        assert!(s3(&format!("endpoints = [{}]", many.join(","))).is_err());
     }
 
     #[test]

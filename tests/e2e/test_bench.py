@@ -22,7 +22,7 @@ NUM = (int, float)
 
 LATENCY_KEYS = {"p50", "p90", "p99", "p99_9", "max", "mean"}
 STATS_KEYS = {"ops": int, "errors": int, "bytes": int, "ops_per_s": NUM, "mib_per_s": NUM,
-              "verified_bytes": int, "verify_failures": int, "latency_us": dict}
+              "verified_bytes": int, "verify_failures": int, "jukebox": int, "latency_us": dict}
 TOP_KEYS = {"schema": str, "target": str, "provider": (str, type(None)), "workload": str, "mix": list,
             "bs": int, "files": int, "file_size": int, "threads": int, "conns": int,
             "conns_per_thread": int, "qd": int, "rate": (int, float, type(None)), "warmup_s": NUM,
@@ -62,7 +62,7 @@ def check_schema(j):
     assert j["per_op"] and set(j["per_op"]) <= OP_TYPES, sorted(j["per_op"])
     for name, s in j["per_op"].items():
         check_stats(s, name)
-    for k in ("ops", "errors", "bytes", "verified_bytes", "verify_failures"):
+    for k in ("ops", "errors", "bytes", "verified_bytes", "verify_failures", "jukebox"):
         assert j["total"][k] == sum(s[k] for s in j["per_op"].values()), k
     assert j["duration_s"] > 0
 

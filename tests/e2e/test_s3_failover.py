@@ -176,9 +176,11 @@ def run_bench(g, *args, timeout=120):
     return r, (json.loads(lines[-1]) if lines else None)
 
 
-def test_bench_rides_out_a_jukebox_window(gw_factory, s3_server, s3_bucket, s3_proxy):
+@pytest.mark.parametrize("nfs", ["3", "4.1"])
+def test_bench_rides_out_a_jukebox_window(gw_factory, s3_server, s3_bucket, s3_proxy, nfs):
     import threading
     p = s3_proxy
+    v = ("--nfs", nfs)
     # JUKEBOX quickly (0.5 s budget) so the window yields many of them
     cfg = s3_server.gateway_s3_config(s3_bucket, endpoint=p.endpoint, timeout_s=2,
                                       retries=100, retry_budget_s=0.5)
@@ -187,7 +189,7 @@ def test_bench_rides_out_a_jukebox_window(gw_factory, s3_server, s3_bucket, s3_p
     # answered JUKEBOX and must be resent
     p.fail(503, times=None, method="PUT")
     threading.Timer(2.0, p.clear).start()
-    r, j = run_bench(g, "--workload", "randread", "--verify", "--file", "j.dat", "--file-size", "2m",
+    r, j = run_bench(g, *v, "--workload", "randread", "--verify", "--file", "j.dat", "--file-size", "2m",
                      "--ops", 200, "--qd", 4)
     assert r.returncode == 0, f"bench -> {r.returncode}\n{r.stderr[-3000:]}"
     assert j["total"]["jukebox"] > 0 and j["total"]["errors"] == 0, j["total"]
@@ -198,7 +200,7 @@ def test_bench_rides_out_a_jukebox_window(gw_factory, s3_server, s3_bucket, s3_p
     p.reset_counts()
     p.fail(503, times=None, method="GET")
     threading.Timer(2.0, p.clear).start()
-    r, j = run_bench(g, "--workload", "randread", "--verify", "--file", "j.dat", "--file-size", "2m",
+    r, j = run_bench(g, *v, "--workload", "randread", "--verify", "--file", "j.dat", "--file-size", "2m",
                      "--duration", 4, "--qd", 4)
     assert r.returncode == 0, f"bench -> {r.returncode}\n{r.stderr[-3000:]}"
     t = j["total"]
@@ -209,9 +211,34 @@ def test_bench_rides_out_a_jukebox_window(gw_factory, s3_server, s3_bucket, s3_p
     g.restart()
     p.fail(503, times=None, method="GET")
     t0 = time.monotonic()
-    r, j = run_bench(g, "--workload", "randread", "--file", "j.dat", "--file-size", "2m",
+    r, j = run_bench(g, *v, "--workload", "randread", "--file", "j.dat", "--file-size", "2m",
                      "--ops", 2, "--jukebox-timeout", 1.5)
     took = time.monotonic() - t0
     p.clear()
     assert r.returncode != 0
     assert "--jukebox-timeout" in r.stderr, (took, p.injected, r.stderr[-2000:], g.log_tail())
+
+
+def test_a_hung_endpoint_fails_over_after_timeout_s(gw_factory, s3_server, s3_bucket, s3, two_nodes):
+    # a node that accepts and never answers (a partition, a wedged process): the attempt
+    # is cut at timeout_s, well inside the budget, and the call moves on
+    a, b = two_nodes
+    g = cluster_gateway(gw_factory, s3_server, s3_bucket, [a.endpoint, b.endpoint],
+                        timeout_s=1, connect_timeout_s=1, retry_budget_s=10)
+    c = g.client()
+    root = c.mount("/")
+    make_file(c, root, "x.bin", b"x" * 1000)
+    a.stall(120, times=None)
+    d = os.urandom(150_000)
+    t0 = time.monotonic()
+    fh = make_file(c, root, "hung.bin", d, commit=False)   # its CREATE meets the hang
+    r = c.commit(fh)
+    took = time.monotonic() - t0
+    assert r.status == N.NFS3_OK, N.status_name(r.status)
+    assert 0.8 <= took < 4, took
+    assert a.injected["stall"] >= 1, a.injected
+    r, took = commit_timed(c, make_file(c, root, "next.bin", b"n" * 5000, commit=False))
+    assert r.status == N.NFS3_OK and took < 1.0, (N.status_name(r.status), took)
+    a.clear()
+    assert get_bytes(s3, s3_bucket, "hung.bin") == d
+    c.close()

@@ -11,6 +11,7 @@ use super::reply::{self, status_name, Decoded};
 use super::slots::Slots;
 use super::{encode_compound, status, BackChannel, Op4, Seq, SessionId, Stateid, FATTR4_SIZE};
 use crate::client::Conn;
+use crate::jukebox::{Policy, Tries};
 use crate::pattern::Pattern;
 use crate::transport::Target;
 use std::collections::HashMap;
@@ -20,6 +21,29 @@ use std::time::{Duration, Instant};
 /// grace period is typically 90 s).
 const RETRY_FOR: Duration = Duration::from_secs(120);
 const RETRY_PAUSE: Duration = Duration::from_millis(50);
+
+/// After an answer: the pause before resending it (DELAY: by `--jukebox-timeout`'s
+/// policy, counted in `conn.jukebox`; GRACE: 50 ms for up to `RETRY_FOR`), `Ok(None)`
+/// when it is final, an error when DELAY lasted too long.
+fn resend_after(
+    conn: &mut Conn,
+    status: u32,
+    tries: &mut Tries,
+    start: Instant,
+    what: &str,
+) -> anyhow::Result<Option<Duration>> {
+    match status {
+        status::DELAY => match tries.next(&conn.retry, Instant::now()) {
+            Some(p) => {
+                conn.jukebox += 1;
+                Ok(Some(p))
+            }
+            None => Err(anyhow::anyhow!(conn.retry.gave_up(what))),
+        },
+        status::GRACE if start.elapsed() < RETRY_FOR => Ok(Some(RETRY_PAUSE)),
+        _ => Ok(None),
+    }
+}
 /// Largest request/reply bench asks a session for: a 1 MiB WRITE or READ and headers.
 pub const MAX_MSG: u32 = (1 << 20) + (64 << 10);
 
@@ -70,6 +94,16 @@ fn check(d: &Decoded, what: &str) -> anyhow::Result<()> {
 }
 
 impl Client4 {
+    /// How calls answered NFS4ERR_DELAY are resent (`--jukebox-timeout`).
+    pub fn set_retry(&mut self, p: Policy) {
+        self.conn.retry = p;
+    }
+
+    /// Resends after NFS4ERR_DELAY so far.
+    pub fn jukebox(&self) -> u64 {
+        self.conn.jukebox
+    }
+
     /// EXCHANGE_ID (a new client owner per bench process), CREATE_SESSION with `slots`
     /// fore slots, RECLAIM_COMPLETE.
     pub fn connect(target: &Target, slots: u32) -> anyhow::Result<Client4> {
@@ -184,6 +218,7 @@ impl Client4 {
     /// GRACE; returns the procedure results.
     pub fn compound(&mut self, ops: &[Op4]) -> anyhow::Result<Vec<u8>> {
         let start = Instant::now();
+        let mut tries = Tries::default();
         loop {
             let seq = self.seq()?;
             let mut all = Vec::with_capacity(ops.len() + 1);
@@ -201,8 +236,9 @@ impl Client4 {
             };
             let d = reply::decode(&body).map_err(anyhow::Error::msg)?;
             self.slots.release(seq.slot, seq.seqid, d.seq_done);
-            if matches!(d.status, status::DELAY | status::GRACE) && start.elapsed() < RETRY_FOR {
-                std::thread::sleep(RETRY_PAUSE);
+            if let Some(p) = resend_after(&mut self.conn, d.status, &mut tries, start, "COMPOUND")?
+            {
+                std::thread::sleep(p);
                 continue;
             }
             return Ok(body);
@@ -277,6 +313,7 @@ impl Client4 {
     ) -> anyhow::Result<()> {
         let mut inflight: HashMap<u32, (usize, Seq)> = HashMap::new();
         let mut queue: std::collections::VecDeque<usize> = (0..n).collect();
+        let mut tries: HashMap<usize, Tries> = HashMap::new();
         let start = Instant::now();
         while !queue.is_empty() || !inflight.is_empty() {
             while inflight.len() < self.slots.len() as usize {
@@ -300,8 +337,9 @@ impl Client4 {
             let body = body?;
             let d = reply::decode(&body).map_err(anyhow::Error::msg)?;
             self.slots.release(seq.slot, seq.seqid, d.seq_done);
-            if matches!(d.status, status::DELAY | status::GRACE) && start.elapsed() < RETRY_FOR {
-                std::thread::sleep(RETRY_PAUSE);
+            let t = tries.entry(i).or_default();
+            if let Some(p) = resend_after(&mut self.conn, d.status, t, start, "request")? {
+                std::thread::sleep(p);
                 queue.push_back(i);
                 continue;
             }

@@ -77,8 +77,10 @@ impl Setup4 {
         uses_files: bool,
         conns: usize,
         qd: usize,
+        retry: crate::jukebox::Policy,
     ) -> anyhow::Result<(Setup4, FileSet)> {
         let mut client = Client4::connect(target, SETUP_SLOTS)?;
+        client.set_retry(retry);
         let root = client.root(export)?;
         let mut set = FileSet {
             dir: root.clone(),

@@ -14,8 +14,10 @@
 //!
 //! Multipart uploads: parts of one upload may be sent to different endpoints. That is
 //! correct for a cluster whose upload ids are cluster-wide — Garage keeps uploads in
-//! its replicated metadata tables (the id names the upload in the bucket, not a node),
-//! and any node accepts UploadPart / CompleteMultipartUpload for it. Endpoints of
+//! its multipart-upload table, sharded and replicated across the cluster and keyed by
+//! the upload id (the UUID of the object version it creates), not in the node that
+//! answered CreateMultipartUpload; any node serves UploadPart / CompleteMultipartUpload
+//! for it (the part data goes to the block store, also cluster-wide). Endpoints of
 //! different clusters must never be listed together: nothing here could detect it.
 
 use super::super::{BResult, BackendError};
