@@ -126,7 +126,28 @@ class GarageCluster:
         name = f"gw-{os.getpid()}-{n}-{tag + '-' if tag else ''}{uuid.uuid4().hex[:6]}"
         self.cli("bucket", "create", name)
         self.cli("bucket", "allow", "--read", "--write", "--owner", name, "--key", "nfsgw")
+        self.wait_bucket(name)
         return name
+
+    def wait_bucket(self, bucket: str, timeout: float = 20.0) -> None:
+        """Until every node's S3 API knows `bucket`: a node that was just restarted can
+        answer NoSuchBucket for a fresh bucket for a few seconds (its bucket tables catch
+        up in the background)."""
+        import time
+        from botocore.exceptions import ClientError, EndpointConnectionError
+        deadline = time.monotonic() + timeout
+        for ep in self.endpoints:
+            c = self.client(ep, max_attempts=1)
+            while True:
+                try:
+                    c.head_bucket(Bucket=bucket)
+                    break
+                except EndpointConnectionError:
+                    break       # a node that is down (a test killed it) is not waited for
+                except ClientError:
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.2)
 
     def empty_bucket(self, bucket: str, delete: bool = True) -> None:
         """Best effort: every object and unfinished upload, then the bucket."""
