@@ -149,3 +149,119 @@ impl Files {
         self.map.is_empty()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fs::{FileKind, NfsTime};
+
+    const FH: &[u8] = b"a handle of some bytes";
+
+    fn attr(size: u64, sec: i64) -> Attr {
+        let t = NfsTime { sec, nsec: 5 };
+        Attr {
+            kind: FileKind::Reg,
+            mode: 0o644,
+            nlink: 1,
+            uid: 1,
+            gid: 1,
+            size,
+            used: size,
+            rdev: (0, 0),
+            fsid: 1,
+            fileid: 42,
+            atime: t,
+            mtime: t,
+            ctime: t,
+            change: 0,
+        }
+    }
+
+    fn opened(gens: &Generations, a: Attr) -> Opened {
+        Opened {
+            fh: FhKey::new(FH).unwrap(),
+            export: 0,
+            attr: a,
+            stamp: gens.stamp(a.fileid),
+            data: DataFile {
+                file: Arc::new(tempfile::tempfile().unwrap()),
+                writable: true,
+                clean: true,
+                atime_set: false,
+            },
+            key: "k".into(),
+        }
+    }
+
+    #[test]
+    fn only_current_entries_answer() {
+        let gens = Generations::new();
+        let mut f = Files::default();
+        let stale = opened(&gens, attr(10, 100));
+        gens.bump_file(42);
+        // Learned under a stamp that moved before it arrived: not kept.
+        f.insert(&gens, stale);
+        assert!(f.get(&gens, FH).is_none());
+        f.insert(&gens, opened(&gens, attr(10, 100)));
+        assert_eq!(f.get(&gens, FH).unwrap().attr.size, 10);
+        assert!(f.get(&gens, b"another handle").is_none());
+        // Any change by someone else (a worker's WRITE/SETATTR) or to the namespace.
+        gens.bump_file(42);
+        assert!(f.get(&gens, FH).is_none());
+        f.insert(&gens, opened(&gens, attr(10, 100)));
+        gens.bump_namespace();
+        assert!(f.get(&gens, FH).is_none());
+    }
+
+    #[test]
+    fn own_writes_in_flight_keep_the_entry_and_merge_to_the_latest_state() {
+        let gens = Generations::new();
+        let mut f = Files::default();
+        let fh = FhKey::new(FH).unwrap();
+        f.insert(&gens, opened(&gens, attr(10, 100)));
+        // Two pipelined writes: each bump is the reactor's own.
+        let a = f.begin_write(&fh).unwrap();
+        gens.bump_file(42);
+        let b = f.begin_write(&fh).unwrap();
+        gens.bump_file(42);
+        assert!(f.get(&gens, FH).is_some(), "own bumps keep it valid");
+        // The later write's statx completes first; the earlier one's saw less.
+        f.end_write(&fh, b, Some(attr(5000, 300)));
+        gens.bump_file(42);
+        f.end_write(&fh, a, Some(attr(3000, 200)));
+        gens.bump_file(42);
+        let h = f.get(&gens, FH).unwrap();
+        assert_eq!((h.attr.size, h.attr.mtime.sec), (5000, 300));
+        assert_eq!(h.stamp, gens.stamp(42));
+        // A worker's change in between: invalid, though the reactor's count is right.
+        let c = f.begin_write(&fh).unwrap();
+        gens.bump_file(42);
+        gens.bump_file(42);
+        f.end_write(&fh, c, Some(attr(6000, 400)));
+        gens.bump_file(42);
+        assert!(f.get(&gens, FH).is_none());
+    }
+
+    #[test]
+    fn a_failed_write_or_a_relearn_ends_the_old_accounting() {
+        let gens = Generations::new();
+        let mut f = Files::default();
+        let fh = FhKey::new(FH).unwrap();
+        f.insert(&gens, opened(&gens, attr(10, 100)));
+        let a = f.begin_write(&fh).unwrap();
+        gens.bump_file(42);
+        f.end_write(&fh, a, None);
+        gens.bump_file(42);
+        assert!(f.get(&gens, FH).is_none(), "unknown attributes: dropped");
+        // Relearned while a write is in flight: that write leaves the new entry alone
+        // (its bumps then invalidate it, conservatively).
+        f.insert(&gens, opened(&gens, attr(10, 100)));
+        let b = f.begin_write(&fh).unwrap();
+        gens.bump_file(42);
+        f.insert(&gens, opened(&gens, attr(20, 150)));
+        f.end_write(&fh, b, Some(attr(999, 999)));
+        assert_eq!(f.get(&gens, FH).unwrap().attr.size, 20);
+        gens.bump_file(42);
+        assert!(f.get(&gens, FH).is_none());
+    }
+}

@@ -99,3 +99,53 @@ fn the_ring_refuses_more_than_its_entries_and_drop_waits_for_reads() {
     drop(r);
     assert!(bufs.iter().all(|b| b == &[1u8; 16]));
 }
+
+#[test]
+fn a_write_and_its_linked_statx_then_fdatasync() {
+    let p = pools();
+    let Some(mut r) = ring(&p) else { return };
+    assert!(r.writes(), "this kernel has WRITE, STATX and FSYNC");
+    let f = file_with(&[0u8; 100]);
+    let mut buf = p.alloc(65536).unwrap();
+    buf.spare_mut()[..5000].fill(0xab);
+    let src = buf.spare_mut().as_ptr();
+    // SAFETY: `buf` and `f` outlive the completions waited for below.
+    assert!(unsafe { r.write_then_statx(f.as_raw_fd(), src, 5000, 50, 10, 3, 11) });
+    let mut got = wait(&mut r, 2);
+    got.sort_by_key(|c| c.tag);
+    assert_eq!((got[0].tag, got[0].result), (10, 5000));
+    assert_eq!((got[1].tag, got[1].result), (11, 0));
+    let st = r.statx(3).unwrap();
+    assert_eq!(st.stx_size, 5050);
+    let meta = f.metadata().unwrap();
+    use std::os::unix::fs::MetadataExt;
+    assert_eq!(
+        (st.stx_mtime.tv_sec, st.stx_mtime.tv_nsec as i64),
+        (meta.mtime(), meta.mtime_nsec())
+    );
+    // SAFETY: `f` outlives the completion.
+    assert!(unsafe { r.fdatasync(f.as_raw_fd(), 12) });
+    assert_eq!(wait(&mut r, 1)[0].result, 0);
+    let mut on_disk = Vec::new();
+    use std::io::{Read, Seek};
+    let mut f = f;
+    f.seek(std::io::SeekFrom::Start(0)).unwrap();
+    f.read_to_end(&mut on_disk).unwrap();
+    assert_eq!(&on_disk[..50], &[0u8; 50]);
+    assert!(on_disk[50..].iter().all(|&b| b == 0xab));
+}
+
+#[test]
+fn a_failed_write_cancels_its_statx() {
+    let p = pools();
+    let Some(mut r) = ring(&p) else { return };
+    let f = tempfile::tempfile().unwrap();
+    let ro = std::fs::File::open(format!("/proc/self/fd/{}", f.as_raw_fd())).unwrap();
+    let data = [1u8; 16];
+    // SAFETY: `data` and `ro` outlive the completions.
+    assert!(unsafe { r.write_then_statx(ro.as_raw_fd(), data.as_ptr(), 16, 0, 1, 0, 2) });
+    let mut got = wait(&mut r, 2);
+    got.sort_by_key(|c| c.tag);
+    assert_eq!(got[0].result, -libc::EBADF, "read-only descriptor");
+    assert_eq!(got[1].result, -libc::ECANCELED);
+}
