@@ -101,7 +101,9 @@ impl Out {
                 }
                 _ => 0,
             },
-            Out::Ext { head, data, pad, .. } => {
+            Out::Ext {
+                head, data, pad, ..
+            } => {
                 let mut k = 0;
                 let mut skip = from;
                 let mut put = |piece: &'a [u8], k: &mut usize| {

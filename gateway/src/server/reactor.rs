@@ -41,6 +41,9 @@ pub(crate) struct ReactorState {
     tcp_busy: bool,
     /// Passes counted for the periodic refresh of the connection gauges.
     gauge_passes: u32,
+    /// Revalidation GETATTRs made while classifying (see `dispatch::revalidation`),
+    /// handed to workers at the end of the pass.
+    reval: Vec<Job>,
     /// RDMA callbacks waiting for a reverse credit or transport room (see
     /// `send_calls`), oldest first.
     cb_wait: VecDeque<(RdmaConnId, Buf, std::time::Instant)>,
@@ -139,6 +142,7 @@ impl ReactorState {
                 cb_replies: Vec::new(),
                 next_bell: 0,
             },
+            reval: Vec::with_capacity(64),
             tcp_skipped: 0,
             tcp_busy: true,
             gauge_passes: 0,
@@ -232,6 +236,7 @@ impl ReactorState {
             cache,
             shared,
             router,
+            reval,
             ..
         } = self;
         let pools = &shared.reactors[*id].pools;
@@ -242,6 +247,7 @@ impl ReactorState {
             gens: &shared.gens,
             exports: &shared.exports,
             state: &shared.state,
+            revalidate: reval,
         };
         let mut handle = |conn: ConnId, peer: SocketAddr, rec: Buf| {
             let st = router.count_in(&rec, Transport::Tcp);
@@ -270,6 +276,7 @@ impl ReactorState {
             cache,
             shared,
             router,
+            reval,
             ..
         } = self;
         let Some(rdma) = rdma.as_mut() else {
@@ -285,6 +292,7 @@ impl ReactorState {
             gens: &shared.gens,
             exports: &shared.exports,
             state: &shared.state,
+            revalidate: reval,
         };
         let mut handle = |call: CallRef,
                           peer: SocketAddr,
@@ -337,6 +345,7 @@ impl ReactorState {
             gens: &self.shared.gens,
             exports: &self.shared.exports,
             state: &self.shared.state,
+            revalidate: &mut self.reval,
         };
         match supervise::request("reactor: classifying a parked call", || {
             dispatch::classify(self.id, conn, peer, rec, pools, &mut hot, None)
@@ -349,6 +358,9 @@ impl ReactorState {
     fn flush_outbox(&mut self) {
         if !self.router.closing.is_empty() {
             self.close_panicked();
+        }
+        if !self.reval.is_empty() {
+            self.start_revalidations();
         }
         for (xid, rec) in self.router.cb_replies.drain(..) {
             self.shared.state.delegations.callback_reply(xid, &rec);
@@ -393,6 +405,20 @@ impl ReactorState {
 }
 
 impl ReactorState {
+    /// Hands the revalidation GETATTRs of this pass to workers. They answer no call
+    /// (not counted as calls at workers); with the job ring full one is dropped, and
+    /// its entry is served stale until `cache::STALE_MAX`, then goes to workers.
+    #[cold]
+    fn start_revalidations(&mut self) {
+        let mut pushed = false;
+        for job in self.reval.drain(..) {
+            pushed |= self.router.jobs.push(job).is_ok();
+        }
+        if pushed {
+            wake_worker(&self.router.worker_bells, &mut self.router.next_bell);
+        }
+    }
+
     /// Unpins the cache pages of TCP replies the kernel now holds (or whose
     /// connection closed), so eviction may reuse them.
     fn release_tcp_pages(&mut self) {

@@ -186,6 +186,23 @@ fn run_job(shared: &Shared, job: Job) {
         }
         _ => None,
     };
+    if job.revalidate {
+        // The call was answered from the cache: only what was learned goes back (a
+        // message with a fill and no reply); a failure sends nothing.
+        if fill.is_some() {
+            push_done(
+                link,
+                Done {
+                    conn: job.conn,
+                    reply: None,
+                    located,
+                    fill,
+                    stat: job.stat,
+                },
+            );
+        }
+        return;
+    }
     let ahead = match (&effect, &fill) {
         (
             CacheEffect::Observe {
