@@ -42,6 +42,11 @@ pub const PAGE: usize = 4096;
 pub const MAX_CACHED_READ: usize = 64 << 10;
 /// How long cached attributes are trusted without asking the backend.
 pub const ATTR_TTL: Duration = Duration::from_secs(1);
+/// How long past `ATTR_TTL` an NFSv3 GETATTR or READ is still answered from the
+/// cache while ONE revalidation of the file runs on a worker (stale-while-revalidate,
+/// issue 12): a store round trip (an S3 HEAD) then delays no client call. Past it,
+/// calls go to workers again (a revalidation that failed or is stuck).
+pub const STALE_MAX: Duration = Duration::from_secs(2);
 /// Attribute entries per reactor before the table is cleared.
 const MAX_ATTRS: usize = 65536;
 const GEN_SLOTS: usize = 1 << 16;
@@ -187,6 +192,9 @@ struct AttrEntry {
     at: Instant,
     /// See `Fill::exact`.
     exact: bool,
+    /// A revalidation (a GETATTR on a worker) was started for these attributes; its
+    /// fill replaces the entry.
+    revalidating: bool,
 }
 
 struct PageEntry {
@@ -228,6 +236,9 @@ pub struct ReadCache {
     /// because they travel by pointer through the reactor's queues.
     #[allow(clippy::vec_box)]
     spare_reads: Vec<Box<PageRead>>,
+    /// The handle whose expired attributes a hit just served: the caller starts its
+    /// revalidation (`take_revalidation`).
+    revalidate: Option<FhKey>,
 }
 
 /// A cached READ answered without copying its data: the reply carries the header up
@@ -274,6 +285,7 @@ impl ReadCache {
             zombies: (0..count).map(|_| None).collect(),
             zombie_count: 0,
             spare_reads: Vec::new(),
+            revalidate: None,
         })
     }
 
@@ -284,20 +296,49 @@ impl ReadCache {
         }
     }
 
-    /// The valid attribute entry for `fh`, with the caller admitted to its export.
+    /// The valid attribute entry for `fh`, with the caller admitted to its export, and
+    /// whether it is past `ATTR_TTL` (only with `stale_ok`, up to `STALE_MAX` more, and
+    /// only while no revalidation failed to come back: see `note_stale`). An entry
+    /// whose file changed through this gateway (stamp) is never served.
     fn admitted(
         &self,
         gens: &Generations,
         exports: &Exports,
         req: &Request,
-    ) -> Option<(&AttrEntry, crate::export::Caller)> {
+        stale_ok: bool,
+    ) -> Option<(&AttrEntry, crate::export::Caller, bool)> {
         let e = self.attrs.get(&FhKey::new(req.fh)?)?;
-        if e.at.elapsed() >= ATTR_TTL || gens.stamp(e.attr.fileid) != e.stamp {
+        if gens.stamp(e.attr.fileid) != e.stamp {
+            return None;
+        }
+        let age = e.at.elapsed();
+        let stale = age >= ATTR_TTL;
+        if stale && !(stale_ok && age < ATTR_TTL + STALE_MAX) {
             return None;
         }
         let export = exports.get(e.export)?;
         let caller = admit(export, req.client, req.cred).ok()?;
-        Some((e, caller))
+        Some((e, caller, stale))
+    }
+
+    /// A hit served expired attributes of `fh`: the first such hit asks for one
+    /// revalidation (`take_revalidation`); later ones wait for its fill.
+    fn note_stale(&mut self, fh: &[u8]) {
+        if let Some(key) = FhKey::new(fh) {
+            if let Some(e) = self.attrs.get_mut(&key) {
+                if !e.revalidating {
+                    e.revalidating = true;
+                    self.revalidate = Some(key);
+                }
+            }
+        }
+    }
+
+    /// The handle whose attributes need a revalidation now (at most one per hit; the
+    /// caller hands a GETATTR of it to a worker, whose fill refreshes the entry and,
+    /// when the file changed behind the gateway, orphans its pages).
+    pub fn take_revalidation(&mut self) -> Option<FhKey> {
+        self.revalidate.take()
     }
 
     /// Answers GETATTR from the cache: writes the GETATTR3res body and returns true,
@@ -309,7 +350,7 @@ impl ReadCache {
         req: &Request,
         out: &mut XdrWriter,
     ) -> bool {
-        let Some((e, _)) = self.admitted(gens, exports, req) else {
+        let Some((e, _, stale)) = self.admitted(gens, exports, req, true) else {
             self.stats.misses += 1;
             return false;
         };
@@ -318,6 +359,9 @@ impl ReadCache {
         if out.u32(0).and_then(|_| put_fattr(out, &attr)).is_err() {
             crate::nfs3::rewind(out, start);
             return false;
+        }
+        if stale {
+            self.note_stale(req.fh);
         }
         self.stats.hits += 1;
         true
@@ -334,13 +378,19 @@ impl ReadCache {
         count: u32,
         out: &mut XdrWriter,
     ) -> bool {
-        let hit = self.read_hit(gens, exports, req, offset, count, out);
-        if hit {
-            self.stats.hits += 1;
-        } else {
-            self.stats.misses += 1;
+        match self.read_hit(gens, exports, req, offset, count, out) {
+            Some(stale) => {
+                if stale {
+                    self.note_stale(req.fh);
+                }
+                self.stats.hits += 1;
+                true
+            }
+            None => {
+                self.stats.misses += 1;
+                false
+            }
         }
-        hit
     }
 
     /// NFSv4 fast path (`nfs4::fast`): the cached attributes of `req.fh` when they
@@ -365,9 +415,9 @@ impl ReadCache {
         req: &Request,
     ) -> Option<V4Hit> {
         let got = self
-            .admitted(gens, exports, req)
-            .filter(|(e, _)| e.exact)
-            .map(|(e, caller)| V4Hit {
+            .admitted(gens, exports, req, false)
+            .filter(|(e, _, _)| e.exact)
+            .map(|(e, caller, _)| V4Hit {
                 attr: e.attr,
                 stamp: e.stamp,
                 readable: e.attr.kind == FileKind::Reg && check_read(&e.attr, &caller).is_ok(),
@@ -506,7 +556,8 @@ impl ReadCache {
         count: u32,
         out: &mut XdrWriter,
     ) -> bool {
-        let Some((n, end, a)) = self.check_pages(gens, exports, req, offset, count) else {
+        let Some((n, end, a, _)) = self.check_pages(gens, exports, req, offset, count, false)
+        else {
             return false;
         };
         self.put_read4(&a, offset, n, end, out)
@@ -526,6 +577,7 @@ impl ReadCache {
         }
     }
 
+    /// `Some(stale)` when answered (see `admitted`).
     fn read_hit(
         &self,
         gens: &Generations,
@@ -534,10 +586,8 @@ impl ReadCache {
         offset: u64,
         count: u32,
         out: &mut XdrWriter,
-    ) -> bool {
-        let Some((n, end, a)) = self.check_pages(gens, exports, req, offset, count) else {
-            return false;
-        };
+    ) -> Option<bool> {
+        let (n, end, a, stale) = self.check_pages(gens, exports, req, offset, count, true)?;
         let start = out.position();
         let ok = (|| -> XdrResult<()> {
             out.u32(0)?;
@@ -551,13 +601,14 @@ impl ReadCache {
         })();
         if ok.is_err() {
             crate::nfs3::rewind(out, start);
-            return false;
+            return None;
         }
-        true
+        Some(stale)
     }
 
     /// The checks of a cached READ: access as a worker would check it, and every page
-    /// of the range present, current and long enough. Returns (bytes, end, attributes).
+    /// of the range present, current and long enough. Returns (bytes, end, attributes,
+    /// stale: see `admitted`).
     fn check_pages(
         &self,
         gens: &Generations,
@@ -565,18 +616,19 @@ impl ReadCache {
         req: &Request,
         offset: u64,
         count: u32,
-    ) -> Option<(usize, u64, Attr)> {
+        stale_ok: bool,
+    ) -> Option<(usize, u64, Attr, bool)> {
         let count = count as usize;
         if count > MAX_CACHED_READ {
             return None;
         }
-        let (e, caller) = self.admitted(gens, exports, req)?;
+        let (e, caller, stale) = self.admitted(gens, exports, req, stale_ok)?;
         let a = e.attr;
         if a.kind != FileKind::Reg || check_read(&a, &caller).is_err() {
             return None;
         }
         let (n, end) = self.pages_cover(&a, e.stamp, offset, count)?;
-        Some((n, end, a))
+        Some((n, end, a, stale))
     }
 
     /// Whether every page of `offset .. offset + count` (at most MAX_CACHED_READ) of
@@ -643,6 +695,7 @@ impl ReadCache {
                 stamp: fill.stamp,
                 at: Instant::now(),
                 exact: fill.exact,
+                revalidating: false,
             },
         );
         match fill.data {
@@ -810,7 +863,7 @@ impl ReadCache {
         lkey: u32,
         out: &mut XdrWriter,
     ) -> Option<Box<PageRead>> {
-        let (n, end, a) = self.check_pages(gens, exports, req, offset, count)?;
+        let (n, end, a, stale) = self.check_pages(gens, exports, req, offset, count, true)?;
         let start = out.position();
         let ok = (|| -> XdrResult<()> {
             out.u32(0)?;
@@ -822,6 +875,9 @@ impl ReadCache {
         if ok.is_err() {
             crate::nfs3::rewind(out, start);
             return None;
+        }
+        if stale {
+            self.note_stale(req.fh);
         }
         Some(self.pin_range(a.fileid, offset, n, lkey))
     }
@@ -1229,5 +1285,62 @@ mod tests {
         assert_eq!(t.cache.zombies(), 0);
         assert_eq!(pool.stats()[0].free, 2, "freed at the last unpin");
         t.cache.recycle(got);
+    }
+
+    /// Makes the cached attributes of `FH` `by` older.
+    fn age(t: &mut T, by: Duration) {
+        let e = t.cache.attrs.get_mut(&FhKey::new(FH).unwrap()).unwrap();
+        e.at = Instant::now().checked_sub(by).unwrap();
+    }
+
+    #[test]
+    fn expired_attributes_answer_v3_while_one_revalidation_runs() {
+        let mut t = setup(16);
+        let data = vec![3u8; 8192];
+        let s = t.gens.stamp(42);
+        fill(&mut t, attr(8192, 0o644), s, Some((0, &data)));
+        assert_eq!(read(&mut t, 0, 4096, 0).unwrap(), &data[..4096]);
+        assert!(
+            t.cache.take_revalidation().is_none(),
+            "fresh: nothing to revalidate"
+        );
+        // Past the TTL: still answered, and exactly one revalidation is asked for.
+        age(&mut t, ATTR_TTL + Duration::from_millis(10));
+        assert_eq!(read(&mut t, 4096, 4096, 0).unwrap(), &data[4096..]);
+        assert_eq!(
+            t.cache.take_revalidation().map(|k| k.bytes().to_vec()),
+            Some(FH.to_vec())
+        );
+        assert!(read(&mut t, 0, 4096, 0).is_some());
+        assert!(
+            t.cache.take_revalidation().is_none(),
+            "one revalidation per expiry"
+        );
+        // NFSv4 never answers from expired attributes.
+        let cred = Cred::Sys(AuthSys::new(0, 0, &[]));
+        let req = Request {
+            fh: FH,
+            client: "127.0.0.1".parse().unwrap(),
+            cred: &cred,
+        };
+        assert!(t.cache.attr_v4(&t.gens, &t.exports, &req).is_none());
+        // A change made through the gateway is never served stale.
+        t.gens.bump_file(42);
+        assert!(read(&mut t, 0, 4096, 0).is_none());
+        // The revalidation's fill (new attributes: the object changed) replaces the
+        // entry; the old pages no longer match it.
+        let s = t.gens.stamp(42);
+        let mut changed = attr(8192, 0o644);
+        changed.mtime.sec = 9;
+        fill(&mut t, changed, s, None);
+        assert!(
+            read(&mut t, 0, 4096, 0).is_none(),
+            "pages of the old object"
+        );
+        fill(&mut t, changed, s, Some((0, &[4u8; 8192])));
+        assert_eq!(read(&mut t, 0, 4096, 0).unwrap(), vec![4u8; 4096]);
+        // A revalidation that never comes back: past STALE_MAX, calls miss.
+        age(&mut t, ATTR_TTL + STALE_MAX);
+        assert!(read(&mut t, 0, 4096, 0).is_none());
     }
 }

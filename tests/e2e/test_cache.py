@@ -241,3 +241,48 @@ def test_cached_tcp_reads_from_pages_stay_exact_while_rewritten(gw_factory, kind
             for p0 in range(0, pages[1], 4):
                 got = fast.read(fhs[1], p0 * 4096, 16384).check().data
                 assert got == b"".join(_pattern(1, final, p) for p in range(p0, p0 + 4)), p0
+
+
+def test_s3_cached_reads_keep_answering_while_revalidation_stalls(gw_factory, s3_server, s3_bucket, s3_proxy, s3):
+    """Stale-while-revalidate (issue 12): once cached attributes expire, cached READs are
+    still answered from the reactor while ONE GETATTR revalidates on a worker. Every
+    HEAD to the store is held 2.5 s here; before, each expired READ went to a worker and
+    waited for it. Meanwhile the object is replaced behind the gateway: after the
+    revalidation the new object is read."""
+    cfg = s3_server.gateway_s3_config(s3_bucket, endpoint=s3_proxy.endpoint, timeout_s=10, retries=0)
+    g = gw_factory(backend="s3", s3=cfg)
+    old = os.urandom(16384)
+    new = os.urandom(20000)
+    with g.client() as c:
+        root = c.mount("/")
+        fh = c.create(root, "rv.bin", 0o644).check().fh
+        c.write(fh, 0, old, stable=N.FILE_SYNC).check()
+        for _ in range(2):
+            assert c.read(fh, 0, 16384).check().data == old
+        filled = time.monotonic()
+        s3_proxy.stall(2.5, times=None, method="HEAD", then="forward")
+        # Replaced behind the gateway, keeping its metadata (the file's identity and
+        # mode) as a program that updates the gateway's objects would.
+        meta = s3.head_object(Bucket=s3_bucket, Key="rv.bin")["Metadata"]
+        s3.put_object(Bucket=s3_bucket, Key="rv.bin", Body=new, Metadata=meta)
+        time.sleep(max(0.0, filled + 1.2 - time.monotonic()))      # attributes expired
+        slowest, answered = 0.0, 0
+        while time.monotonic() < filled + 2.7:
+            t = time.monotonic()
+            got = c.read(fh, 4096, 4096).check().data
+            slowest = max(slowest, time.monotonic() - t)
+            assert got in (old[4096:8192], new[4096:8192])
+            answered += 1
+            time.sleep(0.05)
+        assert answered >= 10 and slowest < 0.5, \
+            f"cached READs waited for the stalled revalidation: slowest {slowest:.2f} s of {answered}"
+        assert s3_proxy.wait_for(lambda p: p.injected["stall"] >= 1, 5), "no revalidation reached the store"
+        deadline = time.monotonic() + 15
+        while True:
+            r = c.read(fh, 0, 20000).check()
+            if r.data == new:
+                break
+            assert r.data == old, "neither the old nor the new object"
+            assert time.monotonic() < deadline, "the replaced object is not seen after the revalidation"
+            time.sleep(0.2)
+        s3_proxy.clear()

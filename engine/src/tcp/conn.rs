@@ -483,7 +483,14 @@ impl Conn {
                         break;
                     }
                     let from = if i == 0 { self.out_off } else { 0 };
-                    k += r.slices(from, &mut iov[k..]);
+                    match r {
+                        // The common case inline: one slice per reply.
+                        Out::Buf(b) => {
+                            iov[k] = IoSlice::new(&b[from..]);
+                            k += 1;
+                        }
+                        ext => k += ext.slices(from, &mut iov[k..]),
+                    }
                 }
                 stats.writes += 1;
                 self.sock.write_vectored(&iov[..k])

@@ -47,10 +47,12 @@ static ZEROS: [u8; 3] = [0; 3];
 pub(super) enum Out {
     /// The whole record in one pool buffer (record mark first).
     Buf(Buf),
-    /// Record mark and header in `head`, then the borrowed data, then `pad` zero bytes.
+    /// Record mark and header in `head`, then the borrowed data (`data_len` bytes),
+    /// then `pad` zero bytes.
     Ext {
         head: Buf,
         data: Box<ExtList>,
+        data_len: usize,
         pad: usize,
     },
 }
@@ -60,7 +62,12 @@ impl Out {
     pub fn len(&self) -> usize {
         match self {
             Out::Buf(b) => b.len(),
-            Out::Ext { head, data, pad } => head.len() + data.data_len() + pad,
+            Out::Ext {
+                head,
+                data_len,
+                pad,
+                ..
+            } => head.len() + data_len + pad,
         }
     }
 
@@ -70,7 +77,7 @@ impl Out {
     pub fn held(&self) -> usize {
         match self {
             Out::Buf(b) => b.capacity(),
-            Out::Ext { head, data, .. } => head.capacity() + data.data_len(),
+            Out::Ext { head, data_len, .. } => head.capacity() + data_len,
         }
     }
 
@@ -94,7 +101,9 @@ impl Out {
                 }
                 _ => 0,
             },
-            Out::Ext { head, data, pad } => {
+            Out::Ext {
+                head, data, pad, ..
+            } => {
                 let mut k = 0;
                 let mut skip = from;
                 let mut put = |piece: &'a [u8], k: &mut usize| {

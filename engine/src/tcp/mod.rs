@@ -719,8 +719,13 @@ impl TcpTransport {
     /// and is not written until `data` is handed back by `take_released`, or until this
     /// transport is dropped.
     pub unsafe fn send_external(&mut self, conn: ConnId, head: Buf, data: Box<ExtList>) {
-        let pad = (4 - data.data_len() % 4) % 4;
-        let out = Out::Ext { head, data, pad };
+        let data_len = data.data_len();
+        let out = Out::Ext {
+            head,
+            data,
+            data_len,
+            pad: (4 - data_len % 4) % 4,
+        };
         match self.enqueue(conn, out) {
             Ok(slot) => self.mark_dirty(slot),
             Err(Some(data)) => self.released.push(data),
@@ -730,7 +735,11 @@ impl TcpTransport {
 
     /// Hands over the borrowed data (`send_external`) whose bytes the transport no
     /// longer reads.
+    #[inline]
     pub fn take_released(&mut self, f: &mut dyn FnMut(Box<ExtList>)) {
+        if self.released.is_empty() {
+            return;
+        }
         for d in self.released.drain(..) {
             f(d);
         }

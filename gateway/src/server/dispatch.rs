@@ -40,6 +40,9 @@ pub(crate) struct Job {
     pub args_at: usize,
     /// A READ that continues the previous one on its file: read ahead for the cache.
     pub read_ahead: bool,
+    /// A GETATTR the reactor made to revalidate expired cached attributes (see
+    /// `revalidation`): only its cache fill goes back, never a reply.
+    pub revalidate: bool,
     /// Arrival time and slot, for the reactor's statistics (set by the router).
     pub stat: crate::stats::CallStat,
 }
@@ -139,6 +142,15 @@ pub(crate) fn classify(
             &mut read_ahead,
             zc,
         ) {
+            // Answered from attributes past their TTL: one GETATTR refreshes them
+            // behind the reply (stale-while-revalidate, `cache::STALE_MAX`).
+            if let Some(fh) = hot.cache.take_revalidation() {
+                if let Some(job) =
+                    revalidation(reactor, conn, peer, &header, &record, args_at, &fh, pools)
+                {
+                    hot.revalidate.push(job);
+                }
+            }
             return v;
         }
     }
@@ -159,6 +171,7 @@ pub(crate) fn classify(
     Verdict::Work(Job {
         stat: crate::stats::CallStat::default(),
         read_ahead,
+        revalidate: false,
         reactor,
         conn,
         peer,
@@ -191,6 +204,51 @@ impl ZeroCopy {
     }
 }
 
+/// A GETATTR of `fh` for a worker, made from the NFSv3 call that was answered from
+/// expired attributes: the same RPC header (so the same credential and client, and
+/// the same export admission) with the procedure set to GETATTR and the handle as its
+/// arguments. `None` when no buffer is free (the entry then stays stale until
+/// `STALE_MAX`, after which calls go to workers again).
+#[allow(clippy::too_many_arguments)]
+fn revalidation(
+    reactor: usize,
+    conn: Link,
+    peer: SocketAddr,
+    h: &CallHeader,
+    record: &[u8],
+    args_at: usize,
+    fh: &cache::FhKey,
+    pools: &Pools,
+) -> Option<Job> {
+    const GETATTR: u32 = 1;
+    // The procedure number's place in an RPC call (RFC 5531 §9: xid, msg_type,
+    // rpcvers, prog, vers, proc).
+    const PROC_AT: usize = 20;
+    let fh = fh.bytes();
+    let len = args_at + 4 + fh.len().next_multiple_of(4);
+    let mut buf = pools.alloc(len)?;
+    let out = buf.spare_mut();
+    out[..args_at].copy_from_slice(record.get(..args_at)?);
+    out[PROC_AT..PROC_AT + 4].copy_from_slice(&GETATTR.to_be_bytes());
+    let mut w = XdrWriter::at(&mut out[..len], args_at);
+    w.opaque_var(fh).ok()?;
+    buf.set_len(len);
+    Some(Job {
+        reactor,
+        conn,
+        peer,
+        header: CallHeader {
+            proc_: GETATTR,
+            ..*h
+        },
+        record: buf,
+        args_at,
+        read_ahead: false,
+        revalidate: true,
+        stat: crate::stats::CallStat::default(),
+    })
+}
+
 /// What the reactor needs to answer from its cache.
 pub(crate) struct Hot<'a> {
     pub cache: &'a mut ReadCache,
@@ -204,6 +262,8 @@ pub(crate) struct Hot<'a> {
     pub exports: &'a mut crate::export::LocalExports,
     /// The NFSv4.1 state (sessions, opens, delegations) for the v4 fast path.
     pub state: &'a crate::state::State,
+    /// Revalidation GETATTRs to hand to workers after this pass (`revalidation`).
+    pub revalidate: &'a mut Vec<Job>,
 }
 
 /// NFSv4.1 COMPOUNDs `SEQUENCE, PUTFH, GETATTR|READ` answered from the cache

@@ -44,6 +44,9 @@ pub(crate) struct ReactorState {
     tcp_busy: bool,
     /// Passes counted for the periodic refresh of the connection gauges.
     gauge_passes: u32,
+    /// Revalidation GETATTRs made while classifying (see `dispatch::revalidation`),
+    /// handed to workers at the end of the pass.
+    reval: Vec<Job>,
     /// RDMA callbacks waiting for a reverse credit or transport room (see
     /// `send_calls`), oldest first.
     cb_wait: VecDeque<(RdmaConnId, Buf, std::time::Instant)>,
@@ -154,6 +157,7 @@ impl ReactorState {
                 pools,
                 finished: Vec::with_capacity(crate::uring::ENTRIES as usize),
             },
+            reval: Vec::with_capacity(64),
             tcp_skipped: 0,
             tcp_busy: true,
             gauge_passes: 0,
@@ -251,6 +255,7 @@ impl ReactorState {
             exports,
             shared,
             router,
+            reval,
             ..
         } = self;
         let pools = &shared.reactors[*id].pools;
@@ -261,6 +266,7 @@ impl ReactorState {
             gens: &shared.gens,
             exports,
             state: &shared.state,
+            revalidate: reval,
         };
         let mut handle = |conn: ConnId, peer: SocketAddr, rec: Buf| {
             let st = router.count_in(&rec, Transport::Tcp);
@@ -290,6 +296,7 @@ impl ReactorState {
             exports,
             shared,
             router,
+            reval,
             ..
         } = self;
         let Some(rdma) = rdma.as_mut() else {
@@ -305,6 +312,7 @@ impl ReactorState {
             gens: &shared.gens,
             exports,
             state: &shared.state,
+            revalidate: reval,
         };
         let mut handle = |call: CallRef,
                           peer: SocketAddr,
@@ -357,6 +365,7 @@ impl ReactorState {
             gens: &self.shared.gens,
             exports: &mut self.exports,
             state: &self.shared.state,
+            revalidate: &mut self.reval,
         };
         match supervise::request("reactor: classifying a parked call", || {
             dispatch::classify(self.id, conn, peer, rec, pools, &mut hot, None)
@@ -369,6 +378,9 @@ impl ReactorState {
     fn flush_outbox(&mut self) {
         if !self.router.closing.is_empty() {
             self.close_panicked();
+        }
+        if !self.reval.is_empty() {
+            self.start_revalidations();
         }
         for (xid, rec) in self.router.cb_replies.drain(..) {
             self.shared.state.delegations.callback_reply(xid, &rec);
@@ -413,6 +425,20 @@ impl ReactorState {
 }
 
 impl ReactorState {
+    /// Hands the revalidation GETATTRs of this pass to workers. They answer no call
+    /// (not counted as calls at workers); with the job ring full one is dropped, and
+    /// its entry is served stale until `cache::STALE_MAX`, then goes to workers.
+    #[cold]
+    fn start_revalidations(&mut self) {
+        let mut pushed = false;
+        for job in self.reval.drain(..) {
+            pushed |= self.router.jobs.push(job).is_ok();
+        }
+        if pushed {
+            wake_worker(&self.router.worker_bells, &mut self.router.next_bell);
+        }
+    }
+
     /// Unpins the cache pages of TCP replies the kernel now holds (or whose
     /// connection closed), so eviction may reuse them.
     fn release_tcp_pages(&mut self) {

@@ -202,6 +202,24 @@ fn run_job(shared: &Shared, job: Job) {
         }
         _ => None,
     };
+    if job.revalidate {
+        // The call was answered from the cache: only what was learned goes back (a
+        // message with a fill and no reply); a failure sends nothing.
+        if fill.is_some() {
+            push_done(
+                link,
+                Done {
+                    conn: job.conn,
+                    reply: None,
+                    located,
+                    fill,
+                    opened: None,
+                    stat: job.stat,
+                },
+            );
+        }
+        return;
+    }
     let opened = match (&effect, &fill) {
         (CacheEffect::Observe { v4: false, .. }, Some(f)) if shared.direct_io => opened(shared, f),
         _ => match (write_from, &reply) {
