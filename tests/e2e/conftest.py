@@ -462,7 +462,7 @@ def pytest_generate_tests(metafunc):
             params.remove("s3")
         # garage: a real three-node cluster (skipped, with the reason, without the binary)
         if os.environ.get("NFSGW_GARAGE") != "0":
-            params.append("garage")
+            params.append(pytest.param("garage", marks=pytest.mark.garage))
         if getattr(metafunc.module, "OVER_RDMA", False):
             params.append("fs+rdma")
         metafunc.parametrize("backend", params, indirect=True)

@@ -200,7 +200,8 @@ def list_keys(s3, bucket: str, prefix: str = "", internal: bool = False) -> list
     for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
         out += [o["Key"] for o in page.get("Contents", [])]
     if not internal:
-        # as the gateway judges them: any path component (".nfsgw-tmp.ids/<hex>")
+        # as the gateway judges them: any path component (".nfsgw-tmp.ids/<hex>",
+        # ".nfsgw-tmp.handle-keys/<candidate>")
         out = [k for k in out if not any(p.startswith(INTERNAL) for p in k.split("/"))]
     return out
 

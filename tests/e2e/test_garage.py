@@ -29,6 +29,8 @@ import nfsclient as N
 from garage import multi_endpoint_supported
 from s3server import get_bytes, head, list_keys
 
+pytestmark = pytest.mark.garage
+
 MiB = 1 << 20
 
 # Short store timeouts: a dead or stalled node shows within a few seconds. flush_idle_s is
