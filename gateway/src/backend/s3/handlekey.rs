@@ -87,36 +87,42 @@ fn key_of(name: &str, b: Vec<u8>) -> BResult<[u8; 32]> {
     })
 }
 
+/// Rounds of `agree` before giving up (a round ends without a key only when this
+/// gateway withdrew a slow candidate and saw no other).
+const ROUNDS: usize = 5;
+
 /// Agrees on the bucket's key with every other gateway (see the module comment).
 pub fn agree(s: &impl KeyStore, fresh: [u8; 32], mine: &str) -> BResult<[u8; 32]> {
     if let Some(b) = s.get(LEGACY)? {
         return key_of(LEGACY, b);
     }
-    let (found, store_now) = s.list()?;
-    if let (Some(p), Some(now)) = (pick(&found), store_now) {
-        if now >= p.mtime_ns.saturating_add(SETTLED_AGE.as_nanos() as u64) {
+    for round in 0..ROUNDS {
+        let (found, store_now) = s.list()?;
+        if let (Some(p), Some(now)) = (pick(&found), store_now) {
+            if now >= p.mtime_ns.saturating_add(SETTLED_AGE.as_nanos() as u64) {
+                return adopt(s, p);
+            }
+        }
+        if found.is_empty() {
+            let name = format!("{CANDIDATES}{mine}-{round}");
+            let t0 = Instant::now();
+            s.put(&name, &fresh)?;
+            if t0.elapsed() > SETTLE / 2 {
+                // Our candidate may have become visible after someone's deciding
+                // listing: withdraw it and take part as a reader.
+                tracing::warn!("s3: handle key candidate PUT was slow; withdrawing it");
+                s.delete(&name)?;
+            }
+        }
+        s.sleep(SETTLE);
+        let (found, _) = s.list()?;
+        if let Some(p) = pick(&found) {
             return adopt(s, p);
         }
     }
-    if found.is_empty() {
-        let name = format!("{CANDIDATES}{mine}");
-        let t0 = Instant::now();
-        s.put(&name, &fresh)?;
-        if t0.elapsed() > SETTLE / 2 {
-            // Our candidate may have become visible after someone's deciding listing:
-            // withdraw it and take part as a reader.
-            tracing::warn!("s3: handle key candidate PUT was slow; withdrawing it");
-            s.delete(&name)?;
-        }
-    }
-    s.sleep(SETTLE);
-    let (found, _) = s.list()?;
-    match pick(&found) {
-        Some(p) => adopt(s, p),
-        None => Err(BackendError::Retryable(
-            "handle key: no candidate in the bucket after writing one; retry".into(),
-        )),
-    }
+    Err(BackendError::Retryable(format!(
+        "handle key: no key agreed after {ROUNDS} rounds (the store is too slow); retry, or set handle_key_file"
+    )))
 }
 
 fn adopt(s: &impl KeyStore, p: &Candidate) -> BResult<[u8; 32]> {
@@ -169,6 +175,8 @@ mod tests {
     struct Mem {
         objs: Mutex<BTreeMap<String, (Vec<u8>, u64)>>,
         clock: Mutex<u64>,
+        /// PUTs still to take longer than SETTLE / 2.
+        slow_puts: std::sync::atomic::AtomicUsize,
     }
 
     impl KeyStore for Arc<Mem> {
@@ -176,6 +184,14 @@ mod tests {
             Ok(self.objs.lock().unwrap().get(name).map(|o| o.0.clone()))
         }
         fn put(&self, name: &str, data: &[u8]) -> BResult<()> {
+            use std::sync::atomic::Ordering::Relaxed;
+            if self
+                .slow_puts
+                .fetch_update(Relaxed, Relaxed, |n| n.checked_sub(1))
+                .is_ok()
+            {
+                std::thread::sleep(SETTLE / 2 + Duration::from_millis(50));
+            }
             let mut c = self.clock.lock().unwrap();
             *c += 1;
             let t = *c * 1_000_000;
@@ -227,6 +243,20 @@ mod tests {
             let late = agree(&m, [99; 32], "late").unwrap();
             assert_eq!(late, keys[0]);
         }
+    }
+
+    #[test]
+    fn a_slow_candidate_is_withdrawn_and_the_next_round_agrees() {
+        let m = Arc::new(Mem::default());
+        m.slow_puts.store(1, std::sync::atomic::Ordering::Relaxed);
+        assert_eq!(agree(&m, [5; 32], "g").unwrap(), [5; 32]);
+        let names: Vec<String> = m.objs.lock().unwrap().keys().cloned().collect();
+        assert_eq!(
+            names,
+            vec![format!("{CANDIDATES}g-1")],
+            "slow candidate left behind"
+        );
+        assert_eq!(agree(&m, [6; 32], "h").unwrap(), [5; 32]);
     }
 
     #[test]
