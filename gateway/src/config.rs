@@ -83,13 +83,14 @@ fn default_hugepages() -> Hugepages {
     Hugepages::Auto
 }
 fn default_idle_spins() -> u32 {
-    2000
+    // Time (`idle_spin_us`) is the limit that matters; one empty poll at least.
+    1
 }
 fn default_idle_spin_us() -> u64 {
     DEFAULT_IDLE_SPIN_US
 }
 /// Default of `engine.idle_spin_us` (measured: docs/tuning.md, "Idle spin").
-pub const DEFAULT_IDLE_SPIN_US: u64 = 50;
+pub const DEFAULT_IDLE_SPIN_US: u64 = 200;
 fn default_idle_sleep_us() -> u64 {
     10_000
 }
