@@ -53,6 +53,11 @@ struct Core {
     inflight: Arc<tokio::sync::Semaphore>,
     bucket: String,
     ra: ReadAhead,
+    /// Whether the store refuses a `PUT` with `If-None-Match: *` over an existing
+    /// object (AWS, moto, MinIO do; Garage ignores the header and overwrites). Probed
+    /// once at open (`probe_if_none_match`); until then, and when the probe could not
+    /// run, exclusive PUTs check with a HEAD first.
+    honours_if_none_match: std::sync::atomic::AtomicBool,
 }
 
 pub struct S3Backend {
@@ -216,6 +221,57 @@ fn head(c: &Arc<Core>, key: &str) -> BResult<ObjectMeta> {
     r
 }
 
+/// HEAD that bypasses the attribute cache.
+fn fresh_head(c: &Arc<Core>, key: &str) -> BResult<ObjectMeta> {
+    let c2 = c.clone();
+    let (sk, k) = (c.skey(key), key.to_string());
+    c.block(async move { c2.pool.run(|ep| ep.rest.head(&sk, &k)).await })
+}
+
+/// Finds out whether the store honours `If-None-Match: *` on PUT: a probe object is
+/// put twice with it; a second success means the store ignores it (Garage), and
+/// exclusive creates then use HEAD + PUT. Any failure (store unreachable at start)
+/// leaves the HEAD + PUT way, which is correct on every store, only one round trip
+/// slower.
+fn probe_if_none_match(c: &Arc<Core>) {
+    use std::sync::atomic::Ordering;
+    let name = format!("{TEMP_PREFIX}probe-{:016x}", rand::random::<u64>());
+    let try_put = |c: &Arc<Core>| {
+        let c2 = c.clone();
+        let (sk, k, m) = (c.skey(&name), name.clone(), UserMeta::new());
+        c.block(async move {
+            c2.pool
+                .run(|ep| ep.rest.put(&sk, &k, Bytes::new(), &m, true))
+                .await
+        })
+    };
+    let verdict = match try_put(c) {
+        Ok(_) => match try_put(c) {
+            Err(BackendError::AlreadyExists) => Some(true),
+            Ok(_) => Some(false),
+            Err(_) => None,
+        },
+        Err(_) => None,
+    };
+    let c2 = c.clone();
+    let (sk, k) = (c.skey(&name), name.clone());
+    if let Err(e) = c.block(async move { c2.pool.run(|ep| ep.rest.delete(&sk, &k)).await }) {
+        tracing::debug!(error = %e, key = %name, "s3: probe object not deleted");
+    }
+    match verdict {
+        Some(true) => {
+            c.honours_if_none_match.store(true, Ordering::Relaxed);
+            tracing::info!("s3: the store honours If-None-Match: exclusive creates are atomic");
+        }
+        Some(false) => tracing::warn!(
+            "s3: the store ignores If-None-Match on PUT (as Garage does): exclusive creates check with a HEAD first, which is not atomic between gateways on one bucket"
+        ),
+        None => tracing::warn!(
+            "s3: could not probe If-None-Match at start; exclusive creates check with a HEAD first"
+        ),
+    }
+}
+
 fn remember(c: &Core, key: &str, r: &BResult<ObjectMeta>) {
     match r {
         Ok(m) => c.ra.remember_attr(m),
@@ -309,9 +365,21 @@ fn put(
     let (sk, k, m) = (c.skey(key), key.to_string(), meta.clone());
     let size = data.len() as u64;
     c.ra.invalidate(key);
+    let conditional =
+        if_absent && c.honours_if_none_match.load(std::sync::atomic::Ordering::Relaxed);
+    if if_absent && !conditional {
+        // A store that ignores If-None-Match would overwrite: look first (a fresh
+        // HEAD, not the attribute cache). Not atomic between gateways; what depends
+        // on atomicity across gateways (the handle key) does not use this.
+        match fresh_head(c, key) {
+            Ok(_) => return Err(BackendError::AlreadyExists),
+            Err(BackendError::NotFound) => {}
+            Err(e) => return Err(e),
+        }
+    }
     let r = c.block(async move {
         c2.pool
-            .run(|ep| ep.rest.put(&sk, &k, data.clone(), &m, if_absent))
+            .run(|ep| ep.rest.put(&sk, &k, data.clone(), &m, conditional))
             .await
     })?;
     let mut o = rest::meta_from_headers(key, &r.headers);
@@ -443,6 +511,7 @@ impl S3Backend {
             inflight: Arc::new(tokio::sync::Semaphore::new(cfg.max_concurrency)),
             bucket: cfg.bucket.clone(),
             ra: ReadAhead::new((cfg.read_block_mib as u64) << 20),
+            honours_if_none_match: std::sync::atomic::AtomicBool::new(false),
         });
         let wb = Arc::new(WriteBack::new(
             Arc::new(CoreStore(core.clone())),
@@ -483,6 +552,7 @@ impl S3Backend {
             ),
             Err(e) => tracing::warn!(error = %e, "s3: bucket not reachable at start; serving anyway (calls answer JUKEBOX until it is)"),
         }
+        probe_if_none_match(&backend.core);
         backend.start_flusher();
         Ok(backend)
     }
