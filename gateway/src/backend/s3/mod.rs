@@ -365,8 +365,9 @@ fn put(
     let (sk, k, m) = (c.skey(key), key.to_string(), meta.clone());
     let size = data.len() as u64;
     c.ra.invalidate(key);
-    let conditional =
-        if_absent && c.honours_if_none_match.load(std::sync::atomic::Ordering::Relaxed);
+    let conditional = if_absent
+        && c.honours_if_none_match
+            .load(std::sync::atomic::Ordering::Relaxed);
     if if_absent && !conditional {
         // A store that ignores If-None-Match would overwrite: look first (a fresh
         // HEAD, not the attribute cache). Not atomic between gateways; what depends
