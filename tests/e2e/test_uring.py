@@ -330,7 +330,10 @@ def test_bench_writes_commit_and_reads_verified(gw_factory, transport, io):
     jobs = scrape(port).sum("nfsgw_worker_data_jobs_total") - before
     print(f"bench {transport} {io}: {jobs} of {ops} data calls on workers in {elapsed:.1f} s")
     if io == "uring":
-        assert jobs <= 8 + 4 * elapsed, f"{jobs} of {ops} data calls on workers in {elapsed:.1f} s"
+        # Before the first WRITE reply teaches the reactor the new file, a queue
+        # depth's worth of WRITEs (and the ones racing with them, which teach
+        # nothing) take workers; then one refresh per second.
+        assert jobs <= 40 + 4 * elapsed, f"{jobs} of {ops} data calls on workers in {elapsed:.1f} s"
     else:
         # Writes, COMMITs and reads over 64 KiB never skip the workers.
         assert jobs >= 8 + 600 + 24, jobs
