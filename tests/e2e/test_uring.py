@@ -125,9 +125,22 @@ def test_what_the_reactor_cannot_answer_gets_the_workers_answer(gw_factory):
     bad = bytearray(fh)
     bad[-1] ^= 1
     assert owner.read(bytes(bad), 0, 100).status == N.NFS3ERR_BADHANDLE
-    # Removed: stale at once, though the reactor held the file open.
+    # Removed: stale at once, though the reactor held the file open; the reactor
+    # closes it within about a second (the removed file's space is freed).
     owner.remove(root, "private").check()
     assert owner.read(fh, 0, 100000).status == N.NFS3ERR_STALE
+    deadline = time.monotonic() + 5
+    while True:
+        held = []
+        for fd in os.listdir(f"/proc/{g.proc.pid}/fd"):
+            try:
+                held.append(os.readlink(f"/proc/{g.proc.pid}/fd/{fd}"))
+            except OSError:
+                pass
+        if not any("private" in h for h in held):
+            break
+        assert time.monotonic() < deadline, f"removed file still open: {held}"
+        time.sleep(0.1)
 
 
 def test_reads_see_every_completed_change(gw_factory):
@@ -317,7 +330,10 @@ def test_bench_writes_commit_and_reads_verified(gw_factory, transport, io):
     jobs = scrape(port).sum("nfsgw_worker_data_jobs_total") - before
     print(f"bench {transport} {io}: {jobs} of {ops} data calls on workers in {elapsed:.1f} s")
     if io == "uring":
-        assert jobs <= 8 + 4 * elapsed, f"{jobs} of {ops} data calls on workers in {elapsed:.1f} s"
+        # Before the first WRITE reply teaches the reactor the new file, a queue
+        # depth's worth of WRITEs (and the ones racing with them, which teach
+        # nothing) take workers; then one refresh per second.
+        assert jobs <= 40 + 4 * elapsed, f"{jobs} of {ops} data calls on workers in {elapsed:.1f} s"
     else:
         # Writes, COMMITs and reads over 64 KiB never skip the workers.
         assert jobs >= 8 + 600 + 24, jobs

@@ -164,6 +164,11 @@ impl Direct {
         self.done_now.is_empty() && self.ring.may_sleep()
     }
 
+    /// Closes the files of expired or stale entries (see `Files::sweep`).
+    pub fn sweep(&mut self) {
+        self.files.sweep(&self.shared.gens);
+    }
+
     /// Learns a file a worker opened for a GETATTR/READ/WRITE.
     pub fn learn(&mut self, o: Opened) {
         self.files.insert(&self.shared.gens, o);

@@ -833,6 +833,9 @@ impl Poller for ReactorState {
         }
         if self.gauge_passes.is_multiple_of(GAUGE_EVERY) {
             self.refresh_guards();
+            if let Some(d) = self.router.direct.as_mut() {
+                d.sweep();
+            }
         }
         work += self.back_channel_events();
         if self.router.direct.is_some() {
@@ -853,6 +856,9 @@ impl Poller for ReactorState {
         let bell = self.shared.reactors[self.id].bell.clone();
         bell.prepare_sleep();
         let rdma_idle = self.rdma.as_mut().is_none_or(|r| r.arm());
+        if let Some(d) = self.router.direct.as_mut() {
+            d.sweep();
+        }
         let uring_idle = self.router.direct.as_mut().is_none_or(|d| d.may_sleep());
         if !uring_idle
             || !self.shared.reactors[self.id].done.is_empty()

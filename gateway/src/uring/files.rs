@@ -141,6 +141,20 @@ impl Files {
         })
     }
 
+    /// Drops expired and stale entries, closing their descriptors (a removed file's
+    /// space is freed once nothing holds it open): called every so many passes and
+    /// before the reactor sleeps, so an entry outlives its use by about `ATTR_TTL`.
+    /// An entry dropped while its writes are in flight loses nothing: each operation
+    /// holds the file itself, and its completion finds no entry to update.
+    pub fn sweep(&mut self, gens: &Generations) {
+        if self.map.is_empty() {
+            return;
+        }
+        self.map.retain(|_, e| {
+            e.at.elapsed() < ATTR_TTL && gens.stamp(e.attr.fileid) == e.stamp.after_bumps(e.own)
+        });
+    }
+
     pub fn len(&self) -> usize {
         self.map.len()
     }
@@ -263,5 +277,26 @@ mod tests {
         assert_eq!(f.get(&gens, FH).unwrap().attr.size, 20);
         gens.bump_file(42);
         assert!(f.get(&gens, FH).is_none());
+    }
+
+    #[test]
+    fn sweep_closes_stale_entries_and_keeps_current_ones() {
+        let gens = Generations::new();
+        let mut f = Files::default();
+        f.insert(&gens, opened(&gens, attr(10, 100)));
+        let mut other = opened(&gens, attr(10, 100));
+        other.fh = FhKey::new(b"second").unwrap();
+        other.attr.fileid = 7;
+        other.stamp = gens.stamp(7);
+        f.insert(&gens, other);
+        f.sweep(&gens);
+        assert_eq!(f.len(), 2);
+        gens.bump_file(42);
+        f.sweep(&gens);
+        assert_eq!(f.len(), 1, "the changed file's entry is gone");
+        assert!(f.get(&gens, b"second").is_some());
+        gens.bump_namespace();
+        f.sweep(&gens);
+        assert!(f.is_empty());
     }
 }
