@@ -11,7 +11,7 @@
 //! once more than [`GROW_STEP`] bytes of it have arrived. Bodies that are large and
 //! already arriving are read from the socket straight into that buffer (no copy).
 
-use super::ext::{ExtList, Out};
+use super::ext::{Out, Released};
 use super::record::{Event, FrameError, RecordDecoder};
 use super::{ConnId, TcpStats, DIRECT_MIN, MAX_IOV, READ_BUDGET, STAGE_SIZE};
 use crate::mem::{Buf, Pools};
@@ -472,7 +472,7 @@ impl Conn {
         &mut self,
         stats: &mut TcpStats,
         now: Instant,
-        released: &mut Vec<Box<ExtList>>,
+        released: &mut Released,
     ) -> io::Result<()> {
         while !self.out.is_empty() {
             let res = {
@@ -516,7 +516,7 @@ impl Conn {
     /// Drops fully written replies (buffers back to their pool, borrowed pieces to
     /// `released`), keeps the partial offset and restarts the send clock (progress was
     /// made).
-    fn advance(&mut self, mut n: usize, now: Instant, released: &mut Vec<Box<ExtList>>) {
+    fn advance(&mut self, mut n: usize, now: Instant, released: &mut Released) {
         self.out_since = Some(now);
         while n > 0 {
             let Some(front) = self.out.front() else {
@@ -541,7 +541,7 @@ impl Conn {
 
     /// Empties the send queue of a closing connection: borrowed pieces go to
     /// `released` (their memory is no longer read), buffers back to their pools.
-    pub fn drop_output(&mut self, released: &mut Vec<Box<ExtList>>) {
+    pub fn drop_output(&mut self, released: &mut Released) {
         for r in self.out.drain(..) {
             if let Some(data) = r.into_released() {
                 released.push(data);

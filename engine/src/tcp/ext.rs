@@ -40,6 +40,11 @@ impl ExtList {
     }
 }
 
+/// Lists the transport handed back, boxed on purpose: the caller recycles the boxes
+/// (no allocation per reply) and they travel by pointer.
+#[allow(clippy::vec_box)]
+pub(super) type Released = Vec<Box<ExtList>>;
+
 /// XDR padding after external data (at most 3 bytes).
 static ZEROS: [u8; 3] = [0; 3];
 

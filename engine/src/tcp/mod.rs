@@ -37,8 +37,8 @@ pub mod record;
 use crate::mem::{Buf, Pools};
 pub use conn::GROW_STEP;
 use conn::{Close, Conn, Cx, Pump, Stall};
-use ext::Out;
 pub use ext::{ExtList, ExtSeg, MAX_EXT};
+use ext::{Out, Released};
 use memmap2::MmapMut;
 use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token, Waker};
@@ -172,7 +172,7 @@ pub struct TcpTransport {
     /// Connections closed since the last `take_closed` (at most `MAX_CLOSED`).
     closed: Vec<ConnId>,
     /// Borrowed data of replies written or dropped since the last `take_released`.
-    released: Vec<Box<ExtList>>,
+    released: Released,
     /// The pass clock: read once per `poll` (after its wait) and used for every
     /// timestamp of that pass (input, queued replies, sweeps); timeouts are seconds,
     /// a clock read per event would only cost system time.

@@ -751,7 +751,7 @@ fn ext_server(
         });
         for (c, b, _) in held.drain(..) {
             let id = u32::from_be_bytes(b[..4].try_into().unwrap());
-            if id % 2 == 0 {
+            if id.is_multiple_of(2) {
                 t.send_deferred(c, echo_reply(&p, b));
                 continue;
             }
@@ -779,7 +779,7 @@ fn ext_server(
 
 /// What the client expects for record `id` from `ext_server`.
 fn ext_expected(id: u32) -> Vec<u8> {
-    if id % 2 == 0 {
+    if id.is_multiple_of(2) {
         return body(id, 8);
     }
     let mem = ext_memory();
