@@ -349,9 +349,9 @@ pub struct BackendConfig {
     pub io: IoMode,
 }
 
-/// `backend.io`: READ data of the `fs` backend read by the reactor through its own
-/// io_uring (`uring`), or by backend workers (`workers`); `auto` takes io_uring when
-/// the kernel allows it. Where io_uring cannot be set up the workers stay (logged).
+/// `backend.io`: the `fs` backend's NFSv3 READ, UNSTABLE WRITE and COMMIT run by the
+/// reactor through its own io_uring (`uring`), or by backend workers (`workers`);
+/// `auto` takes io_uring when the kernel allows it. Where io_uring cannot be set up the workers stay (logged).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum IoMode {
