@@ -67,11 +67,12 @@ fi
 step "end-to-end (real clients against target/release/gateway)"
 GATEWAY_BIN="$PWD/target/release/gateway" bash tests/run-e2e.sh
 
-# The core suites again with the fs backend's data I/O on the reactors' io_uring
-# (backend.io = "uring"; the pass above ran them on the backend workers). Only the fs
-# cases: the setting does not touch the other backends.
-step "end-to-end, fs data I/O through io_uring (backend.io = \"uring\")"
-NFSGW_E2E_IO=uring GATEWAY_BIN="$PWD/target/release/gateway" \
+# The core suites again with the fs backend's data I/O on the backend workers
+# (backend.io = "workers"; the pass above ran them on the reactors' io_uring, the default
+# where the kernel allows it). Only the fs cases: the setting does not touch the other
+# backends.
+step "end-to-end, fs data I/O on the backend workers (backend.io = \"workers\")"
+NFSGW_E2E_IO=workers GATEWAY_BIN="$PWD/target/release/gateway" \
   bash tests/run-e2e.sh -m "not garage" -k "(test_ops or test_posix or test_restart or test_cache or test_uring) and not s3 and not memory"
 
 # pynfs (NFSv4.1 server conformance, kept in ../shared/suites; skipped when absent):

@@ -355,9 +355,10 @@ pub struct BackendConfig {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum IoMode {
-    #[default]
     Workers,
     Uring,
+    /// The default: io_uring where the kernel allows it, the workers elsewhere.
+    #[default]
     Auto,
 }
 
