@@ -18,6 +18,9 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
 OPS=${OPS:-20000}; RW=${RW:-randread}; BS=${BS:-4k}; QD=${QD:-1}; SIZE=${SIZE:-64m}
 GW_PORT=${GW_PORT:-20149}; GW_IDLE=${GW_IDLE:-adaptive}; GW_IDLE_SPINS=${GW_IDLE_SPINS:-1}
+# engine.idle_spin_us (builds since 2026-11-24 poll that long after each call, which
+# callgrind counts): 0 by default; GW_IDLE_SPIN_US= (empty) for older builds.
+GW_IDLE_SPIN_US=${GW_IDLE_SPIN_US-0}
 GATEWAY=${GATEWAY:-$ROOT/target/release/gateway}; FIO=${FIO:-/opt/fio-nfs/bin/fio}
 OUT=${OUT:-/var/tmp/perf-callgrind/$(date +%Y%m%d-%H%M%S)}; TOP=${TOP:-30}
 mkdir -p "$OUT/data" "$OUT/state"
@@ -34,6 +37,7 @@ cores = [0]
 idle = "$GW_IDLE"
 idle_spins = $GW_IDLE_SPINS
 hugepages = "off"
+${GW_IDLE_SPIN_US:+idle_spin_us = $GW_IDLE_SPIN_US}
 
 [tcp]
 listen = "127.0.0.1:$GW_PORT"

@@ -19,6 +19,9 @@ set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
 DURATION=${DURATION:-5}; QD=${QD:-16}; GW_IDLE=${GW_IDLE:-adaptive}; GW_IDLE_SPINS=${GW_IDLE_SPINS:-200}
+# engine.idle_spin_us: 0 keeps the spin a count of polls as before (GW_IDLE_SPINS);
+# GW_IDLE_SPIN_US= (empty) for builds older than the key.
+GW_IDLE_SPIN_US=${GW_IDLE_SPIN_US-0}
 CORE=${CORE:-0}; BENCH_CORE=${BENCH_CORE:-1}; OPS_CG=${OPS_CG:-20000}; CALLGRIND=${CALLGRIND:-0}
 GATEWAY=${GATEWAY:-$ROOT/target/release/gateway}; BENCH=${BENCH:-$ROOT/target/release/bench}
 OUT=${OUT:-/var/tmp/perf-rdma/$(date +%Y%m%d-%H%M%S)}
@@ -37,6 +40,7 @@ cores = [$CORE]
 idle = "$GW_IDLE"
 idle_spins = $GW_IDLE_SPINS
 hugepages = "auto"
+${GW_IDLE_SPIN_US:+idle_spin_us = $GW_IDLE_SPIN_US}
 
 [tcp]
 listen = "127.0.0.1:$TCP_PORT"
