@@ -34,6 +34,8 @@
 #     drives this target); unset keys take the GW_* values. Example:
 #     GW_VARIANTS="auto:io=auto workers:io=workers prev:bin=/work/wt-prev/target/release/gateway"
 #     TARGETS then defaults to the variant names plus ganesha.
+#     Every target runs for the whole script, so a variant with idle=busy takes its core
+#     while the others are measured: measure busy variants in a run of their own.
 #
 # Server CPU per operation: the server process's CPU time (utime + stime of all its
 # threads, /proc/PID/stat) over each fio run divided by the operations of that run (fio's
