@@ -1388,6 +1388,17 @@ mod tests {
     }
 
     #[test]
+    fn shipped_small_config_is_valid() {
+        // configs/small.toml (docs/tuning.md "Small machines"): one adaptive reactor
+        // with the measured spin, data I/O on io_uring.
+        let c = Config::parse(include_str!("../../configs/small.toml")).unwrap();
+        assert_eq!(c.engine.cores, vec![0]);
+        assert_eq!(c.engine.idle, Idle::Adaptive);
+        assert_eq!(c.engine.idle_spin_us, 200);
+        assert_eq!(c.backend.io, IoMode::Auto);
+    }
+
+    #[test]
     fn errors_name_the_key() {
         let cases = [
             (

@@ -24,6 +24,24 @@
 #   WARM_PASS=1 (one sequential 64 KiB read pass through each server before the rounds)
 #   FIO=/opt/fio-nfs/bin/fio  FIO_CPUS= (taskset list for fio; empty = not pinned)
 #   BASE=/var/tmp/perf-compare (data + runs)  KEEP_DATA=0
+#   GW_IO= (backend.io; empty = the build's default)  GW_IDLE_SPIN_US= (engine.idle_spin_us;
+#     empty = default; leave empty for builds older than the key)  GW_TASKSET= (taskset CPU
+#     list for the gateway process: its workers and other unpinned threads; the reactors
+#     pin themselves to GW_CORES)
+#   GW_VARIANTS= several gateways in the same interleaved run, space-separated
+#     NAME:key=val,key=val with keys bin (binary), io, cores ("0+1" for two reactors), idle,
+#     spin_us, workers, taskset (as GW_TASKSET), fio (taskset CPU list for fio while it
+#     drives this target); unset keys take the GW_* values. Example:
+#     GW_VARIANTS="auto:io=auto workers:io=workers prev:bin=/work/wt-prev/target/release/gateway"
+#     TARGETS then defaults to the variant names plus ganesha.
+#     Every target runs for the whole script, so a variant with idle=busy takes its core
+#     while the others are measured: measure busy variants in a run of their own.
+#
+# Server CPU per operation: the server process's CPU time (utime + stime of all its
+# threads, /proc/PID/stat) over each fio run divided by the operations of that run (fio's
+# IOPS x (runtime + ramp)); the run's setup (mount, open) is billed too, so it is an
+# upper bound, the same way for every server. An adaptive reactor's idle spin is billed
+# as well: at QD1 the reactor never reaches the end of its spin between calls.
 # Needs root (ganesha, rpcbind, libnfs privileged source ports). Only 127.0.0.1 is used.
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -34,7 +52,12 @@ RAMP=${RAMP:-1}
 SIZE=${SIZE:-1g}
 SEQ_QD=${SEQ_QD:-4}
 TESTS=${TESTS:-"rr4k_qd1 rr4k_qd32 seqrd_1m seqwr_1m"}
-TARGETS=${TARGETS:-"gateway ganesha"}
+GW_VARIANTS=${GW_VARIANTS:-}
+if [ -n "$GW_VARIANTS" ]; then
+  TARGETS=${TARGETS:-"$(for v in $GW_VARIANTS; do printf '%s ' "${v%%:*}"; done)ganesha"}
+else
+  TARGETS=${TARGETS:-"gateway ganesha"}
+fi
 GATEWAY=${GATEWAY:-$ROOT/target/release/gateway}
 GW_PORT=${GW_PORT:-20049}
 GW_IDLE=${GW_IDLE:-adaptive}
@@ -43,6 +66,9 @@ GW_HUGEPAGES=${GW_HUGEPAGES:-auto}
 GW_WORKERS=${GW_WORKERS:-4}
 GW_CACHE_MIB=${GW_CACHE_MIB:-256}
 GW_LOG=${GW_LOG:-}
+GW_IO=${GW_IO:-}
+GW_IDLE_SPIN_US=${GW_IDLE_SPIN_US:-}
+GW_TASKSET=${GW_TASKSET:-}
 GANESHA_PORT=${GANESHA_PORT:-20490}
 PRECREATE=${PRECREATE:-server}
 FIO=${FIO:-/opt/fio-nfs/bin/fio}
@@ -57,17 +83,22 @@ mkdir -p "$OUT/json" "$WORK"
 RESULTS=$OUT/results.tsv
 log() { echo "[$(date +%T)] $*" | tee -a "$OUT/log.txt" >&2; }
 
-GW_PID=""
+declare -A PID=()   # target -> server pid (CPU sampling; gateways: stopped by cleanup)
+declare -A GWS=()   # gateway target -> pid this script started
 GANESHA_UP=0
 cleanup() {
-  if [ -n "$GW_PID" ] && kill -0 "$GW_PID" 2>/dev/null; then
-    log "stopping gateway (pid $GW_PID)"
-    kill -TERM "$GW_PID" 2>/dev/null
-    for _ in $(seq 1 50); do kill -0 "$GW_PID" 2>/dev/null || break; sleep 0.1; done
-    kill -0 "$GW_PID" 2>/dev/null && { log "gateway ignored TERM; KILL"; kill -KILL "$GW_PID" 2>/dev/null; }
-    wait "$GW_PID" 2>/dev/null
-  fi
-  GW_PID=""
+  local t p
+  for t in "${!GWS[@]}"; do
+    p=${GWS[$t]}
+    if kill -0 "$p" 2>/dev/null; then
+      log "stopping $t (pid $p)"
+      kill -TERM "$p" 2>/dev/null
+      for _ in $(seq 1 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+      kill -0 "$p" 2>/dev/null && { log "$t ignored TERM; KILL"; kill -KILL "$p" 2>/dev/null; }
+      wait "$p" 2>/dev/null
+    fi
+  done
+  GWS=()
   if [ "$GANESHA_UP" = 1 ]; then "$HERE/ganesha.sh" stop "$GANESHA_PORT" 2>&1 | tee -a "$OUT/log.txt" >&2; GANESHA_UP=0; fi
   if [ "$KEEP_DATA" != 1 ]; then rm -rf "$WORK"; fi
 }
@@ -92,38 +123,60 @@ FIO_PIN=()
   echo "fio: $("$FIO" --version) (libnfs $(dpkg-query -W -f='${Version}' libnfs13 2>/dev/null))"
   echo "ganesha: $(ganesha.nfsd -v 2>/dev/null | grep -m1 -o 'V[0-9.]*' || echo '?') FSAL_VFS"
   [ -x "$GATEWAY" ] && echo "gateway: $GATEWAY ($(stat -c '%y' "$GATEWAY" | cut -d. -f1), sha256 $(sha256sum "$GATEWAY" | cut -c1-12)); git $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null)$(git -C "$ROOT" diff --quiet 2>/dev/null || echo '+dirty')"
-  echo "knobs: ROUNDS=$ROUNDS RUNTIME=$RUNTIME RAMP=$RAMP SIZE=$SIZE SEQ_QD=$SEQ_QD GW_IDLE=$GW_IDLE GW_CORES=$GW_CORES GW_HUGEPAGES=$GW_HUGEPAGES PRECREATE=$PRECREATE FIO_CPUS=${FIO_CPUS:-unpinned}"
+  echo "knobs: ROUNDS=$ROUNDS RUNTIME=$RUNTIME RAMP=$RAMP SIZE=$SIZE SEQ_QD=$SEQ_QD GW_IDLE=$GW_IDLE GW_CORES=$GW_CORES GW_HUGEPAGES=$GW_HUGEPAGES GW_IO=${GW_IO:-default} GW_IDLE_SPIN_US=${GW_IDLE_SPIN_US:-default} GW_TASKSET=${GW_TASKSET:-none} PRECREATE=$PRECREATE FIO_CPUS=${FIO_CPUS:-unpinned}"
+  [ -n "$GW_VARIANTS" ] && echo "variants: $GW_VARIANTS"
 } > "$OUT/env.txt"
 cat "$OUT/env.txt" >&2
 
 declare -A URL=() DIR=()
 
 # ---- servers
+declare -A FIOCPU=()   # target -> taskset list for fio (empty = FIO_CPUS)
+# start_gateway NAME SPEC INDEX: SPEC is "key=val,key=val" (see GW_VARIANTS above)
 start_gateway() {
-  [ -x "$GATEWAY" ] || { log "skip gateway: $GATEWAY not found"; return 1; }
-  port_open "$GW_PORT" && { log "skip gateway: port $GW_PORT already in use"; return 1; }
-  DIR[gateway]=$WORK/gw-data
-  mkdir -p "$WORK/gw-data" "$WORK/gw-state"
-  local cores; cores=$(echo "$GW_CORES" | sed 's/[ ,]\+/, /g')
-  cat > "$WORK/gateway.toml" <<TOML
+  local name=$1 spec=$2 idx=$3 kv k v
+  local bin=$GATEWAY io=$GW_IO cores=$GW_CORES idle=$GW_IDLE spin=$GW_IDLE_SPIN_US workers=$GW_WORKERS ts=$GW_TASKSET
+  FIOCPU[$name]=$FIO_CPUS
+  IFS=, read -r -a kv <<< "$spec"
+  for k in "${kv[@]}"; do
+    [ -n "$k" ] || continue
+    v=${k#*=}; k=${k%%=*}
+    case $k in
+      bin) bin=$v;; io) io=$v;; cores) cores=${v//+/ };; idle) idle=$v;; spin_us) spin=$v;;
+      workers) workers=$v;; taskset) ts=$v;; fio) FIOCPU[$name]=$v;;
+      *) log "skip $name: unknown variant key $k"; return 1;;
+    esac
+  done
+  local port=$((GW_PORT + 2 * idx)) w=$WORK/$name
+  [ -x "$bin" ] || { log "skip $name: $bin not found"; return 1; }
+  port_open "$port" && { log "skip $name: port $port already in use"; return 1; }
+  DIR[$name]=$w/data
+  mkdir -p "$w/data" "$w/state"
+  cores=$(echo "$cores" | sed 's/[ ,]\+/, /g')
+  cat > "$w/gateway.toml" <<TOML
 [engine]
 cores = [$cores]
-idle = "$GW_IDLE"
+idle = "$idle"
 hugepages = "$GW_HUGEPAGES"
+${spin:+idle_spin_us = $spin}
 
 [tcp]
-listen = "127.0.0.1:$GW_PORT"
+listen = "127.0.0.1:$port"
+
+[rdma]
+provider = "off"
 
 [backend]
 kind = "fs"
-root = "$WORK/gw-data"
-workers = $GW_WORKERS
+root = "$w/data"
+workers = $workers
+${io:+io = \"$io\"}
 
 [cache]
 size_mib = $GW_CACHE_MIB
 
 [state]
-dir = "$WORK/gw-state"
+dir = "$w/state"
 
 [[exports]]
 path = "/"
@@ -131,18 +184,20 @@ clients = ["127.0.0.0/8"]
 access = "rw"
 squash = "none"
 TOML
-  cp "$WORK/gateway.toml" "$OUT/gateway.toml"
+  cp "$w/gateway.toml" "$OUT/$name.toml"
   if [ -n "$GW_LOG" ]; then export RUST_LOG=$GW_LOG; fi
-  "$GATEWAY" --config "$WORK/gateway.toml" > "$OUT/gateway.log" 2>&1 < /dev/null &
-  GW_PID=$!
-  log "started gateway pid $GW_PID: $GATEWAY --config $WORK/gateway.toml"
+  local pin=()
+  [ -n "$ts" ] && pin=(taskset -c "$ts")
+  "${pin[@]}" "$bin" --config "$w/gateway.toml" > "$OUT/$name.log" 2>&1 < /dev/null &
+  GWS[$name]=$!; PID[$name]=$!
+  log "started $name pid $!: ${pin[*]} $bin --config $w/gateway.toml (fio cpus: ${FIOCPU[$name]:-unpinned})"
   for _ in $(seq 1 200); do
-    port_open "$GW_PORT" && break
-    kill -0 "$GW_PID" 2>/dev/null || { log "gateway exited during startup:"; tail -20 "$OUT/gateway.log" >&2; GW_PID=""; return 1; }
+    port_open "$port" && break
+    kill -0 "${GWS[$name]}" 2>/dev/null || { log "$name exited during startup:"; tail -20 "$OUT/$name.log" >&2; unset "GWS[$name]"; return 1; }
     sleep 0.1
   done
-  port_open "$GW_PORT" || { log "gateway: port $GW_PORT not open after 20 s"; return 1; }
-  URL[gateway]="nfs://127.0.0.1/?version=3&nfsport=$GW_PORT&mountport=$GW_PORT"
+  port_open "$port" || { log "$name: port $port not open after 20 s"; return 1; }
+  URL[$name]="nfs://127.0.0.1/?version=3&nfsport=$port&mountport=$port"
 }
 start_ganesha() {
   command -v ganesha.nfsd >/dev/null || true   # ganesha.sh installs it if missing
@@ -152,42 +207,67 @@ start_ganesha() {
   u=$("$HERE/ganesha.sh" start "$WORK/ganesha-export" "$GANESHA_PORT" 2> >(tee -a "$OUT/log.txt" >&2)) || { log "skip ganesha: did not start"; return 1; }
   GANESHA_UP=1
   URL[ganesha]=$u
+  PID[ganesha]=$(cat "$(cat "${TMPDIR:-/tmp}/perf-ganesha.$GANESHA_PORT")/ganesha.pid" 2>/dev/null)
+  FIOCPU[ganesha]=$FIO_CPUS
+}
+variant_spec() { # NAME -> the spec of GW_VARIANTS entry NAME, exit 1 if none
+  local v
+  for v in $GW_VARIANTS; do
+    [ "${v%%:*}" = "$1" ] && { [ "$v" = "${v#*:}" ] && echo "" || echo "${v#*:}"; return 0; }
+  done
+  return 1
 }
 ACTIVE=""
+i=0
 for t in $TARGETS; do
   case $t in
-    gateway) start_gateway && ACTIVE="$ACTIVE gateway";;
     ganesha) start_ganesha && ACTIVE="$ACTIVE ganesha";;
-    *) log "unknown target $t";;
+    *)
+      if spec=$(variant_spec "$t"); then :
+      elif [ "$t" = gateway ]; then spec=""
+      else log "unknown target $t"; continue; fi
+      start_gateway "$t" "$spec" "$i" && ACTIVE="$ACTIVE $t"
+      i=$((i + 1));;
   esac
 done
 [ -n "$ACTIVE" ] || { log "no target started"; exit 1; }
 for t in $ACTIVE; do log "$t: ${URL[$t]}"; done
 
 # ---- fio wrapper: target test round file rw bs qd extra-args...
-printf "target\ttest\tround\tiops\tMiBps\tp50_us\tp99_us\terr\tload1\n" > "$RESULTS"
+printf "target\ttest\tround\tiops\tMiBps\tp50_us\tp99_us\terr\tload1\tcpu_us_op\n" > "$RESULTS"
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo nan; }
 fio_run() {
   local t=$1 test=$2 r=$3 file=$4 rw=$5 bs=$6 qd=$7; shift 7
-  local j=$OUT/json/$t.$test.r$r.json
-  timeout -k 10 $((RUNTIME + RAMP + 90)) "${FIO_PIN[@]}" "$FIO" --name="$t-$test" --ioengine=nfs \
+  local j=$OUT/json/$t.$test.r$r.json c0 c1 pin=()
+  [ -n "${FIOCPU[$t]:-}" ] && pin=(taskset -c "${FIOCPU[$t]}")
+  c0=$(cpu_ticks "${PID[$t]:-0}")
+  timeout -k 10 $((RUNTIME + RAMP + 90)) "${pin[@]}" "$FIO" --name="$t-$test" --ioengine=nfs \
       --nfs_url="${URL[$t]}" --filename="$file" --rw="$rw" --bs="$bs" --iodepth="$qd" \
       --size="$SIZE" --lat_percentiles=1 --output-format=json --output="$j" "$@" 2>"$j.stderr"
   local rc=$?
-  python3 - "$j" "$t" "$test" "$r" "$rc" "$(cut -d' ' -f1 /proc/loadavg)" >> "$RESULTS" <<'PY'
-import json, sys
-path, t, test, r, rc, load = sys.argv[1:7]
+  c1=$(cpu_ticks "${PID[$t]:-0}")
+  python3 - "$j" "$t" "$test" "$r" "$rc" "$(cut -d' ' -f1 /proc/loadavg)" "$c0" "$c1" "$RAMP" >> "$RESULTS" <<'PY'
+import json, sys, os
+path, t, test, r, rc, load, c0, c1, ramp = sys.argv[1:10]
 try:
     text = open(path).read()           # fio also writes log_err() lines into --output
     job = json.loads(text[text.index("{"):])["jobs"][0]
 except Exception:
-    print(f"{t}\t{test}\t{r}\tnan\tnan\tnan\tnan\tno-json(rc={rc})\t{load}"); sys.exit()
+    print(f"{t}\t{test}\t{r}\tnan\tnan\tnan\tnan\tno-json(rc={rc})\t{load}\tnan"); sys.exit()
 d = job["write"] if job["write"]["io_bytes"] else job["read"]
 pct = d.get("lat_ns", {}).get("percentile", {}) or d.get("clat_ns", {}).get("percentile", {})
 p50 = pct.get("50.000000", float("nan")) / 1000
 p99 = pct.get("99.000000", float("nan")) / 1000
 err = job.get("error", 0)
 if rc != "0" and not err: err = f"rc={rc}"
-print(f"{t}\t{test}\t{r}\t{d['iops']:.0f}\t{d['bw_bytes']/2**20:.1f}\t{p50:.1f}\t{p99:.1f}\t{err}\t{load}")
+try:
+    ticks = float(c1) - float(c0)
+except ValueError:
+    ticks = float("nan")
+ramp_s = float(ramp) if job.get("job_runtime", 0) else 0.0
+ops = d["iops"] * (job.get("job_runtime", 0) / 1000 + ramp_s)
+cpu = ticks * 1e6 / os.sysconf("SC_CLK_TCK") / ops if ops > 0 else float("nan")
+print(f"{t}\t{test}\t{r}\t{d['iops']:.0f}\t{d['bw_bytes']/2**20:.1f}\t{p50:.1f}\t{p99:.1f}\t{err}\t{load}\t{cpu:.2f}")
 PY
   tail -1 "$RESULTS" | tr '\t' ' ' | sed "s/^/[$(date +%T)]   /" | tee -a "$OUT/log.txt" >&2
   # libnfs cancels the I/Os still queued when fio destroys the context at the end of a
@@ -245,9 +325,9 @@ for r in $(seq 1 "$ROUNDS"); do
         seqwr_1m)  fio_run "$t" "$test" "$r" "wr-r$r.bin" write 1m "$SEQ_QD" --time_based --runtime="$RUNTIME" --ramp_time="$RAMP"; sync;;
         *) log "unknown test $test";;
       esac
-      if [ "$t" = gateway ] && [ -n "$GW_PID" ] && ! kill -0 "$GW_PID" 2>/dev/null; then
-        log "GATEWAY DIED during $test round $r; last log lines:"; tail -20 "$OUT/gateway.log" | tee -a "$OUT/log.txt" >&2
-        GW_PID=""; ACTIVE=$(echo " $ACTIVE " | sed 's/ gateway / /')
+      if [ -n "${GWS[$t]:-}" ] && ! kill -0 "${GWS[$t]}" 2>/dev/null; then
+        log "$t DIED during $test round $r; last log lines:"; tail -20 "$OUT/$t.log" | tee -a "$OUT/log.txt" >&2
+        unset "GWS[$t]"; ACTIVE=$(echo " $ACTIVE " | sed "s/ $t / /")
       fi
     done
   done
@@ -257,9 +337,10 @@ trap - EXIT
 
 # ---- table + markdown fragment
 python3 - "$RESULTS" "$OUT" "$ROUNDS" "$SIZE" "$SEQ_QD" <<'PY'
-import csv, sys, math, statistics as st, glob, os
+import csv, sys, math, statistics as st, os
 res, out, rounds, size, seqqd = sys.argv[1:6]
-rows = [r for r in csv.DictReader(open(res), delimiter="\t") if r["test"] not in ("precreate", "warmup")]
+allrows = list(csv.DictReader(open(res), delimiter="\t"))
+rows = [r for r in allrows if r["test"] not in ("precreate", "warmup")]
 def f(x):
     try: return float(x)
     except: return math.nan
@@ -268,44 +349,49 @@ def med(key, t, test):
     v = [f(r[key]) for r in rows if r["target"] == t and r["test"] == test and ok(r) and not math.isnan(f(r[key]))]
     return st.median(v) if v else math.nan
 tests = list(dict.fromkeys(r["test"] for r in rows))
-targets = [t for t in ("gateway", "ganesha") if any(r["target"] == t for r in rows)]
+targets = list(dict.fromkeys(r["target"] for r in rows))
+gws = [t for t in targets if t != "ganesha"]
+base = "ganesha" if "ganesha" in targets else None
 names = {"rr4k_qd1": "4 KiB random read, QD1", "rr4k_qd32": "4 KiB random read, QD32",
          "seqrd_1m": f"1 MiB sequential read, QD{seqqd}", "seqwr_1m": f"1 MiB sequential write, QD{seqqd}"}
-# targets: IOPS >= 2x ganesha on 4 KiB reads; MiB/s >= 1x ganesha on 1 MiB
-goal = {"rr4k_qd1": ("iops", 2.0), "rr4k_qd32": ("iops", 2.0), "seqrd_1m": ("MiBps", 1.0), "seqwr_1m": ("MiBps", 1.0)}
+# issue 12's targets: (throughput key, >= ratio), CPU/op <= ratio; p99 <= ganesha's on 4 KiB reads
+goal = {"rr4k_qd1": ("iops", 2.0, 0.25), "rr4k_qd32": ("iops", 2.0, 0.25),
+        "seqrd_1m": ("MiBps", 1.5, 0.5), "seqwr_1m": ("MiBps", 1.5, 0.5)}
 def fmt(x, d=0):
     return "—" if math.isnan(x) else (f"{x:,.{d}f}")
-def runs(t, test, key):
-    return ", ".join(("ERR" if not ok(r) else fmt(f(r[key]), 0)) for r in rows if r["target"] == t and r["test"] == test)
-lines = []
-lines.append(f"Medians of {rounds} interleaved rounds; fio 3.33 nfs ioengine (libnfs 4.0), NFSv3 over TCP on 127.0.0.1, {size} file in page cache.\n")
-hdr = "| test | " + " | ".join(f"{t} IOPS | {t} MiB/s | {t} p50 µs" for t in targets)
-hdr += " | gateway/ganesha | target | met? |" if len(targets) == 2 else " |"
-lines.append(hdr)
-lines.append("|---" * (1 + 3 * len(targets) + (3 if len(targets) == 2 else 0)) + "|")
+def ratio(a, b):
+    return a / b if b and not (math.isnan(a) or math.isnan(b)) else math.nan
+def runs(t, test, key, d=0):
+    return ", ".join(("ERR" if not ok(r) else fmt(f(r[key]), d)) for r in rows if r["target"] == t and r["test"] == test)
+lines = [f"Medians of {rounds} interleaved rounds; fio 3.33 nfs ioengine (libnfs), NFSv3 over TCP on 127.0.0.1, {size} file in page cache. CPU = server process CPU µs per operation.\n"]
+lines.append("| test | server | IOPS | MiB/s | p50 µs | p99 µs | CPU µs/op |" + (" × ganesha (thr.) | p99 × | CPU × | met? |" if base else ""))
+lines.append("|---|---|---:|---:|---:|---:|---:|" + ("---:|---:|---:|---|" if base else ""))
 for test in tests:
-    cells = []
+    key, want, cpuwant = goal.get(test, ("iops", 1.0, 1.0))
     for t in targets:
-        cells += [fmt(med("iops", t, test)), fmt(med("MiBps", t, test), 1), fmt(med("p50_us", t, test), 1)]
-    line = f"| {names.get(test, test)} | " + " | ".join(cells)
-    if len(targets) == 2:
-        key, want = goal.get(test, ("iops", 1.0))
-        g, b = med(key, "gateway", test), med(key, "ganesha", test)
-        ratio = g / b if b and not math.isnan(b) and not math.isnan(g) else math.nan
-        met = "—" if math.isnan(ratio) else ("yes" if ratio >= want else "no")
-        line += f" | {fmt(ratio, 2)}× ({'IOPS' if key == 'iops' else 'MiB/s'}) | ≥ {want:g}× | {met} |"
-    else:
-        line += " |"
-    lines.append(line)
-lines.append("")
-lines.append("Per-run values (IOPS, in run order; ERR = fio error, see below):\n")
+        c = [fmt(med("iops", t, test)), fmt(med("MiBps", t, test), 1), fmt(med("p50_us", t, test), 1),
+             fmt(med("p99_us", t, test), 1), fmt(med("cpu_us_op", t, test), 2)]
+        line = f"| {names.get(test, test)} | {t} | " + " | ".join(c) + " |"
+        if base and t != base:
+            rt = ratio(med(key, t, test), med(key, base, test))
+            rp = ratio(med("p99_us", t, test), med("p99_us", base, test))
+            rc = ratio(med("cpu_us_op", t, test), med("cpu_us_op", base, test))
+            met = []
+            if not math.isnan(rt): met.append(f"thr {'yes' if rt >= want else 'no'} (≥{want:g}×)")
+            if test.startswith("rr4k") and not math.isnan(rp): met.append(f"p99 {'yes' if rp <= 1 else 'no'}")
+            if not math.isnan(rc): met.append(f"CPU {'yes' if rc <= cpuwant else 'no'} (≤{cpuwant:g}×)")
+            line += f" {fmt(rt, 2)}× | {fmt(rp, 2)}× | {fmt(rc, 2)}× | {'; '.join(met)} |"
+        elif base:
+            line += " | | | |"
+        lines.append(line)
+lines.append("\nPer-run values in run order (IOPS / p99 µs / CPU µs per op; ERR = fio error):\n")
 for test in tests:
     for t in targets:
-        lines.append(f"- {test} {t}: {runs(t, test, 'iops')}")
+        lines.append(f"- {test} {t}: {runs(t, test, 'iops')} / {runs(t, test, 'p99_us')} / {runs(t, test, 'cpu_us_op', 2)}")
 loads = [f(r["load1"]) for r in rows if not math.isnan(f(r["load1"]))]
 if loads:
-    lines.append(f"\n1-min load average during the runs: {min(loads):.2f}–{max(loads):.2f} (2 CPUs; includes fio and the servers).")
-errs = [r for r in csv.DictReader(open(res), delimiter="\t") if r["err"] != "0"]
+    lines.append(f"\n1-min load average sampled after each run: {min(loads):.2f}–{max(loads):.2f} (median {st.median(loads):.2f}; 2 CPUs; includes fio and the servers).")
+errs = [r for r in allrows if r["err"] != "0"]
 if errs:
     lines.append("\nFailed runs (fio stderr, first lines):\n")
     for r in errs:
@@ -316,18 +402,7 @@ if errs:
             lines.append("  ```\n" + "\n".join("  " + x for x in txt) + "\n  ```")
 md = "\n".join(lines) + "\n"
 open(os.path.join(out, "results.md"), "w").write(md)
-# plain table on stdout
-print()
-print(f"{'test':<10} {'target':<8} {'IOPS':>9} {'MiB/s':>8} {'p50 us':>8} {'p99 us':>8}  runs(IOPS)")
-for test in tests:
-    for t in targets:
-        print(f"{test:<10} {t:<8} {fmt(med('iops',t,test)):>9} {fmt(med('MiBps',t,test),1):>8} {fmt(med('p50_us',t,test),1):>8} {fmt(med('p99_us',t,test),1):>8}  {runs(t,test,'iops')}")
-    if len(targets) == 2:
-        key, want = goal.get(test, ("iops", 1.0))
-        g, b = med(key, "gateway", test), med(key, "ganesha", test)
-        ratio = g / b if b and not math.isnan(b) and not math.isnan(g) else math.nan
-        print(f"{'':<10} {'ratio':<8} gateway/ganesha {key} = {fmt(ratio,2)} (target >= {want:g})")
 print()
 print(md)
 PY
-echo "results: $OUT (results.tsv, results.md, env.txt, json/, gateway.log)"
+echo "results: $OUT (results.tsv, results.md, env.txt, json/, <gateway>.log, <gateway>.toml)"
