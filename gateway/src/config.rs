@@ -1040,9 +1040,14 @@ impl Config {
                 "must name at least one CPU, e.g. cores = [0]",
             );
         }
-        let ncpu = std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(1);
+        // CPU ids that exist, not how many this process may use: under `taskset` or
+        // systemd's CPUAffinity= the affinity mask is smaller than the machine, and
+        // pinning then fails at start with its own clear error.
+        let ncpu = possible_cpus().unwrap_or_else(|| {
+            std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(1)
+        });
         for (i, c) in e.cores.iter().enumerate() {
             if *c >= ncpu {
                 return err(
@@ -1308,8 +1313,33 @@ pub fn export_id(path: &str) -> u16 {
     (v % u16::MAX) + 1
 }
 
+/// How many CPU ids the kernel knows (`/sys/devices/system/cpu/possible`, e.g. "0-3"
+/// or "0,2-5": the highest id + 1); `None` where that file cannot be read.
+fn possible_cpus() -> Option<usize> {
+    let text = std::fs::read_to_string("/sys/devices/system/cpu/possible").ok()?;
+    parse_cpu_list_max(&text).map(|m| m + 1)
+}
+
+/// The highest CPU id in a kernel CPU list ("0-3", "0,2-5", "0").
+fn parse_cpu_list_max(text: &str) -> Option<usize> {
+    text.trim()
+        .split([',', '-'])
+        .map(|n| n.trim().parse::<usize>().ok())
+        .try_fold(None::<usize>, |m, n| {
+            n.map(|n| Some(m.map_or(n, |m| m.max(n))))
+        })?
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn cpu_lists_give_their_highest_id() {
+        assert_eq!(super::parse_cpu_list_max("0-3\n"), Some(3));
+        assert_eq!(super::parse_cpu_list_max("0,2-5"), Some(5));
+        assert_eq!(super::parse_cpu_list_max("0"), Some(0));
+        assert_eq!(super::parse_cpu_list_max("x"), None);
+    }
+
     use super::*;
 
     const MIN: &str = "[[exports]]\npath = \"/\"\n";

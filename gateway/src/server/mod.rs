@@ -144,9 +144,14 @@ fn open_ring(cfg: &Config, pools: &Pools) -> Option<crate::uring::Uring> {
 /// Says once which data path is in force.
 fn log_io_mode(cfg: &Config, rings: &[Option<crate::uring::Uring>]) {
     match rings.first() {
+        Some(Some(r)) if rings.iter().all(Option::is_some) && r.writes() => tracing::info!(
+            fixed_buffers = r.fixed(),
+            "data I/O: fs READ, UNSTABLE WRITE and COMMIT on the reactors through io_uring (backend.io = {:?}); the rest on the backend workers",
+            cfg.backend.io
+        ),
         Some(Some(r)) if rings.iter().all(Option::is_some) => tracing::info!(
             fixed_buffers = r.fixed(),
-            "data I/O: fs READs on the reactors through io_uring (backend.io = {:?}); WRITE and COMMIT on the backend workers",
+            "data I/O: fs READs on the reactors through io_uring (backend.io = {:?}); WRITE and COMMIT on the backend workers (the kernel lacks an opcode they need)",
             cfg.backend.io
         ),
         _ if cfg.backend.io != IoMode::Workers && cfg.backend.kind != BackendKind::Fs => {
