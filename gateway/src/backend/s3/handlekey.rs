@@ -192,9 +192,13 @@ mod tests {
             {
                 std::thread::sleep(SETTLE / 2 + Duration::from_millis(50));
             }
-            let mut c = self.clock.lock().unwrap();
-            *c += 1;
-            let t = *c * 1_000_000;
+            // One lock at a time (`list` takes `objs` then `clock`): holding the
+            // clock across the insert deadlocked against a concurrent listing.
+            let t = {
+                let mut c = self.clock.lock().unwrap();
+                *c += 1;
+                *c * 1_000_000
+            };
             self.objs
                 .lock()
                 .unwrap()
@@ -206,6 +210,7 @@ mod tests {
             Ok(())
         }
         fn list(&self) -> BResult<(Vec<Candidate>, Option<u64>)> {
+            let now = *self.clock.lock().unwrap() * 1_000_000;
             let o = self.objs.lock().unwrap();
             let c = o
                 .iter()
@@ -216,7 +221,7 @@ mod tests {
                     })
                 })
                 .collect();
-            Ok((c, Some(*self.clock.lock().unwrap() * 1_000_000)))
+            Ok((c, Some(now)))
         }
         fn sleep(&self, _: Duration) {
             std::thread::sleep(Duration::from_millis(20));
