@@ -19,6 +19,7 @@ mod compound;
 mod deleg_ops;
 mod dir_ops;
 pub mod fast;
+pub mod fast_io;
 mod file_ops;
 mod io_ops;
 pub mod ops;

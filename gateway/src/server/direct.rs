@@ -36,6 +36,9 @@
 // worker, as it came: boxing it would allocate per call on the hot path.
 #![allow(clippy::result_large_err)]
 
+/// NFSv4.1 READ/WRITE/COMMIT COMPOUNDs on the same ring (`v4.rs`).
+mod v4;
+
 use super::dispatch::{Job, MARK};
 use super::Shared;
 use crate::cache::{self, FhKey, Fill, FillData, Stamp};
@@ -134,6 +137,8 @@ pub(crate) struct Direct {
     done_now: Vec<Finished>,
     /// This run's write verifier (WRITE and COMMIT replies).
     verf: [u8; 8],
+    /// Per `pending` slot: the NFSv4.1 part of a COMPOUND in flight (`v4::V4`).
+    v4: Vec<Option<v4::V4>>,
 }
 
 /// The checks every call makes: the entry, and the caller admitted to its export.
@@ -156,6 +161,7 @@ impl Direct {
             verf: shared.model.write_verifier(),
             shared,
             done_now: Vec::with_capacity(n),
+            v4: (0..n).map(|_| None).collect(),
         }
     }
 
@@ -178,6 +184,12 @@ impl Direct {
     /// otherwise hands the job back untouched (for a worker).
     pub fn try_take(&mut self, job: Job, pools: &Pools) -> Result<(), Job> {
         let h = &job.header;
+        if h.prog == NFS_PROGRAM && h.vers == crate::nfs4::NFS_V4 && h.proc_ == 1 {
+            if self.free.is_empty() {
+                return Err(job);
+            }
+            return self.compound(job, pools);
+        }
         if h.prog != NFS_PROGRAM || h.vers != NFS_V3 || self.free.is_empty() {
             return Err(job);
         }
@@ -432,6 +444,9 @@ impl Direct {
     }
 
     fn finish(&mut self, p: Pending, slot: usize, result: i32, pools: &Pools) -> Finished {
+        if let Some(v4) = self.v4.get_mut(slot).and_then(Option::take) {
+            return self.finish4(p, v4, slot, result, pools);
+        }
         match p.op {
             Op::Read { .. } => self.finish_read(p, result),
             Op::Write { .. } => self.finish_write(p, slot, pools),

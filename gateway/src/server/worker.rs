@@ -221,7 +221,10 @@ fn run_job(shared: &Shared, job: Job) {
         return;
     }
     let opened = match (&effect, &fill) {
-        (CacheEffect::Observe { v4: false, .. }, Some(f)) if shared.direct_io => opened(shared, f),
+        (CacheEffect::Observe { .. }, Some(f)) if shared.direct_io => opened(shared, f),
+        (CacheEffect::File(_), _) if shared.direct_io && job.header.vers == crate::nfs4::NFS_V4 => {
+            learned_io_v4(shared, &job)
+        }
         _ => match (write_from, &reply) {
             (Some((id, before)), Some(r)) => learned_write(shared, &job, r, id, before),
             _ => None,
@@ -344,6 +347,33 @@ fn learned_write(
         return None;
     }
     opened_as(shared, FhKey::new(fh)?, export, attr, now)
+}
+
+/// The file behind an NFSv4.1 WRITE or COMMIT COMPOUND of the shapes the reactor runs
+/// on its ring (`nfs4::fast_io`) that a worker ran (its file was not in the reactor's
+/// table yet): its attributes read now, valid under the stamp taken before reading
+/// them (a change in flight then bumps after, a later one bumps too). So a v4 write
+/// workload, whose COMPOUNDs never have a shape the read cache observes, moves to
+/// the ring after its first WRITE.
+fn learned_io_v4(shared: &Shared, job: &Job) -> Option<crate::uring::files::Opened> {
+    let args = job.record.get(job.args_at..)?;
+    let c = crate::nfs4::fast_io::parse(args)?;
+    let fh = args.get(c.fh.clone())?;
+    let (export, fileid) = FileModel::peek_handle(fh)?;
+    let stamp = shared.gens.stamp(fileid);
+    let node = shared.model.resolve(fh).ok()?;
+    let attr = shared.model.getattr(&node).ok()?;
+    if node.fileid != fileid || attr.fileid != fileid || attr.kind != crate::fs::FileKind::Reg {
+        return None;
+    }
+    Some(crate::uring::files::Opened {
+        fh: FhKey::new(fh)?,
+        export,
+        attr,
+        stamp,
+        data: shared.model.data_file(&node)?,
+        key: node.key,
+    })
 }
 
 /// Hands a message to the reactor. The reactor drains its ring every pass; a full

@@ -74,6 +74,10 @@ pub struct SlotClaim {
     pub session: Arc<Session>,
     pub slot: u32,
     done: bool,
+    /// The sequence id this claim gave the slot, and whether the slot held a cached
+    /// reply before (moved to its spare): what `abandon` restores.
+    seqid: u32,
+    had_reply: bool,
 }
 
 impl SlotClaim {
@@ -116,6 +120,23 @@ impl SlotClaim {
             };
             s.busy = false;
             s.reply = Some(kept);
+        }
+        drop(live);
+        self.done = true;
+    }
+
+    /// Gives the slot back exactly as `use_slot` found it (sequence id one lower, the
+    /// previous reply cached again, idle): for a request the reactor claimed the slot
+    /// for and then hands to a worker, which claims it anew as the same new request
+    /// (RFC 8881 §2.10.6.1: the request was never executed, so nothing is lost).
+    pub fn abandon(mut self) {
+        let mut live = self.session.lock();
+        if let Some(s) = live.slots.get_mut(self.slot as usize) {
+            if s.busy && s.seqid == self.seqid {
+                s.seqid = s.seqid.wrapping_sub(1);
+                s.busy = false;
+                s.reply = if self.had_reply { s.spare.take() } else { None };
+            }
         }
         drop(live);
         self.done = true;
@@ -193,6 +214,7 @@ impl Session {
             }
             s.seqid = seqid;
             s.busy = true;
+            let had_reply = s.reply.is_some();
             if let Some(old) = s.reply.take() {
                 s.spare = Some(old);
             }
@@ -200,6 +222,8 @@ impl Session {
                 session: self.clone(),
                 slot,
                 done: false,
+                seqid,
+                had_reply,
             }))
         } else if seqid == s.seqid && (s.busy || s.reply.is_some() || seqid != 0) {
             if s.busy {
@@ -335,6 +359,41 @@ mod tests {
         assert_eq!(s.use_slot(0, 2).unwrap_err(), NFS4ERR_RETRY_UNCACHED_REP);
         s.kill();
         assert_eq!(s.use_slot(0, 3).unwrap_err(), NFS4ERR_BADSESSION);
+    }
+
+    /// `abandon` (a request the reactor claimed, then handed to a worker): the slot is
+    /// as before the claim, so the worker's `use_slot` sees the same new request, and
+    /// the previous request's cached reply (or its absence) is kept.
+    #[test]
+    fn r8881_abandoned_claim_restores_the_slot() {
+        let s = sess(1);
+        let SlotUse::New(c) = s.use_slot(0, 1).unwrap() else {
+            panic!()
+        };
+        c.finish(Some(vec![7, 7]));
+        let SlotUse::New(c) = s.use_slot(0, 2).unwrap() else {
+            panic!()
+        };
+        // In flight on the reactor: a retransmission gets DELAY.
+        assert_eq!(s.use_slot(0, 2).unwrap_err(), NFS4ERR_DELAY);
+        c.abandon();
+        assert!(s.is_next(0, 2));
+        match s.use_slot(0, 1).unwrap() {
+            SlotUse::Replay(r) => assert_eq!(*r, vec![7, 7]),
+            _ => panic!("previous reply kept"),
+        }
+        let SlotUse::New(c) = s.use_slot(0, 2).unwrap() else {
+            panic!("the worker claims the same request anew")
+        };
+        c.finish(None);
+        // No cached reply before: none after abandoning either (an older spare
+        // buffer is not resurrected as a reply).
+        let SlotUse::New(c) = s.use_slot(0, 3).unwrap() else {
+            panic!()
+        };
+        c.abandon();
+        assert_eq!(s.use_slot(0, 2).unwrap_err(), NFS4ERR_RETRY_UNCACHED_REP);
+        assert!(s.is_next(0, 3));
     }
 
     #[test]

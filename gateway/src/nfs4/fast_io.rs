@@ -1,0 +1,351 @@
+//! The protocol half of NFSv4.1 data I/O on the reactor's io_uring (issue 12;
+//! `server::direct` runs the I/O): the COMPOUNDs `SEQUENCE, PUTFH, READ`,
+//! `SEQUENCE, PUTFH, WRITE [, GETATTR]` (UNSTABLE) and `SEQUENCE, PUTFH, COMMIT`.
+//!
+//! `start` makes every check a worker's COMPOUND makes before it touches the file —
+//! SEQUENCE's (RFC 8881 §18.46.3), the stateid (§8.2, §18.22.3, §18.32.3, by the same
+//! state tables `io_ops` asks), conflicting delegations (§10.2: a WRITE breaks other
+//! clients' delegations through `Delegations::break_conflicts`, as `io_ops::write`)
+//! and the reply limits — and only when all pass does it renew the lease, write the
+//! reply's head and claim the slot (`Session::use_slot`). Any other outcome leaves
+//! the slot untouched and the call goes to a worker, which owns every error answer.
+//!
+//! The claimed slot stays busy while the I/O runs, so a retransmission meanwhile gets
+//! NFS4ERR_DELAY from `use_slot` (§2.10.6.2), as one racing a worker's COMPOUND does.
+//! `finish` keeps the reply in the slot when it fits ca_maxresponsesize_cached (as
+//! `compound::compound` does for every reply); a failed I/O gives the slot back with
+//! `SlotClaim::abandon`, so the worker the call then goes to runs it as new.
+//!
+//! The bytes are the worker's: same encoders (`put_sequence_ok`, `put_fattr`), same
+//! field order as `io_ops`.
+
+pub use super::attrs::Bitmap;
+use super::attrs::{self, Env, Obj};
+use super::fast::FAST_ATTRS;
+use super::ops::{OP_COMMIT, OP_GETATTR, OP_PUTFH, OP_READ, OP_SEQUENCE, OP_WRITE};
+use super::session_ops;
+use super::status::NFS4_OK;
+use crate::fs::Attr;
+use crate::state::sessions::{SlotClaim, SlotUse};
+use crate::state::stateid::Stateid;
+use crate::state::{Conflict, State};
+use engine::xdr::{XdrReader, XdrResult, XdrWriter};
+use std::ops::Range;
+
+/// UNSTABLE4 (RFC 8881 §18.32.1): the only stable_how taken here.
+pub const UNSTABLE4: u32 = 0;
+
+/// Upper bound of the reply's bytes before the last operation's results: RPC
+/// accepted header (24), COMPOUND status, tag (4 + `fast::TAG_MAX`), count,
+/// SEQUENCE (4 + 4 + 36), PUTFH (8), the operation and its status (8).
+pub const HEAD_MAX: usize = 24 + 4 + 4 + super::fast::TAG_MAX + 4 + 44 + 8 + 8;
+
+/// Upper bound of a trailing GETATTR's result over `FAST_ATTRS`: op, status, the
+/// bitmap (4 + 3 words) and the values (fixed-size ones well under 400 bytes, plus
+/// owner and group strings and the handle, each bounded).
+pub const GETATTR_MAX: usize = 8 + 16 + 400 + 2 * (4 + 64) + 4 + super::FH4_MAX;
+
+/// The data operation of a recognised COMPOUND.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IoOp {
+    Read {
+        stateid: Stateid,
+        offset: u64,
+        count: u32,
+    },
+    /// UNSTABLE only; `data`: where the bytes are in the COMPOUND4args.
+    Write {
+        stateid: Stateid,
+        offset: u64,
+        data: (usize, u32),
+        getattr: Option<Bitmap>,
+    },
+    Commit {
+        offset: u64,
+        count: u32,
+    },
+}
+
+/// A recognised COMPOUND; ranges are into its COMPOUND4args.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IoCall {
+    pub tag: Range<usize>,
+    pub sessionid: [u8; 16],
+    pub seqid: u32,
+    pub slot: u32,
+    pub cachethis: bool,
+    pub fh: Range<usize>,
+    pub op: IoOp,
+    pub nops: u32,
+}
+
+/// Recognises the shapes exactly (RFC 8881 §16.2.1; minor version 1; nothing after
+/// the last operation): `None` for anything else, including FILE_SYNC/DATA_SYNC
+/// writes, writes of no bytes, and GETATTR bitmaps with a word past the third.
+pub fn parse(args: &[u8]) -> Option<IoCall> {
+    let mut r = XdrReader::new(args);
+    let at = |r: &XdrReader| args.len() - r.remaining();
+    let tag_len = r.u32().ok()? as usize;
+    if tag_len > super::fast::TAG_MAX {
+        return None;
+    }
+    let tag = at(&r)..at(&r) + tag_len;
+    r.skip(tag_len.next_multiple_of(4)).ok()?;
+    let minor = r.u32().ok()?;
+    let nops = r.u32().ok()?;
+    if minor != super::MINOR_VERSION || !(3..=4).contains(&nops) {
+        return None;
+    }
+    if r.u32().ok()? != OP_SEQUENCE {
+        return None;
+    }
+    let mut sessionid = [0u8; 16];
+    sessionid.copy_from_slice(r.opaque_fixed(16).ok()?);
+    let (seqid, slot, _highest) = (r.u32().ok()?, r.u32().ok()?, r.u32().ok()?);
+    let cachethis = r.bool().ok()?;
+    if r.u32().ok()? != OP_PUTFH {
+        return None;
+    }
+    let fh_len = r.u32().ok()? as usize;
+    if fh_len > super::FH4_MAX {
+        return None;
+    }
+    let fh = at(&r)..at(&r) + fh_len;
+    r.skip(fh_len.next_multiple_of(4)).ok()?;
+    let op = match (r.u32().ok()?, nops) {
+        (OP_READ, 3) => IoOp::Read {
+            stateid: Stateid::decode(&mut r).ok()?,
+            offset: r.u64().ok()?,
+            count: r.u32().ok()?,
+        },
+        (OP_WRITE, _) => {
+            let stateid = Stateid::decode(&mut r).ok()?;
+            let offset = r.u64().ok()?;
+            if r.u32().ok()? != UNSTABLE4 {
+                return None;
+            }
+            let len = r.u32().ok()?;
+            if len == 0 || len as usize > crate::nfs3::MAX_IO {
+                return None;
+            }
+            let data = (at(&r), len);
+            r.skip((len as usize).next_multiple_of(4)).ok()?;
+            let getattr = if nops == 4 {
+                if r.u32().ok()? != OP_GETATTR {
+                    return None;
+                }
+                match attrs::get_bitmap(&mut r).ok()? {
+                    (b, false) => Some(b),
+                    _ => return None,
+                }
+            } else {
+                None
+            };
+            IoOp::Write {
+                stateid,
+                offset,
+                data,
+                getattr,
+            }
+        }
+        (OP_COMMIT, 3) => IoOp::Commit {
+            offset: r.u64().ok()?,
+            count: r.u32().ok()?,
+        },
+        _ => return None,
+    };
+    if r.remaining() != 0 {
+        return None;
+    }
+    Some(IoCall {
+        tag,
+        sessionid,
+        seqid,
+        slot,
+        cachethis,
+        fh,
+        op,
+        nops,
+    })
+}
+
+/// What `start` checked the call against: the file's attributes as the reactor's
+/// file table holds them.
+pub struct Target<'a> {
+    pub attr: &'a Attr,
+    /// The bytes after the data operation's status the reply will carry (at most):
+    /// `start` checks the whole reply against the session's limits.
+    pub tail_max: usize,
+}
+
+/// A started call: its slot (busy until `finish`) and the limit under which its reply
+/// is kept for retransmissions. Dropped unfinished (the I/O failed or could not be
+/// submitted, the reactor stops) it gives the slot back as it found it
+/// (`SlotClaim::abandon`): the call then goes to a worker, which claims it anew — no
+/// slot is left busy, none advanced without a reply.
+pub struct Started {
+    claim: Option<SlotClaim>,
+    cache_max: usize,
+    /// Where the COMPOUND4res starts in the reply buffer.
+    pub res_at: usize,
+}
+
+impl Drop for Started {
+    fn drop(&mut self) {
+        if let Some(c) = self.claim.take() {
+            c.abandon();
+        }
+    }
+}
+
+/// The checks, then the reply's COMPOUND4res up to and including the data
+/// operation's NFS4_OK, then the slot claim (see the module comment). `w` holds the
+/// RPC reply header. `None`: nothing claimed, `w`'s content is to be dropped.
+pub fn start(
+    state: &State,
+    c: &IoCall,
+    args: &[u8],
+    t: &Target,
+    w: &mut XdrWriter,
+) -> Option<Started> {
+    let s = state.clients.session(&c.sessionid)?;
+    let nslots = s.slots();
+    if c.slot >= nslots
+        || c.nops > s.fore.max_ops
+        || args.len() > s.fore.max_request as usize
+        || !s.is_next(c.slot, c.seqid)
+    {
+        return None;
+    }
+    let fileid = t.attr.fileid;
+    let (stateid, write) = match c.op {
+        IoOp::Read { stateid, .. } => (Some(stateid), false),
+        IoOp::Write { stateid, .. } => (Some(stateid), true),
+        IoOp::Commit { offset, count } => {
+            // The worker answers NFS4ERR_INVAL (RFC 8881 §18.3.3).
+            offset.checked_add(u64::from(count))?;
+            (None, false)
+        }
+    };
+    if let Some(sid) = stateid {
+        // The CURRENT stateid is unset after PUTFH: the worker answers BAD_STATEID.
+        if sid == Stateid::CURRENT {
+            return None;
+        }
+        let st = state
+            .delegations
+            .check_io(s.clientid, &sid, fileid, write)
+            .unwrap_or_else(|| state.opens.check_io(s.clientid, &sid, fileid, write));
+        if st != NFS4_OK {
+            return None;
+        }
+    }
+    if let IoOp::Write {
+        offset,
+        data: (_, len),
+        getattr,
+        ..
+    } = c.op
+    {
+        // NFS4ERR_FBIG is the worker's.
+        if offset
+            .checked_add(u64::from(len))
+            .is_none_or(|e| e > attrs::MAX_FILE_SIZE)
+        {
+            return None;
+        }
+        if let Some(want) = getattr {
+            // Only attributes the file table's `Attr` gives, as the read fast path.
+            if !want.and(&attrs::SUPPORTED).minus(&FAST_ATTRS).is_empty() {
+                return None;
+            }
+        }
+        // RFC 8881 §10.2: another client's delegation must be recalled first (the
+        // worker answers NFS4ERR_DELAY and the recall starts); also marks the file
+        // as written, so no read delegation is granted right after, as the worker.
+        if !state
+            .delegations
+            .break_conflicts(fileid, Some(s.clientid), Conflict::Write)
+        {
+            return None;
+        }
+    }
+    let tag = args.get(c.tag.clone())?;
+    let res_at = w.position();
+    (|| -> XdrResult<()> {
+        w.u32(NFS4_OK)?;
+        w.opaque_var(tag)?;
+        w.u32(c.nops)?;
+        w.u32(OP_SEQUENCE)
+    })()
+    .ok()?;
+    let len = (w.position() - res_at) + 44 + 8 + 8 + t.tail_max;
+    if len > s.fore.max_response as usize
+        || (c.cachethis && len > s.fore.max_response_cached as usize)
+    {
+        // REP_TOO_BIG / REP_TOO_BIG_TO_CACHE are the worker's answers.
+        return None;
+    }
+    // Lease renewal (RFC 8881 §8.3); an expired client goes to the worker, which
+    // purges it and answers BADSESSION.
+    let flags = state.clients.renew_if_live(&s)?;
+    let flags = session_ops::status_flags(state, &s, flags);
+    let op = match c.op {
+        IoOp::Read { .. } => OP_READ,
+        IoOp::Write { .. } => OP_WRITE,
+        IoOp::Commit { .. } => OP_COMMIT,
+    };
+    (|| -> XdrResult<()> {
+        session_ops::put_sequence_ok(w, &s, c.seqid, c.slot, nslots, flags)?;
+        w.u32(OP_PUTFH)?;
+        w.u32(NFS4_OK)?;
+        w.u32(op)?;
+        w.u32(NFS4_OK)
+    })()
+    .ok()?;
+    // Claimed last; a worker that took the slot meanwhile wins (the call then goes to
+    // a worker, which sees a retransmission or a busy slot).
+    let claim = match s.use_slot(c.slot, c.seqid) {
+        Ok(SlotUse::New(claim)) => claim,
+        _ => return None,
+    };
+    Some(Started {
+        claim: Some(claim),
+        cache_max: s.fore.max_response_cached as usize,
+        res_at,
+    })
+}
+
+/// WRITE4resok after its status (as `io_ops::write`): count, UNSTABLE4, verifier.
+pub fn put_write_ok(w: &mut XdrWriter, count: u32, verf: &[u8; 8]) -> XdrResult<()> {
+    w.u32(count)?;
+    w.u32(UNSTABLE4)?;
+    w.opaque_fixed(verf)
+}
+
+/// A trailing GETATTR's result from the attributes after the write (as the
+/// worker's `GETATTR`, which reads them from the file model).
+pub fn put_getattr(w: &mut XdrWriter, want: &Bitmap, attr: &Attr, fh: &[u8]) -> XdrResult<()> {
+    w.u32(OP_GETATTR)?;
+    w.u32(NFS4_OK)?;
+    let env = Env {
+        lease_s: 0,
+        max_file_size: 0,
+        fsstat: None,
+    };
+    attrs::put_fattr(w, want, &Obj::from_attr(attr, fh.to_vec()), &env).map(|_| ())
+}
+
+/// Ends a call answered here: its COMPOUND4res (`res`) kept in the slot when it fits
+/// ca_maxresponsesize_cached (refilling the slot's previous buffer, no allocation),
+/// as `compound::compound` keeps every reply that fits; the slot is free again.
+pub fn finish(mut started: Started, res: &[u8]) {
+    let Some(claim) = started.claim.take() else {
+        return;
+    };
+    if res.len() <= started.cache_max {
+        claim.finish_copy(res);
+    } else {
+        claim.finish(None);
+    }
+}

@@ -1,0 +1,442 @@
+//! NFSv4.1 data I/O on the reactor's ring (issue 12): `SEQUENCE, PUTFH, READ`,
+//! `SEQUENCE, PUTFH, WRITE [, GETATTR]` (UNSTABLE) and `SEQUENCE, PUTFH, COMMIT` of a
+//! file in the reactor's file table, run as the NFSv3 calls of `direct` are (same
+//! entry, admission and permission checks, same I/O, same file-model bookkeeping),
+//! answered with the COMPOUND4res a worker would write (`nfs4::fast_io`: the session,
+//! stateid and delegation checks, the slot claim, the reply cache).
+//!
+//! A call is taken only when every check passes; then its slot is claimed and stays
+//! busy until the reply is queued (a retransmission meanwhile: NFS4ERR_DELAY). An
+//! I/O that fails, or a reply that cannot be built, gives the slot back untouched
+//! (`fast_io::Started` abandons it when dropped) and the call goes to a worker, which
+//! answers it as new — for a WRITE after redoing it, as `direct` does for NFSv3.
+//!
+//! The WRITE submission and completion bookkeeping mirror `Direct::write` and
+//! `Direct::finish_write` line for line (generation bumps before submit and before
+//! the reply, the staged set, statx-derived post attributes); they are kept here so
+//! the NFSv3 path stays as it is.
+
+use super::{attr_after, base_of, Base, Direct, Finished, Job, Op, Pending, MARK, MAX_END};
+use crate::cache::{self, Fill, FillData};
+use crate::nfs3::access::{check_read, check_writable, check_write, mode_after_write};
+use crate::nfs4::fast_io::{self, Bitmap, IoCall, IoOp, Started, Target};
+use crate::uring::Completion;
+use engine::mem::{Buf, Pools};
+use engine::rpc::{self, Accept};
+use engine::xdr::XdrWriter;
+use std::os::fd::AsRawFd;
+
+/// WRITE4resok (count, committed, verifier) and COMMIT4resok (verifier) bytes.
+const WRITE_TAIL: usize = 16;
+const COMMIT_TAIL: usize = 8;
+
+/// What a v4 call in flight keeps besides its `Pending`: its slot, and for WRITE and
+/// COMMIT the reply built at submit time (WRITE's GETATTR is appended on completion).
+pub(super) struct V4 {
+    started: Started,
+    /// WRITE/COMMIT: the reply so far; READ's reply is its `Op::Read` buffer.
+    reply: Option<Buf>,
+    /// A trailing GETATTR's bitmap, and where the handle is in the call's record.
+    getattr: Option<(Bitmap, usize, usize)>,
+}
+
+impl Direct {
+    /// Takes a `SEQUENCE, PUTFH, READ|WRITE|COMMIT` COMPOUND when this reactor can run
+    /// it itself; otherwise hands the job back untouched (no slot claimed).
+    pub(super) fn compound(&mut self, job: Job, pools: &Pools) -> Result<(), Job> {
+        let Some(c) = job.record.get(job.args_at..).and_then(fast_io::parse) else {
+            return Err(job);
+        };
+        match c.op {
+            IoOp::Read { .. } => self.read4(job, &c, pools),
+            IoOp::Write { .. } if self.ring.writes() => self.write4(job, &c, pools),
+            IoOp::Commit { .. } if self.ring.writes() => self.commit4(job, &c, pools),
+            _ => Err(job),
+        }
+    }
+
+    fn read4(&mut self, job: Job, c: &IoCall, pools: &Pools) -> Result<(), Job> {
+        let Some((base, reply, offset, want, at, started)) = self.prepare_read4(&job, c, pools)
+        else {
+            return Err(job);
+        };
+        let fd = base._file.as_raw_fd();
+        let slot = *self.free.last().expect("checked non-empty");
+        let mut reply = reply;
+        if want > 0 {
+            let dst = reply.spare_mut()[at[3]..at[3] + want].as_mut_ptr();
+            // SAFETY: as `Direct::read`: `dst` is `want` bytes of `reply`, kept in
+            // `pending[slot]` (never touched) until the completion is reaped, with the
+            // file; the ring is dropped (waiting for the read) before `pending`.
+            let queued = unsafe {
+                self.ring
+                    .read(fd, dst, want as u32, offset, u64::from(slot) * 2)
+            };
+            if !queued {
+                // `started` dropped: the slot is given back for the worker.
+                return Err(job);
+            }
+        }
+        self.v4[slot as usize] = Some(V4 {
+            started,
+            reply: None,
+            getattr: None,
+        });
+        let op = Op::Read {
+            reply,
+            offset,
+            want,
+            at,
+        };
+        self.park(slot, Pending { job, base, op });
+        if want == 0 {
+            self.reaped.push(Completion {
+                tag: u64::from(slot) * 2,
+                result: 0,
+            });
+        }
+        Ok(())
+    }
+
+    /// READ's checks (as `Direct::prepare_read`, then `fast_io::start`) and the reply
+    /// up to the data: (entry, reply, offset, bytes to read, positions of -, eof,
+    /// length and data, the claimed slot).
+    #[allow(clippy::type_complexity)]
+    fn prepare_read4(
+        &self,
+        job: &Job,
+        c: &IoCall,
+        pools: &Pools,
+    ) -> Option<(Base, Buf, u64, usize, [usize; 4], Started)> {
+        let IoOp::Read { offset, count, .. } = c.op else {
+            return None;
+        };
+        let args = job.record.get(job.args_at..)?;
+        let fh = args.get(c.fh.clone())?;
+        let a = self.admitted(job, fh)?;
+        check_read(a.hit.attr, &a.caller).ok()?;
+        let size = a.hit.attr.size;
+        // As `io_ops::read` (its reply buffer has room for MAX_IO) and `prepare_read`.
+        let n = (count as usize).min(crate::nfs3::MAX_IO);
+        let want = if offset >= size {
+            0
+        } else {
+            n.min(usize::try_from(size - offset).unwrap_or(usize::MAX))
+        };
+        let pad = want.next_multiple_of(4);
+        let mut reply = pools.alloc(MARK + fast_io::HEAD_MAX + 8 + pad)?;
+        let mut w = XdrWriter::at(reply.spare_mut(), MARK);
+        rpc::write_accepted(&mut w, job.header.xid, Accept::Success).ok()?;
+        let t = Target {
+            attr: a.hit.attr,
+            tail_max: 8 + pad,
+        };
+        let base = base_of(&a, fh)?;
+        let started = fast_io::start(&self.shared.state, c, args, &t, &mut w)?;
+        let eof_at = w.reserve_u32().ok()?;
+        let len_at = w.reserve_u32().ok()?;
+        let data_at = w.position();
+        w.reserve_opaque_fixed(want).ok()?;
+        Some((base, reply, offset, want, [0, eof_at, len_at, data_at], started))
+    }
+
+    fn write4(&mut self, job: Job, c: &IoCall, pools: &Pools) -> Result<(), Job> {
+        let IoOp::Write {
+            offset,
+            data: (data_at, count),
+            getattr,
+            ..
+        } = c.op
+        else {
+            return Err(job);
+        };
+        let Some((base, reply, started)) = self.check_write4(&job, c, pools) else {
+            return Err(job);
+        };
+        let data_at = job.args_at + data_at;
+        let fd = base._file.as_raw_fd();
+        let slot = *self.free.last().expect("checked non-empty");
+        let Some(id) = self.files.begin_write(&base.fh) else {
+            return Err(job);
+        };
+        let op = Op::Write {
+            count,
+            id,
+            wrote: None,
+            stat: None,
+        };
+        let p = Pending { job, base, op };
+        // Before the change runs: reads racing with it must not be cached.
+        self.shared.gens.bump_file(p.base.attr.fileid);
+        let src = p.job.record[data_at..].as_ptr();
+        // SAFETY: as `Direct::write`: `src` is `count` bytes of the call's record
+        // (checked by `fast_io::parse`), kept in `pending[slot]` with the file until
+        // both completions are reaped; the ring is dropped before `pending`; statx
+        // slot `slot` is this pending entry's own.
+        let queued = unsafe {
+            self.ring.write_then_statx(
+                fd,
+                src,
+                count,
+                offset,
+                u64::from(slot) * 2,
+                slot as usize,
+                u64::from(slot) * 2 + 1,
+            )
+        };
+        if !queued {
+            self.files.end_write(&p.base.fh, id, None);
+            self.shared.gens.bump_file(p.base.attr.fileid);
+            return Err(p.job);
+        }
+        let fh = (p.job.args_at + c.fh.start, p.job.args_at + c.fh.end);
+        self.v4[slot as usize] = Some(V4 {
+            started,
+            reply: Some(reply),
+            getattr: getattr.map(|b| (b, fh.0, fh.1)),
+        });
+        self.park(slot, p);
+        Ok(())
+    }
+
+    /// WRITE's checks in `io_ops::write`'s order (entry and caller as
+    /// `Direct::check_write`; then `fast_io::start`: stateid, size, delegations) and
+    /// the reply up to its GETATTR.
+    fn check_write4(&self, job: &Job, c: &IoCall, pools: &Pools) -> Option<(Base, Buf, Started)> {
+        let IoOp::Write {
+            offset,
+            data: (_, count),
+            getattr,
+            ..
+        } = c.op
+        else {
+            return None;
+        };
+        let args = job.record.get(job.args_at..)?;
+        let fh = args.get(c.fh.clone())?;
+        let a = self.admitted(job, fh)?;
+        if !a.hit.data.writable || !a.hit.data.clean {
+            return None;
+        }
+        check_writable(&a.caller).ok()?;
+        check_write(a.hit.attr, &a.caller).ok()?;
+        if mode_after_write(a.hit.attr, &a.caller).is_some() {
+            // Set-id bits to clear: a SETATTR first, the worker's.
+            return None;
+        }
+        offset
+            .checked_add(u64::from(count))
+            .filter(|&e| e <= MAX_END)?;
+        let extra = if getattr.is_some() {
+            fast_io::GETATTR_MAX
+        } else {
+            0
+        };
+        let mut reply = pools.alloc(MARK + fast_io::HEAD_MAX + WRITE_TAIL + extra)?;
+        let mut w = XdrWriter::at(reply.spare_mut(), MARK);
+        rpc::write_accepted(&mut w, job.header.xid, Accept::Success).ok()?;
+        let t = Target {
+            attr: a.hit.attr,
+            tail_max: WRITE_TAIL + extra,
+        };
+        let base = base_of(&a, fh)?;
+        let started = fast_io::start(&self.shared.state, c, args, &t, &mut w)?;
+        fast_io::put_write_ok(&mut w, count, &self.verf).ok()?;
+        let n = w.position();
+        reply.set_len(n);
+        Some((base, reply, started))
+    }
+
+    fn commit4(&mut self, job: Job, c: &IoCall, pools: &Pools) -> Result<(), Job> {
+        let Some((base, reply, started)) = self.check_commit4(&job, c, pools) else {
+            return Err(job);
+        };
+        let key = base.key.clone();
+        let fd = base._file.as_raw_fd();
+        let v4 = V4 {
+            started,
+            reply: Some(reply),
+            getattr: None,
+        };
+        let p = Pending {
+            job,
+            base,
+            op: Op::Commit,
+        };
+        if !self.shared.model.take_dirty(&key) {
+            // Nothing staged: durable already (as the model's commit answers).
+            let f = self.reply4(p, v4);
+            self.done_now.push(f);
+            return Ok(());
+        }
+        let slot = *self.free.last().expect("checked non-empty");
+        // SAFETY: the file is kept in `pending[slot]` until the completion is reaped.
+        if !unsafe { self.ring.fdatasync(fd, u64::from(slot) * 2) } {
+            self.shared.model.mark_dirty(&key);
+            return Err(p.job);
+        }
+        self.v4[slot as usize] = Some(v4);
+        self.park(slot, p);
+        Ok(())
+    }
+
+    fn check_commit4(&self, job: &Job, c: &IoCall, pools: &Pools) -> Option<(Base, Buf, Started)> {
+        let args = job.record.get(job.args_at..)?;
+        let fh = args.get(c.fh.clone())?;
+        let a = self.admitted(job, fh)?;
+        let mut reply = pools.alloc(MARK + fast_io::HEAD_MAX + COMMIT_TAIL)?;
+        let mut w = XdrWriter::at(reply.spare_mut(), MARK);
+        rpc::write_accepted(&mut w, job.header.xid, Accept::Success).ok()?;
+        let t = Target {
+            attr: a.hit.attr,
+            tail_max: COMMIT_TAIL,
+        };
+        let base = base_of(&a, fh)?;
+        let started = fast_io::start(&self.shared.state, c, args, &t, &mut w)?;
+        w.opaque_fixed(&self.verf).ok()?;
+        let n = w.position();
+        reply.set_len(n);
+        Some((base, reply, started))
+    }
+
+    /// A v4 call's completion (`Direct::finish` of a slot with a `V4`).
+    pub(super) fn finish4(
+        &mut self,
+        p: Pending,
+        v4: V4,
+        slot: usize,
+        result: i32,
+        _pools: &Pools,
+    ) -> Finished {
+        match p.op {
+            Op::Read { .. } => self.finish_read4(p, v4, result),
+            Op::Write { .. } => self.finish_write4(p, v4, slot),
+            Op::Commit => {
+                if result < 0 {
+                    tracing::warn!(
+                        err = -result,
+                        "io_uring fdatasync failed; a worker answers the COMMIT"
+                    );
+                    self.shared.model.mark_dirty(&p.base.key);
+                    return Finished::Fallback(p.job);
+                }
+                self.reply4(p, v4)
+            }
+        }
+    }
+
+    fn finish_read4(&self, p: Pending, v4: V4, result: i32) -> Finished {
+        let Pending { job, base, op } = p;
+        let Op::Read {
+            mut reply,
+            offset,
+            want,
+            at: [_, eof_at, len_at, data_at],
+        } = op
+        else {
+            unreachable!("finish_read4 of a read");
+        };
+        if result < 0 {
+            tracing::debug!(err = -result, "io_uring read failed; a worker retries it");
+            return Finished::Fallback(job);
+        }
+        let got = (result as usize).min(want);
+        // As the file model says it (`FileModel::read`): short means the end.
+        let eof = got < want || offset.saturating_add(got as u64) >= base.attr.size;
+        let end = data_at + want.next_multiple_of(4);
+        let mut w = XdrWriter::at(&mut reply.spare_mut()[..end], end);
+        w.patch_u32(eof_at, eof as u32);
+        w.patch_u32(len_at, got as u32);
+        w.truncate_opaque(data_at, got);
+        let len = w.position();
+        reply.set_len(len);
+        let res_at = v4.started.res_at.min(len);
+        fast_io::finish(v4.started, &reply[res_at..len]);
+        let fill = (self.cache_pages && got > 0 && want <= cache::MAX_CACHED_READ).then(|| Fill {
+            fh: base.fh,
+            export: base.export,
+            attr: base.attr,
+            stamp: base.stamp,
+            data: Some(FillData::InReply {
+                offset,
+                at: data_at,
+                len: got,
+            }),
+            exact: false,
+        });
+        Finished::Reply(job, reply, fill)
+    }
+
+    fn finish_write4(&mut self, p: Pending, v4: V4, slot: usize) -> Finished {
+        let Op::Write {
+            count,
+            id,
+            wrote,
+            stat,
+        } = p.op
+        else {
+            unreachable!("finish_write4 of a write");
+        };
+        let fileid = p.base.attr.fileid;
+        let ok = wrote == Some(count as i32) && stat == Some(0);
+        if ok {
+            // Staged before the reply: a COMMIT after it syncs this data.
+            self.shared.model.mark_dirty(&p.base.key);
+        }
+        let post = if ok {
+            self.ring.statx(slot).and_then(|st| attr_after(&p.base, st))
+        } else {
+            None
+        };
+        // After the change, before its reply can reach the client.
+        self.files.end_write(&p.base.fh, id, post);
+        self.shared.gens.bump_file(fileid);
+        if !ok {
+            tracing::debug!(
+                ?wrote,
+                ?stat,
+                "io_uring write failed or short; a worker redoes it"
+            );
+            return Finished::Fallback(p.job);
+        }
+        let V4 {
+            started,
+            reply,
+            getattr,
+        } = v4;
+        let Some(mut reply) = reply else {
+            return Finished::Fallback(p.job);
+        };
+        if let Some((want, fh_from, fh_to)) = getattr {
+            // The post-write attributes: without them (a whole-second mtime, see
+            // `attr_after`) a worker writes again and answers with the model's.
+            let Some(post) = post else {
+                return Finished::Fallback(p.job);
+            };
+            let at = reply.len();
+            let room = reply.spare_mut().len();
+            let mut w = XdrWriter::at(&mut reply.spare_mut()[..room], at);
+            let fh = &p.job.record[fh_from..fh_to];
+            if fast_io::put_getattr(&mut w, &want, &post, fh).is_err() {
+                return Finished::Fallback(p.job);
+            }
+            let n = w.position();
+            reply.set_len(n);
+        }
+        self.reply4_with(p, started, reply)
+    }
+
+    /// Sends a WRITE/COMMIT reply built at submit time.
+    fn reply4(&mut self, p: Pending, v4: V4) -> Finished {
+        match v4.reply {
+            Some(reply) => self.reply4_with(p, v4.started, reply),
+            None => Finished::Fallback(p.job),
+        }
+    }
+
+    fn reply4_with(&mut self, p: Pending, started: Started, reply: Buf) -> Finished {
+        let res_at = started.res_at.min(reply.len());
+        fast_io::finish(started, &reply[res_at..]);
+        Finished::Reply(p.job, reply, None)
+    }
+}
