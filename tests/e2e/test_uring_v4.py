@@ -143,6 +143,20 @@ class Client(V4Client):
             post = (a.u64(), a.u64(), (a.u64(), a.u32()), (a.u64(), a.u32()))
         return count, committed, verf, post
 
+    def getattr(self, fh):
+        """POST_ATTRS of `fh` by `SEQUENCE, PUTFH, GETATTR` (a worker's or the read
+        cache's answer; the ring takes no GETATTR of its own)."""
+        p = Packer().u32(OP_GETATTR).u32(len(POST_ATTRS))
+        for w in POST_ATTRS:
+            p.u32(w)
+        u = self.results(self.call(self.record(self.putfh(fh) + p.get(), 3)))
+        assert u.status == 0
+        self.skip_putfh(u)
+        assert (u.u32(), u.u32()) == (OP_GETATTR, 0)
+        assert tuple(u.u32() for _ in range(u.u32())) == POST_ATTRS
+        a = Unpacker(u.opaque())
+        return (a.u64(), a.u64(), (a.u64(), a.u32()), (a.u64(), a.u32()))
+
     def commit(self, fh) -> bytes:
         u = self.results(self.call(self.commit_rec(fh)))
         assert u.status == 0, f"COMMIT: {u.status}"
@@ -253,6 +267,11 @@ def test_v4_writes_commit_on_the_ring(gw_factory):
             # Writes in order: the file ends where this one ended.
             assert post[1] == off + count, "size after the WRITE"
             posts.append(post)
+            if k % 8 == 0:
+                # The ring's post-write attributes are the file model's (what a
+                # worker's GETATTR answers next), change attribute included.
+                assert c.getattr(fh) == post, f"GETATTR after WRITE({off})"
+
     verfs.add(c.commit(fh))
     for off, count in [(0, BIG), (12345, 70000), (len(data) - 5, 100)]:
         body, _ = c.read(fh, off, count, sid)
