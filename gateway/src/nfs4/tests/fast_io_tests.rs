@@ -38,7 +38,17 @@ fn seq(sid: [u8; 16], seq: u32, cachethis: bool) -> Op {
     })
 }
 
-fn write_args(sid: [u8; 16], n: u32, fh: &[u8], st: Stateid, off: u64, data: &'static [u8], how: u32, post: bool) -> Vec<u8> {
+#[allow(clippy::too_many_arguments)]
+fn write_args(
+    sid: [u8; 16],
+    n: u32,
+    fh: &[u8],
+    st: Stateid,
+    off: u64,
+    data: &'static [u8],
+    how: u32,
+    post: bool,
+) -> Vec<u8> {
     let mut ops = vec![
         seq(sid, n, false),
         putfh(fh.to_vec()),
@@ -51,7 +61,12 @@ fn write_args(sid: [u8; 16], n: u32, fh: &[u8], st: Stateid, off: u64, data: &'s
         }) as Op,
     ];
     if post {
-        ops.push(getattr(&[attrs::CHANGE, attrs::SIZE, attrs::TIME_METADATA, attrs::TIME_MODIFY]));
+        ops.push(getattr(&[
+            attrs::CHANGE,
+            attrs::SIZE,
+            attrs::TIME_METADATA,
+            attrs::TIME_MODIFY,
+        ]));
     }
     compound_args(b"t", 1, &ops)
 }
@@ -90,7 +105,12 @@ fn commit_args(sid: [u8; 16], n: u32, fh: &[u8], off: u64, count: u32) -> Vec<u8
 }
 
 /// `fast_io::start` over `args` into a fresh buffer: (started, head bytes).
-fn start(h: &H, args: &[u8], attr: &crate::fs::Attr, tail_max: usize) -> Option<(fast_io::Started, Vec<u8>, Vec<u8>)> {
+fn start(
+    h: &H,
+    args: &[u8],
+    attr: &crate::fs::Attr,
+    tail_max: usize,
+) -> Option<(fast_io::Started, Vec<u8>, Vec<u8>)> {
     let c: IoCall = fast_io::parse(args)?;
     let mut buf = vec![0u8; 1 << 20];
     let mut w = XdrWriter::new(&mut buf);
@@ -128,7 +148,11 @@ fn write_read_commit_replies_equal_the_workers() {
         fast_io::put_write_ok(&mut w, 3, &verf).unwrap();
         head.extend_from_slice(&tail);
     }
-    assert_eq!(with_seqid(&worker, 2), head, "WRITE reply differs from the worker's");
+    assert_eq!(
+        with_seqid(&worker, 2),
+        head,
+        "WRITE reply differs from the worker's"
+    );
     // In flight: a retransmission is DELAY, the next request too (§2.10.6.2).
     let st = XdrReader::new(&run(&h, &args)).u32().unwrap();
     assert_eq!(st, NFS4ERR_DELAY);
@@ -141,7 +165,11 @@ fn write_read_commit_replies_equal_the_workers() {
     let attr = h.model.getattr(&node).unwrap();
     let args = write_args(sid, 4, &fh, any, 0, b"xyzw", 0, true);
     let (s, mut head, fh2) = start(&h, &args, &attr, 16 + fast_io::GETATTR_MAX).expect("taken");
-    let IoOp::Write { getattr: Some(want), .. } = fast_io::parse(&args).unwrap().op else {
+    let IoOp::Write {
+        getattr: Some(want),
+        ..
+    } = fast_io::parse(&args).unwrap().op
+    else {
         panic!("write with getattr")
     };
     let mut tail = vec![0u8; 4096];
@@ -150,7 +178,11 @@ fn write_read_commit_replies_equal_the_workers() {
     fast_io::put_getattr(&mut w, &want, &attr, &fh2).unwrap();
     let n = w.position();
     head.extend_from_slice(&tail[..n]);
-    assert_eq!(with_seqid(&worker, 4), head, "WRITE+GETATTR differs from the worker's");
+    assert_eq!(
+        with_seqid(&worker, 4),
+        head,
+        "WRITE+GETATTR differs from the worker's"
+    );
     fast_io::finish(s, &head);
 
     // READ: head from start, then eof, length and data as the ring writes them.
@@ -161,7 +193,11 @@ fn write_read_commit_replies_equal_the_workers() {
     head.extend_from_slice(&10u32.to_be_bytes());
     head.extend_from_slice(&[5u8; 10]);
     head.extend_from_slice(&[0, 0]);
-    assert_eq!(with_seqid(&worker, 6), head, "READ reply differs from the worker's");
+    assert_eq!(
+        with_seqid(&worker, 6),
+        head,
+        "READ reply differs from the worker's"
+    );
     fast_io::finish(s, &head);
 
     // COMMIT.
@@ -169,7 +205,11 @@ fn write_read_commit_replies_equal_the_workers() {
     let args = commit_args(sid, 8, &fh, 0, 0);
     let (s, mut head, _) = start(&h, &args, &attr, 8).expect("taken");
     head.extend_from_slice(&verf);
-    assert_eq!(with_seqid(&worker, 8), head, "COMMIT reply differs from the worker's");
+    assert_eq!(
+        with_seqid(&worker, 8),
+        head,
+        "COMMIT reply differs from the worker's"
+    );
     fast_io::finish(s, &head);
 }
 
@@ -189,7 +229,10 @@ fn handed_back_calls_leave_the_slot_for_the_worker() {
     assert!(s.is_next(0, 1));
     assert_eq!(XdrReader::new(&run(&h, &args)).u32().unwrap(), NFS4_OK);
     // Calls the worker must answer: nothing claimed, the slot still expects seqid 2.
-    let bogus = Stateid { seqid: 1, other: [7; 12] };
+    let bogus = Stateid {
+        seqid: 1,
+        other: [7; 12],
+    };
     let near_end = u64::MAX - 1;
     let cases: Vec<Vec<u8>> = vec![
         write_args(sid, 2, &fh, Stateid::CURRENT, 0, b"abc", 0, false),
@@ -240,11 +283,23 @@ fn parse_takes_exactly_the_shapes() {
     let any = Stateid::ANONYMOUS;
     let w = write_args(sid, 1, &fh, any, 5, b"hello", 0, false);
     let c = fast_io::parse(&w).expect("WRITE");
-    assert_eq!((c.nops, c.slot, c.seqid, &w[c.fh.clone()]), (3, 0, 1, &fh[..]));
-    let IoOp::Write { offset, data: (at, len), getattr, .. } = c.op else {
+    assert_eq!(
+        (c.nops, c.slot, c.seqid, &w[c.fh.clone()]),
+        (3, 0, 1, &fh[..])
+    );
+    let IoOp::Write {
+        offset,
+        data: (at, len),
+        getattr,
+        ..
+    } = c.op
+    else {
         panic!()
     };
-    assert_eq!((offset, &w[at..at + len as usize], getattr), (5, &b"hello"[..], None));
+    assert_eq!(
+        (offset, &w[at..at + len as usize], getattr),
+        (5, &b"hello"[..], None)
+    );
     assert!(fast_io::parse(&write_args(sid, 1, &fh, any, 5, b"hello", 0, true)).is_some());
     assert!(fast_io::parse(&read_args(sid, 1, &fh, any, u64::MAX, u32::MAX)).is_some());
     assert!(fast_io::parse(&commit_args(sid, 1, &fh, u64::MAX, u32::MAX)).is_some());
@@ -268,7 +323,10 @@ fn parse_takes_exactly_the_shapes() {
             if let Some(c) = fast_io::parse(&m) {
                 // Whatever parses points inside the arguments.
                 assert!(c.fh.end <= m.len() && c.tag.end <= m.len());
-                if let IoOp::Write { data: (at, len), .. } = c.op {
+                if let IoOp::Write {
+                    data: (at, len), ..
+                } = c.op
+                {
                     assert!(at + len as usize <= m.len());
                 }
             }

@@ -137,7 +137,14 @@ impl Direct {
         let len_at = w.reserve_u32().ok()?;
         let data_at = w.position();
         w.reserve_opaque_fixed(want).ok()?;
-        Some((base, reply, offset, want, [0, eof_at, len_at, data_at], started))
+        Some((
+            base,
+            reply,
+            offset,
+            want,
+            [0, eof_at, len_at, data_at],
+            started,
+        ))
     }
 
     fn write4(&mut self, job: Job, c: &IoCall, pools: &Pools) -> Result<(), Job> {
