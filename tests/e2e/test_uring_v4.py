@@ -393,3 +393,34 @@ def test_v4_kill9_after_commit_loses_nothing(gw_factory):
     # (v3: v4 OPENs wait for the grace period after a restart.)
     v3.write(fh, 0, committed[:100], stable=N.UNSTABLE).check()
     assert v3.commit(fh).check().verf != verf, "a new run has a new verifier"
+
+
+@pytest.mark.parametrize("transport", ["tcp", "rdma"])
+def test_v4_bench_on_the_ring_verified(gw_factory, transport):
+    """`bench --nfs 4.1` (sequential then random UNSTABLE writes and a COMMIT, random
+    and sequential reads, every byte verified) over TCP and RPC-over-RDMA (WRITE data
+    from read chunks, READ data into write chunks from the ring's reply): the data
+    COMPOUNDs stay off the workers, apart from the file's first ones and a refresh
+    per second of its entry."""
+    from statsutil import bench, total
+    port = free_port()
+    g = gw_factory(backend="fs+rdma", backend_opts={"io": "uring"},
+                   extra={"stats": {"listen": f"127.0.0.1:{port}"}})
+    target = (f"tcp://127.0.0.1:{g.port}" if transport == "tcp"
+              else f"rdma://127.0.0.1:{g.rdma_port}")
+    before = scrape(port).sum("nfsgw_worker_data_jobs_total")
+    t0 = time.monotonic()
+    ops = 0
+    for workload, bs, n in [("seqwrite", 1 << 19, 16), ("randwrite", 65536, 600),
+                            ("randread", 65536, 600), ("randread", 4096, 600),
+                            ("seqread", 1 << 19, 16)]:
+        out = bench(target, "--nfs", "4.1", "--workload", workload, "--bs", str(bs),
+                    "--ops", str(n), "--qd", "8", "--file-size", "8m",
+                    "--file", f"v4-{transport}.dat", "--verify")
+        assert total(out, "ops") == n and total(out, "errors") == 0, out
+        ops += n
+    elapsed = time.monotonic() - t0
+    jobs = scrape(port).sum("nfsgw_worker_data_jobs_total") - before
+    print(f"bench v4.1 {transport}: {jobs} of {ops} data COMPOUNDs on workers in {elapsed:.1f} s")
+    assert jobs <= 40 + 4 * elapsed, f"{jobs} of {ops} data COMPOUNDs on workers"
+    assert (g.data_dir / f"v4-{transport}.dat").stat().st_size == 8 << 20
