@@ -27,6 +27,7 @@ from test_deleg import V4Client, OP_GETFH, OP_OPEN, OP_PUTFH, OP_PUTROOTFH, OP_S
 OP_CLOSE, OP_COMMIT, OP_GETATTR, OP_READ, OP_WRITE = 4, 5, 9, 25, 38
 UNSTABLE4, FILE_SYNC4 = 0, 2
 NFS4ERR_BAD_STATEID, NFS4ERR_RETRY_UNCACHED_REP, NFS4ERR_DELAY = 10025, 10068, 10008
+NFS4ERR_FBIG = 27
 ANON = b"\0" * 16
 # GETATTR after WRITE as Linux asks it: change, size, time_metadata, time_modify.
 POST_ATTRS = ((1 << 3) | (1 << 4), (1 << 20) | (1 << 21))
@@ -37,7 +38,8 @@ SIZE = 3 * (1 << 20) + 12345
 BIG = (1 << 20) - 4096
 READS = [(0, 1), (1, 4096), (4095, 5000), (65536, 65536), (100, 65537), (0, BIG),
          ((1 << 20) + 3, BIG), (SIZE - 10, 4096), (SIZE - 70000, BIG), (SIZE, 100),
-         (SIZE + 100, 10), (5, 0), (2 << 20, BIG), (0, 1 << 20)]
+         (SIZE + 100, 10), (5, 0), (2 << 20, BIG), ((1 << 64) - 1, 100), ((1 << 63) - 1, 1 << 30),
+         (0, 1 << 20)]
 NFS4ERR_REP_TOO_BIG = 10066
 
 
@@ -366,6 +368,12 @@ def test_v4_bad_and_closed_stateids_get_the_workers_error(gw_factory):
     st = c.results(c.call(c.write_rec(fh, 0, b"closed", sid))).status
     assert st in (NFS4ERR_BAD_STATEID, 10024), st   # BAD_STATEID or OLD_STATEID
     assert (g.data_dir / "s").read_bytes() == b"ring"
+    # Offsets near 2^63 and 2^64: the worker's NFS4ERR_FBIG (offset + count past
+    # the largest file), never a panic or a wrapped offset.
+    sid2, _ = c.open_rw(b"s")
+    for off in ((1 << 63) - 2, (1 << 64) - 2):
+        assert c.results(c.call(c.write_rec(fh, off, b"four", sid2))).status == NFS4ERR_FBIG
+    assert (g.data_dir / "s").read_bytes() == b"ring"
     # The session is not wedged by any of that.
     body, _ = c.read(fh, 0, 4)
     assert body == b"ring"
@@ -422,5 +430,9 @@ def test_v4_bench_on_the_ring_verified(gw_factory, transport):
     elapsed = time.monotonic() - t0
     jobs = scrape(port).sum("nfsgw_worker_data_jobs_total") - before
     print(f"bench v4.1 {transport}: {jobs} of {ops} data COMPOUNDs on workers in {elapsed:.1f} s")
-    assert jobs <= 40 + 4 * elapsed, f"{jobs} of {ops} data COMPOUNDs on workers"
+    # Each bench run is a new connection, maybe on another reactor, whose file table
+    # learns the file from its first calls (a queue depth's worth, 8); the first
+    # WRITEs and those racing with them teach nothing (as for NFSv3); then one
+    # refresh per second.
+    assert jobs <= 40 + 5 * 8 + 4 * elapsed, f"{jobs} of {ops} data COMPOUNDs on workers"
     assert (g.data_dir / f"v4-{transport}.dat").stat().st_size == 8 << 20
