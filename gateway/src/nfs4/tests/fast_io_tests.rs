@@ -338,3 +338,23 @@ fn parse_takes_exactly_the_shapes() {
     lie[at..at + 4].copy_from_slice(&1000u32.to_be_bytes());
     assert!(fast_io::parse(&lie).is_none());
 }
+
+/// `GETATTR_MAX` bounds a trailing GETATTR of every attribute the ring answers, for
+/// the largest handle and ids (the reply buffer and the session-limit check use it).
+#[test]
+fn getattr_max_bounds_every_fast_attribute() {
+    let (h, _, node) = setup();
+    let mut attr = h.model.getattr(&node).unwrap();
+    attr.uid = u32::MAX;
+    attr.gid = u32::MAX;
+    attr.size = u64::MAX;
+    let fh = vec![0xffu8; crate::nfs4::FH4_MAX];
+    let mut buf = vec![0u8; 8192];
+    let mut w = XdrWriter::new(&mut buf);
+    fast_io::put_getattr(&mut w, &crate::nfs4::fast::FAST_ATTRS, &attr, &fh).unwrap();
+    assert!(
+        w.position() <= fast_io::GETATTR_MAX,
+        "{} bytes",
+        w.position()
+    );
+}

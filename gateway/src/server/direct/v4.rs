@@ -421,7 +421,10 @@ impl Direct {
                 return Finished::Fallback(p.job);
             };
             let at = reply.len();
-            let room = reply.spare_mut().len();
+            // No further than the bound `fast_io::start` checked against the session's
+            // ca_maxresponsesize (the pool may have handed out a larger buffer).
+            let room = (MARK + fast_io::HEAD_MAX + WRITE_TAIL + fast_io::GETATTR_MAX)
+                .min(reply.spare_mut().len());
             let mut w = XdrWriter::at(&mut reply.spare_mut()[..room], at);
             let fh = &p.job.record[fh_from..fh_to];
             if fast_io::put_getattr(&mut w, &want, &post, fh).is_err() {
