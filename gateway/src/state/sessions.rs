@@ -128,7 +128,9 @@ impl SlotClaim {
     /// Gives the slot back exactly as `use_slot` found it (sequence id one lower, the
     /// previous reply cached again, idle): for a request the reactor claimed the slot
     /// for and then hands to a worker, which claims it anew as the same new request
-    /// (RFC 8881 §2.10.6.1: the request was never executed, so nothing is lost).
+    /// (RFC 8881 §2.10.6.1): no reply was sent, so the client saw nothing; the worker
+    /// runs the request in full (a WRITE the ring did write is written again with the
+    /// same bytes, as NFSv3's fallback does).
     pub fn abandon(mut self) {
         let mut live = self.session.lock();
         if let Some(s) = live.slots.get_mut(self.slot as usize) {
