@@ -684,6 +684,15 @@ impl ReadCache {
         if gens.stamp(fill.attr.fileid) != fill.stamp {
             return;
         }
+        // Attributes that are not the model's own (a fattr3's, or the reactor's file
+        // table's, as its io_uring READs fill) do not downgrade an entry the model
+        // gave for the same state of the file (same stamp, equal attributes): it stays
+        // able to answer NFSv4 (`admit_v4`), so ring READs of a v4 workload do not
+        // send its next GETATTR to a worker.
+        let exact = fill.exact
+            || self.attrs.get(&fill.fh).is_some_and(|e| {
+                e.exact && e.stamp == fill.stamp && e.attr == fill.attr && e.export == fill.export
+            });
         if self.attrs.len() >= MAX_ATTRS {
             self.attrs.clear();
         }
@@ -694,7 +703,7 @@ impl ReadCache {
                 attr: fill.attr,
                 stamp: fill.stamp,
                 at: Instant::now(),
-                exact: fill.exact,
+                exact,
                 revalidating: false,
             },
         );
@@ -1072,6 +1081,35 @@ mod tests {
             exact: false,
         };
         t.cache.fill(&t.gens, f, None);
+    }
+
+    /// A non-exact fill (the reactor's io_uring READ) keeps an exact entry exact when
+    /// it says the same about the same state of the file; anything else downgrades.
+    #[test]
+    fn inexact_fill_of_the_same_state_keeps_the_entry_exact() {
+        let mut t = setup(64);
+        let s = t.gens.stamp(42);
+        let a = attr(20000, 0o644);
+        let mk = |a: Attr, stamp, exact| Fill {
+            fh: FhKey::new(FH).unwrap(),
+            export: 0,
+            attr: a,
+            stamp,
+            data: None,
+            exact,
+        };
+        let exact_now = |t: &T| t.cache.attrs.get(&FhKey::new(FH).unwrap()).unwrap().exact;
+        t.cache.fill(&t.gens, mk(a, s, true), None);
+        t.cache.fill(&t.gens, mk(a, s, false), None);
+        assert!(exact_now(&t), "same stamp, same attributes");
+        t.cache
+            .fill(&t.gens, mk(attr(20001, 0o644), s, false), None);
+        assert!(!exact_now(&t), "other attributes");
+        t.cache.fill(&t.gens, mk(a, s, true), None);
+        t.gens.bump_file(42);
+        let s2 = t.gens.stamp(42);
+        t.cache.fill(&t.gens, mk(a, s2, false), None);
+        assert!(!exact_now(&t), "another state of the file");
     }
 
     #[test]
