@@ -7,8 +7,8 @@
 //! (`uring::files`: learned from workers' GETATTR/READ/WRITE replies, valid under the
 //! read cache's stamp rule and TTL). Export admission and permissions are checked on
 //! every call as the worker checks them. Anything else — an unknown, stale or expired
-//! handle, a caller the checks refuse (the worker answers the exact error), FILE_SYNC
-//! or DATA_SYNC writes, a write that must clear set-id bits, a live NFSv4 delegation,
+//! handle, a caller the checks refuse (the worker answers the exact error), a write
+//! that must clear set-id bits, a live NFSv4 delegation,
 //! a file whose stored mtime the gateway has not dropped yet (its first WRITE does),
 //! a full ring, no buffer, a failed operation — goes to a worker as before, with its
 //! record untouched (the job is kept until its I/O completes).
@@ -26,6 +26,14 @@
 //! one is stored) as the file model derives them for an object whose own time
 //! speaks. When the stamp after the two bumps is exactly the one before plus two, no
 //! other change raced and the entry stays valid under it.
+//!
+//! WRITE (FILE_SYNC, DATA_SYNC): the same, with an `fsync` (`fdatasync` for
+//! DATA_SYNC) linked between the write and the statx; the reply is built only from
+//! the statx's completion, which the kernel cancels unless the write and the sync
+//! both succeeded (durability: a stable WRITE is never answered before its data is
+//! in the backend). It leaves the model's staged set alone: UNSTABLE data staged
+//! before may or may not be covered by this sync (it races with other reactors'
+//! writes), so a later COMMIT still syncs it; that costs a sync, never data.
 //!
 //! COMMIT: takes the key out of the staged set and `fdatasync`s the file through the
 //! ring; the reply leaves only after the completion (durability is a promise). A
@@ -45,7 +53,7 @@ use crate::nfs3::access::{check_read, check_writable, check_write, mode_after_wr
 use crate::nfs3::proto::{put_post_op_attr, put_wcc};
 use crate::nfs3::{NFS_PROGRAM, NFS_V3};
 use crate::uring::files::{Files, Hit, Opened};
-use crate::uring::{Completion, Uring};
+use crate::uring::{Completion, StableSync, Uring};
 use engine::mem::{Buf, Pools};
 use engine::rpc::{self, Accept};
 use engine::xdr::{XdrReader, XdrWriter};
@@ -57,6 +65,11 @@ const READ: u32 = 6;
 const WRITE: u32 = 7;
 const COMMIT: u32 = 21;
 const UNSTABLE: u32 = 0;
+const DATA_SYNC: u32 = 1;
+const FILE_SYNC: u32 = 2;
+/// The tag of a stable write's sync completion: not acted on (the statx linked
+/// after it says whether it succeeded); never a slot's tag (slots are few).
+const SYNC_TAG: u64 = u64::MAX;
 /// Reply room before READ data: RPC accepted header (24 bytes), status, post_op_attr
 /// (4 + 84), count, eof and the data's length.
 const READ_REPLY_HEAD: usize = 24 + 4 + 88 + 4 + 4 + 4;
@@ -76,10 +89,11 @@ enum Op {
         want: usize,
         at: [usize; 4],
     },
-    /// The file-table entry it counted its bumps in, and the two results (write,
-    /// statx).
+    /// The file-table entry it counted its bumps in, the stable_how asked (and
+    /// answered), and the two results (write, statx).
     Write {
         count: u32,
+        stable: u32,
         id: u64,
         wrote: Option<i32>,
         stat: Option<i32>,
@@ -280,7 +294,7 @@ impl Direct {
     }
 
     fn write(&mut self, job: Job) -> Result<(), Job> {
-        let Some((base, offset, count, data_at)) = self.check_write(&job) else {
+        let Some((base, offset, count, data_at, stable)) = self.check_write(&job) else {
             return Err(job);
         };
         let fd = base._file.as_raw_fd();
@@ -290,6 +304,7 @@ impl Direct {
         };
         let op = Op::Write {
             count,
+            stable,
             id,
             wrote: None,
             stat: None,
@@ -303,15 +318,32 @@ impl Direct {
         // ring is dropped (waiting for them) before `pending`; statx slot `slot` is
         // this pending entry's own.
         let queued = unsafe {
-            self.ring.write_then_statx(
-                fd,
-                src,
-                count,
-                offset,
-                u64::from(slot) * 2,
-                slot as usize,
-                u64::from(slot) * 2 + 1,
-            )
+            if stable == UNSTABLE {
+                self.ring.write_then_statx(
+                    fd,
+                    src,
+                    count,
+                    offset,
+                    u64::from(slot) * 2,
+                    slot as usize,
+                    u64::from(slot) * 2 + 1,
+                )
+            } else {
+                let sync = StableSync {
+                    datasync: stable == DATA_SYNC,
+                    tag: SYNC_TAG,
+                };
+                self.ring.write_sync_statx(
+                    fd,
+                    src,
+                    count,
+                    offset,
+                    u64::from(slot) * 2,
+                    sync,
+                    slot as usize,
+                    u64::from(slot) * 2 + 1,
+                )
+            }
         };
         if !queued {
             // Not submitted: the bump above only made caches forget the file.
@@ -323,9 +355,9 @@ impl Direct {
         Ok(())
     }
 
-    /// WRITE's checks: (entry, offset, count, position of the data in the record),
-    /// or `None` for a worker.
-    fn check_write(&self, job: &Job) -> Option<(Base, u64, u32, usize)> {
+    /// WRITE's checks: (entry, offset, count, position of the data in the record,
+    /// stable_how), or `None` for a worker.
+    fn check_write(&self, job: &Job) -> Option<(Base, u64, u32, usize, u32)> {
         if self.shared.state.delegations.any_live() {
             // v3 writes may have to recall a delegation (server::v3_recall).
             return None;
@@ -335,7 +367,9 @@ impl Direct {
         let fh = r.opaque_var(crate::fs::FH_MAX).ok()?;
         let offset = r.u64().ok()?;
         let count = r.u32().ok()?;
-        if r.u32().ok()? != UNSTABLE {
+        let stable = r.u32().ok()?;
+        if stable > FILE_SYNC {
+            // Not a stable_how: the worker answers the decoding error.
             return None;
         }
         let len = r.u32().ok()?;
@@ -355,7 +389,7 @@ impl Direct {
         offset
             .checked_add(u64::from(count))
             .filter(|&e| e <= MAX_END)?;
-        Some((base_of(&a, fh)?, offset, count, data_at))
+        Some((base_of(&a, fh)?, offset, count, data_at, stable))
     }
 
     fn commit(&mut self, job: Job, pools: &Pools) -> Result<(), Job> {
@@ -408,6 +442,9 @@ impl Direct {
         let n = self.reaped.len();
         let mut reaped = std::mem::take(&mut self.reaped);
         for c in reaped.drain(..) {
+            if c.tag == SYNC_TAG {
+                continue;
+            }
             let slot = (c.tag / 2) as usize;
             let Some(p) = self.pending.get_mut(slot).and_then(Option::as_mut) else {
                 tracing::error!(tag = c.tag, "io_uring: completion for nothing pending");
@@ -504,6 +541,7 @@ impl Direct {
     fn finish_write(&mut self, p: Pending, slot: usize, pools: &Pools) -> Finished {
         let Op::Write {
             count,
+            stable,
             id,
             wrote,
             stat,
@@ -513,7 +551,7 @@ impl Direct {
         };
         let fileid = p.base.attr.fileid;
         let ok = wrote == Some(count as i32) && stat == Some(0);
-        if ok {
+        if ok && stable == UNSTABLE {
             // Staged before the reply: a COMMIT after it syncs this data.
             self.shared.model.mark_dirty(&p.base.key);
         }
@@ -533,7 +571,7 @@ impl Direct {
             );
             return Finished::Fallback(p.job);
         }
-        match wcc_reply(pools, &p, Some((post, count)), self.verf) {
+        match wcc_reply(pools, &p, Some((post, count, stable)), self.verf) {
             Some(b) => Finished::Reply(p.job, b, None),
             // The data is written and staged: a worker writes it again and answers.
             None => Finished::Fallback(p.job),
@@ -580,12 +618,12 @@ fn attr_after(p: &Base, st: &libc::statx) -> Option<Attr> {
 }
 
 /// WRITE3resok / COMMIT3resok: status, wcc_data (the entry's attributes before,
-/// `post` after; COMMIT changes none), then for a WRITE the count and `UNSTABLE`,
-/// and the write verifier.
+/// `post` after; COMMIT changes none), then for a WRITE the count and how it was
+/// committed (as asked: a stable one was synced as asked), and the write verifier.
 fn wcc_reply(
     pools: &Pools,
     p: &Pending,
-    write: Option<(Option<Attr>, u32)>,
+    write: Option<(Option<Attr>, u32, u32)>,
     verf: [u8; 8],
 ) -> Option<Buf> {
     let mut b = pools.alloc(MARK + WCC_REPLY)?;
@@ -593,10 +631,10 @@ fn wcc_reply(
     rpc::write_accepted(&mut w, p.job.header.xid, Accept::Success).ok()?;
     w.u32(0).ok()?;
     match write {
-        Some((post, count)) => {
+        Some((post, count, committed)) => {
             put_wcc(&mut w, Some(&p.base.attr), post.as_ref()).ok()?;
             w.u32(count).ok()?;
-            w.u32(UNSTABLE).ok()?;
+            w.u32(committed).ok()?;
         }
         None => put_wcc(&mut w, Some(&p.base.attr), Some(&p.base.attr)).ok()?,
     }

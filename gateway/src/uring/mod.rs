@@ -46,6 +46,15 @@ pub struct Uring {
     stx: Box<[libc::statx]>,
 }
 
+/// The sync linked into a stable write's chain (`Uring::write_sync_statx`).
+#[derive(Debug, Clone, Copy)]
+pub struct StableSync {
+    /// `fdatasync` (DATA_SYNC) rather than `fsync` (FILE_SYNC).
+    pub datasync: bool,
+    /// The sync's completion tag.
+    pub tag: u64,
+}
+
 /// One finished operation: the caller's tag and the result (bytes, or `-errno`).
 #[derive(Debug, Clone, Copy)]
 pub struct Completion {
@@ -216,6 +225,50 @@ impl Uring {
         slot: usize,
         stx_tag: u64,
     ) -> bool {
+        // SAFETY: forwarded to the caller (above).
+        unsafe { self.write_chain(fd, src, len, offset, tag, None, slot, stx_tag) }
+    }
+
+    /// As [`Uring::write_then_statx`], with a sync linked between the write and the
+    /// statx (a stable WRITE, issue 12): `fdatasync` when `sync.datasync`, else a
+    /// full `fsync`, its completion tagged `sync.tag`. A failed or short write
+    /// cancels both; a failed sync cancels the statx, so a statx result of 0 means
+    /// the data reached stable storage (durability: the reply waits for it).
+    ///
+    /// # Safety
+    /// As [`Uring::write_then_statx`].
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn write_sync_statx(
+        &mut self,
+        fd: RawFd,
+        src: *const u8,
+        len: u32,
+        offset: u64,
+        tag: u64,
+        sync: StableSync,
+        slot: usize,
+        stx_tag: u64,
+    ) -> bool {
+        // SAFETY: forwarded to the caller (above).
+        unsafe { self.write_chain(fd, src, len, offset, tag, Some(sync), slot, stx_tag) }
+    }
+
+    /// WRITE, an optional sync, STATX: one linked chain (see the two callers).
+    ///
+    /// # Safety
+    /// As [`Uring::write_then_statx`].
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn write_chain(
+        &mut self,
+        fd: RawFd,
+        src: *const u8,
+        len: u32,
+        offset: u64,
+        tag: u64,
+        sync: Option<StableSync>,
+        slot: usize,
+        stx_tag: u64,
+    ) -> bool {
         let Some(stx) = self.stx.get_mut(slot) else {
             return false;
         };
@@ -235,8 +288,24 @@ impl Uring {
             .mask(libc::STATX_BASIC_STATS)
             .build()
             .user_data(stx_tag);
-        // SAFETY: forwarded to the caller (above).
-        unsafe { self.push_all(&[write, statx]) }
+        match sync {
+            // SAFETY: forwarded to the caller (above).
+            None => unsafe { self.push_all(&[write, statx]) },
+            Some(s) => {
+                let flags = if s.datasync {
+                    types::FsyncFlags::DATASYNC
+                } else {
+                    types::FsyncFlags::empty()
+                };
+                let fsync = opcode::Fsync::new(types::Fd(fd))
+                    .flags(flags)
+                    .build()
+                    .flags(io_uring::squeue::Flags::IO_LINK)
+                    .user_data(s.tag);
+                // SAFETY: forwarded to the caller (above).
+                unsafe { self.push_all(&[write, fsync, statx]) }
+            }
+        }
     }
 
     /// The statx a reaped `write_then_statx` wrote into `slot`.

@@ -149,3 +149,59 @@ fn a_failed_write_cancels_its_statx() {
     assert_eq!(got[0].result, -libc::EBADF, "read-only descriptor");
     assert_eq!(got[1].result, -libc::ECANCELED);
 }
+
+#[test]
+fn a_stable_write_chain_writes_syncs_then_statx() {
+    let p = pools();
+    let Some(mut r) = ring(&p) else { return };
+    let f = file_with(&[0u8; 10]);
+    let data = [7u8; 3000];
+    for (datasync, tag) in [(true, 20u64), (false, 30)] {
+        let sync = StableSync {
+            datasync,
+            tag: tag + 1,
+        };
+        // SAFETY: `data` and `f` outlive the completions waited for below.
+        assert!(unsafe {
+            r.write_sync_statx(
+                f.as_raw_fd(),
+                data.as_ptr(),
+                3000,
+                10,
+                tag,
+                sync,
+                5,
+                tag + 2,
+            )
+        });
+        assert_eq!(r.inflight(), 3, "three linked operations");
+        let mut got = wait(&mut r, 3);
+        got.sort_by_key(|c| c.tag);
+        let res: Vec<_> = got.iter().map(|c| (c.tag, c.result)).collect();
+        assert_eq!(res, [(tag, 3000), (tag + 1, 0), (tag + 2, 0)]);
+        assert_eq!(r.statx(5).unwrap().stx_size, 3010);
+    }
+}
+
+#[test]
+fn a_failed_stable_write_cancels_its_sync_and_statx() {
+    let p = pools();
+    let Some(mut r) = ring(&p) else { return };
+    let f = tempfile::tempfile().unwrap();
+    let ro = std::fs::File::open(format!("/proc/self/fd/{}", f.as_raw_fd())).unwrap();
+    let data = [1u8; 16];
+    let sync = StableSync {
+        datasync: false,
+        tag: 2,
+    };
+    // SAFETY: `data` and `ro` outlive the completions.
+    assert!(unsafe { r.write_sync_statx(ro.as_raw_fd(), data.as_ptr(), 16, 0, 1, sync, 0, 3) });
+    let mut got = wait(&mut r, 3);
+    got.sort_by_key(|c| c.tag);
+    assert_eq!(got[0].result, -libc::EBADF, "read-only descriptor");
+    // The sync and the statx never ran: a stable reply can never be built from it.
+    assert_eq!(
+        (got[1].result, got[2].result),
+        (-libc::ECANCELED, -libc::ECANCELED)
+    );
+}
