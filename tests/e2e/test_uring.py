@@ -393,3 +393,71 @@ def test_a_sleeping_reactor_wakes_for_its_completions(gw_factory):
     median = commits[len(commits) // 2]
     assert median < 0.05, f"COMMITs waited for a sleeping reactor: {commits}"
     assert scrape(port).sum("nfsgw_worker_data_jobs_total") - before <= 4
+
+
+@pytest.mark.parametrize("io", ["uring", "workers"])
+def test_expired_entries_are_revalidated_on_the_ring(gw_factory, io):
+    """Past the attributes' TTL (1 s) a file the reactor holds open is revalidated
+    by a statx of its path on the reactor's ring, not by a worker: a steady
+    GETATTR/READ workload keeps the worker data jobs at 0 for seconds. Changes made
+    directly in the export directory are still seen within the documented bound
+    (README "The read cache": about a second): new data, a chmod, a replacement,
+    a removal — as on the workers."""
+    g = _gw(gw_factory, io)
+    c = g.client()
+    root = c.mount("/")
+    data = os.urandom(300000)
+    (g.data_dir / "r").write_bytes(data)
+    time.sleep(0.1)   # the file's ctime well before the worker's look at it
+    fh = c.lookup_path(root, "r")
+    c.getattr(fh).check()   # a worker teaches the reactor the file
+    before = _data_jobs(g)
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < 3.5:
+        assert c.getattr(fh).check().attr.size == len(data)
+        assert c.read(fh, 0, 200000).check().data == data[:200000]
+        time.sleep(0.02)
+    jobs = _data_jobs(g) - before
+    if io == "uring":
+        assert jobs == 0, f"{jobs} READs went to workers past the TTL"
+    else:
+        assert jobs > 50
+
+    def seen(check, what, bound=2.5):
+        # ATTR_TTL, plus STALE_MAX for the read cache's stale-while-revalidate
+        # answers where a revalidation finds nothing (a removal).
+        deadline = time.monotonic() + bound
+        while not check():
+            assert time.monotonic() < deadline, f"{what} not seen within the bound"
+            time.sleep(0.05)
+
+    # New data written behind the gateway's back (same size: only times move).
+    new = os.urandom(len(data))
+    with open(g.data_dir / "r", "r+b") as f:
+        f.write(new)
+    seen(lambda: c.read(fh, 0, 200000).check().data == new[:200000], "new data")
+    # A chmod behind its back.
+    os.chmod(g.data_dir / "r", 0o600)
+    seen(lambda: c.getattr(fh).check().attr.mode & 0o777 == 0o600, "chmod")
+    # Replaced by another file under the same name: the handle names the path's
+    # object (a key), so the new file's bytes and size show.
+    other = os.urandom(1000)
+    (g.data_dir / "r.new").write_bytes(other)
+    os.rename(g.data_dir / "r.new", g.data_dir / "r")
+    seen(lambda: c.getattr(fh).status != 0 or c.getattr(fh).attr.size == 1000, "replacement")
+    # Removed: stale once the read cache's stale answers end (ATTR_TTL + STALE_MAX),
+    # and the reactor closes it within ATTR_TTL + KEEP_EXPIRED.
+    os.remove(g.data_dir / "r")
+    seen(lambda: c.getattr(fh).status == N.NFS3ERR_STALE, "removal", bound=4.0)
+    deadline = time.monotonic() + 5
+    while True:
+        held = []
+        for fd in os.listdir(f"/proc/{g.proc.pid}/fd"):
+            try:
+                held.append(os.readlink(f"/proc/{g.proc.pid}/fd/{fd}"))
+            except OSError:
+                pass
+        if not any(h.endswith("/r (deleted)") for h in held):
+            break
+        assert time.monotonic() < deadline, f"removed file still open: {held}"
+        time.sleep(0.1)

@@ -54,6 +54,7 @@ pub struct Node {
 }
 
 /// A regular file's local data file (`FileModel::data_file`).
+#[derive(Clone)]
 pub struct DataFile {
     pub file: Arc<std::fs::File>,
     /// Open for writing too.
@@ -168,6 +169,12 @@ impl FileModel {
     /// the I/O a reactor submits itself (`backend.io = "uring"`): `None` elsewhere.
     pub fn data_file(&self, node: &Node) -> Option<DataFile> {
         self.inner.data_file(node)
+    }
+
+    /// The directory the keys of `data_file`'s files are paths under (see
+    /// `Backend::data_root`): `None` but for the `fs` backend.
+    pub fn data_root(&self) -> Option<Arc<std::os::fd::OwnedFd>> {
+        self.inner.data_root()
     }
 
     /// COMMIT's first step, for a reactor that syncs the file itself: whether `key`

@@ -35,6 +35,15 @@
 //! before may or may not be covered by this sync (it races with other reactors'
 //! writes), so a later COMMIT still syncs it; that costs a sync, never data.
 //!
+//! GETATTR: answered from the entry (and learned into the read cache), as a worker
+//! would answer it from the same attributes; the read cache's own revalidation
+//! GETATTRs (stale-while-revalidate) come here first too and only teach the cache.
+//!
+//! Expired entries (issue 12): a call whose entry is past `ATTR_TTL` but otherwise
+//! current is held while one `statx` of the key's path runs on the ring
+//! (`uring::files`, "Revalidation"); an unchanged file renews the entry and the call
+//! is taken again, a changed one drops the entry and the call goes to a worker.
+//!
 //! COMMIT: takes the key out of the staged set and `fdatasync`s the file through the
 //! ring; the reply leaves only after the completion (durability is a promise). A
 //! failed sync puts the key back and lets a worker answer. COMMIT changes nothing the
@@ -50,17 +59,19 @@ use crate::cache::{self, FhKey, Fill, FillData, Stamp};
 use crate::export::{admit, Caller};
 use crate::fs::{Attr, FileKind, NfsTime};
 use crate::nfs3::access::{check_read, check_writable, check_write, mode_after_write};
-use crate::nfs3::proto::{put_post_op_attr, put_wcc};
+use crate::nfs3::proto::{put_fattr, put_post_op_attr, put_wcc};
 use crate::nfs3::{NFS_PROGRAM, NFS_V3};
-use crate::uring::files::{Files, Hit, Opened};
+use crate::uring::files::{unchanged, Files, Hit, Opened, Validator};
 use crate::uring::{Completion, StableSync, Uring};
 use engine::mem::{Buf, Pools};
 use engine::rpc::{self, Accept};
 use engine::xdr::{XdrReader, XdrWriter};
 use std::fs::File;
-use std::os::fd::AsRawFd;
+use std::ffi::CStr;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::Arc;
 
+const GETATTR: u32 = 1;
 const READ: u32 = 6;
 const WRITE: u32 = 7;
 const COMMIT: u32 = 21;
@@ -76,6 +87,8 @@ const READ_REPLY_HEAD: usize = 24 + 4 + 88 + 4 + 4 + 4;
 /// WRITE and COMMIT replies: header, status, wcc_data (4 + 24, 4 + 84), count,
 /// committed, verifier.
 const WCC_REPLY: usize = 24 + 4 + 28 + 88 + 4 + 4 + 8;
+/// GETATTR replies: header, status, fattr3.
+const GETATTR_REPLY: usize = 24 + 4 + 84;
 /// Largest file end a write may reach (the store's limit: an `off_t`).
 const MAX_END: u64 = i64::MAX as u64;
 
@@ -99,6 +112,12 @@ enum Op {
         stat: Option<i32>,
     },
     Commit,
+    /// A `statx` of the entry's path (kept alive here until it completes).
+    Revalidate {
+        id: u64,
+        path: Arc<CStr>,
+        validator: Validator,
+    },
 }
 
 /// An operation in flight: the call (kept to hand to a worker if the I/O fails), the
@@ -128,6 +147,9 @@ pub(crate) enum Finished {
     Reply(Job, Buf, Option<Fill>),
     /// The I/O failed: run the call on a worker.
     Fallback(Job),
+    /// Learn these attributes into the read cache (a revalidation GETATTR, whose
+    /// call was answered already).
+    Learned(Fill),
 }
 
 /// One reactor's direct data path.
@@ -148,6 +170,10 @@ pub(crate) struct Direct {
     done_now: Vec<Finished>,
     /// This run's write verifier (WRITE and COMMIT replies).
     verf: [u8; 8],
+    /// The backend's root, the directory entries' paths are under (revalidation).
+    root: Option<Arc<OwnedFd>>,
+    /// Calls whose entry a `statx` just renewed, taken again after the reaping.
+    retake: Vec<Job>,
 }
 
 /// The checks every call makes: the entry, and the caller admitted to its export.
@@ -168,8 +194,10 @@ impl Direct {
             reaped: Vec::with_capacity(2 * n),
             cache_pages: shared.cache_pages,
             verf: shared.model.write_verifier(),
+            root: shared.model.data_root(),
             shared,
             done_now: Vec::with_capacity(n),
+            retake: Vec::with_capacity(n),
         }
     }
 
@@ -188,14 +216,27 @@ impl Direct {
         self.files.insert(&self.shared.gens, o);
     }
 
-    /// Takes an NFSv3 READ, WRITE or COMMIT when this reactor can run it itself;
-    /// otherwise hands the job back untouched (for a worker).
+    /// Takes an NFSv3 GETATTR, READ, WRITE or COMMIT when this reactor can run it
+    /// itself, revalidating an expired entry first; otherwise hands the job back
+    /// untouched (for a worker).
     pub fn try_take(&mut self, job: Job, pools: &Pools) -> Result<(), Job> {
         let h = &job.header;
-        if h.prog != NFS_PROGRAM || h.vers != NFS_V3 || self.free.is_empty() {
+        if h.prog != NFS_PROGRAM || h.vers != NFS_V3 {
             return Err(job);
         }
-        match h.proc_ {
+        match self.take(job, pools) {
+            Ok(()) => Ok(()),
+            Err(job) => self.revalidate(job),
+        }
+    }
+
+    /// `try_take` for a current entry.
+    fn take(&mut self, job: Job, pools: &Pools) -> Result<(), Job> {
+        if self.free.is_empty() {
+            return Err(job);
+        }
+        match job.header.proc_ {
+            GETATTR => self.getattr(job, pools),
             READ => self.read(job, pools),
             WRITE if self.ring.writes() => self.write(job),
             COMMIT if self.ring.writes() => self.commit(job, pools),
@@ -428,6 +469,112 @@ impl Direct {
         Ok(())
     }
 
+    /// GETATTR from a current entry: the reply (and a cache fill), or for the read
+    /// cache's revalidation GETATTR (answered already) the fill alone.
+    fn getattr(&mut self, job: Job, pools: &Pools) -> Result<(), Job> {
+        let Some(fh) = job
+            .record
+            .get(job.args_at..)
+            .and_then(|args| XdrReader::new(args).opaque_var(crate::fs::FH_MAX).ok())
+        else {
+            return Err(job);
+        };
+        let fill = if job.revalidate {
+            // No reply: admission is checked on every cache hit.
+            let Some(hit) = self.files.get(&self.shared.gens, fh) else {
+                return Err(job);
+            };
+            fill_of(fh, hit.export, hit.attr, hit.stamp)
+        } else {
+            let Some(a) = self.admitted(&job, fh) else {
+                return Err(job);
+            };
+            fill_of(fh, a.hit.export, a.hit.attr, a.hit.stamp)
+        };
+        let Some(fill) = fill else {
+            return Err(job);
+        };
+        if job.revalidate {
+            self.done_now.push(Finished::Learned(fill));
+            return Ok(());
+        }
+        match getattr_reply(pools, &job, &fill.attr) {
+            Some(b) => {
+                self.done_now.push(Finished::Reply(job, b, Some(fill)));
+                Ok(())
+            }
+            None => Err(job),
+        }
+    }
+
+    /// A call whose entry is expired but may be revalidated: one `statx` of the
+    /// key's path, the call held until it completes (`finish_revalidate`).
+    fn revalidate(&mut self, job: Job) -> Result<(), Job> {
+        let (Some(root), Some(&slot)) = (self.root.as_ref(), self.free.last()) else {
+            return Err(job);
+        };
+        let dirfd = root.as_raw_fd();
+        let Some((fh, e)) = job
+            .record
+            .get(job.args_at..)
+            .and_then(|args| XdrReader::new(args).opaque_var(crate::fs::FH_MAX).ok())
+            .and_then(|fh| Some((FhKey::new(fh)?, self.files.expired(&self.shared.gens, fh)?)))
+        else {
+            return Err(job);
+        };
+        let base = Base {
+            _file: e.data.file,
+            fh,
+            export: e.export,
+            attr: e.attr,
+            stamp: e.stamp,
+            key: e.key,
+            atime_set: e.data.atime_set,
+        };
+        let op = Op::Revalidate {
+            id: e.id,
+            path: e.path,
+            validator: e.validator,
+        };
+        let p = Pending { job, base, op };
+        let Op::Revalidate { path, .. } = &p.op else {
+            unreachable!("built above");
+        };
+        // SAFETY: the root descriptor is held by `self.root` for the ring's life and
+        // the path by `pending[slot]` until the completion is reaped (the ring is
+        // dropped, waiting for it, before both); statx slot `slot` is this pending
+        // entry's own.
+        if !unsafe {
+            self.ring
+                .statx_path(dirfd, path.as_ptr(), slot as usize, u64::from(slot) * 2)
+        } {
+            return Err(p.job);
+        }
+        self.park(slot, p);
+        Ok(())
+    }
+
+    /// A revalidation's `statx` completed: an unchanged file renews the entry and
+    /// the call is taken again (after this pass's reaping); anything else drops the
+    /// entry and sends the call to a worker.
+    fn finish_revalidate(&mut self, p: Pending, slot: usize, result: i32) -> Option<Finished> {
+        let Op::Revalidate { id, validator, .. } = p.op else {
+            unreachable!("finish_revalidate of a revalidation");
+        };
+        let same = result == 0
+            && self
+                .ring
+                .statx(slot)
+                .is_some_and(|st| unchanged(&validator, p.base.attr.size, st));
+        if same {
+            self.files.renew(&p.base.fh, id);
+            self.retake.push(p.job);
+            return None;
+        }
+        self.files.forget(&p.base.fh, id);
+        Some(Finished::Fallback(p.job))
+    }
+
     fn park(&mut self, slot: u32, p: Pending) {
         self.free.pop();
         self.pending[slot as usize] = Some(p);
@@ -462,16 +609,23 @@ impl Direct {
             }
             let p = self.pending[slot].take().expect("present above");
             self.free.push(slot as u32);
-            out.push(self.finish(p, slot, c.result, pools));
+            out.extend(self.finish(p, slot, c.result, pools));
         }
         self.reaped = reaped;
+        while let Some(job) = self.retake.pop() {
+            if let Err(job) = self.take(job, pools) {
+                out.push(Finished::Fallback(job));
+            }
+        }
+        out.append(&mut self.done_now);
         n
     }
 
-    fn finish(&mut self, p: Pending, slot: usize, result: i32, pools: &Pools) -> Finished {
-        match p.op {
+    fn finish(&mut self, p: Pending, slot: usize, result: i32, pools: &Pools) -> Option<Finished> {
+        Some(match p.op {
             Op::Read { .. } => self.finish_read(p, result),
             Op::Write { .. } => self.finish_write(p, slot, pools),
+            Op::Revalidate { .. } => return self.finish_revalidate(p, slot, result),
             Op::Commit => {
                 if result < 0 {
                     tracing::warn!(
@@ -479,7 +633,7 @@ impl Direct {
                         "io_uring fdatasync failed; a worker answers the COMMIT"
                     );
                     self.shared.model.mark_dirty(&p.base.key);
-                    return Finished::Fallback(p.job);
+                    return Some(Finished::Fallback(p.job));
                 }
                 match wcc_reply(pools, &p, None, self.verf) {
                     Some(b) => Finished::Reply(p.job, b, None),
@@ -487,7 +641,7 @@ impl Direct {
                     None => Finished::Fallback(p.job),
                 }
             }
-        }
+        })
     }
 
     fn finish_read(&self, p: Pending, result: i32) -> Finished {
@@ -577,6 +731,31 @@ impl Direct {
             None => Finished::Fallback(p.job),
         }
     }
+}
+
+/// What an answer from the entry teaches the read cache: its attributes under its
+/// stamp (decoded-fattr3 precision, as a worker's NFSv3 reply teaches).
+fn fill_of(fh: &[u8], export: u16, attr: &Attr, stamp: Stamp) -> Option<Fill> {
+    Some(Fill {
+        fh: FhKey::new(fh)?,
+        export,
+        attr: *attr,
+        stamp,
+        data: None,
+        exact: false,
+    })
+}
+
+/// GETATTR3resok: status and the attributes.
+fn getattr_reply(pools: &Pools, job: &Job, attr: &Attr) -> Option<Buf> {
+    let mut b = pools.alloc(MARK + GETATTR_REPLY)?;
+    let mut w = XdrWriter::at(b.spare_mut(), MARK);
+    rpc::write_accepted(&mut w, job.header.xid, Accept::Success).ok()?;
+    w.u32(0).ok()?;
+    put_fattr(&mut w, attr).ok()?;
+    let n = w.position();
+    b.set_len(n);
+    Some(b)
 }
 
 /// What an operation keeps of the admitted entry for `fh`.

@@ -308,6 +308,34 @@ impl Uring {
         }
     }
 
+    /// Queues a `statx` of `path` under the directory `dirfd` into statx slot
+    /// `slot`, tagged `tag`: what the path names now, a final symlink not followed
+    /// (revalidating an open file, `files::unchanged`).
+    ///
+    /// # Safety
+    /// `dirfd` and the NUL-terminated `path` must stay valid until the completion is
+    /// reaped (or the ring is dropped, which waits for it); `slot` must not be in
+    /// use by another operation in flight.
+    pub unsafe fn statx_path(
+        &mut self,
+        dirfd: RawFd,
+        path: *const libc::c_char,
+        slot: usize,
+        tag: u64,
+    ) -> bool {
+        let Some(stx) = self.stx.get_mut(slot) else {
+            return false;
+        };
+        let stx: *mut libc::statx = stx;
+        let e = opcode::Statx::new(types::Fd(dirfd), path, stx.cast())
+            .flags(libc::AT_SYMLINK_NOFOLLOW)
+            .mask(libc::STATX_BASIC_STATS)
+            .build()
+            .user_data(tag);
+        // SAFETY: forwarded to the caller (above).
+        unsafe { self.push_all(&[e]) }
+    }
+
     /// The statx a reaped `write_then_statx` wrote into `slot`.
     pub fn statx(&self, slot: usize) -> Option<&libc::statx> {
         self.stx.get(slot)

@@ -205,3 +205,57 @@ fn a_failed_stable_write_cancels_its_sync_and_statx() {
         (-libc::ECANCELED, -libc::ECANCELED)
     );
 }
+
+/// The revalidation rule on a real file, its path looked up by a ring `statx`:
+/// unchanged until its data, its mode, an xattr or its name changes.
+#[test]
+fn a_path_statx_revalidates_an_open_file_until_it_changes() {
+    use super::files::{unchanged, Validator, CTIME_SLACK};
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let p = pools();
+    let Some(mut r) = ring(&p) else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let root = std::fs::File::open(dir.path()).unwrap();
+    std::fs::write(dir.path().join("f"), b"hello").unwrap();
+    let held = std::fs::File::open(dir.path().join("f")).unwrap();
+    let m = held.metadata().unwrap();
+    let path = c"f";
+    let mut look = |r: &mut Uring| {
+        // SAFETY: `root` and `path` outlive the completion waited for below.
+        assert!(unsafe { r.statx_path(root.as_raw_fd(), path.as_ptr(), 9, 77) });
+        let c = wait(r, 1);
+        (c[0].result, *r.statx(9).unwrap())
+    };
+    let now = || {
+        let d = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap();
+        d.as_nanos() as i64
+    };
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    let v = Validator {
+        since_ns: now(),
+        dev: m.dev(),
+        ino: m.ino(),
+    };
+    let (res, st) = look(&mut r);
+    assert_eq!(res, 0);
+    assert!(unchanged(&v, 5, &st), "nothing changed since");
+    assert!(!unchanged(&v, 6, &st), "another size than the entry's");
+    // A validator taken right after the last change (within the slack): not trusted.
+    let just = Validator {
+        since_ns: st.stx_ctime.tv_sec * 1_000_000_000 + st.stx_ctime.tv_nsec as i64 + CTIME_SLACK / 2,
+        ..v
+    };
+    assert!(!unchanged(&just, 5, &st));
+    // Each change behind the holder's back fails it.
+    std::fs::set_permissions(dir.path().join("f"), std::fs::Permissions::from_mode(0o600)).unwrap();
+    assert!(!unchanged(&v, 5, &look(&mut r).1), "chmod moves the ctime");
+    let v = Validator { since_ns: now() + 50_000_000, ..v };
+    assert!(unchanged(&v, 5, &look(&mut r).1));
+    std::fs::write(dir.path().join("g"), b"other").unwrap();
+    std::fs::rename(dir.path().join("g"), dir.path().join("f")).unwrap();
+    assert!(!unchanged(&v, 5, &look(&mut r).1), "replaced: another inode");
+    std::fs::remove_file(dir.path().join("f")).unwrap();
+    assert_eq!(look(&mut r).0, -libc::ENOENT);
+}

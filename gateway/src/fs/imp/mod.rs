@@ -810,6 +810,10 @@ impl Inner {
 
     // ---- data ----------------------------------------------------------------------
 
+    pub fn data_root(&self) -> Option<Arc<std::os::fd::OwnedFd>> {
+        self.backend.data_root()
+    }
+
     pub fn data_file(&self, node: &Node) -> Option<DataFile> {
         if is_dir_key(&node.key) {
             return None;
