@@ -62,7 +62,8 @@ use crate::nfs3::access::{check_read, check_writable, check_write, mode_after_wr
 use crate::nfs3::proto::{put_fattr, put_post_op_attr, put_wcc};
 use crate::nfs3::{NFS_PROGRAM, NFS_V3};
 use crate::uring::files::{unchanged, Files, Hit, Opened, Validator};
-use crate::uring::{Completion, StableSync, Uring};
+use crate::uring::fixed::FixedSlots;
+use crate::uring::{Completion, FileRef, StableSync, Uring};
 use engine::mem::{Buf, Pools};
 use engine::rpc::{self, Accept};
 use engine::xdr::{XdrReader, XdrWriter};
@@ -137,6 +138,9 @@ struct Base {
     stamp: Stamp,
     key: Arc<str>,
     atime_set: bool,
+    /// The entry's registered-table slot (operations name it instead of `_file`'s
+    /// descriptor; held in `fixed` while this operation is queued or in flight).
+    fixed: Option<u32>,
 }
 
 /// What a reaped completion turned into (kept in a reused vector: its size costs
@@ -174,6 +178,10 @@ pub(crate) struct Direct {
     root: Option<Arc<OwnedFd>>,
     /// Calls whose entry a `statx` just renewed, taken again after the reaping.
     retake: Vec<Job>,
+    /// The ring's registered file table: which slots are free, in use, retiring.
+    fixed: FixedSlots,
+    /// Slots of entries that left the table, being emptied (reused vector).
+    retired: Vec<u32>,
 }
 
 /// The checks every call makes: the entry, and the caller admitted to its export.
@@ -187,7 +195,6 @@ impl Direct {
     pub fn new(ring: Uring, shared: Arc<Shared>) -> Direct {
         let n = crate::uring::ENTRIES as usize / 2;
         Direct {
-            ring,
             pending: (0..n).map(|_| None).collect(),
             free: (0..n as u32).rev().collect(),
             files: Files::default(),
@@ -198,6 +205,9 @@ impl Direct {
             shared,
             done_now: Vec::with_capacity(n),
             retake: Vec::with_capacity(n),
+            fixed: FixedSlots::new(ring.file_slots()),
+            retired: Vec::new(),
+            ring,
         }
     }
 
@@ -209,11 +219,36 @@ impl Direct {
     /// Closes the files of expired or stale entries (see `Files::sweep`).
     pub fn sweep(&mut self) {
         self.files.sweep(&self.shared.gens);
+        self.empty_retired();
     }
 
-    /// Learns a file a worker opened for a GETATTR/READ/WRITE.
+    /// Learns a file a worker opened for a GETATTR/READ/WRITE, and installs it in
+    /// the ring's registered file table when a slot is free (one system call per
+    /// learning, none per operation).
     pub fn learn(&mut self, o: Opened) {
+        let fh = o.fh;
         self.files.insert(&self.shared.gens, o);
+        if let Some(fd) = self.files.unregistered(&fh) {
+            if let Some(i) = self.fixed.alloc() {
+                if !(self.ring.set_file(i, fd) && self.files.set_fixed(&fh, i)) {
+                    self.ring.clear_file(i);
+                    self.fixed.cleared(i);
+                }
+            }
+        }
+        self.empty_retired();
+    }
+
+    /// Empties the registered slots of entries that left the table, each once no
+    /// operation names it (`uring::fixed`); the others when their last one ends.
+    fn empty_retired(&mut self) {
+        self.files.take_retired(&mut self.retired);
+        for i in self.retired.drain(..) {
+            if self.fixed.retire(i) {
+                self.ring.clear_file(i);
+                self.fixed.cleared(i);
+            }
+        }
     }
 
     /// Takes an NFSv3 GETATTR, READ, WRITE or COMMIT when this reactor can run it
@@ -260,7 +295,10 @@ impl Direct {
         let Some((base, mut reply, offset, want, at)) = self.prepare_read(&job, pools) else {
             return Err(job);
         };
-        let fd = base._file.as_raw_fd();
+        let fd = FileRef {
+            fd: base._file.as_raw_fd(),
+            fixed: base.fixed,
+        };
         let slot = *self.free.last().expect("checked non-empty");
         if want > 0 {
             let dst = reply.spare_mut()[at[3]..at[3] + want].as_mut_ptr();
@@ -338,7 +376,10 @@ impl Direct {
         let Some((base, offset, count, data_at, stable)) = self.check_write(&job) else {
             return Err(job);
         };
-        let fd = base._file.as_raw_fd();
+        let fd = FileRef {
+            fd: base._file.as_raw_fd(),
+            fixed: base.fixed,
+        };
         let slot = *self.free.last().expect("checked non-empty");
         let Some(id) = self.files.begin_write(&base.fh) else {
             return Err(job);
@@ -443,7 +484,10 @@ impl Direct {
             return Err(job);
         };
         let key = base.key.clone();
-        let fd = base._file.as_raw_fd();
+        let fd = FileRef {
+            fd: base._file.as_raw_fd(),
+            fixed: base.fixed,
+        };
         let p = Pending {
             job,
             base,
@@ -530,6 +574,8 @@ impl Direct {
             stamp: e.stamp,
             key: e.key,
             atime_set: e.data.atime_set,
+            // The statx names the path: no registered file.
+            fixed: None,
         };
         let op = Op::Revalidate {
             id: e.id,
@@ -576,6 +622,9 @@ impl Direct {
     }
 
     fn park(&mut self, slot: u32, p: Pending) {
+        if let Some(i) = p.base.fixed {
+            self.fixed.hold(i);
+        }
         self.free.pop();
         self.pending[slot as usize] = Some(p);
     }
@@ -608,6 +657,10 @@ impl Direct {
                 }
             }
             let p = self.pending[slot].take().expect("present above");
+            if let Some(i) = p.base.fixed.filter(|&i| self.fixed.release(i)) {
+                self.ring.clear_file(i);
+                self.fixed.cleared(i);
+            }
             self.free.push(slot as u32);
             out.extend(self.finish(p, slot, c.result, pools));
         }
@@ -618,6 +671,7 @@ impl Direct {
             }
         }
         out.append(&mut self.done_now);
+        self.empty_retired();
         n
     }
 
@@ -768,6 +822,7 @@ fn base_of(a: &Admitted, fh: &[u8]) -> Option<Base> {
         stamp: a.hit.stamp,
         key: a.hit.key.clone(),
         atime_set: a.hit.data.atime_set,
+        fixed: a.hit.fixed,
     })
 }
 

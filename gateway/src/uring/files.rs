@@ -116,6 +116,8 @@ struct Entry {
     key: Arc<str>,
     /// The key's path and the validator, when it can be revalidated.
     reval: Option<(Arc<CStr>, Validator)>,
+    /// The file's slot in the ring's registered file table, if installed there.
+    fixed: Option<u32>,
 }
 
 /// A valid entry, as the data paths need it.
@@ -125,12 +127,22 @@ pub struct Hit<'a> {
     pub stamp: Stamp,
     pub data: &'a DataFile,
     pub key: &'a Arc<str>,
+    pub fixed: Option<u32>,
 }
 
 #[derive(Default)]
 pub struct Files {
     map: HashMap<FhKey, Entry>,
     next_id: u64,
+    /// Registered-table slots of entries that left the table (`take_retired`).
+    retired: Vec<u32>,
+}
+
+/// Notes a leaving entry's registered slot, to be emptied by the ring's owner.
+fn retire(retired: &mut Vec<u32>, e: &Entry) {
+    if let Some(i) = e.fixed {
+        retired.push(i);
+    }
 }
 
 impl Files {
@@ -138,17 +150,21 @@ impl Files {
     /// since the worker snapshotted it means a change raced with it).
     pub fn insert(&mut self, gens: &Generations, o: Opened) {
         if gens.stamp(o.attr.fileid) != o.stamp {
-            self.map.remove(&o.fh);
+            if let Some(e) = self.map.remove(&o.fh) {
+                retire(&mut self.retired, &e);
+            }
             return;
         }
         if self.map.len() >= MAX_FILES && !self.map.contains_key(&o.fh) {
-            self.map.clear();
+            for (_, e) in self.map.drain() {
+                retire(&mut self.retired, &e);
+            }
         }
         self.next_id += 1;
         let reval = o
             .validator
             .and_then(|v| Some((Arc::from(CString::new(o.key.as_str()).ok()?), v)));
-        self.map.insert(
+        let old = self.map.insert(
             o.fh,
             Entry {
                 export: o.export,
@@ -160,8 +176,12 @@ impl Files {
                 data: o.data,
                 key: o.key.into(),
                 reval,
+                fixed: None,
             },
         );
+        if let Some(e) = old {
+            retire(&mut self.retired, &e);
+        }
     }
 
     /// A write of `fh` is about to be submitted: the caller bumps the file's
@@ -181,7 +201,9 @@ impl Files {
             return;
         };
         let Some(a) = attr else {
-            self.map.remove(fh);
+            if let Some(e) = self.map.remove(fh) {
+                retire(&mut self.retired, &e);
+            }
             return;
         };
         e.own += 1;
@@ -207,6 +229,7 @@ impl Files {
             stamp: now,
             data: &e.data,
             key: &e.key,
+            fixed: e.fixed,
         })
     }
 
@@ -244,7 +267,9 @@ impl Files {
     /// The revalidation of entry `id` found a change (or failed): a worker relearns.
     pub fn forget(&mut self, fh: &FhKey, id: u64) {
         if self.map.get(fh).is_some_and(|e| e.id == id) {
-            self.map.remove(fh);
+            if let Some(e) = self.map.remove(fh) {
+                retire(&mut self.retired, &e);
+            }
         }
     }
 
@@ -257,14 +282,45 @@ impl Files {
         if self.map.is_empty() {
             return;
         }
+        let retired = &mut self.retired;
         self.map.retain(|_, e| {
             let keep = if e.reval.is_some() {
                 ATTR_TTL + KEEP_EXPIRED
             } else {
                 ATTR_TTL
             };
-            e.at.elapsed() < keep && gens.stamp(e.attr.fileid) == e.stamp.after_bumps(e.own)
+            let keep =
+                e.at.elapsed() < keep && gens.stamp(e.attr.fileid) == e.stamp.after_bumps(e.own);
+            if !keep {
+                retire(retired, e);
+            }
+            keep
         });
+    }
+
+    /// The descriptor of `fh`'s entry when it has no registered slot yet.
+    pub fn unregistered(&self, fh: &FhKey) -> Option<std::os::fd::RawFd> {
+        use std::os::fd::AsRawFd;
+        let e = self.map.get(fh)?;
+        e.fixed.is_none().then(|| e.data.file.as_raw_fd())
+    }
+
+    /// Records that `fh`'s entry's file was installed at slot `i` (false: no
+    /// entry, the caller empties the slot again).
+    pub fn set_fixed(&mut self, fh: &FhKey, i: u32) -> bool {
+        match self.map.get_mut(fh) {
+            Some(e) if e.fixed.is_none() => {
+                e.fixed = Some(i);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// The registered slots of entries that left since the last call: the ring's
+    /// owner empties each once no operation names it (`uring::fixed`).
+    pub fn take_retired(&mut self, out: &mut Vec<u32>) {
+        out.append(&mut self.retired);
     }
 
     pub fn len(&self) -> usize {

@@ -259,3 +259,38 @@ fn a_path_statx_revalidates_an_open_file_until_it_changes() {
     std::fs::remove_file(dir.path().join("f")).unwrap();
     assert_eq!(look(&mut r).0, -libc::ENOENT);
 }
+
+/// Registered files: a read names the table's slot, not a descriptor (here -1, so
+/// only the slot can reach the file); an emptied slot reaches nothing.
+#[test]
+fn reads_through_a_registered_file_slot_until_it_is_emptied() {
+    let p = pools();
+    let Some(mut r) = ring(&p) else { return };
+    if r.file_slots() == 0 {
+        eprintln!("no registered file table here");
+        return;
+    }
+    let data: Vec<u8> = (0..5000u32).map(|i| (i % 253) as u8).collect();
+    let f = file_with(&data);
+    let last = r.file_slots() - 1;
+    assert!(r.set_file(last, f.as_raw_fd()));
+    assert!(!r.set_file(r.file_slots(), f.as_raw_fd()), "past the table");
+    let only_slot = FileRef {
+        fd: -1,
+        fixed: Some(last),
+    };
+    let mut buf = vec![0u8; 100];
+    // SAFETY: `buf` outlives the completion; the table holds the file.
+    assert!(unsafe { r.read(only_slot, buf.as_mut_ptr(), 100, 4000, 1) });
+    assert_eq!(wait(&mut r, 1)[0].result, 100);
+    assert_eq!(&buf[..], &data[4000..4100]);
+    // The table keeps its own reference: closing the descriptor changes nothing.
+    drop(f);
+    // SAFETY: as above.
+    assert!(unsafe { r.fdatasync(only_slot, 2) });
+    assert_eq!(wait(&mut r, 1)[0].result, 0);
+    assert!(r.clear_file(last));
+    // SAFETY: as above.
+    assert!(unsafe { r.read(only_slot, buf.as_mut_ptr(), 100, 0, 3) });
+    assert_eq!(wait(&mut r, 1)[0].result, -libc::EBADF);
+}
