@@ -418,10 +418,16 @@ def test_expired_entries_are_revalidated_on_the_ring(gw_factory, io):
         assert c.read(fh, 0, 200000).check().data == data[:200000]
         time.sleep(0.02)
     jobs = _data_jobs(g) - before
+    m = scrape(g.stats_port)
+    kept = m.sum("nfsgw_uring_revalidations_total", result="unchanged")
     if io == "uring":
         assert jobs == 0, f"{jobs} READs went to workers past the TTL"
+        # One statx per file per second (the read cache's revalidation GETATTRs
+        # and the expired entry's READs both land on it).
+        assert 2 <= kept <= 8, kept
+        assert m.sum("nfsgw_uring_revalidations_total", result="changed") == 0
     else:
-        assert jobs > 50
+        assert jobs > 50 and kept == 0
 
     def seen(check, what, bound=2.5):
         # ATTR_TTL, plus STALE_MAX for the read cache's stale-while-revalidate
@@ -436,9 +442,13 @@ def test_expired_entries_are_revalidated_on_the_ring(gw_factory, io):
     with open(g.data_dir / "r", "r+b") as f:
         f.write(new)
     seen(lambda: c.read(fh, 0, 200000).check().data == new[:200000], "new data")
+    # (Same inode, same size: the reactor's reads see the new bytes at once.)
     # A chmod behind its back.
     os.chmod(g.data_dir / "r", 0o600)
     seen(lambda: c.getattr(fh).check().attr.mode & 0o777 == 0o600, "chmod")
+    if io == "uring":
+        # The revalidation saw the ctime move: the entry went, a worker relearned it.
+        assert scrape(g.stats_port).sum("nfsgw_uring_revalidations_total", result="changed") >= 1
     # Replaced by another file under the same name: the handle names the path's
     # object (a key), so the new file's bytes and size show.
     other = os.urandom(1000)

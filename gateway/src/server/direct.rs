@@ -612,6 +612,7 @@ impl Direct {
                 .ring
                 .statx(slot)
                 .is_some_and(|st| unchanged(&validator, p.base.attr.size, st));
+        crate::stats::revalidations::count(same);
         if same {
             self.files.renew(&p.base.fh, id);
             self.retake.push(p.job);

@@ -7,6 +7,7 @@ pub mod callbacks;
 pub mod clock;
 pub mod counters;
 pub mod data_jobs;
+pub mod revalidations;
 pub mod exposition;
 pub mod histogram;
 pub mod http;
