@@ -6,8 +6,9 @@
 //! Which calls: those whose handle has a current entry in the reactor's file table
 //! (`uring::files`: learned from workers' GETATTR/READ/WRITE replies, valid under the
 //! read cache's stamp rule and TTL). Export admission and permissions are checked on
-//! every call as the worker checks them. Anything else — an unknown, stale or expired
-//! handle, a caller the checks refuse (the worker answers the exact error), a write
+//! every call as the worker checks them (an expired entry is revalidated first, see
+//! below). Anything else — an unknown or stale handle, a file changed behind the
+//! gateway's back, a caller the checks refuse (the worker answers the exact error), a write
 //! that must clear set-id bits, a live NFSv4 delegation,
 //! a file whose stored mtime the gateway has not dropped yet (its first WRITE does),
 //! a full ring, no buffer, a failed operation — goes to a worker as before, with its
@@ -67,8 +68,8 @@ use crate::uring::{Completion, FileRef, StableSync, Uring};
 use engine::mem::{Buf, Pools};
 use engine::rpc::{self, Accept};
 use engine::xdr::{XdrReader, XdrWriter};
-use std::fs::File;
 use std::ffi::CStr;
+use std::fs::File;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::Arc;
 

@@ -7,10 +7,10 @@ pub mod callbacks;
 pub mod clock;
 pub mod counters;
 pub mod data_jobs;
-pub mod revalidations;
 pub mod exposition;
 pub mod histogram;
 pub mod http;
+pub mod revalidations;
 
 pub use clock::Clock;
 pub use counters::{slot_of, CallStat, ReactorStats, Transport};

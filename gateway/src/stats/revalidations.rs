@@ -20,5 +20,8 @@ pub fn count(unchanged: bool) {
 
 /// (unchanged, changed).
 pub fn totals() -> (u64, u64) {
-    (UNCHANGED.load(Ordering::Relaxed), CHANGED.load(Ordering::Relaxed))
+    (
+        UNCHANGED.load(Ordering::Relaxed),
+        CHANGED.load(Ordering::Relaxed),
+    )
 }

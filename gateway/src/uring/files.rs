@@ -6,7 +6,8 @@
 //! while its stamp (file generation + namespace epoch) is current — every gateway
 //! WRITE/SETATTR/COMMIT bumps the file's generation, every create/remove/rename the
 //! epoch — and for at most `cache::ATTR_TTL` (changes made behind the gateway's back).
-//! A handle absent, stale or expired here goes to a worker, which refreshes it.
+//! A handle absent or stale here (or expired and not revalidated, below) goes to a
+//! worker, which refreshes it.
 //!
 //! Writes the reactor does itself bump the file's generation too (before and after,
 //! as a worker's): the entry counts those bumps (`own`), so it stays valid while the
@@ -239,8 +240,7 @@ impl Files {
         let e = self.map.get(&FhKey::new(fh)?)?;
         let age = e.at.elapsed();
         let now = e.stamp.after_bumps(e.own);
-        if age < ATTR_TTL || age >= ATTR_TTL + KEEP_EXPIRED || gens.stamp(e.attr.fileid) != now
-        {
+        if age < ATTR_TTL || age >= ATTR_TTL + KEEP_EXPIRED || gens.stamp(e.attr.fileid) != now {
             return None;
         }
         let (path, validator) = e.reval.clone()?;
@@ -275,7 +275,9 @@ impl Files {
 
     /// Drops expired and stale entries, closing their descriptors (a removed file's
     /// space is freed once nothing holds it open): called every so many passes and
-    /// before the reactor sleeps, so an entry outlives its use by about `ATTR_TTL`.
+    /// before the reactor sleeps, so an entry outlives its use by about `ATTR_TTL`
+    /// (`ATTR_TTL + KEEP_EXPIRED` for one that can be revalidated). Their registered
+    /// slots are noted for emptying (`take_retired`).
     /// An entry dropped while its writes are in flight loses nothing: each operation
     /// holds the file itself, and its completion finds no entry to update.
     pub fn sweep(&mut self, gens: &Generations) {
@@ -487,7 +489,10 @@ mod tests {
         f.map.get_mut(&fh).unwrap().at -= ATTR_TTL;
         assert!(f.get(&gens, FH).is_none());
         let e = f.expired(&gens, FH).unwrap();
-        assert_eq!((e.validator, e.attr.size, e.path.to_bytes()), (v, 10, &b"k"[..]));
+        assert_eq!(
+            (e.validator, e.attr.size, e.path.to_bytes()),
+            (v, 10, &b"k"[..])
+        );
         f.sweep(&gens);
         assert_eq!(f.len(), 1, "kept for its revalidation");
         f.renew(&fh, e.id + 1);

@@ -333,7 +333,18 @@ impl Uring {
         stx_tag: u64,
     ) -> bool {
         // SAFETY: forwarded to the caller (above).
-        unsafe { self.write_chain(file.into(), src, len, offset, tag, Some(sync), slot, stx_tag) }
+        unsafe {
+            self.write_chain(
+                file.into(),
+                src,
+                len,
+                offset,
+                tag,
+                Some(sync),
+                slot,
+                stx_tag,
+            )
+        }
     }
 
     /// WRITE, an optional sync, STATX: one linked chain (see the two callers).

@@ -220,7 +220,7 @@ fn a_path_statx_revalidates_an_open_file_until_it_changes() {
     let held = std::fs::File::open(dir.path().join("f")).unwrap();
     let m = held.metadata().unwrap();
     let path = c"f";
-    let mut look = |r: &mut Uring| {
+    let look = |r: &mut Uring| {
         // SAFETY: `root` and `path` outlive the completion waited for below.
         assert!(unsafe { r.statx_path(root.as_raw_fd(), path.as_ptr(), 9, 77) });
         let c = wait(r, 1);
@@ -244,18 +244,26 @@ fn a_path_statx_revalidates_an_open_file_until_it_changes() {
     assert!(!unchanged(&v, 6, &st), "another size than the entry's");
     // A validator taken right after the last change (within the slack): not trusted.
     let just = Validator {
-        since_ns: st.stx_ctime.tv_sec * 1_000_000_000 + st.stx_ctime.tv_nsec as i64 + CTIME_SLACK / 2,
+        since_ns: st.stx_ctime.tv_sec * 1_000_000_000
+            + st.stx_ctime.tv_nsec as i64
+            + CTIME_SLACK / 2,
         ..v
     };
     assert!(!unchanged(&just, 5, &st));
     // Each change behind the holder's back fails it.
     std::fs::set_permissions(dir.path().join("f"), std::fs::Permissions::from_mode(0o600)).unwrap();
     assert!(!unchanged(&v, 5, &look(&mut r).1), "chmod moves the ctime");
-    let v = Validator { since_ns: now() + 50_000_000, ..v };
+    let v = Validator {
+        since_ns: now() + 50_000_000,
+        ..v
+    };
     assert!(unchanged(&v, 5, &look(&mut r).1));
     std::fs::write(dir.path().join("g"), b"other").unwrap();
     std::fs::rename(dir.path().join("g"), dir.path().join("f")).unwrap();
-    assert!(!unchanged(&v, 5, &look(&mut r).1), "replaced: another inode");
+    assert!(
+        !unchanged(&v, 5, &look(&mut r).1),
+        "replaced: another inode"
+    );
     std::fs::remove_file(dir.path().join("f")).unwrap();
     assert_eq!(look(&mut r).0, -libc::ENOENT);
 }
