@@ -555,6 +555,16 @@ impl Direct {
     /// A call whose entry is expired but may be revalidated: one `statx` of the
     /// key's path, the call held until it completes (`finish_revalidate`).
     fn revalidate(&mut self, job: Job) -> Result<(), Job> {
+        // Only calls `take` runs: any other would be renewed for nothing and still
+        // go to a worker.
+        let takes = match job.header.proc_ {
+            GETATTR | READ => true,
+            WRITE | COMMIT => self.ring.writes(),
+            _ => false,
+        };
+        if !takes {
+            return Err(job);
+        }
         let (Some(root), Some(&slot)) = (self.root.as_ref(), self.free.last()) else {
             return Err(job);
         };
