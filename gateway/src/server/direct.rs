@@ -557,11 +557,9 @@ impl Direct {
     fn revalidate(&mut self, job: Job) -> Result<(), Job> {
         // Only calls `take` runs: any other would be renewed for nothing and still
         // go to a worker.
-        let takes = match job.header.proc_ {
-            GETATTR | READ => true,
-            WRITE | COMMIT => self.ring.writes(),
-            _ => false,
-        };
+        // `writes()` also says the kernel has STATX.
+        let takes =
+            self.ring.writes() && matches!(job.header.proc_, GETATTR | READ | WRITE | COMMIT);
         if !takes {
             return Err(job);
         }
