@@ -155,6 +155,13 @@ pub trait Backend: Send + Sync {
         None
     }
 
+    /// The directory `data_file`'s keys are paths under (the `fs` backend's root),
+    /// for a reactor that checks what a key's path names itself (a `statx` on its
+    /// ring revalidating an open file, issue 12); `None` elsewhere.
+    fn data_root(&self) -> Option<std::sync::Arc<std::os::fd::OwnedFd>> {
+        None
+    }
+
     /// A hint: `head` will soon be called for each of `keys` (a READDIRPLUS page);
     /// stores with slow metadata may fetch them concurrently now. Errors are ignored.
     fn warm(&self, _keys: &[String]) {}

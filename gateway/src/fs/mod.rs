@@ -54,6 +54,7 @@ pub struct Node {
 }
 
 /// A regular file's local data file (`FileModel::data_file`).
+#[derive(Clone)]
 pub struct DataFile {
     pub file: Arc<std::fs::File>,
     /// Open for writing too.
@@ -170,11 +171,23 @@ impl FileModel {
         self.inner.data_file(node)
     }
 
-    /// COMMIT's first step, for a reactor that syncs the file itself: whether `key`
-    /// has staged (UNSTABLE) data, which is now its to sync. After a failed sync it
-    /// must `mark_dirty` the key again.
-    pub fn take_dirty(&self, key: &str) -> bool {
-        self.inner.take_dirty(key)
+    /// The directory the keys of `data_file`'s files are paths under (see
+    /// `Backend::data_root`): `None` but for the `fs` backend.
+    pub fn data_root(&self) -> Option<Arc<std::os::fd::OwnedFd>> {
+        self.inner.data_root()
+    }
+
+    /// COMMIT's first step, for a reactor that syncs the file itself: whether it
+    /// must sync `key` (staged UNSTABLE data, now its to sync, or another sync of the
+    /// key still in flight). When true, it must call `end_sync` once the sync ended
+    /// (or was never submitted: `ok = false`).
+    pub fn begin_sync(&self, key: &str) -> bool {
+        self.inner.begin_sync(key, false)
+    }
+
+    /// Ends a sync `begin_sync` started; a failed one leaves the key dirty.
+    pub fn end_sync(&self, key: &str, ok: bool) {
+        self.inner.end_sync(key, ok)
     }
 
     /// Records staged (UNSTABLE) data of `key` written by a reactor itself: COMMIT

@@ -6,9 +6,10 @@
 //! Which calls: those whose handle has a current entry in the reactor's file table
 //! (`uring::files`: learned from workers' GETATTR/READ/WRITE replies, valid under the
 //! read cache's stamp rule and TTL). Export admission and permissions are checked on
-//! every call as the worker checks them. Anything else — an unknown, stale or expired
-//! handle, a caller the checks refuse (the worker answers the exact error), FILE_SYNC
-//! or DATA_SYNC writes, a write that must clear set-id bits, a live NFSv4 delegation,
+//! every call as the worker checks them (an expired entry is revalidated first, see
+//! below). Anything else — an unknown or stale handle, a file changed behind the
+//! gateway's back, a caller the checks refuse (the worker answers the exact error), a write
+//! that must clear set-id bits, a live NFSv4 delegation,
 //! a file whose stored mtime the gateway has not dropped yet (its first WRITE does),
 //! a full ring, no buffer, a failed operation — goes to a worker as before, with its
 //! record untouched (the job is kept until its I/O completes).
@@ -26,6 +27,23 @@
 //! one is stored) as the file model derives them for an object whose own time
 //! speaks. When the stamp after the two bumps is exactly the one before plus two, no
 //! other change raced and the entry stays valid under it.
+//!
+//! WRITE (FILE_SYNC, DATA_SYNC): the same, with an `fsync` (`fdatasync` for
+//! DATA_SYNC) linked between the write and the statx; the reply is built only from
+//! the statx's completion, which the kernel cancels unless the write and the sync
+//! both succeeded (durability: a stable WRITE is never answered before its data is
+//! in the backend). It leaves the model's staged set alone: UNSTABLE data staged
+//! before may or may not be covered by this sync (it races with other reactors'
+//! writes), so a later COMMIT still syncs it; that costs a sync, never data.
+//!
+//! GETATTR: answered from the entry (and learned into the read cache), as a worker
+//! would answer it from the same attributes; the read cache's own revalidation
+//! GETATTRs (stale-while-revalidate) come here first too and only teach the cache.
+//!
+//! Expired entries (issue 12): a call whose entry is past `ATTR_TTL` but otherwise
+//! current is held while one `statx` of the key's path runs on the ring
+//! (`uring::files`, "Revalidation"); an unchanged file renews the entry and the call
+//! is taken again, a changed one drops the entry and the call goes to a worker.
 //!
 //! COMMIT: takes the key out of the staged set and `fdatasync`s the file through the
 //! ring; the reply leaves only after the completion (durability is a promise). A
@@ -45,27 +63,37 @@ use crate::cache::{self, FhKey, Fill, FillData, Stamp};
 use crate::export::{admit, Caller};
 use crate::fs::{Attr, FileKind, NfsTime};
 use crate::nfs3::access::{check_read, check_writable, check_write, mode_after_write};
-use crate::nfs3::proto::{put_post_op_attr, put_wcc};
+use crate::nfs3::proto::{put_fattr, put_post_op_attr, put_wcc};
 use crate::nfs3::{NFS_PROGRAM, NFS_V3};
-use crate::uring::files::{Files, Hit, Opened};
-use crate::uring::{Completion, Uring};
+use crate::uring::files::{unchanged, Files, Hit, Opened, Validator};
+use crate::uring::fixed::FixedSlots;
+use crate::uring::{Completion, FileRef, StableSync, Uring};
 use engine::mem::{Buf, Pools};
 use engine::rpc::{self, Accept};
 use engine::xdr::{XdrReader, XdrWriter};
+use std::ffi::CStr;
 use std::fs::File;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::Arc;
 
+const GETATTR: u32 = 1;
 const READ: u32 = 6;
 const WRITE: u32 = 7;
 const COMMIT: u32 = 21;
 const UNSTABLE: u32 = 0;
+const DATA_SYNC: u32 = 1;
+const FILE_SYNC: u32 = 2;
+/// The tag of a stable write's sync completion: not acted on (the statx linked
+/// after it says whether it succeeded); never a slot's tag (slots are few).
+const SYNC_TAG: u64 = u64::MAX;
 /// Reply room before READ data: RPC accepted header (24 bytes), status, post_op_attr
 /// (4 + 84), count, eof and the data's length.
 const READ_REPLY_HEAD: usize = 24 + 4 + 88 + 4 + 4 + 4;
 /// WRITE and COMMIT replies: header, status, wcc_data (4 + 24, 4 + 84), count,
 /// committed, verifier.
 const WCC_REPLY: usize = 24 + 4 + 28 + 88 + 4 + 4 + 8;
+/// GETATTR replies: header, status, fattr3.
+const GETATTR_REPLY: usize = 24 + 4 + 84;
 /// Largest file end a write may reach (the store's limit: an `off_t`).
 const MAX_END: u64 = i64::MAX as u64;
 
@@ -79,15 +107,22 @@ enum Op {
         want: usize,
         at: [usize; 4],
     },
-    /// The file-table entry it counted its bumps in, and the two results (write,
-    /// statx).
+    /// The file-table entry it counted its bumps in, the stable_how asked (and
+    /// answered), and the two results (write, statx).
     Write {
         count: u32,
+        stable: u32,
         id: u64,
         wrote: Option<i32>,
         stat: Option<i32>,
     },
     Commit,
+    /// A `statx` of the entry's path (kept alive here until it completes).
+    Revalidate {
+        id: u64,
+        path: Arc<CStr>,
+        validator: Validator,
+    },
 }
 
 /// An operation in flight: the call (kept to hand to a worker if the I/O fails), the
@@ -107,6 +142,9 @@ struct Base {
     stamp: Stamp,
     key: Arc<str>,
     atime_set: bool,
+    /// The entry's registered-table slot (operations name it instead of `_file`'s
+    /// descriptor; held in `fixed` while this operation is queued or in flight).
+    fixed: Option<u32>,
 }
 
 /// What a reaped completion turned into (kept in a reused vector: its size costs
@@ -117,6 +155,9 @@ pub(crate) enum Finished {
     Reply(Job, Buf, Option<Fill>),
     /// The I/O failed: run the call on a worker.
     Fallback(Job),
+    /// Learn these attributes into the read cache (a revalidation GETATTR, whose
+    /// call was answered already).
+    Learned(Fill),
 }
 
 /// One reactor's direct data path.
@@ -139,6 +180,14 @@ pub(crate) struct Direct {
     verf: [u8; 8],
     /// Per `pending` slot: the NFSv4.1 part of a COMPOUND in flight (`v4::V4`).
     v4: Vec<Option<v4::V4>>,
+    /// The backend's root, the directory entries' paths are under (revalidation).
+    root: Option<Arc<OwnedFd>>,
+    /// Calls whose entry a `statx` just renewed, taken again after the reaping.
+    retake: Vec<Job>,
+    /// The ring's registered file table: which slots are free, in use, retiring.
+    fixed: FixedSlots,
+    /// Slots of entries that left the table, being emptied (reused vector).
+    retired: Vec<u32>,
 }
 
 /// The checks every call makes: the entry, and the caller admitted to its export.
@@ -152,16 +201,20 @@ impl Direct {
     pub fn new(ring: Uring, shared: Arc<Shared>) -> Direct {
         let n = crate::uring::ENTRIES as usize / 2;
         Direct {
-            ring,
             pending: (0..n).map(|_| None).collect(),
             free: (0..n as u32).rev().collect(),
             files: Files::default(),
             reaped: Vec::with_capacity(2 * n),
             cache_pages: shared.cache_pages,
             verf: shared.model.write_verifier(),
+            root: shared.model.data_root(),
             shared,
             done_now: Vec::with_capacity(n),
             v4: (0..n).map(|_| None).collect(),
+            retake: Vec::with_capacity(n),
+            fixed: FixedSlots::new(ring.file_slots()),
+            retired: Vec::new(),
+            ring,
         }
     }
 
@@ -173,15 +226,41 @@ impl Direct {
     /// Closes the files of expired or stale entries (see `Files::sweep`).
     pub fn sweep(&mut self) {
         self.files.sweep(&self.shared.gens);
+        self.empty_retired();
     }
 
-    /// Learns a file a worker opened for a GETATTR/READ/WRITE.
+    /// Learns a file a worker opened for a GETATTR/READ/WRITE, and installs it in
+    /// the ring's registered file table when a slot is free (one system call per
+    /// learning, none per operation).
     pub fn learn(&mut self, o: Opened) {
+        let fh = o.fh;
         self.files.insert(&self.shared.gens, o);
+        if let Some(fd) = self.files.unregistered(&fh) {
+            if let Some(i) = self.fixed.alloc() {
+                if !(self.ring.set_file(i, fd) && self.files.set_fixed(&fh, i)) {
+                    self.ring.clear_file(i);
+                    self.fixed.cleared(i);
+                }
+            }
+        }
+        self.empty_retired();
     }
 
-    /// Takes an NFSv3 READ, WRITE or COMMIT when this reactor can run it itself;
-    /// otherwise hands the job back untouched (for a worker).
+    /// Empties the registered slots of entries that left the table, each once no
+    /// operation names it (`uring::fixed`); the others when their last one ends.
+    fn empty_retired(&mut self) {
+        self.files.take_retired(&mut self.retired);
+        for i in self.retired.drain(..) {
+            if self.fixed.retire(i) {
+                self.ring.clear_file(i);
+                self.fixed.cleared(i);
+            }
+        }
+    }
+
+    /// Takes an NFSv3 GETATTR, READ, WRITE or COMMIT when this reactor can run it
+    /// itself, revalidating an expired entry first; otherwise hands the job back
+    /// untouched (for a worker).
     pub fn try_take(&mut self, job: Job, pools: &Pools) -> Result<(), Job> {
         let h = &job.header;
         if h.prog == NFS_PROGRAM && h.vers == crate::nfs4::NFS_V4 && h.proc_ == 1 {
@@ -190,10 +269,22 @@ impl Direct {
             }
             return self.compound(job, pools);
         }
-        if h.prog != NFS_PROGRAM || h.vers != NFS_V3 || self.free.is_empty() {
+        if h.prog != NFS_PROGRAM || h.vers != NFS_V3 {
             return Err(job);
         }
-        match h.proc_ {
+        match self.take(job, pools) {
+            Ok(()) => Ok(()),
+            Err(job) => self.revalidate(job),
+        }
+    }
+
+    /// `try_take` for a current entry.
+    fn take(&mut self, job: Job, pools: &Pools) -> Result<(), Job> {
+        if self.free.is_empty() {
+            return Err(job);
+        }
+        match job.header.proc_ {
+            GETATTR => self.getattr(job, pools),
             READ => self.read(job, pools),
             WRITE if self.ring.writes() => self.write(job),
             COMMIT if self.ring.writes() => self.commit(job, pools),
@@ -217,7 +308,10 @@ impl Direct {
         let Some((base, mut reply, offset, want, at)) = self.prepare_read(&job, pools) else {
             return Err(job);
         };
-        let fd = base._file.as_raw_fd();
+        let fd = FileRef {
+            fd: base._file.as_raw_fd(),
+            fixed: base.fixed,
+        };
         let slot = *self.free.last().expect("checked non-empty");
         if want > 0 {
             let dst = reply.spare_mut()[at[3]..at[3] + want].as_mut_ptr();
@@ -292,16 +386,20 @@ impl Direct {
     }
 
     fn write(&mut self, job: Job) -> Result<(), Job> {
-        let Some((base, offset, count, data_at)) = self.check_write(&job) else {
+        let Some((base, offset, count, data_at, stable)) = self.check_write(&job) else {
             return Err(job);
         };
-        let fd = base._file.as_raw_fd();
+        let fd = FileRef {
+            fd: base._file.as_raw_fd(),
+            fixed: base.fixed,
+        };
         let slot = *self.free.last().expect("checked non-empty");
         let Some(id) = self.files.begin_write(&base.fh) else {
             return Err(job);
         };
         let op = Op::Write {
             count,
+            stable,
             id,
             wrote: None,
             stat: None,
@@ -315,15 +413,32 @@ impl Direct {
         // ring is dropped (waiting for them) before `pending`; statx slot `slot` is
         // this pending entry's own.
         let queued = unsafe {
-            self.ring.write_then_statx(
-                fd,
-                src,
-                count,
-                offset,
-                u64::from(slot) * 2,
-                slot as usize,
-                u64::from(slot) * 2 + 1,
-            )
+            if stable == UNSTABLE {
+                self.ring.write_then_statx(
+                    fd,
+                    src,
+                    count,
+                    offset,
+                    u64::from(slot) * 2,
+                    slot as usize,
+                    u64::from(slot) * 2 + 1,
+                )
+            } else {
+                let sync = StableSync {
+                    datasync: stable == DATA_SYNC,
+                    tag: SYNC_TAG,
+                };
+                self.ring.write_sync_statx(
+                    fd,
+                    src,
+                    count,
+                    offset,
+                    u64::from(slot) * 2,
+                    sync,
+                    slot as usize,
+                    u64::from(slot) * 2 + 1,
+                )
+            }
         };
         if !queued {
             // Not submitted: the bump above only made caches forget the file.
@@ -335,9 +450,9 @@ impl Direct {
         Ok(())
     }
 
-    /// WRITE's checks: (entry, offset, count, position of the data in the record),
-    /// or `None` for a worker.
-    fn check_write(&self, job: &Job) -> Option<(Base, u64, u32, usize)> {
+    /// WRITE's checks: (entry, offset, count, position of the data in the record,
+    /// stable_how), or `None` for a worker.
+    fn check_write(&self, job: &Job) -> Option<(Base, u64, u32, usize, u32)> {
         if self.shared.state.delegations.any_live() {
             // v3 writes may have to recall a delegation (server::v3_recall).
             return None;
@@ -347,7 +462,9 @@ impl Direct {
         let fh = r.opaque_var(crate::fs::FH_MAX).ok()?;
         let offset = r.u64().ok()?;
         let count = r.u32().ok()?;
-        if r.u32().ok()? != UNSTABLE {
+        let stable = r.u32().ok()?;
+        if stable > FILE_SYNC {
+            // Not a stable_how: the worker answers the decoding error.
             return None;
         }
         let len = r.u32().ok()?;
@@ -367,7 +484,7 @@ impl Direct {
         offset
             .checked_add(u64::from(count))
             .filter(|&e| e <= MAX_END)?;
-        Some((base_of(&a, fh)?, offset, count, data_at))
+        Some((base_of(&a, fh)?, offset, count, data_at, stable))
     }
 
     fn commit(&mut self, job: Job, pools: &Pools) -> Result<(), Job> {
@@ -380,14 +497,18 @@ impl Direct {
             return Err(job);
         };
         let key = base.key.clone();
-        let fd = base._file.as_raw_fd();
+        let fd = FileRef {
+            fd: base._file.as_raw_fd(),
+            fixed: base.fixed,
+        };
         let p = Pending {
             job,
             base,
             op: Op::Commit,
         };
-        if !self.shared.model.take_dirty(&key) {
-            // Nothing staged: durable already (as the model's commit answers).
+        if !self.shared.model.begin_sync(&key) {
+            // Nothing staged and no sync in flight: durable already (as the model's
+            // commit answers).
             return match wcc_reply(pools, &p, None, self.verf) {
                 Some(b) => {
                     self.done_now.push(Finished::Reply(p.job, b, None));
@@ -399,14 +520,134 @@ impl Direct {
         let slot = *self.free.last().expect("checked non-empty");
         // SAFETY: the file is kept in `pending[slot]` until the completion is reaped.
         if !unsafe { self.ring.fdatasync(fd, u64::from(slot) * 2) } {
-            self.shared.model.mark_dirty(&key);
+            self.shared.model.end_sync(&key, false);
             return Err(p.job);
         }
         self.park(slot, p);
         Ok(())
     }
 
+    /// GETATTR from a current entry: the reply (and a cache fill), or for the read
+    /// cache's revalidation GETATTR (answered already) the fill alone.
+    fn getattr(&mut self, job: Job, pools: &Pools) -> Result<(), Job> {
+        let Some(fh) = job
+            .record
+            .get(job.args_at..)
+            .and_then(|args| XdrReader::new(args).opaque_var(crate::fs::FH_MAX).ok())
+        else {
+            return Err(job);
+        };
+        let fill = if job.revalidate {
+            // No reply: admission is checked on every cache hit.
+            let Some(hit) = self.files.get(&self.shared.gens, fh) else {
+                return Err(job);
+            };
+            fill_of(fh, hit.export, hit.attr, hit.stamp)
+        } else {
+            let Some(a) = self.admitted(&job, fh) else {
+                return Err(job);
+            };
+            fill_of(fh, a.hit.export, a.hit.attr, a.hit.stamp)
+        };
+        let Some(fill) = fill else {
+            return Err(job);
+        };
+        if job.revalidate {
+            self.done_now.push(Finished::Learned(fill));
+            return Ok(());
+        }
+        match getattr_reply(pools, &job, &fill.attr) {
+            Some(b) => {
+                self.done_now.push(Finished::Reply(job, b, Some(fill)));
+                Ok(())
+            }
+            None => Err(job),
+        }
+    }
+
+    /// A call whose entry is expired but may be revalidated: one `statx` of the
+    /// key's path, the call held until it completes (`finish_revalidate`).
+    fn revalidate(&mut self, job: Job) -> Result<(), Job> {
+        // Only calls `take` runs: any other would be renewed for nothing and still
+        // go to a worker.
+        // `writes()` also says the kernel has STATX.
+        let takes =
+            self.ring.writes() && matches!(job.header.proc_, GETATTR | READ | WRITE | COMMIT);
+        if !takes {
+            return Err(job);
+        }
+        let (Some(root), Some(&slot)) = (self.root.as_ref(), self.free.last()) else {
+            return Err(job);
+        };
+        let dirfd = root.as_raw_fd();
+        let Some((fh, e)) = job
+            .record
+            .get(job.args_at..)
+            .and_then(|args| XdrReader::new(args).opaque_var(crate::fs::FH_MAX).ok())
+            .and_then(|fh| Some((FhKey::new(fh)?, self.files.expired(&self.shared.gens, fh)?)))
+        else {
+            return Err(job);
+        };
+        let base = Base {
+            _file: e.data.file,
+            fh,
+            export: e.export,
+            attr: e.attr,
+            stamp: e.stamp,
+            key: e.key,
+            atime_set: e.data.atime_set,
+            // The statx names the path: no registered file.
+            fixed: None,
+        };
+        let op = Op::Revalidate {
+            id: e.id,
+            path: e.path,
+            validator: e.validator,
+        };
+        let p = Pending { job, base, op };
+        let Op::Revalidate { path, .. } = &p.op else {
+            unreachable!("built above");
+        };
+        // SAFETY: the root descriptor is held by `self.root` for the ring's life and
+        // the path by `pending[slot]` until the completion is reaped (the ring is
+        // dropped, waiting for it, before both); statx slot `slot` is this pending
+        // entry's own.
+        if !unsafe {
+            self.ring
+                .statx_path(dirfd, path.as_ptr(), slot as usize, u64::from(slot) * 2)
+        } {
+            return Err(p.job);
+        }
+        self.park(slot, p);
+        Ok(())
+    }
+
+    /// A revalidation's `statx` completed: an unchanged file renews the entry and
+    /// the call is taken again (after this pass's reaping); anything else drops the
+    /// entry and sends the call to a worker.
+    fn finish_revalidate(&mut self, p: Pending, slot: usize, result: i32) -> Option<Finished> {
+        let Op::Revalidate { id, validator, .. } = p.op else {
+            unreachable!("finish_revalidate of a revalidation");
+        };
+        let same = result == 0
+            && self
+                .ring
+                .statx(slot)
+                .is_some_and(|st| unchanged(&validator, p.base.attr.size, st));
+        crate::stats::revalidations::count(same);
+        if same {
+            self.files.renew(&p.base.fh, id);
+            self.retake.push(p.job);
+            return None;
+        }
+        self.files.forget(&p.base.fh, id);
+        Some(Finished::Fallback(p.job))
+    }
+
     fn park(&mut self, slot: u32, p: Pending) {
+        if let Some(i) = p.base.fixed {
+            self.fixed.hold(i);
+        }
         self.free.pop();
         self.pending[slot as usize] = Some(p);
     }
@@ -420,6 +661,9 @@ impl Direct {
         let n = self.reaped.len();
         let mut reaped = std::mem::take(&mut self.reaped);
         for c in reaped.drain(..) {
+            if c.tag == SYNC_TAG {
+                continue;
+            }
             let slot = (c.tag / 2) as usize;
             let Some(p) = self.pending.get_mut(slot).and_then(Option::as_mut) else {
                 tracing::error!(tag = c.tag, "io_uring: completion for nothing pending");
@@ -436,36 +680,49 @@ impl Direct {
                 }
             }
             let p = self.pending[slot].take().expect("present above");
+            if let Some(i) = p.base.fixed.filter(|&i| self.fixed.release(i)) {
+                self.ring.clear_file(i);
+                self.fixed.cleared(i);
+            }
             self.free.push(slot as u32);
-            out.push(self.finish(p, slot, c.result, pools));
+            out.extend(self.finish(p, slot, c.result, pools));
         }
         self.reaped = reaped;
+        while let Some(job) = self.retake.pop() {
+            if let Err(job) = self.take(job, pools) {
+                out.push(Finished::Fallback(job));
+            }
+        }
+        out.append(&mut self.done_now);
+        self.empty_retired();
         n
     }
 
-    fn finish(&mut self, p: Pending, slot: usize, result: i32, pools: &Pools) -> Finished {
+    fn finish(&mut self, p: Pending, slot: usize, result: i32, pools: &Pools) -> Option<Finished> {
         if let Some(v4) = self.v4.get_mut(slot).and_then(Option::take) {
-            return self.finish4(p, v4, slot, result, pools);
+            return Some(self.finish4(p, v4, slot, result, pools));
         }
-        match p.op {
+        Some(match p.op {
             Op::Read { .. } => self.finish_read(p, result),
             Op::Write { .. } => self.finish_write(p, slot, pools),
+            Op::Revalidate { .. } => return self.finish_revalidate(p, slot, result),
             Op::Commit => {
                 if result < 0 {
                     tracing::warn!(
                         err = -result,
                         "io_uring fdatasync failed; a worker answers the COMMIT"
                     );
-                    self.shared.model.mark_dirty(&p.base.key);
-                    return Finished::Fallback(p.job);
+                    self.shared.model.end_sync(&p.base.key, false);
+                    return Some(Finished::Fallback(p.job));
                 }
+                self.shared.model.end_sync(&p.base.key, true);
                 match wcc_reply(pools, &p, None, self.verf) {
                     Some(b) => Finished::Reply(p.job, b, None),
                     // Durable already: the worker's COMMIT finds nothing staged.
                     None => Finished::Fallback(p.job),
                 }
             }
-        }
+        })
     }
 
     fn finish_read(&self, p: Pending, result: i32) -> Finished {
@@ -519,6 +776,7 @@ impl Direct {
     fn finish_write(&mut self, p: Pending, slot: usize, pools: &Pools) -> Finished {
         let Op::Write {
             count,
+            stable,
             id,
             wrote,
             stat,
@@ -528,7 +786,7 @@ impl Direct {
         };
         let fileid = p.base.attr.fileid;
         let ok = wrote == Some(count as i32) && stat == Some(0);
-        if ok {
+        if ok && stable == UNSTABLE {
             // Staged before the reply: a COMMIT after it syncs this data.
             self.shared.model.mark_dirty(&p.base.key);
         }
@@ -548,12 +806,37 @@ impl Direct {
             );
             return Finished::Fallback(p.job);
         }
-        match wcc_reply(pools, &p, Some((post, count)), self.verf) {
+        match wcc_reply(pools, &p, Some((post, count, stable)), self.verf) {
             Some(b) => Finished::Reply(p.job, b, None),
             // The data is written and staged: a worker writes it again and answers.
             None => Finished::Fallback(p.job),
         }
     }
+}
+
+/// What an answer from the entry teaches the read cache: its attributes under its
+/// stamp (decoded-fattr3 precision, as a worker's NFSv3 reply teaches).
+fn fill_of(fh: &[u8], export: u16, attr: &Attr, stamp: Stamp) -> Option<Fill> {
+    Some(Fill {
+        fh: FhKey::new(fh)?,
+        export,
+        attr: *attr,
+        stamp,
+        data: None,
+        exact: false,
+    })
+}
+
+/// GETATTR3resok: status and the attributes.
+fn getattr_reply(pools: &Pools, job: &Job, attr: &Attr) -> Option<Buf> {
+    let mut b = pools.alloc(MARK + GETATTR_REPLY)?;
+    let mut w = XdrWriter::at(b.spare_mut(), MARK);
+    rpc::write_accepted(&mut w, job.header.xid, Accept::Success).ok()?;
+    w.u32(0).ok()?;
+    put_fattr(&mut w, attr).ok()?;
+    let n = w.position();
+    b.set_len(n);
+    Some(b)
 }
 
 /// What an operation keeps of the admitted entry for `fh`.
@@ -566,6 +849,7 @@ fn base_of(a: &Admitted, fh: &[u8]) -> Option<Base> {
         stamp: a.hit.stamp,
         key: a.hit.key.clone(),
         atime_set: a.hit.data.atime_set,
+        fixed: a.hit.fixed,
     })
 }
 
@@ -595,12 +879,12 @@ fn attr_after(p: &Base, st: &libc::statx) -> Option<Attr> {
 }
 
 /// WRITE3resok / COMMIT3resok: status, wcc_data (the entry's attributes before,
-/// `post` after; COMMIT changes none), then for a WRITE the count and `UNSTABLE`,
-/// and the write verifier.
+/// `post` after; COMMIT changes none), then for a WRITE the count and how it was
+/// committed (as asked: a stable one was synced as asked), and the write verifier.
 fn wcc_reply(
     pools: &Pools,
     p: &Pending,
-    write: Option<(Option<Attr>, u32)>,
+    write: Option<(Option<Attr>, u32, u32)>,
     verf: [u8; 8],
 ) -> Option<Buf> {
     let mut b = pools.alloc(MARK + WCC_REPLY)?;
@@ -608,10 +892,10 @@ fn wcc_reply(
     rpc::write_accepted(&mut w, p.job.header.xid, Accept::Success).ok()?;
     w.u32(0).ok()?;
     match write {
-        Some((post, count)) => {
+        Some((post, count, committed)) => {
             put_wcc(&mut w, Some(&p.base.attr), post.as_ref()).ok()?;
             w.u32(count).ok()?;
-            w.u32(UNSTABLE).ok()?;
+            w.u32(committed).ok()?;
         }
         None => put_wcc(&mut w, Some(&p.base.attr), Some(&p.base.attr)).ok()?,
     }

@@ -431,9 +431,19 @@ impl ReactorState {
     #[cold]
     fn start_revalidations(&mut self) {
         let mut pushed = false;
-        for job in self.reval.drain(..) {
+        let mut reval = std::mem::take(&mut self.reval);
+        for job in reval.drain(..) {
+            // A file the reactor holds open is revalidated on its ring (a statx).
+            let job = match self.router.direct.as_mut() {
+                Some(d) => match d.try_take(job, &self.router.pools) {
+                    Ok(()) => continue,
+                    Err(job) => job,
+                },
+                None => job,
+            };
             pushed |= self.router.jobs.push(job).is_ok();
         }
+        self.reval = reval;
         if pushed {
             wake_worker(&self.router.worker_bells, &mut self.router.next_bell);
         }
@@ -794,10 +804,26 @@ impl ReactorState {
                         None,
                     );
                 }
+                // A revalidation GETATTR is not a call in flight (its call was
+                // answered): it goes the way such jobs go.
+                Finished::Fallback(job) if job.revalidate => self.reval.push(job),
                 Finished::Fallback(job) => self.router.queue_job(job),
+                Finished::Learned(fill) => {
+                    let (cache, gens) = (&mut self.cache, &self.shared.gens);
+                    if supervise::request("reactor: filling the read cache", || {
+                        cache.fill(gens, fill, None)
+                    })
+                    .is_err()
+                    {
+                        self.shared.gens.bump_namespace();
+                    }
+                }
             }
         }
         self.router.finished = finished;
+        if !self.reval.is_empty() {
+            self.start_revalidations();
+        }
         n
     }
 }

@@ -167,6 +167,9 @@ fn run_job(shared: &Shared, job: Job) {
         _ => None,
     };
     effect.before(shared);
+    // Before the call reads the file: its attributes are the file's as long as the
+    // file's ctime stays older than this (`uring::files::unchanged`).
+    let since_ns = shared.direct_io.then(wall_ns);
     if matches!(effect, CacheEffect::Observe { v4: true, .. }) {
         // Only this COMPOUND's attributes may be learned.
         let _ = crate::nfs4::fast::take_attr();
@@ -221,9 +224,9 @@ fn run_job(shared: &Shared, job: Job) {
         return;
     }
     let opened = match (&effect, &fill) {
-        (CacheEffect::Observe { .. }, Some(f)) if shared.direct_io => opened(shared, f),
+        (CacheEffect::Observe { .. }, Some(f)) if shared.direct_io => opened(shared, f, since_ns),
         (CacheEffect::File(_), _) if shared.direct_io && job.header.vers == crate::nfs4::NFS_V4 => {
-            learned_io_v4(shared, &job)
+            learned_io_v4(shared, &job, since_ns)
         }
         _ => match (write_from, &reply) {
             (Some((id, before)), Some(r)) => learned_write(shared, &job, r, id, before),
@@ -281,11 +284,18 @@ fn run_job(shared: &Shared, job: Job) {
 /// The open file behind a regular file a GETATTR/READ just answered for (`f`), for
 /// the reactor's direct READ path. Resolving again costs a table lookup on this
 /// worker, once per GETATTR/READ a worker still runs.
-fn opened(shared: &Shared, f: &Fill) -> Option<crate::uring::files::Opened> {
+fn opened(shared: &Shared, f: &Fill, since_ns: Option<i64>) -> Option<crate::uring::files::Opened> {
     if f.attr.kind != crate::fs::FileKind::Reg {
         return None;
     }
-    opened_as(shared, f.fh, f.export, f.attr, f.stamp)
+    opened_as(shared, f.fh, f.export, f.attr, f.stamp, since_ns)
+}
+
+/// The wall clock in ns since 1970 (file timestamps' clock).
+fn wall_ns() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
 }
 
 fn opened_as(
@@ -294,18 +304,31 @@ fn opened_as(
     export: u16,
     attr: crate::fs::Attr,
     stamp: Stamp,
+    since_ns: Option<i64>,
 ) -> Option<crate::uring::files::Opened> {
+    use std::os::unix::fs::MetadataExt;
     let node = shared.model.resolve(fh.bytes()).ok()?;
     if node.fileid != attr.fileid {
         return None;
     }
+    let data = shared.model.data_file(&node)?;
+    // The inode held open, for the reactor's revalidation (one fstat per learning).
+    let validator = since_ns.and_then(|since_ns| {
+        let m = data.file.metadata().ok()?;
+        Some(crate::uring::files::Validator {
+            since_ns,
+            dev: m.dev(),
+            ino: m.ino(),
+        })
+    });
     Some(crate::uring::files::Opened {
         fh,
         export,
         attr,
         stamp,
-        data: shared.model.data_file(&node)?,
+        data,
         key: node.key,
+        validator,
     })
 }
 
@@ -346,7 +369,8 @@ fn learned_write(
     if attr.fileid != id || id != fileid || attr.kind != crate::fs::FileKind::Reg {
         return None;
     }
-    opened_as(shared, FhKey::new(fh)?, export, attr, now)
+    // A WRITE's own change moves the ctime past any start time: not revalidated.
+    opened_as(shared, FhKey::new(fh)?, export, attr, now, None)
 }
 
 /// The file behind an NFSv4.1 WRITE or COMMIT COMPOUND of the shapes the reactor runs
@@ -355,7 +379,11 @@ fn learned_write(
 /// them (a change in flight then bumps after, a later one bumps too). So a v4 write
 /// workload, whose COMPOUNDs never have a shape the read cache observes, moves to
 /// the ring after its first WRITE.
-fn learned_io_v4(shared: &Shared, job: &Job) -> Option<crate::uring::files::Opened> {
+fn learned_io_v4(
+    shared: &Shared,
+    job: &Job,
+    since_ns: Option<i64>,
+) -> Option<crate::uring::files::Opened> {
     let args = job.record.get(job.args_at..)?;
     let c = crate::nfs4::fast_io::parse(args)?;
     let fh = args.get(c.fh.clone())?;
@@ -366,14 +394,9 @@ fn learned_io_v4(shared: &Shared, job: &Job) -> Option<crate::uring::files::Open
     if node.fileid != fileid || attr.fileid != fileid || attr.kind != crate::fs::FileKind::Reg {
         return None;
     }
-    Some(crate::uring::files::Opened {
-        fh: FhKey::new(fh)?,
-        export,
-        attr,
-        stamp,
-        data: shared.model.data_file(&node)?,
-        key: node.key,
-    })
+    // A WRITE's own change moves the ctime past `since_ns`: such an entry is not
+    // renewed by revalidation (dropped at its TTL), a COMMIT's may be.
+    opened_as(shared, FhKey::new(fh)?, export, attr, stamp, since_ns)
 }
 
 /// Hands a message to the reactor. The reactor drains its ring every pass; a full

@@ -274,6 +274,21 @@ pub fn render(src: &Source, out: &mut String) {
         "nfsgw_worker_data_jobs_total {}",
         super::data_jobs::total()
     );
+    header(
+        out,
+        "nfsgw_uring_revalidations_total",
+        "counter",
+        "Expired file-table entries revalidated by a statx on a reactor's io_uring: unchanged (the call stayed on the reactor) or changed (it went to a worker).",
+    );
+    let (kept, changed) = super::revalidations::totals();
+    let _ = writeln!(
+        out,
+        "nfsgw_uring_revalidations_total{{result=\"unchanged\"}} {kept}"
+    );
+    let _ = writeln!(
+        out,
+        "nfsgw_uring_revalidations_total{{result=\"changed\"}} {changed}"
+    );
 
     let pools: Vec<_> = src.reactors.iter().map(|r| r.pools.stats()).collect();
     for (name, kind, help, get) in [

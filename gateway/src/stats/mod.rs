@@ -10,6 +10,7 @@ pub mod data_jobs;
 pub mod exposition;
 pub mod histogram;
 pub mod http;
+pub mod revalidations;
 
 pub use clock::Clock;
 pub use counters::{slot_of, CallStat, ReactorStats, Transport};

@@ -20,6 +20,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 
 pub mod files;
+pub mod fixed;
 
 use io_uring::{opcode, types, IoUring};
 use std::io;
@@ -44,6 +45,54 @@ pub struct Uring {
     writes: bool,
     /// One statx result per tag slot (`write_then_statx`), allocated once.
     stx: Box<[libc::statx]>,
+    /// Slots of the sparse registered file table (0: none registered).
+    file_slots: u32,
+}
+
+/// A file as a data operation names it: its descriptor, and its index in the ring's
+/// registered file table when it has one (`types::Fixed`: the kernel then skips
+/// the per-operation descriptor lookup and file reference count). A plain
+/// descriptor converts into one without an index.
+#[derive(Debug, Clone, Copy)]
+pub struct FileRef {
+    pub fd: RawFd,
+    pub fixed: Option<u32>,
+}
+
+impl From<RawFd> for FileRef {
+    fn from(fd: RawFd) -> FileRef {
+        FileRef { fd, fixed: None }
+    }
+}
+
+/// Builds an SQE on `$f`'s registered index if it has one, else on its descriptor
+/// (the two target types differ, so each arm builds its own entry).
+macro_rules! on_file {
+    ($f:expr, $t:ident => $e:expr) => {
+        match $f.fixed {
+            Some(i) => {
+                let $t = types::Fixed(i);
+                $e
+            }
+            None => {
+                let $t = types::Fd($f.fd);
+                $e
+            }
+        }
+    };
+}
+
+/// Registered file table sizes tried at set-up, largest first (the kernel refuses
+/// more than the process's descriptor limit).
+const FILE_TABLES: [u32; 2] = [files::MAX_FILES as u32, 1024];
+
+/// The sync linked into a stable write's chain (`Uring::write_sync_statx`).
+#[derive(Debug, Clone, Copy)]
+pub struct StableSync {
+    /// `fdatasync` (DATA_SYNC) rather than `fsync` (FILE_SYNC).
+    pub datasync: bool,
+    /// The sync's completion tag.
+    pub tag: u64,
 }
 
 /// One finished operation: the caller's tag and the result (bytes, or `-errno`).
@@ -123,7 +172,23 @@ impl Uring {
                 None
             }
         };
+        // A sparse registered file table (5.19+; 6.1 has it): the reactor installs
+        // the files it holds open there (`fixed`), else plain descriptors are used.
+        let mut file_slots = 0;
+        for n in FILE_TABLES {
+            match ring.submitter().register_files_sparse(n) {
+                Ok(()) => {
+                    file_slots = n;
+                    break;
+                }
+                Err(e) => tracing::debug!("io_uring: a registered file table of {n}: {e}"),
+            }
+        }
+        if file_slots == 0 {
+            tracing::info!("io_uring: no registered file table (refused); plain descriptors");
+        }
         Ok(Uring {
+            file_slots,
             ring,
             eventfd,
             fixed,
@@ -135,6 +200,33 @@ impl Uring {
                 .map(|_| unsafe { std::mem::zeroed() })
                 .collect(),
         })
+    }
+
+    /// Slots of the registered file table (0: none).
+    pub fn file_slots(&self) -> u32 {
+        self.file_slots
+    }
+
+    /// Installs `fd` at `index` of the registered file table (the table holds its
+    /// own reference to the file until `clear_file`). One system call.
+    pub fn set_file(&mut self, index: u32, fd: RawFd) -> bool {
+        index < self.file_slots
+            && self
+                .ring
+                .submitter()
+                .register_files_update(index, &[fd])
+                .is_ok()
+    }
+
+    /// Empties `index` of the registered file table, dropping its reference to the
+    /// file. The caller makes sure no operation queued or in flight names it.
+    pub fn clear_file(&mut self, index: u32) -> bool {
+        index < self.file_slots
+            && self
+                .ring
+                .submitter()
+                .register_files_update(index, &[-1])
+                .is_ok()
     }
 
     /// Whether the pool region is registered (reads use READ_FIXED).
@@ -208,11 +300,66 @@ impl Uring {
     #[allow(clippy::too_many_arguments)]
     pub unsafe fn write_then_statx(
         &mut self,
-        fd: RawFd,
+        file: impl Into<FileRef>,
         src: *const u8,
         len: u32,
         offset: u64,
         tag: u64,
+        slot: usize,
+        stx_tag: u64,
+    ) -> bool {
+        // SAFETY: forwarded to the caller (above).
+        unsafe { self.write_chain(file.into(), src, len, offset, tag, None, slot, stx_tag) }
+    }
+
+    /// As [`Uring::write_then_statx`], with a sync linked between the write and the
+    /// statx (a stable WRITE, issue 12): `fdatasync` when `sync.datasync`, else a
+    /// full `fsync`, its completion tagged `sync.tag`. A failed or short write
+    /// cancels both; a failed sync cancels the statx, so a statx result of 0 means
+    /// the data reached stable storage (durability: the reply waits for it).
+    ///
+    /// # Safety
+    /// As [`Uring::write_then_statx`].
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn write_sync_statx(
+        &mut self,
+        file: impl Into<FileRef>,
+        src: *const u8,
+        len: u32,
+        offset: u64,
+        tag: u64,
+        sync: StableSync,
+        slot: usize,
+        stx_tag: u64,
+    ) -> bool {
+        // SAFETY: forwarded to the caller (above).
+        unsafe {
+            self.write_chain(
+                file.into(),
+                src,
+                len,
+                offset,
+                tag,
+                Some(sync),
+                slot,
+                stx_tag,
+            )
+        }
+    }
+
+    /// WRITE, an optional sync, STATX: one linked chain (see the two callers).
+    ///
+    /// # Safety
+    /// As [`Uring::write_then_statx`].
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn write_chain(
+        &mut self,
+        file: FileRef,
+        src: *const u8,
+        len: u32,
+        offset: u64,
+        tag: u64,
+        sync: Option<StableSync>,
         slot: usize,
         stx_tag: u64,
     ) -> bool {
@@ -221,22 +368,65 @@ impl Uring {
         };
         let stx: *mut libc::statx = stx;
         let write = match self.fixed_index(src, len) {
-            Some(i) => opcode::WriteFixed::new(types::Fd(fd), src, len, i)
+            Some(i) => on_file!(file, t => opcode::WriteFixed::new(t, src, len, i)
                 .offset(offset)
-                .build(),
-            None => opcode::Write::new(types::Fd(fd), src, len)
+                .build()),
+            None => on_file!(file, t => opcode::Write::new(t, src, len)
                 .offset(offset)
-                .build(),
+                .build()),
         }
         .flags(io_uring::squeue::Flags::IO_LINK)
         .user_data(tag);
-        let statx = opcode::Statx::new(types::Fd(fd), c"".as_ptr(), stx.cast())
+        // STATX takes no registered file: the descriptor.
+        let statx = opcode::Statx::new(types::Fd(file.fd), c"".as_ptr(), stx.cast())
             .flags(libc::AT_EMPTY_PATH)
             .mask(libc::STATX_BASIC_STATS)
             .build()
             .user_data(stx_tag);
+        match sync {
+            // SAFETY: forwarded to the caller (above).
+            None => unsafe { self.push_all(&[write, statx]) },
+            Some(s) => {
+                let flags = if s.datasync {
+                    types::FsyncFlags::DATASYNC
+                } else {
+                    types::FsyncFlags::empty()
+                };
+                let fsync = on_file!(file, t => opcode::Fsync::new(t).flags(flags).build())
+                    .flags(io_uring::squeue::Flags::IO_LINK)
+                    .user_data(s.tag);
+                // SAFETY: forwarded to the caller (above).
+                unsafe { self.push_all(&[write, fsync, statx]) }
+            }
+        }
+    }
+
+    /// Queues a `statx` of `path` under the directory `dirfd` into statx slot
+    /// `slot`, tagged `tag`: what the path names now, a final symlink not followed
+    /// (revalidating an open file, `files::unchanged`).
+    ///
+    /// # Safety
+    /// `dirfd` and the NUL-terminated `path` must stay valid until the completion is
+    /// reaped (or the ring is dropped, which waits for it); `slot` must not be in
+    /// use by another operation in flight.
+    pub unsafe fn statx_path(
+        &mut self,
+        dirfd: RawFd,
+        path: *const libc::c_char,
+        slot: usize,
+        tag: u64,
+    ) -> bool {
+        let Some(stx) = self.stx.get_mut(slot) else {
+            return false;
+        };
+        let stx: *mut libc::statx = stx;
+        let e = opcode::Statx::new(types::Fd(dirfd), path, stx.cast())
+            .flags(libc::AT_SYMLINK_NOFOLLOW)
+            .mask(libc::STATX_BASIC_STATS)
+            .build()
+            .user_data(tag);
         // SAFETY: forwarded to the caller (above).
-        unsafe { self.push_all(&[write, statx]) }
+        unsafe { self.push_all(&[e]) }
     }
 
     /// The statx a reaped `write_then_statx` wrote into `slot`.
@@ -248,11 +438,12 @@ impl Uring {
     ///
     /// # Safety
     /// `fd` must stay open until the completion is reaped.
-    pub unsafe fn fdatasync(&mut self, fd: RawFd, tag: u64) -> bool {
-        let e = opcode::Fsync::new(types::Fd(fd))
+    pub unsafe fn fdatasync(&mut self, file: impl Into<FileRef>, tag: u64) -> bool {
+        let file = file.into();
+        let e = on_file!(file, t => opcode::Fsync::new(t)
             .flags(types::FsyncFlags::DATASYNC)
-            .build()
-            .user_data(tag);
+            .build())
+        .user_data(tag);
         // SAFETY: forwarded to the caller (above).
         unsafe { self.push_all(&[e]) }
     }
@@ -267,7 +458,7 @@ impl Uring {
     /// dropped, which waits for it).
     pub unsafe fn read(
         &mut self,
-        fd: RawFd,
+        file: impl Into<FileRef>,
         dst: *mut u8,
         len: u32,
         offset: u64,
@@ -276,13 +467,14 @@ impl Uring {
         if !self.has_room() {
             return false;
         }
+        let file = file.into();
         let entry = match self.fixed_index(dst, len) {
-            Some(i) => opcode::ReadFixed::new(types::Fd(fd), dst, len, i)
+            Some(i) => on_file!(file, t => opcode::ReadFixed::new(t, dst, len, i)
                 .offset(offset)
-                .build(),
-            None => opcode::Read::new(types::Fd(fd), dst, len)
+                .build()),
+            None => on_file!(file, t => opcode::Read::new(t, dst, len)
                 .offset(offset)
-                .build(),
+                .build()),
         }
         .user_data(tag);
         // SAFETY: the caller keeps `fd` and `dst` valid until the completion (above).

@@ -149,3 +149,156 @@ fn a_failed_write_cancels_its_statx() {
     assert_eq!(got[0].result, -libc::EBADF, "read-only descriptor");
     assert_eq!(got[1].result, -libc::ECANCELED);
 }
+
+#[test]
+fn a_stable_write_chain_writes_syncs_then_statx() {
+    let p = pools();
+    let Some(mut r) = ring(&p) else { return };
+    let f = file_with(&[0u8; 10]);
+    let data = [7u8; 3000];
+    for (datasync, tag) in [(true, 20u64), (false, 30)] {
+        let sync = StableSync {
+            datasync,
+            tag: tag + 1,
+        };
+        // SAFETY: `data` and `f` outlive the completions waited for below.
+        assert!(unsafe {
+            r.write_sync_statx(
+                f.as_raw_fd(),
+                data.as_ptr(),
+                3000,
+                10,
+                tag,
+                sync,
+                5,
+                tag + 2,
+            )
+        });
+        assert_eq!(r.inflight(), 3, "three linked operations");
+        let mut got = wait(&mut r, 3);
+        got.sort_by_key(|c| c.tag);
+        let res: Vec<_> = got.iter().map(|c| (c.tag, c.result)).collect();
+        assert_eq!(res, [(tag, 3000), (tag + 1, 0), (tag + 2, 0)]);
+        assert_eq!(r.statx(5).unwrap().stx_size, 3010);
+    }
+}
+
+#[test]
+fn a_failed_stable_write_cancels_its_sync_and_statx() {
+    let p = pools();
+    let Some(mut r) = ring(&p) else { return };
+    let f = tempfile::tempfile().unwrap();
+    let ro = std::fs::File::open(format!("/proc/self/fd/{}", f.as_raw_fd())).unwrap();
+    let data = [1u8; 16];
+    let sync = StableSync {
+        datasync: false,
+        tag: 2,
+    };
+    // SAFETY: `data` and `ro` outlive the completions.
+    assert!(unsafe { r.write_sync_statx(ro.as_raw_fd(), data.as_ptr(), 16, 0, 1, sync, 0, 3) });
+    let mut got = wait(&mut r, 3);
+    got.sort_by_key(|c| c.tag);
+    assert_eq!(got[0].result, -libc::EBADF, "read-only descriptor");
+    // The sync and the statx never ran: a stable reply can never be built from it.
+    assert_eq!(
+        (got[1].result, got[2].result),
+        (-libc::ECANCELED, -libc::ECANCELED)
+    );
+}
+
+/// The revalidation rule on a real file, its path looked up by a ring `statx`:
+/// unchanged until its data, its mode, an xattr or its name changes.
+#[test]
+fn a_path_statx_revalidates_an_open_file_until_it_changes() {
+    use super::files::{unchanged, Validator, CTIME_SLACK};
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let p = pools();
+    let Some(mut r) = ring(&p) else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let root = std::fs::File::open(dir.path()).unwrap();
+    std::fs::write(dir.path().join("f"), b"hello").unwrap();
+    let held = std::fs::File::open(dir.path().join("f")).unwrap();
+    let m = held.metadata().unwrap();
+    let path = c"f";
+    let look = |r: &mut Uring| {
+        // SAFETY: `root` and `path` outlive the completion waited for below.
+        assert!(unsafe { r.statx_path(root.as_raw_fd(), path.as_ptr(), 9, 77) });
+        let c = wait(r, 1);
+        (c[0].result, *r.statx(9).unwrap())
+    };
+    let now = || {
+        let d = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap();
+        d.as_nanos() as i64
+    };
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    let v = Validator {
+        since_ns: now(),
+        dev: m.dev(),
+        ino: m.ino(),
+    };
+    let (res, st) = look(&mut r);
+    assert_eq!(res, 0);
+    assert!(unchanged(&v, 5, &st), "nothing changed since");
+    assert!(!unchanged(&v, 6, &st), "another size than the entry's");
+    // A validator taken right after the last change (within the slack): not trusted.
+    let just = Validator {
+        since_ns: st.stx_ctime.tv_sec * 1_000_000_000
+            + st.stx_ctime.tv_nsec as i64
+            + CTIME_SLACK / 2,
+        ..v
+    };
+    assert!(!unchanged(&just, 5, &st));
+    // Each change behind the holder's back fails it.
+    std::fs::set_permissions(dir.path().join("f"), std::fs::Permissions::from_mode(0o600)).unwrap();
+    assert!(!unchanged(&v, 5, &look(&mut r).1), "chmod moves the ctime");
+    let v = Validator {
+        since_ns: now() + 50_000_000,
+        ..v
+    };
+    assert!(unchanged(&v, 5, &look(&mut r).1));
+    std::fs::write(dir.path().join("g"), b"other").unwrap();
+    std::fs::rename(dir.path().join("g"), dir.path().join("f")).unwrap();
+    assert!(
+        !unchanged(&v, 5, &look(&mut r).1),
+        "replaced: another inode"
+    );
+    std::fs::remove_file(dir.path().join("f")).unwrap();
+    assert_eq!(look(&mut r).0, -libc::ENOENT);
+}
+
+/// Registered files: a read names the table's slot, not a descriptor (here -1, so
+/// only the slot can reach the file); an emptied slot reaches nothing.
+#[test]
+fn reads_through_a_registered_file_slot_until_it_is_emptied() {
+    let p = pools();
+    let Some(mut r) = ring(&p) else { return };
+    if r.file_slots() == 0 {
+        eprintln!("no registered file table here");
+        return;
+    }
+    let data: Vec<u8> = (0..5000u32).map(|i| (i % 253) as u8).collect();
+    let f = file_with(&data);
+    let last = r.file_slots() - 1;
+    assert!(r.set_file(last, f.as_raw_fd()));
+    assert!(!r.set_file(r.file_slots(), f.as_raw_fd()), "past the table");
+    let only_slot = FileRef {
+        fd: -1,
+        fixed: Some(last),
+    };
+    let mut buf = vec![0u8; 100];
+    // SAFETY: `buf` outlives the completion; the table holds the file.
+    assert!(unsafe { r.read(only_slot, buf.as_mut_ptr(), 100, 4000, 1) });
+    assert_eq!(wait(&mut r, 1)[0].result, 100);
+    assert_eq!(&buf[..], &data[4000..4100]);
+    // The table keeps its own reference: closing the descriptor changes nothing.
+    drop(f);
+    // SAFETY: as above.
+    assert!(unsafe { r.fdatasync(only_slot, 2) });
+    assert_eq!(wait(&mut r, 1)[0].result, 0);
+    assert!(r.clear_file(last));
+    // SAFETY: as above.
+    assert!(unsafe { r.read(only_slot, buf.as_mut_ptr(), 100, 0, 3) });
+    assert_eq!(wait(&mut r, 1)[0].result, -libc::EBADF);
+}

@@ -1085,6 +1085,10 @@ impl Backend for FsBackend {
         Some(self)
     }
 
+    fn data_root(&self) -> Option<Arc<OwnedFd>> {
+        Some(self.root_fd.clone())
+    }
+
     fn data_file(&self, key: &str) -> Option<(Arc<File>, bool)> {
         check_key(key).ok()?;
         let (e, _) = self.entry(key, false).ok()?;

@@ -17,6 +17,12 @@
 //! FILE_SYNC writes sync before returning and report FILE_SYNC. A backend without
 //! `RandomWrite` gets `NotSupp` for writes for now.
 //!
+//! Syncs in flight: a COMMIT (or stable WRITE) takes its key out of the dirty set
+//! when its sync starts and counts the key in `syncing` until the sync ends. A second
+//! COMMIT that finds the key not dirty but still syncing syncs again itself (an
+//! `fdatasync` covers every write made before it was called): answering it at once
+//! would promise durability the first sync has not delivered yet. See `begin_sync`.
+//!
 //! Readdir: cookie = 1-based position in the listing ("." = 1, ".." = 2, entries
 //! follow in key order). The cookie verifier is derived from a per-directory change
 //! counter (bumped by every namespace change the gateway makes in that directory)
@@ -99,6 +105,9 @@ pub(super) struct Inner {
     start_ns: u64,
     /// Keys with UNSTABLE writes not yet synced.
     dirty: Mutex<HashSet<String>>,
+    /// Keys with a sync in flight, and how many (taken under `dirty`'s lock, after
+    /// it: `begin_sync`).
+    syncing: Mutex<HashMap<String, u32>>,
     /// Regular files known to carry no explicit mtime/ctime: writes skip the HEAD.
     clean: Mutex<HashSet<String>>,
     /// Per-directory change counters and times (by directory fileid).
@@ -203,6 +212,7 @@ impl Inner {
             fsid,
             start_ns: now_ns(),
             dirty: Mutex::new(HashSet::new()),
+            syncing: Mutex::new(HashMap::new()),
             clean: Mutex::new(HashSet::new()),
             dir_changes: DirChanges::new(DIR_CHANGES),
             subdirs: nlink::SubdirCounts::new(NLINK_CACHE),
@@ -810,6 +820,10 @@ impl Inner {
 
     // ---- data ----------------------------------------------------------------------
 
+    pub fn data_root(&self) -> Option<Arc<std::os::fd::OwnedFd>> {
+        self.backend.data_root()
+    }
+
     pub fn data_file(&self, node: &Node) -> Option<DataFile> {
         if is_dir_key(&node.key) {
             return None;
@@ -825,8 +839,35 @@ impl Inner {
         })
     }
 
-    pub fn take_dirty(&self, key: &str) -> bool {
-        lock(&self.dirty).remove(key)
+    /// A COMMIT's first step: whether it must sync `key` — the key has staged data
+    /// (taken out of the dirty set now), or another sync of it is still in flight
+    /// (whose completion this COMMIT must not assume). When true, the sync is counted
+    /// in flight until `end_sync`. `always`: the caller syncs anyway (a stable WRITE).
+    pub fn begin_sync(&self, key: &str, always: bool) -> bool {
+        let mut d = lock(&self.dirty);
+        let staged = d.remove(key);
+        let mut s = lock(&self.syncing);
+        if !(staged || always || s.contains_key(key)) {
+            return false;
+        }
+        *s.entry(key.to_string()).or_insert(0) += 1;
+        true
+    }
+
+    /// Ends a sync `begin_sync` counted; a failed one leaves the key dirty (a later
+    /// COMMIT syncs again).
+    pub fn end_sync(&self, key: &str, ok: bool) {
+        let mut d = lock(&self.dirty);
+        if !ok && !d.contains(key) {
+            d.insert(key.to_string());
+        }
+        let mut s = lock(&self.syncing);
+        if let Some(n) = s.get_mut(key) {
+            *n -= 1;
+            if *n == 0 {
+                s.remove(key);
+            }
+        }
     }
 
     pub fn mark_dirty(&self, key: &str) {
@@ -893,28 +934,24 @@ impl Inner {
             lock(&self.dirty).insert(key.to_string());
             return Ok(Stable::Unstable);
         }
-        let was_dirty = lock(&self.dirty).remove(key);
-        if let Err(e) = rw.sync(key) {
-            if was_dirty {
-                lock(&self.dirty).insert(key.to_string());
-            }
-            return Err(self.nerr(e, key));
-        }
+        self.begin_sync(key, true);
+        let synced = rw.sync(key);
+        self.end_sync(key, synced.is_ok());
+        synced.map_err(|e| self.nerr(e, key))?;
         Ok(Stable::FileSync)
     }
 
     pub fn commit(&self, node: &Node) -> FsResult<()> {
         let key = node.key.as_str();
-        if !lock(&self.dirty).remove(key) {
-            return Ok(());
-        }
         let Some(rw) = self.backend.random_write() else {
             return Ok(());
         };
-        rw.sync(key).map_err(|e| {
-            lock(&self.dirty).insert(key.to_string());
-            self.nerr(e, key)
-        })
+        if !self.begin_sync(key, false) {
+            return Ok(());
+        }
+        let synced = rw.sync(key);
+        self.end_sync(key, synced.is_ok());
+        synced.map_err(|e| self.nerr(e, key))
     }
 
     pub fn flush_all(&self) -> FsResult<()> {
@@ -1237,6 +1274,12 @@ impl Inner {
             let moved: Vec<String> = d.iter().filter(|k| k.starts_with(&skey)).cloned().collect();
             for k in moved {
                 d.remove(&k);
+                d.insert(format!("{tkey}{}", &k[skey.len()..]));
+            }
+            // A sync in flight under the old name: a COMMIT under the new one must
+            // not take it as done, so the new name is dirty (it syncs itself).
+            let s = lock(&self.syncing);
+            for k in s.keys().filter(|k| k.starts_with(&skey)) {
                 d.insert(format!("{tkey}{}", &k[skey.len()..]));
             }
         }

@@ -560,3 +560,41 @@ fn garbage_handles_up_to_nfs4_size_are_bad() {
         assert_eq!(m.resolve(good.as_bytes()).unwrap(), root);
     });
 }
+
+/// A COMMIT that arrives while another COMMIT's sync of the same file is still in
+/// flight must sync itself: answering at once would promise durability the first
+/// sync has not delivered yet (found in review: the first COMMIT took the key out of
+/// the dirty set before its sync ended).
+#[test]
+fn a_commit_during_another_commits_sync_syncs_too() {
+    each_local(|m, _, _| {
+        let root = m.root(0).unwrap();
+        let f = mkfile(m, &root, "sy");
+        let k = f.key.as_str();
+        m.write(&f, 0, b"abc", Stable::Unstable).unwrap();
+        assert!(m.begin_sync(k), "staged data is synced");
+        assert!(m.begin_sync(k), "a sync in flight is not durability yet");
+        m.end_sync(k, true);
+        assert!(m.begin_sync(k), "one sync still in flight");
+        m.end_sync(k, true);
+        m.end_sync(k, true);
+        assert!(!m.begin_sync(k), "nothing staged, nothing in flight");
+
+        m.write(&f, 3, b"def", Stable::Unstable).unwrap();
+        assert!(m.begin_sync(k));
+        m.end_sync(k, false);
+        assert!(m.begin_sync(k), "a failed sync leaves the data staged");
+        m.end_sync(k, true);
+        assert!(!m.begin_sync(k));
+
+        // The model's own COMMIT and a stable WRITE count as syncs in flight too.
+        m.write(&f, 6, b"ghi", Stable::Unstable).unwrap();
+        assert!(m.begin_sync(k));
+        m.commit(&f).unwrap();
+        m.write(&f, 9, b"jkl", Stable::FileSync).unwrap();
+        assert!(m.begin_sync(k), "the first sync is still in flight");
+        m.end_sync(k, true);
+        m.end_sync(k, true);
+        assert!(!m.begin_sync(k));
+    });
+}

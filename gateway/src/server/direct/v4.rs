@@ -16,11 +16,13 @@
 //! the reply, the staged set, statx-derived post attributes); they are kept here so
 //! the NFSv3 path stays as it is.
 
-use super::{attr_after, base_of, Base, Direct, Finished, Job, Op, Pending, MARK, MAX_END};
+use super::{
+    attr_after, base_of, Base, Direct, Finished, Job, Op, Pending, MARK, MAX_END, UNSTABLE,
+};
 use crate::cache::{self, Fill, FillData};
 use crate::nfs3::access::{check_read, check_writable, check_write, mode_after_write};
 use crate::nfs4::fast_io::{self, Bitmap, IoCall, IoOp, Started, Target};
-use crate::uring::Completion;
+use crate::uring::{Completion, FileRef};
 use engine::mem::{Buf, Pools};
 use engine::rpc::{self, Accept};
 use engine::xdr::XdrWriter;
@@ -60,7 +62,10 @@ impl Direct {
         else {
             return Err(job);
         };
-        let fd = base._file.as_raw_fd();
+        let fd = FileRef {
+            fd: base._file.as_raw_fd(),
+            fixed: base.fixed,
+        };
         let slot = *self.free.last().expect("checked non-empty");
         let mut reply = reply;
         if want > 0 {
@@ -161,13 +166,17 @@ impl Direct {
             return Err(job);
         };
         let data_at = job.args_at + data_at;
-        let fd = base._file.as_raw_fd();
+        let fd = FileRef {
+            fd: base._file.as_raw_fd(),
+            fixed: base.fixed,
+        };
         let slot = *self.free.last().expect("checked non-empty");
         let Some(id) = self.files.begin_write(&base.fh) else {
             return Err(job);
         };
         let op = Op::Write {
             count,
+            stable: UNSTABLE,
             id,
             wrote: None,
             stat: None,
@@ -259,7 +268,10 @@ impl Direct {
             return Err(job);
         };
         let key = base.key.clone();
-        let fd = base._file.as_raw_fd();
+        let fd = FileRef {
+            fd: base._file.as_raw_fd(),
+            fixed: base.fixed,
+        };
         let v4 = V4 {
             started,
             reply: Some(reply),
@@ -270,8 +282,9 @@ impl Direct {
             base,
             op: Op::Commit,
         };
-        if !self.shared.model.take_dirty(&key) {
-            // Nothing staged: durable already (as the model's commit answers).
+        if !self.shared.model.begin_sync(&key) {
+            // Nothing staged and no sync in flight: durable already (as the model's
+            // commit answers).
             let f = self.reply4(p, v4);
             self.done_now.push(f);
             return Ok(());
@@ -279,7 +292,7 @@ impl Direct {
         let slot = *self.free.last().expect("checked non-empty");
         // SAFETY: the file is kept in `pending[slot]` until the completion is reaped.
         if !unsafe { self.ring.fdatasync(fd, u64::from(slot) * 2) } {
-            self.shared.model.mark_dirty(&key);
+            self.shared.model.end_sync(&key, false);
             return Err(p.job);
         }
         self.v4[slot as usize] = Some(v4);
@@ -318,15 +331,19 @@ impl Direct {
         match p.op {
             Op::Read { .. } => self.finish_read4(p, v4, result),
             Op::Write { .. } => self.finish_write4(p, v4, slot),
+            // Never parked with a `V4` (revalidations are v3 `Direct` work); were it,
+            // the worker answers the call (the claim is abandoned when `v4` drops).
+            Op::Revalidate { .. } => Finished::Fallback(p.job),
             Op::Commit => {
                 if result < 0 {
                     tracing::warn!(
                         err = -result,
                         "io_uring fdatasync failed; a worker answers the COMMIT"
                     );
-                    self.shared.model.mark_dirty(&p.base.key);
+                    self.shared.model.end_sync(&p.base.key, false);
                     return Finished::Fallback(p.job);
                 }
+                self.shared.model.end_sync(&p.base.key, true);
                 self.reply4(p, v4)
             }
         }
@@ -380,6 +397,7 @@ impl Direct {
             id,
             wrote,
             stat,
+            ..
         } = p.op
         else {
             unreachable!("finish_write4 of a write");
