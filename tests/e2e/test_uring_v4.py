@@ -25,7 +25,7 @@ from statsutil import scrape
 from test_deleg import V4Client, OP_GETFH, OP_OPEN, OP_PUTFH, OP_PUTROOTFH, OP_SEQUENCE
 
 OP_CLOSE, OP_COMMIT, OP_GETATTR, OP_READ, OP_WRITE = 4, 5, 9, 25, 38
-UNSTABLE4, FILE_SYNC4 = 0, 2
+UNSTABLE4, DATA_SYNC4, FILE_SYNC4 = 0, 1, 2
 NFS4ERR_BAD_STATEID, NFS4ERR_RETRY_UNCACHED_REP, NFS4ERR_DELAY = 10025, 10068, 10008
 NFS4ERR_FBIG = 27
 ANON = b"\0" * 16
@@ -136,9 +136,10 @@ class Client(V4Client):
         eof = u.bool()
         return u.opaque(), eof
 
-    def write(self, fh, off, data, sid, getattr=False):
+    def write(self, fh, off, data, sid, getattr=False, stable=UNSTABLE4):
         """(count, committed, verifier, (change, size, ctime, mtime) or None)."""
-        u = self.results(self.call(self.write_rec(fh, off, data, sid, getattr=getattr)))
+        u = self.results(self.call(self.write_rec(fh, off, data, sid, stable=stable,
+                                                  getattr=getattr)))
         assert u.status == 0, f"WRITE({off}, {len(data)}): {u.status}"
         self.skip_putfh(u)
         assert (u.u32(), u.u32()) == (OP_WRITE, 0)
@@ -407,6 +408,33 @@ def test_v4_kill9_after_commit_loses_nothing(gw_factory):
     # (v3: v4 OPENs wait for the grace period after a restart.)
     v3.write(fh, 0, committed[:100], stable=N.UNSTABLE).check()
     assert v3.commit(fh).check().verf != verf, "a new run has a new verifier"
+
+
+def test_v4_stable_writes_on_the_ring_survive_kill9(gw_factory):
+    """FILE_SYNC4 / DATA_SYNC4 WRITEs (what Linux sends for a one-WRITE flush) run on
+    the ring with the sync linked: answered only once durable, so every byte of an
+    answered stable WRITE survives SIGKILL with no COMMIT."""
+    g = _gw(gw_factory, "uring")
+    _, fh = _v3_file(g, "s", b"")
+    c = Client(g)
+    sid, _ = c.open_rw(b"s")
+    c.write(fh, 0, b"z" * 10, sid)
+    data = os.urandom(1 << 20)
+    before = _data_jobs(g)
+    t0 = time.monotonic()
+    for k, off in enumerate(range(0, len(data), 131072)):
+        how = FILE_SYNC4 if k % 2 == 0 else DATA_SYNC4
+        count, committed, _, post = c.write(fh, off, data[off:off + 131072], sid,
+                                            stable=how, getattr=k % 3 == 0)
+        assert count == 131072 and committed >= how, (count, committed, how)
+        if post:
+            assert post[1] == off + count, "size after the WRITE"
+    jobs = _data_jobs(g) - before
+    assert jobs <= int(time.monotonic() - t0) + 1, f"{jobs} stable WRITEs ran on workers"
+    g.restart(sig=signal.SIGKILL)
+    v3 = g.client()
+    fh = v3.lookup_path(v3.mount("/"), "s")
+    assert v3.read_all(fh) == data
 
 
 @pytest.mark.parametrize("transport", ["tcp", "rdma"])

@@ -32,8 +32,10 @@ use crate::state::{Conflict, State};
 use engine::xdr::{XdrReader, XdrResult, XdrWriter};
 use std::ops::Range;
 
-/// UNSTABLE4 (RFC 8881 §18.32.1): the only stable_how taken here.
+/// UNSTABLE4 (RFC 8881 §18.32.1).
 pub const UNSTABLE4: u32 = 0;
+/// FILE_SYNC4, the largest stable_how (DATA_SYNC4 = 1 between).
+pub const FILE_SYNC4: u32 = 2;
 
 /// Upper bound of the reply's bytes before the last operation's results: RPC
 /// accepted header (24), COMPOUND status, tag (4 + `fast::TAG_MAX`), count,
@@ -53,10 +55,12 @@ pub enum IoOp {
         offset: u64,
         count: u32,
     },
-    /// UNSTABLE only; `data`: where the bytes are in the COMPOUND4args.
+    /// `stable`: the stable_how asked (and answered as `committed`); `data`: where
+    /// the bytes are in the COMPOUND4args.
     Write {
         stateid: Stateid,
         offset: u64,
+        stable: u32,
         data: (usize, u32),
         getattr: Option<Bitmap>,
     },
@@ -80,8 +84,8 @@ pub struct IoCall {
 }
 
 /// Recognises the shapes exactly (RFC 8881 §16.2.1; minor version 1; nothing after
-/// the last operation): `None` for anything else, including FILE_SYNC/DATA_SYNC
-/// writes, writes of no bytes, and GETATTR bitmaps with a word past the third.
+/// the last operation): `None` for anything else, including an unknown stable_how,
+/// writes of no bytes, and GETATTR bitmaps with a word past the third.
 pub fn parse(args: &[u8]) -> Option<IoCall> {
     let mut r = XdrReader::new(args);
     let at = |r: &XdrReader| args.len() - r.remaining();
@@ -121,7 +125,8 @@ pub fn parse(args: &[u8]) -> Option<IoCall> {
         (OP_WRITE, _) => {
             let stateid = Stateid::decode(&mut r).ok()?;
             let offset = r.u64().ok()?;
-            if r.u32().ok()? != UNSTABLE4 {
+            let stable = r.u32().ok()?;
+            if stable > FILE_SYNC4 {
                 return None;
             }
             let len = r.u32().ok()?;
@@ -144,6 +149,7 @@ pub fn parse(args: &[u8]) -> Option<IoCall> {
             IoOp::Write {
                 stateid,
                 offset,
+                stable,
                 data,
                 getattr,
             }
@@ -316,10 +322,17 @@ pub fn start(
     })
 }
 
-/// WRITE4resok after its status (as `io_ops::write`): count, UNSTABLE4, verifier.
-pub fn put_write_ok(w: &mut XdrWriter, count: u32, verf: &[u8; 8]) -> XdrResult<()> {
+/// WRITE4resok after its status (as `io_ops::write`): count, committed, verifier.
+/// `committed` is the stable_how asked: the ring syncs exactly that much (a worker
+/// answers FILE_SYNC4 for DATA_SYNC4; both keep RFC 8881 §18.32.3's "at least").
+pub fn put_write_ok(
+    w: &mut XdrWriter,
+    count: u32,
+    committed: u32,
+    verf: &[u8; 8],
+) -> XdrResult<()> {
     w.u32(count)?;
-    w.u32(UNSTABLE4)?;
+    w.u32(committed)?;
     w.opaque_fixed(verf)
 }
 

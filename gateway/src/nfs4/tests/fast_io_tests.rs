@@ -145,7 +145,7 @@ fn write_read_commit_replies_equal_the_workers() {
     {
         let mut tail = vec![0u8; 16];
         let mut w = XdrWriter::new(&mut tail);
-        fast_io::put_write_ok(&mut w, 3, &verf).unwrap();
+        fast_io::put_write_ok(&mut w, 3, fast_io::UNSTABLE4, &verf).unwrap();
         head.extend_from_slice(&tail);
     }
     assert_eq!(
@@ -174,7 +174,7 @@ fn write_read_commit_replies_equal_the_workers() {
     };
     let mut tail = vec![0u8; 4096];
     let mut w = XdrWriter::new(&mut tail);
-    fast_io::put_write_ok(&mut w, 4, &verf).unwrap();
+    fast_io::put_write_ok(&mut w, 4, fast_io::UNSTABLE4, &verf).unwrap();
     fast_io::put_getattr(&mut w, &want, &attr, &fh2).unwrap();
     let n = w.position();
     head.extend_from_slice(&tail[..n]);
@@ -303,8 +303,13 @@ fn parse_takes_exactly_the_shapes() {
     assert!(fast_io::parse(&write_args(sid, 1, &fh, any, 5, b"hello", 0, true)).is_some());
     assert!(fast_io::parse(&read_args(sid, 1, &fh, any, u64::MAX, u32::MAX)).is_some());
     assert!(fast_io::parse(&commit_args(sid, 1, &fh, u64::MAX, u32::MAX)).is_some());
-    // FILE_SYNC / DATA_SYNC / unknown stable_how, empty writes: the worker's.
-    for how in [1, 2, 3, u32::MAX] {
+    // DATA_SYNC / FILE_SYNC are taken (the ring syncs them), with the level asked.
+    for how in [1, 2] {
+        let c = fast_io::parse(&write_args(sid, 1, &fh, any, 0, b"x", how, false)).unwrap();
+        assert!(matches!(c.op, fast_io::IoOp::Write { stable, .. } if stable == how));
+    }
+    // Unknown stable_how, empty writes: the worker's.
+    for how in [3, u32::MAX] {
         assert!(fast_io::parse(&write_args(sid, 1, &fh, any, 0, b"x", how, false)).is_none());
     }
     assert!(fast_io::parse(&write_args(sid, 1, &fh, any, 0, b"", 0, false)).is_none());

@@ -1,5 +1,5 @@
 //! NFSv4.1 data I/O on the reactor's ring (issue 12): `SEQUENCE, PUTFH, READ`,
-//! `SEQUENCE, PUTFH, WRITE [, GETATTR]` (UNSTABLE) and `SEQUENCE, PUTFH, COMMIT` of a
+//! `SEQUENCE, PUTFH, WRITE [, GETATTR]` and `SEQUENCE, PUTFH, COMMIT` of a
 //! file in the reactor's file table, run as the NFSv3 calls of `direct` are (same
 //! entry, admission and permission checks, same I/O, same file-model bookkeeping),
 //! answered with the COMPOUND4res a worker would write (`nfs4::fast_io`: the session,
@@ -11,18 +11,24 @@
 //! (`fast_io::Started` abandons it when dropped) and the call goes to a worker, which
 //! answers it as new — for a WRITE after redoing it, as `direct` does for NFSv3.
 //!
+//! A FILE_SYNC4 (DATA_SYNC4) WRITE links an `fsync` (`fdatasync`) between the write
+//! and its statx, as `Direct::write` does for NFSv3: the statx, which the kernel
+//! cancels unless the write and the sync succeeded, is what the reply is built from,
+//! so a stable WRITE is never answered before its data is durable.
+//!
 //! The WRITE submission and completion bookkeeping mirror `Direct::write` and
 //! `Direct::finish_write` line for line (generation bumps before submit and before
 //! the reply, the staged set, statx-derived post attributes); they are kept here so
 //! the NFSv3 path stays as it is.
 
 use super::{
-    attr_after, base_of, Base, Direct, Finished, Job, Op, Pending, MARK, MAX_END, UNSTABLE,
+    attr_after, base_of, Base, Direct, Finished, Job, Op, Pending, DATA_SYNC, MARK, MAX_END,
+    SYNC_TAG, UNSTABLE,
 };
 use crate::cache::{self, Fill, FillData};
 use crate::nfs3::access::{check_read, check_writable, check_write, mode_after_write};
 use crate::nfs4::fast_io::{self, Bitmap, IoCall, IoOp, Started, Target};
-use crate::uring::{Completion, FileRef};
+use crate::uring::{Completion, FileRef, StableSync};
 use engine::mem::{Buf, Pools};
 use engine::rpc::{self, Accept};
 use engine::xdr::XdrWriter;
@@ -155,6 +161,7 @@ impl Direct {
     fn write4(&mut self, job: Job, c: &IoCall, pools: &Pools) -> Result<(), Job> {
         let IoOp::Write {
             offset,
+            stable,
             data: (data_at, count),
             getattr,
             ..
@@ -176,7 +183,7 @@ impl Direct {
         };
         let op = Op::Write {
             count,
-            stable: UNSTABLE,
+            stable,
             id,
             wrote: None,
             stat: None,
@@ -190,15 +197,32 @@ impl Direct {
         // both completions are reaped; the ring is dropped before `pending`; statx
         // slot `slot` is this pending entry's own.
         let queued = unsafe {
-            self.ring.write_then_statx(
-                fd,
-                src,
-                count,
-                offset,
-                u64::from(slot) * 2,
-                slot as usize,
-                u64::from(slot) * 2 + 1,
-            )
+            if stable == UNSTABLE {
+                self.ring.write_then_statx(
+                    fd,
+                    src,
+                    count,
+                    offset,
+                    u64::from(slot) * 2,
+                    slot as usize,
+                    u64::from(slot) * 2 + 1,
+                )
+            } else {
+                let sync = StableSync {
+                    datasync: stable == DATA_SYNC,
+                    tag: SYNC_TAG,
+                };
+                self.ring.write_sync_statx(
+                    fd,
+                    src,
+                    count,
+                    offset,
+                    u64::from(slot) * 2,
+                    sync,
+                    slot as usize,
+                    u64::from(slot) * 2 + 1,
+                )
+            }
         };
         if !queued {
             self.files.end_write(&p.base.fh, id, None);
@@ -257,7 +281,10 @@ impl Direct {
         };
         let base = base_of(&a, fh)?;
         let started = fast_io::start(&self.shared.state, c, args, &t, &mut w)?;
-        fast_io::put_write_ok(&mut w, count, &self.verf).ok()?;
+        let IoOp::Write { stable, .. } = c.op else {
+            return None;
+        };
+        fast_io::put_write_ok(&mut w, count, stable, &self.verf).ok()?;
         let n = w.position();
         reply.set_len(n);
         Some((base, reply, started))
@@ -394,17 +421,17 @@ impl Direct {
     fn finish_write4(&mut self, p: Pending, v4: V4, slot: usize) -> Finished {
         let Op::Write {
             count,
+            stable,
             id,
             wrote,
             stat,
-            ..
         } = p.op
         else {
             unreachable!("finish_write4 of a write");
         };
         let fileid = p.base.attr.fileid;
         let ok = wrote == Some(count as i32) && stat == Some(0);
-        if ok {
+        if ok && stable == UNSTABLE {
             // Staged before the reply: a COMMIT after it syncs this data.
             self.shared.model.mark_dirty(&p.base.key);
         }
