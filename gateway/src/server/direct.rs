@@ -63,6 +63,15 @@ const READ_REPLY_HEAD: usize = 24 + 4 + 88 + 4 + 4 + 4;
 /// WRITE and COMMIT replies: header, status, wcc_data (4 + 24, 4 + 84), count,
 /// committed, verifier.
 const WCC_REPLY: usize = 24 + 4 + 28 + 88 + 4 + 4 + 8;
+/// READs of at least this many bytes are offloaded to io_uring's io-wq threads
+/// (`Uring::set_offload_min`, issue 12): a cached 1 MiB read copied inline costs the
+/// reactor ~100 µs of its one core, and the reactor was the bottleneck of 1 MiB
+/// sequential reads; the hand-off to a worker thread (a wake-up and a completion
+/// posted from another core, some µs) only pays for itself on large copies. 4 KiB
+/// reads stay inline, where they win (QD32 4 KiB is several times nfs-ganesha).
+/// 64 KiB: the read cache's largest READ (`cache::MAX_CACHED_READ`); below it the
+/// copy is a few µs.
+pub const OFFLOAD_MIN: u32 = 64 * 1024;
 /// Largest file end a write may reach (the store's limit: an `off_t`).
 const MAX_END: u64 = i64::MAX as u64;
 
@@ -144,8 +153,9 @@ struct Admitted<'a> {
 
 impl Direct {
     /// The direct path over a reactor's ring (set up over its pool region).
-    pub fn new(ring: Uring, shared: Arc<Shared>) -> Direct {
+    pub fn new(mut ring: Uring, shared: Arc<Shared>) -> Direct {
         let n = crate::uring::ENTRIES as usize / 2;
+        ring.set_offload_min(OFFLOAD_MIN);
         Direct {
             ring,
             pending: (0..n).map(|_| None).collect(),

@@ -44,6 +44,8 @@ pub struct Uring {
     writes: bool,
     /// One statx result per tag slot (`write_then_statx`), allocated once.
     stx: Box<[libc::statx]>,
+    /// Reads of at least this many bytes go with IOSQE_ASYNC (see `set_offload_min`).
+    offload_min: u32,
 }
 
 /// One finished operation: the caller's tag and the result (bytes, or `-errno`).
@@ -134,6 +136,7 @@ impl Uring {
             stx: (0..ENTRIES)
                 .map(|_| unsafe { std::mem::zeroed() })
                 .collect(),
+            offload_min: u32::MAX,
         })
     }
 
@@ -155,6 +158,15 @@ impl Uring {
     /// Whether another operation can be queued now.
     pub fn has_room(&self) -> bool {
         self.inflight < ENTRIES
+    }
+
+    /// Reads of `n` bytes or more are queued with IOSQE_ASYNC: io_uring runs them on
+    /// its io-wq worker threads (other cores) instead of completing them inline in
+    /// the submitting reactor, which is what it does for cached buffered reads — the
+    /// page-cache copy of a 1 MiB read would otherwise take the reactor's core.
+    /// Smaller reads stay inline (cheaper than the hand-off). `u32::MAX`: never.
+    pub fn set_offload_min(&mut self, n: u32) {
+        self.offload_min = n;
     }
 
     /// Whether WRITE, STATX and FSYNC are there (else writes stay on the workers).
@@ -284,6 +296,11 @@ impl Uring {
                 .offset(offset)
                 .build(),
         }
+        .flags(if len >= self.offload_min {
+            io_uring::squeue::Flags::ASYNC
+        } else {
+            io_uring::squeue::Flags::empty()
+        })
         .user_data(tag);
         // SAFETY: the caller keeps `fd` and `dst` valid until the completion (above).
         let pushed = unsafe { self.ring.submission().push(&entry).is_ok() };
