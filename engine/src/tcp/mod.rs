@@ -109,6 +109,14 @@ pub struct ConnId {
     gen: u32,
 }
 
+impl ConnId {
+    /// An id from its parts (tests of code keyed by connections; the transport only
+    /// hands out ids of its live connections).
+    pub fn from_raw(slot: u32, gen: u32) -> ConnId {
+        ConnId { slot, gen }
+    }
+}
+
 /// Monotonic counters of one transport (owned by its reactor; copy out for stats).
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct TcpStats {

@@ -86,6 +86,19 @@ impl Pipe {
         self.filled == 0
     }
 
+    /// Bytes the kernel says the pipe holds (`FIONREAD`; one system call: checks
+    /// and tests, not the reply path).
+    pub fn queued(&self) -> usize {
+        let mut n: libc::c_int = 0;
+        // SAFETY: FIONREAD writes one c_int to `n`; the descriptor is our read end.
+        let rc = unsafe { libc::ioctl(self.rd.as_raw_fd(), libc::FIONREAD, &mut n) };
+        if rc == 0 {
+            n as usize
+        } else {
+            usize::MAX
+        }
+    }
+
     /// Moves up to `len` bytes (at most what it holds) from the pipe to the socket
     /// `sock` without blocking (`SPLICE_F_NONBLOCK`; the socket is non-blocking too):
     /// the pages move by reference. `more`: further bytes of the record follow (the

@@ -46,6 +46,8 @@ fn pipe_server(p: Pools, counts: Arc<Counts>) -> impl FnMut(&mut TcpTransport, &
     move |t, held| {
         t.take_released_pipes(&mut |pipe| {
             counts.out.fetch_sub(1, Ordering::SeqCst);
+            // What the pipe says it holds is what the kernel says.
+            assert_eq!(pipe.queued(), pipe.filled());
             if pipe.is_empty() {
                 counts.empty.fetch_add(1, Ordering::SeqCst);
                 free.push(pipe);

@@ -27,6 +27,15 @@
 //! speaks. When the stamp after the two bumps is exactly the one before plus two, no
 //! other change raced and the entry stays valid under it.
 //!
+//! READ over TCP, large (`SPLICE_MIN`): the range is spliced from the file into a
+//! pipe through the ring (`uring::pipes`; on io-wq, so a page-cache miss never
+//! blocks the reactor) and the transport splices the pipe into the socket: the
+//! page-cache pages are referenced, never copied through user space. The reply is
+//! the same as above. Such replies never fill the read cache (no byte of them passes
+//! through the gateway's memory). The pages are referenced, so a WRITE landing after
+//! the splice and before the client's receive may show in the reply, as with knfsd's
+//! splice reads: NFS promises no atomicity between concurrent calls.
+//!
 //! COMMIT: takes the key out of the staged set and `fdatasync`s the file through the
 //! ring; the reply leaves only after the completion (durability is a promise). A
 //! failed sync puts the key back and lets a worker answer. COMMIT changes nothing the
@@ -36,7 +45,7 @@
 // worker, as it came: boxing it would allocate per call on the hot path.
 #![allow(clippy::result_large_err)]
 
-use super::dispatch::{Job, MARK};
+use super::dispatch::{Job, Link, MARK};
 use super::Shared;
 use crate::cache::{self, FhKey, Fill, FillData, Stamp};
 use crate::export::{admit, Caller};
@@ -45,9 +54,11 @@ use crate::nfs3::access::{check_read, check_writable, check_write, mode_after_wr
 use crate::nfs3::proto::{put_post_op_attr, put_wcc};
 use crate::nfs3::{NFS_PROGRAM, NFS_V3};
 use crate::uring::files::{Files, Hit, Opened};
+use crate::uring::pipes::{self, Pipes};
 use crate::uring::{Completion, Uring};
 use engine::mem::{Buf, Pools};
 use engine::rpc::{self, Accept};
+use engine::tcp::Pipe;
 use engine::xdr::{XdrReader, XdrWriter};
 use std::fs::File;
 use std::os::fd::AsRawFd;
@@ -72,6 +83,10 @@ const WCC_REPLY: usize = 24 + 4 + 28 + 88 + 4 + 4 + 8;
 /// 64 KiB: the read cache's largest READ (`cache::MAX_CACHED_READ`); below it the
 /// copy is a few µs.
 pub const OFFLOAD_MIN: u32 = 64 * 1024;
+/// TCP READs of at least this many bytes are spliced (no copy; see the module docs):
+/// below it a copy costs less than the two splices and the pipe hand-offs, and it
+/// is where `OFFLOAD_MIN` moves copies off the reactor too.
+pub const SPLICE_MIN: u32 = OFFLOAD_MIN;
 /// Largest file end a write may reach (the store's limit: an `off_t`).
 const MAX_END: u64 = i64::MAX as u64;
 
@@ -94,6 +109,15 @@ enum Op {
         stat: Option<i32>,
     },
     Commit,
+    /// A READ whose data is being spliced into `pipe`: the reply's head (up to the
+    /// data's length word), file offset, bytes asked of the file, positions as above.
+    Splice {
+        head: Buf,
+        pipe: Pipe,
+        offset: u64,
+        want: usize,
+        at: [usize; 4],
+    },
 }
 
 /// An operation in flight: the call (kept to hand to a worker if the I/O fails), the
@@ -123,6 +147,8 @@ pub(crate) enum Finished {
     Reply(Job, Buf, Option<Fill>),
     /// The I/O failed: run the call on a worker.
     Fallback(Job),
+    /// Send this reply head and then the data in the pipe (TCP only, `send_pipe`).
+    ReplyPipe(Job, Buf, Pipe),
 }
 
 /// One reactor's direct data path.
@@ -143,6 +169,8 @@ pub(crate) struct Direct {
     done_now: Vec<Finished>,
     /// This run's write verifier (WRITE and COMMIT replies).
     verf: [u8; 8],
+    /// Pipes for spliced TCP READ replies; `None`: every READ fills a pool buffer.
+    pipes: Option<Pipes>,
 }
 
 /// The checks every call makes: the entry, and the caller admitted to its export.
@@ -166,6 +194,26 @@ impl Direct {
             verf: shared.model.write_verifier(),
             shared,
             done_now: Vec::with_capacity(n),
+            pipes: None,
+        }
+    }
+
+    /// Splices large TCP READ replies when `on` (`backend.splice`) and the kernel
+    /// has SPLICE and pipes of the largest READ's size (see `uring::pipes`).
+    pub fn with_pipes(mut self, on: bool) -> Direct {
+        if on && self.ring.splices() {
+            self.pipes = Pipes::open(pipes::PIPES, crate::nfs3::MAX_IO);
+        } else if on {
+            tracing::info!("TCP READ replies: pool-buffer copies (io_uring without SPLICE)");
+        }
+        self
+    }
+
+    /// Takes back a pipe the TCP transport is done with.
+    pub fn put_pipe(&mut self, p: Pipe) {
+        match self.pipes.as_mut() {
+            Some(pool) => pool.put(p),
+            None => drop(p),
         }
     }
 
@@ -212,7 +260,12 @@ impl Direct {
     }
 
     fn read(&mut self, job: Job, pools: &Pools) -> Result<(), Job> {
-        let Some((base, mut reply, offset, want, at)) = self.prepare_read(&job, pools) else {
+        let job = match self.read_spliced(job, pools) {
+            Ok(()) => return Ok(()),
+            Err(job) => job,
+        };
+        let Some((base, mut reply, offset, want, at)) = self.prepare_read(&job, pools, false)
+        else {
             return Err(job);
         };
         let fd = base._file.as_raw_fd();
@@ -248,13 +301,74 @@ impl Direct {
         Ok(())
     }
 
+    /// A large READ over TCP, spliced (module docs): `Err` hands the job back for the
+    /// pool-buffer path (not TCP, small, no pipe for this connection, nothing to read,
+    /// or whatever `prepare_read` refuses).
+    fn read_spliced(&mut self, job: Job, pools: &Pools) -> Result<(), Job> {
+        let Link::Tcp(conn) = job.conn else {
+            return Err(job);
+        };
+        let Some(pool) = self.pipes.as_mut() else {
+            return Err(job);
+        };
+        // A peek at offset and count: small READs leave at once.
+        let peek = job.record.get(job.args_at..).and_then(|a| {
+            let mut r = XdrReader::new(a);
+            r.opaque_var(crate::fs::FH_MAX).ok()?;
+            Some((r.u64().ok()?, r.u32().ok()?))
+        });
+        let Some((offset, count)) = peek.filter(|&(_, c)| c >= SPLICE_MIN) else {
+            return Err(job);
+        };
+        let most = (count as usize).min(crate::nfs3::MAX_IO);
+        let Some(pipe) = pool.take(conn, offset, most) else {
+            return Err(job);
+        };
+        let Some((base, head, offset, want, at)) = self.prepare_read(&job, pools, true) else {
+            self.put_pipe(pipe);
+            return Err(job);
+        };
+        if want == 0 {
+            // At or past the end: the pool-buffer path answers it with no I/O.
+            self.put_pipe(pipe);
+            return Err(job);
+        }
+        let slot = *self.free.last().expect("checked non-empty");
+        // SAFETY: the file and the pipe are kept in `pending[slot]` until this
+        // completion is reaped, and the ring is dropped (waiting for it) first.
+        let queued = unsafe {
+            self.ring.splice(
+                base._file.as_raw_fd(),
+                offset,
+                pipe.write_fd(),
+                want as u32,
+                u64::from(slot) * 2,
+            )
+        };
+        if !queued {
+            self.put_pipe(pipe);
+            return Err(job);
+        }
+        let op = Op::Splice {
+            head,
+            pipe,
+            offset,
+            want,
+            at,
+        };
+        self.park(slot, Pending { job, base, op });
+        Ok(())
+    }
+
     /// READ's checks and reply head: (entry, reply, offset, bytes to read, positions
-    /// of count, eof, length and data).
+    /// of count, eof, length and data). `head_only`: the buffer ends at the data's
+    /// length word (the data is spliced).
     #[allow(clippy::type_complexity)]
     fn prepare_read(
         &self,
         job: &Job,
         pools: &Pools,
+        head_only: bool,
     ) -> Option<(Base, Buf, u64, usize, [usize; 4])> {
         let mut r = XdrReader::new(job.record.get(job.args_at..)?);
         let fh = r.opaque_var(crate::fs::FH_MAX).ok()?;
@@ -269,7 +383,8 @@ impl Direct {
         } else {
             n.min(usize::try_from(size - offset).unwrap_or(usize::MAX))
         };
-        let mut reply = pools.alloc(MARK + READ_REPLY_HEAD + want + 4)?;
+        let room = if head_only { 0 } else { want + 4 };
+        let mut reply = pools.alloc(MARK + READ_REPLY_HEAD + room)?;
         let mut w = XdrWriter::at(reply.spare_mut(), MARK);
         rpc::write_accepted(&mut w, job.header.xid, Accept::Success).ok()?;
         w.u32(0).ok()?;
@@ -278,8 +393,10 @@ impl Direct {
         let eof_at = w.reserve_u32().ok()?;
         let len_at = w.reserve_u32().ok()?;
         let data_at = w.position();
-        // Room for the data and its padding (zeroed now; the read overwrites the data).
-        w.reserve_opaque_fixed(want).ok()?;
+        if !head_only {
+            // Room for the data and its padding (zeroed now; the read overwrites it).
+            w.reserve_opaque_fixed(want).ok()?;
+        }
         Some((
             base_of(&a, fh)?,
             reply,
@@ -444,6 +561,7 @@ impl Direct {
     fn finish(&mut self, p: Pending, slot: usize, result: i32, pools: &Pools) -> Finished {
         match p.op {
             Op::Read { .. } => self.finish_read(p, result),
+            Op::Splice { .. } => self.finish_splice(p, result),
             Op::Write { .. } => self.finish_write(p, slot, pools),
             Op::Commit => {
                 if result < 0 {
@@ -509,6 +627,46 @@ impl Direct {
             exact: false,
         });
         Finished::Reply(job, reply, fill)
+    }
+
+    /// A spliced READ's completion: the head gets count and eof as `finish_read`
+    /// writes them; the pipe goes with it to the transport. Never fills the cache.
+    fn finish_splice(&mut self, p: Pending, result: i32) -> Finished {
+        let Pending { job, base, op } = p;
+        let Op::Splice {
+            mut head,
+            mut pipe,
+            offset,
+            want,
+            at: [count_at, eof_at, len_at, data_at],
+        } = op
+        else {
+            unreachable!("finish_splice of a splice");
+        };
+        if result < 0 {
+            tracing::debug!(err = -result, "io_uring splice failed; a worker retries it");
+            // What the pipe holds is unknown: a fresh one takes its place.
+            if let Some(pool) = self.pipes.as_mut() {
+                pool.replace(pipe);
+            }
+            return Finished::Fallback(job);
+        }
+        let got = (result as usize).min(want);
+        pipe.set_filled(got);
+        // A splice may stop short of the end (it moves what the pipe takes at once):
+        // a short READ without eof is legal and the client asks for the rest;
+        // nothing at all means the end was reached (a file shortened elsewhere).
+        let eof = got == 0 || offset.saturating_add(got as u64) >= base.attr.size;
+        let mut w = XdrWriter::at(&mut head.spare_mut()[..data_at], data_at);
+        w.patch_u32(count_at, got as u32);
+        w.patch_u32(eof_at, eof as u32);
+        w.patch_u32(len_at, got as u32);
+        head.set_len(data_at);
+        if got == 0 {
+            self.put_pipe(pipe);
+            return Finished::Reply(job, head, None);
+        }
+        Finished::ReplyPipe(job, head, pipe)
     }
 
     fn finish_write(&mut self, p: Pending, slot: usize, pools: &Pools) -> Finished {

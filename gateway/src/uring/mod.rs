@@ -20,6 +20,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 
 pub mod files;
+pub mod pipes;
 
 use io_uring::{opcode, types, IoUring};
 use std::io;
@@ -46,6 +47,8 @@ pub struct Uring {
     stx: Box<[libc::statx]>,
     /// Reads of at least this many bytes go with IOSQE_ASYNC (see `set_offload_min`).
     offload_min: u32,
+    /// The kernel has SPLICE (zero-copy TCP READ replies, `pipes`).
+    splice: bool,
 }
 
 /// One finished operation: the caller's tag and the result (bytes, or `-errno`).
@@ -97,6 +100,7 @@ impl Uring {
         ]
         .iter()
         .all(|&op| probe.is_supported(op));
+        let splice = probe.is_supported(opcode::Splice::CODE);
         // SAFETY: plain syscall; the result is checked and owned at once.
         let efd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
         if efd < 0 {
@@ -137,6 +141,7 @@ impl Uring {
                 .map(|_| unsafe { std::mem::zeroed() })
                 .collect(),
             offload_min: u32::MAX,
+            splice,
         })
     }
 
@@ -254,6 +259,39 @@ impl Uring {
     /// The statx a reaped `write_then_statx` wrote into `slot`.
     pub fn statx(&self, slot: usize) -> Option<&libc::statx> {
         self.stx.get(slot)
+    }
+
+    /// Whether SPLICE is there (else READ replies keep the pool-buffer path).
+    pub fn splices(&self) -> bool {
+        self.splice
+    }
+
+    /// Queues a splice of `len` bytes at `offset` of the file `fd` into the pipe
+    /// whose write end is `pipe_wr` (page-cache pages referenced, not copied), tagged
+    /// `tag`. Always with IOSQE_ASYNC: it runs on io-wq, so a page-cache miss waits
+    /// there, never in the reactor. False when the ring is full (nothing queued).
+    ///
+    /// # Safety
+    /// `fd` and `pipe_wr` must stay open until the completion is reaped (or the ring
+    /// is dropped, which waits for it). No memory is named.
+    pub unsafe fn splice(
+        &mut self,
+        fd: RawFd,
+        offset: u64,
+        pipe_wr: RawFd,
+        len: u32,
+        tag: u64,
+    ) -> bool {
+        let Ok(off) = i64::try_from(offset) else {
+            return false;
+        };
+        let e = opcode::Splice::new(types::Fd(fd), off, types::Fd(pipe_wr), -1, len)
+            .flags(libc::SPLICE_F_MOVE)
+            .build()
+            .flags(io_uring::squeue::Flags::ASYNC)
+            .user_data(tag);
+        // SAFETY: forwarded to the caller (above).
+        unsafe { self.push_all(&[e]) }
     }
 
     /// Queues an `fdatasync` of `fd`, tagged `tag`.
