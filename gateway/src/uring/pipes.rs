@@ -18,7 +18,7 @@
 //! pool-buffer path. Which is in force is logged once per process.
 
 use engine::tcp::{ConnId, Pipe};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 /// Pipes per reactor: enough for a few connections' queue depth of 1 MiB reads.
 pub const PIPES: usize = 16;
@@ -30,7 +30,10 @@ pub const PER_CONN: usize = 4;
 static IN_USE: AtomicU64 = AtomicU64::new(0);
 /// Reply bytes sent from pipes (`nfsgw_tcp_spliced_bytes_total`).
 static SPLICED: AtomicU64 = AtomicU64::new(0);
-static LOGGED: AtomicBool = AtomicBool::new(false);
+/// The pipe count last logged, plus one (0: nothing logged yet): each reactor opens
+/// its pool at start, and a line is logged only when the outcome differs from the
+/// last one (a later reactor may get fewer pipes under the per-user pipe limits).
+static LOGGED: AtomicUsize = AtomicUsize::new(0);
 
 pub fn in_use() -> u64 {
     IN_USE.load(Ordering::Relaxed)
@@ -67,7 +70,7 @@ impl Pipes {
                 }
             }
         }
-        if !LOGGED.swap(true, Ordering::Relaxed) {
+        if LOGGED.swap(free.len() + 1, Ordering::Relaxed) != free.len() + 1 {
             match (&err, free.len()) {
                 (None, k) => tracing::info!(
                     pipes = k,
