@@ -348,9 +348,10 @@ pub struct BackendConfig {
     #[serde(default)]
     pub io: IoMode,
     /// With io_uring: large NFSv3 READ replies over TCP carry their data by splice
-    /// (page cache → pipe → socket, no copy; `server::direct`). Off: pool-buffer
-    /// copies, as RDMA replies always are.
-    #[serde(default = "default_true")]
+    /// (page cache → pipe → socket, no copy; `server::direct`). Off (the default
+    /// until measured faster on loopback, see README): pool-buffer copies on
+    /// io_uring's worker threads, as RDMA replies always are.
+    #[serde(default)]
     pub splice: bool,
 }
 
@@ -523,7 +524,7 @@ impl Default for BackendConfig {
             worker_spin_us: 0,
             s3: None,
             io: IoMode::default(),
-            splice: true,
+            splice: false,
         }
     }
 }
