@@ -347,6 +347,12 @@ pub struct BackendConfig {
     /// Who runs the `fs` backend's data I/O (`backend.io`, see `crate::uring`).
     #[serde(default)]
     pub io: IoMode,
+    /// With io_uring: large NFSv3 READ replies over TCP carry their data by splice
+    /// (page cache → pipe → socket, no copy; `server::direct`). Off (the default
+    /// until measured faster on loopback, see README): pool-buffer copies on
+    /// io_uring's worker threads, as RDMA replies always are.
+    #[serde(default)]
+    pub splice: bool,
 }
 
 /// `backend.io`: the `fs` backend's NFSv3 READ, UNSTABLE WRITE and COMMIT run by the
@@ -518,6 +524,7 @@ impl Default for BackendConfig {
             worker_spin_us: 0,
             s3: None,
             io: IoMode::default(),
+            splice: false,
         }
     }
 }

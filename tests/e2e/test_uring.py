@@ -521,3 +521,41 @@ def test_held_files_are_registered_with_the_ring_and_unregistered_when_dropped(g
     while any("reg" in f for f in _registered_files(g.proc.pid)):
         assert time.monotonic() < deadline, _registered_files(g.proc.pid)
         time.sleep(0.1)
+
+
+def _io_wq_threads(g) -> int:
+    """io_uring's io-wq worker threads in the gateway (named iou-wrk-<reactor tid>)."""
+    n = 0
+    for t in os.listdir(f"/proc/{g.proc.pid}/task"):
+        try:
+            with open(f"/proc/{g.proc.pid}/task/{t}/comm") as f:
+                n += f.read().startswith("iou-wrk")
+        except OSError:
+            pass
+    return n
+
+
+def test_large_reads_leave_the_reactor_core_small_ones_stay_inline(gw_factory):
+    """Issue 12: READs of 64 KiB and more are offloaded (IOSQE_ASYNC) to io_uring's
+    io-wq threads, so the page-cache copy does not run on the reactor's core; small
+    reads complete inline in the reactor (no io-wq thread is started for them)."""
+    g = _gw(gw_factory, "uring")
+    c = g.client()
+    root = c.mount("/")
+    data = os.urandom(4 << 20)
+    # Written behind the gateway: NFS stable WRITEs would run fsyncs on the ring,
+    # which io_uring always hands to io-wq threads (they linger a few seconds).
+    (g.data_dir / "f").write_bytes(data)
+    fh = c.lookup_path(root, "f")
+    c.getattr(fh).check()
+    before = _data_jobs(g)
+    for off in range(0, 1 << 20, 4096 * 7):
+        assert c.read(fh, off, 4096).check().data == data[off:off + 4096]
+    assert _io_wq_threads(g) == 0, "small reads were offloaded"
+    calls = [(N.NFSPROC3_READ, N.a_read(fh, off, 1 << 20), N.d_read)
+             for off in range(0, len(data), 1 << 20)] * 2
+    for r, (_, a, _) in zip(c.pipeline(calls, window=4), calls):
+        off = int.from_bytes(a[-12:-4], "big")
+        assert r.check().data == data[off:off + (1 << 20)]
+    assert _io_wq_threads(g) > 0, "1 MiB reads ran inline on the reactor"
+    assert _data_jobs(g) - before <= 2, "the reads went to workers"

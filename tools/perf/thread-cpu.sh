@@ -8,8 +8,10 @@
 #   ENGINE=$'cores = [0]\nidle_spin_us = 0' tools/perf/thread-cpu.sh spin0
 #   ENGINE='cores = [1]' FIO_CPUS=0 tools/perf/thread-cpu.sh r1f0
 #   RW=write BS=1m QD=4 FILE=w.bin IO=workers tools/perf/thread-cpu.sh wr-workers
+#   RW=read BS=1m QD=4 BACKEND='splice = true' tools/perf/thread-cpu.sh rd-splice
 #
 # Env (defaults): ENGINE='cores = [0]' (lines of [engine]) IO=auto (backend.io)
+#   BACKEND= (more lines of [backend], e.g. 'splice = true')
 #   RW=randread BS=4k QD=1 FILE=b.bin RUNTIME=10 FIO_CPUS= (taskset list for fio)
 #   GATEWAY=<repo>/target/release/gateway FIO=/opt/fio-nfs/bin/fio PORT=20149
 #   BASE=/var/tmp/perf-threads (NAME/ holds the config, log, fio JSON, snapshots)
@@ -36,6 +38,7 @@ provider = "off"
 kind = "fs"
 root = "$d/data"
 io = "$IO"
+${BACKEND:-}
 [state]
 dir = "$d/state"
 [[exports]]

@@ -475,6 +475,14 @@ impl Conn {
         released: &mut Released,
     ) -> io::Result<()> {
         while !self.out.is_empty() {
+            if let Some(n) = self.splice_front(stats)? {
+                if n == 0 {
+                    return Ok(());
+                }
+                self.advance(n, now, released);
+                continue;
+            }
+            let mut more = false;
             let res = {
                 let mut iov = [IoSlice::new(&[]); MAX_IOV];
                 let mut k = 0;
@@ -491,9 +499,18 @@ impl Conn {
                         }
                         ext => k += ext.slices(from, &mut iov[k..]),
                     }
+                    if r.ends_gather(from) {
+                        // Spliced data follows the header: hold the segment back.
+                        more = true;
+                        break;
+                    }
                 }
                 stats.writes += 1;
-                self.sock.write_vectored(&iov[..k])
+                if more {
+                    send_more(&self.sock, &iov[..k])
+                } else {
+                    self.sock.write_vectored(&iov[..k])
+                }
             };
             match res {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
@@ -513,6 +530,49 @@ impl Conn {
         Ok(())
     }
 
+    /// Rule: when the front record is a pipe record whose header is sent and whose
+    /// data is not, its data goes next, spliced from the pipe into the socket (no
+    /// copy), as much as the socket takes. `None`: the front is not at spliced data;
+    /// `Some(0)`: the socket is full (wait for writability); `Some(n)`: bytes sent.
+    fn splice_front(&mut self, stats: &mut TcpStats) -> io::Result<Option<usize>> {
+        use std::os::fd::AsRawFd;
+        let Some(Out::Pipe {
+            head,
+            data_len,
+            pad,
+            ..
+        }) = self.out.front()
+        else {
+            return Ok(None);
+        };
+        let (h, d) = (head.len(), *data_len);
+        if self.out_off < h || self.out_off >= h + d {
+            return Ok(None);
+        }
+        let left = h + d - self.out_off;
+        let more = *pad > 0 || self.out.len() > 1;
+        loop {
+            stats.writes += 1;
+            match pipe_of(&mut self.out).splice_to(self.sock.as_raw_fd(), left, more) {
+                // The pipe holds less than the record says: never queued so (the
+                // transport takes `data_len` from the pipe), so a broken record.
+                Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
+                Ok(n) => {
+                    stats.bytes_out += n as u64;
+                    stats.bytes_spliced += n as u64;
+                    return Ok(Some(n));
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    stats.write_blocks += 1;
+                    self.write_blocked = true;
+                    return Ok(Some(0));
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
     /// Drops fully written replies (buffers back to their pool, borrowed pieces to
     /// `released`), keeps the partial offset and restarts the send clock (progress was
     /// made).
@@ -529,8 +589,8 @@ impl Conn {
             }
             n -= left;
             self.out_bytes = self.out_bytes.saturating_sub(front.held());
-            if let Some(data) = self.out.pop_front().and_then(Out::into_released) {
-                released.push(data);
+            if let Some(r) = self.out.pop_front() {
+                released.take(r);
             }
             self.out_off = 0;
         }
@@ -543,11 +603,42 @@ impl Conn {
     /// `released` (their memory is no longer read), buffers back to their pools.
     pub fn drop_output(&mut self, released: &mut Released) {
         for r in self.out.drain(..) {
-            if let Some(data) = r.into_released() {
-                released.push(data);
-            }
+            released.take(r);
         }
         self.out_off = 0;
         self.out_bytes = 0;
+    }
+}
+
+/// The pipe of the front record (a pipe record: checked by the caller).
+fn pipe_of(out: &mut VecDeque<Out>) -> &mut super::pipe::Pipe {
+    match out.front_mut() {
+        Some(Out::Pipe { pipe, .. }) => pipe,
+        _ => unreachable!("the front record is a pipe record"),
+    }
+}
+
+/// A vectored write with `MSG_MORE`: a header whose data follows by splice is held
+/// back to join it in full segments rather than leave as a small one of its own.
+fn send_more(sock: &TcpStream, iov: &[IoSlice]) -> io::Result<usize> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: `msghdr` is plain old data; all-zero is a valid empty header.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    // `IoSlice` is ABI-compatible with `iovec` (documented); the kernel only reads.
+    msg.msg_iov = iov.as_ptr() as *mut libc::iovec;
+    msg.msg_iovlen = iov.len() as _;
+    // SAFETY: `msg` points at `iov.len()` valid iovecs that outlive the call; the
+    // socket is this connection's open descriptor.
+    let n = unsafe {
+        libc::sendmsg(
+            sock.as_raw_fd(),
+            &msg,
+            libc::MSG_MORE | libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT,
+        )
+    };
+    if n < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(n as usize)
     }
 }

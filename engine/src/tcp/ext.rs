@@ -6,6 +6,7 @@
 //! is gone), and until then the caller keeps them valid and unchanged (the contract of
 //! [`super::TcpTransport::send_external`]).
 
+use super::pipe::Pipe;
 use crate::mem::Buf;
 pub use crate::rdma::server::{ExtSeg, MAX_EXT};
 use std::io::IoSlice;
@@ -40,10 +41,25 @@ impl ExtList {
     }
 }
 
-/// Lists the transport handed back, boxed on purpose: the caller recycles the boxes
-/// (no allocation per reply) and they travel by pointer.
-#[allow(clippy::vec_box)]
-pub(super) type Released = Vec<Box<ExtList>>;
+/// What the transport hands back: borrowed lists (boxed on purpose: the caller
+/// recycles the boxes, no allocation per reply, and they travel by pointer) and pipes.
+#[derive(Default)]
+pub(super) struct Released {
+    #[allow(clippy::vec_box)]
+    pub lists: Vec<Box<ExtList>>,
+    pub pipes: Vec<Pipe>,
+}
+
+impl Released {
+    /// Keeps what a written or dropped record gives back.
+    pub fn take(&mut self, out: Out) {
+        match out {
+            Out::Buf(_) => {}
+            Out::Ext { data, .. } => self.lists.push(data),
+            Out::Pipe { pipe, .. } => self.pipes.push(pipe),
+        }
+    }
+}
 
 /// XDR padding after external data (at most 3 bytes).
 static ZEROS: [u8; 3] = [0; 3];
@@ -60,6 +76,14 @@ pub(super) enum Out {
         data_len: usize,
         pad: usize,
     },
+    /// Record mark and header in `head`, then `data_len` bytes spliced from `pipe`
+    /// into the socket (`pipe.rs`), then `pad` zero bytes.
+    Pipe {
+        head: Buf,
+        pipe: Pipe,
+        data_len: usize,
+        pad: usize,
+    },
 }
 
 impl Out {
@@ -68,6 +92,12 @@ impl Out {
         match self {
             Out::Buf(b) => b.len(),
             Out::Ext {
+                head,
+                data_len,
+                pad,
+                ..
+            }
+            | Out::Pipe {
                 head,
                 data_len,
                 pad,
@@ -82,7 +112,9 @@ impl Out {
     pub fn held(&self) -> usize {
         match self {
             Out::Buf(b) => b.capacity(),
-            Out::Ext { head, data_len, .. } => head.capacity() + data_len,
+            Out::Ext { head, data_len, .. } | Out::Pipe { head, data_len, .. } => {
+                head.capacity() + data_len
+            }
         }
     }
 
@@ -90,7 +122,17 @@ impl Out {
     pub fn mark_mut(&mut self) -> &mut [u8] {
         match self {
             Out::Buf(b) => &mut b[..4],
-            Out::Ext { head, .. } => &mut head[..4],
+            Out::Ext { head, .. } | Out::Pipe { head, .. } => &mut head[..4],
+        }
+    }
+
+    /// Whether a vectored write must end with this record's bytes from `from`: a pipe
+    /// record's data leaves by splice, so nothing after its header can be gathered
+    /// until the data is sent.
+    pub fn ends_gather(&self, from: usize) -> bool {
+        match self {
+            Out::Pipe { head, data_len, .. } => from < head.len() + data_len,
+            _ => false,
         }
     }
 
@@ -136,14 +178,29 @@ impl Out {
                 put(&ZEROS[..*pad], &mut k);
                 k
             }
-        }
-    }
-
-    /// The borrowed pieces, once the record is written or dropped.
-    pub fn into_released(self) -> Option<Box<ExtList>> {
-        match self {
-            Out::Buf(_) => None,
-            Out::Ext { data, .. } => Some(data),
+            Out::Pipe {
+                head,
+                data_len,
+                pad,
+                ..
+            } => {
+                // The header, or (once the data left by splice) the padding.
+                let (h, d) = (head.len(), *data_len);
+                let piece = if from < h {
+                    &head[from..]
+                } else if from >= h + d && from < h + d + pad {
+                    &ZEROS[from - h - d..*pad]
+                } else {
+                    return 0;
+                };
+                match iov.first_mut() {
+                    Some(s) => {
+                        *s = IoSlice::new(piece);
+                        1
+                    }
+                    None => 0,
+                }
+            }
         }
     }
 }

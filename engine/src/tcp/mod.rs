@@ -32,6 +32,7 @@
 
 mod conn;
 mod ext;
+pub mod pipe;
 pub mod record;
 
 use crate::mem::{Buf, Pools};
@@ -42,6 +43,7 @@ use ext::{Out, Released};
 use memmap2::MmapMut;
 use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token, Waker};
+pub use pipe::Pipe;
 use std::collections::VecDeque;
 use std::io;
 use std::net::SocketAddr;
@@ -107,6 +109,14 @@ pub struct ConnId {
     gen: u32,
 }
 
+impl ConnId {
+    /// An id from its parts (tests of code keyed by connections; the transport only
+    /// hands out ids of its live connections).
+    pub fn from_raw(slot: u32, gen: u32) -> ConnId {
+        ConnId { slot, gen }
+    }
+}
+
 /// Monotonic counters of one transport (owned by its reactor; copy out for stats).
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct TcpStats {
@@ -140,6 +150,8 @@ pub struct TcpStats {
     pub reclaimed: u64,
     /// Times a connection stopped reading at `max_queued` bytes of queued replies.
     pub output_stalls: u64,
+    /// Reply bytes spliced from pipes into sockets (`send_pipe`: no copy).
+    pub bytes_spliced: u64,
 }
 
 /// Record-marked RPC over TCP for one reactor. See the module docs.
@@ -237,7 +249,10 @@ impl TcpTransport {
             refusals_quiet: 0,
             stats: TcpStats::default(),
             closed: Vec::new(),
-            released: Vec::with_capacity(256),
+            released: Released {
+                lists: Vec::with_capacity(256),
+                pipes: Vec::with_capacity(64),
+            },
             opts,
             pools,
         })
@@ -728,8 +743,29 @@ impl TcpTransport {
         };
         match self.enqueue(conn, out) {
             Ok(slot) => self.mark_dirty(slot),
-            Err(Some(data)) => self.released.push(data),
-            Err(None) => {}
+            Err(out) => self.released.take(out),
+        }
+    }
+
+    /// Like `send_deferred`, for a reply whose result data waits in `pipe` (all the
+    /// bytes it holds, `Pipe::filled`): `head` (record-mark room first) ends with the
+    /// data's XDR length word; the data is spliced from the pipe into the socket as
+    /// the socket takes it (no copy through user space), then the XDR padding follows.
+    /// The pipe comes back through `take_released_pipes` once empty, or still holding
+    /// data when the connection closed first or was already gone. Its bytes count
+    /// against `max_queued` while queued (a client that does not read keeps pages
+    /// referenced), and `send_timeout` closes a connection that stops reading.
+    pub fn send_pipe(&mut self, conn: ConnId, head: Buf, pipe: Pipe) {
+        let data_len = pipe.filled();
+        let out = Out::Pipe {
+            head,
+            pipe,
+            data_len,
+            pad: (4 - data_len % 4) % 4,
+        };
+        match self.enqueue(conn, out) {
+            Ok(slot) => self.mark_dirty(slot),
+            Err(out) => self.released.take(out),
         }
     }
 
@@ -737,11 +773,23 @@ impl TcpTransport {
     /// longer reads.
     #[inline]
     pub fn take_released(&mut self, f: &mut dyn FnMut(Box<ExtList>)) {
-        if self.released.is_empty() {
+        if self.released.lists.is_empty() {
             return;
         }
-        for d in self.released.drain(..) {
+        for d in self.released.lists.drain(..) {
             f(d);
+        }
+    }
+
+    /// Hands over the pipes (`send_pipe`) the transport is done with: empty when
+    /// their data was sent, not empty when their connection went away first.
+    #[inline]
+    pub fn take_released_pipes(&mut self, f: &mut dyn FnMut(Pipe)) {
+        if self.released.pipes.is_empty() {
+            return;
+        }
+        for p in self.released.pipes.drain(..) {
+            f(p);
         }
     }
 
@@ -766,19 +814,19 @@ impl TcpTransport {
     /// Rule: a reply answers one record, carries a single-fragment mark in its
     /// reserved first 4 bytes, and joins the queue in order. Returns the live slot, or
     /// the reply's borrowed data when it was dropped (gone connection, no mark room).
-    fn enqueue(&mut self, conn: ConnId, mut reply: Out) -> Result<usize, Option<Box<ExtList>>> {
+    fn enqueue(&mut self, conn: ConnId, mut reply: Out) -> Result<usize, Out> {
         let Some(slot) = self.slot_of(conn) else {
-            return Err(reply.into_released());
+            return Err(reply);
         };
         self.answered(slot);
         let head = match &reply {
             Out::Buf(b) => b.len(),
-            Out::Ext { head, .. } => head.len(),
+            Out::Ext { head, .. } | Out::Pipe { head, .. } => head.len(),
         };
         if head < 4 {
             debug_assert!(false, "reply without room for the record mark");
             tracing::error!("tcp: reply of {head} bytes has no record mark room; dropped");
-            return Err(reply.into_released());
+            return Err(reply);
         }
         let body = reply.len() - 4;
         reply.mark_mut().copy_from_slice(&record::mark(body));
@@ -886,3 +934,6 @@ impl TcpTransport {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod pipe_tests;

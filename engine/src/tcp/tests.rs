@@ -8,9 +8,9 @@ use std::net::TcpStream as StdStream;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::thread::JoinHandle;
 
-type Held = Vec<(ConnId, Buf, Instant)>;
+pub(super) type Held = Vec<(ConnId, Buf, Instant)>;
 
-fn pools(small: usize, mid: usize, big: usize) -> Pools {
+pub(super) fn pools(small: usize, mid: usize, big: usize) -> Pools {
     let mut specs = vec![ClassSpec {
         size: 4096,
         count: small,
@@ -30,7 +30,7 @@ fn pools(small: usize, mid: usize, big: usize) -> Pools {
     Pools::new(&specs, HugePolicy::Off).unwrap()
 }
 
-fn opts() -> TcpOptions {
+pub(super) fn opts() -> TcpOptions {
     TcpOptions {
         max_record: 1 << 20,
         max_connections: 128,
@@ -42,8 +42,8 @@ fn opts() -> TcpOptions {
 
 /// A server thread owning the transport. `handler` sees every held record each pass
 /// and answers (removes) those it wants.
-struct Server {
-    addr: SocketAddr,
+pub(super) struct Server {
+    pub(super) addr: SocketAddr,
     pools: Pools,
     stop: Arc<AtomicBool>,
     conns: Arc<AtomicUsize>,
@@ -51,7 +51,7 @@ struct Server {
 }
 
 impl Server {
-    fn start<H>(o: TcpOptions, pools: Pools, mut handler: H) -> Server
+    pub(super) fn start<H>(o: TcpOptions, pools: Pools, mut handler: H) -> Server
     where
         H: FnMut(&mut TcpTransport, &mut Held) + Send + 'static,
     {
@@ -81,7 +81,7 @@ impl Server {
         }
     }
 
-    fn wait_conns(&self, n: usize) {
+    pub(super) fn wait_conns(&self, n: usize) {
         let deadline = Instant::now() + Duration::from_secs(10);
         while self.conns.load(Ordering::Relaxed) != n {
             assert!(
@@ -94,7 +94,7 @@ impl Server {
     }
 
     /// Waits for every connection to be gone, stops, and checks nothing leaked.
-    fn finish(mut self) -> TcpStats {
+    pub(super) fn finish(mut self) -> TcpStats {
         self.wait_conns(0);
         self.stop.store(true, Ordering::Relaxed);
         let stats = self.join.take().unwrap().join().unwrap();
@@ -129,7 +129,7 @@ fn try_echo(pools: &Pools, mut b: Buf) -> Result<Buf, Buf> {
     Ok(r)
 }
 
-fn echo_reply(pools: &Pools, b: Buf) -> Buf {
+pub(super) fn echo_reply(pools: &Pools, b: Buf) -> Buf {
     try_echo(pools, b).expect("reply buffer")
 }
 
@@ -168,7 +168,7 @@ fn connect(addr: SocketAddr) -> StdStream {
 }
 
 /// A record body starting with its id.
-fn body(id: u32, len: usize) -> Vec<u8> {
+pub(super) fn body(id: u32, len: usize) -> Vec<u8> {
     let mut v: Vec<u8> = (0..len.max(4))
         .map(|i| (i as u32).wrapping_mul(31).wrapping_add(id) as u8)
         .collect();
@@ -178,7 +178,7 @@ fn body(id: u32, len: usize) -> Vec<u8> {
 }
 
 /// Encodes `body` as `frags` fragments (a zero-length one in the middle when frags > 2).
-fn encode(body: &[u8], frags: usize) -> Vec<u8> {
+pub(super) fn encode(body: &[u8], frags: usize) -> Vec<u8> {
     let mut out = Vec::new();
     let per = body.len().div_ceil(frags.max(1)).max(1);
     let mut chunks: Vec<&[u8]> = body.chunks(per).collect();
@@ -198,7 +198,7 @@ fn encode(body: &[u8], frags: usize) -> Vec<u8> {
 }
 
 /// Reads one reply record (single fragment, as the transport sends).
-fn read_reply(s: &mut StdStream) -> io::Result<Vec<u8>> {
+pub(super) fn read_reply(s: &mut StdStream) -> io::Result<Vec<u8>> {
     let mut m = [0u8; 4];
     s.read_exact(&mut m)?;
     let w = u32::from_be_bytes(m);

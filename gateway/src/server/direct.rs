@@ -45,6 +45,15 @@
 //! (`uring::files`, "Revalidation"); an unchanged file renews the entry and the call
 //! is taken again, a changed one drops the entry and the call goes to a worker.
 //!
+//! READ over TCP, large (`SPLICE_MIN`): the range is spliced from the file into a
+//! pipe through the ring (`uring::pipes`; on io-wq, so a page-cache miss never
+//! blocks the reactor) and the transport splices the pipe into the socket: the
+//! page-cache pages are referenced, never copied through user space. The reply is
+//! the same as above. Such replies never fill the read cache (no byte of them passes
+//! through the gateway's memory). The pages are referenced, so a WRITE landing after
+//! the splice and before the client's receive may show in the reply, as with knfsd's
+//! splice reads: NFS promises no atomicity between concurrent calls.
+//!
 //! COMMIT: takes the key out of the staged set and `fdatasync`s the file through the
 //! ring; the reply leaves only after the completion (durability is a promise). A
 //! failed sync puts the key back and lets a worker answer. COMMIT changes nothing the
@@ -57,7 +66,7 @@
 /// NFSv4.1 READ/WRITE/COMMIT COMPOUNDs on the same ring (`v4.rs`).
 mod v4;
 
-use super::dispatch::{Job, MARK};
+use super::dispatch::{Job, Link, MARK};
 use super::Shared;
 use crate::cache::{self, FhKey, Fill, FillData, Stamp};
 use crate::export::{admit, Caller};
@@ -67,9 +76,11 @@ use crate::nfs3::proto::{put_fattr, put_post_op_attr, put_wcc};
 use crate::nfs3::{NFS_PROGRAM, NFS_V3};
 use crate::uring::files::{unchanged, Files, Hit, Opened, Validator};
 use crate::uring::fixed::FixedSlots;
+use crate::uring::pipes::{self, Pipes};
 use crate::uring::{Completion, FileRef, StableSync, Uring};
 use engine::mem::{Buf, Pools};
 use engine::rpc::{self, Accept};
+use engine::tcp::Pipe;
 use engine::xdr::{XdrReader, XdrWriter};
 use std::ffi::CStr;
 use std::fs::File;
@@ -94,6 +105,19 @@ const READ_REPLY_HEAD: usize = 24 + 4 + 88 + 4 + 4 + 4;
 const WCC_REPLY: usize = 24 + 4 + 28 + 88 + 4 + 4 + 8;
 /// GETATTR replies: header, status, fattr3.
 const GETATTR_REPLY: usize = 24 + 4 + 84;
+/// READs of at least this many bytes are offloaded to io_uring's io-wq threads
+/// (`Uring::set_offload_min`, issue 12): a cached 1 MiB read copied inline costs the
+/// reactor ~100 µs of its one core, and the reactor was the bottleneck of 1 MiB
+/// sequential reads; the hand-off to a worker thread (a wake-up and a completion
+/// posted from another core, some µs) only pays for itself on large copies. 4 KiB
+/// reads stay inline, where they win (QD32 4 KiB is several times nfs-ganesha).
+/// 64 KiB: the read cache's largest READ (`cache::MAX_CACHED_READ`); below it the
+/// copy is a few µs.
+pub const OFFLOAD_MIN: u32 = 64 * 1024;
+/// TCP READs of at least this many bytes are spliced (no copy; see the module docs):
+/// below it a copy costs less than the two splices and the pipe hand-offs, and it
+/// is where `OFFLOAD_MIN` moves copies off the reactor too.
+pub const SPLICE_MIN: u32 = OFFLOAD_MIN;
 /// Largest file end a write may reach (the store's limit: an `off_t`).
 const MAX_END: u64 = i64::MAX as u64;
 
@@ -122,6 +146,15 @@ enum Op {
         id: u64,
         path: Arc<CStr>,
         validator: Validator,
+    },
+    /// A READ whose data is being spliced into `pipe`: the reply's head (up to the
+    /// data's length word), file offset, bytes asked of the file, positions as above.
+    Splice {
+        head: Buf,
+        pipe: Pipe,
+        offset: u64,
+        want: usize,
+        at: [usize; 4],
     },
 }
 
@@ -158,6 +191,8 @@ pub(crate) enum Finished {
     /// Learn these attributes into the read cache (a revalidation GETATTR, whose
     /// call was answered already).
     Learned(Fill),
+    /// Send this reply head and then the data in the pipe (TCP only, `send_pipe`).
+    ReplyPipe(Job, Buf, Pipe),
 }
 
 /// One reactor's direct data path.
@@ -188,6 +223,8 @@ pub(crate) struct Direct {
     fixed: FixedSlots,
     /// Slots of entries that left the table, being emptied (reused vector).
     retired: Vec<u32>,
+    /// Pipes for spliced TCP READ replies; `None`: every READ fills a pool buffer.
+    pipes: Option<Pipes>,
 }
 
 /// The checks every call makes: the entry, and the caller admitted to its export.
@@ -198,8 +235,9 @@ struct Admitted<'a> {
 
 impl Direct {
     /// The direct path over a reactor's ring (set up over its pool region).
-    pub fn new(ring: Uring, shared: Arc<Shared>) -> Direct {
+    pub fn new(mut ring: Uring, shared: Arc<Shared>) -> Direct {
         let n = crate::uring::ENTRIES as usize / 2;
+        ring.set_offload_min(OFFLOAD_MIN);
         Direct {
             pending: (0..n).map(|_| None).collect(),
             free: (0..n as u32).rev().collect(),
@@ -215,6 +253,26 @@ impl Direct {
             fixed: FixedSlots::new(ring.file_slots()),
             retired: Vec::new(),
             ring,
+            pipes: None,
+        }
+    }
+
+    /// Splices large TCP READ replies when `on` (`backend.splice`) and the kernel
+    /// has SPLICE and pipes of the largest READ's size (see `uring::pipes`).
+    pub fn with_pipes(mut self, on: bool) -> Direct {
+        if on && self.ring.splices() {
+            self.pipes = Pipes::open(pipes::PIPES, crate::nfs3::MAX_IO);
+        } else if on {
+            tracing::info!("TCP READ replies: pool-buffer copies (io_uring without SPLICE)");
+        }
+        self
+    }
+
+    /// Takes back a pipe the TCP transport is done with.
+    pub fn put_pipe(&mut self, p: Pipe) {
+        match self.pipes.as_mut() {
+            Some(pool) => pool.put(p),
+            None => drop(p),
         }
     }
 
@@ -305,7 +363,12 @@ impl Direct {
     }
 
     fn read(&mut self, job: Job, pools: &Pools) -> Result<(), Job> {
-        let Some((base, mut reply, offset, want, at)) = self.prepare_read(&job, pools) else {
+        let job = match self.read_spliced(job, pools) {
+            Ok(()) => return Ok(()),
+            Err(job) => job,
+        };
+        let Some((base, mut reply, offset, want, at)) = self.prepare_read(&job, pools, false)
+        else {
             return Err(job);
         };
         let fd = FileRef {
@@ -344,13 +407,74 @@ impl Direct {
         Ok(())
     }
 
+    /// A large READ over TCP, spliced (module docs): `Err` hands the job back for the
+    /// pool-buffer path (not TCP, small, no pipe for this connection, nothing to read,
+    /// or whatever `prepare_read` refuses).
+    fn read_spliced(&mut self, job: Job, pools: &Pools) -> Result<(), Job> {
+        let Link::Tcp(conn) = job.conn else {
+            return Err(job);
+        };
+        let Some(pool) = self.pipes.as_mut() else {
+            return Err(job);
+        };
+        // A peek at offset and count: small READs leave at once.
+        let peek = job.record.get(job.args_at..).and_then(|a| {
+            let mut r = XdrReader::new(a);
+            r.opaque_var(crate::fs::FH_MAX).ok()?;
+            Some((r.u64().ok()?, r.u32().ok()?))
+        });
+        let Some((offset, count)) = peek.filter(|&(_, c)| c >= SPLICE_MIN) else {
+            return Err(job);
+        };
+        let most = (count as usize).min(crate::nfs3::MAX_IO);
+        let Some(pipe) = pool.take(conn, offset, most) else {
+            return Err(job);
+        };
+        let Some((base, head, offset, want, at)) = self.prepare_read(&job, pools, true) else {
+            self.put_pipe(pipe);
+            return Err(job);
+        };
+        if want == 0 {
+            // At or past the end: the pool-buffer path answers it with no I/O.
+            self.put_pipe(pipe);
+            return Err(job);
+        }
+        let slot = *self.free.last().expect("checked non-empty");
+        // SAFETY: the file and the pipe are kept in `pending[slot]` until this
+        // completion is reaped, and the ring is dropped (waiting for it) first.
+        let queued = unsafe {
+            self.ring.splice(
+                base._file.as_raw_fd(),
+                offset,
+                pipe.write_fd(),
+                want as u32,
+                u64::from(slot) * 2,
+            )
+        };
+        if !queued {
+            self.put_pipe(pipe);
+            return Err(job);
+        }
+        let op = Op::Splice {
+            head,
+            pipe,
+            offset,
+            want,
+            at,
+        };
+        self.park(slot, Pending { job, base, op });
+        Ok(())
+    }
+
     /// READ's checks and reply head: (entry, reply, offset, bytes to read, positions
-    /// of count, eof, length and data).
+    /// of count, eof, length and data). `head_only`: the buffer ends at the data's
+    /// length word (the data is spliced).
     #[allow(clippy::type_complexity)]
     fn prepare_read(
         &self,
         job: &Job,
         pools: &Pools,
+        head_only: bool,
     ) -> Option<(Base, Buf, u64, usize, [usize; 4])> {
         let mut r = XdrReader::new(job.record.get(job.args_at..)?);
         let fh = r.opaque_var(crate::fs::FH_MAX).ok()?;
@@ -365,7 +489,8 @@ impl Direct {
         } else {
             n.min(usize::try_from(size - offset).unwrap_or(usize::MAX))
         };
-        let mut reply = pools.alloc(MARK + READ_REPLY_HEAD + want + 4)?;
+        let room = if head_only { 0 } else { want + 4 };
+        let mut reply = pools.alloc(MARK + READ_REPLY_HEAD + room)?;
         let mut w = XdrWriter::at(reply.spare_mut(), MARK);
         rpc::write_accepted(&mut w, job.header.xid, Accept::Success).ok()?;
         w.u32(0).ok()?;
@@ -374,8 +499,10 @@ impl Direct {
         let eof_at = w.reserve_u32().ok()?;
         let len_at = w.reserve_u32().ok()?;
         let data_at = w.position();
-        // Room for the data and its padding (zeroed now; the read overwrites the data).
-        w.reserve_opaque_fixed(want).ok()?;
+        if !head_only {
+            // Room for the data and its padding (zeroed now; the read overwrites it).
+            w.reserve_opaque_fixed(want).ok()?;
+        }
         Some((
             base_of(&a, fh)?,
             reply,
@@ -704,6 +831,7 @@ impl Direct {
         }
         Some(match p.op {
             Op::Read { .. } => self.finish_read(p, result),
+            Op::Splice { .. } => self.finish_splice(p, result),
             Op::Write { .. } => self.finish_write(p, slot, pools),
             Op::Revalidate { .. } => return self.finish_revalidate(p, slot, result),
             Op::Commit => {
@@ -771,6 +899,46 @@ impl Direct {
             exact: false,
         });
         Finished::Reply(job, reply, fill)
+    }
+
+    /// A spliced READ's completion: the head gets count and eof as `finish_read`
+    /// writes them; the pipe goes with it to the transport. Never fills the cache.
+    fn finish_splice(&mut self, p: Pending, result: i32) -> Finished {
+        let Pending { job, base, op } = p;
+        let Op::Splice {
+            mut head,
+            mut pipe,
+            offset,
+            want,
+            at: [count_at, eof_at, len_at, data_at],
+        } = op
+        else {
+            unreachable!("finish_splice of a splice");
+        };
+        if result < 0 {
+            tracing::debug!(err = -result, "io_uring splice failed; a worker retries it");
+            // What the pipe holds is unknown: a fresh one takes its place.
+            if let Some(pool) = self.pipes.as_mut() {
+                pool.replace(pipe);
+            }
+            return Finished::Fallback(job);
+        }
+        let got = (result as usize).min(want);
+        pipe.set_filled(got);
+        // A splice may stop short of the end (it moves what the pipe takes at once):
+        // a short READ without eof is legal and the client asks for the rest;
+        // nothing at all means the end was reached (a file shortened elsewhere).
+        let eof = got == 0 || offset.saturating_add(got as u64) >= base.attr.size;
+        let mut w = XdrWriter::at(&mut head.spare_mut()[..data_at], data_at);
+        w.patch_u32(count_at, got as u32);
+        w.patch_u32(eof_at, eof as u32);
+        w.patch_u32(len_at, got as u32);
+        head.set_len(data_at);
+        if got == 0 {
+            self.put_pipe(pipe);
+            return Finished::Reply(job, head, None);
+        }
+        Finished::ReplyPipe(job, head, pipe)
     }
 
     fn finish_write(&mut self, p: Pending, slot: usize, pools: &Pools) -> Finished {

@@ -356,7 +356,7 @@ impl Server {
                 worker_bells.clone(),
                 c.clone(),
                 st,
-                ring.map(|r| direct::Direct::new(r, shared.clone())),
+                ring.map(|r| direct::Direct::new(r, shared.clone()).with_pipes(cfg.backend.splice)),
             );
             let stop = stop_reactors.clone();
             let alive = AliveGuard(shared.reactors[i].alive.clone());

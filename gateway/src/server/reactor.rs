@@ -450,10 +450,42 @@ impl ReactorState {
     }
 
     /// Unpins the cache pages of TCP replies the kernel now holds (or whose
-    /// connection closed), so eviction may reuse them.
+    /// connection closed), so eviction may reuse them; takes back the pipes of
+    /// spliced replies likewise.
     fn release_tcp_pages(&mut self) {
         let cache = &mut self.cache;
         self.tcp.take_released(&mut |list| cache.release(list));
+        if let Some(d) = self.router.direct.as_mut() {
+            self.tcp.take_released_pipes(&mut |p| d.put_pipe(p));
+        }
+    }
+
+    /// Sends a READ reply whose data waits in a pipe (`server::direct`, TCP only).
+    fn send_spliced(
+        &mut self,
+        job: super::dispatch::Job,
+        head: engine::mem::Buf,
+        pipe: engine::tcp::Pipe,
+    ) {
+        let stats = &self.router.stats;
+        let clock = &self.router.clock;
+        stats.call_done(job.stat, clock.ns_between(job.stat.t0, clock.now()));
+        let data = pipe.filled();
+        match job.conn {
+            Link::Tcp(c) => {
+                stats.bytes_out(Transport::Tcp, head.len() + data + (4 - data % 4) % 4);
+                crate::uring::pipes::count_spliced(data);
+                self.tcp.send_pipe(c, head, pipe);
+            }
+            conn @ Link::Rdma(..) => {
+                // Never made (`read_spliced` takes TCP calls only); dropped safely.
+                tracing::error!("a spliced READ reply for an RDMA call; dropped");
+                if let Some(d) = self.router.direct.as_mut() {
+                    d.put_pipe(pipe);
+                }
+                send(&mut self.tcp, &mut self.rdma, stats, conn, None, None);
+            }
+        }
     }
 
     /// Closes the connections whose call panicked while being classified (their
@@ -818,6 +850,7 @@ impl ReactorState {
                         self.shared.gens.bump_namespace();
                     }
                 }
+                Finished::ReplyPipe(job, head, pipe) => self.send_spliced(job, head, pipe),
             }
         }
         self.router.finished = finished;

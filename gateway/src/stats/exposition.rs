@@ -290,6 +290,29 @@ pub fn render(src: &Source, out: &mut String) {
         "nfsgw_uring_revalidations_total{{result=\"changed\"}} {changed}"
     );
 
+    header(
+        out,
+        "nfsgw_tcp_spliced_bytes_total",
+        "counter",
+        "READ reply data sent over TCP by splice from the page cache (no copy; backend.splice).",
+    );
+    let _ = writeln!(
+        out,
+        "nfsgw_tcp_spliced_bytes_total {}",
+        crate::uring::pipes::spliced_bytes()
+    );
+    header(
+        out,
+        "nfsgw_tcp_pipes_in_use",
+        "gauge",
+        "Splice pipes holding a READ reply's data (being filled or queued for a socket).",
+    );
+    let _ = writeln!(
+        out,
+        "nfsgw_tcp_pipes_in_use {}",
+        crate::uring::pipes::in_use()
+    );
+
     let pools: Vec<_> = src.reactors.iter().map(|r| r.pools.stats()).collect();
     for (name, kind, help, get) in [
         (

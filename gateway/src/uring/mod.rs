@@ -21,6 +21,7 @@
 
 pub mod files;
 pub mod fixed;
+pub mod pipes;
 
 use io_uring::{opcode, types, IoUring};
 use std::io;
@@ -47,6 +48,10 @@ pub struct Uring {
     stx: Box<[libc::statx]>,
     /// Slots of the sparse registered file table (0: none registered).
     file_slots: u32,
+    /// Reads of at least this many bytes go with IOSQE_ASYNC (see `set_offload_min`).
+    offload_min: u32,
+    /// The kernel has SPLICE (zero-copy TCP READ replies, `pipes`).
+    splice: bool,
 }
 
 /// A file as a data operation names it: its descriptor, and its index in the ring's
@@ -144,6 +149,7 @@ impl Uring {
         ]
         .iter()
         .all(|&op| probe.is_supported(op));
+        let splice = probe.is_supported(opcode::Splice::CODE);
         // SAFETY: plain syscall; the result is checked and owned at once.
         let efd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
         if efd < 0 {
@@ -199,6 +205,8 @@ impl Uring {
             stx: (0..ENTRIES)
                 .map(|_| unsafe { std::mem::zeroed() })
                 .collect(),
+            offload_min: u32::MAX,
+            splice,
         })
     }
 
@@ -247,6 +255,15 @@ impl Uring {
     /// Whether another operation can be queued now.
     pub fn has_room(&self) -> bool {
         self.inflight < ENTRIES
+    }
+
+    /// Reads of `n` bytes or more are queued with IOSQE_ASYNC: io_uring runs them on
+    /// its io-wq worker threads (other cores) instead of completing them inline in
+    /// the submitting reactor, which is what it does for cached buffered reads — the
+    /// page-cache copy of a 1 MiB read would otherwise take the reactor's core.
+    /// Smaller reads stay inline (cheaper than the hand-off). `u32::MAX`: never.
+    pub fn set_offload_min(&mut self, n: u32) {
+        self.offload_min = n;
     }
 
     /// Whether WRITE, STATX and FSYNC are there (else writes stay on the workers).
@@ -434,6 +451,39 @@ impl Uring {
         self.stx.get(slot)
     }
 
+    /// Whether SPLICE is there (else READ replies keep the pool-buffer path).
+    pub fn splices(&self) -> bool {
+        self.splice
+    }
+
+    /// Queues a splice of `len` bytes at `offset` of the file `fd` into the pipe
+    /// whose write end is `pipe_wr` (page-cache pages referenced, not copied), tagged
+    /// `tag`. Always with IOSQE_ASYNC: it runs on io-wq, so a page-cache miss waits
+    /// there, never in the reactor. False when the ring is full (nothing queued).
+    ///
+    /// # Safety
+    /// `fd` and `pipe_wr` must stay open until the completion is reaped (or the ring
+    /// is dropped, which waits for it). No memory is named.
+    pub unsafe fn splice(
+        &mut self,
+        fd: RawFd,
+        offset: u64,
+        pipe_wr: RawFd,
+        len: u32,
+        tag: u64,
+    ) -> bool {
+        let Ok(off) = i64::try_from(offset) else {
+            return false;
+        };
+        let e = opcode::Splice::new(types::Fd(fd), off, types::Fd(pipe_wr), -1, len)
+            .flags(libc::SPLICE_F_MOVE)
+            .build()
+            .flags(io_uring::squeue::Flags::ASYNC)
+            .user_data(tag);
+        // SAFETY: forwarded to the caller (above).
+        unsafe { self.push_all(&[e]) }
+    }
+
     /// Queues an `fdatasync` of `fd`, tagged `tag`.
     ///
     /// # Safety
@@ -476,6 +526,11 @@ impl Uring {
                 .offset(offset)
                 .build()),
         }
+        .flags(if len >= self.offload_min {
+            io_uring::squeue::Flags::ASYNC
+        } else {
+            io_uring::squeue::Flags::empty()
+        })
         .user_data(tag);
         // SAFETY: the caller keeps `fd` and `dst` valid until the completion (above).
         let pushed = unsafe { self.ring.submission().push(&entry).is_ok() };

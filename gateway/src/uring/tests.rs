@@ -302,3 +302,49 @@ fn reads_through_a_registered_file_slot_until_it_is_emptied() {
     assert!(unsafe { r.read(only_slot, buf.as_mut_ptr(), 100, 0, 3) });
     assert_eq!(wait(&mut r, 1)[0].result, -libc::EBADF);
 }
+
+/// io-wq worker threads serving this thread's rings (named `iou-wrk-<submitter's
+/// tid>`: other tests' threads have their own).
+fn io_wq_threads() -> usize {
+    // SAFETY: plain syscall without arguments.
+    let me = format!("iou-wrk-{}", unsafe { libc::gettid() });
+    std::fs::read_dir("/proc/self/task")
+        .unwrap()
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+        .filter(|c| c.trim_end() == me)
+        .count()
+}
+
+#[test]
+fn large_reads_are_offloaded_to_io_wq_and_stay_exact() {
+    let p = pools();
+    let Some(mut r) = ring(&p) else { return };
+    r.set_offload_min(32768);
+    assert_eq!(io_wq_threads(), 0);
+    let data: Vec<u8> = (0..200_000u32).map(|i| (i * 13 % 251) as u8).collect();
+    let f = file_with(&data);
+    let mut big = p.alloc(65536).unwrap();
+    let mut small = p.alloc(4096).unwrap();
+    // SAFETY: the buffers and `f` outlive the completions waited for below.
+    unsafe {
+        assert!(r.read(
+            f.as_raw_fd(),
+            big.spare_mut().as_mut_ptr(),
+            65536,
+            70_001,
+            1
+        ));
+        assert!(r.read(f.as_raw_fd(), small.spare_mut().as_mut_ptr(), 4096, 3, 2));
+    }
+    let mut got = wait(&mut r, 2);
+    got.sort_by_key(|c| c.tag);
+    assert_eq!((got[0].result, got[1].result), (65536, 4096));
+    assert_eq!(&big.spare_mut()[..65536], &data[70_001..70_001 + 65536]);
+    assert_eq!(&small.spare_mut()[..4096], &data[3..4099]);
+    // The 64 KiB read ran on an io-wq thread (they linger a few seconds when idle);
+    // cached reads without IOSQE_ASYNC complete inline and start none.
+    assert!(
+        io_wq_threads() > 0,
+        "no io-wq worker: the read was not offloaded"
+    );
+}

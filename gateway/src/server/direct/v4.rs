@@ -358,9 +358,10 @@ impl Direct {
         match p.op {
             Op::Read { .. } => self.finish_read4(p, v4, result),
             Op::Write { .. } => self.finish_write4(p, v4, slot),
-            // Never parked with a `V4` (revalidations are v3 `Direct` work); were it,
-            // the worker answers the call (the claim is abandoned when `v4` drops).
-            Op::Revalidate { .. } => Finished::Fallback(p.job),
+            // Never parked with a `V4` (revalidations and spliced READs are v3
+            // `Direct` work); were one, the worker answers the call (the claim is
+            // abandoned when `v4` drops).
+            Op::Revalidate { .. } | Op::Splice { .. } => Finished::Fallback(p.job),
             Op::Commit => {
                 if result < 0 {
                     tracing::warn!(
