@@ -146,7 +146,8 @@ fn log_io_mode(cfg: &Config, rings: &[Option<crate::uring::Uring>]) {
     match rings.first() {
         Some(Some(r)) if rings.iter().all(Option::is_some) && r.writes() => tracing::info!(
             fixed_buffers = r.fixed(),
-            "data I/O: fs READ, UNSTABLE WRITE and COMMIT on the reactors through io_uring (backend.io = {:?}); the rest on the backend workers",
+            registered_files = r.file_slots(),
+            "data I/O: fs GETATTR, READ, WRITE (unstable and stable) and COMMIT, NFSv3 and the NFSv4.1 COMPOUNDs that carry them, on the reactors through io_uring (backend.io = {:?}); namespace calls, first opens and the rest on the backend workers",
             cfg.backend.io
         ),
         Some(Some(r)) if rings.iter().all(Option::is_some) => tracing::info!(
