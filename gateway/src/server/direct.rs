@@ -539,16 +539,48 @@ impl Direct {
         // `pending[slot]` with the file until both completions are reaped, and the
         // ring is dropped (waiting for them) before `pending`; statx slot `slot` is
         // this pending entry's own.
-        let queued = unsafe {
+        let queued = unsafe { self.submit_write(fd, src, count, offset, stable, slot) };
+        if !queued {
+            // Not submitted: the bump above only made caches forget the file.
+            self.files.end_write(&p.base.fh, id, None);
+            self.shared.gens.bump_file(p.base.attr.fileid);
+            return Err(p.job);
+        }
+        self.park(slot, p);
+        Ok(())
+    }
+
+    /// Queues a WRITE's chain for `pending[slot]` (NFSv3 and NFSv4.1 alike): the
+    /// write, then for a stable one the `fsync` (`fdatasync` for DATA_SYNC), then the
+    /// statx of the post-operation attributes, each cancelled by the kernel unless
+    /// the one before succeeded. Tags: `slot * 2` the write, `slot * 2 + 1` the
+    /// statx (into statx slot `slot`), `SYNC_TAG` the sync.
+    ///
+    /// # Safety
+    /// `src` is `count` readable bytes (the call's record) kept, with the file, in
+    /// `pending[slot]` until both completions are reaped; the ring is dropped
+    /// (waiting for them) before `pending`.
+    unsafe fn submit_write(
+        &mut self,
+        fd: FileRef,
+        src: *const u8,
+        count: u32,
+        offset: u64,
+        stable: u32,
+        slot: u32,
+    ) -> bool {
+        let (write_tag, stat_tag) = (u64::from(slot) * 2, u64::from(slot) * 2 + 1);
+        // SAFETY: the caller's contract; statx slot `slot` is this entry's own.
+        unsafe {
             if stable == UNSTABLE {
                 self.ring.write_then_statx(
                     fd,
                     src,
                     count,
                     offset,
-                    u64::from(slot) * 2,
+                    write_tag,
                     slot as usize,
-                    u64::from(slot) * 2 + 1,
+                    stat_tag,
                 )
             } else {
                 let sync = StableSync {
@@ -560,21 +592,13 @@ impl Direct {
                     src,
                     count,
                     offset,
-                    u64::from(slot) * 2,
+                    write_tag,
                     sync,
                     slot as usize,
-                    u64::from(slot) * 2 + 1,
+                    stat_tag,
                 )
             }
-        };
-        if !queued {
-            // Not submitted: the bump above only made caches forget the file.
-            self.files.end_write(&p.base.fh, id, None);
-            self.shared.gens.bump_file(p.base.attr.fileid);
-            return Err(p.job);
         }
-        self.park(slot, p);
-        Ok(())
     }
 
     /// WRITE's checks: (entry, offset, count, position of the data in the record,

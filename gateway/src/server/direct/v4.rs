@@ -16,19 +16,18 @@
 //! cancels unless the write and the sync succeeded, is what the reply is built from,
 //! so a stable WRITE is never answered before its data is durable.
 //!
-//! The WRITE submission and completion bookkeeping mirror `Direct::write` and
-//! `Direct::finish_write` line for line (generation bumps before submit and before
-//! the reply, the staged set, statx-derived post attributes); they are kept here so
-//! the NFSv3 path stays as it is.
+//! The WRITE chain itself is `Direct::submit_write`, shared with NFSv3; the
+//! bookkeeping around it mirrors `Direct::write` and `Direct::finish_write`
+//! (generation bumps before submit and before the reply, the staged set,
+//! statx-derived post attributes) with the v4 reply in place of the v3 one.
 
 use super::{
-    attr_after, base_of, Base, Direct, Finished, Job, Op, Pending, DATA_SYNC, MARK, MAX_END,
-    SYNC_TAG, UNSTABLE,
+    attr_after, base_of, Base, Direct, Finished, Job, Op, Pending, MARK, MAX_END, UNSTABLE,
 };
 use crate::cache::{self, Fill, FillData};
 use crate::nfs3::access::{check_read, check_writable, check_write, mode_after_write};
 use crate::nfs4::fast_io::{self, Bitmap, IoCall, IoOp, Started, Target};
-use crate::uring::{Completion, FileRef, StableSync};
+use crate::uring::{Completion, FileRef};
 use engine::mem::{Buf, Pools};
 use engine::rpc::{self, Accept};
 use engine::xdr::XdrWriter;
@@ -196,34 +195,7 @@ impl Direct {
         // (checked by `fast_io::parse`), kept in `pending[slot]` with the file until
         // both completions are reaped; the ring is dropped before `pending`; statx
         // slot `slot` is this pending entry's own.
-        let queued = unsafe {
-            if stable == UNSTABLE {
-                self.ring.write_then_statx(
-                    fd,
-                    src,
-                    count,
-                    offset,
-                    u64::from(slot) * 2,
-                    slot as usize,
-                    u64::from(slot) * 2 + 1,
-                )
-            } else {
-                let sync = StableSync {
-                    datasync: stable == DATA_SYNC,
-                    tag: SYNC_TAG,
-                };
-                self.ring.write_sync_statx(
-                    fd,
-                    src,
-                    count,
-                    offset,
-                    u64::from(slot) * 2,
-                    sync,
-                    slot as usize,
-                    u64::from(slot) * 2 + 1,
-                )
-            }
-        };
+        let queued = unsafe { self.submit_write(fd, src, count, offset, stable, slot) };
         if !queued {
             self.files.end_write(&p.base.fh, id, None);
             self.shared.gens.bump_file(p.base.attr.fileid);
