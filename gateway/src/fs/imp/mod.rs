@@ -1187,13 +1187,69 @@ impl Inner {
         }
     }
 
-    /// True when directory `dkey` has children.
+    /// True when directory `dkey` has children that a HEAD still finds.
+    ///
+    /// A listing alone is not proof: a replicated store may list an object that it
+    /// has already deleted. Garage, for one, filters each replica's range before it
+    /// merges them, so a replica that has not yet applied a DELETE still lists the
+    /// object while a HEAD (a merged read) answers "not found". RMDIR must not say
+    /// NOTEMPTY for such a ghost, so each listed child is confirmed; anything not
+    /// settled within a few pages counts as a child (NOTEMPTY is the safe answer).
     fn has_children(&self, dkey: &str) -> FsResult<bool> {
-        let p: ListPage = self
+        const PAGE: usize = 16;
+        const MAX_PAGES: usize = 4;
+        let mut after: Option<String> = None;
+        for _ in 0..MAX_PAGES {
+            let p: ListPage = self
+                .backend
+                .list(dkey, Some('/'), after.as_deref(), PAGE)
+                .map_err(|e| self.berr(e, dkey))?;
+            for o in p.objects.iter().filter(|o| o.key != dkey) {
+                if self.still_there(&o.key)? {
+                    return Ok(true);
+                }
+            }
+            for sub in p.prefixes.iter().filter(|s| *s != dkey) {
+                if self.prefix_still_there(sub)? {
+                    return Ok(true);
+                }
+            }
+            match p.next {
+                Some(n) => after = Some(n),
+                None => return Ok(false),
+            }
+        }
+        Ok(true)
+    }
+
+    /// A listed key, confirmed by a HEAD (see `has_children`).
+    fn still_there(&self, key: &str) -> FsResult<bool> {
+        match self.backend.head(key) {
+            Ok(_) => Ok(true),
+            Err(BackendError::NotFound) => Ok(false),
+            Err(e) => Err(self.berr(e, key)),
+        }
+    }
+
+    /// A listed sub-prefix is real when its directory marker or one object under it
+    /// is confirmed; a prefix with more objects than one page is taken as real.
+    fn prefix_still_there(&self, prefix: &str) -> FsResult<bool> {
+        if self.still_there(prefix)? {
+            return Ok(true);
+        }
+        let p = self
             .backend
-            .list(dkey, Some('/'), None, 2)
-            .map_err(|e| self.berr(e, dkey))?;
-        Ok(!p.prefixes.is_empty() || p.objects.iter().any(|o| o.key != dkey))
+            .list(prefix, None, None, 16)
+            .map_err(|e| self.berr(e, prefix))?;
+        if p.next.is_some() {
+            return Ok(true);
+        }
+        for o in &p.objects {
+            if self.still_there(&o.key)? {
+                return Ok(true);
+            }
+        }
+        Ok(false)
     }
 
     pub fn rmdir(&self, dir: &Node, name: &[u8]) -> FsResult<()> {

@@ -197,10 +197,23 @@ fn directory_link_counts_follow_subdirectories() {
     });
 }
 
-/// A backend that counts its listings (everything else passes through).
+/// A backend that counts its listings (everything else passes through). Keys in
+/// `ghosts` stay in listings after they are deleted, as a replica that has not yet
+/// applied a DELETE lists them (Garage filters replicas' ranges before merging).
 struct CountingBackend {
     inner: Arc<dyn Backend>,
     lists: AtomicUsize,
+    ghosts: std::sync::Mutex<Vec<String>>,
+}
+
+impl CountingBackend {
+    fn over(inner: Arc<dyn Backend>) -> CountingBackend {
+        CountingBackend {
+            inner,
+            lists: AtomicUsize::new(0),
+            ghosts: Default::default(),
+        }
+    }
 }
 
 impl Backend for CountingBackend {
@@ -237,7 +250,34 @@ impl Backend for CountingBackend {
         max: usize,
     ) -> crate::backend::BResult<ListPage> {
         self.lists.fetch_add(1, Ordering::Relaxed);
-        self.inner.list(prefix, delimiter, start_after, max)
+        let mut page = self.inner.list(prefix, delimiter, start_after, max)?;
+        for g in self.ghosts.lock().unwrap().iter() {
+            let Some(rest) = g.strip_prefix(prefix) else {
+                continue;
+            };
+            if start_after.is_some_and(|a| g.as_str() <= a) {
+                continue;
+            }
+            match delimiter.and_then(|d| rest.find(d)) {
+                Some(i) => {
+                    let p = format!("{prefix}{}", &rest[..=i]);
+                    if !page.prefixes.contains(&p) {
+                        page.prefixes.push(p);
+                    }
+                }
+                None if !page.objects.iter().any(|o| &o.key == g) => {
+                    page.objects.push(ObjectMeta {
+                        key: g.clone(),
+                        size: 0,
+                        mtime_ns: 0,
+                        etag: String::new(),
+                        user: Default::default(),
+                    });
+                }
+                None => {}
+            }
+        }
+        Ok(page)
     }
     fn copy(&self, from: &str, to: &str) -> crate::backend::BResult<()> {
         self.inner.copy(from, to)
@@ -262,10 +302,7 @@ impl Backend for CountingBackend {
 #[test]
 fn directory_getattr_does_not_list_every_time() {
     let mem: Arc<dyn Backend> = Arc::new(crate::backend::memory::MemoryBackend::new());
-    let counting = Arc::new(CountingBackend {
-        inner: mem.clone(),
-        lists: AtomicUsize::new(0),
-    });
+    let counting = Arc::new(CountingBackend::over(mem.clone()));
     let b: Arc<dyn Backend> = counting.clone();
     let dir = tempfile::tempdir().unwrap();
     {
@@ -597,4 +634,50 @@ fn a_commit_during_another_commits_sync_syncs_too() {
         m.end_sync(k, true);
         assert!(!m.begin_sync(k));
     });
+}
+
+/// RMDIR of a directory whose only listed children are ghosts (deleted objects a
+/// lagging replica still lists) succeeds; a real child still makes it NOTEMPTY.
+/// Found in CI on a three-node Garage cluster: REMOVE then RMDIR answered NOTEMPTY.
+#[test]
+fn rmdir_is_not_fooled_by_listed_ghosts_of_deleted_children() {
+    let mem: Arc<dyn Backend> = Arc::new(crate::backend::memory::MemoryBackend::new());
+    let counting = Arc::new(CountingBackend::over(mem));
+    let b: Arc<dyn Backend> = counting.clone();
+    let dir = tempfile::tempdir().unwrap();
+    let m = FileModel::open(b, dir.path(), &exports()).unwrap();
+    let root = m.root(0).unwrap();
+    let d = m.mkdir(&root, b"d", &SetAttr::default(), OWNER).unwrap();
+    m.create(&d, b"f", &CreateMode::Unchecked(SetAttr::default()), OWNER)
+        .unwrap();
+    let sub = m.mkdir(&d, b"sub", &SetAttr::default(), OWNER).unwrap();
+    m.create(
+        &sub,
+        b"x",
+        &CreateMode::Unchecked(SetAttr::default()),
+        OWNER,
+    )
+    .unwrap();
+    m.remove(&sub, b"x").unwrap();
+    m.rmdir(&d, b"sub").unwrap();
+    m.remove(&d, b"f").unwrap();
+    counting
+        .ghosts
+        .lock()
+        .unwrap()
+        .extend(["d/f".into(), "d/sub/".into(), "d/sub/x".into()]);
+    // A real child among the ghosts: still NOTEMPTY.
+    m.create(
+        &d,
+        b"real",
+        &CreateMode::Unchecked(SetAttr::default()),
+        OWNER,
+    )
+    .unwrap();
+    assert_eq!(m.rmdir(&root, b"d").unwrap_err(), Status::NotEmpty);
+    m.remove(&d, b"real").unwrap();
+    m.rmdir(&root, b"d").unwrap();
+    // Once the replica catches up, the directory is gone.
+    counting.ghosts.lock().unwrap().clear();
+    assert_eq!(m.lookup(&root, b"d").unwrap_err(), Status::NoEnt);
 }
