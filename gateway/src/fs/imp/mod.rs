@@ -325,13 +325,11 @@ impl Inner {
         }
         match self.backend.head(key) {
             Ok(m) => Ok(Some(m)),
+            // No marker: a directory only while an object under it exists (made by
+            // another S3 tool), confirmed by HEAD, not by a listing alone (see
+            // `has_children`: a just-removed directory must not linger as implicit).
             Err(BackendError::NotFound) => {
-                let p = self
-                    .backend
-                    .list(key, None, None, 1)
-                    .map_err(|e| self.berr(e, key))?;
-                Ok((!p.objects.is_empty() || !p.prefixes.is_empty())
-                    .then(|| self.synthetic_dir(key)))
+                Ok(self.object_under(key)?.then(|| self.synthetic_dir(key)))
             }
             Err(e) => Err(self.berr(e, key)),
         }
@@ -1232,24 +1230,24 @@ impl Inner {
     }
 
     /// A listed sub-prefix is real when its directory marker or one object under it
-    /// is confirmed; a prefix with more objects than one page is taken as real.
+    /// is confirmed.
     fn prefix_still_there(&self, prefix: &str) -> FsResult<bool> {
-        if self.still_there(prefix)? {
-            return Ok(true);
-        }
+        Ok(self.still_there(prefix)? || self.object_under(prefix)?)
+    }
+
+    /// True when some object under `prefix` is confirmed by a HEAD; more objects than
+    /// one page, none confirmed, is taken as true (they cannot all be ghosts).
+    fn object_under(&self, prefix: &str) -> FsResult<bool> {
         let p = self
             .backend
             .list(prefix, None, None, 16)
             .map_err(|e| self.berr(e, prefix))?;
-        if p.next.is_some() {
-            return Ok(true);
-        }
         for o in &p.objects {
             if self.still_there(&o.key)? {
                 return Ok(true);
             }
         }
-        Ok(false)
+        Ok(p.next.is_some())
     }
 
     pub fn rmdir(&self, dir: &Node, name: &[u8]) -> FsResult<()> {
