@@ -68,6 +68,12 @@ pub struct EngineConfig {
     /// microseconds (0 = only `idle_spins` counts). Both limits must be reached.
     #[serde(default = "default_idle_spin_us")]
     pub idle_spin_us: u64,
+    /// The spin instead of `idle_spin_us` while the reactor's recent work was bulk
+    /// transfer (records or replies of 32 KiB and more per message, or large copies on
+    /// io_uring's threads), microseconds. 0: sleep at the first empty poll, leaving the
+    /// core to the client and the kernel's copy threads (measured: docs/tuning.md).
+    #[serde(default = "default_idle_bulk_spin_us")]
+    pub idle_bulk_spin_us: u64,
     /// Longest adaptive sleep, microseconds.
     #[serde(default = "default_idle_sleep_us")]
     pub idle_sleep_us: u64,
@@ -91,6 +97,9 @@ fn default_idle_spin_us() -> u64 {
 }
 /// Default of `engine.idle_spin_us` (measured: docs/tuning.md, "Idle spin").
 pub const DEFAULT_IDLE_SPIN_US: u64 = 200;
+fn default_idle_bulk_spin_us() -> u64 {
+    0
+}
 fn default_idle_sleep_us() -> u64 {
     10_000
 }
@@ -103,6 +112,7 @@ impl Default for EngineConfig {
             hugepages: default_hugepages(),
             idle_spins: default_idle_spins(),
             idle_spin_us: default_idle_spin_us(),
+            idle_bulk_spin_us: default_idle_bulk_spin_us(),
             idle_sleep_us: default_idle_sleep_us(),
         }
     }
@@ -1074,6 +1084,12 @@ impl Config {
         }
         if e.idle_spin_us > 1_000_000 {
             return err("engine.idle_spin_us", "must be 0..=1000000 microseconds");
+        }
+        if e.idle_bulk_spin_us > 1_000_000 {
+            return err(
+                "engine.idle_bulk_spin_us",
+                "must be 0..=1000000 microseconds",
+            );
         }
         if e.idle_sleep_us == 0 || e.idle_sleep_us > 100_000 {
             return err("engine.idle_sleep_us", "must be 1..=100000 microseconds");

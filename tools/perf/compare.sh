@@ -30,7 +30,8 @@
 #     pin themselves to GW_CORES)
 #   GW_VARIANTS= several gateways in the same interleaved run, space-separated
 #     NAME:key=val,key=val with keys bin (binary), io, cores ("0+1" for two reactors), idle,
-#     spin_us, workers, taskset (as GW_TASKSET), fio (taskset CPU list for fio while it
+#     spin_us, bulk_us (engine.idle_bulk_spin_us), workers, taskset (as GW_TASKSET), fio
+#     (taskset CPU list for fio while it
 #     drives this target); unset keys take the GW_* values. Example:
 #     GW_VARIANTS="auto:io=auto workers:io=workers prev:bin=/work/wt-prev/target/release/gateway"
 #     TARGETS then defaults to the variant names plus ganesha.
@@ -135,14 +136,14 @@ declare -A FIOCPU=()   # target -> taskset list for fio (empty = FIO_CPUS)
 # start_gateway NAME SPEC INDEX: SPEC is "key=val,key=val" (see GW_VARIANTS above)
 start_gateway() {
   local name=$1 spec=$2 idx=$3 kv k v
-  local bin=$GATEWAY io=$GW_IO cores=$GW_CORES idle=$GW_IDLE spin=$GW_IDLE_SPIN_US workers=$GW_WORKERS ts=$GW_TASKSET
+  local bin=$GATEWAY io=$GW_IO cores=$GW_CORES idle=$GW_IDLE spin=$GW_IDLE_SPIN_US workers=$GW_WORKERS ts=$GW_TASKSET bulk=
   FIOCPU[$name]=$FIO_CPUS
   IFS=, read -r -a kv <<< "$spec"
   for k in "${kv[@]}"; do
     [ -n "$k" ] || continue
     v=${k#*=}; k=${k%%=*}
     case $k in
-      bin) bin=$v;; io) io=$v;; cores) cores=${v//+/ };; idle) idle=$v;; spin_us) spin=$v;;
+      bin) bin=$v;; io) io=$v;; cores) cores=${v//+/ };; idle) idle=$v;; spin_us) spin=$v;; bulk_us) bulk=$v;;
       workers) workers=$v;; taskset) ts=$v;; fio) FIOCPU[$name]=$v;;
       *) log "skip $name: unknown variant key $k"; return 1;;
     esac
@@ -159,6 +160,7 @@ cores = [$cores]
 idle = "$idle"
 hugepages = "$GW_HUGEPAGES"
 ${spin:+idle_spin_us = $spin}
+${bulk:+idle_bulk_spin_us = $bulk}
 
 [tcp]
 listen = "127.0.0.1:$port"

@@ -276,6 +276,11 @@ impl Direct {
         }
     }
 
+    /// Whether a large copy may be in flight on the ring (see `Uring::bulk`).
+    pub fn bulk(&self) -> bool {
+        self.ring.bulk()
+    }
+
     /// Whether the reactor may sleep now (see `Uring::may_sleep`).
     pub fn may_sleep(&mut self) -> bool {
         self.done_now.is_empty() && self.ring.may_sleep()

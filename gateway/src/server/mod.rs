@@ -327,6 +327,7 @@ impl Server {
             Idle::Adaptive => IdlePolicy::Adaptive {
                 spins: cfg.engine.idle_spins,
                 spin: Duration::from_micros(cfg.engine.idle_spin_us),
+                bulk_spin: Duration::from_micros(cfg.engine.idle_bulk_spin_us),
                 max_sleep: Duration::from_micros(cfg.engine.idle_sleep_us),
             },
         };

@@ -44,6 +44,10 @@ pub(crate) struct ReactorState {
     tcp_busy: bool,
     /// Passes counted for the periodic refresh of the connection gauges.
     gauge_passes: u32,
+    /// Whether the last pass that did work was bulk TCP transfer (see `note_bulk`).
+    tcp_bulk: bool,
+    /// TCP (bytes, messages) moved up to the last pass that did work.
+    tcp_mark: (u64, u64),
     /// Revalidation GETATTRs made while classifying (see `dispatch::revalidation`),
     /// handed to workers at the end of the pass.
     reval: Vec<Job>,
@@ -161,6 +165,8 @@ impl ReactorState {
             tcp_skipped: 0,
             tcp_busy: true,
             gauge_passes: 0,
+            tcp_bulk: false,
+            tcp_mark: (0, 0),
             cb_wait: VecDeque::new(),
         }
     }
@@ -861,6 +867,23 @@ impl ReactorState {
     }
 }
 
+impl ReactorState {
+    /// After a pass that did work: was it bulk transfer? Yes when the TCP bytes it
+    /// moved (in and out) average `BULK_BYTES` or more per record or reply — a
+    /// large WRITE record arriving in pieces (no message completes until the last),
+    /// or large READ replies — and no when small calls dominate, so a QD32 burst of
+    /// 4 KiB READs (many messages) still spins for the next call.
+    fn note_bulk(&mut self) {
+        let t = self.tcp.stats();
+        let bytes = t.bytes_in + t.bytes_out + t.bytes_spliced;
+        let msgs = t.records_in + t.replies_out;
+        let (b0, m0) = self.tcp_mark;
+        self.tcp_mark = (bytes, msgs);
+        let moved = bytes.wrapping_sub(b0);
+        self.tcp_bulk = moved >= u64::from(crate::uring::BULK_BYTES) * msgs.wrapping_sub(m0).max(1);
+    }
+}
+
 impl Poller for ReactorState {
     fn poll(&mut self) -> usize {
         let mut work = self.drain_done();
@@ -906,7 +929,16 @@ impl Poller for ReactorState {
         if crate::supervise::hooks::kill_pending() {
             panic!("test hook: reactor thread killed outside any request");
         }
+        if work > 0 {
+            self.note_bulk();
+        }
         work
+    }
+
+    /// Rule (engine.idle_bulk_spin_us): bulk TCP transfer in the last busy pass, or
+    /// a large copy in flight on the ring.
+    fn bulk(&self) -> bool {
+        self.tcp_bulk || self.router.direct.as_ref().is_some_and(|d| d.bulk())
     }
 
     fn sleep(&mut self, max: Duration) {

@@ -52,7 +52,14 @@ pub struct Uring {
     offload_min: u32,
     /// The kernel has SPLICE (zero-copy TCP READ replies, `pipes`).
     splice: bool,
+    /// A read, write or splice of [`BULK_BYTES`] or more was queued since the ring
+    /// was last empty (see [`Uring::bulk`]).
+    bulk: bool,
 }
+
+/// Data operations of at least this many bytes are bulk transfer: while one is in
+/// flight an adaptive reactor does not spin waiting for it (`engine.idle_bulk_spin_us`).
+pub const BULK_BYTES: u32 = 32 << 10;
 
 /// A file as a data operation names it: its descriptor, and its index in the ring's
 /// registered file table when it has one (`types::Fixed`: the kernel then skips
@@ -206,6 +213,7 @@ impl Uring {
                 .map(|_| unsafe { std::mem::zeroed() })
                 .collect(),
             offload_min: u32::MAX,
+            bulk: false,
             splice,
         })
     }
@@ -250,6 +258,14 @@ impl Uring {
     /// Operations submitted or queued and not yet reaped.
     pub fn inflight(&self) -> u32 {
         self.inflight
+    }
+
+    /// Whether a large copy (a read, write or splice of [`BULK_BYTES`] or more) may be
+    /// in flight: one was queued since the ring was last empty. The reactor then
+    /// gives its core away instead of spinning (io-wq does the copy, and on a small
+    /// machine it may need that core).
+    pub fn bulk(&self) -> bool {
+        self.bulk && self.inflight > 0
     }
 
     /// Whether another operation can be queued now.
@@ -383,6 +399,7 @@ impl Uring {
         let Some(stx) = self.stx.get_mut(slot) else {
             return false;
         };
+        self.bulk |= len >= BULK_BYTES;
         let stx: *mut libc::statx = stx;
         let write = match self.fixed_index(src, len) {
             Some(i) => on_file!(file, t => opcode::WriteFixed::new(t, src, len, i)
@@ -475,6 +492,7 @@ impl Uring {
         let Ok(off) = i64::try_from(offset) else {
             return false;
         };
+        self.bulk |= len >= BULK_BYTES;
         let e = opcode::Splice::new(types::Fd(fd), off, types::Fd(pipe_wr), -1, len)
             .flags(libc::SPLICE_F_MOVE)
             .build()
@@ -544,6 +562,7 @@ impl Uring {
         }
         self.unsubmitted += 1;
         self.inflight += 1;
+        self.bulk |= len >= BULK_BYTES;
         true
     }
 
@@ -575,6 +594,9 @@ impl Uring {
             n += 1;
         }
         self.inflight -= n as u32;
+        if self.inflight == 0 {
+            self.bulk = false;
+        }
         n
     }
 

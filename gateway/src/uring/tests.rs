@@ -348,3 +348,35 @@ fn large_reads_are_offloaded_to_io_wq_and_stay_exact() {
         "no io-wq worker: the read was not offloaded"
     );
 }
+
+/// `bulk()` is true while a read of `BULK_BYTES` or more is in flight (the reactor
+/// then sleeps instead of spinning) and false once the ring is empty again; small
+/// reads never set it.
+#[test]
+fn bulk_is_set_by_large_reads_until_the_ring_is_empty() {
+    let p = pools();
+    let Some(mut r) = ring(&p) else { return };
+    let data = vec![7u8; 100_000];
+    let f = file_with(&data);
+    let mut big = p.alloc(65536).unwrap();
+    let mut small = p.alloc(4096).unwrap();
+    // SAFETY: the buffers and `f` outlive the completions waited for below.
+    unsafe {
+        assert!(r.read(f.as_raw_fd(), small.spare_mut().as_mut_ptr(), 4096, 0, 1));
+    }
+    assert!(!r.bulk(), "a 4 KiB read is not bulk");
+    wait(&mut r, 1);
+    // SAFETY: as above.
+    unsafe {
+        assert!(r.read(
+            f.as_raw_fd(),
+            big.spare_mut().as_mut_ptr(),
+            BULK_BYTES,
+            0,
+            2
+        ));
+    }
+    assert!(r.bulk(), "a queued {BULK_BYTES}-byte read is bulk");
+    assert_eq!(wait(&mut r, 1)[0].result, BULK_BYTES as i32);
+    assert!(!r.bulk(), "an empty ring is not bulk");
+}
