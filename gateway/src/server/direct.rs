@@ -63,6 +63,8 @@
 // worker, as it came: boxing it would allocate per call on the hot path.
 #![allow(clippy::result_large_err)]
 
+/// Failed ring I/O: its kinds, counter and rate-limited log lines (`fault.rs`).
+mod fault;
 /// NFSv4.1 READ/WRITE/COMMIT COMPOUNDs on the same ring (`v4.rs`).
 mod v4;
 
@@ -82,6 +84,7 @@ use engine::mem::{Buf, Pools};
 use engine::rpc::{self, Accept};
 use engine::tcp::Pipe;
 use engine::xdr::{XdrReader, XdrWriter};
+use fault::Failure;
 use std::ffi::CStr;
 use std::fs::File;
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -225,6 +228,8 @@ pub(crate) struct Direct {
     retired: Vec<u32>,
     /// Pipes for spliced TCP READ replies; `None`: every READ fills a pool buffer.
     pipes: Option<Pipes>,
+    /// Failed operations: counted, and logged once a second per kind.
+    faults: fault::Faults,
 }
 
 /// The checks every call makes: the entry, and the caller admitted to its export.
@@ -254,6 +259,7 @@ impl Direct {
             retired: Vec::new(),
             ring,
             pipes: None,
+            faults: fault::Faults::default(),
         }
     }
 
@@ -860,10 +866,7 @@ impl Direct {
             Op::Revalidate { .. } => return self.finish_revalidate(p, slot, result),
             Op::Commit => {
                 if result < 0 {
-                    tracing::warn!(
-                        err = -result,
-                        "io_uring fdatasync failed; a worker answers the COMMIT"
-                    );
+                    self.faults.note(Failure::Commit(fault::errno(result)));
                     self.shared.model.end_sync(&p.base.key, false);
                     return Some(Finished::Fallback(p.job));
                 }
@@ -877,7 +880,7 @@ impl Direct {
         })
     }
 
-    fn finish_read(&self, p: Pending, result: i32) -> Finished {
+    fn finish_read(&mut self, p: Pending, result: i32) -> Finished {
         let Pending { job, base, op } = p;
         let Base {
             fh,
@@ -896,7 +899,7 @@ impl Direct {
             unreachable!("finish_read of a read");
         };
         if result < 0 {
-            tracing::debug!(err = -result, "io_uring read failed; a worker retries it");
+            self.faults.note(Failure::Read(fault::errno(result)));
             return Finished::Fallback(job);
         }
         let got = (result as usize).min(want);
@@ -940,7 +943,7 @@ impl Direct {
             unreachable!("finish_splice of a splice");
         };
         if result < 0 {
-            tracing::debug!(err = -result, "io_uring splice failed; a worker retries it");
+            self.faults.note(Failure::Splice(fault::errno(result)));
             // What the pipe holds is unknown: a fresh one takes its place.
             if let Some(pool) = self.pipes.as_mut() {
                 pool.replace(pipe);
@@ -977,7 +980,13 @@ impl Direct {
             unreachable!("finish_write of a write");
         };
         let fileid = p.base.attr.fileid;
-        let ok = wrote == Some(count as i32) && stat == Some(0);
+        // Both results are in (`poll` waits for them); the write counts only whole.
+        let failed = fault::write_outcome(
+            count,
+            wrote.unwrap_or(-libc::EIO),
+            stat.unwrap_or(-libc::EIO),
+        );
+        let ok = failed.is_none();
         if ok && stable == UNSTABLE {
             // Staged before the reply: a COMMIT after it syncs this data.
             self.shared.model.mark_dirty(&p.base.key);
@@ -990,12 +999,8 @@ impl Direct {
         // After the change, before its reply can reach the client.
         self.files.end_write(&p.base.fh, id, post);
         self.shared.gens.bump_file(fileid);
-        if !ok {
-            tracing::debug!(
-                ?wrote,
-                ?stat,
-                "io_uring write failed or short; a worker redoes it"
-            );
+        if let Some(f) = failed {
+            self.faults.note(f);
             return Finished::Fallback(p.job);
         }
         match wcc_reply(pools, &p, Some((post, count, stable)), self.verf) {

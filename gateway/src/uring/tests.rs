@@ -206,6 +206,50 @@ fn a_failed_stable_write_cancels_its_sync_and_statx() {
     );
 }
 
+/// A short write (what a full file system gives: the bytes that fit, then ENOSPC)
+/// breaks the link: a stable write's sync and statx are cancelled, so `direct`
+/// never builds a stable reply from it (and its own check wants the whole count).
+/// Made deterministic with the file system's largest offset (`s_maxbytes`), where
+/// the kernel cuts a write short the same way; skipped where neither candidate
+/// limit is this file system's.
+#[test]
+fn a_short_write_cancels_its_sync_and_statx() {
+    use std::os::unix::fs::FileExt;
+    let p = pools();
+    let Some(mut r) = ring(&p) else { return };
+    let f = tempfile::tempfile().unwrap();
+    let data = [9u8; 16];
+    // tmpfs, xfs, btrfs: the largest off_t; ext4 (4 KiB blocks): 16 TiB less a block.
+    let Some(limit) = [i64::MAX as u64, (1u64 << 44) - 4096]
+        .into_iter()
+        .find(|&l| f.write_at(&data, l - 8).ok() == Some(8))
+    else {
+        eprintln!("no known file-size limit on this file system: skipped");
+        return;
+    };
+    for datasync in [false, true] {
+        let sync = StableSync { datasync, tag: 2 };
+        // SAFETY: `data` and `f` outlive the completions waited for below.
+        assert!(unsafe {
+            r.write_sync_statx(f.as_raw_fd(), data.as_ptr(), 16, limit - 8, 1, sync, 0, 3)
+        });
+        let mut got = wait(&mut r, 3);
+        got.sort_by_key(|c| c.tag);
+        let res: Vec<_> = got.iter().map(|c| c.result).collect();
+        assert_eq!(
+            res,
+            [8, -libc::ECANCELED, -libc::ECANCELED],
+            "datasync {datasync}"
+        );
+    }
+    // The unstable chain too.
+    // SAFETY: as above.
+    assert!(unsafe { r.write_then_statx(f.as_raw_fd(), data.as_ptr(), 16, limit - 8, 1, 0, 3) });
+    let mut got = wait(&mut r, 2);
+    got.sort_by_key(|c| c.tag);
+    assert_eq!((got[0].result, got[1].result), (8, -libc::ECANCELED));
+}
+
 /// The revalidation rule on a real file, its path looked up by a ring `statx`:
 /// unchanged until its data, its mode, an xattr or its name changes.
 #[test]

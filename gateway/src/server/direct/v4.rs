@@ -22,7 +22,8 @@
 //! statx-derived post attributes) with the v4 reply in place of the v3 one.
 
 use super::{
-    attr_after, base_of, Base, Direct, Finished, Job, Op, Pending, MARK, MAX_END, UNSTABLE,
+    attr_after, base_of, fault, Base, Direct, Failure, Finished, Job, Op, Pending, MARK, MAX_END,
+    UNSTABLE,
 };
 use crate::cache::{self, Fill, FillData};
 use crate::nfs3::access::{check_read, check_writable, check_write, mode_after_write};
@@ -336,10 +337,7 @@ impl Direct {
             Op::Revalidate { .. } | Op::Splice { .. } => Finished::Fallback(p.job),
             Op::Commit => {
                 if result < 0 {
-                    tracing::warn!(
-                        err = -result,
-                        "io_uring fdatasync failed; a worker answers the COMMIT"
-                    );
+                    self.faults.note(Failure::Commit(fault::errno(result)));
                     self.shared.model.end_sync(&p.base.key, false);
                     return Finished::Fallback(p.job);
                 }
@@ -349,7 +347,7 @@ impl Direct {
         }
     }
 
-    fn finish_read4(&self, p: Pending, v4: V4, result: i32) -> Finished {
+    fn finish_read4(&mut self, p: Pending, v4: V4, result: i32) -> Finished {
         let Pending { job, base, op } = p;
         let Op::Read {
             mut reply,
@@ -361,7 +359,7 @@ impl Direct {
             unreachable!("finish_read4 of a read");
         };
         if result < 0 {
-            tracing::debug!(err = -result, "io_uring read failed; a worker retries it");
+            self.faults.note(Failure::Read(fault::errno(result)));
             return Finished::Fallback(job);
         }
         let got = (result as usize).min(want);
@@ -403,7 +401,13 @@ impl Direct {
             unreachable!("finish_write4 of a write");
         };
         let fileid = p.base.attr.fileid;
-        let ok = wrote == Some(count as i32) && stat == Some(0);
+        // As `Direct::finish_write`: only a whole write with its statx answers.
+        let failed = fault::write_outcome(
+            count,
+            wrote.unwrap_or(-libc::EIO),
+            stat.unwrap_or(-libc::EIO),
+        );
+        let ok = failed.is_none();
         if ok && stable == UNSTABLE {
             // Staged before the reply: a COMMIT after it syncs this data.
             self.shared.model.mark_dirty(&p.base.key);
@@ -416,12 +420,8 @@ impl Direct {
         // After the change, before its reply can reach the client.
         self.files.end_write(&p.base.fh, id, post);
         self.shared.gens.bump_file(fileid);
-        if !ok {
-            tracing::debug!(
-                ?wrote,
-                ?stat,
-                "io_uring write failed or short; a worker redoes it"
-            );
+        if let Some(f) = failed {
+            self.faults.note(f);
             return Finished::Fallback(p.job);
         }
         let V4 {
