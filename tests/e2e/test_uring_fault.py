@@ -16,16 +16,24 @@ workers (issue 12; README "Data I/O on io_uring"): real faults, no mocks.
   READs never return bytes the file does not have, and after the revalidation
   bound (README "The read cache") they return the file's current bytes and size.
 
-Not here: EIO and EROFS. No device-mapper in this kernel (dm-error), and a
-read-only remount of the tmpfs is refused (EBUSY) while the gateway holds files
-open for writing, which it always does for a file it wrote.
+* EIO: the backend root is a FUSE pass-through file system (tests/e2e/faultfs.py)
+  that fails chosen reads, writes or fsyncs with EIO. A stable WRITE whose sync
+  fails and a COMMIT whose fdatasync fails are never answered as durable
+  (NFS3ERR_IO / NFS4ERR_IO, as on the workers); the staged data is synced by the
+  next COMMIT once the fault is gone; a failed READ gets NFS3ERR_IO, never bytes.
+
+Not here: EROFS. A read-only remount of the tmpfs is refused (EBUSY) while the
+gateway holds files open for writing, which it always does for a file it wrote;
+device-mapper (dm-error) is not in this kernel.
 """
 from __future__ import annotations
 
 import itertools
 import os
 import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -322,3 +330,161 @@ def test_files_truncated_or_replaced_behind_the_gateway(small_gw, io):
     c.write(fh, 0, b"N" * 10, stable=N.FILE_SYNC).check()
     assert path.read_bytes() == b"N" * 10 + other[10:]
     assert "panicked" not in _log(g)
+
+
+# ---------------------------------------------------------------------------- EIO
+
+NFS3ERR_IO = NFS4ERR_IO = 5
+
+
+@pytest.fixture
+def eio_gw(gw_factory):
+    """`eio_gw(io)`: an fs gateway whose backend root is faultfs over a plain
+    directory; `g.faults(*ops)` switches which operations fail (files `eio-*`)."""
+    pytest.importorskip("mfusepy", reason="FUSE bindings (tests/setup.sh installs mfusepy)")
+    if not os.path.exists("/dev/fuse"):
+        pytest.skip("no /dev/fuse")
+    procs = []
+
+    def make(io):
+        port = free_port()
+        g = gw_factory(backend="fs", backend_opts={"io": io}, start=False,
+                       extra={"stats": {"listen": f"127.0.0.1:{port}"}})
+        g.stats_port = port
+        src = g.workdir / "src"
+        src.mkdir()
+        control = g.workdir / "faults"
+        control.write_text("")
+        p = subprocess.Popen([sys.executable, str(Path(__file__).with_name("faultfs.py")),
+                              str(src), str(g.data_dir), str(control)],
+                             stdout=subprocess.DEVNULL, stderr=open(g.workdir / "faultfs.log", "wb"))
+        procs.append((p, g.data_dir))
+        deadline = time.monotonic() + 10
+        while not any(line.split()[1] == str(g.data_dir) for line in open("/proc/mounts")):
+            if p.poll() is not None or time.monotonic() > deadline:
+                pytest.skip("cannot mount FUSE here: "
+                            + (g.workdir / "faultfs.log").read_text(errors="replace")[-500:])
+            time.sleep(0.05)
+        g.faults = lambda *ops: control.write_text(" ".join(ops))
+        return g.start()
+
+    yield make
+    gw_factory.stop_all()
+    for p, d in procs:
+        subprocess.run(["umount", "-l", str(d)], check=False)
+        try:
+            p.wait(10)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+
+
+def _v3_eio_script(g):
+    c = g.client()
+    root = c.mount("/")
+    fh = c.create(root, "eio-f", 0o644).check().fh
+    data = bytearray(os.urandom(256 * 1024))
+    c.write(fh, 0, bytes(data), stable=N.UNSTABLE).check()   # a worker's: teaches the ring
+    c.commit(fh).check()
+    c.getattr(fh).check()
+    seen = []
+    # Syncs fail: no stable WRITE and no COMMIT may say the data is durable.
+    g.faults("fsync")
+    for stable, n in [(N.FILE_SYNC, PAGE), (N.DATA_SYNC, 1 << 17)]:
+        c.write(fh, 0, bytes(data[:PAGE]), stable=N.UNSTABLE).check()   # (re)teaches the ring
+        r = c.write(fh, 0, os.urandom(n), stable=stable)
+        assert r.status == NFS3ERR_IO, (stable, n, r.status)
+        seen.append(("stable", stable, n, r.status))
+    # The bytes of those failed WRITEs may be in the file (not acknowledged): put
+    # the acknowledged ones back, staged, then COMMIT while syncs fail.
+    c.write(fh, 0, bytes(data[:1 << 17]), stable=N.UNSTABLE).check()
+    staged = os.urandom(PAGE)
+    c.write(fh, 8 * PAGE, staged, stable=N.UNSTABLE).check()
+    data[8 * PAGE:9 * PAGE] = staged
+    r = c.commit(fh)
+    assert r.status == NFS3ERR_IO, r.status
+    seen.append(("commit", r.status))
+    # The fault gone: the next COMMIT syncs the staged data (it stayed staged).
+    g.faults()
+    verf = c.commit(fh).check().verf
+    # Writes fail.
+    g.faults("write")
+    for stable, n in [(N.UNSTABLE, PAGE), (N.FILE_SYNC, 1 << 17)]:
+        # (Re)teaches the ring the file: a failed write makes it forget the file,
+        # and a large READ is never answered from the read cache.
+        assert c.read(fh, 0, 1 << 17).check().data == bytes(data[:1 << 17])
+        r = c.write(fh, 0, os.urandom(n), stable=stable)
+        assert r.status == NFS3ERR_IO, (stable, n, r.status)
+        seen.append(("write", stable, n, r.status))
+    # Reads fail (ranges never read before: nothing in the read cache).
+    g.faults()
+    assert c.read(fh, 0, 1 << 17).check().data == bytes(data[:1 << 17])
+    g.faults("read")
+    for off, n in [(100 * 1024, PAGE), (120 * 1024, 1 << 17)]:
+        r = c.read(fh, off, n)
+        assert r.status == NFS3ERR_IO and r.data is None, (off, n, r.status)
+        seen.append(("read", n, r.status))
+    # All gone: the same file on the ring again, byte-exact.
+    g.faults()
+    before = _jobs(g)
+    c.getattr(fh).check()
+    for off in range(0, len(data), 65536):
+        w = c.write(fh, off, bytes(data[off:off + 65536]), stable=N.FILE_SYNC).check()
+        assert w.count == 65536 and w.verf == verf
+    assert c.read_all(fh) == bytes(data)
+    jobs = _jobs(g) - before
+    assert (g.workdir / "src" / "eio-f").read_bytes() == bytes(data)
+    return seen, jobs
+
+
+def test_v3_eio_on_the_ring_answers_as_the_workers(eio_gw):
+    ring = eio_gw("uring")
+    got, jobs = _v3_eio_script(ring)
+    assert jobs <= 3, f"{jobs} data calls went to workers after the faults ended"
+    f = _failures(ring)
+    print("ring failures", f)
+    assert f["sync"] >= 2 and f["commit"] >= 1 and f["write"] >= 2 and f["read"] >= 2, f
+    log = _log(ring)
+    assert "panicked" not in log
+    assert ("io_uring stable write's fsync/fdatasync failed (Input/output error (os error 5))"
+            in log), log[-3000:]
+    assert "io_uring fdatasync failed (Input/output error (os error 5))" in log, log[-3000:]
+    assert "io_uring read failed (Input/output error (os error 5))" in log, log[-3000:]
+    workers = eio_gw("workers")
+    want, _ = _v3_eio_script(workers)
+    assert got == want
+
+
+def test_v4_eio_sync_and_commit_fail_and_the_slot_goes_on(eio_gw):
+    got = {}
+    for io in ("uring", "workers"):
+        g = eio_gw(io)
+        v3 = g.client()
+        fh = v3.create(v3.mount("/"), "eio-4", 0o644).check().fh
+        c = Client(g)
+        sid, _ = c.open_rw(b"eio-4")
+        data = os.urandom(1 << 17)
+        c.write(fh, 0, data, sid)                        # a worker's: teaches the ring
+        c.write(fh, 0, data[:PAGE], sid)
+        g.faults("fsync")
+        seen = []
+        for how in (FILE_SYNC4, DATA_SYNC4):
+            rec = c.write_rec(fh, 0, data[:PAGE], sid, stable=how, getattr=True)
+            rep = c.call(rec)
+            seen.append(c.results(rep).status)
+            assert c.call(rec) == rep, "a retransmission gets the same reply"
+            c.write(fh, 0, data[:PAGE], sid)             # the slot goes on; (re)teaches
+        rep = c.call(c.commit_rec(fh))
+        seen.append(c.results(rep).status)
+        g.faults()
+        verf = c.commit(fh)
+        count, committed, v, _ = c.write(fh, 0, data, sid, stable=FILE_SYNC4)
+        assert (count, committed, v) == (len(data), FILE_SYNC4, verf)
+        body, _ = c.read(fh, 0, len(data))
+        assert body == data
+        assert seen == [NFS4ERR_IO] * 3, seen
+        if io == "uring":
+            f = _failures(g)
+            assert f["sync"] >= 2 and f["commit"] >= 1, f
+        got[io] = seen
+    assert got["uring"] == got["workers"]

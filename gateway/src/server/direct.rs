@@ -30,9 +30,10 @@
 //!
 //! WRITE (FILE_SYNC, DATA_SYNC): the same, with an `fsync` (`fdatasync` for
 //! DATA_SYNC) linked between the write and the statx; the reply is built only from
-//! the statx's completion, which the kernel cancels unless the write and the sync
-//! both succeeded (durability: a stable WRITE is never answered before its data is
-//! in the backend). It leaves the model's staged set alone: UNSTABLE data staged
+//! the completions of all three: the write whole, the sync successful, the statx
+//! done — each result checked, as the kernel does not cancel the statx after a
+//! failed fsync (`fault`; durability: a stable WRITE is never answered before its
+//! data is in the backend). It leaves the model's staged set alone: UNSTABLE data staged
 //! before may or may not be covered by this sync (it races with other reactors'
 //! writes), so a later COMMIT still syncs it; that costs a sync, never data.
 //!
@@ -97,9 +98,12 @@ const COMMIT: u32 = 21;
 const UNSTABLE: u32 = 0;
 const DATA_SYNC: u32 = 1;
 const FILE_SYNC: u32 = 2;
-/// The tag of a stable write's sync completion: not acted on (the statx linked
-/// after it says whether it succeeded); never a slot's tag (slots are few).
-const SYNC_TAG: u64 = u64::MAX;
+/// Marks the tag of a stable write's sync completion: `SYNC_BIT | slot`, never one
+/// of a slot's other tags (`slot * 2`, `slot * 2 + 1`: slots are few). The sync's
+/// own result says whether it succeeded: the kernel does not cancel the statx
+/// linked after a failed fsync (IOSQE_IO_LINK breaks on a failed or short write,
+/// not on a failed IORING_OP_FSYNC: `uring::tests::a_failed_sync_does_not_cancel_its_statx`).
+const SYNC_BIT: u64 = 1 << 63;
 /// Reply room before READ data: RPC accepted header (24 bytes), status, post_op_attr
 /// (4 + 84), count, eof and the data's length.
 const READ_REPLY_HEAD: usize = 24 + 4 + 88 + 4 + 4 + 4;
@@ -135,12 +139,14 @@ enum Op {
         at: [usize; 4],
     },
     /// The file-table entry it counted its bumps in, the stable_how asked (and
-    /// answered), and the two results (write, statx).
+    /// answered), and the results (write, sync, statx) as they are reaped; an
+    /// UNSTABLE write has no sync (`synced` starts at `Some(0)`).
     Write {
         count: u32,
         stable: u32,
         id: u64,
         wrote: Option<i32>,
+        synced: Option<i32>,
         stat: Option<i32>,
     },
     Commit,
@@ -535,6 +541,7 @@ impl Direct {
             stable,
             id,
             wrote: None,
+            synced: (stable == UNSTABLE).then_some(0),
             stat: None,
         };
         let p = Pending { job, base, op };
@@ -558,9 +565,10 @@ impl Direct {
 
     /// Queues a WRITE's chain for `pending[slot]` (NFSv3 and NFSv4.1 alike): the
     /// write, then for a stable one the `fsync` (`fdatasync` for DATA_SYNC), then the
-    /// statx of the post-operation attributes, each cancelled by the kernel unless
-    /// the one before succeeded. Tags: `slot * 2` the write, `slot * 2 + 1` the
-    /// statx (into statx slot `slot`), `SYNC_TAG` the sync.
+    /// statx of the post-operation attributes (the kernel cancels what follows a
+    /// failed or short write, not what follows a failed sync: `finish_write` checks
+    /// every result). Tags: `slot * 2` the write, `slot * 2 + 1` the
+    /// statx (into statx slot `slot`), `SYNC_BIT | slot` the sync.
     ///
     /// # Safety
     /// `src` is `count` readable bytes (the call's record) kept, with the file, in
@@ -591,7 +599,7 @@ impl Direct {
             } else {
                 let sync = StableSync {
                     datasync: stable == DATA_SYNC,
-                    tag: SYNC_TAG,
+                    tag: SYNC_BIT | u64::from(slot),
                 };
                 self.ring.write_sync_statx(
                     fd,
@@ -818,23 +826,38 @@ impl Direct {
         let n = self.reaped.len();
         let mut reaped = std::mem::take(&mut self.reaped);
         for c in reaped.drain(..) {
-            if c.tag == SYNC_TAG {
-                continue;
-            }
-            let slot = (c.tag / 2) as usize;
+            let is_sync = c.tag & SYNC_BIT != 0;
+            let slot = if is_sync {
+                (c.tag & !SYNC_BIT) as usize
+            } else {
+                (c.tag / 2) as usize
+            };
             let Some(p) = self.pending.get_mut(slot).and_then(Option::as_mut) else {
                 tracing::error!(tag = c.tag, "io_uring: completion for nothing pending");
                 continue;
             };
-            if let Op::Write { wrote, stat, .. } = &mut p.op {
-                if c.tag % 2 == 0 {
+            if let Op::Write {
+                wrote,
+                synced,
+                stat,
+                ..
+            } = &mut p.op
+            {
+                // Finished once all its completions are in (any order): a stable
+                // write's sync result is one of them.
+                if is_sync {
+                    *synced = Some(c.result);
+                } else if c.tag % 2 == 0 {
                     *wrote = Some(c.result);
                 } else {
                     *stat = Some(c.result);
                 }
-                if wrote.is_none() || stat.is_none() {
+                if wrote.is_none() || synced.is_none() || stat.is_none() {
                     continue;
                 }
+            } else if is_sync {
+                tracing::error!(tag = c.tag, "io_uring: sync completion for no write");
+                continue;
             }
             let p = self.pending[slot].take().expect("present above");
             if let Some(i) = p.base.fixed.filter(|&i| self.fixed.release(i)) {
@@ -974,17 +997,18 @@ impl Direct {
             stable,
             id,
             wrote,
+            synced,
             stat,
         } = p.op
         else {
             unreachable!("finish_write of a write");
         };
         let fileid = p.base.attr.fileid;
-        // Both results are in (`poll` waits for them); the write counts only whole.
+        // Every result is in (`poll` waits for them): the write counts only whole,
+        // a stable one only synced.
         let failed = fault::write_outcome(
             count,
-            wrote.unwrap_or(-libc::EIO),
-            stat.unwrap_or(-libc::EIO),
+            [wrote, synced, stat].map(|r| r.unwrap_or(-libc::EIO)),
         );
         let ok = failed.is_none();
         if ok && stable == UNSTABLE {

@@ -392,3 +392,34 @@ fn large_reads_are_offloaded_to_io_wq_and_stay_exact() {
         "no io-wq worker: the read was not offloaded"
     );
 }
+
+/// A failed fsync does NOT cancel the statx linked after it (this kernel: the link
+/// breaks on a failed or short write, not on IORING_OP_FSYNC's error), so `direct`
+/// checks the sync's own result before it answers a stable WRITE (found with an
+/// EIO-injecting FUSE file system, tests/e2e/test_uring_fault.py; here /dev/null,
+/// whose writes succeed and whose fsync is EINVAL).
+#[test]
+fn a_failed_sync_does_not_cancel_its_statx() {
+    let p = pools();
+    let Some(mut r) = ring(&p) else { return };
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/null")
+        .unwrap();
+    let data = [1u8; 4096];
+    for datasync in [false, true] {
+        let sync = StableSync { datasync, tag: 2 };
+        // SAFETY: `data` and `f` outlive the completions waited for below.
+        assert!(unsafe {
+            r.write_sync_statx(f.as_raw_fd(), data.as_ptr(), 4096, 0, 1, sync, 0, 3)
+        });
+        let mut got = wait(&mut r, 3);
+        got.sort_by_key(|c| c.tag);
+        let res: Vec<_> = got.iter().map(|c| c.result).collect();
+        assert_eq!(res[0], 4096, "the write succeeded");
+        assert!(res[1] < 0, "the sync failed: {res:?}");
+        // Were the kernel to cancel it, -ECANCELED: either way `direct` answers
+        // from the sync's result, never from the statx's alone.
+        assert!(res[2] == 0 || res[2] == -libc::ECANCELED, "{res:?}");
+    }
+}

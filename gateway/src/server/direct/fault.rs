@@ -3,15 +3,17 @@
 //! fails or comes back short never answers its call; the call goes to a backend
 //! worker with its record untouched, and the worker redoes it with the file model
 //! (a WRITE from its first byte, with `write_all_at`) and answers — so a client sees
-//! exactly the worker path's reply (NFS3ERR_NOSPC / NFS4ERR_NOSPC with wcc, or
-//! success if the retry got through), and an NFSv4.1 slot the ring claimed is given
-//! back untouched first (`fast_io::Started`).
+//! exactly the worker path's reply (NFS3ERR_NOSPC / NFS4ERR_NOSPC / NFS3ERR_IO with
+//! wcc, or success if the retry got through), and an NFSv4.1 slot the ring claimed
+//! is given back untouched first (`fast_io::Started`).
 //!
-//! A short write (tmpfs and most file systems take the pages that fit, then say
-//! ENOSPC; a file-size limit cuts a write too) is never answered as a full write:
-//! the reply needs the write's result to equal the count asked, and the kernel
-//! fails the link after a short write, so a stable WRITE's fsync and statx never run
-//! (`uring::tests::a_short_write_cancels_its_sync_and_statx`).
+//! A WRITE chain answers only when every result says so ([`write_outcome`]): the
+//! whole count written (tmpfs and most file systems take the pages that fit, then
+//! say ENOSPC; a file-size limit cuts a write too), the linked fsync/fdatasync of a
+//! stable one succeeded, and the statx ran. Each is checked on its own: the kernel
+//! cancels what follows a failed or short write
+//! (`uring::tests::a_short_write_cancels_its_sync_and_statx`) but runs the statx
+//! after a failed fsync (`uring::tests::a_failed_sync_does_not_cancel_its_statx`).
 //!
 //! Each failure is counted (`nfsgw_uring_failures_total{op}`) and logged at most
 //! once a second per kind per reactor, with how many lines were held back (a full
@@ -35,10 +37,8 @@ pub(crate) enum Failure {
         wrote: u32,
         of: u32,
     },
-    /// A stable WRITE's linked fsync/fdatasync failed (the write succeeded; its
-    /// statx was cancelled). Its errno is not kept: the sync's completion carries
-    /// no slot (`direct::SYNC_TAG`).
-    Sync,
+    /// A stable WRITE's linked fsync/fdatasync failed (the write succeeded).
+    Sync(i32),
     Statx(i32),
     Commit(i32),
 }
@@ -51,17 +51,18 @@ impl Failure {
             Failure::Splice(_) => 1,
             Failure::Write(_) => 2,
             Failure::ShortWrite { .. } => 3,
-            Failure::Sync => 4,
+            Failure::Sync(_) => 4,
             Failure::Statx(_) => 5,
             Failure::Commit(_) => 6,
         }
     }
 }
 
-/// What a WRITE chain's two reaped results (the write's and the statx's) say:
-/// `None` for success (the whole count written, the statx done), else the first
-/// failure in the chain.
-pub(crate) fn write_outcome(count: u32, wrote: i32, stat: i32) -> Option<Failure> {
+/// What a WRITE chain's reaped results — the write's, the sync's (0 for an
+/// UNSTABLE write, which has none) and the statx's — say: `None` for success (the
+/// whole count written, synced, the statx done), else the first failure in the
+/// chain.
+pub(crate) fn write_outcome(count: u32, [wrote, synced, stat]: [i32; 3]) -> Option<Failure> {
     if wrote < 0 {
         return Some(Failure::Write(errno(wrote)));
     }
@@ -71,13 +72,10 @@ pub(crate) fn write_outcome(count: u32, wrote: i32, stat: i32) -> Option<Failure
             of: count,
         });
     }
-    match stat {
-        0 => None,
-        // The write succeeded and the statx never ran: the sync linked between
-        // them failed (an unstable chain links the statx straight to the write).
-        e if e == -libc::ECANCELED => Some(Failure::Sync),
-        e => Some(Failure::Statx(errno(e))),
+    if synced != 0 {
+        return Some(Failure::Sync(errno(synced)));
     }
+    (stat != 0).then(|| Failure::Statx(errno(stat)))
 }
 
 /// The errno of a negative completion result (never overflowing).
@@ -122,9 +120,10 @@ impl Faults {
                 held,
                 "io_uring write failed: short ({wrote} of {of} bytes, as on a full file system); a worker redoes it and answers"
             ),
-            Failure::Sync => tracing::warn!(
+            Failure::Sync(e) => tracing::warn!(
                 held,
-                "io_uring write failed: its linked fsync/fdatasync failed; a worker redoes the stable WRITE and answers"
+                "io_uring stable write's fsync/fdatasync failed ({}); a worker redoes the WRITE and answers",
+                err(e)
             ),
             Failure::Statx(e) => tracing::warn!(
                 held,
@@ -145,16 +144,17 @@ mod tests {
     use super::*;
 
     #[test]
-    fn only_a_whole_write_with_its_statx_is_a_success() {
-        assert_eq!(write_outcome(4096, 4096, 0), None);
+    fn only_a_whole_synced_write_with_its_statx_is_a_success() {
+        let cancelled = -libc::ECANCELED;
+        assert_eq!(write_outcome(4096, [4096, 0, 0]), None);
         assert_eq!(
-            write_outcome(4096, -libc::ENOSPC, -libc::ECANCELED),
+            write_outcome(4096, [-libc::ENOSPC, cancelled, cancelled]),
             Some(Failure::Write(libc::ENOSPC))
         );
-        // ENOSPC after two pages: never a full write, whatever the statx says.
-        for stat in [0, -libc::ECANCELED] {
+        // ENOSPC after two pages: never a full write, whatever follows says.
+        for rest in [0, cancelled] {
             assert_eq!(
-                write_outcome(1 << 20, 8192, stat),
+                write_outcome(1 << 20, [8192, rest, rest]),
                 Some(Failure::ShortWrite {
                     wrote: 8192,
                     of: 1 << 20
@@ -162,22 +162,27 @@ mod tests {
             );
         }
         assert_eq!(
-            write_outcome(10, 0, 0),
+            write_outcome(10, [0, 0, 0]),
             Some(Failure::ShortWrite { wrote: 0, of: 10 })
         );
-        assert_eq!(write_outcome(10, 10, -libc::ECANCELED), Some(Failure::Sync));
+        // A failed sync whose statx ran anyway (what the kernel does): never a
+        // stable reply.
         assert_eq!(
-            write_outcome(10, 10, -libc::ENOMEM),
+            write_outcome(10, [10, -libc::EIO, 0]),
+            Some(Failure::Sync(libc::EIO))
+        );
+        assert_eq!(
+            write_outcome(10, [10, 0, -libc::ENOMEM]),
             Some(Failure::Statx(libc::ENOMEM))
         );
         // Hostile values: a result past the count, i32::MIN.
-        assert!(write_outcome(10, i32::MAX, 0).is_some());
+        assert!(write_outcome(10, [i32::MAX, 0, 0]).is_some());
         assert_eq!(
-            write_outcome(10, 10, i32::MIN),
+            write_outcome(10, [10, 0, i32::MIN]),
             Some(Failure::Statx(i32::MAX))
         );
         assert!(matches!(
-            write_outcome(10, i32::MIN, 0),
+            write_outcome(10, [i32::MIN, 0, 0]),
             Some(Failure::Write(_))
         ));
     }

@@ -12,9 +12,10 @@
 //! answers it as new — for a WRITE after redoing it, as `direct` does for NFSv3.
 //!
 //! A FILE_SYNC4 (DATA_SYNC4) WRITE links an `fsync` (`fdatasync`) between the write
-//! and its statx, as `Direct::write` does for NFSv3: the statx, which the kernel
-//! cancels unless the write and the sync succeeded, is what the reply is built from,
-//! so a stable WRITE is never answered before its data is durable.
+//! and its statx, as `Direct::write` does for NFSv3: the reply is built only once
+//! the write was whole, the sync succeeded and the statx ran (each result checked,
+//! `fault::write_outcome`), so a stable WRITE is never answered before its data is
+//! durable.
 //!
 //! The WRITE chain itself is `Direct::submit_write`, shared with NFSv3; the
 //! bookkeeping around it mirrors `Direct::write` and `Direct::finish_write`
@@ -186,6 +187,7 @@ impl Direct {
             stable,
             id,
             wrote: None,
+            synced: (stable == UNSTABLE).then_some(0),
             stat: None,
         };
         let p = Pending { job, base, op };
@@ -395,17 +397,18 @@ impl Direct {
             stable,
             id,
             wrote,
+            synced,
             stat,
         } = p.op
         else {
             unreachable!("finish_write4 of a write");
         };
         let fileid = p.base.attr.fileid;
-        // As `Direct::finish_write`: only a whole write with its statx answers.
+        // As `Direct::finish_write`: only a whole write, synced if stable, with its
+        // statx answers.
         let failed = fault::write_outcome(
             count,
-            wrote.unwrap_or(-libc::EIO),
-            stat.unwrap_or(-libc::EIO),
+            [wrote, synced, stat].map(|r| r.unwrap_or(-libc::EIO)),
         );
         let ok = failed.is_none();
         if ok && stable == UNSTABLE {
