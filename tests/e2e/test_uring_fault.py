@@ -384,8 +384,8 @@ def _v3_eio_script(g):
     root = c.mount("/")
     fh = c.create(root, "eio-f", 0o644).check().fh
     data = bytearray(os.urandom(256 * 1024))
-    c.write(fh, 0, bytes(data), stable=N.UNSTABLE).check()   # a worker's: teaches the ring
-    c.commit(fh).check()
+    v0 = c.write(fh, 0, bytes(data), stable=N.UNSTABLE).check().verf   # a worker's: teaches the ring
+    assert c.commit(fh).check().verf == v0
     c.getattr(fh).check()
     seen = []
     # Syncs fail: no stable WRITE and no COMMIT may say the data is durable.
@@ -404,9 +404,13 @@ def _v3_eio_script(g):
     r = c.commit(fh)
     assert r.status == NFS3ERR_IO, r.status
     seen.append(("commit", r.status))
-    # The fault gone: the next COMMIT syncs the staged data (it stayed staged).
+    # The fault gone: the next COMMIT syncs the staged data (it stayed staged), with
+    # a new write verifier: what the failed syncs lost may be any WRITE acknowledged
+    # under the old one, and the client resends those (RFC 1813 §3.3.7).
     g.faults()
     verf = c.commit(fh).check().verf
+    assert verf != v0, "a failed sync changes the write verifier"
+    seen.append(("verifier changed", verf != v0))
     # Writes fail.
     g.faults("write")
     for stable, n in [(N.UNSTABLE, PAGE), (N.FILE_SYNC, 1 << 17)]:
@@ -465,7 +469,8 @@ def test_v4_eio_sync_and_commit_fail_and_the_slot_goes_on(eio_gw):
         sid, _ = c.open_rw(b"eio-4")
         data = os.urandom(1 << 17)
         c.write(fh, 0, data, sid)                        # a worker's: teaches the ring
-        c.write(fh, 0, data[:PAGE], sid)
+        _, _, v0, _ = c.write(fh, 0, data[:PAGE], sid)
+        assert c.commit(fh) == v0
         g.faults("fsync")
         seen = []
         for how in (FILE_SYNC4, DATA_SYNC4):
@@ -478,6 +483,7 @@ def test_v4_eio_sync_and_commit_fail_and_the_slot_goes_on(eio_gw):
         seen.append(c.results(rep).status)
         g.faults()
         verf = c.commit(fh)
+        assert verf != v0, "a failed sync changes the write verifier"
         count, committed, v, _ = c.write(fh, 0, data, sid, stable=FILE_SYNC4)
         assert (count, committed, v) == (len(data), FILE_SYNC4, verf)
         body, _ = c.read(fh, 0, len(data))

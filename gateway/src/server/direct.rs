@@ -148,6 +148,9 @@ enum Op {
         wrote: Option<i32>,
         synced: Option<i32>,
         stat: Option<i32>,
+        /// The write verifier read before the write was submitted (its reply's:
+        /// a sync failing meanwhile moves the model's on, see `FileModel::write_verifier`).
+        verf: [u8; 8],
     },
     Commit,
     /// A `statx` of the entry's path (kept alive here until it completes).
@@ -220,8 +223,6 @@ pub(crate) struct Direct {
     /// Calls answered without I/O (COMMIT with nothing staged), sent with this
     /// pass's completions.
     done_now: Vec<Finished>,
-    /// This run's write verifier (WRITE and COMMIT replies).
-    verf: [u8; 8],
     /// Per `pending` slot: the NFSv4.1 part of a COMPOUND in flight (`v4::V4`).
     v4: Vec<Option<v4::V4>>,
     /// The backend's root, the directory entries' paths are under (revalidation).
@@ -255,7 +256,6 @@ impl Direct {
             files: Files::default(),
             reaped: Vec::with_capacity(2 * n),
             cache_pages: shared.cache_pages,
-            verf: shared.model.write_verifier(),
             root: shared.model.data_root(),
             shared,
             done_now: Vec::with_capacity(n),
@@ -543,6 +543,7 @@ impl Direct {
             wrote: None,
             synced: (stable == UNSTABLE).then_some(0),
             stat: None,
+            verf: self.shared.model.write_verifier(),
         };
         let p = Pending { job, base, op };
         // Before the change runs: reads racing with it must not be cached.
@@ -674,7 +675,7 @@ impl Direct {
         if !self.shared.model.begin_sync(&key) {
             // Nothing staged and no sync in flight: durable already (as the model's
             // commit answers).
-            return match wcc_reply(pools, &p, None, self.verf) {
+            return match wcc_reply(pools, &p, None, self.shared.model.write_verifier()) {
                 Some(b) => {
                     self.done_now.push(Finished::Reply(p.job, b, None));
                     Ok(())
@@ -809,6 +810,16 @@ impl Direct {
         Some(Finished::Fallback(p.job))
     }
 
+    /// A write chain failed: counted and logged; a failed sync also moves the write
+    /// verifier on (what it lost may include other WRITEs' staged data, and the
+    /// worker's retry of this one may well sync without an error).
+    fn failed(&mut self, f: Failure) {
+        if matches!(f, Failure::Sync(_)) {
+            self.shared.model.reset_write_verifier();
+        }
+        self.faults.note(f);
+    }
+
     fn park(&mut self, slot: u32, p: Pending) {
         if let Some(i) = p.base.fixed {
             self.fixed.hold(i);
@@ -894,7 +905,8 @@ impl Direct {
                     return Some(Finished::Fallback(p.job));
                 }
                 self.shared.model.end_sync(&p.base.key, true);
-                match wcc_reply(pools, &p, None, self.verf) {
+                // Read after the sync: a failure before it shows as a new verifier.
+                match wcc_reply(pools, &p, None, self.shared.model.write_verifier()) {
                     Some(b) => Finished::Reply(p.job, b, None),
                     // Durable already: the worker's COMMIT finds nothing staged.
                     None => Finished::Fallback(p.job),
@@ -999,6 +1011,7 @@ impl Direct {
             wrote,
             synced,
             stat,
+            verf,
         } = p.op
         else {
             unreachable!("finish_write of a write");
@@ -1024,10 +1037,10 @@ impl Direct {
         self.files.end_write(&p.base.fh, id, post);
         self.shared.gens.bump_file(fileid);
         if let Some(f) = failed {
-            self.faults.note(f);
+            self.failed(f);
             return Finished::Fallback(p.job);
         }
-        match wcc_reply(pools, &p, Some((post, count, stable)), self.verf) {
+        match wcc_reply(pools, &p, Some((post, count, stable)), verf) {
             Some(b) => Finished::Reply(p.job, b, None),
             // The data is written and staged: a worker writes it again and answers.
             None => Finished::Fallback(p.job),

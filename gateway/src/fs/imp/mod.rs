@@ -99,7 +99,9 @@ pub(super) struct Inner {
     interned: Mutex<HashSet<&'static str>>,
     table: HandleTable,
     mac_key: [u8; 32],
-    wverf: [u8; 8],
+    /// writeverf3 (read as big-endian bytes): random per run, moved on by every
+    /// failed sync (`reset_write_verifier`).
+    wverf: std::sync::atomic::AtomicU64,
     nonce: u64,
     fsid: u64,
     start_ns: u64,
@@ -207,7 +209,7 @@ impl Inner {
             interned: Mutex::new(HashSet::new()),
             table,
             mac_key,
-            wverf: rand::random(),
+            wverf: std::sync::atomic::AtomicU64::new(rand::random()),
             nonce: rand::random(),
             fsid,
             start_ns: now_ns(),
@@ -541,6 +543,21 @@ impl Inner {
 
     pub fn write_verifier(&self) -> [u8; 8] {
         self.wverf
+            .load(std::sync::atomic::Ordering::Acquire)
+            .to_be_bytes()
+    }
+
+    /// A sync failed: UNSTABLE data acknowledged before it may be lost even if a
+    /// later sync succeeds (the kernel reports a writeback error once per open
+    /// file, and marks the failed pages clean), so the verifier moves on and clients
+    /// resend every WRITE not yet committed under the new one (RFC 1813 §3.3.7, as
+    /// knfsd resets its verifier on a failed COMMIT or write-back).
+    pub fn reset_write_verifier(&self) {
+        let old = self.wverf.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        tracing::warn!(
+            old = format_args!("{old:016x}"),
+            "a sync failed: write verifier changed (clients resend uncommitted WRITEs)"
+        );
     }
 
     pub fn root(&self, export: u16) -> FsResult<Node> {
@@ -857,6 +874,9 @@ impl Inner {
     /// Ends a sync `begin_sync` counted; a failed one leaves the key dirty (a later
     /// COMMIT syncs again).
     pub fn end_sync(&self, key: &str, ok: bool) {
+        if !ok {
+            self.reset_write_verifier();
+        }
         let mut d = lock(&self.dirty);
         if !ok && !d.contains(key) {
             d.insert(key.to_string());

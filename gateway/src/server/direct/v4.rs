@@ -189,6 +189,7 @@ impl Direct {
             wrote: None,
             synced: (stable == UNSTABLE).then_some(0),
             stat: None,
+            verf: [0; 8],
         };
         let p = Pending { job, base, op };
         // Before the change runs: reads racing with it must not be cached.
@@ -259,7 +260,9 @@ impl Direct {
         let IoOp::Write { stable, .. } = c.op else {
             return None;
         };
-        fast_io::put_write_ok(&mut w, count, stable, &self.verf).ok()?;
+        // Read before the write is submitted (`FileModel::write_verifier`).
+        let verf = self.shared.model.write_verifier();
+        fast_io::put_write_ok(&mut w, count, stable, &verf).ok()?;
         let n = w.position();
         reply.set_len(n);
         Some((base, reply, started))
@@ -315,7 +318,8 @@ impl Direct {
         };
         let base = base_of(&a, fh)?;
         let started = fast_io::start(&self.shared.state, c, args, &t, &mut w)?;
-        w.opaque_fixed(&self.verf).ok()?;
+        // A placeholder: `finish4` writes the verifier read after the sync.
+        w.opaque_fixed(&[0; 8]).ok()?;
         let n = w.position();
         reply.set_len(n);
         Some((base, reply, started))
@@ -399,6 +403,8 @@ impl Direct {
             wrote,
             synced,
             stat,
+            // (The reply, built at submit time, carries it.)
+            verf: _,
         } = p.op
         else {
             unreachable!("finish_write4 of a write");
@@ -424,7 +430,7 @@ impl Direct {
         self.files.end_write(&p.base.fh, id, post);
         self.shared.gens.bump_file(fileid);
         if let Some(f) = failed {
-            self.faults.note(f);
+            self.failed(f);
             return Finished::Fallback(p.job);
         }
         let V4 {
@@ -457,12 +463,23 @@ impl Direct {
         self.reply4_with(p, started, reply)
     }
 
-    /// Sends a WRITE/COMMIT reply built at submit time.
+    /// Sends a COMMIT reply built at submit time, with the write verifier (its last
+    /// 8 bytes) read now: after the sync, so a failed sync anywhere before it shows
+    /// as a new verifier (`FileModel::write_verifier`).
     fn reply4(&mut self, p: Pending, v4: V4) -> Finished {
-        match v4.reply {
-            Some(reply) => self.reply4_with(p, v4.started, reply),
-            None => Finished::Fallback(p.job),
+        let Some(mut reply) = v4.reply else {
+            return Finished::Fallback(p.job);
+        };
+        let n = reply.len();
+        let verf = self.shared.model.write_verifier();
+        match n
+            .checked_sub(8)
+            .and_then(|at| reply.spare_mut().get_mut(at..n))
+        {
+            Some(tail) => tail.copy_from_slice(&verf),
+            None => return Finished::Fallback(p.job),
         }
+        self.reply4_with(p, v4.started, reply)
     }
 
     fn reply4_with(&mut self, p: Pending, started: Started, reply: Buf) -> Finished {
