@@ -346,9 +346,9 @@ def eio_gw(gw_factory):
         pytest.skip("no /dev/fuse")
     procs = []
 
-    def make(io):
+    def make(io, **opts):
         port = free_port()
-        g = gw_factory(backend="fs", backend_opts={"io": io}, start=False,
+        g = gw_factory(backend="fs", backend_opts={"io": io, **opts}, start=False,
                        extra={"stats": {"listen": f"127.0.0.1:{port}"}})
         g.stats_port = port
         src = g.workdir / "src"
@@ -481,6 +481,12 @@ def test_v4_eio_sync_and_commit_fail_and_the_slot_goes_on(eio_gw):
             c.write(fh, 0, data[:PAGE], sid)             # the slot goes on; (re)teaches
         rep = c.call(c.commit_rec(fh))
         seen.append(c.results(rep).status)
+        # A READ whose data cannot be read: the worker's error, retransmitted alike.
+        g.faults("read")
+        rec = c.read_rec(fh, 8192, 70000)
+        rep = c.call(rec)
+        seen.append(c.results(rep).status)
+        assert c.call(rec) == rep
         g.faults()
         verf = c.commit(fh)
         assert verf != v0, "a failed sync changes the write verifier"
@@ -488,9 +494,35 @@ def test_v4_eio_sync_and_commit_fail_and_the_slot_goes_on(eio_gw):
         assert (count, committed, v) == (len(data), FILE_SYNC4, verf)
         body, _ = c.read(fh, 0, len(data))
         assert body == data
-        assert seen == [NFS4ERR_IO] * 3, seen
+        assert seen == [NFS4ERR_IO] * 4, seen
         if io == "uring":
             f = _failures(g)
-            assert f["sync"] >= 2 and f["commit"] >= 1, f
+            assert f["sync"] >= 2 and f["commit"] >= 1 and f["read"] >= 1, f
         got[io] = seen
     assert got["uring"] == got["workers"]
+
+
+def test_spliced_reads_that_fail_get_the_error_and_the_pipes_recover(eio_gw):
+    """`backend.splice`: a large READ whose splice from the file fails (EIO) gets
+    NFS3ERR_IO from the worker, never a reply with data it does not have; the pipe
+    it used is replaced, and once the fault is gone READs are spliced again."""
+    g = eio_gw("uring", splice=True)
+    c = g.client()
+    fh = c.create(c.mount("/"), "eio-s", 0o644).check().fh
+    data = os.urandom(1 << 20)
+    c.write(fh, 0, data, stable=N.FILE_SYNC).check()
+    c.getattr(fh).check()
+    g.faults("read")
+    for k in range(20):   # more than a reactor's pipes (16)
+        off = (k * 40960) % (1 << 19)
+        r = c.read(fh, off, 1 << 18)
+        assert r.status == NFS3ERR_IO and r.data is None, (k, r.status)
+    g.faults()
+    before = scrape(g.stats_port).sum("nfsgw_tcp_spliced_bytes_total")
+    for off in range(0, 1 << 20, 1 << 18):
+        assert c.read(fh, off, 1 << 18).check().data == data[off:off + (1 << 18)]
+    f = _failures(g)
+    assert f["splice"] >= 1, f
+    if "spliced from the page cache" in _log(g):
+        assert scrape(g.stats_port).sum("nfsgw_tcp_spliced_bytes_total") > before
+    assert "panicked" not in _log(g)
