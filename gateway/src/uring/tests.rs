@@ -236,9 +236,11 @@ fn a_short_write_cancels_its_sync_and_statx() {
         let mut got = wait(&mut r, 3);
         got.sort_by_key(|c| c.tag);
         let res: Vec<_> = got.iter().map(|c| c.result).collect();
+        // Short (8 of 16), or an error where a kernel retries the rest on io-wq.
+        assert!(res[0] == 8 || res[0] < 0, "datasync {datasync}: {res:?}");
         assert_eq!(
-            res,
-            [8, -libc::ECANCELED, -libc::ECANCELED],
+            res[1..],
+            [-libc::ECANCELED, -libc::ECANCELED],
             "datasync {datasync}"
         );
     }
@@ -247,7 +249,8 @@ fn a_short_write_cancels_its_sync_and_statx() {
     assert!(unsafe { r.write_then_statx(f.as_raw_fd(), data.as_ptr(), 16, limit - 8, 1, 0, 3) });
     let mut got = wait(&mut r, 2);
     got.sort_by_key(|c| c.tag);
-    assert_eq!((got[0].result, got[1].result), (8, -libc::ECANCELED));
+    assert!(got[0].result == 8 || got[0].result < 0, "{got:?}");
+    assert_eq!(got[1].result, -libc::ECANCELED);
 }
 
 /// The revalidation rule on a real file, its path looked up by a ring `statx`:
