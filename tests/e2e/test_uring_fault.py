@@ -22,9 +22,12 @@ workers (issue 12; README "Data I/O on io_uring"): real faults, no mocks.
   (NFS3ERR_IO / NFS4ERR_IO, as on the workers); the staged data is synced by the
   next COMMIT once the fault is gone; a failed READ gets NFS3ERR_IO, never bytes.
 
-Not here: EROFS. A read-only remount of the tmpfs is refused (EBUSY) while the
-gateway holds files open for writing, which it always does for a file it wrote;
-device-mapper (dm-error) is not in this kernel.
+* EROFS: the tmpfs remounted read-only behind the gateway (the kernel refuses that,
+  EBUSY, while the gateway holds a file open for writing, so only files it read):
+  NFS3ERR_ROFS / NFS4ERR_ROFS for changes, READs go on.
+
+Not here: block-device EIO (device-mapper's dm-error is not in this kernel); the
+FUSE file system stands in for it.
 """
 from __future__ import annotations
 
@@ -525,4 +528,51 @@ def test_spliced_reads_that_fail_get_the_error_and_the_pipes_recover(eio_gw):
     assert f["splice"] >= 1, f
     if "spliced from the page cache" in _log(g):
         assert scrape(g.stats_port).sum("nfsgw_tcp_spliced_bytes_total") > before
+    assert "panicked" not in _log(g)
+
+
+# ---------------------------------------------------------------------------- EROFS
+
+
+@pytest.mark.parametrize("io", ["uring", "workers"])
+def test_a_read_only_backend_gets_rofs_and_reads_go_on(small_gw, io):
+    """The backend's file system remounted read-only behind the gateway (possible
+    while the gateway holds no file open for writing: files it only read): WRITE,
+    CREATE and SETATTR get NFS3ERR_ROFS (not NFS3ERR_IO), NFSv4.1 WRITE
+    NFS4ERR_ROFS; READs go on, on the ring; back read-write, writes work again."""
+    g = small_gw(io)
+    data = os.urandom(200000)
+    (g.data_dir / "ro").write_bytes(data)
+    time.sleep(0.1)
+    c = g.client()
+    root = c.mount("/")
+    fh = c.lookup_path(root, "ro")
+    assert c.read(fh, 0, 100000).check().data == data[:100000]
+    r = subprocess.run(["mount", "-o", "remount,ro", str(g.data_dir)],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        pytest.fail(f"remount ro refused (the gateway holds a file open for writing?): "
+                    f"{r.stderr.strip()}")
+    try:
+        before = _jobs(g)
+        for off in range(0, len(data), 65536):
+            assert c.read(fh, off, 65536).check().data == data[off:off + 65536]
+        if io == "uring":
+            assert _jobs(g) - before <= 1, "READs of a read-only store stay on the ring"
+        for stable in (N.UNSTABLE, N.FILE_SYNC):
+            r = c.write(fh, 0, b"x" * 100, stable=stable)
+            assert r.status == N.NFS3ERR_ROFS, r.status
+            assert r.wcc.after is not None and r.wcc.after.size == len(data)
+        assert c.create(root, "new", 0o644).status == N.NFS3ERR_ROFS
+        assert c.setattr(fh, size=10).status == N.NFS3ERR_ROFS
+        v4 = Client(g)
+        # (The anonymous stateid: no OPEN, which a read-only store may refuse too.)
+        st = Client.results(v4.call(v4.write_rec(fh, 0, b"y" * 10, b"\0" * 16))).status
+        assert st == 30, st   # NFS4ERR_ROFS
+        body, _ = v4.read(fh, 0, 1000)
+        assert body == data[:1000]
+    finally:
+        subprocess.run(["mount", "-o", "remount,rw", str(g.data_dir)], check=True)
+    c.write(fh, 0, b"z" * 100, stable=N.FILE_SYNC).check()
+    assert (g.data_dir / "ro").read_bytes() == b"z" * 100 + data[100:]
     assert "panicked" not in _log(g)

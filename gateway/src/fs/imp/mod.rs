@@ -282,6 +282,7 @@ impl Inner {
             BackendError::NotFound => Status::NoEnt,
             BackendError::AlreadyExists => Status::Exist,
             BackendError::NoSpace => Status::NoSpc,
+            BackendError::ReadOnly => Status::Rofs,
             BackendError::Retryable(msg) => {
                 tracing::debug!(key, msg, "backend busy");
                 Status::Jukebox
