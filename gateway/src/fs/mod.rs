@@ -115,8 +115,8 @@ impl FileModel {
         self.inner.write_verifier()
     }
 
-    /// A sync failed outside `end_sync` (a reactor's stable WRITE chain): moves the
-    /// verifier on (see `imp::Inner::reset_write_verifier`).
+    /// A reactor's own sync failed (a stable WRITE chain's, a COMMIT's `fdatasync`):
+    /// moves the verifier on (see `imp::Inner::reset_write_verifier`).
     pub fn reset_write_verifier(&self) {
         self.inner.reset_write_verifier()
     }

@@ -810,11 +810,12 @@ impl Direct {
         Some(Finished::Fallback(p.job))
     }
 
-    /// A write chain failed: counted and logged; a failed sync also moves the write
-    /// verifier on (what it lost may include other WRITEs' staged data, and the
-    /// worker's retry of this one may well sync without an error).
+    /// A ring operation failed: counted and logged; a failed sync (a stable WRITE's
+    /// or a COMMIT's) also moves the write verifier on: what it lost may include
+    /// other WRITEs' staged data, and the worker's retry may well sync without an
+    /// error (the kernel reports a write-back error once).
     fn failed(&mut self, f: Failure) {
-        if matches!(f, Failure::Sync(_)) {
+        if matches!(f, Failure::Sync(_) | Failure::Commit(_)) {
             self.shared.model.reset_write_verifier();
         }
         self.faults.note(f);
@@ -900,7 +901,7 @@ impl Direct {
             Op::Revalidate { .. } => return self.finish_revalidate(p, slot, result),
             Op::Commit => {
                 if result < 0 {
-                    self.faults.note(Failure::Commit(fault::errno(result)));
+                    self.failed(Failure::Commit(fault::errno(result)));
                     self.shared.model.end_sync(&p.base.key, false);
                     return Some(Finished::Fallback(p.job));
                 }

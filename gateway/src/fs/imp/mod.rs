@@ -875,9 +875,6 @@ impl Inner {
     /// Ends a sync `begin_sync` counted; a failed one leaves the key dirty (a later
     /// COMMIT syncs again).
     pub fn end_sync(&self, key: &str, ok: bool) {
-        if !ok {
-            self.reset_write_verifier();
-        }
         let mut d = lock(&self.dirty);
         if !ok && !d.contains(key) {
             d.insert(key.to_string());
@@ -957,7 +954,7 @@ impl Inner {
         }
         self.begin_sync(key, true);
         let synced = rw.sync(key);
-        self.end_sync(key, synced.is_ok());
+        self.synced(key, &synced);
         synced.map_err(|e| self.nerr(e, key))?;
         Ok(Stable::FileSync)
     }
@@ -971,8 +968,23 @@ impl Inner {
             return Ok(());
         }
         let synced = rw.sync(key);
-        self.end_sync(key, synced.is_ok());
+        self.synced(key, &synced);
         synced.map_err(|e| self.nerr(e, key))
+    }
+
+    /// Ends a sync with its outcome. A failure the backend does not call
+    /// retryable may have lost staged data (a local file system drops the pages
+    /// whose write-back failed and reports it once): the write verifier moves on. A
+    /// retryable one (the s3 backend's store trouble) keeps the data staged for the
+    /// next COMMIT, so the verifier stays.
+    fn synced(&self, key: &str, synced: &Result<(), BackendError>) {
+        self.end_sync(key, synced.is_ok());
+        if synced
+            .as_ref()
+            .is_err_and(|e| !matches!(e, BackendError::Retryable(_)))
+        {
+            self.reset_write_verifier();
+        }
     }
 
     pub fn flush_all(&self) -> FsResult<()> {

@@ -639,7 +639,8 @@ fn a_commit_during_another_commits_sync_syncs_too() {
 /// A failed sync moves the write verifier on (what it lost may be any staged WRITE
 /// of the file, and a later sync can succeed without reporting it): clients then
 /// resend every WRITE not committed under the new verifier. Successful syncs and
-/// COMMITs keep it.
+/// COMMITs keep it, and so does a sync that never ran (`end_sync(false)` alone: a
+/// reactor that could not submit its fdatasync).
 #[test]
 fn a_failed_sync_changes_the_write_verifier() {
     each_local(|m, _, _| {
@@ -654,6 +655,8 @@ fn a_failed_sync_changes_the_write_verifier() {
         m.write(&f, 3, b"def", Stable::Unstable).unwrap();
         assert!(m.begin_sync(k));
         m.end_sync(k, false);
+        assert_eq!(m.write_verifier(), v0, "a sync that never ran keeps it");
+        m.reset_write_verifier();
         let v1 = m.write_verifier();
         assert_ne!(v1, v0, "a failed sync changes it");
         m.reset_write_verifier();

@@ -343,7 +343,7 @@ impl Direct {
             Op::Revalidate { .. } | Op::Splice { .. } => Finished::Fallback(p.job),
             Op::Commit => {
                 if result < 0 {
-                    self.faults.note(Failure::Commit(fault::errno(result)));
+                    self.failed(Failure::Commit(fault::errno(result)));
                     self.shared.model.end_sync(&p.base.key, false);
                     return Finished::Fallback(p.job);
                 }
