@@ -19,7 +19,7 @@ log() { echo "setup.sh: $*" >&2; }
 
 # ---- Debian packages --------------------------------------------------------
 PKGS=(libnfs-utils libnfs-dev swig python3-dev python3-venv build-essential pkg-config
-      libibverbs-dev librdmacm-dev libclang-dev fio systemd python3-ply)
+      libibverbs-dev librdmacm-dev libclang-dev fio systemd python3-ply libfuse3-3)
 missing=()
 for p in "${PKGS[@]}"; do
     if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
@@ -44,6 +44,8 @@ if ((${#missing[@]})); then
     apt-get install -y -qq --no-install-recommends systemd
     # pynfs' XDR generator (tests/pynfs/run.sh runs pynfs with /usr/bin/python3)
     apt-get install -y -qq --no-install-recommends python3-ply
+    # libfuse 3 for tests/e2e/faultfs.py (EIO injected under the gateway's fs backend)
+    apt-get install -y -qq --no-install-recommends libfuse3-3
 fi
 for b in nfs-ls nfs-cp nfs-cat; do
     command -v "$b" >/dev/null || { log "missing $b after install"; exit 1; }
@@ -70,6 +72,13 @@ if ! "$VENV/bin/python" -c 'import importlib.util as u, sys; sys.exit(not all(u.
     || [[ ! -x "$VENV/bin/moto_server" ]]; then
     log "installing moto[server] (S3-compatible server for the s3 backend tests)"
     "$VENV/bin/pip" install -q --disable-pip-version-check 'moto[server]>=5,<6'
+fi
+
+# ---- FUSE bindings for the EIO file system of test_uring_fault.py -------------------
+# mfusepy: ctypes bindings to libfuse 3 (no build step); tests/e2e/faultfs.py.
+if ! "$VENV/bin/python" -c 'import mfusepy' 2>/dev/null; then
+    log "installing mfusepy (FUSE bindings for tests/e2e/faultfs.py)"
+    "$VENV/bin/pip" install -q --disable-pip-version-check 'mfusepy>=3.1,<4'
 fi
 
 # ---- optional: PyPI libnfs bindings ------------------------------------------------

@@ -46,6 +46,8 @@ pub enum BackendError {
     AlreadyExists,
     /// Out of space or quota.
     NoSpace,
+    /// The store refuses changes (a read-only file system): NFS3ERR_ROFS.
+    ReadOnly,
     /// Worth retrying later (throttling, timeouts, 5xx): NFS3ERR_JUKEBOX.
     Retryable(String),
     /// Will not succeed on retry: NFS3ERR_IO.
@@ -58,6 +60,7 @@ impl std::fmt::Display for BackendError {
             BackendError::NotFound => f.write_str("object not found"),
             BackendError::AlreadyExists => f.write_str("object already exists"),
             BackendError::NoSpace => f.write_str("no space left in backend"),
+            BackendError::ReadOnly => f.write_str("backend is read-only"),
             BackendError::Retryable(s) => write!(f, "temporary backend failure: {s}"),
             BackendError::Permanent(s) => write!(f, "backend failure: {s}"),
         }

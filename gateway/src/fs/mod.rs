@@ -108,9 +108,17 @@ impl FileModel {
         imp::peek_handle(fh)
     }
 
-    /// writeverf3 of this run.
+    /// writeverf3: random per run, changed by every failed sync. A WRITE reply
+    /// carries the value read before its data was written, a COMMIT reply the
+    /// value read after its sync (so a failure in between always shows).
     pub fn write_verifier(&self) -> [u8; 8] {
         self.inner.write_verifier()
+    }
+
+    /// A reactor's own sync failed (a stable WRITE chain's, a COMMIT's `fdatasync`):
+    /// moves the verifier on (see `imp::Inner::reset_write_verifier`).
+    pub fn reset_write_verifier(&self) {
+        self.inner.reset_write_verifier()
     }
 
     /// The largest file the store can hold (FSINFO `maxfilesize`).

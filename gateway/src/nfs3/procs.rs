@@ -257,6 +257,9 @@ fn write(ctx: &Ctx, r: &mut XdrReader, out: &mut XdrWriter) -> Res {
     let data = &data[..count];
     let (node, c) = open(ctx, fh)?;
     let pre = ctx.model.getattr(&node)?;
+    // Read before the data is written: a sync failing meanwhile moves it on
+    // (`FileModel::write_verifier`).
+    let verf = ctx.model.write_verifier();
     let res = (|| {
         check_writable(&c)?;
         match pre.kind {
@@ -287,7 +290,7 @@ fn write(ctx: &Ctx, r: &mut XdrReader, out: &mut XdrWriter) -> Res {
     if let Ok(committed) = res {
         out.u32(count as u32)?;
         out.u32(committed as u32)?;
-        out.opaque_fixed(&ctx.model.write_verifier())?;
+        out.opaque_fixed(&verf)?;
     }
     Ok(())
 }

@@ -91,6 +91,9 @@ pub(super) fn write(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter) -> O
         2 => Stable::FileSync,
         _ => return put_status(w, NFS4ERR_BADXDR),
     };
+    // Read before the data is written: a sync failing meanwhile moves it on
+    // (`FileModel::write_verifier`).
+    let verf = c.ctx.model.write_verifier();
     let res = (|| {
         let f = cur_file(c, NFS4ERR_ISDIR)?;
         need_reg(f.attr.kind)?;
@@ -134,14 +137,11 @@ pub(super) fn write(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter) -> O
             .map_err(fs_err)
     })();
     match res {
-        Ok(done) => {
-            let verf = c.ctx.model.write_verifier();
-            ok_with(w, |w| {
-                w.u32(data.len() as u32)?;
-                w.u32(done as u32)?;
-                w.opaque_fixed(&verf)
-            })
-        }
+        Ok(done) => ok_with(w, |w| {
+            w.u32(data.len() as u32)?;
+            w.u32(done as u32)?;
+            w.opaque_fixed(&verf)
+        }),
         Err(e) => put_status(w, e),
     }
 }

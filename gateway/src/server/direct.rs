@@ -30,9 +30,10 @@
 //!
 //! WRITE (FILE_SYNC, DATA_SYNC): the same, with an `fsync` (`fdatasync` for
 //! DATA_SYNC) linked between the write and the statx; the reply is built only from
-//! the statx's completion, which the kernel cancels unless the write and the sync
-//! both succeeded (durability: a stable WRITE is never answered before its data is
-//! in the backend). It leaves the model's staged set alone: UNSTABLE data staged
+//! the completions of all three: the write whole, the sync successful, the statx
+//! done — each result checked, as the kernel does not cancel the statx after a
+//! failed fsync (`fault`; durability: a stable WRITE is never answered before its
+//! data is in the backend). It leaves the model's staged set alone: UNSTABLE data staged
 //! before may or may not be covered by this sync (it races with other reactors'
 //! writes), so a later COMMIT still syncs it; that costs a sync, never data.
 //!
@@ -63,6 +64,8 @@
 // worker, as it came: boxing it would allocate per call on the hot path.
 #![allow(clippy::result_large_err)]
 
+/// Failed ring I/O: its kinds, counter and rate-limited log lines (`fault.rs`).
+mod fault;
 /// NFSv4.1 READ/WRITE/COMMIT COMPOUNDs on the same ring (`v4.rs`).
 mod v4;
 
@@ -82,6 +85,7 @@ use engine::mem::{Buf, Pools};
 use engine::rpc::{self, Accept};
 use engine::tcp::Pipe;
 use engine::xdr::{XdrReader, XdrWriter};
+use fault::Failure;
 use std::ffi::CStr;
 use std::fs::File;
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -94,9 +98,12 @@ const COMMIT: u32 = 21;
 const UNSTABLE: u32 = 0;
 const DATA_SYNC: u32 = 1;
 const FILE_SYNC: u32 = 2;
-/// The tag of a stable write's sync completion: not acted on (the statx linked
-/// after it says whether it succeeded); never a slot's tag (slots are few).
-const SYNC_TAG: u64 = u64::MAX;
+/// Marks the tag of a stable write's sync completion: `SYNC_BIT | slot`, never one
+/// of a slot's other tags (`slot * 2`, `slot * 2 + 1`: slots are few). The sync's
+/// own result says whether it succeeded: the kernel does not cancel the statx
+/// linked after a failed fsync (IOSQE_IO_LINK breaks on a failed or short write,
+/// not on a failed IORING_OP_FSYNC: `uring::tests::a_failed_sync_does_not_cancel_its_statx`).
+const SYNC_BIT: u64 = 1 << 63;
 /// Reply room before READ data: RPC accepted header (24 bytes), status, post_op_attr
 /// (4 + 84), count, eof and the data's length.
 const READ_REPLY_HEAD: usize = 24 + 4 + 88 + 4 + 4 + 4;
@@ -132,13 +139,18 @@ enum Op {
         at: [usize; 4],
     },
     /// The file-table entry it counted its bumps in, the stable_how asked (and
-    /// answered), and the two results (write, statx).
+    /// answered), and the results (write, sync, statx) as they are reaped; an
+    /// UNSTABLE write has no sync (`synced` starts at `Some(0)`).
     Write {
         count: u32,
         stable: u32,
         id: u64,
         wrote: Option<i32>,
+        synced: Option<i32>,
         stat: Option<i32>,
+        /// The write verifier read before the write was submitted (its reply's:
+        /// a sync failing meanwhile moves the model's on, see `FileModel::write_verifier`).
+        verf: [u8; 8],
     },
     Commit,
     /// A `statx` of the entry's path (kept alive here until it completes).
@@ -211,8 +223,6 @@ pub(crate) struct Direct {
     /// Calls answered without I/O (COMMIT with nothing staged), sent with this
     /// pass's completions.
     done_now: Vec<Finished>,
-    /// This run's write verifier (WRITE and COMMIT replies).
-    verf: [u8; 8],
     /// Per `pending` slot: the NFSv4.1 part of a COMPOUND in flight (`v4::V4`).
     v4: Vec<Option<v4::V4>>,
     /// The backend's root, the directory entries' paths are under (revalidation).
@@ -225,6 +235,8 @@ pub(crate) struct Direct {
     retired: Vec<u32>,
     /// Pipes for spliced TCP READ replies; `None`: every READ fills a pool buffer.
     pipes: Option<Pipes>,
+    /// Failed operations: counted, and logged once a second per kind.
+    faults: fault::Faults,
 }
 
 /// The checks every call makes: the entry, and the caller admitted to its export.
@@ -244,7 +256,6 @@ impl Direct {
             files: Files::default(),
             reaped: Vec::with_capacity(2 * n),
             cache_pages: shared.cache_pages,
-            verf: shared.model.write_verifier(),
             root: shared.model.data_root(),
             shared,
             done_now: Vec::with_capacity(n),
@@ -254,6 +265,7 @@ impl Direct {
             retired: Vec::new(),
             ring,
             pipes: None,
+            faults: fault::Faults::default(),
         }
     }
 
@@ -534,7 +546,9 @@ impl Direct {
             stable,
             id,
             wrote: None,
+            synced: (stable == UNSTABLE).then_some(0),
             stat: None,
+            verf: self.shared.model.write_verifier(),
         };
         let p = Pending { job, base, op };
         // Before the change runs: reads racing with it must not be cached.
@@ -557,9 +571,10 @@ impl Direct {
 
     /// Queues a WRITE's chain for `pending[slot]` (NFSv3 and NFSv4.1 alike): the
     /// write, then for a stable one the `fsync` (`fdatasync` for DATA_SYNC), then the
-    /// statx of the post-operation attributes, each cancelled by the kernel unless
-    /// the one before succeeded. Tags: `slot * 2` the write, `slot * 2 + 1` the
-    /// statx (into statx slot `slot`), `SYNC_TAG` the sync.
+    /// statx of the post-operation attributes (the kernel cancels what follows a
+    /// failed or short write, not what follows a failed sync: `finish_write` checks
+    /// every result). Tags: `slot * 2` the write, `slot * 2 + 1` the
+    /// statx (into statx slot `slot`), `SYNC_BIT | slot` the sync.
     ///
     /// # Safety
     /// `src` is `count` readable bytes (the call's record) kept, with the file, in
@@ -590,7 +605,7 @@ impl Direct {
             } else {
                 let sync = StableSync {
                     datasync: stable == DATA_SYNC,
-                    tag: SYNC_TAG,
+                    tag: SYNC_BIT | u64::from(slot),
                 };
                 self.ring.write_sync_statx(
                     fd,
@@ -665,7 +680,7 @@ impl Direct {
         if !self.shared.model.begin_sync(&key) {
             // Nothing staged and no sync in flight: durable already (as the model's
             // commit answers).
-            return match wcc_reply(pools, &p, None, self.verf) {
+            return match wcc_reply(pools, &p, None, self.shared.model.write_verifier()) {
                 Some(b) => {
                     self.done_now.push(Finished::Reply(p.job, b, None));
                     Ok(())
@@ -800,6 +815,17 @@ impl Direct {
         Some(Finished::Fallback(p.job))
     }
 
+    /// A ring operation failed: counted and logged; a failed sync (a stable WRITE's
+    /// or a COMMIT's) also moves the write verifier on: what it lost may include
+    /// other WRITEs' staged data, and the worker's retry may well sync without an
+    /// error (the kernel reports a write-back error once).
+    fn failed(&mut self, f: Failure) {
+        if matches!(f, Failure::Sync(_) | Failure::Commit(_)) {
+            self.shared.model.reset_write_verifier();
+        }
+        self.faults.note(f);
+    }
+
     fn park(&mut self, slot: u32, p: Pending) {
         if let Some(i) = p.base.fixed {
             self.fixed.hold(i);
@@ -817,23 +843,38 @@ impl Direct {
         let n = self.reaped.len();
         let mut reaped = std::mem::take(&mut self.reaped);
         for c in reaped.drain(..) {
-            if c.tag == SYNC_TAG {
-                continue;
-            }
-            let slot = (c.tag / 2) as usize;
+            let is_sync = c.tag & SYNC_BIT != 0;
+            let slot = if is_sync {
+                (c.tag & !SYNC_BIT) as usize
+            } else {
+                (c.tag / 2) as usize
+            };
             let Some(p) = self.pending.get_mut(slot).and_then(Option::as_mut) else {
                 tracing::error!(tag = c.tag, "io_uring: completion for nothing pending");
                 continue;
             };
-            if let Op::Write { wrote, stat, .. } = &mut p.op {
-                if c.tag % 2 == 0 {
+            if let Op::Write {
+                wrote,
+                synced,
+                stat,
+                ..
+            } = &mut p.op
+            {
+                // Finished once all its completions are in (any order): a stable
+                // write's sync result is one of them.
+                if is_sync {
+                    *synced = Some(c.result);
+                } else if c.tag % 2 == 0 {
                     *wrote = Some(c.result);
                 } else {
                     *stat = Some(c.result);
                 }
-                if wrote.is_none() || stat.is_none() {
+                if wrote.is_none() || synced.is_none() || stat.is_none() {
                     continue;
                 }
+            } else if is_sync {
+                tracing::error!(tag = c.tag, "io_uring: sync completion for no write");
+                continue;
             }
             let p = self.pending[slot].take().expect("present above");
             if let Some(i) = p.base.fixed.filter(|&i| self.fixed.release(i)) {
@@ -865,15 +906,13 @@ impl Direct {
             Op::Revalidate { .. } => return self.finish_revalidate(p, slot, result),
             Op::Commit => {
                 if result < 0 {
-                    tracing::warn!(
-                        err = -result,
-                        "io_uring fdatasync failed; a worker answers the COMMIT"
-                    );
+                    self.failed(Failure::Commit(fault::errno(result)));
                     self.shared.model.end_sync(&p.base.key, false);
                     return Some(Finished::Fallback(p.job));
                 }
                 self.shared.model.end_sync(&p.base.key, true);
-                match wcc_reply(pools, &p, None, self.verf) {
+                // Read after the sync: a failure before it shows as a new verifier.
+                match wcc_reply(pools, &p, None, self.shared.model.write_verifier()) {
                     Some(b) => Finished::Reply(p.job, b, None),
                     // Durable already: the worker's COMMIT finds nothing staged.
                     None => Finished::Fallback(p.job),
@@ -882,7 +921,7 @@ impl Direct {
         })
     }
 
-    fn finish_read(&self, p: Pending, result: i32) -> Finished {
+    fn finish_read(&mut self, p: Pending, result: i32) -> Finished {
         let Pending { job, base, op } = p;
         let Base {
             fh,
@@ -901,7 +940,7 @@ impl Direct {
             unreachable!("finish_read of a read");
         };
         if result < 0 {
-            tracing::debug!(err = -result, "io_uring read failed; a worker retries it");
+            self.faults.note(Failure::Read(fault::errno(result)));
             return Finished::Fallback(job);
         }
         let got = (result as usize).min(want);
@@ -945,7 +984,7 @@ impl Direct {
             unreachable!("finish_splice of a splice");
         };
         if result < 0 {
-            tracing::debug!(err = -result, "io_uring splice failed; a worker retries it");
+            self.faults.note(Failure::Splice(fault::errno(result)));
             // What the pipe holds is unknown: a fresh one takes its place.
             if let Some(pool) = self.pipes.as_mut() {
                 pool.replace(pipe);
@@ -976,13 +1015,21 @@ impl Direct {
             stable,
             id,
             wrote,
+            synced,
             stat,
+            verf,
         } = p.op
         else {
             unreachable!("finish_write of a write");
         };
         let fileid = p.base.attr.fileid;
-        let ok = wrote == Some(count as i32) && stat == Some(0);
+        // Every result is in (`poll` waits for them): the write counts only whole,
+        // a stable one only synced.
+        let failed = fault::write_outcome(
+            count,
+            [wrote, synced, stat].map(|r| r.unwrap_or(-libc::EIO)),
+        );
+        let ok = failed.is_none();
         if ok && stable == UNSTABLE {
             // Staged before the reply: a COMMIT after it syncs this data.
             self.shared.model.mark_dirty(&p.base.key);
@@ -995,15 +1042,11 @@ impl Direct {
         // After the change, before its reply can reach the client.
         self.files.end_write(&p.base.fh, id, post);
         self.shared.gens.bump_file(fileid);
-        if !ok {
-            tracing::debug!(
-                ?wrote,
-                ?stat,
-                "io_uring write failed or short; a worker redoes it"
-            );
+        if let Some(f) = failed {
+            self.failed(f);
             return Finished::Fallback(p.job);
         }
-        match wcc_reply(pools, &p, Some((post, count, stable)), self.verf) {
+        match wcc_reply(pools, &p, Some((post, count, stable)), verf) {
             Some(b) => Finished::Reply(p.job, b, None),
             // The data is written and staged: a worker writes it again and answers.
             None => Finished::Fallback(p.job),

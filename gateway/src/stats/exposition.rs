@@ -289,6 +289,19 @@ pub fn render(src: &Source, out: &mut String) {
         out,
         "nfsgw_uring_revalidations_total{{result=\"changed\"}} {changed}"
     );
+    header(
+        out,
+        "nfsgw_uring_failures_total",
+        "counter",
+        "Storage operations on a reactor's io_uring that failed or came back short, by operation; each call went to a worker, which redid it and answered.",
+    );
+    for (i, op) in super::uring_failures::OPS.iter().enumerate() {
+        let _ = writeln!(
+            out,
+            "nfsgw_uring_failures_total{{op=\"{op}\"}} {}",
+            super::uring_failures::total(i)
+        );
+    }
 
     header(
         out,

@@ -11,6 +11,7 @@ pub mod exposition;
 pub mod histogram;
 pub mod http;
 pub mod revalidations;
+pub mod uring_failures;
 
 pub use clock::Clock;
 pub use counters::{slot_of, CallStat, ReactorStats, Transport};

@@ -206,6 +206,53 @@ fn a_failed_stable_write_cancels_its_sync_and_statx() {
     );
 }
 
+/// A short write (what a full file system gives: the bytes that fit, then ENOSPC)
+/// breaks the link: a stable write's sync and statx are cancelled, so `direct`
+/// never builds a stable reply from it (and its own check wants the whole count).
+/// Made deterministic with the file system's largest offset (`s_maxbytes`), where
+/// the kernel cuts a write short the same way; skipped where neither candidate
+/// limit is this file system's.
+#[test]
+fn a_short_write_cancels_its_sync_and_statx() {
+    use std::os::unix::fs::FileExt;
+    let p = pools();
+    let Some(mut r) = ring(&p) else { return };
+    let f = tempfile::tempfile().unwrap();
+    let data = [9u8; 16];
+    // tmpfs, xfs, btrfs: the largest off_t; ext4 (4 KiB blocks): 16 TiB less a block.
+    let Some(limit) = [i64::MAX as u64, (1u64 << 44) - 4096]
+        .into_iter()
+        .find(|&l| f.write_at(&data, l - 8).ok() == Some(8))
+    else {
+        eprintln!("no known file-size limit on this file system: skipped");
+        return;
+    };
+    for datasync in [false, true] {
+        let sync = StableSync { datasync, tag: 2 };
+        // SAFETY: `data` and `f` outlive the completions waited for below.
+        assert!(unsafe {
+            r.write_sync_statx(f.as_raw_fd(), data.as_ptr(), 16, limit - 8, 1, sync, 0, 3)
+        });
+        let mut got = wait(&mut r, 3);
+        got.sort_by_key(|c| c.tag);
+        let res: Vec<_> = got.iter().map(|c| c.result).collect();
+        // Short (8 of 16), or an error where a kernel retries the rest on io-wq.
+        assert!(res[0] == 8 || res[0] < 0, "datasync {datasync}: {res:?}");
+        assert_eq!(
+            res[1..],
+            [-libc::ECANCELED, -libc::ECANCELED],
+            "datasync {datasync}"
+        );
+    }
+    // The unstable chain too.
+    // SAFETY: as above.
+    assert!(unsafe { r.write_then_statx(f.as_raw_fd(), data.as_ptr(), 16, limit - 8, 1, 0, 3) });
+    let mut got = wait(&mut r, 2);
+    got.sort_by_key(|c| c.tag);
+    assert!(got[0].result == 8 || got[0].result < 0, "{got:?}");
+    assert_eq!(got[1].result, -libc::ECANCELED);
+}
+
 /// The revalidation rule on a real file, its path looked up by a ring `statx`:
 /// unchanged until its data, its mode, an xattr or its name changes.
 #[test]
@@ -379,4 +426,34 @@ fn bulk_is_set_by_large_reads_until_the_ring_is_empty() {
     assert!(r.bulk(), "a queued {BULK_BYTES}-byte read is bulk");
     assert_eq!(wait(&mut r, 1)[0].result, BULK_BYTES as i32);
     assert!(!r.bulk(), "an empty ring is not bulk");
+
+/// A failed fsync does NOT cancel the statx linked after it (this kernel: the link
+/// breaks on a failed or short write, not on IORING_OP_FSYNC's error), so `direct`
+/// checks the sync's own result before it answers a stable WRITE (found with an
+/// EIO-injecting FUSE file system, tests/e2e/test_uring_fault.py; here /dev/null,
+/// whose writes succeed and whose fsync is EINVAL).
+#[test]
+fn a_failed_sync_does_not_cancel_its_statx() {
+    let p = pools();
+    let Some(mut r) = ring(&p) else { return };
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/null")
+        .unwrap();
+    let data = [1u8; 4096];
+    for datasync in [false, true] {
+        let sync = StableSync { datasync, tag: 2 };
+        // SAFETY: `data` and `f` outlive the completions waited for below.
+        assert!(unsafe {
+            r.write_sync_statx(f.as_raw_fd(), data.as_ptr(), 4096, 0, 1, sync, 0, 3)
+        });
+        let mut got = wait(&mut r, 3);
+        got.sort_by_key(|c| c.tag);
+        let res: Vec<_> = got.iter().map(|c| c.result).collect();
+        assert_eq!(res[0], 4096, "the write succeeded");
+        assert!(res[1] < 0, "the sync failed: {res:?}");
+        // Were the kernel to cancel it, -ECANCELED: either way `direct` answers
+        // from the sync's result, never from the statx's alone.
+        assert!(res[2] == 0 || res[2] == -libc::ECANCELED, "{res:?}");
+    }
 }

@@ -99,7 +99,9 @@ pub(super) struct Inner {
     interned: Mutex<HashSet<&'static str>>,
     table: HandleTable,
     mac_key: [u8; 32],
-    wverf: [u8; 8],
+    /// writeverf3 (read as big-endian bytes): random per run, moved on by every
+    /// failed sync (`reset_write_verifier`).
+    wverf: std::sync::atomic::AtomicU64,
     nonce: u64,
     fsid: u64,
     start_ns: u64,
@@ -207,7 +209,7 @@ impl Inner {
             interned: Mutex::new(HashSet::new()),
             table,
             mac_key,
-            wverf: rand::random(),
+            wverf: std::sync::atomic::AtomicU64::new(rand::random()),
             nonce: rand::random(),
             fsid,
             start_ns: now_ns(),
@@ -280,6 +282,7 @@ impl Inner {
             BackendError::NotFound => Status::NoEnt,
             BackendError::AlreadyExists => Status::Exist,
             BackendError::NoSpace => Status::NoSpc,
+            BackendError::ReadOnly => Status::Rofs,
             BackendError::Retryable(msg) => {
                 tracing::debug!(key, msg, "backend busy");
                 Status::Jukebox
@@ -539,6 +542,21 @@ impl Inner {
 
     pub fn write_verifier(&self) -> [u8; 8] {
         self.wverf
+            .load(std::sync::atomic::Ordering::Acquire)
+            .to_be_bytes()
+    }
+
+    /// A sync failed: UNSTABLE data acknowledged before it may be lost even if a
+    /// later sync succeeds (the kernel reports a writeback error once per open
+    /// file, and marks the failed pages clean), so the verifier moves on and clients
+    /// resend every WRITE not yet committed under the new one (RFC 1813 §3.3.7, as
+    /// knfsd resets its verifier on a failed COMMIT or write-back).
+    pub fn reset_write_verifier(&self) {
+        let old = self.wverf.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        tracing::warn!(
+            old = format_args!("{old:016x}"),
+            "a sync failed: write verifier changed (clients resend uncommitted WRITEs)"
+        );
     }
 
     pub fn root(&self, export: u16) -> FsResult<Node> {
@@ -934,7 +952,7 @@ impl Inner {
         }
         self.begin_sync(key, true);
         let synced = rw.sync(key);
-        self.end_sync(key, synced.is_ok());
+        self.synced(key, &synced);
         synced.map_err(|e| self.nerr(e, key))?;
         Ok(Stable::FileSync)
     }
@@ -948,8 +966,23 @@ impl Inner {
             return Ok(());
         }
         let synced = rw.sync(key);
-        self.end_sync(key, synced.is_ok());
+        self.synced(key, &synced);
         synced.map_err(|e| self.nerr(e, key))
+    }
+
+    /// Ends a sync with its outcome. A failure the backend does not call
+    /// retryable may have lost staged data (a local file system drops the pages
+    /// whose write-back failed and reports it once): the write verifier moves on. A
+    /// retryable one (the s3 backend's store trouble) keeps the data staged for the
+    /// next COMMIT, so the verifier stays.
+    fn synced(&self, key: &str, synced: &Result<(), BackendError>) {
+        self.end_sync(key, synced.is_ok());
+        if synced
+            .as_ref()
+            .is_err_and(|e| !matches!(e, BackendError::Retryable(_)))
+        {
+            self.reset_write_verifier();
+        }
     }
 
     pub fn flush_all(&self) -> FsResult<()> {

@@ -636,6 +636,37 @@ fn a_commit_during_another_commits_sync_syncs_too() {
     });
 }
 
+/// A failed sync moves the write verifier on (what it lost may be any staged WRITE
+/// of the file, and a later sync can succeed without reporting it): clients then
+/// resend every WRITE not committed under the new verifier. Successful syncs and
+/// COMMITs keep it, and so does a sync that never ran (`end_sync(false)` alone: a
+/// reactor that could not submit its fdatasync).
+#[test]
+fn a_failed_sync_changes_the_write_verifier() {
+    each_local(|m, _, _| {
+        let root = m.root(0).unwrap();
+        let f = mkfile(m, &root, "wv");
+        let k = f.key.as_str();
+        let v0 = m.write_verifier();
+        m.write(&f, 0, b"abc", Stable::Unstable).unwrap();
+        m.commit(&f).unwrap();
+        m.write(&f, 0, b"abc", Stable::FileSync).unwrap();
+        assert_eq!(m.write_verifier(), v0, "successful syncs keep it");
+        m.write(&f, 3, b"def", Stable::Unstable).unwrap();
+        assert!(m.begin_sync(k));
+        m.end_sync(k, false);
+        assert_eq!(m.write_verifier(), v0, "a sync that never ran keeps it");
+        m.reset_write_verifier();
+        let v1 = m.write_verifier();
+        assert_ne!(v1, v0, "a failed sync changes it");
+        m.reset_write_verifier();
+        let v2 = m.write_verifier();
+        assert!(v2 != v1 && v2 != v0, "every failure gives a new one");
+        m.commit(&f).unwrap();
+        assert_eq!(m.write_verifier(), v2);
+    });
+}
+
 /// RMDIR of a directory whose only listed children are ghosts (deleted objects a
 /// lagging replica still lists) succeeds; a real child still makes it NOTEMPTY.
 /// Found in CI on a three-node Garage cluster: REMOVE then RMDIR answered NOTEMPTY.

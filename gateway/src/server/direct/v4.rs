@@ -12,9 +12,10 @@
 //! answers it as new — for a WRITE after redoing it, as `direct` does for NFSv3.
 //!
 //! A FILE_SYNC4 (DATA_SYNC4) WRITE links an `fsync` (`fdatasync`) between the write
-//! and its statx, as `Direct::write` does for NFSv3: the statx, which the kernel
-//! cancels unless the write and the sync succeeded, is what the reply is built from,
-//! so a stable WRITE is never answered before its data is durable.
+//! and its statx, as `Direct::write` does for NFSv3: the reply is built only once
+//! the write was whole, the sync succeeded and the statx ran (each result checked,
+//! `fault::write_outcome`), so a stable WRITE is never answered before its data is
+//! durable.
 //!
 //! The WRITE chain itself is `Direct::submit_write`, shared with NFSv3; the
 //! bookkeeping around it mirrors `Direct::write` and `Direct::finish_write`
@@ -22,7 +23,8 @@
 //! statx-derived post attributes) with the v4 reply in place of the v3 one.
 
 use super::{
-    attr_after, base_of, Base, Direct, Finished, Job, Op, Pending, MARK, MAX_END, UNSTABLE,
+    attr_after, base_of, fault, Base, Direct, Failure, Finished, Job, Op, Pending, MARK, MAX_END,
+    UNSTABLE,
 };
 use crate::cache::{self, Fill, FillData};
 use crate::nfs3::access::{check_read, check_writable, check_write, mode_after_write};
@@ -185,7 +187,9 @@ impl Direct {
             stable,
             id,
             wrote: None,
+            synced: (stable == UNSTABLE).then_some(0),
             stat: None,
+            verf: [0; 8],
         };
         let p = Pending { job, base, op };
         // Before the change runs: reads racing with it must not be cached.
@@ -256,7 +260,9 @@ impl Direct {
         let IoOp::Write { stable, .. } = c.op else {
             return None;
         };
-        fast_io::put_write_ok(&mut w, count, stable, &self.verf).ok()?;
+        // Read before the write is submitted (`FileModel::write_verifier`).
+        let verf = self.shared.model.write_verifier();
+        fast_io::put_write_ok(&mut w, count, stable, &verf).ok()?;
         let n = w.position();
         reply.set_len(n);
         Some((base, reply, started))
@@ -312,7 +318,8 @@ impl Direct {
         };
         let base = base_of(&a, fh)?;
         let started = fast_io::start(&self.shared.state, c, args, &t, &mut w)?;
-        w.opaque_fixed(&self.verf).ok()?;
+        // A placeholder: `finish4` writes the verifier read after the sync.
+        w.opaque_fixed(&[0; 8]).ok()?;
         let n = w.position();
         reply.set_len(n);
         Some((base, reply, started))
@@ -336,10 +343,7 @@ impl Direct {
             Op::Revalidate { .. } | Op::Splice { .. } => Finished::Fallback(p.job),
             Op::Commit => {
                 if result < 0 {
-                    tracing::warn!(
-                        err = -result,
-                        "io_uring fdatasync failed; a worker answers the COMMIT"
-                    );
+                    self.failed(Failure::Commit(fault::errno(result)));
                     self.shared.model.end_sync(&p.base.key, false);
                     return Finished::Fallback(p.job);
                 }
@@ -349,7 +353,7 @@ impl Direct {
         }
     }
 
-    fn finish_read4(&self, p: Pending, v4: V4, result: i32) -> Finished {
+    fn finish_read4(&mut self, p: Pending, v4: V4, result: i32) -> Finished {
         let Pending { job, base, op } = p;
         let Op::Read {
             mut reply,
@@ -361,7 +365,7 @@ impl Direct {
             unreachable!("finish_read4 of a read");
         };
         if result < 0 {
-            tracing::debug!(err = -result, "io_uring read failed; a worker retries it");
+            self.faults.note(Failure::Read(fault::errno(result)));
             return Finished::Fallback(job);
         }
         let got = (result as usize).min(want);
@@ -397,13 +401,22 @@ impl Direct {
             stable,
             id,
             wrote,
+            synced,
             stat,
+            // (The reply, built at submit time, carries it.)
+            verf: _,
         } = p.op
         else {
             unreachable!("finish_write4 of a write");
         };
         let fileid = p.base.attr.fileid;
-        let ok = wrote == Some(count as i32) && stat == Some(0);
+        // As `Direct::finish_write`: only a whole write, synced if stable, with its
+        // statx answers.
+        let failed = fault::write_outcome(
+            count,
+            [wrote, synced, stat].map(|r| r.unwrap_or(-libc::EIO)),
+        );
+        let ok = failed.is_none();
         if ok && stable == UNSTABLE {
             // Staged before the reply: a COMMIT after it syncs this data.
             self.shared.model.mark_dirty(&p.base.key);
@@ -416,12 +429,8 @@ impl Direct {
         // After the change, before its reply can reach the client.
         self.files.end_write(&p.base.fh, id, post);
         self.shared.gens.bump_file(fileid);
-        if !ok {
-            tracing::debug!(
-                ?wrote,
-                ?stat,
-                "io_uring write failed or short; a worker redoes it"
-            );
+        if let Some(f) = failed {
+            self.failed(f);
             return Finished::Fallback(p.job);
         }
         let V4 {
@@ -454,12 +463,23 @@ impl Direct {
         self.reply4_with(p, started, reply)
     }
 
-    /// Sends a WRITE/COMMIT reply built at submit time.
+    /// Sends a COMMIT reply built at submit time, with the write verifier (its last
+    /// 8 bytes) read now: after the sync, so a failed sync anywhere before it shows
+    /// as a new verifier (`FileModel::write_verifier`).
     fn reply4(&mut self, p: Pending, v4: V4) -> Finished {
-        match v4.reply {
-            Some(reply) => self.reply4_with(p, v4.started, reply),
-            None => Finished::Fallback(p.job),
+        let Some(mut reply) = v4.reply else {
+            return Finished::Fallback(p.job);
+        };
+        let n = reply.len();
+        let verf = self.shared.model.write_verifier();
+        match n
+            .checked_sub(8)
+            .and_then(|at| reply.spare_mut().get_mut(at..n))
+        {
+            Some(tail) => tail.copy_from_slice(&verf),
+            None => return Finished::Fallback(p.job),
         }
+        self.reply4_with(p, v4.started, reply)
     }
 
     fn reply4_with(&mut self, p: Pending, started: Started, reply: Buf) -> Finished {
