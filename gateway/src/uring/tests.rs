@@ -426,6 +426,7 @@ fn bulk_is_set_by_large_reads_until_the_ring_is_empty() {
     assert!(r.bulk(), "a queued {BULK_BYTES}-byte read is bulk");
     assert_eq!(wait(&mut r, 1)[0].result, BULK_BYTES as i32);
     assert!(!r.bulk(), "an empty ring is not bulk");
+}
 
 /// A failed fsync does NOT cancel the statx linked after it (this kernel: the link
 /// breaks on a failed or short write, not on IORING_OP_FSYNC's error), so `direct`
