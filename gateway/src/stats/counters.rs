@@ -115,7 +115,7 @@ pub struct ReactorStats {
 
 /// Protective events counted by the transports (issue 15: limits a hostile or broken
 /// client cannot exhaust for others): `(transport label, reason label, meaning)`.
-pub const GUARDS: [(&str, &str, &str); 11] = [
+pub const GUARDS: [(&str, &str, &str); 12] = [
     (
         "tcp",
         "refused_max_connections",
@@ -145,6 +145,11 @@ pub const GUARDS: [(&str, &str, &str); 11] = [
         "tcp",
         "output_stalled",
         "reading paused: queued replies over tcp.max_queued_mib",
+    ),
+    (
+        "tcp",
+        "reply_budget",
+        "reading paused: replies being produced plus queued over tcp.max_queued_mib (a client pipelining large READs faster than it reads)",
     ),
     (
         "rdma",
