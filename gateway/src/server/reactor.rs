@@ -193,6 +193,7 @@ impl ReactorState {
             r.credits_reduced,
             r.read_timeouts,
             r.rejected,
+            r.reply_budget_holds,
         ]);
     }
 

@@ -115,7 +115,7 @@ pub struct ReactorStats {
 
 /// Protective events counted by the transports (issue 15: limits a hostile or broken
 /// client cannot exhaust for others): `(transport label, reason label, meaning)`.
-pub const GUARDS: [(&str, &str, &str); 12] = [
+pub const GUARDS: [(&str, &str, &str); 13] = [
     (
         "tcp",
         "refused_max_connections",
@@ -175,6 +175,11 @@ pub const GUARDS: [(&str, &str, &str); 12] = [
         "rdma",
         "rejected",
         "connection requests rejected for any reason",
+    ),
+    (
+        "rdma",
+        "reply_budget",
+        "calls held back: replies being produced or awaiting Send completion over the connection's reply budget (4 MiB)",
     ),
 ];
 
