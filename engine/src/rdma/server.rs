@@ -87,7 +87,7 @@ impl Default for ServerOptions {
             limits: Limits::default(),
             max_call: 1024 * 1024 + 4096,
             read_timeout: Duration::from_secs(30),
-            max_reply_bytes: 4 << 20,
+            max_reply_bytes: 8 << 20,
         }
     }
 }

@@ -179,7 +179,7 @@ pub const GUARDS: [(&str, &str, &str); 13] = [
     (
         "rdma",
         "reply_budget",
-        "calls held back: replies being produced or awaiting Send completion over the connection's reply budget (4 MiB)",
+        "calls held back: replies being produced or awaiting Send completion over rdma.max_reply_mib",
     ),
 ];
 
