@@ -303,3 +303,80 @@ fn sixty_four_rdma_and_a_thousand_tcp_connections_at_once_then_every_buffer_is_b
     tcp_null_ok(gw.tcp_addr(), 7);
     gw.assert_buffers_back(Duration::from_secs(10));
 }
+
+/// The RDMA side of "a client must not pin shared buffers by reading nothing": a peer
+/// keeps to its credits (16 granted here), sends that many READs of 1 MiB (write
+/// chunks of 1 MiB) and then never polls its queues, so on `soft` none of the replies'
+/// RDMA Writes and Sends completes. Each READ reply holds a large buffer until its Send
+/// completes; with credits the only bound (before the reply budget) the peer held all
+/// 12 large buffers and a TCP client's 1 MiB READ came back short (64 KiB). With
+/// `rdma.max_reply_mib` (8) it holds eight, the TCP READ is full, and every buffer
+/// comes back when the peer goes.
+#[test]
+fn a_peer_that_never_completes_its_replies_does_not_pin_the_large_buffers() {
+    const MIB: u32 = 1 << 20;
+    let gw = Gw::start(&GwOpts {
+        large: 12,
+        ..GwOpts::default()
+    });
+    let mut good = Raw::connect(gw.rdma);
+    let root = mount(&mut good);
+    let fh = create(&mut good, 2, &root, "big");
+    // SETATTR size = 64 MiB (sparse: READs return zeros of the full count).
+    let mut a = Vec::new();
+    xdr_opaque(&mut a, &fh);
+    a.extend([0u8; 12]); // mode, uid, gid: not set
+    a.extend(1u32.to_be_bytes());
+    a.extend((64u64 << 20).to_be_bytes());
+    a.extend([0u8; 8]); // atime, mtime: DONT_CHANGE
+    a.extend(0u32.to_be_bytes()); // no guard
+    let (_, res) = call_inline(&mut good, 3, NFS, 2, &a);
+    assert_eq!(&res[..4], &[0, 0, 0, 0], "SETATTR ok");
+    let mut bad = Raw::connect(gw.rdma);
+    // It keeps to its credits (a peer exceeding them is disconnected).
+    let (grant, _) = call_inline(&mut bad, 4, NFS, 0, &[]);
+    let (addr, _) = bad.scratch(0);
+    for x in 0..grant.min(64) {
+        let mut c = Chunks::default();
+        c.push_write_chunk(&[Segment {
+            handle: bad.mr.rkey,
+            length: MIB,
+            offset: addr,
+        }]);
+        let mut a = Vec::new();
+        xdr_opaque(&mut a, &fh);
+        a.extend((u64::from(x) << 20).to_be_bytes());
+        a.extend(MIB.to_be_bytes());
+        assert!(bad.send(&msg(2000 + x, &c, &rpc_call(2000 + x, NFS, 6, &a))));
+    }
+    // `bad` never polls again: its replies' Writes and Sends never complete.
+    std::thread::sleep(Duration::from_millis(500));
+    let src = gw.server.as_ref().unwrap().stats_source();
+    let held = src.reactors[0]
+        .pools
+        .stats()
+        .last()
+        .map_or(0, |c| c.count - c.free);
+    let mut s = gw.connect_tcp();
+    let mut a = Vec::new();
+    xdr_opaque(&mut a, &fh);
+    a.extend((5u64 << 20).to_be_bytes());
+    a.extend(MIB.to_be_bytes());
+    let r = tcp_call(&mut s, &rpc_call(9, NFS, 6, &a)).unwrap();
+    let (_, st, at) = rpc::decode_reply(&r).unwrap();
+    assert_eq!(st, rpc::ReplyStatus::Accepted(rpc::Accept::Success));
+    let mut x = XdrReader::new(&r[at..]);
+    assert_eq!(x.u32().unwrap(), 0, "READ ok");
+    if x.bool().unwrap() {
+        x.skip(84).unwrap(); // fattr3
+    }
+    let count = x.u32().unwrap();
+    assert_eq!(
+        count, MIB,
+        "a TCP READ of 1 MiB answered {count} bytes while the RDMA peer ({grant} credits) holds {held} large buffers"
+    );
+    assert!(held <= 9, "the RDMA peer holds {held} large buffers");
+    drop(bad);
+    drop(good);
+    gw.assert_buffers_back(Duration::from_secs(10));
+}

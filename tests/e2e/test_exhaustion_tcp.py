@@ -88,3 +88,89 @@ def test_record_marks_do_not_starve_a_1mib_writer(gw_factory):
         assert c.read(f, 2 << 20, 1 << 20).check().data == data
     for s in attackers:
         s.close()
+
+
+LARGE = str((1 << 20) + (4 << 10))  # the large pool class (1 MiB + 4 KiB), a stats label
+
+
+def _read_call(c, fh: bytes, offset: int, count: int) -> bytes:
+    _, msg = c.build_call(N.NFS_PROGRAM, N.NFS_V3, N.NFSPROC3_READ, N.a_read(fh, offset, count))
+    return N.record(msg)
+
+
+def _wait_metric(port: int, what: str, cond, timeout: float = 10.0):
+    deadline = time.monotonic() + timeout
+    while True:
+        m = statsutil.scrape(port)
+        if cond(m):
+            return m
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.1)
+
+
+def test_pipelined_reads_that_are_never_read_do_not_pin_the_large_buffers(gw_factory):
+    """Standards: a client must not pin shared buffers by reading nothing. A raw socket
+    pipelines tcp.max_inflight (64) READs of 1 MiB and never reads a reply: without a
+    per-connection bound on replies being produced, each took one of the reactor's 48
+    large buffers until tcp.send_timeout_s, and a second client's 1 MiB READs came back
+    short (64 KiB). With replies in production counted against tcp.max_queued_mib, the
+    hostile connection holds at most its budget (4 MiB + one call), the second client
+    gets full READs and prompt 1 MiB WRITEs, the stats show the connection held back,
+    tcp.send_timeout_s still closes it, and every buffer comes back."""
+    stats_port = free_port()
+    g = gw_factory(tcp={"send_timeout_s": 8},
+                   extra={"stats": {"listen": f"127.0.0.1:{stats_port}"}})
+    data = bytes(range(256)) * 4096  # 1 MiB
+    with g.client(timeout=20) as c:
+        root = c.mount("/")
+        f = c.create(root, "big", 0o644).check().fh
+        for i in range(64):
+            c.write(f, i << 20, data, N.UNSTABLE).check()
+        c.commit(f).check()
+        baseline = statsutil.scrape(stats_port)
+        assert baseline.sum("nfsgw_pool_buffers", size=LARGE) == 48
+
+        hostile = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        # A small receive window: the kernel takes few reply bytes off the gateway.
+        hostile.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        hostile.connect((g.host, g.port))
+        hostile.sendall(b"".join(_read_call(c, f, i << 20, 1 << 20) for i in range(64)))
+        time.sleep(1.0)  # every call the gateway admits is answered by now
+
+        # The second client on the same reactor: full 1 MiB READs, prompt 1 MiB WRITEs.
+        # Eight READs in flight at once (a kernel client reading ahead would have more):
+        # with one free large buffer, all but one came back short.
+        offs = (3, 17, 40, 63, 5, 9, 22, 31)
+        reads = c.pipeline([(N.NFSPROC3_READ, N.a_read(f, i << 20, 1 << 20), N.d_read) for i in offs],
+                           window=8)
+        for i, r in zip(offs, reads):
+            assert r.status == 0, f"READ at {i} MiB: status {r.status}"
+            assert r.count == 1 << 20, f"READ of 1 MiB at {i} MiB answered {r.count} bytes"
+            assert r.data == data
+        for i in range(8):
+            t0 = time.monotonic()
+            c.write(f, (64 + i) << 20, data, N.FILE_SYNC).check()
+            took = time.monotonic() - t0
+            assert took < 3.0, f"1 MiB FILE_SYNC WRITE took {took:.1f} s beside the hostile client"
+        # The hostile connection holds its budget (4 MiB + one call), and the stats show
+        # it held back.
+        m = statsutil.scrape(stats_port)
+        held = m.sum("nfsgw_pool_buffers_in_use", size=LARGE)
+        assert held <= 5, f"one connection reading nothing holds {held} large buffers"
+        _wait_metric(stats_port, "the held-back connection in nfsgw_guard_events_total",
+                     lambda m: m.sum("nfsgw_guard_events_total", transport="tcp",
+                                     reason="reply_budget") >= 1)
+
+        # No progress: tcp.send_timeout_s still closes it, and everything comes back.
+        hostile.settimeout(15)
+        t0 = time.monotonic()
+        _wait_metric(stats_port, "the send timeout",
+                     lambda m: m.sum("nfsgw_guard_events_total", transport="tcp",
+                                     reason="send_timeout") >= 1, timeout=20)
+        assert time.monotonic() - t0 < 15
+        hostile.close()
+        # Every pool buffer is back (no class holds more than before the attack).
+        before = {l["size"]: v for l, v in baseline.series("nfsgw_pool_buffers_in_use")}
+        _wait_metric(stats_port, "every pool buffer back", lambda m: all(
+            v <= before[l["size"]] for l, v in m.series("nfsgw_pool_buffers_in_use")))
+        assert c.read(f, 5 << 20, 1 << 20).check().count == 1 << 20

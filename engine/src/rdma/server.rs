@@ -65,6 +65,14 @@ pub struct ServerOptions {
     /// A connection with RDMA Reads outstanding and none completed for this long is
     /// closed (a peer that stops answering Reads must not hold buffers forever).
     pub read_timeout: Duration,
+    /// Reply bytes a connection may have in production or awaiting Send completion
+    /// before its next calls wait, received, for its replies to complete. A call is
+    /// charged the chunks it offers for its reply (write chunks plus reply chunk, at
+    /// most the largest pool buffer): what its reply buffer may hold until its Send
+    /// completes. Credits alone would let a peer that never completes its replies
+    /// hold up to `credits` large buffers (Standards: a client must not pin shared
+    /// buffers by reading nothing).
+    pub max_reply_bytes: usize,
 }
 
 impl Default for ServerOptions {
@@ -79,6 +87,7 @@ impl Default for ServerOptions {
             limits: Limits::default(),
             max_call: 1024 * 1024 + 4096,
             read_timeout: Duration::from_secs(30),
+            max_reply_bytes: 8 << 20,
         }
     }
 }
@@ -177,6 +186,9 @@ pub struct RdmaStats {
     pub credits_reduced: u64,
     /// Connections closed because their peer left RDMA Reads unanswered.
     pub read_timeouts: u64,
+    /// Calls held back because their connection's replies in production or awaiting
+    /// Send completion reached `max_reply_bytes`.
+    pub reply_budget_holds: u64,
     pub disconnects: u64,
     pub calls: u64,
     pub replies: u64,
@@ -267,6 +279,8 @@ struct CallSlot {
     cost: u32,
     /// Result data outside the reply (see `reply_external`), released with the call.
     ext: Vec<ExtSeg>,
+    /// Reply bytes this call counts in its connection's `reserved` (see `deliver`).
+    charge: usize,
 }
 
 struct Conn {
@@ -299,6 +313,10 @@ struct Conn {
     sq_max: u32,
     reply_queue: VecDeque<u16>,
     parked: VecDeque<u16>,
+    /// Reply bytes charged to calls delivered and not yet released (`max_reply_bytes`).
+    reserved: usize,
+    /// Reassembled calls waiting for `reserved` to drop under `max_reply_bytes`.
+    held: VecDeque<u16>,
     closing: bool,
     /// Callbacks outstanding (RFC 8167) and the client's reverse grant.
     cb: reverse::Table,
@@ -661,6 +679,7 @@ impl RdmaServer {
                 hdr: None,
                 cost: 0,
                 ext: Vec::with_capacity(MAX_EXT),
+                charge: 0,
             })
             .collect();
         let conn = Conn {
@@ -687,6 +706,8 @@ impl RdmaServer {
             sq_max: caps.max_send_wr,
             reply_queue: VecDeque::with_capacity(ncalls),
             parked: VecDeque::new(),
+            reserved: 0,
+            held: VecDeque::new(),
             closing: false,
             cb: reverse::Table::new(MAX_CALLBACKS),
             cb_bufs: Default::default(),
@@ -986,10 +1007,23 @@ impl RdmaServer {
         }
     }
 
-    /// Hands a reassembled call to the caller.
+    /// Hands a reassembled call to the caller. Rule (Standards: no pinned shared
+    /// buffers): a call whose reply may need a buffer (`reply_charge`) waits in `held`
+    /// while its connection's replies in production or awaiting Send completion
+    /// reach `max_reply_bytes`, so a peer that never completes its replies holds that
+    /// budget plus one call, not a large buffer per credit.
     fn deliver(&mut self, slot: u32, idx: u16, on_call: &mut OnCall) {
+        let max_buf = self.pools.max_buf();
         let c = self.conns[slot as usize].as_mut().expect("live connection");
         let call = &mut c.calls[idx as usize];
+        let charge = reply_charge(&call.chunks, max_buf);
+        if charge > 0 && c.reserved >= self.opts.max_reply_bytes {
+            c.held.push_back(idx);
+            self.stats.reply_budget_holds += 1;
+            return;
+        }
+        c.reserved = c.reserved.saturating_add(charge);
+        call.charge = charge;
         let rec = call.record.take().expect("pulled record");
         if call.long && !Responder::check_long_xid(call.xid, &rec) {
             // R8166-03 for Long calls.
@@ -1206,6 +1240,9 @@ impl RdmaServer {
             let c = self.conns[call.slot as usize].as_mut().expect("live");
             if c.calls[call.call as usize].state == State::Executing {
                 release_call(c, call.call, &mut self.released);
+                if !c.held.is_empty() {
+                    mark(&mut self.dirty, call.slot);
+                }
             }
         }
     }
@@ -1252,6 +1289,7 @@ impl RdmaServer {
             work += self.issue_reads(slot);
             work += self.send_replies(slot);
             work += self.retry_parked(slot, on_call);
+            work += self.deliver_held(slot, on_call);
         }
         let mut dirty = dirty;
         dirty.retain(|&s| {
@@ -1260,6 +1298,7 @@ impl RdmaServer {
                     && (!c.reply_queue.is_empty()
                         || !c.parked.is_empty()
                         || (!c.read_queue.is_empty() && c.reads_out < c.read_depth)
+                        || (!c.held.is_empty() && c.reserved < self.opts.max_reply_bytes)
                         || c.posted < c.recv_target())
             })
         });
@@ -1267,6 +1306,22 @@ impl RdmaServer {
             mark(&mut self.dirty, s);
         }
         work
+    }
+
+    /// Delivers held calls (see `deliver`) while the connection's budget allows.
+    fn deliver_held(&mut self, slot: u32, on_call: &mut OnCall) -> usize {
+        let mut n = 0;
+        while let Some(c) = self.conns[slot as usize].as_mut() {
+            if c.closing || c.reserved >= self.opts.max_reply_bytes {
+                break;
+            }
+            let Some(idx) = c.held.pop_front() else {
+                break;
+            };
+            self.deliver(slot, idx, on_call);
+            n += 1;
+        }
+        n
     }
 
     fn retry_parked(&mut self, slot: u32, on_call: &mut OnCall) -> usize {
@@ -1586,8 +1641,19 @@ enum Sent {
     Closed,
 }
 
+/// Reply bytes a call may hold until its Send completes: the chunks it offers for its
+/// reply (a READ's write chunk, a reply chunk), at most the largest pool buffer. A
+/// call offering none is answered inline (one small buffer): 0.
+fn reply_charge(chunks: &Chunks, max_buf: usize) -> usize {
+    let segs = chunks.write_segs.iter().chain(&chunks.reply_segs);
+    let total = segs.fold(0usize, |t, s| t.saturating_add(s.length as usize));
+    total.min(max_buf)
+}
+
 fn release_call(c: &mut Conn, idx: u16, released: &mut Vec<u64>) {
     let call = &mut c.calls[idx as usize];
+    c.reserved = c.reserved.saturating_sub(call.charge);
+    call.charge = 0;
     if call.state == State::Pulling && call.pulls_left > 0 {
         c.pulling = c.pulling.saturating_sub(1);
     }

@@ -34,7 +34,8 @@ pub(super) enum Stall {
     Parked,
     /// `max_inflight` records unanswered: resumed by `send`/`no_reply`.
     Backpressure,
-    /// Queued replies hold `max_queued` bytes of pool memory: resumed when they drain.
+    /// Queued replies plus replies still being produced (`reserved`) reach
+    /// `max_queued` bytes: resumed when they drain or the reservations are released.
     Output,
 }
 
@@ -89,6 +90,13 @@ pub(super) struct Conn {
     out_off: usize,
     /// Memory held by `out` (see `Out::held`).
     pub out_bytes: usize,
+    /// Reply bytes reserved for delivered records whose replies are still being
+    /// produced (charged by the caller: `on_record`'s result or
+    /// `TcpTransport::reserve`; given back by `TcpTransport::release`). Counted with
+    /// `out_bytes` against `max_queued`, so a client that pipelines large READs and
+    /// reads nothing holds at most its budget of reply buffers, not one per call in
+    /// flight (Standards: a client must not pin shared buffers by reading nothing).
+    pub reserved: usize,
     /// Since when `out` has been non-empty without any write progress.
     pub out_since: Option<Instant>,
     pub write_blocked: bool,
@@ -131,6 +139,7 @@ impl Conn {
             out: VecDeque::with_capacity(max_inflight),
             out_off: 0,
             out_bytes: 0,
+            reserved: 0,
             out_since: None,
             write_blocked: false,
             readable: true,
@@ -140,6 +149,11 @@ impl Conn {
             partial_since: None,
             last_input: Instant::now(),
         }
+    }
+
+    /// Bytes of the `max_queued` budget in use: replies queued plus replies reserved.
+    pub fn budget_used(&self) -> usize {
+        self.out_bytes.saturating_add(self.reserved)
     }
 
     /// Whether this connection holds pool memory for a record it has not finished
@@ -153,7 +167,7 @@ impl Conn {
     pub fn pump(
         &mut self,
         cx: &mut Cx,
-        on_record: &mut dyn FnMut(ConnId, SocketAddr, Buf),
+        on_record: &mut dyn FnMut(ConnId, SocketAddr, Buf) -> usize,
     ) -> Result<(Pump, usize), Close> {
         self.resume(cx.now);
         let mut work = 0;
@@ -196,7 +210,10 @@ impl Conn {
         match stall {
             Stall::Parked => cx.stats.parks += 1,
             Stall::Backpressure => cx.stats.backpressured += 1,
-            Stall::Output => cx.stats.output_stalls += 1,
+            // Which part of the budget held it: queued replies alone, or replies
+            // still being produced (an operator tells a slow reader from a pipeliner).
+            Stall::Output if self.out_bytes >= cx.max_queued => cx.stats.output_stalls += 1,
+            Stall::Output => cx.stats.reply_budget_stalls += 1,
             Stall::None => {}
         }
         self.stall = stall;
@@ -204,13 +221,14 @@ impl Conn {
     }
 
     /// Rule: decode all staged bytes into records; before starting a record stop when
-    /// `max_inflight` are unanswered or queued replies exceed `max_queued`; stop before
+    /// `max_inflight` are unanswered or queued plus reserved reply bytes reach
+    /// `max_queued` (`budget_used`); stop before
     /// placing body bytes (or delivering a record) when no pool buffer is free.
     /// Returns the stall, or `None` when the stage is consumed.
     fn drain(
         &mut self,
         cx: &mut Cx,
-        on_record: &mut dyn FnMut(ConnId, SocketAddr, Buf),
+        on_record: &mut dyn FnMut(ConnId, SocketAddr, Buf) -> usize,
         work: &mut usize,
     ) -> Result<Option<Stall>, Close> {
         loop {
@@ -224,7 +242,7 @@ impl Conn {
                 if self.inflight >= cx.max_inflight {
                     return Ok(Some(Stall::Backpressure));
                 }
-                if self.out_bytes >= cx.max_queued {
+                if self.budget_used() >= cx.max_queued {
                     return Ok(Some(Stall::Output));
                 }
             }
@@ -294,9 +312,15 @@ impl Conn {
     }
 
     /// Rule: a complete record goes to the caller and counts as in flight until
-    /// answered; a record completed in staging is first copied into a pool buffer of
-    /// its size. No buffer free → false (the record waits, `complete` stays set).
-    fn deliver(&mut self, cx: &mut Cx, on_record: &mut dyn FnMut(ConnId, SocketAddr, Buf)) -> bool {
+    /// answered, and the reply bytes the caller charges for it count as reserved
+    /// until released; a record completed in staging is first copied into a pool
+    /// buffer of its size. No buffer free → false (the record waits, `complete` stays
+    /// set).
+    fn deliver(
+        &mut self,
+        cx: &mut Cx,
+        on_record: &mut dyn FnMut(ConnId, SocketAddr, Buf) -> usize,
+    ) -> bool {
         let rec = match self.rec.take() {
             Some(r) => r,
             None => {
@@ -315,7 +339,8 @@ impl Conn {
         self.inflight += 1;
         self.partial_since = None;
         cx.stats.records_in += 1;
-        on_record(self.id, self.peer, rec);
+        let charge = on_record(self.id, self.peer, rec);
+        self.reserved = self.reserved.saturating_add(charge);
         true
     }
 

@@ -1,9 +1,11 @@
 //! Resource exhaustion by hostile or broken clients (issue 15): record marks that
 //! announce more than is sent, stalled partial records, clients that never read their
-//! replies, connection floods. Each test would hang or fail on a transport that lets
+//! replies, pipelined calls whose replies are still being produced, connection floods.
+//! Each test would hang or fail on a transport that lets
 //! one client hold the pools.
 
 use super::*;
+use std::sync::mpsc;
 
 /// Pools shaped like the gateway's (8 KiB / 64 KiB / 1 MiB + 4 KiB), small counts.
 fn gw_pools(small: usize, medium: usize, large: usize) -> Pools {
@@ -281,4 +283,177 @@ fn a_thousand_connections_work_and_leave_nothing_behind() {
     let st = srv.finish();
     assert_eq!(st.accepted, 1000);
     assert_eq!(st.records_in, 1000 + 300);
+}
+
+/// What the test tells the server thread to do with the oldest held records.
+enum Cmd {
+    /// Answer `n` with a small reply, releasing their reservations first (or not:
+    /// a caller that forgets to).
+    Send { n: usize, release: bool },
+    /// Answer `n` with no reply, releasing their reservations first.
+    NoReply { n: usize },
+}
+
+/// A server that charges `charge` reply bytes per record, holds every record until
+/// told, and counts the records delivered so far.
+fn holding_server(
+    o: TcpOptions,
+    p: &Pools,
+    charge: usize,
+) -> (Server, mpsc::Sender<Cmd>, Arc<AtomicUsize>) {
+    let (tx, rx) = mpsc::channel::<Cmd>();
+    let delivered = Arc::new(AtomicUsize::new(0));
+    let d2 = delivered.clone();
+    let pools = p.clone();
+    let mut answered = 0;
+    let srv = Server::start_charging(
+        o,
+        p.clone(),
+        move |_| charge,
+        move |t, held| {
+            held.sort_by_key(|h| h.2);
+            while let Ok(cmd) = rx.try_recv() {
+                let (n, reply, release) = match cmd {
+                    Cmd::Send { n, release } => (n, true, release),
+                    Cmd::NoReply { n } => (n, false, true),
+                };
+                for (c, b, _) in held.drain(..n.min(held.len())) {
+                    if release {
+                        t.release(c, charge);
+                    }
+                    if reply {
+                        let mut r = pools.alloc(8).unwrap();
+                        r.spare_mut()[4..8].copy_from_slice(&b[..4]);
+                        r.set_len(8);
+                        t.send(c, r);
+                    } else {
+                        t.no_reply(c);
+                    }
+                    answered += 1;
+                }
+            }
+            d2.store(answered + held.len(), Ordering::Relaxed);
+        },
+    );
+    (srv, tx, delivered)
+}
+
+fn settled(delivered: &AtomicUsize, want: usize) {
+    wait_until(&format!("{want} records delivered"), || {
+        delivered.load(Ordering::Relaxed) >= want
+    });
+    // The budget holds: nothing more arrives while it is used up.
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(
+        delivered.load(Ordering::Relaxed),
+        want,
+        "read past the reply budget"
+    );
+}
+
+#[test]
+fn reserved_reply_bytes_stop_reading_until_released() {
+    // Standards: a client must not pin shared buffers by reading nothing. It pipelines
+    // 64 calls whose replies each reserve 1 MiB and reads nothing: only max_queued
+    // (4 MiB) worth are taken, not max_inflight (64), however few replies are queued.
+    // Each release (before a reply or a no-reply) lets exactly one more in; a
+    // reservation never released ends when nothing is in flight; a close leaks nothing.
+    let p = gw_pools(128, 4, 2);
+    let o = TcpOptions {
+        max_queued: 4 << 20,
+        ..opts()
+    };
+    let (srv, tx, delivered) = holding_server(o, &p, 1 << 20);
+    let mut s = connect(srv.addr);
+    let wire: Vec<u8> = (0..64).flat_map(|i| encode(&body(i, 16), 1)).collect();
+    s.write_all(&wire).unwrap();
+    settled(&delivered, 4);
+    // Released and answered: one more call each.
+    tx.send(Cmd::Send {
+        n: 2,
+        release: true,
+    })
+    .unwrap();
+    settled(&delivered, 6);
+    for want in [0u32, 1] {
+        let r = read_reply(&mut s).unwrap();
+        assert_eq!(r, want.to_be_bytes());
+    }
+    tx.send(Cmd::NoReply { n: 2 }).unwrap();
+    settled(&delivered, 8);
+    // Answered without releasing: the four reservations stay counted until nothing
+    // is in flight, then they are forgotten and reading resumes (four more).
+    tx.send(Cmd::Send {
+        n: 3,
+        release: false,
+    })
+    .unwrap();
+    settled(&delivered, 8);
+    tx.send(Cmd::Send {
+        n: 1,
+        release: false,
+    })
+    .unwrap();
+    settled(&delivered, 12);
+    for want in [4u32, 5, 6, 7] {
+        assert_eq!(read_reply(&mut s).unwrap(), want.to_be_bytes());
+    }
+    // Closed by the client with four calls held (a stalled connection is not read,
+    // so the close is seen once they are answered): nothing is left behind.
+    drop(s);
+    tx.send(Cmd::Send {
+        n: 4,
+        release: true,
+    })
+    .unwrap();
+    srv.wait_conns(0);
+    wait_until("every buffer back", || p.in_use() == 0);
+    let st = srv.finish();
+    assert!(st.reply_budget_stalls >= 4, "{st:?}");
+    assert_eq!(st.output_stalls, 0, "{st:?}");
+    assert_eq!(st.records_in, 12, "{st:?}");
+}
+
+#[test]
+fn reservations_made_outside_poll_gate_reading_too() {
+    // A record classified after the poll that delivered it (the gateway's parked
+    // calls) reserves through `reserve`; the next record waits until `release`.
+    let p = gw_pools(64, 2, 1);
+    let o = TcpOptions {
+        max_queued: 1 << 20,
+        ..opts()
+    };
+    let (tx, rx) = mpsc::channel::<()>();
+    let delivered = Arc::new(AtomicUsize::new(0));
+    let d2 = delivered.clone();
+    let mut first = None;
+    let srv = Server::start(o, p.clone(), move |t, held| {
+        if let (None, Some((c, _, _))) = (first, held.first()) {
+            t.reserve(*c, 1 << 20);
+            assert_eq!(t.budget_used(*c), 1 << 20);
+            first = Some(*c);
+        }
+        if rx.try_recv().is_ok() {
+            t.release(first.unwrap(), 1 << 20);
+        }
+        d2.fetch_max(held.len(), Ordering::Relaxed);
+        if held.len() == 2 {
+            for (c, _, _) in held.drain(..) {
+                t.no_reply(c);
+            }
+        }
+    });
+    let mut s = connect(srv.addr);
+    s.write_all(&encode(&body(0, 16), 1)).unwrap();
+    settled(&delivered, 1);
+    s.write_all(&encode(&body(1, 16), 1)).unwrap();
+    settled(&delivered, 1);
+    tx.send(()).unwrap();
+    wait_until("the second record", || {
+        delivered.load(Ordering::Relaxed) == 2
+    });
+    drop(s);
+    let st = srv.finish();
+    assert_eq!(st.records_in, 2);
+    assert_eq!(st.reply_budget_stalls, 1, "{st:?}");
 }

@@ -14,7 +14,9 @@
 //! that arrived, never with what its mark announces (see `conn.rs`); large bodies that
 //! are already arriving are read from the socket straight into their `Buf`. A
 //! connection stops being read when it has `max_inflight` records unanswered or
-//! `max_queued` bytes of replies queued (backpressure), or when the pools are
+//! `max_queued` bytes of replies queued or still being produced (backpressure: the
+//! caller charges each record's expected reply size when it is delivered, see
+//! [`TcpTransport::poll`] and [`TcpTransport::release`]), or when the pools are
 //! exhausted (parked: retried every poll).
 //!
 //! Send path: `send` writes the record mark into the reply's reserved first 4 bytes and
@@ -83,7 +85,8 @@ pub struct TcpOptions {
     /// empty), a connection holding pool memory for a partial record that made no
     /// progress for this long is closed.
     pub stall_reclaim: Duration,
-    /// Pool bytes of queued replies per connection before it stops being read.
+    /// Reply bytes per connection, queued or reserved for calls still being answered,
+    /// before it stops being read.
     pub max_queued: usize,
 }
 
@@ -150,6 +153,10 @@ pub struct TcpStats {
     pub reclaimed: u64,
     /// Times a connection stopped reading at `max_queued` bytes of queued replies.
     pub output_stalls: u64,
+    /// Times a connection stopped reading at `max_queued` bytes of queued replies plus
+    /// replies still being produced (`reserve`), with the queued ones alone under it:
+    /// a client pipelining large calls faster than it reads their replies.
+    pub reply_budget_stalls: u64,
     /// Reply bytes spliced from pipes into sockets (`send_pipe`: no copy).
     pub bytes_spliced: u64,
 }
@@ -325,11 +332,13 @@ impl TcpTransport {
     /// Waits up to `timeout` (Some(ZERO) = non-blocking busy poll) for readiness,
     /// accepts new connections, reads ready sockets, and for each complete record calls
     /// `on_record(conn, peer, record)` with the record body in a pool Buf; flushes
-    /// pending output. Returns units of work done.
+    /// pending output. `on_record` returns the reply bytes to reserve for the record
+    /// (0: none), counted against `max_queued` at once, before the next record is
+    /// read, until `release`d. Returns units of work done.
     pub fn poll(
         &mut self,
         timeout: Option<Duration>,
-        on_record: &mut dyn FnMut(ConnId, SocketAddr, Buf),
+        on_record: &mut dyn FnMut(ConnId, SocketAddr, Buf) -> usize,
     ) -> usize {
         self.flush();
         let mut work = self.wait(timeout);
@@ -409,13 +418,13 @@ impl TcpTransport {
         }
     }
 
-    /// Rule: a connection held by its queued-reply budget is read again once its
-    /// queue holds less than `max_queued` bytes.
+    /// Rule: a connection held by its reply budget is read again once its queued plus
+    /// reserved reply bytes are under `max_queued`.
     fn output_drained(&mut self, slot: usize) {
         let Some(c) = self.conns[slot].as_ref() else {
             return;
         };
-        if c.stall == Stall::Output && c.out_bytes < self.opts.max_queued {
+        if c.stall == Stall::Output && c.budget_used() < self.opts.max_queued {
             self.queue(slot);
         }
     }
@@ -547,7 +556,7 @@ impl TcpTransport {
 
     /// Rule: each queued connection gets one budgeted pump per poll; connections with
     /// input left, or parked, stay queued for the next poll; failures close.
-    fn run_ready(&mut self, on_record: &mut dyn FnMut(ConnId, SocketAddr, Buf)) -> usize {
+    fn run_ready(&mut self, on_record: &mut dyn FnMut(ConnId, SocketAddr, Buf) -> usize) -> usize {
         let mut work = 0;
         for _ in 0..self.ready.len() {
             let Some(slot) = self.ready.pop_front() else {
@@ -874,6 +883,35 @@ impl TcpTransport {
         self.output_drained(slot);
     }
 
+    /// Reserves `bytes` of `conn`'s reply budget for a delivered record whose reply is
+    /// still being produced (what `poll`'s `on_record` returns, for records the caller
+    /// classifies later). A gone connection: nothing.
+    pub fn reserve(&mut self, conn: ConnId, bytes: usize) {
+        if let Some(slot) = self.slot_of(conn) {
+            let c = self.conns[slot].as_mut().expect("slot_of checked");
+            c.reserved = c.reserved.saturating_add(bytes);
+        }
+    }
+
+    /// Gives back `bytes` reserved for a record (by `poll`'s `on_record` or
+    /// `reserve`); call it before the record's `send`/`no_reply`, whose reply then
+    /// counts as queued. A connection held by its budget is read again once under it.
+    /// A gone connection: nothing (its reservations went with it).
+    pub fn release(&mut self, conn: ConnId, bytes: usize) {
+        if let Some(slot) = self.slot_of(conn) {
+            let c = self.conns[slot].as_mut().expect("slot_of checked");
+            c.reserved = c.reserved.saturating_sub(bytes);
+            self.output_drained(slot);
+        }
+    }
+
+    /// Reply bytes queued plus reserved on `conn` (0 when it is gone).
+    pub fn budget_used(&self, conn: ConnId) -> usize {
+        self.slot_of(conn)
+            .and_then(|s| self.conns[s].as_ref())
+            .map_or(0, |c| c.budget_used())
+    }
+
     /// Answers a delivered record with no reply (e.g. a dropped duplicate).
     pub fn no_reply(&mut self, conn: ConnId) {
         if let Some(slot) = self.slot_of(conn) {
@@ -882,12 +920,22 @@ impl TcpTransport {
     }
 
     /// Rule: answering a record lowers the in-flight count; a connection held by
-    /// backpressure is queued to be read again.
+    /// backpressure is queued to be read again. With nothing in flight nothing can be
+    /// reserved: a reservation its caller failed to release ends here, so it holds a
+    /// connection back at most until the connection's other calls are answered.
     fn answered(&mut self, slot: usize) {
         let c = self.conns[slot].as_mut().expect("live slot");
         debug_assert!(c.inflight > 0, "more answers than records");
         c.inflight = c.inflight.saturating_sub(1);
-        if c.stall == Stall::Backpressure && c.inflight < self.opts.max_inflight {
+        if c.inflight == 0 {
+            c.reserved = 0;
+        }
+        let resume = match c.stall {
+            Stall::Backpressure => c.inflight < self.opts.max_inflight,
+            Stall::Output => c.budget_used() < self.opts.max_queued,
+            _ => false,
+        };
+        if resume {
             self.queue(slot);
         }
     }

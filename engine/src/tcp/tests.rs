@@ -51,8 +51,22 @@ pub(super) struct Server {
 }
 
 impl Server {
-    pub(super) fn start<H>(o: TcpOptions, pools: Pools, mut handler: H) -> Server
+    pub(super) fn start<H>(o: TcpOptions, pools: Pools, handler: H) -> Server
     where
+        H: FnMut(&mut TcpTransport, &mut Held) + Send + 'static,
+    {
+        Self::start_charging(o, pools, |_| 0, handler)
+    }
+
+    /// Like `start`; `charge` says the reply bytes each delivered record reserves.
+    pub(super) fn start_charging<C, H>(
+        o: TcpOptions,
+        pools: Pools,
+        mut charge: C,
+        mut handler: H,
+    ) -> Server
+    where
+        C: FnMut(&Buf) -> usize + Send + 'static,
         H: FnMut(&mut TcpTransport, &mut Held) + Send + 'static,
     {
         let mut t = TcpTransport::bind("127.0.0.1:0".parse().unwrap(), o, pools.clone()).unwrap();
@@ -64,7 +78,9 @@ impl Server {
             let mut held: Held = Vec::new();
             while !s2.load(Ordering::Relaxed) {
                 t.poll(Some(Duration::from_millis(2)), &mut |c, _peer, b| {
-                    held.push((c, b, Instant::now()))
+                    let n = charge(&b);
+                    held.push((c, b, Instant::now()));
+                    n
                 });
                 handler(&mut t, &mut held);
                 c2.store(t.connections(), Ordering::Relaxed);
@@ -599,7 +615,7 @@ fn waker_interrupts_a_blocking_poll() {
         w.wake().unwrap();
     });
     let start = Instant::now();
-    t.poll(Some(Duration::from_secs(10)), &mut |_, _, _| {});
+    t.poll(Some(Duration::from_secs(10)), &mut |_, _, _| 0);
     assert!(start.elapsed() < Duration::from_secs(5));
     h.join().unwrap();
 }

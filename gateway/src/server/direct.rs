@@ -428,7 +428,7 @@ impl Direct {
     /// pool-buffer path (not TCP, small, no pipe for this connection, nothing to read,
     /// or whatever `prepare_read` refuses).
     fn read_spliced(&mut self, job: Job, pools: &Pools) -> Result<(), Job> {
-        let Link::Tcp(conn) = job.conn else {
+        let Link::Tcp(conn, _) = job.conn else {
             return Err(job);
         };
         let Some(pool) = self.pipes.as_mut() else {

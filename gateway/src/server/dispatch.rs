@@ -25,7 +25,10 @@ const INLINE_REPLY: usize = 64;
 /// Where a call came from and its reply goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Link {
-    Tcp(ConnId),
+    /// A TCP call, and the reply bytes reserved for it in its connection's budget
+    /// (`tcp.max_queued_mib`), given back with `TcpTransport::release` just before it
+    /// is answered (see `Router::route`).
+    Tcp(ConnId, u32),
     /// An RPC-over-RDMA call, and the DDP-eligible item its reply may carry.
     Rdma(CallRef, crate::ulb::ReplyItem),
 }
@@ -80,7 +83,7 @@ pub(crate) fn classify(
 ) -> Verdict {
     let zc = match (conn, write_room, hot.pages_lkey) {
         (Link::Rdma(..), Some(room), Some(lkey)) => Some(ZeroCopy { room, lkey, min: 0 }),
-        (Link::Tcp(_), _, _) if hot.tcp_pages => Some(ZeroCopy {
+        (Link::Tcp(..), _, _) if hot.tcp_pages => Some(ZeroCopy {
             room: u64::MAX,
             lkey: 0,
             min: TCP_PAGES_MIN,

@@ -193,11 +193,13 @@ impl ReactorState {
             t.send_timeouts,
             t.reclaimed,
             t.output_stalls,
+            t.reply_budget_stalls,
             r.refused_full,
             r.refused_no_buffers,
             r.credits_reduced,
             r.read_timeouts,
             r.rejected,
+            r.reply_budget_holds,
         ]);
     }
 
@@ -274,14 +276,18 @@ impl ReactorState {
             state: &shared.state,
             revalidate: reval,
         };
-        let mut handle = |conn: ConnId, peer: SocketAddr, rec: Buf| {
+        // Returns the reply bytes the transport reserves for the call (`route`).
+        let mut handle = |conn: ConnId, peer: SocketAddr, rec: Buf| -> usize {
             let st = router.count_in(&rec, Transport::Tcp);
-            let conn = Link::Tcp(conn);
+            let conn = Link::Tcp(conn, 0);
             match supervise::request("reactor: classifying a TCP call", || {
                 dispatch::classify(*id, conn, peer, rec, pools, &mut hot, None)
             }) {
-                Ok(v) => router.route(v, conn, peer, st),
-                Err(supervise::Panicked) => router.closing.push(conn),
+                Ok(v) => router.route(v, conn, peer, st) as usize,
+                Err(supervise::Panicked) => {
+                    router.closing.push(conn);
+                    0
+                }
             }
         };
         let n = tcp.poll(Some(timeout), &mut handle);
@@ -351,7 +357,10 @@ impl ReactorState {
                 }
             });
             match classified {
-                Ok((conn, v)) => router.route(v, conn, peer, st),
+                Ok((conn, v)) => {
+                    // RDMA calls reserve nothing: credits bound them (see `route`).
+                    router.route(v, conn, peer, st);
+                }
                 Err(supervise::Panicked) => router
                     .closing
                     .push(Link::Rdma(call, crate::ulb::ReplyItem::None)),
@@ -376,7 +385,13 @@ impl ReactorState {
         match supervise::request("reactor: classifying a parked call", || {
             dispatch::classify(self.id, conn, peer, rec, pools, &mut hot, None)
         }) {
-            Ok(v) => self.router.route(v, conn, peer, st),
+            Ok(v) => {
+                let charge = self.router.route(v, conn, peer, st);
+                // Classified outside the transport's poll: reserve now.
+                if let (Link::Tcp(c, _), true) = (conn, charge > 0) {
+                    self.tcp.reserve(c, charge as usize);
+                }
+            }
             Err(supervise::Panicked) => self.router.closing.push(conn),
         }
     }
@@ -404,7 +419,8 @@ impl ReactorState {
                     }
                     self.cache.recycle(pages);
                 }
-                (Link::Tcp(c), Some(b), Some(pages)) => {
+                (Link::Tcp(c, charge), Some(b), Some(pages)) => {
+                    settle(&mut self.tcp, c, charge);
                     self.router.stats.bytes_out(
                         Transport::Tcp,
                         b.len() + pages.data_len() + (4 - pages.data_len() % 4) % 4,
@@ -478,7 +494,8 @@ impl ReactorState {
         stats.call_done(job.stat, clock.ns_between(job.stat.t0, clock.now()));
         let data = pipe.filled();
         match job.conn {
-            Link::Tcp(c) => {
+            Link::Tcp(c, charge) => {
+                settle(&mut self.tcp, c, charge);
                 stats.bytes_out(Transport::Tcp, head.len() + data + (4 - data % 4) % 4);
                 crate::uring::pipes::count_spliced(data);
                 self.tcp.send_pipe(c, head, pipe);
@@ -502,7 +519,7 @@ impl ReactorState {
         self.shared.gens.bump_namespace();
         for conn in std::mem::take(&mut self.router.closing) {
             match conn {
-                Link::Tcp(c) => {
+                Link::Tcp(c, _) => {
                     tracing::warn!(
                         reactor = self.id,
                         "closing a TCP connection whose call panicked"
@@ -536,11 +553,15 @@ fn send(
     located: Option<DdpList>,
 ) {
     match (conn, reply) {
-        (Link::Tcp(c), Some(b)) => {
+        (Link::Tcp(c, charge), Some(b)) => {
+            settle(tcp, c, charge);
             stats.bytes_out(Transport::Tcp, b.len());
             tcp.send_deferred(c, b)
         }
-        (Link::Tcp(c), None) => tcp.no_reply(c),
+        (Link::Tcp(c, charge), None) => {
+            settle(tcp, c, charge);
+            tcp.no_reply(c)
+        }
         (Link::Rdma(call, item), Some(mut b)) => {
             // Counted without the record-mark slot, which RDMA does not send.
             stats.bytes_out(Transport::Rdma, b.len().saturating_sub(MARK));
@@ -557,6 +578,15 @@ fn send(
                 r.no_reply(call);
             }
         }
+    }
+}
+
+/// Gives back the reply bytes a TCP call reserved (`Router::route`) just before it
+/// is answered: from here on its reply (if any) counts as queued instead.
+#[inline]
+fn settle(tcp: &mut TcpTransport, c: ConnId, charge: u32) {
+    if charge > 0 {
+        tcp.release(c, charge as usize);
     }
 }
 
@@ -594,8 +624,15 @@ impl Router {
             .call_done(st, self.clock.ns_between(st.t0, self.clock.now()));
     }
 
-    /// Acts on a verdict: queue a reply, a job, or a retry.
-    fn route(&mut self, v: Verdict, conn: Link, peer: SocketAddr, st: CallStat) {
+    /// Acts on a verdict: queue a reply, a job, or a retry. Returns the reply bytes to
+    /// reserve in the call's TCP connection budget: a call a worker or the ring
+    /// answers later reserves the reply buffer it may need (`worker::reply_want`), so
+    /// a client that pipelines large READs and reads nothing is stopped at
+    /// `tcp.max_queued_mib` of replies in production or queued, instead of holding a
+    /// large buffer per call in flight (Standards: no pinned shared buffers). Inline
+    /// replies reserve nothing (they are queued in this pass). RDMA calls reserve
+    /// nothing either: the client's credits bound them.
+    fn route(&mut self, v: Verdict, conn: Link, peer: SocketAddr, st: CallStat) -> u32 {
         match v {
             Verdict::Drop => {
                 self.answered_here(st);
@@ -621,16 +658,24 @@ impl Router {
             }
             Verdict::Work(mut job) => {
                 job.stat = st;
+                let mut charge = 0;
+                if let Link::Tcp(c, _) = job.conn {
+                    let want = super::worker::reply_want(&job.header, &job.record[job.args_at..]);
+                    charge = u32::try_from(want).unwrap_or(u32::MAX);
+                    job.conn = Link::Tcp(c, charge);
+                }
                 let job = match self.direct.as_mut() {
                     Some(d) => match d.try_take(job, &self.pools) {
-                        Ok(()) => return,
+                        Ok(()) => return charge,
                         Err(job) => job,
                     },
                     None => job,
                 };
                 self.queue_job(job);
+                return charge;
             }
         }
+        0
     }
 
     /// Queues a job for the workers (the job ring, or the backlog when it is full).

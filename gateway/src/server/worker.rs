@@ -647,17 +647,23 @@ fn read_block(shared: &Shared, pools: &Pools, fh: &FhKey, off: u64) -> Option<(u
     Some((start, buf))
 }
 
-/// Runs one call and returns its encoded reply (record-mark slot included).
-fn execute(shared: &Shared, pools: &Pools, job: &Job) -> Option<Buf> {
-    let h = &job.header;
-    let args = &job.record[job.args_at..];
-    let want = MARK
-        + RPC_HEADER
+/// Bytes of reply buffer a call may need, record-mark slot and RPC header included:
+/// what a worker asks the pools for, and what the reactor reserves of a TCP
+/// connection's reply budget while the call is being answered (`Router::route`).
+pub(crate) fn reply_want(h: &rpc::CallHeader, args: &[u8]) -> usize {
+    MARK + RPC_HEADER
         + match h.prog {
             NFS_PROGRAM if h.vers == crate::nfs4::NFS_V4 => crate::nfs4::scan::scan(args).reply,
             NFS_PROGRAM => nfs3::reply_capacity(h.proc_, args),
             _ => 8192,
-        };
+        }
+}
+
+/// Runs one call and returns its encoded reply (record-mark slot included).
+fn execute(shared: &Shared, pools: &Pools, job: &Job) -> Option<Buf> {
+    let h = &job.header;
+    let args = &job.record[job.args_at..];
+    let want = reply_want(h, args);
     let Some(mut buf) = reply_buffer(pools, want) else {
         tracing::error!(peer = %job.peer, xid = h.xid, "no reply buffer for 1 s; dropping the call (client will retransmit)");
         return None;
@@ -671,7 +677,7 @@ fn execute(shared: &Shared, pools: &Pools, job: &Job) -> Option<Buf> {
         client: job.peer,
         cred: h.cred,
         conn: match job.conn {
-            Link::Tcp(id) => Some(crate::nfs4::ConnRef {
+            Link::Tcp(id, _) => Some(crate::nfs4::ConnRef {
                 reactor: job.reactor,
                 kind: crate::nfs4::ConnKind::Tcp(id),
             }),

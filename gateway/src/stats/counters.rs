@@ -115,7 +115,7 @@ pub struct ReactorStats {
 
 /// Protective events counted by the transports (issue 15: limits a hostile or broken
 /// client cannot exhaust for others): `(transport label, reason label, meaning)`.
-pub const GUARDS: [(&str, &str, &str); 11] = [
+pub const GUARDS: [(&str, &str, &str); 13] = [
     (
         "tcp",
         "refused_max_connections",
@@ -147,6 +147,11 @@ pub const GUARDS: [(&str, &str, &str); 11] = [
         "reading paused: queued replies over tcp.max_queued_mib",
     ),
     (
+        "tcp",
+        "reply_budget",
+        "reading paused: replies being produced plus queued over tcp.max_queued_mib (a client pipelining large READs faster than it reads)",
+    ),
+    (
         "rdma",
         "refused_max_connections",
         "connection rejected: rdma.max_connections reached",
@@ -170,6 +175,11 @@ pub const GUARDS: [(&str, &str, &str); 11] = [
         "rdma",
         "rejected",
         "connection requests rejected for any reason",
+    ),
+    (
+        "rdma",
+        "reply_budget",
+        "calls held back: replies being produced or awaiting Send completion over rdma.max_reply_mib",
     ),
 ];
 
