@@ -174,3 +174,57 @@ def test_pipelined_reads_that_are_never_read_do_not_pin_the_large_buffers(gw_fac
         _wait_metric(stats_port, "every pool buffer back", lambda m: all(
             v <= before[l["size"]] for l, v in m.series("nfsgw_pool_buffers_in_use")))
         assert c.read(f, 5 << 20, 1 << 20).check().count == 1 << 20
+
+
+def test_pipelined_v4_reads_that_are_never_read_do_not_pin_the_large_buffers(gw_factory):
+    """The same bound for NFSv4.1: READs inside COMPOUNDs reserve their reply buffers
+    too. Three sessions, each pipelining a READ of ~1 MiB on every one of its 16 slots
+    and reading nothing: without the bound every call took a large buffer (the build
+    before the bound still held 23 of the 48 when this test looks; the rest sat in
+    socket buffers); with it each connection holds its 4 MiB budget (5 buffers at
+    most), and a v3 client's 1 MiB READs meanwhile stay full."""
+    from test_uring_v4 import Client as V4, OP_READ, BIG
+    stats_port = free_port()
+    g = gw_factory(tcp={"send_timeout_s": 8},
+                   extra={"stats": {"listen": f"127.0.0.1:{stats_port}"}})
+    data = bytes(range(256)) * 4096  # 1 MiB
+    with g.client(timeout=20) as c:
+        root = c.mount("/")
+        f = c.create(root, "big", 0o644).check().fh
+        for i in range(16):
+            c.write(f, i << 20, data, N.UNSTABLE).check()
+        c.commit(f).check()
+        assert statsutil.scrape(stats_port).sum("nfsgw_pool_buffers", size=LARGE) == 48
+
+        hostiles = []
+        for _ in range(3):
+            h = V4(g)
+            h.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            recs = []
+            for slot in range(16):
+                # SEQUENCE on its own slot (fresh slots start at sequence id 1; slot 0
+                # is past its first use), highest slot 15, no reply caching.
+                seq = h.seqid if slot == 0 else 1
+                ops = N.Packer().u32(53).fopaque(h.session, 16).u32(seq).u32(slot) \
+                    .u32(15).bool(False).u32(22).opaque(f).u32(OP_READ) \
+                    .fopaque(b"\0" * 16, 16).u64(slot << 20).u32(BIG).get()
+                recs.append(h.record(ops, 3))
+            h.sock.sendall(b"".join(struct.pack(">I", 0x80000000 | len(r)) + r for r in recs))
+            hostiles.append(h)
+        time.sleep(1.5)  # every call the gateway admits is answered by now
+
+        offs = (3, 9, 12, 15, 0, 5, 7, 11)
+        reads = c.pipeline([(N.NFSPROC3_READ, N.a_read(f, i << 20, 1 << 20), N.d_read) for i in offs],
+                           window=8)
+        for i, r in zip(offs, reads):
+            assert r.status == 0, f"READ at {i} MiB: status {r.status}"
+            assert r.count == 1 << 20, f"READ of 1 MiB at {i} MiB answered {r.count} bytes"
+            assert r.data == data
+        m = statsutil.scrape(stats_port)
+        held = m.sum("nfsgw_pool_buffers_in_use", size=LARGE)
+        assert held <= 3 * 5, f"three NFSv4.1 connections reading nothing hold {held} large buffers"
+        assert m.sum("nfsgw_guard_events_total", transport="tcp", reason="reply_budget") >= 3
+        for h in hostiles:
+            h.sock.close()
+        _wait_metric(stats_port, "every large buffer back", lambda m: m.sum(
+            "nfsgw_pool_buffers_in_use", size=LARGE) == 0, timeout=20)
