@@ -108,6 +108,37 @@ def _wait_metric(port: int, what: str, cond, timeout: float = 10.0):
         time.sleep(0.1)
 
 
+def _gw_with_stats(gw_factory):
+    """A gateway whose send timeout (8 s) closes a client reading nothing within a
+    test, with its stats endpoint; returns (gateway, stats port)."""
+    stats_port = free_port()
+    g = gw_factory(tcp={"send_timeout_s": 8},
+                   extra={"stats": {"listen": f"127.0.0.1:{stats_port}"}})
+    return g, stats_port
+
+
+def _big_file(c, stats_port, mib, data):
+    """A file of `mib` copies of the 1 MiB `data`, committed; the reactor's 48 large
+    buffers all free before the attack."""
+    f = c.create(c.mount("/"), "big", 0o644).check().fh
+    for i in range(mib):
+        c.write(f, i << 20, data, N.UNSTABLE).check()
+    c.commit(f).check()
+    assert statsutil.scrape(stats_port).sum("nfsgw_pool_buffers", size=LARGE) == 48
+    return f
+
+
+def _full_reads_beside(c, f, offs, data):
+    """A well-behaved client's pipelined 1 MiB READs (eight in flight, as a kernel
+    client reading ahead would have) beside a hostile one: every one full."""
+    reads = c.pipeline([(N.NFSPROC3_READ, N.a_read(f, i << 20, 1 << 20), N.d_read) for i in offs],
+                       window=len(offs))
+    for i, r in zip(offs, reads):
+        assert r.status == 0, f"READ at {i} MiB: status {r.status}"
+        assert r.count == 1 << 20, f"READ of 1 MiB at {i} MiB answered {r.count} bytes"
+        assert r.data == data
+
+
 def test_pipelined_reads_that_are_never_read_do_not_pin_the_large_buffers(gw_factory):
     """Standards: a client must not pin shared buffers by reading nothing. A raw socket
     pipelines tcp.max_inflight (64) READs of 1 MiB and never reads a reply: without a
@@ -117,18 +148,11 @@ def test_pipelined_reads_that_are_never_read_do_not_pin_the_large_buffers(gw_fac
     hostile connection holds at most its budget (4 MiB + one call), the second client
     gets full READs and prompt 1 MiB WRITEs, the stats show the connection held back,
     tcp.send_timeout_s still closes it, and every buffer comes back."""
-    stats_port = free_port()
-    g = gw_factory(tcp={"send_timeout_s": 8},
-                   extra={"stats": {"listen": f"127.0.0.1:{stats_port}"}})
+    g, stats_port = _gw_with_stats(gw_factory)
     data = bytes(range(256)) * 4096  # 1 MiB
     with g.client(timeout=20) as c:
-        root = c.mount("/")
-        f = c.create(root, "big", 0o644).check().fh
-        for i in range(64):
-            c.write(f, i << 20, data, N.UNSTABLE).check()
-        c.commit(f).check()
+        f = _big_file(c, stats_port, 64, data)
         baseline = statsutil.scrape(stats_port)
-        assert baseline.sum("nfsgw_pool_buffers", size=LARGE) == 48
 
         hostile = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         # A small receive window: the kernel takes few reply bytes off the gateway.
@@ -140,13 +164,7 @@ def test_pipelined_reads_that_are_never_read_do_not_pin_the_large_buffers(gw_fac
         # The second client on the same reactor: full 1 MiB READs, prompt 1 MiB WRITEs.
         # Eight READs in flight at once (a kernel client reading ahead would have more):
         # with one free large buffer, all but one came back short.
-        offs = (3, 17, 40, 63, 5, 9, 22, 31)
-        reads = c.pipeline([(N.NFSPROC3_READ, N.a_read(f, i << 20, 1 << 20), N.d_read) for i in offs],
-                           window=8)
-        for i, r in zip(offs, reads):
-            assert r.status == 0, f"READ at {i} MiB: status {r.status}"
-            assert r.count == 1 << 20, f"READ of 1 MiB at {i} MiB answered {r.count} bytes"
-            assert r.data == data
+        _full_reads_beside(c, f, (3, 17, 40, 63, 5, 9, 22, 31), data)
         for i in range(8):
             t0 = time.monotonic()
             c.write(f, (64 + i) << 20, data, N.FILE_SYNC).check()
@@ -184,17 +202,10 @@ def test_pipelined_v4_reads_that_are_never_read_do_not_pin_the_large_buffers(gw_
     socket buffers); with it each connection holds its 4 MiB budget (5 buffers at
     most), and a v3 client's 1 MiB READs meanwhile stay full."""
     from test_uring_v4 import Client as V4, OP_READ, BIG
-    stats_port = free_port()
-    g = gw_factory(tcp={"send_timeout_s": 8},
-                   extra={"stats": {"listen": f"127.0.0.1:{stats_port}"}})
+    g, stats_port = _gw_with_stats(gw_factory)
     data = bytes(range(256)) * 4096  # 1 MiB
     with g.client(timeout=20) as c:
-        root = c.mount("/")
-        f = c.create(root, "big", 0o644).check().fh
-        for i in range(16):
-            c.write(f, i << 20, data, N.UNSTABLE).check()
-        c.commit(f).check()
-        assert statsutil.scrape(stats_port).sum("nfsgw_pool_buffers", size=LARGE) == 48
+        f = _big_file(c, stats_port, 16, data)
 
         hostiles = []
         for _ in range(3):
@@ -213,13 +224,7 @@ def test_pipelined_v4_reads_that_are_never_read_do_not_pin_the_large_buffers(gw_
             hostiles.append(h)
         time.sleep(1.5)  # every call the gateway admits is answered by now
 
-        offs = (3, 9, 12, 15, 0, 5, 7, 11)
-        reads = c.pipeline([(N.NFSPROC3_READ, N.a_read(f, i << 20, 1 << 20), N.d_read) for i in offs],
-                           window=8)
-        for i, r in zip(offs, reads):
-            assert r.status == 0, f"READ at {i} MiB: status {r.status}"
-            assert r.count == 1 << 20, f"READ of 1 MiB at {i} MiB answered {r.count} bytes"
-            assert r.data == data
+        _full_reads_beside(c, f, (3, 9, 12, 15, 0, 5, 7, 11), data)
         m = statsutil.scrape(stats_port)
         held = m.sum("nfsgw_pool_buffers_in_use", size=LARGE)
         assert held <= 3 * 5, f"three NFSv4.1 connections reading nothing hold {held} large buffers"
