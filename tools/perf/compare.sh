@@ -23,6 +23,7 @@
 #   GANESHA_PORT=20490 (MOUNT on +1)  PRECREATE=server (server|disk)
 #   WARM_PASS=1 (one sequential 64 KiB read pass through each server before the rounds)
 #   FIO=/opt/fio-nfs/bin/fio  FIO_CPUS= (taskset list for fio; empty = not pinned)
+#   GANESHA_CPUS= (taskset list for all of ganesha's threads; empty = not pinned)
 #   BASE=/var/tmp/perf-compare (data + runs)  KEEP_DATA=0
 #   GW_IO= (backend.io; empty = the build's default)  GW_IDLE_SPIN_US= (engine.idle_spin_us;
 #     empty = default; leave empty for builds older than the key)  GW_TASKSET= (taskset CPU
@@ -30,7 +31,7 @@
 #     pin themselves to GW_CORES)
 #   GW_VARIANTS= several gateways in the same interleaved run, space-separated
 #     NAME:key=val,key=val with keys bin (binary), io, cores ("0+1" for two reactors), idle,
-#     spin_us, bulk_us (engine.idle_bulk_spin_us), workers, taskset (as GW_TASKSET), fio
+#     spin_us, bulk_us (engine.idle_bulk_spin_us), splice (backend.splice: true|false), workers, taskset (as GW_TASKSET), fio
 #     (taskset CPU list for fio while it
 #     drives this target); unset keys take the GW_* values. Example:
 #     GW_VARIANTS="auto:io=auto workers:io=workers prev:bin=/work/wt-prev/target/release/gateway"
@@ -54,6 +55,7 @@ SIZE=${SIZE:-1g}
 SEQ_QD=${SEQ_QD:-4}
 TESTS=${TESTS:-"rr4k_qd1 rr4k_qd32 seqrd_1m seqwr_1m"}
 GW_VARIANTS=${GW_VARIANTS:-}
+GANESHA_CPUS=${GANESHA_CPUS:-}
 if [ -n "$GW_VARIANTS" ]; then
   TARGETS=${TARGETS:-"$(for v in $GW_VARIANTS; do printf '%s ' "${v%%:*}"; done)ganesha"}
 else
@@ -136,7 +138,7 @@ declare -A FIOCPU=()   # target -> taskset list for fio (empty = FIO_CPUS)
 # start_gateway NAME SPEC INDEX: SPEC is "key=val,key=val" (see GW_VARIANTS above)
 start_gateway() {
   local name=$1 spec=$2 idx=$3 kv k v
-  local bin=$GATEWAY io=$GW_IO cores=$GW_CORES idle=$GW_IDLE spin=$GW_IDLE_SPIN_US workers=$GW_WORKERS ts=$GW_TASKSET bulk=
+  local bin=$GATEWAY io=$GW_IO cores=$GW_CORES idle=$GW_IDLE spin=$GW_IDLE_SPIN_US workers=$GW_WORKERS ts=$GW_TASKSET bulk= splice=
   FIOCPU[$name]=$FIO_CPUS
   IFS=, read -r -a kv <<< "$spec"
   for k in "${kv[@]}"; do
@@ -144,7 +146,7 @@ start_gateway() {
     v=${k#*=}; k=${k%%=*}
     case $k in
       bin) bin=$v;; io) io=$v;; cores) cores=${v//+/ };; idle) idle=$v;; spin_us) spin=$v;; bulk_us) bulk=$v;;
-      workers) workers=$v;; taskset) ts=$v;; fio) FIOCPU[$name]=$v;;
+      workers) workers=$v;; taskset) ts=$v;; fio) FIOCPU[$name]=$v;; splice) splice=$v;;
       *) log "skip $name: unknown variant key $k"; return 1;;
     esac
   done
@@ -173,6 +175,7 @@ kind = "fs"
 root = "$w/data"
 workers = $workers
 ${io:+io = \"$io\"}
+${splice:+splice = $splice}
 
 [cache]
 size_mib = $GW_CACHE_MIB
@@ -210,6 +213,9 @@ start_ganesha() {
   GANESHA_UP=1
   URL[ganesha]=$u
   PID[ganesha]=$(cat "$(cat "${TMPDIR:-/tmp}/perf-ganesha.$GANESHA_PORT")/ganesha.pid" 2>/dev/null)
+  if [ -n "$GANESHA_CPUS" ] && [ -n "${PID[ganesha]}" ]; then
+    taskset -a -c -p "$GANESHA_CPUS" "${PID[ganesha]}" > /dev/null && log "ganesha pinned (all threads) to CPUs $GANESHA_CPUS"
+  fi
   FIOCPU[ganesha]=$FIO_CPUS
 }
 variant_spec() { # NAME -> the spec of GW_VARIANTS entry NAME, exit 1 if none
