@@ -68,19 +68,21 @@
 mod fault;
 /// NFSv4.1 READ/WRITE/COMMIT COMPOUNDs on the same ring (`v4.rs`).
 mod v4;
+/// WRITE and COMMIT, the parts both versions share (`write.rs`).
+mod write;
 
 use super::dispatch::{Job, Link, MARK};
 use super::Shared;
 use crate::cache::{self, FhKey, Fill, FillData, Stamp};
 use crate::export::{admit, Caller};
 use crate::fs::{Attr, FileKind, NfsTime};
-use crate::nfs3::access::{check_read, check_writable, check_write, mode_after_write};
+use crate::nfs3::access::check_read;
 use crate::nfs3::proto::{put_fattr, put_post_op_attr, put_wcc};
 use crate::nfs3::{NFS_PROGRAM, NFS_V3};
 use crate::uring::files::{unchanged, Files, Hit, Opened, Validator};
 use crate::uring::fixed::FixedSlots;
 use crate::uring::pipes::{self, Pipes};
-use crate::uring::{Completion, FileRef, StableSync, Uring};
+use crate::uring::{Completion, FileRef, Uring};
 use engine::mem::{Buf, Pools};
 use engine::rpc::{self, Accept};
 use engine::tcp::Pipe;
@@ -90,6 +92,7 @@ use std::ffi::CStr;
 use std::fs::File;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::Arc;
+use write::{CommitStart, WriteArgs};
 
 const GETATTR: u32 = 1;
 const READ: u32 = 6;
@@ -530,100 +533,14 @@ impl Direct {
     }
 
     fn write(&mut self, job: Job) -> Result<(), Job> {
-        let Some((base, offset, count, data_at, stable)) = self.check_write(&job) else {
+        let Some((base, args)) = self.check_write(&job) else {
             return Err(job);
         };
-        let fd = FileRef {
-            fd: base._file.as_raw_fd(),
-            fixed: base.fixed,
-        };
-        let slot = *self.free.last().expect("checked non-empty");
-        let Some(id) = self.files.begin_write(&base.fh) else {
-            return Err(job);
-        };
-        let op = Op::Write {
-            count,
-            stable,
-            id,
-            wrote: None,
-            synced: (stable == UNSTABLE).then_some(0),
-            stat: None,
-            verf: self.shared.model.write_verifier(),
-        };
-        let p = Pending { job, base, op };
-        // Before the change runs: reads racing with it must not be cached.
-        self.shared.gens.bump_file(p.base.attr.fileid);
-        let src = p.job.record[data_at..].as_ptr();
-        // SAFETY: `src` is `count` bytes of the call's record (checked), kept in
-        // `pending[slot]` with the file until both completions are reaped, and the
-        // ring is dropped (waiting for them) before `pending`; statx slot `slot` is
-        // this pending entry's own.
-        let queued = unsafe { self.submit_write(fd, src, count, offset, stable, slot) };
-        if !queued {
-            // Not submitted: the bump above only made caches forget the file.
-            self.files.end_write(&p.base.fh, id, None);
-            self.shared.gens.bump_file(p.base.attr.fileid);
-            return Err(p.job);
-        }
-        self.park(slot, p);
-        Ok(())
+        self.start_write(job, base, args).map(|_| ())
     }
 
-    /// Queues a WRITE's chain for `pending[slot]` (NFSv3 and NFSv4.1 alike): the
-    /// write, then for a stable one the `fsync` (`fdatasync` for DATA_SYNC), then the
-    /// statx of the post-operation attributes (the kernel cancels what follows a
-    /// failed or short write, not what follows a failed sync: `finish_write` checks
-    /// every result). Tags: `slot * 2` the write, `slot * 2 + 1` the
-    /// statx (into statx slot `slot`), `SYNC_BIT | slot` the sync.
-    ///
-    /// # Safety
-    /// `src` is `count` readable bytes (the call's record) kept, with the file, in
-    /// `pending[slot]` until both completions are reaped; the ring is dropped
-    /// (waiting for them) before `pending`.
-    unsafe fn submit_write(
-        &mut self,
-        fd: FileRef,
-        src: *const u8,
-        count: u32,
-        offset: u64,
-        stable: u32,
-        slot: u32,
-    ) -> bool {
-        let (write_tag, stat_tag) = (u64::from(slot) * 2, u64::from(slot) * 2 + 1);
-        // SAFETY: the caller's contract; statx slot `slot` is this entry's own.
-        unsafe {
-            if stable == UNSTABLE {
-                self.ring.write_then_statx(
-                    fd,
-                    src,
-                    count,
-                    offset,
-                    write_tag,
-                    slot as usize,
-                    stat_tag,
-                )
-            } else {
-                let sync = StableSync {
-                    datasync: stable == DATA_SYNC,
-                    tag: SYNC_BIT | u64::from(slot),
-                };
-                self.ring.write_sync_statx(
-                    fd,
-                    src,
-                    count,
-                    offset,
-                    write_tag,
-                    sync,
-                    slot as usize,
-                    stat_tag,
-                )
-            }
-        }
-    }
-
-    /// WRITE's checks: (entry, offset, count, position of the data in the record,
-    /// stable_how), or `None` for a worker.
-    fn check_write(&self, job: &Job) -> Option<(Base, u64, u32, usize, u32)> {
+    /// WRITE's decoding and checks (`admit_write`), or `None` for a worker.
+    fn check_write(&self, job: &Job) -> Option<(Base, WriteArgs)> {
         if self.shared.state.delegations.any_live() {
             // v3 writes may have to recall a delegation (server::v3_recall).
             return None;
@@ -643,19 +560,15 @@ impl Direct {
         if count == 0 || len < count || args.len() - r.position() < count as usize {
             return None;
         }
-        let a = self.admitted(job, fh)?;
-        if !a.hit.data.writable || !a.hit.data.clean {
-            return None;
-        }
-        check_writable(&a.caller).ok()?;
-        check_write(a.hit.attr, &a.caller).ok()?;
-        if mode_after_write(a.hit.attr, &a.caller).is_some() {
-            return None;
-        }
-        offset
-            .checked_add(u64::from(count))
-            .filter(|&e| e <= MAX_END)?;
-        Some((base_of(&a, fh)?, offset, count, data_at, stable))
+        let a = self.admit_write(job, fh, offset, count)?;
+        let w = WriteArgs {
+            offset,
+            count,
+            data_at,
+            stable,
+            verf: self.shared.model.write_verifier(),
+        };
+        Some((base_of(&a, fh)?, w))
     }
 
     fn commit(&mut self, job: Job, pools: &Pools) -> Result<(), Job> {
@@ -667,39 +580,25 @@ impl Direct {
         else {
             return Err(job);
         };
-        let key = base.key.clone();
-        let fd = FileRef {
-            fd: base._file.as_raw_fd(),
-            fixed: base.fixed,
-        };
         let p = Pending {
             job,
             base,
             op: Op::Commit,
         };
-        if !self.shared.model.begin_sync(&key) {
-            // Nothing staged and no sync in flight: durable already (as the model's
-            // commit answers).
-            return match wcc_reply(pools, &p, None, self.shared.model.write_verifier()) {
-                Some(b) => {
-                    self.done_now.push(Finished::Reply(p.job, b, None));
-                    Ok(())
+        match self.start_commit(p)? {
+            CommitStart::Parked(_) => Ok(()),
+            CommitStart::Durable(p) => {
+                match wcc_reply(pools, &p, None, self.shared.model.write_verifier()) {
+                    Some(b) => {
+                        self.done_now.push(Finished::Reply(p.job, b, None));
+                        Ok(())
+                    }
+                    None => Err(p.job),
                 }
-                None => Err(p.job),
-            };
+            }
         }
-        let slot = *self.free.last().expect("checked non-empty");
-        // SAFETY: the file is kept in `pending[slot]` until the completion is reaped.
-        if !unsafe { self.ring.fdatasync(fd, u64::from(slot) * 2) } {
-            self.shared.model.end_sync(&key, false);
-            return Err(p.job);
-        }
-        self.park(slot, p);
-        Ok(())
     }
 
-    /// GETATTR from a current entry: the reply (and a cache fill), or for the read
-    /// cache's revalidation GETATTR (answered already) the fill alone.
     fn getattr(&mut self, job: Job, pools: &Pools) -> Result<(), Job> {
         let Some(fh) = job
             .record
@@ -905,12 +804,9 @@ impl Direct {
             Op::Write { .. } => self.finish_write(p, slot, pools),
             Op::Revalidate { .. } => return self.finish_revalidate(p, slot, result),
             Op::Commit => {
-                if result < 0 {
-                    self.failed(Failure::Commit(fault::errno(result)));
-                    self.shared.model.end_sync(&p.base.key, false);
+                if !self.settle_commit(&p, result) {
                     return Some(Finished::Fallback(p.job));
                 }
-                self.shared.model.end_sync(&p.base.key, true);
                 // Read after the sync: a failure before it shows as a new verifier.
                 match wcc_reply(pools, &p, None, self.shared.model.write_verifier()) {
                     Some(b) => Finished::Reply(p.job, b, None),
@@ -1013,39 +909,15 @@ impl Direct {
         let Op::Write {
             count,
             stable,
-            id,
-            wrote,
-            synced,
-            stat,
             verf,
+            ..
         } = p.op
         else {
             unreachable!("finish_write of a write");
         };
-        let fileid = p.base.attr.fileid;
-        // Every result is in (`poll` waits for them): the write counts only whole,
-        // a stable one only synced.
-        let failed = fault::write_outcome(
-            count,
-            [wrote, synced, stat].map(|r| r.unwrap_or(-libc::EIO)),
-        );
-        let ok = failed.is_none();
-        if ok && stable == UNSTABLE {
-            // Staged before the reply: a COMMIT after it syncs this data.
-            self.shared.model.mark_dirty(&p.base.key);
-        }
-        let post = if ok {
-            self.ring.statx(slot).and_then(|st| attr_after(&p.base, st))
-        } else {
-            None
-        };
-        // After the change, before its reply can reach the client.
-        self.files.end_write(&p.base.fh, id, post);
-        self.shared.gens.bump_file(fileid);
-        if let Some(f) = failed {
-            self.failed(f);
+        let Ok(post) = self.settle_write(&p, slot) else {
             return Finished::Fallback(p.job);
-        }
+        };
         match wcc_reply(pools, &p, Some((post, count, stable)), verf) {
             Some(b) => Finished::Reply(p.job, b, None),
             // The data is written and staged: a worker writes it again and answers.

@@ -17,17 +17,15 @@
 //! `fault::write_outcome`), so a stable WRITE is never answered before its data is
 //! durable.
 //!
-//! The WRITE chain itself is `Direct::submit_write`, shared with NFSv3; the
-//! bookkeeping around it mirrors `Direct::write` and `Direct::finish_write`
+//! The entry checks, the WRITE chain, COMMIT's sync and the bookkeeping around them
 //! (generation bumps before submit and before the reply, the staged set,
-//! statx-derived post attributes) with the v4 reply in place of the v3 one.
+//! statx-derived post attributes) are NFSv3's (`write.rs`); this module adds the v4
+//! decoding, the slot claim and the v4 reply.
 
-use super::{
-    attr_after, base_of, fault, Base, Direct, Failure, Finished, Job, Op, Pending, MARK, MAX_END,
-    UNSTABLE,
-};
+use super::write::{CommitStart, WriteArgs};
+use super::{base_of, fault, Base, Direct, Failure, Finished, Job, Op, Pending, MARK};
 use crate::cache::{self, Fill, FillData};
-use crate::nfs3::access::{check_read, check_writable, check_write, mode_after_write};
+use crate::nfs3::access::check_read;
 use crate::nfs4::fast_io::{self, Bitmap, IoCall, IoOp, Started, Target};
 use crate::uring::{Completion, FileRef};
 use engine::mem::{Buf, Pools};
@@ -170,55 +168,37 @@ impl Direct {
         else {
             return Err(job);
         };
-        let Some((base, reply, started)) = self.check_write4(&job, c, pools) else {
+        let Some((base, reply, started, verf)) = self.check_write4(&job, c, pools) else {
             return Err(job);
         };
-        let data_at = job.args_at + data_at;
-        let fd = FileRef {
-            fd: base._file.as_raw_fd(),
-            fixed: base.fixed,
-        };
-        let slot = *self.free.last().expect("checked non-empty");
-        let Some(id) = self.files.begin_write(&base.fh) else {
-            return Err(job);
-        };
-        let op = Op::Write {
+        let fh = (job.args_at + c.fh.start, job.args_at + c.fh.end);
+        let w = WriteArgs {
+            offset,
             count,
+            data_at: job.args_at + data_at,
             stable,
-            id,
-            wrote: None,
-            synced: (stable == UNSTABLE).then_some(0),
-            stat: None,
-            verf: [0; 8],
+            verf,
         };
-        let p = Pending { job, base, op };
-        // Before the change runs: reads racing with it must not be cached.
-        self.shared.gens.bump_file(p.base.attr.fileid);
-        let src = p.job.record[data_at..].as_ptr();
-        // SAFETY: as `Direct::write`: `src` is `count` bytes of the call's record
-        // (checked by `fast_io::parse`), kept in `pending[slot]` with the file until
-        // both completions are reaped; the ring is dropped before `pending`; statx
-        // slot `slot` is this pending entry's own.
-        let queued = unsafe { self.submit_write(fd, src, count, offset, stable, slot) };
-        if !queued {
-            self.files.end_write(&p.base.fh, id, None);
-            self.shared.gens.bump_file(p.base.attr.fileid);
-            return Err(p.job);
-        }
-        let fh = (p.job.args_at + c.fh.start, p.job.args_at + c.fh.end);
+        // `started` is dropped on `Err`: the slot is given back for the worker.
+        let slot = self.start_write(job, base, w)?;
         self.v4[slot as usize] = Some(V4 {
             started,
             reply: Some(reply),
             getattr: getattr.map(|b| (b, fh.0, fh.1)),
         });
-        self.park(slot, p);
         Ok(())
     }
 
     /// WRITE's checks in `io_ops::write`'s order (entry and caller as
     /// `Direct::check_write`; then `fast_io::start`: stateid, size, delegations) and
     /// the reply up to its GETATTR.
-    fn check_write4(&self, job: &Job, c: &IoCall, pools: &Pools) -> Option<(Base, Buf, Started)> {
+    #[allow(clippy::type_complexity)]
+    fn check_write4(
+        &self,
+        job: &Job,
+        c: &IoCall,
+        pools: &Pools,
+    ) -> Option<(Base, Buf, Started, [u8; 8])> {
         let IoOp::Write {
             offset,
             data: (_, count),
@@ -230,19 +210,7 @@ impl Direct {
         };
         let args = job.record.get(job.args_at..)?;
         let fh = args.get(c.fh.clone())?;
-        let a = self.admitted(job, fh)?;
-        if !a.hit.data.writable || !a.hit.data.clean {
-            return None;
-        }
-        check_writable(&a.caller).ok()?;
-        check_write(a.hit.attr, &a.caller).ok()?;
-        if mode_after_write(a.hit.attr, &a.caller).is_some() {
-            // Set-id bits to clear: a SETATTR first, the worker's.
-            return None;
-        }
-        offset
-            .checked_add(u64::from(count))
-            .filter(|&e| e <= MAX_END)?;
+        let a = self.admit_write(job, fh, offset, count)?;
         let extra = if getattr.is_some() {
             fast_io::GETATTR_MAX
         } else {
@@ -265,17 +233,12 @@ impl Direct {
         fast_io::put_write_ok(&mut w, count, stable, &verf).ok()?;
         let n = w.position();
         reply.set_len(n);
-        Some((base, reply, started))
+        Some((base, reply, started, verf))
     }
 
     fn commit4(&mut self, job: Job, c: &IoCall, pools: &Pools) -> Result<(), Job> {
         let Some((base, reply, started)) = self.check_commit4(&job, c, pools) else {
             return Err(job);
-        };
-        let key = base.key.clone();
-        let fd = FileRef {
-            fd: base._file.as_raw_fd(),
-            fixed: base.fixed,
         };
         let v4 = V4 {
             started,
@@ -287,21 +250,13 @@ impl Direct {
             base,
             op: Op::Commit,
         };
-        if !self.shared.model.begin_sync(&key) {
-            // Nothing staged and no sync in flight: durable already (as the model's
-            // commit answers).
-            let f = self.reply4(p, v4);
-            self.done_now.push(f);
-            return Ok(());
+        match self.start_commit(p)? {
+            CommitStart::Parked(slot) => self.v4[slot as usize] = Some(v4),
+            CommitStart::Durable(p) => {
+                let f = self.reply4(p, v4);
+                self.done_now.push(f);
+            }
         }
-        let slot = *self.free.last().expect("checked non-empty");
-        // SAFETY: the file is kept in `pending[slot]` until the completion is reaped.
-        if !unsafe { self.ring.fdatasync(fd, u64::from(slot) * 2) } {
-            self.shared.model.end_sync(&key, false);
-            return Err(p.job);
-        }
-        self.v4[slot as usize] = Some(v4);
-        self.park(slot, p);
         Ok(())
     }
 
@@ -342,12 +297,9 @@ impl Direct {
             // abandoned when `v4` drops).
             Op::Revalidate { .. } | Op::Splice { .. } => Finished::Fallback(p.job),
             Op::Commit => {
-                if result < 0 {
-                    self.failed(Failure::Commit(fault::errno(result)));
-                    self.shared.model.end_sync(&p.base.key, false);
+                if !self.settle_commit(&p, result) {
                     return Finished::Fallback(p.job);
                 }
-                self.shared.model.end_sync(&p.base.key, true);
                 self.reply4(p, v4)
             }
         }
@@ -396,43 +348,11 @@ impl Direct {
     }
 
     fn finish_write4(&mut self, p: Pending, v4: V4, slot: usize) -> Finished {
-        let Op::Write {
-            count,
-            stable,
-            id,
-            wrote,
-            synced,
-            stat,
-            // (The reply, built at submit time, carries it.)
-            verf: _,
-        } = p.op
-        else {
-            unreachable!("finish_write4 of a write");
-        };
-        let fileid = p.base.attr.fileid;
         // As `Direct::finish_write`: only a whole write, synced if stable, with its
-        // statx answers.
-        let failed = fault::write_outcome(
-            count,
-            [wrote, synced, stat].map(|r| r.unwrap_or(-libc::EIO)),
-        );
-        let ok = failed.is_none();
-        if ok && stable == UNSTABLE {
-            // Staged before the reply: a COMMIT after it syncs this data.
-            self.shared.model.mark_dirty(&p.base.key);
-        }
-        let post = if ok {
-            self.ring.statx(slot).and_then(|st| attr_after(&p.base, st))
-        } else {
-            None
-        };
-        // After the change, before its reply can reach the client.
-        self.files.end_write(&p.base.fh, id, post);
-        self.shared.gens.bump_file(fileid);
-        if let Some(f) = failed {
-            self.failed(f);
+        // statx answers (the reply, built at submit time, carries the verifier).
+        let Ok(post) = self.settle_write(&p, slot) else {
             return Finished::Fallback(p.job);
-        }
+        };
         let V4 {
             started,
             reply,
