@@ -387,10 +387,26 @@ impl Direct {
             Ok(()) => return Ok(()),
             Err(job) => job,
         };
-        let Some((base, mut reply, offset, want, at)) = self.prepare_read(&job, pools, false)
-        else {
+        let Some((base, reply, offset, want, at)) = self.prepare_read(&job, pools, false) else {
             return Err(job);
         };
+        self.start_read(job, base, reply, offset, want, at)
+            .map(|_| ())
+    }
+
+    /// Queues a READ of `want` bytes at `offset` into `reply` at `at[3]` (both
+    /// versions) and parks the call; returns its slot, or the job when nothing was
+    /// queued. Nothing to read (at or past the end, or count 0) is answered in this
+    /// pass, with no I/O.
+    fn start_read(
+        &mut self,
+        job: Job,
+        base: Base,
+        mut reply: Buf,
+        offset: u64,
+        want: usize,
+        at: [usize; 4],
+    ) -> Result<u32, Job> {
         let fd = FileRef {
             fd: base._file.as_raw_fd(),
             fixed: base.fixed,
@@ -418,13 +434,12 @@ impl Direct {
         };
         self.park(slot, Pending { job, base, op });
         if want == 0 {
-            // Nothing to read (at or past the end, or count 0): answered this pass.
             self.reaped.push(Completion {
                 tag: u64::from(slot) * 2,
                 result: 0,
             });
         }
-        Ok(())
+        Ok(slot)
     }
 
     /// A large READ over TCP, spliced (module docs): `Err` hands the job back for the
@@ -502,13 +517,7 @@ impl Direct {
         let count = r.u32().ok()?;
         let a = self.admitted(job, fh)?;
         check_read(a.hit.attr, &a.caller).ok()?;
-        let size = a.hit.attr.size;
-        let n = (count as usize).min(crate::nfs3::MAX_IO);
-        let want = if offset >= size {
-            0
-        } else {
-            n.min(usize::try_from(size - offset).unwrap_or(usize::MAX))
-        };
+        let want = read_want(a.hit.attr.size, offset, count);
         let room = if head_only { 0 } else { want + 4 };
         let mut reply = pools.alloc(MARK + READ_REPLY_HEAD + room)?;
         let mut w = XdrWriter::at(reply.spare_mut(), MARK);
@@ -923,6 +932,17 @@ impl Direct {
             // The data is written and staged: a worker writes it again and answers.
             None => Finished::Fallback(p.job),
         }
+    }
+}
+
+/// Bytes a READ of `count` at `offset` takes from a file of `size` bytes: at most
+/// `MAX_IO` (the reply buffers' room, both versions), none at or past the end.
+fn read_want(size: u64, offset: u64, count: u32) -> usize {
+    let n = (count as usize).min(crate::nfs3::MAX_IO);
+    if offset >= size {
+        0
+    } else {
+        n.min(usize::try_from(size - offset).unwrap_or(usize::MAX))
     }
 }
 

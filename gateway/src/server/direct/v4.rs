@@ -23,15 +23,13 @@
 //! decoding, the slot claim and the v4 reply.
 
 use super::write::{CommitStart, WriteArgs};
-use super::{base_of, fault, Base, Direct, Failure, Finished, Job, Op, Pending, MARK};
+use super::{base_of, fault, read_want, Base, Direct, Failure, Finished, Job, Op, Pending, MARK};
 use crate::cache::{self, Fill, FillData};
 use crate::nfs3::access::check_read;
 use crate::nfs4::fast_io::{self, Bitmap, IoCall, IoOp, Started, Target};
-use crate::uring::{Completion, FileRef};
 use engine::mem::{Buf, Pools};
 use engine::rpc::{self, Accept};
 use engine::xdr::XdrWriter;
-use std::os::fd::AsRawFd;
 
 /// WRITE4resok (count, committed, verifier) and COMMIT4resok (verifier) bytes.
 const WRITE_TAIL: usize = 16;
@@ -67,44 +65,13 @@ impl Direct {
         else {
             return Err(job);
         };
-        let fd = FileRef {
-            fd: base._file.as_raw_fd(),
-            fixed: base.fixed,
-        };
-        let slot = *self.free.last().expect("checked non-empty");
-        let mut reply = reply;
-        if want > 0 {
-            let dst = reply.spare_mut()[at[3]..at[3] + want].as_mut_ptr();
-            // SAFETY: as `Direct::read`: `dst` is `want` bytes of `reply`, kept in
-            // `pending[slot]` (never touched) until the completion is reaped, with the
-            // file; the ring is dropped (waiting for the read) before `pending`.
-            let queued = unsafe {
-                self.ring
-                    .read(fd, dst, want as u32, offset, u64::from(slot) * 2)
-            };
-            if !queued {
-                // `started` dropped: the slot is given back for the worker.
-                return Err(job);
-            }
-        }
+        // `started` is dropped on `Err`: the slot is given back for the worker.
+        let slot = self.start_read(job, base, reply, offset, want, at)?;
         self.v4[slot as usize] = Some(V4 {
             started,
             reply: None,
             getattr: None,
         });
-        let op = Op::Read {
-            reply,
-            offset,
-            want,
-            at,
-        };
-        self.park(slot, Pending { job, base, op });
-        if want == 0 {
-            self.reaped.push(Completion {
-                tag: u64::from(slot) * 2,
-                result: 0,
-            });
-        }
         Ok(())
     }
 
@@ -125,14 +92,8 @@ impl Direct {
         let fh = args.get(c.fh.clone())?;
         let a = self.admitted(job, fh)?;
         check_read(a.hit.attr, &a.caller).ok()?;
-        let size = a.hit.attr.size;
         // As `io_ops::read` (its reply buffer has room for MAX_IO) and `prepare_read`.
-        let n = (count as usize).min(crate::nfs3::MAX_IO);
-        let want = if offset >= size {
-            0
-        } else {
-            n.min(usize::try_from(size - offset).unwrap_or(usize::MAX))
-        };
+        let want = read_want(a.hit.attr.size, offset, count);
         let pad = want.next_multiple_of(4);
         let mut reply = pools.alloc(MARK + fast_io::HEAD_MAX + 8 + pad)?;
         let mut w = XdrWriter::at(reply.spare_mut(), MARK);
