@@ -56,6 +56,7 @@
 mod attrs;
 mod change;
 mod dirs;
+mod gone;
 mod handles;
 mod nlink;
 
@@ -123,6 +124,8 @@ pub(super) struct Inner {
     shared: bool,
     /// File ids whose key this gateway recorded in the store's id index.
     indexed: Mutex<HashSet<u64>>,
+    /// Keys removed here a moment ago: listings confirm them (`gone`).
+    gone: gone::RecentlyGone,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -222,6 +225,7 @@ impl Inner {
             listings: Mutex::new(VecDeque::new()),
             shared,
             indexed: Mutex::new(HashSet::new()),
+            gone: Default::default(),
         };
         inner.add_exports(exports)?;
         Ok(inner)
@@ -1211,6 +1215,7 @@ impl Inner {
             Some(Found::Dir) => Err(Status::IsDir),
             Some(Found::File(_)) => {
                 self.backend.delete(&key).map_err(|e| self.berr(e, &key))?;
+                self.gone.note(&key);
                 self.forget_file(&key);
                 self.bump(dir.fileid);
                 Ok(())
@@ -1262,6 +1267,15 @@ impl Inner {
         }
     }
 
+    /// A listed object or sub-prefix, confirmed.
+    fn listed_still_there(&self, key: &str, is_prefix: bool) -> FsResult<bool> {
+        if is_prefix {
+            self.prefix_still_there(key)
+        } else {
+            self.still_there(key)
+        }
+    }
+
     /// A listed sub-prefix is real when its directory marker or one object under it
     /// is confirmed.
     fn prefix_still_there(&self, prefix: &str) -> FsResult<bool> {
@@ -1303,6 +1317,7 @@ impl Inner {
                         })
                     }
                 }
+                self.gone.note(&dkey);
                 self.table.forget_prefix(&dkey);
                 self.bump(dir.fileid);
                 self.subdirs.adjust(dir.fileid, -1);
@@ -1375,6 +1390,7 @@ impl Inner {
             BackendError::Permanent(ref m) if m.contains("not empty") => Status::NotEmpty,
             e => self.berr(e, &skey),
         })?;
+        self.gone.note(&skey);
         self.table.rename(&skey, &tkey);
         self.bump(from.fileid);
         self.bump(to.fileid);
@@ -1402,6 +1418,7 @@ impl Inner {
         let mut seen: HashSet<String> = HashSet::new();
         let mut after: Option<String> = None;
         let plen = dir.key.len();
+        let check_gone = !self.gone.is_empty();
         loop {
             let page = self
                 .backend
@@ -1428,6 +1445,11 @@ impl Inner {
                     || name.len() > 255
                     || !seen.insert(name.to_string())
                 {
+                    continue;
+                }
+                if check_gone && self.gone.contains(k) && !self.listed_still_there(k, is_prefix)? {
+                    // Removed here, still listed by a lagging replica (`gone`).
+                    seen.remove(name);
                     continue;
                 }
                 names.push((name.as_bytes().to_vec(), k.to_string()));

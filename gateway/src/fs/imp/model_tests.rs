@@ -713,3 +713,56 @@ fn rmdir_is_not_fooled_by_listed_ghosts_of_deleted_children() {
     assert_eq!(m.lookup(&root, b"d").unwrap_err(), Status::NoEnt);
     assert_eq!(m.rmdir(&root, b"d").unwrap_err(), Status::NoEnt);
 }
+
+/// Names removed through this gateway that a lagging replica still lists are not
+/// answered by READDIR (read-your-deletes, `gone`); a removed name created again
+/// behind the gateway's back is listed (its HEAD finds it).
+#[test]
+fn readdir_does_not_list_ghosts_of_names_removed_here() {
+    let mem: Arc<dyn Backend> = Arc::new(crate::backend::memory::MemoryBackend::new());
+    let counting = Arc::new(CountingBackend::over(mem.clone()));
+    let b: Arc<dyn Backend> = counting.clone();
+    let dir = tempfile::tempdir().unwrap();
+    let m = FileModel::open(b, dir.path(), &exports()).unwrap();
+    let root = m.root(0).unwrap();
+    let d = m.mkdir(&root, b"d", &SetAttr::default(), OWNER).unwrap();
+    for n in [&b"keep"[..], b"f", b"g", b"moved"] {
+        m.create(&d, n, &CreateMode::Unchecked(SetAttr::default()), OWNER)
+            .unwrap();
+    }
+    let sub = m.mkdir(&d, b"sub", &SetAttr::default(), OWNER).unwrap();
+    m.create(
+        &sub,
+        b"x",
+        &CreateMode::Unchecked(SetAttr::default()),
+        OWNER,
+    )
+    .unwrap();
+    m.remove(&sub, b"x").unwrap();
+    m.rmdir(&d, b"sub").unwrap();
+    m.remove(&d, b"f").unwrap();
+    m.remove(&d, b"g").unwrap();
+    m.rename(&d, b"moved", &root, b"moved").unwrap();
+    counting.ghosts.lock().unwrap().extend([
+        "d/f".into(),
+        "d/g".into(),
+        "d/moved".into(),
+        "d/sub/".into(),
+        "d/sub/x".into(),
+    ]);
+    // `g` is created again behind the gateway (another writer): it is real.
+    mem.put("d/g", b"new", &UserMeta::default(), false).unwrap();
+    let names = |m: &FileModel| {
+        let p = m.readdir(&d, 0, [0; 8], 100).unwrap();
+        assert!(p.eof);
+        let mut n: Vec<String> = p
+            .entries
+            .iter()
+            .map(|e| String::from_utf8(e.name.clone()).unwrap())
+            .filter(|n| n != "." && n != "..")
+            .collect();
+        n.sort();
+        n
+    };
+    assert_eq!(names(&m), ["g", "keep"]);
+}
