@@ -26,6 +26,8 @@
 //! budget at accept.
 
 use super::admit::{Admission, Throttle, Verdict};
+use super::reply_budget::{reply_charge, ReplyBudget};
+use super::timeouts::{self, Sweep};
 use crate::fabric::{
     access, CmEvent, Completion, ConnRequest, Fabric, Mr, Op, PostError, Qp, QpCaps, SendWr, Sge,
     WcOpcode, WcStatus,
@@ -227,9 +229,6 @@ const FAILED_XIDS: usize = 64;
 /// (issue 15): a peer that never answers Reads (or answers slowly) holds at most this
 /// many large buffers; its further chunked calls wait parked on their Receive.
 pub const MAX_PULLING: u32 = 8;
-/// Polls between looks at the clock for unanswered Reads (the reactor polls at least
-/// every few milliseconds, so this is well under a second).
-const SWEEP_POLLS: u32 = 256;
 
 const KIND_RECV: u64 = 1;
 const KIND_READ: u64 = 2;
@@ -279,7 +278,7 @@ struct CallSlot {
     cost: u32,
     /// Result data outside the reply (see `reply_external`), released with the call.
     ext: Vec<ExtSeg>,
-    /// Reply bytes this call counts in its connection's `reserved` (see `deliver`).
+    /// Reply bytes this call is charged in its connection's `budget` (see `deliver`).
     charge: usize,
 }
 
@@ -313,10 +312,8 @@ struct Conn {
     sq_max: u32,
     reply_queue: VecDeque<u16>,
     parked: VecDeque<u16>,
-    /// Reply bytes charged to calls delivered and not yet released (`max_reply_bytes`).
-    reserved: usize,
-    /// Reassembled calls waiting for `reserved` to drop under `max_reply_bytes`.
-    held: VecDeque<u16>,
+    /// Reply bytes charged and calls held (`max_reply_bytes`, see `super::reply_budget`).
+    budget: ReplyBudget,
     closing: bool,
     /// Callbacks outstanding (RFC 8167) and the client's reverse grant.
     cb: reverse::Table,
@@ -381,9 +378,8 @@ pub struct RdmaServer {
     admission: Admission,
     /// Refusal log lines, at most one a second.
     refusals: Throttle,
-    /// Polls since the last look at the clock, and when Reads were last checked.
-    polls: u32,
-    last_sweep: Instant,
+    /// When connections are next checked for timeouts (`super::timeouts`).
+    sweep: Sweep,
     /// Callback outcomes not yet taken (bounded, `MAX_CB_EVENTS`).
     cb_events: VecDeque<(ConnId, u32, CbEvent)>,
     /// Connections closed since the last `take_closed` (bounded likewise).
@@ -451,8 +447,7 @@ impl RdmaServer {
             local: addr,
             admission,
             refusals: Throttle::new(Duration::from_secs(1)),
-            polls: 0,
-            last_sweep: Instant::now(),
+            sweep: Sweep::new(),
             cb_events: VecDeque::new(),
             closed: VecDeque::new(),
             opts,
@@ -522,28 +517,27 @@ impl RdmaServer {
         }
         work += self.poll_cq(on_call);
         work += self.pump(on_call);
-        self.polls = self.polls.wrapping_add(1);
-        if self.polls.is_multiple_of(SWEEP_POLLS) {
-            self.sweep_reads(Instant::now());
+        if let Some(now) = self.sweep.tick() {
+            self.sweep_reads(now);
         }
         work
     }
 
-    /// At most once a second: closes connections whose peer answered none of their
-    /// outstanding RDMA Reads for `read_timeout` (their buffers come back with the
-    /// flushes). On verbs the NIC's own retry limit usually fails such Reads first.
+    /// Closes connections whose peer answered none of their outstanding RDMA Reads
+    /// for `read_timeout` (their buffers come back with the flushes; see
+    /// `super::timeouts`).
     fn sweep_reads(&mut self, now: Instant) {
-        if now.saturating_duration_since(self.last_sweep) < Duration::from_secs(1) {
-            return;
-        }
-        self.last_sweep = now;
         for slot in 0..self.conns.len() as u32 {
             let Some(c) = self.conns[slot as usize].as_ref() else {
                 continue;
             };
             if c.closing
-                || c.reads_out == 0
-                || now.saturating_duration_since(c.read_progress) < self.opts.read_timeout
+                || !timeouts::reads_stalled(
+                    c.reads_out,
+                    c.read_progress,
+                    now,
+                    self.opts.read_timeout,
+                )
             {
                 continue;
             }
@@ -706,8 +700,7 @@ impl RdmaServer {
             sq_max: caps.max_send_wr,
             reply_queue: VecDeque::with_capacity(ncalls),
             parked: VecDeque::new(),
-            reserved: 0,
-            held: VecDeque::new(),
+            budget: ReplyBudget::new(self.opts.max_reply_bytes),
             closing: false,
             cb: reverse::Table::new(MAX_CALLBACKS),
             cb_bufs: Default::default(),
@@ -1008,21 +1001,18 @@ impl RdmaServer {
     }
 
     /// Hands a reassembled call to the caller. Rule (Standards: no pinned shared
-    /// buffers): a call whose reply may need a buffer (`reply_charge`) waits in `held`
-    /// while its connection's replies in production or awaiting Send completion
-    /// reach `max_reply_bytes`, so a peer that never completes its replies holds that
-    /// budget plus one call, not a large buffer per credit.
+    /// buffers): a call whose reply may need a buffer (`reply_charge`) is held while
+    /// its connection's replies in production or awaiting Send completion reach
+    /// `max_reply_bytes` (`super::reply_budget`).
     fn deliver(&mut self, slot: u32, idx: u16, on_call: &mut OnCall) {
         let max_buf = self.pools.max_buf();
         let c = self.conns[slot as usize].as_mut().expect("live connection");
         let call = &mut c.calls[idx as usize];
         let charge = reply_charge(&call.chunks, max_buf);
-        if charge > 0 && c.reserved >= self.opts.max_reply_bytes {
-            c.held.push_back(idx);
+        if !c.budget.admit(idx, charge) {
             self.stats.reply_budget_holds += 1;
             return;
         }
-        c.reserved = c.reserved.saturating_add(charge);
         call.charge = charge;
         let rec = call.record.take().expect("pulled record");
         if call.long && !Responder::check_long_xid(call.xid, &rec) {
@@ -1240,7 +1230,7 @@ impl RdmaServer {
             let c = self.conns[call.slot as usize].as_mut().expect("live");
             if c.calls[call.call as usize].state == State::Executing {
                 release_call(c, call.call, &mut self.released);
-                if !c.held.is_empty() {
+                if c.budget.has_held() {
                     mark(&mut self.dirty, call.slot);
                 }
             }
@@ -1298,7 +1288,7 @@ impl RdmaServer {
                     && (!c.reply_queue.is_empty()
                         || !c.parked.is_empty()
                         || (!c.read_queue.is_empty() && c.reads_out < c.read_depth)
-                        || (!c.held.is_empty() && c.reserved < self.opts.max_reply_bytes)
+                        || c.budget.ready()
                         || c.posted < c.recv_target())
             })
         });
@@ -1312,10 +1302,10 @@ impl RdmaServer {
     fn deliver_held(&mut self, slot: u32, on_call: &mut OnCall) -> usize {
         let mut n = 0;
         while let Some(c) = self.conns[slot as usize].as_mut() {
-            if c.closing || c.reserved >= self.opts.max_reply_bytes {
+            if c.closing {
                 break;
             }
-            let Some(idx) = c.held.pop_front() else {
+            let Some(idx) = c.budget.next_held() else {
                 break;
             };
             self.deliver(slot, idx, on_call);
@@ -1641,18 +1631,9 @@ enum Sent {
     Closed,
 }
 
-/// Reply bytes a call may hold until its Send completes: the chunks it offers for its
-/// reply (a READ's write chunk, a reply chunk), at most the largest pool buffer. A
-/// call offering none is answered inline (one small buffer): 0.
-fn reply_charge(chunks: &Chunks, max_buf: usize) -> usize {
-    let segs = chunks.write_segs.iter().chain(&chunks.reply_segs);
-    let total = segs.fold(0usize, |t, s| t.saturating_add(s.length as usize));
-    total.min(max_buf)
-}
-
 fn release_call(c: &mut Conn, idx: u16, released: &mut Vec<u64>) {
     let call = &mut c.calls[idx as usize];
-    c.reserved = c.reserved.saturating_sub(call.charge);
+    c.budget.release(call.charge);
     call.charge = 0;
     if call.state == State::Pulling && call.pulls_left > 0 {
         c.pulling = c.pulling.saturating_sub(1);
