@@ -27,7 +27,7 @@
 
 use super::admit::{Admission, Throttle, Verdict};
 use super::reply_budget::{reply_charge, ReplyBudget};
-use super::timeouts::{self, Sweep};
+use super::timeouts::{self, SendWatch, Sweep};
 use crate::fabric::{
     access, CmEvent, Completion, ConnRequest, Fabric, Mr, Op, PostError, Qp, QpCaps, SendWr, Sge,
     WcOpcode, WcStatus,
@@ -67,6 +67,10 @@ pub struct ServerOptions {
     /// A connection with RDMA Reads outstanding and none completed for this long is
     /// closed (a peer that stops answering Reads must not hold buffers forever).
     pub read_timeout: Duration,
+    /// A connection with Sends (replies, callbacks) outstanding and none completed for
+    /// this long is closed: a peer that never takes its replies must not keep its
+    /// reply budget of buffers, and its connection, for ever (see `super::timeouts`).
+    pub send_timeout: Duration,
     /// Reply bytes a connection may have in production or awaiting Send completion
     /// before its next calls wait, received, for its replies to complete. A call is
     /// charged the chunks it offers for its reply (write chunks plus reply chunk, at
@@ -89,6 +93,7 @@ impl Default for ServerOptions {
             limits: Limits::default(),
             max_call: 1024 * 1024 + 4096,
             read_timeout: Duration::from_secs(30),
+            send_timeout: Duration::from_secs(30),
             max_reply_bytes: 8 << 20,
         }
     }
@@ -188,6 +193,9 @@ pub struct RdmaStats {
     pub credits_reduced: u64,
     /// Connections closed because their peer left RDMA Reads unanswered.
     pub read_timeouts: u64,
+    /// Connections closed because their peer completed none of their outstanding
+    /// Sends for `send_timeout`.
+    pub send_timeouts: u64,
     /// Calls held back because their connection's replies in production or awaiting
     /// Send completion reached `max_reply_bytes`.
     pub reply_budget_holds: u64,
@@ -280,6 +288,8 @@ struct CallSlot {
     ext: Vec<ExtSeg>,
     /// Reply bytes this call is charged in its connection's `budget` (see `deliver`).
     charge: usize,
+    /// Bytes its posted reply carries (Writes and Send), for the connection's `sends`.
+    sent: usize,
 }
 
 struct Conn {
@@ -308,6 +318,8 @@ struct Conn {
     /// When a Read last completed, or was posted with none outstanding.
     read_progress: Instant,
     read_queue: VecDeque<(u16, Segment, usize)>,
+    /// Signaled Sends outstanding and their progress (`send_timeout`).
+    sends: SendWatch,
     sq_used: u32,
     sq_max: u32,
     reply_queue: VecDeque<u16>,
@@ -518,33 +530,35 @@ impl RdmaServer {
         work += self.poll_cq(on_call);
         work += self.pump(on_call);
         if let Some(now) = self.sweep.tick() {
-            self.sweep_reads(now);
+            self.sweep_timeouts(now);
         }
         work
     }
 
     /// Closes connections whose peer answered none of their outstanding RDMA Reads
-    /// for `read_timeout` (their buffers come back with the flushes; see
+    /// for `read_timeout`, or completed none of their outstanding Sends for
+    /// `send_timeout` (their buffers come back with the flushes; see
     /// `super::timeouts`).
-    fn sweep_reads(&mut self, now: Instant) {
+    fn sweep_timeouts(&mut self, now: Instant) {
         for slot in 0..self.conns.len() as u32 {
-            let Some(c) = self.conns[slot as usize].as_ref() else {
+            let Some(c) = self.conns[slot as usize].as_mut() else {
                 continue;
             };
-            if c.closing
-                || !timeouts::reads_stalled(
-                    c.reads_out,
-                    c.read_progress,
-                    now,
-                    self.opts.read_timeout,
-                )
-            {
+            if c.closing {
                 continue;
             }
-            tracing::warn!(peer = %c.peer, reads = c.reads_out, timeout = ?self.opts.read_timeout,
-                "rdma: peer left RDMA Reads unanswered; closing the connection");
-            self.stats.read_timeouts += 1;
-            self.close(slot);
+            if timeouts::reads_stalled(c.reads_out, c.read_progress, now, self.opts.read_timeout) {
+                tracing::warn!(peer = %c.peer, reads = c.reads_out, timeout = ?self.opts.read_timeout,
+                    "rdma: peer left RDMA Reads unanswered; closing the connection");
+                self.stats.read_timeouts += 1;
+                self.close(slot);
+            } else if c.sends.stalled(now, self.opts.send_timeout) {
+                let (sends, bytes) = c.sends.outstanding();
+                tracing::warn!(peer = %c.peer, sends, bytes, timeout = ?self.opts.send_timeout,
+                    "rdma: peer completed none of its replies (rdma.send_timeout_s); closing the connection");
+                self.stats.send_timeouts += 1;
+                self.close(slot);
+            }
         }
     }
 
@@ -674,6 +688,7 @@ impl RdmaServer {
                 cost: 0,
                 ext: Vec::with_capacity(MAX_EXT),
                 charge: 0,
+                sent: 0,
             })
             .collect();
         let conn = Conn {
@@ -696,6 +711,7 @@ impl RdmaServer {
             pulling: 0,
             read_progress: Instant::now(),
             read_queue: VecDeque::with_capacity(64),
+            sends: SendWatch::default(),
             sq_used: 0,
             sq_max: caps.max_send_wr,
             reply_queue: VecDeque::with_capacity(ncalls),
@@ -801,6 +817,13 @@ impl RdmaServer {
         let Some(c) = self.conns.get_mut(slot as usize).and_then(|c| c.as_mut()) else {
             return;
         };
+        if c.qp != wc.qp {
+            // A late completion of the QP that held this slot before (verbs reports
+            // `Disconnected` after `DRAIN_TIMEOUT` even if flushes are still missing):
+            // it must not release this connection's call of the same index. Each
+            // buffer comes back once, by its own connection's completion or drop.
+            return;
+        }
         let ok = wc.status == WcStatus::Success;
         if !ok && wc.status != WcStatus::Flushed {
             tracing::warn!(peer = %c.peer, status = ?wc.status, opcode = ?wc.opcode, "rdma: work request failed; closing the connection");
@@ -844,8 +867,8 @@ impl RdmaServer {
             }
             KIND_CB_SEND => {
                 c.sq_used = c.sq_used.saturating_sub(1);
-                if let Some(b) = c.cb_bufs.get_mut(idx as usize) {
-                    *b = None;
+                if let Some(b) = c.cb_bufs.get_mut(idx as usize).and_then(|b| b.take()) {
+                    c.sends.completed(b.len());
                 }
                 c.cb.sent(idx as usize);
                 mark(&mut self.dirty, slot);
@@ -883,6 +906,7 @@ impl RdmaServer {
                 }
                 let cost = call.cost;
                 c.sq_used = c.sq_used.saturating_sub(cost);
+                c.sends.completed(call.sent);
                 release_call(c, idx as u16, &mut self.released);
                 mark(&mut self.dirty, slot);
             }
@@ -1152,6 +1176,7 @@ impl RdmaServer {
             }
         }
         c.sq_used += 1;
+        c.sends.posted(len);
         c.cb_bufs[i] = Some(buf);
         self.stats.cb_sent += 1;
         Ok(())
@@ -1540,6 +1565,7 @@ impl RdmaServer {
             .iter()
             .map(|s| s.len as usize)
             .sum();
+        let written: usize = sges[..nwrites].iter().map(|s| s.len as usize).sum();
         debug_assert!(
             total <= c.send_limit.max(wire::MIN_HEADER),
             "R8166-35: a Send never exceeds the threshold"
@@ -1574,6 +1600,7 @@ impl RdmaServer {
         call.hdr = pool_hdr;
         call.state = State::Sending;
         call.cost = cost;
+        call.sent = written + total;
         self.stats.rdma_writes += nwrites as u64;
         self.stats.replies += 1;
         if let Err(e) = self.fabric.post_send(c.qp, &wrs[..nwrites + 1]) {
@@ -1584,6 +1611,7 @@ impl RdmaServer {
             return Sent::Closed;
         }
         c.sq_used += cost;
+        c.sends.posted(call.sent);
         Sent::Done
     }
 
@@ -1675,3 +1703,7 @@ mod tests;
 #[cfg(test)]
 #[path = "server_cb_tests.rs"]
 mod cb_tests;
+
+#[cfg(test)]
+#[path = "server_timeout_tests.rs"]
+mod timeout_tests;
