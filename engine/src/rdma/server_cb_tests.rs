@@ -64,7 +64,7 @@ pub(super) fn null_call(xid: u32) -> Vec<u8> {
 }
 
 /// A callback record (RPC CALL of the NFSv4 callback program) of `len` bytes.
-fn cb_record(xid: u32, len: usize) -> Vec<u8> {
+pub(super) fn cb_record(xid: u32, len: usize) -> Vec<u8> {
     let mut r = words(&[xid, 0, 2, CB_PROG, 1, 1, 0, 0, 0, 0]);
     r.resize(len.max(r.len()), 0xab);
     r
@@ -221,7 +221,7 @@ pub(super) fn answer(s: &mut RdmaServer, pools: &Pools, (call, rec): (CallRef, B
     s.reply(call, b, None);
 }
 
-fn events(s: &mut RdmaServer) -> Vec<Event> {
+pub(super) fn events(s: &mut RdmaServer) -> Vec<Event> {
     let mut v = Vec::new();
     s.take_callback_events(&mut |id, xid, o| {
         v.push(match o {
@@ -254,7 +254,7 @@ fn wait_events_calls(s: &mut RdmaServer, p: &mut Peer, calls: &mut Calls, n: usi
 }
 
 /// Connects and runs one NULL call through, returning the connection's id.
-fn establish(s: &mut RdmaServer, pools: &Pools) -> (Peer, ConnId) {
+pub(super) fn establish(s: &mut RdmaServer, pools: &Pools) -> (Peer, ConnId) {
     let mut p = Peer::connect(s);
     let mut calls = Calls::new();
     p.send(&null_call(1));

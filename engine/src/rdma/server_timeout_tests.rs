@@ -3,7 +3,7 @@
 //! the peer polls) is disconnected, counted, and every buffer its replies held comes
 //! back; a peer that takes them slowly but steadily stays connected.
 
-use super::cb_tests::{answer, null_call, Calls, Peer};
+use super::cb_tests::{answer, cb_record, establish, events, null_call, Calls, Peer};
 use super::*;
 use crate::fabric::soft::SoftFabric;
 use crate::mem::{ClassSpec, HugePolicy};
@@ -173,4 +173,27 @@ fn a_peer_that_takes_its_replies_slowly_but_steadily_stays_connected() {
     assert_eq!(s.connections(), 1);
     assert!(st.replies >= 30, "{st:?}");
     assert!(p.got.len() >= 30, "{} replies taken", p.got.len());
+}
+
+#[test]
+fn a_callback_the_peer_never_takes_times_out_its_connection_and_is_lost() {
+    let timeout = Duration::from_millis(300);
+    let (mut s, pools) = server(timeout);
+    let (p, id) = establish(&mut s, &pools);
+    s.send_callback(id, &cb_record(71, 64)).unwrap();
+    // `p` is never polled again: the callback's Send never completes.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while s.connections() > 0 {
+        assert!(Instant::now() < deadline, "never closed: {:?}", s.stats());
+        s.poll(&mut |_, _, _, _: &[Reduced], _| {});
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let st = s.stats();
+    assert_eq!((st.send_timeouts, st.cb_lost), (1, 1), "{st:?}");
+    let ev = events(&mut s);
+    assert_eq!(ev.len(), 1);
+    assert_eq!((ev[0].0, ev[0].1, ev[0].3), (id, 71, "lost"));
+    assert_eq!(pools.in_use(), 0);
+    assert_eq!(s.admission.reserved(), 0);
+    drop(p);
 }
