@@ -34,6 +34,7 @@ mod recorder;
 mod report;
 mod run;
 mod schedule;
+mod stall;
 mod stats;
 mod transport;
 mod ulb;
@@ -70,6 +71,9 @@ enum Cmd {
     Run(Box<RunArgs>),
     /// Accept NFS clients over TCP and forward their calls over RPC-over-RDMA.
     Bridge(bridge::BridgeArgs),
+    /// A hostile RPC-over-RDMA peer: sends NULL calls, posts no Receive, and waits for
+    /// the gateway to close the connection (`rdma.send_timeout_s`).
+    Stall(stall::StallArgs),
 }
 
 fn size_arg(s: &str) -> Result<u64, String> {
@@ -213,6 +217,7 @@ fn main() {
         },
         Some(Cmd::Run(a)) => run::run(*a),
         Some(Cmd::Bridge(b)) => bridge::main(b),
+        Some(Cmd::Stall(s)) => stall::main(s),
     };
     if let Err(e) = r {
         // One line, no backtrace: failures here are the server's or the operator's.
