@@ -11,13 +11,15 @@
 # every pool buffer is back once both are gone, and the gateway log has no panic.
 # Last line "RDMA SEND TIMEOUT: PASS" only when every check passed.
 # Usage: rdma-send-timeout.sh GATEWAY_BINARY [BENCH_BINARY (default: beside the gateway)]
+# STALL_WAIT_S [10 x SEND_TIMEOUT_S + 30]: how long the stalling peer waits to be closed
+# (a control run with SEND_TIMEOUT_S=600 STALL_WAIT_S=40 must fail: rxe retries RNR for ever).
 set -euo pipefail
 GW=${1:?gateway binary (built with --features rdma)}
 BENCH=${2:-$(dirname "$GW")/bench}
 ADDR=${RDMA_ADDR:-10.0.2.15}   # eth0 in the guest (tools/vm/guest-init.sh); rxe0 sits on it
 PORT=20049
 STATS=127.0.0.1:9109
-TO=${SEND_TIMEOUT_S:-3}
+TO=${SEND_TIMEOUT_S:-3}; STALL_WAIT=${STALL_WAIT_S:-$((TO * 10 + 30))}
 W=$(mktemp -d)
 cat > "$W/gw.toml" <<TOML
 [engine]
@@ -90,7 +92,7 @@ check "gateway up (verbs provider, rdma.send_timeout_s = $TO)" up
 
 stalled() {
   RUST_BACKTRACE=0 "$BENCH" stall --target "rdma://$ADDR:$PORT" --provider verbs --calls 8 \
-    --wait-s $((TO * 10 + 30)) > "$W/stall.log" 2>&1 || return 1
+    --wait-s $STALL_WAIT > "$W/stall.log" 2>&1 || return 1
   sed 's/^/  /' "$W/stall.log"
 }
 check "a peer posting no Receive (rnr_retry_count 7) is disconnected by the gateway" stalled

@@ -8,7 +8,7 @@
 #                                        libclang-dev: tests/setup.sh)
 #
 # Builds the gateway and bench with their `rdma` features into target/rdma unless
-# GATEWAY_BIN (and BENCH_BIN) are given. SEND_TIMEOUT_S [3] passes through. The guest's
+# GATEWAY_BIN (and BENCH_BIN) are given. SEND_TIMEOUT_S [3] and STALL_WAIT_S pass through. The guest's
 # output is kept in target/vm-rdma-send-timeout.log. Last line: "1 passed, 0 failed" or
 # "0 passed, 1 failed".
 set -uo pipefail
@@ -32,7 +32,7 @@ VM_RXE=1 bash tools/vm/vm.sh setup || fail "tools/vm/vm.sh setup"
 for c in rdma ibv_devices python3; do
   command -v "$c" >/dev/null || fail "'$c' is not installed (tools/vm/vm.sh setup with VM_RXE=1 should have installed it)"
 done
-export VM_ENV="${VM_ENV:-} SEND_TIMEOUT_S"
+export VM_ENV="${VM_ENV:-} SEND_TIMEOUT_S STALL_WAIT_S"
 
 mkdir -p target
 start=$(date +%s)
