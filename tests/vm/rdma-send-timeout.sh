@@ -102,6 +102,8 @@ not_early() {
 }
 check "... after the send timeout, not before it (nor long after)" not_early
 check "... with a warning naming the timeout" grep -q "peer completed none of its replies (rdma.send_timeout_s)" "$W/gw.log"
+# The close as the gateway logged it (timeout warning, the provider's drain of the QP).
+grep -E "completed none of its replies|flushes did not complete|connection down" "$W/gw.log" | sed 's/^/  gw: /' || true
 check "... counted: nfsgw_guard_events_total{transport=rdma,reason=send_timeout} = 1" \
   wait_metric 10 1 nfsgw_guard_events_total transport=rdma reason=send_timeout
 

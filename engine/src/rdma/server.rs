@@ -459,7 +459,7 @@ impl RdmaServer {
             local: addr,
             admission,
             refusals: Throttle::new(Duration::from_secs(1)),
-            sweep: Sweep::new(),
+            sweep: Sweep::new(&[opts.read_timeout, opts.send_timeout]),
             cb_events: VecDeque::new(),
             closed: VecDeque::new(),
             opts,
@@ -510,8 +510,16 @@ impl RdmaServer {
         self.fabric.wait_fd()
     }
 
-    /// Before waiting: `false` if work is pending here or in the fabric.
+    /// Before waiting: `false` if work is pending here or in the fabric. An idle
+    /// reactor polls seldom, so the timeout sweep is also taken here (see
+    /// `super::timeouts`); a connection it closes is work (its flushes and
+    /// `Disconnected` are to be taken).
     pub fn arm(&mut self) -> bool {
+        if let Some(now) = self.sweep.due() {
+            if self.sweep_timeouts(now) > 0 {
+                return false;
+            }
+        }
         if !self.dirty.is_empty() {
             return false;
         }
@@ -539,7 +547,8 @@ impl RdmaServer {
     /// for `read_timeout`, or completed none of their outstanding Sends for
     /// `send_timeout` (their buffers come back with the flushes; see
     /// `super::timeouts`).
-    fn sweep_timeouts(&mut self, now: Instant) {
+    fn sweep_timeouts(&mut self, now: Instant) -> usize {
+        let mut closed = 0;
         for slot in 0..self.conns.len() as u32 {
             let Some(c) = self.conns[slot as usize].as_mut() else {
                 continue;
@@ -552,14 +561,17 @@ impl RdmaServer {
                     "rdma: peer left RDMA Reads unanswered; closing the connection");
                 self.stats.read_timeouts += 1;
                 self.close(slot);
+                closed += 1;
             } else if c.sends.stalled(now, self.opts.send_timeout) {
                 let (sends, bytes) = c.sends.outstanding();
                 tracing::warn!(peer = %c.peer, sends, bytes, timeout = ?self.opts.send_timeout,
                     "rdma: peer completed none of its replies (rdma.send_timeout_s); closing the connection");
                 self.stats.send_timeouts += 1;
                 self.close(slot);
+                closed += 1;
             }
         }
+        closed
     }
 
     fn poll_cq(&mut self, on_call: &mut OnCall) -> usize {

@@ -141,6 +141,40 @@ fn a_peer_that_never_takes_its_replies_is_closed_after_the_send_timeout() {
     drop(p);
 }
 
+/// An idle reactor polls only between sleeps (every `engine.idle_sleep_us`, 10 ms by
+/// default), so counting 256 polls would stretch the sweep to seconds: the sweep is
+/// also taken in `arm`, before each sleep.
+#[test]
+fn an_idle_reactor_still_times_out_a_peer_that_never_takes_its_replies() {
+    let timeout = Duration::from_millis(300);
+    let (mut s, pools) = server(timeout);
+    let mut p = Peer::connect(&mut s);
+    p.send(&null_call(7));
+    let mut calls = Calls::new();
+    take_calls(&mut s, &mut calls, 1);
+    answer(&mut s, &pools, calls.pop().unwrap());
+    let posted = Instant::now();
+    // The reactor's idle loop: arm, sleep 20 ms, poll (50 polls a second).
+    let deadline = posted + Duration::from_secs(10);
+    while s.connections() > 0 {
+        assert!(Instant::now() < deadline, "never closed: {:?}", s.stats());
+        if s.arm() {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        s.poll(&mut |_, _, _, _: &[Reduced], _| {});
+    }
+    let took = posted.elapsed();
+    assert_eq!(s.stats().send_timeouts, 1);
+    assert!(took >= timeout, "closed early: {took:?}");
+    // 256 idle polls alone would take over 5 s.
+    assert!(
+        took < Duration::from_secs(3),
+        "the idle sweep took {took:?}"
+    );
+    assert_eq!(pools.in_use(), 0);
+    drop(p);
+}
+
 #[test]
 fn a_peer_that_takes_its_replies_slowly_but_steadily_stays_connected() {
     // Replies stay outstanding for 150 ms at a time, always some of them, for 3 s:

@@ -1,7 +1,11 @@
 //! When the responder transport looks for connections whose peer stopped doing its
 //! part (Standards: a peer must not hold shared buffers forever by answering
-//! nothing). The look is cheap but reads the clock, so it runs every [`SWEEP_POLLS`]
-//! polls and at most once a second: a timeout fires up to a second late, never early.
+//! nothing). The look is cheap but reads the clock, so a busy reactor takes it every
+//! [`SWEEP_POLLS`] polls, and an idle one before each sleep (a system call anyway;
+//! an idle reactor polls only every `engine.idle_sleep_us`, which would stretch 256
+//! polls to seconds); either way at most once per [`Sweep`] interval, a quarter of the
+//! shortest timeout, at most a second. A timeout thus fires up to about two intervals
+//! late, never early.
 //!
 //! - `read_timeout` (`rdma.read_timeout_s`): RDMA Reads outstanding and none completed
 //!   for that long (a peer that stops answering the Reads of its chunked calls). On
@@ -19,22 +23,27 @@
 
 use std::time::{Duration, Instant};
 
-/// Polls between looks at the clock (the reactor polls at least every few
-/// milliseconds, so this is well under a second).
+/// Busy polls between looks at the clock.
 pub(super) const SWEEP_POLLS: u32 = 256;
+/// Longest interval between two sweeps.
+const SWEEP_MAX: Duration = Duration::from_secs(1);
 /// Shortest interval between two sweeps.
-const SWEEP_EVERY: Duration = Duration::from_secs(1);
+const SWEEP_MIN: Duration = Duration::from_millis(10);
 
 /// The sweep's cadence.
 pub(super) struct Sweep {
     polls: u32,
+    every: Duration,
     last: Instant,
 }
 
 impl Sweep {
-    pub(super) fn new() -> Sweep {
+    /// Sweeps every quarter of the shortest of `timeouts`, within 10 ms..=1 s.
+    pub(super) fn new(timeouts: &[Duration]) -> Sweep {
+        let shortest = timeouts.iter().copied().min().unwrap_or(SWEEP_MAX);
         Sweep {
             polls: 0,
+            every: (shortest / 4).clamp(SWEEP_MIN, SWEEP_MAX),
             last: Instant::now(),
         }
     }
@@ -45,8 +54,13 @@ impl Sweep {
         if !self.polls.is_multiple_of(SWEEP_POLLS) {
             return None;
         }
+        self.due()
+    }
+
+    /// Before a sleep: `Some(now)` when a sweep is due.
+    pub(super) fn due(&mut self) -> Option<Instant> {
         let now = Instant::now();
-        if now.saturating_duration_since(self.last) < SWEEP_EVERY {
+        if now.saturating_duration_since(self.last) < self.every {
             return None;
         }
         self.last = now;
@@ -67,7 +81,7 @@ pub(super) fn reads_stalled(
 /// Send-side progress of one connection, without reading the clock per completion:
 /// completions are counted, and the sweep notes when it first saw Sends outstanding
 /// with the count unchanged. A stall is thus declared between `timeout` and
-/// `timeout` plus one sweep interval after the last completion (or after the Sends
+/// `timeout` plus two sweep intervals after the last completion (or after the Sends
 /// were posted), never earlier: a peer that completes slowly but steadily is never
 /// closed, however long it keeps Sends outstanding.
 #[derive(Debug, Default)]
