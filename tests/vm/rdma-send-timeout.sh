@@ -98,7 +98,7 @@ stalled() {
 check "a peer posting no Receive (rnr_retry_count 7) is disconnected by the gateway" stalled
 not_early() {
   local s; s=$(sed -n 's/.*closed the connection \([0-9.]*\) s after.*/\1/p' "$W/stall.log")
-  [ -n "$s" ] && awk -v s="$s" -v t="$TO" 'BEGIN {exit !(s >= t - 0.5 && s <= t * 4 + 10)}'
+  [ -n "$s" ] && awk -v s="$s" -v t="$TO" 'BEGIN {exit !(s >= t - 0.5 && s <= t * 2 + 5)}'
 }
 check "... after the send timeout, not before it (nor long after)" not_early
 check "... with a warning naming the timeout" grep -q "peer completed none of its replies (rdma.send_timeout_s)" "$W/gw.log"
