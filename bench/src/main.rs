@@ -237,6 +237,25 @@ mod tests {
     }
 
     #[test]
+    fn stall_flags_parse() {
+        let c = Cli::try_parse_from([
+            "bench",
+            "stall",
+            "--target",
+            "rdma://10.0.2.15:20049",
+            "--provider",
+            "verbs",
+            "--wait-s",
+            "40",
+        ])
+        .unwrap();
+        let Some(Cmd::Stall(s)) = c.cmd else {
+            panic!("not stall: {:?}", c.cmd);
+        };
+        assert_eq!((s.provider, s.calls, s.wait_s), (Provider::Verbs, 8, 40));
+    }
+
+    #[test]
     fn flags_without_subcommand_run_a_workload() {
         let c = Cli::try_parse_from([
             "bench",
