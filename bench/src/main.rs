@@ -34,6 +34,7 @@ mod recorder;
 mod report;
 mod run;
 mod schedule;
+mod stall;
 mod stats;
 mod transport;
 mod ulb;
@@ -70,6 +71,9 @@ enum Cmd {
     Run(Box<RunArgs>),
     /// Accept NFS clients over TCP and forward their calls over RPC-over-RDMA.
     Bridge(bridge::BridgeArgs),
+    /// A hostile RPC-over-RDMA peer: sends NULL calls, posts no Receive, and waits for
+    /// the gateway to close the connection (`rdma.send_timeout_s`).
+    Stall(stall::StallArgs),
 }
 
 fn size_arg(s: &str) -> Result<u64, String> {
@@ -213,6 +217,7 @@ fn main() {
         },
         Some(Cmd::Run(a)) => run::run(*a),
         Some(Cmd::Bridge(b)) => bridge::main(b),
+        Some(Cmd::Stall(s)) => stall::main(s),
     };
     if let Err(e) = r {
         // One line, no backtrace: failures here are the server's or the operator's.
@@ -229,6 +234,25 @@ mod tests {
     #[test]
     fn cli_is_consistent() {
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn stall_flags_parse() {
+        let c = Cli::try_parse_from([
+            "bench",
+            "stall",
+            "--target",
+            "rdma://10.0.2.15:20049",
+            "--provider",
+            "verbs",
+            "--wait-s",
+            "40",
+        ])
+        .unwrap();
+        let Some(Cmd::Stall(s)) = c.cmd else {
+            panic!("not stall: {:?}", c.cmd);
+        };
+        assert_eq!((s.provider, s.calls, s.wait_s), (Provider::Verbs, 8, 40));
     }
 
     #[test]

@@ -276,6 +276,11 @@ pub struct RdmaConfig {
     /// many seconds is closed.
     #[serde(default = "default_rdma_read_timeout")]
     pub read_timeout_s: u64,
+    /// A connection whose peer completes none of its outstanding Sends (replies,
+    /// callbacks) for this many seconds is closed (a peer that never takes its
+    /// replies must not keep its reply budget of buffers for ever).
+    #[serde(default = "default_rdma_send_timeout")]
+    pub send_timeout_s: u64,
     /// Reply bytes (MiB) a connection may have in production or awaiting Send
     /// completion before its next calls wait (each call charged the write and reply
     /// chunks it offers): what one peer that never completes its replies can hold.
@@ -310,6 +315,10 @@ fn default_rdma_conns() -> usize {
 fn default_rdma_read_timeout() -> u64 {
     30
 }
+fn default_rdma_send_timeout() -> u64 {
+    // As `tcp.send_timeout_s`: long enough for any live client's pause.
+    30
+}
 fn default_rdma_max_reply() -> usize {
     // 8, not TCP's 4: on soft RDMA a 4 MiB budget cost 1 MiB READs at QD32 ~20% CPU
     // per op (replies complete only when the client polls), 8 matched the unbounded
@@ -332,6 +341,7 @@ impl Default for RdmaConfig {
             read_depth: default_read_depth(),
             max_connections: default_rdma_conns(),
             read_timeout_s: default_rdma_read_timeout(),
+            send_timeout_s: default_rdma_send_timeout(),
             max_reply_mib: default_rdma_max_reply(),
             remote_invalidate: true,
         }
@@ -1201,6 +1211,9 @@ impl Config {
         if r.read_timeout_s == 0 {
             return err("rdma.read_timeout_s", "must be at least 1 second");
         }
+        if r.send_timeout_s == 0 || r.send_timeout_s > 86_400 {
+            return err("rdma.send_timeout_s", "must be 1..=86400 seconds");
+        }
         if self.backend.workers == 0 || self.backend.workers > 256 {
             return err("backend.workers", "must be 1..=256");
         }
@@ -1393,6 +1406,20 @@ mod tests {
         assert_eq!(x[0].prefix, "");
         assert_eq!(x[0].squash, Squash::Root);
         assert_eq!(c.state.handle_cache_entries, 1_000_000);
+    }
+
+    #[test]
+    fn rdma_send_timeout_defaults_to_30_s_and_is_bounded() {
+        let c = Config::parse(MIN).unwrap();
+        assert_eq!(c.rdma.send_timeout_s, 30);
+        let c = Config::parse(&format!("[rdma]\nsend_timeout_s = 1\n{MIN}")).unwrap();
+        assert_eq!(c.rdma.send_timeout_s, 1);
+        for bad in ["0", "86401", "18446744073709551615"] {
+            let e = Config::parse(&format!("[rdma]\nsend_timeout_s = {bad}\n{MIN}"))
+                .err()
+                .unwrap_or_else(|| panic!("{bad} accepted"));
+            assert!(e.to_string().contains("send_timeout_s"), "{bad}: {e}");
+        }
     }
 
     #[test]

@@ -314,15 +314,83 @@ fn sixty_four_rdma_and_a_thousand_tcp_connections_at_once_then_every_buffer_is_b
 /// comes back when the peer goes.
 #[test]
 fn a_peer_that_never_completes_its_replies_does_not_pin_the_large_buffers() {
-    const MIB: u32 = 1 << 20;
     let gw = Gw::start(&GwOpts {
         large: 12,
         ..GwOpts::default()
     });
     let mut good = Raw::connect(gw.rdma);
-    let root = mount(&mut good);
-    let fh = create(&mut good, 2, &root, "big");
-    // SETATTR size = 64 MiB (sparse: READs return zeros of the full count).
+    let fh = big_file(&mut good);
+    let mut bad = Raw::connect(gw.rdma);
+    let grant = pin_with_reads(&mut bad, &fh);
+    // `bad` never polls again: its replies' Writes and Sends never complete.
+    std::thread::sleep(Duration::from_millis(500));
+    let held = large_held(&gw);
+    let count = tcp_read_mib(&gw, &fh);
+    assert_eq!(
+        count, MIB,
+        "a TCP READ of 1 MiB answered {count} bytes while the RDMA peer ({grant} credits) holds {held} large buffers"
+    );
+    assert!(held <= 9, "the RDMA peer holds {held} large buffers");
+    drop(bad);
+    drop(good);
+    gw.assert_buffers_back(Duration::from_secs(10));
+}
+
+/// `rdma.send_timeout_s` (1 s here): the peer of the test above, which keeps its
+/// reply budget of large buffers for as long as it stays connected without it, is
+/// disconnected once none of its replies completed for the timeout; the counter moves,
+/// every large buffer is back, and a TCP client's 1 MiB READ and the other RDMA
+/// client's READ are served in full.
+#[test]
+fn a_peer_that_never_completes_its_replies_is_closed_after_the_send_timeout() {
+    let gw = Gw::start(&GwOpts {
+        large: 12,
+        rdma_extra: "send_timeout_s = 1".into(),
+        ..GwOpts::default()
+    });
+    let mut good = Raw::connect(gw.rdma);
+    let fh = big_file(&mut good);
+    let mut bad = Raw::connect(gw.rdma);
+    let start = std::time::Instant::now();
+    pin_with_reads(&mut bad, &fh);
+    std::thread::sleep(Duration::from_millis(300));
+    let held = large_held(&gw);
+    assert!(held >= 8, "the peer's replies hold {held} large buffers");
+    let src = gw.server.as_ref().unwrap().stats_source();
+    let k = gateway::stats::counters::GUARDS
+        .iter()
+        .position(|g| (g.0, g.1) == ("rdma", "send_timeout"))
+        .expect("the rdma send_timeout guard");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while src.reactors[0].stats.guard(k) == 0 || large_held(&gw) > 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "not closed: send_timeout counter {}, {} large buffers held",
+            src.reactors[0].stats.guard(k),
+            large_held(&gw)
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(start.elapsed() >= Duration::from_secs(1), "closed early");
+    assert_eq!(src.reactors[0].stats.guard(k), 1);
+    assert_eq!(
+        tcp_read_mib(&gw, &fh),
+        MIB,
+        "a TCP READ of 1 MiB after the close"
+    );
+    assert_eq!(read_chunked(&mut good, 20, &fh, 4096), vec![0u8; 4096]);
+    drop(bad);
+    drop(good);
+    gw.assert_buffers_back(Duration::from_secs(10));
+}
+
+const MIB: u32 = 1 << 20;
+
+/// MOUNT, CREATE "big" and SETATTR its size to 64 MiB (sparse: READs return zeros of
+/// the full count); its file handle.
+fn big_file(good: &mut Raw) -> Vec<u8> {
+    let root = mount(good);
+    let fh = create(good, 2, &root, "big");
     let mut a = Vec::new();
     xdr_opaque(&mut a, &fh);
     a.extend([0u8; 12]); // mode, uid, gid: not set
@@ -330,11 +398,17 @@ fn a_peer_that_never_completes_its_replies_does_not_pin_the_large_buffers() {
     a.extend((64u64 << 20).to_be_bytes());
     a.extend([0u8; 8]); // atime, mtime: DONT_CHANGE
     a.extend(0u32.to_be_bytes()); // no guard
-    let (_, res) = call_inline(&mut good, 3, NFS, 2, &a);
+    let (_, res) = call_inline(good, 3, NFS, 2, &a);
     assert_eq!(&res[..4], &[0, 0, 0, 0], "SETATTR ok");
-    let mut bad = Raw::connect(gw.rdma);
-    // It keeps to its credits (a peer exceeding them is disconnected).
-    let (grant, _) = call_inline(&mut bad, 4, NFS, 0, &[]);
+    fh
+}
+
+/// The RDMA side of "a client must not pin shared buffers by reading nothing": `bad`
+/// keeps to its credits (a peer exceeding them is disconnected) and sends that many
+/// READs of 1 MiB (write chunks of 1 MiB), then never polls its queues, so on `soft`
+/// none of the replies' RDMA Writes and Sends completes. Returns its grant.
+fn pin_with_reads(bad: &mut Raw, fh: &[u8]) -> u32 {
+    let (grant, _) = call_inline(bad, 4, NFS, 0, &[]);
     let (addr, _) = bad.scratch(0);
     for x in 0..grant.min(64) {
         let mut c = Chunks::default();
@@ -344,22 +418,29 @@ fn a_peer_that_never_completes_its_replies_does_not_pin_the_large_buffers() {
             offset: addr,
         }]);
         let mut a = Vec::new();
-        xdr_opaque(&mut a, &fh);
+        xdr_opaque(&mut a, fh);
         a.extend((u64::from(x) << 20).to_be_bytes());
         a.extend(MIB.to_be_bytes());
         assert!(bad.send(&msg(2000 + x, &c, &rpc_call(2000 + x, NFS, 6, &a))));
     }
-    // `bad` never polls again: its replies' Writes and Sends never complete.
-    std::thread::sleep(Duration::from_millis(500));
+    grant
+}
+
+/// Large (1 MiB) buffers of reactor 0 not free.
+fn large_held(gw: &Gw) -> usize {
     let src = gw.server.as_ref().unwrap().stats_source();
-    let held = src.reactors[0]
+    src.reactors[0]
         .pools
         .stats()
         .last()
-        .map_or(0, |c| c.count - c.free);
+        .map_or(0, |c| c.count - c.free)
+}
+
+/// A 1 MiB READ at 5 MiB over TCP; the count it returned.
+fn tcp_read_mib(gw: &Gw, fh: &[u8]) -> u32 {
     let mut s = gw.connect_tcp();
     let mut a = Vec::new();
-    xdr_opaque(&mut a, &fh);
+    xdr_opaque(&mut a, fh);
     a.extend((5u64 << 20).to_be_bytes());
     a.extend(MIB.to_be_bytes());
     let r = tcp_call(&mut s, &rpc_call(9, NFS, 6, &a)).unwrap();
@@ -370,13 +451,5 @@ fn a_peer_that_never_completes_its_replies_does_not_pin_the_large_buffers() {
     if x.bool().unwrap() {
         x.skip(84).unwrap(); // fattr3
     }
-    let count = x.u32().unwrap();
-    assert_eq!(
-        count, MIB,
-        "a TCP READ of 1 MiB answered {count} bytes while the RDMA peer ({grant} credits) holds {held} large buffers"
-    );
-    assert!(held <= 9, "the RDMA peer holds {held} large buffers");
-    drop(bad);
-    drop(good);
-    gw.assert_buffers_back(Duration::from_secs(10));
+    x.u32().unwrap()
 }

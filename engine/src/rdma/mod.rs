@@ -7,4 +7,6 @@
 
 pub mod admit;
 pub mod client;
+mod reply_budget;
 pub mod server;
+mod timeouts;

@@ -26,6 +26,8 @@
 //! budget at accept.
 
 use super::admit::{Admission, Throttle, Verdict};
+use super::reply_budget::{reply_charge, ReplyBudget};
+use super::timeouts::{self, SendWatch, Sweep};
 use crate::fabric::{
     access, CmEvent, Completion, ConnRequest, Fabric, Mr, Op, PostError, Qp, QpCaps, SendWr, Sge,
     WcOpcode, WcStatus,
@@ -65,6 +67,10 @@ pub struct ServerOptions {
     /// A connection with RDMA Reads outstanding and none completed for this long is
     /// closed (a peer that stops answering Reads must not hold buffers forever).
     pub read_timeout: Duration,
+    /// A connection with Sends (replies, callbacks) outstanding and none completed for
+    /// this long is closed: a peer that never takes its replies must not keep its
+    /// reply budget of buffers, and its connection, for ever (see `super::timeouts`).
+    pub send_timeout: Duration,
     /// Reply bytes a connection may have in production or awaiting Send completion
     /// before its next calls wait, received, for its replies to complete. A call is
     /// charged the chunks it offers for its reply (write chunks plus reply chunk, at
@@ -87,6 +93,7 @@ impl Default for ServerOptions {
             limits: Limits::default(),
             max_call: 1024 * 1024 + 4096,
             read_timeout: Duration::from_secs(30),
+            send_timeout: Duration::from_secs(30),
             max_reply_bytes: 8 << 20,
         }
     }
@@ -186,6 +193,9 @@ pub struct RdmaStats {
     pub credits_reduced: u64,
     /// Connections closed because their peer left RDMA Reads unanswered.
     pub read_timeouts: u64,
+    /// Connections closed because their peer completed none of their outstanding
+    /// Sends for `send_timeout`.
+    pub send_timeouts: u64,
     /// Calls held back because their connection's replies in production or awaiting
     /// Send completion reached `max_reply_bytes`.
     pub reply_budget_holds: u64,
@@ -227,9 +237,6 @@ const FAILED_XIDS: usize = 64;
 /// (issue 15): a peer that never answers Reads (or answers slowly) holds at most this
 /// many large buffers; its further chunked calls wait parked on their Receive.
 pub const MAX_PULLING: u32 = 8;
-/// Polls between looks at the clock for unanswered Reads (the reactor polls at least
-/// every few milliseconds, so this is well under a second).
-const SWEEP_POLLS: u32 = 256;
 
 const KIND_RECV: u64 = 1;
 const KIND_READ: u64 = 2;
@@ -279,8 +286,10 @@ struct CallSlot {
     cost: u32,
     /// Result data outside the reply (see `reply_external`), released with the call.
     ext: Vec<ExtSeg>,
-    /// Reply bytes this call counts in its connection's `reserved` (see `deliver`).
+    /// Reply bytes this call is charged in its connection's `budget` (see `deliver`).
     charge: usize,
+    /// Bytes its posted reply carries (Writes and Send), for the connection's `sends`.
+    sent: usize,
 }
 
 struct Conn {
@@ -309,14 +318,14 @@ struct Conn {
     /// When a Read last completed, or was posted with none outstanding.
     read_progress: Instant,
     read_queue: VecDeque<(u16, Segment, usize)>,
+    /// Signaled Sends outstanding and their progress (`send_timeout`).
+    sends: SendWatch,
     sq_used: u32,
     sq_max: u32,
     reply_queue: VecDeque<u16>,
     parked: VecDeque<u16>,
-    /// Reply bytes charged to calls delivered and not yet released (`max_reply_bytes`).
-    reserved: usize,
-    /// Reassembled calls waiting for `reserved` to drop under `max_reply_bytes`.
-    held: VecDeque<u16>,
+    /// Reply bytes charged and calls held (`max_reply_bytes`, see `super::reply_budget`).
+    budget: ReplyBudget,
     closing: bool,
     /// Callbacks outstanding (RFC 8167) and the client's reverse grant.
     cb: reverse::Table,
@@ -381,9 +390,8 @@ pub struct RdmaServer {
     admission: Admission,
     /// Refusal log lines, at most one a second.
     refusals: Throttle,
-    /// Polls since the last look at the clock, and when Reads were last checked.
-    polls: u32,
-    last_sweep: Instant,
+    /// When connections are next checked for timeouts (`super::timeouts`).
+    sweep: Sweep,
     /// Callback outcomes not yet taken (bounded, `MAX_CB_EVENTS`).
     cb_events: VecDeque<(ConnId, u32, CbEvent)>,
     /// Connections closed since the last `take_closed` (bounded likewise).
@@ -451,8 +459,7 @@ impl RdmaServer {
             local: addr,
             admission,
             refusals: Throttle::new(Duration::from_secs(1)),
-            polls: 0,
-            last_sweep: Instant::now(),
+            sweep: Sweep::new(&[opts.read_timeout, opts.send_timeout]),
             cb_events: VecDeque::new(),
             closed: VecDeque::new(),
             opts,
@@ -503,8 +510,16 @@ impl RdmaServer {
         self.fabric.wait_fd()
     }
 
-    /// Before waiting: `false` if work is pending here or in the fabric.
+    /// Before waiting: `false` if work is pending here or in the fabric. An idle
+    /// reactor polls seldom, so the timeout sweep is also taken here (see
+    /// `super::timeouts`); a connection it closes is work (its flushes and
+    /// `Disconnected` are to be taken).
     pub fn arm(&mut self) -> bool {
+        if let Some(now) = self.sweep.due() {
+            if self.sweep_timeouts(now) > 0 {
+                return false;
+            }
+        }
         if !self.dirty.is_empty() {
             return false;
         }
@@ -522,36 +537,41 @@ impl RdmaServer {
         }
         work += self.poll_cq(on_call);
         work += self.pump(on_call);
-        self.polls = self.polls.wrapping_add(1);
-        if self.polls.is_multiple_of(SWEEP_POLLS) {
-            self.sweep_reads(Instant::now());
+        if let Some(now) = self.sweep.tick() {
+            self.sweep_timeouts(now);
         }
         work
     }
 
-    /// At most once a second: closes connections whose peer answered none of their
-    /// outstanding RDMA Reads for `read_timeout` (their buffers come back with the
-    /// flushes). On verbs the NIC's own retry limit usually fails such Reads first.
-    fn sweep_reads(&mut self, now: Instant) {
-        if now.saturating_duration_since(self.last_sweep) < Duration::from_secs(1) {
-            return;
-        }
-        self.last_sweep = now;
+    /// Closes connections whose peer answered none of their outstanding RDMA Reads
+    /// for `read_timeout`, or completed none of their outstanding Sends for
+    /// `send_timeout` (their buffers come back with the flushes; see
+    /// `super::timeouts`).
+    fn sweep_timeouts(&mut self, now: Instant) -> usize {
+        let mut closed = 0;
         for slot in 0..self.conns.len() as u32 {
-            let Some(c) = self.conns[slot as usize].as_ref() else {
+            let Some(c) = self.conns[slot as usize].as_mut() else {
                 continue;
             };
-            if c.closing
-                || c.reads_out == 0
-                || now.saturating_duration_since(c.read_progress) < self.opts.read_timeout
-            {
+            if c.closing {
                 continue;
             }
-            tracing::warn!(peer = %c.peer, reads = c.reads_out, timeout = ?self.opts.read_timeout,
-                "rdma: peer left RDMA Reads unanswered; closing the connection");
-            self.stats.read_timeouts += 1;
-            self.close(slot);
+            if timeouts::reads_stalled(c.reads_out, c.read_progress, now, self.opts.read_timeout) {
+                tracing::warn!(peer = %c.peer, reads = c.reads_out, timeout = ?self.opts.read_timeout,
+                    "rdma: peer left RDMA Reads unanswered; closing the connection");
+                self.stats.read_timeouts += 1;
+                self.close(slot);
+                closed += 1;
+            } else if c.sends.stalled(now, self.opts.send_timeout) {
+                let (sends, bytes) = c.sends.outstanding();
+                tracing::warn!(peer = %c.peer, sends, bytes, timeout = ?self.opts.send_timeout,
+                    "rdma: peer completed none of its replies (rdma.send_timeout_s); closing the connection");
+                self.stats.send_timeouts += 1;
+                self.close(slot);
+                closed += 1;
+            }
         }
+        closed
     }
 
     fn poll_cq(&mut self, on_call: &mut OnCall) -> usize {
@@ -680,6 +700,7 @@ impl RdmaServer {
                 cost: 0,
                 ext: Vec::with_capacity(MAX_EXT),
                 charge: 0,
+                sent: 0,
             })
             .collect();
         let conn = Conn {
@@ -702,12 +723,12 @@ impl RdmaServer {
             pulling: 0,
             read_progress: Instant::now(),
             read_queue: VecDeque::with_capacity(64),
+            sends: SendWatch::default(),
             sq_used: 0,
             sq_max: caps.max_send_wr,
             reply_queue: VecDeque::with_capacity(ncalls),
             parked: VecDeque::new(),
-            reserved: 0,
-            held: VecDeque::new(),
+            budget: ReplyBudget::new(self.opts.max_reply_bytes),
             closing: false,
             cb: reverse::Table::new(MAX_CALLBACKS),
             cb_bufs: Default::default(),
@@ -808,6 +829,13 @@ impl RdmaServer {
         let Some(c) = self.conns.get_mut(slot as usize).and_then(|c| c.as_mut()) else {
             return;
         };
+        if c.qp != wc.qp {
+            // A late completion of the QP that held this slot before (verbs reports
+            // `Disconnected` after `DRAIN_TIMEOUT` even if flushes are still missing):
+            // it must not release this connection's call of the same index. Each
+            // buffer comes back once, by its own connection's completion or drop.
+            return;
+        }
         let ok = wc.status == WcStatus::Success;
         if !ok && wc.status != WcStatus::Flushed {
             tracing::warn!(peer = %c.peer, status = ?wc.status, opcode = ?wc.opcode, "rdma: work request failed; closing the connection");
@@ -851,8 +879,8 @@ impl RdmaServer {
             }
             KIND_CB_SEND => {
                 c.sq_used = c.sq_used.saturating_sub(1);
-                if let Some(b) = c.cb_bufs.get_mut(idx as usize) {
-                    *b = None;
+                if let Some(b) = c.cb_bufs.get_mut(idx as usize).and_then(|b| b.take()) {
+                    c.sends.completed(b.len());
                 }
                 c.cb.sent(idx as usize);
                 mark(&mut self.dirty, slot);
@@ -890,6 +918,7 @@ impl RdmaServer {
                 }
                 let cost = call.cost;
                 c.sq_used = c.sq_used.saturating_sub(cost);
+                c.sends.completed(call.sent);
                 release_call(c, idx as u16, &mut self.released);
                 mark(&mut self.dirty, slot);
             }
@@ -1008,21 +1037,18 @@ impl RdmaServer {
     }
 
     /// Hands a reassembled call to the caller. Rule (Standards: no pinned shared
-    /// buffers): a call whose reply may need a buffer (`reply_charge`) waits in `held`
-    /// while its connection's replies in production or awaiting Send completion
-    /// reach `max_reply_bytes`, so a peer that never completes its replies holds that
-    /// budget plus one call, not a large buffer per credit.
+    /// buffers): a call whose reply may need a buffer (`reply_charge`) is held while
+    /// its connection's replies in production or awaiting Send completion reach
+    /// `max_reply_bytes` (`super::reply_budget`).
     fn deliver(&mut self, slot: u32, idx: u16, on_call: &mut OnCall) {
         let max_buf = self.pools.max_buf();
         let c = self.conns[slot as usize].as_mut().expect("live connection");
         let call = &mut c.calls[idx as usize];
         let charge = reply_charge(&call.chunks, max_buf);
-        if charge > 0 && c.reserved >= self.opts.max_reply_bytes {
-            c.held.push_back(idx);
+        if !c.budget.admit(idx, charge) {
             self.stats.reply_budget_holds += 1;
             return;
         }
-        c.reserved = c.reserved.saturating_add(charge);
         call.charge = charge;
         let rec = call.record.take().expect("pulled record");
         if call.long && !Responder::check_long_xid(call.xid, &rec) {
@@ -1093,139 +1119,6 @@ impl RdmaServer {
         mark(&mut self.dirty, call.slot);
     }
 
-    /// Sends an RFC 8167 reverse-direction call (a callback) on `conn`: `record` is the
-    /// whole RPC call message, starting at its XID (which becomes `rdma_xid`). It goes
-    /// as a Short RDMA_MSG with three empty chunk lists (R8167-09/10/14), and one extra
-    /// Receive is posted for its reply first (R8167-08). The caller must only use
-    /// connections the client bound to its back channel (R8167-19).
-    pub fn send_callback(&mut self, conn: ConnId, record: &[u8]) -> Result<(), CallbackError> {
-        if self.gens.get(conn.slot as usize) != Some(&conn.gen) {
-            return Err(CallbackError::Gone);
-        }
-        let slot = conn.slot;
-        let Some(c) = self.conns[slot as usize].as_mut().filter(|c| !c.closing) else {
-            return Err(CallbackError::Gone);
-        };
-        // A record that is no RPC CALL cannot be framed as a callback (R8167-09).
-        let Some(xid) = reverse::call_xid(record) else {
-            return Err(CallbackError::TooLarge);
-        };
-        // R8167-05: inline only, within the client's receive threshold.
-        let len = reverse::CALL_HEADER.saturating_add(record.len());
-        if len > c.send_limit {
-            return Err(CallbackError::TooLarge);
-        }
-        if c.sq_used >= c.sq_max {
-            return Err(CallbackError::Busy);
-        }
-        let i = c.cb.begin(xid).map_err(|r| match r {
-            Refused::NoCredit => CallbackError::NoCredit,
-            Refused::Busy => CallbackError::Busy,
-        })?;
-        let Some(mut buf) = self.pools.alloc(len) else {
-            c.cb.cancel(i);
-            return Err(CallbackError::Busy);
-        };
-        let out = buf.spare_mut();
-        let at = reverse::encode_call_header(out, xid, c.cb.requested());
-        out[at..len].copy_from_slice(record);
-        buf.set_len(len);
-        // R8167-08: the extra Receive for its reply is posted before the Send.
-        self.refill(slot);
-        let c = self.conns[slot as usize].as_mut().expect("checked above");
-        if c.posted < c.recv_target() {
-            c.cb.cancel(i);
-            return Err(CallbackError::Busy);
-        }
-        let sge = Sge {
-            addr: buf.addr(),
-            len: len as u32,
-            lkey: self.mr.lkey,
-        };
-        let wr = SendWr {
-            wr_id: wr_id(KIND_CB_SEND, slot, i as u32),
-            op: Op::Send,
-            sges: std::slice::from_ref(&sge),
-            signaled: true,
-        };
-        match self.fabric.post_send(c.qp, &[wr]) {
-            Ok(()) => {}
-            Err(PostError::QueueFull) => {
-                c.cb.cancel(i);
-                return Err(CallbackError::Busy);
-            }
-            Err(e) => {
-                tracing::warn!(peer = %c.peer, "rdma: posting a callback failed: {e}; closing");
-                c.cb.cancel(i);
-                self.close(slot);
-                return Err(CallbackError::Gone);
-            }
-        }
-        c.sq_used += 1;
-        c.cb_bufs[i] = Some(buf);
-        self.stats.cb_sent += 1;
-        Ok(())
-    }
-
-    /// A received REPLY or RDMA_ERROR (`reverse::classify`): matched against the
-    /// connection's callbacks by XID (R8167-20, R8167-16); unmatched ones are dropped
-    /// and counted, their `rdma_credit` ignored (R8167-04, R8166-14).
-    fn on_reverse(&mut self, slot: u32, msg: &[u8], inbound: Inbound) {
-        let id = ConnId {
-            slot,
-            gen: self.gens[slot as usize],
-        };
-        let Some(c) = self.conns[slot as usize].as_mut() else {
-            return;
-        };
-        match inbound {
-            Inbound::Reply {
-                xid,
-                credit,
-                payload_at,
-            } => {
-                if c.cb.on_reply(xid, credit).is_some() {
-                    self.stats.cb_replies += 1;
-                    let reply = msg.get(payload_at..).unwrap_or_default().to_vec();
-                    push_bounded(&mut self.cb_events, (id, xid, CbEvent::Reply(reply)));
-                } else {
-                    tracing::debug!(peer = %c.peer, xid, "rdma: dropping a REPLY matching no callback");
-                    self.stats.cb_unmatched += 1;
-                }
-            }
-            Inbound::Error { xid } => {
-                if c.cb.on_error(xid).is_some() {
-                    tracing::debug!(peer = %c.peer, xid, "rdma: callback answered with RDMA_ERROR");
-                    self.stats.cb_errors += 1;
-                    push_bounded(&mut self.cb_events, (id, xid, CbEvent::Error));
-                } else {
-                    tracing::debug!(peer = %c.peer, xid, "rdma: dropping RDMA_ERROR matching no callback");
-                    self.stats.dropped += 1;
-                }
-            }
-            Inbound::Stray(why) => {
-                tracing::debug!(peer = %c.peer, "rdma: dropping message: {why}");
-                self.stats.cb_unmatched += 1;
-            }
-            Inbound::Forward => {}
-        }
-    }
-
-    /// Hands over what became of callbacks since the last call: their connection, XID
-    /// and outcome (a REPLY matched by XID in the connection's callback table, an
-    /// RDMA_ERROR for one, or the connection's loss). Unmatched REPLYs are dropped and
-    /// counted, never handed over (R8167-20).
-    pub fn take_callback_events(&mut self, f: &mut dyn FnMut(ConnId, u32, CallbackOutcome)) {
-        while let Some((id, xid, ev)) = self.cb_events.pop_front() {
-            let out = match &ev {
-                CbEvent::Reply(r) => CallbackOutcome::Reply(r),
-                CbEvent::Error => CallbackOutcome::Error,
-                CbEvent::Lost => CallbackOutcome::Lost,
-            };
-            f(id, xid, out);
-        }
-    }
-
     /// Hands over the connections that closed since the last call (a session's back
     /// channel bound to one must be forgotten).
     pub fn take_closed(&mut self, f: &mut dyn FnMut(ConnId)) {
@@ -1240,7 +1133,7 @@ impl RdmaServer {
             let c = self.conns[call.slot as usize].as_mut().expect("live");
             if c.calls[call.call as usize].state == State::Executing {
                 release_call(c, call.call, &mut self.released);
-                if !c.held.is_empty() {
+                if c.budget.has_held() {
                     mark(&mut self.dirty, call.slot);
                 }
             }
@@ -1298,7 +1191,7 @@ impl RdmaServer {
                     && (!c.reply_queue.is_empty()
                         || !c.parked.is_empty()
                         || (!c.read_queue.is_empty() && c.reads_out < c.read_depth)
-                        || (!c.held.is_empty() && c.reserved < self.opts.max_reply_bytes)
+                        || c.budget.ready()
                         || c.posted < c.recv_target())
             })
         });
@@ -1312,10 +1205,10 @@ impl RdmaServer {
     fn deliver_held(&mut self, slot: u32, on_call: &mut OnCall) -> usize {
         let mut n = 0;
         while let Some(c) = self.conns[slot as usize].as_mut() {
-            if c.closing || c.reserved >= self.opts.max_reply_bytes {
+            if c.closing {
                 break;
             }
-            let Some(idx) = c.held.pop_front() else {
+            let Some(idx) = c.budget.next_held() else {
                 break;
             };
             self.deliver(slot, idx, on_call);
@@ -1550,6 +1443,7 @@ impl RdmaServer {
             .iter()
             .map(|s| s.len as usize)
             .sum();
+        let written: usize = sges[..nwrites].iter().map(|s| s.len as usize).sum();
         debug_assert!(
             total <= c.send_limit.max(wire::MIN_HEADER),
             "R8166-35: a Send never exceeds the threshold"
@@ -1584,6 +1478,7 @@ impl RdmaServer {
         call.hdr = pool_hdr;
         call.state = State::Sending;
         call.cost = cost;
+        call.sent = written + total;
         self.stats.rdma_writes += nwrites as u64;
         self.stats.replies += 1;
         if let Err(e) = self.fabric.post_send(c.qp, &wrs[..nwrites + 1]) {
@@ -1594,6 +1489,7 @@ impl RdmaServer {
             return Sent::Closed;
         }
         c.sq_used += cost;
+        c.sends.posted(call.sent);
         Sent::Done
     }
 
@@ -1641,18 +1537,9 @@ enum Sent {
     Closed,
 }
 
-/// Reply bytes a call may hold until its Send completes: the chunks it offers for its
-/// reply (a READ's write chunk, a reply chunk), at most the largest pool buffer. A
-/// call offering none is answered inline (one small buffer): 0.
-fn reply_charge(chunks: &Chunks, max_buf: usize) -> usize {
-    let segs = chunks.write_segs.iter().chain(&chunks.reply_segs);
-    let total = segs.fold(0usize, |t, s| t.saturating_add(s.length as usize));
-    total.min(max_buf)
-}
-
 fn release_call(c: &mut Conn, idx: u16, released: &mut Vec<u64>) {
     let call = &mut c.calls[idx as usize];
-    c.reserved = c.reserved.saturating_sub(call.charge);
+    c.budget.release(call.charge);
     call.charge = 0;
     if call.state == State::Pulling && call.pulls_left > 0 {
         c.pulling = c.pulling.saturating_sub(1);
@@ -1687,6 +1574,10 @@ impl Drop for RdmaServer {
     }
 }
 
+// RFC 8167 callbacks (reverse direction): a second `impl RdmaServer` block.
+#[path = "server_callbacks.rs"]
+mod callbacks;
+
 #[cfg(test)]
 #[path = "server_tests.rs"]
 mod tests;
@@ -1694,3 +1585,7 @@ mod tests;
 #[cfg(test)]
 #[path = "server_cb_tests.rs"]
 mod cb_tests;
+
+#[cfg(test)]
+#[path = "server_timeout_tests.rs"]
+mod timeout_tests;

@@ -57,14 +57,14 @@ fn word(b: &[u8], i: usize) -> u32 {
 }
 
 /// A forward NULL call: 7-word RDMA_MSG header, then the RPC CALL.
-fn null_call(xid: u32) -> Vec<u8> {
+pub(super) fn null_call(xid: u32) -> Vec<u8> {
     words(&[
         xid, 1, CREDITS, 0, 0, 0, 0, xid, 0, 2, 100003, 3, 0, 0, 0, 0, 0,
     ])
 }
 
 /// A callback record (RPC CALL of the NFSv4 callback program) of `len` bytes.
-fn cb_record(xid: u32, len: usize) -> Vec<u8> {
+pub(super) fn cb_record(xid: u32, len: usize) -> Vec<u8> {
     let mut r = words(&[xid, 0, 2, CB_PROG, 1, 1, 0, 0, 0, 0]);
     r.resize(len.max(r.len()), 0xab);
     r
@@ -80,12 +80,12 @@ const RECVS: usize = 32;
 const SENDS: usize = 32;
 
 /// A requester driven by hand over a raw `soft` QP.
-struct Peer {
+pub(super) struct Peer {
     f: SoftFabric,
     qp: Qp,
     mr: Mr,
     /// Messages received, in order.
-    got: Vec<Vec<u8>>,
+    pub(super) got: Vec<Vec<u8>>,
     /// Statuses of its Sends' completions.
     sent: Vec<WcStatus>,
     next: usize,
@@ -94,7 +94,7 @@ struct Peer {
 }
 
 impl Peer {
-    fn connect(s: &mut RdmaServer) -> Peer {
+    pub(super) fn connect(s: &mut RdmaServer) -> Peer {
         let mut mem = vec![0u8; (RECVS + SENDS) * SLOT];
         let mut f = SoftFabric::new().unwrap();
         // SAFETY: `mem` is kept in the Peer and dropped after `f`.
@@ -131,7 +131,7 @@ impl Peer {
         }
     }
 
-    fn send(&mut self, msg: &[u8]) {
+    pub(super) fn send(&mut self, msg: &[u8]) {
         let k = RECVS + self.next % SENDS;
         self.next += 1;
         let at = self.mr.addr + (k * SLOT) as u64;
@@ -152,7 +152,7 @@ impl Peer {
     }
 
     /// Takes completions: received messages are recorded and their Receive reposted.
-    fn poll(&mut self) {
+    pub(super) fn poll(&mut self) {
         let mut cq = [Completion {
             wr_id: 0,
             qp: Qp(0),
@@ -189,7 +189,7 @@ fn poll(s: &mut RdmaServer) {
 }
 
 /// Calls delivered by the server and not yet answered.
-type Calls = Vec<(CallRef, Buf)>;
+pub(super) type Calls = Vec<(CallRef, Buf)>;
 
 /// Polls both sides until `done` holds.
 fn run(
@@ -213,7 +213,7 @@ fn run(
 }
 
 /// Answers a delivered forward call with an accepted, successful empty reply.
-fn answer(s: &mut RdmaServer, pools: &Pools, (call, rec): (CallRef, Buf)) {
+pub(super) fn answer(s: &mut RdmaServer, pools: &Pools, (call, rec): (CallRef, Buf)) {
     let xid = word(&rec, 0);
     let mut b = pools.alloc(24).unwrap();
     b.set_len(24);
@@ -221,7 +221,7 @@ fn answer(s: &mut RdmaServer, pools: &Pools, (call, rec): (CallRef, Buf)) {
     s.reply(call, b, None);
 }
 
-fn events(s: &mut RdmaServer) -> Vec<Event> {
+pub(super) fn events(s: &mut RdmaServer) -> Vec<Event> {
     let mut v = Vec::new();
     s.take_callback_events(&mut |id, xid, o| {
         v.push(match o {
@@ -254,7 +254,7 @@ fn wait_events_calls(s: &mut RdmaServer, p: &mut Peer, calls: &mut Calls, n: usi
 }
 
 /// Connects and runs one NULL call through, returning the connection's id.
-fn establish(s: &mut RdmaServer, pools: &Pools) -> (Peer, ConnId) {
+pub(super) fn establish(s: &mut RdmaServer, pools: &Pools) -> (Peer, ConnId) {
     let mut p = Peer::connect(s);
     let mut calls = Calls::new();
     p.send(&null_call(1));

@@ -225,6 +225,7 @@ impl Server {
             max_connections: cfg.rdma.max_connections,
             read_depth: cfg.rdma.read_depth,
             read_timeout: Duration::from_secs(cfg.rdma.read_timeout_s),
+            send_timeout: Duration::from_secs(cfg.rdma.send_timeout_s),
             max_reply_bytes: cfg.rdma.max_reply_mib << 20,
             ..ServerOptions::default()
         };

@@ -200,6 +200,7 @@ impl ReactorState {
             r.read_timeouts,
             r.rejected,
             r.reply_budget_holds,
+            r.send_timeouts,
         ]);
     }
 

@@ -115,7 +115,7 @@ pub struct ReactorStats {
 
 /// Protective events counted by the transports (issue 15: limits a hostile or broken
 /// client cannot exhaust for others): `(transport label, reason label, meaning)`.
-pub const GUARDS: [(&str, &str, &str); 13] = [
+pub const GUARDS: [(&str, &str, &str); 14] = [
     (
         "tcp",
         "refused_max_connections",
@@ -180,6 +180,11 @@ pub const GUARDS: [(&str, &str, &str); 13] = [
         "rdma",
         "reply_budget",
         "calls held back: replies being produced or awaiting Send completion over rdma.max_reply_mib",
+    ),
+    (
+        "rdma",
+        "send_timeout",
+        "peer completed none of its outstanding replies for rdma.send_timeout_s: connection closed",
     ),
 ];
 

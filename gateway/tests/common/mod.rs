@@ -50,6 +50,8 @@ pub struct GwOpts {
     pub tcp_max_connections: usize,
     /// More `[tcp]` lines (`key = value`, newline-separated).
     pub tcp_extra: String,
+    /// More `[rdma]` lines (`key = value`, newline-separated).
+    pub rdma_extra: String,
     /// Serve RPC-over-RDMA (`soft`); `false`: TCP only.
     pub rdma: bool,
 }
@@ -65,6 +67,7 @@ impl Default for GwOpts {
             max_connections: 64,
             tcp_max_connections: 1024,
             tcp_extra: String::new(),
+            rdma_extra: String::new(),
             rdma: true,
         }
     }
@@ -91,7 +94,7 @@ impl Gw {
              [pools]\nsmall = {}\nmedium = {}\nlarge = {}\n\
              [tcp]\nlisten = \"127.0.0.1:0\"\nmax_connections = {}\n{}\n\
              [rdma]\nprovider = \"{provider}\"\nlisten = \"{rdma}\"\ncredits = {}\ninline_size = {}\n\
-             max_connections = {}\n\
+             max_connections = {}\n{}\n\
              [backend]\nkind = \"memory\"\nworkers = 2\n\
              [state]\ndir = \"{}\"\n\
              [[exports]]\npath = \"/\"\nclients = [\"0.0.0.0/0\"]\nsquash = \"none\"\n",
@@ -103,6 +106,7 @@ impl Gw {
             o.credits,
             o.inline,
             o.max_connections,
+            o.rdma_extra,
             dir.path().display()
         );
         let cfg = Config::parse(&text).unwrap();

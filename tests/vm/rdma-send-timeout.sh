@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# Runs INSIDE a Linux guest with Soft-RoCE rxe0 on eth0 (VM_RXE=1 tools/vm/vm.sh
+# run-script; host side: tests/vm/run-rdma-send-timeout.sh): `rdma.send_timeout_s` on
+# real verbs. The gateway (built with `--features rdma`, provider "verbs", one reactor,
+# send_timeout_s = SEND_TIMEOUT_S [3]) is sent NULL calls by `bench stall`, a peer whose
+# CM REQ asks for rnr_retry_count 7 (so the gateway's QP retries RNR NAKs for ever) and
+# which posts no Receive: every reply Send of the gateway meets RNR NAKs and never
+# completes. Checks: the gateway closes that connection no earlier than the timeout
+# (and well before the peer gives up), logs it, counts it (guard rdma/send_timeout),
+# a well-behaved `bench --provider verbs` run is then served with every byte verified,
+# every pool buffer is back once both are gone, and the gateway log has no panic.
+# Last line "RDMA SEND TIMEOUT: PASS" only when every check passed.
+# Usage: rdma-send-timeout.sh GATEWAY_BINARY [BENCH_BINARY (default: beside the gateway)]
+# STALL_WAIT_S [10 x SEND_TIMEOUT_S + 30]: how long the stalling peer waits to be closed
+# (a control run with SEND_TIMEOUT_S=600 STALL_WAIT_S=40 must fail: rxe retries RNR for ever).
+set -euo pipefail
+GW=${1:?gateway binary (built with --features rdma)}
+BENCH=${2:-$(dirname "$GW")/bench}
+ADDR=${RDMA_ADDR:-10.0.2.15}   # eth0 in the guest (tools/vm/guest-init.sh); rxe0 sits on it
+PORT=20049
+STATS=127.0.0.1:9109
+TO=${SEND_TIMEOUT_S:-3}; STALL_WAIT=${STALL_WAIT_S:-$((TO * 10 + 30))}
+W=$(mktemp -d)
+cat > "$W/gw.toml" <<TOML
+[engine]
+cores = [0]
+idle = "adaptive"
+[tcp]
+listen = "$ADDR:2049"
+[rdma]
+provider = "verbs"
+listen = "$ADDR:$PORT"
+send_timeout_s = $TO
+[backend]
+kind = "memory"
+[state]
+dir = "$W/state"
+[stats]
+listen = "$STATS"
+[[exports]]
+path = "/"
+clients = ["0.0.0.0/0"]
+squash = "none"
+TOML
+on_exit() {
+  local rc=$?
+  [ -n "${GWPID:-}" ] && kill "$GWPID" 2>/dev/null || true
+  if [ $rc -ne 0 ]; then
+    echo "RDMA SEND TIMEOUT: FAILED (rc=$rc)"
+    echo "--- stall output"; cat "$W/stall.log" 2>/dev/null || true
+    echo "--- gateway log tail"; tail -n 30 "$W/gw.log" || true
+    echo "--- dmesg tail"; dmesg | tail -n 20 || true
+  fi
+}
+trap on_exit EXIT
+T0=$(date +%s.%N)
+check() {
+  local d=$1 t; shift
+  if "$@"; then t=$(date +%s.%N); awk -v d="$d" -v a="$T0" -v b="$t" 'BEGIN {printf "ok   %s (%.1fs)\n", d, b - a}'; T0=$t
+  else echo "FAIL $d"; exit 1; fi
+}
+# metric NAME [LABEL=VALUE...]: the sum of the samples of NAME carrying those labels.
+metric() {
+  python3 - "$STATS" "$@" <<'PY'
+import re, sys, urllib.request
+addr, name, want = sys.argv[1], sys.argv[2], dict(a.split("=", 1) for a in sys.argv[3:])
+text = urllib.request.urlopen(f"http://{addr}/metrics", timeout=10).read().decode()
+total = 0.0
+for line in text.splitlines():
+    m = re.match(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{([^}]*)\})?\s+(\S+)$', line)
+    if m and m.group(1) == name:
+        labels = dict(re.findall(r'(\w+)="([^"]*)"', m.group(3) or ""))
+        if all(labels.get(k) == v for k, v in want.items()):
+            total += float(m.group(4))
+print(int(total))
+PY
+}
+# wait_metric SECS EXPECTED NAME [LABELS...]: counters are published every 1,024 passes
+# and before a reactor sleeps, so poll for a few seconds.
+wait_metric() {
+  local secs=$1 want=$2 i; shift 2
+  for i in $(seq 1 $((secs * 5))); do [ "$(metric "$@")" = "$want" ] && return 0; sleep 0.2; done
+  echo "  $* = $(metric "$@"), expected $want"; return 1
+}
+gw_healthy() { kill -0 "$GWPID" 2>/dev/null && ! grep -qi panic "$W/gw.log"; }
+
+check "rxe0 present" sh -c 'rdma link show | grep -q rxe0'
+RUST_LOG=info "$GW" --config "$W/gw.toml" > "$W/gw.log" 2>&1 &
+GWPID=$!
+up() { local i; for i in $(seq 1 150); do metric nfsgw_rdma_connections >/dev/null 2>&1 && return 0; sleep 0.2; done; return 1; }
+check "gateway up (verbs provider, rdma.send_timeout_s = $TO)" up
+
+stalled() {
+  RUST_BACKTRACE=0 "$BENCH" stall --target "rdma://$ADDR:$PORT" --provider verbs --calls 8 \
+    --wait-s $STALL_WAIT > "$W/stall.log" 2>&1 || return 1
+  sed 's/^/  /' "$W/stall.log"
+}
+check "a peer posting no Receive (rnr_retry_count 7) is disconnected by the gateway" stalled
+not_early() {
+  local s; s=$(sed -n 's/.*closed the connection \([0-9.]*\) s after.*/\1/p' "$W/stall.log")
+  [ -n "$s" ] && awk -v s="$s" -v t="$TO" 'BEGIN {exit !(s >= t - 0.5 && s <= t * 2 + 5)}'
+}
+check "... after the send timeout, not before it (nor long after)" not_early
+check "... with a warning naming the timeout" grep -q "peer completed none of its replies (rdma.send_timeout_s)" "$W/gw.log"
+# The close as the gateway logged it (timeout warning, the provider's drain of the QP).
+grep -E "completed none of its replies|flushes did not complete|connection down" "$W/gw.log" | sed 's/^/  gw: /' || true
+check "... counted: nfsgw_guard_events_total{transport=rdma,reason=send_timeout} = 1" \
+  wait_metric 10 1 nfsgw_guard_events_total transport=rdma reason=send_timeout
+
+served() {
+  RUST_BACKTRACE=0 "$BENCH" --target "rdma://$ADDR:$PORT" --provider verbs --workload randread \
+    --bs 4096 --qd 8 --ops 500 --size-mib 4 --file st.dat --verify > "$W/bench.log" 2>&1 || { tail -n 20 "$W/bench.log"; return 1; }
+  tail -n 3 "$W/bench.log" | sed 's/^/  /'
+}
+check "a well-behaved client is then served (bench --provider verbs, 500 random 4 KiB reads verified)" served
+check "every pool buffer back once both connections are gone" wait_metric 20 0 nfsgw_pool_buffers_in_use
+check "no RDMA connection left" wait_metric 10 0 nfsgw_rdma_connections
+check "gateway alive, no panic in its log" gw_healthy
+kill "$GWPID"; wait "$GWPID" || true; GWPID=
+echo "RDMA SEND TIMEOUT: PASS"
