@@ -88,4 +88,8 @@ if [ -z "${SKIP_VM:-}" ]; then
   # the kernel's NFS/RDMA client over Soft-RoCE in the guest (~3.5 min on an idle 2-core host).
   step "kernel NFS/RDMA client in a VM (proto=rdma, verbs provider on Soft-RoCE)"
   bash tests/vm/run-kernel-rdma.sh
+  # An RDMA peer that posts no Receive (rnr_retry_count 7: the device retries for ever)
+  # is closed after rdma.send_timeout_s on real verbs; reuses target/rdma (~40 s boot).
+  step "RDMA send timeout in a VM (a peer that never takes its replies, verbs on Soft-RoCE)"
+  bash tests/vm/run-rdma-send-timeout.sh
 fi
