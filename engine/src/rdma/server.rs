@@ -611,10 +611,14 @@ impl RdmaServer {
                 // Every flush of this QP is queued before the event: take them first so
                 // each buffer is returned by its own completion.
                 self.poll_cq(on_call);
+                // The QP is destroyed before its connection's buffers go back to the
+                // pool: should a device not have flushed everything (the provider
+                // reports the disconnect after `DRAIN_TIMEOUT` anyway), no work request
+                // can still DMA into a buffer that another call is then given.
+                self.fabric.release(qp);
                 if let Some(slot) = self.by_qp.remove(&qp) {
                     self.drop_conn(slot);
                 }
-                self.fabric.release(qp);
             }
         }
     }
