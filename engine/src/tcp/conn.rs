@@ -26,6 +26,18 @@ use std::time::Instant;
 /// its bytes have arrived (the gateway's medium buffer class).
 pub const GROW_STEP: usize = 64 * 1024;
 
+/// Send-side reclaim (see `TcpTransport::sweep`): queued replies holding at least this
+/// much shared memory (pool buffers, cache pages, pipe pages: `Out::held`) make a
+/// connection worth closing when it stops draining while buffers are short; less is
+/// not worth a client's connection (one small reply).
+pub const RECLAIM_HELD: usize = GROW_STEP;
+
+/// Send-side reclaim: write progress counts once this many bytes (or the whole queue)
+/// have left since the last mark, so a client that opens its receive window a few
+/// bytes at a time cannot keep its replies' buffers: a connection keeps them while
+/// starved only by draining at least this much per `tcp.stall_reclaim_ms`.
+pub const RECLAIM_PROGRESS: usize = GROW_STEP;
+
 /// Why a connection is not being read although it may have input.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Stall {
@@ -99,6 +111,12 @@ pub(super) struct Conn {
     pub reserved: usize,
     /// Since when `out` has been non-empty without any write progress.
     pub out_since: Option<Instant>,
+    /// Since when `out` has been non-empty without `RECLAIM_PROGRESS` bytes written
+    /// (the send-side reclaim's clock; `out_since` counts any byte, for
+    /// `send_timeout`).
+    pub drain_since: Option<Instant>,
+    /// Bytes written since `drain_since` was last moved.
+    drained: usize,
     pub write_blocked: bool,
     /// The socket may hold unread bytes (edge-triggered: set by events, cleared by
     /// `WouldBlock`).
@@ -141,6 +159,8 @@ impl Conn {
             out_bytes: 0,
             reserved: 0,
             out_since: None,
+            drain_since: None,
+            drained: 0,
             write_blocked: false,
             readable: true,
             queued: false,
@@ -160,6 +180,12 @@ impl Conn {
     /// sending (what stall reclaim may take back).
     pub fn holds_partial(&self) -> bool {
         self.rec.is_some() && !self.complete
+    }
+
+    /// Whether this connection's queued replies hold enough shared memory, with too
+    /// little write progress since `since`, for the send-side reclaim to take back.
+    pub fn holds_undrained(&self, since: Instant) -> bool {
+        self.out_bytes >= RECLAIM_HELD && self.drain_since.is_some_and(|t| t < since)
     }
 
     /// Rule: read until `WouldBlock` (edge-triggered), at most `READ_BUDGET` reads per
@@ -484,6 +510,8 @@ impl Conn {
     pub fn push_reply(&mut self, reply: Out, now: Instant) {
         if self.out.is_empty() {
             self.out_since = Some(now);
+            self.drain_since = Some(now);
+            self.drained = 0;
         }
         self.out_bytes = self.out_bytes.saturating_add(reply.held());
         self.out.push_back(reply);
@@ -600,9 +628,14 @@ impl Conn {
 
     /// Drops fully written replies (buffers back to their pool, borrowed pieces to
     /// `released`), keeps the partial offset and restarts the send clock (progress was
-    /// made).
+    /// made), and the reclaim clock once `RECLAIM_PROGRESS` bytes left since its mark.
     fn advance(&mut self, mut n: usize, now: Instant, released: &mut Released) {
         self.out_since = Some(now);
+        self.drained = self.drained.saturating_add(n);
+        if self.drained >= RECLAIM_PROGRESS {
+            self.drain_since = Some(now);
+            self.drained = 0;
+        }
         while n > 0 {
             let Some(front) = self.out.front() else {
                 break;
@@ -621,6 +654,8 @@ impl Conn {
         }
         if self.out.is_empty() {
             self.out_since = None;
+            self.drain_since = None;
+            self.drained = 0;
         }
     }
 
@@ -632,6 +667,9 @@ impl Conn {
         }
         self.out_off = 0;
         self.out_bytes = 0;
+        self.out_since = None;
+        self.drain_since = None;
+        self.drained = 0;
     }
 }
 
