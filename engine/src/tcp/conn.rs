@@ -32,9 +32,9 @@ pub const GROW_STEP: usize = 64 * 1024;
 /// not worth a client's connection (one small reply).
 pub const RECLAIM_HELD: usize = GROW_STEP;
 
-/// Send-side reclaim: write progress counts once this many bytes (or the whole queue)
-/// have left since the last mark, so a client that opens its receive window a few
-/// bytes at a time cannot keep its replies' buffers: a connection keeps them while
+/// Send-side reclaim: progress counts once the peer has taken (acknowledged) this many
+/// more reply bytes since the last mark, so a client that opens its receive window a
+/// few bytes at a time cannot keep its replies' buffers: a connection keeps them while
 /// starved only by draining at least this much per `tcp.stall_reclaim_ms`.
 pub const RECLAIM_PROGRESS: usize = GROW_STEP;
 
@@ -111,12 +111,16 @@ pub(super) struct Conn {
     pub reserved: usize,
     /// Since when `out` has been non-empty without any write progress.
     pub out_since: Option<Instant>,
-    /// Since when `out` has been non-empty without `RECLAIM_PROGRESS` bytes written
-    /// (the send-side reclaim's clock; `out_since` counts any byte, for
-    /// `send_timeout`).
-    pub drain_since: Option<Instant>,
-    /// Bytes written since `drain_since` was last moved.
-    drained: usize,
+    /// Bytes written to the socket over the connection's life.
+    written: u64,
+    /// The send-side reclaim's clock, kept by `note_drain` while the queue holds
+    /// `RECLAIM_HELD` bytes: since when, and from how many bytes the peer had taken,
+    /// it has not taken `RECLAIM_PROGRESS` more. Measured at the peer (bytes written
+    /// minus the kernel's unacknowledged send queue), not by our writes: the kernel's
+    /// send buffer (megabytes, autotuned) takes our writes in bursts, half a buffer
+    /// apart, so a slow but steady reader can go seconds without a write of ours.
+    /// `out_since` (any written byte) stays the `send_timeout` clock.
+    drain_mark: Option<(Instant, u64)>,
     pub write_blocked: bool,
     /// The socket may hold unread bytes (edge-triggered: set by events, cleared by
     /// `WouldBlock`).
@@ -159,8 +163,8 @@ impl Conn {
             out_bytes: 0,
             reserved: 0,
             out_since: None,
-            drain_since: None,
-            drained: 0,
+            written: 0,
+            drain_mark: None,
             write_blocked: false,
             readable: true,
             queued: false,
@@ -183,9 +187,43 @@ impl Conn {
     }
 
     /// Whether this connection's queued replies hold enough shared memory, with too
-    /// little write progress since `since`, for the send-side reclaim to take back.
+    /// little taken by the peer since `since`, for the send-side reclaim to take back.
     pub fn holds_undrained(&self, since: Instant) -> bool {
-        self.out_bytes >= RECLAIM_HELD && self.drain_since.is_some_and(|t| t < since)
+        self.out_bytes >= RECLAIM_HELD && self.drain_mark.is_some_and(|(t, _)| t < since)
+    }
+
+    /// Since when the peer has taken too little of a queue worth reclaiming (logs).
+    pub fn undrained_since(&self) -> Option<Instant> {
+        self.drain_mark.map(|(t, _)| t)
+    }
+
+    /// Rule (send-side reclaim's clock, called every sweep): while the queue holds
+    /// `RECLAIM_HELD` bytes, the mark moves to `now` whenever the peer has taken
+    /// `RECLAIM_PROGRESS` more bytes since it was set; below that, there is no mark.
+    /// One `SIOCOUTQ` per backlogged connection per sweep, none for the others.
+    pub fn note_drain(&mut self, now: Instant) {
+        if self.out_bytes < RECLAIM_HELD {
+            self.drain_mark = None;
+            return;
+        }
+        let taken = self.taken();
+        match self.drain_mark {
+            Some((_, from)) if taken < from.saturating_add(RECLAIM_PROGRESS as u64) => {}
+            _ => self.drain_mark = Some((now, taken)),
+        }
+    }
+
+    /// Bytes the peer has acknowledged: written minus the kernel's send queue
+    /// (`SIOCOUTQ`: bytes not yet acknowledged). If the kernel cannot tell, every
+    /// written byte counts as taken (never close on a guess).
+    fn taken(&self) -> u64 {
+        use std::os::fd::AsRawFd;
+        let mut n: libc::c_int = 0;
+        // SAFETY: SIOCOUTQ (TIOCOUTQ) writes one c_int to the pointer, which points at
+        // `n`; the fd is this connection's open socket.
+        let rc = unsafe { libc::ioctl(self.sock.as_raw_fd(), libc::TIOCOUTQ, &mut n) };
+        let queued = if rc == 0 { u64::try_from(n).unwrap_or(0) } else { 0 };
+        self.written.saturating_sub(queued)
     }
 
     /// Rule: read until `WouldBlock` (edge-triggered), at most `READ_BUDGET` reads per
@@ -510,8 +548,6 @@ impl Conn {
     pub fn push_reply(&mut self, reply: Out, now: Instant) {
         if self.out.is_empty() {
             self.out_since = Some(now);
-            self.drain_since = Some(now);
-            self.drained = 0;
         }
         self.out_bytes = self.out_bytes.saturating_add(reply.held());
         self.out.push_back(reply);
@@ -628,14 +664,10 @@ impl Conn {
 
     /// Drops fully written replies (buffers back to their pool, borrowed pieces to
     /// `released`), keeps the partial offset and restarts the send clock (progress was
-    /// made), and the reclaim clock once `RECLAIM_PROGRESS` bytes left since its mark.
+    /// made).
     fn advance(&mut self, mut n: usize, now: Instant, released: &mut Released) {
         self.out_since = Some(now);
-        self.drained = self.drained.saturating_add(n);
-        if self.drained >= RECLAIM_PROGRESS {
-            self.drain_since = Some(now);
-            self.drained = 0;
-        }
+        self.written = self.written.saturating_add(n as u64);
         while n > 0 {
             let Some(front) = self.out.front() else {
                 break;
@@ -654,8 +686,7 @@ impl Conn {
         }
         if self.out.is_empty() {
             self.out_since = None;
-            self.drain_since = None;
-            self.drained = 0;
+            self.drain_mark = None;
         }
     }
 
@@ -668,8 +699,7 @@ impl Conn {
         self.out_off = 0;
         self.out_bytes = 0;
         self.out_since = None;
-        self.drain_since = None;
-        self.drained = 0;
+        self.drain_mark = None;
     }
 }
 

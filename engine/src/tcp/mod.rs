@@ -652,10 +652,11 @@ impl TcpTransport {
         self.next_sweep = now + self.sweep_every;
         let starved = self.starved();
         for slot in 0..self.conns.len() {
-            if let Some(why) = self.conns[slot]
-                .as_ref()
-                .and_then(|c| self.overdue(c, now, starved))
-            {
+            let Some(c) = self.conns[slot].as_mut() else {
+                continue;
+            };
+            c.note_drain(now);
+            if let Some(why) = self.overdue(self.conns[slot].as_ref().expect("live"), now, starved) {
                 self.close_overdue(slot, why);
             }
         }
@@ -742,10 +743,10 @@ impl TcpTransport {
                 if let Some(quiet) = self.reclaim_log.due(self.now) {
                     tracing::warn!(
                         "tcp {peer}: {replies} queued replies hold {held} bytes of shared buffers and \
-                         drained less than {RECLAIM_PROGRESS} bytes in {:?} while buffers are short \
-                         (tcp.stall_reclaim_ms; the client does not read); closing to reclaim them \
-                         ({quiet} more such connections closed since the last message)",
-                        self.opts.stall_reclaim
+                         the client took less than {RECLAIM_PROGRESS} bytes of them in {:?} while \
+                         buffers are short (tcp.stall_reclaim_ms; the client does not read); closing \
+                         to reclaim them ({quiet} more such connections closed since the last message)",
+                        c.undrained_since().map_or(self.opts.stall_reclaim, |t| self.now.saturating_duration_since(t))
                     );
                 }
             }
