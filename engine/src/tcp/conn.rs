@@ -222,7 +222,11 @@ impl Conn {
         // SAFETY: SIOCOUTQ (TIOCOUTQ) writes one c_int to the pointer, which points at
         // `n`; the fd is this connection's open socket.
         let rc = unsafe { libc::ioctl(self.sock.as_raw_fd(), libc::TIOCOUTQ, &mut n) };
-        let queued = if rc == 0 { u64::try_from(n).unwrap_or(0) } else { 0 };
+        let queued = if rc == 0 {
+            u64::try_from(n).unwrap_or(0)
+        } else {
+            0
+        };
         self.written.saturating_sub(queued)
     }
 

@@ -572,7 +572,9 @@ fn connections_that_never_read_are_reclaimed_when_a_client_starves() {
         let (mut replies, mut next) = (0u32, 500u32);
         while !stop2.load(Ordering::Relaxed) {
             std::thread::sleep(Duration::from_millis(100));
-            let n = steady.read(&mut buf).expect("the steady reader's connection");
+            let n = steady
+                .read(&mut buf)
+                .expect("the steady reader's connection");
             assert!(n > 0, "the steady reader's connection was closed");
             pending.extend_from_slice(&buf[..n]);
             while pending.len() >= 4 {
@@ -607,7 +609,10 @@ fn connections_that_never_read_are_reclaimed_when_a_client_starves() {
         let r = read_reply(&mut good).unwrap();
         assert_eq!(r[..4], (1000 + i).to_be_bytes());
         if r.len() == 4 + (1 << 20) {
-            assert!(r[4..].iter().enumerate().all(|(k, &x)| x == (k as u32).wrapping_add(1000 + i) as u8));
+            assert!(r[4..]
+                .iter()
+                .enumerate()
+                .all(|(k, &x)| x == (k as u32).wrapping_add(1000 + i) as u8));
             break;
         }
         short += 1;
@@ -624,7 +629,10 @@ fn connections_that_never_read_are_reclaimed_when_a_client_starves() {
     }
     told.store(true, Ordering::Relaxed);
     let (trickled, closed) = trickler.join().unwrap();
-    assert!(trickled > 0 && closed, "trickler: {trickled} bytes, closed: {closed}");
+    assert!(
+        trickled > 0 && closed,
+        "trickler: {trickled} bytes, closed: {closed}"
+    );
     // The steady reader kept its connection and its replies all along.
     stop.store(true, Ordering::Relaxed);
     let (steady, replies) = steady.join().unwrap();

@@ -30,7 +30,7 @@
 //! held past `record_timeout`, or queued replies without write progress for
 //! `send_timeout`, close the connection; while some allocation is starved, a partial
 //! record holding pool memory without progress for `stall_reclaim` is closed too, and
-//! so are queued replies holding shared memory that drained too little for
+//! so are queued replies holding shared memory of which the client took too little in
 //! `stall_reclaim` (many connections that read nothing, each within its `max_queued`,
 //! would otherwise hold every large buffer until `send_timeout`); over
 //! `max_connections`, new connections are closed at once with a rate-limited log line.
@@ -41,8 +41,8 @@ pub mod pipe;
 pub mod record;
 
 use crate::mem::{Buf, Pools};
-pub use conn::{GROW_STEP, RECLAIM_HELD, RECLAIM_PROGRESS};
 use conn::{Close, Conn, Cx, Pump, Stall};
+pub use conn::{GROW_STEP, RECLAIM_HELD, RECLAIM_PROGRESS};
 pub use ext::{ExtList, ExtSeg, MAX_EXT};
 use ext::{Out, Released};
 use memmap2::MmapMut;
@@ -87,8 +87,8 @@ pub struct TcpOptions {
     /// While some allocation is starved (a connection parked, or a pool class found
     /// empty), a connection holding pool memory for a partial record that made no
     /// progress for this long is closed, and so is one whose queued replies hold at
-    /// least `RECLAIM_HELD` bytes of shared memory and drained less than
-    /// `RECLAIM_PROGRESS` bytes in this long.
+    /// least `RECLAIM_HELD` bytes of shared memory and whose client took (acknowledged)
+    /// less than `RECLAIM_PROGRESS` bytes in this long.
     pub stall_reclaim: Duration,
     /// Reply bytes per connection, queued or reserved for calls still being answered,
     /// before it stops being read.
@@ -156,8 +156,9 @@ pub struct TcpStats {
     /// Connections closed by stall reclaim (pool memory held by a stalled partial
     /// record while an allocation was starved).
     pub reclaimed: u64,
-    /// Connections closed by send-side reclaim (queued replies holding shared memory
-    /// drained too little for `stall_reclaim` while an allocation was starved).
+    /// Connections closed by send-side reclaim (queued replies holding shared memory of
+    /// which the client took too little in `stall_reclaim` while an allocation was
+    /// starved).
     pub send_reclaimed: u64,
     /// Times a connection stopped reading at `max_queued` bytes of queued replies.
     pub output_stalls: u64,
@@ -637,10 +638,10 @@ impl TcpTransport {
     /// only while allocations are starved (a connection parked for a buffer, or a pool
     /// class found empty since the last sweep), a partial record holding pool memory
     /// with no input for `stall_reclaim`, and queued replies holding at least
-    /// `RECLAIM_HELD` bytes of shared memory that drained less than `RECLAIM_PROGRESS`
-    /// bytes in `stall_reclaim` (Standards: no starved neighbour; a client that reads,
-    /// however slowly, above that rate keeps its connection). Closing returns every
-    /// buffer it held.
+    /// `RECLAIM_HELD` bytes of shared memory of which the client took (acknowledged)
+    /// less than `RECLAIM_PROGRESS` bytes in `stall_reclaim` (`Conn::note_drain`;
+    /// Standards: no starved neighbour; a client that reads, however slowly, above
+    /// that rate keeps its connection). Closing returns every buffer it held.
     fn sweep(&mut self) {
         if self.live == 0 {
             return;
@@ -656,7 +657,7 @@ impl TcpTransport {
                 continue;
             };
             c.note_drain(now);
-            if let Some(why) = self.overdue(self.conns[slot].as_ref().expect("live"), now, starved) {
+            if let Some(why) = Self::overdue(&self.opts, c, now, starved) {
                 self.close_overdue(slot, why);
             }
         }
@@ -676,27 +677,27 @@ impl TcpTransport {
     }
 
     /// Which limit, if any, `c` has run past.
-    fn overdue(&self, c: &Conn, now: Instant, starved: bool) -> Option<Overdue> {
+    fn overdue(opts: &TcpOptions, c: &Conn, now: Instant, starved: bool) -> Option<Overdue> {
         let age = |t: Instant| now.saturating_duration_since(t);
         if c.stall == Stall::None
             && c.partial_since
-                .is_some_and(|t| age(t) > self.opts.record_timeout)
+                .is_some_and(|t| age(t) > opts.record_timeout)
         {
             return Some(Overdue::Record);
         }
-        if c.out_since.is_some_and(|t| age(t) > self.opts.send_timeout) {
+        if c.out_since.is_some_and(|t| age(t) > opts.send_timeout) {
             return Some(Overdue::Send);
         }
         if starved
             && c.stall == Stall::None
             && c.holds_partial()
-            && age(c.last_input) > self.opts.stall_reclaim
+            && age(c.last_input) > opts.stall_reclaim
         {
             return Some(Overdue::Reclaim);
         }
         if starved
             && now
-                .checked_sub(self.opts.stall_reclaim)
+                .checked_sub(opts.stall_reclaim)
                 .is_some_and(|since| c.holds_undrained(since))
         {
             return Some(Overdue::SendReclaim);
