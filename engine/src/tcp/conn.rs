@@ -215,7 +215,7 @@ impl Conn {
 
     /// Bytes the peer has acknowledged: written minus the kernel's send queue
     /// (`SIOCOUTQ`: bytes not yet acknowledged). If the kernel cannot tell, every
-    /// written byte counts as taken (never close on a guess).
+    /// written byte counts as taken (progress is then our own writes).
     fn taken(&self) -> u64 {
         use std::os::fd::AsRawFd;
         let mut n: libc::c_int = 0;
