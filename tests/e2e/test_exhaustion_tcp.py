@@ -7,6 +7,8 @@ import socket
 import struct
 import time
 
+import pytest
+
 import nfsclient as N
 import statsutil
 from conftest import free_port
@@ -231,5 +233,102 @@ def test_pipelined_v4_reads_that_are_never_read_do_not_pin_the_large_buffers(gw_
         assert m.sum("nfsgw_guard_events_total", transport="tcp", reason="reply_budget") >= 3
         for h in hostiles:
             h.sock.close()
+        _wait_metric(stats_port, "every large buffer back", lambda m: m.sum(
+            "nfsgw_pool_buffers_in_use", size=LARGE) == 0, timeout=20)
+
+
+def _closed_eventually(s, timeout: float) -> bool:
+    """True when the gateway closes `s` within `timeout`: whatever reply bytes reached
+    the socket are read and thrown away until EOF or a reset."""
+    deadline = time.monotonic() + timeout
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return False
+        s.settimeout(left)
+        try:
+            if s.recv(1 << 16) == b"":
+                return True
+        except ConnectionResetError:
+            return True
+        except socket.timeout:
+            return False
+
+
+@pytest.mark.parametrize("io", ["workers", "auto", "splice"])
+def test_many_connections_that_never_read_are_reclaimed_under_pressure(gw_factory, io):
+    """Standards: no starved neighbour. The per-connection reply budget bounds one
+    connection, but 14 raw sockets each pipelining 1 MiB READs and reading nothing
+    hold up to 14 x 4 MiB, more than the reactor's 48 large buffers: without a
+    send-side reclaim a well-behaved client's 1 MiB READs came back short (64 KiB)
+    until tcp.send_timeout_s (30 s) closed them. With it, once an allocation is
+    starved, each connection whose queued replies hold pool memory and made no write
+    progress for tcp.stall_reclaim_ms (default 1 s) is closed: the client gets full,
+    byte-exact READs and a prompt FILE_SYNC WRITE within a few seconds, the hostile
+    sockets see their connection closed, and the stats count the reclaims. Runs on the
+    worker path, the io_uring path, and io_uring with spliced replies (pipes: 20
+    sockets, since the pipes take four connections' READs first)."""
+    stats_port = free_port()
+    backend = {"io": "workers"} if io == "workers" else {"io": "auto"}
+    if io == "splice":
+        backend["splice"] = True
+    # Default tcp.stall_reclaim_ms and tcp.send_timeout_s (30 s): the reclaim, not
+    # the send timeout, must free the buffers.
+    g = gw_factory(backend_opts=backend, extra={"stats": {"listen": f"127.0.0.1:{stats_port}"}})
+    data = bytes(range(256)) * 4096  # 1 MiB
+    with g.client(timeout=20) as c:
+        f = _big_file(c, stats_port, 16, data)
+        hostiles = []
+        # With splice, the reactor's 16 pipes (at most 4 per connection) take the
+        # first four connections' READs: six more to take the large buffers too.
+        for k in range(20 if io == "splice" else 14):
+            h = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            # A small receive window: the kernel takes few reply bytes off the gateway.
+            h.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            h.connect((g.host, g.port))
+            h.sendall(b"".join(_read_call(c, f, ((k + i) % 16) << 20, 1 << 20) for i in range(8)))
+            hostiles.append(h)
+        time.sleep(0.5)  # the hostile calls are answered (or held back) by now
+
+        # Full, byte-exact 1 MiB READs within a few seconds (a READ answered while the
+        # large buffers are all taken comes back short: that starvation is what
+        # triggers the reclaim).
+        t0 = time.monotonic()
+        short = 0
+        while True:
+            r = c.read(f, 7 << 20, 1 << 20).check()
+            if r.count == 1 << 20:
+                assert r.data == data
+                break
+            short += 1
+            assert time.monotonic() - t0 < 6.0, \
+                f"1 MiB READs still short ({r.count} bytes) after 6 s beside {len(hostiles)} hostile connections"
+            time.sleep(0.1)
+        took = time.monotonic() - t0
+        _full_reads_beside(c, f, (3, 9, 12, 15, 0, 5, 7, 11), data)
+        t1 = time.monotonic()
+        c.write(f, 16 << 20, data, N.FILE_SYNC).check()
+        assert time.monotonic() - t1 < 3.0, "1 MiB FILE_SYNC WRITE slow beside the hostile clients"
+        assert c.read(f, 16 << 20, 1 << 20).check().data == data
+
+        # The hostile connections were closed by the gateway (well before the send
+        # timeout), and the reclaims are counted.
+        until = time.monotonic() + 5.0
+        closed = [i for i, h in enumerate(hostiles)
+                  if _closed_eventually(h, max(0.2, until - time.monotonic()))]
+        m = statsutil.scrape(stats_port)
+        reclaimed = m.sum("nfsgw_guard_events_total", transport="tcp", reason="send_reclaimed")
+        # Enough of them to free the large buffers the client needed (a connection
+        # that starves no one may stay open: tcp.send_timeout_s is for it), each one
+        # closed by this reclaim and counted.
+        assert reclaimed >= 3, f"{reclaimed} send_reclaimed events; log:\n{g.log_tail()}"
+        assert len(closed) == reclaimed, (closed, reclaimed)
+        assert m.sum("nfsgw_guard_events_total", transport="tcp", reason="send_timeout") == 0
+        log = g.log_path.read_text(errors="replace")
+        assert "closing to reclaim them" in log, g.log_tail()
+        print(f"io={io}: full READs after {took:.2f} s ({short} short), "
+              f"{int(reclaimed)} reclaimed")
+        for h in hostiles:
+            h.close()
         _wait_metric(stats_port, "every large buffer back", lambda m: m.sum(
             "nfsgw_pool_buffers_in_use", size=LARGE) == 0, timeout=20)

@@ -26,6 +26,18 @@ use std::time::Instant;
 /// its bytes have arrived (the gateway's medium buffer class).
 pub const GROW_STEP: usize = 64 * 1024;
 
+/// Send-side reclaim (see `TcpTransport::sweep`): queued replies holding at least this
+/// much shared memory (pool buffers, cache pages, pipe pages: `Out::held`) make a
+/// connection worth closing when it stops draining while buffers are short; less is
+/// not worth a client's connection (one small reply).
+pub const RECLAIM_HELD: usize = GROW_STEP;
+
+/// Send-side reclaim: progress counts once the peer has taken (acknowledged) this many
+/// more reply bytes since the last mark, so a client that opens its receive window a
+/// few bytes at a time cannot keep its replies' buffers: a connection keeps them while
+/// starved only by draining at least this much per `tcp.stall_reclaim_ms`.
+pub const RECLAIM_PROGRESS: usize = GROW_STEP;
+
 /// Why a connection is not being read although it may have input.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Stall {
@@ -99,6 +111,16 @@ pub(super) struct Conn {
     pub reserved: usize,
     /// Since when `out` has been non-empty without any write progress.
     pub out_since: Option<Instant>,
+    /// Bytes written to the socket over the connection's life.
+    written: u64,
+    /// The send-side reclaim's clock, kept by `note_drain` while the queue holds
+    /// `RECLAIM_HELD` bytes: since when, and from how many bytes the peer had taken,
+    /// it has not taken `RECLAIM_PROGRESS` more. Measured at the peer (bytes written
+    /// minus the kernel's unacknowledged send queue), not by our writes: the kernel's
+    /// send buffer (megabytes, autotuned) takes our writes in bursts, half a buffer
+    /// apart, so a slow but steady reader can go seconds without a write of ours.
+    /// `out_since` (any written byte) stays the `send_timeout` clock.
+    drain_mark: Option<(Instant, u64)>,
     pub write_blocked: bool,
     /// The socket may hold unread bytes (edge-triggered: set by events, cleared by
     /// `WouldBlock`).
@@ -141,6 +163,8 @@ impl Conn {
             out_bytes: 0,
             reserved: 0,
             out_since: None,
+            written: 0,
+            drain_mark: None,
             write_blocked: false,
             readable: true,
             queued: false,
@@ -160,6 +184,50 @@ impl Conn {
     /// sending (what stall reclaim may take back).
     pub fn holds_partial(&self) -> bool {
         self.rec.is_some() && !self.complete
+    }
+
+    /// Whether this connection's queued replies hold enough shared memory, with too
+    /// little taken by the peer since `since`, for the send-side reclaim to take back.
+    pub fn holds_undrained(&self, since: Instant) -> bool {
+        self.out_bytes >= RECLAIM_HELD && self.drain_mark.is_some_and(|(t, _)| t < since)
+    }
+
+    /// Since when the peer has taken too little of a queue worth reclaiming (logs).
+    pub fn undrained_since(&self) -> Option<Instant> {
+        self.drain_mark.map(|(t, _)| t)
+    }
+
+    /// Rule (send-side reclaim's clock, called every sweep): while the queue holds
+    /// `RECLAIM_HELD` bytes, the mark moves to `now` whenever the peer has taken
+    /// `RECLAIM_PROGRESS` more bytes since it was set; below that, there is no mark.
+    /// One `SIOCOUTQ` per backlogged connection per sweep, none for the others.
+    pub fn note_drain(&mut self, now: Instant) {
+        if self.out_bytes < RECLAIM_HELD {
+            self.drain_mark = None;
+            return;
+        }
+        let taken = self.taken();
+        match self.drain_mark {
+            Some((_, from)) if taken < from.saturating_add(RECLAIM_PROGRESS as u64) => {}
+            _ => self.drain_mark = Some((now, taken)),
+        }
+    }
+
+    /// Bytes the peer has acknowledged: written minus the kernel's send queue
+    /// (`SIOCOUTQ`: bytes not yet acknowledged). If the kernel cannot tell, every
+    /// written byte counts as taken (progress is then our own writes).
+    fn taken(&self) -> u64 {
+        use std::os::fd::AsRawFd;
+        let mut n: libc::c_int = 0;
+        // SAFETY: SIOCOUTQ (TIOCOUTQ) writes one c_int to the pointer, which points at
+        // `n`; the fd is this connection's open socket.
+        let rc = unsafe { libc::ioctl(self.sock.as_raw_fd(), libc::TIOCOUTQ, &mut n) };
+        let queued = if rc == 0 {
+            u64::try_from(n).unwrap_or(0)
+        } else {
+            0
+        };
+        self.written.saturating_sub(queued)
     }
 
     /// Rule: read until `WouldBlock` (edge-triggered), at most `READ_BUDGET` reads per
@@ -603,6 +671,7 @@ impl Conn {
     /// made).
     fn advance(&mut self, mut n: usize, now: Instant, released: &mut Released) {
         self.out_since = Some(now);
+        self.written = self.written.saturating_add(n as u64);
         while n > 0 {
             let Some(front) = self.out.front() else {
                 break;
@@ -621,6 +690,7 @@ impl Conn {
         }
         if self.out.is_empty() {
             self.out_since = None;
+            self.drain_mark = None;
         }
     }
 
@@ -632,6 +702,8 @@ impl Conn {
         }
         self.out_off = 0;
         self.out_bytes = 0;
+        self.out_since = None;
+        self.drain_mark = None;
     }
 }
 

@@ -457,3 +457,189 @@ fn reservations_made_outside_poll_gate_reading_too() {
     assert_eq!(st.records_in, 2);
     assert_eq!(st.reply_budget_stalls, 1, "{st:?}");
 }
+
+/// A "READ" call: the reply carries `len` bytes after the id.
+fn read_call(id: u32, len: u32) -> Vec<u8> {
+    let mut b = id.to_be_bytes().to_vec();
+    b.extend(len.to_be_bytes());
+    encode(&b, 1)
+}
+
+/// The reply bytes a `read_call` reserves while it is answered (the gateway's
+/// `reply_want`): its record mark, id and data.
+fn read_charge(b: &Buf) -> usize {
+    8 + u32::from_be_bytes(b[4..8].try_into().unwrap()) as usize
+}
+
+/// Answers each `read_call` like the gateway answers a READ: a reply buffer for the
+/// whole count, or (that class exhausted) a short reply in a 64 KiB buffer; with no
+/// buffer at all the call waits for the next pass.
+fn reader(pools: Pools) -> impl FnMut(&mut TcpTransport, &mut Held) + Send {
+    move |t, held| {
+        let mut keep = Vec::new();
+        for (c, b, at) in held.drain(..) {
+            let id = u32::from_be_bytes(b[..4].try_into().unwrap());
+            let want = read_charge(&b);
+            let Some(mut r) = pools.alloc(want).or_else(|| pools.alloc(GROW_STEP)) else {
+                keep.push((c, b, at));
+                continue;
+            };
+            let n = want.min(r.capacity()) - 8;
+            r.spare_mut()[4..8].copy_from_slice(&id.to_be_bytes());
+            for (i, x) in r.spare_mut()[8..8 + n].iter_mut().enumerate() {
+                *x = (i as u32).wrapping_add(id) as u8;
+            }
+            r.set_len(8 + n);
+            t.release(c, want);
+            t.send(c, r);
+        }
+        *held = keep;
+    }
+}
+
+/// A connection with a `rcvbuf`-byte receive buffer (a small one takes few reply bytes
+/// off the server) and `calls` READs of `len` bytes pipelined on it.
+fn reader_conn(addr: SocketAddr, rcvbuf: usize, first: u32, calls: u32, len: u32) -> StdStream {
+    let sock = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    sock.set_recv_buffer_size(rcvbuf).unwrap();
+    sock.connect(&addr.into()).unwrap();
+    let mut s: StdStream = sock.into();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let wire: Vec<u8> = (first..first + calls)
+        .flat_map(|i| read_call(i, len))
+        .collect();
+    s.write_all(&wire).unwrap();
+    s
+}
+
+#[test]
+fn connections_that_never_read_are_reclaimed_when_a_client_starves() {
+    // Standards: no starved neighbour. Each connection's replies stay within
+    // max_queued (2 MiB here: two large buffers), but three such connections take all
+    // six large buffers: two never read, one opens its window a few bytes at a time.
+    // Until a neighbour starves they are left alone (send_timeout is for them). A
+    // good client's 1 MiB READs then come back short (64 KiB): that starvation closes
+    // the three after stall_reclaim, long before send_timeout, and the good client
+    // gets full replies. A connection reading 60 KiB replies slowly but steadily all
+    // along (its queue holds medium buffers) keeps its connection and every reply.
+    let p = gw_pools(64, 48, 6);
+    let o = TcpOptions {
+        stall_reclaim: Duration::from_millis(300),
+        max_queued: 2 << 20,
+        ..opts()
+    };
+    let srv = Server::start_charging(o, p.clone(), read_charge, reader(p.clone()));
+    let mut hostile: Vec<StdStream> = (0..2)
+        .map(|k| reader_conn(srv.addr, 4096, k * 100, 6, 1 << 20))
+        .collect();
+    wait_until("the hostile connections to fill their budgets", || {
+        large_free(&p) == 2
+    });
+    // The trickler reads 16 bytes every 50 ms: a window update now and then, far
+    // below RECLAIM_PROGRESS per stall_reclaim. Once told, it reads what is left
+    // quickly and says whether the server closed its connection.
+    let mut t = reader_conn(srv.addr, 4096, 200, 6, 1 << 20);
+    let told = Arc::new(AtomicBool::new(false));
+    let told2 = told.clone();
+    let trickler = std::thread::spawn(move || {
+        let mut b = vec![0u8; 1 << 16];
+        let mut got = 0usize;
+        loop {
+            let quick = told2.load(Ordering::Relaxed);
+            if !quick {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            match t.read(&mut b[..if quick { 1 << 16 } else { 16 }]) {
+                Ok(0) => return (got, true),
+                Err(e) if e.kind() == io::ErrorKind::ConnectionReset => return (got, true),
+                Err(_) => return (got, false),
+                Ok(n) => got += n,
+            }
+        }
+    });
+    wait_until("every large buffer taken", || large_free(&p) == 0);
+    // The steady reader keeps 200 calls for 60 KiB replies outstanding (more than the
+    // kernel's socket buffers hold, so its queue holds up to max_queued of medium
+    // buffers) and every 100 ms reads what arrived (up to 256 KiB): it drains steadily,
+    // in bursts, until told to stop.
+    let stop = Arc::new(AtomicBool::new(false));
+    let stop2 = stop.clone();
+    let len = 60u32 << 10;
+    let mut steady = reader_conn(srv.addr, 128 << 10, 300, 200, len);
+    let steady = std::thread::spawn(move || {
+        let mut buf = vec![0u8; 256 << 10];
+        let mut pending: Vec<u8> = Vec::new();
+        let (mut replies, mut next) = (0u32, 500u32);
+        while !stop2.load(Ordering::Relaxed) {
+            std::thread::sleep(Duration::from_millis(100));
+            let n = steady
+                .read(&mut buf)
+                .expect("the steady reader's connection");
+            assert!(n > 0, "the steady reader's connection was closed");
+            pending.extend_from_slice(&buf[..n]);
+            while pending.len() >= 4 {
+                let mark = u32::from_be_bytes(pending[..4].try_into().unwrap());
+                let l = (mark & !record::LAST_FRAGMENT) as usize;
+                if pending.len() < 4 + l {
+                    break;
+                }
+                assert_eq!(pending[4..8], (300 + replies).to_be_bytes());
+                assert_eq!(l, 4 + len as usize);
+                pending.drain(..4 + l);
+                replies += 1;
+                // One more call for each reply read: the pipeline stays as deep.
+                steady.write_all(&read_call(next, len)).unwrap();
+                next += 1;
+            }
+        }
+        (steady, replies)
+    });
+    wait_until("the steady reader's queue to hold medium buffers", || {
+        p.stats()[1].free <= 46
+    });
+    // Nobody starves yet: the connections that read nothing are left alone.
+    std::thread::sleep(Duration::from_millis(600));
+    assert_eq!(srv.conns.load(Ordering::Relaxed), 4);
+
+    let mut good = connect(srv.addr);
+    let start = Instant::now();
+    let mut short = 0;
+    for i in 0.. {
+        good.write_all(&read_call(1000 + i, 1 << 20)).unwrap();
+        let r = read_reply(&mut good).unwrap();
+        assert_eq!(r[..4], (1000 + i).to_be_bytes());
+        if r.len() == 4 + (1 << 20) {
+            assert!(r[4..]
+                .iter()
+                .enumerate()
+                .all(|(k, &x)| x == (k as u32).wrapping_add(1000 + i) as u8));
+            break;
+        }
+        short += 1;
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "replies still short after {:?}",
+            start.elapsed()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(short > 0, "the good client never starved");
+    for h in &mut hostile {
+        expect_closed(h);
+    }
+    told.store(true, Ordering::Relaxed);
+    let (trickled, closed) = trickler.join().unwrap();
+    assert!(
+        trickled > 0 && closed,
+        "trickler: {trickled} bytes, closed: {closed}"
+    );
+    // The steady reader kept its connection and its replies all along.
+    stop.store(true, Ordering::Relaxed);
+    let (steady, replies) = steady.join().unwrap();
+    assert!(replies >= 10, "the steady reader got {replies} replies");
+    drop((hostile, steady, good));
+    let st = srv.finish();
+    assert_eq!(st.send_reclaimed, 3, "{st:?}");
+    assert_eq!(st.send_timeouts, 0, "{st:?}");
+    assert_eq!(st.reclaimed, 0, "{st:?}");
+}

@@ -29,7 +29,10 @@
 //! Resource limits (issue 15: no client can take the gateway down): a partial record
 //! held past `record_timeout`, or queued replies without write progress for
 //! `send_timeout`, close the connection; while some allocation is starved, a partial
-//! record holding pool memory without progress for `stall_reclaim` is closed too; over
+//! record holding pool memory without progress for `stall_reclaim` is closed too, and
+//! so are queued replies holding shared memory of which the client took too little in
+//! `stall_reclaim` (many connections that read nothing, each within its `max_queued`,
+//! would otherwise hold every large buffer until `send_timeout`); over
 //! `max_connections`, new connections are closed at once with a rate-limited log line.
 
 mod conn;
@@ -38,8 +41,8 @@ pub mod pipe;
 pub mod record;
 
 use crate::mem::{Buf, Pools};
-pub use conn::GROW_STEP;
 use conn::{Close, Conn, Cx, Pump, Stall};
+pub use conn::{GROW_STEP, RECLAIM_HELD, RECLAIM_PROGRESS};
 pub use ext::{ExtList, ExtSeg, MAX_EXT};
 use ext::{Out, Released};
 use memmap2::MmapMut;
@@ -83,7 +86,9 @@ pub struct TcpOptions {
     pub send_timeout: Duration,
     /// While some allocation is starved (a connection parked, or a pool class found
     /// empty), a connection holding pool memory for a partial record that made no
-    /// progress for this long is closed.
+    /// progress for this long is closed, and so is one whose queued replies hold at
+    /// least `RECLAIM_HELD` bytes of shared memory and whose client took (acknowledged)
+    /// less than `RECLAIM_PROGRESS` bytes in this long.
     pub stall_reclaim: Duration,
     /// Reply bytes per connection, queued or reserved for calls still being answered,
     /// before it stops being read.
@@ -151,6 +156,10 @@ pub struct TcpStats {
     /// Connections closed by stall reclaim (pool memory held by a stalled partial
     /// record while an allocation was starved).
     pub reclaimed: u64,
+    /// Connections closed by send-side reclaim (queued replies holding shared memory of
+    /// which the client took too little in `stall_reclaim` while an allocation was
+    /// starved).
+    pub send_reclaimed: u64,
     /// Times a connection stopped reading at `max_queued` bytes of queued replies.
     pub output_stalls: u64,
     /// Times a connection stopped reading at `max_queued` bytes of queued replies plus
@@ -184,9 +193,10 @@ pub struct TcpTransport {
     next_sweep: Instant,
     /// Pool allocation failures seen at the last sweep (starvation detector).
     exhausted_seen: u64,
-    /// When the last refusal was logged, and refusals since then not logged.
-    refusal_logged: Option<Instant>,
-    refusals_quiet: u64,
+    /// Refusal log lines, rate-limited (a connection flood).
+    refusal_log: LogLimit,
+    /// Send-side reclaim log lines, rate-limited (a sweep may close many at once).
+    reclaim_log: LogLimit,
     stats: TcpStats,
     /// Connections closed since the last `take_closed` (at most `MAX_CLOSED`).
     closed: Vec<ConnId>,
@@ -204,6 +214,31 @@ enum Overdue {
     Record,
     Send,
     Reclaim,
+    /// Queued replies holding shared memory that do not drain while buffers are short.
+    SendReclaim,
+}
+
+/// At most one log line per `REFUSAL_LOG_EVERY` for a kind of event that may come in
+/// floods; the events in between are counted and reported with the next line.
+#[derive(Default)]
+struct LogLimit {
+    logged: Option<Instant>,
+    quiet: u64,
+}
+
+impl LogLimit {
+    /// `Some(events not logged since the last line)` when a line is due now.
+    fn due(&mut self, now: Instant) -> Option<u64> {
+        let due = self
+            .logged
+            .is_none_or(|t| now.saturating_duration_since(t) >= REFUSAL_LOG_EVERY);
+        if !due {
+            self.quiet += 1;
+            return None;
+        }
+        self.logged = Some(now);
+        Some(std::mem::take(&mut self.quiet))
+    }
 }
 
 /// Closed connections remembered for `take_closed` between two calls, at most (more
@@ -213,7 +248,8 @@ const MAX_CLOSED: usize = 1024;
 /// Staging buffers of closed connections kept for reuse.
 const SPARE_STAGES: usize = 64;
 
-/// At most one refusal log line per this interval (the rest are counted).
+/// At most one refusal (or send-side reclaim) log line per this interval (the rest
+/// are counted).
 const REFUSAL_LOG_EVERY: Duration = Duration::from_secs(1);
 
 impl TcpTransport {
@@ -252,8 +288,8 @@ impl TcpTransport {
             next_sweep: Instant::now() + sweep_every,
             now: Instant::now(),
             exhausted_seen,
-            refusal_logged: None,
-            refusals_quiet: 0,
+            refusal_log: LogLimit::default(),
+            reclaim_log: LogLimit::default(),
             stats: TcpStats::default(),
             closed: Vec::new(),
             released: Released {
@@ -502,22 +538,14 @@ impl TcpTransport {
     /// `REFUSAL_LOG_EVERY` so a connection flood cannot flood the log.
     fn refuse(&mut self, peer: SocketAddr) {
         self.stats.refused += 1;
-        let now = Instant::now();
-        let due = self
-            .refusal_logged
-            .is_none_or(|t| now.saturating_duration_since(t) >= REFUSAL_LOG_EVERY);
-        if !due {
-            self.refusals_quiet += 1;
+        let Some(quiet) = self.refusal_log.due(Instant::now()) else {
             return;
-        }
+        };
         tracing::warn!(
             "tcp: refusing connection from {peer}: tcp.max_connections = {} reached \
-             ({} more refused since the last message)",
+             ({quiet} more refused since the last message)",
             self.opts.max_connections,
-            self.refusals_quiet
         );
-        self.refusal_logged = Some(now);
-        self.refusals_quiet = 0;
     }
 
     /// Rule (issue 15: memory returns when connections go): a staging buffer is its
@@ -609,7 +637,11 @@ impl TcpTransport {
     /// reading it; queued replies that made no write progress for `send_timeout`; and,
     /// only while allocations are starved (a connection parked for a buffer, or a pool
     /// class found empty since the last sweep), a partial record holding pool memory
-    /// with no input for `stall_reclaim`. Closing returns every buffer it held.
+    /// with no input for `stall_reclaim`, and queued replies holding at least
+    /// `RECLAIM_HELD` bytes of shared memory of which the client took (acknowledged)
+    /// less than `RECLAIM_PROGRESS` bytes in `stall_reclaim` (`Conn::note_drain`;
+    /// Standards: no starved neighbour; a client that reads, however slowly, above
+    /// that rate keeps its connection). Closing returns every buffer it held.
     fn sweep(&mut self) {
         if self.live == 0 {
             return;
@@ -621,10 +653,11 @@ impl TcpTransport {
         self.next_sweep = now + self.sweep_every;
         let starved = self.starved();
         for slot in 0..self.conns.len() {
-            if let Some(why) = self.conns[slot]
-                .as_ref()
-                .and_then(|c| self.overdue(c, now, starved))
-            {
+            let Some(c) = self.conns[slot].as_mut() else {
+                continue;
+            };
+            c.note_drain(now);
+            if let Some(why) = Self::overdue(&self.opts, c, now, starved) {
                 self.close_overdue(slot, why);
             }
         }
@@ -644,23 +677,30 @@ impl TcpTransport {
     }
 
     /// Which limit, if any, `c` has run past.
-    fn overdue(&self, c: &Conn, now: Instant, starved: bool) -> Option<Overdue> {
+    fn overdue(opts: &TcpOptions, c: &Conn, now: Instant, starved: bool) -> Option<Overdue> {
         let age = |t: Instant| now.saturating_duration_since(t);
         if c.stall == Stall::None
             && c.partial_since
-                .is_some_and(|t| age(t) > self.opts.record_timeout)
+                .is_some_and(|t| age(t) > opts.record_timeout)
         {
             return Some(Overdue::Record);
         }
-        if c.out_since.is_some_and(|t| age(t) > self.opts.send_timeout) {
+        if c.out_since.is_some_and(|t| age(t) > opts.send_timeout) {
             return Some(Overdue::Send);
         }
         if starved
             && c.stall == Stall::None
             && c.holds_partial()
-            && age(c.last_input) > self.opts.stall_reclaim
+            && age(c.last_input) > opts.stall_reclaim
         {
             return Some(Overdue::Reclaim);
+        }
+        if starved
+            && now
+                .checked_sub(opts.stall_reclaim)
+                .is_some_and(|since| c.holds_undrained(since))
+        {
+            return Some(Overdue::SendReclaim);
         }
         None
     }
@@ -697,6 +737,19 @@ impl TcpTransport {
                     c.rec.as_ref().map_or(0, |r| r.capacity()),
                     self.opts.stall_reclaim
                 );
+            }
+            Overdue::SendReclaim => {
+                self.stats.send_reclaimed += 1;
+                let (replies, held) = (c.out.len(), c.out_bytes);
+                if let Some(quiet) = self.reclaim_log.due(self.now) {
+                    tracing::warn!(
+                        "tcp {peer}: {replies} queued replies hold {held} bytes of shared buffers and \
+                         the client took less than {RECLAIM_PROGRESS} bytes of them in {:?} while \
+                         buffers are short (tcp.stall_reclaim_ms; the client does not read); closing \
+                         to reclaim them ({quiet} more such connections closed since the last message)",
+                        c.undrained_since().map_or(self.opts.stall_reclaim, |t| self.now.saturating_duration_since(t))
+                    );
+                }
             }
         }
         self.close_slot(slot);

@@ -192,6 +192,7 @@ impl ReactorState {
             t.timeouts,
             t.send_timeouts,
             t.reclaimed,
+            t.send_reclaimed,
             t.output_stalls,
             t.reply_budget_stalls,
             r.refused_full,

@@ -115,7 +115,7 @@ pub struct ReactorStats {
 
 /// Protective events counted by the transports (issue 15: limits a hostile or broken
 /// client cannot exhaust for others): `(transport label, reason label, meaning)`.
-pub const GUARDS: [(&str, &str, &str); 14] = [
+pub const GUARDS: [(&str, &str, &str); 15] = [
     (
         "tcp",
         "refused_max_connections",
@@ -140,6 +140,11 @@ pub const GUARDS: [(&str, &str, &str); 14] = [
         "tcp",
         "stall_reclaimed",
         "stalled partial record closed to free buffers for another client",
+    ),
+    (
+        "tcp",
+        "send_reclaimed",
+        "queued replies holding shared buffers not read while buffers were short: connection closed to free them for another client",
     ),
     (
         "tcp",
