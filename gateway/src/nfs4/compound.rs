@@ -202,7 +202,15 @@ fn run_ops(
     for i in from..n {
         c.op_index = i as usize;
         let Ok(op) = r.u32() else {
-            // Fewer operations than announced: the array is malformed.
+            // Fewer operations than announced: the array is malformed. The COMPOUND's
+            // status is its last result's (RFC 8881 §15.2, §16.2.3), and the ops before
+            // have run and succeeded, so the missing one gets a result of its own:
+            // OP_ILLEGAL (no legal opnum was sent) with NFS4ERR_BADXDR.
+            let at = out.position();
+            if out.u32(OP_ILLEGAL).is_ok() && out.u32(NFS4ERR_BADXDR).is_ok() {
+                return (NFS4ERR_BADXDR, done + 1);
+            }
+            rewind(out, at);
             return (NFS4ERR_BADXDR, done);
         };
         let f = super::op_fn(op);

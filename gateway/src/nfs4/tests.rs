@@ -273,6 +273,33 @@ fn first_operation_rules() {
     a[8..12].copy_from_slice(&3u32.to_be_bytes());
     let rep = run(&h, &a);
     assert_eq!(XdrReader::new(&rep).u32().unwrap(), NFS4ERR_BADXDR);
+    assert_eq!(first_statuses(&rep, 4), vec![(OP_ILLEGAL, NFS4ERR_BADXDR)]);
+}
+
+/// A COMPOUND that announces more ops than it carries, after ops that succeeded: the
+/// last result must carry the COMPOUND's status (RFC 8881 §15.2), so the missing op
+/// gets an OP_ILLEGAL/NFS4ERR_BADXDR result (found by `nfsgw-tools fuzz --campaign v4`).
+#[test]
+fn short_op_array_ends_with_a_failed_result() {
+    let h = harness();
+    let (_, sid) = session(&h, b"short-array");
+    let mut a = compound_args(b"", 1, &[sequence(sid, 1, 0), op0(OP_PUTROOTFH)]);
+    a[8..12].copy_from_slice(&3u32.to_be_bytes());
+    let rep = run(&h, &a);
+    assert_eq!(XdrReader::new(&rep).u32().unwrap(), NFS4ERR_BADXDR);
+    assert_eq!(
+        first_statuses(&rep, 4),
+        vec![
+            (OP_SEQUENCE, NFS4_OK),
+            (OP_PUTROOTFH, NFS4_OK),
+            (OP_ILLEGAL, NFS4ERR_BADXDR)
+        ]
+    );
+    assert_eq!(
+        u32::from_be_bytes(rep[8..12].try_into().unwrap()),
+        3,
+        "three results"
+    );
 }
 
 #[test]

@@ -13,6 +13,9 @@ mod mutate;
 mod rng;
 mod semantics;
 mod structured;
+mod v4;
+mod v4check;
+mod v4run;
 mod values;
 mod wire;
 
@@ -28,6 +31,7 @@ use std::time::{Duration, Instant};
 pub enum Which {
     Structured,
     Mutate,
+    V4,
     All,
 }
 
@@ -124,7 +128,8 @@ fn rounds(a: &FuzzArgs, gw: &mut Gateway) -> anyhow::Result<()> {
         let kinds: &[Kind] = match a.campaign {
             Which::Structured => &[Kind::Structured],
             Which::Mutate => &[Kind::Mutate],
-            Which::All => &[Kind::Structured, Kind::Mutate],
+            Which::V4 => &[Kind::V4],
+            Which::All => &[Kind::Structured, Kind::Mutate, Kind::V4],
         };
         for &kind in kinds {
             let t0 = Instant::now();
@@ -140,6 +145,12 @@ fn rounds(a: &FuzzArgs, gw: &mut Gateway) -> anyhow::Result<()> {
                 Kind::Mutate => {
                     let mut r = rng::Rng::new(seed).fork(0x6d75_7461);
                     c.run_mutate(&mut r)?
+                }
+                Kind::V4 => {
+                    let mut r = rng::Rng::new(seed).fork(0x7634_7634);
+                    let work = format!("fz-{seed}-v4").into_bytes();
+                    let mut g = v4::V4Gen::new(seed, work);
+                    c.run_v4(&mut r, &mut g)?
                 }
             }
             let t = &c.tally;
