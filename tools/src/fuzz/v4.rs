@@ -24,15 +24,65 @@ pub const OP_GETFH: u32 = 10;
 
 /// Operation names by number (3-58), for labels.
 pub const OP_NAMES: [&str; 59] = [
-    "op0", "op1", "op2", "ACCESS", "CLOSE", "COMMIT", "CREATE", "DELEGPURGE", "DELEGRETURN",
-    "GETATTR", "GETFH", "LINK", "LOCK", "LOCKT", "LOCKU", "LOOKUP", "LOOKUPP", "NVERIFY", "OPEN",
-    "OPENATTR", "OPEN_CONFIRM", "OPEN_DOWNGRADE", "PUTFH", "PUTPUBFH", "PUTROOTFH", "READ",
-    "READDIR", "READLINK", "REMOVE", "RENAME", "RENEW", "RESTOREFH", "SAVEFH", "SECINFO",
-    "SETATTR", "SETCLIENTID", "SETCLIENTID_CONFIRM", "VERIFY", "WRITE", "RELEASE_LOCKOWNER",
-    "BACKCHANNEL_CTL", "BIND_CONN_TO_SESSION", "EXCHANGE_ID", "CREATE_SESSION",
-    "DESTROY_SESSION", "FREE_STATEID", "GET_DIR_DELEGATION", "GETDEVICEINFO", "GETDEVICELIST",
-    "LAYOUTCOMMIT", "LAYOUTGET", "LAYOUTRETURN", "SECINFO_NO_NAME", "SEQUENCE", "SET_SSV",
-    "TEST_STATEID", "WANT_DELEGATION", "DESTROY_CLIENTID", "RECLAIM_COMPLETE",
+    "op0",
+    "op1",
+    "op2",
+    "ACCESS",
+    "CLOSE",
+    "COMMIT",
+    "CREATE",
+    "DELEGPURGE",
+    "DELEGRETURN",
+    "GETATTR",
+    "GETFH",
+    "LINK",
+    "LOCK",
+    "LOCKT",
+    "LOCKU",
+    "LOOKUP",
+    "LOOKUPP",
+    "NVERIFY",
+    "OPEN",
+    "OPENATTR",
+    "OPEN_CONFIRM",
+    "OPEN_DOWNGRADE",
+    "PUTFH",
+    "PUTPUBFH",
+    "PUTROOTFH",
+    "READ",
+    "READDIR",
+    "READLINK",
+    "REMOVE",
+    "RENAME",
+    "RENEW",
+    "RESTOREFH",
+    "SAVEFH",
+    "SECINFO",
+    "SETATTR",
+    "SETCLIENTID",
+    "SETCLIENTID_CONFIRM",
+    "VERIFY",
+    "WRITE",
+    "RELEASE_LOCKOWNER",
+    "BACKCHANNEL_CTL",
+    "BIND_CONN_TO_SESSION",
+    "EXCHANGE_ID",
+    "CREATE_SESSION",
+    "DESTROY_SESSION",
+    "FREE_STATEID",
+    "GET_DIR_DELEGATION",
+    "GETDEVICEINFO",
+    "GETDEVICELIST",
+    "LAYOUTCOMMIT",
+    "LAYOUTGET",
+    "LAYOUTRETURN",
+    "SECINFO_NO_NAME",
+    "SEQUENCE",
+    "SET_SSV",
+    "TEST_STATEID",
+    "WANT_DELEGATION",
+    "DESTROY_CLIENTID",
+    "RECLAIM_COMPLETE",
 ];
 
 pub fn op_name(op: u32) -> String {
@@ -116,7 +166,9 @@ pub struct V4Gen {
 
 impl V4Gen {
     pub fn new(seed: u64, work: Vec<u8>) -> V4Gen {
-        let owners = (0..6).map(|i| format!("fuzz-v4-{seed}-{i}").into_bytes()).collect();
+        let owners = (0..6)
+            .map(|i| format!("fuzz-v4-{seed}-{i}").into_bytes())
+            .collect();
         V4Gen {
             rng: Rng::new(seed ^ 0x7634_7634),
             files: Vec::new(),
@@ -262,7 +314,14 @@ impl V4Gen {
             e.u32(OP_LOOKUP).var(n).u32(OP_GETFH).u32(31);
             ops.extend([OP_LOOKUP, OP_GETFH, 31]);
         }
-        wrap(Vec::new(), 1, ops.len() as u32, ops, e.0, Some((slot, seqid)))
+        wrap(
+            Vec::new(),
+            1,
+            ops.len() as u32,
+            ops,
+            e.0,
+            Some((slot, seqid)),
+        )
     }
 
     /// A fuzz COMPOUND on session `s` (None: no session yet).
@@ -310,7 +369,20 @@ impl V4Gen {
         let mut n = 1 + self.rng.below(8);
         let mut fh = FhState::default();
         self.lied = false;
-        if self.rng.chance(3, 4) {
+        if self.rng.chance(1, 6) && !self.files.is_empty() {
+            // The shapes the reactor serves itself (nfs4/fast.rs, fast_io.rs):
+            // PUTFH, READ | WRITE [, GETATTR] | COMMIT, with hostile values.
+            let h = self.rng.pick(&self.files).clone();
+            e.u32(22).var(&h);
+            ops.push(22);
+            let op = *self.rng.pick(&[25u32, 25, 38, 38, 5, 9]);
+            self.op(op, &mut e, &mut fh, &mut ops);
+            if op != 5 && self.rng.chance(1, 2) && !self.lied {
+                e.u32(9).u32(2).u32(0x0010_011a).u32(0x0030_a23a);
+                ops.push(9);
+            }
+            n = 0;
+        } else if self.rng.chance(3, 4) {
             // Most COMPOUNDs start from a real handle so the ops after it reach the
             // code behind the filehandle checks.
             let pool = if self.rng.chance(1, 3) || self.files.is_empty() {
@@ -338,6 +410,7 @@ impl V4Gen {
         let tag = match r.below(24) {
             0 => vec![b't'; 1024],
             1 => vec![b't'; 1025],
+            7 => vec![b't'; 70_000],
             2 => vec![0xff; 3],
             3..=6 => b"fuzz".to_vec(),
             _ => Vec::new(),
@@ -355,7 +428,11 @@ impl V4Gen {
             3 => 65,
             _ => ops.len() as u32,
         };
-        let seq = if minor == 1 && claimed != 0 { seq } else { None };
+        let seq = if minor == 1 && claimed != 0 {
+            seq
+        } else {
+            None
+        };
         wrap(tag, minor, claimed, ops, e.0, seq)
     }
 
@@ -398,9 +475,9 @@ impl V4Gen {
     fn stateid(&mut self, e: &mut Enc) {
         let r = &mut self.rng;
         let (seqid, other) = match r.below(12) {
-            0 => (0, [0u8; 12]),                // anonymous
-            1 => (u32::MAX, [0xff; 12]),        // READ bypass
-            2 => (1, [0u8; 12]),                // CURRENT
+            0 => (0, [0u8; 12]),         // anonymous
+            1 => (u32::MAX, [0xff; 12]), // READ bypass
+            2 => (1, [0u8; 12]),         // CURRENT
             3 => (u32v(r), {
                 let b = r.bytes(12);
                 let mut o = [0u8; 12];
@@ -552,7 +629,9 @@ impl V4Gen {
                 e.u64(u64v(&mut self.rng)).u32(u32v(&mut self.rng));
             }
             6 => {
-                let t = *self.rng.pick(&[1u32, 2, 2, 3, 4, 5, 6, 7, 8, 0, 9, u32::MAX]);
+                let t = *self
+                    .rng
+                    .pick(&[1u32, 2, 2, 3, 4, 5, 6, 7, 8, 0, 9, u32::MAX]);
                 e.u32(t);
                 match t {
                     5 => {
@@ -625,7 +704,8 @@ impl V4Gen {
             21 => {
                 self.stateid(e);
                 let r = &mut self.rng;
-                e.u32(u32v(r)).u32(*r.pick(&[0u32, 1, 2, 3, 4, 0x100, u32::MAX]));
+                e.u32(u32v(r))
+                    .u32(*r.pick(&[0u32, 1, 2, 3, 4, 0x100, u32::MAX]));
                 e.u32(*r.pick(&[0u32, 1, 3, u32::MAX]));
             }
             22 => {
@@ -652,7 +732,11 @@ impl V4Gen {
             26 => {
                 let r = &mut self.rng;
                 e.u64(if r.chance(1, 2) { 0 } else { u64v(r) });
-                let verf = if r.chance(1, 2) { [0u8; 8] } else { r.next_u64().to_be_bytes() };
+                let verf = if r.chance(1, 2) {
+                    [0u8; 8]
+                } else {
+                    r.next_u64().to_be_bytes()
+                };
                 e.fixed(&verf).u32(u32v(r)).u32(u32v(r));
                 self.bitmap(e);
             }
@@ -709,7 +793,8 @@ impl V4Gen {
             }
             41 => {
                 let r = &mut self.rng;
-                e.fixed(&r.bytes(16)).u32(*r.pick(&[1u32, 2, 3, 0, u32::MAX]));
+                e.fixed(&r.bytes(16))
+                    .u32(*r.pick(&[1u32, 2, 3, 0, u32::MAX]));
                 e.bool(r.chance(1, 2));
             }
             42 => {
@@ -735,7 +820,11 @@ impl V4Gen {
             }
             47 => {
                 let r = &mut self.rng;
-                e.fixed(&r.bytes(16)).u32(u32v(r)).u32(u32v(r)).u32(1).u32(u32v(r));
+                e.fixed(&r.bytes(16))
+                    .u32(u32v(r))
+                    .u32(u32v(r))
+                    .u32(1)
+                    .u32(u32v(r));
             }
             48 => {
                 let r = &mut self.rng;
@@ -768,7 +857,11 @@ impl V4Gen {
             }
             53 => {
                 let r = &mut self.rng;
-                e.fixed(&r.bytes(16)).u32(u32v(r)).u32(u32v(r)).u32(u32v(r)).bool(false);
+                e.fixed(&r.bytes(16))
+                    .u32(u32v(r))
+                    .u32(u32v(r))
+                    .u32(u32v(r))
+                    .bool(false);
             }
             54 => {
                 e.var(&[7; 32]).var(&[9; 20]);
@@ -808,7 +901,11 @@ impl V4Gen {
         e.u32(u32v(r));
         let access = *r.pick(&[1u32, 2, 3, 3, 0, 4, 0x100 | 1, 0x300 | 2, 0x10003, u32::MAX]);
         e.u32(access).u32(*r.pick(&[0u32, 0, 1, 2, 3, 4, u32::MAX]));
-        e.u64(if r.chance(1, 8) { r.next_u64() } else { self.clientid });
+        e.u64(if r.chance(1, 8) {
+            r.next_u64()
+        } else {
+            self.clientid
+        });
         let owner = match r.below(8) {
             0 => Vec::new(),
             1 => vec![b'O'; 1025],
@@ -833,7 +930,9 @@ impl V4Gen {
         } else {
             e.u32(*self.rng.pick(&[0u32, 0, 0, 2, u32::MAX]));
         }
-        let claim = *self.rng.pick(&[0u32, 0, 0, 0, 1, 2, 3, 4, 4, 5, 6, 7, u32::MAX]);
+        let claim = *self
+            .rng
+            .pick(&[0u32, 0, 0, 0, 1, 2, 3, 4, 4, 5, 6, 7, u32::MAX]);
         e.u32(claim);
         match claim {
             0 | 3 => self.component(e),
@@ -957,6 +1056,9 @@ mod tests {
         let mut g = V4Gen::new(1, b"w".to_vec());
         let c = g.exchange_id();
         // tag (empty) + minor + count, then the opnum.
-        assert_eq!(&c.args[..16], &[0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 42]);
+        assert_eq!(
+            &c.args[..16],
+            &[0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 42]
+        );
     }
 }

@@ -71,8 +71,7 @@ fn channel(d: &mut Dec) -> Option<u32> {
 /// this file does not know, `None` malformed (too short for its own lengths).
 fn walk_ok(op: u32, d: &mut Dec, at: usize, res: &mut Res) -> Option<Option<()>> {
     match op {
-        7 | 8 | 13 | 15 | 16 | 17 | 19 | 22..=24 | 31 | 32 | 37 | 39 | 40 | 44 | 45 | 57
-        | 58 => {}
+        7 | 8 | 13 | 15 | 16 | 17 | 19 | 22..=24 | 31 | 32 | 37 | 39 | 40 | 44 | 45 | 57 | 58 => {}
         3 | 5 => d.skip(8)?,
         4 | 14 | 21 => {
             res.stateids.push(stateid(d)?);
@@ -311,12 +310,23 @@ mod tests {
         fh.var(&[9; 12]);
         let r = check(
             &req(&[24, 10, 9]),
-            &res(0, &[(24, 0, &[]), (10, 0, &fh.0), (9, 0, &[0, 0, 0, 0, 0, 0, 0, 0])]),
+            &res(
+                0,
+                &[
+                    (24, 0, &[]),
+                    (10, 0, &fh.0),
+                    (9, 0, &[0, 0, 0, 0, 0, 0, 0, 0]),
+                ],
+            ),
         )
         .unwrap();
         assert_eq!(r.handles, vec![(1, vec![9; 12])]);
         // A failure ends the COMPOUND; illegal ops answer OP_ILLEGAL.
-        check(&req(&[24, 2, 9]), &res(10044, &[(24, 0, &[]), (10044, 10044, &[])])).unwrap();
+        check(
+            &req(&[24, 2, 9]),
+            &res(10044, &[(24, 0, &[]), (10044, 10044, &[])]),
+        )
+        .unwrap();
     }
 
     #[test]
@@ -334,6 +344,10 @@ mod tests {
         // OK with no results.
         assert!(check(&req(&[24]), &res(0, &[])).is_err());
         // Malformed GETFH in the middle.
-        assert!(check(&req(&[10, 9]), &res(0, &[(10, 0, &[0, 0, 1, 0]), (9, 0, &[])])).is_err());
+        assert!(check(
+            &req(&[10, 9]),
+            &res(0, &[(10, 0, &[0, 0, 1, 0]), (9, 0, &[])])
+        )
+        .is_err());
     }
 }

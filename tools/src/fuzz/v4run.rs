@@ -88,11 +88,21 @@ impl Campaign<'_> {
                     };
                     let k = match got.status {
                         0 => "success".to_string(),
+                        // NFS4ERR_IO and NFS4ERR_SERVERFAULT name their op: a hostile
+                        // value the server did not map to a protocol error.
+                        st @ (5 | 10006) => {
+                            let op = got.results.last().map_or(0, |r| r.0);
+                            format!("status {st} {}", super::v4::op_name(op))
+                        }
                         st => format!("status {st}"),
                     };
                     *self.tally.by_stat.entry(k).or_default() += 1;
                     for (i, &op) in c.ops.iter().enumerate() {
-                        let e = self.tally.by_proc.entry(super::v4::op_name(op)).or_default();
+                        let e = self
+                            .tally
+                            .by_proc
+                            .entry(super::v4::op_name(op))
+                            .or_default();
                         e.0 += 1;
                         if got.results.get(i).is_some_and(|r| r.1 == 0) {
                             e.1 += 1;
@@ -233,7 +243,11 @@ impl Campaign<'_> {
         let xid = self.next_xid();
         let base = call_record(xid, NFS_PROG, 4, 1, cred, &c.args);
         let bytes = mutate::mutate(rng, &base);
-        self.remember(self.tally.calls, format!("mutated {}", c.label()), bytes.clone());
+        self.remember(
+            self.tally.calls,
+            format!("mutated {}", c.label()),
+            bytes.clone(),
+        );
         match mutate::framing(&bytes, MAX_RECORD) {
             Framing::Complete => {
                 let probe = self.next_xid();
