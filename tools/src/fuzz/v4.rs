@@ -162,6 +162,10 @@ pub struct V4Gen {
     lied: bool,
     /// The session's client id (0 without one), for ops that name a client.
     clientid: u64,
+    /// The next OPEN is well-formed (access, deny, owner, claim NULL, plain name).
+    plain_open: bool,
+    /// An OPEN came earlier in this COMPOUND: stateids are often CURRENT.
+    opened: bool,
 }
 
 impl V4Gen {
@@ -179,6 +183,8 @@ impl V4Gen {
             owners,
             lied: false,
             clientid: 0,
+            plain_open: false,
+            opened: false,
         }
     }
 
@@ -397,9 +403,28 @@ impl V4Gen {
                 n = n.max(2) - 1;
             }
         }
+        self.opened = false;
         for _ in 0..n {
             let op = self.pick_op(&fh);
+            if op == 18 && self.rng.chance(1, 2) && !self.dirs.is_empty() {
+                // Half the OPENs get a directory to open in, and are well-formed.
+                let d = self.rng.pick(&self.dirs).clone();
+                e.u32(22).var(&d);
+                ops.push(22);
+                fh.root_risk = false;
+                self.plain_open = true;
+            }
+            let plain = self.plain_open;
             self.op(op, &mut e, &mut fh, &mut ops);
+            self.plain_open = false;
+            if op == 18 {
+                self.opened = true;
+            }
+            if plain && self.rng.chance(2, 3) {
+                // Use the open at once: the CURRENT stateid reaches the open and
+                // lock state code (RFC 8881 §16.2.3.1.2).
+                self.follow_open(&mut e, &mut ops);
+            }
             if self.lied {
                 // The server reads the ops after a lying length from the wrong place:
                 // end the COMPOUND here so every result's opnum stays checkable.
@@ -474,6 +499,11 @@ impl V4Gen {
 
     fn stateid(&mut self, e: &mut Enc) {
         let r = &mut self.rng;
+        if self.opened && r.chance(1, 2) {
+            // RFC 8881 §16.2.3.1.2: the stateid the OPEN before left.
+            e.u32(1).fixed(&[0u8; 12]);
+            return;
+        }
         let (seqid, other) = match r.below(12) {
             0 => (0, [0u8; 12]),         // anonymous
             1 => (u32::MAX, [0xff; 12]), // READ bypass
@@ -897,6 +927,9 @@ impl V4Gen {
 
     /// OPEN4args (RFC 8881 §18.16): every claim type and create mode.
     fn open(&mut self, e: &mut Enc) {
+        if self.plain_open {
+            return self.open_plain(e);
+        }
         let r = &mut self.rng;
         e.u32(u32v(r));
         let access = *r.pick(&[1u32, 2, 3, 3, 0, 4, 0x100 | 1, 0x300 | 2, 0x10003, u32::MAX]);
@@ -946,6 +979,73 @@ impl V4Gen {
             5 => self.stateid(e),
             _ => {}
         }
+    }
+}
+
+impl V4Gen {
+    /// A well-formed OPEN4args: read/write/both, deny none, a plain owner of this
+    /// client, CREATE UNCHECKED with no attributes or NOCREATE, claim NULL of an
+    /// existing or new plain name; so LOCK, READ, WRITE, CLOSE after it get a real
+    /// open stateid.
+    /// READ, WRITE, LOCK (a new lock owner), LOCKT or CLOSE on the OPEN just before,
+    /// with the CURRENT stateid and hostile offsets, counts and ranges.
+    fn follow_open(&mut self, e: &mut Enc, ops: &mut Vec<u32>) {
+        let r = &mut self.rng;
+        let op = *r.pick(&[25u32, 38, 12, 12, 13, 4]);
+        ops.push(op);
+        e.u32(op);
+        let current = |e: &mut Enc| {
+            e.u32(1).fixed(&[0u8; 12]);
+        };
+        match op {
+            25 => {
+                current(e);
+                e.u64(u64v(r)).u32(u32v(r));
+            }
+            38 => {
+                current(e);
+                let off = if r.chance(1, 2) {
+                    r.below(1 << 20) as u64
+                } else {
+                    u64v(r)
+                };
+                let n = r.below(9000);
+                e.u64(off).u32(r.below(3) as u32).var(&vec![0xa5; n]);
+            }
+            12 => {
+                e.u32(*r.pick(&[1u32, 2, 3, 4])).bool(false);
+                range(r, e);
+                e.u32(1).u32(0);
+                current(e);
+                e.u32(0).u64(self.clientid).var(b"l0");
+            }
+            13 => {
+                e.u32(*r.pick(&[1u32, 2]));
+                range(r, e);
+                e.u64(self.clientid).var(b"l1");
+            }
+            _ => {
+                e.u32(0);
+                current(e);
+            }
+        }
+    }
+
+    fn open_plain(&mut self, e: &mut Enc) {
+        let r = &mut self.rng;
+        e.u32(0)
+            .u32(*r.pick(&[1u32, 2, 3]))
+            .u32(0)
+            .u64(self.clientid);
+        e.var(&[b'o', b'0' + r.below(3) as u8]);
+        if r.chance(1, 2) {
+            e.u32(1).u32(0).u32(0).var(&[]); // CREATE, UNCHECKED4, empty fattr4
+        } else {
+            e.u32(0);
+        }
+        let names: [&[u8]; 6] = [b"f0", b"f1", b"f2", b"f3", b"n0", b"n1"];
+        let name = *r.pick(&names);
+        e.u32(0).var(name);
     }
 }
 

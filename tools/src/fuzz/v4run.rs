@@ -97,15 +97,22 @@ impl Campaign<'_> {
                         st => format!("status {st}"),
                     };
                     *self.tally.by_stat.entry(k).or_default() += 1;
-                    for (i, &op) in c.ops.iter().enumerate() {
-                        let e = self
-                            .tally
+                    // Calls by the ops sent, successes by the results' own opnums (a
+                    // retry's reply may be the cached one of another request).
+                    for &op in &c.ops {
+                        self.tally
                             .by_proc
                             .entry(super::v4::op_name(op))
-                            .or_default();
-                        e.0 += 1;
-                        if got.results.get(i).is_some_and(|r| r.1 == 0) {
-                            e.1 += 1;
+                            .or_default()
+                            .0 += 1;
+                    }
+                    for &(op, st) in &got.results {
+                        if st == 0 {
+                            self.tally
+                                .by_proc
+                                .entry(super::v4::op_name(op))
+                                .or_default()
+                                .1 += 1;
                         }
                     }
                     return Ok(Answer::Res(got));
