@@ -162,6 +162,8 @@ pub struct V4Gen {
     lied: bool,
     /// The session's client id (0 without one), for ops that name a client.
     clientid: u64,
+    /// The session's id, for DESTROY_SESSION and BIND_CONN_TO_SESSION.
+    sessionid: [u8; 16],
     /// The next OPEN is well-formed (access, deny, owner, claim NULL, plain name).
     plain_open: bool,
     /// An OPEN came earlier in this COMPOUND: stateids are often CURRENT.
@@ -183,6 +185,7 @@ impl V4Gen {
             owners,
             lied: false,
             clientid: 0,
+            sessionid: [0; 16],
             plain_open: false,
             opened: false,
         }
@@ -336,6 +339,7 @@ impl V4Gen {
         let mut ops = Vec::new();
         let mut seq = None;
         self.clientid = s.map_or(0, |s| s.clientid);
+        self.sessionid = s.map_or([0; 16], |s| s.sessionid);
         let start_seq = s.is_some() && !self.rng.chance(1, 20);
         if let (true, Some(s)) = (start_seq, s) {
             let slot = if self.rng.chance(1, 8) {
@@ -823,8 +827,12 @@ impl V4Gen {
             }
             41 => {
                 let r = &mut self.rng;
-                e.fixed(&r.bytes(16))
-                    .u32(*r.pick(&[1u32, 2, 3, 0, u32::MAX]));
+                let sid = if r.chance(1, 2) {
+                    self.sessionid.to_vec()
+                } else {
+                    r.bytes(16)
+                };
+                e.fixed(&sid).u32(*r.pick(&[1u32, 2, 3, 0, u32::MAX]));
                 e.bool(r.chance(1, 2));
             }
             42 => {
@@ -838,7 +846,13 @@ impl V4Gen {
                 e.0.extend_from_slice(&c.args[16..]);
             }
             44 => {
-                let b = self.rng.bytes(16);
+                // The session itself one time in 4: later COMPOUNDs then meet
+                // NFS4ERR_BADSESSION and the runner sets up another.
+                let b = if self.rng.chance(1, 4) {
+                    self.sessionid.to_vec()
+                } else {
+                    self.rng.bytes(16)
+                };
                 e.fixed(&b);
             }
             46 => {
