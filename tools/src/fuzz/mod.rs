@@ -1,7 +1,8 @@
 //! `nfsgw-tools fuzz`: seeded, deterministic fuzz campaigns against the real gateway
 //! binary over TCP (docs/fuzzing.md). It starts the gateway with a temporary config,
 //! writes and COMMITs a canary file, runs the structured campaign (valid calls, hostile
-//! values) and the mutation campaign (mangled bytes and record marks), and after each
+//! values), the mutation campaign (mangled bytes and record marks) and the NFSv4.1
+//! campaign (COMPOUNDs on sessions, hostile ops, a mutated share), and after each
 //! checks that the gateway answers NULL and MNT+GETATTR, logged no panic, still serves
 //! the canary byte-exact, and is back to its baseline pool use and RSS once every fuzz
 //! connection has closed. Any failure exits non-zero with the seed and the call in hex.
