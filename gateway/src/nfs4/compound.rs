@@ -238,6 +238,14 @@ fn run_ops(
             (Ok(_), Some(e)) | (Err(Full), Some(e)) => replace(out, body, e),
             (Err(Full), None) => replace(out, body, NFS4ERR_REP_TOO_BIG),
         };
+        // An op that succeeded but leaves no room for the next op's number and status
+        // fails itself with NFS4ERR_REP_TOO_BIG: the COMPOUND's status must be its last
+        // result's (RFC 8881 §15.2), which the next op could not write.
+        let st = if st == NFS4_OK && i + 1 < n && out.remaining() < 8 {
+            replace(out, body, NFS4ERR_REP_TOO_BIG)
+        } else {
+            st
+        };
         if out.position() == at {
             // Not even the operation number fits.
             return (NFS4ERR_REP_TOO_BIG, done - 1);

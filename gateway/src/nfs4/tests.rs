@@ -302,6 +302,44 @@ fn short_op_array_ends_with_a_failed_result() {
     );
 }
 
+/// A reply buffer that fills up after an op that succeeded: that op answers
+/// NFS4ERR_REP_TOO_BIG, so the COMPOUND's status is its last result's (RFC 8881 §15.2;
+/// found by `nfsgw-tools fuzz --campaign v4`: TEST_STATEID of 1000 stateids then more).
+#[test]
+fn full_reply_buffer_fails_the_last_result() {
+    let h = harness();
+    let (_, sid) = session(&h, b"full-buffer");
+    let ops = |seq| {
+        compound_args(
+            b"",
+            1,
+            &[
+                sequence(sid, seq, 0),
+                op0(OP_PUTROOTFH),
+                op0(OP_GETFH),
+                op0(OP_PUTROOTFH),
+            ],
+        )
+    };
+    let whole = run(&h, &ops(1));
+    assert_eq!(XdrReader::new(&whole).u32().unwrap(), NFS4_OK);
+    // Room for the next opnum after GETFH, not for its status.
+    let mut buf = vec![0u8; whole.len() - 4];
+    let c = ctx(&h);
+    let mut w = XdrWriter::new(&mut buf);
+    assert_eq!(serve(&c, &h.state, 1, &ops(2), &mut w), Outcome::Done);
+    let n = w.position();
+    let rep = &buf[..n];
+    let st = XdrReader::new(rep).u32().unwrap();
+    assert_eq!(st, NFS4ERR_REP_TOO_BIG);
+    let got = first_statuses(rep, 4);
+    assert_eq!(
+        got.last(),
+        Some(&(OP_GETFH, NFS4ERR_REP_TOO_BIG)),
+        "{got:?}"
+    );
+}
+
 #[test]
 fn session_sequence_replay_and_misordered() {
     let h = harness();

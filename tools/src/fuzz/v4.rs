@@ -844,6 +844,10 @@ impl V4Gen {
                 let (id, sq) = (r.next_u64(), u32v(r));
                 let c = self.create_session(id, sq);
                 e.0.extend_from_slice(&c.args[16..]);
+                // Its hostile channel attributes and security parameters may have
+                // lengths and discriminants that make the server read the ops after
+                // it as arguments: end the COMPOUND here.
+                self.lied = true;
             }
             44 => {
                 // The session itself one time in 4: later COMPOUNDs then meet
@@ -1102,7 +1106,9 @@ fn sec_parms(r: &mut Rng, e: &mut Enc) {
             e.u32(1).u32(6).u32(1).var(&[]).var(&[]);
         }
         3 => {
-            e.u32(1).u32(u32v(r));
+            // A flavor with no arm in callback_sec_parms4 (not 0, 1, 6): the server
+            // cannot decode it, so nothing after it is read as arguments.
+            e.u32(1).u32(*r.pick(&[2u32, 3, 5, 7, 390_003, u32::MAX]));
         }
         _ => {
             e.u32(1).u32(1).fixed(&auth_sys());
