@@ -104,8 +104,9 @@ fn walk_ok(op: u32, d: &mut Dec, at: usize, res: &mut Res) -> Option<Option<()>>
                     res.stateids.push(stateid(d)?);
                     let _recall = d.u32()?;
                     if w == 2 {
-                        let by = d.u32()?;
-                        d.skip(if by == 1 { 8 } else { 8 })?;
+                        // space_limit4: a filesize (u64) or blocks and block size
+                        // (two u32): 8 bytes after the discriminant either way.
+                        d.skip(4 + 8)?;
                     }
                     d.skip(12)?;
                     opaque(d)?;
