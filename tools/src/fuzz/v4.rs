@@ -134,6 +134,9 @@ pub struct Compound {
     pub minor: u32,
     /// (slot, seqid) of a SEQUENCE sent on the session's own id and a slot it has.
     pub seq: Option<(usize, u32)>,
+    /// (op index, bound) for READ (count) and READDIR (maxcount): RFC 8881 §18.22.3
+    /// and §18.23.3 bound their results by these.
+    pub limits: Vec<(usize, u32)>,
 }
 
 impl Compound {
@@ -162,6 +165,8 @@ pub struct V4Gen {
     lied: bool,
     /// The session's client id (0 without one), for ops that name a client.
     clientid: u64,
+    /// READ counts and READDIR maxcounts of the COMPOUND being built, by op index.
+    limits: Vec<(usize, u32)>,
     /// The session's id, for DESTROY_SESSION and BIND_CONN_TO_SESSION.
     sessionid: [u8; 16],
     /// The next OPEN is well-formed (access, deny, owner, claim NULL, plain name).
@@ -186,6 +191,7 @@ impl V4Gen {
             lied: false,
             clientid: 0,
             sessionid: [0; 16],
+            limits: Vec::new(),
             plain_open: false,
             opened: false,
         }
@@ -339,6 +345,7 @@ impl V4Gen {
         let mut ops = Vec::new();
         let mut seq = None;
         self.clientid = s.map_or(0, |s| s.clientid);
+        self.limits.clear();
         self.sessionid = s.map_or([0; 16], |s| s.sessionid);
         let start_seq = s.is_some() && !self.rng.chance(1, 20);
         if let (true, Some(s)) = (start_seq, s) {
@@ -462,7 +469,9 @@ impl V4Gen {
         } else {
             None
         };
-        wrap(tag, minor, claimed, ops, e.0, seq)
+        let mut c = wrap(tag, minor, claimed, ops, e.0, seq);
+        c.limits = std::mem::take(&mut self.limits);
+        c
     }
 
     /// The next operation: weighted toward filehandle and I/O operations, every
@@ -761,7 +770,9 @@ impl V4Gen {
             25 => {
                 self.stateid(e);
                 let r = &mut self.rng;
-                e.u64(u64v(r)).u32(u32v(r));
+                let count = u32v(r);
+                e.u64(u64v(r)).u32(count);
+                self.limits.push((ops.len() - 1, count));
             }
             26 => {
                 let r = &mut self.rng;
@@ -771,7 +782,9 @@ impl V4Gen {
                 } else {
                     r.next_u64().to_be_bytes()
                 };
-                e.fixed(&verf).u32(u32v(r)).u32(u32v(r));
+                let maxcount = u32v(r);
+                e.fixed(&verf).u32(u32v(r)).u32(maxcount);
+                self.limits.push((ops.len() - 1, maxcount));
                 self.bitmap(e);
             }
             27 | 10 | 31 | 32 => {
@@ -1018,7 +1031,9 @@ impl V4Gen {
         match op {
             25 => {
                 current(e);
-                e.u64(u64v(r)).u32(u32v(r));
+                let count = u32v(r);
+                e.u64(u64v(r)).u32(count);
+                self.limits.push((ops.len() - 1, count));
             }
             38 => {
                 current(e);
@@ -1135,6 +1150,7 @@ fn wrap(
         tag,
         minor,
         seq,
+        limits: Vec::new(),
     }
 }
 

@@ -32,6 +32,8 @@ pub struct Res {
     pub exchange: Option<(u64, u32)>,
     /// CREATE_SESSION: session id and the fore channel's slot count.
     pub session: Option<([u8; 16], u32)>,
+    /// (op index, bytes): READ data, READDIR4resok.
+    pub sizes: Vec<(usize, usize)>,
 }
 
 fn bitmap(d: &mut Dec) -> Option<()> {
@@ -70,6 +72,7 @@ fn channel(d: &mut Dec) -> Option<u32> {
 /// Walks the successful result of `op`: `Some(Some(()))` walked, `Some(None)` a format
 /// this file does not know, `None` malformed (too short for its own lengths).
 fn walk_ok(op: u32, d: &mut Dec, at: usize, res: &mut Res) -> Option<Option<()>> {
+    let start = d.rest().len();
     match op {
         7 | 8 | 13 | 15 | 16 | 17 | 19 | 22..=24 | 31 | 32 | 37 | 39 | 40 | 44 | 45 | 57 | 58 => {}
         3 | 5 => d.skip(8)?,
@@ -120,12 +123,12 @@ fn walk_ok(op: u32, d: &mut Dec, at: usize, res: &mut Res) -> Option<Option<()>>
                 _ => return None,
             }
         }
-        25 | 27 => {
-            if op == 25 {
-                d.skip(4)?;
-            }
-            opaque(d)?;
+        25 => {
+            d.skip(4)?;
+            let data = d.var(1 << 22)?;
+            res.sizes.push((at, data.len()));
         }
+        27 => opaque(d)?,
         26 => {
             d.skip(8)?;
             let mut n = 0usize;
@@ -140,6 +143,7 @@ fn walk_ok(op: u32, d: &mut Dec, at: usize, res: &mut Res) -> Option<Option<()>>
                 opaque(d)?;
             }
             d.skip(4)?;
+            res.sizes.push((at, start - d.rest().len()));
         }
         33 | 52 => {
             let n = d.u32()?;
@@ -268,7 +272,10 @@ pub fn check(req: &Compound, body: &[u8]) -> Result<Res, String> {
         }
         match walk_ok(op, &mut d, i, &mut res) {
             None => return Err(format!("result {i} (op {op}) malformed")),
-            Some(None) => return Ok(res),
+            Some(None) => {
+                bounds(req, &res)?;
+                return Ok(res);
+            }
             Some(Some(())) => {}
         }
     }
@@ -279,7 +286,27 @@ pub fn check(req: &Compound, body: &[u8]) -> Result<Res, String> {
             return Err(format!("last result (op {op}) malformed"));
         }
     }
+    bounds(req, &res)?;
     Ok(res)
+}
+
+/// READ returns at most `count` bytes (RFC 8881 §18.22.3); READDIR4resok fits
+/// `maxcount` (§18.23.3).
+fn bounds(req: &Compound, res: &Res) -> Result<(), String> {
+    for &(at, size) in &res.sizes {
+        let Some(&(_, limit)) = req.limits.iter().find(|l| l.0 == at) else {
+            continue;
+        };
+        if size as u64 > u64::from(limit) {
+            let what = if req.ops.get(at) == Some(&25) {
+                "READ count"
+            } else {
+                "READDIR maxcount"
+            };
+            return Err(format!("{what} {limit} but {size} bytes in result {at}"));
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -328,6 +355,26 @@ mod tests {
             &res(10044, &[(24, 0, &[]), (10044, 10044, &[])]),
         )
         .unwrap();
+    }
+
+    #[test]
+    fn read_and_readdir_results_fit_their_counts() {
+        let mut r = req(&[22, 25]);
+        r.limits = vec![(1, 3)];
+        let mut ok = Enc::default();
+        ok.u32(1).var(b"abc");
+        check(&r, &res(0, &[(22, 0, &[]), (25, 0, &ok.0)])).unwrap();
+        let mut long = Enc::default();
+        long.u32(1).var(b"abcd");
+        let e = check(&r, &res(0, &[(22, 0, &[]), (25, 0, &long.0)])).unwrap_err();
+        assert!(e.contains("READ count 3 but 4 bytes"), "{e}");
+        // READDIR4resok: verifier, no entries, eof = 16 bytes.
+        let mut r = req(&[26]);
+        r.limits = vec![(0, 15)];
+        let rd = [0u8; 16];
+        assert!(check(&r, &res(0, &[(26, 0, &rd)])).is_err());
+        r.limits = vec![(0, 16)];
+        check(&r, &res(0, &[(26, 0, &rd)])).unwrap();
     }
 
     #[test]
