@@ -1022,7 +1022,7 @@ impl V4Gen {
     /// with the CURRENT stateid and hostile offsets, counts and ranges.
     fn follow_open(&mut self, e: &mut Enc, ops: &mut Vec<u32>) {
         let r = &mut self.rng;
-        let op = *r.pick(&[25u32, 38, 12, 12, 13, 4]);
+        let op = *r.pick(&[25u32, 38, 12, 12, 13, 4, 34]);
         ops.push(op);
         e.u32(op);
         let current = |e: &mut Enc| {
@@ -1056,6 +1056,14 @@ impl V4Gen {
                 e.u32(*r.pick(&[1u32, 2]));
                 range(r, e);
                 e.u64(self.clientid).var(b"l1");
+            }
+            34 => {
+                // SETATTR of the size alone, from the 64-bit edges (truncate, extend,
+                // past 2^63 and the file system's limit).
+                current(e);
+                let mut v = Enc::default();
+                v.u64(u64v(r));
+                e.u32(1).u32(1 << 4).var(&v.0);
             }
             _ => {
                 e.u32(0);
