@@ -5,7 +5,9 @@ logged no `panicked`, still serves the canary byte-exact and is back to its base
 pool buffers and RSS; it exits non-zero with the seed and the failing call in hex.
 
 The page cache is on (cache.size_mib = 16, the fuzzer's default) in one run and off in
-the other, so READs reach both the reactor's cache and the backend."""
+the other, so READs reach both the reactor's cache and the backend. Campaign `v4`
+(NFSv4.1 COMPOUNDs on sessions, a share of them mutated) also checks every COMPOUND4res
+against the shape RFC 8881 §15.2 gives it; 10 000 of them take under 10 s."""
 
 import os
 import re
@@ -22,7 +24,7 @@ CI_CALLS = 10000
 
 
 @pytest.mark.parametrize("campaign,cache_mib", [("structured", 16), ("structured", 0),
-                                                ("mutate", 16)])
+                                                ("mutate", 16), ("v4", 16), ("v4", 0)])
 def test_fuzz_campaign(campaign, cache_mib, tmp_path):
     if not TOOLS.is_file():
         pytest.fail(f"{TOOLS} not built (cargo build --release -p tools)", pytrace=False)

@@ -46,6 +46,10 @@ pub enum BackendError {
     AlreadyExists,
     /// Out of space or quota.
     NoSpace,
+    /// Past the store's largest file (EFBIG, e.g. ext4's 16 TiB): NFS3ERR_FBIG /
+    /// NFS4ERR_FBIG, the error RFC 1813 §3.3.7 and RFC 8881 §18.32 give a WRITE
+    /// beyond what the server can store (found by `nfsgw-tools fuzz --campaign v4`).
+    TooLarge,
     /// The store refuses changes (a read-only file system): NFS3ERR_ROFS.
     ReadOnly,
     /// Worth retrying later (throttling, timeouts, 5xx): NFS3ERR_JUKEBOX.
@@ -61,6 +65,7 @@ impl std::fmt::Display for BackendError {
             BackendError::AlreadyExists => f.write_str("object already exists"),
             BackendError::NoSpace => f.write_str("no space left in backend"),
             BackendError::ReadOnly => f.write_str("backend is read-only"),
+            BackendError::TooLarge => f.write_str("file too large for the backend"),
             BackendError::Retryable(s) => write!(f, "temporary backend failure: {s}"),
             BackendError::Permanent(s) => write!(f, "backend failure: {s}"),
         }

@@ -202,7 +202,15 @@ fn run_ops(
     for i in from..n {
         c.op_index = i as usize;
         let Ok(op) = r.u32() else {
-            // Fewer operations than announced: the array is malformed.
+            // Fewer operations than announced: the array is malformed. The COMPOUND's
+            // status is its last result's (RFC 8881 §15.2, §16.2.3), and the ops before
+            // have run and succeeded, so the missing one gets a result of its own:
+            // OP_ILLEGAL (no legal opnum was sent) with NFS4ERR_BADXDR.
+            let at = out.position();
+            if out.u32(OP_ILLEGAL).is_ok() && out.u32(NFS4ERR_BADXDR).is_ok() {
+                return (NFS4ERR_BADXDR, done + 1);
+            }
+            rewind(out, at);
             return (NFS4ERR_BADXDR, done);
         };
         let f = super::op_fn(op);
@@ -229,6 +237,14 @@ fn run_ops(
             (Ok(s), None) => s,
             (Ok(_), Some(e)) | (Err(Full), Some(e)) => replace(out, body, e),
             (Err(Full), None) => replace(out, body, NFS4ERR_REP_TOO_BIG),
+        };
+        // An op that succeeded but leaves no room for the next op's number and status
+        // fails itself with NFS4ERR_REP_TOO_BIG: the COMPOUND's status must be its last
+        // result's (RFC 8881 §15.2), which the next op could not write.
+        let st = if st == NFS4_OK && i + 1 < n && out.remaining() < 8 {
+            replace(out, body, NFS4ERR_REP_TOO_BIG)
+        } else {
+            st
         };
         if out.position() == at {
             // Not even the operation number fits.

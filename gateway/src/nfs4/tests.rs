@@ -273,6 +273,71 @@ fn first_operation_rules() {
     a[8..12].copy_from_slice(&3u32.to_be_bytes());
     let rep = run(&h, &a);
     assert_eq!(XdrReader::new(&rep).u32().unwrap(), NFS4ERR_BADXDR);
+    assert_eq!(first_statuses(&rep, 4), vec![(OP_ILLEGAL, NFS4ERR_BADXDR)]);
+}
+
+/// A COMPOUND that announces more ops than it carries, after ops that succeeded: the
+/// last result must carry the COMPOUND's status (RFC 8881 §15.2), so the missing op
+/// gets an OP_ILLEGAL/NFS4ERR_BADXDR result (found by `nfsgw-tools fuzz --campaign v4`).
+#[test]
+fn short_op_array_ends_with_a_failed_result() {
+    let h = harness();
+    let (_, sid) = session(&h, b"short-array");
+    let mut a = compound_args(b"", 1, &[sequence(sid, 1, 0), op0(OP_PUTROOTFH)]);
+    a[8..12].copy_from_slice(&3u32.to_be_bytes());
+    let rep = run(&h, &a);
+    assert_eq!(XdrReader::new(&rep).u32().unwrap(), NFS4ERR_BADXDR);
+    assert_eq!(
+        first_statuses(&rep, 4),
+        vec![
+            (OP_SEQUENCE, NFS4_OK),
+            (OP_PUTROOTFH, NFS4_OK),
+            (OP_ILLEGAL, NFS4ERR_BADXDR)
+        ]
+    );
+    assert_eq!(
+        u32::from_be_bytes(rep[8..12].try_into().unwrap()),
+        3,
+        "three results"
+    );
+}
+
+/// A reply buffer that fills up after an op that succeeded: that op answers
+/// NFS4ERR_REP_TOO_BIG, so the COMPOUND's status is its last result's (RFC 8881 §15.2;
+/// found by `nfsgw-tools fuzz --campaign v4`: TEST_STATEID of 1000 stateids then more).
+#[test]
+fn full_reply_buffer_fails_the_last_result() {
+    let h = harness();
+    let (_, sid) = session(&h, b"full-buffer");
+    let ops = |seq| {
+        compound_args(
+            b"",
+            1,
+            &[
+                sequence(sid, seq, 0),
+                op0(OP_PUTROOTFH),
+                op0(OP_GETFH),
+                op0(OP_PUTROOTFH),
+            ],
+        )
+    };
+    let whole = run(&h, &ops(1));
+    assert_eq!(XdrReader::new(&whole).u32().unwrap(), NFS4_OK);
+    // Room for the next opnum after GETFH, not for its status.
+    let mut buf = vec![0u8; whole.len() - 4];
+    let c = ctx(&h);
+    let mut w = XdrWriter::new(&mut buf);
+    assert_eq!(serve(&c, &h.state, 1, &ops(2), &mut w), Outcome::Done);
+    let n = w.position();
+    let rep = &buf[..n];
+    let st = XdrReader::new(rep).u32().unwrap();
+    assert_eq!(st, NFS4ERR_REP_TOO_BIG);
+    let got = first_statuses(rep, 4);
+    assert_eq!(
+        got.last(),
+        Some(&(OP_GETFH, NFS4ERR_REP_TOO_BIG)),
+        "{got:?}"
+    );
 }
 
 #[test]

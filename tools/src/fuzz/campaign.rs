@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 /// The gateway's default `tcp.max_record` (the effective limit is lower, the largest
 /// pool buffer): records beyond it must be refused at their record mark.
-const MAX_RECORD: usize = (1 << 20) + 64 * 1024;
+pub const MAX_RECORD: usize = (1 << 20) + 64 * 1024;
 /// The `tcp.record_timeout_s` of the campaign's config ([`super::gateway`]).
 pub const RECORD_TIMEOUT: Duration = Duration::from_secs(2);
 /// Hex shown per call in a failure report (the seed reproduces the rest).
@@ -28,6 +28,7 @@ const MAX_DANGLING: usize = 16;
 pub enum Kind {
     Structured,
     Mutate,
+    V4,
 }
 
 impl Kind {
@@ -35,6 +36,7 @@ impl Kind {
         match self {
             Kind::Structured => "structured",
             Kind::Mutate => "mutate",
+            Kind::V4 => "v4",
         }
     }
 }
@@ -107,7 +109,7 @@ impl<'a> Campaign<'a> {
     }
 
     /// The failure report: seed, the call (hex), the calls before it, the log's tail.
-    fn fail(&self, reason: &str) -> anyhow::Error {
+    pub(super) fn fail(&self, reason: &str) -> anyhow::Error {
         let mut s = String::new();
         let last = self.history.back();
         let _ = writeln!(
@@ -136,7 +138,7 @@ impl<'a> Campaign<'a> {
         anyhow::anyhow!(s)
     }
 
-    fn remember(&mut self, index: usize, label: String, bytes: Vec<u8>) {
+    pub(super) fn remember(&mut self, index: usize, label: String, bytes: Vec<u8>) {
         if self.history.len() == 4 {
             self.history.pop_front();
         }
@@ -147,13 +149,13 @@ impl<'a> Campaign<'a> {
         });
     }
 
-    fn next_xid(&mut self) -> u32 {
+    pub(super) fn next_xid(&mut self) -> u32 {
         self.xid = self.xid.wrapping_add(1);
         self.xid
     }
 
     /// After each call: the process runs and its log gained no panic.
-    fn check_process(&mut self) -> anyhow::Result<()> {
+    pub(super) fn check_process(&mut self) -> anyhow::Result<()> {
         if let Some(st) = self.gw.exited() {
             return Err(self.fail(&format!("gateway exited ({st})")));
         }
@@ -164,14 +166,14 @@ impl<'a> Campaign<'a> {
         Ok(())
     }
 
-    fn connect(&self) -> anyhow::Result<TcpStream> {
+    pub(super) fn connect(&self) -> anyhow::Result<TcpStream> {
         let s = TcpStream::connect(&self.gw.addr)
             .map_err(|e| self.fail(&format!("cannot connect to the gateway: {e}")))?;
         s.set_nodelay(true)?;
         Ok(s)
     }
 
-    fn done(&self, i: usize) -> bool {
+    pub(super) fn done(&self, i: usize) -> bool {
         match self.deadline {
             Some(d) => i >= self.calls || Instant::now() >= d,
             None => i >= self.calls,
@@ -457,7 +459,7 @@ impl<'a> Campaign<'a> {
 
     /// Reads (and drops) whatever the server still sends on `s` until it closes; no
     /// close within the record timeout plus the call timeout is a failure.
-    fn await_close(&mut self, s: &mut TcpStream, what: &str) -> anyhow::Result<()> {
+    pub(super) fn await_close(&mut self, s: &mut TcpStream, what: &str) -> anyhow::Result<()> {
         let deadline = Instant::now() + RECORD_TIMEOUT + self.timeout;
         loop {
             match wire::read_record(s, deadline).map_err(|e| self.fail(&e.to_string()))? {

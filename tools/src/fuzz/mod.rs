@@ -1,7 +1,8 @@
 //! `nfsgw-tools fuzz`: seeded, deterministic fuzz campaigns against the real gateway
 //! binary over TCP (docs/fuzzing.md). It starts the gateway with a temporary config,
 //! writes and COMMITs a canary file, runs the structured campaign (valid calls, hostile
-//! values) and the mutation campaign (mangled bytes and record marks), and after each
+//! values), the mutation campaign (mangled bytes and record marks) and the NFSv4.1
+//! campaign (COMPOUNDs on sessions, hostile ops, a mutated share), and after each
 //! checks that the gateway answers NULL and MNT+GETATTR, logged no panic, still serves
 //! the canary byte-exact, and is back to its baseline pool use and RSS once every fuzz
 //! connection has closed. Any failure exits non-zero with the seed and the call in hex.
@@ -13,6 +14,9 @@ mod mutate;
 mod rng;
 mod semantics;
 mod structured;
+mod v4;
+mod v4check;
+mod v4run;
 mod values;
 mod wire;
 
@@ -28,6 +32,7 @@ use std::time::{Duration, Instant};
 pub enum Which {
     Structured,
     Mutate,
+    V4,
     All,
 }
 
@@ -124,7 +129,8 @@ fn rounds(a: &FuzzArgs, gw: &mut Gateway) -> anyhow::Result<()> {
         let kinds: &[Kind] = match a.campaign {
             Which::Structured => &[Kind::Structured],
             Which::Mutate => &[Kind::Mutate],
-            Which::All => &[Kind::Structured, Kind::Mutate],
+            Which::V4 => &[Kind::V4],
+            Which::All => &[Kind::Structured, Kind::Mutate, Kind::V4],
         };
         for &kind in kinds {
             let t0 = Instant::now();
@@ -140,6 +146,12 @@ fn rounds(a: &FuzzArgs, gw: &mut Gateway) -> anyhow::Result<()> {
                 Kind::Mutate => {
                     let mut r = rng::Rng::new(seed).fork(0x6d75_7461);
                     c.run_mutate(&mut r)?
+                }
+                Kind::V4 => {
+                    let mut r = rng::Rng::new(seed).fork(0x7634_7634);
+                    let work = format!("fz-{seed}-v4").into_bytes();
+                    let mut g = v4::V4Gen::new(seed, work);
+                    c.run_v4(&mut r, &mut g)?
                 }
             }
             let t = &c.tally;

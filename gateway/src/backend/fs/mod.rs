@@ -202,6 +202,7 @@ fn map_io(err: io::Error, what: &str, key: &str) -> BackendError {
         Some(libc::ENOENT) | Some(libc::ENOTDIR) | Some(libc::ELOOP) => BackendError::NotFound,
         Some(libc::ENOSPC) | Some(libc::EDQUOT) => BackendError::NoSpace,
         Some(libc::EROFS) => BackendError::ReadOnly,
+        Some(libc::EFBIG) => BackendError::TooLarge,
         Some(libc::EEXIST) => BackendError::AlreadyExists,
         Some(libc::EAGAIN) | Some(libc::EINTR) | Some(libc::ETIMEDOUT) => {
             BackendError::Retryable(format!("{what} {key:?}: {err}"))

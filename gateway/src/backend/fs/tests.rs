@@ -543,3 +543,13 @@ fn rmdir_removes_temporaries_of_earlier_runs_only() {
         "a temporary of this run is left alone"
     );
 }
+
+/// A write past the file system's largest file (EFBIG: ext4 stops at 16 TiB) is the
+/// protocol's FBIG, not an I/O error logged per call (hostile offsets, found by
+/// `nfsgw-tools fuzz --campaign v4`).
+#[test]
+fn efbig_is_too_large_not_permanent() {
+    let e = |n| map_io(io::Error::from_raw_os_error(n), "write", "k");
+    assert_eq!(e(libc::EFBIG), BackendError::TooLarge);
+    assert!(matches!(e(libc::EIO), BackendError::Permanent(_)));
+}

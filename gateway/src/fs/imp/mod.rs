@@ -287,6 +287,7 @@ impl Inner {
             BackendError::AlreadyExists => Status::Exist,
             BackendError::NoSpace => Status::NoSpc,
             BackendError::ReadOnly => Status::Rofs,
+            BackendError::TooLarge => Status::FBig,
             BackendError::Retryable(msg) => {
                 tracing::debug!(key, msg, "backend busy");
                 Status::Jukebox
