@@ -36,6 +36,7 @@
 # single data-moving command.
 set -euo pipefail
 GW=${1:?gateway binary (built with --features rdma)}
+BENCH=${BENCH:-$(dirname "$GW")/bench}   # a userspace client for after a client oops
 GW_CORES=${GW_CORES:-0, 1}
 ADDR=${RDMA_ADDR:-10.0.2.15}
 PORT=20049
@@ -78,12 +79,19 @@ cp "$W/gw.toml" "$W/gw-short.toml"
 printf '[nfs4]\nlease_time_s = 20\n' >> "$W/gw-short.toml"
 if "$GW" --check-config "$W/gw-short.toml" >/dev/null 2>&1; then mv "$W/gw-short.toml" "$W/gw.toml"; fi
 
+umount_bounded() { # ARGS...: umount in the background, given up on (not killed) after 20 s
+  umount "$@" 2>/dev/null & local p=$! i
+  for i in $(seq 1 100); do kill -0 "$p" 2>/dev/null || { wait "$p"; return; }; sleep 0.2; done
+  return 1
+}
 on_exit() {
   local rc=$?
   exec 7<&- 2>/dev/null || true
   [ -n "${DDPID:-}" ] && kill -9 "$DDPID" 2>/dev/null || true
-  umount -f -l $M3 2>/dev/null || true
-  umount -f $M 2>/dev/null || umount -f -l $M 2>/dev/null || true
+  # Bounded: after a client oops (below) an unmount can block for ever in the kernel,
+  # unkillable (D state), so it is never waited for more than 20 s.
+  umount_bounded -f -l $M3 || true
+  umount_bounded -f $M || umount_bounded -f -l $M || true
   [ -n "${GWPID:-}" ] && kill "$GWPID" 2>/dev/null || true
   if [ $rc -ne 0 ]; then
     echo "KERNEL NFSV4.1/RDMA: FAILED (rc=$rc)"
@@ -336,31 +344,46 @@ kill -9 "$DDPID"
 check "umount -f -l $M during the transfer" umount -f -l $M
 dd_gone() { local i; for i in $(seq 1 150); do kill -0 "$DDPID" 2>/dev/null || return 0; sleep 0.2; done; return 1; }
 # The guest's NFS/RDMA client (Debian 6.1) can oops tearing a forced unmount down
-# mid-transfer (kernel-nfs-rdma.sh part 3): a client bug, reported loudly; what this part
-# is about -- the gateway survives and keeps every byte -- is then checked over TCP.
+# mid-transfer (kernel-nfs-rdma.sh part 3; seen again 2026-11-24: __list_add_valid BUG
+# under frwr_unmap_sync, and the kworker died holding its locks, so even a new TCP mount
+# then hangs). A client kernel bug, reported loudly. What this part is about -- the
+# gateway survives and serves every byte -- is then checked with a userspace client
+# (bench over TCP, verified), and nothing else touches the guest's broken NFS client. VM_ASSUME_CLIENT_OOPS=4 takes that path without an oops (to test it; 3: kernel-nfs-rdma.sh part 3).
 client_oopsed() { dmesg | grep -qE 'RIP: .*|BUG: |list_(add|del) corruption' && dmesg | grep -qE 'rpcrdma|frwr_|xprt_rdma'; }
-AFTER=rdma
-if ! dd_gone && client_oopsed; then
-  echo "WARN the guest kernel's NFS/RDMA client oopsed during the forced unmount (client bug, see dmesg below); the rest runs over v4.1/TCP"
-  dmesg | grep -E 'BUG: |RIP: |corruption' | head -n 5
-  AFTER=tcp
+OOPSED=
+if [ "${VM_ASSUME_CLIENT_OOPS:-}" = 4 ] || { ! dd_gone && client_oopsed; }; then
+  echo "WARN the guest kernel's NFS/RDMA client oopsed during the forced unmount (client bug, see dmesg below); the gateway is checked with a userspace client (bench over TCP)"
+  dmesg | grep -E 'BUG: |RIP: |corruption' | head -n 5 || true
+  OOPSED=1
 else
   check "killed dd exited" dd_gone
   wait "$DDPID" 2>/dev/null || true
 fi
 DDPID=
 check "gateway still running" gw_alive
-check "new v4.1 mount over $AFTER works" v41_mount $AFTER
-check "16 MiB written after the kill (dd conv=fsync)" write_file 16 $M/after-kill "$W/after.sum"
-drop_caches
-check "16 MiB read back, sha256 matches after dropping caches" same_sum $M/after-kill "$W/after.sum"
-if want files; then
-  check "$MIB MiB file written before the kill still intact" same_sum $M/big "$W/big.sum"
-  check "$NDIR entries still listed exactly" list_entries $M/many "$NDIR"
+if [ -n "$OOPSED" ]; then
+  # libnfs's tools cannot mount from inside this guest (its MOUNT call is reset; they
+  # work on the host), so the fresh client is our own bench over TCP (user space).
+  bench_tcp() { # 16 x 1 MiB written and read back, every byte verified
+    RUST_BACKTRACE=0 timeout -s KILL "$TMO" "$BENCH" --target "tcp://$ADDR:2049" --workload seqwrite \
+      --bs 1048576 --qd 4 --ops 16 --size-mib 16 --file after-kill.dat --verify > "$W/bench-after.log" 2>&1 \
+      && grep -q "0 failure(s)" "$W/bench-after.log"
+  }
+  check "a fresh userspace client over TCP: 16 MiB written after the kill, read back and verified (bench)" bench_tcp
+  echo "v4.1/rdma: final unmount skipped: the guest's NFS client is broken"
+else
+  check "new v4.1 mount over rdma works" v41_mount rdma
+  check "16 MiB written after the kill (dd conv=fsync)" write_file 16 $M/after-kill "$W/after.sum"
+  drop_caches
+  check "16 MiB read back, sha256 matches after dropping caches" same_sum $M/after-kill "$W/after.sum"
+  if want files; then
+    check "$MIB MiB file written before the kill still intact" same_sum $M/big "$W/big.sum"
+    check "$NDIR entries still listed exactly" list_entries $M/many "$NDIR"
+  fi
 fi
 fi
 
-check "final unmount" umount $M
+[ -n "${OOPSED:-}" ] || check "final unmount" umount $M
 check "gateway still running, no panic in its log" gw_healthy
 echo "gateway log: $(wc -l < "$W/gw.log") lines, $(grep -c ' WARN ' "$W/gw.log" || true) WARN, $(grep -c ' ERROR ' "$W/gw.log" || true) ERROR"
 grep -E ' (WARN|ERROR) ' "$W/gw.log" | sort -k3 | uniq -f2 -c | sort -rn | head -n 10 || true
