@@ -12,7 +12,7 @@
 //!
 //! Bounded: at most `MAX` keys, each kept `KEEP`; the oldest go first.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -48,23 +48,19 @@ impl RecentlyGone {
         keys.insert(key.to_string(), now);
     }
 
-    /// Whether `key` was removed here less than `KEEP` ago.
-    pub fn contains(&self, key: &str) -> bool {
-        self.contains_at(key, Instant::now())
+    /// The keys under `prefix` removed less than `KEEP` ago, taken under one lock: a
+    /// listing checks its entries against them without a lock per entry. Empty (no
+    /// allocation) in the common case.
+    pub fn under(&self, prefix: &str) -> HashSet<String> {
+        self.under_at(prefix, Instant::now())
     }
 
-    fn contains_at(&self, key: &str, now: Instant) -> bool {
+    fn under_at(&self, prefix: &str, now: Instant) -> HashSet<String> {
         let keys = self.keys.lock().unwrap_or_else(|e| e.into_inner());
-        keys.get(key)
-            .is_some_and(|t| now.saturating_duration_since(*t) < KEEP)
-    }
-
-    /// Nothing remembered (the common case: listings skip the lookups).
-    pub fn is_empty(&self) -> bool {
-        self.keys
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .is_empty()
+        keys.iter()
+            .filter(|(k, t)| k.starts_with(prefix) && now.saturating_duration_since(**t) < KEEP)
+            .map(|(k, _)| k.clone())
+            .collect()
     }
 }
 
@@ -77,16 +73,19 @@ mod tests {
         let g = RecentlyGone::default();
         let t0 = Instant::now();
         g.note_at("a/f", t0);
-        assert!(g.contains_at("a/f", t0 + KEEP / 2));
-        assert!(!g.contains_at("a/f", t0 + KEEP));
-        assert!(!g.contains_at("a/g", t0));
+        assert!(g.under_at("a/", t0 + KEEP / 2).contains("a/f"));
+        assert!(g.under_at("a/", t0 + KEEP).is_empty());
+        assert!(!g.under_at("a/", t0).contains("a/g"));
+        assert!(g.under_at("b/", t0).is_empty());
         for i in 0..MAX + 10 {
             g.note_at(&format!("k{i}"), t0 + Duration::from_micros(i as u64));
         }
         let n = g.keys.lock().unwrap().len();
         assert!(n <= MAX, "{n} keys kept");
         // The oldest went first; the newest is there.
-        assert!(!g.contains_at("a/f", t0 + Duration::from_millis(1)));
-        assert!(g.contains_at(&format!("k{}", MAX + 9), t0 + Duration::from_millis(1)));
+        assert!(g.under_at("a/", t0 + Duration::from_millis(1)).is_empty());
+        assert!(g
+            .under_at("k", t0 + Duration::from_millis(1))
+            .contains(&format!("k{}", MAX + 9)));
     }
 }

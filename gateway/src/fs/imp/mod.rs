@@ -1419,7 +1419,7 @@ impl Inner {
         let mut seen: HashSet<String> = HashSet::new();
         let mut after: Option<String> = None;
         let plen = dir.key.len();
-        let check_gone = !self.gone.is_empty();
+        let gone = self.gone.under(&dir.key);
         loop {
             let page = self
                 .backend
@@ -1448,7 +1448,7 @@ impl Inner {
                 {
                     continue;
                 }
-                if check_gone && self.gone.contains(k) && !self.listed_still_there(k, is_prefix)? {
+                if gone.contains(k) && !self.listed_still_there(k, is_prefix)? {
                     // Removed here, still listed by a lagging replica (`gone`).
                     seen.remove(name);
                     continue;
