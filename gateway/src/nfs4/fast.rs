@@ -22,7 +22,7 @@ use super::status::NFS4_OK;
 use crate::cache::{self, Generations, ReadCache};
 use crate::export::Exports;
 use crate::fs::Attr;
-use crate::state::sessions::SlotUse;
+use crate::state::sessions::{ReqPrint, SlotUse};
 use crate::state::stateid::Stateid;
 use crate::state::State;
 use engine::rpc::Cred;
@@ -119,6 +119,8 @@ pub struct Shape<'a> {
     pub cachethis: bool,
     pub fh: &'a [u8],
     pub last: Last,
+    /// The false-retry print (`state::sessions::ReqPrint`).
+    pub print: ReqPrint,
 }
 
 /// A bounds-checked big-endian cursor over COMPOUND4args (the XDR rules of
@@ -190,6 +192,7 @@ pub fn parse(args: &[u8]) -> Option<Shape<'_>> {
     sessionid.copy_from_slice(r.take(16)?);
     let (seqid, slot, _highest) = (r.u32()?, r.u32()?, r.u32()?);
     let cachethis = r.bool()?;
+    let print = ReqPrint::of(args.len(), args.get(r.at..)?);
     if r.u32()? != OP_PUTFH {
         return None;
     }
@@ -227,6 +230,7 @@ pub fn parse(args: &[u8]) -> Option<Shape<'_>> {
         cachethis,
         fh,
         last,
+        print,
     })
 }
 
@@ -357,7 +361,7 @@ fn answer_into(
     }
     // Claim the slot now; a worker that took it meanwhile wins (the call goes to a
     // worker, which sees a retransmission or a busy slot).
-    let claim = match s.use_slot(a.slot, a.seqid) {
+    let claim = match s.use_slot(a.slot, a.seqid, a.print) {
         Ok(SlotUse::New(c)) => c,
         _ => return None,
     };

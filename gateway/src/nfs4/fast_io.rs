@@ -26,7 +26,7 @@ use super::ops::{OP_COMMIT, OP_GETATTR, OP_PUTFH, OP_READ, OP_SEQUENCE, OP_WRITE
 use super::session_ops;
 use super::status::NFS4_OK;
 use crate::fs::Attr;
-use crate::state::sessions::{SlotClaim, SlotUse};
+use crate::state::sessions::{ReqPrint, SlotClaim, SlotUse};
 use crate::state::stateid::Stateid;
 use crate::state::{Conflict, State};
 use engine::xdr::{XdrReader, XdrResult, XdrWriter};
@@ -81,6 +81,8 @@ pub struct IoCall {
     pub fh: Range<usize>,
     pub op: IoOp,
     pub nops: u32,
+    /// The false-retry print (`state::sessions::ReqPrint`).
+    pub print: ReqPrint,
 }
 
 /// Recognises the shapes exactly (RFC 8881 §16.2.1; minor version 1; nothing after
@@ -107,6 +109,7 @@ pub fn parse(args: &[u8]) -> Option<IoCall> {
     sessionid.copy_from_slice(r.opaque_fixed(16).ok()?);
     let (seqid, slot, _highest) = (r.u32().ok()?, r.u32().ok()?, r.u32().ok()?);
     let cachethis = r.bool().ok()?;
+    let print = ReqPrint::of(args.len(), r.rest());
     if r.u32().ok()? != OP_PUTFH {
         return None;
     }
@@ -172,6 +175,7 @@ pub fn parse(args: &[u8]) -> Option<IoCall> {
         fh,
         op,
         nops,
+        print,
     })
 }
 
@@ -311,7 +315,7 @@ pub fn start(
     .ok()?;
     // Claimed last; a worker that took the slot meanwhile wins (the call then goes to
     // a worker, which sees a retransmission or a busy slot).
-    let claim = match s.use_slot(c.slot, c.seqid) {
+    let claim = match s.use_slot(c.slot, c.seqid, c.print) {
         Ok(SlotUse::New(claim)) => claim,
         _ => return None,
     };

@@ -5,7 +5,7 @@ use super::compound::ReplyLimits;
 use super::status::*;
 use super::{put_status, Compound, Full, OpResult};
 use crate::state::clients::{Client, Principal};
-use crate::state::sessions::{ChannelAttrs, Session, SlotClaim, SlotUse, MAX_SLOTS};
+use crate::state::sessions::{ChannelAttrs, ReqPrint, Session, SlotClaim, SlotUse, MAX_SLOTS};
 use engine::xdr::{XdrReader, XdrResult, XdrWriter};
 use std::sync::Arc;
 
@@ -128,6 +128,7 @@ pub(super) fn sequence_first(
     let Ok(a) = get_seq_args(r) else {
         return fail(w, NFS4ERR_BADXDR);
     };
+    let print = ReqPrint::of(req_len, r.rest());
     let Some(s) = c.state.clients.session(&a.sid) else {
         return fail(w, NFS4ERR_BADSESSION);
     };
@@ -149,7 +150,7 @@ pub(super) fn sequence_first(
     if a.cachethis && min_reply > s.fore.max_response_cached as usize {
         return fail(w, NFS4ERR_REP_TOO_BIG_TO_CACHE);
     }
-    let claim = match s.use_slot(a.slot, a.seqid) {
+    let claim = match s.use_slot(a.slot, a.seqid, print) {
         Ok(SlotUse::Replay(bytes)) => return SeqStart::Replay(bytes),
         Ok(SlotUse::New(claim)) => claim,
         Err(st) => return fail(w, st),

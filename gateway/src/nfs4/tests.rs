@@ -350,6 +350,16 @@ fn session_sequence_replay_and_misordered() {
     // The same request again: the cached reply, byte for byte.
     let (_, rep2) = call(&h, &ops());
     assert_eq!(rep1, rep2);
+    // Another request with the same slot and sequence id is not a retransmission
+    // (RFC 8881 §2.10.6.1.3.1): refused, not answered with the first one's reply.
+    let (st, rep3) = call(&h, &[sequence(sid, 1, 0), op0(OP_PUTROOTFH)]);
+    assert_eq!(st, NFS4ERR_SEQ_FALSE_RETRY);
+    assert_eq!(
+        first_statuses(&rep3, 1)[0],
+        (OP_SEQUENCE, NFS4ERR_SEQ_FALSE_RETRY)
+    );
+    let (_, rep4) = call(&h, &ops());
+    assert_eq!(rep1, rep4, "the real retransmission is still replayed");
     // Skipping a sequence id.
     let (st, _) = call(&h, &[sequence(sid, 3, 0)]);
     assert_eq!(st, NFS4ERR_SEQ_MISORDERED);

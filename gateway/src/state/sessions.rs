@@ -7,6 +7,7 @@
 
 use crate::nfs4::status::*;
 use crate::nfs4::ConnRef;
+use std::hash::Hasher;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 /// Largest slot table a session gets (RFC 8881 §18.36: the server picks ca_maxrequests).
@@ -25,10 +26,41 @@ pub struct ChannelAttrs {
     pub rdma_ird: Option<u32>,
 }
 
+/// What tells a retransmission from a different request reusing its slot and
+/// sequence id (a false retry, RFC 8881 §2.10.6.1.3.1: the server MAY detect it and
+/// answer NFS4ERR_SEQ_FALSE_RETRY instead of the cached reply of another request).
+///
+/// A retransmission resends the same COMPOUND4args, so the print is a hash of their
+/// length and of the first [`ReqPrint::WINDOW`] bytes after SEQUENCE's arguments: the
+/// operations, the file handle, stateids, offsets and counts of an ordinary call, and
+/// for a short call all of it. SEQUENCE's own arguments are left out
+/// (sa_highest_slotid may change between transmissions). A different request that
+/// differs only past the window (e.g. in a WRITE's data, same length) still gets the
+/// cached reply, as it would without the check: hashing whole 1 MiB WRITEs on every
+/// call is not worth a MAY. The cost is one FxHash over at most 256 bytes per call.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct ReqPrint(u64);
+
+impl ReqPrint {
+    /// Bytes after SEQUENCE that are hashed.
+    pub const WINDOW: usize = 256;
+
+    /// The print of a COMPOUND4args of `args_len` bytes whose bytes after SEQUENCE's
+    /// arguments start `after_seq`.
+    pub fn of(args_len: usize, after_seq: &[u8]) -> ReqPrint {
+        let mut h = rustc_hash::FxHasher::default();
+        h.write_usize(args_len);
+        h.write(&after_seq[..after_seq.len().min(Self::WINDOW)]);
+        ReqPrint(h.finish())
+    }
+}
+
 /// One slot: the last sequence id seen and the reply of that request.
 #[derive(Debug, Default)]
 struct Slot {
     seqid: u32,
+    /// The print of the request with `seqid` (false-retry check).
+    print: ReqPrint,
     /// A request with `seqid` is running.
     busy: bool,
     /// The COMPOUND4res of `seqid` (None: not cached, replays get
@@ -78,6 +110,8 @@ pub struct SlotClaim {
     /// reply before (moved to its spare): what `abandon` restores.
     seqid: u32,
     had_reply: bool,
+    /// The print of the slot's previous request (what `abandon` restores).
+    prev_print: ReqPrint,
 }
 
 impl SlotClaim {
@@ -136,6 +170,7 @@ impl SlotClaim {
         if let Some(s) = live.slots.get_mut(self.slot as usize) {
             if s.busy && s.seqid == self.seqid {
                 s.seqid = s.seqid.wrapping_sub(1);
+                s.print = self.prev_print;
                 s.busy = false;
                 s.reply = if self.had_reply { s.spare.take() } else { None };
             }
@@ -199,8 +234,16 @@ impl Session {
     /// The slot rules of SEQUENCE (RFC 8881 §2.10.6.1, §18.46.3): a sequence id one
     /// above the slot's is a new request; equal is a retransmission (replayed from the
     /// cache, NFS4ERR_DELAY while the original still runs, NFS4ERR_RETRY_UNCACHED_REP
-    /// when it was not cached); anything else NFS4ERR_SEQ_MISORDERED.
-    pub fn use_slot(self: &Arc<Self>, slot: u32, seqid: u32) -> Result<SlotUse, u32> {
+    /// when it was not cached); anything else NFS4ERR_SEQ_MISORDERED. A request with
+    /// the slot's sequence id whose `print` differs from the one the slot ran is not a
+    /// retransmission: NFS4ERR_SEQ_FALSE_RETRY (§2.10.6.1.3.1), never another request's
+    /// reply.
+    pub fn use_slot(
+        self: &Arc<Self>,
+        slot: u32,
+        seqid: u32,
+        print: ReqPrint,
+    ) -> Result<SlotUse, u32> {
         let mut live = self.lock();
         if live.dead {
             return Err(NFS4ERR_BADSESSION);
@@ -215,6 +258,7 @@ impl Session {
                 return Err(NFS4ERR_DELAY);
             }
             s.seqid = seqid;
+            let prev_print = std::mem::replace(&mut s.print, print);
             s.busy = true;
             let had_reply = s.reply.is_some();
             if let Some(old) = s.reply.take() {
@@ -226,8 +270,12 @@ impl Session {
                 done: false,
                 seqid,
                 had_reply,
+                prev_print,
             }))
         } else if seqid == s.seqid && (s.busy || s.reply.is_some() || seqid != 0) {
+            if s.print != print {
+                return Err(NFS4ERR_SEQ_FALSE_RETRY);
+            }
             if s.busy {
                 return Err(NFS4ERR_DELAY);
             }
@@ -292,6 +340,9 @@ impl Session {
 mod tests {
     use super::*;
 
+    /// The print every test request shares (a retransmission of itself).
+    const P: ReqPrint = ReqPrint(0);
+
     fn sess(slots: u32) -> Arc<Session> {
         let fore = ChannelAttrs {
             max_requests: slots,
@@ -314,11 +365,11 @@ mod tests {
             (3, vec![4; 40]),
             (4, vec![5, 6]),
         ] {
-            let SlotUse::New(claim) = s.use_slot(1, seqid).unwrap() else {
+            let SlotUse::New(claim) = s.use_slot(1, seqid, P).unwrap() else {
                 panic!("new request")
             };
             claim.finish_copy(&reply);
-            match s.use_slot(1, seqid).unwrap() {
+            match s.use_slot(1, seqid, P).unwrap() {
                 SlotUse::Replay(r) => {
                     assert_eq!(*r, reply);
                     if seqid == 2 {
@@ -338,29 +389,29 @@ mod tests {
         let s = sess(4);
         assert_eq!(s.slots(), 4);
         // Before any request, seqid 0 is not a retransmission.
-        assert_eq!(s.use_slot(0, 0).unwrap_err(), NFS4ERR_SEQ_MISORDERED);
-        let SlotUse::New(claim) = s.use_slot(0, 1).unwrap() else {
+        assert_eq!(s.use_slot(0, 0, P).unwrap_err(), NFS4ERR_SEQ_MISORDERED);
+        let SlotUse::New(claim) = s.use_slot(0, 1, P).unwrap() else {
             panic!("new request")
         };
         // The same request again while it runs: DELAY.
-        assert_eq!(s.use_slot(0, 1).unwrap_err(), NFS4ERR_DELAY);
+        assert_eq!(s.use_slot(0, 1, P).unwrap_err(), NFS4ERR_DELAY);
         // The next one while the slot is busy: DELAY too.
-        assert_eq!(s.use_slot(0, 2).unwrap_err(), NFS4ERR_DELAY);
+        assert_eq!(s.use_slot(0, 2, P).unwrap_err(), NFS4ERR_DELAY);
         claim.finish(Some(vec![1, 2, 3]));
-        match s.use_slot(0, 1).unwrap() {
+        match s.use_slot(0, 1, P).unwrap() {
             SlotUse::Replay(r) => assert_eq!(*r, vec![1, 2, 3]),
             _ => panic!("replay"),
         }
-        assert_eq!(s.use_slot(0, 3).unwrap_err(), NFS4ERR_SEQ_MISORDERED);
-        assert_eq!(s.use_slot(4, 1).unwrap_err(), NFS4ERR_BADSLOT);
+        assert_eq!(s.use_slot(0, 3, P).unwrap_err(), NFS4ERR_SEQ_MISORDERED);
+        assert_eq!(s.use_slot(4, 1, P).unwrap_err(), NFS4ERR_BADSLOT);
         // An uncached reply (claim dropped) → RETRY_UNCACHED_REP.
-        let SlotUse::New(c2) = s.use_slot(0, 2).unwrap() else {
+        let SlotUse::New(c2) = s.use_slot(0, 2, P).unwrap() else {
             panic!()
         };
         drop(c2);
-        assert_eq!(s.use_slot(0, 2).unwrap_err(), NFS4ERR_RETRY_UNCACHED_REP);
+        assert_eq!(s.use_slot(0, 2, P).unwrap_err(), NFS4ERR_RETRY_UNCACHED_REP);
         s.kill();
-        assert_eq!(s.use_slot(0, 3).unwrap_err(), NFS4ERR_BADSESSION);
+        assert_eq!(s.use_slot(0, 3, P).unwrap_err(), NFS4ERR_BADSESSION);
     }
 
     /// `abandon` (a request the reactor claimed, then handed to a worker): the slot is
@@ -369,32 +420,32 @@ mod tests {
     #[test]
     fn r8881_abandoned_claim_restores_the_slot() {
         let s = sess(1);
-        let SlotUse::New(c) = s.use_slot(0, 1).unwrap() else {
+        let SlotUse::New(c) = s.use_slot(0, 1, P).unwrap() else {
             panic!()
         };
         c.finish(Some(vec![7, 7]));
-        let SlotUse::New(c) = s.use_slot(0, 2).unwrap() else {
+        let SlotUse::New(c) = s.use_slot(0, 2, P).unwrap() else {
             panic!()
         };
         // In flight on the reactor: a retransmission gets DELAY.
-        assert_eq!(s.use_slot(0, 2).unwrap_err(), NFS4ERR_DELAY);
+        assert_eq!(s.use_slot(0, 2, P).unwrap_err(), NFS4ERR_DELAY);
         c.abandon();
         assert!(s.is_next(0, 2));
-        match s.use_slot(0, 1).unwrap() {
+        match s.use_slot(0, 1, P).unwrap() {
             SlotUse::Replay(r) => assert_eq!(*r, vec![7, 7]),
             _ => panic!("previous reply kept"),
         }
-        let SlotUse::New(c) = s.use_slot(0, 2).unwrap() else {
+        let SlotUse::New(c) = s.use_slot(0, 2, P).unwrap() else {
             panic!("the worker claims the same request anew")
         };
         c.finish(None);
         // No cached reply before: none after abandoning either (an older spare
         // buffer is not resurrected as a reply).
-        let SlotUse::New(c) = s.use_slot(0, 3).unwrap() else {
+        let SlotUse::New(c) = s.use_slot(0, 3, P).unwrap() else {
             panic!()
         };
         c.abandon();
-        assert_eq!(s.use_slot(0, 2).unwrap_err(), NFS4ERR_RETRY_UNCACHED_REP);
+        assert_eq!(s.use_slot(0, 2, P).unwrap_err(), NFS4ERR_RETRY_UNCACHED_REP);
         assert!(s.is_next(0, 3));
     }
 
@@ -407,11 +458,80 @@ mod tests {
         let mut seq = 0u32;
         for _ in 0..3 {
             seq = seq.wrapping_add(1);
-            let SlotUse::New(c) = s.use_slot(1, seq).unwrap() else {
+            let SlotUse::New(c) = s.use_slot(1, seq, P).unwrap() else {
                 panic!()
             };
             c.finish(None);
         }
         assert_eq!(seq, 3);
+    }
+
+    /// RFC 8881 §2.10.6.1.3.1: a request with the slot's sequence id that is not the
+    /// request the slot ran gets NFS4ERR_SEQ_FALSE_RETRY, not that request's cached
+    /// reply; the real retransmission is still replayed; `abandon` restores the print
+    /// of the previous request with the previous reply.
+    #[test]
+    fn r8881_false_retry_is_refused_not_answered_from_the_cache() {
+        let s = sess(1);
+        let write = ReqPrint::of(200, b"PUTFH fh1 WRITE offset 0");
+        let other = ReqPrint::of(200, b"PUTFH fh2 REMOVE name");
+        let SlotUse::New(c) = s.use_slot(0, 1, write).unwrap() else {
+            panic!()
+        };
+        // While it runs: a different request with its seqid is a false retry too.
+        assert_eq!(
+            s.use_slot(0, 1, other).unwrap_err(),
+            NFS4ERR_SEQ_FALSE_RETRY
+        );
+        c.finish(Some(vec![1]));
+        assert_eq!(
+            s.use_slot(0, 1, other).unwrap_err(),
+            NFS4ERR_SEQ_FALSE_RETRY
+        );
+        match s.use_slot(0, 1, write).unwrap() {
+            SlotUse::Replay(r) => assert_eq!(*r, vec![1]),
+            _ => panic!("the retransmission is replayed"),
+        }
+        // Uncached: a false retry is still told apart from RETRY_UNCACHED_REP.
+        let SlotUse::New(c) = s.use_slot(0, 2, other).unwrap() else {
+            panic!()
+        };
+        drop(c);
+        assert_eq!(
+            s.use_slot(0, 2, write).unwrap_err(),
+            NFS4ERR_SEQ_FALSE_RETRY
+        );
+        assert_eq!(
+            s.use_slot(0, 2, other).unwrap_err(),
+            NFS4ERR_RETRY_UNCACHED_REP
+        );
+        // Claimed and abandoned: the previous request's print comes back with its seqid.
+        let SlotUse::New(c) = s.use_slot(0, 3, write).unwrap() else {
+            panic!()
+        };
+        c.abandon();
+        assert_eq!(
+            s.use_slot(0, 2, other).unwrap_err(),
+            NFS4ERR_RETRY_UNCACHED_REP
+        );
+        assert_eq!(
+            s.use_slot(0, 2, write).unwrap_err(),
+            NFS4ERR_SEQ_FALSE_RETRY
+        );
+    }
+
+    /// The print covers the length and the first `WINDOW` bytes after SEQUENCE.
+    #[test]
+    fn request_print_covers_length_and_window() {
+        let a = vec![7u8; 1000];
+        let mut b = a.clone();
+        assert_eq!(ReqPrint::of(1000, &a), ReqPrint::of(1000, &b));
+        assert_ne!(ReqPrint::of(1000, &a), ReqPrint::of(1004, &a));
+        b[ReqPrint::WINDOW - 1] = 8;
+        assert_ne!(ReqPrint::of(1000, &a), ReqPrint::of(1000, &b));
+        let mut c = a.clone();
+        c[ReqPrint::WINDOW] = 8;
+        assert_eq!(ReqPrint::of(1000, &a), ReqPrint::of(1000, &c));
+        assert_ne!(ReqPrint::of(4, &[]), ReqPrint::of(4, &[0, 0, 0, 0]));
     }
 }

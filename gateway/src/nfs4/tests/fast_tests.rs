@@ -206,7 +206,7 @@ fn getattr_bytes_equal_the_workers_and_slot_rules_hold() {
     }
     // A busy slot (a worker runs seqid 4): the fast path leaves it alone.
     let s = f.h.state.clients.session(&sid).unwrap();
-    let claim = match s.use_slot(0, 4).unwrap() {
+    let claim = match s.use_slot(0, 4, Default::default()).unwrap() {
         crate::state::sessions::SlotUse::New(c) => c,
         _ => panic!("new"),
     };
