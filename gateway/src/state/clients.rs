@@ -91,7 +91,16 @@ struct Inner {
     sessions: FxHashMap<[u8; 16], Arc<Session>>,
     /// Owners persisted by the previous run that have not finished reclaiming.
     reclaimable: HashSet<Vec<u8>>,
+    /// The last reclaim (OPEN or LOCK with the reclaim flag, RECLAIM_COMPLETE
+    /// excluded): what extends the grace period past `Limits::grace`.
+    last_reclaim: Option<Instant>,
+    /// The grace period has ended; it never starts again in this run.
+    grace_over: bool,
 }
+
+/// A grace period is extended while reclaims keep arriving, at most this far apart
+/// (knfsd's laundromat extends by one second at a time while "somebody reclaimed").
+const RECLAIM_GAP: Duration = Duration::from_secs(2);
 
 /// Every client of this gateway.
 pub struct Clients {
@@ -168,15 +177,36 @@ impl Clients {
 
     /// Whether the server is in its grace period (RFC 8881 §8.4.2): from start for
     /// `grace`, ended early once every client of the previous run has sent
-    /// RECLAIM_COMPLETE (or none was recorded).
+    /// RECLAIM_COMPLETE (or none was recorded). Past `grace` it goes on while
+    /// reclaims keep arriving (each within `RECLAIM_GAP` of the last), up to a second
+    /// `grace` in all: clients that came back late, or many clients reclaiming one
+    /// after another, keep their opens and locks instead of losing them to a cut-off
+    /// in the middle of their reclaims (as knfsd does; pynfs REBT3c, REBT5). Once over
+    /// it stays over: state granted after it can never meet a reclaim.
     pub fn in_grace(&self) -> bool {
-        if self.start.elapsed() < self.limits.grace {
+        let elapsed = self.start.elapsed();
+        if elapsed < self.limits.grace {
             return !self.lock().reclaimable.is_empty();
         }
-        // Grace is over: clients of the previous run that did not come back lose
-        // their right to reclaim, also across later restarts.
         let forgot = {
             let mut g = self.lock();
+            let extended = !g.grace_over
+                && !g.reclaimable.is_empty()
+                && elapsed < self.limits.grace.saturating_mul(2)
+                && g.last_reclaim.is_some_and(|t| t.elapsed() < RECLAIM_GAP);
+            if extended {
+                return true;
+            }
+            if !g.grace_over {
+                g.grace_over = true;
+                tracing::info!(
+                    not_reclaimed = g.reclaimable.len(),
+                    after_s = elapsed.as_secs(),
+                    "NFSv4.1 grace period over"
+                );
+            }
+            // Clients of the previous run that did not come back lose their right to
+            // reclaim, also across later restarts.
             let had = !g.reclaimable.is_empty();
             g.reclaimable.clear();
             had
@@ -189,14 +219,20 @@ impl Clients {
 
     /// Whether `clientid` was known before the restart and may still reclaim
     /// (not yet sent RECLAIM_COMPLETE).
+    /// Asking counts as a reclaim for the grace period's extension (`in_grace`).
     pub fn may_reclaim(&self, clientid: u64) -> bool {
         if !self.in_grace() {
             return false;
         }
-        let g = self.lock();
-        g.clients
+        let mut g = self.lock();
+        let ok = g
+            .clients
             .get(&clientid)
-            .is_some_and(|c| c.may_reclaim && !c.reclaim_complete)
+            .is_some_and(|c| c.may_reclaim && !c.reclaim_complete);
+        if ok {
+            g.last_reclaim = Some(Instant::now());
+        }
+        ok
     }
 
     /// Whether `clientid` has sent RECLAIM_COMPLETE (RFC 8881 §18.51.3: until then its
@@ -667,5 +703,87 @@ mod tests {
             !cl.in_grace(),
             "the absent client is forgotten after a grace period"
         );
+    }
+
+    /// RFC 8881 §8.4.2 with knfsd's extension: reclaims arriving at the end of the
+    /// grace period keep it open (one `RECLAIM_GAP` at a time, at most a second
+    /// `grace`); a gap ends it for good, and clients that did not reclaim are
+    /// forgotten.
+    #[test]
+    fn grace_is_extended_while_reclaims_keep_arriving_and_never_comes_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let short = Limits {
+            grace: Duration::from_millis(300),
+            ..limits()
+        };
+        {
+            let cl = Clients::new(short, Some(dir.path()));
+            for o in [&b"late"[..], b"absent"] {
+                let id = cl.with(|t| t.insert(o, [1; 8], Principal::None)).unwrap();
+                cl.with(|t| t.confirm(id));
+            }
+        }
+        let cl = Clients::new(short, Some(dir.path()));
+        let late = cl
+            .with(|t| t.insert(b"late", [2; 8], Principal::None))
+            .unwrap();
+        cl.with(|t| t.confirm(late));
+        // Reclaims right before the end and every 100 ms after it: still in grace
+        // past 300 ms.
+        std::thread::sleep(Duration::from_millis(250));
+        let t0 = Instant::now();
+        while t0.elapsed() < Duration::from_millis(300) {
+            assert!(cl.may_reclaim(late), "reclaims keep the grace period open");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        assert!(cl.start.elapsed() > short.grace);
+        assert!(cl.in_grace());
+        // Never past a second grace period, reclaims or not.
+        while cl.start.elapsed() < short.grace * 2 {
+            cl.may_reclaim(late);
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert!(!cl.may_reclaim(late));
+        assert!(!cl.in_grace());
+        assert!(!cl.may_reclaim(late), "once over, it stays over");
+        drop(cl);
+        // Next start: "late" (a client of this run) may reclaim, "absent" (which
+        // never came back) is forgotten.
+        let cl = Clients::new(short, Some(dir.path()));
+        let absent = cl
+            .with(|t| t.insert(b"absent", [3; 8], Principal::None))
+            .unwrap();
+        let late = cl
+            .with(|t| t.insert(b"late", [3; 8], Principal::None))
+            .unwrap();
+        assert!(!cl.may_reclaim(absent));
+        assert!(cl.may_reclaim(late));
+    }
+
+    /// Without reclaims the grace period ends on time, and a reclaim after a gap does
+    /// not reopen it.
+    #[test]
+    fn grace_is_not_extended_without_recent_reclaims() {
+        let dir = tempfile::tempdir().unwrap();
+        let short = Limits {
+            grace: Duration::from_millis(200),
+            ..limits()
+        };
+        {
+            let cl = Clients::new(short, Some(dir.path()));
+            let id = cl
+                .with(|t| t.insert(b"x", [1; 8], Principal::None))
+                .unwrap();
+            cl.with(|t| t.confirm(id));
+        }
+        let cl = Clients::new(short, Some(dir.path()));
+        let x = cl
+            .with(|t| t.insert(b"x", [2; 8], Principal::None))
+            .unwrap();
+        cl.with(|t| t.confirm(x));
+        assert!(cl.may_reclaim(x), "a reclaim at the start");
+        std::thread::sleep(RECLAIM_GAP + Duration::from_millis(100));
+        assert!(!cl.in_grace(), "the last reclaim is older than RECLAIM_GAP");
+        assert!(!cl.may_reclaim(x));
     }
 }
