@@ -620,16 +620,23 @@ pub struct Nfs4Config {
     /// Bytes of reply cached per session slot (ca_maxresponsesize_cached bound).
     #[serde(default = "default_max_cached_reply")]
     pub max_cached_reply: u32,
+    /// MiB all sessions' slots together may hold in their reply caches; new sessions
+    /// get fewer slots when it runs short.
+    #[serde(default = "default_reply_cache_mib")]
+    pub reply_cache_mib: u64,
 }
 
 fn default_lease_time_s() -> u64 {
     90
 }
 fn default_max_clients() -> usize {
-    1024
+    4096
 }
 fn default_max_sessions() -> usize {
-    256
+    4096
+}
+fn default_reply_cache_mib() -> u64 {
+    128
 }
 fn default_max_sessions_per_client() -> usize {
     16
@@ -647,6 +654,7 @@ impl Default for Nfs4Config {
             max_sessions: default_max_sessions(),
             max_sessions_per_client: default_max_sessions_per_client(),
             max_cached_reply: default_max_cached_reply(),
+            reply_cache_mib: default_reply_cache_mib(),
         }
     }
 }
@@ -666,6 +674,7 @@ impl Nfs4Config {
             max_sessions: self.max_sessions,
             max_sessions_per_client: self.max_sessions_per_client,
             max_cached_reply: self.max_cached_reply,
+            reply_cache_bytes: self.reply_cache_mib << 20,
         }
     }
 
@@ -688,6 +697,9 @@ impl Nfs4Config {
         }
         if !(512..=1 << 20).contains(&self.max_cached_reply) {
             return bad("max_cached_reply", "must be 512..=1048576 bytes");
+        }
+        if !(1..=65536).contains(&self.reply_cache_mib) {
+            return bad("reply_cache_mib", "must be 1..=65536 MiB");
         }
         Ok(())
     }

@@ -510,7 +510,7 @@ pub(super) fn create_session(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWri
         {
             return Err(NFS4ERR_INVAL);
         }
-        let fore = clamp_fore(&fore, max_cached)?;
+        let fore = t.grant_slots(clamp_fore(&fore, max_cached)?)?;
         let back = check_back(&back, sec.as_ref())?;
         // CONN_BACK_CHAN binds this connection, TCP or RPC-over-RDMA (RFC 8267 §6,
         // RFC 8167 bidirectional); without it the flag is answered cleared and the

@@ -6,7 +6,7 @@
 //! I/O or calls into the other state tables (purges run after it is released).
 
 use super::grace::Persist;
-use super::sessions::Session;
+use super::sessions::{ChannelAttrs, Session, MAX_SLOTS};
 use super::BackChannelInfo;
 use crate::nfs4::status::*;
 use rustc_hash::FxHashMap;
@@ -28,6 +28,9 @@ pub struct Limits {
     pub max_sessions_per_client: usize,
     /// Upper bound of ca_maxresponsesize_cached (bytes cached per slot).
     pub max_cached_reply: u32,
+    /// Memory the slots of all sessions together may hold in their reply caches
+    /// (`nfs4.reply_cache_mib`): what bounds the sessions' memory, not their number.
+    pub reply_cache_bytes: u64,
 }
 
 impl Default for Limits {
@@ -35,10 +38,11 @@ impl Default for Limits {
         Limits {
             lease: Duration::from_secs(90),
             grace: Duration::from_secs(90),
-            max_clients: 1024,
-            max_sessions: 256,
+            max_clients: 4096,
+            max_sessions: 4096,
             max_sessions_per_client: 16,
             max_cached_reply: 8192,
+            reply_cache_bytes: 128 << 20,
         }
     }
 }
@@ -96,6 +100,8 @@ struct Inner {
     last_reclaim: Option<Instant>,
     /// The grace period has ended; it never starts again in this run.
     grace_over: bool,
+    /// Reply-cache bytes the live sessions' slots may hold (`Session::cache_bytes`).
+    cache_reserved: u64,
 }
 
 /// A grace period is extended while reclaims keep arriving, at most this far apart
@@ -501,7 +507,7 @@ impl Table<'_> {
         if let Some(c) = self.inner.clients.remove(&id) {
             for s in &c.sessions {
                 if let Some(s) = self.inner.sessions.remove(s) {
-                    s.kill();
+                    self.session_gone(&s);
                 }
             }
             if c.confirmed {
@@ -528,9 +534,34 @@ impl Table<'_> {
         }
     }
 
-    /// Registers a new session of `clientid`; NFS4ERR_NOSPC over the limits.
+    /// The fore channel a new session gets (RFC 8881 §18.36.3: the server may
+    /// grant fewer slots than asked): as many of the `ca_maxrequests` asked as the
+    /// reply-cache budget still holds, like knfsd, which shrinks the slot tables of
+    /// new sessions when its reply-cache memory runs short. So the number of sessions
+    /// is not what limits clients (every Linux client asks 64 slots); NFS4ERR_NOSPC
+    /// only when not even one slot fits.
+    pub fn grant_slots(&self, mut fore: ChannelAttrs) -> Result<ChannelAttrs, u32> {
+        let per_slot = Session::slot_bytes(&fore);
+        let free = self
+            .limits
+            .reply_cache_bytes
+            .saturating_sub(self.inner.cache_reserved);
+        let fits = (free / per_slot).min(u64::from(MAX_SLOTS)) as u32;
+        if fits == 0 {
+            return Err(NFS4ERR_NOSPC);
+        }
+        fore.max_requests = fore.max_requests.clamp(1, fits);
+        Ok(fore)
+    }
+
+    /// Registers a new session of `clientid` and reserves its reply cache (granted by
+    /// `grant_slots`); NFS4ERR_NOSPC over the limits.
     pub fn add_session(&mut self, s: Arc<Session>) -> Result<(), u32> {
         if self.inner.sessions.len() >= self.limits.max_sessions {
+            return Err(NFS4ERR_NOSPC);
+        }
+        let bytes = s.cache_bytes();
+        if self.inner.cache_reserved.saturating_add(bytes) > self.limits.reply_cache_bytes {
             return Err(NFS4ERR_NOSPC);
         }
         let max = self.limits.max_sessions_per_client;
@@ -541,8 +572,15 @@ impl Table<'_> {
             return Err(NFS4ERR_NOSPC);
         }
         c.sessions.push(s.id);
+        self.inner.cache_reserved += bytes;
         self.inner.sessions.insert(s.id, s);
         Ok(())
+    }
+
+    /// A session left the table: its reply-cache reservation comes back.
+    fn session_gone(&mut self, s: &Session) {
+        s.kill();
+        self.inner.cache_reserved = self.inner.cache_reserved.saturating_sub(s.cache_bytes());
     }
 
     /// A fresh session id: client id, boot and a counter.
@@ -561,7 +599,7 @@ impl Table<'_> {
         let Some(s) = self.inner.sessions.remove(id) else {
             return false;
         };
-        s.kill();
+        self.session_gone(&s);
         if let Some(c) = self.inner.clients.get_mut(&s.clientid) {
             c.sessions.retain(|x| x != id);
         }
@@ -785,5 +823,52 @@ mod tests {
         std::thread::sleep(RECLAIM_GAP + Duration::from_millis(100));
         assert!(!cl.in_grace(), "the last reclaim is older than RECLAIM_GAP");
         assert!(!cl.may_reclaim(x));
+    }
+
+    /// The reply-cache budget bounds the sessions' memory: a new session gets as many
+    /// of the slots it asks as still fit (RFC 8881 §18.36.3), NFS4ERR_NOSPC only when
+    /// not one fits, and a destroyed or purged session gives its share back.
+    #[test]
+    fn sessions_get_fewer_slots_when_the_reply_cache_budget_runs_short() {
+        let fore = ChannelAttrs {
+            max_requests: 64,
+            max_response_cached: 4096,
+            ..Default::default()
+        };
+        let per_slot = Session::slot_bytes(&fore);
+        let cl = Clients::new(
+            Limits {
+                // 64 + 16 slots of 4 KiB (and their spares).
+                reply_cache_bytes: 80 * per_slot,
+                ..limits()
+            },
+            None,
+        );
+        let a = cl
+            .with(|t| t.insert(b"a", [1; 8], Principal::None))
+            .unwrap();
+        let b = cl
+            .with(|t| t.insert(b"b", [1; 8], Principal::None))
+            .unwrap();
+        let open = |id: u64, n: u8| {
+            cl.with(|t| {
+                let f = t.grant_slots(fore)?;
+                let s = Arc::new(Session::new([n; 16], id, f, f, 0, 0, None));
+                t.add_session(s.clone()).map(|_| s)
+            })
+        };
+        let s1 = open(a, 1).unwrap();
+        assert_eq!(s1.slots(), 64);
+        let s2 = open(b, 2).unwrap();
+        assert_eq!(s2.slots(), 16, "what is left of the budget");
+        assert_eq!(open(b, 3).unwrap_err(), NFS4ERR_NOSPC);
+        assert!(cl.with(|t| t.remove_session(&[1; 16])));
+        assert_eq!(
+            open(b, 4).unwrap().slots(),
+            64,
+            "the destroyed session's share is back"
+        );
+        cl.with(|t| t.purge(b));
+        assert_eq!(open(a, 5).unwrap().slots(), 64, "and the purged client's");
     }
 }

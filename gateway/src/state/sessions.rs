@@ -222,6 +222,18 @@ impl Session {
         }
     }
 
+    /// Reply-cache bytes one slot of a session with fore channel `fore` may hold:
+    /// its cached reply and the spare buffer kept for reuse (`finish_copy`), each
+    /// at most ca_maxresponsesize_cached (larger replies are not cached).
+    pub fn slot_bytes(fore: &ChannelAttrs) -> u64 {
+        2 * u64::from(fore.max_response_cached.max(1))
+    }
+
+    /// Reply-cache bytes this session's slots may hold (`Clients` budget).
+    pub fn cache_bytes(&self) -> u64 {
+        Self::slot_bytes(&self.fore) * u64::from(self.fore.max_requests.clamp(1, MAX_SLOTS))
+    }
+
     fn lock(&self) -> MutexGuard<'_, Live> {
         self.live.lock().unwrap_or_else(|e| e.into_inner())
     }
