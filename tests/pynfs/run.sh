@@ -3,6 +3,10 @@
 #
 #   tests/pynfs/run.sh                  # all tests at minor version 1
 #   PYNFS_TESTS="SEQ1 EID1" tests/pynfs/run.sh   # only these (flags/codes for testserver.py)
+#   PYNFS_REBOOT=1 tests/pynfs/run.sh   # the reboot tests (REBT*): pynfs restarts the
+#                                       # gateway itself (kill -9, same state dir) through
+#                                       # a --serverhelper script; its own floor and list:
+#                                       # tests/pynfs/reboot-min-pass, reboot-known-failures
 #
 # Finds pynfs-*.tar.gz in $PYNFS_TARBALL, <repo>/../shared/suites or /work/shared/suites
 # (pynfs is a test peer kept outside the repository; absent: "skipped", exit 0). Extracts
@@ -84,7 +88,7 @@ squash = "none"
 TOML
 # A short lease (PYNFS_LEASE seconds, default 20): pynfs' lease tests (COUR*, EID9)
 # wait a lease or two each, 100 s apiece at the default 90 s. Only when the binary
-# knows the [nfs4] keys.
+# knows the [nfs4] keys. The grace period is the lease (the default).
 cp "$RUN/gateway.toml" "$RUN/gateway-lease.toml"
 printf '[nfs4]\nlease_time_s = %s\n' "${PYNFS_LEASE:-20}" >>"$RUN/gateway-lease.toml"
 if "$GW" --check-config "$RUN/gateway-lease.toml" >/dev/null 2>&1; then
@@ -93,7 +97,10 @@ if "$GW" --check-config "$RUN/gateway-lease.toml" >/dev/null 2>&1; then
 fi
 "$GW" --config "$RUN/gateway.toml" >"$RUN/gateway.log" 2>&1 &
 gw_pid=$!
+echo "$gw_pid" >"$RUN/gateway.pid"
 cleanup() {
+    # The reboot tests' helper replaces the process: its pid is in gateway.pid.
+    gw_pid=$(cat "$RUN/gateway.pid" 2>/dev/null || echo "$gw_pid")
     if kill -0 "$gw_pid" 2>/dev/null; then
         kill -TERM "$gw_pid" 2>/dev/null || true
         for _ in $(seq 1 100); do kill -0 "$gw_pid" 2>/dev/null || break; sleep 0.1; done
@@ -107,17 +114,59 @@ for _ in $(seq 1 200); do
     sleep 0.1
 done
 
+# ---- the reboot helper (PYNFS_REBOOT=1) ---------------------------------------------------
+# pynfs runs `reboot.sh reboot` where a person would restart the server: the gateway is
+# killed (-9: a crash, nothing flushed on the way out) and started again on the same data
+# and state directories; pynfs then reconnects and its clients reclaim in the grace period.
+# A gateway that does not come back, or panicked, leaves no process: the verdict fails.
+cat >"$RUN/reboot.sh" <<SH
+#!/usr/bin/env bash
+[[ "\${1:-}" == reboot ]] || exit 0
+pid=\$(cat "$RUN/gateway.pid")
+kill -KILL "\$pid" 2>/dev/null
+# Gone, or a zombie (the first process is this script's child, reaped only at its end).
+for _ in \$(seq 1 100); do
+    st=\$(ps -o stat= -p "\$pid" 2>/dev/null); [[ -z "\$st" || "\$st" == Z* ]] && break; sleep 0.1
+done
+# A zombie leader can still have threads (io workers) holding the listening socket:
+# wait until the port can be bound again (as the gateway binds it: SO_REUSEADDR).
+for _ in \$(seq 1 100); do
+    "$PY" -c "import socket;s=socket.socket();s.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEADDR,1);s.bind(('127.0.0.1',$port))" 2>/dev/null && break
+    sleep 0.1
+done
+echo "---- reboot (kill -9 of \$pid) at \$(date -u +%T) ----" >>"$RUN/gateway.log"
+"$GW" --config "$RUN/gateway.toml" >>"$RUN/gateway.log" 2>&1 &
+echo \$! >"$RUN/gateway.pid"
+for _ in \$(seq 1 200); do
+    "$PY" -c "import socket;socket.create_connection(('127.0.0.1',$port),0.2)" 2>/dev/null && exit 0
+    sleep 0.1
+done
+exit 1
+SH
+chmod +x "$RUN/reboot.sh"
+
 # ---- run ----------------------------------------------------------------------------
 JSON="$REPO/target/pynfs.json"
 rm -f "$JSON"
-read -r -a tests <<<"${PYNFS_TESTS:-all}"
-log "testserver.py 127.0.0.1:$port/ --minorversion 1 --maketree ${tests[*]} (timeout ${PYNFS_TIMEOUT:-900}s)"
+MIN_PASS="$HERE/min-pass"
+KNOWN="$HERE/known-failures"
+helper=()
+default_tests=all
+if [[ -n "${PYNFS_REBOOT:-}" ]]; then
+    helper=(--serverhelper "$RUN/reboot.sh")
+    default_tests=reboot
+    MIN_PASS="$HERE/reboot-min-pass"
+    KNOWN="$HERE/reboot-known-failures"
+fi
+read -r -a tests <<<"${PYNFS_TESTS:-$default_tests}"
+log "testserver.py 127.0.0.1:$port/ --minorversion 1 --maketree ${helper[*]} ${tests[*]} (timeout ${PYNFS_TIMEOUT:-900}s)"
 set +e
 (cd "$WORK/pynfs/nfs4.1" && PATH=/usr/bin:$PATH timeout -k 10 "${PYNFS_TIMEOUT:-900}" \
     "$PY" testserver.py "127.0.0.1:$port/" --minorversion 1 --maketree \
-    --json "$JSON" "${tests[@]}") >"$RUN/pynfs.out" 2>&1
+    "${helper[@]}" --json "$JSON" "${tests[@]}") >"$RUN/pynfs.out" 2>&1
 rc=$?
 set -e
+gw_pid=$(cat "$RUN/gateway.pid" 2>/dev/null || echo "$gw_pid")
 grep -E '^\*{5,}|^Command line|^Of those|tests run' "$RUN/pynfs.out" || true
 gw_alive=1; kill -0 "$gw_pid" 2>/dev/null || gw_alive=0
 if [[ ! -s "$JSON" ]]; then
@@ -125,7 +174,7 @@ if [[ ! -s "$JSON" ]]; then
     # the timeout. That is 0 passes: tolerated only while min-pass is 0.
     tail -n 15 "$RUN/pynfs.out"
     log "pynfs did not finish (exit $rc; 124 = timeout); output: $RUN/pynfs.out"
-    min=$(sed 's/#.*//' "$HERE/min-pass" | tr -d '[:space:]')
+    min=$(sed 's/#.*//' "$MIN_PASS" | tr -d '[:space:]')
     if [[ "$gw_alive" == 0 ]]; then log "FAILED: the gateway died during the run"; exit 1; fi
     if grep -q panicked "$RUN/gateway.log"; then log "FAILED: the gateway panicked"; exit 1; fi
     if [[ "${min:-0}" == 0 ]]; then log "min-pass is 0: tolerated (0 passed)"; exit 0; fi
@@ -133,4 +182,4 @@ if [[ ! -s "$JSON" ]]; then
 fi
 
 # ---- verdict --------------------------------------------------------------------------
-"$PY" "$HERE/verdict.py" "$JSON" "$HERE/min-pass" "$HERE/known-failures" "$gw_alive" "$RUN/gateway.log"
+"$PY" "$HERE/verdict.py" "$JSON" "$MIN_PASS" "$KNOWN" "$gw_alive" "$RUN/gateway.log"
