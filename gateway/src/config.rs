@@ -1441,7 +1441,7 @@ mod tests {
             let e = Config::parse(&format!("[rdma]\nstall_reclaim_ms = {bad}\n{MIN}"))
                 .err()
                 .unwrap_or_else(|| panic!("{bad} accepted"));
-            assert!(e.to_string().contains("rdma.stall_reclaim_ms"), "{bad}: {e}");
+            assert!(e.to_string().contains("stall_reclaim_ms"), "{bad}: {e}");
         }
     }
 

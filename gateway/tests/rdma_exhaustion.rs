@@ -408,7 +408,11 @@ fn peers_that_never_take_their_replies_are_reclaimed_when_a_neighbour_starves() 
         .collect();
     tcp_write(&gw, &fh, 5 << 20, &data);
     assert_eq!(tcp_read(&gw, &fh, 5 << 20), data, "before the peers");
-    assert_eq!(rdma_read_mib(&mut good, 5, &fh, 5 << 20), data, "before the peers");
+    assert_eq!(
+        rdma_read_mib(&mut good, 5, &fh, 5 << 20),
+        data,
+        "before the peers"
+    );
     let mut bad: Vec<Raw> = (0..BAD).map(|_| Raw::connect(gw.rdma)).collect();
     for b in bad.iter_mut() {
         pin_with_reads(b, &fh);
@@ -462,8 +466,15 @@ fn peers_that_never_take_their_replies_are_reclaimed_when_a_neighbour_starves() 
         std::thread::sleep(Duration::from_millis(50));
     }
     let took = starved.elapsed();
-    assert!(guard("send_reclaimed") >= 1, "the reclaim counter did not move");
-    assert_eq!(guard("send_timeout"), 0, "closed by the send timeout, not the reclaim");
+    assert!(
+        guard("send_reclaimed") >= 1,
+        "the reclaim counter did not move"
+    );
+    assert_eq!(
+        guard("send_timeout"),
+        0,
+        "closed by the send timeout, not the reclaim"
+    );
     assert!(
         took < Duration::from_secs(20),
         "full READs again only after {took:?}"

@@ -84,7 +84,10 @@ impl Steady {
         let mut calls = Calls::new();
         s.poll(&mut |r, _, rec, _: &[Reduced], _| calls.push((r, rec)));
         if let Some(c) = calls.pop() {
-            assert!(calls.is_empty() && self.pending.is_none(), "one call at a time");
+            assert!(
+                calls.is_empty() && self.pending.is_none(),
+                "one call at a time"
+            );
             self.pending = Some(c);
         }
         if self.pending.is_some() && large_free(pools) > 0 {
@@ -141,11 +144,7 @@ fn peers_that_never_take_their_replies_are_reclaimed_only_while_a_neighbour_star
     let spare = pools.alloc(1 << 20).expect("the spare large buffer");
     let deadline = Instant::now() + Duration::from_secs(10);
     while s.stats().send_reclaimed < BAD as u64 || s.connections() > 1 {
-        assert!(
-            Instant::now() < deadline,
-            "not reclaimed: {:?}",
-            s.stats()
-        );
+        assert!(Instant::now() < deadline, "not reclaimed: {:?}", s.stats());
         drop(pools.alloc(1 << 20));
         steady.turn(&mut s, &pools);
         std::thread::sleep(Duration::from_millis(1));
@@ -176,7 +175,11 @@ fn peers_that_never_take_their_replies_are_reclaimed_only_while_a_neighbour_star
     drop(spare);
     let deadline = Instant::now() + Duration::from_secs(5);
     while steady.pending.is_some() || large_free(&pools) < LARGE {
-        assert!(Instant::now() < deadline, "large buffers held: {}", LARGE - large_free(&pools));
+        assert!(
+            Instant::now() < deadline,
+            "large buffers held: {}",
+            LARGE - large_free(&pools)
+        );
         if let Some(c) = steady.pending.take() {
             answer_large(&mut s, &pools, c);
         }
