@@ -595,10 +595,10 @@ impl RdmaServer {
                 self.stats.send_reclaimed += 1;
                 if let Some(quiet) = self.reclaims.ready(now) {
                     let (sends, _) = c.sends.outstanding();
-                    let for_ = c.drain.since().map_or(self.opts.stall_reclaim, |t| {
+                    let stalled_for = c.drain.since().map_or(self.opts.stall_reclaim, |t| {
                         now.saturating_duration_since(t)
                     });
-                    tracing::warn!(peer = %c.peer, sends, held = c.drain.held(), ?for_, not_logged = quiet,
+                    tracing::warn!(peer = %c.peer, sends, held = c.drain.held(), ?stalled_for, not_logged = quiet,
                         "rdma: outstanding replies hold {RECLAIM_HELD} bytes or more of shared buffers and the \
                          peer completed less than {RECLAIM_PROGRESS} bytes of them while buffers are short \
                          (rdma.stall_reclaim_ms); closing the connection to reclaim them");
