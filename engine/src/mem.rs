@@ -256,6 +256,17 @@ impl Pools {
             .collect()
     }
 
+    /// Times any class was found empty, over all classes (no allocation: the
+    /// transports' starvation signal, read at each sweep; it moved since the last
+    /// look means some allocation of this reactor was starved meanwhile).
+    pub fn exhausted_total(&self) -> u64 {
+        self.inner
+            .classes
+            .iter()
+            .map(|c| c.exhausted.load(Ordering::Relaxed))
+            .sum()
+    }
+
     /// Buffers currently handed out, over all classes.
     pub fn in_use(&self) -> usize {
         self.inner

@@ -281,6 +281,11 @@ pub struct RdmaConfig {
     /// replies must not keep its reply budget of buffers for ever).
     #[serde(default = "default_rdma_send_timeout")]
     pub send_timeout_s: u64,
+    /// While buffers are short, a connection whose outstanding Sends hold 64 KiB or
+    /// more and whose peer completed less than 64 KiB of them this long is closed
+    /// (milliseconds; as `tcp.stall_reclaim_ms`).
+    #[serde(default = "default_stall_reclaim")]
+    pub stall_reclaim_ms: u64,
     /// Reply bytes (MiB) a connection may have in production or awaiting Send
     /// completion before its next calls wait (each call charged the write and reply
     /// chunks it offers): what one peer that never completes its replies can hold.
@@ -342,6 +347,7 @@ impl Default for RdmaConfig {
             max_connections: default_rdma_conns(),
             read_timeout_s: default_rdma_read_timeout(),
             send_timeout_s: default_rdma_send_timeout(),
+            stall_reclaim_ms: default_stall_reclaim(),
             max_reply_mib: default_rdma_max_reply(),
             remote_invalidate: true,
         }
@@ -1226,6 +1232,9 @@ impl Config {
         if r.send_timeout_s == 0 || r.send_timeout_s > 86_400 {
             return err("rdma.send_timeout_s", "must be 1..=86400 seconds");
         }
+        if r.stall_reclaim_ms < 10 || r.stall_reclaim_ms > 3_600_000 {
+            return err("rdma.stall_reclaim_ms", "must be 10..=3600000 milliseconds");
+        }
         if self.backend.workers == 0 || self.backend.workers > 256 {
             return err("backend.workers", "must be 1..=256");
         }
@@ -1431,6 +1440,20 @@ mod tests {
                 .err()
                 .unwrap_or_else(|| panic!("{bad} accepted"));
             assert!(e.to_string().contains("send_timeout_s"), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn rdma_stall_reclaim_defaults_to_1_s_and_is_bounded() {
+        let c = Config::parse(MIN).unwrap();
+        assert_eq!(c.rdma.stall_reclaim_ms, 1000);
+        let c = Config::parse(&format!("[rdma]\nstall_reclaim_ms = 10\n{MIN}")).unwrap();
+        assert_eq!(c.rdma.stall_reclaim_ms, 10);
+        for bad in ["0", "9", "3600001", "18446744073709551615"] {
+            let e = Config::parse(&format!("[rdma]\nstall_reclaim_ms = {bad}\n{MIN}"))
+                .err()
+                .unwrap_or_else(|| panic!("{bad} accepted"));
+            assert!(e.to_string().contains("stall_reclaim_ms"), "{bad}: {e}");
         }
     }
 

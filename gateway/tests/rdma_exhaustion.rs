@@ -384,6 +384,177 @@ fn a_peer_that_never_completes_its_replies_is_closed_after_the_send_timeout() {
     gw.assert_buffers_back(Duration::from_secs(10));
 }
 
+/// `rdma.stall_reclaim_ms` (default 1 s) with the default 30 s send timeout: eight
+/// peers each pipeline their credits' worth of 1 MiB READs and never poll, so their
+/// replies (each within its `rdma.max_reply_mib`) hold every large buffer of the
+/// reactor, and without the reclaim a TCP client's and a good RDMA client's 1 MiB
+/// READs come back short (64 KiB) until `rdma.send_timeout_s`. Their short READs find
+/// the large class empty: that starvation closes the peers that took nothing for the
+/// stall window (the peers' own READs beyond the large buffers find the class empty
+/// too), and both READs are full and byte-exact again within seconds
+/// (generous margins: the machine may be loaded); the counter `send_reclaimed` moved,
+/// `send_timeout` did not, and every buffer is back afterwards.
+#[test]
+fn peers_that_never_take_their_replies_are_reclaimed_when_a_neighbour_starves() {
+    const BAD: usize = 8;
+    let gw = Gw::start(&GwOpts {
+        large: 48,
+        ..GwOpts::default()
+    });
+    let mut good = Raw::connect_big(gw.rdma, MIB as usize);
+    let fh = big_file(&mut good);
+    let data: Vec<u8> = (0..MIB as usize)
+        .map(|i| (i as u32).wrapping_mul(2_654_435_761).to_be_bytes()[0])
+        .collect();
+    tcp_write(&gw, &fh, 5 << 20, &data);
+    assert_eq!(tcp_read(&gw, &fh, 5 << 20), data, "before the peers");
+    assert_eq!(
+        rdma_read_mib(&mut good, 5, &fh, 5 << 20),
+        data,
+        "before the peers"
+    );
+    let mut bad: Vec<Raw> = (0..BAD).map(|_| Raw::connect(gw.rdma)).collect();
+    for b in bad.iter_mut() {
+        pin_with_reads(b, &fh);
+    }
+    // The peers never poll again: none of their replies' Writes and Sends completes.
+    let src = gw.server.as_ref().unwrap().stats_source();
+    let guard = |reason: &str| {
+        let k = gateway::stats::counters::GUARDS
+            .iter()
+            .position(|g| (g.0, g.1) == ("rdma", reason))
+            .expect("an rdma guard");
+        src.reactors[0].stats.guard(k)
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while large_held(&gw) < 48 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the peers hold only {} large buffers",
+            large_held(&gw)
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Every large buffer is held: the peers' own further READs already find the class
+    // empty (they are answered short), and so do ours until the reclaim.
+    let starved = std::time::Instant::now();
+    let deadline = starved + Duration::from_secs(20);
+    let mut xid = 100;
+    loop {
+        let tcp = tcp_read(&gw, &fh, 5 << 20);
+        xid += 1;
+        let rdma = rdma_read_mib(&mut good, xid, &fh, 5 << 20);
+        if tcp == data && rdma == data {
+            break;
+        }
+        assert!(
+            tcp.len() < data.len() || tcp == data,
+            "a TCP READ returned wrong bytes"
+        );
+        assert!(
+            rdma.len() < data.len() || rdma == data,
+            "an RDMA READ returned wrong bytes"
+        );
+        assert!(
+            std::time::Instant::now() < deadline,
+            "READs still short ({} TCP, {} RDMA bytes) after {:?}: send_reclaimed {}",
+            tcp.len(),
+            rdma.len(),
+            starved.elapsed(),
+            guard("send_reclaimed")
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let took = starved.elapsed();
+    assert!(
+        guard("send_reclaimed") >= 1,
+        "the reclaim counter did not move"
+    );
+    assert_eq!(
+        guard("send_timeout"),
+        0,
+        "closed by the send timeout, not the reclaim"
+    );
+    assert!(
+        took < Duration::from_secs(20),
+        "full READs again only after {took:?}"
+    );
+    drop(bad);
+    drop(good);
+    gw.assert_buffers_back(Duration::from_secs(10));
+}
+
+/// WRITE (FILE_SYNC) `data` at `off` over TCP, in 512 KiB pieces (a record fits a
+/// large buffer).
+fn tcp_write(gw: &Gw, fh: &[u8], off: u64, data: &[u8]) {
+    let mut s = gw.connect_tcp();
+    for (k, piece) in data.chunks(512 * 1024).enumerate() {
+        let mut a = Vec::new();
+        xdr_opaque(&mut a, fh);
+        a.extend((off + (k * 512 * 1024) as u64).to_be_bytes());
+        a.extend((piece.len() as u32).to_be_bytes());
+        a.extend(2u32.to_be_bytes()); // FILE_SYNC
+        xdr_opaque(&mut a, piece);
+        let r = tcp_call(&mut s, &rpc_call(50 + k as u32, NFS, 7, &a)).unwrap();
+        let (_, st, at) = rpc::decode_reply(&r).unwrap();
+        assert_eq!(st, rpc::ReplyStatus::Accepted(rpc::Accept::Success));
+        assert_eq!(&r[at..at + 4], &[0, 0, 0, 0], "WRITE ok");
+    }
+}
+
+/// A 1 MiB READ at `off` over TCP; the bytes it returned.
+fn tcp_read(gw: &Gw, fh: &[u8], off: u64) -> Vec<u8> {
+    let mut s = gw.connect_tcp();
+    let mut a = Vec::new();
+    xdr_opaque(&mut a, fh);
+    a.extend(off.to_be_bytes());
+    a.extend(MIB.to_be_bytes());
+    let r = tcp_call(&mut s, &rpc_call(9, NFS, 6, &a)).unwrap();
+    let (_, st, at) = rpc::decode_reply(&r).unwrap();
+    assert_eq!(st, rpc::ReplyStatus::Accepted(rpc::Accept::Success));
+    let mut x = XdrReader::new(&r[at..]);
+    assert_eq!(x.u32().unwrap(), 0, "READ ok");
+    if x.bool().unwrap() {
+        x.skip(84).unwrap(); // fattr3
+    }
+    x.u32().unwrap(); // count
+    x.bool().unwrap(); // eof
+    x.opaque_var(MIB as usize).unwrap().to_vec()
+}
+
+/// A 1 MiB READ at `off` with a one-segment write chunk over `raw`'s big area; the
+/// bytes it returned (the count's worth of the chunk).
+fn rdma_read_mib(raw: &mut Raw, xid: u32, fh: &[u8], off: u64) -> Vec<u8> {
+    let (addr, area) = raw.big();
+    assert!(area.len() >= MIB as usize, "made with Raw::connect_big");
+    area.fill(0xee);
+    let mut c = Chunks::default();
+    c.push_write_chunk(&[Segment {
+        handle: raw.mr.rkey,
+        length: MIB,
+        offset: addr,
+    }]);
+    let mut a = Vec::new();
+    xdr_opaque(&mut a, fh);
+    a.extend(off.to_be_bytes());
+    a.extend(MIB.to_be_bytes());
+    assert!(raw.send(&msg(xid, &c, &rpc_call(xid, NFS, 6, &a))));
+    let m = raw.recv(Duration::from_secs(20)).expect("a READ reply");
+    let (_, payload) = parse(&m).expect("decodes");
+    let (rx, st, at) = rpc::decode_reply(&payload).unwrap();
+    assert_eq!(
+        (rx, st),
+        (xid, rpc::ReplyStatus::Accepted(rpc::Accept::Success))
+    );
+    let mut x = XdrReader::new(&payload[at..]);
+    assert_eq!(x.u32().unwrap(), 0, "READ ok");
+    if x.bool().unwrap() {
+        x.skip(84).unwrap(); // fattr3
+    }
+    let count = x.u32().unwrap() as usize;
+    raw.big().1[..count.min(MIB as usize)].to_vec()
+}
+
 const MIB: u32 = 1 << 20;
 
 /// MOUNT, CREATE "big" and SETATTR its size to 64 MiB (sparse: READs return zeros of

@@ -7,6 +7,7 @@
 
 pub mod admit;
 pub mod client;
+mod reclaim;
 mod reply_budget;
 pub mod server;
 mod timeouts;

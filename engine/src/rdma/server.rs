@@ -26,6 +26,7 @@
 //! budget at accept.
 
 use super::admit::{Admission, Throttle, Verdict};
+use super::reclaim::{Drain, RECLAIM_HELD, RECLAIM_PROGRESS};
 use super::reply_budget::{reply_charge, ReplyBudget};
 use super::timeouts::{self, SendWatch, Sweep};
 use crate::fabric::{
@@ -79,6 +80,10 @@ pub struct ServerOptions {
     /// hold up to `credits` large buffers (Standards: a client must not pin shared
     /// buffers by reading nothing).
     pub max_reply_bytes: usize,
+    /// While some allocation is starved, a connection whose outstanding Sends hold at
+    /// least `RECLAIM_HELD` bytes and whose peer completed less than
+    /// `RECLAIM_PROGRESS` bytes of them in this long is closed (`super::reclaim`).
+    pub stall_reclaim: Duration,
 }
 
 impl Default for ServerOptions {
@@ -95,6 +100,7 @@ impl Default for ServerOptions {
             read_timeout: Duration::from_secs(30),
             send_timeout: Duration::from_secs(30),
             max_reply_bytes: 8 << 20,
+            stall_reclaim: Duration::from_millis(1000),
         }
     }
 }
@@ -199,6 +205,10 @@ pub struct RdmaStats {
     /// Calls held back because their connection's replies in production or awaiting
     /// Send completion reached `max_reply_bytes`.
     pub reply_budget_holds: u64,
+    /// Connections closed because, while an allocation was starved, their outstanding
+    /// Sends held `RECLAIM_HELD` bytes or more and their peer completed less than
+    /// `RECLAIM_PROGRESS` bytes of them in `stall_reclaim` (`super::reclaim`).
+    pub send_reclaimed: u64,
     pub disconnects: u64,
     pub calls: u64,
     pub replies: u64,
@@ -290,6 +300,9 @@ struct CallSlot {
     charge: usize,
     /// Bytes its posted reply carries (Writes and Send), for the connection's `sends`.
     sent: usize,
+    /// Memory its posted reply holds until its Send completes (the connection's
+    /// `drain`): the reply buffer's capacity, a pool header, external data.
+    held: usize,
 }
 
 struct Conn {
@@ -320,6 +333,8 @@ struct Conn {
     read_queue: VecDeque<(u16, Segment, usize)>,
     /// Signaled Sends outstanding and their progress (`send_timeout`).
     sends: SendWatch,
+    /// Memory outstanding Sends hold and what the peer took (`stall_reclaim`).
+    drain: Drain,
     sq_used: u32,
     sq_max: u32,
     reply_queue: VecDeque<u16>,
@@ -392,6 +407,10 @@ pub struct RdmaServer {
     refusals: Throttle,
     /// When connections are next checked for timeouts (`super::timeouts`).
     sweep: Sweep,
+    /// `Pools::exhausted_total` at the last sweep (the starvation signal).
+    exhausted_seen: u64,
+    /// Reclaim log lines, at most one a second (a sweep may close many).
+    reclaims: Throttle,
     /// Callback outcomes not yet taken (bounded, `MAX_CB_EVENTS`).
     cb_events: VecDeque<(ConnId, u32, CbEvent)>,
     /// Connections closed since the last `take_closed` (bounded likewise).
@@ -425,6 +444,7 @@ impl RdmaServer {
             .map_or(0, |c| c.count);
         let admission = Admission::new(recv_class, opts.min_credits, opts.max_connections);
         fabric.listen(addr)?;
+        let exhausted_seen = pools.exhausted_total();
         let ours = PrivData {
             send_size: opts.inline_size,
             recv_size: opts.inline_size,
@@ -459,7 +479,9 @@ impl RdmaServer {
             local: addr,
             admission,
             refusals: Throttle::new(Duration::from_secs(1)),
-            sweep: Sweep::new(&[opts.read_timeout, opts.send_timeout]),
+            sweep: Sweep::new(&[opts.read_timeout, opts.send_timeout, opts.stall_reclaim]),
+            exhausted_seen,
+            reclaims: Throttle::new(Duration::from_secs(1)),
             cb_events: VecDeque::new(),
             closed: VecDeque::new(),
             opts,
@@ -544,10 +566,13 @@ impl RdmaServer {
     }
 
     /// Closes connections whose peer answered none of their outstanding RDMA Reads
-    /// for `read_timeout`, or completed none of their outstanding Sends for
-    /// `send_timeout` (their buffers come back with the flushes; see
-    /// `super::timeouts`).
+    /// for `read_timeout`, completed none of their outstanding Sends for
+    /// `send_timeout`, or, while an allocation is starved, took too little of what
+    /// their outstanding Sends hold in `stall_reclaim` (their buffers come back with
+    /// the flushes; see `super::timeouts`, `super::reclaim`).
     fn sweep_timeouts(&mut self, now: Instant) -> usize {
+        let starved = self.starved();
+        let stalled_since = now.checked_sub(self.opts.stall_reclaim);
         let mut closed = 0;
         for slot in 0..self.conns.len() as u32 {
             let Some(c) = self.conns[slot as usize].as_mut() else {
@@ -556,22 +581,49 @@ impl RdmaServer {
             if c.closing {
                 continue;
             }
+            c.drain.note(now);
             if timeouts::reads_stalled(c.reads_out, c.read_progress, now, self.opts.read_timeout) {
                 tracing::warn!(peer = %c.peer, reads = c.reads_out, timeout = ?self.opts.read_timeout,
                     "rdma: peer left RDMA Reads unanswered; closing the connection");
                 self.stats.read_timeouts += 1;
-                self.close(slot);
-                closed += 1;
             } else if c.sends.stalled(now, self.opts.send_timeout) {
                 let (sends, bytes) = c.sends.outstanding();
                 tracing::warn!(peer = %c.peer, sends, bytes, timeout = ?self.opts.send_timeout,
                     "rdma: peer completed none of its replies (rdma.send_timeout_s); closing the connection");
                 self.stats.send_timeouts += 1;
-                self.close(slot);
-                closed += 1;
+            } else if starved && stalled_since.is_some_and(|t| c.drain.undrained(t)) {
+                self.stats.send_reclaimed += 1;
+                if let Some(quiet) = self.reclaims.ready(now) {
+                    let (sends, _) = c.sends.outstanding();
+                    let stalled_for = c.drain.since().map_or(self.opts.stall_reclaim, |t| {
+                        now.saturating_duration_since(t)
+                    });
+                    tracing::warn!(peer = %c.peer, sends, held = c.drain.held(), ?stalled_for, not_logged = quiet,
+                        "rdma: outstanding replies hold {RECLAIM_HELD} bytes or more of shared buffers and the \
+                         peer completed less than {RECLAIM_PROGRESS} bytes of them while buffers are short \
+                         (rdma.stall_reclaim_ms); closing the connection to reclaim them");
+                }
+            } else {
+                continue;
             }
+            self.close(slot);
+            closed += 1;
         }
         closed
+    }
+
+    /// Whether some allocation of this reactor was starved since the last sweep: a
+    /// pool class found empty (by either transport: they share the pools) or a call
+    /// of ours parked for a reassembly buffer.
+    fn starved(&mut self) -> bool {
+        let exhausted = self.pools.exhausted_total();
+        let grew = exhausted != self.exhausted_seen;
+        self.exhausted_seen = exhausted;
+        grew || self
+            .conns
+            .iter()
+            .flatten()
+            .any(|c| !c.closing && !c.parked.is_empty())
     }
 
     fn poll_cq(&mut self, on_call: &mut OnCall) -> usize {
@@ -705,6 +757,7 @@ impl RdmaServer {
                 ext: Vec::with_capacity(MAX_EXT),
                 charge: 0,
                 sent: 0,
+                held: 0,
             })
             .collect();
         let conn = Conn {
@@ -728,6 +781,7 @@ impl RdmaServer {
             read_progress: Instant::now(),
             read_queue: VecDeque::with_capacity(64),
             sends: SendWatch::default(),
+            drain: Drain::default(),
             sq_used: 0,
             sq_max: caps.max_send_wr,
             reply_queue: VecDeque::with_capacity(ncalls),
@@ -885,6 +939,7 @@ impl RdmaServer {
                 c.sq_used = c.sq_used.saturating_sub(1);
                 if let Some(b) = c.cb_bufs.get_mut(idx as usize).and_then(|b| b.take()) {
                     c.sends.completed(b.len());
+                    c.drain.completed(b.capacity(), ok);
                 }
                 c.cb.sent(idx as usize);
                 mark(&mut self.dirty, slot);
@@ -923,6 +978,7 @@ impl RdmaServer {
                 let cost = call.cost;
                 c.sq_used = c.sq_used.saturating_sub(cost);
                 c.sends.completed(call.sent);
+                c.drain.completed(call.held, ok);
                 release_call(c, idx as u16, &mut self.released);
                 mark(&mut self.dirty, slot);
             }
@@ -1483,6 +1539,9 @@ impl RdmaServer {
         call.state = State::Sending;
         call.cost = cost;
         call.sent = written + total;
+        call.held = call.reply.as_ref().map_or(0, |b| b.capacity())
+            + call.hdr.as_ref().map_or(0, |b| b.capacity())
+            + call.ext.iter().map(|d| d.len as usize).sum::<usize>();
         self.stats.rdma_writes += nwrites as u64;
         self.stats.replies += 1;
         if let Err(e) = self.fabric.post_send(c.qp, &wrs[..nwrites + 1]) {
@@ -1494,6 +1553,7 @@ impl RdmaServer {
         }
         c.sq_used += cost;
         c.sends.posted(call.sent);
+        c.drain.posted(call.held);
         Sent::Done
     }
 
@@ -1593,3 +1653,7 @@ mod cb_tests;
 #[cfg(test)]
 #[path = "server_timeout_tests.rs"]
 mod timeout_tests;
+
+#[cfg(test)]
+#[path = "server_reclaim_tests.rs"]
+mod reclaim_tests;

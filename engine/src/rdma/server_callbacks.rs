@@ -79,6 +79,7 @@ impl RdmaServer {
         }
         c.sq_used += 1;
         c.sends.posted(len);
+        c.drain.posted(buf.capacity());
         c.cb_bufs[i] = Some(buf);
         self.stats.cb_sent += 1;
         Ok(())

@@ -10,7 +10,7 @@ use crate::mem::{ClassSpec, HugePolicy};
 use std::sync::atomic::{AtomicU16, Ordering};
 use std::time::{Duration, Instant};
 
-fn addr() -> SocketAddr {
+pub(super) fn addr() -> SocketAddr {
     // Unique per process and per test (see `server_tests::addr`); own port range.
     static NEXT: AtomicU16 = AtomicU16::new(0);
     let n = NEXT.fetch_add(1, Ordering::Relaxed);
@@ -48,12 +48,12 @@ fn server(send_timeout: Duration) -> (RdmaServer, Pools) {
     (s, pools)
 }
 
-fn large_free(pools: &Pools) -> usize {
+pub(super) fn large_free(pools: &Pools) -> usize {
     pools.stats().last().map_or(0, |c| c.free)
 }
 
 /// Polls the server only (the peer is never polled here) until `n` calls arrived.
-fn take_calls(s: &mut RdmaServer, calls: &mut Calls, n: usize) {
+pub(super) fn take_calls(s: &mut RdmaServer, calls: &mut Calls, n: usize) {
     let deadline = Instant::now() + Duration::from_secs(5);
     while calls.len() < n {
         assert!(
@@ -67,7 +67,7 @@ fn take_calls(s: &mut RdmaServer, calls: &mut Calls, n: usize) {
 }
 
 /// Answers a call with a reply whose buffer is a large one (as a READ's would be).
-fn answer_large(s: &mut RdmaServer, pools: &Pools, (call, rec): (CallRef, Buf)) {
+pub(super) fn answer_large(s: &mut RdmaServer, pools: &Pools, (call, rec): (CallRef, Buf)) {
     let xid = u32::from_be_bytes(rec[..4].try_into().unwrap());
     let mut b = pools.alloc(1 << 20).expect("a large buffer");
     b.set_len(24);

@@ -20,6 +20,10 @@
 //!   buffers as long as the peer likes. Closing moves the QP to the error state: every
 //!   outstanding work request completes as a flush and each call's buffers come back
 //!   with its Send's flush, once.
+//!
+//! The same sweep applies `stall_reclaim` (`rdma.stall_reclaim_ms`, `super::reclaim`):
+//! while an allocation starves, peers that took too little of what their outstanding
+//! Sends hold are closed long before `send_timeout`.
 
 use std::time::{Duration, Instant};
 

@@ -319,7 +319,7 @@ impl TcpTransport {
 
     /// Allocation failures over every pool class so far.
     fn exhausted(pools: &Pools) -> u64 {
-        pools.stats().iter().map(|c| c.exhausted).sum()
+        pools.exhausted_total()
     }
 
     fn listen(addr: SocketAddr) -> io::Result<std::net::TcpListener> {

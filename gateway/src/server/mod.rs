@@ -226,6 +226,7 @@ impl Server {
             read_depth: cfg.rdma.read_depth,
             read_timeout: Duration::from_secs(cfg.rdma.read_timeout_s),
             send_timeout: Duration::from_secs(cfg.rdma.send_timeout_s),
+            stall_reclaim: Duration::from_millis(cfg.rdma.stall_reclaim_ms),
             max_reply_bytes: cfg.rdma.max_reply_mib << 20,
             ..ServerOptions::default()
         };

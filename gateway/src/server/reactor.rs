@@ -202,6 +202,7 @@ impl ReactorState {
             r.rejected,
             r.reply_budget_holds,
             r.send_timeouts,
+            r.send_reclaimed,
         ]);
     }
 

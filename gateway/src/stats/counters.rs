@@ -115,7 +115,7 @@ pub struct ReactorStats {
 
 /// Protective events counted by the transports (issue 15: limits a hostile or broken
 /// client cannot exhaust for others): `(transport label, reason label, meaning)`.
-pub const GUARDS: [(&str, &str, &str); 15] = [
+pub const GUARDS: [(&str, &str, &str); 16] = [
     (
         "tcp",
         "refused_max_connections",
@@ -190,6 +190,11 @@ pub const GUARDS: [(&str, &str, &str); 15] = [
         "rdma",
         "send_timeout",
         "peer completed none of its outstanding replies for rdma.send_timeout_s: connection closed",
+    ),
+    (
+        "rdma",
+        "send_reclaimed",
+        "outstanding replies holding shared buffers not taken while buffers were short: connection closed to free them for another client",
     ),
 ];
 

@@ -184,14 +184,25 @@ impl Raw {
 
     /// `Err` when the gateway rejects the request (or never answers in 5 s).
     pub fn try_connect(addr: SocketAddr) -> Result<Raw, String> {
+        Raw::try_connect_with(addr, 0)
+    }
+
+    /// A requester whose region has `big` more bytes after the scratch areas
+    /// ([`Raw::big`]): room for a 1 MiB write chunk.
+    pub fn connect_big(addr: SocketAddr, big: usize) -> Raw {
+        Raw::try_connect_with(addr, big).unwrap_or_else(|e| panic!("connect: {e}"))
+    }
+
+    fn try_connect_with(addr: SocketAddr, big: usize) -> Result<Raw, String> {
         let mut f = SoftFabric::new().map_err(|e| e.to_string())?;
-        let mut mem = vec![0u8; REGION];
+        let len = REGION + big;
+        let mut mem = vec![0u8; len];
         // SAFETY: `mem` lives in the returned Raw as long as the fabric (the Vec's
         // heap block does not move when the Vec does).
         let mr = unsafe {
             f.register(
                 mem.as_mut_ptr(),
-                REGION,
+                len,
                 access::LOCAL_WRITE | access::REMOTE_READ | access::REMOTE_WRITE,
             )
             .map_err(|e| e.to_string())?
@@ -245,6 +256,13 @@ impl Raw {
         let at = NRECV * RECV + k * SCRATCH;
         let addr = self.mem.as_ptr() as u64 + at as u64;
         (addr, &mut self.mem[at..at + SCRATCH])
+    }
+
+    /// The area after the scratch areas (empty unless made with [`Raw::connect_big`]):
+    /// its remote address and bytes.
+    pub fn big(&mut self) -> (u64, &mut [u8]) {
+        let addr = self.mem.as_ptr() as u64 + REGION as u64;
+        (addr, &mut self.mem[REGION..])
     }
 
     /// Posts one Send of `bytes` (staged in the last scratch area); `false` if the
