@@ -1495,8 +1495,14 @@ mod tests {
             ("retry_budget_s = 0.0", "backend.s3.retry_budget_s"),
             ("retry_budget_s = nan", "backend.s3.retry_budget_s"),
             ("retry_budget_s = 1e9", "backend.s3.retry_budget_s"),
-            ("multipart_copy_over_mib = 0", "backend.s3.multipart_copy_over_mib"),
-            ("multipart_copy_over_mib = 5121", "backend.s3.multipart_copy_over_mib"),
+            (
+                "multipart_copy_over_mib = 0",
+                "backend.s3.multipart_copy_over_mib",
+            ),
+            (
+                "multipart_copy_over_mib = 5121",
+                "backend.s3.multipart_copy_over_mib",
+            ),
             ("copy_part_mib = 4", "backend.s3.copy_part_mib"),
             ("copy_part_mib = 5121", "backend.s3.copy_part_mib"),
         ] {

@@ -95,7 +95,12 @@ async fn bounded<T>(c: &Core, f: impl std::future::Future<Output = BResult<T>>) 
 pub(super) async fn run(c: Arc<Core>, job: Job) -> BResult<()> {
     let plan = Plan::new(job.size, c.copy_part)?;
     let job = Arc::new(job);
-    let id = bounded(&c, c.pool.run(|ep| ep.rest.mp_create(&job.to, &job.key, &job.meta))).await?;
+    let id = bounded(
+        &c,
+        c.pool
+            .run(|ep| ep.rest.mp_create(&job.to, &job.key, &job.meta)),
+    )
+    .await?;
     let id: Arc<str> = id.into();
     let r = match copy_parts(&c, &job, &id, plan).await {
         Ok(etags) => {
@@ -110,7 +115,11 @@ pub(super) async fn run(c: Arc<Core>, job: Job) -> BResult<()> {
     };
     if r.is_err() {
         // A failed Complete may still have left the upload: abort it too.
-        let a = bounded(&c, c.pool.run(|ep| ep.rest.mp_abort(&job.to, &job.key, &id))).await;
+        let a = bounded(
+            &c,
+            c.pool.run(|ep| ep.rest.mp_abort(&job.to, &job.key, &id)),
+        )
+        .await;
         if let Err(e) = a {
             tracing::warn!(key = job.key, upload = %id, error = %e, "s3: abort of a multipart copy failed (the bucket's lifecycle rule cleans it up)");
         }
@@ -120,7 +129,12 @@ pub(super) async fn run(c: Arc<Core>, job: Job) -> BResult<()> {
 
 /// Copies every part, `IN_FLIGHT` at a time; the first failure stops the rest (those
 /// in flight are cancelled and waited for, so none lands after the abort).
-async fn copy_parts(c: &Arc<Core>, job: &Arc<Job>, id: &Arc<str>, plan: Plan) -> BResult<Vec<String>> {
+async fn copy_parts(
+    c: &Arc<Core>,
+    job: &Arc<Job>,
+    id: &Arc<str>,
+    plan: Plan,
+) -> BResult<Vec<String>> {
     let mut etags: Vec<Option<String>> = vec![None; plan.count as usize];
     let mut set = tokio::task::JoinSet::new();
     let mut next = 0u64;
@@ -133,8 +147,15 @@ async fn copy_parts(c: &Arc<Core>, job: &Arc<Job>, id: &Arc<str>, plan: Plan) ->
                 let r = bounded(
                     &c2,
                     c2.pool.run(|ep| {
-                        ep.rest
-                            .part_copy(&job2.from, &job2.to, &job2.key, &id2, i + 1, range, &job2.etag)
+                        ep.rest.part_copy(
+                            &job2.from,
+                            &job2.to,
+                            &job2.key,
+                            &id2,
+                            i + 1,
+                            range,
+                            &job2.etag,
+                        )
                     }),
                 )
                 .await;
@@ -232,7 +253,7 @@ mod tests {
         assert_eq!(p.range(20), Some((threshold, threshold)));
         // 5 TiB in parts of 256 MiB would be 20,480 parts: parts grow (in MiB) instead.
         let p = Plan::new(MAX_OBJECT, part).unwrap();
-        assert!(p.count <= MAX_PARTS && p.part % MIB == 0, "{p:?}");
+        assert!(p.count <= MAX_PARTS && p.part.is_multiple_of(MIB), "{p:?}");
         // Tiny or huge requested part sizes are clamped to S3's.
         assert_eq!(Plan::new(12 * MIB, 1).unwrap().part, MIN_PART);
         assert_eq!(Plan::new(12 * MIB, u64::MAX).unwrap().part, MAX_PART);
@@ -261,7 +282,9 @@ mod tests {
             "k: HTTP 400: <Code>EntityTooLarge</Code>".into()
         )));
         assert!(!too_large(&BackendError::Permanent("k: HTTP 403".into())));
-        assert!(!too_large(&BackendError::Retryable("EntityTooLarge".into())));
+        assert!(!too_large(&BackendError::Retryable(
+            "EntityTooLarge".into()
+        )));
         assert!(!too_large(&BackendError::NotFound));
     }
 }

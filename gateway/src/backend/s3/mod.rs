@@ -607,21 +607,13 @@ impl S3Backend {
     /// `size` being the source's size as last seen: one CopyObject up to
     /// `multipart_copy_over_mib`, part by part beyond it or when CopyObject refuses the
     /// source as too large (a size remembered from before another writer grew it).
-    fn copy_object(
-        &self,
-        from: &str,
-        to: &str,
-        meta: Option<&UserMeta>,
-        size: u64,
-    ) -> BResult<()> {
+    fn copy_object(&self, from: &str, to: &str, meta: Option<&UserMeta>, size: u64) -> BResult<()> {
         if size <= self.core.copy_over {
             let c = self.core.clone();
             let (f, t, k, m) = (c.skey(from), c.skey(to), to.to_string(), meta.cloned());
-            let r = self.core.block(async move {
-                c.pool
-                    .run(|ep| ep.rest.copy(&f, &t, &k, m.as_ref()))
-                    .await
-            });
+            let r = self
+                .core
+                .block(async move { c.pool.run(|ep| ep.rest.copy(&f, &t, &k, m.as_ref())).await });
             match r {
                 Err(e) if copy::too_large(&e) => {}
                 r => return r,
@@ -1119,6 +1111,11 @@ pub(crate) mod live_tests {
     /// prefix `bucket/` inside that one, so tests stay apart as with real buckets; the
     /// run's start time in the prefix keeps reruns on a kept cluster apart too.
     pub(crate) fn live(bucket: &str, prefix: &str) -> Option<S3Backend> {
+        live_with(bucket, prefix, "")
+    }
+
+    /// As `live`, with more `[backend.s3]` settings (TOML lines).
+    fn live_with(bucket: &str, prefix: &str, extra: &str) -> Option<S3Backend> {
         let Ok(ep) = std::env::var("NFSGW_S3_TEST_ENDPOINT") else {
             eprintln!(
                 "NFSGW_S3_TEST_ENDPOINT unset: S3 live test not run (tests/run-all.sh sets it)"
@@ -1136,7 +1133,7 @@ pub(crate) mod live_tests {
         let cfg: S3Config = toml::from_str(&format!(
             "endpoint = {ep:?}\nbucket = {bucket:?}\nprefix = {prefix:?}\npath_style = true\n\
              allow_http = true\naccess_key_id = {:?}\nsecret_access_key = {:?}\n\
-             region = {:?}\nretries = 1\ntimeout_s = 10\npart_size_mib = 5\nwrite_buffer_mib = 32\n",
+             region = {:?}\nretries = 1\ntimeout_s = 10\npart_size_mib = 5\nwrite_buffer_mib = 32\n{extra}\n",
             env_or("NFSGW_S3_TEST_ACCESS_KEY", "testing"),
             env_or("NFSGW_S3_TEST_SECRET_KEY", "testing"),
             env_or("NFSGW_S3_TEST_REGION", "us-east-1"),
@@ -1163,6 +1160,49 @@ pub(crate) mod live_tests {
         if let Some(b) = fresh("gw/") {
             crate::backend::conformance::run(&b);
         }
+    }
+
+    /// Copies over `multipart_copy_over_mib` (5 MiB here, standing in for CopyObject's
+    /// 5 GiB) go part by part: a rename's copy keeps bytes and metadata, a metadata
+    /// change keeps the bytes; at the threshold a copy is still one CopyObject.
+    #[test]
+    fn copies_over_the_threshold_go_part_by_part() {
+        let Some(b) = live_with(
+            "bigcopy",
+            "",
+            "multipart_copy_over_mib = 5\ncopy_part_mib = 5",
+        ) else {
+            return;
+        };
+        let data: Vec<u8> = (0..(12u64 << 20) + 1)
+            .map(|i| (i * 7 % 251) as u8)
+            .collect();
+        let mut m = UserMeta::new();
+        m.insert("mode".into(), "100640".into());
+        m.insert("uid".into(), "7".into());
+        b.put("src", &data, &m, false).unwrap();
+        b.copy("src", "dst").unwrap();
+        let h = b.head("dst").unwrap();
+        assert!(h.etag.ends_with("-3"), "not copied in 3 parts: {}", h.etag);
+        assert_eq!((h.size, &h.user), (data.len() as u64, &m));
+        let read = |k: &str| {
+            let mut back = vec![0u8; data.len() + 1];
+            let n = b.get_range(k, 0, &mut back).unwrap();
+            back.truncate(n);
+            back
+        };
+        assert!(read("dst") == data, "copy differs from its source");
+        m.insert("mode".into(), "100600".into());
+        b.set_meta("dst", &m).unwrap();
+        let h = b.head("dst").unwrap();
+        assert_eq!((h.size, &h.user), (data.len() as u64, &m));
+        assert!(read("dst") == data, "metadata change altered the bytes");
+        assert_eq!(b.copy("missing", "x"), Err(BackendError::NotFound));
+        let small = vec![5u8; 5 << 20];
+        b.put("small", &small, &m, false).unwrap();
+        b.copy("small", "small2").unwrap();
+        assert!(!b.head("small2").unwrap().etag.contains('-'));
+        assert!(read("src") == data, "the source changed");
     }
 
     #[test]

@@ -3,9 +3,11 @@
 //!
 //! Why not all through `object_store::ObjectStore`: its `Path` cannot name a key that
 //! ends in '/', and the mapping (docs/architecture.md §7) needs `dir/` marker objects; its listing
-//! has no start-after paging with a delimiter; its copy cannot replace user metadata.
-//! So HEAD, PUT, DELETE, CopyObject and ListObjectsV2 are issued here, and the data
-//! plane (ranged GETs, multipart uploads) goes through `ObjectStore` (see `mod.rs`).
+//! has no start-after paging with a delimiter; its copy cannot replace user metadata
+//! nor copy part by part. So HEAD, PUT, DELETE, CopyObject, ListObjectsV2 and the
+//! calls of a multipart copy (create, UploadPartCopy, complete, abort: `copy.rs`) are
+//! issued here, and the data plane (ranged GETs, multipart uploads of written data)
+//! goes through `ObjectStore` (see `mod.rs`).
 //!
 //! Every call is sent once: what S3 says is worth retrying (5xx, 429, timeouts,
 //! connection errors) becomes `BackendError::Retryable`, which `failover.rs` retries
