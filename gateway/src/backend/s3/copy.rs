@@ -127,8 +127,9 @@ pub(super) async fn run(c: Arc<Core>, job: Job) -> BResult<()> {
     r
 }
 
-/// Copies every part, `IN_FLIGHT` at a time; the first failure stops the rest (those
-/// in flight are cancelled and waited for, so none lands after the abort).
+/// Copies every part, `IN_FLIGHT` at a time; the first failure stops the rest. Parts
+/// already in flight are waited for, not cancelled: a request cut off here may still
+/// run on the store, and one landing after the abort would leave a part behind.
 async fn copy_parts(
     c: &Arc<Core>,
     job: &Arc<Job>,
@@ -178,12 +179,10 @@ async fn copy_parts(
                 job.key
             )),
             Ok((_, Err(e))) => e,
-            Err(e) if e.is_cancelled() => continue,
             Err(e) => BackendError::Permanent(format!("copy {}: part task failed: {e}", job.key)),
         };
         if failed.is_none() {
             failed = Some(err);
-            set.abort_all();
         }
     }
     if let Some(e) = failed {

@@ -1205,6 +1205,27 @@ pub(crate) mod live_tests {
         assert!(read("src") == data, "the source changed");
     }
 
+    /// `warm` (READDIRPLUS's HEADs) used to hold an in-flight permit while its HEADs
+    /// waited for more: with `max_concurrency` permits all held so, the backend hung.
+    #[test]
+    fn warm_needs_no_spare_permit() {
+        let Some(b) = live_with("warm1", "", "max_concurrency = 1") else {
+            return;
+        };
+        let keys: Vec<String> = (0..3).map(|i| format!("w{i}")).collect();
+        for k in &keys {
+            b.put(k, b"x", &UserMeta::new(), false).unwrap();
+            b.core.ra.invalidate(k);
+        }
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            b.warm(&keys);
+            let _ = tx.send(());
+        });
+        rx.recv_timeout(Duration::from_secs(60))
+            .expect("warm() hung with max_concurrency = 1");
+    }
+
     #[test]
     fn large_streamed_file_lands_byte_exact() {
         let Some(b) = live("streamed", "") else {
