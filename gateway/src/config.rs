@@ -482,6 +482,15 @@ pub struct S3Config {
     /// (0 = off: every READ is one GET of what it asked).
     #[serde(default = "default_s3_read_block")]
     pub read_block_mib: usize,
+    /// Renames and metadata changes (SETATTR) of objects larger than this copy them
+    /// part by part (UploadPartCopy) instead of with one CopyObject, which S3 refuses
+    /// over 5 GiB, MiB (1..=5120).
+    #[serde(default = "default_s3_multipart_copy_over")]
+    pub multipart_copy_over_mib: usize,
+    /// Part size of such a copy, MiB (5..=5120; grown when 10,000 parts would not
+    /// cover the object).
+    #[serde(default = "default_s3_copy_part")]
+    pub copy_part_mib: usize,
 }
 
 impl std::fmt::Debug for S3Config {
@@ -537,6 +546,16 @@ fn default_s3_part() -> usize {
 }
 fn default_s3_read_block() -> usize {
     4
+}
+/// CopyObject's limit: 5 GiB.
+fn default_s3_multipart_copy_over() -> usize {
+    5120
+}
+/// One part copy is one request under `timeout_s` and the retry budget: 256 MiB is a
+/// few seconds of server-side copying, and 10,000 of them cover 2.5 TiB (larger
+/// objects get larger parts).
+fn default_s3_copy_part() -> usize {
+    256
 }
 
 fn default_kind() -> BackendKind {
@@ -1080,6 +1099,18 @@ impl Config {
         if s3.read_block_mib > 256 {
             return err("backend.s3.read_block_mib", "must be 0..=256 MiB");
         }
+        if !(1..=5120).contains(&s3.multipart_copy_over_mib) {
+            return err(
+                "backend.s3.multipart_copy_over_mib",
+                "must be 1..=5120 (CopyObject refuses sources over 5 GiB)",
+            );
+        }
+        if !(5..=5120).contains(&s3.copy_part_mib) {
+            return err(
+                "backend.s3.copy_part_mib",
+                "must be 5..=5120 (S3 parts are 5 MiB to 5 GiB)",
+            );
+        }
         if s3.part_size_mib * 2 > s3.write_buffer_mib {
             return err(
                 "backend.s3.write_buffer_mib",
@@ -1488,6 +1519,7 @@ mod tests {
         let b = c.backend.s3.unwrap();
         assert_eq!(b.endpoints.len(), 2);
         assert_eq!((b.retries, b.retry_budget_s), (10, 10.0));
+        assert_eq!((b.multipart_copy_over_mib, b.copy_part_mib), (5120, 256));
         assert!(b.handle_key_file.is_none());
         for (bad, key) in [
             (
@@ -1498,6 +1530,16 @@ mod tests {
             ("retry_budget_s = 0.0", "backend.s3.retry_budget_s"),
             ("retry_budget_s = nan", "backend.s3.retry_budget_s"),
             ("retry_budget_s = 1e9", "backend.s3.retry_budget_s"),
+            (
+                "multipart_copy_over_mib = 0",
+                "backend.s3.multipart_copy_over_mib",
+            ),
+            (
+                "multipart_copy_over_mib = 5121",
+                "backend.s3.multipart_copy_over_mib",
+            ),
+            ("copy_part_mib = 4", "backend.s3.copy_part_mib"),
+            ("copy_part_mib = 5121", "backend.s3.copy_part_mib"),
         ] {
             let e = s3(bad).err().unwrap_or_else(|| panic!("{bad} accepted"));
             assert!(e.to_string().contains(key), "{bad}: {e}");

@@ -181,6 +181,74 @@ def test_nfs_file_is_a_byte_exact_object_and_s3_objects_appear(gw_factory, garag
     c.close()
 
 
+def test_large_rename_and_chmod_copy_part_by_part_on_garage(gw_factory, garage_cluster, bucket, s3):
+    """Garage's UploadPartCopy with ranges (moto's is checked in test_s3.py): copies of
+    objects over `multipart_copy_over_mib` (CopyObject's 5 GiB limit, 5 MiB here) go part
+    by part and keep every byte and the metadata."""
+    g = gateway(gw_factory, garage_cluster, bucket, multipart_copy_over_mib=5, copy_part_mib=5)
+    c = g.client()
+    root = c.mount("/")
+    data = os.urandom(12 * MiB + 3)
+    make_file(c, root, "big.bin", data)
+    c.rename(root, "big.bin", root, "moved.bin").check("RENAME over the copy limit")
+    h = head(s3, bucket, "moved.bin")
+    assert h is not None and h["ETag"].strip('"').endswith("-3"), h and h["ETag"]
+    assert head(s3, bucket, "big.bin") is None
+    assert_object(s3, bucket, "moved.bin", data)
+    fh = c.lookup(root, "moved.bin").check().fh
+    c.setattr(fh, mode=0o600).check("chmod over the copy limit")
+    assert head(s3, bucket, "moved.bin")["Metadata"].get("mode") == "100600"
+    assert c.getattr(fh).check().attr.mode & 0o7777 == 0o600
+    assert_object(s3, bucket, "moved.bin", data)
+    assert c.read_all(fh, len(data)) == data
+    assert s3.list_multipart_uploads(Bucket=bucket).get("Uploads", []) == []
+    c.close()
+
+
+def test_source_rewritten_during_a_part_copy_fails_the_copy_not_mixes_it(gw_factory, garage_cluster, bucket, s3):
+    """Every part copy names the source's ETag (x-amz-copy-source-if-match), which Garage
+    checks (moto does not): a source rewritten between two parts fails the copy with
+    JUKEBOX and aborts the upload, instead of assembling an object from two versions;
+    the client's retry copies the new content."""
+    from s3proxy import FaultProxy
+
+    host, port = garage_cluster.endpoints[0].split("://")[1].rsplit(":", 1)
+    p = FaultProxy((host, int(port))).start()
+    try:
+        g = gateway(gw_factory, garage_cluster, bucket, endpoints=[p.endpoint],
+                    multipart_copy_over_mib=5, copy_part_mib=5, timeout_s=30)
+        c = g.client()
+        root = c.mount("/")
+        old = os.urandom(12 * MiB)
+        make_file(c, root, "src.bin", old)
+        # hold the second part copy until an S3 client rewrote the source
+        p.stall(60, times=1, method="PUT", path=r"partNumber=2&", then="forward")
+        new = os.urandom(12 * MiB)
+
+        def rewrite():
+            assert p.wait_for(lambda q: q.injected["stall"] >= 1, timeout=30)
+            s3.put_object(Bucket=bucket, Key="src.bin", Body=new)
+            p.release()
+
+        t = threading.Thread(target=rewrite, daemon=True)
+        t.start()
+        r = c.rename(root, "src.bin", root, "dst.bin")
+        t.join(60)
+        assert r.status == N.NFS3ERR_JUKEBOX, f"RENAME while the source changed -> {N.status_name(r.status)}"
+        assert head(s3, bucket, "dst.bin") is None, "an object was assembled from two versions"
+        assert s3.list_multipart_uploads(Bucket=bucket).get("Uploads", []) == []
+        assert_object(s3, bucket, "src.bin", new)
+        # the client retries: the new content moves
+        retry_jukebox(lambda: c.rename(root, "src.bin", root, "dst.bin"), "RENAME retried")
+        assert_object(s3, bucket, "dst.bin", new)
+        assert head(s3, bucket, "src.bin") is None
+        c.close()
+        g.stop()
+    finally:
+        p.clear()
+        p.stop()
+
+
 def test_two_gateways_hand_out_identical_handles(gw_factory, garage_cluster, bucket):
     """Started one after the other (the second finds the first's handle key), two gateways
     agree on every handle and accept each other's."""

@@ -675,3 +675,153 @@ def test_sequential_reads_use_read_ahead_blocks_and_readdirplus_stays_correct(
     for n, a in names.items():
         assert a is not None and a.size == int(n[1:]) and a.mode & 0o7777 == 0o600 and a.uid == 7, (n, a)
     c.close()
+
+
+# ---------------------------------------------------------------------------- copies over CopyObject's limit
+
+# CopyObject refuses sources over 5 GiB; renames and SETATTR copy such objects part by
+# part (UploadPartCopy). The threshold is configurable, so a 12 MiB object stands in for
+# a 6 GiB one: over 5 MiB it is copied in 5 MiB parts (three, the last short).
+BIG_COPY = dict(multipart_copy_over_mib=5, copy_part_mib=5)
+
+
+def part_copies(p):
+    """UploadPartCopy requests the proxy forwarded (PUT ...?partNumber=N&uploadId=...)."""
+    return [t for (_, m, t, outcome) in list(p.log) if m == "PUT" and "partNumber=" in t and outcome == "200"]
+
+
+def uploads_left(s3, bucket):
+    return s3.list_multipart_uploads(Bucket=bucket).get("Uploads", [])
+
+
+def is_multipart_etag(h, parts):
+    return h["ETag"].strip('"').endswith(f"-{parts}")
+
+
+def test_rename_and_setattr_of_objects_over_the_copy_limit_copy_part_by_part(
+        gw_factory, s3_server, s3_bucket, s3, s3_proxy):
+    p = s3_proxy
+    g = s3_gateway(gw_factory, s3_server, s3_bucket, endpoint=p.endpoint, **BIG_COPY)
+    c = g.client()
+    root = c.mount("/")
+    data = os.urandom(12 * MiB + 777)
+    make_file(c, root, "big.bin", data, mode=0o640)
+    before = head(s3, s3_bucket, "big.bin")
+    assert not is_multipart_etag(before, 3)
+
+    # rename: every byte under the new key, the metadata (mode, owner, the handle's
+    # incarnation) carried over, nothing under the old key, no upload left behind
+    d = c.mkdir(root, "d", 0o755).check().fh
+    p.log.clear()
+    c.rename(root, "big.bin", d, "moved.bin").check("RENAME of a file over the copy limit")
+    assert len(part_copies(p)) == 3, f"expected 3 part copies, proxy saw {[x[1:] for x in p.log]}"
+    after = head(s3, s3_bucket, "d/moved.bin")
+    assert after is not None and is_multipart_etag(after, 3), after and after["ETag"]
+    assert after["ContentLength"] == len(data)
+    assert_object(s3, s3_bucket, "d/moved.bin", data)
+    assert head(s3, s3_bucket, "big.bin") is None
+    for k in ("mode", "uid", "gid", "nfsgw-id"):
+        assert after["Metadata"].get(k) == before["Metadata"].get(k), (k, before["Metadata"], after["Metadata"])
+    assert uploads_left(s3, s3_bucket) == []
+    # the new handle reads the exact bytes (sha256 over the whole file)
+    fh = c.lookup(d, "moved.bin").check().fh
+    a = c.getattr(fh).check().attr
+    assert (a.size, a.mode & 0o7777) == (len(data), 0o640)
+    got = nfs_read(c, fh, len(data))
+    assert hashlib.sha256(got).digest() == hashlib.sha256(data).digest(), "renamed file's bytes differ"
+
+    # chmod: the object is copied onto itself with the new metadata, bytes untouched
+    p.log.clear()
+    c.setattr(fh, mode=0o600).check("chmod of a file over the copy limit")
+    assert len(part_copies(p)) == 3, [x[1:] for x in p.log]
+    h = head(s3, s3_bucket, "d/moved.bin")
+    assert h["Metadata"].get("mode") == "100600", h["Metadata"]
+    assert h["Metadata"].get("nfsgw-id") == before["Metadata"].get("nfsgw-id")
+    assert c.getattr(fh).check().attr.mode & 0o7777 == 0o600
+    assert_object(s3, s3_bucket, "d/moved.bin", data)
+
+    # touch (utimes): the new mtime is the file's, bytes untouched
+    t = int(time.time()) - 86400 * 3
+    c.setattr(fh, mtime=(t, 500), atime=(t, 0)).check("utimes of a file over the copy limit")
+    a = c.getattr(fh).check().attr
+    assert a.mtime == (t, 500), a.mtime
+    assert head(s3, s3_bucket, "d/moved.bin")["Metadata"].get("mtime", "").startswith(f"{t}."), \
+        head(s3, s3_bucket, "d/moved.bin")["Metadata"]
+    assert_object(s3, s3_bucket, "d/moved.bin", data)
+    assert uploads_left(s3, s3_bucket) == []
+    assert nfs_read(c, fh, len(data)) == data
+
+    # at or under the threshold a copy stays one CopyObject
+    small = os.urandom(5 * MiB)
+    make_file(c, root, "small.bin", small)
+    p.log.clear()
+    c.rename(root, "small.bin", d, "small.bin").check()
+    assert part_copies(p) == [], [x[1:] for x in p.log]
+    assert not is_multipart_etag(head(s3, s3_bucket, "d/small.bin"), 1)
+    assert_object(s3, s3_bucket, "d/small.bin", small)
+    c.close()
+
+
+def test_a_failed_part_copy_aborts_the_upload_and_keeps_the_source(
+        gw_factory, s3_server, s3_bucket, s3, s3_proxy):
+    p = s3_proxy
+    g = s3_gateway(gw_factory, s3_server, s3_bucket, endpoint=p.endpoint, **FAULT_CFG, **BIG_COPY)
+    c = g.client()
+    root = c.mount("/")
+    data = os.urandom(12 * MiB + 5)
+    fh = make_file(c, root, "big.bin", data, mode=0o644)
+    # a transient 503 on one part is retried: the rename just succeeds
+    p.fail(503, times=1, method="PUT", path=r"partNumber=2&")
+    c.rename(root, "big.bin", root, "b2.bin").check("RENAME with one 503 on a part copy")
+    assert p.injected["503"] == 1, p.injected
+    assert_object(s3, s3_bucket, "b2.bin", data)
+    assert uploads_left(s3, s3_bucket) == []
+
+    # a part the store refuses for good: the client gets an error, the upload is
+    # aborted, the source is intact and nothing appears under the target name
+    p.reset_counts()
+    p.fail(400, times=None, method="PUT", path=r"partNumber=2&")
+    r = c.rename(root, "b2.bin", root, "b3.bin")
+    assert r.status == N.NFS3ERR_IO, f"RENAME with a refused part copy -> {N.status_name(r.status)}"
+    assert p.injected["400"] >= 1, p.injected
+    assert uploads_left(s3, s3_bucket) == [], uploads_left(s3, s3_bucket)
+    assert head(s3, s3_bucket, "b3.bin") is None
+    assert_object(s3, s3_bucket, "b2.bin", data)
+    fh = c.lookup(root, "b2.bin").check().fh
+    # the same for a chmod: an error, the old mode kept, no upload left
+    r = c.setattr(fh, mode=0o600)
+    assert r.status == N.NFS3ERR_IO, f"chmod with a refused part copy -> {N.status_name(r.status)}"
+    assert uploads_left(s3, s3_bucket) == []
+    h = head(s3, s3_bucket, "b2.bin")
+    assert h["Metadata"].get("mode") == "100644", h["Metadata"]
+    assert_object(s3, s3_bucket, "b2.bin", data)
+
+    # the store back to normal: both work
+    p.clear()
+    c.setattr(fh, mode=0o600).check()
+    c.rename(root, "b2.bin", root, "b3.bin").check()
+    assert_object(s3, s3_bucket, "b3.bin", data)
+    assert head(s3, s3_bucket, "b3.bin")["Metadata"].get("mode") == "100600"
+    assert uploads_left(s3, s3_bucket) == []
+    c.close()
+
+
+def test_copy_refused_as_too_large_is_redone_part_by_part(gw_factory, s3_server, s3_bucket, s3, s3_proxy):
+    """A store that refuses CopyObject for a source the gateway thought small enough (its
+    size as last seen, or a store with a lower limit) gets the copy part by part: as AWS
+    answers CopyObject over 5 GiB, simulated by the proxy."""
+    p = s3_proxy
+    g = s3_gateway(gw_factory, s3_server, s3_bucket, endpoint=p.endpoint, copy_part_mib=5)
+    c = g.client()
+    root = c.mount("/")
+    data = os.urandom(11 * MiB)
+    make_file(c, root, "big.bin", data)
+    p.fail(400, times=None, method="PUT", path=rf"^/{s3_bucket}/moved\.bin$", code="EntityTooLarge")
+    p.log.clear()
+    c.rename(root, "big.bin", root, "moved.bin").check("RENAME after CopyObject refused the source")
+    assert p.injected["400"] == 1, p.injected
+    assert len(part_copies(p)) == 3, [x[1:] for x in p.log]
+    assert_object(s3, s3_bucket, "moved.bin", data)
+    assert head(s3, s3_bucket, "big.bin") is None
+    assert uploads_left(s3, s3_bucket) == []
+    c.close()

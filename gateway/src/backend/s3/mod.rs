@@ -6,6 +6,9 @@
 //! waits for its answer. A semaphore bounds the requests in flight to the store
 //! (`max_concurrency`). Reactors never call a backend (docs/architecture.md §6).
 //!
+//! Copies (renames, metadata changes) of objects over `multipart_copy_over_mib` go part
+//! by part (`copy.rs`): CopyObject refuses sources over 5 GiB.
+//!
 //! Data plane through `object_store`: ranged GETs (`ObjectStore::get_opts`) and the
 //! parts of multipart uploads (`MultipartStore`), with its retry policy (jittered
 //! backoff on 5xx, timeouts and resets). Control plane (HEAD, PUT, DELETE, copy,
@@ -16,6 +19,7 @@
 //! `dir/` marker. Names starting with `.nfsgw-tmp.` are this gateway's own and never
 //! listed. Writes are staged (`stage.rs`) and uploaded on `sync`.
 
+mod copy;
 mod failover;
 mod handlekey;
 mod readahead;
@@ -58,6 +62,10 @@ struct Core {
     /// once at open (`probe_if_none_match`); until then, and when the probe could not
     /// run, exclusive PUTs check with a HEAD first.
     honours_if_none_match: std::sync::atomic::AtomicBool,
+    /// Copies of objects larger than this go part by part (`copy.rs`), bytes.
+    copy_over: u64,
+    /// Their part size, bytes.
+    copy_part: u64,
 }
 
 pub struct S3Backend {
@@ -98,10 +106,22 @@ impl Core {
         &self,
         fut: impl Future<Output = BResult<T>> + Send + 'static,
     ) -> BResult<T> {
-        let (tx, rx) = std::sync::mpsc::sync_channel(1);
         let sem = self.inflight.clone();
-        self.rt.spawn(async move {
+        self.block_free(async move {
             let _permit = sem.acquire_owned().await;
+            fut.await
+        })
+    }
+
+    /// As `block`, without taking an in-flight permit: for futures that issue several
+    /// requests, each taking its own. Holding one across requests that wait for others
+    /// would deadlock once every permit is held by such a future.
+    fn block_free<T: Send + 'static>(
+        &self,
+        fut: impl Future<Output = BResult<T>> + Send + 'static,
+    ) -> BResult<T> {
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        self.rt.spawn(async move {
             let _ = tx.send(fut.await);
         });
         rx.recv()
@@ -513,6 +533,8 @@ impl S3Backend {
             bucket: cfg.bucket.clone(),
             ra: ReadAhead::new((cfg.read_block_mib as u64) << 20),
             honours_if_none_match: std::sync::atomic::AtomicBool::new(false),
+            copy_over: (cfg.multipart_copy_over_mib as u64) << 20,
+            copy_part: (cfg.copy_part_mib as u64) << 20,
         });
         let wb = Arc::new(WriteBack::new(
             Arc::new(CoreStore(core.clone())),
@@ -579,6 +601,41 @@ impl S3Backend {
                 });
             })
             .expect("spawn s3-flush");
+    }
+
+    /// Copies `from` to `to` on the store (onto itself with `meta`: a metadata change),
+    /// `size` being the source's size as last seen: one CopyObject up to
+    /// `multipart_copy_over_mib`, part by part beyond it or when CopyObject refuses the
+    /// source as too large (a size remembered from before another writer grew it).
+    fn copy_object(&self, from: &str, to: &str, meta: Option<&UserMeta>, size: u64) -> BResult<()> {
+        if size <= self.core.copy_over {
+            let c = self.core.clone();
+            let (f, t, k, m) = (c.skey(from), c.skey(to), to.to_string(), meta.cloned());
+            let r = self
+                .core
+                .block(async move { c.pool.run(|ep| ep.rest.copy(&f, &t, &k, m.as_ref())).await });
+            match r {
+                Err(e) if copy::too_large(&e) => {}
+                r => return r,
+            }
+        }
+        // The parts name the source's current ETag, so it must be fresh, not cached;
+        // a rename's copy keeps the source's metadata (UploadPartCopy copies bytes only).
+        let src = fresh_head(&self.core, from)?;
+        let job = copy::Job {
+            from: self.core.skey(from),
+            to: self.core.skey(to),
+            key: to.to_string(),
+            size: src.size,
+            etag: src.etag,
+            meta: meta.cloned().unwrap_or(src.user),
+        };
+        let r = self.core.block_free(copy::run(self.core.clone(), job));
+        // The attributes of `to` (size, ETag, time) are the upload's now; a failure may
+        // have been the source changing, which the next attempt must HEAD afresh.
+        self.core.ra.invalidate(to);
+        self.core.ra.invalidate(from);
+        r
     }
 
     fn overlay(&self, mut m: ObjectMeta) -> ObjectMeta {
@@ -651,7 +708,8 @@ impl Backend for S3Backend {
             return;
         }
         let c2 = c.clone();
-        let _ = c.block(async move {
+        // Each HEAD takes its own permit (see `block_free`).
+        let _ = c.block_free(async move {
             let mut tasks = Vec::new();
             for k in todo {
                 let c3 = c2.clone();
@@ -780,11 +838,9 @@ impl Backend for S3Backend {
         check_key(from)?;
         check_key(to)?;
         self.wb.sync(from)?;
-        let c = self.core.clone();
-        let (f, t, k) = (c.skey(from), c.skey(to), to.to_string());
         self.core.ra.invalidate(to);
-        self.core
-            .block(async move { c.pool.run(|ep| ep.rest.copy(&f, &t, &k, None)).await })?;
+        let size = head(&self.core, from)?.size;
+        self.copy_object(from, to, None, size)?;
         self.wb.discard(to);
         Ok(())
     }
@@ -817,11 +873,9 @@ impl Backend for S3Backend {
         }
         // Streaming stages fixed their metadata at open: upload first, then replace.
         self.wb.sync(key)?;
+        let size = head(&self.core, key)?.size;
         self.core.ra.invalidate(key);
-        let c = self.core.clone();
-        let (sk, k, m) = (c.skey(key), key.to_string(), meta.clone());
-        self.core
-            .block(async move { c.pool.run(|ep| ep.rest.copy(&sk, &sk, &k, Some(&m))).await })
+        self.copy_object(key, key, Some(meta), size)
     }
 
     fn capacity(&self) -> BResult<(u64, u64, u64, u64)> {
@@ -1057,6 +1111,11 @@ pub(crate) mod live_tests {
     /// prefix `bucket/` inside that one, so tests stay apart as with real buckets; the
     /// run's start time in the prefix keeps reruns on a kept cluster apart too.
     pub(crate) fn live(bucket: &str, prefix: &str) -> Option<S3Backend> {
+        live_with(bucket, prefix, "")
+    }
+
+    /// As `live`, with more `[backend.s3]` settings (TOML lines).
+    fn live_with(bucket: &str, prefix: &str, extra: &str) -> Option<S3Backend> {
         let Ok(ep) = std::env::var("NFSGW_S3_TEST_ENDPOINT") else {
             eprintln!(
                 "NFSGW_S3_TEST_ENDPOINT unset: S3 live test not run (tests/run-all.sh sets it)"
@@ -1074,7 +1133,7 @@ pub(crate) mod live_tests {
         let cfg: S3Config = toml::from_str(&format!(
             "endpoint = {ep:?}\nbucket = {bucket:?}\nprefix = {prefix:?}\npath_style = true\n\
              allow_http = true\naccess_key_id = {:?}\nsecret_access_key = {:?}\n\
-             region = {:?}\nretries = 1\ntimeout_s = 10\npart_size_mib = 5\nwrite_buffer_mib = 32\n",
+             region = {:?}\nretries = 1\ntimeout_s = 10\npart_size_mib = 5\nwrite_buffer_mib = 32\n{extra}\n",
             env_or("NFSGW_S3_TEST_ACCESS_KEY", "testing"),
             env_or("NFSGW_S3_TEST_SECRET_KEY", "testing"),
             env_or("NFSGW_S3_TEST_REGION", "us-east-1"),
@@ -1101,6 +1160,70 @@ pub(crate) mod live_tests {
         if let Some(b) = fresh("gw/") {
             crate::backend::conformance::run(&b);
         }
+    }
+
+    /// Copies over `multipart_copy_over_mib` (5 MiB here, standing in for CopyObject's
+    /// 5 GiB) go part by part: a rename's copy keeps bytes and metadata, a metadata
+    /// change keeps the bytes; at the threshold a copy is still one CopyObject.
+    #[test]
+    fn copies_over_the_threshold_go_part_by_part() {
+        let Some(b) = live_with(
+            "bigcopy",
+            "",
+            "multipart_copy_over_mib = 5\ncopy_part_mib = 5",
+        ) else {
+            return;
+        };
+        let data: Vec<u8> = (0..(12u64 << 20) + 1)
+            .map(|i| (i * 7 % 251) as u8)
+            .collect();
+        let mut m = UserMeta::new();
+        m.insert("mode".into(), "100640".into());
+        m.insert("uid".into(), "7".into());
+        b.put("src", &data, &m, false).unwrap();
+        b.copy("src", "dst").unwrap();
+        let h = b.head("dst").unwrap();
+        assert!(h.etag.ends_with("-3"), "not copied in 3 parts: {}", h.etag);
+        assert_eq!((h.size, &h.user), (data.len() as u64, &m));
+        let read = |k: &str| {
+            let mut back = vec![0u8; data.len() + 1];
+            let n = b.get_range(k, 0, &mut back).unwrap();
+            back.truncate(n);
+            back
+        };
+        assert!(read("dst") == data, "copy differs from its source");
+        m.insert("mode".into(), "100600".into());
+        b.set_meta("dst", &m).unwrap();
+        let h = b.head("dst").unwrap();
+        assert_eq!((h.size, &h.user), (data.len() as u64, &m));
+        assert!(read("dst") == data, "metadata change altered the bytes");
+        assert_eq!(b.copy("missing", "x"), Err(BackendError::NotFound));
+        let small = vec![5u8; 5 << 20];
+        b.put("small", &small, &m, false).unwrap();
+        b.copy("small", "small2").unwrap();
+        assert!(!b.head("small2").unwrap().etag.contains('-'));
+        assert!(read("src") == data, "the source changed");
+    }
+
+    /// `warm` (READDIRPLUS's HEADs) used to hold an in-flight permit while its HEADs
+    /// waited for more: with `max_concurrency` permits all held so, the backend hung.
+    #[test]
+    fn warm_needs_no_spare_permit() {
+        let Some(b) = live_with("warm1", "", "max_concurrency = 1") else {
+            return;
+        };
+        let keys: Vec<String> = (0..3).map(|i| format!("w{i}")).collect();
+        for k in &keys {
+            b.put(k, b"x", &UserMeta::new(), false).unwrap();
+            b.core.ra.invalidate(k);
+        }
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            b.warm(&keys);
+            let _ = tx.send(());
+        });
+        rx.recv_timeout(Duration::from_secs(60))
+            .expect("warm() hung with max_concurrency = 1");
     }
 
     #[test]

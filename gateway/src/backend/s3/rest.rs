@@ -3,9 +3,11 @@
 //!
 //! Why not all through `object_store::ObjectStore`: its `Path` cannot name a key that
 //! ends in '/', and the mapping (docs/architecture.md §7) needs `dir/` marker objects; its listing
-//! has no start-after paging with a delimiter; its copy cannot replace user metadata.
-//! So HEAD, PUT, DELETE, CopyObject and ListObjectsV2 are issued here, and the data
-//! plane (ranged GETs, multipart uploads) goes through `ObjectStore` (see `mod.rs`).
+//! has no start-after paging with a delimiter; its copy cannot replace user metadata
+//! nor copy part by part. So HEAD, PUT, DELETE, CopyObject, ListObjectsV2 and the
+//! calls of a multipart copy (create, UploadPartCopy, complete, abort: `copy.rs`) are
+//! issued here, and the data plane (ranged GETs, multipart uploads of written data)
+//! goes through `ObjectStore` (see `mod.rs`).
 //!
 //! Every call is sent once: what S3 says is worth retrying (5xx, 429, timeouts,
 //! connection errors) becomes `BackendError::Retryable`, which `failover.rs` retries
@@ -160,11 +162,7 @@ impl Rest {
         key: &str,
         meta: Option<&UserMeta>,
     ) -> BResult<()> {
-        let bucket_path = self.copy_source_bucket();
-        let mut h = vec![(
-            "x-amz-copy-source",
-            format!("{bucket_path}/{}", utf8_percent_encode(from_store_key, KEY)),
-        )];
+        let mut h = vec![("x-amz-copy-source", self.copy_source(from_store_key))];
         if let Some(m) = meta {
             h.push(("x-amz-metadata-directive", "REPLACE".to_string()));
             h.extend(meta_headers(m));
@@ -201,6 +199,94 @@ impl Rest {
             .map_err(|e| {
                 BackendError::Permanent(format!("{key}: bad CreateMultipartUpload reply: {e}"))
             })
+    }
+
+    /// UploadPartCopy: bytes `range` (inclusive; `None` = the whole, empty, source) of
+    /// `from_store_key` as part `part` (1-based) of upload `id` of `to_store_key`, only
+    /// while the source's ETag is still `if_match` (a copy assembled from parts of two
+    /// versions would be neither). Returns the part's ETag, or `None` when the source
+    /// changed (412) and the copy must start over from a fresh HEAD.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn part_copy(
+        &self,
+        from_store_key: &str,
+        to_store_key: &str,
+        key: &str,
+        id: &str,
+        part: u64,
+        range: Option<(u64, u64)>,
+        if_match: &str,
+    ) -> BResult<Option<String>> {
+        let url = format!(
+            "{}?partNumber={part}&uploadId={}",
+            self.url(to_store_key),
+            utf8_percent_encode(id, QUERY)
+        );
+        let mut h = vec![("x-amz-copy-source", self.copy_source(from_store_key))];
+        if let Some((a, b)) = range {
+            h.push(("x-amz-copy-source-range", format!("bytes={a}-{b}")));
+        }
+        if !if_match.is_empty() && valid_etag(if_match) {
+            h.push(("x-amz-copy-source-if-match", format!("\"{if_match}\"")));
+        }
+        let r = self.send(Method::PUT, &url, &h, Bytes::new(), key).await?;
+        if r.status == StatusCode::PRECONDITION_FAILED {
+            return Ok(None);
+        }
+        check(&r, key)?;
+        parse_copy_part(&r.body, key).map(Some)
+    }
+
+    /// CompleteMultipartUpload of `etags` (part 1 first).
+    pub async fn mp_complete(
+        &self,
+        store_key: &str,
+        key: &str,
+        id: &str,
+        etags: &[String],
+    ) -> BResult<()> {
+        let url = format!(
+            "{}?uploadId={}",
+            self.url(store_key),
+            utf8_percent_encode(id, QUERY)
+        );
+        let body = Bytes::from(complete_body(etags));
+        let h = [("content-length", body.len().to_string())];
+        let r = self.send(Method::POST, &url, &h, body, key).await?;
+        check(&r, key)?;
+        // As with CopyObject, S3 may answer 200 and report the failure in the body.
+        if r.body.windows(7).any(|w| w == b"<Error>") {
+            return Err(BackendError::Retryable(format!(
+                "complete {key}: {}",
+                text(&r.body)
+            )));
+        }
+        Ok(())
+    }
+
+    /// AbortMultipartUpload (its parts are freed; 404 = already gone).
+    pub async fn mp_abort(&self, store_key: &str, key: &str, id: &str) -> BResult<()> {
+        let url = format!(
+            "{}?uploadId={}",
+            self.url(store_key),
+            utf8_percent_encode(id, QUERY)
+        );
+        let r = self
+            .send(Method::DELETE, &url, &[], Bytes::new(), key)
+            .await?;
+        match check(&r, key) {
+            Err(BackendError::NotFound) => Ok(()),
+            other => other,
+        }
+    }
+
+    /// The `x-amz-copy-source` value naming `store_key` in this bucket.
+    fn copy_source(&self, store_key: &str) -> String {
+        format!(
+            "{}/{}",
+            self.copy_source_bucket(),
+            utf8_percent_encode(store_key, KEY)
+        )
     }
 
     /// GET of `len` bytes at `offset` (416 past the end = no bytes).
@@ -274,6 +360,52 @@ impl Rest {
             .map(|n| n.max(0) as u64);
         Ok(page)
     }
+}
+
+/// An ETag as S3 writes them (hex digits, a `-N` part count); anything else from a
+/// hostile or broken store is not echoed into headers or XML.
+fn valid_etag(e: &str) -> bool {
+    !e.is_empty() && e.len() <= 128 && e.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+}
+
+/// The ETag of an UploadPartCopy answer (`<CopyPartResult><ETag>`). A 200 may carry an
+/// `<Error>` document instead (a late failure, worth retrying).
+pub(super) fn parse_copy_part(body: &[u8], key: &str) -> BResult<String> {
+    if body.windows(7).any(|w| w == b"<Error>") {
+        return Err(BackendError::Retryable(format!(
+            "part copy {key}: {}",
+            text(body)
+        )));
+    }
+    #[derive(serde::Deserialize)]
+    #[serde(rename_all = "PascalCase")]
+    struct CopyPartResult {
+        e_tag: String,
+    }
+    let s = std::str::from_utf8(body).unwrap_or("");
+    let etag = quick_xml::de::from_str::<CopyPartResult>(s)
+        .map(|r| r.e_tag.trim_matches('"').to_string())
+        .map_err(|e| BackendError::Permanent(format!("{key}: bad UploadPartCopy reply: {e}")))?;
+    if !valid_etag(&etag) {
+        return Err(BackendError::Permanent(format!(
+            "{key}: bad UploadPartCopy ETag {:?}",
+            text(etag.as_bytes())
+        )));
+    }
+    Ok(etag)
+}
+
+/// The CompleteMultipartUpload document; `etags` were checked by `parse_copy_part`.
+pub(super) fn complete_body(etags: &[String]) -> String {
+    let mut s = String::from("<CompleteMultipartUpload>");
+    for (i, e) in etags.iter().enumerate() {
+        s.push_str(&format!(
+            "<Part><PartNumber>{}</PartNumber><ETag>\"{e}\"</ETag></Part>",
+            i + 1
+        ));
+    }
+    s.push_str("</CompleteMultipartUpload>");
+    s
 }
 
 fn retryable_status(s: StatusCode) -> bool {
@@ -466,6 +598,36 @@ mod tests {
             "a%20b/c%2Bd/%C3%A9~_.-"
         );
         assert_eq!(utf8_percent_encode("a/b", QUERY).to_string(), "a%2Fb");
+    }
+
+    #[test]
+    fn part_copy_answers_are_parsed_and_hostile_ones_refused() {
+        let ok = br#"<?xml version="1.0" encoding="UTF-8"?>
+<CopyPartResult><LastModified>2024-01-02T03:04:05.000Z</LastModified>
+<ETag>&quot;0123abcd&quot;</ETag></CopyPartResult>"#;
+        assert_eq!(parse_copy_part(ok, "k").unwrap(), "0123abcd");
+        let late = b"<?xml version=\"1.0\"?><Error><Code>InternalError</Code></Error>";
+        assert!(matches!(
+            parse_copy_part(late, "k"),
+            Err(BackendError::Retryable(_))
+        ));
+        for bad in [
+            &b""[..],
+            b"\xff",
+            b"<CopyPartResult></CopyPartResult>",
+            b"<CopyPartResult><ETag>\"a\"/><x</ETag></CopyPartResult>",
+            b"<CopyPartResult><ETag>&lt;/ETag&gt;</ETag></CopyPartResult>",
+        ] {
+            assert!(
+                matches!(parse_copy_part(bad, "k"), Err(BackendError::Permanent(_))),
+                "{bad:?}"
+            );
+        }
+        assert_eq!(
+            complete_body(&["e1".into(), "e2-3".into()]),
+            "<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>\"e1\"</ETag></Part>\
+             <Part><PartNumber>2</PartNumber><ETag>\"e2-3\"</ETag></Part></CompleteMultipartUpload>"
+        );
     }
 
     #[test]
