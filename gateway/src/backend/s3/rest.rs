@@ -134,7 +134,8 @@ impl Rest {
         meta: &UserMeta,
         if_absent: bool,
     ) -> BResult<Response> {
-        let mut h = meta_headers(meta);
+        let names = meta_headers(meta);
+        let mut h = borrowed(&names);
         if if_absent {
             h.push(("if-none-match", "*".to_string()));
         }
@@ -162,10 +163,11 @@ impl Rest {
         key: &str,
         meta: Option<&UserMeta>,
     ) -> BResult<()> {
+        let names = meta.map(meta_headers).unwrap_or_default();
         let mut h = vec![("x-amz-copy-source", self.copy_source(from_store_key))];
-        if let Some(m) = meta {
+        if meta.is_some() {
             h.push(("x-amz-metadata-directive", "REPLACE".to_string()));
-            h.extend(meta_headers(m));
+            h.extend(borrowed(&names));
         }
         let r = self
             .send(Method::PUT, &self.url(to_store_key), &h, Bytes::new(), key)
@@ -185,7 +187,13 @@ impl Rest {
     pub async fn mp_create(&self, store_key: &str, key: &str, meta: &UserMeta) -> BResult<String> {
         let url = format!("{}?uploads", self.url(store_key));
         let r = self
-            .send(Method::POST, &url, &meta_headers(meta), Bytes::new(), key)
+            .send(
+                Method::POST,
+                &url,
+                &borrowed(&meta_headers(meta)),
+                Bytes::new(),
+                key,
+            )
             .await?;
         check(&r, key)?;
         #[derive(serde::Deserialize)]
@@ -436,13 +444,18 @@ fn check(r: &Response, key: &str) -> BResult<()> {
     }
 }
 
-fn meta_headers(meta: &UserMeta) -> Vec<(&'static str, String)> {
-    // Header names must outlive the request builder; metadata names are few and
-    // come from a fixed set, so leaking one copy of each distinct name is bounded.
+fn meta_headers(meta: &UserMeta) -> Vec<(String, String)> {
+    // Owned names: metadata names can come from the store (a rename copies the
+    // source's), so they are not a fixed set; nothing is leaked or interned.
     meta.iter()
         .filter(|(k, v)| valid_meta(k, v))
-        .map(|(k, v)| (static_name(k), v.clone()))
+        .map(|(k, v)| (format!("{META}{k}"), v.clone()))
         .collect()
+}
+
+/// Headers for `send`, borrowing the owned names of `meta_headers`.
+fn borrowed(h: &[(String, String)]) -> Vec<(&str, String)> {
+    h.iter().map(|(k, v)| (k.as_str(), v.clone())).collect()
 }
 
 /// Only names and values that survive an HTTP header unchanged are stored.
@@ -451,24 +464,6 @@ fn valid_meta(k: &str, v: &str) -> bool {
         && k.bytes()
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_')
         && v.bytes().all(|b| (0x20..0x7f).contains(&b))
-}
-
-fn static_name(k: &str) -> &'static str {
-    use std::collections::HashSet;
-    use std::sync::{Mutex, OnceLock};
-    static NAMES: OnceLock<Mutex<HashSet<&'static str>>> = OnceLock::new();
-    let full = format!("{META}{k}");
-    let mut set = NAMES
-        .get_or_init(Default::default)
-        .lock()
-        .unwrap_or_else(|e| e.into_inner());
-    if let Some(s) = set.get(full.as_str()) {
-        return s;
-    }
-    assert!(set.len() < 4096, "unbounded metadata names");
-    let s: &'static str = Box::leak(full.into_boxed_str());
-    set.insert(s);
-    s
 }
 
 pub(super) fn meta_from_headers(key: &str, h: &HeaderMap) -> ObjectMeta {
@@ -646,7 +641,17 @@ mod tests {
         m.insert("Bad Name".into(), "x".into());
         m.insert("uid".into(), "1\r\nx-evil: 1".into());
         let h = meta_headers(&m);
-        assert_eq!(h, vec![("x-amz-meta-mode", "100644".to_string())]);
+        assert_eq!(
+            h,
+            vec![("x-amz-meta-mode".to_string(), "100644".to_string())]
+        );
+        // Names are not interned: many distinct ones (an object store can hold any)
+        // neither panic nor grow a table (this asserted past 4,096 names before).
+        for i in 0..5000 {
+            let mut many = UserMeta::new();
+            many.insert(format!("n{i}"), "v".into());
+            assert_eq!(meta_headers(&many)[0].0, format!("x-amz-meta-n{i}"));
+        }
         let mut hm = HeaderMap::new();
         hm.insert("x-amz-meta-mode", "100644".parse().unwrap());
         hm.insert("content-length", "5".parse().unwrap());
