@@ -203,14 +203,14 @@ impl Clients {
             if extended {
                 return true;
             }
-            if !g.grace_over {
-                g.grace_over = true;
+            if !g.grace_over && !g.reclaimable.is_empty() {
                 tracing::info!(
                     not_reclaimed = g.reclaimable.len(),
                     after_s = elapsed.as_secs(),
                     "NFSv4.1 grace period over"
                 );
             }
+            g.grace_over = true;
             // Clients of the previous run that did not come back lose their right to
             // reclaim, also across later restarts.
             let had = !g.reclaimable.is_empty();
