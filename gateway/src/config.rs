@@ -547,15 +547,18 @@ fn default_s3_part() -> usize {
 fn default_s3_read_block() -> usize {
     4
 }
-/// CopyObject's limit: 5 GiB.
+/// Far below CopyObject's 5 GiB limit: one CopyObject is one request that must finish
+/// within the retry budget (default 10 s), and stores copy server-side at tens to a
+/// few hundred MB/s, so a multi-GiB CopyObject would time out on every attempt and
+/// the client's RENAME or SETATTR would get JUKEBOX for ever. 256 MiB takes seconds.
 fn default_s3_multipart_copy_over() -> usize {
-    5120
-}
-/// One part copy is one request under `timeout_s` and the retry budget: 256 MiB is a
-/// few seconds of server-side copying, and 10,000 of them cover 2.5 TiB (larger
-/// objects get larger parts).
-fn default_s3_copy_part() -> usize {
     256
+}
+/// One part copy is one request under `timeout_s` and the retry budget: 64 MiB is a
+/// few seconds of server-side copying even on a slow store, and 10,000 of them cover
+/// 625 GiB (larger objects get larger parts).
+fn default_s3_copy_part() -> usize {
+    64
 }
 
 fn default_kind() -> BackendKind {
@@ -1519,7 +1522,7 @@ mod tests {
         let b = c.backend.s3.unwrap();
         assert_eq!(b.endpoints.len(), 2);
         assert_eq!((b.retries, b.retry_budget_s), (10, 10.0));
-        assert_eq!((b.multipart_copy_over_mib, b.copy_part_mib), (5120, 256));
+        assert_eq!((b.multipart_copy_over_mib, b.copy_part_mib), (256, 64));
         assert!(b.handle_key_file.is_none());
         for (bad, key) in [
             (
