@@ -2,8 +2,9 @@
 //!
 //! A rename copies the object to its new key, a metadata change (SETATTR: chmod,
 //! chown, times) copies it onto itself with new metadata. CopyObject refuses sources
-//! over 5 GiB, so objects larger than `multipart_copy_over_mib` are copied as a
-//! multipart upload instead: CreateMultipartUpload with the copy's metadata, one
+//! over 5 GiB, and one CopyObject must finish within the retry budget like any store
+//! request, so objects larger than `multipart_copy_over_mib` (256 MiB by default) are
+//! copied as a multipart upload instead: CreateMultipartUpload with the copy's metadata, one
 //! UploadPartCopy per byte range (a few at a time, each retried through
 //! `Pool::run`: a part copy is idempotent), CompleteMultipartUpload. Every part names
 //! the source's ETag (`x-amz-copy-source-if-match`), so a source rewritten during the
