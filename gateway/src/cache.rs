@@ -1415,3 +1415,7 @@ mod tests {
         assert!(read(&mut t, 0, 4096, 0).is_none());
     }
 }
+
+#[cfg(test)]
+#[path = "cache_inval_tests.rs"]
+mod inval_tests;
