@@ -155,7 +155,10 @@ fn a_remove_drops_its_parent_and_victim_only() {
     let [root, a, b, a1, a2, b1] = tree(&mut w);
     w.model.remove(&a, b"a1").unwrap();
     assert!(!w.hits(&a), "parent");
-    assert!(!w.hits(&a1), "the removed file: its handle must answer STALE");
+    assert!(
+        !w.hits(&a1),
+        "the removed file: its handle must answer STALE"
+    );
     for n in [&root, &b, &a2, &b1] {
         assert!(w.hits(n), "{} untouched by the remove", n.key);
     }
@@ -215,7 +218,9 @@ fn a_directory_rename_drops_its_descendants() {
 fn a_truncating_create_of_an_existing_file_drops_it() {
     let mut w = world();
     let [root, a, b, a1, a2, b1] = tree(&mut w);
-    w.model.write(&a1, 0, b"data", crate::fs::Stable::FileSync).unwrap();
+    w.model
+        .write(&a1, 0, b"data", crate::fs::Stable::FileSync)
+        .unwrap();
     w.cache(&a1);
     let again = w
         .model

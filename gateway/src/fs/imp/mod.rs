@@ -568,11 +568,7 @@ impl Inner {
 
     /// `changing` for a call that makes (or finds) an object: its id is reported
     /// too, after everything the call did to it (a size set after the create).
-    fn making(
-        &self,
-        ids: &[Option<u64>],
-        f: impl FnOnce() -> FsResult<Node>,
-    ) -> FsResult<Node> {
+    fn making(&self, ids: &[Option<u64>], f: impl FnOnce() -> FsResult<Node>) -> FsResult<Node> {
         let r = self.changing(ids, f);
         if let Ok(n) = &r {
             self.observer.file(n.fileid);

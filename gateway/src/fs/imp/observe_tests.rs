@@ -95,7 +95,11 @@ fn namespace_changes_report_exactly_their_files() {
         m.rmdir(&a, b"moved").unwrap();
         assert!(rec.ids().contains(&sub.fileid) && rec.ids().contains(&a.fileid));
         assert!(!rec.ids().contains(&b.fileid) && !rec.ids().contains(&root.fileid));
-        assert_eq!(rec.all.load(std::sync::atomic::Ordering::Relaxed), 0, "nothing global");
+        assert_eq!(
+            rec.all.load(std::sync::atomic::Ordering::Relaxed),
+            0,
+            "nothing global"
+        );
     });
 }
 
