@@ -47,6 +47,25 @@ def test_a_remove_through_another_connection_is_stale_at_once(gw):
         assert reader.read(keep, 0, 4096).check().data == b"k" * 4096
 
 
+def test_a_remove_is_stale_for_reads_past_the_page_cache(gw):
+    """READs over 64 KiB skip the page cache: on io_uring (the default on fs) the
+    reactor reads them through its registered file table, which must not keep
+    serving the unlinked inode's fd after the REMOVE reply."""
+    size = 512 << 10
+    data = os.urandom(size)
+    with gw.client() as reader, gw.client() as other:
+        root = reader.mount("/")
+        other.mount("/")
+        fh = _file(reader, root, "big.bin", data)
+        for _ in range(3):
+            for off in range(0, size, 128 << 10):
+                assert reader.read(fh, off, 128 << 10).check().data == data[off:off + (128 << 10)]
+        other.remove(root, "big.bin").check()
+        for off in range(0, size, 128 << 10):
+            r = reader.read(fh, off, 128 << 10)
+            assert r.status == N.NFS3ERR_STALE, f"128 KiB READ at {off} after REMOVE: {N.status_name(r.status)}"
+
+
 def test_a_rename_over_a_cached_file_is_stale_at_once(gw):
     size = 16 << 10
     old, new = b"o" * size, b"n" * size
