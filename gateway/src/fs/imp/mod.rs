@@ -1485,7 +1485,7 @@ impl Inner {
         // Staged writes stay in the objects; remember them under their new keys.
         {
             let mut d = lock(&self.dirty);
-            let moved: Vec<String> = d.iter().filter(|k| k.starts_with(&skey)).cloned().collect();
+            let moved: Vec<String> = d.iter().filter(|k| k.starts_with(skey)).cloned().collect();
             for k in moved {
                 d.remove(&k);
                 d.insert(format!("{tkey}{}", &k[skey.len()..]));
@@ -1493,7 +1493,7 @@ impl Inner {
             // A sync in flight under the old name: a COMMIT under the new one must
             // not take it as done, so the new name is dirty (it syncs itself).
             let s = lock(&self.syncing);
-            for k in s.keys().filter(|k| k.starts_with(&skey)) {
+            for k in s.keys().filter(|k| k.starts_with(skey)) {
                 d.insert(format!("{tkey}{}", &k[skey.len()..]));
             }
         }
