@@ -138,3 +138,60 @@ def test_creates_elsewhere_keep_the_cache_answering(gw_stats):
         # The directory they changed is not served stale either.
         names = {e.name for e in writer.readdir(wdir).check().entries}
         assert names <= {".", ".."}, names
+
+
+def _open_create(c, name: bytes):
+    """OPEN4_CREATE, UNCHECKED4 with no attributes, of `name` in the root: what Linux
+    sends for open(O_CREAT) (`>>`, a logger reopening its file). Returns (stateid, fh)."""
+    from nfsclient import Packer
+    from test_uring_v4 import OP_GETFH, OP_OPEN, OP_PUTROOTFH
+    ops = c.sequence() + Packer().u32(OP_PUTROOTFH).get()
+    ops += (Packer().u32(OP_OPEN).u32(0).u32(3).u32(0)            # seqid, BOTH, DENY_NONE
+            .u64(c.clientid).opaque(b"owner-creat")
+            .u32(1).u32(0).u32(0).u32(0)                            # CREATE, UNCHECKED4, {}
+            .u32(0).opaque(name).get())                              # CLAIM_NULL
+    ops += Packer().u32(OP_GETFH).get()
+    u = c.compound(ops, 4)
+    assert c.status == 0, f"OPEN create: {c.status}"
+    c.skip_sequence(u)
+    assert (u.u32(), u.u32()) == (OP_PUTROOTFH, 0)
+    assert (u.u32(), u.u32()) == (OP_OPEN, 0)
+    sid = u.fopaque(16)
+    u.bool(), u.u64(), u.u64()
+    u.u32()
+    for _ in range(u.u32()):
+        u.u32()
+    dtype = u.u32()
+    assert dtype in (0, 3), f"delegation type {dtype}"
+    if dtype == 3:
+        u.u32()
+    assert (u.u32(), u.u32()) == (OP_GETFH, 0)
+    return sid, u.opaque()
+
+
+def test_v4_opens_with_create_of_an_existing_file_keep_the_cache_answering(gw_stats):
+    """Linux's NFSv4.1 open(O_CREAT) of an existing file is an OPEN with create: it
+    changes nothing (no truncation asked), so a reader's cached file stays on the
+    reactor (on main each such OPEN dropped every cached file)."""
+    from test_uring_v4 import Client
+    g = gw_stats
+    size = 16 << 10
+    data = os.urandom(size)
+    rounds = 25
+    with g.client() as reader:
+        root = reader.mount("/")
+        rdir = reader.mkdir(root, "readers").check().fh
+        fh = _file(reader, rdir, "hot.bin", data)
+        _file(reader, root, "log.txt", b"line\n")
+        _warm(reader, fh, size)
+        v4 = Client(g)
+        before = _worker_data_jobs(g)
+        for i in range(rounds):
+            sid, lfh = _open_create(v4, b"log.txt")
+            off = (i % 4) * 4096
+            assert reader.read(fh, off, 4096).check().data == data[off:off + 4096]
+            assert v4.close(lfh, sid) == 0
+        jobs = _worker_data_jobs(g) - before
+        assert jobs <= 3, f"{jobs:.0f} READs went to workers during {rounds} OPENs with create elsewhere"
+        # Nothing was truncated or lost.
+        assert reader.read(reader.lookup(root, "log.txt").check().fh, 0, 100).check().data == b"line\n"
