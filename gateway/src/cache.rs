@@ -4,7 +4,23 @@
 //!
 //! Ownership: each reactor owns its `ReadCache` (no locks). `Generations` is shared by
 //! every reactor and worker, lock-free: one counter per file (file ids hashed into
-//! slots; a collision only invalidates more) and one epoch for namespace changes.
+//! slots; a collision only invalidates more) and one epoch for what cannot be named.
+//!
+//! What bumps what: WRITE, SETATTR and COMMIT bump their file (the worker, around the
+//! call; the reactor around its own io_uring writes). A namespace change (create,
+//! mkdir, symlink, mknod, remove, rmdir, rename; NFSv3 or NFSv4) bumps exactly the
+//! files whose cached state it can falsify, reported by the file model, which alone
+//! knows them (`fs::ChangeObserver`, `fs/imp/observe.rs`): the parent directories
+//! (mtime, ctime, size, link count; both for a rename), the object removed or
+//! replaced at the name (its id is unmapped: its handles must answer STALE, never
+//! from here), the object renamed (same id, but its ctime moves and a store that
+//! renames by copying gives it new times) and, for a directory, every descendant the
+//! handle table holds (same ids under new keys), and a new object's id. An NFSv4
+//! OPEN that truncates reports its file (`FileModel::note_change`). The epoch is
+//! bumped only for what cannot be named: a reactor's cache left half-updated by a
+//! panic, a COMPOUND the scan cannot follow to its files (`nfs4::scan`), a directory
+//! rename that failed part way, a table error, a rename of more than
+//! `observe::EXACT_MAX` mapped files.
 //!
 //! Consistency rule: a worker snapshots the stamp (file generation + epoch) BEFORE it
 //! runs a READ or GETATTR, and the reactor caches what it learned only if the stamp is
@@ -110,9 +126,26 @@ impl Generations {
         self.slot(fileid).fetch_add(1, Ordering::AcqRel);
     }
 
-    /// Invalidates everything (namespace changes: create, remove, rename, ...).
-    pub fn bump_namespace(&self) {
+    /// Invalidates everything: for what cannot be named (a reactor's cache left
+    /// half-updated by a panic, a COMPOUND the scan cannot follow, a directory rename
+    /// a store did only in part). Namespace changes bump the files they touch
+    /// (`ChangeObserver` below).
+    pub fn bump_all(&self) {
         self.epoch.fetch_add(1, Ordering::AcqRel);
+    }
+}
+
+/// The file model reports each namespace change's files here (`fs::ChangeObserver`:
+/// parents, the removed or replaced object, the moved one and a moved directory's
+/// descendants, the new one), before and after the change, so a create or remove
+/// invalidates those files only and every other cached file keeps answering.
+impl crate::fs::ChangeObserver for Generations {
+    fn file(&self, fileid: u64) {
+        self.bump_file(fileid)
+    }
+
+    fn all(&self) {
+        self.bump_all()
     }
 }
 
@@ -1181,7 +1214,7 @@ mod tests {
         let s = t.gens.stamp(42);
         fill(&mut t, attr(4096, 0o644), s, Some((0, &[2u8; 4096])));
         assert_eq!(read(&mut t, 0, 4096, 0).unwrap(), vec![2u8; 4096]);
-        t.gens.bump_namespace();
+        t.gens.bump_all();
         assert!(read(&mut t, 0, 4096, 0).is_none());
     }
 
@@ -1382,3 +1415,7 @@ mod tests {
         assert!(read(&mut t, 0, 4096, 0).is_none());
     }
 }
+
+#[cfg(test)]
+#[path = "cache_inval_tests.rs"]
+mod inval_tests;

@@ -67,6 +67,17 @@ pub struct DataFile {
     pub atime_set: bool,
 }
 
+/// Told which files a namespace change may make a cache wrong about (the reactors'
+/// read cache and io_uring file table: `crate::cache::Generations` implements it).
+/// The model calls it for the ids it can name before it changes the store and for
+/// every id it touched after, before the call returns (`imp::observe`).
+pub trait ChangeObserver: Send + Sync {
+    /// What is cached about `fileid` may be wrong from now on.
+    fn file(&self, fileid: u64);
+    /// What is cached about any file may be wrong (the change cannot name them).
+    fn all(&self);
+}
+
 pub struct FileModel {
     inner: imp::Inner,
 }
@@ -100,6 +111,18 @@ impl FileModel {
         Ok(FileModel {
             inner: imp::Inner::open(backend, state_dir, exports, handle_cache_entries)?,
         })
+    }
+
+    /// Installs the observer of namespace changes (once; the server does it at start).
+    pub fn observe_changes(&self, o: Arc<dyn ChangeObserver>) {
+        self.inner.observe_changes(o)
+    }
+
+    /// Reports a change of `fileid` the caller makes through this model but which the
+    /// call's own bookkeeping cannot name (an NFSv4 OPEN that truncates a file it
+    /// reached by name): call it before the change and again after it.
+    pub fn note_change(&self, fileid: u64) {
+        self.inner.note_change(fileid)
     }
 
     /// Export and file id carried by a handle, WITHOUT authenticating it. For cache

@@ -1,7 +1,17 @@
 //! A quick pass over a COMPOUND's arguments for the worker, before it runs: what the
 //! COMPOUND may change (so the reactors' read caches are invalidated as for NFSv3) and
 //! how large its reply can be. Nothing is executed; an argument this pass cannot skip
-//! makes the answer conservative (namespace change, large reply).
+//! makes the answer conservative (every file may change, large reply).
+//!
+//! Namespace operations (CREATE, REMOVE, RENAME, OPEN with create; LINK is refused)
+//! are not this pass's business: the file model bumps exactly the files each one
+//! touches (`fs::ChangeObserver`), and a truncating OPEN its file (`state_ops::open`).
+//! So a client that creates files, or opens existing ones with O_CREAT as Linux does
+//! for `>>` and loggers (OPEN4_CREATE, UNCHECKED4), no longer invalidates every file
+//! the reactors cache. What remains here: WRITE, SETATTR and COMMIT, by the file the
+//! COMPOUND's last PUTFH named; after anything that moves the current filehandle to a
+//! file not named by handle (LOOKUP, OPEN, CREATE, RESTOREFH, ...) such a change is
+//! `Unnamed`.
 
 use super::ops::*;
 use super::skip::{self, STATEID};
@@ -15,8 +25,9 @@ pub enum Effect {
     None,
     /// WRITE, SETATTR or COMMIT on this one file (reached by PUTFH).
     File(u64),
-    /// Creates, removes or renames, or changes files the scan cannot name.
-    Namespace,
+    /// Changes files the scan cannot name (or arguments it cannot follow): every
+    /// cached file is dropped.
+    Unnamed,
 }
 
 /// The scan's result.
@@ -48,7 +59,6 @@ pub fn scan(args: &[u8]) -> Scan {
     let mut s = Scanner {
         cur: None,
         file: None,
-        namespace: false,
         reply: 0,
     };
     for _ in 0..n.min(256) {
@@ -60,20 +70,16 @@ pub fn scan(args: &[u8]) -> Scan {
                 // The rest is unknown: it may change anything. Its reply size is not
                 // guessed (READ and READDIR clamp their results to the buffer).
                 return Scan {
-                    effect: Effect::Namespace,
+                    effect: Effect::Unnamed,
                     reply: s.reply_size().max(UNKNOWN_REPLY),
                 };
             }
         }
     }
-    let effect = if s.namespace {
-        Effect::Namespace
-    } else {
-        match s.file {
-            Some(Some(id)) => Effect::File(id),
-            Some(None) => Effect::Namespace,
-            None => Effect::None,
-        }
+    let effect = match s.file {
+        Some(Some(id)) => Effect::File(id),
+        Some(None) => Effect::Unnamed,
+        None => Effect::None,
     };
     Scan {
         effect,
@@ -86,7 +92,6 @@ struct Scanner {
     cur: Option<u64>,
     /// A file changed: `Some(Some(id))` one known file, `Some(None)` several or unknown.
     file: Option<Option<u64>>,
-    namespace: bool,
     /// READ data and READDIR entries asked for.
     reply: usize,
 }
@@ -136,11 +141,6 @@ impl Scanner {
             | OP_DESTROY_CLIENTID
             | OP_BIND_CONN_TO_SESSION
             | OP_BACKCHANNEL_CTL => return Err(Stop::End),
-            OP_CREATE | OP_REMOVE | OP_RENAME | OP_LINK => {
-                // The namespace changes; no need to look further.
-                self.namespace = true;
-                return Err(Stop::Unknown);
-            }
             _ => {}
         }
         let mut a = r.clone();
@@ -150,8 +150,10 @@ impl Scanner {
                 let fh = a.opaque_var(usize::MAX)?;
                 self.cur = FileModel::peek_handle(fh).map(|(_, id)| id);
             }
+            // The current filehandle becomes a file reached otherwise than by PUTFH
+            // (CREATE: the new object; OPEN: the opened file, whether or not created).
             OP_PUTROOTFH | OP_PUTPUBFH | OP_LOOKUPP | OP_RESTOREFH | OP_LOOKUP | OP_SECINFO
-            | OP_SECINFO_NO_NAME => self.cur = None,
+            | OP_SECINFO_NO_NAME | OP_CREATE | OP_OPEN => self.cur = None,
             OP_READ => {
                 a.skip(STATEID + 8)?;
                 let count = a.u32()? as usize;
@@ -163,17 +165,8 @@ impl Scanner {
                 self.reply = self.reply.saturating_add(max.min(MAX_REPLY));
             }
             OP_WRITE | OP_COMMIT | OP_SETATTR => self.changed(),
-            OP_OPEN => {
-                // OPEN4args (RFC 8881 §18.16.1): a create changes the namespace; a
-                // plain open changes nothing by itself but the current filehandle.
-                a.skip(4 * 3 + 8)?;
-                skip::opaque(&mut a)?;
-                if a.u32()? != 0 {
-                    self.namespace = true;
-                    return Err(Stop::Unknown);
-                }
-                self.cur = None;
-            }
+            // REMOVE, RENAME (and LINK, refused) keep the current filehandle (the
+            // directory); what they change the file model reports.
             _ => {}
         }
         Ok(())

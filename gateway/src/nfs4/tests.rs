@@ -628,9 +628,17 @@ fn scan_classifies_compounds() {
         1,
         &[putfh(fh.clone()), named(OP_LOOKUP, b"f"), write_op(b"x")],
     );
-    assert_eq!(scan(&lookup_write).effect, Effect::Namespace);
+    assert_eq!(scan(&lookup_write).effect, Effect::Unnamed);
+    // Namespace operations are the file model's to report (it bumps exactly the
+    // files they touch): the scan goes on past them and names what follows.
     let remove = compound_args(b"", 1, &[putfh(fh.clone()), named(OP_REMOVE, b"f")]);
-    assert_eq!(scan(&remove).effect, Effect::Namespace);
+    assert_eq!(scan(&remove).effect, Effect::None);
+    let remove_write = compound_args(
+        b"",
+        1,
+        &[putfh(fh.clone()), named(OP_REMOVE, b"f"), write_op(b"x")],
+    );
+    assert_eq!(scan(&remove_write).effect, Effect::File(id));
     // OPEN4args: seqid, share access, deny, clientid, owner, openflag4, open_claim4.
     let open = |create: bool, claim: u32| -> Op {
         Box::new(move |w: &mut XdrWriter| {
@@ -653,8 +661,13 @@ fn scan_classifies_compounds() {
             Ok(())
         })
     };
+    // Linux's open(O_CREAT) of a file, existing or not (OPEN4_CREATE, UNCHECKED4):
+    // no longer a change of every cached file.
     let open_create = compound_args(b"", 1, &[putfh(fh.clone()), open(true, 4)]);
-    assert_eq!(scan(&open_create).effect, Effect::Namespace);
+    assert_eq!(scan(&open_create).effect, Effect::None);
+    // A WRITE after it reaches the opened file by name: not nameable here.
+    let open_write = compound_args(b"", 1, &[putfh(fh.clone()), open(true, 4), write_op(b"x")]);
+    assert_eq!(scan(&open_write).effect, Effect::Unnamed);
     // CLAIM_DELEG_CUR_FH (5) carries a stateid, CLAIM_DELEG_PREV_FH (6) nothing (RFC
     // 8881 §18.16.1): either way the READ after the OPEN is found and sized (a
     // misparsed claim stops the scan: unknown reply size, 64 KiB).

@@ -44,8 +44,9 @@ pub(crate) use worker::Done;
 /// and completion ring.
 pub(crate) struct Shared {
     pub model: FileModel,
-    /// Invalidation counters of every reactor's read cache.
-    pub gens: crate::cache::Generations,
+    /// Invalidation counters of every reactor's read cache (also the file model's
+    /// `ChangeObserver`: namespace changes bump the files they touch).
+    pub gens: Arc<crate::cache::Generations>,
     /// Whether reactors cache pages (workers then read ahead to fill them).
     pub cache_pages: bool,
     /// The export table; SIGHUP reload publishes a new one (`Server::set_exports`).
@@ -298,9 +299,11 @@ impl Server {
             rings.iter_mut().for_each(|r| *r = None);
         }
         let local_addr = transports[0].local_addr();
+        let gens = Arc::new(crate::cache::Generations::new());
+        model.observe_changes(gens.clone());
         let shared = Arc::new(Shared {
             model,
-            gens: crate::cache::Generations::new(),
+            gens,
             cache_pages: cfg.cache.size_mib > 0,
             exports: Arc::new(crate::export::ExportTable::new(Exports::new(exports))),
             direct_io,

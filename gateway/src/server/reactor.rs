@@ -226,7 +226,7 @@ impl ReactorState {
                 .is_err()
                 {
                     // The cache may be half-updated: make every cached entry stale.
-                    self.shared.gens.bump_namespace();
+                    self.shared.gens.bump_all();
                 }
             }
             if read_ahead {
@@ -519,7 +519,7 @@ impl ReactorState {
     /// entry stale, since the panic may have left the cache half-updated.
     #[cold]
     fn close_panicked(&mut self) {
-        self.shared.gens.bump_namespace();
+        self.shared.gens.bump_all();
         for conn in std::mem::take(&mut self.router.closing) {
             match conn {
                 Link::Tcp(c, _) => {
@@ -874,7 +874,7 @@ impl ReactorState {
                         })
                         .is_err()
                         {
-                            self.shared.gens.bump_namespace();
+                            self.shared.gens.bump_all();
                         }
                     }
                     let stats = &self.router.stats;
@@ -901,7 +901,7 @@ impl ReactorState {
                     })
                     .is_err()
                     {
-                        self.shared.gens.bump_namespace();
+                        self.shared.gens.bump_all();
                     }
                 }
                 Finished::ReplyPipe(job, head, pipe) => self.send_spliced(job, head, pipe),

@@ -438,8 +438,9 @@ enum CacheEffect {
     },
     /// WRITE/SETATTR/COMMIT on one file.
     File(u64),
-    /// Namespace changes: every cached entry may be affected.
-    Namespace,
+    /// An NFSv4 COMPOUND that changes files the scan cannot name: every cached entry
+    /// may be affected.
+    Unnamed,
 }
 
 impl CacheEffect {
@@ -450,8 +451,9 @@ impl CacheEffect {
         }
         if h.vers == crate::nfs4::NFS_V4 {
             // A COMPOUND is scanned for its operations: reads touch nothing, WRITE/
-            // SETATTR/COMMIT of one PUTFH'd file bump that file, anything else the
-            // namespace (so v3 reads cached by the reactors never outlive a v4 change).
+            // SETATTR/COMMIT of one PUTFH'd file bump that file, changes of files it
+            // cannot name everything (so v3 reads cached by the reactors never outlive
+            // a v4 change). Namespace operations bump their files in the file model.
             use crate::nfs4::scan::{scan, Effect};
             let args = &job.record[job.args_at..];
             if let Some(o) = observe_v4(shared, args) {
@@ -460,7 +462,7 @@ impl CacheEffect {
             return match scan(&job.record[job.args_at..]).effect {
                 Effect::None => CacheEffect::None,
                 Effect::File(id) => CacheEffect::File(id),
-                Effect::Namespace => CacheEffect::Namespace,
+                Effect::Unnamed => CacheEffect::Unnamed,
             };
         }
         let mut r = XdrReader::new(&job.record[job.args_at..]);
@@ -494,7 +496,9 @@ impl CacheEffect {
             (2 | 7 | 21, Some((_, fileid))) => CacheEffect::File(fileid),
             // A handle we cannot even peek at resolves to nothing: nothing to invalidate.
             (2 | 7 | 21, None) => CacheEffect::None,
-            (8..=15, _) => CacheEffect::Namespace,
+            // CREATE, MKDIR, SYMLINK, MKNOD, REMOVE, RMDIR, RENAME (LINK is refused):
+            // the file model bumps exactly the files each one touches, before and
+            // after its change (`fs::ChangeObserver`); nothing else needs dropping.
             _ => CacheEffect::None,
         }
     }
@@ -512,7 +516,7 @@ impl CacheEffect {
     fn bump(&self, shared: &Shared) {
         match self {
             CacheEffect::File(id) => shared.gens.bump_file(*id),
-            CacheEffect::Namespace => shared.gens.bump_namespace(),
+            CacheEffect::Unnamed => shared.gens.bump_all(),
             _ => {}
         }
     }

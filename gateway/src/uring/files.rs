@@ -394,7 +394,7 @@ mod tests {
         gens.bump_file(42);
         assert!(f.get(&gens, FH).is_none());
         f.insert(&gens, opened(&gens, attr(10, 100)));
-        gens.bump_namespace();
+        gens.bump_all();
         assert!(f.get(&gens, FH).is_none());
     }
 
@@ -466,7 +466,7 @@ mod tests {
         f.sweep(&gens);
         assert_eq!(f.len(), 1, "the changed file's entry is gone");
         assert!(f.get(&gens, b"second").is_some());
-        gens.bump_namespace();
+        gens.bump_all();
         f.sweep(&gens);
         assert!(f.is_empty());
     }

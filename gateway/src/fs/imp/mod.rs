@@ -59,6 +59,7 @@ mod dirs;
 mod gone;
 mod handles;
 mod nlink;
+mod observe;
 
 /// Export and file id of a handle, unauthenticated (see `handles::peek`).
 pub(super) fn peek_handle(fh: &[u8]) -> Option<(u16, u64)> {
@@ -126,6 +127,8 @@ pub(super) struct Inner {
     indexed: Mutex<HashSet<u64>>,
     /// Keys removed here a moment ago: listings confirm them (`gone`).
     gone: gone::RecentlyGone,
+    /// Told which file ids each namespace change touches (`observe`).
+    observer: observe::Observer,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -226,6 +229,7 @@ impl Inner {
             shared,
             indexed: Mutex::new(HashSet::new()),
             gone: Default::default(),
+            observer: Default::default(),
         };
         inner.add_exports(exports)?;
         Ok(inner)
@@ -531,11 +535,55 @@ impl Inner {
     }
 
     /// A new object appeared at `key`: drop any stale mapping so it gets a fresh
-    /// generation, then map it.
+    /// generation, then map it. The unmapped id (an object removed behind the
+    /// gateway's back had it) is reported now, the change being done; the caller's
+    /// `changing` reports the parent and the new id once the whole call is done.
     fn fresh_node(&self, export: u16, key: &str, parent: &Node) -> Node {
-        self.table.forget(key);
+        let old = self.table.forget(key);
+        self.observer.touched(&old);
         self.bump(parent.fileid);
         self.node(export, key)
+    }
+
+    /// Runs the namespace change `f` between two reports of the file ids `ids` to the
+    /// observer (`observe`): before `f` touches the store, and after it (on success
+    /// and failure alike: a failed change may have done part of its work). Ids only
+    /// `f` learns (what the handle table unmapped or moved) `f` reports itself once
+    /// its change is done.
+    ///
+    /// Why no stale cache entry answers after the reply (cache.rs's rule: a reader
+    /// snapshots the stamp before it reads; the reactor caches only under an
+    /// unchanged stamp): every id is bumped after the change and before this returns,
+    /// hence before the reply. An entry filled under a stamp taken before that bump
+    /// fails the stamp check from then on; a stamp taken after it belongs to a read
+    /// that began after the change and saw its result (a removed object's handle is
+    /// already unmapped: STALE). The bump before the change keeps what is read while
+    /// the change runs from being cached even until then, as for WRITE.
+    fn changing<T>(&self, ids: &[Option<u64>], f: impl FnOnce() -> FsResult<T>) -> FsResult<T> {
+        ids.iter().flatten().for_each(|id| self.observer.file(*id));
+        let r = f();
+        ids.iter().flatten().for_each(|id| self.observer.file(*id));
+        r
+    }
+
+    /// `changing` for a call that makes (or finds) an object: its id is reported
+    /// too, after everything the call did to it (a size set after the create).
+    fn making(&self, ids: &[Option<u64>], f: impl FnOnce() -> FsResult<Node>) -> FsResult<Node> {
+        let r = self.changing(ids, f);
+        if let Ok(n) = &r {
+            self.observer.file(n.fileid);
+        }
+        r
+    }
+
+    /// See `FileModel::observe_changes`.
+    pub fn observe_changes(&self, o: Arc<dyn ChangeObserver>) {
+        self.observer.set(o)
+    }
+
+    /// See `FileModel::note_change`.
+    pub fn note_change(&self, fileid: u64) {
+        self.observer.file(fileid)
     }
 
     // ---- handles -------------------------------------------------------------------
@@ -643,8 +691,10 @@ impl Inner {
             match self.meta(&key)? {
                 None => {
                     // Gone behind our back: forget it so a new object there gets a new
-                    // generation.
-                    self.table.forget(&key);
+                    // generation, and drop what the reactors cached of it (its handles
+                    // are STALE from now on).
+                    let t = self.table.forget(&key);
+                    self.observer.touched(&t);
                     return Err(Status::Stale);
                 }
                 // Shared stores: a removed and re-created name is another file.
@@ -1040,6 +1090,22 @@ impl Inner {
             CreateMode::Exclusive41(v, s) => (*s, Some(verf_hex(v))),
         };
         check_set(&set)?;
+        // The parent's entries change; an object already at the name is truncated
+        // (UNCHECKED with a size) or replaces a stale mapping.
+        let ids = [Some(dir.fileid), self.table.id_of(&key)];
+        self.making(&ids, || self.create_at(dir, &key, how, &set, verf, owner))
+    }
+
+    fn create_at(
+        &self,
+        dir: &Node,
+        key: &str,
+        how: &CreateMode,
+        set: &SetAttr,
+        verf: Option<String>,
+        owner: Owner,
+    ) -> FsResult<Node> {
+        let (key, set) = (key.to_string(), *set);
         for attempt in 0..2 {
             match self.find(&key)? {
                 Some(Found::Dir) => return Err(Status::Exist),
@@ -1105,19 +1171,21 @@ impl Inner {
         let name = self.create_name(dir, name)?;
         check_set(set)?;
         let key = format!("{}{name}", dir.key);
-        if self.find(&key)?.is_some() {
-            return Err(Status::Exist);
-        }
-        let dkey = format!("{key}/");
-        let meta = self.new_meta(S_IFDIR, 0o755, set, owner);
-        self.backend
-            .put(&dkey, b"", &meta, true)
-            .map_err(|e| self.berr(e, &dkey))?;
-        let node = self.fresh_node(dir.export, &dkey, dir);
-        // The parent has one more subdirectory; the new one has none.
-        self.subdirs.adjust(dir.fileid, 1);
-        self.subdirs.put(node.fileid, Some(0));
-        Ok(node)
+        self.making(&[Some(dir.fileid)], || {
+            if self.find(&key)?.is_some() {
+                return Err(Status::Exist);
+            }
+            let dkey = format!("{key}/");
+            let meta = self.new_meta(S_IFDIR, 0o755, set, owner);
+            self.backend
+                .put(&dkey, b"", &meta, true)
+                .map_err(|e| self.berr(e, &dkey))?;
+            let node = self.fresh_node(dir.export, &dkey, dir);
+            // The parent has one more subdirectory; the new one has none.
+            self.subdirs.adjust(dir.fileid, 1);
+            self.subdirs.put(node.fileid, Some(0));
+            Ok(node)
+        })
     }
 
     /// MKNOD (RFC 1813 §3.3.11; NFSv4 CREATE of NF4BLK/NF4CHR/NF4SOCK/NF4FIFO, RFC 8881
@@ -1141,17 +1209,19 @@ impl Inner {
         let set = SetAttr { size: None, ..*set };
         check_set(&set)?;
         let key = format!("{}{name}", dir.key);
-        if self.find(&key)?.is_some() {
-            return Err(Status::Exist);
-        }
-        let mut meta = self.new_meta(type_bits(kind), 0o644, &set, owner);
-        if matches!(kind, FileKind::Chr | FileKind::Blk) {
-            meta.insert(M_RDEV.into(), makedev(rdev.0, rdev.1).to_string());
-        }
-        self.backend
-            .put(&key, b"", &meta, true)
-            .map_err(|e| self.berr(e, &key))?;
-        Ok(self.fresh_node(dir.export, &key, dir))
+        self.making(&[Some(dir.fileid)], || {
+            if self.find(&key)?.is_some() {
+                return Err(Status::Exist);
+            }
+            let mut meta = self.new_meta(type_bits(kind), 0o644, &set, owner);
+            if matches!(kind, FileKind::Chr | FileKind::Blk) {
+                meta.insert(M_RDEV.into(), makedev(rdev.0, rdev.1).to_string());
+            }
+            self.backend
+                .put(&key, b"", &meta, true)
+                .map_err(|e| self.berr(e, &key))?;
+            Ok(self.fresh_node(dir.export, &key, dir))
+        })
     }
 
     pub fn symlink(
@@ -1168,26 +1238,30 @@ impl Inner {
             return Err(Status::Inval);
         }
         let key = format!("{}{name}", dir.key);
-        if self.find(&key)?.is_some() {
-            return Err(Status::Exist);
-        }
-        let meta = self.new_meta(
-            S_IFLNK,
-            0o777,
-            &SetAttr {
-                mode: Some(0o777),
-                ..*set
-            },
-            owner,
-        );
-        self.backend
-            .put(&key, target, &meta, true)
-            .map_err(|e| self.berr(e, &key))?;
-        Ok(self.fresh_node(dir.export, &key, dir))
+        self.making(&[Some(dir.fileid)], || {
+            if self.find(&key)?.is_some() {
+                return Err(Status::Exist);
+            }
+            let meta = self.new_meta(
+                S_IFLNK,
+                0o777,
+                &SetAttr {
+                    mode: Some(0o777),
+                    ..*set
+                },
+                owner,
+            );
+            self.backend
+                .put(&key, target, &meta, true)
+                .map_err(|e| self.berr(e, &key))?;
+            Ok(self.fresh_node(dir.export, &key, dir))
+        })
     }
 
+    /// Unmaps a removed file; what it unmapped is reported to the observer.
     fn forget_file(&self, key: &str) {
-        self.table.forget(key);
+        let t = self.table.forget(key);
+        self.observer.touched(&t);
         lock(&self.dirty).remove(key);
         lock(&self.clean).remove(key);
     }
@@ -1211,7 +1285,10 @@ impl Inner {
 
     pub fn remove(&self, dir: &Node, name: &[u8]) -> FsResult<()> {
         let key = self.victim_key(dir, name)?;
-        match self.find(&key)? {
+        // The parent, and the victim: its handles turn STALE (no hard links, so
+        // every REMOVE removes the last name).
+        let ids = [Some(dir.fileid), self.table.id_of(&key)];
+        self.changing(&ids, || match self.find(&key)? {
             None => Err(Status::NoEnt),
             Some(Found::Dir) => Err(Status::IsDir),
             Some(Found::File(_)) => {
@@ -1221,7 +1298,7 @@ impl Inner {
                 self.bump(dir.fileid);
                 Ok(())
             }
-        }
+        })
     }
 
     /// True when directory `dkey` has children that a HEAD still finds.
@@ -1300,7 +1377,12 @@ impl Inner {
 
     pub fn rmdir(&self, dir: &Node, name: &[u8]) -> FsResult<()> {
         let key = self.victim_key(dir, name)?;
-        match self.find(&key)? {
+        let ids = [Some(dir.fileid), self.table.id_of(&format!("{key}/"))];
+        self.changing(&ids, || self.rmdir_at(dir, &key))
+    }
+
+    fn rmdir_at(&self, dir: &Node, key: &str) -> FsResult<()> {
+        match self.find(key)? {
             None => Err(Status::NoEnt),
             Some(Found::File(_)) => Err(Status::NotDir),
             Some(Found::Dir) => {
@@ -1319,7 +1401,10 @@ impl Inner {
                     }
                 }
                 self.gone.note(&dkey);
-                self.table.forget_prefix(&dkey);
+                // The directory's id, and any mapping left under it (objects removed
+                // behind the gateway's back).
+                let t = self.table.forget_prefix(&dkey);
+                self.observer.touched(&t);
                 self.bump(dir.fileid);
                 self.subdirs.adjust(dir.fileid, -1);
                 Ok(())
@@ -1371,10 +1456,36 @@ impl Inner {
                 }
             }
         }
+        // Both parents (entries, times, link counts), the object moved (its id
+        // stays, its ctime moves; a store that renames by copying gives it new
+        // times) and the one it replaces (unmapped: STALE). A directory's
+        // descendants keep their ids under new keys (copied objects on such
+        // stores): `table.rename` names them, reported after the change.
+        let ids = [
+            Some(from.fileid),
+            Some(to.fileid),
+            self.table.id_of(&skey),
+            self.table.id_of(&tkey),
+        ];
+        self.changing(&ids, || {
+            self.rename_keys(from, to, &skey, &tkey, src_dir, replaces_dir)
+        })
+    }
+
+    /// The change of `rename`, its checks passed.
+    fn rename_keys(
+        &self,
+        from: &Node,
+        to: &Node,
+        skey: &str,
+        tkey: &str,
+        src_dir: bool,
+        replaces_dir: bool,
+    ) -> FsResult<()> {
         // Staged writes stay in the objects; remember them under their new keys.
         {
             let mut d = lock(&self.dirty);
-            let moved: Vec<String> = d.iter().filter(|k| k.starts_with(&skey)).cloned().collect();
+            let moved: Vec<String> = d.iter().filter(|k| k.starts_with(skey)).cloned().collect();
             for k in moved {
                 d.remove(&k);
                 d.insert(format!("{tkey}{}", &k[skey.len()..]));
@@ -1382,22 +1493,30 @@ impl Inner {
             // A sync in flight under the old name: a COMMIT under the new one must
             // not take it as done, so the new name is dirty (it syncs itself).
             let s = lock(&self.syncing);
-            for k in s.keys().filter(|k| k.starts_with(&skey)) {
+            for k in s.keys().filter(|k| k.starts_with(skey)) {
                 d.insert(format!("{tkey}{}", &k[skey.len()..]));
             }
         }
         lock(&self.clean).clear();
-        self.backend.rename(&skey, &tkey).map_err(|e| match e {
-            BackendError::Permanent(ref m) if m.contains("not empty") => Status::NotEmpty,
-            e => self.berr(e, &skey),
-        })?;
-        self.gone.note(&skey);
-        self.table.rename(&skey, &tkey);
+        if let Err(e) = self.backend.rename(skey, tkey) {
+            if src_dir {
+                // A store that renames by copying may have copied or deleted part of
+                // the tree: which descendants changed is unknown.
+                self.observer.all();
+            }
+            return Err(match e {
+                BackendError::Permanent(ref m) if m.contains("not empty") => Status::NotEmpty,
+                e => self.berr(e, skey),
+            });
+        }
+        self.gone.note(skey);
+        let moved = self.table.rename(skey, tkey);
+        self.observer.touched(&moved);
         self.bump(from.fileid);
         self.bump(to.fileid);
         if src_dir {
             // Its ".." changed.
-            self.bump_key(&tkey);
+            self.bump_key(tkey);
             // Link counts: the source parent lost a subdirectory, the target parent
             // gained one unless it replaced an (empty) directory there.
             if from.fileid != to.fileid {

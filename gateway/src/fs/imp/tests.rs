@@ -598,3 +598,6 @@ mod model_tests;
 
 #[path = "posix_tests.rs"]
 mod posix;
+
+#[path = "observe_tests.rs"]
+mod observe_tests;

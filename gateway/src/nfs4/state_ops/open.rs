@@ -353,7 +353,13 @@ pub fn run(c: &mut Compound, a: &OpenArgs) -> Result<Opened, u32> {
             size: Some(size),
             ..SetAttr::default()
         };
-        if let Err(e) = model.setattr(&t.node, &set) {
+        // UNCHECKED4 with a size truncates a file this COMPOUND reached by name, so
+        // its scan cannot name it (`nfs4::scan`): the reactors' caches of it are
+        // dropped here, before the change and after it (cache.rs's rule).
+        model.note_change(fileid);
+        let r = model.setattr(&t.node, &set);
+        model.note_change(fileid);
+        if let Err(e) = r {
             if fresh {
                 let _ = c.state.opens.close(c.clientid, &stateid, fileid);
             }

@@ -248,6 +248,11 @@ fn now_secs() -> u32 {
         .unwrap_or(1)
 }
 
+/// The file ids a change of the table unmapped or moved, for the reactors' caches
+/// (`Inner::changing`); `None` when the index failed and cannot say which (every
+/// cached entry is then dropped).
+pub(super) type Touched = Option<Vec<u64>>;
+
 /// The index connection and the forgets since the last tombstone prune.
 struct Db {
     conn: Connection,
@@ -504,27 +509,53 @@ impl HandleTable {
         }
     }
 
+    /// The file id `key` is mapped to now, without assigning one (a namespace change
+    /// names the object it is about to replace or remove: `Inner::changing`). `None`
+    /// when unmapped, or when the index cannot say (the change's own report of what
+    /// it unmapped, `Touched`, then covers it).
+    pub(super) fn id_of(&self, key: &str) -> Option<u64> {
+        if let Some((id, _)) = self.cache().by_key(key) {
+            return Some(id);
+        }
+        match self.with_reader(|c| index::by_key(c, key)) {
+            Ok(r) => r.map(|(id, _)| id),
+            Err(e) => {
+                self.warn("lookup", &e);
+                None
+            }
+        }
+    }
+
     /// Drops the mapping of `key` (the object is gone): its handles become stale.
-    pub(super) fn forget(&self, key: &str) {
+    /// Returns the id it unmapped.
+    pub(super) fn forget(&self, key: &str) -> Touched {
         let mut db = self.db();
         let r = index::by_key(&db.conn, key).and_then(|f| {
-            f.map(|(id, gen)| index::tomb(&db.conn, id, gen))
+            f.map(|(id, gen)| index::tomb(&db.conn, id, gen).map(|()| id))
                 .transpose()
         });
-        match r {
-            Ok(Some(())) => self.note_forgets(&mut db, 1),
-            Ok(None) => {}
-            Err(e) => self.warn("forget", &e),
-        }
+        let touched = match r {
+            Ok(Some(id)) => {
+                self.note_forgets(&mut db, 1);
+                Some(vec![id])
+            }
+            Ok(None) => Some(Vec::new()),
+            Err(e) => {
+                self.warn("forget", &e);
+                None
+            }
+        };
         let mut c = self.cache_mut();
         c.remove_key(key);
         c.bump();
+        touched
     }
 
     /// Drops every mapping under the directory prefix `prefix` (itself included).
-    pub(super) fn forget_prefix(&self, prefix: &str) {
+    /// Returns the ids it unmapped.
+    pub(super) fn forget_prefix(&self, prefix: &str) -> Touched {
         let mut db = self.db();
-        let r = (|| -> index::Result<usize> {
+        let r = (|| -> index::Result<Vec<u64>> {
             let tx = db.conn.unchecked_transaction()?;
             let rows = index::range(&tx, prefix)?;
             for (id, _) in &rows {
@@ -532,32 +563,42 @@ impl HandleTable {
                 index::tomb(&tx, *id, 0)?;
             }
             tx.commit()?;
-            Ok(rows.len())
+            Ok(rows.into_iter().map(|(id, _)| id).collect())
         })();
-        match r {
-            Ok(n) => self.note_forgets(&mut db, n),
-            Err(e) => self.warn("forget", &e),
-        }
+        let touched = match r {
+            Ok(ids) => {
+                self.note_forgets(&mut db, ids.len());
+                Some(ids)
+            }
+            Err(e) => {
+                self.warn("forget", &e);
+                None
+            }
+        };
         let mut c = self.cache_mut();
         c.remove_prefixes(&[prefix]);
         c.bump();
+        touched
     }
 
     /// Moves `from` to `to` keeping fileids: one key, or with both ending in '/' a
     /// whole directory (evicted entries included: a range scan of the index).
-    /// Whatever was mapped at the target is forgotten.
-    pub(super) fn rename(&self, from: &str, to: &str) {
+    /// Whatever was mapped at the target is forgotten. Returns the ids it moved and
+    /// the ids it unmapped at the target.
+    pub(super) fn rename(&self, from: &str, to: &str) -> Touched {
         if from == to {
-            return; // POSIX: renaming a name to itself changes nothing.
+            return Some(Vec::new()); // POSIX: renaming a name to itself changes nothing.
         }
         let db = self.db();
-        let r = (|| -> index::Result<()> {
+        let r = (|| -> index::Result<Vec<u64>> {
             let tx = db.conn.unchecked_transaction()?;
+            let mut touched = Vec::new();
             if from.ends_with('/') {
                 let moved = index::range(&tx, from)?;
                 for (id, k) in index::range(&tx, to)? {
                     if !k.starts_with(from) {
                         index::tomb(&tx, id, 0)?;
+                        touched.push(id);
                     }
                 }
                 // Two passes: clear, then set, so no moved key meets another's old
@@ -568,20 +609,28 @@ impl HandleTable {
                 for (id, k) in &moved {
                     let new = format!("{to}{}", &k[from.len()..]);
                     index::set_key(&tx, *id, Some(&new))?;
+                    touched.push(*id);
                 }
             } else {
                 if let Some((old, _)) = index::by_key(&tx, to)? {
                     index::tomb(&tx, old, 0)?;
+                    touched.push(old);
                 }
                 if let Some((id, _)) = index::by_key(&tx, from)? {
                     index::set_key(&tx, id, Some(to))?;
+                    touched.push(id);
                 }
             }
-            tx.commit()
+            tx.commit()?;
+            Ok(touched)
         })();
-        if let Err(e) = r {
-            self.warn("rename", &e);
-        }
+        let touched = match r {
+            Ok(ids) => Some(ids),
+            Err(e) => {
+                self.warn("rename", &e);
+                None
+            }
+        };
         let mut c = self.cache_mut();
         if from.ends_with('/') {
             c.remove_prefixes(&[from, to]);
@@ -590,6 +639,7 @@ impl HandleTable {
             c.remove_key(to);
         }
         c.bump();
+        touched
     }
 
     /// Makes every change durable (fsync of the index).

@@ -1,0 +1,57 @@
+//! Telling the reactors' caches which files a namespace change falsifies
+//! (`crate::fs::ChangeObserver`; the rule it serves is `crate::cache`'s).
+//!
+//! The file model is the one place that knows exactly which file ids a create,
+//! remove or rename touches: the parent directories (their times, size and link
+//! count move, see `dirs` and `nlink`), the object removed or replaced at a name
+//! (the handle table unmaps its id: its handles turn STALE), the object moved (its
+//! id survives, see `handles`, but its ctime and, on stores that rename by copying,
+//! its times move), a directory's descendants (same ids, new keys, copied objects on
+//! such stores), and a new object (an id a stale mapping of the same key may have
+//! had). Each change reports them here twice: the ids it can name beforehand before
+//! it touches the store, every id again once the change is done (before the call
+//! returns, so before any reply), including those only the change itself learns
+//! (`handles::Touched`). Nothing else is invalidated, so creating and removing files
+//! leaves every other cached file answering.
+
+use super::handles::Touched;
+use crate::fs::ChangeObserver;
+use std::sync::{Arc, OnceLock};
+
+/// Most ids one change reports one by one; beyond, every cached entry is dropped at
+/// once (a rename of a large directory): the caches' generation slots are far fewer
+/// than that anyway (`cache::Generations`), so it costs no more hits.
+pub(super) const EXACT_MAX: usize = 4096;
+
+/// The observer, set once when the server starts (none in tools and most tests).
+#[derive(Default)]
+pub(super) struct Observer(OnceLock<Arc<dyn ChangeObserver>>);
+
+impl Observer {
+    /// Installs `o`; a second call is ignored (one server per model).
+    pub fn set(&self, o: Arc<dyn ChangeObserver>) {
+        let _ = self.0.set(o);
+    }
+
+    /// `fileid`'s cached state may change (or just changed).
+    pub fn file(&self, fileid: u64) {
+        if let Some(o) = self.0.get() {
+            o.file(fileid);
+        }
+    }
+
+    /// Cached state of files this change cannot name may change.
+    pub fn all(&self) {
+        if let Some(o) = self.0.get() {
+            o.all();
+        }
+    }
+
+    /// Each of `ids`; the lot when the table could not say which, or past `EXACT_MAX`.
+    pub fn touched(&self, ids: &Touched) {
+        match ids {
+            Some(v) if v.len() <= EXACT_MAX => v.iter().for_each(|id| self.file(*id)),
+            _ => self.all(),
+        }
+    }
+}
