@@ -1,0 +1,528 @@
+//! Running campaign `rdma` (docs/fuzzing.md "Campaign 4: rdma"): messages from
+//! [`super::rdmagen`] over `soft` RDMA connections ([`super::rdmapeer`]), each followed
+//! by a NULL probe on the same connection that must be answered or the connection
+//! closed within the call timeout; every message the gateway sends is checked against
+//! RFC 8166 §4 as it arrives, and the peer behaviours (bursts past the credits,
+//! disconnects with RDMA Reads outstanding, revoked memory, peers that never poll,
+//! hostile private data) are checked for what the gateway must do about them.
+
+use super::campaign::{hex, Campaign};
+use super::rdmagen::{Act, Msg, Offer, PeerView, RdmaGen};
+use super::rdmapeer::{Area, Event, Peer};
+use super::structured::returned_handle;
+use super::wire::{self, call_record, Cred, NFS_PROG};
+use engine::rpcrdma::wire::{self as rw, Chunks, ErrBody, Header, Limits, Segment};
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+/// The gateway's `rdma.credits` in the campaign's config ([`super::gateway`]).
+pub const CREDITS: u32 = 16;
+/// Its `rdma.read_timeout_s` and `rdma.send_timeout_s`.
+pub const RDMA_TIMEOUT: Duration = Duration::from_secs(2);
+/// An abandoned peer must be closed by then: the timeout, two checking intervals
+/// (README: it fires up to two intervals late) and slack for a loaded machine.
+const ABANDON_CLOSED_BY: Duration = Duration::from_secs(8);
+/// Peers left unpolled at once.
+const MAX_HELD: usize = 4;
+/// XIDs (with their offers) remembered per connection for matching replies.
+const SENT_KEPT: usize = 2048;
+
+/// One live connection and what was sent on it.
+struct Conn {
+    peer: Peer,
+    grant: u32,
+    sent: VecDeque<(u32, Offer)>,
+}
+
+impl Conn {
+    fn view(&self) -> PeerView {
+        PeerView {
+            rkey: self.peer.mr.rkey,
+            source: self.peer.area(Area::Source),
+            sink: self.peer.area(Area::Sink),
+            reply: self.peer.area(Area::Reply),
+            inline: self.peer.server_recv,
+            grant: self.grant,
+        }
+    }
+
+    fn sent(&mut self, xid: u32, offer: Offer) {
+        if self.sent.len() == SENT_KEPT {
+            self.sent.pop_front();
+        }
+        self.sent.push_back((xid, offer));
+    }
+}
+
+/// A peer that stopped polling, and since when.
+struct Held {
+    peer: Peer,
+    since: Instant,
+    /// It sent something the gateway must act on (so it has work outstanding).
+    owed: bool,
+    index: usize,
+}
+
+/// Generous decoding limits for replies: the checks below compare with the offer.
+fn reply_limits() -> Limits {
+    Limits {
+        max_read_segments: 256,
+        max_write_chunks: 256,
+        max_chunk_segments: 256,
+        max_chunk_bytes: u64::MAX,
+    }
+}
+
+/// A segment the gateway returns must be one offered, at most as long (RFC 8166
+/// §3.4.6: the responder updates only the lengths, to what it wrote).
+fn within(got: &[Segment], offered: &[Segment]) -> Result<(), String> {
+    if got.len() > offered.len() {
+        return Err(format!(
+            "{} segments returned, {} offered",
+            got.len(),
+            offered.len()
+        ));
+    }
+    for (g, o) in got.iter().zip(offered) {
+        if g.handle != o.handle || g.offset != o.offset || g.length > o.length {
+            return Err(format!("segment {g:?} returned for offered {o:?}"));
+        }
+    }
+    Ok(())
+}
+
+/// What one received message was.
+struct Got {
+    xid: u32,
+    /// The RPC reply (inline or gathered from the reply chunk), `None` for RDMA_ERROR.
+    rpc: Option<Vec<u8>>,
+    /// Its offer had write chunks (READ data is not inline then).
+    ddp: bool,
+}
+
+/// RFC 8166 §4 checks of one message from the gateway; `Err` names the rule broken.
+fn check_reply(c: &Conn, m: &[u8]) -> Result<Got, String> {
+    let lim = reply_limits();
+    let mut ch = Chunks::with_limits(&lim);
+    let h = rw::decode(m, &lim, &mut ch).map_err(|e| format!("header does not decode ({e:?})"))?;
+    let fixed = match h {
+        Header::Msg { fixed, .. } | Header::Error { fixed, .. } => fixed,
+    };
+    if fixed.credit == 0 {
+        return Err("credits granted 0 (RFC 8166 §3.3.1: at least 1)".into());
+    }
+    let Some((_, offer)) = c.sent.iter().rev().find(|(x, _)| *x == fixed.xid) else {
+        return Err(format!(
+            "xid {:#x} was never sent on this connection",
+            fixed.xid
+        ));
+    };
+    match h {
+        Header::Error { err, .. } => {
+            if let ErrBody::Vers { low, high } = err {
+                if !(low <= 1 && 1 <= high) {
+                    return Err(format!("ERR_VERS {low}..{high} excludes version 1"));
+                }
+            }
+            Ok(Got {
+                xid: fixed.xid,
+                rpc: None,
+                ddp: false,
+            })
+        }
+        Header::Msg { payload_at, .. } => {
+            if fixed.vers != 1 {
+                return Err(format!("reply of version {}", fixed.vers));
+            }
+            if !ch.reads.is_empty() {
+                return Err("a reply with a read list".into());
+            }
+            if ch.write_chunks.len() > offer.writes.len() {
+                return Err(format!(
+                    "{} write chunks returned, {} offered",
+                    ch.write_chunks.len(),
+                    offer.writes.len()
+                ));
+            }
+            for i in 0..ch.write_chunks.len() {
+                within(ch.write_chunk(i), &offer.writes[i])
+                    .map_err(|e| format!("write chunk {i}: {e}"))?;
+            }
+            let reply_segs = match (ch.reply_chunk(), &offer.reply) {
+                (None, _) => None,
+                (Some(_), None) => return Err("a reply chunk that was not offered".into()),
+                (Some(got), Some(o)) => {
+                    within(got, o).map_err(|e| format!("reply chunk: {e}"))?;
+                    Some(got.to_vec())
+                }
+            };
+            let rpc = if fixed.proc_ == rw::RDMA_NOMSG {
+                if payload_at != m.len() {
+                    return Err("RDMA_NOMSG with an inline payload".into());
+                }
+                let segs = reply_segs.ok_or("RDMA_NOMSG without a reply chunk")?;
+                let (base, len) = c.peer.area(Area::Reply);
+                let mut body = Vec::new();
+                for s in segs {
+                    let off = s.offset.wrapping_sub(base);
+                    if off > len as u64 {
+                        return Err("reply chunk outside the area offered".into());
+                    }
+                    body.extend_from_slice(c.peer.read(
+                        Area::Reply,
+                        off as usize,
+                        s.length as usize,
+                    ));
+                }
+                body
+            } else {
+                m[payload_at..].to_vec()
+            };
+            let rep = wire::parse_reply(&rpc)
+                .ok_or_else(|| format!("not an RPC reply: {}", hex(&rpc)))?;
+            if rep.xid != fixed.xid {
+                return Err(format!(
+                    "RPC xid {:#x} under transport xid {:#x}",
+                    rep.xid, fixed.xid
+                ));
+            }
+            Ok(Got {
+                xid: fixed.xid,
+                rpc: Some(rpc),
+                ddp: !offer.writes.is_empty(),
+            })
+        }
+    }
+}
+
+/// `NFSGW_FUZZ_TRACE=1`: every message sent and received on stderr (for debugging a
+/// report).
+fn trace() -> bool {
+    static T: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *T.get_or_init(|| std::env::var_os("NFSGW_FUZZ_TRACE").is_some())
+}
+
+fn probe(xid: u32, grant: u32) -> Vec<u8> {
+    let mut e = wire::Enc::default();
+    e.u32(xid)
+        .u32(1)
+        .u32(grant.max(1))
+        .u32(rw::RDMA_MSG)
+        .u32(0)
+        .u32(0)
+        .u32(0);
+    let rec = call_record(xid, NFS_PROG, 3, 0, &Cred::root(), &[]);
+    e.0.extend_from_slice(&rec[4..]);
+    e.0
+}
+
+impl Campaign<'_> {
+    fn rdma_open(&self, addr: SocketAddr, private: &[u8]) -> anyhow::Result<Option<Conn>> {
+        match Peer::connect(addr, private, self.timeout) {
+            Ok(peer) => Ok(Some(Conn {
+                peer,
+                grant: CREDITS,
+                sent: VecDeque::new(),
+            })),
+            // Hostile private data may be refused (a reject is fine, a hang is not).
+            Err(e) if e == "rejected" && !private.is_empty() => Ok(None),
+            Err(e) => Err(self.fail(&format!(
+                "RDMA connect with private data {} failed: {e}",
+                hex(private)
+            ))),
+        }
+    }
+
+    /// Checks one message from the gateway and accounts for it.
+    fn rdma_got(&mut self, c: &mut Conn, m: &[u8], msgs: &[Msg]) -> anyhow::Result<u32> {
+        let got = check_reply(c, m).map_err(|e| {
+            self.fail(&format!(
+                "RDMA reply breaks RFC 8166: {e}; message: {}",
+                hex(m)
+            ))
+        })?;
+        let credit = u32::from_be_bytes([m[8], m[9], m[10], m[11]]);
+        c.grant = credit.min(CREDITS);
+        self.tally.replies += 1;
+        let Some(rpc) = got.rpc else {
+            *self.tally.by_stat.entry("RDMA_ERROR".into()).or_default() += 1;
+            return Ok(got.xid);
+        };
+        let rep = wire::parse_reply(&rpc).expect("checked above");
+        let Some(call) = msgs
+            .iter()
+            .find(|m| m.xid == got.xid)
+            .and_then(|m| m.call.clone())
+        else {
+            return Ok(got.xid);
+        };
+        if rep.accept == Some(0) && !got.ddp {
+            if let Some(why) = super::semantics::violation(&call, rep.body) {
+                return Err(self.fail(&format!("reply breaks RFC 1813: {why}")));
+            }
+        }
+        if call.prog == NFS_PROG && call.vers == 3 && rep.accept == Some(0) && !got.ddp {
+            if let Some(fh) = returned_handle(call.proc_, rep.body) {
+                self.gen.learn(&fh, call.proc_ == 9);
+            }
+        }
+        self.count_reply(&call, &rep);
+        Ok(got.xid)
+    }
+
+    /// Waits until every xid in `want` is answered (`Ok(true)`) or the connection is
+    /// closed (`Ok(false)`); anything else within the call timeout is a failure.
+    fn rdma_await(
+        &mut self,
+        c: &mut Conn,
+        msgs: &[Msg],
+        mut want: Vec<u32>,
+    ) -> anyhow::Result<bool> {
+        let deadline = Instant::now() + self.timeout;
+        while !want.is_empty() {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match c.peer.recv(left) {
+                Event::Msg(m) => {
+                    if trace() {
+                        eprintln!("rdma trace: got {}", hex(&m[..m.len().min(64)]));
+                    }
+                    let xid = self.rdma_got(c, &m, msgs)?;
+                    want.retain(|x| *x != xid);
+                }
+                Event::Closed => {
+                    self.tally.closes += 1;
+                    return Ok(false);
+                }
+                Event::Timeout => {
+                    let xids: Vec<String> = want.iter().map(|x| format!("{x:#x}")).collect();
+                    return Err(self.fail(&format!(
+                        "no RDMA reply to xid {} and no close within {:?}",
+                        xids.join(", "),
+                        self.timeout
+                    )));
+                }
+            }
+        }
+        Ok(true)
+    }
+
+    /// A peer left unpolled since `h.since` must have been closed by the gateway's
+    /// read/send timeouts (if it owed the gateway anything) once polled again.
+    fn rdma_check_held(&mut self, h: Held, msgs: &[Msg]) -> anyhow::Result<()> {
+        let wait = ABANDON_CLOSED_BY.saturating_sub(h.since.elapsed());
+        std::thread::sleep(wait);
+        let mut c = Conn {
+            peer: h.peer,
+            grant: 1,
+            sent: VecDeque::new(),
+        };
+        if !h.owed {
+            return Ok(());
+        }
+        let deadline = Instant::now() + self.timeout;
+        loop {
+            match c
+                .peer
+                .recv(deadline.saturating_duration_since(Instant::now()))
+            {
+                // Replies pushed before the close are still in the ring; their
+                // offers are gone with the generator's view, so only count them.
+                Event::Msg(_) => self.tally.replies += 1,
+                Event::Closed => return Ok(()),
+                Event::Timeout => {
+                    let _ = msgs;
+                    return Err(self.fail(&format!(
+                        "an RDMA peer that stopped polling after call #{} was not closed within {:?} \
+                         (rdma.read_timeout_s / rdma.send_timeout_s = {:?})",
+                        h.index,
+                        ABANDON_CLOSED_BY,
+                        RDMA_TIMEOUT
+                    )));
+                }
+            }
+        }
+    }
+
+    /// Campaign 4 (docs/fuzzing.md "Campaign 4: rdma").
+    pub fn run_rdma(&mut self, addr: SocketAddr, rng: &mut super::rng::Rng) -> anyhow::Result<()> {
+        let mut g = RdmaGen::new(rng.next_u64());
+        let mut conn: Option<Conn> = None;
+        let mut held: VecDeque<Held> = VecDeque::new();
+        let mut i = 0;
+        let mut next_tcp_probe = 1000;
+        while !self.done(i) {
+            let mut act = g.act();
+            if act == Act::Abandon && held.len() >= MAX_HELD {
+                act = Act::Normal;
+            }
+            if act == Act::Reconnect {
+                conn = None;
+            }
+            let mut c = match conn.take() {
+                Some(c) if !c.peer.closed => c,
+                _ => {
+                    let private = if act == Act::Reconnect {
+                        g.private_data()
+                    } else {
+                        Vec::new()
+                    };
+                    let label = format!("RDMA connect, private data {}", hex(&private));
+                    self.remember(i, label, private.clone());
+                    match self.rdma_open(addr, &private)? {
+                        Some(c) => c,
+                        None => {
+                            self.check_process()?;
+                            continue;
+                        }
+                    }
+                }
+            };
+            let n = match act {
+                Act::Burst(_) => g.burst_len(c.grant),
+                _ => 1,
+            };
+            let grant = c.grant as usize;
+            let mut msgs: Vec<Msg> = Vec::with_capacity(n);
+            for k in 0..n {
+                if self.done(i) {
+                    break;
+                }
+                let xid = self.next_xid();
+                let mut m = if g.rng.chance(1, 25) {
+                    g.stray(xid)
+                } else {
+                    let call = self.gen.next(i);
+                    self.tally.by_proc.entry(call.label()).or_default().0 += 1;
+                    g.message(call, xid, &c.view())
+                };
+                // Past the grant the gateway may drop the message or the connection.
+                if k + 2 > grant {
+                    m.must_answer = false;
+                }
+                self.remember(i, m.label.clone(), m.bytes.clone());
+                self.tally.calls += 1;
+                i += 1;
+                for (a, off, b) in &m.fills {
+                    c.peer.fill(*a, *off, b);
+                }
+                c.sent(m.xid, m.offer.clone());
+                let ok = c.peer.send(&m.bytes);
+                // A message that could not be posted (the connection is going) is
+                // owed nothing.
+                m.must_answer &= ok;
+                if trace() {
+                    eprintln!(
+                        "rdma trace: #{} {} xid {:#x} must {} sent {ok} len {}",
+                        i - 1,
+                        m.label,
+                        m.xid,
+                        m.must_answer,
+                        m.bytes.len()
+                    );
+                }
+                msgs.push(m);
+                if !ok {
+                    break;
+                }
+            }
+            let owed = msgs.iter().any(|m| m.must_answer);
+            match act {
+                Act::Disconnect => {
+                    c.peer.drop_now();
+                    self.check_process()?;
+                    continue;
+                }
+                Act::Abandon => {
+                    held.push_back(Held {
+                        peer: c.peer,
+                        since: Instant::now(),
+                        owed,
+                        index: i - 1,
+                    });
+                    self.check_process()?;
+                    continue;
+                }
+                Act::Revoke => {
+                    c.peer.revoke();
+                    // What the gateway does with the dead rkeys: its RDMA Reads or
+                    // Writes, or its reply's Send, fail; the connection must end.
+                    let want = if owed { vec![u32::MAX] } else { Vec::new() };
+                    if owed {
+                        self.rdma_await(&mut c, &msgs, want)?;
+                    }
+                    self.check_process()?;
+                    continue;
+                }
+                _ => {}
+            }
+            let px = self.next_xid();
+            c.sent(px, Offer::default());
+            let mut want: Vec<u32> = msgs
+                .iter()
+                .filter(|m| m.must_answer)
+                .map(|m| m.xid)
+                .collect();
+            if c.peer.send(&probe(px, c.grant)) {
+                want.push(px);
+            }
+            if self.rdma_await(&mut c, &msgs, want)? {
+                conn = Some(c);
+            }
+            self.check_process()?;
+            while held
+                .front()
+                .is_some_and(|h| h.since.elapsed() > ABANDON_CLOSED_BY)
+            {
+                let h = held.pop_front().expect("front exists");
+                self.rdma_check_held(h, &msgs)?;
+            }
+            if i >= next_tcp_probe {
+                next_tcp_probe += 1000;
+                let mut t = super::client::Client::connect(&self.gw.addr, self.timeout)
+                    .map_err(|e| self.fail(&format!("TCP connect during campaign rdma: {e:#}")))?;
+                t.null()
+                    .map_err(|e| self.fail(&format!("TCP NULL during campaign rdma: {e:#}")))?;
+            }
+        }
+        drop(conn);
+        while let Some(h) = held.pop_front() {
+            self.rdma_check_held(h, &[])?;
+        }
+        Ok(())
+    }
+}
+
+/// "After each campaign": a fresh RDMA connection's NULL is answered (retrying the
+/// connect for a while: the listener may still be reaping the campaign's connections).
+pub fn null_on_fresh_connection(addr: SocketAddr, timeout: Duration) -> Result<(), String> {
+    let end = Instant::now() + timeout;
+    let mut c = loop {
+        match Peer::connect(addr, &[], timeout) {
+            Ok(p) => break p,
+            Err(e) if Instant::now() > end => return Err(format!("connect: {e}")),
+            Err(_) => std::thread::sleep(Duration::from_millis(50)),
+        }
+    };
+    let xid = 0x6e75_6c6c;
+    if !c.send(&probe(xid, 1)) {
+        return Err("NULL could not be sent".into());
+    }
+    loop {
+        match c.recv(timeout) {
+            Event::Msg(m) => {
+                let ok = m.len() > 28
+                    && m[..4] == xid.to_be_bytes()
+                    && wire::parse_reply(&m[28..])
+                        .is_some_and(|r| r.xid == xid && r.accept == Some(0));
+                return if ok {
+                    Ok(())
+                } else {
+                    Err(format!("bad NULL reply {}", hex(&m)))
+                };
+            }
+            Event::Closed => return Err("closed before answering NULL".into()),
+            Event::Timeout => return Err(format!("NULL not answered within {timeout:?}")),
+        }
+    }
+}
