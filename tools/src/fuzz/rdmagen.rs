@@ -247,6 +247,33 @@ impl RdmaGen {
             let segs = self.segments(v, v.sink, 4096);
             offer.writes.push(segs);
         }
+        // NFSv4.1 COMPOUNDs (RFC 8267 §5: the gateway walks their arguments to match
+        // read chunks with WRITE data and pairs write chunks with READ results): a
+        // read chunk at an aligned place inside the arguments, at an odd place or at
+        // their end, and 0-3 write chunks.
+        if call.prog == NFS_PROG && call.vers == 4 {
+            let r = &mut self.rng;
+            if r.chance(1, 2) {
+                let hdr_len = body.len() - call.args.len();
+                let pos = match r.below(4) {
+                    0 => body.len(),
+                    1 => hdr_len + 1 + 2 * r.below(call.args.len().max(1)),
+                    _ => hdr_len + 4 * r.below(call.args.len() / 4 + 1),
+                } as u32;
+                let len = *r.pick(&[0usize, 1, 4, 100, 4096, 65536]);
+                let data = r.bytes(len);
+                let segs = self.segments(v, v.source, data.len());
+                fills.push((Area::Source, 0, data));
+                for s in segs {
+                    reads.push((pos, s));
+                }
+            }
+            for _ in 0..self.rng.below(4) {
+                let len = *self.rng.pick(&[0usize, 100, 4096, 1 << 20]);
+                let segs = self.segments(v, v.sink, len);
+                offer.writes.push(segs);
+            }
+        }
         // A reply chunk, always for listings, sometimes for anything; some too small.
         let listing = nfs3 && matches!(call.proc_, 16 | 17);
         if (listing && !self.rng.chance(1, 4)) || self.rng.chance(1, 6) {

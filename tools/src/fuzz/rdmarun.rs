@@ -9,7 +9,7 @@
 use super::campaign::{hex, Campaign};
 use super::rdmagen::{Act, Msg, Offer, PeerView, RdmaGen};
 use super::rdmapeer::{Area, Event, Peer};
-use super::structured::returned_handle;
+use super::structured::{returned_handle, Call};
 use super::wire::{self, call_record, Cred, NFS_PROG};
 use engine::rpcrdma::wire::{self as rw, Chunks, ErrBody, Header, Limits, Segment};
 use std::collections::VecDeque;
@@ -347,6 +347,10 @@ impl Campaign<'_> {
     /// Campaign 4 (docs/fuzzing.md "Campaign 4: rdma").
     pub fn run_rdma(&mut self, addr: SocketAddr, rng: &mut super::rng::Rng) -> anyhow::Result<()> {
         let mut g = RdmaGen::new(rng.next_u64());
+        let mut v4 =
+            super::v4::V4Gen::new(self.seed, format!("fz-{}-rdma", self.seed).into_bytes());
+        v4.files = self.gen.files.clone();
+        v4.dirs = self.gen.dirs.clone();
         let mut conn: Option<Conn> = None;
         let mut held: VecDeque<Held> = VecDeque::new();
         let mut i = 0;
@@ -391,6 +395,30 @@ impl Campaign<'_> {
                 let xid = self.next_xid();
                 let mut m = if g.rng.chance(1, 25) {
                     g.stray(xid)
+                } else if g.rng.chance(1, 8) {
+                    // An NFSv4.1 COMPOUND without a session (campaign 3's generator):
+                    // its ops fail at the first, but its arguments are walked for the
+                    // chunks first.
+                    let c4 = v4.next(None);
+                    let label = c4.label();
+                    self.tally
+                        .by_proc
+                        .entry("NFS4 COMPOUND".into())
+                        .or_default()
+                        .0 += 1;
+                    let call = Call {
+                        prog: NFS_PROG,
+                        vers: 4,
+                        proc_: 1,
+                        cred: Cred::root(),
+                        args: c4.args,
+                    };
+                    let mut m = g.message(call, xid, &c.view());
+                    m.label = format!(
+                        "RDMA {label}{}",
+                        m.label.trim_start_matches("RDMA prog 100003 v4 proc 1")
+                    );
+                    m
                 } else {
                     let call = self.gen.next(i);
                     self.tally.by_proc.entry(call.label()).or_default().0 += 1;
@@ -434,6 +462,7 @@ impl Campaign<'_> {
                     continue;
                 }
                 Act::Abandon => {
+                    self.tally.held += 1;
                     held.push_back(Held {
                         peer: c.peer,
                         since: Instant::now(),
