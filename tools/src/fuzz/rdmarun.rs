@@ -103,6 +103,24 @@ struct Got {
 
 /// RFC 8166 §4 checks of one message from the gateway; `Err` names the rule broken.
 fn check_reply(c: &Conn, m: &[u8]) -> Result<Got, String> {
+    let (base, len) = c.peer.area(Area::Reply);
+    check_sent(&c.sent, m, &|s: &Segment| {
+        let off = s.offset.wrapping_sub(base);
+        (off <= len as u64).then(|| {
+            c.peer
+                .read(Area::Reply, off as usize, s.length as usize)
+                .to_vec()
+        })
+    })
+}
+
+/// [`check_reply`] against the xids and offers `sent`; `read` gives the bytes a
+/// returned reply-chunk segment covers (`None`: outside the area offered).
+fn check_sent(
+    sent: &VecDeque<(u32, Offer)>,
+    m: &[u8],
+    read: &dyn Fn(&Segment) -> Option<Vec<u8>>,
+) -> Result<Got, String> {
     let lim = reply_limits();
     let mut ch = Chunks::with_limits(&lim);
     let h = rw::decode(m, &lim, &mut ch).map_err(|e| format!("header does not decode ({e:?})"))?;
@@ -112,7 +130,7 @@ fn check_reply(c: &Conn, m: &[u8]) -> Result<Got, String> {
     if fixed.credit == 0 {
         return Err("credits granted 0 (RFC 8166 §3.3.1: at least 1)".into());
     }
-    let Some((_, offer)) = c.sent.iter().rev().find(|(x, _)| *x == fixed.xid) else {
+    let Some((_, offer)) = sent.iter().rev().find(|(x, _)| *x == fixed.xid) else {
         return Err(format!(
             "xid {:#x} was never sent on this connection",
             fixed.xid
@@ -162,18 +180,10 @@ fn check_reply(c: &Conn, m: &[u8]) -> Result<Got, String> {
                     return Err("RDMA_NOMSG with an inline payload".into());
                 }
                 let segs = reply_segs.ok_or("RDMA_NOMSG without a reply chunk")?;
-                let (base, len) = c.peer.area(Area::Reply);
                 let mut body = Vec::new();
                 for s in segs {
-                    let off = s.offset.wrapping_sub(base);
-                    if off > len as u64 {
-                        return Err("reply chunk outside the area offered".into());
-                    }
-                    body.extend_from_slice(c.peer.read(
-                        Area::Reply,
-                        off as usize,
-                        s.length as usize,
-                    ));
+                    let b = read(&s).ok_or("reply chunk outside the area offered")?;
+                    body.extend_from_slice(&b);
                 }
                 body
             } else {
@@ -553,5 +563,92 @@ pub fn null_on_fresh_connection(addr: SocketAddr, timeout: Duration) -> Result<(
             Event::Closed => return Err("closed before answering NULL".into()),
             Event::Timeout => return Err(format!("NULL not answered within {timeout:?}")),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn msg_reply(xid: u32, credit: u32, writes: &[&[Segment]]) -> Vec<u8> {
+        let mut e = wire::Enc::default();
+        e.u32(xid).u32(1).u32(credit).u32(rw::RDMA_MSG).u32(0);
+        for w in writes {
+            e.u32(1).u32(w.len() as u32);
+            for s in *w {
+                e.u32(s.handle).u32(s.length).u64(s.offset);
+            }
+        }
+        e.u32(0).u32(0);
+        // RPC reply: accepted, AUTH_NONE, SUCCESS.
+        e.u32(xid).u32(1).u32(0).u32(0).u32(0).u32(0);
+        e.0
+    }
+
+    #[test]
+    fn segments_must_stay_within_the_offer() {
+        let o = Segment {
+            handle: 9,
+            length: 4096,
+            offset: 0x1000,
+        };
+        assert!(within(&[o], &[o]).is_ok());
+        assert!(within(&[Segment { length: 100, ..o }], &[o]).is_ok());
+        assert!(within(&[Segment { length: 4097, ..o }], &[o]).is_err());
+        assert!(within(
+            &[Segment {
+                offset: 0x1004,
+                ..o
+            }],
+            &[o]
+        )
+        .is_err());
+        assert!(within(&[Segment { handle: 8, ..o }], &[o]).is_err());
+        assert!(within(&[o, o], &[o]).is_err());
+    }
+
+    /// The header rules, without a connection (RDMA_NOMSG gathering aside).
+    #[test]
+    fn reply_header_rules() {
+        let o = Segment {
+            handle: 9,
+            length: 4096,
+            offset: 0x1000,
+        };
+        let offer = Offer {
+            writes: vec![vec![o]],
+            reply: None,
+        };
+        let sent: VecDeque<(u32, Offer)> = [(5, offer)].into_iter().collect();
+        let check = |m: &[u8]| check_sent(&sent, m, &|_| None).map(|g| g.xid);
+        assert!(check(&msg_reply(5, 16, &[&[Segment { length: 10, ..o }]])).is_ok());
+        assert!(check(&msg_reply(5, 0, &[]))
+            .unwrap_err()
+            .contains("credits granted 0"));
+        assert!(check(&msg_reply(6, 16, &[]))
+            .unwrap_err()
+            .contains("never sent"));
+        assert!(
+            check(&msg_reply(5, 16, &[&[Segment { length: 4097, ..o }]]))
+                .unwrap_err()
+                .contains("write chunk 0")
+        );
+        assert!(check(&msg_reply(5, 16, &[&[o], &[o]]))
+            .unwrap_err()
+            .contains("2 write chunks"));
+        // RDMA_ERROR: ERR_VERS must include version 1; an unknown error code does
+        // not decode.
+        let mut e = wire::Enc::default();
+        e.u32(5)
+            .u32(1)
+            .u32(1)
+            .u32(rw::RDMA_ERROR)
+            .u32(rw::ERR_VERS)
+            .u32(2)
+            .u32(3);
+        assert!(check(&e.0).unwrap_err().contains("ERR_VERS"));
+        let mut e = wire::Enc::default();
+        e.u32(5).u32(1).u32(1).u32(rw::RDMA_ERROR).u32(7);
+        assert!(check(&e.0).unwrap_err().contains("does not decode"));
     }
 }
