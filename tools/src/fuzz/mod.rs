@@ -13,6 +13,7 @@ mod campaign;
 mod client;
 mod gateway;
 mod mutate;
+mod rdmacheck;
 mod rdmagen;
 mod rdmapeer;
 mod rdmarun;

@@ -365,6 +365,15 @@ impl Campaign<'_> {
         let mut held: VecDeque<Held> = VecDeque::new();
         let mut i = 0;
         let mut next_tcp_probe = 1000;
+        let mut next_data_check = 0;
+        let data_fh = {
+            let mut t = super::client::Client::connect(&self.gw.addr, self.timeout)?;
+            let root = t.mount()?;
+            let dir = t.lookup(&root, super::client::CANARY_DIR)?;
+            let name = format!("rdma-{}.dat", self.seed);
+            t.create(&dir, name.as_bytes())
+                .or_else(|_| t.lookup(&dir, name.as_bytes()))?
+        };
         while !self.done(i) {
             let mut act = g.act();
             if act == Act::Abandon && held.len() >= MAX_HELD {
@@ -516,6 +525,16 @@ impl Campaign<'_> {
                 let h = held.pop_front().expect("front exists");
                 self.rdma_check_held(h, &msgs)?;
             }
+            if i >= next_data_check {
+                let round = next_data_check / super::rdmacheck::EVERY;
+                next_data_check += super::rdmacheck::EVERY;
+                super::rdmacheck::write_read(addr, &data_fh, self.seed, round, self.timeout)
+                    .map_err(|e| {
+                        self.fail(&format!(
+                            "data check {round} on a fresh RDMA connection: {e}"
+                        ))
+                    })?;
+            }
             if i >= next_tcp_probe {
                 next_tcp_probe += 1000;
                 let mut t = super::client::Client::connect(&self.gw.addr, self.timeout)
@@ -547,22 +566,19 @@ pub fn null_on_fresh_connection(addr: SocketAddr, timeout: Duration) -> Result<(
     if !c.send(&probe(xid, 1)) {
         return Err("NULL could not be sent".into());
     }
-    loop {
-        match c.recv(timeout) {
-            Event::Msg(m) => {
-                let ok = m.len() > 28
-                    && m[..4] == xid.to_be_bytes()
-                    && wire::parse_reply(&m[28..])
-                        .is_some_and(|r| r.xid == xid && r.accept == Some(0));
-                return if ok {
-                    Ok(())
-                } else {
-                    Err(format!("bad NULL reply {}", hex(&m)))
-                };
+    match c.recv(timeout) {
+        Event::Msg(m) => {
+            let ok = m.len() > 28
+                && m[..4] == xid.to_be_bytes()
+                && wire::parse_reply(&m[28..]).is_some_and(|r| r.xid == xid && r.accept == Some(0));
+            if ok {
+                Ok(())
+            } else {
+                Err(format!("bad NULL reply {}", hex(&m)))
             }
-            Event::Closed => return Err("closed before answering NULL".into()),
-            Event::Timeout => return Err(format!("NULL not answered within {timeout:?}")),
         }
+        Event::Closed => Err("closed before answering NULL".into()),
+        Event::Timeout => Err(format!("NULL not answered within {timeout:?}")),
     }
 }
 
