@@ -168,10 +168,16 @@ impl RdmaGen {
         }
     }
 
-    /// `len` bytes at `area` as 1-4 segments (1 in 8 spoiled each).
+    /// `len` bytes at `area` as segments (1 in 8 spoiled each).
     fn segments(&mut self, v: &PeerView, area: (u64, usize), len: usize) -> Vec<Segment> {
         let len = len.min(area.1);
-        let n = 1 + self.rng.below(if len >= 4096 { 4 } else { 1 });
+        // Usually 1-4 segments; 1 in 10 many small ones (up to the gateway's 32 per
+        // chunk, sometimes one more), so data is scattered and gathered at odd edges.
+        let n = if len >= 256 && self.rng.chance(1, 10) {
+            5 + self.rng.below(29)
+        } else {
+            1 + self.rng.below(if len >= 4096 { 4 } else { 1 })
+        };
         let mut out = Vec::with_capacity(n);
         let mut at = 0usize;
         for k in 0..n {
