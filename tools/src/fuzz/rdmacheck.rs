@@ -15,7 +15,7 @@ use std::time::Duration;
 /// Messages between two data checks.
 pub const EVERY: usize = 500;
 /// Sizes cycled through: odd ones cross the segment split and the XDR pad.
-const SIZES: [usize; 5] = [1, 4095, 8195, 65_543, 300_001];
+const SIZES: [usize; 6] = [1, 4095, 8195, 65_543, 300_001, 1 << 20];
 
 fn header(xid: u32, reads: &[(u32, Segment)], write: Option<&[Segment]>) -> Vec<u8> {
     let mut e = Enc::default();
@@ -147,4 +147,50 @@ pub fn write_read(
         ));
     }
     Ok(())
+}
+
+/// A peer of the flood: connected, its WRITEs sent, never polled again.
+pub struct Flooder(#[allow(dead_code)] Peer);
+
+/// Halfway through campaign `rdma`: `n` connections (past `rdma.max_connections` when
+/// `n` > 64: those are refused) each send 1-4 FILE_SYNC WRITEs of 1 MiB whose data sits
+/// in read chunks, and never poll again, so the gateway's RDMA Reads stay unanswered
+/// and each connection holds its reassembly buffers (up to 8 large ones) until
+/// `rdma.read_timeout_s` reaps it. Returns the peers (dropping them disconnects) and
+/// how many connections were refused.
+pub fn flood(
+    addr: SocketAddr,
+    fh: &[u8],
+    r: &mut Rng,
+    n: usize,
+    timeout: Duration,
+) -> (Vec<Flooder>, usize) {
+    let mut out = Vec::with_capacity(n);
+    let mut refused = 0;
+    for k in 0..n {
+        let Ok(mut p) = Peer::connect(addr, &[], timeout) else {
+            refused += 1;
+            continue;
+        };
+        let len = 1 << 20;
+        let (src, _) = p.area(Area::Source);
+        for w in 0..1 + r.below(4) {
+            let mut a = Enc::default();
+            let offset = (k * 4 + w) as u64 * len as u64;
+            a.var(fh).u64(offset).u32(len as u32).u32(2).u32(len as u32);
+            let xid = 0x666c_0000 | ((k * 4 + w) as u32);
+            let body = call_record(xid, NFS_PROG, 3, 7, &Cred::root(), &a.0);
+            let pos = (body.len() - 4) as u32;
+            let seg = Segment {
+                handle: p.mr.rkey,
+                length: len as u32,
+                offset: src,
+            };
+            let mut m = header(xid, &[(pos, seg)], None);
+            m.extend_from_slice(&body[4..]);
+            p.send(&m);
+        }
+        out.push(Flooder(p));
+    }
+    (out, refused)
 }

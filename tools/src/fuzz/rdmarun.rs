@@ -25,6 +25,8 @@ pub const RDMA_TIMEOUT: Duration = Duration::from_secs(2);
 const ABANDON_CLOSED_BY: Duration = Duration::from_secs(8);
 /// Peers left unpolled at once.
 const MAX_HELD: usize = 4;
+/// The data check's round during the flood: 1 MiB, which needs a large buffer.
+const FLOOD_ROUND: usize = 5;
 /// XIDs (with their offers) remembered per connection for matching replies.
 const SENT_KEPT: usize = 2048;
 
@@ -359,6 +361,49 @@ impl Campaign<'_> {
         }
     }
 
+    /// The flood (docs/fuzzing.md "Campaign 4: rdma"): while 24-80 peers hold RDMA
+    /// Reads unanswered (and the large buffers they pin), a fresh connection's data
+    /// check and a TCP NULL must complete within the call timeout (the WRITE may wait
+    /// for the gateway to reap the flood after `rdma.read_timeout_s`, no longer).
+    fn rdma_flood(
+        &mut self,
+        addr: SocketAddr,
+        fh: &[u8],
+        rng: &mut super::rng::Rng,
+    ) -> anyhow::Result<()> {
+        let n = 24 + rng.below(57);
+        self.remember(
+            self.tally.calls,
+            format!("RDMA flood of {n} connections"),
+            Vec::new(),
+        );
+        let (peers, refused) = super::rdmacheck::flood(addr, fh, rng, n, self.timeout);
+        let (pool, empty) = match self.gw.scrape() {
+            Ok(m) => (
+                m.sum("nfsgw_pool_buffers_in_use", &[]),
+                m.sum("nfsgw_pool_exhausted_total", &[]),
+            ),
+            Err(_) => (f64::NAN, f64::NAN),
+        };
+        println!(
+            "fuzz: rdma flood: {} connections holding unanswered RDMA Reads ({refused} refused), \
+             pool buffers in use {pool}, class-empty allocations so far {empty}",
+            peers.len()
+        );
+        let t0 = Instant::now();
+        super::rdmacheck::write_read(addr, fh, self.seed, FLOOD_ROUND, self.timeout)
+            .map_err(|e| self.fail(&format!("data check during the RDMA flood: {e}")))?;
+        let mut t = super::client::Client::connect(&self.gw.addr, self.timeout)?;
+        t.null()
+            .map_err(|e| self.fail(&format!("TCP NULL during the RDMA flood: {e:#}")))?;
+        println!(
+            "fuzz: rdma flood: a fresh connection's WRITE and READ took {:.1} s",
+            t0.elapsed().as_secs_f64()
+        );
+        drop(peers);
+        self.check_process()
+    }
+
     /// Campaign 4 (docs/fuzzing.md "Campaign 4: rdma").
     pub fn run_rdma(&mut self, addr: SocketAddr, rng: &mut super::rng::Rng) -> anyhow::Result<()> {
         let mut g = RdmaGen::new(rng.next_u64());
@@ -371,6 +416,7 @@ impl Campaign<'_> {
         let mut i = 0;
         let mut next_tcp_probe = 1000;
         let mut next_data_check = 0;
+        let mut flooded = false;
         let data_fh = {
             let mut t = super::client::Client::connect(&self.gw.addr, self.timeout)?;
             let root = t.mount()?;
@@ -529,6 +575,10 @@ impl Campaign<'_> {
             {
                 let h = held.pop_front().expect("front exists");
                 self.rdma_check_held(h, &msgs)?;
+            }
+            if !flooded && i >= self.calls / 2 {
+                flooded = true;
+                self.rdma_flood(addr, &data_fh, rng)?;
             }
             if i >= next_data_check {
                 let round = next_data_check / super::rdmacheck::EVERY;
