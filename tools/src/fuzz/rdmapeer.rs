@@ -162,6 +162,14 @@ impl Peer {
         &self.mem[at + off..at + off + n.min(len - off)]
     }
 
+    /// The bytes at remote address `addr` (as a segment names it), `n` long, if they
+    /// lie inside the registered region: a hostile but valid segment may point the
+    /// gateway anywhere in it.
+    pub fn read_at(&self, addr: u64, n: usize) -> Option<&[u8]> {
+        let off = usize::try_from(addr.checked_sub(self.mr.addr)?).ok()?;
+        self.mem.get(off..off.checked_add(n)?)
+    }
+
     /// Posts one Send of `bytes` (staged in [`Area::Stage`], cut at its size);
     /// `false` if it could not be posted (connection gone, memory revoked).
     pub fn send(&mut self, bytes: &[u8]) -> bool {

@@ -105,24 +105,16 @@ struct Got {
 
 /// RFC 8166 §4 checks of one message from the gateway; `Err` names the rule broken.
 fn check_reply(c: &Conn, m: &[u8]) -> Result<Got, String> {
-    let (base, len) = c.peer.area(Area::Reply);
-    check_sent(&c.sent, m, &|s: &Segment| {
-        // A segment the gateway left unused (length 0) names nothing to read, even
-        // where its offered offset was hostile.
-        if s.length == 0 {
-            return Some(Vec::new());
-        }
-        let off = s.offset.wrapping_sub(base);
-        (off <= len as u64).then(|| {
-            c.peer
-                .read(Area::Reply, off as usize, s.length as usize)
-                .to_vec()
-        })
+    // A segment the gateway left unused (length 0) names nothing to read, even where
+    // its offered offset was hostile.
+    check_sent(&c.sent, m, &|s: &Segment| match s.length {
+        0 => Some(Vec::new()),
+        n => c.peer.read_at(s.offset, n as usize).map(<[u8]>::to_vec),
     })
 }
 
 /// [`check_reply`] against the xids and offers `sent`; `read` gives the bytes a
-/// returned reply-chunk segment covers (`None`: outside the area offered).
+/// returned reply-chunk segment covers (`None`: outside the registered memory).
 fn check_sent(
     sent: &VecDeque<(u32, Offer)>,
     m: &[u8],
@@ -189,7 +181,7 @@ fn check_sent(
                 let segs = reply_segs.ok_or("RDMA_NOMSG without a reply chunk")?;
                 let mut body = Vec::new();
                 for s in segs {
-                    let b = read(&s).ok_or("reply chunk outside the area offered")?;
+                    let b = read(&s).ok_or("reply chunk outside the registered memory")?;
                     body.extend_from_slice(&b);
                 }
                 body
