@@ -85,7 +85,12 @@ impl Gateway {
         let child = Command::new(bin)
             .arg("--config")
             .arg(&cfg)
-            .env("RUST_LOG", "info")
+            // `NFSGW_FUZZ_RUST_LOG` (e.g. `info,engine::rdma=debug`) to look closer at a
+            // failure.
+            .env(
+                "RUST_LOG",
+                std::env::var("NFSGW_FUZZ_RUST_LOG").unwrap_or_else(|_| "info".into()),
+            )
             .env("RUST_BACKTRACE", "1")
             .stdin(Stdio::null())
             .stdout(File::create(dir.join("gateway.stdout"))?)

@@ -17,6 +17,7 @@ mod rdmacheck;
 mod rdmagen;
 mod rdmapeer;
 mod rdmarun;
+mod rdmav4;
 mod rng;
 mod semantics;
 mod structured;

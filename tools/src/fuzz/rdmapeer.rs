@@ -30,15 +30,23 @@ pub enum Area {
     Sink,
     /// Reply chunks: 256 KiB.
     Reply,
-    /// Staging of our own Sends: 64 KiB.
+    /// Staging of our own Sends: [`STAGE_SLOTS`] slots of [`MAX_SEND`] bytes, used in
+    /// turn, so a Send's bytes stay untouched until long after it went out (the
+    /// provider may copy them only when it pushes, as a NIC does).
     Stage,
 }
 const AREAS: [(Area, usize); 4] = [
     (Area::Source, (1 << 20) + 8192),
     (Area::Sink, (1 << 20) + 8192),
     (Area::Reply, 256 << 10),
-    (Area::Stage, 64 << 10),
+    (Area::Stage, STAGE_SLOTS * MAX_SEND),
 ];
+/// Largest message sent (4 times the gateway's 4 KiB Receives: longer ones only need to
+/// be too long).
+pub const MAX_SEND: usize = 16 << 10;
+/// More than the messages ever outstanding at once (a burst is at most the credits
+/// granted + 8, plus the probe).
+const STAGE_SLOTS: usize = 64;
 
 fn area_at(a: Area) -> (usize, usize) {
     let mut at = NRECV * RECV;
@@ -75,6 +83,11 @@ pub struct Peer {
     /// Inline threshold the gateway accepted from us (its private data).
     pub server_recv: usize,
     inbox: VecDeque<Vec<u8>>,
+    /// The next staging slot.
+    stage: usize,
+    /// Failed completions of our Sends (ReceiverNotReady: the gateway had no Receive
+    /// posted; Flushed: the connection went), drained by the campaign.
+    pub send_errors: Vec<WcStatus>,
 }
 
 impl Peer {
@@ -107,6 +120,8 @@ impl Peer {
             closed: false,
             server_recv: privdata::PrivData::ABSENT.recv_size,
             inbox: VecDeque::new(),
+            stage: 0,
+            send_errors: Vec::new(),
         };
         for i in 0..NRECV {
             p.post_recv(i);
@@ -170,17 +185,20 @@ impl Peer {
         self.mem.get(off..off.checked_add(n)?)
     }
 
-    /// Posts one Send of `bytes` (staged in [`Area::Stage`], cut at its size);
-    /// `false` if it could not be posted (connection gone, memory revoked).
+    /// Posts one Send of `bytes` (staged in the next slot of [`Area::Stage`], cut at
+    /// [`MAX_SEND`]); `false` if it could not be posted (connection gone, memory
+    /// revoked).
     pub fn send(&mut self, bytes: &[u8]) -> bool {
         if self.closed || self.revoked {
             return false;
         }
-        let n = bytes.len().min(area_at(Area::Stage).1);
-        self.fill(Area::Stage, 0, &bytes[..n]);
+        let n = bytes.len().min(MAX_SEND);
+        let off = self.stage * MAX_SEND;
+        self.stage = (self.stage + 1) % STAGE_SLOTS;
+        self.fill(Area::Stage, off, &bytes[..n]);
         let (addr, _) = self.area(Area::Stage);
         let sge = Sge {
-            addr,
+            addr: addr + off as u64,
             len: n as u32,
             lkey: self.mr.lkey,
         };
@@ -260,6 +278,9 @@ impl Peer {
             for c in &wc[..n] {
                 let i = c.wr_id as usize;
                 if c.opcode != WcOpcode::Recv || i >= NRECV {
+                    if c.status != WcStatus::Success {
+                        self.send_errors.push(c.status);
+                    }
                     continue;
                 }
                 if c.status == WcStatus::Success {
@@ -270,6 +291,7 @@ impl Peer {
                 } else if c.status != WcStatus::Flushed {
                     // A Receive that failed breaks the connection (the provider
                     // disconnects it); keep polling for the event.
+                    self.send_errors.push(c.status);
                 }
             }
             n

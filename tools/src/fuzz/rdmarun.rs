@@ -31,13 +31,34 @@ const FLOOD_ROUND: usize = 5;
 const SENT_KEPT: usize = 2048;
 
 /// One live connection and what was sent on it.
-struct Conn {
-    peer: Peer,
-    grant: u32,
+pub(super) struct Conn {
+    pub(super) peer: Peer,
+    pub(super) grant: u32,
     sent: VecDeque<(u32, Offer)>,
+    /// The NFSv4.1 session set up on this connection (module `rdmav4`).
+    pub(super) sess: Option<super::v4::Session>,
+    /// Whether a session setup was tried on this connection.
+    tried: bool,
+    /// The fuzz COMPOUNDs awaiting their replies (to advance the slot, learn handles).
+    v4_pending: Vec<(u32, super::v4::Compound)>,
+    /// Per slot, the COMPOUND last answered with SEQUENCE OK: a retried sequence id is
+    /// answered from the slot's reply cache with that one's reply (RFC 8881 §2.10.6.1).
+    pub(super) v4_last: Vec<Option<super::v4::Compound>>,
 }
 
 impl Conn {
+    fn new(peer: Peer, grant: u32) -> Conn {
+        Conn {
+            peer,
+            grant,
+            sent: VecDeque::new(),
+            sess: None,
+            tried: false,
+            v4_pending: Vec::new(),
+            v4_last: Vec::new(),
+        }
+    }
+
     fn view(&self) -> PeerView {
         PeerView {
             rkey: self.peer.mr.rkey,
@@ -49,7 +70,7 @@ impl Conn {
         }
     }
 
-    fn sent(&mut self, xid: u32, offer: Offer) {
+    pub(super) fn sent(&mut self, xid: u32, offer: Offer) {
         if self.sent.len() == SENT_KEPT {
             self.sent.pop_front();
         }
@@ -95,16 +116,19 @@ fn within(got: &[Segment], offered: &[Segment]) -> Result<(), String> {
 }
 
 /// What one received message was.
-struct Got {
-    xid: u32,
+pub(super) struct Got {
+    pub(super) xid: u32,
     /// The RPC reply (inline or gathered from the reply chunk), `None` for RDMA_ERROR.
-    rpc: Option<Vec<u8>>,
+    pub(super) rpc: Option<Vec<u8>>,
     /// Its offer had write chunks (READ data is not inline then).
     ddp: bool,
+    /// A backward-direction call from the gateway (RFC 8167: CB_NULL, CB_RECALL on an
+    /// NFSv4.1 session's back channel), never answered here.
+    pub(super) callback: bool,
 }
 
 /// RFC 8166 §4 checks of one message from the gateway; `Err` names the rule broken.
-fn check_reply(c: &Conn, m: &[u8]) -> Result<Got, String> {
+pub(super) fn check_reply(c: &Conn, m: &[u8]) -> Result<Got, String> {
     // A segment the gateway left unused (length 0) names nothing to read, even where
     // its offered offset was hostile.
     check_sent(&c.sent, m, &|s: &Segment| match s.length {
@@ -129,6 +153,20 @@ fn check_sent(
     if fixed.credit == 0 {
         return Err("credits granted 0 (RFC 8166 §3.3.1: at least 1)".into());
     }
+    if let Header::Msg { payload_at, .. } = h {
+        // RFC 8167 §4.2: the direction is the RPC msg_type (CALL = 0) of the payload.
+        if fixed.proc_ == rw::RDMA_MSG && m.get(payload_at + 4..payload_at + 8) == Some(&[0; 4]) {
+            if fixed.vers != 1 {
+                return Err(format!("callback of version {}", fixed.vers));
+            }
+            return Ok(Got {
+                xid: fixed.xid,
+                rpc: None,
+                ddp: false,
+                callback: true,
+            });
+        }
+    }
     let Some((_, offer)) = sent.iter().rev().find(|(x, _)| *x == fixed.xid) else {
         return Err(format!(
             "xid {:#x} was never sent on this connection",
@@ -146,6 +184,7 @@ fn check_sent(
                 xid: fixed.xid,
                 rpc: None,
                 ddp: false,
+                callback: false,
             })
         }
         Header::Msg { payload_at, .. } => {
@@ -200,6 +239,7 @@ fn check_sent(
                 xid: fixed.xid,
                 rpc: Some(rpc),
                 ddp: !offer.writes.is_empty(),
+                callback: false,
             })
         }
     }
@@ -207,9 +247,16 @@ fn check_sent(
 
 /// `NFSGW_FUZZ_TRACE=1`: every message sent and received on stderr (for debugging a
 /// report).
-fn trace() -> bool {
+pub(super) fn trace() -> bool {
     static T: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *T.get_or_init(|| std::env::var_os("NFSGW_FUZZ_TRACE").is_some())
+}
+
+/// `NFSGW_FUZZ_RDMA_SESSIONLESS=1`: the NFSv4.1 share never sets up a session (module
+/// `rdmav4`), e.g. to tell whether a failure needs one.
+fn sessions() -> bool {
+    static T: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *T.get_or_init(|| std::env::var_os("NFSGW_FUZZ_RDMA_SESSIONLESS").is_none())
 }
 
 fn probe(xid: u32, grant: u32) -> Vec<u8> {
@@ -229,11 +276,7 @@ fn probe(xid: u32, grant: u32) -> Vec<u8> {
 impl Campaign<'_> {
     fn rdma_open(&self, addr: SocketAddr, private: &[u8]) -> anyhow::Result<Option<Conn>> {
         match Peer::connect(addr, private, self.timeout) {
-            Ok(peer) => Ok(Some(Conn {
-                peer,
-                grant: CREDITS,
-                sent: VecDeque::new(),
-            })),
+            Ok(peer) => Ok(Some(Conn::new(peer, CREDITS))),
             // Hostile private data may be refused (a reject is fine, a hang is not).
             Err(e) if e == "rejected" && !private.is_empty() => Ok(None),
             Err(e) => Err(self.fail(&format!(
@@ -244,7 +287,13 @@ impl Campaign<'_> {
     }
 
     /// Checks one message from the gateway and accounts for it.
-    fn rdma_got(&mut self, c: &mut Conn, m: &[u8], msgs: &[Msg]) -> anyhow::Result<u32> {
+    fn rdma_got(
+        &mut self,
+        c: &mut Conn,
+        m: &[u8],
+        msgs: &[Msg],
+        v4: &mut super::v4::V4Gen,
+    ) -> anyhow::Result<u32> {
         let got = check_reply(c, m).map_err(|e| {
             self.fail(&format!(
                 "RDMA reply breaks RFC 8166: {e}; message: {}",
@@ -253,12 +302,21 @@ impl Campaign<'_> {
         })?;
         let credit = u32::from_be_bytes([m[8], m[9], m[10], m[11]]);
         c.grant = credit.min(CREDITS);
+        if got.callback {
+            // Not answered: the gateway must cope with a client that never does.
+            *self.tally.by_stat.entry("callbacks".into()).or_default() += 1;
+            return Ok(got.xid);
+        }
         self.tally.replies += 1;
         let Some(rpc) = got.rpc else {
             *self.tally.by_stat.entry("RDMA_ERROR".into()).or_default() += 1;
             return Ok(got.xid);
         };
         let rep = wire::parse_reply(&rpc).expect("checked above");
+        if let Some(at) = c.v4_pending.iter().position(|p| p.0 == got.xid) {
+            let (_, comp) = c.v4_pending.swap_remove(at);
+            self.rdma_v4_reply(c, &comp, &rep, got.ddp, v4)?;
+        }
         let Some(call) = msgs
             .iter()
             .find(|m| m.xid == got.xid)
@@ -287,6 +345,7 @@ impl Campaign<'_> {
         c: &mut Conn,
         msgs: &[Msg],
         mut want: Vec<u32>,
+        v4: &mut super::v4::V4Gen,
     ) -> anyhow::Result<bool> {
         let deadline = Instant::now() + self.timeout;
         while !want.is_empty() {
@@ -295,8 +354,12 @@ impl Campaign<'_> {
                 Event::Msg(m) => {
                     if trace() {
                         eprintln!("rdma trace: got {}", hex(&m[..m.len().min(64)]));
+                        if !c.peer.send_errors.is_empty() {
+                            eprintln!("rdma trace: send errors {:?}", c.peer.send_errors);
+                        }
                     }
-                    let xid = self.rdma_got(c, &m, msgs)?;
+                    c.peer.send_errors.clear();
+                    let xid = self.rdma_got(c, &m, msgs, v4)?;
                     want.retain(|x| *x != xid);
                 }
                 Event::Closed => {
@@ -304,6 +367,9 @@ impl Campaign<'_> {
                     return Ok(false);
                 }
                 Event::Timeout => {
+                    if trace() {
+                        eprintln!("rdma trace: send errors {:?}", c.peer.send_errors);
+                    }
                     let xids: Vec<String> = want.iter().map(|x| format!("{x:#x}")).collect();
                     return Err(self.fail(&format!(
                         "no RDMA reply to xid {} and no close within {:?}",
@@ -321,11 +387,7 @@ impl Campaign<'_> {
     fn rdma_check_held(&mut self, h: Held, msgs: &[Msg]) -> anyhow::Result<()> {
         let wait = ABANDON_CLOSED_BY.saturating_sub(h.since.elapsed());
         std::thread::sleep(wait);
-        let mut c = Conn {
-            peer: h.peer,
-            grant: 1,
-            sent: VecDeque::new(),
-        };
+        let mut c = Conn::new(h.peer, 1);
         if !h.owed {
             return Ok(());
         }
@@ -461,7 +523,22 @@ impl Campaign<'_> {
                     // An NFSv4.1 COMPOUND without a session (campaign 3's generator):
                     // its ops fail at the first, but its arguments are walked for the
                     // chunks first.
-                    let c4 = v4.next(None);
+                    // Only before the first message of a burst: the setup waits for
+                    // its own replies and sets aside any other.
+                    if !c.tried && g.rng.chance(1, 2) && k == 0 {
+                        c.tried = true;
+                        if sessions() {
+                            self.rdma_v4_setup(&mut c, &mut v4)?;
+                        }
+                        if c.peer.closed {
+                            break;
+                        }
+                    }
+                    let c4 = v4.next(c.sess.as_ref());
+                    if c.v4_pending.len() == 64 {
+                        c.v4_pending.remove(0);
+                    }
+                    c.v4_pending.push((xid, c4.clone()));
                     let label = c4.label();
                     self.tally
                         .by_proc
@@ -503,12 +580,13 @@ impl Campaign<'_> {
                 m.must_answer &= ok;
                 if trace() {
                     eprintln!(
-                        "rdma trace: #{} {} xid {:#x} must {} sent {ok} len {}",
+                        "rdma trace: #{} {} xid {:#x} must {} sent {ok} len {}: {}",
                         i - 1,
                         m.label,
                         m.xid,
                         m.must_answer,
-                        m.bytes.len()
+                        m.bytes.len(),
+                        hex(&m.bytes[..m.bytes.len().min(400)])
                     );
                 }
                 msgs.push(m);
@@ -540,7 +618,7 @@ impl Campaign<'_> {
                     // Writes, or its reply's Send, fail; the connection must end.
                     let want = if owed { vec![u32::MAX] } else { Vec::new() };
                     if owed {
-                        self.rdma_await(&mut c, &msgs, want)?;
+                        self.rdma_await(&mut c, &msgs, want, &mut v4)?;
                     }
                     self.check_process()?;
                     continue;
@@ -557,7 +635,7 @@ impl Campaign<'_> {
             if c.peer.send(&probe(px, c.grant)) {
                 want.push(px);
             }
-            if self.rdma_await(&mut c, &msgs, want)? {
+            if self.rdma_await(&mut c, &msgs, want, &mut v4)? {
                 conn = Some(c);
             }
             self.check_process()?;
