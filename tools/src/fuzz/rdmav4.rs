@@ -149,9 +149,12 @@ impl Campaign<'_> {
             slots: vec![1; slots.clamp(1, 64) as usize],
         };
         let l = g.setup_lookups(&sess, NAMES);
+        c.v4_last = vec![None; sess.slots.len()];
         if let Some(r) = self.rdma_v4_clean(c, &l)? {
             if r.results.first().is_some_and(|x| x.1 == 0) {
                 sess.slots[0] = 2;
+                // A retry of sequence id 1 is answered with this COMPOUND's reply.
+                c.v4_last[0] = Some(l.clone());
             }
             for (at, fh) in r.handles {
                 // GETFH results: 3 the root, 5 the work area, then 8, 11, ... NAMES.
