@@ -10,7 +10,7 @@ the other, so READs reach both the reactor's cache and the backend. Campaign `v4
 against the shape RFC 8881 §15.2 gives it; 10 000 of them take under 10 s. Campaign
 `rdma` (RPC-over-RDMA over the `soft` provider: hostile transport headers, chunk lists
 and peer behaviour) checks every message the gateway sends against RFC 8166 §4 and
-that a fresh RDMA connection is served afterwards; 10 000 messages take about 10 s."""
+that a fresh RDMA connection is served afterwards; 10 000 messages take 10-20 s."""
 
 import os
 import re
