@@ -7,7 +7,10 @@ pool buffers and RSS; it exits non-zero with the seed and the failing call in he
 The page cache is on (cache.size_mib = 16, the fuzzer's default) in one run and off in
 the other, so READs reach both the reactor's cache and the backend. Campaign `v4`
 (NFSv4.1 COMPOUNDs on sessions, a share of them mutated) also checks every COMPOUND4res
-against the shape RFC 8881 §15.2 gives it; 10 000 of them take under 10 s."""
+against the shape RFC 8881 §15.2 gives it; 10 000 of them take under 10 s. Campaign
+`rdma` (RPC-over-RDMA over the `soft` provider: hostile transport headers, chunk lists
+and peer behaviour) checks every message the gateway sends against RFC 8166 §4 and
+that a fresh RDMA connection is served afterwards; 10 000 messages take 10-20 s."""
 
 import os
 import re
@@ -24,7 +27,8 @@ CI_CALLS = 10000
 
 
 @pytest.mark.parametrize("campaign,cache_mib", [("structured", 16), ("structured", 0),
-                                                ("mutate", 16), ("v4", 16), ("v4", 0)])
+                                                ("mutate", 16), ("v4", 16), ("v4", 0),
+                                                ("rdma", 16)])
 def test_fuzz_campaign(campaign, cache_mib, tmp_path):
     if not TOOLS.is_file():
         pytest.fail(f"{TOOLS} not built (cargo build --release -p tools)", pytrace=False)

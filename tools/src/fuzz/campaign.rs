@@ -29,6 +29,7 @@ pub enum Kind {
     Structured,
     Mutate,
     V4,
+    Rdma,
 }
 
 impl Kind {
@@ -37,6 +38,7 @@ impl Kind {
             Kind::Structured => "structured",
             Kind::Mutate => "mutate",
             Kind::V4 => "v4",
+            Kind::Rdma => "rdma",
         }
     }
 }
@@ -180,7 +182,7 @@ impl<'a> Campaign<'a> {
         }
     }
 
-    fn count_reply(&mut self, call: &Call, rep: &wire::Reply) {
+    pub(super) fn count_reply(&mut self, call: &Call, rep: &wire::Reply) {
         let key = match rep.accept {
             None => "denied".to_string(),
             Some(0) => {

@@ -1,6 +1,6 @@
 //! The gateway under test: the real binary, started with a temporary config (fs
 //! backend in a fresh directory, TCP and the stats endpoint on free loopback ports,
-//! RDMA off), its log captured to a file that the campaigns scan for `panicked`.
+//! RDMA off unless campaign `rdma` runs: then the `soft` provider on a free port), its log captured to a file that the campaigns scan for `panicked`.
 
 use crate::fetch;
 use crate::metrics::Scrape;
@@ -16,6 +16,8 @@ pub struct Gateway {
     pub dir: PathBuf,
     pub addr: String,
     pub stats_url: String,
+    /// The `soft` RDMA listener, when campaign `rdma` runs.
+    pub rdma: Option<std::net::SocketAddr>,
     pub log: PathBuf,
     /// How much of the log has been scanned for panics.
     log_seen: u64,
@@ -26,13 +28,30 @@ use crate::child::free_port;
 /// The campaign's config. `record_timeout_s = 2` (campaign::RECORD_TIMEOUT) so connections left holding a
 /// partial record are reaped during the campaign; a small read cache keeps RSS bounds
 /// meaningful.
-fn config(dir: &Path, port: u16, stats: u16, cores: &[usize], cache_mib: u64) -> String {
+/// With RDMA (campaign `rdma`): few credits (bursts past them stay short), and read and
+/// send timeouts of 2 s so that peers which stop polling are closed within the campaign.
+fn config(
+    dir: &Path,
+    port: u16,
+    stats: u16,
+    cores: &[usize],
+    cache_mib: u64,
+    rdma: Option<u16>,
+) -> String {
     let cores: Vec<String> = cores.iter().map(usize::to_string).collect();
     let cores = cores.join(", ");
+    let rdma = match rdma {
+        None => "provider = \"off\"".to_string(),
+        Some(p) => format!(
+            "provider = \"soft\"\nlisten = \"127.0.0.1:{p}\"\ncredits = {}\nread_timeout_s = {t}\nsend_timeout_s = {t}",
+            super::rdmarun::CREDITS,
+            t = super::rdmarun::RDMA_TIMEOUT.as_secs()
+        ),
+    };
     format!(
         "[engine]\ncores = [{cores}]\nidle = \"adaptive\"\nhugepages = \"auto\"\n\n\
          [tcp]\nlisten = \"127.0.0.1:{port}\"\nrecord_timeout_s = 2\n\n\
-         [rdma]\nprovider = \"off\"\n\n\
+         [rdma]\n{rdma}\n\n\
          [backend]\nkind = \"fs\"\nroot = \"{data}\"\nworkers = 2\n\n\
          [cache]\nsize_mib = {cache_mib}\n\n\
          [state]\ndir = \"{state}\"\n\n\
@@ -50,6 +69,7 @@ impl Gateway {
         parent: &Path,
         cores: &[usize],
         cache_mib: u64,
+        rdma: bool,
     ) -> anyhow::Result<Gateway> {
         let dir = parent.join(format!("nfsgw-fuzz-{}", std::process::id()));
         if dir.exists() {
@@ -58,13 +78,19 @@ impl Gateway {
         std::fs::create_dir_all(dir.join("data"))?;
         std::fs::create_dir_all(dir.join("state"))?;
         let (port, stats) = (free_port()?, free_port()?);
+        let rdma_port = if rdma { Some(free_port()?) } else { None };
         let cfg = dir.join("gateway.toml");
-        std::fs::write(&cfg, config(&dir, port, stats, cores, cache_mib))?;
+        std::fs::write(&cfg, config(&dir, port, stats, cores, cache_mib, rdma_port))?;
         let log = dir.join("gateway.log");
         let child = Command::new(bin)
             .arg("--config")
             .arg(&cfg)
-            .env("RUST_LOG", "info")
+            // `NFSGW_FUZZ_RUST_LOG` (e.g. `info,engine::rdma=debug`) to look closer at a
+            // failure.
+            .env(
+                "RUST_LOG",
+                std::env::var("NFSGW_FUZZ_RUST_LOG").unwrap_or_else(|_| "info".into()),
+            )
             .env("RUST_BACKTRACE", "1")
             .stdin(Stdio::null())
             .stdout(File::create(dir.join("gateway.stdout"))?)
@@ -76,6 +102,7 @@ impl Gateway {
             dir,
             addr: format!("127.0.0.1:{port}"),
             stats_url: format!("http://127.0.0.1:{stats}/metrics"),
+            rdma: rdma_port.map(|p| std::net::SocketAddr::from(([127, 0, 0, 1], p))),
             log,
             log_seen: 0,
         };

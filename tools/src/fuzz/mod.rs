@@ -2,7 +2,9 @@
 //! binary over TCP (docs/fuzzing.md). It starts the gateway with a temporary config,
 //! writes and COMMITs a canary file, runs the structured campaign (valid calls, hostile
 //! values), the mutation campaign (mangled bytes and record marks) and the NFSv4.1
-//! campaign (COMPOUNDs on sessions, hostile ops, a mutated share), and after each
+//! campaign (COMPOUNDs on sessions, hostile ops, a mutated share), the RPC-over-RDMA
+//! campaign (hostile transport headers, chunk lists and peer behaviour over the `soft`
+//! provider), and after each
 //! checks that the gateway answers NULL and MNT+GETATTR, logged no panic, still serves
 //! the canary byte-exact, and is back to its baseline pool use and RSS once every fuzz
 //! connection has closed. Any failure exits non-zero with the seed and the call in hex.
@@ -11,6 +13,11 @@ mod campaign;
 mod client;
 mod gateway;
 mod mutate;
+mod rdmacheck;
+mod rdmagen;
+mod rdmapeer;
+mod rdmarun;
+mod rdmav4;
 mod rng;
 mod semantics;
 mod structured;
@@ -33,6 +40,7 @@ pub enum Which {
     Structured,
     Mutate,
     V4,
+    Rdma,
     All,
 }
 
@@ -101,7 +109,9 @@ pub fn run(a: &FuzzArgs) -> anyhow::Result<()> {
         a.campaign,
         bin.display()
     );
-    let mut gw = Gateway::start(&bin, &a.workdir, &a.core, a.cache_mib)?;
+    // RDMA only when campaign `rdma` runs: the TCP campaigns keep their config.
+    let rdma = matches!(a.campaign, Which::Rdma | Which::All);
+    let mut gw = Gateway::start(&bin, &a.workdir, &a.core, a.cache_mib, rdma)?;
     let result = rounds(a, &mut gw);
     match &result {
         Ok(()) if !a.keep => {
@@ -130,7 +140,8 @@ fn rounds(a: &FuzzArgs, gw: &mut Gateway) -> anyhow::Result<()> {
             Which::Structured => &[Kind::Structured],
             Which::Mutate => &[Kind::Mutate],
             Which::V4 => &[Kind::V4],
-            Which::All => &[Kind::Structured, Kind::Mutate, Kind::V4],
+            Which::Rdma => &[Kind::Rdma],
+            Which::All => &[Kind::Structured, Kind::Mutate, Kind::V4, Kind::Rdma],
         };
         for &kind in kinds {
             let t0 = Instant::now();
@@ -152,6 +163,13 @@ fn rounds(a: &FuzzArgs, gw: &mut Gateway) -> anyhow::Result<()> {
                     let work = format!("fz-{seed}-v4").into_bytes();
                     let mut g = v4::V4Gen::new(seed, work);
                     c.run_v4(&mut r, &mut g)?
+                }
+                Kind::Rdma => {
+                    let mut r = rng::Rng::new(seed).fork(0x7264_6d61);
+                    let addr =
+                        c.gw.rdma
+                            .context("campaign rdma without an RDMA listener")?;
+                    c.run_rdma(addr, &mut r)?
                 }
             }
             let t = &c.tally;
@@ -231,11 +249,12 @@ fn work_area(gw: &Gateway, seed: u64, kind: Kind, timeout: Duration) -> anyhow::
     Ok((hs, dirs))
 }
 
+/// Pool buffers in use and open connections (TCP and RDMA).
 fn pool_in_use(gw: &Gateway) -> anyhow::Result<(f64, f64)> {
     let m = gw.scrape()?;
     Ok((
         m.sum("nfsgw_pool_buffers_in_use", &[]),
-        m.sum("nfsgw_tcp_connections", &[]),
+        m.sum("nfsgw_tcp_connections", &[]) + m.sum("nfsgw_rdma_connections", &[]),
     ))
 }
 
@@ -303,6 +322,10 @@ fn after_campaign(
         Ok(())
     };
     check().map_err(|e| report(gw, format!("{e:#}")))?;
+    if let Some(addr) = gw.rdma {
+        rdmarun::null_on_fresh_connection(addr, timeout)
+            .map_err(|e| report(gw, format!("fresh RDMA connection: {e}")))?;
+    }
     let panics: Vec<String> = gw
         .log_text()
         .lines()
