@@ -13,6 +13,7 @@
 #
 # Env (defaults): OPS=20000 BS=4k QD=1 SIZE_MIB=16 WORKLOADS="randread getattr randwrite"
 #   BENCH=<repo>/target/release/bench OUT=/var/tmp/perf-callgrind-ab/<stamp>
+#   BENCH_EXTRA="--nfs 4.1": more bench flags (here: NFSv4.1 COMPOUNDs on a session)
 #   ENGINE_EXTRA_<NAME>="key = value": one more [engine] line for binary NAME only, e.g.
 #   ENGINE_EXTRA_now="idle_spin_us = 0" (builds with engine.idle_spin_us poll that long
 #   after every operation, which callgrind counts; older builds reject the key).
@@ -63,6 +64,9 @@ TOML
     sleep 0.1
   done
   local common=(--target "tcp://127.0.0.1:$port" --workload "$wl" --bs "$BS" --qd "$QD" --size-mib "$SIZE_MIB" --files 1)
+  # BENCH_EXTRA: more bench flags for every run, e.g. "--nfs 4.1".
+  read -r -a extra <<<"${BENCH_EXTRA:-}"
+  common+=("${extra[@]}")
   # Warm-up: creates the file (bench writes it first) and fills caches.
   "$BENCH" "${common[@]}" --ops 2000 > "$dir/warmup.txt" 2>&1
   callgrind_control -z $vg > /dev/null
