@@ -60,6 +60,11 @@ def test_counters_agree_with_bench(gw_stats, transport):
     assert n <= calls <= n + SETUP_SLACK, calls
     assert m1.sum("nfsgw_ops_total", transport="tcp" if transport == "rdma" else "rdma") == \
         m0.sum("nfsgw_ops_total", transport="tcp" if transport == "rdma" else "rdma")
+    # GETATTRs of one file are answered from the reactor's read cache (the first one,
+    # and one a second after attributes expire, miss).
+    hits = m1.sum("nfsgw_cache_hits_total") - m0.sum("nfsgw_cache_hits_total")
+    misses = m1.sum("nfsgw_cache_misses_total") - m0.sum("nfsgw_cache_misses_total")
+    assert n // 2 <= hits <= n + SETUP_SLACK and misses >= 1, (hits, misses)
     # Every call was answered: bytes went both ways.
     assert m1.sum("nfsgw_bytes_in_total", transport=transport) - m0.sum("nfsgw_bytes_in_total", transport=transport) >= n * 40
     assert m1.sum("nfsgw_bytes_out_total", transport=transport) - m0.sum("nfsgw_bytes_out_total", transport=transport) >= n * 100
@@ -80,6 +85,10 @@ def test_counters_agree_with_bench(gw_stats, transport):
     assert reads * bs <= sent <= (reads + SETUP_SLACK) * (bs + 512) + (4 << 20) // 8, sent
 
     assert check_histograms_match_counters(m2) >= 3
+    # The reads filled cache pages.
+    assert m2.sum("nfsgw_cache_pages") > 0
+    assert m2.sum("nfsgw_cache_hits_total") + m2.sum("nfsgw_cache_misses_total") > \
+        m1.sum("nfsgw_cache_hits_total") + m1.sum("nfsgw_cache_misses_total")
     # Reactor loop counters move and busy polls are a subset of polls.
     assert m2.sum("nfsgw_reactor_polls_total") > m0.sum("nfsgw_reactor_polls_total")
     assert 0 < m2.sum("nfsgw_reactor_busy_polls_total") <= m2.sum("nfsgw_reactor_polls_total")

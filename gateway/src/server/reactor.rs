@@ -204,6 +204,10 @@ impl ReactorState {
             r.send_timeouts,
             r.send_reclaimed,
         ]);
+        let c = self.cache.stats();
+        self.router
+            .stats
+            .set_cache(c.hits, c.misses, c.pages as u64);
     }
 
     /// Sends every reply workers have finished for this reactor.

@@ -111,6 +111,10 @@ pub struct ReactorStats {
     /// Protective events of this reactor's transports (see [`GUARDS`]), copied from
     /// their own counters now and then by the reactor.
     guards: [AtomicU64; GUARDS.len()],
+    /// The reactor's read cache: calls answered from it, calls it could not answer
+    /// (lookups that missed), pages held. Copied from the cache's own counters with
+    /// the guards.
+    cache: [AtomicU64; 3],
 }
 
 /// Protective events counted by the transports (issue 15: limits a hostile or broken
@@ -211,6 +215,7 @@ impl Default for ReactorStats {
             tcp_connections: z(),
             rdma_connections: z(),
             guards: std::array::from_fn(|_| z()),
+            cache: [z(), z(), z()],
         }
     }
 }
@@ -282,7 +287,24 @@ impl ReactorStats {
         }
     }
 
+    /// Publishes the read cache's hits, misses and pages held.
+    pub fn set_cache(&self, hits: u64, misses: u64, pages: u64) {
+        for (c, v) in self.cache.iter().zip([hits, misses, pages]) {
+            c.store(v, Ordering::Relaxed);
+        }
+    }
+
     // Reader side.
+
+    /// The read cache's (hits, misses, pages) as last published.
+    pub fn cache(&self) -> (u64, u64, u64) {
+        let [h, m, p] = &self.cache;
+        (
+            h.load(Ordering::Relaxed),
+            m.load(Ordering::Relaxed),
+            p.load(Ordering::Relaxed),
+        )
+    }
 
     pub fn guard(&self, i: usize) -> u64 {
         self.guards[i].load(Ordering::Relaxed)

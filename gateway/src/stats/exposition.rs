@@ -262,6 +262,34 @@ pub fn render(src: &Source, out: &mut String) {
         }
     }
 
+    for (name, kind, help, pick) in [
+        (
+            "nfsgw_cache_hits_total",
+            "counter",
+            "GETATTR and READ calls (NFSv3, and NFSv4.1 SEQUENCE+PUTFH+GETATTR|READ) answered from the reactor's read cache.",
+            0,
+        ),
+        (
+            "nfsgw_cache_misses_total",
+            "counter",
+            "Lookups of the reactor's read cache that found nothing current (the call went to a worker or the ring).",
+            1,
+        ),
+        (
+            "nfsgw_cache_pages",
+            "gauge",
+            "4 KiB pages the reactor's read cache holds.",
+            2,
+        ),
+    ] {
+        header(out, name, kind, help);
+        for (i, r) in src.reactors.iter().enumerate() {
+            let (h, m, p) = r.stats.cache();
+            let v = [h, m, p][pick];
+            let _ = writeln!(out, "{name}{{reactor=\"{i}\"}} {v}");
+        }
+    }
+
     render_callbacks(&src.callbacks, out);
     header(
         out,
