@@ -806,6 +806,33 @@ def test_a_failed_part_copy_aborts_the_upload_and_keeps_the_source(
     c.close()
 
 
+def test_a_lost_complete_answer_still_finishes_the_copy(gw_factory, s3_server, s3_bucket, s3, s3_proxy):
+    """CompleteMultipartUpload applied by the store but its answer lost: the retried
+    Complete gets NoSuchUpload, and the gateway accepts the copy only because the
+    target's ETag is the one these parts make (never on a guess: the rename then
+    deletes its source)."""
+    p = s3_proxy
+    g = s3_gateway(gw_factory, s3_server, s3_bucket, endpoint=p.endpoint, **FAULT_CFG, **BIG_COPY)
+    c = g.client()
+    root = c.mount("/")
+    data = os.urandom(12 * MiB + 7)
+    make_file(c, root, "big.bin", data)
+    # The first Complete is applied and its answer lost; the retry finds no upload
+    # (AWS may also answer a repeated Complete with 200; moto would: the proxy makes
+    # it the 404 case).
+    p.reset(times=1, method="POST", path=r"uploadId=", after_forward=True)
+    p.fail(404, times=1, method="POST", path=r"uploadId=", code="NoSuchUpload")
+    c.rename(root, "big.bin", root, "moved.bin").check("RENAME whose Complete answer was lost")
+    assert p.injected["reset"] == 1 and p.injected["404"] == 1, p.injected
+    assert is_multipart_etag(head(s3, s3_bucket, "moved.bin"), 3)
+    assert_object(s3, s3_bucket, "moved.bin", data)
+    assert head(s3, s3_bucket, "big.bin") is None
+    assert uploads_left(s3, s3_bucket) == []
+    fh = c.lookup(root, "moved.bin").check().fh
+    assert nfs_read(c, fh, len(data)) == data
+    c.close()
+
+
 def test_copy_refused_as_too_large_is_redone_part_by_part(gw_factory, s3_server, s3_bucket, s3, s3_proxy):
     """A store that refuses CopyObject for a source the gateway thought small enough (its
     size as last seen, or a store with a lower limit) gets the copy part by part: as AWS

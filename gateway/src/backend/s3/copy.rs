@@ -104,14 +104,18 @@ pub(super) async fn run(c: Arc<Core>, job: Job) -> BResult<()> {
     .await?;
     let id: Arc<str> = id.into();
     let r = match copy_parts(&c, &job, &id, plan).await {
-        Ok(etags) => {
-            bounded(
-                &c,
-                c.pool
-                    .run(|ep| ep.rest.mp_complete(&job.to, &job.key, &id, &etags)),
-            )
-            .await
-        }
+        Ok(etags) => match bounded(
+            &c,
+            c.pool
+                .run(|ep| ep.rest.mp_complete(&job.to, &job.key, &id, &etags)),
+        )
+        .await
+        {
+            // The upload is gone: a Complete retried after its reply was lost (the
+            // first attempt did complete it) gets NoSuchUpload.
+            Err(BackendError::NotFound) => completed_before(&c, &job, &etags).await,
+            r => r,
+        },
         Err(e) => Err(e),
     };
     if r.is_err() {
@@ -126,6 +130,47 @@ pub(super) async fn run(c: Arc<Core>, job: Job) -> BResult<()> {
         }
     }
     r
+}
+
+/// After a Complete answered NoSuchUpload: whether the target is exactly what this
+/// upload completed, i.e. its ETag is the one S3 gives an object assembled from these
+/// parts (`multipart_etag`). Only then is the copy done; anything else (another object
+/// at the target, a store with another ETag rule) stays the error, so a rename never
+/// deletes its source on a guess.
+async fn completed_before(c: &Core, job: &Job, etags: &[String]) -> BResult<()> {
+    let Some(want) = multipart_etag(etags) else {
+        return Err(BackendError::NotFound);
+    };
+    let got = bounded(c, c.pool.run(|ep| ep.rest.head(&job.to, &job.key))).await?;
+    if got.size == job.size && got.etag.trim_matches('"') == want {
+        tracing::info!(key = job.key, "s3: a multipart copy's Complete answer was lost; the object is complete (its ETag matches the parts)");
+        Ok(())
+    } else {
+        Err(BackendError::NotFound)
+    }
+}
+
+/// The ETag of an object completed from parts with ETags `parts` (hex MD5s): the MD5
+/// of their binary MD5s, "-", their count — AWS's rule, which moto and Garage follow.
+/// `None` when a part's ETag is not a hex MD5 (then nothing can be concluded).
+pub(super) fn multipart_etag(parts: &[String]) -> Option<String> {
+    use md5::{Digest, Md5};
+    let mut h = Md5::new();
+    for p in parts {
+        let p = p.trim_matches('"');
+        if p.len() != 32 {
+            return None;
+        }
+        for i in (0..32).step_by(2) {
+            h.update([u8::from_str_radix(p.get(i..i + 2)?, 16).ok()?]);
+        }
+    }
+    let d = h.finalize();
+    let mut hex = String::with_capacity(40);
+    for b in d {
+        hex.push_str(&format!("{b:02x}"));
+    }
+    Some(format!("{hex}-{}", parts.len()))
 }
 
 /// Copies every part, `IN_FLIGHT` at a time; the first failure stops the rest. Parts
@@ -197,6 +242,23 @@ async fn copy_parts(
 
 #[cfg(test)]
 mod tests {
+
+    /// AWS's multipart ETag rule, checked against a value computed independently
+    /// (Python: md5(bytes.fromhex(md5("hello")) + bytes.fromhex(md5("world")))).
+    #[test]
+    fn multipart_etag_follows_the_s3_rule() {
+        const EXPECTED_HELLO_WORLD: &str = "065947336a2f2a95ba8899f3675c3be6-2";
+        let parts = [
+            "5d41402abc4b2a76b9719d911017c592".to_string(),
+            "\"7d793037a0760186574b0282f2f435e7\"".to_string(),
+        ];
+        assert_eq!(
+            multipart_etag(&parts).as_deref(),
+            Some(EXPECTED_HELLO_WORLD)
+        );
+        assert_eq!(multipart_etag(&["xyz".to_string()]), None);
+        assert_eq!(multipart_etag(&["zz".repeat(16)]), None);
+    }
     use super::*;
 
     const MIB: u64 = 1 << 20;
