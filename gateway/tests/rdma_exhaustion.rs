@@ -556,9 +556,15 @@ fn peers_that_never_answer_rdma_reads_are_reclaimed_when_a_neighbours_write_star
         (10, rpc::ReplyStatus::Accepted(rpc::Accept::Success))
     );
     assert_eq!(&payload[at..at + 4], &[0, 0, 0, 0], "WRITE ok");
-    assert!(guard("read_reclaimed") >= 1, "the reclaim counter did not move");
+    assert!(
+        guard("read_reclaimed") >= 1,
+        "the reclaim counter did not move"
+    );
     assert_eq!(guard("read_timeout"), 0, "closed by the read timeout");
-    assert!(took < Duration::from_secs(15), "WRITE answered after {took:?}");
+    assert!(
+        took < Duration::from_secs(15),
+        "WRITE answered after {took:?}"
+    );
     assert_eq!(
         rdma_read_mib(&mut good, 11, &fh, 8 << 20),
         data,

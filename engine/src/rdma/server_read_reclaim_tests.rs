@@ -261,7 +261,12 @@ fn peers_that_never_answer_our_reads_are_reclaimed_only_while_a_neighbour_starve
     }
     let st = s.stats();
     assert_eq!(
-        (st.read_reclaimed, st.read_timeouts, st.send_reclaimed, st.disconnects),
+        (
+            st.read_reclaimed,
+            st.read_timeouts,
+            st.send_reclaimed,
+            st.disconnects
+        ),
         (BAD as u64, 0, 0, BAD as u64),
         "{st:?}"
     );
