@@ -484,6 +484,121 @@ fn peers_that_never_take_their_replies_are_reclaimed_when_a_neighbour_starves() 
     gw.assert_buffers_back(Duration::from_secs(10));
 }
 
+/// The Read side of `rdma.stall_reclaim_ms` (default 1 s) with the default 30 s read
+/// timeout: three peers each send `MAX_PULLING` (8) 1 MiB WRITEs whose data is in
+/// read chunks and never poll, so on `soft` none of the gateway's RDMA Reads is
+/// answered and their reassembly buffers hold all 24 large buffers of the reactor.
+/// A good client's 1 MiB WRITE then finds the large class empty; without the reclaim
+/// it waited for `rdma.read_timeout_s` (the fuzz campaign's "flood" measured up to
+/// about three read timeouts). The starvation closes the peers that answered nothing
+/// for the stall window, and the WRITE is answered within seconds (generous margins:
+/// the machine may be loaded), byte-exact; the counter `read_reclaimed` moved,
+/// `read_timeout` did not, and every buffer is back afterwards.
+#[test]
+fn peers_that_never_answer_rdma_reads_are_reclaimed_when_a_neighbours_write_starves() {
+    const BAD: usize = 3;
+    const PULLING: u32 = 8;
+    let gw = Gw::start(&GwOpts {
+        large: 24,
+        ..GwOpts::default()
+    });
+    let mut good = Raw::connect_big(gw.rdma, MIB as usize);
+    let fh = big_file(&mut good);
+    let src = gw.server.as_ref().unwrap().stats_source();
+    let guard = |reason: &str| {
+        let k = gateway::stats::counters::GUARDS
+            .iter()
+            .position(|g| (g.0, g.1) == ("rdma", reason))
+            .expect("an rdma guard");
+        src.reactors[0].stats.guard(k)
+    };
+    let mut bad: Vec<Raw> = (0..BAD)
+        .map(|_| Raw::connect_big(gw.rdma, MIB as usize))
+        .collect();
+    for (b, raw) in bad.iter_mut().enumerate() {
+        for x in 0..PULLING {
+            let xid = 3000 + 100 * b as u32 + x;
+            let (call, c) = write_mib_call(raw, xid, &fh, u64::from(x) << 20);
+            assert!(raw.send(&msg(xid, &c, &call)));
+        }
+    }
+    // The peers never poll again: none of the gateway's Reads is answered.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while large_held(&gw) < 24 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the peers hold only {} large buffers",
+            large_held(&gw)
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let data: Vec<u8> = (0..MIB as usize)
+        .map(|i| (i as u32).wrapping_mul(2_654_435_761).to_be_bytes()[1])
+        .collect();
+    let start = std::time::Instant::now();
+    let (call, c) = write_mib_call(&mut good, 10, &fh, 8 << 20);
+    good.big().1.copy_from_slice(&data);
+    assert!(good.send(&msg(10, &c, &call)));
+    let m = good.recv(Duration::from_secs(15)).unwrap_or_else(|| {
+        panic!(
+            "no WRITE reply after {:?}: read_reclaimed {}, read_timeout {}, {} large buffers held",
+            start.elapsed(),
+            guard("read_reclaimed"),
+            guard("read_timeout"),
+            large_held(&gw)
+        )
+    });
+    let took = start.elapsed();
+    let (_, payload) = parse(&m).expect("decodes");
+    let (rx, st, at) = rpc::decode_reply(&payload).unwrap();
+    assert_eq!(
+        (rx, st),
+        (10, rpc::ReplyStatus::Accepted(rpc::Accept::Success))
+    );
+    assert_eq!(&payload[at..at + 4], &[0, 0, 0, 0], "WRITE ok");
+    assert!(
+        guard("read_reclaimed") >= 1,
+        "the reclaim counter did not move"
+    );
+    assert_eq!(guard("read_timeout"), 0, "closed by the read timeout");
+    assert!(
+        took < Duration::from_secs(15),
+        "WRITE answered after {took:?}"
+    );
+    assert_eq!(
+        rdma_read_mib(&mut good, 11, &fh, 8 << 20),
+        data,
+        "the WRITE's bytes"
+    );
+    drop(bad);
+    drop(good);
+    gw.assert_buffers_back(Duration::from_secs(10));
+}
+
+/// A 1 MiB WRITE (FILE_SYNC) at `off` whose data is `raw`'s big area, as a read
+/// chunk: the RPC call and its chunk lists.
+fn write_mib_call(raw: &mut Raw, xid: u32, fh: &[u8], off: u64) -> (Vec<u8>, Chunks) {
+    let (addr, area) = raw.big();
+    assert!(area.len() >= MIB as usize, "made with Raw::connect_big");
+    let mut a = Vec::new();
+    xdr_opaque(&mut a, fh);
+    a.extend(off.to_be_bytes());
+    a.extend(MIB.to_be_bytes());
+    a.extend(2u32.to_be_bytes()); // FILE_SYNC
+    a.extend(MIB.to_be_bytes());
+    let call = rpc_call(xid, NFS, 7, &a);
+    let mut c = Chunks::default();
+    c.reads.push(ReadSegment {
+        position: call.len() as u32,
+        seg: Segment {
+            handle: raw.mr.rkey,
+            length: MIB,
+            offset: addr,
+        },
+    });
+    (call, c)
+}
+
 /// WRITE (FILE_SYNC) `data` at `off` over TCP, in 512 KiB pieces (a record fits a
 /// large buffer).
 fn tcp_write(gw: &Gw, fh: &[u8], off: u64, data: &[u8]) {

@@ -14,6 +14,14 @@
 //! bytes of them in `stall_reclaim`. A slow but steady peer, above that rate, keeps
 //! its connection. Measured per connection by [`Drain`], at each timeout sweep (no
 //! clock read per completion).
+//!
+//! The same rule covers the Read side with a second [`Drain`]: reassembly buffers of
+//! calls whose RDMA Reads are still outstanding (each up to the large class, at most
+//! `MAX_PULLING` per connection) are held, and the bytes our Reads completed are the
+//! progress. A peer that sends chunked calls and never answers our Reads (on `soft`
+//! it never polls; on verbs its side stalls) would otherwise keep those buffers until
+//! `read_timeout` (30 s by default; the fuzz campaign measured a fresh client's 1 MiB
+//! WRITE waiting up to about three read timeouts behind a few such peers).
 
 pub use crate::tcp::{RECLAIM_HELD, RECLAIM_PROGRESS};
 use std::time::Instant;
@@ -49,7 +57,19 @@ impl Drain {
         }
     }
 
-    /// Bytes held by outstanding Sends.
+    /// Memory of `held` bytes is given back without being taken (the Read side: a
+    /// call's Reads are all done, failed or flushed; progress is counted by `took`).
+    pub(super) fn released(&mut self, held: usize) {
+        self.completed(held, false);
+    }
+
+    /// The peer did `bytes` of work for us without giving memory back (the Read side:
+    /// one RDMA Read completed).
+    pub(super) fn took(&mut self, bytes: usize) {
+        self.taken = self.taken.saturating_add(bytes as u64);
+    }
+
+    /// Bytes held by outstanding Sends (or reassembly buffers with Reads outstanding).
     pub(super) fn held(&self) -> usize {
         self.held
     }
@@ -140,6 +160,26 @@ mod tests {
         assert_eq!(d.since(), Some(at));
         d.completed(MIB, false);
         d.note(now + 3 * W);
+        assert_eq!((d.held(), d.since()), (0, None));
+    }
+
+    #[test]
+    fn reads_completing_are_progress_and_a_release_is_not() {
+        let mut d = Drain::default();
+        let t0 = Instant::now();
+        d.posted(MIB);
+        d.note(t0);
+        // Completed Reads of RECLAIM_PROGRESS move the clock; memory stays held.
+        d.took(RECLAIM_PROGRESS);
+        d.note(t0 + W);
+        assert_eq!((d.held(), d.since()), (MIB, Some(t0 + W)));
+        // A trickle does not.
+        d.took(RECLAIM_PROGRESS - 1);
+        d.note(t0 + 2 * W);
+        assert!(d.undrained(t0 + W + Duration::from_millis(1)));
+        // Released without progress: no clock once under the floor.
+        d.released(MIB);
+        d.note(t0 + 3 * W);
         assert_eq!((d.held(), d.since()), (0, None));
     }
 

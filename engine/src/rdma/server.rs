@@ -82,7 +82,9 @@ pub struct ServerOptions {
     pub max_reply_bytes: usize,
     /// While some allocation is starved, a connection whose outstanding Sends hold at
     /// least `RECLAIM_HELD` bytes and whose peer completed less than
-    /// `RECLAIM_PROGRESS` bytes of them in this long is closed (`super::reclaim`).
+    /// `RECLAIM_PROGRESS` bytes of them in this long is closed (`super::reclaim`); so
+    /// is one whose calls waiting for their RDMA Reads hold that much and whose peer
+    /// answered less than that of our Reads.
     pub stall_reclaim: Duration,
 }
 
@@ -209,6 +211,11 @@ pub struct RdmaStats {
     /// Sends held `RECLAIM_HELD` bytes or more and their peer completed less than
     /// `RECLAIM_PROGRESS` bytes of them in `stall_reclaim` (`super::reclaim`).
     pub send_reclaimed: u64,
+    /// Connections closed because, while an allocation was starved, the reassembly
+    /// buffers of their calls with RDMA Reads outstanding held `RECLAIM_HELD` bytes
+    /// or more and their peer answered less than `RECLAIM_PROGRESS` bytes of Reads in
+    /// `stall_reclaim` (`super::reclaim`).
+    pub read_reclaimed: u64,
     pub disconnects: u64,
     pub calls: u64,
     pub replies: u64,
@@ -303,6 +310,9 @@ struct CallSlot {
     /// Memory its posted reply holds until its Send completes (the connection's
     /// `drain`): the reply buffer's capacity, a pool header, external data.
     held: usize,
+    /// Capacity of its reassembly buffer while its RDMA Reads are outstanding (the
+    /// connection's `pull`), else 0.
+    pull_held: usize,
 }
 
 struct Conn {
@@ -335,6 +345,9 @@ struct Conn {
     sends: SendWatch,
     /// Memory outstanding Sends hold and what the peer took (`stall_reclaim`).
     drain: Drain,
+    /// Reassembly buffers with RDMA Reads outstanding and the bytes our Reads
+    /// completed (`stall_reclaim`, the Read side).
+    pull: Drain,
     sq_used: u32,
     sq_max: u32,
     reply_queue: VecDeque<u16>,
@@ -568,7 +581,8 @@ impl RdmaServer {
     /// Closes connections whose peer answered none of their outstanding RDMA Reads
     /// for `read_timeout`, completed none of their outstanding Sends for
     /// `send_timeout`, or, while an allocation is starved, took too little of what
-    /// their outstanding Sends hold in `stall_reclaim` (their buffers come back with
+    /// their outstanding Sends hold, or answered too few Reads of the calls whose
+    /// reassembly buffers they hold, in `stall_reclaim` (their buffers come back with
     /// the flushes; see `super::timeouts`, `super::reclaim`).
     fn sweep_timeouts(&mut self, now: Instant) -> usize {
         let starved = self.starved();
@@ -582,6 +596,7 @@ impl RdmaServer {
                 continue;
             }
             c.drain.note(now);
+            c.pull.note(now);
             if timeouts::reads_stalled(c.reads_out, c.read_progress, now, self.opts.read_timeout) {
                 tracing::warn!(peer = %c.peer, reads = c.reads_out, timeout = ?self.opts.read_timeout,
                     "rdma: peer left RDMA Reads unanswered; closing the connection");
@@ -602,6 +617,17 @@ impl RdmaServer {
                         "rdma: outstanding replies hold {RECLAIM_HELD} bytes or more of shared buffers and the \
                          peer completed less than {RECLAIM_PROGRESS} bytes of them while buffers are short \
                          (rdma.stall_reclaim_ms); closing the connection to reclaim them");
+                }
+            } else if starved && stalled_since.is_some_and(|t| c.pull.undrained(t)) {
+                self.stats.read_reclaimed += 1;
+                if let Some(quiet) = self.reclaims.ready(now) {
+                    let stalled_for = c.pull.since().map_or(self.opts.stall_reclaim, |t| {
+                        now.saturating_duration_since(t)
+                    });
+                    tracing::warn!(peer = %c.peer, reads = c.reads_out, held = c.pull.held(), ?stalled_for, not_logged = quiet,
+                        "rdma: calls waiting for their RDMA Reads hold {RECLAIM_HELD} bytes or more of shared \
+                         buffers and the peer answered less than {RECLAIM_PROGRESS} bytes of Reads while buffers \
+                         are short (rdma.stall_reclaim_ms); closing the connection to reclaim them");
                 }
             } else {
                 continue;
@@ -758,6 +784,7 @@ impl RdmaServer {
                 charge: 0,
                 sent: 0,
                 held: 0,
+                pull_held: 0,
             })
             .collect();
         let conn = Conn {
@@ -782,6 +809,7 @@ impl RdmaServer {
             read_queue: VecDeque::with_capacity(64),
             sends: SendWatch::default(),
             drain: Drain::default(),
+            pull: Drain::default(),
             sq_used: 0,
             sq_max: caps.max_send_wr,
             reply_queue: VecDeque::with_capacity(ncalls),
@@ -962,9 +990,13 @@ impl RdmaServer {
                 };
                 call.pulls_left = left;
                 c.read_progress = Instant::now();
+                // Progress for the Read-side reclaim: the bytes this Read brought
+                // (verbs and soft report them for RDMA Reads).
+                c.pull.took(wc.byte_len as usize);
                 mark(&mut self.dirty, slot);
                 if left == 0 {
                     c.pulling = c.pulling.saturating_sub(1);
+                    c.pull.released(std::mem::take(&mut call.pull_held));
                     self.deliver(slot, idx as u16, on_call);
                 }
             }
@@ -1090,6 +1122,9 @@ impl RdmaServer {
                     self.deliver(slot, idx, on_call);
                 } else {
                     c.pulling += 1;
+                    let cap = call.record.as_ref().map_or(0, |r| r.capacity());
+                    call.pull_held = cap;
+                    c.pull.posted(cap);
                     mark(&mut self.dirty, slot);
                 }
             }
@@ -1608,6 +1643,7 @@ fn release_call(c: &mut Conn, idx: u16, released: &mut Vec<u64>) {
     if call.state == State::Pulling && call.pulls_left > 0 {
         c.pulling = c.pulling.saturating_sub(1);
     }
+    c.pull.released(std::mem::take(&mut call.pull_held));
     released.extend(call.ext.drain(..).map(|d| d.tag));
     call.state = State::Free;
     call.recv = None;
@@ -1657,3 +1693,7 @@ mod timeout_tests;
 #[cfg(test)]
 #[path = "server_reclaim_tests.rs"]
 mod reclaim_tests;
+
+#[cfg(test)]
+#[path = "server_read_reclaim_tests.rs"]
+mod read_reclaim_tests;

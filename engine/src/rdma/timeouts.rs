@@ -23,7 +23,8 @@
 //!
 //! The same sweep applies `stall_reclaim` (`rdma.stall_reclaim_ms`, `super::reclaim`):
 //! while an allocation starves, peers that took too little of what their outstanding
-//! Sends hold are closed long before `send_timeout`.
+//! Sends hold are closed long before `send_timeout`, and peers that answered too few of
+//! the Reads their calls' reassembly buffers wait for long before `read_timeout`.
 
 use std::time::{Duration, Instant};
 

@@ -203,6 +203,7 @@ impl ReactorState {
             r.reply_budget_holds,
             r.send_timeouts,
             r.send_reclaimed,
+            r.read_reclaimed,
         ]);
         let c = self.cache.stats();
         self.router

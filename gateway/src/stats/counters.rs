@@ -119,7 +119,7 @@ pub struct ReactorStats {
 
 /// Protective events counted by the transports (issue 15: limits a hostile or broken
 /// client cannot exhaust for others): `(transport label, reason label, meaning)`.
-pub const GUARDS: [(&str, &str, &str); 16] = [
+pub const GUARDS: [(&str, &str, &str); 17] = [
     (
         "tcp",
         "refused_max_connections",
@@ -199,6 +199,11 @@ pub const GUARDS: [(&str, &str, &str); 16] = [
         "rdma",
         "send_reclaimed",
         "outstanding replies holding shared buffers not taken while buffers were short: connection closed to free them for another client",
+    ),
+    (
+        "rdma",
+        "read_reclaimed",
+        "calls holding shared buffers while their RDMA Reads went unanswered, while buffers were short: connection closed to free them for another client",
     ),
 ];
 
