@@ -126,7 +126,8 @@ pid=\$(cat "$RUN/gateway.pid")
 kill -KILL "\$pid" 2>/dev/null
 # Gone, or a zombie (the first process is this script's child, reaped only at its end).
 for _ in \$(seq 1 100); do
-    st=\$(ps -o stat= -p "\$pid" 2>/dev/null); [[ -z "\$st" || "\$st" == Z* ]] && break; sleep 0.1
+    # The state field of /proc/PID/stat (no procps needed on a bare machine).
+    st=; read -r _ _ st _ 2>/dev/null <"/proc/\$pid/stat"; [[ -z "\$st" || "\$st" == Z ]] && break; sleep 0.1
 done
 # A zombie leader can still have threads (io workers) holding the listening socket:
 # wait until the port can be bound again (as the gateway binds it: SO_REUSEADDR).
