@@ -7,10 +7,10 @@
 //! buffer comes back; a peer that answers its Reads slowly but steadily keeps its
 //! connection throughout.
 
-use super::timeout_tests::{addr, large_free};
+use super::reclaim_tests::{server, STALL};
+use super::timeout_tests::large_free;
 use super::*;
 use crate::fabric::soft::SoftFabric;
-use crate::mem::{ClassSpec, HugePolicy};
 use crate::rpcrdma::wire::{Chunks, Fixed, ReadSegment};
 use crate::xdr::XdrWriter;
 use std::time::{Duration, Instant};
@@ -19,43 +19,12 @@ const LARGE: usize = 8;
 const BAD: usize = 3;
 /// Chunked calls each bad peer sends (each holds a large buffer while its Read waits).
 const PER_BAD: usize = 2;
-const STALL: Duration = Duration::from_millis(300);
 /// Bytes each call has us pull (one read chunk): the record takes a large buffer.
 const CHUNK: usize = 128 * 1024;
 /// Send slots of a peer, one message each, before the chunk data.
 const SLOT: usize = 1024;
 const SLOTS: usize = 16;
 const DATA: usize = SLOT * SLOTS;
-
-fn server(large: usize) -> (RdmaServer, Pools) {
-    let pools = Pools::new(
-        &[
-            ClassSpec {
-                size: 8192,
-                count: 256,
-            },
-            ClassSpec {
-                size: 1 << 20,
-                count: large,
-            },
-        ],
-        HugePolicy::Off,
-    )
-    .unwrap();
-    let opts = ServerOptions {
-        credits: 8,
-        min_credits: 8,
-        max_connections: 8,
-        // Far beyond the test: only the reclaim may close anybody.
-        read_timeout: Duration::from_secs(300),
-        send_timeout: Duration::from_secs(300),
-        stall_reclaim: STALL,
-        ..ServerOptions::default()
-    };
-    let fabric = Box::new(SoftFabric::new().unwrap());
-    let s = RdmaServer::new(fabric, pools.clone(), opts, addr()).unwrap();
-    (s, pools)
-}
 
 /// A requester over a raw `soft` QP whose calls carry `CHUNK` bytes in a read chunk
 /// of its registered memory; it answers our Reads only when polled.

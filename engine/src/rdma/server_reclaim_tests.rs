@@ -17,9 +17,12 @@ const LARGE: usize = 8;
 const BAD: usize = 3;
 /// Large replies each bad peer is sent and never takes.
 const PER_BAD: usize = 2;
-const STALL: Duration = Duration::from_millis(300);
+pub(super) const STALL: Duration = Duration::from_millis(300);
 
-fn server(large: usize) -> (RdmaServer, Pools) {
+/// A server whose only way to close anybody within a test is the reclaim (read and
+/// send timeouts far beyond it), with `large` 1 MiB buffers; shared with the Read
+/// side's tests.
+pub(super) fn server(large: usize) -> (RdmaServer, Pools) {
     let pools = Pools::new(
         &[
             ClassSpec {
@@ -39,6 +42,7 @@ fn server(large: usize) -> (RdmaServer, Pools) {
         min_credits: 8,
         max_connections: 8,
         // Far beyond the test: only the reclaim may close anybody.
+        read_timeout: Duration::from_secs(300),
         send_timeout: Duration::from_secs(300),
         stall_reclaim: STALL,
         ..ServerOptions::default()
