@@ -833,6 +833,29 @@ def test_a_lost_complete_answer_still_finishes_the_copy(gw_factory, s3_server, s
     c.close()
 
 
+def test_a_lost_complete_answer_of_written_data_still_commits(gw_factory, s3_server, s3_bucket, s3, s3_proxy):
+    """The same lost answer on the write path: 20 MiB written and COMMITted goes up as a
+    multipart upload (8 MiB parts); its Complete is applied by the store, the answer is
+    lost and the retry finds no upload. COMMIT must answer OK (the data is there, its
+    ETag is the one these parts make), not an error the application sees as EIO."""
+    p = s3_proxy
+    g = s3_gateway(gw_factory, s3_server, s3_bucket, endpoint=p.endpoint, **FAULT_CFG)
+    c = g.client()
+    root = c.mount("/")
+    data = os.urandom(20 * MiB + 5)
+    fh = make_file(c, root, "w.bin", data, commit=False)
+    p.reset(times=1, method="POST", path=r"uploadId=", after_forward=True)
+    p.fail(404, times=1, method="POST", path=r"uploadId=", code="NoSuchUpload")
+    r = c.commit(fh)
+    assert r.status == N.NFS3_OK, f"COMMIT whose Complete answer was lost -> {N.status_name(r.status)}"
+    assert p.injected["reset"] == 1 and p.injected["404"] == 1, p.injected
+    assert is_multipart_etag(head(s3, s3_bucket, "w.bin"), 3)
+    assert_object(s3, s3_bucket, "w.bin", data)
+    assert uploads_left(s3, s3_bucket) == []
+    assert nfs_read(c, fh, len(data)) == data
+    c.close()
+
+
 def test_copy_refused_as_too_large_is_redone_part_by_part(gw_factory, s3_server, s3_bucket, s3, s3_proxy):
     """A store that refuses CopyObject for a source the gateway thought small enough (its
     size as last seen, or a store with a lower limit) gets the copy part by part: as AWS

@@ -185,26 +185,53 @@ impl Store for CoreStore {
         })
     }
 
+    /// CompleteMultipartUpload of written data. A Complete the store applied but
+    /// whose answer was lost is retried and then gets NoSuchUpload: the data is in the
+    /// store, and answering COMMIT with an error would make the application see EIO for
+    /// a write that landed. So NoSuchUpload is accepted exactly when the object's ETag
+    /// is the one S3 gives an object assembled from these parts
+    /// (`copy::multipart_etag`), never on a guess.
     fn mp_complete(&self, key: &str, id: &str, etags: Vec<String>) -> BResult<()> {
         let c = self.0.clone();
         let (path, k, id) = (self.0.path(key)?, key.to_string(), id.to_string());
+        let skey = self.0.skey(key);
+        let want = copy::multipart_etag(&etags);
         let parts: Vec<PartId> = etags
             .into_iter()
             .map(|content_id| PartId { content_id })
             .collect();
         self.0.ra.invalidate(key);
-        self.0.block(async move {
-            let (path, id, k, parts) = (&path, &id, &k, &parts);
-            c.pool
-                .run(move |ep| async move {
-                    ep.s3
-                        .complete_multipart(path, id, parts.clone())
-                        .await
-                        .map(|_| ())
-                        .map_err(|e| os_err(e, k))
-                })
-                .await
-        })
+        let r = self.0.block({
+            let c = c.clone();
+            async move {
+                let (path, id, k, parts) = (&path, &id, &k, &parts);
+                c.pool
+                    .run(move |ep| async move {
+                        ep.s3
+                            .complete_multipart(path, id, parts.clone())
+                            .await
+                            .map(|_| ())
+                            .map_err(|e| os_err(e, k))
+                    })
+                    .await
+            }
+        });
+        let (Err(BackendError::NotFound), Some(want)) = (&r, want) else {
+            return r;
+        };
+        let k = key.to_string();
+        let got = self.0.block(async move {
+            let (s, k) = (&skey, &k);
+            c.pool.run(|ep| ep.rest.head(s, k)).await
+        });
+        self.0.ra.invalidate(key);
+        match got {
+            Ok(m) if m.etag.trim_matches('"') == want => {
+                tracing::info!(key, "s3: a multipart upload's Complete answer was lost; the object is complete (its ETag matches the parts)");
+                Ok(())
+            }
+            _ => r,
+        }
     }
 
     fn mp_abort(&self, key: &str, id: &str) {
