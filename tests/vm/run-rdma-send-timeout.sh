@@ -6,7 +6,7 @@
 # 120 s send timeout, two such peers sending 1 MiB READs hold every large buffer until
 # a good client's READ starves and the reclaim closes them). One boot: 40 s under TCG on
 # an idle 2-core host for the first phase; on a host at load average 7 the first phase
-# took 150 s and the second 175 s (not yet measured idle).
+# took 150 s and the second 175-205 s (not yet measured idle).
 #
 #   tests/vm/run-rdma-send-timeout.sh   (root; Debian 12; libibverbs-dev, librdmacm-dev,
 #                                        libclang-dev: tests/setup.sh)
