@@ -95,7 +95,8 @@ if [ -z "${SKIP_VM:-}" ]; then
   step "kernel NFS/RDMA client in a VM (proto=rdma, verbs provider on Soft-RoCE)"
   bash tests/vm/run-kernel-rdma.sh
   # An RDMA peer that posts no Receive (rnr_retry_count 7: the device retries for ever)
-  # is closed after rdma.send_timeout_s on real verbs; reuses target/rdma (~40 s boot).
+  # is closed after rdma.send_timeout_s on real verbs; then peers holding every large
+  # buffer are closed by rdma.stall_reclaim_ms once a good client starves; reuses target/rdma.
   step "RDMA send timeout in a VM (a peer that never takes its replies, verbs on Soft-RoCE)"
   bash tests/vm/run-rdma-send-timeout.sh
 fi

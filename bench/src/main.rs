@@ -71,8 +71,9 @@ enum Cmd {
     Run(Box<RunArgs>),
     /// Accept NFS clients over TCP and forward their calls over RPC-over-RDMA.
     Bridge(bridge::BridgeArgs),
-    /// A hostile RPC-over-RDMA peer: sends NULL calls, posts no Receive, and waits for
-    /// the gateway to close the connection (`rdma.send_timeout_s`).
+    /// A hostile RPC-over-RDMA peer: sends NULL calls (or 1 MiB READs with `--read`),
+    /// posts no Receive, and waits for the gateway to close the connection
+    /// (`rdma.send_timeout_s`, or `rdma.stall_reclaim_ms` when buffers run short).
     Stall(stall::StallArgs),
 }
 
@@ -253,6 +254,22 @@ mod tests {
             panic!("not stall: {:?}", c.cmd);
         };
         assert_eq!((s.provider, s.calls, s.wait_s), (Provider::Verbs, 8, 40));
+        assert_eq!((s.read, s.export.as_str()), (None, "/"));
+        let c = Cli::try_parse_from([
+            "bench",
+            "stall",
+            "--target",
+            "rdma://10.0.2.15:20049",
+            "--read",
+            "big.dat",
+            "--calls",
+            "12",
+        ])
+        .unwrap();
+        let Some(Cmd::Stall(s)) = c.cmd else {
+            panic!("not stall: {:?}", c.cmd);
+        };
+        assert_eq!((s.read.as_deref(), s.calls), (Some("big.dat"), 12));
     }
 
     #[test]

@@ -1,14 +1,19 @@
 #!/usr/bin/env bash
-# `rdma.send_timeout_s` on real verbs (Soft-RoCE) in a QEMU guest (tools/vm/vm.sh with
-# VM_RXE=1): host side of tests/vm/rdma-send-timeout.sh (a peer that posts no Receive
-# and asks for rnr_retry_count 7 is disconnected after the timeout, counted, and a
-# well-behaved client is served afterwards). One boot: 40 s under TCG on an idle 2-core host.
+# `rdma.send_timeout_s` and `rdma.stall_reclaim_ms` on real verbs (Soft-RoCE) in a QEMU
+# guest (tools/vm/vm.sh with VM_RXE=1): host side of tests/vm/rdma-send-timeout.sh (a
+# peer that posts no Receive and asks for rnr_retry_count 7 is disconnected after the
+# timeout, counted, and a well-behaved client is served afterwards; then, with the
+# 120 s send timeout, two such peers sending 1 MiB READs hold every large buffer until
+# a good client's READ starves and the reclaim closes them). One boot: 40 s under TCG on
+# an idle 2-core host for the first phase; on a host at load average 7 the first phase
+# took 150 s and the second 175-205 s (not yet measured idle).
 #
 #   tests/vm/run-rdma-send-timeout.sh   (root; Debian 12; libibverbs-dev, librdmacm-dev,
 #                                        libclang-dev: tests/setup.sh)
 #
 # Builds the gateway and bench with their `rdma` features into target/rdma unless
-# GATEWAY_BIN (and BENCH_BIN) are given. SEND_TIMEOUT_S [3] and STALL_WAIT_S pass through. The guest's
+# GATEWAY_BIN (and BENCH_BIN) are given. SEND_TIMEOUT_S [3], STALL_WAIT_S
+# and STALL_RECLAIM_MS [1000] pass through. The guest's
 # output is kept in target/vm-rdma-send-timeout.log. Last line: "1 passed, 0 failed" or
 # "0 passed, 1 failed".
 set -uo pipefail
@@ -32,7 +37,7 @@ VM_RXE=1 bash tools/vm/vm.sh setup || fail "tools/vm/vm.sh setup"
 for c in rdma ibv_devices python3; do
   command -v "$c" >/dev/null || fail "'$c' is not installed (tools/vm/vm.sh setup with VM_RXE=1 should have installed it)"
 done
-export VM_ENV="${VM_ENV:-} SEND_TIMEOUT_S STALL_WAIT_S"
+export VM_ENV="${VM_ENV:-} SEND_TIMEOUT_S STALL_WAIT_S STALL_RECLAIM_MS"
 
 mkdir -p target
 start=$(date +%s)
