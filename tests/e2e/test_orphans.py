@@ -43,9 +43,9 @@ def _read_status(a: Client, fh: bytes, sid: bytes) -> int:
     return a.results(a.call(a.read_rec(fh, 0, 100, sid))).status
 
 
-@pytest.mark.parametrize("backend", ["fs", "memory"])
-def test_file_renamed_over_while_open_keeps_its_bytes_until_close(gw_factory, backend):
-    g = gw_factory(backend=backend)
+@pytest.mark.parametrize("store", ["fs", "memory", "s3"])
+def test_file_renamed_over_while_open_keeps_its_bytes_until_close(gw_factory, store):
+    g = gw_factory(backend=store)
     b, root = _setup(g, {"app.conf": b"version 1", "app.conf.new": b"version 2"})
     a = Client(g)
     sid, fh = a.open_rw(b"app.conf")
@@ -59,12 +59,12 @@ def test_file_renamed_over_while_open_keeps_its_bytes_until_close(gw_factory, ba
     new = b.lookup(root, "app.conf").check().fh
     assert b.read(new, 0, 100).check().data == b"version 2"
     assert _names(b, root) == ["app.conf"]
-    if backend == "fs":
+    if store == "fs":
         assert len(_orphans(g)) == 1, sorted(p.name for p in g.data_dir.iterdir())
         assert (g.data_dir / "app.conf").read_bytes() == b"version 2"
 
     assert a.close(fh, sid) == 0, "CLOSE of the replaced file"
-    if backend == "fs":
+    if store == "fs":
         assert _orphans(g) == [], "the replaced file is deleted at its last close"
     assert _read_status(a, fh, b"\0" * 16) == NFS4ERR_STALE
     assert b.read(new, 0, 100).check().data == b"version 2"
