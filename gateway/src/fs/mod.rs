@@ -78,6 +78,14 @@ pub trait ChangeObserver: Send + Sync {
     fn all(&self);
 }
 
+/// Which files have NFSv4 opens (the server's open table implements it): a REMOVE or
+/// RENAME that would delete such a file keeps it, nameless, until `FileModel::release`
+/// (RFC 8881 §18.25/§18.26; `imp::orphans`).
+pub trait OpenFiles: Send + Sync {
+    /// Whether some NFSv4 open stateid holds `fileid`.
+    fn is_open(&self, fileid: u64) -> bool;
+}
+
 pub struct FileModel {
     inner: imp::Inner,
 }
@@ -116,6 +124,18 @@ impl FileModel {
     /// Installs the observer of namespace changes (once; the server does it at start).
     pub fn observe_changes(&self, o: Arc<dyn ChangeObserver>) {
         self.inner.observe_changes(o)
+    }
+
+    /// Installs the query of which files have NFSv4 opens (once; the server does it at
+    /// start). Without it every REMOVE deletes at once.
+    pub fn track_opens(&self, o: Arc<dyn OpenFiles>) {
+        self.inner.track_opens(o)
+    }
+
+    /// The last NFSv4 open of `fileid` went (CLOSE, client state purged): a file
+    /// removed while open is deleted now. Cheap when it was not removed.
+    pub fn release(&self, fileid: u64) {
+        self.inner.release(fileid)
     }
 
     /// Reports a change of `fileid` the caller makes through this model but which the

@@ -15,6 +15,7 @@ mod callbacks;
 mod callbacks_tests;
 mod direct;
 mod dispatch;
+mod orphans;
 mod reactor;
 mod v3_recall;
 mod worker;
@@ -312,6 +313,7 @@ impl Server {
             reactors: links,
         });
 
+        orphans::wire(&shared);
         shared
             .state
             .delegations

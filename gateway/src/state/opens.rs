@@ -20,7 +20,7 @@ use super::stateid::Stateid;
 use crate::nfs4::status::*;
 pub use locks::Range;
 pub use stateids::Kind;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use table::Table;
 
 /// OPEN4_SHARE_ACCESS_* / OPEN4_SHARE_DENY_* bits (§18.16.3).
@@ -87,9 +87,13 @@ pub enum Locker {
     Existing { lock: Stateid },
 }
 
+/// Called with a file id when its last open goes (`Opens::on_last_close`).
+pub type LastClose = Arc<dyn Fn(u64) + Send + Sync>;
+
 /// Every open and lock of this gateway.
 pub struct Opens {
     table: Mutex<Table>,
+    last_close: OnceLock<LastClose>,
 }
 
 impl Default for Opens {
@@ -103,6 +107,7 @@ impl Opens {
     pub fn with(boot: u32, limits: Limits) -> Opens {
         Opens {
             table: Mutex::new(Table::new(boot, limits)),
+            last_close: OnceLock::new(),
         }
     }
 
@@ -131,7 +136,31 @@ impl Opens {
 
     /// Frees every open and lock of a client (lease expiry, DESTROY_CLIENTID).
     pub fn purge_client(&self, clientid: u64) {
-        self.t().purge_client(clientid)
+        let idle = {
+            let mut t = self.t();
+            t.purge_client(clientid);
+            t.take_idle()
+        };
+        self.tell_idle(idle);
+    }
+
+    /// Installs the hook told of each file whose last open went (CLOSE, a purged
+    /// client; not OPEN_DOWNGRADE): the file model deletes a file removed while open
+    /// (RFC 8881 §18.25: "delete on last close"). Set once, by the server.
+    pub fn on_last_close(&self, f: LastClose) {
+        let _ = self.last_close.set(f);
+    }
+
+    /// Whether any open stateid holds `fileid` (a REMOVE keeps such a file).
+    pub fn is_open(&self, fileid: u64) -> bool {
+        self.t().file_is_open(fileid)
+    }
+
+    /// Runs the hook for `idle`, outside the table's lock (it may do storage I/O).
+    fn tell_idle(&self, idle: Vec<u64>) {
+        if let Some(f) = self.last_close.get() {
+            idle.into_iter().for_each(|id| f(id));
+        }
     }
 
     /// Whether the client still holds opens or locks (DESTROY_CLIENTID →
@@ -174,7 +203,13 @@ impl Opens {
 
     /// CLOSE (§18.2): NFS4ERR_LOCKS_HELD while a lock-owner of the open holds locks.
     pub fn close(&self, clientid: u64, stateid: &Stateid, fileid: u64) -> Result<(), u32> {
-        self.t().close(clientid, stateid, fileid)
+        let (r, idle) = {
+            let mut t = self.t();
+            let r = t.close(clientid, stateid, fileid);
+            (r, t.take_idle())
+        };
+        self.tell_idle(idle);
+        r
     }
 
     /// The access bits of an open stateid (for tests and diagnostics).

@@ -9,8 +9,9 @@
 //!
 //! Names are raw bytes on the wire but keys are UTF-8: a non-UTF-8 name cannot be
 //! created (`Inval`) and is never found (`NoEnt`). Names containing '/' or NUL, and
-//! names starting with ".nfsgw-tmp." (backend temporaries) are `Inval`; names longer
-//! than 255 bytes are `NameTooLong`.
+//! names starting with ".nfsgw-tmp." (backend temporaries) or ".nfsgw-orphan." (open
+//! files removed, kept until their last close: see [`orphans`]) are `Inval`; names
+//! longer than 255 bytes are `NameTooLong`.
 //!
 //! Writes go through the backend's `RandomWrite`: UNSTABLE writes are staged in the
 //! object (the key is remembered as dirty) and made durable by COMMIT; DATA_SYNC and
@@ -60,6 +61,7 @@ mod gone;
 mod handles;
 mod nlink;
 mod observe;
+mod orphans;
 
 /// Export and file id of a handle, unauthenticated (see `handles::peek`).
 pub(super) fn peek_handle(fh: &[u8]) -> Option<(u16, u64)> {
@@ -129,6 +131,8 @@ pub(super) struct Inner {
     gone: gone::RecentlyGone,
     /// Told which file ids each namespace change touches (`observe`).
     observer: observe::Observer,
+    /// Removed files kept while NFSv4 opens hold them (`orphans`).
+    orphans: orphans::Orphans,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -155,7 +159,7 @@ fn check_name(name: &[u8]) -> FsResult<&str> {
         return Err(Status::Inval);
     }
     let s = std::str::from_utf8(name).map_err(|_| Status::Inval)?;
-    if s.starts_with(TEMP_PREFIX) {
+    if s.starts_with(TEMP_PREFIX) || s.starts_with(orphans::ORPHAN_PREFIX) {
         return Err(Status::Inval);
     }
     Ok(s)
@@ -230,8 +234,10 @@ impl Inner {
             indexed: Mutex::new(HashSet::new()),
             gone: Default::default(),
             observer: Default::default(),
+            orphans: orphans::Orphans::new(state_dir),
         };
         inner.add_exports(exports)?;
+        inner.clean_orphans()?;
         Ok(inner)
     }
 
@@ -469,7 +475,14 @@ impl Inner {
         Attr {
             kind,
             mode: perm,
-            nlink: if dir { self.dir_nlink(fileid, key) } else { 1 },
+            // An orphan has no name left (knfsd: nlink 0 while an open holds it).
+            nlink: if dir {
+                self.dir_nlink(fileid, key)
+            } else if orphans::is_orphan_key(key) {
+                0
+            } else {
+                1
+            },
             uid: id(&m.user, M_UID).unwrap_or(0),
             gid: id(&m.user, M_GID).unwrap_or(0),
             size,
@@ -1292,9 +1305,12 @@ impl Inner {
             None => Err(Status::NoEnt),
             Some(Found::Dir) => Err(Status::IsDir),
             Some(Found::File(_)) => {
-                self.backend.delete(&key).map_err(|e| self.berr(e, &key))?;
+                // Open over NFSv4: kept, nameless, until its last close (`orphans`).
+                if !self.orphan_if_open(&key)? {
+                    self.backend.delete(&key).map_err(|e| self.berr(e, &key))?;
+                    self.forget_file(&key);
+                }
                 self.gone.note(&key);
-                self.forget_file(&key);
                 self.bump(dir.fileid);
                 Ok(())
             }
@@ -1444,8 +1460,10 @@ impl Inner {
         if src_dir && tkey.starts_with(&skey) {
             return Err(Status::Inval);
         }
-        let replaces_dir = matches!(self.find(&dst)?, Some(Found::Dir));
-        match (self.find(&dst)?, src_dir) {
+        let found_dst = self.find(&dst)?;
+        let replaces_dir = matches!(found_dst, Some(Found::Dir));
+        let replaces_file = matches!(found_dst, Some(Found::File(_)));
+        match (found_dst, src_dir) {
             (None, _) => {}
             (Some(Found::Dir), false) => return Err(Status::IsDir),
             (Some(Found::File(_)), true) => return Err(Status::NotDir),
@@ -1468,8 +1486,38 @@ impl Inner {
             self.table.id_of(&tkey),
         ];
         self.changing(&ids, || {
+            // The file replaced, when open over NFSv4, is kept until its last close
+            // (`orphans`); the rename then finds its name free.
+            if replaces_file {
+                self.orphan_if_open(&tkey)?;
+            }
             self.rename_keys(from, to, &skey, &tkey, src_dir, replaces_dir)
         })
+    }
+
+    /// Staged writes stay in the objects when `skey` (a file, or a directory ending
+    /// in '/') moves to `tkey`: remember them under their new keys. A file key moves
+    /// only itself (not "f2" beside "f").
+    fn move_dirty(&self, skey: &str, tkey: &str) {
+        let under = |k: &str| {
+            if skey.ends_with('/') {
+                k.starts_with(skey)
+            } else {
+                k == skey
+            }
+        };
+        let mut d = lock(&self.dirty);
+        let moved: Vec<String> = d.iter().filter(|k| under(k)).cloned().collect();
+        for k in moved {
+            d.remove(&k);
+            d.insert(format!("{tkey}{}", &k[skey.len()..]));
+        }
+        // A sync in flight under the old name: a COMMIT under the new one must
+        // not take it as done, so the new name is dirty (it syncs itself).
+        let s = lock(&self.syncing);
+        for k in s.keys().filter(|k| under(k)) {
+            d.insert(format!("{tkey}{}", &k[skey.len()..]));
+        }
     }
 
     /// The change of `rename`, its checks passed.
@@ -1482,21 +1530,7 @@ impl Inner {
         src_dir: bool,
         replaces_dir: bool,
     ) -> FsResult<()> {
-        // Staged writes stay in the objects; remember them under their new keys.
-        {
-            let mut d = lock(&self.dirty);
-            let moved: Vec<String> = d.iter().filter(|k| k.starts_with(skey)).cloned().collect();
-            for k in moved {
-                d.remove(&k);
-                d.insert(format!("{tkey}{}", &k[skey.len()..]));
-            }
-            // A sync in flight under the old name: a COMMIT under the new one must
-            // not take it as done, so the new name is dirty (it syncs itself).
-            let s = lock(&self.syncing);
-            for k in s.keys().filter(|k| k.starts_with(skey)) {
-                d.insert(format!("{tkey}{}", &k[skey.len()..]));
-            }
-        }
+        self.move_dirty(skey, tkey);
         lock(&self.clean).clear();
         if let Err(e) = self.backend.rename(skey, tkey) {
             if src_dir {
@@ -1563,6 +1597,7 @@ impl Inner {
                 if name.is_empty()
                     || name.contains('/')
                     || name.len() > 255
+                    || name.starts_with(orphans::ORPHAN_PREFIX)
                     || !seen.insert(name.to_string())
                 {
                     continue;

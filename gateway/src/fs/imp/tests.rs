@@ -601,3 +601,6 @@ mod posix;
 
 #[path = "observe_tests.rs"]
 mod observe_tests;
+
+#[path = "orphans_tests.rs"]
+mod orphans_tests;

@@ -53,6 +53,9 @@ pub(super) struct Table {
     per_client: FxHashMap<u64, usize>,
     /// Byte ranges held, all files together (capped by `Limits::ranges_total`).
     nranges: usize,
+    /// Files whose last open went since the last `take_idle` (`Opens` tells the file
+    /// model, which deletes files removed while open).
+    idle: Vec<u64>,
 }
 
 /// Whether `other` is one of the special stateids' (all zeros or all ones, §8.2.3).
@@ -113,6 +116,7 @@ impl Table {
             files: FxHashMap::default(),
             per_client: FxHashMap::default(),
             nranges: 0,
+            idle: Vec::new(),
         }
     }
 
@@ -270,6 +274,9 @@ impl Table {
         self.open_index.remove(&(st.clientid, st.owner, st.fileid));
         if let Some(f) = self.files.get_mut(&st.fileid) {
             f.opens.retain(|x| x != o);
+            if f.opens.is_empty() {
+                self.idle.push(st.fileid);
+            }
         }
         self.drop_file_if_idle(st.fileid);
         self.count_down(st.clientid);
@@ -396,6 +403,16 @@ impl Table {
         }
         self.remove_open(&o);
         Ok(())
+    }
+
+    /// Whether any open stateid holds `fileid`.
+    pub(super) fn file_is_open(&self, fileid: u64) -> bool {
+        self.files.get(&fileid).is_some_and(|f| !f.opens.is_empty())
+    }
+
+    /// The files whose last open went since the last call.
+    pub(super) fn take_idle(&mut self) -> Vec<u64> {
+        std::mem::take(&mut self.idle)
     }
 
     pub(super) fn has_open(&self, clientid: u64, owner: &[u8], fileid: u64) -> bool {

@@ -352,3 +352,38 @@ fn table_wide_range_cap_counts_splits_and_releases() {
         .lock(C2, &Locker::Existing { lock: l3 }, F + 2, r(9, 1), true)
         .is_err());
 }
+
+/// Delete on last close (`fs::imp::orphans`): the hook hears of a file exactly when its
+/// last open goes, by CLOSE or by the client's purge; an OPEN_DOWNGRADE, a CLOSE of one
+/// of two opens, or a refused CLOSE do not count.
+#[test]
+fn last_close_is_reported_once_per_file() {
+    let o = t();
+    let heard = Arc::new(Mutex::new(Vec::new()));
+    let h = heard.clone();
+    o.on_last_close(Arc::new(move |id| h.lock().unwrap().push(id)));
+    o.open(C1, b"a", F, ACCESS_READ, 0).unwrap();
+    let a = o.open(C1, b"a", F, ACCESS_WRITE, 0).unwrap();
+    let b = o.open(C2, b"b", F, ACCESS_READ, 0).unwrap();
+    assert!(o.is_open(F) && !o.is_open(F + 1));
+    let a = o.downgrade(C1, &a, F, ACCESS_READ, 0).unwrap();
+    assert!(
+        heard.lock().unwrap().is_empty(),
+        "OPEN_DOWNGRADE is no close"
+    );
+    assert_eq!(o.close(C2, &a, F), Err(NFS4ERR_BAD_STATEID));
+    o.close(C1, &a, F).unwrap();
+    assert!(o.is_open(F), "C2 still holds it");
+    assert!(heard.lock().unwrap().is_empty());
+    o.close(C2, &b, F).unwrap();
+    assert!(!o.is_open(F));
+    assert_eq!(*heard.lock().unwrap(), vec![F]);
+    // The purge of a client with opens of two files: both reported.
+    o.open(C1, b"a", F, ACCESS_READ, 0).unwrap();
+    o.open(C1, b"a", F + 1, ACCESS_READ, 0).unwrap();
+    o.purge_client(C1);
+    let mut got = heard.lock().unwrap().clone();
+    got.sort_unstable();
+    assert_eq!(got, vec![F, F, F + 1]);
+    assert!(!o.is_open(F) && !o.is_open(F + 1));
+}

@@ -1,0 +1,213 @@
+//! Deferred removal of open files ("delete on last close").
+//!
+//! RFC 8881 §18.25 (REMOVE) and §18.26 (RENAME): removing a name does not end the
+//! state of the object behind it; an NFSv4 client that holds it open keeps reading
+//! and writing it through its filehandle and stateid until its CLOSE (§9.1.1: the
+//! open's stateid stays valid). knfsd gets this from the VFS (the open `nfsd_file`
+//! keeps the inode alive with nlink 0). An object store has no inodes, so when a
+//! REMOVE, or a RENAME over an existing file, would delete a regular file that has
+//! NFSv4 opens (`crate::fs::OpenFiles`), the model moves the object to a hidden key
+//! in the export root instead, `<root>.nfsgw-orphan.<fileid hex>`, with the backend's
+//! own rename (on s3 a copy: acceptable, it only happens to files open elsewhere).
+//! The handle table moves the file id with it, so the open's filehandle resolves
+//! to the orphan: READ, WRITE, GETATTR (numlinks 0, as knfsd) and CLOSE work. The
+//! name is gone at once for everyone (LOOKUP NOENT, READDIR without it, the name
+//! free for a new file). The caches are told the file changed (`observe`), not that
+//! it is gone: it is still readable.
+//!
+//! When the last open of the file goes (CLOSE, the client's state purged on lease
+//! expiry or DESTROY_CLIENTID), the server calls `release` and the orphan is deleted
+//! (then its handles are STALE, as for any removed file). A REMOVE racing the last
+//! CLOSE re-checks after the move, so no orphan outlives its opens.
+//!
+//! Hidden: names starting with [`ORPHAN_PREFIX`] are refused for creation (`Inval`),
+//! never found by LOOKUP and left out of READDIR (`check_name`, `Inner::list_dir`),
+//! as `.nfsgw-tmp.` names are.
+//!
+//! Crash safety: every orphan is appended to `state_dir/orphans.log` (`+key`) before
+//! the move and struck (`-key`) after its deletion; at start, every orphan the log
+//! still lists is deleted (no open survives a restart; a client reclaiming an open of
+//! an orphan in the grace period gets STALE for it, as it would if the file had been
+//! removed while the gateway was down). The log is this gateway's own, so gateways
+//! sharing a bucket never delete each other's orphans.
+//!
+//! Bounded: an orphan exists only while an open of it does, and opens are capped per
+//! client and in total (`nfs4` limits, `state::opens::Limits`), so a client that opens
+//! and removes many files holds at most its open limit of orphans.
+
+use super::{lock, Inner, Status};
+use crate::backend::BackendError;
+use crate::fs::{FsResult, OpenFiles};
+use std::collections::HashMap;
+use std::io::{BufRead, Write};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock};
+
+/// Names of orphaned objects (a sibling of `backend::TEMP_PREFIX`).
+pub(super) const ORPHAN_PREFIX: &str = ".nfsgw-orphan.";
+
+/// The orphans of this run and their log.
+pub(super) struct Orphans {
+    /// Which file ids have NFSv4 opens (set once by the server).
+    opens: OnceLock<Arc<dyn OpenFiles>>,
+    /// File id → orphan key.
+    map: Mutex<HashMap<u64, String>>,
+    /// `state_dir/orphans.log`, append-only.
+    log: PathBuf,
+}
+
+impl Orphans {
+    pub fn new(state_dir: &Path) -> Orphans {
+        Orphans {
+            opens: OnceLock::new(),
+            map: Mutex::new(HashMap::new()),
+            log: state_dir.join("orphans.log"),
+        }
+    }
+
+    fn is_open(&self, fileid: u64) -> bool {
+        self.opens.get().is_some_and(|o| o.is_open(fileid))
+    }
+
+    /// Appends one record (`+key` or `-key`). Written with one write(2): it survives a
+    /// process kill; a machine crash may lose it (an orphan left until deleted by hand).
+    fn append(&self, sign: char, key: &str) -> std::io::Result<()> {
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.log)?;
+        f.write_all(format!("{sign}{key}\n").as_bytes())
+    }
+
+    /// Keys the log lists as orphaned and not yet deleted.
+    fn pending(&self) -> std::io::Result<Vec<String>> {
+        let f = match std::fs::File::open(&self.log) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(e),
+        };
+        let mut live: Vec<String> = Vec::new();
+        for line in std::io::BufReader::new(f).lines() {
+            let line = line?;
+            if let Some(k) = line.strip_prefix('+') {
+                live.push(k.to_string());
+            } else if let Some(k) = line.strip_prefix('-') {
+                live.retain(|x| x != k);
+            }
+        }
+        Ok(live)
+    }
+}
+
+/// Whether `key` names an orphan (its last component has the prefix).
+pub(super) fn is_orphan_key(key: &str) -> bool {
+    key.rsplit('/')
+        .next()
+        .is_some_and(|n| n.starts_with(ORPHAN_PREFIX))
+}
+
+impl Inner {
+    /// See `FileModel::track_opens`.
+    pub fn track_opens(&self, o: Arc<dyn OpenFiles>) {
+        let _ = self.orphans.opens.set(o);
+    }
+
+    /// The deepest export root holding `key`: every export that reaches the file
+    /// reaches that root too, so the orphan resolves through each of them.
+    fn orphan_root(&self, key: &str) -> &'static str {
+        self.exports
+            .load()
+            .values()
+            .copied()
+            .filter(|p| key.starts_with(p))
+            .max_by_key(|p| p.len())
+            .unwrap_or("")
+    }
+
+    /// REMOVE or RENAME is about to delete the regular file at `key`: when it has
+    /// NFSv4 opens, moves it to an orphan key instead (module doc) and returns true;
+    /// the caller then must not delete it. False: not open, delete as usual.
+    pub(super) fn orphan_if_open(&self, key: &str) -> FsResult<bool> {
+        let Some(id) = self.table.id_of(key) else {
+            return Ok(false); // never given a handle: nobody can have it open
+        };
+        if !self.orphans.is_open(id) || key.contains('\n') {
+            return Ok(false);
+        }
+        let okey = format!("{}{ORPHAN_PREFIX}{id:016x}", self.orphan_root(key));
+        if let Err(e) = self.orphans.append('+', &okey) {
+            // Without the record a crash would leave the orphan for good: delete now.
+            tracing::warn!(key, error = %e, "orphans.log: cannot record; removing the open file at once");
+            return Ok(false);
+        }
+        self.move_dirty(key, &okey);
+        self.backend
+            .rename(key, &okey)
+            .map_err(|e| self.berr(e, key))?;
+        let moved = self.table.rename(key, &okey);
+        self.observer.touched(&moved);
+        lock(&self.clean).remove(key);
+        lock(&self.orphans.map).insert(id, okey.clone());
+        tracing::debug!(
+            key,
+            orphan = okey,
+            fileid = id,
+            "open file removed: kept until its last close"
+        );
+        // The last CLOSE may have run between the check and the insert: it found no
+        // orphan to delete, so delete it here.
+        if !self.orphans.is_open(id) {
+            self.release(id);
+        }
+        Ok(true)
+    }
+
+    /// See `FileModel::release`: the last open of `fileid` went; delete its orphan.
+    pub fn release(&self, fileid: u64) {
+        let Some(okey) = lock(&self.orphans.map).remove(&fileid) else {
+            return;
+        };
+        let _ = self.changing(&[Some(fileid)], || {
+            match self.backend.delete(&okey) {
+                Ok(()) | Err(BackendError::NotFound) => {}
+                Err(e) => {
+                    // Left for the next start's clean-up (the log still lists it).
+                    tracing::warn!(key = okey, error = %e, "cannot delete a closed orphan");
+                    return Err(Status::Io);
+                }
+            }
+            self.forget_file(&okey);
+            if let Err(e) = self.orphans.append('-', &okey) {
+                tracing::warn!(key = okey, error = %e, "orphans.log: cannot strike");
+            }
+            Ok(())
+        });
+    }
+
+    /// At open: deletes the orphans a previous run left (killed with opens held) and
+    /// starts a fresh log.
+    pub(super) fn clean_orphans(&self) -> anyhow::Result<()> {
+        use anyhow::Context;
+        let keys = self
+            .orphans
+            .pending()
+            .with_context(|| format!("reading {}", self.orphans.log.display()))?;
+        let mut left = Vec::new();
+        for k in keys {
+            match self.backend.delete(&k) {
+                Ok(()) | Err(BackendError::NotFound) => {
+                    tracing::info!(key = k, "deleted an orphan left by the previous run");
+                    self.forget_file(&k);
+                }
+                Err(e) => {
+                    tracing::warn!(key = k, error = %e, "cannot delete an orphan of the previous run; kept for the next start");
+                    left.push(k);
+                }
+            }
+        }
+        let body: String = left.iter().map(|k| format!("+{k}\n")).collect();
+        std::fs::write(&self.orphans.log, body)
+            .with_context(|| format!("writing {}", self.orphans.log.display()))?;
+        Ok(())
+    }
+}
