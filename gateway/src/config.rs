@@ -652,6 +652,11 @@ pub struct Nfs4Config {
     /// get fewer slots when it runs short.
     #[serde(default = "default_reply_cache_mib")]
     pub reply_cache_mib: u64,
+    /// Seconds a client whose lease ran out keeps its opens, locks and delegations as
+    /// a courtesy client (RFC 8881 §8.4.2.1), until another client conflicts with them
+    /// or the client table / reply cache runs short; 0 = freed when the lease runs out.
+    #[serde(default = "default_courtesy_s")]
+    pub courtesy_s: u64,
 }
 
 fn default_lease_time_s() -> u64 {
@@ -665,6 +670,9 @@ fn default_max_sessions() -> usize {
 }
 fn default_reply_cache_mib() -> u64 {
     128
+}
+fn default_courtesy_s() -> u64 {
+    86_400
 }
 fn default_max_sessions_per_client() -> usize {
     16
@@ -683,6 +691,7 @@ impl Default for Nfs4Config {
             max_sessions_per_client: default_max_sessions_per_client(),
             max_cached_reply: default_max_cached_reply(),
             reply_cache_mib: default_reply_cache_mib(),
+            courtesy_s: default_courtesy_s(),
         }
     }
 }
@@ -703,6 +712,7 @@ impl Nfs4Config {
             max_sessions_per_client: self.max_sessions_per_client,
             max_cached_reply: self.max_cached_reply,
             reply_cache_bytes: self.reply_cache_mib << 20,
+            courtesy: std::time::Duration::from_secs(self.courtesy_s),
         }
     }
 
@@ -728,6 +738,9 @@ impl Nfs4Config {
         }
         if !(1..=65536).contains(&self.reply_cache_mib) {
             return bad("reply_cache_mib", "must be 1..=65536 MiB");
+        }
+        if self.courtesy_s > 30 * 86_400 {
+            return bad("courtesy_s", "must be at most 2592000 seconds (30 days)");
         }
         Ok(())
     }

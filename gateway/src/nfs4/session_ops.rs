@@ -155,12 +155,9 @@ pub(super) fn sequence_first(
         Ok(SlotUse::New(claim)) => claim,
         Err(st) => return fail(w, st),
     };
-    let mut flags = match c.state.clients.renew(&s) {
+    let mut flags = match c.state.renew(&s) {
         Ok(f) => f,
-        Err((st, purged)) => {
-            c.state.purge(purged);
-            return fail(w, st);
-        }
+        Err(st) => return fail(w, st),
     };
     c.session = Some(s.id);
     c.clientid = s.clientid;
@@ -345,10 +342,7 @@ pub(super) fn exchange_id(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter
                 if let Some(u) = unconf {
                     t.drop_unconfirmed(u);
                 }
-                let now = t.now;
-                if let Some(cl) = t.client_mut(id) {
-                    cl.last_renew = now;
-                }
+                t.touch(id);
                 return Ok((id, seq.wrapping_add(1), true));
             }
             // Case 5 (client restarted): a new unconfirmed record; the confirmed one
@@ -529,14 +523,15 @@ pub(super) fn create_session(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWri
         t.add_session(s)?;
         t.confirm(clientid);
         let bytes = encode_cs_res(&id, seq, out_flags, &fore, &back);
-        let now = t.now;
+        // A courtesy client's CREATE_SESSION (its sessions were dropped while it
+        // was away) revives it with its state (`state/clients/courtesy.rs`).
+        t.touch(clientid);
         if let Some(cl) = t.client_mut(clientid) {
             if out_flags & CREATE_SESSION4_FLAG_CONN_BACK_CHAN != 0 {
                 cl.status_flags &= !SEQ4_STATUS_CB_PATH_DOWN;
             }
             cl.cs_seq = seq;
             cl.cs_reply = Some(bytes.clone());
-            cl.last_renew = now;
         }
         Ok(bytes)
     });

@@ -217,8 +217,8 @@ pub(super) fn lock(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter) -> Op
                 lock: resolve_stateid(c, s)?,
             },
         };
+        // Locks of courtesy clients give way (`state/expiry.rs`).
         c.state
-            .opens
             .lock(c.clientid, &locker, node.fileid, range, a.write)
     })();
     match res {
@@ -238,9 +238,7 @@ pub(super) fn lockt(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter) -> O
         if c.state.clients.in_grace() {
             return Err(NFS4ERR_GRACE.into());
         }
-        c.state
-            .opens
-            .lockt(c.clientid, owner, node.fileid, range, write)
+        c.state.lockt(c.clientid, owner, node.fileid, range, write)
     })();
     match res {
         Ok(()) => put_status(w, NFS4_OK),

@@ -805,5 +805,6 @@ fn sequence_reports_status_flags_and_slot_table() {
     assert_eq!(seq_flags(3), 0x40);
 }
 
+mod courtesy_tests;
 mod fast_io_tests;
 mod fast_tests;

@@ -41,6 +41,9 @@ pub(crate) fn spawn(
                 }
                 Err(crate::supervise::Panicked) => driver = RecallDriver::default(),
             }
+            // Courtesy clients: marked, expired after `nfs4.courtesy_s` or once a
+            // conflict took their delegation (`state/expiry.rs`).
+            shared.state.sweep();
             std::thread::park_timeout(driver.next_due(Instant::now(), TICK));
         }
     })?;

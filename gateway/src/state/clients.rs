@@ -5,6 +5,8 @@
 //! One mutex protects the client and session tables; it is never held across file
 //! I/O or calls into the other state tables (purges run after it is released).
 
+mod courtesy;
+
 use super::grace::Persist;
 use super::sessions::{ChannelAttrs, Session, MAX_SLOTS};
 use super::BackChannelInfo;
@@ -31,6 +33,10 @@ pub struct Limits {
     /// Memory the slots of all sessions together may hold in their reply caches
     /// (`nfs4.reply_cache_mib`): what bounds the sessions' memory, not their number.
     pub reply_cache_bytes: u64,
+    /// How long a client whose lease ran out keeps its state as a courtesy client
+    /// (`nfs4.courtesy_s`, RFC 8881 §8.4.2.1; see `clients/courtesy.rs`). Zero: its
+    /// state is freed as soon as the lease runs out.
+    pub courtesy: Duration,
 }
 
 impl Default for Limits {
@@ -43,6 +49,7 @@ impl Default for Limits {
             max_sessions_per_client: 16,
             max_cached_reply: 8192,
             reply_cache_bytes: 128 << 20,
+            courtesy: Duration::from_secs(86_400),
         }
     }
 }
@@ -84,6 +91,9 @@ pub struct Client {
     /// SEQ4_STATUS_* flags every SEQUENCE reports until cleared (RFC 8881 §18.46.3),
     /// raised by other tables (callback path down, revoked delegations).
     pub status_flags: u32,
+    /// The lease ran out and the client keeps its state until another client
+    /// conflicts with it or `Limits::courtesy` passes (`clients/courtesy.rs`).
+    pub courtesy: bool,
 }
 
 #[derive(Default)]
@@ -102,6 +112,10 @@ struct Inner {
     grace_over: bool,
     /// Reply-cache bytes the live sessions' slots may hold (`Session::cache_bytes`).
     cache_reserved: u64,
+    /// The last periodic sweep (`Clients::sweep_due`).
+    last_sweep: Option<Instant>,
+    /// Rate limit of the courtesy log lines (`courtesy::LogLimit`).
+    log: courtesy::LogLimit,
 }
 
 /// A grace period is extended while reclaims keep arriving, at most this far apart
@@ -125,10 +139,22 @@ impl Default for Clients {
     }
 }
 
-/// What a purge leaves for the caller to do outside the lock: free the state of
-/// these clients in the other tables.
+/// What a purge leaves for the caller to do outside the lock (`State::purge`): free
+/// the state of the clients `gone` in the other tables, and tell the delegation table
+/// which clients became courtesy clients or came back from it.
 #[must_use]
-pub struct Purged(pub Vec<u64>);
+#[derive(Debug, Default)]
+pub struct Purged {
+    pub gone: Vec<u64>,
+    pub courtesy: Vec<u64>,
+    pub revived: Vec<u64>,
+}
+
+impl Purged {
+    pub fn is_empty(&self) -> bool {
+        self.gone.is_empty() && self.courtesy.is_empty() && self.revived.is_empty()
+    }
+}
 
 impl Clients {
     /// A table with `limits`; with `dir`, client records persist in `dir` and the
@@ -317,7 +343,7 @@ impl Clients {
             boot: self.boot,
             now: Instant::now(),
             dirty: false,
-            purged: Vec::new(),
+            purged: Purged::default(),
         };
         let r = f(&mut t);
         let dirty = t.dirty;
@@ -326,7 +352,7 @@ impl Clients {
         if dirty {
             self.save();
         }
-        (r, Purged(purged))
+        (r, purged)
     }
 
     /// `with_purge` dropping the purge list (tests).
@@ -357,29 +383,33 @@ impl Clients {
     }
 
     /// SEQUENCE's lease rules (RFC 8881 §8.3): renews the lease of the session's
-    /// client and returns its status flags. A client whose lease already ran out is
-    /// purged (returned) and the session is gone (NFS4ERR_BADSESSION).
-    pub fn renew(&self, session: &Session) -> Result<u32, (u32, Purged)> {
-        let (r, p) = self.with_purge(|t| {
-            let now = t.now;
-            let lease = t.limits.lease;
-            let Some(c) = t.inner.clients.get_mut(&session.clientid) else {
+    /// client and returns its status flags. A courtesy client (lease run out, state
+    /// kept: RFC 8881 §8.4.2.1) becomes active again with all its state (`revived`;
+    /// nothing was revoked, so no SEQ4_STATUS_*_REVOKED flag). A client past its
+    /// courtesy time (or any expired one with `courtesy` 0) is purged (`gone`) and the
+    /// session is gone (NFS4ERR_BADSESSION). Use `State::renew`, which also checks that
+    /// a returning courtesy client lost no delegation meanwhile.
+    pub fn renew(&self, session: &Session) -> (Result<u32, u32>, Purged) {
+        self.with_purge(|t| {
+            let id = session.clientid;
+            let Some(c) = t.inner.clients.get(&id) else {
                 return Err(NFS4ERR_BADSESSION);
             };
-            if now.saturating_duration_since(c.last_renew) > lease {
-                t.purge(session.clientid);
+            let lapsed = t.now.saturating_duration_since(c.last_renew) > t.limits.lease;
+            if lapsed && !t.within_courtesy(c) {
+                t.expire(id, "courtesy time over");
                 return Err(NFS4ERR_BADSESSION);
             }
-            c.last_renew = now;
-            Ok(c.status_flags)
-        });
-        r.map_err(|e| (e, p))
+            t.touch(id);
+            Ok(t.inner.clients.get(&id).map_or(0, |c| c.status_flags))
+        })
     }
 
     /// `renew` for the reactor's fast path (`nfs4::fast`): renews the lease and
-    /// returns the status flags only while the lease still runs (RFC 8881 §8.3). An
-    /// expired or unknown client is left alone (`None`): the worker that then runs the
-    /// call purges it, which writes the state dir — never done on a reactor.
+    /// returns the status flags only while the lease still runs (RFC 8881 §8.3). A
+    /// courtesy (lease run out) or unknown client is left alone (`None`): the worker
+    /// that then runs the call revives or purges it (`State::renew`), which may write
+    /// the state dir — never done on a reactor.
     pub(crate) fn renew_if_live(&self, session: &Session) -> Option<u32> {
         let now = Instant::now();
         let mut g = self.lock();
@@ -418,7 +448,7 @@ pub(crate) struct Table<'a> {
     pub now: Instant,
     /// The persisted set changed: rewrite it after unlocking.
     pub dirty: bool,
-    purged: Vec<u64>,
+    purged: Purged,
 }
 
 impl Table<'_> {
@@ -447,8 +477,8 @@ impl Table<'_> {
     }
 
     /// A new unconfirmed record (EXCHANGE_ID). Expired clients are swept first; when the
-    /// table is still full the oldest unconfirmed record makes room, else
-    /// NFS4ERR_DELAY.
+    /// table is still full the oldest courtesy client is expired, else the oldest
+    /// unconfirmed record makes room, else NFS4ERR_DELAY.
     pub fn insert(
         &mut self,
         owner: &[u8],
@@ -456,6 +486,9 @@ impl Table<'_> {
         principal: Principal,
     ) -> Result<u64, u32> {
         self.sweep();
+        if self.inner.clients.len() >= self.limits.max_clients {
+            self.expire_oldest_courtesy("client table full");
+        }
         if self.inner.clients.len() >= self.limits.max_clients {
             let oldest = self
                 .inner
@@ -489,6 +522,7 @@ impl Table<'_> {
                 may_reclaim,
                 reclaim_complete: false,
                 status_flags: 0,
+                courtesy: false,
             },
         );
         Ok(id)
@@ -512,25 +546,8 @@ impl Table<'_> {
             }
             if c.confirmed {
                 self.dirty = true;
-                self.purged.push(id);
+                self.purged.gone.push(id);
             }
-        }
-    }
-
-    /// Expires every client whose lease ran out (RFC 8881 §8.3), and unconfirmed
-    /// records older than a lease (§18.35.4).
-    pub fn sweep(&mut self) {
-        let lease = self.limits.lease;
-        let now = self.now;
-        let old: Vec<u64> = self
-            .inner
-            .clients
-            .values()
-            .filter(|c| now.saturating_duration_since(c.last_renew) > lease)
-            .map(|c| c.id)
-            .collect();
-        for id in old {
-            self.purge(id);
         }
     }
 
@@ -540,8 +557,18 @@ impl Table<'_> {
     /// new sessions when its reply-cache memory runs short. So the number of sessions
     /// is not what limits clients (every Linux client asks 64 slots); NFS4ERR_NOSPC
     /// only when not even one slot fits.
-    pub fn grant_slots(&self, mut fore: ChannelAttrs) -> Result<ChannelAttrs, u32> {
+    /// Courtesy clients' sessions give their reply caches back first
+    /// (`shed_courtesy_sessions`).
+    pub fn grant_slots(&mut self, mut fore: ChannelAttrs) -> Result<ChannelAttrs, u32> {
         let per_slot = Session::slot_bytes(&fore);
+        let want = per_slot.saturating_mul(u64::from(fore.max_requests.clamp(1, MAX_SLOTS)));
+        while self
+            .limits
+            .reply_cache_bytes
+            .saturating_sub(self.inner.cache_reserved)
+            < want
+            && self.shed_courtesy_sessions("reply cache short")
+        {}
         let free = self
             .limits
             .reply_cache_bytes
@@ -557,6 +584,9 @@ impl Table<'_> {
     /// Registers a new session of `clientid` and reserves its reply cache (granted by
     /// `grant_slots`); NFS4ERR_NOSPC over the limits.
     pub fn add_session(&mut self, s: Arc<Session>) -> Result<(), u32> {
+        while self.inner.sessions.len() >= self.limits.max_sessions
+            && self.shed_courtesy_sessions("session table full")
+        {}
         if self.inner.sessions.len() >= self.limits.max_sessions {
             return Err(NFS4ERR_NOSPC);
         }
@@ -624,6 +654,11 @@ impl Table<'_> {
         }
         if let Some(c) = self.inner.clients.get_mut(&id) {
             c.confirmed = true;
+        }
+        // The file holds the confirmed owners and those still reclaimable (`save`): a
+        // client of the previous run confirming again changes nothing in it, so
+        // 1,000 clients reclaiming after a restart do not rewrite it 1,000 times.
+        if !self.inner.reclaimable.contains(&owner) {
             self.dirty = true;
         }
     }
@@ -637,7 +672,8 @@ impl Table<'_> {
             return Err(NFS4ERR_COMPLETE_ALREADY);
         }
         c.reclaim_complete = true;
-        if self.inner.reclaimable.remove(&c.owner) {
+        // A confirmed client's owner stays in the file (`save`): unchanged then.
+        if self.inner.reclaimable.remove(&c.owner) && !c.confirmed {
             self.dirty = true;
         }
         Ok(())
@@ -682,7 +718,8 @@ mod tests {
         std::thread::sleep(Duration::from_millis(250));
         assert!(!cl.is_live(a));
         let (_, purged) = cl.with_purge(|t| t.sweep());
-        assert_eq!(purged.0, vec![a]);
+        assert_eq!(purged.courtesy, vec![a], "a courtesy client now");
+        assert!(purged.gone.is_empty());
     }
 
     #[test]

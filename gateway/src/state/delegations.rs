@@ -87,6 +87,10 @@ struct Table {
     counter: u64,
     /// Delegations held or being recalled (not revoked).
     live: usize,
+    /// Courtesy clients (lease run out, state kept: `delegations_courtesy.rs`).
+    courtesy: rustc_hash::FxHashSet<u64>,
+    /// Courtesy clients whose delegation a conflict took: to be expired.
+    doomed: Vec<u64>,
 }
 
 /// Every delegation of the gateway, and the queues to and from the callback thread.
@@ -287,13 +291,24 @@ impl Delegations {
         let mut outstanding = false;
         let mut started = Vec::new();
         let mut revoked = 0;
+        let mut doomed = false;
         for other in list {
-            let Some(d) = t.by_other.get_mut(&other) else {
+            let Some(d) = t.by_other.get(&other) else {
                 continue;
             };
             if Some(d.clientid) == clientid || (why == Conflict::OpenRead && !d.write) {
                 continue;
             }
+            if d.state != DState::Revoked && t.courtesy.contains(&d.clientid) {
+                // A courtesy client cannot answer a recall: its delegation goes now
+                // and the client is expired (`delegations_courtesy.rs`).
+                doom(&mut t, &other);
+                doomed = true;
+                continue;
+            }
+            let Some(d) = t.by_other.get_mut(&other) else {
+                continue;
+            };
             match d.state {
                 DState::Held => {
                     d.state = DState::Recalling { since: now };
@@ -311,9 +326,15 @@ impl Delegations {
         }
         if revoked > 0 {
             t.live = t.live.saturating_sub(revoked);
+        }
+        if revoked > 0 || doomed {
             self.publish(&t);
         }
         drop(t);
+        if doomed {
+            // The callback thread expires the doomed clients (`State::sweep`).
+            self.inbox.wake();
+        }
         // The recall's "sent" is counted by `recall_sent`, when its first CB_RECALL
         // goes out on a known transport.
         for other in started {
@@ -530,6 +551,7 @@ impl Delegations {
             remove(&mut t, &o);
         }
         t.cb_up.remove(&clientid);
+        t.courtesy.remove(&clientid);
         self.publish(&t);
     }
 
@@ -622,3 +644,7 @@ fn remove(t: &mut Table, other: &[u8; 12]) {
 #[cfg(test)]
 #[path = "delegations_tests.rs"]
 mod tests;
+
+#[path = "delegations_courtesy.rs"]
+mod courtesy;
+use courtesy::doom;

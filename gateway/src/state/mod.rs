@@ -15,6 +15,7 @@
 
 pub mod clients;
 pub mod delegations;
+mod expiry;
 mod grace;
 pub mod opens;
 pub mod recall;
@@ -44,12 +45,18 @@ impl State {
     }
 
     /// Frees the opens, locks and delegations of clients the client table purged
-    /// (lease expiry, DESTROY_CLIENTID, a replaced client record). Called after the
-    /// client table's lock is released.
+    /// (courtesy expiry, DESTROY_CLIENTID, a replaced client record), and tells the
+    /// delegation table which clients became courtesy clients or came back (a
+    /// returning one that lost a delegation meanwhile is expired: `expiry.rs`).
+    /// Called after the client table's lock is released.
     pub fn purge(&self, p: clients::Purged) {
-        for id in p.0 {
+        for id in p.gone {
             self.opens.purge_client(id);
             self.delegations.purge_client(id);
+        }
+        self.delegations.mark_courtesy(&p.courtesy);
+        for id in p.revived {
+            self.revive(id);
         }
     }
 }

@@ -183,6 +183,21 @@ impl Opens {
         self.t().open(clientid, owner, fileid, access, deny)
     }
 
+    /// The clients whose opens make `open` (same arguments) fail with
+    /// NFS4ERR_SHARE_DENIED (§9.7), each once: what a courtesy client's conflict
+    /// check asks (`State::open`).
+    pub fn share_blockers(
+        &self,
+        clientid: u64,
+        owner: &[u8],
+        fileid: u64,
+        access: u32,
+        deny: u32,
+    ) -> Vec<u64> {
+        self.t()
+            .share_blockers(clientid, owner, fileid, access, deny)
+    }
+
     /// Whether the open-owner already has an open of the file (an OPEN would upgrade
     /// it rather than create one).
     pub fn client_owner_has_open(&self, clientid: u64, owner: &[u8], fileid: u64) -> bool {

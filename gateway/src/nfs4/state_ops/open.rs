@@ -344,10 +344,8 @@ pub fn run(c: &mut Compound, a: &OpenArgs) -> Result<Opened, u32> {
         .state
         .opens
         .client_owner_has_open(c.clientid, a.owner, fileid);
-    let stateid = c
-        .state
-        .opens
-        .open(c.clientid, a.owner, fileid, access, deny)?;
+    // Share reservations of courtesy clients give way (`state/expiry.rs`).
+    let stateid = c.state.open(c.clientid, a.owner, fileid, access, deny)?;
     if let Some(size) = t.truncate {
         let set = SetAttr {
             size: Some(size),

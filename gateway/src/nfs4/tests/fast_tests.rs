@@ -438,23 +438,34 @@ fn parse_inlined_matches_the_xdr_reader_parser_on_every_mutation() {
 
 #[test]
 fn an_expired_lease_is_left_to_the_worker() {
-    let mut f = setup();
-    let limits = crate::state::clients::Limits {
-        lease: std::time::Duration::from_millis(200),
-        ..Default::default()
-    };
-    f.h.state = State::with_config(limits, None);
-    let (_, sid) = session(&f.h, b"fast-e");
-    let fh = f.fh.clone();
-    worker_call(&mut f, &getattr_args(sid, 1, &fh, LINUX_ATTRS));
-    assert!(fast_call(&mut f, &getattr_args(sid, 2, &fh, LINUX_ATTRS)).is_some());
-    std::thread::sleep(std::time::Duration::from_millis(300));
-    // The reactor neither renews nor purges: the worker purges (BADSESSION).
-    assert!(fast_call(&mut f, &getattr_args(sid, 3, &fh, LINUX_ATTRS)).is_none());
-    assert!(
-        f.h.state.clients.session(&sid).is_some(),
-        "not purged on the reactor"
-    );
-    let rep = run(&f.h, &getattr_args(sid, 3, &fh, LINUX_ATTRS));
-    assert_eq!(XdrReader::new(&rep).u32().unwrap(), NFS4ERR_BADSESSION);
+    // Courtesy clients (`nfs4.courtesy_s`): the worker revives the client; with 0 it
+    // purges it (BADSESSION).
+    for (courtesy, want) in [(86_400, NFS4_OK), (0, NFS4ERR_BADSESSION)] {
+        let mut f = setup();
+        let limits = crate::state::clients::Limits {
+            lease: std::time::Duration::from_millis(200),
+            courtesy: std::time::Duration::from_secs(courtesy),
+            ..Default::default()
+        };
+        f.h.state = State::with_config(limits, None);
+        let (_, sid) = session(&f.h, b"fast-e");
+        let fh = f.fh.clone();
+        worker_call(&mut f, &getattr_args(sid, 1, &fh, LINUX_ATTRS));
+        assert!(fast_call(&mut f, &getattr_args(sid, 2, &fh, LINUX_ATTRS)).is_some());
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        // The reactor neither renews, revives nor purges: the worker does.
+        assert!(fast_call(&mut f, &getattr_args(sid, 3, &fh, LINUX_ATTRS)).is_none());
+        assert!(
+            f.h.state.clients.session(&sid).is_some(),
+            "not purged on the reactor"
+        );
+        let rep = run(&f.h, &getattr_args(sid, 3, &fh, LINUX_ATTRS));
+        assert_eq!(XdrReader::new(&rep).u32().unwrap(), want);
+        if want == NFS4_OK {
+            assert!(
+                fast_call(&mut f, &getattr_args(sid, 4, &fh, LINUX_ATTRS)).is_some(),
+                "renewed by the worker: the fast path serves it again"
+            );
+        }
+    }
 }

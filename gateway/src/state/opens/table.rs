@@ -197,6 +197,39 @@ impl Table {
             .any(|s| access & s.deny != 0 || deny & s.access != 0)
     }
 
+    /// The clients holding the opens `share_conflict` finds for an OPEN of
+    /// (`access`, `deny`) by the open-owner (an upgrade adds the modes it holds).
+    pub(super) fn share_blockers(
+        &self,
+        clientid: u64,
+        owner: &[u8],
+        fileid: u64,
+        access: u32,
+        deny: u32,
+    ) -> Vec<u64> {
+        let own = self
+            .open_index
+            .get(&(clientid, owner.to_vec(), fileid))
+            .copied();
+        let (a, d) = own
+            .and_then(|o| self.opens.get(&o))
+            .map_or((access, deny), |s| (s.access | access, s.deny | deny));
+        let Some(f) = self.files.get(&fileid) else {
+            return Vec::new();
+        };
+        let mut ids: Vec<u64> = f
+            .opens
+            .iter()
+            .filter(|o| Some(**o) != own)
+            .filter_map(|o| self.opens.get(o))
+            .filter(|s| a & s.deny != 0 || d & s.access != 0)
+            .map(|s| s.clientid)
+            .collect();
+        ids.sort_unstable();
+        ids.dedup();
+        ids
+    }
+
     pub(super) fn check_io(
         &self,
         clientid: u64,
