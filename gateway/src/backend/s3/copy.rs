@@ -138,16 +138,22 @@ pub(super) async fn run(c: Arc<Core>, job: Job) -> BResult<()> {
 /// at the target, a store with another ETag rule) stays the error, so a rename never
 /// deletes its source on a guess.
 async fn completed_before(c: &Core, job: &Job, etags: &[String]) -> BResult<()> {
-    let Some(want) = multipart_etag(etags) else {
+    if multipart_etag(etags).is_none() {
         return Err(BackendError::NotFound);
-    };
+    }
     let got = bounded(c, c.pool.run(|ep| ep.rest.head(&job.to, &job.key))).await?;
-    if got.size == job.size && got.etag.trim_matches('"') == want {
+    if got.size == job.size && assembled_from(&got.etag, etags) {
         tracing::info!(key = job.key, "s3: a multipart copy's Complete answer was lost; the object is complete (its ETag matches the parts)");
         Ok(())
     } else {
         Err(BackendError::NotFound)
     }
+}
+
+/// Whether `etag` is the one S3 gives an object assembled from `parts`: the test
+/// that a Complete whose answer was lost did complete (copies and written data).
+pub(super) fn assembled_from(etag: &str, parts: &[String]) -> bool {
+    multipart_etag(parts).is_some_and(|want| etag.trim_matches('"') == want)
 }
 
 /// The ETag of an object completed from parts with ETags `parts` (hex MD5s): the MD5

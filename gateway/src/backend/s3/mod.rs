@@ -190,15 +190,16 @@ impl Store for CoreStore {
     /// store, and answering COMMIT with an error would make the application see EIO for
     /// a write that landed. So NoSuchUpload is accepted exactly when the object's ETag
     /// is the one S3 gives an object assembled from these parts
-    /// (`copy::multipart_etag`), never on a guess.
+    /// (`copy::assembled_from`), never on a guess.
     fn mp_complete(&self, key: &str, id: &str, etags: Vec<String>) -> BResult<()> {
         let c = self.0.clone();
         let (path, k, id) = (self.0.path(key)?, key.to_string(), id.to_string());
         let skey = self.0.skey(key);
-        let want = copy::multipart_etag(&etags);
         let parts: Vec<PartId> = etags
-            .into_iter()
-            .map(|content_id| PartId { content_id })
+            .iter()
+            .map(|e| PartId {
+                content_id: e.clone(),
+            })
             .collect();
         self.0.ra.invalidate(key);
         let r = self.0.block({
@@ -216,9 +217,9 @@ impl Store for CoreStore {
                     .await
             }
         });
-        let (Err(BackendError::NotFound), Some(want)) = (&r, want) else {
+        if !matches!(r, Err(BackendError::NotFound)) {
             return r;
-        };
+        }
         let k = key.to_string();
         let got = self.0.block(async move {
             let (s, k) = (&skey, &k);
@@ -226,7 +227,7 @@ impl Store for CoreStore {
         });
         self.0.ra.invalidate(key);
         match got {
-            Ok(m) if m.etag.trim_matches('"') == want => {
+            Ok(m) if copy::assembled_from(&m.etag, &etags) => {
                 tracing::info!(key, "s3: a multipart upload's Complete answer was lost; the object is complete (its ETag matches the parts)");
                 Ok(())
             }
