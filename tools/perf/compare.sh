@@ -31,7 +31,9 @@
 #     pin themselves to GW_CORES)
 #   GW_VARIANTS= several gateways in the same interleaved run, space-separated
 #     NAME:key=val,key=val with keys bin (binary), io, cores ("0+1" for two reactors), idle,
-#     spin_us, bulk_us (engine.idle_bulk_spin_us), splice (backend.splice: true|false), workers, taskset (as GW_TASKSET), fio
+#     spin_us, bulk_us (engine.idle_bulk_spin_us), splice (backend.splice: true|false), workers, taskset (as GW_TASKSET),
+#     retask (CPU list, "0+1" for 0,1: every thread, reactors included, moved there with
+#     `taskset -a` once the gateway listens, which undoes the reactors' pinning), fio
 #     (taskset CPU list for fio while it
 #     drives this target); unset keys take the GW_* values. Example:
 #     GW_VARIANTS="auto:io=auto workers:io=workers prev:bin=/work/wt-prev/target/release/gateway"
@@ -138,7 +140,7 @@ declare -A FIOCPU=()   # target -> taskset list for fio (empty = FIO_CPUS)
 # start_gateway NAME SPEC INDEX: SPEC is "key=val,key=val" (see GW_VARIANTS above)
 start_gateway() {
   local name=$1 spec=$2 idx=$3 kv k v
-  local bin=$GATEWAY io=$GW_IO cores=$GW_CORES idle=$GW_IDLE spin=$GW_IDLE_SPIN_US workers=$GW_WORKERS ts=$GW_TASKSET bulk= splice=
+  local bin=$GATEWAY io=$GW_IO cores=$GW_CORES idle=$GW_IDLE spin=$GW_IDLE_SPIN_US workers=$GW_WORKERS ts=$GW_TASKSET bulk= splice= retask=
   FIOCPU[$name]=$FIO_CPUS
   IFS=, read -r -a kv <<< "$spec"
   for k in "${kv[@]}"; do
@@ -146,7 +148,7 @@ start_gateway() {
     v=${k#*=}; k=${k%%=*}
     case $k in
       bin) bin=$v;; io) io=$v;; cores) cores=${v//+/ };; idle) idle=$v;; spin_us) spin=$v;; bulk_us) bulk=$v;;
-      workers) workers=$v;; taskset) ts=$v;; fio) FIOCPU[$name]=$v;; splice) splice=$v;;
+      workers) workers=$v;; taskset) ts=$v;; fio) FIOCPU[$name]=$v;; splice) splice=$v;; retask) retask=${v//+/,};;
       *) log "skip $name: unknown variant key $k"; return 1;;
     esac
   done
@@ -202,6 +204,9 @@ TOML
     sleep 0.1
   done
   port_open "$port" || { log "$name: port $port not open after 20 s"; return 1; }
+  if [ -n "$retask" ]; then   # after start-up, so it overrides the reactors' own pinning
+    taskset -a -c -p "$retask" "${GWS[$name]}" > /dev/null && log "$name: all threads moved to CPUs $retask"
+  fi
   URL[$name]="nfs://127.0.0.1/?version=3&nfsport=$port&mountport=$port"
 }
 start_ganesha() {
