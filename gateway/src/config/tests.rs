@@ -1,0 +1,253 @@
+//! Unit tests of the configuration: parsing, defaults, and an error naming the key for
+//! every invalid value.
+
+#[test]
+fn cpu_lists_give_their_highest_id() {
+    assert_eq!(super::parse_cpu_list_max("0-3\n"), Some(3));
+    assert_eq!(super::parse_cpu_list_max("0,2-5"), Some(5));
+    assert_eq!(super::parse_cpu_list_max("0"), Some(0));
+    assert_eq!(super::parse_cpu_list_max("x"), None);
+}
+
+use super::*;
+
+const MIN: &str = "[[exports]]\npath = \"/\"\n";
+
+#[test]
+fn defaults_from_minimal_file() {
+    let c = Config::parse(MIN).unwrap();
+    assert_eq!(c.engine.cores, vec![0]);
+    assert_eq!(c.engine.idle, Idle::Adaptive);
+    assert_eq!(c.tcp.listen, "127.0.0.1:2049");
+    assert_eq!(c.backend.kind, BackendKind::Fs);
+    let x = c.exports().unwrap();
+    assert_eq!(x[0].prefix, "");
+    assert_eq!(x[0].squash, Squash::Root);
+    assert_eq!(c.state.handle_cache_entries, 1_000_000);
+}
+
+#[test]
+fn rdma_send_timeout_defaults_to_30_s_and_is_bounded() {
+    let c = Config::parse(MIN).unwrap();
+    assert_eq!(c.rdma.send_timeout_s, 30);
+    let c = Config::parse(&format!("[rdma]\nsend_timeout_s = 1\n{MIN}")).unwrap();
+    assert_eq!(c.rdma.send_timeout_s, 1);
+    for bad in ["0", "86401", "18446744073709551615"] {
+        let e = Config::parse(&format!("[rdma]\nsend_timeout_s = {bad}\n{MIN}"))
+            .err()
+            .unwrap_or_else(|| panic!("{bad} accepted"));
+        assert!(e.to_string().contains("send_timeout_s"), "{bad}: {e}");
+    }
+}
+
+#[test]
+fn rdma_stall_reclaim_defaults_to_1_s_and_is_bounded() {
+    let c = Config::parse(MIN).unwrap();
+    assert_eq!(c.rdma.stall_reclaim_ms, 1000);
+    let c = Config::parse(&format!("[rdma]\nstall_reclaim_ms = 10\n{MIN}")).unwrap();
+    assert_eq!(c.rdma.stall_reclaim_ms, 10);
+    for bad in ["0", "9", "3600001", "18446744073709551615"] {
+        let e = Config::parse(&format!("[rdma]\nstall_reclaim_ms = {bad}\n{MIN}"))
+            .err()
+            .unwrap_or_else(|| panic!("{bad} accepted"));
+        assert!(e.to_string().contains("stall_reclaim_ms"), "{bad}: {e}");
+    }
+}
+
+#[test]
+fn store_path_names_the_served_directory() {
+    let c = Config::parse(
+        "[[exports]]\npath = \"/data\"\nstore_path = \"/\"\n\
+         [[exports]]\npath = \"/p\"\nstore_path = \"//proj/a/\"\n[[exports]]\npath = \"/q/r\"\n",
+    )
+    .unwrap();
+    let x = c.exports().unwrap();
+    assert_eq!((x[0].path.as_str(), x[0].prefix.as_str()), ("/data", ""));
+    assert_eq!(x[0].id, export_id("/data"));
+    assert_eq!(x[1].prefix, "proj/a/");
+    assert_eq!(x[2].prefix, "q/r/");
+    for bad in ["\"rel\"", "\"/a/../b\""] {
+        let e = Config::parse(&format!("[[exports]]\npath = \"/x\"\nstore_path = {bad}\n"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("exports[0].store_path"), "{e}");
+    }
+}
+
+#[test]
+fn s3_endpoints_and_retry_budget() {
+    let s3 = |extra: &str| {
+        Config::parse(&format!(
+            "[backend]\nkind = \"s3\"\n[backend.s3]\nbucket = \"b\"\nallow_http = true\n{extra}\n{MIN}"
+        ))
+    };
+    let c = s3("endpoints = [\"http://a:3900\", \"http://b:3900\"]").unwrap();
+    let b = c.backend.s3.unwrap();
+    assert_eq!(b.endpoints.len(), 2);
+    assert_eq!((b.retries, b.retry_budget_s), (10, 10.0));
+    assert_eq!((b.multipart_copy_over_mib, b.copy_part_mib), (256, 64));
+    assert!(b.handle_key_file.is_none());
+    for (bad, key) in [
+        (
+            "endpoint = \"http://a\"\nendpoints = [\"http://b\"]",
+            "backend.s3.endpoints",
+        ),
+        ("endpoints = [\"ftp://a\"]", "backend.s3.endpoints"),
+        ("retry_budget_s = 0.0", "backend.s3.retry_budget_s"),
+        ("retry_budget_s = nan", "backend.s3.retry_budget_s"),
+        ("retry_budget_s = 1e9", "backend.s3.retry_budget_s"),
+        (
+            "multipart_copy_over_mib = 0",
+            "backend.s3.multipart_copy_over_mib",
+        ),
+        (
+            "multipart_copy_over_mib = 5121",
+            "backend.s3.multipart_copy_over_mib",
+        ),
+        ("copy_part_mib = 4", "backend.s3.copy_part_mib"),
+        ("copy_part_mib = 5121", "backend.s3.copy_part_mib"),
+    ] {
+        let e = s3(bad).err().unwrap_or_else(|| panic!("{bad} accepted"));
+        assert!(e.to_string().contains(key), "{bad}: {e}");
+    }
+    let many: Vec<String> = (0..65).map(|i| format!("\"http://h{i}\"")).collect();
+    assert!(s3(&format!("endpoints = [{}]", many.join(","))).is_err());
+}
+
+#[test]
+fn shipped_default_config_is_valid() {
+    let text = include_str!("../../../configs/default.toml");
+    let c = Config::parse(text).unwrap();
+    assert_eq!(c.backend.root, PathBuf::from("./data"));
+    // README "Two commands": the whole store is mounted as /data.
+    let x = c.exports().unwrap();
+    assert_eq!((x[0].path.as_str(), x[0].prefix.as_str()), ("/data", ""));
+    assert_eq!(c.listen_addr(), "127.0.0.1:2049".parse().unwrap());
+}
+
+#[test]
+fn shipped_small_config_is_valid() {
+    // configs/small.toml (docs/tuning.md "Small machines"): one adaptive reactor
+    // with the measured spin, data I/O on io_uring.
+    let c = Config::parse(include_str!("../../../configs/small.toml")).unwrap();
+    assert_eq!(c.engine.cores, vec![0]);
+    assert_eq!(c.engine.idle, Idle::Adaptive);
+    assert_eq!(c.engine.idle_spin_us, 200);
+    assert_eq!(c.backend.io, IoMode::Auto);
+}
+
+#[test]
+fn errors_name_the_key() {
+    let cases = [
+        (
+            "[engine]\ncores = []\n[[exports]]\npath=\"/\"",
+            "engine.cores",
+        ),
+        ("[engine]\nidle = \"lazy\"\n[[exports]]\npath=\"/\"", "idle"),
+        (
+            "[tcp]\nlisten = \"nowhere\"\n[[exports]]\npath=\"/\"",
+            "tcp.listen",
+        ),
+        (
+            "[backend]\nkind = \"tape\"\n[[exports]]\npath=\"/\"",
+            "kind",
+        ),
+        ("[[exports]]\npath = \"rel\"", "exports[0].path"),
+        (
+            "[[exports]]\npath = \"/\"\nclients = [\"10.0.0.0/33\"]",
+            "exports[0].clients",
+        ),
+        ("[[exports]]\npath = \"/\"\nsquash = \"some\"", "squash"),
+        ("", "exports"),
+        (
+            "[state]\nhandle_cache_entries = 10\n[[exports]]\npath=\"/\"",
+            "state.handle_cache_entries",
+        ),
+        ("[engine]\nbogus = 1\n[[exports]]\npath=\"/\"", "bogus"),
+    ];
+    for (text, key) in cases {
+        let e = Config::parse(text).unwrap_err().to_string();
+        assert!(e.contains(key), "{text:?}: error {e:?} does not name {key}");
+    }
+}
+
+#[test]
+fn prefixes_from_paths() {
+    let c = Config::parse("[[exports]]\npath = \"/a//b/\"\n[[exports]]\npath=\"/c\"").unwrap();
+    let x = c.exports().unwrap();
+    assert_eq!((x[0].path.as_str(), x[0].prefix.as_str()), ("/a/b", "a/b/"));
+    assert_eq!(x[1].prefix, "c/");
+    assert_eq!(x[1].id, export_id("/c"));
+}
+
+#[test]
+fn export_ids_are_stable_and_unique() {
+    let one = Config::parse("[[exports]]\npath = \"/b\"\n[[exports]]\npath = \"/\"").unwrap();
+    let two = Config::parse(
+        "[[exports]]\npath = \"/a\"\n[[exports]]\npath = \"/\"\n[[exports]]\npath = \"/b/\"",
+    )
+    .unwrap();
+    let ids = |c: &Config| -> Vec<(String, u16)> {
+        c.exports()
+            .unwrap()
+            .into_iter()
+            .map(|e| (e.path, e.id))
+            .collect()
+    };
+    let (one, two) = (ids(&one), ids(&two));
+    // Inserting "/a" in front changes no other export's id.
+    for (p, id) in &one {
+        assert!(two.contains(&(p.clone(), *id)), "{p}: {one:?} vs {two:?}");
+    }
+    assert!(one.contains(&("/".to_string(), 0)));
+    assert_ne!(export_id("/a"), 0);
+    // An explicit id wins, and a clash names both exports and the fix.
+    let c = Config::parse("[[exports]]\npath = \"/x\"\nid = 7").unwrap();
+    assert_eq!(c.exports().unwrap()[0].id, 7);
+    let e = Config::parse("[[exports]]\npath = \"/x\"\nid = 0\n[[exports]]\npath = \"/\"")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("exports[1].id") && e.contains("\"/x\"") && e.contains("id = N"),
+        "{e}"
+    );
+}
+
+#[test]
+fn cidr_matching() {
+    let n = Cidr::parse("10.1.0.0/16").unwrap();
+    assert!(n.contains("10.1.2.3".parse().unwrap()));
+    assert!(!n.contains("10.2.0.1".parse().unwrap()));
+    assert!(n.contains("::ffff:10.1.9.9".parse().unwrap()));
+    let h = Cidr::parse("127.0.0.1").unwrap();
+    assert!(h.contains("127.0.0.1".parse().unwrap()));
+    assert!(!h.contains("127.0.0.2".parse().unwrap()));
+    assert!(Cidr::parse("*").unwrap().contains("::1".parse().unwrap()));
+    let v6 = Cidr::parse("::1/128").unwrap();
+    assert!(v6.contains("::1".parse().unwrap()));
+    assert!(!v6.contains("127.0.0.1".parse().unwrap()));
+}
+
+#[test]
+fn stats_endpoint_off_by_default_and_loopback_only() {
+    let c = Config::parse(MIN).unwrap();
+    assert_eq!(c.stats.addr(), None);
+    let on = format!("[stats]\nlisten = \"127.0.0.1:9108\"\n{MIN}");
+    assert_eq!(
+        Config::parse(&on).unwrap().stats.addr(),
+        Some("127.0.0.1:9108".parse().unwrap())
+    );
+    let remote = format!("[stats]\nlisten = \"0.0.0.0:9108\"\n{MIN}");
+    let e = Config::parse(&remote).unwrap_err().to_string();
+    assert!(
+        e.contains("stats.listen") && e.contains("allow_remote"),
+        "{e}"
+    );
+    let allowed = format!("[stats]\nlisten = \"0.0.0.0:9108\"\nallow_remote = true\n{MIN}");
+    assert!(Config::parse(&allowed).is_ok());
+    let bad = format!("[stats]\nlisten = \"localhost\"\n{MIN}");
+    assert!(Config::parse(&bad)
+        .unwrap_err()
+        .to_string()
+        .contains("stats.listen"));
+}
