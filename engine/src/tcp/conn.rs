@@ -125,6 +125,9 @@ pub(super) struct Conn {
     /// The socket may hold unread bytes (edge-triggered: set by events, cleared by
     /// `WouldBlock`).
     pub readable: bool,
+    /// The peer closed or reset the connection (a poll event said so); the next read
+    /// will report it. Lets the transport free the slot before refusing a newcomer.
+    pub hung_up: bool,
     /// In the transport's ready list.
     pub queued: bool,
     /// In the transport's deferred-flush list.
@@ -167,6 +170,7 @@ impl Conn {
             drain_mark: None,
             write_blocked: false,
             readable: true,
+            hung_up: false,
             queued: false,
             dirty: false,
             stall: Stall::None,

@@ -437,6 +437,9 @@ impl TcpTransport {
         let Some(c) = self.conns.get_mut(slot).and_then(Option::as_mut) else {
             return;
         };
+        if ev.is_read_closed() || ev.is_error() {
+            c.hung_up = true;
+        }
         if writable {
             c.write_blocked = false;
             if let Err(e) = c.flush(&mut self.stats, self.now, &mut self.released) {
@@ -497,7 +500,7 @@ impl TcpTransport {
     /// Rule: beyond `max_connections` a connection is accepted and closed at once
     /// (warn); admitted ones get TCP_NODELAY, a slot, a staging buffer, and a first read.
     fn admit(&mut self, mut sock: TcpStream, peer: SocketAddr) {
-        if self.live >= self.opts.max_connections {
+        if self.live >= self.opts.max_connections && self.reap_hung_up() == 0 {
             self.refuse(peer);
             return;
         }
@@ -536,6 +539,30 @@ impl TcpTransport {
     /// Rule (issue 15): a connection over `max_connections` is closed at once (the
     /// caller drops the socket), counted, and logged at most once per
     /// `REFUSAL_LOG_EVERY` so a connection flood cannot flood the log.
+    /// Rule: a slot held by a peer that has already hung up is not a reason to refuse
+    /// a newcomer. A reactor that falls behind (a burst of short-lived connections, a
+    /// busy core) learns of hang-ups in the same poll as new connections, and accepts
+    /// are handled before the hang-ups are read. So, at the limit, the connections whose
+    /// peer closed or reset are closed first, as their next read would have closed them
+    /// (replies still queued for them are dropped then too). O(slots), only at the limit.
+    /// Returns how many were closed.
+    fn reap_hung_up(&mut self) -> usize {
+        let mut n = 0;
+        for slot in 0..self.conns.len() {
+            if self.conns[slot].as_ref().is_some_and(|c| c.hung_up) {
+                if let Some(c) = self.conns[slot].as_ref() {
+                    tracing::debug!(
+                        "tcp {}: peer hung up; its slot goes to a new connection",
+                        c.peer
+                    );
+                }
+                self.close_slot(slot);
+                n += 1;
+            }
+        }
+        n
+    }
+
     fn refuse(&mut self, peer: SocketAddr) {
         self.stats.refused += 1;
         let Some(quiet) = self.refusal_log.due(Instant::now()) else {

@@ -464,6 +464,46 @@ fn connections_beyond_the_limit_are_closed() {
 }
 
 #[test]
+fn a_slot_whose_peer_hung_up_is_not_a_reason_to_refuse() {
+    // The reactor learns of two hang-ups and a new connection in the same poll, with
+    // the table full: the newcomer gets a slot of a departed peer, not a refusal.
+    let p = pools(16, 0, 0);
+    let o = TcpOptions {
+        max_connections: 2,
+        ..opts()
+    };
+    let mut t = TcpTransport::bind("127.0.0.1:0".parse().unwrap(), o, p.clone()).unwrap();
+    let addr = t.local_addr();
+    let mut none = |_: ConnId, _: SocketAddr, _: Buf| 0usize;
+    let (a, b) = (connect(addr), connect(addr));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while t.connections() < 2 {
+        assert!(Instant::now() < deadline, "never accepted both");
+        t.poll(Some(Duration::from_millis(2)), &mut none);
+    }
+    drop((a, b));
+    std::thread::sleep(Duration::from_millis(50));
+    let c = connect(addr);
+    std::thread::sleep(Duration::from_millis(50));
+    t.poll(Some(Duration::ZERO), &mut none);
+    assert_eq!(
+        t.stats().refused,
+        0,
+        "a newcomer refused while the table held hung-up peers"
+    );
+    assert_eq!(t.connections(), 1);
+    drop(c);
+    while t.connections() > 0 {
+        assert!(
+            Instant::now() < deadline,
+            "the newcomer's close was never seen"
+        );
+        t.poll(Some(Duration::from_millis(2)), &mut none);
+    }
+    assert_eq!(p.in_use(), 0);
+}
+
+#[test]
 fn replies_to_closed_connections_are_dropped() {
     // The first connection's record is answered only after it closed and a new
     // connection took the same slot: the stale reply must be dropped, not delivered
