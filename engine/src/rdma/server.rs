@@ -273,6 +273,49 @@ fn wr_parts(id: u64) -> (u64, u32, u32) {
     (id >> 56, (id >> 32) as u32 & 0x00ff_ffff, id as u32)
 }
 
+/// Which of our work requests a `wr_id` names. Verbs defines a completion's opcode
+/// only when its status is success, so a failed work request is named from our own
+/// bookkeeping (the kind in its `wr_id`), never from `Completion::opcode` (on rxe a
+/// failed RDMA Read reads as `Send`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum WrKind {
+    Receive,
+    RdmaRead,
+    /// A reply's Send (or Send-With-Invalidate), posted after its RDMA Writes.
+    ReplySend,
+    /// One RDMA Write of a reply (unsignaled: it completes only with an error).
+    RdmaWrite,
+    /// A callback's Send (RFC 8167).
+    CallbackSend,
+    /// No work request of ours has this kind.
+    Unknown,
+}
+
+impl WrKind {
+    fn of(wr_id: u64) -> WrKind {
+        match wr_parts(wr_id).0 {
+            KIND_RECV => WrKind::Receive,
+            KIND_READ => WrKind::RdmaRead,
+            KIND_SEND => WrKind::ReplySend,
+            KIND_WRITE => WrKind::RdmaWrite,
+            KIND_CB_SEND => WrKind::CallbackSend,
+            _ => WrKind::Unknown,
+        }
+    }
+
+    /// As logged.
+    fn name(self) -> &'static str {
+        match self {
+            WrKind::Receive => "Receive",
+            WrKind::RdmaRead => "RDMA Read",
+            WrKind::ReplySend => "Send (reply)",
+            WrKind::RdmaWrite => "RDMA Write",
+            WrKind::CallbackSend => "Send (callback)",
+            WrKind::Unknown => "unknown",
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum State {
     Free,
@@ -428,7 +471,13 @@ pub struct RdmaServer {
     cb_events: VecDeque<(ConnId, u32, CbEvent)>,
     /// Connections closed since the last `take_closed` (bounded likewise).
     closed: VecDeque<ConnId>,
+    /// Told the number of live connections each time it changes (see
+    /// `publish_connections`).
+    on_live: Option<Box<OnConnections>>,
 }
+
+/// Receives the number of live connections (see [`RdmaServer::publish_connections`]).
+pub type OnConnections = dyn FnMut(usize) + Send;
 
 impl RdmaServer {
     /// Registers the reactor's whole pool region with the fabric once (docs/architecture.md §3) and
@@ -482,6 +531,7 @@ impl RdmaServer {
                     opcode: WcOpcode::Recv,
                     byte_len: 0,
                     invalidated: None,
+                    vendor_err: 0,
                 };
                 BATCH
             ],
@@ -497,6 +547,7 @@ impl RdmaServer {
             reclaims: Throttle::new(Duration::from_secs(1)),
             cb_events: VecDeque::new(),
             closed: VecDeque::new(),
+            on_live: None,
             opts,
         })
     }
@@ -528,8 +579,25 @@ impl RdmaServer {
         self.fabric.name()
     }
 
+    /// Live connections: accepted and not yet gone (`Disconnected` taken), whatever
+    /// they are doing — idle, pulling, executing, sending, closing.
     pub fn connections(&self) -> usize {
         self.live
+    }
+
+    /// Hands `f` the number of live connections now and again at every accept and
+    /// every connection gone, on the polling thread, so a gauge made from it is exact
+    /// at any time: it does not depend on which passes its owner publishes on.
+    pub fn publish_connections(&mut self, mut f: Box<OnConnections>) {
+        f(self.live);
+        self.on_live = Some(f);
+    }
+
+    /// `live` changed: tell the publisher.
+    fn live_changed(&mut self) {
+        if let Some(f) = self.on_live.as_mut() {
+            f(self.live);
+        }
     }
 
     pub fn stats(&self) -> RdmaStats {
@@ -831,6 +899,7 @@ impl RdmaServer {
         self.conns[slot as usize] = Some(conn);
         self.by_qp.insert(qp, slot);
         self.live += 1;
+        self.live_changed();
         self.stats.accepted += 1;
         self.refill(slot);
         let c = self.conns[slot as usize].as_ref().expect("just set");
@@ -924,7 +993,10 @@ impl RdmaServer {
         }
         let ok = wc.status == WcStatus::Success;
         if !ok && wc.status != WcStatus::Flushed {
-            tracing::warn!(peer = %c.peer, status = ?wc.status, opcode = ?wc.opcode, "rdma: work request failed; closing the connection");
+            // The opcode of an error completion is undefined (verbs): the kind comes
+            // from our wr_id; the vendor error is the device's own diagnosis.
+            tracing::warn!(peer = %c.peer, status = ?wc.status, wr = WrKind::of(wc.wr_id).name(),
+                vendor_err = wc.vendor_err, "rdma: work request failed; closing the connection");
             if kind == KIND_READ {
                 // R8166-75: answer a retransmission of this call with ERR_CHUNK.
                 if let Some(call) = c.calls.get(idx as usize) {
@@ -1625,6 +1697,7 @@ impl RdmaServer {
             self.gens[slot as usize] = self.gens[slot as usize].wrapping_add(1);
             self.free.push(slot);
             self.live -= 1;
+            self.live_changed();
             self.stats.disconnects += 1;
         }
     }
