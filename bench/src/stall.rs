@@ -270,6 +270,7 @@ pub fn main(a: StallArgs) -> anyhow::Result<()> {
         opcode: WcOpcode::Recv,
         byte_len: 0,
         invalidated: None,
+        vendor_err: 0,
     }; 16];
     while Instant::now() < deadline {
         if let Some(CmEvent::Disconnected { .. }) = f.poll_cm() {

@@ -211,6 +211,7 @@ impl Raw {
             opcode: WcOpcode::Recv,
             byte_len: 0,
             invalidated: None,
+            vendor_err: 0,
         }; 16];
         loop {
             if let Some(m) = self.inbox.pop_front() {

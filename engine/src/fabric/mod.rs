@@ -124,7 +124,9 @@ pub enum WcStatus {
     Fatal,
 }
 
-/// Which work request completed.
+/// Which work request completed. Defined only for a successful completion: verbs
+/// leaves the opcode of an error completion undefined (a failed RDMA Read may read as
+/// `Send`), so a consumer names a failed work request from its own `wr_id`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WcOpcode {
     Send,
@@ -144,6 +146,9 @@ pub struct Completion {
     pub byte_len: u32,
     /// For a Recv of a Send-With-Invalidate: the local rkey that is now invalid.
     pub invalidated: Option<u32>,
+    /// The device's own error code for a failed work request (`ibv_wc.vendor_err`),
+    /// for logs only; 0 on success and from providers that have none (`soft`).
+    pub vendor_err: u32,
 }
 
 /// Queue-pair sizing asked for at accept/connect.

@@ -449,6 +449,7 @@ impl RdmaClient {
                 opcode: WcOpcode::Recv,
                 byte_len: 0,
                 invalidated: None,
+                vendor_err: 0,
             }; CQ_BATCH],
             failed: Vec::with_capacity(slots),
             bc_credits: opts.backchannel_credits,

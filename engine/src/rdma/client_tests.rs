@@ -224,6 +224,7 @@ impl Server {
             opcode: WcOpcode::Recv,
             byte_len: 0,
             invalidated: None,
+            vendor_err: 0,
         }; 16];
         while !stop.load(Ordering::Relaxed) && Instant::now() < deadline {
             self.cm_events();
@@ -315,6 +316,7 @@ impl Server {
             opcode: WcOpcode::Recv,
             byte_len: 0,
             invalidated: None,
+            vendor_err: 0,
         }; 16];
         let mut found = None;
         while found.is_none() && Instant::now() < deadline {

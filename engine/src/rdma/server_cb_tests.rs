@@ -160,6 +160,7 @@ impl Peer {
             opcode: WcOpcode::Recv,
             byte_len: 0,
             invalidated: None,
+            vendor_err: 0,
         }; 16];
         let n = self.f.poll_cq(&mut cq);
         for c in &cq[..n] {

@@ -120,6 +120,7 @@ impl Puller {
             opcode: WcOpcode::Recv,
             byte_len: 0,
             invalidated: None,
+            vendor_err: 0,
         }; 16];
         while self.f.poll_cq(&mut cq) > 0 {}
     }

@@ -196,3 +196,28 @@ fn a_peer_that_never_answers_rdma_reads_is_closed_after_the_read_timeout() {
     assert_eq!(pools.in_use(), 0);
     drop(f);
 }
+
+/// A failed work request is logged by the kind our `wr_id` encodes (verbs leaves an
+/// error completion's opcode undefined): every kind we post decodes back to itself,
+/// whatever the slot and index, and anything else is `Unknown`.
+#[test]
+fn a_work_request_kind_is_decoded_from_its_wr_id() {
+    for (kind, want) in [
+        (KIND_RECV, WrKind::Receive),
+        (KIND_READ, WrKind::RdmaRead),
+        (KIND_SEND, WrKind::ReplySend),
+        (KIND_WRITE, WrKind::RdmaWrite),
+        (KIND_CB_SEND, WrKind::CallbackSend),
+    ] {
+        for (slot, idx) in [(0, 0), (1, 7), (0x00ff_ffff, u32::MAX)] {
+            let id = wr_id(kind, slot, idx);
+            assert_eq!(WrKind::of(id), want, "{id:#x}");
+            assert_eq!(wr_parts(id), (kind, slot, idx));
+        }
+    }
+    assert_eq!(WrKind::of(0), WrKind::Unknown);
+    assert_eq!(WrKind::of(9 << 56), WrKind::Unknown);
+    assert_eq!(WrKind::RdmaRead.name(), "RDMA Read");
+    assert_eq!(WrKind::RdmaWrite.name(), "RDMA Write");
+    assert_eq!(WrKind::ReplySend.name(), "Send (reply)");
+}

@@ -120,6 +120,12 @@ impl ReactorState {
         direct: Option<Direct>,
     ) -> ReactorState {
         let mut rdma = rdma;
+        if let Some(r) = rdma.as_mut() {
+            // The RDMA gauge is stored by the transport at each accept and close: exact
+            // at any time, whichever passes the reactor publishes the others on.
+            let stats = stats.clone();
+            r.publish_connections(Box::new(move |n| stats.set_rdma_connections(n)));
+        }
         let pages_lkey = match (rdma.as_mut(), cache.page_region()) {
             // SAFETY: the cache is a field of this state after `rdma`, so the server
             // (which deregisters in its Drop) goes first.
@@ -175,10 +181,12 @@ impl ReactorState {
         self.cache.stats()
     }
 
-    /// Publishes the connection counts to the stats endpoint.
+    /// Publishes the TCP connection count to the stats endpoint (the RDMA one is
+    /// published by the transport itself, see `new`).
     fn refresh_gauges(&self) {
-        let rdma = self.rdma.as_ref().map_or(0, |r| r.connections());
-        self.router.stats.connections(self.tcp.connections(), rdma);
+        self.router
+            .stats
+            .set_tcp_connections(self.tcp.connections());
     }
 
     /// Publishes the transports' protective counters (refusals, timeouts, reclaims):
@@ -958,7 +966,7 @@ impl Poller for ReactorState {
             self.tcp_skipped = 0;
             work += n;
         }
-        // Connection gauges: refreshed on passes that did work (accepts and new
+        // TCP connection gauge: refreshed on passes that did work (accepts and new
         // connections' first calls are work), before sleeping (closes), and every
         // GAUGE_EVERY passes (a busy reactor that never sleeps) — not on every empty
         // pass, which would add stores to the tightest loop.

@@ -106,7 +106,10 @@ pub struct ReactorStats {
     at_workers: AtomicU64,
     /// Gauge: RPC-over-RDMA calls received and not yet answered (each holds a credit).
     rdma_in_progress: AtomicU64,
+    /// Gauge: open TCP connections, copied by the reactor on some passes.
     tcp_connections: AtomicU64,
+    /// Gauge: live RDMA connections, stored by the RDMA transport itself at every
+    /// accept and every close (`RdmaServer::publish_connections`).
     rdma_connections: AtomicU64,
     /// Protective events of this reactor's transports (see [`GUARDS`]), copied from
     /// their own counters now and then by the reactor.
@@ -280,8 +283,11 @@ impl ReactorStats {
     }
 
     #[inline]
-    pub fn connections(&self, tcp: usize, rdma: usize) {
+    pub fn set_tcp_connections(&self, tcp: usize) {
         self.tcp_connections.store(tcp as u64, Ordering::Relaxed);
+    }
+
+    pub fn set_rdma_connections(&self, rdma: usize) {
         self.rdma_connections.store(rdma as u64, Ordering::Relaxed);
     }
 

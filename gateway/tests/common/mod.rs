@@ -54,6 +54,8 @@ pub struct GwOpts {
     pub rdma_extra: String,
     /// Serve RPC-over-RDMA (`soft`); `false`: TCP only.
     pub rdma: bool,
+    /// Reactors (`engine.cores = [0, 1, ..]`).
+    pub cores: usize,
 }
 
 impl Default for GwOpts {
@@ -69,6 +71,7 @@ impl Default for GwOpts {
             tcp_extra: String::new(),
             rdma_extra: String::new(),
             rdma: true,
+            cores: 1,
         }
     }
 }
@@ -80,7 +83,7 @@ pub struct Gw {
 }
 
 impl Gw {
-    /// One reactor (`cores = [0]`), memory backend.
+    /// `o.cores` reactors (one by default), memory backend.
     pub fn start(o: &GwOpts) -> Gw {
         let dir = tempfile::tempdir().unwrap();
         // Unique per process and per gateway (the soft provider names its listener
@@ -90,7 +93,7 @@ impl Gw {
         let rdma = SocketAddr::from(([127, (pid >> 16) as u8, (pid >> 8) as u8, pid as u8], port));
         let provider = if o.rdma { "soft" } else { "off" };
         let text = format!(
-            "[engine]\ncores = [0]\nidle = \"adaptive\"\nhugepages = \"off\"\n\
+            "[engine]\ncores = {:?}\nidle = \"adaptive\"\nhugepages = \"off\"\n\
              [pools]\nsmall = {}\nmedium = {}\nlarge = {}\n\
              [tcp]\nlisten = \"127.0.0.1:0\"\nmax_connections = {}\n{}\n\
              [rdma]\nprovider = \"{provider}\"\nlisten = \"{rdma}\"\ncredits = {}\ninline_size = {}\n\
@@ -98,6 +101,7 @@ impl Gw {
              [backend]\nkind = \"memory\"\nworkers = 2\n\
              [state]\ndir = \"{}\"\n\
              [[exports]]\npath = \"/\"\nclients = [\"0.0.0.0/0\"]\nsquash = \"none\"\n",
+            (0..o.cores.max(1)).collect::<Vec<_>>(),
             o.small,
             o.medium,
             o.large,
@@ -295,6 +299,7 @@ impl Raw {
             opcode: WcOpcode::Recv,
             byte_len: 0,
             invalidated: None,
+            vendor_err: 0,
         }; 16];
         loop {
             if let Some(m) = self.inbox.pop_front() {

@@ -267,6 +267,7 @@ impl Peer {
             opcode: WcOpcode::Recv,
             byte_len: 0,
             invalidated: None,
+            vendor_err: 0,
         }; 32];
         {
             while let Some(ev) = self.f.poll_cm() {

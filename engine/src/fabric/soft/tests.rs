@@ -27,6 +27,7 @@ const NO_WC: Completion = Completion {
     opcode: WcOpcode::Recv,
     byte_len: 0,
     invalidated: None,
+    vendor_err: 0,
 };
 
 /// A fabric plus what its polls returned so far.

@@ -186,5 +186,6 @@ pub(super) fn completion(wc: &ibv_wc, qp: Qp) -> Completion {
         opcode,
         byte_len: wc.byte_len,
         invalidated,
+        vendor_err: wc.vendor_err,
     }
 }

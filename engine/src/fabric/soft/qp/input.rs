@@ -161,6 +161,7 @@ impl QpEngine {
             opcode: WcOpcode::Recv,
             byte_len: h.total,
             invalidated,
+            vendor_err: 0,
         });
         if h.flags & F_ACK_REQ != 0 {
             self.queue_ack(h.seq)?;

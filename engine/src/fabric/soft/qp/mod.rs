@@ -386,6 +386,7 @@ impl QpEngine {
                 0
             },
             invalidated: None,
+            vendor_err: 0,
         }
     }
 
@@ -424,6 +425,7 @@ impl QpEngine {
                 opcode: WcOpcode::Recv,
                 byte_len: 0,
                 invalidated: None,
+                vendor_err: 0,
             });
         }
         self.resp.clear();
