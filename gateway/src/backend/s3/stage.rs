@@ -421,6 +421,15 @@ impl WriteBack {
 
     fn upload_part(&self, key: &str, cell: &Cell, id: &str, idx: usize, bytes: Bytes) {
         let held = bytes.len();
+        if lock(&cell.stage)
+            .as_ref()
+            .is_none_or(|s| s.mp.as_deref() != Some(id))
+        {
+            // An earlier part found the upload gone (`lose`; the stage's release
+            // counted this part's bytes back): never send to a dead upload again.
+            cell.parts_done.notify_all();
+            return;
+        }
         let r = self.store.mp_part(key, id, idx, bytes.clone());
         let mut g = lock(&cell.stage);
         let ours = g.as_ref().is_some_and(|s| s.mp.as_deref() == Some(id));

@@ -7,9 +7,15 @@
 //! markers of the files under it): a marker moved from a neighbour whose name merely
 //! starts with the renamed one's (`a/f2` beside `a/f`, a bug once) leaves that
 //! neighbour's writes unsynced by its COMMIT. These tests watch the backend's syncs.
+//!
+//! Also here: staged writes the store lost (`BackendError::Lost`, s3's vanished
+//! multipart upload): COMMIT answers OK with a new write verifier (RFC 1813
+//! §3.3.21), a stable WRITE and a SETATTR of the size are redone, never reported
+//! done without being in the store.
 
 use super::*;
 use crate::backend::{BResult, ListPage, RandomWrite};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 
 /// The memory backend, recording every `RandomWrite::sync` (the durability a COMMIT
@@ -17,6 +23,9 @@ use std::sync::Mutex;
 struct Syncs {
     inner: Arc<dyn Backend>,
     synced: Mutex<Vec<String>>,
+    /// The next sync finds its staged writes lost (as s3's `WriteBack::lose`).
+    lose_next: AtomicBool,
+    lost: AtomicU64,
 }
 
 impl Syncs {
@@ -67,6 +76,9 @@ impl Backend for Syncs {
     fn random_write(&self) -> Option<&dyn RandomWrite> {
         Some(self)
     }
+    fn lost_writes(&self) -> u64 {
+        self.lost.load(Ordering::Acquire)
+    }
 }
 
 impl RandomWrite for Syncs {
@@ -81,6 +93,12 @@ impl RandomWrite for Syncs {
     }
     fn sync(&self, key: &str) -> BResult<()> {
         self.synced.lock().unwrap().push(key.to_string());
+        if self.lose_next.swap(false, Ordering::AcqRel) {
+            // The store lost what was staged: gone from the object too.
+            self.inner.random_write().unwrap().set_size(key, 0)?;
+            self.lost.fetch_add(1, Ordering::AcqRel);
+            return Err(BackendError::Lost("test".into()));
+        }
         self.inner.random_write().unwrap().sync(key)
     }
 }
@@ -89,6 +107,8 @@ fn setup() -> (FileModel, Arc<Syncs>, tempfile::TempDir) {
     let syncs = Arc::new(Syncs {
         inner: Arc::new(MemoryBackend::new()),
         synced: Mutex::new(Vec::new()),
+        lose_next: AtomicBool::new(false),
+        lost: AtomicU64::new(0),
     });
     let st = tempfile::tempdir().unwrap();
     let b: Arc<dyn Backend> = syncs.clone();
@@ -175,4 +195,58 @@ fn renaming_a_directory_moves_the_pending_writes_of_every_file_under_it() {
     ] {
         assert!(!m.begin_sync(k), "{k} still marked pending");
     }
+}
+
+fn content(m: &FileModel, f: &Node) -> Vec<u8> {
+    let mut b = vec![0u8; 256];
+    let (n, _) = m.read(f, 0, &mut b).unwrap();
+    b.truncate(n);
+    b
+}
+
+#[test]
+fn a_commit_that_finds_its_writes_lost_answers_ok_with_a_new_verifier() {
+    let (m, syncs, _st) = setup();
+    let root = m.root(0).unwrap();
+    let f = mkfile(&m, &root, "f");
+    let v0 = m.write_verifier();
+    unstable(&m, &f, b"lost by the store");
+    syncs.lose_next.store(true, Ordering::Release);
+    // OK, not an error the application would see as EIO: the client compares the
+    // verifier, sees a new one and resends.
+    assert_eq!(m.commit(&f), Ok(()));
+    let v1 = m.write_verifier();
+    assert_ne!(
+        v1, v0,
+        "COMMIT answered with the verifier the lost WRITEs carry"
+    );
+    unstable(&m, &f, b"resent");
+    assert_eq!(m.commit(&f), Ok(()));
+    assert_eq!(m.write_verifier(), v1);
+    assert_eq!(content(&m, &f), b"resent");
+}
+
+#[test]
+fn a_stable_write_or_a_truncation_that_finds_the_stage_lost_is_redone() {
+    let (m, syncs, _st) = setup();
+    let root = m.root(0).unwrap();
+    let f = mkfile(&m, &root, "f");
+    syncs.take();
+    // FILE_SYNC promises the data is in the store: redone once, then reported.
+    syncs.lose_next.store(true, Ordering::Release);
+    assert_eq!(
+        m.write(&f, 0, b"stable", Stable::FileSync),
+        Ok(Stable::FileSync)
+    );
+    assert_eq!(syncs.take(), ["f", "f"]);
+    assert_eq!(content(&m, &f), b"stable");
+    // A SETATTR of the size is not resent by clients either.
+    syncs.lose_next.store(true, Ordering::Release);
+    let set = SetAttr {
+        size: Some(3),
+        ..Default::default()
+    };
+    assert_eq!(m.setattr(&f, &set), Ok(()));
+    assert_eq!(m.getattr(&f).unwrap().size, 3);
+    assert_eq!(syncs.lost.load(Ordering::Acquire), 2);
 }
