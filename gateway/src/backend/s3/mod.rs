@@ -19,6 +19,7 @@
 //! `dir/` marker. Names starting with `.nfsgw-tmp.` are this gateway's own and never
 //! listed. Writes are staged (`stage.rs`) and uploaded on `sync`.
 
+mod chunk;
 mod copy;
 mod failover;
 mod handlekey;
