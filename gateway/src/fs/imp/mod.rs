@@ -1073,12 +1073,13 @@ impl Inner {
     /// retryable may have lost staged data (a local file system drops the pages
     /// whose write-back failed and reports it once): the write verifier moves on. A
     /// retryable one (the s3 backend's store trouble) keeps the data staged for the
-    /// next COMMIT, so the verifier stays.
+    /// next COMMIT, so the verifier stays. A loss the backend reported (`Lost`) has
+    /// moved it already (`Backend::lost_writes`).
     fn synced(&self, key: &str, synced: &Result<(), BackendError>) {
         self.end_sync(key, synced.is_ok());
         if synced
             .as_ref()
-            .is_err_and(|e| !matches!(e, BackendError::Retryable(_)))
+            .is_err_and(|e| !matches!(e, BackendError::Retryable(_) | BackendError::Lost(_)))
         {
             self.reset_write_verifier();
         }
