@@ -56,6 +56,11 @@ pub enum BackendError {
     Retryable(String),
     /// Will not succeed on retry: NFS3ERR_IO.
     Permanent(String),
+    /// Staged, uncommitted writes the store lost (s3: a multipart upload aborted
+    /// behind the gateway). The backend has dropped them and moved `lost_writes` on,
+    /// which moves the write verifier: a COMMIT answers OK with it and clients resend
+    /// (RFC 1813 §3.3.21); anything else answers NFS3ERR_JUKEBOX and is retried.
+    Lost(String),
 }
 
 impl std::fmt::Display for BackendError {
@@ -68,6 +73,7 @@ impl std::fmt::Display for BackendError {
             BackendError::TooLarge => f.write_str("file too large for the backend"),
             BackendError::Retryable(s) => write!(f, "temporary backend failure: {s}"),
             BackendError::Permanent(s) => write!(f, "backend failure: {s}"),
+            BackendError::Lost(s) => write!(f, "uncommitted writes lost by the store: {s}"),
         }
     }
 }
@@ -96,6 +102,13 @@ pub trait Backend: Send + Sync {
     /// refused (NOSPC) instead of failing half-way.
     fn max_file_size(&self) -> u64 {
         i64::MAX as u64
+    }
+
+    /// How many times this backend dropped staged, uncommitted writes its store lost
+    /// (`BackendError::Lost`). Part of the write verifier, so each loss moves it on
+    /// whichever path found it (a COMMIT, the idle flusher, a rename).
+    fn lost_writes(&self) -> u64 {
+        0
     }
 
     /// Reads from `offset` into `dst`; returns bytes read (short at end of object).

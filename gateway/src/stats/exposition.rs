@@ -90,6 +90,17 @@ pub fn render(src: &Source, out: &mut String) {
         "nfsgw_s3_endpoint_failovers_total {}",
         crate::backend::s3::endpoint_failovers()
     );
+    header(
+        out,
+        "nfsgw_s3_uploads_lost_total",
+        "counter",
+        "Multipart uploads the store lost (NoSuchUpload) with uncommitted writes: dropped, write verifier changed, clients resend.",
+    );
+    let _ = writeln!(
+        out,
+        "nfsgw_s3_uploads_lost_total {}",
+        crate::backend::s3::uploads_lost()
+    );
     per_reactor(
         out,
         src,

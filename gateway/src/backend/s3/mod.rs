@@ -19,6 +19,7 @@
 //! `dir/` marker. Names starting with `.nfsgw-tmp.` are this gateway's own and never
 //! listed. Writes are staged (`stage.rs`) and uploaded on `sync`.
 
+mod chunk;
 mod copy;
 mod failover;
 mod handlekey;
@@ -42,6 +43,7 @@ use object_store::path::Path as OsPath;
 use object_store::{BackoffConfig, ClientOptions, GetOptions, GetRange, ObjectStore, RetryConfig};
 use readahead::{Block, ReadAhead};
 use rest::Rest;
+pub use stage::uploads_lost;
 use stage::{Store, WriteBack};
 use std::future::Future;
 use std::sync::Arc;
@@ -621,7 +623,8 @@ impl S3Backend {
                 // staged; COMMIT and the next pass retry), never the idle flusher.
                 let _ = crate::supervise::request("s3: idle flush pass", || {
                     for k in wb.idle_keys() {
-                        if let Err(e) = wb.sync(&k) {
+                        // A lost upload is logged by the stage and shows in the verifier.
+                        if let Err(e) = wb.settle(&k) {
                             tracing::warn!(key = k, error = %e, "s3: idle upload failed; will retry");
                         }
                     }
@@ -693,6 +696,10 @@ impl Backend for S3Backend {
 
     fn max_file_size(&self) -> u64 {
         self.wb.max_object()
+    }
+
+    fn lost_writes(&self) -> u64 {
+        self.wb.lost()
     }
 
     fn identity(&self) -> String {
@@ -865,7 +872,7 @@ impl Backend for S3Backend {
     fn copy(&self, from: &str, to: &str) -> BResult<()> {
         check_key(from)?;
         check_key(to)?;
-        self.wb.sync(from)?;
+        self.wb.settle(from)?;
         self.core.ra.invalidate(to);
         let size = head(&self.core, from)?.size;
         self.copy_object(from, to, None, size)?;
@@ -900,7 +907,7 @@ impl Backend for S3Backend {
             return Ok(());
         }
         // Streaming stages fixed their metadata at open: upload first, then replace.
-        self.wb.sync(key)?;
+        self.wb.settle(key)?;
         let size = head(&self.core, key)?.size;
         self.core.ra.invalidate(key);
         self.copy_object(key, key, Some(meta), size)
@@ -1036,11 +1043,12 @@ impl RandomWrite for S3Backend {
         self.wb.set_size(key, size)
     }
 
+    /// `Err(Lost)` when the store lost the stage's upload: see `stage.rs`.
     fn sync(&self, key: &str) -> BResult<()> {
         check_key(key)?;
-        self.wb.sync(key)?;
+        let r = self.wb.sync(key);
         self.core.ra.invalidate(key);
-        Ok(())
+        r
     }
 }
 

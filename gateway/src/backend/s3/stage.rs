@@ -21,15 +21,32 @@
 //! - A failed part upload keeps its bytes and is retried by the next sync, which
 //!   reports the failure (JUKEBOX) until it succeeds; nothing is dropped before the
 //!   store has it.
+//! - Unless the store lost it: a streaming upload that is gone (NoSuchUpload on a part
+//!   or on Complete, not a lost Complete answer: a lifecycle rule or another client
+//!   aborted it) took the parts' bytes with it, and they are no longer in memory. The
+//!   stage is then dropped whole, as a restart would drop it, and `lost` moves on: it
+//!   is part of the write verifier, so clients resend every WRITE not yet committed
+//!   (RFC 1813 §3.3.7/§3.3.21, RFC 8881 §18.32.3) into a fresh stage and a fresh
+//!   upload. Nothing refers to the dead upload id again (see `lose`).
 
 use super::super::{BResult, BackendError, ObjectMeta, UserMeta};
+pub(super) use super::chunk::Spill;
+use super::chunk::{Chunk, Data};
 use bytes::Bytes;
 use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 pub(super) const CHUNK: u64 = 1 << 20;
+
+/// Process-wide count of stages dropped because the store lost their upload
+/// (`nfsgw_s3_uploads_lost_total`).
+static UPLOADS_LOST: AtomicU64 = AtomicU64::new(0);
+
+pub fn uploads_lost() -> u64 {
+    UPLOADS_LOST.load(Ordering::Relaxed)
+}
 /// S3 limits: at most 10,000 parts per upload and 5 TiB per object.
 const MAX_PARTS: u64 = 10_000;
 const S3_MAX_OBJECT: u64 = 5 << 40;
@@ -45,130 +62,6 @@ pub(super) trait Store: Send + Sync {
     fn mp_part(&self, key: &str, id: &str, idx: usize, data: Bytes) -> BResult<String>;
     fn mp_complete(&self, key: &str, id: &str, etags: Vec<String>) -> BResult<()>;
     fn mp_abort(&self, key: &str, id: &str);
-}
-
-/// Where chunks go once the memory budget is used up, when a spill directory is
-/// configured: one unlinked file (gone with the process; staged data is UNSTABLE
-/// anyway) holding CHUNK-sized slots.
-pub(super) struct Spill {
-    file: std::fs::File,
-    free: Mutex<Vec<u64>>,
-    slots: AtomicUsize,
-}
-
-impl Spill {
-    /// Creates the spill file in `dir` and unlinks it at once.
-    pub fn open(dir: &std::path::Path) -> std::io::Result<Spill> {
-        std::fs::create_dir_all(dir)?;
-        let path = dir.join(format!("nfsgw-spill-{}.tmp", std::process::id()));
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&path)?;
-        std::fs::remove_file(&path)?;
-        Ok(Spill {
-            file,
-            free: Mutex::new(Vec::new()),
-            slots: AtomicUsize::new(0),
-        })
-    }
-
-    fn alloc(&self) -> u64 {
-        lock(&self.free)
-            .pop()
-            .unwrap_or_else(|| self.slots.fetch_add(1, Ordering::Relaxed) as u64)
-    }
-
-    fn release(&self, slot: u64) {
-        lock(&self.free).push(slot);
-    }
-}
-
-enum Data {
-    Mem(Box<[u8]>),
-    /// A slot of the spill file.
-    Disk(u64),
-}
-
-struct Chunk {
-    data: Data,
-    /// Written byte ranges within the chunk, sorted, disjoint, non-adjacent.
-    written: Vec<(u32, u32)>,
-}
-
-fn io_err(e: std::io::Error) -> BackendError {
-    if e.raw_os_error() == Some(libc::ENOSPC) {
-        BackendError::NoSpace
-    } else {
-        BackendError::Permanent(format!("spill file: {e}"))
-    }
-}
-
-impl Chunk {
-    fn new() -> Chunk {
-        Chunk {
-            data: Data::Mem(vec![0u8; CHUNK as usize].into_boxed_slice()),
-            written: Vec::new(),
-        }
-    }
-
-    fn on_disk(slot: u64) -> Chunk {
-        Chunk {
-            data: Data::Disk(slot),
-            written: Vec::new(),
-        }
-    }
-
-    fn put(&mut self, spill: Option<&Spill>, at: usize, src: &[u8]) -> BResult<()> {
-        use std::os::unix::fs::FileExt;
-        match (&mut self.data, spill) {
-            (Data::Mem(d), _) => d[at..at + src.len()].copy_from_slice(src),
-            (Data::Disk(slot), Some(sp)) => sp
-                .file
-                .write_all_at(src, *slot * CHUNK + at as u64)
-                .map_err(io_err)?,
-            (Data::Disk(_), None) => unreachable!("disk chunks only with a spill file"),
-        }
-        Ok(())
-    }
-
-    fn get(&self, spill: Option<&Spill>, at: usize, dst: &mut [u8]) -> BResult<()> {
-        use std::os::unix::fs::FileExt;
-        match (&self.data, spill) {
-            (Data::Mem(d), _) => dst.copy_from_slice(&d[at..at + dst.len()]),
-            (Data::Disk(slot), Some(sp)) => sp
-                .file
-                .read_exact_at(dst, *slot * CHUNK + at as u64)
-                .map_err(io_err)?,
-            (Data::Disk(_), None) => unreachable!("disk chunks only with a spill file"),
-        }
-        Ok(())
-    }
-
-    fn mark(&mut self, a: u32, b: u32) {
-        let (mut a, mut b) = (a, b);
-        self.written.retain(|&(x, y)| {
-            if y < a || x > b {
-                true
-            } else {
-                a = a.min(x);
-                b = b.max(y);
-                false
-            }
-        });
-        let at = self.written.partition_point(|&(x, _)| x < a);
-        self.written.insert(at, (a, b));
-    }
-
-    /// End of the written run that contains `from` (or `from` if none does).
-    fn run_end(&self, from: u32) -> u32 {
-        self.written
-            .iter()
-            .find(|&&(x, y)| x <= from && from < y)
-            .map_or(from, |&(_, y)| y)
-    }
 }
 
 enum Part {
@@ -207,6 +100,8 @@ pub(super) struct WriteBack {
     budget: usize,
     used: AtomicUsize,
     idle: Duration,
+    /// Stages dropped because the store lost their upload (`Backend::lost_writes`).
+    lost: AtomicU64,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -239,6 +134,7 @@ impl WriteBack {
             budget,
             used: AtomicUsize::new(0),
             idle,
+            lost: AtomicU64::new(0),
         }
     }
 
@@ -322,7 +218,7 @@ impl WriteBack {
             // Overwriting bytes already handed to the store: finish that upload first.
             let (ng, r) = self.sync_locked(key, &cell, g);
             g = ng;
-            r?;
+            settled(r)?;
         }
         if g.is_none() {
             *g = Some(self.open_stage(key)?);
@@ -403,19 +299,30 @@ impl WriteBack {
 
     fn upload_part(&self, key: &str, cell: &Cell, id: &str, idx: usize, bytes: Bytes) {
         let held = bytes.len();
+        if lock(&cell.stage)
+            .as_ref()
+            .is_none_or(|s| s.mp.as_deref() != Some(id))
+        {
+            // An earlier part found the upload gone (`lose`; the stage's release
+            // counted this part's bytes back): never send to a dead upload again.
+            cell.parts_done.notify_all();
+            return;
+        }
         let r = self.store.mp_part(key, id, idx, bytes.clone());
         let mut g = lock(&cell.stage);
-        if let Some(s) = g.as_mut().filter(|s| s.mp.as_deref() == Some(id)) {
-            match r {
-                Ok(etag) => {
-                    s.parts.insert(idx, Part::Done(etag));
-                    s.held -= held;
-                    self.used.fetch_sub(held, Ordering::Relaxed);
-                }
-                Err(e) => {
-                    tracing::warn!(key, part = idx, error = %e, "s3: part upload failed; kept for the next sync");
-                    s.parts.insert(idx, Part::Failed(bytes));
-                }
+        let ours = g.as_ref().is_some_and(|s| s.mp.as_deref() == Some(id));
+        match (r, g.as_mut().filter(|_| ours)) {
+            (_, None) => {}
+            (Ok(etag), Some(s)) => {
+                s.parts.insert(idx, Part::Done(etag));
+                s.held -= held;
+                self.used.fetch_sub(held, Ordering::Relaxed);
+            }
+            // NoSuchUpload: no sync can complete this upload any more.
+            (Err(BackendError::NotFound), Some(_)) => self.lose(key, &mut g, "UploadPart"),
+            (Err(e), Some(s)) => {
+                tracing::warn!(key, part = idx, error = %e, "s3: part upload failed; kept for the next sync");
+                s.parts.insert(idx, Part::Failed(bytes));
             }
         }
         cell.parts_done.notify_all();
@@ -442,7 +349,7 @@ impl WriteBack {
                 "s3: write buffer full, uploading"
             );
             let g = lock(&c.stage);
-            self.sync_locked(&k, &c, g).1?;
+            settled(self.sync_locked(&k, &c, g).1)?;
         }
         Ok(())
     }
@@ -455,7 +362,7 @@ impl WriteBack {
         if g.as_ref().is_some_and(|s| size < s.claimed) {
             let (ng, r) = self.sync_locked(key, &cell, g);
             g = ng;
-            r?;
+            settled(r)?;
         }
         if g.is_none() {
             *g = Some(self.open_stage(key)?);
@@ -510,7 +417,7 @@ impl WriteBack {
         if g.as_ref().is_some_and(|s| offset < s.claimed) {
             let (ng, r) = self.sync_locked(key, &cell, g);
             g = ng;
-            if let Err(e) = r {
+            if let Err(e) = settled(r) {
                 return Some(Err(e));
             }
         }
@@ -549,7 +456,21 @@ impl WriteBack {
         Ok(())
     }
 
+    /// Stages dropped so far because the store lost their upload.
+    pub fn lost(&self) -> u64 {
+        self.lost.load(Ordering::Acquire)
+    }
+
+    /// `sync` for callers that only need the staged bytes out of the way (a rename's
+    /// or a metadata change's copy): staged writes the store lost are already
+    /// dropped and the verifier has moved on, so the object is what the store holds.
+    pub fn settle(&self, key: &str) -> BResult<()> {
+        settled(self.sync(key))
+    }
+
     /// `RandomWrite::sync`: makes every staged write of `key` durable in the store.
+    /// `Err(Lost)` when it found the store had lost the stage's upload (dropped, see
+    /// `lose`); a later sync finds no stage.
     pub fn sync(&self, key: &str) -> BResult<()> {
         let Some(cell) = self.cell(key) else {
             return Ok(());
@@ -585,7 +506,9 @@ impl WriteBack {
         } else {
             self.rewrite(key, s)
         };
-        if r.is_ok() {
+        if let Err(BackendError::Lost(what)) = &r {
+            self.lose(key, &mut g, what);
+        } else if r.is_ok() {
             if let Some(s) = g.take() {
                 self.release_stage(s);
             }
@@ -608,7 +531,10 @@ impl WriteBack {
                 continue;
             };
             let bytes = bytes.clone();
-            let etag = self.store.mp_part(key, &id, idx, bytes.clone())?;
+            let etag = self
+                .store
+                .mp_part(key, &id, idx, bytes.clone())
+                .map_err(gone("UploadPart"))?;
             s.parts.insert(idx, Part::Done(etag));
             s.held -= bytes.len();
             self.used.fetch_sub(bytes.len(), Ordering::Relaxed);
@@ -619,7 +545,10 @@ impl WriteBack {
             let mut buf = vec![0u8; (b - at) as usize];
             self.fill(key, s, at, &mut buf)?;
             let idx = (at / self.part) as usize;
-            let etag = self.store.mp_part(key, &id, idx, Bytes::from(buf))?;
+            let etag = self
+                .store
+                .mp_part(key, &id, idx, Bytes::from(buf))
+                .map_err(gone("UploadPart"))?;
             s.parts.insert(idx, Part::Done(etag));
             s.claimed = b;
             self.drop_chunks_below(s, b);
@@ -633,8 +562,10 @@ impl WriteBack {
                 _ => unreachable!("every part is done before completing"),
             })
             .collect();
-        self.store.mp_complete(key, &id, etags)?;
-        Ok(())
+        // NotFound here is not a lost answer: `Store::mp_complete` accepts that one.
+        self.store
+            .mp_complete(key, &id, etags)
+            .map_err(gone("CompleteMultipartUpload"))
     }
 
     /// Uploads the whole object from stage + base: one PUT up to a part, else a
@@ -659,13 +590,14 @@ impl WriteBack {
                 Ok(e) => etags.push(e),
                 Err(e) => {
                     self.store.mp_abort(key, &id);
-                    return Err(e);
+                    return Err(vanished(e, &id));
                 }
             }
             at = b;
         }
-        self.store.mp_complete(key, &id, etags).inspect_err(|_| {
+        self.store.mp_complete(key, &id, etags).map_err(|e| {
             self.store.mp_abort(key, &id);
+            vanished(e, &id)
         })
     }
 
@@ -718,7 +650,63 @@ impl WriteBack {
     }
 }
 
+/// A sync's outcome for a caller that goes on over whatever is left: a stage the
+/// store lost is gone (`WriteBack::lose`), so the caller continues over the store's
+/// object (a write or truncation then opens a fresh stage, a read reads the store).
+fn settled(r: BResult<()>) -> BResult<()> {
+    match r {
+        Err(BackendError::Lost(_)) => Ok(()),
+        r => r,
+    }
+}
+
+/// Marks a NoSuchUpload of the stage's own streaming upload (`op` failed on it): the
+/// upload and its parts' bytes are gone (`WriteBack::lose`).
+fn gone(op: &'static str) -> impl Fn(BackendError) -> BackendError {
+    move |e| match e {
+        BackendError::NotFound => BackendError::Lost(op.into()),
+        e => e,
+    }
+}
+
+/// NoSuchUpload on an upload a rewrite opened itself: every byte is still staged, so
+/// the next sync redoes it with a new upload (JUKEBOX meanwhile), never STALE.
+fn vanished(e: BackendError, id: &str) -> BackendError {
+    match e {
+        BackendError::NotFound => BackendError::Retryable(format!(
+            "multipart upload {id} vanished; redone by the next sync"
+        )),
+        e => e,
+    }
+}
+
 impl WriteBack {
+    /// The store lost the streaming upload of `key`'s stage (`op` got NoSuchUpload):
+    /// the bytes of its uploaded parts exist nowhere any more, so no sync can make
+    /// the stage whole. Drops it, as a restart would (the file is what the store
+    /// holds), and moves `lost` on *before the cell lock is released*: a WRITE that
+    /// reads the new verifier writes into a fresh stage, one that read the old one
+    /// is resent by its client after the next COMMIT (RFC 1813 §3.3.7). The dead
+    /// upload id goes with the stage: nothing uses it again (no abort either: the
+    /// store has no such upload).
+    fn lose(&self, key: &str, g: &mut MutexGuard<'_, Option<Stage>>, op: &str) {
+        let Some(s) = g.take() else {
+            return;
+        };
+        let upload = s.mp.clone().unwrap_or_default();
+        let size = s.size;
+        self.release_stage(s);
+        self.lost.fetch_add(1, Ordering::AcqRel);
+        UPLOADS_LOST.fetch_add(1, Ordering::Relaxed);
+        tracing::warn!(
+            key,
+            upload,
+            op,
+            size,
+            "s3: the store lost a multipart upload (NoSuchUpload: aborted by a lifecycle rule or another client); uncommitted writes dropped, write verifier changed (clients resend them)"
+        );
+    }
+
     /// Moves [a, b) out of the chunks into one buffer (all of it is written).
     fn take_range(&self, s: &mut Stage, a: u64, b: u64) -> BResult<Bytes> {
         let mut buf = vec![0u8; (b - a) as usize];

@@ -20,6 +20,10 @@ struct Fake {
     next_id: AtomicUsize,
     /// Fail this many part uploads (then succeed).
     fail_parts: AtomicUsize,
+    /// The next this many part uploads find their upload aborted just before them.
+    vanish_parts: AtomicUsize,
+    /// Calls that named an upload the store does not have (NoSuchUpload).
+    no_such_upload: AtomicUsize,
     puts: AtomicUsize,
     parts: AtomicUsize,
     gets: AtomicUsize,
@@ -63,26 +67,26 @@ impl Store for Fake {
         Ok(id)
     }
     fn mp_part(&self, _key: &str, id: &str, idx: usize, data: Bytes) -> BResult<String> {
-        if self
-            .fail_parts
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
-            .is_ok()
-        {
+        if take_one(&self.fail_parts) {
             return Err(BackendError::Retryable("injected 503".into()));
         }
-        self.parts.fetch_add(1, Ordering::Relaxed);
         let mut u = self.uploads.lock().unwrap();
-        let up = u.get_mut(id).ok_or(BackendError::NotFound)?;
+        if take_one(&self.vanish_parts) {
+            u.remove(id);
+        }
+        let Some(up) = u.get_mut(id) else {
+            self.no_such_upload.fetch_add(1, Ordering::Relaxed);
+            return Err(BackendError::NotFound);
+        };
+        self.parts.fetch_add(1, Ordering::Relaxed);
         up.2.insert(idx, data.to_vec());
         Ok(format!("p{idx}"))
     }
     fn mp_complete(&self, key: &str, id: &str, etags: Vec<String>) -> BResult<()> {
-        let (k, meta, parts) = self
-            .uploads
-            .lock()
-            .unwrap()
-            .remove(id)
-            .ok_or(BackendError::NotFound)?;
+        let Some((k, meta, parts)) = self.uploads.lock().unwrap().remove(id) else {
+            self.no_such_upload.fetch_add(1, Ordering::Relaxed);
+            return Err(BackendError::NotFound);
+        };
         assert_eq!(k, key);
         let mut data = Vec::new();
         for (i, e) in etags.iter().enumerate() {
@@ -101,6 +105,19 @@ impl Store for Fake {
     }
     fn mp_abort(&self, _key: &str, id: &str) {
         self.uploads.lock().unwrap().remove(id);
+    }
+}
+
+/// Counts down `n`; true when it was positive.
+fn take_one(n: &AtomicUsize) -> bool {
+    n.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
+        .is_ok()
+}
+
+impl Fake {
+    /// What a lifecycle rule (or AbortMultipartUpload by anyone) does.
+    fn abort_all(&self) {
+        self.uploads.lock().unwrap().clear();
     }
 }
 
@@ -345,4 +362,114 @@ fn past_the_budget_chunks_spill_to_disk_instead_of_uploading_early() {
         );
     }
     assert_eq!(wb.used(), 0);
+}
+
+/// Writes `data` at 0 in 256 KiB WRITEs, as a sequential client does.
+fn write_seq(wb: &WriteBack, key: &str, data: &[u8]) {
+    for (i, c) in data.chunks(256 << 10).enumerate() {
+        wb.write_at(key, (i * (256 << 10)) as u64, c).unwrap();
+    }
+}
+
+#[test]
+fn a_streaming_upload_the_store_lost_drops_the_stage_once_and_never_again() {
+    // Two sizes: the tail's UploadPart meets NoSuchUpload first, or (whole parts
+    // only) the Complete does.
+    for size in [2 * PART + 12345, 2 * PART] {
+        let (f, wb) = setup(64);
+        let data = pattern(0, size);
+        write_seq(&wb, "new", &data);
+        assert_eq!(f.parts.load(Ordering::Relaxed), 2, "two parts streamed");
+        f.abort_all();
+        let r = wb.sync("new");
+        assert!(matches!(r, Err(BackendError::Lost(_))), "{size}: {r:?}");
+        assert_eq!(wb.lost(), 1);
+        assert_eq!(f.no_such_upload.load(Ordering::Relaxed), 1);
+        // Dropped whole: the file is what the store holds, memory is back.
+        assert!(wb.overlay("new").is_none());
+        assert!(wb.read("new", 0, &mut [0u8; 4]).is_none());
+        assert_eq!(wb.used(), 0);
+        // Never wedged: the next sync has nothing to do and names no dead upload.
+        wb.sync("new").unwrap();
+        assert_eq!(f.no_such_upload.load(Ordering::Relaxed), 1);
+        // The client resends (the verifier moved): a fresh upload, byte-exact.
+        write_seq(&wb, "new", &data);
+        wb.sync("new").unwrap();
+        assert_eq!(object(&f, "new"), data);
+        assert_eq!(wb.lost(), 1);
+        assert_eq!(f.no_such_upload.load(Ordering::Relaxed), 1);
+        assert!(f.uploads.lock().unwrap().is_empty());
+    }
+}
+
+#[test]
+fn a_part_upload_meeting_no_such_upload_drops_the_stage_at_once() {
+    let (f, wb) = setup(64);
+    let data = pattern(0, 3 * PART + 77);
+    write_seq(&wb, "new", &data[..PART]);
+    assert_eq!(f.parts.load(Ordering::Relaxed), 1);
+    f.abort_all();
+    // The WRITE that fills part 2 still answers (its client resends it: the
+    // verifier it sees at COMMIT is a new one); the stage is gone at once.
+    write_seq_from(&wb, "new", &data, PART, 2 * PART);
+    assert_eq!(wb.lost(), 1);
+    assert_eq!(f.no_such_upload.load(Ordering::Relaxed), 1);
+    // Later WRITEs go to a fresh stage over the store's (empty) object; the COMMIT
+    // succeeds and nothing names the dead upload again.
+    write_seq_from(&wb, "new", &data, 2 * PART, data.len());
+    wb.sync("new").unwrap();
+    assert_eq!(f.no_such_upload.load(Ordering::Relaxed), 1);
+    // The resent WRITEs make the object whole.
+    write_seq(&wb, "new", &data);
+    wb.sync("new").unwrap();
+    assert_eq!(object(&f, "new"), data);
+    assert_eq!(wb.lost(), 1);
+    assert_eq!(wb.used(), 0);
+}
+
+fn write_seq_from(wb: &WriteBack, key: &str, data: &[u8], from: usize, to: usize) {
+    let mut at = from;
+    while at < to {
+        let n = (256 << 10).min(to - at);
+        wb.write_at(key, at as u64, &data[at..at + n]).unwrap();
+        at += n;
+    }
+}
+
+#[test]
+fn a_rewrite_whose_own_upload_vanished_keeps_everything_and_redoes_it() {
+    // Over a base every byte is still staged or in the object: nothing is lost, the
+    // sync is retried (JUKEBOX), never STALE, and the verifier stays.
+    let (f, wb) = setup(64);
+    let mut want = pattern(0, 2 * PART + 5);
+    f.objects
+        .lock()
+        .unwrap()
+        .insert("big".into(), (want.clone(), UserMeta::new()));
+    wb.write_at("big", 100, b"patch").unwrap();
+    want[100..105].copy_from_slice(b"patch");
+    f.vanish_parts.store(1, Ordering::Relaxed);
+    let r = wb.sync("big");
+    assert!(matches!(r, Err(BackendError::Retryable(_))), "{r:?}");
+    assert_eq!(wb.lost(), 0);
+    assert!(wb.overlay("big").is_some());
+    wb.sync("big").unwrap();
+    assert_eq!(object(&f, "big"), want);
+    assert!(f.uploads.lock().unwrap().is_empty());
+}
+
+#[test]
+fn a_read_or_overwrite_below_a_lost_upload_goes_on_over_the_store() {
+    let (f, wb) = setup(64);
+    let data = pattern(0, PART + 10);
+    write_seq(&wb, "new", &data);
+    f.abort_all();
+    // A read of the streamed range completes the upload first: it finds it gone,
+    // the stage is dropped and the read sees the store's object (empty).
+    assert!(wb.read("new", 0, &mut [0u8; 4]).is_none());
+    assert_eq!(wb.lost(), 1);
+    // An overwrite opens a fresh stage.
+    wb.write_at("new", 0, b"abc").unwrap();
+    wb.sync("new").unwrap();
+    assert_eq!(object(&f, "new"), b"abc");
 }

@@ -302,6 +302,12 @@ impl Inner {
                 tracing::debug!(key, msg, "backend busy");
                 Status::Jukebox
             }
+            // The lost writes are dropped and the verifier moved (`Backend::lost_writes`):
+            // the call itself is retried over what the store holds.
+            BackendError::Lost(msg) => {
+                tracing::debug!(key, msg, "staged writes lost; call retried");
+                Status::Jukebox
+            }
             BackendError::Permanent(msg) => {
                 tracing::warn!(key, msg, "backend error");
                 Status::Io
@@ -606,9 +612,13 @@ impl Inner {
         self.backend.max_file_size().min(MAX_FILE_SIZE)
     }
 
+    /// The run's verifier, moved on by each failed sync and by each loss of staged
+    /// writes the backend reports (`Backend::lost_writes`, counted on whichever path
+    /// found it: a COMMIT, the s3 idle flusher, a rename).
     pub fn write_verifier(&self) -> [u8; 8] {
         self.wverf
             .load(std::sync::atomic::Ordering::Acquire)
+            .wrapping_add(self.backend.lost_writes())
             .to_be_bytes()
     }
 
@@ -780,7 +790,13 @@ impl Inner {
             let rw = self.backend.random_write().ok_or(Status::NotSupp)?;
             if size != m.size {
                 rw.set_size(key, size).map_err(|e| self.nerr(e, key))?;
-                rw.sync(key).map_err(|e| self.nerr(e, key))?;
+                let mut synced = rw.sync(key);
+                if matches!(synced, Err(BackendError::Lost(_))) {
+                    // Staged writes the store lost went with the new size: a SETATTR
+                    // is not resent, so the size is set again over the store's object.
+                    synced = rw.set_size(key, size).and_then(|_| rw.sync(key));
+                }
+                synced.map_err(|e| self.nerr(e, key))?;
                 // The object's own modification time now speaks for mtime and ctime.
                 changed |= user.remove(M_MTIME).is_some();
                 changed |= user.remove(M_CTIME).is_some();
@@ -1019,7 +1035,14 @@ impl Inner {
             return Ok(Stable::Unstable);
         }
         self.begin_sync(key, true);
-        let synced = rw.sync(key);
+        let mut synced = rw.sync(key);
+        if matches!(synced, Err(BackendError::Lost(_))) {
+            // The store lost the staged writes, this one's data with them (the others
+            // are resent by their clients: the verifier moved). A stable WRITE answers
+            // only once its data is durable, so it is written again over what the
+            // store holds, once (RFC 1813 §3.3.7: FILE_SYNC means committed).
+            synced = rw.write_at(key, offset, data).and_then(|_| rw.sync(key));
+        }
         self.synced(key, &synced);
         synced.map_err(|e| self.nerr(e, key))?;
         Ok(Stable::FileSync)
@@ -1033,7 +1056,15 @@ impl Inner {
         if !self.begin_sync(key, false) {
             return Ok(());
         }
-        let synced = rw.sync(key);
+        let synced = match rw.sync(key) {
+            // The store lost staged writes (s3: the multipart upload was aborted behind
+            // us): they are dropped and the write verifier has moved on, so COMMIT
+            // answers OK with the new one and clients resend every WRITE they have not
+            // seen committed (RFC 1813 §3.3.21, RFC 8881 §18.32.3), rather than an
+            // error the application would see as EIO for data it can still resend.
+            Err(BackendError::Lost(_)) => Ok(()),
+            r => r,
+        };
         self.synced(key, &synced);
         synced.map_err(|e| self.nerr(e, key))
     }
@@ -1042,12 +1073,13 @@ impl Inner {
     /// retryable may have lost staged data (a local file system drops the pages
     /// whose write-back failed and reports it once): the write verifier moves on. A
     /// retryable one (the s3 backend's store trouble) keeps the data staged for the
-    /// next COMMIT, so the verifier stays.
+    /// next COMMIT, so the verifier stays. A loss the backend reported (`Lost`) has
+    /// moved it already (`Backend::lost_writes`).
     fn synced(&self, key: &str, synced: &Result<(), BackendError>) {
         self.end_sync(key, synced.is_ok());
         if synced
             .as_ref()
-            .is_err_and(|e| !matches!(e, BackendError::Retryable(_)))
+            .is_err_and(|e| !matches!(e, BackendError::Retryable(_) | BackendError::Lost(_)))
         {
             self.reset_write_verifier();
         }
@@ -1059,7 +1091,8 @@ impl Inner {
         if let Some(rw) = self.backend.random_write() {
             for k in keys {
                 match rw.sync(&k) {
-                    Ok(()) | Err(BackendError::NotFound) => {}
+                    // Lost: dropped and logged by the backend; the verifier moves at the next start.
+                    Ok(()) | Err(BackendError::NotFound) | Err(BackendError::Lost(_)) => {}
                     Err(e) => {
                         lock(&self.dirty).insert(k.clone());
                         if result.is_ok() {

@@ -31,6 +31,14 @@
 //! removed while the gateway was down). The log is this gateway's own, so gateways
 //! sharing a bucket never delete each other's orphans.
 //!
+//! Power loss: a `+key` record is fsynced before the move (and the directory when
+//! the log is created), so no hidden orphan can exist without its record. A `-key`
+//! strike is not: losing one only makes the next start delete an orphan that is
+//! already gone (NotFound, fine), so a CLOSE does not pay for an fsync. A record torn
+//! by the crash (no trailing newline, or not UTF-8) is skipped with a log line, never
+//! taken for a key: a torn `+dir/.nfsgw-orphan.…` could name a user's `di`. Only
+//! keys whose last component is an orphan name are ever deleted at start.
+//!
 //! Bounded: an orphan exists only while an open of it does, and opens are capped per
 //! client and in total (`nfs4` limits, `state::opens::Limits`), so a client that opens
 //! and removes many files holds at most its open limit of orphans.
@@ -39,7 +47,7 @@ use super::{lock, Inner, Status};
 use crate::backend::BackendError;
 use crate::fs::{FsResult, OpenFiles};
 use std::collections::HashMap;
-use std::io::{BufRead, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -54,6 +62,9 @@ pub(super) struct Orphans {
     map: Mutex<HashMap<u64, String>>,
     /// `state_dir/orphans.log`, append-only.
     log: PathBuf,
+    /// The log, opened by the first append of this run (creating it, then fsyncing
+    /// its directory); appends serialize on it (orphans are rare).
+    file: Mutex<Option<std::fs::File>>,
 }
 
 impl Orphans {
@@ -62,6 +73,7 @@ impl Orphans {
             opens: OnceLock::new(),
             map: Mutex::new(HashMap::new()),
             log: state_dir.join("orphans.log"),
+            file: Mutex::new(None),
         }
     }
 
@@ -69,34 +81,95 @@ impl Orphans {
         self.opens.get().is_some_and(|o| o.is_open(fileid))
     }
 
-    /// Appends one record (`+key` or `-key`). Written with one write(2): it survives a
-    /// process kill; a machine crash may lose it (an orphan left until deleted by hand).
+    /// Appends one record (`+key` or `-key`) with one write(2), so a process kill
+    /// never tears it. A `+` record is fsynced before returning: the caller moves the
+    /// file aside only once the record would survive a power loss (module doc).
     fn append(&self, sign: char, key: &str) -> std::io::Result<()> {
-        let mut f = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&self.log)?;
-        f.write_all(format!("{sign}{key}\n").as_bytes())
+        let mut g = lock(&self.file);
+        if g.is_none() {
+            let f = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&self.log)?;
+            // The log's name must be durable too (it may have just been created).
+            sync_dir(&self.log)?;
+            *g = Some(f);
+        }
+        let f = g.as_mut().expect("opened above");
+        f.write_all(format!("{sign}{key}\n").as_bytes())?;
+        if sign == '+' {
+            f.sync_data()?;
+        }
+        Ok(())
     }
 
     /// Keys the log lists as orphaned and not yet deleted.
     fn pending(&self) -> std::io::Result<Vec<String>> {
-        let f = match std::fs::File::open(&self.log) {
-            Ok(f) => f,
+        let bytes = match std::fs::read(&self.log) {
+            Ok(b) => b,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
             Err(e) => return Err(e),
         };
-        let mut live: Vec<String> = Vec::new();
-        for line in std::io::BufReader::new(f).lines() {
-            let line = line?;
-            if let Some(k) = line.strip_prefix('+') {
-                live.push(k.to_string());
-            } else if let Some(k) = line.strip_prefix('-') {
-                live.retain(|x| x != k);
-            }
-        }
-        Ok(live)
+        Ok(parse_log(&self.log, &bytes))
     }
+
+    /// Replaces the log with `+key` records for `keys`, durably: a crash leaves the
+    /// old log or the new one, never a truncated one (temporary file, fsync, rename,
+    /// fsync of the directory). The next append opens the new file.
+    fn rewrite(&self, keys: &[String]) -> std::io::Result<()> {
+        let body: String = keys.iter().map(|k| format!("+{k}\n")).collect();
+        let tmp = self.log.with_extension("log.tmp");
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(body.as_bytes())?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, &self.log)?;
+        sync_dir(&self.log)?;
+        *lock(&self.file) = None;
+        Ok(())
+    }
+}
+
+/// fsyncs the directory holding `path` (its entries: a created or renamed name).
+fn sync_dir(path: &Path) -> std::io::Result<()> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    std::fs::File::open(dir)?.sync_all()
+}
+
+/// The orphans a log lists and does not strike. Complete records only: a last line
+/// without its newline (torn by a crash), a line that is not UTF-8, a record that is
+/// neither `+` nor `-`, and a key that is not an orphan name are skipped, each with
+/// a log line (`log` names the file in it).
+pub(super) fn parse_log(log: &Path, bytes: &[u8]) -> Vec<String> {
+    let mut live: Vec<String> = Vec::new();
+    let mut lines: Vec<&[u8]> = bytes.split(|&b| b == b'\n').collect();
+    // After the last newline: empty, or a record whose write the crash cut short.
+    if let Some(tail) = lines.pop().filter(|t| !t.is_empty()) {
+        tracing::warn!(
+            log = %log.display(),
+            record = %String::from_utf8_lossy(tail),
+            "orphans.log: torn last record (no newline) skipped"
+        );
+    }
+    for (n, line) in lines.into_iter().enumerate() {
+        let rec = std::str::from_utf8(line).ok().and_then(|l| {
+            let (sign, key) = (l.chars().next()?, l.get(1..)?);
+            (matches!(sign, '+' | '-') && is_orphan_key(key)).then_some((sign, key))
+        });
+        match rec {
+            Some(('+', k)) => live.push(k.to_string()),
+            Some((_, k)) => live.retain(|x| x != k),
+            None => tracing::warn!(
+                log = %log.display(),
+                line = n + 1,
+                record = %String::from_utf8_lossy(line),
+                "orphans.log: malformed record skipped"
+            ),
+        }
+    }
+    live
 }
 
 /// Whether `key` names an orphan (its last component has the prefix).
@@ -205,8 +278,8 @@ impl Inner {
                 }
             }
         }
-        let body: String = left.iter().map(|k| format!("+{k}\n")).collect();
-        std::fs::write(&self.orphans.log, body)
+        self.orphans
+            .rewrite(&left)
             .with_context(|| format!("writing {}", self.orphans.log.display()))?;
         Ok(())
     }

@@ -604,3 +604,6 @@ mod observe_tests;
 
 #[path = "orphans_tests.rs"]
 mod orphans_tests;
+
+#[path = "dirty_tests.rs"]
+mod dirty_tests;
