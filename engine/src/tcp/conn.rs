@@ -201,6 +201,30 @@ impl Conn {
         self.drain_mark.map(|(t, _)| t)
     }
 
+    /// Rule: a record that gets no reply (a callback's REPLY, a dropped call) is
+    /// acknowledged now (TCP_QUICKACK), not after the delayed-ACK timer (40 ms and up
+    /// on Linux once a connection is interactive): no reply carries the ACK, and a peer
+    /// with Nagle's algorithm on holds its next small call until it comes (RFC 1122
+    /// §4.2.3.4, §4.2.3.2). Best effort: a failure only costs that delay.
+    pub fn ack_now(&self) {
+        use std::os::fd::AsRawFd;
+        let one: libc::c_int = 1;
+        // SAFETY: TCP_QUICKACK reads one c_int from the pointer, which points at `one`
+        // for the given length; the fd is this connection's open socket.
+        let rc = unsafe {
+            libc::setsockopt(
+                self.sock.as_raw_fd(),
+                libc::IPPROTO_TCP,
+                libc::TCP_QUICKACK,
+                (&one as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        if rc != 0 {
+            tracing::debug!("tcp: TCP_QUICKACK failed: {}", io::Error::last_os_error());
+        }
+    }
+
     /// Rule (send-side reclaim's clock, called every sweep): while the queue holds
     /// `RECLAIM_HELD` bytes, the mark moves to `now` whenever the peer has taken
     /// `RECLAIM_PROGRESS` more bytes since it was set; below that, there is no mark.

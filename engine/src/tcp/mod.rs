@@ -992,9 +992,13 @@ impl TcpTransport {
             .map_or(0, |c| c.budget_used())
     }
 
-    /// Answers a delivered record with no reply (e.g. a dropped duplicate).
+    /// Answers a delivered record with no reply (e.g. a dropped duplicate, a
+    /// callback's REPLY); its bytes are acknowledged at once (`Conn::ack_now`).
     pub fn no_reply(&mut self, conn: ConnId) {
         if let Some(slot) = self.slot_of(conn) {
+            if let Some(c) = self.conns[slot].as_ref() {
+                c.ack_now();
+            }
             self.answered(slot);
         }
     }
@@ -1062,6 +1066,9 @@ impl TcpTransport {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod ack_tests;
 
 #[cfg(test)]
 mod pipe_tests;
