@@ -50,6 +50,10 @@ pub struct Nfs4Config {
     /// reclaim (0 = the lease time).
     #[serde(default)]
     pub grace_time_s: u64,
+    /// The longest the grace period runs while reclaims keep arriving, counted from
+    /// the start (0 = twice the grace time, as knfsd).
+    #[serde(default)]
+    pub grace_max_s: u64,
     /// Client records kept (confirmed and unconfirmed).
     #[serde(default = "default_max_clients")]
     pub max_clients: usize,
@@ -100,6 +104,7 @@ impl Default for Nfs4Config {
         Nfs4Config {
             lease_time_s: default_lease_time_s(),
             grace_time_s: 0,
+            grace_max_s: 0,
             max_clients: default_max_clients(),
             max_sessions: default_max_sessions(),
             max_sessions_per_client: default_max_sessions_per_client(),
@@ -121,6 +126,8 @@ impl Nfs4Config {
             } else {
                 std::time::Duration::from_secs(self.grace_time_s)
             },
+            grace_max: (self.grace_max_s != 0)
+                .then(|| std::time::Duration::from_secs(self.grace_max_s)),
             max_clients: self.max_clients,
             max_sessions: self.max_sessions,
             max_sessions_per_client: self.max_sessions_per_client,
@@ -137,6 +144,16 @@ impl Nfs4Config {
         }
         if self.grace_time_s > 3600 {
             return bad("grace_time_s", "must be at most 3600 seconds");
+        }
+        let grace = match self.grace_time_s {
+            0 => self.lease_time_s,
+            g => g,
+        };
+        if self.grace_max_s != 0 && !(grace..=7200).contains(&self.grace_max_s) {
+            return bad(
+                "grace_max_s",
+                "must be 0 (twice the grace time) or from the grace time to 7200 seconds",
+            );
         }
         if !(1..=1_000_000).contains(&self.max_clients) {
             return bad("max_clients", "must be 1..=1000000");

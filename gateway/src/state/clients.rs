@@ -25,6 +25,9 @@ const CB_PATH_DOWN: u32 = 0x1;
 pub struct Limits {
     pub lease: Duration,
     pub grace: Duration,
+    /// The longest the grace period runs while reclaims keep arriving
+    /// (`nfs4.grace_max_s`, see `Clients::in_grace`); None: twice `grace` (knfsd's cap).
+    pub grace_max: Option<Duration>,
     pub max_clients: usize,
     pub max_sessions: usize,
     pub max_sessions_per_client: usize,
@@ -39,11 +42,22 @@ pub struct Limits {
     pub courtesy: Duration,
 }
 
+impl Limits {
+    /// The grace period's hard cap (`grace_max`, default twice `grace`), never
+    /// shorter than `grace`.
+    pub fn grace_max(&self) -> Duration {
+        self.grace_max
+            .unwrap_or(self.grace.saturating_mul(2))
+            .max(self.grace)
+    }
+}
+
 impl Default for Limits {
     fn default() -> Self {
         Limits {
             lease: Duration::from_secs(90),
             grace: Duration::from_secs(90),
+            grace_max: None,
             max_clients: 4096,
             max_sessions: 4096,
             max_sessions_per_client: 16,
@@ -116,6 +130,8 @@ struct Inner {
     last_sweep: Option<Instant>,
     /// Rate limit of the courtesy log lines (`courtesy::LogLimit`).
     log: courtesy::LogLimit,
+    /// Clients with `courtesy` set.
+    courtesy_n: u64,
 }
 
 /// A grace period is extended while reclaims keep arriving, at most this far apart
@@ -148,6 +164,11 @@ pub struct Purged {
     pub gone: Vec<u64>,
     pub courtesy: Vec<u64>,
     pub revived: Vec<u64>,
+    /// Courtesy clients in the table after this call (`nfsgw_nfs4_courtesy_clients`).
+    pub courtesy_clients: Option<u64>,
+    /// Courtesy clients expired because another client's operation conflicted with
+    /// their state (`nfsgw_nfs4_courtesy_expired_total`).
+    pub expired_conflict: u64,
 }
 
 impl Purged {
@@ -210,11 +231,13 @@ impl Clients {
     /// Whether the server is in its grace period (RFC 8881 §8.4.2): from start for
     /// `grace`, ended early once every client of the previous run has sent
     /// RECLAIM_COMPLETE (or none was recorded). Past `grace` it goes on while
-    /// reclaims keep arriving (each within `RECLAIM_GAP` of the last), up to a second
-    /// `grace` in all: clients that came back late, or many clients reclaiming one
-    /// after another, keep their opens and locks instead of losing them to a cut-off
-    /// in the middle of their reclaims (as knfsd does; pynfs REBT3c, REBT5). Once over
-    /// it stays over: state granted after it can never meet a reclaim.
+    /// reclaims keep arriving (each within `RECLAIM_GAP` of the last), up to
+    /// `Limits::grace_max` from the start (default a second `grace`, knfsd's cap):
+    /// clients that came back late, or many clients reclaiming one after another, keep
+    /// their opens and locks instead of losing them to a cut-off in the middle of
+    /// their reclaims (pynfs REBT2c/3c, REBT5). RFC 8881 §8.4.2.1 leaves the length to
+    /// the server. Once over it stays over: state granted after it can never meet a
+    /// reclaim.
     pub fn in_grace(&self) -> bool {
         let elapsed = self.start.elapsed();
         if elapsed < self.limits.grace {
@@ -224,7 +247,7 @@ impl Clients {
             let mut g = self.lock();
             let extended = !g.grace_over
                 && !g.reclaimable.is_empty()
-                && elapsed < self.limits.grace.saturating_mul(2)
+                && elapsed < self.limits.grace_max()
                 && g.last_reclaim.is_some_and(|t| t.elapsed() < RECLAIM_GAP);
             if extended {
                 return true;
@@ -346,6 +369,7 @@ impl Clients {
             purged: Purged::default(),
         };
         let r = f(&mut t);
+        t.purged.courtesy_clients = Some(t.inner.courtesy_n);
         let dirty = t.dirty;
         let purged = std::mem::take(&mut t.purged);
         drop(g);
@@ -539,6 +563,9 @@ impl Table<'_> {
     /// caller after the lock is released (`Purged`).
     pub fn purge(&mut self, id: u64) {
         if let Some(c) = self.inner.clients.remove(&id) {
+            if c.courtesy {
+                self.inner.courtesy_n = self.inner.courtesy_n.saturating_sub(1);
+            }
             for s in &c.sessions {
                 if let Some(s) = self.inner.sessions.remove(s) {
                     self.session_gone(&s);
@@ -679,6 +706,9 @@ impl Table<'_> {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod grace_tests;
 
 #[cfg(test)]
 mod tests {
