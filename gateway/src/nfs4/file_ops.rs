@@ -362,15 +362,7 @@ pub(super) fn setattr(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter) ->
                 _ => return Err(NFS4ERR_INVAL),
             }
             let sid = c.resolve_stateid(&sid)?;
-            let st = c
-                .state
-                .delegations
-                .check_io(c.clientid, &sid, f.node.fileid, true)
-                .unwrap_or_else(|| {
-                    c.state
-                        .opens
-                        .check_io(c.clientid, &sid, f.node.fileid, true)
-                });
+            let st = c.state.check_io(c.clientid, &sid, f.node.fileid, true);
             if st != NFS4_OK {
                 return Err(st);
             }

@@ -32,15 +32,7 @@ pub(super) fn read(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter) -> Op
         let f = cur_file(c, NFS4ERR_ISDIR)?;
         need_reg(f.attr.kind)?;
         let sid = c.resolve_stateid(&sid)?;
-        let st = c
-            .state
-            .delegations
-            .check_io(c.clientid, &sid, f.node.fileid, false)
-            .unwrap_or_else(|| {
-                c.state
-                    .opens
-                    .check_io(c.clientid, &sid, f.node.fileid, false)
-            });
+        let st = c.state.check_io(c.clientid, &sid, f.node.fileid, false);
         if st != NFS4_OK {
             return Err(st);
         }
@@ -98,15 +90,7 @@ pub(super) fn write(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter) -> O
         let f = cur_file(c, NFS4ERR_ISDIR)?;
         need_reg(f.attr.kind)?;
         let sid = c.resolve_stateid(&sid)?;
-        let st = c
-            .state
-            .delegations
-            .check_io(c.clientid, &sid, f.node.fileid, true)
-            .unwrap_or_else(|| {
-                c.state
-                    .opens
-                    .check_io(c.clientid, &sid, f.node.fileid, true)
-            });
+        let st = c.state.check_io(c.clientid, &sid, f.node.fileid, true);
         if st != NFS4_OK {
             return Err(st);
         }

@@ -331,12 +331,20 @@ pub(super) fn exchange_id(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter
         }
         if let Some((id, verf, princ, sessions, seq)) = conf_rec {
             if princ != principal {
-                if sessions || has_state(id) {
+                if (sessions || has_state(id)) && !t.is_lapsed(id) {
                     // Case 3 with state: somebody else's client.
                     return Err(NFS4ERR_CLID_INUSE);
                 }
-                // Case 3 without state: the old record goes now.
-                t.purge(id);
+                if sessions || has_state(id) {
+                    // Case 3 against a courtesy client (lease run out, state kept):
+                    // RFC 8881 §18.35.4 lets the server expire it, and its state
+                    // gives way to any conflict (§8.4.2.1); knfsd expires it too.
+                    // Then as for a new client.
+                    t.expire_for_conflict(id, "EXCHANGE_ID from another principal");
+                } else {
+                    // Case 3 without state: the old record goes now.
+                    t.purge(id);
+                }
             } else if verf == a.verifier {
                 // Case 2: the same client again.
                 if let Some(u) = unconf {

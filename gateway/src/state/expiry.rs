@@ -10,6 +10,11 @@
 //! - LOCK / LOCKT: the conflicting lock (§18.10.4) belongs to a courtesy client; the
 //!   check is retried after each expiry (one conflicting lock is found at a time,
 //!   as knfsd's `lm_lock_expirable` / `lm_expire_lock`).
+//! - READ / WRITE / SETATTR(size) with the anonymous or READ-bypass stateid
+//!   (`State::check_io`): refused (NFS4ERR_LOCKED) by share DENYs of courtesy clients
+//!   only, which are expired; any active holder keeps NFS4ERR_LOCKED.
+//! - EXCHANGE_ID of another principal for a courtesy client's owner
+//!   (`nfs4/session_ops.rs`, §18.35.4 case 3): expired instead of NFS4ERR_CLID_INUSE.
 //! - delegations: `Delegations::break_conflicts` drops a courtesy client's delegation
 //!   instead of recalling it (NFSv4.1 and NFSv3 conflicts alike) and the periodic
 //!   `sweep` expires its client.
@@ -79,6 +84,29 @@ impl State {
         let any = !p.gone.is_empty();
         self.purge(p);
         any
+    }
+
+    /// The stateid check of READ (`write` false), WRITE and SETATTR(size): a delegation
+    /// stateid by `Delegations::check_io`, any other by `Opens::check_io`. An I/O with
+    /// the anonymous or READ-bypass stateid refused (NFS4ERR_LOCKED) only by share
+    /// DENYs of courtesy clients expires them and proceeds (§8.2.3, §9.7; §8.4.2.1:
+    /// their state is kept only "as long as no conflict arises"). Any active client
+    /// among the holders: NFS4ERR_LOCKED, nobody expired.
+    pub fn check_io(&self, clientid: u64, sid: &Stateid, fileid: u64, write: bool) -> u32 {
+        for _ in 0..MAX_ROUNDS {
+            let st = self
+                .delegations
+                .check_io(clientid, sid, fileid, write)
+                .unwrap_or_else(|| self.opens.check_io(clientid, sid, fileid, write));
+            if st != NFS4ERR_LOCKED {
+                return st;
+            }
+            let holders = self.opens.deny_blockers(fileid, write);
+            if !self.expire_if_all_courtesy(&holders, "share reservation conflict with I/O") {
+                return st;
+            }
+        }
+        NFS4ERR_DELAY
     }
 
     /// `Opens::open` where share reservations of courtesy clients give way (§9.7).

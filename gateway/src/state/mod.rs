@@ -50,6 +50,11 @@ impl State {
     /// returning one that lost a delegation meanwhile is expired: `expiry.rs`).
     /// Called after the client table's lock is released.
     pub fn purge(&self, p: clients::Purged) {
+        let stats = self.delegations.stats();
+        if let Some(n) = p.courtesy_clients {
+            stats.set_courtesy_clients(n);
+        }
+        stats.courtesy_expired(p.expired_conflict);
         for id in p.gone {
             self.opens.purge_client(id);
             self.delegations.purge_client(id);

@@ -134,6 +134,12 @@ impl Opens {
         }
     }
 
+    /// The clients whose share reservations on `fileid` deny READ (`write` false) or
+    /// WRITE: those that make `check_io` refuse a special stateid (NFS4ERR_LOCKED).
+    pub fn deny_blockers(&self, fileid: u64, write: bool) -> Vec<u64> {
+        self.t().deny_blockers(fileid, write)
+    }
+
     /// Frees every open and lock of a client (lease expiry, DESTROY_CLIENTID).
     pub fn purge_client(&self, clientid: u64) {
         let idle = {

@@ -78,6 +78,10 @@ pub struct CallbackStats {
     recalls: [[AtomicU64; 4]; 3],
     /// Gauge: delegations granted and not yet returned or revoked.
     delegations: AtomicU64,
+    /// Gauge: NFSv4.1 courtesy clients (lease run out, state kept: RFC 8881 §8.4.2.1).
+    courtesy_clients: AtomicU64,
+    /// Courtesy clients expired because another client's operation conflicted.
+    courtesy_expired: AtomicU64,
 }
 
 impl CallbackStats {
@@ -120,5 +124,24 @@ impl CallbackStats {
 
     pub fn delegations(&self) -> u64 {
         self.delegations.load(Ordering::Relaxed)
+    }
+
+    pub fn set_courtesy_clients(&self, n: u64) {
+        self.courtesy_clients.store(n, Ordering::Relaxed);
+    }
+
+    pub fn courtesy_clients(&self) -> u64 {
+        self.courtesy_clients.load(Ordering::Relaxed)
+    }
+
+    /// `n` more courtesy clients expired for a conflict.
+    pub fn courtesy_expired(&self, n: u64) {
+        if n > 0 {
+            self.courtesy_expired.fetch_add(n, Ordering::Relaxed);
+        }
+    }
+
+    pub fn courtesy_expired_total(&self) -> u64 {
+        self.courtesy_expired.load(Ordering::Relaxed)
     }
 }

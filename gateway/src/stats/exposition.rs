@@ -440,6 +440,24 @@ fn render_callbacks(cb: &super::callbacks::CallbackStats, out: &mut String) {
         "NFSv4.1 delegations currently held by clients.",
     );
     let _ = writeln!(out, "nfsgw_delegations {}", cb.delegations());
+    header(
+        out,
+        "nfsgw_nfs4_courtesy_clients",
+        "gauge",
+        "NFSv4.1 courtesy clients: lease run out, opens, locks and delegations kept until a conflict (nfs4.courtesy_s).",
+    );
+    let _ = writeln!(out, "nfsgw_nfs4_courtesy_clients {}", cb.courtesy_clients());
+    header(
+        out,
+        "nfsgw_nfs4_courtesy_expired_total",
+        "counter",
+        "NFSv4.1 courtesy clients expired because another client's operation conflicted with their state (OPEN, LOCK, I/O with a special stateid, a delegation, EXCHANGE_ID of another principal).",
+    );
+    let _ = writeln!(
+        out,
+        "nfsgw_nfs4_courtesy_expired_total {}",
+        cb.courtesy_expired_total()
+    );
 }
 
 #[cfg(test)]
@@ -541,11 +559,16 @@ mod tests {
         cb.recall(Some(Transport::Rdma), RecallResult::Answered);
         cb.recall(None, RecallResult::Revoked);
         cb.set_delegations(3);
+        cb.set_courtesy_clients(2);
+        cb.courtesy_expired(1);
+        cb.courtesy_expired(0);
         let mut out = String::new();
         render(&src, &mut out);
         check_format(&out);
         let has = |l: &str| assert!(out.contains(&format!("{l}\n")), "{l}");
         has("nfsgw_callbacks_total{transport=\"tcp\",result=\"sent\"} 1");
+        has("nfsgw_nfs4_courtesy_clients 2");
+        has("nfsgw_nfs4_courtesy_expired_total 1");
         has("nfsgw_callbacks_total{transport=\"rdma\",result=\"sent\"} 2");
         has("nfsgw_callbacks_total{transport=\"rdma\",result=\"replied\"} 1");
         has("nfsgw_callbacks_total{transport=\"tcp\",result=\"unmatched\"} 1");

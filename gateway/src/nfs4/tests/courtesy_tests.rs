@@ -147,3 +147,162 @@ fn a_client_renewing_after_its_lease_ran_out_keeps_its_stateids() {
     let (st, _) = on_f(&h, sb, 2, false, open_f(b, b"ob", 2, 0));
     assert_eq!(st, NFS4ERR_SHARE_DENIED);
 }
+
+/// READ (`write` false: 4 bytes at 0) or WRITE (4 bytes "data" at 0, FILE_SYNC) of "f"
+/// with a special stateid.
+fn io_f(sid: Stateid, write: bool) -> Op {
+    Box::new(move |w| {
+        if write {
+            w.u32(OP_WRITE)?;
+            sid.encode(w)?;
+            w.u64(0)?;
+            w.u32(2)?;
+            w.opaque_var(b"data")
+        } else {
+            w.u32(OP_READ)?;
+            sid.encode(w)?;
+            w.u64(0)?;
+            w.u32(4)
+        }
+    })
+}
+
+/// SEQUENCE + PUTROOTFH + LOOKUP f + READ/WRITE with a special stateid: the status.
+fn special_io(h: &H, sid: [u8; 16], seq: u32, stateid: Stateid, write: bool) -> u32 {
+    let ops = [
+        sequence(sid, seq, 0),
+        op0(OP_PUTROOTFH),
+        named(OP_LOOKUP, b"f"),
+        io_f(stateid, write),
+    ];
+    call(h, &ops).0
+}
+
+fn courtesy_gauge(h: &H) -> u64 {
+    h.state.delegations.stats().courtesy_clients()
+}
+
+fn expired_for_conflict(h: &H) -> u64 {
+    h.state.delegations.stats().courtesy_expired_total()
+}
+
+/// RFC 8881 §8.2.3/§9.7 with §8.4.2.1: a READ with the anonymous stateid and a WRITE
+/// with the READ-bypass stateid meet a share DENY (NFS4ERR_LOCKED) while its holder's
+/// lease runs; once the holder is a courtesy client it is expired and the I/O
+/// proceeds. The gauge and the conflict counter say so.
+#[test]
+fn io_with_a_special_stateid_expires_a_courtesy_client_denying_it() {
+    let h = courteous();
+    let (a, sa) = ready(&h, b"courtesy-a");
+    let (_, sb) = ready(&h, b"courtesy-b");
+    // a opens "f" for both, denying both.
+    let (st, _) = on_f(&h, sa, 2, false, open_f(a, b"oa", 3, 3));
+    assert_eq!(st, NFS4_OK);
+    assert_eq!(
+        special_io(&h, sb, 2, Stateid::ANONYMOUS, false),
+        NFS4ERR_LOCKED,
+        "a's DENY_READ holds while its lease runs"
+    );
+    assert_eq!(
+        special_io(&h, sb, 3, Stateid::BYPASS, true),
+        NFS4ERR_LOCKED,
+        "the bypass stateid does not bypass DENY_WRITE"
+    );
+    // b renews, a does not: a becomes a courtesy client.
+    std::thread::sleep(LEASE * 2 / 3);
+    assert_eq!(call(&h, &[sequence(sb, 4, 0)]).0, NFS4_OK);
+    std::thread::sleep(LEASE / 3 + Duration::from_millis(100));
+    h.state.sweep();
+    assert_eq!(courtesy_gauge(&h), 1, "a is a courtesy client");
+    assert_eq!(expired_for_conflict(&h), 0);
+    assert_eq!(
+        special_io(&h, sb, 5, Stateid::BYPASS, true),
+        NFS4_OK,
+        "a's DENY_WRITE gave way"
+    );
+    assert_eq!(special_io(&h, sb, 6, Stateid::ANONYMOUS, false), NFS4_OK);
+    assert_eq!(expired_for_conflict(&h), 1);
+    assert_eq!(courtesy_gauge(&h), 0);
+    assert_eq!(
+        call(&h, &[sequence(sa, 3, 0)]).0,
+        NFS4ERR_BADSESSION,
+        "a was expired for real"
+    );
+}
+
+/// The same I/O with an active client among the DENY holders stays NFS4ERR_LOCKED
+/// and expires nobody: the courtesy holder comes back with its open.
+#[test]
+fn io_denied_by_an_active_client_too_expires_no_courtesy_client() {
+    let h = courteous();
+    let (a, sa) = ready(&h, b"courtesy-a");
+    let (b, sb) = ready(&h, b"courtesy-b");
+    let (_, sc) = ready(&h, b"courtesy-c");
+    // a and b both open "f" for reading, denying writes.
+    assert_eq!(on_f(&h, sa, 2, false, open_f(a, b"oa", 1, 2)).0, NFS4_OK);
+    assert_eq!(on_f(&h, sb, 2, false, open_f(b, b"ob", 1, 2)).0, NFS4_OK);
+    // b and c renew, a does not.
+    std::thread::sleep(LEASE * 2 / 3);
+    assert_eq!(call(&h, &[sequence(sb, 3, 0)]).0, NFS4_OK);
+    assert_eq!(call(&h, &[sequence(sc, 2, 0)]).0, NFS4_OK);
+    std::thread::sleep(LEASE / 3 + Duration::from_millis(100));
+    assert_eq!(
+        special_io(&h, sc, 3, Stateid::ANONYMOUS, true),
+        NFS4ERR_LOCKED,
+        "b (active) denies writes"
+    );
+    assert_eq!(expired_for_conflict(&h), 0);
+    assert_eq!(
+        call(&h, &[sequence(sa, 3, 0)]).0,
+        NFS4_OK,
+        "a kept its state and comes back"
+    );
+}
+
+/// RFC 8881 §18.35.4 case 3: EXCHANGE_ID with a courtesy client's owner from another
+/// principal expires the courtesy client and proceeds as for a new client (was
+/// NFS4ERR_CLID_INUSE); against an active client it stays NFS4ERR_CLID_INUSE.
+#[test]
+fn exchange_id_of_another_principal_expires_a_courtesy_client() {
+    let h = courteous();
+    let (a, sa) = ready(&h, b"courtesy-a");
+    assert_eq!(on_f(&h, sa, 2, false, open_f(a, b"oa", 3, 3)).0, NFS4_OK);
+    let as_uid = |uid: u32, ops: &[Op]| -> (u32, Vec<u8>) {
+        let args = compound_args(b"t", 1, ops);
+        let mut buf = vec![0u8; 1 << 20];
+        let mut c = ctx(&h);
+        c.cred = Cred::Sys(AuthSys::new(uid, uid, &[]));
+        let mut w = XdrWriter::new(&mut buf);
+        assert_eq!(serve(&c, &h.state, 1, &args, &mut w), Outcome::Done);
+        let n = w.position();
+        buf.truncate(n);
+        (XdrReader::new(&buf).u32().unwrap(), buf)
+    };
+    assert_eq!(
+        as_uid(1000, &[exchange_id(b"courtesy-a", 9)]).0,
+        NFS4ERR_CLID_INUSE,
+        "a's lease runs: somebody else's client"
+    );
+    std::thread::sleep(LEASE + Duration::from_millis(100));
+    h.state.sweep();
+    assert_eq!(courtesy_gauge(&h), 1);
+    let (st, rep) = as_uid(1000, &[exchange_id(b"courtesy-a", 9)]);
+    assert_eq!(st, NFS4_OK, "the courtesy client gave way");
+    let mut r = results(&rep);
+    r.skip(8).unwrap();
+    let id = r.u64().unwrap();
+    let seq = r.u32().unwrap();
+    assert_ne!(id, a, "a new client");
+    assert_eq!(r.u32().unwrap() & session_ops::EXCHGID4_FLAG_CONFIRMED_R, 0);
+    assert_eq!(expired_for_conflict(&h), 1);
+    assert_eq!(courtesy_gauge(&h), 0);
+    assert_eq!(
+        as_uid(1000, &[create_session(id, seq)]).0,
+        NFS4_OK,
+        "the new principal's client is confirmed"
+    );
+    assert_eq!(call(&h, &[sequence(sa, 3, 0)]).0, NFS4ERR_BADSESSION);
+    // a's open (DENY both) went with it: anyone may open "f" now.
+    let (b, sb) = ready(&h, b"courtesy-b");
+    assert_eq!(on_f(&h, sb, 2, false, open_f(b, b"ob", 3, 0)).0, NFS4_OK);
+}

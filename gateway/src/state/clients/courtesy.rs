@@ -16,7 +16,9 @@
 //!
 //! A courtesy client is expired for real (purged, its state freed) when
 //! - another client conflicts with its state (`State::open`, `State::lock`,
-//!   `Delegations::break_conflicts`: see `state/expiry.rs`);
+//!   `State::check_io`, `Delegations::break_conflicts`, EXCHANGE_ID of another
+//!   principal for its owner: see `state/expiry.rs`), counted in
+//!   `nfsgw_nfs4_courtesy_expired_total`;
 //! - `Limits::courtesy` passes since the lease ran out (`sweep`);
 //! - the client table is full (`insert`: courtesy clients go first, oldest first).
 //!
@@ -87,6 +89,7 @@ impl Table<'_> {
         c.last_renew = now;
         if c.courtesy {
             c.courtesy = false;
+            self.inner.courtesy_n = self.inner.courtesy_n.saturating_sub(1);
             self.purged.revived.push(id);
             if let Some(dropped) = self.inner.log.allow(now) {
                 tracing::info!(
@@ -117,6 +120,21 @@ impl Table<'_> {
         self.purge(id);
     }
 
+    /// Whether `id` is a confirmed client whose lease ran out (marked by the sweep
+    /// or not yet): its state gives way to any conflict.
+    pub fn is_lapsed(&self, id: u64) -> bool {
+        self.inner.clients.get(&id).is_some_and(|c| self.lapsed(c))
+    }
+
+    /// `expire` because another client's operation conflicts with the client's
+    /// state, counted (`Purged::expired_conflict`).
+    pub fn expire_for_conflict(&mut self, id: u64, why: &'static str) {
+        if self.inner.clients.contains_key(&id) {
+            self.expire(id, why);
+            self.purged.expired_conflict += 1;
+        }
+    }
+
     /// Expires every client whose lease ran out (RFC 8881 §8.3) and that is past its
     /// courtesy time, and unconfirmed records older than a lease (§18.35.4). The other
     /// confirmed ones whose lease ran out become courtesy clients (`Purged::courtesy`).
@@ -141,6 +159,7 @@ impl Table<'_> {
         for id in newly {
             if let Some(c) = self.inner.clients.get_mut(&id) {
                 c.courtesy = true;
+                self.inner.courtesy_n += 1;
             }
             self.purged.courtesy.push(id);
             if let Some(dropped) = self.inner.log.allow(now) {
@@ -243,8 +262,8 @@ impl Clients {
     pub fn expire_courtesy(&self, ids: &[u64], why: &'static str) -> Purged {
         self.with_purge(|t| {
             for &id in ids {
-                if t.inner.clients.get(&id).is_some_and(|c| t.lapsed(c)) {
-                    t.expire(id, why);
+                if t.is_lapsed(id) {
+                    t.expire_for_conflict(id, why);
                 }
             }
         })
@@ -254,6 +273,6 @@ impl Clients {
     /// Expires `id` whatever its lease (its delegation was taken from it as a
     /// courtesy client: it must not come back to a partial state).
     pub fn expire_now(&self, id: u64, why: &'static str) -> Purged {
-        self.with_purge(|t| t.expire(id, why)).1
+        self.with_purge(|t| t.expire_for_conflict(id, why)).1
     }
 }

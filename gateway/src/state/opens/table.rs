@@ -230,6 +230,25 @@ impl Table {
         ids
     }
 
+    /// The clients whose opens of `fileid` deny READ (`write` false) or WRITE: what
+    /// refuses I/O with a special stateid (`check_io`'s NFS4ERR_LOCKED).
+    pub(super) fn deny_blockers(&self, fileid: u64, write: bool) -> Vec<u64> {
+        let denied = if write { DENY_WRITE } else { DENY_READ };
+        let Some(f) = self.files.get(&fileid) else {
+            return Vec::new();
+        };
+        let mut ids: Vec<u64> = f
+            .opens
+            .iter()
+            .filter_map(|o| self.opens.get(o))
+            .filter(|s| s.deny & denied != 0)
+            .map(|s| s.clientid)
+            .collect();
+        ids.sort_unstable();
+        ids.dedup();
+        ids
+    }
+
     pub(super) fn check_io(
         &self,
         clientid: u64,
