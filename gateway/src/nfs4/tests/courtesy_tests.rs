@@ -1,7 +1,8 @@
 //! Courtesy clients through real COMPOUNDs (RFC 8881 §8.4.2.1, `state/expiry.rs`): a
 //! client whose lease ran out keeps its open and lock until another client's OPEN or
 //! LOCK conflicts with them (which then succeeds), and a client that renews after its
-//! lease ran out goes on with the same stateids.
+//! lease ran out goes on with the same stateids. I/O with a special stateid against
+//! its share DENY, and EXCHANGE_ID of another principal for its owner, expire it too.
 
 use super::*;
 use crate::state::stateid::Stateid;
