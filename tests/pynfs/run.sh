@@ -96,13 +96,15 @@ TOML
 # 1 ms), so ~35 s: too close to 40 s. They were written against knfsd's 90 s lease,
 # which gives 180 s. The cap costs nothing when reclaims stop. PYNFS_GRACE sets
 # nfs4.grace_time_s (0: the lease): REBT4c needs ~60 s (1,500 client rounds, 500 of
-# them duplicate reclaims that are no progress), e.g. PYNFS_GRACE=90.
+# them duplicate reclaims that are no progress), e.g. PYNFS_GRACE=90. PYNFS_NFS4: more
+# `key = value` lines for [nfs4] (e.g. "reply_cache_mib = 256").
 cp "$RUN/gateway.toml" "$RUN/gateway-lease.toml"
 printf '[nfs4]\nlease_time_s = %s\n' "${PYNFS_LEASE:-20}" >>"$RUN/gateway-lease.toml"
 if [[ -n "${PYNFS_REBOOT:-}" ]]; then
     printf 'grace_time_s = %s\ngrace_max_s = %s\n' "${PYNFS_GRACE:-0}" \
         "${PYNFS_GRACE_MAX:-120}" >>"$RUN/gateway-lease.toml"
 fi
+[[ -z "${PYNFS_NFS4:-}" ]] || printf '%s\n' "$PYNFS_NFS4" >>"$RUN/gateway-lease.toml"
 if "$GW" --check-config "$RUN/gateway-lease.toml" >/dev/null 2>&1; then
     mv "$RUN/gateway-lease.toml" "$RUN/gateway.toml"
     log "gateway lease time ${PYNFS_LEASE:-20} s"
