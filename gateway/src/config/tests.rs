@@ -164,11 +164,25 @@ fn errors_name_the_key() {
             "state.handle_cache_entries",
         ),
         ("[engine]\nbogus = 1\n[[exports]]\npath=\"/\"", "bogus"),
+        (
+            "[nfs4]\nlease_time_s = 20\ngrace_max_s = 19\n[[exports]]\npath=\"/\"",
+            "nfs4.grace_max_s",
+        ),
     ];
     for (text, key) in cases {
         let e = Config::parse(text).unwrap_err().to_string();
         assert!(e.contains(key), "{text:?}: error {e:?} does not name {key}");
     }
+}
+
+/// `nfs4.grace_max_s`: 0 is twice the grace time (knfsd's cap), else the cap.
+#[test]
+fn grace_max_is_the_cap_or_twice_the_grace_time() {
+    let c = Config::parse("[nfs4]\nlease_time_s = 20\n[[exports]]\npath=\"/\"").unwrap();
+    assert_eq!(c.nfs4.limits().grace_max().as_secs(), 40);
+    let c = Config::parse("[nfs4]\nlease_time_s = 20\ngrace_max_s = 120\n[[exports]]\npath=\"/\"")
+        .unwrap();
+    assert_eq!(c.nfs4.limits().grace_max().as_secs(), 120);
 }
 
 #[test]
