@@ -177,3 +177,88 @@ fn closed_opens_bad_ranges_and_release_lockowner() {
     let mut r = after_seq(&res);
     assert_eq!(expect_op(&mut r, OP_RELEASE_LOCKOWNER), NFS4ERR_NOTSUPP);
 }
+
+/// In NFSv4.1 the seqid arguments of OPEN, CLOSE, LOCK (open_seqid, lock_seqid) and
+/// LOCKU may be any value and the server ignores them: SEQUENCE gives exactly-once
+/// semantics (RFC 8881 §18.16.3, §18.2.3, §18.10.3, §18.12.3).
+#[test]
+fn seqid_arguments_are_ignored() {
+    let gw = Gw41::start("");
+    let mut a = gw.client(b"conf-lock-seqid");
+    let id = a.clientid;
+    let (st, res) = a.seq_run(|o| {
+        o.putrootfh()
+            .raw(|w| {
+                w.u32(OP_OPEN)?;
+                w.u32(0xdead_beef)?; // seqid
+                w.u32(ACCESS_BOTH | WANT_NO_DELEG)?;
+                w.u32(DENY_NONE)?;
+                w.u64(id)?;
+                w.opaque_var(b"o")?;
+                w.u32(1)?; // OPEN4_CREATE
+                w.u32(0)?; // UNCHECKED4
+                w.u32(0)?;
+                w.u32(0)?;
+                w.u32(0)?; // CLAIM_NULL
+                w.opaque_var(b"seqids")
+            })
+            .getfh()
+    });
+    assert_eq!(st, NFS4_OK);
+    let mut r = after_seq(&res);
+    expect_op(&mut r, OP_PUTROOTFH);
+    expect_op(&mut r, OP_OPEN);
+    let s = parse_open_ok(&mut r).stateid;
+    expect_op(&mut r, OP_GETFH);
+    let fh = r.opaque_var(128).unwrap().to_vec();
+    // LOCK by a new lock owner with open_seqid and lock_seqid set.
+    let (_, res) = on_file(&mut a, &fh, |o| {
+        o.raw(|w| {
+            w.u32(OP_LOCK)?;
+            w.u32(WRITE_LT)?;
+            w.bool(false)?;
+            w.u64(0)?;
+            w.u64(10)?;
+            w.bool(true)?;
+            w.u32(77)?; // open_seqid
+            w.opaque_fixed(&s)?;
+            w.u32(99)?; // lock_seqid
+            w.u64(id)?;
+            w.opaque_var(b"L")
+        })
+    });
+    let l = lock_res(&res).unwrap();
+    // LOCK by the existing owner with another lock_seqid; LOCKU with a seqid.
+    let (_, res) = on_file(&mut a, &fh, |o| {
+        o.raw(|w| {
+            w.u32(OP_LOCK)?;
+            w.u32(WRITE_LT)?;
+            w.bool(false)?;
+            w.u64(20)?;
+            w.u64(10)?;
+            w.bool(false)?;
+            w.opaque_fixed(&l)?;
+            w.u32(12345) // lock_seqid
+        })
+    });
+    let l2 = lock_res(&res).unwrap();
+    let (_, res) = on_file(&mut a, &fh, |o| {
+        o.raw(|w| {
+            w.u32(OP_LOCKU)?;
+            w.u32(WRITE_LT)?;
+            w.u32(4242)?; // seqid
+            w.opaque_fixed(&l2)?;
+            w.u64(0)?;
+            w.u64(u64::MAX)
+        })
+    });
+    assert_eq!(third(&res, OP_LOCKU).0, NFS4_OK);
+    let (_, res) = on_file(&mut a, &fh, |o| {
+        o.raw(|w| {
+            w.u32(OP_CLOSE)?;
+            w.u32(31337)?; // seqid
+            w.opaque_fixed(&s)
+        })
+    });
+    assert_eq!(third(&res, OP_CLOSE).0, NFS4_OK);
+}
