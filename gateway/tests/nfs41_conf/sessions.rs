@@ -72,6 +72,23 @@ fn exchange_id_cases() {
     assert_eq!(cs(&mut c, id1, seq1 + 1).0, NFS4ERR_STALE_CLIENTID);
 }
 
+/// §18.35.4 case 4: an EXCHANGE_ID for an owner that has only an unconfirmed record
+/// replaces it: a new client ID, and the old one is gone (CREATE_SESSION on it is
+/// NFS4ERR_STALE_CLIENTID).
+#[test]
+fn exchange_id_replaces_an_unconfirmed_record() {
+    let gw = Gw41::start("");
+    let mut c = Tcp41::connect(gw.addr);
+    let (st, id1, seq1, _) = eid(&mut c, b"conf-eid4", 1);
+    assert_eq!(st, NFS4_OK);
+    let (st, id2, seq2, flags) = eid(&mut c, b"conf-eid4", 2);
+    assert_eq!(st, NFS4_OK);
+    assert_ne!(id2, id1);
+    assert_eq!(flags & EXCHGID4_FLAG_CONFIRMED_R, 0);
+    assert_eq!(cs(&mut c, id1, seq1).0, NFS4ERR_STALE_CLIENTID);
+    assert_eq!(cs(&mut c, id2, seq2).0, NFS4_OK);
+}
+
 /// §18.36.4: csa_sequence equal to the last one is a replay (the same reply, the same
 /// session); anything but that or the next one is NFS4ERR_SEQ_MISORDERED; an unknown
 /// client ID is NFS4ERR_STALE_CLIENTID. §2.10.6.4: only the solo operations may come
