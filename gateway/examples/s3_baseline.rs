@@ -1,4 +1,4 @@
-//! The plain-S3 baselines `docs/performance.md` compares the s3 backend with: a loop of
+//! The plain-S3 baselines `docs/performance-history.md` compares the s3 backend with: a loop of
 //! ranged GETs (one request at a time, like a simple reader) and one multipart upload
 //! (parts sent one after the other), both straight through `object_store`, no NFS.
 //!

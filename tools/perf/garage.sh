@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The s3 backend against a three-node Garage cluster (rf=3, loopback), beside plain
-# object_store calls against the same cluster, in one run (docs/performance.md, "Garage"):
+# object_store calls against the same cluster, in one run (docs/performance-history.md, "Garage"):
 #   1. 1 MiB sequential writes through the gateway (bench seqwrite + COMMIT, wall time)
 #      vs one multipart upload of the same size (8 MiB parts) straight through object_store;
 #   2. cold sequential 1 MiB reads (gateway restarted: empty caches) vs a loop of 4 MiB

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The s3 backend against plain S3 on the same loopback server (moto), side by side in
-# one run (docs/performance.md, "s3 backend"):
+# one run (docs/performance-history.md, "s3 backend"):
 #   1. 1 MiB sequential writes through the gateway (bench seqwrite + COMMIT, wall time)
 #      vs one multipart upload of the same size straight through object_store;
 #   2. cold sequential 1 MiB reads (gateway restarted: empty caches) vs a loop of

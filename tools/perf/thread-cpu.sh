@@ -2,7 +2,7 @@
 # thread-cpu.sh - where a gateway's time goes during one fio run: per thread, CPU time,
 # time spent runnable but waiting for a CPU (run-queue wait), sleeps (voluntary context
 # switches) and preemptions (involuntary ones), from /proc/PID/task/*/schedstat and
-# status before and after the run. Used for "Where the tail goes" in docs/performance.md.
+# status before and after the run. Used for "Where the tail goes" in docs/performance-history.md.
 #
 #   tools/perf/thread-cpu.sh NAME                       default layout, 4 KiB randread QD1
 #   ENGINE=$'cores = [0]\nidle_spin_us = 0' tools/perf/thread-cpu.sh spin0

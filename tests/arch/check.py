@@ -1,0 +1,135 @@
+#!/usr/bin/env python3
+"""The layering rules of docs/architecture.md §2, checked on the source tree.
+
+    python3 tests/arch/check.py            # verdict, one line per rule
+    python3 tests/arch/check.py --list     # also every offending line
+
+Each rule counts the lines that break it. The rules the code keeps today must stay at zero;
+the ones it does not keep yet have a ceiling in tests/arch/ceilings (rule name, count), so a
+change may lower a count but never raise it. A count below its ceiling prints a reminder to
+lower the ceiling, so the ratchet only turns one way.
+
+A line counts when it is code (not a `//` comment) in a non-test source file of the rule's
+scope (files named `*tests*.rs` and `tests/` directories are tests: they may reach across
+layers to check them).
+"""
+import pathlib
+import re
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+GW = ROOT / "gateway" / "src"
+
+
+def sources(*paths):
+    for p in paths:
+        p = ROOT / p
+        files = [p] if p.is_file() else sorted(p.rglob("*.rs"))
+        for f in files:
+            rel = f.relative_to(ROOT).as_posix()
+            if "tests" in f.name or "/tests/" in rel:
+                continue
+            yield f
+
+
+def code_lines(f):
+    for n, line in enumerate(f.read_text().splitlines(), 1):
+        s = line.strip()
+        if s.startswith("//") or not s:
+            continue
+        yield n, line
+
+
+def imports(module):
+    """A path into `module` from elsewhere in the gateway crate."""
+    return re.compile(r"(crate|super)::%s\b|\b%s::" % (module, module))
+
+
+def hits(paths, pattern):
+    out = []
+    for f in sources(*paths):
+        for n, line in code_lines(f):
+            if pattern.search(line):
+                out.append(f"{f.relative_to(ROOT)}:{n}: {line.strip()}")
+    return out
+
+
+def program_numbers():
+    """Definitions (not uses) of the ONC RPC program numbers: one each in the workspace."""
+    pat = re.compile(r"const\s+\w+\s*:\s*u32\s*=\s*(100003|100005|100000)\b")
+    out = []
+    for crate in ("engine", "gateway", "bench", "tools", "wire"):
+        base = ROOT / crate
+        if not base.exists():
+            continue
+        for f in sorted(base.rglob("*.rs")):
+            if "/target/" in f.as_posix():
+                continue
+            for n, line in code_lines(f):
+                if pat.search(line):
+                    out.append(f"{f.relative_to(ROOT)}:{n}: {line.strip()}")
+    # One definition per number is allowed.
+    seen, extra = set(), []
+    for h in out:
+        num = re.search(r"(100003|100005|100000)", h).group(1)
+        if num in seen:
+            extra.append(h)
+        seen.add(num)
+    return extra
+
+
+RULES = {
+    # Front ends and executors stand on the neutral file service, not on NFSv3.
+    "nfs4-imports-nfs3": lambda: hits(["gateway/src/nfs4"], imports("nfs3")),
+    "cache-imports-nfs3": lambda: hits(["gateway/src/cache.rs"], imports("nfs3")),
+    "server-imports-nfs3": lambda: hits(["gateway/src/server"], imports("nfs3")),
+    "uring-imports-nfs3": lambda: hits(["gateway/src/uring"], imports("nfs3")),
+    # NFSv4 state returns domain errors; nfs4 encodes them.
+    "state-imports-nfs4": lambda: hits(["gateway/src/state"], imports("nfs4")),
+    # The two NFS front ends import nothing from each other.
+    "nfs3-imports-nfs4": lambda: hits(["gateway/src/nfs3"], imports("nfs4")),
+    # The engine knows no NFS.
+    "engine-imports-gateway": lambda: hits(["engine/src"], re.compile(r"\bgateway::|\bnfs3\b|\bnfs4\b::")),
+    # One definition of each RPC program number in the workspace.
+    "duplicate-program-numbers": program_numbers,
+}
+
+
+def ceilings():
+    path = pathlib.Path(__file__).with_name("ceilings")
+    out = {}
+    for line in path.read_text().splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line:
+            name, n = line.split()
+            out[name] = int(n)
+    return out
+
+
+def main():
+    listing = "--list" in sys.argv
+    caps = ceilings()
+    unknown = set(caps) - set(RULES)
+    if unknown:
+        print(f"arch: ceilings name unknown rules: {sorted(unknown)}")
+        return 1
+    bad = 0
+    for name, rule in RULES.items():
+        found = rule()
+        cap = caps.get(name, 0)
+        if len(found) > cap:
+            verdict = f"FAIL ({len(found)} > ceiling {cap})"
+            bad += 1
+        elif len(found) < cap:
+            verdict = f"ok, below ceiling {cap}: lower it to {len(found)} in tests/arch/ceilings"
+        else:
+            verdict = "ok" if cap == 0 else f"ok (at ceiling {cap})"
+        print(f"arch: {name:28} {len(found):4}  {verdict}")
+        if listing or len(found) > cap:
+            for h in found:
+                print(f"    {h}")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
