@@ -13,7 +13,7 @@ pub mod session;
 pub mod setup;
 pub mod slots;
 
-use crate::calls::Call;
+use nfs_wire::v3call::Call;
 use engine::rpc::{self, Cred};
 use engine::xdr::{XdrResult, XdrWriter};
 
@@ -320,7 +320,7 @@ pub fn encode_compound(
     ops: &[Op4],
 ) -> anyhow::Result<usize> {
     let mut w = XdrWriter::at(out, 4);
-    rpc::write_call(&mut w, xid, crate::calls::NFS, VERSION, PROC_COMPOUND, cred)?;
+    rpc::write_call(&mut w, xid, nfs_wire::NFS_PROGRAM, VERSION, PROC_COMPOUND, cred)?;
     w.string(b"")?; // tag
     w.u32(MINOR)?;
     w.u32(ops.len() as u32)?;
@@ -333,7 +333,7 @@ pub fn encode_compound(
 /// Encodes the NFSv4 NULL procedure.
 pub fn encode_null(out: &mut [u8], xid: u32, cred: &Cred) -> anyhow::Result<usize> {
     let mut w = XdrWriter::at(out, 4);
-    rpc::write_call(&mut w, xid, crate::calls::NFS, VERSION, 0, cred)?;
+    rpc::write_call(&mut w, xid, nfs_wire::NFS_PROGRAM, VERSION, 0, cred)?;
     Ok(w.position())
 }
 
