@@ -184,3 +184,5 @@ pub(crate) fn put_status(w: &mut XdrWriter, st: u32) -> OpResult {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod skip_prop_tests;
