@@ -3,11 +3,11 @@
 //! [`Transport`]. Calls may be pipelined: `send` returns the xid, `recv` the next reply
 //! in arrival order. The load itself is driven by [`crate::driver`].
 
-use nfs_wire::v3call::{self, Call};
 use crate::jukebox::{Policy, Tries, JUKEBOX};
 use crate::pattern::Pattern;
 use crate::transport::{Target, Transport};
 use engine::rpc::{AuthSys, Cred};
+use nfs_wire::v3call::{self, Call};
 use std::collections::HashMap;
 
 pub struct Conn {

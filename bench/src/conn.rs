@@ -3,7 +3,6 @@
 //! when a queue slot and the transport allow, taking replies in, and failing cleanly
 //! when the transport breaks or the server stops answering.
 
-use nfs_wire::v3call::{self, Call};
 use crate::client::first_xid;
 use crate::driver::{Clock, Plan};
 use crate::jukebox::Tries;
@@ -13,6 +12,7 @@ use crate::pipe::{Pipe, SubmitFail};
 use crate::recorder::{Outcome, Recorder};
 use crate::schedule::Schedule;
 use crate::workload::{Kind, Op};
+use nfs_wire::v3call::{self, Call};
 use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
 

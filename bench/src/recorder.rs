@@ -1,7 +1,6 @@
 //! Judging replies and recording them: a thread's [`Stats`] (whole run and current
 //! second), the written-block set for read-back, and `--verify`'s byte checks.
 
-use nfs_wire::v3call;
 use crate::client::bench_cred;
 use crate::conn::{ConnCore, Followup, Slot};
 use crate::driver::{Clock, Interval, Plan, Report};
@@ -13,6 +12,7 @@ use crate::schedule::{interval_of, latency_ns};
 use crate::stats::Stats;
 use crate::workload::{Kind, Op};
 use engine::rpc::Cred;
+use nfs_wire::v3call;
 use std::sync::mpsc::Sender;
 use std::time::Instant;
 

@@ -20,8 +20,6 @@
 //! Exits 0 once the gateway closes the connection within `--wait-s` (printing how long
 //! that took after the calls were sent), 1 otherwise.
 
-use nfs_wire::nfs3::{FILE_SYNC, NFSPROC3_WRITE};
-use nfs_wire::v3call::{self, Call};
 use crate::client::{bench_cred, Conn};
 use crate::rdma::open_fabric;
 use crate::transport::{Provider, Target};
@@ -31,6 +29,8 @@ use engine::fabric::{
 };
 use engine::rpcrdma::wire::{self, Chunks, Fixed, ReadSegment, Segment};
 use engine::xdr::XdrWriter;
+use nfs_wire::nfs3::{FILE_SYNC, NFSPROC3_WRITE};
+use nfs_wire::v3call::{self, Call};
 use std::time::{Duration, Instant};
 
 #[derive(clap::Args, Debug)]

@@ -103,14 +103,17 @@ fn chunks() -> impl Strategy<Value = Chunks> {
 }
 
 fn msg_fixed() -> impl Strategy<Value = Fixed> {
-    (any::<u32>(), any::<u32>(), prop_oneof![Just(RDMA_MSG), Just(RDMA_NOMSG)]).prop_map(
-        |(xid, credit, proc_)| Fixed {
+    (
+        any::<u32>(),
+        any::<u32>(),
+        prop_oneof![Just(RDMA_MSG), Just(RDMA_NOMSG)],
+    )
+        .prop_map(|(xid, credit, proc_)| Fixed {
             xid,
             vers: VERSION,
             credit,
             proc_,
-        },
-    )
+        })
 }
 
 fn encode(fixed: Fixed, c: &Chunks) -> Vec<u8> {

@@ -209,14 +209,19 @@ fn open_op() -> impl Strategy<Value = Op> {
             match how {
                 Some(m @ (0 | 1)) => w.u32(m).and_then(|()| put_fattr(w, &f))?,
                 Some(2) => w.u32(2).and_then(|()| w.u64(5))?,
-                Some(m) => w.u32(m).and_then(|()| w.u64(5)).and_then(|()| put_fattr(w, &f))?,
+                Some(m) => w
+                    .u32(m)
+                    .and_then(|()| w.u64(5))
+                    .and_then(|()| put_fattr(w, &f))?,
                 None => {}
             }
             w.u32(claim)?;
             match claim {
                 0 | 3 => w.opaque_var(&name),
                 1 => w.u32(1),
-                2 => w.opaque_fixed(&[4; STATEID]).and_then(|()| w.opaque_var(&name)),
+                2 => w
+                    .opaque_fixed(&[4; STATEID])
+                    .and_then(|()| w.opaque_var(&name)),
                 5 => w.opaque_fixed(&[4; STATEID]),
                 _ => Ok(()),
             }
@@ -310,7 +315,11 @@ fn ends_scan(op: u32) -> bool {
 /// Checks what must hold for any input to `scan`.
 fn scan_bounded(args: &[u8]) -> super::scan::Scan {
     let s = scan(args);
-    assert!(s.reply > 0 && s.reply <= MAX_REPLY, "reply bound {}", s.reply);
+    assert!(
+        s.reply > 0 && s.reply <= MAX_REPLY,
+        "reply bound {}",
+        s.reply
+    );
     s
 }
 

@@ -33,7 +33,10 @@ fn every_call_decodes_as_a_call_to_its_program_and_procedure() {
         (h.prog, h.vers, h.proc_),
         (MOUNT_PROGRAM, MOUNT_V3, MOUNTPROC3_MNT)
     );
-    assert_eq!(XdrReader::new(&b[4 + off..]).string(64), Ok(&b"/export"[..]));
+    assert_eq!(
+        XdrReader::new(&b[4 + off..]).string(64),
+        Ok(&b"/export"[..])
+    );
 }
 
 #[test]
@@ -104,8 +107,5 @@ fn lookup_create_mount_and_getattr_replies_parse() {
 fn handles_longer_than_nfs3_fhsize_are_refused() {
     let mut b = vec![0, 0, 0, 0, 0, 0, 0, 65];
     b.extend_from_slice(&[0u8; 68]);
-    assert_eq!(
-        parse_lookup(&b),
-        Err(ReplyError::Xdr(XdrError::TooLong))
-    );
+    assert_eq!(parse_lookup(&b), Err(ReplyError::Xdr(XdrError::TooLong)));
 }
