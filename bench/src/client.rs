@@ -3,11 +3,11 @@
 //! [`Transport`]. Calls may be pipelined: `send` returns the xid, `recv` the next reply
 //! in arrival order. The load itself is driven by [`crate::driver`].
 
-use crate::calls::{self, Call};
 use crate::jukebox::{Policy, Tries, JUKEBOX};
 use crate::pattern::Pattern;
 use crate::transport::{Target, Transport};
 use engine::rpc::{AuthSys, Cred};
+use nfs_wire::v3call::{self, Call};
 use std::collections::HashMap;
 
 pub struct Conn {
@@ -48,7 +48,7 @@ impl Conn {
     /// Sends one call; returns its xid.
     pub fn send(&mut self, call: &Call) -> anyhow::Result<u32> {
         self.xid = self.xid.wrapping_add(1);
-        let n = calls::encode(&mut self.out, self.xid, &self.cred, call)?;
+        let n = v3call::encode(&mut self.out, self.xid, &self.cred, call)?;
         self.t.send(&mut self.out[..n])?;
         Ok(self.xid)
     }
@@ -59,7 +59,7 @@ impl Conn {
         let (xid, rec) = self.t.recv()?;
         let body = match rec {
             Err(e) => Err(anyhow::anyhow!("call {xid}: {e}")),
-            Ok(rec) => calls::results(&rec)
+            Ok(rec) => v3call::results(&rec)
                 .map(|b| b.to_vec())
                 .map_err(|e| anyhow::anyhow!("call {xid}: {e}")),
         };
@@ -67,7 +67,7 @@ impl Conn {
     }
 
     /// Sends one call `enc` encodes into `out[4..]` (given the xid and credential; it
-    /// returns the end, as [`calls::encode`]); returns its xid.
+    /// returns the end, as [`v3call::encode`]); returns its xid.
     pub fn send_with(
         &mut self,
         enc: impl FnOnce(&mut [u8], u32, &Cred) -> anyhow::Result<usize>,
@@ -97,7 +97,7 @@ impl Conn {
             let (rx, body) = self.recv()?;
             anyhow::ensure!(rx == xid, "reply xid {rx} for call {xid}");
             let body = body?;
-            if matches!(call, Call::Null | Call::Mount(_)) || calls::status(&body) != JUKEBOX {
+            if matches!(call, Call::Null | Call::Mount(_)) || v3call::status(&body) != JUKEBOX {
                 return Ok(body);
             }
             self.wait_out(&mut tries, call)?;
@@ -116,27 +116,27 @@ impl Conn {
 
     pub fn mount(&mut self, path: &str) -> anyhow::Result<Vec<u8>> {
         let body = self.call(&Call::Mount(path))?;
-        calls::parse_mount(&body).map_err(|e| anyhow::anyhow!("mounting {path}: {e}"))
+        v3call::parse_mount(&body).map_err(|e| anyhow::anyhow!("mounting {path}: {e}"))
     }
 
     pub fn lookup(&mut self, dir: &[u8], name: &str) -> anyhow::Result<Option<Vec<u8>>> {
         let body = self.call(&Call::Lookup(dir, name))?;
-        calls::parse_lookup(&body).map_err(|e| anyhow::anyhow!("{name}: {e}"))
+        v3call::parse_lookup(&body).map_err(|e| anyhow::anyhow!("{name}: {e}"))
     }
 
     pub fn size(&mut self, fh: &[u8]) -> anyhow::Result<u64> {
-        calls::parse_getattr_size(&self.call(&Call::Getattr(fh))?)
+        Ok(v3call::parse_getattr_size(&self.call(&Call::Getattr(fh))?)?)
     }
 
     /// CREATE UNCHECKED (truncating to zero).
     pub fn create(&mut self, dir: &[u8], name: &str) -> anyhow::Result<Vec<u8>> {
         let body = self.call(&Call::Create(dir, name))?;
-        calls::parse_create(&body).map_err(|e| anyhow::anyhow!("{name}: {e}"))
+        v3call::parse_create(&body).map_err(|e| anyhow::anyhow!("{name}: {e}"))
     }
 
     pub fn commit(&mut self, fh: &[u8]) -> anyhow::Result<()> {
         let body = self.call(&Call::Commit(fh))?;
-        let st = calls::status(&body);
+        let st = v3call::status(&body);
         anyhow::ensure!(st == 0, "COMMIT failed: nfsstat3 {st}");
         Ok(())
     }
@@ -175,7 +175,7 @@ impl Conn {
             let Some((at, mut tries)) = inflight.remove(&xid) else {
                 anyhow::bail!("reply with unknown xid {xid}");
             };
-            match calls::status(&body?) {
+            match v3call::status(&body?) {
                 0 => {}
                 JUKEBOX => {
                     self.wait_out(&mut tries, &Call::Write(fh, at, &[]))?;
@@ -220,12 +220,12 @@ impl Conn {
                 anyhow::bail!("reply with unknown xid {xid}");
             };
             let body = body?;
-            if calls::status(&body) == JUKEBOX {
+            if v3call::status(&body) == JUKEBOX {
                 self.wait_out(&mut tries, &Call::Read(fh, off, len))?;
                 again = Some((off, len, tries));
                 continue;
             }
-            let data = calls::parse_read(&body)?;
+            let data = v3call::parse_read(&body)?;
             match pat.first_mismatch(off, data) {
                 None if data.len() == len as usize => good += len as u64,
                 at => {

@@ -3,7 +3,6 @@
 //! when a queue slot and the transport allow, taking replies in, and failing cleanly
 //! when the transport breaks or the server stops answering.
 
-use crate::calls::{self, Call};
 use crate::client::first_xid;
 use crate::driver::{Clock, Plan};
 use crate::jukebox::Tries;
@@ -13,6 +12,7 @@ use crate::pipe::{Pipe, SubmitFail};
 use crate::recorder::{Outcome, Recorder};
 use crate::schedule::Schedule;
 use crate::workload::{Kind, Op};
+use nfs_wire::v3call::{self, Call};
 use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
@@ -502,7 +502,7 @@ impl V4Enc<'_> {
         call: &Call,
     ) -> anyhow::Result<usize> {
         let (Some(session), Some(v4)) = (self.session, plan.v4.as_ref()) else {
-            return calls::encode(out, xid, cred, call);
+            return Ok(v3call::encode(out, xid, cred, call)?);
         };
         if matches!(call, Call::Null) {
             return nfs4::encode_null(out, xid, cred);

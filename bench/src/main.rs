@@ -16,7 +16,6 @@
 //! over its own RPC-over-RDMA connection to the server (see `bridge`).
 
 mod bridge;
-mod calls;
 mod client;
 mod conn;
 mod driver;

@@ -1,7 +1,6 @@
 //! Judging replies and recording them: a thread's [`Stats`] (whole run and current
 //! second), the written-block set for read-back, and `--verify`'s byte checks.
 
-use crate::calls;
 use crate::client::bench_cred;
 use crate::conn::{ConnCore, Followup, Slot};
 use crate::driver::{Clock, Interval, Plan, Report};
@@ -13,6 +12,7 @@ use crate::schedule::{interval_of, latency_ns};
 use crate::stats::Stats;
 use crate::workload::{Kind, Op};
 use engine::rpc::Cred;
+use nfs_wire::v3call;
 use std::sync::mpsc::Sender;
 use std::time::Instant;
 
@@ -125,10 +125,10 @@ impl<'p> Recorder<'p> {
             return;
         };
         let body =
-            reply.and_then(|rec| calls::results(rec).map_err(|e| format!("call {xid}: {e}")));
+            reply.and_then(|rec| v3call::results(rec).map_err(|e| format!("call {xid}: {e}")));
         let mut o = Outcome::default();
         let later =
-            matches!(&body, Ok(b) if slot.kind != Kind::Null && calls::status(b) == JUKEBOX);
+            matches!(&body, Ok(b) if slot.kind != Kind::Null && v3call::status(b) == JUKEBOX);
         let slot = match later {
             true => match self.resend_later(c, slot, done) {
                 Ok(()) => return,
@@ -149,7 +149,7 @@ impl<'p> Recorder<'p> {
                 self.complain(|| format!("{} failed: {e}", slot.kind.name()));
             }
             Ok(body) => match slot.kind {
-                Kind::Read => match calls::parse_read(body) {
+                Kind::Read => match v3call::parse_read(body) {
                     Ok(data) => {
                         o.bytes = data.len() as u64;
                         if self.plan.verify {
@@ -163,7 +163,7 @@ impl<'p> Recorder<'p> {
                 },
                 Kind::Null => {}
                 k => {
-                    let st = calls::status(body);
+                    let st = v3call::status(body);
                     if st != 0 {
                         o.failed = true;
                         self.complain(|| format!("{} failed: nfsstat3 {st}", k.name()));
@@ -199,7 +199,7 @@ impl<'p> Recorder<'p> {
             return;
         };
         let body =
-            reply.and_then(|rec| calls::results(rec).map_err(|e| format!("call {xid}: {e}")));
+            reply.and_then(|rec| v3call::results(rec).map_err(|e| format!("call {xid}: {e}")));
         let decoded = match (&body, slot.kind) {
             (Err(e), _) => Err(e.clone()),
             (Ok(_), Kind::Null) => Ok(None),

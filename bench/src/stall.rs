@@ -20,7 +20,6 @@
 //! Exits 0 once the gateway closes the connection within `--wait-s` (printing how long
 //! that took after the calls were sent), 1 otherwise.
 
-use crate::calls::{self, Call};
 use crate::client::{bench_cred, Conn};
 use crate::rdma::open_fabric;
 use crate::transport::{Provider, Target};
@@ -30,6 +29,8 @@ use engine::fabric::{
 };
 use engine::rpcrdma::wire::{self, Chunks, Fixed, ReadSegment, Segment};
 use engine::xdr::XdrWriter;
+use nfs_wire::nfs3::{FILE_SYNC, NFSPROC3_WRITE};
+use nfs_wire::v3call::{self, Call};
 use std::time::{Duration, Instant};
 
 #[derive(clap::Args, Debug)]
@@ -108,7 +109,7 @@ fn io_call(
     };
     let mut rpc = vec![0u8; SLOT];
     let end = match kind {
-        Kind::Read => calls::encode(
+        Kind::Read => v3call::encode(
             &mut rpc,
             xid,
             &bench_cred(),
@@ -116,11 +117,12 @@ fn io_call(
         )?,
         _ => {
             let mut w = XdrWriter::at(&mut rpc, 4);
-            engine::rpc::write_call(&mut w, xid, calls::NFS, 3, 7, &bench_cred())?;
+            let (nfs, v3) = (nfs_wire::NFS_PROGRAM, nfs_wire::NFS_V3);
+            engine::rpc::write_call(&mut w, xid, nfs, v3, NFSPROC3_WRITE, &bench_cred())?;
             w.opaque_var(fh)?;
             w.u64(off)?;
             w.u32(MIB as u32)?; // count
-            w.u32(2)?; // FILE_SYNC
+            w.u32(FILE_SYNC)?;
             w.u32(MIB as u32)?; // the data's length; the data is the read chunk
             w.position()
         }

@@ -24,8 +24,7 @@ use engine::rpcrdma::requester::{CallShape, ResultAt};
 use engine::xdr::{padded, XdrReader, XdrResult};
 use std::ops::Range;
 
-pub const NFS_PROGRAM: u32 = 100003;
-pub const MOUNT_PROGRAM: u32 = 100005;
+pub use nfs_wire::{MOUNT_PROGRAM, NFS_PROGRAM};
 
 /// Largest reply of an NFSv3 procedure without a variable-size result: RPC reply header
 /// with a verifier, status and at most two wcc_data / post_op_attr + a handle.

@@ -26,28 +26,30 @@ use std::ops::Range;
 
 /// Operation numbers (RFC 8881 §16.2.1) this module knows the arguments of.
 mod op {
-    pub const CLOSE: u32 = 4;
-    pub const COMMIT: u32 = 5;
-    pub const CREATE: u32 = 6;
-    pub const DELEGRETURN: u32 = 8;
-    pub const GETATTR: u32 = 9;
-    pub const GETFH: u32 = 10;
-    pub const LOOKUP: u32 = 15;
-    pub const OPEN: u32 = 18;
-    pub const PUTFH: u32 = 22;
-    pub const PUTROOTFH: u32 = 24;
-    pub const READ: u32 = 25;
-    pub const READDIR: u32 = 26;
-    pub const READLINK: u32 = 27;
-    pub const REMOVE: u32 = 28;
-    pub const RESTOREFH: u32 = 31;
-    pub const SAVEFH: u32 = 32;
-    pub const WRITE: u32 = 38;
-    pub const CREATE_SESSION: u32 = 43;
-    pub const DESTROY_SESSION: u32 = 44;
-    pub const SEQUENCE: u32 = 53;
-    pub const DESTROY_CLIENTID: u32 = 57;
-    pub const RECLAIM_COMPLETE: u32 = 58;
+    pub use nfs_wire::nfs4::{
+        OP_CLOSE as CLOSE,
+        OP_COMMIT as COMMIT,
+        OP_CREATE as CREATE,
+        OP_DELEGRETURN as DELEGRETURN,
+        OP_GETATTR as GETATTR,
+        OP_GETFH as GETFH,
+        OP_LOOKUP as LOOKUP,
+        OP_OPEN as OPEN,
+        OP_PUTFH as PUTFH,
+        OP_PUTROOTFH as PUTROOTFH,
+        OP_READ as READ,
+        OP_READDIR as READDIR,
+        OP_READLINK as READLINK,
+        OP_REMOVE as REMOVE,
+        OP_RESTOREFH as RESTOREFH,
+        OP_SAVEFH as SAVEFH,
+        OP_WRITE as WRITE,
+        OP_CREATE_SESSION as CREATE_SESSION,
+        OP_DESTROY_SESSION as DESTROY_SESSION,
+        OP_SEQUENCE as SEQUENCE,
+        OP_DESTROY_CLIENTID as DESTROY_CLIENTID,
+        OP_RECLAIM_COMPLETE as RECLAIM_COMPLETE,
+    };
 }
 
 /// RPC reply header (verifier up to the 400 bytes RFC 5531 allows) and the COMPOUND4res

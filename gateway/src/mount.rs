@@ -11,8 +11,7 @@ use crate::nfs3::{access, Ctx, Outcome};
 use engine::xdr::{padded, XdrReader, XdrResult, XdrWriter};
 use std::sync::Mutex;
 
-pub const MOUNT_PROGRAM: u32 = 100005;
-pub const MOUNT_V3: u32 = 3;
+pub use nfs_wire::{MOUNT_PROGRAM, MOUNT_V3};
 
 /// MNTPATHLEN.
 pub const MNT_PATH_LEN: usize = 1024;

@@ -19,8 +19,8 @@ use std::net::{SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicU16, Ordering};
 use std::time::{Duration, Instant};
 
-const NFS: u32 = 100003;
-const MOUNT: u32 = 100005;
+use nfs_wire::{MOUNT_PROGRAM as MOUNT, NFS_PROGRAM as NFS};
+
 static PORT: AtomicU16 = AtomicU16::new(0);
 
 struct Gw {

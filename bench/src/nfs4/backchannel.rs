@@ -16,12 +16,10 @@ use engine::rpc::{self, Accept};
 use engine::xdr::{XdrReader, XdrResult, XdrWriter};
 
 /// The callback program number bench's CREATE_SESSION names (csa_cb_program).
-pub const CB_PROGRAM: u32 = 0x4000_0000;
-const CB_RECALL: u32 = 4;
-const CB_SEQUENCE: u32 = 11;
-/// Highest callback op number RFC 8881 defines (CB_NOTIFY_DEVICEID).
-const CB_LAST_OP: u32 = 14;
-const OP_CB_ILLEGAL: u32 = 10044;
+pub use nfs_wire::nfs4::NFS4_CALLBACK as CB_PROGRAM;
+// Highest callback op number RFC 8881 defines (CB_NOTIFY_DEVICEID).
+use nfs_wire::nfs4::OP_CB_NOTIFY_DEVICEID as CB_LAST_OP;
+use nfs_wire::nfs4::{OP_CB_ILLEGAL, OP_CB_RECALL as CB_RECALL, OP_CB_SEQUENCE as CB_SEQUENCE};
 const NFS4ERR_NOTSUPP: u32 = 10004;
 const NFS4ERR_OP_ILLEGAL: u32 = 10044;
 const NFS4ERR_MINOR_VERS_MISMATCH: u32 = 10021;

@@ -13,36 +13,38 @@ pub mod session;
 pub mod setup;
 pub mod slots;
 
-use crate::calls::Call;
 use engine::rpc::{self, Cred};
 use engine::xdr::{XdrResult, XdrWriter};
+use nfs_wire::v3call::Call;
 
-/// NFSv4 program version (RFC 8881 §16: version 4, procedures NULL 0 and COMPOUND 1).
-pub const VERSION: u32 = 4;
+/// NFSv4 program version (RFC 8881 §16; its procedures NULL and COMPOUND below).
+pub use nfs_wire::NFS_V4 as VERSION;
+use nfs_wire::nfs4::{NFSPROC4_COMPOUND as PROC_COMPOUND, NFSPROC4_NULL};
 pub const MINOR: u32 = 1;
-const PROC_COMPOUND: u32 = 1;
 
 /// Operation numbers (RFC 8881 §16.2.1, nfs_opnum4).
 pub mod op {
-    pub const CLOSE: u32 = 4;
-    pub const COMMIT: u32 = 5;
-    pub const DELEGRETURN: u32 = 8;
-    pub const GETATTR: u32 = 9;
-    pub const GETFH: u32 = 10;
-    pub const LOOKUP: u32 = 15;
-    pub const OPEN: u32 = 18;
-    pub const PUTFH: u32 = 22;
-    pub const PUTROOTFH: u32 = 24;
-    pub const READ: u32 = 25;
-    pub const READDIR: u32 = 26;
-    pub const REMOVE: u32 = 28;
-    pub const WRITE: u32 = 38;
-    pub const EXCHANGE_ID: u32 = 42;
-    pub const CREATE_SESSION: u32 = 43;
-    pub const DESTROY_SESSION: u32 = 44;
-    pub const SEQUENCE: u32 = 53;
-    pub const DESTROY_CLIENTID: u32 = 57;
-    pub const RECLAIM_COMPLETE: u32 = 58;
+    pub use nfs_wire::nfs4::{
+        OP_CLOSE as CLOSE,
+        OP_COMMIT as COMMIT,
+        OP_DELEGRETURN as DELEGRETURN,
+        OP_GETATTR as GETATTR,
+        OP_GETFH as GETFH,
+        OP_LOOKUP as LOOKUP,
+        OP_OPEN as OPEN,
+        OP_PUTFH as PUTFH,
+        OP_PUTROOTFH as PUTROOTFH,
+        OP_READ as READ,
+        OP_READDIR as READDIR,
+        OP_REMOVE as REMOVE,
+        OP_WRITE as WRITE,
+        OP_EXCHANGE_ID as EXCHANGE_ID,
+        OP_CREATE_SESSION as CREATE_SESSION,
+        OP_DESTROY_SESSION as DESTROY_SESSION,
+        OP_SEQUENCE as SEQUENCE,
+        OP_DESTROY_CLIENTID as DESTROY_CLIENTID,
+        OP_RECLAIM_COMPLETE as RECLAIM_COMPLETE,
+    };
 }
 
 /// nfsstat4 values bench reacts to (RFC 8881 §15.1).
@@ -320,7 +322,14 @@ pub fn encode_compound(
     ops: &[Op4],
 ) -> anyhow::Result<usize> {
     let mut w = XdrWriter::at(out, 4);
-    rpc::write_call(&mut w, xid, crate::calls::NFS, VERSION, PROC_COMPOUND, cred)?;
+    rpc::write_call(
+        &mut w,
+        xid,
+        nfs_wire::NFS_PROGRAM,
+        VERSION,
+        PROC_COMPOUND,
+        cred,
+    )?;
     w.string(b"")?; // tag
     w.u32(MINOR)?;
     w.u32(ops.len() as u32)?;
@@ -333,7 +342,7 @@ pub fn encode_compound(
 /// Encodes the NFSv4 NULL procedure.
 pub fn encode_null(out: &mut [u8], xid: u32, cred: &Cred) -> anyhow::Result<usize> {
     let mut w = XdrWriter::at(out, 4);
-    rpc::write_call(&mut w, xid, crate::calls::NFS, VERSION, 0, cred)?;
+    rpc::write_call(&mut w, xid, nfs_wire::NFS_PROGRAM, VERSION, NFSPROC4_NULL, cred)?;
     Ok(w.position())
 }
 

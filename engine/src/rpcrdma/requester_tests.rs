@@ -5,7 +5,7 @@ use crate::rpc::{self, Accept, Cred};
 use crate::rpcrdma::privdata::Thresholds;
 use crate::xdr::XdrReader;
 
-const NFS: u32 = 100003;
+use nfs_wire::NFS_PROGRAM as NFS;
 
 fn hex(s: &str) -> Vec<u8> {
     let s: String = s.split_whitespace().collect();

@@ -13,8 +13,7 @@ use crate::export::Exports;
 use crate::fs::FileModel;
 use engine::xdr::{XdrReader, XdrWriter};
 
-pub const NFS_PROGRAM: u32 = 100003;
-pub const NFS_V3: u32 = 3;
+pub use nfs_wire::{NFS_PROGRAM, NFS_V3};
 
 /// Largest READ/WRITE payload (FSINFO rtmax/wtmax).
 pub const MAX_IO: usize = 1 << 20;

@@ -11,14 +11,11 @@ use crate::state::{BackChannelInfo, State};
 use engine::rpc::{self, Accept, AuthSys, Cred, ReplyStatus};
 use engine::xdr::{XdrError, XdrReader, XdrResult, XdrWriter};
 
-/// The callback program's version (RFC 8881 §20: NFS4_CALLBACK version 1).
-pub const CB_VERSION: u32 = 1;
-pub const CB_NULL: u32 = 0;
-pub const CB_COMPOUND: u32 = 1;
-/// Callback operation numbers (RFC 8881 §20).
-pub const OP_CB_RECALL: u32 = 4;
-pub const OP_CB_SEQUENCE: u32 = 11;
-pub const OP_CB_ILLEGAL: u32 = 10044;
+/// The callback program's version and procedures (RFC 8881 §19) and the callback
+/// operation numbers (RFC 8881 §20), from `nfs_wire::nfs4`.
+pub use nfs_wire::nfs4::{
+    CB_COMPOUND, CB_NULL, NFS_CB as CB_VERSION, OP_CB_ILLEGAL, OP_CB_RECALL, OP_CB_SEQUENCE,
+};
 /// The tag our CB_COMPOUNDs carry (echoed by the client).
 pub const TAG: &[u8] = b"nfsgw";
 /// Largest reply tag / result array we read (hostile clients get a decode error).

@@ -183,4 +183,6 @@ pub(crate) fn put_status(w: &mut XdrWriter, st: u32) -> OpResult {
 }
 
 #[cfg(test)]
+mod skip_prop_tests;
+#[cfg(test)]
 mod tests;

@@ -1,64 +1,15 @@
-//! nfs_opnum4 and nfs_cb_opnum4 (RFC 8881 §16.2 / §20).
+//! nfs_opnum4 and nfs_cb_opnum4 (RFC 8881 §16.2.1 / §19.2.1), defined once in
+//! `nfs_wire::nfs4` and re-exported here for the gateway's `use super::ops::*`.
 
-pub const OP_ACCESS: u32 = 3;
-pub const OP_CLOSE: u32 = 4;
-pub const OP_COMMIT: u32 = 5;
-pub const OP_CREATE: u32 = 6;
-pub const OP_DELEGPURGE: u32 = 7;
-pub const OP_DELEGRETURN: u32 = 8;
-pub const OP_GETATTR: u32 = 9;
-pub const OP_GETFH: u32 = 10;
-pub const OP_LINK: u32 = 11;
-pub const OP_LOCK: u32 = 12;
-pub const OP_LOCKT: u32 = 13;
-pub const OP_LOCKU: u32 = 14;
-pub const OP_LOOKUP: u32 = 15;
-pub const OP_LOOKUPP: u32 = 16;
-pub const OP_NVERIFY: u32 = 17;
-pub const OP_OPEN: u32 = 18;
-pub const OP_OPENATTR: u32 = 19;
-pub const OP_OPEN_CONFIRM: u32 = 20;
-pub const OP_OPEN_DOWNGRADE: u32 = 21;
-pub const OP_PUTFH: u32 = 22;
-pub const OP_PUTPUBFH: u32 = 23;
-pub const OP_PUTROOTFH: u32 = 24;
-pub const OP_READ: u32 = 25;
-pub const OP_READDIR: u32 = 26;
-pub const OP_READLINK: u32 = 27;
-pub const OP_REMOVE: u32 = 28;
-pub const OP_RENAME: u32 = 29;
-pub const OP_RENEW: u32 = 30;
-pub const OP_RESTOREFH: u32 = 31;
-pub const OP_SAVEFH: u32 = 32;
-pub const OP_SECINFO: u32 = 33;
-pub const OP_SETATTR: u32 = 34;
-pub const OP_SETCLIENTID: u32 = 35;
-pub const OP_SETCLIENTID_CONFIRM: u32 = 36;
-pub const OP_VERIFY: u32 = 37;
-pub const OP_WRITE: u32 = 38;
-pub const OP_RELEASE_LOCKOWNER: u32 = 39;
-pub const OP_BACKCHANNEL_CTL: u32 = 40;
-pub const OP_BIND_CONN_TO_SESSION: u32 = 41;
-pub const OP_EXCHANGE_ID: u32 = 42;
-pub const OP_CREATE_SESSION: u32 = 43;
-pub const OP_DESTROY_SESSION: u32 = 44;
-pub const OP_FREE_STATEID: u32 = 45;
-pub const OP_GET_DIR_DELEGATION: u32 = 46;
-pub const OP_GETDEVICEINFO: u32 = 47;
-pub const OP_GETDEVICELIST: u32 = 48;
-pub const OP_LAYOUTCOMMIT: u32 = 49;
-pub const OP_LAYOUTGET: u32 = 50;
-pub const OP_LAYOUTRETURN: u32 = 51;
-pub const OP_SECINFO_NO_NAME: u32 = 52;
-pub const OP_SEQUENCE: u32 = 53;
-pub const OP_SET_SSV: u32 = 54;
-pub const OP_TEST_STATEID: u32 = 55;
-pub const OP_WANT_DELEGATION: u32 = 56;
-pub const OP_DESTROY_CLIENTID: u32 = 57;
-pub const OP_RECLAIM_COMPLETE: u32 = 58;
-pub const OP_ILLEGAL: u32 = 10044;
-
-pub const OP_CB_GETATTR: u32 = 3;
-pub const OP_CB_RECALL: u32 = 4;
-pub const OP_CB_SEQUENCE: u32 = 11;
-pub const OP_CB_ILLEGAL: u32 = 10044;
+pub use nfs_wire::nfs4::{
+    OP_ACCESS, OP_BACKCHANNEL_CTL, OP_BIND_CONN_TO_SESSION, OP_CB_GETATTR, OP_CB_ILLEGAL,
+    OP_CB_RECALL, OP_CB_SEQUENCE, OP_CLOSE, OP_COMMIT, OP_CREATE, OP_CREATE_SESSION, OP_DELEGPURGE,
+    OP_DELEGRETURN, OP_DESTROY_CLIENTID, OP_DESTROY_SESSION, OP_EXCHANGE_ID, OP_FREE_STATEID,
+    OP_GETATTR, OP_GETDEVICEINFO, OP_GETDEVICELIST, OP_GETFH, OP_GET_DIR_DELEGATION, OP_ILLEGAL,
+    OP_LAYOUTCOMMIT, OP_LAYOUTGET, OP_LAYOUTRETURN, OP_LINK, OP_LOCK, OP_LOCKT, OP_LOCKU,
+    OP_LOOKUP, OP_LOOKUPP, OP_NVERIFY, OP_OPEN, OP_OPENATTR, OP_OPEN_CONFIRM, OP_OPEN_DOWNGRADE,
+    OP_PUTFH, OP_PUTPUBFH, OP_PUTROOTFH, OP_READ, OP_READDIR, OP_READLINK, OP_RECLAIM_COMPLETE,
+    OP_RELEASE_LOCKOWNER, OP_REMOVE, OP_RENAME, OP_RENEW, OP_RESTOREFH, OP_SAVEFH, OP_SECINFO,
+    OP_SECINFO_NO_NAME, OP_SEQUENCE, OP_SETATTR, OP_SETCLIENTID, OP_SETCLIENTID_CONFIRM,
+    OP_SET_SSV, OP_TEST_STATEID, OP_VERIFY, OP_WANT_DELEGATION, OP_WRITE,
+};

@@ -43,8 +43,7 @@ pub const MOUNT3_PROCS: [&str; 6] = ["NULL", "MNT", "DUMP", "UMNT", "UMNTALL", "
 pub const SLOTS: usize = NFS3_PROCS.len() + MOUNT3_PROCS.len() + 1;
 const OTHER: u8 = (SLOTS - 1) as u8;
 
-const NFS_PROGRAM: u32 = 100003;
-const MOUNT_PROGRAM: u32 = 100005;
+use nfs_wire::{MOUNT_PROGRAM, NFS_PROGRAM};
 
 /// The transports a call can arrive on (label `transport`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

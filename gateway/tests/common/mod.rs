@@ -19,8 +19,8 @@ use std::net::{SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicU16, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-pub const NFS: u32 = 100003;
-pub const MOUNT: u32 = 100005;
+pub use nfs_wire::{MOUNT_PROGRAM as MOUNT, NFS_PROGRAM as NFS};
+
 static PORT: AtomicU16 = AtomicU16::new(0);
 
 /// Panics on any thread of this test process (the reactor's included), counted by a

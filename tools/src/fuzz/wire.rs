@@ -7,8 +7,8 @@ use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-pub const NFS_PROG: u32 = 100003;
-pub const MOUNT_PROG: u32 = 100005;
+pub use nfs_wire::{MOUNT_PROGRAM as MOUNT_PROG, NFS_PROGRAM as NFS_PROG};
+
 /// Last-fragment bit of a record mark.
 pub const LAST_FRAG: u32 = 0x8000_0000;
 /// Largest reply record the fuzzer accepts (a 1 MiB READ plus headers, with room).

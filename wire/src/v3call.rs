@@ -1,0 +1,255 @@
+//! The workspace's NFSv3 and MOUNT v3 call encoder (RFC 1813 §3.3, §5.2) and the
+//! parts of replies a load generator or test client looks at. Encoding writes into a
+//! caller's buffer through engine's bounds-checked XDR cursor and never allocates;
+//! decoding checks every length against its RFC limit before using it.
+//!
+//! Used by `bench` (its blocking setup connection and load driver).
+
+use crate::mount3::MOUNTPROC3_MNT;
+use crate::nfs3::*;
+use crate::{MOUNT_PROGRAM, MOUNT_V3, NFS_PROGRAM, NFS_V3};
+use engine::rpc::{self, Accept, Cred, ReplyStatus};
+use engine::xdr::{XdrError, XdrReader, XdrResult, XdrWriter};
+
+/// READDIRPLUS sizes: one reply of at most 32 KiB (fits any transport's reply chunk).
+const READDIRPLUS_DIRCOUNT: u32 = 4096;
+const READDIRPLUS_MAXCOUNT: u32 = 32 << 10;
+/// Largest READ data accepted in a reply: a 2 MiB READ (RFC 1813 §3.3.6 leaves the
+/// bound to FSINFO rtmax; no server this talks to offers more).
+const MAX_READ_DATA: usize = 2 << 20;
+/// fattr3 on the wire (RFC 1813 §2.6): 21 words.
+const FATTR3_LEN: usize = 84;
+
+/// One call and its arguments.
+#[derive(Debug, Clone, Copy)]
+pub enum Call<'a> {
+    Null,
+    /// MOUNT v3 MNT of an export path.
+    Mount(&'a str),
+    Getattr(&'a [u8]),
+    Lookup(&'a [u8], &'a str),
+    Read(&'a [u8], u64, u32),
+    /// UNSTABLE write (data is made durable by a later COMMIT).
+    Write(&'a [u8], u64, &'a [u8]),
+    /// CREATE UNCHECKED mode 0644 size 0 (truncates an existing file).
+    Create(&'a [u8], &'a str),
+    Remove(&'a [u8], &'a str),
+    /// READDIRPLUS from the start of the directory (one reply's worth of entries).
+    Readdirplus(&'a [u8]),
+    /// COMMIT of the whole file.
+    Commit(&'a [u8]),
+}
+
+impl Call<'_> {
+    /// The procedure's name, for messages.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Call::Null => "NULL",
+            Call::Mount(_) => "MOUNT",
+            Call::Getattr(_) => "GETATTR",
+            Call::Lookup(..) => "LOOKUP",
+            Call::Read(..) => "READ",
+            Call::Write(..) => "WRITE",
+            Call::Create(..) => "CREATE",
+            Call::Remove(..) => "REMOVE",
+            Call::Readdirplus(_) => "READDIRPLUS",
+            Call::Commit(_) => "COMMIT",
+        }
+    }
+
+    /// Program, version and procedure this call is sent to.
+    pub fn prog_vers_proc(&self) -> (u32, u32, u32) {
+        let nfs = |p| (NFS_PROGRAM, NFS_V3, p);
+        match self {
+            Call::Null => nfs(NFSPROC3_NULL),
+            Call::Mount(_) => (MOUNT_PROGRAM, MOUNT_V3, MOUNTPROC3_MNT),
+            Call::Getattr(_) => nfs(NFSPROC3_GETATTR),
+            Call::Lookup(..) => nfs(NFSPROC3_LOOKUP),
+            Call::Read(..) => nfs(NFSPROC3_READ),
+            Call::Write(..) => nfs(NFSPROC3_WRITE),
+            Call::Create(..) => nfs(NFSPROC3_CREATE),
+            Call::Remove(..) => nfs(NFSPROC3_REMOVE),
+            Call::Readdirplus(_) => nfs(NFSPROC3_READDIRPLUS),
+            Call::Commit(_) => nfs(NFSPROC3_COMMIT),
+        }
+    }
+
+    /// The procedure's arguments (RFC 1813 §3.3.x ARGUMENTS, §5.2.1 for MNT).
+    pub fn args(&self, w: &mut XdrWriter) -> XdrResult<()> {
+        match *self {
+            Call::Null => Ok(()),
+            Call::Mount(path) => w.string(path.as_bytes()),
+            Call::Getattr(fh) => w.opaque_var(fh),
+            Call::Lookup(dir, name) | Call::Remove(dir, name) => {
+                w.opaque_var(dir)?;
+                w.string(name.as_bytes())
+            }
+            Call::Read(fh, off, count) => {
+                w.opaque_var(fh)?;
+                w.u64(off)?;
+                w.u32(count)
+            }
+            Call::Write(fh, off, data) => write_args(w, fh, off, data),
+            Call::Create(dir, name) => create_args(w, dir, name),
+            Call::Readdirplus(dir) => {
+                w.opaque_var(dir)?;
+                w.u64(0)?; // cookie
+                w.opaque_fixed(&[0u8; 8])?; // cookieverf
+                w.u32(READDIRPLUS_DIRCOUNT)?;
+                w.u32(READDIRPLUS_MAXCOUNT)
+            }
+            Call::Commit(fh) => {
+                w.opaque_var(fh)?;
+                w.u64(0)?;
+                w.u32(0)
+            }
+        }
+    }
+}
+
+/// WRITE3args (RFC 1813 §3.3.7), UNSTABLE. `count` is the data's length, which the
+/// caller keeps below 4 GiB (a longer slice is refused, never truncated).
+fn write_args(w: &mut XdrWriter, fh: &[u8], off: u64, data: &[u8]) -> XdrResult<()> {
+    let count = u32::try_from(data.len()).map_err(|_| XdrError::Overflow)?;
+    w.opaque_var(fh)?;
+    w.u64(off)?;
+    w.u32(count)?;
+    w.u32(UNSTABLE)?;
+    w.opaque_var(data)
+}
+
+/// CREATE3args (RFC 1813 §3.3.8): UNCHECKED, sattr3 setting mode 0644 and size 0.
+fn create_args(w: &mut XdrWriter, dir: &[u8], name: &str) -> XdrResult<()> {
+    w.opaque_var(dir)?;
+    w.string(name.as_bytes())?;
+    w.u32(UNCHECKED)?;
+    w.u32(1)?; // set mode
+    w.u32(0o644)?;
+    w.u32(0)?; // uid: don't set
+    w.u32(0)?; // gid: don't set
+    w.u32(1)?; // set size
+    w.u64(0)?;
+    w.u32(0)?; // atime: don't change
+    w.u32(0) // mtime: don't change
+}
+
+/// Encodes `call` into `out[4..]` (the first four bytes are left for a record mark)
+/// and returns the end of the message.
+pub fn encode(out: &mut [u8], xid: u32, cred: &Cred, call: &Call) -> XdrResult<usize> {
+    let (prog, vers, proc_) = call.prog_vers_proc();
+    let mut w = XdrWriter::at(out, 4);
+    rpc::write_call(&mut w, xid, prog, vers, proc_, cred)?;
+    call.args(&mut w)?;
+    Ok(w.position())
+}
+
+/// Why a reply did not yield what its parser looks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReplyError {
+    /// The procedure failed with this nfsstat3 / mountstat3.
+    Status(&'static str, u32),
+    /// The reply does not decode.
+    Xdr(XdrError),
+    /// CREATE succeeded but returned no handle (post_op_fh3 absent).
+    NoHandle,
+}
+
+impl std::fmt::Display for ReplyError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ReplyError::Status("MNT", st) => write!(f, "MNT failed: mountstat3 {st}"),
+            ReplyError::Status(p, st) => write!(f, "{p} failed: nfsstat3 {st}"),
+            ReplyError::Xdr(e) => write!(f, "bad reply: {e}"),
+            ReplyError::NoHandle => f.write_str("CREATE returned no handle"),
+        }
+    }
+}
+
+impl std::error::Error for ReplyError {}
+
+impl From<XdrError> for ReplyError {
+    fn from(e: XdrError) -> Self {
+        ReplyError::Xdr(e)
+    }
+}
+
+/// The procedure results of a whole RPC reply record, or why the call failed at the
+/// RPC level.
+pub fn results(rec: &[u8]) -> Result<&[u8], String> {
+    match rpc::decode_reply(rec) {
+        Err(e) => Err(format!("bad reply: {e}")),
+        Ok((_, st, _)) if st != ReplyStatus::Accepted(Accept::Success) => {
+            Err(format!("rejected: {st:?}"))
+        }
+        Ok((_, _, off)) => Ok(&rec[off..]),
+    }
+}
+
+/// nfsstat3 of a reply body (0 = OK; `u32::MAX` for an empty body).
+pub fn status(body: &[u8]) -> u32 {
+    XdrReader::new(body).u32().unwrap_or(u32::MAX)
+}
+
+/// The status word, `Ok` only for NFS3_OK (MNT3_OK is also 0).
+fn ok(r: &mut XdrReader, proc_: &'static str) -> Result<(), ReplyError> {
+    match r.u32()? {
+        NFS3_OK => Ok(()),
+        st => Err(ReplyError::Status(proc_, st)),
+    }
+}
+
+fn skip_post_op_attr(r: &mut XdrReader) -> XdrResult<()> {
+    if r.bool()? {
+        r.skip(FATTR3_LEN)?;
+    }
+    Ok(())
+}
+
+/// The data of a READ3resok (RFC 1813 §3.3.6).
+pub fn parse_read(body: &[u8]) -> Result<&[u8], ReplyError> {
+    let mut r = XdrReader::new(body);
+    ok(&mut r, "READ")?;
+    skip_post_op_attr(&mut r)?;
+    let _count = r.u32()?;
+    let _eof = r.bool()?;
+    Ok(r.opaque_var(MAX_READ_DATA)?)
+}
+
+/// The file size in a GETATTR3resok (RFC 1813 §3.3.1: fattr3 `size` after type, mode,
+/// nlink, uid, gid).
+pub fn parse_getattr_size(body: &[u8]) -> Result<u64, ReplyError> {
+    let mut r = XdrReader::new(body);
+    ok(&mut r, "GETATTR")?;
+    r.skip(4 * 5)?;
+    Ok(r.u64()?)
+}
+
+/// The handle in a LOOKUP3resok (RFC 1813 §3.3.3); `None` for NFS3ERR_NOENT.
+pub fn parse_lookup(body: &[u8]) -> Result<Option<Vec<u8>>, ReplyError> {
+    let mut r = XdrReader::new(body);
+    match r.u32()? {
+        NFS3_OK => Ok(Some(r.opaque_var(NFS3_FHSIZE)?.to_vec())),
+        NFS3ERR_NOENT => Ok(None),
+        st => Err(ReplyError::Status("LOOKUP", st)),
+    }
+}
+
+/// The handle in a CREATE3resok (RFC 1813 §3.3.8).
+pub fn parse_create(body: &[u8]) -> Result<Vec<u8>, ReplyError> {
+    let mut r = XdrReader::new(body);
+    ok(&mut r, "CREATE")?;
+    if !r.bool()? {
+        return Err(ReplyError::NoHandle);
+    }
+    Ok(r.opaque_var(NFS3_FHSIZE)?.to_vec())
+}
+
+/// The root handle in a mountres3_ok (RFC 1813 §5.2.1).
+pub fn parse_mount(body: &[u8]) -> Result<Vec<u8>, ReplyError> {
+    let mut r = XdrReader::new(body);
+    ok(&mut r, "MNT")?;
+    Ok(r.opaque_var(NFS3_FHSIZE)?.to_vec())
+}
+
+#[cfg(test)]
+mod tests;
