@@ -400,7 +400,7 @@ fn r8881_abandoned_greedy_sessions_do_not_lock_out_new_clients() {
             let id = exchange_from(&h, &from, format!("greedy-{n}").as_bytes());
             let (st, _, slots) = create_from(&h, &from, id, GREEDY);
             assert_eq!(st, NFS4_OK, "attacker {n}");
-            assert!(slots >= 1 && slots <= MAX_SLOTS);
+            assert!((1..=MAX_SLOTS).contains(&slots));
         }
         let fresh = exchange_from(&h, "127.0.2.2:800", b"fresh");
         let (st, sid, slots) = create_from(&h, "127.0.2.2:800", fresh, LINUX);
