@@ -32,7 +32,10 @@ def closed_by_peer(s) -> bool:
 
 def test_connection_flood_is_refused_at_once_with_one_log_line(gw_factory):
     stats_port = free_port()
-    g = gw_factory(tcp={"max_connections": 3}, extra={"stats": {"listen": f"127.0.0.1:{stats_port}"}})
+    # Idle connections give way to newcomers only after tcp.stall_reclaim_ms: kept long
+    # here, so the three kept ones stay and every newcomer is refused.
+    g = gw_factory(tcp={"max_connections": 3, "stall_reclaim_ms": 60000},
+                   extra={"stats": {"listen": f"127.0.0.1:{stats_port}"}})
     time.sleep(0.5)  # the harness's readiness probe is closed and forgotten
     kept = [raw_sock(g) for _ in range(3)]
     time.sleep(0.2)

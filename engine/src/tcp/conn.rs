@@ -190,6 +190,25 @@ impl Conn {
         self.rec.is_some() && !self.complete
     }
 
+    /// Whether nothing is in progress on this connection: no record being received
+    /// (at a record boundary, nothing staged), none being answered, no reply queued
+    /// or reserved. Such a connection may give its slot to a newcomer at
+    /// `max_connections` (`TcpTransport::evict_for`).
+    pub fn is_idle(&self) -> bool {
+        self.dec.at_boundary()
+            && self.pos == self.end
+            && self.rec.is_none()
+            && !self.complete
+            && self.inflight == 0
+            && self.out.is_empty()
+            && self.reserved == 0
+    }
+
+    /// Whether the peer has sent part of a record and not the rest.
+    pub fn mid_record(&self) -> bool {
+        !self.dec.at_boundary()
+    }
+
     /// Whether this connection's queued replies hold enough shared memory, with too
     /// little taken by the peer since `since`, for the send-side reclaim to take back.
     pub fn holds_undrained(&self, since: Instant) -> bool {

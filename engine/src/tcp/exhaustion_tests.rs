@@ -240,11 +240,14 @@ fn connection_flood_beyond_the_limit_is_refused_at_once() {
     let p = gw_pools(16, 1, 1);
     let o = TcpOptions {
         max_connections: 3,
+        stall_reclaim: Duration::from_secs(60),
         ..opts()
     };
     let srv = Server::start(o, p.clone(), echo_reversed(p.clone()));
     let mut kept: Vec<StdStream> = (0..3).map(|_| connect(srv.addr)).collect();
     srv.wait_conns(3);
+    // Connections that sent something within `stall_reclaim` never give way (see
+    // `idle_connections_give_way_to_newcomers_at_the_limit`): all are refused.
     for _ in 0..30 {
         let mut c = connect(srv.addr);
         expect_closed(&mut c);
@@ -256,6 +259,67 @@ fn connection_flood_beyond_the_limit_is_refused_at_once() {
     let st = srv.finish();
     assert_eq!(st.refused, 30);
     assert_eq!(st.accepted, 3);
+    assert_eq!(st.evicted, 0);
+}
+
+/// At `max_connections`, connections that hold their slot without using it give way
+/// (knfsd closes its oldest idle connection): the one silent longest goes, the
+/// newcomer is served; connections used within `stall_reclaim` are kept, so the next
+/// newcomer is refused.
+#[test]
+fn idle_connections_give_way_to_newcomers_at_the_limit() {
+    let p = gw_pools(16, 1, 1);
+    let o = TcpOptions {
+        max_connections: 3,
+        stall_reclaim: Duration::from_millis(1000),
+        ..opts()
+    };
+    let srv = Server::start(o, p.clone(), echo_reversed(p.clone()));
+    let mut oldest = connect(srv.addr);
+    srv.wait_conns(1);
+    let mut busy: Vec<StdStream> = (0..2).map(|_| connect(srv.addr)).collect();
+    srv.wait_conns(3);
+    std::thread::sleep(Duration::from_millis(1200));
+    for (i, b) in busy.iter_mut().enumerate() {
+        round_trip(b, i as u32 * 10, &[10], 1);
+    }
+    let mut fresh = connect(srv.addr);
+    round_trip(&mut fresh, 100, &[10, 2000], 1);
+    expect_closed(&mut oldest);
+    let mut late = connect(srv.addr);
+    expect_closed(&mut late);
+    for (i, b) in busy.iter_mut().enumerate() {
+        round_trip(b, 200 + i as u32 * 10, &[10], 1);
+    }
+    drop((busy, fresh));
+    let st = srv.finish();
+    assert_eq!((st.evicted, st.refused), (1, 1), "{st:?}");
+}
+
+/// A connection stalled in the middle of a record (part of it sent, nothing more
+/// for `stall_reclaim`) gives way before an idle one, even a longer idle one.
+#[test]
+fn a_stalled_partial_record_gives_way_first() {
+    let p = gw_pools(16, 1, 1);
+    let o = TcpOptions {
+        max_connections: 2,
+        stall_reclaim: Duration::from_millis(200),
+        ..opts()
+    };
+    let srv = Server::start(o, p.clone(), echo_reversed(p.clone()));
+    let mut idle = connect(srv.addr);
+    srv.wait_conns(1);
+    let mut stalled = connect(srv.addr);
+    stalled.write_all(&partial_1mib(100)).unwrap();
+    srv.wait_conns(2);
+    std::thread::sleep(Duration::from_millis(300));
+    let mut fresh = connect(srv.addr);
+    round_trip(&mut fresh, 0, &[10], 1);
+    expect_closed(&mut stalled);
+    round_trip(&mut idle, 10, &[10], 1);
+    drop((idle, fresh));
+    let st = srv.finish();
+    assert_eq!((st.evicted, st.refused), (1, 0), "{st:?}");
 }
 
 #[test]

@@ -131,6 +131,9 @@ pub struct TcpStats {
     pub accepted: u64,
     /// Connections refused over `max_connections`.
     pub refused: u64,
+    /// Idle or stalled connections closed at `max_connections` to admit a new one
+    /// (`TcpTransport::evict_for`).
+    pub evicted: u64,
     pub closed: u64,
     pub records_in: u64,
     pub replies_out: u64,
@@ -195,6 +198,8 @@ pub struct TcpTransport {
     exhausted_seen: u64,
     /// Refusal log lines, rate-limited (a connection flood).
     refusal_log: LogLimit,
+    /// Lines for connections closed to admit another, rate-limited likewise.
+    evict_log: LogLimit,
     /// Send-side reclaim log lines, rate-limited (a sweep may close many at once).
     reclaim_log: LogLimit,
     stats: TcpStats,
@@ -289,6 +294,7 @@ impl TcpTransport {
             now: Instant::now(),
             exhausted_seen,
             refusal_log: LogLimit::default(),
+            evict_log: LogLimit::default(),
             reclaim_log: LogLimit::default(),
             stats: TcpStats::default(),
             closed: Vec::new(),
@@ -497,10 +503,15 @@ impl TcpTransport {
         }
     }
 
-    /// Rule: beyond `max_connections` a connection is accepted and closed at once
-    /// (warn); admitted ones get TCP_NODELAY, a slot, a staging buffer, and a first read.
+    /// Rule: at `max_connections`, the slot of a peer that hung up, else of an idle
+    /// or stalled connection (`evict_for`), goes to the newcomer; when none can give
+    /// way it is accepted and closed at once (warn). Admitted ones get TCP_NODELAY, a
+    /// slot, a staging buffer, and a first read.
     fn admit(&mut self, mut sock: TcpStream, peer: SocketAddr) {
-        if self.live >= self.opts.max_connections && self.reap_hung_up() == 0 {
+        if self.live >= self.opts.max_connections
+            && self.reap_hung_up() == 0
+            && !self.evict_for(peer)
+        {
             self.refuse(peer);
             return;
         }
@@ -561,6 +572,58 @@ impl TcpTransport {
             }
         }
         n
+    }
+
+    /// Rule: connections that hold a slot without using it must not lock newcomers
+    /// out (knfsd's `svc_check_conn_limits` closes its oldest temporary connection
+    /// when over its limit). At `max_connections`, one connection gives way: first a
+    /// stalled one (part of a record sent, no byte for `stall_reclaim`), the one
+    /// silent longest, else an idle one (`Conn::is_idle`: no call being received or
+    /// answered, no reply queued) silent for at least `stall_reclaim`, longest first.
+    /// Connections that sent within `stall_reclaim` or have calls in progress are
+    /// never taken, so a flood of newcomers cannot push out busy clients (they are
+    /// refused instead), and it closes its own earlier connections first. Counted
+    /// (`evicted`) and logged at most once per `REFUSAL_LOG_EVERY`. O(slots), only at
+    /// the limit.
+    fn evict_for(&mut self, peer: SocketAddr) -> bool {
+        let now = Instant::now();
+        let Some((slot, stalled)) = self.victim(now) else {
+            return false;
+        };
+        self.stats.evicted += 1;
+        if let (Some(quiet), Some(c)) = (self.evict_log.due(now), self.conns[slot].as_ref()) {
+            tracing::warn!(
+                "tcp: tcp.max_connections = {} reached: closing {} connection from {}                  (silent for {:?}) to admit {peer}; consider raising tcp.max_connections                  (docs/tuning.md) ({quiet} more closed since the last message)",
+                self.opts.max_connections,
+                if stalled { "stalled" } else { "idle" },
+                c.peer,
+                now.saturating_duration_since(c.last_input),
+            );
+        }
+        self.close_slot(slot);
+        true
+    }
+
+    /// The connection `evict_for` closes, and whether it is a stalled one.
+    fn victim(&self, now: Instant) -> Option<(usize, bool)> {
+        let mut best: Option<(bool, Instant, usize)> = None;
+        for (slot, c) in self.conns.iter().enumerate() {
+            let Some(c) = c else { continue };
+            if now.saturating_duration_since(c.last_input) < self.opts.stall_reclaim {
+                continue;
+            }
+            // Not one we stopped reading (backpressure, no buffer): its silence is ours.
+            let stalled = c.mid_record() && c.stall == Stall::None;
+            if !stalled && !c.is_idle() {
+                continue;
+            }
+            // Stalled before idle, then the longest silent.
+            let better = best.is_none_or(|(bs, bt, _)| (stalled, bt) > (bs, c.last_input));
+            if better {
+                best = Some((stalled, c.last_input, slot));
+            }
+        }
+        best.map(|(stalled, _, slot)| (slot, stalled))
     }
 
     fn refuse(&mut self, peer: SocketAddr) {

@@ -448,6 +448,8 @@ fn connections_beyond_the_limit_are_closed() {
     let p = pools(16, 0, 0);
     let o = TcpOptions {
         max_connections: 2,
+        // Idle connections give way only after this long (`evict_for`).
+        stall_reclaim: Duration::from_secs(60),
         ..opts()
     };
     let srv = Server::start(o, p.clone(), echo_reversed(p.clone()));

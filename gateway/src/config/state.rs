@@ -134,6 +134,9 @@ impl Nfs4Config {
             max_cached_reply: self.max_cached_reply,
             reply_cache_bytes: self.reply_cache_mib << 20,
             courtesy: std::time::Duration::from_secs(self.courtesy_s),
+            // Within a lease: a client that renews through one session still gives
+            // back the reply cache of the sessions it left idle.
+            session_idle: crate::state::clients::SESSION_IDLE.min(lease),
         }
     }
 

@@ -136,6 +136,9 @@ pub(super) fn sequence_first(
     if a.slot >= nslots {
         return fail(w, NFS4ERR_BADSLOT);
     }
+    // A session shrunk while idle takes its budget back when it can (else a request
+    // on a slot above its target waits: `Session::use_slot`).
+    c.state.clients.regrow(&s);
     if nops > s.fore.max_ops {
         return fail(w, NFS4ERR_TOO_MANY_OPS);
     }
@@ -194,7 +197,10 @@ pub(super) fn status_flags(state: &crate::state::State, s: &Session, mut flags: 
 }
 
 /// SEQUENCE4resok after OP_SEQUENCE (RFC 8881 §18.46.2): status, session, sequence
-/// and slot echoed, highest and target slot ids (the whole table), status flags.
+/// and slot echoed, the highest slot id (the whole table, never lowered: a client
+/// may use any of its slots), the target (the slots the reply-cache budget covers,
+/// lower once an idle session was shrunk: RFC 8881 §2.10.6.1, `Session::granted`),
+/// status flags.
 pub(super) fn put_sequence_ok(
     w: &mut XdrWriter,
     s: &Session,
@@ -208,7 +214,7 @@ pub(super) fn put_sequence_ok(
     w.u32(seqid)?;
     w.u32(slot)?;
     w.u32(nslots.saturating_sub(1))?;
-    w.u32(nslots.saturating_sub(1))?;
+    w.u32(s.granted().min(nslots).saturating_sub(1))?;
     w.u32(flags)
 }
 
@@ -482,6 +488,7 @@ pub(super) fn create_session(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWri
     let principal = Principal::of(&c.ctx.cred);
     let max_cached = c.state.clients.limits.max_cached_reply;
     let conn = c.ctx.conn;
+    let addr = c.ctx.client.ip().to_canonical();
     let (res, purged) = c.state.clients.with_purge(|t| {
         let Some(cl) = t.client(clientid) else {
             return Err(NFS4ERR_STALE_CLIENTID);
@@ -512,7 +519,7 @@ pub(super) fn create_session(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWri
         {
             return Err(NFS4ERR_INVAL);
         }
-        let fore = t.grant_slots(clamp_fore(&fore, max_cached)?)?;
+        let fore = t.grant_slots(clamp_fore(&fore, max_cached)?, clientid, Some(addr))?;
         let back = check_back(&back, sec.as_ref())?;
         // CONN_BACK_CHAN binds this connection, TCP or RPC-over-RDMA (RFC 8267 §6,
         // RFC 8167 bidirectional); without it the flag is answered cleared and the
@@ -524,10 +531,9 @@ pub(super) fn create_session(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWri
         } else {
             0
         };
-        let id = t.new_session_id(clientid);
-        let s = Arc::new(Session::new(
-            id, clientid, fore, back, out_flags, prog, back_conn,
-        ));
+        let id = t.new_session_id();
+        let s = Session::new(id, clientid, fore, back, out_flags, prog, back_conn);
+        let s = Arc::new(s.from_addr(addr));
         t.add_session(s)?;
         t.confirm(clientid);
         let bytes = encode_cs_res(&id, seq, out_flags, &fore, &back);

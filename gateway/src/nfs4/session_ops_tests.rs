@@ -64,6 +64,17 @@ fn rdma(slot: u32) -> ConnRef {
 /// Runs a COMPOUND of `ops` (encoded after the header) arriving on `conn`; returns
 /// the COMPOUND status and a reader at the first result.
 fn call(h: &H, conn: ConnRef, ops: &dyn Fn(&mut XdrWriter) -> XdrResult<()>, n: u32) -> Vec<u8> {
+    call_from(h, conn, "127.0.0.1:700", ops, n)
+}
+
+/// `call` from the client address `from`.
+fn call_from(
+    h: &H,
+    conn: ConnRef,
+    from: &str,
+    ops: &dyn Fn(&mut XdrWriter) -> XdrResult<()>,
+    n: u32,
+) -> Vec<u8> {
     let mut args = vec![0u8; 4096];
     let mut w = XdrWriter::new(&mut args);
     w.opaque_var(b"t").unwrap();
@@ -76,7 +87,7 @@ fn call(h: &H, conn: ConnRef, ops: &dyn Fn(&mut XdrWriter) -> XdrResult<()>, n: 
         model: &h.model,
         exports: &h.exports,
         mounts: &h.mounts,
-        client: "127.0.0.1:700".parse().unwrap(),
+        client: from.parse().unwrap(),
         cred: Cred::Sys(AuthSys::new(0, 0, &[])),
         conn: Some(conn),
     };
@@ -288,4 +299,171 @@ fn r8167_17_closed_back_channel_is_forgotten_until_rebound() {
         sequence_flags(&h, new, sid, 2) & SEQ4_STATUS_CB_PATH_DOWN,
         0
     );
+}
+
+/// EXCHANGE_ID of `owner` from `from`; the client id.
+fn exchange_from(h: &H, from: &str, owner: &[u8]) -> u64 {
+    let rep = call_from(
+        h,
+        rdma(1),
+        from,
+        &|w| {
+            w.u32(OP_EXCHANGE_ID)?;
+            w.opaque_fixed(&[1; 8])?;
+            w.opaque_var(owner)?;
+            w.u32(0)?;
+            w.u32(0)?;
+            w.u32(0)
+        },
+        1,
+    );
+    let (st, mut r) = first(&rep);
+    assert_eq!(st, NFS4_OK);
+    r.u64().unwrap()
+}
+
+/// A fore channel as the Linux client asks it (64 slots).
+const LINUX: [u32; 6] = [0, 1 << 20, 1 << 20, 4096, 16, 64];
+/// Every fore-channel value at 2^32-1.
+const GREEDY: [u32; 6] = [u32::MAX; 6];
+
+/// CREATE_SESSION (sequence 1) from `from` with fore channel `fore`; the status
+/// and, on success, the session id and ca_maxrequests granted.
+fn create_from(h: &H, from: &str, clientid: u64, fore: [u32; 6]) -> (u32, [u8; 16], u32) {
+    let rep = call_from(
+        h,
+        rdma(1),
+        from,
+        &|w| {
+            w.u32(OP_CREATE_SESSION)?;
+            w.u64(clientid)?;
+            w.u32(1)?;
+            w.u32(0)?;
+            for v in fore {
+                w.u32(v)?;
+            }
+            w.u32(0)?; // no ca_rdma_ird
+            for v in [0, 4068, 4068, 0, 2, 1, 0] {
+                w.u32(v)?;
+            }
+            w.u32(0x4000_0000)?;
+            w.u32(1)?;
+            w.u32(0)
+        },
+        1,
+    );
+    let (st, mut r) = first(&rep);
+    if st != NFS4_OK {
+        return (st, [0; 16], 0);
+    }
+    let mut sid = [0u8; 16];
+    sid.copy_from_slice(r.opaque_fixed(16).unwrap());
+    r.skip(8 + 5 * 4).unwrap();
+    (st, sid, r.u32().unwrap())
+}
+
+/// SEQUENCE alone on `slot`; its status.
+fn sequence_status(h: &H, sid: [u8; 16], seq: u32, slot: u32) -> u32 {
+    let rep = call(
+        h,
+        rdma(1),
+        &|w| {
+            w.u32(OP_SEQUENCE)?;
+            w.opaque_fixed(&sid)?;
+            w.u32(seq)?;
+            w.u32(slot)?;
+            w.u32(slot)?;
+            w.bool(false)
+        },
+        1,
+    );
+    first(&rep).0
+}
+
+/// RFC 8881 §18.36.3: 130 client owners asking every fore-channel value at 2^32-1
+/// and never coming back, from one address or from 130, do not lock new clients
+/// out: a fresh client gets a session with slots at once and uses it, and a client
+/// that was there before keeps working.
+#[test]
+fn r8881_abandoned_greedy_sessions_do_not_lock_out_new_clients() {
+    for spread in [false, true] {
+        let h = harness();
+        let old = exchange_from(&h, "127.0.2.1:800", b"old");
+        let (st, old_sid, _) = create_from(&h, "127.0.2.1:800", old, LINUX);
+        assert_eq!(st, NFS4_OK);
+        for n in 0..130u32 {
+            let from = if spread {
+                format!("127.1.{}.{}:900", n / 256, n % 256 + 1)
+            } else {
+                "127.1.0.1:900".to_string()
+            };
+            let id = exchange_from(&h, &from, format!("greedy-{n}").as_bytes());
+            let (st, _, slots) = create_from(&h, &from, id, GREEDY);
+            assert_eq!(st, NFS4_OK, "attacker {n}");
+            assert!((1..=MAX_SLOTS).contains(&slots));
+        }
+        let fresh = exchange_from(&h, "127.0.2.2:800", b"fresh");
+        let (st, sid, slots) = create_from(&h, "127.0.2.2:800", fresh, LINUX);
+        assert_eq!(st, NFS4_OK, "a new client starts (spread {spread})");
+        assert!(slots >= 8, "with room to work: {slots} slots");
+        for seq in 1..=3 {
+            assert_eq!(sequence_status(&h, sid, seq, slots - 1), NFS4_OK);
+            assert_eq!(sequence_status(&h, old_sid, seq, 0), NFS4_OK);
+        }
+    }
+}
+
+/// RFC 8881 §2.4, §2.10.3: client ids and session ids come from a CSPRNG: not a
+/// counter (consecutive ids far apart, high halves differ, every byte of a session
+/// id varies), and the session id another client would have under the old layout
+/// (client id, boot, counter, each one off one's own) names no session:
+/// NFS4ERR_BADSESSION.
+#[test]
+fn r8881_client_and_session_ids_are_unguessable() {
+    let h = harness();
+    let mut ids = Vec::new();
+    let mut sids = Vec::new();
+    for n in 0..32u32 {
+        let id = exchange_from(&h, "127.0.2.3:800", format!("c{n}").as_bytes());
+        let (st, sid, _) = create_from(&h, "127.0.2.3:800", id, LINUX);
+        assert_eq!(st, NFS4_OK);
+        ids.push(id);
+        sids.push(sid);
+    }
+    for w in ids.windows(2) {
+        let gap = w[1].wrapping_sub(w[0]).min(w[0].wrapping_sub(w[1]));
+        assert!(gap > 1 << 32, "{:x} then {:x}", w[0], w[1]);
+    }
+    let highs: std::collections::HashSet<u32> = ids.iter().map(|i| (i >> 32) as u32).collect();
+    assert_eq!(highs.len(), ids.len(), "high halves all differ");
+    for b in 0..16 {
+        let vals: std::collections::HashSet<u8> = sids.iter().map(|s| s[b]).collect();
+        assert!(vals.len() > 1, "session id byte {b} never changes");
+    }
+    // Victim then attacker, as a sequential server would number them.
+    let victim = exchange_from(&h, "127.0.2.4:800", b"victim");
+    let attacker = exchange_from(&h, "127.0.2.5:800", b"attacker");
+    let (_, vsid, _) = create_from(&h, "127.0.2.4:800", victim, LINUX);
+    let (_, asid, _) = create_from(&h, "127.0.2.5:800", attacker, LINUX);
+    assert_eq!(sequence_status(&h, vsid, 1, 0), NFS4_OK);
+    let mut guesses = Vec::new();
+    for d in 1..=4u32 {
+        let mut g = asid;
+        let id = u64::from_be_bytes(asid[..8].try_into().unwrap()).wrapping_sub(1);
+        g[..8].copy_from_slice(&id.to_be_bytes());
+        let n = u32::from_be_bytes(asid[12..].try_into().unwrap()).wrapping_sub(d);
+        g[12..].copy_from_slice(&n.to_be_bytes());
+        guesses.push(g);
+        let mut g = asid;
+        g[15] = g[15].wrapping_sub(d as u8);
+        guesses.push(g);
+        let mut g = vsid;
+        g[15] = g[15].wrapping_add(d as u8);
+        guesses.push(g);
+    }
+    for g in guesses {
+        assert_ne!(g, vsid, "a guess found the victim's session");
+        assert_eq!(sequence_status(&h, g, 1, 0), NFS4ERR_BADSESSION);
+    }
+    assert_eq!(sequence_status(&h, vsid, 2, 0), NFS4_OK, "the victim's own");
 }

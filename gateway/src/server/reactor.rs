@@ -196,6 +196,7 @@ impl ReactorState {
         let r = self.rdma.as_ref().map(|r| r.stats()).unwrap_or_default();
         self.router.stats.set_guards([
             t.refused,
+            t.evicted,
             t.oversize,
             t.timeouts,
             t.send_timeouts,

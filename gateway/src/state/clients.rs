@@ -5,10 +5,11 @@
 //! One mutex protects the client and session tables; it is never held across file
 //! I/O or calls into the other state tables (purges run after it is released).
 
+mod budget;
 mod courtesy;
 
 use super::grace::Persist;
-use super::sessions::{ChannelAttrs, Session, MAX_SLOTS};
+use super::sessions::Session;
 use super::BackChannelInfo;
 use crate::nfs4::status::*;
 use rustc_hash::FxHashMap;
@@ -40,6 +41,9 @@ pub struct Limits {
     /// (`nfs4.courtesy_s`, RFC 8881 §8.4.2.1; see `clients/courtesy.rs`). Zero: its
     /// state is freed as soon as the lease runs out.
     pub courtesy: Duration,
+    /// A session no request used for this long gives its reply cache back, all but
+    /// one slot, when a new session finds the budget short (`Session::shrink_if_idle`).
+    pub session_idle: Duration,
 }
 
 impl Limits {
@@ -64,6 +68,7 @@ impl Default for Limits {
             max_cached_reply: 8192,
             reply_cache_bytes: 128 << 20,
             courtesy: Duration::from_secs(86_400),
+            session_idle: SESSION_IDLE,
         }
     }
 }
@@ -112,7 +117,6 @@ pub struct Client {
 
 #[derive(Default)]
 struct Inner {
-    next: u32,
     // Server-chosen keys (client ids, session ids): FxHash, no SipHash on the
     // per-COMPOUND lookups (`session`, `renew_if_live`).
     clients: FxHashMap<u64, Client>,
@@ -134,6 +138,12 @@ struct Inner {
     courtesy_n: u64,
 }
 
+/// `Limits::session_idle` by default: long past any retransmission of a reply lost
+/// with its connection (the Linux client resends at once on reconnect), well within a
+/// lease, so the silent sessions of clients that renew through another one still
+/// give their reply caches back.
+pub const SESSION_IDLE: Duration = Duration::from_secs(30);
+
 /// A grace period is extended while reclaims keep arriving, at most this far apart
 /// (knfsd's laundromat extends by one second at a time while "somebody reclaimed").
 const RECLAIM_GAP: Duration = Duration::from_secs(2);
@@ -141,9 +151,6 @@ const RECLAIM_GAP: Duration = Duration::from_secs(2);
 /// Every client of this gateway.
 pub struct Clients {
     pub limits: Limits,
-    /// Seconds since the epoch at start: the high half of client ids, so ids of an
-    /// earlier run are NFS4ERR_STALE_CLIENTID.
-    boot: u32,
     start: Instant,
     inner: Mutex<Inner>,
     persist: Option<Persist>,
@@ -181,10 +188,6 @@ impl Clients {
     /// A table with `limits`; with `dir`, client records persist in `dir` and the
     /// clients of the previous run may reclaim during the grace period.
     pub fn new(limits: Limits, dir: Option<&Path>) -> Clients {
-        let boot = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_secs() as u32)
-            .unwrap_or(1);
         let persist = dir.map(Persist::new);
         let reclaimable = persist.as_ref().map(|p| p.load()).unwrap_or_default();
         if !reclaimable.is_empty() {
@@ -196,10 +199,8 @@ impl Clients {
         }
         Clients {
             limits,
-            boot,
             start: Instant::now(),
             inner: Mutex::new(Inner {
-                next: 1,
                 reclaimable,
                 ..Default::default()
             }),
@@ -209,11 +210,6 @@ impl Clients {
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// The server's boot verifier: part of client and session ids.
-    pub fn boot(&self) -> u32 {
-        self.boot
     }
 
     fn expired(&self, c: &Client, now: Instant) -> bool {
@@ -363,7 +359,6 @@ impl Clients {
         let mut t = Table {
             inner: &mut g,
             limits: &self.limits,
-            boot: self.boot,
             now: Instant::now(),
             dirty: false,
             purged: Purged::default(),
@@ -468,7 +463,6 @@ impl Clients {
 pub(crate) struct Table<'a> {
     inner: &'a mut Inner,
     pub limits: &'a Limits,
-    pub boot: u32,
     pub now: Instant,
     /// The persisted set changed: rewrite it after unlocking.
     pub dirty: bool,
@@ -528,8 +522,7 @@ impl Table<'_> {
                 None => return Err(NFS4ERR_DELAY),
             }
         }
-        let id = ((self.boot as u64) << 32) | self.inner.next as u64;
-        self.inner.next = self.inner.next.wrapping_add(1).max(1);
+        let id = self.new_client_id();
         let may_reclaim = self.inner.reclaimable.contains(owner);
         self.inner.clients.insert(
             id,
@@ -578,48 +571,21 @@ impl Table<'_> {
         }
     }
 
-    /// The fore channel a new session gets (RFC 8881 §18.36.3: the server may
-    /// grant fewer slots than asked): as many of the `ca_maxrequests` asked as the
-    /// reply-cache budget still holds, like knfsd, which shrinks the slot tables of
-    /// new sessions when its reply-cache memory runs short. So the number of sessions
-    /// is not what limits clients (every Linux client asks 64 slots); NFS4ERR_NOSPC
-    /// only when not even one slot fits.
-    /// Courtesy clients' sessions give their reply caches back first
-    /// (`shed_courtesy_sessions`).
-    pub fn grant_slots(&mut self, mut fore: ChannelAttrs) -> Result<ChannelAttrs, u32> {
-        let per_slot = Session::slot_bytes(&fore);
-        let want = per_slot.saturating_mul(u64::from(fore.max_requests.clamp(1, MAX_SLOTS)));
-        while self
-            .limits
-            .reply_cache_bytes
-            .saturating_sub(self.inner.cache_reserved)
-            < want
-            && self.shed_courtesy_sessions("reply cache short")
-        {}
-        let free = self
-            .limits
-            .reply_cache_bytes
-            .saturating_sub(self.inner.cache_reserved);
-        let fits = (free / per_slot).min(u64::from(MAX_SLOTS)) as u32;
-        if fits == 0 {
-            return Err(NFS4ERR_NOSPC);
-        }
-        fore.max_requests = fore.max_requests.clamp(1, fits);
-        Ok(fore)
-    }
-
     /// Registers a new session of `clientid` and reserves its reply cache (granted by
-    /// `grant_slots`); NFS4ERR_NOSPC over the limits.
+    /// `grant_slots`). A full session table (after courtesy clients' sessions went) is
+    /// NFS4ERR_DELAY, as knfsd answers when it cannot allocate a session: it passes
+    /// as sessions are destroyed or their clients expire. A client over
+    /// `max_sessions_per_client` gets NFS4ERR_NOSPC: that one is its own doing.
     pub fn add_session(&mut self, s: Arc<Session>) -> Result<(), u32> {
         while self.inner.sessions.len() >= self.limits.max_sessions
             && self.shed_courtesy_sessions("session table full")
         {}
         if self.inner.sessions.len() >= self.limits.max_sessions {
-            return Err(NFS4ERR_NOSPC);
+            return Err(NFS4ERR_DELAY);
         }
         let bytes = s.cache_bytes();
         if self.inner.cache_reserved.saturating_add(bytes) > self.limits.reply_cache_bytes {
-            return Err(NFS4ERR_NOSPC);
+            return Err(NFS4ERR_DELAY);
         }
         let max = self.limits.max_sessions_per_client;
         let Some(c) = self.inner.clients.get_mut(&s.clientid) else {
@@ -640,15 +606,31 @@ impl Table<'_> {
         self.inner.cache_reserved = self.inner.cache_reserved.saturating_sub(s.cache_bytes());
     }
 
-    /// A fresh session id: client id, boot and a counter.
-    pub fn new_session_id(&mut self, clientid: u64) -> [u8; 16] {
-        let n = self.inner.next;
-        self.inner.next = self.inner.next.wrapping_add(1).max(1);
-        let mut id = [0u8; 16];
-        id[..8].copy_from_slice(&clientid.to_be_bytes());
-        id[8..12].copy_from_slice(&self.boot.to_be_bytes());
-        id[12..].copy_from_slice(&n.to_be_bytes());
-        id
+    /// A fresh client id: 64 bits from the CSPRNG (`rand::random`, ChaCha seeded by
+    /// the OS), so no client can name another's record from its own (RFC 8881 §2.4:
+    /// the server makes clientid4 unique; §21 on guessable identifiers). Unique in
+    /// the table; nothing persists client ids (`state.dir` holds owners, which a
+    /// restarted client presents again with EXCHANGE_ID), so an id of an earlier run
+    /// is unknown here: NFS4ERR_STALE_CLIENTID. Never 0.
+    fn new_client_id(&self) -> u64 {
+        loop {
+            let id: u64 = rand::random();
+            if id != 0 && !self.inner.clients.contains_key(&id) {
+                return id;
+            }
+        }
+    }
+
+    /// A fresh session id (RFC 8881 §2.10.3): 128 bits from the CSPRNG, unique in the
+    /// table, so a client cannot guess another's session (a guess finds no session:
+    /// NFS4ERR_BADSESSION).
+    pub fn new_session_id(&mut self) -> [u8; 16] {
+        loop {
+            let id: [u8; 16] = rand::random();
+            if !self.inner.sessions.contains_key(&id) {
+                return id;
+            }
+        }
     }
 
     /// DESTROY_SESSION (RFC 8881 §18.37).

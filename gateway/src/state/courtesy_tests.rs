@@ -27,11 +27,15 @@ fn client(st: &State, owner: &[u8]) -> (u64, Arc<Session>) {
     let (r, p) = st.clients.with_purge(|t| {
         let id = t.insert(owner, [1; 8], Principal::None).unwrap();
         t.confirm(id);
-        let fore = t.grant_slots(ChannelAttrs {
-            max_requests: 8,
-            max_response_cached: 1024,
-            ..Default::default()
-        });
+        let fore = t.grant_slots(
+            ChannelAttrs {
+                max_requests: 8,
+                max_response_cached: 1024,
+                ..Default::default()
+            },
+            id,
+            None,
+        );
         let fore = fore.unwrap();
         let mut sid = [0u8; 16];
         sid[..8].copy_from_slice(&id.to_be_bytes());
@@ -309,7 +313,7 @@ fn a_short_reply_cache_drops_courtesy_sessions_first_and_keeps_their_state() {
     );
     let open = |id: u64, n: u8| {
         st.clients.with(|t| {
-            let f = t.grant_slots(fore)?;
+            let f = t.grant_slots(fore, id, None)?;
             let s = Arc::new(Session::new([n; 16], id, f, f, 0, 0, None));
             t.add_session(s.clone()).map(|_| s)
         })
@@ -325,13 +329,14 @@ fn a_short_reply_cache_drops_courtesy_sessions_first_and_keeps_their_state() {
         })
         .collect();
     let (a, b) = (ids[0], ids[1]);
-    assert_eq!(open(a, 1).unwrap().slots(), 64);
+    // One client's sessions hold at most 1/16 of the budget (`clients/budget.rs`).
+    assert_eq!(open(a, 1).unwrap().slots(), 5);
     st.opens.open(a, b"oa", FILE, ACCESS_READ, 0).unwrap();
     past_lease();
     st.clients.with(|t| t.touch(b));
     assert_eq!(
         open(b, 2).unwrap().slots(),
-        64,
+        5,
         "the courtesy client's reply cache made room"
     );
     assert!(st.clients.session(&[1; 16]).is_none());

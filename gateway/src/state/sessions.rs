@@ -8,7 +8,9 @@
 use crate::nfs4::status::*;
 use crate::nfs4::ConnRef;
 use std::hash::Hasher;
+use std::net::IpAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 /// Largest slot table a session gets (RFC 8881 §18.36: the server picks ca_maxrequests).
 pub const MAX_SLOTS: u32 = 64;
@@ -75,6 +77,15 @@ struct Slot {
 #[derive(Debug)]
 struct Live {
     slots: Vec<Slot>,
+    /// Slots whose replies the reply-cache budget covers (`Clients` reserves
+    /// `granted` × `slot_bytes`): all of them, or fewer after `shrink_if_idle`
+    /// (reported as sr_target_highest_slotid, RFC 8881 §2.10.6.1). A new request on a
+    /// slot at or above it waits for the budget (`use_slot`: NFS4ERR_DELAY).
+    granted: u32,
+    /// When the last new request started (`shrink_if_idle`).
+    last_used: Instant,
+    /// When a shrunk session may next try to take its budget back (`regrow_due`).
+    next_regrow: Option<Instant>,
     back_conn: Option<ConnRef>,
     cb_program: u32,
     dead: bool,
@@ -88,6 +99,9 @@ pub struct Session {
     pub back: ChannelAttrs,
     /// csr_flags as answered.
     pub flags: u32,
+    /// The address CREATE_SESSION came from (the per-address share of the reply
+    /// cache, `Table::grant_slots`); None for sessions made without one (tests).
+    pub addr: Option<IpAddr>,
     live: Mutex<Live>,
 }
 
@@ -132,7 +146,18 @@ impl SlotClaim {
     /// READ data is copied from the cache pages straight into the slot's buffer).
     pub fn finish_with(mut self, fill: impl FnOnce(&mut Vec<u8>)) {
         let mut live = self.session.lock();
+        let granted = live.granted;
         if let Some(s) = live.slots.get_mut(self.slot as usize) {
+            if self.slot >= granted {
+                // Shrunk while it ran (never: a session with a busy slot is not
+                // shrunk); nothing is kept outside the budget.
+                s.busy = false;
+                s.reply = None;
+                s.spare = None;
+                drop(live);
+                self.done = true;
+                return;
+            }
             let kept = match s.spare.take() {
                 Some(mut a) => match Arc::get_mut(&mut a) {
                     Some(v) => {
@@ -181,9 +206,10 @@ impl SlotClaim {
 
     fn release(&self, reply: Option<Arc<Vec<u8>>>) {
         let mut live = self.session.lock();
+        let keep = self.slot < live.granted;
         if let Some(s) = live.slots.get_mut(self.slot as usize) {
             s.busy = false;
-            s.reply = reply;
+            s.reply = reply.filter(|_| keep);
         }
     }
 }
@@ -206,15 +232,19 @@ impl Session {
         cb_program: u32,
         back_conn: Option<ConnRef>,
     ) -> Session {
-        let n = fore.max_requests.clamp(1, MAX_SLOTS) as usize;
+        let n = fore.max_requests.clamp(1, MAX_SLOTS);
         Session {
             id,
             clientid,
             fore,
             back,
             flags,
+            addr: None,
             live: Mutex::new(Live {
                 slots: (0..n).map(|_| Slot::default()).collect(),
+                granted: n,
+                last_used: Instant::now(),
+                next_regrow: None,
                 back_conn,
                 cb_program,
                 dead: false,
@@ -229,9 +259,72 @@ impl Session {
         2 * u64::from(fore.max_response_cached.max(1))
     }
 
-    /// Reply-cache bytes this session's slots may hold (`Clients` budget).
+    /// The session as made by a CREATE_SESSION from `addr`.
+    pub fn from_addr(mut self, addr: IpAddr) -> Session {
+        self.addr = Some(addr);
+        self
+    }
+
+    /// Reply-cache bytes this session's slots may hold now (`Clients` budget).
     pub fn cache_bytes(&self) -> u64 {
-        Self::slot_bytes(&self.fore) * u64::from(self.fore.max_requests.clamp(1, MAX_SLOTS))
+        Self::slot_bytes(&self.fore) * u64::from(self.granted())
+    }
+
+    /// Slots the reply-cache budget covers (sr_target_highest_slotid + 1).
+    pub fn granted(&self) -> u32 {
+        self.lock().granted
+    }
+
+    /// Whether the session holds fewer slots' budget than its table (shrunk).
+    pub fn is_shrunk(&self) -> bool {
+        let live = self.lock();
+        (live.granted as usize) < live.slots.len()
+    }
+
+    /// Gives back the reply cache of a session no request has used for `idle`:
+    /// every slot but the first forgets its cached reply and its spare buffer, and
+    /// the session's budget becomes one slot. Returns the bytes freed (0: in use,
+    /// recently used, or already one slot). The slots keep their sequence ids, so
+    /// the client's next request on any slot is still in order; the target
+    /// (sr_target_highest_slotid 0, RFC 8881 §2.10.6.1) asks it to use slot 0, and a
+    /// request on another slot takes the budget back (`Table::regrow`) or waits.
+    /// A retransmission on a shrunk slot gets NFS4ERR_RETRY_UNCACHED_REP: after
+    /// `idle` of silence a lost reply has long been retransmitted.
+    pub fn shrink_if_idle(&self, now: Instant, idle: Duration) -> u64 {
+        let mut live = self.lock();
+        let quiet = now.saturating_duration_since(live.last_used) >= idle;
+        if live.dead || live.granted <= 1 || !quiet || live.slots.iter().any(|s| s.busy) {
+            return 0;
+        }
+        for s in &mut live.slots[1..] {
+            s.reply = None;
+            s.spare = None;
+        }
+        let freed = u64::from(live.granted - 1) * Self::slot_bytes(&self.fore);
+        live.granted = 1;
+        freed
+    }
+
+    /// Whether a shrunk session may try to take its budget back now (at most once
+    /// per `every`; `Clients::regrow`).
+    pub(crate) fn regrow_due(&self, every: Duration) -> bool {
+        let now = Instant::now();
+        let mut live = self.lock();
+        if live.next_regrow.is_some_and(|t| now < t) {
+            return false;
+        }
+        live.next_regrow = Some(now + every);
+        true
+    }
+
+    /// Raises the budgeted slots to `n` (at most the table; `Table::regrow` has
+    /// reserved the bytes). Returns the slots added.
+    pub(crate) fn grow_to(&self, n: u32) -> u32 {
+        let mut live = self.lock();
+        let n = n.min(live.slots.len() as u32);
+        let added = n.saturating_sub(live.granted);
+        live.granted += added;
+        added
     }
 
     fn lock(&self) -> MutexGuard<'_, Live> {
@@ -260,6 +353,7 @@ impl Session {
         if live.dead {
             return Err(NFS4ERR_BADSESSION);
         }
+        let granted = live.granted;
         let Some(s) = live.slots.get_mut(slot as usize) else {
             return Err(NFS4ERR_BADSLOT);
         };
@@ -269,6 +363,13 @@ impl Session {
                 // the one-request-per-slot rule.
                 return Err(NFS4ERR_DELAY);
             }
+            if slot >= granted {
+                // A slot above the target of a shrunk session whose budget could
+                // not be taken back (`Table::regrow`): its reply could not be
+                // cached, so the request waits (RFC 8881 §15.1.1.3) until the
+                // budget frees; the slot's sequence id is left as it was.
+                return Err(NFS4ERR_DELAY);
+            }
             s.seqid = seqid;
             let prev_print = std::mem::replace(&mut s.print, print);
             s.busy = true;
@@ -276,6 +377,7 @@ impl Session {
             if let Some(old) = s.reply.take() {
                 s.spare = Some(old);
             }
+            live.last_used = Instant::now();
             Ok(SlotUse::New(SlotClaim {
                 session: self.clone(),
                 slot,
@@ -306,7 +408,10 @@ impl Session {
     /// requests; everything else goes to a worker.
     pub(crate) fn is_next(&self, slot: u32, seqid: u32) -> bool {
         let live = self.lock();
+        // A shrunk session's requests go to a worker, which takes its budget back
+        // when it can (`Table::regrow`).
         !live.dead
+            && live.granted as usize == live.slots.len()
             && live
                 .slots
                 .get(slot as usize)

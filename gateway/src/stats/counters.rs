@@ -121,11 +121,16 @@ pub struct ReactorStats {
 
 /// Protective events counted by the transports (issue 15: limits a hostile or broken
 /// client cannot exhaust for others): `(transport label, reason label, meaning)`.
-pub const GUARDS: [(&str, &str, &str); 17] = [
+pub const GUARDS: [(&str, &str, &str); 18] = [
     (
         "tcp",
         "refused_max_connections",
         "connection refused: tcp.max_connections reached",
+    ),
+    (
+        "tcp",
+        "evicted_max_connections",
+        "idle or stalled connection closed at tcp.max_connections to admit a new one",
     ),
     (
         "tcp",

@@ -44,7 +44,7 @@ pub(super) struct LogLimit {
 
 impl LogLimit {
     /// Whether a line may be logged now, and how many were dropped before it.
-    fn allow(&mut self, now: Instant) -> Option<u32> {
+    pub(super) fn allow(&mut self, now: Instant) -> Option<u32> {
         match self.window {
             Some(w) if now.saturating_duration_since(w) < Duration::from_secs(1) => {
                 if self.n < LOG_PER_SEC {

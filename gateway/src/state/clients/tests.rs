@@ -61,7 +61,7 @@ fn grace_persists_owners_and_ends_on_reclaim_complete() {
         .unwrap();
     assert!(cl.may_reclaim(a));
     assert!(!cl.may_reclaim(other));
-    assert_ne!(a >> 32, 0);
+    assert_ne!(a, 0);
     cl.with(|t| t.confirm(a));
     assert_eq!(cl.with(|t| t.reclaim_complete(a)), Ok(()));
     assert_eq!(
@@ -178,51 +178,4 @@ fn grace_is_not_extended_without_recent_reclaims() {
     std::thread::sleep(RECLAIM_GAP + Duration::from_millis(100));
     assert!(!cl.in_grace(), "the last reclaim is older than RECLAIM_GAP");
     assert!(!cl.may_reclaim(x));
-}
-
-/// The reply-cache budget bounds the sessions' memory: a new session gets as many
-/// of the slots it asks as still fit (RFC 8881 §18.36.3), NFS4ERR_NOSPC only when
-/// not one fits, and a destroyed or purged session gives its share back.
-#[test]
-fn sessions_get_fewer_slots_when_the_reply_cache_budget_runs_short() {
-    let fore = ChannelAttrs {
-        max_requests: 64,
-        max_response_cached: 4096,
-        ..Default::default()
-    };
-    let per_slot = Session::slot_bytes(&fore);
-    let cl = Clients::new(
-        Limits {
-            // 64 + 16 slots of 4 KiB (and their spares).
-            reply_cache_bytes: 80 * per_slot,
-            ..limits()
-        },
-        None,
-    );
-    let a = cl
-        .with(|t| t.insert(b"a", [1; 8], Principal::None))
-        .unwrap();
-    let b = cl
-        .with(|t| t.insert(b"b", [1; 8], Principal::None))
-        .unwrap();
-    let open = |id: u64, n: u8| {
-        cl.with(|t| {
-            let f = t.grant_slots(fore)?;
-            let s = Arc::new(Session::new([n; 16], id, f, f, 0, 0, None));
-            t.add_session(s.clone()).map(|_| s)
-        })
-    };
-    let s1 = open(a, 1).unwrap();
-    assert_eq!(s1.slots(), 64);
-    let s2 = open(b, 2).unwrap();
-    assert_eq!(s2.slots(), 16, "what is left of the budget");
-    assert_eq!(open(b, 3).unwrap_err(), NFS4ERR_NOSPC);
-    assert!(cl.with(|t| t.remove_session(&[1; 16])));
-    assert_eq!(
-        open(b, 4).unwrap().slots(),
-        64,
-        "the destroyed session's share is back"
-    );
-    cl.with(|t| t.purge(b));
-    assert_eq!(open(a, 5).unwrap().slots(), 64, "and the purged client's");
 }
