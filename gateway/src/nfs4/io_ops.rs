@@ -6,7 +6,6 @@ use super::attrs::MAX_FILE_SIZE;
 use super::file_ops::{cur_file, fs_err, ok_with};
 use super::status::*;
 use super::{put_status, Compound, Full, OpResult};
-use crate::fs::access::Grant;
 use crate::fs::access::*;
 use crate::fs::{FileKind, SetAttr, Stable};
 use crate::nfs3::MAX_IO;

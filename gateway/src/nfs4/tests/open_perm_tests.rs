@@ -24,7 +24,13 @@ fn call_as_user(h: &H, ops: &[Op]) -> (u32, Vec<u8>) {
 
 /// OPEN4args, CLAIM_NULL `name`: `access` (1 read, 2 write), no delegation wanted,
 /// and `create` = the createhow4 bytes after opentype OPEN4_CREATE (None: NOCREATE).
-fn open_op(clientid: u64, owner: &'static [u8], access: u32, name: &'static [u8], create: Option<Vec<u8>>) -> Op {
+fn open_op(
+    clientid: u64,
+    owner: &'static [u8],
+    access: u32,
+    name: &'static [u8],
+    create: Option<Vec<u8>>,
+) -> Op {
     Box::new(move |w: &mut XdrWriter| {
         w.u32(OP_OPEN)?;
         w.u32(0)?;
@@ -99,20 +105,24 @@ fn open_by_the_owner_checks_the_mode_but_not_for_the_creator() {
             .unwrap();
     }
     let (clientid, sid) = session(&h, b"client-perm");
-    let mut seq = 0;
-    let mut open = |access: u32,
-                    owner: &'static [u8],
-                    name: &'static [u8],
-                    create: Option<Vec<u8>>| {
-        seq += 1;
-        let ops = [
-            sequence(sid, seq, 0),
-            op0(OP_PUTROOTFH),
-            named(OP_LOOKUP, b"d"),
-            open_op(clientid, owner, access, name, create),
-        ];
-        open_status(&call_as_user(&h, &ops).1)
-    };
+    // RECLAIM_COMPLETE: before it, non-reclaim OPENs get NFS4ERR_GRACE (§18.51.3).
+    let done: Op = Box::new(|w: &mut XdrWriter| {
+        w.u32(OP_RECLAIM_COMPLETE)?;
+        w.bool(false)
+    });
+    assert_eq!(call(&h, &[sequence(sid, 1, 0), done]).0, NFS4_OK);
+    let mut seq = 1;
+    let mut open =
+        |access: u32, owner: &'static [u8], name: &'static [u8], create: Option<Vec<u8>>| {
+            seq += 1;
+            let ops = [
+                sequence(sid, seq, 0),
+                op0(OP_PUTROOTFH),
+                named(OP_LOOKUP, b"d"),
+                open_op(clientid, owner, access, name, create),
+            ];
+            open_status(&call_as_user(&h, &ops).1)
+        };
     for name in [&b"w477"[..], b"w177", b"w077"] {
         assert_eq!(open(2, b"o1", name, None), NFS4ERR_ACCESS, "{name:?}");
     }
