@@ -37,8 +37,8 @@
 //! squashing) and read permission are checked on every hit, exactly as a worker would.
 
 use crate::export::{admit, Exports};
+use crate::fs::access::check_read;
 use crate::fs::{Attr, FileKind, NfsTime, FH_MAX};
-use crate::nfs3::access::check_read;
 use crate::nfs3::proto::{put_fattr, put_post_op_attr};
 use engine::mem::{Buf, ClassSpec, HugePolicy, Pools};
 use engine::rdma::server::ExtSeg;

@@ -215,7 +215,7 @@ fn main() -> ExitCode {
         reactors = cfg.engine.cores.len(),
         backend = ?cfg.backend.kind,
         exports = ?cfg.exports.iter().map(|e| e.path.as_str()).collect::<Vec<_>>(),
-        "serving NFSv3 and MOUNT v3 over TCP"
+        "serving NFSv3, MOUNT v3 and NFSv4.1 over TCP"
     );
     let mut sd = gateway::sdnotify::Notifier::from_env();
     sd.notify("READY=1");

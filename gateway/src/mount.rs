@@ -6,8 +6,9 @@
 
 use crate::config::Cidr;
 use crate::export::{admit, normalize_path, Export};
+use crate::fs::access;
 use crate::fs::{FileKind, Node, Status};
-use crate::nfs3::{access, Ctx, Outcome};
+use crate::nfs3::{Ctx, Outcome};
 use engine::xdr::{padded, XdrReader, XdrResult, XdrWriter};
 use std::sync::Mutex;
 

@@ -4,7 +4,8 @@ client A holds a file open over NFSv4.1 while client B replaces it with `mv new 
 and stateid, and its CLOSE succeeds; the name is gone for everyone at once (B's LOOKUP
 finds the new file or NOENT, READDIR never shows the kept object); after A's CLOSE the
 kept object is deleted from the store (fs backend: the data directory). A gateway
-killed while the open is held deletes it at its next start.
+killed while the open is held keeps it through the next start's grace period (the
+open may be reclaimed), then deletes it.
 
 Client A is the raw NFSv4.1 client of test_uring_v4.py (one session), B an NFSv3
 client on another connection (NFSv3 has no opens: its REMOVE follows the v4 holder).
@@ -12,6 +13,7 @@ client on another connection (NFSv3 has no opens: its REMOVE follows the v4 hold
 from __future__ import annotations
 
 import signal
+import time
 
 import pytest
 
@@ -92,13 +94,21 @@ def test_file_removed_while_open_is_readable_and_writable_until_close(gw_factory
     assert _names(b, root) == ["log.txt"]
 
 
-def test_orphans_of_a_killed_gateway_are_deleted_at_start(gw_factory):
-    g = gw_factory(backend="fs")
+def test_orphans_of_a_killed_gateway_are_kept_through_the_grace_period(gw_factory):
+    """OPEN4_RESULT_PRESERVE_UNLINKED (RFC 8881 §18.16.4): the open file removed
+    before a kill -9 is kept while its client may reclaim the open, then deleted when
+    the grace period ends with no reclaim."""
+    g = gw_factory(backend="fs", extra={"nfs4": {"lease_time_s": 10, "grace_time_s": 3}})
     b, root = _setup(g, {"held": b"x" * 1000})
     a = Client(g)
     sid, fh = a.open_rw(b"held")
     b.remove(root, "held").check("REMOVE")
     assert len(_orphans(g)) == 1
     g.restart(signal.SIGKILL)
-    assert _orphans(g) == [], "an orphan survived the restart"
-    assert "deleted an orphan left by the previous run" in g.log_tail(200)
+    assert len(_orphans(g)) == 1, "the orphan was deleted before the grace period ended"
+    assert "kept an orphan of the previous run" in g.log_tail(200)
+    deadline = time.monotonic() + 30
+    while _orphans(g) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _orphans(g) == [], "an orphan survived the grace period"
+    assert "deleted orphans no open reclaimed" in g.log_tail(200)

@@ -138,7 +138,7 @@ fn start_gateway(
     let start = Instant::now();
     loop {
         let text = std::fs::read_to_string(log).unwrap_or_default();
-        if text.contains("serving NFSv3 and MOUNT v3 over TCP") {
+        if text.contains("serving NFSv3, MOUNT v3 and NFSv4.1 over TCP") {
             return Ok(g);
         }
         if let Some(st) = g.child.try_wait()? {

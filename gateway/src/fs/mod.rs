@@ -1,11 +1,13 @@
 //! The file model: NFS-shaped files and directories over an object-store backend.
 //!
 //! Runs only on backend worker threads (every method may block on storage). It offers
-//! mechanism, not policy: permission checks, export access and squashing are done by
-//! the callers in `nfs3`/`mount`, which also gather wcc data around each call.
+//! mechanism, not policy: permission checks (the policy is [`access`], which the model
+//! never calls), export access and squashing are done by the protocol layers, which
+//! also gather wcc data around each call.
 //!
 //! API CONTRACT (filled in by the fs implementation; signatures are fixed):
 
+pub mod access;
 pub mod types;
 
 pub use types::*;
@@ -136,6 +138,20 @@ impl FileModel {
     /// removed while open is deleted now. Cheap when it was not removed.
     pub fn release(&self, fileid: u64) {
         self.inner.release(fileid)
+    }
+
+    /// Whether a file removed while open stays until its last close and, after a
+    /// restart, through the NFSv4 grace period (OPEN4_RESULT_PRESERVE_UNLINKED; see
+    /// `imp::orphans`): true on stores that outlive the process.
+    pub fn preserves_unlinked(&self, node: &Node) -> bool {
+        self.inner.preserves_unlinked(&node.key)
+    }
+
+    /// The NFSv4 grace period is over: deletes the files removed while open that no
+    /// open holds any more (those a previous run kept for reclaims nobody made).
+    /// Returns how many.
+    pub fn release_unopened_orphans(&self) -> usize {
+        self.inner.release_unopened()
     }
 
     /// Reports a change of `fileid` the caller makes through this model but which the

@@ -5,7 +5,7 @@
 //! whole argument first, so a call is either garbage (nothing done) or executed; it
 //! then writes only the procedure's results after the RPC header the caller wrote.
 
-pub mod access;
+mod names;
 mod procs;
 pub mod proto;
 

@@ -6,12 +6,17 @@
 //! happen before any attributes are known are returned as `Fail::St` and `serve`
 //! writes the procedure's attribute-less resfail.
 
-use super::access::*;
+use super::names::*;
 use super::proto::*;
 use super::{Ctx, MAX_DIR_REPLY, MAX_IO};
 use crate::export::{admit, Caller};
+use crate::fs::access::*;
 use crate::fs::{Attr, CreateMode, FileHandle, FileKind, NfsTime, Node, Owner, SetAttr, Status};
 use engine::xdr::{padded, XdrError, XdrReader, XdrWriter};
+
+/// NFSv3 data access keeps the owner override (RFC 1813 §4.4: WRITE is stateless, so
+/// the owner of a file it opened and then made read-only can still write it).
+const V3: Grant = Grant::OwnerOverride;
 
 pub(super) enum Fail {
     /// The arguments could not be decoded.
@@ -127,7 +132,7 @@ fn setattr(ctx: &Ctx, r: &mut XdrReader, out: &mut XdrWriter) -> Res {
         {
             return Err(Status::NotSync);
         }
-        check_setattr(&pre, &c, &set)?;
+        check_setattr(&pre, &c, &set, V3)?;
         if let Some(size) = set.size {
             if size > MAX_FILE_SIZE {
                 return Err(Status::FBig);
@@ -211,7 +216,7 @@ fn read(ctx: &Ctx, r: &mut XdrReader, out: &mut XdrWriter) -> Res {
             FileKind::Dir => return Err(Status::IsDir),
             _ => return Err(Status::Inval),
         }
-        check_read(&a, &c)
+        check_read_by(&a, &c, V3)
     })();
     if let Err(s) = pre {
         out.u32(s as u32)?;
@@ -267,7 +272,7 @@ fn write(ctx: &Ctx, r: &mut XdrReader, out: &mut XdrWriter) -> Res {
             FileKind::Dir => return Err(Status::IsDir),
             _ => return Err(Status::Inval),
         }
-        check_write(&pre, &c)?;
+        check_write_by(&pre, &c, V3)?;
         match offset.checked_add(count as u64) {
             Some(end) if end <= MAX_FILE_SIZE => {}
             _ => return Err(Status::FBig),
@@ -354,7 +359,7 @@ fn create(ctx: &Ctx, r: &mut XdrReader, out: &mut XdrWriter) -> Res {
                 Ok(existing) => {
                     let a = ctx.model.getattr(&existing)?;
                     if a.kind == FileKind::Reg {
-                        check_write(&a, c)?;
+                        check_write_by(&a, c, V3)?;
                     }
                 }
                 Err(Status::NoEnt) => {}

@@ -396,13 +396,16 @@ fn parse_id(s: &[u8]) -> Result<u32, u32> {
 }
 
 /// settime4: SET_TO_SERVER_TIME4 (0) or SET_TO_CLIENT_TIME4 (1) with an nfstime4.
+/// Its seconds are int64 (RFC 8881 §3.3.1), before 1970 and after 2106 too: the file
+/// model stores every value but `i64::MIN` (`NfsTime`), which is INVAL as nseconds
+/// of 10^9 or more are.
 fn get_settime(r: &mut XdrReader) -> Result<SetTime, u32> {
     match r.u32().map_err(|_| NFS4ERR_BADXDR)? {
         0 => Ok(SetTime::ServerTime),
         1 => {
             let sec = r.i64().map_err(|_| NFS4ERR_BADXDR)?;
             let nsec = r.u32().map_err(|_| NFS4ERR_BADXDR)?;
-            if nsec >= 1_000_000_000 || !(0..=u32::MAX as i64).contains(&sec) {
+            if nsec >= 1_000_000_000 || sec == i64::MIN {
                 return Err(NFS4ERR_INVAL);
             }
             Ok(SetTime::Client(NfsTime { sec, nsec }))
@@ -529,5 +532,29 @@ mod tests {
             w.u32(2_000_000_000).unwrap();
         });
         assert_eq!(get_new_attrs(&mut XdrReader::new(&b)), Err(NFS4ERR_INVAL));
+    }
+
+    /// pjdfstest utimensat/09.t: nfstime4 seconds are int64 (RFC 8881 §3.3.1), so
+    /// 2^32, 2^33 and before 1970 are times; only i64::MIN (no stored form) is not.
+    #[test]
+    fn client_times_beyond_u32_seconds() {
+        let set = |sec: i64| {
+            let b = encode_new(&[TIME_ACCESS_SET, TIME_MODIFY_SET], |w| {
+                for _ in 0..2 {
+                    w.u32(1).unwrap();
+                    w.i64(sec).unwrap();
+                    w.u32(999_999_999).unwrap();
+                }
+            });
+            get_new_attrs(&mut XdrReader::new(&b)).map(|n| (n.set.atime, n.set.mtime))
+        };
+        for sec in [1 << 32, 1 << 33, -1, -(1 << 33), i64::MAX, i64::MIN + 1] {
+            let t = SetTime::Client(NfsTime {
+                sec,
+                nsec: 999_999_999,
+            });
+            assert_eq!(set(sec), Ok((t, t)), "{sec}");
+        }
+        assert_eq!(set(i64::MIN), Err(NFS4ERR_INVAL));
     }
 }

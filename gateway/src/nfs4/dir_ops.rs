@@ -5,8 +5,8 @@ use super::attrs::{self, Bitmap, Obj};
 use super::file_ops::*;
 use super::status::*;
 use super::{pseudo, put_status, Compound, CurrentFh, Full, OpResult};
+use crate::fs::access::*;
 use crate::fs::{Attr, FileKind, Node, Owner, Status};
-use crate::nfs3::access::*;
 use crate::state::Conflict;
 use engine::xdr::{XdrReader, XdrResult, XdrWriter};
 

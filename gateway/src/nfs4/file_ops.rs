@@ -1,13 +1,13 @@
 //! File operations of NFSv4.1 (RFC 8881 §18) over the file model: filehandles,
 //! LOOKUP/LOOKUPP, ACCESS, GETATTR/SETATTR, VERIFY/NVERIFY, READLINK, SECINFO.
-//! Permission checks mirror NFSv3 (`nfs3::access`, `export::admit`).
+//! Permission checks: `fs::access` after `export::admit`.
 
 use super::attrs::{self, Bitmap, Env, Obj};
 use super::status::*;
 use super::{pseudo, put_status, Compound, CurrentFh, Full, OpResult, FH4_MAX};
 use crate::export::{admit, Caller};
+use crate::fs::access::*;
 use crate::fs::{Attr, FileKind, Node};
-use crate::nfs3::access::*;
 use crate::state::stateid::Stateid;
 use engine::xdr::{XdrReader, XdrResult, XdrWriter};
 
@@ -355,6 +355,7 @@ pub(super) fn setattr(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter) ->
         let new = new?;
         let f = cur_file(c, NFS4ERR_ROFS)?;
         check_writable(&f.caller).map_err(fs_err)?;
+        let mut size_grant = Grant::Mode;
         if let Some(size) = new.set.size {
             match f.attr.kind {
                 FileKind::Reg => {}
@@ -369,6 +370,9 @@ pub(super) fn setattr(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter) ->
             if size > attrs::MAX_FILE_SIZE {
                 return Err(NFS4ERR_FBIG);
             }
+            // ftruncate(2) of an open for writing needs nothing more; truncate(2)
+            // (a special stateid, RFC 8881 §18.30.3) needs w, for the owner too.
+            size_grant = super::io_ops::grant(c, &sid, true);
         }
         if !c.state.delegations.break_conflicts(
             f.node.fileid,
@@ -377,7 +381,7 @@ pub(super) fn setattr(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter) ->
         ) {
             return Err(NFS4ERR_DELAY);
         }
-        check_setattr(&f.attr, &f.caller, &new.set).map_err(fs_err)?;
+        check_setattr(&f.attr, &f.caller, &new.set, size_grant).map_err(fs_err)?;
         let set = sanitize_setattr(&f.attr, &f.caller, &new.set);
         c.ctx.model.setattr(&f.node, &set).map_err(fs_err)?;
         Ok(new.given)

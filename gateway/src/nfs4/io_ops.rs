@@ -1,13 +1,15 @@
 //! READ, WRITE and COMMIT (RFC 8881 §18.22, §18.32, §18.3): the stateid is checked by
-//! the opens table (`Opens::check_io`), permissions as NFSv3.
+//! the opens table (`Opens::check_io`); the mode bits only where no OPEN checked them
+//! (`grant`). NFSv3's owner override does not apply: NFSv4 checks at OPEN.
 
 use super::attrs::MAX_FILE_SIZE;
 use super::file_ops::{cur_file, fs_err, ok_with};
 use super::status::*;
 use super::{put_status, Compound, Full, OpResult};
+use crate::fs::access::*;
 use crate::fs::{FileKind, SetAttr, Stable};
-use crate::nfs3::access::*;
 use crate::nfs3::MAX_IO;
+use crate::state::opens::ACCESS_READ;
 use crate::state::stateid::Stateid;
 use crate::state::Conflict;
 use engine::xdr::{XdrReader, XdrWriter};
@@ -20,6 +22,27 @@ fn need_reg(kind: FileKind) -> Result<(), u32> {
         FileKind::Dir => Err(NFS4ERR_ISDIR),
         FileKind::Lnk => Err(NFS4ERR_INVAL),
         _ => Err(NFS4ERR_INVAL),
+    }
+}
+
+/// How an I/O `sid` (resolved, accepted by `check_io` for `write`) grants access:
+/// a special stateid (anonymous or bypass, RFC 8881 §8.2.3) was opened by no one, so
+/// the mode bits decide, strictly; a delegation or an open with this access was
+/// checked by its OPEN (§18.16.3). `check_io` let WRITE through only with an open or
+/// lock stateid whose open has WRITE access; a READ it also lets through an open for
+/// WRITE only (as knfsd, for the client's read-modify-write), and through a lock
+/// stateid whose open this table cannot see: those the mode bits decide.
+pub(super) fn grant(c: &Compound, sid: &Stateid, write: bool) -> Grant {
+    let special = sid.other == [0; 12] || sid.other == [0xff; 12];
+    if special {
+        return Grant::Mode;
+    }
+    if write || c.state.delegations.owns(sid) {
+        return Grant::Open;
+    }
+    match c.state.opens.open_modes(sid) {
+        Some((access, _)) if access & ACCESS_READ != 0 => Grant::Open,
+        _ => Grant::Mode,
     }
 }
 
@@ -36,7 +59,7 @@ pub(super) fn read(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter) -> Op
         if st != NFS4_OK {
             return Err(st);
         }
-        check_read(&f.attr, &f.caller).map_err(fs_err)?;
+        check_read_by(&f.attr, &f.caller, grant(c, &sid, false)).map_err(fs_err)?;
         // For the reactor cache fill (`fast::take_attr`).
         super::fast::note_attr(&f.attr);
         Ok(f)
@@ -95,7 +118,7 @@ pub(super) fn write(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter) -> O
             return Err(st);
         }
         check_writable(&f.caller).map_err(fs_err)?;
-        check_write(&f.attr, &f.caller).map_err(fs_err)?;
+        check_write_by(&f.attr, &f.caller, grant(c, &sid, true)).map_err(fs_err)?;
         match offset.checked_add(data.len() as u64) {
             Some(end) if end <= MAX_FILE_SIZE => {}
             _ => return Err(NFS4ERR_FBIG),

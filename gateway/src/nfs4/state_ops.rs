@@ -17,8 +17,6 @@ use crate::state::opens::{Denied, Kind, LockError, Locker, Range};
 use crate::state::stateid::Stateid;
 use engine::xdr::{XdrReader, XdrWriter};
 
-/// OPEN4_RESULT_LOCKTYPE_POSIX (§18.16.2): locks follow POSIX (sub-ranges, merges).
-const OPEN4_RESULT_LOCKTYPE_POSIX: u32 = 4;
 /// open_delegation_type4.
 const OPEN_DELEGATE_NONE: u32 = 0;
 const OPEN_DELEGATE_READ: u32 = 1;
@@ -109,7 +107,7 @@ fn encode_open(w: &mut XdrWriter, o: &open::Opened) -> engine::xdr::XdrResult<()
     w.bool(false)?;
     w.u64(o.cinfo.0)?;
     w.u64(o.cinfo.1)?;
-    w.u32(OPEN4_RESULT_LOCKTYPE_POSIX)?;
+    w.u32(o.rflags)?;
     w.u32(2)?;
     w.u32(o.attrset[0])?;
     w.u32(o.attrset[1])?;

@@ -808,3 +808,7 @@ fn sequence_reports_status_flags_and_slot_table() {
 mod courtesy_tests;
 mod fast_io_tests;
 mod fast_tests;
+/// OPEN permission rules through serve() as a user that is not root.
+mod open_perm_tests;
+/// NFSv4 times beyond uint32 seconds, SETATTR to GETATTR (RFC 8881 §3.3.1).
+mod times_tests;

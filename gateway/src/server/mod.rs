@@ -289,7 +289,7 @@ impl Server {
                 listen = %r.local_addr(),
                 credits = r.options().credits,
                 inline = r.options().inline_size,
-                "serving NFSv3 over RPC-over-RDMA"
+                "serving NFSv3, MOUNT v3 and NFSv4.1 over RPC-over-RDMA"
             );
         }
         let direct_io = rings.iter().all(Option::is_some);

@@ -5,9 +5,17 @@
 //!
 //! Both directions hold a `Weak` to the server's shared state (the model and the open
 //! table live in it): no cycle, and nothing happens once the server is gone.
+//!
+//! Files a previous run kept for their opens stay through the grace period (their
+//! opens may be reclaimed: OPEN4_RESULT_PRESERVE_UNLINKED, RFC 8881 §18.16.4); a
+//! thread waits for its end, then has the model delete those no open holds.
 
 use super::Shared;
 use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+/// How often the grace watcher asks whether the grace period is over.
+const GRACE_POLL: Duration = Duration::from_millis(500);
 
 struct OpenQuery(Weak<Shared>);
 
@@ -30,4 +38,32 @@ pub(super) fn wire(shared: &Arc<Shared>) {
             s.model.release(fileid);
         }
     }));
+    let w = Arc::downgrade(shared);
+    let spawned = std::thread::Builder::new()
+        .name("orphan-grace".into())
+        .spawn(move || after_grace(&w));
+    if let Err(e) = spawned {
+        // Without it the kept orphans wait for the next start (module doc).
+        tracing::warn!(error = %e, "cannot start the orphan grace watcher");
+    }
+}
+
+/// Waits for the grace period's end (or the server's), then releases the orphans no
+/// open holds.
+fn after_grace(w: &Weak<Shared>) {
+    loop {
+        let Some(s) = w.upgrade() else { return };
+        if !s.state.clients.in_grace() {
+            let n = s.model.release_unopened_orphans();
+            if n > 0 {
+                tracing::info!(
+                    deleted = n,
+                    "grace period over: deleted orphans no open reclaimed"
+                );
+            }
+            return;
+        }
+        drop(s);
+        std::thread::sleep(GRACE_POLL);
+    }
 }

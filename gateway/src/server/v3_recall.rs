@@ -50,7 +50,7 @@ pub(super) fn must_wait(
     let exports = shared.exports.load();
     let may_write = |n: &Node| {
         exports.get(n.export).is_some_and(|e| {
-            admit(e, client, cred).is_ok_and(|c| crate::nfs3::access::check_writable(&c).is_ok())
+            admit(e, client, cred).is_ok_and(|c| crate::fs::access::check_writable(&c).is_ok())
         })
     };
     let files = files.map(|f| f.filter(may_write));

@@ -237,7 +237,7 @@ impl Inner {
             orphans: orphans::Orphans::new(state_dir),
         };
         inner.add_exports(exports)?;
-        inner.clean_orphans()?;
+        inner.adopt_orphans()?;
         Ok(inner)
     }
 

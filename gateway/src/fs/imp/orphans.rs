@@ -24,12 +24,21 @@
 //! never found by LOOKUP and left out of READDIR (`check_name`, `Inner::list_dir`),
 //! as `.nfsgw-tmp.` names are.
 //!
-//! Crash safety: every orphan is appended to `state_dir/orphans.log` (`+key`) before
-//! the move and struck (`-key`) after its deletion; at start, every orphan the log
-//! still lists is deleted (no open survives a restart; a client reclaiming an open of
-//! an orphan in the grace period gets STALE for it, as it would if the file had been
-//! removed while the gateway was down). The log is this gateway's own, so gateways
-//! sharing a bucket never delete each other's orphans.
+//! Restarts: every orphan is appended to `state_dir/orphans.log` (`+key`) before the
+//! move and struck (`-key`) after its deletion. At start, the orphans the log still
+//! lists are kept, mapped to their file ids again (`adopt_orphans`), through the
+//! NFSv4 grace period: a client reclaiming its open (CLAIM_PREVIOUS by filehandle,
+//! RFC 8881 §8.4.2.1) finds the file, and its last CLOSE deletes it as before. When
+//! the grace period is over the server calls `release_unopened` (server::orphans),
+//! which deletes every orphan no open holds. That is the promise of
+//! OPEN4_RESULT_PRESERVE_UNLINKED (RFC 8881 §18.16.4: kept while open, and through
+//! the grace period after a restart so its open can be reclaimed), which OPEN makes
+//! only where this module keeps it (`preserves_unlinked`): a backend whose objects
+//! outlive the process (`fs`, `s3`; not `memory`) and a key the log can hold (no
+//! newline). The one exception is a state directory that cannot be written: the
+//! REMOVE then deletes at once (`orphan_if_open`) and says so in the log. The log is
+//! this gateway's own, so gateways sharing a bucket never delete each other's
+//! orphans.
 //!
 //! Power loss: a `+key` record is fsynced before the move (and the directory when
 //! the log is created), so no hidden orphan can exist without its record. A `-key`
@@ -257,9 +266,17 @@ impl Inner {
         });
     }
 
-    /// At open: deletes the orphans a previous run left (killed with opens held) and
-    /// starts a fresh log.
-    pub(super) fn clean_orphans(&self) -> anyhow::Result<()> {
+    /// Whether an open of the file at `key` may promise OPEN4_RESULT_PRESERVE_UNLINKED
+    /// (module doc): the store outlives this process and the key fits the log.
+    pub fn preserves_unlinked(&self, key: &str) -> bool {
+        self.backend.name() != "memory" && !key.contains('\n')
+    }
+
+    /// At open: the orphans a previous run left (stopped with opens held) are kept
+    /// for their reclaims, mapped to their file ids (the handle table still maps each
+    /// id to the orphan key); one that no id maps any more is deleted. The log is
+    /// rewritten with those kept.
+    pub(super) fn adopt_orphans(&self) -> anyhow::Result<()> {
         use anyhow::Context;
         let keys = self
             .orphans
@@ -267,10 +284,19 @@ impl Inner {
             .with_context(|| format!("reading {}", self.orphans.log.display()))?;
         let mut left = Vec::new();
         for k in keys {
+            if let Some(id) = self.table.id_of(&k) {
+                tracing::info!(
+                    key = k,
+                    fileid = id,
+                    "kept an orphan of the previous run for the grace period"
+                );
+                lock(&self.orphans.map).insert(id, k.clone());
+                left.push(k);
+                continue;
+            }
             match self.backend.delete(&k) {
                 Ok(()) | Err(BackendError::NotFound) => {
                     tracing::info!(key = k, "deleted an orphan left by the previous run");
-                    self.forget_file(&k);
                 }
                 Err(e) => {
                     tracing::warn!(key = k, error = %e, "cannot delete an orphan of the previous run; kept for the next start");
@@ -282,5 +308,17 @@ impl Inner {
             .rewrite(&left)
             .with_context(|| format!("writing {}", self.orphans.log.display()))?;
         Ok(())
+    }
+
+    /// See `FileModel::release_unopened_orphans`: deletes every orphan no open holds
+    /// (those of the previous run nobody reclaimed). Returns how many.
+    pub fn release_unopened(&self) -> usize {
+        let ids: Vec<u64> = lock(&self.orphans.map).keys().copied().collect();
+        let idle: Vec<u64> = ids
+            .into_iter()
+            .filter(|&id| !self.orphans.is_open(id))
+            .collect();
+        idle.iter().for_each(|&id| self.release(id));
+        idle.len()
     }
 }

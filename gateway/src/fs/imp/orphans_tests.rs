@@ -143,23 +143,59 @@ fn a_file_renamed_over_while_open_keeps_its_old_bytes() {
     });
 }
 
+/// A restart keeps the orphans of the previous run (stopped with opens held) for the
+/// grace period: the handle resolves to the nameless file, a reclaimed open's last
+/// close deletes it, and the grace period's end deletes those nobody reclaimed
+/// (OPEN4_RESULT_PRESERVE_UNLINKED, RFC 8881 §18.16.4).
 #[test]
-fn orphans_of_a_killed_run_are_deleted_at_start() {
+fn orphans_of_a_stopped_run_are_kept_through_the_grace_period() {
     each(|m, b, st| {
         let opened = track(m);
         let root = m.root(0).unwrap();
-        let f = mkfile(m, &root, "held");
+        let (f, g) = (mkfile(m, &root, "held"), mkfile(m, &root, "lost"));
         put(m, &f, b"x");
-        lock(&opened.0).insert(f.fileid);
+        let (hf, hg) = (m.handle(&f), m.handle(&g));
+        lock(&opened.0).extend([f.fileid, g.fileid]);
         m.remove(&root, b"held").unwrap();
-        assert_eq!(orphans_in_store(b).len(), 1);
-        // A second gateway start on the same store and state dir (the first one
-        // killed with the open held: it never released it).
+        m.remove(&root, b"lost").unwrap();
+        assert_eq!(orphans_in_store(b).len(), 2);
+        // A second gateway start on the same store and state dir.
         let m2 = FileModel::open(b.clone(), st, &exports()).unwrap();
+        assert_eq!(orphans_in_store(b).len(), 2, "{:?}", store_keys(b));
+        let n = m2.resolve(hf.as_bytes()).unwrap();
+        assert_eq!(m2.getattr(&n).unwrap().nlink, 0);
+        assert_eq!(read_all(&m2, &n), b"x");
+        // "held" is reclaimed, "lost" not: the grace period ends.
+        let opened2 = track(&m2);
+        lock(&opened2.0).insert(f.fileid);
+        assert_eq!(m2.release_unopened_orphans(), 1);
+        assert_eq!(m2.resolve(hg.as_bytes()), Err(Status::Stale));
+        assert_eq!(orphans_in_store(b).len(), 1, "{:?}", store_keys(b));
+        // The reclaimed open's last close.
+        lock(&opened2.0).clear();
+        m2.release(f.fileid);
         assert!(orphans_in_store(b).is_empty(), "{:?}", store_keys(b));
-        // And the log starts afresh: a third start has nothing to do.
+        assert_eq!(m2.resolve(hf.as_bytes()), Err(Status::Stale));
+        // And the log is done with them: a third start has nothing to keep.
         drop(m2);
-        FileModel::open(b.clone(), st, &exports()).unwrap();
+        let m3 = FileModel::open(b.clone(), st, &exports()).unwrap();
+        assert_eq!(m3.release_unopened_orphans(), 0);
+    });
+}
+
+/// Only stores that outlive the process may promise to keep an unlinked open file
+/// through a restart.
+#[test]
+fn preserving_unlinked_files_needs_a_lasting_store() {
+    each_local(|m, b, _| {
+        let root = m.root(0).unwrap();
+        let f = mkfile(m, &root, "f");
+        assert_eq!(
+            m.preserves_unlinked(&f),
+            b.name() != "memory",
+            "{}",
+            b.name()
+        );
     });
 }
 
@@ -200,8 +236,8 @@ fn a_close_racing_the_remove_leaves_no_orphan() {
 
 /// A power loss may tear the log's last record (module doc of `orphans`): start-up
 /// skips it with a log line, never fails, never deletes a key it does not fully
-/// know (a torn `+di…` must not remove the user's `di`), and still deletes the
-/// orphans its complete records list.
+/// know (a torn `+di…` must not remove the user's `di`), and still keeps, then
+/// deletes, the orphans its complete records list.
 #[test]
 fn a_torn_or_malformed_record_is_skipped_and_complete_ones_still_clean_up() {
     each(|m, b, st| {
@@ -223,7 +259,10 @@ fn a_torn_or_malformed_record_is_skipped_and_complete_ones_still_clean_up() {
         tail.write_all(b"+\xff\xfe\n+di\n+.nfsgw-orphan.00000000")
             .unwrap();
         drop(tail);
-        FileModel::open(b.clone(), st, &exports()).expect("start-up with a torn log");
+        let m2 = FileModel::open(b.clone(), st, &exports()).expect("start-up with a torn log");
+        // The complete record's orphan is kept for the grace period, then deleted.
+        assert_eq!(orphans_in_store(b).len(), 1, "{:?}", store_keys(b));
+        assert_eq!(m2.release_unopened_orphans(), 1);
         assert!(orphans_in_store(b).is_empty(), "{:?}", store_keys(b));
         assert!(
             store_keys(b).iter().any(|k| k == "di"),

@@ -5,8 +5,8 @@
 use super::args::{Claim, CreateHow, OpenArgs};
 use super::fattr::{NewAttrs, FATTR4_SIZE};
 use super::{caller, resolve_stateid};
+use crate::fs::access;
 use crate::fs::{Attr, CreateMode, FileKind, Node, Owner, SetAttr, Status};
-use crate::nfs3::access;
 use crate::nfs4::status::*;
 use crate::nfs4::{Compound, CurrentFh};
 use crate::state::opens::{ACCESS_READ, ACCESS_WRITE};
@@ -28,6 +28,13 @@ pub const WND4_NOT_WANTED: u32 = 0;
 pub const WND4_CONTENTION: u32 = 1;
 pub const WND4_CANCELLED: u32 = 7;
 
+/// OPEN4_RESULT_LOCKTYPE_POSIX (§18.16.2): locks follow POSIX (sub-ranges, merges).
+pub const OPEN4_RESULT_LOCKTYPE_POSIX: u32 = 4;
+/// OPEN4_RESULT_PRESERVE_UNLINKED (§18.16.4): a REMOVE of the open file keeps it
+/// until its last CLOSE, and through the grace period after a restart
+/// (`fs::imp::orphans`), so the client unlinks instead of silly-renaming.
+pub const OPEN4_RESULT_PRESERVE_UNLINKED: u32 = 8;
+
 /// NAME_MAX of a component.
 const NAME_MAX: usize = 255;
 
@@ -48,6 +55,8 @@ pub struct Opened {
     /// change_info4 before/after of the directory (CLAIM_NULL), else zeros.
     pub cinfo: (u64, u64),
     pub attrset: [u32; 2],
+    /// OPEN4_RESULT_* flags (§18.16.2).
+    pub rflags: u32,
     pub deleg: Deleg,
 }
 
@@ -315,18 +324,16 @@ pub fn run(c: &mut Compound, a: &OpenArgs) -> Result<Opened, u32> {
     let model = c.ctx.model;
     let fileid = t.node.fileid;
     if !t.created {
-        // Opening an existing file needs the permissions of its accesses (owner
-        // override as for NFSv3 READ/WRITE); the creator may open what it made.
-        let who = caller(c, &t.node)?;
-        if access & ACCESS_READ != 0 {
-            access::check_read(&t.attr, &who).map_err(fs)?;
-        }
-        if access & ACCESS_WRITE != 0 || t.truncate.is_some() {
-            access::check_write(&t.attr, &who).map_err(fs)?;
-        }
+        // Opening an existing file needs the permissions of its share access by the
+        // mode bits alone (§18.16.3; no NFSv3 owner override: READ and WRITE under
+        // this open are not checked again). The creator may open what this OPEN
+        // made, whatever its mode (POSIX open(O_CREAT|O_WRONLY, 0444); knfsd).
         if t.truncate.is_some() && access & ACCESS_WRITE == 0 {
             return Err(NFS4ERR_INVAL);
         }
+        let who = caller(c, &t.node)?;
+        let (read, write) = (access & ACCESS_READ != 0, access & ACCESS_WRITE != 0);
+        access::check_open(&t.attr, &who, read, write).map_err(fs)?;
     }
     let why = if access & ACCESS_WRITE != 0 || deny != 0 {
         Conflict::Write
@@ -365,6 +372,10 @@ pub fn run(c: &mut Compound, a: &OpenArgs) -> Result<Opened, u32> {
         }
     }
     let handle = model.handle(&t.node).as_bytes().to_vec();
+    let mut rflags = OPEN4_RESULT_LOCKTYPE_POSIX;
+    if model.preserves_unlinked(&t.node) {
+        rflags |= OPEN4_RESULT_PRESERVE_UNLINKED;
+    }
     let deleg = offer_delegation(c, &a.claim, fileid, &handle, access, want);
     c.cfh = Some(CurrentFh::File {
         node: t.node,
@@ -375,6 +386,7 @@ pub fn run(c: &mut Compound, a: &OpenArgs) -> Result<Opened, u32> {
         stateid,
         cinfo: t.cinfo,
         attrset: t.attrset,
+        rflags,
         deleg,
     })
 }

@@ -878,6 +878,7 @@ fn open_result_encodes_each_delegation_kind() {
             stateid: s,
             cinfo: (1, 2),
             attrset: [0, 2],
+            rflags: open::OPEN4_RESULT_LOCKTYPE_POSIX,
             deleg,
         };
         let mut buf = vec![0u8; 512];
@@ -923,3 +924,6 @@ fn open_result_encodes_each_delegation_kind() {
         not_wanted.0
     );
 }
+
+/// OPEN, READ, WRITE and SETATTR(size) permission rules of NFSv4 (no owner override).
+mod perm_tests;

@@ -25,7 +25,7 @@
 use super::write::{CommitStart, WriteArgs};
 use super::{base_of, fault, read_want, Base, Direct, Failure, Finished, Job, Op, Pending, MARK};
 use crate::cache::{self, Fill, FillData};
-use crate::nfs3::access::check_read;
+use crate::fs::access::check_read;
 use crate::nfs4::fast_io::{self, Bitmap, IoCall, IoOp, Started, Target};
 use engine::mem::{Buf, Pools};
 use engine::rpc::{self, Accept};

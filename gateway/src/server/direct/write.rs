@@ -19,8 +19,8 @@ use super::{
     attr_after, fault, Admitted, Base, Direct, Failure, Job, Op, Pending, DATA_SYNC, MAX_END,
     SYNC_BIT, UNSTABLE,
 };
+use crate::fs::access::{check_writable, check_write, mode_after_write};
 use crate::fs::Attr;
-use crate::nfs3::access::{check_writable, check_write, mode_after_write};
 use crate::uring::{FileRef, StableSync};
 use std::os::fd::AsRawFd;
 
