@@ -7,7 +7,7 @@
 # creates the Python venv tests/.venv with pytest, and tries to build the PyPI
 # `libnfs` Python bindings (needs libnfs-dev, swig, python3-dev). When that build
 # fails the harness still works: the suites use our own client tests/e2e/nfsclient.py.
-# Installs python3-ply (pynfs, tests/pynfs/run.sh) and moto[server] (a real S3-compatible server, plus boto3) for the s3 backend tests.
+# Installs moto[server] (a real S3-compatible server, plus boto3) for the s3 backend tests.
 # A second run with everything in place is a fast no-op.
 set -euo pipefail
 
@@ -19,7 +19,7 @@ log() { echo "setup.sh: $*" >&2; }
 
 # ---- Debian packages --------------------------------------------------------
 PKGS=(libnfs-utils libnfs-dev swig python3-dev python3-venv build-essential pkg-config
-      libibverbs-dev librdmacm-dev libclang-dev fio systemd python3-ply libfuse3-3)
+      libibverbs-dev librdmacm-dev libclang-dev fio systemd libfuse3-3)
 missing=()
 for p in "${PKGS[@]}"; do
     if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
@@ -42,8 +42,6 @@ if ((${#missing[@]})); then
     apt-get install -y -qq --no-install-recommends libibverbs-dev librdmacm-dev libclang-dev fio
     # systemd-analyze: tests/e2e/test_service.py verifies configs/nfsgw.service
     apt-get install -y -qq --no-install-recommends systemd
-    # pynfs' XDR generator (tests/pynfs/run.sh runs pynfs with /usr/bin/python3)
-    apt-get install -y -qq --no-install-recommends python3-ply
     # libfuse 3 for tests/e2e/faultfs.py (EIO injected under the gateway's fs backend)
     apt-get install -y -qq --no-install-recommends libfuse3-3
 fi
