@@ -4,7 +4,7 @@
 #   tests/setup.sh
 #
 # Installs libnfs-utils (nfs-ls, nfs-cp, nfs-cat: a real third-party NFS client),
-# creates the Python venv tests/.venv with pytest, and tries to build the PyPI
+# creates the Python venv tests/.venv (a link into ~/.cache/nfsgw) with pytest, and tries to build the PyPI
 # `libnfs` Python bindings (needs libnfs-dev, swig, python3-dev). When that build
 # fails the harness still works: the suites use our own client tests/e2e/nfsclient.py.
 # Installs moto[server] (a real S3-compatible server, plus boto3) for the s3 backend tests.
@@ -50,9 +50,19 @@ for b in nfs-ls nfs-cp nfs-cat; do
 done
 
 # ---- venv with pytest ---------------------------------------------------------
+# A fresh checkout links tests/.venv to a venv in the machine's cache
+# (${NFSGW_CACHE:-~/.cache/nfsgw}/venv, beside the cargo target dir of tests/run-all.sh):
+# a clean clone (CI) then reuses the pip downloads and the libnfs bindings' build.
+# An existing tests/.venv (a directory or a link) is kept as it is.
+if [[ ! -e "$VENV" && ! -L "$VENV" ]]; then
+    CACHE=${NFSGW_CACHE:-$HOME/.cache/nfsgw}
+    mkdir -p "$CACHE"
+    ln -s "$CACHE/venv" "$VENV"
+fi
 if [[ ! -x "$VENV/bin/python" ]]; then
     log "creating venv $VENV"
-    "$PY" -m venv "$VENV"
+    # at its real path: the scripts' #! lines must not name a checkout that may go away
+    "$PY" -m venv "$(readlink -f "$VENV")"
 fi
 # keep the venv out of git without touching files outside tests/
 [[ -f "$VENV/.gitignore" ]] || echo '*' > "$VENV/.gitignore"
