@@ -37,9 +37,9 @@ settle() {
 failed=0
 for s in $STAGES; do
   case "$s" in
-    kernel-client) cmd=(bash "$HERE/kernel-nfs-smoke.sh" "$GW"); to=${KERNEL_CLIENT_TIMEOUT:-1400} ;;
-    rdma-send-timeout) cmd=(bash "$HERE/rdma-send-timeout.sh" "$RGW" "$RBENCH"); to=${RDMA_SEND_TIMEOUT_TIMEOUT:-800} ;;
-    kernel-rdma) cmd=(bash "$HERE/kernel-nfs-rdma.sh" "$RGW" "$RBENCH"); to=${KERNEL_RDMA_TIMEOUT:-1400} ;;
+    kernel-client) cmd=(bash "$HERE/kernel-nfs-smoke.sh" "$GW"); to=${KERNEL_CLIENT_TIMEOUT:-1500} ;;
+    rdma-send-timeout) cmd=(bash "$HERE/rdma-send-timeout.sh" "$RGW" "$RBENCH"); to=${RDMA_SEND_TIMEOUT_TIMEOUT:-900} ;;
+    kernel-rdma) cmd=(bash "$HERE/kernel-nfs-rdma.sh" "$RGW" "$RBENCH"); to=${KERNEL_RDMA_TIMEOUT:-1500} ;;
     *) echo "guest-stages.sh: unknown stage $s"; failed=$((failed + 1)); continue ;;
   esac
   # Each stage's scratch files (mktemp) in a directory of its own, removed afterwards:

@@ -11,7 +11,7 @@
 # <repo>/target) or GATEWAY_BIN. Output in target/vm-kernel-client.log; the last line is
 # "1 passed, 0 failed" or "0 passed, 1 failed". A TCG run on a 2-core machine takes about
 # 75 s for the NFSv3 part; the NFSv4.1 part adds 5-12 min, most of it the 10,000-entry
-# directory (V41_ENTRIES); KVM much less. KERNEL_CLIENT_TIMEOUT [1400 s] bounds the stage.
+# directory (V41_ENTRIES); KVM much less. KERNEL_CLIENT_TIMEOUT [1500 s] bounds the stage.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 VM_STAGES=kernel-client exec bash tests/vm/run-vm-stages.sh

@@ -16,7 +16,7 @@
 # stages in one boot). Builds gateway and bench with their `rdma` features
 # (tests/vm/build-rdma.sh) unless GATEWAY_BIN (and BENCH_BIN) are given. The knobs of the
 # guest script pass through (tests/README.md). Output in target/vm-kernel-rdma.log. Last
-# line: "1 passed, 0 failed" or "0 passed, 1 failed". KERNEL_RDMA_TIMEOUT [1400 s] bounds
+# line: "1 passed, 0 failed" or "0 passed, 1 failed". KERNEL_RDMA_TIMEOUT [1500 s] bounds
 # the stage.
 set -uo pipefail
 cd "$(dirname "$0")/../.."

@@ -16,7 +16,7 @@
 # (tests/vm/build-rdma.sh) unless GATEWAY_BIN (and BENCH_BIN) are given. SEND_TIMEOUT_S
 # [3], STALL_WAIT_S and STALL_RECLAIM_MS [1000] pass through. Output in
 # target/vm-rdma-send-timeout.log. Last line: "1 passed, 0 failed" or "0 passed, 1
-# failed". RDMA_SEND_TIMEOUT_TIMEOUT [800 s] bounds the stage.
+# failed". RDMA_SEND_TIMEOUT_TIMEOUT [900 s] bounds the stage.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 [ -n "${GATEWAY_BIN:-}" ] && export RDMA_GATEWAY_BIN=$GATEWAY_BIN

@@ -19,7 +19,7 @@
 # is kept in target/vm-NAME.log (the whole boot in target/vm-stages.log); one line per
 # stage in target/vm-stages.txt (result, time, name) for tests/run-all.sh's table. Last
 # line: "N passed, M failed". Per-stage guest timeouts (seconds): KERNEL_CLIENT_TIMEOUT
-# [1400], RDMA_SEND_TIMEOUT_TIMEOUT [800], KERNEL_RDMA_TIMEOUT [1400]; VM_TIMEOUT bounds
+# [1500], RDMA_SEND_TIMEOUT_TIMEOUT [900], KERNEL_RDMA_TIMEOUT [1500]; VM_TIMEOUT bounds
 # the whole boot [their sum + 300]. The knobs of the guest scripts pass through
 # (tests/README.md).
 set -uo pipefail
@@ -50,9 +50,9 @@ fail_all() {
 rdma=0 tcp=0 budget=0
 for s in $STAGES; do
   case "$s" in
-    kernel-client) tcp=1; budget=$((budget + ${KERNEL_CLIENT_TIMEOUT:-1400})) ;;
-    rdma-send-timeout) rdma=1; budget=$((budget + ${RDMA_SEND_TIMEOUT_TIMEOUT:-800})) ;;
-    kernel-rdma) rdma=1; budget=$((budget + ${KERNEL_RDMA_TIMEOUT:-1400})) ;;
+    kernel-client) tcp=1; budget=$((budget + ${KERNEL_CLIENT_TIMEOUT:-1500})) ;;
+    rdma-send-timeout) rdma=1; budget=$((budget + ${RDMA_SEND_TIMEOUT_TIMEOUT:-900})) ;;
+    kernel-rdma) rdma=1; budget=$((budget + ${KERNEL_RDMA_TIMEOUT:-1500})) ;;
     *) fail_all "unknown stage '$s' (VM_STAGES)" ;;
   esac
 done
