@@ -65,8 +65,12 @@ bash tests/setup.sh
 step "build with --features $RDMA_FEATURES (verbs; the VM's RDMA stages)"
 bash tests/vm/build-rdma.sh >/dev/null
 
-step "build (release, default features; shared by every later step)"
-cargo build --release --workspace --locked 2>&1 | tail -n 3
+# --all-targets: the unit tests' binaries too, and dev-dependencies (tempfile) take part in
+# the feature unification as they do under `cargo test`, so the unit test step compiles
+# nothing and release/gateway is the very binary `cargo test` would build (without it,
+# `cargo test` recompiled a dozen dependencies and every workspace crate once more).
+step "build (release, default features, all targets; shared by every later step)"
+cargo build --release --workspace --all-targets --locked 2>&1 | tail -n 3
 
 if [ -z "${SKIP_LINT:-}" ]; then
   step "cargo fmt --check"
