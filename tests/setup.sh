@@ -4,10 +4,10 @@
 #   tests/setup.sh
 #
 # Installs libnfs-utils (nfs-ls, nfs-cp, nfs-cat: a real third-party NFS client),
-# creates the Python venv tests/.venv with pytest, and tries to build the PyPI
+# creates the Python venv tests/.venv (a link into ~/.cache/nfsgw) with pytest, and tries to build the PyPI
 # `libnfs` Python bindings (needs libnfs-dev, swig, python3-dev). When that build
 # fails the harness still works: the suites use our own client tests/e2e/nfsclient.py.
-# Installs python3-ply (pynfs, tests/pynfs/run.sh) and moto[server] (a real S3-compatible server, plus boto3) for the s3 backend tests.
+# Installs moto[server] (a real S3-compatible server, plus boto3) for the s3 backend tests.
 # A second run with everything in place is a fast no-op.
 set -euo pipefail
 
@@ -19,7 +19,7 @@ log() { echo "setup.sh: $*" >&2; }
 
 # ---- Debian packages --------------------------------------------------------
 PKGS=(libnfs-utils libnfs-dev swig python3-dev python3-venv build-essential pkg-config
-      libibverbs-dev librdmacm-dev libclang-dev fio systemd python3-ply libfuse3-3)
+      libibverbs-dev librdmacm-dev libclang-dev fio systemd libfuse3-3)
 missing=()
 for p in "${PKGS[@]}"; do
     if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
@@ -42,8 +42,6 @@ if ((${#missing[@]})); then
     apt-get install -y -qq --no-install-recommends libibverbs-dev librdmacm-dev libclang-dev fio
     # systemd-analyze: tests/e2e/test_service.py verifies configs/nfsgw.service
     apt-get install -y -qq --no-install-recommends systemd
-    # pynfs' XDR generator (tests/pynfs/run.sh runs pynfs with /usr/bin/python3)
-    apt-get install -y -qq --no-install-recommends python3-ply
     # libfuse 3 for tests/e2e/faultfs.py (EIO injected under the gateway's fs backend)
     apt-get install -y -qq --no-install-recommends libfuse3-3
 fi
@@ -52,9 +50,19 @@ for b in nfs-ls nfs-cp nfs-cat; do
 done
 
 # ---- venv with pytest ---------------------------------------------------------
+# A fresh checkout links tests/.venv to a venv in the machine's cache
+# (${NFSGW_CACHE:-~/.cache/nfsgw}/venv, beside the cargo target dir of tests/run-all.sh):
+# a clean clone (CI) then reuses the pip downloads and the libnfs bindings' build.
+# An existing tests/.venv (a directory or a link) is kept as it is.
+if [[ ! -e "$VENV" && ! -L "$VENV" ]]; then
+    CACHE=${NFSGW_CACHE:-$HOME/.cache/nfsgw}
+    mkdir -p "$CACHE"
+    ln -s "$CACHE/venv" "$VENV"
+fi
 if [[ ! -x "$VENV/bin/python" ]]; then
     log "creating venv $VENV"
-    "$PY" -m venv "$VENV"
+    # at its real path: the scripts' #! lines must not name a checkout that may go away
+    "$PY" -m venv "$(readlink -f "$VENV")"
 fi
 # keep the venv out of git without touching files outside tests/
 [[ -f "$VENV/.gitignore" ]] || echo '*' > "$VENV/.gitignore"

@@ -1,6 +1,7 @@
 """Fixtures for the gateway end-to-end suites.
 
-* `gateway_bin`  - the binary: $GATEWAY_BIN or <repo>/target/release/gateway (fails, never skips).
+* `gateway_bin`  - the binary: $GATEWAY_BIN or $CARGO_TARGET_DIR/release/gateway (target dir
+                   default <repo>/target) (fails, never skips).
 * `gw_factory`   - `gw_factory(backend="fs", exports=[...], tcp={...})` -> a started `Gateway`;
                    every gateway it made is stopped with SIGTERM at teardown (exit 0 asserted).
 * `gw`           - a started gateway with one rw "/" export, parametrized over fs, memory and
@@ -45,6 +46,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from nfsclient import NfsClient  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
+# Cargo's output directory: tests/run-all.sh keeps it outside the checkout.
+RELEASE = Path(os.environ.get("CARGO_TARGET_DIR") or REPO / "target") / "release"
 DEFAULT_EXPORT = {"path": "/", "clients": ["127.0.0.0/8"], "access": "rw", "squash": "none"}
 
 
@@ -74,7 +77,7 @@ def free_rdma_port() -> int:
 
 def find_bench_bin() -> Path:
     env = os.environ.get("BENCH_BIN")
-    return Path(env) if env else REPO / "target" / "release" / "bench"
+    return Path(env) if env else RELEASE / "bench"
 
 
 class Bridge:
@@ -102,7 +105,7 @@ class Bridge:
 
 def find_gateway_bin() -> Path:
     env = os.environ.get("GATEWAY_BIN")
-    p = Path(env) if env else REPO / "target" / "release" / "gateway"
+    p = Path(env) if env else RELEASE / "gateway"
     return p
 
 

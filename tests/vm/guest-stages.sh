@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Runs INSIDE the guest (tools/vm/vm.sh run-script, VM_RXE=1 when an RDMA stage is on):
+# the guest scripts of the VM stages one after another in ONE boot, each bounded by its
+# own timeout, each between two marker lines that tests/vm/run-vm-stages.sh splits the
+# output by and judges each stage by:
+#
+#   @@@ vm-stage begin NAME
+#   @@@ vm-stage end NAME rc=N secs=S
+#
+# Usage: guest-stages.sh GATEWAY RDMA_GATEWAY RDMA_BENCH   (VM_STAGES picks the stages)
+#
+# Order: the NFS/RDMA stage runs last, because Debian 6.1's NFS/RDMA client can oops in a
+# forced unmount and leave later kernel mounts hanging (tests/README.md).
+set -uo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+GW=${1:?gateway binary}
+RGW=${2:-}
+RBENCH=${3:-}
+STAGES=${VM_STAGES:-kernel-client rdma-send-timeout kernel-rdma}
+
+# Ends what a stage may have left behind that the next one would trip over: gateways and
+# bench peers still running (ports 2049/20049), NFS mounts. A mount wedged by a client
+# bug is detached (-l), never waited on for long.
+settle() {
+  local p exe n
+  for p in /proc/[0-9]*; do
+    exe=$(readlink "$p/exe" 2>/dev/null) || continue
+    case "$exe" in "$GW" | "$RGW" | "$RBENCH") kill -9 "${p#/proc/}" 2>/dev/null ;; esac
+  done
+  timeout 20 umount -a -f -l -t nfs,nfs4 2>/dev/null || true
+  for n in $(seq 1 50); do
+    pidof gateway bench >/dev/null || break
+    sleep 0.2
+  done
+}
+
+failed=0
+for s in $STAGES; do
+  case "$s" in
+    kernel-client) cmd=(bash "$HERE/kernel-nfs-smoke.sh" "$GW"); to=${KERNEL_CLIENT_TIMEOUT:-1500} ;;
+    rdma-send-timeout) cmd=(bash "$HERE/rdma-send-timeout.sh" "$RGW" "$RBENCH"); to=${RDMA_SEND_TIMEOUT_TIMEOUT:-900} ;;
+    kernel-rdma) cmd=(bash "$HERE/kernel-nfs-rdma.sh" "$RGW" "$RBENCH"); to=${KERNEL_RDMA_TIMEOUT:-1500} ;;
+    *) echo "guest-stages.sh: unknown stage $s"; failed=$((failed + 1)); continue ;;
+  esac
+  # Each stage's scratch files (mktemp) in a directory of its own, removed afterwards:
+  # the guest's /tmp is RAM (the overlay's tmpfs).
+  tmp=$(mktemp -d /tmp/vm-stage.XXXXXX)
+  echo "@@@ vm-stage begin $s"
+  t0=$(date +%s)
+  TMPDIR=$tmp timeout -k 15 "$to" "${cmd[@]}" </dev/null
+  rc=$?
+  [ "$rc" = 124 ] && echo "guest-stages.sh: $s timed out after ${to}s"
+  echo "@@@ vm-stage end $s rc=$rc secs=$(($(date +%s) - t0))"
+  settle
+  rm -rf "$tmp"
+  [ "$rc" = 0 ] || failed=$((failed + 1))
+done
+exit $((failed > 0))

@@ -1,0 +1,131 @@
+#!/usr/bin/env bash
+# The VM stages in ONE QEMU boot (tools/vm/vm.sh; a boot under the software CPU costs a
+# minute or more, so the stages share it). Each stage still passes or fails on its own:
+#
+#   kernel-client      the kernel's NFSv3 + NFSv4.1 clients over TCP (kernel-nfs-smoke.sh,
+#                      kernel-nfs41.sh), default-feature gateway
+#   rdma-send-timeout  rdma.send_timeout_s and rdma.stall_reclaim_ms on real verbs
+#                      (rdma-send-timeout.sh)
+#   kernel-rdma        the kernel's NFS/RDMA client on Soft-RoCE (kernel-nfs-rdma.sh,
+#                      kernel-nfs41-rdma.sh, kernel-rdma-compare.sh)
+#
+#   tests/vm/run-vm-stages.sh                      (root; Debian 12; all three)
+#   VM_STAGES=kernel-client tests/vm/run-vm-stages.sh
+#
+# Binaries: GATEWAY_BIN [$CARGO_TARGET_DIR/release/gateway, target dir default
+# <repo>/target]; RDMA_GATEWAY_BIN and RDMA_BENCH_BIN (built with --features rdma) are
+# built by tests/vm/build-rdma.sh when not given and an RDMA stage is on.
+# A stage passes only if its guest script exited 0 AND printed its PASS line. Its output
+# is kept in target/vm-NAME.log (the whole boot in target/vm-stages.log); one line per
+# stage in target/vm-stages.txt (result, time, name) for tests/run-all.sh's table. Last
+# line: "N passed, M failed". Per-stage guest timeouts (seconds): KERNEL_CLIENT_TIMEOUT
+# [1500], RDMA_SEND_TIMEOUT_TIMEOUT [900], KERNEL_RDMA_TIMEOUT [1500]; VM_TIMEOUT bounds
+# the whole boot [their sum + 300]. The knobs of the guest scripts pass through
+# (tests/README.md).
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+TGT=${CARGO_TARGET_DIR:-$PWD/target}
+STAGES=${VM_STAGES:-kernel-client rdma-send-timeout kernel-rdma}
+GATEWAY_BIN=${GATEWAY_BIN:-$TGT/release/gateway}
+mkdir -p target
+SUMMARY=target/vm-stages.txt
+LOG=target/vm-stages.log
+: >"$SUMMARY"
+
+pass_line() {
+  case "$1" in
+    kernel-client) echo "KERNEL CLIENT SMOKE: PASS" ;;
+    rdma-send-timeout) echo "RDMA SEND TIMEOUT: PASS" ;;
+    kernel-rdma) echo "KERNEL NFS/RDMA: PASS" ;;
+  esac
+}
+fail_all() {
+  local s
+  echo "run-vm-stages.sh: FAILED: $*" >&2
+  for s in $STAGES; do printf '%-7s %8s  vm: %s\n' FAILED - "$s" >>"$SUMMARY"; done
+  echo "0 passed, $(echo $STAGES | wc -w) failed"
+  exit 1
+}
+
+rdma=0 tcp=0 budget=0
+for s in $STAGES; do
+  case "$s" in
+    kernel-client) tcp=1; budget=$((budget + ${KERNEL_CLIENT_TIMEOUT:-1500})) ;;
+    rdma-send-timeout) rdma=1; budget=$((budget + ${RDMA_SEND_TIMEOUT_TIMEOUT:-900})) ;;
+    kernel-rdma) rdma=1; budget=$((budget + ${KERNEL_RDMA_TIMEOUT:-1500})) ;;
+    *) fail_all "unknown stage '$s' (VM_STAGES)" ;;
+  esac
+done
+export VM_TIMEOUT=${VM_TIMEOUT:-$((budget + 300))}
+# The NFS/RDMA stage's memory backend holds the 256 MiB file and the fio files, and each
+# bench RDMA connection registers ~128 credits x 1 MiB of buffers: 2 GiB runs out.
+[ "$rdma" = 1 ] && export VM_MEM=${VM_MEM:-3072}
+export VM_RXE=$rdma
+
+[ "$tcp" = 0 ] || [ -x "$GATEWAY_BIN" ] || fail_all "gateway binary not found at $GATEWAY_BIN (cargo build --release -p gateway)"
+if [ "$rdma" = 1 ]; then
+  if [ -z "${RDMA_GATEWAY_BIN:-}" ]; then
+    d=$(bash tests/vm/build-rdma.sh) || fail_all "tests/vm/build-rdma.sh (cargo build --features rdma)"
+    RDMA_GATEWAY_BIN=$d/gateway
+  fi
+  RDMA_BENCH_BIN=${RDMA_BENCH_BIN:-$(dirname "$RDMA_GATEWAY_BIN")/bench}
+  [ -x "$RDMA_GATEWAY_BIN" ] || fail_all "rdma gateway binary not found at $RDMA_GATEWAY_BIN"
+  [ -x "$RDMA_BENCH_BIN" ] || fail_all "rdma bench binary not found at $RDMA_BENCH_BIN"
+fi
+bash tools/vm/vm.sh setup || fail_all "tools/vm/vm.sh setup"
+if [ "$rdma" = 1 ]; then
+  # fio (write + verify jobs in the guest) runs from the host's root filesystem.
+  if ! command -v fio >/dev/null; then
+    [ "${VM_NO_INSTALL:-0}" = 1 ] && fail_all "fio is not installed (VM_NO_INSTALL=1)"
+    [ "$(id -u)" = 0 ] || fail_all "need root to apt-get install fio"
+    DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 -y -qq --no-install-recommends install fio \
+      || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get -y -qq --no-install-recommends install fio; } \
+      || fail_all "apt-get install fio"
+  fi
+  # Every command the guest scripts run comes from the host's root filesystem: check them
+  # before the boot, so a package no script installs fails in seconds with its name.
+  for c in fio mount.nfs rpcbind exportfs rpc.mountd rpc.nfsd rdma ibv_devices ip modprobe sha256sum python3; do
+    command -v "$c" >/dev/null || fail_all "'$c' is not installed (tools/vm/vm.sh setup with VM_RXE=1 should have installed it)"
+  done
+fi
+export VM_ENV="${VM_ENV:-} VM_STAGES KERNEL_CLIENT_TIMEOUT RDMA_SEND_TIMEOUT_TIMEOUT KERNEL_RDMA_TIMEOUT
+  KERNEL_V41 KERNEL_V41_SERVER V41_PARTS V41_ENTRIES
+  SEND_TIMEOUT_S STALL_WAIT_S STALL_RECLAIM_MS
+  RDMA_FILE_MIB RDMA_FIO_MIB RDMA_DIR_ENTRIES TCP_FILE_MIB TCP_DIR_ENTRIES GW_CORES V41 V41R_FILE_MIB
+  V41R_FIO_MIB V41R_DIR_ENTRIES V41R_PARTS V41R_V3_PROTO V41R_MOUNT_EXTRA V41R_KEEP_GOING
+  V41R_OP_TIMEOUT COMPARE COMPARE_VERS COMPARE_RUNTIME COMPARE_MIB"
+export VM_STAGES=$STAGES
+
+start=$(date +%s)
+bash tools/vm/vm.sh run-script tests/vm/guest-stages.sh "$GATEWAY_BIN" "${RDMA_GATEWAY_BIN:-}" \
+  "${RDMA_BENCH_BIN:-}" 2>&1 | tee "$LOG"
+rc=${PIPESTATUS[0]}
+echo "run-vm-stages.sh: guest exit code $rc after $(($(date +%s) - start))s (log: $LOG)"
+[ "$rc" = 124 ] && echo "run-vm-stages.sh: the boot hit VM_TIMEOUT (${VM_TIMEOUT}s)"
+[ "$rc" = 125 ] && echo "run-vm-stages.sh: the guest did not boot or report (console tail above)"
+
+passed=0 failed=0
+for s in $STAGES; do
+  slog=target/vm-$s.log
+  awk -v s="$s" '$0 == "@@@ vm-stage begin " s {on = 1; next}
+                 on && index($0, "@@@ vm-stage end " s " ") == 1 {print; exit}
+                 on {print}' "$LOG" >"$slog"
+  end=$(grep -E "^@@@ vm-stage end $s rc=" "$slog" || true)
+  secs=$(sed -n 's/.* secs=\([0-9]*\)$/\1/p' <<<"$end")
+  srv=$(sed -n 's/.* rc=\([0-9]*\) .*/\1/p' <<<"$end")
+  why=""
+  if [ -z "$end" ]; then why="never finished in the guest (boot rc $rc)"
+  elif [ "$srv" != 0 ]; then why="guest script exited $srv (124 = its timeout)"
+  elif ! grep -qxF "$(pass_line "$s")" "$slog"; then why="never printed '$(pass_line "$s")'"
+  fi
+  t=-; [ -n "$secs" ] && t=$(printf '%dm%02ds' $((secs / 60)) $((secs % 60)))
+  if [ -z "$why" ]; then
+    passed=$((passed + 1)); echo "vm stage $s: 1 passed, 0 failed ($t; log: $slog)"
+    printf '%-7s %8s  vm: %s\n' ok "$t" "$s" >>"$SUMMARY"
+  else
+    failed=$((failed + 1)); echo "vm stage $s: FAILED: $why; 0 passed, 1 failed ($t; log: $slog)"
+    printf '%-7s %8s  vm: %s\n' FAILED "$t" "$s" >>"$SUMMARY"
+  fi
+done
+echo "$passed passed, $failed failed"
+[ "$failed" = 0 ]
