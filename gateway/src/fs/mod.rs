@@ -67,10 +67,11 @@ pub struct DataFile {
     pub atime_set: bool,
 }
 
-/// Told which files a namespace change may make a cache wrong about (the reactors'
-/// read cache and io_uring file table: `crate::cache::Generations` implements it).
-/// The model calls it for the ids it can name before it changes the store and for
-/// every id it touched after, before the call returns (`imp::observe`).
+/// Told which files a change may make a cache wrong about (the reactors' read cache
+/// and io_uring file table: `crate::cache::Generations` implements it): every write,
+/// SETATTR, syncing COMMIT and namespace change the model executes. The model calls
+/// it for the ids it can name before it changes the store and for every id it
+/// touched after, before the call returns (`imp::observe`).
 pub trait ChangeObserver: Send + Sync {
     /// What is cached about `fileid` may be wrong from now on.
     fn file(&self, fileid: u64);
@@ -138,9 +139,10 @@ impl FileModel {
         self.inner.release(fileid)
     }
 
-    /// Reports a change of `fileid` the caller makes through this model but which the
-    /// call's own bookkeeping cannot name (an NFSv4 OPEN that truncates a file it
-    /// reached by name): call it before the change and again after it.
+    /// Reports a change of `fileid` to the observer (before a change and again after
+    /// it). The model's own changes (`write`, `setattr`, `commit`, namespace calls)
+    /// are reported by the model already; this is for a caller's change made
+    /// otherwise.
     pub fn note_change(&self, fileid: u64) {
         self.inner.note_change(fileid)
     }
