@@ -10,8 +10,7 @@
 mod common;
 
 use common::v4::{
-    compound_call, create_session_op, enc, exchange_id_op, putfh_op, read_op, sequence_op,
-    v3_file,
+    compound_call, create_session_op, enc, exchange_id_op, putfh_op, read_op, sequence_op, v3_file,
 };
 use common::{tcp_call, MOUNT, NFS};
 use engine::rpc::{self, AuthSys, Cred};
@@ -79,8 +78,20 @@ impl Drop for Gw {
     }
 }
 
-/// Both data paths: the workers' and (where the kernel allows it) the reactor's ring.
-const MODES: [&str; 2] = ["workers", "auto"];
+/// Each check once per data path: the workers' (`_workers`) and, where the kernel
+/// allows it, the reactors' io_uring (`_auto`).
+macro_rules! each_io {
+    ($check:ident: $workers:ident, $auto:ident) => {
+        #[test]
+        fn $workers() {
+            $check("workers");
+        }
+        #[test]
+        fn $auto() {
+            $check("auto");
+        }
+    };
+}
 
 // ---- NFSv3 ---------------------------------------------------------------------------
 
@@ -268,7 +279,8 @@ fn setattr_op(size: Option<u64>, mode: Option<u32>) -> Vec<u8> {
         w.u32(OP_SETATTR).unwrap();
         w.opaque_fixed(&[0; 16]).unwrap();
         w.u32(2).unwrap();
-        w.u32(if size.is_some() { SIZE_MODE[0] } else { 0 }).unwrap();
+        w.u32(if size.is_some() { SIZE_MODE[0] } else { 0 })
+            .unwrap();
         w.u32(if mode.is_some() { SIZE_MODE[1] } else { 0 })
             .unwrap();
         let vals = enc(|v: &mut XdrWriter| {
@@ -327,127 +339,157 @@ fn warm(gw: &Gw, name: &[u8], data: &[u8]) -> Warm {
     Warm { v3, v4, fh }
 }
 
-/// Every reader sees `data` (size included) and `mode`'s permission bits.
-fn sees(w: &mut Warm, data: &[u8], mode: u32, what: &str) {
+/// What each reader answers that is not `data` (size included) with `mode`'s
+/// permission bits: one line per stale answer.
+fn stale(w: &mut Warm, data: &[u8], mode: u32, what: &str) -> Vec<String> {
     let size = data.len() as u64;
-    assert_eq!(w.v4.read(&w.fh), data, "{what}: v4 READ");
-    assert_eq!(w.v4.getattr(&w.fh), (size, mode), "{what}: v4 GETATTR");
-    assert_eq!(
-        v3_read(&mut w.v3, &root_cred(), &w.fh),
-        (0, data.to_vec()),
-        "{what}: v3 READ"
+    let mut out = Vec::new();
+    let mut check = |ok: bool, who: &str, got: String| {
+        if !ok {
+            out.push(format!("{what}: {who} answered {got}"));
+        }
+    };
+    let d = w.v4.read(&w.fh);
+    check(d == data, "v4 READ", format!("{d:?}"));
+    let a = w.v4.getattr(&w.fh);
+    check(
+        a == (size, mode),
+        "v4 GETATTR",
+        format!("size {} mode {:o}", a.0, a.1),
     );
+    let (st, d) = v3_read(&mut w.v3, &root_cred(), &w.fh);
+    check(st == 0 && d == data, "v3 READ", format!("{st} {d:?}"));
     let (s3, m3) = v3_getattr(&mut w.v3, &w.fh);
-    assert_eq!((s3, m3 & 0o7777), (size, mode), "{what}: v3 GETATTR");
+    let a = (s3, m3 & 0o7777);
+    check(
+        a == (size, mode),
+        "v3 GETATTR",
+        format!("size {} mode {:o}", a.0, a.1),
+    );
+    out
+}
+
+/// Every reader sees `data` and `mode`.
+fn sees(w: &mut Warm, data: &[u8], mode: u32, what: &str) {
+    let bad = stale(w, data, mode, what);
+    assert!(bad.is_empty(), "stale answers:\n{}", bad.join("\n"));
 }
 
 /// The cases: a WRITE or SETATTR(size) after a session operation
-/// (BACKCHANNEL_CTL, EXCHANGE_ID) in a SEQUENCE COMPOUND.
-#[test]
-fn changes_after_session_operations_are_seen_at_once() {
-    for io in MODES {
-        let gw = Gw::start(io);
-        let firsts: [(&str, Vec<u8>); 2] = [
-            ("BACKCHANNEL_CTL", backchannel_ctl_op()),
-            ("EXCHANGE_ID", exchange_id_op(b"again")),
-        ];
-        for (i, (name, first)) in firsts.iter().enumerate() {
-            let file = format!("s{i}");
+/// (BACKCHANNEL_CTL, EXCHANGE_ID) in a SEQUENCE COMPOUND, each on a freshly warmed
+/// file; every stale answer is listed.
+fn after_session_operations(io: &str) {
+    let gw = Gw::start(io);
+    let firsts: [(&str, Vec<u8>); 2] = [
+        ("BACKCHANNEL_CTL", backchannel_ctl_op()),
+        ("EXCHANGE_ID", exchange_id_op(b"again")),
+    ];
+    let changes: [(&str, Vec<u8>, &[u8]); 2] = [
+        ("WRITE", write_op(b"bbbbbbbb"), b"bbbbbbbb"),
+        ("SETATTR(size)", setattr_op(Some(2), None), b"aa"),
+    ];
+    let mut bad = Vec::new();
+    for (i, (first_name, first)) in firsts.iter().enumerate() {
+        for (j, (change_name, change, after)) in changes.iter().enumerate() {
+            let file = format!("s{i}{j}");
             let mut w = warm(&gw, file.as_bytes(), b"aaaa");
             let fh = w.fh.clone();
-            let (st, _) = w.v4.seq(&[first.clone(), putfh_op(&fh), write_op(b"bbbbbbbb")]);
-            assert_eq!(st, 0, "{io}: SEQUENCE, {name}, PUTFH, WRITE");
-            sees(&mut w, b"bbbbbbbb", 0o644, &format!("{io}: WRITE after {name}"));
-            let (st, _) = w
-                .v4
-                .seq(&[first.clone(), putfh_op(&fh), setattr_op(Some(2), None)]);
-            assert_eq!(st, 0, "{io}: SEQUENCE, {name}, PUTFH, SETATTR(size)");
-            sees(&mut w, b"bb", 0o644, &format!("{io}: SETATTR(size) after {name}"));
+            let (st, _) = w.v4.seq(&[first.clone(), putfh_op(&fh), change.clone()]);
+            let what = format!("{io}: SEQUENCE, {first_name}, PUTFH, {change_name}");
+            assert_eq!(st, 0, "{what}");
+            bad.extend(stale(&mut w, after, 0o644, &what));
         }
     }
+    assert!(bad.is_empty(), "stale answers:\n{}", bad.join("\n"));
 }
+each_io!(after_session_operations: changes_after_session_operations_workers, changes_after_session_operations_auto);
 
 /// A SETATTR(mode) the scan could not name: cached attributes must not keep
 /// answering with the old mode, nor admit a READ the new mode refuses.
-#[test]
-fn a_mode_change_is_seen_by_cached_getattr_and_read_permission() {
-    for io in MODES {
-        let gw = Gw::start(io);
-        let mut w = warm(&gw, b"m", b"secret");
-        let fh = w.fh.clone();
-        let (st, _) = w.v4.seq(&[
-            backchannel_ctl_op(),
-            putfh_op(&fh),
-            setattr_op(None, Some(0o600)),
-        ]);
-        assert_eq!(st, 0, "{io}: SETATTR(mode)");
-        assert_eq!(
-            v3_read(&mut w.v3, &user_cred(), &fh).0,
-            NFS3ERR_ACCES,
-            "{io}: a user the new mode refuses"
-        );
-        sees(&mut w, b"secret", 0o600, &format!("{io}: SETATTR(mode)"));
-    }
+fn mode_change(io: &str) {
+    let gw = Gw::start(io);
+    let mut w = warm(&gw, b"m", b"secret");
+    let fh = w.fh.clone();
+    let (st, _) = w.v4.seq(&[
+        backchannel_ctl_op(),
+        putfh_op(&fh),
+        setattr_op(None, Some(0o600)),
+    ]);
+    assert_eq!(st, 0, "{io}: SETATTR(mode)");
+    assert_eq!(
+        v3_read(&mut w.v3, &user_cred(), &fh).0,
+        NFS3ERR_ACCES,
+        "{io}: a user the new mode refuses"
+    );
+    sees(&mut w, b"secret", 0o600, &format!("{io}: SETATTR(mode)"));
 }
+each_io!(mode_change: a_mode_change_is_seen_workers, a_mode_change_is_seen_auto);
 
 /// A WRITE or SETATTR of a file reached by name (LOOKUP), not by PUTFH.
-#[test]
-fn changes_of_a_file_reached_by_name_are_seen_at_once() {
-    for io in MODES {
-        let gw = Gw::start(io);
-        let mut w = warm(&gw, b"n", b"aaaa");
-        let (st, _) = w.v4.seq(&[
-            op0(OP_PUTROOTFH),
-            named_op(OP_LOOKUP, b"n"),
-            write_op(b"cccccc"),
-        ]);
-        assert_eq!(st, 0, "{io}: LOOKUP, WRITE");
-        sees(&mut w, b"cccccc", 0o644, &format!("{io}: WRITE after LOOKUP"));
-        let (st, _) = w.v4.seq(&[
-            op0(OP_PUTROOTFH),
-            named_op(OP_LOOKUP, b"n"),
-            setattr_op(Some(3), Some(0o640)),
-        ]);
-        assert_eq!(st, 0, "{io}: LOOKUP, SETATTR");
-        sees(&mut w, b"ccc", 0o640, &format!("{io}: SETATTR after LOOKUP"));
-    }
+fn reached_by_name(io: &str) {
+    let gw = Gw::start(io);
+    let mut w = warm(&gw, b"n", b"aaaa");
+    let (st, _) = w.v4.seq(&[
+        op0(OP_PUTROOTFH),
+        named_op(OP_LOOKUP, b"n"),
+        write_op(b"cccccc"),
+    ]);
+    assert_eq!(st, 0, "{io}: LOOKUP, WRITE");
+    sees(
+        &mut w,
+        b"cccccc",
+        0o644,
+        &format!("{io}: WRITE after LOOKUP"),
+    );
+    let (st, _) = w.v4.seq(&[
+        op0(OP_PUTROOTFH),
+        named_op(OP_LOOKUP, b"n"),
+        setattr_op(Some(3), Some(0o640)),
+    ]);
+    assert_eq!(st, 0, "{io}: LOOKUP, SETATTR");
+    sees(
+        &mut w,
+        b"ccc",
+        0o640,
+        &format!("{io}: SETATTR after LOOKUP"),
+    );
 }
+each_io!(reached_by_name: changes_of_a_file_reached_by_name_workers, changes_of_a_file_reached_by_name_auto);
 
 /// Writes through the reactors' own path (NFSv3 UNSTABLE WRITE on a file a worker
 /// authenticated: the ring with io = "auto") and through the workers, on one
 /// connection; readers on several others, spread by SO_REUSEPORT over both
 /// reactors, each warmed first: every reader sees every write at once.
-#[test]
-fn writes_on_one_reactor_are_seen_by_the_others() {
-    for io in MODES {
-        let gw = Gw::start(io);
-        let mut w = gw.connect();
-        let root = mount(&mut w);
-        let fh = v3_file(&mut w, &root, b"x", b"0000");
-        let mut readers: Vec<TcpStream> = (0..6).map(|_| gw.connect()).collect();
-        for round in 1..6u8 {
-            for r in readers.iter_mut() {
-                for _ in 0..2 {
-                    let (st, _) = v3_read(r, &root_cred(), &fh);
-                    assert_eq!(st, 0);
-                }
-                v3_getattr(r, &fh);
+fn across_reactors(io: &str) {
+    let gw = Gw::start(io);
+    let mut w = gw.connect();
+    let root = mount(&mut w);
+    let fh = v3_file(&mut w, &root, b"x", b"0000");
+    let mut readers: Vec<TcpStream> = (0..6).map(|_| gw.connect()).collect();
+    for round in 1..6u8 {
+        for r in readers.iter_mut() {
+            for _ in 0..2 {
+                let (st, _) = v3_read(r, &root_cred(), &fh);
+                assert_eq!(st, 0);
             }
-            // The writer's reactor learns the file (GETATTR), then writes on its ring.
-            v3_getattr(&mut w, &fh);
-            let data = vec![b'0' + round; 4 + round as usize];
-            v3_write(&mut w, &fh, &data, if round % 2 == 0 { 2 } else { 0 });
-            for (i, r) in readers.iter_mut().enumerate() {
-                assert_eq!(
-                    v3_read(r, &root_cred(), &fh),
-                    (0, data.clone()),
-                    "{io}: round {round}, reader {i}"
-                );
-                assert_eq!(v3_getattr(r, &fh).0, data.len() as u64);
-            }
+            v3_getattr(r, &fh);
+        }
+        // The writer's reactor learns the file (GETATTR), then writes on its ring.
+        v3_getattr(&mut w, &fh);
+        let data = vec![b'0' + round; 4 + round as usize];
+        v3_write(&mut w, &fh, &data, if round % 2 == 0 { 2 } else { 0 });
+        for (i, r) in readers.iter_mut().enumerate() {
+            assert_eq!(
+                v3_read(r, &root_cred(), &fh),
+                (0, data.clone()),
+                "{io}: round {round}, reader {i}"
+            );
+            assert_eq!(v3_getattr(r, &fh).0, data.len() as u64);
         }
     }
 }
+
+each_io!(across_reactors: writes_on_one_reactor_are_seen_by_the_others_workers, writes_on_one_reactor_are_seen_by_the_others_auto);
 
 /// NFSv4.1 WRITE and SETATTR run by workers on a file the reactors read through
 /// their io_uring path (`server::direct`): the next direct-path answer is the new
@@ -457,13 +499,15 @@ fn worker_changes_leave_no_stale_direct_path_answer() {
     let gw = Gw::start("auto");
     let mut w = warm(&gw, b"d", b"aaaa");
     let fh = w.fh.clone();
-    for (i, data) in [&b"dddddddddd"[..], b"ee", b"fffffffffffffff"].iter().enumerate() {
+    for (i, data) in [&b"dddddddddd"[..], b"ee", b"fffffffffffffff"]
+        .iter()
+        .enumerate()
+    {
         let (st, _) = w.v4.seq(&[putfh_op(&fh), write_op(data)]);
         assert_eq!(st, 0);
         // A WRITE of less than the file keeps the size: truncate to the data.
-        let (st, _) = w
-            .v4
-            .seq(&[putfh_op(&fh), setattr_op(Some(data.len() as u64), None)]);
+        let (st, _) =
+            w.v4.seq(&[putfh_op(&fh), setattr_op(Some(data.len() as u64), None)]);
         assert_eq!(st, 0);
         sees(&mut w, data, 0o644, &format!("write {i}"));
     }
