@@ -107,12 +107,15 @@ fn sub_at(m: &FileModel, a: &Node) -> Node {
     m.lookup(a, b"moved").unwrap()
 }
 
+/// A report: the file id, and the watched object's size and stored mode then.
+type Report = (u64, Option<(u64, Option<String>)>);
+
 /// Records each report with what the store held for the watched key at that moment:
 /// its size and stored mode.
 struct Seen {
     backend: Arc<dyn Backend>,
     key: String,
-    log: Mutex<Vec<(u64, Option<(u64, Option<String>)>)>>,
+    log: Mutex<Vec<Report>>,
 }
 
 impl ChangeObserver for Seen {
@@ -128,7 +131,7 @@ impl ChangeObserver for Seen {
 
 impl Seen {
     /// The reports since the last call.
-    fn take(&self) -> Vec<(u64, Option<(u64, Option<String>)>)> {
+    fn take(&self) -> Vec<Report> {
         std::mem::take(&mut *lock(&self.log))
     }
 }
@@ -153,7 +156,7 @@ fn data_and_attribute_changes_report_their_file_before_and_after() {
             log: Mutex::new(Vec::new()),
         });
         m.observe_changes(seen.clone());
-        let size = |log: &[(u64, Option<(u64, Option<String>)>)]| -> Vec<(u64, u64)> {
+        let size = |log: &[Report]| -> Vec<(u64, u64)> {
             log.iter()
                 .map(|(id, s)| (*id, s.as_ref().unwrap().0))
                 .collect()
