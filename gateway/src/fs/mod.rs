@@ -139,10 +139,9 @@ impl FileModel {
         self.inner.release(fileid)
     }
 
-    /// Reports a change of `fileid` to the observer (before a change and again after
-    /// it). The model's own changes (`write`, `setattr`, `commit`, namespace calls)
-    /// are reported by the model already; this is for a caller's change made
-    /// otherwise.
+    /// Reports a change of `fileid` the caller makes through this model but which the
+    /// call's own bookkeeping cannot name (an NFSv4 OPEN that truncates a file it
+    /// reached by name): call it before the change and again after it.
     pub fn note_change(&self, fileid: u64) {
         self.inner.note_change(fileid)
     }
