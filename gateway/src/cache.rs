@@ -6,8 +6,13 @@
 //! every reactor and worker, lock-free: one counter per file (file ids hashed into
 //! slots; a collision only invalidates more) and one epoch for what cannot be named.
 //!
-//! What bumps what: WRITE, SETATTR and COMMIT bump their file (the worker, around the
-//! call; the reactor around its own io_uring writes). A namespace change (create,
+//! What bumps what: every change is reported by whoever executes it, never guessed
+//! from a call's arguments beforehand. The file model reports each data or
+//! attribute change it runs — a write, a SETATTR (size, mode, owner, times), a size
+//! set by CREATE or a truncating OPEN, a COMMIT that syncs staged data — as a change
+//! of its file, before and after (`fs::ChangeObserver`), whichever front end,
+//! operation or thread called it; the reactor bumps around its own io_uring writes
+//! (`server::direct`). A namespace change (create,
 //! mkdir, symlink, mknod, remove, rmdir, rename; NFSv3 or NFSv4) bumps exactly the
 //! files whose cached state it can falsify, reported by the file model, which alone
 //! knows them (`fs::ChangeObserver`, `fs/imp/observe.rs`): the parent directories
@@ -15,12 +20,10 @@
 //! replaced at the name (its id is unmapped: its handles must answer STALE, never
 //! from here), the object renamed (same id, but its ctime moves and a store that
 //! renames by copying gives it new times) and, for a directory, every descendant the
-//! handle table holds (same ids under new keys), and a new object's id. An NFSv4
-//! OPEN that truncates reports its file (`FileModel::note_change`). The epoch is
+//! handle table holds (same ids under new keys), and a new object's id. The epoch is
 //! bumped only for what cannot be named: a reactor's cache left half-updated by a
-//! panic, a COMPOUND the scan cannot follow to its files (`nfs4::scan`), a directory
-//! rename that failed part way, a table error, a rename of more than
-//! `observe::EXACT_MAX` mapped files.
+//! panic, a directory rename that failed part way, a table error, a rename of more
+//! than `observe::EXACT_MAX` mapped files.
 //!
 //! Consistency rule: a worker snapshots the stamp (file generation + epoch) BEFORE it
 //! runs a READ or GETATTR, and the reactor caches what it learned only if the stamp is
@@ -121,24 +124,25 @@ impl Generations {
         }
     }
 
-    /// Invalidates what is cached about one file (WRITE, SETATTR, COMMIT).
+    /// Invalidates what is cached about one file (any change the file model or a
+    /// reactor's own io_uring write makes to it).
     pub fn bump_file(&self, fileid: u64) {
         self.slot(fileid).fetch_add(1, Ordering::AcqRel);
     }
 
     /// Invalidates everything: for what cannot be named (a reactor's cache left
-    /// half-updated by a panic, a COMPOUND the scan cannot follow, a directory rename
-    /// a store did only in part). Namespace changes bump the files they touch
-    /// (`ChangeObserver` below).
+    /// half-updated by a panic, a directory rename a store did only in part). Other
+    /// changes bump the files they touch (`ChangeObserver` below).
     pub fn bump_all(&self) {
         self.epoch.fetch_add(1, Ordering::AcqRel);
     }
 }
 
-/// The file model reports each namespace change's files here (`fs::ChangeObserver`:
-/// parents, the removed or replaced object, the moved one and a moved directory's
-/// descendants, the new one), before and after the change, so a create or remove
-/// invalidates those files only and every other cached file keeps answering.
+/// The file model reports each change's files here (`fs::ChangeObserver`: a written
+/// or SETATTR'd file; for namespace changes the parents, the removed or replaced
+/// object, the moved one and a moved directory's descendants, the new one), before
+/// and after the change, so a write, create or remove invalidates those files only
+/// and every other cached file keeps answering.
 impl crate::fs::ChangeObserver for Generations {
     fn file(&self, fileid: u64) {
         self.bump_file(fileid)

@@ -69,10 +69,11 @@ pub struct DataFile {
     pub atime_set: bool,
 }
 
-/// Told which files a namespace change may make a cache wrong about (the reactors'
-/// read cache and io_uring file table: `crate::cache::Generations` implements it).
-/// The model calls it for the ids it can name before it changes the store and for
-/// every id it touched after, before the call returns (`imp::observe`).
+/// Told which files a change may make a cache wrong about (the reactors' read cache
+/// and io_uring file table: `crate::cache::Generations` implements it): every write,
+/// SETATTR, syncing COMMIT and namespace change the model executes. The model calls
+/// it for the ids it can name before it changes the store and for every id it
+/// touched after, before the call returns (`imp::observe`).
 pub trait ChangeObserver: Send + Sync {
     /// What is cached about `fileid` may be wrong from now on.
     fn file(&self, fileid: u64);

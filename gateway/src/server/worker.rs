@@ -155,18 +155,13 @@ fn run_job(shared: &Shared, job: Job) {
     if crate::stats::data_jobs::is_data_job(&job.header, &job.record[job.args_at..]) {
         crate::stats::data_jobs::count();
     }
+    // What a call changes is reported by the file model as it runs (write, SETATTR,
+    // COMMIT, namespace changes: `fs::ChangeObserver`, bumping `shared.gens` before
+    // and after each), so here only what a read may teach the caches is decided.
     let effect = CacheEffect::of(shared, &job);
-    // An NFSv3 WRITE's stamp before its bumps: its reply teaches the reactor the
-    // file's new attributes when no other change raced (`learned_write`).
-    let write_from = match &effect {
-        CacheEffect::File(id)
-            if shared.direct_io && job.header.vers == nfs3::NFS_V3 && job.header.proc_ == 7 =>
-        {
-            Some((*id, shared.gens.stamp(*id)))
-        }
-        _ => None,
-    };
-    effect.before(shared);
+    // An NFSv3 WRITE's stamp before the model's bumps: its reply teaches the reactor
+    // the file's new attributes when no other change raced (`learned_write`).
+    let write_from = v3_write_stamp(shared, &job);
     // Before the call reads the file: its attributes are the file's as long as the
     // file's ctime stays older than this (`uring::files::unchanged`).
     let since_ns = shared.direct_io.then(wall_ns);
@@ -175,7 +170,6 @@ fn run_job(shared: &Shared, job: Job) {
         let _ = crate::nfs4::fast::take_attr();
     }
     let reply = execute(shared, &link.pools, &job);
-    effect.after(shared);
     // Always taken, so no note outlives its COMPOUND on this thread.
     let located = crate::ulb::v4::take();
     let fill = match (&effect, &reply) {
@@ -225,7 +219,7 @@ fn run_job(shared: &Shared, job: Job) {
     }
     let opened = match (&effect, &fill) {
         (CacheEffect::Observe { .. }, Some(f)) if shared.direct_io => opened(shared, f, since_ns),
-        (CacheEffect::File(_), _) if shared.direct_io && job.header.vers == crate::nfs4::NFS_V4 => {
+        (CacheEffect::None, _) if shared.direct_io && job.header.vers == crate::nfs4::NFS_V4 => {
             learned_io_v4(shared, &job, since_ns)
         }
         _ => match (write_from, &reply) {
@@ -332,9 +326,24 @@ fn opened_as(
     })
 }
 
+/// An NFSv3 WRITE's file and its stamp before it runs, when the reactor may learn
+/// from its reply (`learned_write`; only with the io_uring data path in force).
+fn v3_write_stamp(shared: &Shared, job: &Job) -> Option<(u64, Stamp)> {
+    let h = &job.header;
+    if !shared.direct_io || h.prog != NFS_PROGRAM || h.vers != nfs3::NFS_V3 || h.proc_ != 7 {
+        return None;
+    }
+    let fh = XdrReader::new(&job.record[job.args_at..])
+        .opaque_var(crate::fs::FH_MAX)
+        .ok()?;
+    let (_, fileid) = FileModel::peek_handle(fh)?;
+    Some((fileid, shared.gens.stamp(fileid)))
+}
+
 /// What a successful NFSv3 WRITE teaches the reactor: the post-operation attributes
-/// in its reply, valid under the stamp after its own two bumps when the stamp is
-/// exactly that (no other change to the file raced with it).
+/// in its reply, valid under the stamp after the file model's two bumps around the
+/// write (`fs::ChangeObserver`) when the stamp is exactly that (no other change to
+/// the file raced with it, nor a SETATTR clearing set-id bits before the write).
 fn learned_write(
     shared: &Shared,
     job: &Job,
@@ -384,8 +393,13 @@ fn learned_io_v4(
     job: &Job,
     since_ns: Option<i64>,
 ) -> Option<crate::uring::files::Opened> {
+    use crate::nfs4::fast_io::{parse, IoOp};
     let args = job.record.get(job.args_at..)?;
-    let c = crate::nfs4::fast_io::parse(args)?;
+    let c = parse(args)?;
+    if matches!(c.op, IoOp::Read { .. }) {
+        // A READ shape the read cache did not observe (a large one): not learned here.
+        return None;
+    }
     let fh = args.get(c.fh.clone())?;
     let (export, fileid) = FileModel::peek_handle(fh)?;
     let stamp = shared.gens.stamp(fileid);
@@ -421,7 +435,9 @@ fn push_done(link: &super::ReactorLink, mut done: Done) {
     link.bell.ring();
 }
 
-/// How a call touches the reactors' read caches.
+/// What a call may teach the reactors' read caches. What a call changes is not
+/// decided here: the file model reports each change it executes, whichever
+/// operation of whichever COMPOUND or procedure ran it (`fs::ChangeObserver`).
 enum CacheEffect {
     None,
     /// GETATTR/READ: snapshot the stamp first; the result may be cached.
@@ -436,11 +452,6 @@ enum CacheEffect {
         /// An NFSv4.1 `SEQUENCE, PUTFH, GETATTR|READ` COMPOUND (`nfs4::fast`).
         v4: bool,
     },
-    /// WRITE/SETATTR/COMMIT on one file.
-    File(u64),
-    /// An NFSv4 COMPOUND that changes files the scan cannot name: every cached entry
-    /// may be affected.
-    Unnamed,
 }
 
 impl CacheEffect {
@@ -450,81 +461,40 @@ impl CacheEffect {
             return CacheEffect::None;
         }
         if h.vers == crate::nfs4::NFS_V4 {
-            // A COMPOUND is scanned for its operations: reads touch nothing, WRITE/
-            // SETATTR/COMMIT of one PUTFH'd file bump that file, changes of files it
-            // cannot name everything (so v3 reads cached by the reactors never outlive
-            // a v4 change). Namespace operations bump their files in the file model.
-            use crate::nfs4::scan::{scan, Effect};
-            let args = &job.record[job.args_at..];
-            if let Some(o) = observe_v4(shared, args) {
-                return o;
-            }
-            return match scan(&job.record[job.args_at..]).effect {
-                Effect::None => CacheEffect::None,
-                Effect::File(id) => CacheEffect::File(id),
-                Effect::Unnamed => CacheEffect::Unnamed,
-            };
+            return observe_v4(shared, &job.record[job.args_at..]).unwrap_or(CacheEffect::None);
+        }
+        if !matches!(h.proc_, 1 | 6) {
+            return CacheEffect::None;
         }
         let mut r = XdrReader::new(&job.record[job.args_at..]);
         let Ok(fh) = r.opaque_var(crate::fs::FH_MAX) else {
             return CacheEffect::None;
         };
-        let peek = FileModel::peek_handle(fh);
-        match (h.proc_, peek) {
-            (1 | 6, Some((export, fileid))) => {
-                let read = match h.proc_ {
-                    6 => match (r.u64(), r.u32()) {
-                        (Ok(off), Ok(count)) if (count as usize) <= cache::MAX_CACHED_READ => {
-                            Some(off)
-                        }
-                        _ => None,
-                    },
-                    _ => None,
-                };
-                match FhKey::new(fh) {
-                    Some(key) => CacheEffect::Observe {
-                        fh: key,
-                        export,
-                        stamp: shared.gens.stamp(fileid),
-                        is_read: h.proc_ == 6,
-                        read,
-                        v4: false,
-                    },
-                    None => CacheEffect::None,
-                }
-            }
-            (2 | 7 | 21, Some((_, fileid))) => CacheEffect::File(fileid),
-            // A handle we cannot even peek at resolves to nothing: nothing to invalidate.
-            (2 | 7 | 21, None) => CacheEffect::None,
-            // CREATE, MKDIR, SYMLINK, MKNOD, REMOVE, RMDIR, RENAME (LINK is refused):
-            // the file model bumps exactly the files each one touches, before and
-            // after its change (`fs::ChangeObserver`); nothing else needs dropping.
-            _ => CacheEffect::None,
-        }
-    }
-
-    /// Invalidation before a mutation runs (concurrent reads must not be cached).
-    fn before(&self, shared: &Shared) {
-        self.bump(shared)
-    }
-
-    /// Invalidation after it ran, before its reply can reach the client.
-    fn after(&self, shared: &Shared) {
-        self.bump(shared)
-    }
-
-    fn bump(&self, shared: &Shared) {
-        match self {
-            CacheEffect::File(id) => shared.gens.bump_file(*id),
-            CacheEffect::Unnamed => shared.gens.bump_all(),
-            _ => {}
+        let (Some((export, fileid)), Some(key)) = (FileModel::peek_handle(fh), FhKey::new(fh))
+        else {
+            return CacheEffect::None;
+        };
+        let read = match h.proc_ {
+            6 => match (r.u64(), r.u32()) {
+                (Ok(off), Ok(count)) if (count as usize) <= cache::MAX_CACHED_READ => Some(off),
+                _ => None,
+            },
+            _ => None,
+        };
+        CacheEffect::Observe {
+            fh: key,
+            export,
+            stamp: shared.gens.stamp(fileid),
+            is_read: h.proc_ == 6,
+            read,
+            v4: false,
         }
     }
 }
 
 /// A `SEQUENCE, PUTFH, GETATTR|READ` COMPOUND (the shapes the reactor answers from
 /// its cache, `nfs4::fast`): observed like an NFSv3 GETATTR or READ of its handle, so
-/// a v4-only workload warms the cache. It changes nothing (`scan`: `Effect::None`).
+/// a v4-only workload warms the cache. It changes nothing.
 fn observe_v4(shared: &Shared, args: &[u8]) -> Option<CacheEffect> {
     let (fh, read) = crate::nfs4::fast::observe(args)?;
     let (export, fileid) = FileModel::peek_handle(fh)?;

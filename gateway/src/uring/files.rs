@@ -3,8 +3,10 @@
 //! and the stamp they were valid under.
 //!
 //! Validity is the read cache's rule (README "The read cache"): an entry answers only
-//! while its stamp (file generation + namespace epoch) is current — every gateway
-//! WRITE/SETATTR/COMMIT bumps the file's generation, every create/remove/rename the
+//! while its stamp (file generation + epoch) is current — every change the file
+//! model executes on a worker (write, SETATTR, syncing COMMIT, truncating OPEN, a
+//! namespace change touching the file: `fs::ChangeObserver`) and every other
+//! reactor's io_uring write bumps the file's generation, what cannot be named the
 //! epoch — and for at most `cache::ATTR_TTL` (changes made behind the gateway's back).
 //! A handle absent or stale here (or expired and not revalidated, below) goes to a
 //! worker, which refreshes it.

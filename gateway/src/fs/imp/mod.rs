@@ -69,7 +69,7 @@ pub(super) fn peek_handle(fh: &[u8]) -> Option<(u16, u64)> {
 }
 
 use super::*;
-use crate::backend::{BackendError, ListPage, ObjectMeta, UserMeta, TEMP_PREFIX};
+use crate::backend::{BackendError, ListPage, ObjectMeta, RandomWrite, UserMeta, TEMP_PREFIX};
 use attrs::*;
 use dirs::DirChanges;
 use handles::HandleTable;
@@ -578,11 +578,22 @@ impl Inner {
     /// that began after the change and saw its result (a removed object's handle is
     /// already unmapped: STALE). The bump before the change keeps what is read while
     /// the change runs from being cached even until then, as for WRITE.
+    ///
+    /// Data and attribute changes (`write`, `setattr`, `commit`) go through here too,
+    /// with their one file: whichever front end or thread runs them (an NFSv3 or
+    /// NFSv4.1 procedure, an operation anywhere in a COMPOUND, a truncating OPEN or
+    /// CREATE), the caches learn of exactly what executed.
     fn changing<T>(&self, ids: &[Option<u64>], f: impl FnOnce() -> FsResult<T>) -> FsResult<T> {
         ids.iter().flatten().for_each(|id| self.observer.file(*id));
-        let r = f();
-        ids.iter().flatten().for_each(|id| self.observer.file(*id));
-        r
+        // Reported again on the way out even if `f` panics (the worker answers
+        // SYSTEM_ERR and lives on): part of the change may have been made.
+        let _after = observe::Again(&self.observer, ids);
+        f()
+    }
+
+    /// `changing` for one file's data or attributes.
+    fn changing_file<T>(&self, node: &Node, f: impl FnOnce() -> FsResult<T>) -> FsResult<T> {
+        self.changing(&[Some(node.fileid)], f)
     }
 
     /// `changing` for a call that makes (or finds) an object: its id is reported
@@ -771,8 +782,15 @@ impl Inner {
         Ok(self.attr(node.fileid, &node.key, &m))
     }
 
+    /// Applies `set`, reported to the observer as a change of `node`'s file
+    /// (`changing`): mode, owner and times move the cached attributes, a size its
+    /// data too.
     pub fn setattr(&self, node: &Node, set: &SetAttr) -> FsResult<()> {
         check_set(set)?;
+        self.changing_file(node, || self.set_attrs(node, set))
+    }
+
+    fn set_attrs(&self, node: &Node, set: &SetAttr) -> FsResult<()> {
         let key = node.key.as_str();
         let m = self.meta(key)?.ok_or(Status::Stale)?;
         let dir = is_dir_key(key);
@@ -997,6 +1015,8 @@ impl Inner {
         Ok((n, n < want || offset + n as u64 >= m.size))
     }
 
+    /// Writes `data` at `offset`, reported to the observer as a change of `node`'s
+    /// file (`changing`).
     pub fn write(&self, node: &Node, offset: u64, data: &[u8], stable: Stable) -> FsResult<Stable> {
         let key = node.key.as_str();
         if is_dir_key(key) {
@@ -1009,6 +1029,18 @@ impl Inner {
         {
             return Err(Status::FBig);
         }
+        self.changing_file(node, || self.write_data(node, rw, offset, data, stable))
+    }
+
+    fn write_data(
+        &self,
+        node: &Node,
+        rw: &dyn RandomWrite,
+        offset: u64,
+        data: &[u8],
+        stable: Stable,
+    ) -> FsResult<Stable> {
+        let key = node.key.as_str();
         if !lock(&self.clean).contains(key) {
             let m = self.file_meta(key)?.ok_or(Status::Stale)?;
             if mode(&m.user).is_some_and(|f| f & S_IFMT != S_IFREG) {
@@ -1056,6 +1088,12 @@ impl Inner {
         if !self.begin_sync(key, false) {
             return Ok(());
         }
+        // Staged data becomes the store's object: on s3 an upload, whose object
+        // times and size the attributes then come from (`changing`).
+        self.changing_file(node, || self.sync_staged(key, rw))
+    }
+
+    fn sync_staged(&self, key: &str, rw: &dyn RandomWrite) -> FsResult<()> {
         let synced = match rw.sync(key) {
             // The store lost staged writes (s3: the multipart upload was aborted behind
             // us): they are dropped and the write verifier has moved on, so COMMIT

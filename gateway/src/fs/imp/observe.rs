@@ -1,5 +1,10 @@
-//! Telling the reactors' caches which files a namespace change falsifies
+//! Telling the reactors' caches which files a change falsifies
 //! (`crate::fs::ChangeObserver`; the rule it serves is `crate::cache`'s).
+//!
+//! Data and attribute changes (a write, a SETATTR, a size set by CREATE or OPEN, a
+//! COMMIT that turns staged data into the stored object) report their one file
+//! before and after, from the model itself (`Inner::changing`), so what the caches
+//! drop follows what executed, not what a caller guessed from a call's arguments.
 //!
 //! The file model is the one place that knows exactly which file ids a create,
 //! remove or rename touches: the parent directories (their times, size and link
@@ -53,5 +58,15 @@ impl Observer {
             Some(v) if v.len() <= EXACT_MAX => v.iter().for_each(|id| self.file(*id)),
             _ => self.all(),
         }
+    }
+}
+
+/// Reports `ids` when dropped: the second report of `Inner::changing`, made on
+/// the way out of the change whether it returned or panicked.
+pub(super) struct Again<'a>(pub &'a Observer, pub &'a [Option<u64>]);
+
+impl Drop for Again<'_> {
+    fn drop(&mut self) {
+        self.1.iter().flatten().for_each(|id| self.0.file(*id));
     }
 }

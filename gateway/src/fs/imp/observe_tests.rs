@@ -106,3 +106,119 @@ fn namespace_changes_report_exactly_their_files() {
 fn sub_at(m: &FileModel, a: &Node) -> Node {
     m.lookup(a, b"moved").unwrap()
 }
+
+/// A report: the file id, and the watched object's size and stored mode then.
+type Report = (u64, Option<(u64, Option<String>)>);
+
+/// Records each report with what the store held for the watched key at that moment:
+/// its size and stored mode.
+struct Seen {
+    backend: Arc<dyn Backend>,
+    key: String,
+    log: Mutex<Vec<Report>>,
+}
+
+impl ChangeObserver for Seen {
+    fn file(&self, fileid: u64) {
+        let m = self.backend.head(&self.key).ok();
+        let state = m.map(|m| (m.size, m.user.get(M_MODE).cloned()));
+        lock(&self.log).push((fileid, state));
+    }
+    fn all(&self) {
+        panic!("a data or attribute change names its file");
+    }
+}
+
+impl Seen {
+    /// The reports since the last call.
+    fn take(&self) -> Vec<Report> {
+        std::mem::take(&mut *lock(&self.log))
+    }
+}
+
+/// Data and attribute changes report their one file, before the store changes and
+/// after, whoever calls them (the caches' invalidation follows what executed).
+#[test]
+fn data_and_attribute_changes_report_their_file_before_and_after() {
+    each_local(|m, backend, _| {
+        let root = m.root(0).unwrap();
+        let f = m
+            .create(
+                &root,
+                b"f",
+                &CreateMode::Unchecked(SetAttr::default()),
+                OWNER,
+            )
+            .unwrap();
+        let seen = Arc::new(Seen {
+            backend: backend.clone(),
+            key: f.key.clone(),
+            log: Mutex::new(Vec::new()),
+        });
+        m.observe_changes(seen.clone());
+        let size = |log: &[Report]| -> Vec<(u64, u64)> {
+            log.iter()
+                .map(|(id, s)| (*id, s.as_ref().unwrap().0))
+                .collect()
+        };
+
+        for stable in [Stable::Unstable, Stable::FileSync] {
+            m.write(&f, 0, b"hello", stable).unwrap();
+            let log = size(&seen.take());
+            assert_eq!(log.len(), 2, "{stable:?}: {log:?}");
+            assert_eq!(log[1], (f.fileid, 5), "{stable:?}: after the write");
+        }
+        m.write(&f, 5, b"!", Stable::Unstable).unwrap();
+        assert_eq!(size(&seen.take()), [(f.fileid, 5), (f.fileid, 6)], "write");
+
+        let trunc = SetAttr {
+            size: Some(2),
+            ..Default::default()
+        };
+        m.setattr(&f, &trunc).unwrap();
+        assert_eq!(size(&seen.take()), [(f.fileid, 6), (f.fileid, 2)], "size");
+
+        let mode = SetAttr {
+            mode: Some(0o600),
+            ..Default::default()
+        };
+        m.setattr(&f, &mode).unwrap();
+        let log = seen.take();
+        assert_eq!(log.len(), 2, "mode: {log:?}");
+        assert_ne!(
+            log[0].1, log[1].1,
+            "reported before the mode is stored, and after"
+        );
+
+        // COMMIT: with staged data, around the sync; with none, nothing changes.
+        m.write(&f, 0, b"x", Stable::Unstable).unwrap();
+        seen.take();
+        m.commit(&f).unwrap();
+        assert_eq!(seen.take().len(), 2, "commit of staged data");
+        m.commit(&f).unwrap();
+        assert!(seen.take().is_empty(), "commit of nothing");
+
+        // A size set by CREATE over an existing file (UNCHECKED): reported too.
+        let over = CreateMode::Unchecked(SetAttr {
+            size: Some(0),
+            ..Default::default()
+        });
+        m.create(&root, b"f", &over, OWNER).unwrap();
+        let log: Vec<u64> = size(&seen.take())
+            .into_iter()
+            .filter(|(id, _)| *id == f.fileid)
+            .map(|(_, size)| size)
+            .collect();
+        assert!(
+            log.first() == Some(&2) && log.last() == Some(&0),
+            "truncating create: {log:?}"
+        );
+
+        // Refused changes report nothing (nothing ran).
+        let dir = m.mkdir(&root, b"d", &SetAttr::default(), OWNER).unwrap();
+        seen.take();
+        let r = m.write(&dir, 0, b"x", Stable::Unstable);
+        assert!(matches!(r, Err(Status::IsDir)));
+        assert!(seen.take().is_empty());
+    });
+}
