@@ -273,6 +273,14 @@ impl<'a> XdrWriter<'a> {
         self.pos += p;
     }
 
+    /// Moves the writer back to `start`, dropping what was written after it (a result
+    /// that failed part way is replaced by its error). Never moves forward.
+    pub fn rewind(&mut self, start: usize) {
+        if self.pos > start {
+            self.pos = start;
+        }
+    }
+
     /// The bytes written so far.
     pub fn written(&self) -> &[u8] {
         &self.buf[..self.pos]

@@ -55,10 +55,10 @@ use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-/// Page size of the cache.
-pub const PAGE: usize = 4096;
-/// Largest READ the cache serves or fills (bigger reads stream from the backend).
-pub const MAX_CACHED_READ: usize = 64 << 10;
+/// Page size of the cache, and the largest READ it serves or fills (bigger reads
+/// stream from the backend); checked against the engine's per-reply piece limit in
+/// `crate::limits`.
+pub use crate::limits::{CACHE_PAGE as PAGE, MAX_CACHED_READ};
 /// How long cached attributes are trusted without asking the backend.
 pub const ATTR_TTL: Duration = Duration::from_secs(1);
 /// How long past `ATTR_TTL` an NFSv3 GETATTR or READ is still answered from the
@@ -394,7 +394,7 @@ impl ReadCache {
         let attr = e.attr;
         let start = out.position();
         if out.u32(0).and_then(|_| put_fattr(out, &attr)).is_err() {
-            crate::nfs3::rewind(out, start);
+            out.rewind(start);
             return false;
         }
         if stale {
@@ -513,7 +513,7 @@ impl ReadCache {
                 {
                     Ok(()) => Some(n),
                     Err(_) => {
-                        crate::nfs3::rewind(out, start);
+                        out.rewind(start);
                         None
                     }
                 }
@@ -552,7 +552,7 @@ impl ReadCache {
             Ok(())
         })();
         if ok.is_err() {
-            crate::nfs3::rewind(out, start);
+            out.rewind(start);
             return false;
         }
         true
@@ -637,7 +637,7 @@ impl ReadCache {
             Ok(())
         })();
         if ok.is_err() {
-            crate::nfs3::rewind(out, start);
+            out.rewind(start);
             return None;
         }
         Some(stale)
@@ -919,7 +919,7 @@ impl ReadCache {
             out.u32(n as u32)
         })();
         if ok.is_err() {
-            crate::nfs3::rewind(out, start);
+            out.rewind(start);
             return None;
         }
         if stale {

@@ -3,10 +3,13 @@
 
 pub mod backend;
 pub mod cache;
+pub mod call;
 pub mod config;
+pub mod conn;
 pub mod effective;
 pub mod export;
 pub mod fs;
+pub mod limits;
 pub mod mount;
 pub mod nfs3;
 pub mod nfs4;

@@ -16,8 +16,9 @@ pub const CACHE_PAGE: usize = 4096;
 /// Largest READ the reactor cache serves or fills (bigger reads stream from the backend).
 pub const MAX_CACHED_READ: usize = 64 << 10;
 
-const _: () = assert!(MAX_CACHED_READ % CACHE_PAGE == 0);
-const _: () = assert!(MAX_CACHED_READ / CACHE_PAGE + 1 <= engine::rdma::server::MAX_EXT);
+const _: () = assert!(MAX_CACHED_READ.is_multiple_of(CACHE_PAGE));
+// One piece per page, plus one when the READ does not start on a page boundary.
+const _: () = assert!(MAX_CACHED_READ / CACHE_PAGE < engine::rdma::server::MAX_EXT);
 const _: () = assert!(MAX_CACHED_READ <= MAX_IO);
 const _: () = assert!(MAX_DIR_REPLY <= MAX_IO);
 const _: () = assert!(MAX_IO <= u32::MAX as usize);

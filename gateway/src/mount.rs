@@ -113,7 +113,7 @@ pub fn serve(ctx: &Ctx, proc_: u32, args: &[u8], out: &mut XdrWriter) -> Outcome
     };
     if res.is_err() {
         // Only MNT can overflow (the lists truncate themselves); its reply is tiny.
-        crate::nfs3::rewind(out, start);
+        out.rewind(start);
         let _ = out.u32(MNT3ERR_SERVERFAULT);
     }
     Outcome::Done

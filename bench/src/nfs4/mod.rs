@@ -17,33 +17,21 @@ use engine::rpc::{self, Cred};
 use engine::xdr::{XdrResult, XdrWriter};
 use nfs_wire::v3call::Call;
 
+use nfs_wire::nfs4::{NFSPROC4_COMPOUND as PROC_COMPOUND, NFSPROC4_NULL};
 /// NFSv4 program version (RFC 8881 §16; its procedures NULL and COMPOUND below).
 pub use nfs_wire::NFS_V4 as VERSION;
-use nfs_wire::nfs4::{NFSPROC4_COMPOUND as PROC_COMPOUND, NFSPROC4_NULL};
 pub const MINOR: u32 = 1;
 
 /// Operation numbers (RFC 8881 §16.2.1, nfs_opnum4).
 pub mod op {
     pub use nfs_wire::nfs4::{
-        OP_CLOSE as CLOSE,
-        OP_COMMIT as COMMIT,
-        OP_DELEGRETURN as DELEGRETURN,
-        OP_GETATTR as GETATTR,
-        OP_GETFH as GETFH,
-        OP_LOOKUP as LOOKUP,
-        OP_OPEN as OPEN,
-        OP_PUTFH as PUTFH,
-        OP_PUTROOTFH as PUTROOTFH,
-        OP_READ as READ,
-        OP_READDIR as READDIR,
-        OP_REMOVE as REMOVE,
+        OP_CLOSE as CLOSE, OP_COMMIT as COMMIT, OP_CREATE_SESSION as CREATE_SESSION,
+        OP_DELEGRETURN as DELEGRETURN, OP_DESTROY_CLIENTID as DESTROY_CLIENTID,
+        OP_DESTROY_SESSION as DESTROY_SESSION, OP_EXCHANGE_ID as EXCHANGE_ID,
+        OP_GETATTR as GETATTR, OP_GETFH as GETFH, OP_LOOKUP as LOOKUP, OP_OPEN as OPEN,
+        OP_PUTFH as PUTFH, OP_PUTROOTFH as PUTROOTFH, OP_READ as READ, OP_READDIR as READDIR,
+        OP_RECLAIM_COMPLETE as RECLAIM_COMPLETE, OP_REMOVE as REMOVE, OP_SEQUENCE as SEQUENCE,
         OP_WRITE as WRITE,
-        OP_EXCHANGE_ID as EXCHANGE_ID,
-        OP_CREATE_SESSION as CREATE_SESSION,
-        OP_DESTROY_SESSION as DESTROY_SESSION,
-        OP_SEQUENCE as SEQUENCE,
-        OP_DESTROY_CLIENTID as DESTROY_CLIENTID,
-        OP_RECLAIM_COMPLETE as RECLAIM_COMPLETE,
     };
 }
 
@@ -342,7 +330,14 @@ pub fn encode_compound(
 /// Encodes the NFSv4 NULL procedure.
 pub fn encode_null(out: &mut [u8], xid: u32, cred: &Cred) -> anyhow::Result<usize> {
     let mut w = XdrWriter::at(out, 4);
-    rpc::write_call(&mut w, xid, nfs_wire::NFS_PROGRAM, VERSION, NFSPROC4_NULL, cred)?;
+    rpc::write_call(
+        &mut w,
+        xid,
+        nfs_wire::NFS_PROGRAM,
+        VERSION,
+        NFSPROC4_NULL,
+        cred,
+    )?;
     Ok(w.position())
 }
 

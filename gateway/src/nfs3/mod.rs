@@ -9,38 +9,12 @@ mod names;
 mod procs;
 pub mod proto;
 
-use crate::export::Exports;
-use crate::fs::FileModel;
 use engine::xdr::{XdrReader, XdrWriter};
 
 pub use nfs_wire::{NFS_PROGRAM, NFS_V3};
 
-/// Largest READ/WRITE payload (FSINFO rtmax/wtmax).
-pub const MAX_IO: usize = 1 << 20;
-/// Largest directory reply we build (READDIR count / READDIRPLUS maxcount cap).
-pub const MAX_DIR_REPLY: usize = 64 << 10;
-
-/// Everything a call needs besides its arguments.
-pub struct Ctx<'a> {
-    pub model: &'a FileModel,
-    pub exports: &'a Exports,
-    pub mounts: &'a crate::mount::MountTable,
-    pub client: std::net::SocketAddr,
-    pub cred: engine::rpc::Cred,
-    /// The connection the call arrived on (NFSv4.1 binds back channels to it).
-    pub conn: Option<crate::nfs4::ConnRef>,
-}
-
-/// What the caller should send.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
-    /// The results are in `out`.
-    Done,
-    /// Rewind and reply GARBAGE_ARGS.
-    GarbageArgs,
-    /// Rewind and reply PROC_UNAVAIL.
-    ProcUnavail,
-}
+pub use crate::call::{Ctx, Outcome};
+pub use crate::limits::{MAX_DIR_REPLY, MAX_IO};
 
 /// Decodes the args of `proc_` from `args`, runs it, and writes only the procedure
 /// results into `out`.
@@ -52,7 +26,7 @@ pub fn serve(ctx: &Ctx, proc_: u32, args: &[u8], out: &mut XdrWriter) -> Outcome
     let status = match procs::dispatch(ctx, proc_, args, out) {
         Ok(()) => return Outcome::Done,
         Err(procs::Fail::Garbage) => {
-            rewind(out, start);
+            out.rewind(start);
             return Outcome::GarbageArgs;
         }
         Err(procs::Fail::St(s)) => s,
@@ -63,20 +37,11 @@ pub fn serve(ctx: &Ctx, proc_: u32, args: &[u8], out: &mut XdrWriter) -> Outcome
     };
     // A failure without attributes: rewind whatever was started and send the
     // procedure's bare resfail.
-    rewind(out, start);
+    out.rewind(start);
     if proto::put_fail(out, proc_, status as u32).is_err() {
         tracing::error!(proc_, "NFSv3 reply buffer too small even for a status");
     }
     Outcome::Done
-}
-
-/// Moves the writer back to `start`, dropping what was written after it.
-pub(crate) fn rewind(out: &mut XdrWriter, start: usize) {
-    if out.position() > start {
-        // Truncating an "opaque" that starts at `start` to zero bytes is exactly a
-        // rewind; XdrWriter has no other way to move backwards.
-        out.truncate_opaque(start, 0);
-    }
 }
 
 /// Bytes of reply buffer this call needs. Never fails: garbage gets a small size (it

@@ -242,7 +242,7 @@ fn read(ctx: &Ctx, r: &mut XdrReader, out: &mut XdrWriter) -> Res {
             out.patch_u32(len_at, got as u32);
         }
         Err(s) => {
-            super::rewind(out, start);
+            out.rewind(start);
             out.u32(s as u32)?;
             put_post_op_attr(out, attr_opt(ctx, &node).as_ref())?;
         }

@@ -54,7 +54,7 @@ pub const FS_LAYOUT_TYPES: u32 = 62;
 pub const SUPPATTR_EXCLCREAT: u32 = 75;
 
 /// Largest READ/WRITE (MAXREAD/MAXWRITE).
-pub const MAX_IO: u64 = crate::nfs3::MAX_IO as u64;
+pub const MAX_IO: u64 = crate::limits::MAX_IO as u64;
 /// Largest file size and write end (as NFSv3: offsets are signed 64-bit for clients).
 pub const MAX_FILE_SIZE: u64 = i64::MAX as u64;
 /// Longest name component (MAXNAME).

@@ -6,7 +6,7 @@ use super::ops::*;
 use super::session_ops::{self, SeqStart};
 use super::status::*;
 use super::{put_status, Compound, Full, OpResult};
-use crate::nfs3::{rewind, Ctx, Outcome};
+use crate::call::{Ctx, Outcome};
 use crate::state::stateid::Stateid;
 use engine::xdr::{XdrReader, XdrWriter};
 
@@ -101,10 +101,10 @@ pub(super) fn compound(
         let _ = r.u32();
         match session_ops::sequence_first(&mut c, &mut r, out, n, args.len()) {
             SeqStart::Replay(bytes) => {
-                rewind(out, start);
+                out.rewind(start);
                 if out.opaque_fixed(&bytes).is_err() {
                     // The retransmission's reply buffer is smaller than the original's.
-                    rewind(out, start);
+                    out.rewind(start);
                     let Ok(h) = put_header(out, tag) else {
                         return Outcome::GarbageArgs;
                     };
@@ -210,7 +210,7 @@ fn run_ops(
             if out.u32(OP_ILLEGAL).is_ok() && out.u32(NFS4ERR_BADXDR).is_ok() {
                 return (NFS4ERR_BADXDR, done + 1);
             }
-            rewind(out, at);
+            out.rewind(at);
             return (NFS4ERR_BADXDR, done);
         };
         let f = super::op_fn(op);
@@ -261,9 +261,9 @@ fn run_ops(
 
 /// Drops an operation's partial results and writes `st` as its status.
 fn replace(out: &mut XdrWriter, body: usize, st: u32) -> u32 {
-    rewind(out, body);
+    out.rewind(body);
     if out.u32(st).is_err() {
-        rewind(out, body - 4);
+        out.rewind(body - 4);
     }
     st
 }

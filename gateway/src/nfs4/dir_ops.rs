@@ -291,13 +291,13 @@ pub(super) fn readdir(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter) ->
             w.opaque_fixed(&e.attrs)
         })();
         if ok.is_err() || w.position() - body + 8 + 8 > limit {
-            crate::nfs3::rewind(w, at);
+            w.rewind(at);
             break;
         }
         fit += 1;
     }
     if fit == 0 && !entries.items.is_empty() {
-        crate::nfs3::rewind(w, start);
+        w.rewind(start);
         return put_status(w, NFS4ERR_TOOSMALL);
     }
     let eof = entries.eof && fit == entries.items.len();

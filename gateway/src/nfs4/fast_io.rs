@@ -133,7 +133,7 @@ pub fn parse(args: &[u8]) -> Option<IoCall> {
                 return None;
             }
             let len = r.u32().ok()?;
-            if len == 0 || len as usize > crate::nfs3::MAX_IO {
+            if len == 0 || len as usize > crate::limits::MAX_IO {
                 return None;
             }
             let data = (at(&r), len);

@@ -8,7 +8,7 @@ use super::status::*;
 use super::{put_status, Compound, Full, OpResult};
 use crate::fs::access::*;
 use crate::fs::{FileKind, SetAttr, Stable};
-use crate::nfs3::MAX_IO;
+use crate::limits::MAX_IO;
 use crate::state::opens::ACCESS_READ;
 use crate::state::stateid::Stateid;
 use crate::state::Conflict;
@@ -86,7 +86,7 @@ pub(super) fn read(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter) -> Op
             Ok(NFS4_OK)
         }
         Err(s) => {
-            crate::nfs3::rewind(w, start);
+            w.rewind(start);
             put_status(w, fs_err(s))
         }
     }

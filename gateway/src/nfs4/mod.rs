@@ -30,8 +30,8 @@ pub mod skip;
 mod state_ops;
 pub mod status;
 
+use crate::call::{Ctx, Outcome};
 use crate::fs::Node;
-use crate::nfs3::{Ctx, Outcome};
 use crate::state::stateid::Stateid;
 use engine::xdr::{XdrReader, XdrWriter};
 
@@ -55,20 +55,7 @@ pub type OpResult = Result<u32, Full>;
 /// NFS4ERR_BADXDR and returns it), runs, writes status and results to `w`.
 pub type OpFn = fn(&mut Compound, &mut XdrReader, &mut XdrWriter) -> OpResult;
 
-/// The connection a call arrived on: sessions bind it as their back channel.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct ConnRef {
-    /// The reactor that owns the connection.
-    pub reactor: usize,
-    pub kind: ConnKind,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ConnKind {
-    Tcp(engine::tcp::ConnId),
-    /// RPC-over-RDMA (callbacks as RFC 8167 reverse calls on it).
-    Rdma(engine::rdma::server::ConnId),
-}
+pub use crate::conn::{ConnKind, ConnRef};
 
 /// A current or saved filehandle (RFC 8881 §16.2.3.1.1).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -9,9 +9,9 @@
 use super::attrs::Obj;
 use super::status::*;
 use super::CurrentFh;
+use crate::call::Ctx;
 use crate::export::Export;
 use crate::fs::{FileKind, NfsTime, Node};
-use crate::nfs3::Ctx;
 
 const MARK: &[u8] = b"\xffNFS4PSEUDO";
 /// Pseudo handle length: above `crate::fs::FH_MAX`.

@@ -78,7 +78,6 @@ use crate::export::{admit, Caller};
 use crate::fs::access::check_read;
 use crate::fs::{Attr, FileKind, NfsTime};
 use crate::nfs3::proto::{put_fattr, put_post_op_attr, put_wcc};
-use crate::nfs3::{NFS_PROGRAM, NFS_V3};
 use crate::uring::files::{unchanged, Files, Hit, Opened, Validator};
 use crate::uring::fixed::FixedSlots;
 use crate::uring::pipes::{self, Pipes};
@@ -88,6 +87,7 @@ use engine::rpc::{self, Accept};
 use engine::tcp::Pipe;
 use engine::xdr::{XdrReader, XdrWriter};
 use fault::Failure;
+use nfs_wire::{NFS_PROGRAM, NFS_V3};
 use std::ffi::CStr;
 use std::fs::File;
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -276,7 +276,7 @@ impl Direct {
     /// has SPLICE and pipes of the largest READ's size (see `uring::pipes`).
     pub fn with_pipes(mut self, on: bool) -> Direct {
         if on && self.ring.splices() {
-            self.pipes = Pipes::open(pipes::PIPES, crate::nfs3::MAX_IO);
+            self.pipes = Pipes::open(pipes::PIPES, crate::limits::MAX_IO);
         } else if on {
             tracing::info!("TCP READ replies: pool-buffer copies (io_uring without SPLICE)");
         }
@@ -461,7 +461,7 @@ impl Direct {
         let Some((offset, count)) = peek.filter(|&(_, c)| c >= SPLICE_MIN) else {
             return Err(job);
         };
-        let most = (count as usize).min(crate::nfs3::MAX_IO);
+        let most = (count as usize).min(crate::limits::MAX_IO);
         let Some(pipe) = pool.take(conn, offset, most) else {
             return Err(job);
         };
@@ -938,7 +938,7 @@ impl Direct {
 /// Bytes a READ of `count` at `offset` takes from a file of `size` bytes: at most
 /// `MAX_IO` (the reply buffers' room, both versions), none at or past the end.
 fn read_want(size: u64, offset: u64, count: u32) -> usize {
-    let n = (count as usize).min(crate::nfs3::MAX_IO);
+    let n = (count as usize).min(crate::limits::MAX_IO);
     if offset >= size {
         0
     } else {

@@ -9,12 +9,12 @@
 
 use crate::cache::{self, ReadCache};
 use crate::mount::{MOUNT_PROGRAM, MOUNT_V3};
-use crate::nfs3::{NFS_PROGRAM, NFS_V3};
 use engine::mem::{Buf, Pools};
 use engine::rdma::server::CallRef;
 use engine::rpc::{self, Accept, CallError, CallHeader};
 use engine::tcp::ConnId;
 use engine::xdr::{XdrReader, XdrWriter};
+use nfs_wire::{NFS_PROGRAM, NFS_V3};
 use std::net::SocketAddr;
 
 /// Room reserved at the front of every reply for the TCP record mark.

@@ -8,14 +8,16 @@
 use super::dispatch::{Job, Link, MARK};
 use super::Shared;
 use crate::cache::{self, FhKey, Fill, FillData, Stamp};
+use crate::call::{Ctx, Outcome};
 use crate::fs::FileModel;
 use crate::mount::{self, MOUNT_PROGRAM};
-use crate::nfs3::{self, Ctx, Outcome, NFS_PROGRAM};
+use crate::nfs3;
 use engine::mem::{Buf, Pools};
 use engine::ring::{Doorbell, Ring};
 use engine::rpc::{self, Accept};
 use engine::rpcrdma::responder::DdpList;
 use engine::xdr::{XdrReader, XdrWriter};
+use nfs_wire::{NFS_PROGRAM, NFS_V3};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -330,7 +332,7 @@ fn opened_as(
 /// from its reply (`learned_write`; only with the io_uring data path in force).
 fn v3_write_stamp(shared: &Shared, job: &Job) -> Option<(u64, Stamp)> {
     let h = &job.header;
-    if !shared.direct_io || h.prog != NFS_PROGRAM || h.vers != nfs3::NFS_V3 || h.proc_ != 7 {
+    if !shared.direct_io || h.prog != NFS_PROGRAM || h.vers != NFS_V3 || h.proc_ != 7 {
         return None;
     }
     let fh = XdrReader::new(&job.record[job.args_at..])

@@ -330,7 +330,7 @@ impl Clients {
     /// Returns the clients left with no back channel at all (the caller marks their
     /// callback path down in the delegation table: no new delegations until a new
     /// binding answers its probe).
-    pub fn forget_conn(&self, conn: &crate::nfs4::ConnRef) -> Vec<u64> {
+    pub fn forget_conn(&self, conn: &crate::conn::ConnRef) -> Vec<u64> {
         let mut hit = Vec::new();
         {
             let mut g = self.lock();

@@ -71,7 +71,7 @@ impl State {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BackChannelInfo {
     pub session: [u8; 16],
-    pub conn: crate::nfs4::ConnRef,
+    pub conn: crate::conn::ConnRef,
     /// csa_cb_program.
     pub cb_program: u32,
     /// The back channel's ca_maxrequestsize: no callback may be larger.

@@ -13,9 +13,9 @@
 
 use super::delegations::Delegations;
 use super::BackChannelInfo;
+use crate::conn::{ConnKind, ConnRef};
 use crate::nfs4::callback::{self, CbCall, CbReply, CbSec};
 use crate::nfs4::status::*;
-use crate::nfs4::{ConnKind, ConnRef};
 use crate::stats::callbacks::CallbackResult;
 use crate::stats::Transport;
 use std::collections::{HashMap, VecDeque};

@@ -3,8 +3,8 @@
 //! now, retries on DELAY/BAD_STATEID, one call per back-channel slot.
 
 use super::*;
+use crate::conn::ConnKind;
 use crate::nfs4::callback::{CbSec, OP_CB_RECALL, OP_CB_SEQUENCE};
-use crate::nfs4::ConnKind;
 use crate::state::stateid::Stateid;
 use crate::state::Conflict;
 use crate::stats::callbacks::{CallbackResult, RecallResult};

@@ -5,8 +5,8 @@
 //! behind its own mutex (never held across storage I/O: a slot is claimed at SEQUENCE,
 //! the COMPOUND runs unlocked, and the reply is stored when it is done).
 
+use crate::conn::ConnRef;
 use crate::nfs4::status::*;
-use crate::nfs4::ConnRef;
 use std::hash::Hasher;
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
