@@ -75,6 +75,8 @@ cargo build --release --workspace --all-targets --locked 2>&1 | tail -n 3
 if [ -z "${SKIP_LINT:-}" ]; then
   step "cargo fmt --check"
   cargo fmt --all -- --check
+  step "layering rules (tests/arch/check.py: docs/architecture.md §2)"
+  python3 tests/arch/check.py
   # Both cfgs of the `rdma` feature (code under #[cfg(not(feature = "rdma"))] too), in the
   # same target dir: the dependencies are checked once for both.
   step "cargo clippy -D warnings (default features)"
