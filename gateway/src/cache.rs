@@ -62,8 +62,8 @@ pub use crate::limits::{CACHE_PAGE as PAGE, MAX_CACHED_READ};
 /// How long cached attributes are trusted without asking the backend.
 pub const ATTR_TTL: Duration = Duration::from_secs(1);
 /// How long past `ATTR_TTL` an NFSv3 GETATTR or READ is still answered from the
-/// cache while ONE revalidation of the file runs on a worker (stale-while-revalidate,
-/// issue 12): a store round trip (an S3 HEAD) then delays no client call. Past it,
+/// cache while ONE revalidation of the file runs on a worker (stale-while-revalidate):
+/// a store round trip (an S3 HEAD) then delays no client call. Past it,
 /// calls go to workers again (a revalidation that failed or is stuck).
 pub const STALE_MAX: Duration = Duration::from_secs(2);
 /// Attribute entries per reactor before the table is cleared.

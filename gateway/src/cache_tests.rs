@@ -151,7 +151,7 @@ fn hit_after_fill_and_exact_bytes() {
     assert_eq!(read(&mut t, 30000, 10, 0).unwrap(), b"");
 }
 
-/// Regression (issue 15): a READ at an offset in the last pages below 2^64 made
+/// Regression: a READ at an offset in the last pages below 2^64 made
 /// the fill's page rounding overflow and panicked the reactor. Fills and reads of
 /// every offset near 2^64 — of small and of (store-reported) huge files — cache
 /// nothing wrong and never panic.

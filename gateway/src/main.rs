@@ -79,7 +79,7 @@ fn init_logging(level: &str) -> SetLevel {
     }))
 }
 
-/// Rule (issue 15): every TCP connection is a file descriptor, so the soft
+/// Rule: every TCP connection is a file descriptor, so the soft
 /// RLIMIT_NOFILE (often 1024) is raised to the hard limit; if `tcp.max_connections`
 /// per reactor plus a margin for listeners, backend files and RDMA still exceeds it,
 /// say so (accept then fails with EMFILE and is logged).

@@ -1,4 +1,4 @@
-//! Issue 12: a cached GETATTR or READ over TCP allocates nothing on the heap. The
+//! A cached GETATTR or READ over TCP allocates nothing on the heap. The
 //! gateway runs in process (one reactor, memory backend) under a counting global
 //! allocator; the client writes prebuilt calls and reads replies into a fixed buffer,
 //! so every allocation counted while a batch runs is the gateway's.

@@ -1,4 +1,4 @@
-//! Issue 15, RDMA side: no set of RPC-over-RDMA clients can take a reactor's buffers
+//! Resource exhaustion, RDMA side: no set of RPC-over-RDMA clients can take a reactor's buffers
 //! from TCP, replies or each other. Each connection's Receives are reserved from a
 //! per-reactor receive budget at accept (fewer credits, down to `rdma.min_credits`,
 //! when it is short; a reject below that), `rdma.max_connections` is a clean

@@ -1,4 +1,4 @@
-//! Issue 15: a deterministic byte-mutation fuzz campaign of RPC-over-RDMA transport
+//! A deterministic byte-mutation fuzz campaign of RPC-over-RDMA transport
 //! headers against the real gateway (in-process, `soft` provider, one reactor).
 //!
 //! Seeds are valid calls (NULL, GETATTR, READ with a write chunk, WRITE with a read

@@ -1,4 +1,4 @@
-//! Issue 15 over TCP against the real gateway (in process, one reactor, memory
+//! Resource exhaustion over TCP against the real gateway (in process, one reactor, memory
 //! backend): record marks that announce more than is sent, stalled partial records
 //! holding large buffers, and 1,000 concurrent connections. Every test ends by checking
 //! that every pool buffer came back.

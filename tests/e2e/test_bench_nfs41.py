@@ -7,7 +7,7 @@ READDIR) bounded by Reply chunks, sessions bound to the connection's back channe
 (CONN_BACK_CHAN, RFC 8167: the gateway's CB_NULL probe and any callback are answered on
 the same connection), every workload with verified data.
 
-NOTE: the NFSv4.1 server (issue 14: sessions in h-sess, OPEN/LOCK in h-opens) is being
+NOTE: the NFSv4.1 server (sessions in h-sess, OPEN/LOCK in h-opens) is being
 written in parallel; the tests that need it pass once those slices are merged into the
 branch under test. Until then they fail at EXCHANGE_ID (NFS4ERR_NOTSUPP) -- they are
 not skipped, on purpose, so the merge shows whether v4.1 works."""

@@ -250,7 +250,7 @@ def test_cached_tcp_reads_from_pages_stay_exact_while_rewritten(gw_factory, kind
 
 
 def test_s3_cached_reads_keep_answering_while_revalidation_stalls(gw_factory, s3_server, s3_bucket, s3_proxy, s3):
-    """Stale-while-revalidate (issue 12): once cached attributes expire, cached READs are
+    """Stale-while-revalidate: once cached attributes expire, cached READs are
     still answered from the reactor while ONE GETATTR revalidates on a worker. Every
     HEAD to the store is held 2.5 s here; before, each expired READ went to a worker and
     waited for it. Meanwhile the object is replaced behind the gateway: after the

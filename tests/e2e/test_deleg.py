@@ -1,5 +1,5 @@
 """NFSv4.1 delegations and the TCP back channel, end to end against the real binary
-(RFC 8881 §2.10.3.1, §10.2, §20; issue 14 "Delegations and the backchannel over TCP").
+(RFC 8881 §2.10.3.1, §10.2, §20; "Delegations and the backchannel over TCP").
 
 A raw NFSv4.1 client (below: just the COMPOUNDs it needs) opens ONE TCP connection,
 creates a session with CONN_BACK_CHAN on it and acts as the callback service on that

@@ -1,4 +1,4 @@
-"""TCP resource exhaustion against the real binary (issue 15): connection floods over
+"""TCP resource exhaustion against the real binary: connection floods over
 tcp.max_connections are refused at once with a rate-limited log line, the open-file
 limit is raised at start, and record marks that announce more than is sent do not
 keep a well-behaved client from writing 1 MiB blocks."""

@@ -374,7 +374,7 @@ HOSTILE_COUNTS = [0, 1, 4095, 4096, 65536, 1 << 20, (1 << 31), (1 << 32) - 1]
 
 
 def test_hostile_values_read_family(hg):
-    """Issue 15: one READ at 0xFFFFFFFFFFFFF001 took the whole server down (the read
+    """One READ at 0xFFFFFFFFFFFFF001 took the whole server down (the read
     cache's page rounding overflowed on the reactor). Every offset near 2^63/2^64 with
     every count, on a file whose attributes and pages are cached (so the reactor path
     runs, over and over), answers OK, no data, eof — and the server stays up."""

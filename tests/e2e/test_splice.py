@@ -1,4 +1,4 @@
-"""Zero-copy TCP READ replies (issue 12, `backend.splice`): large NFSv3 READs of fs
+"""Zero-copy TCP READ replies (`backend.splice`): large NFSv3 READs of fs
 files on the io_uring path are spliced page cache -> pipe -> socket. The bytes must be
 exactly the file's (sizes not a multiple of 4, the end of the file, offsets near
 2^64), stay exact while other ranges are written, and a client that pipelines 1 MiB

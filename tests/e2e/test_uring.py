@@ -1,4 +1,4 @@
-"""backend.io = "uring" (issue 12): NFSv3 READs of fs files are read by the reactor
+"""backend.io = "uring": NFSv3 READs of fs files are read by the reactor
 through its io_uring, not by a backend worker, byte-exact; what the reactor cannot
 answer (unknown handles, refused callers, directories, stale handles) still gets the
 worker's exact answer; `nfsgw_worker_data_jobs_total` shows the difference.
@@ -52,7 +52,7 @@ IO_URING_DISABLED = "/proc/sys/kernel/io_uring_disabled"
 
 @pytest.mark.parametrize("io", ["auto", "uring"])
 def test_io_uring_switched_off_by_the_kernel_falls_back_to_the_workers(gw_factory, io):
-    """Issue 12: where the kernel refuses io_uring (kernel.io_uring_disabled = 2),
+    """Where the kernel refuses io_uring (kernel.io_uring_disabled = 2),
     the gateway serves from its backend workers, byte-exact, and says so and why in
     its log (a warning when `uring` was asked for). The sysctl is machine-wide and
     restored at once after the gateway has started (rings are made at start)."""
@@ -573,7 +573,7 @@ def _io_wq_threads(g) -> int:
 
 
 def test_large_reads_leave_the_reactor_core_small_ones_stay_inline(gw_factory):
-    """Issue 12: READs of 64 KiB and more are offloaded (IOSQE_ASYNC) to io_uring's
+    """READs of 64 KiB and more are offloaded (IOSQE_ASYNC) to io_uring's
     io-wq threads, so the page-cache copy does not run on the reactor's core; small
     reads complete inline in the reactor (no io-wq thread is started for them)."""
     g = _gw(gw_factory, "uring")

@@ -1,5 +1,5 @@
 """Failed storage I/O under a running gateway, on the reactor's io_uring and on the
-workers (issue 12; README "Data I/O on io_uring"): real faults, no mocks.
+workers (README "Data I/O on io_uring"): real faults, no mocks.
 
 * ENOSPC: the fs backend's root is a small tmpfs (root only: `mount -t tmpfs`),
   filled behind the gateway's back. NFSv3 and NFSv4.1 WRITEs (UNSTABLE, DATA_SYNC,

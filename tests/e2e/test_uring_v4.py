@@ -1,4 +1,4 @@
-"""backend.io = "uring" for NFSv4.1 (issue 12): `SEQUENCE, PUTFH, READ`,
+"""backend.io = "uring" for NFSv4.1: `SEQUENCE, PUTFH, READ`,
 `SEQUENCE, PUTFH, WRITE [, GETATTR]` (UNSTABLE) and `SEQUENCE, PUTFH, COMMIT` of fs
 files run on the reactor's io_uring (server/direct/v4.rs, nfs4/fast_io.rs), not on a
 backend worker: `nfsgw_worker_data_jobs_total` stays put, the data is byte-exact,

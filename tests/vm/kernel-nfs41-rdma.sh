@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs INSIDE a Linux guest with Soft-RoCE rxe0 on eth0 (VM_RXE=1 tools/vm/vm.sh
 # run-script); called by tests/vm/kernel-nfs-rdma.sh after its NFSv3 parts, in the same
-# boot (issue 11: NFSv4.1 over RPC-over-RDMA, RFC 8267 §6 + RFC 8167). It starts its own
+# boot (NFSv4.1 over RPC-over-RDMA, RFC 8267 §6 + RFC 8167). It starts its own
 # gateway (memory backend, rdma.provider = "verbs" on 10.0.2.15:20049, TCP :2049, stats
 # on 127.0.0.1:9108) and drives it with the kernel's NFSv4.1 client over RDMA:
 #   files:  `mount -o vers=4.1,proto=rdma,port=20049` (/proc/mounts must say vers=4.1 and

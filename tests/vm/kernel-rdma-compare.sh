@@ -3,7 +3,7 @@
 # run-script; host side: tools/perf/vm-rdma-compare.sh). Compares the gateway with the
 # guest's own kernel NFS server (nfsd) under the same kernel NFSv3 client and the same
 # fio jobs, both over RPC-over-RDMA (and over TCP unless PROTOS says otherwise), with
-# NFSv3 (and NFSv4.1 when VERS says so: VERS="3 4.1"; issue 11):
+# NFSv3 (and NFSv4.1 when VERS says so: VERS="3 4.1"):
 #   gateway: memory backend, rdma.provider = "verbs", RDMA 10.0.2.15:20049, TCP :2049,
 #            one reactor core (GW_CORES), idle = "adaptive" (GW_IDLE, GW_IDLE_SPINS);
 #   knfsd:   tmpfs export /export, 4 nfsd threads (NFSD_THREADS), RDMA port 20050

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # callgrind-v4read.sh - Ir/op of the gateway process for a cached 4 KiB READ (randread,
 # QD1) over NFSv3 and NFSv4.1, over TCP and RPC-over-RDMA (`soft` provider), for one or
-# more gateway binaries, with `bench` as the client (issue 11: v4.1 within 1.3x of v3).
+# more gateway binaries, with `bench` as the client (v4.1 within 1.3x of v3).
 #
 #   tools/perf/callgrind-v4read.sh before=/var/tmp/gw-before after=target/release/gateway
 #

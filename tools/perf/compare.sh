@@ -367,7 +367,7 @@ gws = [t for t in targets if t != "ganesha"]
 base = "ganesha" if "ganesha" in targets else None
 names = {"rr4k_qd1": "4 KiB random read, QD1", "rr4k_qd32": "4 KiB random read, QD32",
          "seqrd_1m": f"1 MiB sequential read, QD{seqqd}", "seqwr_1m": f"1 MiB sequential write, QD{seqqd}"}
-# issue 12's targets: (throughput key, >= ratio), CPU/op <= ratio; p99 <= ganesha's on 4 KiB reads
+# the data-path targets: (throughput key, >= ratio), CPU/op <= ratio; p99 <= ganesha's on 4 KiB reads
 goal = {"rr4k_qd1": ("iops", 2.0, 0.25), "rr4k_qd32": ("iops", 2.0, 0.25),
         "seqrd_1m": ("MiBps", 1.5, 0.5), "seqwr_1m": ("MiBps", 1.5, 0.5)}
 def fmt(x, d=0):

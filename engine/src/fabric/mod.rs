@@ -219,7 +219,7 @@ pub struct ConnRequest {
     /// RDMA Reads the peer wants to issue towards us at once.
     pub initiator_depth: u8,
     /// RDMA Reads the peer can serve for us at once (the Linux client sends 0 and
-    /// means "as the device allows"; see issue 4).
+    /// means "as the device allows").
     pub responder_resources: u8,
 }
 

@@ -1,4 +1,4 @@
-//! Admission of RDMA connections against a reactor's receive buffers (issue 15: no
+//! Admission of RDMA connections against a reactor's receive buffers (no
 //! client can take the gateway down by exhausting resources).
 //!
 //! Every accepted connection keeps `grant` Receives posted, each a pool buffer of the

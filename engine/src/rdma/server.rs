@@ -67,8 +67,8 @@ const HDR_SLOT: usize = 256;
 const MAX_CHAIN: usize = 64;
 /// XIDs whose RDMA Read failed, remembered per peer (R8166-75).
 const FAILED_XIDS: usize = 64;
-/// Reassembly buffers one connection may hold while its RDMA Reads are outstanding
-/// (issue 15): a peer that never answers Reads (or answers slowly) holds at most this
+/// Reassembly buffers one connection may hold while its RDMA Reads are outstanding:
+/// a peer that never answers Reads (or answers slowly) holds at most this
 /// many large buffers; its further chunked calls wait parked on their Receive.
 pub const MAX_PULLING: u32 = 8;
 

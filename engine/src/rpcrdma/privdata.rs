@@ -199,7 +199,7 @@ mod tests {
         assert_eq!((t.send, t.recv, t.remote_invalidate), (1024, 1024, false));
     }
 
-    /// Issue 15: every size byte pair a peer can send yields thresholds within
+    /// Every size byte pair a peer can send yields thresholds within
     /// [1024, ours] (R8797-05/06), and private data of any length and content decodes
     /// without a panic (the identifier at the very end, truncated, is "absent").
     #[test]

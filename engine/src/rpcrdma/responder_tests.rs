@@ -866,7 +866,7 @@ fn r8267_25_chunk_lists_over_the_limits_get_err_chunk_and_16_segments_are_fine()
     }
 }
 
-/// Issue 15 (hostile peers): a segment whose last byte would lie past 2^64 - 1 names no
+/// Hostile peers: a segment whose last byte would lie past 2^64 - 1 names no
 /// memory: ERR_CHUNK, for a read chunk, a write chunk and the Reply chunk alike; one
 /// ending exactly at 2^64 - 1 is fine (R8166-77).
 #[test]
@@ -915,7 +915,7 @@ fn r8166_77_segments_wrapping_past_2_pow_64_get_err_chunk() {
     }
 }
 
-/// Issue 15: the requester's credit field is a request only; 0 and 2^32 - 1 change
+/// The requester's credit field is a request only; 0 and 2^32 - 1 change
 /// nothing on our side (R8166-31: the grant stays ours, within [1, configured]), and
 /// any XID (0, 2^32 - 1) is just echoed.
 #[test]
@@ -938,7 +938,7 @@ fn r8166_31_extreme_credit_requests_and_xids_are_taken_as_they_come() {
     }
 }
 
-/// Issue 15: a long call whose position-zero chunk adds up past the call limit (many
+/// A long call whose position-zero chunk adds up past the call limit (many
 /// segments at the per-chunk byte cap) is ERR_CHUNK before any Read, with no overflow.
 #[test]
 fn r8166_76_long_call_read_chunks_summing_past_the_limit_get_err_chunk() {

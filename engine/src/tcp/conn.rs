@@ -2,7 +2,7 @@
 //! its send side (the queue of replies and its byte budget).
 //!
 //! Receive buffers grow with the bytes that actually arrived, never with what a record
-//! mark announces (issue 15: a mark costs the sender 4 bytes, a pool buffer costs the
+//! mark announces (a mark costs the sender 4 bytes, a pool buffer costs the
 //! gateway up to 1 MiB). A record's body first collects in the connection's staging
 //! buffer (the connection's own mapping, not pool memory); a record that completes
 //! there is copied once into a pool buffer of its exact size. A record that outgrows
@@ -492,7 +492,7 @@ impl Conn {
         }
     }
 
-    /// Rule (issue 15): a record's pool buffer is sized by the bytes that arrived, not
+    /// Rule: a record's pool buffer is sized by the bytes that arrived, not
     /// by its mark: at most `GROW_STEP` until more than `GROW_STEP` bytes of the record
     /// were received or are waiting in the socket, then the record's announced length
     /// (so a well-behaved large record moves at most once). The body so far is copied

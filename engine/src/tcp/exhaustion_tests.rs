@@ -1,4 +1,4 @@
-//! Resource exhaustion by hostile or broken clients (issue 15): record marks that
+//! Resource exhaustion by hostile or broken clients: record marks that
 //! announce more than is sent, stalled partial records, clients that never read their
 //! replies, pipelined calls whose replies are still being produced, connection floods.
 //! Each test would hang or fail on a transport that lets

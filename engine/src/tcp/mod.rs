@@ -26,7 +26,7 @@
 //! read cache's pages): header, data pieces and padding leave as slices of the same
 //! vectored writes, and the pieces are handed back by `take_released` (see `ext.rs`).
 //!
-//! Resource limits (issue 15: no client can take the gateway down): a partial record
+//! Resource limits (no client can take the gateway down): a partial record
 //! held past `record_timeout`, or queued replies without write progress for
 //! `send_timeout`, close the connection; while some allocation is starved, a partial
 //! record holding pool memory without progress for `stall_reclaim` is closed too, and
@@ -547,7 +547,7 @@ impl TcpTransport {
         self.queue(slot);
     }
 
-    /// Rule (issue 15): a connection over `max_connections` is closed at once (the
+    /// Rule: a connection over `max_connections` is closed at once (the
     /// caller drops the socket), counted, and logged at most once per
     /// `REFUSAL_LOG_EVERY` so a connection flood cannot flood the log.
     /// Rule: a slot held by a peer that has already hung up is not a reason to refuse
@@ -638,7 +638,7 @@ impl TcpTransport {
         );
     }
 
-    /// Rule (issue 15: memory returns when connections go): a staging buffer is its
+    /// Rule (memory returns when connections go): a staging buffer is its
     /// own anonymous mapping, so its pages are only touched as far as records reach and
     /// go back to the system when it is unmapped; at most `SPARE_STAGES` are kept for
     /// reuse. Mapping failure refuses the connection (logged), never panics.
@@ -722,7 +722,7 @@ impl TcpTransport {
         self.close_slot(slot);
     }
 
-    /// Rule (issue 15): every `sweep_every`, close connections that hold resources
+    /// Rule: every `sweep_every`, close connections that hold resources
     /// without progress: a partial record held past `record_timeout` while we were
     /// reading it; queued replies that made no write progress for `send_timeout`; and,
     /// only while allocations are starved (a connection parked for a buffer, or a pool

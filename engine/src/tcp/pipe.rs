@@ -1,5 +1,5 @@
 //! A pipe that carries one reply's data from the page cache to a socket without a
-//! copy through user space (issue 12, zero-copy TCP READ replies): the caller splices
+//! copy through user space (zero-copy TCP READ replies): the caller splices
 //! file pages into it (they are referenced, not copied), says how many bytes it holds
 //! (`set_filled`), and hands it to [`super::TcpTransport::send_pipe`]; the transport
 //! splices it into the socket as the socket accepts (`SPLICE_F_NONBLOCK`) and hands it

@@ -178,7 +178,7 @@ pub trait Backend: Send + Sync {
 
     /// The directory `data_file`'s keys are paths under (the `fs` backend's root),
     /// for a reactor that checks what a key's path names itself (a `statx` on its
-    /// ring revalidating an open file, issue 12); `None` elsewhere.
+    /// ring revalidating an open file); `None` elsewhere.
     fn data_root(&self) -> Option<std::sync::Arc<std::os::fd::OwnedFd>> {
         None
     }

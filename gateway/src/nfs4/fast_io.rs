@@ -1,5 +1,5 @@
-//! The protocol half of NFSv4.1 data I/O on the reactor's io_uring (issue 12;
-//! `server::direct` runs the I/O): the COMPOUNDs `SEQUENCE, PUTFH, READ`,
+//! The protocol half of NFSv4.1 data I/O on the reactor's io_uring
+//! (`server::direct` runs the I/O): the COMPOUNDs `SEQUENCE, PUTFH, READ`,
 //! `SEQUENCE, PUTFH, WRITE [, GETATTR]` (UNSTABLE) and `SEQUENCE, PUTFH, COMMIT`.
 //!
 //! `start` makes every check a worker's COMPOUND makes before it touches the file —

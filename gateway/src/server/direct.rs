@@ -1,4 +1,4 @@
-//! Reactor-side data I/O (`backend.io = "uring"`, issue 12): NFSv3 READ, UNSTABLE
+//! Reactor-side data I/O (`backend.io = "uring"`): NFSv3 READ, UNSTABLE
 //! WRITE and COMMIT of a file a worker authenticated before are submitted by the
 //! reactor that owns the call, through its io_uring, and answered from the poll pass
 //! that reaps the completion. No worker thread is involved.
@@ -41,7 +41,7 @@
 //! would answer it from the same attributes; the read cache's own revalidation
 //! GETATTRs (stale-while-revalidate) come here first too and only teach the cache.
 //!
-//! Expired entries (issue 12): a call whose entry is past `ATTR_TTL` but otherwise
+//! Expired entries: a call whose entry is past `ATTR_TTL` but otherwise
 //! current is held while one `statx` of the key's path runs on the ring
 //! (`uring::files`, "Revalidation"); an unchanged file renews the entry and the call
 //! is taken again, a changed one drops the entry and the call goes to a worker.
@@ -116,7 +116,7 @@ const WCC_REPLY: usize = 24 + 4 + 28 + 88 + 4 + 4 + 8;
 /// GETATTR replies: header, status, fattr3.
 const GETATTR_REPLY: usize = 24 + 4 + 84;
 /// READs of at least this many bytes are offloaded to io_uring's io-wq threads
-/// (`Uring::set_offload_min`, issue 12): a cached 1 MiB read copied inline costs the
+/// (`Uring::set_offload_min`): a cached 1 MiB read copied inline costs the
 /// reactor ~100 µs of its one core, and the reactor was the bottleneck of 1 MiB
 /// sequential reads; the hand-off to a worker thread (a wake-up and a completion
 /// posted from another core, some µs) only pays for itself on large copies. 4 KiB

@@ -119,7 +119,7 @@ pub struct ReactorStats {
     cache: [AtomicU64; 3],
 }
 
-/// Protective events counted by the transports (issue 15: limits a hostile or broken
+/// Protective events counted by the transports (limits a hostile or broken
 /// client cannot exhaust for others): `(transport label, reason label, meaning)`.
 pub const GUARDS: [(&str, &str, &str); 18] = [
     (

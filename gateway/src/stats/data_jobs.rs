@@ -1,7 +1,7 @@
 //! `nfsgw_worker_data_jobs_total`: READ, WRITE and COMMIT calls run by backend
 //! workers (NFSv3 procedures, and NFSv4.1 COMPOUNDs holding one of those
 //! operations). With `backend.io = "uring"` the reactors read file data themselves,
-//! so this counter shows what still takes the worker hop (issue 12).
+//! so this counter shows what still takes the worker hop.
 //!
 //! One process-wide counter (a relaxed atomic add per worker job that moves data):
 //! every reactor's calls share the same workers, so there is nothing per reactor to

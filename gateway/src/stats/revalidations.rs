@@ -1,6 +1,6 @@
 //! `nfsgw_uring_revalidations_total{result}`: file-table entries past their TTL that
 //! a reactor revalidated with a `statx` on its ring instead of a worker round trip
-//! (issue 12; `uring::files`, "Revalidation"). `unchanged`: renewed, the call stayed
+//! (`uring::files`, "Revalidation"). `unchanged`: renewed, the call stayed
 //! on the reactor; `changed`: the file changed (or the statx failed), the entry was
 //! dropped and the call went to a worker.
 //!

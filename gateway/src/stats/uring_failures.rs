@@ -1,5 +1,5 @@
 //! `nfsgw_uring_failures_total{op}`: storage operations on a reactor's io_uring that
-//! failed or came back short (issue 12; `server::direct::fault`). Each such call went
+//! failed or came back short (`server::direct::fault`). Each such call went
 //! to a backend worker, which redid it and answered (NFS3ERR_NOSPC and the like are
 //! the worker's answers). `op`: `read`, `splice`, `write` (an error), `short_write`
 //! (fewer bytes than asked: ENOSPC after some pages, a file-size limit), `sync` (a

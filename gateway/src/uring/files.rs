@@ -19,7 +19,7 @@
 //! grow under writes, so the maximum is the state after every completed write.
 //! Lookups use the exact handle bytes, so a forged handle never hits.
 //!
-//! Revalidation (issue 12): an entry past `ATTR_TTL` whose stamp is still current is
+//! Revalidation: an entry past `ATTR_TTL` whose stamp is still current is
 //! not dropped at once: the reactor may renew it with one `statx` of the key's path
 //! on its ring instead of a worker round trip. The rule ([`unchanged`]): the path
 //! still names the inode the entry holds open (a rename, replacement or removal

@@ -1,5 +1,5 @@
 //! Which slots of a ring's registered file table are free, installed, or waiting to
-//! be emptied (issue 12, registered files).
+//! be emptied (registered files).
 //!
 //! The rule it implements: a slot is emptied (and given to another file) only once
 //! no operation names it — counted from when an SQE naming it is queued until the

@@ -1,4 +1,4 @@
-//! One reactor's io_uring (issue 12: run-to-completion storage I/O): the `fs`
+//! One reactor's io_uring (run-to-completion storage I/O): the `fs`
 //! backend's READ data is read by the reactor that owns the call, straight into the
 //! reply's pool buffer, and the completion is reaped in the reactor's poll loop — no
 //! hand-off to a worker thread.
@@ -346,7 +346,7 @@ impl Uring {
     }
 
     /// As [`Uring::write_then_statx`], with a sync linked between the write and the
-    /// statx (a stable WRITE, issue 12): `fdatasync` when `sync.datasync`, else a
+    /// statx (a stable WRITE): `fdatasync` when `sync.datasync`, else a
     /// full `fsync`, its completion tagged `sync.tag`. A failed or short write
     /// cancels both; a failed sync cancels the statx, so a statx result of 0 means
     /// the data reached stable storage (durability: the reply waits for it).

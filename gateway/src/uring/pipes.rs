@@ -1,4 +1,4 @@
-//! One reactor's pipes for zero-copy TCP READ replies (issue 12): a READ's range is
+//! One reactor's pipes for zero-copy TCP READ replies: a READ's range is
 //! spliced from the file into a pipe through the ring, and the TCP transport splices
 //! the pipe into the socket (`engine::tcp::Pipe`); no byte passes through user space.
 //!

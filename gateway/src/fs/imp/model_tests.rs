@@ -1,4 +1,4 @@
-//! The file model both front ends share (issue 14, docs/architecture.md §7): special files, directory
+//! The file model both front ends share (docs/architecture.md §7): special files, directory
 //! link counts, the change attribute, 64-bit times, EXCLUSIVE4_1 and NFSv4-sized
 //! handles.
 

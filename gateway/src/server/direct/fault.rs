@@ -1,4 +1,4 @@
-//! Failed storage I/O on the reactor's ring (issue 12): what it is called, counted
+//! Failed storage I/O on the reactor's ring: what it is called, counted
 //! and logged as. What the call gets is decided in `direct`: a ring operation that
 //! fails or comes back short never answers its call; the call goes to a backend
 //! worker with its record untouched, and the worker redoes it with the file model

@@ -1,4 +1,4 @@
-//! NFSv4.1 data I/O on the reactor's ring (issue 12): `SEQUENCE, PUTFH, READ`,
+//! NFSv4.1 data I/O on the reactor's ring: `SEQUENCE, PUTFH, READ`,
 //! `SEQUENCE, PUTFH, WRITE [, GETATTR]` and `SEQUENCE, PUTFH, COMMIT` of a
 //! file in the reactor's file table, run as the NFSv3 calls of `direct` are (same
 //! entry, admission and permission checks, same I/O, same file-model bookkeeping),
