@@ -8,6 +8,7 @@
 mod names;
 mod procs;
 pub mod proto;
+pub mod status;
 
 use engine::xdr::{XdrReader, XdrWriter};
 
@@ -38,7 +39,7 @@ pub fn serve(ctx: &Ctx, proc_: u32, args: &[u8], out: &mut XdrWriter) -> Outcome
     // A failure without attributes: rewind whatever was started and send the
     // procedure's bare resfail.
     out.rewind(start);
-    if proto::put_fail(out, proc_, status as u32).is_err() {
+    if proto::put_fail(out, proc_, status::nfsstat3(status)).is_err() {
         tracing::error!(proc_, "NFSv3 reply buffer too small even for a status");
     }
     Outcome::Done

@@ -8,6 +8,7 @@
 
 use super::names::*;
 use super::proto::*;
+use super::status::nfsstat3;
 use super::{Ctx, MAX_DIR_REPLY, MAX_IO};
 use crate::export::{admit, Caller};
 use crate::fs::access::*;
@@ -96,7 +97,7 @@ fn attr_opt(ctx: &Ctx, node: &Node) -> Option<Attr> {
 fn code<T>(r: &Result<T, Status>) -> u32 {
     match r {
         Ok(_) => OK,
-        Err(s) => *s as u32,
+        Err(s) => nfsstat3(*s),
     }
 }
 
@@ -166,7 +167,7 @@ fn lookup(ctx: &Ctx, r: &mut XdrReader, out: &mut XdrWriter) -> Res {
             put_post_op_attr(out, Some(&dattr))?;
         }
         Err(s) => {
-            out.u32(s as u32)?;
+            out.u32(nfsstat3(s))?;
             put_post_op_attr(out, Some(&dattr))?;
         }
     }
@@ -219,7 +220,7 @@ fn read(ctx: &Ctx, r: &mut XdrReader, out: &mut XdrWriter) -> Res {
         check_read_by(&a, &c, V3)
     })();
     if let Err(s) = pre {
-        out.u32(s as u32)?;
+        out.u32(nfsstat3(s))?;
         put_post_op_attr(out, Some(&a))?;
         return Ok(());
     }
@@ -243,7 +244,7 @@ fn read(ctx: &Ctx, r: &mut XdrReader, out: &mut XdrWriter) -> Res {
         }
         Err(s) => {
             out.rewind(start);
-            out.u32(s as u32)?;
+            out.u32(nfsstat3(s))?;
             put_post_op_attr(out, attr_opt(ctx, &node).as_ref())?;
         }
     }
@@ -339,7 +340,7 @@ fn create_common(
             put_post_op_attr(out, a.as_ref())?;
             put_wcc(out, Some(&pre), post.as_ref())?;
         }
-        Err(s) => put_status_wcc(out, s as u32, &pre, post.as_ref())?,
+        Err(s) => put_status_wcc(out, nfsstat3(s), &pre, post.as_ref())?,
     }
     Ok(())
 }
@@ -493,7 +494,7 @@ fn link(ctx: &Ctx, r: &mut XdrReader, out: &mut XdrWriter) -> Res {
         // Hard links cannot exist in an object store.
         Status::NotSupp
     };
-    out.u32(st as u32)?;
+    out.u32(nfsstat3(st))?;
     put_post_op_attr(out, fattr.as_ref())?;
     put_wcc(out, Some(&dattr), Some(&dattr))?;
     Ok(())
@@ -524,7 +525,7 @@ fn readdir_open(ctx: &Ctx, out: &mut XdrWriter, fh: &[u8]) -> Result<Option<(Nod
     match res {
         Ok(()) => Ok(Some((dir, dattr))),
         Err(s) => {
-            out.u32(s as u32)?;
+            out.u32(nfsstat3(s))?;
             put_post_op_attr(out, Some(&dattr))?;
             Ok(None)
         }
@@ -546,7 +547,7 @@ fn readdir(ctx: &Ctx, r: &mut XdrReader, out: &mut XdrWriter) -> Res {
     {
         Ok(p) => p,
         Err(s) => {
-            out.u32(s as u32)?;
+            out.u32(nfsstat3(s))?;
             put_post_op_attr(out, Some(&dattr))?;
             return Ok(());
         }
@@ -562,7 +563,7 @@ fn readdir(ctx: &Ctx, r: &mut XdrReader, out: &mut XdrWriter) -> Res {
         fit += 1;
     }
     if used > limit || (fit == 0 && !page.entries.is_empty()) {
-        out.u32(Status::TooSmall as u32)?;
+        out.u32(nfsstat3(Status::TooSmall))?;
         put_post_op_attr(out, Some(&dattr))?;
         return Ok(());
     }
@@ -598,7 +599,7 @@ fn readdirplus(ctx: &Ctx, r: &mut XdrReader, out: &mut XdrWriter) -> Res {
     {
         Ok(p) => p,
         Err(s) => {
-            out.u32(s as u32)?;
+            out.u32(nfsstat3(s))?;
             put_post_op_attr(out, Some(&dattr))?;
             return Ok(());
         }
@@ -628,7 +629,7 @@ fn readdirplus(ctx: &Ctx, r: &mut XdrReader, out: &mut XdrWriter) -> Res {
     }
     let fit = items.len();
     if used > limit || (fit == 0 && !page.entries.is_empty()) {
-        out.u32(Status::TooSmall as u32)?;
+        out.u32(nfsstat3(Status::TooSmall))?;
         put_post_op_attr(out, Some(&dattr))?;
         return Ok(());
     }

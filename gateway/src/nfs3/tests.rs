@@ -2,6 +2,7 @@
 //! backend.
 
 use super::proto::*;
+use super::status::nfsstat3;
 use super::*;
 use crate::backend::memory::MemoryBackend;
 use crate::config::{Access, Cidr, Squash};
@@ -426,7 +427,10 @@ fn end_to_end_file_lifecycle() {
     let (got, _) = read(&h, user(1000), &f, 1, 3).unwrap();
     assert_eq!(got, &data[1..4]);
     // Other users cannot read a 0640 file; the owner of a 0000 file still can.
-    assert_eq!(read(&h, user(2000), &f, 0, 10), Err(Status::Acces as u32));
+    assert_eq!(
+        read(&h, user(2000), &f, 0, 10),
+        Err(nfsstat3(Status::Acces))
+    );
 
     // COMMIT returns the write verifier.
     let (o, rep) = call(
@@ -446,7 +450,10 @@ fn end_to_end_file_lifecycle() {
     assert_eq!(r.opaque_fixed(8).unwrap(), &h.model.write_verifier());
 
     // READ of a directory.
-    assert_eq!(read(&h, user(0), &root, 0, 10), Err(Status::IsDir as u32));
+    assert_eq!(
+        read(&h, user(0), &root, 0, 10),
+        Err(nfsstat3(Status::IsDir))
+    );
 
     // REMOVE, then the name is gone.
     let (o, rep) = call(&h, user(1000), 12, &args(|w| diropargs(w, &root, b"f")));
@@ -458,7 +465,7 @@ fn end_to_end_file_lifecycle() {
     assert_eq!(r.remaining(), 0);
     assert_eq!(
         lookup(&h, user(1000), &root, "f"),
-        Err(Status::NoEnt as u32)
+        Err(nfsstat3(Status::NoEnt))
     );
 }
 
@@ -486,9 +493,9 @@ fn readdir_paging_small_count() {
     }
     // Too small for even one entry.
     let (st, ..) = readdir(&h, false, &root, 0, [0; 8], 100);
-    assert_eq!(st, Status::TooSmall as u32);
+    assert_eq!(st, nfsstat3(Status::TooSmall));
     let (st, ..) = readdir(&h, true, &root, 0, [0; 8], 200);
-    assert_eq!(st, Status::TooSmall as u32);
+    assert_eq!(st, nfsstat3(Status::TooSmall));
 }
 
 #[test]
@@ -498,19 +505,19 @@ fn names_and_types() {
     let long = "x".repeat(256);
     assert_eq!(
         create(&h, user(0), &root, &long, 0o644),
-        Err(Status::NameTooLong as u32)
+        Err(nfsstat3(Status::NameTooLong))
     );
     assert_eq!(
         create(&h, user(0), &root, "a/b", 0o644),
-        Err(Status::Inval as u32)
+        Err(nfsstat3(Status::Inval))
     );
     assert_eq!(
         create(&h, user(0), &root, "", 0o644),
-        Err(Status::Inval as u32)
+        Err(nfsstat3(Status::Inval))
     );
     assert_eq!(
         create(&h, user(0), &root, "..", 0o644),
-        Err(Status::Exist as u32)
+        Err(nfsstat3(Status::Exist))
     );
     assert!(create(&h, user(0), &root, &"y".repeat(255), 0o644).is_ok());
 
@@ -547,7 +554,7 @@ fn names_and_types() {
     assert_eq!(r.string(4096).unwrap(), b"d/target");
     // READLINK of a directory.
     let (_, rep) = call(&h, user(0), 5, &args(|w| w.opaque_var(&d)));
-    assert_eq!(status(&rep), Status::Inval as u32);
+    assert_eq!(status(&rep), nfsstat3(Status::Inval));
 
     // LINK is not supported, with a well-formed reply (MKNOD: see `mknod_*`).
     let (o, rep) = call(
@@ -561,7 +568,7 @@ fn names_and_types() {
     );
     assert_eq!(o, Outcome::Done);
     let mut r = XdrReader::new(&rep);
-    assert_eq!(r.u32().unwrap(), Status::NotSupp as u32);
+    assert_eq!(r.u32().unwrap(), nfsstat3(Status::NotSupp));
     post_op(&mut r);
     wcc(&mut r);
     assert_eq!(r.remaining(), 0);
@@ -604,9 +611,12 @@ fn permissions_and_squash() {
     let p = lookup(&h, user(0), &root, "private").unwrap();
     assert_eq!(
         create(&h, user(1000), &p, "x", 0o644),
-        Err(Status::Acces as u32)
+        Err(nfsstat3(Status::Acces))
     );
-    assert_eq!(lookup(&h, user(1000), &p, "x"), Err(Status::Acces as u32));
+    assert_eq!(
+        lookup(&h, user(1000), &p, "x"),
+        Err(nfsstat3(Status::Acces))
+    );
 
     // ACCESS: owner vs other on a 0640 file.
     let f = create(&h, user(0), &root, "f", 0o640).unwrap();
@@ -647,7 +657,7 @@ fn permissions_and_squash() {
         assert!(pre && post.is_some());
         st
     };
-    assert_eq!(chmod_f(user(1000)), Status::Perm as u32);
+    assert_eq!(chmod_f(user(1000)), nfsstat3(Status::Perm));
     assert_eq!(chmod_f(user(0)), 0);
     assert_eq!(getattr(&h, &f).mode & 0o777, 0o600);
     // Guard mismatch → NOT_SYNC.
@@ -663,7 +673,7 @@ fn permissions_and_squash() {
             w.u32(2)
         }),
     );
-    assert_eq!(status(&rep), Status::NotSync as u32);
+    assert_eq!(status(&rep), nfsstat3(Status::NotSync));
 
     // Root-squashed export: root's new files belong to the anonymous user.
     let sq = mnt(&h, "/sq");
@@ -682,7 +692,7 @@ fn permissions_and_squash() {
             w.bool(false)
         }),
     );
-    assert_eq!(status(&rep), Status::Perm as u32);
+    assert_eq!(status(&rep), nfsstat3(Status::Perm));
     let sqf = create(&h, user(0), &sq, "mine", 0o644).unwrap();
     let a = getattr(&h, &sqf);
     assert_eq!((a.uid, a.gid), (65534, 65534));
@@ -691,7 +701,7 @@ fn permissions_and_squash() {
     let ro = mnt(&h, "/ro");
     assert_eq!(
         create(&h, user(0), &ro, "x", 0o644),
-        Err(Status::Rofs as u32)
+        Err(nfsstat3(Status::Rofs))
     );
     let (_, rep) = call(
         &h,
@@ -716,7 +726,7 @@ fn bad_handles_and_refused_clients() {
     assert_eq!(rep.len(), 4);
     let st = status(&rep);
     assert!(
-        st == Status::BadHandle as u32 || st == Status::Stale as u32,
+        st == nfsstat3(Status::BadHandle) || st == nfsstat3(Status::Stale),
         "{st}"
     );
     // Failure shape of a wcc procedure.
@@ -729,7 +739,7 @@ fn bad_handles_and_refused_clients() {
     let node = h.model.root(2).unwrap();
     let fh = h.model.handle(&node);
     let (_, rep) = call(&h, user(0), 1, &args(|w| w.opaque_var(fh.as_bytes())));
-    assert_eq!(rep, (Status::Acces as u32).to_be_bytes());
+    assert_eq!(rep, (nfsstat3(Status::Acces)).to_be_bytes());
     // Unknown export path.
     let (_, rep) = mcall(&h, user(0), 1, &args(|w| w.string(b"/nope")));
     assert_eq!(rep, vec![0, 0, 0, 2]);
@@ -1131,9 +1141,9 @@ fn sticky_dirs_and_unchecked_truncate() {
             w.u32(0)
         }),
     );
-    assert_eq!(status(&rep), Status::Acces as u32);
+    assert_eq!(status(&rep), nfsstat3(Status::Acces));
     // ...nor remove it from the sticky directory; the owner may.
-    assert_eq!(remove(2000), Status::Acces as u32);
+    assert_eq!(remove(2000), nfsstat3(Status::Acces));
     assert_eq!(remove(1000), 0);
     // Renames across exports are refused.
     let ro = mnt(&h, "/ro");
@@ -1146,7 +1156,7 @@ fn sticky_dirs_and_unchecked_truncate() {
             diropargs(w, &ro, b"y")
         }),
     );
-    assert_eq!(status(&rep), Status::Rofs as u32);
+    assert_eq!(status(&rep), nfsstat3(Status::Rofs));
     let sq = mnt(&h, "/sq");
     let (_, rep) = call(
         &h,
@@ -1158,7 +1168,7 @@ fn sticky_dirs_and_unchecked_truncate() {
         }),
     );
     assert_eq!(rep.len(), 4 + 2 * (28 + 88));
-    assert_eq!(status(&rep), Status::XDev as u32);
+    assert_eq!(status(&rep), nfsstat3(Status::XDev));
 }
 
 /// MKNOD with `data` (mknoddata3 after the diropargs) → the new handle and its full
@@ -1244,14 +1254,17 @@ fn mknod_creates_special_files() {
     for t in [1, 2, 5] {
         assert_eq!(
             mknod(&h, user(0), &root, "x", special(t, None, None)).err(),
-            Some(Status::BadType as u32),
+            Some(nfsstat3(Status::BadType)),
             "type {t}"
         );
     }
-    assert_eq!(lookup(&h, user(0), &root, "x"), Err(Status::NoEnt as u32));
+    assert_eq!(
+        lookup(&h, user(0), &root, "x"),
+        Err(nfsstat3(Status::NoEnt))
+    );
     assert_eq!(
         mknod(&h, user(0), &root, "fifo", special(7, None, None)).err(),
-        Some(Status::Exist as u32)
+        Some(nfsstat3(Status::Exist))
     );
     // Any other type is not a mknoddata3.
     let (o, _) = call(
@@ -1296,13 +1309,13 @@ fn mknod_creates_special_files() {
                 special(t, None, Some((1, 1)))
             )
             .err(),
-            Some(Status::Perm as u32)
+            Some(nfsstat3(Status::Perm))
         );
     }
     // Without write permission on the directory: ACCES first (as knfsd's may_create).
     assert_eq!(
         mknod(&h, user(1000), &root, "dev", special(4, None, Some((1, 1)))).err(),
-        Some(Status::Acces as u32)
+        Some(nfsstat3(Status::Acces))
     );
     // Giving the new node away is PERM as for CREATE.
     let give = |w: &mut XdrWriter| {
@@ -1317,20 +1330,26 @@ fn mknod_creates_special_files() {
     };
     assert_eq!(
         mknod(&h, user(1000), &public, "given", give).err(),
-        Some(Status::Perm as u32)
+        Some(nfsstat3(Status::Perm))
     );
     let ro = mnt(&h, "/ro");
     assert_eq!(
         mknod(&h, user(0), &ro, "f", special(7, None, None)).err(),
-        Some(Status::Rofs as u32)
+        Some(nfsstat3(Status::Rofs))
     );
 
     // No data on special files.
     let fifo = lookup(&h, user(0), &root, "fifo").unwrap();
     let null = lookup(&h, user(0), &root, "null").unwrap();
-    assert_eq!(read(&h, user(0), &fifo, 0, 10), Err(Status::Inval as u32));
-    assert_eq!(read(&h, user(0), &null, 0, 10), Err(Status::Inval as u32));
-    assert_eq!(write(&h, &null, 0, b"x", 2).0, Status::Inval as u32);
+    assert_eq!(
+        read(&h, user(0), &fifo, 0, 10),
+        Err(nfsstat3(Status::Inval))
+    );
+    assert_eq!(
+        read(&h, user(0), &null, 0, 10),
+        Err(nfsstat3(Status::Inval))
+    );
+    assert_eq!(write(&h, &null, 0, b"x", 2).0, nfsstat3(Status::Inval));
 
     let names = list_all(&h, true, &root, 4096);
     for n in ["fifo", "sock", "null", "sda", "big", "p2", "pub"] {

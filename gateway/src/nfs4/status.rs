@@ -107,14 +107,38 @@ pub const NFS4ERR_REJECT_DELEG: u32 = 10085;
 pub const NFS4ERR_RETURNCONFLICT: u32 = 10086;
 pub const NFS4ERR_DELEG_REVOKED: u32 = 10087;
 
-/// The file model's status as nfsstat4. The numbers shared with NFSv3 are equal by
-/// design (RFC 8881 §15.1 keeps them); the v3-only ones map to their v4 meaning.
+/// The file model's status as nfsstat4 (RFC 8881 §15.1): one explicit table. The
+/// NFSv3-only meanings map to their NFSv4 equivalent: NODEV and REMOTE have none
+/// (NFS4ERR_IO), NOT_SYNC cannot happen in v4 (SERVERFAULT), JUKEBOX is DELAY.
 pub fn from_fs(s: Status) -> u32 {
     match s {
         Status::Ok => NFS4_OK,
+        Status::Perm => NFS4ERR_PERM,
+        Status::NoEnt => NFS4ERR_NOENT,
+        Status::Io => NFS4ERR_IO,
+        Status::NxIo => NFS4ERR_NXIO,
+        Status::Acces => NFS4ERR_ACCESS,
+        Status::Exist => NFS4ERR_EXIST,
+        Status::XDev => NFS4ERR_XDEV,
+        Status::NotDir => NFS4ERR_NOTDIR,
+        Status::IsDir => NFS4ERR_ISDIR,
+        Status::Inval => NFS4ERR_INVAL,
+        Status::FBig => NFS4ERR_FBIG,
+        Status::NoSpc => NFS4ERR_NOSPC,
+        Status::Rofs => NFS4ERR_ROFS,
+        Status::MLink => NFS4ERR_MLINK,
+        Status::NameTooLong => NFS4ERR_NAMETOOLONG,
+        Status::NotEmpty => NFS4ERR_NOTEMPTY,
+        Status::DQuot => NFS4ERR_DQUOT,
+        Status::Stale => NFS4ERR_STALE,
+        Status::BadHandle => NFS4ERR_BADHANDLE,
+        Status::BadCookie => NFS4ERR_BAD_COOKIE,
+        Status::NotSupp => NFS4ERR_NOTSUPP,
+        Status::TooSmall => NFS4ERR_TOOSMALL,
+        Status::ServerFault => NFS4ERR_SERVERFAULT,
+        Status::BadType => NFS4ERR_BADTYPE,
         Status::NoDev | Status::Remote => NFS4ERR_IO,
         Status::NotSync => NFS4ERR_SERVERFAULT,
         Status::Jukebox => NFS4ERR_DELAY,
-        other => other as u32,
     }
 }
