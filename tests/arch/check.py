@@ -78,6 +78,18 @@ def program_numbers():
     return extra
 
 
+def status_casts():
+    """`fs::Status` cast to a number anywhere in the gateway, tests included: its
+    variants carry no wire numbers (fs/types.rs), only the front ends' tables do."""
+    pat = re.compile(r"Status::[A-Za-z]+\s+as\s+[ui]\d+")
+    out = []
+    for f in sorted((ROOT / "gateway").rglob("*.rs")):
+        for n, line in code_lines(f):
+            if pat.search(line):
+                out.append(f"{f.relative_to(ROOT)}:{n}: {line.strip()}")
+    return out
+
+
 RULES = {
     # Front ends and executors stand on the neutral file service, not on NFSv3.
     "nfs4-imports-nfs3": lambda: hits(["gateway/src/nfs4"], imports("nfs3")),
@@ -92,6 +104,8 @@ RULES = {
     "engine-imports-gateway": lambda: hits(["engine/src"], re.compile(r"\bgateway::|\bnfs3\b|\bnfs4\b::")),
     # One definition of each RPC program number in the workspace.
     "duplicate-program-numbers": program_numbers,
+    # The file model's status reaches the wire only through nfs3::status / nfs4::status.
+    "status-casts": status_casts,
 }
 
 

@@ -2,45 +2,41 @@
 //! status codes, attributes, attribute changes, create modes, directory pages.
 //! Plain data; no I/O.
 
-/// nfsstat3 (RFC 1813 §2.6). The file model speaks it directly so no error is lost in
-/// translation between layers.
-///
-/// The numbers are shared by both front ends: every value here has the same number and
-/// meaning in nfsstat4 (RFC 8881 §15.1: NFS4ERR_PERM = 1 ... NFS4ERR_BADTYPE = 10007,
-/// NFS4ERR_DELAY = 10008 for `Jukebox`), so NFSv4 maps a model status with
-/// `nfs4::status::from_fs` and no table. Do not renumber or rename.
+/// What a file-model operation can fail with, in the model's own words. Each front end
+/// maps it with one explicit table (`nfs3::status::nfsstat3`, RFC 1813 §2.6;
+/// `nfs4::status::from_fs`, RFC 8881 §15.1). The variants carry no wire numbers: a
+/// cast would give a meaningless ordinal, and `tests/arch/check.py` refuses one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(u32)]
 pub enum Status {
-    Ok = 0,
-    Perm = 1,
-    NoEnt = 2,
-    Io = 5,
-    NxIo = 6,
-    Acces = 13,
-    Exist = 17,
-    XDev = 18,
-    NoDev = 19,
-    NotDir = 20,
-    IsDir = 21,
-    Inval = 22,
-    FBig = 27,
-    NoSpc = 28,
-    Rofs = 30,
-    MLink = 31,
-    NameTooLong = 63,
-    NotEmpty = 66,
-    DQuot = 69,
-    Stale = 70,
-    Remote = 71,
-    BadHandle = 10001,
-    NotSync = 10002,
-    BadCookie = 10003,
-    NotSupp = 10004,
-    TooSmall = 10005,
-    ServerFault = 10006,
-    BadType = 10007,
-    Jukebox = 10008,
+    Ok,
+    Perm,
+    NoEnt,
+    Io,
+    NxIo,
+    Acces,
+    Exist,
+    XDev,
+    NoDev,
+    NotDir,
+    IsDir,
+    Inval,
+    FBig,
+    NoSpc,
+    Rofs,
+    MLink,
+    NameTooLong,
+    NotEmpty,
+    DQuot,
+    Stale,
+    Remote,
+    BadHandle,
+    NotSync,
+    BadCookie,
+    NotSupp,
+    TooSmall,
+    ServerFault,
+    BadType,
+    Jukebox,
 }
 
 pub type FsResult<T> = Result<T, Status>;

@@ -692,8 +692,8 @@ fn execute(shared: &Shared, pools: &Pools, job: &Job) -> Option<Buf> {
                     ) =>
                 {
                     // A v4.1 delegation is being recalled: the client retries later.
-                    let st = nfs3::status::nfsstat3(crate::fs::Status::Jukebox);
-                    match nfs3::proto::put_fail(&mut w, h.proc_, st) {
+                    let st = crate::fs::Status::Jukebox;
+                    match nfs3::proto::put_fail(&mut w, h.proc_, nfs3::status::nfsstat3(st)) {
                         Ok(()) => Outcome::Done,
                         Err(_) => Outcome::GarbageArgs,
                     }
