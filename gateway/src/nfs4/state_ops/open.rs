@@ -358,12 +358,9 @@ pub fn run(c: &mut Compound, a: &OpenArgs) -> Result<Opened, u32> {
             size: Some(size),
             ..SetAttr::default()
         };
-        // UNCHECKED4 with a size truncates a file this COMPOUND reached by name, so
-        // its scan cannot name it (`nfs4::scan`): the reactors' caches of it are
-        // dropped here, before the change and after it (cache.rs's rule).
-        model.note_change(fileid);
+        // UNCHECKED4 with a size truncates: `setattr` reports the file to the
+        // reactors' caches before and after (fs::ChangeObserver).
         let r = model.setattr(&t.node, &set);
-        model.note_change(fileid);
         if let Err(e) = r {
             if fresh {
                 let _ = c.state.opens.close(c.clientid, &stateid, fileid);
