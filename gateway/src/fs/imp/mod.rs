@@ -59,6 +59,7 @@ mod change;
 mod dirs;
 mod gone;
 mod handles;
+mod mac_key;
 mod nlink;
 mod observe;
 mod orphans;
@@ -204,12 +205,7 @@ impl Inner {
         std::fs::create_dir_all(state_dir)
             .with_context(|| format!("state.dir {}: cannot create", state_dir.display()))?;
         let shared = backend.shared().is_some();
-        let mac_key = match backend.shared() {
-            Some(st) => st.mac_key().map_err(|e| {
-                anyhow::anyhow!("backend: cannot read or create the shared handle key: {e}")
-            })?,
-            None => handles::load_mac_key(state_dir)?,
-        };
+        let mac_key = mac_key::obtain(&backend, state_dir)?;
         let table = HandleTable::open_with(state_dir, handle_cache_entries, u64::MAX)?;
         let id = blake3::hash(backend.identity().as_bytes());
         let fsid = u64::from_le_bytes(id.as_bytes()[..8].try_into().expect("8 bytes"));
