@@ -54,13 +54,40 @@ impl Channel {
 }
 
 /// How an OPEN creates (openflag4 / createhow4, RFC 8881 §18.16.1), or `NoCreate`.
-/// The create modes carry no attributes (an empty fattr4).
+/// `Unchecked`, `Guarded` and `Exclusive41` carry no attributes (an empty fattr4);
+/// `WithAttrs` is UNCHECKED4 or GUARDED4 (`mode`) with a fattr4.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum How {
+pub enum How<'a> {
     NoCreate,
     Unchecked,
     Guarded,
     Exclusive41([u8; 8]),
+    WithAttrs { mode: u32, attrs: Fattr<'a> },
+}
+
+/// A fattr4 (RFC 8881 §3.3.8): the attribute bitmap and the values it selects,
+/// already XDR-encoded in attribute-number order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Fattr<'a> {
+    pub bitmap: &'a [u32],
+    pub values: &'a [u8],
+}
+
+impl Fattr<'_> {
+    /// No attributes: an empty bitmap and attrlist.
+    pub const EMPTY: Fattr<'static> = Fattr {
+        bitmap: &[],
+        values: &[],
+    };
+
+    fn write(&self, w: &mut XdrWriter) -> XdrResult<()> {
+        write_bitmap(w, self.bitmap)?;
+        w.opaque_var(self.values)
+    }
+
+    fn len(&self) -> usize {
+        4 * self.bitmap.len() + self.values.len()
+    }
 }
 
 /// Which file an OPEN names (open_claim4, RFC 8881 §18.16.1).
@@ -76,21 +103,28 @@ pub enum Claim<'a> {
     DelegPrevFh,
 }
 
-impl How {
+impl How<'_> {
     fn write(&self, w: &mut XdrWriter) -> XdrResult<()> {
-        let (mode, verf) = match self {
+        let (mode, verf, attrs) = match self {
             How::NoCreate => return w.u32(OPEN4_NOCREATE),
-            How::Unchecked => (UNCHECKED4, None),
-            How::Guarded => (GUARDED4, None),
-            How::Exclusive41(v) => (EXCLUSIVE4_1, Some(v)),
+            How::Unchecked => (UNCHECKED4, None, Fattr::EMPTY),
+            How::Guarded => (GUARDED4, None, Fattr::EMPTY),
+            How::Exclusive41(v) => (EXCLUSIVE4_1, Some(v), Fattr::EMPTY),
+            How::WithAttrs { mode, attrs } => (*mode, None, *attrs),
         };
         w.u32(OPEN4_CREATE)?;
         w.u32(mode)?;
         if let Some(v) = verf {
             w.opaque_fixed(v)?;
         }
-        w.u32(0)?; // fattr4: empty bitmap
-        w.u32(0) // and empty attrlist
+        attrs.write(w)
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            How::WithAttrs { attrs, .. } => attrs.len(),
+            _ => 0,
+        }
     }
 }
 
@@ -175,6 +209,13 @@ impl Ops {
     /// An operation that is only its number.
     fn bare(self, op: u32) -> Ops {
         self.op(0, |w| w.u32(op))
+    }
+
+    /// `n` operations already encoded back to back in `bytes` (a test's own).
+    pub fn encoded(mut self, n: u32, bytes: &[u8]) -> Ops {
+        self.buf.extend_from_slice(bytes);
+        self.n += n;
+        self
     }
 
     /// `self`'s operations followed by `more`'s.
@@ -266,8 +307,14 @@ impl Ops {
         })
     }
 
-    /// RECLAIM_COMPLETE (§18.51) with rca_one_fs.
-    pub fn reclaim_complete(self, one_fs: bool) -> Ops {
+    /// RECLAIM_COMPLETE (§18.51) for all file systems (rca_one_fs false), as Linux
+    /// sends it after CREATE_SESSION.
+    pub fn reclaim_complete(self) -> Ops {
+        self.reclaim_complete_fs(false)
+    }
+
+    /// RECLAIM_COMPLETE with rca_one_fs.
+    pub fn reclaim_complete_fs(self, one_fs: bool) -> Ops {
         self.op(0, |w| {
             w.u32(OP_RECLAIM_COMPLETE)?;
             w.bool(one_fs)
@@ -353,18 +400,24 @@ impl Ops {
 
     /// SETATTR (§18.30): `stateid`, then fattr4 of `bitmap` and the encoded `values`.
     pub fn setattr(self, stateid: &[u8; 16], bitmap: &[u32], values: &[u8]) -> Ops {
-        self.op(4 * bitmap.len() + values.len(), |w| {
+        let attrs = Fattr { bitmap, values };
+        self.op(attrs.len(), |w| {
             w.u32(OP_SETATTR)?;
             w.opaque_fixed(stateid)?;
-            write_bitmap(w, bitmap)?;
-            w.opaque_var(values)
+            attrs.write(w)
         })
     }
 
     /// CREATE (§18.4) of a directory (NF4DIR) or, with `target`, a symlink (NF4LNK),
     /// no attributes.
     pub fn create_obj(self, name: &[u8], target: Option<&[u8]>) -> Ops {
-        self.op(name.len() + target.map_or(0, <[u8]>::len), |w| {
+        self.create_with(name, target, Fattr::EMPTY)
+    }
+
+    /// CREATE of a directory or symlink with `attrs` (createattrs).
+    pub fn create_with(self, name: &[u8], target: Option<&[u8]>, attrs: Fattr) -> Ops {
+        let extra = name.len() + target.map_or(0, <[u8]>::len) + attrs.len();
+        self.op(extra, |w| {
             w.u32(OP_CREATE)?;
             match target {
                 Some(t) => {
@@ -374,8 +427,7 @@ impl Ops {
                 None => w.u32(NF4DIR)?,
             }
             w.opaque_var(name)?;
-            w.u32(0)?; // fattr4: empty bitmap
-            w.u32(0) // and empty attrlist
+            attrs.write(w)
         })
     }
 
@@ -438,7 +490,7 @@ impl Ops {
         how: How,
         claim: Claim,
     ) -> Ops {
-        self.op(owner.len() + claim.len(), |w| {
+        self.op(owner.len() + how.len() + claim.len(), |w| {
             w.u32(OP_OPEN)?;
             w.u32(0)?;
             w.u32(access)?;
@@ -571,8 +623,13 @@ impl Ops {
         })
     }
 
-    /// WRITE (§18.32) with `stable` (stable_how4).
-    pub fn write(self, stateid: &[u8; 16], offset: u64, stable: u32, data: &[u8]) -> Ops {
+    /// WRITE (§18.32) FILE_SYNC4.
+    pub fn write(self, stateid: &[u8; 16], offset: u64, data: &[u8]) -> Ops {
+        self.write_stable(stateid, offset, FILE_SYNC4, data)
+    }
+
+    /// WRITE with `stable` (stable_how4).
+    pub fn write_stable(self, stateid: &[u8; 16], offset: u64, stable: u32, data: &[u8]) -> Ops {
         self.op(data.len(), |w| {
             w.u32(OP_WRITE)?;
             w.opaque_fixed(stateid)?;

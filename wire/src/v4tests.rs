@@ -24,12 +24,19 @@ fn compound_call_decodes_as_nfs4_compound() {
     let ops = Ops::new().sequence([9; 16], 3).putrootfh().getfh();
     let m = compound_call(77, &rpccall::sys(5), &ops);
     let (h, at) = rpc::decode_call(&m).unwrap();
-    assert_eq!((h.xid, h.prog, h.vers, h.proc_), (77, NFS_PROGRAM, NFS_V4, 1));
+    assert_eq!(
+        (h.xid, h.prog, h.vers, h.proc_),
+        (77, NFS_PROGRAM, NFS_V4, 1)
+    );
     assert_eq!(h.cred, rpccall::sys(5));
     let w = words(&m[at..]);
     assert_eq!(&w[..3], &[0, 1, 3], "empty tag, minor 1, three ops");
     assert_eq!(w[3], OP_SEQUENCE);
-    assert_eq!(&w[8..12], &[3, 0, 0, 0], "seq 3, slot 0, highest 0, no cache");
+    assert_eq!(
+        &w[8..12],
+        &[3, 0, 0, 0],
+        "seq 3, slot 0, highest 0, no cache"
+    );
     assert_eq!(&w[12..], &[OP_PUTROOTFH, OP_GETFH]);
 }
 
@@ -118,9 +125,12 @@ fn raw_and_write_grow_past_the_first_buffer() {
             w.u32(OP_ILLEGAL)?;
             w.opaque_var(&big)
         })
-        .write(&ANONYMOUS_STATEID, 0, FILE_SYNC4, &big);
+        .write_stable(&ANONYMOUS_STATEID, 0, UNSTABLE4, &big);
     assert_eq!(o.n, 2);
-    assert_eq!(o.bytes().len(), 8 + big.len() + 4 + 16 + 8 + 4 + 4 + big.len());
+    assert_eq!(
+        o.bytes().len(),
+        8 + big.len() + 4 + 16 + 8 + 4 + 4 + big.len()
+    );
 }
 
 /// AUTH_SYS with more than 16 groups encodes (a fuzzer sends it) and engine's
@@ -185,7 +195,10 @@ fn reply_walker_reads_results_and_refuses_short_ones() {
     assert_eq!(res.whole(), &rep[..]);
 
     let mut r = res.reader();
-    assert_eq!(v4reply::expect_op(&mut r, OP_GETFH), Err(XdrError::BadValue));
+    assert_eq!(
+        v4reply::expect_op(&mut r, OP_GETFH),
+        Err(XdrError::BadValue)
+    );
     let cut = Res::parse(&rep[..30]).unwrap();
     let mut r = cut.reader();
     v4reply::expect_op(&mut r, OP_SEQUENCE).unwrap();
@@ -226,14 +239,7 @@ fn callback_round_trip() {
     }
     args.extend(OP_CB_RECALL.to_be_bytes());
     args.extend([6u8; 16]);
-    let call = rpccall::call(
-        41,
-        NFS4_CALLBACK,
-        NFS_CB,
-        CB_COMPOUND,
-        &Cred::None,
-        &args,
-    );
+    let call = rpccall::call(41, NFS4_CALLBACK, NFS_CB, CB_COMPOUND, &Cred::None, &args);
     let (xid, what) = decode_callback(&call).unwrap();
     let want = CbRecall {
         session: [4; 16],
@@ -262,4 +268,47 @@ fn v3_symlink_layout() {
     assert_eq!(w.len(), 2 + 2 + 6 + 2);
     assert_eq!(&w[4..10], &[0; 6]);
     assert_eq!(w[10], 1);
+}
+
+/// createhow4 with attributes and CREATE's createattrs (RFC 8881 §18.16.1, §18.4.1):
+/// bitmap count and words, then the values as one opaque.
+#[test]
+fn create_attrs_layouts() {
+    use crate::v4call::Fattr;
+    let attrs = Fattr {
+        bitmap: &[0, 2],
+        values: &[0, 0, 1, 0xa4],
+    };
+    let o = Ops::new().open(
+        1,
+        b"",
+        OPEN4_SHARE_ACCESS_READ,
+        OPEN4_SHARE_DENY_NONE,
+        How::WithAttrs {
+            mode: GUARDED4,
+            attrs,
+        },
+        Claim::Fh,
+    );
+    let w = words(o.bytes());
+    assert_eq!(
+        &w[7..],
+        &[OPEN4_CREATE, GUARDED4, 2, 0, 2, 4, 0x1a4, CLAIM_FH]
+    );
+    let c = Ops::new().create_with(b"d", None, attrs);
+    let w = words(c.bytes());
+    assert_eq!(
+        w,
+        [
+            OP_CREATE,
+            NF4DIR,
+            1,
+            u32::from_be_bytes(*b"d\0\0\0"),
+            2,
+            0,
+            2,
+            4,
+            0x1a4
+        ]
+    );
 }
