@@ -7,7 +7,7 @@ mod common;
 
 use common::{rpc_call, xdr_opaque, Gw, GwOpts, MOUNT, NFS};
 use engine::rpc::{AuthSys, Cred};
-use engine::xdr::{XdrReader, XdrWriter};
+use engine::xdr::XdrReader;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -48,9 +48,7 @@ unsafe impl GlobalAlloc for Counting {
 static GLOBAL: Counting = Counting;
 
 fn record(call: &[u8]) -> Vec<u8> {
-    let mut rec = (0x8000_0000u32 | call.len() as u32).to_be_bytes().to_vec();
-    rec.extend_from_slice(call);
-    rec
+    nfs_wire::rpccall::record(call).expect("one fragment")
 }
 
 /// Reads one single-fragment reply into `buf`; returns its length. No allocation.
@@ -136,12 +134,7 @@ fn cached_getattr_and_reads_allocate_nothing() {
         (6, read(100, 512)),
         (6, read(20000, 4096)),
     ] {
-        let mut call = vec![0u8; 512];
-        let mut w = XdrWriter::new(&mut call);
-        engine::rpc::write_call(&mut w, 9, NFS, 3, proc_, &caller).unwrap();
-        let n = w.position();
-        call.truncate(n);
-        call.extend_from_slice(&args);
+        let call = nfs_wire::v3more::call(9, NFS, proc_, &caller, &args);
         burst.extend(record(&call));
     }
     // Fills cache whole pages only: one aligned READ caches the pages the burst reads.

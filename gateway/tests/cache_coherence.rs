@@ -20,13 +20,9 @@ use gateway::server::Server;
 use std::net::TcpStream;
 use std::time::Duration;
 
-const OP_GETATTR: u32 = 9;
-const OP_LOOKUP: u32 = 15;
-const OP_PUTROOTFH: u32 = 24;
-const OP_READ: u32 = 25;
-const OP_SETATTR: u32 = 34;
-const OP_WRITE: u32 = 38;
-const OP_BACKCHANNEL_CTL: u32 = 40;
+use nfs_wire::nfs4::{OP_GETATTR, OP_READ, OP_SEQUENCE};
+use nfs_wire::v3more;
+use nfs_wire::v4call::Ops;
 /// FATTR4_SIZE (4) and FATTR4_MODE (33) as bitmap words (RFC 8881 §5.8).
 const SIZE_MODE: [u32; 2] = [1 << 4, 1 << 1];
 const NFS3ERR_ACCES: u32 = 13;
@@ -97,8 +93,7 @@ macro_rules! each_io {
 
 /// An NFSv3 (or MOUNT) call as `cred`; the procedure's results.
 fn v3_as(s: &mut TcpStream, cred: &Cred, prog: u32, proc_: u32, args: &[u8]) -> Vec<u8> {
-    let mut call = enc(|w| rpc::write_call(w, 7, prog, 3, proc_, cred).unwrap());
-    call.extend_from_slice(args);
+    let call = nfs_wire::v3more::call(7, prog, proc_, cred, args);
     let reply = tcp_call(s, &call).unwrap();
     let (_, st, at) = rpc::decode_reply(&reply).unwrap();
     assert_eq!(st, rpc::ReplyStatus::Accepted(rpc::Accept::Success));
@@ -114,10 +109,8 @@ fn user_cred() -> Cred {
 }
 
 fn mount(s: &mut TcpStream) -> Vec<u8> {
-    let rep = v3_as(s, &root_cred(), MOUNT, 1, &enc(|w| w.string(b"/").unwrap()));
-    let mut r = XdrReader::new(&rep);
-    assert_eq!(r.u32().unwrap(), 0, "MNT");
-    r.opaque_var(64).unwrap().to_vec()
+    let rep = v3_as(s, &root_cred(), MOUNT, 1, &v3more::mnt_args(b"/"));
+    nfs_wire::v3call::parse_mount(&rep).expect("MNT")
 }
 
 /// fattr3's size and mode (RFC 1813 §2.6).
@@ -132,12 +125,7 @@ fn fattr3(r: &mut XdrReader) -> (u64, u32) {
 
 /// READ of up to 64 bytes as `cred`: the status and the data.
 fn v3_read(s: &mut TcpStream, cred: &Cred, fh: &[u8]) -> (u32, Vec<u8>) {
-    let args = enc(|w| {
-        w.opaque_var(fh).unwrap();
-        w.u64(0).unwrap();
-        w.u32(64).unwrap();
-    });
-    let rep = v3_as(s, cred, NFS, 6, &args);
+    let rep = v3_as(s, cred, NFS, 6, &v3more::read_args(fh, 0, 64));
     let mut r = XdrReader::new(&rep);
     let st = r.u32().unwrap();
     if st != 0 {
@@ -153,7 +141,7 @@ fn v3_read(s: &mut TcpStream, cred: &Cred, fh: &[u8]) -> (u32, Vec<u8>) {
 
 /// GETATTR: size and mode.
 fn v3_getattr(s: &mut TcpStream, fh: &[u8]) -> (u64, u32) {
-    let rep = v3_as(s, &root_cred(), NFS, 1, &enc(|w| w.opaque_var(fh).unwrap()));
+    let rep = v3_as(s, &root_cred(), NFS, 1, &v3more::fh_args(fh));
     let mut r = XdrReader::new(&rep);
     assert_eq!(r.u32().unwrap(), 0, "GETATTR");
     fattr3(&mut r)
@@ -161,14 +149,13 @@ fn v3_getattr(s: &mut TcpStream, fh: &[u8]) -> (u64, u32) {
 
 /// WRITE `data` at 0 with `stable` (0 UNSTABLE, 2 FILE_SYNC).
 fn v3_write(s: &mut TcpStream, fh: &[u8], data: &[u8], stable: u32) {
-    let args = enc(|w| {
-        w.opaque_var(fh).unwrap();
-        w.u64(0).unwrap();
-        w.u32(data.len() as u32).unwrap();
-        w.u32(stable).unwrap();
-        w.opaque_var(data).unwrap();
-    });
-    let rep = v3_as(s, &root_cred(), NFS, 7, &args);
+    let rep = v3_as(
+        s,
+        &root_cred(),
+        NFS,
+        7,
+        &v3more::write_args(fh, 0, stable, data),
+    );
     assert_eq!(XdrReader::new(&rep).u32().unwrap(), 0, "WRITE");
 }
 
@@ -224,7 +211,11 @@ impl V4 {
         ops.iter().for_each(|o| all.extend_from_slice(o));
         let (st, res) = self.call(ops.len() as u32 + 1, &all);
         let mut r = XdrReader::new(&res);
-        assert_eq!((r.u32().unwrap(), r.u32().unwrap()), (53, 0), "SEQUENCE");
+        assert_eq!(
+            (r.u32().unwrap(), r.u32().unwrap()),
+            (OP_SEQUENCE, 0),
+            "SEQUENCE"
+        );
         r.skip(16 + 20).unwrap();
         (st, r.rest().to_vec())
     }
@@ -255,64 +246,44 @@ impl V4 {
 }
 
 fn getattr_op() -> Vec<u8> {
-    enc(|w| {
-        w.u32(OP_GETATTR).unwrap();
-        w.u32(2).unwrap();
-        SIZE_MODE.iter().for_each(|v| w.u32(*v).unwrap());
-    })
+    Ops::new().getattr(&SIZE_MODE).bytes().to_vec()
 }
 
 /// WRITE (anonymous stateid, FILE_SYNC4) of `data` at 0.
 fn write_op(data: &[u8]) -> Vec<u8> {
-    enc(|w| {
-        w.u32(OP_WRITE).unwrap();
-        w.opaque_fixed(&[0; 16]).unwrap();
-        w.u64(0).unwrap();
-        w.u32(2).unwrap();
-        w.opaque_var(data).unwrap();
-    })
+    Ops::new().write(&[0; 16], 0, data).bytes().to_vec()
 }
 
 /// SETATTR (anonymous stateid) of the size, or of the mode.
 fn setattr_op(size: Option<u64>, mode: Option<u32>) -> Vec<u8> {
-    enc(|w| {
-        w.u32(OP_SETATTR).unwrap();
-        w.opaque_fixed(&[0; 16]).unwrap();
-        w.u32(2).unwrap();
-        w.u32(if size.is_some() { SIZE_MODE[0] } else { 0 })
-            .unwrap();
-        w.u32(if mode.is_some() { SIZE_MODE[1] } else { 0 })
-            .unwrap();
-        let vals = enc(|v: &mut XdrWriter| {
-            if let Some(s) = size {
-                v.u64(s).unwrap();
-            }
-            if let Some(m) = mode {
-                v.u32(m).unwrap();
-            }
-        });
-        w.opaque_var(&vals).unwrap();
-    })
+    let bitmap = [
+        if size.is_some() { SIZE_MODE[0] } else { 0 },
+        if mode.is_some() { SIZE_MODE[1] } else { 0 },
+    ];
+    let vals = enc(|v: &mut XdrWriter| {
+        if let Some(s) = size {
+            v.u64(s).unwrap();
+        }
+        if let Some(m) = mode {
+            v.u32(m).unwrap();
+        }
+    });
+    Ops::new()
+        .setattr(&[0; 16], &bitmap, &vals)
+        .bytes()
+        .to_vec()
 }
 
 fn backchannel_ctl_op() -> Vec<u8> {
-    enc(|w| {
-        w.u32(OP_BACKCHANNEL_CTL).unwrap();
-        w.u32(0x4000_0000).unwrap();
-        w.u32(1).unwrap();
-        w.u32(0).unwrap(); // AUTH_NONE
-    })
+    Ops::new().backchannel_ctl().bytes().to_vec()
 }
 
-fn named_op(op: u32, name: &[u8]) -> Vec<u8> {
-    enc(|w| {
-        w.u32(op).unwrap();
-        w.opaque_var(name).unwrap();
-    })
+fn putrootfh_op() -> Vec<u8> {
+    Ops::new().putrootfh().bytes().to_vec()
 }
 
-fn op0(op: u32) -> Vec<u8> {
-    enc(|w| w.u32(op).unwrap())
+fn lookup_op(name: &[u8]) -> Vec<u8> {
+    Ops::new().lookup(name).bytes().to_vec()
 }
 
 // ---- the checks ----------------------------------------------------------------------
@@ -429,11 +400,8 @@ each_io!(mode_change: a_mode_change_is_seen_workers, a_mode_change_is_seen_auto)
 fn reached_by_name(io: &str) {
     let gw = Gw::start(io);
     let mut w = warm(&gw, b"n", b"aaaa");
-    let (st, _) = w.v4.seq(&[
-        op0(OP_PUTROOTFH),
-        named_op(OP_LOOKUP, b"n"),
-        write_op(b"cccccc"),
-    ]);
+    let (st, _) =
+        w.v4.seq(&[putrootfh_op(), lookup_op(b"n"), write_op(b"cccccc")]);
     assert_eq!(st, 0, "{io}: LOOKUP, WRITE");
     sees(
         &mut w,
@@ -442,8 +410,8 @@ fn reached_by_name(io: &str) {
         &format!("{io}: WRITE after LOOKUP"),
     );
     let (st, _) = w.v4.seq(&[
-        op0(OP_PUTROOTFH),
-        named_op(OP_LOOKUP, b"n"),
+        putrootfh_op(),
+        lookup_op(b"n"),
         setattr_op(Some(3), Some(0o640)),
     ]);
     assert_eq!(st, 0, "{io}: LOOKUP, SETATTR");

@@ -310,7 +310,8 @@ fn r8167_17_recall_resent_after_reconnect_and_bind_conn() {
         parse_open_ok(&mut r).deleg.is_none(),
         "no delegation while path down"
     );
-    let res = s.c.compound(&Ops::new().bind_conn(s.sid));
+    let res =
+        s.c.compound(&Ops::new().bind_conn(s.sid, CDFC4_BACK_OR_BOTH));
     assert_eq!(res.status, NFS4_OK, "BIND_CONN_TO_SESSION");
     let (x, second) = s.expect_recall(&deleg, Duration::from_secs(15));
     assert_eq!(

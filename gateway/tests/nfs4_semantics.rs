@@ -9,19 +9,17 @@ mod common;
 
 use common::v4::*;
 use common::*;
-use engine::rpc::{self, AuthSys, Cred};
+use engine::rpc;
 use engine::xdr::{XdrReader, XdrWriter};
+use nfs_wire::nfs4args::{GUARDED4, OPEN4_SHARE_ACCESS_WANT_NO_DELEG};
+use nfs_wire::rpccall;
+use nfs_wire::v4call::{Claim, Fattr, How, Ops};
 use std::net::TcpStream;
 
 const USER: u32 = 1000;
 const NFS4_OK: u32 = 0;
 const NFS4ERR_ACCESS: u32 = 13;
 const NFS4ERR_INVAL: u32 = 22;
-const OP_GETFH: u32 = 10;
-const OP_OPEN: u32 = 18;
-const OP_PUTROOTFH: u32 = 24;
-const OP_SETATTR: u32 = 34;
-const OP_RECLAIM_COMPLETE: u32 = 58;
 const ANON: [u8; 16] = [0; 16];
 /// fattr4 attribute numbers (RFC 8881 §5.7).
 const SIZE: u32 = 4;
@@ -66,12 +64,8 @@ impl S {
         s.sid.copy_from_slice(r.opaque_fixed(16).unwrap());
         // Before RECLAIM_COMPLETE, non-reclaim OPENs get NFS4ERR_GRACE (§18.51.3).
         s.seq += 1;
-        let mut ops = sequence_op(&s.sid, s.seq);
-        ops.extend(enc(|w| {
-            w.u32(OP_RECLAIM_COMPLETE).unwrap();
-            w.bool(false).unwrap();
-        }));
-        let rep = s.raw(0, 2, &ops);
+        let ops = Ops::new().sequence(s.sid, s.seq).reclaim_complete();
+        let rep = s.raw(0, ops.n, ops.bytes());
         let mut r = XdrReader::new(&rep);
         r.skip(8 + 16 + 20).unwrap();
         assert_eq!(
@@ -84,15 +78,8 @@ impl S {
     /// A COMPOUND of `nops` operations as `uid`: its results.
     fn raw(&mut self, uid: u32, nops: u32, ops: &[u8]) -> Vec<u8> {
         self.xid += 1;
-        let mut args = enc(|w| {
-            w.opaque_var(b"").unwrap();
-            w.u32(1).unwrap();
-            w.u32(nops).unwrap();
-        });
-        args.extend_from_slice(ops);
-        let cred = Cred::Sys(AuthSys::new(uid, uid, &[]));
-        let mut call = enc(|w| rpc::write_call(w, self.xid, NFS, 4, 1, &cred).unwrap());
-        call.extend_from_slice(&args);
+        let ops = Ops::new().encoded(nops, ops);
+        let call = nfs_wire::v4call::compound_call(self.xid, &rpccall::sys(uid), &ops);
         let reply = tcp_call(&mut self.s, &call).unwrap();
         let (_, st, at) = rpc::decode_reply(&reply).unwrap();
         assert_eq!(st, rpc::ReplyStatus::Accepted(rpc::Accept::Success));
@@ -127,34 +114,29 @@ impl S {
         name: &[u8],
         how: Option<u32>,
     ) -> (u32, [u8; 16], Vec<u8>) {
-        let op = enc(|w| {
-            w.u32(OP_OPEN).unwrap();
-            w.u32(0).unwrap();
-            w.u32(access | 0x400).unwrap(); // WANT_NO_DELEG
-            w.u32(0).unwrap();
-            w.u64(self.clientid).unwrap();
-            w.opaque_var(owner).unwrap();
-            match how {
-                None => w.u32(0).unwrap(),
-                Some(mode) => {
-                    w.u32(1).unwrap(); // OPEN4_CREATE
-                    w.u32(1).unwrap(); // GUARDED4
-                    fattr(w, &[MODE], |l| l.u32(mode).unwrap());
-                }
-            }
-            w.u32(0).unwrap(); // CLAIM_NULL
-            w.opaque_var(name).unwrap();
-            w.u32(OP_GETFH).unwrap();
-        });
+        let (bitmap, values) = fattr(&[MODE], |l| l.u32(how.unwrap_or(0)).unwrap());
+        let create = How::WithAttrs {
+            mode: GUARDED4,
+            attrs: Fattr {
+                bitmap: &bitmap,
+                values: &values,
+            },
+        };
         self.seq += 1;
-        let mut ops = sequence_op(&self.sid, self.seq);
-        ops.extend(enc(|w| w.u32(OP_PUTROOTFH).unwrap()));
-        ops.extend(enc(|w| {
-            w.u32(OP_LOOKUP).unwrap();
-            w.opaque_var(b"d").unwrap();
-        }));
-        ops.extend_from_slice(&op);
-        let rep = self.raw(USER, 5, &ops);
+        let ops = Ops::new()
+            .sequence(self.sid, self.seq)
+            .putrootfh()
+            .lookup(b"d")
+            .open(
+                self.clientid,
+                owner,
+                access | OPEN4_SHARE_ACCESS_WANT_NO_DELEG,
+                0,
+                if how.is_some() { create } else { How::NoCreate },
+                Claim::Null(name),
+            )
+            .getfh();
+        let rep = self.raw(USER, ops.n, ops.bytes());
         let mut r = XdrReader::new(&rep);
         r.skip(8 + 16 + 20 + 8 + 8).unwrap();
         assert_eq!(r.u32().unwrap(), OP_OPEN);
@@ -181,42 +163,31 @@ impl S {
         bits: &[u32],
         body: impl FnOnce(&mut XdrWriter),
     ) -> u32 {
-        let op = enc(|w| {
-            w.u32(OP_SETATTR).unwrap();
-            w.opaque_fixed(sid).unwrap();
-            fattr(w, bits, body);
-        });
-        let rep = self.on_file(fh, 1, &op);
+        let (bitmap, values) = fattr(bits, body);
+        let op = Ops::new().setattr(sid, &bitmap, &values);
+        let rep = self.on_file(fh, 1, op.bytes());
         let mut r = XdrReader::new(&rep);
         assert_eq!(r.u32().unwrap(), OP_SETATTR);
         r.u32().unwrap()
     }
 
     fn write(&mut self, fh: &[u8], sid: &[u8; 16]) -> u32 {
-        let op = enc(|w| {
-            w.u32(OP_WRITE).unwrap();
-            w.opaque_fixed(sid).unwrap();
-            w.u64(0).unwrap();
-            w.u32(2).unwrap(); // FILE_SYNC4
-            w.opaque_var(b"data").unwrap();
-        });
-        let rep = self.on_file(fh, 1, &op);
+        let op = Ops::new().write(sid, 0, b"data");
+        let rep = self.on_file(fh, 1, op.bytes());
         let mut r = XdrReader::new(&rep);
         assert_eq!(r.u32().unwrap(), OP_WRITE);
         r.u32().unwrap()
     }
 }
 
-/// A fattr4 of `bits` (all in the first two words) whose values `body` encodes.
-fn fattr(w: &mut XdrWriter, bits: &[u32], body: impl FnOnce(&mut XdrWriter)) {
+/// A fattr4 of `bits` (all in the first two words) whose values `body` encodes:
+/// bitmap words and values.
+fn fattr(bits: &[u32], body: impl FnOnce(&mut XdrWriter)) -> ([u32; 2], Vec<u8>) {
     let mut words = [0u32; 2];
     for b in bits {
         words[(b / 32) as usize] |= 1 << (b % 32);
     }
-    w.u32(2).unwrap();
-    w.u32(words[0]).unwrap();
-    w.u32(words[1]).unwrap();
-    w.opaque_var(&enc(body)).unwrap();
+    (words, enc(body))
 }
 
 fn gateway() -> (Gw, S) {
@@ -226,17 +197,17 @@ fn gateway() -> (Gw, S) {
     });
     let mut s = S::new(&gw);
     // As root: "d", mode 0777, for USER's files.
-    let op = enc(|w| {
-        w.u32(OP_CREATE).unwrap();
-        w.u32(2).unwrap(); // NF4DIR
-        w.opaque_var(b"d").unwrap();
-        fattr(w, &[MODE], |l| l.u32(0o777).unwrap());
-    });
+    let (bitmap, values) = fattr(&[MODE], |l| l.u32(0o777).unwrap());
+    let attrs = Fattr {
+        bitmap: &bitmap,
+        values: &values,
+    };
     s.seq += 1;
-    let mut ops = sequence_op(&s.sid, s.seq);
-    ops.extend(enc(|w| w.u32(OP_PUTROOTFH).unwrap()));
-    ops.extend(op);
-    let rep = s.raw(0, 3, &ops);
+    let ops = Ops::new()
+        .sequence(s.sid, s.seq)
+        .putrootfh()
+        .create_with(b"d", None, attrs);
+    let rep = s.raw(0, ops.n, ops.bytes());
     let mut r = XdrReader::new(&rep);
     r.skip(8 + 16 + 20 + 8).unwrap();
     assert_eq!((r.u32().unwrap(), r.u32().unwrap()), (OP_CREATE, NFS4_OK));
@@ -290,14 +261,9 @@ fn times_beyond_uint32_seconds_read_back_exactly() {
             }
         });
         assert_eq!(st, NFS4_OK, "{sec}");
-        let op = enc(|w| {
-            w.u32(OP_GETATTR).unwrap();
-            w.u32(2).unwrap();
-            w.u32(0).unwrap();
-            w.u32((1 << (TIME_ACCESS - 32)) | (1 << (TIME_MODIFY - 32)))
-                .unwrap();
-        });
-        let rep = s.on_file(&fh, 1, &op);
+        let times = (1 << (TIME_ACCESS - 32)) | (1 << (TIME_MODIFY - 32));
+        let op = Ops::new().getattr(&[0, times]);
+        let rep = s.on_file(&fh, 1, op.bytes());
         let mut r = XdrReader::new(&rep);
         assert_eq!((r.u32().unwrap(), r.u32().unwrap()), (OP_GETATTR, NFS4_OK));
         let n = r.u32().unwrap();

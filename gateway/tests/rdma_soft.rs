@@ -260,15 +260,9 @@ fn cred() -> Cred {
     Cred::Sys(AuthSys::new(0, 0, &[]))
 }
 
-/// An RPC call: header + args.
+/// An RPC call to version 3 of `prog` (NFS or MOUNT): header + args.
 fn rpc_call(xid: u32, prog: u32, proc_: u32, args: &[u8]) -> Vec<u8> {
-    let mut b = vec![0u8; 512];
-    let mut w = XdrWriter::new(&mut b);
-    rpc::write_call(&mut w, xid, prog, 3, proc_, &cred()).unwrap();
-    let n = w.position();
-    b.truncate(n);
-    b.extend_from_slice(args);
-    b
+    nfs_wire::v3more::call(xid, prog, proc_, &cred(), args)
 }
 
 fn header(xid: u32, proc_: u32, chunks: &Chunks) -> Vec<u8> {

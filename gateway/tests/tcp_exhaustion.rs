@@ -8,6 +8,7 @@ mod common;
 use common::{raise_nofile, rpc_call, xdr_opaque, Gw, GwOpts, MOUNT, NFS};
 use engine::rpc;
 use engine::xdr::XdrReader;
+use nfs_wire::{v3call, v3more};
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
@@ -70,35 +71,18 @@ fn call(s: &mut TcpStream, xid: u32, prog: u32, proc_: u32, args: &[u8]) -> Vec<
 }
 
 fn mount(s: &mut TcpStream) -> Vec<u8> {
-    let mut a = Vec::new();
-    xdr_opaque(&mut a, b"/");
-    let res = call(s, 1, MOUNT, 1, &a);
-    let mut r = XdrReader::new(&res);
-    assert_eq!(r.u32().unwrap(), 0, "MNT ok");
-    r.opaque_var(64).unwrap().to_vec()
+    let res = call(s, 1, MOUNT, 1, &v3more::mnt_args(b"/"));
+    v3call::parse_mount(&res).expect("MNT ok")
 }
 
 fn create(s: &mut TcpStream, dir: &[u8], name: &str) -> Vec<u8> {
-    let mut a = Vec::new();
-    xdr_opaque(&mut a, dir);
-    xdr_opaque(&mut a, name.as_bytes());
-    a.extend(0u32.to_be_bytes()); // UNCHECKED
-    a.extend([0u8; 4 * 6]); // sattr3: nothing set
-    let res = call(s, 2, NFS, 8, &a);
-    let mut r = XdrReader::new(&res);
-    assert_eq!(r.u32().unwrap(), 0, "CREATE ok");
-    assert!(r.bool().unwrap(), "handle follows");
-    r.opaque_var(64).unwrap().to_vec()
+    let res = call(s, 2, NFS, 8, &v3more::create_args(dir, name.as_bytes()));
+    v3call::parse_create(&res).expect("CREATE ok")
 }
 
 fn write_call(xid: u32, fh: &[u8], offset: u64, data: &[u8]) -> Vec<u8> {
-    let mut a = Vec::new();
-    xdr_opaque(&mut a, fh);
-    a.extend(offset.to_be_bytes());
-    a.extend((data.len() as u32).to_be_bytes());
-    a.extend(2u32.to_be_bytes()); // FILE_SYNC
-    xdr_opaque(&mut a, data);
-    rpc_call(xid, NFS, 7, &a)
+    let args = v3more::write_args(fh, offset, nfs_wire::nfs3::FILE_SYNC, data);
+    rpc_call(xid, NFS, 7, &args)
 }
 
 fn write(s: &mut TcpStream, xid: u32, fh: &[u8], offset: u64, data: &[u8]) {
@@ -108,11 +92,7 @@ fn write(s: &mut TcpStream, xid: u32, fh: &[u8], offset: u64, data: &[u8]) {
 }
 
 fn read_args(fh: &[u8], offset: u64, count: u32) -> Vec<u8> {
-    let mut a = Vec::new();
-    xdr_opaque(&mut a, fh);
-    a.extend(offset.to_be_bytes());
-    a.extend(count.to_be_bytes());
-    a
+    v3more::read_args(fh, offset, count)
 }
 
 /// The data of a READ3resok (status, post-op attributes, count, eof, data).

@@ -90,6 +90,29 @@ def status_casts():
     return out
 
 
+CLIENT_ENCODING = re.compile(
+    r"\bwrite_call\s*\(\s*(&mut\s+)?w\b"  # engine's call-header writer, called directly
+    r"|\.u32\(\s*(rpc::)?MSG_CALL\s*\)"  # msg_type CALL written by hand
+    r"|\.u32\(\s*xid\s*\)\s*\.u32\(\s*0\s*\)"  # xid, CALL chained by hand
+    r"|\.u32\(\s*OP_[A-Z_0-9]+\s*\)"  # an operation number in encode position
+    r"|\b0x4000_0000\b|\b0x40000000\b"  # the callback program as a literal
+)
+
+
+def client_encoders():
+    """RPC calls and NFSv4 operations encoded by a client outside nfs-wire: the tests,
+    the fuzzer and bench (their `tests` files included, unlike the other rules) build
+    calls with `nfs_wire::{rpccall, v3call, v3more, v4call, v4cb}`. Test-local and
+    fuzz-local encodings that deliberately break the XDR stay, under the ceiling."""
+    out = []
+    for d in ("gateway/tests", "tools/src", "bench/src"):
+        for f in sorted((ROOT / d).rglob("*.rs")):
+            for n, line in code_lines(f):
+                if CLIENT_ENCODING.search(line):
+                    out.append(f"{f.relative_to(ROOT)}:{n}: {line.strip()}")
+    return out
+
+
 RULES = {
     # Front ends and executors stand on the neutral file service, not on NFSv3.
     "nfs4-imports-nfs3": lambda: hits(["gateway/src/nfs4"], imports("nfs3")),
@@ -106,6 +129,8 @@ RULES = {
     "duplicate-program-numbers": program_numbers,
     # The file model's status reaches the wire only through nfs3::status / nfs4::status.
     "status-casts": status_casts,
+    # One client encoder: calls and COMPOUND operations are written by nfs-wire.
+    "one-client-encoder": client_encoders,
 }
 
 

@@ -1,8 +1,11 @@
 //! The numbers NFS speaks on the wire, defined once for the whole workspace: ONC RPC
 //! program and version numbers, NFSv3 and MOUNT v3 procedure numbers (RFC 1813),
 //! NFSv4.1 procedure, operation and callback operation numbers (RFC 8881, with the
-//! XDR of RFC 5662), and — with the `client` feature — the shared NFSv3/MOUNT call
-//! encoder ([`v3call`]).
+//! XDR of RFC 5662), NFSv4.1 argument values ([`nfs4args`]), and — with the `client`
+//! feature — the workspace's one client encoder: RPC call headers and record marking
+//! ([`rpccall`]), NFSv3/MOUNT calls ([`v3call`], [`v3more`]), NFSv4.1 COMPOUNDs
+//! ([`v4call`]), the COMPOUND reply walker ([`v4reply`]) and the callback program's
+//! client side ([`v4cb`]).
 //!
 //! Servers, clients, tests and fuzzers `use` these instead of repeating the literals,
 //! so a number is checked against its RFC in one place.
@@ -10,8 +13,19 @@
 pub mod mount3;
 pub mod nfs3;
 pub mod nfs4;
+pub mod nfs4args;
+#[cfg(feature = "client")]
+pub mod rpccall;
 #[cfg(feature = "client")]
 pub mod v3call;
+#[cfg(feature = "client")]
+pub mod v3more;
+#[cfg(feature = "client")]
+pub mod v4call;
+#[cfg(feature = "client")]
+pub mod v4cb;
+#[cfg(feature = "client")]
+pub mod v4reply;
 
 /// The NFS program (RFC 1813 §3 and RFC 8881 §16; RFC 5662 `NFS4_PROGRAM`).
 pub const NFS_PROGRAM: u32 = 100003;
@@ -35,3 +49,5 @@ pub const PMAPPROC_GETPORT: u32 = 3;
 
 #[cfg(test)]
 mod tests;
+#[cfg(all(test, feature = "client"))]
+mod v4tests;

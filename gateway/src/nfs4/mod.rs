@@ -35,8 +35,8 @@ use crate::fs::Node;
 use crate::state::stateid::Stateid;
 use engine::xdr::{XdrReader, XdrWriter};
 
-/// NFS program version 4 (minor version in the COMPOUND arguments).
-pub const NFS_V4: u32 = 4;
+/// NFS program version 4 (minor version in the COMPOUND arguments): nfs-wire's.
+pub use nfs_wire::NFS_V4;
 /// The only minor version served; others get NFS4ERR_MINOR_VERS_MISMATCH.
 pub const MINOR_VERSION: u32 = 1;
 /// Largest file handle (RFC 8881 NFS4_FHSIZE).

@@ -23,8 +23,8 @@ use engine::xdr::{padded, XdrError, XdrReader, XdrResult};
 use std::cell::Cell;
 use std::ops::Range;
 
-pub const NFS_V4: u32 = 4;
-pub const COMPOUND: u32 = 1;
+pub use nfs_wire::nfs4::NFSPROC4_COMPOUND as COMPOUND;
+pub use nfs_wire::NFS_V4;
 
 /// Checks the reduced items of an NFSv4 COMPOUND call (`rec` from the XID on).
 pub fn check_compound(rec: &[u8], reduced: &[Reduced]) -> Result<ReplyItem, Violation> {

@@ -1,6 +1,7 @@
 //! Shared by the in-process integration tests (TCP and RDMA exhaustion, RDMA fuzz): a
-//! gateway with the `soft` provider (or TCP only), TCP RPC helpers, and a small raw requester (fabric trait + header codec) cheap enough to
-//! open 64 of at once. `rdma_soft.rs` keeps its own, larger one.
+//! gateway with the `soft` provider (or TCP only), TCP RPC helpers on nfs-wire's
+//! call encoder, and a small raw requester (fabric trait + header codec) cheap enough
+//! to open 64 of at once. `rdma_soft.rs` keeps its own, larger one.
 #![allow(dead_code)]
 
 pub mod v4;
@@ -9,7 +10,7 @@ use engine::fabric::soft::SoftFabric;
 use engine::fabric::{
     access, CmEvent, Completion, Fabric, Mr, Op, Qp, QpCaps, SendWr, Sge, WcOpcode, WcStatus,
 };
-use engine::rpc::{self, AuthSys, Cred};
+use engine::rpc::{self, Cred};
 use engine::rpcrdma::wire::{self, Chunks, Fixed, Header, Limits};
 use engine::xdr::{XdrReader, XdrWriter};
 use gateway::config::Config;
@@ -19,6 +20,8 @@ use std::net::{SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicU16, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use nfs_wire::mount3::MOUNTPROC3_MNT;
+use nfs_wire::nfs3::NFSPROC3_NULL;
 pub use nfs_wire::{MOUNT_PROGRAM as MOUNT, NFS_PROGRAM as NFS};
 
 static PORT: AtomicU16 = AtomicU16::new(0);
@@ -336,18 +339,12 @@ impl Raw {
 }
 
 pub fn cred() -> Cred {
-    Cred::Sys(AuthSys::new(0, 0, &[]))
+    nfs_wire::rpccall::sys(0)
 }
 
-/// An RPC call: header + args.
+/// An RPC call to version 3 of `prog` (NFS or MOUNT): header + args.
 pub fn rpc_call(xid: u32, prog: u32, proc_: u32, args: &[u8]) -> Vec<u8> {
-    let mut b = vec![0u8; 512];
-    let mut w = XdrWriter::new(&mut b);
-    rpc::write_call(&mut w, xid, prog, 3, proc_, &cred()).unwrap();
-    let n = w.position();
-    b.truncate(n);
-    b.extend_from_slice(args);
-    b
+    nfs_wire::v3more::call(xid, prog, proc_, &cred(), args)
 }
 
 pub fn header(xid: u32, proc_: u32, chunks: &Chunks) -> Vec<u8> {
@@ -403,24 +400,20 @@ pub fn call_inline(raw: &mut Raw, xid: u32, prog: u32, proc_: u32, args: &[u8]) 
 
 /// MNT "/" over RDMA → root handle.
 pub fn mount(raw: &mut Raw) -> Vec<u8> {
-    let mut a = Vec::new();
-    xdr_opaque(&mut a, b"/");
-    let (_, res) = call_inline(raw, 1, MOUNT, 1, &a);
-    let mut r = XdrReader::new(&res);
-    assert_eq!(r.u32().unwrap(), 0, "MNT ok");
-    r.opaque_var(64).unwrap().to_vec()
+    let args = nfs_wire::v3more::mnt_args(b"/");
+    let (_, res) = call_inline(raw, 1, MOUNT, MOUNTPROC3_MNT, &args);
+    nfs_wire::v3call::parse_mount(&res).expect("MNT ok")
 }
 
 /// A fresh RDMA connection gets a NULL answered.
 pub fn null_ok(addr: SocketAddr) {
     let mut raw = Raw::connect(addr);
-    call_inline(&mut raw, 77, NFS, 0, &[]);
+    call_inline(&mut raw, 77, NFS, NFSPROC3_NULL, &[]);
 }
 
 /// One record-marked RPC over TCP (RFC 5531 §11): the reply record.
 pub fn tcp_call(s: &mut TcpStream, call: &[u8]) -> std::io::Result<Vec<u8>> {
-    let mut rec = (0x8000_0000u32 | call.len() as u32).to_be_bytes().to_vec();
-    rec.extend_from_slice(call);
+    let rec = nfs_wire::rpccall::record(call).map_err(std::io::Error::other)?;
     s.write_all(&rec)?;
     let mut out = Vec::new();
     loop {
@@ -440,7 +433,8 @@ pub fn tcp_call(s: &mut TcpStream, call: &[u8]) -> std::io::Result<Vec<u8>> {
 pub fn tcp_null_ok(addr: SocketAddr, xid: u32) {
     let mut s = TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    let reply = tcp_call(&mut s, &rpc_call(xid, NFS, 0, &[])).expect("TCP NULL answered");
+    let null = rpc_call(xid, NFS, NFSPROC3_NULL, &[]);
+    let reply = tcp_call(&mut s, &null).expect("TCP NULL answered");
     let (rx, st, _) = rpc::decode_reply(&reply).unwrap();
     assert_eq!(
         (rx, st),

@@ -1,347 +1,247 @@
-//! A small NFSv4.1 client for the in-process tests: COMPOUND encoders (the operations
-//! the back-channel tests need), a session over `engine::rdma::client::RdmaClient`
-//! whose callbacks (RFC 8167 reverse calls) are collected while forward calls wait,
-//! CB_NULL / CB_COMPOUND (CB_SEQUENCE + CB_RECALL) replies, and NFSv3 over TCP for
-//! the conflicting writer.
-#![allow(dead_code)]
+//! A small NFSv4.1 client for the in-process tests, on nfs-wire's encoder
+//! (`nfs_wire::v4call`, `v4reply`, `v4cb`, `rpccall`): a session over
+//! `engine::rdma::client::RdmaClient` whose callbacks (RFC 8167 reverse calls) are
+//! collected while forward calls wait, one over TCP that is also its back channel,
+//! CB_NULL / CB_COMPOUND (CB_SEQUENCE + CB_RECALL) answers, and NFSv3 over TCP for
+//! the conflicting writer. Encoding lives in nfs-wire; here are the tests' defaults
+//! (channel sizes, owners) and unwrapping reply walkers.
+#![allow(dead_code, unused_imports)]
 
 use engine::fabric::soft::SoftFabric;
 use engine::rdma::client::{ClientOptions, RdmaClient, SubmitError};
-use engine::rpc::{self, AuthSys, Cred};
+use engine::rpc::{self, Cred};
 use engine::rpcrdma::requester::CallShape;
-use engine::xdr::{XdrReader, XdrResult, XdrWriter};
+use engine::xdr::XdrReader;
+use nfs_wire::mount3::MOUNTPROC3_MNT;
+use nfs_wire::nfs3::{FILE_SYNC, NFSPROC3_CREATE, NFSPROC3_WRITE};
+use nfs_wire::{rpccall, v3more, v4cb, v4reply, MOUNT_PROGRAM, NFS_PROGRAM, NFS_V4};
 use std::collections::VecDeque;
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
-pub const NFS4_OK: u32 = 0;
+pub use nfs_wire::nfs4::*;
+pub use nfs_wire::nfs4args::{
+    ANONYMOUS_STATEID as ANONYMOUS, BYPASS_STATEID as BYPASS, CURRENT_STATEID as CURRENT,
+};
+pub use nfs_wire::nfs4args::{
+    CDFC4_BACK_OR_BOTH, CREATE_SESSION4_FLAG_CONN_BACK_CHAN as CONN_BACK_CHAN,
+    EXCHGID4_FLAG_CONFIRMED_R, NFS4_OK, OPEN4_SHARE_ACCESS_BOTH as ACCESS_BOTH,
+    OPEN4_SHARE_ACCESS_READ as ACCESS_READ, OPEN4_SHARE_ACCESS_WANT_NO_DELEG as WANT_NO_DELEG,
+    OPEN4_SHARE_ACCESS_WRITE as ACCESS_WRITE, OPEN4_SHARE_DENY_BOTH as DENY_BOTH,
+    OPEN4_SHARE_DENY_NONE as DENY_NONE, OPEN4_SHARE_DENY_READ as DENY_READ,
+    OPEN4_SHARE_DENY_WRITE as DENY_WRITE, OPEN_DELEGATE_NONE, READ_LT, SEQ4_STATUS_CB_PATH_DOWN,
+    WRITE_LT,
+};
+pub use nfs_wire::v4call::{seqid_of, with_seqid, Channel, Claim, How, Locker, Ops};
+pub use nfs_wire::v4cb::CbRecall;
+pub use nfs_wire::v4reply::{Denied, Fore, Opened, Res};
+
+/// The callback program the tests' sessions name (RFC 5662 `NFS4_CALLBACK`).
+pub const CB_PROG: u32 = NFS4_CALLBACK;
 pub const NFS3ERR_JUKEBOX: u32 = 10008;
-pub const CB_PROG: u32 = 0x4000_0000;
-pub const CONN_BACK_CHAN: u32 = 0x2;
-pub const SEQ4_STATUS_CB_PATH_DOWN: u32 = 0x1;
 
-pub const OP_CLOSE: u32 = 4;
-pub const OP_DELEGRETURN: u32 = 8;
-pub const OP_GETFH: u32 = 10;
-pub const OP_OPEN: u32 = 18;
-pub const OP_PUTFH: u32 = 22;
-pub const OP_PUTROOTFH: u32 = 24;
-pub const OP_READ: u32 = 25;
-pub const OP_BACKCHANNEL_CTL: u32 = 40;
-pub const OP_BIND_CONN_TO_SESSION: u32 = 41;
-pub const OP_EXCHANGE_ID: u32 = 42;
-pub const OP_CREATE_SESSION: u32 = 43;
-pub const OP_SEQUENCE: u32 = 53;
-pub const OP_RECLAIM_COMPLETE: u32 = 58;
-pub const OP_CB_SEQUENCE: u32 = 11;
-pub const OP_CB_RECALL: u32 = 4;
+/// Back channel every test session asks for over TCP: 4 KiB calls, 2 slots.
+const TCP_BACK: Channel = Channel {
+    headerpad: 0,
+    max_request: 4096,
+    max_response: 4096,
+    max_response_cached: 0,
+    max_ops: 2,
+    max_requests: 2,
+};
 
-/// One COMPOUND's operations, encoded as they are added.
-pub struct Ops {
-    buf: Vec<u8>,
-    pub n: u32,
-}
-
-fn enc(f: impl FnOnce(&mut XdrWriter) -> XdrResult<()>) -> Vec<u8> {
-    let mut b = vec![0u8; 256 << 10];
-    let mut w = XdrWriter::new(&mut b);
-    f(&mut w).unwrap();
-    let n = w.position();
-    b.truncate(n);
-    b
-}
-
-impl Default for Ops {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl Ops {
-    pub fn new() -> Ops {
-        Ops {
-            buf: Vec::new(),
-            n: 0,
-        }
-    }
-
-    fn op(mut self, f: impl FnOnce(&mut XdrWriter) -> XdrResult<()>) -> Ops {
-        self.buf.extend(enc(f));
-        self.n += 1;
-        self
-    }
-
-    pub fn exchange_id(self, owner: &[u8]) -> Ops {
-        self.op(|w| {
-            w.u32(OP_EXCHANGE_ID)?;
-            w.opaque_fixed(&[7; 8])?;
-            w.opaque_var(owner)?;
-            w.u32(0)?;
-            w.u32(0)?; // SP4_NONE
-            w.u32(0) // no implementation id
-        })
-    }
-
-    /// CREATE_SESSION with `flags`; the back channel as Linux asks over RDMA
-    /// (ca_maxrequestsize = inline threshold − 28), `back_slots` slots, AUTH_NONE.
-    pub fn create_session(self, clientid: u64, seq: u32, flags: u32, back_slots: u32) -> Ops {
-        self.op(|w| {
-            w.u32(OP_CREATE_SESSION)?;
-            w.u64(clientid)?;
-            w.u32(seq)?;
-            w.u32(flags)?;
-            for v in [0, 4068, 4068, 2048, 16, 8, 0] {
-                w.u32(v)?;
-            }
-            for v in [0, 4068, 4068, 0, 2, back_slots, 0] {
-                w.u32(v)?;
-            }
-            w.u32(CB_PROG)?;
-            w.u32(1)?;
-            w.u32(0) // AUTH_NONE
-        })
-    }
-
-    pub fn sequence(self, sid: [u8; 16], seq: u32) -> Ops {
-        self.op(|w| {
-            w.u32(OP_SEQUENCE)?;
-            w.opaque_fixed(&sid)?;
-            w.u32(seq)?;
-            w.u32(0)?;
-            w.u32(0)?;
-            w.bool(false)
-        })
-    }
-
-    pub fn reclaim_complete(self) -> Ops {
-        self.op(|w| {
-            w.u32(OP_RECLAIM_COMPLETE)?;
-            w.bool(false)
-        })
-    }
-
-    /// BIND_CONN_TO_SESSION with CDFC4_BACK_OR_BOTH (what Linux sends on reconnect).
-    pub fn bind_conn(self, sid: [u8; 16]) -> Ops {
-        self.op(|w| {
-            w.u32(OP_BIND_CONN_TO_SESSION)?;
-            w.opaque_fixed(&sid)?;
-            w.u32(0x7)?;
-            w.bool(false)
-        })
-    }
-
-    /// BACKCHANNEL_CTL with the same callback program, AUTH_NONE (the gateway probes
-    /// the back channel again).
-    pub fn backchannel_ctl(self) -> Ops {
-        self.op(|w| {
-            w.u32(OP_BACKCHANNEL_CTL)?;
-            w.u32(CB_PROG)?;
-            w.u32(1)?;
-            w.u32(0)
-        })
-    }
-
-    pub fn putrootfh(self) -> Ops {
-        self.op(|w| w.u32(OP_PUTROOTFH))
-    }
-
-    pub fn putfh(self, fh: &[u8]) -> Ops {
-        self.op(|w| {
-            w.u32(OP_PUTFH)?;
-            w.opaque_var(fh)
-        })
-    }
-
-    pub fn getfh(self) -> Ops {
-        self.op(|w| w.u32(OP_GETFH))
-    }
-
+/// The tests' shorthands on nfs-wire's COMPOUND builder: the channel sizes and open
+/// and lock shapes they use again and again.
+pub trait TestOps: Sized {
+    /// CREATE_SESSION as Linux asks over RDMA (ca_maxrequestsize = inline threshold −
+    /// 28), `back_slots` back slots, AUTH_NONE callbacks.
+    fn create_session_rdma(self, clientid: u64, seq: u32, flags: u32, back_slots: u32) -> Ops;
+    /// CREATE_SESSION for TCP: `slots` fore slots of 1 MiB requests, 4 KiB cached
+    /// replies, 16 operations; 2 back slots; AUTH_NONE callbacks.
+    fn create_session_tcp(self, clientid: u64, seq: u32, flags: u32, slots: u32) -> Ops;
+    /// As `create_session_tcp` with ca_maxrequestsize `max_request`.
+    fn create_session_sized(
+        self,
+        clientid: u64,
+        seq: u32,
+        flags: u32,
+        slots: u32,
+        max_request: u32,
+    ) -> Ops;
     /// OPEN CLAIM_NULL `name` for reading, no create, WANT_NO_PREFERENCE.
-    pub fn open_read(self, clientid: u64, owner: &[u8], name: &[u8]) -> Ops {
-        self.op(|w| {
-            w.u32(OP_OPEN)?;
-            w.u32(0)?;
-            w.u32(1)?; // OPEN4_SHARE_ACCESS_READ
-            w.u32(0)?;
-            w.u64(clientid)?;
-            w.opaque_var(owner)?;
-            w.u32(0)?; // OPEN4_NOCREATE
-            w.u32(0)?; // CLAIM_NULL
-            w.opaque_var(name)
-        })
+    fn open_read(self, clientid: u64, owner: &[u8], name: &[u8]) -> Ops;
+    /// LOCK by a new lock owner (open_to_lock_owner4) for the open `open_sid`.
+    fn lock_new(
+        self,
+        kind: u32,
+        offset: u64,
+        length: u64,
+        open_sid: &[u8; 16],
+        clientid: u64,
+        owner: &[u8],
+    ) -> Ops;
+    /// LOCK by a lock owner that has `lock_sid` (exist_lock_owner4).
+    fn lock_old(self, kind: u32, offset: u64, length: u64, lock_sid: &[u8; 16]) -> Ops;
+    /// A WRITE_LT LOCK with reclaim = true by a new lock owner (RFC 8881 §18.10.3).
+    fn lock_reclaim(
+        self,
+        offset: u64,
+        length: u64,
+        open_sid: &[u8; 16],
+        clientid: u64,
+        owner: &[u8],
+    ) -> Ops;
+}
+
+impl TestOps for Ops {
+    fn create_session_rdma(self, clientid: u64, seq: u32, flags: u32, back_slots: u32) -> Ops {
+        let fore = Channel {
+            headerpad: 0,
+            max_request: 4068,
+            max_response: 4068,
+            max_response_cached: 2048,
+            max_ops: 16,
+            max_requests: 8,
+        };
+        let back = Channel {
+            max_request: 4068,
+            max_response: 4068,
+            max_requests: back_slots,
+            ..TCP_BACK
+        };
+        self.create_session(clientid, seq, flags, &fore, &back, 1)
     }
 
-    pub fn read(self, stateid: &[u8; 16], offset: u64, count: u32) -> Ops {
-        self.op(|w| {
-            w.u32(OP_READ)?;
-            w.opaque_fixed(stateid)?;
-            w.u64(offset)?;
-            w.u32(count)
-        })
+    fn create_session_tcp(self, clientid: u64, seq: u32, flags: u32, slots: u32) -> Ops {
+        self.create_session_sized(clientid, seq, flags, slots, 1 << 20)
     }
 
-    pub fn delegreturn(self, stateid: &[u8; 16]) -> Ops {
-        self.op(|w| {
-            w.u32(OP_DELEGRETURN)?;
-            w.opaque_fixed(stateid)
-        })
+    fn create_session_sized(
+        self,
+        clientid: u64,
+        seq: u32,
+        flags: u32,
+        slots: u32,
+        max_request: u32,
+    ) -> Ops {
+        let fore = Channel {
+            headerpad: 0,
+            max_request,
+            max_response: 1 << 20,
+            max_response_cached: 4096,
+            max_ops: 16,
+            max_requests: slots,
+        };
+        self.create_session(clientid, seq, flags, &fore, &TCP_BACK, 1)
     }
 
-    /// `self`'s operations followed by `more`'s.
-    pub fn append(mut self, more: Ops) -> Ops {
-        self.buf.extend_from_slice(&more.buf);
-        self.n += more.n;
-        self
+    fn open_read(self, clientid: u64, owner: &[u8], name: &[u8]) -> Ops {
+        self.open(
+            clientid,
+            owner,
+            ACCESS_READ,
+            DENY_NONE,
+            How::NoCreate,
+            Claim::Null(name),
+        )
     }
 
-    /// The COMPOUND4args: tag, minor version 1, the operations.
-    pub fn args(&self) -> Vec<u8> {
-        let mut a = enc(|w| {
-            w.opaque_var(b"")?;
-            w.u32(1)?;
-            w.u32(self.n)
-        });
-        a.extend_from_slice(&self.buf);
-        a
+    fn lock_new(
+        self,
+        kind: u32,
+        offset: u64,
+        length: u64,
+        open_sid: &[u8; 16],
+        clientid: u64,
+        owner: &[u8],
+    ) -> Ops {
+        let locker = Locker::New {
+            open_stateid: open_sid,
+            clientid,
+            owner,
+        };
+        self.lock(kind, false, offset, length, locker)
+    }
+
+    fn lock_old(self, kind: u32, offset: u64, length: u64, lock_sid: &[u8; 16]) -> Ops {
+        let locker = Locker::Existing {
+            lock_stateid: lock_sid,
+        };
+        self.lock(kind, false, offset, length, locker)
+    }
+
+    fn lock_reclaim(
+        self,
+        offset: u64,
+        length: u64,
+        open_sid: &[u8; 16],
+        clientid: u64,
+        owner: &[u8],
+    ) -> Ops {
+        let locker = Locker::New {
+            open_stateid: open_sid,
+            clientid,
+            owner,
+        };
+        self.lock(WRITE_LT, true, offset, length, locker)
     }
 }
 
-/// A COMPOUND4res: status and a reader over the results.
-pub struct Res {
-    pub status: u32,
-    pub body: Vec<u8>,
-    raw: Vec<u8>,
+/// A COMPOUND4res that must decode.
+pub fn parse_res(rep: &[u8]) -> Res {
+    Res::parse(rep).expect("a COMPOUND4res")
 }
 
-impl Res {
-    pub fn parse(rep: &[u8]) -> Res {
-        let mut r = XdrReader::new(rep);
-        let status = r.u32().unwrap();
-        r.opaque_var(1024).unwrap();
-        r.u32().unwrap();
-        Res {
-            status,
-            body: r.rest().to_vec(),
-            raw: rep.to_vec(),
-        }
-    }
-
-    pub fn reader(&self) -> XdrReader<'_> {
-        XdrReader::new(&self.body)
-    }
-}
-
-/// Reads `op`'s result header (op number, status) and checks it.
+/// Reads `op`'s result header (op number, status) and checks it; the status.
 pub fn expect_op(r: &mut XdrReader, op: u32) -> u32 {
-    assert_eq!(r.u32().unwrap(), op, "result of op {op}");
-    r.u32().unwrap()
+    v4reply::expect_op(r, op).unwrap_or_else(|e| panic!("result of op {op}: {e}"))
 }
 
 /// SEQUENCE4resok after its status: returns sr_status_flags.
 pub fn skip_sequence_ok(r: &mut XdrReader) -> u32 {
-    r.skip(16 + 16).unwrap();
-    r.u32().unwrap()
-}
-
-/// What an OPEN granted: its stateid and the read delegation's, if any.
-#[derive(Debug, Clone, Copy)]
-pub struct Opened {
-    pub stateid: [u8; 16],
-    pub deleg: Option<[u8; 16]>,
+    v4reply::sequence_ok(r)
+        .expect("SEQUENCE4resok")
+        .status_flags
 }
 
 /// OPEN4resok after its status (RFC 8881 §18.16.2).
 pub fn parse_open_ok(r: &mut XdrReader) -> Opened {
-    let mut stateid = [0u8; 16];
-    stateid.copy_from_slice(r.opaque_fixed(16).unwrap());
-    r.skip(4 + 16 + 4).unwrap(); // change_info4, rflags
-    let n = r.u32().unwrap();
-    r.skip(4 * n as usize).unwrap(); // attrset
-    let deleg = match r.u32().unwrap() {
-        0 => None, // OPEN_DELEGATE_NONE
-        3 => {
-            // OPEN_DELEGATE_NONE_EXT: only WND4_CONTENTION (1) and WND4_RESOURCE (2)
-            // carry a bool (open_none_delegation4).
-            if matches!(r.u32().unwrap(), 1 | 2) {
-                r.u32().unwrap();
-            }
-            None
-        }
-        1 => {
-            let mut s = [0u8; 16];
-            s.copy_from_slice(r.opaque_fixed(16).unwrap());
-            r.u32().unwrap(); // recall
-            r.skip(12).unwrap(); // ace type, flag, mask
-            r.opaque_var(1024).unwrap(); // who
-            Some(s)
-        }
-        t => panic!("unexpected delegation type {t}"),
-    };
-    Opened { stateid, deleg }
+    v4reply::open_ok(r).expect("OPEN4resok")
 }
 
-/// A CB_COMPOUND as the client sees it: CB_SEQUENCE's session and sequence id, and
-/// CB_RECALL's stateid.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct CbRecall {
-    pub session: [u8; 16],
-    pub seqid: u32,
-    pub stateid: [u8; 16],
+/// CREATE_SESSION4resok after the status: (session id, sequence id, flags, fore).
+pub fn read_create_session(r: &mut XdrReader) -> ([u8; 16], u32, u32, Fore) {
+    v4reply::create_session_ok(r).expect("CREATE_SESSION4resok")
 }
 
-/// What a callback is: CB_NULL (None) or a CB_COMPOUND with CB_SEQUENCE + CB_RECALL.
+/// A stateid result (OPEN_DOWNGRADE, CLOSE, LOCKU, LOCK OK): the stateid.
+pub fn read_stateid(r: &mut XdrReader) -> [u8; 16] {
+    v4reply::stateid(r).expect("a stateid")
+}
+
+/// LOCK4denied (RFC 8881 §18.10.2).
+pub fn read_denied(r: &mut XdrReader) -> Denied {
+    v4reply::denied(r).expect("LOCK4denied")
+}
+
+/// A reader after the COMPOUND's first result, a SEQUENCE that must have succeeded.
+pub fn after_seq(res: &Res) -> XdrReader<'_> {
+    let mut r = res.reader();
+    assert_eq!(expect_op(&mut r, OP_SEQUENCE), NFS4_OK, "SEQUENCE");
+    skip_sequence_ok(&mut r);
+    r
+}
+
+/// What a callback is: CB_NULL (None) or a CB_COMPOUND with CB_SEQUENCE + CB_RECALL;
+/// anything else fails the test.
 pub fn decode_callback(rec: &[u8]) -> (u32, Option<CbRecall>) {
-    let (h, at) = rpc::decode_call(rec).expect("a callback is an RPC CALL");
-    assert_eq!((h.prog, h.vers), (CB_PROG, 1), "the callback program");
-    if h.proc_ == 0 {
-        return (h.xid, None);
-    }
-    assert_eq!(h.proc_, 1, "CB_COMPOUND");
-    let mut r = XdrReader::new(&rec[at..]);
-    r.opaque_var(1024).unwrap();
-    assert_eq!(r.u32().unwrap(), 1, "minor version");
-    r.u32().unwrap();
-    assert_eq!(r.u32().unwrap(), 2, "CB_SEQUENCE + CB_RECALL");
-    assert_eq!(r.u32().unwrap(), OP_CB_SEQUENCE);
-    let mut session = [0u8; 16];
-    session.copy_from_slice(r.opaque_fixed(16).unwrap());
-    let seqid = r.u32().unwrap();
-    r.skip(12).unwrap();
-    r.u32().unwrap(); // no referring call lists
-    assert_eq!(r.u32().unwrap(), OP_CB_RECALL);
-    let mut stateid = [0u8; 16];
-    stateid.copy_from_slice(r.opaque_fixed(16).unwrap());
-    (
-        h.xid,
-        Some(CbRecall {
-            session,
-            seqid,
-            stateid,
-        }),
-    )
+    v4cb::decode_callback(rec).unwrap_or_else(|e| panic!("callback: {e}"))
 }
 
-/// The REPLY to a callback: accepted SUCCESS, then for a CB_COMPOUND the results
-/// CB_SEQUENCE OK (echoing session and sequence id) and CB_RECALL OK.
-pub fn callback_reply(xid: u32, recall: Option<&CbRecall>) -> Vec<u8> {
-    enc(|w| {
-        rpc::write_accepted(w, xid, rpc::Accept::Success)?;
-        if let Some(c) = recall {
-            w.u32(NFS4_OK)?;
-            w.opaque_var(b"")?;
-            w.u32(2)?;
-            w.u32(OP_CB_SEQUENCE)?;
-            w.u32(NFS4_OK)?;
-            w.opaque_fixed(&c.session)?;
-            w.u32(c.seqid)?;
-            w.u32(0)?;
-            w.u32(0)?;
-            w.u32(0)?;
-            w.u32(OP_CB_RECALL)?;
-            w.u32(NFS4_OK)?;
-        }
-        Ok(())
-    })
+pub use nfs_wire::v4cb::callback_reply;
+
+pub fn cred() -> Cred {
+    rpccall::sys(0)
 }
 
 /// An NFSv4.1 client on one RPC-over-RDMA connection (soft provider). Callbacks that
@@ -350,10 +250,6 @@ pub struct V41 {
     pub c: RdmaClient,
     pub callbacks: VecDeque<(u32, Vec<u8>)>,
     next_xid: u32,
-}
-
-pub fn cred() -> Cred {
-    Cred::Sys(AuthSys::new(0, 0, &[]))
 }
 
 impl V41 {
@@ -374,12 +270,10 @@ impl V41 {
         }
     }
 
-    /// An NFS (program 100003) version 4 call record for `proc_` with `args`.
+    /// An NFS version 4 call record for `proc_` with `args`.
     pub fn record(&mut self, proc_: u32, args: &[u8]) -> Vec<u8> {
         self.next_xid += 1;
-        let mut b = enc(|w| rpc::write_call(w, self.next_xid, 100003, 4, proc_, &cred()));
-        b.extend_from_slice(args);
-        b
+        rpccall::call(self.next_xid, NFS_PROGRAM, NFS_V4, proc_, &cred(), args)
     }
 
     /// Moves callbacks the client received into `callbacks`.
@@ -391,7 +285,7 @@ impl V41 {
 
     /// Sends a COMPOUND and waits for its reply (collecting callbacks meanwhile).
     pub fn compound(&mut self, ops: &Ops) -> Res {
-        let call = self.record(1, &ops.args());
+        let call = self.record(NFSPROC4_COMPOUND, &ops.args());
         let shape = CallShape::new(16 << 10);
         let deadline = Instant::now() + Duration::from_secs(10);
         let xid = loop {
@@ -417,7 +311,7 @@ impl V41 {
                 let rep = r.expect("COMPOUND reply");
                 let (_, st, at) = rpc::decode_reply(&rep).unwrap();
                 assert_eq!(st, rpc::ReplyStatus::Accepted(rpc::Accept::Success));
-                return Res::parse(&rep[at..]);
+                return parse_res(&rep[at..]);
             }
             assert!(Instant::now() < deadline, "no COMPOUND reply");
             std::thread::yield_now();
@@ -453,13 +347,13 @@ impl V41 {
 
     /// EXCHANGE_ID + CREATE_SESSION (+ RECLAIM_COMPLETE): (clientid, session, csr_flags).
     pub fn session(&mut self, owner: &[u8], flags: u32, back_slots: u32) -> (u64, [u8; 16], u32) {
-        let res = self.compound(&Ops::new().exchange_id(owner));
+        let res = self.compound(&Ops::new().exchange_id([7; 8], owner));
         assert_eq!(res.status, NFS4_OK, "EXCHANGE_ID");
         let mut r = res.reader();
         expect_op(&mut r, OP_EXCHANGE_ID);
         let clientid = r.u64().unwrap();
         let seq = r.u32().unwrap();
-        let res = self.compound(&Ops::new().create_session(clientid, seq, flags, back_slots));
+        let res = self.compound(&Ops::new().create_session_rdma(clientid, seq, flags, back_slots));
         assert_eq!(res.status, NFS4_OK, "CREATE_SESSION");
         let mut r = res.reader();
         expect_op(&mut r, OP_CREATE_SESSION);
@@ -488,9 +382,8 @@ impl V3 {
     /// One call; returns the results after the accepted-SUCCESS header.
     pub fn call(&mut self, prog: u32, proc_: u32, args: &[u8]) -> Vec<u8> {
         self.xid += 1;
-        let mut b = enc(|w| rpc::write_call(w, self.xid, prog, 3, proc_, &cred()));
-        b.extend_from_slice(args);
-        let rep = crate::common::tcp_call(&mut self.s, &b).unwrap();
+        let call = v3more::call(self.xid, prog, proc_, &cred(), args);
+        let rep = crate::common::tcp_call(&mut self.s, &call).unwrap();
         let (x, st, at) = rpc::decode_reply(&rep).unwrap();
         assert_eq!(x, self.xid);
         assert_eq!(st, rpc::ReplyStatus::Accepted(rpc::Accept::Success));
@@ -498,54 +391,32 @@ impl V3 {
     }
 
     pub fn mount_root(&mut self) -> Vec<u8> {
-        let rep = self.call(100005, 1, &enc(|w| w.string(b"/")));
-        let mut r = XdrReader::new(&rep);
-        assert_eq!(r.u32().unwrap(), 0, "MNT");
-        r.opaque_var(64).unwrap().to_vec()
+        let rep = self.call(MOUNT_PROGRAM, MOUNTPROC3_MNT, &v3more::mnt_args(b"/"));
+        nfs_wire::v3call::parse_mount(&rep).expect("MNT")
     }
 
     pub fn create(&mut self, dir: &[u8], name: &[u8]) -> Vec<u8> {
         let rep = self.call(
-            100003,
-            8,
-            &enc(|w| {
-                w.opaque_var(dir)?;
-                w.string(name)?;
-                w.u32(0)?; // UNCHECKED
-                for _ in 0..4 {
-                    w.bool(false)?;
-                }
-                w.u32(0)?;
-                w.u32(0)
-            }),
+            NFS_PROGRAM,
+            NFSPROC3_CREATE,
+            &v3more::create_args(dir, name),
         );
-        let mut r = XdrReader::new(&rep);
-        assert_eq!(r.u32().unwrap(), 0, "CREATE");
-        assert!(r.bool().unwrap());
-        r.opaque_var(64).unwrap().to_vec()
+        nfs_wire::v3call::parse_create(&rep).expect("CREATE")
     }
 
     /// WRITE FILE_SYNC at 0; returns the nfsstat3.
     pub fn write(&mut self, fh: &[u8], data: &[u8]) -> u32 {
-        let rep = self.call(
-            100003,
-            7,
-            &enc(|w| {
-                w.opaque_var(fh)?;
-                w.u64(0)?;
-                w.u32(data.len() as u32)?;
-                w.u32(2)?;
-                w.opaque_var(data)
-            }),
-        );
-        XdrReader::new(&rep).u32().unwrap()
+        let args = v3more::write_args(fh, 0, FILE_SYNC, data);
+        let rep = self.call(NFS_PROGRAM, NFSPROC3_WRITE, &args);
+        nfs_wire::v3call::status(&rep)
     }
 }
 
 // ---------------------------------------------------------------------------------
-// The conformance tests' client (gateway/tests/nfs41_conf/): every status code and
-// operation number they check, written from RFC 8881 §15.1 and §16.2 (not taken
-// from the gateway's own tables, so a wrong constant there fails a test here).
+// The status codes the conformance tests (gateway/tests/nfs41_conf/) check, written
+// from RFC 8881 §15.1 (not taken from the gateway's own tables, so a wrong constant
+// there fails a test here). Operation numbers and argument values are nfs-wire's,
+// checked against the RFC by its own tests.
 
 pub const NFS4ERR_NOENT: u32 = 2;
 pub const NFS4ERR_EXIST: u32 = 17;
@@ -579,439 +450,6 @@ pub const NFS4ERR_OP_NOT_IN_SESSION: u32 = 10071;
 pub const NFS4ERR_CLIENTID_BUSY: u32 = 10074;
 pub const NFS4ERR_SEQ_FALSE_RETRY: u32 = 10076;
 pub const NFS4ERR_NOT_ONLY_OP: u32 = 10081;
-
-pub const OP_CREATE: u32 = 6;
-pub const OP_LOCK: u32 = 12;
-pub const OP_LOCKT: u32 = 13;
-pub const OP_LOCKU: u32 = 14;
-pub const OP_LOOKUP: u32 = 15;
-pub const OP_OPEN_DOWNGRADE: u32 = 21;
-pub const OP_WRITE: u32 = 38;
-pub const OP_RELEASE_LOCKOWNER: u32 = 39;
-pub const OP_DESTROY_SESSION: u32 = 44;
-pub const OP_FREE_STATEID: u32 = 45;
-pub const OP_TEST_STATEID: u32 = 55;
-pub const OP_DESTROY_CLIENTID: u32 = 57;
-
-/// OPEN4_SHARE_ACCESS_* and OPEN4_SHARE_DENY_* (RFC 8881 §18.16.1).
-pub const ACCESS_READ: u32 = 1;
-pub const ACCESS_WRITE: u32 = 2;
-pub const ACCESS_BOTH: u32 = 3;
-pub const DENY_NONE: u32 = 0;
-pub const DENY_READ: u32 = 1;
-pub const DENY_WRITE: u32 = 2;
-pub const DENY_BOTH: u32 = 3;
-/// OPEN4_SHARE_ACCESS_WANT_NO_DELEG (RFC 8881 §18.16.1).
-pub const WANT_NO_DELEG: u32 = 0x0400;
-/// nfs_lock_type4 (RFC 8881 §18.10.1).
-pub const READ_LT: u32 = 1;
-pub const WRITE_LT: u32 = 2;
-/// SEQ4_STATUS_RECALLABLE_STATE_REVOKED and friends are not checked; EXCHGID4 flags:
-pub const EXCHGID4_FLAG_CONFIRMED_R: u32 = 0x8000_0000;
-
-/// The special stateids (RFC 8881 §8.2.3): anonymous (all zero), READ bypass (all
-/// ones), current (seqid 1, other zero).
-pub const ANONYMOUS: [u8; 16] = [0; 16];
-pub const BYPASS: [u8; 16] = [0xff; 16];
-pub const CURRENT: [u8; 16] = [0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
-
-/// A stateid with its seqid replaced (RFC 8881 §8.2.2).
-pub fn with_seqid(sid: &[u8; 16], seqid: u32) -> [u8; 16] {
-    let mut s = *sid;
-    s[..4].copy_from_slice(&seqid.to_be_bytes());
-    s
-}
-
-pub fn seqid_of(sid: &[u8; 16]) -> u32 {
-    u32::from_be_bytes(sid[..4].try_into().unwrap())
-}
-
-/// How an OPEN creates (createhow4, RFC 8881 §18.16.1), or `NoCreate`.
-#[derive(Clone, Copy)]
-pub enum How {
-    NoCreate,
-    Unchecked,
-    Guarded,
-    Exclusive41([u8; 8]),
-}
-
-/// Which file an OPEN names (open_claim4), with the values the tests use.
-#[derive(Clone, Copy)]
-pub enum Claim<'a> {
-    Null(&'a [u8]),
-    /// CLAIM_PREVIOUS with OPEN_DELEGATE_NONE.
-    Previous,
-    Fh,
-}
-
-impl Ops {
-    /// Any encoded operation (a test's own, or a deliberately broken one).
-    pub fn raw(self, f: impl FnOnce(&mut XdrWriter) -> XdrResult<()>) -> Ops {
-        self.op(f)
-    }
-
-    /// EXCHANGE_ID with `verifier`, no flags, SP4_NONE.
-    pub fn exchange_id_v(self, owner: &[u8], verifier: [u8; 8]) -> Ops {
-        self.op(|w| {
-            w.u32(OP_EXCHANGE_ID)?;
-            w.opaque_fixed(&verifier)?;
-            w.opaque_var(owner)?;
-            w.u32(0)?;
-            w.u32(0)?;
-            w.u32(0)
-        })
-    }
-
-    /// CREATE_SESSION for TCP: `slots` fore slots of 1 MiB requests, 4 KiB cached
-    /// replies, 16 operations; 2 back slots; AUTH_NONE callbacks.
-    pub fn create_session_tcp(self, clientid: u64, seq: u32, flags: u32, slots: u32) -> Ops {
-        self.create_session_sized(clientid, seq, flags, slots, 1 << 20)
-    }
-
-    /// As `create_session_tcp` with ca_maxrequestsize `max_request`.
-    pub fn create_session_sized(
-        self,
-        clientid: u64,
-        seq: u32,
-        flags: u32,
-        slots: u32,
-        max_request: u32,
-    ) -> Ops {
-        self.op(|w| {
-            w.u32(OP_CREATE_SESSION)?;
-            w.u64(clientid)?;
-            w.u32(seq)?;
-            w.u32(flags)?;
-            for v in [0, max_request, 1 << 20, 4096, 16, slots, 0] {
-                w.u32(v)?;
-            }
-            for v in [0, 4096, 4096, 0, 2, 2, 0] {
-                w.u32(v)?;
-            }
-            w.u32(CB_PROG)?;
-            w.u32(1)?;
-            w.u32(0)
-        })
-    }
-
-    /// SEQUENCE on any slot, with sa_highest_slotid = slot and sa_cachethis.
-    pub fn sequence_at(self, sid: [u8; 16], seq: u32, slot: u32, cachethis: bool) -> Ops {
-        self.op(|w| {
-            w.u32(OP_SEQUENCE)?;
-            w.opaque_fixed(&sid)?;
-            w.u32(seq)?;
-            w.u32(slot)?;
-            w.u32(slot)?;
-            w.bool(cachethis)
-        })
-    }
-
-    pub fn destroy_session(self, sid: [u8; 16]) -> Ops {
-        self.op(|w| {
-            w.u32(OP_DESTROY_SESSION)?;
-            w.opaque_fixed(&sid)
-        })
-    }
-
-    pub fn destroy_clientid(self, clientid: u64) -> Ops {
-        self.op(|w| {
-            w.u32(OP_DESTROY_CLIENTID)?;
-            w.u64(clientid)
-        })
-    }
-
-    /// RECLAIM_COMPLETE with rca_one_fs.
-    pub fn reclaim_complete_fs(self, one_fs: bool) -> Ops {
-        self.op(|w| {
-            w.u32(OP_RECLAIM_COMPLETE)?;
-            w.bool(one_fs)
-        })
-    }
-
-    /// OPEN4args (RFC 8881 §18.16.1): seqid 0 (ignored in 4.1), `access` (want flags
-    /// included), `deny`, the open owner, `how`, `claim`.
-    pub fn open(
-        self,
-        clientid: u64,
-        owner: &[u8],
-        access: u32,
-        deny: u32,
-        how: How,
-        claim: Claim,
-    ) -> Ops {
-        self.op(|w| {
-            w.u32(OP_OPEN)?;
-            w.u32(0)?;
-            w.u32(access)?;
-            w.u32(deny)?;
-            w.u64(clientid)?;
-            w.opaque_var(owner)?;
-            match how {
-                How::NoCreate => w.u32(0)?,
-                How::Unchecked | How::Guarded => {
-                    w.u32(1)?;
-                    w.u32(if matches!(how, How::Unchecked) { 0 } else { 1 })?;
-                    w.u32(0)?; // empty bitmap
-                    w.u32(0)?; // empty attrlist
-                }
-                How::Exclusive41(v) => {
-                    w.u32(1)?;
-                    w.u32(3)?; // EXCLUSIVE4_1
-                    w.opaque_fixed(&v)?;
-                    w.u32(0)?;
-                    w.u32(0)?;
-                }
-            }
-            match claim {
-                Claim::Null(name) => {
-                    w.u32(0)?;
-                    w.opaque_var(name)
-                }
-                Claim::Previous => {
-                    w.u32(1)?;
-                    w.u32(0) // OPEN_DELEGATE_NONE
-                }
-                Claim::Fh => w.u32(4),
-            }
-        })
-    }
-
-    pub fn open_downgrade(self, stateid: &[u8; 16], access: u32, deny: u32) -> Ops {
-        self.op(|w| {
-            w.u32(OP_OPEN_DOWNGRADE)?;
-            w.opaque_fixed(stateid)?;
-            w.u32(0)?;
-            w.u32(access)?;
-            w.u32(deny)
-        })
-    }
-
-    pub fn close(self, stateid: &[u8; 16]) -> Ops {
-        self.op(|w| {
-            w.u32(OP_CLOSE)?;
-            w.u32(0)?;
-            w.opaque_fixed(stateid)
-        })
-    }
-
-    /// LOCK by a new lock owner (open_to_lock_owner4) for the open `open_sid`.
-    pub fn lock_new(
-        self,
-        kind: u32,
-        offset: u64,
-        length: u64,
-        open_sid: &[u8; 16],
-        clientid: u64,
-        owner: &[u8],
-    ) -> Ops {
-        self.lock_with(kind, false, offset, length, |w| {
-            w.bool(true)?;
-            w.u32(0)?;
-            w.opaque_fixed(open_sid)?;
-            w.u32(0)?;
-            w.u64(clientid)?;
-            w.opaque_var(owner)
-        })
-    }
-
-    /// LOCK by a lock owner that has `lock_sid` (exist_lock_owner4).
-    pub fn lock_old(self, kind: u32, offset: u64, length: u64, lock_sid: &[u8; 16]) -> Ops {
-        self.lock_with(kind, false, offset, length, |w| {
-            w.bool(false)?;
-            w.opaque_fixed(lock_sid)?;
-            w.u32(0)
-        })
-    }
-
-    /// LOCK with reclaim = true by a new lock owner (RFC 8881 §18.10.3).
-    pub fn lock_reclaim(
-        self,
-        offset: u64,
-        length: u64,
-        open_sid: &[u8; 16],
-        clientid: u64,
-        owner: &[u8],
-    ) -> Ops {
-        self.lock_with(WRITE_LT, true, offset, length, |w| {
-            w.bool(true)?;
-            w.u32(0)?;
-            w.opaque_fixed(open_sid)?;
-            w.u32(0)?;
-            w.u64(clientid)?;
-            w.opaque_var(owner)
-        })
-    }
-
-    fn lock_with(
-        self,
-        kind: u32,
-        reclaim: bool,
-        offset: u64,
-        length: u64,
-        locker: impl FnOnce(&mut XdrWriter) -> XdrResult<()>,
-    ) -> Ops {
-        self.op(|w| {
-            w.u32(OP_LOCK)?;
-            w.u32(kind)?;
-            w.bool(reclaim)?;
-            w.u64(offset)?;
-            w.u64(length)?;
-            locker(w)
-        })
-    }
-
-    pub fn lockt(self, kind: u32, offset: u64, length: u64, clientid: u64, owner: &[u8]) -> Ops {
-        self.op(|w| {
-            w.u32(OP_LOCKT)?;
-            w.u32(kind)?;
-            w.u64(offset)?;
-            w.u64(length)?;
-            w.u64(clientid)?;
-            w.opaque_var(owner)
-        })
-    }
-
-    pub fn locku(self, kind: u32, lock_sid: &[u8; 16], offset: u64, length: u64) -> Ops {
-        self.op(|w| {
-            w.u32(OP_LOCKU)?;
-            w.u32(kind)?;
-            w.u32(0)?;
-            w.opaque_fixed(lock_sid)?;
-            w.u64(offset)?;
-            w.u64(length)
-        })
-    }
-
-    pub fn release_lockowner(self, clientid: u64, owner: &[u8]) -> Ops {
-        self.op(|w| {
-            w.u32(OP_RELEASE_LOCKOWNER)?;
-            w.u64(clientid)?;
-            w.opaque_var(owner)
-        })
-    }
-
-    pub fn test_stateid(self, sids: &[[u8; 16]]) -> Ops {
-        self.op(|w| {
-            w.u32(OP_TEST_STATEID)?;
-            w.u32(sids.len() as u32)?;
-            for s in sids {
-                w.opaque_fixed(s)?;
-            }
-            Ok(())
-        })
-    }
-
-    pub fn free_stateid(self, sid: &[u8; 16]) -> Ops {
-        self.op(|w| {
-            w.u32(OP_FREE_STATEID)?;
-            w.opaque_fixed(sid)
-        })
-    }
-
-    /// WRITE FILE_SYNC4.
-    pub fn write(self, stateid: &[u8; 16], offset: u64, data: &[u8]) -> Ops {
-        self.op(|w| {
-            w.u32(OP_WRITE)?;
-            w.opaque_fixed(stateid)?;
-            w.u64(offset)?;
-            w.u32(2)?;
-            w.opaque_var(data)
-        })
-    }
-
-    pub fn lookup(self, name: &[u8]) -> Ops {
-        self.op(|w| {
-            w.u32(OP_LOOKUP)?;
-            w.opaque_var(name)
-        })
-    }
-
-    /// CREATE of a directory (NF4DIR) or, with `target`, a symlink (NF4LNK).
-    pub fn create_obj(self, name: &[u8], target: Option<&[u8]>) -> Ops {
-        self.op(|w| {
-            w.u32(OP_CREATE)?;
-            match target {
-                Some(t) => {
-                    w.u32(5)?;
-                    w.opaque_var(t)?;
-                }
-                None => w.u32(2)?,
-            }
-            w.opaque_var(name)?;
-            w.u32(0)?;
-            w.u32(0)
-        })
-    }
-}
-
-impl Res {
-    /// The whole COMPOUND4res as received: the bytes a replay must repeat.
-    pub fn whole(&self) -> Vec<u8> {
-        self.raw.clone()
-    }
-}
-
-/// A reader after the COMPOUND's first result, a SEQUENCE that must have succeeded.
-pub fn after_seq(res: &Res) -> XdrReader<'_> {
-    let mut r = res.reader();
-    assert_eq!(expect_op(&mut r, OP_SEQUENCE), NFS4_OK, "SEQUENCE");
-    skip_sequence_ok(&mut r);
-    r
-}
-
-/// The fore channel a CREATE_SESSION granted (channel_attrs4, RFC 8881 §18.36.2).
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Fore {
-    pub max_request: u32,
-    pub max_response: u32,
-    pub max_cached: u32,
-    pub max_ops: u32,
-    pub slots: u32,
-}
-
-/// CREATE_SESSION4resok after the status: (session id, sequence id, flags, fore).
-pub fn read_create_session(r: &mut XdrReader) -> ([u8; 16], u32, u32, Fore) {
-    let mut sid = [0u8; 16];
-    sid.copy_from_slice(r.opaque_fixed(16).unwrap());
-    let seq = r.u32().unwrap();
-    let flags = r.u32().unwrap();
-    r.u32().unwrap(); // ca_headerpadsize
-    let fore = Fore {
-        max_request: r.u32().unwrap(),
-        max_response: r.u32().unwrap(),
-        max_cached: r.u32().unwrap(),
-        max_ops: r.u32().unwrap(),
-        slots: r.u32().unwrap(),
-    };
-    (sid, seq, flags, fore)
-}
-
-/// A stateid result (OPEN_DOWNGRADE, CLOSE, LOCKU, LOCK OK): the stateid.
-pub fn read_stateid(r: &mut XdrReader) -> [u8; 16] {
-    let mut s = [0u8; 16];
-    s.copy_from_slice(r.opaque_fixed(16).unwrap());
-    s
-}
-
-/// LOCK4denied (RFC 8881 §18.10.2): offset, length, type, owner's clientid and name.
-#[derive(Debug, PartialEq, Eq)]
-pub struct Denied {
-    pub offset: u64,
-    pub length: u64,
-    pub kind: u32,
-    pub clientid: u64,
-    pub owner: Vec<u8>,
-}
-
-pub fn read_denied(r: &mut XdrReader) -> Denied {
-    Denied {
-        offset: r.u64().unwrap(),
-        length: r.u64().unwrap(),
-        kind: r.u32().unwrap(),
-        clientid: r.u64().unwrap(),
-        owner: r.opaque_var(1024).unwrap().to_vec(),
-    }
-}
 
 /// An NFSv4.1 client on one TCP connection that is also its back channel (RFC 8881
 /// §2.10.3.1): CB_NULL calls arriving while it waits are answered at once, other
@@ -1052,9 +490,9 @@ impl Tcp41 {
 
     fn send_record(&mut self, body: &[u8]) {
         use std::io::Write;
-        let mut rec = (0x8000_0000u32 | body.len() as u32).to_be_bytes().to_vec();
-        rec.extend_from_slice(body);
-        self.s.write_all(&rec).unwrap();
+        self.s
+            .write_all(&rpccall::record(body).expect("one fragment"))
+            .unwrap();
     }
 
     fn read_record(&mut self) -> std::io::Result<Vec<u8>> {
@@ -1091,10 +529,9 @@ impl Tcp41 {
 
     /// Sends COMPOUND `args` with `xid`; the RPC reply's results (COMPOUND4res).
     pub fn call_xid(&mut self, xid: u32, args: &[u8]) -> Vec<u8> {
-        let cred = Cred::Sys(AuthSys::new(self.uid, self.uid, &[]));
-        let mut b = enc(|w| rpc::write_call(w, xid, 100003, 4, 1, &cred));
-        b.extend_from_slice(args);
-        self.send_record(&b);
+        let cred = rpccall::sys(self.uid);
+        let call = rpccall::call(xid, NFS_PROGRAM, NFS_V4, NFSPROC4_COMPOUND, &cred, args);
+        self.send_record(&call);
         loop {
             let rec = self.read_record().expect("a COMPOUND reply");
             if self.take_callback(&rec) {
@@ -1110,7 +547,7 @@ impl Tcp41 {
     pub fn compound(&mut self, ops: &Ops) -> Res {
         self.xid += 1;
         let xid = self.xid;
-        Res::parse(&self.call_xid(xid, &ops.args()))
+        parse_res(&self.call_xid(xid, &ops.args()))
     }
 
     /// SEQUENCE (slot 0, the next sequence id) followed by what `f` adds.
@@ -1131,7 +568,7 @@ impl Tcp41 {
 
     /// EXCHANGE_ID (verifier `verf`): (clientid, sequence id for CREATE_SESSION, flags).
     pub fn exchange_id(&mut self, owner: &[u8], verf: [u8; 8]) -> (u64, u32, u32) {
-        let res = self.compound(&Ops::new().exchange_id_v(owner, verf));
+        let res = self.compound(&Ops::new().exchange_id(verf, owner));
         assert_eq!(res.status, NFS4_OK, "EXCHANGE_ID");
         let mut r = res.reader();
         expect_op(&mut r, OP_EXCHANGE_ID);

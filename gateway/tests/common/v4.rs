@@ -1,22 +1,21 @@
-//! NFSv4.1 encodings for the in-process tests: COMPOUND calls, EXCHANGE_ID +
-//! CREATE_SESSION + SEQUENCE, a session over a raw RPC-over-RDMA connection (with any
-//! chunk lists), and NFSv3-over-TCP setup of files and symlinks.
+//! NFSv4.1 for the in-process tests, on nfs-wire's encoder: COMPOUND calls of
+//! pre-encoded operations, EXCHANGE_ID + CREATE_SESSION + SEQUENCE, a session over a
+//! raw RPC-over-RDMA connection (with any chunk lists), and NFSv3-over-TCP setup of
+//! files and symlinks.
 
 use super::*;
 use engine::rpcrdma::wire::{ReadSegment, Segment};
 
-pub const OP_CREATE: u32 = 6;
-pub const OP_GETATTR: u32 = 9;
-pub const OP_LOOKUP: u32 = 15;
-pub const OP_PUTFH: u32 = 22;
-pub const OP_READ: u32 = 25;
-pub const OP_READLINK: u32 = 27;
-pub const OP_WRITE: u32 = 38;
-pub const OP_EXCHANGE_ID: u32 = 42;
-pub const OP_CREATE_SESSION: u32 = 43;
-pub const OP_SEQUENCE: u32 = 53;
+use nfs_wire::nfs3::{
+    FILE_SYNC, NFSPROC3_CREATE, NFSPROC3_LOOKUP, NFSPROC3_READ, NFSPROC3_READLINK,
+    NFSPROC3_SYMLINK, NFSPROC3_WRITE,
+};
+#[allow(unused_imports)]
+pub use nfs_wire::nfs4::*;
+use nfs_wire::v4call::{Channel, Ops};
+use nfs_wire::{mount3, rpccall, v3call, v3more};
 
-/// XDR-encodes with a writer.
+/// XDR-encodes with a writer (a test's own arguments).
 pub fn enc(f: impl FnOnce(&mut XdrWriter)) -> Vec<u8> {
     let mut b = vec![0u8; 16384];
     let mut w = XdrWriter::new(&mut b);
@@ -28,79 +27,53 @@ pub fn enc(f: impl FnOnce(&mut XdrWriter)) -> Vec<u8> {
 
 /// An RPC call of `prog`/`vers`/`proc_` with `args`.
 pub fn rpc_call_v(xid: u32, prog: u32, vers: u32, proc_: u32, args: &[u8]) -> Vec<u8> {
-    let mut b = vec![0u8; 512];
-    let mut w = XdrWriter::new(&mut b);
-    rpc::write_call(&mut w, xid, prog, vers, proc_, &cred()).unwrap();
-    let n = w.position();
-    b.truncate(n);
-    b.extend_from_slice(args);
-    b
+    rpccall::call(xid, prog, vers, proc_, &cred(), args)
 }
 
 /// A COMPOUND call (minor 1, empty tag) of `nops` encoded operations.
 pub fn compound_call(xid: u32, nops: u32, ops: &[u8]) -> Vec<u8> {
-    let mut a = enc(|w| {
-        w.opaque_var(b"").unwrap();
-        w.u32(1).unwrap();
-        w.u32(nops).unwrap();
-    });
-    a.extend_from_slice(ops);
-    rpc_call_v(xid, NFS, 4, 1, &a)
+    nfs_wire::v4call::compound_call(xid, &cred(), &Ops::new().encoded(nops, ops))
 }
 
 pub fn exchange_id_op(owner: &[u8]) -> Vec<u8> {
-    enc(|w| {
-        w.u32(OP_EXCHANGE_ID).unwrap();
-        w.opaque_fixed(&[1; 8]).unwrap();
-        w.opaque_var(owner).unwrap();
-        w.u32(0).unwrap();
-        w.u32(0).unwrap();
-        w.u32(0).unwrap();
-    })
+    Ops::new().exchange_id([1; 8], owner).bytes().to_vec()
 }
 
+/// CREATE_SESSION: 4 fore slots of 1 MiB, a 2-slot back channel, no callback
+/// security parameters (so no CB_NULL probe interleaves with the test's replies).
 pub fn create_session_op(clientid: u64, seq: u32) -> Vec<u8> {
-    enc(|w| {
-        w.u32(OP_CREATE_SESSION).unwrap();
-        w.u64(clientid).unwrap();
-        w.u32(seq).unwrap();
-        w.u32(0).unwrap();
-        for v in [0, 1 << 20, 1 << 20, 4096, 16, 4, 0] {
-            w.u32(v).unwrap();
-        }
-        for v in [0, 4096, 4096, 0, 2, 2, 0] {
-            w.u32(v).unwrap();
-        }
-        w.u32(0x4000_0000).unwrap();
-        w.u32(0).unwrap();
-    })
+    let fore = Channel {
+        headerpad: 0,
+        max_request: 1 << 20,
+        max_response: 1 << 20,
+        max_response_cached: 4096,
+        max_ops: 16,
+        max_requests: 4,
+    };
+    let back = Channel {
+        headerpad: 0,
+        max_request: 4096,
+        max_response: 4096,
+        max_response_cached: 0,
+        max_ops: 2,
+        max_requests: 2,
+    };
+    let o = Ops::new().create_session(clientid, seq, 0, &fore, &back, 0);
+    o.bytes().to_vec()
 }
 
 pub fn sequence_op(sid: &[u8], seqid: u32) -> Vec<u8> {
-    enc(|w| {
-        w.u32(OP_SEQUENCE).unwrap();
-        w.opaque_fixed(sid).unwrap();
-        for v in [seqid, 0, 0, 0] {
-            w.u32(v).unwrap();
-        }
-    })
+    let sid: [u8; 16] = sid.try_into().expect("a 16-byte session id");
+    Ops::new().sequence(sid, seqid).bytes().to_vec()
 }
 
 pub fn putfh_op(fh: &[u8]) -> Vec<u8> {
-    enc(|w| {
-        w.u32(OP_PUTFH).unwrap();
-        w.opaque_var(fh).unwrap();
-    })
+    Ops::new().putfh(fh).bytes().to_vec()
 }
 
 /// READ with the anonymous stateid.
 pub fn read_op(offset: u64, count: u32) -> Vec<u8> {
-    enc(|w| {
-        w.u32(OP_READ).unwrap();
-        w.opaque_fixed(&[0; 16]).unwrap();
-        w.u64(offset).unwrap();
-        w.u32(count).unwrap();
-    })
+    Ops::new().read(&[0; 16], offset, count).bytes().to_vec()
 }
 
 /// A decoded RPC-over-RDMA reply: header, echoed chunk lists, the RPC reply (from
@@ -271,7 +244,7 @@ impl V4 {
 
 /// NFSv3 over TCP: a call that must succeed; the procedure results.
 pub fn v3_tcp(s: &mut TcpStream, xid: u32, prog: u32, proc_: u32, args: &[u8]) -> Vec<u8> {
-    let reply = tcp_call(s, &rpc_call_v(xid, prog, 3, proc_, args)).unwrap();
+    let reply = tcp_call(s, &v3more::call(xid, prog, proc_, &cred(), args)).unwrap();
     let (rx, st, at) = rpc::decode_reply(&reply).unwrap();
     assert_eq!(rx, xid);
     assert_eq!(st, rpc::ReplyStatus::Accepted(rpc::Accept::Success));
@@ -280,108 +253,39 @@ pub fn v3_tcp(s: &mut TcpStream, xid: u32, prog: u32, proc_: u32, args: &[u8]) -
 
 /// MNT "/" over TCP: the root handle.
 pub fn v3_mount(s: &mut TcpStream) -> Vec<u8> {
-    let rep = v3_tcp(s, 1, MOUNT, 1, &enc(|w| w.string(b"/").unwrap()));
-    let mut r = XdrReader::new(&rep);
-    assert_eq!(r.u32().unwrap(), 0);
-    r.opaque_var(64).unwrap().to_vec()
-}
-
-/// sattr3 setting nothing.
-fn no_sattr(w: &mut XdrWriter) {
-    for _ in 0..4 {
-        w.bool(false).unwrap();
-    }
-    w.u32(0).unwrap();
-    w.u32(0).unwrap();
-}
-
-/// A post_op_fh3 / handle after a status and optional handle arm.
-fn created_fh(rep: &[u8], what: &str) -> Vec<u8> {
-    let mut r = XdrReader::new(rep);
-    assert_eq!(r.u32().unwrap(), 0, "{what} ok");
-    assert!(r.bool().unwrap());
-    r.opaque_var(64).unwrap().to_vec()
+    let rep = v3_tcp(s, 1, MOUNT, mount3::MOUNTPROC3_MNT, &v3more::mnt_args(b"/"));
+    v3call::parse_mount(&rep).expect("MNT")
 }
 
 /// CREATE `name` in `dir` and WRITE `data` (FILE_SYNC); its handle.
 pub fn v3_file(s: &mut TcpStream, dir: &[u8], name: &[u8], data: &[u8]) -> Vec<u8> {
-    let rep = v3_tcp(
-        s,
-        2,
-        NFS,
-        8,
-        &enc(|w| {
-            w.opaque_var(dir).unwrap();
-            w.string(name).unwrap();
-            w.u32(0).unwrap();
-            no_sattr(w);
-        }),
-    );
-    let fh = created_fh(&rep, "CREATE");
+    let args = v3more::create_args(dir, name);
+    let fh = v3call::parse_create(&v3_tcp(s, 2, NFS, NFSPROC3_CREATE, &args)).expect("CREATE");
     for (i, part) in data.chunks(32768).enumerate() {
-        let rep = v3_tcp(
-            s,
-            3 + i as u32,
-            NFS,
-            7,
-            &enc(|w| {
-                w.opaque_var(&fh).unwrap();
-                w.u64(i as u64 * 32768).unwrap();
-                w.u32(part.len() as u32).unwrap();
-                w.u32(2).unwrap();
-                w.opaque_var(part).unwrap();
-            }),
-        );
-        assert_eq!(XdrReader::new(&rep).u32().unwrap(), 0, "WRITE ok");
+        let args = v3more::write_args(&fh, i as u64 * 32768, FILE_SYNC, part);
+        let rep = v3_tcp(s, 3 + i as u32, NFS, NFSPROC3_WRITE, &args);
+        assert_eq!(v3call::status(&rep), 0, "WRITE ok");
     }
     fh
 }
 
-/// SYMLINK `name` → `target` in `dir`; its handle.
+/// SYMLINK `name` → `target` in `dir`; its handle (SYMLINK3resok has CREATE3resok's
+/// shape, RFC 1813 §3.3.10).
 pub fn v3_symlink(s: &mut TcpStream, dir: &[u8], name: &[u8], target: &[u8]) -> Vec<u8> {
-    let rep = v3_tcp(
-        s,
-        40,
-        NFS,
-        10,
-        &enc(|w| {
-            w.opaque_var(dir).unwrap();
-            w.string(name).unwrap();
-            no_sattr(w);
-            w.string(target).unwrap();
-        }),
-    );
-    created_fh(&rep, "SYMLINK")
+    let args = v3more::symlink_args(dir, name, target);
+    v3call::parse_create(&v3_tcp(s, 40, NFS, NFSPROC3_SYMLINK, &args)).expect("SYMLINK")
 }
 
 /// LOOKUP `name` in `dir`: its handle, or `None` (an NFS error).
 pub fn v3_lookup(s: &mut TcpStream, dir: &[u8], name: &[u8]) -> Option<Vec<u8>> {
-    let rep = v3_tcp(
-        s,
-        41,
-        NFS,
-        3,
-        &enc(|w| {
-            w.opaque_var(dir).unwrap();
-            w.string(name).unwrap();
-        }),
-    );
-    let mut r = XdrReader::new(&rep);
-    if r.u32().unwrap() != 0 {
-        return None;
-    }
-    Some(r.opaque_var(64).unwrap().to_vec())
+    let rep = v3_tcp(s, 41, NFS, NFSPROC3_LOOKUP, &v3more::dirop_args(dir, name));
+    v3call::parse_lookup(&rep).ok().flatten()
 }
 
 /// READLINK over TCP: the target.
 pub fn v3_readlink(s: &mut TcpStream, fh: &[u8]) -> Vec<u8> {
-    let rep = v3_tcp(s, 42, NFS, 5, &enc(|w| w.opaque_var(fh).unwrap()));
-    let mut r = XdrReader::new(&rep);
-    assert_eq!(r.u32().unwrap(), 0, "READLINK ok");
-    if r.bool().unwrap() {
-        r.skip(84).unwrap();
-    }
-    r.opaque_var(4096).unwrap().to_vec()
+    let rep = v3_tcp(s, 42, NFS, NFSPROC3_READLINK, &v3more::fh_args(fh));
+    v3more::parse_readlink(&rep).expect("READLINK ok")
 }
 
 /// READ over TCP: the data.
@@ -390,19 +294,8 @@ pub fn v3_read(s: &mut TcpStream, fh: &[u8], offset: u64, count: u32) -> Vec<u8>
         s,
         43,
         NFS,
-        6,
-        &enc(|w| {
-            w.opaque_var(fh).unwrap();
-            w.u64(offset).unwrap();
-            w.u32(count).unwrap();
-        }),
+        NFSPROC3_READ,
+        &v3more::read_args(fh, offset, count),
     );
-    let mut r = XdrReader::new(&rep);
-    assert_eq!(r.u32().unwrap(), 0, "READ ok");
-    if r.bool().unwrap() {
-        r.skip(84).unwrap();
-    }
-    r.u32().unwrap();
-    r.bool().unwrap();
-    r.opaque_var(1 << 20).unwrap().to_vec()
+    v3call::parse_read(&rep).expect("READ ok").to_vec()
 }

@@ -19,7 +19,7 @@ fn reclaim_open(c: &mut Tcp41, fh: &[u8]) -> Result<[u8; 16], u32> {
             ACCESS_BOTH,
             DENY_NONE,
             How::NoCreate,
-            Claim::Previous,
+            Claim::Previous(OPEN_DELEGATE_NONE),
         )
     });
     let (st, mut r) = third(&res, OP_OPEN);

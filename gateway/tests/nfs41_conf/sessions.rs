@@ -7,7 +7,7 @@ use crate::Gw41;
 
 /// EXCHANGE_ID's first result: (status, clientid, sequence id, flags).
 fn eid(c: &mut Tcp41, owner: &[u8], verf: u8) -> (u32, u64, u32, u32) {
-    let res = c.compound(&Ops::new().exchange_id_v(owner, [verf; 8]));
+    let res = c.compound(&Ops::new().exchange_id([verf; 8], owner));
     let mut r = res.reader();
     let st = expect_op(&mut r, OP_EXCHANGE_ID);
     if st != NFS4_OK {
@@ -25,7 +25,7 @@ fn cs(c: &mut Tcp41, clientid: u64, seq: u32) -> (u32, Vec<u8>, [u8; 16]) {
     if st == NFS4_OK {
         sid = read_create_session(&mut r).0;
     }
-    (st, res.whole(), sid)
+    (st, res.whole().to_vec(), sid)
 }
 
 /// The status of a lone SEQUENCE on `sid`.
@@ -119,7 +119,7 @@ fn create_session_replay_and_solo_operations() {
     let mut r = res.reader();
     assert_eq!(expect_op(&mut r, OP_PUTROOTFH), NFS4ERR_OP_NOT_IN_SESSION);
     assert_eq!(r.remaining(), 0, "no result after the failed one");
-    let res = c.compound(&Ops::new().exchange_id_v(b"conf-cs", [1; 8]).putrootfh());
+    let res = c.compound(&Ops::new().exchange_id([1; 8], b"conf-cs").putrootfh());
     assert_eq!(res.status, NFS4ERR_NOT_ONLY_OP);
 }
 

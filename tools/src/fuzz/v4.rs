@@ -13,14 +13,13 @@ use super::rng::Rng;
 use super::values::{self as v, u32v, u64v};
 use super::wire::Enc;
 
-pub const OP_SEQUENCE: u32 = 53;
-pub const OP_ILLEGAL: u32 = 10044;
-pub const OP_EXCHANGE_ID: u32 = 42;
-pub const OP_CREATE_SESSION: u32 = 43;
-pub const OP_RECLAIM_COMPLETE: u32 = 58;
-pub const OP_PUTROOTFH: u32 = 24;
-pub const OP_LOOKUP: u32 = 15;
-pub const OP_GETFH: u32 = 10;
+use nfs_wire::nfs4::NFS4_CALLBACK;
+pub use nfs_wire::nfs4::{
+    OP_CREATE_SESSION, OP_EXCHANGE_ID, OP_GETFH, OP_ILLEGAL, OP_LOOKUP, OP_PUTROOTFH,
+    OP_RECLAIM_COMPLETE, OP_RESTOREFH, OP_SAVEFH, OP_SEQUENCE,
+};
+use nfs_wire::nfs4args::{EXCHGID4_FLAG_CONFIRMED_R, EXCHGID4_FLAG_UPD_CONFIRMED_REC_A};
+use nfs_wire::v4call::Ops;
 
 /// Operation names by number (3-58), for labels.
 pub const OP_NAMES: [&str; 59] = [
@@ -241,7 +240,7 @@ impl V4Gen {
         e.u64(verf).var(&owner);
         let flags = match r.below(8) {
             0 => r.u32(),
-            1 => 0x8000_0000 | 0x4000_0000,
+            1 => EXCHGID4_FLAG_CONFIRMED_R | EXCHGID4_FLAG_UPD_CONFIRMED_REC_A,
             _ => 0x1 | 0x2 | 0x10000,
         };
         e.u32(flags).u32(0); // SP4_NONE
@@ -289,7 +288,7 @@ impl V4Gen {
                 e.u32(0).u32(req).u32(resp).u32(8192).u32(ops).u32(n).u32(0);
             }
         }
-        e.u32(0x4000_0000); // cb_program
+        e.u32(NFS4_CALLBACK); // cb_program
         match if hostile { r.below(4) } else { 1 } {
             0 => {
                 e.u32(0);
@@ -310,33 +309,31 @@ impl V4Gen {
     /// SEQUENCE + RECLAIM_COMPLETE (RFC 8881 §18.51), then PUTROOTFH, LOOKUP of the
     /// work area, GETFH, SAVEFH and LOOKUP+GETFH of each of `names` (RESTOREFH between).
     pub fn setup_lookups(&mut self, s: &Session, names: &[&[u8]]) -> Compound {
-        let mut e = Enc::default();
-        let mut ops = vec![OP_SEQUENCE];
         let slot = 0;
         let seqid = s.slots[slot];
-        e.u32(OP_SEQUENCE)
-            .fixed(&s.sessionid)
-            .u32(seqid)
-            .u32(0)
-            .u32(0)
-            .u32(0);
-        e.u32(OP_RECLAIM_COMPLETE).u32(0);
-        e.u32(OP_PUTROOTFH).u32(OP_GETFH);
-        ops.extend([OP_RECLAIM_COMPLETE, OP_PUTROOTFH, OP_GETFH]);
-        e.u32(OP_LOOKUP).var(&self.work).u32(OP_GETFH).u32(32);
-        ops.extend([OP_LOOKUP, OP_GETFH, 32]);
+        let mut o = Ops::new()
+            .sequence(s.sessionid, seqid)
+            .reclaim_complete()
+            .putrootfh()
+            .getfh()
+            .lookup(&self.work)
+            .getfh()
+            .savefh();
+        let mut ops = vec![OP_SEQUENCE, OP_RECLAIM_COMPLETE, OP_PUTROOTFH, OP_GETFH];
+        ops.extend([OP_LOOKUP, OP_GETFH, OP_SAVEFH]);
         for n in names {
-            e.u32(OP_LOOKUP).var(n).u32(OP_GETFH).u32(31);
-            ops.extend([OP_LOOKUP, OP_GETFH, 31]);
+            o = o.lookup(n).getfh().restorefh();
+            ops.extend([OP_LOOKUP, OP_GETFH, OP_RESTOREFH]);
         }
-        wrap(
-            Vec::new(),
-            1,
-            ops.len() as u32,
+        Compound {
+            args: o.args(),
+            claimed: o.n,
             ops,
-            e.0,
-            Some((slot, seqid)),
-        )
+            tag: Vec::new(),
+            minor: 1,
+            seq: Some((slot, seqid)),
+            limits: Vec::new(),
+        }
     }
 
     /// A fuzz COMPOUND on session `s` (None: no session yet).
@@ -806,7 +803,7 @@ impl V4Gen {
             }
             35 => {
                 let r = &mut self.rng;
-                e.u64(r.next_u64()).var(b"fuzz-v40").u32(0x4000_0000);
+                e.u64(r.next_u64()).var(b"fuzz-v40").u32(NFS4_CALLBACK);
                 e.var(b"tcp").var(b"127.0.0.1.8.1").u32(1);
             }
             36 => {

@@ -1,16 +1,17 @@
-//! The wire pieces the fuzzer needs, written small on purpose so it can also write
-//! what a correct encoder never would: XDR encoding (RFC 4506), ONC RPC call headers
-//! (RFC 5531) with AUTH_NONE/AUTH_SYS credentials, TCP record marking (RFC 5531 §11)
-//! and reading replies back with a deadline.
+//! The wire pieces the fuzzer needs: a growable XDR encoder (RFC 4506) small on
+//! purpose so it can also write what a correct encoder never would, ONC RPC call
+//! records (RFC 5531, AUTH_NONE/AUTH_SYS, record marking §11) from nfs-wire's call
+//! encoder, and reading replies back with a deadline.
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
+use nfs_wire::rpccall::{self, Auth, AuthSysBody};
 pub use nfs_wire::{MOUNT_PROGRAM as MOUNT_PROG, NFS_PROGRAM as NFS_PROG};
 
-/// Last-fragment bit of a record mark.
-pub const LAST_FRAG: u32 = 0x8000_0000;
+/// Last-fragment bit of a record mark (RFC 5531 §11).
+pub use nfs_wire::rpccall::LAST_FRAG;
 /// Largest reply record the fuzzer accepts (a 1 MiB READ plus headers, with room).
 pub const MAX_REPLY: usize = 4 << 20;
 
@@ -67,30 +68,28 @@ impl Cred {
         }
     }
 
-    fn put(&self, e: &mut Enc) {
+    /// As nfs-wire's call encoder takes it (any name length and group count).
+    fn auth(&self) -> Auth<'_> {
         match self {
-            Cred::None => {
-                e.u32(0).u32(0);
-            }
+            Cred::None => Auth::None,
             Cred::Sys {
                 machine,
                 uid,
                 gid,
                 gids,
-            } => {
-                let mut body = Enc::default();
-                body.u32(0x5eed).var(machine).u32(*uid).u32(*gid);
-                body.u32(gids.len() as u32);
-                for g in gids {
-                    body.u32(*g);
-                }
-                e.u32(1).var(&body.0);
-            }
+            } => Auth::Sys(AuthSysBody {
+                stamp: 0x5eed,
+                machine,
+                uid: *uid,
+                gid: *gid,
+                gids,
+            }),
         }
     }
 }
 
-/// A whole record: record mark (one last fragment) + call header + `args`.
+/// A whole record: record mark (one last fragment) + call header + `args`, written
+/// by nfs-wire's call encoder (`nfs_wire::rpccall`).
 pub fn call_record(
     xid: u32,
     prog: u32,
@@ -99,15 +98,9 @@ pub fn call_record(
     cred: &Cred,
     args: &[u8],
 ) -> Vec<u8> {
-    let mut e = Enc::default();
-    e.u32(0); // record mark, patched below
-    e.u32(xid).u32(0).u32(2).u32(prog).u32(vers).u32(proc_);
-    cred.put(&mut e);
-    e.u32(0).u32(0); // verifier: AUTH_NONE
-    e.0.extend_from_slice(args);
-    let len = (e.0.len() - 4) as u32;
-    e.0[..4].copy_from_slice(&(len | LAST_FRAG).to_be_bytes());
-    e.0
+    let call = rpccall::call_with(xid, prog, vers, proc_, &cred.auth(), args)
+        .expect("a fuzz call encodes");
+    rpccall::record(&call).expect("a fuzz call fits one fragment")
 }
 
 /// How a read of one reply ended.

@@ -1,0 +1,93 @@
+//! The client's side of the NFSv4.1 callback program (RFC 8881 §19–§20): reading a
+//! CB_NULL or a CB_COMPOUND of CB_SEQUENCE + CB_RECALL the server calls, and writing
+//! the REPLY a callback service gives (CB_SEQUENCE OK echoing the session and
+//! sequence id, CB_RECALL OK).
+
+use crate::nfs4::*;
+use crate::nfs4args::NFS4_OK;
+use crate::rpccall;
+use engine::rpc::{self, Accept};
+use engine::xdr::{XdrReader, XdrResult};
+
+/// Longest callback tag accepted.
+const MAX_TAG: usize = 1024;
+
+/// A CB_COMPOUND as the client sees it: CB_SEQUENCE's session and sequence id, and
+/// CB_RECALL's stateid.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CbRecall {
+    pub session: [u8; 16],
+    pub seqid: u32,
+    pub stateid: [u8; 16],
+}
+
+/// What a callback record is: its xid and CB_NULL (`None`) or a CB_COMPOUND of
+/// CB_SEQUENCE + CB_RECALL. Anything else — another program, version, procedure,
+/// operation or a malformed body — is an `Err` saying what.
+pub fn decode_callback(rec: &[u8]) -> Result<(u32, Option<CbRecall>), String> {
+    let (h, at) = rpc::decode_call(rec).map_err(|e| format!("not an RPC CALL: {e:?}"))?;
+    if (h.prog, h.vers) != (NFS4_CALLBACK, NFS_CB) {
+        return Err(format!("program {} version {}", h.prog, h.vers));
+    }
+    match h.proc_ {
+        CB_NULL => Ok((h.xid, None)),
+        CB_COMPOUND => {
+            let recall = cb_recall(&mut XdrReader::new(&rec[at..]))
+                .map_err(|e| format!("CB_COMPOUND: {e}"))?;
+            recall
+                .map(|c| (h.xid, Some(c)))
+                .ok_or_else(|| "not CB_SEQUENCE + CB_RECALL".to_string())
+        }
+        p => Err(format!("procedure {p}")),
+    }
+}
+
+/// CB_COMPOUND4args (RFC 8881 §19.2.1) of minor version 1 with exactly CB_SEQUENCE
+/// (§20.9.1) and CB_RECALL (§20.2.1); `None` for any other shape.
+fn cb_recall(r: &mut XdrReader) -> XdrResult<Option<CbRecall>> {
+    r.opaque_var(MAX_TAG)?;
+    let minor = r.u32()?;
+    r.u32()?; // callback_ident
+    if minor != 1 || r.u32()? != 2 || r.u32()? != OP_CB_SEQUENCE {
+        return Ok(None);
+    }
+    let mut session = [0u8; 16];
+    session.copy_from_slice(r.opaque_fixed(16)?);
+    let seqid = r.u32()?;
+    r.skip(12)?; // slotid, highest_slotid, cachethis
+    if r.u32()? != 0 || r.u32()? != OP_CB_RECALL {
+        return Ok(None); // referring call lists are not expected here
+    }
+    let mut stateid = [0u8; 16];
+    stateid.copy_from_slice(r.opaque_fixed(16)?);
+    Ok(Some(CbRecall {
+        session,
+        seqid,
+        stateid,
+    }))
+}
+
+/// The REPLY to a callback: accepted SUCCESS, then for a CB_COMPOUND the results
+/// CB_SEQUENCE OK (echoing session and sequence id; slot 0, highest slot 0, target 0)
+/// and CB_RECALL OK.
+pub fn callback_reply(xid: u32, recall: Option<&CbRecall>) -> Vec<u8> {
+    rpccall::encode(256, |w| {
+        rpc::write_accepted(w, xid, Accept::Success)?;
+        if let Some(c) = recall {
+            w.u32(NFS4_OK)?;
+            w.opaque_var(b"")?;
+            w.u32(2)?;
+            w.u32(OP_CB_SEQUENCE)?;
+            w.u32(NFS4_OK)?;
+            w.opaque_fixed(&c.session)?;
+            w.u32(c.seqid)?;
+            w.u32(0)?;
+            w.u32(0)?;
+            w.u32(0)?;
+            w.u32(OP_CB_RECALL)?;
+            w.u32(NFS4_OK)?;
+        }
+        Ok(())
+    })
+    .expect("a callback reply fits its buffer")
+}
