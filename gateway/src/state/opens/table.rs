@@ -638,12 +638,11 @@ impl Table {
     }
 
     pub(super) fn test_stateid(&self, clientid: u64, sid: &Stateid) -> Checked {
-        let r = match Kind::of(&sid.other) {
+        match Kind::of(&sid.other) {
             Some(Kind::Open) => self.open_of(clientid, sid, None).map(|_| ()),
             Some(Kind::Lock) => self.lock_of(clientid, sid, None).map(|_| ()),
             _ => Err(StateError::BadStateid),
-        };
-        r
+        }
     }
 
     pub(super) fn free_stateid(&mut self, clientid: u64, sid: &Stateid) -> Checked {
