@@ -1,11 +1,22 @@
 //! The NFSv4.1 callback program on the back channel (RFC 8881 §20, §2.10.3.1):
 //! encoding CB_NULL and CB_COMPOUND(CB_SEQUENCE, CB_RECALL) calls and decoding their
-//! replies. Pure codec: no state, no I/O. The recall state machine that uses it is in
-//! `crate::state::recall`; `probe` is the entry point the session layer calls.
+//! replies. A codec: no state, no I/O. The recall state machine that uses it is
+//! `crate::state::recall::RecallTable`, which decides what to send in state's terms
+//! (`state::backchannel`); `Wire` turns that into bytes and replies back, and
+//! `RecallDriver` is the table speaking through `Wire`. `probe` is the entry point the
+//! session layer calls.
 //!
 //! Callbacks carry AUTH_SYS (uid 0, gid 0, machine name "nfsgw"): the Linux client's
 //! callback service refuses AUTH_NULL for everything but CB_NULL.
 
+use super::status::{
+    NFS4ERR_BADHANDLE, NFS4ERR_BAD_STATEID, NFS4ERR_DELAY, NFS4ERR_RETRY_UNCACHED_REP,
+    NFS4ERR_SEQ_MISORDERED, NFS4_OK,
+};
+use crate::state::backchannel::{CallbackWire, RecallAnswer, RecallReply};
+pub use crate::state::backchannel::{CbCall, CbSec};
+use crate::state::delegations::Delegations;
+use crate::state::recall::{Outcall, RecallTable};
 use crate::state::stateid::Stateid;
 use crate::state::{BackChannelInfo, State};
 use engine::rpc::{self, Accept, AuthSys, Cred, ReplyStatus};
@@ -44,7 +55,7 @@ pub fn probe_sec(state: &State, clientid: u64, info: BackChannelInfo, sec: Optio
 
 /// `probe_sec` on the delegations table alone.
 pub fn probe_delegations(
-    dl: &crate::state::delegations::Delegations,
+    dl: &Delegations,
     clientid: u64,
     info: BackChannelInfo,
     sec: Option<CbSec>,
@@ -52,35 +63,19 @@ pub fn probe_delegations(
     dl.queue_probe(clientid, info, Some(sec));
 }
 
-/// The credential callbacks on a session carry (callback_sec_parms4, RFC 8881 §18.36).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum CbSec {
-    /// AUTH_NONE.
-    None,
-    /// AUTH_SYS with the client's authsys_parms (uid, gid, up to 16 groups; the
-    /// machine name sent is always "nfsgw").
-    Sys {
-        stamp: u32,
-        uid: u32,
-        gid: u32,
-        gids: Vec<u32>,
-    },
-}
-
-impl CbSec {
-    fn cred(&self) -> Cred {
-        match self {
-            CbSec::None => Cred::None,
-            CbSec::Sys {
-                stamp,
-                uid,
-                gid,
-                gids,
-            } => {
-                let mut a = AuthSys::new(*uid, *gid, gids);
-                a.stamp = *stamp;
-                Cred::Sys(a)
-            }
+/// The RPC credential of a session's callback security.
+fn cred(sec: &CbSec) -> Cred {
+    match sec {
+        CbSec::None => Cred::None,
+        CbSec::Sys {
+            stamp,
+            uid,
+            gid,
+            gids,
+        } => {
+            let mut a = AuthSys::new(*uid, *gid, gids);
+            a.stamp = *stamp;
+            Cred::Sys(a)
         }
     }
 }
@@ -137,21 +132,6 @@ pub fn decode_sec_parms(r: &mut XdrReader) -> XdrResult<Option<CbSec>> {
     Ok(pick)
 }
 
-/// One callback to encode.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum CbCall<'a> {
-    /// CB_NULL (procedure 0): a probe.
-    Null,
-    /// CB_COMPOUND (procedure 1) with CB_SEQUENCE (slot 0) and CB_RECALL.
-    Recall {
-        session: [u8; 16],
-        /// The back-channel slot 0 sequence id for this call.
-        seqid: u32,
-        stateid: Stateid,
-        fh: &'a [u8],
-    },
-}
-
 /// The default callback credential: AUTH_SYS, root, machine name "nfsgw" (written
 /// by `engine::rpc::write_call`).
 fn root_cred() -> Cred {
@@ -169,9 +149,11 @@ pub fn encode(
     max: u32,
     sec: Option<&CbSec>,
 ) -> XdrResult<Vec<u8>> {
-    let cred = sec.map_or_else(root_cred, CbSec::cred);
+    let cred = sec.map_or_else(root_cred, cred);
     let mut buf = vec![0u8; (max as usize).min(64 * 1024)];
     let mut w = XdrWriter::new(&mut buf);
+    // CB_NULL is procedure 0; a recall is CB_COMPOUND (procedure 1) with CB_SEQUENCE
+    // (slot 0) and CB_RECALL.
     match call {
         CbCall::Null => rpc::write_call(&mut w, xid, cb_program, CB_VERSION, CB_NULL, &cred)?,
         CbCall::Recall {
@@ -306,6 +288,78 @@ pub fn decode_reply(record: &[u8], compound: bool) -> XdrResult<(u32, CbReply)> 
         }
     }
     Ok((xid, CbReply::Ok(Some(out))))
+}
+
+/// The NFSv4.1 back-channel codec the recall table speaks through.
+pub struct Wire;
+
+impl CallbackWire for Wire {
+    fn encode(
+        &self,
+        xid: u32,
+        cb_program: u32,
+        call: &CbCall,
+        max: u32,
+        sec: Option<&CbSec>,
+    ) -> Option<Vec<u8>> {
+        encode(xid, cb_program, call, max, sec).ok()
+    }
+
+    fn probe_ok(&self, record: &[u8]) -> bool {
+        matches!(decode_reply(record, false), Ok((_, CbReply::Ok(_))))
+    }
+
+    fn recall_reply(&self, record: &[u8]) -> RecallReply {
+        match decode_reply(record, true) {
+            Ok((_, CbReply::Ok(Some(c)))) => recall_reply(&c),
+            other => {
+                tracing::info!(?other, "CB_RECALL failed at the RPC level; retrying");
+                RecallReply::NoAnswer
+            }
+        }
+    }
+}
+
+/// A CB_COMPOUND reply to CB_SEQUENCE + CB_RECALL in the recall table's terms: one
+/// explicit table of the statuses it tells apart (RFC 8881 §20.9.3, §20.2.3).
+pub fn recall_reply(c: &CompoundReply) -> RecallReply {
+    let answer = match c.sequence {
+        Some((NFS4_OK, _)) => match c.recall {
+            Some(NFS4_OK) => RecallAnswer::Accepted,
+            Some(NFS4ERR_BAD_STATEID | NFS4ERR_BADHANDLE) => RecallAnswer::Unknown,
+            Some(NFS4ERR_DELAY) | None => RecallAnswer::Later,
+            Some(st) => RecallAnswer::Refused(st),
+        },
+        Some((NFS4ERR_RETRY_UNCACHED_REP, _)) => return RecallReply::SeqUncached,
+        Some((NFS4ERR_SEQ_MISORDERED, _)) => return RecallReply::SeqMisordered,
+        _ => return RecallReply::SeqFailed,
+    };
+    RecallReply::Sequenced(answer)
+}
+
+/// The recall table (`state::recall::RecallTable`) speaking NFSv4.1 through `Wire`:
+/// what the callback thread owns.
+#[derive(Default)]
+pub struct RecallDriver(RecallTable);
+
+impl RecallDriver {
+    /// `RecallTable::step` with this codec.
+    pub fn step(
+        &mut self,
+        dl: &Delegations,
+        lookup: &dyn Fn(u64) -> Option<BackChannelInfo>,
+        now: std::time::Instant,
+    ) -> Vec<Outcall> {
+        self.0.step(&Wire, dl, lookup, now)
+    }
+}
+
+impl std::ops::Deref for RecallDriver {
+    type Target = RecallTable;
+
+    fn deref(&self) -> &RecallTable {
+        &self.0
+    }
 }
 
 #[cfg(test)]
@@ -518,6 +572,41 @@ mod tests {
                 "{bad:?}"
             );
         }
+    }
+
+    /// The statuses of a recall reply, case by case, as the recall table sees them.
+    #[test]
+    fn recall_replies_map_to_what_the_table_does() {
+        let c = |sequence: Option<u32>, recall: Option<u32>| CompoundReply {
+            status: 0,
+            sequence: sequence.map(|s| (s, (s == NFS4_OK).then_some(([0; 16], 1)))),
+            recall,
+        };
+        let seq = RecallReply::Sequenced;
+        let cases = [
+            (c(Some(0), Some(0)), seq(RecallAnswer::Accepted)),
+            (c(Some(0), Some(10025)), seq(RecallAnswer::Unknown)),
+            (c(Some(0), Some(10001)), seq(RecallAnswer::Unknown)),
+            (c(Some(0), Some(10008)), seq(RecallAnswer::Later)),
+            (c(Some(0), None), seq(RecallAnswer::Later)),
+            (c(Some(0), Some(10006)), seq(RecallAnswer::Refused(10006))),
+            (c(Some(10068), None), RecallReply::SeqUncached),
+            (c(Some(10063), None), RecallReply::SeqMisordered),
+            (c(Some(10052), None), RecallReply::SeqFailed),
+            (c(None, None), RecallReply::SeqFailed),
+        ];
+        for (reply, want) in cases {
+            assert_eq!(recall_reply(&reply), want, "{reply:?}");
+        }
+        // Through the wire: an RPC-level failure or a short record is no answer.
+        let mut denied = Vec::new();
+        for w in [8u32, 1, 1, 1, 1] {
+            denied.extend(w.to_be_bytes());
+        }
+        assert_eq!(Wire.recall_reply(&denied), RecallReply::NoAnswer);
+        assert_eq!(Wire.recall_reply(&[0, 0, 0]), RecallReply::NoAnswer);
+        assert!(Wire.probe_ok(&reply(5, &[])));
+        assert!(!Wire.probe_ok(&denied));
     }
 
     #[test]

@@ -26,5 +26,5 @@ pub(super) fn delegreturn(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter
         }
     }
     let st = c.state.delegations.delegreturn(c.clientid, &sid, fileid);
-    put_status(w, st)
+    put_status(w, of_state(st))
 }

@@ -339,7 +339,7 @@ fn answer_into(
                     .opens
                     .check_io(s.clientid, &stateid, attr.fileid, false)
             });
-        if st != NFS4_OK {
+        if st.is_err() {
             return None;
         }
     }

@@ -246,7 +246,7 @@ pub fn start(
             .delegations
             .check_io(s.clientid, &sid, fileid, write)
             .unwrap_or_else(|| state.opens.check_io(s.clientid, &sid, fileid, write));
-        if st != NFS4_OK {
+        if st.is_err() {
             return None;
         }
     }

@@ -363,10 +363,7 @@ pub(super) fn setattr(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter) ->
                 _ => return Err(NFS4ERR_INVAL),
             }
             let sid = c.resolve_stateid(&sid)?;
-            let st = c.state.check_io(c.clientid, &sid, f.node.fileid, true);
-            if st != NFS4_OK {
-                return Err(st);
-            }
+            c.state.check_io(c.clientid, &sid, f.node.fileid, true)?;
             if size > attrs::MAX_FILE_SIZE {
                 return Err(NFS4ERR_FBIG);
             }

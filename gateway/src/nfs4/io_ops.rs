@@ -55,10 +55,7 @@ pub(super) fn read(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter) -> Op
         let f = cur_file(c, NFS4ERR_ISDIR)?;
         need_reg(f.attr.kind)?;
         let sid = c.resolve_stateid(&sid)?;
-        let st = c.state.check_io(c.clientid, &sid, f.node.fileid, false);
-        if st != NFS4_OK {
-            return Err(st);
-        }
+        c.state.check_io(c.clientid, &sid, f.node.fileid, false)?;
         check_read_by(&f.attr, &f.caller, grant(c, &sid, false)).map_err(fs_err)?;
         // For the reactor cache fill (`fast::take_attr`).
         super::fast::note_attr(&f.attr);
@@ -113,10 +110,7 @@ pub(super) fn write(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter) -> O
         let f = cur_file(c, NFS4ERR_ISDIR)?;
         need_reg(f.attr.kind)?;
         let sid = c.resolve_stateid(&sid)?;
-        let st = c.state.check_io(c.clientid, &sid, f.node.fileid, true);
-        if st != NFS4_OK {
-            return Err(st);
-        }
+        c.state.check_io(c.clientid, &sid, f.node.fileid, true)?;
         check_writable(&f.caller).map_err(fs_err)?;
         check_write_by(&f.attr, &f.caller, grant(c, &sid, true)).map_err(fs_err)?;
         match offset.checked_add(data.len() as u64) {

@@ -156,11 +156,11 @@ pub(super) fn sequence_first(
     let claim = match s.use_slot(a.slot, a.seqid, print) {
         Ok(SlotUse::Replay(bytes)) => return SeqStart::Replay(bytes),
         Ok(SlotUse::New(claim)) => claim,
-        Err(st) => return fail(w, st),
+        Err(e) => return fail(w, from_state(e)),
     };
     let mut flags = match c.state.renew(&s) {
         Ok(f) => f,
-        Err(st) => return fail(w, st),
+        Err(e) => return fail(w, from_state(e)),
     };
     c.session = Some(s.id);
     c.clientid = s.clientid;
@@ -699,7 +699,7 @@ pub(super) fn reclaim_complete(c: &mut Compound, r: &mut XdrReader, w: &mut XdrW
     let (st, purged) = c
         .state
         .clients
-        .with_purge(|t| t.reclaim_complete(id).err().unwrap_or(NFS4_OK));
+        .with_purge(|t| of_state(t.reclaim_complete(id)));
     c.state.purge(purged);
     put_status(w, st)
 }

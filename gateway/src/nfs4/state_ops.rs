@@ -15,6 +15,7 @@ use crate::export::{admit, Caller};
 use crate::fs::{FileKind, Node};
 use crate::state::opens::{Denied, Kind, LockError, Locker, Range};
 use crate::state::stateid::Stateid;
+use crate::state::StateError;
 use engine::xdr::{XdrReader, XdrWriter};
 
 /// open_delegation_type4.
@@ -158,6 +159,7 @@ pub(super) fn open_downgrade(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWri
         c.state
             .opens
             .downgrade(c.clientid, &sid, fileid, access, deny)
+            .map_err(from_state)
     })();
     stateid_result(c, w, res)
 }
@@ -169,10 +171,41 @@ pub(super) fn close(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter) -> O
     let res = (|| {
         let fileid = cfh_fileid(c)?;
         let sid = resolve_stateid(c, sid)?;
-        c.state.opens.close(c.clientid, &sid, fileid)
+        c.state
+            .opens
+            .close(c.clientid, &sid, fileid)
+            .map_err(from_state)
     })();
     // §18.2.4: the stateid returned is the invalid special stateid.
     stateid_result(c, w, res.map(|_| Stateid::INVALID))
+}
+
+/// Why LOCK or LOCKT failed, as the reply tells it: the conflicting lock
+/// (LOCK4denied, §18.10.2) or another nfsstat4.
+enum LockFail {
+    Denied(Denied),
+    Status(u32),
+}
+
+impl From<u32> for LockFail {
+    fn from(s: u32) -> LockFail {
+        LockFail::Status(s)
+    }
+}
+
+impl From<StateError> for LockFail {
+    fn from(e: StateError) -> LockFail {
+        LockFail::Status(from_state(e))
+    }
+}
+
+impl From<LockError> for LockFail {
+    fn from(e: LockError) -> LockFail {
+        match e {
+            LockError::Denied(d) => LockFail::Denied(d),
+            LockError::Status(e) => e.into(),
+        }
+    }
 }
 
 /// LOCK4denied (§18.10.2).
@@ -202,7 +235,7 @@ pub(super) fn lock(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter) -> Op
     let Ok(a) = args::lock(r) else {
         return put_status(w, NFS4ERR_BADXDR);
     };
-    let res = (|| -> Result<Stateid, LockError> {
+    let res = (|| -> Result<Stateid, LockFail> {
         let node = regular_file(c)?;
         let range = Range::new(a.offset, a.length)?;
         lock_grace(c, a.reclaim)?;
@@ -216,13 +249,13 @@ pub(super) fn lock(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter) -> Op
             },
         };
         // Locks of courtesy clients give way (`state/expiry.rs`).
-        c.state
-            .lock(c.clientid, &locker, node.fileid, range, a.write)
+        Ok(c.state
+            .lock(c.clientid, &locker, node.fileid, range, a.write)?)
     })();
     match res {
         Ok(s) => ok_stateid(c, w, s),
-        Err(LockError::Denied(d)) => encode_denied(w, &d),
-        Err(LockError::Status(s)) => put_status(w, s),
+        Err(LockFail::Denied(d)) => encode_denied(w, &d),
+        Err(LockFail::Status(s)) => put_status(w, s),
     }
 }
 
@@ -230,18 +263,19 @@ pub(super) fn lockt(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter) -> O
     let Ok((write, offset, length, owner)) = args::lockt(r) else {
         return put_status(w, NFS4ERR_BADXDR);
     };
-    let res = (|| -> Result<(), LockError> {
+    let res = (|| -> Result<(), LockFail> {
         let node = regular_file(c)?;
         let range = Range::new(offset, length)?;
         if c.state.clients.in_grace() {
             return Err(NFS4ERR_GRACE.into());
         }
-        c.state.lockt(c.clientid, owner, node.fileid, range, write)
+        Ok(c.state
+            .lockt(c.clientid, owner, node.fileid, range, write)?)
     })();
     match res {
         Ok(()) => put_status(w, NFS4_OK),
-        Err(LockError::Denied(d)) => encode_denied(w, &d),
-        Err(LockError::Status(s)) => put_status(w, s),
+        Err(LockFail::Denied(d)) => encode_denied(w, &d),
+        Err(LockFail::Status(s)) => put_status(w, s),
     }
 }
 
@@ -253,7 +287,10 @@ pub(super) fn locku(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter) -> O
         let node = regular_file(c)?;
         let range = Range::new(offset, length)?;
         let sid = resolve_stateid(c, sid)?;
-        c.state.opens.locku(c.clientid, &sid, node.fileid, range)
+        c.state
+            .opens
+            .locku(c.clientid, &sid, node.fileid, range)
+            .map_err(from_state)
     })();
     stateid_result(c, w, res)
 }
@@ -268,8 +305,8 @@ pub(super) fn test_stateid(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWrite
         // §18.48.3: special stateids (CURRENT included) are BAD_STATEID here.
         // Delegation stateids belong to the delegations table (not asked yet).
         let st = match Kind::of(&s.other) {
-            Some(Kind::Open | Kind::Lock) => c.state.opens.test_stateid(c.clientid, s),
-            Some(Kind::Delegation) => c.state.delegations.test_client(c.clientid, s),
+            Some(Kind::Open | Kind::Lock) => of_state(c.state.opens.test_stateid(c.clientid, s)),
+            Some(Kind::Delegation) => of_state(c.state.delegations.test_client(c.clientid, s)),
             _ => NFS4ERR_BAD_STATEID,
         };
         w.u32(st).map_err(full)?;
@@ -283,9 +320,9 @@ pub(super) fn free_stateid(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWrite
     };
     let st = match resolve_stateid(c, sid) {
         Ok(s) if Kind::of(&s.other) == Some(Kind::Delegation) => {
-            c.state.delegations.free_client(c.clientid, &s)
+            of_state(c.state.delegations.free_client(c.clientid, &s))
         }
-        Ok(s) => c.state.opens.free_stateid(c.clientid, &s),
+        Ok(s) => of_state(c.state.opens.free_stateid(c.clientid, &s)),
         Err(e) => e,
     };
     put_status(w, st)

@@ -1,6 +1,8 @@
-//! nfsstat4 (RFC 8881 §15.1) and the mapping from the file model's status.
+//! nfsstat4 (RFC 8881 §15.1) and the mappings from the file model's status
+//! (`from_fs`) and from NFSv4.1 state's errors (`from_state`).
 
 use crate::fs::Status;
+use crate::state::StateError;
 
 pub const NFS4_OK: u32 = 0;
 pub const NFS4ERR_PERM: u32 = 1;
@@ -140,5 +142,96 @@ pub fn from_fs(s: Status) -> u32 {
         Status::NoDev | Status::Remote => NFS4ERR_IO,
         Status::NotSync => NFS4ERR_SERVERFAULT,
         Status::Jukebox => NFS4ERR_DELAY,
+    }
+}
+
+/// A state error as nfsstat4 (RFC 8881 §15.1): one explicit table, total over
+/// `StateError` (a new variant does not compile until it is placed here).
+pub fn from_state(e: StateError) -> u32 {
+    match e {
+        StateError::BadSession => NFS4ERR_BADSESSION,
+        StateError::BadSlot => NFS4ERR_BADSLOT,
+        StateError::SeqMisordered => NFS4ERR_SEQ_MISORDERED,
+        StateError::FalseRetry => NFS4ERR_SEQ_FALSE_RETRY,
+        StateError::RetryUncached => NFS4ERR_RETRY_UNCACHED_REP,
+        StateError::Delay => NFS4ERR_DELAY,
+        StateError::StaleClientid => NFS4ERR_STALE_CLIENTID,
+        StateError::CompleteAlready => NFS4ERR_COMPLETE_ALREADY,
+        StateError::SessionLimit => NFS4ERR_NOSPC,
+        StateError::Resource => NFS4ERR_RESOURCE,
+        StateError::BadStateid => NFS4ERR_BAD_STATEID,
+        StateError::OldStateid => NFS4ERR_OLD_STATEID,
+        StateError::DelegRevoked => NFS4ERR_DELEG_REVOKED,
+        StateError::Locked => NFS4ERR_LOCKED,
+        StateError::OpenMode => NFS4ERR_OPENMODE,
+        StateError::Invalid => NFS4ERR_INVAL,
+        StateError::LocksHeld => NFS4ERR_LOCKS_HELD,
+        StateError::ShareDenied => NFS4ERR_SHARE_DENIED,
+        StateError::Inconsistent => NFS4ERR_SERVERFAULT,
+    }
+}
+
+/// `?` on a state result inside an operation that answers nfsstat4.
+impl From<StateError> for u32 {
+    fn from(e: StateError) -> u32 {
+        from_state(e)
+    }
+}
+
+/// A state check's outcome as nfsstat4: NFS4_OK when it passed.
+pub fn of_state(r: Result<(), StateError>) -> u32 {
+    r.map_or_else(from_state, |()| NFS4_OK)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The table, variant by variant, written out independently of `from_state`.
+    #[test]
+    fn every_state_error_has_its_nfsstat4() {
+        let want = [
+            (StateError::BadSession, 10052),
+            (StateError::BadSlot, 10053),
+            (StateError::SeqMisordered, 10063),
+            (StateError::FalseRetry, 10076),
+            (StateError::RetryUncached, 10068),
+            (StateError::Delay, 10008),
+            (StateError::StaleClientid, 10022),
+            (StateError::CompleteAlready, 10054),
+            (StateError::SessionLimit, 28),
+            (StateError::Resource, 10018),
+            (StateError::BadStateid, 10025),
+            (StateError::OldStateid, 10024),
+            (StateError::DelegRevoked, 10087),
+            (StateError::Locked, 10012),
+            (StateError::OpenMode, 10038),
+            (StateError::Invalid, 22),
+            (StateError::LocksHeld, 10037),
+            (StateError::ShareDenied, 10015),
+            (StateError::Inconsistent, 10006),
+        ];
+        assert_eq!(
+            want.map(|(e, _)| e),
+            StateError::ALL,
+            "one row per variant, in order"
+        );
+        for (e, n) in want {
+            assert_eq!(from_state(e), n, "{e:?}");
+            assert_eq!(u32::from(e), n, "{e:?} through From");
+            assert_eq!(of_state(Err(e)), n, "{e:?} through of_state");
+        }
+        assert_eq!(of_state(Ok(())), NFS4_OK);
+    }
+
+    /// No two meanings share a number: a client can tell every one apart.
+    #[test]
+    fn state_errors_map_to_distinct_errors() {
+        let mut seen = std::collections::HashSet::new();
+        for e in StateError::ALL {
+            let n = from_state(e);
+            assert_ne!(n, NFS4_OK, "{e:?}");
+            assert!(seen.insert(n), "{e:?} shares {n}");
+        }
     }
 }

@@ -1,12 +1,13 @@
 //! The callback thread (docs/architecture.md §8 "Callbacks"): owns the callback table
-//! (`state::recall::RecallDriver`), wakes on new jobs (probes, recalls), on callback
+//! (`nfs4::callback::RecallDriver`), wakes on new jobs (probes, recalls), on callback
 //! replies routed by reactors, and on its next timeout, and hands each record to the
 //! reactor that owns the connection through that reactor's `calls` ring (a full ring
 //! or an empty pool drops the record: it times out and is resent). Callbacks are rare:
 //! this thread sleeps almost always.
 
 use super::Shared;
-use crate::state::recall::{Outcall, RecallDriver};
+use crate::nfs4::callback::RecallDriver;
+use crate::state::recall::Outcall;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;

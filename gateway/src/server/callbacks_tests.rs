@@ -201,7 +201,7 @@ fn callback_on_the_client_connection_and_v3_recall() {
     );
     assert!(dl.recall_target(&sid.other).is_some(), "still recalling");
     // Returned: the writer proceeds.
-    assert_eq!(dl.delegreturn(CLIENT, &sid, file.fileid), 0);
+    assert_eq!(dl.delegreturn(CLIENT, &sid, file.fileid), Ok(()));
     assert_eq!(stats.recalls(RecallResult::Returned), 1);
     assert_eq!(
         nfs3(&mut c2, 12, 7, &write_args(&fh)),
@@ -235,7 +235,7 @@ fn callback_on_the_client_connection_and_v3_recall() {
         "RENAME over it waits"
     );
     assert!(dl.recall_target(&gsid.other).is_some(), "recalling g");
-    assert_eq!(dl.delegreturn(CLIENT, &gsid, g.fileid), 0);
+    assert_eq!(dl.delegreturn(CLIENT, &gsid, g.fileid), Ok(()));
     assert_eq!(nfs3(&mut c2, 15, 14, &rename), 0, "RENAME after return");
     drop((c1, c2));
     srv.shutdown().unwrap();

@@ -11,7 +11,7 @@ mod courtesy;
 use super::grace::Persist;
 use super::sessions::Session;
 use super::BackChannelInfo;
-use crate::nfs4::status::*;
+use crate::state::error::StateError;
 use rustc_hash::FxHashMap;
 use std::collections::HashSet;
 use std::path::Path;
@@ -408,16 +408,16 @@ impl Clients {
     /// courtesy time (or any expired one with `courtesy` 0) is purged (`gone`) and the
     /// session is gone (NFS4ERR_BADSESSION). Use `State::renew`, which also checks that
     /// a returning courtesy client lost no delegation meanwhile.
-    pub fn renew(&self, session: &Session) -> (Result<u32, u32>, Purged) {
+    pub fn renew(&self, session: &Session) -> (Result<u32, StateError>, Purged) {
         self.with_purge(|t| {
             let id = session.clientid;
             let Some(c) = t.inner.clients.get(&id) else {
-                return Err(NFS4ERR_BADSESSION);
+                return Err(StateError::BadSession);
             };
             let lapsed = t.now.saturating_duration_since(c.last_renew) > t.limits.lease;
             if lapsed && !t.within_courtesy(c) {
                 t.expire(id, "courtesy time over");
-                return Err(NFS4ERR_BADSESSION);
+                return Err(StateError::BadSession);
             }
             t.touch(id);
             Ok(t.inner.clients.get(&id).map_or(0, |c| c.status_flags))
@@ -502,7 +502,7 @@ impl Table<'_> {
         owner: &[u8],
         verifier: [u8; 8],
         principal: Principal,
-    ) -> Result<u64, u32> {
+    ) -> Result<u64, StateError> {
         self.sweep();
         if self.inner.clients.len() >= self.limits.max_clients {
             self.expire_oldest_courtesy("client table full");
@@ -519,7 +519,7 @@ impl Table<'_> {
                 Some(id) => {
                     self.inner.clients.remove(&id);
                 }
-                None => return Err(NFS4ERR_DELAY),
+                None => return Err(StateError::Delay),
             }
         }
         let id = self.new_client_id();
@@ -576,23 +576,23 @@ impl Table<'_> {
     /// NFS4ERR_DELAY, as knfsd answers when it cannot allocate a session: it passes
     /// as sessions are destroyed or their clients expire. A client over
     /// `max_sessions_per_client` gets NFS4ERR_NOSPC: that one is its own doing.
-    pub fn add_session(&mut self, s: Arc<Session>) -> Result<(), u32> {
+    pub fn add_session(&mut self, s: Arc<Session>) -> Result<(), StateError> {
         while self.inner.sessions.len() >= self.limits.max_sessions
             && self.shed_courtesy_sessions("session table full")
         {}
         if self.inner.sessions.len() >= self.limits.max_sessions {
-            return Err(NFS4ERR_DELAY);
+            return Err(StateError::Delay);
         }
         let bytes = s.cache_bytes();
         if self.inner.cache_reserved.saturating_add(bytes) > self.limits.reply_cache_bytes {
-            return Err(NFS4ERR_DELAY);
+            return Err(StateError::Delay);
         }
         let max = self.limits.max_sessions_per_client;
         let Some(c) = self.inner.clients.get_mut(&s.clientid) else {
-            return Err(NFS4ERR_STALE_CLIENTID);
+            return Err(StateError::StaleClientid);
         };
         if c.sessions.len() >= max {
-            return Err(NFS4ERR_NOSPC);
+            return Err(StateError::SessionLimit);
         }
         c.sessions.push(s.id);
         self.inner.cache_reserved += bytes;
@@ -673,12 +673,12 @@ impl Table<'_> {
     }
 
     /// RECLAIM_COMPLETE (RFC 8881 §18.51): the client's reclaims are over.
-    pub fn reclaim_complete(&mut self, id: u64) -> Result<(), u32> {
+    pub fn reclaim_complete(&mut self, id: u64) -> Result<(), StateError> {
         let Some(c) = self.inner.clients.get_mut(&id) else {
-            return Err(NFS4ERR_STALE_CLIENTID);
+            return Err(StateError::StaleClientid);
         };
         if c.reclaim_complete {
-            return Err(NFS4ERR_COMPLETE_ALREADY);
+            return Err(StateError::CompleteAlready);
         }
         c.reclaim_complete = true;
         // A confirmed client's owner stays in the file (`save`): unchanged then.

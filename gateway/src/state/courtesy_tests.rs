@@ -3,8 +3,8 @@
 //! expire the courtesy client and succeed, the courtesy time, a full client table and
 //! a short reply cache go after courtesy clients first, `courtesy` 0 is the old rule.
 
-use crate::nfs4::status::*;
 use crate::state::clients::{Limits, Principal};
+use crate::state::error::StateError;
 use crate::state::opens::{LockError, Locker, Range, ACCESS_READ, ACCESS_WRITE, DENY_WRITE};
 use crate::state::sessions::{ChannelAttrs, Session};
 use crate::state::{Conflict, State};
@@ -93,7 +93,7 @@ fn an_expired_lease_makes_a_courtesy_client_and_a_renewal_restores_it() {
     let (b, _) = client(&st, b"b");
     assert_eq!(
         st.open(b, b"ob", FILE, ACCESS_WRITE, 0),
-        Err(NFS4ERR_SHARE_DENIED)
+        Err(StateError::ShareDenied)
     );
     assert!(known(&st, a));
 }
@@ -113,7 +113,7 @@ fn a_conflicting_open_expires_the_courtesy_client_and_succeeds() {
     assert!(s.is_ok(), "{s:?}");
     assert!(!known(&st, a), "a expired for real");
     assert!(!st.opens.client_has_state(a));
-    assert_eq!(st.renew(&sa), Err(NFS4ERR_BADSESSION));
+    assert_eq!(st.renew(&sa), Err(StateError::BadSession));
 }
 
 #[test]
@@ -135,7 +135,7 @@ fn courtesy_state_blocks_nothing_it_does_not_conflict_with_and_active_conflicts_
     // is not expired for nothing.
     assert_eq!(
         st.open(b, b"ob2", FILE, ACCESS_WRITE, 0),
-        Err(NFS4ERR_SHARE_DENIED)
+        Err(StateError::ShareDenied)
     );
     assert!(known(&st, a));
     assert!(st.opens.client_has_state(a));
@@ -193,7 +193,7 @@ fn a_delegation_conflict_takes_the_courtesy_delegation_without_a_recall() {
     assert!(st.delegations.inbox.pop().is_none(), "no CB_RECALL queued");
     assert!(!st.delegations.any_live());
     // The returning client finds its state gone: expired, BADSESSION.
-    assert_eq!(st.renew(&sa), Err(NFS4ERR_BADSESSION));
+    assert_eq!(st.renew(&sa), Err(StateError::BadSession));
     assert!(!known(&st, a));
     assert!(!st.opens.client_has_state(a));
     st.sweep();
@@ -236,7 +236,7 @@ fn the_courtesy_time_ends_the_state() {
     st.sweep();
     assert!(!known(&st, a));
     assert!(!st.opens.client_has_state(a));
-    assert_eq!(st.renew(&sa), Err(NFS4ERR_BADSESSION));
+    assert_eq!(st.renew(&sa), Err(StateError::BadSession));
 }
 
 #[test]
@@ -251,7 +251,7 @@ fn courtesy_zero_purges_at_lease_expiry() {
     let (a, sa) = client(&st, b"a");
     open_and_lock(&st, a);
     past_lease();
-    assert_eq!(st.renew(&sa), Err(NFS4ERR_BADSESSION));
+    assert_eq!(st.renew(&sa), Err(StateError::BadSession));
     assert!(!known(&st, a));
     assert!(!st.opens.client_has_state(a));
     let (b, _) = client(&st, b"b");

@@ -17,7 +17,7 @@
 use super::recall::{Inbox, Job};
 use super::stateid::Stateid;
 use super::{BackChannelInfo, Conflict};
-use crate::nfs4::status::*;
+use crate::state::error::{Checked, StateError};
 use crate::stats::callbacks::{CallbackResult, CallbackStats, RecallResult};
 use crate::stats::Transport;
 use crossbeam_queue::ArrayQueue;
@@ -436,16 +436,16 @@ impl Delegations {
 
     /// Finds a delegation stateid for `clientid` and checks its seqid (RFC 8881
     /// §8.2.2: seqid 0 = current; older → OLD_STATEID, newer → BAD_STATEID).
-    fn find<'t>(t: &'t Table, clientid: Option<u64>, s: &Stateid) -> Result<&'t Deleg, u32> {
-        let d = t.by_other.get(&s.other).ok_or(NFS4ERR_BAD_STATEID)?;
+    fn find<'t>(t: &'t Table, clientid: Option<u64>, s: &Stateid) -> Result<&'t Deleg, StateError> {
+        let d = t.by_other.get(&s.other).ok_or(StateError::BadStateid)?;
         if clientid.is_some_and(|c| c != d.clientid) {
-            return Err(NFS4ERR_BAD_STATEID);
+            return Err(StateError::BadStateid);
         }
         if s.seqid != 0 && s.seqid < d.seqid {
-            return Err(NFS4ERR_OLD_STATEID);
+            return Err(StateError::OldStateid);
         }
         if s.seqid > d.seqid {
-            return Err(NFS4ERR_BAD_STATEID);
+            return Err(StateError::BadStateid);
         }
         Ok(d)
     }
@@ -453,51 +453,48 @@ impl Delegations {
     /// DELEGRETURN (RFC 8881 §18.6): `fileid` is the current filehandle's file.
     /// Unknown, another client's, another file's → BAD_STATEID; revoked →
     /// DELEG_REVOKED (FREE_STATEID frees it); else freed, completing a recall.
-    pub fn delegreturn(&self, clientid: u64, s: &Stateid, fileid: u64) -> u32 {
+    pub fn delegreturn(&self, clientid: u64, s: &Stateid, fileid: u64) -> Checked {
         let mut t = self.lock();
-        let d = match Self::find(&t, Some(clientid), s) {
-            Ok(d) => d,
-            Err(e) => return e,
-        };
+        let d = Self::find(&t, Some(clientid), s)?;
         if d.fileid != fileid {
-            return NFS4ERR_BAD_STATEID;
+            return Err(StateError::BadStateid);
         }
         match d.state {
-            DState::Revoked => return NFS4ERR_DELEG_REVOKED,
+            DState::Revoked => return Err(StateError::DelegRevoked),
             DState::Recalling { .. } => self.stats.recall(d.via, RecallResult::Returned),
             DState::Held => {}
         }
         remove(&mut t, &s.other);
         self.publish(&t);
-        NFS4_OK
+        Ok(())
     }
 
-    /// TEST_STATEID for a delegation stateid (RFC 8881 §18.48): NFS4_OK, BAD_STATEID,
-    /// OLD_STATEID or DELEG_REVOKED.
-    pub fn test(&self, s: &Stateid) -> u32 {
+    /// TEST_STATEID for a delegation stateid (RFC 8881 §18.48): `Ok`, `BadStateid`,
+    /// `OldStateid` or `DelegRevoked`.
+    pub fn test(&self, s: &Stateid) -> Checked {
         let t = self.lock();
         match Self::find(&t, None, s) {
-            Ok(d) if d.state == DState::Revoked => NFS4ERR_DELEG_REVOKED,
-            Ok(_) => NFS4_OK,
-            Err(e) => e,
+            Ok(d) if d.state == DState::Revoked => Err(StateError::DelegRevoked),
+            Ok(_) => Ok(()),
+            Err(e) => Err(e),
         }
     }
 
     /// `test` for the COMPOUND's client: another client's delegation stateid is
     /// BAD_STATEID (RFC 8881 §18.48.3).
-    pub fn test_client(&self, clientid: u64, s: &Stateid) -> u32 {
+    pub fn test_client(&self, clientid: u64, s: &Stateid) -> Checked {
         let t = self.lock();
         match Self::find(&t, Some(clientid), s) {
-            Ok(d) if d.state == DState::Revoked => NFS4ERR_DELEG_REVOKED,
-            Ok(_) => NFS4_OK,
-            Err(e) => e,
+            Ok(d) if d.state == DState::Revoked => Err(StateError::DelegRevoked),
+            Ok(_) => Ok(()),
+            Err(e) => Err(e),
         }
     }
 
     /// `free` for the COMPOUND's client (another client's → BAD_STATEID).
-    pub fn free_client(&self, clientid: u64, s: &Stateid) -> u32 {
+    pub fn free_client(&self, clientid: u64, s: &Stateid) -> Checked {
         if Self::find(&self.lock(), Some(clientid), s).is_err() {
-            return NFS4ERR_BAD_STATEID;
+            return Err(StateError::BadStateid);
         }
         self.free(s)
     }
@@ -505,36 +502,42 @@ impl Delegations {
     /// FREE_STATEID for a delegation stateid (RFC 8881 §18.38): a revoked one is
     /// freed; one still held → LOCKS_HELD (return it with DELEGRETURN); unknown →
     /// BAD_STATEID.
-    pub fn free(&self, s: &Stateid) -> u32 {
+    pub fn free(&self, s: &Stateid) -> Checked {
         let mut t = self.lock();
         match Self::find(&t, None, s) {
             Ok(d) if d.state == DState::Revoked => {
                 remove(&mut t, &s.other);
                 self.publish(&t);
-                NFS4_OK
+                Ok(())
             }
-            Ok(_) => NFS4ERR_LOCKS_HELD,
-            Err(e) => e,
+            Ok(_) => Err(StateError::LocksHeld),
+            Err(e) => Err(e),
         }
     }
 
     /// Checks a READ (`write` false) / WRITE / SETATTR(size) stateid: `None` when it
-    /// is not a delegation stateid (the opens table decides), else `Some(status)`:
-    /// NFS4_OK for the holder's live delegation on `fileid`; BAD_STATEID (unknown,
-    /// another client's, another file's), OLD_STATEID, DELEG_REVOKED, or OPENMODE for a
+    /// is not a delegation stateid (the opens table decides), else `Some(result)`:
+    /// `Ok` for the holder's live delegation on `fileid`; `BadStateid` (unknown,
+    /// another client's, another file's), `OldStateid`, `DelegRevoked`, or `OpenMode` for a
     /// WRITE under a read delegation (RFC 8881 §9.1.2, §10.4: a read delegation does
     /// not permit writing).
-    pub fn check_io(&self, clientid: u64, s: &Stateid, fileid: u64, write: bool) -> Option<u32> {
+    pub fn check_io(
+        &self,
+        clientid: u64,
+        s: &Stateid,
+        fileid: u64,
+        write: bool,
+    ) -> Option<Checked> {
         if !self.owns(s) {
             return None;
         }
         let t = self.lock();
         Some(match Self::find(&t, Some(clientid), s) {
-            Err(e) => e,
-            Ok(d) if d.fileid != fileid => NFS4ERR_BAD_STATEID,
-            Ok(d) if d.state == DState::Revoked => NFS4ERR_DELEG_REVOKED,
-            Ok(d) if write && !d.write => NFS4ERR_OPENMODE,
-            Ok(_) => NFS4_OK,
+            Err(e) => Err(e),
+            Ok(d) if d.fileid != fileid => Err(StateError::BadStateid),
+            Ok(d) if d.state == DState::Revoked => Err(StateError::DelegRevoked),
+            Ok(d) if write && !d.write => Err(StateError::OpenMode),
+            Ok(_) => Ok(()),
         })
     }
 
@@ -599,7 +602,7 @@ impl Delegations {
         &self,
         clientid: u64,
         info: BackChannelInfo,
-        sec: Option<Option<crate::nfs4::callback::CbSec>>,
+        sec: Option<Option<super::backchannel::CbSec>>,
     ) {
         self.lock().cb_up.remove(&clientid);
         self.inbox.push(Job::Probe(clientid, info, sec));

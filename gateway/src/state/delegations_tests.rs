@@ -87,7 +87,7 @@ fn conflict_recalls_once_and_delays_until_returned() {
     // No new grants on the file while it is recalled (or recently conflicted).
     assert_eq!(d.try_grant_fh(B, FILE, b"x", false), None);
     // DELEGRETURN completes the recall; the writer goes on.
-    assert_eq!(d.delegreturn(A, &s, FILE), NFS4_OK);
+    assert_eq!(d.delegreturn(A, &s, FILE), Ok(()));
     assert_eq!(d.stats().recalls(RecallResult::Returned), 1);
     assert_eq!(
         d.stats()
@@ -97,7 +97,11 @@ fn conflict_recalls_once_and_delays_until_returned() {
     );
     assert!(d.recall_target(&s.other).is_none());
     assert!(d.break_conflicts(FILE, None, Conflict::Write));
-    assert_eq!(d.delegreturn(A, &s, FILE), NFS4ERR_BAD_STATEID, "gone");
+    assert_eq!(
+        d.delegreturn(A, &s, FILE),
+        Err(StateError::BadStateid),
+        "gone"
+    );
     assert!(!d.any_live());
     assert_eq!(d.stats().delegations(), 0);
 }
@@ -122,16 +126,19 @@ fn a_recall_not_answered_within_the_lease_is_revoked() {
     assert!(d.has_revoked(A));
     assert!(!d.has_revoked(B));
     // Revoked: DELEGRETURN and I/O say so, TEST_STATEID too; FREE_STATEID frees it.
-    assert_eq!(d.delegreturn(A, &s, FILE), NFS4ERR_DELEG_REVOKED);
+    assert_eq!(d.delegreturn(A, &s, FILE), Err(StateError::DelegRevoked));
     assert!(!d.holds(A, &s, FILE), "revoked: no CLAIM_DELEGATE_CUR");
-    assert_eq!(d.check_io(A, &s, FILE, false), Some(NFS4ERR_DELEG_REVOKED));
-    assert_eq!(d.test(&s), NFS4ERR_DELEG_REVOKED);
-    assert_eq!(d.test_client(A, &s), NFS4ERR_DELEG_REVOKED);
-    assert_eq!(d.test_client(B, &s), NFS4ERR_BAD_STATEID, "not B's");
-    assert_eq!(d.free_client(B, &s), NFS4ERR_BAD_STATEID, "not B's");
-    assert_eq!(d.free_client(A, &s), NFS4_OK);
-    assert_eq!(d.free(&s), NFS4ERR_BAD_STATEID, "freed");
-    assert_eq!(d.test(&s), NFS4ERR_BAD_STATEID);
+    assert_eq!(
+        d.check_io(A, &s, FILE, false),
+        Some(Err(StateError::DelegRevoked))
+    );
+    assert_eq!(d.test(&s), Err(StateError::DelegRevoked));
+    assert_eq!(d.test_client(A, &s), Err(StateError::DelegRevoked));
+    assert_eq!(d.test_client(B, &s), Err(StateError::BadStateid), "not B's");
+    assert_eq!(d.free_client(B, &s), Err(StateError::BadStateid), "not B's");
+    assert_eq!(d.free_client(A, &s), Ok(()));
+    assert_eq!(d.free(&s), Err(StateError::BadStateid), "freed");
+    assert_eq!(d.test(&s), Err(StateError::BadStateid));
     assert!(!d.has_revoked(A));
 }
 
@@ -144,8 +151,8 @@ fn revoke_overdue_is_what_the_callback_thread_runs() {
     assert!(!d.break_conflicts(FILE, Some(B), Conflict::Write));
     std::thread::sleep(Duration::from_millis(30));
     assert_eq!(d.revoke_overdue(Instant::now()), 1, "only the recalled one");
-    assert_eq!(d.test(&s), NFS4ERR_DELEG_REVOKED);
-    assert_eq!(d.test(&other), NFS4_OK);
+    assert_eq!(d.test(&s), Err(StateError::DelegRevoked));
+    assert_eq!(d.test(&other), Ok(()));
     assert_eq!(d.stats().delegations(), 1);
 }
 
@@ -155,38 +162,48 @@ fn stateid_checks() {
     let s = grant(&d, A, FILE);
     // check_io: not ours → None (the opens table decides).
     assert_eq!(d.check_io(A, &Stateid::ANONYMOUS, FILE, false), None);
-    assert_eq!(d.check_io(A, &s, FILE, false), Some(NFS4_OK));
-    assert_eq!(d.check_io(A, &s, FILE, true), Some(NFS4ERR_OPENMODE));
-    assert_eq!(d.check_io(B, &s, FILE, false), Some(NFS4ERR_BAD_STATEID));
+    assert_eq!(d.check_io(A, &s, FILE, false), Some(Ok(())));
+    assert_eq!(
+        d.check_io(A, &s, FILE, true),
+        Some(Err(StateError::OpenMode))
+    );
+    assert_eq!(
+        d.check_io(B, &s, FILE, false),
+        Some(Err(StateError::BadStateid))
+    );
     assert_eq!(
         d.check_io(A, &s, FILE + 1, false),
-        Some(NFS4ERR_BAD_STATEID)
+        Some(Err(StateError::BadStateid))
     );
     let zero = Stateid { seqid: 0, ..s };
     assert_eq!(
         d.check_io(A, &zero, FILE, false),
-        Some(NFS4_OK),
+        Some(Ok(())),
         "seqid 0 = current"
     );
     let newer = Stateid { seqid: 2, ..s };
     assert_eq!(
         d.check_io(A, &newer, FILE, false),
-        Some(NFS4ERR_BAD_STATEID)
+        Some(Err(StateError::BadStateid))
     );
     let mut forged = s;
     forged.other[11] ^= 0xff;
     assert_eq!(
         d.check_io(A, &forged, FILE, false),
-        Some(NFS4ERR_BAD_STATEID)
+        Some(Err(StateError::BadStateid))
     );
-    assert_eq!(d.test(&forged), NFS4ERR_BAD_STATEID);
-    assert_eq!(d.test(&s), NFS4_OK);
-    assert_eq!(d.free(&s), NFS4ERR_LOCKS_HELD, "still held: DELEGRETURN it");
+    assert_eq!(d.test(&forged), Err(StateError::BadStateid));
+    assert_eq!(d.test(&s), Ok(()));
+    assert_eq!(
+        d.free(&s),
+        Err(StateError::LocksHeld),
+        "still held: DELEGRETURN it"
+    );
     // DELEGRETURN by another client or for another file.
-    assert_eq!(d.delegreturn(B, &s, FILE), NFS4ERR_BAD_STATEID);
-    assert_eq!(d.delegreturn(A, &s, FILE + 1), NFS4ERR_BAD_STATEID);
-    assert_eq!(d.delegreturn(A, &newer, FILE), NFS4ERR_BAD_STATEID);
-    assert_eq!(d.delegreturn(A, &zero, FILE), NFS4_OK);
+    assert_eq!(d.delegreturn(B, &s, FILE), Err(StateError::BadStateid));
+    assert_eq!(d.delegreturn(A, &s, FILE + 1), Err(StateError::BadStateid));
+    assert_eq!(d.delegreturn(A, &newer, FILE), Err(StateError::BadStateid));
+    assert_eq!(d.delegreturn(A, &zero, FILE), Ok(()));
 }
 
 #[test]
@@ -197,9 +214,9 @@ fn purge_frees_everything_of_a_client() {
     let b1 = grant(&d, B, 1);
     assert!(!d.break_conflicts(2, None, Conflict::Write));
     d.purge_client(A);
-    assert_eq!(d.test(&a1), NFS4ERR_BAD_STATEID);
-    assert_eq!(d.test(&a2), NFS4ERR_BAD_STATEID);
-    assert_eq!(d.test(&b1), NFS4_OK);
+    assert_eq!(d.test(&a1), Err(StateError::BadStateid));
+    assert_eq!(d.test(&a2), Err(StateError::BadStateid));
+    assert_eq!(d.test(&b1), Ok(()));
     assert!(d.recall_target(&a2.other).is_none(), "its recall stops");
     assert!(
         d.break_conflicts(2, None, Conflict::Write),
@@ -217,7 +234,7 @@ fn a_recently_conflicted_file_gets_no_delegation() {
     let d = table();
     let s = grant(&d, A, FILE);
     assert!(!d.break_conflicts(FILE, None, Conflict::Write));
-    assert_eq!(d.delegreturn(A, &s, FILE), NFS4_OK);
+    assert_eq!(d.delegreturn(A, &s, FILE), Ok(()));
     assert_eq!(
         d.try_grant_fh(A, FILE, b"fh", false),
         None,

@@ -24,7 +24,7 @@ use super::opens::{LockError, Locker, Range};
 use super::sessions::Session;
 use super::stateid::Stateid;
 use super::State;
-use crate::nfs4::status::*;
+use crate::state::error::{Checked, StateError};
 
 /// Conflicts resolved by expiring courtesy clients within one call at most; past it
 /// the caller answers NFS4ERR_DELAY (each round expires a client, so this bounds the
@@ -36,14 +36,14 @@ impl State {
     /// comes back with its state, unless a conflict took a delegation of it
     /// meanwhile: then it is expired and the SEQUENCE gets NFS4ERR_BADSESSION (the
     /// client recovers with EXCHANGE_ID / CREATE_SESSION, §8.4.2.1's "expired" case).
-    pub fn renew(&self, s: &Session) -> Result<u32, u32> {
+    pub fn renew(&self, s: &Session) -> Result<u32, StateError> {
         let (r, mut p) = self.clients.renew(s);
         let revived = std::mem::take(&mut p.revived);
         self.purge(p);
         let flags = r?;
         for id in revived {
             if !self.revive(id) {
-                return Err(NFS4ERR_BADSESSION);
+                return Err(StateError::BadSession);
             }
         }
         Ok(flags)
@@ -92,21 +92,21 @@ impl State {
     /// DENYs of courtesy clients expires them and proceeds (§8.2.3, §9.7; §8.4.2.1:
     /// their state is kept only "as long as no conflict arises"). Any active client
     /// among the holders: NFS4ERR_LOCKED, nobody expired.
-    pub fn check_io(&self, clientid: u64, sid: &Stateid, fileid: u64, write: bool) -> u32 {
+    pub fn check_io(&self, clientid: u64, sid: &Stateid, fileid: u64, write: bool) -> Checked {
         for _ in 0..MAX_ROUNDS {
-            let st = self
+            let r = self
                 .delegations
                 .check_io(clientid, sid, fileid, write)
                 .unwrap_or_else(|| self.opens.check_io(clientid, sid, fileid, write));
-            if st != NFS4ERR_LOCKED {
-                return st;
+            if r != Err(StateError::Locked) {
+                return r;
             }
             let holders = self.opens.deny_blockers(fileid, write);
             if !self.expire_if_all_courtesy(&holders, "share reservation conflict with I/O") {
-                return st;
+                return r;
             }
         }
-        NFS4ERR_DELAY
+        Err(StateError::Delay)
     }
 
     /// `Opens::open` where share reservations of courtesy clients give way (§9.7).
@@ -117,21 +117,21 @@ impl State {
         fileid: u64,
         access: u32,
         deny: u32,
-    ) -> Result<Stateid, u32> {
+    ) -> Result<Stateid, StateError> {
         for _ in 0..MAX_ROUNDS {
             match self.opens.open(clientid, owner, fileid, access, deny) {
-                Err(NFS4ERR_SHARE_DENIED) => {
+                Err(StateError::ShareDenied) => {
                     let holders = self
                         .opens
                         .share_blockers(clientid, owner, fileid, access, deny);
                     if !self.expire_if_all_courtesy(&holders, "share reservation conflict") {
-                        return Err(NFS4ERR_SHARE_DENIED);
+                        return Err(StateError::ShareDenied);
                     }
                 }
                 r => return r,
             }
         }
-        Err(NFS4ERR_DELAY)
+        Err(StateError::Delay)
     }
 
     /// `Opens::lock` where locks of courtesy clients give way (§18.10.4).
@@ -151,7 +151,7 @@ impl State {
                 r => return r,
             }
         }
-        Err(NFS4ERR_DELAY.into())
+        Err(StateError::Delay.into())
     }
 
     /// `Opens::lockt` where locks of courtesy clients give way (§18.11.4: LOCKT
@@ -172,7 +172,7 @@ impl State {
                 r => return r,
             }
         }
-        Err(NFS4ERR_DELAY.into())
+        Err(StateError::Delay.into())
     }
 }
 

@@ -13,14 +13,18 @@
 //! `Clients::in_grace`, `Opens::check_io`, `Opens::purge_client`,
 //! `Delegations::break_conflicts`, ...) is fixed; bodies belong to their owners.
 
+pub mod backchannel;
 pub mod clients;
 pub mod delegations;
+pub mod error;
 mod expiry;
 mod grace;
 pub mod opens;
 pub mod recall;
 pub mod sessions;
 pub mod stateid;
+
+pub use error::{Checked, StateError};
 
 /// All NFSv4.1 state of one gateway.
 #[derive(Default)]

@@ -17,7 +17,7 @@ mod table;
 mod tests;
 
 use super::stateid::Stateid;
-use crate::nfs4::status::*;
+use crate::state::error::{Checked, StateError};
 pub use locks::Range;
 pub use stateids::Kind;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
@@ -66,14 +66,14 @@ pub struct Denied {
 /// Why a LOCK or LOCKT did not succeed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LockError {
-    /// NFS4ERR_DENIED with the conflicting lock.
+    /// A conflicting lock of another owner (NFS4ERR_DENIED), which the reply names.
     Denied(Denied),
-    /// Any other nfsstat4.
-    Status(u32),
+    /// Any other failure.
+    Status(StateError),
 }
 
-impl From<u32> for LockError {
-    fn from(s: u32) -> LockError {
+impl From<StateError> for LockError {
+    fn from(s: StateError) -> LockError {
         LockError::Status(s)
     }
 }
@@ -119,7 +119,7 @@ impl Opens {
 
     /// Checks the stateid of a READ (`write` false), WRITE or SETATTR(size) against
     /// the file: special stateids, open/lock/delegation stateids of `clientid` for
-    /// `fileid`, share-mode and mandatory-lock rules. Returns NFS4_OK or the nfsstat4.
+    /// `fileid`, share-mode and mandatory-lock rules. `Ok` or why not.
     ///
     /// §8.2.3 and §9.7 (share reservations): the anonymous stateid is refused (NFS4ERR_LOCKED) only by a
     /// share reservation denying the access; the READ bypass stateid skips it for
@@ -127,11 +127,8 @@ impl Opens {
     /// needs WRITE access (NFS4ERR_OPENMODE), a READ READ or WRITE access (as knfsd
     /// allows). Delegation stateids are not in this table: NFS4ERR_BAD_STATEID here,
     /// the caller asks the delegations table.
-    pub fn check_io(&self, clientid: u64, stateid: &Stateid, fileid: u64, write: bool) -> u32 {
-        match self.t().check_io(clientid, stateid, fileid, write) {
-            Ok(()) => NFS4_OK,
-            Err(s) => s,
-        }
+    pub fn check_io(&self, clientid: u64, stateid: &Stateid, fileid: u64, write: bool) -> Checked {
+        self.t().check_io(clientid, stateid, fileid, write)
     }
 
     /// The clients whose share reservations on `fileid` deny READ (`write` false) or
@@ -185,7 +182,7 @@ impl Opens {
         fileid: u64,
         access: u32,
         deny: u32,
-    ) -> Result<Stateid, u32> {
+    ) -> Result<Stateid, StateError> {
         self.t().open(clientid, owner, fileid, access, deny)
     }
 
@@ -218,12 +215,12 @@ impl Opens {
         fileid: u64,
         access: u32,
         deny: u32,
-    ) -> Result<Stateid, u32> {
+    ) -> Result<Stateid, StateError> {
         self.t().downgrade(clientid, stateid, fileid, access, deny)
     }
 
     /// CLOSE (§18.2): NFS4ERR_LOCKS_HELD while a lock-owner of the open holds locks.
-    pub fn close(&self, clientid: u64, stateid: &Stateid, fileid: u64) -> Result<(), u32> {
+    pub fn close(&self, clientid: u64, stateid: &Stateid, fileid: u64) -> Result<(), StateError> {
         let (r, idle) = {
             let mut t = self.t();
             let r = t.close(clientid, stateid, fileid);
@@ -271,19 +268,19 @@ impl Opens {
         stateid: &Stateid,
         fileid: u64,
         range: Range,
-    ) -> Result<Stateid, u32> {
+    ) -> Result<Stateid, StateError> {
         self.t().locku(clientid, stateid, fileid, range)
     }
 
-    /// TEST_STATEID for one stateid (§18.48): NFS4_OK, NFS4ERR_BAD_STATEID,
-    /// NFS4ERR_OLD_STATEID. Delegation stateids are not known here.
-    pub fn test_stateid(&self, clientid: u64, stateid: &Stateid) -> u32 {
+    /// TEST_STATEID for one stateid (§18.48): `Ok`, `BadStateid` or `OldStateid`.
+    /// Delegation stateids are not known here.
+    pub fn test_stateid(&self, clientid: u64, stateid: &Stateid) -> Checked {
         self.t().test_stateid(clientid, stateid)
     }
 
     /// FREE_STATEID (§18.38): frees a lock stateid without locks; open stateids and
     /// lock stateids with locks → NFS4ERR_LOCKS_HELD; unknown → NFS4ERR_BAD_STATEID.
-    pub fn free_stateid(&self, clientid: u64, stateid: &Stateid) -> u32 {
+    pub fn free_stateid(&self, clientid: u64, stateid: &Stateid) -> Checked {
         self.t().free_stateid(clientid, stateid)
     }
 }

@@ -1,9 +1,11 @@
 //! The callback state machine (RFC 8881 §2.10.3.1, §10.2, §20; docs/architecture.md
 //! §8 "Callbacks"): CB_NULL probes and CB_RECALLs, their XIDs (a table of our own,
 //! separate from forward XIDs), back-channel slot 0 sequence ids per session,
-//! timeouts and retries. Sans-IO: `RecallDriver::step` takes replies and time and
-//! returns the records to send; the callback thread (`server/callbacks.rs`) owns the
-//! driver and moves the records to the reactor that owns each connection.
+//! timeouts and retries. Sans-IO and sans-protocol: `RecallTable::step` takes replies
+//! and time and returns the records to send, made and read by a `CallbackWire`
+//! (`backchannel.rs`; `nfs4::callback` is the codec, and its `RecallDriver` pairs the
+//! two); the callback thread (`server/callbacks.rs`) owns the driver and moves the
+//! records to the reactor that owns each connection.
 //!
 //! A recall is kept per delegation, not per connection: every attempt looks up the
 //! client's currently bound back channel, so a callback outstanding when its
@@ -11,11 +13,10 @@
 //! client never answers ends with the revocation after the lease
 //! (`Delegations::revoke_overdue`).
 
+use super::backchannel::{CallbackWire, CbCall, CbSec, RecallAnswer, RecallReply};
 use super::delegations::Delegations;
 use super::BackChannelInfo;
 use crate::conn::{ConnKind, ConnRef};
-use crate::nfs4::callback::{self, CbCall, CbReply, CbSec};
-use crate::nfs4::status::*;
 use crate::stats::callbacks::CallbackResult;
 use crate::stats::Transport;
 use std::collections::{HashMap, VecDeque};
@@ -136,7 +137,7 @@ struct Task {
 }
 
 /// The callback table (owned by the callback thread alone).
-pub struct RecallDriver {
+pub struct RecallTable {
     pending: HashMap<u32, Pending>,
     next_xid: u32,
     slots: HashMap<[u8; 16], Slot>,
@@ -145,7 +146,7 @@ pub struct RecallDriver {
     tasks: HashMap<[u8; 12], Task>,
 }
 
-impl Default for RecallDriver {
+impl Default for RecallTable {
     fn default() -> Self {
         // Start callback XIDs away from small numbers clients use for forward calls
         // (they are a separate table anyway: only replies on our back channel match).
@@ -154,7 +155,7 @@ impl Default for RecallDriver {
             .map_or(1, |d| {
                 d.subsec_nanos() ^ (d.as_secs() as u32).rotate_left(16)
             });
-        RecallDriver {
+        RecallTable {
             pending: HashMap::new(),
             next_xid: seed | 1,
             slots: HashMap::new(),
@@ -164,7 +165,7 @@ impl Default for RecallDriver {
     }
 }
 
-impl RecallDriver {
+impl RecallTable {
     /// Callbacks awaiting a reply.
     pub fn in_flight(&self) -> usize {
         self.pending.len()
@@ -187,16 +188,18 @@ impl RecallDriver {
 
     /// One pass: match replies and failures, expire callbacks past `CB_TIMEOUT`, take new jobs,
     /// revoke what the lease ran out on, and (re)send due recalls on each client's
-    /// current back channel (`lookup`, i.e. `Clients::lookup_backchannel`).
+    /// current back channel (`lookup`, i.e. `Clients::lookup_backchannel`), each
+    /// callback made and read by `wire`.
     pub fn step(
         &mut self,
+        wire: &dyn CallbackWire,
         dl: &Delegations,
         lookup: &dyn Fn(u64) -> Option<BackChannelInfo>,
         now: Instant,
     ) -> Vec<Outcall> {
         let mut out = Vec::new();
         while let Some((xid, rec, via)) = dl.pop_reply() {
-            self.on_reply(dl, xid, &rec, via, now);
+            self.on_reply(wire, dl, xid, &rec, via, now);
         }
         while let Some(xid) = dl.pop_failure() {
             self.on_failure(dl, xid, now);
@@ -208,7 +211,7 @@ impl RecallDriver {
                     if let Some(sec) = sec {
                         self.set_sec(info.session, sec);
                     }
-                    self.send_probe(dl, clientid, info, now, &mut out)
+                    self.send_probe(wire, dl, clientid, info, now, &mut out)
                 }
                 Job::Recall(other) => {
                     if self.tasks.len() < MAX_JOBS {
@@ -223,7 +226,7 @@ impl RecallDriver {
             }
         }
         dl.revoke_overdue(now);
-        self.send_due(dl, lookup, now, &mut out);
+        self.send_due(wire, dl, lookup, now, &mut out);
         out
     }
 
@@ -257,6 +260,7 @@ impl RecallDriver {
 
     fn send_probe(
         &mut self,
+        wire: &dyn CallbackWire,
         dl: &Delegations,
         clientid: u64,
         info: BackChannelInfo,
@@ -268,8 +272,8 @@ impl RecallDriver {
         }
         let xid = self.xid();
         let sec = self.secs.get(&info.session);
-        match callback::encode(xid, info.cb_program, &CbCall::Null, info.max_request, sec) {
-            Ok(record) => {
+        match wire.encode(xid, info.cb_program, &CbCall::Null, info.max_request, sec) {
+            Some(record) => {
                 let via = transport_of(&info.conn);
                 self.pending.insert(
                     xid,
@@ -285,7 +289,7 @@ impl RecallDriver {
                     record,
                 });
             }
-            Err(_) => tracing::warn!(
+            None => tracing::warn!(
                 clientid,
                 max = info.max_request,
                 "back channel too small for CB_NULL"
@@ -295,6 +299,7 @@ impl RecallDriver {
 
     fn send_due(
         &mut self,
+        wire: &dyn CallbackWire,
         dl: &Delegations,
         lookup: &dyn Fn(u64) -> Option<BackChannelInfo>,
         now: Instant,
@@ -338,10 +343,9 @@ impl RecallDriver {
                 _ => self.xid(),
             };
             let sec = self.secs.get(&info.session);
-            let record = match callback::encode(xid, info.cb_program, &call, info.max_request, sec)
-            {
-                Ok(r) => r,
-                Err(_) => {
+            let record = match wire.encode(xid, info.cb_program, &call, info.max_request, sec) {
+                Some(r) => r,
+                None => {
                     tracing::warn!(
                         clientid,
                         max = info.max_request,
@@ -441,7 +445,15 @@ impl RecallDriver {
     }
 
     /// A REPLY matched by XID (RFC 8881 §20.9.3 for CB_SEQUENCE, §20.2.3 CB_RECALL).
-    fn on_reply(&mut self, dl: &Delegations, xid: u32, rec: &[u8], via: Transport, now: Instant) {
+    fn on_reply(
+        &mut self,
+        wire: &dyn CallbackWire,
+        dl: &Delegations,
+        xid: u32,
+        rec: &[u8],
+        via: Transport,
+        now: Instant,
+    ) {
         let Some(p) = self.pending.remove(&xid) else {
             dl.stats().callback(via, CallbackResult::Unmatched);
             tracing::debug!(xid, "dropping a callback reply that matches nothing");
@@ -450,7 +462,7 @@ impl RecallDriver {
         dl.stats().callback(p.via, CallbackResult::Replied);
         match p.what {
             What::Probe(clientid) => {
-                let ok = matches!(callback::decode_reply(rec, false), Ok((_, CbReply::Ok(_))));
+                let ok = wire.probe_ok(rec);
                 if !ok {
                     tracing::info!(
                         clientid,
@@ -460,7 +472,7 @@ impl RecallDriver {
                 dl.set_callback_up(clientid, ok);
             }
             What::Recall { other, session } => {
-                self.on_recall_reply(dl, other, session, rec, p.via, now)
+                self.on_recall_reply(dl, other, session, wire.recall_reply(rec), p.via, now)
             }
         }
     }
@@ -470,7 +482,7 @@ impl RecallDriver {
         dl: &Delegations,
         other: [u8; 12],
         session: [u8; 16],
-        rec: &[u8],
+        reply: RecallReply,
         via: Transport,
         now: Instant,
     ) {
@@ -478,43 +490,49 @@ impl RecallDriver {
         if let Some(t) = self.tasks.get_mut(&other) {
             t.retransmit = None;
         }
-        let c = match callback::decode_reply(rec, true) {
-            Ok((_, CbReply::Ok(Some(c)))) => c,
-            other_reply => {
-                tracing::info!(?other_reply, "CB_RECALL failed at the RPC level; retrying");
+        let answer = match reply {
+            RecallReply::Sequenced(a) => {
+                self.free_slot(&session, true);
+                a
+            }
+            // The client processed our previous request on this slot and has no
+            // cached reply: the sequence moves on, and the recall got there.
+            RecallReply::SeqUncached => {
+                self.free_slot(&session, true);
+                dl.recall_answered(via);
+                self.tasks.remove(&other);
+                return;
+            }
+            // Out of step with the client's slot: move on by one and resend.
+            RecallReply::SeqMisordered => {
+                self.free_slot(&session, true);
+                self.retry(&other, now + RETRY);
+                return;
+            }
+            RecallReply::NoAnswer | RecallReply::SeqFailed => {
                 self.free_slot(&session, false);
                 self.retry(&other, now + RETRY);
                 return;
             }
         };
-        match c.sequence {
-            Some((NFS4_OK, _)) => self.free_slot(&session, true),
-            // The client processed our previous request on this slot and has no
-            // cached reply: the sequence moves on, and the recall got there.
-            Some((NFS4ERR_RETRY_UNCACHED_REP, _)) => {
-                self.free_slot(&session, true);
-                dl.recall_answered(via);
-                self.tasks.remove(&other);
-                return;
-            }
-            Some((NFS4ERR_SEQ_MISORDERED, _)) => {
-                // Out of step with the client's slot: move on by one and resend.
-                self.free_slot(&session, true);
-                self.retry(&other, now + RETRY);
-                return;
-            }
-            _ => {
-                self.free_slot(&session, false);
-                self.retry(&other, now + RETRY);
-                return;
-            }
-        }
-        match c.recall {
-            Some(NFS4_OK) => {
+        self.on_recall_answer(dl, other, answer, via, now);
+    }
+
+    /// CB_RECALL's answer (RFC 8881 §20.2.3), once CB_SEQUENCE succeeded.
+    fn on_recall_answer(
+        &mut self,
+        dl: &Delegations,
+        other: [u8; 12],
+        answer: RecallAnswer,
+        via: Transport,
+        now: Instant,
+    ) {
+        match answer {
+            RecallAnswer::Accepted => {
                 dl.recall_answered(via);
                 self.tasks.remove(&other);
             }
-            Some(NFS4ERR_BAD_STATEID | NFS4ERR_BADHANDLE) => {
+            RecallAnswer::Unknown => {
                 let again = self.tasks.get_mut(&other).is_some_and(|t| {
                     t.bad_stateid += 1;
                     t.bad_stateid <= BAD_STATEID_RETRIES
@@ -525,8 +543,8 @@ impl RecallDriver {
                     self.tasks.remove(&other);
                 }
             }
-            Some(NFS4ERR_DELAY) | None => self.retry(&other, now + RETRY),
-            Some(st) => {
+            RecallAnswer::Later => self.retry(&other, now + RETRY),
+            RecallAnswer::Refused(st) => {
                 tracing::info!(
                     st,
                     "CB_RECALL refused; the delegation will be revoked after the lease"

@@ -4,9 +4,11 @@
 
 use super::*;
 use crate::conn::ConnKind;
-use crate::nfs4::callback::{CbSec, OP_CB_RECALL, OP_CB_SEQUENCE};
+use crate::nfs4::callback::{CbSec, RecallDriver, OP_CB_RECALL, OP_CB_SEQUENCE};
+use crate::nfs4::status::*;
 use crate::state::stateid::Stateid;
 use crate::state::Conflict;
+use crate::state::StateError;
 use crate::stats::callbacks::{CallbackResult, RecallResult};
 use engine::rpc::{self, Cred};
 use std::cell::Cell;
@@ -143,7 +145,7 @@ fn recall_goes_out_with_cb_sequence_and_is_answered() {
     assert_eq!(drv.recalls(), 0);
     // Still outstanding until DELEGRETURN; then the writer proceeds.
     assert!(!d.break_conflicts(1, None, Conflict::Write));
-    assert_eq!(d.delegreturn(A, &s, 1), 0);
+    assert_eq!(d.delegreturn(A, &s, 1), Ok(()));
     assert!(d.break_conflicts(1, None, Conflict::Write));
     // The next recall on the session uses the next sequence id.
     let (s2, _) = d.try_grant_fh(A, 2, b"h2", false).unwrap();
@@ -254,7 +256,7 @@ fn lease_revokes_an_unanswered_recall() {
     let now = Instant::now();
     assert!(drv.step(&d, &nobody, now).is_empty(), "no back channel");
     drv.step(&d, &nobody, now + Duration::from_secs(11));
-    assert_eq!(d.test(&s), NFS4ERR_DELEG_REVOKED);
+    assert_eq!(d.test(&s), Err(StateError::DelegRevoked));
     assert_eq!(d.stats().recalls(RecallResult::Revoked), 1);
     drv.step(&d, &nobody, now + Duration::from_secs(20));
     assert_eq!(drv.recalls(), 0, "the task ends with the revocation");

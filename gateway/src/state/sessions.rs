@@ -6,7 +6,7 @@
 //! the COMPOUND runs unlocked, and the reply is stored when it is done).
 
 use crate::conn::ConnRef;
-use crate::nfs4::status::*;
+use crate::state::error::StateError;
 use std::hash::Hasher;
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -348,27 +348,27 @@ impl Session {
         slot: u32,
         seqid: u32,
         print: ReqPrint,
-    ) -> Result<SlotUse, u32> {
+    ) -> Result<SlotUse, StateError> {
         let mut live = self.lock();
         if live.dead {
-            return Err(NFS4ERR_BADSESSION);
+            return Err(StateError::BadSession);
         }
         let granted = live.granted;
         let Some(s) = live.slots.get_mut(slot as usize) else {
-            return Err(NFS4ERR_BADSLOT);
+            return Err(StateError::BadSlot);
         };
         if seqid == s.seqid.wrapping_add(1) {
             if s.busy {
                 // The previous request of this slot has not finished: the client broke
                 // the one-request-per-slot rule.
-                return Err(NFS4ERR_DELAY);
+                return Err(StateError::Delay);
             }
             if slot >= granted {
                 // A slot above the target of a shrunk session whose budget could
                 // not be taken back (`Table::regrow`): its reply could not be
                 // cached, so the request waits (RFC 8881 §15.1.1.3) until the
                 // budget frees; the slot's sequence id is left as it was.
-                return Err(NFS4ERR_DELAY);
+                return Err(StateError::Delay);
             }
             s.seqid = seqid;
             let prev_print = std::mem::replace(&mut s.print, print);
@@ -388,17 +388,17 @@ impl Session {
             }))
         } else if seqid == s.seqid && (s.busy || s.reply.is_some() || seqid != 0) {
             if s.print != print {
-                return Err(NFS4ERR_SEQ_FALSE_RETRY);
+                return Err(StateError::FalseRetry);
             }
             if s.busy {
-                return Err(NFS4ERR_DELAY);
+                return Err(StateError::Delay);
             }
             match &s.reply {
                 Some(r) => Ok(SlotUse::Replay(r.clone())),
-                None => Err(NFS4ERR_RETRY_UNCACHED_REP),
+                None => Err(StateError::RetryUncached),
             }
         } else {
-            Err(NFS4ERR_SEQ_MISORDERED)
+            Err(StateError::SeqMisordered)
         }
     }
 
@@ -506,29 +506,29 @@ mod tests {
         let s = sess(4);
         assert_eq!(s.slots(), 4);
         // Before any request, seqid 0 is not a retransmission.
-        assert_eq!(s.use_slot(0, 0, P).unwrap_err(), NFS4ERR_SEQ_MISORDERED);
+        assert_eq!(s.use_slot(0, 0, P).unwrap_err(), StateError::SeqMisordered);
         let SlotUse::New(claim) = s.use_slot(0, 1, P).unwrap() else {
             panic!("new request")
         };
         // The same request again while it runs: DELAY.
-        assert_eq!(s.use_slot(0, 1, P).unwrap_err(), NFS4ERR_DELAY);
+        assert_eq!(s.use_slot(0, 1, P).unwrap_err(), StateError::Delay);
         // The next one while the slot is busy: DELAY too.
-        assert_eq!(s.use_slot(0, 2, P).unwrap_err(), NFS4ERR_DELAY);
+        assert_eq!(s.use_slot(0, 2, P).unwrap_err(), StateError::Delay);
         claim.finish(Some(vec![1, 2, 3]));
         match s.use_slot(0, 1, P).unwrap() {
             SlotUse::Replay(r) => assert_eq!(*r, vec![1, 2, 3]),
             _ => panic!("replay"),
         }
-        assert_eq!(s.use_slot(0, 3, P).unwrap_err(), NFS4ERR_SEQ_MISORDERED);
-        assert_eq!(s.use_slot(4, 1, P).unwrap_err(), NFS4ERR_BADSLOT);
+        assert_eq!(s.use_slot(0, 3, P).unwrap_err(), StateError::SeqMisordered);
+        assert_eq!(s.use_slot(4, 1, P).unwrap_err(), StateError::BadSlot);
         // An uncached reply (claim dropped) → RETRY_UNCACHED_REP.
         let SlotUse::New(c2) = s.use_slot(0, 2, P).unwrap() else {
             panic!()
         };
         drop(c2);
-        assert_eq!(s.use_slot(0, 2, P).unwrap_err(), NFS4ERR_RETRY_UNCACHED_REP);
+        assert_eq!(s.use_slot(0, 2, P).unwrap_err(), StateError::RetryUncached);
         s.kill();
-        assert_eq!(s.use_slot(0, 3, P).unwrap_err(), NFS4ERR_BADSESSION);
+        assert_eq!(s.use_slot(0, 3, P).unwrap_err(), StateError::BadSession);
     }
 
     /// `abandon` (a request the reactor claimed, then handed to a worker): the slot is
@@ -545,7 +545,7 @@ mod tests {
             panic!()
         };
         // In flight on the reactor: a retransmission gets DELAY.
-        assert_eq!(s.use_slot(0, 2, P).unwrap_err(), NFS4ERR_DELAY);
+        assert_eq!(s.use_slot(0, 2, P).unwrap_err(), StateError::Delay);
         c.abandon();
         assert!(s.is_next(0, 2));
         match s.use_slot(0, 1, P).unwrap() {
@@ -562,7 +562,7 @@ mod tests {
             panic!()
         };
         c.abandon();
-        assert_eq!(s.use_slot(0, 2, P).unwrap_err(), NFS4ERR_RETRY_UNCACHED_REP);
+        assert_eq!(s.use_slot(0, 2, P).unwrap_err(), StateError::RetryUncached);
         assert!(s.is_next(0, 3));
     }
 
@@ -596,15 +596,9 @@ mod tests {
             panic!()
         };
         // While it runs: a different request with its seqid is a false retry too.
-        assert_eq!(
-            s.use_slot(0, 1, other).unwrap_err(),
-            NFS4ERR_SEQ_FALSE_RETRY
-        );
+        assert_eq!(s.use_slot(0, 1, other).unwrap_err(), StateError::FalseRetry);
         c.finish(Some(vec![1]));
-        assert_eq!(
-            s.use_slot(0, 1, other).unwrap_err(),
-            NFS4ERR_SEQ_FALSE_RETRY
-        );
+        assert_eq!(s.use_slot(0, 1, other).unwrap_err(), StateError::FalseRetry);
         match s.use_slot(0, 1, write).unwrap() {
             SlotUse::Replay(r) => assert_eq!(*r, vec![1]),
             _ => panic!("the retransmission is replayed"),
@@ -614,13 +608,10 @@ mod tests {
             panic!()
         };
         drop(c);
-        assert_eq!(
-            s.use_slot(0, 2, write).unwrap_err(),
-            NFS4ERR_SEQ_FALSE_RETRY
-        );
+        assert_eq!(s.use_slot(0, 2, write).unwrap_err(), StateError::FalseRetry);
         assert_eq!(
             s.use_slot(0, 2, other).unwrap_err(),
-            NFS4ERR_RETRY_UNCACHED_REP
+            StateError::RetryUncached
         );
         // Claimed and abandoned: the previous request's print comes back with its seqid.
         let SlotUse::New(c) = s.use_slot(0, 3, write).unwrap() else {
@@ -629,12 +620,9 @@ mod tests {
         c.abandon();
         assert_eq!(
             s.use_slot(0, 2, other).unwrap_err(),
-            NFS4ERR_RETRY_UNCACHED_REP
+            StateError::RetryUncached
         );
-        assert_eq!(
-            s.use_slot(0, 2, write).unwrap_err(),
-            NFS4ERR_SEQ_FALSE_RETRY
-        );
+        assert_eq!(s.use_slot(0, 2, write).unwrap_err(), StateError::FalseRetry);
     }
 
     /// The print covers the length and the first `WINDOW` bytes after SEQUENCE.

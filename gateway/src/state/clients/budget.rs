@@ -26,7 +26,7 @@
 //! been final.
 
 use super::{Clients, Table};
-use crate::nfs4::status::*;
+use crate::state::error::StateError;
 use crate::state::sessions::{ChannelAttrs, Session, MAX_SLOTS};
 use std::net::IpAddr;
 use std::time::Duration;
@@ -51,7 +51,7 @@ impl Table<'_> {
         mut fore: ChannelAttrs,
         clientid: u64,
         addr: Option<IpAddr>,
-    ) -> Result<ChannelAttrs, u32> {
+    ) -> Result<ChannelAttrs, StateError> {
         let per_slot = Session::slot_bytes(&fore);
         let asked = fore.max_requests.clamp(1, MAX_SLOTS);
         let want = per_slot.saturating_mul(u64::from(asked));
@@ -70,10 +70,10 @@ impl Table<'_> {
                     reserved = self.inner.cache_reserved,
                     dropped,
                     "NFSv4.1 reply cache full (nfs4.reply_cache_mib): CREATE_SESSION \
-                     answered NFS4ERR_DELAY until sessions go idle or are destroyed"
+                     answered StateError::Delay until sessions go idle or are destroyed"
                 );
             }
-            return Err(NFS4ERR_DELAY);
+            return Err(StateError::Delay);
         }
         fore.max_requests = n;
         Ok(fore)

@@ -3,7 +3,7 @@
 //! does, idle sessions shrunk and grown back.
 
 use super::super::{Clients, Limits, Principal};
-use crate::nfs4::status::*;
+use crate::state::error::StateError;
 use crate::state::sessions::{ChannelAttrs, Session, SlotUse};
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -44,7 +44,7 @@ fn ip(n: u32) -> IpAddr {
 }
 
 /// CREATE_SESSION's budget steps for `id` from `addr`.
-fn open(cl: &Clients, id: u64, addr: IpAddr) -> Result<Arc<Session>, u32> {
+fn open(cl: &Clients, id: u64, addr: IpAddr) -> Result<Arc<Session>, StateError> {
     cl.with(|t| {
         let f = t.grant_slots(greedy(), id, Some(addr))?;
         let sid = t.new_session_id();
@@ -110,7 +110,7 @@ fn a_full_budget_answers_delay_and_comes_back() {
         n += 1;
         assert!(n < 600, "never refused");
     };
-    assert_eq!(err, NFS4ERR_DELAY, "not NFS4ERR_NOSPC");
+    assert_eq!(err, StateError::Delay, "not SessionLimit (NFS4ERR_NOSPC)");
     assert!(sessions.len() > 8, "the first sessions did not take it all");
     // The first session got its client's share, 1/16 of 512 slots.
     assert_eq!(sessions[0].slots(), 32);
@@ -146,7 +146,7 @@ fn idle_sessions_are_shrunk_for_a_new_client_and_grow_back() {
         }
     }
     let c = client(&cl, b"new");
-    assert_eq!(open(&cl, c, ip(500)).unwrap_err(), NFS4ERR_DELAY);
+    assert_eq!(open(&cl, c, ip(500)).unwrap_err(), StateError::Delay);
     std::thread::sleep(Duration::from_millis(150));
     let fresh = open(&cl, c, ip(500)).unwrap();
     assert!(fresh.slots() >= 8, "got {}", fresh.slots());
@@ -159,11 +159,11 @@ fn idle_sessions_are_shrunk_for_a_new_client_and_grow_back() {
     ));
     assert_eq!(
         big.use_slot(1, 1, Default::default()).unwrap_err(),
-        NFS4ERR_RETRY_UNCACHED_REP
+        StateError::RetryUncached
     );
     assert_eq!(
         big.use_slot(1, 2, Default::default()).unwrap_err(),
-        NFS4ERR_DELAY
+        StateError::Delay
     );
     // Room again (the fresh session goes): the next request regrows it.
     assert!(cl.with(|t| t.remove_session(&fresh.id)));

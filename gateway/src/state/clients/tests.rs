@@ -66,7 +66,7 @@ fn grace_persists_owners_and_ends_on_reclaim_complete() {
     assert_eq!(cl.with(|t| t.reclaim_complete(a)), Ok(()));
     assert_eq!(
         cl.with(|t| t.reclaim_complete(a)),
-        Err(NFS4ERR_COMPLETE_ALREADY)
+        Err(StateError::CompleteAlready)
     );
     assert!(!cl.in_grace(), "every old client reclaimed: grace over");
     assert!(!cl.may_reclaim(a));

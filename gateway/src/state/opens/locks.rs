@@ -3,7 +3,7 @@
 //! and merging. A lock is owned by its lock stateid (one per lock-owner and file,
 //! §9), so two locks of different stateids belong to different owners.
 
-use crate::nfs4::status::NFS4ERR_INVAL;
+use crate::state::StateError;
 
 /// An inclusive byte range; `last == u64::MAX` means "to end of file and beyond".
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -16,9 +16,9 @@ impl Range {
     /// offset4/length4 → range (RFC 8881 §18.10.4): length 0 → NFS4ERR_INVAL; length
     /// all ones → to EOF; otherwise the last byte, offset + length - 1, must fit in 64
     /// bits (offset + length may reach 2^64, not pass it) → NFS4ERR_INVAL.
-    pub fn new(offset: u64, length: u64) -> Result<Range, u32> {
+    pub fn new(offset: u64, length: u64) -> Result<Range, StateError> {
         if length == 0 {
-            return Err(NFS4ERR_INVAL);
+            return Err(StateError::Invalid);
         }
         if length == u64::MAX {
             return Ok(Range {
@@ -26,7 +26,7 @@ impl Range {
                 last: u64::MAX,
             });
         }
-        let last = offset.checked_add(length - 1).ok_or(NFS4ERR_INVAL)?;
+        let last = offset.checked_add(length - 1).ok_or(StateError::Invalid)?;
         Ok(Range {
             start: offset,
             last,
@@ -189,10 +189,10 @@ mod tests {
 
     #[test]
     fn range_rules() {
-        assert_eq!(Range::new(0, 0), Err(NFS4ERR_INVAL));
+        assert_eq!(Range::new(0, 0), Err(StateError::Invalid));
         assert_eq!(Range::new(u64::MAX, 1).unwrap().last, u64::MAX);
-        assert_eq!(Range::new(u64::MAX, 2), Err(NFS4ERR_INVAL));
-        assert_eq!(Range::new(3, u64::MAX - 1), Err(NFS4ERR_INVAL));
+        assert_eq!(Range::new(u64::MAX, 2), Err(StateError::Invalid));
+        assert_eq!(Range::new(3, u64::MAX - 1), Err(StateError::Invalid));
         assert_eq!(Range::new(2, u64::MAX - 1).unwrap().last, u64::MAX);
         assert_eq!(Range::new(1, u64::MAX - 1).unwrap().last, u64::MAX - 1);
         let eof = Range::new(5, u64::MAX).unwrap();

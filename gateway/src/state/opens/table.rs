@@ -3,7 +3,7 @@
 use super::locks::{self, Lock, Range};
 use super::stateids::{self, Kind};
 use super::{Denied, Limits, LockError, Locker, ACCESS_WRITE, DENY_READ, DENY_WRITE};
-use crate::nfs4::status::*;
+use crate::state::error::{Checked, StateError};
 use crate::state::stateid::Stateid;
 use rustc_hash::FxHashMap;
 use std::collections::HashMap;
@@ -65,13 +65,13 @@ fn special(other: &[u8; 12]) -> bool {
 
 /// The seqid rule of §8.2.2 for NFSv4.1: 0 means "the current one", an older one
 /// NFS4ERR_OLD_STATEID, a newer one (never issued) NFS4ERR_BAD_STATEID.
-fn check_seqid(asked: u32, current: u32) -> Result<(), u32> {
+fn check_seqid(asked: u32, current: u32) -> Result<(), StateError> {
     if asked == 0 || asked == current {
         Ok(())
     } else if asked < current {
-        Err(NFS4ERR_OLD_STATEID)
+        Err(StateError::OldStateid)
     } else {
-        Err(NFS4ERR_BAD_STATEID)
+        Err(StateError::BadStateid)
     }
 }
 
@@ -125,10 +125,10 @@ impl Table {
     }
 
     /// Room for one more stateid of `clientid` (NFS4ERR_RESOURCE otherwise).
-    fn room(&self, clientid: u64) -> Result<(), u32> {
+    fn room(&self, clientid: u64) -> Result<(), StateError> {
         let n = self.per_client.get(&clientid).copied().unwrap_or(0);
         if n >= self.limits.states_per_client || self.total() >= self.limits.states_total {
-            return Err(NFS4ERR_RESOURCE);
+            return Err(StateError::Resource);
         }
         Ok(())
     }
@@ -148,31 +148,41 @@ impl Table {
 
     /// The `other` of an issued stateid of `kind`, or NFS4ERR_BAD_STATEID (special,
     /// another boot, another kind).
-    fn ours(&self, sid: &Stateid, kind: Kind) -> Result<[u8; 12], u32> {
+    fn ours(&self, sid: &Stateid, kind: Kind) -> Result<[u8; 12], StateError> {
         let o = sid.other;
         if special(&o) || stateids::boot_of(&o) != self.boot || Kind::of(&o) != Some(kind) {
-            return Err(NFS4ERR_BAD_STATEID);
+            return Err(StateError::BadStateid);
         }
         Ok(o)
     }
 
     /// The open of `sid` owned by `clientid` on `fileid` (when given), seqid checked.
-    fn open_of(&self, clientid: u64, sid: &Stateid, fileid: Option<u64>) -> Result<[u8; 12], u32> {
+    fn open_of(
+        &self,
+        clientid: u64,
+        sid: &Stateid,
+        fileid: Option<u64>,
+    ) -> Result<[u8; 12], StateError> {
         let o = self.ours(sid, Kind::Open)?;
-        let st = self.opens.get(&o).ok_or(NFS4ERR_BAD_STATEID)?;
+        let st = self.opens.get(&o).ok_or(StateError::BadStateid)?;
         if st.clientid != clientid || fileid.is_some_and(|f| f != st.fileid) {
-            return Err(NFS4ERR_BAD_STATEID);
+            return Err(StateError::BadStateid);
         }
         check_seqid(sid.seqid, st.seqid)?;
         Ok(o)
     }
 
     /// The lock stateid `sid` owned by `clientid` on `fileid` (when given).
-    fn lock_of(&self, clientid: u64, sid: &Stateid, fileid: Option<u64>) -> Result<[u8; 12], u32> {
+    fn lock_of(
+        &self,
+        clientid: u64,
+        sid: &Stateid,
+        fileid: Option<u64>,
+    ) -> Result<[u8; 12], StateError> {
         let o = self.ours(sid, Kind::Lock)?;
-        let st = self.lockst.get(&o).ok_or(NFS4ERR_BAD_STATEID)?;
+        let st = self.lockst.get(&o).ok_or(StateError::BadStateid)?;
         if st.clientid != clientid || fileid.is_some_and(|f| f != st.fileid) {
-            return Err(NFS4ERR_BAD_STATEID);
+            return Err(StateError::BadStateid);
         }
         check_seqid(sid.seqid, st.seqid)?;
         Ok(o)
@@ -255,13 +265,13 @@ impl Table {
         sid: &Stateid,
         fileid: u64,
         write: bool,
-    ) -> Result<(), u32> {
+    ) -> Result<(), StateError> {
         let o = sid.other;
         if o == [0; 12] || o == [0xff; 12] {
             let bypass = o == [0xff; 12];
             if (o == [0; 12] && sid.seqid != 0) || (bypass && sid.seqid != u32::MAX) {
                 // CURRENT stateid must have been resolved by the COMPOUND.
-                return Err(NFS4ERR_BAD_STATEID);
+                return Err(StateError::BadStateid);
             }
             if bypass && !write {
                 return Ok(());
@@ -273,7 +283,11 @@ impl Table {
                     .filter_map(|x| self.opens.get(x))
                     .any(|s| s.deny & denied != 0)
             });
-            return if locked { Err(NFS4ERR_LOCKED) } else { Ok(()) };
+            return if locked {
+                Err(StateError::Locked)
+            } else {
+                Ok(())
+            };
         }
         let open = match Kind::of(&o) {
             Some(Kind::Open) => self.open_of(clientid, sid, Some(fileid))?,
@@ -282,17 +296,17 @@ impl Table {
                 self.lockst
                     .get(&l)
                     .map(|s| s.open)
-                    .ok_or(NFS4ERR_BAD_STATEID)?
+                    .ok_or(StateError::BadStateid)?
             }
-            _ => return Err(NFS4ERR_BAD_STATEID),
+            _ => return Err(StateError::BadStateid),
         };
         let access = self
             .opens
             .get(&open)
             .map(|s| s.access)
-            .ok_or(NFS4ERR_BAD_STATEID)?;
+            .ok_or(StateError::BadStateid)?;
         if write && access & ACCESS_WRITE == 0 {
-            return Err(NFS4ERR_OPENMODE);
+            return Err(StateError::OpenMode);
         }
         // A READ is allowed with READ or WRITE access (knfsd's access_permit_read).
         Ok(())
@@ -365,9 +379,9 @@ impl Table {
         fileid: u64,
         access: u32,
         deny: u32,
-    ) -> Result<Stateid, u32> {
+    ) -> Result<Stateid, StateError> {
         if !(1..=3).contains(&access) || deny > 3 {
-            return Err(NFS4ERR_INVAL);
+            return Err(StateError::Invalid);
         }
         let key = (clientid, owner.to_vec(), fileid);
         if let Some(o) = self.open_index.get(&key).copied() {
@@ -376,11 +390,11 @@ impl Table {
                 .opens
                 .get(&o)
                 .map(|s| (s.access, s.deny))
-                .ok_or(NFS4ERR_SERVERFAULT)?;
+                .ok_or(StateError::Inconsistent)?;
             if self.share_conflict(fileid, Some(&o), a | access, d | deny) {
-                return Err(NFS4ERR_SHARE_DENIED);
+                return Err(StateError::ShareDenied);
             }
-            let s = self.opens.get_mut(&o).ok_or(NFS4ERR_SERVERFAULT)?;
+            let s = self.opens.get_mut(&o).ok_or(StateError::Inconsistent)?;
             s.access |= access;
             s.deny |= deny;
             s.seen_access |= 1 << access;
@@ -389,7 +403,7 @@ impl Table {
             return Ok(stateid(o, s.seqid));
         }
         if self.share_conflict(fileid, None, access, deny) {
-            return Err(NFS4ERR_SHARE_DENIED);
+            return Err(StateError::ShareDenied);
         }
         self.room(clientid)?;
         let o = stateids::fresh_other(self.boot, Kind::Open);
@@ -420,19 +434,19 @@ impl Table {
         fileid: u64,
         access: u32,
         deny: u32,
-    ) -> Result<Stateid, u32> {
+    ) -> Result<Stateid, StateError> {
         let o = self.open_of(clientid, sid, Some(fileid))?;
         if !(1..=3).contains(&access) || deny > 3 {
-            return Err(NFS4ERR_INVAL);
+            return Err(StateError::Invalid);
         }
-        let s = self.opens.get_mut(&o).ok_or(NFS4ERR_BAD_STATEID)?;
+        let s = self.opens.get_mut(&o).ok_or(StateError::BadStateid)?;
         // §18.18.3: a subset of the current modes that is a union of modes opened.
         if access & !s.access != 0
             || deny & !s.deny != 0
             || !union_of_seen(access, s.seen_access)
             || !union_of_seen(deny, s.seen_deny)
         {
-            return Err(NFS4ERR_INVAL);
+            return Err(StateError::Invalid);
         }
         s.access = access;
         s.deny = deny;
@@ -442,7 +456,12 @@ impl Table {
         Ok(stateid(o, s.seqid))
     }
 
-    pub(super) fn close(&mut self, clientid: u64, sid: &Stateid, fileid: u64) -> Result<(), u32> {
+    pub(super) fn close(
+        &mut self,
+        clientid: u64,
+        sid: &Stateid,
+        fileid: u64,
+    ) -> Result<(), StateError> {
         let o = self.open_of(clientid, sid, Some(fileid))?;
         let held = self.opens.get(&o).is_some_and(|s| {
             let f = self.files.get(&s.fileid);
@@ -451,7 +470,7 @@ impl Table {
                 .any(|l| f.is_some_and(|f| f.locks.iter().any(|x| &x.owner == l)))
         });
         if held {
-            return Err(NFS4ERR_LOCKS_HELD);
+            return Err(StateError::LocksHeld);
         }
         self.remove_open(&o);
         Ok(())
@@ -503,7 +522,7 @@ impl Table {
         let (existing, open, owner) = match locker {
             Locker::Existing { lock } => {
                 let l = self.lock_of(clientid, lock, Some(fileid))?;
-                let st = self.lockst.get(&l).ok_or(NFS4ERR_BAD_STATEID)?;
+                let st = self.lockst.get(&l).ok_or(StateError::BadStateid)?;
                 (Some(l), st.open, st.owner.clone())
             }
             Locker::New { open, owner } => {
@@ -516,10 +535,10 @@ impl Table {
             .opens
             .get(&open)
             .map(|s| s.access)
-            .ok_or(NFS4ERR_BAD_STATEID)?;
+            .ok_or(StateError::BadStateid)?;
         // §18.10.3: a WRITE_LT needs an open for writing (READ_LT: READ or WRITE).
         if write && access & ACCESS_WRITE == 0 {
-            return Err(NFS4ERR_OPENMODE.into());
+            return Err(StateError::OpenMode.into());
         }
         if let Some(f) = self.files.get(&fileid) {
             let mine = |l: &Lock| existing.is_some_and(|e| e == l.owner);
@@ -565,9 +584,9 @@ impl Table {
                     s.locks.retain(|x| x != &l);
                 }
             }
-            return Err(NFS4ERR_RESOURCE.into());
+            return Err(StateError::Resource.into());
         }
-        let st = self.lockst.get_mut(&l).ok_or(NFS4ERR_SERVERFAULT)?;
+        let st = self.lockst.get_mut(&l).ok_or(StateError::Inconsistent)?;
         st.seqid = stateids::next_seqid(st.seqid);
         Ok(stateid(l, st.seqid))
     }
@@ -600,7 +619,7 @@ impl Table {
         sid: &Stateid,
         fileid: u64,
         range: Range,
-    ) -> Result<Stateid, u32> {
+    ) -> Result<Stateid, StateError> {
         let l = self.lock_of(clientid, sid, Some(fileid))?;
         let room = self.limits.ranges_total.saturating_sub(self.nranges);
         if let Some(f) = self.files.get_mut(&fileid) {
@@ -610,36 +629,32 @@ impl Table {
             let now = locks::count(&f.locks, &l);
             self.nranges = self.nranges.saturating_sub(held).saturating_add(now);
             if !ok {
-                return Err(NFS4ERR_RESOURCE);
+                return Err(StateError::Resource);
             }
         }
-        let st = self.lockst.get_mut(&l).ok_or(NFS4ERR_BAD_STATEID)?;
+        let st = self.lockst.get_mut(&l).ok_or(StateError::BadStateid)?;
         st.seqid = stateids::next_seqid(st.seqid);
         Ok(stateid(l, st.seqid))
     }
 
-    pub(super) fn test_stateid(&self, clientid: u64, sid: &Stateid) -> u32 {
-        let r = match Kind::of(&sid.other) {
+    pub(super) fn test_stateid(&self, clientid: u64, sid: &Stateid) -> Checked {
+        match Kind::of(&sid.other) {
             Some(Kind::Open) => self.open_of(clientid, sid, None).map(|_| ()),
             Some(Kind::Lock) => self.lock_of(clientid, sid, None).map(|_| ()),
-            _ => Err(NFS4ERR_BAD_STATEID),
-        };
-        r.err().unwrap_or(NFS4_OK)
+            _ => Err(StateError::BadStateid),
+        }
     }
 
-    pub(super) fn free_stateid(&mut self, clientid: u64, sid: &Stateid) -> u32 {
+    pub(super) fn free_stateid(&mut self, clientid: u64, sid: &Stateid) -> Checked {
         match Kind::of(&sid.other) {
             Some(Kind::Open) => match self.open_of(clientid, sid, None) {
-                Ok(_) => NFS4ERR_LOCKS_HELD,
-                Err(e) => e,
+                Ok(_) => Err(StateError::LocksHeld),
+                Err(e) => Err(e),
             },
             Some(Kind::Lock) => {
-                let l = match self.lock_of(clientid, sid, None) {
-                    Ok(l) => l,
-                    Err(e) => return e,
-                };
+                let l = self.lock_of(clientid, sid, None)?;
                 let Some(st) = self.lockst.get(&l) else {
-                    return NFS4ERR_BAD_STATEID;
+                    return Err(StateError::BadStateid);
                 };
                 let (fileid, open) = (st.fileid, st.open);
                 if self
@@ -647,16 +662,16 @@ impl Table {
                     .get(&fileid)
                     .is_some_and(|f| f.locks.iter().any(|x| x.owner == l))
                 {
-                    return NFS4ERR_LOCKS_HELD;
+                    return Err(StateError::LocksHeld);
                 }
                 self.remove_lock_state(&l);
                 if let Some(s) = self.opens.get_mut(&open) {
                     s.locks.retain(|x| x != &l);
                 }
                 self.drop_file_if_idle(fileid);
-                NFS4_OK
+                Ok(())
             }
-            _ => NFS4ERR_BAD_STATEID,
+            _ => Err(StateError::BadStateid),
         }
     }
 }

@@ -37,22 +37,22 @@ fn share_reservations_conflict_across_owners_and_clients() {
     // write access against a deny-write: denied for another owner and client
     assert_eq!(
         o.open(C1, b"b", F, ACCESS_WRITE, 0),
-        Err(NFS4ERR_SHARE_DENIED)
+        Err(StateError::ShareDenied)
     );
-    assert_eq!(o.open(C2, b"a", F, 3, 0), Err(NFS4ERR_SHARE_DENIED));
+    assert_eq!(o.open(C2, b"a", F, 3, 0), Err(StateError::ShareDenied));
     // deny-read against an existing reader
     assert_eq!(
         o.open(C2, b"x", F, ACCESS_READ, DENY_READ),
-        Err(NFS4ERR_SHARE_DENIED)
+        Err(StateError::ShareDenied)
     );
     // compatible open
     assert!(o.open(C2, b"x", F, ACCESS_READ, 0).is_ok());
     // another file is independent
     assert!(o.open(C2, b"x", F + 1, 3, 3).is_ok());
     // bad modes
-    assert_eq!(o.open(C1, b"a", F, 0, 0), Err(NFS4ERR_INVAL));
-    assert_eq!(o.open(C1, b"a", F, 4, 0), Err(NFS4ERR_INVAL));
-    assert_eq!(o.open(C1, b"a", F, 1, 4), Err(NFS4ERR_INVAL));
+    assert_eq!(o.open(C1, b"a", F, 0, 0), Err(StateError::Invalid));
+    assert_eq!(o.open(C1, b"a", F, 4, 0), Err(StateError::Invalid));
+    assert_eq!(o.open(C1, b"a", F, 1, 4), Err(StateError::Invalid));
 }
 
 #[test]
@@ -64,29 +64,44 @@ fn upgrade_keeps_stateid_bumps_seqid_and_downgrade_needs_opened_modes() {
     assert_eq!(s2.seqid, 2);
     assert_eq!(o.open_modes(&s2), Some((3, DENY_WRITE)));
     // an older seqid is OLD, a future one BAD, 0 means current
-    assert_eq!(o.downgrade(C1, &s1, F, 1, 0), Err(NFS4ERR_OLD_STATEID));
+    assert_eq!(o.downgrade(C1, &s1, F, 1, 0), Err(StateError::OldStateid));
     let future = Stateid { seqid: 9, ..s2 };
-    assert_eq!(o.downgrade(C1, &future, F, 1, 0), Err(NFS4ERR_BAD_STATEID));
+    assert_eq!(
+        o.downgrade(C1, &future, F, 1, 0),
+        Err(StateError::BadStateid)
+    );
     // not a subset / never opened like that
-    assert_eq!(o.downgrade(C1, &s2, F, 1, DENY_READ), Err(NFS4ERR_INVAL));
-    assert_eq!(o.downgrade(C1, &s2, F, 3, 3), Err(NFS4ERR_INVAL));
+    assert_eq!(
+        o.downgrade(C1, &s2, F, 1, DENY_READ),
+        Err(StateError::Invalid)
+    );
+    assert_eq!(o.downgrade(C1, &s2, F, 3, 3), Err(StateError::Invalid));
     let s3 = o
         .downgrade(C1, &Stateid { seqid: 0, ..s2 }, F, ACCESS_READ, 0)
         .unwrap();
     assert_eq!(s3.seqid, 3);
     assert_eq!(o.open_modes(&s3), Some((1, 0)));
     // WRITE was dropped: it may not come back by downgrade
-    assert_eq!(o.downgrade(C1, &s3, F, ACCESS_WRITE, 0), Err(NFS4ERR_INVAL));
+    assert_eq!(
+        o.downgrade(C1, &s3, F, ACCESS_WRITE, 0),
+        Err(StateError::Invalid)
+    );
     // wrong file or client
-    assert_eq!(o.downgrade(C1, &s3, F + 1, 1, 0), Err(NFS4ERR_BAD_STATEID));
-    assert_eq!(o.downgrade(C2, &s3, F, 1, 0), Err(NFS4ERR_BAD_STATEID));
+    assert_eq!(
+        o.downgrade(C1, &s3, F + 1, 1, 0),
+        Err(StateError::BadStateid)
+    );
+    assert_eq!(o.downgrade(C2, &s3, F, 1, 0), Err(StateError::BadStateid));
 }
 
 #[test]
 fn opening_both_at_once_cannot_downgrade_to_one() {
     let o = t();
     let s = o.open(C1, b"a", F, 3, 0).unwrap();
-    assert_eq!(o.downgrade(C1, &s, F, ACCESS_READ, 0), Err(NFS4ERR_INVAL));
+    assert_eq!(
+        o.downgrade(C1, &s, F, ACCESS_READ, 0),
+        Err(StateError::Invalid)
+    );
     assert!(o.downgrade(C1, &s, F, 3, 0).is_ok());
 }
 
@@ -95,16 +110,16 @@ fn stale_and_special_stateids_are_bad() {
     let o = t();
     let s = o.open(C1, b"a", F, 1, 0).unwrap();
     let other_boot = Opens::with(BOOT + 1, Limits::default());
-    assert_eq!(other_boot.close(C1, &s, F), Err(NFS4ERR_BAD_STATEID));
-    assert_eq!(other_boot.test_stateid(C1, &s), NFS4ERR_BAD_STATEID);
+    assert_eq!(other_boot.close(C1, &s, F), Err(StateError::BadStateid));
+    assert_eq!(other_boot.test_stateid(C1, &s), Err(StateError::BadStateid));
     for sp in [Stateid::ANONYMOUS, Stateid::BYPASS, Stateid::CURRENT] {
-        assert_eq!(o.close(C1, &sp, F), Err(NFS4ERR_BAD_STATEID));
-        assert_eq!(o.test_stateid(C1, &sp), NFS4ERR_BAD_STATEID);
+        assert_eq!(o.close(C1, &sp, F), Err(StateError::BadStateid));
+        assert_eq!(o.test_stateid(C1, &sp), Err(StateError::BadStateid));
     }
-    assert_eq!(o.test_stateid(C1, &s), NFS4_OK);
-    assert_eq!(o.test_stateid(C2, &s), NFS4ERR_BAD_STATEID);
+    assert_eq!(o.test_stateid(C1, &s), Ok(()));
+    assert_eq!(o.test_stateid(C2, &s), Err(StateError::BadStateid));
     o.close(C1, &s, F).unwrap();
-    assert_eq!(o.test_stateid(C1, &s), NFS4ERR_BAD_STATEID);
+    assert_eq!(o.test_stateid(C1, &s), Err(StateError::BadStateid));
     assert!(!o.client_has_state(C1));
 }
 
@@ -112,38 +127,47 @@ fn stale_and_special_stateids_are_bad() {
 fn check_io_rules() {
     let o = t();
     let ro = o.open(C1, b"a", F, ACCESS_READ, DENY_WRITE).unwrap();
-    assert_eq!(o.check_io(C1, &ro, F, false), NFS4_OK);
-    assert_eq!(o.check_io(C1, &ro, F, true), NFS4ERR_OPENMODE);
-    assert_eq!(o.check_io(C1, &ro, F + 1, false), NFS4ERR_BAD_STATEID);
-    assert_eq!(o.check_io(C2, &ro, F, false), NFS4ERR_BAD_STATEID);
+    assert_eq!(o.check_io(C1, &ro, F, false), Ok(()));
+    assert_eq!(o.check_io(C1, &ro, F, true), Err(StateError::OpenMode));
+    assert_eq!(
+        o.check_io(C1, &ro, F + 1, false),
+        Err(StateError::BadStateid)
+    );
+    assert_eq!(o.check_io(C2, &ro, F, false), Err(StateError::BadStateid));
     assert_eq!(
         o.check_io(C1, &Stateid { seqid: 0, ..ro }, F, false),
-        NFS4_OK
+        Ok(())
     );
     // anonymous writes meet the deny-write reservation; reads pass
-    assert_eq!(o.check_io(C2, &Stateid::ANONYMOUS, F, true), NFS4ERR_LOCKED);
-    assert_eq!(o.check_io(C2, &Stateid::ANONYMOUS, F, false), NFS4_OK);
-    assert_eq!(o.check_io(C2, &Stateid::BYPASS, F, false), NFS4_OK);
-    assert_eq!(o.check_io(C2, &Stateid::BYPASS, F, true), NFS4ERR_LOCKED);
-    assert_eq!(o.check_io(C2, &Stateid::ANONYMOUS, F + 1, true), NFS4_OK);
+    assert_eq!(
+        o.check_io(C2, &Stateid::ANONYMOUS, F, true),
+        Err(StateError::Locked)
+    );
+    assert_eq!(o.check_io(C2, &Stateid::ANONYMOUS, F, false), Ok(()));
+    assert_eq!(o.check_io(C2, &Stateid::BYPASS, F, false), Ok(()));
+    assert_eq!(
+        o.check_io(C2, &Stateid::BYPASS, F, true),
+        Err(StateError::Locked)
+    );
+    assert_eq!(o.check_io(C2, &Stateid::ANONYMOUS, F + 1, true), Ok(()));
     assert_eq!(
         o.check_io(C1, &Stateid::CURRENT, F, false),
-        NFS4ERR_BAD_STATEID
+        Err(StateError::BadStateid)
     );
     // write-only opens may read (as knfsd and the Linux client expect)
     let wo = o.open(C2, b"w", F + 1, ACCESS_WRITE, 0).unwrap();
-    assert_eq!(o.check_io(C2, &wo, F + 1, false), NFS4_OK);
-    assert_eq!(o.check_io(C2, &wo, F + 1, true), NFS4_OK);
+    assert_eq!(o.check_io(C2, &wo, F + 1, false), Ok(()));
+    assert_eq!(o.check_io(C2, &wo, F + 1, true), Ok(()));
     // a lock stateid carries its open's modes
     let l = o.lock(C1, &new_lock(ro, b"L"), F, r(0, 1), false).unwrap();
-    assert_eq!(o.check_io(C1, &l, F, false), NFS4_OK);
-    assert_eq!(o.check_io(C1, &l, F, true), NFS4ERR_OPENMODE);
+    assert_eq!(o.check_io(C1, &l, F, false), Ok(()));
+    assert_eq!(o.check_io(C1, &l, F, true), Err(StateError::OpenMode));
     // unknown kinds (a delegation stateid) are not this table's
     let d = Stateid {
         seqid: 1,
         other: stateids::fresh_other(BOOT, Kind::Delegation),
     };
-    assert_eq!(o.check_io(C1, &d, F, false), NFS4ERR_BAD_STATEID);
+    assert_eq!(o.check_io(C1, &d, F, false), Err(StateError::BadStateid));
 }
 
 #[test]
@@ -186,18 +210,18 @@ fn locks_conflict_split_and_report_the_holder() {
     // old seqid on the lock stateid
     assert_eq!(
         o.lock(C1, &Locker::Existing { lock: l1 }, F, r(0, 1), true),
-        Err(LockError::Status(NFS4ERR_OLD_STATEID))
+        Err(LockError::Status(StateError::OldStateid))
     );
     // CLOSE with locks → LOCKS_HELD; FREE_STATEID likewise
-    assert_eq!(o.close(C1, &s1, F), Err(NFS4ERR_LOCKS_HELD));
-    assert_eq!(o.free_stateid(C1, &l1b), NFS4ERR_LOCKS_HELD);
-    assert_eq!(o.free_stateid(C1, &s1), NFS4ERR_LOCKS_HELD);
+    assert_eq!(o.close(C1, &s1, F), Err(StateError::LocksHeld));
+    assert_eq!(o.free_stateid(C1, &l1b), Err(StateError::LocksHeld));
+    assert_eq!(o.free_stateid(C1, &s1), Err(StateError::LocksHeld));
     // release everything, then FREE_STATEID frees the lock stateid and CLOSE works
     let l1c = o
         .locku(C1, &l1b, F, Range::new(0, u64::MAX).unwrap())
         .unwrap();
-    assert_eq!(o.free_stateid(C1, &l1c), NFS4_OK);
-    assert_eq!(o.test_stateid(C1, &l1c), NFS4ERR_BAD_STATEID);
+    assert_eq!(o.free_stateid(C1, &l1c), Ok(()));
+    assert_eq!(o.test_stateid(C1, &l1c), Err(StateError::BadStateid));
     assert_eq!(o.close(C1, &s1, F), Ok(()));
     assert!(!o.client_has_state(C1));
     assert!(o.client_has_state(C2));
@@ -238,13 +262,13 @@ fn write_lock_needs_write_open() {
     let s = o.open(C1, b"o", F, ACCESS_READ, 0).unwrap();
     assert_eq!(
         o.lock(C1, &new_lock(s, b"L"), F, r(0, 1), true),
-        Err(LockError::Status(NFS4ERR_OPENMODE))
+        Err(LockError::Status(StateError::OpenMode))
     );
     // nothing was created
     assert_eq!(o.lockt(C2, b"x", F, r(0, 1), true), Ok(()));
     assert_eq!(
         o.lock(C1, &new_lock(s, b"L"), F + 1, r(0, 1), false),
-        Err(LockError::Status(NFS4ERR_BAD_STATEID))
+        Err(LockError::Status(StateError::BadStateid))
     );
 }
 
@@ -261,16 +285,16 @@ fn caps_answer_resource() {
     );
     let s = o.open(C1, b"a", F, 3, 0).unwrap();
     let l = o.lock(C1, &new_lock(s, b"L"), F, r(0, 1), true).unwrap();
-    assert_eq!(o.open(C1, b"b", F, 1, 0), Err(NFS4ERR_RESOURCE));
+    assert_eq!(o.open(C1, b"b", F, 1, 0), Err(StateError::Resource));
     let l = o
         .lock(C1, &Locker::Existing { lock: l }, F, r(10, 1), true)
         .unwrap();
     assert_eq!(
         o.lock(C1, &Locker::Existing { lock: l }, F, r(20, 1), true),
-        Err(LockError::Status(NFS4ERR_RESOURCE))
+        Err(LockError::Status(StateError::Resource))
     );
     assert!(o.open(C2, b"a", F, 1, 0).is_ok());
-    assert_eq!(o.open(C2, b"b", F, 1, 0), Err(NFS4ERR_RESOURCE));
+    assert_eq!(o.open(C2, b"b", F, 1, 0), Err(StateError::Resource));
     // a failed first LOCK leaves no lock stateid behind
     let o = Opens::with(
         BOOT,
@@ -284,7 +308,7 @@ fn caps_answer_resource() {
     let s = o.open(C1, b"a", F, 3, 0).unwrap();
     assert_eq!(
         o.lock(C1, &new_lock(s, b"L"), F, r(0, 1), true),
-        Err(LockError::Status(NFS4ERR_RESOURCE))
+        Err(LockError::Status(StateError::Resource))
     );
     assert_eq!(o.close(C1, &s, F), Ok(()));
     assert!(!o.client_has_state(C1));
@@ -297,13 +321,13 @@ fn purge_frees_opens_locks_and_reservations() {
     o.lock(C1, &new_lock(s, b"L"), F, r(0, u64::MAX), true)
         .unwrap();
     assert!(o.client_has_state(C1));
-    assert_eq!(o.open(C2, b"b", F, 1, 0), Err(NFS4ERR_SHARE_DENIED));
+    assert_eq!(o.open(C2, b"b", F, 1, 0), Err(StateError::ShareDenied));
     o.purge_client(C1);
     assert!(!o.client_has_state(C1));
-    assert_eq!(o.test_stateid(C1, &s), NFS4ERR_BAD_STATEID);
+    assert_eq!(o.test_stateid(C1, &s), Err(StateError::BadStateid));
     let s2 = o.open(C2, b"b", F, 3, 0).unwrap();
     assert!(o.lock(C2, &new_lock(s2, b"M"), F, r(0, 1), true).is_ok());
-    assert_eq!(o.check_io(C2, &Stateid::ANONYMOUS, F, true), NFS4_OK);
+    assert_eq!(o.check_io(C2, &Stateid::ANONYMOUS, F, true), Ok(()));
 }
 
 #[test]
@@ -326,9 +350,9 @@ fn table_wide_range_cap_counts_splits_and_releases() {
         .unwrap(); // 3
     assert_eq!(
         o.lock(C2, &Locker::Existing { lock: l2 }, F + 1, r(20, 1), true),
-        Err(LockError::Status(NFS4ERR_RESOURCE))
+        Err(LockError::Status(StateError::Resource))
     );
-    assert_eq!(o.locku(C1, &l1, F, r(50, 1)), Err(NFS4ERR_RESOURCE));
+    assert_eq!(o.locku(C1, &l1, F, r(50, 1)), Err(StateError::Resource));
     // merging back frees one; extending a held range costs nothing
     let l1 = o
         .lock(C1, &Locker::Existing { lock: l1 }, F, r(10, 10), true)
@@ -371,7 +395,7 @@ fn last_close_is_reported_once_per_file() {
         heard.lock().unwrap().is_empty(),
         "OPEN_DOWNGRADE is no close"
     );
-    assert_eq!(o.close(C2, &a, F), Err(NFS4ERR_BAD_STATEID));
+    assert_eq!(o.close(C2, &a, F), Err(StateError::BadStateid));
     o.close(C1, &a, F).unwrap();
     assert!(o.is_open(F), "C2 still holds it");
     assert!(heard.lock().unwrap().is_empty());
