@@ -80,11 +80,12 @@ if [ "$rdma" = 1 ]; then
 fi
 if [ "$pkg" = 1 ] && [ -z "${NFSGW_DEB:-}" ]; then
   # Two revisions of one build: the stage installs the first and upgrades to the second.
-  # Copied out of target/debian/, where cargo-deb deletes the other revisions.
+  # The binaries beside GATEWAY_BIN, packaged as they are (NO_BUILD=1); copied out of
+  # target/debian/, where cargo-deb deletes the other revisions.
   ptgt=$(dirname "$(dirname "$GATEWAY_BIN")")
   rm -rf "$ptgt/vm-package" && mkdir -p "$ptgt/vm-package"
   for rev in 1 2; do
-    d=$(DEB_REVISION=$rev CARGO_TARGET_DIR=$ptgt bash tools/package/build-deb.sh) \
+    d=$(NO_BUILD=1 DEB_REVISION=$rev CARGO_TARGET_DIR=$ptgt bash tools/package/build-deb.sh) \
       && cp "$d" "$ptgt/vm-package/" || fail_all "tools/package/build-deb.sh (revision $rev)"
   done
   NFSGW_DEB=$(ls "$ptgt"/vm-package/nfsgw_*-1_*.deb) NFSGW_DEB2=$(ls "$ptgt"/vm-package/nfsgw_*-2_*.deb)

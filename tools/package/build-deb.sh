@@ -6,6 +6,8 @@
 #   tools/package/build-deb.sh            # prints the path of the .deb on stdout
 #   DEB_REVISION=2 tools/package/build-deb.sh   # the same build as Debian revision 2
 #                                               # (tests/vm/guest-package.sh upgrades to it)
+#   NO_BUILD=1 tools/package/build-deb.sh       # package the binaries already in
+#                                               # $CARGO_TARGET_DIR/release as they are
 #
 # Steps: build the three binaries; render what the package ships that is not a build
 # product into target/release/nfsgw-pkg/ (cargo-deb's assets in gateway/Cargo.toml):
@@ -23,8 +25,16 @@ log() { echo "build-deb.sh: $*" >&2; }
 
 command -v cargo-deb >/dev/null || { log "cargo-deb missing: cargo install cargo-deb --locked"; exit 1; }
 
-log "cargo build --release (gateway, nfsgw-tools, bench)"
-cargo build --release --locked -p gateway -p tools -p bench >&2
+if [[ "${NO_BUILD:-0}" = 1 ]]; then
+    # The binaries of a build made already (tests/run-all.sh's, whose feature set a
+    # narrower `cargo build` would not reuse): package them as they are.
+    for b in gateway nfsgw-tools bench; do
+        [[ -x "$REL/$b" ]] || { log "NO_BUILD=1 but $REL/$b is missing"; exit 1; }
+    done
+else
+    log "cargo build --release (gateway, nfsgw-tools, bench)"
+    cargo build --release --locked -p gateway -p tools -p bench >&2
+fi
 
 rm -rf "$PKG"
 mkdir -p "$PKG/man" "$PKG/completions"
