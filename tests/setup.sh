@@ -7,6 +7,7 @@
 # creates the Python venv tests/.venv (a link into ~/.cache/nfsgw) with pytest, and tries to build the PyPI
 # `libnfs` Python bindings (needs libnfs-dev, swig, python3-dev). When that build
 # fails the harness still works: the suites use our own client tests/e2e/nfsclient.py.
+# Installs cargo-deb (the Debian package) and Debian's prometheus (the dashboards' test).
 # Installs moto[server] (a real S3-compatible server, plus boto3) for the s3 backend tests.
 # A second run with everything in place is a fast no-op.
 set -euo pipefail
@@ -19,7 +20,7 @@ log() { echo "setup.sh: $*" >&2; }
 
 # ---- Debian packages --------------------------------------------------------
 PKGS=(libnfs-utils libnfs-dev swig python3-dev python3-venv build-essential pkg-config
-      libibverbs-dev librdmacm-dev libclang-dev fio systemd libfuse3-3)
+      libibverbs-dev librdmacm-dev libclang-dev fio systemd libfuse3-3 prometheus)
 missing=()
 for p in "${PKGS[@]}"; do
     if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
@@ -44,10 +45,20 @@ if ((${#missing[@]})); then
     apt-get install -y -qq --no-install-recommends systemd
     # libfuse 3 for tests/e2e/faultfs.py (EIO injected under the gateway's fs backend)
     apt-get install -y -qq --no-install-recommends libfuse3-3
+    # a real Prometheus for tests/e2e/test_dashboards.py (the Grafana dashboards' queries)
+    apt-get install -y -qq --no-install-recommends prometheus
 fi
 for b in nfs-ls nfs-cp nfs-cat; do
     command -v "$b" >/dev/null || { log "missing $b after install"; exit 1; }
 done
+
+# ---- cargo-deb: builds the Debian package (tools/package/build-deb.sh) ----------------
+# tests/e2e/test_package.py and the VM stage "package" need it. --locked: the versions
+# its own release was tested with.
+if ! command -v cargo-deb >/dev/null; then
+    log "installing cargo-deb"
+    cargo install cargo-deb --locked
+fi
 
 # ---- venv with pytest ---------------------------------------------------------
 # A fresh checkout links tests/.venv to a venv in the machine's cache

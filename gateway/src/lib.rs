@@ -4,6 +4,7 @@
 pub mod backend;
 pub mod cache;
 pub mod call;
+pub mod cli;
 pub mod config;
 pub mod conn;
 pub mod effective;

@@ -7,31 +7,12 @@
 //! in, secrets redacted).
 
 use clap::Parser;
+use gateway::cli::Cli;
 use gateway::config::Config;
 use gateway::server::Server;
-use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
-
-#[derive(Parser)]
-#[command(
-    name = "gateway",
-    version,
-    about = "Polled-mode NFSv3 gateway to an object store"
-)]
-struct Cli {
-    /// Serve with this TOML configuration (SIGHUP re-reads it).
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["check_config", "print_config"])]
-    config: Option<PathBuf>,
-    /// Validate this configuration and exit (0 = valid, 2 = not; the problem names the key).
-    #[arg(long, value_name = "FILE", conflicts_with = "print_config")]
-    check_config: Option<PathBuf>,
-    /// Validate this configuration, print it as TOML with every default filled in and
-    /// secrets redacted, and exit.
-    #[arg(long, value_name = "FILE")]
-    print_config: Option<PathBuf>,
-}
 
 static STOP: AtomicBool = AtomicBool::new(false);
 static RELOAD: AtomicBool = AtomicBool::new(false);

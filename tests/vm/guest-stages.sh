@@ -9,14 +9,15 @@
 #
 # Usage: guest-stages.sh GATEWAY RDMA_GATEWAY RDMA_BENCH   (VM_STAGES picks the stages)
 #
-# Order: the NFS/RDMA stage runs last, because Debian 6.1's NFS/RDMA client can oops in a
+# Order: the package stage runs first (short, and it leaves port 2049 free: it stops the
+# service it started). The NFS/RDMA stage runs last, because Debian 6.1's NFS/RDMA client can oops in a
 # forced unmount and leave later kernel mounts hanging (tests/README.md).
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 GW=${1:?gateway binary}
 RGW=${2:-}
 RBENCH=${3:-}
-STAGES=${VM_STAGES:-kernel-client rdma-send-timeout kernel-rdma}
+STAGES=${VM_STAGES:-package kernel-client rdma-send-timeout kernel-rdma}
 
 # Ends what a stage may have left behind that the next one would trip over: gateways and
 # bench peers still running (ports 2049/20049), NFS mounts. A mount wedged by a client
@@ -37,6 +38,7 @@ settle() {
 failed=0
 for s in $STAGES; do
   case "$s" in
+    package) cmd=(bash "$HERE/guest-package.sh" "${NFSGW_DEB:-}" "${NFSGW_DEB2:-}"); to=${PACKAGE_TIMEOUT:-600} ;;
     kernel-client) cmd=(bash "$HERE/kernel-nfs-smoke.sh" "$GW"); to=${KERNEL_CLIENT_TIMEOUT:-1500} ;;
     rdma-send-timeout) cmd=(bash "$HERE/rdma-send-timeout.sh" "$RGW" "$RBENCH"); to=${RDMA_SEND_TIMEOUT_TIMEOUT:-900} ;;
     kernel-rdma) cmd=(bash "$HERE/kernel-nfs-rdma.sh" "$RGW" "$RBENCH"); to=${KERNEL_RDMA_TIMEOUT:-1500} ;;

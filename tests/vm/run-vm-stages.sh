@@ -2,6 +2,9 @@
 # The VM stages in ONE QEMU boot (tools/vm/vm.sh; a boot under the software CPU costs a
 # minute or more, so the stages share it). Each stage still passes or fails on its own:
 #
+#   package            the Debian package installed, started, mounted, upgraded,
+#                      removed and purged (guest-package.sh; .deb from
+#                      tools/package/build-deb.sh unless NFSGW_DEB and NFSGW_DEB2 are given)
 #   kernel-client      the kernel's NFSv3 + NFSv4.1 clients over TCP (kernel-nfs-smoke.sh,
 #                      kernel-nfs41.sh), default-feature gateway
 #   rdma-send-timeout  rdma.send_timeout_s and rdma.stall_reclaim_ms on real verbs
@@ -9,7 +12,7 @@
 #   kernel-rdma        the kernel's NFS/RDMA client on Soft-RoCE (kernel-nfs-rdma.sh,
 #                      kernel-nfs41-rdma.sh, kernel-rdma-compare.sh)
 #
-#   tests/vm/run-vm-stages.sh                      (root; Debian 12; all three)
+#   tests/vm/run-vm-stages.sh                      (root; Debian 12; all four)
 #   VM_STAGES=kernel-client tests/vm/run-vm-stages.sh
 #
 # Binaries: GATEWAY_BIN [$CARGO_TARGET_DIR/release/gateway, target dir default
@@ -18,14 +21,15 @@
 # A stage passes only if its guest script exited 0 AND printed its PASS line. Its output
 # is kept in target/vm-NAME.log (the whole boot in target/vm-stages.log); one line per
 # stage in target/vm-stages.txt (result, time, name) for tests/run-all.sh's table. Last
-# line: "N passed, M failed". Per-stage guest timeouts (seconds): KERNEL_CLIENT_TIMEOUT
+# line: "N passed, M failed". Per-stage guest timeouts (seconds): PACKAGE_TIMEOUT [600],
+# KERNEL_CLIENT_TIMEOUT
 # [1500], RDMA_SEND_TIMEOUT_TIMEOUT [900], KERNEL_RDMA_TIMEOUT [1500]; VM_TIMEOUT bounds
 # the whole boot [their sum + 300]. The knobs of the guest scripts pass through
 # (tests/README.md).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 TGT=${CARGO_TARGET_DIR:-$PWD/target}
-STAGES=${VM_STAGES:-kernel-client rdma-send-timeout kernel-rdma}
+STAGES=${VM_STAGES:-package kernel-client rdma-send-timeout kernel-rdma}
 GATEWAY_BIN=${GATEWAY_BIN:-$TGT/release/gateway}
 mkdir -p target
 SUMMARY=target/vm-stages.txt
@@ -34,6 +38,7 @@ LOG=target/vm-stages.log
 
 pass_line() {
   case "$1" in
+    package) echo "PACKAGE: PASS" ;;
     kernel-client) echo "KERNEL CLIENT SMOKE: PASS" ;;
     rdma-send-timeout) echo "RDMA SEND TIMEOUT: PASS" ;;
     kernel-rdma) echo "KERNEL NFS/RDMA: PASS" ;;
@@ -47,9 +52,10 @@ fail_all() {
   exit 1
 }
 
-rdma=0 tcp=0 budget=0
+rdma=0 tcp=0 pkg=0 budget=0
 for s in $STAGES; do
   case "$s" in
+    package) pkg=1; budget=$((budget + ${PACKAGE_TIMEOUT:-600})) ;;
     kernel-client) tcp=1; budget=$((budget + ${KERNEL_CLIENT_TIMEOUT:-1500})) ;;
     rdma-send-timeout) rdma=1; budget=$((budget + ${RDMA_SEND_TIMEOUT_TIMEOUT:-900})) ;;
     kernel-rdma) rdma=1; budget=$((budget + ${KERNEL_RDMA_TIMEOUT:-1500})) ;;
@@ -72,6 +78,19 @@ if [ "$rdma" = 1 ]; then
   [ -x "$RDMA_GATEWAY_BIN" ] || fail_all "rdma gateway binary not found at $RDMA_GATEWAY_BIN"
   [ -x "$RDMA_BENCH_BIN" ] || fail_all "rdma bench binary not found at $RDMA_BENCH_BIN"
 fi
+if [ "$pkg" = 1 ] && [ -z "${NFSGW_DEB:-}" ]; then
+  # Two revisions of one build: the stage installs the first and upgrades to the second.
+  # The binaries beside GATEWAY_BIN, packaged as they are (NO_BUILD=1); copied out of
+  # target/debian/, where cargo-deb deletes the other revisions.
+  ptgt=$(dirname "$(dirname "$GATEWAY_BIN")")
+  rm -rf "$ptgt/vm-package" && mkdir -p "$ptgt/vm-package"
+  for rev in 1 2; do
+    d=$(NO_BUILD=1 DEB_REVISION=$rev CARGO_TARGET_DIR=$ptgt bash tools/package/build-deb.sh) \
+      && cp "$d" "$ptgt/vm-package/" || fail_all "tools/package/build-deb.sh (revision $rev)"
+  done
+  NFSGW_DEB=$(ls "$ptgt"/vm-package/nfsgw_*-1_*.deb) NFSGW_DEB2=$(ls "$ptgt"/vm-package/nfsgw_*-2_*.deb)
+fi
+export NFSGW_DEB=${NFSGW_DEB:-} NFSGW_DEB2=${NFSGW_DEB2:-${NFSGW_DEB:-}}
 bash tools/vm/vm.sh setup || fail_all "tools/vm/vm.sh setup"
 if [ "$rdma" = 1 ]; then
   # fio (write + verify jobs in the guest) runs from the host's root filesystem.
@@ -88,7 +107,7 @@ if [ "$rdma" = 1 ]; then
     command -v "$c" >/dev/null || fail_all "'$c' is not installed (tools/vm/vm.sh setup with VM_RXE=1 should have installed it)"
   done
 fi
-export VM_ENV="${VM_ENV:-} VM_STAGES KERNEL_CLIENT_TIMEOUT RDMA_SEND_TIMEOUT_TIMEOUT KERNEL_RDMA_TIMEOUT
+export VM_ENV="${VM_ENV:-} VM_STAGES NFSGW_DEB NFSGW_DEB2 PACKAGE_TIMEOUT KERNEL_CLIENT_TIMEOUT RDMA_SEND_TIMEOUT_TIMEOUT KERNEL_RDMA_TIMEOUT
   KERNEL_V41 KERNEL_V41_SERVER V41_PARTS V41_ENTRIES
   SEND_TIMEOUT_S STALL_WAIT_S STALL_RECLAIM_MS
   RDMA_FILE_MIB RDMA_FIO_MIB RDMA_DIR_ENTRIES TCP_FILE_MIB TCP_DIR_ENTRIES GW_CORES V41 V41R_FILE_MIB

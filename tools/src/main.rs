@@ -4,18 +4,20 @@
 //! - `fuzz`: seeded fuzz campaigns against the real gateway binary (docs/fuzzing.md).
 //! - `sweep`: start the gateway with each variant of a config, run `bench` against
 //!   each, print a table and a plot, write the best variant as a config.
+//! - `man`, `completions`: manual pages and shell completions for the Debian package.
 
 mod benchjson;
 mod child;
 mod fetch;
 mod fuzz;
+mod manpages;
 mod metrics;
 mod plot;
 mod sweep;
 mod top;
 mod variants;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 #[derive(Parser)]
 #[command(
@@ -36,6 +38,10 @@ enum Cmd {
     Fuzz(fuzz::FuzzArgs),
     /// Benchmark every variant of a config and write the best one.
     Sweep(sweep::SweepArgs),
+    /// Write the manual pages of nfsgw and nfsgw-tools (roff, section 1) into DIR.
+    Man(manpages::ManArgs),
+    /// Print a shell completion script for nfsgw-tools.
+    Completions(manpages::CompletionsArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -44,6 +50,8 @@ fn main() -> std::process::ExitCode {
         Cmd::Top(a) => top::run(&a),
         Cmd::Sweep(a) => sweep::run(&a),
         Cmd::Fuzz(a) => fuzz::run(&a),
+        Cmd::Man(a) => manpages::man(&a, Cli::command()),
+        Cmd::Completions(a) => manpages::completions(&a, Cli::command()),
     };
     match r {
         Ok(()) => std::process::ExitCode::SUCCESS,
