@@ -411,6 +411,10 @@ pub fn encode_call(
             encode_compound(out, xid, cred, &[seq, Op4::Putfh(dir), Op4::Readdir])
         }
         Call::Commit(fh) => encode_compound(out, xid, cred, &[seq, Op4::Putfh(fh), Op4::Commit]),
+        // The metadata run (`md`) builds its own compounds.
+        Call::WriteSync(..) | Call::Mkdir(..) | Call::Rmdir(..) | Call::ReaddirplusAt(..) => {
+            anyhow::bail!("{} is not a load call", call.name())
+        }
     }
 }
 
