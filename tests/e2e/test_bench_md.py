@@ -28,7 +28,7 @@ def md(target, *args, rc=0, timeout=120):
     assert BENCH.exists(), f"build bench first: {BENCH}"
     r = subprocess.run([str(BENCH), "md", "--target", target, "--json", *map(str, args)],
                        capture_output=True, text=True, timeout=timeout)
-    assert r.returncode == rc, f"bench md {args} -> {r.returncode}\nstdout: {r.stdout[-2000:]}\nstderr: {r.stderr[-3000:]}"
+    assert r.returncode == rc, f"bench md {args} -> {r.returncode}\nstdout: {r.stdout[-2000:]}\nstderr: {r.stderr[:3000]}"
     assert "panicked" not in r.stderr, r.stderr
     lines = r.stdout.strip().splitlines()
     assert len(lines) == 1, r.stdout
@@ -62,9 +62,9 @@ def left_in_root(gw):
         return [e.name for e in c.readdir_all(root) if str(e.name).startswith("bench-md.")]
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_md_both_trees_both_versions_verified(gw_factory, backend):
-    gw = gw_factory(backend=backend)
+@pytest.mark.parametrize("store", BACKENDS)
+def test_md_both_trees_both_versions_verified(gw_factory, store):
+    gw = gw_factory(backend=store)
     target = f"tcp://127.0.0.1:{gw.port}"
     for nfs in ("3", "4.1"):
         for tree in ("easy", "hard"):

@@ -83,7 +83,7 @@ fn fattr_size(r: &mut XdrReader) -> XdrResult<Option<u64>> {
 }
 
 /// open_delegation4 (RFC 8881 §18.16.2): the delegation's stateid, if one was given.
-fn delegation(r: &mut XdrReader) -> XdrResult<Option<Stateid>> {
+pub fn delegation(r: &mut XdrReader) -> XdrResult<Option<Stateid>> {
     let nfsace = |r: &mut XdrReader| -> XdrResult<()> {
         r.skip(12)?; // type, flag, access mask
         r.opaque_var(1024)?; // who
