@@ -376,7 +376,10 @@ mod tests {
         let Some(Cmd::Md(m)) = c.cmd else {
             panic!("not md: {:?}", c.cmd);
         };
-        assert_eq!((m.nfs, m.tree, m.files_per_conn), (NfsVersion::V41, md::Tree::Hard, 200));
+        assert_eq!(
+            (m.nfs, m.tree, m.files_per_conn),
+            (NfsVersion::V41, md::Tree::Hard, 200)
+        );
         assert_eq!((m.write_size, m.conns, m.qd, m.verify), (3901, 2, 4, true));
         assert!(m.phases.reported(md::Phase::Readdir) && !m.phases.reported(md::Phase::Stat));
         let c = Cli::try_parse_from(["bench", "md", "--write-size", "4k"]).unwrap();

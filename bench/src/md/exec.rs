@@ -61,8 +61,13 @@ pub trait Proto: Send {
     /// The next reply: its xid and procedure results (or why the call failed).
     fn recv(&mut self) -> anyhow::Result<(u32, anyhow::Result<Vec<u8>>)>;
     /// Takes an op's reply.
-    fn reply(&mut self, phase: Phase, w: &Work, st: &mut OpState, body: anyhow::Result<Vec<u8>>)
-        -> Step;
+    fn reply(
+        &mut self,
+        phase: Phase,
+        w: &Work,
+        st: &mut OpState,
+        body: anyhow::Result<Vec<u8>>,
+    ) -> Step;
     /// Resends after JUKEBOX/DELAY so far.
     fn jukebox(&self) -> u64;
     /// Ends the connection's protocol state (NFSv4.1: its session and client).

@@ -152,7 +152,10 @@ fn phase_on_all(
             .map(|(p, w)| s.spawn(move || run_phase(p.as_mut(), phase, w)))
             .collect();
         hs.into_iter()
-            .map(|h| h.join().unwrap_or_else(|_| Err(anyhow::anyhow!("a connection's thread panicked"))))
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(anyhow::anyhow!("a connection's thread panicked")))
+            })
             .collect()
     });
     let wall = t0.elapsed();
@@ -179,7 +182,11 @@ fn works_of(plan: &Plan, phase: Phase, top: &[u8], dirs: &[Vec<u8>]) -> Vec<Vec<
                     .map(|d| work(top.to_vec(), names[d].clone()))
                     .collect(),
                 Phase::Readdir => vec![work(own(), names[plan.dir_of(c)].clone())],
-                _ => plan.files_of(c).into_iter().map(|n| work(own(), n)).collect(),
+                _ => plan
+                    .files_of(c)
+                    .into_iter()
+                    .map(|n| work(own(), n))
+                    .collect(),
             }
         })
         .collect()
@@ -238,7 +245,11 @@ pub fn main(a: MdArgs) -> anyhow::Result<()> {
         files: a.files_per_conn,
     };
     let top_name = a.dir.clone().unwrap_or_else(|| {
-        format!("bench-md.{}.{:04x}", std::process::id(), rand::random::<u16>())
+        format!(
+            "bench-md.{}.{:04x}",
+            std::process::id(),
+            rand::random::<u16>()
+        )
     });
     let mut cs = connect(&a, &target)?;
     let top = single(cs.protos[0].as_mut(), Phase::Mkdir, &cs.root, &top_name)
@@ -274,7 +285,10 @@ pub fn main(a: MdArgs) -> anyhow::Result<()> {
     };
     println!("{}", text.trim_end());
     finish(cs.protos);
-    report::outcome(&results, left.map(|e| format!("removing {top_name}: {e:#}")))
+    report::outcome(
+        &results,
+        left.map(|e| format!("removing {top_name}: {e:#}")),
+    )
 }
 
 /// Ends NFSv4.1 clients (DESTROY_SESSION, DESTROY_CLIENTID); NFSv3 has nothing to end.

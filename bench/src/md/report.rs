@@ -36,8 +36,17 @@ pub fn table(a: &MdArgs, results: &[PhaseResult]) -> String {
     let _ = writeln!(
         o,
         "{:<8} {:>9} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>7} {:>7}",
-        "phase", "ops", "ops/s", "p50 µs", "p90 µs", "p99 µs", "p99.9 µs", "max µs", "wall s",
-        "errors", "jukebox"
+        "phase",
+        "ops",
+        "ops/s",
+        "p50 µs",
+        "p90 µs",
+        "p99 µs",
+        "p99.9 µs",
+        "max µs",
+        "wall s",
+        "errors",
+        "jukebox"
     );
     for r in reported(a, results) {
         let (s, secs) = (&r.out.stats, r.wall.as_secs_f64().max(1e-9));
@@ -115,7 +124,11 @@ pub fn outcome(results: &[PhaseResult], cleanup: Option<String>) -> anyhow::Resu
     anyhow::ensure!(
         errors == 0 && wrong == 0 && cleanup.is_none(),
         "{errors} op(s) failed, {wrong} verify failure(s){}",
-        if cleanup.is_some() { ", the tree was not removed" } else { "" }
+        if cleanup.is_some() {
+            ", the tree was not removed"
+        } else {
+            ""
+        }
     );
     Ok(())
 }

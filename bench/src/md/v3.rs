@@ -68,7 +68,9 @@ impl V3 {
                     .ok_or_else(|| format!("{phase} {}: no such file", w.name))?;
                 st.fh = fh;
                 match (phase, attr_size) {
-                    (Phase::Stat, Some(s)) => self.checked(verify::check_size(&w.name, size, Some(s))),
+                    (Phase::Stat, Some(s)) => {
+                        self.checked(verify::check_size(&w.name, size, Some(s)))
+                    }
                     _ => Step::Next,
                 }
             }
@@ -183,13 +185,19 @@ mod tests {
     #[test]
     fn listing_pages_follow_the_last_cookie_until_eof() {
         let mut st = OpState::default();
-        assert_eq!(page_step(&mut st, page(&[("a", 3), ("b", 7)], false)), Step::Page);
+        assert_eq!(
+            page_step(&mut st, page(&[("a", 3), ("b", 7)], false)),
+            Step::Page
+        );
         assert_eq!((st.cookie, st.verf), (7, [4; 8]));
         assert_eq!(page_step(&mut st, page(&[("c", 9)], true)), Step::Done);
         assert_eq!(st.names, vec![b"a".to_vec(), b"b".to_vec(), b"c".to_vec()]);
         // An empty page that does not end the listing would loop forever.
         let mut st = OpState::default();
-        assert!(matches!(page_step(&mut st, page(&[], false)), Step::Failed(_)));
+        assert!(matches!(
+            page_step(&mut st, page(&[], false)),
+            Step::Failed(_)
+        ));
         assert_eq!(page_step(&mut st, page(&[], true)), Step::Done);
     }
 }

@@ -23,7 +23,12 @@ pub struct V4 {
 }
 
 impl V4 {
-    pub fn new(client: Client4, write_size: usize, verify: bool, retry: crate::jukebox::Policy) -> V4 {
+    pub fn new(
+        client: Client4,
+        write_size: usize,
+        verify: bool,
+        retry: crate::jukebox::Policy,
+    ) -> V4 {
         V4 {
             client,
             write_size,
@@ -53,7 +58,9 @@ impl V4 {
                 st.bytes = self.write_size as u64;
                 Step::Done
             }
-            Phase::Stat => self.checked(verify::check_size(&w.name, self.write_size as u64, d.size)),
+            Phase::Stat => {
+                self.checked(verify::check_size(&w.name, self.write_size as u64, d.size))
+            }
             Phase::Read => {
                 let data = d.data.unwrap_or_default();
                 st.bytes = data.len() as u64;

@@ -29,7 +29,9 @@ pub fn check_content(name: &str, size: usize, data: &[u8]) -> Result<(), String>
     }
     match Pattern::for_file(name_hash(name)).first_mismatch(0, data) {
         None => Ok(()),
-        Some(at) => Err(format!("{name}: content differs from what was written at byte {at}")),
+        Some(at) => Err(format!(
+            "{name}: content differs from what was written at byte {at}"
+        )),
     }
 }
 
@@ -57,7 +59,10 @@ fn quote(what: &str, names: &[String]) -> String {
 /// "." and ".." are not counted (NFSv3 servers list them, NFSv4.1 servers do not).
 pub fn check_listing(dir: &str, expected: &[String], listed: &[Vec<u8>]) -> Result<(), String> {
     let mut seen: HashMap<&[u8], usize> = HashMap::new();
-    for n in listed.iter().filter(|n| !matches!(n.as_slice(), b"." | b"..")) {
+    for n in listed
+        .iter()
+        .filter(|n| !matches!(n.as_slice(), b"." | b".."))
+    {
         *seen.entry(n.as_slice()).or_default() += 1;
     }
     let missing: Vec<String> = expected
@@ -158,7 +163,9 @@ mod tests {
     #[test]
     fn sizes_must_match() {
         assert_eq!(check_size("f", 3901, Some(3901)), Ok(()));
-        assert!(check_size("f", 3901, Some(0)).unwrap_err().contains("stat says 0"));
+        assert!(check_size("f", 3901, Some(0))
+            .unwrap_err()
+            .contains("stat says 0"));
         assert!(check_size("f", 3901, None).unwrap_err().contains("no size"));
     }
 }
