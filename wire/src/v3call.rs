@@ -297,9 +297,12 @@ fn post_op_size(r: &mut XdrReader) -> XdrResult<Option<u64>> {
     XdrReader::new(&a[20..]).u64().map(Some)
 }
 
+/// A handle and, when the server sent the object's attributes, its size.
+pub type HandleSize = (Vec<u8>, Option<u64>);
+
 /// A LOOKUP3resok's handle and, when the server sent the object's attributes, its
 /// size (RFC 1813 §3.3.3); `None` for NFS3ERR_NOENT.
-pub fn parse_lookup_size(body: &[u8]) -> Result<Option<(Vec<u8>, Option<u64>)>, ReplyError> {
+pub fn parse_lookup_size(body: &[u8]) -> Result<Option<HandleSize>, ReplyError> {
     let mut r = XdrReader::new(body);
     match r.u32()? {
         NFS3_OK => {
