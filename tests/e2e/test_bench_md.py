@@ -1,9 +1,11 @@
 """`bench md` (the mdtest-style metadata run) against the gateway on the fs, memory and
 s3 backends, over NFSv3 and NFSv4.1, both trees (a directory per connection, one shared
-directory), with --verify: every phase completes every op, every read's content, stat
-size and listing is what was created, and the run leaves the export as it found it. Once
-over RPC-over-RDMA (soft). Small runs (2 connections x 200 files, 25 on s3): a functional test,
-not a benchmark. The verifier's own failure paths are unit tests in bench/src/md/verify.rs."""
+directory), with --verify and --stats-url: every phase completes every op, every read's
+content, stat size and listing is what was created, the s3 backend's store requests are
+reported per phase, and the run leaves the export as it found it. Once over
+RPC-over-RDMA (soft). Small runs (2 connections x 200 files, 25 on s3): a functional
+test, not a benchmark. The verifier's own failure paths are unit tests in
+bench/src/md/verify.rs."""
 
 import json
 import os
@@ -11,13 +13,13 @@ import subprocess
 
 import pytest
 
-from conftest import find_bench_bin
+from conftest import find_bench_bin, free_port
 
 BENCH = find_bench_bin()
 CONNS, FILES = 2, 200
 PHASES = ["mkdir", "create", "stat", "read", "readdir", "remove", "rmdir"]
 PHASE_KEYS = {"ops", "errors", "bytes", "ops_per_s", "mib_per_s", "verified_bytes", "verify_failures",
-              "jukebox", "latency_us", "wall_s"}
+              "jukebox", "latency_us", "wall_s", "store_requests"}
 TOP_KEYS = {"schema", "target", "nfs", "tree", "conns", "qd", "files_per_conn", "write_size", "verify",
             "phases"}
 BACKENDS = ["fs", "memory"] + ([] if os.environ.get("E2E_NO_S3") == "1" else ["s3"])
@@ -65,16 +67,34 @@ def left_in_root(gw):
         return [e.name for e in c.readdir_all(root) if str(e.name).startswith("bench-md.")]
 
 
+def check_store_requests(j, store, files):
+    """`--stats-url`: the s3 backend's store requests per phase (none on the others)."""
+    p = j["phases"]
+    kinds = {"head", "get", "put", "copy", "delete", "list", "multipart"}
+    for name, ph in p.items():
+        assert set(ph["store_requests"]) == kinds, (name, ph["store_requests"])
+    total = {name: sum(ph["store_requests"].values()) for name, ph in p.items()}
+    if store != "s3":
+        assert set(total.values()) == {0}, total
+        return
+    # Every create puts an object; every remove deletes one; a listing lists.
+    assert p["create"]["store_requests"]["put"] >= CONNS * files, p["create"]
+    assert p["remove"]["store_requests"]["delete"] >= CONNS * files, p["remove"]
+    assert p["readdir"]["store_requests"]["list"] >= 1, p["readdir"]
+
+
 @pytest.mark.parametrize("store", BACKENDS)
 def test_md_both_trees_both_versions_verified(gw_factory, store):
-    gw = gw_factory(backend=store)
+    port = free_port()
+    gw = gw_factory(backend=store, extra={"stats": {"listen": f"127.0.0.1:{port}"}})
     target = f"tcp://127.0.0.1:{gw.port}"
     files = FILES_ON.get(store, FILES)
     for nfs in ("3", "4.1"):
         for tree in ("easy", "hard"):
             j, err = md(target, "--nfs", nfs, "--tree", tree, "--conns", CONNS, "--qd", 4,
-                        "--files-per-conn", files, "--verify")
+                        "--files-per-conn", files, "--verify", "--stats-url", f"http://127.0.0.1:{port}/metrics")
             check_run(j, tree, err, files)
+            check_store_requests(j, store, files)
             assert j["nfs"] == nfs
     assert left_in_root(gw) == []
 

@@ -14,6 +14,7 @@
 mod exec;
 mod plan;
 mod report;
+mod scrape;
 mod v3;
 mod v4;
 mod verify;
@@ -84,6 +85,11 @@ pub struct MdArgs {
     /// table.
     #[arg(long)]
     pub json: bool,
+    /// The gateway's Prometheus endpoint (http://HOST:9108/metrics): read before and
+    /// after each phase, the s3 backend's store requests per NFS op are reported
+    /// (`nfsgw_s3_requests_total`, gateway-wide counters).
+    #[arg(long, value_name = "URL")]
+    pub stats_url: Option<String>,
     /// Seconds a call may keep being answered NFS3ERR_JUKEBOX / NFS4ERR_DELAY.
     #[arg(long, default_value = "60", value_parser = crate::secs_arg)]
     pub jukebox_timeout: f64,
@@ -94,6 +100,14 @@ pub struct PhaseResult {
     pub phase: Phase,
     pub wall: Duration,
     pub out: PhaseOut,
+    /// `--stats-url`: the store requests the gateway sent during the phase, by kind.
+    pub store: Option<scrape::Counts>,
+}
+
+/// The store request counters now, when `--stats-url` is given.
+fn scrape_now(url: Option<&str>) -> anyhow::Result<Option<scrape::Counts>> {
+    url.map(|u| scrape::fetch(u).map(|t| scrape::store_requests(&t)))
+        .transpose()
 }
 
 /// The connections and the export's root.
@@ -258,7 +272,10 @@ pub fn main(a: MdArgs) -> anyhow::Result<()> {
     let mut results = Vec::new();
     for phase in a.phases.to_run() {
         let works = works_of(&plan, phase, &top, &dirs);
+        let before = scrape_now(a.stats_url.as_deref())?;
         let (wall, mut outs) = phase_on_all(&mut cs.protos, phase, &works)?;
+        let after = scrape_now(a.stats_url.as_deref())?;
+        let store = before.zip(after).map(|(b, a)| scrape::delta(&b, &a));
         if phase == Phase::Mkdir {
             dirs = vec![Vec::new(); plan.dirs().len()];
             for (c, o) in outs.iter().enumerate() {
@@ -272,7 +289,12 @@ pub fn main(a: MdArgs) -> anyhow::Result<()> {
         }
         let out = merge(outs);
         let broken = matches!(phase, Phase::Mkdir | Phase::Create) && out.stats.errors > 0;
-        results.push(PhaseResult { phase, wall, out });
+        results.push(PhaseResult {
+            phase,
+            wall,
+            out,
+            store,
+        });
         if broken {
             break; // the tree is not there: later phases would only fail
         }

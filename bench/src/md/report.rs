@@ -67,6 +67,9 @@ pub fn table(a: &MdArgs, results: &[PhaseResult]) -> String {
             s.jukebox
         );
     }
+    if a.stats_url.is_some() {
+        store_table(&mut o, a, results);
+    }
     if a.verify {
         let bad: u64 = results.iter().map(|r| r.out.stats.verify_failures).sum();
         let _ = writeln!(o, "verify: {bad} failure(s)");
@@ -74,17 +77,55 @@ pub fn table(a: &MdArgs, results: &[PhaseResult]) -> String {
     o
 }
 
+/// Store requests per NFS op of each phase, by kind (`--stats-url`).
+fn store_table(o: &mut String, a: &MdArgs, results: &[PhaseResult]) {
+    let kinds: Vec<&String> = results
+        .iter()
+        .filter_map(|r| r.store.as_ref())
+        .flat_map(|c| c.keys())
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    let _ = write!(o, "store requests per op\n{:<8}", "phase");
+    for k in &kinds {
+        let _ = write!(o, " {k:>9}");
+    }
+    let _ = writeln!(o);
+    for r in reported(a, results) {
+        let Some(c) = &r.store else { continue };
+        let ops = r.out.stats.ops.max(1) as f64;
+        let _ = write!(o, "{:<8}", r.phase.name());
+        for k in &kinds {
+            let n = c.get(*k).copied().unwrap_or(0);
+            let _ = write!(o, " {:>9.2}", n as f64 / ops);
+        }
+        let _ = writeln!(o);
+    }
+}
+
+fn store_json(c: Option<&super::scrape::Counts>) -> String {
+    let Some(c) = c else {
+        return "null".into();
+    };
+    let kv: Vec<String> = c
+        .iter()
+        .map(|(k, v)| format!("{}:{v}", json_str(k)))
+        .collect();
+    format!("{{{}}}", kv.join(","))
+}
+
 pub fn json(a: &MdArgs, plan: &Plan, results: &[PhaseResult]) -> String {
     let phases: Vec<String> = reported(a, results)
         .map(|r| {
             let secs = r.wall.as_secs_f64().max(1e-9);
             let s = stats_json(&r.out.stats, secs);
-            // The phase's wall time joins the usual per-op object.
+            // The phase's wall time and store requests join the usual per-op object.
             format!(
-                "{}:{},\"wall_s\":{}}}",
+                "{}:{},\"wall_s\":{},\"store_requests\":{}}}",
                 json_str(r.phase.name()),
                 &s[..s.len() - 1],
-                json_num(secs)
+                json_num(secs),
+                store_json(r.store.as_ref())
             )
         })
         .collect();
