@@ -10,6 +10,9 @@
 //! read against a pattern that depends on the file and the offset, and reads written
 //! blocks back at the end. See `run`.
 //!
+//! Metadata mode (`bench md ...`): mdtest-style phases (mkdir, create, stat, read,
+//! readdir, remove, rmdir) over NFSv3 or NFSv4.1, see `md`.
+//!
 //! Bridge mode (`bench bridge --listen ADDR --target rdma://HOST:PORT`, or
 //! `bench --bridge-listen ADDR --target rdma://HOST:PORT`): ordinary NFS
 //! clients speak record-marked RPC over TCP to the bridge, which forwards every call
@@ -24,6 +27,7 @@ mod hdrlog;
 mod jukebox;
 mod live;
 mod load;
+mod md;
 mod nfs4;
 mod pattern;
 mod pipe;
@@ -70,6 +74,10 @@ enum Cmd {
     Run(Box<RunArgs>),
     /// Accept NFS clients over TCP and forward their calls over RPC-over-RDMA.
     Bridge(bridge::BridgeArgs),
+    /// An mdtest-style metadata run: mkdir, create (+ a small write), stat, read,
+    /// readdir, remove, rmdir, per connection in its own directory (easy) or all in
+    /// one (hard); ops/s and latency per phase.
+    Md(Box<md::MdArgs>),
     /// A hostile RPC-over-RDMA peer: sends NULL calls (or 1 MiB READs with `--read`),
     /// posts no Receive, and waits for the gateway to close the connection
     /// (`rdma.send_timeout_s`, or `rdma.stall_reclaim_ms` when buffers run short).
@@ -217,6 +225,7 @@ fn main() {
         },
         Some(Cmd::Run(a)) => run::run(*a),
         Some(Cmd::Bridge(b)) => bridge::main(b),
+        Some(Cmd::Md(m)) => md::main(*m),
         Some(Cmd::Stall(s)) => stall::main(s),
     };
     if let Err(e) = r {
@@ -337,6 +346,52 @@ mod tests {
             &["bench", "--bs", "4q"],
             &["bench", "--rate", "0"],
             &["bench", "--warmup", "-1"],
+        ] {
+            assert!(Cli::try_parse_from(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn md_flags_parse() {
+        let c = Cli::try_parse_from([
+            "bench",
+            "md",
+            "--target",
+            "rdma://127.0.0.1:20049",
+            "--nfs",
+            "4.1",
+            "--tree",
+            "hard",
+            "--files-per-conn",
+            "200",
+            "--phases",
+            "readdir,create",
+            "--conns",
+            "2",
+            "--qd",
+            "4",
+            "--verify",
+        ])
+        .unwrap();
+        let Some(Cmd::Md(m)) = c.cmd else {
+            panic!("not md: {:?}", c.cmd);
+        };
+        assert_eq!(
+            (m.nfs, m.tree, m.files_per_conn),
+            (NfsVersion::V41, md::Tree::Hard, 200)
+        );
+        assert_eq!((m.write_size, m.conns, m.qd, m.verify), (3901, 2, 4, true));
+        assert!(m.phases.reported(md::Phase::Readdir) && !m.phases.reported(md::Phase::Stat));
+        let c = Cli::try_parse_from(["bench", "md", "--write-size", "4k"]).unwrap();
+        let Some(Cmd::Md(m)) = c.cmd else {
+            panic!("not md");
+        };
+        assert_eq!((m.write_size, m.tree), (4096, md::Tree::Easy));
+        assert_eq!(m.phases, md::Phases::default());
+        for bad in [
+            &["bench", "md", "--phases", "open"][..],
+            &["bench", "md", "--tree", "medium"],
+            &["bench", "md", "--workload", "null"],
         ] {
             assert!(Cli::try_parse_from(bad).is_err(), "{bad:?}");
         }

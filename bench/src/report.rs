@@ -123,7 +123,7 @@ pub fn json_num(x: f64) -> String {
     }
 }
 
-fn stats_json(s: &OpStats, secs: f64) -> String {
+pub fn stats_json(s: &OpStats, secs: f64) -> String {
     let l = latency(s);
     format!(
         "{{\"ops\":{},\"errors\":{},\"bytes\":{},\"ops_per_s\":{},\"mib_per_s\":{},\

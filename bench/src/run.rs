@@ -207,6 +207,30 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     )
 }
 
+/// The export's root handle by MOUNT v3: over `conn` (the NFS port), or over TCP to
+/// `mount_port` on the target's host (servers that serve MOUNT on a port of its own).
+pub fn mount_root(
+    conn: &mut Conn,
+    target: &Target,
+    export: &str,
+    mount_port: Option<u16>,
+) -> anyhow::Result<Vec<u8>> {
+    let Some(port) = mount_port else {
+        return conn.mount(export);
+    };
+    let host = match target {
+        Target::Tcp(a) => a
+            .rsplit_once(':')
+            .map_or(a.as_str(), |(h, _)| h)
+            .to_string(),
+        Target::Rdma { addr, .. } => addr.ip().to_string(),
+    };
+    let addr = format!("{host}:{port}");
+    Conn::connect(&Target::Tcp(addr.clone()))
+        .and_then(|mut c| c.mount(export))
+        .map_err(|e| anyhow::anyhow!("MOUNT at {addr} (--mount-port): {e}"))
+}
+
 /// NFSv3 setup: MOUNT (on the NFS port or `--mount-port`), then the file set.
 fn setup3(
     args: &RunArgs,
@@ -218,22 +242,7 @@ fn setup3(
     let mut setup = Conn::connect(target)?;
     setup.retry =
         crate::jukebox::Policy::new(std::time::Duration::from_secs_f64(args.jukebox_timeout));
-    let root = match args.mount_port {
-        None => setup.mount(&args.export)?,
-        Some(port) => {
-            let host = match target {
-                Target::Tcp(a) => a
-                    .rsplit_once(':')
-                    .map_or(a.as_str(), |(h, _)| h)
-                    .to_string(),
-                Target::Rdma { addr, .. } => addr.ip().to_string(),
-            };
-            let addr = format!("{host}:{port}");
-            Conn::connect(&Target::Tcp(addr.clone()))
-                .and_then(|mut c| c.mount(&args.export))
-                .map_err(|e| anyhow::anyhow!("MOUNT at {addr} (--mount-port): {e}"))?
-        }
-    };
+    let root = mount_root(&mut setup, target, &args.export, args.mount_port)?;
     let files = if mix.any(Op::uses_files) {
         FileSet::prepare(&mut setup, &root, &args.file, args.files, file_size, reads)?
     } else {

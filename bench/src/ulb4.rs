@@ -414,6 +414,13 @@ fn skip_result(opnum: u32, r: &mut XdrReader) -> XdrResult<Option<()>> {
             r.skip(20)?;
             skip_bitmap(r)?;
         }
+        // OPEN4resok (RFC 8881 §18.16.2): stateid, change_info4, rflags, attrset, the
+        // delegation (an OPEN + READ + CLOSE compound reads after it).
+        op::OPEN => {
+            r.skip(16 + 20 + 4)?;
+            skip_bitmap(r)?;
+            crate::nfs4::reply::delegation(r)?;
+        }
         _ => return Ok(None),
     }
     Ok(Some(()))

@@ -221,6 +221,39 @@ fn locate_finds_the_first_read_class_result_after_sequence_putfh_getattr() {
 }
 
 #[test]
+fn locate_walks_past_open_to_the_read_of_an_open_read_close_compound() {
+    // SEQUENCE, PUTFH, OPEN (no delegation / NONE_EXT), READ, CLOSE (bench md's read).
+    for deleg in [&[0u32][..], &[3, 7, 0]] {
+        let r = reply(|w| {
+            w.u32(0)?;
+            w.opaque_var(b"")?;
+            w.u32(5)?;
+            seq_res(w)?;
+            w.u32(22)?;
+            w.u32(0)?;
+            w.u32(18)?;
+            w.u32(0)?;
+            w.opaque_fixed(&[5; 16])?; // stateid
+            w.opaque_fixed(&[0; 20])?; // change_info4
+            w.u32(0)?; // rflags
+            w.u32(1)?;
+            w.u32(0)?; // attrset
+            for v in deleg {
+                w.u32(*v)?;
+            }
+            w.u32(25)?;
+            w.u32(0)?;
+            w.bool(true)?;
+            w.u32(3901)?;
+            w.u32(4)?;
+            w.u32(0)?;
+            w.opaque_fixed(&[5; 16])
+        });
+        assert_eq!(locate(&r), Some(r.len() - 4 - 8 - 16), "{deleg:?}");
+    }
+}
+
+#[test]
 fn undecodable_compounds_are_unbounded_and_never_panic() {
     let sid = Stateid::default();
     let c = compound(&[seq(), Op4::Putfh(FH), Op4::Write(sid, 0, &[7u8; 5000])]);

@@ -38,6 +38,14 @@ pub enum Call<'a> {
     Readdirplus(&'a [u8]),
     /// COMMIT of the whole file.
     Commit(&'a [u8]),
+    /// FILE_SYNC write: durable when answered, no COMMIT needed (RFC 1813 §3.3.7).
+    WriteSync(&'a [u8], u64, &'a [u8]),
+    /// MKDIR mode 0755 (RFC 1813 §3.3.9).
+    Mkdir(&'a [u8], &'a str),
+    Rmdir(&'a [u8], &'a str),
+    /// READDIRPLUS from a cookie, with the verifier the previous page returned (zero for
+    /// the first page, RFC 1813 §3.3.17).
+    ReaddirplusAt(&'a [u8], u64, [u8; 8]),
 }
 
 impl Call<'_> {
@@ -54,6 +62,10 @@ impl Call<'_> {
             Call::Remove(..) => "REMOVE",
             Call::Readdirplus(_) => "READDIRPLUS",
             Call::Commit(_) => "COMMIT",
+            Call::WriteSync(..) => "WRITE",
+            Call::Mkdir(..) => "MKDIR",
+            Call::Rmdir(..) => "RMDIR",
+            Call::ReaddirplusAt(..) => "READDIRPLUS",
         }
     }
 
@@ -71,6 +83,10 @@ impl Call<'_> {
             Call::Remove(..) => nfs(NFSPROC3_REMOVE),
             Call::Readdirplus(_) => nfs(NFSPROC3_READDIRPLUS),
             Call::Commit(_) => nfs(NFSPROC3_COMMIT),
+            Call::WriteSync(..) => nfs(NFSPROC3_WRITE),
+            Call::Mkdir(..) => nfs(NFSPROC3_MKDIR),
+            Call::Rmdir(..) => nfs(NFSPROC3_RMDIR),
+            Call::ReaddirplusAt(..) => nfs(NFSPROC3_READDIRPLUS),
         }
     }
 
@@ -80,7 +96,7 @@ impl Call<'_> {
             Call::Null => Ok(()),
             Call::Mount(path) => w.string(path.as_bytes()),
             Call::Getattr(fh) => w.opaque_var(fh),
-            Call::Lookup(dir, name) | Call::Remove(dir, name) => {
+            Call::Lookup(dir, name) | Call::Remove(dir, name) | Call::Rmdir(dir, name) => {
                 w.opaque_var(dir)?;
                 w.string(name.as_bytes())
             }
@@ -89,15 +105,12 @@ impl Call<'_> {
                 w.u64(off)?;
                 w.u32(count)
             }
-            Call::Write(fh, off, data) => write_args(w, fh, off, data),
+            Call::Write(fh, off, data) => write_args(w, fh, off, data, UNSTABLE),
+            Call::WriteSync(fh, off, data) => write_args(w, fh, off, data, FILE_SYNC),
             Call::Create(dir, name) => create_args(w, dir, name),
-            Call::Readdirplus(dir) => {
-                w.opaque_var(dir)?;
-                w.u64(0)?; // cookie
-                w.opaque_fixed(&[0u8; 8])?; // cookieverf
-                w.u32(READDIRPLUS_DIRCOUNT)?;
-                w.u32(READDIRPLUS_MAXCOUNT)
-            }
+            Call::Mkdir(dir, name) => mkdir_args(w, dir, name),
+            Call::Readdirplus(dir) => readdirplus_args(w, dir, 0, [0; 8]),
+            Call::ReaddirplusAt(dir, cookie, verf) => readdirplus_args(w, dir, cookie, verf),
             Call::Commit(fh) => {
                 w.opaque_var(fh)?;
                 w.u64(0)?;
@@ -107,15 +120,36 @@ impl Call<'_> {
     }
 }
 
-/// WRITE3args (RFC 1813 §3.3.7), UNSTABLE. `count` is the data's length, which the
-/// caller keeps below 4 GiB (a longer slice is refused, never truncated).
-fn write_args(w: &mut XdrWriter, fh: &[u8], off: u64, data: &[u8]) -> XdrResult<()> {
+/// WRITE3args (RFC 1813 §3.3.7). `count` is the data's length, which the caller keeps
+/// below 4 GiB (a longer slice is refused, never truncated).
+fn write_args(w: &mut XdrWriter, fh: &[u8], off: u64, data: &[u8], stable: u32) -> XdrResult<()> {
     let count = u32::try_from(data.len()).map_err(|_| XdrError::Overflow)?;
     w.opaque_var(fh)?;
     w.u64(off)?;
     w.u32(count)?;
-    w.u32(UNSTABLE)?;
+    w.u32(stable)?;
     w.opaque_var(data)
+}
+
+/// READDIRPLUS3args (RFC 1813 §3.3.17).
+fn readdirplus_args(w: &mut XdrWriter, dir: &[u8], cookie: u64, verf: [u8; 8]) -> XdrResult<()> {
+    w.opaque_var(dir)?;
+    w.u64(cookie)?;
+    w.opaque_fixed(&verf)?;
+    w.u32(READDIRPLUS_DIRCOUNT)?;
+    w.u32(READDIRPLUS_MAXCOUNT)
+}
+
+/// MKDIR3args (RFC 1813 §3.3.9): sattr3 setting mode 0755 only.
+fn mkdir_args(w: &mut XdrWriter, dir: &[u8], name: &str) -> XdrResult<()> {
+    w.opaque_var(dir)?;
+    w.string(name.as_bytes())?;
+    w.u32(1)?; // set mode
+    w.u32(0o755)?;
+    for _ in 0..5 {
+        w.u32(0)?; // uid, gid, size, atime, mtime: don't set
+    }
+    Ok(())
 }
 
 /// CREATE3args (RFC 1813 §3.3.8): UNCHECKED, sattr3 setting mode 0644 and size 0.
@@ -150,7 +184,7 @@ pub enum ReplyError {
     Status(&'static str, u32),
     /// The reply does not decode.
     Xdr(XdrError),
-    /// CREATE succeeded but returned no handle (post_op_fh3 absent).
+    /// CREATE or MKDIR succeeded but returned no handle (post_op_fh3 absent).
     NoHandle,
 }
 
@@ -160,7 +194,7 @@ impl std::fmt::Display for ReplyError {
             ReplyError::Status("MNT", st) => write!(f, "MNT failed: mountstat3 {st}"),
             ReplyError::Status(p, st) => write!(f, "{p} failed: nfsstat3 {st}"),
             ReplyError::Xdr(e) => write!(f, "bad reply: {e}"),
-            ReplyError::NoHandle => f.write_str("CREATE returned no handle"),
+            ReplyError::NoHandle => f.write_str("CREATE/MKDIR returned no handle"),
         }
     }
 }
@@ -236,12 +270,91 @@ pub fn parse_lookup(body: &[u8]) -> Result<Option<Vec<u8>>, ReplyError> {
 
 /// The handle in a CREATE3resok (RFC 1813 §3.3.8).
 pub fn parse_create(body: &[u8]) -> Result<Vec<u8>, ReplyError> {
+    new_handle(body, "CREATE")
+}
+
+/// The handle in a MKDIR3resok (RFC 1813 §3.3.9, laid out as CREATE3resok).
+pub fn parse_mkdir(body: &[u8]) -> Result<Vec<u8>, ReplyError> {
+    new_handle(body, "MKDIR")
+}
+
+fn new_handle(body: &[u8], proc_: &'static str) -> Result<Vec<u8>, ReplyError> {
     let mut r = XdrReader::new(body);
-    ok(&mut r, "CREATE")?;
+    ok(&mut r, proc_)?;
     if !r.bool()? {
         return Err(ReplyError::NoHandle);
     }
     Ok(r.opaque_var(NFS3_FHSIZE)?.to_vec())
+}
+
+/// The file size in a post_op_attr, if it is there (fattr3 `size` after type, mode,
+/// nlink, uid, gid: RFC 1813 §2.6).
+fn post_op_size(r: &mut XdrReader) -> XdrResult<Option<u64>> {
+    if !r.bool()? {
+        return Ok(None);
+    }
+    let a = r.opaque_fixed(FATTR3_LEN)?;
+    XdrReader::new(&a[20..]).u64().map(Some)
+}
+
+/// A handle and, when the server sent the object's attributes, its size.
+pub type HandleSize = (Vec<u8>, Option<u64>);
+
+/// A LOOKUP3resok's handle and, when the server sent the object's attributes, its
+/// size (RFC 1813 §3.3.3); `None` for NFS3ERR_NOENT.
+pub fn parse_lookup_size(body: &[u8]) -> Result<Option<HandleSize>, ReplyError> {
+    let mut r = XdrReader::new(body);
+    match r.u32()? {
+        NFS3_OK => {
+            let fh = r.opaque_var(NFS3_FHSIZE)?.to_vec();
+            Ok(Some((fh, post_op_size(&mut r)?)))
+        }
+        NFS3ERR_NOENT => Ok(None),
+        st => Err(ReplyError::Status("LOOKUP", st)),
+    }
+}
+
+/// Longest name accepted in a directory listing (NFSv3 leaves it to PATHCONF
+/// name_max; no server this talks to allows more than 255 bytes).
+const MAX_NAME: usize = 1024;
+
+/// One entry of a directory listing page.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DirEntry {
+    pub name: Vec<u8>,
+    pub cookie: u64,
+    /// The entry's size, when its attributes came with it.
+    pub size: Option<u64>,
+}
+
+/// One page of a directory listing: the entries, the cookie verifier to send with the
+/// next page's cookie, and whether the listing ends here.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DirPage {
+    pub entries: Vec<DirEntry>,
+    pub verf: [u8; 8],
+    pub eof: bool,
+}
+
+/// A READDIRPLUS3resok (RFC 1813 §3.3.17): entryplus3 list and eof.
+pub fn parse_readdirplus(body: &[u8]) -> Result<DirPage, ReplyError> {
+    let mut r = XdrReader::new(body);
+    ok(&mut r, "READDIRPLUS")?;
+    skip_post_op_attr(&mut r)?;
+    let mut page = DirPage::default();
+    page.verf.copy_from_slice(r.opaque_fixed(8)?);
+    while r.bool()? {
+        let _fileid = r.u64()?;
+        let name = r.string(MAX_NAME)?.to_vec();
+        let cookie = r.u64()?;
+        let size = post_op_size(&mut r)?;
+        if r.bool()? {
+            r.opaque_var(NFS3_FHSIZE)?;
+        }
+        page.entries.push(DirEntry { name, cookie, size });
+    }
+    page.eof = r.bool()?;
+    Ok(page)
 }
 
 /// The root handle in a mountres3_ok (RFC 1813 §5.2.1).

@@ -25,13 +25,13 @@ pub const MINOR: u32 = 1;
 /// Operation numbers (RFC 8881 §16.2.1, nfs_opnum4).
 pub mod op {
     pub use nfs_wire::nfs4::{
-        OP_CLOSE as CLOSE, OP_COMMIT as COMMIT, OP_CREATE_SESSION as CREATE_SESSION,
-        OP_DELEGRETURN as DELEGRETURN, OP_DESTROY_CLIENTID as DESTROY_CLIENTID,
-        OP_DESTROY_SESSION as DESTROY_SESSION, OP_EXCHANGE_ID as EXCHANGE_ID,
-        OP_GETATTR as GETATTR, OP_GETFH as GETFH, OP_LOOKUP as LOOKUP, OP_OPEN as OPEN,
-        OP_PUTFH as PUTFH, OP_PUTROOTFH as PUTROOTFH, OP_READ as READ, OP_READDIR as READDIR,
-        OP_RECLAIM_COMPLETE as RECLAIM_COMPLETE, OP_REMOVE as REMOVE, OP_SEQUENCE as SEQUENCE,
-        OP_WRITE as WRITE,
+        OP_CLOSE as CLOSE, OP_COMMIT as COMMIT, OP_CREATE as CREATE,
+        OP_CREATE_SESSION as CREATE_SESSION, OP_DELEGRETURN as DELEGRETURN,
+        OP_DESTROY_CLIENTID as DESTROY_CLIENTID, OP_DESTROY_SESSION as DESTROY_SESSION,
+        OP_EXCHANGE_ID as EXCHANGE_ID, OP_GETATTR as GETATTR, OP_GETFH as GETFH,
+        OP_LOOKUP as LOOKUP, OP_OPEN as OPEN, OP_PUTFH as PUTFH, OP_PUTROOTFH as PUTROOTFH,
+        OP_READ as READ, OP_READDIR as READDIR, OP_RECLAIM_COMPLETE as RECLAIM_COMPLETE,
+        OP_REMOVE as REMOVE, OP_SEQUENCE as SEQUENCE, OP_WRITE as WRITE,
     };
 }
 
@@ -132,6 +132,19 @@ pub enum Op4<'a> {
         name: &'a str,
     },
     Close(Stateid),
+    /// FILE_SYNC4 write: durable when answered (RFC 8881 §18.32.3).
+    WriteSync(Stateid, u64, &'a [u8]),
+    /// OPEN for reading, OPEN4_NOCREATE, CLAIM_NULL, no delegation wanted.
+    OpenRead {
+        clientid: u64,
+        owner: &'a [u8],
+        name: &'a str,
+    },
+    /// CREATE of a directory (NF4DIR) with mode 0755 (RFC 8881 §18.4).
+    Mkdir(&'a str),
+    /// READDIR from `cookie` with the verifier of the previous page (zero at first),
+    /// asking type and size (RFC 8881 §18.23).
+    ReaddirAt(u64, [u8; 8]),
     Delegreturn(Stateid),
     ReclaimComplete,
     DestroySession(SessionId),
@@ -169,6 +182,15 @@ fn bitmap(w: &mut XdrWriter, attrs: &[u32]) -> XdrResult<()> {
     Ok(())
 }
 
+/// READDIR4args (RFC 8881 §18.23.1): 4 KiB of names, 32 KiB of reply, type and size.
+fn readdir_args(w: &mut XdrWriter, cookie: u64, verf: [u8; 8]) -> XdrResult<()> {
+    w.u64(cookie)?;
+    w.opaque_fixed(&verf)?;
+    w.u32(4096)?; // dircount
+    w.u32(32 << 10)?; // maxcount
+    bitmap(w, &[FATTR4_TYPE, FATTR4_SIZE])
+}
+
 /// A channel_attrs4 (RFC 8881 §18.36.1).
 fn channel(w: &mut XdrWriter, max_msg: u32, cached: u32, ops: u32, reqs: u32) -> XdrResult<()> {
     w.u32(0)?; // headerpadsize
@@ -196,6 +218,10 @@ impl Op4<'_> {
             Op4::Readdir => op::READDIR,
             Op4::OpenCreate { .. } => op::OPEN,
             Op4::Close(_) => op::CLOSE,
+            Op4::WriteSync(..) => op::WRITE,
+            Op4::OpenRead { .. } => op::OPEN,
+            Op4::Mkdir(_) => op::CREATE,
+            Op4::ReaddirAt(..) => op::READDIR,
             Op4::Delegreturn(_) => op::DELEGRETURN,
             Op4::ReclaimComplete => op::RECLAIM_COMPLETE,
             Op4::DestroySession(_) => op::DESTROY_SESSION,
@@ -235,12 +261,34 @@ impl Op4<'_> {
                 w.u64(0)?;
                 w.u32(0)
             }
-            Op4::Readdir => {
-                w.u64(0)?; // cookie
-                w.opaque_fixed(&[0; 8])?; // cookieverf
-                w.u32(4096)?; // dircount
-                w.u32(32 << 10)?; // maxcount
-                bitmap(w, &[FATTR4_TYPE, FATTR4_SIZE])
+            Op4::Readdir => readdir_args(w, 0, [0; 8]),
+            Op4::ReaddirAt(cookie, verf) => readdir_args(w, cookie, verf),
+            Op4::WriteSync(sid, off, data) => {
+                sid.put(w)?;
+                w.u64(off)?;
+                w.u32(2)?; // FILE_SYNC4
+                w.opaque_var(data)
+            }
+            Op4::OpenRead {
+                clientid,
+                owner,
+                name,
+            } => {
+                w.u32(0)?; // seqid: ignored in 4.1
+                w.u32(1 | WANT_NO_DELEG)?; // OPEN4_SHARE_ACCESS_READ, no delegation
+                w.u32(0)?; // OPEN4_SHARE_DENY_NONE
+                w.u64(clientid)?;
+                w.opaque_var(owner)?;
+                w.u32(0)?; // OPEN4_NOCREATE
+                w.u32(0)?; // CLAIM_NULL
+                w.string(name.as_bytes())
+            }
+            Op4::Mkdir(name) => {
+                w.u32(2)?; // NF4DIR: no type-specific data
+                w.string(name.as_bytes())?;
+                bitmap(w, &[FATTR4_MODE])?;
+                w.u32(4)?; // attrlist: mode4
+                w.u32(0o755)
             }
             Op4::OpenCreate {
                 clientid,
@@ -411,6 +459,10 @@ pub fn encode_call(
             encode_compound(out, xid, cred, &[seq, Op4::Putfh(dir), Op4::Readdir])
         }
         Call::Commit(fh) => encode_compound(out, xid, cred, &[seq, Op4::Putfh(fh), Op4::Commit]),
+        // The metadata run (`md`) builds its own compounds.
+        Call::WriteSync(..) | Call::Mkdir(..) | Call::Rmdir(..) | Call::ReaddirplusAt(..) => {
+            anyhow::bail!("{} is not a load call", call.name())
+        }
     }
 }
 

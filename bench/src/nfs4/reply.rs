@@ -4,6 +4,7 @@
 
 use super::{op, status, SessionId, Stateid, FATTR4_SIZE, FATTR4_TYPE, FHSIZE};
 use engine::xdr::{XdrReader, XdrResult};
+use nfs_wire::v3call::{DirEntry, DirPage};
 
 /// Results bench accepts in one COMPOUND reply (it never sends more than 8 ops).
 const MAX_RESULTS: u32 = 64;
@@ -27,6 +28,8 @@ pub struct Decoded<'a> {
     pub deleg: Option<Stateid>,
     /// READ data.
     pub data: Option<&'a [u8]>,
+    /// READDIR: one page of the listing.
+    pub dir: Option<DirPage>,
     /// EXCHANGE_ID: clientid and the sequence id for CREATE_SESSION.
     pub clientid: Option<(u64, u32)>,
     /// CREATE_SESSION: the session, the fore-channel slots granted and the largest
@@ -80,7 +83,7 @@ fn fattr_size(r: &mut XdrReader) -> XdrResult<Option<u64>> {
 }
 
 /// open_delegation4 (RFC 8881 §18.16.2): the delegation's stateid, if one was given.
-fn delegation(r: &mut XdrReader) -> XdrResult<Option<Stateid>> {
+pub fn delegation(r: &mut XdrReader) -> XdrResult<Option<Stateid>> {
     let nfsace = |r: &mut XdrReader| -> XdrResult<()> {
         r.skip(12)?; // type, flag, access mask
         r.opaque_var(1024)?; // who
@@ -116,6 +119,24 @@ fn delegation(r: &mut XdrReader) -> XdrResult<Option<Stateid>> {
     }
 }
 
+/// Longest entry name accepted in a listing (NFS4 names are bounded by the server's
+/// FATTR4_MAXNAME; no server this talks to allows more than 255 bytes).
+const MAX_NAME: usize = 1024;
+
+/// READDIR4resok (RFC 8881 §18.23.2): cookieverf, then dirlist4 (entry4 list, eof).
+fn readdir(r: &mut XdrReader) -> XdrResult<DirPage> {
+    let mut page = DirPage::default();
+    page.verf.copy_from_slice(r.opaque_fixed(8)?);
+    while r.bool()? {
+        let cookie = r.u64()?;
+        let name = r.string(MAX_NAME)?.to_vec();
+        let size = fattr_size(r)?;
+        page.entries.push(DirEntry { name, cookie, size });
+    }
+    page.eof = r.bool()?;
+    Ok(page)
+}
+
 /// Decodes the results of one op into `d`; `false`: stop walking (an op whose rest
 /// bench does not need and that is always last).
 fn op_result<'a>(opnum: u32, r: &mut XdrReader<'a>, d: &mut Decoded<'a>) -> XdrResult<bool> {
@@ -135,6 +156,14 @@ fn op_result<'a>(opnum: u32, r: &mut XdrReader<'a>, d: &mut Decoded<'a>) -> XdrR
         op::GETATTR => d.size = fattr_size(r)?,
         op::REMOVE => r.skip(20)?, // change_info4
         op::COMMIT => r.skip(8)?,
+        op::CREATE => {
+            r.skip(20)?; // change_info4
+            bitmap(r)?; // attrset
+        }
+        op::READDIR => {
+            d.dir = Some(readdir(r)?);
+            return Ok(false);
+        }
         op::WRITE => r.skip(16)?, // count, committed, verifier
         op::CLOSE => {
             stateid(r)?;
@@ -167,7 +196,7 @@ fn op_result<'a>(opnum: u32, r: &mut XdrReader<'a>, d: &mut Decoded<'a>) -> XdrR
             d.session = Some((sid, slots, max_req, max_resp));
             return Ok(false);
         }
-        _ => return Ok(false), // READDIR (last) and anything else: not looked into
+        _ => return Ok(false), // anything else: not looked into
     }
     Ok(true)
 }

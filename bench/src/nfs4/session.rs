@@ -245,6 +245,41 @@ impl Client4 {
         }
     }
 
+    /// Sends SEQUENCE + `ops` on a free slot without waiting for the reply (the
+    /// metadata run pipelines its own requests); returns the xid and the SEQUENCE,
+    /// whose slot [`Client4::release`] gives back when the reply is in.
+    pub fn send(&mut self, ops: &[Op4]) -> anyhow::Result<(u32, Seq)> {
+        let seq = self.seq()?;
+        let mut all = Vec::with_capacity(ops.len() + 1);
+        all.push(Op4::Sequence(seq));
+        all.extend_from_slice(ops);
+        match self
+            .conn
+            .send_with(|out, xid, cred| encode_compound(out, xid, cred, &all))
+        {
+            Ok(xid) => Ok((xid, seq)),
+            Err(e) => {
+                self.slots.release(seq.slot, seq.seqid, false);
+                Err(e)
+            }
+        }
+    }
+
+    /// The next reply of a [`Client4::send`]: its xid and procedure results.
+    pub fn recv(&mut self) -> anyhow::Result<(u32, anyhow::Result<Vec<u8>>)> {
+        self.conn.recv()
+    }
+
+    /// Gives a sent request's slot back; `processed`: its SEQUENCE succeeded.
+    pub fn release(&mut self, seq: &Seq, processed: bool) {
+        self.slots.release(seq.slot, seq.seqid, processed);
+    }
+
+    /// Slots of the session (requests that may be in flight at once).
+    pub fn slots(&self) -> usize {
+        self.slots.len() as usize
+    }
+
     /// The file handle of `path` (PUTROOTFH, one LOOKUP per component, GETFH).
     pub fn root(&mut self, path: &str) -> anyhow::Result<Vec<u8>> {
         let names: Vec<&str> = path.split('/').filter(|p| !p.is_empty()).collect();

@@ -101,6 +101,7 @@ pub fn render(src: &Source, out: &mut String) {
         "nfsgw_s3_uploads_lost_total {}",
         crate::backend::s3::uploads_lost()
     );
+    render_s3_requests(out);
     per_reactor(
         out,
         src,
@@ -401,6 +402,25 @@ pub fn render(src: &Source, out: &mut String) {
 }
 
 /// The gateway-wide NFSv4.1 callback and delegation metrics.
+/// The s3 backend's store requests by kind (`backend::s3::requests`).
+fn render_s3_requests(out: &mut String) {
+    use crate::backend::s3::requests::{sent, KINDS};
+    header(
+        out,
+        "nfsgw_s3_requests_total",
+        "counter",
+        "Requests the s3 backend sent to the store, by kind; every attempt, retries and failovers included.",
+    );
+    for k in KINDS {
+        let _ = writeln!(
+            out,
+            "nfsgw_s3_requests_total{{kind=\"{}\"}} {}",
+            k.name(),
+            sent(k)
+        );
+    }
+}
+
 fn render_callbacks(cb: &super::callbacks::CallbackStats, out: &mut String) {
     use super::callbacks::{CALLBACK_RESULTS, RECALL_RESULTS, RECALL_TRANSPORTS};
     header(
@@ -542,6 +562,13 @@ mod tests {
         assert!(out.contains("nfsgw_pool_buffers{reactor=\"0\",size=\"8192\"} 4\n"));
         // No calls: no histogram series.
         assert!(!out.contains("_bucket{"));
+        // Every kind of store request has its series (zero without the s3 backend).
+        for k in ["head", "get", "put", "copy", "delete", "list", "multipart"] {
+            assert!(
+                out.contains(&format!("nfsgw_s3_requests_total{{kind=\"{k}\"}} ")),
+                "{k}"
+            );
+        }
     }
 
     #[test]

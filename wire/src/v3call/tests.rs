@@ -109,3 +109,99 @@ fn handles_longer_than_nfs3_fhsize_are_refused() {
     b.extend_from_slice(&[0u8; 68]);
     assert_eq!(parse_lookup(&b), Err(ReplyError::Xdr(XdrError::TooLong)));
 }
+
+#[test]
+fn metadata_calls_go_to_their_procedures() {
+    let fh = [7u8; 32];
+    for (call, proc_) in [
+        (Call::WriteSync(&fh, 0, b"x"), NFSPROC3_WRITE),
+        (Call::Mkdir(&fh, "d"), NFSPROC3_MKDIR),
+        (Call::Rmdir(&fh, "d"), NFSPROC3_RMDIR),
+        (Call::ReaddirplusAt(&fh, 9, [1; 8]), NFSPROC3_READDIRPLUS),
+    ] {
+        let b = encoded(&call);
+        let (h, off) = rpc::decode_call(&b[4..]).unwrap();
+        assert_eq!((h.prog, h.vers, h.proc_), (NFS_PROGRAM, NFS_V3, proc_));
+        let mut r = XdrReader::new(&b[4 + off..]);
+        assert_eq!(r.opaque_var(64).unwrap(), &fh[..]);
+        match call {
+            Call::WriteSync(..) => {
+                assert_eq!((r.u64(), r.u32(), r.u32()), (Ok(0), Ok(1), Ok(FILE_SYNC)));
+            }
+            Call::ReaddirplusAt(..) => {
+                assert_eq!(r.u64(), Ok(9));
+                assert_eq!(r.opaque_fixed(8), Ok(&[1u8; 8][..]));
+            }
+            Call::Mkdir(..) => {
+                assert_eq!(r.string(8), Ok(&b"d"[..]));
+                assert_eq!((r.u32(), r.u32()), (Ok(1), Ok(0o755)));
+                assert_eq!(r.remaining(), 20);
+            }
+            _ => assert_eq!(r.string(8), Ok(&b"d"[..])),
+        }
+    }
+}
+
+/// An fattr3 whose size is `size`.
+fn fattr3(w: &mut XdrWriter, size: u64) {
+    for v in [1u32, 0o644, 1, 0, 0] {
+        w.u32(v).unwrap();
+    }
+    w.u64(size).unwrap();
+    for _ in 0..(FATTR3_LEN - 28) / 4 {
+        w.u32(0).unwrap();
+    }
+}
+
+#[test]
+fn readdirplus_pages_and_lookup_sizes_decode() {
+    let mut buf = vec![0u8; 1024];
+    let mut w = XdrWriter::new(&mut buf);
+    w.u32(NFS3_OK).unwrap();
+    w.bool(false).unwrap(); // dir attributes
+    w.opaque_fixed(&[3; 8]).unwrap();
+    for (name, cookie, attrs) in [("a", 5u64, true), ("bb", 9, false)] {
+        w.bool(true).unwrap();
+        w.u64(cookie + 100).unwrap();
+        w.string(name.as_bytes()).unwrap();
+        w.u64(cookie).unwrap();
+        w.bool(attrs).unwrap();
+        if attrs {
+            fattr3(&mut w, 3901);
+        }
+        w.bool(true).unwrap();
+        w.opaque_var(&[1; 16]).unwrap();
+    }
+    w.bool(false).unwrap();
+    w.bool(true).unwrap(); // eof
+    let n = w.position();
+    let page = parse_readdirplus(&buf[..n]).unwrap();
+    assert_eq!(page.verf, [3; 8]);
+    assert!(page.eof);
+    let got: Vec<_> = page
+        .entries
+        .iter()
+        .map(|e| (e.name.as_slice(), e.cookie, e.size))
+        .collect();
+    assert_eq!(got, vec![(&b"a"[..], 5, Some(3901)), (&b"bb"[..], 9, None)]);
+    // Cut anywhere: an error, never a panic.
+    for cut in 0..n {
+        assert!(parse_readdirplus(&buf[..cut]).is_err(), "{cut}");
+    }
+
+    let mut w = XdrWriter::new(&mut buf);
+    w.u32(NFS3_OK).unwrap();
+    w.opaque_var(&[9; 8]).unwrap();
+    w.bool(true).unwrap();
+    fattr3(&mut w, 77);
+    let n = w.position();
+    assert_eq!(
+        parse_lookup_size(&buf[..n]).unwrap(),
+        Some((vec![9; 8], Some(77)))
+    );
+    assert_eq!(parse_lookup_size(&2u32.to_be_bytes()).unwrap(), None);
+    assert_eq!(
+        parse_mkdir(&17u32.to_be_bytes()),
+        Err(ReplyError::Status("MKDIR", 17))
+    );
+}

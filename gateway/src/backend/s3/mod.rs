@@ -24,6 +24,7 @@ mod copy;
 mod failover;
 mod handlekey;
 mod readahead;
+pub mod requests;
 mod rest;
 mod stage;
 
@@ -176,6 +177,7 @@ impl Store for CoreStore {
                 .run(move |ep| {
                     let data = data.clone();
                     async move {
+                        requests::count(requests::Req::Put);
                         ep.s3
                             .put_part(path, id, idx, data.into())
                             .await
@@ -210,6 +212,7 @@ impl Store for CoreStore {
                 let (path, id, k, parts) = (&path, &id, &k, &parts);
                 c.pool
                     .run(move |ep| async move {
+                        requests::count(requests::Req::Multipart);
                         ep.s3
                             .complete_multipart(path, id, parts.clone())
                             .await
@@ -247,6 +250,7 @@ impl Store for CoreStore {
             let (path, id, k) = (&path, &id, &k);
             c.pool
                 .run(move |ep| async move {
+                    requests::count(requests::Req::Multipart);
                     ep.s3
                         .abort_multipart(path, id)
                         .await
@@ -349,6 +353,7 @@ async fn get_bytes_from(
         range: Some(GetRange::Bounded(offset..offset + len)),
         ..Default::default()
     };
+    requests::count(requests::Req::Get);
     match ep.s3.get_opts(path, opts).await {
         Ok(r) => r.bytes().await.map_err(|e| os_err(e, key)),
         Err(e) => {

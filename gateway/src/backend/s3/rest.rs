@@ -70,6 +70,7 @@ impl Rest {
         body: Bytes,
         key: &str,
     ) -> BResult<Response> {
+        super::requests::count(kind_of(&method, url, headers));
         match self.once(&method, url, headers, body).await {
             Ok(r) if retryable_status(r.status) => Err(BackendError::Retryable(format!(
                 "{method} {key}: HTTP {}",
@@ -416,6 +417,24 @@ pub(super) fn complete_body(etags: &[String]) -> String {
     s
 }
 
+/// What a request does at the store, from its method, URL and headers (the counts of
+/// `nfsgw_s3_requests_total`).
+fn kind_of(method: &Method, url: &str, headers: &[(&str, String)]) -> super::requests::Req {
+    use super::requests::Req;
+    let copy = headers.iter().any(|(k, _)| *k == "x-amz-copy-source");
+    let upload = url.contains("uploadId=") || url.ends_with("?uploads");
+    match *method {
+        Method::HEAD => Req::Head,
+        Method::GET if url.contains("list-type=2") => Req::List,
+        Method::GET => Req::Get,
+        Method::PUT if copy => Req::Copy,
+        Method::PUT => Req::Put,
+        Method::DELETE if upload => Req::Multipart,
+        Method::DELETE => Req::Delete,
+        _ => Req::Multipart, // POST: create and complete of multipart uploads
+    }
+}
+
 fn retryable_status(s: StatusCode) -> bool {
     s.is_server_error() || s == StatusCode::TOO_MANY_REQUESTS || s == StatusCode::REQUEST_TIMEOUT
 }
@@ -583,6 +602,41 @@ mod tests {
             b"",
         ] {
             assert!(matches!(parse_list(bad), Err(BackendError::Permanent(_))));
+        }
+    }
+
+    #[test]
+    fn requests_are_counted_by_what_they_do() {
+        use super::super::requests::Req;
+        let cp = [("x-amz-copy-source", "b/k".to_string())];
+        let cases = [
+            (Method::HEAD, "http://s/b/k", &[][..], Req::Head),
+            (Method::GET, "http://s/b/k", &[], Req::Get),
+            (
+                Method::GET,
+                "http://s/b/?list-type=2&prefix=a",
+                &[],
+                Req::List,
+            ),
+            (Method::PUT, "http://s/b/k", &[], Req::Put),
+            (Method::PUT, "http://s/b/k", &cp, Req::Copy),
+            (
+                Method::PUT,
+                "http://s/b/k?partNumber=1&uploadId=u",
+                &cp,
+                Req::Copy,
+            ),
+            (Method::DELETE, "http://s/b/k", &[], Req::Delete),
+            (
+                Method::DELETE,
+                "http://s/b/k?uploadId=u",
+                &[],
+                Req::Multipart,
+            ),
+            (Method::POST, "http://s/b/k?uploads", &[], Req::Multipart),
+        ];
+        for (m, url, h, want) in cases {
+            assert_eq!(kind_of(&m, url, h), want, "{m} {url}");
         }
     }
 
