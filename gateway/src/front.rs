@@ -69,13 +69,13 @@ pub fn is_v3(prog: u32, vers: u32) -> bool {
 }
 
 /// A front end's answers from the reactor's read cache (`nfs3::fast`).
+#[allow(clippy::type_complexity)]
 pub struct CacheAnswers {
     /// What a GETATTR or READ call asks; `None` for other procedures.
     pub parse: for<'a> fn(u32, &'a [u8]) -> Option<Ask<'a>>,
     pub getattr: fn(&mut ReadCache, &Generations, &Exports, &Request, &mut XdrWriter) -> bool,
     pub read:
         fn(&mut ReadCache, &Generations, &Exports, &Request, (u64, u32), &mut XdrWriter) -> bool,
-    #[allow(clippy::type_complexity)]
     pub read_pages: fn(
         &mut ReadCache,
         &Generations,
