@@ -42,11 +42,10 @@
 use crate::export::{admit, Exports};
 use crate::fs::access::check_read;
 use crate::fs::{Attr, FileKind, NfsTime, FH_MAX};
-use crate::nfs3::proto::{put_fattr, put_post_op_attr};
+use crate::outcome::ReadDone;
 use engine::mem::{Buf, ClassSpec, HugePolicy, Pools};
 use engine::rdma::server::ExtSeg;
 use engine::rpc::Cred;
-use engine::xdr::{XdrReader, XdrResult, XdrWriter};
 // FxHash: the keys are file ids (already hashes) and MAC-checked handles, which a
 // client cannot choose to collide, so a fast non-keyed hasher is safe here.
 use rustc_hash::FxHashMap as HashMap;
@@ -293,6 +292,25 @@ pub struct V4Hit {
     readable: bool,
 }
 
+/// Cached attributes that answer a GETATTR (`ReadCache::attrs`). The caller encodes
+/// them, then reports the answer (`ReadCache::answered`).
+#[derive(Debug, Clone, Copy)]
+pub struct AttrHit {
+    pub attr: Attr,
+    /// Past `ATTR_TTL` (within `STALE_MAX`): answering starts one revalidation.
+    pub stale: bool,
+}
+
+/// A READ the cached pages answer whole (`ReadCache::read`): its outcome, and where
+/// its data is (`ReadCache::copy_read`, `ReadCache::pin_read`).
+#[derive(Debug, Clone, Copy)]
+pub struct ReadHit {
+    pub done: ReadDone,
+    offset: u64,
+    /// As `AttrHit::stale`.
+    pub stale: bool,
+}
+
 /// The parts of a READ or GETATTR call the cache needs.
 pub struct Request<'a> {
     pub fh: &'a [u8],
@@ -378,61 +396,79 @@ impl ReadCache {
         self.revalidate.take()
     }
 
-    /// Answers GETATTR from the cache: writes the GETATTR3res body and returns true,
-    /// or returns false (and writes nothing) on a miss.
-    pub fn try_getattr(
-        &mut self,
-        gens: &Generations,
-        exports: &Exports,
-        req: &Request,
-        out: &mut XdrWriter,
-    ) -> bool {
-        let Some((e, _, stale)) = self.admitted(gens, exports, req, true) else {
-            self.stats.misses += 1;
-            return false;
-        };
-        let attr = e.attr;
-        let start = out.position();
-        if out.u32(0).and_then(|_| put_fattr(out, &attr)).is_err() {
-            out.rewind(start);
-            return false;
-        }
-        if stale {
-            self.note_stale(req.fh);
-        }
-        self.stats.hits += 1;
-        true
+    /// The cached attributes of `req.fh` when they may answer a GETATTR: current
+    /// (stamp), at most `STALE_MAX` past `ATTR_TTL`, and the caller admitted to the
+    /// export. Counts nothing: the caller reports `answered` or `missed`.
+    pub fn attrs(&self, gens: &Generations, exports: &Exports, req: &Request) -> Option<AttrHit> {
+        let (e, _, stale) = self.admitted(gens, exports, req, true)?;
+        Some(AttrHit {
+            attr: e.attr,
+            stale,
+        })
     }
 
-    /// Answers READ from the cache when every page of the range is present and valid:
-    /// writes the READ3res body and returns true; otherwise false with nothing written.
-    pub fn try_read(
-        &mut self,
+    /// A READ of `count` bytes at `offset` when the cache answers it whole: access as
+    /// a worker would check it, and every page of the range present, current and long
+    /// enough. Counts nothing: the caller reports `answered` or `missed`.
+    pub fn read(
+        &self,
         gens: &Generations,
         exports: &Exports,
         req: &Request,
         offset: u64,
         count: u32,
-        out: &mut XdrWriter,
-    ) -> bool {
-        match self.read_hit(gens, exports, req, offset, count, out) {
-            Some(stale) => {
-                if stale {
-                    self.note_stale(req.fh);
-                }
-                self.stats.hits += 1;
-                true
-            }
-            None => {
-                self.stats.misses += 1;
-                false
-            }
+    ) -> Option<ReadHit> {
+        let (done, stale) = self.check_pages(gens, exports, req, offset, count, true)?;
+        Some(ReadHit {
+            done,
+            offset,
+            stale,
+        })
+    }
+
+    /// `read` for a handle `admit_v4` just admitted (same COMPOUND, same reactor: the
+    /// cache did not change in between), when the caller may read the file.
+    pub fn read_admitted(&self, hit: &V4Hit, offset: u64, count: u32) -> Option<ReadHit> {
+        if !hit.readable || count as usize > MAX_CACHED_READ {
+            return None;
         }
+        let done = self.pages_cover(&hit.attr, hit.stamp, offset, count as usize)?;
+        Some(ReadHit {
+            done,
+            offset,
+            stale: false,
+        })
+    }
+
+    /// An answer from the cache went out (`stale`: from expired attributes, which
+    /// asks for one revalidation of `fh`, `take_revalidation`).
+    pub fn answered(&mut self, fh: &[u8], stale: bool) {
+        if stale {
+            self.note_stale(fh);
+        }
+        self.stats.hits += 1;
+    }
+
+    /// A call the cache could not answer.
+    pub fn missed(&mut self) {
+        self.stats.misses += 1;
+    }
+
+    /// Copies the data of `r` into `dst` (`r.done.n` bytes).
+    pub fn copy_read(&self, r: &ReadHit, dst: &mut [u8]) {
+        self.copy_pages(&r.done.attr, r.offset, &mut dst[..r.done.n]);
+    }
+
+    /// The cache pages holding the data of `r` (registered under `lkey`), each pinned
+    /// until [`ReadCache::unpin`] of its tag: the reply's data goes from them without
+    /// a copy.
+    pub fn pin_read(&mut self, r: &ReadHit, lkey: u32) -> Box<PageRead> {
+        self.pin_range(r.done.attr.fileid, r.offset, r.done.n, lkey)
     }
 
     /// NFSv4 fast path (`nfs4::fast`): the cached attributes of `req.fh` when they
     /// are current, exact (`Fill::exact`) and the caller is admitted to the export
-    /// (the same admission as `try_getattr`). A miss is counted.
+    /// (the same admission as `attrs`). A miss is counted.
     pub fn attr_v4(
         &mut self,
         gens: &Generations,
@@ -443,7 +479,7 @@ impl ReadCache {
     }
 
     /// `attr_v4`, also saying whether the caller may READ the file (a regular file
-    /// `check_read` admits, as `try_read` checks it), for `read_v4_admitted`: the
+    /// `check_read` admits, as `read` checks it), for `read_admitted`: the
     /// export admission runs once per COMPOUND. A miss is counted.
     pub fn admit_v4(
         &mut self,
@@ -465,139 +501,9 @@ impl ReadCache {
         got
     }
 
-    /// `read_v4` for a handle `admit_v4` just admitted (same COMPOUND, same reactor:
-    /// the cache did not change in between): READ4resok after its status when the
-    /// caller may read and every page of the range is cached; false with nothing
-    /// written otherwise. Counted as a hit or a miss.
-    pub fn read_v4_admitted(
-        &mut self,
-        hit: &V4Hit,
-        offset: u64,
-        count: u32,
-        out: &mut XdrWriter,
-    ) -> bool {
-        let ok = hit.readable
-            && (count as usize) <= MAX_CACHED_READ
-            && self
-                .pages_cover(&hit.attr, hit.stamp, offset, count as usize)
-                .is_some_and(|(n, end)| self.put_read4(&hit.attr, offset, n, end, out));
-        if ok {
-            self.stats.hits += 1;
-        } else {
-            self.stats.misses += 1;
-        }
-        ok
-    }
-
-    /// Zero-copy `read_v4_admitted` (RFC 8267 §6.4.1: the READ data goes by RDMA
-    /// Write into the call's write chunk): writes READ4resok up to the data's length
-    /// word (eof, length) and returns the data's length when the caller may read and
-    /// every page of the range is cached; `None` with nothing written otherwise. The
-    /// caller then keeps the reply (`append_v4`) and pins the pages (`pin_v4`).
-    /// Counted as a hit or a miss.
-    pub fn read_v4_head(
-        &mut self,
-        hit: &V4Hit,
-        offset: u64,
-        count: u32,
-        out: &mut XdrWriter,
-    ) -> Option<usize> {
-        let got = (hit.readable && (count as usize) <= MAX_CACHED_READ)
-            .then(|| self.pages_cover(&hit.attr, hit.stamp, offset, count as usize))
-            .flatten()
-            .and_then(|(n, end)| {
-                let start = out.position();
-                match out
-                    .bool(end >= hit.attr.size)
-                    .and_then(|_| out.u32(n as u32))
-                {
-                    Ok(()) => Some(n),
-                    Err(_) => {
-                        out.rewind(start);
-                        None
-                    }
-                }
-            });
-        if got.is_some() {
-            self.stats.hits += 1;
-        } else {
-            self.stats.misses += 1;
-        }
-        got
-    }
-
-    /// Appends `n` bytes of the file from `offset` and their XDR padding to `dst`
-    /// (a range `read_v4_head` just found cached, so every page is there).
-    pub fn append_v4(&self, hit: &V4Hit, offset: u64, n: usize, dst: &mut Vec<u8>) {
-        let at = dst.len();
-        dst.resize(at + n + (4 - n % 4) % 4, 0);
-        self.copy_pages(&hit.attr, offset, &mut dst[at..at + n]);
-    }
-
-    /// The pages holding `n` bytes of the file from `offset` (a range `read_v4_head`
-    /// just found cached), each pinned until [`ReadCache::unpin`] of its tag.
-    pub fn pin_v4(&mut self, hit: &V4Hit, offset: u64, n: usize, lkey: u32) -> Box<PageRead> {
-        self.pin_range(hit.attr.fileid, offset, n, lkey)
-    }
-
-    /// READ4resok after its status (eof, data copied from the pages `pages_cover`
-    /// checked); false with nothing written when `out` has no room.
-    fn put_read4(&self, a: &Attr, offset: u64, n: usize, end: u64, out: &mut XdrWriter) -> bool {
-        let start = out.position();
-        let ok = (|| -> XdrResult<()> {
-            out.bool(end >= a.size)?;
-            out.u32(n as u32)?;
-            let dst = out.reserve_opaque_fixed(n)?;
-            self.copy_pages(a, offset, dst);
-            Ok(())
-        })();
-        if ok.is_err() {
-            out.rewind(start);
-            return false;
-        }
-        true
-    }
-
     /// Counts a hit answered from `attr_v4` alone (NFSv4 GETATTR).
     pub fn note_hit(&mut self) {
         self.stats.hits += 1;
-    }
-
-    /// NFSv4 fast path: writes READ4resok after its status (eof, data) when every page
-    /// of the range is cached, as `try_read` checks it; false with nothing written on
-    /// a miss. Counted as a hit or a miss.
-    pub fn read_v4(
-        &mut self,
-        gens: &Generations,
-        exports: &Exports,
-        req: &Request,
-        offset: u64,
-        count: u32,
-        out: &mut XdrWriter,
-    ) -> bool {
-        let hit = self.read_v4_hit(gens, exports, req, offset, count, out);
-        if hit {
-            self.stats.hits += 1;
-        } else {
-            self.stats.misses += 1;
-        }
-        hit
-    }
-
-    fn read_v4_hit(
-        &self,
-        gens: &Generations,
-        exports: &Exports,
-        req: &Request,
-        offset: u64,
-        count: u32,
-        out: &mut XdrWriter,
-    ) -> bool {
-        let Some((n, end, a, _)) = self.check_pages(gens, exports, req, offset, count, false)
-        else {
-            return false;
-        };
-        self.put_read4(&a, offset, n, end, out)
     }
 
     /// Copies cached bytes from `offset` into `dst` (the range passed `check_pages`).
@@ -614,38 +520,9 @@ impl ReadCache {
         }
     }
 
-    /// `Some(stale)` when answered (see `admitted`).
-    fn read_hit(
-        &self,
-        gens: &Generations,
-        exports: &Exports,
-        req: &Request,
-        offset: u64,
-        count: u32,
-        out: &mut XdrWriter,
-    ) -> Option<bool> {
-        let (n, end, a, stale) = self.check_pages(gens, exports, req, offset, count, true)?;
-        let start = out.position();
-        let ok = (|| -> XdrResult<()> {
-            out.u32(0)?;
-            put_post_op_attr(out, Some(&a))?;
-            out.u32(n as u32)?;
-            out.bool(end >= a.size)?;
-            out.u32(n as u32)?;
-            let dst = out.reserve_opaque_fixed(n)?;
-            self.copy_pages(&a, offset, dst);
-            Ok(())
-        })();
-        if ok.is_err() {
-            out.rewind(start);
-            return None;
-        }
-        Some(stale)
-    }
-
     /// The checks of a cached READ: access as a worker would check it, and every page
-    /// of the range present, current and long enough. Returns (bytes, end, attributes,
-    /// stale: see `admitted`).
+    /// of the range present, current and long enough. Returns the READ's outcome and
+    /// whether the attributes are stale (see `admitted`).
     fn check_pages(
         &self,
         gens: &Generations,
@@ -654,7 +531,7 @@ impl ReadCache {
         offset: u64,
         count: u32,
         stale_ok: bool,
-    ) -> Option<(usize, u64, Attr, bool)> {
+    ) -> Option<(ReadDone, bool)> {
         let count = count as usize;
         if count > MAX_CACHED_READ {
             return None;
@@ -664,27 +541,20 @@ impl ReadCache {
         if a.kind != FileKind::Reg || check_read(&a, &caller).is_err() {
             return None;
         }
-        let (n, end) = self.pages_cover(&a, e.stamp, offset, count)?;
-        Some((n, end, a, stale))
+        Some((self.pages_cover(&a, e.stamp, offset, count)?, stale))
     }
 
-    /// Whether every page of `offset .. offset + count` (at most MAX_CACHED_READ) of
-    /// the file `a` is present, current (`stamp`, fingerprint) and long enough.
-    /// Returns (bytes, end).
-    fn pages_cover(
-        &self,
-        a: &Attr,
-        stamp: Stamp,
-        offset: u64,
-        count: usize,
-    ) -> Option<(usize, u64)> {
-        let end = offset.saturating_add(count as u64).min(a.size);
-        let n = end.saturating_sub(offset) as usize;
+    /// The outcome of a READ of `offset .. offset + count` (at most MAX_CACHED_READ) of
+    /// the file `a` when every page of it is present, current (`stamp`, fingerprint)
+    /// and long enough.
+    fn pages_cover(&self, a: &Attr, stamp: Stamp, offset: u64, count: usize) -> Option<ReadDone> {
+        let done = ReadDone::whole(*a, offset, count as u64);
+        let end = offset + done.n as u64;
         let fp = Fingerprint::from(a);
         let mut p = offset / PAGE as u64;
         // p * PAGE <= offset < 2^64 on entry; saturating steps keep a range that
         // reaches 2^64 (hostile offset, or a store-reported size) from wrapping.
-        while n > 0 && p.saturating_mul(PAGE as u64) < end {
+        while done.n > 0 && p.saturating_mul(PAGE as u64) < end {
             let from = p * PAGE as u64;
             let page_end = from.saturating_add(PAGE as u64);
             match self.pages.get(&(a.fileid, p)) {
@@ -696,7 +566,7 @@ impl ReadCache {
             }
             p += 1;
         }
-        Some((n, end))
+        Some(done)
     }
 
     /// Notes a READ of `fileid` through handle `fh` and says whether it continues the
@@ -875,59 +745,6 @@ impl ReadCache {
         self.zombie_count
     }
 
-    /// Like [`ReadCache::try_read`], but the data is not copied: `out` gets the READ3res
-    /// up to the data's length word, and the result names the cache pages holding the
-    /// data (registered under `lkey`), each pinned until [`ReadCache::unpin`] of its tag.
-    #[allow(clippy::too_many_arguments)]
-    pub fn try_read_pages(
-        &mut self,
-        gens: &Generations,
-        exports: &Exports,
-        req: &Request,
-        offset: u64,
-        count: u32,
-        lkey: u32,
-        out: &mut XdrWriter,
-    ) -> Option<Box<PageRead>> {
-        let got = self.page_hit(gens, exports, req, offset, count, lkey, out);
-        if got.is_some() {
-            self.stats.hits += 1;
-        } else {
-            self.stats.misses += 1;
-        }
-        got
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn page_hit(
-        &mut self,
-        gens: &Generations,
-        exports: &Exports,
-        req: &Request,
-        offset: u64,
-        count: u32,
-        lkey: u32,
-        out: &mut XdrWriter,
-    ) -> Option<Box<PageRead>> {
-        let (n, end, a, stale) = self.check_pages(gens, exports, req, offset, count, true)?;
-        let start = out.position();
-        let ok = (|| -> XdrResult<()> {
-            out.u32(0)?;
-            put_post_op_attr(out, Some(&a))?;
-            out.u32(n as u32)?;
-            out.bool(end >= a.size)?;
-            out.u32(n as u32)
-        })();
-        if ok.is_err() {
-            out.rewind(start);
-            return None;
-        }
-        if stale {
-            self.note_stale(req.fh);
-        }
-        Some(self.pin_range(a.fileid, offset, n, lkey))
-    }
-
     /// Page list of `n` cached bytes of `fileid` from `offset` (checked present), each
     /// page pinned.
     fn pin_range(&mut self, fileid: u64, offset: u64, n: usize, lkey: u32) -> Box<PageRead> {
@@ -960,53 +777,6 @@ impl ReadCache {
         }
         got
     }
-}
-
-/// Decodes a fattr3 (RFC 1813 §2.6), the inverse of `put_fattr`.
-pub fn get_fattr(r: &mut XdrReader) -> XdrResult<Attr> {
-    let kind = match r.u32()? {
-        1 => FileKind::Reg,
-        2 => FileKind::Dir,
-        3 => FileKind::Blk,
-        4 => FileKind::Chr,
-        5 => FileKind::Lnk,
-        6 => FileKind::Sock,
-        7 => FileKind::Fifo,
-        _ => return Err(engine::xdr::XdrError::BadValue),
-    };
-    let mode = r.u32()?;
-    let nlink = r.u32()?;
-    let uid = r.u32()?;
-    let gid = r.u32()?;
-    let size = r.u64()?;
-    let used = r.u64()?;
-    let rdev = (r.u32()?, r.u32()?);
-    let fsid = r.u64()?;
-    let fileid = r.u64()?;
-    let mut t = || -> XdrResult<NfsTime> {
-        Ok(NfsTime {
-            sec: i64::from(r.u32()?),
-            nsec: r.u32()?,
-        })
-    };
-    let (atime, mtime, ctime) = (t()?, t()?, t()?);
-    Ok(Attr {
-        kind,
-        mode,
-        nlink,
-        uid,
-        gid,
-        size,
-        used,
-        rdev,
-        fsid,
-        fileid,
-        atime,
-        mtime,
-        ctime,
-        // fattr3 has no change attribute: the one the model derives from ctime.
-        change: ctime.as_ns_clamped(),
-    })
 }
 
 #[cfg(test)]

@@ -27,3 +27,47 @@ pub enum Outcome {
     /// Rewind and reply PROC_UNAVAIL.
     ProcUnavail,
 }
+
+/// What a worker's GETATTR, READ or WRITE learned for the reactor's caches, noted by
+/// the front end as it encodes the reply (its attributes as the file model gave them,
+/// and a READ's data in the reply buffer), so the worker's completion carries them
+/// and nothing decodes reply bytes again (`server::worker`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Learned {
+    pub attr: crate::fs::Attr,
+    /// A READ's data: its position in the reply buffer and its length.
+    pub data: Option<(usize, usize)>,
+}
+
+thread_local! {
+    /// The last successful GETATTR, READ or WRITE this worker thread encoded.
+    static LEARNED: std::cell::Cell<Option<Learned>> = const { std::cell::Cell::new(None) };
+}
+
+/// Notes what the call being encoded on this thread learned (replacing any note).
+pub fn note_learned(l: Learned) {
+    LEARNED.with(|c| c.set(Some(l)));
+}
+
+/// Takes (and clears) this thread's note: taken before and after every call, so no
+/// note outlives its call.
+pub fn take_learned() -> Option<Learned> {
+    LEARNED.with(|c| c.take())
+}
+
+/// A file a call names that may conflict with another client's NFSv4.1 delegation
+/// (RFC 8881 §10.2): by handle, or as a directory entry (directory handle, name).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Target<'a> {
+    File(&'a [u8]),
+    Entry(&'a [u8], &'a [u8]),
+}
+
+/// What a call would change that a delegation covers, decoded by its front end
+/// (`FrontEnd::touches`): its files, and whether it writes them (WRITE, SETATTR) or
+/// changes the namespace around them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Touches<'a> {
+    pub write: bool,
+    pub targets: [Option<Target<'a>>; 2],
+}

@@ -5,9 +5,12 @@
 //! whole argument first, so a call is either garbage (nothing done) or executed; it
 //! then writes only the procedure's results after the RPC header the caller wrote.
 
+pub mod fast;
 mod names;
+pub mod outcome;
 mod procs;
 pub mod proto;
+pub mod recall;
 pub mod status;
 
 use engine::xdr::{XdrReader, XdrWriter};

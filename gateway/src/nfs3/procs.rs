@@ -10,6 +10,7 @@ use super::names::*;
 use super::proto::*;
 use super::status::nfsstat3;
 use super::{Ctx, MAX_DIR_REPLY, MAX_IO};
+use crate::call::{note_learned, Learned};
 use crate::export::{admit, Caller};
 use crate::fs::access::*;
 use crate::fs::{Attr, CreateMode, FileHandle, FileKind, NfsTime, Node, Owner, SetAttr, Status};
@@ -113,6 +114,10 @@ fn getattr(ctx: &Ctx, r: &mut XdrReader, out: &mut XdrWriter) -> Res {
     let a = ctx.model.getattr(&node)?;
     out.u32(OK)?;
     put_fattr(out, &a)?;
+    note_learned(Learned {
+        attr: a,
+        data: None,
+    });
     Ok(())
 }
 
@@ -241,6 +246,10 @@ fn read(ctx: &Ctx, r: &mut XdrReader, out: &mut XdrWriter) -> Res {
             out.patch_u32(count_at, got as u32);
             out.patch_u32(eof_at, eof as u32);
             out.patch_u32(len_at, got as u32);
+            note_learned(Learned {
+                attr: a,
+                data: Some((data_at, got)),
+            });
         }
         Err(s) => {
             out.rewind(start);
@@ -297,6 +306,9 @@ fn write(ctx: &Ctx, r: &mut XdrReader, out: &mut XdrWriter) -> Res {
         out.u32(count as u32)?;
         out.u32(committed as u32)?;
         out.opaque_fixed(&verf)?;
+        if let Some(attr) = post {
+            note_learned(Learned { attr, data: None });
+        }
     }
     Ok(())
 }

@@ -1197,7 +1197,7 @@ fn mknod(
     assert!(r.bool().unwrap());
     let fh = r.opaque_var(64).unwrap().to_vec();
     assert!(r.bool().unwrap());
-    let attr = crate::cache::get_fattr(&mut r).unwrap();
+    let attr = get_fattr(&mut r).unwrap();
     let (pre, post) = wcc(&mut r);
     assert!(pre && post.is_some());
     assert_eq!(r.remaining(), 0);
@@ -1245,7 +1245,7 @@ fn mknod_creates_special_files() {
         assert_eq!(o, Outcome::Done);
         let mut r = XdrReader::new(&rep);
         assert_eq!(r.u32().unwrap(), 0);
-        let g = crate::cache::get_fattr(&mut r).unwrap();
+        let g = get_fattr(&mut r).unwrap();
         assert_eq!((g.kind, g.rdev, g.fileid), (kind, a.rdev, a.fileid));
     }
     // A mode-less sattr3 gets the default.
@@ -1373,6 +1373,135 @@ fn mknod_creates_special_files() {
     assert_eq!(o, Outcome::Done);
     let mut r = XdrReader::new(&rep);
     assert_eq!(r.u32().unwrap(), 0);
-    let g = crate::cache::get_fattr(&mut r).unwrap();
+    let g = get_fattr(&mut r).unwrap();
     assert_eq!((g.kind, g.rdev), (FileKind::Blk, (8, 0)));
+}
+
+/// A worker's GETATTR, READ and WRITE note what they learned as they encode
+/// (`call::note_learned`): the file model's attributes and, for a READ, where its
+/// data lies in the reply, so the worker's cache fill needs no decoding of the
+/// reply. A failed call notes nothing.
+#[test]
+fn replies_note_what_the_caches_may_learn() {
+    use crate::call::take_learned;
+    let h = harness();
+    let root = mnt(&h, "/");
+    let f = create(&h, user(0), &root, "learned", 0o644).unwrap();
+    let data: Vec<u8> = (0..10_000u32).map(|i| (i * 7) as u8).collect();
+    let _ = take_learned();
+    assert_eq!(write(&h, &f, 0, &data, 2).0, 0);
+    let w = take_learned().expect("a WRITE notes its attributes after");
+    assert_eq!((w.attr.size, w.data), (10_000, None));
+
+    let (o, rep) = call(&h, user(0), 1, &args(|w| w.opaque_var(&f)));
+    assert_eq!(o, Outcome::Done);
+    let g = take_learned().expect("a GETATTR notes its attributes");
+    let mut r = XdrReader::new(&rep[4..]);
+    let wire = get_fattr(&mut r).unwrap();
+    assert_eq!(
+        (g.attr.fileid, g.attr.size, g.data),
+        (wire.fileid, 10_000, None)
+    );
+
+    let a = args(|w| {
+        w.opaque_var(&f)?;
+        w.u64(100)?;
+        w.u32(5000)
+    });
+    let (o, rep) = call(&h, user(0), 6, &a);
+    assert_eq!(o, Outcome::Done);
+    let l = take_learned().expect("a READ notes its attributes and data");
+    let (at, len) = l.data.expect("where the data is");
+    assert_eq!(&rep[at..at + len], &data[100..5100]);
+    assert_eq!(l.attr.fileid, g.attr.fileid);
+
+    // READ of a directory: IsDir, nothing learned.
+    let a = args(|w| {
+        w.opaque_var(&root)?;
+        w.u64(0)?;
+        w.u32(10)
+    });
+    let (_, rep) = call(&h, user(0), 6, &a);
+    assert_ne!(status(&rep), 0);
+    assert_eq!(take_learned(), None);
+}
+
+/// The reactor's cached GETATTR and READ (`fast`, encoding the cache's neutral
+/// outcomes with `outcome`) answer with the bytes the worker's procedure writes.
+#[test]
+fn cached_answers_are_the_workers_bytes() {
+    use crate::cache::{FhKey, Fill, FillData, Generations, ReadCache, Request};
+    use crate::call::take_learned;
+    let h = harness();
+    let root = mnt(&h, "/");
+    let f = create(&h, user(0), &root, "cached", 0o644).unwrap();
+    let data: Vec<u8> = (0..10_000u32).map(|i| (i * 3) as u8).collect();
+    assert_eq!(write(&h, &f, 0, &data, 2).0, 0);
+    let gens = Generations::new();
+    let mut cache = ReadCache::new(16 * crate::cache::PAGE, engine::mem::HugePolicy::Off).unwrap();
+    let (export, fileid) = FileModel::peek_handle(&f).unwrap();
+    let stamp = gens.stamp(fileid);
+    let a = args(|w| {
+        w.opaque_var(&f)?;
+        w.u64(0)?;
+        w.u32(8192)
+    });
+    let _ = take_learned();
+    let (_, read_rep) = call(&h, user(0), 6, &a);
+    let l = take_learned().unwrap();
+    let (at, len) = l.data.unwrap();
+    let fill = Fill {
+        fh: FhKey::new(&f).unwrap(),
+        export,
+        attr: l.attr,
+        stamp,
+        data: Some(FillData::InReply { offset: 0, at, len }),
+        exact: false,
+    };
+    cache.fill(&gens, fill, Some(&read_rep));
+    let cred = user(0);
+    let req = Request {
+        fh: &f,
+        client: "127.0.0.1".parse().unwrap(),
+        cred: &cred,
+    };
+    let mut buf = vec![0u8; 64 << 10];
+    let mut w = XdrWriter::new(&mut buf);
+    assert!(fast::read(
+        &mut cache,
+        &gens,
+        &h.exports,
+        &req,
+        (0, 8192),
+        &mut w
+    ));
+    let n = w.position();
+    assert_eq!(&buf[..n], &read_rep[..]);
+
+    let (_, getattr_rep) = call(&h, user(0), 1, &args(|w| w.opaque_var(&f)));
+    let mut w = XdrWriter::new(&mut buf);
+    assert!(fast::getattr(&mut cache, &gens, &h.exports, &req, &mut w));
+    let n = w.position();
+    assert_eq!(&buf[..n], &getattr_rep[..]);
+
+    // Zero copy: the head up to the data's length word, then the pinned pages.
+    let mut w = XdrWriter::new(&mut buf);
+    let pages = fast::read_pages(&mut cache, &gens, &h.exports, &req, (0, 8192), 9, &mut w)
+        .expect("cached");
+    let n = w.position();
+    assert_eq!(&buf[..n], &read_rep[..n]);
+    assert_eq!(read_rep.len(), n + 8192);
+    assert_eq!(pages.as_slice().iter().map(|s| s.len).sum::<u32>(), 8192);
+    cache.release(pages);
+    // A range not cached: nothing written.
+    let mut w = XdrWriter::new(&mut buf);
+    assert!(!fast::read(
+        &mut cache,
+        &gens,
+        &h.exports,
+        &req,
+        (8192, 100),
+        &mut w
+    ));
+    assert_eq!(w.position(), 0);
 }

@@ -349,8 +349,8 @@ fn answer_into(
     let flags = session_ops::status_flags(v.state, &s, flags);
     let start = w.position();
     // `ext`: READ data bytes left in the cache pages (zero copy), 0 when inline.
-    let ext = match encode(v, a, &hit, &s, nslots, flags, pages.is_some(), w) {
-        Ok(Some(n)) => n,
+    let (ext, read) = match encode(v, a, &hit, &s, nslots, flags, pages.is_some(), w) {
+        Ok(Some(got)) => got,
         _ => return None,
     };
     let head = w.position() - start;
@@ -368,33 +368,29 @@ fn answer_into(
     // Kept in the slot's reply cache (RFC 8881 §2.10.6.1.3) by refilling the slot's
     // previous buffer: no allocation per reply. A zero-copy READ's data is copied
     // there from the pages: the cache holds the whole COMPOUND4res.
-    let offset = match a.last {
-        Last::Read { offset, .. } => offset,
-        Last::Getattr(_) => 0,
-    };
     if len > s.fore.max_response_cached as usize {
         claim.finish(None);
     } else if ext == 0 {
         claim.finish_copy(&w.written()[start..]);
-    } else {
+    } else if let Some(r) = &read {
         let (cache, written) = (&*v.cache, w.written());
         claim.finish_with(|buf| {
             buf.extend_from_slice(&written[start..]);
-            cache.append_v4(&hit, offset, ext, buf);
+            append_read(cache, r, buf);
         });
     }
     if matches!(a.last, Last::Getattr(_)) {
         v.cache.note_hit();
     }
     Some(match pages {
-        Some(lkey) if ext > 0 => Some(v.cache.pin_v4(&hit, offset, ext, lkey)),
+        Some(lkey) if ext > 0 => read.as_ref().map(|r| v.cache.pin_read(r, lkey)),
         _ => None,
     })
 }
 
-/// COMPOUND4res of a recognised COMPOUND: `Ok(Some(bytes of READ data not written))`
-/// (0 unless `zero_copy`, when `w` ends at the data's length word); `Ok(None)` when
-/// the READ range is not cached.
+/// COMPOUND4res of a recognised COMPOUND: `Ok(Some((bytes of READ data not written,
+/// the READ's cache hit)))` (0 unless `zero_copy`, when `w` ends at the data's length
+/// word); `Ok(None)` when the READ range is not cached.
 #[allow(clippy::too_many_arguments)]
 fn encode(
     v: &mut View,
@@ -405,7 +401,7 @@ fn encode(
     flags: u32,
     zero_copy: bool,
     w: &mut XdrWriter,
-) -> XdrResult<Option<usize>> {
+) -> XdrResult<Option<(usize, Option<cache::ReadHit>)>> {
     w.u32(NFS4_OK)?;
     w.opaque_var(a.tag)?;
     w.u32(3)?;
@@ -423,18 +419,62 @@ fn encode(
                 fsstat: None,
             };
             attrs::put_fattr(w, &want, &Obj::from_attr(&hit.attr, a.fh.to_vec()), &env)?;
-            Ok(Some(0))
+            Ok(Some((0, None)))
         }
         Last::Read { offset, count, .. } => {
             w.u32(OP_READ)?;
             w.u32(NFS4_OK)?;
-            Ok(if zero_copy {
-                v.cache.read_v4_head(hit, offset, count, w)
-            } else {
-                v.cache.read_v4_admitted(hit, offset, count, w).then_some(0)
-            })
+            // Counted as a hit or a miss here, answered or not (the slot claim
+            // may still send the call to a worker).
+            let got = v
+                .cache
+                .read_admitted(hit, offset, count)
+                .filter(|r| put_read4(w, v.cache, r, zero_copy).is_ok());
+            match got {
+                Some(r) => {
+                    v.cache.note_hit();
+                    Ok(Some((if zero_copy { r.done.n } else { 0 }, Some(r))))
+                }
+                None => {
+                    v.cache.missed();
+                    Ok(None)
+                }
+            }
         }
     }
+}
+
+/// READ4resok after its status (RFC 8881 §18.22.2): eof, and the data copied from
+/// the cache pages, or only its length when `zero_copy` (the data then goes from
+/// the pages). Nothing written (`w` rewound) when it does not fit.
+fn put_read4(
+    w: &mut XdrWriter,
+    cache: &ReadCache,
+    r: &cache::ReadHit,
+    zero_copy: bool,
+) -> XdrResult<()> {
+    let start = w.position();
+    let ok = (|| {
+        w.bool(r.done.eof)?;
+        if zero_copy {
+            return w.u32(r.done.n as u32);
+        }
+        w.u32(r.done.n as u32)?;
+        let dst = w.reserve_opaque_fixed(r.done.n)?;
+        cache.copy_read(r, dst);
+        Ok(())
+    })();
+    if ok.is_err() {
+        w.rewind(start);
+    }
+    ok
+}
+
+/// Appends the data of `r` and its XDR padding to `dst` (a slot's reply cache).
+fn append_read(cache: &ReadCache, r: &cache::ReadHit, dst: &mut Vec<u8>) {
+    let (at, n) = (dst.len(), r.done.n);
+    dst.resize(at + n + (4 - n % 4) % 4, 0);
+    cache.copy_read(r, &mut dst[at..at + n]);
 }
 
 /// The handle of a recognised COMPOUND, and its READ's offset and count.

@@ -75,9 +75,10 @@ use super::dispatch::{Job, Link, MARK};
 use super::Shared;
 use crate::cache::{self, FhKey, Fill, FillData, Stamp};
 use crate::export::{admit, Caller};
+use crate::front::V3_REPLIES as V3;
 use crate::fs::access::check_read;
 use crate::fs::{Attr, FileKind, NfsTime};
-use crate::nfs3::proto::{put_fattr, put_post_op_attr, put_wcc};
+use crate::outcome::{read_eof, read_want, CommitDone, ReadSlots, WriteDone};
 use crate::uring::files::{unchanged, Files, Hit, Opened, Validator};
 use crate::uring::fixed::FixedSlots;
 use crate::uring::pipes::{self, Pipes};
@@ -94,13 +95,10 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::Arc;
 use write::{CommitStart, WriteArgs};
 
-const GETATTR: u32 = 1;
-const READ: u32 = 6;
-const WRITE: u32 = 7;
-const COMMIT: u32 = 21;
-const UNSTABLE: u32 = 0;
-const DATA_SYNC: u32 = 1;
-const FILE_SYNC: u32 = 2;
+use nfs_wire::nfs3::{
+    DATA_SYNC, FILE_SYNC, NFSPROC3_COMMIT as COMMIT, NFSPROC3_GETATTR as GETATTR,
+    NFSPROC3_READ as READ, NFSPROC3_WRITE as WRITE, UNSTABLE,
+};
 /// Marks the tag of a stable write's sync completion: `SYNC_BIT | slot`, never one
 /// of a slot's other tags (`slot * 2`, `slot * 2 + 1`: slots are few). The sync's
 /// own result says whether it succeeded: the kernel does not cancel the statx
@@ -522,11 +520,7 @@ impl Direct {
         let mut reply = pools.alloc(MARK + READ_REPLY_HEAD + room)?;
         let mut w = XdrWriter::at(reply.spare_mut(), MARK);
         rpc::write_accepted(&mut w, job.header.xid, Accept::Success).ok()?;
-        w.u32(0).ok()?;
-        put_post_op_attr(&mut w, Some(a.hit.attr)).ok()?;
-        let count_at = w.reserve_u32().ok()?;
-        let eof_at = w.reserve_u32().ok()?;
-        let len_at = w.reserve_u32().ok()?;
+        let slots = (V3.read_slots)(&mut w, a.hit.attr).ok()?;
         let data_at = w.position();
         if !head_only {
             // Room for the data and its padding (zeroed now; the read overwrites it).
@@ -537,7 +531,7 @@ impl Direct {
             reply,
             offset,
             want,
-            [count_at, eof_at, len_at, data_at],
+            [slots.count_at, slots.eof_at, slots.len_at, data_at],
         ))
     }
 
@@ -844,18 +838,20 @@ impl Direct {
         else {
             unreachable!("finish_read of a read");
         };
+        let slots = ReadSlots {
+            count_at,
+            eof_at,
+            len_at,
+        };
         if result < 0 {
             self.faults.note(Failure::Read(fault::errno(result)));
             return Finished::Fallback(job);
         }
         let got = (result as usize).min(want);
-        // As the file model says it: short means the end was reached.
-        let eof = got < want || offset.saturating_add(got as u64) >= attr.size;
+        let eof = read_eof(attr.size, offset, want, got);
         let end = data_at + want + (4 - want % 4) % 4;
         let mut w = XdrWriter::at(&mut reply.spare_mut()[..end], end);
-        w.patch_u32(count_at, got as u32);
-        w.patch_u32(eof_at, eof as u32);
-        w.patch_u32(len_at, got as u32);
+        (V3.patch_read)(&mut w, &slots, got, eof);
         w.truncate_opaque(data_at, got);
         let len = w.position();
         reply.set_len(len);
@@ -888,6 +884,11 @@ impl Direct {
         else {
             unreachable!("finish_splice of a splice");
         };
+        let slots = ReadSlots {
+            count_at,
+            eof_at,
+            len_at,
+        };
         if result < 0 {
             self.faults.note(Failure::Splice(fault::errno(result)));
             // What the pipe holds is unknown: a fresh one takes its place.
@@ -903,9 +904,7 @@ impl Direct {
         // nothing at all means the end was reached (a file shortened elsewhere).
         let eof = got == 0 || offset.saturating_add(got as u64) >= base.attr.size;
         let mut w = XdrWriter::at(&mut head.spare_mut()[..data_at], data_at);
-        w.patch_u32(count_at, got as u32);
-        w.patch_u32(eof_at, eof as u32);
-        w.patch_u32(len_at, got as u32);
+        (V3.patch_read)(&mut w, &slots, got, eof);
         head.set_len(data_at);
         if got == 0 {
             self.put_pipe(pipe);
@@ -935,17 +934,6 @@ impl Direct {
     }
 }
 
-/// Bytes a READ of `count` at `offset` takes from a file of `size` bytes: at most
-/// `MAX_IO` (the reply buffers' room, both versions), none at or past the end.
-fn read_want(size: u64, offset: u64, count: u32) -> usize {
-    let n = (count as usize).min(crate::limits::MAX_IO);
-    if offset >= size {
-        0
-    } else {
-        n.min(usize::try_from(size - offset).unwrap_or(usize::MAX))
-    }
-}
-
 /// What an answer from the entry teaches the read cache: its attributes under its
 /// stamp (decoded-fattr3 precision, as a worker's NFSv3 reply teaches).
 fn fill_of(fh: &[u8], export: u16, attr: &Attr, stamp: Stamp) -> Option<Fill> {
@@ -964,8 +952,7 @@ fn getattr_reply(pools: &Pools, job: &Job, attr: &Attr) -> Option<Buf> {
     let mut b = pools.alloc(MARK + GETATTR_REPLY)?;
     let mut w = XdrWriter::at(b.spare_mut(), MARK);
     rpc::write_accepted(&mut w, job.header.xid, Accept::Success).ok()?;
-    w.u32(0).ok()?;
-    put_fattr(&mut w, attr).ok()?;
+    (V3.getattr_ok)(&mut w, attr).ok()?;
     let n = w.position();
     b.set_len(n);
     Some(b)
@@ -1022,16 +1009,21 @@ fn wcc_reply(
     let mut b = pools.alloc(MARK + WCC_REPLY)?;
     let mut w = XdrWriter::at(b.spare_mut(), MARK);
     rpc::write_accepted(&mut w, p.job.header.xid, Accept::Success).ok()?;
-    w.u32(0).ok()?;
+    let before = p.base.attr;
     match write {
-        Some((post, count, committed)) => {
-            put_wcc(&mut w, Some(&p.base.attr), post.as_ref()).ok()?;
-            w.u32(count).ok()?;
-            w.u32(committed).ok()?;
-        }
-        None => put_wcc(&mut w, Some(&p.base.attr), Some(&p.base.attr)).ok()?,
+        Some((after, count, committed)) => (V3.write_ok)(
+            &mut w,
+            &WriteDone {
+                before,
+                after,
+                count,
+                committed,
+                verf,
+            },
+        ),
+        None => (V3.commit_ok)(&mut w, &CommitDone { attr: before, verf }),
     }
-    w.opaque_fixed(&verf).ok()?;
+    .ok()?;
     let n = w.position();
     b.set_len(n);
     Some(b)

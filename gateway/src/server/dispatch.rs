@@ -13,7 +13,7 @@ use engine::mem::{Buf, Pools};
 use engine::rdma::server::CallRef;
 use engine::rpc::{self, Accept, CallError, CallHeader};
 use engine::tcp::ConnId;
-use engine::xdr::{XdrReader, XdrWriter};
+use engine::xdr::XdrWriter;
 use nfs_wire::{NFS_PROGRAM, NFS_V3};
 use std::net::SocketAddr;
 
@@ -135,7 +135,7 @@ pub(crate) fn classify(
         });
     }
     let mut read_ahead = false;
-    if header.prog == NFS_PROGRAM && header.vers == NFS_V3 {
+    if crate::front::is_v3(header.prog, header.vers) {
         if let Some(v) = from_cache(
             &header,
             &record[args_at..],
@@ -223,7 +223,7 @@ fn revalidation(
     fh: &cache::FhKey,
     pools: &Pools,
 ) -> Option<Job> {
-    const GETATTR: u32 = 1;
+    use nfs_wire::nfs3::NFSPROC3_GETATTR as GETATTR;
     // The procedure number's place in an RPC call (RFC 5531 §9: xid, msg_type,
     // rpcvers, prog, vers, proc).
     const PROC_AT: usize = 20;
@@ -362,19 +362,13 @@ fn from_cache(
     read_ahead: &mut bool,
     zc: Option<ZeroCopy>,
 ) -> Option<Verdict> {
-    const GETATTR: u32 = 1;
-    const READ: u32 = 6;
-    let mut r = XdrReader::new(args);
-    let fh = r.opaque_var(crate::fs::FH_MAX).ok()?;
+    let v3 = &crate::front::V3_CACHE;
+    let ask = (v3.parse)(h.proc_, args)?;
+    let (fh, read_args) = (ask.fh, ask.read);
     let req = cache::Request {
         fh,
         client: peer.ip(),
         cred: &h.cred,
-    };
-    let read_args = match h.proc_ {
-        GETATTR => None,
-        READ => Some((r.u64().ok()?, r.u32().ok()?)),
-        _ => return None,
     };
     if let (Some((offset, count)), Some((_, fileid))) =
         (read_args, crate::fs::FileModel::peek_handle(fh))
@@ -391,9 +385,15 @@ fn from_cache(
             let mut w = XdrWriter::at(buf.spare_mut(), MARK);
             rpc::write_accepted(&mut w, h.xid, Accept::Success).ok()?;
             let exports = hot.exports.current();
-            let pages = hot
-                .cache
-                .try_read_pages(hot.gens, exports, &req, offset, count, lkey, &mut w)?;
+            let pages = (v3.read_pages)(
+                hot.cache,
+                hot.gens,
+                exports,
+                &req,
+                (offset, count),
+                lkey,
+                &mut w,
+            )?;
             let n = w.position();
             buf.set_len(n);
             return Some(Verdict::ReplyPages(buf, pages));
@@ -408,10 +408,8 @@ fn from_cache(
     rpc::write_accepted(&mut w, h.xid, Accept::Success).ok()?;
     let exports = hot.exports.current();
     let hit = match read_args {
-        None => hot.cache.try_getattr(hot.gens, exports, &req, &mut w),
-        Some((offset, count)) => hot
-            .cache
-            .try_read(hot.gens, exports, &req, offset, count, &mut w),
+        None => (v3.getattr)(hot.cache, hot.gens, exports, &req, &mut w),
+        Some(read) => (v3.read)(hot.cache, hot.gens, exports, &req, read, &mut w),
     };
     if !hit {
         return None;

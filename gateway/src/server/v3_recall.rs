@@ -4,49 +4,35 @@
 //! such a call runs, the worker asks `Delegations::break_conflicts` (which starts the
 //! recalls); while a recall is outstanding the call is answered NFS3ERR_JUKEBOX and
 //! the client retries (RFC 1813 §2.6). Free while no delegation exists: one atomic
-//! load, no decoding.
+//! load, no decoding. The arguments are decoded by the front end (`nfs3::recall`,
+//! through `FrontEnd::touches`).
 
 use super::Shared;
+use crate::call::{Target, Touches};
 use crate::export::admit;
 use crate::fs::Node;
-use crate::nfs3::proto;
 use crate::state::Conflict;
 use engine::rpc::Cred;
-use engine::xdr::XdrReader;
 use std::net::IpAddr;
 
-const SETATTR: u32 = 2;
-const WRITE: u32 = 7;
-const CREATE: u32 = 8;
-const REMOVE: u32 = 12;
-const RENAME: u32 = 14;
-
-/// Whether the v3 call `proc_` with `args` must wait for a recall (answer JUKEBOX).
+/// Whether a call must wait for a recall (answer JUKEBOX): `touches` is its front
+/// end's decoding of the files it changes (`FrontEnd::touches`; `None`: none).
 /// Undecodable arguments, unknown handles, and callers the export does not admit
 /// for writing never wait (and never recall: the procedure answers them, as knfsd
 /// checks access before breaking a lease).
-pub(super) fn must_wait(
+pub(super) fn must_wait<'a>(
     shared: &Shared,
-    proc_: u32,
-    args: &[u8],
+    touches: impl FnOnce() -> Option<Touches<'a>>,
     client: IpAddr,
     cred: &Cred,
 ) -> bool {
-    if !matches!(proc_, SETATTR | WRITE | CREATE | REMOVE | RENAME)
-        || !shared.state.delegations.any_live()
-    {
+    if !shared.state.delegations.any_live() {
         return false;
     }
-    let mut r = XdrReader::new(args);
-    let mut files = [None, None];
-    match proc_ {
-        SETATTR | WRITE => files[0] = file(shared, &mut r),
-        CREATE | REMOVE => files[0] = entry(shared, &mut r),
-        _ => {
-            files[0] = entry(shared, &mut r);
-            files[1] = entry(shared, &mut r);
-        }
-    }
+    let Some(t) = touches() else {
+        return false;
+    };
+    let files = t.targets.map(|t| t.and_then(|t| resolve(shared, t)));
     let exports = shared.exports.load();
     let may_write = |n: &Node| {
         exports.get(n.export).is_some_and(|e| {
@@ -54,7 +40,7 @@ pub(super) fn must_wait(
         })
     };
     let files = files.map(|f| f.filter(may_write));
-    let why = if matches!(proc_, SETATTR | WRITE) {
+    let why = if t.write {
         Conflict::Write
     } else {
         Conflict::Namespace
@@ -70,14 +56,13 @@ pub(super) fn must_wait(
     wait
 }
 
-fn file(shared: &Shared, r: &mut XdrReader) -> Option<Node> {
-    shared.model.resolve(proto::get_fh(r).ok()?).ok()
-}
-
-/// diropargs3: the file a directory entry names, if it exists.
-fn entry(shared: &Shared, r: &mut XdrReader) -> Option<Node> {
-    let dir = proto::get_fh(r).ok();
-    let name = r.opaque_var(proto::NAME_MAX).ok()?;
-    let dir = shared.model.resolve(dir?).ok()?;
-    shared.model.lookup(&dir, name).ok()
+/// The file a target names, if it exists.
+fn resolve(shared: &Shared, t: Target) -> Option<Node> {
+    match t {
+        Target::File(fh) => shared.model.resolve(fh).ok(),
+        Target::Entry(dir, name) => {
+            let dir = shared.model.resolve(dir).ok()?;
+            shared.model.lookup(&dir, name).ok()
+        }
+    }
 }

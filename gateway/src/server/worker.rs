@@ -8,16 +8,15 @@
 use super::dispatch::{Job, Link, MARK};
 use super::Shared;
 use crate::cache::{self, FhKey, Fill, FillData, Stamp};
-use crate::call::{Ctx, Outcome};
+use crate::call::{Ctx, Learned, Outcome};
 use crate::fs::FileModel;
-use crate::mount::{self, MOUNT_PROGRAM};
-use crate::nfs3;
 use engine::mem::{Buf, Pools};
 use engine::ring::{Doorbell, Ring};
 use engine::rpc::{self, Accept};
 use engine::rpcrdma::responder::DdpList;
 use engine::xdr::{XdrReader, XdrWriter};
-use nfs_wire::{NFS_PROGRAM, NFS_V3};
+use nfs_wire::nfs3::NFSPROC3_WRITE;
+use nfs_wire::NFS_PROGRAM;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -171,7 +170,11 @@ fn run_job(shared: &Shared, job: Job) {
         // Only this COMPOUND's attributes may be learned.
         let _ = crate::nfs4::fast::take_attr();
     }
+    // What the front end notes as it encodes (`call::note_learned`): only this
+    // call's.
+    let _ = crate::call::take_learned();
     let reply = execute(shared, &link.pools, &job);
+    let note = crate::call::take_learned();
     // Always taken, so no note outlives its COMPOUND on this thread.
     let located = crate::ulb::v4::take();
     let fill = match (&effect, &reply) {
@@ -196,7 +199,7 @@ fn run_job(shared: &Shared, job: Job) {
             if *v4 {
                 learned_v4(r, seen, shared.cache_pages)
             } else {
-                learned(r, seen, shared.cache_pages)
+                learned(note, seen, shared.cache_pages)
             }
         }
         _ => None,
@@ -225,7 +228,7 @@ fn run_job(shared: &Shared, job: Job) {
             learned_io_v4(shared, &job, since_ns)
         }
         _ => match (write_from, &reply) {
-            (Some((id, before)), Some(r)) => learned_write(shared, &job, r, id, before),
+            (Some((id, before)), Some(_)) => learned_write(shared, &job, note, id, before),
             _ => None,
         },
     };
@@ -332,7 +335,7 @@ fn opened_as(
 /// from its reply (`learned_write`; only with the io_uring data path in force).
 fn v3_write_stamp(shared: &Shared, job: &Job) -> Option<(u64, Stamp)> {
     let h = &job.header;
-    if !shared.direct_io || h.prog != NFS_PROGRAM || h.vers != NFS_V3 || h.proc_ != 7 {
+    if !shared.direct_io || !crate::front::is_v3(h.prog, h.vers) || h.proc_ != NFSPROC3_WRITE {
         return None;
     }
     let fh = XdrReader::new(&job.record[job.args_at..])
@@ -349,7 +352,7 @@ fn v3_write_stamp(shared: &Shared, job: &Job) -> Option<(u64, Stamp)> {
 fn learned_write(
     shared: &Shared,
     job: &Job,
-    reply: &Buf,
+    note: Option<Learned>,
     fileid: u64,
     before: Stamp,
 ) -> Option<crate::uring::files::Opened> {
@@ -361,22 +364,7 @@ fn learned_write(
         .opaque_var(crate::fs::FH_MAX)
         .ok()?;
     let (export, id) = FileModel::peek_handle(fh)?;
-    let body = reply.get(MARK..)?;
-    let (_, st, off) = rpc::decode_reply(body).ok()?;
-    if st != rpc::ReplyStatus::Accepted(Accept::Success) {
-        return None;
-    }
-    let mut r = XdrReader::new(&body[off..]);
-    if r.u32().ok()? != 0 {
-        return None;
-    }
-    if r.bool().ok()? {
-        r.skip(24).ok()?;
-    }
-    if !r.bool().ok()? {
-        return None;
-    }
-    let attr = cache::get_fattr(&mut r).ok()?;
+    let attr = note?.attr;
     if attr.fileid != id || id != fileid || attr.kind != crate::fs::FileKind::Reg {
         return None;
     }
@@ -465,30 +453,24 @@ impl CacheEffect {
         if h.vers == crate::nfs4::NFS_V4 {
             return observe_v4(shared, &job.record[job.args_at..]).unwrap_or(CacheEffect::None);
         }
-        if !matches!(h.proc_, 1 | 6) {
-            return CacheEffect::None;
-        }
-        let mut r = XdrReader::new(&job.record[job.args_at..]);
-        let Ok(fh) = r.opaque_var(crate::fs::FH_MAX) else {
+        // A GETATTR or READ, as the front end decodes it.
+        let Some(ask) = (crate::front::V3_CACHE.parse)(h.proc_, &job.record[job.args_at..]) else {
             return CacheEffect::None;
         };
-        let (Some((export, fileid)), Some(key)) = (FileModel::peek_handle(fh), FhKey::new(fh))
+        let (Some((export, fileid)), Some(key)) =
+            (FileModel::peek_handle(ask.fh), FhKey::new(ask.fh))
         else {
             return CacheEffect::None;
-        };
-        let read = match h.proc_ {
-            6 => match (r.u64(), r.u32()) {
-                (Ok(off), Ok(count)) if (count as usize) <= cache::MAX_CACHED_READ => Some(off),
-                _ => None,
-            },
-            _ => None,
         };
         CacheEffect::Observe {
             fh: key,
             export,
             stamp: shared.gens.stamp(fileid),
-            is_read: h.proc_ == 6,
-            read,
+            is_read: ask.read.is_some(),
+            read: ask
+                .read
+                .filter(|(_, count)| (*count as usize) <= cache::MAX_CACHED_READ)
+                .map(|(off, _)| off),
             v4: false,
         }
     }
@@ -560,10 +542,11 @@ fn learned_v4(reply: &Buf, seen: Seen, pages: bool) -> Option<Fill> {
     })
 }
 
-/// The attributes (and, for a small READ, where its data sits) in a successful
-/// GETATTR or READ reply we just encoded. `read` is the READ offset when the read is
-/// small enough to cache its data.
-fn learned(reply: &Buf, seen: Seen, pages: bool) -> Option<Fill> {
+/// What a successful NFSv3 GETATTR or READ noted as its front end encoded it
+/// (`call::note_learned`): its attributes and, for a small READ, where its data sits
+/// in the reply. `read` is the READ offset when the read is small enough to cache
+/// its data.
+fn learned(note: Option<Learned>, seen: Seen, pages: bool) -> Option<Fill> {
     let Seen {
         fh,
         export,
@@ -571,30 +554,15 @@ fn learned(reply: &Buf, seen: Seen, pages: bool) -> Option<Fill> {
         is_read,
         read,
     } = seen;
-    let body = reply.get(MARK..)?;
-    let (_, st, off) = rpc::decode_reply(body).ok()?;
-    if st != rpc::ReplyStatus::Accepted(Accept::Success) {
-        return None;
-    }
-    let mut r = XdrReader::new(&body[off..]);
-    if r.u32().ok()? != 0 {
-        return None;
-    }
-    if is_read && !r.bool().ok()? {
-        return None;
-    }
-    let attr = cache::get_fattr(&mut r).ok()?;
+    let Learned { attr, data } = note?;
     // The stamp was taken for the handle's file id; attributes of anything else
-    // (a decoding slip) must never be cached under this handle.
+    // must never be cached under this handle.
     if FileModel::peek_handle(fh.bytes()).map(|(_, id)| id) != Some(attr.fileid) {
         return None;
     }
     let data = match read {
         Some(offset) if pages && is_read => {
-            let _count = r.u32().ok()?;
-            let _eof = r.bool().ok()?;
-            let len = r.u32().ok()? as usize;
-            let at = MARK + off + r.position();
+            let (at, len) = data?;
             Some(FillData::InReply { offset, at, len })
         }
         _ => None,
@@ -628,11 +596,7 @@ fn read_block(shared: &Shared, pools: &Pools, fh: &FhKey, off: u64) -> Option<(u
 /// connection's reply budget while the call is being answered (`Router::route`).
 pub(crate) fn reply_want(h: &rpc::CallHeader, args: &[u8]) -> usize {
     MARK + RPC_HEADER
-        + match h.prog {
-            NFS_PROGRAM if h.vers == crate::nfs4::NFS_V4 => crate::nfs4::scan::scan(args).reply,
-            NFS_PROGRAM => nfs3::reply_capacity(h.proc_, args),
-            _ => 8192,
-        }
+        + crate::front::of(h.prog, h.vers).map_or(8192, |fe| (fe.reply_capacity)(h.proc_, args))
 }
 
 /// Runs one call and returns its encoded reply (record-mark slot included).
@@ -678,30 +642,18 @@ fn execute(shared: &Shared, pools: &Pools, job: &Job) -> Option<Buf> {
             {
                 panic!("test hook: panic while running a procedure");
             }
-            match h.prog {
-                NFS_PROGRAM if h.vers == crate::nfs4::NFS_V4 => {
-                    crate::nfs4::serve(&ctx, &shared.state, h.proc_, args, &mut w)
-                }
-                NFS_PROGRAM
-                    if super::v3_recall::must_wait(
-                        shared,
-                        h.proc_,
-                        args,
-                        job.peer.ip(),
-                        &h.cred,
-                    ) =>
-                {
-                    // A v4.1 delegation is being recalled: the client retries later.
-                    let st = crate::fs::Status::Jukebox;
-                    match nfs3::proto::put_fail(&mut w, h.proc_, nfs3::status::nfsstat3(st)) {
-                        Ok(()) => Outcome::Done,
-                        Err(_) => Outcome::GarbageArgs,
-                    }
-                }
-                NFS_PROGRAM => nfs3::serve(&ctx, h.proc_, args, &mut w),
-                MOUNT_PROGRAM => mount::serve(&ctx, h.proc_, args, &mut w),
-                _ => Outcome::ProcUnavail,
+            let Some(fe) = crate::front::of(h.prog, h.vers) else {
+                return Outcome::ProcUnavail;
+            };
+            let touches = || (fe.touches)(h.proc_, args);
+            if super::v3_recall::must_wait(shared, touches, job.peer.ip(), &h.cred) {
+                // A v4.1 delegation is being recalled: the client retries later.
+                return match (fe.fail)(&mut w, h.proc_, crate::fs::Status::Jukebox) {
+                    Ok(()) => Outcome::Done,
+                    Err(_) => Outcome::GarbageArgs,
+                };
             }
+            (fe.serve)(&ctx, &shared.state, h.proc_, args, &mut w)
         });
         match run {
             Ok(Outcome::Done) => Ok(w.position()),
@@ -717,8 +669,10 @@ fn execute(shared: &Shared, pools: &Pools, job: &Job) -> Option<Buf> {
     let len = match outcome {
         Ok(n) => n,
         Err(stat) => {
-            // Results a COMPOUND noted before it failed are not in this reply.
+            // Results a COMPOUND or procedure noted before it failed are not in
+            // this reply.
             let _ = crate::ulb::v4::take();
+            let _ = crate::call::take_learned();
             tracing::debug!(peer = %job.peer, prog = h.prog, proc_ = h.proc_, ?stat, "call rejected");
             let mut w = XdrWriter::at(buf.spare_mut(), MARK);
             rpc::write_accepted(&mut w, h.xid, stat).expect("reply buffer holds a header");

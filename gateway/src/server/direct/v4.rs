@@ -23,7 +23,7 @@
 //! decoding, the slot claim and the v4 reply.
 
 use super::write::{CommitStart, WriteArgs};
-use super::{base_of, fault, read_want, Base, Direct, Failure, Finished, Job, Op, Pending, MARK};
+use super::{base_of, fault, Base, Direct, Failure, Finished, Job, Op, Pending, MARK};
 use crate::cache::{self, Fill, FillData};
 use crate::fs::access::check_read;
 use crate::nfs4::fast_io::{self, Bitmap, IoCall, IoOp, Started, Target};
@@ -93,7 +93,7 @@ impl Direct {
         let a = self.admitted(job, fh)?;
         check_read(a.hit.attr, &a.caller).ok()?;
         // As `io_ops::read` (its reply buffer has room for MAX_IO) and `prepare_read`.
-        let want = read_want(a.hit.attr.size, offset, count);
+        let want = crate::outcome::read_want(a.hit.attr.size, offset, count);
         let pad = want.next_multiple_of(4);
         let mut reply = pools.alloc(MARK + fast_io::HEAD_MAX + 8 + pad)?;
         let mut w = XdrWriter::at(reply.spare_mut(), MARK);
@@ -283,7 +283,7 @@ impl Direct {
         }
         let got = (result as usize).min(want);
         // As the file model says it (`FileModel::read`): short means the end.
-        let eof = got < want || offset.saturating_add(got as u64) >= base.attr.size;
+        let eof = crate::outcome::read_eof(base.attr.size, offset, want, got);
         let end = data_at + want.next_multiple_of(4);
         let mut w = XdrWriter::at(&mut reply.spare_mut()[..end], end);
         w.patch_u32(eof_at, eof as u32);

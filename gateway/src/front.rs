@@ -1,0 +1,116 @@
+//! The front ends by RPC program and version: what an executor calls to decode and
+//! encode, so `server/` (dispatch, the io_uring executor, the workers) names no front
+//! end (docs/architecture.md §2 "Layering rules"). Each table is looked up once per
+//! call (`of`); adding a protocol is a new table here, not an edit of the executors.
+
+use crate::cache::{Generations, PageRead, ReadCache, Request};
+use crate::call::{Ctx, Outcome, Touches};
+use crate::export::Exports;
+use crate::fs::{Attr, Status};
+use crate::outcome::{Ask, CommitDone, ReadSlots, WriteDone};
+use crate::state::State;
+use engine::xdr::{XdrResult, XdrWriter};
+use nfs_wire::{MOUNT_PROGRAM, NFS_PROGRAM, NFS_V3};
+
+/// One RPC program version as the workers run it.
+pub struct FrontEnd {
+    /// Bytes of reply a call of this procedure with these arguments may need after
+    /// the RPC header (never fails: garbage gets a small size).
+    pub reply_capacity: fn(u32, &[u8]) -> usize,
+    /// Decodes a call, runs it against the file model and writes its results.
+    pub serve: fn(&Ctx, &State, u32, &[u8], &mut XdrWriter) -> Outcome,
+    /// The procedure's failure reply with status `Status` (a call that must wait for
+    /// a delegation recall answers `Jukebox`).
+    pub fail: fn(&mut XdrWriter, u32, Status) -> XdrResult<()>,
+    /// The files a call changes that another client's delegation may cover (RFC 8881
+    /// §10.2); `None` when it changes none (NFSv4.1 recalls in its own operations).
+    pub touches: for<'a> fn(u32, &'a [u8]) -> Option<Touches<'a>>,
+}
+
+/// NFSv3 (RFC 1813).
+pub static NFS3: FrontEnd = FrontEnd {
+    reply_capacity: crate::nfs3::reply_capacity,
+    serve: |ctx, _, proc_, args, out| crate::nfs3::serve(ctx, proc_, args, out),
+    fail: |w, proc_, st| crate::nfs3::proto::put_fail(w, proc_, crate::nfs3::status::nfsstat3(st)),
+    touches: crate::nfs3::recall::touches,
+};
+
+/// NFSv4.1 (RFC 8881): COMPOUND.
+pub static NFS4: FrontEnd = FrontEnd {
+    reply_capacity: |_, args| crate::nfs4::scan::scan(args).reply,
+    serve: crate::nfs4::serve,
+    fail: |_, _, _| Err(engine::xdr::XdrError::BadValue),
+    touches: |_, _| None,
+};
+
+/// MOUNT v3 (RFC 1813 Appendix I).
+pub static MOUNT3: FrontEnd = FrontEnd {
+    reply_capacity: |_, _| 8192,
+    serve: |ctx, _, proc_, args, out| crate::mount::serve(ctx, proc_, args, out),
+    fail: |_, _, _| Err(engine::xdr::XdrError::BadValue),
+    touches: |_, _| None,
+};
+
+/// The front end of a call (dispatch admits only the versions it serves: NFSv3,
+/// NFSv4.1, MOUNT v3).
+pub fn of(prog: u32, vers: u32) -> Option<&'static FrontEnd> {
+    match prog {
+        NFS_PROGRAM if vers == crate::nfs4::NFS_V4 => Some(&NFS4),
+        NFS_PROGRAM => Some(&NFS3),
+        MOUNT_PROGRAM => Some(&MOUNT3),
+        _ => None,
+    }
+}
+
+/// Whether a call is NFSv3 (the version the reactor's cache and io_uring executor
+/// answer through `V3_CACHE` and `V3_REPLIES`).
+pub fn is_v3(prog: u32, vers: u32) -> bool {
+    prog == NFS_PROGRAM && vers == NFS_V3
+}
+
+/// A front end's answers from the reactor's read cache (`nfs3::fast`).
+#[allow(clippy::type_complexity)]
+pub struct CacheAnswers {
+    /// What a GETATTR or READ call asks; `None` for other procedures.
+    pub parse: for<'a> fn(u32, &'a [u8]) -> Option<Ask<'a>>,
+    pub getattr: fn(&mut ReadCache, &Generations, &Exports, &Request, &mut XdrWriter) -> bool,
+    pub read:
+        fn(&mut ReadCache, &Generations, &Exports, &Request, (u64, u32), &mut XdrWriter) -> bool,
+    pub read_pages: fn(
+        &mut ReadCache,
+        &Generations,
+        &Exports,
+        &Request,
+        (u64, u32),
+        u32,
+        &mut XdrWriter,
+    ) -> Option<Box<PageRead>>,
+}
+
+/// NFSv3 GETATTR and READ from the cache.
+pub static V3_CACHE: CacheAnswers = CacheAnswers {
+    parse: crate::nfs3::fast::parse,
+    getattr: crate::nfs3::fast::getattr,
+    read: crate::nfs3::fast::read,
+    read_pages: crate::nfs3::fast::read_pages,
+};
+
+/// A front end's encoders of the outcomes the reactor's io_uring executor returns
+/// (`server::direct`), each after the RPC header.
+pub struct Replies {
+    pub getattr_ok: fn(&mut XdrWriter, &Attr) -> XdrResult<()>,
+    /// A READ's head, its count, eof and length left to `patch_read`.
+    pub read_slots: fn(&mut XdrWriter, &Attr) -> XdrResult<ReadSlots>,
+    pub patch_read: fn(&mut XdrWriter, &ReadSlots, usize, bool),
+    pub write_ok: fn(&mut XdrWriter, &WriteDone) -> XdrResult<()>,
+    pub commit_ok: fn(&mut XdrWriter, &CommitDone) -> XdrResult<()>,
+}
+
+/// NFSv3 replies (`nfs3::outcome`).
+pub static V3_REPLIES: Replies = Replies {
+    getattr_ok: crate::nfs3::outcome::put_getattr_ok,
+    read_slots: crate::nfs3::outcome::put_read_slots,
+    patch_read: crate::nfs3::outcome::patch_read,
+    write_ok: crate::nfs3::outcome::put_write_ok,
+    commit_ok: crate::nfs3::outcome::put_commit_ok,
+};

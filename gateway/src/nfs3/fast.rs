@@ -1,0 +1,93 @@
+//! NFSv3 GETATTR and READ answered on the reactor from its read cache
+//! (docs/architecture.md §5): the arguments are decoded here, the cache answers with
+//! a neutral outcome (`cache::AttrHit`, `cache::ReadHit`) and `outcome` encodes it.
+//! A call the cache cannot answer leaves nothing written and goes to a worker.
+
+use super::outcome::{put_getattr_ok, put_read_head, put_read_ok};
+use crate::cache::{Generations, PageRead, ReadCache, Request};
+use crate::export::Exports;
+use crate::outcome::Ask;
+use engine::xdr::{XdrReader, XdrWriter};
+use nfs_wire::nfs3::{NFSPROC3_GETATTR as GETATTR, NFSPROC3_READ as READ};
+
+/// The arguments of a GETATTR (RFC 1813 §3.3.1) or READ (§3.3.6) call; `None` for
+/// any other procedure or arguments that do not decode (a worker answers them).
+pub fn parse(proc_: u32, args: &[u8]) -> Option<Ask<'_>> {
+    let mut r = XdrReader::new(args);
+    let fh = r.opaque_var(crate::fs::FH_MAX).ok()?;
+    let read = match proc_ {
+        GETATTR => None,
+        READ => Some((r.u64().ok()?, r.u32().ok()?)),
+        _ => return None,
+    };
+    Some(Ask { fh, read })
+}
+
+/// GETATTR3res from the cache; false (nothing written) on a miss.
+pub fn getattr(
+    cache: &mut ReadCache,
+    gens: &Generations,
+    exports: &Exports,
+    req: &Request,
+    out: &mut XdrWriter,
+) -> bool {
+    let Some(hit) = cache.attrs(gens, exports, req) else {
+        cache.missed();
+        return false;
+    };
+    let start = out.position();
+    if put_getattr_ok(out, &hit.attr).is_err() {
+        out.rewind(start);
+        return false;
+    }
+    cache.answered(req.fh, hit.stale);
+    true
+}
+
+/// READ3res from the cache, the data copied from its pages; false (nothing
+/// written) unless every page of the range is cached.
+pub fn read(
+    cache: &mut ReadCache,
+    gens: &Generations,
+    exports: &Exports,
+    req: &Request,
+    (offset, count): (u64, u32),
+    out: &mut XdrWriter,
+) -> bool {
+    let Some(hit) = cache.read(gens, exports, req, offset, count) else {
+        cache.missed();
+        return false;
+    };
+    if put_read_ok(out, &hit.done, |dst| cache.copy_read(&hit, dst)).is_err() {
+        cache.missed();
+        return false;
+    }
+    cache.answered(req.fh, hit.stale);
+    true
+}
+
+/// `read` without the copy: `out` gets READ3res up to the data's length word, and the
+/// result names the cache pages holding the data (registered under `lkey`), each
+/// pinned until `ReadCache::unpin` of its tag.
+pub fn read_pages(
+    cache: &mut ReadCache,
+    gens: &Generations,
+    exports: &Exports,
+    req: &Request,
+    (offset, count): (u64, u32),
+    lkey: u32,
+    out: &mut XdrWriter,
+) -> Option<Box<PageRead>> {
+    let Some(hit) = cache.read(gens, exports, req, offset, count) else {
+        cache.missed();
+        return None;
+    };
+    let start = out.position();
+    if put_read_head(out, &hit.done).is_err() {
+        out.rewind(start);
+        cache.missed();
+        return None;
+    }
+    cache.answered(req.fh, hit.stale);
+    Some(cache.pin_read(&hit, lkey))
+}
