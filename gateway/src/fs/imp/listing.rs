@@ -204,17 +204,23 @@ impl Inner {
             match page.next {
                 Some(n) if out.len() < max => after = Some(n),
                 Some(_) => break,
-                None => {
-                    self.fill_ids(&mut out);
-                    return Ok((out, true));
-                }
+                None => return Ok((out, true)),
             }
         }
-        self.fill_ids(&mut out);
         Ok((out, false))
     }
 
-    fn fill_ids(&self, out: &mut [Listed]) {
+    /// The entries' file ids. READDIR shows the id a key would get without
+    /// recording it (`ids_for_listing`: listing a large directory does not grow the
+    /// handle table); READDIRPLUS hands out handles, so it records them (`assign`),
+    /// and the next listing finds them in the table's cache.
+    fn fill_ids(&self, out: &mut [Listed], record: bool) {
+        if record {
+            for l in out.iter_mut() {
+                l.fileid = self.table.assign(&l.key).0;
+            }
+            return;
+        }
         let ids = self
             .table
             .ids_for_listing(out.iter().map(|l| l.key.as_str()));
