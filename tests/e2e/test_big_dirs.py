@@ -83,10 +83,10 @@ def v3_names(c, root, plus: bool) -> list:
     return [e.name for e in ents if e.name not in (".", "..")]
 
 
-@pytest.mark.parametrize("backend", ["fs", "memory", "s3"])
-def test_big_directory_lists_exactly_with_bounded_memory(gw_factory, backend):
-    gw = gw_factory(backend)
-    n = FS_N if backend == "fs" else OTHER_N
+@pytest.mark.parametrize("kind", ["fs", "memory", "s3"])
+def test_big_directory_lists_exactly_with_bounded_memory(gw_factory, kind):
+    gw = gw_factory(kind)
+    n = FS_N if kind == "fs" else OTHER_N
     fill(gw, n)
     want = names(n)
     with gw.client() as c:
@@ -106,9 +106,9 @@ def test_big_directory_lists_exactly_with_bounded_memory(gw_factory, backend):
         assert sorted(got) == want
 
 
-@pytest.mark.parametrize("backend", ["fs", "memory"])
-def test_interrupted_listing_returns_staying_names_once(gw_factory, backend):
-    gw = gw_factory(backend)
+@pytest.mark.parametrize("kind", ["fs", "memory"])
+def test_interrupted_listing_returns_staying_names_once(gw_factory, kind):
+    gw = gw_factory(kind)
     n = 5000
     fill(gw, n)
     staying = set(names(n))

@@ -46,6 +46,10 @@ pub struct ExportRoot {
     pub prefix: String,
 }
 
+/// A READDIRPLUS page: the entries, and each one's node and attributes (`None` when
+/// they cannot be read now).
+pub type PlusPage = (DirPage, Vec<Option<(Node, Attr)>>);
+
 /// A resolved file: which export it was reached through, its file id and its key.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Node {
@@ -348,7 +352,7 @@ impl FileModel {
         cookie: u64,
         verf: [u8; 8],
         max: usize,
-    ) -> FsResult<(DirPage, Vec<Option<(Node, Attr)>>)> {
+    ) -> FsResult<PlusPage> {
         self.inner.readdir_plus(dir, cookie, verf, max)
     }
 

@@ -323,7 +323,7 @@ impl Inner {
         cookie: u64,
         _verf: [u8; 8],
         max: usize,
-    ) -> FsResult<(DirPage, Vec<Option<(Node, Attr)>>)> {
+    ) -> FsResult<PlusPage> {
         let p = self.paged(dir, cookie, max, true)?;
         let dots = self.dot_nodes(dir, &p);
         let page = self.dir_page(dir, &p, &dots);
