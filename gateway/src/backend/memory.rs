@@ -200,6 +200,11 @@ impl Backend for MemoryBackend {
         }))
     }
 
+    /// Listed objects are read as `head` reads them.
+    fn list_meta_complete(&self) -> bool {
+        true
+    }
+
     fn list(
         &self,
         prefix: &str,

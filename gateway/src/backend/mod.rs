@@ -129,6 +129,13 @@ pub trait Backend: Send + Sync {
         max: usize,
     ) -> BResult<ListPage>;
 
+    /// Whether the objects `list` returns carry the same metadata a `head` of each
+    /// would (the `fs` and `memory` stores; S3 listings carry no user metadata), so a
+    /// READDIRPLUS page can take its attributes from the listing.
+    fn list_meta_complete(&self) -> bool {
+        false
+    }
+
     /// How many subdirectories directory `dir` ("" or ending in '/') has — its child
     /// prefixes, with or without a marker — or `None` when counting through listings
     /// would look at more than `limit` entries. A missing directory has none. The

@@ -46,6 +46,10 @@ pub struct ExportRoot {
     pub prefix: String,
 }
 
+/// A READDIRPLUS page: the entries, and each one's node and attributes (`None` when
+/// they cannot be read now).
+pub type PlusPage = (DirPage, Vec<Option<(Node, Attr)>>);
+
 /// A resolved file: which export it was reached through, its file id and its key.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Node {
@@ -333,9 +337,23 @@ impl FileModel {
     }
 
     /// Lists `dir` from `cookie` (0 = start), at most `max` entries, "." and ".."
-    /// first. A non-zero `cookie` with a `verf` that no longer matches → `BadCookie`.
+    /// first, one backend page at a time. A cookie stays valid across changes to the
+    /// directory; one the model cannot resume from → `BadCookie` (`verf` is not
+    /// checked: see `imp::listing`).
     pub fn readdir(&self, dir: &Node, cookie: u64, verf: [u8; 8], max: usize) -> FsResult<DirPage> {
         self.inner.readdir(dir, cookie, verf, max)
+    }
+
+    /// `readdir` with each entry's node and attributes (`None` when it cannot be
+    /// read now), taken from the same listing where the store allows: READDIRPLUS.
+    pub fn readdir_plus(
+        &self,
+        dir: &Node,
+        cookie: u64,
+        verf: [u8; 8],
+        max: usize,
+    ) -> FsResult<PlusPage> {
+        self.inner.readdir_plus(dir, cookie, verf, max)
     }
 
     /// A hint before READDIRPLUS looks up each of `names` in `dir`.

@@ -517,6 +517,13 @@ fn entries_hint(limit: usize, min_entry: usize) -> usize {
     (limit / min_entry + 2).min(4096)
 }
 
+/// Entry count to ask the model for in READDIRPLUS: both `maxcount` (`limit`) and
+/// `dircount` (`dlimit`) stop a reply, and every entry listed costs a metadata read,
+/// so neither bound is overshot by more than entries of the shortest size.
+fn plus_hint(limit: usize, dlimit: usize) -> usize {
+    entries_hint(limit, 100).min(entries_hint(dlimit, 24))
+}
+
 /// status, dir post_op_attr, cookieverf, end-of-list marker and eof.
 const READDIR_OVERHEAD: usize = 4 + POST_OP_ATTR_SIZE + 8 + 4 + 4;
 
@@ -605,9 +612,9 @@ fn readdirplus(ctx: &Ctx, r: &mut XdrReader, out: &mut XdrWriter) -> Res {
     let limit = maxcount.min(MAX_DIR_REPLY).min(out.remaining());
     // dircount bounds only the fileid/name/cookie part; 0 means "no separate bound".
     let dlimit = if dircount == 0 { usize::MAX } else { dircount };
-    let page = match ctx
+    let (page, plus) = match ctx
         .model
-        .readdir(&dir, cookie, verf, entries_hint(limit, 100))
+        .readdir_plus(&dir, cookie, verf, plus_hint(limit, dlimit))
     {
         Ok(p) => p,
         Err(s) => {
@@ -618,17 +625,14 @@ fn readdirplus(ctx: &Ctx, r: &mut XdrReader, out: &mut XdrWriter) -> Res {
     };
     let mut used = READDIR_OVERHEAD;
     let mut dused = 0usize;
-    let mut items: Vec<(Option<Attr>, Option<FileHandle>)> = Vec::new();
-    let names: Vec<&[u8]> = page.entries.iter().map(|e| e.name.as_slice()).collect();
-    ctx.model.warm_children(&dir, &names);
-    for e in &page.entries {
-        let node = ctx.model.lookup(&dir, &e.name).ok();
-        let a = node.as_ref().and_then(|n| attr_opt(ctx, n));
-        // Without attributes the handle is not worth sending either (e.g. a race
-        // with a remove); the client will LOOKUP.
-        let fh = match (&node, &a) {
-            (Some(n), Some(_)) => Some(ctx.model.handle(n)),
-            _ => None,
+    let mut items: Vec<(Option<Attr>, Option<FileHandle>)> = Vec::with_capacity(plus.len());
+    // Attributes come with the page (one listing, `FileModel::readdir_plus`); without
+    // them the handle is not worth sending either (e.g. a race with a remove): the
+    // client will LOOKUP.
+    for (e, p) in page.entries.iter().zip(&plus) {
+        let (a, fh) = match p {
+            Some((n, a)) => (Some(*a), Some(ctx.model.handle(n))),
+            None => (None, None),
         };
         let base = entry_base_size(&e.name);
         let size = 4 + base + post_op_attr_size(a.as_ref()) + post_op_fh_size(fh.as_ref());

@@ -37,6 +37,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+mod list;
 mod sys;
 #[cfg(test)]
 mod tests;
@@ -264,14 +265,13 @@ fn run_temp_prefix() -> &'static str {
 fn remove_stale_temps(dir: BorrowedFd<'_>) -> io::Result<usize> {
     let mut stream = sys::Dir::open(dir)?;
     let mut stale = Vec::new();
-    while let Some(e) = stream.next_entry() {
-        let e = e?;
-        if e.name.starts_with(TEMP_PREFIX.as_bytes())
-            && !e.name.starts_with(run_temp_prefix().as_bytes())
+    stream.each(|name, _| {
+        if name.starts_with(TEMP_PREFIX.as_bytes())
+            && !name.starts_with(run_temp_prefix().as_bytes())
         {
-            stale.push(e.name);
+            stale.push(name.to_vec());
         }
-    }
+    })?;
     for name in &stale {
         if let Ok(c) = std::ffi::CString::new(name.clone()) {
             sys::unlinkat(dir, &c, 0)?;
@@ -328,41 +328,11 @@ fn split(key: &str) -> BResult<Split<'_>> {
     Ok(Split { parents, last, dir })
 }
 
-/// Directory entries of an open directory: (name, is_dir), regular files and
-/// directories only, temp files and non-UTF-8 names skipped. The directory is read
-/// through a stream of its own ([`sys::Dir`]), never through a dup of `dir`: a dup
-/// shares the offset, and concurrent listings of one directory would lose entries.
+/// Directory entries of an open directory: (name, is_dir), as [`list::each_entry`]
+/// gives them.
 fn read_dir_fd(dir: BorrowedFd<'_>) -> io::Result<Vec<(String, bool)>> {
-    let mut stream = sys::Dir::open(dir)?;
     let mut out = Vec::new();
-    while let Some(ent) = stream.next_entry() {
-        let ent = ent?;
-        if ent.name == b"." || ent.name == b".." {
-            continue;
-        }
-        let Ok(s) = std::str::from_utf8(&ent.name) else {
-            continue;
-        };
-        if s.starts_with(TEMP_PREFIX) {
-            continue;
-        }
-        let d = match ent.kind {
-            libc::DT_DIR => true,
-            libc::DT_REG => false,
-            libc::DT_UNKNOWN => {
-                let Ok(name) = CString::new(ent.name.as_slice()) else {
-                    continue;
-                };
-                match lstatat(dir, &name) {
-                    Ok(st) if is_dir(&st) => true,
-                    Ok(st) if is_reg(&st) => false,
-                    _ => continue,
-                }
-            }
-            _ => continue,
-        };
-        out.push((s.to_string(), d));
-    }
+    list::each_entry(dir, |n, d| out.push((n.to_string(), d)))?;
     Ok(out)
 }
 
@@ -820,6 +790,11 @@ impl Backend for FsBackend {
         self.identity.clone()
     }
 
+    /// Listed objects are read as `head` reads them.
+    fn list_meta_complete(&self) -> bool {
+        true
+    }
+
     fn head(&self, key: &str) -> BResult<ObjectMeta> {
         // "" is the store root, a real directory here: it carries metadata too.
         if !key.is_empty() {
@@ -946,19 +921,31 @@ impl Backend for FsBackend {
             let st = fstat(f.as_fd()).map_err(|e| map_io(e, "stat", dir_key))?;
             out.push(Item::Obj(self.meta_of_open(dir_key, &f, &st)?));
         }
-        self.visit(
-            self.at(&dir),
-            dir_key,
-            name_prefix,
-            rolled,
-            start_after,
-            max + 1,
-            &mut out,
-        )?;
         let mut page = ListPage::default();
-        if out.len() > max {
-            out.truncate(max);
-            page.next = out.last().map(|i| i.key().to_string());
+        if rolled {
+            // One directory, one page: `list` (module docs).
+            page.next = self.visit_rolled(
+                self.at(&dir),
+                dir_key,
+                name_prefix,
+                start_after,
+                max,
+                &mut out,
+            )?;
+        } else {
+            self.visit(
+                self.at(&dir),
+                dir_key,
+                name_prefix,
+                rolled,
+                start_after,
+                max + 1,
+                &mut out,
+            )?;
+            if out.len() > max {
+                out.truncate(max);
+                page.next = out.last().map(|i| i.key().to_string());
+            }
         }
         for item in out {
             match item {

@@ -226,12 +226,6 @@ pub struct Dir {
     dp: NonNull<libc::DIR>,
 }
 
-/// One directory entry: its name (without the NUL) and `d_type`.
-pub struct DirEntry {
-    pub name: Vec<u8>,
-    pub kind: u8,
-}
-
 impl Dir {
     /// A fresh stream over the directory `dir` refers to, positioned at its start.
     pub fn open(dir: BorrowedFd<'_>) -> io::Result<Dir> {
@@ -245,32 +239,32 @@ impl Dir {
         Ok(Dir { dp })
     }
 
-    /// The next entry ("." and ".." included), `None` at the end.
-    pub fn next_entry(&mut self) -> Option<io::Result<DirEntry>> {
-        // readdir reports errors only through errno, so clear it first.
-        // SAFETY: errno is this thread's own variable; writing it has no other effect.
-        unsafe { *libc::__errno_location() = 0 };
-        // SAFETY: `dp` is a live stream owned by `self`, used by one thread at a time
-        // (`&mut self`).
-        let ent = unsafe { libc::readdir(self.dp.as_ptr()) };
-        if ent.is_null() {
-            let e = last_err();
-            return match e.raw_os_error() {
-                Some(0) | None => None,
-                Some(_) => Some(Err(e)),
+    /// Calls `f` with each entry's name (without the NUL) and `d_type` ("." and ".."
+    /// included), borrowing the name from the stream: no allocation per entry, so a
+    /// listing that looks at a whole large directory for one page stays cheap.
+    pub fn each(&mut self, mut f: impl FnMut(&[u8], u8)) -> io::Result<()> {
+        loop {
+            // SAFETY: readdir reports errors only through errno, so clear it first;
+            // errno is this thread's own variable, writing it has no other effect.
+            unsafe { *libc::__errno_location() = 0 };
+            // SAFETY: `dp` is a live stream owned by `self` (`&mut self`).
+            let ent = unsafe { libc::readdir(self.dp.as_ptr()) };
+            if ent.is_null() {
+                let e = last_err();
+                return match e.raw_os_error() {
+                    Some(0) | None => Ok(()),
+                    Some(_) => Err(e),
+                };
+            }
+            // SAFETY: a non-null readdir result stays valid until the next
+            // readdir/closedir on this stream; `f` returns before either, and
+            // `d_name` is NUL-terminated.
+            let (name, kind) = unsafe {
+                let ent = &*ent;
+                (CStr::from_ptr(ent.d_name.as_ptr()).to_bytes(), ent.d_type)
             };
+            f(name, kind);
         }
-        // SAFETY: a non-null readdir result points to an entry that stays valid until
-        // the next readdir/closedir on this stream, both of which need `&mut self`;
-        // `d_name` is NUL-terminated. The name is copied out before returning.
-        let (name, kind) = unsafe {
-            let ent = &*ent;
-            (
-                CStr::from_ptr(ent.d_name.as_ptr()).to_bytes().to_vec(),
-                ent.d_type,
-            )
-        };
-        Some(Ok(DirEntry { name, kind }))
     }
 }
 

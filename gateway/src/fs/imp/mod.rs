@@ -24,11 +24,8 @@
 //! `fdatasync` covers every write made before it was called): answering it at once
 //! would promise durability the first sync has not delivered yet. See `begin_sync`.
 //!
-//! Readdir: cookie = 1-based position in the listing ("." = 1, ".." = 2, entries
-//! follow in key order). The cookie verifier is derived from a per-directory change
-//! counter (bumped by every namespace change the gateway makes in that directory)
-//! mixed with a per-start nonce. Recent listings are cached by (dir fileid, verifier)
-//! so paging does not re-list a large directory for every page.
+//! Readdir: streamed a page at a time, cookies that survive changes to the
+//! directory; see [`listing`].
 //!
 //! Special files (MKNOD, RFC 1813 §3.3.11, RFC 8881 §18.4): empty objects whose stored
 //! mode carries the fifo/socket/device type, and for devices an "rdev" (see
@@ -59,6 +56,7 @@ mod change;
 mod dirs;
 mod gone;
 mod handles;
+mod listing;
 mod mac_key;
 mod nlink;
 mod observe;
@@ -77,9 +75,7 @@ use handles::HandleTable;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Mutex;
 
-const LISTING_CACHE: usize = 64;
 const CLEAN_CACHE: usize = 65536;
-const LIST_PAGE: usize = 1000;
 /// Directories whose change state is tracked (see `dirs`).
 const DIR_CHANGES: usize = 65536;
 /// Files whose change attribute is kept moving forward (see `change`).
@@ -91,8 +87,6 @@ const NLINK_COUNT_LIMIT: usize = 10_000;
 /// Largest file size and write end (FSINFO maxfilesize): sizes and offsets are u64 on
 /// the wire, but backends and clients work in signed 64-bit offsets.
 pub(super) const MAX_FILE_SIZE: u64 = i64::MAX as u64;
-
-type Listing = Arc<Vec<(Vec<u8>, u64)>>;
 
 pub(super) struct Inner {
     backend: Arc<dyn Backend>,
@@ -123,7 +117,8 @@ pub(super) struct Inner {
     subdirs: nlink::SubdirCounts,
     /// Last change attributes answered (by fileid).
     changes: change::ChangeGuard,
-    listings: Mutex<VecDeque<(u64, [u8; 8], Listing)>>,
+    /// Recently listed pages, to resume listings from their cookies (`listing`).
+    cursors: listing::Cursors,
     /// Shared store (s3): version-2 handles, MAC key from the store.
     shared: bool,
     /// File ids whose key this gateway recorded in the store's id index.
@@ -225,7 +220,7 @@ impl Inner {
             dir_changes: DirChanges::new(DIR_CHANGES),
             subdirs: nlink::SubdirCounts::new(NLINK_CACHE),
             changes: change::ChangeGuard::new(CHANGE_GUARD),
-            listings: Mutex::new(VecDeque::new()),
+            cursors: listing::Cursors::default(),
             shared,
             indexed: Mutex::new(HashSet::new()),
             gone: Default::default(),
@@ -1634,125 +1629,7 @@ impl Inner {
 
     // ---- directories ---------------------------------------------------------------
 
-    fn list_dir(&self, dir: &Node) -> FsResult<Listing> {
-        let mut names: Vec<(Vec<u8>, String)> = Vec::new();
-        let mut seen: HashSet<String> = HashSet::new();
-        let mut after: Option<String> = None;
-        let plen = dir.key.len();
-        let gone = self.gone.under(&dir.key);
-        loop {
-            let page = self
-                .backend
-                .list(&dir.key, Some('/'), after.as_deref(), LIST_PAGE)
-                .map_err(|e| self.nerr(e, &dir.key))?;
-            let mut items: Vec<(&str, bool)> = page
-                .objects
-                .iter()
-                .map(|o| (o.key.as_str(), false))
-                .chain(page.prefixes.iter().map(|p| (p.as_str(), true)))
-                .collect();
-            items.sort_unstable();
-            for (k, is_prefix) in items {
-                if k == dir.key || k.len() <= plen {
-                    continue;
-                }
-                let name = if is_prefix {
-                    &k[plen..k.len() - 1]
-                } else {
-                    &k[plen..]
-                };
-                if name.is_empty()
-                    || name.contains('/')
-                    || name.len() > 255
-                    || name.starts_with(orphans::ORPHAN_PREFIX)
-                    || !seen.insert(name.to_string())
-                {
-                    continue;
-                }
-                if gone.contains(k) && !self.listed_still_there(k, is_prefix)? {
-                    // Removed here, still listed by a lagging replica (`gone`).
-                    seen.remove(name);
-                    continue;
-                }
-                names.push((name.as_bytes().to_vec(), k.to_string()));
-            }
-            match page.next {
-                Some(n) => after = Some(n),
-                None => break,
-            }
-        }
-        let ids = self
-            .table
-            .ids_for_listing(names.iter().map(|(_, k)| k.as_str()));
-        Ok(Arc::new(
-            names.into_iter().map(|(n, _)| n).zip(ids).collect(),
-        ))
-    }
-
-    pub fn readdir(&self, dir: &Node, cookie: u64, verf: [u8; 8], max: usize) -> FsResult<DirPage> {
-        self.dir_of(dir)?;
-        let cur = self.cookie_verf(dir.fileid);
-        if cookie != 0 && verf != [0; 8] && verf != cur {
-            return Err(Status::BadCookie);
-        }
-        let cached = if cookie != 0 {
-            lock(&self.listings)
-                .iter()
-                .find(|(id, v, _)| *id == dir.fileid && *v == cur)
-                .map(|(_, _, l)| l.clone())
-        } else {
-            None
-        };
-        let listing = match cached {
-            Some(l) => l,
-            None => {
-                let l = self.list_dir(dir)?;
-                let mut c = lock(&self.listings);
-                c.retain(|(id, _, _)| *id != dir.fileid);
-                if c.len() >= LISTING_CACHE {
-                    c.pop_front();
-                }
-                c.push_back((dir.fileid, cur, l.clone()));
-                l
-            }
-        };
-        let parent = self.parent_key(dir.export, &dir.key);
-        let parent_id = self.table.assign(&parent).0;
-        let total = listing.len() as u64 + 2;
-        let max = max.max(1);
-        let mut entries = Vec::new();
-        let mut pos = cookie;
-        while pos < total && entries.len() < max {
-            let (name, fileid) = match pos {
-                0 => (b".".to_vec(), dir.fileid),
-                1 => (b"..".to_vec(), parent_id),
-                i => listing[(i - 2) as usize].clone(),
-            };
-            pos += 1;
-            entries.push(DirEntry {
-                name,
-                fileid,
-                cookie: pos,
-            });
-        }
-        Ok(DirPage {
-            verf: cur,
-            entries,
-            eof: pos >= total,
-        })
-    }
-
-    /// READDIRPLUS is about to look up `names` in `dir`: let the backend fetch their
-    /// metadata (as a file and as a directory marker) concurrently.
-    pub fn warm_children(&self, dir: &Node, names: &[&[u8]]) {
-        let keys: Vec<String> = names
-            .iter()
-            .filter(|n| **n != b"." && **n != b"..")
-            .filter_map(|n| std::str::from_utf8(n).ok())
-            .flat_map(|n| [format!("{}{n}", dir.key), format!("{}{n}/", dir.key)])
-            .collect();
-        self.backend.warm(&keys);
-    }
+    // Listings (readdir, readdir_plus, warm_children): see `listing`.
 
     pub fn fsstat(&self, _node: &Node) -> FsResult<FsStat> {
         let (t, f, tf, ff) = self.backend.capacity().map_err(|e| self.berr(e, ""))?;

@@ -1,0 +1,374 @@
+//! Directory listings, streamed a page at a time: NFSv3 READDIR and READDIRPLUS
+//! (RFC 1813 §3.3.16, §3.3.17) and NFSv4.1 READDIR (RFC 8881 §18.23).
+//!
+//! Order: a directory lists in its keys' order as the backend lists them (`list`
+//! with the '/' delimiter: a file "d/name", a subdirectory "d/name/"), "." and ".."
+//! first. Nothing is materialised: every call lists one page from the backend with
+//! `start_after` = the key of the entry the cookie names, so memory is one page plus
+//! the bounded cursor table below, whatever the directory's size.
+//!
+//! Cookies: "." = 1, ".." = 2 (NFSv4.1 never sees these two, `nfs4::dir_ops`), an
+//! entry's cookie = its file id (the id the handle table gives its key, never 0 or 1;
+//! one of 2 is answered as 3, [`entry_cookie`]). A cookie names the entry the listing
+//! resumes *after*; its key comes from
+//! - the cursor table ([`Cursors`]): the (cookie, key) pairs of the pages handed out
+//!   recently, per directory, bounded in bytes ([`CURSOR_BYTES`]) — any entry of a
+//!   page resumes, so a client that kept only part of a reply goes on from there;
+//! - failing that, the handle table: the key of any id someone got a handle for
+//!   (every READDIRPLUS entry, every LOOKUP), if it is an entry of this directory.
+//!
+//! A cookie neither resolves is `BadCookie` (NFS3ERR_BAD_COOKIE, NFS4ERR_NOT_SAME):
+//! the only case where the server truly cannot resume. Because keys are totally
+//! ordered and each page starts strictly after the last key handed out, a name
+//! present for a whole listing is returned exactly once and none twice, whatever is
+//! created or removed meanwhile (a name created behind the resume point is not
+//! returned, one created ahead of it is). The cookie verifier is therefore not used
+//! to refuse cookies: it is still answered (moving with the directory's changes,
+//! `Inner::cookie_verf`) and ignored when sent back.
+//!
+//! READDIRPLUS ([`Inner::readdir_plus`]) takes each entry's attributes from the same
+//! listing on stores whose listings carry full metadata (`list_meta_complete`: `fs`,
+//! `memory`), so a page costs one backend listing; elsewhere (S3) it warms the
+//! page's HEADs concurrently (`Backend::warm`) and reads them.
+
+use super::*;
+
+/// Bytes of keys the cursor table keeps (all directories together).
+pub(super) const CURSOR_BYTES: usize = 8 << 20;
+/// Pages the cursor table keeps.
+const CURSOR_PAGES: usize = 4096;
+
+/// The cookie of an entry with file id `id`: cookies 0, 1 and 2 are taken (start,
+/// ".", "..").
+pub(super) fn entry_cookie(id: u64) -> u64 {
+    id.max(3)
+}
+
+/// Recently handed-out pages: (directory id, [(cookie, key)]). Shared by the
+/// workers; the lock is held for in-memory work only.
+#[derive(Default)]
+pub(super) struct Cursors {
+    state: Mutex<CursorState>,
+}
+
+#[derive(Default)]
+struct CursorState {
+    pages: VecDeque<CursorPage>,
+    bytes: usize,
+}
+
+struct CursorPage {
+    dir: u64,
+    entries: Vec<(u64, Box<str>)>,
+    bytes: usize,
+}
+
+impl Cursors {
+    /// Remembers a page handed out for directory `dir`; the oldest pages go first
+    /// past [`CURSOR_BYTES`] or [`CURSOR_PAGES`].
+    pub(super) fn remember(&self, dir: u64, entries: Vec<(u64, Box<str>)>) {
+        if entries.is_empty() {
+            return;
+        }
+        let bytes = entries.iter().map(|(_, k)| k.len() + 32).sum::<usize>() + 64;
+        let mut s = lock(&self.state);
+        while !s.pages.is_empty()
+            && (s.bytes + bytes > CURSOR_BYTES || s.pages.len() >= CURSOR_PAGES)
+        {
+            if let Some(p) = s.pages.pop_front() {
+                s.bytes -= p.bytes;
+            }
+        }
+        s.bytes += bytes;
+        s.pages.push_back(CursorPage {
+            dir,
+            entries,
+            bytes,
+        });
+    }
+
+    /// The key of the entry `cookie` names in directory `dir`, newest page first.
+    pub(super) fn resolve(&self, dir: u64, cookie: u64) -> Option<String> {
+        let s = lock(&self.state);
+        s.pages
+            .iter()
+            .rev()
+            .filter(|p| p.dir == dir)
+            .find_map(|p| p.entries.iter().find(|(c, _)| *c == cookie))
+            .map(|(_, k)| k.to_string())
+    }
+
+    /// Bytes held (tests).
+    #[cfg(test)]
+    pub(super) fn bytes(&self) -> usize {
+        lock(&self.state).bytes
+    }
+}
+
+/// One entry of a page, in key order.
+pub(super) struct Listed {
+    /// "dir/name" for a file, "dir/name/" for a directory.
+    pub(super) key: String,
+    pub(super) fileid: u64,
+    /// Its metadata as `head` reads it, when the listing carried it.
+    pub(super) meta: Option<ObjectMeta>,
+}
+
+/// A page: how many of "." and ".." lead it, then entries.
+pub(super) struct Paged {
+    /// Cookie of the first dot entry shown (0: both, 1: only "..", 2: none).
+    first_dot: u64,
+    dots: usize,
+    entries: Vec<Listed>,
+    eof: bool,
+}
+
+/// The name of the entry with key `key` in the directory with key length `plen`.
+fn name_of(key: &str, plen: usize) -> &str {
+    let n = &key[plen..];
+    n.strip_suffix('/').unwrap_or(n)
+}
+
+impl Inner {
+    /// The key to resume after for `cookie` (> 2) in `dir` (module docs).
+    fn resume_key(&self, dir: &Node, cookie: u64) -> Option<String> {
+        if let Some(k) = self.cursors.resolve(dir.fileid, cookie) {
+            return Some(k);
+        }
+        let (key, _) = self.table.get(cookie)?;
+        let name = key.strip_prefix(dir.key.as_str())?;
+        let body = name.strip_suffix('/').unwrap_or(name);
+        (!body.is_empty() && !body.contains('/')).then_some(key)
+    }
+
+    /// Up to `max` entries of `dir` after key `after`, and whether the directory ends
+    /// with them.
+    fn list_page(
+        &self,
+        dir: &Node,
+        after: Option<String>,
+        max: usize,
+    ) -> FsResult<(Vec<Listed>, bool)> {
+        let plen = dir.key.len();
+        let gone = self.gone.under(&dir.key);
+        let full = self.backend.list_meta_complete();
+        let mut out: Vec<Listed> = Vec::new();
+        let mut after = after;
+        loop {
+            let want = max - out.len();
+            let page = self
+                .backend
+                .list(&dir.key, Some('/'), after.as_deref(), want)
+                .map_err(|e| self.nerr(e, &dir.key))?;
+            let mut items: Vec<(String, Option<ObjectMeta>)> = page
+                .objects
+                .into_iter()
+                .map(|o| (o.key.clone(), Some(o)))
+                .chain(page.prefixes.into_iter().map(|p| (p, None)))
+                .collect();
+            items.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+            let first = out.len();
+            for (k, meta) in items {
+                let is_prefix = meta.is_none();
+                if k.len() <= plen || !k.starts_with(dir.key.as_str()) {
+                    continue;
+                }
+                let name = name_of(&k, plen);
+                if name.is_empty()
+                    || name.contains('/')
+                    || name.len() > 255
+                    || name.starts_with(orphans::ORPHAN_PREFIX)
+                {
+                    continue;
+                }
+                // A file and a directory of one name (S3 written by other tools):
+                // the file is shown, as LOOKUP finds it first.
+                let file_key = &k[..k.len() - 1];
+                if is_prefix
+                    && out[first..]
+                        .binary_search_by(|l| l.key.as_str().cmp(file_key))
+                        .is_ok()
+                {
+                    continue;
+                }
+                if gone.contains(&k) && !self.listed_still_there(&k, is_prefix)? {
+                    // Removed here, still listed by a lagging replica (`gone`).
+                    continue;
+                }
+                out.push(Listed {
+                    key: k,
+                    fileid: 0,
+                    meta: if full { meta } else { None },
+                });
+            }
+            match page.next {
+                Some(n) if out.len() < max => after = Some(n),
+                Some(_) => break,
+                None => return Ok((out, true)),
+            }
+        }
+        Ok((out, false))
+    }
+
+    /// The entries' file ids. READDIR shows the id a key would get without
+    /// recording it (`ids_for_listing`: listing a large directory does not grow the
+    /// handle table); READDIRPLUS hands out handles, so it records them (`assign`),
+    /// and the next listing finds them in the table's cache.
+    fn fill_ids(&self, out: &mut [Listed], record: bool) {
+        if record {
+            for l in out.iter_mut() {
+                l.fileid = self.table.assign(&l.key).0;
+            }
+            return;
+        }
+        let ids = self
+            .table
+            .ids_for_listing(out.iter().map(|l| l.key.as_str()));
+        for (l, id) in out.iter_mut().zip(ids) {
+            l.fileid = id;
+        }
+    }
+
+    /// The page of `dir` that follows `cookie`: at most `max` entries (`record`: see
+    /// `fill_ids`).
+    fn paged(&self, dir: &Node, cookie: u64, max: usize, record: bool) -> FsResult<Paged> {
+        self.dir_of(dir)?;
+        let max = max.max(1);
+        let (first_dot, after) = match cookie {
+            0..=2 => (cookie, None),
+            c => (2, Some(self.resume_key(dir, c).ok_or(Status::BadCookie)?)),
+        };
+        let dots = ((2 - first_dot) as usize).min(max);
+        if dots == max {
+            return Ok(Paged {
+                first_dot,
+                dots,
+                entries: Vec::new(),
+                eof: false,
+            });
+        }
+        let (mut entries, eof) = self.list_page(dir, after, max - dots)?;
+        self.fill_ids(&mut entries, record);
+        self.cursors.remember(
+            dir.fileid,
+            entries
+                .iter()
+                .map(|l| (entry_cookie(l.fileid), l.key.as_str().into()))
+                .collect(),
+        );
+        Ok(Paged {
+            first_dot,
+            dots,
+            entries,
+            eof,
+        })
+    }
+
+    /// The nodes of "." and ".." a page shows.
+    fn dot_nodes(&self, dir: &Node, p: &Paged) -> Vec<(&'static [u8], Node)> {
+        let mut v = Vec::new();
+        for c in p.first_dot..p.first_dot + p.dots as u64 {
+            if c == 0 {
+                v.push((&b"."[..], dir.clone()));
+            } else {
+                let parent = self.parent_key(dir.export, &dir.key);
+                v.push((&b".."[..], self.node(dir.export, &parent)));
+            }
+        }
+        v
+    }
+
+    fn dir_page(&self, dir: &Node, p: &Paged, dots: &[(&'static [u8], Node)]) -> DirPage {
+        let plen = dir.key.len();
+        let mut entries = Vec::with_capacity(dots.len() + p.entries.len());
+        for (i, (name, n)) in dots.iter().enumerate() {
+            entries.push(DirEntry {
+                name: name.to_vec(),
+                fileid: n.fileid,
+                cookie: p.first_dot + i as u64 + 1,
+            });
+        }
+        for l in &p.entries {
+            entries.push(DirEntry {
+                name: name_of(&l.key, plen).as_bytes().to_vec(),
+                fileid: l.fileid,
+                cookie: entry_cookie(l.fileid),
+            });
+        }
+        DirPage {
+            verf: self.cookie_verf(dir.fileid),
+            entries,
+            eof: p.eof,
+        }
+    }
+
+    pub fn readdir(
+        &self,
+        dir: &Node,
+        cookie: u64,
+        _verf: [u8; 8],
+        max: usize,
+    ) -> FsResult<DirPage> {
+        let p = self.paged(dir, cookie, max, false)?;
+        let dots = self.dot_nodes(dir, &p);
+        Ok(self.dir_page(dir, &p, &dots))
+    }
+
+    /// A READDIR page with each entry's node and attributes (`None`: gone since it
+    /// was listed, or unreadable), in one listing where the store allows (module
+    /// docs).
+    pub fn readdir_plus(
+        &self,
+        dir: &Node,
+        cookie: u64,
+        _verf: [u8; 8],
+        max: usize,
+    ) -> FsResult<PlusPage> {
+        let p = self.paged(dir, cookie, max, true)?;
+        let dots = self.dot_nodes(dir, &p);
+        let page = self.dir_page(dir, &p, &dots);
+        let cold: Vec<String> = p
+            .entries
+            .iter()
+            .filter(|l| l.meta.is_none())
+            .map(|l| l.key.clone())
+            .collect();
+        if !cold.is_empty() {
+            self.backend.warm(&cold);
+        }
+        let mut plus = Vec::with_capacity(page.entries.len());
+        for (_, n) in dots {
+            let a = self.getattr(&n).ok();
+            plus.push(a.map(|a| (n, a)));
+        }
+        for l in p.entries {
+            let node = Node {
+                export: dir.export,
+                fileid: l.fileid,
+                key: l.key,
+            };
+            let a = match &l.meta {
+                Some(m) => Some(self.attr(node.fileid, &node.key, m)),
+                None => self.getattr(&node).ok(),
+            };
+            plus.push(a.map(|a| (node, a)));
+        }
+        Ok((page, plus))
+    }
+
+    /// READDIRPLUS is about to look up `names` in `dir`: let the backend fetch their
+    /// metadata (as a file and as a directory marker) concurrently.
+    pub fn warm_children(&self, dir: &Node, names: &[&[u8]]) {
+        let keys: Vec<String> = names
+            .iter()
+            .filter(|n| **n != b"." && **n != b"..")
+            .filter_map(|n| std::str::from_utf8(n).ok())
+            .flat_map(|n| [format!("{}{n}", dir.key), format!("{}{n}/", dir.key)])
+            .collect();
+        self.backend.warm(&keys);
+    }
+}
+
+#[cfg(test)]
+#[path = "listing_tests.rs"]
+mod tests;
