@@ -9,11 +9,15 @@
 //! index answers key → id and, being ordered (BLOB compares as memcmp), a directory
 //! prefix is a range scan `key >= 'dir/' AND key < 'dir0'`.
 //!
-//! Durability: WAL journal with `synchronous = NORMAL` — every commit is written to
-//! the WAL with write(2) before the call returns (it survives a process kill, like
-//! the old log's appends) and is fsynced only at a checkpoint; `checkpoint` (the
-//! table's `sync`) runs a FULL one, which fsyncs WAL and database.
+//! and one row `folded(gen, pos)`: how much of the change journal (`journal`) the
+//! table holds, written in the same transaction as the changes it covers.
+//!
+//! Durability: WAL journal with `synchronous = NORMAL` — a commit is written to the
+//! WAL with write(2) and fsynced only at a checkpoint; `checkpoint` runs a FULL one,
+//! which fsyncs WAL and database. The change journal in front of it is what makes each
+//! change survive a kill before the call returns; the index is written in batches.
 
+use super::journal::{self, Rec};
 use rusqlite::{params, Connection, OptionalExtension};
 use std::path::Path;
 
@@ -42,7 +46,9 @@ pub(super) fn open(path: &Path) -> anyhow::Result<Connection> {
     conn.execute_batch(
         "PRAGMA synchronous=NORMAL;
          CREATE TABLE IF NOT EXISTS handles (
-             id INTEGER PRIMARY KEY, gen INTEGER NOT NULL, key BLOB UNIQUE);",
+             id INTEGER PRIMARY KEY, gen INTEGER NOT NULL, key BLOB UNIQUE);
+         CREATE TABLE IF NOT EXISTS folded (
+             one INTEGER PRIMARY KEY CHECK (one = 0), gen INTEGER NOT NULL, pos INTEGER NOT NULL);",
     )
     .with_context(|| format!("{}: cannot set up the handle index", path.display()))?;
     Ok(conn)
@@ -135,6 +141,81 @@ pub(super) fn range(c: &Connection, prefix: &str) -> Result<Vec<(u64, String)>> 
         .into_iter()
         .filter_map(|(id, k)| Some((id, String::from_utf8(k).ok()?)))
         .collect())
+}
+
+/// The journal (generation, offset) the index holds every change up to, if any.
+pub(super) fn folded(c: &Connection) -> Result<Option<(u64, u64)>> {
+    c.query_row("SELECT gen, pos FROM folded WHERE one = 0", [], |r| {
+        Ok((from_sql(r.get(0)?), from_sql(r.get(1)?)))
+    })
+    .optional()
+}
+
+pub(super) fn set_folded(c: &Connection, gen: u64, pos: u64) -> Result<()> {
+    c.prepare_cached("INSERT OR REPLACE INTO folded (one, gen, pos) VALUES (0, ?1, ?2)")?
+        .execute(params![to_sql(gen), to_sql(pos)])?;
+    Ok(())
+}
+
+/// Applies one journal record (inside the caller's transaction). Returns the ids a
+/// RENAME or FORGET_PREFIX moved or unmapped (an ASSIGN or FORGET reported its own
+/// when it was journaled).
+pub(super) fn apply(c: &Connection, r: &Rec) -> Result<Vec<u64>> {
+    match r.tag {
+        journal::T_ASSIGN => put(c, r.id, r.gen, &r.payload).map(|()| Vec::new()),
+        journal::T_FORGET => tomb(c, r.id, r.gen).map(|()| Vec::new()),
+        journal::T_RENAME => match r.payload.split_once('\0') {
+            Some((from, to)) => rename(c, from, to),
+            None => Ok(Vec::new()),
+        },
+        journal::T_FORGET_PREFIX => forget_prefix(c, &r.payload),
+        _ => Ok(Vec::new()),
+    }
+}
+
+/// Every live key under `prefix` becomes a tombstone.
+fn forget_prefix(c: &Connection, prefix: &str) -> Result<Vec<u64>> {
+    let rows = range(c, prefix)?;
+    for (id, _) in &rows {
+        // A live row's gen is its tombstone's (tomb keeps the max).
+        tomb(c, *id, 0)?;
+    }
+    Ok(rows.into_iter().map(|(id, _)| id).collect())
+}
+
+/// Moves `from` to `to` keeping ids: one key, or with both ending in '/' a directory.
+/// Whatever was mapped at the target is forgotten.
+fn rename(c: &Connection, from: &str, to: &str) -> Result<Vec<u64>> {
+    let mut touched = Vec::new();
+    if from.ends_with('/') {
+        let moved = range(c, from)?;
+        for (id, k) in range(c, to)? {
+            if !k.starts_with(from) {
+                tomb(c, id, 0)?;
+                touched.push(id);
+            }
+        }
+        // Two passes: clear, then set, so no moved key meets another's old one in
+        // the unique index midway.
+        for (id, _) in &moved {
+            set_key(c, *id, None)?;
+        }
+        for (id, k) in &moved {
+            let new = format!("{to}{}", &k[from.len()..]);
+            set_key(c, *id, Some(&new))?;
+            touched.push(*id);
+        }
+    } else {
+        if let Some((old, _)) = by_key(c, to)? {
+            tomb(c, old, 0)?;
+            touched.push(old);
+        }
+        if let Some((id, _)) = by_key(c, from)? {
+            set_key(c, id, Some(to))?;
+            touched.push(id);
+        }
+    }
+    Ok(touched)
 }
 
 /// Drops tombstones the time floor covers (a new generation is at least the current

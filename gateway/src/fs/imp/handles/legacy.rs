@@ -1,7 +1,7 @@
 //! The handle table's format before the durable index: the append-only log
 //! `state_dir/handles.log` (format in the parent module's doc). Only read now, once, to
-//! import an old table into the index (see `HandleTable::open`); the writer
-//! (`record`) is kept for the tests, which make logs the way older versions did.
+//! import an old table into the index (see `HandleTable::open`). Its record layout
+//! lives on in the change journal (`journal`), which uses `record` and `parse`.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -106,8 +106,7 @@ impl State {
     }
 }
 
-/// Appends one record (the log format) to `buf`.
-#[cfg(test)]
+/// Appends one record (the log format, also the journal's) to `buf`.
 pub(super) fn record(buf: &mut Vec<u8>, tag: u8, id: u64, gen: u32, payload: &str) {
     let start = buf.len();
     buf.push(tag);
@@ -154,7 +153,7 @@ pub(super) fn replay(path: &Path) -> anyhow::Result<State> {
 
 /// One record at the start of `rest`: (tag, id, gen, payload, bytes used), or `None`
 /// when it is torn or its check does not match.
-fn parse(rest: &[u8]) -> Option<(u8, u64, u32, &str, usize)> {
+pub(super) fn parse(rest: &[u8]) -> Option<(u8, u64, u32, &str, usize)> {
     let len = u32::from_le_bytes(rest.get(13..17)?.try_into().ok()?) as usize;
     let end = len.checked_add(17)?;
     let body = rest.get(..end)?;

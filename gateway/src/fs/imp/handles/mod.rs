@@ -4,24 +4,55 @@
 //! | MAC: blake3 keyed hash of the preceding 15 bytes, truncated to 16 bytes. The
 //! 32-byte MAC key is made at first start in `state_dir/handle.key` (mode 0600).
 //!
-//! The table maps fileid → (backend key, generation). It is a bounded in-memory cache
-//! (`cache`: CLOCK eviction, `DEFAULT_CACHE_ENTRIES` entries) over a durable index,
-//! `state_dir/handles.db` (`index`: SQLite, WAL journal), which holds every mapping and
-//! answers id → (key, gen) and key → id for evicted entries, and whose ordered key
-//! index makes a directory rename or removal a range scan. SQLite (the `bundled`
-//! build, so no system library is needed) rather than a pure-Rust store because its
-//! WAL mode with `synchronous = NORMAL` gives exactly the durability the old log had:
-//! each change is committed with write(2) before the call returns (it survives a
-//! process kill) and fsynced only at `sync` (flush_all / COMMIT) — a store whose only
-//! cheap commit is "lost on crash" would let a kill resolve a renamed id to the new
-//! object at its old name.
+//! The table maps fileid → (backend key, generation). Three layers, each a subset of
+//! the one below for what it holds:
+//!
+//! - `cache`: a bounded in-memory cache (CLOCK eviction, `DEFAULT_CACHE_ENTRIES`
+//!   entries) of live mappings;
+//! - `pending`: the changes since the last fold, in memory, and in the change
+//!   journal `state_dir/handles.journal` (`journal`) — every assignment, forget and
+//!   rename is appended there with ONE write(2) before the call returns, so it
+//!   survives a process kill (the page cache keeps it) and is fsynced at `sync`
+//!   (flush_all / COMMIT);
+//! - `index`: `state_dir/handles.db`, SQLite in WAL mode, which holds every mapping
+//!   folded so far, answers id → (key, gen) and key → id for evicted entries, and
+//!   whose ordered key index makes a directory rename or removal a range scan.
+//!   SQLite (the `bundled` build, so no system library is needed) because the table
+//!   outgrows memory and needs those range scans.
+//!
+//! Why the journal: a transaction per created or removed name (the index alone,
+//! committed before each reply) cost about 23,000 instructions each, most of the
+//! CREATE+REMOVE path. Now a new name costs two index lookups and one append; every
+//! `FOLD_RECORDS` records (and at each rename or prefix forget, which range over
+//! evicted entries only the index has) the pending records go into the index in one
+//! transaction, which also stores how far the journal is folded (`index::folded`).
+//!
+//! Crash argument. A handle a client holds must never resolve to another object,
+//! and a mapping handed out must survive a kill, as a rename must (else a kill
+//! could resolve a renamed id to the new object at its old name). (1) Every change is
+//! journaled before any reply names its id, and the journal is append-only, checked
+//! per record, replayed to the first torn record: after a kill the journal holds
+//! every change made, in order. (2) The index holds a prefix of the same history and
+//! says which (the `folded` row commits atomically with the changes it covers); at
+//! open the records past it are applied in order, which gives exactly the state
+//! before the kill. (3) A journal is replaced by an empty one of the next generation
+//! only after a FULL checkpoint made the index durable, and records of a newer
+//! generation than the index's `folded` one are all replayed, so no change is ever
+//! only in a discarded journal. After a power loss (the journal fsynced at `sync`,
+//! the index at each journal restart), the state is the index's durable prefix plus
+//! the journal's durable prefix, a prefix of the history — the guarantee the index
+//! alone gave. If an append fails, an assignment hands out an unresolvable id and a
+//! forget or rename goes straight into the index (a committed WAL frame survives a
+//! kill too).
 //!
 //! Locks: a lookup of a cached key or id takes only the cache's read lock (and sets an
-//! atomic "used" bit). A miss reads the index on one of a few reader connections (WAL
-//! readers do not wait for the writer) and fills the cache only if no change came in
-//! between (the cache's epoch). Changes and new assignments take the index mutex, then
-//! the cache's write lock; every change goes to the index first, then to the cache
-//! (and bumps the epoch), so the cache is always a subset of the index.
+//! atomic "used" bit). A miss by id reads the pending changes, then the index on one
+//! of a few reader connections (WAL readers do not wait for the writer), and fills the
+//! cache only if no change came in between (the cache's epoch). A fold commits before
+//! it drops the pending records, so a reader never misses a change in both. Changes
+//! and new assignments take the index mutex, then `pending`'s, then the cache's write
+//! lock; every change goes to the journal and `pending` first, then to the cache (and
+//! bumps the epoch), so the cache is always a subset of index plus pending.
 //!
 //! Older versions kept the table as an append-only log, `state_dir/handles.log`: an
 //! 8-byte magic "NFSGWHT1", then records
@@ -51,11 +82,15 @@
 
 mod cache;
 mod index;
+mod journal;
 mod legacy;
+mod pending;
 #[cfg(test)]
 mod tests;
 
 use cache::Cache;
+use journal::{Journal, Rec};
+use pending::Pending;
 use rusqlite::Connection;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -73,6 +108,11 @@ const UNRESOLVABLE: u64 = 1;
 const READERS_MAX: usize = 8;
 /// Forgets between two prunes of the tombstones the time floor covers.
 const PRUNE_EVERY: usize = 4096;
+/// Journaled changes kept pending before they are folded into the index in one
+/// transaction (bounds the memory of `Db::recs` and `Pending`).
+const FOLD_RECORDS: usize = 1024;
+/// Journal size past which a fold makes the index durable and starts a new journal.
+const JOURNAL_RESET: u64 = 16 << 20;
 
 pub(super) const HANDLE_LEN: usize = 31;
 const VERSION: u8 = 1;
@@ -253,17 +293,24 @@ fn now_secs() -> u32 {
 /// cached entry is then dropped).
 pub(super) type Touched = Option<Vec<u64>>;
 
-/// The index connection and the forgets since the last tombstone prune.
+/// The index connection, the journal in front of it and the records not yet folded.
 struct Db {
     conn: Connection,
+    /// Forgets since the last tombstone prune.
     forgets: usize,
+    journal: Journal,
+    /// Journaled since the last fold, in order (what `fold` applies).
+    recs: Vec<Rec>,
+    jpath: PathBuf,
 }
 
-/// The table; see the module doc for the cache/index split and the lock order
-/// (index, then cache).
+/// The table; see the module doc for the journal/index/cache split and the lock
+/// order (index, then pending, then cache).
 pub(super) struct HandleTable {
     cache: RwLock<Cache>,
     db: Mutex<Db>,
+    /// The changes in `Db::recs`, for lookups: readers check it before the index.
+    pending: Mutex<Pending>,
     /// Idle reader connections: misses read the index beside the writer, so a lookup
     /// of an evicted entry does not wait for changes or for other misses.
     readers: Mutex<Vec<Connection>>,
@@ -279,7 +326,8 @@ impl HandleTable {
         Self::open_with(state_dir, DEFAULT_CACHE_ENTRIES, u64::MAX)
     }
 
-    /// Opens (creating) `state_dir/handles.db`, importing a legacy `handles.log`.
+    /// Opens (creating) `state_dir/handles.db`, importing a legacy `handles.log` and
+    /// replaying the journal.
     pub(super) fn open_with(
         state_dir: &Path,
         cache_entries: usize,
@@ -293,15 +341,54 @@ impl HandleTable {
             Self::import(&mut conn, &log, &state_dir.join("handles.log.imported"))?;
             File::open(state_dir)?.sync_all()?;
         }
+        let jpath = state_dir.join("handles.journal");
+        let journal = Self::recover(&mut conn, &jpath)
+            .with_context(|| format!("{}: replaying the journal", jpath.display()))?;
         index::prune_tombs(&conn, now_secs())
             .with_context(|| format!("{}: pruning tombstones", path.display()))?;
         Ok(HandleTable {
             cache: RwLock::new(Cache::new(cache_entries)),
-            db: Mutex::new(Db { conn, forgets: 0 }),
+            db: Mutex::new(Db {
+                conn,
+                forgets: 0,
+                journal,
+                recs: Vec::new(),
+                jpath,
+            }),
+            pending: Mutex::new(Pending::default()),
             readers: Mutex::new(Vec::new()),
             mask,
             path,
         })
+    }
+
+    /// Folds the journal's records the index does not hold yet (those past
+    /// `index::folded`; all of them when the journal is a newer generation), makes
+    /// the index durable, and starts an empty journal of the next generation.
+    fn recover(conn: &mut Connection, jpath: &Path) -> anyhow::Result<Journal> {
+        let folded = index::folded(conn)?;
+        let mut gen = folded.map_or(0, |f| f.0);
+        if let Some(read) = journal::read(jpath)? {
+            let from = match folded {
+                Some((g, pos)) if g == read.gen => pos,
+                Some((g, _)) if g > read.gen => u64::MAX, // an old journal: all folded
+                _ => 0,
+            };
+            gen = gen.max(read.gen);
+            let tx = conn.transaction()?;
+            let mut n = 0usize;
+            for (r, end) in read.recs.iter().filter(|(_, end)| *end > from) {
+                index::apply(&tx, r)?;
+                n += 1;
+                let _ = end;
+            }
+            tx.commit()?;
+            if n > 0 {
+                tracing::info!(records = n, "handle table: replayed the journal");
+            }
+        }
+        index::checkpoint(conn)?;
+        Journal::create(jpath, gen.wrapping_add(1))
     }
 
     /// Migration: replays an old log into the index in one transaction, makes it
@@ -337,6 +424,10 @@ impl HandleTable {
         self.db.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    fn pending(&self) -> std::sync::MutexGuard<'_, Pending> {
+        self.pending.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// Runs a read on an idle reader connection (opening one if none is idle).
     fn with_reader<T>(&self, f: impl FnOnce(&Connection) -> index::Result<T>) -> index::Result<T> {
         let idle = self.readers.lock().unwrap_or_else(|e| e.into_inner()).pop();
@@ -352,9 +443,9 @@ impl HandleTable {
         r
     }
 
-    /// An index error: the change is kept in memory only and may not survive a
-    /// restart, as with a failed append to the old log.
-    fn warn(&self, what: &str, e: &rusqlite::Error) {
+    /// A journal or index error: the change is kept in memory only and may not
+    /// survive a restart, as with a failed append to the old log.
+    fn warn(&self, what: &str, e: &dyn std::fmt::Display) {
         tracing::warn!(path = %self.path.display(), error = %e, "handle table: {what} failed; handles may not survive a restart");
     }
 
@@ -362,9 +453,30 @@ impl HandleTable {
         candidate(key, n) & self.mask
     }
 
+    /// (id, gen) of a live key: the pending changes, then the index (whose row is
+    /// superseded when its id has a pending change). `c` is any connection: a fold
+    /// commits before it clears the pending changes, so a reader never misses both.
+    fn find_key(&self, c: &Connection, key: &str) -> index::Result<Option<(u64, u32)>> {
+        if let Some(r) = self.pending().by_key(key) {
+            return Ok(Some(r));
+        }
+        let Some((id, gen)) = index::by_key(c, key)? else {
+            return Ok(None);
+        };
+        Ok((!self.pending().knows(id)).then_some((id, gen)))
+    }
+
+    /// (key, gen) of an id, `Some((None, gen))` for a tombstone: pending, then index.
+    fn find_id(&self, c: &Connection, id: u64) -> index::Result<Option<(Option<String>, u32)>> {
+        if let Some(r) = self.pending().by_id(id) {
+            return Ok(Some(r));
+        }
+        index::by_id(c, id)
+    }
+
     /// The id rule: the first candidate that no other live key holds, never 0 or 1;
     /// the generation at least now and above the id's tombstone. Index lock held.
-    fn assign_new(&self, c: &Connection, key: &str) -> index::Result<(u64, u32)> {
+    fn pick(&self, c: &Connection, key: &str) -> index::Result<(u64, u32)> {
         let mut n = 0u64;
         loop {
             let id = self.candidate(key, n);
@@ -372,52 +484,94 @@ impl HandleTable {
             if id <= 1 {
                 continue;
             }
-            let floor = match index::by_id(c, id)? {
+            let floor = match self.find_id(c, id)? {
                 Some((Some(_), _)) => continue,
                 Some((None, g)) => g.saturating_add(1),
                 None => 0,
             };
-            let gen = floor.max(now_secs());
-            index::put(c, id, gen, key)?;
-            return Ok((id, gen));
+            return Ok((id, floor.max(now_secs())));
+        }
+    }
+
+    /// Applies every journaled record to the index in one transaction that also
+    /// records how far the journal is folded, then drops them from memory. Starts a
+    /// new journal when this one has grown past `JOURNAL_RESET`. Returns what the
+    /// last record (a rename or prefix forget) touched.
+    fn fold(&self, db: &mut Db) -> index::Result<Vec<u64>> {
+        let tx = db.conn.unchecked_transaction()?;
+        let mut touched = Vec::new();
+        for r in &db.recs {
+            touched = index::apply(&tx, r)?;
+        }
+        index::set_folded(&tx, db.journal.gen, db.journal.len)?;
+        tx.commit()?;
+        db.recs.clear();
+        self.pending().clear();
+        if db.journal.len > JOURNAL_RESET {
+            if let Err(e) = Self::reset(db) {
+                self.warn("journal restart", &e);
+            }
+        }
+        Ok(touched)
+    }
+
+    /// Makes the index durable, then replaces the journal (all folded) with an empty
+    /// one of the next generation. A crash between leaves the old journal, whose
+    /// records the index already holds (`recover` skips them).
+    fn reset(db: &mut Db) -> anyhow::Result<()> {
+        index::checkpoint(&db.conn)?;
+        db.journal = Journal::create(&db.jpath, db.journal.gen.wrapping_add(1))?;
+        Ok(())
+    }
+
+    /// Folds when enough records are pending (or `now` asks for it).
+    fn maybe_fold(&self, db: &mut Db, now: bool) {
+        if now || db.recs.len() >= FOLD_RECORDS {
+            if let Err(e) = self.fold(db) {
+                self.warn("index update", &e);
+            }
         }
     }
 
     /// The fileid and generation of `key`, assigning them at first sight.
     pub(super) fn assign(&self, key: &str) -> (u64, u32) {
-        let epoch = {
-            let c = self.cache();
-            if let Some(r) = c.by_key(key) {
-                return r;
-            }
-            c.epoch()
-        };
-        match self.with_reader(|c| index::by_key(c, key)) {
-            Ok(Some(r)) => {
-                self.cache_mut().insert_if(epoch, r.0, r.1, key);
-                return r;
-            }
-            Ok(None) => {}
-            Err(e) => self.warn("lookup", &e),
+        if let Some(r) = self.cache().by_key(key) {
+            return r;
         }
-        // Unknown (or the reader failed): decide under the index lock.
-        let db = self.db();
-        let r = index::by_key(&db.conn, key).and_then(|found| match found {
-            Some(r) => Ok(r),
-            None => self.assign_new(&db.conn, key),
-        });
-        match r {
+        // Decided under the index lock, which is held only for lookups and one
+        // journal append (no index commit), so misses do not go through a reader.
+        let mut db = self.db();
+        match self.assign_locked(&mut db, key) {
             Ok(r) => {
                 self.cache_mut().insert(r.0, r.1, key);
+                self.maybe_fold(&mut db, false);
                 r
             }
             Err(e) => {
-                // Nothing verified: hand out an id that resolves to nothing (STALE)
-                // rather than one that might be another key's.
+                // Nothing verified or nothing durable: hand out an id that resolves
+                // to nothing (STALE) rather than one that might be another key's.
                 self.warn("assign", &e);
                 (UNRESOLVABLE, now_secs())
             }
         }
+    }
+
+    fn assign_locked(&self, db: &mut Db, key: &str) -> anyhow::Result<(u64, u32)> {
+        if let Some(r) = self.find_key(&db.conn, key)? {
+            return Ok(r);
+        }
+        let (id, gen) = self.pick(&db.conn, key)?;
+        let rec = Rec {
+            tag: journal::T_ASSIGN,
+            id,
+            gen,
+            payload: key.to_string(),
+        };
+        // Journaled before anyone sees the id: a kill after the reply keeps it.
+        db.journal.append(&rec)?;
+        self.pending().assign(id, gen, key);
+        db.recs.push(rec);
+        Ok((id, gen))
     }
 
     /// The file ids of a directory listing's keys. Keys nobody has a handle for are
@@ -450,14 +604,14 @@ impl HandleTable {
     }
 
     fn peek_id(&self, c: &Connection, key: &str) -> index::Result<Option<u64>> {
-        if let Some((id, _)) = index::by_key(c, key)? {
+        if let Some((id, _)) = self.find_key(c, key)? {
             return Ok(Some(id));
         }
         let id = self.candidate(key, 0);
         if id <= 1 {
             return Ok(None);
         }
-        Ok(match index::by_id(c, id)? {
+        Ok(match self.find_id(c, id)? {
             Some((Some(_), _)) => None,
             _ => Some(id),
         })
@@ -472,7 +626,7 @@ impl HandleTable {
             }
             c.epoch()
         };
-        match self.with_reader(|c| index::by_id(c, id)) {
+        match self.with_reader(|c| self.find_id(c, id)) {
             Ok(Some((Some(key), gen))) => {
                 self.cache_mut().insert_if(epoch, id, gen, &key);
                 Some((key, gen))
@@ -485,10 +639,12 @@ impl HandleTable {
         }
     }
 
-    /// (live mappings, tombstones) in the index.
+    /// (live mappings, tombstones) in the index, all pending changes folded.
     #[cfg(test)]
     pub(super) fn sizes(&self) -> (usize, usize) {
-        index::counts(&self.db().conn).unwrap()
+        let mut db = self.db();
+        self.fold(&mut db).unwrap();
+        index::counts(&db.conn).unwrap()
     }
 
     /// Mappings held in memory.
@@ -499,6 +655,8 @@ impl HandleTable {
 
     /// Counts forgets; prunes the tombstones the time floor covers every
     /// `PRUNE_EVERY` of them (keeps the index from growing with every removed file).
+    /// A prune changes no mapping (a pruned tombstone can no longer raise a
+    /// generation), so it needs no journal record.
     fn note_forgets(&self, db: &mut Db, n: usize) {
         db.forgets = db.forgets.saturating_add(n);
         if db.forgets >= PRUNE_EVERY {
@@ -517,7 +675,7 @@ impl HandleTable {
         if let Some((id, _)) = self.cache().by_key(key) {
             return Some(id);
         }
-        match self.with_reader(|c| index::by_key(c, key)) {
+        match self.with_reader(|c| self.find_key(c, key)) {
             Ok(r) => r.map(|(id, _)| id),
             Err(e) => {
                 self.warn("lookup", &e);
@@ -530,12 +688,26 @@ impl HandleTable {
     /// Returns the id it unmapped.
     pub(super) fn forget(&self, key: &str) -> Touched {
         let mut db = self.db();
-        let r = index::by_key(&db.conn, key).and_then(|f| {
-            f.map(|(id, gen)| index::tomb(&db.conn, id, gen).map(|()| id))
-                .transpose()
-        });
-        let touched = match r {
-            Ok(Some(id)) => {
+        let found = match self.cache().by_key(key) {
+            Some(r) => Ok(Some(r)),
+            None => self.find_key(&db.conn, key),
+        };
+        let touched = match found {
+            Ok(Some((id, gen))) => {
+                let rec = Rec {
+                    tag: journal::T_FORGET,
+                    id,
+                    gen,
+                    payload: String::new(),
+                };
+                let journaled = db.journal.append(&rec);
+                self.pending().forget(id, gen);
+                db.recs.push(rec);
+                if let Err(e) = &journaled {
+                    self.warn("journal append", e);
+                }
+                // Not journaled: straight into the index, which a kill keeps too.
+                self.maybe_fold(&mut db, journaled.is_err());
                 self.note_forgets(&mut db, 1);
                 Some(vec![id])
             }
@@ -551,30 +723,37 @@ impl HandleTable {
         touched
     }
 
+    /// Journals a rename or prefix forget and folds it into the index at once with
+    /// everything pending (these range over evicted entries, which only the index
+    /// has). Returns what it touched.
+    fn change_now(&self, db: &mut Db, tag: u8, payload: String) -> Touched {
+        let rec = Rec {
+            tag,
+            id: 0,
+            gen: 0,
+            payload,
+        };
+        if let Err(e) = db.journal.append(&rec) {
+            self.warn("journal append", &e);
+        }
+        db.recs.push(rec);
+        match self.fold(db) {
+            Ok(ids) => Some(ids),
+            Err(e) => {
+                self.warn("index update", &e);
+                None
+            }
+        }
+    }
+
     /// Drops every mapping under the directory prefix `prefix` (itself included).
     /// Returns the ids it unmapped.
     pub(super) fn forget_prefix(&self, prefix: &str) -> Touched {
         let mut db = self.db();
-        let r = (|| -> index::Result<Vec<u64>> {
-            let tx = db.conn.unchecked_transaction()?;
-            let rows = index::range(&tx, prefix)?;
-            for (id, _) in &rows {
-                // A live row's gen is its tombstone's (tomb keeps the max).
-                index::tomb(&tx, *id, 0)?;
-            }
-            tx.commit()?;
-            Ok(rows.into_iter().map(|(id, _)| id).collect())
-        })();
-        let touched = match r {
-            Ok(ids) => {
-                self.note_forgets(&mut db, ids.len());
-                Some(ids)
-            }
-            Err(e) => {
-                self.warn("forget", &e);
-                None
-            }
-        };
+        let touched = self.change_now(&mut db, journal::T_FORGET_PREFIX, prefix.to_string());
+        if let Some(ids) = &touched {
+            self.note_forgets(&mut db, ids.len());
+        }
         let mut c = self.cache_mut();
         c.remove_prefixes(&[prefix]);
         c.bump();
@@ -589,48 +768,8 @@ impl HandleTable {
         if from == to {
             return Some(Vec::new()); // POSIX: renaming a name to itself changes nothing.
         }
-        let db = self.db();
-        let r = (|| -> index::Result<Vec<u64>> {
-            let tx = db.conn.unchecked_transaction()?;
-            let mut touched = Vec::new();
-            if from.ends_with('/') {
-                let moved = index::range(&tx, from)?;
-                for (id, k) in index::range(&tx, to)? {
-                    if !k.starts_with(from) {
-                        index::tomb(&tx, id, 0)?;
-                        touched.push(id);
-                    }
-                }
-                // Two passes: clear, then set, so no moved key meets another's old
-                // one in the unique index midway.
-                for (id, _) in &moved {
-                    index::set_key(&tx, *id, None)?;
-                }
-                for (id, k) in &moved {
-                    let new = format!("{to}{}", &k[from.len()..]);
-                    index::set_key(&tx, *id, Some(&new))?;
-                    touched.push(*id);
-                }
-            } else {
-                if let Some((old, _)) = index::by_key(&tx, to)? {
-                    index::tomb(&tx, old, 0)?;
-                    touched.push(old);
-                }
-                if let Some((id, _)) = index::by_key(&tx, from)? {
-                    index::set_key(&tx, id, Some(to))?;
-                    touched.push(id);
-                }
-            }
-            tx.commit()?;
-            Ok(touched)
-        })();
-        let touched = match r {
-            Ok(ids) => Some(ids),
-            Err(e) => {
-                self.warn("rename", &e);
-                None
-            }
-        };
+        let mut db = self.db();
+        let touched = self.change_now(&mut db, journal::T_RENAME, format!("{from}\0{to}"));
         let mut c = self.cache_mut();
         if from.ends_with('/') {
             c.remove_prefixes(&[from, to]);
@@ -642,9 +781,10 @@ impl HandleTable {
         touched
     }
 
-    /// Makes every change durable (fsync of the index).
+    /// Makes every change durable: an fdatasync of the journal (the index is rebuilt
+    /// from it after a crash, so it is fsynced only when a journal is replaced).
     pub(super) fn sync(&self) -> std::io::Result<()> {
-        index::checkpoint(&self.db().conn).map_err(std::io::Error::other)
+        self.db().journal.sync()
     }
 }
 

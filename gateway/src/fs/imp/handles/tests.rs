@@ -113,6 +113,7 @@ fn a_reassigned_id_gets_a_higher_generation_after_eviction_and_reopen() {
     assert_eq!(t.get(id), None);
     // A tombstone from the future (a clock step back): the rule must still hold.
     let future = now_secs().saturating_add(1000);
+    t.sizes(); // folds the journal, so the injected row is the index's latest word
     index::tomb(&t.db().conn, id, future).unwrap();
     drop(t);
     let t = open(d.path(), 2);
@@ -278,4 +279,72 @@ fn concurrent_misses_never_cache_a_stale_mapping() {
         }
         assert_eq!(t.get(*id).map(|r| r.0), Some(format!("d/f{i}")));
     }
+}
+
+#[test]
+fn a_new_name_costs_a_journal_append_not_an_index_transaction() {
+    let d = tempfile::tempdir().unwrap();
+    let t = open(d.path(), 10);
+    let jlen = || {
+        std::fs::metadata(d.path().join("handles.journal"))
+            .unwrap()
+            .len()
+    };
+    let before = jlen();
+    let (id, gen) = t.assign("a");
+    assert!(jlen() > before, "journaled before the call returned");
+    // Another connection sees nothing in the index yet: no per-name transaction.
+    let other = index::open_reader(&d.path().join("handles.db")).unwrap();
+    assert_eq!(index::by_id(&other, id).unwrap(), None);
+    // ... but every lookup does, evicted or not.
+    for i in 0..20 {
+        t.assign(&format!("b{i}"));
+    }
+    assert_eq!(t.get(id), Some(("a".to_string(), gen)));
+    t.forget("a");
+    assert_eq!(t.get(id), None);
+    assert_eq!(t.id_of("a"), None);
+}
+
+#[test]
+fn a_kill_keeps_folded_and_pending_changes_and_torn_tails() {
+    let d = tempfile::tempdir().unwrap();
+    let t = open(d.path(), 50);
+    let n = FOLD_RECORDS + FOLD_RECORDS / 2; // some folded, some pending
+    let got: Vec<(u64, u32)> = (0..n).map(|i| t.assign(&format!("d/f{i}"))).collect();
+    for i in (0..n).step_by(3) {
+        t.forget(&format!("d/f{i}"));
+    }
+    t.rename("d/f1", "d/moved");
+    let late = t.assign("late");
+    t.forget("d/f4");
+    std::mem::forget(t); // a kill: no fold, no checkpoint
+                         // A torn append at the end is ignored; the records before it are not.
+    let mut j = std::fs::OpenOptions::new()
+        .append(true)
+        .open(d.path().join("handles.journal"))
+        .unwrap();
+    j.write_all(&[1, 2, 3, 4, 5, 6, 7]).unwrap();
+    drop(j);
+    let check = |t: &HandleTable| {
+        for (i, (id, gen)) in got.iter().enumerate() {
+            let want = match i {
+                _ if i % 3 == 0 || i == 4 => None,
+                1 => Some(("d/moved".to_string(), *gen)),
+                _ => Some((format!("d/f{i}"), *gen)),
+            };
+            assert_eq!(t.get(*id), want, "d/f{i}");
+        }
+        assert_eq!(t.get(late.0), Some(("late".to_string(), late.1)));
+    };
+    let t = open(d.path(), 50);
+    check(&t);
+    // A second kill replays the new generation's journal over the first's index.
+    t.forget("late");
+    std::mem::forget(t);
+    let t = open(d.path(), 50);
+    assert_eq!(t.get(late.0), None);
+    let (id, gen) = t.assign("late");
+    assert_eq!(id, late.0);
+    assert!(gen > late.1, "a reassigned id gets a higher generation");
 }
