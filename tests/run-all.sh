@@ -150,7 +150,7 @@ if [ -z "${SKIP_VM:-}" ]; then
   # still runs). Under the software CPU most of the boot went to bulk: 10,000-entry
   # directories created and removed file by file (v4.1 over TCP alone: 6½ minutes) and
   # 256 MiB files moved four times. 2,000 entries still span many READDIR replies (and
-  # RDMA reply chunks); a 100,000-entry directory is listed in gateway/tests/big_dirs.rs.
+  # RDMA reply chunks); a 100,000-entry directory is listed in tests/e2e/test_big_dirs.py.
   # The kernel-nfsd comparison (COMPARE) is a measurement, not a check: it is
   # tools/perf/vm-rdma-compare.sh's, not CI's.
   RDMA_FILE_MIB=${RDMA_FILE_MIB:-64} RDMA_DIR_ENTRIES=${RDMA_DIR_ENTRIES:-2000} \
