@@ -45,7 +45,8 @@ impl DirChanges {
         self.lock().0.get(&dir).copied().unwrap_or_default()
     }
 
-    /// The counter and the eviction epoch, for cookie verifiers.
+    /// The counter and the eviction epoch (what the eviction test observes).
+    #[cfg(test)]
     pub fn verf_input(&self, dir: u64) -> (u64, u64) {
         let g = self.lock();
         (g.0.get(&dir).map_or(0, |c| c.count), g.1)

@@ -22,9 +22,10 @@
 //! ordered and each page starts strictly after the last key handed out, a name
 //! present for a whole listing is returned exactly once and none twice, whatever is
 //! created or removed meanwhile (a name created behind the resume point is not
-//! returned, one created ahead of it is). The cookie verifier is therefore not used
-//! to refuse cookies: it is still answered (moving with the directory's changes,
-//! `Inner::cookie_verf`) and ignored when sent back.
+//! returned, one created ahead of it is). The cookie verifier therefore does not move
+//! with changes: it is fixed per directory (a keyed hash of its id,
+//! `Inner::cookie_verf`), and a resumed listing whose verifier is neither it nor zero
+//! is refused as a cookie this server never issued for the directory.
 //!
 //! READDIRPLUS ([`Inner::readdir_plus`]) takes each entry's attributes from the same
 //! listing on stores whose listings carry full metadata (`list_meta_complete`: `fs`,
@@ -302,13 +303,8 @@ impl Inner {
         }
     }
 
-    pub fn readdir(
-        &self,
-        dir: &Node,
-        cookie: u64,
-        _verf: [u8; 8],
-        max: usize,
-    ) -> FsResult<DirPage> {
+    pub fn readdir(&self, dir: &Node, cookie: u64, verf: [u8; 8], max: usize) -> FsResult<DirPage> {
+        self.check_cookie_verf(dir.fileid, cookie, verf)?;
         let p = self.paged(dir, cookie, max, false)?;
         let dots = self.dot_nodes(dir, &p);
         Ok(self.dir_page(dir, &p, &dots))
@@ -321,9 +317,10 @@ impl Inner {
         &self,
         dir: &Node,
         cookie: u64,
-        _verf: [u8; 8],
+        verf: [u8; 8],
         max: usize,
     ) -> FsResult<PlusPage> {
+        self.check_cookie_verf(dir.fileid, cookie, verf)?;
         let p = self.paged(dir, cookie, max, true)?;
         let dots = self.dot_nodes(dir, &p);
         let page = self.dir_page(dir, &p, &dots);

@@ -111,6 +111,31 @@ fn a_cookie_resumes_after_its_entry_whatever_changed() {
 }
 
 #[test]
+fn the_verifier_stays_through_changes_and_a_foreign_one_is_refused() {
+    each(|m, make| {
+        make(6);
+        let root = m.root(0).unwrap();
+        let p = m.readdir(&root, 0, [0; 8], 4).unwrap();
+        assert_ne!(p.verf, [0; 8]);
+        let c = p.entries.last().unwrap().cookie;
+        m.remove(&root, b"f000004").unwrap();
+        // The verifier does not move with the change, so the resumed page carries it.
+        let q = m.readdir(&root, c, p.verf, 100).unwrap();
+        assert_eq!(q.verf, p.verf);
+        // A verifier this server never gave for the directory (a client's guess, or
+        // another directory's) is BAD_COOKIE / NOT_SAME, on READDIR and READDIRPLUS.
+        let bogus = p.verf.map(|b| b ^ 0xff);
+        assert_eq!(m.readdir(&root, c, bogus, 5), Err(Status::BadCookie));
+        assert!(matches!(
+            m.readdir_plus(&root, c, bogus, 5),
+            Err(Status::BadCookie)
+        ));
+        // Cookie 0 starts a listing whatever the verifier says.
+        assert!(m.readdir(&root, 0, bogus, 5).is_ok());
+    });
+}
+
+#[test]
 fn a_cookie_resolves_through_the_handle_table_after_a_restart() {
     let mem: Arc<dyn Backend> = Arc::new(MemoryBackend::new());
     for n in ["a", "b", "c"] {

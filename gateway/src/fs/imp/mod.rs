@@ -101,7 +101,6 @@ pub(super) struct Inner {
     /// writeverf3 (read as big-endian bytes): random per run, moved on by every
     /// failed sync (`reset_write_verifier`).
     wverf: std::sync::atomic::AtomicU64,
-    nonce: u64,
     fsid: u64,
     start_ns: u64,
     /// Keys with UNSTABLE writes not yet synced.
@@ -211,7 +210,6 @@ impl Inner {
             table,
             mac_key,
             wverf: std::sync::atomic::AtomicU64::new(rand::random()),
-            nonce: rand::random(),
             fsid,
             start_ns: now_ns(),
             dirty: Mutex::new(HashSet::new()),
@@ -410,19 +408,29 @@ impl Inner {
         self.bump(id);
     }
 
+    /// The cookie verifier of a directory (RFC 1813 §3.3.16, RFC 8881 §18.23): fixed per
+    /// directory and handle key, so it survives changes and restarts as the cookies do
+    /// (`listing.rs`), and a keyed hash, so a client cannot name another directory's.
     fn cookie_verf(&self, dir_fileid: u64) -> [u8; 8] {
-        let mut h = blake3::Hasher::new();
-        h.update(&self.nonce.to_le_bytes());
+        let mut h = blake3::Hasher::new_keyed(&self.mac_key);
+        h.update(b"readdir cookie verifier");
         h.update(&dir_fileid.to_le_bytes());
-        let (count, epoch) = self.dir_changes.verf_input(dir_fileid);
-        h.update(&count.to_le_bytes());
-        h.update(&epoch.to_le_bytes());
         let mut v = [0u8; 8];
         v.copy_from_slice(&h.finalize().as_bytes()[..8]);
         if v == [0; 8] {
             v[0] = 1;
         }
         v
+    }
+
+    /// A resumed listing's verifier must be the directory's (or zero, which clients
+    /// that do not keep verifiers send): anything else is a cookie this server never
+    /// issued for it (NFS3ERR_BAD_COOKIE, NFS4ERR_NOT_SAME).
+    fn check_cookie_verf(&self, dir_fileid: u64, cookie: u64, verf: [u8; 8]) -> FsResult<()> {
+        if cookie != 0 && verf != [0; 8] && verf != self.cookie_verf(dir_fileid) {
+            return Err(Status::BadCookie);
+        }
+        Ok(())
     }
 
     fn attr(&self, fileid: u64, key: &str, m: &ObjectMeta) -> Attr {
