@@ -20,7 +20,7 @@ log() { echo "setup.sh: $*" >&2; }
 
 # ---- Debian packages --------------------------------------------------------
 PKGS=(libnfs-utils libnfs-dev swig python3-dev python3-venv build-essential pkg-config
-      libibverbs-dev librdmacm-dev libclang-dev fio systemd libfuse3-3 prometheus)
+      libibverbs-dev librdmacm-dev libclang-dev fio systemd libfuse3-3 prometheus man-db)
 missing=()
 for p in "${PKGS[@]}"; do
     if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
@@ -47,6 +47,8 @@ if ((${#missing[@]})); then
     apt-get install -y -qq --no-install-recommends libfuse3-3
     # a real Prometheus for tests/e2e/test_dashboards.py (the Grafana dashboards' queries)
     apt-get install -y -qq --no-install-recommends prometheus
+    # man -l renders the package's generated manual pages (tests/e2e/test_package.py)
+    apt-get install -y -qq --no-install-recommends man-db
 fi
 for b in nfs-ls nfs-cp nfs-cat; do
     command -v "$b" >/dev/null || { log "missing $b after install"; exit 1; }
