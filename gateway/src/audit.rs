@@ -181,12 +181,22 @@ pub fn changed(ch: Change) {
 
 fn record_of(cur: &Current, ch: &Change) -> Record {
     match *ch {
-        Change::Create { what, dir, name, fh } => {
+        Change::Create {
+            what,
+            dir,
+            name,
+            fh,
+        } => {
             let mut r = Record::new(cur, what);
             r.at(cur, dir, Some(name), fh);
             r
         }
-        Change::Remove { what, dir, name, fh } => {
+        Change::Remove {
+            what,
+            dir,
+            name,
+            fh,
+        } => {
             let mut r = Record::new(cur, what);
             r.at(cur, dir, Some(name), fh);
             r

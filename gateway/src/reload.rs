@@ -96,7 +96,10 @@ impl Plan {
         }
         if self.audit {
             parts.push(if new.audit.enabled {
-                format!("audit log on ({})", new.audit.file(&new.state.dir).display())
+                format!(
+                    "audit log on ({})",
+                    new.audit.file(&new.state.dir).display()
+                )
             } else {
                 "audit log off".to_string()
             });

@@ -75,7 +75,7 @@ def test_every_nfs3_change_and_refusal_is_logged_once(gw_factory, tmp_path):
         p = c.mkdir(root, "p", 0o755).check().fh
         c.set_cred(uid=1000, gid=1000, gids=[1000])
         assert c.create(p, "x", 0o644).status == N.NFS3ERR_ACCES
-    log = lines(path, 13)
+    log = lines(path, 14)
     for l in log:
         assert l["proto"] == "nfs3" and l["client"].startswith("127.0.0.1:"), l
         assert l["time"].endswith("Z"), l
@@ -99,8 +99,8 @@ def test_every_nfs3_change_and_refusal_is_logged_once(gw_factory, tmp_path):
     r = refused[0]
     assert (r["uid"], r["status"], r["proc"], r["right"]) == (1000, "ACCES", "CREATE",
                                                             "modify directory"), r
-    assert len(log) == 13, log
-    assert metric(port, "nfsgw_audit_lines_total") == 13
+    assert len(log) == 14, log
+    assert metric(port, "nfsgw_audit_lines_total") == 14
     assert metric(port, "nfsgw_audit_dropped_total") == 0
 
 
@@ -117,28 +117,28 @@ def test_a_read_only_export_refusal_and_a_mount_refusal(gw_factory, tmp_path):
 
 
 def test_rotation_keeps_the_newest_files(gw_factory, tmp_path):
-    g, path, port = audited(gw_factory, tmp_path, max_mib=1, keep=2)
+    g, path, port = audited(gw_factory, tmp_path, max_mib=1, keep=1)
     with N.NfsClient(port=g.port) as c:
         root = c.mount("/")
         f = c.create(root, "f", 0o644).check().fh
-        # ~300 bytes a line: 8,000 chmods make ~2.4 MiB, two rotations at least.
+        # ~250 bytes a line: 16,000 chmods make ~4 MiB, three rotations at least.
         calls = [(N.NFSPROC3_SETATTR, N.a_setattr(f, None, mode=0o600 + (i % 2)), N.d_wcc)
-                 for i in range(8000)]
+                 for i in range(16000)]
         for res in c.pipeline(calls):
             assert res.status == 0
     deadline = time.monotonic() + 10
-    while metric(port, "nfsgw_audit_lines_total") < 8001 and time.monotonic() < deadline:
+    while metric(port, "nfsgw_audit_lines_total") < 16001 and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert metric(port, "nfsgw_audit_lines_total") == 8001
+    assert metric(port, "nfsgw_audit_lines_total") == 16001
     files = sorted(p.name for p in path.parent.iterdir())
-    assert files == ["audit.log", "audit.log.1", "audit.log.2"], files
+    assert files == ["audit.log", "audit.log.1"], files
     for p in path.parent.iterdir():
         assert p.stat().st_size <= 1 << 20, (p, p.stat().st_size)
     # The newest line is in audit.log, and every line of every file is whole JSON.
     total = 0
     for p in path.parent.iterdir():
         total += sum(1 for l in p.read_text().splitlines() if json.loads(l))
-    assert total < 8001   # the oldest file was dropped
+    assert 4000 < total < 16001   # older files were dropped
     assert json.loads(path.read_text().splitlines()[-1])["event"] == "setattr"
 
 

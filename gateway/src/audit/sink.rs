@@ -215,7 +215,9 @@ fn writer(s: &'static Sink) {
                 s.dropped.fetch_add(1, Ordering::Relaxed);
                 out = None;
                 if complained.elapsed() >= COMPLAIN_EVERY {
-                    tracing::error!("audit: cannot write the log: {e}; lines are dropped until it can");
+                    tracing::error!(
+                        "audit: cannot write the log: {e}; lines are dropped until it can"
+                    );
                     complained = Instant::now();
                 }
             }

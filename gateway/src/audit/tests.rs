@@ -29,7 +29,10 @@ fn protocols_and_procedures_are_named() {
     let mnt = header(nfs_wire::MOUNT_PROGRAM, 3, 1);
     assert_eq!(names::of(&mnt, &[]).1, "MNT");
     // A procedure number beyond the table is "?", never a panic.
-    assert_eq!(names::of(&header(nfs_wire::NFS_PROGRAM, 3, u32::MAX), &[]).1, "?");
+    assert_eq!(
+        names::of(&header(nfs_wire::NFS_PROGRAM, 3, u32::MAX), &[]).1,
+        "?"
+    );
 }
 
 #[test]
@@ -61,12 +64,22 @@ fn a_setattr_of_times_alone_is_not_logged() {
         atime: SetTime::ServerTime,
         mtime: SetTime::ServerTime,
     };
-    assert!(!Change::SetAttr { node: &node, set: &times, fh }.logged());
+    assert!(!Change::SetAttr {
+        node: &node,
+        set: &times,
+        fh
+    }
+    .logged());
     let chmod = SetAttr {
         mode: Some(0o600),
         ..times
     };
-    assert!(Change::SetAttr { node: &node, set: &chmod, fh }.logged());
+    assert!(Change::SetAttr {
+        node: &node,
+        set: &chmod,
+        fh
+    }
+    .logged());
 }
 
 #[test]

@@ -123,16 +123,25 @@ impl AuditConfig {
 
     pub(super) fn validate(&self) -> Result<(), ConfigError> {
         if !(1..=1 << 20).contains(&self.max_mib) {
-            return err("audit.max_mib", "must be 1 to 1048576 (MiB per file before rotation)");
+            return err(
+                "audit.max_mib",
+                "must be 1 to 1048576 (MiB per file before rotation)",
+            );
         }
         if self.keep > 1000 {
             return err("audit.keep", "must be 0 to 1000 (rotated files kept)");
         }
         if !(16..=1 << 22).contains(&self.queue) {
-            return err("audit.queue", "must be 16 to 4194304 (lines waiting for the writer)");
+            return err(
+                "audit.queue",
+                "must be 16 to 4194304 (lines waiting for the writer)",
+            );
         }
         if self.path.ends_with('/') {
-            return err("audit.path", "names a file, not a directory (e.g. \"/var/log/nfsgw/audit.log\")");
+            return err(
+                "audit.path",
+                "names a file, not a directory (e.g. \"/var/log/nfsgw/audit.log\")",
+            );
         }
         Ok(())
     }

@@ -115,7 +115,11 @@ pub fn check_sticky(dir: &Attr, victim: &Attr, c: &Caller) -> Result<(), Status>
     if dir.mode & 0o1000 == 0 || c.is_root() || c.uid == dir.uid || c.uid == victim.uid {
         Ok(())
     } else {
-        Err(refuse(Some(victim), "remove from a sticky directory", Status::Acces))
+        Err(refuse(
+            Some(victim),
+            "remove from a sticky directory",
+            Status::Acces,
+        ))
     }
 }
 

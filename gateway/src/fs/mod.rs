@@ -369,7 +369,12 @@ impl FileModel {
     fn audit_new(&self, what: &'static str, dir: &Node, name: &[u8], new: &Node) {
         if audit::active() {
             let fh = self.handle(new);
-            audit::changed(Change::Create { what, dir, name, fh });
+            audit::changed(Change::Create {
+                what,
+                dir,
+                name,
+                fh,
+            });
         }
     }
 
@@ -377,7 +382,12 @@ impl FileModel {
     fn audit_gone(&self, what: &'static str, dir: &Node, name: &[u8]) {
         if audit::active() {
             let fh = self.handle(dir);
-            audit::changed(Change::Remove { what, dir, name, fh });
+            audit::changed(Change::Remove {
+                what,
+                dir,
+                name,
+                fh,
+            });
         }
     }
 
