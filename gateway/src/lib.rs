@@ -1,6 +1,7 @@
 //! The NFS gateway: NFSv3 and MOUNT programs over the engine's transports, served from
 //! an object-store backend through the file model.
 
+pub mod audit;
 pub mod backend;
 pub mod cache;
 pub mod call;

@@ -168,6 +168,13 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
+    if let Err(e) = gateway::audit::configure(&cfg.audit, &cfg.state.dir) {
+        tracing::error!(
+            "cannot start: audit.path = {:?}: {e}; choose a writable file or set audit.enabled = false",
+            cfg.audit.file(&cfg.state.dir)
+        );
+        return ExitCode::from(1);
+    }
     let server = match Server::start(&cfg) {
         Ok(s) => s,
         Err(e) => {
@@ -225,7 +232,9 @@ fn main() -> ExitCode {
     }
     sd.notify("STOPPING=1");
     tracing::info!("shutting down: flushing staged writes");
-    match server.shutdown() {
+    let shut = server.shutdown();
+    gateway::audit::flush(Duration::from_secs(5));
+    match shut {
         Ok(()) => {
             tracing::info!("clean shutdown");
             ExitCode::SUCCESS
@@ -274,6 +283,15 @@ fn reload(
     }
     if plan.stats && !rebind_stats(&new, server, stats_ep) {
         applied.stats = running.stats.clone();
+    }
+    if plan.audit {
+        if let Err(e) = gateway::audit::configure(&new.audit, &new.state.dir) {
+            tracing::error!(
+                "reload: [audit] not applied, the old setting stays: {:?}: {e}",
+                new.audit.file(&new.state.dir)
+            );
+            applied.audit = running.audit.clone();
+        }
     }
     if plan.log {
         match set_level {

@@ -12,7 +12,7 @@ use crate::config::{Config, Export};
 use toml::Value;
 
 /// The top-level sections a reload applies.
-const LIVE: [&str; 3] = ["exports", "stats", "log"];
+const LIVE: [&str; 4] = ["exports", "stats", "log", "audit"];
 
 /// The differences a reload found.
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -25,6 +25,8 @@ pub struct Plan {
     pub stats: bool,
     /// `log.level` differs.
     pub log: bool,
+    /// `[audit]` differs (its `queue` needs a restart: `crate::audit::configure`).
+    pub audit: bool,
     /// Keys that differ but need a restart ("tcp.listen", "engine.cores").
     pub restart: Vec<String>,
 }
@@ -38,11 +40,15 @@ pub fn plan(running: &Config, new: &Config) -> Result<Plan, String> {
         stats: running.stats.listen != new.stats.listen
             || running.stats.allow_remote != new.stats.allow_remote,
         log: running.log.level != new.log.level,
+        audit: running.audit != new.audit,
         restart: restart_keys(running, new)?,
         ..Plan::default()
     };
     if old_x != new_x {
         p.exports = Some(new_x);
+    }
+    if queue_needs_restart(running, new) {
+        p.restart.push("audit.queue".into());
     }
     Ok(p)
 }
@@ -54,12 +60,21 @@ pub fn merged(running: &Config, new: &Config) -> Config {
     c.exports = new.exports.clone();
     c.stats = new.stats.clone();
     c.log = new.log.clone();
+    c.audit = new.audit.clone();
+    if queue_needs_restart(running, new) {
+        c.audit.queue = running.audit.queue;
+    }
     c
+}
+
+/// The audit queue is sized once, when the log first runs (`crate::audit::configure`).
+fn queue_needs_restart(running: &Config, new: &Config) -> bool {
+    running.audit.enabled && running.audit.queue != new.audit.queue
 }
 
 impl Plan {
     pub fn is_empty(&self) -> bool {
-        self.exports.is_none() && !self.stats && !self.log && self.restart.is_empty()
+        self.exports.is_none() && !self.stats && !self.log && !self.audit && self.restart.is_empty()
     }
 
     /// The `reloaded: ...` log line.
@@ -78,6 +93,16 @@ impl Plan {
         }
         if self.log {
             parts.push(format!("log.level = \"{}\"", new.log.level));
+        }
+        if self.audit {
+            parts.push(if new.audit.enabled {
+                format!(
+                    "audit log on ({})",
+                    new.audit.file(&new.state.dir).display()
+                )
+            } else {
+                "audit log off".to_string()
+            });
         }
         if parts.is_empty() {
             parts.push("nothing to apply".into());

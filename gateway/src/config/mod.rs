@@ -53,6 +53,8 @@ pub struct Config {
     pub log: LogConfig,
     #[serde(default)]
     pub stats: StatsConfig,
+    #[serde(default)]
+    pub audit: AuditConfig,
 }
 
 /// A configuration error: the key, what is wrong, and the fix.
@@ -408,6 +410,7 @@ impl Config {
         }
         self.exports()?;
         self.stats.validate()?;
+        self.audit.validate()?;
         self.nfs4.validate()?;
         if tracing_subscriber::EnvFilter::try_new(&self.log.level).is_err() {
             return err(

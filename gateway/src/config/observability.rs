@@ -66,3 +66,83 @@ impl StatsConfig {
         Ok(())
     }
 }
+
+/// `[audit]`: the audit log (`crate::audit`; docs/operations.md "Audit log"). Off by
+/// default; `enabled`, `path`, `max_mib` and `keep` apply on reload, `queue` at start.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuditConfig {
+    #[serde(default)]
+    pub enabled: bool,
+    /// The log file; empty (the default) = `audit.log` in `state.dir`.
+    #[serde(default)]
+    pub path: String,
+    /// The file is rotated when it would grow past this many MiB.
+    #[serde(default = "default_audit_max_mib")]
+    pub max_mib: u64,
+    /// Rotated files kept (`audit.log.1` … `audit.log.<keep>`); 0 = none.
+    #[serde(default = "default_audit_keep")]
+    pub keep: u32,
+    /// Lines that may wait for the writer; beyond it lines are dropped and counted
+    /// (`nfsgw_audit_dropped_total`), never waited for.
+    #[serde(default = "default_audit_queue")]
+    pub queue: usize,
+}
+
+fn default_audit_max_mib() -> u64 {
+    64
+}
+fn default_audit_keep() -> u32 {
+    4
+}
+fn default_audit_queue() -> usize {
+    65_536
+}
+
+impl Default for AuditConfig {
+    fn default() -> Self {
+        AuditConfig {
+            enabled: false,
+            path: String::new(),
+            max_mib: default_audit_max_mib(),
+            keep: default_audit_keep(),
+            queue: default_audit_queue(),
+        }
+    }
+}
+
+impl AuditConfig {
+    /// The log file: `path`, or `audit.log` in `state_dir`.
+    pub fn file(&self, state_dir: &std::path::Path) -> std::path::PathBuf {
+        if self.path.is_empty() {
+            state_dir.join("audit.log")
+        } else {
+            std::path::PathBuf::from(&self.path)
+        }
+    }
+
+    pub(super) fn validate(&self) -> Result<(), ConfigError> {
+        if !(1..=1 << 20).contains(&self.max_mib) {
+            return err(
+                "audit.max_mib",
+                "must be 1 to 1048576 (MiB per file before rotation)",
+            );
+        }
+        if self.keep > 1000 {
+            return err("audit.keep", "must be 0 to 1000 (rotated files kept)");
+        }
+        if !(16..=1 << 22).contains(&self.queue) {
+            return err(
+                "audit.queue",
+                "must be 16 to 4194304 (lines waiting for the writer)",
+            );
+        }
+        if self.path.ends_with('/') {
+            return err(
+                "audit.path",
+                "names a file, not a directory (e.g. \"/var/log/nfsgw/audit.log\")",
+            );
+        }
+        Ok(())
+    }
+}

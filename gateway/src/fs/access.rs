@@ -63,7 +63,26 @@ pub fn check(a: &Attr, c: &Caller, want: u32) -> Result<(), Status> {
     if may(a, c, want) {
         Ok(())
     } else {
-        Err(Status::Acces)
+        Err(refuse(Some(a), right_of(want), Status::Acces))
+    }
+}
+
+/// A refusal, noted for the audit log (`crate::audit::note_refusal`: only a worker's
+/// call is logged, and only if its answer is the refusal).
+fn refuse(a: Option<&Attr>, right: &'static str, s: Status) -> Status {
+    crate::audit::note_refusal(a.map(|a| a.fileid), right);
+    s
+}
+
+/// The audit log's name for the mode bits `want`.
+fn right_of(want: u32) -> &'static str {
+    match want {
+        R => "read",
+        W => "write",
+        X => "execute",
+        x if x == W | X => "modify directory",
+        x if x == R | W => "read and write",
+        _ => "access",
     }
 }
 
@@ -72,7 +91,7 @@ pub fn check_writable(c: &Caller) -> Result<(), Status> {
     if c.writable {
         Ok(())
     } else {
-        Err(Status::Rofs)
+        Err(refuse(None, "write on a read-only export", Status::Rofs))
     }
 }
 
@@ -96,7 +115,11 @@ pub fn check_sticky(dir: &Attr, victim: &Attr, c: &Caller) -> Result<(), Status>
     if dir.mode & 0o1000 == 0 || c.is_root() || c.uid == dir.uid || c.uid == victim.uid {
         Ok(())
     } else {
-        Err(Status::Acces)
+        Err(refuse(
+            Some(victim),
+            "remove from a sticky directory",
+            Status::Acces,
+        ))
     }
 }
 
@@ -117,7 +140,7 @@ pub fn check_read_by(a: &Attr, c: &Caller, g: Grant) -> Result<(), Status> {
     if g == Grant::Open || owner_override(a, c, g) || may(a, c, R) || may(a, c, X) {
         Ok(())
     } else {
-        Err(Status::Acces)
+        Err(refuse(Some(a), "read", Status::Acces))
     }
 }
 
@@ -127,7 +150,7 @@ pub fn check_write_by(a: &Attr, c: &Caller, g: Grant) -> Result<(), Status> {
     if g == Grant::Open || owner_override(a, c, g) || may(a, c, W) {
         Ok(())
     } else {
-        Err(Status::Acces)
+        Err(refuse(Some(a), "write", Status::Acces))
     }
 }
 
@@ -200,14 +223,18 @@ pub fn check_setattr(a: &Attr, c: &Caller, s: &SetAttr, size: Grant) -> Result<(
     let root = c.is_root();
     let owner = c.uid == a.uid;
     if s.mode.is_some() && !root && !owner {
-        return Err(Status::Perm);
+        return Err(refuse(Some(a), "chmod", Status::Perm));
     }
     for t in [s.atime, s.mtime] {
         match t {
             SetTime::DontChange => {}
-            SetTime::Client(_) if !root && !owner => return Err(Status::Perm),
+            SetTime::Client(_) if !root && !owner => {
+                return Err(refuse(Some(a), "set times", Status::Perm))
+            }
             SetTime::Client(_) => {}
-            SetTime::ServerTime if !owner && !may(a, c, W) => return Err(Status::Acces),
+            SetTime::ServerTime if !owner && !may(a, c, W) => {
+                return Err(refuse(Some(a), "touch", Status::Acces))
+            }
             SetTime::ServerTime => {}
         }
     }
@@ -227,12 +254,12 @@ fn check_ids(a: &Attr, c: &Caller, s: &SetAttr) -> Result<(), Status> {
     let root = c.is_root();
     let owner = c.uid == a.uid;
     if s.uid.is_some_and(|uid| !(root || (owner && uid == a.uid))) {
-        return Err(Status::Perm);
+        return Err(refuse(Some(a), "chown", Status::Perm));
     }
     if s.gid
         .is_some_and(|gid| !(root || (owner && (gid == a.gid || c.in_group(gid)))))
     {
-        return Err(Status::Perm);
+        return Err(refuse(Some(a), "chgrp", Status::Perm));
     }
     Ok(())
 }
@@ -303,10 +330,10 @@ pub fn check_new_attrs(c: &Caller, s: &SetAttr) -> Result<(), Status> {
         return Ok(());
     }
     if matches!(s.uid, Some(u) if u != c.uid) {
-        return Err(Status::Perm);
+        return Err(refuse(None, "create owned by another user", Status::Perm));
     }
     if matches!(s.gid, Some(g) if !c.in_group(g)) {
-        return Err(Status::Perm);
+        return Err(refuse(None, "create in a group not its own", Status::Perm));
     }
     Ok(())
 }

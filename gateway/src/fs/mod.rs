@@ -12,6 +12,7 @@ pub mod types;
 
 pub use types::*;
 
+use crate::audit::{self, Change};
 use crate::backend::Backend;
 use std::path::Path;
 use std::sync::Arc;
@@ -218,7 +219,12 @@ impl FileModel {
 
     /// Applies `set`. Size changes truncate or extend (zero-filled).
     pub fn setattr(&self, node: &Node, set: &SetAttr) -> FsResult<()> {
-        self.inner.setattr(node, set)
+        self.inner.setattr(node, set)?;
+        if audit::active() {
+            let fh = self.handle(node);
+            audit::changed(Change::SetAttr { node, set, fh });
+        }
+        Ok(())
     }
 
     /// Looks `name` up in `dir`; "." is `dir`, ".." its parent (the export root's
@@ -285,11 +291,15 @@ impl FileModel {
         how: &CreateMode,
         owner: Owner,
     ) -> FsResult<Node> {
-        self.inner.create(dir, name, how, owner)
+        let n = self.inner.create(dir, name, how, owner)?;
+        self.audit_new("create", dir, name, &n);
+        Ok(n)
     }
 
     pub fn mkdir(&self, dir: &Node, name: &[u8], set: &SetAttr, owner: Owner) -> FsResult<Node> {
-        self.inner.mkdir(dir, name, set, owner)
+        let n = self.inner.mkdir(dir, name, set, owner)?;
+        self.audit_new("mkdir", dir, name, &n);
+        Ok(n)
     }
 
     pub fn symlink(
@@ -300,7 +310,9 @@ impl FileModel {
         set: &SetAttr,
         owner: Owner,
     ) -> FsResult<Node> {
-        self.inner.symlink(dir, name, target, set, owner)
+        let n = self.inner.symlink(dir, name, target, set, owner)?;
+        self.audit_new("symlink", dir, name, &n);
+        Ok(n)
     }
 
     /// Creates a special file (MKNOD; NFSv4 CREATE of a device, socket or fifo):
@@ -317,23 +329,66 @@ impl FileModel {
         set: &SetAttr,
         owner: Owner,
     ) -> FsResult<Node> {
-        self.inner.mknod(dir, name, kind, rdev, set, owner)
+        let n = self.inner.mknod(dir, name, kind, rdev, set, owner)?;
+        self.audit_new("mknod", dir, name, &n);
+        Ok(n)
     }
 
     /// Removes a non-directory (`IsDir` for a directory).
     pub fn remove(&self, dir: &Node, name: &[u8]) -> FsResult<()> {
-        self.inner.remove(dir, name)
+        self.inner.remove(dir, name)?;
+        self.audit_gone("remove", dir, name);
+        Ok(())
     }
 
     /// Removes an empty directory (`NotEmpty`, `NotDir`).
     pub fn rmdir(&self, dir: &Node, name: &[u8]) -> FsResult<()> {
-        self.inner.rmdir(dir, name)
+        self.inner.rmdir(dir, name)?;
+        self.audit_gone("rmdir", dir, name);
+        Ok(())
     }
 
     /// Renames; existing targets are replaced per POSIX rules. Handles of the moved
     /// object (and, for a directory, everything under it) keep working.
     pub fn rename(&self, from: &Node, from_name: &[u8], to: &Node, to_name: &[u8]) -> FsResult<()> {
-        self.inner.rename(from, from_name, to, to_name)
+        self.inner.rename(from, from_name, to, to_name)?;
+        if audit::active() {
+            let fh = self.handle(from);
+            audit::changed(Change::Rename {
+                from,
+                from_name,
+                to,
+                to_name,
+                fh,
+            });
+        }
+        Ok(())
+    }
+
+    /// The audit line of a new object (`crate::audit`; nothing while the log is off).
+    fn audit_new(&self, what: &'static str, dir: &Node, name: &[u8], new: &Node) {
+        if audit::active() {
+            let fh = self.handle(new);
+            audit::changed(Change::Create {
+                what,
+                dir,
+                name,
+                fh,
+            });
+        }
+    }
+
+    /// The audit line of a removed name; the handle is the directory's.
+    fn audit_gone(&self, what: &'static str, dir: &Node, name: &[u8]) {
+        if audit::active() {
+            let fh = self.handle(dir);
+            audit::changed(Change::Remove {
+                what,
+                dir,
+                name,
+                fh,
+            });
+        }
     }
 
     /// Lists `dir` from `cookie` (0 = start), at most `max` entries, "." and ".."

@@ -631,9 +631,13 @@ fn execute(shared: &Shared, pools: &Pools, job: &Job) -> Option<Buf> {
     if let Some(c) = ctx.conn {
         super::callbacks_tests::note_conn(job.peer, c);
     }
+    // The audit log's view of this call (nothing while `[audit]` is off).
+    let audit = crate::audit::begin(job.peer, h, args, &exports);
+    let results_at;
     let outcome = {
         let mut w = XdrWriter::at(buf.spare_mut(), MARK);
         rpc::write_accepted(&mut w, h.xid, Accept::Success).expect("reply buffer holds a header");
+        results_at = w.position();
         // Supervision policy: a procedure that panics answers SYSTEM_ERR for its call.
         let run = crate::supervise::request("worker: running a procedure", || {
             if h.proc_ == 0
@@ -666,6 +670,7 @@ fn execute(shared: &Shared, pools: &Pools, job: &Job) -> Option<Buf> {
             }
         }
     };
+    let outcome_ok = outcome.is_ok();
     let len = match outcome {
         Ok(n) => n,
         Err(stat) => {
@@ -680,5 +685,11 @@ fn execute(shared: &Shared, pools: &Pools, job: &Job) -> Option<Buf> {
         }
     };
     buf.set_len(len);
+    if let Some(scope) = audit {
+        // The results' first word is the procedure's status (RFC 1813, RFC 8881 §16.2).
+        let status = (len >= results_at + 4 && outcome_ok)
+            .then(|| u32::from_be_bytes(buf[results_at..results_at + 4].try_into().unwrap()));
+        scope.end(status);
+    }
     Some(buf)
 }

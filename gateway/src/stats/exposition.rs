@@ -343,6 +343,22 @@ pub fn render(src: &Source, out: &mut String) {
         );
     }
 
+    let (lines, dropped) = crate::audit::totals();
+    header(
+        out,
+        "nfsgw_audit_lines_total",
+        "counter",
+        "Lines written to the audit log ([audit]; 0 while it is off).",
+    );
+    let _ = writeln!(out, "nfsgw_audit_lines_total {lines}");
+    header(
+        out,
+        "nfsgw_audit_dropped_total",
+        "counter",
+        "Audit lines dropped because the queue was full or the file could not be written (each is also logged, rate-limited).",
+    );
+    let _ = writeln!(out, "nfsgw_audit_dropped_total {dropped}");
+
     header(
         out,
         "nfsgw_tcp_spliced_bytes_total",
