@@ -29,7 +29,7 @@ use engine::fabric::{
 };
 use engine::rpcrdma::wire::{self, Chunks, Fixed, ReadSegment, Segment};
 use engine::xdr::XdrWriter;
-use nfs_wire::nfs3::{FILE_SYNC, NFSPROC3_WRITE};
+use nfs_wire::nfs3::FILE_SYNC;
 use nfs_wire::v3call::{self, Call};
 use std::time::{Duration, Instant};
 
@@ -115,17 +115,13 @@ fn io_call(
             &bench_cred(),
             &Call::Read(fh, off, MIB as u32),
         )?,
-        _ => {
-            let mut w = XdrWriter::at(&mut rpc, 4);
-            let (nfs, v3) = (nfs_wire::NFS_PROGRAM, nfs_wire::NFS_V3);
-            engine::rpc::write_call(&mut w, xid, nfs, v3, NFSPROC3_WRITE, &bench_cred())?;
-            w.opaque_var(fh)?;
-            w.u64(off)?;
-            w.u32(MIB as u32)?; // count
-            w.u32(FILE_SYNC)?;
-            w.u32(MIB as u32)?; // the data's length; the data is the read chunk
-            w.position()
-        }
+        _ => v3call::encode_write_reduced(
+            &mut rpc,
+            xid,
+            &bench_cred(),
+            (fh, off, MIB as u32),
+            FILE_SYNC,
+        )?,
     };
     // `rpc` starts with 4 bytes left for a record mark.
     let rpc = &rpc[4..end];
