@@ -59,9 +59,10 @@ pub struct StallArgs {
     /// are posted.
     #[arg(long, requires = "write")]
     pub deregister: bool,
-    /// The export `--read` and `--write` look the file up in.
-    #[arg(long, default_value = "/")]
-    pub export: String,
+    /// The export `--read` and `--write` look the file up in; default: the server's
+    /// only export (MOUNT EXPORT).
+    #[arg(long)]
+    pub export: Option<String>,
 }
 
 /// Bytes per message slot in the registered area.
@@ -149,9 +150,10 @@ fn io_call(
 
 /// MOUNT `export` and LOOKUP `name` over a separate, ordinary connection; the file
 /// handle and its size.
-fn find_file(target: &Target, export: &str, name: &str) -> anyhow::Result<(Vec<u8>, u64)> {
+fn find_file(target: &Target, export: Option<&str>, name: &str) -> anyhow::Result<(Vec<u8>, u64)> {
     let mut c = Conn::connect(target).context("the lookup connection")?;
-    let root = c.mount(export)?;
+    let export = crate::exports::choose(export, || c.exports())?;
+    let root = c.mount(&export)?;
     let fh = c
         .lookup(&root, name)?
         .with_context(|| format!("{name}: no such file in {export}"))?;
@@ -174,7 +176,7 @@ pub fn main(a: StallArgs) -> anyhow::Result<()> {
     };
     let file = match name {
         Some(name) => {
-            let (fh, size) = find_file(&target, &a.export, name)?;
+            let (fh, size) = find_file(&target, a.export.as_deref(), name)?;
             if size < MIB as u64 && matches!(kind, Kind::Read) {
                 bail!("{name} is {size} bytes: --read needs a file of at least 1 MiB");
             }
