@@ -214,7 +214,7 @@ impl Ops {
     /// SETATTR (§18.30): `stateid`, then fattr4 of `bitmap` and the encoded `values`.
     pub fn setattr(self, stateid: &[u8; 16], bitmap: &[u32], values: &[u8]) -> Ops {
         let attrs = Fattr { bitmap, values };
-        self.op(attrs.len(), |w| v4op::setattr(w, stateid, &attrs))
+        self.op(attrs.variable_len(), |w| v4op::setattr(w, stateid, &attrs))
     }
 
     /// CREATE (§18.4) of a directory (NF4DIR) or, with `target`, a symlink (NF4LNK),
@@ -225,7 +225,7 @@ impl Ops {
 
     /// CREATE of a directory or symlink with `attrs` (createattrs).
     pub fn create_with(self, name: &[u8], target: Option<&[u8]>, attrs: Fattr) -> Ops {
-        let extra = name.len() + target.map_or(0, <[u8]>::len) + attrs.len();
+        let extra = name.len() + target.map_or(0, <[u8]>::len) + attrs.variable_len();
         self.op(extra, |w| v4op::create(w, name, target, &attrs))
     }
 
@@ -267,7 +267,7 @@ impl Ops {
         how: How,
         claim: Claim,
     ) -> Ops {
-        self.op(owner.len() + how.len() + claim.len(), |w| {
+        self.op(owner.len() + how.variable_len() + claim.variable_len(), |w| {
             v4op::open(w, clientid, owner, (access, deny), &how, &claim)
         })
     }

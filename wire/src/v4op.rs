@@ -72,12 +72,8 @@ impl Fattr<'_> {
     }
 
     /// Bytes beyond a fixed-size operation this fattr4 may take.
-    pub fn len(&self) -> usize {
+    pub fn variable_len(&self) -> usize {
         4 * self.bitmap.len() + self.values.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.bitmap.is_empty() && self.values.is_empty()
     }
 }
 
@@ -143,9 +139,9 @@ impl How<'_> {
     }
 
     /// Bytes beyond a fixed-size operation this createhow4 may take.
-    pub fn len(&self) -> usize {
+    pub fn variable_len(&self) -> usize {
         match self {
-            How::WithAttrs { attrs, .. } => attrs.len(),
+            How::WithAttrs { attrs, .. } => attrs.variable_len(),
             _ => 0,
         }
     }
@@ -181,7 +177,7 @@ impl Claim<'_> {
     }
 
     /// Bytes beyond a fixed-size operation this open_claim4 may take.
-    pub fn len(&self) -> usize {
+    pub fn variable_len(&self) -> usize {
         match self {
             Claim::Null(n) | Claim::DelegateCur(_, n) | Claim::DelegatePrev(n) => n.len(),
             _ => 0,
