@@ -1,4 +1,5 @@
-//! NFSv4.1 (RFC 8881) as bench speaks it: COMPOUND calls (encoding, this module),
+//! NFSv4.1 (RFC 8881) as bench speaks it: COMPOUND calls (encoding, this module, each
+//! operation written by nfs-wire's `v4op` straight into the send buffer),
 //! their replies (decoding, [`reply`]), the session slot table ([`slots`]) and the
 //! blocking session client for setup and teardown ([`session`]).
 //!
@@ -189,7 +190,7 @@ fn channel(max_msg: u32, cached: u32, ops: u32, reqs: u32) -> Channel {
     }
 }
 
-/// fattr4 of a mode alone (RFC 8881 §5.8.2.15), for OPEN and CREATE.
+/// fattr4 of a mode alone (attribute 33, RFC 8881 §5.8), for OPEN and CREATE.
 fn write_mode_attrs<R>(mode: u32, f: impl FnOnce(&Fattr) -> R) -> R {
     let (bits, value) = (Bitmap::of(&[FATTR4_MODE]), mode.to_be_bytes());
     f(&Fattr {
