@@ -1,11 +1,10 @@
 //! Which export a run uses when `--export` is not given: the server's only one, asked
 //! with MOUNT EXPORT (RFC 1813 Appendix I, §5.2.5). A server with several exports (or
-//! none) is an error naming them, so a run never guesses; NFSv4.1 runs ask MOUNT on
-//! the NFS port too (the gateway serves it there) and name the path they found with
-//! PUTROOTFH + LOOKUP, as they would a given one.
+//! none) is an error naming them, so a run never guesses. NFSv4.1 runs ask MOUNT on
+//! their setup connection to the NFS port too (the gateway serves it there, RPC
+//! programs share a connection) and name the path they found with PUTROOTFH + LOOKUP,
+//! as they would a given one.
 
-use crate::client::Conn;
-use crate::transport::Target;
 use nfs_wire::v3mount::ExportNode;
 
 /// `given`, or else the only export `ask` lists.
@@ -36,17 +35,6 @@ fn only(listed: &[ExportNode]) -> anyhow::Result<String> {
             )
         }
     }
-}
-
-/// For an NFSv4.1 run: `given`, or else the only export, asked with MOUNT EXPORT over
-/// a connection of its own to the NFS port.
-pub fn choose_v4(given: Option<&str>, target: &Target) -> anyhow::Result<String> {
-    choose(given, || {
-        let mut c = Conn::connect(target)?;
-        c.exports().map_err(|e| {
-            e.context("the server must answer MOUNT on its NFS port, or give --export")
-        })
-    })
 }
 
 #[cfg(test)]

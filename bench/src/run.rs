@@ -142,7 +142,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     if args.nfs == NfsVersion::V41 {
         let (s, f) = Setup4::prepare(
             &target,
-            &crate::exports::choose_v4(args.export.as_deref(), &target)?,
+            args.export.as_deref(),
             &args.file,
             args.files,
             file_size,

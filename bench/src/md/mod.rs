@@ -126,13 +126,13 @@ fn connect(a: &MdArgs, target: &Target) -> anyhow::Result<Conns> {
             a.mount_port.is_none(),
             "--mount-port is for NFSv3 (NFSv4.1 has no MOUNT)"
         );
-        let export = crate::exports::choose_v4(a.export.as_deref(), target)?;
         let mut root = Vec::new();
         for _ in 0..a.conns {
             let slots = u32::try_from(a.qd).unwrap_or(u32::MAX);
             let mut c = crate::nfs4::session::Client4::connect(target, slots)?;
             c.set_retry(retry);
             if root.is_empty() {
+                let export = crate::exports::choose(a.export.as_deref(), || c.exports())?;
                 root = c.root(&export)?;
             }
             protos.push(Box::new(v4::V4::new(c, size, a.verify, retry)));
