@@ -267,9 +267,10 @@ impl Ops {
         how: How,
         claim: Claim,
     ) -> Ops {
-        self.op(owner.len() + how.variable_len() + claim.variable_len(), |w| {
-            v4op::open(w, clientid, owner, (access, deny), &how, &claim)
-        })
+        self.op(
+            owner.len() + how.variable_len() + claim.variable_len(),
+            |w| v4op::open(w, clientid, owner, (access, deny), &how, &claim),
+        )
     }
 
     pub fn open_downgrade(self, stateid: &[u8; 16], access: u32, deny: u32) -> Ops {
