@@ -341,8 +341,10 @@ fn wait_readable(sock: &TcpStream) -> io::Result<()> {
 mod tests {
     use super::*;
     use crate::pipe::{push_record, OnReply};
-    use engine::rpc::{self, Accept, AuthSys, Cred};
+    use engine::rpc::{self, Accept, Cred};
     use engine::xdr::XdrWriter;
+    use nfs_wire::nfs4::NFS4_CALLBACK;
+    use nfs_wire::{rpccall, NFS_PROGRAM, NFS_V3};
     use std::net::Shutdown;
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::Arc;
@@ -386,7 +388,7 @@ mod tests {
                 if h.proc_ == 77 {
                     let mut cb = vec![0u8; 64];
                     let mut w = XdrWriter::new(&mut cb);
-                    rpc::write_call(&mut w, 0xcb01, 0x4000_0000, 1, 0, &Cred::None).unwrap();
+                    rpccall::header(&mut w, 0xcb01, NFS4_CALLBACK, 1, 0, &Cred::None).unwrap();
                     let n = w.position();
                     cb.truncate(n);
                     self.callbacks.push_back(cb);
@@ -424,21 +426,7 @@ mod tests {
     }
 
     fn call(xid: u32, proc_: u32, args: &[u8]) -> Vec<u8> {
-        let mut buf = vec![0u8; args.len() + 256];
-        let mut w = XdrWriter::new(&mut buf);
-        rpc::write_call(
-            &mut w,
-            xid,
-            100003,
-            3,
-            proc_,
-            &Cred::Sys(AuthSys::new(0, 0, &[])),
-        )
-        .unwrap();
-        w.opaque_fixed(args).unwrap();
-        let n = w.position();
-        buf.truncate(n);
-        buf
+        rpccall::call(xid, NFS_PROGRAM, NFS_V3, proc_, &rpccall::sys(0), args)
     }
 
     fn read_record(s: &mut TcpStream) -> io::Result<Vec<u8>> {
@@ -526,7 +514,7 @@ mod tests {
         }
         let cb = cb.expect("the callback was forwarded");
         let (hdr, _) = rpc::decode_call(&cb).unwrap();
-        assert_eq!((hdr.xid, hdr.prog), (0xcb01, 0x4000_0000));
+        assert_eq!((hdr.xid, hdr.prog), (0xcb01, NFS4_CALLBACK));
         // The client's callback service answers on the same TCP connection.
         let mut rep = vec![0u8; 64];
         let mut w = XdrWriter::new(&mut rep);

@@ -8,6 +8,7 @@ use crate::pattern::Pattern;
 use crate::transport::{Target, Transport};
 use engine::rpc::{AuthSys, Cred};
 use nfs_wire::v3call::{self, Call};
+use nfs_wire::v3mount::{self, ExportNode};
 use std::collections::HashMap;
 
 pub struct Conn {
@@ -117,6 +118,12 @@ impl Conn {
     pub fn mount(&mut self, path: &str) -> anyhow::Result<Vec<u8>> {
         let body = self.call(&Call::Mount(path))?;
         v3call::parse_mount(&body).map_err(|e| anyhow::anyhow!("mounting {path}: {e}"))
+    }
+
+    /// The server's exports (MOUNT EXPORT, RFC 1813 Appendix I, §5.2.5).
+    pub fn exports(&mut self) -> anyhow::Result<Vec<ExportNode>> {
+        let body = self.call_with(|out, xid, cred| Ok(v3mount::encode_export(out, xid, cred)?))?;
+        Ok(v3mount::parse_exports(&body)?)
     }
 
     pub fn lookup(&mut self, dir: &[u8], name: &str) -> anyhow::Result<Option<Vec<u8>>> {

@@ -22,6 +22,7 @@ mod bridge;
 mod client;
 mod conn;
 mod driver;
+mod exports;
 mod fileset;
 mod hdrlog;
 mod jukebox;
@@ -130,9 +131,10 @@ pub struct RunArgs {
     /// RDMA provider for rdma:// targets.
     #[arg(long, value_enum, default_value = "soft")]
     pub provider: Provider,
-    /// Export path to mount.
-    #[arg(long, default_value = "/")]
-    pub export: String,
+    /// Export path to mount; default: the server's only export (MOUNT EXPORT; an
+    /// error listing them if it has several).
+    #[arg(long)]
+    pub export: Option<String>,
     /// Send MOUNT to this TCP port on the target's host (servers such as NFS-Ganesha
     /// serve MOUNT on a port of its own); default: the target's NFS port.
     #[arg(long, value_name = "PORT")]
@@ -262,7 +264,7 @@ mod tests {
             panic!("not stall: {:?}", c.cmd);
         };
         assert_eq!((s.provider, s.calls, s.wait_s), (Provider::Verbs, 8, 40));
-        assert_eq!((s.read, s.export.as_str()), (None, "/"));
+        assert_eq!((s.read, s.export), (None, None));
         let c = Cli::try_parse_from([
             "bench",
             "stall",

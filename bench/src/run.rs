@@ -142,7 +142,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     if args.nfs == NfsVersion::V41 {
         let (s, f) = Setup4::prepare(
             &target,
-            &args.export,
+            args.export.as_deref(),
             &args.file,
             args.files,
             file_size,
@@ -209,14 +209,19 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
 
 /// The export's root handle by MOUNT v3: over `conn` (the NFS port), or over TCP to
 /// `mount_port` on the target's host (servers that serve MOUNT on a port of its own).
+/// Without `export`, the server's only one ([`crate::exports::choose`]).
 pub fn mount_root(
     conn: &mut Conn,
     target: &Target,
-    export: &str,
+    export: Option<&str>,
     mount_port: Option<u16>,
 ) -> anyhow::Result<Vec<u8>> {
+    let mount = |c: &mut Conn| {
+        let path = crate::exports::choose(export, || c.exports())?;
+        c.mount(&path)
+    };
     let Some(port) = mount_port else {
-        return conn.mount(export);
+        return mount(conn);
     };
     let host = match target {
         Target::Tcp(a) => a
@@ -227,7 +232,7 @@ pub fn mount_root(
     };
     let addr = format!("{host}:{port}");
     Conn::connect(&Target::Tcp(addr.clone()))
-        .and_then(|mut c| c.mount(export))
+        .and_then(|mut c| mount(&mut c))
         .map_err(|e| anyhow::anyhow!("MOUNT at {addr} (--mount-port): {e}"))
 }
 
@@ -242,7 +247,7 @@ fn setup3(
     let mut setup = Conn::connect(target)?;
     setup.retry =
         crate::jukebox::Policy::new(std::time::Duration::from_secs_f64(args.jukebox_timeout));
-    let root = mount_root(&mut setup, target, &args.export, args.mount_port)?;
+    let root = mount_root(&mut setup, target, args.export.as_deref(), args.mount_port)?;
     let files = if mix.any(Op::uses_files) {
         FileSet::prepare(&mut setup, &root, &args.file, args.files, file_size, reads)?
     } else {

@@ -29,7 +29,7 @@ use engine::fabric::{
 };
 use engine::rpcrdma::wire::{self, Chunks, Fixed, ReadSegment, Segment};
 use engine::xdr::XdrWriter;
-use nfs_wire::nfs3::{FILE_SYNC, NFSPROC3_WRITE};
+use nfs_wire::nfs3::FILE_SYNC;
 use nfs_wire::v3call::{self, Call};
 use std::time::{Duration, Instant};
 
@@ -59,9 +59,10 @@ pub struct StallArgs {
     /// are posted.
     #[arg(long, requires = "write")]
     pub deregister: bool,
-    /// The export `--read` and `--write` look the file up in.
-    #[arg(long, default_value = "/")]
-    pub export: String,
+    /// The export `--read` and `--write` look the file up in; default: the server's
+    /// only export (MOUNT EXPORT).
+    #[arg(long)]
+    pub export: Option<String>,
 }
 
 /// Bytes per message slot in the registered area.
@@ -115,17 +116,13 @@ fn io_call(
             &bench_cred(),
             &Call::Read(fh, off, MIB as u32),
         )?,
-        _ => {
-            let mut w = XdrWriter::at(&mut rpc, 4);
-            let (nfs, v3) = (nfs_wire::NFS_PROGRAM, nfs_wire::NFS_V3);
-            engine::rpc::write_call(&mut w, xid, nfs, v3, NFSPROC3_WRITE, &bench_cred())?;
-            w.opaque_var(fh)?;
-            w.u64(off)?;
-            w.u32(MIB as u32)?; // count
-            w.u32(FILE_SYNC)?;
-            w.u32(MIB as u32)?; // the data's length; the data is the read chunk
-            w.position()
-        }
+        _ => v3call::encode_write_reduced(
+            &mut rpc,
+            xid,
+            &bench_cred(),
+            (fh, off, MIB as u32),
+            FILE_SYNC,
+        )?,
     };
     // `rpc` starts with 4 bytes left for a record mark.
     let rpc = &rpc[4..end];
@@ -153,9 +150,10 @@ fn io_call(
 
 /// MOUNT `export` and LOOKUP `name` over a separate, ordinary connection; the file
 /// handle and its size.
-fn find_file(target: &Target, export: &str, name: &str) -> anyhow::Result<(Vec<u8>, u64)> {
+fn find_file(target: &Target, export: Option<&str>, name: &str) -> anyhow::Result<(Vec<u8>, u64)> {
     let mut c = Conn::connect(target).context("the lookup connection")?;
-    let root = c.mount(export)?;
+    let export = crate::exports::choose(export, || c.exports())?;
+    let root = c.mount(&export)?;
     let fh = c
         .lookup(&root, name)?
         .with_context(|| format!("{name}: no such file in {export}"))?;
@@ -178,7 +176,7 @@ pub fn main(a: StallArgs) -> anyhow::Result<()> {
     };
     let file = match name {
         Some(name) => {
-            let (fh, size) = find_file(&target, &a.export, name)?;
+            let (fh, size) = find_file(&target, a.export.as_deref(), name)?;
             if size < MIB as u64 && matches!(kind, Kind::Read) {
                 bail!("{name} is {size} bytes: --read needs a file of at least 1 MiB");
             }

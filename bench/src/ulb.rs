@@ -242,6 +242,7 @@ mod tests {
     use super::*;
     use engine::rpc::{AuthSys, Cred};
     use engine::xdr::XdrWriter;
+    use nfs_wire::rpccall;
 
     fn call(
         prog: u32,
@@ -251,7 +252,7 @@ mod tests {
     ) -> Vec<u8> {
         let mut buf = vec![0u8; (1 << 20) + 4096];
         let mut w = XdrWriter::new(&mut buf);
-        rpc::write_call(
+        rpccall::header(
             &mut w,
             77,
             prog,
@@ -303,7 +304,7 @@ mod tests {
         let data = vec![9u8; 100];
         let mut buf = vec![0u8; 4096];
         let mut w = XdrWriter::new(&mut buf);
-        rpc::write_call(&mut w, 5, NFS_PROGRAM, 3, 7, &Cred::None).unwrap();
+        rpccall::header(&mut w, 5, NFS_PROGRAM, 3, 7, &Cred::None).unwrap();
         w.opaque_var(FH).unwrap();
         w.u64(0).unwrap();
         w.u32(100).unwrap();

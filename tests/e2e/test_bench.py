@@ -361,3 +361,30 @@ def test_mount_port_sends_mount_elsewhere(gw_factory):
                           "--workload", "getattr", "--ops", "10"],
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode != 0 and str(dead) in bad.stderr, bad.stderr
+
+
+def test_without_export_bench_uses_the_servers_only_one(gw_factory):
+    """No --export: bench asks MOUNT EXPORT (RFC 1813 Appendix I) and uses the only
+    export, as configs/default.toml has (/data): NFSv3, NFSv4.1 and md. With two
+    exports it fails, naming both, instead of guessing."""
+    data = {"path": "/data", "store_path": "/", "clients": ["127.0.0.0/8"], "access": "rw", "squash": "none"}
+    gw = gw_factory(backend="fs", exports=[data])
+    for nfs in ("3", "4.1"):
+        j, err = bench(tcp(gw), "--nfs", nfs, "--workload", "randread", "--file", f"only{nfs}.dat",
+                       "--file-size", "64k", "--qd", 2, "--ops", 50, "--verify")
+        t = j["total"]
+        assert t["ops"] == 50 and t["errors"] == 0 and t["verify_failures"] == 0, (nfs, t, err)
+        assert "only export /data" in err, err
+        assert (gw.data_dir / f"only{nfs}.dat").stat().st_size == 64 << 10
+    md = subprocess.run([str(BENCH), "md", "--target", tcp(gw), "--nfs", "4.1", "--conns", "1",
+                         "--files-per-conn", "5", "--write-size", "0"],
+                        capture_output=True, text=True, timeout=60)
+    assert md.returncode == 0 and "only export /data" in md.stderr, md.stderr[-2000:]
+
+    two = gw_factory(backend="fs", exports=[data, dict(data, path="/other")])
+    for nfs in ("3", "4.1"):
+        _, err = bench(tcp(two), "--nfs", nfs, "--workload", "getattr", "--ops", 10, rc=1)
+        assert "2 exports (/data, /other)" in err and "--export" in err, err
+    # A given export is used as it is.
+    j, _ = bench(tcp(two), "--export", "/other", "--workload", "getattr", "--ops", 10)
+    assert j["total"]["ops"] == 10

@@ -3,8 +3,10 @@
 //! NFSv4.1 procedure, operation and callback operation numbers (RFC 8881, with the
 //! XDR of RFC 5662), NFSv4.1 argument values ([`nfs4args`]), and — with the `client`
 //! feature — the workspace's one client encoder: RPC call headers and record marking
-//! ([`rpccall`]), NFSv3/MOUNT calls ([`v3call`], [`v3more`]), NFSv4.1 COMPOUNDs
-//! ([`v4call`]), the COMPOUND reply walker ([`v4reply`]) and the callback program's
+//! ([`rpccall`]), NFSv3/MOUNT calls ([`v3call`], [`v3more`], MOUNT EXPORT in
+//! [`v3mount`]), NFSv4.1 COMPOUNDs
+//! ([`v4call`], each operation written by [`v4op`] into a caller's buffer), the
+//! COMPOUND reply walker ([`v4reply`]) and the callback program's
 //! client side ([`v4cb`]).
 //!
 //! Servers, clients, tests and fuzzers `use` these instead of repeating the literals,
@@ -21,9 +23,13 @@ pub mod v3call;
 #[cfg(feature = "client")]
 pub mod v3more;
 #[cfg(feature = "client")]
+pub mod v3mount;
+#[cfg(feature = "client")]
 pub mod v4call;
 #[cfg(feature = "client")]
 pub mod v4cb;
+#[cfg(feature = "client")]
+pub mod v4op;
 #[cfg(feature = "client")]
 pub mod v4reply;
 
@@ -49,5 +55,7 @@ pub const PMAPPROC_GETPORT: u32 = 3;
 
 #[cfg(test)]
 mod tests;
+#[cfg(all(test, feature = "client"))]
+mod v4optests;
 #[cfg(all(test, feature = "client"))]
 mod v4tests;

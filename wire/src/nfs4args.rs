@@ -88,3 +88,9 @@ pub const ANONYMOUS_STATEID: [u8; 16] = [0; 16];
 pub const BYPASS_STATEID: [u8; 16] = [0xff; 16];
 /// The current stateid: seqid 1, other all zero (RFC 8881 §8.2.3).
 pub const CURRENT_STATEID: [u8; 16] = [0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
+
+/// Attribute numbers a client asks for (RFC 8881 §5.8.1, §5.8.2): type, size, mode;
+/// [`crate::v4op::Bitmap`] makes bitmap4 words of them.
+pub const FATTR4_TYPE: u32 = 1;
+pub const FATTR4_SIZE: u32 = 4;
+pub const FATTR4_MODE: u32 = 33;

@@ -88,10 +88,24 @@ pub fn sys(uid: u32) -> Cred {
     Cred::Sys(rpc::AuthSys::new(uid, uid, &[]))
 }
 
+/// A call message's header (RFC 5531 §9 `call_body` up to the procedure's
+/// arguments) with one of engine's credentials, written into a caller's buffer: what
+/// a client encoding into its own send buffer (bench) uses; the arguments follow.
+pub fn header(
+    w: &mut XdrWriter,
+    xid: u32,
+    prog: u32,
+    vers: u32,
+    proc_: u32,
+    cred: &Cred,
+) -> XdrResult<()> {
+    rpc::write_call(w, xid, prog, vers, proc_, cred)
+}
+
 /// A call message (header and `args`) with one of engine's credentials, as
-/// [`engine::rpc::write_call`] writes it.
+/// [`header`] writes it.
 pub fn call(xid: u32, prog: u32, vers: u32, proc_: u32, cred: &Cred, args: &[u8]) -> Vec<u8> {
-    let mut m = encode(512, |w| rpc::write_call(w, xid, prog, vers, proc_, cred))
+    let mut m = encode(512, |w| header(w, xid, prog, vers, proc_, cred))
         .expect("an RPC call header fits 64 MiB");
     m.extend_from_slice(args);
     m

@@ -177,6 +177,27 @@ pub fn encode(out: &mut [u8], xid: u32, cred: &Cred, call: &Call) -> XdrResult<u
     Ok(w.position())
 }
 
+/// Encodes, like [`encode`], a WRITE of `count` bytes whose data is not in the
+/// message: the arguments end with the data's length word, and the data travels in
+/// an RPC-over-RDMA read chunk at that position (RFC 8166 §3.4.5 XDR reduction,
+/// RFC 8267 §4.2: WRITE3args' data is DDP-eligible).
+pub fn encode_write_reduced(
+    out: &mut [u8],
+    xid: u32,
+    cred: &Cred,
+    (fh, off, count): (&[u8], u64, u32),
+    stable: u32,
+) -> XdrResult<usize> {
+    let mut w = XdrWriter::at(out, 4);
+    rpc::write_call(&mut w, xid, NFS_PROGRAM, NFS_V3, NFSPROC3_WRITE, cred)?;
+    w.opaque_var(fh)?;
+    w.u64(off)?;
+    w.u32(count)?;
+    w.u32(stable)?;
+    w.u32(count)?; // the data's length; the data is the read chunk
+    Ok(w.position())
+}
+
 /// Why a reply did not yield what its parser looks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ReplyError {

@@ -45,9 +45,10 @@ pub struct MdArgs {
     /// RDMA provider for rdma:// targets.
     #[arg(long, value_enum, default_value = "soft")]
     pub provider: Provider,
-    /// Export path to mount.
-    #[arg(long, default_value = "/")]
-    pub export: String,
+    /// Export path to mount; default: the server's only export (MOUNT EXPORT; an
+    /// error listing them if it has several).
+    #[arg(long)]
+    pub export: Option<String>,
     /// Send MOUNT to this TCP port on the target's host (NFSv3).
     #[arg(long, value_name = "PORT")]
     pub mount_port: Option<u16>,
@@ -131,7 +132,8 @@ fn connect(a: &MdArgs, target: &Target) -> anyhow::Result<Conns> {
             let mut c = crate::nfs4::session::Client4::connect(target, slots)?;
             c.set_retry(retry);
             if root.is_empty() {
-                root = c.root(&a.export)?;
+                let export = crate::exports::choose(a.export.as_deref(), || c.exports())?;
+                root = c.root(&export)?;
             }
             protos.push(Box::new(v4::V4::new(c, size, a.verify, retry)));
         }
@@ -139,7 +141,7 @@ fn connect(a: &MdArgs, target: &Target) -> anyhow::Result<Conns> {
     }
     let mut first = Conn::connect(target)?;
     first.retry = retry;
-    let root = crate::run::mount_root(&mut first, target, &a.export, a.mount_port)?;
+    let root = crate::run::mount_root(&mut first, target, a.export.as_deref(), a.mount_port)?;
     let mut first = Some(first);
     for _ in 0..a.conns {
         let mut c = match first.take() {

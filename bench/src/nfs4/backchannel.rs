@@ -150,21 +150,14 @@ mod tests {
     use engine::rpc::{AuthSys, Cred};
 
     fn cb_call(proc_: u32, prog: u32, args: &[u8]) -> Vec<u8> {
-        let mut b = vec![0u8; 512];
-        let mut w = XdrWriter::new(&mut b);
-        rpc::write_call(
-            &mut w,
+        nfs_wire::rpccall::call(
             0x55,
             prog,
             1,
             proc_,
             &Cred::Sys(AuthSys::new(0, 0, &[])),
+            args,
         )
-        .unwrap();
-        let n = w.position();
-        b.truncate(n);
-        b.extend_from_slice(args);
-        b
     }
 
     fn words(ws: &[u32]) -> Vec<u8> {

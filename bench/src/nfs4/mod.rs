@@ -1,4 +1,5 @@
-//! NFSv4.1 (RFC 8881) as bench speaks it: COMPOUND calls (encoding, this module),
+//! NFSv4.1 (RFC 8881) as bench speaks it: COMPOUND calls (encoding, this module, each
+//! operation written by nfs-wire's `v4op` straight into the send buffer),
 //! their replies (decoding, [`reply`]), the session slot table ([`slots`]) and the
 //! blocking session client for setup and teardown ([`session`]).
 //!
@@ -13,11 +14,17 @@ pub mod session;
 pub mod setup;
 pub mod slots;
 
-use engine::rpc::{self, Cred};
+use engine::rpc::Cred;
 use engine::xdr::{XdrResult, XdrWriter};
+use nfs_wire::nfs4args::{
+    FILE_SYNC4, OPEN4_SHARE_ACCESS_BOTH, OPEN4_SHARE_ACCESS_READ, OPEN4_SHARE_DENY_NONE,
+    UNCHECKED4, UNSTABLE4,
+};
+use nfs_wire::rpccall;
 use nfs_wire::v3call::Call;
+use nfs_wire::v4op::{self, Bitmap, Channel, Claim, Fattr, How};
 
-use nfs_wire::nfs4::{NFSPROC4_COMPOUND as PROC_COMPOUND, NFSPROC4_NULL};
+use nfs_wire::nfs4::NFSPROC4_NULL;
 /// NFSv4 program version (RFC 8881 §16; its procedures NULL and COMPOUND below).
 pub use nfs_wire::NFS_V4 as VERSION;
 pub const MINOR: u32 = 1;
@@ -44,9 +51,7 @@ pub mod status {
 }
 
 /// Attribute numbers (RFC 8881 §5.8): type, size and mode.
-pub const FATTR4_TYPE: u32 = 1;
-pub const FATTR4_SIZE: u32 = 4;
-pub const FATTR4_MODE: u32 = 33;
+pub use nfs_wire::nfs4args::{FATTR4_MODE, FATTR4_SIZE, FATTR4_TYPE};
 
 /// Longest NFSv4 file handle (RFC 8881 NFS4_FHSIZE).
 pub const FHSIZE: usize = 128;
@@ -72,9 +77,12 @@ impl Stateid {
         other: [0; 12],
     };
 
-    fn put(&self, w: &mut XdrWriter) -> XdrResult<()> {
-        w.u32(self.seqid)?;
-        w.opaque_fixed(&self.other)
+    /// stateid4 on the wire: seqid, then `other`.
+    pub fn bytes(&self) -> [u8; 16] {
+        let mut b = [0; 16];
+        b[..4].copy_from_slice(&self.seqid.to_be_bytes());
+        b[4..].copy_from_slice(&self.other);
+        b
     }
 }
 
@@ -102,10 +110,10 @@ pub struct BackChannel {
 }
 
 /// CREATE_SESSION4_FLAG_CONN_BACK_CHAN (RFC 8881 §18.36.1).
-pub const CONN_BACK_CHAN: u32 = 0x2;
+pub use nfs_wire::nfs4args::CREATE_SESSION4_FLAG_CONN_BACK_CHAN as CONN_BACK_CHAN;
 /// OPEN4_SHARE_ACCESS_WANT_NO_DELEG (RFC 8881 §18.16.1): bench never holds
 /// delegations, so a recall never has anything to return.
-pub const WANT_NO_DELEG: u32 = 0x0400;
+pub use nfs_wire::nfs4args::OPEN4_SHARE_ACCESS_WANT_NO_DELEG as WANT_NO_DELEG;
 
 /// One operation of a COMPOUND, with its arguments.
 #[derive(Clone, Copy, Debug)]
@@ -167,39 +175,28 @@ pub enum Op4<'a> {
     },
 }
 
-fn bitmap(w: &mut XdrWriter, attrs: &[u32]) -> XdrResult<()> {
-    let mut words = [0u32; 2];
-    for &a in attrs {
-        if let Some(word) = words.get_mut((a / 32) as usize) {
-            *word |= 1 << (a % 32);
-        }
-    }
-    let n = if words[1] != 0 { 2 } else { 1 };
-    w.u32(n)?;
-    for word in &words[..n as usize] {
-        w.u32(*word)?;
-    }
-    Ok(())
-}
-
-/// READDIR4args (RFC 8881 §18.23.1): 4 KiB of names, 32 KiB of reply, type and size.
-fn readdir_args(w: &mut XdrWriter, cookie: u64, verf: [u8; 8]) -> XdrResult<()> {
-    w.u64(cookie)?;
-    w.opaque_fixed(&verf)?;
-    w.u32(4096)?; // dircount
-    w.u32(32 << 10)?; // maxcount
-    bitmap(w, &[FATTR4_TYPE, FATTR4_SIZE])
-}
+/// READDIR's sizes (RFC 8881 §18.23.1): 4 KiB of names, 32 KiB of reply.
+const READDIR_COUNTS: (u32, u32) = (4096, 32 << 10);
 
 /// A channel_attrs4 (RFC 8881 §18.36.1).
-fn channel(w: &mut XdrWriter, max_msg: u32, cached: u32, ops: u32, reqs: u32) -> XdrResult<()> {
-    w.u32(0)?; // headerpadsize
-    w.u32(max_msg)?;
-    w.u32(max_msg)?;
-    w.u32(cached)?;
-    w.u32(ops)?;
-    w.u32(reqs)?;
-    w.u32(0) // no rdma_ird
+fn channel(max_msg: u32, cached: u32, ops: u32, reqs: u32) -> Channel {
+    Channel {
+        headerpad: 0,
+        max_request: max_msg,
+        max_response: max_msg,
+        max_response_cached: cached,
+        max_ops: ops,
+        max_requests: reqs,
+    }
+}
+
+/// fattr4 of a mode alone (attribute 33, RFC 8881 §5.8), for OPEN and CREATE.
+fn write_mode_attrs<R>(mode: u32, f: impl FnOnce(&Fattr) -> R) -> R {
+    let (bits, value) = (Bitmap::of(&[FATTR4_MODE]), mode.to_be_bytes());
+    f(&Fattr {
+        bitmap: bits.words(),
+        values: &value,
+    })
 }
 
 impl Op4<'_> {
@@ -231,97 +228,66 @@ impl Op4<'_> {
         }
     }
 
+    /// Writes the operation through nfs-wire's encoder ([`v4op`]), into the caller's
+    /// buffer.
     fn put(&self, w: &mut XdrWriter) -> XdrResult<()> {
-        w.u32(self.num())?;
         match *self {
-            Op4::Sequence(s) => {
-                w.opaque_fixed(&s.session)?;
-                w.u32(s.seqid)?;
-                w.u32(s.slot)?;
-                w.u32(s.highest)?;
-                w.bool(false) // sa_cachethis
-            }
-            Op4::Putfh(fh) => w.opaque_var(fh),
-            Op4::Putrootfh | Op4::Getfh => Ok(()),
-            Op4::ReclaimComplete => w.bool(false), // rca_one_fs
-            Op4::Getattr(attrs) => bitmap(w, attrs),
-            Op4::Lookup(name) | Op4::Remove(name) => w.string(name.as_bytes()),
-            Op4::Read(sid, off, count) => {
-                sid.put(w)?;
-                w.u64(off)?;
-                w.u32(count)
-            }
-            Op4::Write(sid, off, data) => {
-                sid.put(w)?;
-                w.u64(off)?;
-                w.u32(0)?; // UNSTABLE4
-                w.opaque_var(data)
-            }
-            Op4::Commit => {
-                w.u64(0)?;
-                w.u32(0)
-            }
-            Op4::Readdir => readdir_args(w, 0, [0; 8]),
-            Op4::ReaddirAt(cookie, verf) => readdir_args(w, cookie, verf),
-            Op4::WriteSync(sid, off, data) => {
-                sid.put(w)?;
-                w.u64(off)?;
-                w.u32(2)?; // FILE_SYNC4
-                w.opaque_var(data)
-            }
+            Op4::Sequence(s) => v4op::sequence(w, &s.session, s.seqid, s.slot, s.highest, false),
+            Op4::Putfh(fh) => v4op::putfh(w, fh),
+            Op4::Putrootfh | Op4::Getfh => v4op::bare(w, self.num()),
+            Op4::ReclaimComplete => v4op::reclaim_complete(w, false),
+            Op4::Getattr(attrs) => v4op::getattr(w, Bitmap::of(attrs).words()),
+            Op4::Lookup(name) | Op4::Remove(name) => v4op::named(w, self.num(), name.as_bytes()),
+            Op4::Read(sid, off, count) => v4op::read(w, &sid.bytes(), off, count),
+            Op4::Write(sid, off, data) => v4op::write(w, &sid.bytes(), off, UNSTABLE4, data),
+            Op4::WriteSync(sid, off, data) => v4op::write(w, &sid.bytes(), off, FILE_SYNC4, data),
+            Op4::Commit => v4op::commit(w, 0, 0),
+            Op4::Readdir => readdir(w, 0, [0; 8]),
+            Op4::ReaddirAt(cookie, verf) => readdir(w, cookie, verf),
             Op4::OpenRead {
                 clientid,
                 owner,
                 name,
             } => {
-                w.u32(0)?; // seqid: ignored in 4.1
-                w.u32(1 | WANT_NO_DELEG)?; // OPEN4_SHARE_ACCESS_READ, no delegation
-                w.u32(0)?; // OPEN4_SHARE_DENY_NONE
-                w.u64(clientid)?;
-                w.opaque_var(owner)?;
-                w.u32(0)?; // OPEN4_NOCREATE
-                w.u32(0)?; // CLAIM_NULL
-                w.string(name.as_bytes())
-            }
-            Op4::Mkdir(name) => {
-                w.u32(2)?; // NF4DIR: no type-specific data
-                w.string(name.as_bytes())?;
-                bitmap(w, &[FATTR4_MODE])?;
-                w.u32(4)?; // attrlist: mode4
-                w.u32(0o755)
+                let share = (
+                    OPEN4_SHARE_ACCESS_READ | WANT_NO_DELEG,
+                    OPEN4_SHARE_DENY_NONE,
+                );
+                let claim = Claim::Null(name.as_bytes());
+                v4op::open(w, clientid, owner, share, &How::NoCreate, &claim)
             }
             Op4::OpenCreate {
                 clientid,
                 owner,
                 name,
-            } => {
-                w.u32(0)?; // seqid: ignored in 4.1 (RFC 8881 §18.16.3)
-                w.u32(3 | WANT_NO_DELEG)?; // OPEN4_SHARE_ACCESS_BOTH, no delegation
-                w.u32(0)?; // OPEN4_SHARE_DENY_NONE
-                w.u64(clientid)?;
-                w.opaque_var(owner)?;
-                w.u32(1)?; // OPEN4_CREATE
-                w.u32(0)?; // UNCHECKED4
-                bitmap(w, &[FATTR4_MODE])?;
-                w.u32(4)?; // attrlist: mode4
-                w.u32(0o644)?;
-                w.u32(0)?; // CLAIM_NULL
-                w.string(name.as_bytes())
+            } => write_mode_attrs(0o644, |attrs| {
+                // UNCHECKED4: an existing file is opened as it is (RFC 8881 §18.16.3).
+                let how = How::WithAttrs {
+                    mode: UNCHECKED4,
+                    attrs: *attrs,
+                };
+                let share = (
+                    OPEN4_SHARE_ACCESS_BOTH | WANT_NO_DELEG,
+                    OPEN4_SHARE_DENY_NONE,
+                );
+                v4op::open(
+                    w,
+                    clientid,
+                    owner,
+                    share,
+                    &how,
+                    &Claim::Null(name.as_bytes()),
+                )
+            }),
+            Op4::Mkdir(name) => {
+                write_mode_attrs(0o755, |attrs| v4op::create(w, name.as_bytes(), None, attrs))
             }
-            Op4::Close(sid) => {
-                w.u32(0)?; // seqid: ignored in 4.1
-                sid.put(w)
-            }
-            Op4::Delegreturn(sid) => sid.put(w),
-            Op4::DestroySession(s) => w.opaque_fixed(&s),
-            Op4::DestroyClientid(c) => w.u64(c),
-            Op4::ExchangeId { verifier, owner } => {
-                w.opaque_fixed(&verifier)?;
-                w.opaque_var(owner)?;
-                w.u32(0)?; // flags: the server picks its pNFS role
-                w.u32(0)?; // SP4_NONE
-                w.u32(0) // no client_impl_id
-            }
+            Op4::Close(sid) => v4op::close(w, &sid.bytes()),
+            Op4::Delegreturn(sid) => v4op::with_stateid(w, self.num(), &sid.bytes()),
+            Op4::DestroySession(s) => v4op::destroy_session(w, &s),
+            // flags 0: the server picks its pNFS role.
+            Op4::ExchangeId { verifier, owner } => v4op::exchange_id(w, &verifier, owner, 0),
+            Op4::DestroyClientid(c) => v4op::destroy_clientid(w, c),
             Op4::CreateSession {
                 clientid,
                 sequence,
@@ -329,24 +295,26 @@ impl Op4<'_> {
                 max_msg,
                 back,
             } => {
-                w.u64(clientid)?;
-                w.u32(sequence)?;
-                // flags: no persistence; CONN_BACK_CHAN over RDMA (RFC 8167).
-                w.u32(if back.is_some() { CONN_BACK_CHAN } else { 0 })?;
-                channel(w, max_msg, 4096, 8, slots)?;
-                match back {
-                    // Linux: max_ops 2, nothing cached (nfsv41-linux-notes.md).
-                    Some(b) => channel(w, b.max_msg, 0, 2, b.slots)?,
-                    // Not used (RFC 8881 §18.36: still described; values the Linux
-                    // client sends over TCP).
-                    None => channel(w, 4096, 0, 2, 1)?,
-                }
-                w.u32(0x4000_0000)?; // cb_program
-                w.u32(1)?; // one callback security parameter:
-                w.u32(0) // AUTH_NONE
+                let fore = channel(max_msg, 4096, 8, slots);
+                // No persistence; CONN_BACK_CHAN over RDMA (RFC 8167). Linux's back
+                // channel: max_ops 2, nothing cached (nfsv41-linux-notes.md); without
+                // one it is still described (RFC 8881 §18.36), with the values the
+                // Linux client sends over TCP.
+                let (flags, back) = match back {
+                    Some(b) => (CONN_BACK_CHAN, channel(b.max_msg, 0, 2, b.slots)),
+                    None => (0, channel(4096, 0, 2, 1)),
+                };
+                // One callback security parameter: AUTH_NONE.
+                v4op::create_session(w, clientid, sequence, flags, [&fore, &back], 1)
             }
         }
     }
+}
+
+/// READDIR4args (RFC 8881 §18.23.1) from `cookie`, asking type and size.
+fn readdir(w: &mut XdrWriter, cookie: u64, verf: [u8; 8]) -> XdrResult<()> {
+    let bits = Bitmap::of(&[FATTR4_TYPE, FATTR4_SIZE]);
+    v4op::readdir(w, cookie, &verf, READDIR_COUNTS, bits.words())
 }
 
 /// Encodes an RPC call of COMPOUND (minor version 1) with `ops` into `out[4..]` (room
@@ -358,17 +326,7 @@ pub fn encode_compound(
     ops: &[Op4],
 ) -> anyhow::Result<usize> {
     let mut w = XdrWriter::at(out, 4);
-    rpc::write_call(
-        &mut w,
-        xid,
-        nfs_wire::NFS_PROGRAM,
-        VERSION,
-        PROC_COMPOUND,
-        cred,
-    )?;
-    w.string(b"")?; // tag
-    w.u32(MINOR)?;
-    w.u32(ops.len() as u32)?;
+    v4op::compound_header(&mut w, xid, cred, b"", MINOR, u32::try_from(ops.len())?)?;
     for o in ops {
         o.put(&mut w)?;
     }
@@ -378,7 +336,7 @@ pub fn encode_compound(
 /// Encodes the NFSv4 NULL procedure.
 pub fn encode_null(out: &mut [u8], xid: u32, cred: &Cred) -> anyhow::Result<usize> {
     let mut w = XdrWriter::at(out, 4);
-    rpc::write_call(
+    rpccall::header(
         &mut w,
         xid,
         nfs_wire::NFS_PROGRAM,

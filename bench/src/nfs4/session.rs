@@ -14,6 +14,7 @@ use crate::client::Conn;
 use crate::jukebox::{Policy, Tries};
 use crate::pattern::Pattern;
 use crate::transport::Target;
+use nfs_wire::v3mount::ExportNode;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
@@ -278,6 +279,15 @@ impl Client4 {
     /// Slots of the session (requests that may be in flight at once).
     pub fn slots(&self) -> usize {
         self.slots.len() as usize
+    }
+
+    /// The server's exports, by MOUNT EXPORT on this connection (NFSv4.1 itself has
+    /// no such list; a server that serves MOUNT elsewhere, or not at all, needs
+    /// `--export`).
+    pub fn exports(&mut self) -> anyhow::Result<Vec<ExportNode>> {
+        self.conn
+            .exports()
+            .map_err(|e| e.context("MOUNT on the NFS port (else give --export)"))
     }
 
     /// The file handle of `path` (PUTROOTFH, one LOOKUP per component, GETFH).

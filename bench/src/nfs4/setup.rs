@@ -69,7 +69,7 @@ impl Setup4 {
     #[allow(clippy::too_many_arguments)]
     pub fn prepare(
         target: &Target,
-        export: &str,
+        export: Option<&str>,
         base: &str,
         n: usize,
         size: u64,
@@ -81,7 +81,8 @@ impl Setup4 {
     ) -> anyhow::Result<(Setup4, FileSet)> {
         let mut client = Client4::connect(target, SETUP_SLOTS)?;
         client.set_retry(retry);
-        let root = client.root(export)?;
+        let export = crate::exports::choose(export, || client.exports())?;
+        let root = client.root(&export)?;
         let mut set = FileSet {
             dir: root.clone(),
             names: Vec::new(),

@@ -333,3 +333,78 @@ fn connections_spread_over_the_sessions_the_server_allowed() {
     assert_eq!(spread(&[([1; 16], 2)], 3, 4).1, 0);
     assert!(spread(&[], 3, 4).0.is_empty());
 }
+
+/// bench's setup and metadata operations are what nfs-wire's COMPOUND builder writes
+/// for the same arguments (one client encoder, docs/architecture.md §2): OPEN with
+/// create, CLOSE, CREATE of a directory, OPEN for reading, READDIR, EXCHANGE_ID.
+#[test]
+fn operations_match_nfs_wire_ops() {
+    use nfs_wire::v4call::{compound_call, Ops};
+    let (mode644, mode755) = (0o644u32.to_be_bytes(), 0o755u32.to_be_bytes());
+    let bits = Bitmap::of(&[FATTR4_MODE]);
+    let a644 = Fattr {
+        bitmap: bits.words(),
+        values: &mode644,
+    };
+    let a755 = Fattr {
+        values: &mode755,
+        ..a644
+    };
+    let share = |a| a | WANT_NO_DELEG;
+    let sid = Stateid {
+        seqid: 2,
+        other: [5; 12],
+    };
+    let want = Ops::new()
+        .open(
+            7,
+            b"own",
+            share(OPEN4_SHARE_ACCESS_BOTH),
+            0,
+            How::WithAttrs {
+                mode: UNCHECKED4,
+                attrs: a644,
+            },
+            Claim::Null(b"f"),
+        )
+        .close(&sid.bytes())
+        .create_with(b"d", None, a755)
+        .open(
+            7,
+            b"own",
+            share(OPEN4_SHARE_ACCESS_READ),
+            0,
+            How::NoCreate,
+            Claim::Null(b"f"),
+        )
+        .readdir(
+            9,
+            [1; 8],
+            4096,
+            32 << 10,
+            &[(1 << FATTR4_TYPE) | (1 << FATTR4_SIZE)],
+        )
+        .exchange_id([3; 8], b"me");
+    let ops = [
+        Op4::OpenCreate {
+            clientid: 7,
+            owner: b"own",
+            name: "f",
+        },
+        Op4::Close(sid),
+        Op4::Mkdir("d"),
+        Op4::OpenRead {
+            clientid: 7,
+            owner: b"own",
+            name: "f",
+        },
+        Op4::ReaddirAt(9, [1; 8]),
+        Op4::ExchangeId {
+            verifier: [3; 8],
+            owner: b"me",
+        },
+    ];
+    let mut out = vec![0u8; 1024];
+    let n = encode_compound(&mut out, 0x31, &Cred::None, &ops).unwrap();
+    assert_eq!(out[4..n], compound_call(0x31, &Cred::None, &want)[..]);
+}

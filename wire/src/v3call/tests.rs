@@ -205,3 +205,19 @@ fn readdirplus_pages_and_lookup_sizes_decode() {
         Err(ReplyError::Status("MKDIR", 17))
     );
 }
+
+/// A reduced WRITE is the full one without the data and its pad: same header and
+/// arguments, ending with the length word the read chunk's data follows
+/// (RFC 8166 §3.4.5).
+#[test]
+fn reduced_write_is_the_full_write_without_its_data() {
+    let fh = [3u8; 20];
+    let data = [0xabu8; 10];
+    let mut full = vec![0u8; 256];
+    let n = encode(&mut full, 7, &Cred::None, &Call::WriteSync(&fh, 64, &data)).unwrap();
+    let mut reduced = vec![0u8; 256];
+    let m = encode_write_reduced(&mut reduced, 7, &Cred::None, (&fh, 64, 10), FILE_SYNC).unwrap();
+    assert_eq!(m, n - 12, "10 bytes of data and 2 of pad left out");
+    assert_eq!(reduced[..m], full[..m]);
+    assert_eq!(reduced[m - 4..m], 10u32.to_be_bytes());
+}
