@@ -330,8 +330,9 @@ def test_bad_arguments_and_unreachable_servers(gw_mem):
 
 def test_a_server_that_dies_mid_run_is_reported_not_hung(gw_factory):
     g = gw_factory(backend="memory")
-    p = subprocess.Popen([str(BENCH), "--target", tcp(g), "--json", "--workload", "randread", "--file-size", "1m",
-                          "--conns", "2", "--qd", "4", "--duration", "4"],
+    # --export: no EXPORT query before the run (the kill below must land mid-run).
+    p = subprocess.Popen([str(BENCH), "--target", tcp(g), "--export", "/", "--json", "--workload", "randread",
+                          "--file-size", "1m", "--conns", "2", "--qd", "4", "--duration", "4"],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     time.sleep(1.5)
     g.kill()
