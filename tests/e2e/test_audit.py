@@ -169,3 +169,21 @@ def test_a_bad_audit_path_refuses_to_start(gw_factory, tmp_path):
                          text=True, timeout=30)
     assert out.returncode != 0
     assert "audit.path" in out.stderr and "audit.enabled = false" in out.stderr, out.stderr
+
+
+def test_a_log_that_cannot_be_written_drops_counts_and_says_so(gw_factory, tmp_path):
+    """/dev/full takes the open and refuses every write (ENOSPC): clients are answered
+    as usual, each lost line is counted, the gateway's log says why."""
+    port = free_port()
+    g = gw_factory("fs", extra={"audit": {"enabled": True, "path": "/dev/full"},
+                                "stats": {"listen": f"127.0.0.1:{port}"}})
+    with N.NfsClient(port=g.port) as c:
+        root = c.mount("/")
+        for i in range(5):
+            c.mkdir(root, f"d{i}").check()
+    deadline = time.monotonic() + 5
+    while metric(port, "nfsgw_audit_dropped_total") < 5 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert metric(port, "nfsgw_audit_dropped_total") == 5
+    assert metric(port, "nfsgw_audit_lines_total") == 0
+    assert "audit: cannot write the log" in g.log_path.read_text(errors="replace")

@@ -119,6 +119,8 @@ fn open(path: &Path) -> std::io::Result<File> {
 struct Out {
     file: BufWriter<File>,
     size: u64,
+    /// Lines in `file`'s buffer: counted written once a flush succeeds, dropped if it fails.
+    pending: u64,
     generation: u64,
     settings: Settings,
 }
@@ -132,6 +134,7 @@ impl Out {
         Ok(Out {
             file: BufWriter::new(file),
             size,
+            pending: 0,
             generation,
             settings,
         })
@@ -144,11 +147,22 @@ impl Out {
         }
         self.file.write_all(line.as_bytes())?;
         self.size += n;
+        self.pending += 1;
         Ok(())
+    }
+
+    /// Flushes the buffer; the lines in it are written (Ok) or lost (Err): `s` counts them.
+    fn flush(&mut self, s: &Sink) -> std::io::Result<()> {
+        let n = std::mem::take(&mut self.pending);
+        let r = self.file.flush();
+        let counter = if r.is_ok() { &s.lines } else { &s.dropped };
+        counter.fetch_add(n, Ordering::Relaxed);
+        r
     }
 
     /// `path` → `path.1`, `path.1` → `path.2`, …; `path.<keep>` is overwritten.
     fn rotate(&mut self) -> std::io::Result<()> {
+        // Lines already buffered belong to the old file (counted by the next `flush`).
         self.file.flush()?;
         let p = &self.settings.path;
         let numbered = |i: u32| {
@@ -181,11 +195,17 @@ fn writer(s: &'static Sink) {
             .as_ref()
             .is_some_and(|o| o.generation != s.generation.load(Ordering::Acquire))
         {
-            let _ = out.take().map(|mut o| o.file.flush());
+            let _ = out.take().map(|mut o| o.flush(s));
         }
         let Some(line) = s.queue.pop() else {
-            if let Some(o) = out.as_mut() {
-                let _ = o.file.flush();
+            if let Some(e) = out.as_mut().and_then(|o| o.flush(s).err()) {
+                out = None;
+                if complained.elapsed() >= COMPLAIN_EVERY {
+                    tracing::error!(
+                        "audit: cannot write the log: {e}; lines are dropped until it can"
+                    );
+                    complained = Instant::now();
+                }
             }
             let dropped = s.dropped.load(Ordering::Relaxed);
             if dropped != dropped_seen && complained.elapsed() >= COMPLAIN_EVERY {
@@ -208,12 +228,11 @@ fn writer(s: &'static Sink) {
             }),
         };
         match res {
-            Ok(()) => {
-                s.lines.fetch_add(1, Ordering::Relaxed);
-            }
+            Ok(()) => {}
             Err(e) => {
-                s.dropped.fetch_add(1, Ordering::Relaxed);
-                out = None;
+                // This line, and those still buffered, are lost.
+                let buffered = out.take().map_or(0, |o| o.pending);
+                s.dropped.fetch_add(1 + buffered, Ordering::Relaxed);
                 if complained.elapsed() >= COMPLAIN_EVERY {
                     tracing::error!(
                         "audit: cannot write the log: {e}; lines are dropped until it can"
