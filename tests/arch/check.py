@@ -114,6 +114,21 @@ def client_encoders():
     return out
 
 
+NFS4_STATUS_AS_U32 = re.compile(
+    r"Result<.*,\s*u32>"  # a u32 error: an operation's failure is an Nfsstat4
+    r"|\b(st|status|err|\w+_err)\s*:\s*u32\b"  # a status-named u32 binding or field
+    r"|fn\s+\w*(status|err)\s*\(.*->\s*u32\b"  # a function answering a status as u32
+    r"|const\s+NFS4(_OK|ERR_\w+)\s*:\s*u32"  # an nfsstat4 constant as a bare number
+)
+
+
+def nfs4_status_as_u32():
+    """nfsstat4 travels through nfs4/ as `status::Nfsstat4`, never as a bare u32 (which
+    would let an nfsstat3, an opcode or an ordinal pass for a status): the reactor fast
+    paths and the RDMA binding that compare reply words use `Nfsstat4::as_u32`."""
+    return hits(["gateway/src/nfs4"], NFS4_STATUS_AS_U32)
+
+
 RULES = {
     # Front ends and executors stand on the neutral file service, not on NFSv3.
     "nfs4-imports-nfs3": lambda: hits(["gateway/src/nfs4"], imports("nfs3")),
@@ -135,6 +150,8 @@ RULES = {
     "status-casts": status_casts,
     # One client encoder: calls and COMPOUND operations are written by nfs-wire.
     "one-client-encoder": client_encoders,
+    # nfs4/ passes nfsstat4 as the type `nfs4::status::Nfsstat4`, not as u32.
+    "nfs4-status-as-u32": nfs4_status_as_u32,
 }
 
 

@@ -298,7 +298,7 @@ pub fn put_fattr(w: &mut XdrWriter, want: &Bitmap, o: &Obj, env: &Env) -> XdrRes
             }
             UNIQUE_HANDLES => w.bool(true)?,
             LEASE_TIME => w.u32(env.lease_s)?,
-            RDATTR_ERROR => w.u32(NFS4_OK)?,
+            RDATTR_ERROR => NFS4_OK.put(w)?,
             ACLSUPPORT => w.u32(0)?,
             CANSETTIME | CASE_PRESERVING | CHOWN_RESTRICTED | HOMOGENEOUS | NO_TRUNC => {
                 w.bool(true)?
@@ -350,7 +350,7 @@ pub struct NewAttrs {
 /// Decodes a fattr4 of settable attributes (RFC 8881 §18.30.3): unsupported
 /// attributes → NFS4ERR_ATTRNOTSUPP, read-only ones → NFS4ERR_INVAL, owners that are
 /// not numeric ids → NFS4ERR_BADOWNER, malformed → NFS4ERR_BADXDR.
-pub fn get_new_attrs(r: &mut XdrReader) -> Result<NewAttrs, u32> {
+pub fn get_new_attrs(r: &mut XdrReader) -> Result<NewAttrs, Nfsstat4> {
     let (bits, extra) = get_bitmap(r).map_err(|_| NFS4ERR_BADXDR)?;
     let list = r.opaque_var(64 << 10).map_err(|_| NFS4ERR_BADXDR)?;
     if extra || !bits.minus(&SUPPORTED).is_empty() {
@@ -387,7 +387,7 @@ pub fn get_new_attrs(r: &mut XdrReader) -> Result<NewAttrs, u32> {
 
 /// An owner or group string: a numeric id (RFC 8881 §5.9 allows the stringified id
 /// when no name mapping is in use). Names are not mapped: NFS4ERR_BADOWNER.
-fn parse_id(s: &[u8]) -> Result<u32, u32> {
+fn parse_id(s: &[u8]) -> Result<u32, Nfsstat4> {
     let s = std::str::from_utf8(s).map_err(|_| NFS4ERR_INVAL)?;
     if s.is_empty() || s.len() > 10 || !s.bytes().all(|b| b.is_ascii_digit()) {
         return Err(NFS4ERR_BADOWNER);
@@ -399,7 +399,7 @@ fn parse_id(s: &[u8]) -> Result<u32, u32> {
 /// Its seconds are int64 (RFC 8881 §3.3.1), before 1970 and after 2106 too: the file
 /// model stores every value but `i64::MIN` (`NfsTime`), which is INVAL as nseconds
 /// of 10^9 or more are.
-fn get_settime(r: &mut XdrReader) -> Result<SetTime, u32> {
+fn get_settime(r: &mut XdrReader) -> Result<SetTime, Nfsstat4> {
     match r.u32().map_err(|_| NFS4ERR_BADXDR)? {
         0 => Ok(SetTime::ServerTime),
         1 => {
@@ -415,7 +415,7 @@ fn get_settime(r: &mut XdrReader) -> Result<SetTime, u32> {
 }
 
 /// A fattr4 as given (VERIFY/NVERIFY compare it byte for byte with ours).
-pub fn get_raw_fattr<'a>(r: &mut XdrReader<'a>) -> Result<(Bitmap, &'a [u8]), u32> {
+pub fn get_raw_fattr<'a>(r: &mut XdrReader<'a>) -> Result<(Bitmap, &'a [u8]), Nfsstat4> {
     let (bits, extra) = get_bitmap(r).map_err(|_| NFS4ERR_BADXDR)?;
     let list = r.opaque_var(64 << 10).map_err(|_| NFS4ERR_BADXDR)?;
     if extra || !bits.minus(&SUPPORTED).is_empty() {

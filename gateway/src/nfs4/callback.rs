@@ -10,7 +10,7 @@
 //! callback service refuses AUTH_NULL for everything but CB_NULL.
 
 use super::status::{
-    NFS4ERR_BADHANDLE, NFS4ERR_BAD_STATEID, NFS4ERR_DELAY, NFS4ERR_RETRY_UNCACHED_REP,
+    Nfsstat4, NFS4ERR_BADHANDLE, NFS4ERR_BAD_STATEID, NFS4ERR_DELAY, NFS4ERR_RETRY_UNCACHED_REP,
     NFS4ERR_SEQ_MISORDERED, NFS4_OK,
 };
 use crate::state::backchannel::{CallbackWire, RecallAnswer, RecallReply};
@@ -216,11 +216,11 @@ pub type SequenceOk = ([u8; 16], u32);
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CompoundReply {
     /// The CB_COMPOUND status (the first failing operation's).
-    pub status: u32,
+    pub status: Nfsstat4,
     /// CB_SEQUENCE's status, and when NFS4_OK its session id and sequence id.
-    pub sequence: Option<(u32, Option<SequenceOk>)>,
+    pub sequence: Option<(Nfsstat4, Option<SequenceOk>)>,
     /// CB_RECALL's status when the client got that far.
-    pub recall: Option<u32>,
+    pub recall: Option<Nfsstat4>,
 }
 
 /// A decoded callback reply.
@@ -241,7 +241,8 @@ pub fn reply_xid(record: &[u8]) -> Option<u32> {
 }
 
 /// Decodes a callback reply (RFC 5531 reply header, then CB_COMPOUND4res when
-/// `compound`). Any malformed byte is an error, never a panic.
+/// `compound`). Any malformed byte is an error, never a panic; so is a status RFC 8881
+/// §15.1 does not define (`Nfsstat4::decode`).
 pub fn decode_reply(record: &[u8], compound: bool) -> XdrResult<(u32, CbReply)> {
     let (xid, status, at) = rpc::decode_reply(record)?;
     if status != ReplyStatus::Accepted(Accept::Success) {
@@ -251,7 +252,7 @@ pub fn decode_reply(record: &[u8], compound: bool) -> XdrResult<(u32, CbReply)> 
         return Ok((xid, CbReply::Ok(None)));
     }
     let mut r = XdrReader::new(record.get(at..).ok_or(XdrError::Short)?);
-    let status = r.u32()?;
+    let status = Nfsstat4::decode(&mut r)?;
     r.string(MAX_TAG)?;
     let n = r.u32()?;
     if n > MAX_RESULTS {
@@ -265,8 +266,8 @@ pub fn decode_reply(record: &[u8], compound: bool) -> XdrResult<(u32, CbReply)> 
     for _ in 0..n {
         match r.u32()? {
             OP_CB_SEQUENCE => {
-                let st = r.u32()?;
-                let ok = if st == 0 {
+                let st = Nfsstat4::decode(&mut r)?;
+                let ok = if st.is_ok() {
                     let mut sid = [0u8; 16];
                     sid.copy_from_slice(r.opaque_fixed(16)?);
                     let seqid = r.u32()?;
@@ -278,7 +279,7 @@ pub fn decode_reply(record: &[u8], compound: bool) -> XdrResult<(u32, CbReply)> 
                 };
                 out.sequence = Some((st, ok));
             }
-            OP_CB_RECALL => out.recall = Some(r.u32()?),
+            OP_CB_RECALL => out.recall = Some(Nfsstat4::decode(&mut r)?),
             OP_CB_ILLEGAL => {
                 r.u32()?;
             }
@@ -328,7 +329,7 @@ pub fn recall_reply(c: &CompoundReply) -> RecallReply {
             Some(NFS4_OK) => RecallAnswer::Accepted,
             Some(NFS4ERR_BAD_STATEID | NFS4ERR_BADHANDLE) => RecallAnswer::Unknown,
             Some(NFS4ERR_DELAY) | None => RecallAnswer::Later,
-            Some(st) => RecallAnswer::Refused(st),
+            Some(st) => RecallAnswer::Refused(st.as_u32()),
         },
         Some((NFS4ERR_RETRY_UNCACHED_REP, _)) => return RecallReply::SeqUncached,
         Some((NFS4ERR_SEQ_MISORDERED, _)) => return RecallReply::SeqMisordered,
@@ -496,9 +497,9 @@ mod tests {
         assert_eq!(
             r,
             CbReply::Ok(Some(CompoundReply {
-                status: 0,
-                sequence: Some((0, Some(([1; 16], 9)))),
-                recall: Some(0),
+                status: NFS4_OK,
+                sequence: Some((NFS4_OK, Some(([1; 16], 9)))),
+                recall: Some(NFS4_OK),
             }))
         );
         // CB_RECALL fails with BAD_STATEID (the client does not know it yet).
@@ -507,15 +508,18 @@ mod tests {
         body.extend([OP_CB_RECALL, 10025]);
         let (_, r) = decode_reply(&reply(6, &body), true).unwrap();
         let CbReply::Ok(Some(c)) = r else { panic!() };
-        assert_eq!((c.status, c.recall), (10025, Some(10025)));
+        assert_eq!(
+            (c.status, c.recall),
+            (NFS4ERR_BAD_STATEID, Some(NFS4ERR_BAD_STATEID))
+        );
         // CB_SEQUENCE fails: no CB_RECALL result.
         let body = [10063u32, 0, 1, OP_CB_SEQUENCE, 10063];
         let (_, r) = decode_reply(&reply(6, &body), true).unwrap();
         assert_eq!(
             r,
             CbReply::Ok(Some(CompoundReply {
-                status: 10063,
-                sequence: Some((10063, None)),
+                status: NFS4ERR_SEQ_MISORDERED,
+                sequence: Some((NFS4ERR_SEQ_MISORDERED, None)),
                 recall: None,
             }))
         );
@@ -577,10 +581,11 @@ mod tests {
     /// The statuses of a recall reply, case by case, as the recall table sees them.
     #[test]
     fn recall_replies_map_to_what_the_table_does() {
+        let st = |n: u32| Nfsstat4::new(n).unwrap();
         let c = |sequence: Option<u32>, recall: Option<u32>| CompoundReply {
-            status: 0,
-            sequence: sequence.map(|s| (s, (s == NFS4_OK).then_some(([0; 16], 1)))),
-            recall,
+            status: NFS4_OK,
+            sequence: sequence.map(|s| (st(s), (s == 0).then_some(([0; 16], 1)))),
+            recall: recall.map(st),
         };
         let seq = RecallReply::Sequenced;
         let cases = [
@@ -623,6 +628,14 @@ mod tests {
             let _ = decode_reply(&good[..cut], true);
         }
         assert!(decode_reply(&good[..good.len() - 4], true).is_err());
+        // A status RFC 8881 §15.1 does not define, in each place one is read: the
+        // reply does not decode, so the recall table sees no answer and retries.
+        for (at, word) in [(6, 10073), (10, 19), (good.len() / 4 - 1, 10002)] {
+            let mut bad = good.clone();
+            bad[at * 4..at * 4 + 4].copy_from_slice(&u32::to_be_bytes(word));
+            assert_eq!(decode_reply(&bad, true), Err(XdrError::BadValue), "{at}");
+            assert_eq!(Wire.recall_reply(&bad), RecallReply::NoAnswer, "{at}");
+        }
         // A huge result count, a huge tag.
         assert!(decode_reply(&reply(3, &[0, 0, u32::MAX]), true).is_err());
         assert!(decode_reply(&reply(3, &[0, u32::MAX]), true).is_err());

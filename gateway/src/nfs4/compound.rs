@@ -56,7 +56,7 @@ impl<'a> Compound<'a> {
     /// Replaces the special CURRENT stateid (seqid 1, other zero) by the stateid the
     /// previous operation left (RFC 8881 §16.2.3.1.2); other stateids pass unchanged.
     /// No current stateid → NFS4ERR_BAD_STATEID.
-    pub fn resolve_stateid(&self, sid: &Stateid) -> Result<Stateid, u32> {
+    pub fn resolve_stateid(&self, sid: &Stateid) -> Result<Stateid, Nfsstat4> {
         if *sid == Stateid::CURRENT {
             self.current_stateid.ok_or(NFS4ERR_BAD_STATEID)
         } else {
@@ -109,7 +109,7 @@ pub(super) fn compound(
                         return Outcome::GarbageArgs;
                     };
                     let _ = out.u32(OP_SEQUENCE);
-                    let _ = out.u32(NFS4ERR_REP_TOO_BIG);
+                    let _ = NFS4ERR_REP_TOO_BIG.put(out);
                     finish(out, h, NFS4ERR_REP_TOO_BIG, 1);
                 }
                 return Outcome::Done;
@@ -139,14 +139,14 @@ pub(super) fn compound(
         // RFC 8881 §2.10.6.4: outside a session only the solo operations may come first.
         let _ = r.u32();
         let _ = out.u32(first);
-        let _ = out.u32(NFS4ERR_OP_NOT_IN_SESSION);
+        let _ = NFS4ERR_OP_NOT_IN_SESSION.put(out);
         finish(out, header, NFS4ERR_OP_NOT_IN_SESSION, 1);
         return Outcome::Done;
     }
     if solo_op(first) && n > 1 {
         let _ = r.u32();
         let _ = out.u32(first);
-        let _ = out.u32(NFS4ERR_NOT_ONLY_OP);
+        let _ = NFS4ERR_NOT_ONLY_OP.put(out);
         finish(out, header, NFS4ERR_NOT_ONLY_OP, 1);
         return Outcome::Done;
     }
@@ -182,8 +182,8 @@ fn put_header(out: &mut XdrWriter, tag: &[u8]) -> Result<Header, Full> {
     })
 }
 
-fn finish(out: &mut XdrWriter, h: Header, status: u32, done: u32) {
-    out.patch_u32(h.status_at, status);
+fn finish(out: &mut XdrWriter, h: Header, status: Nfsstat4, done: u32) {
+    status.patch(out, h.status_at);
     out.patch_u32(h.count_at, done);
 }
 
@@ -197,7 +197,7 @@ fn run_ops(
     n: u32,
     start: usize,
     limits: ReplyLimits,
-) -> (u32, u32) {
+) -> (Nfsstat4, u32) {
     let mut done = from;
     for i in from..n {
         c.op_index = i as usize;
@@ -207,7 +207,7 @@ fn run_ops(
             // have run and succeeded, so the missing one gets a result of its own:
             // OP_ILLEGAL (no legal opnum was sent) with NFS4ERR_BADXDR.
             let at = out.position();
-            if out.u32(OP_ILLEGAL).is_ok() && out.u32(NFS4ERR_BADXDR).is_ok() {
+            if out.u32(OP_ILLEGAL).is_ok() && NFS4ERR_BADXDR.put(out).is_ok() {
                 return (NFS4ERR_BADXDR, done + 1);
             }
             out.rewind(at);
@@ -251,7 +251,7 @@ fn run_ops(
             return (NFS4ERR_REP_TOO_BIG, done - 1);
         }
         // RFC 8267 §6.4.1: where a READ-class result's data lies, for the write list.
-        crate::ulb::v4::note_result(op_out, st, out.written(), body);
+        crate::ulb::v4::note_result(op_out, st.as_u32(), out.written(), body);
         if st != NFS4_OK {
             return (st, done);
         }
@@ -260,9 +260,9 @@ fn run_ops(
 }
 
 /// Drops an operation's partial results and writes `st` as its status.
-fn replace(out: &mut XdrWriter, body: usize, st: u32) -> u32 {
+fn replace(out: &mut XdrWriter, body: usize, st: Nfsstat4) -> Nfsstat4 {
     out.rewind(body);
-    if out.u32(st).is_err() {
+    if st.put(out).is_err() {
         out.rewind(body - 4);
     }
     st

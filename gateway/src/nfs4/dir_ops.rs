@@ -19,7 +19,7 @@ pub(super) fn put_cinfo(w: &mut XdrWriter, before: &Attr, after: Option<&Attr>) 
 }
 
 /// The directory a namespace change happens in (pseudo directories are read-only).
-pub(super) fn dir_for_change(c: &Compound, fh: Option<&CurrentFh>) -> Result<FileCtx, u32> {
+pub(super) fn dir_for_change(c: &Compound, fh: Option<&CurrentFh>) -> Result<FileCtx, Nfsstat4> {
     match fh.ok_or(NFS4ERR_NOFILEHANDLE)? {
         CurrentFh::Pseudo(_) => Err(NFS4ERR_ROFS),
         CurrentFh::File { node, .. } => {
@@ -31,7 +31,7 @@ pub(super) fn dir_for_change(c: &Compound, fh: Option<&CurrentFh>) -> Result<Fil
     }
 }
 
-fn need_dir_notdir(a: &Attr) -> Result<(), u32> {
+fn need_dir_notdir(a: &Attr) -> Result<(), Nfsstat4> {
     if a.kind == FileKind::Dir {
         Ok(())
     } else {
@@ -47,7 +47,7 @@ enum NewKind<'a> {
     Special(FileKind, (u32, u32)),
 }
 
-fn get_createtype<'a>(r: &mut XdrReader<'a>) -> Result<NewKind<'a>, u32> {
+fn get_createtype<'a>(r: &mut XdrReader<'a>) -> Result<NewKind<'a>, Nfsstat4> {
     let bad = |_| NFS4ERR_BADXDR;
     Ok(match r.u32().map_err(bad)? {
         2 => NewKind::Dir,
@@ -278,7 +278,7 @@ pub(super) fn readdir(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter) ->
         return put_status(w, NFS4ERR_TOOSMALL);
     }
     let start = w.position();
-    w.u32(NFS4_OK).map_err(|_| Full)?;
+    NFS4_OK.put(w).map_err(|_| Full)?;
     w.opaque_fixed(&entries.verf).map_err(|_| Full)?;
     let body = w.position();
     let mut fit = 0;
@@ -329,7 +329,7 @@ fn list(
     verf: [u8; 8],
     want: &Bitmap,
     maxcount: usize,
-) -> Result<Listing, u32> {
+) -> Result<Listing, Nfsstat4> {
     let hint = (maxcount / 32).clamp(1, MAX_ENTRIES);
     match fh {
         CurrentFh::Pseudo(p) => {
@@ -397,7 +397,7 @@ fn list(
 }
 
 /// A directory entry as the object a LOOKUP would reach (nested exports crossed).
-fn child(c: &Compound, dir: &Node, name: &[u8]) -> Result<CurrentFh, u32> {
+fn child(c: &Compound, dir: &Node, name: &[u8]) -> Result<CurrentFh, Nfsstat4> {
     if let Some(cross) = pseudo::export_child(c.ctx, dir, name) {
         return Ok(cross);
     }
@@ -405,7 +405,7 @@ fn child(c: &Compound, dir: &Node, name: &[u8]) -> Result<CurrentFh, u32> {
     Ok(file_fh(c, n))
 }
 
-fn entry_attrs(c: &Compound, fh: &CurrentFh, want: &Bitmap) -> Result<Vec<u8>, u32> {
+fn entry_attrs(c: &Compound, fh: &CurrentFh, want: &Bitmap) -> Result<Vec<u8>, Nfsstat4> {
     let (o, node): (Obj, Option<Node>) = match obj_of(c, fh) {
         Ok(v) => v,
         Err(e) => return rdattr_error(want, e),
@@ -423,7 +423,7 @@ fn empty_fattr() -> Vec<u8> {
 
 /// An entry whose attributes cannot be read: with RDATTR_ERROR asked, only that
 /// attribute carries the error; otherwise the whole READDIR fails (RFC 8881 §18.23.3).
-fn rdattr_error(want: &Bitmap, e: u32) -> Result<Vec<u8>, u32> {
+fn rdattr_error(want: &Bitmap, e: Nfsstat4) -> Result<Vec<u8>, Nfsstat4> {
     if !want.has(attrs::RDATTR_ERROR) {
         return Err(e);
     }
@@ -432,7 +432,7 @@ fn rdattr_error(want: &Bitmap, e: u32) -> Result<Vec<u8>, u32> {
     let bits = Bitmap::of(&[attrs::RDATTR_ERROR]);
     let ok = attrs::put_bitmap(&mut w, &bits)
         .and_then(|_| w.u32(4))
-        .and_then(|_| w.u32(e));
+        .and_then(|_| e.put(&mut w));
     ok.map_err(|_| NFS4ERR_SERVERFAULT)?;
     Ok(w.written().to_vec())
 }

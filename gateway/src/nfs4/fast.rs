@@ -402,17 +402,17 @@ fn encode(
     zero_copy: bool,
     w: &mut XdrWriter,
 ) -> XdrResult<Option<(usize, Option<cache::ReadHit>)>> {
-    w.u32(NFS4_OK)?;
+    NFS4_OK.put(w)?;
     w.opaque_var(a.tag)?;
     w.u32(3)?;
     w.u32(OP_SEQUENCE)?;
     session_ops::put_sequence_ok(w, s, a.seqid, a.slot, nslots, flags)?;
     w.u32(OP_PUTFH)?;
-    w.u32(NFS4_OK)?;
+    NFS4_OK.put(w)?;
     match a.last {
         Last::Getattr(want) => {
             w.u32(OP_GETATTR)?;
-            w.u32(NFS4_OK)?;
+            NFS4_OK.put(w)?;
             let env = Env {
                 lease_s: 0,
                 max_file_size: 0,
@@ -423,7 +423,7 @@ fn encode(
         }
         Last::Read { offset, count, .. } => {
             w.u32(OP_READ)?;
-            w.u32(NFS4_OK)?;
+            NFS4_OK.put(w)?;
             // Counted as a hit or a miss here, answered or not (the slot claim
             // may still send the call to a worker).
             let got = v
@@ -495,7 +495,7 @@ pub fn observe(args: &[u8]) -> Option<Observed<'_>> {
 /// on), where the data is and how long it is.
 pub fn read_data(body: &[u8]) -> Option<(usize, usize)> {
     let mut r = XdrReader::new(body);
-    if r.u32().ok()? != NFS4_OK {
+    if r.u32().ok()? != NFS4_OK.as_u32() {
         return None;
     }
     r.opaque_var(TAG_MAX).ok()?;
@@ -504,7 +504,7 @@ pub fn read_data(body: &[u8]) -> Option<(usize, usize)> {
     }
     r.skip(8 + 16 + 20).ok()?;
     r.skip(8).ok()?;
-    if r.u32().ok()? != OP_READ || r.u32().ok()? != NFS4_OK {
+    if r.u32().ok()? != OP_READ || r.u32().ok()? != NFS4_OK.as_u32() {
         return None;
     }
     let _eof = r.bool().ok()?;

@@ -283,7 +283,7 @@ pub fn start(
     let tag = args.get(c.tag.clone())?;
     let res_at = w.position();
     (|| -> XdrResult<()> {
-        w.u32(NFS4_OK)?;
+        NFS4_OK.put(w)?;
         w.opaque_var(tag)?;
         w.u32(c.nops)?;
         w.u32(OP_SEQUENCE)
@@ -308,9 +308,9 @@ pub fn start(
     (|| -> XdrResult<()> {
         session_ops::put_sequence_ok(w, &s, c.seqid, c.slot, nslots, flags)?;
         w.u32(OP_PUTFH)?;
-        w.u32(NFS4_OK)?;
+        NFS4_OK.put(w)?;
         w.u32(op)?;
-        w.u32(NFS4_OK)
+        NFS4_OK.put(w)
     })()
     .ok()?;
     // Claimed last; a worker that took the slot meanwhile wins (the call then goes to
@@ -344,7 +344,7 @@ pub fn put_write_ok(
 /// worker's `GETATTR`, which reads them from the file model).
 pub fn put_getattr(w: &mut XdrWriter, want: &Bitmap, attr: &Attr, fh: &[u8]) -> XdrResult<()> {
     w.u32(OP_GETATTR)?;
-    w.u32(NFS4_OK)?;
+    NFS4_OK.put(w)?;
     let env = Env {
         lease_s: 0,
         max_file_size: 0,

@@ -29,27 +29,27 @@ pub(super) fn ok_with(
     w: &mut XdrWriter,
     f: impl FnOnce(&mut XdrWriter) -> XdrResult<()>,
 ) -> OpResult {
-    w.u32(NFS4_OK).map_err(|_| Full)?;
+    NFS4_OK.put(w).map_err(|_| Full)?;
     f(w).map_err(|_| Full)?;
     Ok(NFS4_OK)
 }
 
 /// Writes the status of `r` (NFS4_OK or the error).
-pub(super) fn status_of(w: &mut XdrWriter, r: Result<(), u32>) -> OpResult {
+pub(super) fn status_of(w: &mut XdrWriter, r: Result<(), Nfsstat4>) -> OpResult {
     put_status(w, r.err().unwrap_or(NFS4_OK))
 }
 
-pub(super) fn fs_err(s: crate::fs::Status) -> u32 {
+pub(super) fn fs_err(s: crate::fs::Status) -> Nfsstat4 {
     from_fs(s)
 }
 
 /// The current filehandle (RFC 8881 §16.2.3.1.1: none → NFS4ERR_NOFILEHANDLE).
-pub(super) fn cur<'c>(c: &'c Compound) -> Result<&'c CurrentFh, u32> {
+pub(super) fn cur<'c>(c: &'c Compound) -> Result<&'c CurrentFh, Nfsstat4> {
     c.cfh.as_ref().ok_or(NFS4ERR_NOFILEHANDLE)
 }
 
 /// Who the caller is on `node`'s export (client network check and squashing).
-pub(super) fn caller(c: &Compound, node: &Node) -> Result<Caller, u32> {
+pub(super) fn caller(c: &Compound, node: &Node) -> Result<Caller, Nfsstat4> {
     let e = c.ctx.exports.get(node.export).ok_or(NFS4ERR_STALE)?;
     admit(e, c.ctx.client.ip(), &c.ctx.cred).map_err(|_| NFS4ERR_ACCESS)
 }
@@ -63,14 +63,14 @@ pub(super) struct FileCtx {
 
 /// The current filehandle when it is a file of an export; `pseudo_err` for a pseudo
 /// directory.
-pub(super) fn cur_file(c: &Compound, pseudo_err: u32) -> Result<FileCtx, u32> {
+pub(super) fn cur_file(c: &Compound, pseudo_err: Nfsstat4) -> Result<FileCtx, Nfsstat4> {
     match cur(c)? {
         CurrentFh::Pseudo(_) => Err(pseudo_err),
         CurrentFh::File { node, .. } => file_ctx(c, node),
     }
 }
 
-pub(super) fn file_ctx(c: &Compound, node: &Node) -> Result<FileCtx, u32> {
+pub(super) fn file_ctx(c: &Compound, node: &Node) -> Result<FileCtx, Nfsstat4> {
     let caller = caller(c, node)?;
     let attr = c.ctx.model.getattr(node).map_err(fs_err)?;
     Ok(FileCtx {
@@ -95,7 +95,7 @@ pub(super) fn file_fh(c: &Compound, node: Node) -> CurrentFh {
 /// component4 checks (RFC 8881 §14.5; knfsd's check_filename): empty or not UTF-8 →
 /// NFS4ERR_INVAL, too long → NFS4ERR_NAMETOOLONG, "." "..", '/' or NUL →
 /// NFS4ERR_BADNAME.
-pub(super) fn check_component(name: &[u8]) -> Result<(), u32> {
+pub(super) fn check_component(name: &[u8]) -> Result<(), Nfsstat4> {
     if name.is_empty() {
         return Err(NFS4ERR_INVAL);
     }
@@ -112,12 +112,12 @@ pub(super) fn check_component(name: &[u8]) -> Result<(), u32> {
 }
 
 /// Reads a component4 (longer than any name: NFS4ERR_NAMETOOLONG after decoding).
-pub(super) fn get_component<'a>(r: &mut XdrReader<'a>) -> Result<&'a [u8], u32> {
+pub(super) fn get_component<'a>(r: &mut XdrReader<'a>) -> Result<&'a [u8], Nfsstat4> {
     r.opaque_var(4096).map_err(|_| NFS4ERR_BADXDR)
 }
 
 /// The attributes of the current object.
-pub(super) fn obj_of(c: &Compound, fh: &CurrentFh) -> Result<(Obj, Option<Node>), u32> {
+pub(super) fn obj_of(c: &Compound, fh: &CurrentFh) -> Result<(Obj, Option<Node>), Nfsstat4> {
     match fh {
         CurrentFh::Pseudo(p) => Ok((pseudo::attrs(p), None)),
         CurrentFh::File { node, handle } => {
@@ -225,7 +225,7 @@ pub(super) fn restorefh(c: &mut Compound, _r: &mut XdrReader, w: &mut XdrWriter)
 
 /// The directory `name` is looked up in must be one: symlink → NFS4ERR_SYMLINK,
 /// anything else NFS4ERR_NOTDIR (RFC 8881 §18.15.3).
-pub(super) fn need_dir(a: &Attr) -> Result<(), u32> {
+pub(super) fn need_dir(a: &Attr) -> Result<(), Nfsstat4> {
     match a.kind {
         FileKind::Dir => Ok(()),
         FileKind::Lnk => Err(NFS4ERR_SYMLINK),
@@ -387,14 +387,14 @@ pub(super) fn setattr(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter) ->
         Ok(b) => (NFS4_OK, b),
         Err(e) => (e, Bitmap::default()),
     };
-    w.u32(st).map_err(|_| Full)?;
+    st.put(w).map_err(|_| Full)?;
     attrs::put_bitmap(w, &set).map_err(|_| Full)?;
     Ok(st)
 }
 
 /// VERIFY (RFC 8881 §18.31) and NVERIFY (§18.15): compare the given attributes with
 /// ours, byte for byte.
-fn same_attrs(c: &Compound, r: &mut XdrReader) -> Result<bool, u32> {
+fn same_attrs(c: &Compound, r: &mut XdrReader) -> Result<bool, Nfsstat4> {
     let (bits, list) = attrs::get_raw_fattr(r)?;
     let fh = cur(c)?.clone();
     let (o, node) = obj_of(c, &fh)?;

@@ -16,7 +16,7 @@ use engine::xdr::{XdrReader, XdrWriter};
 
 /// READ and WRITE need a regular file: a directory (or pseudo directory) is
 /// NFS4ERR_ISDIR, anything else NFS4ERR_INVAL.
-fn need_reg(kind: FileKind) -> Result<(), u32> {
+fn need_reg(kind: FileKind) -> Result<(), Nfsstat4> {
     match kind {
         FileKind::Reg => Ok(()),
         FileKind::Dir => Err(NFS4ERR_ISDIR),
@@ -69,7 +69,7 @@ pub(super) fn read(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter) -> Op
     let room = w.remaining().saturating_sub(12) & !3;
     let n = (count as usize).min(MAX_IO).min(room);
     let start = w.position();
-    w.u32(NFS4_OK).map_err(|_| Full)?;
+    NFS4_OK.put(w).map_err(|_| Full)?;
     let eof_at = w.reserve_u32().map_err(|_| Full)?;
     let len_at = w.reserve_u32().map_err(|_| Full)?;
     let data_at = w.position();

@@ -34,6 +34,7 @@ use crate::call::{Ctx, Outcome};
 use crate::fs::Node;
 use crate::state::stateid::Stateid;
 use engine::xdr::{XdrReader, XdrWriter};
+use status::Nfsstat4;
 
 /// NFS program version 4 (minor version in the COMPOUND arguments): nfs-wire's.
 pub use nfs_wire::NFS_V4;
@@ -48,8 +49,8 @@ pub const FH4_MAX: usize = 128;
 pub struct Full;
 
 /// What an operation function returns: the nfsstat4 it wrote (the COMPOUND stops at
-/// the first non-zero one), or `Full` when its results did not fit.
-pub type OpResult = Result<u32, Full>;
+/// the first that is not NFS4_OK), or `Full` when its results did not fit.
+pub type OpResult = Result<Nfsstat4, Full>;
 
 /// An operation: decodes its arguments from `r` (a decode failure writes
 /// NFS4ERR_BADXDR and returns it), runs, writes status and results to `w`.
@@ -164,8 +165,8 @@ pub(crate) fn op_fn(op: u32) -> Option<OpFn> {
 }
 
 /// Writes a bare status (the result of every failed operation without extra results).
-pub(crate) fn put_status(w: &mut XdrWriter, st: u32) -> OpResult {
-    w.u32(st).map_err(|_| Full)?;
+pub(crate) fn put_status(w: &mut XdrWriter, st: Nfsstat4) -> OpResult {
+    st.put(w).map_err(|_| Full)?;
     Ok(st)
 }
 

@@ -77,7 +77,7 @@ fn is_pseudo_dir(ctx: &Ctx, c: &[Vec<u8>]) -> bool {
 }
 
 /// The object at path `c`: an export's root or a pseudo directory.
-pub fn at_path(ctx: &Ctx, c: &[Vec<u8>]) -> Result<CurrentFh, u32> {
+pub fn at_path(ctx: &Ctx, c: &[Vec<u8>]) -> Result<CurrentFh, Nfsstat4> {
     for e in visible(ctx) {
         if comps(&e.path) == c {
             let node = ctx.model.root(e.id).map_err(from_fs)?;
@@ -92,12 +92,12 @@ pub fn at_path(ctx: &Ctx, c: &[Vec<u8>]) -> Result<CurrentFh, u32> {
 }
 
 /// PUTROOTFH (RFC 8881 §18.21).
-pub fn root(ctx: &Ctx) -> Result<CurrentFh, u32> {
+pub fn root(ctx: &Ctx) -> Result<CurrentFh, Nfsstat4> {
     at_path(ctx, &[])
 }
 
 /// PUTFH of a pseudo handle: the pseudo directory it names, if it still exists.
-pub fn resolve(ctx: &Ctx, fh: &[u8]) -> Result<CurrentFh, u32> {
+pub fn resolve(ctx: &Ctx, fh: &[u8]) -> Result<CurrentFh, Nfsstat4> {
     let want = fh
         .get(MARK.len()..MARK.len() + 8)
         .ok_or(NFS4ERR_BADHANDLE)?;
@@ -147,7 +147,7 @@ pub fn export_child(ctx: &Ctx, dir: &Node, name: &[u8]) -> Option<CurrentFh> {
 
 /// LOOKUPP from an export's root: the directory above it in the pseudo file system
 /// (NFS4ERR_NOENT above "/").
-pub fn export_parent(ctx: &Ctx, export: u16) -> Result<CurrentFh, u32> {
+pub fn export_parent(ctx: &Ctx, export: u16) -> Result<CurrentFh, Nfsstat4> {
     let e = ctx.exports.get(export).ok_or(NFS4ERR_STALE)?;
     let mut c = comps(&e.path);
     if c.pop().is_none() {

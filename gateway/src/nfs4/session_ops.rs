@@ -75,7 +75,7 @@ pub(super) enum SeqStart {
     /// Send these bytes (a retransmission).
     Replay(Arc<Vec<u8>>),
     /// SEQUENCE failed with this status; its result is written.
-    Failed(u32),
+    Failed(Nfsstat4),
     /// Run the rest of the COMPOUND within `limits`; then store the reply in `claim`.
     Run {
         claim: SlotClaim,
@@ -121,8 +121,8 @@ pub(super) fn sequence_first(
         return SeqStart::Failed(NFS4ERR_REP_TOO_BIG);
     }
     let head = w.position();
-    let fail = |w: &mut XdrWriter, st: u32| {
-        let _ = w.u32(st);
+    let fail = |w: &mut XdrWriter, st: Nfsstat4| {
+        let _ = st.put(w);
         SeqStart::Failed(st)
     };
     let Ok(a) = get_seq_args(r) else {
@@ -209,7 +209,7 @@ pub(super) fn put_sequence_ok(
     nslots: u32,
     flags: u32,
 ) -> XdrResult<()> {
-    w.u32(NFS4_OK)?;
+    NFS4_OK.put(w)?;
     w.opaque_fixed(&s.id)?;
     w.u32(seqid)?;
     w.u32(slot)?;
@@ -379,7 +379,7 @@ pub(super) fn exchange_id(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter
         flags |= EXCHGID4_FLAG_CONFIRMED_R;
     }
     (|| -> XdrResult<()> {
-        w.u32(NFS4_OK)?;
+        NFS4_OK.put(w)?;
         w.u64(clientid)?;
         w.u32(seq)?;
         w.u32(flags)?;
@@ -432,7 +432,7 @@ fn put_channel(w: &mut XdrWriter, a: &ChannelAttrs) -> XdrResult<()> {
 }
 
 /// The fore channel we grant (RFC 8881 §18.36.3: the server may lower any value).
-fn clamp_fore(a: &ChannelAttrs, max_cached: u32) -> Result<ChannelAttrs, u32> {
+fn clamp_fore(a: &ChannelAttrs, max_cached: u32) -> Result<ChannelAttrs, Nfsstat4> {
     if a.max_request < MIN_FORE || a.max_response < MIN_FORE || a.max_requests == 0 {
         return Err(NFS4ERR_TOOSMALL);
     }
@@ -452,7 +452,10 @@ fn clamp_fore(a: &ChannelAttrs, max_cached: u32) -> Result<ChannelAttrs, u32> {
 /// threshold − 28), too small ones refused: ca_maxrequestsize must hold a CB_RECALL
 /// for the largest file handle we issue with the client's callback security
 /// (RFC 8881 §18.36.3, R8267-30: every callback fits the client's back channel).
-fn check_back(a: &ChannelAttrs, sec: Option<&super::callback::CbSec>) -> Result<ChannelAttrs, u32> {
+fn check_back(
+    a: &ChannelAttrs,
+    sec: Option<&super::callback::CbSec>,
+) -> Result<ChannelAttrs, Nfsstat4> {
     let min_request = super::callback::recall_record_len(crate::fs::FH_MAX, sec);
     if (a.max_request as usize) < min_request
         || a.max_response < MIN_BACK_RESPONSE
@@ -575,7 +578,7 @@ fn encode_cs_res(
     let mut buf = [0u8; 128];
     let mut w = XdrWriter::new(&mut buf);
     let ok = (|| -> XdrResult<()> {
-        w.u32(NFS4_OK)?;
+        NFS4_OK.put(&mut w)?;
         w.opaque_fixed(id)?;
         w.u32(seq)?;
         w.u32(flags)?;
@@ -631,7 +634,7 @@ pub(super) fn bind_conn_to_session(
         }
     }
     (|| -> XdrResult<()> {
-        w.u32(NFS4_OK)?;
+        NFS4_OK.put(w)?;
         w.opaque_fixed(&sid)?;
         w.u32(out_dir)?;
         w.bool(false)

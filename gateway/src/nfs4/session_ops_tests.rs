@@ -100,13 +100,13 @@ fn call_from(
 }
 
 /// The first result's status and a reader after it.
-fn first(rep: &[u8]) -> (u32, XdrReader<'_>) {
+fn first(rep: &[u8]) -> (Nfsstat4, XdrReader<'_>) {
     let mut r = XdrReader::new(rep);
     r.u32().unwrap();
     r.opaque_var(64).unwrap();
     r.u32().unwrap();
     r.u32().unwrap();
-    let st = r.u32().unwrap();
+    let st = Nfsstat4::decode(&mut r).unwrap();
     (st, r)
 }
 
@@ -139,7 +139,7 @@ fn create_session(
     seq: u32,
     flags: u32,
     back_req: u32,
-) -> (u32, [u8; 16], u32) {
+) -> (Nfsstat4, [u8; 16], u32) {
     let rep = call(
         h,
         conn,
@@ -196,7 +196,7 @@ fn sequence_flags(h: &H, conn: ConnRef, sid: [u8; 16], seq: u32) -> u32 {
     r.u32().unwrap()
 }
 
-fn bind_back(h: &H, conn: ConnRef, sid: [u8; 16]) -> u32 {
+fn bind_back(h: &H, conn: ConnRef, sid: [u8; 16]) -> Nfsstat4 {
     let rep = call(
         h,
         conn,
@@ -329,7 +329,7 @@ const GREEDY: [u32; 6] = [u32::MAX; 6];
 
 /// CREATE_SESSION (sequence 1) from `from` with fore channel `fore`; the status
 /// and, on success, the session id and ca_maxrequests granted.
-fn create_from(h: &H, from: &str, clientid: u64, fore: [u32; 6]) -> (u32, [u8; 16], u32) {
+fn create_from(h: &H, from: &str, clientid: u64, fore: [u32; 6]) -> (Nfsstat4, [u8; 16], u32) {
     let rep = call_from(
         h,
         rdma(1),
@@ -363,7 +363,7 @@ fn create_from(h: &H, from: &str, clientid: u64, fore: [u32; 6]) -> (u32, [u8; 1
 }
 
 /// SEQUENCE alone on `slot`; its status.
-fn sequence_status(h: &H, sid: [u8; 16], seq: u32, slot: u32) -> u32 {
+fn sequence_status(h: &H, sid: [u8; 16], seq: u32, slot: u32) -> Nfsstat4 {
     let rep = call(
         h,
         rdma(1),

@@ -36,12 +36,12 @@ fn full<T>(_: T) -> Full {
 
 /// The CURRENT special stateid (seqid 1, other 0) stands for the stateid the
 /// COMPOUND last produced (§16.2.3.1.2); none yet → NFS4ERR_BAD_STATEID.
-pub(super) fn resolve_stateid(c: &Compound, s: Stateid) -> Result<Stateid, u32> {
+pub(super) fn resolve_stateid(c: &Compound, s: Stateid) -> Result<Stateid, Nfsstat4> {
     c.resolve_stateid(&s)
 }
 
 /// The caller as the export of `node` sees it (squashing, read-only).
-pub(super) fn caller(c: &Compound, node: &Node) -> Result<Caller, u32> {
+pub(super) fn caller(c: &Compound, node: &Node) -> Result<Caller, Nfsstat4> {
     let export = c.ctx.exports.get(node.export).ok_or(NFS4ERR_STALE)?;
     admit(export, c.ctx.client.ip(), &c.ctx.cred).map_err(|_| NFS4ERR_ACCESS)
 }
@@ -49,7 +49,7 @@ pub(super) fn caller(c: &Compound, node: &Node) -> Result<Caller, u32> {
 /// The current filehandle as a regular file for LOCK, LOCKT, LOCKU, CLOSE and
 /// OPEN_DOWNGRADE: none → NOFILEHANDLE; a directory (also of the pseudo file
 /// system) → ISDIR; a symlink → SYMLINK; other types → WRONG_TYPE (§18.10.4).
-fn regular_file(c: &Compound) -> Result<Node, u32> {
+fn regular_file(c: &Compound) -> Result<Node, Nfsstat4> {
     let node = match &c.cfh {
         None => return Err(NFS4ERR_NOFILEHANDLE),
         Some(CurrentFh::Pseudo(_)) => return Err(NFS4ERR_ISDIR),
@@ -66,7 +66,7 @@ fn regular_file(c: &Compound) -> Result<Node, u32> {
 
 /// The fileid of the current filehandle for operations that only need to match a
 /// stateid to it (CLOSE, OPEN_DOWNGRADE, LOCKU): no storage call.
-fn cfh_fileid(c: &Compound) -> Result<u64, u32> {
+fn cfh_fileid(c: &Compound) -> Result<u64, Nfsstat4> {
     match &c.cfh {
         None => Err(NFS4ERR_NOFILEHANDLE),
         Some(CurrentFh::Pseudo(_)) => Err(NFS4ERR_ISDIR),
@@ -77,12 +77,12 @@ fn cfh_fileid(c: &Compound) -> Result<u64, u32> {
 /// Writes NFS4_OK and a stateid; sets the current stateid.
 fn ok_stateid(c: &mut Compound, w: &mut XdrWriter, s: Stateid) -> OpResult {
     c.current_stateid = Some(s);
-    w.u32(NFS4_OK).map_err(full)?;
+    NFS4_OK.put(w).map_err(full)?;
     s.encode(w).map_err(full)?;
     Ok(NFS4_OK)
 }
 
-fn stateid_result(c: &mut Compound, w: &mut XdrWriter, r: Result<Stateid, u32>) -> OpResult {
+fn stateid_result(c: &mut Compound, w: &mut XdrWriter, r: Result<Stateid, Nfsstat4>) -> OpResult {
     match r {
         Ok(s) => ok_stateid(c, w, s),
         Err(e) => put_status(w, e),
@@ -101,7 +101,7 @@ pub(super) fn open(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter) -> Op
 
 /// OPEN4res with OPEN4resok (§18.16.2).
 fn encode_open(w: &mut XdrWriter, o: &open::Opened) -> engine::xdr::XdrResult<()> {
-    w.u32(NFS4_OK)?;
+    NFS4_OK.put(w)?;
     o.stateid.encode(w)?;
     // change_info4: the directory's change attribute is read before and after,
     // not under one lock: not atomic.
@@ -184,11 +184,11 @@ pub(super) fn close(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter) -> O
 /// (LOCK4denied, §18.10.2) or another nfsstat4.
 enum LockFail {
     Denied(Denied),
-    Status(u32),
+    Status(Nfsstat4),
 }
 
-impl From<u32> for LockFail {
-    fn from(s: u32) -> LockFail {
+impl From<Nfsstat4> for LockFail {
+    fn from(s: Nfsstat4) -> LockFail {
         LockFail::Status(s)
     }
 }
@@ -210,7 +210,7 @@ impl From<LockError> for LockFail {
 
 /// LOCK4denied (§18.10.2).
 fn encode_denied(w: &mut XdrWriter, d: &Denied) -> OpResult {
-    w.u32(NFS4ERR_DENIED).map_err(full)?;
+    NFS4ERR_DENIED.put(w).map_err(full)?;
     w.u64(d.offset).map_err(full)?;
     w.u64(d.length).map_err(full)?;
     w.u32(if d.write { 2 } else { 1 }).map_err(full)?;
@@ -221,7 +221,7 @@ fn encode_denied(w: &mut XdrWriter, d: &Denied) -> OpResult {
 
 /// Grace-period rules of LOCK (§8.4.2, §18.10.4): reclaims only in grace by
 /// clients that may reclaim; new locks wait for the grace period to end.
-fn lock_grace(c: &Compound, reclaim: bool) -> Result<(), u32> {
+fn lock_grace(c: &Compound, reclaim: bool) -> Result<(), Nfsstat4> {
     if reclaim {
         open::reclaim_allowed(c)
     } else if c.state.clients.in_grace() {
@@ -299,7 +299,7 @@ pub(super) fn test_stateid(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWrite
     let Ok(list) = args::test_stateid(r) else {
         return put_status(w, NFS4ERR_BADXDR);
     };
-    w.u32(NFS4_OK).map_err(full)?;
+    NFS4_OK.put(w).map_err(full)?;
     w.u32(list.len() as u32).map_err(full)?;
     for s in &list {
         // §18.48.3: special stateids (CURRENT included) are BAD_STATEID here.
@@ -309,7 +309,7 @@ pub(super) fn test_stateid(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWrite
             Some(Kind::Delegation) => of_state(c.state.delegations.test_client(c.clientid, s)),
             _ => NFS4ERR_BAD_STATEID,
         };
-        w.u32(st).map_err(full)?;
+        st.put(w).map_err(full)?;
     }
     Ok(NFS4_OK)
 }

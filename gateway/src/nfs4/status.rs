@@ -1,118 +1,193 @@
-//! nfsstat4 (RFC 8881 §15.1) and the mappings from the file model's status
-//! (`from_fs`) and from NFSv4.1 state's errors (`from_state`).
+//! nfsstat4 (RFC 8881 §15.1) as a type, `Nfsstat4`, and the mappings to it from the
+//! file model's status (`from_fs`) and from NFSv4.1 state's errors (`from_state`).
+//!
+//! An `Nfsstat4` holds only a number RFC 8881 §15.1 defines: the constants below are
+//! the only way to name one, `Nfsstat4::new`/`decode` the only way to read one from a
+//! peer (a callback reply, a test's view of a reply), and `put`/`patch` the only way
+//! one becomes wire bytes. An nfsstat3, an opcode or an ordinal cannot pass for it.
 
 use crate::fs::Status;
 use crate::state::StateError;
+use engine::xdr::{XdrError, XdrReader, XdrResult, XdrWriter};
 
-pub const NFS4_OK: u32 = 0;
-pub const NFS4ERR_PERM: u32 = 1;
-pub const NFS4ERR_NOENT: u32 = 2;
-pub const NFS4ERR_IO: u32 = 5;
-pub const NFS4ERR_NXIO: u32 = 6;
-pub const NFS4ERR_ACCESS: u32 = 13;
-pub const NFS4ERR_EXIST: u32 = 17;
-pub const NFS4ERR_XDEV: u32 = 18;
-pub const NFS4ERR_NOTDIR: u32 = 20;
-pub const NFS4ERR_ISDIR: u32 = 21;
-pub const NFS4ERR_INVAL: u32 = 22;
-pub const NFS4ERR_FBIG: u32 = 27;
-pub const NFS4ERR_NOSPC: u32 = 28;
-pub const NFS4ERR_ROFS: u32 = 30;
-pub const NFS4ERR_MLINK: u32 = 31;
-pub const NFS4ERR_NAMETOOLONG: u32 = 63;
-pub const NFS4ERR_NOTEMPTY: u32 = 66;
-pub const NFS4ERR_DQUOT: u32 = 69;
-pub const NFS4ERR_STALE: u32 = 70;
-pub const NFS4ERR_BADHANDLE: u32 = 10001;
-pub const NFS4ERR_BAD_COOKIE: u32 = 10003;
-pub const NFS4ERR_NOTSUPP: u32 = 10004;
-pub const NFS4ERR_TOOSMALL: u32 = 10005;
-pub const NFS4ERR_SERVERFAULT: u32 = 10006;
-pub const NFS4ERR_BADTYPE: u32 = 10007;
-pub const NFS4ERR_DELAY: u32 = 10008;
-pub const NFS4ERR_SAME: u32 = 10009;
-pub const NFS4ERR_DENIED: u32 = 10010;
-pub const NFS4ERR_EXPIRED: u32 = 10011;
-pub const NFS4ERR_LOCKED: u32 = 10012;
-pub const NFS4ERR_GRACE: u32 = 10013;
-pub const NFS4ERR_FHEXPIRED: u32 = 10014;
-pub const NFS4ERR_SHARE_DENIED: u32 = 10015;
-pub const NFS4ERR_WRONGSEC: u32 = 10016;
-pub const NFS4ERR_CLID_INUSE: u32 = 10017;
-pub const NFS4ERR_RESOURCE: u32 = 10018;
-pub const NFS4ERR_MOVED: u32 = 10019;
-pub const NFS4ERR_NOFILEHANDLE: u32 = 10020;
-pub const NFS4ERR_MINOR_VERS_MISMATCH: u32 = 10021;
-pub const NFS4ERR_STALE_CLIENTID: u32 = 10022;
-pub const NFS4ERR_STALE_STATEID: u32 = 10023;
-pub const NFS4ERR_OLD_STATEID: u32 = 10024;
-pub const NFS4ERR_BAD_STATEID: u32 = 10025;
-pub const NFS4ERR_BAD_SEQID: u32 = 10026;
-pub const NFS4ERR_NOT_SAME: u32 = 10027;
-pub const NFS4ERR_LOCK_RANGE: u32 = 10028;
-pub const NFS4ERR_SYMLINK: u32 = 10029;
-pub const NFS4ERR_RESTOREFH: u32 = 10030;
-pub const NFS4ERR_LEASE_MOVED: u32 = 10031;
-pub const NFS4ERR_ATTRNOTSUPP: u32 = 10032;
-pub const NFS4ERR_NO_GRACE: u32 = 10033;
-pub const NFS4ERR_RECLAIM_BAD: u32 = 10034;
-pub const NFS4ERR_RECLAIM_CONFLICT: u32 = 10035;
-pub const NFS4ERR_BADXDR: u32 = 10036;
-pub const NFS4ERR_LOCKS_HELD: u32 = 10037;
-pub const NFS4ERR_OPENMODE: u32 = 10038;
-pub const NFS4ERR_BADOWNER: u32 = 10039;
-pub const NFS4ERR_BADCHAR: u32 = 10040;
-pub const NFS4ERR_BADNAME: u32 = 10041;
-pub const NFS4ERR_BAD_RANGE: u32 = 10042;
-pub const NFS4ERR_LOCK_NOTSUPP: u32 = 10043;
-pub const NFS4ERR_OP_ILLEGAL: u32 = 10044;
-pub const NFS4ERR_DEADLOCK: u32 = 10045;
-pub const NFS4ERR_FILE_OPEN: u32 = 10046;
-pub const NFS4ERR_ADMIN_REVOKED: u32 = 10047;
-pub const NFS4ERR_CB_PATH_DOWN: u32 = 10048;
-pub const NFS4ERR_BADIOMODE: u32 = 10049;
-pub const NFS4ERR_BADLAYOUT: u32 = 10050;
-pub const NFS4ERR_BAD_SESSION_DIGEST: u32 = 10051;
-pub const NFS4ERR_BADSESSION: u32 = 10052;
-pub const NFS4ERR_BADSLOT: u32 = 10053;
-pub const NFS4ERR_COMPLETE_ALREADY: u32 = 10054;
-pub const NFS4ERR_CONN_NOT_BOUND_TO_SESSION: u32 = 10055;
-pub const NFS4ERR_DELEG_ALREADY_WANTED: u32 = 10056;
-pub const NFS4ERR_BACK_CHAN_BUSY: u32 = 10057;
-pub const NFS4ERR_LAYOUTTRYLATER: u32 = 10058;
-pub const NFS4ERR_LAYOUTUNAVAILABLE: u32 = 10059;
-pub const NFS4ERR_NOMATCHING_LAYOUT: u32 = 10060;
-pub const NFS4ERR_RECALLCONFLICT: u32 = 10061;
-pub const NFS4ERR_UNKNOWN_LAYOUTTYPE: u32 = 10062;
-pub const NFS4ERR_SEQ_MISORDERED: u32 = 10063;
-pub const NFS4ERR_SEQUENCE_POS: u32 = 10064;
-pub const NFS4ERR_REQ_TOO_BIG: u32 = 10065;
-pub const NFS4ERR_REP_TOO_BIG: u32 = 10066;
-pub const NFS4ERR_REP_TOO_BIG_TO_CACHE: u32 = 10067;
-pub const NFS4ERR_RETRY_UNCACHED_REP: u32 = 10068;
-pub const NFS4ERR_UNSAFE_COMPOUND: u32 = 10069;
-pub const NFS4ERR_TOO_MANY_OPS: u32 = 10070;
-pub const NFS4ERR_OP_NOT_IN_SESSION: u32 = 10071;
-pub const NFS4ERR_HASH_ALG_UNSUPP: u32 = 10072;
-pub const NFS4ERR_CLIENTID_BUSY: u32 = 10074;
-pub const NFS4ERR_PNFS_IO_HOLE: u32 = 10075;
-pub const NFS4ERR_SEQ_FALSE_RETRY: u32 = 10076;
-pub const NFS4ERR_BAD_HIGH_SLOT: u32 = 10077;
-pub const NFS4ERR_DEADSESSION: u32 = 10078;
-pub const NFS4ERR_ENCR_ALG_UNSUPP: u32 = 10079;
-pub const NFS4ERR_PNFS_NO_LAYOUT: u32 = 10080;
-pub const NFS4ERR_NOT_ONLY_OP: u32 = 10081;
-pub const NFS4ERR_WRONG_CRED: u32 = 10082;
-pub const NFS4ERR_WRONG_TYPE: u32 = 10083;
-pub const NFS4ERR_DIRDELEG_UNAVAIL: u32 = 10084;
-pub const NFS4ERR_REJECT_DELEG: u32 = 10085;
-pub const NFS4ERR_RETURNCONFLICT: u32 = 10086;
-pub const NFS4ERR_DELEG_REVOKED: u32 = 10087;
+/// An nfsstat4 (RFC 8881 §15.1); `NFS4_OK` or one of the `NFS4ERR_*` constants.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(transparent)]
+pub struct Nfsstat4(u32);
+
+/// The constants, each as RFC 8881 §15.1 names it, and `Nfsstat4::ALL`, their table.
+macro_rules! nfsstat4 {
+    ($($name:ident = $n:literal,)*) => {
+        $(pub const $name: Nfsstat4 = Nfsstat4($n);)*
+        impl Nfsstat4 {
+            /// Every nfsstat4 RFC 8881 §15.1 defines, with its name, ascending.
+            pub const ALL: &[(Nfsstat4, &str)] = &[$(($name, stringify!($name)),)*];
+        }
+    };
+}
+
+nfsstat4! {
+    NFS4_OK = 0,
+    NFS4ERR_PERM = 1,
+    NFS4ERR_NOENT = 2,
+    NFS4ERR_IO = 5,
+    NFS4ERR_NXIO = 6,
+    NFS4ERR_ACCESS = 13,
+    NFS4ERR_EXIST = 17,
+    NFS4ERR_XDEV = 18,
+    NFS4ERR_NOTDIR = 20,
+    NFS4ERR_ISDIR = 21,
+    NFS4ERR_INVAL = 22,
+    NFS4ERR_FBIG = 27,
+    NFS4ERR_NOSPC = 28,
+    NFS4ERR_ROFS = 30,
+    NFS4ERR_MLINK = 31,
+    NFS4ERR_NAMETOOLONG = 63,
+    NFS4ERR_NOTEMPTY = 66,
+    NFS4ERR_DQUOT = 69,
+    NFS4ERR_STALE = 70,
+    NFS4ERR_BADHANDLE = 10001,
+    NFS4ERR_BAD_COOKIE = 10003,
+    NFS4ERR_NOTSUPP = 10004,
+    NFS4ERR_TOOSMALL = 10005,
+    NFS4ERR_SERVERFAULT = 10006,
+    NFS4ERR_BADTYPE = 10007,
+    NFS4ERR_DELAY = 10008,
+    NFS4ERR_SAME = 10009,
+    NFS4ERR_DENIED = 10010,
+    NFS4ERR_EXPIRED = 10011,
+    NFS4ERR_LOCKED = 10012,
+    NFS4ERR_GRACE = 10013,
+    NFS4ERR_FHEXPIRED = 10014,
+    NFS4ERR_SHARE_DENIED = 10015,
+    NFS4ERR_WRONGSEC = 10016,
+    NFS4ERR_CLID_INUSE = 10017,
+    NFS4ERR_RESOURCE = 10018,
+    NFS4ERR_MOVED = 10019,
+    NFS4ERR_NOFILEHANDLE = 10020,
+    NFS4ERR_MINOR_VERS_MISMATCH = 10021,
+    NFS4ERR_STALE_CLIENTID = 10022,
+    NFS4ERR_STALE_STATEID = 10023,
+    NFS4ERR_OLD_STATEID = 10024,
+    NFS4ERR_BAD_STATEID = 10025,
+    NFS4ERR_BAD_SEQID = 10026,
+    NFS4ERR_NOT_SAME = 10027,
+    NFS4ERR_LOCK_RANGE = 10028,
+    NFS4ERR_SYMLINK = 10029,
+    NFS4ERR_RESTOREFH = 10030,
+    NFS4ERR_LEASE_MOVED = 10031,
+    NFS4ERR_ATTRNOTSUPP = 10032,
+    NFS4ERR_NO_GRACE = 10033,
+    NFS4ERR_RECLAIM_BAD = 10034,
+    NFS4ERR_RECLAIM_CONFLICT = 10035,
+    NFS4ERR_BADXDR = 10036,
+    NFS4ERR_LOCKS_HELD = 10037,
+    NFS4ERR_OPENMODE = 10038,
+    NFS4ERR_BADOWNER = 10039,
+    NFS4ERR_BADCHAR = 10040,
+    NFS4ERR_BADNAME = 10041,
+    NFS4ERR_BAD_RANGE = 10042,
+    NFS4ERR_LOCK_NOTSUPP = 10043,
+    NFS4ERR_OP_ILLEGAL = 10044,
+    NFS4ERR_DEADLOCK = 10045,
+    NFS4ERR_FILE_OPEN = 10046,
+    NFS4ERR_ADMIN_REVOKED = 10047,
+    NFS4ERR_CB_PATH_DOWN = 10048,
+    NFS4ERR_BADIOMODE = 10049,
+    NFS4ERR_BADLAYOUT = 10050,
+    NFS4ERR_BAD_SESSION_DIGEST = 10051,
+    NFS4ERR_BADSESSION = 10052,
+    NFS4ERR_BADSLOT = 10053,
+    NFS4ERR_COMPLETE_ALREADY = 10054,
+    NFS4ERR_CONN_NOT_BOUND_TO_SESSION = 10055,
+    NFS4ERR_DELEG_ALREADY_WANTED = 10056,
+    NFS4ERR_BACK_CHAN_BUSY = 10057,
+    NFS4ERR_LAYOUTTRYLATER = 10058,
+    NFS4ERR_LAYOUTUNAVAILABLE = 10059,
+    NFS4ERR_NOMATCHING_LAYOUT = 10060,
+    NFS4ERR_RECALLCONFLICT = 10061,
+    NFS4ERR_UNKNOWN_LAYOUTTYPE = 10062,
+    NFS4ERR_SEQ_MISORDERED = 10063,
+    NFS4ERR_SEQUENCE_POS = 10064,
+    NFS4ERR_REQ_TOO_BIG = 10065,
+    NFS4ERR_REP_TOO_BIG = 10066,
+    NFS4ERR_REP_TOO_BIG_TO_CACHE = 10067,
+    NFS4ERR_RETRY_UNCACHED_REP = 10068,
+    NFS4ERR_UNSAFE_COMPOUND = 10069,
+    NFS4ERR_TOO_MANY_OPS = 10070,
+    NFS4ERR_OP_NOT_IN_SESSION = 10071,
+    NFS4ERR_HASH_ALG_UNSUPP = 10072,
+    NFS4ERR_CLIENTID_BUSY = 10074,
+    NFS4ERR_PNFS_IO_HOLE = 10075,
+    NFS4ERR_SEQ_FALSE_RETRY = 10076,
+    NFS4ERR_BAD_HIGH_SLOT = 10077,
+    NFS4ERR_DEADSESSION = 10078,
+    NFS4ERR_ENCR_ALG_UNSUPP = 10079,
+    NFS4ERR_PNFS_NO_LAYOUT = 10080,
+    NFS4ERR_NOT_ONLY_OP = 10081,
+    NFS4ERR_WRONG_CRED = 10082,
+    NFS4ERR_WRONG_TYPE = 10083,
+    NFS4ERR_DIRDELEG_UNAVAIL = 10084,
+    NFS4ERR_REJECT_DELEG = 10085,
+    NFS4ERR_RETURNCONFLICT = 10086,
+    NFS4ERR_DELEG_REVOKED = 10087,
+}
+
+impl Nfsstat4 {
+    /// The status a peer sent, when RFC 8881 §15.1 defines it (10002, 10073 and
+    /// NFSv3's 19 are not nfsstat4).
+    pub fn new(n: u32) -> Option<Nfsstat4> {
+        let all = Nfsstat4::ALL;
+        all.binary_search_by_key(&n, |(s, _)| s.0)
+            .ok()
+            .map(|i| all[i].0)
+    }
+
+    /// Reads an nfsstat4: an undefined number is `XdrError::BadValue`.
+    pub fn decode(r: &mut XdrReader) -> XdrResult<Nfsstat4> {
+        Nfsstat4::new(r.u32()?).ok_or(XdrError::BadValue)
+    }
+
+    /// Writes the status.
+    pub fn put(self, w: &mut XdrWriter) -> XdrResult<()> {
+        w.u32(self.0)
+    }
+
+    /// Writes the status over the word reserved at `at` (`XdrWriter::reserve_u32`).
+    pub fn patch(self, w: &mut XdrWriter, at: usize) {
+        w.patch_u32(at, self.0)
+    }
+
+    /// The number on the wire, for the code that reads or writes replies as words
+    /// (the reactor fast paths, the RDMA binding).
+    pub const fn as_u32(self) -> u32 {
+        self.0
+    }
+
+    /// Whether this is NFS4_OK.
+    pub const fn is_ok(self) -> bool {
+        self.0 == NFS4_OK.0
+    }
+
+    /// The name RFC 8881 §15.1 gives it.
+    pub fn name(self) -> &'static str {
+        Nfsstat4::ALL
+            .iter()
+            .find(|(s, _)| *s == self)
+            .map_or("?", |(_, n)| n)
+    }
+}
+
+impl std::fmt::Debug for Nfsstat4 {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}({})", self.name(), self.0)
+    }
+}
 
 /// The file model's status as nfsstat4 (RFC 8881 §15.1): one explicit table. The
 /// NFSv3-only meanings map to their NFSv4 equivalent: NODEV and REMOTE have none
 /// (NFS4ERR_IO), NOT_SYNC cannot happen in v4 (SERVERFAULT), JUKEBOX is DELAY.
-pub fn from_fs(s: Status) -> u32 {
+pub fn from_fs(s: Status) -> Nfsstat4 {
     match s {
         Status::Ok => NFS4_OK,
         Status::Perm => NFS4ERR_PERM,
@@ -147,7 +222,7 @@ pub fn from_fs(s: Status) -> u32 {
 
 /// A state error as nfsstat4 (RFC 8881 §15.1): one explicit table, total over
 /// `StateError` (a new variant does not compile until it is placed here).
-pub fn from_state(e: StateError) -> u32 {
+pub fn from_state(e: StateError) -> Nfsstat4 {
     match e {
         StateError::BadSession => NFS4ERR_BADSESSION,
         StateError::BadSlot => NFS4ERR_BADSLOT,
@@ -172,14 +247,14 @@ pub fn from_state(e: StateError) -> u32 {
 }
 
 /// `?` on a state result inside an operation that answers nfsstat4.
-impl From<StateError> for u32 {
-    fn from(e: StateError) -> u32 {
+impl From<StateError> for Nfsstat4 {
+    fn from(e: StateError) -> Nfsstat4 {
         from_state(e)
     }
 }
 
 /// A state check's outcome as nfsstat4: NFS4_OK when it passed.
-pub fn of_state(r: Result<(), StateError>) -> u32 {
+pub fn of_state(r: Result<(), StateError>) -> Nfsstat4 {
     r.map_or_else(from_state, |()| NFS4_OK)
 }
 
@@ -217,11 +292,96 @@ mod tests {
             "one row per variant, in order"
         );
         for (e, n) in want {
-            assert_eq!(from_state(e), n, "{e:?}");
-            assert_eq!(u32::from(e), n, "{e:?} through From");
-            assert_eq!(of_state(Err(e)), n, "{e:?} through of_state");
+            assert_eq!(from_state(e).as_u32(), n, "{e:?}");
+            assert_eq!(Nfsstat4::from(e).as_u32(), n, "{e:?} through From");
+            assert_eq!(of_state(Err(e)).as_u32(), n, "{e:?} through of_state");
         }
         assert_eq!(of_state(Ok(())), NFS4_OK);
+    }
+
+    /// The file model's table, variant by variant, each number and name as RFC 8881
+    /// §15.1 lists them (written out, not derived from the constants).
+    #[test]
+    fn every_fs_status_has_its_nfsstat4() {
+        let table = [
+            (Status::Ok, 0, "NFS4_OK"),
+            (Status::Perm, 1, "NFS4ERR_PERM"),
+            (Status::NoEnt, 2, "NFS4ERR_NOENT"),
+            (Status::Io, 5, "NFS4ERR_IO"),
+            (Status::NxIo, 6, "NFS4ERR_NXIO"),
+            (Status::Acces, 13, "NFS4ERR_ACCESS"),
+            (Status::Exist, 17, "NFS4ERR_EXIST"),
+            (Status::XDev, 18, "NFS4ERR_XDEV"),
+            (Status::NoDev, 5, "NFS4ERR_IO"),
+            (Status::NotDir, 20, "NFS4ERR_NOTDIR"),
+            (Status::IsDir, 21, "NFS4ERR_ISDIR"),
+            (Status::Inval, 22, "NFS4ERR_INVAL"),
+            (Status::FBig, 27, "NFS4ERR_FBIG"),
+            (Status::NoSpc, 28, "NFS4ERR_NOSPC"),
+            (Status::Rofs, 30, "NFS4ERR_ROFS"),
+            (Status::MLink, 31, "NFS4ERR_MLINK"),
+            (Status::NameTooLong, 63, "NFS4ERR_NAMETOOLONG"),
+            (Status::NotEmpty, 66, "NFS4ERR_NOTEMPTY"),
+            (Status::DQuot, 69, "NFS4ERR_DQUOT"),
+            (Status::Stale, 70, "NFS4ERR_STALE"),
+            (Status::Remote, 5, "NFS4ERR_IO"),
+            (Status::BadHandle, 10001, "NFS4ERR_BADHANDLE"),
+            (Status::NotSync, 10006, "NFS4ERR_SERVERFAULT"),
+            (Status::BadCookie, 10003, "NFS4ERR_BAD_COOKIE"),
+            (Status::NotSupp, 10004, "NFS4ERR_NOTSUPP"),
+            (Status::TooSmall, 10005, "NFS4ERR_TOOSMALL"),
+            (Status::ServerFault, 10006, "NFS4ERR_SERVERFAULT"),
+            (Status::BadType, 10007, "NFS4ERR_BADTYPE"),
+            (Status::Jukebox, 10008, "NFS4ERR_DELAY"),
+        ];
+        for (s, n, name) in table {
+            assert_eq!(from_fs(s).as_u32(), n, "{s:?}");
+            assert_eq!(from_fs(s).name(), name, "{s:?}");
+        }
+        // A new `Status` variant stops this match compiling: give it a row above.
+        let _listed = |s: Status| match s {
+            Status::Ok | Status::Perm | Status::NoEnt | Status::Io | Status::NxIo => (),
+            Status::Acces | Status::Exist | Status::XDev | Status::NoDev | Status::NotDir => (),
+            Status::IsDir | Status::Inval | Status::FBig | Status::NoSpc | Status::Rofs => (),
+            Status::MLink | Status::NameTooLong | Status::NotEmpty | Status::DQuot => (),
+            Status::Stale | Status::Remote | Status::BadHandle | Status::NotSync => (),
+            Status::BadCookie | Status::NotSupp | Status::TooSmall | Status::ServerFault => (),
+            Status::BadType | Status::Jukebox => (),
+        };
+        assert_eq!(table.len(), 29);
+    }
+
+    /// The checked constructor takes exactly the numbers of RFC 8881 §15.1.
+    #[test]
+    fn only_defined_numbers_are_nfsstat4() {
+        let all = Nfsstat4::ALL;
+        assert!(all.windows(2).all(|p| p[0].0 .0 < p[1].0 .0), "ascending");
+        assert_eq!(
+            all.len(),
+            19 + 85,
+            "19 up to 70; 10001..=10087 less 10002, 10073"
+        );
+        for &(s, name) in all {
+            assert_eq!(Nfsstat4::new(s.as_u32()), Some(s), "{name}");
+            assert_eq!(format!("{s:?}"), format!("{name}({})", s.as_u32()));
+        }
+        for n in [3, 4, 19, 71, 10000, 10002, 10073, 10088, u32::MAX] {
+            assert_eq!(Nfsstat4::new(n), None, "{n}");
+            let b = n.to_be_bytes();
+            assert_eq!(
+                Nfsstat4::decode(&mut XdrReader::new(&b)),
+                Err(XdrError::BadValue)
+            );
+        }
+        let mut buf = [0u8; 8];
+        let mut w = XdrWriter::new(&mut buf);
+        NFS4ERR_DELAY.put(&mut w).unwrap();
+        let at = w.reserve_u32().unwrap();
+        NFS4ERR_BADXDR.patch(&mut w, at);
+        assert_eq!(buf, [0, 0, 0x27, 0x18, 0, 0, 0x27, 0x34]);
+        let mut r = XdrReader::new(&buf);
+        assert_eq!(Nfsstat4::decode(&mut r), Ok(NFS4ERR_DELAY));
+        assert_eq!(Nfsstat4::decode(&mut r), Ok(NFS4ERR_BADXDR));
     }
 
     /// No two meanings share a number: a client can tell every one apart.
@@ -231,7 +391,7 @@ mod tests {
         for e in StateError::ALL {
             let n = from_state(e);
             assert_ne!(n, NFS4_OK, "{e:?}");
-            assert!(seen.insert(n), "{e:?} shares {n}");
+            assert!(seen.insert(n), "{e:?} shares {n:?}");
         }
     }
 }

@@ -101,9 +101,9 @@ fn run(h: &H, args: &[u8]) -> Vec<u8> {
 }
 
 /// Runs ops; returns (status, tag, results count, reader after the header).
-fn call(h: &H, ops: &[Op]) -> (u32, Vec<u8>) {
+fn call(h: &H, ops: &[Op]) -> (Nfsstat4, Vec<u8>) {
     let rep = run(h, &compound_args(b"t", 1, ops));
-    let st = XdrReader::new(&rep).u32().unwrap();
+    let st = Nfsstat4::decode(&mut XdrReader::new(&rep)).unwrap();
     (st, rep)
 }
 
@@ -190,7 +190,7 @@ fn session(h: &H, owner: &'static [u8]) -> (u64, [u8; 16]) {
     assert_eq!(st, NFS4_OK);
     let mut r = results(&rep);
     assert_eq!(r.u32().unwrap(), OP_EXCHANGE_ID);
-    assert_eq!(r.u32().unwrap(), NFS4_OK);
+    assert_eq!(Nfsstat4::decode(&mut r).unwrap(), NFS4_OK);
     let clientid = r.u64().unwrap();
     let seq = r.u32().unwrap();
     let flags = r.u32().unwrap();
@@ -210,11 +210,11 @@ fn session(h: &H, owner: &'static [u8]) -> (u64, [u8; 16]) {
 }
 
 /// Statuses of each result, walking only results whose layout the test knows.
-fn first_statuses(rep: &[u8], n: usize) -> Vec<(u32, u32)> {
+fn first_statuses(rep: &[u8], n: usize) -> Vec<(u32, Nfsstat4)> {
     let mut r = results(rep);
     let mut v = Vec::new();
     for _ in 0..n {
-        let (Ok(op), Ok(st)) = (r.u32(), r.u32()) else {
+        let (Ok(op), Ok(st)) = (r.u32(), Nfsstat4::decode(&mut r)) else {
             break;
         };
         v.push((op, st));
@@ -238,7 +238,10 @@ fn minor_version_mismatch_echoes_tag_with_no_results() {
     let h = harness();
     let rep = run(&h, &compound_args(b"my-tag", 2, &[op0(OP_PUTROOTFH)]));
     let mut r = XdrReader::new(&rep);
-    assert_eq!(r.u32().unwrap(), NFS4ERR_MINOR_VERS_MISMATCH);
+    assert_eq!(
+        Nfsstat4::decode(&mut r).unwrap(),
+        NFS4ERR_MINOR_VERS_MISMATCH
+    );
     assert_eq!(r.opaque_var(100).unwrap(), b"my-tag");
     assert_eq!(r.u32().unwrap(), 0);
     assert_eq!(r.remaining(), 0);
@@ -272,7 +275,10 @@ fn first_operation_rules() {
     let mut a = compound_args(b"", 1, &[]);
     a[8..12].copy_from_slice(&3u32.to_be_bytes());
     let rep = run(&h, &a);
-    assert_eq!(XdrReader::new(&rep).u32().unwrap(), NFS4ERR_BADXDR);
+    assert_eq!(
+        Nfsstat4::decode(&mut XdrReader::new(&rep)).unwrap(),
+        NFS4ERR_BADXDR
+    );
     assert_eq!(first_statuses(&rep, 4), vec![(OP_ILLEGAL, NFS4ERR_BADXDR)]);
 }
 
@@ -286,7 +292,10 @@ fn short_op_array_ends_with_a_failed_result() {
     let mut a = compound_args(b"", 1, &[sequence(sid, 1, 0), op0(OP_PUTROOTFH)]);
     a[8..12].copy_from_slice(&3u32.to_be_bytes());
     let rep = run(&h, &a);
-    assert_eq!(XdrReader::new(&rep).u32().unwrap(), NFS4ERR_BADXDR);
+    assert_eq!(
+        Nfsstat4::decode(&mut XdrReader::new(&rep)).unwrap(),
+        NFS4ERR_BADXDR
+    );
     assert_eq!(
         first_statuses(&rep, 4),
         vec![
@@ -322,7 +331,10 @@ fn full_reply_buffer_fails_the_last_result() {
         )
     };
     let whole = run(&h, &ops(1));
-    assert_eq!(XdrReader::new(&whole).u32().unwrap(), NFS4_OK);
+    assert_eq!(
+        Nfsstat4::decode(&mut XdrReader::new(&whole)).unwrap(),
+        NFS4_OK
+    );
     // Room for the next opnum after GETFH, not for its status.
     let mut buf = vec![0u8; whole.len() - 4];
     let c = ctx(&h);
@@ -330,7 +342,7 @@ fn full_reply_buffer_fails_the_last_result() {
     assert_eq!(serve(&c, &h.state, 1, &ops(2), &mut w), Outcome::Done);
     let n = w.position();
     let rep = &buf[..n];
-    let st = XdrReader::new(rep).u32().unwrap();
+    let st = Nfsstat4::decode(&mut XdrReader::new(rep)).unwrap();
     assert_eq!(st, NFS4ERR_REP_TOO_BIG);
     let got = first_statuses(rep, 4);
     assert_eq!(
@@ -455,7 +467,10 @@ fn filehandle_rules_and_pseudo_root() {
     assert_eq!(st, NFS4_OK);
     let mut r = results(&rep);
     r.skip(8 + 16 + 20 + 8).unwrap();
-    assert_eq!((r.u32().unwrap(), r.u32().unwrap()), (OP_READDIR, NFS4_OK));
+    assert_eq!(
+        (r.u32().unwrap(), Nfsstat4::decode(&mut r).unwrap()),
+        (OP_READDIR, NFS4_OK)
+    );
     r.skip(8).unwrap();
     let mut names = Vec::new();
     while r.bool().unwrap() {
@@ -553,7 +568,10 @@ fn create_write_read_remove() {
     assert_eq!(st, NFS4_OK);
     let mut r = results(&rep);
     r.skip(8 + 16 + 20 + 8 + 8).unwrap();
-    assert_eq!((r.u32().unwrap(), r.u32().unwrap()), (OP_READ, NFS4_OK));
+    assert_eq!(
+        (r.u32().unwrap(), Nfsstat4::decode(&mut r).unwrap()),
+        (OP_READ, NFS4_OK)
+    );
     assert!(r.bool().unwrap(), "eof");
     assert_eq!(r.opaque_var(100).unwrap(), b"ello");
     // CREATE a directory (change_info, attrset), then REMOVE it; a name with '/'

@@ -200,7 +200,10 @@ fn timeout_resends_on_the_channel_bound_now_with_the_same_sequence() {
     // The client had processed the first one: it answers as a replay without a
     // cached reply; the recall counts as delivered and the sequence moves on.
     let x = xid_of(&out[0]);
-    d.callback_reply(x, &compound_reply(x, NFS4ERR_RETRY_UNCACHED_REP, None));
+    d.callback_reply(
+        x,
+        &compound_reply(x, NFS4ERR_RETRY_UNCACHED_REP.as_u32(), None),
+    );
     drv.step(&d, &lookup, later + RETRY);
     assert_eq!(drv.recalls(), 0);
     assert_eq!(d.stats().recalls(RecallResult::Answered), 1);
@@ -214,7 +217,7 @@ fn delay_and_bad_stateid_are_retried_then_left_to_the_lease() {
     let mut now = Instant::now();
     let out = drv.step(&d, &bound, now);
     let x = xid_of(&out[0]);
-    d.callback_reply(x, &compound_reply(x, 0, Some(NFS4ERR_DELAY)));
+    d.callback_reply(x, &compound_reply(x, 0, Some(NFS4ERR_DELAY.as_u32())));
     assert!(drv.step(&d, &bound, now).is_empty(), "not at once");
     now += RETRY;
     let mut out = drv.step(&d, &bound, now);
@@ -231,14 +234,14 @@ fn delay_and_bad_stateid_are_retried_then_left_to_the_lease() {
     );
     for _ in 0..BAD_STATEID_RETRIES {
         let x = xid_of(&out[0]);
-        d.callback_reply(x, &compound_reply(x, 0, Some(NFS4ERR_BAD_STATEID)));
+        d.callback_reply(x, &compound_reply(x, 0, Some(NFS4ERR_BAD_STATEID.as_u32())));
         drv.step(&d, &bound, now);
         now += RETRY;
         out = drv.step(&d, &bound, now);
         assert_eq!(out.len(), 1);
     }
     let x = xid_of(&out[0]);
-    d.callback_reply(x, &compound_reply(x, 0, Some(NFS4ERR_BAD_STATEID)));
+    d.callback_reply(x, &compound_reply(x, 0, Some(NFS4ERR_BAD_STATEID.as_u32())));
     drv.step(&d, &bound, now);
     assert_eq!(drv.recalls(), 0, "given up: revocation after the lease");
     assert!(

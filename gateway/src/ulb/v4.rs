@@ -16,12 +16,14 @@
 use super::{ReplyItem, Violation};
 use crate::nfs4::ops::*;
 use crate::nfs4::skip::{self, opaque};
-use crate::nfs4::status::NFS4_OK;
 use engine::rpc;
 use engine::rpcrdma::responder::{DdpList, Reduced};
 use engine::xdr::{padded, XdrError, XdrReader, XdrResult};
 use std::cell::Cell;
 use std::ops::Range;
+
+/// NFS4_OK as the reply word it is compared with.
+const NFS4_OK: u32 = crate::nfs4::status::NFS4_OK.as_u32();
 
 pub use nfs_wire::nfs4::NFSPROC4_COMPOUND as COMPOUND;
 pub use nfs_wire::NFS_V4;

@@ -4,6 +4,7 @@
 //! argument is consumed first.
 
 use super::fattr::{self, NewAttrs};
+use crate::nfs4::status::Nfsstat4;
 use crate::state::stateid::Stateid;
 use engine::xdr::{XdrError, XdrReader, XdrResult};
 
@@ -17,10 +18,10 @@ pub const TEST_STATEID_MAX: usize = 1024;
 /// createhow4 (§18.16.1).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CreateHow {
-    Unchecked(Result<NewAttrs, u32>),
-    Guarded(Result<NewAttrs, u32>),
+    Unchecked(Result<NewAttrs, Nfsstat4>),
+    Guarded(Result<NewAttrs, Nfsstat4>),
     Exclusive([u8; 8]),
-    Exclusive41([u8; 8], Result<NewAttrs, u32>),
+    Exclusive41([u8; 8], Result<NewAttrs, Nfsstat4>),
 }
 
 /// open_claim4 (§18.16.1).

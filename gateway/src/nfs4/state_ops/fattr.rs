@@ -50,13 +50,13 @@ pub fn bitmap(r: &mut XdrReader) -> XdrResult<Vec<u32>> {
 /// NFS4ERR_ATTRNOTSUPP for attributes a create cannot set here, NFS4ERR_INVAL for
 /// bad values, NFS4ERR_BADOWNER for non-numeric owners, NFS4ERR_BADXDR for an
 /// attrlist that does not match its bitmap.
-pub fn decode(r: &mut XdrReader) -> XdrResult<Result<NewAttrs, u32>> {
+pub fn decode(r: &mut XdrReader) -> XdrResult<Result<NewAttrs, Nfsstat4>> {
     let words = bitmap(r)?;
     let list = r.opaque_var(ATTRLIST_MAX)?;
     Ok(parse(&words, list))
 }
 
-fn parse(words: &[u32], list: &[u8]) -> Result<NewAttrs, u32> {
+fn parse(words: &[u32], list: &[u8]) -> Result<NewAttrs, Nfsstat4> {
     let mut a = NewAttrs::default();
     let mut r = XdrReader::new(list);
     let x = |e: XdrError| {
@@ -99,7 +99,7 @@ fn parse(words: &[u32], list: &[u8]) -> Result<NewAttrs, u32> {
 
 /// An owner or group given as a decimal id ("1000", what the Linux client sends
 /// with AUTH_SYS and id mapping off). Names → NFS4ERR_BADOWNER.
-fn numeric_id(s: &[u8]) -> Result<u32, u32> {
+fn numeric_id(s: &[u8]) -> Result<u32, Nfsstat4> {
     if s.is_empty() || s.len() > 10 || !s.iter().all(u8::is_ascii_digit) {
         return Err(NFS4ERR_BADOWNER);
     }
@@ -110,7 +110,7 @@ fn numeric_id(s: &[u8]) -> Result<u32, u32> {
 }
 
 /// settime4: SET_TO_SERVER_TIME4 (0) or SET_TO_CLIENT_TIME4 (1) with nfstime4.
-fn settime(r: &mut XdrReader) -> Result<SetTime, u32> {
+fn settime(r: &mut XdrReader) -> Result<SetTime, Nfsstat4> {
     match r.u32().map_err(|_| NFS4ERR_BADXDR)? {
         0 => Ok(SetTime::ServerTime),
         1 => {
@@ -151,7 +151,7 @@ mod tests {
         out
     }
 
-    fn dec(b: &[u8]) -> XdrResult<Result<NewAttrs, u32>> {
+    fn dec(b: &[u8]) -> XdrResult<Result<NewAttrs, Nfsstat4>> {
         decode(&mut XdrReader::new(b))
     }
 

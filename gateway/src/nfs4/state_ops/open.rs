@@ -63,7 +63,7 @@ pub struct Opened {
 /// component4 checks for a name opened or created (§18.16.3, as knfsd check_filename):
 /// empty → INVAL, invalid UTF-8 → INVAL, too long → NAMETOOLONG, "." and ".." →
 /// BADNAME, '/' or NUL → BADCHAR.
-pub fn check_component(name: &[u8]) -> Result<(), u32> {
+pub fn check_component(name: &[u8]) -> Result<(), Nfsstat4> {
     if name.is_empty() || std::str::from_utf8(name).is_err() {
         return Err(NFS4ERR_INVAL);
     }
@@ -81,7 +81,7 @@ pub fn check_component(name: &[u8]) -> Result<(), u32> {
 
 /// share_access / share_deny (§18.16.3): the access bits (1..=3), the want, and the
 /// deny bits; anything else → NFS4ERR_INVAL.
-pub fn split_share(share_access: u32, share_deny: u32) -> Result<(u32, u32, u32), u32> {
+pub fn split_share(share_access: u32, share_deny: u32) -> Result<(u32, u32, u32), Nfsstat4> {
     let access = share_access & 3;
     let want = share_access & WANT_MASK;
     if share_access & !(3 | WANT_MASK | SIGNAL_FLAGS) != 0
@@ -105,13 +105,13 @@ struct Target {
     truncate: Option<u64>,
 }
 
-fn fs(s: Status) -> u32 {
+fn fs(s: Status) -> Nfsstat4 {
     from_fs(s)
 }
 
 /// Type rules of OPEN (§18.16.3): a directory → ISDIR, a symlink → SYMLINK, any
 /// other non-regular file → WRONG_TYPE.
-fn check_regular(a: &Attr) -> Result<(), u32> {
+fn check_regular(a: &Attr) -> Result<(), Nfsstat4> {
     match a.kind {
         FileKind::Reg => Ok(()),
         FileKind::Dir => Err(NFS4ERR_ISDIR),
@@ -120,13 +120,13 @@ fn check_regular(a: &Attr) -> Result<(), u32> {
     }
 }
 
-fn attrs(r: &Result<NewAttrs, u32>) -> Result<NewAttrs, u32> {
+fn attrs(r: &Result<NewAttrs, Nfsstat4>) -> Result<NewAttrs, Nfsstat4> {
     *r
 }
 
 /// The current filehandle as a file of an export (the pseudo file system's
 /// directories: `pseudo` is the error to give).
-fn cfh_node(c: &Compound, pseudo: u32) -> Result<Node, u32> {
+fn cfh_node(c: &Compound, pseudo: Nfsstat4) -> Result<Node, Nfsstat4> {
     match &c.cfh {
         None => Err(NFS4ERR_NOFILEHANDLE),
         Some(CurrentFh::Pseudo(_)) => Err(pseudo),
@@ -136,7 +136,7 @@ fn cfh_node(c: &Compound, pseudo: u32) -> Result<Node, u32> {
 
 /// CLAIM_NULL / CLAIM_DELEGATE_CUR: the name in the current directory, looked up or
 /// created per `create`.
-fn by_name(c: &Compound, name: &[u8], create: Option<&CreateHow>) -> Result<Target, u32> {
+fn by_name(c: &Compound, name: &[u8], create: Option<&CreateHow>) -> Result<Target, Nfsstat4> {
     let model = c.ctx.model;
     let dir = cfh_node(
         c,
@@ -221,7 +221,7 @@ fn by_name(c: &Compound, name: &[u8], create: Option<&CreateHow>) -> Result<Targ
 }
 
 /// createhow4 → the file model's create mode and the attributes it applies.
-fn create_mode(how: &CreateHow) -> Result<(CreateMode, Option<NewAttrs>), u32> {
+fn create_mode(how: &CreateHow) -> Result<(CreateMode, Option<NewAttrs>), Nfsstat4> {
     Ok(match how {
         CreateHow::Unchecked(a) => {
             let a = attrs(a)?;
@@ -240,7 +240,7 @@ fn create_mode(how: &CreateHow) -> Result<(CreateMode, Option<NewAttrs>), u32> {
 }
 
 /// The current filehandle as the file (CLAIM_FH, CLAIM_PREVIOUS, CLAIM_DELEG_CUR_FH).
-fn by_fh(c: &Compound) -> Result<Target, u32> {
+fn by_fh(c: &Compound) -> Result<Target, Nfsstat4> {
     let node = cfh_node(c, NFS4ERR_ISDIR)?;
     let attr = c.ctx.model.getattr(&node).map_err(fs)?;
     Ok(Target {
@@ -255,7 +255,7 @@ fn by_fh(c: &Compound) -> Result<Target, u32> {
 
 /// Grace-period rules per claim (§8.4.2, §18.16.3): reclaims only in grace and only
 /// by clients that may reclaim; everything else waits for the grace period to end.
-fn check_grace(c: &Compound, claim: &Claim) -> Result<(), u32> {
+fn check_grace(c: &Compound, claim: &Claim) -> Result<(), Nfsstat4> {
     let clients = &c.state.clients;
     let grace = clients.in_grace();
     match claim {
@@ -281,7 +281,7 @@ pub fn reclaim_completed(c: &Compound) -> bool {
 /// A reclaim (CLAIM_PREVIOUS OPEN, LOCK with reclaim) is allowed (§8.4.2.1): in
 /// the grace period (else NO_GRACE), before the client's RECLAIM_COMPLETE (else
 /// NO_GRACE), by a client the previous run knew (else RECLAIM_BAD).
-pub fn reclaim_allowed(c: &Compound) -> Result<(), u32> {
+pub fn reclaim_allowed(c: &Compound) -> Result<(), Nfsstat4> {
     let clients = &c.state.clients;
     if !clients.in_grace() {
         Err(NFS4ERR_NO_GRACE)
@@ -297,7 +297,7 @@ pub fn reclaim_allowed(c: &Compound) -> Result<(), u32> {
 
 /// Runs an OPEN; on success the current filehandle is the file and the current
 /// stateid the open stateid (§16.2.3.1.2).
-pub fn run(c: &mut Compound, a: &OpenArgs) -> Result<Opened, u32> {
+pub fn run(c: &mut Compound, a: &OpenArgs) -> Result<Opened, Nfsstat4> {
     let (access, want, deny) = split_share(a.share_access, a.share_deny)?;
     check_grace(c, &a.claim)?;
     if a.create.is_some() && !matches!(a.claim, Claim::Null(_)) {
@@ -390,7 +390,7 @@ pub fn run(c: &mut Compound, a: &OpenArgs) -> Result<Opened, u32> {
 
 /// CLAIM_DELEGATE_CUR / CLAIM_DELEG_CUR_FH: the delegation must be the client's,
 /// current, on this file (§18.16.3) → else NFS4ERR_RECLAIM_BAD.
-fn check_deleg(c: &Compound, sid: &Stateid, fileid: u64) -> Result<(), u32> {
+fn check_deleg(c: &Compound, sid: &Stateid, fileid: u64) -> Result<(), Nfsstat4> {
     if c.state.delegations.holds(c.clientid, sid, fileid) {
         Ok(())
     } else {

@@ -36,6 +36,9 @@ impl B {
         let pad = (4 - b.len() % 4) % 4;
         self.u32(b.len() as u32).raw(b).raw(&[0, 0, 0][..pad])
     }
+    fn st(self, s: Nfsstat4) -> B {
+        self.u32(s.as_u32())
+    }
     fn sid(self, s: &Stateid) -> B {
         self.u32(s.seqid).raw(&s.other)
     }
@@ -150,7 +153,7 @@ fn root(c: &mut Compound) -> Node {
 }
 
 /// Runs one operation; returns its status and the bytes it wrote.
-fn call(c: &mut Compound, f: OpFn, args: &B) -> (u32, Vec<u8>) {
+fn call(c: &mut Compound, f: OpFn, args: &B) -> (Nfsstat4, Vec<u8>) {
     let mut buf = vec![0u8; 4096];
     let mut r = XdrReader::new(&args.0);
     let (st, n) = {
@@ -159,7 +162,7 @@ fn call(c: &mut Compound, f: OpFn, args: &B) -> (u32, Vec<u8>) {
         (st, w.position())
     };
     buf.truncate(n);
-    assert_eq!(u32::from_be_bytes(buf[..4].try_into().unwrap()), st);
+    assert_eq!(Nfsstat4::decode(&mut XdrReader::new(&buf)).unwrap(), st);
     (st, buf)
 }
 
@@ -629,7 +632,7 @@ fn lock_denied_encoding_locku_lockt_free_and_test() {
     let (st, r) = call(&mut c2, lock, &lock_new(false, 0, u64::MAX, &s2, b"L2"));
     assert_eq!(st, NFS4ERR_DENIED);
     let want = B::default()
-        .u32(NFS4ERR_DENIED)
+        .st(NFS4ERR_DENIED)
         .u64(10)
         .u64(20)
         .u32(2)
@@ -673,13 +676,13 @@ fn lock_denied_encoding_locku_lockt_free_and_test() {
     let (st, r) = call(&mut c1, test_stateid, &list);
     assert_eq!(st, NFS4_OK);
     let codes = B::default()
-        .u32(NFS4_OK)
+        .st(NFS4_OK)
         .u32(5)
-        .u32(NFS4_OK)
-        .u32(NFS4_OK)
-        .u32(NFS4ERR_BAD_STATEID)
-        .u32(NFS4ERR_BAD_STATEID)
-        .u32(NFS4ERR_BAD_STATEID);
+        .st(NFS4_OK)
+        .st(NFS4_OK)
+        .st(NFS4ERR_BAD_STATEID)
+        .st(NFS4ERR_BAD_STATEID)
+        .st(NFS4ERR_BAD_STATEID);
     assert_eq!(r, codes.0);
     // LOCKU all with CURRENT (= l1), then FREE_STATEID, then CLOSE
     let (st, r) = call(
@@ -891,7 +894,7 @@ fn open_result_encodes_each_delegation_kind() {
         buf
     };
     let head = B::default()
-        .u32(NFS4_OK)
+        .st(NFS4_OK)
         .sid(&s)
         .u32(0)
         .u64(1)

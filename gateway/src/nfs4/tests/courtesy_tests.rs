@@ -87,7 +87,7 @@ fn locku_all(lock: Stateid) -> Op {
 
 /// SEQUENCE + PUTROOTFH + `op` (OPEN, or LOOKUP f first for the others); returns the
 /// last operation's status and, on success, the stateid its result starts with.
-fn on_f(h: &H, sid: [u8; 16], seq: u32, lookup: bool, op: Op) -> (u32, Option<Stateid>) {
+fn on_f(h: &H, sid: [u8; 16], seq: u32, lookup: bool, op: Op) -> (Nfsstat4, Option<Stateid>) {
     let mut ops = vec![sequence(sid, seq, 0), op0(OP_PUTROOTFH)];
     if lookup {
         ops.push(named(OP_LOOKUP, b"f"));
@@ -169,7 +169,7 @@ fn io_f(sid: Stateid, write: bool) -> Op {
 }
 
 /// SEQUENCE + PUTROOTFH + LOOKUP f + READ/WRITE with a special stateid: the status.
-fn special_io(h: &H, sid: [u8; 16], seq: u32, stateid: Stateid, write: bool) -> u32 {
+fn special_io(h: &H, sid: [u8; 16], seq: u32, stateid: Stateid, write: bool) -> Nfsstat4 {
     let ops = [
         sequence(sid, seq, 0),
         op0(OP_PUTROOTFH),
@@ -268,7 +268,7 @@ fn exchange_id_of_another_principal_expires_a_courtesy_client() {
     let h = courteous();
     let (a, sa) = ready(&h, b"courtesy-a");
     assert_eq!(on_f(&h, sa, 2, false, open_f(a, b"oa", 3, 3)).0, NFS4_OK);
-    let as_uid = |uid: u32, ops: &[Op]| -> (u32, Vec<u8>) {
+    let as_uid = |uid: u32, ops: &[Op]| -> (Nfsstat4, Vec<u8>) {
         let args = compound_args(b"t", 1, ops);
         let mut buf = vec![0u8; 1 << 20];
         let mut c = ctx(&h);
@@ -277,7 +277,7 @@ fn exchange_id_of_another_principal_expires_a_courtesy_client() {
         assert_eq!(serve(&c, &h.state, 1, &args, &mut w), Outcome::Done);
         let n = w.position();
         buf.truncate(n);
-        (XdrReader::new(&buf).u32().unwrap(), buf)
+        (Nfsstat4::decode(&mut XdrReader::new(&buf)).unwrap(), buf)
     };
     assert_eq!(
         as_uid(1000, &[exchange_id(b"courtesy-a", 9)]).0,

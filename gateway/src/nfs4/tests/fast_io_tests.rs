@@ -138,7 +138,10 @@ fn write_read_commit_replies_equal_the_workers() {
     let verf = h.model.write_verifier();
     // WRITE: the worker's reply (seqid 1) against start + put_write_ok (seqid 2).
     let worker = run(&h, &write_args(sid, 1, &fh, any, 3, b"abc", 0, false));
-    assert_eq!(XdrReader::new(&worker).u32().unwrap(), NFS4_OK);
+    assert_eq!(
+        Nfsstat4::decode(&mut XdrReader::new(&worker)).unwrap(),
+        NFS4_OK
+    );
     let attr = h.model.getattr(&node).unwrap();
     let args = write_args(sid, 2, &fh, any, 3, b"abc", 0, false);
     let (s, mut head, _) = start(&h, &args, &attr, 16).expect("taken");
@@ -154,7 +157,7 @@ fn write_read_commit_replies_equal_the_workers() {
         "WRITE reply differs from the worker's"
     );
     // In flight: a retransmission is DELAY, the next request too (§2.10.6.2).
-    let st = XdrReader::new(&run(&h, &args)).u32().unwrap();
+    let st = Nfsstat4::decode(&mut XdrReader::new(&run(&h, &args))).unwrap();
     assert_eq!(st, NFS4ERR_DELAY);
     fast_io::finish(s, &head);
     assert_eq!(run(&h, &args), head, "replayed from the slot");
@@ -227,7 +230,10 @@ fn handed_back_calls_leave_the_slot_for_the_worker() {
     assert!(!s.is_next(0, 1));
     drop(started);
     assert!(s.is_next(0, 1));
-    assert_eq!(XdrReader::new(&run(&h, &args)).u32().unwrap(), NFS4_OK);
+    assert_eq!(
+        Nfsstat4::decode(&mut XdrReader::new(&run(&h, &args))).unwrap(),
+        NFS4_OK
+    );
     // Calls the worker must answer: nothing claimed, the slot still expects seqid 2.
     let bogus = Stateid {
         seqid: 1,

@@ -8,7 +8,7 @@ use crate::fs::{CreateMode, Owner, SetAttr};
 const USER: u32 = 1000;
 
 /// `call` with the AUTH_SYS identity USER:USER.
-fn call_as_user(h: &H, ops: &[Op]) -> (u32, Vec<u8>) {
+fn call_as_user(h: &H, ops: &[Op]) -> (Nfsstat4, Vec<u8>) {
     let mut buf = vec![0u8; 1 << 20];
     let c = Ctx {
         cred: Cred::Sys(AuthSys::new(USER, USER, &[])),
@@ -19,7 +19,7 @@ fn call_as_user(h: &H, ops: &[Op]) -> (u32, Vec<u8>) {
     assert_eq!(serve(&c, &h.state, 1, &args, &mut w), Outcome::Done);
     let n = w.position();
     buf.truncate(n);
-    (XdrReader::new(&buf).u32().unwrap(), buf)
+    (Nfsstat4::decode(&mut XdrReader::new(&buf)).unwrap(), buf)
 }
 
 /// OPEN4args, CLAIM_NULL `name`: `access` (1 read, 2 write), no delegation wanted,
@@ -63,13 +63,13 @@ fn guarded_mode(mode: u32) -> Vec<u8> {
 }
 
 /// The OPEN's status after SEQUENCE, PUTROOTFH, LOOKUP "d".
-fn open_status(rep: &[u8]) -> u32 {
+fn open_status(rep: &[u8]) -> Nfsstat4 {
     let v = first_statuses(rep, 3);
     assert_eq!(v.len(), 3, "{v:?}");
     let mut r = results(rep);
     r.skip(8 + 16 + 20 + 8 + 8).unwrap();
     assert_eq!(r.u32().unwrap(), OP_OPEN);
-    r.u32().unwrap()
+    Nfsstat4::decode(&mut r).unwrap()
 }
 
 #[test]

@@ -34,7 +34,7 @@ fn set_and_get(
     fh: &[u8],
     sec: i64,
     nsec: u32,
-) -> (u32, Vec<NfsTime>) {
+) -> (Nfsstat4, Vec<NfsTime>) {
     let ops = [
         sequence(sid, seq, 0),
         putfh(fh.to_vec()),
@@ -45,12 +45,15 @@ fn set_and_get(
     let mut r = results(&rep);
     r.skip(8 + 16 + 20 + 8).unwrap();
     assert_eq!(r.u32().unwrap(), OP_SETATTR);
-    let st = r.u32().unwrap();
+    let st = Nfsstat4::decode(&mut r).unwrap();
     attrs::get_bitmap(&mut r).unwrap();
     if st != NFS4_OK {
         return (st, Vec::new());
     }
-    assert_eq!((r.u32().unwrap(), r.u32().unwrap()), (OP_GETATTR, NFS4_OK));
+    assert_eq!(
+        (r.u32().unwrap(), Nfsstat4::decode(&mut r).unwrap()),
+        (OP_GETATTR, NFS4_OK)
+    );
     attrs::get_bitmap(&mut r).unwrap();
     let list = r.opaque_var(64).unwrap();
     let mut l = XdrReader::new(list);

@@ -54,7 +54,7 @@ fn open(cl: &Clients, id: u64, addr: IpAddr) -> Result<Arc<Session>, StateError>
 }
 
 /// Runs one request on `slot` of `s` (the next sequence id) and caches its reply.
-fn run(s: &Arc<Session>, slot: u32, seqid: u32) -> Result<(), u32> {
+fn run(s: &Arc<Session>, slot: u32, seqid: u32) -> Result<(), StateError> {
     match s.use_slot(slot, seqid, Default::default())? {
         SlotUse::New(c) => {
             c.finish(Some(vec![1; 100]));

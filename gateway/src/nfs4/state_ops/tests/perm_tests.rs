@@ -36,7 +36,7 @@ fn chmod(h: &H, f: &Node, mode: u32) {
 }
 
 /// OPEN CLAIM_FH of `f` with `access` (1 read, 2 write, 3 both): status, stateid.
-fn open_fh(c: &mut Compound, f: &Node, access: u32, owner: &[u8]) -> (u32, Stateid) {
+fn open_fh(c: &mut Compound, f: &Node, access: u32, owner: &[u8]) -> (Nfsstat4, Stateid) {
     put(c, f);
     let (st, r) = call(
         c,
@@ -51,19 +51,19 @@ fn open_fh(c: &mut Compound, f: &Node, access: u32, owner: &[u8]) -> (u32, State
     (st, sid)
 }
 
-fn write_with(c: &mut Compound, f: &Node, sid: &Stateid) -> u32 {
+fn write_with(c: &mut Compound, f: &Node, sid: &Stateid) -> Nfsstat4 {
     put(c, f);
     let b = B::default().sid(sid).u64(0).u32(2).opaque(b"x");
     call(c, write, &b).0
 }
 
-fn read_with(c: &mut Compound, f: &Node, sid: &Stateid) -> u32 {
+fn read_with(c: &mut Compound, f: &Node, sid: &Stateid) -> Nfsstat4 {
     put(c, f);
     let b = B::default().sid(sid).u64(0).u32(10);
     call(c, read, &b).0
 }
 
-fn truncate_with(c: &mut Compound, f: &Node, sid: &Stateid) -> u32 {
+fn truncate_with(c: &mut Compound, f: &Node, sid: &Stateid) -> Nfsstat4 {
     put(c, f);
     call(c, setattr, &size_attr(B::default().sid(sid), 0)).0
 }
@@ -77,7 +77,7 @@ fn open_checks_the_mode_bits_without_owner_override() {
     let h = harness();
     let user = ctx(&h, USER);
     let mut c = compound(&user, &h.state, 5);
-    let cases: [(u32, [u32; 3]); 6] = [
+    let cases: [(u32, [Nfsstat4; 3]); 6] = [
         (0o477, [NFS4_OK, NFS4ERR_ACCESS, NFS4ERR_ACCESS]),
         (0o177, [NFS4_OK, NFS4ERR_ACCESS, NFS4ERR_ACCESS]),
         (0o077, [NFS4ERR_ACCESS, NFS4ERR_ACCESS, NFS4ERR_ACCESS]),
