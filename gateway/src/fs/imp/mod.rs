@@ -287,6 +287,7 @@ impl Inner {
             BackendError::NoSpace => Status::NoSpc,
             BackendError::ReadOnly => Status::Rofs,
             BackendError::TooLarge => Status::FBig,
+            BackendError::Unsupported => Status::NotSupp,
             BackendError::Retryable(msg) => {
                 tracing::debug!(key, msg, "backend busy");
                 Status::Jukebox
