@@ -9,6 +9,7 @@
 
 pub mod access;
 pub mod types;
+pub mod v42;
 
 pub use types::*;
 

@@ -26,6 +26,9 @@ pub const NFS4ERR_STALE: u32 = 70;
 pub const NFS4ERR_BADHANDLE: u32 = 10001;
 pub const NFS4ERR_BAD_COOKIE: u32 = 10003;
 pub const NFS4ERR_NOTSUPP: u32 = 10004;
+/// RFC 8276 §8.1 (extended attributes, NFSv4.2).
+pub const NFS4ERR_NOXATTR: u32 = 10095;
+pub const NFS4ERR_XATTR2BIG: u32 = 10096;
 pub const NFS4ERR_TOOSMALL: u32 = 10005;
 pub const NFS4ERR_SERVERFAULT: u32 = 10006;
 pub const NFS4ERR_BADTYPE: u32 = 10007;
@@ -142,6 +145,9 @@ pub fn from_fs(s: Status) -> u32 {
         Status::NoDev | Status::Remote => NFS4ERR_IO,
         Status::NotSync => NFS4ERR_SERVERFAULT,
         Status::Jukebox => NFS4ERR_DELAY,
+        // RFC 8276 §8.1 (v42: the file service's xattrs).
+        Status::NoXattr => NFS4ERR_NOXATTR,
+        Status::Xattr2Big => NFS4ERR_XATTR2BIG,
     }
 }
 
