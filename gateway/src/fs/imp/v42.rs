@@ -350,3 +350,7 @@ impl Inner {
         })
     }
 }
+
+#[cfg(test)]
+#[path = "v42_tests.rs"]
+mod tests;
