@@ -1,7 +1,12 @@
 //! The `memory` backend: objects in a `BTreeMap` under a `RwLock`. For tests and for
 //! measuring the engine without a store. It behaves like an S3 bucket (no parent
 //! directories are required, a "dir/" marker is just a zero-byte object) and also
-//! supports in-place updates (`RandomWrite`).
+//! supports in-place updates (`RandomWrite`) and the NFSv4.2 operations the way a
+//! sparse local file does: holes in a sparse map (`extents::Extents`), ALLOCATE,
+//! DEALLOCATE, range copies and clones; extended attributes are kept as the s3 store
+//! keeps them (`meta_xattr`, with a larger budget), so tests see those rules.
+
+use super::extents::Extents;
 
 use super::*;
 use std::ops::Bound;
@@ -14,6 +19,8 @@ struct Obj {
     mtime_ns: u64,
     version: u64,
     user: UserMeta,
+    /// Which bytes of `data` are data, not holes.
+    extents: Extents,
 }
 
 #[derive(Default)]
@@ -27,6 +34,11 @@ struct Store {
 /// Largest object the memory backend holds: a hostile WRITE or SETATTR at a huge
 /// offset gets NFS3ERR_NOSPC instead of an allocation of that size.
 pub const MAX_OBJECT: u64 = 16 << 30;
+
+/// Bytes of extended attributes per object (their names and encoded values,
+/// `meta_xattr`), and the largest value: RFC 8276 leaves both to the server.
+pub const XATTR_BUDGET: usize = 256 << 10;
+pub const XATTR_MAX_VALUE: usize = 64 << 10;
 
 pub struct MemoryBackend {
     store: Arc<RwLock<Store>>,
@@ -96,6 +108,7 @@ impl MemoryBackend {
     ) -> BResult<ObjectMeta> {
         check_key(key)?;
         let obj = Obj {
+            extents: Extents::full(data.len() as u64),
             data,
             mtime_ns: now_ns(),
             version: self.next_version(),
@@ -309,6 +322,98 @@ impl Backend for MemoryBackend {
         Some(self)
     }
 
+    fn seek(&self, key: &str, offset: u64, data: bool) -> BResult<Option<u64>> {
+        check_key(key)?;
+        let st = self.read();
+        let o = st.objects.get(key).ok_or(BackendError::NotFound)?;
+        let size = o.data.len() as u64;
+        Ok(if data {
+            o.extents.next_data(offset, size)
+        } else {
+            o.extents.next_hole(offset, size)
+        })
+    }
+
+    fn allocate(&self, key: &str, offset: u64, len: u64) -> BResult<()> {
+        let end = end_of(offset, len)?;
+        self.update(key, |o| {
+            if (o.data.len() as u64) < end {
+                o.data.resize(end as usize, 0);
+            }
+            o.extents.add(offset, end);
+            o.mtime_ns = now_ns();
+        })
+    }
+
+    fn deallocate(&self, key: &str, offset: u64, len: u64) -> BResult<()> {
+        let end = offset.saturating_add(len);
+        self.update(key, |o| {
+            let size = o.data.len() as u64;
+            let (s, e) = (offset.min(size), end.min(size));
+            o.data[s as usize..e as usize].fill(0);
+            o.extents.punch(s, e);
+            o.mtime_ns = now_ns();
+        })
+    }
+
+    fn copy_range(&self, src: &str, s: u64, dst: &str, d: u64, count: u64) -> BResult<u64> {
+        check_key(src)?;
+        let end = end_of(d, count)?;
+        let v = self.next_version();
+        let mut st = self.write();
+        let from = st.objects.get(src).ok_or(BackendError::NotFound)?;
+        let size = from.data.len() as u64;
+        let n = count.min(size.saturating_sub(s));
+        let bytes = from.data[s.min(size) as usize..(s.min(size) + n) as usize].to_vec();
+        let holes = from.extents.clone();
+        let to = st.objects.get_mut(dst).ok_or(BackendError::NotFound)?;
+        debug_assert!(d + n <= end);
+        if (to.data.len() as u64) < d + n {
+            to.data.resize((d + n) as usize, 0);
+        }
+        to.data[d as usize..(d + n) as usize].copy_from_slice(&bytes);
+        // The source's holes stay holes (as copy_file_range keeps them sparse).
+        to.extents.punch(d, d + n);
+        let mut at = s;
+        while let Some(ds) = holes.next_data(at, s + n) {
+            let de = holes.next_hole(ds, s + n).unwrap_or(s + n);
+            to.extents.add(d + (ds - s), d + (de - s));
+            at = de;
+        }
+        to.version = v;
+        to.mtime_ns = now_ns();
+        Ok(n)
+    }
+
+    fn clone_range(&self, src: &str, s: u64, dst: &str, d: u64, count: u64) -> BResult<()> {
+        self.copy_range(src, s, dst, d, count).map(|_| ())
+    }
+
+    fn xattr_max_value(&self) -> usize {
+        XATTR_MAX_VALUE
+    }
+
+    fn xattr_get(&self, key: &str, name: &[u8]) -> BResult<Option<Vec<u8>>> {
+        Ok(meta_xattr::get(&self.head(key)?.user, name))
+    }
+
+    fn xattr_set(&self, key: &str, name: &[u8], val: &[u8], how: XattrSet) -> BResult<bool> {
+        if val.len() > XATTR_MAX_VALUE {
+            return Err(BackendError::TooLarge);
+        }
+        self.update(key, |o| {
+            meta_xattr::set(&mut o.user, name, val, how, XATTR_BUDGET)
+        })?
+    }
+
+    fn xattr_list(&self, key: &str) -> BResult<Vec<Vec<u8>>> {
+        Ok(meta_xattr::list(&self.head(key)?.user))
+    }
+
+    fn xattr_remove(&self, key: &str, name: &[u8]) -> BResult<bool> {
+        self.update(key, |o| meta_xattr::remove(&mut o.user, name))
+    }
+
     fn rename(&self, from: &str, to: &str) -> BResult<()> {
         check_key(from)?;
         check_key(to)?;
@@ -362,6 +467,14 @@ impl Backend for MemoryBackend {
     }
 }
 
+/// The end of `[offset, offset + len)`, which must fit the largest object.
+fn end_of(offset: u64, len: u64) -> BResult<u64> {
+    offset
+        .checked_add(len)
+        .filter(|e| *e <= MAX_OBJECT)
+        .ok_or(BackendError::NoSpace)
+}
+
 impl RandomWrite for MemoryBackend {
     fn write_at(&self, key: &str, offset: u64, data: &[u8]) -> BResult<()> {
         let end = offset
@@ -373,6 +486,7 @@ impl RandomWrite for MemoryBackend {
                 o.data.resize(end as usize, 0);
             }
             o.data[offset as usize..end as usize].copy_from_slice(data);
+            o.extents.add(offset, end);
             o.mtime_ns = now_ns();
         })
     }
@@ -383,6 +497,7 @@ impl RandomWrite for MemoryBackend {
         }
         self.update(key, |o| {
             o.data.resize(size as usize, 0);
+            o.extents.truncate(size);
             o.mtime_ns = now_ns();
         })
     }

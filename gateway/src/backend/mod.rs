@@ -9,8 +9,10 @@
 //! place (a local directory, memory); the file model stages UNSTABLE writes through it
 //! and makes them durable with `sync`.
 
+pub mod extents;
 pub mod fs;
 pub mod memory;
+pub mod meta_xattr;
 pub mod s3;
 
 use std::collections::BTreeMap;
@@ -61,6 +63,9 @@ pub enum BackendError {
     /// which moves the write verifier: a COMMIT answers OK with it and clients resend
     /// (RFC 1813 §3.3.21); anything else answers NFS3ERR_JUKEBOX and is retried.
     Lost(String),
+    /// This store cannot do the operation (an NFSv4.2 operation it has no way to
+    /// represent, docs/nfs42.md): NFS4ERR_NOTSUPP.
+    Unsupported,
 }
 
 impl std::fmt::Display for BackendError {
@@ -74,6 +79,7 @@ impl std::fmt::Display for BackendError {
             BackendError::Retryable(s) => write!(f, "temporary backend failure: {s}"),
             BackendError::Permanent(s) => write!(f, "backend failure: {s}"),
             BackendError::Lost(s) => write!(f, "uncommitted writes lost by the store: {s}"),
+            BackendError::Unsupported => f.write_str("not supported by this store"),
         }
     }
 }
@@ -206,6 +212,80 @@ pub trait Backend: Send + Sync {
         self.name().to_string()
     }
 
+    /// Where the next data (`data`) or hole at or after `offset` starts in regular
+    /// object `key`, `None` when there is none before the end (RFC 7862 §15.11; every
+    /// object has a virtual hole at its end). The default knows no holes: all data.
+    fn seek(&self, key: &str, offset: u64, data: bool) -> BResult<Option<u64>> {
+        let size = self.head(key)?.size;
+        Ok(match (offset < size, data) {
+            (false, _) => None,
+            (true, true) => Some(offset),
+            (true, false) => Some(size),
+        })
+    }
+
+    /// Reserves `[offset, offset + len)` (RFC 7862 §15.1, ALLOCATE), extending the
+    /// object (with zeros) when the range ends past it. Not durable until `sync`.
+    fn allocate(&self, _key: &str, _offset: u64, _len: u64) -> BResult<()> {
+        Err(BackendError::Unsupported)
+    }
+
+    /// Punches a hole (RFC 7862 §15.4, DEALLOCATE): the range reads as zeros after,
+    /// the size does not change. Not durable until `sync`.
+    fn deallocate(&self, _key: &str, _offset: u64, _len: u64) -> BResult<()> {
+        Err(BackendError::Unsupported)
+    }
+
+    /// Copies `count` bytes of `src` at `src_off` to `dst` at `dst_off` inside the
+    /// store (RFC 7862 §15.2): no byte through the gateway. Ranges are checked by the
+    /// caller. Returns the bytes copied; not durable until `sync` where the store has
+    /// `RandomWrite`.
+    fn copy_range(&self, _src: &str, _s: u64, _dst: &str, _d: u64, _count: u64) -> BResult<u64> {
+        Err(BackendError::Unsupported)
+    }
+
+    /// `copy_range` sharing the blocks where the store can (RFC 7862 §15.13, CLONE:
+    /// all of it or nothing). Ranges and alignment are checked by the caller.
+    fn clone_range(&self, _src: &str, _s: u64, _dst: &str, _d: u64, _count: u64) -> BResult<()> {
+        Err(BackendError::Unsupported)
+    }
+
+    /// The alignment CLONE needs (the `clone_blksize` attribute, RFC 7862 §12.2.1).
+    fn clone_block(&self) -> u64 {
+        1
+    }
+
+    /// The largest extended attribute value this store keeps (0: no xattrs).
+    fn xattr_max_value(&self) -> usize {
+        0
+    }
+
+    /// The longest extended attribute name this store keeps (at most 255 bytes).
+    fn xattr_max_name(&self) -> usize {
+        255
+    }
+
+    /// Extended attribute `name` of `key` (RFC 8276), `None` when it has none.
+    fn xattr_get(&self, _key: &str, _name: &[u8]) -> BResult<Option<Vec<u8>>> {
+        Err(BackendError::Unsupported)
+    }
+
+    /// Sets `name` per `how`: `AlreadyExists` for `Create` over an existing one, `Ok(false)`
+    /// for `Replace` of a missing one; `TooLarge` past the store's limits.
+    fn xattr_set(&self, _key: &str, _name: &[u8], _val: &[u8], _how: XattrSet) -> BResult<bool> {
+        Err(BackendError::Unsupported)
+    }
+
+    /// Every extended attribute name of `key`, sorted.
+    fn xattr_list(&self, _key: &str) -> BResult<Vec<Vec<u8>>> {
+        Err(BackendError::Unsupported)
+    }
+
+    /// Removes `name`; `Ok(false)` when there was none.
+    fn xattr_remove(&self, _key: &str, _name: &[u8]) -> BResult<bool> {
+        Err(BackendError::Unsupported)
+    }
+
     /// Renames an object, or with both keys ending in '/' a whole directory prefix
     /// (every key under `from` moves under `to`, the marker included). An existing
     /// target object is replaced; a directory target must not exist or be empty (its
@@ -253,6 +333,16 @@ pub trait Backend: Send + Sync {
         }
         Ok(())
     }
+}
+
+/// How an extended attribute is set (RFC 8276 §8.4.1, setxattr_option4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum XattrSet {
+    /// Only a new one (else `AlreadyExists`).
+    Create,
+    /// Only an existing one.
+    Replace,
+    Either,
 }
 
 /// Gateway state kept in a shared store, next to the data (under names starting with

@@ -2,7 +2,8 @@
 //! squashing (`crate::export::admit`, which applies the export's `squash` and
 //! `access = "ro"` to the `Caller` this module reads).
 //!
-//! The file model never calls it (it is mechanism, `crate::fs`); NFSv3, MOUNT, NFSv4.1,
+//! The file model calls it only in its NFSv4.2 operations (`fs::v42`, which take the
+//! caller); NFSv3, MOUNT, NFSv4.1,
 //! the reactor cache and the io_uring fast paths do, so one rule answers the same on
 //! every path. Follows knfsd and POSIX:
 //! - uid 0 bypasses the permission bits, except that executing a non-directory needs

@@ -2,13 +2,14 @@
 //!
 //! Runs only on backend worker threads (every method may block on storage). It offers
 //! mechanism, not policy: permission checks (the policy is [`access`], which the model
-//! never calls), export access and squashing are done by the protocol layers, which
+//! calls only in the NFSv4.2 operations, [`v42`], that take the caller), export access and squashing are done by the protocol layers, which
 //! also gather wcc data around each call.
 //!
 //! API CONTRACT (filled in by the fs implementation; signatures are fixed):
 
 pub mod access;
 pub mod types;
+pub mod v42;
 
 pub use types::*;
 

@@ -37,6 +37,11 @@ pub enum Status {
     ServerFault,
     BadType,
     Jukebox,
+    /// No such extended attribute (RFC 8276 §8.1, NFS4ERR_NOXATTR).
+    NoXattr,
+    /// An extended attribute too large for the store (RFC 8276 §8.1,
+    /// NFS4ERR_XATTR2BIG).
+    Xattr2Big,
 }
 
 pub type FsResult<T> = Result<T, Status>;

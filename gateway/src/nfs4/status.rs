@@ -125,6 +125,9 @@ nfsstat4! {
     NFS4ERR_ENCR_ALG_UNSUPP = 10079,
     NFS4ERR_PNFS_NO_LAYOUT = 10080,
     NFS4ERR_NOT_ONLY_OP = 10081,
+    // RFC 8276 §8.1 (extended attributes, NFSv4.2).
+    NFS4ERR_NOXATTR = 10095,
+    NFS4ERR_XATTR2BIG = 10096,
     NFS4ERR_WRONG_CRED = 10082,
     NFS4ERR_WRONG_TYPE = 10083,
     NFS4ERR_DIRDELEG_UNAVAIL = 10084,
@@ -216,6 +219,8 @@ pub fn from_fs(s: Status) -> Nfsstat4 {
         Status::BadType => NFS4ERR_BADTYPE,
         Status::NoDev | Status::Remote => NFS4ERR_IO,
         Status::NotSync => NFS4ERR_SERVERFAULT,
+        Status::NoXattr => NFS4ERR_NOXATTR,
+        Status::Xattr2Big => NFS4ERR_XATTR2BIG,
         Status::Jukebox => NFS4ERR_DELAY,
     }
 }
@@ -333,6 +338,8 @@ mod tests {
             (Status::ServerFault, 10006, "NFS4ERR_SERVERFAULT"),
             (Status::BadType, 10007, "NFS4ERR_BADTYPE"),
             (Status::Jukebox, 10008, "NFS4ERR_DELAY"),
+            (Status::NoXattr, 10095, "NFS4ERR_NOXATTR"),
+            (Status::Xattr2Big, 10096, "NFS4ERR_XATTR2BIG"),
         ];
         for (s, n, name) in table {
             assert_eq!(from_fs(s).as_u32(), n, "{s:?}");
@@ -346,9 +353,9 @@ mod tests {
             Status::MLink | Status::NameTooLong | Status::NotEmpty | Status::DQuot => (),
             Status::Stale | Status::Remote | Status::BadHandle | Status::NotSync => (),
             Status::BadCookie | Status::NotSupp | Status::TooSmall | Status::ServerFault => (),
-            Status::BadType | Status::Jukebox => (),
+            Status::BadType | Status::Jukebox | Status::NoXattr | Status::Xattr2Big => (),
         };
-        assert_eq!(table.len(), 29);
+        assert_eq!(table.len(), 31);
     }
 
     /// The checked constructor takes exactly the numbers of RFC 8881 §15.1.
@@ -358,8 +365,8 @@ mod tests {
         assert!(all.windows(2).all(|p| p[0].0 .0 < p[1].0 .0), "ascending");
         assert_eq!(
             all.len(),
-            19 + 85,
-            "19 up to 70; 10001..=10087 less 10002, 10073"
+            19 + 85 + 2,
+            "19 up to 70; 10001..=10087 less 10002, 10073; RFC 8276's 10095, 10096"
         );
         for &(s, name) in all {
             assert_eq!(Nfsstat4::new(s.as_u32()), Some(s), "{name}");

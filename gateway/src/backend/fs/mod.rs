@@ -38,6 +38,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 mod list;
+mod space;
 mod sys;
 #[cfg(test)]
 mod tests;
@@ -1082,6 +1083,44 @@ impl Backend for FsBackend {
         check_key(key).ok()?;
         let (e, _) = self.entry(key, false).ok()?;
         (!e.dir).then_some((e.file, e.writable))
+    }
+
+    // NFSv4.2 operations: `space.rs`.
+    fn seek(&self, key: &str, offset: u64, data: bool) -> BResult<Option<u64>> {
+        self.seek_impl(key, offset, data)
+    }
+    fn allocate(&self, key: &str, offset: u64, len: u64) -> BResult<()> {
+        self.allocate_impl(key, offset, len)
+    }
+    fn deallocate(&self, key: &str, offset: u64, len: u64) -> BResult<()> {
+        self.deallocate_impl(key, offset, len)
+    }
+    fn copy_range(&self, src: &str, s: u64, dst: &str, d: u64, count: u64) -> BResult<u64> {
+        self.copy_range_impl(src, s, dst, d, count)
+    }
+    fn clone_range(&self, src: &str, s: u64, dst: &str, d: u64, count: u64) -> BResult<()> {
+        self.clone_range_impl(src, s, dst, d, count)
+    }
+    fn clone_block(&self) -> u64 {
+        self.clone_block_impl()
+    }
+    fn xattr_max_name(&self) -> usize {
+        xattr::CLIENT_MAX_NAME
+    }
+    fn xattr_max_value(&self) -> usize {
+        xattr::CLIENT_MAX_VALUE
+    }
+    fn xattr_get(&self, key: &str, name: &[u8]) -> BResult<Option<Vec<u8>>> {
+        self.xattr_get_impl(key, name)
+    }
+    fn xattr_set(&self, key: &str, name: &[u8], val: &[u8], how: XattrSet) -> BResult<bool> {
+        self.xattr_set_impl(key, name, val, how)
+    }
+    fn xattr_list(&self, key: &str) -> BResult<Vec<Vec<u8>>> {
+        self.xattr_list_impl(key)
+    }
+    fn xattr_remove(&self, key: &str, name: &[u8]) -> BResult<bool> {
+        self.xattr_remove_impl(key, name)
     }
 
     fn rename(&self, from: &str, to: &str) -> BResult<()> {

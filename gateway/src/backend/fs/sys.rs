@@ -274,3 +274,82 @@ impl Drop for Dir {
         unsafe { libc::closedir(self.dp.as_ptr()) };
     }
 }
+
+/// Sets attribute `name` with `flags` (0, XATTR_CREATE: EEXIST if present,
+/// XATTR_REPLACE: ENODATA if absent).
+pub fn fsetxattr_flags(
+    fd: BorrowedFd<'_>,
+    name: &CStr,
+    value: &[u8],
+    flags: libc::c_int,
+) -> io::Result<()> {
+    // SAFETY: `fd` is open, `name` NUL-terminated; the kernel reads exactly
+    // `value.len()` bytes from `value`.
+    check(unsafe {
+        libc::fsetxattr(
+            fd.as_raw_fd(),
+            name.as_ptr(),
+            value.as_ptr().cast(),
+            value.len(),
+            flags,
+        )
+    })
+}
+
+/// `lseek(fd, offset, whence)` (SEEK_DATA / SEEK_HOLE); ENXIO: none past `offset`.
+pub fn lseek(fd: BorrowedFd<'_>, offset: u64, whence: libc::c_int) -> io::Result<u64> {
+    let off =
+        libc::off_t::try_from(offset).map_err(|_| io::Error::from_raw_os_error(libc::ENXIO))?;
+    // SAFETY: `fd` is open for the call; lseek touches no memory of ours.
+    let r = unsafe { libc::lseek(fd.as_raw_fd(), off, whence) };
+    u64::try_from(r).map_err(|_| last_err())
+}
+
+/// `fallocate(fd, mode, offset, len)`.
+pub fn fallocate(fd: BorrowedFd<'_>, mode: libc::c_int, offset: u64, len: u64) -> io::Result<()> {
+    let big = || io::Error::from_raw_os_error(libc::EFBIG);
+    let off = libc::off_t::try_from(offset).map_err(|_| big())?;
+    let len = libc::off_t::try_from(len).map_err(|_| big())?;
+    // SAFETY: `fd` is open for the call; fallocate touches no memory of ours.
+    check(unsafe { libc::fallocate(fd.as_raw_fd(), mode, off, len) })
+}
+
+/// One `copy_file_range` from `src` at `src_off` to `dst` at `dst_off`: bytes copied
+/// (0 at the source's end).
+pub fn copy_file_range(
+    src: BorrowedFd<'_>,
+    src_off: u64,
+    dst: BorrowedFd<'_>,
+    dst_off: u64,
+    len: usize,
+) -> io::Result<usize> {
+    let big = || io::Error::from_raw_os_error(libc::EFBIG);
+    let mut so = libc::loff_t::try_from(src_off).map_err(|_| big())?;
+    let mut d = libc::loff_t::try_from(dst_off).map_err(|_| big())?;
+    // SAFETY: both descriptors are open; `so` and `d` are valid, writable offsets the
+    // kernel updates during the call only.
+    check_len(unsafe {
+        libc::copy_file_range(src.as_raw_fd(), &mut so, dst.as_raw_fd(), &mut d, len, 0)
+    })
+}
+
+/// `ioctl(dst, FICLONERANGE)`: shares `len` bytes of `src` at `src_off` into `dst` at
+/// `dst_off` (0 = to the source's end); EOPNOTSUPP/EXDEV/EINVAL where the file system
+/// cannot.
+pub fn ficlonerange(
+    src: BorrowedFd<'_>,
+    src_off: u64,
+    dst: BorrowedFd<'_>,
+    dst_off: u64,
+    len: u64,
+) -> io::Result<()> {
+    let arg = libc::file_clone_range {
+        src_fd: i64::from(src.as_raw_fd()),
+        src_offset: src_off,
+        src_length: len,
+        dest_offset: dst_off,
+    };
+    // SAFETY: `dst` and `src` are open; `arg` is a valid file_clone_range the
+    // kernel only reads during the call.
+    check(unsafe { libc::ioctl(dst.as_raw_fd(), libc::FICLONERANGE, &arg) })
+}

@@ -89,6 +89,11 @@ fn log_ignored(name: &str, why: &str, val: &[u8]) {
 
 /// The full names of the user.nfsgw.* attributes of an open file (ENOTSUP: none).
 fn names(fd: BorrowedFd<'_>) -> io::Result<Vec<Vec<u8>>> {
+    names_with(fd, XATTR_PREFIX)
+}
+
+/// The full names of an open file's attributes starting with `prefix`.
+fn names_with(fd: BorrowedFd<'_>, prefix: &str) -> io::Result<Vec<Vec<u8>>> {
     let mut buf = vec![0u8; 1024];
     let n = loop {
         match sys::flistxattr(fd, &mut buf) {
@@ -103,7 +108,7 @@ fn names(fd: BorrowedFd<'_>) -> io::Result<Vec<Vec<u8>>> {
     buf.truncate(n);
     Ok(buf
         .split(|b| *b == 0)
-        .filter(|n| n.starts_with(XATTR_PREFIX.as_bytes()))
+        .filter(|n| n.starts_with(prefix.as_bytes()))
         .map(<[u8]>::to_vec)
         .collect())
 }
@@ -185,4 +190,74 @@ pub fn set(fd: BorrowedFd<'_>, meta: &UserMeta) -> io::Result<()> {
         sys::fsetxattr(fd, &c, val.as_bytes())?;
     }
     Ok(())
+}
+
+/// Clients' extended attributes (RFC 8276) are `user.nfsgw-x.<name>`: outside
+/// [`XATTR_PREFIX`] (whose names `set` owns and rewrites), so no client name can
+/// reach the gateway's metadata, and apart from attributes other local tools set.
+pub const CLIENT_PREFIX: &str = "user.nfsgw-x.";
+/// The kernel's limits: a whole attribute name (XATTR_NAME_MAX) and a value
+/// (XATTR_SIZE_MAX; a file system may refuse less: ext4 keeps a value in one block).
+pub const CLIENT_MAX_NAME: usize = 255 - CLIENT_PREFIX.len();
+pub const CLIENT_MAX_VALUE: usize = 65536;
+
+fn client_name(name: &[u8]) -> io::Result<CString> {
+    let mut full = CLIENT_PREFIX.as_bytes().to_vec();
+    full.extend_from_slice(name);
+    CString::new(full).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))
+}
+
+/// A client attribute's value, `None` when there is none.
+pub fn client_get(fd: BorrowedFd<'_>, name: &[u8]) -> io::Result<Option<Vec<u8>>> {
+    let c = client_name(name)?;
+    let mut val = vec![0u8; CLIENT_MAX_VALUE];
+    match sys::fgetxattr(fd, &c, &mut val) {
+        Ok(n) => {
+            val.truncate(n);
+            Ok(Some(val))
+        }
+        Err(e) if e.raw_os_error() == Some(libc::ENODATA) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// Sets a client attribute (XATTR_CREATE/XATTR_REPLACE per `how`): `Ok(false)` when
+/// `Replace` found none; EEXIST when `Create` found one.
+pub fn client_set(
+    fd: BorrowedFd<'_>,
+    name: &[u8],
+    val: &[u8],
+    how: crate::backend::XattrSet,
+) -> io::Result<bool> {
+    use crate::backend::XattrSet;
+    let flags = match how {
+        XattrSet::Create => libc::XATTR_CREATE,
+        XattrSet::Replace => libc::XATTR_REPLACE,
+        XattrSet::Either => 0,
+    };
+    match sys::fsetxattr_flags(fd, &client_name(name)?, val, flags) {
+        Ok(()) => Ok(true),
+        Err(e) if e.raw_os_error() == Some(libc::ENODATA) => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// The client attribute names of an open file, sorted.
+pub fn client_list(fd: BorrowedFd<'_>) -> io::Result<Vec<Vec<u8>>> {
+    let mut v: Vec<Vec<u8>> = names_with(fd, CLIENT_PREFIX)?
+        .into_iter()
+        .map(|n| n[CLIENT_PREFIX.len()..].to_vec())
+        .filter(|n| !n.is_empty())
+        .collect();
+    v.sort();
+    Ok(v)
+}
+
+/// Removes a client attribute: `Ok(false)` when there was none.
+pub fn client_remove(fd: BorrowedFd<'_>, name: &[u8]) -> io::Result<bool> {
+    match sys::fremovexattr(fd, &client_name(name)?) {
+        Ok(()) => Ok(true),
+        Err(e) if e.raw_os_error() == Some(libc::ENODATA) => Ok(false),
+        Err(e) => Err(e),
+    }
 }

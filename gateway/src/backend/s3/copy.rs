@@ -74,11 +74,14 @@ pub(super) fn too_large(e: &BackendError) -> bool {
 }
 
 /// What to copy: store keys (prefix included), the object key for errors and logs,
-/// the source as a fresh HEAD saw it, and the metadata of the copy.
+/// the source as a fresh HEAD saw it, and the metadata of the copy. `base` and `size`
+/// are the source's bytes to copy (all of it for a rename; a range for an NFSv4.2
+/// COPY into a new object, `range.rs`).
 pub(super) struct Job {
     pub from: String,
     pub to: String,
     pub key: String,
+    pub base: u64,
     pub size: u64,
     pub etag: String,
     pub meta: UserMeta,
@@ -196,7 +199,7 @@ async fn copy_parts(
         while failed.is_none() && next < plan.count && set.len() < IN_FLIGHT {
             let (c2, job2, id2, i) = (c.clone(), job.clone(), id.clone(), next);
             set.spawn(async move {
-                let range = plan.range(i);
+                let range = plan.range(i).map(|(a, b)| (a + job2.base, b + job2.base));
                 let r = bounded(
                     &c2,
                     c2.pool.run(|ep| {

@@ -23,6 +23,7 @@ mod chunk;
 mod copy;
 mod failover;
 mod handlekey;
+mod range;
 mod readahead;
 pub mod requests;
 mod rest;
@@ -30,7 +31,7 @@ mod stage;
 
 use super::{
     check_key, check_prefix, BResult, Backend, BackendError, ListPage, ObjectMeta, RandomWrite,
-    SharedState, UserMeta, TEMP_PREFIX,
+    SharedState, UserMeta, XattrSet, TEMP_PREFIX,
 };
 use crate::config::S3Config;
 use anyhow::Context;
@@ -662,6 +663,7 @@ impl S3Backend {
             from: self.core.skey(from),
             to: self.core.skey(to),
             key: to.to_string(),
+            base: 0,
             size: src.size,
             etag: src.etag,
             meta: meta.cloned().unwrap_or(src.user),
@@ -930,6 +932,38 @@ impl Backend for S3Backend {
 
     fn shared(&self) -> Option<&dyn SharedState> {
         Some(self)
+    }
+
+    // NFSv4.2 operations: `range.rs` (SEEK keeps the default: S3 has no holes).
+    fn copy_range(&self, src: &str, s: u64, dst: &str, d: u64, count: u64) -> BResult<u64> {
+        self.copy_range_impl(src, s, dst, d, count)
+    }
+
+    fn clone_range(&self, src: &str, s: u64, dst: &str, d: u64, count: u64) -> BResult<()> {
+        match self.copy_range_impl(src, s, dst, d, count)? {
+            n if n == count => Ok(()),
+            _ => Err(BackendError::Unsupported),
+        }
+    }
+
+    fn xattr_max_value(&self) -> usize {
+        range::XATTR_BUDGET
+    }
+
+    fn xattr_get(&self, key: &str, name: &[u8]) -> BResult<Option<Vec<u8>>> {
+        Ok(crate::backend::meta_xattr::get(&self.head(key)?.user, name))
+    }
+
+    fn xattr_set(&self, key: &str, name: &[u8], val: &[u8], how: XattrSet) -> BResult<bool> {
+        self.xattr_set_impl(key, name, val, how)
+    }
+
+    fn xattr_list(&self, key: &str) -> BResult<Vec<Vec<u8>>> {
+        Ok(crate::backend::meta_xattr::list(&self.head(key)?.user))
+    }
+
+    fn xattr_remove(&self, key: &str, name: &[u8]) -> BResult<bool> {
+        self.xattr_remove_impl(key, name)
     }
 }
 

@@ -61,6 +61,7 @@ mod mac_key;
 mod nlink;
 mod observe;
 mod orphans;
+mod v42;
 
 /// Export and file id of a handle, unauthenticated (see `handles::peek`).
 pub(super) fn peek_handle(fh: &[u8]) -> Option<(u16, u64)> {
@@ -287,6 +288,7 @@ impl Inner {
             BackendError::NoSpace => Status::NoSpc,
             BackendError::ReadOnly => Status::Rofs,
             BackendError::TooLarge => Status::FBig,
+            BackendError::Unsupported => Status::NotSupp,
             BackendError::Retryable(msg) => {
                 tracing::debug!(key, msg, "backend busy");
                 Status::Jukebox
