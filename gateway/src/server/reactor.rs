@@ -15,11 +15,10 @@ use crate::stats::{slot_of, CallStat, Clock, ReactorStats, Transport};
 use crate::supervise;
 use engine::mem::Buf;
 use engine::rdma::server::{
-    CallRef, CallbackError, CallbackOutcome, ConnId as RdmaConnId, RdmaServer,
+    CallbackError, CallbackOutcome, ConnId as RdmaConnId, Delivered, RdmaServer,
 };
 use engine::reactor::{Counters, Poller};
 use engine::ring::{Doorbell, Ring};
-use engine::rpcrdma::responder::Reduced;
 use engine::tcp::{ConnId, TcpTransport};
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -28,9 +27,7 @@ use std::time::Duration;
 
 pub(crate) struct ReactorState {
     id: usize,
-    /// TCP and RPC-over-RDMA behind one seam (`super::transport`). Declared before
-    /// `cache`, so dropped first: a transport still holding pinned cache pages never
-    /// outlives their region.
+    /// TCP and RPC-over-RDMA behind one seam (`super::transport`).
     net: Transports,
     /// lkey of the cache pages when registered with the RDMA fabric (zero-copy READ).
     pages_lkey: Option<u32>,
@@ -57,6 +54,8 @@ pub(crate) struct ReactorState {
     /// RDMA callbacks waiting for a reverse credit or transport room (see
     /// `send_calls`), oldest first.
     cb_wait: VecDeque<(RdmaConnId, Buf, std::time::Instant)>,
+    /// RDMA calls of the current round (kept: no allocation per pass).
+    rdma_calls: Vec<Delivered>,
 }
 
 /// RDMA callbacks kept waiting per reactor, at most (callbacks are rare; a full queue
@@ -80,8 +79,10 @@ struct Router {
     backlog: VecDeque<Job>,
     /// Records waiting for a buffer to answer inline.
     retry: VecDeque<(Link, SocketAddr, Buf, CallStat)>,
-    /// Inline replies produced while a transport was borrowed by its `poll` (with
-    /// cache pages when the data goes by RDMA Write straight from them).
+    /// Inline TCP replies produced while the TCP transport lent a record from its
+    /// `poll` (which borrows the transport: the replies join their connections'
+    /// queues right after it, and leave at this pass's `flush` like every TCP reply).
+    /// RDMA calls come as events (`RdmaServer::poll_calls`) and are answered at once.
     outbox: Vec<Outgoing>,
     /// Connections to close after this pass: a call on them panicked while being
     /// classified (supervision policy: a bad request costs at most its connection).
@@ -97,9 +98,30 @@ struct Router {
     finished: Vec<Finished>,
 }
 
-/// A reply leaving the reactor: where to, the reply (None: release the call without
-/// one) and, for a zero-copy READ, the cache pages holding its data.
+/// A TCP reply produced while the TCP transport was lending the record (`poll_sockets`).
 type Outgoing = (Link, Reply);
+
+/// What a routed call leaves to its caller: a reply to send now (answered inline), and
+/// the reply bytes a TCP call reserves while a worker or the ring answers it.
+struct Routed {
+    reply: Option<Reply>,
+    charge: u32,
+}
+
+impl Routed {
+    /// A retried record: nothing now.
+    const LATER: Routed = Routed {
+        reply: None,
+        charge: 0,
+    };
+
+    fn charged(charge: u32) -> Routed {
+        Routed {
+            reply: None,
+            charge,
+        }
+    }
+}
 
 /// With an RDMA transport busy, TCP sockets are polled every this many passes (each
 /// TCP poll is an epoll_wait system call), and on every pass while TCP has work.
@@ -129,19 +151,15 @@ impl ReactorState {
             let stats = stats.clone();
             r.publish_connections(Box::new(move |n| stats.set_rdma_connections(n)));
         }
-        let pages_lkey = match (rdma.as_mut(), cache.page_region()) {
-            // SAFETY: the cache is a field of this state after `rdma`, so the server
-            // (which deregisters in its Drop) goes first.
-            (Some(r), Some((base, len))) => {
-                // SAFETY: the page region outlives the server (dropped first, see above).
-                match unsafe { r.register_region(base, len) } {
-                    Ok(lkey) => Some(lkey),
-                    Err(e) => {
-                        tracing::warn!("rdma: registering the read cache failed ({e}); cached READs are copied");
-                        None
-                    }
+        let pages_lkey = match (rdma.as_mut(), cache.page_pools()) {
+            // The server keeps a handle on the page pools: no drop-order contract.
+            (Some(r), Some(pages)) => match r.register_pools(pages) {
+                Ok(lkey) => Some(lkey),
+                Err(e) => {
+                    tracing::warn!("rdma: registering the read cache failed ({e}); cached READs are copied");
+                    None
                 }
-            }
+            },
             _ => None,
         };
         let pools = shared.reactors[id].pools.clone();
@@ -176,6 +194,7 @@ impl ReactorState {
             tcp_bulk: false,
             tcp_mark: (0, 0),
             cb_wait: VecDeque::new(),
+            rdma_calls: Vec::with_capacity(256),
         }
     }
 
@@ -300,7 +319,13 @@ impl ReactorState {
             match supervise::request("reactor: classifying a TCP call", || {
                 dispatch::classify(*id, conn, peer, rec, pools, &mut hot, None)
             }) {
-                Ok(v) => router.route(v, conn, peer, st) as usize,
+                Ok(v) => {
+                    let routed = router.route(v, conn, peer, st);
+                    if let Some(reply) = routed.reply {
+                        router.outbox.push((conn, reply));
+                    }
+                    routed.charge as usize
+                }
                 Err(supervise::Panicked) => {
                     router.closing.push(conn);
                     0
@@ -312,10 +337,43 @@ impl ReactorState {
         n + retries
     }
 
-    /// Polls the RPC-over-RDMA transport: calls whose reduced items break the NFS
-    /// binding get GARBAGE_ARGS (RFC 8166 §6.1); the rest are classified like TCP
-    /// records.
+    /// Polls the RPC-over-RDMA transport for its calls (events, not a callback: the
+    /// server is free while they are classified) and answers them in this pass: inline
+    /// replies go to the server as each call is classified, and `flush_calls` posts
+    /// them (RDMA Writes and Sends) before the pass moves on. Bounded: each round
+    /// answers only calls the connections' credits admitted.
     fn poll_rdma(&mut self) -> usize {
+        let Some(rdma) = self.net.rdma.as_mut() else {
+            return 0;
+        };
+        // Cache pages whose RDMA Writes are done may be reused again.
+        let cache = &mut self.cache;
+        rdma.take_released(&mut |tag| cache.unpin(tag));
+        let mut calls = std::mem::take(&mut self.rdma_calls);
+        let mut n = rdma.poll_calls(&mut calls);
+        while !calls.is_empty() {
+            for d in calls.drain(..) {
+                self.take_rdma_call(d);
+            }
+            self.end_of_round();
+            let Some(rdma) = self.net.rdma.as_mut() else {
+                break;
+            };
+            n += rdma.flush_calls(&mut calls);
+        }
+        self.rdma_calls = calls;
+        n
+    }
+
+    /// One RDMA call: a call whose reduced items break the NFS binding gets
+    /// GARBAGE_ARGS (RFC 8166 §6.1); the rest are classified like TCP records.
+    fn take_rdma_call(&mut self, d: Delivered) {
+        let Delivered {
+            call,
+            peer,
+            record: rec,
+            write_room: room,
+        } = d;
         let ReactorState {
             id,
             net,
@@ -328,11 +386,11 @@ impl ReactorState {
             reval,
             ..
         } = self;
-        let Some(rdma) = net.rdma.as_mut() else {
-            return 0;
+        let st = router.count_in(&rec, Transport::Rdma);
+        let Some(rdma) = net.rdma.as_ref() else {
+            return;
         };
-        // Cache pages whose RDMA Writes are done may be reused again.
-        rdma.take_released(&mut |tag| cache.unpin(tag));
+        let reduced = rdma.reduced(call);
         let pools = &shared.reactors[*id].pools;
         let mut hot = Hot {
             cache,
@@ -343,49 +401,41 @@ impl ReactorState {
             state: &shared.state,
             revalidate: reval,
         };
-        let mut handle = |call: CallRef,
-                          peer: SocketAddr,
-                          rec: Buf,
-                          reduced: &[Reduced],
-                          room: Option<u64>| {
-            let st = router.count_in(&rec, Transport::Rdma);
-            let classified = supervise::request("reactor: classifying an RDMA call", || {
-                match crate::ulb::check_call(&rec, reduced) {
-                    Ok(item) => {
-                        let conn = Link::rdma(call, item);
-                        // NFSv3 READ's data item, or an NFSv4 COMPOUND's (the v4 fast
-                        // path answers `SEQUENCE, PUTFH, READ` from the cache pages).
-                        let room = room.filter(|_| {
-                            matches!(
-                                item,
-                                crate::ulb::ReplyItem::ReadData | crate::ulb::ReplyItem::Compound
-                            )
-                        });
-                        (
-                            conn,
-                            dispatch::classify(*id, conn, peer, rec, pools, &mut hot, room),
+        let classified = supervise::request("reactor: classifying an RDMA call", || {
+            match crate::ulb::check_call(&rec, reduced) {
+                Ok(item) => {
+                    let conn = Link::rdma(call, item);
+                    // NFSv3 READ's data item, or an NFSv4 COMPOUND's (the v4 fast
+                    // path answers `SEQUENCE, PUTFH, READ` from the cache pages).
+                    let room = room.filter(|_| {
+                        matches!(
+                            item,
+                            crate::ulb::ReplyItem::ReadData | crate::ulb::ReplyItem::Compound
                         )
-                    }
-                    Err(v) => {
-                        tracing::debug!(%peer, xid = v.xid, "rdma: reduced item not DDP-eligible; GARBAGE_ARGS");
-                        let conn = Link::rdma(call, crate::ulb::ReplyItem::None);
-                        (conn, dispatch::garbage_args(v.xid, rec, pools))
-                    }
+                    });
+                    (
+                        conn,
+                        dispatch::classify(*id, conn, peer, rec, pools, &mut hot, room),
+                    )
                 }
-            });
-            match classified {
-                Ok((conn, v)) => {
-                    // RDMA calls reserve nothing: credits bound them (see `route`).
-                    router.route(v, conn, peer, st);
+                Err(v) => {
+                    tracing::debug!(%peer, xid = v.xid, "rdma: reduced item not DDP-eligible; GARBAGE_ARGS");
+                    let conn = Link::rdma(call, crate::ulb::ReplyItem::None);
+                    (conn, dispatch::garbage_args(v.xid, rec, pools))
                 }
-                Err(supervise::Panicked) => router
-                    .closing
-                    .push(Link::rdma(call, crate::ulb::ReplyItem::None)),
             }
-        };
-        let n = rdma.poll(&mut handle);
-        self.flush_outbox();
-        n
+        });
+        match classified {
+            Ok((conn, v)) => {
+                // RDMA calls reserve nothing: credits bound them (see `route`).
+                if let Some(reply) = router.route(v, conn, peer, st).reply {
+                    net.send(conn, reply, &router.stats, cache);
+                }
+            }
+            Err(supervise::Panicked) => router
+                .closing
+                .push(Link::rdma(call, crate::ulb::ReplyItem::None)),
+        }
     }
 
     fn take_record(&mut self, conn: Link, peer: SocketAddr, rec: Buf, st: CallStat) {
@@ -403,15 +453,31 @@ impl ReactorState {
             dispatch::classify(self.id, conn, peer, rec, pools, &mut hot, None)
         }) {
             Ok(v) => {
-                let charge = self.router.route(v, conn, peer, st);
+                let routed = self.router.route(v, conn, peer, st);
                 // Classified outside the transport's poll: reserve now.
-                self.net.reserve(conn, charge);
+                self.net.reserve(conn, routed.charge);
+                if let Some(reply) = routed.reply {
+                    self.net
+                        .send(conn, reply, &self.router.stats, &mut self.cache);
+                }
             }
             Err(supervise::Panicked) => self.router.closing.push(conn),
         }
     }
 
+    /// Sends the TCP replies of this poll (they join their connections' queues and
+    /// leave at this pass's `flush`), after the round's bookkeeping.
     fn flush_outbox(&mut self) {
+        self.end_of_round();
+        for (conn, reply) in self.router.outbox.drain(..) {
+            self.net
+                .send(conn, reply, &self.router.stats, &mut self.cache);
+        }
+    }
+
+    /// After a round of classified calls: closes the connections whose call panicked,
+    /// hands revalidations to workers, and callback replies to the callback table.
+    fn end_of_round(&mut self) {
         if !self.router.closing.is_empty() {
             self.close_panicked();
         }
@@ -420,10 +486,6 @@ impl ReactorState {
         }
         for (xid, rec) in self.router.cb_replies.drain(..) {
             self.shared.state.delegations.callback_reply(xid, &rec);
-        }
-        for (conn, reply) in self.router.outbox.drain(..) {
-            self.net
-                .send(conn, reply, &self.router.stats, &mut self.cache);
         }
     }
 }
@@ -516,42 +578,33 @@ impl Router {
             .call_done(st, self.clock.ns_between(st.t0, self.clock.now()));
     }
 
-    /// Acts on a verdict: queue a reply, a job, or a retry. Returns the reply bytes to
-    /// reserve in the call's TCP connection budget: a call a worker or the ring
-    /// answers later reserves the reply buffer it may need (`worker::reply_want`), so
-    /// a client that pipelines large READs and reads nothing is stopped at
-    /// `tcp.max_queued_mib` of replies in production or queued, instead of holding a
-    /// large buffer per call in flight (Standards: no pinned shared buffers). Inline
-    /// replies reserve nothing (they are queued in this pass). RDMA calls reserve
-    /// nothing either: the client's credits bound them.
-    fn route(&mut self, v: Verdict, conn: Link, peer: SocketAddr, st: CallStat) -> u32 {
-        match v {
-            Verdict::Drop => {
-                self.answered_here(st);
-                self.outbox.push((conn, Reply::none()))
-            }
-            Verdict::Reply(b) => {
-                self.answered_here(st);
-                self.outbox.push((conn, Reply::of(b)))
-            }
-            Verdict::ReplyPages(b, pages) => {
-                self.answered_here(st);
-                let reply = Reply {
-                    buf: Some(b),
-                    pages: Some(pages),
-                    located: None,
-                };
-                self.outbox.push((conn, reply))
-            }
+    /// Acts on a verdict: hands back a reply to send now, or queues a job or a retry.
+    /// A job reserves the reply bytes it may need in its TCP connection's budget
+    /// (`Routed::charge`): a call a worker or the ring answers later reserves the reply
+    /// buffer it may need (`worker::reply_want`), so a client that pipelines large
+    /// READs and reads nothing is stopped at `tcp.max_queued_mib` of replies in
+    /// production or queued, instead of holding a large buffer per call in flight
+    /// (Standards: no pinned shared buffers). Inline replies reserve nothing (they
+    /// leave in this pass). RDMA calls reserve nothing either: the client's credits
+    /// bound them.
+    fn route(&mut self, v: Verdict, conn: Link, peer: SocketAddr, st: CallStat) -> Routed {
+        let reply = match v {
+            Verdict::Drop => Reply::none(),
+            Verdict::Reply(b) => Reply::of(b),
+            Verdict::ReplyPages(b, pages) => Reply {
+                buf: Some(b),
+                pages: Some(pages),
+                located: None,
+            },
             Verdict::CallbackReply(xid, rec) => {
                 // The record answers nothing: release it like a dropped call.
-                self.answered_here(st);
                 self.cb_replies.push((xid, rec));
-                self.outbox.push((conn, Reply::none()))
+                Reply::none()
             }
             Verdict::Retry(rec) => {
                 Counters::add(&self.counters.parked, 1);
                 self.retry.push_back((conn, peer, rec, st));
+                return Routed::LATER;
             }
             Verdict::Work(mut job) => {
                 job.stat = st;
@@ -559,16 +612,20 @@ impl Router {
                 let charge = job.conn.charge(want);
                 let job = match self.direct.as_mut() {
                     Some(d) => match d.try_take(job, &self.pools) {
-                        Ok(()) => return charge,
+                        Ok(()) => return Routed::charged(charge),
                         Err(job) => job,
                     },
                     None => job,
                 };
                 self.queue_job(job);
-                return charge;
+                return Routed::charged(charge);
             }
+        };
+        self.answered_here(st);
+        Routed {
+            reply: Some(reply),
+            charge: 0,
         }
-        0
     }
 
     /// Queues a job for the workers (the job ring, or the backlog when it is full).

@@ -173,9 +173,11 @@ impl Transports {
                 // answered (`ReadCache::pin_read`): a pinned page is never written
                 // (fills take fresh pages) nor returned to its pool (evicted or
                 // replaced, it waits in the cache's zombies) until `ReadCache::release`
-                // unpins it, which happens only for lists `take_released` handed back.
-                // The cache's page region outlives the transport: `ReactorState` drops
-                // its `Transports` before its cache.
+                // unpins it, which happens only for lists `take_released` handed back;
+                // so the pages stay mapped and unchanged while the transport may read
+                // them. The transport reads them only in its `flush`/`poll`, which run
+                // on this reactor while both live; dropping it reads nothing, so the
+                // order in which `ReactorState` drops the two does not matter.
                 unsafe { self.tcp.send_external(c, b, pages) };
             }
             (Some(b), None) => {
