@@ -727,7 +727,10 @@ fn poll_calls_reply_is_posted_by_flush_calls_in_the_same_pass() {
     assert!(got.is_empty());
     let deadline = Instant::now() + Duration::from_secs(5);
     while p.got.is_empty() {
-        assert!(Instant::now() < deadline, "the reply was not posted by flush_calls");
+        assert!(
+            Instant::now() < deadline,
+            "the reply was not posted by flush_calls"
+        );
         p.poll();
     }
     assert_eq!(word(&p.got[0], 0), 9);

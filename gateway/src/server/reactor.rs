@@ -153,13 +153,15 @@ impl ReactorState {
         }
         let pages_lkey = match (rdma.as_mut(), cache.page_pools()) {
             // The server keeps a handle on the page pools: no drop-order contract.
-            (Some(r), Some(pages)) => match r.register_pools(pages) {
-                Ok(lkey) => Some(lkey),
-                Err(e) => {
-                    tracing::warn!("rdma: registering the read cache failed ({e}); cached READs are copied");
-                    None
+            (Some(r), Some(pages)) => {
+                match r.register_pools(pages) {
+                    Ok(lkey) => Some(lkey),
+                    Err(e) => {
+                        tracing::warn!("rdma: registering the read cache failed ({e}); cached READs are copied");
+                        None
+                    }
                 }
-            },
+            }
             _ => None,
         };
         let pools = shared.reactors[id].pools.clone();
@@ -214,7 +216,12 @@ impl ReactorState {
     /// rare events, so only every GAUGE_EVERY passes and before sleeping.
     fn refresh_guards(&self) {
         let t = self.net.tcp.stats();
-        let r = self.net.rdma.as_ref().map(|r| r.stats()).unwrap_or_default();
+        let r = self
+            .net
+            .rdma
+            .as_ref()
+            .map(|r| r.stats())
+            .unwrap_or_default();
         self.router.stats.set_guards([
             t.refused,
             t.evicted,
