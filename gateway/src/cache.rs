@@ -695,7 +695,13 @@ impl ReadCache {
         }
     }
 
-    /// The page memory, for registering with the RDMA fabric once.
+    /// The page pools, for registering with the RDMA fabric once (the fabric keeps
+    /// a handle, so the pages stay mapped while it may read them).
+    pub fn page_pools(&self) -> Option<&Pools> {
+        self.pool.as_ref()
+    }
+
+    /// The page memory.
     pub fn page_region(&self) -> Option<(*mut u8, usize)> {
         self.pool.as_ref().map(|p| p.region())
     }

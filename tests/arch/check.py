@@ -129,6 +129,24 @@ def nfs4_status_as_u32():
     return hits(["gateway/src/nfs4"], NFS4_STATUS_AS_U32)
 
 
+def transport_matches():
+    """The server names a call's transport only in the transport seam
+    (`gateway/src/server/transport.rs`): a match on `Link`'s variants (`Link::Tcp`,
+    `Link::Rdma`) or the transports' own per-call names anywhere else in the server
+    is one more site a new transport would have to find. Constructors (`Link::tcp`,
+    `Link::rdma`, lowercase) are how a transport's poll names its calls, not matches."""
+    pat = re.compile(r"\bLink::[A-Z]|\bKind::(Tcp|Rdma)\b")
+    seam = GW / "server" / "transport.rs"
+    out = []
+    for f in sources("gateway/src", "engine/src"):
+        if f == seam:
+            continue
+        for n, line in code_lines(f):
+            if pat.search(line):
+                out.append(f"{f.relative_to(ROOT)}:{n}: {line.strip()}")
+    return out
+
+
 RULES = {
     # Front ends and executors stand on the neutral file service, not on NFSv3.
     "nfs4-imports-nfs3": lambda: hits(["gateway/src/nfs4"], imports("nfs3")),
@@ -152,6 +170,8 @@ RULES = {
     "one-client-encoder": client_encoders,
     # nfs4/ passes nfsstat4 as the type `nfs4::status::Nfsstat4`, not as u32.
     "nfs4-status-as-u32": nfs4_status_as_u32,
+    # The transport seam: only server/transport.rs matches on a call's transport.
+    "link-matches-outside-seam": transport_matches,
 }
 
 

@@ -272,6 +272,8 @@ pub struct RdmaServer {
     released: Vec<u64>,
     /// Registrations of caller memory (`register_region`), removed at drop.
     extra_mrs: Vec<Mr>,
+    /// Pools registered with `register_pools`, kept mapped while registered.
+    extra_pools: Vec<Pools>,
     stats: RdmaStats,
     local: SocketAddr,
     /// Receive buffers reserved by connections (see `super::admit`).
@@ -355,6 +357,7 @@ impl RdmaServer {
             failed: VecDeque::with_capacity(FAILED_XIDS),
             released: Vec::with_capacity(256),
             extra_mrs: Vec::new(),
+            extra_pools: Vec::new(),
             stats: RdmaStats::default(),
             local: addr,
             admission,
@@ -383,6 +386,18 @@ impl RdmaServer {
         let mr = unsafe { self.fabric.register(base, len, access::LOCAL_WRITE)? };
         self.extra_mrs.push(mr);
         Ok(mr.lkey)
+    }
+
+    /// Registers a pool's region (a reactor's cache pages) like `register_region`,
+    /// keeping a handle on the pools so the region stays mapped as long as this
+    /// server may read it, whatever order the caller drops things in.
+    pub fn register_pools(&mut self, pools: &Pools) -> io::Result<u32> {
+        let (base, len) = pools.region();
+        // SAFETY: the region lives as long as any handle on `pools`; this server
+        // keeps one until it is dropped (`extra_pools`, after the fabric deregistered).
+        let lkey = unsafe { self.register_region(base, len)? };
+        self.extra_pools.push(pools.clone());
+        Ok(lkey)
     }
 
     /// Hands every tag whose external data is no longer in use to `f`.
@@ -462,6 +477,65 @@ impl RdmaServer {
         }
         work
     }
+
+    /// `poll` returning its calls as events (quinn-proto's shape) instead of lending
+    /// them to a callback: each reassembled call is appended to `out`, and the server
+    /// is free again, so the caller answers them with `reply`/`reply_external`/
+    /// `no_reply` and posts those replies with `flush_calls` in the same pass. The
+    /// reduced items of a call are `reduced(call)`; the first write chunk's room is
+    /// `Delivered::write_room`.
+    pub fn poll_calls(&mut self, out: &mut Vec<Delivered>) -> usize {
+        self.poll(&mut |call, peer, record, _, write_room| {
+            out.push(Delivered {
+                call,
+                peer,
+                record,
+                write_room,
+            })
+        })
+    }
+
+    /// Posts the replies queued since the last pump (RDMA Writes and Sends, within
+    /// send-queue room; what does not fit stays queued on its connection and goes at
+    /// the next pump, as every Send does) and re-posts Receives. Calls this makes
+    /// deliverable (held by the reply budget, parked for a buffer) are appended to
+    /// `out`, like `poll_calls`'.
+    pub fn flush_calls(&mut self, out: &mut Vec<Delivered>) -> usize {
+        self.pump(&mut |call, peer, record, _, write_room| {
+            out.push(Delivered {
+                call,
+                peer,
+                record,
+                write_room,
+            })
+        })
+    }
+
+    /// The reduced items of a call delivered and not yet answered (for the upper
+    /// layer's DDP-eligibility check, RFC 8166 §3.4.5); empty for any other.
+    pub fn reduced(&self, call: CallRef) -> &[Reduced] {
+        if !self.is_live(call) {
+            return &[];
+        }
+        let c = self.conns[call.slot as usize].as_ref().expect("live");
+        let slot = &c.calls[call.call as usize];
+        if slot.state == State::Executing {
+            &slot.reduced
+        } else {
+            &[]
+        }
+    }
+}
+
+/// A call `poll_calls` delivered: its name (give it back with the reply), the peer,
+/// the RPC record, and the room of its first write chunk when it has one (a READ
+/// result up to that size may go by `reply_external`).
+#[derive(Debug)]
+pub struct Delivered {
+    pub call: CallRef,
+    pub peer: SocketAddr,
+    pub record: Buf,
+    pub write_room: Option<u64>,
 }
 
 fn release_call(c: &mut Conn, idx: u16, released: &mut Vec<u64>) {

@@ -704,3 +704,34 @@ fn r8167_01_r8167_08_engine_client_answers_callbacks_under_full_forward_load() {
         .all(|e| e.3 == "reply" && e.2.as_ref().is_some_and(|r| word(r, 0) == e.1)));
     drop(c);
 }
+
+/// The event-returning poll: a call taken with `poll_calls`, answered, then
+/// `flush_calls` posts its Send at once; the peer gets the reply with no further
+/// `poll` of the server (the reactor answers RDMA calls in the pass that took them).
+#[test]
+fn poll_calls_reply_is_posted_by_flush_calls_in_the_same_pass() {
+    let (mut s, pools) = server();
+    let (mut p, _) = establish(&mut s, &pools);
+    p.send(&null_call(9));
+    let mut got = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while got.is_empty() {
+        assert!(Instant::now() < deadline, "no call delivered");
+        s.poll_calls(&mut got);
+    }
+    let d = got.pop().unwrap();
+    assert!(s.reduced(d.call).is_empty(), "a NULL call reduces nothing");
+    assert_eq!(d.write_room, None);
+    answer(&mut s, &pools, (d.call, d.record));
+    s.flush_calls(&mut got);
+    assert!(got.is_empty());
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while p.got.is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "the reply was not posted by flush_calls"
+        );
+        p.poll();
+    }
+    assert_eq!(word(&p.got[0], 0), 9);
+}

@@ -71,7 +71,7 @@ mod v4;
 /// WRITE and COMMIT, the parts both versions share (`write.rs`).
 mod write;
 
-use super::dispatch::{Job, Link, MARK};
+use super::dispatch::{Job, MARK};
 use super::Shared;
 use crate::cache::{self, FhKey, Fill, FillData, Stamp};
 use crate::export::{admit, Caller};
@@ -444,7 +444,7 @@ impl Direct {
     /// pool-buffer path (not TCP, small, no pipe for this connection, nothing to read,
     /// or whatever `prepare_read` refuses).
     fn read_spliced(&mut self, job: Job, pools: &Pools) -> Result<(), Job> {
-        let Link::Tcp(conn, _) = job.conn else {
+        let Some(conn) = job.conn.tcp_conn() else {
             return Err(job);
         };
         let Some(pool) = self.pipes.as_mut() else {

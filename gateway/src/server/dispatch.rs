@@ -7,12 +7,11 @@
 //! answered inline. Procedure numbers and arguments are checked by the worker
 //! (PROC_UNAVAIL, GARBAGE_ARGS), which owns the procedure tables.
 
+use super::transport::Link;
 use crate::cache::{self, ReadCache};
 use crate::mount::{MOUNT_PROGRAM, MOUNT_V3};
 use engine::mem::{Buf, Pools};
-use engine::rdma::server::CallRef;
 use engine::rpc::{self, Accept, CallError, CallHeader};
-use engine::tcp::ConnId;
 use engine::xdr::XdrWriter;
 use nfs_wire::{NFS_PROGRAM, NFS_V3};
 use std::net::SocketAddr;
@@ -21,17 +20,6 @@ use std::net::SocketAddr;
 pub const MARK: usize = 4;
 /// Largest inline reply (rejections, NULL).
 const INLINE_REPLY: usize = 64;
-
-/// Where a call came from and its reply goes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Link {
-    /// A TCP call, and the reply bytes reserved for it in its connection's budget
-    /// (`tcp.max_queued_mib`), given back with `TcpTransport::release` just before it
-    /// is answered (see `Router::route`).
-    Tcp(ConnId, u32),
-    /// An RPC-over-RDMA call, and the DDP-eligible item its reply may carry.
-    Rdma(CallRef, crate::ulb::ReplyItem),
-}
 
 /// A call for a backend worker. Owns its record so WRITE payloads are used in place.
 pub(crate) struct Job {
@@ -81,15 +69,13 @@ pub(crate) fn classify(
     hot: &mut Hot,
     write_room: Option<u64>,
 ) -> Verdict {
-    let zc = match (conn, write_room, hot.pages_lkey) {
-        (Link::Rdma(..), Some(room), Some(lkey)) => Some(ZeroCopy { room, lkey, min: 0 }),
-        (Link::Tcp(..), _, _) if hot.tcp_pages => Some(ZeroCopy {
-            room: u64::MAX,
-            lkey: 0,
-            min: TCP_PAGES_MIN,
-        }),
-        _ => None,
-    };
+    let zc = conn
+        .zero_copy(write_room, hot.pages_lkey, hot.tcp_pages)
+        .map(|p| ZeroCopy {
+            room: p.room,
+            lkey: p.lkey,
+            min: if p.tcp { TCP_PAGES_MIN } else { 0 },
+        });
     let (header, args_at) = match rpc::decode_call(&record) {
         Ok(h) => h,
         Err(CallError::Drop) => {

@@ -17,6 +17,7 @@ mod direct;
 mod dispatch;
 mod orphans;
 mod reactor;
+mod transport;
 mod v3_recall;
 mod worker;
 

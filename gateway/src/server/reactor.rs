@@ -6,19 +6,19 @@
 //! in-flight limit stops reading, so the backlog is bounded by connections × in-flight.
 
 use super::direct::{Direct, Finished};
-use super::dispatch::{self, Hot, Job, Link, Verdict, MARK};
+use super::dispatch::{self, Hot, Job, Verdict, MARK};
+use super::transport::{Link, Reply, Transports};
 use super::Shared;
-use crate::cache::{PageRead, ReadCache};
+use crate::cache::ReadCache;
 use crate::nfs4::{ConnKind, ConnRef};
 use crate::stats::{slot_of, CallStat, Clock, ReactorStats, Transport};
 use crate::supervise;
 use engine::mem::Buf;
 use engine::rdma::server::{
-    CallRef, CallbackError, CallbackOutcome, ConnId as RdmaConnId, RdmaServer,
+    CallbackError, CallbackOutcome, ConnId as RdmaConnId, Delivered, RdmaServer,
 };
 use engine::reactor::{Counters, Poller};
 use engine::ring::{Doorbell, Ring};
-use engine::rpcrdma::responder::{DdpList, Reduced};
 use engine::tcp::{ConnId, TcpTransport};
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -27,8 +27,8 @@ use std::time::Duration;
 
 pub(crate) struct ReactorState {
     id: usize,
-    tcp: TcpTransport,
-    rdma: Option<RdmaServer>,
+    /// TCP and RPC-over-RDMA behind one seam (`super::transport`).
+    net: Transports,
     /// lkey of the cache pages when registered with the RDMA fabric (zero-copy READ).
     pages_lkey: Option<u32>,
     /// Cached TCP READs are sent straight from the cache pages (the cache has pages).
@@ -54,6 +54,8 @@ pub(crate) struct ReactorState {
     /// RDMA callbacks waiting for a reverse credit or transport room (see
     /// `send_calls`), oldest first.
     cb_wait: VecDeque<(RdmaConnId, Buf, std::time::Instant)>,
+    /// RDMA calls of the current round (kept: no allocation per pass).
+    rdma_calls: Vec<Delivered>,
 }
 
 /// RDMA callbacks kept waiting per reactor, at most (callbacks are rare; a full queue
@@ -77,8 +79,10 @@ struct Router {
     backlog: VecDeque<Job>,
     /// Records waiting for a buffer to answer inline.
     retry: VecDeque<(Link, SocketAddr, Buf, CallStat)>,
-    /// Inline replies produced while a transport was borrowed by its `poll` (with
-    /// cache pages when the data goes by RDMA Write straight from them).
+    /// Inline TCP replies produced while the TCP transport lent a record from its
+    /// `poll` (which borrows the transport: the replies join their connections'
+    /// queues right after it, and leave at this pass's `flush` like every TCP reply).
+    /// RDMA calls come as events (`RdmaServer::poll_calls`) and are answered at once.
     outbox: Vec<Outgoing>,
     /// Connections to close after this pass: a call on them panicked while being
     /// classified (supervision policy: a bad request costs at most its connection).
@@ -94,9 +98,30 @@ struct Router {
     finished: Vec<Finished>,
 }
 
-/// A reply leaving the reactor: where to, the reply (None: release the call without
-/// one) and, for a zero-copy READ, the cache pages holding its data.
-type Outgoing = (Link, Option<Buf>, Option<Box<PageRead>>);
+/// A TCP reply produced while the TCP transport was lending the record (`poll_sockets`).
+type Outgoing = (Link, Reply);
+
+/// What a routed call leaves to its caller: a reply to send now (answered inline), and
+/// the reply bytes a TCP call reserves while a worker or the ring answers it.
+struct Routed {
+    reply: Option<Reply>,
+    charge: u32,
+}
+
+impl Routed {
+    /// A retried record: nothing now.
+    const LATER: Routed = Routed {
+        reply: None,
+        charge: 0,
+    };
+
+    fn charged(charge: u32) -> Routed {
+        Routed {
+            reply: None,
+            charge,
+        }
+    }
+}
 
 /// With an RDMA transport busy, TCP sockets are polled every this many passes (each
 /// TCP poll is an epoll_wait system call), and on every pass while TCP has work.
@@ -126,12 +151,10 @@ impl ReactorState {
             let stats = stats.clone();
             r.publish_connections(Box::new(move |n| stats.set_rdma_connections(n)));
         }
-        let pages_lkey = match (rdma.as_mut(), cache.page_region()) {
-            // SAFETY: the cache is a field of this state after `rdma`, so the server
-            // (which deregisters in its Drop) goes first.
-            (Some(r), Some((base, len))) => {
-                // SAFETY: the page region outlives the server (dropped first, see above).
-                match unsafe { r.register_region(base, len) } {
+        let pages_lkey = match (rdma.as_mut(), cache.page_pools()) {
+            // The server keeps a handle on the page pools: no drop-order contract.
+            (Some(r), Some(pages)) => {
+                match r.register_pools(pages) {
                     Ok(lkey) => Some(lkey),
                     Err(e) => {
                         tracing::warn!("rdma: registering the read cache failed ({e}); cached READs are copied");
@@ -144,8 +167,7 @@ impl ReactorState {
         let pools = shared.reactors[id].pools.clone();
         ReactorState {
             id,
-            tcp,
-            rdma,
+            net: Transports { tcp, rdma },
             pages_lkey,
             tcp_pages: cache.page_region().is_some(),
             cache,
@@ -174,6 +196,7 @@ impl ReactorState {
             tcp_bulk: false,
             tcp_mark: (0, 0),
             cb_wait: VecDeque::new(),
+            rdma_calls: Vec::with_capacity(256),
         }
     }
 
@@ -186,14 +209,19 @@ impl ReactorState {
     fn refresh_gauges(&self) {
         self.router
             .stats
-            .set_tcp_connections(self.tcp.connections());
+            .set_tcp_connections(self.net.tcp.connections());
     }
 
     /// Publishes the transports' protective counters (refusals, timeouts, reclaims):
     /// rare events, so only every GAUGE_EVERY passes and before sleeping.
     fn refresh_guards(&self) {
-        let t = self.tcp.stats();
-        let r = self.rdma.as_ref().map(|r| r.stats()).unwrap_or_default();
+        let t = self.net.tcp.stats();
+        let r = self
+            .net
+            .rdma
+            .as_ref()
+            .map(|r| r.stats())
+            .unwrap_or_default();
         self.router.stats.set_guards([
             t.refused,
             t.evicted,
@@ -251,14 +279,12 @@ impl ReactorState {
             stats.from_worker();
             let t = *now.get_or_insert_with(|| clock.now());
             stats.call_done(d.stat, clock.ns_between(d.stat.t0, t));
-            send(
-                &mut self.tcp,
-                &mut self.rdma,
-                stats,
-                d.conn,
-                d.reply,
-                d.located,
-            );
+            let reply = Reply {
+                buf: d.reply,
+                pages: None,
+                located: d.located,
+            };
+            self.net.send(d.conn, reply, stats, &mut self.cache);
             n += 1;
         }
         n
@@ -273,7 +299,7 @@ impl ReactorState {
         }
         let ReactorState {
             id,
-            tcp,
+            net,
             pages_lkey,
             tcp_pages,
             cache,
@@ -296,29 +322,68 @@ impl ReactorState {
         // Returns the reply bytes the transport reserves for the call (`route`).
         let mut handle = |conn: ConnId, peer: SocketAddr, rec: Buf| -> usize {
             let st = router.count_in(&rec, Transport::Tcp);
-            let conn = Link::Tcp(conn, 0);
+            let conn = Link::tcp(conn);
             match supervise::request("reactor: classifying a TCP call", || {
                 dispatch::classify(*id, conn, peer, rec, pools, &mut hot, None)
             }) {
-                Ok(v) => router.route(v, conn, peer, st) as usize,
+                Ok(v) => {
+                    let routed = router.route(v, conn, peer, st);
+                    if let Some(reply) = routed.reply {
+                        router.outbox.push((conn, reply));
+                    }
+                    routed.charge as usize
+                }
                 Err(supervise::Panicked) => {
                     router.closing.push(conn);
                     0
                 }
             }
         };
-        let n = tcp.poll(Some(timeout), &mut handle);
+        let n = net.tcp.poll(Some(timeout), &mut handle);
         self.flush_outbox();
         n + retries
     }
 
-    /// Polls the RPC-over-RDMA transport: calls whose reduced items break the NFS
-    /// binding get GARBAGE_ARGS (RFC 8166 §6.1); the rest are classified like TCP
-    /// records.
+    /// Polls the RPC-over-RDMA transport for its calls (events, not a callback: the
+    /// server is free while they are classified) and answers them in this pass: inline
+    /// replies go to the server as each call is classified, and `flush_calls` posts
+    /// them (RDMA Writes and Sends) before the pass moves on. Bounded: each round
+    /// answers only calls the connections' credits admitted.
     fn poll_rdma(&mut self) -> usize {
+        let Some(rdma) = self.net.rdma.as_mut() else {
+            return 0;
+        };
+        // Cache pages whose RDMA Writes are done may be reused again.
+        let cache = &mut self.cache;
+        rdma.take_released(&mut |tag| cache.unpin(tag));
+        let mut calls = std::mem::take(&mut self.rdma_calls);
+        let mut n = rdma.poll_calls(&mut calls);
+        while !calls.is_empty() {
+            for d in calls.drain(..) {
+                self.take_rdma_call(d);
+            }
+            self.end_of_round();
+            let Some(rdma) = self.net.rdma.as_mut() else {
+                break;
+            };
+            n += rdma.flush_calls(&mut calls);
+        }
+        self.rdma_calls = calls;
+        n
+    }
+
+    /// One RDMA call: a call whose reduced items break the NFS binding gets
+    /// GARBAGE_ARGS (RFC 8166 §6.1); the rest are classified like TCP records.
+    fn take_rdma_call(&mut self, d: Delivered) {
+        let Delivered {
+            call,
+            peer,
+            record: rec,
+            write_room: room,
+        } = d;
         let ReactorState {
             id,
-            rdma,
+            net,
             pages_lkey,
             tcp_pages,
             cache,
@@ -328,11 +393,11 @@ impl ReactorState {
             reval,
             ..
         } = self;
-        let Some(rdma) = rdma.as_mut() else {
-            return 0;
+        let st = router.count_in(&rec, Transport::Rdma);
+        let Some(rdma) = net.rdma.as_ref() else {
+            return;
         };
-        // Cache pages whose RDMA Writes are done may be reused again.
-        rdma.take_released(&mut |tag| cache.unpin(tag));
+        let reduced = rdma.reduced(call);
         let pools = &shared.reactors[*id].pools;
         let mut hot = Hot {
             cache,
@@ -343,49 +408,41 @@ impl ReactorState {
             state: &shared.state,
             revalidate: reval,
         };
-        let mut handle = |call: CallRef,
-                          peer: SocketAddr,
-                          rec: Buf,
-                          reduced: &[Reduced],
-                          room: Option<u64>| {
-            let st = router.count_in(&rec, Transport::Rdma);
-            let classified = supervise::request("reactor: classifying an RDMA call", || {
-                match crate::ulb::check_call(&rec, reduced) {
-                    Ok(item) => {
-                        let conn = Link::Rdma(call, item);
-                        // NFSv3 READ's data item, or an NFSv4 COMPOUND's (the v4 fast
-                        // path answers `SEQUENCE, PUTFH, READ` from the cache pages).
-                        let room = room.filter(|_| {
-                            matches!(
-                                item,
-                                crate::ulb::ReplyItem::ReadData | crate::ulb::ReplyItem::Compound
-                            )
-                        });
-                        (
-                            conn,
-                            dispatch::classify(*id, conn, peer, rec, pools, &mut hot, room),
+        let classified = supervise::request("reactor: classifying an RDMA call", || {
+            match crate::ulb::check_call(&rec, reduced) {
+                Ok(item) => {
+                    let conn = Link::rdma(call, item);
+                    // NFSv3 READ's data item, or an NFSv4 COMPOUND's (the v4 fast
+                    // path answers `SEQUENCE, PUTFH, READ` from the cache pages).
+                    let room = room.filter(|_| {
+                        matches!(
+                            item,
+                            crate::ulb::ReplyItem::ReadData | crate::ulb::ReplyItem::Compound
                         )
-                    }
-                    Err(v) => {
-                        tracing::debug!(%peer, xid = v.xid, "rdma: reduced item not DDP-eligible; GARBAGE_ARGS");
-                        let conn = Link::Rdma(call, crate::ulb::ReplyItem::None);
-                        (conn, dispatch::garbage_args(v.xid, rec, pools))
-                    }
+                    });
+                    (
+                        conn,
+                        dispatch::classify(*id, conn, peer, rec, pools, &mut hot, room),
+                    )
                 }
-            });
-            match classified {
-                Ok((conn, v)) => {
-                    // RDMA calls reserve nothing: credits bound them (see `route`).
-                    router.route(v, conn, peer, st);
+                Err(v) => {
+                    tracing::debug!(%peer, xid = v.xid, "rdma: reduced item not DDP-eligible; GARBAGE_ARGS");
+                    let conn = Link::rdma(call, crate::ulb::ReplyItem::None);
+                    (conn, dispatch::garbage_args(v.xid, rec, pools))
                 }
-                Err(supervise::Panicked) => router
-                    .closing
-                    .push(Link::Rdma(call, crate::ulb::ReplyItem::None)),
             }
-        };
-        let n = rdma.poll(&mut handle);
-        self.flush_outbox();
-        n
+        });
+        match classified {
+            Ok((conn, v)) => {
+                // RDMA calls reserve nothing: credits bound them (see `route`).
+                if let Some(reply) = router.route(v, conn, peer, st).reply {
+                    net.send(conn, reply, &router.stats, cache);
+                }
+            }
+            Err(supervise::Panicked) => router
+                .closing
+                .push(Link::rdma(call, crate::ulb::ReplyItem::None)),
+        }
     }
 
     fn take_record(&mut self, conn: Link, peer: SocketAddr, rec: Buf, st: CallStat) {
@@ -403,17 +460,31 @@ impl ReactorState {
             dispatch::classify(self.id, conn, peer, rec, pools, &mut hot, None)
         }) {
             Ok(v) => {
-                let charge = self.router.route(v, conn, peer, st);
+                let routed = self.router.route(v, conn, peer, st);
                 // Classified outside the transport's poll: reserve now.
-                if let (Link::Tcp(c, _), true) = (conn, charge > 0) {
-                    self.tcp.reserve(c, charge as usize);
+                self.net.reserve(conn, routed.charge);
+                if let Some(reply) = routed.reply {
+                    self.net
+                        .send(conn, reply, &self.router.stats, &mut self.cache);
                 }
             }
             Err(supervise::Panicked) => self.router.closing.push(conn),
         }
     }
 
+    /// Sends the TCP replies of this poll (they join their connections' queues and
+    /// leave at this pass's `flush`), after the round's bookkeeping.
     fn flush_outbox(&mut self) {
+        self.end_of_round();
+        for (conn, reply) in self.router.outbox.drain(..) {
+            self.net
+                .send(conn, reply, &self.router.stats, &mut self.cache);
+        }
+    }
+
+    /// After a round of classified calls: closes the connections whose call panicked,
+    /// hands revalidations to workers, and callback replies to the callback table.
+    fn end_of_round(&mut self) {
         if !self.router.closing.is_empty() {
             self.close_panicked();
         }
@@ -422,43 +493,6 @@ impl ReactorState {
         }
         for (xid, rec) in self.router.cb_replies.drain(..) {
             self.shared.state.delegations.callback_reply(xid, &rec);
-        }
-        for (conn, reply, pages) in self.router.outbox.drain(..) {
-            match (conn, reply, pages) {
-                (Link::Rdma(call, _), Some(mut b), Some(pages)) => {
-                    if let Some(r) = self.rdma.as_mut() {
-                        let data: usize = pages.as_slice().iter().map(|p| p.len as usize).sum();
-                        let stats = &self.router.stats;
-                        stats.bytes_out(Transport::Rdma, b.len().saturating_sub(MARK) + data);
-                        stats.rdma_answered();
-                        b.advance(MARK);
-                        r.reply_external(call, b, pages.as_slice());
-                    }
-                    self.cache.recycle(pages);
-                }
-                (Link::Tcp(c, charge), Some(b), Some(pages)) => {
-                    settle(&mut self.tcp, c, charge);
-                    self.router.stats.bytes_out(
-                        Transport::Tcp,
-                        b.len() + pages.data_len() + (4 - pages.data_len() % 4) % 4,
-                    );
-                    // SAFETY: the pages were pinned by the cache when this reply was
-                    // answered (`try_read_pages`/`pin_v4`); a pinned page is never
-                    // written (fills take fresh pages) nor returned to its pool (evicted
-                    // or replaced, it waits in the cache's zombies) until `release`
-                    // unpins it, which happens only for lists `take_released` handed
-                    // back. The transport is dropped before the cache (field order).
-                    unsafe { self.tcp.send_external(c, b, pages) };
-                }
-                (conn, reply, _) => send(
-                    &mut self.tcp,
-                    &mut self.rdma,
-                    &self.router.stats,
-                    conn,
-                    reply,
-                    None,
-                ),
-            }
         }
     }
 }
@@ -493,9 +527,9 @@ impl ReactorState {
     /// spliced replies likewise.
     fn release_tcp_pages(&mut self) {
         let cache = &mut self.cache;
-        self.tcp.take_released(&mut |list| cache.release(list));
+        self.net.tcp.take_released(&mut |list| cache.release(list));
         if let Some(d) = self.router.direct.as_mut() {
-            self.tcp.take_released_pipes(&mut |p| d.put_pipe(p));
+            self.net.tcp.take_released_pipes(&mut |p| d.put_pipe(p));
         }
     }
 
@@ -509,21 +543,11 @@ impl ReactorState {
         let stats = &self.router.stats;
         let clock = &self.router.clock;
         stats.call_done(job.stat, clock.ns_between(job.stat.t0, clock.now()));
-        let data = pipe.filled();
-        match job.conn {
-            Link::Tcp(c, charge) => {
-                settle(&mut self.tcp, c, charge);
-                stats.bytes_out(Transport::Tcp, head.len() + data + (4 - data % 4) % 4);
-                crate::uring::pipes::count_spliced(data);
-                self.tcp.send_pipe(c, head, pipe);
-            }
-            conn @ Link::Rdma(..) => {
-                // Never made (`read_spliced` takes TCP calls only); dropped safely.
-                tracing::error!("a spliced READ reply for an RDMA call; dropped");
-                if let Some(d) = self.router.direct.as_mut() {
-                    d.put_pipe(pipe);
-                }
-                send(&mut self.tcp, &mut self.rdma, stats, conn, None, None);
+        if let Err(pipe) = self.net.send_pipe(job.conn, head, pipe, stats) {
+            // Never made (`read_spliced` takes TCP calls only); dropped safely.
+            tracing::error!("a spliced READ reply for a call not on TCP; dropped");
+            if let Some(d) = self.router.direct.as_mut() {
+                d.put_pipe(pipe);
             }
         }
     }
@@ -535,88 +559,8 @@ impl ReactorState {
     fn close_panicked(&mut self) {
         self.shared.gens.bump_all();
         for conn in std::mem::take(&mut self.router.closing) {
-            match conn {
-                Link::Tcp(c, _) => {
-                    tracing::warn!(
-                        reactor = self.id,
-                        "closing a TCP connection whose call panicked"
-                    );
-                    self.tcp.no_reply(c);
-                    self.tcp.close(c);
-                }
-                Link::Rdma(call, _) => {
-                    tracing::warn!(
-                        reactor = self.id,
-                        "closing an RDMA connection whose call panicked"
-                    );
-                    if let Some(r) = self.rdma.as_mut() {
-                        r.close_call_conn(call);
-                    }
-                }
-            }
+            self.net.close(conn, self.id);
         }
-    }
-}
-
-/// Sends a reply (or releases the call) on the transport it came from. RDMA replies
-/// drop the record-mark slot and name their DDP-eligible data for the write chunks
-/// (`located`: what a worker's COMPOUND noted, see [`ddp_of`]).
-fn send(
-    tcp: &mut TcpTransport,
-    rdma: &mut Option<RdmaServer>,
-    stats: &ReactorStats,
-    conn: Link,
-    reply: Option<Buf>,
-    located: Option<DdpList>,
-) {
-    match (conn, reply) {
-        (Link::Tcp(c, charge), Some(b)) => {
-            settle(tcp, c, charge);
-            stats.bytes_out(Transport::Tcp, b.len());
-            tcp.send_deferred(c, b)
-        }
-        (Link::Tcp(c, charge), None) => {
-            settle(tcp, c, charge);
-            tcp.no_reply(c)
-        }
-        (Link::Rdma(call, item), Some(mut b)) => {
-            // Counted without the record-mark slot, which RDMA does not send.
-            stats.bytes_out(Transport::Rdma, b.len().saturating_sub(MARK));
-            stats.rdma_answered();
-            if let Some(r) = rdma.as_mut() {
-                b.advance(MARK);
-                let ddp = ddp_of(item, located, &b);
-                r.reply(call, b, ddp);
-            }
-        }
-        (Link::Rdma(call, _), None) => {
-            stats.rdma_answered();
-            if let Some(r) = rdma.as_mut() {
-                r.no_reply(call);
-            }
-        }
-    }
-}
-
-/// Gives back the reply bytes a TCP call reserved (`Router::route`) just before it
-/// is answered: from here on its reply (if any) counts as queued instead.
-#[inline]
-fn settle(tcp: &mut TcpTransport, c: ConnId, charge: u32) {
-    if charge > 0 {
-        tcp.release(c, charge as usize);
-    }
-}
-
-/// Where the DDP-eligible results of an RDMA reply (from its XID on) lie: NFSv3's one
-/// item (RFC 8267 §4), the results a COMPOUND noted while it ran (their positions
-/// counted the record-mark slot), or a fast-path or replayed READ/READLINK's data
-/// (§6.4.1).
-fn ddp_of(item: crate::ulb::ReplyItem, located: Option<DdpList>, reply: &[u8]) -> DdpList {
-    use crate::ulb::ReplyItem;
-    match (item, located) {
-        (ReplyItem::Compound, Some(list)) => list.shifted_down(MARK),
-        (ReplyItem::Compound, None) => crate::ulb::v4::fast_read_data(reply),
-        _ => crate::ulb::reply_data(item, reply).into(),
     }
 }
 
@@ -641,58 +585,54 @@ impl Router {
             .call_done(st, self.clock.ns_between(st.t0, self.clock.now()));
     }
 
-    /// Acts on a verdict: queue a reply, a job, or a retry. Returns the reply bytes to
-    /// reserve in the call's TCP connection budget: a call a worker or the ring
-    /// answers later reserves the reply buffer it may need (`worker::reply_want`), so
-    /// a client that pipelines large READs and reads nothing is stopped at
-    /// `tcp.max_queued_mib` of replies in production or queued, instead of holding a
-    /// large buffer per call in flight (Standards: no pinned shared buffers). Inline
-    /// replies reserve nothing (they are queued in this pass). RDMA calls reserve
-    /// nothing either: the client's credits bound them.
-    fn route(&mut self, v: Verdict, conn: Link, peer: SocketAddr, st: CallStat) -> u32 {
-        match v {
-            Verdict::Drop => {
-                self.answered_here(st);
-                self.outbox.push((conn, None, None))
-            }
-            Verdict::Reply(b) => {
-                self.answered_here(st);
-                self.outbox.push((conn, Some(b), None))
-            }
-            Verdict::ReplyPages(b, pages) => {
-                self.answered_here(st);
-                self.outbox.push((conn, Some(b), Some(pages)))
-            }
+    /// Acts on a verdict: hands back a reply to send now, or queues a job or a retry.
+    /// A job reserves the reply bytes it may need in its TCP connection's budget
+    /// (`Routed::charge`): a call a worker or the ring answers later reserves the reply
+    /// buffer it may need (`worker::reply_want`), so a client that pipelines large
+    /// READs and reads nothing is stopped at `tcp.max_queued_mib` of replies in
+    /// production or queued, instead of holding a large buffer per call in flight
+    /// (Standards: no pinned shared buffers). Inline replies reserve nothing (they
+    /// leave in this pass). RDMA calls reserve nothing either: the client's credits
+    /// bound them.
+    fn route(&mut self, v: Verdict, conn: Link, peer: SocketAddr, st: CallStat) -> Routed {
+        let reply = match v {
+            Verdict::Drop => Reply::none(),
+            Verdict::Reply(b) => Reply::of(b),
+            Verdict::ReplyPages(b, pages) => Reply {
+                buf: Some(b),
+                pages: Some(pages),
+                located: None,
+            },
             Verdict::CallbackReply(xid, rec) => {
                 // The record answers nothing: release it like a dropped call.
-                self.answered_here(st);
                 self.cb_replies.push((xid, rec));
-                self.outbox.push((conn, None, None))
+                Reply::none()
             }
             Verdict::Retry(rec) => {
                 Counters::add(&self.counters.parked, 1);
                 self.retry.push_back((conn, peer, rec, st));
+                return Routed::LATER;
             }
             Verdict::Work(mut job) => {
                 job.stat = st;
-                let mut charge = 0;
-                if let Link::Tcp(c, _) = job.conn {
-                    let want = super::worker::reply_want(&job.header, &job.record[job.args_at..]);
-                    charge = u32::try_from(want).unwrap_or(u32::MAX);
-                    job.conn = Link::Tcp(c, charge);
-                }
+                let want = super::worker::reply_want(&job.header, &job.record[job.args_at..]);
+                let charge = job.conn.charge(want);
                 let job = match self.direct.as_mut() {
                     Some(d) => match d.try_take(job, &self.pools) {
-                        Ok(()) => return charge,
+                        Ok(()) => return Routed::charged(charge),
                         Err(job) => job,
                     },
                     None => job,
                 };
                 self.queue_job(job);
-                return charge;
+                return Routed::charged(charge);
             }
+        };
+        self.answered_here(st);
+        Routed {
+            reply: Some(reply),
+            charge: 0,
         }
-        0
     }
 
     /// Queues a job for the workers (the job ring, or the backlog when it is full).
@@ -754,7 +694,7 @@ impl ReactorState {
                 ConnKind::Tcp(c) => {
                     self.router.stats.bytes_out(Transport::Tcp, buf.len());
                     let xid = call_xid(&buf);
-                    if !self.tcp.send_call(c, buf) {
+                    if !self.net.tcp.send_call(c, buf) {
                         // Closed meanwhile: retry on the next binding after the backoff.
                         self.shared.state.delegations.callback_failed(xid);
                     }
@@ -773,7 +713,7 @@ impl ReactorState {
     /// are Short only, R8167-05/13) is logged and dropped; `Gone` is dropped (the
     /// recall is resent on the connection the client binds next, R8167-17).
     fn send_rdma_call(&mut self, conn: RdmaConnId, buf: Buf, queued: std::time::Instant) {
-        let Some(r) = self.rdma.as_mut() else {
+        let Some(r) = self.net.rdma.as_mut() else {
             return;
         };
         let rec = buf.get(MARK..).unwrap_or_default();
@@ -826,8 +766,8 @@ impl ReactorState {
                 state.delegations.set_callback_up(id, false);
             }
         };
-        self.tcp.take_closed(&mut |c| closed(ConnKind::Tcp(c)));
-        if let Some(r) = self.rdma.as_mut() {
+        self.net.tcp.take_closed(&mut |c| closed(ConnKind::Tcp(c)));
+        if let Some(r) = self.net.rdma.as_mut() {
             r.take_closed(&mut |c| closed(ConnKind::Rdma(c)));
             let dl = &self.shared.state.delegations;
             r.take_callback_events(&mut |_conn, xid, outcome| {
@@ -895,14 +835,8 @@ impl ReactorState {
                     let clock = &self.router.clock;
                     let t = *now.get_or_insert_with(|| clock.now());
                     stats.call_done(job.stat, clock.ns_between(job.stat.t0, t));
-                    send(
-                        &mut self.tcp,
-                        &mut self.rdma,
-                        stats,
-                        job.conn,
-                        Some(reply),
-                        None,
-                    );
+                    self.net
+                        .send(job.conn, Reply::of(reply), stats, &mut self.cache);
                 }
                 // A revalidation GETATTR is not a call in flight (its call was
                 // answered): it goes the way such jobs go.
@@ -936,7 +870,7 @@ impl ReactorState {
     /// or large READ replies — and no when small calls dominate, so a QD32 burst of
     /// 4 KiB READs (many messages) still spins for the next call.
     fn note_bulk(&mut self) {
-        let t = self.tcp.stats();
+        let t = self.net.tcp.stats();
         let bytes = t.bytes_in + t.bytes_out + t.bytes_spliced;
         let msgs = t.records_in + t.replies_out;
         let (b0, m0) = self.tcp_mark;
@@ -986,7 +920,7 @@ impl Poller for ReactorState {
             work += self.direct_io();
         }
         // One vectored write per connection for everything answered in this pass.
-        self.tcp.flush();
+        self.net.tcp.flush();
         self.release_tcp_pages();
         if crate::supervise::hooks::kill_pending() {
             panic!("test hook: reactor thread killed outside any request");
@@ -1008,7 +942,7 @@ impl Poller for ReactorState {
         self.refresh_guards();
         let bell = self.shared.reactors[self.id].bell.clone();
         bell.prepare_sleep();
-        let rdma_idle = self.rdma.as_mut().is_none_or(|r| r.arm());
+        let rdma_idle = self.net.rdma.as_mut().is_none_or(|r| r.arm());
         if let Some(d) = self.router.direct.as_mut() {
             d.sweep();
         }
@@ -1024,7 +958,7 @@ impl Poller for ReactorState {
             return;
         }
         self.poll_sockets(max);
-        self.tcp.flush();
+        self.net.tcp.flush();
         self.release_tcp_pages();
         bell.woke();
     }

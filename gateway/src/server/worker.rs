@@ -5,7 +5,8 @@
 //! the owning reactor's pools, and pushes it on that reactor's completion ring. Idle
 //! workers spin briefly, then sleep on their doorbell.
 
-use super::dispatch::{Job, Link, MARK};
+use super::dispatch::{Job, MARK};
+use super::transport::Link;
 use super::Shared;
 use crate::cache::{self, FhKey, Fill, FillData, Stamp};
 use crate::call::{Ctx, Learned, Outcome};
@@ -616,16 +617,7 @@ fn execute(shared: &Shared, pools: &Pools, job: &Job) -> Option<Buf> {
         mounts: &shared.mounts,
         client: job.peer,
         cred: h.cred,
-        conn: match job.conn {
-            Link::Tcp(id, _) => Some(crate::nfs4::ConnRef {
-                reactor: job.reactor,
-                kind: crate::nfs4::ConnKind::Tcp(id),
-            }),
-            Link::Rdma(call, _) => Some(crate::nfs4::ConnRef {
-                reactor: job.reactor,
-                kind: crate::nfs4::ConnKind::Rdma(call.conn()),
-            }),
-        },
+        conn: Some(job.conn.conn_ref(job.reactor)),
     };
     #[cfg(test)]
     if let Some(c) = ctx.conn {
