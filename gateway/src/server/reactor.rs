@@ -677,7 +677,7 @@ impl Router {
                 job.stat = st;
                 let mut charge = 0;
                 if let Link::Tcp(c, _) = job.conn {
-                    let want = super::worker::reply_want(&job.header, &job.record[job.args_at..]);
+                    let want = super::worker::reply_want(&job);
                     charge = u32::try_from(want).unwrap_or(u32::MAX);
                     job.conn = Link::Tcp(c, charge);
                 }
