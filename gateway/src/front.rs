@@ -9,8 +9,10 @@ use crate::export::Exports;
 use crate::fs::{Attr, Status};
 use crate::outcome::{Ask, CommitDone, ReadSlots, WriteDone};
 use crate::state::State;
+use engine::rpc::Cred;
 use engine::xdr::{XdrResult, XdrWriter};
 use nfs_wire::{MOUNT_PROGRAM, NFS_PROGRAM, NFS_V3};
+use std::net::IpAddr;
 
 /// One RPC program version as the workers run it.
 pub struct FrontEnd {
@@ -37,7 +39,7 @@ pub static NFS3: FrontEnd = FrontEnd {
 
 /// NFSv4.1 (RFC 8881): COMPOUND.
 pub static NFS4: FrontEnd = FrontEnd {
-    reply_capacity: |_, args| crate::nfs4::scan::scan(args).reply,
+    reply_capacity: |_, args| Plan::of(args).reply,
     serve: crate::nfs4::serve,
     fail: |_, _, _| Err(engine::xdr::XdrError::BadValue),
     touches: |_, _| None,
@@ -113,4 +115,52 @@ pub static V3_REPLIES: Replies = Replies {
     patch_read: crate::nfs3::outcome::patch_read,
     write_ok: crate::nfs3::outcome::put_write_ok,
     commit_ok: crate::nfs3::outcome::put_commit_ok,
+};
+
+/// The shapes of the reactor's NFSv4.1 paths and what they are answered with.
+pub use crate::nfs4::fast::{Last as V4Last, Shape as V4Shape, View as V4View};
+pub use crate::nfs4::fast_io::{IoCall as V4IoCall, IoOp as V4IoOp};
+/// An NFSv4.1 COMPOUND's plan (`nfs4::plan`): made once by the reactor, carried with
+/// the call (`Job::plan`).
+pub use crate::nfs4::plan::Plan;
+
+/// NFSv4.1's reactor-side paths, reached through the COMPOUND's plan: the read-cache
+/// answers (`nfs4::fast`), the io_uring shapes (`nfs4::fast_io`, run by
+/// `server::direct::v4`) and what a worker's COMPOUND may teach the cache.
+#[allow(clippy::type_complexity)]
+pub struct V4Paths {
+    /// The one walk over COMPOUND4args (RFC 8881 §16.2.1).
+    pub plan: fn(&[u8]) -> Plan,
+    /// `SEQUENCE, PUTFH, GETATTR|READ`, decoded at the plan's offsets.
+    pub cache_shape: for<'a> fn(&'a [u8], &Plan) -> Option<V4Shape<'a>>,
+    /// Answers a shape from the cache into the writer (after the RPC header).
+    pub answer: fn(&mut V4View, IpAddr, &Cred, &V4Shape, usize, &mut XdrWriter) -> bool,
+    /// `answer` for a READ whose data goes from the cache pages (lkey).
+    pub answer_pages: fn(
+        &mut V4View,
+        IpAddr,
+        &Cred,
+        &V4Shape,
+        usize,
+        u32,
+        &mut XdrWriter,
+    ) -> Option<Option<Box<PageRead>>>,
+    /// Counts a COMPOUND a reactor answered (reactor index).
+    pub count_answer: fn(usize),
+    /// The handle (and READ offset, count) a worker's COMPOUND of a cache shape
+    /// observes.
+    pub observe: for<'a> fn(&'a [u8], &Plan) -> Option<(&'a [u8], Option<(u64, u32)>)>,
+    /// `SEQUENCE, PUTFH, READ|WRITE[, GETATTR]|COMMIT`, decoded at the plan's offsets.
+    pub io_call: fn(&[u8], &Plan) -> Option<V4IoCall>,
+}
+
+/// NFSv4.1 (RFC 8881).
+pub static V4_PATHS: V4Paths = V4Paths {
+    plan: Plan::of,
+    cache_shape: crate::nfs4::fast::shape,
+    answer: crate::nfs4::fast::answer_parsed,
+    answer_pages: crate::nfs4::fast::answer_pages,
+    count_answer: crate::nfs4::fast::count_answer,
+    observe: crate::nfs4::fast::observe,
+    io_call: crate::nfs4::fast_io::call,
 };

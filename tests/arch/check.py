@@ -155,6 +155,11 @@ RULES = {
     "cache-imports-nfs3": lambda: hits(["gateway/src/cache.rs"], imports("nfs3")),
     "cache-imports-nfs4": lambda: hits(["gateway/src/cache.rs"], imports("nfs4")),
     "server-imports-nfs3": lambda: hits(["gateway/src/server"], imports("nfs3")),
+    # NFSv4.1's reactor paths (the plan, the cache answers, the io_uring shapes) are
+    # reached through `front::V4_PATHS`; the ring's v4 executor still names fast_io.
+    "server-names-nfs4-paths": lambda: hits(
+        ["gateway/src/server"], re.compile(r"\bnfs4::(fast|fast_io|plan|scan)\b")
+    ),
     "uring-imports-nfs3": lambda: hits(["gateway/src/uring"], imports("nfs3")),
     # NFSv4 state returns domain errors; nfs4 encodes them.
     "state-imports-nfs4": lambda: hits(["gateway/src/state"], imports("nfs4")),

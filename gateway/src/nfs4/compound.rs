@@ -206,6 +206,7 @@ fn run_ops(
             // status is its last result's (RFC 8881 §15.2, §16.2.3), and the ops before
             // have run and succeeded, so the missing one gets a result of its own:
             // OP_ILLEGAL (no legal opnum was sent) with NFS4ERR_BADXDR.
+            super::fast::forget();
             let at = out.position();
             if out.u32(OP_ILLEGAL).is_ok() && NFS4ERR_BADXDR.put(out).is_ok() {
                 return (NFS4ERR_BADXDR, done + 1);
@@ -217,6 +218,7 @@ fn run_ops(
         let at = out.position();
         let op_out = if f.is_some() { op } else { OP_ILLEGAL };
         if out.u32(op_out).is_err() {
+            super::fast::forget();
             return (NFS4ERR_REP_TOO_BIG, done);
         }
         done += 1;
@@ -248,12 +250,22 @@ fn run_ops(
         };
         if out.position() == at {
             // Not even the operation number fits.
+            super::fast::forget();
             return (NFS4ERR_REP_TOO_BIG, done - 1);
         }
         // RFC 8267 §6.4.1: where a READ-class result's data lies, for the write list.
         crate::ulb::v4::note_result(op_out, st.as_u32(), out.written(), body);
         if st != NFS4_OK {
+            // What an operation noted for the reactor cache is not learned from a
+            // failed COMPOUND.
+            super::fast::forget();
             return (st, done);
+        }
+        if op_out == OP_READ {
+            // The reactor cache fill takes the data from here (`fast::note_attr`).
+            if let Some(data) = crate::ulb::v4::result_data(op_out, out.written(), body) {
+                super::fast::note_read_data(data.start, data.len());
+            }
         }
     }
     (NFS4_OK, done)

@@ -13,10 +13,12 @@
 //! in the slot's reply cache when it fits ca_maxresponsesize_cached, as
 //! `compound::compound` keeps it, so a retransmission gets the same bytes.
 //!
-//! Workers fill the cache from the same shapes (`observe`, `learned`, `take_attr`).
+//! Workers fill the cache from the same shapes (`observe`, and what the executing
+//! GETATTR or READ noted: `note_attr`, `note_read_data`).
 
 use super::attrs::{self, Bitmap, Env, Obj};
 use super::ops::{OP_GETATTR, OP_PUTFH, OP_READ, OP_SEQUENCE};
+use super::plan::{Kind, Plan};
 use super::session_ops;
 use super::status::NFS4_OK;
 use crate::cache::{self, Generations, ReadCache};
@@ -27,7 +29,6 @@ use crate::state::stateid::Stateid;
 use crate::state::State;
 use engine::rpc::Cred;
 use engine::xdr::{XdrReader, XdrResult, XdrWriter};
-use std::cell::Cell;
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -53,7 +54,7 @@ pub fn answered() -> u64 {
 }
 
 /// Longest tag the fast path takes (longer ones are legal: the worker answers them).
-pub const TAG_MAX: usize = 64;
+pub const TAG_MAX: usize = super::plan::TAG_MAX;
 
 /// Attributes the fast path answers: those encoded from the cached `fs::Attr` and the
 /// handle, and constants. Not LEASE_TIME or MAXFILESIZE (server settings the reactor
@@ -179,35 +180,42 @@ impl<'a> Cur<'a> {
     }
 }
 
-/// Recognises the shape exactly (RFC 8881 §16.2.1 COMPOUND4args): tag up to
-/// `TAG_MAX`, minor version 1, three operations, nothing after them; a GETATTR bitmap
-/// with no word beyond the third. Anything else is `None`.
+/// Recognises the shape in arguments not planned yet (tests, tools): `shape` of
+/// their plan.
 pub fn parse(args: &[u8]) -> Option<Shape<'_>> {
+    shape(args, &Plan::of(args))
+}
+
+/// The shape of a COMPOUND whose plan (`plan::Plan`, RFC 8881 §16.2.1) is
+/// `SEQUENCE, PUTFH, GETATTR|READ` exactly (tag up to `TAG_MAX`, minor version 1,
+/// nothing after): its fields, decoded at the offsets the plan keeps — a handle up to
+/// `FH4_MAX`, an XDR bool sa_cachethis, a GETATTR bitmap with no word beyond the
+/// third. Anything else is `None`.
+pub fn shape<'a>(args: &'a [u8], plan: &Plan) -> Option<Shape<'a>> {
+    let [seq, putfh, last] = match plan.kind {
+        Kind::Getattr | Kind::Read => [plan.ops()[0], plan.ops()[1], plan.ops()[2]],
+        _ => return None,
+    };
     let mut r = Cur { b: args, at: 0 };
     let tag = r.var(TAG_MAX)?;
-    if r.u32()? != super::MINOR_VERSION || r.u32()? != 3 || r.u32()? != OP_SEQUENCE {
-        return None;
-    }
+    r.at = seq.at as usize;
     let mut sessionid = [0u8; 16];
     sessionid.copy_from_slice(r.take(16)?);
     let (seqid, slot, _highest) = (r.u32()?, r.u32()?, r.u32()?);
     let cachethis = r.bool()?;
     let print = ReqPrint::of(args.len(), args.get(r.at..)?);
-    if r.u32()? != OP_PUTFH {
-        return None;
-    }
+    r.at = putfh.at as usize;
     let fh = r.var(super::FH4_MAX)?;
-    let last = match r.u32()? {
-        OP_GETATTR => {
+    r.at = last.at as usize;
+    let last = match plan.kind {
+        Kind::Getattr => {
             let mut x = XdrReader::new(args.get(r.at..)?);
-            let got = attrs::get_bitmap(&mut x).ok()?;
-            r.at = args.len().checked_sub(x.remaining())?;
-            match got {
+            match attrs::get_bitmap(&mut x).ok()? {
                 (b, false) => Last::Getattr(b),
                 _ => return None,
             }
         }
-        OP_READ => {
+        _ => {
             let seqid = r.u32()?;
             let mut other = [0u8; 12];
             other.copy_from_slice(r.take(12)?);
@@ -217,11 +225,7 @@ pub fn parse(args: &[u8]) -> Option<Shape<'_>> {
                 count: r.u32()?,
             }
         }
-        _ => return None,
     };
-    if r.at != args.len() {
-        return None;
-    }
     Some(Shape {
         tag,
         sessionid,
@@ -480,10 +484,10 @@ fn append_read(cache: &ReadCache, r: &cache::ReadHit, dst: &mut Vec<u8>) {
 /// The handle of a recognised COMPOUND, and its READ's offset and count.
 pub type Observed<'a> = (&'a [u8], Option<(u64, u32)>);
 
-/// What a worker's COMPOUND of a recognised shape may teach the reactor cache: the
-/// handle, and for a READ its offset and count.
-pub fn observe(args: &[u8]) -> Option<Observed<'_>> {
-    let a = parse(args)?;
+/// What a worker's COMPOUND of a recognised shape (by its plan) may teach the reactor
+/// cache: the handle, and for a READ its offset and count.
+pub fn observe<'a>(args: &'a [u8], plan: &Plan) -> Option<Observed<'a>> {
+    let a = shape(args, plan)?;
     let read = match a.last {
         Last::Getattr(_) => None,
         Last::Read { offset, count, .. } => Some((offset, count)),
@@ -491,41 +495,26 @@ pub fn observe(args: &[u8]) -> Option<Observed<'_>> {
     Some((a.fh, read))
 }
 
-/// In a successful COMPOUND4res of a recognised READ (`body` from the COMPOUND4res
-/// on), where the data is and how long it is.
-pub fn read_data(body: &[u8]) -> Option<(usize, usize)> {
-    let mut r = XdrReader::new(body);
-    if r.u32().ok()? != NFS4_OK.as_u32() {
-        return None;
-    }
-    r.opaque_var(TAG_MAX).ok()?;
-    if r.u32().ok()? != 3 {
-        return None;
-    }
-    r.skip(8 + 16 + 20).ok()?;
-    r.skip(8).ok()?;
-    if r.u32().ok()? != OP_READ || r.u32().ok()? != NFS4_OK.as_u32() {
-        return None;
-    }
-    let _eof = r.bool().ok()?;
-    let len = r.u32().ok()? as usize;
-    let at = r.position();
-    body.get(at..at.checked_add(len)?)?;
-    Some((at, len))
-}
-
-thread_local! {
-    /// The file model's attributes of the file the last GETATTR or READ on this
-    /// worker thread looked at (for the reactor cache fill).
-    static LEARNED: Cell<Option<Attr>> = const { Cell::new(None) };
-}
-
-/// Notes attributes a GETATTR or READ fetched from the file model.
+/// Notes, for the reactor cache fill, the attributes a GETATTR or READ fetched from
+/// the file model (`call::note_learned`, as NFSv3's procedures do; the READ's data is
+/// added by the COMPOUND loop once the READ succeeded, `note_read_data`).
 pub(super) fn note_attr(a: &Attr) {
-    LEARNED.with(|l| l.set(Some(*a)));
+    crate::call::note_learned(crate::call::Learned {
+        attr: *a,
+        data: None,
+    });
 }
 
-/// Takes (and clears) the attributes the last COMPOUND on this thread noted.
-pub fn take_attr() -> Option<Attr> {
-    LEARNED.with(|l| l.take())
+/// Adds to this thread's note where a successful READ's data lies in the reply
+/// buffer (`at`, `len` bytes).
+pub(super) fn note_read_data(at: usize, len: usize) {
+    if let Some(mut l) = crate::call::take_learned() {
+        l.data = Some((at, len));
+        crate::call::note_learned(l);
+    }
+}
+
+/// Drops this thread's note: the COMPOUND failed, its reply teaches nothing.
+pub(super) fn forget() {
+    let _ = crate::call::take_learned();
 }

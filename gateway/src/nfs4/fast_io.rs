@@ -23,6 +23,7 @@ pub use super::attrs::Bitmap;
 use super::attrs::{self, Env, Obj};
 use super::fast::FAST_ATTRS;
 use super::ops::{OP_COMMIT, OP_GETATTR, OP_PUTFH, OP_READ, OP_SEQUENCE, OP_WRITE};
+use super::plan::{Kind, Plan};
 use super::session_ops;
 use super::status::NFS4_OK;
 use crate::fs::Attr;
@@ -85,47 +86,54 @@ pub struct IoCall {
     pub print: ReqPrint,
 }
 
-/// Recognises the shapes exactly (RFC 8881 §16.2.1; minor version 1; nothing after
-/// the last operation): `None` for anything else, including an unknown stable_how,
-/// writes of no bytes, and GETATTR bitmaps with a word past the third.
+/// Recognises the shapes in arguments not planned yet (tests, tools): `call` of
+/// their plan.
 pub fn parse(args: &[u8]) -> Option<IoCall> {
+    call(args, &Plan::of(args))
+}
+
+/// The call of a COMPOUND whose plan (`plan::Plan`, RFC 8881 §16.2.1) has one of the
+/// shapes (minor version 1, tag up to `fast::TAG_MAX`, nothing after the last
+/// operation): its fields, decoded at the offsets the plan keeps. `None` for anything
+/// else, including a handle past `FH4_MAX`, an sa_cachethis that is no XDR bool, an
+/// unknown stable_how, writes of no bytes or more than `limits::MAX_IO`, and GETATTR
+/// bitmaps with a word past the third.
+pub fn call(args: &[u8], plan: &Plan) -> Option<IoCall> {
+    let ops = plan.ops();
+    if !matches!(
+        plan.kind,
+        Kind::Read | Kind::Write | Kind::WriteGetattr | Kind::Commit
+    ) {
+        return None;
+    }
     let mut r = XdrReader::new(args);
     let at = |r: &XdrReader| args.len() - r.remaining();
     let tag_len = r.u32().ok()? as usize;
-    if tag_len > super::fast::TAG_MAX {
-        return None;
-    }
-    let tag = at(&r)..at(&r) + tag_len;
-    r.skip(tag_len.next_multiple_of(4)).ok()?;
-    let minor = r.u32().ok()?;
-    let nops = r.u32().ok()?;
-    if minor != super::MINOR_VERSION || !(3..=4).contains(&nops) {
-        return None;
-    }
-    if r.u32().ok()? != OP_SEQUENCE {
-        return None;
-    }
+    let tag = 4..4 + tag_len;
+    let mut r = XdrReader::new(args.get(ops[0].at as usize..)?);
     let mut sessionid = [0u8; 16];
     sessionid.copy_from_slice(r.opaque_fixed(16).ok()?);
     let (seqid, slot, _highest) = (r.u32().ok()?, r.u32().ok()?, r.u32().ok()?);
     let cachethis = r.bool().ok()?;
     let print = ReqPrint::of(args.len(), r.rest());
-    if r.u32().ok()? != OP_PUTFH {
-        return None;
-    }
+    let mut r = XdrReader::new(args.get(ops[1].at as usize..)?);
     let fh_len = r.u32().ok()? as usize;
     if fh_len > super::FH4_MAX {
         return None;
     }
     let fh = at(&r)..at(&r) + fh_len;
-    r.skip(fh_len.next_multiple_of(4)).ok()?;
-    let op = match (r.u32().ok()?, nops) {
-        (OP_READ, 3) => IoOp::Read {
+    let mut r = XdrReader::new(args.get(ops[2].at as usize..)?);
+    let op = match plan.kind {
+        Kind::Read => IoOp::Read {
             stateid: Stateid::decode(&mut r).ok()?,
             offset: r.u64().ok()?,
             count: r.u32().ok()?,
         },
-        (OP_WRITE, _) => {
+        Kind::Commit => IoOp::Commit {
+            offset: r.u64().ok()?,
+            count: r.u32().ok()?,
+        },
+        _ => {
             let stateid = Stateid::decode(&mut r).ok()?;
             let offset = r.u64().ok()?;
             let stable = r.u32().ok()?;
@@ -137,17 +145,15 @@ pub fn parse(args: &[u8]) -> Option<IoCall> {
                 return None;
             }
             let data = (at(&r), len);
-            r.skip((len as usize).next_multiple_of(4)).ok()?;
-            let getattr = if nops == 4 {
-                if r.u32().ok()? != OP_GETATTR {
-                    return None;
+            let getattr = match ops.get(3) {
+                Some(g) if plan.kind == Kind::WriteGetattr => {
+                    let mut r = XdrReader::new(args.get(g.at as usize..)?);
+                    match attrs::get_bitmap(&mut r).ok()? {
+                        (b, false) => Some(b),
+                        _ => return None,
+                    }
                 }
-                match attrs::get_bitmap(&mut r).ok()? {
-                    (b, false) => Some(b),
-                    _ => return None,
-                }
-            } else {
-                None
+                _ => None,
             };
             IoOp::Write {
                 stateid,
@@ -157,15 +163,7 @@ pub fn parse(args: &[u8]) -> Option<IoCall> {
                 getattr,
             }
         }
-        (OP_COMMIT, 3) => IoOp::Commit {
-            offset: r.u64().ok()?,
-            count: r.u32().ok()?,
-        },
-        _ => return None,
     };
-    if r.remaining() != 0 {
-        return None;
-    }
     Some(IoCall {
         tag,
         sessionid,
@@ -174,7 +172,7 @@ pub fn parse(args: &[u8]) -> Option<IoCall> {
         cachethis,
         fh,
         op,
-        nops,
+        nops: plan.nops,
         print,
     })
 }

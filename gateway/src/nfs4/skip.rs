@@ -1,7 +1,8 @@
 //! Skipping one operation's arguments in COMPOUND4args (RFC 8881 §16.2.1, §18)
 //! without running or fully decoding it. Shared by the passes that look at a COMPOUND
-//! before it runs: `scan` (what it may change, how large its reply is) and
-//! `crate::ulb::v4` (where its DDP-eligible items are, RFC 8267 §6.1).
+//! before it runs: the COMPOUND's plan
+//! (`plan`: how large its reply is, its operations, where its DDP-eligible items are,
+//! RFC 8267 §6.1, for `crate::ulb::v4`).
 //!
 //! An operation this does not know (session setup, pNFS, v4.0-only ones, unknown
 //! numbers) is an error: callers treat what follows it as unknown.
@@ -19,11 +20,11 @@ const NF4LNK: u32 = 5;
 /// Skips the arguments of operation `op` at `r`. `eligible` is called with the reader
 /// at the length word of each DDP-eligible opaque (WRITE data, CREATE NF4LNK
 /// linkdata) before it is skipped.
-pub fn op_args(
-    op: u32,
-    r: &mut XdrReader,
-    eligible: &mut dyn FnMut(&XdrReader) -> XdrResult<()>,
-) -> XdrResult<()> {
+#[inline]
+pub fn op_args<F>(op: u32, r: &mut XdrReader, eligible: &mut F) -> XdrResult<()>
+where
+    F: FnMut(&XdrReader) -> XdrResult<()> + ?Sized,
+{
     match op {
         OP_ACCESS | OP_SECINFO_NO_NAME | OP_RECLAIM_COMPLETE | OP_OPENATTR => r.skip(4),
         OP_CLOSE => r.skip(4 + STATEID),

@@ -1,6 +1,8 @@
-//! Property tests of the passes that read a COMPOUND before it runs: `skip::op_args`,
-//! `scan::scan` and the RFC 8267 walk in `crate::ulb::v4` that rides on `skip`
-//! (RFC 8881 §16.2.1 COMPOUND4args, the operations' arguments in §18).
+//! Property tests of the one walk over a COMPOUND before it runs: `skip::op_args`,
+//! the plan built on it (`plan::Plan`: reply bound, operations, DDP-eligible items)
+//! and the RFC 8267 check in `crate::ulb::v4` that matches reduced items against the
+//! plan (RFC 8881 §16.2.1 COMPOUND4args, the operations' arguments in §18). The plan
+//! agrees with the passes it replaced (`tests/plan_oracles.rs`) on every corpus.
 //!
 //! Generated COMPOUNDs of well-formed operations are skipped exactly, scanned to a
 //! reply bound within `MAX_REPLY` (what they change the file model reports as it
@@ -10,7 +12,7 @@
 //! for more (docs/fuzzing.md "Property tests").
 
 use super::ops::*;
-use super::scan::{scan, MAX_REPLY};
+use super::plan::{Kind, Plan, MAX_REPLY};
 use super::skip::{self, STATEID};
 use engine::rpc::{self, Cred};
 use engine::rpcrdma::responder::Reduced;
@@ -313,15 +315,38 @@ fn ends_scan(op: u32) -> bool {
     matches!(op, OP_DESTROY_SESSION | OP_DESTROY_CLIENTID)
 }
 
-/// Checks what must hold for any input to `scan`.
-fn scan_bounded(args: &[u8]) -> super::scan::Scan {
-    let s = scan(args);
+#[path = "tests/plan_oracles.rs"]
+pub(in crate::nfs4) mod oracles;
+
+/// Checks what must hold for any input to the plan, and that it sizes the reply as
+/// the old scan did.
+fn scan_bounded(args: &[u8]) -> Plan {
+    let s = Plan::of(args);
     assert!(
         s.reply > 0 && s.reply <= MAX_REPLY,
         "reply bound {}",
         s.reply
     );
+    assert_eq!(
+        s.reply,
+        oracles::scan(args),
+        "reply bound against the old scan"
+    );
+    assert!(s.ops().len() <= s.nops as usize);
     s
+}
+
+/// The plan's RFC 8267 check against the old walk on the record `rec` (arguments at
+/// `at`), where the old walk's answer is defined the same: a tag within
+/// NFS4_OPAQUE_LIMIT (the worker refuses longer ones anyway) and no more eligible
+/// items than a plan keeps.
+fn ddp_agrees(rec: &[u8], at: usize, reduced: &[Reduced]) {
+    let new = crate::ulb::v4::check_compound(rec, reduced).is_ok();
+    let tag_len = XdrReader::new(&rec[at..]).u32().unwrap_or(0);
+    if tag_len > 1024 || Plan::with_ddp(&rec[at..]).1.cut() {
+        return;
+    }
+    assert_eq!(new, oracles::ddp_walk(rec, at, reduced), "{reduced:?}");
 }
 
 /// A mutation of a valid COMPOUND: a word overwritten (edge or random), a cut, bytes
@@ -431,10 +456,19 @@ proptest! {
             }
         }
         prop_assert!(crate::ulb::v4::check_compound(&rec, &reduced).is_ok());
+        ddp_agrees(&rec, at, &reduced);
+        // The plan lists exactly those items, and every operation with its offset.
+        let (plan, ddp) = Plan::with_ddp(&args);
+        prop_assert_eq!(ddp.eligible().len(), reduced.len());
+        prop_assert_eq!(plan.ops().len(), ops.len().min(super::plan::OPS_MAX));
+        for ((o, s), p) in ops.iter().zip(&starts).zip(plan.ops()) {
+            prop_assert_eq!((o.op, *s as u32), (p.code, p.at));
+        }
         // The same item a few bytes off is inside no eligible field's data start.
         if let Some(first) = reduced.first_mut() {
             first.position += off_by;
             prop_assert!(crate::ulb::v4::check_compound(&rec, &reduced).is_err());
+            ddp_agrees(&rec, at, &reduced);
         }
     }
 
@@ -448,12 +482,21 @@ proptest! {
         let (args, _) = compound(b"t", &ops);
         let args = mutate(args, &muts);
         scan_bounded(&args);
-        let (rec, _) = call_record(&args);
+        let (rec, at) = call_record(&args);
         let reduced: Vec<Reduced> = reduce_at
             .iter()
             .map(|&(p, len)| Reduced { position: p as u32, len })
             .collect();
-        let _ = crate::ulb::v4::check_compound(&rec, &reduced);
+        ddp_agrees(&rec, at, &reduced);
+        // The eligible items the plan found, reduced: the old walk agrees too.
+        let (_, ddp) = Plan::with_ddp(&args);
+        let found: Vec<Reduced> = ddp
+            .eligible()
+            .iter()
+            .take(4)
+            .map(|e| Reduced { position: (at + e.data_at as usize) as u32, len: e.len })
+            .collect();
+        ddp_agrees(&rec, at, &found);
     }
 
     /// Arbitrary bytes as COMPOUND4args and as any operation's arguments.
@@ -469,5 +512,66 @@ proptest! {
             Ok(())
         });
         prop_assert!(r.position() <= args.len());
+    }
+}
+
+/// Hostile counts and lengths (operation counts and opaque lengths near 2^32, cut
+/// arguments): a conservative plan — no fast shape, a bound within `MAX_REPLY`, only
+/// the operations present walked — never a panic.
+#[test]
+fn hostile_counts_and_lengths_give_a_conservative_plan() {
+    let fh = vec![1u8; 8];
+    let seq = op(OP_SEQUENCE, vec![0; 32]);
+    let putfh = op(OP_PUTFH, enc(|w| w.opaque_var(&fh)));
+    let read = op(
+        OP_READ,
+        enc(|w| {
+            w.opaque_fixed(&[0; STATEID])?;
+            w.u64(0)?;
+            w.u32(4096)
+        }),
+    );
+    let (good, _) = compound(b"", &[seq, putfh, read]);
+    let plan = scan_bounded(&good);
+    assert_eq!((plan.kind, plan.ops().len()), (Kind::Read, 3));
+    // The operation count word is at 8 (empty tag, minor version).
+    for n in [4u32, 0x7fff_ffff, 0x8000_0000, u32::MAX - 1, u32::MAX] {
+        let mut b = good.clone();
+        b[8..12].copy_from_slice(&n.to_be_bytes());
+        let p = scan_bounded(&b);
+        assert_eq!((p.kind, p.ops().len(), p.nops), (Kind::Other, 3, n));
+    }
+    // PUTFH's handle length (at 12 + 4 + 32 + 4) and the tag length near 2^32.
+    for (at, len) in [
+        (52usize, u32::MAX),
+        (52, 0xffff_fffc),
+        (0, u32::MAX),
+        (0, 1 << 31),
+    ] {
+        let mut b = good.clone();
+        b[at..at + 4].copy_from_slice(&len.to_be_bytes());
+        let p = scan_bounded(&b);
+        assert_eq!(p.kind, Kind::Other);
+        assert!(p.ops().len() <= 1);
+    }
+    // A WRITE whose data length is near 2^32: nothing eligible is listed past the cut.
+    let write = op(
+        OP_WRITE,
+        enc(|w| {
+            w.opaque_fixed(&[0; STATEID])?;
+            w.u64(0)?;
+            w.u32(0)?;
+            w.u32(u32::MAX)
+        }),
+    );
+    let (b, _) = compound(b"", &[write]);
+    let (p, ddp) = Plan::with_ddp(&b);
+    assert_eq!(p, scan_bounded(&b));
+    assert!(
+        ddp.eligible().len() <= 1 && p.ops().is_empty() && p.reply >= super::plan::UNKNOWN_REPLY
+    );
+    for cut in 0..good.len() {
+        let p = scan_bounded(&good[..cut]);
+        assert_eq!(p.kind, Kind::Other, "cut at {cut}");
     }
 }

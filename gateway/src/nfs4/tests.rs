@@ -622,11 +622,11 @@ fn create_write_read_remove() {
     assert_eq!(st, NFS4ERR_NOENT);
 }
 
-/// The scan sizes replies only (what a COMPOUND changes the file model reports as it
+/// The plan sizes replies only (what a COMPOUND changes the file model reports as it
 /// runs): READ data past any operation it can skip, 64 KiB past one it cannot.
 #[test]
-fn scan_sizes_compounds() {
-    use super::scan::scan;
+fn plan_sizes_compounds() {
+    let scan = super::plan::Plan::of;
     let h = harness();
     let root = h.model.root(0).unwrap();
     let fh = h.model.handle(&root).as_bytes().to_vec();

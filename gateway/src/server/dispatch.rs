@@ -9,6 +9,7 @@
 
 use super::transport::Link;
 use crate::cache::{self, ReadCache};
+use crate::front::{V4Last, V4View, V4_PATHS as V4};
 use crate::mount::{MOUNT_PROGRAM, MOUNT_V3};
 use engine::mem::{Buf, Pools};
 use engine::rpc::{self, Accept, CallError, CallHeader};
@@ -36,9 +37,15 @@ pub(crate) struct Job {
     pub revalidate: bool,
     /// Arrival time and slot, for the reactor's statistics (set by the router).
     pub stat: crate::stats::CallStat,
+    /// An NFSv4.1 COMPOUND's plan, made once here (`nfs4::plan`): its reply bound,
+    /// fast-path shape and operations, so neither the io_uring executor nor the worker
+    /// walks the arguments again.
+    pub plan: Option<crate::front::Plan>,
 }
 
-/// What the reactor does with a record.
+/// What the reactor does with a record. `Work` is the large variant (a `Job` with its
+/// COMPOUND plan): it is moved once per call, and boxing it would allocate per call.
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum Verdict {
     /// Nothing to answer.
     Drop,
@@ -143,11 +150,15 @@ pub(crate) fn classify(
             return v;
         }
     }
-    if header.prog == NFS_PROGRAM && header.vers == crate::nfs4::NFS_V4 && header.proc_ == 1 {
+    let plan =
+        (header.prog == NFS_PROGRAM && header.vers == crate::nfs4::NFS_V4 && header.proc_ == 1)
+            .then(|| (V4.plan)(&record[args_at..]));
+    if let Some(plan) = &plan {
         if let Some(v) = from_cache_v4(
             reactor,
             &header,
             &record[args_at..],
+            plan,
             peer,
             pools,
             hot,
@@ -158,6 +169,7 @@ pub(crate) fn classify(
         }
     }
     Verdict::Work(Job {
+        plan,
         stat: crate::stats::CallStat::default(),
         read_ahead,
         revalidate: false,
@@ -235,6 +247,7 @@ fn revalidation(
         read_ahead: false,
         revalidate: true,
         stat: crate::stats::CallStat::default(),
+        plan: None,
     })
 }
 
@@ -256,7 +269,8 @@ pub(crate) struct Hot<'a> {
 }
 
 /// NFSv4.1 COMPOUNDs `SEQUENCE, PUTFH, GETATTR|READ` answered from the cache
-/// (`nfs4::fast`: every check and the slot bookkeeping are there). Over RPC-over-RDMA
+/// (`front::V4_PATHS`, over `nfs4::fast`: every check and the slot bookkeeping are
+/// there), recognised from the COMPOUND's plan. Over RPC-over-RDMA
 /// the reply's READ data is located by `ulb::v4::fast_read_data` and written into the
 /// call's first write chunk (RFC 8267 §6.4.1); when that chunk has room for the
 /// data (`write_room`) and the cache pages are registered, the data goes by RDMA
@@ -267,15 +281,16 @@ fn from_cache_v4(
     reactor: usize,
     h: &CallHeader,
     args: &[u8],
+    plan: &crate::front::Plan,
     peer: SocketAddr,
     pools: &Pools,
     hot: &mut Hot,
     read_ahead: &mut bool,
     zc: Option<ZeroCopy>,
 ) -> Option<Verdict> {
-    let shape = crate::nfs4::fast::parse(args)?;
+    let shape = (V4.cache_shape)(args, plan)?;
     let want = match shape.last {
-        crate::nfs4::fast::Last::Read { offset, count, .. } => {
+        V4Last::Read { offset, count, .. } => {
             if let Some((_, fileid)) = crate::fs::FileModel::peek_handle(shape.fh) {
                 *read_ahead = hot.cache.note_read(shape.fh, fileid, offset, count);
             }
@@ -284,22 +299,22 @@ fn from_cache_v4(
             }
             count as usize + 512
         }
-        crate::nfs4::fast::Last::Getattr(_) => 1024,
+        V4Last::Getattr(_) => 1024,
     };
-    if let (crate::nfs4::fast::Last::Read { count, .. }, Some(zc)) = (shape.last, zc) {
+    if let (V4Last::Read { count, .. }, Some(zc)) = (shape.last, zc) {
         if zc.takes(count) {
             let lkey = zc.lkey;
             let mut buf = pools.alloc(MARK + 512)?;
             let mut w = XdrWriter::at(buf.spare_mut(), MARK);
             rpc::write_accepted(&mut w, h.xid, Accept::Success).ok()?;
             let exports = hot.exports.current();
-            let mut view = crate::nfs4::fast::View {
+            let mut view = V4View {
                 cache: hot.cache,
                 gens: hot.gens,
                 exports,
                 state: hot.state,
             };
-            let pages = crate::nfs4::fast::answer_pages(
+            let pages = (V4.answer_pages)(
                 &mut view,
                 peer.ip(),
                 &h.cred,
@@ -308,7 +323,7 @@ fn from_cache_v4(
                 lkey,
                 &mut w,
             )?;
-            crate::nfs4::fast::count_answer(reactor);
+            (V4.count_answer)(reactor);
             let n = w.position();
             buf.set_len(n);
             return Some(match pages {
@@ -321,17 +336,16 @@ fn from_cache_v4(
     let mut w = XdrWriter::at(buf.spare_mut(), MARK);
     rpc::write_accepted(&mut w, h.xid, Accept::Success).ok()?;
     let exports = hot.exports.current();
-    let mut view = crate::nfs4::fast::View {
+    let mut view = V4View {
         cache: hot.cache,
         gens: hot.gens,
         exports,
         state: hot.state,
     };
-    if !crate::nfs4::fast::answer_parsed(&mut view, peer.ip(), &h.cred, &shape, args.len(), &mut w)
-    {
+    if !(V4.answer)(&mut view, peer.ip(), &h.cred, &shape, args.len(), &mut w) {
         return None;
     }
-    crate::nfs4::fast::count_answer(reactor);
+    (V4.count_answer)(reactor);
     let n = w.position();
     buf.set_len(n);
     Some(Verdict::Reply(buf))

@@ -615,7 +615,7 @@ impl Router {
             }
             Verdict::Work(mut job) => {
                 job.stat = st;
-                let want = super::worker::reply_want(&job.header, &job.record[job.args_at..]);
+                let want = super::worker::reply_want(&job);
                 let charge = job.conn.charge(want);
                 let job = match self.direct.as_mut() {
                     Some(d) => match d.try_take(job, &self.pools) {

@@ -154,7 +154,11 @@ fn run_job(shared: &Shared, job: Job) {
         }
     }
     let link = &shared.reactors[job.reactor];
-    if crate::stats::data_jobs::is_data_job(&job.header, &job.record[job.args_at..]) {
+    let moves_data = match &job.plan {
+        Some(plan) => plan.moves_data(),
+        None => crate::stats::data_jobs::is_data_job(&job.header, &job.record[job.args_at..]),
+    };
+    if moves_data {
         crate::stats::data_jobs::count();
     }
     // What a call changes is reported by the file model as it runs (write, SETATTR,
@@ -167,12 +171,8 @@ fn run_job(shared: &Shared, job: Job) {
     // Before the call reads the file: its attributes are the file's as long as the
     // file's ctime stays older than this (`uring::files::unchanged`).
     let since_ns = shared.direct_io.then(wall_ns);
-    if matches!(effect, CacheEffect::Observe { v4: true, .. }) {
-        // Only this COMPOUND's attributes may be learned.
-        let _ = crate::nfs4::fast::take_attr();
-    }
-    // What the front end notes as it encodes (`call::note_learned`): only this
-    // call's.
+    // What the front end notes as it encodes (`call::note_learned`; an NFSv4.1 READ
+    // or GETATTR as it runs): only this call's.
     let _ = crate::call::take_learned();
     let reply = execute(shared, &link.pools, &job);
     let note = crate::call::take_learned();
@@ -188,7 +188,7 @@ fn run_job(shared: &Shared, job: Job) {
                 read,
                 v4,
             },
-            Some(r),
+            Some(_),
         ) => {
             let seen = Seen {
                 fh: *fh,
@@ -197,11 +197,7 @@ fn run_job(shared: &Shared, job: Job) {
                 is_read: *is_read,
                 read: *read,
             };
-            if *v4 {
-                learned_v4(r, seen, shared.cache_pages)
-            } else {
-                learned(note, seen, shared.cache_pages)
-            }
+            learned(note, seen, shared.cache_pages, *v4)
         }
         _ => None,
     };
@@ -384,9 +380,9 @@ fn learned_io_v4(
     job: &Job,
     since_ns: Option<i64>,
 ) -> Option<crate::uring::files::Opened> {
-    use crate::nfs4::fast_io::{parse, IoOp};
+    use crate::front::V4IoOp as IoOp;
     let args = job.record.get(job.args_at..)?;
-    let c = parse(args)?;
+    let c = (crate::front::V4_PATHS.io_call)(args, job.plan.as_ref()?)?;
     if matches!(c.op, IoOp::Read { .. }) {
         // A READ shape the read cache did not observe (a large one): not learned here.
         return None;
@@ -452,7 +448,11 @@ impl CacheEffect {
             return CacheEffect::None;
         }
         if h.vers == crate::nfs4::NFS_V4 {
-            return observe_v4(shared, &job.record[job.args_at..]).unwrap_or(CacheEffect::None);
+            return job
+                .plan
+                .as_ref()
+                .and_then(|plan| observe_v4(shared, &job.record[job.args_at..], plan))
+                .unwrap_or(CacheEffect::None);
         }
         // A GETATTR or READ, as the front end decodes it.
         let Some(ask) = (crate::front::V3_CACHE.parse)(h.proc_, &job.record[job.args_at..]) else {
@@ -480,8 +480,8 @@ impl CacheEffect {
 /// A `SEQUENCE, PUTFH, GETATTR|READ` COMPOUND (the shapes the reactor answers from
 /// its cache, `nfs4::fast`): observed like an NFSv3 GETATTR or READ of its handle, so
 /// a v4-only workload warms the cache. It changes nothing.
-fn observe_v4(shared: &Shared, args: &[u8]) -> Option<CacheEffect> {
-    let (fh, read) = crate::nfs4::fast::observe(args)?;
+fn observe_v4(shared: &Shared, args: &[u8], plan: &crate::front::Plan) -> Option<CacheEffect> {
+    let (fh, read) = (crate::front::V4_PATHS.observe)(args, plan)?;
     let (export, fileid) = FileModel::peek_handle(fh)?;
     Some(CacheEffect::Observe {
         fh: FhKey::new(fh)?,
@@ -505,49 +505,12 @@ struct Seen {
     read: Option<u64>,
 }
 
-/// What the reactor may cache from a successful NFSv4.1 `SEQUENCE, PUTFH,
-/// GETATTR|READ` reply: the attributes its GETATTR or READ took from the file model
-/// (`nfs4::fast::take_attr`, exact), and a small READ's data in the reply.
-fn learned_v4(reply: &Buf, seen: Seen, pages: bool) -> Option<Fill> {
-    let attr = crate::nfs4::fast::take_attr()?;
-    let body = reply.get(MARK..)?;
-    let (_, st, off) = rpc::decode_reply(body).ok()?;
-    if st != rpc::ReplyStatus::Accepted(Accept::Success) {
-        return None;
-    }
-    let compound = body.get(off..)?;
-    if XdrReader::new(compound).u32().ok()? != 0 {
-        return None;
-    }
-    if FileModel::peek_handle(seen.fh.bytes()).map(|(_, id)| id) != Some(attr.fileid) {
-        return None;
-    }
-    let data = match seen.read {
-        Some(offset) if pages && seen.is_read => {
-            let (at, len) = crate::nfs4::fast::read_data(compound)?;
-            Some(FillData::InReply {
-                offset,
-                at: MARK + off + at,
-                len,
-            })
-        }
-        _ => None,
-    };
-    Some(Fill {
-        fh: seen.fh,
-        export: seen.export,
-        attr,
-        stamp: seen.stamp,
-        data,
-        exact: true,
-    })
-}
-
-/// What a successful NFSv3 GETATTR or READ noted as its front end encoded it
+/// What a successful GETATTR or READ noted as it ran or was encoded
 /// (`call::note_learned`): its attributes and, for a small READ, where its data sits
 /// in the reply. `read` is the READ offset when the read is small enough to cache
-/// its data.
-fn learned(note: Option<Learned>, seen: Seen, pages: bool) -> Option<Fill> {
+/// its data. `exact`: NFSv4.1's attributes are the file model's as fetched (no
+/// wire rounding), NFSv3's come from its post-op attributes.
+fn learned(note: Option<Learned>, seen: Seen, pages: bool, exact: bool) -> Option<Fill> {
     let Seen {
         fh,
         export,
@@ -574,7 +537,7 @@ fn learned(note: Option<Learned>, seen: Seen, pages: bool) -> Option<Fill> {
         attr,
         stamp,
         data,
-        exact: false,
+        exact,
     })
 }
 
@@ -595,16 +558,23 @@ fn read_block(shared: &Shared, pools: &Pools, fh: &FhKey, off: u64) -> Option<(u
 /// Bytes of reply buffer a call may need, record-mark slot and RPC header included:
 /// what a worker asks the pools for, and what the reactor reserves of a TCP
 /// connection's reply budget while the call is being answered (`Router::route`).
-pub(crate) fn reply_want(h: &rpc::CallHeader, args: &[u8]) -> usize {
-    MARK + RPC_HEADER
-        + crate::front::of(h.prog, h.vers).map_or(8192, |fe| (fe.reply_capacity)(h.proc_, args))
+pub(crate) fn reply_want(job: &Job) -> usize {
+    let (h, args) = (&job.header, &job.record[job.args_at..]);
+    // An NFSv4.1 COMPOUND's bound is in its plan (made by the reactor).
+    let capacity = match &job.plan {
+        Some(plan) => plan.reply,
+        None => {
+            crate::front::of(h.prog, h.vers).map_or(8192, |fe| (fe.reply_capacity)(h.proc_, args))
+        }
+    };
+    MARK + RPC_HEADER + capacity
 }
 
 /// Runs one call and returns its encoded reply (record-mark slot included).
 fn execute(shared: &Shared, pools: &Pools, job: &Job) -> Option<Buf> {
     let h = &job.header;
     let args = &job.record[job.args_at..];
-    let want = reply_want(h, args);
+    let want = reply_want(job);
     let Some(mut buf) = reply_buffer(pools, want) else {
         tracing::error!(peer = %job.peer, xid = h.xid, "no reply buffer for 1 s; dropping the call (client will retransmit)");
         return None;

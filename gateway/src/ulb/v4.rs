@@ -2,12 +2,13 @@
 //!
 //! Calls (§6.1, R8267-12/13): only `WRITE4args.data` (op 38) and the NF4LNK
 //! `linkdata` of CREATE (op 6) may be reduced. Unlike NFSv3 they need not end the
-//! call, so the COMPOUND arguments are walked op by op: each reduced item must start
-//! right after the length word of one of those two fields, and the chunk must carry
-//! that length (with or without the XDR pad, RFC 8166 §3.4.5.2). A reduced item
-//! anywhere else, or one the walk cannot reach (an operation whose arguments it cannot
-//! skip, truncated arguments), is GARBAGE_ARGS (RFC 8166 §6.1, RFC 8267 §6.4.2:
-//! R8267-26).
+//! call, so the COMPOUND's plan (`nfs4::plan`, one walk over its arguments) lists
+//! where those fields' data lie: each reduced item must start right after the length
+//! word of one of them, and the chunk must carry that length (with or without the XDR
+//! pad, RFC 8166 §3.4.5.2). A reduced item anywhere else, or one the walk cannot reach
+//! (an operation whose arguments it cannot skip, truncated arguments, more eligible
+//! items before it than a plan keeps), is GARBAGE_ARGS (RFC 8166 §6.1, RFC 8267
+//! §6.4.2: R8267-26).
 //!
 //! Replies (§6.4.1, R8267-18..22): the COMPOUND loop notes where each READ-class
 //! result's data lies ([`begin`], [`note_result`], [`take`]); the list travels with
@@ -15,10 +16,10 @@
 
 use super::{ReplyItem, Violation};
 use crate::nfs4::ops::*;
-use crate::nfs4::skip::{self, opaque};
+use crate::nfs4::plan::{Ddp, Plan};
 use engine::rpc;
 use engine::rpcrdma::responder::{DdpList, Reduced};
-use engine::xdr::{padded, XdrError, XdrReader, XdrResult};
+use engine::xdr::{padded, XdrReader};
 use std::cell::Cell;
 use std::ops::Range;
 
@@ -28,7 +29,9 @@ const NFS4_OK: u32 = crate::nfs4::status::NFS4_OK.as_u32();
 pub use nfs_wire::nfs4::NFSPROC4_COMPOUND as COMPOUND;
 pub use nfs_wire::NFS_V4;
 
-/// Checks the reduced items of an NFSv4 COMPOUND call (`rec` from the XID on).
+/// Checks the reduced items of an NFSv4 COMPOUND call (`rec` from the XID on)
+/// against the eligible items of its plan (`nfs4::plan::Plan`, the one walk over its
+/// arguments).
 pub fn check_compound(rec: &[u8], reduced: &[Reduced]) -> Result<ReplyItem, Violation> {
     let xid = rec
         .get(..4)
@@ -36,78 +39,39 @@ pub fn check_compound(rec: &[u8], reduced: &[Reduced]) -> Result<ReplyItem, Viol
     let Ok((_, args_at)) = rpc::decode_call(rec) else {
         return Err(Violation { xid });
     };
-    match walk(rec, args_at, reduced) {
-        Ok(()) => Ok(ReplyItem::Compound),
-        Err(()) => Err(Violation { xid }),
+    let args = rec.get(args_at..).unwrap_or_default();
+    if reduced.is_empty() {
+        // Nothing to match: only the COMPOUND header must be there.
+        let mut r = XdrReader::new(args);
+        return match (r.opaque_var(usize::MAX), r.u32(), r.u32()) {
+            (Ok(_), Ok(_), Ok(_)) => Ok(ReplyItem::Compound),
+            _ => Err(Violation { xid }),
+        };
+    }
+    match matches_ddp(&Plan::with_ddp(args).1, args_at, reduced) {
+        true => Ok(ReplyItem::Compound),
+        false => Err(Violation { xid }),
     }
 }
 
-/// Walks COMPOUND4args (RFC 8881 §16.2.1) from `at` until every reduced item has been
-/// matched with an eligible field.
-fn walk(rec: &[u8], at: usize, reduced: &[Reduced]) -> Result<(), ()> {
-    let mut w = Walk {
-        r: XdrReader::new(rec),
-        reduced,
-        next: 0,
-    };
-    w.r.skip(at).map_err(|_| ())?;
-    let (_tag, _minor, n) = (opaque(&mut w.r), w.r.u32(), w.r.u32());
-    let (Ok(()), Ok(_), Ok(n)) = (_tag, _minor, n) else {
-        return Err(());
-    };
-    // Every operation takes at least its 4-byte number: the count cannot exceed the
-    // bytes left, whatever the peer claims.
-    let n = (n as usize).min(w.r.remaining() / 4);
-    for _ in 0..n {
-        if w.done() {
-            return Ok(());
-        }
-        let op = w.r.u32().map_err(|_| ())?;
-        w.op(op).map_err(|_| ())?;
-        // An item that starts before here was inside a non-eligible field.
-        if !w.done() && (w.reduced[w.next].position as usize) < w.r.position() {
-            return Err(());
-        }
-    }
-    if w.done() {
-        Ok(())
-    } else {
-        Err(())
-    }
-}
-
-struct Walk<'a> {
-    r: XdrReader<'a>,
-    reduced: &'a [Reduced],
-    /// The first reduced item not yet matched.
-    next: usize,
-}
-
-impl Walk<'_> {
-    fn done(&self) -> bool {
-        self.next >= self.reduced.len()
-    }
-
-    /// One operation's arguments (`crate::nfs4::skip`): at an eligible opaque, if the
-    /// next reduced item starts at its data, its length must be the declared one, with
-    /// or without pad (R8166-52); then it is matched.
-    fn op(&mut self, op: u32) -> XdrResult<()> {
-        let (reduced, next) = (self.reduced, &mut self.next);
-        skip::op_args(op, &mut self.r, &mut |r| {
-            let data_at = r.position() + 4;
-            let declared = r.clone().u32()? as usize;
-            if let Some(red) = reduced.get(*next) {
-                if red.position as usize == data_at {
-                    let sent = red.len as usize;
-                    if sent != declared && sent != padded(declared) {
-                        return Err(XdrError::Short);
-                    }
-                    *next += 1;
-                }
+/// Whether every reduced item (positions from the XID, in order) is the data of an
+/// eligible item of a COMPOUND's plan (arguments at `args_at` of the record), each eligible item
+/// matched at most once and in COMPOUND order, carrying the declared length with or
+/// without its XDR pad (R8166-52). An item anywhere else — inside another field, past
+/// where the walk could go, or past the eligible items a plan keeps — breaks the
+/// binding.
+pub fn matches_ddp(ddp: &Ddp, args_at: usize, reduced: &[Reduced]) -> bool {
+    let mut eligible = ddp.eligible().iter();
+    reduced.iter().all(|red| {
+        let at = red.position as usize;
+        match eligible.find(|e| args_at + e.data_at as usize >= at) {
+            Some(e) if args_at + e.data_at as usize == at => {
+                let (sent, declared) = (red.len as usize, e.len as usize);
+                sent == declared || sent == padded(declared)
             }
-            Ok(())
-        })
-    }
+            _ => false,
+        }
+    })
 }
 
 thread_local! {
@@ -125,19 +89,11 @@ pub fn begin() {
 /// `written` (the status word first): a READ-class result is noted with where its data
 /// lies, or without data when it failed (its chunk then comes back empty, R8267-21).
 pub fn note_result(op: u32, st: u32, written: &[u8], body: usize) {
-    let len_at = match op {
-        OP_READ => body + 8,     // status, eof
-        OP_READLINK => body + 4, // status
-        _ => return,
-    };
+    if !matches!(op, OP_READ | OP_READLINK) {
+        return;
+    }
     let data = (st == NFS4_OK)
-        .then(|| {
-            let w = written.get(len_at..len_at + 4)?;
-            let len = u32::from_be_bytes([w[0], w[1], w[2], w[3]]) as usize;
-            let start = len_at + 4;
-            let end = start.checked_add(len)?;
-            (end <= written.len()).then_some(start..end)
-        })
+        .then(|| result_data(op, written, body))
         .flatten();
     LOCATED.with(|l| {
         if let Some(mut list) = l.get() {
@@ -146,6 +102,21 @@ pub fn note_result(op: u32, st: u32, written: &[u8], body: usize) {
             l.set(Some(list));
         }
     });
+}
+
+/// Where the data of a successful READ or READLINK result written at `body..` of
+/// `written` (its status word first) lies; `None` for other operations.
+pub fn result_data(op: u32, written: &[u8], body: usize) -> Option<Range<usize>> {
+    let len_at = match op {
+        OP_READ => body + 8,     // status, eof
+        OP_READLINK => body + 4, // status
+        _ => return None,
+    };
+    let w = written.get(len_at..len_at + 4)?;
+    let len = u32::from_be_bytes([w[0], w[1], w[2], w[3]]) as usize;
+    let start = len_at + 4;
+    let end = start.checked_add(len)?;
+    (end <= written.len()).then_some(start..end)
 }
 
 /// Takes (and clears) the results noted since [`begin`] on this thread.

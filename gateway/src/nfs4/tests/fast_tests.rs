@@ -107,15 +107,16 @@ fn fast_call(f: &mut F, args: &[u8]) -> Option<Vec<u8>> {
 }
 
 /// Runs `args` on the worker path and fills the cache from it as a worker does
-/// (`fast::take_attr`, the READ data in the reply).
+/// (what the executing GETATTR or READ noted, `call::take_learned`: its attributes
+/// and where the READ data lies in the reply).
 fn worker_call(f: &mut F, args: &[u8]) -> Vec<u8> {
-    let _ = fast::take_attr();
+    let _ = crate::call::take_learned();
     let fileid = f.node.fileid;
     let stamp = f.gens.stamp(fileid);
     let rep = run(&f.h, args);
-    if let Some(attr) = fast::take_attr() {
+    if let Some(crate::call::Learned { attr, data }) = crate::call::take_learned() {
         assert_eq!(attr.fileid, fileid);
-        let data = fast::read_data(&rep).map(|(at, len)| FillData::InReply { offset: 0, at, len });
+        let data = data.map(|(at, len)| FillData::InReply { offset: 0, at, len });
         let fill = Fill {
             fh: FhKey::new(&f.fh).unwrap(),
             export: 0,

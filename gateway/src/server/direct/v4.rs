@@ -49,7 +49,11 @@ impl Direct {
     /// Takes a `SEQUENCE, PUTFH, READ|WRITE|COMMIT` COMPOUND when this reactor can run
     /// it itself; otherwise hands the job back untouched (no slot claimed).
     pub(super) fn compound(&mut self, job: Job, pools: &Pools) -> Result<(), Job> {
-        let Some(c) = job.record.get(job.args_at..).and_then(fast_io::parse) else {
+        let c = match (&job.plan, job.record.get(job.args_at..)) {
+            (Some(plan), Some(args)) => (crate::front::V4_PATHS.io_call)(args, plan),
+            _ => None,
+        };
+        let Some(c) = c else {
             return Err(job);
         };
         match c.op {

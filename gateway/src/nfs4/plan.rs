@@ -1,0 +1,312 @@
+//! A COMPOUND's plan: ONE walk over COMPOUND4args (RFC 8881 §16.2.1) before anything
+//! runs, made by the reactor and carried with the call to the worker (`Job::plan`),
+//! so nothing walks the arguments again before execution:
+//!
+//! - the reply bound (how large COMPOUND4res may get: the reply buffer and the TCP
+//!   connection's reply budget are sized from it);
+//! - the operations (number and argument offset of the first `OPS_MAX`) and the
+//!   fast-path shape they make (`Kind`: the COMPOUNDs the reactor answers from its
+//!   cache, `fast`, or runs on its io_uring, `fast_io`, which then decode only the
+//!   fields at those offsets);
+//! - the positions of the DDP-eligible call items (WRITE data, CREATE NF4LNK
+//!   linkdata, RFC 8267 §6.1) that `crate::ulb::v4` matches with the reduced chunks.
+//!
+//! Nothing is executed; an argument the walk cannot skip (`skip::op_args`) ends it and
+//! makes the reply bound conservative (`UNKNOWN_REPLY`). What a COMPOUND changes is
+//! not the plan's business: the file model reports every change it executes to the
+//! reactors' caches (`fs::ChangeObserver`), whatever the arguments said.
+//!
+//! Every count and length in the arguments is hostile: the walk is bounded by the
+//! bytes present (each operation takes at least its 4-byte number), the plan is fixed
+//! size (no allocation), and a truncated or absurd COMPOUND gets a plan whose shape is
+//! `Kind::Other` and whose reply bound is at most `MAX_REPLY`.
+
+use super::ops::*;
+use super::skip::{self, STATEID};
+use engine::xdr::XdrReader;
+
+/// Operations whose number and offset the plan keeps (the fast shapes need 4).
+pub const OPS_MAX: usize = 6;
+/// DDP-eligible items the plan keeps; an RPC-over-RDMA call carries at most
+/// `engine::rpcrdma::responder::MAX_DDP` (4) reduced items.
+pub const ELIGIBLE_MAX: usize = 16;
+/// Longest tag a fast shape takes (longer ones are legal: the worker answers them).
+pub const TAG_MAX: usize = 64;
+/// Longest tag COMPOUND accepts (NFS4_OPAQUE_LIMIT, `compound::TAG_MAX`).
+const TAG_LIMIT: usize = 1024;
+/// Operations the reply bound looks at.
+const SIZED_MAX: u32 = 256;
+
+/// Reply room for everything but READ data and READDIR entries.
+pub const BASE_REPLY: usize = 8192;
+/// Headers around READ data or READDIR entries (SEQUENCE, PUTFH, READ results).
+const DATA_OVERHEAD: usize = 2048;
+/// Reply room when the walk stopped at an operation it cannot skip.
+pub const UNKNOWN_REPLY: usize = 64 << 10;
+/// Largest reply (a session's ca_maxresponsesize bound).
+pub const MAX_REPLY: usize = super::session_ops::MAX_RESPONSE as usize;
+
+/// One operation: its number and where its arguments start in COMPOUND4args.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Op {
+    pub code: u32,
+    pub at: u32,
+}
+
+/// A DDP-eligible opaque (RFC 8267 §6.1): where its data starts in COMPOUND4args
+/// (right after its length word) and the length the call declares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Eligible {
+    pub data_at: u32,
+    pub len: u32,
+}
+
+/// The fast-path shape (minor version 1, tag up to `TAG_MAX`, nothing after the last
+/// operation): `SEQUENCE, PUTFH` then the operation(s) named.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Other,
+    Getattr,
+    Read,
+    Write,
+    WriteGetattr,
+    Commit,
+}
+
+/// The plan of one COMPOUND (see the module comment): what travels with the call.
+/// Fixed size (72 bytes), `Copy`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Plan {
+    /// Bytes of COMPOUND4res this call may need (≤ `MAX_REPLY`).
+    pub reply: usize,
+    /// The operation count the COMPOUND declares.
+    pub nops: u32,
+    pub kind: Kind,
+    /// A READ, WRITE or COMMIT is among the first `DATA_OPS` operations.
+    moves_data: bool,
+    /// Operations walked (all skipped), of which the first `OPS_MAX` are in `ops`.
+    walked: u32,
+    ops: [Op; OPS_MAX],
+}
+
+/// The DDP-eligible items of a COMPOUND (RFC 8267 §6.1), from the same walk as its
+/// plan (`Plan::with_ddp`): only the reactor's RPC-over-RDMA check needs them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ddp {
+    items: [Eligible; ELIGIBLE_MAX],
+    n: u8,
+    /// More eligible items were walked than `ELIGIBLE_MAX`.
+    cut: bool,
+}
+
+impl Ddp {
+    /// The eligible items walked, in COMPOUND order (at most `ELIGIBLE_MAX`).
+    pub fn eligible(&self) -> &[Eligible] {
+        &self.items[..self.n as usize]
+    }
+
+    /// Whether eligible items past `eligible()` were walked and not kept.
+    pub fn cut(&self) -> bool {
+        self.cut
+    }
+
+    fn push(&mut self, e: Eligible) {
+        match self.items.get_mut(self.n as usize) {
+            Some(slot) => {
+                *slot = e;
+                self.n += 1;
+            }
+            None => self.cut = true,
+        }
+    }
+}
+
+/// Operations `moves_data` looks at (as `stats::data_jobs`).
+const DATA_OPS: usize = 64;
+
+impl Plan {
+    /// Walks COMPOUND4args once (RFC 8881 §16.2.1).
+    pub fn of(args: &[u8]) -> Plan {
+        walk(args, &mut |_| {})
+    }
+
+    /// `of`, with the DDP-eligible items the walk passed.
+    pub fn with_ddp(args: &[u8]) -> (Plan, Ddp) {
+        let mut ddp = Ddp {
+            items: [Eligible::default(); ELIGIBLE_MAX],
+            n: 0,
+            cut: false,
+        };
+        let plan = walk(args, &mut |e| ddp.push(e));
+        (plan, ddp)
+    }
+
+    /// The fast shape of an exactly walked COMPOUND.
+    fn shape(&self) -> Kind {
+        let code = |i: usize| self.ops[i].code;
+        if self.nops < 3 || code(0) != OP_SEQUENCE || code(1) != OP_PUTFH {
+            return Kind::Other;
+        }
+        match (self.nops, code(2)) {
+            (3, OP_GETATTR) => Kind::Getattr,
+            (3, OP_READ) => Kind::Read,
+            (3, OP_WRITE) => Kind::Write,
+            (3, OP_COMMIT) => Kind::Commit,
+            (4, OP_WRITE) if code(3) == OP_GETATTR => Kind::WriteGetattr,
+            _ => Kind::Other,
+        }
+    }
+
+    /// The operations walked whose offsets are kept (at most `OPS_MAX`).
+    pub fn ops(&self) -> &[Op] {
+        &self.ops[..(self.walked as usize).min(OPS_MAX)]
+    }
+
+    /// Whether more operations were walked than the plan keeps.
+    pub fn long(&self) -> bool {
+        self.walked as usize > OPS_MAX
+    }
+
+    /// Whether a READ, WRITE or COMMIT is among the first `DATA_OPS` operations (up
+    /// to the first one the walk cannot skip, included).
+    pub fn moves_data(&self) -> bool {
+        self.moves_data
+    }
+}
+
+/// The walk: the plan, each eligible item given to `ddp` as it is passed.
+#[inline(always)]
+fn walk(args: &[u8], ddp: &mut impl FnMut(Eligible)) -> Plan {
+    let mut p = Plan {
+        reply: BASE_REPLY,
+        nops: 0,
+        kind: Kind::Other,
+        moves_data: false,
+        walked: 0,
+        ops: [Op::default(); OPS_MAX],
+    };
+    let mut r = XdrReader::new(args);
+    let Ok(tag_len) = r.u32() else { return p };
+    let tag_len = tag_len as usize;
+    if tag_len > TAG_LIMIT || r.skip(tag_len.next_multiple_of(4)).is_err() {
+        return p;
+    }
+    let (Ok(minor), Ok(n)) = (r.u32(), r.u32()) else {
+        return p;
+    };
+    p.nops = n;
+    let mut size = Sizing::new();
+    // Every operation takes at least its 4-byte number: the count cannot exceed
+    // the bytes left, whatever the peer claims.
+    let n = (n as usize).min(r.remaining() / 4);
+    for i in 0..n {
+        let Ok(op) = r.u32() else { break };
+        let (at, start) = (r.position() as u32, r.clone());
+        let sized = size.sizes(op, i as u32);
+        p.moves_data |= i < DATA_OPS && matches!(op, OP_READ | OP_WRITE | OP_COMMIT);
+        // An operation has at most one eligible item; it counts once the operation's
+        // arguments are all there (an item in a cut operation is not reachable).
+        let mut item = None;
+        let skipped = skip::op_args(op, &mut r, &mut |r| {
+            let len = r.clone().u32()?;
+            item = Some(Eligible {
+                data_at: (r.position() + 4) as u32,
+                len,
+            });
+            Ok(())
+        });
+        if skipped.is_err() {
+            // The rest is unknown: its reply size is not guessed (READ and READDIR
+            // results clamp to the buffer).
+            size.unknown |= sized;
+            break;
+        }
+        if sized {
+            size.ask(op, start);
+        }
+        if let Some(e) = item {
+            ddp(e);
+        }
+        if let Some(slot) = p.ops.get_mut(i) {
+            *slot = Op { code: op, at };
+        }
+        p.walked += 1;
+    }
+    p.reply = size.reply();
+    let exact = p.walked == p.nops && r.remaining() == 0;
+    if exact && minor == super::MINOR_VERSION && tag_len <= TAG_MAX {
+        p.kind = p.shape();
+    }
+    p
+}
+
+/// The reply bound, accumulated operation by operation.
+struct Sizing {
+    /// READ data and READDIR entries asked for.
+    asked: usize,
+    /// No later operation is sized (a session operation, or past `SIZED_MAX`).
+    done: bool,
+    /// An operation the walk could not skip while sizing.
+    unknown: bool,
+}
+
+impl Sizing {
+    fn new() -> Sizing {
+        Sizing {
+            asked: 0,
+            done: false,
+            unknown: false,
+        }
+    }
+
+    /// Whether operation number `i` is sized (then its arguments must be skipped for
+    /// the bound to be known).
+    fn sizes(&mut self, op: u32, i: u32) -> bool {
+        if i >= SIZED_MAX {
+            self.done = true;
+        }
+        if matches!(
+            op,
+            // Session and client operations: the rest of the COMPOUND is not sized
+            // (its READ and READDIR results clamp to the buffer).
+            OP_EXCHANGE_ID
+                | OP_CREATE_SESSION
+                | OP_DESTROY_SESSION
+                | OP_DESTROY_CLIENTID
+                | OP_BIND_CONN_TO_SESSION
+                | OP_BACKCHANNEL_CTL
+        ) {
+            self.done = true;
+        }
+        !self.done
+    }
+
+    /// Adds what a skipped READ or READDIR (arguments at `a`) asks for.
+    fn ask(&mut self, op: u32, mut a: XdrReader) {
+        let asked = match op {
+            OP_READ => a.skip(STATEID + 8).and_then(|_| a.u32()),
+            OP_READDIR => a.skip(8 + 8 + 4).and_then(|_| a.u32()),
+            _ => return,
+        };
+        // Skipped already: the count is there.
+        if let Ok(n) = asked {
+            self.asked = self.asked.saturating_add((n as usize).min(MAX_REPLY));
+        }
+    }
+
+    /// Room for the data asked for plus headers, or a small reply without data; at
+    /// least `UNKNOWN_REPLY` when an operation could not be skipped. A 1 MiB READ fits
+    /// the pools' 1 MiB + 4 KiB class.
+    fn reply(&self) -> usize {
+        let known = if self.asked == 0 {
+            BASE_REPLY
+        } else {
+            self.asked.saturating_add(DATA_OVERHEAD).min(MAX_REPLY)
+        };
+        if self.unknown {
+            known.max(UNKNOWN_REPLY)
+        } else {
+            known
+        }
+    }
+}
