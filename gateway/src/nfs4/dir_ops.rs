@@ -360,25 +360,35 @@ fn list(
             need_dir_notdir(&f.attr)?;
             check(&f.attr, &f.caller, R).map_err(fs_err)?;
             let fs_cookie = if cookie == 0 { 2 } else { cookie };
-            let page = c
-                .ctx
-                .model
-                .readdir(node, fs_cookie, verf, hint)
-                .map_err(|s| match s {
-                    Status::BadCookie => NFS4ERR_NOT_SAME,
-                    s => fs_err(s),
-                })?;
+            let not_same = |s| match s {
+                Status::BadCookie => NFS4ERR_NOT_SAME,
+                s => fs_err(s),
+            };
+            // Attributes come with the listing page, as for NFSv3 READDIRPLUS
+            // (`FileModel::readdir_plus`): no LOOKUP and GETATTR per entry.
+            let (page, plus) = if want.is_empty() {
+                let p = c.ctx.model.readdir(node, fs_cookie, verf, hint);
+                (p.map_err(not_same)?, Vec::new())
+            } else {
+                let p = c.ctx.model.readdir_plus(node, fs_cookie, verf, hint);
+                p.map_err(not_same)?
+            };
+            let mut plus = plus.into_iter();
             let mut items = Vec::new();
             for e in page.entries {
+                let listed = plus.next().flatten();
                 if is_dot(&e.name) {
                     continue;
                 }
                 let attrs = if want.is_empty() {
                     empty_fattr()
+                } else if let Some(cross) = pseudo::export_child(c.ctx, node, &e.name) {
+                    entry_attrs(c, &cross, want)?
                 } else {
-                    match child(c, node, &e.name) {
-                        Ok(fh) => entry_attrs(c, &fh, want)?,
-                        Err(err) => rdattr_error(want, err)?,
+                    match listed {
+                        Some((n, a)) => listed_attrs(c, n, &a, want)?,
+                        // Gone since it was listed: what its LOOKUP would say.
+                        None => rdattr_error(want, fs_err(Status::NoEnt))?,
                     }
                 };
                 items.push(Entry {
@@ -396,13 +406,13 @@ fn list(
     }
 }
 
-/// A directory entry as the object a LOOKUP would reach (nested exports crossed).
-fn child(c: &Compound, dir: &Node, name: &[u8]) -> Result<CurrentFh, Nfsstat4> {
-    if let Some(cross) = pseudo::export_child(c.ctx, dir, name) {
-        return Ok(cross);
+/// The fattr4 of a listed entry from the attributes its listing page carried.
+fn listed_attrs(c: &Compound, node: Node, a: &Attr, want: &Bitmap) -> Result<Vec<u8>, Nfsstat4> {
+    if let Err(e) = caller(c, &node) {
+        return rdattr_error(want, e);
     }
-    let n = c.ctx.model.lookup(dir, name).map_err(fs_err)?;
-    Ok(file_fh(c, n))
+    let o = Obj::from_attr(a, c.ctx.model.handle(&node).as_bytes().to_vec());
+    put_attrs(c, &o, Some(&node), want)
 }
 
 fn entry_attrs(c: &Compound, fh: &CurrentFh, want: &Bitmap) -> Result<Vec<u8>, Nfsstat4> {
@@ -410,10 +420,19 @@ fn entry_attrs(c: &Compound, fh: &CurrentFh, want: &Bitmap) -> Result<Vec<u8>, N
         Ok(v) => v,
         Err(e) => return rdattr_error(want, e),
     };
-    let env = env(c, want, node.as_ref());
+    put_attrs(c, &o, node.as_ref(), want)
+}
+
+fn put_attrs(
+    c: &Compound,
+    o: &Obj,
+    node: Option<&Node>,
+    want: &Bitmap,
+) -> Result<Vec<u8>, Nfsstat4> {
+    let env = env(c, want, node);
     let mut buf = vec![0u8; 4096];
     let mut w = XdrWriter::new(&mut buf);
-    attrs::put_fattr(&mut w, want, &o, &env).map_err(|_| NFS4ERR_SERVERFAULT)?;
+    attrs::put_fattr(&mut w, want, o, &env).map_err(|_| NFS4ERR_SERVERFAULT)?;
     Ok(w.written().to_vec())
 }
 

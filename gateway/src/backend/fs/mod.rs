@@ -58,6 +58,10 @@ pub struct FsBackend {
     root_fd: Arc<OwnedFd>,
     identity: String,
     cache: Arc<ObjCache>,
+    /// Object metadata (xattr) reads so far: what the tests count.
+    meta_reads: AtomicU64,
+    /// Directory scans by listings so far (`list`): what the tests count.
+    dir_scans: AtomicU64,
 }
 
 /// An open object.
@@ -84,6 +88,8 @@ struct ObjCache {
     /// invalidation may not insert what it found (it may be what was just renamed or
     /// replaced).
     epoch: AtomicU64,
+    /// Listing windows (`list`), dropped with every change in their directory.
+    windows: list::Windows,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -98,6 +104,7 @@ impl ObjCache {
                 .collect(),
             per_shard: (max / CACHE_SHARDS).max(1),
             epoch: AtomicU64::new(0),
+            windows: list::Windows::default(),
         }
     }
 
@@ -160,16 +167,43 @@ impl ObjCache {
         }
     }
 
+    /// Updates the entry of `key` if it is still open on the inode (dev, ino): for a
+    /// directory changed through another descriptor of it.
+    fn update_inode(&self, key: &str, dev: u64, ino: u64, f: impl FnOnce(&mut Entry)) {
+        if let Some(e) = lock(self.shard(key)).get_mut(key) {
+            if e.dev == dev && e.ino == ino {
+                f(e);
+            }
+        }
+    }
+
+    /// `invalidate`, then caches `e`, the object the gateway itself just put at `key`
+    /// (so the HEAD of its reply attributes opens and reads nothing), unless another
+    /// invalidation came since `epoch`, taken before the change: what `key` names
+    /// then is not known.
+    fn replace(&self, key: &str, e: Entry, epoch: u64) {
+        let prev = self.epoch.fetch_add(1, Ordering::SeqCst);
+        let old = lock(self.shard(key)).remove(key);
+        drop(old);
+        self.windows.invalidate(list::dir_of(key));
+        if prev == epoch {
+            self.insert(key, e, prev.wrapping_add(1));
+        }
+    }
+
     /// Forgets `key`. Call after the change on disk.
     fn invalidate(&self, key: &str) {
         self.epoch.fetch_add(1, Ordering::SeqCst);
         let old = lock(self.shard(key)).remove(key);
         drop(old);
+        self.windows.invalidate(list::dir_of(key));
     }
 
     /// Forgets every key starting with `prefix`. Call after the change on disk.
     fn invalidate_prefix(&self, prefix: &str) {
         self.epoch.fetch_add(1, Ordering::SeqCst);
+        self.windows.invalidate_prefix(prefix);
+        self.windows.invalidate(list::dir_of(prefix));
         for s in &self.shards {
             let mut gone = Vec::new();
             lock(s).retain(|k, v| {
@@ -401,6 +435,8 @@ impl FsBackend {
             root_fd: Arc::new(root_fd),
             identity,
             cache: Arc::new(ObjCache::new(max)),
+            meta_reads: AtomicU64::new(0),
+            dir_scans: AtomicU64::new(0),
         })
     }
 
@@ -462,8 +498,26 @@ impl FsBackend {
         Ok((File::from(fd), st))
     }
 
+    /// The user metadata of the object open as `fd`.
+    fn read_meta(&self, fd: BorrowedFd<'_>, key: &str) -> BResult<UserMeta> {
+        self.meta_reads.fetch_add(1, Ordering::Relaxed);
+        xattr::get(fd).map_err(|e| map_io(e, "getxattr", key))
+    }
+
+    /// Object metadata reads so far.
+    #[cfg(test)]
+    fn meta_reads(&self) -> u64 {
+        self.meta_reads.load(Ordering::Relaxed)
+    }
+
+    /// Directory scans by listings so far.
+    #[cfg(test)]
+    pub(crate) fn dir_scans(&self) -> u64 {
+        self.dir_scans.load(Ordering::Relaxed)
+    }
+
     fn meta_of_open(&self, key: &str, f: &File, st: &libc::stat) -> BResult<ObjectMeta> {
-        let user = xattr::get(f.as_fd()).map_err(|e| map_io(e, "getxattr", key))?;
+        let user = self.read_meta(f.as_fd(), key)?;
         Ok(object_meta(key, st, user))
     }
 
@@ -480,7 +534,7 @@ impl FsBackend {
         } else {
             self.open_obj(key, if write { libc::O_RDWR } else { libc::O_RDONLY })?
         };
-        let user = xattr::get(file.as_fd()).map_err(|e| map_io(e, "getxattr", key))?;
+        let user = self.read_meta(file.as_fd(), key)?;
         Ok(Entry {
             file: Arc::new(file),
             dir: is_dir(&st),
@@ -527,8 +581,7 @@ impl FsBackend {
                 if st.st_nlink != 0 || key.is_empty() {
                     if ctime_of(&st) != e.ctime {
                         // Changed since: the metadata may have too.
-                        let user = xattr::get(e.file.as_fd())
-                            .map_err(|err| map_io(err, "getxattr", key))?;
+                        let user = self.read_meta(e.file.as_fd(), key)?;
                         e.ctime = ctime_of(&st);
                         e.user = Arc::new(user);
                         self.cache.update(key, &e.file, |c| {
@@ -543,8 +596,7 @@ impl FsBackend {
             } else if let Some(st) = self.still_named(key, &e)? {
                 // Also re-read the metadata: a ctime only as fine as the clock tick
                 // can miss a change made in the same tick as the last read.
-                let user =
-                    xattr::get(e.file.as_fd()).map_err(|err| map_io(err, "getxattr", key))?;
+                let user = self.read_meta(e.file.as_fd(), key)?;
                 e.ctime = ctime_of(&st);
                 e.user = Arc::new(user);
                 e.validated = Instant::now();
@@ -578,7 +630,9 @@ impl FsBackend {
     }
 
     /// Writes a new file's content durably to a temp file in `parent` and moves it
-    /// into place as `last`.
+    /// into place as `last`. Returns its metadata and, for the open-object cache, the
+    /// file as an entry: open read-write, with the stat taken after the link (which
+    /// moved its ctime) and the metadata it was given.
     fn install(
         &self,
         parent: BorrowedFd<'_>,
@@ -587,7 +641,7 @@ impl FsBackend {
         fill: &mut dyn FnMut(&mut File) -> io::Result<()>,
         meta: &UserMeta,
         if_absent: bool,
-    ) -> BResult<ObjectMeta> {
+    ) -> BResult<(ObjectMeta, Entry)> {
         let tmp = CString::new(temp_name()).expect("no NUL");
         let fd = openat(
             parent,
@@ -601,11 +655,10 @@ impl FsBackend {
         let unlink_tmp = || {
             let _ = sys::unlinkat(parent, &tmp, 0);
         };
-        let res = (|| -> BResult<ObjectMeta> {
+        let res = (|| -> BResult<()> {
             fill(&mut f).map_err(|e| map_io(e, "write", key))?;
             xattr::set(f.as_fd(), meta).map_err(|e| map_io(e, "setxattr", key))?;
             f.sync_all().map_err(|e| map_io(e, "fsync", key))?;
-            let st = fstat(f.as_fd()).map_err(|e| map_io(e, "stat", key))?;
             let name = cstr(last)?;
             if if_absent {
                 sys::linkat(parent, &tmp, parent, &name).map_err(|e| map_io(e, "link", key))?;
@@ -617,12 +670,39 @@ impl FsBackend {
                 });
             }
             sys::fsync(parent).map_err(|e| map_io(e, "fsync", key))?;
-            Ok(object_meta(key, &st, xattr::sane(meta)))
+            Ok(())
         })();
-        if res.is_err() {
+        if let Err(e) = res {
             unlink_tmp();
+            return Err(e);
         }
-        res
+        let st = fstat(f.as_fd()).map_err(|e| map_io(e, "stat", key))?;
+        let user = xattr::sane(meta);
+        let entry = Entry {
+            file: Arc::new(f),
+            dir: false,
+            writable: true,
+            dev: st.st_dev,
+            ino: st.st_ino,
+            ctime: ctime_of(&st),
+            user: Arc::new(user.clone()),
+            validated: Instant::now(),
+        };
+        Ok((object_meta(key, &st, user), entry))
+    }
+
+    /// Our own change of the entries of directory `dir_key` (open as `dir`) moved its
+    /// ctime but not its metadata: as `own_change` does for a file's data, record the
+    /// new ctime so the next `head` of the directory does not re-read its xattrs.
+    fn own_entries_change(&self, dir_key: &str, dir: BorrowedFd<'_>) {
+        if let Ok(st) = fstat(dir) {
+            let now = ctime_of(&st);
+            self.cache.update_inode(dir_key, st.st_dev, st.st_ino, |c| {
+                if c.ctime < now {
+                    c.ctime = now;
+                }
+            });
+        }
     }
 
     fn put_dir(&self, key: &str, meta: &UserMeta, if_absent: bool) -> BResult<ObjectMeta> {
@@ -640,6 +720,7 @@ impl FsBackend {
         self.cache.invalidate(key);
         res?;
         f.sync_all().map_err(|e| map_io(e, "fsync", key))?;
+        self.own_entries_change(list::dir_of(key), at);
         sys::fsync(at).map_err(|e| map_io(e, "fsync", key))?;
         let st = fstat(f.as_fd()).map_err(|e| map_io(e, "stat", key))?;
         Ok(object_meta(key, &st, xattr::sane(meta)))
@@ -842,6 +923,7 @@ impl Backend for FsBackend {
             return self.put_dir(key, meta, if_absent);
         }
         let parent = self.walk(&sp.parents, true, key)?;
+        let epoch = self.cache.epoch();
         let res = self.install(
             self.at(&parent),
             sp.last,
@@ -850,8 +932,17 @@ impl Backend for FsBackend {
             meta,
             if_absent,
         );
-        self.cache.invalidate(key);
-        res
+        match res {
+            Ok((m, e)) => {
+                self.cache.replace(key, e, epoch);
+                self.own_entries_change(list::dir_of(key), self.at(&parent));
+                Ok(m)
+            }
+            Err(e) => {
+                self.cache.invalidate(key);
+                Err(e)
+            }
+        }
     }
 
     fn multipart(&self, key: &str, meta: &UserMeta) -> BResult<Box<dyn Upload>> {
@@ -1035,6 +1126,7 @@ impl Backend for FsBackend {
         } else {
             self.cache.invalidate(key);
         }
+        self.own_entries_change(list::dir_of(key), at);
         sys::fsync(at).map_err(|e| map_io(e, "fsync", key))
     }
 

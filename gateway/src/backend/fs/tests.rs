@@ -554,3 +554,88 @@ fn efbig_is_too_large_not_permanent() {
     assert_eq!(e(libc::EFBIG), BackendError::TooLarge);
     assert!(matches!(e(libc::EIO), BackendError::Permanent(_)));
 }
+
+/// A put object is cached as written (`ObjCache::replace`) and a put or delete in a
+/// directory records the directory's new ctime (`own_entries_change`): the HEADs of
+/// a create's or a remove's reply attributes read no metadata. Metadata changed by
+/// another tool is still seen.
+#[test]
+fn heads_after_own_puts_and_deletes_read_no_metadata() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = FsBackend::open(&dir.path().join("objects")).unwrap();
+    let m = meta(&[("mode", "100600"), ("uid", "7")]);
+    b.put("d/", b"", &meta(&[("mode", "40755")]), true).unwrap();
+    b.head("d/").unwrap();
+    b.head("").unwrap();
+    let reads = b.meta_reads();
+    let put = b.put("d/f", b"abc", &m, true).unwrap();
+    let head = b.head("d/f").unwrap();
+    assert_eq!(head, put);
+    assert_eq!(head.user.get("uid").map(String::as_str), Some("7"));
+    b.head("d/").unwrap();
+    b.put("g", b"", &m, true).unwrap();
+    b.head("").unwrap();
+    b.delete("d/f").unwrap();
+    assert_eq!(b.head("d/f"), Err(BackendError::NotFound));
+    b.head("d/").unwrap();
+    assert_eq!(b.meta_reads(), reads, "no metadata read");
+    // Another tool's change moves the ctime (a clock tick later): read again.
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    let path = dir.path().join("objects/g");
+    xattr::set(File::open(&path).unwrap().as_fd(), &meta(&[("uid", "8")])).unwrap();
+    assert_eq!(
+        b.head("g").unwrap().user.get("uid").map(String::as_str),
+        Some("8")
+    );
+}
+
+/// Pages of a listing are cut from the directory's window (`list` module docs): a
+/// directory is read once per window, not once per page, and a change made between
+/// pages — by the gateway or by another tool — shows in the next page.
+#[test]
+fn listing_pages_are_cut_from_one_scan_and_see_changes() {
+    let (_d, root, b) = backend();
+    std::fs::create_dir(root.join("d")).unwrap();
+    for i in 0..3000 {
+        File::create(root.join(format!("d/f{i:05}"))).unwrap();
+    }
+    let settle = || std::thread::sleep(Duration::from_millis(60));
+    settle();
+    let scans = b.dir_scans();
+    let page = |after: &Option<String>| b.list("d/", Some('/'), after.as_deref(), 97).unwrap();
+    let (mut after, mut keys) = (None, Vec::new());
+    loop {
+        let p = page(&after);
+        keys.extend(p.objects.into_iter().map(|o| o.key));
+        match p.next {
+            Some(n) => after = Some(n),
+            None => break,
+        }
+    }
+    assert_eq!(keys.len(), 3001, "the marker and every file");
+    assert!(keys.windows(2).all(|w| w[0] < w[1]), "in key order, once");
+    assert_eq!(b.dir_scans() - scans, 1, "one scan for 31 pages");
+    // Changes between pages, ahead of the resume point.
+    let mid = Some("d/f01000".to_string());
+    assert_eq!(page(&mid).objects[0].key, "d/f01001");
+    b.put("d/f01000a", b"", &UserMeta::new(), true).unwrap();
+    assert_eq!(
+        page(&mid).objects[0].key,
+        "d/f01000a",
+        "the gateway's own put"
+    );
+    settle();
+    assert_eq!(page(&mid).objects[0].key, "d/f01000a");
+    File::create(root.join("d/f01000-")).unwrap();
+    assert_eq!(
+        page(&mid).objects[0].key,
+        "d/f01000-",
+        "another tool's create"
+    );
+    std::fs::remove_file(root.join("d/f01001")).unwrap();
+    settle();
+    let p = page(&mid);
+    let p2 = page(&Some("d/f01000a".into()));
+    assert_eq!(p2.objects[0].key, "d/f01002", "another tool's remove");
+    assert_eq!(p.objects[1].key, "d/f01000a");
+}

@@ -249,16 +249,31 @@ pub(super) fn time(meta: &UserMeta, name: &str) -> Option<NfsTime> {
 /// Attribute metadata is untrusted (other tools, other gateways, a hand-edited xattr):
 /// a value that is present but unusable is ignored (the default shows instead) and
 /// reported here, at most once a second so a directory of them cannot flood the log.
+#[cfg(test)]
 pub(super) fn report_malformed(key: &str, meta: &UserMeta) {
+    report_unparsed(
+        key,
+        meta,
+        &[
+            (M_MODE, mode(meta).is_some()),
+            (M_UID, id(meta, M_UID).is_some()),
+            (M_GID, id(meta, M_GID).is_some()),
+            (M_MTIME, time(meta, M_MTIME).is_some()),
+            (M_ATIME, time(meta, M_ATIME).is_some()),
+            (M_CTIME, time(meta, M_CTIME).is_some()),
+        ],
+    )
+}
+
+/// `report_malformed` from values the caller parsed already (each attribute's name and
+/// whether it parsed), so building an `Attr` parses each value once.
+pub(super) fn report_unparsed(key: &str, meta: &UserMeta, parsed: &[(&'static str, bool)]) {
     use std::sync::atomic::{AtomicU64, Ordering};
     static LAST: AtomicU64 = AtomicU64::new(0);
-    let bad = |name: &'static str, ok: bool| (meta.contains_key(name) && !ok).then_some(name);
-    let found = bad(M_MODE, mode(meta).is_some())
-        .or_else(|| bad(M_UID, id(meta, M_UID).is_some()))
-        .or_else(|| bad(M_GID, id(meta, M_GID).is_some()))
-        .or_else(|| bad(M_MTIME, time(meta, M_MTIME).is_some()))
-        .or_else(|| bad(M_ATIME, time(meta, M_ATIME).is_some()))
-        .or_else(|| bad(M_CTIME, time(meta, M_CTIME).is_some()));
+    let found = parsed
+        .iter()
+        .find(|(name, ok)| !ok && meta.contains_key(*name))
+        .map(|(name, _)| *name);
     let Some(name) = found else { return };
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)

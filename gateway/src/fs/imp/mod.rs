@@ -470,15 +470,32 @@ impl Inner {
             extra += h % 1_000_000_000;
         }
         let obj = from_ns(m.mtime_ns.saturating_add(extra));
-        report_malformed(key, &m.user);
+        let (uid, gid) = (id(&m.user, M_UID), id(&m.user, M_GID));
+        let (mt, ct, at) = (
+            time(&m.user, M_MTIME),
+            time(&m.user, M_CTIME),
+            time(&m.user, M_ATIME),
+        );
+        report_unparsed(
+            key,
+            &m.user,
+            &[
+                (M_MODE, full.is_some()),
+                (M_UID, uid.is_some()),
+                (M_GID, gid.is_some()),
+                (M_MTIME, mt.is_some()),
+                (M_ATIME, at.is_some()),
+                (M_CTIME, ct.is_some()),
+            ],
+        );
         // POSIX: entry changes mark the directory's mtime and ctime (see `dirs`).
         // (No change recorded: nothing to raise them to, also for times before 1970.)
         let raise = |t: NfsTime| match change.at_ns {
             0 => t,
             ns => t.max(from_ns(ns)),
         };
-        let mtime = raise(time(&m.user, M_MTIME).unwrap_or(obj));
-        let ctime = raise(time(&m.user, M_CTIME).unwrap_or(obj));
+        let mtime = raise(mt.unwrap_or(obj));
+        let ctime = raise(ct.unwrap_or(obj));
         Attr {
             kind,
             mode: perm,
@@ -490,8 +507,8 @@ impl Inner {
             } else {
                 1
             },
-            uid: id(&m.user, M_UID).unwrap_or(0),
-            gid: id(&m.user, M_GID).unwrap_or(0),
+            uid: uid.unwrap_or(0),
+            gid: gid.unwrap_or(0),
             size,
             used: size.div_ceil(4096).saturating_mul(4096),
             rdev: if matches!(kind, FileKind::Chr | FileKind::Blk) {
@@ -501,7 +518,7 @@ impl Inner {
             },
             fsid: self.fsid,
             fileid,
-            atime: time(&m.user, M_ATIME).unwrap_or(mtime),
+            atime: at.unwrap_or(mtime),
             mtime,
             ctime,
             change: self.changes.observe(fileid, ctime.as_ns_clamped()),
@@ -559,10 +576,14 @@ impl Inner {
     /// gateway's back had it) is reported now, the change being done; the caller's
     /// `changing` reports the parent and the new id once the whole call is done.
     fn fresh_node(&self, export: u16, key: &str, parent: &Node) -> Node {
-        let old = self.table.forget(key);
+        let (old, (fileid, _)) = self.table.renew(key);
         self.observer.touched(&old);
         self.bump(parent.fileid);
-        self.node(export, key)
+        Node {
+            export,
+            fileid,
+            key: key.to_string(),
+        }
     }
 
     /// Runs the namespace change `f` between two reports of the file ids `ids` to the
@@ -1175,10 +1196,14 @@ impl Inner {
             CreateMode::Exclusive41(v, s) => (*s, Some(verf_hex(v))),
         };
         check_set(&set)?;
-        // The parent's entries change; an object already at the name is truncated
-        // (UNCHECKED with a size) or replaces a stale mapping.
-        let ids = [Some(dir.fileid), self.table.id_of(&key)];
-        self.making(&ids, || self.create_at(dir, &key, how, &set, verf, owner))
+        // The parent's entries change. The object at the name needs no report of its
+        // own here (and so no lookup of its id): a file already there is truncated
+        // only through `setattr`, which reports it before and after, and a stale
+        // mapping a new file replaces is reported by `fresh_node` once unmapped;
+        // `making` reports the new or found object after the call.
+        self.making(&[Some(dir.fileid)], || {
+            self.create_at(dir, &key, how, &set, verf, owner)
+        })
     }
 
     fn create_at(

@@ -613,3 +613,29 @@ mod orphans_tests;
 
 #[path = "dirty_tests.rs"]
 mod dirty_tests;
+
+/// A CREATE reads the handle index twice (what the name held, and the tombstone of
+/// the id it picks: `HandleTable::renew`), not four times (a lookup of the name's id
+/// before the change, then the forget's, the assignment's and the pick's), and a
+/// name created and removed before the journal folds writes one index row, its
+/// tombstone (`index::apply_batch`).
+#[test]
+fn a_create_reads_the_index_twice_and_a_created_and_removed_name_writes_one_row() {
+    each_local(|m, _, _| {
+        let root = m.root(0).unwrap();
+        let t = &m.inner.table;
+        let writes = t.index_writes();
+        let reads = t.index_reads();
+        let how = CreateMode::Guarded(SetAttr::default());
+        let f = m.create(&root, b"new", &how, OWNER).unwrap();
+        assert_eq!(t.index_reads() - reads, 2);
+        let fh = m.handle(&f);
+        m.remove(&root, b"new").unwrap();
+        assert_eq!(t.index_writes() - writes, 1, "only the tombstone");
+        // The tombstone still raises the generation of the name's next object.
+        let g = m.create(&root, b"new", &how, OWNER).unwrap();
+        assert_eq!(g.fileid, f.fileid);
+        assert_ne!(m.handle(&g), fh, "a higher generation");
+        assert_eq!(m.getattr(&g).map(|_| ()), Ok(()));
+    });
+}

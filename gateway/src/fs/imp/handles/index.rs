@@ -173,6 +173,43 @@ pub(super) fn apply(c: &Connection, r: &Rec) -> Result<Vec<u64>> {
     }
 }
 
+/// Applies a batch of journal records in order (inside the caller's transaction),
+/// except an ASSIGN whose id a later FORGET of the same batch tombstones with no
+/// RENAME or FORGET_PREFIX between: a name created and removed before the fold
+/// writes only its tombstone, the row the put would have left behind anyway (`tomb`
+/// keeps the larger generation, and the put's replacement of another row holding the
+/// key is done by that row's own record, which is in the batch: `HandleTable::find_key`
+/// supersedes an index row only for an id with a pending record). Returns what the
+/// last record touched and the rows written.
+pub(super) fn apply_batch<'a>(
+    c: &Connection,
+    recs: impl DoubleEndedIterator<Item = &'a Rec> + Clone,
+) -> Result<(Vec<u64>, usize)> {
+    let mut forgotten_later = std::collections::HashSet::new();
+    let mut skip = Vec::new();
+    for r in recs.clone().rev() {
+        skip.push(match r.tag {
+            journal::T_FORGET => {
+                forgotten_later.insert(r.id);
+                false
+            }
+            journal::T_ASSIGN => forgotten_later.contains(&r.id),
+            _ => {
+                forgotten_later.clear();
+                false
+            }
+        });
+    }
+    let (mut touched, mut writes) = (Vec::new(), 0);
+    for (r, skip) in recs.zip(skip.into_iter().rev()) {
+        if !skip {
+            touched = apply(c, r)?;
+            writes += 1;
+        }
+    }
+    Ok((touched, writes))
+}
+
 /// Every live key under `prefix` becomes a tombstone.
 fn forget_prefix(c: &Connection, prefix: &str) -> Result<Vec<u64>> {
     let rows = range(c, prefix)?;

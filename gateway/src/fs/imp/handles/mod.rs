@@ -26,6 +26,9 @@
 //! `FOLD_RECORDS` records (and at each rename or prefix forget, which range over
 //! evicted entries only the index has) the pending records go into the index in one
 //! transaction, which also stores how far the journal is folded (`index::folded`).
+//! A new object's name costs two index reads (`renew`: what the name held, then the
+//! picked id's tombstone), and a name created and removed before its fold writes only
+//! its tombstone row (`index::apply_batch`): the fold's end state is the same.
 //!
 //! Crash argument. A handle a client holds must never resolve to another object,
 //! and a mapping handed out must survive a kill, as a rename must (else a kill
@@ -96,6 +99,7 @@ use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, RwLock};
 
 /// Live mappings kept in memory (each about 100 bytes plus its key).
@@ -302,6 +306,8 @@ struct Db {
     /// Journaled since the last fold, in order (what `fold` applies).
     recs: Vec<Rec>,
     jpath: PathBuf,
+    /// Index rows written by folds (what the tests count).
+    writes: u64,
 }
 
 /// The table; see the module doc for the journal/index/cache split and the lock
@@ -317,6 +323,8 @@ pub(super) struct HandleTable {
     /// The fileid space: all ones, except in tests that force collisions.
     mask: u64,
     path: PathBuf,
+    /// Index reads (by key or by id) so far: what the tests count.
+    reads: AtomicU64,
 }
 
 impl HandleTable {
@@ -354,11 +362,13 @@ impl HandleTable {
                 journal,
                 recs: Vec::new(),
                 jpath,
+                writes: 0,
             }),
             pending: Mutex::new(Pending::default()),
             readers: Mutex::new(Vec::new()),
             mask,
             path,
+            reads: AtomicU64::new(0),
         })
     }
 
@@ -376,12 +386,9 @@ impl HandleTable {
             };
             gen = gen.max(read.gen);
             let tx = conn.transaction()?;
-            let mut n = 0usize;
-            for (r, end) in read.recs.iter().filter(|(_, end)| *end > from) {
-                index::apply(&tx, r)?;
-                n += 1;
-                let _ = end;
-            }
+            let recs = read.recs.iter().filter(|(_, end)| *end > from);
+            let n = recs.clone().count();
+            index::apply_batch(&tx, recs.map(|(r, _)| r))?;
             tx.commit()?;
             if n > 0 {
                 tracing::info!(records = n, "handle table: replayed the journal");
@@ -460,6 +467,7 @@ impl HandleTable {
         if let Some(r) = self.pending().by_key(key) {
             return Ok(Some(r));
         }
+        self.reads.fetch_add(1, Ordering::Relaxed);
         let Some((id, gen)) = index::by_key(c, key)? else {
             return Ok(None);
         };
@@ -471,6 +479,7 @@ impl HandleTable {
         if let Some(r) = self.pending().by_id(id) {
             return Ok(Some(r));
         }
+        self.reads.fetch_add(1, Ordering::Relaxed);
         index::by_id(c, id)
     }
 
@@ -499,12 +508,10 @@ impl HandleTable {
     /// last record (a rename or prefix forget) touched.
     fn fold(&self, db: &mut Db) -> index::Result<Vec<u64>> {
         let tx = db.conn.unchecked_transaction()?;
-        let mut touched = Vec::new();
-        for r in &db.recs {
-            touched = index::apply(&tx, r)?;
-        }
+        let (touched, writes) = index::apply_batch(&tx, db.recs.iter())?;
         index::set_folded(&tx, db.journal.gen, db.journal.len)?;
         tx.commit()?;
+        db.writes += writes as u64;
         db.recs.clear();
         self.pending().clear();
         if db.journal.len > JOURNAL_RESET {
@@ -560,6 +567,11 @@ impl HandleTable {
         if let Some(r) = self.find_key(&db.conn, key)? {
             return Ok(r);
         }
+        self.assign_new(db, key)
+    }
+
+    /// Maps `key`, which no live id holds, to a new id. Index lock held.
+    fn assign_new(&self, db: &mut Db, key: &str) -> anyhow::Result<(u64, u32)> {
         let (id, gen) = self.pick(&db.conn, key)?;
         let rec = Rec {
             tag: journal::T_ASSIGN,
@@ -647,6 +659,20 @@ impl HandleTable {
         index::counts(&db.conn).unwrap()
     }
 
+    /// Index rows written by folds so far, all pending changes folded.
+    #[cfg(test)]
+    pub(super) fn index_writes(&self) -> u64 {
+        let mut db = self.db();
+        self.fold(&mut db).unwrap();
+        db.writes
+    }
+
+    /// Index reads (by key or id) so far.
+    #[cfg(test)]
+    pub(super) fn index_reads(&self) -> u64 {
+        self.reads.load(Ordering::Relaxed)
+    }
+
     /// Mappings held in memory.
     #[cfg(test)]
     fn cached(&self) -> usize {
@@ -688,11 +714,51 @@ impl HandleTable {
     /// Returns the id it unmapped.
     pub(super) fn forget(&self, key: &str) -> Touched {
         let mut db = self.db();
+        let touched = self.forget_locked(&mut db, key);
+        let mut c = self.cache_mut();
+        c.remove_key(key);
+        c.bump();
+        touched
+    }
+
+    /// A new object appeared at `key` (CREATE, MKDIR, ...): `forget` then `assign`
+    /// under one index lock, with ONE lookup of what `key` held (the assignment needs
+    /// none: the key is unmapped by then), so the new object gets a fresh id and
+    /// generation. Returns what the forget unmapped and the new (id, generation).
+    pub(super) fn renew(&self, key: &str) -> (Touched, (u64, u32)) {
+        let mut db = self.db();
+        let touched = self.forget_locked(&mut db, key);
+        {
+            let mut c = self.cache_mut();
+            c.remove_key(key);
+            c.bump();
+        }
+        let r = match &touched {
+            Some(_) => self.assign_new(&mut db, key),
+            // The lookup failed: the assignment looks again (and fails safe).
+            None => self.assign_locked(&mut db, key),
+        };
+        let r = match r {
+            Ok(r) => {
+                self.cache_mut().insert(r.0, r.1, key);
+                self.maybe_fold(&mut db, false);
+                r
+            }
+            Err(e) => {
+                self.warn("assign", &e);
+                (UNRESOLVABLE, now_secs())
+            }
+        };
+        (touched, r)
+    }
+
+    /// `forget` without the cache update. Index lock held.
+    fn forget_locked(&self, db: &mut Db, key: &str) -> Touched {
         let found = match self.cache().by_key(key) {
             Some(r) => Ok(Some(r)),
             None => self.find_key(&db.conn, key),
         };
-        let touched = match found {
+        match found {
             Ok(Some((id, gen))) => {
                 let rec = Rec {
                     tag: journal::T_FORGET,
@@ -707,8 +773,8 @@ impl HandleTable {
                     self.warn("journal append", e);
                 }
                 // Not journaled: straight into the index, which a kill keeps too.
-                self.maybe_fold(&mut db, journaled.is_err());
-                self.note_forgets(&mut db, 1);
+                self.maybe_fold(db, journaled.is_err());
+                self.note_forgets(db, 1);
                 Some(vec![id])
             }
             Ok(None) => Some(Vec::new()),
@@ -716,11 +782,7 @@ impl HandleTable {
                 self.warn("forget", &e);
                 None
             }
-        };
-        let mut c = self.cache_mut();
-        c.remove_key(key);
-        c.bump();
-        touched
+        }
     }
 
     /// Journals a rename or prefix forget and folds it into the index at once with
