@@ -134,10 +134,15 @@ SERIAL_MODULES = {
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     """E2E_PASS=parallel keeps the tests without the `serial` mark, E2E_PASS=serial the
-    ones with it (tests/run-e2e.sh runs both passes); unset: every test."""
+    ones with it (tests/run-e2e.sh runs both passes); unset: every test. Runs before
+    xdist's own hook, which reads the xdist_group marks added here."""
     for item in items:
         if item.module.__name__ in SERIAL_MODULES:
             item.add_marker(pytest.mark.serial)
+        # one xdist worker runs every Garage test (--dist loadgroup): one three-node
+        # cluster for the session, not one per worker
+        if item.get_closest_marker("garage") is not None:
+            item.add_marker(pytest.mark.xdist_group("garage"))
     want = os.environ.get("E2E_PASS", "")
     if want not in ("parallel", "serial"):
         return
