@@ -125,6 +125,7 @@ SERIAL_MODULES = {
     "test_bench",         # ops/s within 35 % of --rate, durations
     "test_bench_md",
     "test_bench_nfs41",
+    "test_big_dirs",      # 100,000-entry listings: CPU-bound, minutes, near the 300 s bound
     "test_exhaustion_tcp",  # a 1 MiB WRITE within 3 s beside hostile clients
     "test_handles_crash",   # at least 200 operations before each kill
     "test_splice",        # the other client served within 10 s
@@ -143,6 +144,22 @@ def pytest_collection_modifyitems(config, items):
         # cluster for the session, not one per worker
         if item.get_closest_marker("garage") is not None:
             item.add_marker(pytest.mark.xdist_group("garage"))
+        elif _has_module_fixture(item):
+            item.add_marker(pytest.mark.xdist_group(item.module.__name__))
+
+
+def _has_module_fixture(item) -> bool:
+    """Tests sharing a module- or class-scoped fixture run on one worker, in file order:
+    they build on each other (test_hostile.py's canary, written by its first test) or on
+    one expensive product (test_package.py's .deb, built in a shared target dir)."""
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None:
+        return False
+    for name in info.names_closure:
+        defs = info.name2fixturedefs.get(name) or ()
+        if any(d.scope in ("module", "class", "package") for d in defs):
+            return True
+    return False
     want = os.environ.get("E2E_PASS", "")
     if want not in ("parallel", "serial"):
         return

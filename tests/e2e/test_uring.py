@@ -406,6 +406,7 @@ def test_bench_writes_commit_and_reads_verified(gw_factory, transport, io):
     assert (g.data_dir / f"u-{transport}.dat").stat().st_size == 8 << 20
 
 
+@pytest.mark.serial  # time bounds: needs a quiet CPU (tests/README.md)
 def test_a_sleeping_reactor_wakes_for_its_completions(gw_factory):
     """An adaptive reactor that sleeps after 1 empty poll (up to 100 ms): COMMITs
     whose fdatasync completes while it sleeps are still answered within a few
