@@ -5,10 +5,11 @@
 #
 # Two passes (tests/README.md "Parallel runs"): first every test without the `serial`
 # mark on E2E_WORKERS pytest-xdist workers (default 4: most of the suite's time is spent
-# waiting, so more workers than the 2 cores of CI pay; the Garage tests all on one), then the `serial` ones (rates,
-# time bounds) alone on a quiet machine. E2E_PASS=parallel or E2E_PASS=serial runs just
-# that pass (tests/run-all.sh times them as separate stages); E2E_WORKERS=0 runs
-# everything in one plain pytest process, in file order.
+# waiting, so more workers than the 2 cores of CI pay; e2e/conftest.py's scheduler keeps
+# some groups of tests on one worker), then the `serial` ones (rates, time bounds) alone
+# on a quiet machine. E2E_PASS=parallel or E2E_PASS=serial runs just that pass
+# (tests/run-all.sh times them as separate stages); E2E_WORKERS=0 runs everything in one
+# plain pytest process, in file order.
 #
 # Expects $CARGO_TARGET_DIR/release/gateway (target dir default <repo>/target; run-all.sh
 # uses ~/.cache/nfsgw/target) to be built already, or GATEWAY_BIN to point at a binary;
@@ -42,7 +43,7 @@ pass() {  # pass parallel|serial [pytest args...]
     shift
     echo "run-e2e.sh: $which pass"
     if [[ "$which" == parallel ]]; then
-        E2E_PASS=parallel "${PYTEST[@]}" -n "$WORKERS" --dist loadgroup "$@" . || rc=$?
+        E2E_PASS=parallel "${PYTEST[@]}" -n "$WORKERS" "$@" . || rc=$?
     else
         E2E_PASS=serial "${PYTEST[@]}" "$@" . || rc=$?
     fi

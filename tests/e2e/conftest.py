@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import re
 import shutil
 import signal
 import socket
@@ -132,34 +133,43 @@ SERIAL_MODULES = {
 }
 
 
-@pytest.hookimpl(tryfirst=True)
+# Tests that must share one xdist worker, run in file order (tests/run-e2e.sh's parallel
+# pass): a module's tests that share a module-scoped fixture (test_hostile.py's canary,
+# written by its first test; test_package.py's .deb, built in a shared target dir), and
+# every Garage test (one three-node cluster per session, not one per worker). Decided from
+# the node id alone, on the controller: xdist's own `--dist loadgroup` does not group on
+# pytest 9.2 (pytest-dev/pytest-xdist#1386), so the scheduler below does it.
+GROUP_MODULES = {"test_hostile.py", "test_package.py", "test_garage.py"}
+_GARAGE_ID = re.compile(r"\[(?:.*-)?garage(?:-.*)?\]$")
+
+
+def xdist_group_of(nodeid: str) -> Optional[str]:
+    module = nodeid.split("::", 1)[0].rsplit("/", 1)[-1]
+    if module == "test_garage.py" or _GARAGE_ID.search(nodeid):
+        return "garage"
+    return module if module in GROUP_MODULES else None
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    from xdist.scheduler import LoadScopeScheduling
+
+    class GroupScheduling(LoadScopeScheduling):
+        """Load balancing one test at a time, except the groups of `xdist_group_of`."""
+
+        def _split_scope(self, nodeid: str) -> str:
+            return xdist_group_of(nodeid) or nodeid
+
+    return GroupScheduling(config, log)
+
+
 def pytest_collection_modifyitems(config, items):
     """E2E_PASS=parallel keeps the tests without the `serial` mark, E2E_PASS=serial the
-    ones with it (tests/run-e2e.sh runs both passes); unset: every test. Runs before
-    xdist's own hook, which reads the xdist_group marks added here."""
+    ones with it (tests/run-e2e.sh runs both passes); unset: every test."""
     for item in items:
         if item.module.__name__ in SERIAL_MODULES:
             item.add_marker(pytest.mark.serial)
-        # one xdist worker runs every Garage test (--dist loadgroup): one three-node
-        # cluster for the session, not one per worker
-        if item.get_closest_marker("garage") is not None:
-            item.add_marker(pytest.mark.xdist_group("garage"))
-        elif _has_module_fixture(item):
-            item.add_marker(pytest.mark.xdist_group(item.module.__name__))
-
-
-def _has_module_fixture(item) -> bool:
-    """Tests sharing a module- or class-scoped fixture run on one worker, in file order:
-    they build on each other (test_hostile.py's canary, written by its first test) or on
-    one expensive product (test_package.py's .deb, built in a shared target dir)."""
-    info = getattr(item, "_fixtureinfo", None)
-    if info is None:
-        return False
-    for name in info.names_closure:
-        defs = info.name2fixturedefs.get(name) or ()
-        if any(d.scope in ("module", "class", "package") for d in defs):
-            return True
-    return False
+        _check_group(item)
     want = os.environ.get("E2E_PASS", "")
     if want not in ("parallel", "serial"):
         return
@@ -170,6 +180,20 @@ def _has_module_fixture(item) -> bool:
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep
+
+
+def _check_group(item) -> None:
+    """A new module-scoped fixture or Garage test that `xdist_group_of` does not place
+    would be split over workers: fail its collection instead."""
+    group = xdist_group_of(item.nodeid)
+    if item.get_closest_marker("garage") is not None and group != "garage":
+        raise pytest.UsageError(f"{item.nodeid}: a garage test outside the garage group (conftest.xdist_group_of)")
+    info = getattr(item, "_fixtureinfo", None)
+    for name in info.names_closure if info else ():
+        for d in info.name2fixturedefs.get(name) or ():
+            if d.scope in ("module", "class", "package") and group is None:
+                raise pytest.UsageError(f"{item.nodeid}: module-scoped fixture {name!r}; add the module "
+                                        f"to GROUP_MODULES in conftest.py")
 
 
 def free_rdma_port() -> int:
