@@ -129,16 +129,26 @@ else
   skip "garage (NFSGW_GARAGE=0)"
 fi
 
-step "end-to-end (real clients against $BIN/gateway)"
-GATEWAY_BIN="$BIN/gateway" bash tests/run-e2e.sh
+# Each suite in two passes (tests/run-e2e.sh): the tests without the `serial` mark on
+# E2E_WORKERS pytest-xdist workers (mostly waiting: they overlap well on 2 cores), then
+# the `serial` ones (rates, time bounds) alone on a quiet machine. One stage each.
+W=${E2E_WORKERS:-4}
+step "end-to-end, parallel ($W workers; real clients against $BIN/gateway)"
+E2E_PASS=parallel E2E_WORKERS=$W GATEWAY_BIN="$BIN/gateway" bash tests/run-e2e.sh
+step "end-to-end, serial (tests marked serial: rates and time bounds)"
+E2E_PASS=serial GATEWAY_BIN="$BIN/gateway" bash tests/run-e2e.sh
 
 # The core suites again with the fs backend's data I/O on the backend workers
 # (backend.io = "workers"; the pass above ran them on the reactors' io_uring, the default
 # where the kernel allows it). Only the fs cases: the setting does not touch the other
 # backends.
-step "end-to-end, fs data I/O on the backend workers (backend.io = \"workers\")"
-NFSGW_E2E_IO=workers GATEWAY_BIN="$BIN/gateway" \
-  bash tests/run-e2e.sh -m "not garage" -k "(test_ops or test_posix or test_restart or test_cache or test_uring) and not s3 and not memory"
+IO_WORKERS_K="(test_ops or test_posix or test_restart or test_cache or test_uring) and not s3 and not memory"
+step "end-to-end, fs data I/O on the backend workers (backend.io = \"workers\"), parallel"
+NFSGW_E2E_IO=workers E2E_PASS=parallel E2E_WORKERS=$W GATEWAY_BIN="$BIN/gateway" \
+  bash tests/run-e2e.sh -m "not garage" -k "$IO_WORKERS_K"
+step "end-to-end, fs data I/O on the backend workers, serial"
+NFSGW_E2E_IO=workers E2E_PASS=serial GATEWAY_BIN="$BIN/gateway" \
+  bash tests/run-e2e.sh -m "not garage" -k "$IO_WORKERS_K"
 
 # The real Linux kernel clients in ONE QEMU boot (software CPU when KVM is unusable):
 # NFSv3+NFSv4.1 over TCP, rdma.send_timeout_s/stall_reclaim_ms on verbs, NFS over RDMA

@@ -4,9 +4,9 @@
 #   tests/setup.sh
 #
 # Installs libnfs-utils (nfs-ls, nfs-cp, nfs-cat: a real third-party NFS client),
-# creates the Python venv tests/.venv (a link into ~/.cache/nfsgw) with pytest, and tries to build the PyPI
-# `libnfs` Python bindings (needs libnfs-dev, swig, python3-dev). When that build
-# fails the harness still works: the suites use our own client tests/e2e/nfsclient.py.
+# creates the Python venv tests/.venv (a link into ~/.cache/nfsgw) with pytest and
+# pytest-xdist, and tries to build the PyPI `libnfs` Python bindings (needs libnfs-dev,
+# swig, python3-dev). When that build fails the harness still works: the suites use our own client tests/e2e/nfsclient.py.
 # Installs cargo-deb (the Debian package) and Debian's prometheus (the dashboards' test).
 # Installs moto[server] (a real S3-compatible server, plus boto3) for the s3 backend tests.
 # A second run with everything in place is a fast no-op.
@@ -83,6 +83,13 @@ fi
 if ! "$VENV/bin/python" -c 'import pytest, pytest_timeout' 2>/dev/null; then
     log "installing pytest, pytest-timeout"
     "$VENV/bin/pip" install -q --disable-pip-version-check pytest pytest-timeout
+fi
+# pytest-xdist: tests/run-e2e.sh runs the suites on several workers (most e2e time is
+# waiting on timers and servers, not CPU). Pinned: the scheduling the suite was tuned on.
+XDIST=3.8.0
+if ! "$VENV/bin/python" -c "import importlib.metadata as m, sys; sys.exit(m.version('pytest-xdist') != '$XDIST')" 2>/dev/null; then
+    log "installing pytest-xdist==$XDIST"
+    "$VENV/bin/pip" install -q --disable-pip-version-check "pytest-xdist==$XDIST"
 fi
 
 # ---- S3-compatible server for the s3 backend's tests ------------------------------

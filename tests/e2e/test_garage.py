@@ -453,6 +453,7 @@ def test_all_nodes_stalled_longer_than_the_timeout(gw_factory, healed, bucket, s
 # ---------------------------------------------------------------------------- scale-out
 
 
+@pytest.mark.serial  # time bounds: needs a quiet CPU (tests/README.md)
 def test_three_gateways_one_bucket_client_moves_between_them(gw_factory, garage_cluster, bucket, s3):
     """Three gateways on one bucket, as an operator scales out: a client holding v3
     handles from A uses them on B and C; a file written and COMMITted through A is read

@@ -94,6 +94,7 @@ def test_file_removed_while_open_is_readable_and_writable_until_close(gw_factory
     assert _names(b, root) == ["log.txt"]
 
 
+@pytest.mark.serial  # time bounds: needs a quiet CPU (tests/README.md)
 def test_orphans_of_a_killed_gateway_are_kept_through_the_grace_period(gw_factory):
     """OPEN4_RESULT_PRESERVE_UNLINKED (RFC 8881 §18.16.4): the open file removed
     before a kill -9 is kept while its client may reclaim the open, then deleted when

@@ -342,6 +342,7 @@ def faulty(gw_factory, s3_server, s3_bucket, s3_proxy):
     return g
 
 
+@pytest.mark.serial  # time bounds: needs a quiet CPU (tests/README.md)
 def test_5xx_retried_transparently_then_jukebox_then_recovery(faulty, s3_proxy, s3_bucket, s3):
     p = s3_proxy
     c = faulty.client()
@@ -408,6 +409,7 @@ def test_5xx_retried_transparently_then_jukebox_then_recovery(faulty, s3_proxy, 
     c.close()
 
 
+@pytest.mark.serial  # time bounds: needs a quiet CPU (tests/README.md)
 def test_stalled_store_gives_jukebox_and_the_gateway_keeps_serving(faulty, s3_proxy, s3_bucket, s3):
     p = s3_proxy
     c = faulty.client()

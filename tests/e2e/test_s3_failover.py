@@ -176,6 +176,7 @@ def run_bench(g, *args, timeout=120):
     return r, (json.loads(lines[-1]) if lines else None)
 
 
+@pytest.mark.serial  # time bounds: needs a quiet CPU (tests/README.md)
 @pytest.mark.parametrize("nfs", ["3", "4.1"])
 def test_bench_rides_out_a_jukebox_window(gw_factory, s3_server, s3_bucket, s3_proxy, nfs):
     import threading

@@ -143,6 +143,7 @@ def test_fault_answers_expect_100_continue_without_taking_the_body(proxy, s3_buc
     assert s3.list_objects_v2(Bucket=s3_bucket).get("KeyCount") == 0
 
 
+@pytest.mark.serial  # time bounds: needs a quiet CPU (tests/README.md)
 def test_stall_times_out_the_client_while_others_are_served(proxy, s3_bucket, s3):
     s3.put_object(Bucket=s3_bucket, Key="k", Body=b"v")
     proxy.stall(30, times=1, method="GET")
@@ -207,6 +208,7 @@ def test_truncated_body_is_detected_by_the_client(proxy, s3_bucket, s3):
     assert get_bytes(via(proxy), s3_bucket, "t") == data
 
 
+@pytest.mark.serial  # time bounds: needs a quiet CPU (tests/README.md)
 def test_stop_releases_stalled_requests_and_threads(s3_server, s3_bucket):
     p = FaultProxy((s3_server.host, s3_server.port)).start()
     p.stall(60, times=None)

@@ -100,6 +100,7 @@ def _check_reads(c, fh, data):
         assert r.attr.size == len(data)
 
 
+@pytest.mark.serial  # time bounds: needs a quiet CPU (tests/README.md)
 def test_reads_run_on_the_reactor_and_are_byte_exact(gw_factory):
     g = _gw(gw_factory, "uring")
     assert _log_has(g, "through io_uring"), g.log_tail()
@@ -228,6 +229,7 @@ def _write_chunks(c, fh, data, chunk, stable=N.UNSTABLE, at=0):
     return out
 
 
+@pytest.mark.serial  # time bounds: needs a quiet CPU (tests/README.md)
 def test_writes_and_commit_run_on_the_reactor(gw_factory):
     g = _gw(gw_factory, "uring")
     c = g.client()
@@ -259,6 +261,7 @@ def test_writes_and_commit_run_on_the_reactor(gw_factory):
     assert c.read_all(fh) == data
 
 
+@pytest.mark.serial  # time bounds: needs a quiet CPU (tests/README.md)
 def test_pipelined_writes_and_overlaps_stay_exact(gw_factory):
     """Many writers at once on one file (each its own connection): whichever path
     takes each WRITE, the file ends as the last writer of each byte left it."""
@@ -317,6 +320,7 @@ def test_kill9_after_commit_loses_nothing(gw_factory):
     assert c.commit(fh).check().verf != verf
 
 
+@pytest.mark.serial  # time bounds: needs a quiet CPU (tests/README.md)
 @pytest.mark.parametrize("stable", [N.FILE_SYNC, N.DATA_SYNC])
 def test_stable_writes_run_on_the_reactor_and_survive_kill9(gw_factory, stable):
     """FILE_SYNC / DATA_SYNC WRITEs: write, sync and statx linked on the reactor's
@@ -363,6 +367,7 @@ def test_setid_writes_take_the_worker_path(gw_factory):
     assert u.getattr(f2).check().attr.mode & 0o6000 == 0
 
 
+@pytest.mark.serial  # time bounds: needs a quiet CPU (tests/README.md)
 @pytest.mark.parametrize("io", ["uring", "workers"])
 @pytest.mark.parametrize("transport", ["tcp", "rdma"])
 def test_bench_writes_commit_and_reads_verified(gw_factory, transport, io):
@@ -401,6 +406,7 @@ def test_bench_writes_commit_and_reads_verified(gw_factory, transport, io):
     assert (g.data_dir / f"u-{transport}.dat").stat().st_size == 8 << 20
 
 
+@pytest.mark.serial  # time bounds: needs a quiet CPU (tests/README.md)
 def test_a_sleeping_reactor_wakes_for_its_completions(gw_factory):
     """An adaptive reactor that sleeps after 1 empty poll (up to 100 ms): COMMITs
     whose fdatasync completes while it sleeps are still answered within a few

@@ -241,6 +241,7 @@ def _script(g):
     return out, _data_jobs(g) - before, time.monotonic() - t0
 
 
+@pytest.mark.serial  # time bounds: needs a quiet CPU (tests/README.md)
 def test_v4_reads_on_the_ring_are_the_workers_bytes(gw_factory):
     gu = _gw(gw_factory, "uring")
     ring, jobs, elapsed = _script(gu)
@@ -254,6 +255,7 @@ def test_v4_reads_on_the_ring_are_the_workers_bytes(gw_factory):
         assert a == b, f"READ({off}, {count}): the ring's reply differs from the worker's"
 
 
+@pytest.mark.serial  # time bounds: needs a quiet CPU (tests/README.md)
 def test_v4_writes_commit_on_the_ring(gw_factory):
     g = _gw(gw_factory, "uring")
     v3, fh = _v3_file(g, "w", b"")
@@ -410,6 +412,7 @@ def test_v4_kill9_after_commit_loses_nothing(gw_factory):
     assert v3.commit(fh).check().verf != verf, "a new run has a new verifier"
 
 
+@pytest.mark.serial  # time bounds: needs a quiet CPU (tests/README.md)
 def test_v4_stable_writes_on_the_ring_survive_kill9(gw_factory):
     """FILE_SYNC4 / DATA_SYNC4 WRITEs (what Linux sends for a one-WRITE flush) run on
     the ring with the sync linked: answered only once durable, so every byte of an
@@ -437,6 +440,7 @@ def test_v4_stable_writes_on_the_ring_survive_kill9(gw_factory):
     assert v3.read_all(fh) == data
 
 
+@pytest.mark.serial  # time bounds: needs a quiet CPU (tests/README.md)
 @pytest.mark.parametrize("transport", ["tcp", "rdma"])
 def test_v4_bench_on_the_ring_verified(gw_factory, transport):
     """`bench --nfs 4.1` (sequential then random UNSTABLE writes and a COMMIT, random
