@@ -641,7 +641,7 @@ impl FsBackend {
         fill: &mut dyn FnMut(&mut File) -> io::Result<()>,
         meta: &UserMeta,
         if_absent: bool,
-    ) -> BResult<(ObjectMeta, Entry)> {
+    ) -> BResult<(ObjectMeta, Option<Entry>)> {
         let tmp = CString::new(temp_name()).expect("no NUL");
         let fd = openat(
             parent,
@@ -678,6 +678,20 @@ impl FsBackend {
         }
         let st = fstat(f.as_fd()).map_err(|e| map_io(e, "stat", key))?;
         let user = xattr::sane(meta);
+        // The entry holds the object open by its own name, not by the temp name it was
+        // written under (now unlinked): a descriptor's path is what /proc, FUSE and
+        // other path-keyed file systems go by. Not the same inode any more (replaced
+        // meanwhile by another writer): no entry, `put` forgets the key instead.
+        let Some(f) = cstr(last)
+            .ok()
+            .and_then(|name| openat(parent, &name, libc::O_RDWR, 0).ok())
+            .map(File::from)
+            .filter(|g| {
+                fstat(g.as_fd()).is_ok_and(|s| s.st_ino == st.st_ino && s.st_dev == st.st_dev)
+            })
+        else {
+            return Ok((object_meta(key, &st, user), None));
+        };
         let entry = Entry {
             file: Arc::new(f),
             dir: false,
@@ -688,7 +702,7 @@ impl FsBackend {
             user: Arc::new(user.clone()),
             validated: Instant::now(),
         };
-        Ok((object_meta(key, &st, user), entry))
+        Ok((object_meta(key, &st, user), Some(entry)))
     }
 
     /// Our own change of the entries of directory `dir_key` (open as `dir`) moved its
@@ -934,7 +948,10 @@ impl Backend for FsBackend {
         );
         match res {
             Ok((m, e)) => {
-                self.cache.replace(key, e, epoch);
+                match e {
+                    Some(e) => self.cache.replace(key, e, epoch),
+                    None => self.cache.invalidate(key),
+                }
                 self.own_entries_change(list::dir_of(key), self.at(&parent));
                 Ok(m)
             }
