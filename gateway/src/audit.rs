@@ -22,6 +22,7 @@ mod sink;
 
 pub use sink::{configure, flush, totals};
 
+use crate::backend::meta_xattr::hex;
 use crate::export::Exports;
 use crate::fs::{FileHandle, Node, SetAttr};
 use engine::rpc::{CallHeader, Cred};
@@ -318,15 +319,6 @@ impl Record {
         s.push('\n');
         s
     }
-}
-
-fn hex(b: &[u8]) -> String {
-    use std::fmt::Write;
-    let mut s = String::with_capacity(b.len() * 2);
-    for x in b {
-        let _ = write!(s, "{x:02x}");
-    }
-    s
 }
 
 mod names;

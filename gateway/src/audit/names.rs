@@ -1,37 +1,9 @@
 //! What the audit log calls a protocol, a procedure and a refusal.
 
+use crate::stats::counters::{MOUNT3_PROCS as MOUNT3, NFS3_PROCS as NFS3};
 use engine::rpc::CallHeader;
 use engine::xdr::XdrReader;
 use nfs_wire::{MOUNT_PROGRAM, NFS_PROGRAM, NFS_V3, NFS_V4};
-
-/// NFSv3 procedure names (RFC 1813 §3.3.0–§3.3.21), by number.
-const NFS3: [&str; 22] = [
-    "NULL",
-    "GETATTR",
-    "SETATTR",
-    "LOOKUP",
-    "ACCESS",
-    "READLINK",
-    "READ",
-    "WRITE",
-    "CREATE",
-    "MKDIR",
-    "SYMLINK",
-    "MKNOD",
-    "REMOVE",
-    "RMDIR",
-    "RENAME",
-    "LINK",
-    "READDIR",
-    "READDIRPLUS",
-    "FSSTAT",
-    "FSINFO",
-    "PATHCONF",
-    "COMMIT",
-];
-
-/// MOUNT v3 procedure names (RFC 1813 Appendix I), by number.
-const MOUNT3: [&str; 6] = ["NULL", "MNT", "DUMP", "UMNT", "UMNTALL", "EXPORT"];
 
 /// The protocol ("nfs3", "nfs4.1", "mount3") and procedure of a call. An NFSv4
 /// COMPOUND's minor version is its arguments' second field (RFC 8881 §16.2.1).

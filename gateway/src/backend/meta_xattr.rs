@@ -17,8 +17,14 @@ use super::{BResult, BackendError, UserMeta, XattrSet};
 
 const PREFIX: &str = "xa-";
 
-fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
+/// Lower-case hex of `b` (also the audit log's file handles and odd names).
+pub(crate) fn hex(b: &[u8]) -> String {
+    use std::fmt::Write;
+    let mut s = String::with_capacity(b.len() * 2);
+    for x in b {
+        let _ = write!(s, "{x:02x}");
+    }
+    s
 }
 
 fn unhex(s: &str) -> Option<Vec<u8>> {
