@@ -59,6 +59,12 @@ trap on_exit EXIT
 
 step "setup (system packages, python venv)"
 bash tests/setup.sh
+# The io_uring suites need the ring; say so first rather than in a dozen failures later
+# (test_uring.py switches the sysctl off for one serial test and restores it).
+if [ "$(cat /proc/sys/kernel/io_uring_disabled 2>/dev/null || echo 0)" != 0 ]; then
+  echo "run-all.sh: kernel.io_uring_disabled = $(cat /proc/sys/kernel/io_uring_disabled):" \
+    "the io_uring tests will fail (sysctl -w kernel.io_uring_disabled=0)" >&2
+fi
 
 # The verbs build first: its uplifted target/release binaries are then replaced by the
 # default build's (build-rdma.sh also restores them itself). Both share every dependency.

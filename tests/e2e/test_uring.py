@@ -50,6 +50,9 @@ def _data_jobs(g) -> float:
 IO_URING_DISABLED = "/proc/sys/kernel/io_uring_disabled"
 
 
+# Serial: the sysctl is machine-wide. On parallel workers the two cases raced (one saved
+# the other's "2" and restored it), leaving io_uring off for every later test.
+@pytest.mark.serial
 @pytest.mark.parametrize("io", ["auto", "uring"])
 def test_io_uring_switched_off_by_the_kernel_falls_back_to_the_workers(gw_factory, io):
     """Where the kernel refuses io_uring (kernel.io_uring_disabled = 2),
@@ -60,6 +63,9 @@ def test_io_uring_switched_off_by_the_kernel_falls_back_to_the_workers(gw_factor
         pytest.skip("needs root and kernel.io_uring_disabled (Linux >= 6.6)")
     with open(IO_URING_DISABLED) as f:
         saved = f.read().strip()
+    if saved == "2":
+        pytest.fail("kernel.io_uring_disabled is already 2 before this test switched it "
+                    "off: something else left it so (every io_uring test would fall back)")
     try:
         with open(IO_URING_DISABLED, "w") as f:
             f.write("2")
