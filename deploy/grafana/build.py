@@ -36,6 +36,11 @@ def quantile(q, by, extra=""):
             f"(rate(nfsgw_request_duration_seconds_bucket{{{sel}}}[{R}])))")
 
 
+def backend_quantile(q, by="op"):
+    return (f"histogram_quantile({q}, sum by (le, {by}) "
+            f"(rate(nfsgw_backend_duration_seconds_bucket{{{SEL}}}[{R}])))")
+
+
 def ts(title, targets, unit="short", desc="", stack=False):
     """A time-series panel; targets are (expr, legend) pairs."""
     return {"type": "timeseries", "title": title, "description": desc, "unit": unit,
@@ -57,6 +62,10 @@ BUSY = (f"sum by (reactor) (rate(nfsgw_reactor_busy_polls_total{{{SEL}}}[{R}])) 
 HIT = (f"sum(rate(nfsgw_cache_hits_total{{{SEL}}}[{R}])) / "
        f"clamp_min(sum(rate(nfsgw_cache_hits_total{{{SEL}}}[{R}])) + "
        f"sum(rate(nfsgw_cache_misses_total{{{SEL}}}[{R}])), 1e-9)")
+# JUKEBOX/DELAY: "the server is busy, retry" answers (RFC 1813 §2.6, RFC 8881 §15.1);
+# zero on a healthy gateway, so `or vector(0)` keeps the panel drawn when none came.
+BUSY_ANSWERS = (rate("nfsgw_nfs_errors_total", 'status=~"NFS3ERR_JUKEBOX|NFS4ERR_DELAY"',
+                     by="prog, proc") + " or vector(0)")
 POOL = (f"sum by (size) (nfsgw_pool_buffers_in_use{{{SEL}}}) / "
         f"clamp_min(sum by (size) (nfsgw_pool_buffers{{{SEL}}}), 1)")
 
@@ -84,6 +93,13 @@ OVERVIEW = ("nfsgw-overview", "nfsgw: overview", [
                   (rate("nfsgw_uring_failures_total", by="op", fn="increase"), "io_uring {{op}}"),
                   (rate("nfsgw_s3_uploads_lost_total", fn="increase"), "s3 uploads lost")],
        "short", "Events per rate interval; any panic is a bug worth a report."),
+    ts("NFS errors/s by procedure and status",
+       [(rate("nfsgw_nfs_errors_total", by="prog, proc, status"), "{{prog}} {{proc}} {{status}}")],
+       "short", "Answers whose status was not OK (NFSv3 procedure, or the NFSv4.1 operation a "
+       "COMPOUND failed at). NOENT from LOOKUP is routine; STALE, IO, SERVERFAULT are not."),
+    ts("JUKEBOX / DELAY answers/s", [(BUSY_ANSWERS, "{{prog}} {{proc}}")], "short",
+       "NFS3ERR_JUKEBOX / NFS4ERR_DELAY: a store that is down or throttling (backend.retry_budget_s), "
+       "a delegation being recalled, a busy session slot. Clients retry after a pause."),
     ts("Backpressure (calls held on the reactor)/s", [(rate("nfsgw_backpressure_total"), "held")],
        "short", "Job ring full or no buffer for an inline reply: the store or the workers lag."),
     ts("Read cache hit ratio", [(HIT, "hit ratio")], "percentunit"),
@@ -123,6 +139,16 @@ BACKEND = ("nfsgw-backend", "nfsgw: backend and storage path", [
     ts("Latency of worker-bound procedures (p99)",
        [(quantile(0.99, "proc", 'proc=~"READ|WRITE|COMMIT|CREATE|REMOVE|LOOKUP"'), "{{proc}}")], "s",
        "Includes the ring hops and the backend: the closest series to backend latency."),
+    ts("Backend latency p50 by operation", [(backend_quantile(0.5), "{{op}}")], "s",
+       "Each call the file model makes to the store (nfsgw_backend_duration_seconds)."),
+    ts("Backend latency p99 by operation", [(backend_quantile(0.99), "{{op}}")], "s",
+       "Upper bounds within a factor of two (power-of-two buckets)."),
+    ts("Backend calls/s by operation",
+       [(rate("nfsgw_backend_duration_seconds_count", by="op"), "{{op}}")], "ops"),
+    ts("Backend errors/s by operation", [(rate("nfsgw_backend_errors_total", by="op, error"),
+                                          "{{op}} {{error}}")], "short",
+       "not_found is routine (a LOOKUP of a missing name asks the store); retryable answers "
+       "JUKEBOX/DELAY once backend.retry_budget_s runs out."),
     ts("S3 endpoint failovers", [(rate("nfsgw_s3_endpoint_failovers_total", fn="increase"), "failovers")]),
     ts("S3 uploads lost", [(rate("nfsgw_s3_uploads_lost_total", fn="increase"), "lost")]),
 ])
@@ -141,6 +167,15 @@ RDMA = ("nfsgw-rdma", "nfsgw: RPC-over-RDMA", [
 ])
 
 NFS4 = ("nfsgw-nfs4", "nfsgw: NFSv4.1 state", [
+    ts("Clients", [(gauge("nfsgw_nfs4_clients", by="state"), "{{state}}")], "short",
+       "Client records: confirmed, courtesy (lease run out, state kept), unconfirmed."),
+    ts("Sessions", [(gauge("nfsgw_nfs4_sessions"), "sessions")]),
+    ts("Opens and locks", [(gauge("nfsgw_nfs4_opens"), "open stateids"),
+                           (gauge("nfsgw_nfs4_lock_stateids"), "lock stateids"),
+                           (gauge("nfsgw_nfs4_locked_ranges"), "locked ranges")]),
+    ts("NFSv4.1 errors/s by operation", [(rate("nfsgw_nfs_errors_total", 'prog="nfs4"', by="proc, status"),
+                                          "{{proc}} {{status}}")], "short",
+       "COMPOUNDs by the operation they failed at (RFC 8881 §16.2.3)."),
     ts("Delegations held", [(gauge("nfsgw_delegations"), "delegations")]),
     ts("Courtesy clients", [(gauge("nfsgw_nfs4_courtesy_clients"), "courtesy")], "short",
        "Lease run out, state kept until a conflict (RFC 8881 §8.4.2.1)."),

@@ -1,6 +1,7 @@
 """The Grafana dashboards (deploy/grafana/*.json) against a real Prometheus: Debian's
 `prometheus` (tests/setup.sh installs it) scrapes a live gateway every second while
-bench drives NFSv3 over TCP and RDMA and NFSv4.1 over TCP; then every panel's `expr`,
+bench drives NFSv3 over TCP and RDMA and NFSv4.1 over TCP (and a raw client LOOKUPs
+missing names over both versions, for the error panels); then every panel's `expr`,
 with the Grafana variables replaced by fixed values, is evaluated through Prometheus's
 HTTP API at a moment inside the load and must return data. The panels that measure
 the load itself must also be above zero."""
@@ -19,7 +20,11 @@ from pathlib import Path
 import pytest
 
 from conftest import free_port
+from nfsclient import NfsClient, Packer
 from statsutil import BENCH
+from test_deleg import OP_PUTROOTFH, V4Client
+
+OP_LOOKUP = 15
 
 REPO = Path(__file__).resolve().parents[2]
 DASHBOARDS = sorted((REPO / "deploy" / "grafana").glob("*.json"))
@@ -120,6 +125,21 @@ def run_bench(target: str, *args):
     assert r.returncode == 0, f"bench {args}: {r.stderr[-2000:]}"
 
 
+def provoke_errors(g, stop: threading.Event):
+    """LOOKUPs of a missing name, NFSv3 and NFSv4.1, until `stop`: NFS3ERR_NOENT and
+    NFS4ERR_NOENT answers (and the store's not_found) for the error panels."""
+    v3 = NfsClient(g.host, g.port)
+    root = v3.mount("/")
+    v4 = V4Client(g.host, g.port)
+    assert v4.exchange_id() == 0 and v4.create_session() == 0
+    v4.reclaim_complete()
+    while not stop.wait(0.1):
+        assert v3.lookup(root, "no-such-name").status == 2
+        v4.compound(v4.sequence() + Packer().u32(OP_PUTROOTFH).u32(OP_LOOKUP)
+                    .opaque(b"no-such-name").get(), 3)
+        assert v4.status == 2, v4.status
+
+
 @pytest.fixture
 def loaded(gw_factory, tmp_path):
     """A gateway with stats, scraped by Prometheus, after a few seconds of bench load;
@@ -146,14 +166,25 @@ def loaded(gw_factory, tmp_path):
             except AssertionError as e:
                 errors.append(str(e))
 
+        stop = threading.Event()
+
+        def misses():
+            try:
+                provoke_errors(g, stop)
+            except (AssertionError, OSError) as e:
+                errors.append(f"provoke_errors: {e!r}")
+
         threads = [threading.Thread(target=go, args=(a,)) for a in loads]
+        threads.append(threading.Thread(target=misses))
         for t in threads:
             t.start()
         # A moment inside the load with a full rate window of scrapes behind it.
         time.sleep(5)
         at = time.time()
-        for t in threads:
+        for t in threads[:-1]:
             t.join()
+        stop.set()
+        threads[-1].join()
         assert not errors, errors
         time.sleep(1.5)    # the scrape that covers `at`
         yield prom, at

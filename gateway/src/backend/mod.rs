@@ -14,6 +14,7 @@ pub mod fs;
 pub mod memory;
 pub mod meta_xattr;
 pub mod s3;
+pub mod timed;
 
 use std::collections::BTreeMap;
 

@@ -1,11 +1,21 @@
 //! The file model's status as nfsstat3 (RFC 1813 §2.6): one explicit table, so a
 //! status never reaches the wire by the enum's numbering. Every NFSv3 reply status the
-//! front end writes goes through `nfsstat3`.
+//! front end writes goes through `nfsstat3`, so it is also where a failed answer is
+//! noted for `nfsgw_nfs_errors_total` (`stats::status`).
 
 use crate::fs::Status;
 
-/// nfsstat3 of a file-model status (RFC 1813 §2.6).
+/// nfsstat3 of a file-model status (RFC 1813 §2.6), noting an error for the stats.
+#[inline]
 pub fn nfsstat3(s: Status) -> u32 {
+    let code = code_of(s);
+    if code != 0 {
+        crate::stats::status::note_v3(code);
+    }
+    code
+}
+
+fn code_of(s: Status) -> u32 {
     match s {
         Status::Ok => 0,
         Status::Perm => 1,

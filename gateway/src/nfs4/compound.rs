@@ -88,7 +88,7 @@ pub(super) fn compound(
     if minor != super::MINOR_VERSION {
         // RFC 8881 §16.2.3: a minor version we do not serve gets the error and an
         // empty result array.
-        finish(out, header, NFS4ERR_MINOR_VERS_MISMATCH, 0);
+        finish(out, header, noted(0, NFS4ERR_MINOR_VERS_MISMATCH), 0);
         return Outcome::Done;
     }
     if n == 0 {
@@ -110,12 +110,12 @@ pub(super) fn compound(
                     };
                     let _ = out.u32(OP_SEQUENCE);
                     let _ = NFS4ERR_REP_TOO_BIG.put(out);
-                    finish(out, h, NFS4ERR_REP_TOO_BIG, 1);
+                    finish(out, h, noted(OP_SEQUENCE, NFS4ERR_REP_TOO_BIG), 1);
                 }
                 return Outcome::Done;
             }
             SeqStart::Failed(st) => {
-                finish(out, header, st, 1);
+                finish(out, header, noted(OP_SEQUENCE, st), 1);
                 return Outcome::Done;
             }
             SeqStart::Run {
@@ -140,14 +140,14 @@ pub(super) fn compound(
         let _ = r.u32();
         let _ = out.u32(first);
         let _ = NFS4ERR_OP_NOT_IN_SESSION.put(out);
-        finish(out, header, NFS4ERR_OP_NOT_IN_SESSION, 1);
+        finish(out, header, noted(first, NFS4ERR_OP_NOT_IN_SESSION), 1);
         return Outcome::Done;
     }
     if solo_op(first) && n > 1 {
         let _ = r.u32();
         let _ = out.u32(first);
         let _ = NFS4ERR_NOT_ONLY_OP.put(out);
-        finish(out, header, NFS4ERR_NOT_ONLY_OP, 1);
+        finish(out, header, noted(first, NFS4ERR_NOT_ONLY_OP), 1);
         return Outcome::Done;
     }
     let limits = ReplyLimits {
@@ -208,18 +208,19 @@ fn run_ops(
             // OP_ILLEGAL (no legal opnum was sent) with NFS4ERR_BADXDR.
             super::fast::forget();
             let at = out.position();
+            let st = noted(OP_ILLEGAL, NFS4ERR_BADXDR);
             if out.u32(OP_ILLEGAL).is_ok() && NFS4ERR_BADXDR.put(out).is_ok() {
-                return (NFS4ERR_BADXDR, done + 1);
+                return (st, done + 1);
             }
             out.rewind(at);
-            return (NFS4ERR_BADXDR, done);
+            return (st, done);
         };
         let f = super::op_fn(op);
         let at = out.position();
         let op_out = if f.is_some() { op } else { OP_ILLEGAL };
         if out.u32(op_out).is_err() {
             super::fast::forget();
-            return (NFS4ERR_REP_TOO_BIG, done);
+            return (noted(op_out, NFS4ERR_REP_TOO_BIG), done);
         }
         done += 1;
         let body = out.position();
@@ -251,7 +252,7 @@ fn run_ops(
         if out.position() == at {
             // Not even the operation number fits.
             super::fast::forget();
-            return (NFS4ERR_REP_TOO_BIG, done - 1);
+            return (noted(op_out, NFS4ERR_REP_TOO_BIG), done - 1);
         }
         // RFC 8267 §6.4.1: where a READ-class result's data lies, for the write list.
         crate::ulb::v4::note_result(op_out, st.as_u32(), out.written(), body);
@@ -259,7 +260,7 @@ fn run_ops(
             // What an operation noted for the reactor cache is not learned from a
             // failed COMPOUND.
             super::fast::forget();
-            return (st, done);
+            return (noted(op_out, st), done);
         }
         if op_out == OP_READ {
             // The reactor cache fill takes the data from here (`fast::note_attr`).
@@ -269,6 +270,13 @@ fn run_ops(
         }
     }
     (NFS4_OK, done)
+}
+
+/// Notes a COMPOUND's failure at operation `op` (0: before any) for
+/// `nfsgw_nfs_errors_total` (`stats::status`); the worker counts it with the reply.
+fn noted(op: u32, st: Nfsstat4) -> Nfsstat4 {
+    crate::stats::status::note_v4(op, st);
+    st
 }
 
 /// Drops an operation's partial results and writes `st` as its status.

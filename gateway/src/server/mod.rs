@@ -189,7 +189,8 @@ impl Server {
         let exports = cfg.exports()?;
         std::fs::create_dir_all(&cfg.state.dir)
             .with_context(|| format!("state.dir = {:?}: cannot create it", cfg.state.dir))?;
-        let backend = open_backend(cfg)?;
+        // Every store call timed by operation (`nfsgw_backend_duration_seconds`).
+        let backend = crate::backend::timed::Timed::wrap(open_backend(cfg)?);
         let roots: Vec<ExportRoot> = exports
             .iter()
             .map(|e| ExportRoot {
@@ -457,6 +458,10 @@ impl Server {
             reactors,
             rdma_credits: self.rdma_credits,
             callbacks: self.shared.state.delegations.stats(),
+            nfs4: Some({
+                let shared = self.shared.clone();
+                Arc::new(move || shared.state.gauges())
+            }),
         }
     }
 

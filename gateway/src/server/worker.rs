@@ -633,6 +633,9 @@ fn execute(shared: &Shared, pools: &Pools, job: &Job) -> Option<Buf> {
         }
     };
     let outcome_ok = outcome.is_ok();
+    // A non-OK status the front end noted as it encoded (`nfsgw_nfs_errors_total`);
+    // a revalidation's reply is not sent (the cache answered the call).
+    crate::stats::status::answered(h.proc_, outcome_ok && !job.revalidate);
     let len = match outcome {
         Ok(n) => n,
         Err(stat) => {

@@ -162,6 +162,17 @@ impl Default for Clients {
     }
 }
 
+/// Client records by kind (`Clients::counts`): confirmed with a live lease,
+/// courtesy clients (lease run out, state kept: RFC 8881 §8.4.2.1), unconfirmed
+/// (EXCHANGE_ID without CREATE_SESSION yet, §18.35.4); and sessions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ClientCounts {
+    pub confirmed: u64,
+    pub courtesy: u64,
+    pub unconfirmed: u64,
+    pub sessions: u64,
+}
+
 /// What a purge leaves for the caller to do outside the lock (`State::purge`): free
 /// the state of the clients `gone` in the other tables, and tell the delegation table
 /// which clients became courtesy clients or came back from it.
@@ -378,6 +389,24 @@ impl Clients {
     #[cfg(test)]
     pub(crate) fn with<R>(&self, f: impl FnOnce(&mut Table<'_>) -> R) -> R {
         self.with_purge(f).0
+    }
+
+    /// Clients by kind and sessions, for the stats endpoint's gauges (one lock, a
+    /// walk over the client records, at each scrape).
+    pub fn counts(&self) -> ClientCounts {
+        let g = self.lock();
+        let mut n = ClientCounts {
+            sessions: g.sessions.len() as u64,
+            ..Default::default()
+        };
+        for c in g.clients.values() {
+            match (c.courtesy, c.confirmed) {
+                (true, _) => n.courtesy += 1,
+                (false, true) => n.confirmed += 1,
+                (false, false) => n.unconfirmed += 1,
+            }
+        }
+        n
     }
 
     /// A session by id.

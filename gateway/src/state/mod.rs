@@ -48,6 +48,18 @@ impl State {
         }
     }
 
+    /// What the stats endpoint shows of NFSv4.1 state (`nfsgw_nfs4_clients`, ...),
+    /// read at each scrape: one short lock of the client table, one of the open table.
+    pub fn gauges(&self) -> Gauges {
+        let (opens, lock_stateids, locked_ranges) = self.opens.counts();
+        Gauges {
+            clients: self.clients.counts(),
+            opens,
+            lock_stateids,
+            locked_ranges,
+        }
+    }
+
     /// Frees the opens, locks and delegations of clients the client table purged
     /// (courtesy expiry, DESTROY_CLIENTID, a replaced client record), and tells the
     /// delegation table which clients became courtesy clients or came back (a
@@ -68,6 +80,15 @@ impl State {
             self.revive(id);
         }
     }
+}
+
+/// NFSv4.1 state by the numbers (`State::gauges`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Gauges {
+    pub clients: clients::ClientCounts,
+    pub opens: u64,
+    pub lock_stateids: u64,
+    pub locked_ranges: u64,
 }
 
 /// Where and how to send a client's callbacks: recorded by CREATE_SESSION (with

@@ -103,6 +103,11 @@ impl Default for Opens {
 }
 
 impl Opens {
+    /// Open stateids, lock stateids and byte ranges locked, for the stats endpoint.
+    pub fn counts(&self) -> (u64, u64, u64) {
+        self.t().counts()
+    }
+
     /// A table issuing stateids under `boot` with caps `limits`.
     pub fn with(boot: u32, limits: Limits) -> Opens {
         Opens {

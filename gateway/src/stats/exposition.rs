@@ -31,6 +31,8 @@ pub struct Source {
     pub rdma_credits: u32,
     /// NFSv4.1 callbacks and delegations (gateway-wide).
     pub callbacks: Arc<super::callbacks::CallbackStats>,
+    /// NFSv4.1 clients, sessions, opens and locks, read at each scrape.
+    pub nfs4: Option<super::nfs4_state::Reader>,
 }
 
 fn header(out: &mut String, name: &str, kind: &str, help: &str) {
@@ -303,6 +305,9 @@ pub fn render(src: &Source, out: &mut String) {
     }
 
     render_callbacks(&src.callbacks, out);
+    super::nfs4_state::render(src.nfs4.as_ref(), out);
+    super::status::render(out);
+    super::backend_ops::render(out);
     header(
         out,
         "nfsgw_worker_data_jobs_total",
@@ -519,6 +524,7 @@ mod tests {
             }],
             rdma_credits: 32,
             callbacks: Default::default(),
+            nfs4: None,
         }
     }
 
@@ -576,8 +582,14 @@ mod tests {
             "nfsgw_ops_total{reactor=\"0\",transport=\"tcp\",prog=\"nfs3\",proc=\"GETATTR\"} 0\n"
         ));
         assert!(out.contains("nfsgw_pool_buffers{reactor=\"0\",size=\"8192\"} 4\n"));
-        // No calls: no histogram series.
-        assert!(!out.contains("_bucket{"));
+        // No calls: no request histogram series (the backend's are process-wide, and
+        // other tests in this binary call stores).
+        assert!(!out.contains("nfsgw_request_duration_seconds_bucket{"));
+        for name in ["nfsgw_nfs4_sessions 0", "nfsgw_nfs4_opens 0"] {
+            assert!(out.contains(&format!("{name}\n")), "{name}");
+        }
+        assert!(out.contains("# TYPE nfsgw_nfs_errors_total counter\n"));
+        assert!(out.contains("# TYPE nfsgw_backend_duration_seconds histogram\n"));
         // Every kind of store request has its series (zero without the s3 backend).
         for k in ["head", "get", "put", "copy", "delete", "list", "multipart"] {
             assert!(

@@ -35,10 +35,7 @@ pub struct Hist {
 
 impl Default for Hist {
     fn default() -> Self {
-        Hist {
-            buckets: std::array::from_fn(|_| AtomicU64::new(0)),
-            sum_ns: AtomicU64::new(0),
-        }
+        Hist::new()
     }
 }
 
@@ -49,6 +46,22 @@ pub(crate) fn bump(c: &AtomicU64, n: u64) {
 }
 
 impl Hist {
+    /// An empty histogram (const: process-wide tables of them are statics).
+    pub const fn new() -> Hist {
+        Hist {
+            buckets: [const { AtomicU64::new(0) }; BUCKETS],
+            sum_ns: AtomicU64::new(0),
+        }
+    }
+
+    /// Records one event from any thread (`fetch_add`: for histograms several threads
+    /// write, such as the backend workers' `stats::backend_ops`).
+    #[inline]
+    pub fn record_shared(&self, ns: u64) {
+        self.buckets[bucket_of(ns)].fetch_add(1, Ordering::Relaxed);
+        self.sum_ns.fetch_add(ns, Ordering::Relaxed);
+    }
+
     /// Records one call. Only the owning reactor may call this.
     #[inline]
     pub fn record(&self, ns: u64) {

@@ -208,6 +208,7 @@ mod tests {
             }],
             rdma_credits: 8,
             callbacks: Default::default(),
+            nfs4: None,
         };
         Endpoint::start("127.0.0.1:0".parse().unwrap(), src).unwrap()
     }

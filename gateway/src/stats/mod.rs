@@ -4,13 +4,16 @@
 //! docs/stats.md.
 
 pub mod callbacks;
+pub mod backend_ops;
 pub mod clock;
 pub mod counters;
 pub mod data_jobs;
 pub mod exposition;
 pub mod histogram;
 pub mod http;
+pub mod nfs4_state;
 pub mod revalidations;
+pub mod status;
 pub mod uring_failures;
 
 pub use clock::Clock;

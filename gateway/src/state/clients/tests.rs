@@ -179,3 +179,24 @@ fn grace_is_not_extended_without_recent_reclaims() {
     assert!(!cl.in_grace(), "the last reclaim is older than RECLAIM_GAP");
     assert!(!cl.may_reclaim(x));
 }
+
+/// The stats endpoint's gauges (`Clients::counts`): each record counted once, by kind.
+#[test]
+fn counts_by_kind_for_the_gauges() {
+    let cl = Clients::new(limits(), None);
+    assert_eq!(cl.counts(), ClientCounts::default());
+    let a = cl
+        .with(|t| t.insert(b"a", [1; 8], Principal::None))
+        .unwrap();
+    let _b = cl
+        .with(|t| t.insert(b"b", [1; 8], Principal::None))
+        .unwrap();
+    cl.with(|t| t.confirm(a));
+    let n = cl.counts();
+    assert_eq!((n.confirmed, n.courtesy, n.unconfirmed, n.sessions), (1, 0, 1, 0));
+    std::thread::sleep(Duration::from_millis(250));
+    let (_, purged) = cl.with_purge(|t| t.sweep());
+    assert_eq!(purged.courtesy, vec![a]);
+    let n = cl.counts();
+    assert_eq!((n.confirmed, n.courtesy), (0, 1), "{n:?}");
+}

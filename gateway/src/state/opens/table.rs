@@ -120,6 +120,15 @@ impl Table {
         }
     }
 
+    /// (open stateids, lock stateids, byte ranges locked).
+    pub(super) fn counts(&self) -> (u64, u64, u64) {
+        (
+            self.opens.len() as u64,
+            self.lockst.len() as u64,
+            self.nranges as u64,
+        )
+    }
+
     fn total(&self) -> usize {
         self.opens.len() + self.lockst.len()
     }

@@ -1,0 +1,253 @@
+//! `Timed`: the store the server opens, wrapped so every call the file model makes to
+//! it is timed and its failures counted by operation (`stats::backend_ops`:
+//! `nfsgw_backend_duration_seconds`, `nfsgw_backend_errors_total`).
+//!
+//! The wrapper forwards every method of `Backend` to the store, overridden or not, so
+//! the store's own implementation runs (a default body here would hide the store's):
+//! a method added to the trait needs its line here too. What it forwards without a
+//! clock are hints, limits and local look-ups (`warm`, `data_file`, `max_file_size`,
+//! ...), which are not store round trips. The in-place writer, the multipart upload
+//! and the shared state a store offers are wrapped the same way.
+
+use super::*;
+use crate::stats::backend_ops::{self, Op};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// A store whose calls are timed.
+pub struct Timed {
+    inner: Arc<dyn Backend>,
+    row: usize,
+}
+
+impl Timed {
+    /// `inner`, timed under its `name()`.
+    pub fn wrap(inner: Arc<dyn Backend>) -> Arc<dyn Backend> {
+        let row = backend_ops::backend_row(inner.name());
+        Arc::new(Timed { inner, row })
+    }
+
+    #[inline]
+    fn time<T>(&self, op: Op, f: impl FnOnce() -> BResult<T>) -> BResult<T> {
+        timed(self.row, op, f)
+    }
+}
+
+#[inline]
+fn timed<T>(row: usize, op: Op, f: impl FnOnce() -> BResult<T>) -> BResult<T> {
+    let t0 = Instant::now();
+    let r = f();
+    let ns = u64::try_from(t0.elapsed().as_nanos()).unwrap_or(u64::MAX);
+    backend_ops::record(row, op, ns, r.as_ref().err());
+    r
+}
+
+impl Backend for Timed {
+    fn name(&self) -> &'static str {
+        self.inner.name()
+    }
+    fn head(&self, key: &str) -> BResult<ObjectMeta> {
+        self.time(Op::Head, || self.inner.head(key))
+    }
+    fn max_file_size(&self) -> u64 {
+        self.inner.max_file_size()
+    }
+    fn lost_writes(&self) -> u64 {
+        self.inner.lost_writes()
+    }
+    fn get_range(&self, key: &str, offset: u64, dst: &mut [u8]) -> BResult<usize> {
+        self.time(Op::Get, || self.inner.get_range(key, offset, dst))
+    }
+    fn put(&self, key: &str, data: &[u8], meta: &UserMeta, if_absent: bool) -> BResult<ObjectMeta> {
+        self.time(Op::Put, || self.inner.put(key, data, meta, if_absent))
+    }
+    fn multipart(&self, key: &str, meta: &UserMeta) -> BResult<Box<dyn Upload>> {
+        let inner = self.time(Op::Multipart, || self.inner.multipart(key, meta))?;
+        Ok(Box::new(TimedUpload {
+            inner,
+            row: self.row,
+        }))
+    }
+    fn list(
+        &self,
+        prefix: &str,
+        delimiter: Option<char>,
+        start_after: Option<&str>,
+        max: usize,
+    ) -> BResult<ListPage> {
+        self.time(Op::List, || {
+            self.inner.list(prefix, delimiter, start_after, max)
+        })
+    }
+    fn list_meta_complete(&self) -> bool {
+        self.inner.list_meta_complete()
+    }
+    fn count_subdirs(&self, dir: &str, limit: usize) -> BResult<Option<u64>> {
+        self.time(Op::CountSubdirs, || self.inner.count_subdirs(dir, limit))
+    }
+    fn copy(&self, from: &str, to: &str) -> BResult<()> {
+        self.time(Op::Copy, || self.inner.copy(from, to))
+    }
+    fn delete(&self, key: &str) -> BResult<()> {
+        self.time(Op::Delete, || self.inner.delete(key))
+    }
+    fn set_meta(&self, key: &str, meta: &UserMeta) -> BResult<()> {
+        self.time(Op::SetMeta, || self.inner.set_meta(key, meta))
+    }
+    fn capacity(&self) -> BResult<(u64, u64, u64, u64)> {
+        self.time(Op::Capacity, || self.inner.capacity())
+    }
+    fn random_write(&self) -> Option<&dyn RandomWrite> {
+        self.inner.random_write().map(|_| self as &dyn RandomWrite)
+    }
+    fn data_file(&self, key: &str) -> Option<(Arc<std::fs::File>, bool)> {
+        self.inner.data_file(key)
+    }
+    fn data_root(&self) -> Option<Arc<std::os::fd::OwnedFd>> {
+        self.inner.data_root()
+    }
+    fn warm(&self, keys: &[String]) {
+        self.inner.warm(keys)
+    }
+    fn shared(&self) -> Option<&dyn SharedState> {
+        self.inner.shared().map(|_| self as &dyn SharedState)
+    }
+    fn identity(&self) -> String {
+        self.inner.identity()
+    }
+    fn seek(&self, key: &str, offset: u64, data: bool) -> BResult<Option<u64>> {
+        self.time(Op::Seek, || self.inner.seek(key, offset, data))
+    }
+    fn allocate(&self, key: &str, offset: u64, len: u64) -> BResult<()> {
+        self.time(Op::Allocate, || self.inner.allocate(key, offset, len))
+    }
+    fn deallocate(&self, key: &str, offset: u64, len: u64) -> BResult<()> {
+        self.time(Op::Deallocate, || self.inner.deallocate(key, offset, len))
+    }
+    fn copy_range(&self, src: &str, s: u64, dst: &str, d: u64, count: u64) -> BResult<u64> {
+        self.time(Op::CopyRange, || {
+            self.inner.copy_range(src, s, dst, d, count)
+        })
+    }
+    fn clone_range(&self, src: &str, s: u64, dst: &str, d: u64, count: u64) -> BResult<()> {
+        self.time(Op::CloneRange, || {
+            self.inner.clone_range(src, s, dst, d, count)
+        })
+    }
+    fn clone_block(&self) -> u64 {
+        self.inner.clone_block()
+    }
+    fn xattr_max_value(&self) -> usize {
+        self.inner.xattr_max_value()
+    }
+    fn xattr_max_name(&self) -> usize {
+        self.inner.xattr_max_name()
+    }
+    fn xattr_get(&self, key: &str, name: &[u8]) -> BResult<Option<Vec<u8>>> {
+        self.time(Op::XattrGet, || self.inner.xattr_get(key, name))
+    }
+    fn xattr_set(&self, key: &str, name: &[u8], val: &[u8], how: XattrSet) -> BResult<bool> {
+        self.time(Op::XattrSet, || self.inner.xattr_set(key, name, val, how))
+    }
+    fn xattr_list(&self, key: &str) -> BResult<Vec<Vec<u8>>> {
+        self.time(Op::XattrList, || self.inner.xattr_list(key))
+    }
+    fn xattr_remove(&self, key: &str, name: &[u8]) -> BResult<bool> {
+        self.time(Op::XattrRemove, || self.inner.xattr_remove(key, name))
+    }
+    fn rename(&self, from: &str, to: &str) -> BResult<()> {
+        self.time(Op::Rename, || self.inner.rename(from, to))
+    }
+}
+
+/// Only handed out when the store has one (`random_write`); the `Unsupported`
+/// branches are unreachable then.
+impl RandomWrite for Timed {
+    fn write_at(&self, key: &str, offset: u64, data: &[u8]) -> BResult<()> {
+        let rw = self.inner.random_write().ok_or(BackendError::Unsupported)?;
+        self.time(Op::WriteAt, || rw.write_at(key, offset, data))
+    }
+    fn set_size(&self, key: &str, size: u64) -> BResult<()> {
+        let rw = self.inner.random_write().ok_or(BackendError::Unsupported)?;
+        self.time(Op::SetSize, || rw.set_size(key, size))
+    }
+    fn sync(&self, key: &str) -> BResult<()> {
+        let rw = self.inner.random_write().ok_or(BackendError::Unsupported)?;
+        self.time(Op::Sync, || rw.sync(key))
+    }
+}
+
+/// Only handed out when the store has shared state (`shared`).
+impl SharedState for Timed {
+    fn mac_key(&self) -> BResult<[u8; 32]> {
+        let s = self.inner.shared().ok_or(BackendError::Unsupported)?;
+        self.time(Op::MacKey, || s.mac_key())
+    }
+    fn put_id(&self, fileid: u64, key: &str) -> BResult<()> {
+        let s = self.inner.shared().ok_or(BackendError::Unsupported)?;
+        self.time(Op::PutId, || s.put_id(fileid, key))
+    }
+    fn get_id(&self, fileid: u64) -> BResult<String> {
+        let s = self.inner.shared().ok_or(BackendError::Unsupported)?;
+        self.time(Op::GetId, || s.get_id(fileid))
+    }
+}
+
+/// A multipart upload whose parts and completion are timed.
+struct TimedUpload {
+    inner: Box<dyn Upload>,
+    row: usize,
+}
+
+impl Upload for TimedUpload {
+    fn put_part(&mut self, data: &[u8]) -> BResult<()> {
+        let inner = &mut self.inner;
+        timed(self.row, Op::Part, || inner.put_part(data))
+    }
+    fn complete(self: Box<Self>) -> BResult<ObjectMeta> {
+        let TimedUpload { inner, row } = *self;
+        timed(row, Op::Complete, || inner.complete())
+    }
+    fn abort(self: Box<Self>) {
+        let TimedUpload { inner, row } = *self;
+        let _ = timed(row, Op::Abort, || {
+            inner.abort();
+            Ok(())
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The wrapper changes nothing a store does: the backend conformance suite
+    /// passes through it, over a store with in-place writes (memory).
+    #[test]
+    fn a_timed_store_behaves_as_the_store() {
+        let b = Timed::wrap(Arc::new(memory::MemoryBackend::new()));
+        assert_eq!(b.name(), "memory");
+        assert!(b.random_write().is_some());
+        conformance::run(&*b);
+    }
+
+    #[test]
+    fn calls_and_failures_are_counted_by_operation() {
+        let b = Timed::wrap(Arc::new(memory::MemoryBackend::new()));
+        let row = backend_ops::backend_row("memory");
+        let (h0, e0) = backend_ops::totals(row, Op::Head);
+        let (w0, _) = backend_ops::totals(row, Op::WriteAt);
+        assert_eq!(b.head("timed/missing"), Err(BackendError::NotFound));
+        b.put("timed/f", b"x", &UserMeta::new(), false).unwrap();
+        b.head("timed/f").unwrap();
+        b.random_write()
+            .unwrap()
+            .write_at("timed/f", 1, b"y")
+            .unwrap();
+        let (h1, e1) = backend_ops::totals(row, Op::Head);
+        // Other tests in this binary may use a memory store at the same time.
+        assert!(h1 >= h0 + 2, "{h0} -> {h1}");
+        assert!(e1[0] > e0[0]);
+        assert!(backend_ops::totals(row, Op::WriteAt).0 > w0);
+    }
+}
