@@ -175,7 +175,10 @@ pub fn render(out: &mut String) {
             "nfsgw_backend_duration_seconds_sum{{{labels}}} {}",
             *sum_ns as f64 / 1e9
         );
-        let _ = writeln!(out, "nfsgw_backend_duration_seconds_count{{{labels}}} {cum}");
+        let _ = writeln!(
+            out,
+            "nfsgw_backend_duration_seconds_count{{{labels}}} {cum}"
+        );
     }
     let _ = writeln!(out, "# HELP nfsgw_backend_errors_total Failed calls to the object store by operation and error (not_found is routine: a LOOKUP of a missing name asks the store).");
     let _ = writeln!(out, "# TYPE nfsgw_backend_errors_total counter");
@@ -203,7 +206,10 @@ mod tests {
         assert_eq!(OPS[Op::Get as usize], "get");
         assert_eq!(OPS[Op::XattrRemove as usize], "xattr_remove");
         assert_eq!(ERRORS[error_row(&BackendError::Unsupported)], "unsupported");
-        assert_eq!(ERRORS[error_row(&BackendError::Retryable(String::new()))], "retryable");
+        assert_eq!(
+            ERRORS[error_row(&BackendError::Retryable(String::new()))],
+            "retryable"
+        );
         assert_eq!(backend_row("fs"), 0);
         assert_eq!(backend_row("s3"), 2);
         assert_eq!(backend_row("anything"), 3);
@@ -224,9 +230,19 @@ mod tests {
         let mut text = String::new();
         render(&mut text);
         let l = "backend=\"other\",op=\"copy\"";
-        assert!(text.contains(&format!("nfsgw_backend_duration_seconds_bucket{{{l},le=\"+Inf\"}} {n1}\n")));
-        assert!(text.contains(&format!("nfsgw_backend_duration_seconds_count{{{l}}} {n1}\n")));
-        assert!(text.contains(&format!("nfsgw_backend_errors_total{{{l},error=\"no_space\"}} {}\n", e1[2])));
-        assert!(text.contains(&format!("nfsgw_backend_errors_total{{{l},error=\"lost\"}} {}\n", e1[7])));
+        assert!(text.contains(&format!(
+            "nfsgw_backend_duration_seconds_bucket{{{l},le=\"+Inf\"}} {n1}\n"
+        )));
+        assert!(text.contains(&format!(
+            "nfsgw_backend_duration_seconds_count{{{l}}} {n1}\n"
+        )));
+        assert!(text.contains(&format!(
+            "nfsgw_backend_errors_total{{{l},error=\"no_space\"}} {}\n",
+            e1[2]
+        )));
+        assert!(text.contains(&format!(
+            "nfsgw_backend_errors_total{{{l},error=\"lost\"}} {}\n",
+            e1[7]
+        )));
     }
 }

@@ -3,8 +3,8 @@
 //! that reads them (`[stats] listen`). Metric reference and measured cost:
 //! docs/stats.md.
 
-pub mod callbacks;
 pub mod backend_ops;
+pub mod callbacks;
 pub mod clock;
 pub mod counters;
 pub mod data_jobs;

@@ -193,7 +193,10 @@ fn counts_by_kind_for_the_gauges() {
         .unwrap();
     cl.with(|t| t.confirm(a));
     let n = cl.counts();
-    assert_eq!((n.confirmed, n.courtesy, n.unconfirmed, n.sessions), (1, 0, 1, 0));
+    assert_eq!(
+        (n.confirmed, n.courtesy, n.unconfirmed, n.sessions),
+        (1, 0, 1, 0)
+    );
     std::thread::sleep(Duration::from_millis(250));
     let (_, purged) = cl.with_purge(|t| t.sweep());
     assert_eq!(purged.courtesy, vec![a]);
