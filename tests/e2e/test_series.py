@@ -102,3 +102,27 @@ def test_status_backend_and_nfs4_series(gw_factory):
     m5 = scrape(port)
     assert errors(m5, "nfs3", "WRITE", "NFS3ERR_JUKEBOX") == 1
     assert errors(m5, "nfs3", "LOOKUP", "NFS3ERR_NOENT") == 3
+
+
+def test_backend_series_name_the_store(gw_factory, backend):
+    """Every store is timed under its own name (`backend` label; garage is an s3
+    store): a CREATE, WRITE and COMMIT reach it, and a LOOKUP of a missing name asks it."""
+    port = free_port()
+    g = gw_factory(backend=backend, extra={"stats": {"listen": f"127.0.0.1:{port}"}})
+    name = {"garage": "s3"}.get(backend, backend)
+    v3 = NfsClient(g.host, g.port)
+    root = v3.mount("/")
+    fh = v3.create(root, "timed.txt").check("CREATE").fh
+    v3.write(fh, 0, b"x" * 10000).check("WRITE")
+    v3.commit(fh).check("COMMIT")
+    assert v3.lookup(root, "not-there").status == NFS3ERR_NOENT
+    m = scrape(port)
+    calls = {l["op"]: v for l, v in m.series("nfsgw_backend_duration_seconds_count")
+             if l["backend"] == name}
+    assert calls.get("head", 0) > 0, calls
+    assert sum(calls.values()) >= 3, calls
+    assert not [l for l, _ in m.series("nfsgw_backend_duration_seconds_count")
+                if l["backend"] not in (name,)], "only the configured store is timed"
+    # Each called operation has all its error series.
+    errs = [l for l, _ in m.series("nfsgw_backend_errors_total") if l["backend"] == name]
+    assert len(errs) == 9 * len(calls), (len(errs), calls)
