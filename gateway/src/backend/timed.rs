@@ -245,6 +245,29 @@ mod tests {
         conformance::run(&*b);
     }
 
+    /// Every method of the `Backend` trait is passed through (a method left out
+    /// would run the trait's default, e.g. `Unsupported`, instead of the store's).
+    #[test]
+    fn every_backend_method_is_passed_through() {
+        let fns = |text: &str| -> Vec<String> {
+            text.lines()
+                .filter_map(|l| l.trim_start().strip_prefix("fn "))
+                .map(|l| l.split(['(', '<']).next().unwrap_or("").to_string())
+                .collect()
+        };
+        let module = include_str!("mod.rs");
+        let start = module.find("pub trait Backend:").expect("the trait");
+        let len = module[start..].find("\n}\n").expect("its end");
+        let trait_fns = fns(&module[start..start + len]);
+        assert!(trait_fns.len() > 30, "{trait_fns:?}");
+        let here = include_str!("timed.rs");
+        let at = here.find("impl Backend for Timed").expect("the impl");
+        let passed = fns(&here[at..]);
+        for f in &trait_fns {
+            assert!(passed.contains(f), "Timed does not pass `{f}` through");
+        }
+    }
+
     #[test]
     fn calls_and_failures_are_counted_by_operation() {
         let b = Timed::wrap(Arc::new(memory::MemoryBackend::new()));
