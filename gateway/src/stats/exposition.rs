@@ -31,6 +31,8 @@ pub struct Source {
     pub rdma_credits: u32,
     /// NFSv4.1 callbacks and delegations (gateway-wide).
     pub callbacks: Arc<super::callbacks::CallbackStats>,
+    /// QoS rules and what they held back (`crate::qos::render`).
+    pub qos: Option<Arc<crate::qos::Table>>,
 }
 
 fn header(out: &mut String, name: &str, kind: &str, help: &str) {
@@ -303,6 +305,9 @@ pub fn render(src: &Source, out: &mut String) {
     }
 
     render_callbacks(&src.callbacks, out);
+    if let Some(q) = &src.qos {
+        crate::qos::render(q, out);
+    }
     header(
         out,
         "nfsgw_worker_data_jobs_total",
@@ -519,6 +524,7 @@ mod tests {
             }],
             rdma_credits: 32,
             callbacks: Default::default(),
+            qos: None,
         }
     }
 

@@ -208,6 +208,7 @@ mod tests {
             }],
             rdma_credits: 8,
             callbacks: Default::default(),
+            qos: None,
         };
         Endpoint::start("127.0.0.1:0".parse().unwrap(), src).unwrap()
     }
