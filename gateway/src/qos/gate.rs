@@ -25,7 +25,7 @@ struct Held<T> {
 pub struct Gate<T> {
     table: Arc<Table>,
     epoch: u64,
-    rules: Arc<Rules>,
+    pub(super) rules: Arc<Rules>,
     /// Some rule is configured: the one branch an unlimited gateway pays per call.
     pub on: bool,
     held: VecDeque<Held<T>>,
