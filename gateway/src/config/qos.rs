@@ -102,7 +102,11 @@ impl ByteRate {
             "KB" | "kB" => 1_000,
             "MB" => 1_000_000,
             "GB" => 1_000_000_000,
-            u => return Err(format!("\"{s}\": unknown unit \"{u}\" (B, KiB, MiB, GiB, KB, MB, GB)")),
+            u => {
+                return Err(format!(
+                    "\"{s}\": unknown unit \"{u}\" (B, KiB, MiB, GiB, KB, MB, GB)"
+                ))
+            }
         };
         n.checked_mul(mult)
             .ok_or_else(|| format!("\"{s}\" is too large"))

@@ -143,10 +143,7 @@ impl Matched {
     }
 
     pub fn each(self) -> impl Iterator<Item = usize> {
-        self.client
-            .into_iter()
-            .chain(self.export)
-            .map(usize::from)
+        self.client.into_iter().chain(self.export).map(usize::from)
     }
 }
 

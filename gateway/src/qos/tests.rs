@@ -109,14 +109,29 @@ fn bytes_charge_after_the_call_and_debt_holds_the_next() {
 fn export_rule_charges_calls_on_that_export_only() {
     let cfg = cfg("[[qos.export]]\npath = \"/data\"\nops_per_s = 10\n");
     let rules = Rules::build(&cfg, None).unwrap();
-    let data = cfg.exports().unwrap().iter().find(|e| e.path == "/data").unwrap().id;
-    let root = cfg.exports().unwrap().iter().find(|e| e.path == "/").unwrap().id;
+    let data = cfg
+        .exports()
+        .unwrap()
+        .iter()
+        .find(|e| e.path == "/data")
+        .unwrap()
+        .id;
+    let root = cfg
+        .exports()
+        .unwrap()
+        .iter()
+        .find(|e| e.path == "/")
+        .unwrap()
+        .id;
     let peer = ip("127.0.0.5");
     assert_eq!(rules.matched(peer, Some(data)).export, Some(0));
     assert_eq!(rules.matched(peer, Some(root)), Matched::default());
     assert_eq!(rules.matched(peer, None), Matched::default());
     // A client the export does not admit is not charged to it (forged handle).
-    assert_eq!(rules.matched(ip("10.1.1.1"), Some(data)), Matched::default());
+    assert_eq!(
+        rules.matched(ip("10.1.1.1"), Some(data)),
+        Matched::default()
+    );
 }
 
 #[test]
@@ -167,8 +182,10 @@ fn config_errors_name_the_key() {
             .unwrap_err()
             .to_string()
     };
-    assert!(bad("[[qos.client]]\nmatch = \"10.0.0.0/33\"\nops_per_s = 1\n")
-        .starts_with("qos.client[0].match"));
+    assert!(
+        bad("[[qos.client]]\nmatch = \"10.0.0.0/33\"\nops_per_s = 1\n")
+            .starts_with("qos.client[0].match")
+    );
     assert!(bad("[[qos.client]]\nmatch = \"10.0.0.1\"\n").contains("sets no limit"));
     assert!(bad("[[qos.client]]\nmatch = \"10.0.0.1\"\nops_per_s = 0\n")
         .starts_with("qos.client[0].ops_per_s"));
@@ -176,12 +193,11 @@ fn config_errors_name_the_key() {
         bad("[[qos.client]]\nmatch = \"10.0.0.1\"\nread_bytes_per_s = \"5 parsecs\"\n")
             .starts_with("qos.client[0].read_bytes_per_s")
     );
-    assert!(bad("[[qos.export]]\npath = \"/nope\"\nops_per_s = 1\n")
-        .starts_with("qos.export[0].path"));
-    assert!(bad(
-        "[[qos.client]]\nmatch = \"10.0.0.1\"\nops_per_s = 1\n\
-         [[qos.client]]\nmatch = \"10.0.0.1\"\nops_per_s = 2\n"
-    )
+    assert!(
+        bad("[[qos.export]]\npath = \"/nope\"\nops_per_s = 1\n").starts_with("qos.export[0].path")
+    );
+    assert!(bad("[[qos.client]]\nmatch = \"10.0.0.1\"\nops_per_s = 1\n\
+         [[qos.client]]\nmatch = \"10.0.0.1\"\nops_per_s = 2\n")
     .contains("two rules"));
     assert!(bad("[[qos.client]]\nmatch = \"10.0.0.1\"\nburst = 1\n").contains("burst"));
 }
@@ -217,7 +233,11 @@ fn peek_reads_v3_counts_and_caps_them() {
     assert_eq!(peek(&call(6, 4096)).read, 4096);
     assert_eq!(peek(&call(7, 8192)).write, 8192);
     assert_eq!(peek(&call(6, u32::MAX)).read, crate::limits::MAX_IO as u32);
-    assert_eq!(peek(&call(1, 4096)), Cost::default(), "a GETATTR has no count");
+    assert_eq!(
+        peek(&call(1, 4096)),
+        Cost::default(),
+        "a GETATTR has no count"
+    );
     assert_eq!(peek(&[1, 2, 3]), Cost::default());
     let mut short = call(6, 4096);
     short.truncate(60);
