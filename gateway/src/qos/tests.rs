@@ -243,3 +243,15 @@ fn peek_reads_v3_counts_and_caps_them() {
     short.truncate(60);
     assert_eq!(peek(&short).read, 0);
 }
+
+#[test]
+fn print_config_round_trips_the_rules() {
+    let c = cfg("[[qos.client]]\nmatch = \"10.0.0.0/24\"\nops_per_s = 1000\n\
+         read_bytes_per_s = \"100MiB\"\nwrite_bytes_per_s = 4096\n\
+         [[qos.export]]\npath = \"/data\"\nops_per_s = 5000\n");
+    let text = crate::effective::render(&c).unwrap();
+    let back = Config::parse(&text).unwrap();
+    assert_eq!(back.qos, c.qos);
+    // No rule: no [qos] table printed.
+    assert!(!crate::effective::render(&cfg("")).unwrap().contains("qos"));
+}

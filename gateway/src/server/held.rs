@@ -29,7 +29,9 @@ pub(crate) type Gate = crate::qos::Gate<Held>;
 
 /// Offers a TCP record to the gate: the record back to classify now, or `None`
 /// (held; the transport counts it in flight, its charge is reserved at release).
-#[inline]
+/// Out of line: the reactor's call path without rules keeps only the branch on
+/// `Gate::on` (measured, docs/performance.md "QoS").
+#[inline(never)]
 pub(crate) fn tcp(
     gate: &mut Gate,
     conn: Link,
@@ -45,7 +47,7 @@ pub(crate) fn tcp(
 }
 
 /// Offers an RDMA call to the gate: back to classify now, or `None` (held).
-#[inline]
+#[inline(never)]
 pub(crate) fn rdma(gate: &mut Gate, d: Delivered) -> Option<Delivered> {
     let cost = crate::qos::peek(&d.record);
     match gate.offer(d.peer.ip(), cost, Held::Rdma(d)) {
