@@ -1,6 +1,6 @@
 """QoS rate limits ([[qos.client]], [[qos.export]]; docs/operations.md "Limit"): a client
 limited to N ops/s gets N +- 10 % while another client on the same gateway keeps its
-rate; read and write bytes/s limits; an export limit; a SIGHUP reload changes the limit
+rate; read and write bytes/s limits (NFSv3 and NFSv4.1); an export limit; a SIGHUP reload changes the limit
 on a connection that stays open; the same over soft RPC-over-RDMA; the metrics name the
 rule that held calls back. Two clients on one host: bench --source 127.0.0.2 / .3 (the
 loopback network answers every 127/8 address)."""
@@ -98,12 +98,15 @@ def test_limited_client_gets_its_rate_and_the_other_keeps_its_own(gw_factory):
 
 
 @pytest.mark.serial
-@pytest.mark.parametrize("op,key", [("randread", "read_bytes_per_s"), ("randwrite", "write_bytes_per_s")])
-def test_byte_rate_limits(gw_factory, op, key):
+@pytest.mark.parametrize("op,key,nfs", [("randread", "read_bytes_per_s", "3"),
+                                        ("randwrite", "write_bytes_per_s", "3"),
+                                        ("randread", "read_bytes_per_s", "4.1"),
+                                        ("randwrite", "write_bytes_per_s", "4.1")])
+def test_byte_rate_limits(gw_factory, op, key, nfs):
     g = start(gw_factory, f'[[qos.client]]\nmatch = "{LIMITED}"\n{key} = "4MiB"\n')
     bench(g, "--workload", "getattr", "--duration", "0.5")       # makes the file, unlimited
-    j = bench(g, "--workload", op, "--bs", "64k", "--qd", "4", "--warmup", "1", "--duration", "4",
-              source=LIMITED)
+    j = bench(g, "--nfs", nfs, "--workload", op, "--bs", "64k", "--qd", "4", "--warmup", "1",
+              "--duration", "4", source=LIMITED)
     mib = j["total"]["mib_per_s"]
     assert abs(mib - 4) <= 0.4, j["total"]
     assert j["total"]["errors"] == 0

@@ -9,10 +9,11 @@
 //! - `Rules`: the buckets of a configuration, built once per start or SIGHUP reload and
 //!   published through a `Table` (an `arc_swap` and an epoch, like the export table);
 //! - `gate::Gate`: a reactor's side: which rules a call falls under (`peek` of its
-//!   header, handle and count), whether it may start now, and the calls it holds back
+//!   header, handle and count, NFSv3 or an NFSv4.1 data COMPOUND), whether it may start now, and the calls it holds back
 //!   until their buckets refill, in arrival order. A held TCP call stays in flight on
-//!   its connection, so past `tcp.max_inflight` of them the reactor stops reading the
-//!   socket and TCP flow control holds the client; a held RPC-over-RDMA call keeps
+//!   its connection and reserves its record's bytes in the connection's reply budget,
+//!   so past `tcp.max_inflight` of them (or `tcp.max_queued_mib` of records) the
+//!   reactor stops reading the socket and TCP flow control holds the client; a held RPC-over-RDMA call keeps
 //!   its credit until it is answered, so the client's credits run out the same way
 //!   (RFC 8166 §3.3.1).
 //!

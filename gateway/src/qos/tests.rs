@@ -246,12 +246,47 @@ fn peek_reads_v3_counts_and_caps_them() {
 
 #[test]
 fn print_config_round_trips_the_rules() {
-    let c = cfg("[[qos.client]]\nmatch = \"10.0.0.0/24\"\nops_per_s = 1000\n\
+    let c = cfg(
+        "[[qos.client]]\nmatch = \"10.0.0.0/24\"\nops_per_s = 1000\n\
          read_bytes_per_s = \"100MiB\"\nwrite_bytes_per_s = 4096\n\
-         [[qos.export]]\npath = \"/data\"\nops_per_s = 5000\n");
+         [[qos.export]]\npath = \"/data\"\nops_per_s = 5000\n",
+    );
     let text = crate::effective::render(&c).unwrap();
     let back = Config::parse(&text).unwrap();
     assert_eq!(back.qos, c.qos);
     // No rule: no [qos] table printed.
     assert!(!crate::effective::render(&cfg("")).unwrap().contains("qos"));
+}
+
+#[test]
+fn peek_reads_v4_data_compounds() {
+    use nfs_wire::v4call::{compound_call, Ops};
+    let sid = [7u8; 16];
+    let st = [0u8; 16];
+    let fh = [9u8; 31];
+    let call = |ops: Ops| compound_call(1, &nfs_wire::rpccall::sys(0), &ops);
+    let read = call(Ops::new().sequence(sid, 1).putfh(&fh).read(&st, 0, 65536));
+    assert_eq!(peek(&read).read, 65536);
+    let write = call(
+        Ops::new()
+            .sequence(sid, 1)
+            .putfh(&fh)
+            .write(&st, 0, &[1u8; 5000]),
+    );
+    assert_eq!(peek(&write).write, 5000);
+    let huge = call(
+        Ops::new()
+            .sequence(sid, 1)
+            .putfh(&fh)
+            .read(&st, 0, u32::MAX),
+    );
+    assert_eq!(peek(&huge).read, crate::limits::MAX_IO as u32);
+    // Other shapes: one operation, no bytes.
+    let getattr = call(Ops::new().sequence(sid, 1).putfh(&fh).getattr(&[1]));
+    assert_eq!(peek(&getattr), Cost::default());
+    let lookup = call(Ops::new().sequence(sid, 1).putrootfh().lookup(b"a"));
+    assert_eq!(peek(&lookup), Cost::default());
+    let mut cut = read.clone();
+    cut.truncate(read.len() - 6);
+    assert_eq!(peek(&cut).read, 0);
 }

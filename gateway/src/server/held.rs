@@ -9,6 +9,11 @@
 //! (RFC 8166 §3.3.1). Neither costs a connection anything else: no timeout counts a
 //! call in flight (`tcp.record_timeout_s` counts partial records, the send timeouts
 //! queued replies).
+//!
+//! Memory: a held TCP record keeps its pool buffer, so it reserves its length in its
+//! connection's reply budget (`tcp.max_queued_mib`) until it is released: a client
+//! pipelining 1 MiB WRITEs under a write limit stops being read after a few of them,
+//! instead of holding the reactor's large buffers that other clients need.
 
 use super::reactor::ReactorState;
 use super::transport::Link;
@@ -19,16 +24,18 @@ use std::net::SocketAddr;
 
 /// A call a QoS rule holds (what the reactor needs to classify it later).
 pub(crate) enum Held {
-    /// A TCP record: its link, peer, record and arrival.
-    Tcp(Link, SocketAddr, Buf, CallStat),
+    /// A TCP record: its link, peer, record and arrival, and the bytes it reserved
+    /// in its connection's reply budget while held.
+    Tcp(Link, SocketAddr, Buf, CallStat, u32),
     /// An RPC-over-RDMA call as the server delivered it.
     Rdma(Delivered),
 }
 
 pub(crate) type Gate = crate::qos::Gate<Held>;
 
-/// Offers a TCP record to the gate: the record back to classify now, or `None`
-/// (held; the transport counts it in flight, its charge is reserved at release).
+/// Offers a TCP record to the gate: the record back to classify now, or the bytes
+/// the held record reserves in its connection's budget (the poll callback's result;
+/// the transport counts the record in flight until it is answered).
 /// Out of line: the reactor's call path without rules keeps only the branch on
 /// `Gate::on` (measured, docs/performance.md "QoS").
 #[inline(never)]
@@ -38,11 +45,12 @@ pub(crate) fn tcp(
     peer: SocketAddr,
     rec: Buf,
     st: CallStat,
-) -> Option<Buf> {
+) -> Result<Buf, usize> {
     let cost = crate::qos::peek(&rec);
-    match gate.offer(peer.ip(), cost, Held::Tcp(conn, peer, rec, st)) {
-        Some(Held::Tcp(_, _, rec, _)) => Some(rec),
-        _ => None,
+    let held = u32::try_from(rec.len()).unwrap_or(u32::MAX);
+    match gate.offer(peer.ip(), cost, Held::Tcp(conn, peer, rec, st, held)) {
+        Some(Held::Tcp(_, _, rec, _, _)) => Ok(rec),
+        _ => Err(held as usize),
     }
 }
 
@@ -65,7 +73,12 @@ impl ReactorState {
         let n = self.qos.release(&mut |h| ready.push(h));
         for h in ready.drain(..) {
             match h {
-                Held::Tcp(conn, peer, rec, st) => self.take_record(conn, peer, rec, st),
+                Held::Tcp(conn, peer, rec, st, held) => {
+                    if let Some(c) = conn.tcp_conn() {
+                        self.net.tcp.release(c, held as usize);
+                    }
+                    self.take_record(conn, peer, rec, st)
+                }
                 Held::Rdma(d) => self.take_rdma_call(d),
             }
         }

@@ -28,7 +28,7 @@ use std::time::Duration;
 pub(crate) struct ReactorState {
     id: usize,
     /// TCP and RPC-over-RDMA behind one seam (`super::transport`).
-    net: Transports,
+    pub(super) net: Transports,
     /// lkey of the cache pages when registered with the RDMA fabric (zero-copy READ).
     pages_lkey: Option<u32>,
     /// Cached TCP READs are sent straight from the cache pages (the cache has pages).
@@ -330,11 +330,11 @@ impl ReactorState {
         let mut handle = |conn: ConnId, peer: SocketAddr, rec: Buf| -> usize {
             let st = router.count_in(&rec, Transport::Tcp);
             let conn = Link::tcp(conn);
-            // QoS: a held call stays in flight and reserves at release.
+            // QoS: a held call stays in flight, its record's bytes reserved.
             let rec = if qos.on {
                 match super::held::tcp(qos, conn, peer, rec, st) {
-                    Some(rec) => rec,
-                    None => return 0,
+                    Ok(rec) => rec,
+                    Err(held) => return held,
                 }
             } else {
                 rec
