@@ -131,6 +131,10 @@ pub struct RunArgs {
     /// RDMA provider for rdma:// targets.
     #[arg(long, value_enum, default_value = "soft")]
     pub provider: Provider,
+    /// Source address of every TCP connection (bound before connecting), e.g.
+    /// 127.0.0.2: lets one host stand for several clients (per-client QoS rules).
+    #[arg(long, value_name = "ADDR")]
+    pub source: Option<std::net::IpAddr>,
     /// Export path to mount; default: the server's only export (MOUNT EXPORT; an
     /// error listing them if it has several).
     #[arg(long)]

@@ -170,7 +170,7 @@ pub struct TcpPipe {
 
 impl TcpPipe {
     pub fn connect(addr: &str, max_in_flight: usize) -> io::Result<TcpPipe> {
-        let s = TcpStream::connect(addr)?;
+        let s = crate::transport::tcp_connect(addr)?;
         s.set_nodelay(true)?;
         s.set_nonblocking(true)?;
         Ok(TcpPipe {

@@ -87,6 +87,7 @@ pub fn budgets(ops: Option<u64>, conns: usize) -> Vec<Option<u64>> {
 }
 
 pub fn run(args: RunArgs) -> anyhow::Result<()> {
+    crate::transport::set_source(args.source);
     let target = Target::parse(&args.target, args.provider)?;
     let mix = args
         .mix

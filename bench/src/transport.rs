@@ -95,6 +95,37 @@ impl Target {
     }
 }
 
+/// `--source`: the address every TCP connection binds before connecting (set once at
+/// start, before any connection).
+static SOURCE: std::sync::OnceLock<std::net::IpAddr> = std::sync::OnceLock::new();
+
+pub fn set_source(src: Option<std::net::IpAddr>) {
+    if let Some(a) = src {
+        let _ = SOURCE.set(a);
+    }
+}
+
+/// Connects to `addr` from `--source` when one is given.
+pub fn tcp_connect(addr: &str) -> std::io::Result<TcpStream> {
+    let Some(src) = SOURCE.get() else {
+        return TcpStream::connect(addr);
+    };
+    let mut last = std::io::Error::new(std::io::ErrorKind::NotFound, "no address");
+    for a in addr.to_socket_addrs()? {
+        let s = socket2::Socket::new(
+            socket2::Domain::for_address(a),
+            socket2::Type::STREAM,
+            Some(socket2::Protocol::TCP),
+        )?;
+        s.bind(&std::net::SocketAddr::new(*src, 0).into())?;
+        match s.connect(&a.into()) {
+            Ok(()) => return Ok(s.into()),
+            Err(e) => last = e,
+        }
+    }
+    Err(last)
+}
+
 /// Record-marked RPC over TCP (RFC 5531 §11).
 pub struct TcpTransport {
     s: TcpStream,
@@ -102,7 +133,7 @@ pub struct TcpTransport {
 
 impl TcpTransport {
     pub fn connect(addr: &str) -> anyhow::Result<TcpTransport> {
-        let s = TcpStream::connect(addr)?;
+        let s = tcp_connect(addr)?;
         s.set_nodelay(true)?;
         Ok(TcpTransport { s })
     }

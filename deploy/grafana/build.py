@@ -185,7 +185,25 @@ NFS4 = ("nfsgw-nfs4", "nfsgw: NFSv4.1 state", [
     ts("Callbacks/s", [(rate("nfsgw_callbacks_total", by="transport, result"), "{{transport}} {{result}}")]),
 ])
 
-DASHBOARDS = [OVERVIEW, REACTORS, BACKEND, RDMA, NFS4]
+
+def qos():
+    """QoS ([[qos.client]], [[qos.export]]; docs/operations.md "Limit"): who is held back."""
+    by = "scope, name"
+    mean = (f"sum by ({by}) (rate(nfsgw_qos_delay_seconds_total{{{SEL}}}[{R}])) / "
+            f"clamp_min(sum by ({by}) (rate(nfsgw_qos_delayed_total{{{SEL}}}[{R}])), 1e-9)")
+    return ("nfsgw-qos", "nfsgw: QoS rate limits", [
+        ts("Calls held back/s by rule", [(rate("nfsgw_qos_delayed_total", by=by), "{{scope}} {{name}}")],
+           "ops", "Calls a rule made wait for its bucket (docs/stats.md nfsgw_qos_delayed_total); "
+           "0 for a rule whose clients stay under their limit."),
+        ts("Mean wait of a held call", [(mean, "{{scope}} {{name}}")], "s",
+           "Seconds waited / calls held, per rule."),
+        ts("Calls waiting (seconds held per second)",
+           [(rate("nfsgw_qos_delay_seconds_total", by=by), "{{scope}} {{name}}")], "short",
+           "About the number of calls a rule holds at any moment."),
+    ])
+
+
+DASHBOARDS = [OVERVIEW, REACTORS, BACKEND, RDMA, NFS4, qos()]
 
 
 def variable(name, query, multi=True):

@@ -17,6 +17,7 @@ pub mod mount;
 pub mod nfs3;
 pub mod nfs4;
 pub mod outcome;
+pub mod qos;
 pub mod reload;
 pub mod sdnotify;
 pub mod server;

@@ -247,7 +247,7 @@ fn main() -> ExitCode {
 }
 
 /// SIGHUP: re-read the file; a file that does not load is refused whole (logged, the
-/// running configuration stays); otherwise exports, `[stats]` and `log.level` are
+/// running configuration stays); otherwise exports, `[qos]`, `[stats]` and `log.level` are
 /// applied and keys that need a restart are named. Connections are untouched: the next
 /// call of each sees the new export table.
 fn reload(
@@ -279,6 +279,12 @@ fn reload(
         if let Err(e) = server.set_exports(list) {
             tracing::error!("reload: exports not applied, the old ones stay: {e:#}");
             applied.exports = running.exports.clone();
+        }
+    }
+    if plan.qos {
+        if let Err(e) = server.set_qos(&new) {
+            tracing::error!("reload: [qos] not applied, the old rules stay: {e:#}");
+            applied.qos = running.qos.clone();
         }
     }
     if plan.stats && !rebind_stats(&new, server, stats_ep) {

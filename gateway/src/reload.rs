@@ -2,7 +2,8 @@
 //! and the file re-read, what of it applies live, and the `reloaded: ...` log line.
 //!
 //! Applied live: the `[[exports]]` list (added, removed and changed exports, matched
-//! by their stable id), `[stats]` (the metrics endpoint is re-bound) and `log.level`.
+//! by their stable id), `[stats]` (the metrics endpoint is re-bound), `log.level` and
+//! `[qos]` (new rules, buckets full; connections and held calls stay).
 //! Everything else sizes or binds something at start (reactors, listeners, pools,
 //! backend, state): a change there is named in the log line and not applied.
 //! Applying is `main`'s job; this module only compares, so it is unit-tested without
@@ -12,7 +13,7 @@ use crate::config::{Config, Export};
 use toml::Value;
 
 /// The top-level sections a reload applies.
-const LIVE: [&str; 4] = ["exports", "stats", "log", "audit"];
+const LIVE: [&str; 5] = ["exports", "stats", "log", "audit", "qos"];
 
 /// The differences a reload found.
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -27,6 +28,8 @@ pub struct Plan {
     pub log: bool,
     /// `[audit]` differs (its `queue` needs a restart: `crate::audit::configure`).
     pub audit: bool,
+    /// `[qos]` differs, or the exports it names do (its rules are rebuilt).
+    pub qos: bool,
     /// Keys that differ but need a restart ("tcp.listen", "engine.cores").
     pub restart: Vec<String>,
 }
@@ -41,6 +44,7 @@ pub fn plan(running: &Config, new: &Config) -> Result<Plan, String> {
             || running.stats.allow_remote != new.stats.allow_remote,
         log: running.log.level != new.log.level,
         audit: running.audit != new.audit,
+        qos: running.qos != new.qos || (!new.qos.is_empty() && old_x != new_x),
         restart: restart_keys(running, new)?,
         ..Plan::default()
     };
@@ -61,6 +65,7 @@ pub fn merged(running: &Config, new: &Config) -> Config {
     c.stats = new.stats.clone();
     c.log = new.log.clone();
     c.audit = new.audit.clone();
+    c.qos = new.qos.clone();
     if queue_needs_restart(running, new) {
         c.audit.queue = running.audit.queue;
     }
@@ -74,7 +79,12 @@ fn queue_needs_restart(running: &Config, new: &Config) -> bool {
 
 impl Plan {
     pub fn is_empty(&self) -> bool {
-        self.exports.is_none() && !self.stats && !self.log && !self.audit && self.restart.is_empty()
+        self.exports.is_none()
+            && !self.stats
+            && !self.log
+            && !self.audit
+            && !self.qos
+            && self.restart.is_empty()
     }
 
     /// The `reloaded: ...` log line.
@@ -103,6 +113,14 @@ impl Plan {
             } else {
                 "audit log off".to_string()
             });
+        }
+        if self.qos {
+            let q = &new.qos;
+            parts.push(format!(
+                "qos {} client and {} export rules",
+                q.client.len(),
+                q.export.len()
+            ));
         }
         if parts.is_empty() {
             parts.push("nothing to apply".into());
@@ -258,6 +276,18 @@ mod tests {
         let again = plan(&running, &new).unwrap();
         assert!(again.exports.is_none() && !again.stats && !again.log);
         assert_eq!(again.restart, ["pools.large", "tcp.listen"]);
+    }
+
+    #[test]
+    fn qos_change_is_applied_live() {
+        let old = cfg("");
+        let new = cfg("[[qos.client]]\nmatch = \"127.0.0.2\"\nops_per_s = 100\n");
+        let p = plan(&old, &new).unwrap();
+        assert!(p.qos && p.restart.is_empty(), "{p:?}");
+        assert_eq!(p.summary(&new), "reloaded: qos 1 client and 0 export rules");
+        let running = merged(&old, &new);
+        assert_eq!(running.qos, new.qos);
+        assert!(plan(&running, &new).unwrap().is_empty());
     }
 
     #[test]

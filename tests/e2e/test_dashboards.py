@@ -38,6 +38,7 @@ MUST_BE_POSITIVE = {
     ("nfsgw-overview", "p99 by procedure"), ("nfsgw-overview", "Reactors"),
     ("nfsgw-reactors", "Busy ratio"), ("nfsgw-reactors", "Operations/s"),
     ("nfsgw-rdma", "RDMA operations/s"), ("nfsgw-rdma", "RDMA throughput"),
+    ("nfsgw-qos", "Calls held back/s by rule"),
 }
 
 
@@ -60,7 +61,7 @@ def test_dashboards_are_generated_and_valid():
     r = subprocess.run([sys.executable, str(REPO / "deploy/grafana/build.py"), "--check"],
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
-    assert len(DASHBOARDS) >= 5
+    assert len(DASHBOARDS) >= 6
     ids = [json.loads(p.read_text())["uid"] for p in DASHBOARDS]
     assert len(set(ids)) == len(ids)
     for uid, title in MUST_BE_POSITIVE:
@@ -145,7 +146,12 @@ def loaded(gw_factory, tmp_path):
     """A gateway with stats, scraped by Prometheus, after a few seconds of bench load;
     yields (prometheus, a time inside the load)."""
     stats = free_port()
-    g = gw_factory(backend="fs+rdma", extra={"stats": {"listen": f"127.0.0.1:{stats}"}})
+    g = gw_factory(backend="fs+rdma", extra={"stats": {"listen": f"127.0.0.1:{stats}"}}, start=False)
+    # A QoS rule that bites (the qos dashboard's series exist only for configured rules).
+    base = type(g).config_text
+    g.config_text = lambda: base(g) + '\n[[qos.client]]\nmatch = "127.0.0.1"\nops_per_s = 3000\n'
+    g.write_config()
+    g.start()
     prom = Prometheus(tmp_path, f"127.0.0.1:{stats}")
     try:
         prom.wait(lambda: prom.samples() >= 2, 30, "scraping")

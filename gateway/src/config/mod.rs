@@ -7,7 +7,8 @@
 //!
 //! One file per part of the file: `reactors` (`[engine]`, pools, `[cache]`), `transport`
 //! (`[tcp]`, `[rdma]`), `backend` (`[backend]`, `[backend.s3]`), `state` (`[state]`,
-//! `[nfs4]`), `exports` (`[[exports]]`), `observability` (`[log]`, `[stats]`). This file
+//! `[nfs4]`), `exports` (`[[exports]]`), `observability` (`[log]`, `[stats]`), `qos`
+//! (`[[qos.client]]`, `[[qos.export]]`). This file
 //! holds the whole `Config` and the validation that needs more than one section.
 
 use serde::{Deserialize, Serialize};
@@ -17,6 +18,7 @@ use std::path::{Path, PathBuf};
 mod backend;
 mod exports;
 mod observability;
+mod qos;
 mod reactors;
 mod state;
 mod transport;
@@ -24,6 +26,7 @@ mod transport;
 pub use backend::*;
 pub use exports::*;
 pub use observability::*;
+pub use qos::*;
 pub use reactors::*;
 pub use state::*;
 pub use transport::*;
@@ -55,6 +58,9 @@ pub struct Config {
     pub stats: StatsConfig,
     #[serde(default)]
     pub audit: AuditConfig,
+    /// Rate limits per client network and per export (`crate::qos`).
+    #[serde(default, skip_serializing_if = "QosConfig::is_empty")]
+    pub qos: QosConfig,
 }
 
 /// A configuration error: the key, what is wrong, and the fix.
@@ -408,7 +414,8 @@ impl Config {
         if self.exports.len() > 1000 {
             return err("exports", "at most 1000 exports");
         }
-        self.exports()?;
+        let exports = self.exports()?;
+        self.qos.validate(&exports)?;
         self.stats.validate()?;
         self.audit.validate()?;
         self.nfs4.validate()?;

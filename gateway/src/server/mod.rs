@@ -15,6 +15,7 @@ mod callbacks;
 mod callbacks_tests;
 mod direct;
 mod dispatch;
+mod held;
 mod orphans;
 mod reactor;
 mod transport;
@@ -61,6 +62,9 @@ pub(crate) struct Shared {
     /// NFSv4.1 clients, sessions, opens, locks and delegations.
     pub state: crate::state::State,
     pub reactors: Vec<ReactorLink>,
+    /// QoS rules; SIGHUP reload publishes new ones (`Server::set_qos`). Reactors
+    /// check its epoch once per pass (`qos::Gate::refresh`).
+    pub qos: Arc<crate::qos::Table>,
 }
 
 /// How a worker reaches a reactor: its pools (for reply buffers), its completion ring
@@ -313,6 +317,9 @@ impl Server {
             mounts: MountTable::new(),
             state: crate::state::State::with_config(cfg.nfs4.limits(), Some(&cfg.state.dir)),
             reactors: links,
+            qos: Arc::new(crate::qos::Table::new(
+                crate::qos::Rules::build(cfg, None).context("[qos]")?,
+            )),
         });
 
         orphans::wire(&shared);
@@ -442,6 +449,16 @@ impl Server {
         Ok(())
     }
 
+    /// Applies the `[qos]` rules of a reloaded configuration: buckets start full,
+    /// held calls fall under the new rules at their reactor's next pass, no connection
+    /// is touched.
+    pub fn set_qos(&self, cfg: &crate::config::Config) -> anyhow::Result<()> {
+        let old = self.shared.qos.load();
+        let rules = crate::qos::Rules::build(cfg, Some(&old))?;
+        self.shared.qos.publish(rules);
+        Ok(())
+    }
+
     pub fn stats_source(&self) -> crate::stats::Source {
         let reactors = self
             .counters
@@ -462,6 +479,7 @@ impl Server {
                 let shared = self.shared.clone();
                 Arc::new(move || shared.state.gauges())
             }),
+            qos: Some(self.shared.qos.clone()),
         }
     }
 

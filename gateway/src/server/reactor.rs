@@ -28,7 +28,7 @@ use std::time::Duration;
 pub(crate) struct ReactorState {
     id: usize,
     /// TCP and RPC-over-RDMA behind one seam (`super::transport`).
-    net: Transports,
+    pub(super) net: Transports,
     /// lkey of the cache pages when registered with the RDMA fabric (zero-copy READ).
     pages_lkey: Option<u32>,
     /// Cached TCP READs are sent straight from the cache pages (the cache has pages).
@@ -56,6 +56,10 @@ pub(crate) struct ReactorState {
     cb_wait: VecDeque<(RdmaConnId, Buf, std::time::Instant)>,
     /// RDMA calls of the current round (kept: no allocation per pass).
     rdma_calls: Vec<Delivered>,
+    /// Calls QoS rules hold back until their buckets refill (`super::held`).
+    pub(super) qos: super::held::Gate,
+    /// Held calls released this pass (kept: no allocation per pass).
+    pub(super) held_ready: Vec<super::held::Held>,
 }
 
 /// RDMA callbacks kept waiting per reactor, at most (callbacks are rare; a full queue
@@ -172,6 +176,8 @@ impl ReactorState {
             tcp_pages: cache.page_region().is_some(),
             cache,
             exports: crate::export::LocalExports::new(shared.exports.clone()),
+            qos: super::held::Gate::new(shared.qos.clone()),
+            held_ready: Vec::with_capacity(256),
             shared,
             router: Router {
                 jobs,
@@ -307,6 +313,7 @@ impl ReactorState {
             shared,
             router,
             reval,
+            qos,
             ..
         } = self;
         let pools = &shared.reactors[*id].pools;
@@ -323,6 +330,15 @@ impl ReactorState {
         let mut handle = |conn: ConnId, peer: SocketAddr, rec: Buf| -> usize {
             let st = router.count_in(&rec, Transport::Tcp);
             let conn = Link::tcp(conn);
+            // QoS: a held call stays in flight, its record's bytes reserved.
+            let rec = if qos.on {
+                match super::held::tcp(qos, conn, peer, rec, st) {
+                    Ok(rec) => rec,
+                    Err(held) => return held,
+                }
+            } else {
+                rec
+            };
             match supervise::request("reactor: classifying a TCP call", || {
                 dispatch::classify(*id, conn, peer, rec, pools, &mut hot, None)
             }) {
@@ -360,6 +376,15 @@ impl ReactorState {
         let mut n = rdma.poll_calls(&mut calls);
         while !calls.is_empty() {
             for d in calls.drain(..) {
+                // QoS: a held call keeps its credit until it is answered.
+                let d = if self.qos.on {
+                    match super::held::rdma(&mut self.qos, d) {
+                        Some(d) => d,
+                        None => continue,
+                    }
+                } else {
+                    d
+                };
                 self.take_rdma_call(d);
             }
             self.end_of_round();
@@ -374,7 +399,7 @@ impl ReactorState {
 
     /// One RDMA call: a call whose reduced items break the NFS binding gets
     /// GARBAGE_ARGS (RFC 8166 §6.1); the rest are classified like TCP records.
-    fn take_rdma_call(&mut self, d: Delivered) {
+    pub(super) fn take_rdma_call(&mut self, d: Delivered) {
         let Delivered {
             call,
             peer,
@@ -445,7 +470,7 @@ impl ReactorState {
         }
     }
 
-    fn take_record(&mut self, conn: Link, peer: SocketAddr, rec: Buf, st: CallStat) {
+    pub(super) fn take_record(&mut self, conn: Link, peer: SocketAddr, rec: Buf, st: CallStat) {
         let pools = &self.shared.reactors[self.id].pools;
         let mut hot = Hot {
             cache: &mut self.cache,
@@ -484,7 +509,7 @@ impl ReactorState {
 
     /// After a round of classified calls: closes the connections whose call panicked,
     /// hands revalidations to workers, and callback replies to the callback table.
-    fn end_of_round(&mut self) {
+    pub(super) fn end_of_round(&mut self) {
         if !self.router.closing.is_empty() {
             self.close_panicked();
         }
@@ -889,6 +914,10 @@ impl Poller for ReactorState {
         if !self.router.backlog.is_empty() {
             work += self.router.flush_backlog();
         }
+        self.qos.refresh();
+        if self.qos.holding() {
+            work += self.release_held();
+        }
         let rdma_work = self.poll_rdma();
         work += rdma_work;
         // Rule: TCP is polled on every pass unless RDMA is doing the work; then every
@@ -957,6 +986,12 @@ impl Poller for ReactorState {
             bell.woke();
             return;
         }
+        // Held calls: wake when the first may start.
+        let max = if self.qos.holding() {
+            max.min(Duration::from_nanos(self.qos.sleep_ns()))
+        } else {
+            max
+        };
         self.poll_sockets(max);
         self.net.tcp.flush();
         self.release_tcp_pages();

@@ -33,6 +33,8 @@ pub struct Source {
     pub callbacks: Arc<super::callbacks::CallbackStats>,
     /// NFSv4.1 clients, sessions, opens and locks, read at each scrape.
     pub nfs4: Option<super::nfs4_state::Reader>,
+    /// QoS rules and what they held back (`crate::qos::render`).
+    pub qos: Option<Arc<crate::qos::Table>>,
 }
 
 fn header(out: &mut String, name: &str, kind: &str, help: &str) {
@@ -308,6 +310,9 @@ pub fn render(src: &Source, out: &mut String) {
     super::nfs4_state::render(src.nfs4.as_ref(), out);
     super::status::render(out);
     super::backend_ops::render(out);
+    if let Some(q) = &src.qos {
+        crate::qos::render(q, out);
+    }
     header(
         out,
         "nfsgw_worker_data_jobs_total",
@@ -525,6 +530,7 @@ mod tests {
             rdma_credits: 32,
             callbacks: Default::default(),
             nfs4: None,
+            qos: None,
         }
     }
 

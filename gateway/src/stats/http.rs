@@ -209,6 +209,7 @@ mod tests {
             rdma_credits: 8,
             callbacks: Default::default(),
             nfs4: None,
+            qos: None,
         };
         Endpoint::start("127.0.0.1:0".parse().unwrap(), src).unwrap()
     }
