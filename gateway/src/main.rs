@@ -281,6 +281,7 @@ fn reload(
             applied.exports = running.exports.clone();
         }
     }
+    gateway::stats::set_top(&new.stats);
     if plan.stats && !rebind_stats(&new, server, stats_ep) {
         applied.stats = running.stats.clone();
     }

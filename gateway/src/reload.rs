@@ -50,6 +50,10 @@ pub fn plan(running: &Config, new: &Config) -> Result<Plan, String> {
     if queue_needs_restart(running, new) {
         p.restart.push("audit.queue".into());
     }
+    // The client tables are sized at start (`stats::TenantTable::new`).
+    if running.stats.client_slots != new.stats.client_slots {
+        p.restart.push("stats.client_slots".into());
+    }
     Ok(p)
 }
 
@@ -59,6 +63,7 @@ pub fn merged(running: &Config, new: &Config) -> Config {
     let mut c = running.clone();
     c.exports = new.exports.clone();
     c.stats = new.stats.clone();
+    c.stats.client_slots = running.stats.client_slots;
     c.log = new.log.clone();
     c.audit = new.audit.clone();
     if queue_needs_restart(running, new) {

@@ -98,6 +98,8 @@ pub struct Server {
     shared: Arc<Shared>,
     counters: Vec<Arc<Counters>>,
     stats: Vec<Arc<crate::stats::ReactorStats>>,
+    /// Each reactor's per-client and per-export counters (`stats::tenants`).
+    tenants: Vec<Arc<crate::stats::TenantTable>>,
     rdma_credits: u32,
     local_addr: SocketAddr,
 }
@@ -344,6 +346,8 @@ impl Server {
         let mut reactors = Vec::new();
         let mut counters = Vec::new();
         let mut stats = Vec::new();
+        let mut tenants = Vec::new();
+        crate::stats::set_top(&cfg.stats);
         for (i, (((tcp, rdma), core), ring)) in transports
             .into_iter()
             .zip(rdma_servers)
@@ -355,6 +359,8 @@ impl Server {
             counters.push(c.clone());
             let st = Arc::new(crate::stats::ReactorStats::default());
             stats.push(st.clone());
+            let tt = Arc::new(crate::stats::TenantTable::new(cfg.stats.client_slots));
+            tenants.push(tt.clone());
             let cache = crate::cache::ReadCache::new(cfg.cache.size_mib << 20, policy)
                 .context("cache.size_mib")?;
             let r = reactor::ReactorState::new(
@@ -367,6 +373,7 @@ impl Server {
                 worker_bells.clone(),
                 c.clone(),
                 st,
+                crate::stats::Tenants::new(tt, shared.exports.clone()),
                 ring.map(|r| direct::Direct::new(r, shared.clone()).with_pipes(cfg.backend.splice)),
             );
             let stop = stop_reactors.clone();
@@ -399,6 +406,7 @@ impl Server {
             shared,
             counters,
             stats,
+            tenants,
             rdma_credits: cfg.rdma.credits,
             local_addr,
         })
@@ -447,16 +455,19 @@ impl Server {
             .iter()
             .zip(&self.stats)
             .zip(&self.shared.reactors)
-            .map(|((c, s), link)| crate::stats::ReactorSource {
+            .zip(&self.tenants)
+            .map(|(((c, s), link), t)| crate::stats::ReactorSource {
                 counters: c.clone(),
                 stats: s.clone(),
                 pools: link.pools.clone(),
+                tenants: t.clone(),
             })
             .collect();
         crate::stats::Source {
             reactors,
             rdma_credits: self.rdma_credits,
             callbacks: self.shared.state.delegations.stats(),
+            exports: Some(self.shared.exports.clone()),
         }
     }
 

@@ -21,6 +21,8 @@ pub struct ReactorSource {
     pub stats: Arc<ReactorStats>,
     /// Buffer pools, read for occupancy (their free lists are shared with workers).
     pub pools: Pools,
+    /// Per-client and per-export counters (`stats::tenants`).
+    pub tenants: Arc<super::tenants::TenantTable>,
 }
 
 /// Everything the endpoint reads.
@@ -31,6 +33,8 @@ pub struct Source {
     pub rdma_credits: u32,
     /// NFSv4.1 callbacks and delegations (gateway-wide).
     pub callbacks: Arc<super::callbacks::CallbackStats>,
+    /// The export table, for the `export` label's paths (`None`: ids are shown).
+    pub exports: Option<Arc<crate::export::ExportTable>>,
 }
 
 fn header(out: &mut String, name: &str, kind: &str, help: &str) {
@@ -303,6 +307,7 @@ pub fn render(src: &Source, out: &mut String) {
     }
 
     render_callbacks(&src.callbacks, out);
+    super::tenants_expo::render(src, out);
     header(
         out,
         "nfsgw_worker_data_jobs_total",
@@ -516,9 +521,11 @@ mod tests {
                 counters: Arc::new(Counters::default()),
                 stats: Arc::new(ReactorStats::default()),
                 pools,
+                tenants: Arc::new(super::super::tenants::TenantTable::new(8)),
             }],
             rdma_credits: 32,
             callbacks: Default::default(),
+            exports: None,
         }
     }
 
@@ -635,6 +642,7 @@ mod tests {
                     t0: 0,
                     slot: 1,
                     transport: Transport::Tcp as u8,
+                    ..CallStat::default()
                 },
                 ns,
             );
