@@ -18,8 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import free_port
+from conftest import DEFAULT_EXPORT, free_port
 from statsutil import BENCH
+from test_tenants import BoundClient
 
 REPO = Path(__file__).resolve().parents[2]
 DASHBOARDS = sorted((REPO / "deploy" / "grafana").glob("*.json"))
@@ -33,6 +34,8 @@ MUST_BE_POSITIVE = {
     ("nfsgw-overview", "p99 by procedure"), ("nfsgw-overview", "Reactors"),
     ("nfsgw-reactors", "Busy ratio"), ("nfsgw-reactors", "Operations/s"),
     ("nfsgw-rdma", "RDMA operations/s"), ("nfsgw-rdma", "RDMA throughput"),
+    ("nfsgw-clients", "Operations/s by client"), ("nfsgw-clients", "Operations/s by export"),
+    ("nfsgw-clients", "MiB/s by client"), ("nfsgw-clients", "p99 by export"),
 }
 
 
@@ -115,7 +118,8 @@ class Prometheus:
 
 
 def run_bench(target: str, *args):
-    r = subprocess.run([str(BENCH), "--target", target, *args], capture_output=True, text=True,
+    r = subprocess.run([str(BENCH), "--target", target, "--export", "/", *args],
+                       capture_output=True, text=True,
                        timeout=120)
     assert r.returncode == 0, f"bench {args}: {r.stderr[-2000:]}"
 
@@ -125,7 +129,10 @@ def loaded(gw_factory, tmp_path):
     """A gateway with stats, scraped by Prometheus, after a few seconds of bench load;
     yields (prometheus, a time inside the load)."""
     stats = free_port()
-    g = gw_factory(backend="fs+rdma", extra={"stats": {"listen": f"127.0.0.1:{stats}"}})
+    # Two exports, and a second client address (127.0.0.2) on the second one, for the
+    # per-client and per-export panels (nfsgw-clients).
+    g = gw_factory(backend="fs+rdma", extra={"stats": {"listen": f"127.0.0.1:{stats}"}},
+                   exports=[dict(DEFAULT_EXPORT), dict(DEFAULT_EXPORT, path="/b")])
     prom = Prometheus(tmp_path, f"127.0.0.1:{stats}")
     try:
         prom.wait(lambda: prom.samples() >= 2, 30, "scraping")
@@ -146,7 +153,18 @@ def loaded(gw_factory, tmp_path):
             except AssertionError as e:
                 errors.append(str(e))
 
+        def second_client():
+            try:
+                with BoundClient("127.0.0.2", port=g.port) as c:
+                    root = c.mount("/b")
+                    end = time.monotonic() + 6
+                    while time.monotonic() < end:
+                        c.getattr(root).check()
+            except Exception as e:  # noqa: BLE001 - reported with the bench errors
+                errors.append(f"127.0.0.2 on /b: {e!r}")
+
         threads = [threading.Thread(target=go, args=(a,)) for a in loads]
+        threads.append(threading.Thread(target=second_client))
         for t in threads:
             t.start()
         # A moment inside the load with a full rate window of scrapes behind it.
