@@ -273,7 +273,8 @@ pub fn tenants(out: &mut String, prev: &Scrape, cur: &Scrape, secs: f64, what: &
         let _ = writeln!(out, "(no calls in this interval)");
     }
     for (rate, v) in seen.into_iter().take(rows) {
-        let w = |extra: (&'static str, &'static str)| [(what, v.clone()), (extra.0, extra.1.into())];
+        let w =
+            |extra: (&'static str, &'static str)| [(what, v.clone()), (extra.0, extra.1.into())];
         let r = |name: &str, extra| {
             let l = w(extra);
             let l: Vec<(&str, &str)> = l.iter().map(|(k, v)| (*k, v.as_str())).collect();
@@ -366,11 +367,23 @@ mod tests {
         let (a, b) = (tenant_scrape(0, 0), tenant_scrape(100, 300));
         let mut f = String::new();
         tenants(&mut f, &a, &b, 2.0, "client", 10);
-        let lines: Vec<&str> = f.lines().filter(|l| l.contains("127.") || l.starts_with("other")).collect();
+        let lines: Vec<&str> = f
+            .lines()
+            .filter(|l| l.contains("127.") || l.starts_with("other"))
+            .collect();
         assert_eq!(lines.len(), 2, "{f}");
-        assert!(lines[0].starts_with("other") && lines[0].contains(" 300 "), "{f}");
-        assert!(lines[1].starts_with("127.0.0.2") && lines[1].contains(" 100 "), "{f}");
-        assert!(lines[1].contains("50.0") && lines[1].contains("16µs"), "{f}");
+        assert!(
+            lines[0].starts_with("other") && lines[0].contains(" 300 "),
+            "{f}"
+        );
+        assert!(
+            lines[1].starts_with("127.0.0.2") && lines[1].contains(" 100 "),
+            "{f}"
+        );
+        assert!(
+            lines[1].contains("50.0") && lines[1].contains("16µs"),
+            "{f}"
+        );
         let mut one = String::new();
         tenants(&mut one, &a, &b, 2.0, "client", 1);
         assert!(!one.contains("127.0.0.2"), "{one}");

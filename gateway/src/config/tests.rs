@@ -270,7 +270,11 @@ fn stats_endpoint_off_by_default_and_loopback_only() {
 fn per_client_series_bounds_default_and_are_checked() {
     let c = Config::parse(MIN).unwrap();
     assert_eq!(
-        (c.stats.top_clients, c.stats.top_exports, c.stats.client_slots),
+        (
+            c.stats.top_clients,
+            c.stats.top_exports,
+            c.stats.client_slots
+        ),
         (20, 20, 1024)
     );
     for (line, key) in [

@@ -575,7 +575,13 @@ impl Router {
     /// Counts a received call (on connection `conn`, a `conn_key`, from `peer`)
     /// for the reactor, its client and its export, and notes when it arrived.
     #[inline]
-    fn count_in(&mut self, rec: &Buf, transport: Transport, conn: u64, peer: SocketAddr) -> CallStat {
+    fn count_in(
+        &mut self,
+        rec: &Buf,
+        transport: Transport,
+        conn: u64,
+        peer: SocketAddr,
+    ) -> CallStat {
         let slot = slot_of(rec);
         self.stats.call_in(transport, slot, rec.len());
         let t = &mut self.tenants;

@@ -133,10 +133,7 @@ fn render_rows(out: &mut String, what: &str, rows: &[(String, Agg)]) {
         for (b, c) in a.buckets.iter().enumerate() {
             cum += c;
             let le = upper_us(b).map_or("+Inf".to_string(), |us| format!("{}", us as f64 / 1e6));
-            let _ = writeln!(
-                out,
-                "{name}_bucket{{{what}=\"{label}\",le=\"{le}\"}} {cum}"
-            );
+            let _ = writeln!(out, "{name}_bucket{{{what}=\"{label}\",le=\"{le}\"}} {cum}");
         }
         let _ = writeln!(
             out,

@@ -96,13 +96,28 @@ fn peek_classes_nfs3_calls_and_reads_their_handles_export() {
     let fh = fh_args(&handle(0x1234));
     let rec = |p| call(1, 100003, 3, p, &cred, &fh);
     let got = |p| peek(&rec(p));
-    assert_eq!(got(6), Peek { class: Class::Read, export: Some(0x1234) });
+    assert_eq!(
+        got(6),
+        Peek {
+            class: Class::Read,
+            export: Some(0x1234)
+        }
+    );
     assert_eq!(got(7).class, Class::Write);
     assert_eq!(got(21).class, Class::Write);
-    assert_eq!(got(1), Peek { class: Class::Meta, export: Some(0x1234) });
+    assert_eq!(
+        got(1),
+        Peek {
+            class: Class::Meta,
+            export: Some(0x1234)
+        }
+    );
     assert_eq!(got(0).export, None, "NULL has no handle");
     // MOUNT, other programs, a reply, cut records, a hostile opaque length.
-    let none = Peek { class: Class::Meta, export: None };
+    let none = Peek {
+        class: Class::Meta,
+        export: None,
+    };
     assert_eq!(peek(&call(1, 100005, 3, 1, &cred, &fh)), none);
     let mut reply = rec(6);
     reply[7] = 1;
@@ -130,22 +145,37 @@ fn peek_classes_a_compound_by_the_operation_after_putfh() {
     let base = || Ops::new().sequence(sid, 1).putfh(&fh);
     assert_eq!(
         compound(base().read(&[0; 16], 0, 4096)),
-        Peek { class: Class::Read, export: Some(7) }
+        Peek {
+            class: Class::Read,
+            export: Some(7)
+        }
     );
-    assert_eq!(compound(base().write(&[0; 16], 0, b"abc")).class, Class::Write);
+    assert_eq!(
+        compound(base().write(&[0; 16], 0, b"abc")).class,
+        Class::Write
+    );
     assert_eq!(compound(base().commit(0, 0)).class, Class::Write);
     assert_eq!(
         compound(base().getattr(&[1])),
-        Peek { class: Class::Meta, export: Some(7) }
+        Peek {
+            class: Class::Meta,
+            export: Some(7)
+        }
     );
     // No SEQUENCE, PUTFH: no export.
-    assert_eq!(compound(Ops::new().sequence(sid, 1).putrootfh()).export, None);
+    assert_eq!(
+        compound(Ops::new().sequence(sid, 1).putrootfh()).export,
+        None
+    );
     assert_eq!(compound(Ops::new().putfh(&fh)).export, None);
 }
 
 fn source(tables: Vec<Arc<TenantTable>>, exports: Arc<ExportTable>) -> Source {
     let pools = engine::mem::Pools::new(
-        &[engine::mem::ClassSpec { size: 8192, count: 1 }],
+        &[engine::mem::ClassSpec {
+            size: 8192,
+            count: 1,
+        }],
         engine::mem::HugePolicy::Off,
     )
     .unwrap();
@@ -178,7 +208,10 @@ fn value(text: &str, series: &str) -> u64 {
 #[test]
 fn top_n_keeps_the_busiest_and_sums_the_rest_into_other() {
     let exports = export_table(&[1, 2]);
-    let tables = vec![Arc::new(TenantTable::new(16)), Arc::new(TenantTable::new(16))];
+    let tables = vec![
+        Arc::new(TenantTable::new(16)),
+        Arc::new(TenantTable::new(16)),
+    ];
     let mut r: Vec<_> = tables
         .iter()
         .map(|t| Tenants::new(t.clone(), exports.clone()))
@@ -227,19 +260,34 @@ fn top_n_keeps_the_busiest_and_sums_the_rest_into_other() {
         .collect();
     assert_eq!(labels.len(), 5, "{labels:?}");
     // Exports by path; the sums of both families are the calls counted.
-    let e1 = value(&out, "nfsgw_export_ops_total{export=\"/e1\",class=\"read\"}");
-    let e2 = value(&out, "nfsgw_export_ops_total{export=\"/e2\",class=\"read\"}");
+    let e1 = value(
+        &out,
+        "nfsgw_export_ops_total{export=\"/e1\",class=\"read\"}",
+    );
+    let e2 = value(
+        &out,
+        "nfsgw_export_ops_total{export=\"/e2\",class=\"read\"}",
+    );
     assert_eq!(e1 + e2, total);
     assert_eq!(
-        value(&out, "nfsgw_export_ops_total{export=\"none\",class=\"write\"}"),
+        value(
+            &out,
+            "nfsgw_export_ops_total{export=\"none\",class=\"write\"}"
+        ),
         1
     );
     assert_eq!(
-        value(&out, "nfsgw_export_bytes_total{export=\"/e1\",direction=\"in\"}"),
+        value(
+            &out,
+            "nfsgw_export_bytes_total{export=\"/e1\",direction=\"in\"}"
+        ),
         e1 * 100
     );
     assert_eq!(
-        value(&out, "nfsgw_client_request_duration_seconds_count{client=\"other\"}"),
+        value(
+            &out,
+            "nfsgw_client_request_duration_seconds_count{client=\"other\"}"
+        ),
         total - 30 - 29 - 28 - 27
     );
     assert_eq!(
