@@ -143,7 +143,7 @@ impl TenantTable {
 
 fn key_of(ip: IpAddr) -> u128 {
     match ip {
-        IpAddr::V4(v4) => u128::from(v4.to_ipv6_mapped().to_bits()),
+        IpAddr::V4(v4) => v4.to_ipv6_mapped().to_bits(),
         IpAddr::V6(v6) => v6.to_bits(),
     }
 }
