@@ -265,6 +265,19 @@ mod tests {
         assert_eq!(again.restart, ["pools.large", "tcp.listen"]);
     }
 
+    /// `top_clients`/`top_exports` apply live (`stats::set_top`); the client tables
+    /// are sized at start, so `client_slots` waits for a restart and is not merged.
+    #[test]
+    fn client_slots_need_a_restart_top_n_does_not() {
+        let old = cfg("");
+        let new = cfg("[stats]\ntop_clients = 5\nclient_slots = 64\n");
+        let p = plan(&old, &new).unwrap();
+        assert_eq!(p.restart, ["stats.client_slots"]);
+        let running = merged(&old, &new);
+        assert_eq!(running.stats.top_clients, 5);
+        assert_eq!(running.stats.client_slots, 1024);
+    }
+
     #[test]
     fn nested_backend_table_named_once() {
         let old = cfg("[backend]\nkind = \"s3\"\n[backend.s3]\nbucket = \"a\"\n");
