@@ -203,7 +203,38 @@ def qos():
     ])
 
 
-DASHBOARDS = [OVERVIEW, REACTORS, BACKEND, RDMA, NFS4, qos()]
+
+def tenant_p99(what):
+    """p99 by client or export, from their own histograms (docs/stats.md)."""
+    return (f"histogram_quantile(0.99, sum by (le, {what}) "
+            f"(rate(nfsgw_{what}_request_duration_seconds_bucket{{{SEL}}}[{R}])))")
+
+
+def tenant_panels(what, label):
+    return [
+        row(f"Per {what} (the gateway's stats.top_{what}s by calls, the rest as \"other\")"),
+        ts(f"Operations/s by {what}", [(rate(f"nfsgw_{what}_ops_total", by=what), label)], "ops",
+           f"nfsgw_{what}_ops_total: calls on arrival.", stack=True),
+        ts(f"Operations/s by {what} and class",
+           [(rate(f"nfsgw_{what}_ops_total", by=f"{what}, class"), label + " {{class}}")], "ops",
+           "read, write (WRITE, COMMIT) or metadata; an NFSv4.1 COMPOUND by its main operation."),
+        ts(f"MiB/s by {what}", [(rate(f"nfsgw_{what}_bytes_total", by=f"{what}, direction") + " / 2^20",
+                                 label + " {{direction}}")], "MiBs"),
+        ts(f"p99 by {what}", [(tenant_p99(what), label)], "s",
+           "Arrival on the reactor to reply; upper bounds within a factor of two."),
+    ]
+
+
+CLIENTS = ("nfsgw-clients", "nfsgw: clients and exports",
+           tenant_panels("client", "{{client}}") + tenant_panels("export", "{{export}}") + [
+               row("Client tables"),
+               ts("Client addresses held", [(gauge("nfsgw_clients"), "held")], "short",
+                  "Distinct addresses in the reactors' tables (stats.client_slots each)."),
+               ts("Connections folded into \"other\" (table full)",
+                  [(rate("nfsgw_client_table_full_total", fn="increase"), "folded")]),
+           ])
+
+DASHBOARDS = [OVERVIEW, REACTORS, BACKEND, RDMA, NFS4, CLIENTS, qos()]
 
 
 def variable(name, query, multi=True):

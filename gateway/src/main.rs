@@ -287,6 +287,7 @@ fn reload(
             applied.qos = running.qos.clone();
         }
     }
+    gateway::stats::set_top(&new.stats);
     if plan.stats && !rebind_stats(&new, server, stats_ep) {
         applied.stats = running.stats.clone();
     }

@@ -54,6 +54,10 @@ pub fn plan(running: &Config, new: &Config) -> Result<Plan, String> {
     if queue_needs_restart(running, new) {
         p.restart.push("audit.queue".into());
     }
+    // The client tables are sized at start (`stats::TenantTable::new`).
+    if running.stats.client_slots != new.stats.client_slots {
+        p.restart.push("stats.client_slots".into());
+    }
     Ok(p)
 }
 
@@ -63,6 +67,7 @@ pub fn merged(running: &Config, new: &Config) -> Config {
     let mut c = running.clone();
     c.exports = new.exports.clone();
     c.stats = new.stats.clone();
+    c.stats.client_slots = running.stats.client_slots;
     c.log = new.log.clone();
     c.audit = new.audit.clone();
     c.qos = new.qos.clone();
@@ -276,6 +281,19 @@ mod tests {
         let again = plan(&running, &new).unwrap();
         assert!(again.exports.is_none() && !again.stats && !again.log);
         assert_eq!(again.restart, ["pools.large", "tcp.listen"]);
+    }
+
+    /// `top_clients`/`top_exports` apply live (`stats::set_top`); the client tables
+    /// are sized at start, so `client_slots` waits for a restart and is not merged.
+    #[test]
+    fn client_slots_need_a_restart_top_n_does_not() {
+        let old = cfg("");
+        let new = cfg("[stats]\ntop_clients = 5\nclient_slots = 64\n");
+        let p = plan(&old, &new).unwrap();
+        assert_eq!(p.restart, ["stats.client_slots"]);
+        let running = merged(&old, &new);
+        assert_eq!(running.stats.top_clients, 5);
+        assert_eq!(running.stats.client_slots, 1024);
     }
 
     #[test]

@@ -19,10 +19,11 @@ from pathlib import Path
 
 import pytest
 
-from conftest import free_port
+from conftest import DEFAULT_EXPORT, free_port
 from nfsclient import NfsClient, Packer
 from statsutil import BENCH
 from test_deleg import OP_PUTROOTFH, V4Client
+from test_tenants import BoundClient
 
 OP_LOOKUP = 15
 
@@ -39,6 +40,8 @@ MUST_BE_POSITIVE = {
     ("nfsgw-reactors", "Busy ratio"), ("nfsgw-reactors", "Operations/s"),
     ("nfsgw-rdma", "RDMA operations/s"), ("nfsgw-rdma", "RDMA throughput"),
     ("nfsgw-qos", "Calls held back/s by rule"),
+    ("nfsgw-clients", "Operations/s by client"), ("nfsgw-clients", "Operations/s by export"),
+    ("nfsgw-clients", "MiB/s by client"), ("nfsgw-clients", "p99 by export"),
 }
 
 
@@ -121,7 +124,8 @@ class Prometheus:
 
 
 def run_bench(target: str, *args):
-    r = subprocess.run([str(BENCH), "--target", target, *args], capture_output=True, text=True,
+    r = subprocess.run([str(BENCH), "--target", target, "--export", "/", *args],
+                       capture_output=True, text=True,
                        timeout=120)
     assert r.returncode == 0, f"bench {args}: {r.stderr[-2000:]}"
 
@@ -146,7 +150,10 @@ def loaded(gw_factory, tmp_path):
     """A gateway with stats, scraped by Prometheus, after a few seconds of bench load;
     yields (prometheus, a time inside the load)."""
     stats = free_port()
-    g = gw_factory(backend="fs+rdma", extra={"stats": {"listen": f"127.0.0.1:{stats}"}}, start=False)
+    # Two exports, and a second client address (127.0.0.2) on the second one, for the
+    # per-client and per-export panels (nfsgw-clients).
+    g = gw_factory(backend="fs+rdma", extra={"stats": {"listen": f"127.0.0.1:{stats}"}},
+                   exports=[dict(DEFAULT_EXPORT), dict(DEFAULT_EXPORT, path="/b")], start=False)
     # A QoS rule that bites (the qos dashboard's series exist only for configured rules).
     base = type(g).config_text
     g.config_text = lambda: base(g) + '\n[[qos.client]]\nmatch = "127.0.0.1"\nops_per_s = 3000\n'
@@ -180,7 +187,18 @@ def loaded(gw_factory, tmp_path):
             except (AssertionError, OSError) as e:
                 errors.append(f"provoke_errors: {e!r}")
 
+        def second_client():
+            try:
+                with BoundClient("127.0.0.2", port=g.port) as c:
+                    root = c.mount("/b")
+                    end = time.monotonic() + 6
+                    while time.monotonic() < end:
+                        c.getattr(root).check()
+            except Exception as e:  # noqa: BLE001 - reported with the bench errors
+                errors.append(f"127.0.0.2 on /b: {e!r}")
+
         threads = [threading.Thread(target=go, args=(a,)) for a in loads]
+        threads.append(threading.Thread(target=second_client))
         threads.append(threading.Thread(target=misses))
         for t in threads:
             t.start()

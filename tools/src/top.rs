@@ -1,8 +1,10 @@
 //! `nfsgw-tools top`: scrape /metrics every interval and show rates from the
 //! difference of two scrapes: per reactor busy %, ops/s, MiB/s, p99 (from histogram
 //! bucket deltas), parked calls, connections, RDMA credits and pool occupancy; then
-//! the procedures seen in the interval. Plain ANSI (home + clear) between frames;
-//! `--once` prints a single frame without escapes.
+//! the procedures seen in the interval; then the heaviest clients and exports
+//! (`nfsgw_client_*`, `nfsgw_export_*`: the gateway's top N plus "other").
+//! Plain ANSI (home + clear) between frames; `--once` prints a single frame without
+//! escapes.
 
 use crate::fetch;
 use crate::metrics::Scrape;
@@ -22,6 +24,9 @@ pub struct TopArgs {
     /// Print one frame (two scrapes one interval apart) without terminal escapes.
     #[arg(long)]
     once: bool,
+    /// Rows of the heaviest clients and of the heaviest exports.
+    #[arg(long, default_value_t = 10)]
+    top: usize,
 }
 
 pub fn run(a: &TopArgs) -> anyhow::Result<()> {
@@ -36,7 +41,11 @@ pub fn run(a: &TopArgs) -> anyhow::Result<()> {
         std::thread::sleep(interval);
         let cur = Scrape::parse(&fetch::get(&a.url, timeout)?);
         let now = Instant::now();
-        let frame = render(&a.url, &prev, &cur, now.duration_since(at).as_secs_f64());
+        let secs = now.duration_since(at).as_secs_f64();
+        let mut frame = render(&a.url, &prev, &cur, secs);
+        for what in ["client", "export"] {
+            tenants(&mut frame, &prev, &cur, secs, what, a.top);
+        }
         if a.once {
             print!("{frame}");
             return Ok(());
@@ -58,9 +67,14 @@ const HIST: &str = "nfsgw_request_duration_seconds_bucket";
 /// p99 (µs, the upper bound of its bucket; infinite for the overflow bucket) of the
 /// calls completed between two scrapes, over the series matching `with`.
 pub fn p99_us(prev: &Scrape, cur: &Scrape, with: &[(&str, &str)]) -> Option<f64> {
+    p99_of(HIST, prev, cur, with)
+}
+
+/// [`p99_us`] of any histogram family (`hist`: its `_bucket` series).
+fn p99_of(hist: &str, prev: &Scrape, cur: &Scrape, with: &[(&str, &str)]) -> Option<f64> {
     let cumulative = |s: &Scrape| {
         let mut by_le: BTreeMap<u64, f64> = BTreeMap::new();
-        for x in s.matching(HIST, with) {
+        for x in s.matching(hist, with) {
             let le = x.labels.get("le").map(String::as_str).unwrap_or("+Inf");
             let us = if le == "+Inf" {
                 u64::MAX
@@ -231,6 +245,56 @@ pub fn render(url: &str, prev: &Scrape, cur: &Scrape, secs: f64) -> String {
     out
 }
 
+/// The heaviest clients (`what` = "client") or exports in the interval: ops/s,
+/// MiB/s in and out and p99, at most `rows` of them, busiest first. The gateway
+/// exposes its top N and "other" (docs/stats.md); a label absent from the previous
+/// scrape (it just joined the top N) counts from zero, so its first interval
+/// overstates it, and a rate never goes below zero ("other" shrinks when one joins).
+pub fn tenants(out: &mut String, prev: &Scrape, cur: &Scrape, secs: f64, what: &str, rows: usize) {
+    let secs = secs.max(1e-6);
+    let mib = (1u64 << 20) as f64;
+    let ops_name = format!("nfsgw_{what}_ops_total");
+    let bytes_name = format!("nfsgw_{what}_bytes_total");
+    let hist = format!("nfsgw_{what}_request_duration_seconds_bucket");
+    let mut seen: Vec<(f64, String)> = cur
+        .label_values(&ops_name, what)
+        .into_iter()
+        .map(|v| (delta(prev, cur, &ops_name, &[(what, v.as_str())]) / secs, v))
+        .filter(|(rate, _)| *rate > 0.0)
+        .collect();
+    seen.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+    let _ = writeln!(out);
+    let _ = writeln!(
+        out,
+        "{:<24} {:>10} {:>7} {:>7} {:>7} {:>9} {:>9} {:>8}",
+        what, "ops/s", "read", "write", "meta", "MiB/s in", "MiB/s out", "p99"
+    );
+    if seen.is_empty() {
+        let _ = writeln!(out, "(no calls in this interval)");
+    }
+    for (rate, v) in seen.into_iter().take(rows) {
+        let w =
+            |extra: (&'static str, &'static str)| [(what, v.clone()), (extra.0, extra.1.into())];
+        let r = |name: &str, extra| {
+            let l = w(extra);
+            let l: Vec<(&str, &str)> = l.iter().map(|(k, v)| (*k, v.as_str())).collect();
+            delta(prev, cur, name, &l) / secs
+        };
+        let _ = writeln!(
+            out,
+            "{:<24} {:>10.0} {:>7.0} {:>7.0} {:>7.0} {:>9.1} {:>9.1} {:>8}",
+            v,
+            rate,
+            r(&ops_name, ("class", "read")),
+            r(&ops_name, ("class", "write")),
+            r(&ops_name, ("class", "metadata")),
+            r(&bytes_name, ("direction", "in")) / mib,
+            r(&bytes_name, ("direction", "out")) / mib,
+            fmt_us(p99_of(&hist, prev, cur, &[(what, v.as_str())]))
+        );
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -278,5 +342,53 @@ mod tests {
         );
         assert!(row.contains("8K:3/1024"), "{row}");
         assert!(f.contains("GETATTR"), "{f}");
+    }
+
+    fn tenant_scrape(a: u64, b: u64) -> Scrape {
+        let mut t = String::new();
+        for (client, n) in [("127.0.0.2", a), ("other", b)] {
+            let _ = write!(
+                t,
+                "nfsgw_client_ops_total{{client=\"{client}\",class=\"read\"}} {n}\n\
+                 nfsgw_client_ops_total{{client=\"{client}\",class=\"metadata\"}} {n}\n\
+                 nfsgw_client_bytes_total{{client=\"{client}\",direction=\"out\"}} {}\n\
+                 nfsgw_client_request_duration_seconds_bucket{{client=\"{client}\",le=\"0.000016\"}} {}\n\
+                 nfsgw_client_request_duration_seconds_bucket{{client=\"{client}\",le=\"+Inf\"}} {}\n",
+                n << 20,
+                2 * n,
+                2 * n
+            );
+        }
+        Scrape::parse(&t)
+    }
+
+    #[test]
+    fn heaviest_clients_first_with_rates_and_p99() {
+        let (a, b) = (tenant_scrape(0, 0), tenant_scrape(100, 300));
+        let mut f = String::new();
+        tenants(&mut f, &a, &b, 2.0, "client", 10);
+        let lines: Vec<&str> = f
+            .lines()
+            .filter(|l| l.contains("127.") || l.starts_with("other"))
+            .collect();
+        assert_eq!(lines.len(), 2, "{f}");
+        assert!(
+            lines[0].starts_with("other") && lines[0].contains(" 300 "),
+            "{f}"
+        );
+        assert!(
+            lines[1].starts_with("127.0.0.2") && lines[1].contains(" 100 "),
+            "{f}"
+        );
+        assert!(
+            lines[1].contains("50.0") && lines[1].contains("16µs"),
+            "{f}"
+        );
+        let mut one = String::new();
+        tenants(&mut one, &a, &b, 2.0, "client", 1);
+        assert!(!one.contains("127.0.0.2"), "{one}");
+        let mut idle = String::new();
+        tenants(&mut idle, &b, &b, 1.0, "export", 5);
+        assert!(idle.contains("(no calls in this interval)"), "{idle}");
     }
 }

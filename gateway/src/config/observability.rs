@@ -24,7 +24,7 @@ impl Default for LogConfig {
 
 /// `[stats]`: the Prometheus endpoint (see docs/stats.md). Counters are always kept;
 /// only the HTTP listener is optional.
-#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct StatsConfig {
     /// address:port of the HTTP endpoint serving /metrics; empty (the default) = off.
@@ -33,6 +33,36 @@ pub struct StatsConfig {
     /// Allow a non-loopback `listen` (the endpoint has no authentication).
     #[serde(default)]
     pub allow_remote: bool,
+    /// Clients exposed by address (the most calls over the process life); the rest
+    /// are summed under `client="other"`. Applies on reload.
+    #[serde(default = "default_top")]
+    pub top_clients: usize,
+    /// Exports exposed by path; the rest under `export="other"`. Applies on reload.
+    #[serde(default = "default_top")]
+    pub top_exports: usize,
+    /// Client addresses each reactor keeps counters for; more distinct addresses
+    /// count under "other" (`nfsgw_client_table_full_total`). Applies at start.
+    #[serde(default = "default_client_slots")]
+    pub client_slots: usize,
+}
+
+fn default_top() -> usize {
+    20
+}
+fn default_client_slots() -> usize {
+    1024
+}
+
+impl Default for StatsConfig {
+    fn default() -> Self {
+        StatsConfig {
+            listen: String::new(),
+            allow_remote: false,
+            top_clients: default_top(),
+            top_exports: default_top(),
+            client_slots: default_client_slots(),
+        }
+    }
 }
 
 impl StatsConfig {
@@ -42,6 +72,7 @@ impl StatsConfig {
     }
 
     pub(super) fn validate(&self) -> Result<(), ConfigError> {
+        self.validate_tenants()?;
         if self.listen.is_empty() {
             return Ok(());
         }
@@ -61,6 +92,32 @@ impl StatsConfig {
                     "\"{addr}\" is not a loopback address and the endpoint has no authentication; \
                      use 127.0.0.1 (or ::1), or set stats.allow_remote = true to expose it"
                 ),
+            );
+        }
+        Ok(())
+    }
+}
+
+impl StatsConfig {
+    /// Bounds of the per-client and per-export series: each label value costs ~30
+    /// series per scrape, and a slot ~250 bytes per reactor.
+    fn validate_tenants(&self) -> Result<(), ConfigError> {
+        if self.top_clients > 1000 {
+            return err(
+                "stats.top_clients",
+                "must be 0 to 1000 (clients exposed by address; the rest are summed as \"other\")",
+            );
+        }
+        if self.top_exports > 1000 {
+            return err(
+                "stats.top_exports",
+                "must be 0 to 1000 (exports exposed by path; the rest are summed as \"other\")",
+            );
+        }
+        if !(16..=65_535).contains(&self.client_slots) {
+            return err(
+                "stats.client_slots",
+                "must be 16 to 65535 (client addresses counted per reactor)",
             );
         }
         Ok(())

@@ -265,3 +265,29 @@ fn stats_endpoint_off_by_default_and_loopback_only() {
         .to_string()
         .contains("stats.listen"));
 }
+
+#[test]
+fn per_client_series_bounds_default_and_are_checked() {
+    let c = Config::parse(MIN).unwrap();
+    assert_eq!(
+        (
+            c.stats.top_clients,
+            c.stats.top_exports,
+            c.stats.client_slots
+        ),
+        (20, 20, 1024)
+    );
+    for (line, key) in [
+        ("top_clients = 1001", "stats.top_clients"),
+        ("top_exports = 5000", "stats.top_exports"),
+        ("client_slots = 8", "stats.client_slots"),
+        ("client_slots = 65536", "stats.client_slots"),
+    ] {
+        let e = Config::parse(&format!("[stats]\n{line}\n{MIN}"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(key), "{line}: {e}");
+    }
+    let ok = format!("[stats]\ntop_clients = 0\nclient_slots = 16\n{MIN}");
+    assert_eq!(Config::parse(&ok).unwrap().stats.top_clients, 0);
+}

@@ -102,6 +102,8 @@ pub struct Server {
     shared: Arc<Shared>,
     counters: Vec<Arc<Counters>>,
     stats: Vec<Arc<crate::stats::ReactorStats>>,
+    /// Each reactor's per-client and per-export counters (`stats::tenants`).
+    tenants: Vec<Arc<crate::stats::TenantTable>>,
     rdma_credits: u32,
     local_addr: SocketAddr,
 }
@@ -352,6 +354,8 @@ impl Server {
         let mut reactors = Vec::new();
         let mut counters = Vec::new();
         let mut stats = Vec::new();
+        let mut tenants = Vec::new();
+        crate::stats::set_top(&cfg.stats);
         for (i, (((tcp, rdma), core), ring)) in transports
             .into_iter()
             .zip(rdma_servers)
@@ -363,6 +367,8 @@ impl Server {
             counters.push(c.clone());
             let st = Arc::new(crate::stats::ReactorStats::default());
             stats.push(st.clone());
+            let tt = Arc::new(crate::stats::TenantTable::new(cfg.stats.client_slots));
+            tenants.push(tt.clone());
             let cache = crate::cache::ReadCache::new(cfg.cache.size_mib << 20, policy)
                 .context("cache.size_mib")?;
             let r = reactor::ReactorState::new(
@@ -375,6 +381,7 @@ impl Server {
                 worker_bells.clone(),
                 c.clone(),
                 st,
+                crate::stats::Tenants::new(tt, shared.exports.clone()),
                 ring.map(|r| direct::Direct::new(r, shared.clone()).with_pipes(cfg.backend.splice)),
             );
             let stop = stop_reactors.clone();
@@ -407,6 +414,7 @@ impl Server {
             shared,
             counters,
             stats,
+            tenants,
             rdma_credits: cfg.rdma.credits,
             local_addr,
         })
@@ -465,10 +473,12 @@ impl Server {
             .iter()
             .zip(&self.stats)
             .zip(&self.shared.reactors)
-            .map(|((c, s), link)| crate::stats::ReactorSource {
+            .zip(&self.tenants)
+            .map(|(((c, s), link), t)| crate::stats::ReactorSource {
                 counters: c.clone(),
                 stats: s.clone(),
                 pools: link.pools.clone(),
+                tenants: t.clone(),
             })
             .collect();
         crate::stats::Source {
@@ -480,6 +490,7 @@ impl Server {
                 Arc::new(move || shared.state.gauges())
             }),
             qos: Some(self.shared.qos.clone()),
+            exports: Some(self.shared.exports.clone()),
         }
     }
 

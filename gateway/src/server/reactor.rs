@@ -11,7 +11,8 @@ use super::transport::{Link, Reply, Transports};
 use super::Shared;
 use crate::cache::ReadCache;
 use crate::nfs4::{ConnKind, ConnRef};
-use crate::stats::{slot_of, CallStat, Clock, ReactorStats, Transport};
+use crate::stats::tenants::conn_key;
+use crate::stats::{slot_of, CallStat, Clock, ReactorStats, Tenants, Transport};
 use crate::supervise;
 use engine::mem::Buf;
 use engine::rdma::server::{
@@ -78,6 +79,8 @@ struct Router {
     counters: Arc<Counters>,
     /// This reactor's statistics (it is their only writer) and the clock for latencies.
     stats: Arc<ReactorStats>,
+    /// Per-client and per-export counters, and the lookups that pick a call's slots.
+    tenants: Tenants,
     clock: Clock,
     /// Jobs the full job ring handed back, oldest first.
     backlog: VecDeque<Job>,
@@ -146,6 +149,7 @@ impl ReactorState {
         worker_bells: Arc<Vec<Arc<Doorbell>>>,
         counters: Arc<Counters>,
         stats: Arc<ReactorStats>,
+        tenants: Tenants,
         direct: Option<Direct>,
     ) -> ReactorState {
         let mut rdma = rdma;
@@ -184,6 +188,7 @@ impl ReactorState {
                 worker_bells,
                 counters,
                 stats,
+                tenants,
                 clock: Clock::get(),
                 backlog: VecDeque::with_capacity(1024),
                 retry: VecDeque::with_capacity(64),
@@ -280,17 +285,17 @@ impl ReactorState {
             if read_ahead {
                 continue;
             }
-            let stats = &self.router.stats;
-            let clock = &self.router.clock;
-            stats.from_worker();
+            let router = &self.router;
+            let clock = &router.clock;
+            router.stats.from_worker();
             let t = *now.get_or_insert_with(|| clock.now());
-            stats.call_done(d.stat, clock.ns_between(d.stat.t0, t));
             let reply = Reply {
                 buf: d.reply,
                 pages: None,
                 located: d.located,
             };
-            self.net.send(d.conn, reply, stats, &mut self.cache);
+            router.finished(d.stat, clock.ns_between(d.stat.t0, t), &reply);
+            self.net.send(d.conn, reply, &router.stats, &mut self.cache);
             n += 1;
         }
         n
@@ -328,7 +333,7 @@ impl ReactorState {
         };
         // Returns the reply bytes the transport reserves for the call (`route`).
         let mut handle = |conn: ConnId, peer: SocketAddr, rec: Buf| -> usize {
-            let st = router.count_in(&rec, Transport::Tcp);
+            let st = router.count_in(&rec, Transport::Tcp, conn_key(&conn), peer);
             let conn = Link::tcp(conn);
             // QoS: a held call stays in flight, its record's bytes reserved.
             let rec = if qos.on {
@@ -418,7 +423,7 @@ impl ReactorState {
             reval,
             ..
         } = self;
-        let st = router.count_in(&rec, Transport::Rdma);
+        let st = router.count_in(&rec, Transport::Rdma, conn_key(&call.conn()), peer);
         let Some(rdma) = net.rdma.as_ref() else {
             return;
         };
@@ -565,10 +570,12 @@ impl ReactorState {
         head: engine::mem::Buf,
         pipe: engine::tcp::Pipe,
     ) {
-        let stats = &self.router.stats;
-        let clock = &self.router.clock;
-        stats.call_done(job.stat, clock.ns_between(job.stat.t0, clock.now()));
-        if let Err(pipe) = self.net.send_pipe(job.conn, head, pipe, stats) {
+        let router = &self.router;
+        let clock = &router.clock;
+        let ns = clock.ns_between(job.stat.t0, clock.now());
+        let data = pipe.filled();
+        router.finished_bytes(job.stat, ns, head.len() + data.next_multiple_of(4));
+        if let Err(pipe) = self.net.send_pipe(job.conn, head, pipe, &router.stats) {
             // Never made (`read_spliced` takes TCP calls only); dropped safely.
             tracing::error!("a spliced READ reply for a call not on TCP; dropped");
             if let Some(d) = self.router.direct.as_mut() {
@@ -590,24 +597,51 @@ impl ReactorState {
 }
 
 impl Router {
-    /// Counts a received call and notes when it arrived.
+    /// Counts a received call (on connection `conn`, a `conn_key`, from `peer`)
+    /// for the reactor, its client and its export, and notes when it arrived.
     #[inline]
-    fn count_in(&self, rec: &Buf, transport: Transport) -> CallStat {
+    fn count_in(
+        &mut self,
+        rec: &Buf,
+        transport: Transport,
+        conn: u64,
+        peer: SocketAddr,
+    ) -> CallStat {
         let slot = slot_of(rec);
         self.stats.call_in(transport, slot, rec.len());
+        let t = &mut self.tenants;
+        let client = t.client(conn, transport == Transport::Rdma, peer.ip());
+        let call = crate::stats::tenants::peek(rec);
+        let export = t.export(call.export);
+        t.arrive(client, export, call.class, rec.len());
         CallStat {
             t0: self.clock.now(),
             slot,
             transport: transport as u8,
+            client,
+            export,
         }
     }
 
-    /// Records the latency of a call answered on the reactor (its reply leaves in
-    /// this pass).
+    /// Records a call's latency `ns` and its reply for the reactor's and the
+    /// per-client and per-export statistics.
+    /// Reply bytes as `nfsgw_bytes_out_total` counts them (`Transports::send`).
     #[inline]
-    fn answered_here(&self, st: CallStat) {
-        self.stats
-            .call_done(st, self.clock.ns_between(st.t0, self.clock.now()));
+    fn finished(&self, st: CallStat, ns: u64, reply: &Reply) {
+        let data = reply.pages.as_ref().map_or(0, |p| p.data_len());
+        let head = reply.buf.as_ref().map_or(0, |b| b.len());
+        let out = if st.transport == Transport::Rdma as u8 {
+            head.saturating_sub(MARK) + data
+        } else {
+            head + data.next_multiple_of(4)
+        };
+        self.finished_bytes(st, ns, out);
+    }
+
+    #[inline]
+    fn finished_bytes(&self, st: CallStat, ns: u64, out: usize) {
+        self.stats.call_done(st, ns);
+        self.tenants.answered(st.client, st.export, ns, out);
     }
 
     /// Acts on a verdict: hands back a reply to send now, or queues a job or a retry.
@@ -653,7 +687,7 @@ impl Router {
                 return Routed::charged(charge);
             }
         };
-        self.answered_here(st);
+        self.finished(st, self.clock.ns_between(st.t0, self.clock.now()), &reply);
         Routed {
             reply: Some(reply),
             charge: 0,
@@ -856,12 +890,17 @@ impl ReactorState {
                             self.shared.gens.bump_all();
                         }
                     }
-                    let stats = &self.router.stats;
-                    let clock = &self.router.clock;
+                    let router = &self.router;
+                    let clock = &router.clock;
                     let t = *now.get_or_insert_with(|| clock.now());
-                    stats.call_done(job.stat, clock.ns_between(job.stat.t0, t));
+                    let ns = clock.ns_between(job.stat.t0, t);
+                    let out = match job.stat.transport {
+                        t if t == Transport::Rdma as u8 => reply.len().saturating_sub(MARK),
+                        _ => reply.len(),
+                    };
+                    router.finished_bytes(job.stat, ns, out);
                     self.net
-                        .send(job.conn, Reply::of(reply), stats, &mut self.cache);
+                        .send(job.conn, Reply::of(reply), &router.stats, &mut self.cache);
                 }
                 // A revalidation GETATTR is not a call in flight (its call was
                 // answered): it goes the way such jobs go.

@@ -85,12 +85,15 @@ pub fn slot_labels(slot: usize) -> (&'static str, &'static str) {
 }
 
 /// What a reactor remembers about a call until it answers it: when it arrived (clock
-/// ticks), its slot and its transport.
+/// ticks), its slot and its transport, and its client and export slots in the
+/// reactor's `tenants::TenantTable`.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct CallStat {
     pub t0: u64,
     pub slot: u8,
     pub transport: u8,
+    pub client: u16,
+    pub export: u16,
 }
 
 /// One reactor's statistics. See the module docs for the sharing rule.
@@ -444,6 +447,7 @@ mod tests {
                 t0: clock.now(),
                 slot,
                 transport: Transport::Tcp as u8,
+                ..CallStat::default()
             };
             s.to_worker();
             let st = black_box(st);

@@ -21,6 +21,8 @@ pub struct ReactorSource {
     pub stats: Arc<ReactorStats>,
     /// Buffer pools, read for occupancy (their free lists are shared with workers).
     pub pools: Pools,
+    /// Per-client and per-export counters (`stats::tenants`).
+    pub tenants: Arc<super::tenants::TenantTable>,
 }
 
 /// Everything the endpoint reads.
@@ -35,6 +37,8 @@ pub struct Source {
     pub nfs4: Option<super::nfs4_state::Reader>,
     /// QoS rules and what they held back (`crate::qos::render`).
     pub qos: Option<Arc<crate::qos::Table>>,
+    /// The export table, for the `export` label's paths (`None`: ids are shown).
+    pub exports: Option<Arc<crate::export::ExportTable>>,
 }
 
 fn header(out: &mut String, name: &str, kind: &str, help: &str) {
@@ -313,6 +317,7 @@ pub fn render(src: &Source, out: &mut String) {
     if let Some(q) = &src.qos {
         crate::qos::render(q, out);
     }
+    super::tenants_expo::render(src, out);
     header(
         out,
         "nfsgw_worker_data_jobs_total",
@@ -526,11 +531,13 @@ mod tests {
                 counters: Arc::new(Counters::default()),
                 stats: Arc::new(ReactorStats::default()),
                 pools,
+                tenants: Arc::new(super::super::tenants::TenantTable::new(8)),
             }],
             rdma_credits: 32,
             callbacks: Default::default(),
             nfs4: None,
             qos: None,
+            exports: None,
         }
     }
 
@@ -653,6 +660,7 @@ mod tests {
                     t0: 0,
                     slot: 1,
                     transport: Transport::Tcp as u8,
+                    ..CallStat::default()
                 },
                 ns,
             );

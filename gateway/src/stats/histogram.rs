@@ -65,7 +65,16 @@ impl Hist {
     /// Records one call. Only the owning reactor may call this.
     #[inline]
     pub fn record(&self, ns: u64) {
-        bump(&self.buckets[bucket_of(ns)], 1);
+        self.record_at(bucket_of(ns), ns);
+    }
+
+    /// Records one call whose bucket (`bucket_of(ns)`) the caller computed once for
+    /// several histograms (the per-client and per-export ones).
+    #[inline]
+    pub fn record_at(&self, bucket: usize, ns: u64) {
+        if let Some(b) = self.buckets.get(bucket) {
+            bump(b, 1);
+        }
         bump(&self.sum_ns, ns);
     }
 

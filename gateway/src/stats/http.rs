@@ -205,11 +205,13 @@ mod tests {
                 counters: Default::default(),
                 stats: Default::default(),
                 pools,
+                tenants: std::sync::Arc::new(crate::stats::TenantTable::new(16)),
             }],
             rdma_credits: 8,
             callbacks: Default::default(),
             nfs4: None,
             qos: None,
+            exports: None,
         };
         Endpoint::start("127.0.0.1:0".parse().unwrap(), src).unwrap()
     }

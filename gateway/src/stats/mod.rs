@@ -14,9 +14,14 @@ pub mod http;
 pub mod nfs4_state;
 pub mod revalidations;
 pub mod status;
+pub mod tenants;
+mod tenants_expo;
+mod tenants_peek;
 pub mod uring_failures;
 
 pub use clock::Clock;
 pub use counters::{slot_of, CallStat, ReactorStats, Transport};
 pub use exposition::{ReactorSource, Source};
 pub use http::{Bound, Endpoint};
+pub use tenants::{TenantTable, Tenants};
+pub use tenants_expo::set_top;

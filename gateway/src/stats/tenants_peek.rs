@@ -1,0 +1,121 @@
+//! What the per-client and per-export tables need from a call record, peeked at
+//! fixed places without decoding it: the call's class (read, write, metadata) and
+//! the export its file handle names.
+//!
+//! Every offset is checked (a hostile record gives `metadata` and no export, never a
+//! panic). The export id is read from the handle as the file model lays it out
+//! (`fs::FileModel::peek_handle`); the handle is not authenticated here (its MAC is
+//! checked by whoever answers the call), so a forged handle can only name an export
+//! the export table holds (`Tenants::export`) and is answered with the protocol's error.
+
+use crate::fs::FileModel;
+use nfs_wire::nfs3::{NFSPROC3_COMMIT, NFSPROC3_READ, NFSPROC3_WRITE};
+use nfs_wire::nfs4::{OP_COMMIT, OP_PUTFH, OP_READ, OP_SEQUENCE, OP_WRITE};
+use nfs_wire::{NFS_PROGRAM, NFS_V3, NFS_V4};
+
+/// Label values of the `class` label, by [`Class`].
+pub const CLASSES: [&str; 3] = ["read", "write", "metadata"];
+
+/// What a call does, as the per-client series count it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Class {
+    /// NFSv3 READ; a COMPOUND whose main operation is READ.
+    Read = 0,
+    /// NFSv3 WRITE and COMMIT; a COMPOUND whose main operation is WRITE or COMMIT.
+    Write = 1,
+    /// Everything else (MOUNT, NULL, namespace and attribute calls, other programs).
+    Meta = 2,
+}
+
+/// A call's class and the export id its file handle names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Peek {
+    pub class: Class,
+    pub export: Option<u16>,
+}
+
+const NONE: Peek = Peek {
+    class: Class::Meta,
+    export: None,
+};
+
+/// Big-endian words of a record, each read checked.
+struct Words<'a>(&'a [u8]);
+
+impl Words<'_> {
+    #[inline]
+    fn at(&self, at: usize) -> Option<u32> {
+        let b = self.0.get(at..at.checked_add(4)?)?;
+        Some(u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+    }
+
+    /// The offset just past the XDR opaque<> that starts at `at`.
+    #[inline]
+    fn skip_opaque(&self, at: usize) -> Option<usize> {
+        let len = self.at(at)? as usize;
+        at.checked_add(4)?.checked_add(len.checked_add(3)? & !3)
+    }
+
+    /// The export id of the nfs_fh3 / nfs_fh4 (opaque<>) at `at`.
+    #[inline]
+    fn handle_export(&self, at: usize) -> Option<u16> {
+        let len = self.at(at)? as usize;
+        let fh = self.0.get(at + 4..(at + 4).checked_add(len)?)?;
+        FileModel::peek_handle(fh).map(|(export, _)| export)
+    }
+}
+
+/// Peeks at an RPC call record (starting at its XID; RFC 5531 §9): NFSv3 calls by
+/// procedure and the handle every procedure but NULL starts with (RFC 1813 §3.3);
+/// NFSv4.1 COMPOUNDs that start `SEQUENCE, PUTFH` (RFC 8881 §2.10.6.1: every
+/// COMPOUND of a session starts with SEQUENCE) by the PUTFH's handle and the
+/// operation after it, the COMPOUND's main one; anything else is `metadata` with
+/// no export.
+#[inline]
+pub fn peek(record: &[u8]) -> Peek {
+    let w = Words(record);
+    let (Some(0), Some(NFS_PROGRAM), Some(vers), Some(proc_)) =
+        (w.at(4), w.at(12), w.at(16), w.at(20))
+    else {
+        return NONE;
+    };
+    // Credential and verifier: flavor, then opaque body.
+    let Some(args) = w.skip_opaque(28).and_then(|v| w.skip_opaque(v + 4)) else {
+        return NONE;
+    };
+    match (vers, proc_) {
+        (NFS_V3, 0) => NONE,
+        (NFS_V3, p) => Peek {
+            class: match p {
+                NFSPROC3_READ => Class::Read,
+                NFSPROC3_WRITE | NFSPROC3_COMMIT => Class::Write,
+                _ => Class::Meta,
+            },
+            export: w.handle_export(args),
+        },
+        (NFS_V4, 1) => compound(&w, args).unwrap_or(NONE),
+        _ => NONE,
+    }
+}
+
+/// COMPOUND4args: tag, minorversion, the operation count, then `SEQUENCE` (its
+/// arguments are 32 bytes: session id, sequence id, slot id, highest slot id,
+/// cachethis; RFC 8881 §18.46.1) and `PUTFH`.
+fn compound(w: &Words, args: usize) -> Option<Peek> {
+    let ops = w.skip_opaque(args)? + 8;
+    if w.at(ops)? != OP_SEQUENCE || w.at(ops + 36)? != OP_PUTFH {
+        return None;
+    }
+    let fh = ops + 40;
+    let next = w.skip_opaque(fh)?;
+    let class = match w.at(next) {
+        Some(OP_READ) => Class::Read,
+        Some(OP_WRITE | OP_COMMIT) => Class::Write,
+        _ => Class::Meta,
+    };
+    Some(Peek {
+        class,
+        export: w.handle_export(fh),
+    })
+}

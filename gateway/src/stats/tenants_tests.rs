@@ -1,0 +1,301 @@
+//! The per-client and per-export tables: slots by connection and address, the fold
+//! into "other" when full, the peek at call records, and the top-N exposition.
+
+use super::*;
+use crate::export::{Export, Exports};
+use crate::stats::exposition::{render, ReactorSource, Source};
+use crate::stats::tenants_peek::Class;
+use nfs_wire::rpccall::{call, sys};
+use nfs_wire::v4call::Ops;
+use std::net::Ipv4Addr;
+
+/// A handle as the file model lays it out (version 1, export id little-endian at
+/// byte 1, 31 bytes; `fs::imp::handles`), for `peek` only: the MAC is not checked
+/// there.
+fn handle(export: u16) -> Vec<u8> {
+    let mut fh = vec![0u8; 31];
+    fh[0] = 1;
+    fh[1..3].copy_from_slice(&export.to_le_bytes());
+    fh
+}
+
+fn fh_args(fh: &[u8]) -> Vec<u8> {
+    let mut a = (fh.len() as u32).to_be_bytes().to_vec();
+    a.extend_from_slice(fh);
+    a.resize(4 + fh.len().next_multiple_of(4), 0);
+    a
+}
+
+fn export_table(ids: &[u16]) -> Arc<ExportTable> {
+    let list = ids
+        .iter()
+        .map(|&id| {
+            let cfg = format!("[[exports]]\npath = \"/e{id}\"\nid = {id}\n");
+            let c = crate::config::Config::parse(&cfg).unwrap();
+            c.exports().unwrap().remove(0)
+        })
+        .collect::<Vec<Export>>();
+    Arc::new(ExportTable::new(Exports::new(list)))
+}
+
+fn ip(a: u8, b: u8) -> IpAddr {
+    IpAddr::V4(Ipv4Addr::new(127, 0, a, b))
+}
+
+#[test]
+fn a_connection_keeps_its_slot_and_addresses_share_one() {
+    let mut t = Tenants::new(Arc::new(TenantTable::new(16)), export_table(&[]));
+    let a = t.client(7, false, ip(0, 2));
+    assert_eq!(a, 1);
+    assert_eq!(t.client(7, false, ip(0, 2)), a);
+    // Another connection from the same address: the same slot.
+    assert_eq!(t.client(8, false, ip(0, 2)), a);
+    // The same connection number on RDMA is another connection, same address.
+    assert_eq!(t.client(7, true, ip(0, 2)), a);
+    // A reused connection id from another address resolves again.
+    let b = t.client(7, false, ip(0, 3));
+    assert_eq!(b, 2);
+    let held: Vec<_> = t.table().clients().map(|(k, _)| k).collect();
+    assert_eq!(held, vec![None, Some(ip(0, 2)), Some(ip(0, 3))]);
+    let v6: IpAddr = "::1".parse().unwrap();
+    assert_eq!(t.client(9, false, v6), 3);
+    assert_eq!(t.table().clients().last().unwrap().0, Some(v6));
+}
+
+#[test]
+fn a_full_table_folds_new_addresses_into_other_and_counts_them() {
+    let mut t = Tenants::new(Arc::new(TenantTable::new(16)), export_table(&[]));
+    for i in 0..16u8 {
+        assert_eq!(t.client(u64::from(i), false, ip(1, i)), u16::from(i) + 1);
+    }
+    assert_eq!(t.table().full(), 0);
+    for i in 16..40u8 {
+        assert_eq!(t.client(u64::from(i), false, ip(1, i)), 0, "folded");
+    }
+    assert_eq!(t.table().full(), 24);
+    assert_eq!(t.table().clients_held(), 16);
+    // Addresses already held keep their slot.
+    assert_eq!(t.client(100, false, ip(1, 5)), 6);
+}
+
+#[test]
+fn exports_get_slots_only_when_the_export_table_holds_them() {
+    let mut t = Tenants::new(Arc::new(TenantTable::new(16)), export_table(&[3, 9]));
+    assert_eq!(t.export(None), 0);
+    assert_eq!(t.export(Some(9)), 1);
+    assert_eq!(t.export(Some(3)), 2);
+    assert_eq!(t.export(Some(9)), 1);
+    assert_eq!(t.export(Some(4)), 0, "unknown id: none");
+    let ids: Vec<_> = t.table().exports().map(|(k, _)| k).collect();
+    assert_eq!(ids, vec![None, Some(9), Some(3)]);
+}
+
+#[test]
+fn peek_classes_nfs3_calls_and_reads_their_handles_export() {
+    let cred = sys(0);
+    let fh = fh_args(&handle(0x1234));
+    let rec = |p| call(1, 100003, 3, p, &cred, &fh);
+    let got = |p| peek(&rec(p));
+    assert_eq!(
+        got(6),
+        Peek {
+            class: Class::Read,
+            export: Some(0x1234)
+        }
+    );
+    assert_eq!(got(7).class, Class::Write);
+    assert_eq!(got(21).class, Class::Write);
+    assert_eq!(
+        got(1),
+        Peek {
+            class: Class::Meta,
+            export: Some(0x1234)
+        }
+    );
+    assert_eq!(got(0).export, None, "NULL has no handle");
+    // MOUNT, other programs, a reply, cut records, a hostile opaque length.
+    let none = Peek {
+        class: Class::Meta,
+        export: None,
+    };
+    assert_eq!(peek(&call(1, 100005, 3, 1, &cred, &fh)), none);
+    let mut reply = rec(6);
+    reply[7] = 1;
+    assert_eq!(peek(&reply), none);
+    let whole = rec(6);
+    // Cut anywhere before the handle's last byte (its one pad byte is not needed).
+    for n in 0..whole.len() - 1 {
+        assert_eq!(peek(&whole[..n]).export, None, "cut at {n}");
+    }
+    let mut huge = whole.clone();
+    let at = whole.len() - fh.len();
+    huge[at..at + 4].copy_from_slice(&u32::MAX.to_be_bytes());
+    assert_eq!(peek(&huge).export, None);
+    let mut cred_len = whole;
+    cred_len[28..32].copy_from_slice(&0xFFFF_FFF0u32.to_be_bytes());
+    assert_eq!(peek(&cred_len), none);
+}
+
+#[test]
+fn peek_classes_a_compound_by_the_operation_after_putfh() {
+    let cred = sys(0);
+    let fh = handle(7);
+    let sid = [5u8; 16];
+    let compound = |ops: Ops| peek(&call(1, 100003, 4, 1, &cred, &ops.args()));
+    let base = || Ops::new().sequence(sid, 1).putfh(&fh);
+    assert_eq!(
+        compound(base().read(&[0; 16], 0, 4096)),
+        Peek {
+            class: Class::Read,
+            export: Some(7)
+        }
+    );
+    assert_eq!(
+        compound(base().write(&[0; 16], 0, b"abc")).class,
+        Class::Write
+    );
+    assert_eq!(compound(base().commit(0, 0)).class, Class::Write);
+    assert_eq!(
+        compound(base().getattr(&[1])),
+        Peek {
+            class: Class::Meta,
+            export: Some(7)
+        }
+    );
+    // No SEQUENCE, PUTFH: no export.
+    assert_eq!(
+        compound(Ops::new().sequence(sid, 1).putrootfh()).export,
+        None
+    );
+    assert_eq!(compound(Ops::new().putfh(&fh)).export, None);
+}
+
+fn source(tables: Vec<Arc<TenantTable>>, exports: Arc<ExportTable>) -> Source {
+    let pools = engine::mem::Pools::new(
+        &[engine::mem::ClassSpec {
+            size: 8192,
+            count: 1,
+        }],
+        engine::mem::HugePolicy::Off,
+    )
+    .unwrap();
+    Source {
+        reactors: tables
+            .into_iter()
+            .map(|t| ReactorSource {
+                counters: Default::default(),
+                stats: Default::default(),
+                pools: pools.clone(),
+                tenants: t,
+            })
+            .collect(),
+        rdma_credits: 0,
+        callbacks: Default::default(),
+        exports: Some(exports),
+    }
+}
+
+fn value(text: &str, series: &str) -> u64 {
+    let line = text
+        .lines()
+        .find(|l| l.starts_with(series) && l[series.len()..].starts_with(' '))
+        .unwrap_or_else(|| panic!("no {series}"));
+    line.rsplit_once(' ').unwrap().1.parse().unwrap()
+}
+
+/// Two reactors, 30 addresses (some on both), top 4: four clients by address, the
+/// rest summed into "other" with what the tables folded; sums match what was counted.
+#[test]
+fn top_n_keeps_the_busiest_and_sums_the_rest_into_other() {
+    let exports = export_table(&[1, 2]);
+    let tables = vec![
+        Arc::new(TenantTable::new(16)),
+        Arc::new(TenantTable::new(16)),
+    ];
+    let mut r: Vec<_> = tables
+        .iter()
+        .map(|t| Tenants::new(t.clone(), exports.clone()))
+        .collect();
+    let mut total = 0u64;
+    for i in 0..30u8 {
+        let calls = u64::from(i) + 1;
+        let reactor = &mut r[usize::from(i % 2)];
+        let c = reactor.client(u64::from(i), false, ip(2, i));
+        let e = reactor.export(Some(1 + u16::from(i % 2)));
+        for _ in 0..calls {
+            reactor.arrive(c, e, Class::Read, 100);
+            reactor.answered(c, e, 1500, 10);
+        }
+        total += calls;
+    }
+    // One address on the other reactor too: summed with its first.
+    let c = r[1].client(99, false, ip(2, 28));
+    r[1].arrive(c, 0, Class::Write, 1);
+    crate::stats::set_top(&crate::config::StatsConfig {
+        top_clients: 4,
+        ..Default::default()
+    });
+    let mut out = String::new();
+    render(&source(tables, exports), &mut out);
+    let ops = |client: &str, class: &str| {
+        value(
+            &out,
+            &format!("nfsgw_client_ops_total{{client=\"{client}\",class=\"{class}\"}}"),
+        )
+    };
+    // 30 distinct addresses, 16 slots per reactor, 15 per reactor: none folded.
+    assert_eq!(value(&out, "nfsgw_client_table_full_total"), 0);
+    assert_eq!(value(&out, "nfsgw_clients"), 30);
+    assert_eq!(ops("127.0.2.29", "read"), 30);
+    assert_eq!(ops("127.0.2.28", "read"), 29);
+    assert_eq!(ops("127.0.2.28", "write"), 1);
+    assert_eq!(ops("127.0.2.27", "read"), 28);
+    assert_eq!(ops("127.0.2.26", "read"), 27);
+    assert!(!out.contains("client=\"127.0.2.25\""));
+    assert_eq!(ops("other", "read"), total - 30 - 29 - 28 - 27);
+    let labels: std::collections::HashSet<_> = out
+        .lines()
+        .filter(|l| l.starts_with("nfsgw_client_"))
+        .filter_map(|l| l.split("client=\"").nth(1)?.split('"').next())
+        .collect();
+    assert_eq!(labels.len(), 5, "{labels:?}");
+    // Exports by path; the sums of both families are the calls counted.
+    let e1 = value(
+        &out,
+        "nfsgw_export_ops_total{export=\"/e1\",class=\"read\"}",
+    );
+    let e2 = value(
+        &out,
+        "nfsgw_export_ops_total{export=\"/e2\",class=\"read\"}",
+    );
+    assert_eq!(e1 + e2, total);
+    assert_eq!(
+        value(
+            &out,
+            "nfsgw_export_ops_total{export=\"none\",class=\"write\"}"
+        ),
+        1
+    );
+    assert_eq!(
+        value(
+            &out,
+            "nfsgw_export_bytes_total{export=\"/e1\",direction=\"in\"}"
+        ),
+        e1 * 100
+    );
+    assert_eq!(
+        value(
+            &out,
+            "nfsgw_client_request_duration_seconds_count{client=\"other\"}"
+        ),
+        total - 30 - 29 - 28 - 27
+    );
+    assert_eq!(
+        value(
+            &out,
+            "nfsgw_client_request_duration_seconds_bucket{client=\"127.0.2.29\",le=\"0.000002\"}"
+        ),
+        30
+    );
+    crate::stats::set_top(&Default::default());
+}
