@@ -324,7 +324,7 @@ impl ReactorState {
             let st = router.count_in(&rec, Transport::Tcp);
             let conn = Link::tcp(conn);
             match supervise::request("reactor: classifying a TCP call", || {
-                dispatch::classify(*id, conn, peer, rec, pools, &mut hot, None)
+                dispatch::classify(*id, conn, peer, rec, pools, &mut hot, None, None)
             }) {
                 Ok(v) => {
                     let routed = router.route(v, conn, peer, st);
@@ -409,8 +409,8 @@ impl ReactorState {
             revalidate: reval,
         };
         let classified = supervise::request("reactor: classifying an RDMA call", || {
-            match crate::ulb::check_call(&rec, reduced) {
-                Ok(item) => {
+            match crate::ulb::check_call_planned(&rec, reduced) {
+                Ok((item, plan)) => {
                     let conn = Link::rdma(call, item);
                     // NFSv3 READ's data item, or an NFSv4 COMPOUND's (the v4 fast
                     // path answers `SEQUENCE, PUTFH, READ` from the cache pages).
@@ -422,7 +422,7 @@ impl ReactorState {
                     });
                     (
                         conn,
-                        dispatch::classify(*id, conn, peer, rec, pools, &mut hot, room),
+                        dispatch::classify(*id, conn, peer, rec, pools, &mut hot, room, plan),
                     )
                 }
                 Err(v) => {
@@ -457,7 +457,7 @@ impl ReactorState {
             revalidate: &mut self.reval,
         };
         match supervise::request("reactor: classifying a parked call", || {
-            dispatch::classify(self.id, conn, peer, rec, pools, &mut hot, None)
+            dispatch::classify(self.id, conn, peer, rec, pools, &mut hot, None, None)
         }) {
             Ok(v) => {
                 let routed = self.router.route(v, conn, peer, st);
@@ -598,6 +598,11 @@ impl Router {
         let reply = match v {
             Verdict::Drop => Reply::none(),
             Verdict::Reply(b) => Reply::of(b),
+            Verdict::ReplyLocated(b, located) => Reply {
+                buf: Some(b),
+                pages: None,
+                located: Some(located),
+            },
             Verdict::ReplyPages(b, pages) => Reply {
                 buf: Some(b),
                 pages: Some(pages),
