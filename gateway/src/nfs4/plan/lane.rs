@@ -13,6 +13,8 @@
 //! COMPOUND and mutation (`skip_prop_tests`, `fast_io_tests`).
 
 use super::{Eligible, Kind, Plan, Sizing, OPS_MAX, TAG_MAX};
+
+const _: () = assert!(OPS_MAX == 4, "the lane fills exactly four operations");
 use crate::nfs4::attrs::Bitmap;
 use crate::nfs4::fast::{Cur, Last, Shape};
 use crate::nfs4::ops::{OP_COMMIT, OP_GETATTR, OP_PUTFH, OP_READ, OP_SEQUENCE, OP_WRITE};
@@ -59,12 +61,8 @@ pub(super) fn walk<'a, const SHAPE: bool>(
     let mut size = Sizing::new();
     let mut item = None;
     let mut last = None;
-    let mut ops = [
-        (OP_SEQUENCE, seq_at),
-        (OP_PUTFH, fh_at),
-        (op, op_at),
-        (0, 0),
-    ];
+    // The fourth operation (WRITE's GETATTR), when there is one.
+    let mut fourth = (0, 0);
     p.kind = match (op, nops) {
         (OP_GETATTR, 3) => {
             let (b, extra) = bitmap(&mut r)?;
@@ -97,7 +95,7 @@ pub(super) fn walk<'a, const SHAPE: bool>(
             if nops == 3 {
                 Kind::Write
             } else if r.u32()? == OP_GETATTR {
-                ops[3] = (OP_GETATTR, r.at);
+                fourth = (OP_GETATTR, r.at);
                 bitmap(&mut r)?;
                 Kind::WriteGetattr
             } else {
@@ -109,10 +107,14 @@ pub(super) fn walk<'a, const SHAPE: bool>(
     if r.at != args.len() {
         return None;
     }
-    for (i, (code, at)) in ops.into_iter().enumerate().take(OPS_MAX) {
-        p.code[i] = code as u16;
-        p.at[i] = at as u32;
-    }
+    // As `Plan::keep` does for each operation; the plan keeps all four (`OPS_MAX`).
+    p.code = [
+        OP_SEQUENCE as u16,
+        OP_PUTFH as u16,
+        op as u16,
+        fourth.0 as u16,
+    ];
+    p.at = [seq_at as u32, fh_at as u32, op_at as u32, fourth.1 as u32];
     p.reply = size.reply();
     if let Some(e) = item {
         ddp(e);
