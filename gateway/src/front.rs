@@ -129,12 +129,22 @@ pub use crate::nfs4::plan::Plan;
 /// `server::direct::v4`) and what a worker's COMPOUND may teach the cache.
 #[allow(clippy::type_complexity)]
 pub struct V4Paths {
-    /// The one walk over COMPOUND4args (RFC 8881 §16.2.1).
-    pub plan: fn(&[u8]) -> Plan,
-    /// `SEQUENCE, PUTFH, GETATTR|READ`, decoded at the plan's offsets.
+    /// The one walk over COMPOUND4args (RFC 8881 §16.2.1), with the cache shape
+    /// (`SEQUENCE, PUTFH, GETATTR|READ`) decoded by the same pass.
+    pub plan: for<'a> fn(&'a [u8]) -> (Plan, Option<V4Shape<'a>>),
+    /// `SEQUENCE, PUTFH, GETATTR|READ`, decoded at the plan's offsets (a plan made
+    /// without its shape: `Plan::with_ddp`).
     pub cache_shape: for<'a> fn(&'a [u8], &Plan) -> Option<V4Shape<'a>>,
-    /// Answers a shape from the cache into the writer (after the RPC header).
-    pub answer: fn(&mut V4View, IpAddr, &Cred, &V4Shape, usize, &mut XdrWriter) -> bool,
+    /// Answers a shape from the cache into the writer (after the RPC header): `Some`
+    /// when answered, with where a READ's data lies in the writer's buffer.
+    pub answer: fn(
+        &mut V4View,
+        IpAddr,
+        &Cred,
+        &V4Shape,
+        usize,
+        &mut XdrWriter,
+    ) -> Option<Option<std::ops::Range<usize>>>,
     /// `answer` for a READ whose data goes from the cache pages (lkey).
     pub answer_pages: fn(
         &mut V4View,
@@ -156,7 +166,7 @@ pub struct V4Paths {
 
 /// NFSv4.1 (RFC 8881).
 pub static V4_PATHS: V4Paths = V4Paths {
-    plan: Plan::of,
+    plan: Plan::with_shape,
     cache_shape: crate::nfs4::fast::shape,
     answer: crate::nfs4::fast::answer_parsed,
     answer_pages: crate::nfs4::fast::answer_pages,

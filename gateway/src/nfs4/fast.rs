@@ -30,6 +30,7 @@ use crate::state::State;
 use engine::rpc::Cred;
 use engine::xdr::{XdrReader, XdrResult, XdrWriter};
 use std::net::IpAddr;
+use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// A counter on its own cache line (reactors never share one).
@@ -126,14 +127,14 @@ pub struct Shape<'a> {
 
 /// A bounds-checked big-endian cursor over COMPOUND4args (the XDR rules of
 /// `engine::xdr::XdrReader`, inlined: the fast path parses every call it sees).
-struct Cur<'a> {
-    b: &'a [u8],
-    at: usize,
+pub(super) struct Cur<'a> {
+    pub(super) b: &'a [u8],
+    pub(super) at: usize,
 }
 
 impl<'a> Cur<'a> {
     #[inline(always)]
-    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
+    pub(super) fn take(&mut self, n: usize) -> Option<&'a [u8]> {
         let end = self.at.checked_add(n)?;
         let s = self.b.get(self.at..end)?;
         self.at = end;
@@ -141,19 +142,19 @@ impl<'a> Cur<'a> {
     }
 
     #[inline(always)]
-    fn u32(&mut self) -> Option<u32> {
+    pub(super) fn u32(&mut self) -> Option<u32> {
         let s = self.take(4)?;
         Some(u32::from_be_bytes([s[0], s[1], s[2], s[3]]))
     }
 
     #[inline(always)]
-    fn u64(&mut self) -> Option<u64> {
+    pub(super) fn u64(&mut self) -> Option<u64> {
         Some((u64::from(self.u32()?) << 32) | u64::from(self.u32()?))
     }
 
     /// An XDR bool: exactly 0 or 1.
     #[inline(always)]
-    fn bool(&mut self) -> Option<bool> {
+    pub(super) fn bool(&mut self) -> Option<bool> {
         match self.u32()? {
             0 => Some(false),
             1 => Some(true),
@@ -163,7 +164,7 @@ impl<'a> Cur<'a> {
 
     /// Fixed-length opaque of `n` bytes and its padding.
     #[inline(always)]
-    fn fixed(&mut self, n: usize) -> Option<&'a [u8]> {
+    pub(super) fn fixed(&mut self, n: usize) -> Option<&'a [u8]> {
         let data = self.take(n)?;
         self.take((4 - n % 4) % 4)?;
         Some(data)
@@ -171,7 +172,7 @@ impl<'a> Cur<'a> {
 
     /// Variable-length opaque of at most `max` bytes.
     #[inline(always)]
-    fn var(&mut self, max: usize) -> Option<&'a [u8]> {
+    pub(super) fn var(&mut self, max: usize) -> Option<&'a [u8]> {
         let n = self.u32()? as usize;
         if n > max {
             return None;
@@ -181,9 +182,9 @@ impl<'a> Cur<'a> {
 }
 
 /// Recognises the shape in arguments not planned yet (tests, tools): `shape` of
-/// their plan.
+/// their plan, decoded by the plan's walk (`Plan::with_shape`).
 pub fn parse(args: &[u8]) -> Option<Shape<'_>> {
-    shape(args, &Plan::of(args))
+    Plan::with_shape(args).1
 }
 
 /// The shape of a COMPOUND whose plan (`plan::Plan`, RFC 8881 §16.2.1) is
@@ -193,20 +194,20 @@ pub fn parse(args: &[u8]) -> Option<Shape<'_>> {
 /// third. Anything else is `None`.
 pub fn shape<'a>(args: &'a [u8], plan: &Plan) -> Option<Shape<'a>> {
     let [seq, putfh, last] = match plan.kind {
-        Kind::Getattr | Kind::Read => [plan.ops()[0], plan.ops()[1], plan.ops()[2]],
+        Kind::Getattr | Kind::Read => [plan.at(0), plan.at(1), plan.at(2)],
         _ => return None,
     };
     let mut r = Cur { b: args, at: 0 };
     let tag = r.var(TAG_MAX)?;
-    r.at = seq.at as usize;
+    r.at = seq;
     let mut sessionid = [0u8; 16];
     sessionid.copy_from_slice(r.take(16)?);
     let (seqid, slot, _highest) = (r.u32()?, r.u32()?, r.u32()?);
     let cachethis = r.bool()?;
     let print = ReqPrint::of(args.len(), args.get(r.at..)?);
-    r.at = putfh.at as usize;
+    r.at = putfh;
     let fh = r.var(super::FH4_MAX)?;
-    r.at = last.at as usize;
+    r.at = last;
     let last = match plan.kind {
         Kind::Getattr => {
             let mut x = XdrReader::new(args.get(r.at..)?);
@@ -251,13 +252,15 @@ pub struct View<'a> {
 /// no slot touched (the caller drops `w`'s buffer and hands the call to a worker).
 pub fn answer(v: &mut View, client: IpAddr, cred: &Cred, args: &[u8], w: &mut XdrWriter) -> bool {
     match parse(args) {
-        Some(a) => answer_parsed(v, client, cred, &a, args.len(), w),
+        Some(a) => answer_parsed(v, client, cred, &a, args.len(), w).is_some(),
         None => false,
     }
 }
 
 /// `answer` for a COMPOUND the caller already parsed (`args_len`: the length of its
-/// COMPOUND4args, for ca_maxrequestsize): the reactor parses once.
+/// COMPOUND4args, for ca_maxrequestsize): the reactor parses once. `Some` when
+/// answered, with where the READ's data lies in `w`'s buffer (the READ's outcome,
+/// for the RPC-over-RDMA write chunk, RFC 8267 §6.4.1; `None` for GETATTR).
 pub fn answer_parsed(
     v: &mut View,
     client: IpAddr,
@@ -265,8 +268,8 @@ pub fn answer_parsed(
     a: &Shape,
     args_len: usize,
     w: &mut XdrWriter,
-) -> bool {
-    answer_into(v, client, cred, a, args_len, None, w).is_some()
+) -> Option<Option<Range<usize>>> {
+    answer_into(v, client, cred, a, args_len, None, w).map(|(_, data)| data)
 }
 
 /// `answer_parsed` for a READ over RPC-over-RDMA whose first write chunk has room
@@ -287,11 +290,13 @@ pub fn answer_pages(
     if !matches!(a.last, Last::Read { .. }) {
         return None;
     }
-    answer_into(v, client, cred, a, args_len, Some(lkey), w)
+    answer_into(v, client, cred, a, args_len, Some(lkey), w).map(|(pages, _)| pages)
 }
 
 /// The fast path proper; `pages`: the lkey when the READ data is to stay in the
-/// cache pages. `Some(page list or None)` when answered.
+/// cache pages. `Some((page list or None, where READ data copied into `w` lies))`
+/// when answered.
+#[allow(clippy::type_complexity)]
 fn answer_into(
     v: &mut View,
     client: IpAddr,
@@ -300,7 +305,7 @@ fn answer_into(
     args_len: usize,
     pages: Option<u32>,
     w: &mut XdrWriter,
-) -> Option<Option<Box<crate::cache::PageRead>>> {
+) -> Option<(Option<Box<crate::cache::PageRead>>, Option<Range<usize>>)> {
     if a.cachethis {
         return None;
     }
@@ -386,10 +391,19 @@ fn answer_into(
     if matches!(a.last, Last::Getattr(_)) {
         v.cache.note_hit();
     }
-    Some(match pages {
+    // Copied data is the last item written (`put_read4`), then its XDR pad.
+    let data = match (&read, ext) {
+        (Some(r), 0) => {
+            let end = w.position() - (4 - r.done.n % 4) % 4;
+            Some(end - r.done.n..end)
+        }
+        _ => None,
+    };
+    let pinned = match pages {
         Some(lkey) if ext > 0 => read.as_ref().map(|r| v.cache.pin_read(r, lkey)),
         _ => None,
-    })
+    };
+    Some((pinned, data))
 }
 
 /// COMPOUND4res of a recognised COMPOUND: `Ok(Some((bytes of READ data not written,

@@ -99,7 +99,6 @@ pub fn parse(args: &[u8]) -> Option<IoCall> {
 /// unknown stable_how, writes of no bytes or more than `limits::MAX_IO`, and GETATTR
 /// bitmaps with a word past the third.
 pub fn call(args: &[u8], plan: &Plan) -> Option<IoCall> {
-    let ops = plan.ops();
     if !matches!(
         plan.kind,
         Kind::Read | Kind::Write | Kind::WriteGetattr | Kind::Commit
@@ -110,19 +109,19 @@ pub fn call(args: &[u8], plan: &Plan) -> Option<IoCall> {
     let at = |r: &XdrReader| args.len() - r.remaining();
     let tag_len = r.u32().ok()? as usize;
     let tag = 4..4 + tag_len;
-    let mut r = XdrReader::new(args.get(ops[0].at as usize..)?);
+    let mut r = XdrReader::new(args.get(plan.at(0)..)?);
     let mut sessionid = [0u8; 16];
     sessionid.copy_from_slice(r.opaque_fixed(16).ok()?);
     let (seqid, slot, _highest) = (r.u32().ok()?, r.u32().ok()?, r.u32().ok()?);
     let cachethis = r.bool().ok()?;
     let print = ReqPrint::of(args.len(), r.rest());
-    let mut r = XdrReader::new(args.get(ops[1].at as usize..)?);
+    let mut r = XdrReader::new(args.get(plan.at(1)..)?);
     let fh_len = r.u32().ok()? as usize;
     if fh_len > super::FH4_MAX {
         return None;
     }
     let fh = at(&r)..at(&r) + fh_len;
-    let mut r = XdrReader::new(args.get(ops[2].at as usize..)?);
+    let mut r = XdrReader::new(args.get(plan.at(2)..)?);
     let op = match plan.kind {
         Kind::Read => IoOp::Read {
             stateid: Stateid::decode(&mut r).ok()?,
@@ -145,9 +144,9 @@ pub fn call(args: &[u8], plan: &Plan) -> Option<IoCall> {
                 return None;
             }
             let data = (at(&r), len);
-            let getattr = match ops.get(3) {
-                Some(g) if plan.kind == Kind::WriteGetattr => {
-                    let mut r = XdrReader::new(args.get(g.at as usize..)?);
+            let getattr = match plan.kind {
+                Kind::WriteGetattr => {
+                    let mut r = XdrReader::new(args.get(plan.at(3)..)?);
                     match attrs::get_bitmap(&mut r).ok()? {
                         (b, false) => Some(b),
                         _ => return None,

@@ -7,9 +7,14 @@
 //! - the operations (number and argument offset of the first `OPS_MAX`) and the
 //!   fast-path shape they make (`Kind`: the COMPOUNDs the reactor answers from its
 //!   cache, `fast`, or runs on its io_uring, `fast_io`, which then decode only the
-//!   fields at those offsets);
+//!   fields at those offsets — or, for the cache shapes, take them from the walk
+//!   itself, `Plan::with_shape`);
 //! - the positions of the DDP-eligible call items (WRITE data, CREATE NF4LNK
 //!   linkdata, RFC 8267 §6.1) that `crate::ulb::v4` matches with the reduced chunks.
+//!
+//! The common shapes take a fast lane (`lane`: one cursor pass, no table lookup per
+//! operation), which answers only where the general walk would answer the same;
+//! everything else takes the general walk over `skip::op_args`.
 //!
 //! Nothing is executed; an argument the walk cannot skip (`skip::op_args`) ends it and
 //! makes the reply bound conservative (`UNKNOWN_REPLY`). What a COMPOUND changes is
@@ -21,12 +26,15 @@
 //! size (no allocation), and a truncated or absurd COMPOUND gets a plan whose shape is
 //! `Kind::Other` and whose reply bound is at most `MAX_REPLY`.
 
+use super::fast::Shape;
 use super::ops::*;
 use super::skip::{self, STATEID};
 use engine::xdr::XdrReader;
 
+mod lane;
+
 /// Operations whose number and offset the plan keeps (the fast shapes need 4).
-pub const OPS_MAX: usize = 6;
+pub const OPS_MAX: usize = 4;
 /// DDP-eligible items the plan keeps; an RPC-over-RDMA call carries at most
 /// `engine::rpcrdma::responder::MAX_DDP` (4) reduced items.
 pub const ELIGIBLE_MAX: usize = 16;
@@ -74,20 +82,27 @@ pub enum Kind {
 }
 
 /// The plan of one COMPOUND (see the module comment): what travels with the call.
-/// Fixed size (72 bytes), `Copy`.
+/// Fixed size (at most 48 bytes: it is moved with every `Job`), `Copy`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Plan {
     /// Bytes of COMPOUND4res this call may need (≤ `MAX_REPLY`).
     pub reply: usize,
     /// The operation count the COMPOUND declares.
     pub nops: u32,
+    /// Argument offsets of the first `OPS_MAX` operations walked.
+    at: [u32; OPS_MAX],
+    /// Their numbers (every operation `skip` knows is below 2^16, RFC 8881 §16.2.1).
+    code: [u16; OPS_MAX],
+    /// Operations walked (all skipped), saturating: only `≤ OPS_MAX` is asked.
+    walked: u8,
     pub kind: Kind,
     /// A READ, WRITE or COMMIT is among the first `DATA_OPS` operations.
     moves_data: bool,
-    /// Operations walked (all skipped), of which the first `OPS_MAX` are in `ops`.
-    walked: u32,
-    ops: [Op; OPS_MAX],
 }
+
+const _: () = assert!(std::mem::size_of::<Plan>() <= 48);
+// The numbers `Plan::code` keeps: OP_ILLEGAL is the largest RFC 8881 defines.
+const _: () = assert!(OP_ILLEGAL <= u16::MAX as u32);
 
 /// The DDP-eligible items of a COMPOUND (RFC 8267 §6.1), from the same walk as its
 /// plan (`Plan::with_ddp`): only the reactor's RPC-over-RDMA check needs them.
@@ -141,9 +156,33 @@ impl Plan {
         (plan, ddp)
     }
 
+    /// `of`, with the cache shape (`SEQUENCE, PUTFH, GETATTR|READ`) decoded by the
+    /// same pass: `fast::shape` of the plan, without a second decode.
+    pub fn with_shape(args: &[u8]) -> (Plan, Option<Shape<'_>>) {
+        match lane::walk::<true>(args, &mut |_| {}) {
+            Some(got) => got,
+            None => {
+                let plan = general(args, &mut |_| {});
+                (plan, super::fast::shape(args, &plan))
+            }
+        }
+    }
+
+    fn empty() -> Plan {
+        Plan {
+            reply: BASE_REPLY,
+            nops: 0,
+            at: [0; OPS_MAX],
+            code: [0; OPS_MAX],
+            walked: 0,
+            kind: Kind::Other,
+            moves_data: false,
+        }
+    }
+
     /// The fast shape of an exactly walked COMPOUND.
     fn shape(&self) -> Kind {
-        let code = |i: usize| self.ops[i].code;
+        let code = |i: usize| u32::from(self.code[i]);
         if self.nops < 3 || code(0) != OP_SEQUENCE || code(1) != OP_PUTFH {
             return Kind::Other;
         }
@@ -157,9 +196,26 @@ impl Plan {
         }
     }
 
+    /// Operation `i` of those whose offsets are kept (`None` past `ops().len()`).
+    pub fn op(&self, i: usize) -> Option<Op> {
+        (i < (self.walked as usize).min(OPS_MAX)).then(|| Op {
+            code: u32::from(self.code[i]),
+            at: self.at[i],
+        })
+    }
+
     /// The operations walked whose offsets are kept (at most `OPS_MAX`).
-    pub fn ops(&self) -> &[Op] {
-        &self.ops[..(self.walked as usize).min(OPS_MAX)]
+    pub fn ops(&self) -> impl ExactSizeIterator<Item = Op> + '_ {
+        (0..(self.walked as usize).min(OPS_MAX)).map(|i| Op {
+            code: u32::from(self.code[i]),
+            at: self.at[i],
+        })
+    }
+
+    /// The argument offset of kept operation `i` (the fast shapes' decoders, which
+    /// know from `kind` how many there are).
+    pub(super) fn at(&self, i: usize) -> usize {
+        self.at[i] as usize
     }
 
     /// Whether more operations were walked than the plan keeps.
@@ -172,19 +228,37 @@ impl Plan {
     pub fn moves_data(&self) -> bool {
         self.moves_data
     }
+
+    /// Keeps operation `i` (walked, skipped whole).
+    fn keep(&mut self, i: usize, op: u32, at: u32) {
+        if i < OPS_MAX {
+            self.code[i] = op as u16;
+            self.at[i] = at;
+        }
+        self.walked = self.walked.saturating_add(1);
+    }
 }
 
-/// The walk: the plan, each eligible item given to `ddp` as it is passed.
+/// The walk: the plan, each eligible item given to `ddp` as it is passed. The
+/// common shapes take the fast lane (`lane`: one cursor pass, nothing looked up per
+/// operation); anything else, or anything the lane is not sure of, the general walk.
 #[inline(always)]
 fn walk(args: &[u8], ddp: &mut impl FnMut(Eligible)) -> Plan {
-    let mut p = Plan {
-        reply: BASE_REPLY,
-        nops: 0,
-        kind: Kind::Other,
-        moves_data: false,
-        walked: 0,
-        ops: [Op::default(); OPS_MAX],
-    };
+    match lane::walk::<false>(args, ddp) {
+        Some((plan, _)) => plan,
+        None => general(args, ddp),
+    }
+}
+
+/// Whether the fast lane answers for `args` (tests: the lane is not silently idle).
+#[cfg(test)]
+pub(super) fn lane_takes(args: &[u8]) -> bool {
+    lane::walk::<true>(args, &mut |_| {}).is_some()
+}
+
+/// The general walk: every operation through `skip::op_args`.
+pub(super) fn general(args: &[u8], ddp: &mut impl FnMut(Eligible)) -> Plan {
+    let mut p = Plan::empty();
     let mut r = XdrReader::new(args);
     let Ok(tag_len) = r.u32() else { return p };
     let tag_len = tag_len as usize;
@@ -196,6 +270,7 @@ fn walk(args: &[u8], ddp: &mut impl FnMut(Eligible)) -> Plan {
     };
     p.nops = n;
     let mut size = Sizing::new();
+    let mut walked = 0usize;
     // Every operation takes at least its 4-byte number: the count cannot exceed
     // the bytes left, whatever the peer claims.
     let n = (n as usize).min(r.remaining() / 4);
@@ -227,13 +302,11 @@ fn walk(args: &[u8], ddp: &mut impl FnMut(Eligible)) -> Plan {
         if let Some(e) = item {
             ddp(e);
         }
-        if let Some(slot) = p.ops.get_mut(i) {
-            *slot = Op { code: op, at };
-        }
-        p.walked += 1;
+        p.keep(i, op, at);
+        walked += 1;
     }
     p.reply = size.reply();
-    let exact = p.walked == p.nops && r.remaining() == 0;
+    let exact = walked == p.nops as usize && r.remaining() == 0;
     if exact && minor == super::MINOR_VERSION && tag_len <= TAG_MAX {
         p.kind = p.shape();
     }

@@ -333,7 +333,61 @@ fn scan_bounded(args: &[u8]) -> Plan {
         "reply bound against the old scan"
     );
     assert!(s.ops().len() <= s.nops as usize);
+    oracles::lane_agrees(args);
     s
+}
+
+/// SEQUENCE4args whose sa_cachethis word is `cachethis` (an XDR bool, or not).
+fn sequence(cachethis: u32) -> Op {
+    op(
+        OP_SEQUENCE,
+        enc(|w| {
+            w.opaque_fixed(&[5; 16])?;
+            w.u32(7)?;
+            w.u32(1)?;
+            w.u32(3)?;
+            w.u32(cachethis)
+        }),
+    )
+}
+
+/// The operations after SEQUENCE, PUTFH of the shapes the plan's fast lane takes:
+/// GETATTR, READ, COMMIT, WRITE with or without a GETATTR after it.
+fn lane_tail() -> impl Strategy<Value = Vec<Op>> {
+    let getattr = |bits: &[u32]| op(OP_GETATTR, enc(|w| put_bitmap(w, bits)));
+    let read = (any::<u64>(), any::<u32>()).prop_map(|(off, count)| {
+        let args = enc(|w| {
+            w.opaque_fixed(&[1; STATEID])?;
+            w.u64(off)?;
+            w.u32(count)
+        });
+        vec![op(OP_READ, args)]
+    });
+    let commit = (any::<u64>(), any::<u32>()).prop_map(|(off, count)| {
+        vec![op(
+            OP_COMMIT,
+            enc(|w| w.u64(off).and_then(|_| w.u32(count))),
+        )]
+    });
+    let write = (0u32..4, bytes(40), proptest::option::of(bitmap())).prop_map(
+        move |(stable, data, then)| {
+            let args = enc(|w| {
+                w.opaque_fixed(&[2; STATEID])?;
+                w.u64(9)?;
+                w.u32(stable)?;
+                w.opaque_var(&data)
+            });
+            let mut ops = vec![op(OP_WRITE, args)];
+            ops.extend(then.map(|b| getattr(&b)));
+            ops
+        },
+    );
+    prop_oneof![
+        bitmap().prop_map(move |b| vec![getattr(&b)]),
+        read,
+        commit,
+        write
+    ]
 }
 
 /// The plan's RFC 8267 check against the old walk on the record `rec` (arguments at
@@ -499,6 +553,27 @@ proptest! {
         ddp_agrees(&rec, at, &found);
     }
 
+    /// The shapes of the plan's fast lane (tags and handles on both sides of
+    /// `TAG_MAX` and `FH4_MAX`, sa_cachethis a bool or not) and their mutations:
+    /// the lane takes exactly the well-formed ones it may, and agrees with the
+    /// general walk on all (`plan_oracles::lane_agrees`).
+    #[test]
+    fn lane_shapes_agree_with_the_general_walk(
+        tag in bytes(70),
+        cachethis in prop_oneof![Just(0u32), Just(1), any::<u32>()],
+        fh in bytes(140),
+        tail in lane_tail(),
+        muts in proptest::collection::vec(mutation(), 0..4),
+    ) {
+        let mut ops = vec![sequence(cachethis), op(OP_PUTFH, enc(|w| w.opaque_var(&fh)))];
+        ops.extend(tail);
+        let (args, _) = compound(&tag, &ops);
+        let took = oracles::lane_agrees(&args);
+        let fits = tag.len() <= super::plan::TAG_MAX && fh.len() <= super::FH4_MAX;
+        prop_assert_eq!(took, fits);
+        scan_bounded(&mutate(args, &muts));
+    }
+
     /// Arbitrary bytes as COMPOUND4args and as any operation's arguments.
     #[test]
     fn arbitrary_bytes_never_panic(
@@ -568,7 +643,9 @@ fn hostile_counts_and_lengths_give_a_conservative_plan() {
     let (p, ddp) = Plan::with_ddp(&b);
     assert_eq!(p, scan_bounded(&b));
     assert!(
-        ddp.eligible().len() <= 1 && p.ops().is_empty() && p.reply >= super::plan::UNKNOWN_REPLY
+        ddp.eligible().len() <= 1
+            && p.ops().next().is_none()
+            && p.reply >= super::plan::UNKNOWN_REPLY
     );
     for cut in 0..good.len() {
         let p = scan_bounded(&good[..cut]);

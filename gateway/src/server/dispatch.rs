@@ -9,10 +9,11 @@
 
 use super::transport::Link;
 use crate::cache::{self, ReadCache};
-use crate::front::{V4Last, V4View, V4_PATHS as V4};
+use crate::front::{Plan, V4Last, V4Shape, V4View, V4_PATHS as V4};
 use crate::mount::{MOUNT_PROGRAM, MOUNT_V3};
 use engine::mem::{Buf, Pools};
 use engine::rpc::{self, Accept, CallError, CallHeader};
+use engine::rpcrdma::responder::DdpList;
 use engine::xdr::XdrWriter;
 use nfs_wire::{NFS_PROGRAM, NFS_V3};
 use std::net::SocketAddr;
@@ -43,14 +44,15 @@ pub(crate) struct Job {
     pub plan: Option<crate::front::Plan>,
 }
 
-/// What the reactor does with a record. `Work` is the large variant (a `Job` with its
-/// COMPOUND plan): it is moved once per call, and boxing it would allocate per call.
-#[allow(clippy::large_enum_variant)]
+/// What the reactor does with a record.
 pub(crate) enum Verdict {
     /// Nothing to answer.
     Drop,
     /// Send this reply now.
     Reply(Buf),
+    /// Send this NFSv4 COMPOUND reply now; where its READ-class results' data lie
+    /// (RFC 8267 §6.4.1), as its executor noted them.
+    ReplyLocated(Buf, DdpList),
     /// No buffer for an inline reply right now: retry the record later.
     Retry(Buf),
     /// Hand to a worker.
@@ -67,6 +69,9 @@ pub(crate) enum Verdict {
 /// `write_room`: for an RPC-over-RDMA call, the room of its first write chunk (a
 /// cached READ that fits is answered from the cache pages without a copy). Over TCP a
 /// cached READ of at least `TCP_PAGES_MIN` bytes is sent from the cache pages too.
+/// `planned`: the NFSv4 COMPOUND's plan when the RPC-over-RDMA check of its reduced
+/// items made it (`ulb::check_call_planned`): the arguments are not walked again.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn classify(
     reactor: usize,
     conn: Link,
@@ -75,6 +80,7 @@ pub(crate) fn classify(
     pools: &Pools,
     hot: &mut Hot,
     write_room: Option<u64>,
+    planned: Option<Plan>,
 ) -> Verdict {
     let zc = conn
         .zero_copy(write_room, hot.pages_lkey, hot.tcp_pages)
@@ -150,15 +156,19 @@ pub(crate) fn classify(
             return v;
         }
     }
-    let plan =
+    let planned =
         (header.prog == NFS_PROGRAM && header.vers == crate::nfs4::NFS_V4 && header.proc_ == 1)
-            .then(|| (V4.plan)(&record[args_at..]));
-    if let Some(plan) = &plan {
+            .then(|| match planned {
+                Some(plan) => (plan, (V4.cache_shape)(&record[args_at..], &plan)),
+                None => (V4.plan)(&record[args_at..]),
+            });
+    let plan = planned.as_ref().map(|p| p.0);
+    if let Some((_, Some(shape))) = &planned {
         if let Some(v) = from_cache_v4(
             reactor,
             &header,
             &record[args_at..],
-            plan,
+            shape,
             peer,
             pools,
             hot,
@@ -271,8 +281,8 @@ pub(crate) struct Hot<'a> {
 /// NFSv4.1 COMPOUNDs `SEQUENCE, PUTFH, GETATTR|READ` answered from the cache
 /// (`front::V4_PATHS`, over `nfs4::fast`: every check and the slot bookkeeping are
 /// there), recognised from the COMPOUND's plan. Over RPC-over-RDMA
-/// the reply's READ data is located by `ulb::v4::fast_read_data` and written into the
-/// call's first write chunk (RFC 8267 §6.4.1); when that chunk has room for the
+/// the reply's READ data, located by the answer itself (`ulb::v4::fast_located`), is
+/// written into the call's first write chunk (RFC 8267 §6.4.1); when that chunk has room for the
 /// data (`write_room`) and the cache pages are registered, the data goes by RDMA
 /// Write straight from the pages (`fast::answer_pages`, no copy into the reply).
 /// `None` → a worker.
@@ -281,14 +291,13 @@ fn from_cache_v4(
     reactor: usize,
     h: &CallHeader,
     args: &[u8],
-    plan: &crate::front::Plan,
+    shape: &V4Shape,
     peer: SocketAddr,
     pools: &Pools,
     hot: &mut Hot,
     read_ahead: &mut bool,
     zc: Option<ZeroCopy>,
 ) -> Option<Verdict> {
-    let shape = (V4.cache_shape)(args, plan)?;
     let want = match shape.last {
         V4Last::Read { offset, count, .. } => {
             if let Some((_, fileid)) = crate::fs::FileModel::peek_handle(shape.fh) {
@@ -318,7 +327,7 @@ fn from_cache_v4(
                 &mut view,
                 peer.ip(),
                 &h.cred,
-                &shape,
+                shape,
                 args.len(),
                 lkey,
                 &mut w,
@@ -342,13 +351,16 @@ fn from_cache_v4(
         exports,
         state: hot.state,
     };
-    if !(V4.answer)(&mut view, peer.ip(), &h.cred, &shape, args.len(), &mut w) {
-        return None;
-    }
+    let data = (V4.answer)(&mut view, peer.ip(), &h.cred, shape, args.len(), &mut w)?;
     (V4.count_answer)(reactor);
     let n = w.position();
     buf.set_len(n);
-    Some(Verdict::Reply(buf))
+    // The READ's outcome locates its data for an RPC-over-RDMA write chunk: the
+    // transport does not read the reply to find it.
+    Some(Verdict::ReplyLocated(
+        buf,
+        crate::ulb::v4::fast_located(data),
+    ))
 }
 
 /// Answers GETATTR and small READs from the reactor's cache (run to completion, no

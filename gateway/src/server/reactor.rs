@@ -345,7 +345,7 @@ impl ReactorState {
                 rec
             };
             match supervise::request("reactor: classifying a TCP call", || {
-                dispatch::classify(*id, conn, peer, rec, pools, &mut hot, None)
+                dispatch::classify(*id, conn, peer, rec, pools, &mut hot, None, None)
             }) {
                 Ok(v) => {
                     let routed = router.route(v, conn, peer, st);
@@ -439,8 +439,8 @@ impl ReactorState {
             revalidate: reval,
         };
         let classified = supervise::request("reactor: classifying an RDMA call", || {
-            match crate::ulb::check_call(&rec, reduced) {
-                Ok(item) => {
+            match crate::ulb::check_call_planned(&rec, reduced) {
+                Ok((item, plan)) => {
                     let conn = Link::rdma(call, item);
                     // NFSv3 READ's data item, or an NFSv4 COMPOUND's (the v4 fast
                     // path answers `SEQUENCE, PUTFH, READ` from the cache pages).
@@ -452,7 +452,7 @@ impl ReactorState {
                     });
                     (
                         conn,
-                        dispatch::classify(*id, conn, peer, rec, pools, &mut hot, room),
+                        dispatch::classify(*id, conn, peer, rec, pools, &mut hot, room, plan),
                     )
                 }
                 Err(v) => {
@@ -487,7 +487,7 @@ impl ReactorState {
             revalidate: &mut self.reval,
         };
         match supervise::request("reactor: classifying a parked call", || {
-            dispatch::classify(self.id, conn, peer, rec, pools, &mut hot, None)
+            dispatch::classify(self.id, conn, peer, rec, pools, &mut hot, None, None)
         }) {
             Ok(v) => {
                 let routed = self.router.route(v, conn, peer, st);
@@ -657,6 +657,11 @@ impl Router {
         let reply = match v {
             Verdict::Drop => Reply::none(),
             Verdict::Reply(b) => Reply::of(b),
+            Verdict::ReplyLocated(b, located) => Reply {
+                buf: Some(b),
+                pages: None,
+                located: Some(located),
+            },
             Verdict::ReplyPages(b, pages) => Reply {
                 buf: Some(b),
                 pages: Some(pages),

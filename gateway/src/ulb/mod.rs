@@ -10,7 +10,7 @@
 pub mod v3;
 pub mod v4;
 
-pub use v3::{check_call, reply_data};
+pub use v3::{check_call, check_call_planned, reply_data};
 
 /// The DDP-eligible results a reply to a call may carry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -11,6 +11,7 @@
 
 use super::{ReplyItem, Violation};
 use crate::nfs3::{NFS_PROGRAM, NFS_V3};
+use crate::nfs4::plan::Plan;
 use engine::rpc::{self, Accept, ReplyStatus};
 use engine::rpcrdma::responder::Reduced;
 use engine::xdr::{padded, XdrReader};
@@ -26,6 +27,17 @@ const FATTR3_LEN: usize = 84;
 /// Checks the reduced items of a reassembled call and says which DDP item its reply
 /// may carry (NFSv4 COMPOUNDs go to [`super::v4`]).
 pub fn check_call(rec: &[u8], reduced: &[Reduced]) -> Result<ReplyItem, Violation> {
+    check_call_planned(rec, reduced).map(|(item, _)| item)
+}
+
+/// `check_call`, with the plan of an NFSv4 COMPOUND whose reduced items were matched
+/// against it (`nfs4::plan`, one walk: classify takes it instead of walking again);
+/// `None` for every other call, and for a COMPOUND without reduced items (nothing
+/// was walked).
+pub fn check_call_planned(
+    rec: &[u8],
+    reduced: &[Reduced],
+) -> Result<(ReplyItem, Option<Plan>), Violation> {
     let word = |at: usize| {
         rec.get(at..at + 4)
             .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
@@ -34,28 +46,29 @@ pub fn check_call(rec: &[u8], reduced: &[Reduced]) -> Result<ReplyItem, Violatio
     if reduced.is_empty() {
         // Hot path: prog, vers and proc sit at fixed offsets of every call header
         // (RFC 5531 §9); the full decode (credentials) is the RPC layer's, once.
-        return Ok(match (word(12), word(16), word(20)) {
+        let item = match (word(12), word(16), word(20)) {
             (Some(NFS_PROGRAM), Some(NFS_V3), Some(READ)) => ReplyItem::ReadData,
             (Some(NFS_PROGRAM), Some(NFS_V3), Some(READLINK)) => ReplyItem::ReadlinkPath,
             (Some(NFS_PROGRAM), Some(super::v4::NFS_V4), Some(super::v4::COMPOUND)) => {
                 ReplyItem::Compound
             }
             _ => ReplyItem::None,
-        });
+        };
+        return Ok((item, None));
     }
     let Ok((h, _)) = rpc::decode_call(rec) else {
         // A reduced item in an undecodable call can only be a violation.
         return Err(Violation { xid });
     };
     if h.prog == NFS_PROGRAM && h.vers == super::v4::NFS_V4 && h.proc_ == super::v4::COMPOUND {
-        return super::v4::check_compound(rec, reduced);
+        return super::v4::check_planned(rec, reduced);
     }
     let nfs3 = h.prog == NFS_PROGRAM && h.vers == NFS_V3;
     let eligible = nfs3 && (h.proc_ == WRITE || h.proc_ == SYMLINK);
     if !eligible || reduced.len() != 1 || !ends_call(rec, reduced[0]) {
         return Err(Violation { xid });
     }
-    Ok(ReplyItem::None)
+    Ok((ReplyItem::None, None))
 }
 
 /// The reduced item is the call's last: it starts right after a length word that

@@ -33,6 +33,16 @@ pub use nfs_wire::NFS_V4;
 /// against the eligible items of its plan (`nfs4::plan::Plan`, the one walk over its
 /// arguments).
 pub fn check_compound(rec: &[u8], reduced: &[Reduced]) -> Result<ReplyItem, Violation> {
+    check_planned(rec, reduced).map(|(item, _)| item)
+}
+
+/// `check_compound`, with the plan its reduced items were matched against (`None`
+/// when there were none: nothing was walked), so the call is classified without a
+/// second walk.
+pub fn check_planned(
+    rec: &[u8],
+    reduced: &[Reduced],
+) -> Result<(ReplyItem, Option<Plan>), Violation> {
     let xid = rec
         .get(..4)
         .map_or(0, |b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]));
@@ -44,12 +54,13 @@ pub fn check_compound(rec: &[u8], reduced: &[Reduced]) -> Result<ReplyItem, Viol
         // Nothing to match: only the COMPOUND header must be there.
         let mut r = XdrReader::new(args);
         return match (r.opaque_var(usize::MAX), r.u32(), r.u32()) {
-            (Ok(_), Ok(_), Ok(_)) => Ok(ReplyItem::Compound),
+            (Ok(_), Ok(_), Ok(_)) => Ok((ReplyItem::Compound, None)),
             _ => Err(Violation { xid }),
         };
     }
-    match matches_ddp(&Plan::with_ddp(args).1, args_at, reduced) {
-        true => Ok(ReplyItem::Compound),
+    let (plan, ddp) = Plan::with_ddp(args);
+    match matches_ddp(&ddp, args_at, reduced) {
+        true => Ok((ReplyItem::Compound, Some(plan))),
         false => Err(Violation { xid }),
     }
 }
@@ -124,10 +135,19 @@ pub fn take() -> Option<DdpList> {
     LOCATED.with(|l| l.take())
 }
 
-/// The READ-class result of a `SEQUENCE, PUTFH, READ|READLINK` reply whose COMPOUND
-/// noted nothing: the reactor's v4 fast path, or a replay from the session's reply
-/// cache (the shapes the Linux client sends). `reply` from the XID on. A failed READ
-/// or READLINK gives an entry without data (its chunk comes back empty, R8267-21).
+/// The READ-class results of a COMPOUND the reactor's cache answered
+/// (`nfs4::fast`), from the answer's outcome: where its READ's data lies in the reply
+/// buffer (`None`: a GETATTR, no READ-class result). The fast path answers only
+/// successful READs; nothing reads the reply to find them.
+pub fn fast_located(read: Option<Range<usize>>) -> DdpList {
+    read.into()
+}
+
+/// The READ-class result of a `SEQUENCE, PUTFH, READ|READLINK` reply whose executor
+/// passed no outcome: a replay from the session's reply cache (the shapes the Linux
+/// client sends), whose READ did not run again, and the io_uring READ
+/// (`server::direct::v4`). `reply` from the XID on. A failed READ or READLINK gives
+/// an entry without data (its chunk comes back empty, R8267-21).
 pub fn fast_read_data(reply: &[u8]) -> DdpList {
     let mut list = DdpList::new();
     if let Some(item) = simple_read_class(reply) {

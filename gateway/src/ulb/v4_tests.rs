@@ -97,6 +97,32 @@ fn r8267_12_write_data_from_a_read_chunk_is_accepted_with_or_without_pad() {
     assert_eq!(check_call(&rec, &[]), Ok(ReplyItem::Compound));
 }
 
+/// One walk per RPC-over-RDMA COMPOUND: the chunk check hands `classify` the plan its
+/// reduced items were matched against — the plan `classify` would make — and no plan
+/// when nothing was walked (no reduced items) or the call broke the binding.
+#[test]
+fn the_chunk_checks_plan_is_the_one_classify_takes() {
+    use crate::nfs4::plan::{Kind, Plan};
+    use crate::ulb::check_call_planned;
+    let mut c = C::new();
+    c.sequence();
+    c.putfh();
+    let at = c.write(&[5u8; 300]);
+    c.getattr();
+    let rec = c.done();
+    let (_, args_at) = engine::rpc::decode_call(&rec).unwrap();
+    let (item, plan) = check_call_planned(&rec, &[red(at, 300)]).unwrap();
+    assert_eq!(item, ReplyItem::Compound);
+    let plan = plan.expect("planned by the check");
+    assert_eq!(plan, Plan::of(&rec[args_at..]));
+    assert_eq!(plan.kind, Kind::WriteGetattr);
+    assert_eq!(
+        check_call_planned(&rec, &[]),
+        Ok((ReplyItem::Compound, None))
+    );
+    assert!(check_call_planned(&rec, &[red(at + 4, 296)]).is_err());
+}
+
 #[test]
 fn r8267_12_two_writes_each_from_its_own_chunk_are_accepted() {
     let mut c = C::new();

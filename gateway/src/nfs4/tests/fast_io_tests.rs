@@ -391,14 +391,19 @@ fn plan_shapes_match_the_old_parser_on_every_mutation() {
     let mut checked = 0;
     for a in &cases {
         assert!(fast_io::parse(a).is_some());
+        // The plan's fast lane takes these, and agrees with the general walk on
+        // every prefix and change (`plan_oracles::lane_agrees`).
+        assert!(lane_agrees(a));
         for n in 0..=a.len() {
             assert_eq!(fast_io::parse(&a[..n]), oracle(&a[..n]), "prefix {n}");
+            lane_agrees(&a[..n]);
         }
         for i in 0..a.len() {
             for v in [0u8, 1, 3, 4, 0x7f, 0xff, a[i] ^ 1, a[i] ^ 0x80] {
                 let mut m = a.clone();
                 m[i] = v;
                 assert_eq!(fast_io::parse(&m), oracle(&m), "byte {i} = {v}");
+                lane_agrees(&m);
                 checked += 1;
             }
         }
@@ -408,4 +413,8 @@ fn plan_shapes_match_the_old_parser_on_every_mutation() {
 
 fn oracle(args: &[u8]) -> Option<IoCall> {
     crate::nfs4::skip_prop_tests::oracles::io_parse(args)
+}
+
+fn lane_agrees(args: &[u8]) -> bool {
+    crate::nfs4::skip_prop_tests::oracles::lane_agrees(args)
 }

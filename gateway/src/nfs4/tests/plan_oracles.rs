@@ -185,3 +185,28 @@ pub fn io_parse(args: &[u8]) -> Option<IoCall> {
         print,
     })
 }
+
+/// The plan's fast lane (`plan::lane`) against the general walk it stands in for:
+/// the same plan (`of`, `with_ddp`, `with_shape`), the same eligible items, and the
+/// cache shape `fast::shape` decodes at the general plan's offsets. Returns whether
+/// the lane answered (rather than handing the COMPOUND to the general walk).
+pub fn lane_agrees(args: &[u8]) -> bool {
+    use crate::nfs4::plan::{self, Plan, ELIGIBLE_MAX};
+    let mut items = vec![];
+    let general = plan::general(args, &mut |e| items.push(e));
+    assert_eq!(Plan::of(args), general, "Plan::of against the general walk");
+    let (p, ddp) = Plan::with_ddp(args);
+    assert_eq!(p, general, "Plan::with_ddp against the general walk");
+    let kept = items.len().min(ELIGIBLE_MAX);
+    assert_eq!(ddp.eligible(), &items[..kept], "eligible items");
+    assert_eq!(ddp.cut(), items.len() > ELIGIBLE_MAX);
+    let (p, shape) = Plan::with_shape(args);
+    assert_eq!(p, general, "Plan::with_shape against the general walk");
+    let at_offsets = crate::nfs4::fast::shape(args, &general);
+    assert_eq!(
+        format!("{shape:?}"),
+        format!("{at_offsets:?}"),
+        "cache shape"
+    );
+    plan::lane_takes(args)
+}
