@@ -6,7 +6,7 @@
 #   kernel-nfs42.sh GATEWAY_BINARY
 #
 # Checks (RFC 7862, RFC 8276): `mount -t nfs 127.0.0.1:/ /mnt42` with no options
-# negotiates 4.2 (/proc/mounts); `cp` of a 64 MiB file is a server-side COPY (the
+# negotiates 4.2 (/proc/mounts); `cp` of a 16 MiB file is a server-side COPY (the
 # gateway's nfsgw_bytes_in_total moves by less than 1 MiB while it runs) and byte-exact
 # after dropping caches; `cp --reflink=always` (CLONE) gives the same bytes; `fallocate
 # -p` punches zeros and keeps the size; SEEK_HOLE/SEEK_DATA find the punched hole;
@@ -86,11 +86,11 @@ print(int(sum(float(l.split()[-1]) for l in text.splitlines()
               if l.startswith("nfsgw_bytes_in_total"))))
 PY
 }
-dd if=/dev/urandom of="$W/src" bs=1M count=64 status=none
+dd if=/dev/urandom of="$W/src" bs=1M count=16 status=none
 cp "$W/src" $M/a; sync
 echo 3 > /proc/sys/vm/drop_caches
 before=$(bytes_in)
-check "cp of a 64 MiB file on the mount (copy_file_range: COPY)" cp $M/a $M/b
+check "cp of a 16 MiB file on the mount (copy_file_range: COPY)" cp $M/a $M/b
 after=$(bytes_in)
 say "bytes into the gateway during cp: $((after - before))"
 check "the copy moved no file bytes through the client (< 1 MiB in)" test $((after - before)) -lt 1048576
@@ -101,7 +101,7 @@ check "cp --reflink=always (CLONE) is byte-exact" \
 
 # ---- ALLOCATE, DEALLOCATE, SEEK ----------------------------------------------------------------
 check "fallocate -p punches 1 MiB at 4 MiB" fallocate -p -o 4M -l 1M $M/b
-check "the size stays" test "$(stat -c %s $M/b)" = $((64 << 20))
+check "the size stays" test "$(stat -c %s $M/b)" = $((16 << 20))
 echo 3 > /proc/sys/vm/drop_caches
 check "the punched range reads as zeros" \
   cmp <(head -c 1M /dev/zero) <(dd if=$M/b bs=1M skip=4 count=1 status=none)
