@@ -116,6 +116,26 @@ pub enum NfsVersion {
     /// NFSv4.1: a client, sessions, OPENed files (TCP only).
     #[value(name = "4.1")]
     V41,
+    /// NFSv4.2 (RFC 7862): the same client and operations as 4.1 in COMPOUNDs of minor
+    /// version 2.
+    #[value(name = "4.2")]
+    V42,
+}
+
+impl NfsVersion {
+    /// NFSv4.x (sessions, no MOUNT).
+    pub fn is_v4(self) -> bool {
+        matches!(self, NfsVersion::V41 | NfsVersion::V42)
+    }
+
+    /// The COMPOUND minor version (0 for NFSv3).
+    pub fn minor(self) -> u32 {
+        match self {
+            NfsVersion::V3 => 0,
+            NfsVersion::V41 => 1,
+            NfsVersion::V42 => 2,
+        }
+    }
 }
 
 #[derive(Args, Debug, Clone)]
@@ -343,6 +363,9 @@ mod tests {
         assert_eq!(r.nfs, NfsVersion::V3);
         let c = Cli::try_parse_from(["bench", "--nfs", "4.1", "--workload", "randread"]).unwrap();
         assert_eq!(c.run.nfs, NfsVersion::V41);
+        let c = Cli::try_parse_from(["bench", "--nfs", "4.2", "--workload", "randread"]).unwrap();
+        assert_eq!((c.run.nfs, c.run.nfs.minor()), (NfsVersion::V42, 2));
+        assert!(c.run.nfs.is_v4());
         assert!(Cli::try_parse_from(["bench", "--nfs", "4"]).is_err());
         for bad in [
             &["bench", "--mix", "bogus:1"][..],

@@ -13,7 +13,7 @@ use crate::report::{self, Settings};
 use crate::stats::Stats;
 use crate::transport::{Provider, Target};
 use crate::workload::{Kind, Mix, Op};
-use crate::{NfsVersion, RunArgs};
+use crate::RunArgs;
 use std::io::IsTerminal;
 use std::time::Duration;
 
@@ -89,6 +89,7 @@ pub fn budgets(ops: Option<u64>, conns: usize) -> Vec<Option<u64>> {
 pub fn run(args: RunArgs) -> anyhow::Result<()> {
     crate::transport::set_source(args.source);
     let target = Target::parse(&args.target, args.provider)?;
+    crate::nfs4::set_minor(args.nfs.minor().max(1));
     let mix = args
         .mix
         .clone()
@@ -128,7 +129,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     )?;
     let reads = mix.any(Op::reads);
     let writes = mix.any(Op::writes);
-    if args.nfs == NfsVersion::V41 {
+    if args.nfs.is_v4() {
         anyhow::ensure!(
             args.mount_port.is_none(),
             "--mount-port is for NFSv3 (NFSv4.1 has no MOUNT)"
@@ -140,7 +141,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     let mut qd = args.qd;
     let files;
     let mut setup = None;
-    if args.nfs == NfsVersion::V41 {
+    if args.nfs.is_v4() {
         let (s, f) = Setup4::prepare(
             &target,
             args.export.as_deref(),

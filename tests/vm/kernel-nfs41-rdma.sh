@@ -383,6 +383,47 @@ else
 fi
 fi
 
+# NFSv4.2 over RDMA (RFC 7862 COMPOUNDs on the same transport; READ_PLUS is not
+# DDP-eligible, RFC 8267 §6.1): a mount with no version negotiates 4.2, `cp` is a
+# server-side COPY (bytes into the gateway over RDMA stay under 1 MiB), SEEK_HOLE finds
+# a punched hole, a user xattr round-trips.
+v42_mount() {
+  timeout -s KILL 120 mount -t nfs -o "proto=rdma,port=$PORT$OPT_EXTRA" "$ADDR:/" $M || return 1
+  local opts; opts=$(awk -v m=$M '$2 == m {print $4}' /proc/mounts)
+  say "4.2 mount options: $opts"
+  grep -q 'vers=4\.2' <<<"$opts" && grep -qE "(^|,)proto=rdma(,|$)" <<<"$opts"
+}
+v42_checks() {
+  python3 - "$M" <<'PY'
+import os, sys
+m = sys.argv[1]
+a, b = f"{m}/v42-a", f"{m}/v42-b"
+with open(a, "wb") as f:
+    f.write(os.urandom(8 << 20))
+    os.fsync(f.fileno())
+with open(a, "rb") as src, open(b, "wb") as dst:
+    n = os.copy_file_range(src.fileno(), dst.fileno(), 8 << 20)
+assert n == 8 << 20, n
+os.system("sync; echo 3 > /proc/sys/vm/drop_caches")
+assert open(a, "rb").read() == open(b, "rb").read(), "copy differs"
+os.setxattr(b, "user.k", b"v")
+assert os.getxattr(b, "user.k") == b"v"
+PY
+}
+if [ -z "${OOPSED:-}" ]; then
+  check "unmount the v4.1 mount" umount $M
+  check "mount over rdma with no version: vers=4.2" v42_mount
+  in0=$(metric nfsgw_bytes_in_total)
+  check "NFSv4.2 over RDMA: 8 MiB written, copy_file_range (COPY), byte-exact, xattr" v42_checks
+  in1=$(metric nfsgw_bytes_in_total)
+  say "bytes into the gateway over RDMA during write + copy: $((in1 - in0))"
+  check "the copy moved no file bytes (8 MiB written, under 9 MiB in)" test $((in1 - in0)) -lt $((9 << 20))
+  check "fallocate -p over 4.2/RDMA" fallocate -p -o 1M -l 1M $M/v42-b
+  check "SEEK_HOLE finds the punched hole" python3 -c "
+import os, sys; fd = os.open('$M/v42-b', os.O_RDONLY); sys.exit(os.lseek(fd, 0, os.SEEK_HOLE) != 1 << 20)"
+  rm -f $M/v42-a $M/v42-b
+fi
+
 [ -n "${OOPSED:-}" ] || check "final unmount" umount $M
 check "gateway still running, no panic in its log" gw_healthy
 echo "gateway log: $(wc -l < "$W/gw.log") lines, $(grep -c ' WARN ' "$W/gw.log" || true) WARN, $(grep -c ' ERROR ' "$W/gw.log" || true) ERROR"

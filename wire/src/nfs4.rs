@@ -78,6 +78,24 @@ pub const OP_TEST_STATEID: u32 = 55;
 pub const OP_WANT_DELEGATION: u32 = 56;
 pub const OP_DESTROY_CLIENTID: u32 = 57;
 pub const OP_RECLAIM_COMPLETE: u32 = 58;
+// NFSv4.2 (RFC 7862 §11.1, RFC 8276 §8.3): minor version 2 only.
+pub const OP_ALLOCATE: u32 = 59;
+pub const OP_COPY: u32 = 60;
+pub const OP_COPY_NOTIFY: u32 = 61;
+pub const OP_DEALLOCATE: u32 = 62;
+pub const OP_IO_ADVISE: u32 = 63;
+pub const OP_LAYOUTERROR: u32 = 64;
+pub const OP_LAYOUTSTATS: u32 = 65;
+pub const OP_OFFLOAD_CANCEL: u32 = 66;
+pub const OP_OFFLOAD_STATUS: u32 = 67;
+pub const OP_READ_PLUS: u32 = 68;
+pub const OP_SEEK: u32 = 69;
+pub const OP_WRITE_SAME: u32 = 70;
+pub const OP_CLONE: u32 = 71;
+pub const OP_GETXATTR: u32 = 72;
+pub const OP_SETXATTR: u32 = 73;
+pub const OP_LISTXATTRS: u32 = 74;
+pub const OP_REMOVEXATTR: u32 = 75;
 pub const OP_ILLEGAL: u32 = 10044;
 
 // nfs_cb_opnum4. 0-2 are unused.

@@ -368,3 +368,64 @@ pub fn with_seqid(sid: &[u8; 16], seqid: u32) -> [u8; 16] {
 pub fn seqid_of(sid: &[u8; 16]) -> u32 {
     u32::from_be_bytes([sid[0], sid[1], sid[2], sid[3]])
 }
+
+/// NFSv4.2's operations (RFC 7862 §15, RFC 8276 §8.4): send them with
+/// [`compound_call_minor`] and minor version 2.
+impl Ops {
+    pub fn allocate(self, stateid: &[u8; 16], offset: u64, len: u64) -> Ops {
+        self.op(0, |w| v4op::space(w, OP_ALLOCATE, stateid, offset, len))
+    }
+
+    pub fn deallocate(self, stateid: &[u8; 16], offset: u64, len: u64) -> Ops {
+        self.op(0, |w| v4op::space(w, OP_DEALLOCATE, stateid, offset, len))
+    }
+
+    /// SEEK: `what` 0 data, 1 hole.
+    pub fn seek(self, stateid: &[u8; 16], offset: u64, what: u32) -> Ops {
+        self.op(0, |w| v4op::seek(w, stateid, offset, what))
+    }
+
+    pub fn read_plus(self, stateid: &[u8; 16], offset: u64, count: u32) -> Ops {
+        self.op(0, |w| v4op::read_plus(w, stateid, offset, count))
+    }
+
+    /// COPY from the saved to the current filehandle.
+    pub fn copy(self, r: &v4op::CopyRange, synchronous: bool) -> Ops {
+        self.op(0, |w| v4op::copy(w, r, synchronous))
+    }
+
+    /// CLONE from the saved to the current filehandle.
+    pub fn clone_range(self, r: &v4op::CopyRange) -> Ops {
+        self.op(0, |w| v4op::clone(w, r))
+    }
+
+    pub fn getxattr(self, name: &[u8]) -> Ops {
+        self.op(name.len(), |w| v4op::xattr_named(w, OP_GETXATTR, name))
+    }
+
+    pub fn setxattr(self, option: u32, name: &[u8], value: &[u8]) -> Ops {
+        self.op(name.len() + value.len(), |w| {
+            v4op::setxattr(w, option, name, value)
+        })
+    }
+
+    pub fn listxattrs(self, cookie: u64, maxcount: u32) -> Ops {
+        self.op(0, |w| v4op::listxattrs(w, cookie, maxcount))
+    }
+
+    pub fn removexattr(self, name: &[u8]) -> Ops {
+        self.op(name.len(), |w| v4op::xattr_named(w, OP_REMOVEXATTR, name))
+    }
+}
+
+/// An RPC call of a COMPOUND of minor version `minor` (2 for NFSv4.2's operations).
+pub fn compound_call_minor(xid: u32, cred: &Cred, ops: &Ops, minor: u32) -> Vec<u8> {
+    rpccall::call(
+        xid,
+        NFS_PROGRAM,
+        NFS_V4,
+        NFSPROC4_COMPOUND,
+        cred,
+        &ops.args_with(b"", minor),
+    )
+}

@@ -545,3 +545,84 @@ pub fn commit(w: &mut XdrWriter, offset: u64, count: u32) -> XdrResult<()> {
     w.u64(offset)?;
     w.u32(count)
 }
+
+// ---- NFSv4.2 (RFC 7862 §15, RFC 8276 §8.4): in COMPOUNDs of minor version 2 --------
+
+/// ALLOCATE (RFC 7862 §15.1) or DEALLOCATE (§15.4): `op` is either.
+pub fn space(w: &mut XdrWriter, op: u32, stateid: &[u8; 16], offset: u64, len: u64) -> XdrResult<()> {
+    w.u32(op)?;
+    w.opaque_fixed(stateid)?;
+    w.u64(offset)?;
+    w.u64(len)
+}
+
+/// SEEK (§15.11): `what` is data_content4 (0 data, 1 hole).
+pub fn seek(w: &mut XdrWriter, stateid: &[u8; 16], offset: u64, what: u32) -> XdrResult<()> {
+    w.u32(OP_SEEK)?;
+    w.opaque_fixed(stateid)?;
+    w.u64(offset)?;
+    w.u32(what)
+}
+
+/// READ_PLUS (§15.10).
+pub fn read_plus(w: &mut XdrWriter, stateid: &[u8; 16], offset: u64, count: u32) -> XdrResult<()> {
+    w.u32(OP_READ_PLUS)?;
+    w.opaque_fixed(stateid)?;
+    w.u64(offset)?;
+    w.u32(count)
+}
+
+/// A COPY (§15.2) or CLONE (§15.13) range: the source (SAVED_FH) and target
+/// (CURRENT_FH) stateids, offsets and count.
+#[derive(Debug, Clone, Copy)]
+pub struct CopyRange {
+    pub src_stateid: [u8; 16],
+    pub dst_stateid: [u8; 16],
+    pub src_offset: u64,
+    pub dst_offset: u64,
+    pub count: u64,
+}
+
+/// COPY (§15.2), intra-server (no source servers), consecutive, with `synchronous`.
+pub fn copy(w: &mut XdrWriter, r: &CopyRange, synchronous: bool) -> XdrResult<()> {
+    w.u32(OP_COPY)?;
+    copy_range(w, r)?;
+    w.bool(true)?;
+    w.bool(synchronous)?;
+    w.u32(0)
+}
+
+/// CLONE (§15.13).
+pub fn clone(w: &mut XdrWriter, r: &CopyRange) -> XdrResult<()> {
+    w.u32(OP_CLONE)?;
+    copy_range(w, r)
+}
+
+fn copy_range(w: &mut XdrWriter, r: &CopyRange) -> XdrResult<()> {
+    w.opaque_fixed(&r.src_stateid)?;
+    w.opaque_fixed(&r.dst_stateid)?;
+    w.u64(r.src_offset)?;
+    w.u64(r.dst_offset)?;
+    w.u64(r.count)
+}
+
+/// GETXATTR (RFC 8276 §8.4.2) or REMOVEXATTR (§8.4.5): `op` with the name.
+pub fn xattr_named(w: &mut XdrWriter, op: u32, name: &[u8]) -> XdrResult<()> {
+    w.u32(op)?;
+    w.opaque_var(name)
+}
+
+/// SETXATTR (§8.4.3): `option` is setxattr_option4 (0 either, 1 create, 2 replace).
+pub fn setxattr(w: &mut XdrWriter, option: u32, name: &[u8], value: &[u8]) -> XdrResult<()> {
+    w.u32(OP_SETXATTR)?;
+    w.u32(option)?;
+    w.opaque_var(name)?;
+    w.opaque_var(value)
+}
+
+/// LISTXATTRS (§8.4.4).
+pub fn listxattrs(w: &mut XdrWriter, cookie: u64, maxcount: u32) -> XdrResult<()> {
+    w.u32(OP_LISTXATTRS)?;
+    w.u64(cookie)?;
+    w.u32(maxcount)
+}

@@ -121,7 +121,7 @@ fn connect(a: &MdArgs, target: &Target) -> anyhow::Result<Conns> {
     let retry = crate::jukebox::Policy::new(Duration::from_secs_f64(a.jukebox_timeout));
     let size = a.write_size as usize;
     let mut protos: Vec<Box<dyn Proto>> = Vec::with_capacity(a.conns);
-    if a.nfs == NfsVersion::V41 {
+    if a.nfs.is_v4() {
         anyhow::ensure!(
             a.mount_port.is_none(),
             "--mount-port is for NFSv3 (NFSv4.1 has no MOUNT)"
@@ -251,6 +251,7 @@ fn check_listings(plan: &Plan, outs: &mut [PhaseOut]) {
 }
 
 pub fn main(a: MdArgs) -> anyhow::Result<()> {
+    crate::nfs4::set_minor(a.nfs.minor().max(1));
     let target = Target::parse(&a.target, a.provider)?;
     anyhow::ensure!(a.conns > 0, "--conns must be at least 1");
     anyhow::ensure!(a.qd > 0, "--qd must be at least 1");

@@ -16,6 +16,7 @@ fn nfs_name(a: &MdArgs) -> &'static str {
     match a.nfs {
         crate::NfsVersion::V3 => "3",
         crate::NfsVersion::V41 => "4.1",
+        crate::NfsVersion::V42 => "4.2",
     }
 }
 

@@ -27,7 +27,19 @@ use nfs_wire::v4op::{self, Bitmap, Channel, Claim, Fattr, How};
 use nfs_wire::nfs4::NFSPROC4_NULL;
 /// NFSv4 program version (RFC 8881 §16; its procedures NULL and COMPOUND below).
 pub use nfs_wire::NFS_V4 as VERSION;
-pub const MINOR: u32 = 1;
+/// The COMPOUND minor version of this process's NFSv4 calls: 1, or 2 with `--nfs 4.2`
+/// ([`set_minor`], once at start, before any call).
+static MINOR: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(1);
+
+/// Sets the minor version every later COMPOUND carries.
+pub fn set_minor(minor: u32) {
+    MINOR.store(minor, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// The minor version COMPOUNDs carry.
+pub fn minor() -> u32 {
+    MINOR.load(std::sync::atomic::Ordering::Relaxed)
+}
 
 /// Operation numbers (RFC 8881 §16.2.1, nfs_opnum4).
 pub mod op {
@@ -317,7 +329,7 @@ fn readdir(w: &mut XdrWriter, cookie: u64, verf: [u8; 8]) -> XdrResult<()> {
     v4op::readdir(w, cookie, &verf, READDIR_COUNTS, bits.words())
 }
 
-/// Encodes an RPC call of COMPOUND (minor version 1) with `ops` into `out[4..]` (room
+/// Encodes an RPC call of COMPOUND (minor version [`minor`]) with `ops` into `out[4..]` (room
 /// for the record mark); returns the end (RFC 8881 §16.2.1).
 pub fn encode_compound(
     out: &mut [u8],
@@ -326,7 +338,7 @@ pub fn encode_compound(
     ops: &[Op4],
 ) -> anyhow::Result<usize> {
     let mut w = XdrWriter::at(out, 4);
-    v4op::compound_header(&mut w, xid, cred, b"", MINOR, u32::try_from(ops.len())?)?;
+    v4op::compound_header(&mut w, xid, cred, b"", minor(), u32::try_from(ops.len())?)?;
     for o in ops {
         o.put(&mut w)?;
     }

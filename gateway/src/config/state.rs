@@ -75,6 +75,10 @@ pub struct Nfs4Config {
     /// or the client table / reply cache runs short; 0 = freed when the lease runs out.
     #[serde(default = "default_courtesy_s")]
     pub courtesy_s: u64,
+    /// The highest NFSv4 minor version served: 2 (NFSv4.2, RFC 7862, what a Linux
+    /// client asks for first) or 1 (clients then settle for NFSv4.1).
+    #[serde(default = "default_max_minor_version")]
+    pub max_minor_version: u32,
 }
 
 pub(super) fn default_lease_time_s() -> u64 {
@@ -95,6 +99,9 @@ pub(super) fn default_courtesy_s() -> u64 {
 pub(super) fn default_max_sessions_per_client() -> usize {
     16
 }
+pub(super) fn default_max_minor_version() -> u32 {
+    2
+}
 pub(super) fn default_max_cached_reply() -> u32 {
     8192
 }
@@ -111,6 +118,7 @@ impl Default for Nfs4Config {
             max_cached_reply: default_max_cached_reply(),
             reply_cache_mib: default_reply_cache_mib(),
             courtesy_s: default_courtesy_s(),
+            max_minor_version: default_max_minor_version(),
         }
     }
 }
@@ -137,6 +145,7 @@ impl Nfs4Config {
             // Within a lease: a client that renews through one session still gives
             // back the reply cache of the sessions it left idle.
             session_idle: crate::state::clients::SESSION_IDLE.min(lease),
+            max_minor: self.max_minor_version,
         }
     }
 
@@ -172,6 +181,9 @@ impl Nfs4Config {
         }
         if !(1..=65536).contains(&self.reply_cache_mib) {
             return bad("reply_cache_mib", "must be 1..=65536 MiB");
+        }
+        if !(1..=2).contains(&self.max_minor_version) {
+            return bad("max_minor_version", "must be 1 (NFSv4.1) or 2 (NFSv4.2)");
         }
         if self.courtesy_s > 30 * 86_400 {
             return bad("courtesy_s", "must be at most 2592000 seconds (30 days)");

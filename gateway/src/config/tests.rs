@@ -168,11 +168,28 @@ fn errors_name_the_key() {
             "[nfs4]\nlease_time_s = 20\ngrace_max_s = 19\n[[exports]]\npath=\"/\"",
             "nfs4.grace_max_s",
         ),
+        (
+            "[nfs4]\nmax_minor_version = 3\n[[exports]]\npath=\"/\"",
+            "nfs4.max_minor_version",
+        ),
+        (
+            "[nfs4]\nmax_minor_version = 0\n[[exports]]\npath=\"/\"",
+            "nfs4.max_minor_version",
+        ),
     ];
     for (text, key) in cases {
         let e = Config::parse(text).unwrap_err().to_string();
         assert!(e.contains(key), "{text:?}: error {e:?} does not name {key}");
     }
+}
+
+/// `nfs4.max_minor_version`: NFSv4.2 by default, 1 turns it off.
+#[test]
+fn max_minor_version_defaults_to_42() {
+    let c = Config::parse("[[exports]]\npath=\"/\"").unwrap();
+    assert_eq!(c.nfs4.limits().max_minor, 2);
+    let c = Config::parse("[nfs4]\nmax_minor_version = 1\n[[exports]]\npath=\"/\"").unwrap();
+    assert_eq!(c.nfs4.limits().max_minor, 1);
 }
 
 /// `nfs4.grace_max_s`: 0 is twice the grace time (knfsd's cap), else the cap.

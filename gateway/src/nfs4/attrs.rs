@@ -52,6 +52,9 @@ pub const TIME_MODIFY_SET: u32 = 54;
 pub const MOUNTED_ON_FILEID: u32 = 55;
 pub const FS_LAYOUT_TYPES: u32 = 62;
 pub const SUPPATTR_EXCLCREAT: u32 = 75;
+// NFSv4.2 (RFC 7862 §12.2, RFC 8276 §8.2): minor version 2 only.
+pub const CLONE_BLKSIZE: u32 = 77;
+pub const XATTR_SUPPORT: u32 = 82;
 
 /// Largest READ/WRITE (MAXREAD/MAXWRITE).
 pub const MAX_IO: u64 = crate::limits::MAX_IO as u64;
@@ -83,6 +86,13 @@ impl Bitmap {
         Bitmap([self.0[0] & o.0[0], self.0[1] & o.0[1], self.0[2] & o.0[2]])
     }
 
+    pub fn or(&self, o: &Bitmap) -> Bitmap {
+        let mut m = self.0;
+        for (a, b) in m.iter_mut().zip(o.0) {
+            *a |= b;
+        }
+        Bitmap(m)
+    }
     pub fn minus(&self, o: &Bitmap) -> Bitmap {
         Bitmap([
             self.0[0] & !o.0[0],
@@ -151,6 +161,9 @@ pub const SUPPORTED: Bitmap = Bitmap::of(&[
     FS_LAYOUT_TYPES,
     SUPPATTR_EXCLCREAT,
 ]);
+
+/// What NFSv4.2 adds to [`SUPPORTED`] (RFC 7862 §12.2.1, RFC 8276 §8.2).
+pub const SUPPORTED_V42_ONLY: Bitmap = Bitmap::of(&[CLONE_BLKSIZE, XATTR_SUPPORT]);
 
 /// Attributes a client may set (SETATTR, CREATE, OPEN createattrs).
 pub const WRITABLE: Bitmap = Bitmap::of(&[
@@ -264,6 +277,25 @@ pub struct Env {
     pub lease_s: u32,
     pub max_file_size: u64,
     pub fsstat: Option<FsStat>,
+    /// In an NFSv4.2 COMPOUND: its attributes are supported too.
+    pub v42: Option<V42Env>,
+}
+
+/// The NFSv4.2 attributes' server-wide values.
+#[derive(Debug, Clone, Copy)]
+pub struct V42Env {
+    /// clone_blksize (`FileModel::clone_block`).
+    pub clone_blksize: u32,
+}
+
+impl Env {
+    /// The attributes supported in this COMPOUND's minor version.
+    pub fn supported(&self) -> Bitmap {
+        match self.v42 {
+            Some(_) => SUPPORTED.or(&SUPPORTED_V42_ONLY),
+            None => SUPPORTED,
+        }
+    }
 }
 
 fn put_time(w: &mut XdrWriter, t: NfsTime) -> XdrResult<()> {
@@ -274,7 +306,8 @@ fn put_time(w: &mut XdrWriter, t: NfsTime) -> XdrResult<()> {
 /// Encodes fattr4 for the attributes of `want` this server supports; returns what
 /// it encoded (RFC 8881 §18.7.3: unsupported ones are silently left out).
 pub fn put_fattr(w: &mut XdrWriter, want: &Bitmap, o: &Obj, env: &Env) -> XdrResult<Bitmap> {
-    let mut got = want.and(&SUPPORTED).minus(&WRITE_ONLY);
+    let supported = env.supported();
+    let mut got = want.and(&supported).minus(&WRITE_ONLY);
     if env.fsstat.is_none() {
         got = got.minus(&FSSTAT_ATTRS);
     }
@@ -284,7 +317,7 @@ pub fn put_fattr(w: &mut XdrWriter, want: &Bitmap, o: &Obj, env: &Env) -> XdrRes
     let st = env.fsstat.unwrap_or_default();
     for bit in got.bits() {
         match bit {
-            SUPPORTED_ATTRS => put_bitmap(w, &SUPPORTED)?,
+            SUPPORTED_ATTRS => put_bitmap(w, &supported)?,
             TYPE => w.u32(o.kind as u32)?,
             FH_EXPIRE_TYPE => w.u32(0)?, // FH4_PERSISTENT
             CHANGE => w.u64(o.change)?,
@@ -332,6 +365,8 @@ pub fn put_fattr(w: &mut XdrWriter, want: &Bitmap, o: &Obj, env: &Env) -> XdrRes
             MOUNTED_ON_FILEID => w.u64(o.mounted_on_fileid)?,
             FS_LAYOUT_TYPES => w.u32(0)?,
             SUPPATTR_EXCLCREAT => put_bitmap(w, &EXCLCREAT)?,
+            CLONE_BLKSIZE => w.u32(env.v42.map_or(0, |v| v.clone_blksize))?,
+            XATTR_SUPPORT => w.bool(true)?,
             _ => {}
         }
     }
@@ -456,6 +491,7 @@ mod tests {
         lease_s: 90,
         max_file_size: 1 << 40,
         fsstat: None,
+        v42: None,
     };
 
     #[test]

@@ -85,7 +85,7 @@ pub(super) fn compound(
     let Ok(header) = put_header(out, tag) else {
         return Outcome::GarbageArgs;
     };
-    if minor != super::MINOR_VERSION {
+    if !super::serves_minor(minor, state.clients.limits.max_minor) {
         // RFC 8881 §16.2.3: a minor version we do not serve gets the error and an
         // empty result array.
         finish(out, header, noted(0, NFS4ERR_MINOR_VERS_MISMATCH), 0);
@@ -135,7 +135,7 @@ pub(super) fn compound(
             }
         }
     }
-    if first != u32::MAX && super::op_fn(first).is_some() && !solo_op(first) {
+    if first != u32::MAX && super::op_fn_in(first, minor).is_some() && !solo_op(first) {
         // RFC 8881 §2.10.6.4: outside a session only the solo operations may come first.
         let _ = r.u32();
         let _ = out.u32(first);
@@ -215,7 +215,7 @@ fn run_ops(
             out.rewind(at);
             return (st, done);
         };
-        let f = super::op_fn(op);
+        let f = super::op_fn_in(op, c.minor);
         let at = out.position();
         let op_out = if f.is_some() { op } else { OP_ILLEGAL };
         if out.u32(op_out).is_err() {

@@ -435,6 +435,7 @@ fn encode(
                 lease_s: 0,
                 max_file_size: 0,
                 fsstat: None,
+                v42: None,
             };
             attrs::put_fattr(w, &want, &Obj::from_attr(&hit.attr, a.fh.to_vec()), &env)?;
             Ok(Some((0, None)))

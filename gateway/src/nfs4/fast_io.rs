@@ -346,6 +346,7 @@ pub fn put_getattr(w: &mut XdrWriter, want: &Bitmap, attr: &Attr, fh: &[u8]) -> 
         lease_s: 0,
         max_file_size: 0,
         fsstat: None,
+        v42: None,
     };
     attrs::put_fattr(w, want, &Obj::from_attr(attr, fh.to_vec()), &env).map(|_| ())
 }

@@ -140,6 +140,9 @@ pub(super) fn env(c: &Compound, want: &Bitmap, node: Option<&Node>) -> Env {
         lease_s: c.state.clients.limits.lease.as_secs().min(u32::MAX as u64) as u32,
         max_file_size: c.ctx.model.max_file_size().min(attrs::MAX_FILE_SIZE),
         fsstat,
+        v42: (c.minor >= 2).then(|| attrs::V42Env {
+            clone_blksize: c.ctx.model.clone_block().min(u32::MAX as u64) as u32,
+        }),
     }
 }
 
@@ -303,24 +306,45 @@ pub(super) fn lookupp(c: &mut Compound, _r: &mut XdrReader, w: &mut XdrWriter) -
 
 /// ACCESS4 bits this server evaluates (READ, LOOKUP, MODIFY, EXTEND, DELETE, EXECUTE).
 const ACCESS_ALL: u32 = 0x3f;
+/// RFC 8276 §8.4.1: ACCESS4_XAREAD, ACCESS4_XAWRITE, ACCESS4_XALIST (NFSv4.2).
+const ACCESS4_XAREAD: u32 = 0x40;
+const ACCESS4_XAWRITE: u32 = 0x80;
+const ACCESS4_XALIST: u32 = 0x100;
+
+/// The extended-attribute bits granted with `granted` (the file service's rule:
+/// reading and listing need read access, changing needs MODIFY).
+fn xattr_access(granted: u32) -> u32 {
+    let read = if granted & 0x1 != 0 {
+        ACCESS4_XAREAD | ACCESS4_XALIST
+    } else {
+        0
+    };
+    read | if granted & 0x4 != 0 { ACCESS4_XAWRITE } else { 0 }
+}
 
 /// ACCESS (RFC 8881 §18.1): the same bits and rules as NFSv3 ACCESS.
 pub(super) fn access(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter) -> OpResult {
     let Ok(want) = r.u32() else {
         return put_status(w, NFS4ERR_BADXDR);
     };
+    let all = if c.minor >= 2 {
+        ACCESS_ALL | ACCESS4_XAREAD | ACCESS4_XAWRITE | ACCESS4_XALIST
+    } else {
+        ACCESS_ALL
+    };
     let res = (|| match cur(c)? {
         // Pseudo directories: read and search only.
         CurrentFh::Pseudo(_) => Ok(want & (0x1 | 0x2 | 0x20)),
         CurrentFh::File { node, .. } => {
             let f = file_ctx(c, node)?;
-            Ok(want & access_mask(&f.attr, &f.caller))
+            let mask = access_mask(&f.attr, &f.caller);
+            Ok(want & (mask | xattr_access(mask)))
         }
     })();
     match res {
         Ok(granted) => ok_with(w, |w| {
-            w.u32(want & ACCESS_ALL)?;
-            w.u32(granted & ACCESS_ALL)
+            w.u32(want & all)?;
+            w.u32(granted & all)
         }),
         Err(e) => put_status(w, e),
     }

@@ -16,7 +16,7 @@ use engine::xdr::{XdrReader, XdrWriter};
 
 /// READ and WRITE need a regular file: a directory (or pseudo directory) is
 /// NFS4ERR_ISDIR, anything else NFS4ERR_INVAL.
-fn need_reg(kind: FileKind) -> Result<(), Nfsstat4> {
+pub(super) fn need_reg(kind: FileKind) -> Result<(), Nfsstat4> {
     match kind {
         FileKind::Reg => Ok(()),
         FileKind::Dir => Err(NFS4ERR_ISDIR),

@@ -1,4 +1,5 @@
-//! NFSv4.1 (RFC 8881): the COMPOUND procedure over the file model.
+//! NFSv4.1 (RFC 8881) and NFSv4.2 (RFC 7862, RFC 8276): the COMPOUND procedure over
+//! the file model.
 //!
 //! `serve` runs on a backend worker thread, like `nfs3::serve`. It decodes the COMPOUND
 //! header, runs each operation in order through the operation table below, and stops at
@@ -29,6 +30,8 @@ mod session_ops;
 pub mod skip;
 mod state_ops;
 pub mod status;
+mod v42_ops;
+mod xattr_ops;
 
 use crate::call::{Ctx, Outcome};
 use crate::fs::Node;
@@ -38,8 +41,18 @@ use status::Nfsstat4;
 
 /// NFS program version 4 (minor version in the COMPOUND arguments): nfs-wire's.
 pub use nfs_wire::NFS_V4;
-/// The only minor version served; others get NFS4ERR_MINOR_VERS_MISMATCH.
+/// The minor version of the reactor's fast paths and of the callbacks the server
+/// sends; NFSv4.2 COMPOUNDs use the same operations for them (RFC 7862 §1.3).
 pub const MINOR_VERSION: u32 = 1;
+/// The highest minor version this server knows (RFC 7862); `nfs4.max_minor_version`
+/// may lower it. Others get NFS4ERR_MINOR_VERS_MISMATCH.
+pub const MINOR_MAX: u32 = 2;
+
+/// Whether a COMPOUND of minor version `minor` is served (1 ..= `max`, at most
+/// [`MINOR_MAX`]).
+pub fn serves_minor(minor: u32, max: u32) -> bool {
+    (MINOR_VERSION..=max.min(MINOR_MAX)).contains(&minor)
+}
 /// Largest file handle (RFC 8881 NFS4_FHSIZE).
 pub const FH4_MAX: usize = 128;
 
@@ -160,8 +173,34 @@ pub(crate) fn op_fn(op: u32) -> Option<OpFn> {
         OP_WANT_DELEGATION => file_ops::notsupp,
         OP_DESTROY_CLIENTID => session_ops::destroy_clientid,
         OP_RECLAIM_COMPLETE => session_ops::reclaim_complete,
+        // NFSv4.2 (minor version 2 only: `op_fn_in`).
+        OP_ALLOCATE => v42_ops::allocate,
+        OP_COPY => v42_ops::copy,
+        OP_DEALLOCATE => v42_ops::deallocate,
+        OP_IO_ADVISE => v42_ops::io_advise,
+        OP_READ_PLUS => v42_ops::read_plus,
+        OP_SEEK => v42_ops::seek,
+        OP_CLONE => v42_ops::clone,
+        OP_GETXATTR => xattr_ops::getxattr,
+        OP_SETXATTR => xattr_ops::setxattr,
+        OP_LISTXATTRS => xattr_ops::listxattrs,
+        OP_REMOVEXATTR => xattr_ops::removexattr,
+        // Not offered (docs/nfs42.md): inter-server copy, asynchronous copies (every
+        // COPY completes before its reply), WRITE_SAME, and pNFS's error reports.
+        OP_COPY_NOTIFY | OP_OFFLOAD_CANCEL | OP_OFFLOAD_STATUS | OP_WRITE_SAME
+        | OP_LAYOUTERROR | OP_LAYOUTSTATS => file_ops::notsupp,
         _ => return None,
     })
+}
+
+/// The operation table for a COMPOUND of minor version `minor`: NFSv4.2's
+/// operations (RFC 7862 §11.1: 59 and up) do not exist in NFSv4.1, where they are
+/// NFS4ERR_OP_ILLEGAL like any unknown number.
+pub(crate) fn op_fn_in(op: u32, minor: u32) -> Option<OpFn> {
+    if op >= ops::OP_ALLOCATE && minor < 2 {
+        return None;
+    }
+    op_fn(op)
 }
 
 /// Writes a bare status (the result of every failed operation without extra results).

@@ -1,5 +1,5 @@
-//! nfsstat4 (RFC 8881 §15.1) as a type, `Nfsstat4`, and the mappings to it from the
-//! file model's status (`from_fs`) and from NFSv4.1 state's errors (`from_state`).
+//! nfsstat4 (RFC 8881 §15.1; RFC 7862 §11.2 and RFC 8276 §8.1 add NFSv4.2's) as a
+//! type, `Nfsstat4`, and the mappings to it from the file model's status (`from_fs`) and from NFSv4.1 state's errors (`from_state`).
 //!
 //! An `Nfsstat4` holds only a number RFC 8881 §15.1 defines: the constants below are
 //! the only way to name one, `Nfsstat4::new`/`decode` the only way to read one from a
@@ -131,6 +131,14 @@ nfsstat4! {
     NFS4ERR_REJECT_DELEG = 10085,
     NFS4ERR_RETURNCONFLICT = 10086,
     NFS4ERR_DELEG_REVOKED = 10087,
+    // RFC 7862 §11.2 (NFSv4.2).
+    NFS4ERR_PARTNER_NOTSUPP = 10088,
+    NFS4ERR_PARTNER_NO_AUTH = 10089,
+    NFS4ERR_UNION_NOTSUPP = 10090,
+    NFS4ERR_OFFLOAD_DENIED = 10091,
+    NFS4ERR_WRONG_LFS = 10092,
+    NFS4ERR_BADLABEL = 10093,
+    NFS4ERR_OFFLOAD_NO_REQS = 10094,
     // RFC 8276 §8.1 (extended attributes, NFSv4.2).
     NFS4ERR_NOXATTR = 10095,
     NFS4ERR_XATTR2BIG = 10096,
@@ -365,14 +373,15 @@ mod tests {
         assert!(all.windows(2).all(|p| p[0].0 .0 < p[1].0 .0), "ascending");
         assert_eq!(
             all.len(),
-            19 + 85 + 2,
-            "19 up to 70; 10001..=10087 less 10002, 10073; RFC 8276's 10095, 10096"
+            19 + 85 + 7 + 2,
+            "19 up to 70; 10001..=10087 less 10002, 10073; RFC 7862's 10088..=10094; \
+             RFC 8276's 10095, 10096"
         );
         for &(s, name) in all {
             assert_eq!(Nfsstat4::new(s.as_u32()), Some(s), "{name}");
             assert_eq!(format!("{s:?}"), format!("{name}({})", s.as_u32()));
         }
-        for n in [3, 4, 19, 71, 10000, 10002, 10073, 10088, u32::MAX] {
+        for n in [3, 4, 19, 71, 10000, 10002, 10073, 10097, u32::MAX] {
             assert_eq!(Nfsstat4::new(n), None, "{n}");
             let b = n.to_be_bytes();
             assert_eq!(

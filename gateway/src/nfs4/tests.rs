@@ -235,9 +235,30 @@ fn first_statuses(rep: &[u8], n: usize) -> Vec<(u32, Nfsstat4)> {
 
 #[test]
 fn minor_version_mismatch_echoes_tag_with_no_results() {
-    let h = harness();
+    // Minor version 3 does not exist; 0 (NFSv4.0) is not served; 2 is, unless
+    // `nfs4.max_minor_version` is 1.
+    let mut h = harness();
+    for minor in [3, 0] {
+        let rep = run(&h, &compound_args(b"my-tag", minor, &[op0(OP_PUTROOTFH)]));
+        assert_mismatch(&rep);
+    }
+    // Served: the operation runs (and, outside a session, is refused as in 4.1).
     let rep = run(&h, &compound_args(b"my-tag", 2, &[op0(OP_PUTROOTFH)]));
-    let mut r = XdrReader::new(&rep);
+    assert_eq!(
+        Nfsstat4::decode(&mut XdrReader::new(&rep)).unwrap(),
+        NFS4ERR_OP_NOT_IN_SESSION
+    );
+    let limits = crate::state::clients::Limits {
+        max_minor: 1,
+        ..Default::default()
+    };
+    h.state = State::with_config(limits, None);
+    let rep = run(&h, &compound_args(b"my-tag", 2, &[op0(OP_PUTROOTFH)]));
+    assert_mismatch(&rep);
+}
+
+fn assert_mismatch(rep: &[u8]) {
+    let mut r = XdrReader::new(rep);
     assert_eq!(
         Nfsstat4::decode(&mut r).unwrap(),
         NFS4ERR_MINOR_VERS_MISMATCH

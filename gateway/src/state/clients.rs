@@ -44,6 +44,8 @@ pub struct Limits {
     /// A session no request used for this long gives its reply cache back, all but
     /// one slot, when a new session finds the budget short (`Session::shrink_if_idle`).
     pub session_idle: Duration,
+    /// The highest NFSv4 minor version served (`nfs4.max_minor_version`: 1 or 2).
+    pub max_minor: u32,
 }
 
 impl Limits {
@@ -69,6 +71,7 @@ impl Default for Limits {
             reply_cache_bytes: 128 << 20,
             courtesy: Duration::from_secs(86_400),
             session_idle: SESSION_IDLE,
+            max_minor: 2,
         }
     }
 }

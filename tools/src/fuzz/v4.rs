@@ -84,22 +84,51 @@ pub const OP_NAMES: [&str; 59] = [
     "RECLAIM_COMPLETE",
 ];
 
+/// NFSv4.2's operation names (59-75, RFC 7862 §11.1, RFC 8276 §8.3).
+pub const OP_NAMES_42: [&str; 17] = [
+    "ALLOCATE",
+    "COPY",
+    "COPY_NOTIFY",
+    "DEALLOCATE",
+    "IO_ADVISE",
+    "LAYOUTERROR",
+    "LAYOUTSTATS",
+    "OFFLOAD_CANCEL",
+    "OFFLOAD_STATUS",
+    "READ_PLUS",
+    "SEEK",
+    "WRITE_SAME",
+    "CLONE",
+    "GETXATTR",
+    "SETXATTR",
+    "LISTXATTRS",
+    "REMOVEXATTR",
+];
+
 pub fn op_name(op: u32) -> String {
     match op {
         3..=58 => OP_NAMES[op as usize].to_string(),
+        59..=75 => OP_NAMES_42[op as usize - 59].to_string(),
         OP_ILLEGAL => "ILLEGAL".to_string(),
         _ => format!("op{op}"),
     }
 }
 
-/// The opnum a result for request op `op` carries: itself, or OP_ILLEGAL for a number
-/// that is no NFSv4.1 operation (RFC 8881 §15.2, §18.51).
-pub fn result_opnum(op: u32) -> u32 {
-    if (3..=58).contains(&op) {
+/// The opnum a result for request op `op` in a COMPOUND of minor version `minor`
+/// carries: itself, or OP_ILLEGAL for a number that is no operation of that minor
+/// version (RFC 8881 §15.2, §18.51; NFSv4.2 adds 59-75, RFC 7862 §11.1).
+pub fn result_opnum(op: u32, minor: u32) -> u32 {
+    let last = if minor >= 2 { 75 } else { 58 };
+    if (3..=last).contains(&op) {
         op
     } else {
         OP_ILLEGAL
     }
+}
+
+/// Minor versions the server answers (1 and 2); others get an empty result array.
+pub fn served_minor(minor: u32) -> bool {
+    (1..=2).contains(&minor)
 }
 
 /// Operations that change nothing the checks rely on: allowed while the current or
@@ -450,8 +479,9 @@ impl V4Gen {
         };
         let minor = match r.below(48) {
             0 => 0,
-            1 => 2,
+            1 => 3,
             2 => u32::MAX,
+            3..=12 => 2,
             _ => 1,
         };
         let claimed = match r.below(48) {
@@ -461,7 +491,7 @@ impl V4Gen {
             3 => 65,
             _ => ops.len() as u32,
         };
-        let seq = if minor == 1 && claimed != 0 {
+        let seq = if served_minor(minor) && claimed != 0 {
             seq
         } else {
             None
@@ -488,6 +518,7 @@ impl V4Gen {
             24 => 34,
             25 => 12,
             26 => 26,
+            27..=29 => 59 + r.below(17) as u32, // NFSv4.2's (illegal in 4.1)
             _ => 3 + r.below(56) as u32,
         };
         if fh.root_risk && !harmless(op) {
@@ -944,6 +975,7 @@ impl V4Gen {
             58 => {
                 e.bool(self.rng.chance(1, 2));
             }
+            59..=75 => self.op42(op, e),
             _ => {
                 // Illegal operations: a little junk after them.
                 let n = 4 * self.rng.below(4);
@@ -951,6 +983,76 @@ impl V4Gen {
                 e.0.extend(b);
             }
         }
+    }
+
+    /// NFSv4.2's arguments (RFC 7862 §15, RFC 8276 §8.4): hostile offsets, lengths
+    /// and counts near 2^64, xattr names empty, long or with NUL, large values.
+    fn op42(&mut self, op: u32, e: &mut Enc) {
+        match op {
+            // ALLOCATE, DEALLOCATE, IO_ADVISE (+ hints), WRITE_SAME's start.
+            59 | 62 | 63 | 70 => {
+                self.stateid(e);
+                range(&mut self.rng, e);
+                if op == 63 {
+                    self.bitmap(e);
+                }
+            }
+            // COPY, CLONE: two stateids, offsets, count; COPY's requirements and
+            // (rarely) a source server.
+            60 | 71 => {
+                self.stateid(e);
+                self.stateid(e);
+                e.u64(u64v(&mut self.rng));
+                range(&mut self.rng, e);
+                if op == 60 {
+                    e.bool(self.rng.chance(1, 2)).bool(self.rng.chance(1, 2));
+                    if self.rng.chance(1, 8) {
+                        e.u32(1).u32(1).var(b"elsewhere");
+                    } else {
+                        e.u32(0);
+                    }
+                }
+            }
+            // OFFLOAD_CANCEL, OFFLOAD_STATUS, COPY_NOTIFY's start.
+            61 | 66 | 67 => self.stateid(e),
+            // READ_PLUS, SEEK.
+            68 | 69 => {
+                self.stateid(e);
+                e.u64(u64v(&mut self.rng)).u32(u32v(&mut self.rng) % 4);
+            }
+            72 | 75 => self.xattr_name(e),
+            73 => {
+                e.u32(self.rng.below(4) as u32);
+                self.xattr_name(e);
+                let n = match self.rng.below(8) {
+                    0 => 65_537,
+                    1 => 70_000,
+                    _ => self.rng.below(64),
+                };
+                e.var(&vec![b'v'; n]);
+            }
+            74 => {
+                e.u64(u64v(&mut self.rng)).u32(u32v(&mut self.rng));
+            }
+            _ => {
+                let n = 4 * self.rng.below(4);
+                let b = self.rng.bytes(n);
+                e.0.extend(b);
+            }
+        }
+    }
+
+    /// An xattr name: short, empty, 255 and 256 bytes, with NUL or '/'.
+    fn xattr_name(&mut self, e: &mut Enc) {
+        let name: Vec<u8> = match self.rng.below(8) {
+            0 => Vec::new(),
+            1 => vec![b'n'; 255],
+            2 => vec![b'n'; 256],
+            3 => b"a\0b".to_vec(),
+            4 => b"a/b".to_vec(),
+            _ => format!("x{}", self.rng.below(4)).into_bytes(),
+        };
+        e.var(&name);
     }
 
     /// OPEN4args (RFC 8881 §18.16): every claim type and create mode.

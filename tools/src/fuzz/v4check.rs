@@ -222,7 +222,7 @@ pub fn check(req: &Compound, body: &[u8]) -> Result<Res, String> {
             req.claimed
         ));
     }
-    if req.minor != 1 && n != 0 {
+    if !super::v4::served_minor(req.minor) && n != 0 {
         // RFC 8881 §16.2.3: another minor version gets an empty resarray.
         return Err(format!("{n} results for minor version {}", req.minor));
     }
@@ -242,7 +242,7 @@ pub fn check(req: &Compound, body: &[u8]) -> Result<Res, String> {
         let op = d.u32().ok_or_else(|| short("opnum"))?;
         let st = d.u32().ok_or_else(|| short("op status"))?;
         res.results.push((op, st));
-        if i < sent && op != result_opnum(req.ops[i]) {
+        if i < sent && op != result_opnum(req.ops[i], req.minor) {
             return Err(format!(
                 "result {i} has opnum {op} for request op {}",
                 req.ops[i]

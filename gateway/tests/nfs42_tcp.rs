@@ -1,0 +1,426 @@
+//! NFSv4.2 (RFC 7862, RFC 8276) through the real server over TCP, written from the
+//! RFCs: minor version 2 is served (and 3 is not); its operations are illegal in a
+//! minor-version-1 COMPOUND; SEEK, READ_PLUS, ALLOCATE, DEALLOCATE, COPY, CLONE and
+//! the extended attribute operations on the memory backend (its sparse map has real
+//! holes); the 4.2 attributes and ACCESS bits appear in 4.2 only; what is not offered
+//! answers NFS4ERR_NOTSUPP.
+
+mod common;
+
+use common::v4::*;
+use common::*;
+use engine::rpc;
+use engine::xdr::XdrReader;
+use nfs_wire::nfs4args::OPEN4_SHARE_ACCESS_WANT_NO_DELEG;
+use nfs_wire::rpccall;
+use nfs_wire::v4call::{compound_call_minor, Claim, How, Ops};
+use nfs_wire::v4op::CopyRange;
+use std::net::TcpStream;
+
+const NFS4_OK: u32 = 0;
+const NFS4ERR_EXIST: u32 = 17;
+const NFS4ERR_INVAL: u32 = 22;
+const NFS4ERR_NAMETOOLONG: u32 = 63;
+const NFS4ERR_NOTSUPP: u32 = 10004;
+const NFS4ERR_NXIO: u32 = 6;
+const NFS4ERR_MINOR_VERS_MISMATCH: u32 = 10021;
+const NFS4ERR_OP_ILLEGAL: u32 = 10044;
+const NFS4ERR_UNION_NOTSUPP: u32 = 10090;
+const NFS4ERR_NOXATTR: u32 = 10095;
+const NFS4ERR_XATTR2BIG: u32 = 10096;
+const OP_ILLEGAL: u32 = 10044;
+const OP_READ_PLUS: u32 = 68;
+const OP_COPY: u32 = 60;
+const OP_OFFLOAD_STATUS: u32 = 67;
+const ANON: [u8; 16] = [0; 16];
+/// SEQUENCE4resok after the operation number and status.
+const SEQ_RES: usize = 16 + 20;
+
+/// A session whose COMPOUNDs have minor version `minor`.
+struct S {
+    s: TcpStream,
+    xid: u32,
+    clientid: u64,
+    sid: [u8; 16],
+    seq: u32,
+    minor: u32,
+}
+
+/// A COMPOUND's reply: its status and its results.
+struct Rep {
+    status: u32,
+    r: Vec<u8>,
+}
+
+impl S {
+    fn new(gw: &Gw, minor: u32) -> S {
+        let mut s = S {
+            s: gw.connect_tcp(),
+            xid: 0,
+            clientid: 0,
+            sid: [0; 16],
+            seq: 0,
+            minor,
+        };
+        // A client owner of its own: one client's RECLAIM_COMPLETE is done once.
+        static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let owner = format!("nfs42-{n}");
+        let ops = Ops::new().encoded(1, &exchange_id_op(owner.as_bytes()));
+        let rep = s.call(&ops).r;
+        let mut r = XdrReader::new(&rep);
+        assert_eq!(r.u32().unwrap(), OP_EXCHANGE_ID);
+        assert_eq!(r.u32().unwrap(), NFS4_OK, "EXCHANGE_ID in minor {minor}");
+        s.clientid = r.u64().unwrap();
+        let seq = r.u32().unwrap();
+        let rep = s.call(&Ops::new().encoded(1, &create_session_op(s.clientid, seq)));
+        let mut r = XdrReader::new(&rep.r);
+        assert_eq!((r.u32().unwrap(), r.u32().unwrap()), (OP_CREATE_SESSION, NFS4_OK));
+        s.sid.copy_from_slice(r.opaque_fixed(16).unwrap());
+        let rep = s.seq_call(Ops::new().reclaim_complete());
+        assert_eq!(rep.status, NFS4_OK);
+        s
+    }
+
+    fn call(&mut self, ops: &Ops) -> Rep {
+        self.xid += 1;
+        let call = compound_call_minor(self.xid, &rpccall::sys(0), ops, self.minor);
+        let reply = tcp_call(&mut self.s, &call).unwrap();
+        let (_, st, at) = rpc::decode_reply(&reply).unwrap();
+        assert_eq!(st, rpc::ReplyStatus::Accepted(rpc::Accept::Success));
+        let mut r = XdrReader::new(&reply[at..]);
+        let status = r.u32().unwrap();
+        r.opaque_var(64).unwrap();
+        r.u32().unwrap();
+        Rep {
+            status,
+            r: r.rest().to_vec(),
+        }
+    }
+
+    /// SEQUENCE then `ops`: the reply with the results after SEQUENCE's.
+    fn seq_call(&mut self, ops: Ops) -> Rep {
+        self.seq += 1;
+        let all = Ops::new().sequence(self.sid, self.seq).append(ops);
+        let mut rep = self.call(&all);
+        let mut r = XdrReader::new(&rep.r);
+        assert_eq!((r.u32().unwrap(), r.u32().unwrap()), (OP_SEQUENCE, NFS4_OK));
+        r.skip(SEQ_RES).unwrap();
+        rep.r = r.rest().to_vec();
+        rep
+    }
+
+    /// PUTFH `fh` then `op`: the reader at `op`'s result, after its number.
+    fn on(&mut self, fh: &[u8], op: Ops) -> (u32, Vec<u8>) {
+        let rep = self.seq_call(Ops::new().putfh(fh).append(op));
+        let mut r = XdrReader::new(&rep.r);
+        assert_eq!((r.u32().unwrap(), r.u32().unwrap()), (OP_PUTFH, NFS4_OK));
+        r.u32().unwrap();
+        let st = r.u32().unwrap();
+        (st, r.rest().to_vec())
+    }
+
+    /// Creates "name" in the root (OPEN UNCHECKED4 for both): its stateid and handle.
+    fn create(&mut self, name: &[u8]) -> ([u8; 16], Vec<u8>) {
+        let ops = Ops::new()
+            .putrootfh()
+            .open(
+                self.clientid,
+                name,
+                3 | OPEN4_SHARE_ACCESS_WANT_NO_DELEG,
+                0,
+                How::Unchecked,
+                Claim::Null(name),
+            )
+            .getfh();
+        let rep = self.seq_call(ops);
+        let mut r = XdrReader::new(&rep.r);
+        r.skip(8).unwrap();
+        assert_eq!((r.u32().unwrap(), r.u32().unwrap()), (OP_OPEN, NFS4_OK));
+        let mut sid = [0u8; 16];
+        sid.copy_from_slice(r.opaque_fixed(16).unwrap());
+        r.skip(20 + 4).unwrap();
+        let n = r.u32().unwrap();
+        r.skip(4 * n as usize).unwrap();
+        assert_eq!((r.u32().unwrap(), r.u32().unwrap()), (3, 0));
+        assert_eq!((r.u32().unwrap(), r.u32().unwrap()), (OP_GETFH, NFS4_OK));
+        (sid, r.opaque_var(128).unwrap().to_vec())
+    }
+
+    fn write(&mut self, fh: &[u8], sid: &[u8; 16], off: u64, data: &[u8]) {
+        let (st, _) = self.on(fh, Ops::new().write(sid, off, data));
+        assert_eq!(st, NFS4_OK);
+    }
+
+    /// READ of `count` at `off`: the data.
+    fn read(&mut self, fh: &[u8], off: u64, count: u32) -> Vec<u8> {
+        let (st, rest) = self.on(fh, Ops::new().read(&ANON, off, count));
+        assert_eq!(st, NFS4_OK);
+        let mut r = XdrReader::new(&rest);
+        r.u32().unwrap();
+        r.opaque_var(1 << 20).unwrap().to_vec()
+    }
+
+    fn size(&mut self, fh: &[u8]) -> u64 {
+        let (st, rest) = self.on(fh, Ops::new().getattr(&[1 << 4]));
+        assert_eq!(st, NFS4_OK);
+        let mut r = XdrReader::new(&rest);
+        let n = r.u32().unwrap();
+        r.skip(4 * n as usize + 4).unwrap();
+        r.u64().unwrap()
+    }
+
+    /// SEEK: status, eof, offset.
+    fn seek(&mut self, fh: &[u8], off: u64, what: u32) -> (u32, bool, u64) {
+        let (st, rest) = self.on(fh, Ops::new().seek(&ANON, off, what));
+        if st != NFS4_OK {
+            return (st, false, 0);
+        }
+        let mut r = XdrReader::new(&rest);
+        (st, r.bool().unwrap(), r.u64().unwrap())
+    }
+}
+
+fn gateway() -> Gw {
+    Gw::start(&GwOpts {
+        rdma: false,
+        ..Default::default()
+    })
+}
+
+/// A READ_PLUS segment: data at an offset, or a hole of a length.
+#[derive(Debug, PartialEq, Eq)]
+enum Seg {
+    Data(u64, Vec<u8>),
+    Hole(u64, u64),
+}
+
+fn read_plus(s: &mut S, fh: &[u8], off: u64, count: u32) -> (bool, Vec<Seg>) {
+    let (st, rest) = s.on(fh, Ops::new().read_plus(&ANON, off, count));
+    assert_eq!(st, NFS4_OK);
+    let mut r = XdrReader::new(&rest);
+    let eof = r.bool().unwrap();
+    let n = r.u32().unwrap();
+    let segs = (0..n)
+        .map(|_| match r.u32().unwrap() {
+            0 => Seg::Data(r.u64().unwrap(), r.opaque_var(1 << 20).unwrap().to_vec()),
+            1 => Seg::Hole(r.u64().unwrap(), r.u64().unwrap()),
+            k => panic!("content {k}"),
+        })
+        .collect();
+    (eof, segs)
+}
+
+#[test]
+fn minor_version_2_is_served_and_its_operations_only_there() {
+    let gw = gateway();
+    let mut s = S::new(&gw, 2);
+    let (sid, fh) = s.create(b"f");
+    s.write(&fh, &sid, 0, b"abc");
+    assert_eq!(s.seek(&fh, 0, 0), (NFS4_OK, false, 0));
+    // Minor version 3 does not exist yet (RFC 8881 §16.2.3: no results).
+    let mut three = S { minor: 3, ..S::new(&gw, 2) };
+    let rep = three.call(&Ops::new().putrootfh());
+    assert_eq!((rep.status, rep.r.len()), (NFS4ERR_MINOR_VERS_MISMATCH, 0));
+    // In minor version 1, SEEK is an unknown operation (RFC 7862 §11.1).
+    let mut one = S::new(&gw, 1);
+    let rep = one.seq_call(Ops::new().putfh(&fh).seek(&ANON, 0, 0));
+    let mut r = XdrReader::new(&rep.r);
+    r.skip(8).unwrap();
+    assert_eq!((r.u32().unwrap(), r.u32().unwrap()), (OP_ILLEGAL, NFS4ERR_OP_ILLEGAL));
+    assert_eq!(rep.status, NFS4ERR_OP_ILLEGAL);
+    // Not offered: asynchronous copies' OFFLOAD_STATUS (every COPY is synchronous).
+    let (st, _) = s.on(&fh, Ops::new().raw(|w| {
+        w.u32(OP_OFFLOAD_STATUS)?;
+        w.opaque_fixed(&[7; 16])
+    }));
+    assert_eq!(st, NFS4ERR_NOTSUPP);
+}
+
+#[test]
+fn the_42_attributes_and_access_bits_are_in_42_only() {
+    let gw = gateway();
+    for (minor, want42) in [(1, false), (2, true)] {
+        let mut s = S::new(&gw, minor);
+        let (_, fh) = s.create(format!("a{minor}").as_bytes());
+        // supported_attrs (bit 0): clone_blksize 77 and xattr_support 82 are in
+        // the third word.
+        let (st, rest) = s.on(&fh, Ops::new().getattr(&[1]));
+        assert_eq!(st, NFS4_OK);
+        let mut r = XdrReader::new(&rest);
+        let n = r.u32().unwrap();
+        r.skip(4 * n as usize + 4).unwrap();
+        let words: Vec<u32> = (0..r.u32().unwrap()).map(|_| r.u32().unwrap()).collect();
+        let third = words.get(2).copied().unwrap_or(0);
+        let has = |bit: u32| third & (1 << (bit - 64)) != 0;
+        assert_eq!((has(77), has(82)), (want42, want42), "minor {minor}");
+        // ACCESS of READ|MODIFY|XAREAD|XAWRITE|XALIST.
+        let (st, rest) = s.on(&fh, Ops::new().raw(|w| {
+            w.u32(3)?;
+            w.u32(0x1 | 0x4 | 0x40 | 0x80 | 0x100)
+        }));
+        assert_eq!(st, NFS4_OK);
+        let mut r = XdrReader::new(&rest);
+        let (supported, access) = (r.u32().unwrap(), r.u32().unwrap());
+        let xa = if want42 { 0x1c0 } else { 0 };
+        assert_eq!((supported, access), (0x5 | xa, 0x5 | xa), "minor {minor}");
+    }
+}
+
+#[test]
+fn seek_and_read_plus_see_the_holes() {
+    let gw = gateway();
+    let mut s = S::new(&gw, 2);
+    let (sid, fh) = s.create(b"sparse");
+    let a = vec![b'a'; 4096];
+    let b = vec![b'b'; 4096];
+    s.write(&fh, &sid, 0, &a);
+    s.write(&fh, &sid, 1 << 19, &b);
+    let size = (1 << 19) + 4096;
+    // RFC 7862 §15.11: the first data, the first hole, the virtual hole at the end.
+    assert_eq!(s.seek(&fh, 0, 0), (NFS4_OK, false, 0));
+    assert_eq!(s.seek(&fh, 0, 1), (NFS4_OK, false, 4096));
+    assert_eq!(s.seek(&fh, 4096, 0), (NFS4_OK, false, 1 << 19));
+    // At the end: eof (knfsd's reading too: the offset found is the size).
+    assert_eq!(s.seek(&fh, 1 << 19, 1), (NFS4_OK, true, size));
+    assert_eq!(s.seek(&fh, size, 0).0, NFS4ERR_NXIO);
+    assert_eq!(s.seek(&fh, 0, 7).0, NFS4ERR_UNION_NOTSUPP);
+    // READ_PLUS: data, hole, data, and the end of the file.
+    let (eof, segs) = read_plus(&mut s, &fh, 0, 1 << 20);
+    assert!(eof);
+    assert_eq!(
+        segs,
+        vec![
+            Seg::Data(0, a.clone()),
+            Seg::Hole(4096, (1 << 19) - 4096),
+            Seg::Data(1 << 19, b.clone())
+        ]
+    );
+    // A range inside: clipped to it, not at the end.
+    let (eof, segs) = read_plus(&mut s, &fh, 4000, 200);
+    assert!(!eof);
+    assert_eq!(segs, vec![Seg::Data(4000, a[..96].to_vec()), Seg::Hole(4096, 104)]);
+    // Past the end: nothing, at the end.
+    let (eof, segs) = read_plus(&mut s, &fh, size + 10, 100);
+    assert!(eof && segs.is_empty());
+}
+
+#[test]
+fn allocate_extends_and_deallocate_punches_zeros() {
+    let gw = gateway();
+    let mut s = S::new(&gw, 2);
+    let (sid, fh) = s.create(b"space");
+    s.write(&fh, &sid, 0, &[7u8; 8192]);
+    let (st, _) = s.on(&fh, Ops::new().allocate(&sid, 8192, 8192));
+    assert_eq!(st, NFS4_OK);
+    assert_eq!(s.size(&fh), 16384, "ALLOCATE past the end extends");
+    let (st, _) = s.on(&fh, Ops::new().deallocate(&sid, 4096, 4096));
+    assert_eq!(st, NFS4_OK);
+    assert_eq!(s.size(&fh), 16384, "DEALLOCATE keeps the size");
+    let data = s.read(&fh, 0, 16384);
+    assert_eq!(&data[..4096], &[7u8; 4096][..]);
+    assert_eq!(&data[4096..8192], &[0u8; 4096][..]);
+    assert_eq!(&data[8192..], &[0u8; 8192][..]);
+    let (st, _) = s.on(&fh, Ops::new().allocate(&sid, 0, 0));
+    assert_eq!(st, NFS4ERR_INVAL, "a zero length (RFC 7862 §15.1.3)");
+}
+
+#[test]
+fn copy_and_clone_move_the_bytes_inside_the_server() {
+    let gw = gateway();
+    let mut s = S::new(&gw, 2);
+    let (ssid, src) = s.create(b"src");
+    let data: Vec<u8> = (0..100_000u32).map(|i| (i * 7) as u8).collect();
+    s.write(&src, &ssid, 0, &data);
+    let (dsid, dst) = s.create(b"dst");
+    let range = CopyRange {
+        src_stateid: ssid,
+        dst_stateid: dsid,
+        src_offset: 0,
+        dst_offset: 0,
+        count: 0,
+    };
+    // COPY, asynchronous allowed: done synchronously, to the source's end.
+    let rep = s.seq_call(Ops::new().putfh(&src).savefh().putfh(&dst).copy(&range, false));
+    assert_eq!(rep.status, NFS4_OK);
+    let mut r = XdrReader::new(&rep.r);
+    r.skip(8 * 3).unwrap();
+    assert_eq!((r.u32().unwrap(), r.u32().unwrap()), (OP_COPY, NFS4_OK));
+    assert_eq!(r.u32().unwrap(), 0, "no callback id: done");
+    assert_eq!(r.u64().unwrap(), data.len() as u64);
+    assert_eq!(r.u32().unwrap(), 2, "FILE_SYNC4");
+    r.skip(8).unwrap();
+    assert_eq!((r.bool().unwrap(), r.bool().unwrap()), (true, true));
+    assert_eq!(s.read(&dst, 0, 1 << 20), data);
+    // A copy onto an overlapping range of the same file (RFC 7862 §15.2.3).
+    let same = CopyRange {
+        dst_stateid: ssid,
+        dst_offset: 10,
+        count: 100,
+        ..range
+    };
+    let rep = s.seq_call(Ops::new().putfh(&src).savefh().putfh(&src).copy(&same, true));
+    assert_eq!(rep.status, NFS4ERR_INVAL);
+    // An inter-server copy (a source server given) is not offered.
+    let rep = s.seq_call(Ops::new().putfh(&src).savefh().putfh(&dst).raw(|w| {
+        w.u32(OP_COPY)?;
+        w.opaque_fixed(&ssid)?;
+        w.opaque_fixed(&dsid)?;
+        w.u64(0)?;
+        w.u64(0)?;
+        w.u64(0)?;
+        w.bool(true)?;
+        w.bool(true)?;
+        w.u32(1)?;
+        w.u32(1)?; // NL4_NAME
+        w.opaque_var(b"elsewhere")
+    }));
+    assert_eq!(rep.status, NFS4ERR_NOTSUPP);
+    // CLONE of the first 8 KiB into a third file.
+    let (csid, cl) = s.create(b"clone");
+    let c = CopyRange {
+        dst_stateid: csid,
+        count: 8192,
+        ..range
+    };
+    let rep = s.seq_call(Ops::new().putfh(&src).savefh().putfh(&cl).clone_range(&c));
+    assert_eq!(rep.status, NFS4_OK);
+    assert_eq!(s.read(&cl, 0, 1 << 20), data[..8192]);
+}
+
+#[test]
+fn extended_attributes_round_trip_with_the_rfc_errors() {
+    let gw = gateway();
+    let mut s = S::new(&gw, 2);
+    let (_, fh) = s.create(b"x");
+    let st = |s: &mut S, op: Ops| s.on(&fh, op).0;
+    assert_eq!(st(&mut s, Ops::new().setxattr(1, b"k", b"v1")), NFS4_OK);
+    assert_eq!(st(&mut s, Ops::new().setxattr(1, b"k", b"v2")), NFS4ERR_EXIST);
+    assert_eq!(st(&mut s, Ops::new().setxattr(2, b"nope", b"v")), NFS4ERR_NOXATTR);
+    assert_eq!(st(&mut s, Ops::new().setxattr(2, b"k", b"v3")), NFS4_OK);
+    assert_eq!(st(&mut s, Ops::new().setxattr(0, b"j", b"")), NFS4_OK);
+    assert_eq!(st(&mut s, Ops::new().setxattr(9, b"k", b"v")), NFS4ERR_INVAL);
+    let (st0, rest) = s.on(&fh, Ops::new().getxattr(b"k"));
+    assert_eq!(st0, NFS4_OK);
+    assert_eq!(XdrReader::new(&rest).opaque_var(100).unwrap(), b"v3");
+    // LISTXATTRS: every name, sorted, then the end.
+    let (st0, rest) = s.on(&fh, Ops::new().listxattrs(0, 4096));
+    assert_eq!(st0, NFS4_OK);
+    let mut r = XdrReader::new(&rest);
+    r.u64().unwrap();
+    let names: Vec<Vec<u8>> = (0..r.u32().unwrap())
+        .map(|_| r.opaque_var(255).unwrap().to_vec())
+        .collect();
+    assert_eq!(names, vec![b"j".to_vec(), b"k".to_vec()]);
+    assert!(r.bool().unwrap());
+    assert_eq!(st(&mut s, Ops::new().removexattr(b"k")), NFS4_OK);
+    assert_eq!(st(&mut s, Ops::new().getxattr(b"k")), NFS4ERR_NOXATTR);
+    assert_eq!(st(&mut s, Ops::new().removexattr(b"k")), NFS4ERR_NOXATTR);
+    // Limits: a name past 255 bytes, a value past 64 KiB.
+    let long = vec![b'n'; 256];
+    assert_eq!(st(&mut s, Ops::new().setxattr(0, &long, b"v")), NFS4ERR_NAMETOOLONG);
+    let big = vec![0u8; 65537];
+    assert_eq!(st(&mut s, Ops::new().setxattr(0, b"big", &big)), NFS4ERR_XATTR2BIG);
+    let (rp, _) = s.on(&fh, Ops::new().read_plus(&ANON, 0, 1));
+    assert_eq!(rp, NFS4_OK, "{OP_READ_PLUS} on an empty file");
+}

@@ -1,0 +1,139 @@
+#!/usr/bin/env bash
+# Runs INSIDE a Linux guest (called by kernel-nfs-smoke.sh after the NFSv4.1 part): the
+# kernel's NFSv4.2 client against the gateway on the fs backend (ext4 on a loop device),
+# one line per check, exit 1 at the first failure.
+#
+#   kernel-nfs42.sh GATEWAY_BINARY
+#
+# Checks (RFC 7862, RFC 8276): `mount -t nfs 127.0.0.1:/ /mnt42` with no options
+# negotiates 4.2 (/proc/mounts); `cp` of a 16 MiB file is a server-side COPY (the
+# gateway's nfsgw_bytes_in_total moves by less than 1 MiB while it runs) and byte-exact
+# after dropping caches; `cp --reflink=always` (CLONE) gives the same bytes; `fallocate
+# -p` punches zeros and keeps the size; SEEK_HOLE/SEEK_DATA find the punched hole;
+# `fallocate -l` extends; user extended attributes set, read, listed and removed.
+# Last line: "KERNEL NFSV4.2: PASS".
+set -euo pipefail
+GW=${1:?gateway binary}
+W=$(mktemp -d)
+M=/mnt42
+STATS=127.0.0.1:9108
+SRVPID=""
+T0=$(date +%s.%N)
+say() { echo "v4.2: $*"; }
+check() {
+  local d=$1 t; shift
+  if "$@"; then t=$(date +%s.%N); awk -v d="$d" -v a="$T0" -v b="$t" 'BEGIN {printf "ok   v4.2 %s (%.1fs)\n", d, b - a}'; T0=$t
+  else echo "FAIL v4.2 $d"; tail -n 30 "$W/gw.log"; exit 1; fi
+}
+on_exit() {
+  umount -f -l $M 2>/dev/null || true
+  [ -n "$SRVPID" ] && kill $SRVPID 2>/dev/null; wait $SRVPID 2>/dev/null || true
+  mountpoint -q "$W/disk" 2>/dev/null && umount -l "$W/disk"
+  rm -rf "$W"
+}
+trap on_exit EXIT
+
+# The fs backend keeps its metadata in user xattrs: ext4 on a loop device, as
+# kernel-nfs41.sh (the guest's overlay refuses them).
+modprobe loop 2>/dev/null || true
+modprobe ext4 2>/dev/null || true
+truncate -s 512M "$W/disk.img"
+mkfs.ext4 -q -F "$W/disk.img"
+mkdir -p "$W/disk" $M
+mount -o loop "$W/disk.img" "$W/disk"
+mkdir -p "$W/disk/data" "$W/disk/state"
+cat > "$W/gw.toml" <<TOML
+[engine]
+cores = [0]
+idle = "adaptive"
+[tcp]
+listen = "127.0.0.1:2049"
+[backend]
+kind = "fs"
+root = "$W/disk/data"
+[state]
+dir = "$W/disk/state"
+[stats]
+listen = "$STATS"
+[[exports]]
+path = "/"
+clients = ["127.0.0.0/8"]
+squash = "none"
+TOML
+"$GW" --config "$W/gw.toml" > "$W/gw.log" 2>&1 &
+SRVPID=$!
+up() {
+  for _ in $(seq 1 200); do
+    (exec 3<>/dev/tcp/127.0.0.1/2049) 2>/dev/null && return 0
+    kill -0 $SRVPID 2>/dev/null || return 1
+    sleep 0.1
+  done
+  return 1
+}
+check "gateway up" up
+
+check "mount -t nfs 127.0.0.1:/ $M (no options)" mount -t nfs 127.0.0.1:/ $M
+opts=$(awk -v m=$M '$2 == m {print $4}' /proc/mounts)
+say "mount options: $opts"
+check "/proc/mounts shows vers=4.2" grep -q 'vers=4\.2' <<<"$opts"
+
+# ---- COPY: cp uses copy_file_range, the client sends COPY ----------------------------------
+bytes_in() {
+  python3 - "$STATS" <<'PY'
+import sys, urllib.request
+text = urllib.request.urlopen(f"http://{sys.argv[1]}/metrics", timeout=5).read().decode()
+print(int(sum(float(l.split()[-1]) for l in text.splitlines()
+              if l.startswith("nfsgw_bytes_in_total"))))
+PY
+}
+dd if=/dev/urandom of="$W/src" bs=1M count=16 status=none
+cp "$W/src" $M/a; sync
+echo 3 > /proc/sys/vm/drop_caches
+before=$(bytes_in)
+check "cp of a 16 MiB file on the mount (copy_file_range: COPY)" cp $M/a $M/b
+after=$(bytes_in)
+say "bytes into the gateway during cp: $((after - before))"
+check "the copy moved no file bytes through the client (< 1 MiB in)" test $((after - before)) -lt 1048576
+echo 3 > /proc/sys/vm/drop_caches
+check "the copy is byte-exact" cmp "$W/src" $M/b
+check "cp --reflink=always (CLONE) is byte-exact" \
+  bash -c "cp --reflink=always $M/a $M/c && cmp $W/src $M/c"
+
+# ---- ALLOCATE, DEALLOCATE, SEEK ----------------------------------------------------------------
+check "fallocate -p punches 1 MiB at 4 MiB" fallocate -p -o 4M -l 1M $M/b
+check "the size stays" test "$(stat -c %s $M/b)" = $((16 << 20))
+echo 3 > /proc/sys/vm/drop_caches
+check "the punched range reads as zeros" \
+  cmp <(head -c 1M /dev/zero) <(dd if=$M/b bs=1M skip=4 count=1 status=none)
+check "the rest is intact" \
+  cmp <(dd if="$W/src" bs=1M count=4 status=none) <(dd if=$M/b bs=1M count=4 status=none)
+check "SEEK_HOLE finds the hole, SEEK_DATA its end" python3 - "$M/b" <<'PY'
+import os, sys
+fd = os.open(sys.argv[1], os.O_RDONLY)
+hole = os.lseek(fd, 0, os.SEEK_HOLE)
+data = os.lseek(fd, 4 << 20, os.SEEK_DATA)
+print(f"v4.2: first hole at {hole}, data again at {data}")
+sys.exit(0 if (hole, data) == (4 << 20, 5 << 20) else 1)
+PY
+check "fallocate -l extends a file" bash -c "fallocate -l 3M $M/new && test \$(stat -c %s $M/new) = $((3 << 20))"
+
+# ---- extended attributes (RFC 8276) -----------------------------------------------------------
+check "user xattrs: set, get, list, remove" python3 - "$M/a" <<'PY'
+import os, sys
+p = sys.argv[1]
+os.setxattr(p, "user.colour", b"blue")
+os.setxattr(p, "user.empty", b"")
+assert os.getxattr(p, "user.colour") == b"blue"
+assert sorted(n for n in os.listxattr(p) if n.startswith("user.")) == ["user.colour", "user.empty"]
+os.removexattr(p, "user.colour")
+try:
+    os.getxattr(p, "user.colour")
+    sys.exit("removed xattr still readable")
+except OSError as e:
+    assert e.errno == 61, e  # ENODATA
+PY
+
+rm -f $M/a $M/b $M/c $M/new
+check "unmount" umount $M
+if grep -q panicked "$W/gw.log"; then echo "FAIL v4.2 the gateway panicked"; tail -n 30 "$W/gw.log"; exit 1; fi
+echo "KERNEL NFSV4.2: PASS"
