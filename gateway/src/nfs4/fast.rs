@@ -111,7 +111,7 @@ pub enum Last {
     },
 }
 
-/// A `SEQUENCE, PUTFH, GETATTR|READ` COMPOUND (minor version 1).
+/// A `SEQUENCE, PUTFH, GETATTR|READ` COMPOUND (minor version 1 or 2).
 #[derive(Debug, Clone, Copy)]
 pub struct Shape<'a> {
     pub tag: &'a [u8],
@@ -123,6 +123,8 @@ pub struct Shape<'a> {
     pub last: Last,
     /// The false-retry print (`state::sessions::ReqPrint`).
     pub print: ReqPrint,
+    /// The COMPOUND's minor version (1 or 2, `nfs4::fast_minor`).
+    pub minor: u32,
 }
 
 /// A bounds-checked big-endian cursor over COMPOUND4args (the XDR rules of
@@ -188,7 +190,7 @@ pub fn parse(args: &[u8]) -> Option<Shape<'_>> {
 }
 
 /// The shape of a COMPOUND whose plan (`plan::Plan`, RFC 8881 §16.2.1) is
-/// `SEQUENCE, PUTFH, GETATTR|READ` exactly (tag up to `TAG_MAX`, minor version 1,
+/// `SEQUENCE, PUTFH, GETATTR|READ` exactly (tag up to `TAG_MAX`, minor version 1 or 2,
 /// nothing after): its fields, decoded at the offsets the plan keeps — a handle up to
 /// `FH4_MAX`, an XDR bool sa_cachethis, a GETATTR bitmap with no word beyond the
 /// third. Anything else is `None`.
@@ -199,6 +201,7 @@ pub fn shape<'a>(args: &'a [u8], plan: &Plan) -> Option<Shape<'a>> {
     };
     let mut r = Cur { b: args, at: 0 };
     let tag = r.var(TAG_MAX)?;
+    let minor = r.u32()?;
     r.at = seq;
     let mut sessionid = [0u8; 16];
     sessionid.copy_from_slice(r.take(16)?);
@@ -236,6 +239,7 @@ pub fn shape<'a>(args: &'a [u8], plan: &Plan) -> Option<Shape<'a>> {
         fh,
         last,
         print,
+        minor,
     })
 }
 
@@ -308,6 +312,9 @@ fn answer_into(
 ) -> Option<(Option<Box<crate::cache::PageRead>>, Option<Range<usize>>)> {
     if a.cachethis {
         return None;
+    }
+    if a.minor > v.state.clients.limits.max_minor {
+        return None; // not served: the worker answers NFS4ERR_MINOR_VERS_MISMATCH
     }
     // SEQUENCE's checks (RFC 8881 §18.46.3), as `session_ops::sequence_first`.
     let s = v.state.clients.session(&a.sessionid)?;

@@ -84,6 +84,8 @@ pub struct IoCall {
     pub nops: u32,
     /// The false-retry print (`state::sessions::ReqPrint`).
     pub print: ReqPrint,
+    /// The COMPOUND's minor version (1 or 2, `nfs4::fast_minor`).
+    pub minor: u32,
 }
 
 /// Recognises the shapes in arguments not planned yet (tests, tools): `call` of
@@ -93,7 +95,7 @@ pub fn parse(args: &[u8]) -> Option<IoCall> {
 }
 
 /// The call of a COMPOUND whose plan (`plan::Plan`, RFC 8881 §16.2.1) has one of the
-/// shapes (minor version 1, tag up to `fast::TAG_MAX`, nothing after the last
+/// shapes (minor version 1 or 2, tag up to `fast::TAG_MAX`, nothing after the last
 /// operation): its fields, decoded at the offsets the plan keeps. `None` for anything
 /// else, including a handle past `FH4_MAX`, an sa_cachethis that is no XDR bool, an
 /// unknown stable_how, writes of no bytes or more than `limits::MAX_IO`, and GETATTR
@@ -109,6 +111,8 @@ pub fn call(args: &[u8], plan: &Plan) -> Option<IoCall> {
     let at = |r: &XdrReader| args.len() - r.remaining();
     let tag_len = r.u32().ok()? as usize;
     let tag = 4..4 + tag_len;
+    r.skip(tag_len.next_multiple_of(4)).ok()?;
+    let minor = r.u32().ok()?;
     let mut r = XdrReader::new(args.get(plan.at(0)..)?);
     let mut sessionid = [0u8; 16];
     sessionid.copy_from_slice(r.opaque_fixed(16).ok()?);
@@ -173,6 +177,7 @@ pub fn call(args: &[u8], plan: &Plan) -> Option<IoCall> {
         op,
         nops: plan.nops,
         print,
+        minor,
     })
 }
 
@@ -215,6 +220,9 @@ pub fn start(
     t: &Target,
     w: &mut XdrWriter,
 ) -> Option<Started> {
+    if c.minor > state.clients.limits.max_minor {
+        return None; // not served: the worker answers NFS4ERR_MINOR_VERS_MISMATCH
+    }
     let s = state.clients.session(&c.sessionid)?;
     let nslots = s.slots();
     if c.slot >= nslots

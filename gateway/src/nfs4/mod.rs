@@ -48,6 +48,16 @@ pub const MINOR_VERSION: u32 = 1;
 /// may lower it. Others get NFS4ERR_MINOR_VERS_MISMATCH.
 pub const MINOR_MAX: u32 = 2;
 
+/// Whether the reactor's fast paths may take a COMPOUND of minor version `minor`: 4.1's
+/// and 4.2's SEQUENCE, PUTFH, GETATTR, READ, WRITE and COMMIT are the same operations
+/// (RFC 7862 §1.3). Whether 4.2 is served at all (`nfs4.max_minor_version`) is checked
+/// against the session's state where the fast path answers (`fast::answer_parsed`,
+/// `fast_io::start`); the worker answers NFS4ERR_MINOR_VERS_MISMATCH.
+#[inline]
+pub fn fast_minor(minor: u32) -> bool {
+    minor == MINOR_VERSION || minor == MINOR_MAX
+}
+
 /// Whether a COMPOUND of minor version `minor` is served (1 ..= `max`, at most
 /// [`MINOR_MAX`]).
 pub fn serves_minor(minor: u32, max: u32) -> bool {

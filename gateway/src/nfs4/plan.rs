@@ -69,7 +69,7 @@ pub struct Eligible {
     pub len: u32,
 }
 
-/// The fast-path shape (minor version 1, tag up to `TAG_MAX`, nothing after the last
+/// The fast-path shape (minor version 1 or 2, tag up to `TAG_MAX`, nothing after the last
 /// operation): `SEQUENCE, PUTFH` then the operation(s) named.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
@@ -307,7 +307,7 @@ pub(super) fn general(args: &[u8], ddp: &mut impl FnMut(Eligible)) -> Plan {
     }
     p.reply = size.reply();
     let exact = walked == p.nops as usize && r.remaining() == 0;
-    if exact && minor == super::MINOR_VERSION && tag_len <= TAG_MAX {
+    if exact && super::fast_minor(minor) && tag_len <= TAG_MAX {
         p.kind = p.shape();
     }
     p
@@ -357,8 +357,11 @@ impl Sizing {
     /// Adds what a skipped READ or READDIR (arguments at `a`) asks for.
     fn ask(&mut self, op: u32, mut a: XdrReader) {
         let asked = match op {
-            OP_READ => a.skip(STATEID + 8).and_then(|_| a.u32()),
+            OP_READ | OP_READ_PLUS => a.skip(STATEID + 8).and_then(|_| a.u32()),
             OP_READDIR => a.skip(8 + 8 + 4).and_then(|_| a.u32()),
+            // NFSv4.2: an xattr value (RFC 8276 §8.4.2) or a page of names (§8.4.4).
+            OP_GETXATTR => Ok(crate::fs::v42::XATTR_MAX_VALUE as u32),
+            OP_LISTXATTRS => a.skip(8).and_then(|_| a.u32()),
             _ => return,
         };
         // Skipped already: the count is there.

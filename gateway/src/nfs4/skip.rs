@@ -4,8 +4,8 @@
 //! (`plan`: how large its reply is, its operations, where its DDP-eligible items are,
 //! RFC 8267 §6.1, for `crate::ulb::v4`).
 //!
-//! An operation this does not know (session setup, pNFS, v4.0-only ones, unknown
-//! numbers) is an error: callers treat what follows it as unknown.
+//! An operation this does not know (session setup, pNFS, v4.0-only ones, NFSv4.2's
+//! COPY, unknown numbers) is an error: callers treat what follows it as unknown.
 
 use super::ops::*;
 use engine::xdr::{XdrError, XdrReader, XdrResult};
@@ -94,6 +94,23 @@ where
             let n = r.u32()? as usize;
             r.skip(n.checked_mul(STATEID).ok_or(XdrError::Short)?)
         }
+        // NFSv4.2 (RFC 7862 §15, RFC 8276 §8.4; none has a DDP-eligible item, RFC 8267
+        // §6.1). COPY's source servers are not walked: what follows it is unknown.
+        OP_ALLOCATE | OP_DEALLOCATE => r.skip(STATEID + 8 + 8),
+        OP_SEEK | OP_READ_PLUS => r.skip(STATEID + 8 + 4),
+        OP_CLONE => r.skip(2 * STATEID + 8 * 3),
+        OP_OFFLOAD_CANCEL | OP_OFFLOAD_STATUS => r.skip(STATEID),
+        OP_IO_ADVISE => {
+            r.skip(STATEID + 8 + 8)?;
+            bitmap(r)
+        }
+        OP_GETXATTR | OP_REMOVEXATTR => opaque(r),
+        OP_SETXATTR => {
+            r.skip(4)?;
+            opaque(r)?;
+            opaque(r)
+        }
+        OP_LISTXATTRS => r.skip(8 + 4),
         _ => Err(XdrError::Short),
     }
 }

@@ -19,7 +19,7 @@ use crate::nfs4::attrs::Bitmap;
 use crate::nfs4::fast::{Cur, Last, Shape};
 use crate::nfs4::ops::{OP_COMMIT, OP_GETATTR, OP_PUTFH, OP_READ, OP_SEQUENCE, OP_WRITE};
 use crate::nfs4::skip::STATEID;
-use crate::nfs4::{FH4_MAX, MINOR_VERSION};
+use crate::nfs4::FH4_MAX;
 use crate::state::sessions::ReqPrint;
 use crate::state::stateid::Stateid;
 
@@ -37,7 +37,8 @@ pub(super) fn walk<'a, const SHAPE: bool>(
 ) -> Option<(Plan, Option<Shape<'a>>)> {
     let mut r = Cur { b: args, at: 0 };
     let tag = r.var(TAG_MAX)?;
-    if r.u32()? != MINOR_VERSION {
+    let minor = r.u32()?;
+    if !crate::nfs4::fast_minor(minor) {
         return None;
     }
     let nops = r.u32()?;
@@ -129,6 +130,7 @@ pub(super) fn walk<'a, const SHAPE: bool>(
             fh,
             last,
             print: ReqPrint::of(args.len(), &args[after_seq..]),
+            minor,
         }),
         _ => None,
     };

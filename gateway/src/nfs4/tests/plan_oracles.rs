@@ -112,7 +112,7 @@ pub fn io_parse(args: &[u8]) -> Option<IoCall> {
     r.skip(tag_len.next_multiple_of(4)).ok()?;
     let minor = r.u32().ok()?;
     let nops = r.u32().ok()?;
-    if minor != 1 || !(3..=4).contains(&nops) || r.u32().ok()? != OP_SEQUENCE {
+    if !crate::nfs4::fast_minor(minor) || !(3..=4).contains(&nops) || r.u32().ok()? != OP_SEQUENCE {
         return None;
     }
     let mut sessionid = [0u8; 16];
@@ -183,6 +183,7 @@ pub fn io_parse(args: &[u8]) -> Option<IoCall> {
         op,
         nops,
         print,
+        minor,
     })
 }
 
