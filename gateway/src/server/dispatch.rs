@@ -43,9 +43,11 @@ pub(crate) struct Job {
     pub plan: Option<crate::front::Plan>,
 }
 
-/// What the reactor does with a record. `Work` is the large variant (a `Job` with its
-/// COMPOUND plan): it is moved once per call, and boxing it would allocate per call.
-#[allow(clippy::large_enum_variant)]
+/// What the reactor does with a record: a few words, moved by value on every call.
+/// The `Job` of `Work` is not in it: `classify` builds it in the caller's slot, since
+/// a `Job` (credential, COMPOUND plan: ~300 bytes) carried in the verdict was copied
+/// on every call, cached answers included (+35 Ir per cached NFSv3 GETATTR,
+/// docs/performance.md "Transport seam, second pass"), and boxing it would allocate.
 pub(crate) enum Verdict {
     /// Nothing to answer.
     Drop,
@@ -53,8 +55,9 @@ pub(crate) enum Verdict {
     Reply(Buf),
     /// No buffer for an inline reply right now: retry the record later.
     Retry(Buf),
-    /// Hand to a worker.
-    Work(Job),
+    /// Hand to a worker (or the io_uring executor) the `Job` `classify` left in its
+    /// slot.
+    Work,
     /// A REPLY record (msg_type 1): for the callback table (RFC 8881 §2.10.3.1).
     CallbackReply(u32, Buf),
     /// Send this READ reply (which ends at the data's length word) with its data
@@ -63,10 +66,11 @@ pub(crate) enum Verdict {
     ReplyPages(Buf, Box<crate::cache::PageRead>),
 }
 
-/// Classifies one received record.
+/// Classifies one received record; a `Work` verdict leaves its job in `work`.
 /// `write_room`: for an RPC-over-RDMA call, the room of its first write chunk (a
 /// cached READ that fits is answered from the cache pages without a copy). Over TCP a
 /// cached READ of at least `TCP_PAGES_MIN` bytes is sent from the cache pages too.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn classify(
     reactor: usize,
     conn: Link,
@@ -75,6 +79,7 @@ pub(crate) fn classify(
     pools: &Pools,
     hot: &mut Hot,
     write_room: Option<u64>,
+    work: &mut Option<Job>,
 ) -> Verdict {
     let zc = conn
         .zero_copy(write_room, hot.pages_lkey, hot.tcp_pages)
@@ -168,7 +173,7 @@ pub(crate) fn classify(
             return v;
         }
     }
-    Verdict::Work(Job {
+    *work = Some(Job {
         plan,
         stat: crate::stats::CallStat::default(),
         read_ahead,
@@ -179,7 +184,8 @@ pub(crate) fn classify(
         header,
         record,
         args_at,
-    })
+    });
+    Verdict::Work
 }
 
 /// A cached READ whose data may stay in the cache pages: over RDMA, written from them

@@ -279,12 +279,8 @@ impl ReactorState {
             stats.from_worker();
             let t = *now.get_or_insert_with(|| clock.now());
             stats.call_done(d.stat, clock.ns_between(d.stat.t0, t));
-            let reply = Reply {
-                buf: d.reply,
-                pages: None,
-                located: d.located,
-            };
-            self.net.send(d.conn, reply, stats, &mut self.cache);
+            self.net
+                .send_done(d.conn, d.reply, d.located, stats, &mut self.cache);
             n += 1;
         }
         n
@@ -323,11 +319,12 @@ impl ReactorState {
         let mut handle = |conn: ConnId, peer: SocketAddr, rec: Buf| -> usize {
             let st = router.count_in(&rec, Transport::Tcp);
             let conn = Link::tcp(conn);
+            let mut work = None;
             match supervise::request("reactor: classifying a TCP call", || {
-                dispatch::classify(*id, conn, peer, rec, pools, &mut hot, None)
+                dispatch::classify(*id, conn, peer, rec, pools, &mut hot, None, &mut work)
             }) {
                 Ok(v) => {
-                    let routed = router.route(v, conn, peer, st);
+                    let routed = router.route(v, &mut work, conn, peer, st);
                     if let Some(reply) = routed.reply {
                         router.outbox.push((conn, reply));
                     }
@@ -408,6 +405,7 @@ impl ReactorState {
             state: &shared.state,
             revalidate: reval,
         };
+        let mut work = None;
         let classified = supervise::request("reactor: classifying an RDMA call", || {
             match crate::ulb::check_call(&rec, reduced) {
                 Ok(item) => {
@@ -422,7 +420,7 @@ impl ReactorState {
                     });
                     (
                         conn,
-                        dispatch::classify(*id, conn, peer, rec, pools, &mut hot, room),
+                        dispatch::classify(*id, conn, peer, rec, pools, &mut hot, room, &mut work),
                     )
                 }
                 Err(v) => {
@@ -435,7 +433,7 @@ impl ReactorState {
         match classified {
             Ok((conn, v)) => {
                 // RDMA calls reserve nothing: credits bound them (see `route`).
-                if let Some(reply) = router.route(v, conn, peer, st).reply {
+                if let Some(reply) = router.route(v, &mut work, conn, peer, st).reply {
                     net.send(conn, reply, &router.stats, cache);
                 }
             }
@@ -456,11 +454,12 @@ impl ReactorState {
             state: &self.shared.state,
             revalidate: &mut self.reval,
         };
+        let mut work = None;
         match supervise::request("reactor: classifying a parked call", || {
-            dispatch::classify(self.id, conn, peer, rec, pools, &mut hot, None)
+            dispatch::classify(self.id, conn, peer, rec, pools, &mut hot, None, &mut work)
         }) {
             Ok(v) => {
-                let routed = self.router.route(v, conn, peer, st);
+                let routed = self.router.route(v, &mut work, conn, peer, st);
                 // Classified outside the transport's poll: reserve now.
                 self.net.reserve(conn, routed.charge);
                 if let Some(reply) = routed.reply {
@@ -594,14 +593,20 @@ impl Router {
     /// (Standards: no pinned shared buffers). Inline replies reserve nothing (they
     /// leave in this pass). RDMA calls reserve nothing either: the client's credits
     /// bound them.
-    fn route(&mut self, v: Verdict, conn: Link, peer: SocketAddr, st: CallStat) -> Routed {
+    fn route(
+        &mut self,
+        v: Verdict,
+        work: &mut Option<Job>,
+        conn: Link,
+        peer: SocketAddr,
+        st: CallStat,
+    ) -> Routed {
         let reply = match v {
             Verdict::Drop => Reply::none(),
             Verdict::Reply(b) => Reply::of(b),
             Verdict::ReplyPages(b, pages) => Reply {
                 buf: Some(b),
                 pages: Some(pages),
-                located: None,
             },
             Verdict::CallbackReply(xid, rec) => {
                 // The record answers nothing: release it like a dropped call.
@@ -613,7 +618,11 @@ impl Router {
                 self.retry.push_back((conn, peer, rec, st));
                 return Routed::LATER;
             }
-            Verdict::Work(mut job) => {
+            Verdict::Work => {
+                let Some(mut job) = work.take() else {
+                    debug_assert!(false, "a Work verdict without its job");
+                    return Routed::LATER;
+                };
                 job.stat = st;
                 let want = super::worker::reply_want(&job);
                 let charge = job.conn.charge(want);

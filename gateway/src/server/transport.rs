@@ -115,12 +115,12 @@ impl Link {
 }
 
 /// A reply leaving the reactor (None: release the call without one), with the cache
-/// pages holding its data for a zero-copy READ.
+/// pages holding its data for a zero-copy READ. Moved by value on every call: a
+/// worker COMPOUND's DDP list is not in it (`Transports::send_done` takes it), which
+/// kept every cached answer's reply 44 bytes larger.
 pub(crate) struct Reply {
     pub buf: Option<Buf>,
     pub pages: Option<Box<PageRead>>,
-    /// Where a worker's COMPOUND noted its DDP-eligible results (RDMA only).
-    pub located: Option<DdpList>,
 }
 
 impl Reply {
@@ -128,7 +128,6 @@ impl Reply {
         Reply {
             buf: None,
             pages: None,
-            located: None,
         }
     }
 
@@ -136,7 +135,6 @@ impl Reply {
         Reply {
             buf: Some(buf),
             pages: None,
-            located: None,
         }
     }
 }
@@ -153,10 +151,35 @@ impl Transports {
     /// is posted by the server's next pump (`flush_rdma`, same pass). Pinned pages the
     /// transport copied out of the reply's list go back to `cache`.
     pub fn send(&mut self, link: Link, reply: Reply, stats: &ReactorStats, cache: &mut ReadCache) {
+        self.send_located(link, reply, None, stats, cache)
+    }
+
+    /// `send` for a worker's reply, with where its COMPOUND noted its DDP-eligible
+    /// results (RFC 8267 §6.4.1; RDMA only).
+    pub fn send_done(
+        &mut self,
+        link: Link,
+        buf: Option<Buf>,
+        located: Option<DdpList>,
+        stats: &ReactorStats,
+        cache: &mut ReadCache,
+    ) {
+        let reply = Reply { buf, pages: None };
+        self.send_located(link, reply, located, stats, cache)
+    }
+
+    fn send_located(
+        &mut self,
+        link: Link,
+        reply: Reply,
+        located: Option<DdpList>,
+        stats: &ReactorStats,
+        cache: &mut ReadCache,
+    ) {
         match link.0 {
             Kind::Tcp(c, charge) => self.send_tcp(c, charge, reply, stats),
             Kind::Rdma(call, item) => {
-                if let Some(pages) = self.send_rdma(call, item, reply, stats) {
+                if let Some(pages) = self.send_rdma(call, item, reply, located, stats) {
                     cache.recycle(pages);
                 }
             }
@@ -195,6 +218,7 @@ impl Transports {
         call: CallRef,
         item: ReplyItem,
         reply: Reply,
+        located: Option<DdpList>,
         stats: &ReactorStats,
     ) -> Option<Box<PageRead>> {
         stats.rdma_answered();
@@ -214,7 +238,7 @@ impl Transports {
         match &reply.pages {
             Some(pages) => r.reply_external(call, b, pages.as_slice()),
             None => {
-                let ddp = ddp_of(item, reply.located, &b);
+                let ddp = ddp_of(item, located, &b);
                 r.reply(call, b, ddp);
             }
         }
