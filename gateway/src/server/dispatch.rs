@@ -41,6 +41,10 @@ pub(crate) struct Job {
     /// fast-path shape and operations, so neither the io_uring executor nor the worker
     /// walks the arguments again.
     pub plan: Option<crate::front::Plan>,
+    /// The reply bytes this call reserves in its TCP connection's budget while it is
+    /// answered (`Router::route`), given back when dropped: as its reply is handed to
+    /// the transport, or wherever the job is dropped unanswered.
+    pub charge: Option<engine::tcp::Charge>,
 }
 
 /// What the reactor does with a record: a few words, moved by value on every call.
@@ -184,6 +188,7 @@ pub(crate) fn classify(
         header,
         record,
         args_at,
+        charge: None,
     });
     Verdict::Work
 }
@@ -254,6 +259,7 @@ fn revalidation(
         revalidate: true,
         stat: crate::stats::CallStat::default(),
         plan: None,
+        charge: None,
     })
 }
 

@@ -7,7 +7,7 @@
 
 use super::direct::{Direct, Finished};
 use super::dispatch::{self, Hot, Job, Verdict, MARK};
-use super::transport::{Link, Reply, Transports};
+use super::transport::{Link, PinHome, Pinned, Reply, Reserve, Transports};
 use super::Shared;
 use crate::cache::ReadCache;
 use crate::nfs4::{ConnKind, ConnRef};
@@ -19,7 +19,7 @@ use engine::rdma::server::{
 };
 use engine::reactor::{Counters, Poller};
 use engine::ring::{Doorbell, Ring};
-use engine::tcp::{ConnId, TcpTransport};
+use engine::tcp::{Budget, ConnId, TcpTransport};
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -96,32 +96,13 @@ struct Router {
     pools: engine::mem::Pools,
     /// Completions `direct` turned into replies this pass (kept: no allocation).
     finished: Vec<Finished>,
+    /// Where the page lists of zero-copy replies dropped unsent go (the transports'
+    /// `PinHome`).
+    pins: PinHome,
 }
 
 /// A TCP reply produced while the TCP transport was lending the record (`poll_sockets`).
 type Outgoing = (Link, Reply);
-
-/// What a routed call leaves to its caller: a reply to send now (answered inline), and
-/// the reply bytes a TCP call reserves while a worker or the ring answers it.
-struct Routed {
-    reply: Option<Reply>,
-    charge: u32,
-}
-
-impl Routed {
-    /// A retried record: nothing now.
-    const LATER: Routed = Routed {
-        reply: None,
-        charge: 0,
-    };
-
-    fn charged(charge: u32) -> Routed {
-        Routed {
-            reply: None,
-            charge,
-        }
-    }
-}
 
 /// With an RDMA transport busy, TCP sockets are polled every this many passes (each
 /// TCP poll is an epoll_wait system call), and on every pass while TCP has work.
@@ -165,9 +146,19 @@ impl ReactorState {
             _ => None,
         };
         let pools = shared.reactors[id].pools.clone();
+        let mut tcp = tcp;
+        if let Some(pages) = cache.page_pools() {
+            // Cached READs leave from these pages (`TcpTransport::send_external`).
+            tcp.lend_pages(pages);
+        }
+        let pins = PinHome::default();
         ReactorState {
             id,
-            net: Transports { tcp, rdma },
+            net: Transports {
+                tcp,
+                rdma,
+                pins: pins.clone(),
+            },
             pages_lkey,
             tcp_pages: cache.page_region().is_some(),
             cache,
@@ -188,6 +179,7 @@ impl ReactorState {
                 direct,
                 pools,
                 finished: Vec::with_capacity(crate::uring::ENTRIES as usize),
+                pins,
             },
             reval: Vec::with_capacity(64),
             tcp_skipped: 0,
@@ -280,7 +272,7 @@ impl ReactorState {
             let t = *now.get_or_insert_with(|| clock.now());
             stats.call_done(d.stat, clock.ns_between(d.stat.t0, t));
             self.net
-                .send_done(d.conn, d.reply, d.located, stats, &mut self.cache);
+                .send_done(d.conn, d.reply, d.charge, d.located, stats, &mut self.cache);
             n += 1;
         }
         n
@@ -315,8 +307,9 @@ impl ReactorState {
             state: &shared.state,
             revalidate: reval,
         };
-        // Returns the reply bytes the transport reserves for the call (`route`).
-        let mut handle = |conn: ConnId, peer: SocketAddr, rec: Buf| -> usize {
+        // A job charges its reply bytes to `budget` (`route`) before the connection's
+        // next record is read.
+        let mut handle = |conn: ConnId, peer: SocketAddr, rec: Buf, budget: &Budget| {
             let st = router.count_in(&rec, Transport::Tcp);
             let conn = Link::tcp(conn);
             let mut work = None;
@@ -324,16 +317,12 @@ impl ReactorState {
                 dispatch::classify(*id, conn, peer, rec, pools, &mut hot, None, &mut work)
             }) {
                 Ok(v) => {
-                    let routed = router.route(v, &mut work, conn, peer, st);
-                    if let Some(reply) = routed.reply {
+                    let from = Reserve::Polled(budget);
+                    if let Some(reply) = router.route(v, &mut work, conn, peer, st, from) {
                         router.outbox.push((conn, reply));
                     }
-                    routed.charge as usize
                 }
-                Err(supervise::Panicked) => {
-                    router.closing.push(conn);
-                    0
-                }
+                Err(supervise::Panicked) => router.closing.push(conn),
             }
         };
         let n = net.tcp.poll(Some(timeout), &mut handle);
@@ -433,7 +422,7 @@ impl ReactorState {
         match classified {
             Ok((conn, v)) => {
                 // RDMA calls reserve nothing: credits bound them (see `route`).
-                if let Some(reply) = router.route(v, &mut work, conn, peer, st).reply {
+                if let Some(reply) = router.route(v, &mut work, conn, peer, st, Reserve::Never) {
                     net.send(conn, reply, &router.stats, cache);
                 }
             }
@@ -459,10 +448,9 @@ impl ReactorState {
             dispatch::classify(self.id, conn, peer, rec, pools, &mut hot, None, &mut work)
         }) {
             Ok(v) => {
-                let routed = self.router.route(v, &mut work, conn, peer, st);
-                // Classified outside the transport's poll: reserve now.
-                self.net.reserve(conn, routed.charge);
-                if let Some(reply) = routed.reply {
+                // Classified outside the transport's poll: charged now.
+                let from = Reserve::Later(&mut self.net.tcp);
+                if let Some(reply) = self.router.route(v, &mut work, conn, peer, st, from) {
                     self.net
                         .send(conn, reply, &self.router.stats, &mut self.cache);
                 }
@@ -527,6 +515,7 @@ impl ReactorState {
     fn release_tcp_pages(&mut self) {
         let cache = &mut self.cache;
         self.net.tcp.take_released(&mut |list| cache.release(list));
+        self.net.take_unsent(&mut |list| cache.release(list));
         if let Some(d) = self.router.direct.as_mut() {
             self.net.tcp.take_released_pipes(&mut |p| d.put_pipe(p));
         }
@@ -542,7 +531,9 @@ impl ReactorState {
         let stats = &self.router.stats;
         let clock = &self.router.clock;
         stats.call_done(job.stat, clock.ns_between(job.stat.t0, clock.now()));
-        if let Err(pipe) = self.net.send_pipe(job.conn, head, pipe, stats) {
+        let mut job = job;
+        let charge = job.charge.take();
+        if let Err(pipe) = self.net.send_pipe(job.conn, head, pipe, charge, stats) {
             // Never made (`read_spliced` takes TCP calls only); dropped safely.
             tracing::error!("a spliced READ reply for a call not on TCP; dropped");
             if let Some(d) = self.router.direct.as_mut() {
@@ -586,7 +577,7 @@ impl Router {
 
     /// Acts on a verdict: hands back a reply to send now, or queues a job or a retry.
     /// A job reserves the reply bytes it may need in its TCP connection's budget
-    /// (`Routed::charge`): a call a worker or the ring answers later reserves the reply
+    /// (`Job::charge`, taken `from` the budget the poll lent or the transport): a call a worker or the ring answers later reserves the reply
     /// buffer it may need (`worker::reply_want`), so a client that pipelines large
     /// READs and reads nothing is stopped at `tcp.max_queued_mib` of replies in
     /// production or queued, instead of holding a large buffer per call in flight
@@ -600,13 +591,15 @@ impl Router {
         conn: Link,
         peer: SocketAddr,
         st: CallStat,
-    ) -> Routed {
+        from: Reserve,
+    ) -> Option<Reply> {
         let reply = match v {
             Verdict::Drop => Reply::none(),
             Verdict::Reply(b) => Reply::of(b),
             Verdict::ReplyPages(b, pages) => Reply {
                 buf: Some(b),
-                pages: Some(pages),
+                pages: Some(Pinned::new(pages, &self.pins)),
+                charge: None,
             },
             Verdict::CallbackReply(xid, rec) => {
                 // The record answers nothing: release it like a dropped call.
@@ -616,32 +609,29 @@ impl Router {
             Verdict::Retry(rec) => {
                 Counters::add(&self.counters.parked, 1);
                 self.retry.push_back((conn, peer, rec, st));
-                return Routed::LATER;
+                return None;
             }
             Verdict::Work => {
                 let Some(mut job) = work.take() else {
                     debug_assert!(false, "a Work verdict without its job");
-                    return Routed::LATER;
+                    return None;
                 };
                 job.stat = st;
                 let want = super::worker::reply_want(&job);
-                let charge = job.conn.charge(want);
+                job.charge = job.conn.charge(want, from);
                 let job = match self.direct.as_mut() {
                     Some(d) => match d.try_take(job, &self.pools) {
-                        Ok(()) => return Routed::charged(charge),
+                        Ok(()) => return None,
                         Err(job) => job,
                     },
                     None => job,
                 };
                 self.queue_job(job);
-                return Routed::charged(charge);
+                return None;
             }
         };
         self.answered_here(st);
-        Routed {
-            reply: Some(reply),
-            charge: 0,
-        }
+        Some(reply)
     }
 
     /// Queues a job for the workers (the job ring, or the backlog when it is full).
@@ -829,7 +819,7 @@ impl ReactorState {
         let mut now = None;
         for f in finished.drain(..) {
             match f {
-                Finished::Reply(job, reply, fill) => {
+                Finished::Reply(mut job, reply, fill) => {
                     if let Some(fill) = fill {
                         let (cache, gens) = (&mut self.cache, &self.shared.gens);
                         if supervise::request("reactor: filling the read cache", || {
@@ -844,8 +834,8 @@ impl ReactorState {
                     let clock = &self.router.clock;
                     let t = *now.get_or_insert_with(|| clock.now());
                     stats.call_done(job.stat, clock.ns_between(job.stat.t0, t));
-                    self.net
-                        .send(job.conn, Reply::of(reply), stats, &mut self.cache);
+                    let reply = Reply::of(reply).charged(job.charge.take());
+                    self.net.send(job.conn, reply, stats, &mut self.cache);
                 }
                 // A revalidation GETATTR is not a call in flight (its call was
                 // answered): it goes the way such jobs go.
