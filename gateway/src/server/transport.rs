@@ -401,3 +401,7 @@ fn ddp_of(item: ReplyItem, located: Option<DdpList>, reply: &[u8]) -> DdpList {
         _ => crate::ulb::reply_data(item, reply).into(),
     }
 }
+
+#[cfg(test)]
+#[path = "transport_tests.rs"]
+mod tests;
