@@ -89,12 +89,15 @@ impl Server {
             let mut held: Held = Vec::new();
             let mut charges: Charges = Vec::new();
             while !s2.load(Ordering::Relaxed) {
-                t.poll(Some(Duration::from_millis(2)), &mut |c, _peer, b, budget| {
-                    if let Some(ch) = budget.charge(charge(&b)) {
-                        charges.push((c, ch));
-                    }
-                    held.push((c, b, Instant::now()));
-                });
+                t.poll(
+                    Some(Duration::from_millis(2)),
+                    &mut |c, _peer, b, budget| {
+                        if let Some(ch) = budget.charge(charge(&b)) {
+                            charges.push((c, ch));
+                        }
+                        held.push((c, b, Instant::now()));
+                    },
+                );
                 handler(&mut t, &mut held, &mut charges);
                 c2.store(t.connections(), Ordering::Relaxed);
             }

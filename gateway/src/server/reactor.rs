@@ -577,7 +577,8 @@ impl Router {
 
     /// Acts on a verdict: hands back a reply to send now, or queues a job or a retry.
     /// A job reserves the reply bytes it may need in its TCP connection's budget
-    /// (`Job::charge`, taken `from` the budget the poll lent or the transport): a call a worker or the ring answers later reserves the reply
+    /// (`Job::charge`, taken `from` the budget the poll lent or the transport, given
+    /// back when dropped): a call a worker or the ring answers later reserves the reply
     /// buffer it may need (`worker::reply_want`), so a client that pipelines large
     /// READs and reads nothing is stopped at `tcp.max_queued_mib` of replies in
     /// production or queued, instead of holding a large buffer per call in flight

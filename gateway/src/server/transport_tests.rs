@@ -86,7 +86,9 @@ fn charged_call(p: &Pools, bytes: usize) -> (TcpTransport, std::net::TcpStream, 
     let addr = "127.0.0.1:0".parse().unwrap();
     let mut tcp = TcpTransport::bind(addr, TcpOptions::default(), p.clone()).unwrap();
     let mut client = std::net::TcpStream::connect(tcp.local_addr()).unwrap();
-    client.write_all(&[0x80, 0, 0, 8, 0, 0, 0, 1, 0, 0, 0, 0]).unwrap();
+    client
+        .write_all(&[0x80, 0, 0, 8, 0, 0, 0, 1, 0, 0, 0, 0])
+        .unwrap();
     let mut got = None;
     let deadline = Instant::now() + Duration::from_secs(10);
     while got.is_none() {

@@ -7,7 +7,6 @@
 
 use super::dispatch::{Job, MARK};
 use super::transport::Link;
-use engine::tcp::Charge;
 use super::Shared;
 use crate::cache::{self, FhKey, Fill, FillData, Stamp};
 use crate::call::{Ctx, Learned, Outcome};
@@ -16,6 +15,7 @@ use engine::mem::{Buf, Pools};
 use engine::ring::{Doorbell, Ring};
 use engine::rpc::{self, Accept};
 use engine::rpcrdma::responder::DdpList;
+use engine::tcp::Charge;
 use engine::xdr::{XdrReader, XdrWriter};
 use nfs_wire::nfs3::NFSPROC3_WRITE;
 use nfs_wire::NFS_PROGRAM;
