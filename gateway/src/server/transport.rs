@@ -28,6 +28,7 @@ use engine::mem::Buf;
 use engine::rdma::server::{CallRef, RdmaServer};
 use engine::rpcrdma::responder::DdpList;
 use engine::tcp::{Budget, Charge, ConnId, Pipe, TcpTransport};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// Where a call came from and its reply goes. Opaque outside this module: the
@@ -163,19 +164,35 @@ impl Drop for Pinned {
 /// Where pinned page lists dropped before any transport took them wait for their
 /// reactor (`Transports::take_unsent`). Shared by the reactor's replies, which are
 /// `Send` (a reply could be dropped on another thread): a mutex taken only when a
-/// reply is dropped unsent, never on the path of a sent one.
+/// reply was dropped unsent, never on the path of a sent one; the reactor's pass
+/// looks at a flag first.
 #[derive(Clone, Default)]
-pub(crate) struct PinHome(Arc<Mutex<Vec<Box<PageRead>>>>);
+pub(crate) struct PinHome(Arc<Unsent>);
+
+#[derive(Default)]
+struct Unsent {
+    /// Set after a list is pushed; cleared by the reactor before it takes them.
+    waiting: AtomicBool,
+    /// Boxed on purpose: the lists go back to the cache's spares as they are.
+    #[allow(clippy::vec_box)]
+    lists: Mutex<Vec<Box<PageRead>>>,
+}
 
 impl PinHome {
     fn put(&self, list: Box<PageRead>) {
         // A poisoned lock only means another drop panicked while pushing.
-        let mut v = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let mut v = self.0.lists.lock().unwrap_or_else(|e| e.into_inner());
         v.push(list);
+        drop(v);
+        self.0.waiting.store(true, Ordering::Release);
     }
 
     fn take_all(&self, f: &mut dyn FnMut(Box<PageRead>)) {
-        let mut v = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if !self.0.waiting.load(Ordering::Relaxed) || !self.0.waiting.swap(false, Ordering::Acquire)
+        {
+            return;
+        }
+        let mut v = self.0.lists.lock().unwrap_or_else(|e| e.into_inner());
         for list in v.drain(..) {
             f(list);
         }
