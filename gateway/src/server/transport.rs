@@ -187,9 +187,17 @@ impl PinHome {
         self.0.waiting.store(true, Ordering::Release);
     }
 
+    /// Runs once per reactor pass: a relaxed load unless a reply was dropped unsent.
+    #[inline]
     fn take_all(&self, f: &mut dyn FnMut(Box<PageRead>)) {
-        if !self.0.waiting.load(Ordering::Relaxed) || !self.0.waiting.swap(false, Ordering::Acquire)
-        {
+        if self.0.waiting.load(Ordering::Relaxed) {
+            self.take_waiting(f);
+        }
+    }
+
+    #[cold]
+    fn take_waiting(&self, f: &mut dyn FnMut(Box<PageRead>)) {
+        if !self.0.waiting.swap(false, Ordering::Acquire) {
             return;
         }
         let mut v = self.0.lists.lock().unwrap_or_else(|e| e.into_inner());
@@ -252,6 +260,7 @@ pub(crate) struct Transports {
 
 impl Transports {
     /// Unpins, through `f`, the pages of replies dropped before they were sent.
+    #[inline]
     pub fn take_unsent(&mut self, f: &mut dyn FnMut(Box<PageRead>)) {
         self.pins.take_all(f)
     }
