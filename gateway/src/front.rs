@@ -119,7 +119,13 @@ pub static V3_REPLIES: Replies = Replies {
 
 /// The shapes of the reactor's NFSv4.1 paths and what they are answered with.
 pub use crate::nfs4::fast::{Last as V4Last, Shape as V4Shape, View as V4View};
-pub use crate::nfs4::fast_io::{IoCall as V4IoCall, IoOp as V4IoOp};
+pub use crate::nfs4::fast_io::{
+    Bitmap as V4Bitmap, IoCall as V4IoCall, IoOp as V4IoOp, Started as V4Started,
+    Target as V4Target,
+};
+/// Bounds of the io_uring executor's NFSv4.1 replies (`nfs4::fast_io`): the
+/// COMPOUND4res up to the data operation's status, and a trailing GETATTR's result.
+pub use crate::nfs4::fast_io::{GETATTR_MAX as V4_IO_GETATTR_MAX, HEAD_MAX as V4_IO_HEAD_MAX};
 /// An NFSv4.1 COMPOUND's plan (`nfs4::plan`): made once by the reactor, carried with
 /// the call (`Job::plan`).
 pub use crate::nfs4::plan::Plan;
@@ -162,6 +168,15 @@ pub struct V4Paths {
     pub observe: for<'a> fn(&'a [u8], &Plan) -> Option<(&'a [u8], Option<(u64, u32)>)>,
     /// `SEQUENCE, PUTFH, READ|WRITE[, GETATTR]|COMMIT`, decoded at the plan's offsets.
     pub io_call: fn(&[u8], &Plan) -> Option<V4IoCall>,
+    /// The io_uring call's checks and its reply up to the data operation's status,
+    /// the slot claimed (`None`: nothing claimed, a worker answers).
+    pub io_start: fn(&State, &V4IoCall, &[u8], &V4Target, &mut XdrWriter) -> Option<V4Started>,
+    /// Ends an io_uring call: its COMPOUND4res kept in the slot, the slot free again.
+    pub io_finish: fn(V4Started, &[u8]),
+    /// WRITE4resok after its status: count, committed, verifier.
+    pub put_write_ok: fn(&mut XdrWriter, u32, u32, &[u8; 8]) -> XdrResult<()>,
+    /// A trailing GETATTR's result from the attributes after the write.
+    pub put_getattr: fn(&mut XdrWriter, &V4Bitmap, &Attr, &[u8]) -> XdrResult<()>,
 }
 
 /// NFSv4.1 (RFC 8881).
@@ -173,4 +188,8 @@ pub static V4_PATHS: V4Paths = V4Paths {
     count_answer: crate::nfs4::fast::count_answer,
     observe: crate::nfs4::fast::observe,
     io_call: crate::nfs4::fast_io::call,
+    io_start: crate::nfs4::fast_io::start,
+    io_finish: crate::nfs4::fast_io::finish,
+    put_write_ok: crate::nfs4::fast_io::put_write_ok,
+    put_getattr: crate::nfs4::fast_io::put_getattr,
 };

@@ -8,178 +8,11 @@
 mod common;
 
 use common::v4::*;
+use common::v42::*;
 use common::*;
-use engine::rpc;
 use engine::xdr::XdrReader;
-use nfs_wire::nfs4args::OPEN4_SHARE_ACCESS_WANT_NO_DELEG;
-use nfs_wire::rpccall;
-use nfs_wire::v4call::{compound_call_minor, Claim, How, Ops};
+use nfs_wire::v4call::Ops;
 use nfs_wire::v4op::CopyRange;
-use std::net::TcpStream;
-
-const NFS4_OK: u32 = 0;
-const NFS4ERR_EXIST: u32 = 17;
-const NFS4ERR_INVAL: u32 = 22;
-const NFS4ERR_NAMETOOLONG: u32 = 63;
-const NFS4ERR_NOTSUPP: u32 = 10004;
-const NFS4ERR_NXIO: u32 = 6;
-const NFS4ERR_MINOR_VERS_MISMATCH: u32 = 10021;
-const NFS4ERR_OP_ILLEGAL: u32 = 10044;
-const NFS4ERR_UNION_NOTSUPP: u32 = 10090;
-const NFS4ERR_NOXATTR: u32 = 10095;
-const NFS4ERR_XATTR2BIG: u32 = 10096;
-const OP_ILLEGAL: u32 = 10044;
-const OP_READ_PLUS: u32 = 68;
-const OP_COPY: u32 = 60;
-const OP_OFFLOAD_STATUS: u32 = 67;
-const ANON: [u8; 16] = [0; 16];
-/// SEQUENCE4resok after the operation number and status.
-const SEQ_RES: usize = 16 + 20;
-
-/// A session whose COMPOUNDs have minor version `minor`.
-struct S {
-    s: TcpStream,
-    xid: u32,
-    clientid: u64,
-    sid: [u8; 16],
-    seq: u32,
-    minor: u32,
-}
-
-/// A COMPOUND's reply: its status and its results.
-struct Rep {
-    status: u32,
-    r: Vec<u8>,
-}
-
-impl S {
-    fn new(gw: &Gw, minor: u32) -> S {
-        let mut s = S {
-            s: gw.connect_tcp(),
-            xid: 0,
-            clientid: 0,
-            sid: [0; 16],
-            seq: 0,
-            minor,
-        };
-        // A client owner of its own: one client's RECLAIM_COMPLETE is done once.
-        static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let owner = format!("nfs42-{n}");
-        let ops = Ops::new().encoded(1, &exchange_id_op(owner.as_bytes()));
-        let rep = s.call(&ops).r;
-        let mut r = XdrReader::new(&rep);
-        assert_eq!(r.u32().unwrap(), OP_EXCHANGE_ID);
-        assert_eq!(r.u32().unwrap(), NFS4_OK, "EXCHANGE_ID in minor {minor}");
-        s.clientid = r.u64().unwrap();
-        let seq = r.u32().unwrap();
-        let rep = s.call(&Ops::new().encoded(1, &create_session_op(s.clientid, seq)));
-        let mut r = XdrReader::new(&rep.r);
-        assert_eq!((r.u32().unwrap(), r.u32().unwrap()), (OP_CREATE_SESSION, NFS4_OK));
-        s.sid.copy_from_slice(r.opaque_fixed(16).unwrap());
-        let rep = s.seq_call(Ops::new().reclaim_complete());
-        assert_eq!(rep.status, NFS4_OK);
-        s
-    }
-
-    fn call(&mut self, ops: &Ops) -> Rep {
-        self.xid += 1;
-        let call = compound_call_minor(self.xid, &rpccall::sys(0), ops, self.minor);
-        let reply = tcp_call(&mut self.s, &call).unwrap();
-        let (_, st, at) = rpc::decode_reply(&reply).unwrap();
-        assert_eq!(st, rpc::ReplyStatus::Accepted(rpc::Accept::Success));
-        let mut r = XdrReader::new(&reply[at..]);
-        let status = r.u32().unwrap();
-        r.opaque_var(64).unwrap();
-        r.u32().unwrap();
-        Rep {
-            status,
-            r: r.rest().to_vec(),
-        }
-    }
-
-    /// SEQUENCE then `ops`: the reply with the results after SEQUENCE's.
-    fn seq_call(&mut self, ops: Ops) -> Rep {
-        self.seq += 1;
-        let all = Ops::new().sequence(self.sid, self.seq).append(ops);
-        let mut rep = self.call(&all);
-        let mut r = XdrReader::new(&rep.r);
-        assert_eq!((r.u32().unwrap(), r.u32().unwrap()), (OP_SEQUENCE, NFS4_OK));
-        r.skip(SEQ_RES).unwrap();
-        rep.r = r.rest().to_vec();
-        rep
-    }
-
-    /// PUTFH `fh` then `op`: the reader at `op`'s result, after its number.
-    fn on(&mut self, fh: &[u8], op: Ops) -> (u32, Vec<u8>) {
-        let rep = self.seq_call(Ops::new().putfh(fh).append(op));
-        let mut r = XdrReader::new(&rep.r);
-        assert_eq!((r.u32().unwrap(), r.u32().unwrap()), (OP_PUTFH, NFS4_OK));
-        r.u32().unwrap();
-        let st = r.u32().unwrap();
-        (st, r.rest().to_vec())
-    }
-
-    /// Creates "name" in the root (OPEN UNCHECKED4 for both): its stateid and handle.
-    fn create(&mut self, name: &[u8]) -> ([u8; 16], Vec<u8>) {
-        let ops = Ops::new()
-            .putrootfh()
-            .open(
-                self.clientid,
-                name,
-                3 | OPEN4_SHARE_ACCESS_WANT_NO_DELEG,
-                0,
-                How::Unchecked,
-                Claim::Null(name),
-            )
-            .getfh();
-        let rep = self.seq_call(ops);
-        let mut r = XdrReader::new(&rep.r);
-        r.skip(8).unwrap();
-        assert_eq!((r.u32().unwrap(), r.u32().unwrap()), (OP_OPEN, NFS4_OK));
-        let mut sid = [0u8; 16];
-        sid.copy_from_slice(r.opaque_fixed(16).unwrap());
-        r.skip(20 + 4).unwrap();
-        let n = r.u32().unwrap();
-        r.skip(4 * n as usize).unwrap();
-        assert_eq!((r.u32().unwrap(), r.u32().unwrap()), (3, 0));
-        assert_eq!((r.u32().unwrap(), r.u32().unwrap()), (OP_GETFH, NFS4_OK));
-        (sid, r.opaque_var(128).unwrap().to_vec())
-    }
-
-    fn write(&mut self, fh: &[u8], sid: &[u8; 16], off: u64, data: &[u8]) {
-        let (st, _) = self.on(fh, Ops::new().write(sid, off, data));
-        assert_eq!(st, NFS4_OK);
-    }
-
-    /// READ of `count` at `off`: the data.
-    fn read(&mut self, fh: &[u8], off: u64, count: u32) -> Vec<u8> {
-        let (st, rest) = self.on(fh, Ops::new().read(&ANON, off, count));
-        assert_eq!(st, NFS4_OK);
-        let mut r = XdrReader::new(&rest);
-        r.u32().unwrap();
-        r.opaque_var(1 << 20).unwrap().to_vec()
-    }
-
-    fn size(&mut self, fh: &[u8]) -> u64 {
-        let (st, rest) = self.on(fh, Ops::new().getattr(&[1 << 4]));
-        assert_eq!(st, NFS4_OK);
-        let mut r = XdrReader::new(&rest);
-        let n = r.u32().unwrap();
-        r.skip(4 * n as usize + 4).unwrap();
-        r.u64().unwrap()
-    }
-
-    /// SEEK: status, eof, offset.
-    fn seek(&mut self, fh: &[u8], off: u64, what: u32) -> (u32, bool, u64) {
-        let (st, rest) = self.on(fh, Ops::new().seek(&ANON, off, what));
-        if st != NFS4_OK {
-            return (st, false, 0);
-        }
-        let mut r = XdrReader::new(&rest);
-        (st, r.bool().unwrap(), r.u64().unwrap())
-    }
-}
 
 fn gateway() -> Gw {
     Gw::start(&GwOpts {
@@ -219,7 +52,10 @@ fn minor_version_2_is_served_and_its_operations_only_there() {
     s.write(&fh, &sid, 0, b"abc");
     assert_eq!(s.seek(&fh, 0, 0), (NFS4_OK, false, 0));
     // Minor version 3 does not exist yet (RFC 8881 §16.2.3: no results).
-    let mut three = S { minor: 3, ..S::new(&gw, 2) };
+    let mut three = S {
+        minor: 3,
+        ..S::new(&gw, 2)
+    };
     let rep = three.call(&Ops::new().putrootfh());
     assert_eq!((rep.status, rep.r.len()), (NFS4ERR_MINOR_VERS_MISMATCH, 0));
     // In minor version 1, SEEK is an unknown operation (RFC 7862 §11.1).
@@ -227,13 +63,19 @@ fn minor_version_2_is_served_and_its_operations_only_there() {
     let rep = one.seq_call(Ops::new().putfh(&fh).seek(&ANON, 0, 0));
     let mut r = XdrReader::new(&rep.r);
     r.skip(8).unwrap();
-    assert_eq!((r.u32().unwrap(), r.u32().unwrap()), (OP_ILLEGAL, NFS4ERR_OP_ILLEGAL));
+    assert_eq!(
+        (r.u32().unwrap(), r.u32().unwrap()),
+        (OP_ILLEGAL, NFS4ERR_OP_ILLEGAL)
+    );
     assert_eq!(rep.status, NFS4ERR_OP_ILLEGAL);
     // Not offered: asynchronous copies' OFFLOAD_STATUS (every COPY is synchronous).
-    let (st, _) = s.on(&fh, Ops::new().raw(|w| {
-        w.u32(OP_OFFLOAD_STATUS)?;
-        w.opaque_fixed(&[7; 16])
-    }));
+    let (st, _) = s.on(
+        &fh,
+        Ops::new().raw(|w| {
+            w.u32(OP_OFFLOAD_STATUS)?;
+            w.opaque_fixed(&[7; 16])
+        }),
+    );
     assert_eq!(st, NFS4ERR_NOTSUPP);
 }
 
@@ -255,10 +97,13 @@ fn the_42_attributes_and_access_bits_are_in_42_only() {
         let has = |bit: u32| third & (1 << (bit - 64)) != 0;
         assert_eq!((has(77), has(82)), (want42, want42), "minor {minor}");
         // ACCESS of READ|MODIFY|XAREAD|XAWRITE|XALIST.
-        let (st, rest) = s.on(&fh, Ops::new().raw(|w| {
-            w.u32(3)?;
-            w.u32(0x1 | 0x4 | 0x40 | 0x80 | 0x100)
-        }));
+        let (st, rest) = s.on(
+            &fh,
+            Ops::new().raw(|w| {
+                w.u32(3)?;
+                w.u32(0x1 | 0x4 | 0x40 | 0x80 | 0x100)
+            }),
+        );
         assert_eq!(st, NFS4_OK);
         let mut r = XdrReader::new(&rest);
         let (supported, access) = (r.u32().unwrap(), r.u32().unwrap());
@@ -299,7 +144,10 @@ fn seek_and_read_plus_see_the_holes() {
     // A range inside: clipped to it, not at the end.
     let (eof, segs) = read_plus(&mut s, &fh, 4000, 200);
     assert!(!eof);
-    assert_eq!(segs, vec![Seg::Data(4000, a[..96].to_vec()), Seg::Hole(4096, 104)]);
+    assert_eq!(
+        segs,
+        vec![Seg::Data(4000, a[..96].to_vec()), Seg::Hole(4096, 104)]
+    );
     // Past the end: nothing, at the end.
     let (eof, segs) = read_plus(&mut s, &fh, size + 10, 100);
     assert!(eof && segs.is_empty());
@@ -341,7 +189,13 @@ fn copy_and_clone_move_the_bytes_inside_the_server() {
         count: 0,
     };
     // COPY, asynchronous allowed: done synchronously, to the source's end.
-    let rep = s.seq_call(Ops::new().putfh(&src).savefh().putfh(&dst).copy(&range, false));
+    let rep = s.seq_call(
+        Ops::new()
+            .putfh(&src)
+            .savefh()
+            .putfh(&dst)
+            .copy(&range, false),
+    );
     assert_eq!(rep.status, NFS4_OK);
     let mut r = XdrReader::new(&rep.r);
     r.skip(8 * 3).unwrap();
@@ -359,7 +213,13 @@ fn copy_and_clone_move_the_bytes_inside_the_server() {
         count: 100,
         ..range
     };
-    let rep = s.seq_call(Ops::new().putfh(&src).savefh().putfh(&src).copy(&same, true));
+    let rep = s.seq_call(
+        Ops::new()
+            .putfh(&src)
+            .savefh()
+            .putfh(&src)
+            .copy(&same, true),
+    );
     assert_eq!(rep.status, NFS4ERR_INVAL);
     // An inter-server copy (a source server given) is not offered.
     let rep = s.seq_call(Ops::new().putfh(&src).savefh().putfh(&dst).raw(|w| {
@@ -395,11 +255,20 @@ fn extended_attributes_round_trip_with_the_rfc_errors() {
     let (_, fh) = s.create(b"x");
     let st = |s: &mut S, op: Ops| s.on(&fh, op).0;
     assert_eq!(st(&mut s, Ops::new().setxattr(1, b"k", b"v1")), NFS4_OK);
-    assert_eq!(st(&mut s, Ops::new().setxattr(1, b"k", b"v2")), NFS4ERR_EXIST);
-    assert_eq!(st(&mut s, Ops::new().setxattr(2, b"nope", b"v")), NFS4ERR_NOXATTR);
+    assert_eq!(
+        st(&mut s, Ops::new().setxattr(1, b"k", b"v2")),
+        NFS4ERR_EXIST
+    );
+    assert_eq!(
+        st(&mut s, Ops::new().setxattr(2, b"nope", b"v")),
+        NFS4ERR_NOXATTR
+    );
     assert_eq!(st(&mut s, Ops::new().setxattr(2, b"k", b"v3")), NFS4_OK);
     assert_eq!(st(&mut s, Ops::new().setxattr(0, b"j", b"")), NFS4_OK);
-    assert_eq!(st(&mut s, Ops::new().setxattr(9, b"k", b"v")), NFS4ERR_INVAL);
+    assert_eq!(
+        st(&mut s, Ops::new().setxattr(9, b"k", b"v")),
+        NFS4ERR_INVAL
+    );
     let (st0, rest) = s.on(&fh, Ops::new().getxattr(b"k"));
     assert_eq!(st0, NFS4_OK);
     assert_eq!(XdrReader::new(&rest).opaque_var(100).unwrap(), b"v3");
@@ -418,9 +287,15 @@ fn extended_attributes_round_trip_with_the_rfc_errors() {
     assert_eq!(st(&mut s, Ops::new().removexattr(b"k")), NFS4ERR_NOXATTR);
     // Limits: a name past 255 bytes, a value past 64 KiB.
     let long = vec![b'n'; 256];
-    assert_eq!(st(&mut s, Ops::new().setxattr(0, &long, b"v")), NFS4ERR_NAMETOOLONG);
+    assert_eq!(
+        st(&mut s, Ops::new().setxattr(0, &long, b"v")),
+        NFS4ERR_NAMETOOLONG
+    );
     let big = vec![0u8; 65537];
-    assert_eq!(st(&mut s, Ops::new().setxattr(0, b"big", &big)), NFS4ERR_XATTR2BIG);
+    assert_eq!(
+        st(&mut s, Ops::new().setxattr(0, b"big", &big)),
+        NFS4ERR_XATTR2BIG
+    );
     let (rp, _) = s.on(&fh, Ops::new().read_plus(&ANON, 0, 1));
     assert_eq!(rp, NFS4_OK, "{OP_READ_PLUS} on an empty file");
 }

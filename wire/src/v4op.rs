@@ -549,7 +549,13 @@ pub fn commit(w: &mut XdrWriter, offset: u64, count: u32) -> XdrResult<()> {
 // ---- NFSv4.2 (RFC 7862 §15, RFC 8276 §8.4): in COMPOUNDs of minor version 2 --------
 
 /// ALLOCATE (RFC 7862 §15.1) or DEALLOCATE (§15.4): `op` is either.
-pub fn space(w: &mut XdrWriter, op: u32, stateid: &[u8; 16], offset: u64, len: u64) -> XdrResult<()> {
+pub fn space(
+    w: &mut XdrWriter,
+    op: u32,
+    stateid: &[u8; 16],
+    offset: u64,
+    len: u64,
+) -> XdrResult<()> {
     w.u32(op)?;
     w.opaque_fixed(stateid)?;
     w.u64(offset)?;

@@ -11,6 +11,7 @@
 //! once more than [`GROW_STEP`] bytes of it have arrived. Bodies that are large and
 //! already arriving are read from the socket straight into that buffer (no copy).
 
+use super::charge::{Budget, Reserved};
 use super::ext::{Out, Released};
 use super::record::{Event, FrameError, RecordDecoder};
 use super::{ConnId, TcpStats, DIRECT_MIN, MAX_IOV, READ_BUDGET, STAGE_SIZE};
@@ -47,7 +48,7 @@ pub(super) enum Stall {
     /// `max_inflight` records unanswered: resumed by `send`/`no_reply`.
     Backpressure,
     /// Queued replies plus replies still being produced (`reserved`) reach
-    /// `max_queued` bytes: resumed when they drain or the reservations are released.
+    /// `max_queued` bytes: resumed when they drain or the charges are dropped.
     Output,
 }
 
@@ -103,12 +104,13 @@ pub(super) struct Conn {
     /// Memory held by `out` (see `Out::held`).
     pub out_bytes: usize,
     /// Reply bytes reserved for delivered records whose replies are still being
-    /// produced (charged by the caller: `on_record`'s result or
-    /// `TcpTransport::reserve`; given back by `TcpTransport::release`). Counted with
-    /// `out_bytes` against `max_queued`, so a client that pipelines large READs and
-    /// reads nothing holds at most its budget of reply buffers, not one per call in
-    /// flight (Standards: a client must not pin shared buffers by reading nothing).
-    pub reserved: usize,
+    /// produced: the sum of the live `Charge`s the caller made (through the `Budget`
+    /// `on_record` gets, or `TcpTransport::charge`), each given back when dropped.
+    /// Counted with `out_bytes` against `max_queued`, so a client that pipelines large
+    /// READs and reads nothing holds at most its budget of reply buffers, not one per
+    /// call in flight (Standards: a client must not pin shared buffers by reading
+    /// nothing).
+    pub reserved: Reserved,
     /// Since when `out` has been non-empty without any write progress.
     pub out_since: Option<Instant>,
     /// Bytes written to the socket over the connection's life.
@@ -164,7 +166,7 @@ impl Conn {
             out: VecDeque::with_capacity(max_inflight),
             out_off: 0,
             out_bytes: 0,
-            reserved: 0,
+            reserved: Reserved::default(),
             out_since: None,
             written: 0,
             drain_mark: None,
@@ -181,7 +183,7 @@ impl Conn {
 
     /// Bytes of the `max_queued` budget in use: replies queued plus replies reserved.
     pub fn budget_used(&self) -> usize {
-        self.out_bytes.saturating_add(self.reserved)
+        self.out_bytes.saturating_add(self.reserved.get())
     }
 
     /// Whether this connection holds pool memory for a record it has not finished
@@ -201,7 +203,7 @@ impl Conn {
             && !self.complete
             && self.inflight == 0
             && self.out.is_empty()
-            && self.reserved == 0
+            && self.reserved.get() == 0
     }
 
     /// Whether the peer has sent part of a record and not the rest.
@@ -282,7 +284,7 @@ impl Conn {
     pub fn pump(
         &mut self,
         cx: &mut Cx,
-        on_record: &mut dyn FnMut(ConnId, SocketAddr, Buf) -> usize,
+        on_record: &mut dyn FnMut(ConnId, SocketAddr, Buf, &Budget),
     ) -> Result<(Pump, usize), Close> {
         self.resume(cx.now);
         let mut work = 0;
@@ -343,7 +345,7 @@ impl Conn {
     fn drain(
         &mut self,
         cx: &mut Cx,
-        on_record: &mut dyn FnMut(ConnId, SocketAddr, Buf) -> usize,
+        on_record: &mut dyn FnMut(ConnId, SocketAddr, Buf, &Budget),
         work: &mut usize,
     ) -> Result<Option<Stall>, Close> {
         loop {
@@ -427,14 +429,14 @@ impl Conn {
     }
 
     /// Rule: a complete record goes to the caller and counts as in flight until
-    /// answered, and the reply bytes the caller charges for it count as reserved
-    /// until released; a record completed in staging is first copied into a pool
+    /// answered, and the reply bytes the caller charges for it (through the
+    /// `Budget` lent with it) count as reserved until the charge is dropped; a record completed in staging is first copied into a pool
     /// buffer of its size. No buffer free → false (the record waits, `complete` stays
     /// set).
     fn deliver(
         &mut self,
         cx: &mut Cx,
-        on_record: &mut dyn FnMut(ConnId, SocketAddr, Buf) -> usize,
+        on_record: &mut dyn FnMut(ConnId, SocketAddr, Buf, &Budget),
     ) -> bool {
         let rec = match self.rec.take() {
             Some(r) => r,
@@ -454,8 +456,7 @@ impl Conn {
         self.inflight += 1;
         self.partial_since = None;
         cx.stats.records_in += 1;
-        let charge = on_record(self.id, self.peer, rec);
-        self.reserved = self.reserved.saturating_add(charge);
+        on_record(self.id, self.peer, rec, &Budget(&self.reserved));
         true
     }
 

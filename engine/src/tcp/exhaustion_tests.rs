@@ -351,11 +351,13 @@ fn a_thousand_connections_work_and_leave_nothing_behind() {
 
 /// What the test tells the server thread to do with the oldest held records.
 enum Cmd {
-    /// Answer `n` with a small reply, releasing their reservations first (or not:
-    /// a caller that forgets to).
+    /// Answer `n` with a small reply, dropping their charges first (or not: their
+    /// charges live on, as a call's would while something still holds it).
     Send { n: usize, release: bool },
-    /// Answer `n` with no reply, releasing their reservations first.
+    /// Answer `n` with no reply, dropping their charges first.
     NoReply { n: usize },
+    /// Drop the charges kept by `Send { release: false }`, answering nothing.
+    Forget,
 }
 
 /// A server that charges `charge` reply bytes per record, holds every record until
@@ -370,20 +372,27 @@ fn holding_server(
     let d2 = delivered.clone();
     let pools = p.clone();
     let mut answered = 0;
+    let mut kept = Vec::new();
     let srv = Server::start_charging(
         o,
         p.clone(),
         move |_| charge,
-        move |t, held| {
+        move |t, held, charges| {
             held.sort_by_key(|h| h.2);
             while let Ok(cmd) = rx.try_recv() {
                 let (n, reply, release) = match cmd {
                     Cmd::Send { n, release } => (n, true, release),
                     Cmd::NoReply { n } => (n, false, true),
+                    Cmd::Forget => {
+                        kept.clear();
+                        continue;
+                    }
                 };
                 for (c, b, _) in held.drain(..n.min(held.len())) {
                     if release {
-                        t.release(c, charge);
+                        uncharge(charges, c);
+                    } else if let Some(i) = charges.iter().position(|(k, _)| *k == c) {
+                        kept.push(charges.remove(i));
                     }
                     if reply {
                         let mut r = pools.alloc(8).unwrap();
@@ -420,8 +429,9 @@ fn reserved_reply_bytes_stop_reading_until_released() {
     // Standards: a client must not pin shared buffers by reading nothing. It pipelines
     // 64 calls whose replies each reserve 1 MiB and reads nothing: only max_queued
     // (4 MiB) worth are taken, not max_inflight (64), however few replies are queued.
-    // Each release (before a reply or a no-reply) lets exactly one more in; a
-    // reservation never released ends when nothing is in flight; a close leaks nothing.
+    // Each charge dropped (before a reply or a no-reply) lets exactly one more in; a
+    // charge that lives on holds the budget whatever is answered, until it is dropped
+    // anywhere (the sweep reads the connection again); a close leaks nothing.
     let p = gw_pools(128, 4, 2);
     let o = TcpOptions {
         max_queued: 4 << 20,
@@ -445,8 +455,9 @@ fn reserved_reply_bytes_stop_reading_until_released() {
     }
     tx.send(Cmd::NoReply { n: 2 }).unwrap();
     settled(&delivered, 8);
-    // Answered without releasing: the four reservations stay counted until nothing
-    // is in flight, then they are forgotten and reading resumes (four more).
+    // Answered while their charges live on: the budget stays used, even with nothing
+    // in flight; dropped away from any send, the charges give it back and the
+    // connection is read again (four more).
     tx.send(Cmd::Send {
         n: 3,
         release: false,
@@ -458,6 +469,8 @@ fn reserved_reply_bytes_stop_reading_until_released() {
         release: false,
     })
     .unwrap();
+    settled(&delivered, 8);
+    tx.send(Cmd::Forget).unwrap();
     settled(&delivered, 12);
     for want in [4u32, 5, 6, 7] {
         assert_eq!(read_reply(&mut s).unwrap(), want.to_be_bytes());
@@ -481,7 +494,8 @@ fn reserved_reply_bytes_stop_reading_until_released() {
 #[test]
 fn reservations_made_outside_poll_gate_reading_too() {
     // A record classified after the poll that delivered it (the gateway's parked
-    // calls) reserves through `reserve`; the next record waits until `release`.
+    // calls) is charged through `charge`; the next record waits until the charge is
+    // dropped.
     let p = gw_pools(64, 2, 1);
     let o = TcpOptions {
         max_queued: 1 << 20,
@@ -491,14 +505,15 @@ fn reservations_made_outside_poll_gate_reading_too() {
     let delivered = Arc::new(AtomicUsize::new(0));
     let d2 = delivered.clone();
     let mut first = None;
+    let mut charge = None;
     let srv = Server::start(o, p.clone(), move |t, held| {
         if let (None, Some((c, _, _))) = (first, held.first()) {
-            t.reserve(*c, 1 << 20);
+            charge = t.charge(*c, 1 << 20);
             assert_eq!(t.budget_used(*c), 1 << 20);
             first = Some(*c);
         }
         if rx.try_recv().is_ok() {
-            t.release(first.unwrap(), 1 << 20);
+            drop(charge.take());
         }
         d2.fetch_max(held.len(), Ordering::Relaxed);
         if held.len() == 2 {
@@ -538,8 +553,8 @@ fn read_charge(b: &Buf) -> usize {
 /// Answers each `read_call` like the gateway answers a READ: a reply buffer for the
 /// whole count, or (that class exhausted) a short reply in a 64 KiB buffer; with no
 /// buffer at all the call waits for the next pass.
-fn reader(pools: Pools) -> impl FnMut(&mut TcpTransport, &mut Held) + Send {
-    move |t, held| {
+fn reader(pools: Pools) -> impl FnMut(&mut TcpTransport, &mut Held, &mut Charges) + Send {
+    move |t, held, charges| {
         let mut keep = Vec::new();
         for (c, b, at) in held.drain(..) {
             let id = u32::from_be_bytes(b[..4].try_into().unwrap());
@@ -554,7 +569,7 @@ fn reader(pools: Pools) -> impl FnMut(&mut TcpTransport, &mut Held) + Send {
                 *x = (i as u32).wrapping_add(id) as u8;
             }
             r.set_len(8 + n);
-            t.release(c, want);
+            uncharge(charges, c);
             t.send(c, r);
         }
         *held = keep;

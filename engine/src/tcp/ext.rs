@@ -3,8 +3,9 @@
 //! padding, in the connection's ordinary vectored writes. No byte of the data is
 //! copied; the pieces come back to the caller through
 //! [`super::TcpTransport::take_released`] once the kernel has them (or the connection
-//! is gone), and until then the caller keeps them valid and unchanged (the contract of
-//! [`super::TcpTransport::send_external`]).
+//! is gone). They lie in pools lent to the transport (`lend_pages`, checked by
+//! [`super::TcpTransport::send_external`]), whose handle keeps them mapped; the caller
+//! keeps their bytes unchanged until they come back (a read cache pins the pages).
 
 use super::pipe::Pipe;
 use crate::mem::Buf;
@@ -167,10 +168,15 @@ impl Out {
                 };
                 put(&head[..], &mut k);
                 for s in data.as_slice() {
-                    // SAFETY: `send_external`'s contract: each piece is readable memory
-                    // of `len` bytes that stays valid and unchanged until this list is
-                    // handed back by `take_released`, which happens only after the record
-                    // left the queue; the slice lives no longer than `self`.
+                    // SAFETY: `send_external` queued this record only after checking
+                    // that each piece (`addr`, `len`) lies inside the region of a pool
+                    // lent to the transport (`lend_pages`); the transport holds that
+                    // pool's handle for its whole life, so the region stays mapped and
+                    // readable while the record, and this slice (which lives no longer
+                    // than `self`), exists. The bytes are written only by their
+                    // `Buf`'s owner, on this reactor thread, never while a flush runs;
+                    // the caller's pin keeps even those writes away until the list
+                    // comes back (`take_released`).
                     let piece =
                         unsafe { std::slice::from_raw_parts(s.addr as *const u8, s.len as usize) };
                     put(piece, &mut k);

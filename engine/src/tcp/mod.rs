@@ -22,9 +22,14 @@
 //! Send path: `send` writes the record mark into the reply's reserved first 4 bytes and
 //! writes immediately when nothing is queued; otherwise (or on a partial write) the
 //! reply waits in the connection's queue, flushed with vectored writes on writability.
-//! `send_external` queues a reply whose result data stays in the caller's memory (a
-//! read cache's pages): header, data pieces and padding leave as slices of the same
+//! `send_external` queues a reply whose result data stays in memory of pools lent to
+//! the transport (`lend_pages`: a read cache's pages, mapped as long as the transport
+//! holds their handle): header, data pieces and padding leave as slices of the same
 //! vectored writes, and the pieces are handed back by `take_released` (see `ext.rs`).
+//!
+//! Reply budget: the reply bytes a delivered record will need are a [`Charge`] the
+//! caller makes through the [`Budget`] lent with the record (`charge.rs`), given back
+//! when the charge is dropped, wherever that is; no release is paired by hand.
 //!
 //! Resource limits (no client can take the gateway down): a partial record
 //! held past `record_timeout`, or queued replies without write progress for
@@ -35,12 +40,14 @@
 //! would otherwise hold every large buffer until `send_timeout`); over
 //! `max_connections`, new connections are closed at once with a rate-limited log line.
 
+mod charge;
 mod conn;
 mod ext;
 pub mod pipe;
 pub mod record;
 
 use crate::mem::{Buf, Pools};
+pub use charge::{Budget, Charge};
 use conn::{Close, Conn, Cx, Pump, Stall};
 pub use conn::{GROW_STEP, RECLAIM_HELD, RECLAIM_PROGRESS};
 pub use ext::{ExtList, ExtSeg, MAX_EXT};
@@ -207,6 +214,9 @@ pub struct TcpTransport {
     closed: Vec<ConnId>,
     /// Borrowed data of replies written or dropped since the last `take_released`.
     released: Released,
+    /// Pools whose memory replies may borrow (`lend_pages`): held so their regions
+    /// stay mapped while a queued reply points into them.
+    lent: Vec<Pools>,
     /// The pass clock: read once per `poll` (after its wait) and used for every
     /// timestamp of that pass (input, queued replies, sweeps); timeouts are seconds,
     /// a clock read per event would only cost system time.
@@ -302,6 +312,7 @@ impl TcpTransport {
                 lists: Vec::with_capacity(256),
                 pipes: Vec::with_capacity(64),
             },
+            lent: Vec::new(),
             opts,
             pools,
         })
@@ -373,14 +384,14 @@ impl TcpTransport {
 
     /// Waits up to `timeout` (Some(ZERO) = non-blocking busy poll) for readiness,
     /// accepts new connections, reads ready sockets, and for each complete record calls
-    /// `on_record(conn, peer, record)` with the record body in a pool Buf; flushes
-    /// pending output. `on_record` returns the reply bytes to reserve for the record
-    /// (0: none), counted against `max_queued` at once, before the next record is
-    /// read, until `release`d. Returns units of work done.
+    /// `on_record(conn, peer, record, budget)` with the record body in a pool Buf;
+    /// flushes pending output. The reply bytes `on_record` charges through `budget`
+    /// count against `max_queued` at once, before the connection's next record is
+    /// read, until the charge is dropped. Returns units of work done.
     pub fn poll(
         &mut self,
         timeout: Option<Duration>,
-        on_record: &mut dyn FnMut(ConnId, SocketAddr, Buf) -> usize,
+        on_record: &mut dyn FnMut(ConnId, SocketAddr, Buf, &Budget),
     ) -> usize {
         self.flush();
         let mut work = self.wait(timeout);
@@ -674,7 +685,7 @@ impl TcpTransport {
 
     /// Rule: each queued connection gets one budgeted pump per poll; connections with
     /// input left, or parked, stay queued for the next poll; failures close.
-    fn run_ready(&mut self, on_record: &mut dyn FnMut(ConnId, SocketAddr, Buf) -> usize) -> usize {
+    fn run_ready(&mut self, on_record: &mut dyn FnMut(ConnId, SocketAddr, Buf, &Budget)) -> usize {
         let mut work = 0;
         for _ in 0..self.ready.len() {
             let Some(slot) = self.ready.pop_front() else {
@@ -749,7 +760,11 @@ impl TcpTransport {
             c.note_drain(now);
             if let Some(why) = Self::overdue(&self.opts, c, now, starved) {
                 self.close_overdue(slot, why);
+                continue;
             }
+            // A charge dropped away from `send` (a call dropped unanswered, on any
+            // thread) tells no one: a connection it held is read again from here.
+            self.output_drained(slot);
         }
     }
 
@@ -874,18 +889,42 @@ impl TcpTransport {
         }
     }
 
+    /// Lends the memory of `pools` (a read cache's pages) to replies sent with
+    /// `send_external`: the transport keeps a handle, so the region stays mapped as
+    /// long as a queued reply may point into it, whatever order the caller drops
+    /// things in.
+    pub fn lend_pages(&mut self, pools: &Pools) {
+        self.lent.push(pools.clone());
+    }
+
+    /// Whether `data`'s pieces all lie in lent memory (`lend_pages`).
+    fn in_lent(&self, data: &ExtList) -> bool {
+        data.as_slice().iter().all(|s| {
+            self.lent.iter().any(|p| {
+                let (base, len) = p.region();
+                let start = base as u64;
+                s.addr >= start && s.addr.saturating_add(u64::from(s.len)) <= start + len as u64
+            })
+        })
+    }
+
     /// Like `send_deferred`, for a reply whose result data is not in `head`: `head`
     /// (record-mark room first) ends with the data's XDR length word, and the data is
     /// the pieces of `data`, sent from where they are and followed by the XDR padding
-    /// to a multiple of 4 bytes. `data` comes back through `take_released` once the
-    /// kernel has every byte, the connection closed, or the reply was dropped (a gone
-    /// connection: at once).
-    ///
-    /// # Safety
-    /// Every piece of `data` (`addr`, `len`) must be readable memory that stays valid
-    /// and is not written until `data` is handed back by `take_released`, or until this
-    /// transport is dropped.
-    pub unsafe fn send_external(&mut self, conn: ConnId, head: Buf, data: Box<ExtList>) {
+    /// to a multiple of 4 bytes. Each piece must lie in memory lent with
+    /// `lend_pages` (which keeps it mapped); the caller keeps the bytes unchanged
+    /// (a read cache pins the pages) until `data` comes back through
+    /// `take_released`: once the kernel has every byte, the connection closed, or
+    /// the reply was dropped (a gone connection: at once). A piece outside lent
+    /// memory is refused: the record is answered with no reply and `data` comes
+    /// back at once.
+    pub fn send_external(&mut self, conn: ConnId, head: Buf, data: Box<ExtList>) {
+        if !self.in_lent(&data) {
+            tracing::error!("tcp: a reply's data lies outside lent memory; not sent");
+            self.no_reply(conn);
+            self.released.lists.push(data);
+            return;
+        }
         let data_len = data.data_len();
         let out = Out::Ext {
             head,
@@ -1026,26 +1065,15 @@ impl TcpTransport {
         self.output_drained(slot);
     }
 
-    /// Reserves `bytes` of `conn`'s reply budget for a delivered record whose reply is
-    /// still being produced (what `poll`'s `on_record` returns, for records the caller
-    /// classifies later). A gone connection: nothing.
-    pub fn reserve(&mut self, conn: ConnId, bytes: usize) {
-        if let Some(slot) = self.slot_of(conn) {
-            let c = self.conns[slot].as_mut().expect("slot_of checked");
-            c.reserved = c.reserved.saturating_add(bytes);
-        }
-    }
-
-    /// Gives back `bytes` reserved for a record (by `poll`'s `on_record` or
-    /// `reserve`); call it before the record's `send`/`no_reply`, whose reply then
-    /// counts as queued. A connection held by its budget is read again once under it.
-    /// A gone connection: nothing (its reservations went with it).
-    pub fn release(&mut self, conn: ConnId, bytes: usize) {
-        if let Some(slot) = self.slot_of(conn) {
-            let c = self.conns[slot].as_mut().expect("slot_of checked");
-            c.reserved = c.reserved.saturating_sub(bytes);
-            self.output_drained(slot);
-        }
+    /// Charges `bytes` of `conn`'s reply budget for a delivered record whose reply is
+    /// still being produced, for records the caller classifies after the poll that
+    /// delivered them (inside it, through the `Budget` lent with the record). Given
+    /// back when the charge is dropped; drop it before the record's `send`/`no_reply`,
+    /// whose reply then counts as queued and reads the connection again when under
+    /// its budget. A gone connection or 0 bytes: no charge.
+    pub fn charge(&mut self, conn: ConnId, bytes: usize) -> Option<Charge> {
+        let slot = self.slot_of(conn)?;
+        self.conns[slot].as_ref()?.reserved.charge(bytes)
     }
 
     /// Reply bytes queued plus reserved on `conn` (0 when it is gone).
@@ -1067,16 +1095,12 @@ impl TcpTransport {
     }
 
     /// Rule: answering a record lowers the in-flight count; a connection held by
-    /// backpressure is queued to be read again. With nothing in flight nothing can be
-    /// reserved: a reservation its caller failed to release ends here, so it holds a
-    /// connection back at most until the connection's other calls are answered.
+    /// backpressure, or by a budget its charges no longer fill, is queued to be read
+    /// again.
     fn answered(&mut self, slot: usize) {
         let c = self.conns[slot].as_mut().expect("live slot");
         debug_assert!(c.inflight > 0, "more answers than records");
         c.inflight = c.inflight.saturating_sub(1);
-        if c.inflight == 0 {
-            c.reserved = 0;
-        }
         let resume = match c.stall {
             Stall::Backpressure => c.inflight < self.opts.max_inflight,
             Stall::Output => c.budget_used() < self.opts.max_queued,

@@ -9,6 +9,15 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::thread::JoinHandle;
 
 pub(super) type Held = Vec<(ConnId, Buf, Instant)>;
+/// The reply-budget charges of held records, in delivery order (`start_charging`).
+pub(super) type Charges = Vec<(ConnId, Charge)>;
+
+/// Gives back the oldest charge `c`'s records hold (drops it).
+pub(super) fn uncharge(charges: &mut Charges, c: ConnId) {
+    if let Some(i) = charges.iter().position(|(k, _)| *k == c) {
+        drop(charges.remove(i));
+    }
+}
 
 pub(super) fn pools(small: usize, mid: usize, big: usize) -> Pools {
     let mut specs = vec![ClassSpec {
@@ -55,10 +64,12 @@ impl Server {
     where
         H: FnMut(&mut TcpTransport, &mut Held) + Send + 'static,
     {
-        Self::start_charging(o, pools, |_| 0, handler)
+        let mut handler = handler;
+        Self::start_charging(o, pools, |_| 0, move |t, held, _| handler(t, held))
     }
 
-    /// Like `start`; `charge` says the reply bytes each delivered record reserves.
+    /// Like `start`; `charge` says the reply bytes each delivered record reserves,
+    /// and the handler sees the charges (dropping one gives its bytes back).
     pub(super) fn start_charging<C, H>(
         o: TcpOptions,
         pools: Pools,
@@ -67,7 +78,7 @@ impl Server {
     ) -> Server
     where
         C: FnMut(&Buf) -> usize + Send + 'static,
-        H: FnMut(&mut TcpTransport, &mut Held) + Send + 'static,
+        H: FnMut(&mut TcpTransport, &mut Held, &mut Charges) + Send + 'static,
     {
         let mut t = TcpTransport::bind("127.0.0.1:0".parse().unwrap(), o, pools.clone()).unwrap();
         let addr = t.local_addr();
@@ -76,16 +87,21 @@ impl Server {
         let (s2, c2) = (stop.clone(), conns.clone());
         let join = std::thread::spawn(move || {
             let mut held: Held = Vec::new();
+            let mut charges: Charges = Vec::new();
             while !s2.load(Ordering::Relaxed) {
-                t.poll(Some(Duration::from_millis(2)), &mut |c, _peer, b| {
-                    let n = charge(&b);
-                    held.push((c, b, Instant::now()));
-                    n
-                });
-                handler(&mut t, &mut held);
+                t.poll(
+                    Some(Duration::from_millis(2)),
+                    &mut |c, _peer, b, budget| {
+                        if let Some(ch) = budget.charge(charge(&b)) {
+                            charges.push((c, ch));
+                        }
+                        held.push((c, b, Instant::now()));
+                    },
+                );
+                handler(&mut t, &mut held, &mut charges);
                 c2.store(t.connections(), Ordering::Relaxed);
             }
-            drop(held);
+            drop((held, charges));
             t.stats()
         });
         Server {
@@ -476,7 +492,7 @@ fn a_slot_whose_peer_hung_up_is_not_a_reason_to_refuse() {
     };
     let mut t = TcpTransport::bind("127.0.0.1:0".parse().unwrap(), o, p.clone()).unwrap();
     let addr = t.local_addr();
-    let mut none = |_: ConnId, _: SocketAddr, _: Buf| 0usize;
+    let mut none = |_: ConnId, _: SocketAddr, _: Buf, _: &Budget| {};
     let (a, b) = (connect(addr), connect(addr));
     let deadline = Instant::now() + Duration::from_secs(10);
     while t.connections() < 2 {
@@ -657,7 +673,7 @@ fn waker_interrupts_a_blocking_poll() {
         w.wake().unwrap();
     });
     let start = Instant::now();
-    t.poll(Some(Duration::from_secs(10)), &mut |_, _, _| 0);
+    t.poll(Some(Duration::from_secs(10)), &mut |_, _, _, _| {});
     assert!(start.elapsed() < Duration::from_secs(5));
     h.join().unwrap();
 }
@@ -783,6 +799,22 @@ fn ext_memory() -> Vec<u8> {
         .collect()
 }
 
+/// `ext_memory` in a buffer of its own pools (to lend to the transport).
+fn ext_pages() -> (Pools, Buf) {
+    let p = Pools::new(
+        &[ClassSpec {
+            size: 65536,
+            count: 1,
+        }],
+        HugePolicy::Off,
+    )
+    .unwrap();
+    let mut b = p.alloc(65536).unwrap();
+    b.spare_mut()[..65536].copy_from_slice(&ext_memory());
+    b.set_len(65536);
+    (p, b)
+}
+
 /// The pieces (offset into `ext_memory`, length) of the external reply to record `id`:
 /// uneven lengths, so some replies need XDR padding.
 fn ext_pieces(id: u32) -> [(usize, usize); 3] {
@@ -801,8 +833,12 @@ fn ext_server(
     p: Pools,
     released: Arc<AtomicUsize>,
 ) -> impl FnMut(&mut TcpTransport, &mut Held) + Send {
-    let mem = ext_memory();
+    let (pages, mem) = ext_pages();
+    let mut lent = false;
     move |t, held| {
+        if !std::mem::replace(&mut lent, true) {
+            t.lend_pages(&pages);
+        }
         t.take_released(&mut |list| {
             assert!(list.as_slice().iter().all(|s| s.tag == list.segs[0].tag));
             released.fetch_add(1, Ordering::SeqCst);
@@ -828,9 +864,8 @@ fn ext_server(
             head.spare_mut()[8..12].copy_from_slice(&(list.data_len() as u32).to_be_bytes());
             head.set_len(12);
             drop(b);
-            // SAFETY: `mem` is owned by this handler, which lives as long as the
-            // transport's poll loop, and is never written.
-            unsafe { t.send_external(c, head, list) };
+            // `mem` stays in this handler and is never written (its bytes unchanged).
+            t.send_external(c, head, list);
         }
     }
 }
@@ -905,4 +940,62 @@ fn external_data_survives_partial_writes_and_is_released_after_it() {
     drop(s);
     let st = srv.finish();
     assert!(st.write_blocks > 0, "{st:?}");
+}
+
+#[test]
+fn external_data_outside_lent_memory_is_refused() {
+    // `send_external` is safe: it reads only memory of pools lent with `lend_pages`
+    // (their handle keeps it mapped). A list with a piece elsewhere (memory the
+    // transport holds no handle on, or running past a lent region's end) is never
+    // read: it comes back at once and its record counts as answered.
+    let p = pools(16, 0, 0);
+    let refused = Arc::new(AtomicUsize::new(0));
+    let r2 = refused.clone();
+    let pp = p.clone();
+    let (pages, lent_mem) = ext_pages();
+    let outside = ext_memory();
+    let mut lent = false;
+    let srv = Server::start(opts(), p.clone(), move |t, held| {
+        if !std::mem::replace(&mut lent, true) {
+            t.lend_pages(&pages);
+        }
+        for (c, b, _) in held.drain(..) {
+            let id = u32::from_be_bytes(b[..4].try_into().unwrap());
+            let (addr, len) = match id {
+                0 => (outside.as_ptr() as u64, 64),
+                1 => (lent_mem.as_ptr() as u64 + 65536 - 10, 20),
+                _ => {
+                    t.send(c, echo_reply(&pp, b));
+                    continue;
+                }
+            };
+            let mut list = Box::new(ExtList::EMPTY);
+            list.segs[0] = ExtSeg {
+                addr,
+                len,
+                lkey: 0,
+                tag: u64::from(id),
+            };
+            list.n = 1;
+            let mut head = pp.alloc(12).unwrap();
+            head.set_len(12);
+            t.send_external(c, head, list);
+        }
+        t.take_released(&mut |_| {
+            r2.fetch_add(1, Ordering::SeqCst);
+        });
+    });
+    let mut s = connect(srv.addr);
+    let wire: Vec<u8> = (0..3).flat_map(|id| encode(&body(id, 8), 1)).collect();
+    s.write_all(&wire).unwrap();
+    // Only the third record's reply arrives; the two refused lists came back.
+    assert_eq!(read_reply(&mut s).unwrap(), body(2, 8));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while refused.load(Ordering::SeqCst) < 2 {
+        assert!(Instant::now() < deadline, "refused lists not handed back");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    drop(s);
+    let st = srv.finish();
+    assert_eq!(st.replies_out, 1, "{st:?}");
 }

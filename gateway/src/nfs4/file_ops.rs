@@ -319,7 +319,11 @@ fn xattr_access(granted: u32) -> u32 {
     } else {
         0
     };
-    read | if granted & 0x4 != 0 { ACCESS4_XAWRITE } else { 0 }
+    read | if granted & 0x4 != 0 {
+        ACCESS4_XAWRITE
+    } else {
+        0
+    }
 }
 
 /// ACCESS (RFC 8881 §18.1): the same bits and rules as NFSv3 ACCESS.

@@ -197,8 +197,8 @@ pub(crate) fn op_fn(op: u32) -> Option<OpFn> {
         OP_REMOVEXATTR => xattr_ops::removexattr,
         // Not offered (docs/nfs42.md): inter-server copy, asynchronous copies (every
         // COPY completes before its reply), WRITE_SAME, and pNFS's error reports.
-        OP_COPY_NOTIFY | OP_OFFLOAD_CANCEL | OP_OFFLOAD_STATUS | OP_WRITE_SAME
-        | OP_LAYOUTERROR | OP_LAYOUTSTATS => file_ops::notsupp,
+        OP_COPY_NOTIFY | OP_OFFLOAD_CANCEL | OP_OFFLOAD_STATUS | OP_WRITE_SAME | OP_LAYOUTERROR
+        | OP_LAYOUTSTATS => file_ops::notsupp,
         _ => return None,
     })
 }

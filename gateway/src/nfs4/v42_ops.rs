@@ -28,7 +28,12 @@ const FILE_SYNC4: u32 = 2;
 /// The current filehandle as a regular file opened by `sid` for reading or writing
 /// (the checks of READ and WRITE, RFC 8881 §18.22.3, §18.32.3), and how its access
 /// is granted.
-fn io_file(c: &Compound, fh: Option<&CurrentFh>, sid: &Stateid, write: bool) -> Result<(FileCtx, Grant), Nfsstat4> {
+fn io_file(
+    c: &Compound,
+    fh: Option<&CurrentFh>,
+    sid: &Stateid,
+    write: bool,
+) -> Result<(FileCtx, Grant), Nfsstat4> {
     let f = match fh.ok_or(NFS4ERR_NOFILEHANDLE)? {
         CurrentFh::Pseudo(_) => return Err(NFS4ERR_ISDIR),
         CurrentFh::File { node, .. } => super::file_ops::file_ctx(c, node)?,
@@ -73,7 +78,8 @@ fn space(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter, allocate: bool)
         if allocate {
             m.allocate(&f.caller, g, &f.node, off, len).map_err(fs_err)
         } else {
-            m.deallocate(&f.caller, g, &f.node, off, len).map_err(fs_err)
+            m.deallocate(&f.caller, g, &f.node, off, len)
+                .map_err(fs_err)
         }
     })();
     put_status(w, res.err().unwrap_or(NFS4_OK))
@@ -185,7 +191,10 @@ fn put_segment(
             if w.remaining() < 4 + 8 + 8 {
                 return Ok(Segment::NoRoom);
             }
-            let ok = w.u32(NFS4_CONTENT_HOLE).and(w.u64(e.offset)).and(w.u64(e.len));
+            let ok = w
+                .u32(NFS4_CONTENT_HOLE)
+                .and(w.u64(e.offset))
+                .and(w.u64(e.len));
             if ok.is_err() {
                 w.rewind(at);
                 return Ok(Segment::NoRoom);
@@ -213,7 +222,11 @@ fn put_segment(
             let got = got.min(len);
             w.truncate_opaque(data_at, got);
             w.patch_u32(len_at, got as u32);
-            Ok(if got == len { Segment::Whole } else { Segment::Short })
+            Ok(if got == len {
+                Segment::Whole
+            } else {
+                Segment::Short
+            })
         }
     }
 }

@@ -47,7 +47,10 @@ pub(super) fn getxattr(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter) -
     };
     let res = (|| {
         let f = cur_file(c, NFS4ERR_NOXATTR)?;
-        c.ctx.model.getxattr(&f.caller, &f.node, name).map_err(fs_err)
+        c.ctx
+            .model
+            .getxattr(&f.caller, &f.node, name)
+            .map_err(fs_err)
     })();
     match res {
         Ok(v) => ok_with(w, |w| w.opaque_var(&v)),

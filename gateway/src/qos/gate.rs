@@ -104,6 +104,12 @@ impl<T> Gate<T> {
     }
 
     /// A call from `peer` costing `cost`: handed back to run now, or held (`None`).
+    /// The call `offer` held last (to attach what holding it takes, e.g. a TCP
+    /// record's reply-budget charge).
+    pub fn last_held(&mut self) -> Option<&mut T> {
+        self.held.back_mut().map(|h| &mut h.item)
+    }
+
     pub fn offer(&mut self, peer: IpAddr, cost: Cost, item: T) -> Option<T> {
         let m = self.rules.matched(peer, cost.export);
         if !m.any() {

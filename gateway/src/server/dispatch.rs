@@ -42,9 +42,17 @@ pub(crate) struct Job {
     /// fast-path shape and operations, so neither the io_uring executor nor the worker
     /// walks the arguments again.
     pub plan: Option<crate::front::Plan>,
+    /// The reply bytes this call reserves in its TCP connection's budget while it is
+    /// answered (`Router::route`), given back when dropped: as its reply is handed to
+    /// the transport, or wherever the job is dropped unanswered.
+    pub charge: Option<engine::tcp::Charge>,
 }
 
-/// What the reactor does with a record.
+/// What the reactor does with a record: a few words, moved by value on every call.
+/// The `Job` of `Work` is not in it: `classify` builds it in the caller's slot, since
+/// a `Job` (credential, COMPOUND plan: ~300 bytes) carried in the verdict was copied
+/// on every call, cached answers included (+35 Ir per cached NFSv3 GETATTR,
+/// docs/performance.md "Transport seam, second pass"), and boxing it would allocate.
 pub(crate) enum Verdict {
     /// Nothing to answer.
     Drop,
@@ -55,8 +63,9 @@ pub(crate) enum Verdict {
     ReplyLocated(Buf, DdpList),
     /// No buffer for an inline reply right now: retry the record later.
     Retry(Buf),
-    /// Hand to a worker.
-    Work(Job),
+    /// Hand to a worker (or the io_uring executor) the `Job` `classify` left in its
+    /// slot.
+    Work,
     /// A REPLY record (msg_type 1): for the callback table (RFC 8881 §2.10.3.1).
     CallbackReply(u32, Buf),
     /// Send this READ reply (which ends at the data's length word) with its data
@@ -65,7 +74,7 @@ pub(crate) enum Verdict {
     ReplyPages(Buf, Box<crate::cache::PageRead>),
 }
 
-/// Classifies one received record.
+/// Classifies one received record; a `Work` verdict leaves its job in `work`.
 /// `write_room`: for an RPC-over-RDMA call, the room of its first write chunk (a
 /// cached READ that fits is answered from the cache pages without a copy). Over TCP a
 /// cached READ of at least `TCP_PAGES_MIN` bytes is sent from the cache pages too.
@@ -81,6 +90,7 @@ pub(crate) fn classify(
     hot: &mut Hot,
     write_room: Option<u64>,
     planned: Option<Plan>,
+    work: &mut Option<Job>,
 ) -> Verdict {
     let zc = conn
         .zero_copy(write_room, hot.pages_lkey, hot.tcp_pages)
@@ -178,7 +188,7 @@ pub(crate) fn classify(
             return v;
         }
     }
-    Verdict::Work(Job {
+    *work = Some(Job {
         plan,
         stat: crate::stats::CallStat::default(),
         read_ahead,
@@ -189,7 +199,9 @@ pub(crate) fn classify(
         header,
         record,
         args_at,
-    })
+        charge: None,
+    });
+    Verdict::Work
 }
 
 /// A cached READ whose data may stay in the cache pages: over RDMA, written from them
@@ -258,6 +270,7 @@ fn revalidation(
         revalidate: true,
         stat: crate::stats::CallStat::default(),
         plan: None,
+        charge: None,
     })
 }
 

@@ -20,22 +20,23 @@ use super::transport::Link;
 use crate::stats::CallStat;
 use engine::mem::Buf;
 use engine::rdma::server::Delivered;
+use engine::tcp::{Budget, Charge};
 use std::net::SocketAddr;
 
 /// A call a QoS rule holds (what the reactor needs to classify it later).
 pub(crate) enum Held {
-    /// A TCP record: its link, peer, record and arrival, and the bytes it reserved
-    /// in its connection's reply budget while held.
-    Tcp(Link, SocketAddr, Buf, CallStat, u32),
+    /// A TCP record: its link, peer, record and arrival, and the charge its length
+    /// holds in its connection's reply budget while held (given back by Drop).
+    Tcp(Link, SocketAddr, Buf, CallStat, Option<Charge>),
     /// An RPC-over-RDMA call as the server delivered it.
     Rdma(Delivered),
 }
 
 pub(crate) type Gate = crate::qos::Gate<Held>;
 
-/// Offers a TCP record to the gate: the record back to classify now, or the bytes
-/// the held record reserves in its connection's budget (the poll callback's result;
-/// the transport counts the record in flight until it is answered).
+/// Offers a TCP record to the gate: the record back to classify now, or `None`: held,
+/// its length charged to its connection's `budget` (the transport counts the record
+/// in flight until it is answered).
 /// Out of line: the reactor's call path without rules keeps only the branch on
 /// `Gate::on` (measured, docs/performance.md "QoS").
 #[inline(never)]
@@ -45,12 +46,23 @@ pub(crate) fn tcp(
     peer: SocketAddr,
     rec: Buf,
     st: CallStat,
-) -> Result<Buf, usize> {
+    budget: &Budget,
+) -> Option<Buf> {
     let cost = crate::qos::peek(&rec);
-    let held = u32::try_from(rec.len()).unwrap_or(u32::MAX);
-    match gate.offer(peer.ip(), cost, Held::Tcp(conn, peer, rec, st, held)) {
-        Some(Held::Tcp(_, _, rec, _, _)) => Ok(rec),
-        _ => Err(held as usize),
+    let len = rec.len();
+    match gate.offer(peer.ip(), cost, Held::Tcp(conn, peer, rec, st, None)) {
+        Some(Held::Tcp(_, _, rec, _, _)) => Some(rec),
+        Some(other) => {
+            debug_assert!(false, "the gate gave back another call");
+            drop(other);
+            None
+        }
+        None => {
+            if let Some(Held::Tcp(.., charge)) = gate.last_held() {
+                *charge = budget.charge(len);
+            }
+            None
+        }
     }
 }
 
@@ -73,10 +85,10 @@ impl ReactorState {
         let n = self.qos.release(&mut |h| ready.push(h));
         for h in ready.drain(..) {
             match h {
-                Held::Tcp(conn, peer, rec, st, held) => {
-                    if let Some(c) = conn.tcp_conn() {
-                        self.net.tcp.release(c, held as usize);
-                    }
+                Held::Tcp(conn, peer, rec, st, charge) => {
+                    // The record's charge goes back; its reply is charged as a
+                    // parked record's is (`take_record`).
+                    drop(charge);
                     self.take_record(conn, peer, rec, st)
                 }
                 Held::Rdma(d) => self.take_rdma_call(d),

@@ -7,7 +7,7 @@
 
 use super::direct::{Direct, Finished};
 use super::dispatch::{self, Hot, Job, Verdict, MARK};
-use super::transport::{Link, Reply, Transports};
+use super::transport::{Link, PinHome, Pinned, Reply, Reserve, Transports};
 use super::Shared;
 use crate::cache::ReadCache;
 use crate::nfs4::{ConnKind, ConnRef};
@@ -20,7 +20,7 @@ use engine::rdma::server::{
 };
 use engine::reactor::{Counters, Poller};
 use engine::ring::{Doorbell, Ring};
-use engine::tcp::{ConnId, TcpTransport};
+use engine::tcp::{Budget, ConnId, TcpTransport};
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -103,32 +103,13 @@ struct Router {
     pools: engine::mem::Pools,
     /// Completions `direct` turned into replies this pass (kept: no allocation).
     finished: Vec<Finished>,
+    /// Where the page lists of zero-copy replies dropped unsent go (the transports'
+    /// `PinHome`).
+    pins: PinHome,
 }
 
 /// A TCP reply produced while the TCP transport was lending the record (`poll_sockets`).
 type Outgoing = (Link, Reply);
-
-/// What a routed call leaves to its caller: a reply to send now (answered inline), and
-/// the reply bytes a TCP call reserves while a worker or the ring answers it.
-struct Routed {
-    reply: Option<Reply>,
-    charge: u32,
-}
-
-impl Routed {
-    /// A retried record: nothing now.
-    const LATER: Routed = Routed {
-        reply: None,
-        charge: 0,
-    };
-
-    fn charged(charge: u32) -> Routed {
-        Routed {
-            reply: None,
-            charge,
-        }
-    }
-}
 
 /// With an RDMA transport busy, TCP sockets are polled every this many passes (each
 /// TCP poll is an epoll_wait system call), and on every pass while TCP has work.
@@ -173,9 +154,19 @@ impl ReactorState {
             _ => None,
         };
         let pools = shared.reactors[id].pools.clone();
+        let mut tcp = tcp;
+        if let Some(pages) = cache.page_pools() {
+            // Cached READs leave from these pages (`TcpTransport::send_external`).
+            tcp.lend_pages(pages);
+        }
+        let pins = PinHome::default();
         ReactorState {
             id,
-            net: Transports { tcp, rdma },
+            net: Transports {
+                tcp,
+                rdma,
+                pins: pins.clone(),
+            },
             pages_lkey,
             tcp_pages: cache.page_region().is_some(),
             cache,
@@ -199,6 +190,7 @@ impl ReactorState {
                 direct,
                 pools,
                 finished: Vec::with_capacity(crate::uring::ENTRIES as usize),
+                pins,
             },
             reval: Vec::with_capacity(64),
             tcp_skipped: 0,
@@ -289,13 +281,22 @@ impl ReactorState {
             let clock = &router.clock;
             router.stats.from_worker();
             let t = *now.get_or_insert_with(|| clock.now());
-            let reply = Reply {
-                buf: d.reply,
-                pages: None,
-                located: d.located,
+            let ns = clock.ns_between(d.stat.t0, t);
+            let head = d.reply.as_ref().map_or(0, |b| b.len());
+            let out = if d.stat.transport == Transport::Rdma as u8 {
+                head.saturating_sub(MARK)
+            } else {
+                head
             };
-            router.finished(d.stat, clock.ns_between(d.stat.t0, t), &reply);
-            self.net.send(d.conn, reply, &router.stats, &mut self.cache);
+            router.finished_bytes(d.stat, ns, out);
+            self.net.send_done(
+                d.conn,
+                d.reply,
+                d.charge,
+                d.located,
+                &router.stats,
+                &mut self.cache,
+            );
             n += 1;
         }
         n
@@ -331,33 +332,31 @@ impl ReactorState {
             state: &shared.state,
             revalidate: reval,
         };
-        // Returns the reply bytes the transport reserves for the call (`route`).
-        let mut handle = |conn: ConnId, peer: SocketAddr, rec: Buf| -> usize {
+        // A job charges its reply bytes to `budget` (`route`) before the connection's
+        // next record is read.
+        let mut handle = |conn: ConnId, peer: SocketAddr, rec: Buf, budget: &Budget| {
             let st = router.count_in(&rec, Transport::Tcp, conn_key(&conn), peer);
             let conn = Link::tcp(conn);
-            // QoS: a held call stays in flight, its record's bytes reserved.
+            // QoS: a held call stays in flight, its record's bytes charged to `budget`.
             let rec = if qos.on {
-                match super::held::tcp(qos, conn, peer, rec, st) {
-                    Ok(rec) => rec,
-                    Err(held) => return held,
+                match super::held::tcp(qos, conn, peer, rec, st, budget) {
+                    Some(rec) => rec,
+                    None => return,
                 }
             } else {
                 rec
             };
+            let mut work = None;
             match supervise::request("reactor: classifying a TCP call", || {
-                dispatch::classify(*id, conn, peer, rec, pools, &mut hot, None, None)
+                dispatch::classify(*id, conn, peer, rec, pools, &mut hot, None, None, &mut work)
             }) {
                 Ok(v) => {
-                    let routed = router.route(v, conn, peer, st);
-                    if let Some(reply) = routed.reply {
+                    let from = Reserve::Polled(budget);
+                    if let Some(reply) = router.route(v, &mut work, conn, peer, st, from) {
                         router.outbox.push((conn, reply));
                     }
-                    routed.charge as usize
                 }
-                Err(supervise::Panicked) => {
-                    router.closing.push(conn);
-                    0
-                }
+                Err(supervise::Panicked) => router.closing.push(conn),
             }
         };
         let n = net.tcp.poll(Some(timeout), &mut handle);
@@ -438,6 +437,7 @@ impl ReactorState {
             state: &shared.state,
             revalidate: reval,
         };
+        let mut work = None;
         let classified = supervise::request("reactor: classifying an RDMA call", || {
             match crate::ulb::check_call_planned(&rec, reduced) {
                 Ok((item, plan)) => {
@@ -452,7 +452,9 @@ impl ReactorState {
                     });
                     (
                         conn,
-                        dispatch::classify(*id, conn, peer, rec, pools, &mut hot, room, plan),
+                        dispatch::classify(
+                            *id, conn, peer, rec, pools, &mut hot, room, plan, &mut work,
+                        ),
                     )
                 }
                 Err(v) => {
@@ -464,8 +466,17 @@ impl ReactorState {
         });
         match classified {
             Ok((conn, v)) => {
+                // A cached NFSv4 answer with its READ's outcome: the transport places
+                // the data in the write chunk from it (RFC 8267 §6.4.1), not by
+                // reading the reply.
+                if let Verdict::ReplyLocated(b, located) = v {
+                    let ns = router.clock.ns_between(st.t0, router.clock.now());
+                    router.finished_bytes(st, ns, b.len().saturating_sub(MARK));
+                    net.send_done(conn, Some(b), None, Some(located), &router.stats, cache);
+                    return;
+                }
                 // RDMA calls reserve nothing: credits bound them (see `route`).
-                if let Some(reply) = router.route(v, conn, peer, st).reply {
+                if let Some(reply) = router.route(v, &mut work, conn, peer, st, Reserve::Never) {
                     net.send(conn, reply, &router.stats, cache);
                 }
             }
@@ -486,14 +497,16 @@ impl ReactorState {
             state: &self.shared.state,
             revalidate: &mut self.reval,
         };
+        let mut work = None;
         match supervise::request("reactor: classifying a parked call", || {
-            dispatch::classify(self.id, conn, peer, rec, pools, &mut hot, None, None)
+            dispatch::classify(
+                self.id, conn, peer, rec, pools, &mut hot, None, None, &mut work,
+            )
         }) {
             Ok(v) => {
-                let routed = self.router.route(v, conn, peer, st);
-                // Classified outside the transport's poll: reserve now.
-                self.net.reserve(conn, routed.charge);
-                if let Some(reply) = routed.reply {
+                // Classified outside the transport's poll: charged now.
+                let from = Reserve::Later(&mut self.net.tcp);
+                if let Some(reply) = self.router.route(v, &mut work, conn, peer, st, from) {
                     self.net
                         .send(conn, reply, &self.router.stats, &mut self.cache);
                 }
@@ -558,6 +571,7 @@ impl ReactorState {
     fn release_tcp_pages(&mut self) {
         let cache = &mut self.cache;
         self.net.tcp.take_released(&mut |list| cache.release(list));
+        self.net.take_unsent(&mut |list| cache.release(list));
         if let Some(d) = self.router.direct.as_mut() {
             self.net.tcp.take_released_pipes(&mut |p| d.put_pipe(p));
         }
@@ -575,7 +589,12 @@ impl ReactorState {
         let ns = clock.ns_between(job.stat.t0, clock.now());
         let data = pipe.filled();
         router.finished_bytes(job.stat, ns, head.len() + data.next_multiple_of(4));
-        if let Err(pipe) = self.net.send_pipe(job.conn, head, pipe, &router.stats) {
+        let mut job = job;
+        let charge = job.charge.take();
+        if let Err(pipe) = self
+            .net
+            .send_pipe(job.conn, head, pipe, charge, &router.stats)
+        {
             // Never made (`read_spliced` takes TCP calls only); dropped safely.
             tracing::error!("a spliced READ reply for a call not on TCP; dropped");
             if let Some(d) = self.router.direct.as_mut() {
@@ -646,26 +665,33 @@ impl Router {
 
     /// Acts on a verdict: hands back a reply to send now, or queues a job or a retry.
     /// A job reserves the reply bytes it may need in its TCP connection's budget
-    /// (`Routed::charge`): a call a worker or the ring answers later reserves the reply
+    /// (`Job::charge`, taken `from` the budget the poll lent or the transport, given
+    /// back when dropped): a call a worker or the ring answers later reserves the reply
     /// buffer it may need (`worker::reply_want`), so a client that pipelines large
     /// READs and reads nothing is stopped at `tcp.max_queued_mib` of replies in
     /// production or queued, instead of holding a large buffer per call in flight
     /// (Standards: no pinned shared buffers). Inline replies reserve nothing (they
     /// leave in this pass). RDMA calls reserve nothing either: the client's credits
     /// bound them.
-    fn route(&mut self, v: Verdict, conn: Link, peer: SocketAddr, st: CallStat) -> Routed {
+    fn route(
+        &mut self,
+        v: Verdict,
+        work: &mut Option<Job>,
+        conn: Link,
+        peer: SocketAddr,
+        st: CallStat,
+        from: Reserve,
+    ) -> Option<Reply> {
         let reply = match v {
             Verdict::Drop => Reply::none(),
             Verdict::Reply(b) => Reply::of(b),
-            Verdict::ReplyLocated(b, located) => Reply {
-                buf: Some(b),
-                pages: None,
-                located: Some(located),
-            },
+            // Over TCP nothing needs the READ's location (RDMA takes it in
+            // `take_rdma_call`, before routing).
+            Verdict::ReplyLocated(b, _) => Reply::of(b),
             Verdict::ReplyPages(b, pages) => Reply {
                 buf: Some(b),
-                pages: Some(pages),
-                located: None,
+                pages: Some(Pinned::new(pages, &self.pins)),
+                charge: None,
             },
             Verdict::CallbackReply(xid, rec) => {
                 // The record answers nothing: release it like a dropped call.
@@ -675,28 +701,29 @@ impl Router {
             Verdict::Retry(rec) => {
                 Counters::add(&self.counters.parked, 1);
                 self.retry.push_back((conn, peer, rec, st));
-                return Routed::LATER;
+                return None;
             }
-            Verdict::Work(mut job) => {
+            Verdict::Work => {
+                let Some(mut job) = work.take() else {
+                    debug_assert!(false, "a Work verdict without its job");
+                    return None;
+                };
                 job.stat = st;
                 let want = super::worker::reply_want(&job);
-                let charge = job.conn.charge(want);
+                job.charge = job.conn.charge(want, from);
                 let job = match self.direct.as_mut() {
                     Some(d) => match d.try_take(job, &self.pools) {
-                        Ok(()) => return Routed::charged(charge),
+                        Ok(()) => return None,
                         Err(job) => job,
                     },
                     None => job,
                 };
                 self.queue_job(job);
-                return Routed::charged(charge);
+                return None;
             }
         };
         self.finished(st, self.clock.ns_between(st.t0, self.clock.now()), &reply);
-        Routed {
-            reply: Some(reply),
-            charge: 0,
-        }
+        Some(reply)
     }
 
     /// Queues a job for the workers (the job ring, or the backlog when it is full).
@@ -884,7 +911,7 @@ impl ReactorState {
         let mut now = None;
         for f in finished.drain(..) {
             match f {
-                Finished::Reply(job, reply, fill) => {
+                Finished::Reply(mut job, reply, fill) => {
                     if let Some(fill) = fill {
                         let (cache, gens) = (&mut self.cache, &self.shared.gens);
                         if supervise::request("reactor: filling the read cache", || {
@@ -904,8 +931,9 @@ impl ReactorState {
                         _ => reply.len(),
                     };
                     router.finished_bytes(job.stat, ns, out);
+                    let reply = Reply::of(reply).charged(job.charge.take());
                     self.net
-                        .send(job.conn, Reply::of(reply), &router.stats, &mut self.cache);
+                        .send(job.conn, reply, &router.stats, &mut self.cache);
                 }
                 // A revalidation GETATTR is not a call in flight (its call was
                 // answered): it goes the way such jobs go.

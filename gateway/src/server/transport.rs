@@ -7,11 +7,17 @@
 //! per operation here (static, no vtable: two transports, known at compile time),
 //! not one per call site.
 //!
-//! Ownership: a reply's buffer and its pinned pages move into the transport, which
-//! gives the pages back when it no longer reads them — the TCP transport once the
-//! kernel holds every byte (`TcpTransport::take_released`), the RDMA server once the
-//! RDMA Writes from them completed (`RdmaServer::take_released`, the way Linux svcrdma
-//! releases pages by Send completion) — or when the connection died first.
+//! Ownership: a reply is a value — its buffer, the cache pages a zero-copy READ pinned
+//! ([`Pinned`]) and the TCP reply bytes its call reserved ([`Charge`]) — and each part
+//! is given back by its owner's `Drop` or by the transport's completion, never by a
+//! call paired by hand. The charge goes back as the reply is handed over (its bytes
+//! then count as queued), or wherever the call is dropped unanswered (a worker
+//! thread included). The pages move into the transport, which gives them back when it
+//! no longer reads them — the TCP transport once the kernel holds every byte
+//! (`TcpTransport::take_released`), the RDMA server once the RDMA Writes from them
+//! completed (`RdmaServer::take_released`, the way Linux svcrdma releases pages by
+//! Send completion) — or when the connection died first; a reply dropped before
+//! reaching a transport gives its pages back through [`PinHome`].
 
 use super::dispatch::MARK;
 use crate::cache::{PageRead, ReadCache};
@@ -21,7 +27,9 @@ use crate::ulb::ReplyItem;
 use engine::mem::Buf;
 use engine::rdma::server::{CallRef, RdmaServer};
 use engine::rpcrdma::responder::DdpList;
-use engine::tcp::{ConnId, Pipe, TcpTransport};
+use engine::tcp::{Budget, Charge, ConnId, Pipe, TcpTransport};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 
 /// Where a call came from and its reply goes. Opaque outside this module: the
 /// server asks it questions (`conn_ref`, `zero_copy`) instead of matching on it.
@@ -30,9 +38,8 @@ pub(crate) struct Link(Kind);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kind {
-    /// A TCP call, and the reply bytes reserved for it in its connection's budget
-    /// (`tcp.max_queued_mib`), given back just before it is answered (`settle`).
-    Tcp(ConnId, u32),
+    /// A TCP call (its reply charge travels with the call as a `Charge`).
+    Tcp(ConnId),
     /// An RPC-over-RDMA call, and the DDP-eligible item its reply may carry.
     Rdma(CallRef, ReplyItem),
 }
@@ -51,7 +58,7 @@ pub(crate) struct PagesOut {
 impl Link {
     /// A call received on TCP connection `c` (nothing reserved yet).
     pub fn tcp(c: ConnId) -> Link {
-        Link(Kind::Tcp(c, 0))
+        Link(Kind::Tcp(c))
     }
 
     /// A call received on RPC-over-RDMA, whose reply may carry `item` in chunks.
@@ -62,7 +69,7 @@ impl Link {
     /// The connection, for NFSv4.1 back-channel binding (RFC 8881 §2.10.3.1).
     pub fn conn_ref(self, reactor: usize) -> ConnRef {
         let kind = match self.0 {
-            Kind::Tcp(id, _) => ConnKind::Tcp(id),
+            Kind::Tcp(id) => ConnKind::Tcp(id),
             Kind::Rdma(call, _) => ConnKind::Rdma(call.conn()),
         };
         ConnRef { reactor, kind }
@@ -71,7 +78,7 @@ impl Link {
     /// The TCP connection, for a reply that only TCP can carry (a spliced READ).
     pub fn tcp_conn(self) -> Option<ConnId> {
         match self.0 {
-            Kind::Tcp(c, _) => Some(c),
+            Kind::Tcp(c) => Some(c),
             Kind::Rdma(..) => None,
         }
     }
@@ -100,27 +107,120 @@ impl Link {
         }
     }
 
-    /// For a job its reactor hands on: the reply bytes it reserves in its TCP
-    /// connection's budget (`want` of them; RDMA calls reserve nothing here, their
-    /// credits and `engine::rdma::reply_budget` bound them). Returns what to reserve.
-    pub fn charge(&mut self, want: usize) -> u32 {
-        match &mut self.0 {
-            Kind::Tcp(_, charge) => {
-                *charge = u32::try_from(want).unwrap_or(u32::MAX);
-                *charge
-            }
-            Kind::Rdma(..) => 0,
+    /// For a job its reactor hands on: the reply bytes (`want`) it reserves in its
+    /// TCP connection's budget until the charge is dropped. RDMA calls reserve
+    /// nothing here: their credits and `engine::rdma::reply_budget` bound them.
+    pub fn charge(self, want: usize, from: Reserve) -> Option<Charge> {
+        match (self.0, from) {
+            (Kind::Tcp(_), Reserve::Polled(budget)) => budget.charge(want),
+            (Kind::Tcp(c), Reserve::Later(tcp)) => tcp.charge(c, want),
+            (Kind::Rdma(..), _) | (_, Reserve::Never) => None,
+        }
+    }
+}
+
+/// Where a call's reply charge is taken from (`Link::charge`).
+pub(crate) enum Reserve<'a, 'b> {
+    /// A TCP record being lent by the transport's poll: its connection's budget,
+    /// charged before the connection's next record is read.
+    Polled(&'a Budget<'b>),
+    /// A record classified after the poll that delivered it (a parked record).
+    Later(&'a mut TcpTransport),
+    /// An RPC-over-RDMA call.
+    Never,
+}
+
+/// The cache pages a zero-copy READ's reply pinned (`ReadCache::pin_read`). The pin
+/// travels with the reply: the transport that sends it gives the pages back by
+/// completion; dropped before that (a reply never handed over), the list goes to its
+/// [`PinHome`] for the reactor to unpin.
+pub(crate) struct Pinned {
+    list: Option<Box<PageRead>>,
+    home: PinHome,
+}
+
+impl Pinned {
+    pub fn new(list: Box<PageRead>, home: &PinHome) -> Pinned {
+        Pinned {
+            list: Some(list),
+            home: home.clone(),
+        }
+    }
+
+    /// Bytes of file data the pinned pages hold (the reply's data part).
+    pub fn data_len(&self) -> usize {
+        self.list.as_ref().map_or(0, |l| l.data_len())
+    }
+
+    /// The page list, for the transport that now owns the pins.
+    fn take(mut self) -> Box<PageRead> {
+        self.list.take().expect("a pin's list is taken once")
+    }
+}
+
+impl Drop for Pinned {
+    fn drop(&mut self) {
+        if let Some(list) = self.list.take() {
+            self.home.put(list);
+        }
+    }
+}
+
+/// Where pinned page lists dropped before any transport took them wait for their
+/// reactor (`Transports::take_unsent`). Shared by the reactor's replies, which are
+/// `Send` (a reply could be dropped on another thread): a mutex taken only when a
+/// reply was dropped unsent, never on the path of a sent one; the reactor's pass
+/// looks at a flag first.
+#[derive(Clone, Default)]
+pub(crate) struct PinHome(Arc<Unsent>);
+
+#[derive(Default)]
+struct Unsent {
+    /// Set after a list is pushed; cleared by the reactor before it takes them.
+    waiting: AtomicBool,
+    /// Boxed on purpose: the lists go back to the cache's spares as they are.
+    #[allow(clippy::vec_box)]
+    lists: Mutex<Vec<Box<PageRead>>>,
+}
+
+impl PinHome {
+    fn put(&self, list: Box<PageRead>) {
+        // A poisoned lock only means another drop panicked while pushing.
+        let mut v = self.0.lists.lock().unwrap_or_else(|e| e.into_inner());
+        v.push(list);
+        drop(v);
+        self.0.waiting.store(true, Ordering::Release);
+    }
+
+    /// Runs once per reactor pass: a relaxed load unless a reply was dropped unsent.
+    #[inline]
+    fn take_all(&self, f: &mut dyn FnMut(Box<PageRead>)) {
+        if self.0.waiting.load(Ordering::Relaxed) {
+            self.take_waiting(f);
+        }
+    }
+
+    #[cold]
+    fn take_waiting(&self, f: &mut dyn FnMut(Box<PageRead>)) {
+        if !self.0.waiting.swap(false, Ordering::Acquire) {
+            return;
+        }
+        let mut v = self.0.lists.lock().unwrap_or_else(|e| e.into_inner());
+        for list in v.drain(..) {
+            f(list);
         }
     }
 }
 
 /// A reply leaving the reactor (None: release the call without one), with the cache
-/// pages holding its data for a zero-copy READ.
+/// pages holding its data for a zero-copy READ and the TCP reply bytes its call
+/// reserved. Each part is given back when dropped (module docs). Moved by value on
+/// every call: a worker COMPOUND's DDP list is not in it (`Transports::send_done`
+/// takes it), which kept every cached answer's reply 44 bytes larger.
 pub(crate) struct Reply {
     pub buf: Option<Buf>,
-    pub pages: Option<Box<PageRead>>,
-    /// Where a worker's COMPOUND noted its DDP-eligible results (RDMA only).
-    pub located: Option<DdpList>,
+    pub pages: Option<Pinned>,
+    pub charge: Option<Charge>,
 }
 
 impl Reply {
@@ -128,7 +228,7 @@ impl Reply {
         Reply {
             buf: None,
             pages: None,
-            located: None,
+            charge: None,
         }
     }
 
@@ -136,49 +236,98 @@ impl Reply {
         Reply {
             buf: Some(buf),
             pages: None,
-            located: None,
+            charge: None,
         }
     }
+
+    /// This reply, answering a call that reserved `charge`.
+    pub fn charged(mut self, charge: Option<Charge>) -> Reply {
+        self.charge = charge;
+        self
+    }
+}
+
+/// A page list after an RDMA reply: the server took its pins (its pieces were copied
+/// into the call's slot; they come back by tag, `RdmaServer::take_released`), or no
+/// reply was sent and they are still held.
+enum PagesBack {
+    Taken(Box<PageRead>),
+    Unsent(Box<PageRead>),
 }
 
 /// A reactor's transports: TCP always, RPC-over-RDMA when a fabric is configured.
 pub(crate) struct Transports {
     pub tcp: TcpTransport,
     pub rdma: Option<RdmaServer>,
+    /// Page lists of replies dropped before any transport took them.
+    pub pins: PinHome,
 }
 
 impl Transports {
+    /// Unpins, through `f`, the pages of replies dropped before they were sent.
+    #[inline]
+    pub fn take_unsent(&mut self, f: &mut dyn FnMut(Box<PageRead>)) {
+        self.pins.take_all(f)
+    }
+
     /// Sends `reply` (or releases the call) on the transport `link` came from; the
     /// TCP reply joins its connection's queue for this pass's `flush`, the RDMA one
     /// is posted by the server's next pump (`flush_rdma`, same pass). Pinned pages the
     /// transport copied out of the reply's list go back to `cache`.
     pub fn send(&mut self, link: Link, reply: Reply, stats: &ReactorStats, cache: &mut ReadCache) {
+        self.send_located(link, reply, None, stats, cache)
+    }
+
+    /// `send` for a worker's reply, with where its COMPOUND noted its DDP-eligible
+    /// results (RFC 8267 §6.4.1; RDMA only).
+    pub fn send_done(
+        &mut self,
+        link: Link,
+        buf: Option<Buf>,
+        charge: Option<Charge>,
+        located: Option<DdpList>,
+        stats: &ReactorStats,
+        cache: &mut ReadCache,
+    ) {
+        let reply = Reply {
+            buf,
+            pages: None,
+            charge,
+        };
+        self.send_located(link, reply, located, stats, cache)
+    }
+
+    fn send_located(
+        &mut self,
+        link: Link,
+        reply: Reply,
+        located: Option<DdpList>,
+        stats: &ReactorStats,
+        cache: &mut ReadCache,
+    ) {
         match link.0 {
-            Kind::Tcp(c, charge) => self.send_tcp(c, charge, reply, stats),
-            Kind::Rdma(call, item) => {
-                if let Some(pages) = self.send_rdma(call, item, reply, stats) {
-                    cache.recycle(pages);
-                }
-            }
+            Kind::Tcp(c) => self.send_tcp(c, reply, stats),
+            Kind::Rdma(call, item) => match self.send_rdma(call, item, reply, located, stats) {
+                Some(PagesBack::Taken(list)) => cache.recycle(list),
+                Some(PagesBack::Unsent(list)) => cache.release(list),
+                None => {}
+            },
         }
     }
 
-    fn send_tcp(&mut self, c: ConnId, charge: u32, reply: Reply, stats: &ReactorStats) {
-        settle(&mut self.tcp, c, charge);
-        match (reply.buf, reply.pages) {
+    fn send_tcp(&mut self, c: ConnId, reply: Reply, stats: &ReactorStats) {
+        let Reply { buf, pages, charge } = reply;
+        // From here the reply's bytes count as queued, not reserved.
+        drop(charge);
+        match (buf, pages) {
             (Some(b), Some(pages)) => {
+                let pages = pages.take();
                 let data = pages.data_len();
                 stats.bytes_out(Transport::Tcp, b.len() + data + (4 - data % 4) % 4);
-                // SAFETY: the pages were pinned by the cache when this reply was
-                // answered (`ReadCache::pin_read`): a pinned page is never written
-                // (fills take fresh pages) nor returned to its pool (evicted or
-                // replaced, it waits in the cache's zombies) until `ReadCache::release`
-                // unpins it, which happens only for lists `take_released` handed back;
-                // so the pages stay mapped and unchanged while the transport may read
-                // them. The transport reads them only in its `flush`/`poll`, which run
-                // on this reactor while both live; dropping it reads nothing, so the
-                // order in which `ReactorState` drops the two does not matter.
-                unsafe { self.tcp.send_external(c, b, pages) };
+                // The cache's page pools are lent to the transport (`lend_pages`), and
+                // the pin keeps these pages unchanged until `take_released` hands the
+                // list back (`ReadCache::release` unpins it then).
+                self.tcp.send_external(c, b, pages);
             }
             (Some(b), None) => {
                 stats.bytes_out(Transport::Tcp, b.len());
@@ -188,37 +337,40 @@ impl Transports {
         }
     }
 
-    /// Hands the reply to the RDMA server; returns the page list to recycle (its
-    /// pieces were copied into the call's slot, their pins come back by tag).
+    /// Hands the reply to the RDMA server; returns its page list, if any, and whether
+    /// the server took its pins.
     fn send_rdma(
         &mut self,
         call: CallRef,
         item: ReplyItem,
         reply: Reply,
+        located: Option<DdpList>,
         stats: &ReactorStats,
-    ) -> Option<Box<PageRead>> {
+    ) -> Option<PagesBack> {
         stats.rdma_answered();
+        // RDMA calls reserve nothing (`Link::charge`); the pin is the server's now.
+        let pages = reply.pages.map(Pinned::take);
         let Some(mut b) = reply.buf else {
             if let Some(r) = self.rdma.as_mut() {
                 r.no_reply(call);
             }
-            return reply.pages;
+            return pages.map(PagesBack::Unsent);
         };
         // Counted without the record-mark slot, which RDMA does not send.
-        let data: usize = reply.pages.as_ref().map_or(0, |p| p.data_len());
+        let data: usize = pages.as_ref().map_or(0, |p| p.data_len());
         stats.bytes_out(Transport::Rdma, b.len().saturating_sub(MARK) + data);
         let Some(r) = self.rdma.as_mut() else {
-            return reply.pages;
+            return pages.map(PagesBack::Unsent);
         };
         b.advance(MARK);
-        match &reply.pages {
+        match &pages {
             Some(pages) => r.reply_external(call, b, pages.as_slice()),
             None => {
-                let ddp = ddp_of(item, reply.located, &b);
+                let ddp = ddp_of(item, located, &b);
                 r.reply(call, b, ddp);
             }
         }
-        reply.pages
+        pages.map(PagesBack::Taken)
     }
 
     /// Sends a READ reply whose data waits in a pipe (`server::direct`); only TCP
@@ -228,11 +380,13 @@ impl Transports {
         link: Link,
         head: Buf,
         pipe: Pipe,
+        charge: Option<Charge>,
         stats: &ReactorStats,
     ) -> Result<(), Pipe> {
+        // From here the reply's bytes count as queued, not reserved.
+        drop(charge);
         match link.0 {
-            Kind::Tcp(c, charge) => {
-                settle(&mut self.tcp, c, charge);
+            Kind::Tcp(c) => {
                 let data = pipe.filled();
                 stats.bytes_out(Transport::Tcp, head.len() + data + (4 - data % 4) % 4);
                 crate::uring::pipes::count_spliced(data);
@@ -249,18 +403,10 @@ impl Transports {
         }
     }
 
-    /// A call classified outside its transport's poll (a parked record): reserves its
-    /// TCP charge now (inside the poll the charge is the poll callback's result).
-    pub fn reserve(&mut self, link: Link, charge: u32) {
-        if let (Kind::Tcp(c, _), true) = (link.0, charge > 0) {
-            self.tcp.reserve(c, charge as usize);
-        }
-    }
-
     /// Closes the connection `link` came on (its call panicked while classified).
     pub fn close(&mut self, link: Link, reactor: usize) {
         match link.0 {
-            Kind::Tcp(c, _) => {
+            Kind::Tcp(c) => {
                 tracing::warn!(reactor, "closing a TCP connection whose call panicked");
                 self.tcp.no_reply(c);
                 self.tcp.close(c);
@@ -275,15 +421,6 @@ impl Transports {
     }
 }
 
-/// Gives back the reply bytes a TCP call reserved (`Router::route`) just before it
-/// is answered: from here on its reply (if any) counts as queued instead.
-#[inline]
-fn settle(tcp: &mut TcpTransport, c: ConnId, charge: u32) {
-    if charge > 0 {
-        tcp.release(c, charge as usize);
-    }
-}
-
 /// Where the DDP-eligible results of an RDMA reply (from its XID on) lie: NFSv3's one
 /// item (RFC 8267 §4), the results a COMPOUND noted while it ran (their positions
 /// counted the record-mark slot), or a fast-path or replayed READ/READLINK's data
@@ -295,3 +432,7 @@ fn ddp_of(item: ReplyItem, located: Option<DdpList>, reply: &[u8]) -> DdpList {
         _ => crate::ulb::reply_data(item, reply).into(),
     }
 }
+
+#[cfg(test)]
+#[path = "transport_tests.rs"]
+mod tests;

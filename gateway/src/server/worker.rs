@@ -15,6 +15,7 @@ use engine::mem::{Buf, Pools};
 use engine::ring::{Doorbell, Ring};
 use engine::rpc::{self, Accept};
 use engine::rpcrdma::responder::DdpList;
+use engine::tcp::Charge;
 use engine::xdr::{XdrReader, XdrWriter};
 use nfs_wire::nfs3::NFSPROC3_WRITE;
 use nfs_wire::NFS_PROGRAM;
@@ -29,6 +30,8 @@ use std::time::{Duration, Instant};
 pub(crate) struct Done {
     pub conn: Link,
     pub reply: Option<Buf>,
+    /// The call's TCP reply charge, given back as the reply is handed over.
+    pub charge: Option<Charge>,
     /// An NFSv4 COMPOUND that ran its operations: where its READ-class results lie
     /// in `reply` (RFC 8267 §6.4.1; positions count the record-mark slot).
     pub located: Option<DdpList>,
@@ -142,7 +145,9 @@ fn reply_buffer(pools: &Pools, want: usize) -> Option<Buf> {
     }
 }
 
-fn run_job(shared: &Shared, job: Job) {
+fn run_job(shared: &Shared, mut job: Job) {
+    // Travels to the reply (or is dropped with an unanswered call).
+    let charge = job.charge.take();
     if job.header.proc_ == 0 {
         use crate::supervise::hooks::{self, Hook};
         match hooks::of_xid(job.header.xid) {
@@ -210,6 +215,7 @@ fn run_job(shared: &Shared, job: Job) {
                 Done {
                     conn: job.conn,
                     reply: None,
+                    charge: None,
                     located,
                     fill,
                     opened: None,
@@ -245,6 +251,7 @@ fn run_job(shared: &Shared, job: Job) {
         Done {
             conn: job.conn,
             reply,
+            charge,
             located,
             fill,
             opened,
@@ -260,6 +267,7 @@ fn run_job(shared: &Shared, job: Job) {
                 Done {
                     conn: job.conn,
                     reply: None,
+                    charge: None,
                     located: None,
                     opened: None,
                     stat: job.stat,

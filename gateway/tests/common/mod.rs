@@ -5,6 +5,7 @@
 #![allow(dead_code)]
 
 pub mod v4;
+pub mod v42;
 
 use engine::fabric::soft::SoftFabric;
 use engine::fabric::{

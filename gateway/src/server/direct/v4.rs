@@ -2,13 +2,14 @@
 //! `SEQUENCE, PUTFH, WRITE [, GETATTR]` and `SEQUENCE, PUTFH, COMMIT` of a
 //! file in the reactor's file table, run as the NFSv3 calls of `direct` are (same
 //! entry, admission and permission checks, same I/O, same file-model bookkeeping),
-//! answered with the COMPOUND4res a worker would write (`nfs4::fast_io`: the session,
-//! stateid and delegation checks, the slot claim, the reply cache).
+//! answered with the COMPOUND4res a worker would write (`nfs4::fast_io`, reached
+//! through `front::V4_PATHS`: the session, stateid and delegation checks, the slot
+//! claim, the reply cache).
 //!
 //! A call is taken only when every check passes; then its slot is claimed and stays
 //! busy until the reply is queued (a retransmission meanwhile: NFS4ERR_DELAY). An
 //! I/O that fails, or a reply that cannot be built, gives the slot back untouched
-//! (`fast_io::Started` abandons it when dropped) and the call goes to a worker, which
+//! (`front::V4Started` abandons it when dropped) and the call goes to a worker, which
 //! answers it as new — for a WRITE after redoing it, as `direct` does for NFSv3.
 //!
 //! A FILE_SYNC4 (DATA_SYNC4) WRITE links an `fsync` (`fdatasync`) between the write
@@ -25,8 +26,12 @@
 use super::write::{CommitStart, WriteArgs};
 use super::{base_of, fault, Base, Direct, Failure, Finished, Job, Op, Pending, MARK};
 use crate::cache::{self, Fill, FillData};
+use crate::front::{
+    V4Bitmap as Bitmap, V4IoCall as IoCall, V4IoOp as IoOp, V4Started as Started,
+    V4Target as Target, V4_IO_GETATTR_MAX as GETATTR_MAX, V4_IO_HEAD_MAX as HEAD_MAX,
+    V4_PATHS as V4,
+};
 use crate::fs::access::check_read;
-use crate::nfs4::fast_io::{self, Bitmap, IoCall, IoOp, Started, Target};
 use engine::mem::{Buf, Pools};
 use engine::rpc::{self, Accept};
 use engine::xdr::XdrWriter;
@@ -50,7 +55,7 @@ impl Direct {
     /// it itself; otherwise hands the job back untouched (no slot claimed).
     pub(super) fn compound(&mut self, job: Job, pools: &Pools) -> Result<(), Job> {
         let c = match (&job.plan, job.record.get(job.args_at..)) {
-            (Some(plan), Some(args)) => (crate::front::V4_PATHS.io_call)(args, plan),
+            (Some(plan), Some(args)) => (V4.io_call)(args, plan),
             _ => None,
         };
         let Some(c) = c else {
@@ -79,7 +84,7 @@ impl Direct {
         Ok(())
     }
 
-    /// READ's checks (as `Direct::prepare_read`, then `fast_io::start`) and the reply
+    /// READ's checks (as `Direct::prepare_read`, then `V4_PATHS.io_start`) and the reply
     /// up to the data: (entry, reply, offset, bytes to read, positions of -, eof,
     /// length and data, the claimed slot).
     #[allow(clippy::type_complexity)]
@@ -99,7 +104,7 @@ impl Direct {
         // As `io_ops::read` (its reply buffer has room for MAX_IO) and `prepare_read`.
         let want = crate::outcome::read_want(a.hit.attr.size, offset, count);
         let pad = want.next_multiple_of(4);
-        let mut reply = pools.alloc(MARK + fast_io::HEAD_MAX + 8 + pad)?;
+        let mut reply = pools.alloc(MARK + HEAD_MAX + 8 + pad)?;
         let mut w = XdrWriter::at(reply.spare_mut(), MARK);
         rpc::write_accepted(&mut w, job.header.xid, Accept::Success).ok()?;
         let t = Target {
@@ -107,7 +112,7 @@ impl Direct {
             tail_max: 8 + pad,
         };
         let base = base_of(&a, fh)?;
-        let started = fast_io::start(&self.shared.state, c, args, &t, &mut w)?;
+        let started = (V4.io_start)(&self.shared.state, c, args, &t, &mut w)?;
         let eof_at = w.reserve_u32().ok()?;
         let len_at = w.reserve_u32().ok()?;
         let data_at = w.position();
@@ -155,7 +160,7 @@ impl Direct {
     }
 
     /// WRITE's checks in `io_ops::write`'s order (entry and caller as
-    /// `Direct::check_write`; then `fast_io::start`: stateid, size, delegations) and
+    /// `Direct::check_write`; then `V4_PATHS.io_start`: stateid, size, delegations) and
     /// the reply up to its GETATTR.
     #[allow(clippy::type_complexity)]
     fn check_write4(
@@ -176,12 +181,8 @@ impl Direct {
         let args = job.record.get(job.args_at..)?;
         let fh = args.get(c.fh.clone())?;
         let a = self.admit_write(job, fh, offset, count)?;
-        let extra = if getattr.is_some() {
-            fast_io::GETATTR_MAX
-        } else {
-            0
-        };
-        let mut reply = pools.alloc(MARK + fast_io::HEAD_MAX + WRITE_TAIL + extra)?;
+        let extra = if getattr.is_some() { GETATTR_MAX } else { 0 };
+        let mut reply = pools.alloc(MARK + HEAD_MAX + WRITE_TAIL + extra)?;
         let mut w = XdrWriter::at(reply.spare_mut(), MARK);
         rpc::write_accepted(&mut w, job.header.xid, Accept::Success).ok()?;
         let t = Target {
@@ -189,13 +190,13 @@ impl Direct {
             tail_max: WRITE_TAIL + extra,
         };
         let base = base_of(&a, fh)?;
-        let started = fast_io::start(&self.shared.state, c, args, &t, &mut w)?;
+        let started = (V4.io_start)(&self.shared.state, c, args, &t, &mut w)?;
         let IoOp::Write { stable, .. } = c.op else {
             return None;
         };
         // Read before the write is submitted (`FileModel::write_verifier`).
         let verf = self.shared.model.write_verifier();
-        fast_io::put_write_ok(&mut w, count, stable, &verf).ok()?;
+        (V4.put_write_ok)(&mut w, count, stable, &verf).ok()?;
         let n = w.position();
         reply.set_len(n);
         Some((base, reply, started, verf))
@@ -229,7 +230,7 @@ impl Direct {
         let args = job.record.get(job.args_at..)?;
         let fh = args.get(c.fh.clone())?;
         let a = self.admitted(job, fh)?;
-        let mut reply = pools.alloc(MARK + fast_io::HEAD_MAX + COMMIT_TAIL)?;
+        let mut reply = pools.alloc(MARK + HEAD_MAX + COMMIT_TAIL)?;
         let mut w = XdrWriter::at(reply.spare_mut(), MARK);
         rpc::write_accepted(&mut w, job.header.xid, Accept::Success).ok()?;
         let t = Target {
@@ -237,7 +238,7 @@ impl Direct {
             tail_max: COMMIT_TAIL,
         };
         let base = base_of(&a, fh)?;
-        let started = fast_io::start(&self.shared.state, c, args, &t, &mut w)?;
+        let started = (V4.io_start)(&self.shared.state, c, args, &t, &mut w)?;
         // A placeholder: `finish4` writes the verifier read after the sync.
         w.opaque_fixed(&[0; 8]).ok()?;
         let n = w.position();
@@ -296,7 +297,7 @@ impl Direct {
         let len = w.position();
         reply.set_len(len);
         let res_at = v4.started.res_at.min(len);
-        fast_io::finish(v4.started, &reply[res_at..len]);
+        (V4.io_finish)(v4.started, &reply[res_at..len]);
         let fill = (self.cache_pages && got > 0 && want <= cache::MAX_CACHED_READ).then(|| Fill {
             fh: base.fh,
             export: base.export,
@@ -333,13 +334,12 @@ impl Direct {
                 return Finished::Fallback(p.job);
             };
             let at = reply.len();
-            // No further than the bound `fast_io::start` checked against the session's
+            // No further than the bound `io_start` checked against the session's
             // ca_maxresponsesize (the pool may have handed out a larger buffer).
-            let room = (MARK + fast_io::HEAD_MAX + WRITE_TAIL + fast_io::GETATTR_MAX)
-                .min(reply.spare_mut().len());
+            let room = (MARK + HEAD_MAX + WRITE_TAIL + GETATTR_MAX).min(reply.spare_mut().len());
             let mut w = XdrWriter::at(&mut reply.spare_mut()[..room], at);
             let fh = &p.job.record[fh_from..fh_to];
-            if fast_io::put_getattr(&mut w, &want, &post, fh).is_err() {
+            if (V4.put_getattr)(&mut w, &want, &post, fh).is_err() {
                 return Finished::Fallback(p.job);
             }
             let n = w.position();
@@ -369,7 +369,7 @@ impl Direct {
 
     fn reply4_with(&mut self, p: Pending, started: Started, reply: Buf) -> Finished {
         let res_at = started.res_at.min(reply.len());
-        fast_io::finish(started, &reply[res_at..]);
+        (V4.io_finish)(started, &reply[res_at..]);
         Finished::Reply(p.job, reply, None)
     }
 }

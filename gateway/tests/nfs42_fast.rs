@@ -1,0 +1,69 @@
+//! NFSv4.2 COMPOUNDs on the reactor's fast path (RFC 7862 §1.3: SEQUENCE, PUTFH, GETATTR
+//! and READ are 4.1's operations): a cached GETATTR and READ of minor version 2 are
+//! answered by the reactor as 4.1's are; with `nfs4.max_minor_version = 1` the same
+//! COMPOUND gets NFS4ERR_MINOR_VERS_MISMATCH even with the file in the cache. One test
+//! in its own binary: the fast-path counter is process-wide.
+
+mod common;
+
+use common::v42::*;
+use common::*;
+use nfs_wire::v4call::Ops;
+
+fn gw(max_minor: u32) -> Gw {
+    Gw::start(&GwOpts {
+        rdma: false,
+        // The template's [tcp] lines end where [nfs4] begins (a TOML table of its own).
+        tcp_extra: format!("[nfs4]\nmax_minor_version = {max_minor}"),
+        ..Default::default()
+    })
+}
+
+#[test]
+fn minor_2_takes_the_fast_path_unless_it_is_not_served() {
+    let answered = gateway::nfs4::fast::answered;
+    // Served: after a worker's GETATTR and READ fill the cache, the reactor answers.
+    let g = gw(2);
+    let mut s = S::new(&g, 2);
+    let (sid, fh) = s.create(b"f");
+    s.write(&fh, &sid, 0, &[5u8; 4096]);
+    s.size(&fh);
+    s.read(&fh, 0, 4096);
+    let before = answered();
+    for _ in 0..10 {
+        assert_eq!(s.size(&fh), 4096);
+        assert_eq!(s.read(&fh, 0, 4096), vec![5u8; 4096]);
+    }
+    assert!(
+        answered() - before >= 18,
+        "{} of 20 from the reactor",
+        answered() - before
+    );
+    drop(g);
+    // Not served: a session made in 4.1, then 4.2 COMPOUNDs of the cached shape.
+    let g = gw(1);
+    let mut one = S::new(&g, 1);
+    let (sid, fh) = one.create(b"f");
+    one.write(&fh, &sid, 0, &[6u8; 4096]);
+    for _ in 0..3 {
+        one.size(&fh);
+        one.read(&fh, 0, 4096);
+    }
+    let mut two = S { minor: 2, ..one };
+    let before = answered();
+    for _ in 0..3 {
+        two.seq += 1;
+        let ops = Ops::new()
+            .sequence(two.sid, two.seq)
+            .putfh(&fh)
+            .getattr(&[1 << 4]);
+        let rep = two.call(&ops);
+        assert_eq!((rep.status, rep.r.len()), (NFS4ERR_MINOR_VERS_MISMATCH, 0));
+        two.seq -= 1; // the slot did not move
+    }
+    assert_eq!(
+        answered(),
+        before,
+        "the reactor answered a minor version not served"
+    );
+}
