@@ -22,10 +22,6 @@ pub const NFS4ERR_OP_ILLEGAL: u32 = 10044;
 pub const NFS4ERR_UNION_NOTSUPP: u32 = 10090;
 pub const NFS4ERR_NOXATTR: u32 = 10095;
 pub const NFS4ERR_XATTR2BIG: u32 = 10096;
-pub const OP_ILLEGAL: u32 = 10044;
-pub const OP_READ_PLUS: u32 = 68;
-pub const OP_COPY: u32 = 60;
-pub const OP_OFFLOAD_STATUS: u32 = 67;
 pub const ANON: [u8; 16] = [0; 16];
 /// SEQUENCE4resok after the operation number and status.
 pub const SEQ_RES: usize = 16 + 20;
