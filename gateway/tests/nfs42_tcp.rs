@@ -69,13 +69,7 @@ fn minor_version_2_is_served_and_its_operations_only_there() {
     );
     assert_eq!(rep.status, NFS4ERR_OP_ILLEGAL);
     // Not offered: asynchronous copies' OFFLOAD_STATUS (every COPY is synchronous).
-    let (st, _) = s.on(
-        &fh,
-        Ops::new().raw(|w| {
-            w.u32(OP_OFFLOAD_STATUS)?;
-            w.opaque_fixed(&[7; 16])
-        }),
-    );
+    let (st, _) = s.on(&fh, Ops::new().offload(OP_OFFLOAD_STATUS, &[7; 16]));
     assert_eq!(st, NFS4ERR_NOTSUPP);
 }
 
@@ -222,19 +216,13 @@ fn copy_and_clone_move_the_bytes_inside_the_server() {
     );
     assert_eq!(rep.status, NFS4ERR_INVAL);
     // An inter-server copy (a source server given) is not offered.
-    let rep = s.seq_call(Ops::new().putfh(&src).savefh().putfh(&dst).raw(|w| {
-        w.u32(OP_COPY)?;
-        w.opaque_fixed(&ssid)?;
-        w.opaque_fixed(&dsid)?;
-        w.u64(0)?;
-        w.u64(0)?;
-        w.u64(0)?;
-        w.bool(true)?;
-        w.bool(true)?;
-        w.u32(1)?;
-        w.u32(1)?; // NL4_NAME
-        w.opaque_var(b"elsewhere")
-    }));
+    let rep = s.seq_call(
+        Ops::new()
+            .putfh(&src)
+            .savefh()
+            .putfh(&dst)
+            .copy_from(&range, &[b"elsewhere"]),
+    );
     assert_eq!(rep.status, NFS4ERR_NOTSUPP);
     // CLONE of the first 8 KiB into a third file.
     let (csid, cl) = s.create(b"clone");

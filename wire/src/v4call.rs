@@ -391,7 +391,18 @@ impl Ops {
 
     /// COPY from the saved to the current filehandle.
     pub fn copy(self, r: &v4op::CopyRange, synchronous: bool) -> Ops {
-        self.op(0, |w| v4op::copy(w, r, synchronous))
+        self.op(0, |w| v4op::copy(w, r, synchronous, &[]))
+    }
+
+    /// COPY from a source server (an inter-server copy, RFC 7862 §15.2.3).
+    pub fn copy_from(self, r: &v4op::CopyRange, sources: &[&[u8]]) -> Ops {
+        let extra = sources.iter().map(|s| 8 + s.len()).sum();
+        self.op(extra, |w| v4op::copy(w, r, true, sources))
+    }
+
+    /// OFFLOAD_STATUS (§15.9) or OFFLOAD_CANCEL (§15.8) of `stateid`: `op` is either.
+    pub fn offload(self, op: u32, stateid: &[u8; 16]) -> Ops {
+        self.op(0, |w| v4op::with_stateid(w, op, stateid))
     }
 
     /// CLONE from the saved to the current filehandle.

@@ -589,13 +589,24 @@ pub struct CopyRange {
     pub count: u64,
 }
 
-/// COPY (§15.2), intra-server (no source servers), consecutive, with `synchronous`.
-pub fn copy(w: &mut XdrWriter, r: &CopyRange, synchronous: bool) -> XdrResult<()> {
+/// COPY (§15.2), consecutive, with `synchronous`; `sources` names source servers
+/// (NL4_NAME netloc4s: an inter-server copy), none for a copy inside the server.
+pub fn copy(
+    w: &mut XdrWriter,
+    r: &CopyRange,
+    synchronous: bool,
+    sources: &[&[u8]],
+) -> XdrResult<()> {
     w.u32(OP_COPY)?;
     copy_range(w, r)?;
     w.bool(true)?;
     w.bool(synchronous)?;
-    w.u32(0)
+    w.u32(sources.len() as u32)?;
+    for name in sources {
+        w.u32(1)?; // NL4_NAME
+        w.opaque_var(name)?;
+    }
+    Ok(())
 }
 
 /// CLONE (§15.13).

@@ -271,11 +271,14 @@ fn decode_copy(r: &mut XdrReader) -> Option<CopyWant> {
 /// The source (saved filehandle, read) and the target (current filehandle, write)
 /// of a COPY or CLONE, checked, in one export (else NFS4ERR_XDEV, RFC 7862
 /// §15.2.3), the target's delegations recalled and set-id bits cleared.
+/// A file checked for I/O and how its access is granted.
+type IoFile = (FileCtx, Grant);
+
 fn copy_pair(
     c: &Compound,
     src_sid: &Stateid,
     dst_sid: &Stateid,
-) -> Result<((FileCtx, Grant), (FileCtx, Grant)), Nfsstat4> {
+) -> Result<(IoFile, IoFile), Nfsstat4> {
     if c.sfh.is_none() {
         return Err(NFS4ERR_NOFILEHANDLE);
     }
