@@ -208,6 +208,8 @@ fn source(tables: Vec<Arc<TenantTable>>, exports: Arc<ExportTable>) -> Source {
             .collect(),
         rdma_credits: 0,
         callbacks: Default::default(),
+        nfs4: None,
+        qos: None,
         exports: Some(exports),
     }
 }
