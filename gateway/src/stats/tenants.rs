@@ -218,7 +218,7 @@ impl Tenants {
         let key = conn | OCCUPIED | (u64::from(rdma) << 62);
         let addr = key_of(peer);
         let at = (mix(key) as usize) & (CONN_CACHE - 1);
-        let e = self.conns[at];
+        let e = &self.conns[at];
         if e.0 == key && e.1 == addr {
             return e.2;
         }

@@ -87,10 +87,17 @@ fn per_client_off_counts_nothing() {
         let (c, e) = t.call_in(7, false, ip(0, 2), &rec);
         t.answered(c, e, 1500, 10);
         let held = t.table().clients_held();
-        let ops: u64 = t.table().clients().map(|(_, s)| s.ops().iter().sum::<u64>()).sum();
+        let ops: u64 = t
+            .table()
+            .clients()
+            .map(|(_, s)| s.ops().iter().sum::<u64>())
+            .sum();
         let out: u64 = t.table().exports().map(|(_, s)| s.bytes().1).sum();
         let want = u64::from(on);
-        assert_eq!((held as u64, ops, out / 10, (c, e)), (want, want, want, (c, e)));
+        assert_eq!(
+            (held as u64, ops, out / 10, (c, e)),
+            (want, want, want, (c, e))
+        );
         assert_eq!((c, e) == (1, 1), on);
     }
 }
