@@ -58,6 +58,9 @@ pub fn plan(running: &Config, new: &Config) -> Result<Plan, String> {
     if running.stats.client_slots != new.stats.client_slots {
         p.restart.push("stats.client_slots".into());
     }
+    if running.stats.per_client != new.stats.per_client {
+        p.restart.push("stats.per_client".into());
+    }
     Ok(p)
 }
 
@@ -68,6 +71,7 @@ pub fn merged(running: &Config, new: &Config) -> Config {
     c.exports = new.exports.clone();
     c.stats = new.stats.clone();
     c.stats.client_slots = running.stats.client_slots;
+    c.stats.per_client = running.stats.per_client;
     c.log = new.log.clone();
     c.audit = new.audit.clone();
     c.qos = new.qos.clone();

@@ -17,6 +17,8 @@
 #   ENGINE_EXTRA_<NAME>="key = value": one more [engine] line for binary NAME only, e.g.
 #   ENGINE_EXTRA_now="idle_spin_us = 0" (builds with engine.idle_spin_us poll that long
 #   after every operation, which callgrind counts; older builds reject the key).
+#   EXTRA_TOML_<NAME>=$'[stats]\nper_client = false': more sections appended to the
+#   config of NAME only, so one binary can run under two configs (A=bin B=bin).
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
@@ -34,7 +36,7 @@ mkdir -p "$OUT"
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
 measure() {  # name binary workload -> prints Ir/op
-  local name=$1 bin=$2 wl=$3 dir="$OUT/$1-$3" port extra_var="ENGINE_EXTRA_$1"
+  local name=$1 bin=$2 wl=$3 dir="$OUT/$1-$3" port extra_var="ENGINE_EXTRA_$1" toml_var="EXTRA_TOML_$1"
   port=$(free_port)
   mkdir -p "$dir/data" "$dir/state"
   cat > "$dir/gateway.toml" <<TOML
@@ -54,6 +56,7 @@ dir = "$dir/state"
 [[exports]]
 path = "/"
 squash = "none"
+${!toml_var:-}
 TOML
   valgrind --tool=callgrind --callgrind-out-file="$dir/callgrind.out" \
     "$bin" --config "$dir/gateway.toml" > "$dir/gateway.log" 2>&1 &

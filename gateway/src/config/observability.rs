@@ -44,6 +44,14 @@ pub struct StatsConfig {
     /// count under "other" (`nfsgw_client_table_full_total`). Applies at start.
     #[serde(default = "default_client_slots")]
     pub client_slots: usize,
+    /// Count calls per client and per export at all (`stats::Tenants`); `false`
+    /// leaves the reactor one predictable branch per call. Applies at start.
+    #[serde(default = "default_per_client")]
+    pub per_client: bool,
+}
+
+fn default_per_client() -> bool {
+    true
 }
 
 fn default_top() -> usize {
@@ -61,6 +69,7 @@ impl Default for StatsConfig {
             top_clients: default_top(),
             top_exports: default_top(),
             client_slots: default_client_slots(),
+            per_client: default_per_client(),
         }
     }
 }

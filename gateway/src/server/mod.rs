@@ -381,7 +381,7 @@ impl Server {
                 worker_bells.clone(),
                 c.clone(),
                 st,
-                crate::stats::Tenants::new(tt, shared.exports.clone()),
+                crate::stats::Tenants::new(tt, shared.exports.clone(), cfg.stats.per_client),
                 ring.map(|r| direct::Direct::new(r, shared.clone()).with_pipes(cfg.backend.splice)),
             );
             let stop = stop_reactors.clone();

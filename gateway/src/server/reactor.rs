@@ -628,11 +628,8 @@ impl Router {
     ) -> CallStat {
         let slot = slot_of(rec);
         self.stats.call_in(transport, slot, rec.len());
-        let t = &mut self.tenants;
-        let client = t.client(conn, transport == Transport::Rdma, peer.ip());
-        let call = crate::stats::tenants::peek(rec);
-        let export = t.export(call.export);
-        t.arrive(client, export, call.class, rec.len());
+        let rdma = transport == Transport::Rdma;
+        let (client, export) = self.tenants.call_in(conn, rdma, peer.ip(), rec);
         CallStat {
             t0: self.clock.now(),
             slot,

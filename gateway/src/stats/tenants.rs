@@ -169,12 +169,15 @@ pub struct Tenants {
     addrs: Box<[u128]>,
     /// Export id -> slot (0 = not seen yet or unknown).
     export_slot: Box<[u16]>,
+    /// `stats.per_client`: off, a call costs the one branch on it (`call_in`,
+    /// `answered`).
+    on: bool,
 }
 
 const OCCUPIED: u64 = 1 << 63;
 
 impl Tenants {
-    pub fn new(table: Arc<TenantTable>, exports: Arc<ExportTable>) -> Tenants {
+    pub fn new(table: Arc<TenantTable>, exports: Arc<ExportTable>, on: bool) -> Tenants {
         let cap = table.clients.len();
         Tenants {
             conns: vec![(0, 0, 0); CONN_CACHE].into_boxed_slice(),
@@ -183,7 +186,23 @@ impl Tenants {
             export_slot: vec![0; 1 << 16].into_boxed_slice(),
             table,
             exports,
+            on,
         }
+    }
+
+    /// A call arrived in `rec` on connection `conn` from `peer`: picks its client
+    /// and export slots (`client`, `export`), counts it and returns them, or
+    /// (0, 0) uncounted when `stats.per_client` is off.
+    #[inline]
+    pub fn call_in(&mut self, conn: u64, rdma: bool, peer: IpAddr, rec: &[u8]) -> (u16, u16) {
+        if !self.on {
+            return (0, 0);
+        }
+        let client = self.client(conn, rdma, peer);
+        let call = peek(rec);
+        let export = self.export(call.export);
+        self.arrive(client, export, call.class, rec.len());
+        (client, export)
     }
 
     pub fn table(&self) -> &Arc<TenantTable> {
@@ -199,7 +218,7 @@ impl Tenants {
         let key = conn | OCCUPIED | (u64::from(rdma) << 62);
         let addr = key_of(peer);
         let at = (mix(key) as usize) & (CONN_CACHE - 1);
-        let e = self.conns[at];
+        let e = &self.conns[at];
         if e.0 == key && e.1 == addr {
             return e.2;
         }
@@ -278,6 +297,9 @@ impl Tenants {
     /// A call was answered `ns` after it arrived with a reply of `out` bytes.
     #[inline]
     pub fn answered(&self, client: u16, export: u16, ns: u64, out: usize) {
+        if !self.on {
+            return;
+        }
         let t = &self.table;
         let b = bucket_of(ns);
         if let Some(s) = t.clients.get(usize::from(client)) {

@@ -74,18 +74,22 @@ impl Words<'_> {
 /// no export.
 #[inline]
 pub fn peek(record: &[u8]) -> Peek {
-    let w = Words(record);
-    let (Some(0), Some(NFS_PROGRAM), Some(vers), Some(proc_)) =
-        (w.at(4), w.at(12), w.at(16), w.at(20))
-    else {
+    // The fixed header up to the credential's length, checked once (no call is
+    // shorter): xid, mtype, rpcvers, prog, vers, proc, cred flavor, cred length.
+    let Some(h) = record.first_chunk::<32>() else {
         return NONE;
     };
+    let word = |i: usize| u32::from_be_bytes([h[i], h[i + 1], h[i + 2], h[i + 3]]);
+    let (vers, proc_) = (word(16), word(20));
+    if word(4) != 0 || word(12) != NFS_PROGRAM || (vers, proc_) == (NFS_V3, 0) {
+        return NONE;
+    }
+    let w = Words(record);
     // Credential and verifier: flavor, then opaque body.
     let Some(args) = w.skip_opaque(28).and_then(|v| w.skip_opaque(v + 4)) else {
         return NONE;
     };
     match (vers, proc_) {
-        (NFS_V3, 0) => NONE,
         (NFS_V3, p) => Peek {
             class: match p {
                 NFSPROC3_READ => Class::Read,

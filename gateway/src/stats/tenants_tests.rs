@@ -44,7 +44,7 @@ fn ip(a: u8, b: u8) -> IpAddr {
 
 #[test]
 fn a_connection_keeps_its_slot_and_addresses_share_one() {
-    let mut t = Tenants::new(Arc::new(TenantTable::new(16)), export_table(&[]));
+    let mut t = Tenants::new(Arc::new(TenantTable::new(16)), export_table(&[]), true);
     let a = t.client(7, false, ip(0, 2));
     assert_eq!(a, 1);
     assert_eq!(t.client(7, false, ip(0, 2)), a);
@@ -64,7 +64,7 @@ fn a_connection_keeps_its_slot_and_addresses_share_one() {
 
 #[test]
 fn a_full_table_folds_new_addresses_into_other_and_counts_them() {
-    let mut t = Tenants::new(Arc::new(TenantTable::new(16)), export_table(&[]));
+    let mut t = Tenants::new(Arc::new(TenantTable::new(16)), export_table(&[]), true);
     for i in 0..16u8 {
         assert_eq!(t.client(u64::from(i), false, ip(1, i)), u16::from(i) + 1);
     }
@@ -78,9 +78,33 @@ fn a_full_table_folds_new_addresses_into_other_and_counts_them() {
     assert_eq!(t.client(100, false, ip(1, 5)), 6);
 }
 
+/// `stats.per_client = false`: a call claims no slot and counts nothing, in or out.
+#[test]
+fn per_client_off_counts_nothing() {
+    let rec = call(1, 100003, 3, 6, &sys(0), &fh_args(&handle(3)));
+    for on in [true, false] {
+        let mut t = Tenants::new(Arc::new(TenantTable::new(16)), export_table(&[3]), on);
+        let (c, e) = t.call_in(7, false, ip(0, 2), &rec);
+        t.answered(c, e, 1500, 10);
+        let held = t.table().clients_held();
+        let ops: u64 = t
+            .table()
+            .clients()
+            .map(|(_, s)| s.ops().iter().sum::<u64>())
+            .sum();
+        let out: u64 = t.table().exports().map(|(_, s)| s.bytes().1).sum();
+        let want = u64::from(on);
+        assert_eq!(
+            (held as u64, ops, out / 10, (c, e)),
+            (want, want, want, (c, e))
+        );
+        assert_eq!((c, e) == (1, 1), on);
+    }
+}
+
 #[test]
 fn exports_get_slots_only_when_the_export_table_holds_them() {
-    let mut t = Tenants::new(Arc::new(TenantTable::new(16)), export_table(&[3, 9]));
+    let mut t = Tenants::new(Arc::new(TenantTable::new(16)), export_table(&[3, 9]), true);
     assert_eq!(t.export(None), 0);
     assert_eq!(t.export(Some(9)), 1);
     assert_eq!(t.export(Some(3)), 2);
@@ -216,7 +240,7 @@ fn top_n_keeps_the_busiest_and_sums_the_rest_into_other() {
     ];
     let mut r: Vec<_> = tables
         .iter()
-        .map(|t| Tenants::new(t.clone(), exports.clone()))
+        .map(|t| Tenants::new(t.clone(), exports.clone(), true))
         .collect();
     let mut total = 0u64;
     for i in 0..30u8 {
