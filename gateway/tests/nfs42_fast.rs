@@ -8,6 +8,7 @@ mod common;
 
 use common::v42::*;
 use common::*;
+use engine::xdr::XdrReader;
 use nfs_wire::v4call::Ops;
 
 fn gw(max_minor: u32) -> Gw {
@@ -38,6 +39,29 @@ fn minor_2_takes_the_fast_path_unless_it_is_not_served() {
         answered() - before >= 18,
         "{} of 20 from the reactor",
         answered() - before
+    );
+    // With the file cached, a 4.2 client's supported_attrs (what the Linux client
+    // asks at mount, then asks xattr_support only if it lists it) comes from the
+    // worker: the reactor encodes 4.1's set.
+    let before = answered();
+    for _ in 0..3 {
+        let (st, rest) = s.on(&fh, Ops::new().getattr(&[1]));
+        assert_eq!(st, NFS4_OK);
+        let mut r = XdrReader::new(&rest);
+        let n = r.u32().unwrap();
+        r.skip(4 * n as usize + 4).unwrap();
+        let n = r.u32().unwrap();
+        let sup: Vec<u32> = (0..n).map(|_| r.u32().unwrap()).collect();
+        assert_ne!(
+            sup.get(2).copied().unwrap_or(0) & (1 << 18),
+            0,
+            "xattr_support listed"
+        );
+    }
+    assert_eq!(
+        answered(),
+        before,
+        "supported_attrs of 4.2 answered by the reactor"
     );
     drop(g);
     // Not served: a session made in 4.1, then 4.2 COMPOUNDs of the cached shape.

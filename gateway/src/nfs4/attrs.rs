@@ -165,6 +165,15 @@ pub const SUPPORTED: Bitmap = Bitmap::of(&[
 /// What NFSv4.2 adds to [`SUPPORTED`] (RFC 7862 §12.2.1, RFC 8276 §8.2).
 pub const SUPPORTED_V42_ONLY: Bitmap = Bitmap::of(&[CLONE_BLKSIZE, XATTR_SUPPORT]);
 
+/// Every attribute some minor version supports: what the reactor's fast paths must
+/// not drop from a GETATTR they answer (they encode 4.1's set: a 4.2 client's FSINFO
+/// asking `xattr_support` goes to a worker, or the client would think xattrs absent).
+pub const SUPPORTED_ANY: Bitmap = Bitmap([
+    SUPPORTED.0[0] | SUPPORTED_V42_ONLY.0[0],
+    SUPPORTED.0[1] | SUPPORTED_V42_ONLY.0[1],
+    SUPPORTED.0[2] | SUPPORTED_V42_ONLY.0[2],
+]);
+
 /// Attributes a client may set (SETATTR, CREATE, OPEN createattrs).
 pub const WRITABLE: Bitmap = Bitmap::of(&[
     SIZE,

@@ -334,7 +334,15 @@ fn answer_into(
     if let Last::Getattr(want) = a.last {
         // Unsupported attributes are left out by both paths (RFC 8881 §18.7.3);
         // write-only ones (NFS4ERR_INVAL) are not in FAST_ATTRS.
-        if !want.and(&attrs::SUPPORTED).minus(&FAST_ATTRS).is_empty() {
+        if !want
+            .and(&attrs::SUPPORTED_ANY)
+            .minus(&FAST_ATTRS)
+            .is_empty()
+        {
+            return None;
+        }
+        // The reactor encodes 4.1's supported_attrs: a 4.2 client's goes to a worker.
+        if a.minor >= 2 && want.has(attrs::SUPPORTED_ATTRS) {
             return None;
         }
     }

@@ -271,7 +271,15 @@ pub fn start(
         }
         if let Some(want) = getattr {
             // Only attributes the file table's `Attr` gives, as the read fast path.
-            if !want.and(&attrs::SUPPORTED).minus(&FAST_ATTRS).is_empty() {
+            if !want
+                .and(&attrs::SUPPORTED_ANY)
+                .minus(&FAST_ATTRS)
+                .is_empty()
+            {
+                return None;
+            }
+            // 4.1's supported_attrs is what the reactor encodes (see `fast::answer`).
+            if c.minor >= 2 && want.has(attrs::SUPPORTED_ATTRS) {
                 return None;
             }
         }
