@@ -49,6 +49,11 @@ pub fn scan(args: &[u8]) -> usize {
         let count = match op {
             OP_READ => a.skip(STATEID + 8).and_then(|_| a.u32()),
             OP_READDIR => a.skip(8 + 8 + 4).and_then(|_| a.u32()),
+            // Issue 31: NFSv4.2's sized replies, as the plan gained them (the old scan
+            // predates 4.2): READ_PLUS like READ, an xattr value, a page of names.
+            OP_READ_PLUS => a.skip(STATEID + 8).and_then(|_| a.u32()),
+            OP_GETXATTR => Ok(crate::fs::v42::XATTR_MAX_VALUE as u32),
+            OP_LISTXATTRS => a.skip(8).and_then(|_| a.u32()),
             _ => continue,
         };
         match count {
