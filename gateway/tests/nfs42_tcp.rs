@@ -6,6 +6,9 @@
 //! answers NFS4ERR_NOTSUPP.
 
 mod common;
+#[path = "common/nfs4_client.rs"]
+#[allow(dead_code)]
+mod nfs4_client;
 
 use common::v4::*;
 use common::v42::*;
@@ -68,8 +71,17 @@ fn minor_version_2_is_served_and_its_operations_only_there() {
         (OP_ILLEGAL, NFS4ERR_OP_ILLEGAL)
     );
     assert_eq!(rep.status, NFS4ERR_OP_ILLEGAL);
-    // Not offered: asynchronous copies' OFFLOAD_STATUS (every COPY is synchronous).
+    // Offered: OFFLOAD_STATUS, which names no copy here (RFC 7862 §15.9.3).
     let (st, _) = s.on(&fh, Ops::new().offload(OP_OFFLOAD_STATUS, &[7; 16]));
+    assert_eq!(st, 10025, "NFS4ERR_BAD_STATEID");
+    // Not offered: COPY_NOTIFY (inter-server copies) and WRITE_SAME.
+    let notify = Ops::new().raw(|w| {
+        w.u32(OP_COPY_NOTIFY)?;
+        w.opaque_fixed(&[0; 16])?;
+        w.u32(1)?; // NL4_NAME
+        w.opaque_var(b"elsewhere")
+    });
+    let (st, _) = s.on(&fh, notify);
     assert_eq!(st, NFS4ERR_NOTSUPP);
 }
 
@@ -286,4 +298,133 @@ fn extended_attributes_round_trip_with_the_rfc_errors() {
     );
     let (rp, _) = s.on(&fh, Ops::new().read_plus(&ANON, 0, 1));
     assert_eq!(rp, NFS4_OK, "{OP_READ_PLUS} on an empty file");
+}
+
+/// COPY4res's write_response4 and requirements, after OP_COPY and its status:
+/// (callback id, count, committed, synchronous).
+fn copy_res(r: &mut XdrReader) -> (Option<[u8; 16]>, u64, u32, bool) {
+    let id = match r.u32().unwrap() {
+        0 => None,
+        1 => Some(r.opaque_fixed(16).unwrap().try_into().unwrap()),
+        n => panic!("wr_callback_id of {n}"),
+    };
+    let (count, committed) = (r.u64().unwrap(), r.u32().unwrap());
+    r.skip(8).unwrap();
+    let (_consecutive, synchronous) = (r.bool().unwrap(), r.bool().unwrap());
+    (id, count, committed, synchronous)
+}
+
+/// An asynchronous COPY (RFC 7862 §15.2.3): offered by a client whose back channel
+/// answers, 3 MiB are copied after the reply, which names the copy by a stateid;
+/// OFFLOAD_STATUS (§15.9) reports it finished, CB_OFFLOAD (§16.1) arrives on the back
+/// channel in a minor-version-2 CB_COMPOUND with that stateid, the destination's
+/// handle and the count; the bytes are there. OFFLOAD_CANCEL (§15.8) forgets a copy
+/// once and names no other client's. A client without a back channel gets its copy
+/// done synchronously.
+#[test]
+fn an_asynchronous_copy_reports_by_cb_offload_on_the_back_channel() {
+    use nfs4_client::{expect_op, skip_sequence_ok, Tcp41, CONN_BACK_CHAN, NFS4ERR_BAD_STATEID};
+    use std::time::{Duration, Instant};
+    let gw = gateway();
+    let mut s = S::new(&gw, 2);
+    let (ssid, src) = s.create(b"big-src");
+    let data: Vec<u8> = (0..3u32 << 20).map(|i| (i % 251) as u8).collect();
+    for (i, part) in data.chunks(64 << 10).enumerate() {
+        s.write(&src, &ssid, (i as u64) << 16, part);
+    }
+    let (_, dst) = s.create(b"big-dst");
+    let (_, dst2) = s.create(b"big-dst2");
+    let range = CopyRange {
+        src_stateid: ANON,
+        dst_stateid: ANON,
+        src_offset: 0,
+        dst_offset: 0,
+        count: 0,
+    };
+    let copy = |fh: &[u8]| {
+        Ops::new()
+            .putfh(&src)
+            .savefh()
+            .putfh(fh)
+            .copy(&range, false)
+    };
+    // A reader at the result of the last of `ops` (after SEQUENCE, each NFS4_OK).
+    let after = |res: &nfs_wire::v4reply::Res, ops: &[u32]| -> Vec<u8> {
+        let mut r = res.reader();
+        assert_eq!(expect_op(&mut r, OP_SEQUENCE), NFS4_OK);
+        skip_sequence_ok(&mut r);
+        for &op in ops {
+            assert_eq!(expect_op(&mut r, op), NFS4_OK, "op {op}");
+        }
+        r.rest().to_vec()
+    };
+    // No back channel: the same offer is copied at once.
+    let rep = s.seq_call(copy(&dst2));
+    let mut r = XdrReader::new(&rep.r);
+    r.skip(8 * 3).unwrap();
+    assert_eq!((r.u32().unwrap(), r.u32().unwrap()), (OP_COPY, NFS4_OK));
+    assert_eq!(copy_res(&mut r), (None, 3 << 20, 2, true));
+
+    let mut c = Tcp41::connect(gw.tcp_addr());
+    c.minor = 2;
+    c.session(b"offload-client", CONN_BACK_CHAN);
+    let (st, _) = c.seq_run(|o| o.reclaim_complete());
+    assert_eq!(st, NFS4_OK);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while c.cb_nulls == 0 {
+        assert!(c.next_callback(Duration::from_millis(50)).is_none());
+        assert!(Instant::now() < deadline, "no CB_NULL probe");
+    }
+    // The probe's answer reaches the callback thread just after: until then a copy
+    // is synchronous. Offer again until it is not.
+    let offer = |c: &mut Tcp41| loop {
+        let (_, res) = c.seq_run(|o| o.append(copy(&dst)));
+        let rest = after(&res, &[OP_PUTFH, OP_SAVEFH, OP_PUTFH, OP_COPY]);
+        match copy_res(&mut XdrReader::new(&rest)) {
+            (Some(id), 0, _, false) => break id,
+            (None, n, 2, true) => assert_eq!(n, 3 << 20),
+            other => panic!("COPY answered {other:?}"),
+        }
+        assert!(Instant::now() < deadline, "never asynchronous");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let id = offer(&mut c);
+    let cb = c
+        .next_callback(Duration::from_secs(10))
+        .expect("CB_OFFLOAD");
+    // Before it is answered, OFFLOAD_STATUS knows the copy finished.
+    let (st, res) = c.seq_run(|o| o.putfh(&dst).offload(OP_OFFLOAD_STATUS, &id));
+    assert_eq!(st, NFS4_OK);
+    let rest = after(&res, &[OP_PUTFH, OP_OFFLOAD_STATUS]);
+    let mut r = XdrReader::new(&rest);
+    assert_eq!(
+        (r.u64().unwrap(), r.u32().unwrap(), r.u32().unwrap()),
+        (3 << 20, 1, NFS4_OK)
+    );
+    let told = c.answer_offload(&cb);
+    assert_eq!(told.stateid, id, "CB_OFFLOAD names the copy");
+    assert_eq!(told.session, c.sid, "on this session's back channel");
+    assert_eq!(told.fh, dst, "and the destination");
+    assert_eq!(
+        (told.status, told.count, told.committed),
+        (NFS4_OK, 3 << 20, 2)
+    );
+    let k = 64 << 10;
+    assert_eq!(s.read(&dst, 0, k as u32), data[..k]);
+    assert_eq!(
+        s.read(&dst, (3 << 20) - k as u64, k as u32),
+        data[(3 << 20) - k..]
+    );
+    assert_eq!(
+        s.read(&dst2, 1 << 20, k as u32),
+        data[1 << 20..(1 << 20) + k]
+    );
+    // OFFLOAD_CANCEL: another client cannot name the copy; once forgets it.
+    let id2 = offer(&mut c);
+    let (st, _) = s.on(&dst, Ops::new().offload(OP_OFFLOAD_CANCEL, &id2));
+    assert_eq!(st, NFS4ERR_BAD_STATEID, "not the other client's copy");
+    let (st, _) = c.seq_run(|o| o.putfh(&dst).offload(OP_OFFLOAD_CANCEL, &id2));
+    assert_eq!(st, NFS4_OK);
+    let (st, _) = c.seq_run(|o| o.putfh(&dst).offload(OP_OFFLOAD_CANCEL, &id2));
+    assert_eq!(st, NFS4ERR_BAD_STATEID, "forgotten");
 }

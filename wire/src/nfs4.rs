@@ -111,4 +111,6 @@ pub const OP_CB_SEQUENCE: u32 = 11;
 pub const OP_CB_WANTS_CANCELLED: u32 = 12;
 pub const OP_CB_NOTIFY_LOCK: u32 = 13;
 pub const OP_CB_NOTIFY_DEVICEID: u32 = 14;
+/// NFSv4.2 (RFC 7862 §16.1).
+pub const OP_CB_OFFLOAD: u32 = 15;
 pub const OP_CB_ILLEGAL: u32 = 10044;

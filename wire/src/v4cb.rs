@@ -91,3 +91,97 @@ pub fn callback_reply(xid: u32, recall: Option<&CbRecall>) -> Vec<u8> {
     })
     .expect("a callback reply fits its buffer")
 }
+
+/// A CB_OFFLOAD (RFC 7862 §16.1) as the client sees it: CB_SEQUENCE's session and
+/// sequence id, the destination's handle, the copy's stateid and offload_info4 —
+/// `status`, and on NFS4_OK the write_response4's count, committed and verifier
+/// (on an error, `count` is the bytes copied).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CbOffload {
+    pub session: [u8; 16],
+    pub seqid: u32,
+    pub fh: Vec<u8>,
+    pub stateid: [u8; 16],
+    pub status: u32,
+    pub count: u64,
+    pub committed: u32,
+    pub verifier: [u8; 8],
+}
+
+/// A CB_COMPOUND of minor version 2 with exactly CB_SEQUENCE and CB_OFFLOAD: its xid
+/// and what it says; anything else is an `Err` saying what.
+pub fn decode_offload(rec: &[u8]) -> Result<(u32, CbOffload), String> {
+    let (h, at) = rpc::decode_call(rec).map_err(|e| format!("not an RPC CALL: {e:?}"))?;
+    if (h.prog, h.vers, h.proc_) != (NFS4_CALLBACK, NFS_CB, CB_COMPOUND) {
+        return Err(format!(
+            "program {} version {} proc {}",
+            h.prog, h.vers, h.proc_
+        ));
+    }
+    cb_offload(&mut XdrReader::new(&rec[at..]))
+        .map_err(|e| format!("CB_COMPOUND: {e}"))?
+        .map(|c| (h.xid, c))
+        .ok_or_else(|| "not a minor-2 CB_SEQUENCE + CB_OFFLOAD".to_string())
+}
+
+fn cb_offload(r: &mut XdrReader) -> XdrResult<Option<CbOffload>> {
+    r.opaque_var(MAX_TAG)?;
+    let minor = r.u32()?;
+    r.u32()?; // callback_ident
+    if minor != 2 || r.u32()? != 2 || r.u32()? != OP_CB_SEQUENCE {
+        return Ok(None);
+    }
+    let mut session = [0u8; 16];
+    session.copy_from_slice(r.opaque_fixed(16)?);
+    let seqid = r.u32()?;
+    r.skip(12)?; // slotid, highest_slotid, cachethis
+    if r.u32()? != 0 || r.u32()? != OP_CB_OFFLOAD {
+        return Ok(None);
+    }
+    let fh = r.opaque_var(128)?.to_vec();
+    let mut stateid = [0u8; 16];
+    stateid.copy_from_slice(r.opaque_fixed(16)?);
+    let status = r.u32()?;
+    let mut c = CbOffload {
+        session,
+        seqid,
+        fh,
+        stateid,
+        status,
+        count: 0,
+        committed: 0,
+        verifier: [0; 8],
+    };
+    if status == NFS4_OK {
+        if r.u32()? > 1 {
+            return Ok(None); // wr_callback_id<1>
+        }
+        c.count = r.u64()?;
+        c.committed = r.u32()?;
+        c.verifier.copy_from_slice(r.opaque_fixed(8)?);
+    } else {
+        c.count = r.u64()?;
+    }
+    Ok(Some(c))
+}
+
+/// The REPLY to a CB_OFFLOAD: CB_SEQUENCE OK echoing session and sequence id, then
+/// CB_OFFLOAD OK.
+pub fn offload_reply(xid: u32, c: &CbOffload) -> Vec<u8> {
+    rpccall::encode(256, |w| {
+        rpc::write_accepted(w, xid, Accept::Success)?;
+        w.u32(NFS4_OK)?;
+        w.opaque_var(b"")?;
+        w.u32(2)?;
+        w.u32(OP_CB_SEQUENCE)?;
+        w.u32(NFS4_OK)?;
+        w.opaque_fixed(&c.session)?;
+        w.u32(c.seqid)?;
+        w.u32(0)?;
+        w.u32(0)?;
+        w.u32(0)?;
+        w.u32(OP_CB_OFFLOAD)?;
+        w.u32(NFS4_OK)
+    })
+    .expect("a callback reply fits its buffer")
+}

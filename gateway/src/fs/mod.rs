@@ -95,8 +95,11 @@ pub trait OpenFiles: Send + Sync {
     fn is_open(&self, fileid: u64) -> bool;
 }
 
+/// The file service. A handle: clones share one model (an asynchronous COPY runs on a
+/// thread of its own after its reply: RFC 7862 §15.2.3).
+#[derive(Clone)]
 pub struct FileModel {
-    inner: imp::Inner,
+    inner: Arc<imp::Inner>,
 }
 
 mod imp;
@@ -126,7 +129,12 @@ impl FileModel {
         handle_cache_entries: usize,
     ) -> anyhow::Result<FileModel> {
         Ok(FileModel {
-            inner: imp::Inner::open(backend, state_dir, exports, handle_cache_entries)?,
+            inner: Arc::new(imp::Inner::open(
+                backend,
+                state_dir,
+                exports,
+                handle_cache_entries,
+            )?),
         })
     }
 

@@ -22,10 +22,12 @@ use crate::state::{BackChannelInfo, State};
 use engine::rpc::{self, Accept, AuthSys, Cred, ReplyStatus};
 use engine::xdr::{XdrError, XdrReader, XdrResult, XdrWriter};
 
+use crate::state::offload::OffloadOutcome;
 /// The callback program's version and procedures (RFC 8881 §19) and the callback
 /// operation numbers (RFC 8881 §20), from `nfs_wire::nfs4`.
 pub use nfs_wire::nfs4::{
-    CB_COMPOUND, CB_NULL, NFS_CB as CB_VERSION, OP_CB_ILLEGAL, OP_CB_RECALL, OP_CB_SEQUENCE,
+    CB_COMPOUND, CB_NULL, NFS_CB as CB_VERSION, OP_CB_ILLEGAL, OP_CB_OFFLOAD, OP_CB_RECALL,
+    OP_CB_SEQUENCE,
 };
 /// The tag our CB_COMPOUNDs carry (echoed by the client).
 pub const TAG: &[u8] = b"nfsgw";
@@ -166,31 +168,82 @@ pub fn encode(
                 return Err(XdrError::BadValue);
             }
             rpc::write_call(&mut w, xid, cb_program, CB_VERSION, CB_COMPOUND, &cred)?;
-            // CB_COMPOUND4args (RFC 8881 §20.2): tag, minorversion 1, callback_ident
-            // 0 (ignored in 4.1), two operations.
-            w.string(TAG)?;
-            w.u32(1)?;
-            w.u32(0)?;
-            w.u32(2)?;
-            // CB_SEQUENCE4args (§20.9): session, sequence id, slot 0, highest slot 0,
-            // cachethis false, no referring call lists.
-            w.u32(OP_CB_SEQUENCE)?;
-            w.opaque_fixed(session)?;
-            w.u32(*seqid)?;
-            w.u32(0)?;
-            w.u32(0)?;
-            w.bool(false)?;
-            w.u32(0)?;
+            cb_sequence(&mut w, 1, session, *seqid)?;
             // CB_RECALL4args (§20.2): stateid, truncate false, fh.
             w.u32(OP_CB_RECALL)?;
             stateid.encode(&mut w)?;
             w.bool(false)?;
             w.opaque_var(fh)?;
         }
+        CbCall::Offload {
+            session,
+            seqid,
+            stateid,
+            fh,
+            outcome,
+        } => {
+            if fh.len() > FH_MAX {
+                return Err(XdrError::BadValue);
+            }
+            rpc::write_call(&mut w, xid, cb_program, CB_VERSION, CB_COMPOUND, &cred)?;
+            // CB_OFFLOAD is an NFSv4.2 callback: the CB_COMPOUND says minor version 2
+            // (RFC 7862 §16; a 4.1 callback service would answer OP_ILLEGAL).
+            cb_sequence(&mut w, 2, session, *seqid)?;
+            cb_offload(&mut w, stateid, fh, outcome)?;
+        }
     }
     let n = w.position();
     buf.truncate(n);
     Ok(buf)
+}
+
+/// CB_COMPOUND4args' header (RFC 8881 §20.2: tag, `minor`, callback_ident 0 — ignored
+/// since 4.1 —, two operations) and CB_SEQUENCE4args (§20.9: session, sequence id,
+/// slot 0, highest slot 0, cachethis false, no referring call lists).
+fn cb_sequence(w: &mut XdrWriter, minor: u32, session: &[u8; 16], seqid: u32) -> XdrResult<()> {
+    w.string(TAG)?;
+    w.u32(minor)?;
+    w.u32(0)?;
+    w.u32(2)?;
+    w.u32(OP_CB_SEQUENCE)?;
+    w.opaque_fixed(session)?;
+    w.u32(seqid)?;
+    w.u32(0)?;
+    w.u32(0)?;
+    w.bool(false)?;
+    w.u32(0)
+}
+
+/// CB_OFFLOAD4args (RFC 7862 §16.1.1): the destination's handle, the copy's
+/// callback id and offload_info4 — write_response4 (no callback id, count,
+/// committed, verifier) on success, else the status and the bytes copied.
+fn cb_offload(
+    w: &mut XdrWriter,
+    stateid: &Stateid,
+    fh: &[u8],
+    outcome: &OffloadOutcome,
+) -> XdrResult<()> {
+    w.u32(OP_CB_OFFLOAD)?;
+    w.opaque_var(fh)?;
+    stateid.encode(w)?;
+    match *outcome {
+        OffloadOutcome::Copied {
+            count,
+            file_sync,
+            verifier,
+        } => {
+            w.u32(NFS4_OK.as_u32())?;
+            w.u32(0)?;
+            w.u64(count)?;
+            // stable_how4: FILE_SYNC4 (2) or UNSTABLE4 (0).
+            w.u32(if file_sync { 2 } else { 0 })?;
+            w.opaque_fixed(&verifier)
+        }
+        OffloadOutcome::Failed { status, copied } => {
+            w.u32(status)?;
+            w.u64(copied)
+        }
+    }
 }
 
 /// The size of the CB_RECALL record (CB_COMPOUND of CB_SEQUENCE + CB_RECALL, RPC
@@ -279,7 +332,9 @@ pub fn decode_reply(record: &[u8], compound: bool) -> XdrResult<(u32, CbReply)> 
                 };
                 out.sequence = Some((st, ok));
             }
-            OP_CB_RECALL => out.recall = Some(Nfsstat4::decode(&mut r)?),
+            // CB_OFFLOAD4res (RFC 7862 §16.1.2) is a status too: it takes CB_RECALL's
+            // place in what the table reads.
+            OP_CB_RECALL | OP_CB_OFFLOAD => out.recall = Some(Nfsstat4::decode(&mut r)?),
             OP_CB_ILLEGAL => {
                 r.u32()?;
             }

@@ -195,10 +195,11 @@ pub(crate) fn op_fn(op: u32) -> Option<OpFn> {
         OP_SETXATTR => xattr_ops::setxattr,
         OP_LISTXATTRS => xattr_ops::listxattrs,
         OP_REMOVEXATTR => xattr_ops::removexattr,
-        // Not offered (docs/nfs42.md): inter-server copy, asynchronous copies (every
-        // COPY completes before its reply), WRITE_SAME, and pNFS's error reports.
-        OP_COPY_NOTIFY | OP_OFFLOAD_CANCEL | OP_OFFLOAD_STATUS | OP_WRITE_SAME | OP_LAYOUTERROR
-        | OP_LAYOUTSTATS => file_ops::notsupp,
+        OP_OFFLOAD_STATUS => v42_ops::offload_status,
+        OP_OFFLOAD_CANCEL => v42_ops::offload_cancel,
+        // Not offered (docs/nfs42.md): inter-server copy (COPY_NOTIFY), WRITE_SAME,
+        // and pNFS's error reports.
+        OP_COPY_NOTIFY | OP_WRITE_SAME | OP_LAYOUTERROR | OP_LAYOUTSTATS => file_ops::notsupp,
         _ => return None,
     })
 }

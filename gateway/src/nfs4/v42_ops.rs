@@ -3,9 +3,11 @@
 //! READ and WRITE do (`io_ops`), runs one call of the file service (`fs::v42`, which
 //! checks the caller's access and the ranges) and encodes the result.
 //!
-//! COPY is always synchronous (RFC 7862 §15.2.3: the server may complete a copy the
-//! client offered to run asynchronously before it replies); so there is never an
-//! offload for OFFLOAD_STATUS/OFFLOAD_CANCEL to name, and CB_OFFLOAD is never sent.
+//! COPY runs synchronously unless the client offers otherwise (ca_synchronous false)
+//! for at least `ASYNC_COPY_MIN` bytes and its back channel answers: then it runs on a
+//! thread of its own after the reply, which names it by a copy stateid; the client
+//! hears the result by CB_OFFLOAD (`state::offload`, sent by the callback thread) or
+//! asks OFFLOAD_STATUS, and may OFFLOAD_CANCEL it (RFC 7862 §15.2.3, §15.8, §15.9).
 
 use super::file_ops::{fs_err, ok_with, FileCtx};
 use super::io_ops::{grant, need_reg};
@@ -15,6 +17,7 @@ use crate::fs::access::{mode_after_write, Grant};
 use crate::fs::v42::{Content, CopyArgs};
 use crate::fs::{SetAttr, Stable};
 use crate::limits::MAX_IO;
+use crate::state::offload::OffloadOutcome;
 use crate::state::stateid::Stateid;
 use crate::state::Conflict;
 use engine::xdr::{XdrReader, XdrWriter};
@@ -24,6 +27,10 @@ const NFS4_CONTENT_DATA: u32 = 0;
 const NFS4_CONTENT_HOLE: u32 = 1;
 /// stable_how4 FILE_SYNC4: COPY's data is durable before the reply.
 const FILE_SYNC4: u32 = 2;
+const UNSTABLE4: u32 = 0;
+/// The smallest copy run asynchronously when the client offers it: below this the
+/// copy costs less than the callback that would report it.
+pub const ASYNC_COPY_MIN: u64 = 1 << 20;
 
 /// The current filehandle as a regular file opened by `sid` for reading or writing
 /// (the checks of READ and WRITE, RFC 8881 §18.22.3, §18.32.3), and how its access
@@ -237,13 +244,15 @@ struct CopyWant {
     src_off: u64,
     dst_off: u64,
     count: u64,
+    /// ca_synchronous: false lets the server finish after its reply.
+    synchronous: bool,
     /// netloc4 entries: an inter-server copy.
     servers: u32,
 }
 
 fn decode_copy(r: &mut XdrReader) -> Option<CopyWant> {
     let (src_off, dst_off, count) = (r.u64().ok()?, r.u64().ok()?, r.u64().ok()?);
-    let (_consecutive, _synchronous) = (r.bool().ok()?, r.bool().ok()?);
+    let (_consecutive, synchronous) = (r.bool().ok()?, r.bool().ok()?);
     let servers = r.u32().ok()?;
     // Each netloc4 (RFC 7862 §3.3) is a tag and one or two strings: 8 bytes or more.
     if servers as usize > r.remaining() / 8 {
@@ -264,6 +273,7 @@ fn decode_copy(r: &mut XdrReader) -> Option<CopyWant> {
         src_off,
         dst_off,
         count,
+        synchronous,
         servers,
     })
 }
@@ -291,7 +301,8 @@ fn copy_pair(
     Ok((src, dst))
 }
 
-/// COPY (RFC 7862 §15.2), intra-server and synchronous: SAVED_FH to CURRENT_FH.
+/// COPY (RFC 7862 §15.2), intra-server: SAVED_FH to CURRENT_FH, synchronous or
+/// (when the client offers it and `offload_to` agrees) finished after the reply.
 pub(super) fn copy(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter) -> OpResult {
     let (Ok(src_sid), Ok(dst_sid)) = (Stateid::decode(r), Stateid::decode(r)) else {
         return put_status(w, NFS4ERR_BADXDR);
@@ -315,25 +326,196 @@ pub(super) fn copy(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter) -> Op
             dst_off: want.dst_off,
             count: want.count,
         };
-        c.ctx.model.copy(&d.caller, &args).map_err(fs_err)
+        if let Some(sid) = offload_to(c, &want, &s, &d, &args) {
+            return Ok(Copied::Later(sid));
+        }
+        c.ctx
+            .model
+            .copy(&d.caller, &args)
+            .map(Copied::Now)
+            .map_err(fs_err)
     })();
     match res {
-        Ok(done) => ok_with(w, |w| {
+        Ok(Copied::Now(done)) => ok_with(w, |w| {
             // write_response4: no callback id (done), count, committed, verifier.
             w.u32(0)?;
             w.u64(done.count)?;
-            w.u32(match done.committed {
-                Stable::Unstable => 0,
-                Stable::DataSync => 1,
-                Stable::FileSync => FILE_SYNC4,
-            })?;
+            w.u32(stable_how(done.committed))?;
             w.opaque_fixed(&verf)?;
             // copy_requirements4: consecutive and synchronous, both met.
             w.bool(true)?;
             w.bool(true)
         }),
+        Ok(Copied::Later(sid)) => ok_with(w, |w| {
+            // write_response4 naming the copy (wr_callback_id); nothing copied yet.
+            w.u32(1)?;
+            sid.encode(w)?;
+            w.u64(0)?;
+            w.u32(UNSTABLE4)?;
+            w.opaque_fixed(&verf)?;
+            // copy_requirements4: consecutive, and not synchronous.
+            w.bool(true)?;
+            w.bool(false)
+        }),
         Err(e) => put_status(w, e),
     }
+}
+
+/// What COPY answers: the copy done, or the stateid of the copy left running.
+enum Copied {
+    Now(crate::fs::v42::CopyDone),
+    Later(Stateid),
+}
+
+fn stable_how(s: Stable) -> u32 {
+    match s {
+        Stable::Unstable => UNSTABLE4,
+        Stable::DataSync => 1,
+        Stable::FileSync => FILE_SYNC4,
+    }
+}
+
+/// Starts the copy `args` on a thread of its own and returns its callback id, when
+/// the client offered an asynchronous copy (§15.2.3) of at least `ASYNC_COPY_MIN`
+/// bytes, its back channel answers (CB_OFFLOAD must be able to reach it) and the
+/// offload table has room (`state::offload` bounds); `None`: run it now.
+fn offload_to(
+    c: &Compound,
+    want: &CopyWant,
+    src: &FileCtx,
+    dst: &FileCtx,
+    args: &CopyArgs<'_>,
+) -> Option<Stateid> {
+    let len = match want.count {
+        0 => src.attr.size.saturating_sub(want.src_off),
+        n => n,
+    };
+    if want.synchronous
+        || len < ASYNC_COPY_MIN
+        || c.session.is_none()
+        || !c.state.delegations.callback_up(c.clientid)
+    {
+        return None;
+    }
+    let Some(CurrentFh::File { handle, .. }) = c.cfh.as_ref() else {
+        return None;
+    };
+    let table = c.state.delegations.offloads.clone();
+    let sid = table.start(c.clientid, handle)?;
+    let job = OffloadJob {
+        model: c.ctx.model.clone(),
+        caller: dst.caller,
+        src: args.src.clone(),
+        dst: args.dst.clone(),
+        args: (args.src_grant, args.src_off, args.dst_grant, args.dst_off),
+        count: args.count,
+        other: sid.other,
+        table: table.clone(),
+        waker: c.state.delegations.inbox.waker(),
+    };
+    match std::thread::Builder::new()
+        .name("nfs4-copy".into())
+        .spawn(move || job.run())
+    {
+        Ok(_) => Some(sid),
+        Err(e) => {
+            tracing::warn!(error = %e, "no thread for an asynchronous COPY; copying now");
+            table.abandon(&sid.other);
+            None
+        }
+    }
+}
+
+/// An asynchronous COPY, owned by its thread.
+struct OffloadJob {
+    model: crate::fs::FileModel,
+    caller: crate::export::Caller,
+    src: crate::fs::Node,
+    dst: crate::fs::Node,
+    /// Source grant and offset, destination grant and offset.
+    args: (Grant, u64, Grant, u64),
+    count: u64,
+    other: [u8; 12],
+    table: crate::state::offload::Offloads,
+    waker: Option<std::thread::Thread>,
+}
+
+impl OffloadJob {
+    /// Copies, records the outcome for OFFLOAD_STATUS and CB_OFFLOAD, and wakes the
+    /// callback thread. A panic in the copy is the copy's failure, not the server's.
+    fn run(self) {
+        let (src_grant, src_off, dst_grant, dst_off) = self.args;
+        let args = CopyArgs {
+            src: &self.src,
+            src_grant,
+            src_off,
+            dst: &self.dst,
+            dst_grant,
+            dst_off,
+            count: self.count,
+        };
+        let done = crate::supervise::request("nfs4: asynchronous COPY", || {
+            self.model.copy(&self.caller, &args)
+        });
+        let outcome = match done {
+            Ok(Ok(d)) => OffloadOutcome::Copied {
+                count: d.count,
+                file_sync: d.committed == Stable::FileSync,
+                verifier: self.model.write_verifier(),
+            },
+            Ok(Err(e)) => OffloadOutcome::Failed {
+                status: fs_err(e).as_u32(),
+                copied: 0,
+            },
+            Err(_) => OffloadOutcome::Failed {
+                status: NFS4ERR_SERVERFAULT.as_u32(),
+                copied: 0,
+            },
+        };
+        if self.table.finish(&self.other, outcome) {
+            if let Some(t) = self.waker {
+                t.unpark();
+            }
+        }
+    }
+}
+
+/// OFFLOAD_STATUS (RFC 7862 §15.9): bytes copied so far (0 while running: a copy
+/// inside the store reports no progress) and, once finished, its status.
+pub(super) fn offload_status(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter) -> OpResult {
+    let Ok(sid) = Stateid::decode(r) else {
+        return put_status(w, NFS4ERR_BADXDR);
+    };
+    let Some(state) = c.state.delegations.offloads.status(c.clientid, &sid) else {
+        return put_status(w, NFS4ERR_BAD_STATEID);
+    };
+    ok_with(w, |w| match state {
+        None => {
+            w.u64(0)?;
+            w.u32(0)
+        }
+        Some(OffloadOutcome::Copied { count, .. }) => {
+            w.u64(count)?;
+            w.u32(1)?;
+            w.u32(NFS4_OK.as_u32())
+        }
+        Some(OffloadOutcome::Failed { status, copied }) => {
+            w.u64(copied)?;
+            w.u32(1)?;
+            w.u32(status)
+        }
+    })
+}
+
+/// OFFLOAD_CANCEL (RFC 7862 §15.8): the copy is forgotten and no CB_OFFLOAD sent;
+/// what the store already copied stays (§15.8.3 leaves the target's content to the
+/// server).
+pub(super) fn offload_cancel(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter) -> OpResult {
+    let Ok(sid) = Stateid::decode(r) else {
+        return put_status(w, NFS4ERR_BADXDR);
+    };
+    let ok = c.state.delegations.offloads.cancel(c.clientid, &sid);
+    put_status(w, if ok { NFS4_OK } else { NFS4ERR_BAD_STATEID })
 }
 
 /// CLONE (RFC 7862 §15.13): SAVED_FH's range shared into CURRENT_FH, all or nothing.

@@ -4,6 +4,7 @@
 //! are the front end's: `nfs4::callback` implements `CallbackWire` (RFC 8881 §20,
 //! CB_COMPOUND with CB_SEQUENCE and CB_RECALL).
 
+use super::offload::OffloadOutcome;
 use super::stateid::Stateid;
 
 /// The credential callbacks on a session carry (callback_sec_parms4, RFC 8881 §18.36).
@@ -34,6 +35,16 @@ pub enum CbCall<'a> {
         seqid: u32,
         stateid: Stateid,
         fh: &'a [u8],
+    },
+    /// A finished asynchronous COPY told to its client (RFC 7862 §16.1: CB_SEQUENCE
+    /// then CB_OFFLOAD, in a minor version 2 CB_COMPOUND): the destination `fh`, the
+    /// copy's callback id `stateid`, and how it ended.
+    Offload {
+        session: [u8; 16],
+        seqid: u32,
+        stateid: Stateid,
+        fh: &'a [u8],
+        outcome: OffloadOutcome,
     },
 }
 
@@ -85,6 +96,7 @@ pub trait CallbackWire {
     /// Whether a CB_NULL reply accepts the call.
     fn probe_ok(&self, record: &[u8]) -> bool;
 
-    /// What a CB_COMPOUND reply to a recall says.
+    /// What a CB_COMPOUND reply to a recall (or to a CB_OFFLOAD: its status in the
+    /// place of CB_RECALL's) says.
     fn recall_reply(&self, record: &[u8]) -> RecallReply;
 }

@@ -103,6 +103,9 @@ pub struct Delegations {
     stats: Arc<CallbackStats>,
     /// Work for the callback thread (probes, recalls), and its wake-up.
     pub(crate) inbox: Inbox,
+    /// Asynchronous COPYs: the callback thread sends their CB_OFFLOADs beside the
+    /// recalls (`recall::RecallTable`).
+    pub offloads: super::offload::Offloads,
     /// Callback replies from reactors: (xid, record, transport).
     replies: ArrayQueue<(u32, Vec<u8>, Transport)>,
     /// Callbacks the RDMA transport reports failed (RDMA_ERROR, or the connection was
@@ -123,6 +126,7 @@ impl Default for Delegations {
             boot: boot.to_be_bytes(),
             stats: Arc::default(),
             inbox: Inbox::default(),
+            offloads: Default::default(),
             replies: ArrayQueue::new(MAX_REPLIES),
             failures: ArrayQueue::new(MAX_REPLIES),
         }

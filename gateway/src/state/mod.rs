@@ -19,6 +19,7 @@ pub mod delegations;
 pub mod error;
 mod expiry;
 mod grace;
+pub mod offload;
 pub mod opens;
 pub mod recall;
 pub mod sessions;

@@ -80,6 +80,12 @@ impl Inbox {
         let _ = self.thread.set(t);
     }
 
+    /// The callback thread, for a thread that finishes work it must hear of (an
+    /// asynchronous COPY) to wake it.
+    pub fn waker(&self) -> Option<std::thread::Thread> {
+        self.thread.get().cloned()
+    }
+
     pub fn wake(&self) {
         if let Some(t) = self.thread.get() {
             t.unpark();
@@ -97,7 +103,15 @@ pub struct Outcall {
 #[derive(Debug, Clone, Copy)]
 enum What {
     Probe(u64),
-    Recall { other: [u8; 12], session: [u8; 16] },
+    Recall {
+        other: [u8; 12],
+        session: [u8; 16],
+    },
+    /// A CB_OFFLOAD for the asynchronous COPY `other` (`offload::Offloads`).
+    Offload {
+        other: [u8; 12],
+        session: [u8; 16],
+    },
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -136,6 +150,18 @@ struct Task {
     retransmit: Option<u32>,
 }
 
+impl Task {
+    /// A task to try at `now`.
+    fn due(now: Instant) -> Task {
+        Task {
+            next_try: now,
+            in_flight: false,
+            bad_stateid: 0,
+            retransmit: None,
+        }
+    }
+}
+
 /// The callback table (owned by the callback thread alone).
 pub struct RecallTable {
     pending: HashMap<u32, Pending>,
@@ -144,6 +170,8 @@ pub struct RecallTable {
     /// The callback security of each session (from its last probe).
     secs: HashMap<[u8; 16], CbSec>,
     tasks: HashMap<[u8; 12], Task>,
+    /// CB_OFFLOADs to send, by copy stateid (same retry rules as recalls).
+    offloads: HashMap<[u8; 12], Task>,
 }
 
 impl Default for RecallTable {
@@ -161,6 +189,7 @@ impl Default for RecallTable {
             slots: HashMap::new(),
             secs: HashMap::new(),
             tasks: HashMap::new(),
+            offloads: HashMap::new(),
         }
     }
 }
@@ -215,18 +244,20 @@ impl RecallTable {
                 }
                 Job::Recall(other) => {
                     if self.tasks.len() < MAX_JOBS {
-                        self.tasks.entry(other).or_insert(Task {
-                            next_try: now,
-                            in_flight: false,
-                            bad_stateid: 0,
-                            retransmit: None,
-                        });
+                        self.tasks.entry(other).or_insert(Task::due(now));
                     }
                 }
             }
         }
+        while let Some(other) = dl.offloads.take_finished() {
+            if self.offloads.len() < MAX_JOBS {
+                self.offloads.entry(other).or_insert(Task::due(now));
+            }
+        }
+        dl.offloads.expire(now);
         dl.revoke_overdue(now);
         self.send_due(wire, dl, lookup, now, &mut out);
+        self.send_offloads(wire, dl, lookup, now, &mut out);
         out
     }
 
@@ -234,7 +265,10 @@ impl RecallTable {
     /// timeout, at most `max` from now.
     pub fn next_due(&self, now: Instant, max: Duration) -> Duration {
         let mut due = now + max;
-        for t in self.tasks.values().filter(|t| !t.in_flight) {
+        for t in self.tasks.values().chain(self.offloads.values()) {
+            if t.in_flight {
+                continue;
+            }
             due = due.min(t.next_try);
         }
         for p in self.pending.values() {
@@ -384,9 +418,137 @@ impl RecallTable {
     }
 
     fn retry(&mut self, other: &[u8; 12], at: Instant) {
-        if let Some(t) = self.tasks.get_mut(other) {
-            t.in_flight = false;
-            t.next_try = at;
+        retry_in(&mut self.tasks, other, at);
+    }
+
+    /// Slot 0 of `session`'s back channel for a new callback: its sequence id, or
+    /// `None` while a callback is outstanding on it or too many are in flight.
+    fn claim_slot(&mut self, session: [u8; 16]) -> Option<u32> {
+        if self.slots.len() >= MAX_SESSIONS && !self.slots.contains_key(&session) {
+            self.slots.retain(|_, s| s.busy);
+        }
+        let slot = self.slots.entry(session).or_insert(Slot {
+            seqid: 1,
+            busy: false,
+        });
+        if slot.busy || self.pending.len() >= MAX_PENDING {
+            return None;
+        }
+        slot.busy = true;
+        Some(slot.seqid)
+    }
+
+    /// Sends the due CB_OFFLOADs (RFC 7862 §16.1) of finished asynchronous COPYs on
+    /// each client's current back channel; one the client cannot be reached for is
+    /// retried until `offload::KEEP_FINISHED` forgets the copy.
+    fn send_offloads(
+        &mut self,
+        wire: &dyn CallbackWire,
+        dl: &Delegations,
+        lookup: &dyn Fn(u64) -> Option<BackChannelInfo>,
+        now: Instant,
+        out: &mut Vec<Outcall>,
+    ) {
+        let due: Vec<[u8; 12]> = self
+            .offloads
+            .iter()
+            .filter(|(_, t)| !t.in_flight && t.next_try <= now)
+            .map(|(o, _)| *o)
+            .collect();
+        for other in due {
+            let Some(n) = dl.offloads.notice(&other) else {
+                self.offloads.remove(&other);
+                continue;
+            };
+            let Some(info) = lookup(n.clientid) else {
+                retry_in(&mut self.offloads, &other, now + RETRY);
+                continue;
+            };
+            let Some(seqid) = self.claim_slot(info.session) else {
+                continue;
+            };
+            let call = CbCall::Offload {
+                session: info.session,
+                seqid,
+                stateid: n.stateid,
+                fh: &n.fh,
+                outcome: n.outcome,
+            };
+            let xid = match self.offloads.get(&other).and_then(|t| t.retransmit) {
+                Some(x) if !self.pending.contains_key(&x) => x,
+                _ => self.xid(),
+            };
+            let sec = self.secs.get(&info.session);
+            let Some(record) = wire.encode(xid, info.cb_program, &call, info.max_request, sec)
+            else {
+                tracing::warn!(
+                    clientid = n.clientid,
+                    "CB_OFFLOAD does not fit the back channel; the client must ask OFFLOAD_STATUS"
+                );
+                self.free_slot(&info.session, false);
+                self.offloads.remove(&other);
+                continue;
+            };
+            let via = transport_of(&info.conn);
+            self.pending.insert(
+                xid,
+                Pending {
+                    what: What::Offload {
+                        other,
+                        session: info.session,
+                    },
+                    sent: now,
+                    via,
+                },
+            );
+            if let Some(t) = self.offloads.get_mut(&other) {
+                t.in_flight = true;
+                t.retransmit = Some(xid);
+            }
+            dl.stats().callback(via, CallbackResult::Sent);
+            out.push(Outcall {
+                conn: info.conn,
+                record,
+            });
+        }
+    }
+
+    /// The client's answer to CB_OFFLOAD: once CB_SEQUENCE went through, the client
+    /// has the result (whatever CB_OFFLOAD itself answered, it is not sent again);
+    /// otherwise the callback is resent as a recall would be.
+    fn on_offload_reply(
+        &mut self,
+        dl: &Delegations,
+        other: [u8; 12],
+        session: [u8; 16],
+        reply: RecallReply,
+        now: Instant,
+    ) {
+        if let Some(t) = self.offloads.get_mut(&other) {
+            t.retransmit = None;
+        }
+        match reply {
+            RecallReply::Sequenced(answer) => {
+                self.free_slot(&session, true);
+                if answer != RecallAnswer::Accepted {
+                    tracing::info!(?answer, "CB_OFFLOAD answered with an error");
+                }
+                self.offloads.remove(&other);
+                dl.offloads.told(&other);
+            }
+            RecallReply::SeqUncached => {
+                self.free_slot(&session, true);
+                self.offloads.remove(&other);
+                dl.offloads.told(&other);
+            }
+            RecallReply::SeqMisordered => {
+                self.free_slot(&session, true);
+                retry_in(&mut self.offloads, &other, now + RETRY);
+            }
+            RecallReply::NoAnswer | RecallReply::SeqFailed => {
+                self.free_slot(&session, false);
+                retry_in(&mut self.offloads, &other, now + RETRY);
+            }
         }
     }
 
@@ -420,6 +582,10 @@ impl RecallTable {
                     self.free_slot(&session, false);
                     self.retry(&other, now);
                 }
+                What::Offload { other, session } => {
+                    self.free_slot(&session, false);
+                    retry_in(&mut self.offloads, &other, now);
+                }
             }
         }
     }
@@ -440,6 +606,10 @@ impl RecallTable {
             What::Recall { other, session } => {
                 self.free_slot(&session, false);
                 self.retry(&other, now + RETRY);
+            }
+            What::Offload { other, session } => {
+                self.free_slot(&session, false);
+                retry_in(&mut self.offloads, &other, now + RETRY);
             }
         }
     }
@@ -473,6 +643,9 @@ impl RecallTable {
             }
             What::Recall { other, session } => {
                 self.on_recall_reply(dl, other, session, wire.recall_reply(rec), p.via, now)
+            }
+            What::Offload { other, session } => {
+                self.on_offload_reply(dl, other, session, wire.recall_reply(rec), now)
             }
         }
     }
@@ -552,6 +725,14 @@ impl RecallTable {
                 self.tasks.remove(&other);
             }
         }
+    }
+}
+
+/// Marks the task `other` of `tasks` not in flight, to be tried at `at`.
+fn retry_in(tasks: &mut HashMap<[u8; 12], Task>, other: &[u8; 12], at: Instant) {
+    if let Some(t) = tasks.get_mut(other) {
+        t.in_flight = false;
+        t.next_try = at;
     }
 }
 

@@ -468,6 +468,8 @@ pub struct Tcp41 {
     pub uid: u32,
     /// CB_NULL calls answered (the gateway's back-channel probes).
     pub cb_nulls: u32,
+    /// The COMPOUNDs' minor version (1; 2 for NFSv4.2's operations).
+    pub minor: u32,
 }
 
 impl Tcp41 {
@@ -485,6 +487,7 @@ impl Tcp41 {
             fore: Fore::default(),
             uid: 0,
             cb_nulls: 0,
+            minor: 1,
         }
     }
 
@@ -547,7 +550,8 @@ impl Tcp41 {
     pub fn compound(&mut self, ops: &Ops) -> Res {
         self.xid += 1;
         let xid = self.xid;
-        parse_res(&self.call_xid(xid, &ops.args()))
+        let args = ops.args_with(b"", self.minor);
+        parse_res(&self.call_xid(xid, &args))
     }
 
     /// SEQUENCE (slot 0, the next sequence id) followed by what `f` adds.
@@ -614,6 +618,13 @@ impl Tcp41 {
             .set_read_timeout(Some(Duration::from_secs(10)))
             .unwrap();
         self.callbacks.pop_front()
+    }
+
+    /// Answers a CB_COMPOUND (CB_SEQUENCE + CB_OFFLOAD, NFSv4.2) with OK; what it said.
+    pub fn answer_offload(&mut self, rec: &[u8]) -> nfs_wire::v4cb::CbOffload {
+        let (xid, what) = nfs_wire::v4cb::decode_offload(rec).unwrap_or_else(|e| panic!("{e}"));
+        self.send_record(&nfs_wire::v4cb::offload_reply(xid, &what));
+        what
     }
 
     /// Answers a CB_COMPOUND (CB_SEQUENCE + CB_RECALL) with OK; what it recalled.

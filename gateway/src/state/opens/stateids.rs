@@ -18,6 +18,8 @@ pub enum Kind {
     Open = 1,
     Lock = 2,
     Delegation = 3,
+    /// An asynchronous COPY's callback id (RFC 7862 §15.2.3, `state::offload`).
+    Copy = 4,
 }
 
 impl Kind {
@@ -26,6 +28,7 @@ impl Kind {
             1 => Some(Kind::Open),
             2 => Some(Kind::Lock),
             3 => Some(Kind::Delegation),
+            4 => Some(Kind::Copy),
             _ => None,
         }
     }
