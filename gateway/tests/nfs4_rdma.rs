@@ -137,6 +137,18 @@ impl Setup {
         panic!("no read delegation granted over RDMA");
     }
 
+    /// PUTROOTFH, LOOKUP `name`, GETFH: the file's handle.
+    fn lookup(&mut self, name: &[u8]) -> Vec<u8> {
+        let res = self.compound(Ops::new().putrootfh().lookup(name).getfh());
+        assert_eq!(res.status, NFS4_OK, "LOOKUP");
+        let mut r = res.reader();
+        skip_sequence_ok_op(&mut r);
+        for op in [OP_PUTROOTFH, OP_LOOKUP, OP_GETFH] {
+            assert_eq!(expect_op(&mut r, op), NFS4_OK);
+        }
+        r.opaque_var(128).unwrap().to_vec()
+    }
+
     fn delegreturn(&mut self, fh: &[u8], deleg: &[u8; 16]) {
         let res = self.compound(Ops::new().putfh(fh).delegreturn(deleg));
         assert_eq!(res.status, NFS4_OK, "DELEGRETURN");
@@ -422,4 +434,58 @@ fn r8167_21_no_back_channel_no_delegation() {
         "no callback on a connection not bound (R8167-19)"
     );
     assert_eq!(metric(&gw, &callbacks("sent")), 0);
+}
+
+/// NFSv4.2's asynchronous COPY over RPC-over-RDMA: the copy's result comes back as a
+/// CB_OFFLOAD (RFC 7862 §16.1) reverse call on the client's RDMA connection (RFC 8167),
+/// naming the copy stateid the COPY reply gave and the destination; the bytes are there.
+#[test]
+fn r8167_cb_offload_over_rdma_after_an_asynchronous_copy() {
+    let mut s = setup(8, 2);
+    s.c.minor = 2;
+    let root = s.v3.mount_root();
+    s.v3.create(&root, b"copy-dst");
+    let src = s.lookup(NAME);
+    let dst = s.lookup(b"copy-dst");
+    // The source becomes 2 MiB: "old data" and zeros.
+    let res = s.compound(Ops::new().putfh(&src).allocate(&[0; 16], 0, 2 << 20));
+    assert_eq!(res.status, NFS4_OK, "ALLOCATE");
+    let range = nfs_wire::v4op::CopyRange {
+        src_stateid: [0; 16],
+        dst_stateid: [0; 16],
+        src_offset: 0,
+        dst_offset: 0,
+        count: 0,
+    };
+    let res = s.compound(
+        Ops::new()
+            .putfh(&src)
+            .savefh()
+            .putfh(&dst)
+            .copy(&range, false),
+    );
+    assert_eq!(res.status, NFS4_OK, "COPY");
+    let mut r = res.reader();
+    skip_sequence_ok_op(&mut r);
+    for op in [OP_PUTFH, OP_SAVEFH, OP_PUTFH, OP_COPY] {
+        assert_eq!(expect_op(&mut r, op), NFS4_OK);
+    }
+    assert_eq!(
+        r.u32().unwrap(),
+        1,
+        "a callback id: the copy runs after the reply"
+    );
+    let id: [u8; 16] = r.opaque_fixed(16).unwrap().try_into().unwrap();
+    let (x, rec) =
+        s.c.next_callback(Duration::from_secs(10))
+            .expect("CB_OFFLOAD over RDMA");
+    let (rx, cb) = nfs_wire::v4cb::decode_offload(&rec).unwrap();
+    assert_eq!(rx, x);
+    assert_eq!((cb.stateid, cb.session, &cb.fh), (id, s.sid, &dst));
+    assert_eq!((cb.status, cb.count), (NFS4_OK, 2 << 20));
+    s.c.c
+        .reply_callback(x, &nfs_wire::v4cb::offload_reply(x, &cb))
+        .expect("callback reply");
+    wait_metric(&s.gw, &callbacks("replied"), 2);
+    assert_eq!(&s.read(&dst, &[0; 16])[..8], b"old data");
 }

@@ -415,3 +415,62 @@ fn r8167_16_failed_probe_marks_the_back_channel_down() {
         "no delegation"
     );
 }
+
+/// CB_OFFLOAD (RFC 7862 §16.1) for a finished asynchronous COPY: a minor-version-2
+/// CB_COMPOUND of CB_SEQUENCE + CB_OFFLOAD on the client's back channel, with the
+/// copy's stateid, the destination and the result; resent after a timeout with the
+/// same slot sequence; once answered the copy is forgotten. A cancelled copy is
+/// never told.
+#[test]
+fn a_finished_copy_is_told_by_cb_offload_and_then_forgotten() {
+    use crate::state::offload::OffloadOutcome;
+    let d = Delegations::default();
+    let mut drv = RecallDriver::default();
+    let bound = |_: u64| Some(info(conn(0)));
+    let sid = d.offloads.start(A, b"dst-fh").unwrap();
+    let now = Instant::now();
+    assert!(
+        drv.step(&d, &bound, now).is_empty(),
+        "running: nothing to tell"
+    );
+    let done = OffloadOutcome::Copied {
+        count: 4096,
+        file_sync: true,
+        verifier: [3; 8],
+    };
+    assert!(d.offloads.finish(&sid.other, done));
+    let out = drv.step(&d, &bound, now);
+    assert_eq!(out.len(), 1);
+    let check = |o: &Outcall| {
+        let (xid, cb) = nfs_wire::v4cb::decode_offload(&o.record).unwrap();
+        assert_eq!(xid, xid_of(o));
+        assert_eq!(
+            (cb.session, cb.seqid, &cb.fh[..]),
+            (SESSION, 1, &b"dst-fh"[..])
+        );
+        let mut want = [0u8; 16];
+        want[..4].copy_from_slice(&sid.seqid.to_be_bytes());
+        want[4..].copy_from_slice(&sid.other);
+        assert_eq!(cb.stateid, want);
+        assert_eq!(
+            (cb.status, cb.count, cb.committed, cb.verifier),
+            (0, 4096, 2, [3; 8])
+        );
+        cb
+    };
+    check(&out[0]);
+    // No answer: resent with the same sequence id (and XID: a retransmission).
+    let again = drv.step(&d, &bound, now + CB_TIMEOUT);
+    assert_eq!(again.len(), 1);
+    let cb = check(&again[0]);
+    assert_eq!(xid_of(&again[0]), xid_of(&out[0]));
+    let x = xid_of(&again[0]);
+    d.callback_reply(x, &nfs_wire::v4cb::offload_reply(x, &cb));
+    assert!(drv.step(&d, &bound, now + CB_TIMEOUT).is_empty());
+    assert!(d.offloads.is_empty(), "told: forgotten");
+    // A cancelled copy is never told.
+    let sid = d.offloads.start(A, b"dst-fh").unwrap();
+    assert!(d.offloads.cancel(A, &sid));
+    assert!(!d.offloads.finish(&sid.other, done));
+    assert!(drv.step(&d, &bound, now + CB_TIMEOUT).is_empty());
+}

@@ -250,6 +250,8 @@ pub struct V41 {
     pub c: RdmaClient,
     pub callbacks: VecDeque<(u32, Vec<u8>)>,
     next_xid: u32,
+    /// The COMPOUNDs' minor version (1; 2 for NFSv4.2's operations).
+    pub minor: u32,
 }
 
 impl V41 {
@@ -267,6 +269,7 @@ impl V41 {
             c,
             callbacks: VecDeque::new(),
             next_xid: 1,
+            minor: 1,
         }
     }
 
@@ -285,7 +288,7 @@ impl V41 {
 
     /// Sends a COMPOUND and waits for its reply (collecting callbacks meanwhile).
     pub fn compound(&mut self, ops: &Ops) -> Res {
-        let call = self.record(NFSPROC4_COMPOUND, &ops.args());
+        let call = self.record(NFSPROC4_COMPOUND, &ops.args_with(b"", self.minor));
         let shape = CallShape::new(16 << 10);
         let deadline = Instant::now() + Duration::from_secs(10);
         let xid = loop {
