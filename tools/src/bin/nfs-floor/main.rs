@@ -93,7 +93,10 @@ fn read_record(rd: &mut impl Read, rec: &mut Vec<u8>) -> io::Result<Option<usize
         let mark = u32::from_be_bytes(m);
         let end = used + (mark & 0x7fff_ffff) as usize;
         if end > MAX_RECORD {
-            return Err(io::Error::new(io::ErrorKind::InvalidData, "record too long"));
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "record too long",
+            ));
         }
         if rec.len() < end {
             rec.resize(end, 0);
@@ -113,7 +116,9 @@ fn send(w: &mut TcpStream, out: &mut [u8], tail: Option<nfs::Tail>) -> io::Resul
     let pad = engine::xdr::pad_len(tail_len);
     let len = (out.len() - 4 + tail_len + pad) as u32;
     out[..4].copy_from_slice(&(0x8000_0000 | len).to_be_bytes());
-    let Some(t) = tail else { return w.write_all(out) };
+    let Some(t) = tail else {
+        return w.write_all(out);
+    };
     let guard = t.data.read().unwrap_or_else(|e| e.into_inner());
     // The file may have shrunk since the READ sized its reply: send zeros for the rest.
     let zeros;
@@ -124,7 +129,11 @@ fn send(w: &mut TcpStream, out: &mut [u8], tail: Option<nfs::Tail>) -> io::Resul
             &zeros
         }
     };
-    let mut bufs = [IoSlice::new(out), IoSlice::new(data), IoSlice::new(&[0; 3][..pad])];
+    let mut bufs = [
+        IoSlice::new(out),
+        IoSlice::new(data),
+        IoSlice::new(&[0; 3][..pad]),
+    ];
     let mut bufs = &mut bufs[..];
     while !bufs.is_empty() {
         let n = w.write_vectored(bufs)?;

@@ -175,10 +175,22 @@ fn object(r: &mut XdrReader, store: &Store) -> Result<Result<Attr, u32>, Reject>
 
 fn attr(store: &Store, id: u64) -> Option<Attr> {
     if id == ROOT {
-        return Some(Attr { id, dir: true, size: 4096 });
+        return Some(Attr {
+            id,
+            dir: true,
+            size: 4096,
+        });
     }
-    let size = store.file(id)?.read().unwrap_or_else(|e| e.into_inner()).len() as u64;
-    Some(Attr { id, dir: false, size })
+    let size = store
+        .file(id)?
+        .read()
+        .unwrap_or_else(|e| e.into_inner())
+        .len() as u64;
+    Some(Attr {
+        id,
+        dir: false,
+        size,
+    })
 }
 
 /// fattr3 (RFC 1813 §2.6). Times are constant: the floor's clients cache nothing.
@@ -245,7 +257,9 @@ fn setattr(r: &mut XdrReader, store: &Store, out: &mut Out) -> Answer {
         if sz > MAX_FILE {
             return fail(out, NFS3ERR_FBIG).and(more_wcc(out));
         }
-        d.write().unwrap_or_else(|e| e.into_inner()).resize(sz as usize, 0);
+        d.write()
+            .unwrap_or_else(|e| e.into_inner())
+            .resize(sz as usize, 0);
     }
     out.u32(NFS3_OK);
     wcc(out, attr(store, a.id));
@@ -305,17 +319,35 @@ fn read(r: &mut XdrReader, store: &Store, out: &mut Out) -> Answer {
     let id = handle(r)?;
     let (off, count) = (r.u64()?, r.u32()?.min(MAX_IO));
     let Some(data) = id.and_then(|id| store.file(id)) else {
-        return fail(out, if id == Some(ROOT) { NFS3ERR_ISDIR } else { NFS3ERR_STALE });
+        return fail(
+            out,
+            if id == Some(ROOT) {
+                NFS3ERR_ISDIR
+            } else {
+                NFS3ERR_STALE
+            },
+        );
     };
     let len = data.read().unwrap_or_else(|e| e.into_inner()).len() as u64;
     let off = off.min(len);
     let n = (count as u64).min(len - off);
     out.u32(NFS3_OK);
-    post_op(out, Some(Attr { id: id.unwrap_or(0), dir: false, size: len }));
+    post_op(
+        out,
+        Some(Attr {
+            id: id.unwrap_or(0),
+            dir: false,
+            size: len,
+        }),
+    );
     out.u32(n as u32);
     out.bool(off + n >= len);
     out.u32(n as u32); // the opaque's length; the bytes follow from the file
-    Ok(Some(Tail { data, off: off as usize, len: n as usize }))
+    Ok(Some(Tail {
+        data,
+        off: off as usize,
+        len: n as usize,
+    }))
 }
 
 /// WRITE: the data goes to memory, so every write is FILE_SYNC (RFC 1813 §3.3.7).
@@ -324,7 +356,15 @@ fn write(r: &mut XdrReader, store: &Store, out: &mut Out) -> Answer {
     let (off, _count, _stable) = (r.u64()?, r.u32()?, r.u32()?);
     let bytes = r.opaque_var(MAX_IO as usize)?;
     let Some(data) = id.and_then(|id| store.file(id)) else {
-        return fail(out, if id == Some(ROOT) { NFS3ERR_ISDIR } else { NFS3ERR_STALE }).and(more_wcc(out));
+        return fail(
+            out,
+            if id == Some(ROOT) {
+                NFS3ERR_ISDIR
+            } else {
+                NFS3ERR_STALE
+            },
+        )
+        .and(more_wcc(out));
     };
     let end = off.saturating_add(bytes.len() as u64);
     if end > MAX_FILE {
@@ -332,14 +372,25 @@ fn write(r: &mut XdrReader, store: &Store, out: &mut Out) -> Answer {
     }
     let size = {
         let mut d = data.write().unwrap_or_else(|e| e.into_inner());
-        if (d.len() as u64) < end {
-            d.resize(end as usize, 0);
+        if off == d.len() as u64 {
+            d.extend_from_slice(bytes); // appending (a sequential writer): no zero-fill first
+        } else {
+            if (d.len() as u64) < end {
+                d.resize(end as usize, 0);
+            }
+            d[off as usize..end as usize].copy_from_slice(bytes);
         }
-        d[off as usize..end as usize].copy_from_slice(bytes);
         d.len() as u64
     };
     out.u32(NFS3_OK);
-    wcc(out, Some(Attr { id: id.unwrap_or(0), dir: false, size }));
+    wcc(
+        out,
+        Some(Attr {
+            id: id.unwrap_or(0),
+            dir: false,
+            size,
+        }),
+    );
     out.u32(bytes.len() as u32);
     out.u32(FILE_SYNC);
     out.0.extend_from_slice(&VERF);
