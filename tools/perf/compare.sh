@@ -52,6 +52,8 @@
 # IOPS x (runtime + ramp)); the run's setup (mount, open) is billed too, so it is an
 # upper bound, the same way for every server. An adaptive reactor's idle spin is billed
 # as well: at QD1 the reactor never reaches the end of its spin between calls.
+# "of it sys" is the kernel's share (stime): on loopback a 1 MiB reply costs mostly its
+# copies, which callgrind does not see.
 # Needs root (ganesha, rpcbind, libnfs privileged source ports). Only 127.0.0.1 is used.
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -271,26 +273,28 @@ done
 for t in $ACTIVE; do log "$t: ${URL[$t]}"; done
 
 # ---- fio wrapper: target test round file rw bs qd extra-args...
-printf "target\ttest\tround\tiops\tMiBps\tp50_us\tp99_us\terr\tload1\tcpu_us_op\n" > "$RESULTS"
+printf "target\ttest\tround\tiops\tMiBps\tp50_us\tp99_us\terr\tload1\tcpu_us_op\tsys_us_op\n" > "$RESULTS"
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo nan; }
+# the kernel's share (stime): on loopback a 1 MiB reply's cost is mostly its copies
+sys_ticks() { awk '{print $15}' "/proc/$1/stat" 2>/dev/null || echo nan; }
 fio_run() {
   local t=$1 test=$2 r=$3 file=$4 rw=$5 bs=$6 qd=$7; shift 7
-  local j=$OUT/json/$t.$test.r$r.json c0 c1 pin=()
+  local j=$OUT/json/$t.$test.r$r.json c0 c1 s0 s1 pin=()
   [ -n "${FIOCPU[$t]:-}" ] && pin=(taskset -c "${FIOCPU[$t]}")
-  c0=$(cpu_ticks "${PID[$t]:-0}")
+  c0=$(cpu_ticks "${PID[$t]:-0}"); s0=$(sys_ticks "${PID[$t]:-0}")
   timeout -k 10 $((RUNTIME + RAMP + 90)) "${pin[@]}" "$FIO" --name="$t-$test" --ioengine=nfs \
       --nfs_url="${URL[$t]}" --filename="$file" --rw="$rw" --bs="$bs" --iodepth="$qd" \
       --size="$SIZE" --lat_percentiles=1 --output-format=json --output="$j" "$@" 2>"$j.stderr"
   local rc=$?
-  c1=$(cpu_ticks "${PID[$t]:-0}")
-  python3 - "$j" "$t" "$test" "$r" "$rc" "$(cut -d' ' -f1 /proc/loadavg)" "$c0" "$c1" "$RAMP" >> "$RESULTS" <<'PY'
+  c1=$(cpu_ticks "${PID[$t]:-0}"); s1=$(sys_ticks "${PID[$t]:-0}")
+  python3 - "$j" "$t" "$test" "$r" "$rc" "$(cut -d' ' -f1 /proc/loadavg)" "$c0" "$c1" "$RAMP" "$s0" "$s1" >> "$RESULTS" <<'PY'
 import json, sys, os
-path, t, test, r, rc, load, c0, c1, ramp = sys.argv[1:10]
+path, t, test, r, rc, load, c0, c1, ramp, s0, s1 = sys.argv[1:12]
 try:
     text = open(path).read()           # fio also writes log_err() lines into --output
     job = json.loads(text[text.index("{"):])["jobs"][0]
 except Exception:
-    print(f"{t}\t{test}\t{r}\tnan\tnan\tnan\tnan\tno-json(rc={rc})\t{load}\tnan"); sys.exit()
+    print(f"{t}\t{test}\t{r}\tnan\tnan\tnan\tnan\tno-json(rc={rc})\t{load}\tnan\tnan"); sys.exit()
 d = job["write"] if job["write"]["io_bytes"] else job["read"]
 pct = d.get("lat_ns", {}).get("percentile", {}) or d.get("clat_ns", {}).get("percentile", {})
 p50 = pct.get("50.000000", float("nan")) / 1000
@@ -304,7 +308,11 @@ except ValueError:
 ramp_s = float(ramp) if job.get("job_runtime", 0) else 0.0
 ops = d["iops"] * (job.get("job_runtime", 0) / 1000 + ramp_s)
 cpu = ticks * 1e6 / os.sysconf("SC_CLK_TCK") / ops if ops > 0 else float("nan")
-print(f"{t}\t{test}\t{r}\t{d['iops']:.0f}\t{d['bw_bytes']/2**20:.1f}\t{p50:.1f}\t{p99:.1f}\t{err}\t{load}\t{cpu:.2f}")
+try:
+    sys_cpu = (float(s1) - float(s0)) * 1e6 / os.sysconf("SC_CLK_TCK") / ops
+except (ValueError, ZeroDivisionError):
+    sys_cpu = float("nan")
+print(f"{t}\t{test}\t{r}\t{d['iops']:.0f}\t{d['bw_bytes']/2**20:.1f}\t{p50:.1f}\t{p99:.1f}\t{err}\t{load}\t{cpu:.2f}\t{sys_cpu:.2f}")
 PY
   tail -1 "$RESULTS" | tr '\t' ' ' | sed "s/^/[$(date +%T)]   /" | tee -a "$OUT/log.txt" >&2
   # libnfs cancels the I/Os still queued when fio destroys the context at the end of a
@@ -407,13 +415,13 @@ def ratio(a, b):
 def runs(t, test, key, d=0):
     return ", ".join(("ERR" if not ok(r) else fmt(f(r[key]), d)) for r in rows if r["target"] == t and r["test"] == test)
 lines = [f"Medians of {rounds} interleaved rounds; fio 3.33 nfs ioengine (libnfs), NFSv3 over TCP on 127.0.0.1, {size} file in page cache. CPU = server process CPU µs per operation.\n"]
-lines.append("| test | server | IOPS | MiB/s | p50 µs | p99 µs | CPU µs/op |" + (" CPU × floor |" if floor else "") + (" × ganesha (thr.) | p99 × | CPU × | met? |" if base else ""))
-lines.append("|---|---|---:|---:|---:|---:|---:|" + ("---:|" if floor else "") + ("---:|---:|---:|---|" if base else ""))
+lines.append("| test | server | IOPS | MiB/s | p50 µs | p99 µs | CPU µs/op | of it sys |" + (" CPU × floor |" if floor else "") + (" × ganesha (thr.) | p99 × | CPU × | met? |" if base else ""))
+lines.append("|---|---|---:|---:|---:|---:|---:|---:|" + ("---:|" if floor else "") + ("---:|---:|---:|---|" if base else ""))
 for test in tests:
     key, want, cpuwant = goal.get(test, ("iops", 1.0, 1.0))
     for t in targets:
         c = [fmt(med("iops", t, test)), fmt(med("MiBps", t, test), 1), fmt(med("p50_us", t, test), 1),
-             fmt(med("p99_us", t, test), 1), fmt(med("cpu_us_op", t, test), 2)]
+             fmt(med("p99_us", t, test), 1), fmt(med("cpu_us_op", t, test), 2), fmt(med("sys_us_op", t, test), 2)]
         line = f"| {names.get(test, test)} | {t} | " + " | ".join(c) + " |"
         rf = ratio(med("cpu_us_op", t, test), med("cpu_us_op", floor, test)) if floor else math.nan
         if floor:
