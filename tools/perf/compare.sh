@@ -1,5 +1,10 @@
 #!/usr/bin/env bash
-# compare.sh - the gateway beside nfs-ganesha, one client, one run.
+# compare.sh - the gateway beside nfs-ganesha and the floor, one client, one run.
+#
+# TARGETS may name "floor": tools/src/bin/nfs-floor, the least an NFSv3 server can do on
+# this machine (memory, no checks, one thread per connection); the table then gives every
+# other server's CPU per op as a multiple of the floor's (docs/performance.md, "Floor and
+# peers"). The floor keeps its files in memory: bench.bin plus one write file per round.
 #
 # Starts target/release/gateway (fs backend on a temp dir, one reactor on core 0) and
 # nfs-ganesha 4.3 / FSAL_VFS (tools/perf/ganesha.sh) on 127.0.0.1, then runs the same
@@ -21,6 +26,7 @@
 #   GW_CORES="0"  GW_HUGEPAGES=auto  GW_WORKERS=4  GW_LOG=  (RUST_LOG-style value, optional)
 #   GW_CACHE_MIB=256 (the gateway's reactor-side page cache, cache.size_mib)
 #   GANESHA_PORT=20490 (MOUNT on +1)  PRECREATE=server (server|disk)
+#   FLOOR=<target dir>/release/nfs-floor  FLOOR_PORT=20047  FLOOR_CPUS= (taskset list)
 #   WARM_PASS=1 (one sequential 64 KiB read pass through each server before the rounds)
 #   FIO=/opt/fio-nfs/bin/fio  FIO_CPUS= (taskset list for fio; empty = not pinned)
 #   GANESHA_CPUS= (taskset list for all of ganesha's threads; empty = not pinned)
@@ -46,6 +52,8 @@
 # IOPS x (runtime + ramp)); the run's setup (mount, open) is billed too, so it is an
 # upper bound, the same way for every server. An adaptive reactor's idle spin is billed
 # as well: at QD1 the reactor never reaches the end of its spin between calls.
+# "of it sys" is the kernel's share (stime): on loopback a 1 MiB reply costs mostly its
+# copies, which callgrind does not see.
 # Needs root (ganesha, rpcbind, libnfs privileged source ports). Only 127.0.0.1 is used.
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -75,6 +83,9 @@ GW_IO=${GW_IO:-}
 GW_IDLE_SPIN_US=${GW_IDLE_SPIN_US:-}
 GW_TASKSET=${GW_TASKSET:-}
 GANESHA_PORT=${GANESHA_PORT:-20490}
+FLOOR=${FLOOR:-${CARGO_TARGET_DIR:-$ROOT/target}/release/nfs-floor}
+FLOOR_PORT=${FLOOR_PORT:-20047}
+FLOOR_CPUS=${FLOOR_CPUS:-}
 PRECREATE=${PRECREATE:-server}
 FIO=${FIO:-/opt/fio-nfs/bin/fio}
 FIO_CPUS=${FIO_CPUS:-}
@@ -223,6 +234,20 @@ start_ganesha() {
   fi
   FIOCPU[ganesha]=$FIO_CPUS
 }
+start_floor() {
+  [ -x "$FLOOR" ] || { log "skip floor: $FLOOR not found (cargo build --release -p tools --bin nfs-floor)"; return 1; }
+  port_open "$FLOOR_PORT" && { log "skip floor: port $FLOOR_PORT already in use"; return 1; }
+  local pin=()
+  [ -n "$FLOOR_CPUS" ] && pin=(taskset -c "$FLOOR_CPUS")
+  "${pin[@]}" "$FLOOR" --listen "127.0.0.1:$FLOOR_PORT" > "$OUT/floor.log" 2>&1 < /dev/null &
+  GWS[floor]=$!; PID[floor]=$!
+  for _ in $(seq 1 50); do port_open "$FLOOR_PORT" && break; sleep 0.1; done
+  port_open "$FLOOR_PORT" || { log "floor did not listen on $FLOOR_PORT"; return 1; }
+  log "started floor pid ${PID[floor]}: ${pin[*]} $FLOOR (memory only: no export dir)"
+  DIR[floor]=""
+  FIOCPU[floor]=$FIO_CPUS
+  URL[floor]="nfs://127.0.0.1/?version=3&nfsport=$FLOOR_PORT&mountport=$FLOOR_PORT"
+}
 variant_spec() { # NAME -> the spec of GW_VARIANTS entry NAME, exit 1 if none
   local v
   for v in $GW_VARIANTS; do
@@ -235,6 +260,7 @@ i=0
 for t in $TARGETS; do
   case $t in
     ganesha) start_ganesha && ACTIVE="$ACTIVE ganesha";;
+    floor) start_floor && ACTIVE="$ACTIVE floor";;
     *)
       if spec=$(variant_spec "$t"); then :
       elif [ "$t" = gateway ]; then spec=""
@@ -247,26 +273,28 @@ done
 for t in $ACTIVE; do log "$t: ${URL[$t]}"; done
 
 # ---- fio wrapper: target test round file rw bs qd extra-args...
-printf "target\ttest\tround\tiops\tMiBps\tp50_us\tp99_us\terr\tload1\tcpu_us_op\n" > "$RESULTS"
+printf "target\ttest\tround\tiops\tMiBps\tp50_us\tp99_us\terr\tload1\tcpu_us_op\tsys_us_op\n" > "$RESULTS"
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo nan; }
+# the kernel's share (stime): on loopback a 1 MiB reply's cost is mostly its copies
+sys_ticks() { awk '{print $15}' "/proc/$1/stat" 2>/dev/null || echo nan; }
 fio_run() {
   local t=$1 test=$2 r=$3 file=$4 rw=$5 bs=$6 qd=$7; shift 7
-  local j=$OUT/json/$t.$test.r$r.json c0 c1 pin=()
+  local j=$OUT/json/$t.$test.r$r.json c0 c1 s0 s1 pin=()
   [ -n "${FIOCPU[$t]:-}" ] && pin=(taskset -c "${FIOCPU[$t]}")
-  c0=$(cpu_ticks "${PID[$t]:-0}")
+  c0=$(cpu_ticks "${PID[$t]:-0}"); s0=$(sys_ticks "${PID[$t]:-0}")
   timeout -k 10 $((RUNTIME + RAMP + 90)) "${pin[@]}" "$FIO" --name="$t-$test" --ioengine=nfs \
       --nfs_url="${URL[$t]}" --filename="$file" --rw="$rw" --bs="$bs" --iodepth="$qd" \
       --size="$SIZE" --lat_percentiles=1 --output-format=json --output="$j" "$@" 2>"$j.stderr"
   local rc=$?
-  c1=$(cpu_ticks "${PID[$t]:-0}")
-  python3 - "$j" "$t" "$test" "$r" "$rc" "$(cut -d' ' -f1 /proc/loadavg)" "$c0" "$c1" "$RAMP" >> "$RESULTS" <<'PY'
+  c1=$(cpu_ticks "${PID[$t]:-0}"); s1=$(sys_ticks "${PID[$t]:-0}")
+  python3 - "$j" "$t" "$test" "$r" "$rc" "$(cut -d' ' -f1 /proc/loadavg)" "$c0" "$c1" "$RAMP" "$s0" "$s1" >> "$RESULTS" <<'PY'
 import json, sys, os
-path, t, test, r, rc, load, c0, c1, ramp = sys.argv[1:10]
+path, t, test, r, rc, load, c0, c1, ramp, s0, s1 = sys.argv[1:12]
 try:
     text = open(path).read()           # fio also writes log_err() lines into --output
     job = json.loads(text[text.index("{"):])["jobs"][0]
 except Exception:
-    print(f"{t}\t{test}\t{r}\tnan\tnan\tnan\tnan\tno-json(rc={rc})\t{load}\tnan"); sys.exit()
+    print(f"{t}\t{test}\t{r}\tnan\tnan\tnan\tnan\tno-json(rc={rc})\t{load}\tnan\tnan"); sys.exit()
 d = job["write"] if job["write"]["io_bytes"] else job["read"]
 pct = d.get("lat_ns", {}).get("percentile", {}) or d.get("clat_ns", {}).get("percentile", {})
 p50 = pct.get("50.000000", float("nan")) / 1000
@@ -280,7 +308,11 @@ except ValueError:
 ramp_s = float(ramp) if job.get("job_runtime", 0) else 0.0
 ops = d["iops"] * (job.get("job_runtime", 0) / 1000 + ramp_s)
 cpu = ticks * 1e6 / os.sysconf("SC_CLK_TCK") / ops if ops > 0 else float("nan")
-print(f"{t}\t{test}\t{r}\t{d['iops']:.0f}\t{d['bw_bytes']/2**20:.1f}\t{p50:.1f}\t{p99:.1f}\t{err}\t{load}\t{cpu:.2f}")
+try:
+    sys_cpu = (float(s1) - float(s0)) * 1e6 / os.sysconf("SC_CLK_TCK") / ops
+except (ValueError, ZeroDivisionError):
+    sys_cpu = float("nan")
+print(f"{t}\t{test}\t{r}\t{d['iops']:.0f}\t{d['bw_bytes']/2**20:.1f}\t{p50:.1f}\t{p99:.1f}\t{err}\t{load}\t{cpu:.2f}\t{sys_cpu:.2f}")
 PY
   tail -1 "$RESULTS" | tr '\t' ' ' | sed "s/^/[$(date +%T)]   /" | tee -a "$OUT/log.txt" >&2
   # libnfs cancels the I/Os still queued when fio destroys the context at the end of a
@@ -304,6 +336,10 @@ for t in $ACTIVE; do
     # the write succeeded only if fio says err=0 and moved the whole size
     [ "$(tail -1 "$RESULTS" | cut -f8)" = 0 ] || ok=0
   fi
+  if [ "$ok" != 1 ] && [ -z "${DIR[$t]}" ]; then
+    log "$t: write through the server failed and it has no export dir; dropping it"
+    ACTIVE=$(echo " $ACTIVE " | sed "s/ $t / /"); continue
+  fi
   if [ "$ok" != 1 ]; then
     [ "$PRECREATE" = server ] && log "$t: write through the server failed; copying the file into ${DIR[$t]} instead"
     [ -f "$WORK/src.bin" ] || head -c $((SIZE_B + (16 << 20))) /dev/urandom > "$WORK/src.bin"
@@ -312,6 +348,7 @@ for t in $ACTIVE; do
 done
 sync
 for t in $ACTIVE; do
+  [ -n "${DIR[$t]}" ] || continue   # the floor: in memory
   find "${DIR[$t]}" -type f -exec cat {} + > /dev/null 2>&1
   log "$t: export dir holds $(du -sh "${DIR[$t]}" | cut -f1) (page cache warmed)"
 done
@@ -365,6 +402,7 @@ tests = list(dict.fromkeys(r["test"] for r in rows))
 targets = list(dict.fromkeys(r["target"] for r in rows))
 gws = [t for t in targets if t != "ganesha"]
 base = "ganesha" if "ganesha" in targets else None
+floor = "floor" if "floor" in targets else None
 names = {"rr4k_qd1": "4 KiB random read, QD1", "rr4k_qd32": "4 KiB random read, QD32",
          "seqrd_1m": f"1 MiB sequential read, QD{seqqd}", "seqwr_1m": f"1 MiB sequential write, QD{seqqd}"}
 # the data-path targets: (throughput key, >= ratio), CPU/op <= ratio; p99 <= ganesha's on 4 KiB reads
@@ -377,14 +415,17 @@ def ratio(a, b):
 def runs(t, test, key, d=0):
     return ", ".join(("ERR" if not ok(r) else fmt(f(r[key]), d)) for r in rows if r["target"] == t and r["test"] == test)
 lines = [f"Medians of {rounds} interleaved rounds; fio 3.33 nfs ioengine (libnfs), NFSv3 over TCP on 127.0.0.1, {size} file in page cache. CPU = server process CPU µs per operation.\n"]
-lines.append("| test | server | IOPS | MiB/s | p50 µs | p99 µs | CPU µs/op |" + (" × ganesha (thr.) | p99 × | CPU × | met? |" if base else ""))
-lines.append("|---|---|---:|---:|---:|---:|---:|" + ("---:|---:|---:|---|" if base else ""))
+lines.append("| test | server | IOPS | MiB/s | p50 µs | p99 µs | CPU µs/op | of it sys |" + (" CPU × floor |" if floor else "") + (" × ganesha (thr.) | p99 × | CPU × | met? |" if base else ""))
+lines.append("|---|---|---:|---:|---:|---:|---:|---:|" + ("---:|" if floor else "") + ("---:|---:|---:|---|" if base else ""))
 for test in tests:
     key, want, cpuwant = goal.get(test, ("iops", 1.0, 1.0))
     for t in targets:
         c = [fmt(med("iops", t, test)), fmt(med("MiBps", t, test), 1), fmt(med("p50_us", t, test), 1),
-             fmt(med("p99_us", t, test), 1), fmt(med("cpu_us_op", t, test), 2)]
+             fmt(med("p99_us", t, test), 1), fmt(med("cpu_us_op", t, test), 2), fmt(med("sys_us_op", t, test), 2)]
         line = f"| {names.get(test, test)} | {t} | " + " | ".join(c) + " |"
+        rf = ratio(med("cpu_us_op", t, test), med("cpu_us_op", floor, test)) if floor else math.nan
+        if floor:
+            line += f" {fmt(rf, 2)}× |" if t != floor else " |"
         if base and t != base:
             rt = ratio(med(key, t, test), med(key, base, test))
             rp = ratio(med("p99_us", t, test), med("p99_us", base, test))
@@ -393,6 +434,8 @@ for test in tests:
             if not math.isnan(rt): met.append(f"thr {'yes' if rt >= want else 'no'} (≥{want:g}×)")
             if test.startswith("rr4k") and not math.isnan(rp): met.append(f"p99 {'yes' if rp <= 1 else 'no'}")
             if not math.isnan(rc): met.append(f"CPU {'yes' if rc <= cpuwant else 'no'} (≤{cpuwant:g}×)")
+            if test.startswith("seq") and t != floor and not math.isnan(rf):
+                met.append(f"CPU vs floor {'yes' if rf <= 1.3 else 'no'} (≤1.3×)")
             line += f" {fmt(rt, 2)}× | {fmt(rp, 2)}× | {fmt(rc, 2)}× | {'; '.join(met)} |"
         elif base:
             line += " | | | |"
