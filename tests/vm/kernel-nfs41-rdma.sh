@@ -413,10 +413,13 @@ if [ -z "${OOPSED:-}" ]; then
   check "unmount the v4.1 mount" umount $M
   check "mount over rdma with no version: vers=4.2" v42_mount
   in0=$(metric nfsgw_bytes_in_total)
+  cb0=$(metric nfsgw_callbacks_total:replied)
   check "NFSv4.2 over RDMA: 8 MiB written, copy_file_range (COPY), byte-exact" v42_checks
   in1=$(metric nfsgw_bytes_in_total)
-  say "bytes into the gateway over RDMA during write + copy: $((in1 - in0))"
+  cb1=$(metric nfsgw_callbacks_total:replied)
+  say "bytes into the gateway over RDMA during write + copy: $((in1 - in0)); callbacks answered over RDMA: $((cb1 - cb0))"
   check "the copy moved no file bytes (8 MiB written, under 9 MiB in)" test $((in1 - in0)) -lt $((9 << 20))
+  check "the copy ran asynchronously: its CB_OFFLOAD came back over RDMA (RFC 8167)" test $((cb1 - cb0)) -ge 1
   check "fallocate -p over 4.2/RDMA" fallocate -p -o 1M -l 1M $M/v42-b
   check "SEEK_HOLE finds the punched hole" python3 -c "
 import os, sys; fd = os.open('$M/v42-b', os.O_RDONLY); sys.exit(os.lseek(fd, 0, os.SEEK_HOLE) != 1 << 20)"

@@ -89,11 +89,24 @@ PY
 dd if=/dev/urandom of="$W/src" bs=1M count=16 status=none
 cp "$W/src" $M/a; sync
 echo 3 > /proc/sys/vm/drop_caches
+# Callbacks the client answered: the client asks for an asynchronous COPY, so its
+# result comes back as a CB_OFFLOAD (RFC 7862 §16.1) on the back channel.
+cb_replied() {
+  python3 - "$STATS" <<'PY'
+import sys, urllib.request
+text = urllib.request.urlopen(f"http://{sys.argv[1]}/metrics", timeout=5).read().decode()
+print(int(sum(float(l.split()[-1]) for l in text.splitlines()
+              if l.startswith("nfsgw_callbacks_total") and 'result="replied"' in l)))
+PY
+}
 before=$(bytes_in)
-check "cp of a 16 MiB file on the mount (copy_file_range: COPY)" cp $M/a $M/b
+cb_before=$(cb_replied)
+check "cp of a 16 MiB file on the mount (copy_file_range: COPY)" timeout 300 cp $M/a $M/b
 after=$(bytes_in)
-say "bytes into the gateway during cp: $((after - before))"
+cb_after=$(cb_replied)
+say "bytes into the gateway during cp: $((after - before)); callbacks answered: $((cb_after - cb_before))"
 check "the copy moved no file bytes through the client (< 1 MiB in)" test $((after - before)) -lt 1048576
+check "the copy ran asynchronously: its CB_OFFLOAD was answered" test $((cb_after - cb_before)) -ge 1
 echo 3 > /proc/sys/vm/drop_caches
 check "the copy is byte-exact" cmp "$W/src" $M/b
 check "cp --reflink=always (CLONE) is byte-exact" \

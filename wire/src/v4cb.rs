@@ -112,11 +112,9 @@ pub struct CbOffload {
 /// and what it says; anything else is an `Err` saying what.
 pub fn decode_offload(rec: &[u8]) -> Result<(u32, CbOffload), String> {
     let (h, at) = rpc::decode_call(rec).map_err(|e| format!("not an RPC CALL: {e:?}"))?;
-    if (h.prog, h.vers, h.proc_) != (NFS4_CALLBACK, NFS_CB, CB_COMPOUND) {
-        return Err(format!(
-            "program {} version {} proc {}",
-            h.prog, h.vers, h.proc_
-        ));
+    // The program number is the client's own choice (csa_cb_program): not checked.
+    if (h.vers, h.proc_) != (NFS_CB, CB_COMPOUND) {
+        return Err(format!("version {} proc {}", h.vers, h.proc_));
     }
     cb_offload(&mut XdrReader::new(&rec[at..]))
         .map_err(|e| format!("CB_COMPOUND: {e}"))?
