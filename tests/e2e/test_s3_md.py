@@ -54,11 +54,13 @@ def test_create_and_first_write_cost_five_round_trips(gw_stats):
             c.write(fh, 0, b"x" * 3901).check()
         got = delta(port, before)
     # Per file: HEAD name, HEAD name/, LIST name/ (the look-up), PUT (create), PUT
-    # (upload). Before: 4 HEADs and 2 LISTs. A slow machine may let a cached answer
-    # expire (1 s) between look-up and create now and then: a little slack.
+    # (upload). Before: 4 HEADs and 2 LISTs. The directory's own attributes (the
+    # reply's wcc data) are HEADed again each second, and a slow machine may let a
+    # cached answer expire (1 s) between look-up and create now and then: a quarter
+    # of slack, less than one request per create.
     assert got["put"] == 2 * FILES, got
-    assert got["head"] <= 2 * FILES + 2, got
-    assert got["list"] <= FILES + 2, got
+    assert got["head"] <= 2 * FILES + FILES // 4, got
+    assert got["list"] <= FILES + FILES // 4, got
     assert got["get"] == got["copy"] == got["multipart"] == 0, got
 
 

@@ -49,16 +49,24 @@ import sys, time, multiprocessing as mp
 ep, region, key, secret, bucket, workers, n, size = sys.argv[1:9]
 workers, n, size = int(workers), int(n), int(size)
 
-def client():
+C = None
+
+def init():
+    # Each worker builds its client before the clock starts (boto3 is slow to load).
+    global C
     import boto3, botocore.config
     cfg = botocore.config.Config(max_pool_connections=2, retries={"max_attempts": 1},
                                  s3={"addressing_style": "path"})
-    return boto3.client("s3", endpoint_url=ep, region_name=region, aws_access_key_id=key,
-                        aws_secret_access_key=secret, config=cfg)
+    C = boto3.client("s3", endpoint_url=ep, region_name=region, aws_access_key_id=key,
+                     aws_secret_access_key=secret, config=cfg)
+
+def ready(_):
+    time.sleep(0.2)
+    return C is not None
 
 def run(args):
     op, w, names, start = args
-    c = client()
+    c = C
     body = b"x" * size
     meta = {"mode": "100644", "uid": "0", "gid": "0"}
     while time.time() < start:
@@ -71,9 +79,10 @@ def run(args):
 
 names = [f"s3md-base/w{i % workers}/f{i}" for i in range(n)]
 out = []
-with mp.Pool(workers) as pool:
+with mp.Pool(workers, initializer=init) as pool:
+    assert all(pool.map(ready, range(workers), chunksize=1))
     for op in ("put", "head"):
-        start = time.time() + 2.0   # every worker has its client before the clock starts
+        start = time.time() + 0.5
         parts = [(op, w, names[w::workers], start) for w in range(workers)]
         pool.map(run, parts)
         out.append(n / (time.time() - start))
@@ -119,7 +128,7 @@ import json, sys
 j = json.load(sys.stdin)
 print("  store requests per NFS op (gateway):")
 for name, p in j["phases"].items():
-    r = {k: v for k, v in p["store_requests"].items() if v}
+    r = {k: v / p["ops"] for k, v in p["store_requests"].items() if v}
     print(f"    {name:8} " + ", ".join(f"{v:.2f} {k.upper()}" for k, v in sorted(r.items())))'; }
 
 run_store() { # name endpoint region key secret bucket
@@ -135,8 +144,13 @@ run_store() { # name endpoint region key secret bucket
   local rc="not run (no rclone)" rs="" ratio=""
   if [[ -n $RCLONE ]]; then
     # rclone's NFS server has no MOUNT EXPORT: name the export.
-    "$RCLONE" serve nfs ":s3,provider=Other,env_auth=false,access_key_id=$3,secret_access_key=$4,endpoint=$1,region=$2,force_path_style=true:$5" \
-      --addr "127.0.0.1:$PORT" --vfs-cache-mode writes --cache-dir "$W/rclone-cache-$name" >"$W/rclone-$name.log" 2>&1 &
+    # `--vfs-cache-mode writes` (it refuses writes without): rclone answers a WRITE
+    # from its local cache and uploads later (`--vfs-write-back`, 5 s), so its create
+    # rate is not of objects in the store; the gateway's is.
+    "$RCLONE" serve nfs ":s3:$5" --s3-provider Other --s3-env-auth=false --s3-access-key-id "$3" \
+      --s3-secret-access-key "$4" --s3-endpoint "$1" --s3-region "$2" --s3-force-path-style \
+      --s3-directory-markers --addr "127.0.0.1:$PORT" --vfs-cache-mode writes \
+      --cache-dir "$W/rclone-cache-$name" >"$W/rclone-$name.log" 2>&1 &
     local rp=$!; PIDS+=("$rp")
     wait_port "$PORT" || { echo "rclone did not start"; tail "$W/rclone-$name.log"; exit 1; }
     local rj

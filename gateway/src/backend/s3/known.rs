@@ -189,9 +189,16 @@ mod tests {
         let mut l = obj("d/f", "e1", 5, 100);
         l.mtime_ns += 250_000_000;
         assert!(k.complete(&mut l));
-        assert_eq!((l.user.get("mode").map(String::as_str), l.mtime_ns), (Some("100644"), 100 * NS));
+        assert_eq!(
+            (l.user.get("mode").map(String::as_str), l.mtime_ns),
+            (Some("100644"), 100 * NS)
+        );
         // Another ETag, size, or a time two seconds off (a metadata copy): not.
-        for mut o in [obj("d/f", "e2", 5, 100), obj("d/f", "e1", 6, 100), obj("d/f", "e1", 5, 102)] {
+        for mut o in [
+            obj("d/f", "e2", 5, 100),
+            obj("d/f", "e1", 6, 100),
+            obj("d/f", "e1", 5, 102),
+        ] {
             assert!(!k.complete(&mut o) && o.user.is_empty());
         }
         assert!(k.is_written(&w) && !k.is_written(&obj("d/f", "e2", 5, 100)));

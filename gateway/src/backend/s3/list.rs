@@ -78,7 +78,6 @@ impl S3Backend {
         }
     }
 
-
     /// A listed object as a HEAD would give it, where that needs no request: staged
     /// writes over it, or the metadata this gateway wrote (`known.rs`), which then
     /// also answers the HEADs a READDIRPLUS of the page makes (the attribute cache).

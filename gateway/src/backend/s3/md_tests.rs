@@ -100,7 +100,10 @@ fn a_listing_completes_what_this_gateway_wrote() {
     for o in &page.objects[..4] {
         assert_eq!(o.user, meta("100640"), "{}", o.key);
     }
-    assert!(page.objects[4].user.is_empty(), "changed behind us: not completed");
+    assert!(
+        page.objects[4].user.is_empty(),
+        "changed behind us: not completed"
+    );
     let (attrs, [heads, _, _]) = sent(&b, || {
         b.warm(&names);
         names.iter().map(|n| b.head(n).unwrap()).collect::<Vec<_>>()
@@ -108,5 +111,9 @@ fn a_listing_completes_what_this_gateway_wrote() {
     assert_eq!(heads, 1, "one HEAD: the object another gateway changed");
     assert_eq!(attrs[0].user, meta("100640"));
     assert_eq!(attrs[4].user, meta("100600"));
-    assert_eq!(attrs[0].mtime_ns % 1_000_000_000, 0, "whole seconds, as a HEAD gives");
+    assert_eq!(
+        attrs[0].mtime_ns % 1_000_000_000,
+        0,
+        "whole seconds, as a HEAD gives"
+    );
 }

@@ -72,7 +72,9 @@ struct Core {
     copy_over: u64,
     /// Their part size, bytes.
     copy_part: u64,
-    /// This backend's store requests (its endpoints count into it).
+    /// This backend's store requests (its endpoints count into it), for the tests
+    /// that count them (`md_tests.rs`).
+    #[cfg(test)]
     tally: Arc<requests::Tally>,
 }
 
@@ -585,6 +587,7 @@ impl S3Backend {
             honours_if_none_match: std::sync::atomic::AtomicBool::new(false),
             copy_over: (cfg.multipart_copy_over_mib as u64) << 20,
             copy_part: (cfg.copy_part_mib as u64) << 20,
+            #[cfg(test)]
             tally,
         });
         let wb = Arc::new(WriteBack::new(
@@ -1044,7 +1047,11 @@ impl RandomWrite for S3Backend {
         // any other cached ones are read again. Once staged, `head` answers from the
         // stage, and the upload leaves the new object's attributes (`put`).
         let ra = &self.core.ra;
-        if !ra.attr(key).flatten().is_some_and(|m| ra.known.is_written(&m)) {
+        if !ra
+            .attr(key)
+            .flatten()
+            .is_some_and(|m| ra.known.is_written(&m))
+        {
             ra.invalidate(key);
         }
         let r = self.wb.write_at(key, offset, data);
