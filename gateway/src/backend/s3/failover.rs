@@ -269,7 +269,14 @@ mod tests {
         let eps = {
             let _g = rt.enter();
             (0..n)
-                .map(|i| super::super::endpoint(&cfg, format!("http://127.0.0.1:{}", 9 + i), &opts))
+                .map(|i| {
+                    super::super::endpoint(
+                        &cfg,
+                        format!("http://127.0.0.1:{}", 9 + i),
+                        &opts,
+                        &Default::default(),
+                    )
+                })
                 .collect::<anyhow::Result<Vec<_>>>()
                 .unwrap()
         };

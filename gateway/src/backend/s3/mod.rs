@@ -23,6 +23,8 @@ mod chunk;
 mod copy;
 mod failover;
 mod handlekey;
+mod known;
+mod list;
 mod range;
 mod readahead;
 pub mod requests;
@@ -70,6 +72,10 @@ struct Core {
     copy_over: u64,
     /// Their part size, bytes.
     copy_part: u64,
+    /// This backend's store requests (its endpoints count into it), for the tests
+    /// that count them (`md_tests.rs`).
+    #[cfg(test)]
+    tally: Arc<requests::Tally>,
 }
 
 pub struct S3Backend {
@@ -178,7 +184,7 @@ impl Store for CoreStore {
                 .run(move |ep| {
                     let data = data.clone();
                     async move {
-                        requests::count(requests::Req::Put);
+                        ep.rest.tally.count(requests::Req::Put);
                         ep.s3
                             .put_part(path, id, idx, data.into())
                             .await
@@ -213,7 +219,7 @@ impl Store for CoreStore {
                 let (path, id, k, parts) = (&path, &id, &k, &parts);
                 c.pool
                     .run(move |ep| async move {
-                        requests::count(requests::Req::Multipart);
+                        ep.rest.tally.count(requests::Req::Multipart);
                         ep.s3
                             .complete_multipart(path, id, parts.clone())
                             .await
@@ -251,7 +257,7 @@ impl Store for CoreStore {
             let (path, id, k) = (&path, &id, &k);
             c.pool
                 .run(move |ep| async move {
-                    requests::count(requests::Req::Multipart);
+                    ep.rest.tally.count(requests::Req::Multipart);
                     ep.s3
                         .abort_multipart(path, id)
                         .await
@@ -354,7 +360,7 @@ async fn get_bytes_from(
         range: Some(GetRange::Bounded(offset..offset + len)),
         ..Default::default()
     };
-    requests::count(requests::Req::Get);
+    ep.rest.tally.count(requests::Req::Get);
     match ep.s3.get_opts(path, opts).await {
         Ok(r) => r.bytes().await.map_err(|e| os_err(e, key)),
         Err(e) => {
@@ -443,15 +449,18 @@ fn put(
     o.size = size;
     o.user = meta.clone();
     if o.mtime_ns == 0 {
-        // What Last-Modified will say: this second (S3 keeps whole seconds).
+        // What Last-Modified will say: the store's clock when it answered (AWS sends
+        // no Last-Modified on PUT), else this second (S3 keeps whole seconds).
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
-        o.mtime_ns = now * 1_000_000_000;
+        o.mtime_ns = rest::date_ns(&r.headers).unwrap_or(now * 1_000_000_000);
     }
     if !o.etag.is_empty() {
-        // The next HEAD (the handle, the reply's attributes) needs no round trip.
+        // The next HEAD (the handle, the reply's attributes) needs no round trip, nor
+        // does a listing entry of it (`known.rs`).
         c.ra.remember_attr(&o);
+        c.ra.known.wrote(&o);
     }
     Ok(o)
 }
@@ -471,7 +480,12 @@ fn endpoint_urls(cfg: &S3Config) -> Vec<String> {
 /// The clients of one endpoint. Neither retries by itself: `failover::Pool` does, so
 /// the retry budget bounds the whole call (object_store would otherwise retry on its
 /// own schedule, on this endpoint only).
-fn endpoint(cfg: &S3Config, url: String, options: &ClientOptions) -> anyhow::Result<Endpoint> {
+fn endpoint(
+    cfg: &S3Config,
+    url: String,
+    options: &ClientOptions,
+    tally: &Arc<requests::Tally>,
+) -> anyhow::Result<Endpoint> {
     let retry = RetryConfig {
         backoff: BackoffConfig::default(),
         max_retries: 0,
@@ -509,6 +523,7 @@ fn endpoint(cfg: &S3Config, url: String, options: &ClientOptions) -> anyhow::Res
         region: cfg.region.clone(),
         base,
         timeout: Duration::from_secs(cfg.timeout_s),
+        tally: tally.clone(),
     };
     Ok(Endpoint::new(url, s3, rest))
 }
@@ -551,9 +566,10 @@ impl S3Backend {
             .with_timeout(Duration::from_secs(cfg.timeout_s))
             .with_connect_timeout(Duration::from_secs(cfg.connect_timeout_s));
         let mut eps = Vec::new();
+        let tally = Arc::new(requests::Tally::default());
         for url in endpoint_urls(cfg) {
             let _g = rt.enter();
-            eps.push(endpoint(cfg, url, &options)?);
+            eps.push(endpoint(cfg, url, &options, &tally)?);
         }
         let pool = Pool::new(
             eps,
@@ -571,6 +587,8 @@ impl S3Backend {
             honours_if_none_match: std::sync::atomic::AtomicBool::new(false),
             copy_over: (cfg.multipart_copy_over_mib as u64) << 20,
             copy_part: (cfg.copy_part_mib as u64) << 20,
+            #[cfg(test)]
+            tally,
         });
         let wb = Arc::new(WriteBack::new(
             Arc::new(CoreStore(core.clone())),
@@ -813,67 +831,19 @@ impl Backend for S3Backend {
         max: usize,
     ) -> BResult<ListPage> {
         check_prefix(prefix)?;
-        let c = self.core.clone();
-        let sp = c.skey(prefix);
-        // After a rolled-up prefix, skip everything under it (S3 would roll it up again).
-        let after = start_after.map(|s| {
-            let mut s = c.skey(s);
-            if delimiter.is_some_and(|d| s.ends_with(d)) {
-                s.push(char::MAX);
-            }
-            s
-        });
-        let want = max.clamp(1, 1000);
-        let mut page = ListPage::default();
-        let mut cursor = after;
-        loop {
-            let (c2, sp2, cur) = (c.clone(), sp.clone(), cursor.clone());
-            let got = c.block(async move {
-                c2.pool
-                    .run(|ep| ep.rest.list(&sp2, delimiter, cur.as_deref(), want))
-                    .await
-            })?;
-            let strip = |k: &str| k[c.prefix.len()..].to_string();
-            let mut last: Option<String> = None;
-            let mut merged: Vec<(String, Option<ObjectMeta>)> = got
-                .objects
-                .into_iter()
-                .map(|o| (o.key.clone(), Some(o)))
-                .chain(got.prefixes.into_iter().map(|p| (p, None)))
-                .collect();
-            merged.sort_by(|a, b| a.0.cmp(&b.0));
-            for (k, o) in merged {
-                last = Some(k.clone());
-                if is_own(&k) || !k.starts_with(&c.prefix) || k.len() == c.prefix.len() {
-                    continue;
-                }
-                match o {
-                    Some(mut o) => {
-                        o.key = strip(&k);
-                        page.objects.push(self.overlay(o));
-                    }
-                    None => page.prefixes.push(strip(&k)),
-                }
-            }
-            if !got.truncated {
-                page.next = None;
-                return Ok(page);
-            }
-            let last = last.ok_or_else(|| {
-                BackendError::Permanent("list: truncated page without entries".into())
-            })?;
-            if page.objects.len() + page.prefixes.len() > 0 {
-                let n = strip(&last);
-                page.next = Some(n);
-                return Ok(page);
-            }
-            // Everything on this page was ours (temporaries): keep going.
-            let mut l = last;
-            if delimiter.is_some_and(|d| l.ends_with(d)) {
-                l.push(char::MAX);
-            }
-            cursor = Some(l);
+        // A whole listing of a directory-like prefix: one found empty just now needs
+        // no second request (`known.rs`: LOOKUP then CREATE of a name list `name/`).
+        let whole = delimiter.is_none() && start_after.is_none() && prefix.ends_with('/');
+        if whole && self.core.ra.known.is_empty(prefix) {
+            return Ok(ListPage::default());
         }
+        let token = whole.then(|| self.core.ra.known.listing(prefix));
+        let page = self.list_store(prefix, delimiter, start_after, max)?;
+        if let Some(t) = token {
+            let empty = page.objects.is_empty() && page.prefixes.is_empty() && page.next.is_none();
+            self.core.ra.known.listed(prefix, t, empty);
+        }
+        Ok(page)
     }
 
     fn copy(&self, from: &str, to: &str) -> BResult<()> {
@@ -1072,8 +1042,21 @@ impl handlekey::KeyStore for KeyStoreOn<'_> {
 impl RandomWrite for S3Backend {
     fn write_at(&self, key: &str, offset: u64, data: &[u8]) -> BResult<()> {
         check_key(key)?;
-        self.core.ra.invalidate(key);
-        self.wb.write_at(key, offset, data)
+        // A new stage opens over the object as it is: the attributes this gateway's
+        // own PUT left (a CREATE just before the first WRITE) are that, so no HEAD;
+        // any other cached ones are read again. Once staged, `head` answers from the
+        // stage, and the upload leaves the new object's attributes (`put`).
+        let ra = &self.core.ra;
+        if !ra
+            .attr(key)
+            .flatten()
+            .is_some_and(|m| ra.known.is_written(&m))
+        {
+            ra.invalidate(key);
+        }
+        let r = self.wb.write_at(key, offset, data);
+        ra.invalidate(key);
+        r
     }
 
     fn set_size(&self, key: &str, size: u64) -> BResult<()> {
@@ -1086,7 +1069,12 @@ impl RandomWrite for S3Backend {
     fn sync(&self, key: &str) -> BResult<()> {
         check_key(key)?;
         let r = self.wb.sync(key);
-        self.core.ra.invalidate(key);
+        // A completed upload left the object's attributes: a single PUT remembers
+        // what it wrote (`put`: the WRITE's reply needs no HEAD), a multipart one
+        // forgot them (`mp_complete`). A failed one may have done part of it.
+        if r.is_err() {
+            self.core.ra.invalidate(key);
+        }
         r
     }
 }
@@ -1143,6 +1131,10 @@ impl super::Upload for Upload {
 #[cfg(test)]
 #[path = "stage_tests.rs"]
 mod stage_tests;
+
+#[cfg(test)]
+#[path = "md_tests.rs"]
+mod md_tests;
 
 /// The backend conformance suite against a real S3 server: tests/run-all.sh starts
 /// one on loopback (moto) and sets NFSGW_S3_TEST_ENDPOINT=http://127.0.0.1:PORT.

@@ -77,6 +77,9 @@ pub(super) struct ReadAhead {
     streams: Mutex<VecDeque<Stream>>,
     /// HEAD results by key; `None` = the key was absent.
     attrs: Mutex<HashMap<String, (Option<ObjectMeta>, Instant)>>,
+    /// Objects this gateway wrote and prefixes found empty (`known.rs`); `invalidate`
+    /// keeps it current.
+    pub known: super::known::Known,
 }
 
 impl ReadAhead {
@@ -86,6 +89,7 @@ impl ReadAhead {
             block,
             streams: Mutex::new(VecDeque::new()),
             attrs: Mutex::new(HashMap::new()),
+            known: Default::default(),
         }
     }
 
@@ -121,6 +125,7 @@ impl ReadAhead {
     /// This gateway changed `key`: forget what was read of it.
     pub fn invalidate(&self, key: &str) {
         lock(&self.attrs).remove(key);
+        self.known.changed(key);
         self.drop_stream(key);
     }
 

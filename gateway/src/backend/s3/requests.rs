@@ -61,6 +61,24 @@ pub fn sent(r: Req) -> u64 {
     COUNTS[r as usize].load(Ordering::Relaxed)
 }
 
+/// One backend's own counts (the process-wide ones mix every backend a test
+/// process opens): what the request-counting tests read.
+#[derive(Default)]
+pub struct Tally([AtomicU64; 7]);
+
+impl Tally {
+    /// Counts one request about to be sent, here and process-wide.
+    pub fn count(&self, r: Req) {
+        count(r);
+        self.0[r as usize].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Requests of kind `r` this backend sent.
+    pub fn sent(&self, r: Req) -> u64 {
+        self.0[r as usize].load(Ordering::Relaxed)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -46,6 +46,8 @@ pub(super) struct Rest {
     /// "https://host/bucket" (path style) or "https://bucket.host".
     pub base: String,
     pub timeout: Duration,
+    /// The backend's request counts (shared by its endpoints).
+    pub tally: std::sync::Arc<super::requests::Tally>,
 }
 
 pub(super) struct Response {
@@ -70,7 +72,7 @@ impl Rest {
         body: Bytes,
         key: &str,
     ) -> BResult<Response> {
-        super::requests::count(kind_of(&method, url, headers));
+        self.tally.count(kind_of(&method, url, headers));
         match self.once(&method, url, headers, body).await {
             Ok(r) if retryable_status(r.status) => Err(BackendError::Retryable(format!(
                 "{method} {key}: HTTP {}",
@@ -360,15 +362,18 @@ impl Rest {
             .await?;
         check(&r, store_prefix)?;
         let mut page = parse_list(&r.body)?;
-        page.date_ns = r
-            .headers
-            .get("date")
-            .and_then(|v| v.to_str().ok())
-            .and_then(|s| chrono::DateTime::parse_from_rfc2822(s).ok())
-            .and_then(|t| t.timestamp_nanos_opt())
-            .map(|n| n.max(0) as u64);
+        page.date_ns = date_ns(&r.headers);
         Ok(page)
     }
+}
+
+/// The store's clock when it answered (its `Date` header), when it sent one.
+pub(super) fn date_ns(h: &HeaderMap) -> Option<u64> {
+    h.get("date")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|s| chrono::DateTime::parse_from_rfc2822(s).ok())
+        .and_then(|t| t.timestamp_nanos_opt())
+        .map(|n| n.max(0) as u64)
 }
 
 /// An ETag as S3 writes them (hex digits, a `-N` part count); anything else from a

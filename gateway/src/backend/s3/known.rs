@@ -1,0 +1,250 @@
+//! What the s3 backend knows about the bucket without asking it again: the objects
+//! this gateway itself wrote (their user metadata), and prefixes a listing just found
+//! empty. Both spare store round trips on the metadata path (docs/s3.md "Store
+//! requests per NFS operation").
+//!
+//! Written objects: a ListObjectsV2 entry carries size, LastModified and ETag but no
+//! user metadata (mode, owner, times: docs/architecture.md §7), so READDIRPLUS would
+//! need a HEAD per entry. For an object this gateway PUT, it knows that metadata: a
+//! listed entry with the same ETag and size and a LastModified within a second of the
+//! PUT's is that object, and its attributes come from the listing. A metadata change
+//! by another client is a copy onto itself, which keeps the ETag of a single-part
+//! object but moves LastModified: one made within the PUT's second is not seen, as an
+//! attribute cached for `ATTR_TTL` would not be. No time limit otherwise: the ETag
+//! and LastModified checks are what keep it exact. Bounded (`MAX_WRITTEN`).
+//!
+//! Empty prefixes: a model lookup of a name that is neither file nor directory marker
+//! lists `name/` to rule out a directory only other S3 tools made (no marker); an NFS
+//! CREATE looks the name up and then creates it, so the same listing ran twice. An
+//! empty listing of a `/`-ending prefix is kept for `ATTR_TTL`, like an absent key.
+//! Every key this gateway creates passes through `changed` (via
+//! `ReadAhead::invalidate`), which drops its ancestors' entries.
+
+use super::super::{ObjectMeta, UserMeta};
+use super::readahead::ATTR_TTL;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard};
+use std::time::Instant;
+
+/// Written objects remembered; past it, an arbitrary half is forgotten (each costs a
+/// HEAD again at its next READDIRPLUS, nothing more).
+const MAX_WRITTEN: usize = 65536;
+/// Empty prefixes remembered (they expire after `ATTR_TTL` anyway).
+const MAX_EMPTY: usize = 16384;
+const NS: u64 = 1_000_000_000;
+
+struct Written {
+    etag: String,
+    size: u64,
+    /// Whole seconds of the PUT's LastModified (or its Date).
+    secs: u64,
+    user: UserMeta,
+}
+
+#[derive(Default)]
+pub(super) struct Known {
+    written: Mutex<HashMap<String, Written>>,
+    empty: Mutex<HashMap<String, Prefix>>,
+    /// Names listings in flight (`Prefix::Listing`).
+    tokens: AtomicU64,
+}
+
+/// What is known of a prefix.
+enum Prefix {
+    /// A listing (this token) is in flight; nothing was created below it since it
+    /// was sent, or the entry would be gone.
+    Listing(u64),
+    /// Listed empty at this time.
+    Empty(Instant),
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Known {
+    /// This gateway PUT `m` (its answer's ETag and time, the metadata it sent).
+    pub fn wrote(&self, m: &ObjectMeta) {
+        if m.etag.is_empty() {
+            return;
+        }
+        let mut w = lock(&self.written);
+        if w.len() >= MAX_WRITTEN {
+            let mut drop = true;
+            w.retain(|_, _| {
+                drop = !drop;
+                drop
+            });
+        }
+        w.insert(
+            m.key.clone(),
+            Written {
+                etag: m.etag.clone(),
+                size: m.size,
+                secs: m.mtime_ns / NS,
+                user: m.user.clone(),
+            },
+        );
+    }
+
+    /// Completes a listed object's metadata when it is one this gateway wrote, its
+    /// time cut to whole seconds as a HEAD's Last-Modified gives it (so the
+    /// attributes do not move between a listing and a HEAD). False: a HEAD is needed.
+    pub fn complete(&self, o: &mut ObjectMeta) -> bool {
+        let w = lock(&self.written);
+        let Some(k) = w.get(&o.key) else {
+            return false;
+        };
+        let secs = o.mtime_ns / NS;
+        if k.etag != o.etag || k.size != o.size || secs.abs_diff(k.secs) > 1 {
+            return false;
+        }
+        o.user = k.user.clone();
+        o.mtime_ns = secs * NS;
+        true
+    }
+
+    /// Whether `m` (a cached HEAD or PUT answer) is the object this gateway wrote.
+    pub fn is_written(&self, m: &ObjectMeta) -> bool {
+        lock(&self.written)
+            .get(&m.key)
+            .is_some_and(|k| k.etag == m.etag && k.size == m.size)
+    }
+
+    /// A listing of `prefix` (ending in '/') is about to be sent; its token goes to
+    /// `note_empty`.
+    pub fn listing(&self, prefix: &str) -> u64 {
+        let t = self.tokens.fetch_add(1, Ordering::Relaxed);
+        let mut e = lock(&self.empty);
+        if e.len() >= MAX_EMPTY {
+            e.retain(|_, p| matches!(p, Prefix::Empty(at) if at.elapsed() < ATTR_TTL));
+            if e.len() >= MAX_EMPTY {
+                e.clear();
+            }
+        }
+        e.insert(prefix.to_string(), Prefix::Listing(t));
+        t
+    }
+
+    /// The listing `token` of `prefix` answered, `empty` or not. Emptiness is not
+    /// noted when a key below it was created since the listing was sent (its entry
+    /// is gone) or another listing of it was sent after this one (that one notes).
+    pub fn listed(&self, prefix: &str, token: u64, empty: bool) {
+        let mut e = lock(&self.empty);
+        if let Some(p) = e.get_mut(prefix) {
+            if matches!(p, Prefix::Listing(t) if *t == token) {
+                if empty {
+                    *p = Prefix::Empty(Instant::now());
+                } else {
+                    e.remove(prefix);
+                }
+            }
+        }
+    }
+
+    /// Whether `prefix` was listed empty within `ATTR_TTL` and nothing was created
+    /// under it since.
+    pub fn is_empty(&self, prefix: &str) -> bool {
+        lock(&self.empty)
+            .get(prefix)
+            .is_some_and(|p| matches!(p, Prefix::Empty(at) if at.elapsed() < ATTR_TTL))
+    }
+
+    /// This gateway changes `key` (creates, replaces, copies onto or deletes it): its
+    /// written metadata is no longer known, and no prefix above it is empty.
+    pub fn changed(&self, key: &str) {
+        lock(&self.written).remove(key);
+        let mut e = lock(&self.empty);
+        if e.is_empty() {
+            return;
+        }
+        for (i, _) in key.match_indices('/') {
+            e.remove(&key[..=i]);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn obj(key: &str, etag: &str, size: u64, secs: u64) -> ObjectMeta {
+        ObjectMeta {
+            key: key.into(),
+            size,
+            mtime_ns: secs * NS,
+            etag: etag.into(),
+            user: UserMeta::new(),
+        }
+    }
+
+    #[test]
+    fn a_listed_object_is_completed_only_when_it_is_the_one_written() {
+        let k = Known::default();
+        let mut w = obj("d/f", "e1", 5, 100);
+        w.user.insert("mode".into(), "100644".into());
+        k.wrote(&w);
+        // Same ETag, size, second (listings carry milliseconds): completed.
+        let mut l = obj("d/f", "e1", 5, 100);
+        l.mtime_ns += 250_000_000;
+        assert!(k.complete(&mut l));
+        assert_eq!(
+            (l.user.get("mode").map(String::as_str), l.mtime_ns),
+            (Some("100644"), 100 * NS)
+        );
+        // Another ETag, size, or a time two seconds off (a metadata copy): not.
+        for mut o in [
+            obj("d/f", "e2", 5, 100),
+            obj("d/f", "e1", 6, 100),
+            obj("d/f", "e1", 5, 102),
+        ] {
+            assert!(!k.complete(&mut o) && o.user.is_empty());
+        }
+        assert!(k.is_written(&w) && !k.is_written(&obj("d/f", "e2", 5, 100)));
+        k.changed("d/f");
+        assert!(!k.complete(&mut obj("d/f", "e1", 5, 100)));
+        // No ETag (a store that sent none): nothing to check against, not kept.
+        k.wrote(&obj("d/g", "", 0, 1));
+        assert!(!k.complete(&mut obj("d/g", "", 0, 1)));
+    }
+
+    #[test]
+    fn a_key_created_below_an_empty_prefix_unmarks_it() {
+        let k = Known::default();
+        for p in ["a/b/", "a/c/"] {
+            let t = k.listing(p);
+            k.listed(p, t, true);
+        }
+        assert!(k.is_empty("a/b/") && !k.is_empty("a/"));
+        k.changed("a/b/x");
+        assert!(!k.is_empty("a/b/") && k.is_empty("a/c/"));
+        k.changed("a/c/");
+        assert!(!k.is_empty("a/c/"));
+        // A listing that overlapped a creation below it is not believed, nor one
+        // overtaken by a later listing; a change elsewhere does not matter.
+        let t = k.listing("a/d/");
+        k.changed("a/d/x");
+        k.listed("a/d/", t, true);
+        assert!(!k.is_empty("a/d/"));
+        let (t1, t2) = (k.listing("a/d/"), k.listing("a/d/"));
+        k.changed("a/e/x");
+        k.listed("a/d/", t1, true);
+        assert!(!k.is_empty("a/d/"));
+        k.listed("a/d/", t2, true);
+        assert!(k.is_empty("a/d/"));
+        // A listing that found something leaves nothing behind.
+        let t = k.listing("a/f/");
+        k.listed("a/f/", t, false);
+        assert!(!k.is_empty("a/f/") && !lock(&k.empty).contains_key("a/f/"));
+    }
+
+    #[test]
+    fn written_objects_stay_bounded() {
+        let k = Known::default();
+        for i in 0..MAX_WRITTEN + 10 {
+            k.wrote(&obj(&format!("k{i}"), "e", 1, 1));
+        }
+        assert!(lock(&k.written).len() <= MAX_WRITTEN);
+    }
+}

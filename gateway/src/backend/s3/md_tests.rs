@@ -1,0 +1,119 @@
+//! Store requests on the metadata path, counted per backend (`requests::Tally`)
+//! against a real S3 server (moto in CI; `live_tests`): each test fails if the round
+//! trip it names comes back (docs/s3.md "Store requests per NFS operation").
+
+use super::live_tests::live;
+use super::requests::Req;
+use super::*;
+
+/// A backend over a bucket of its own, and a second backend (another gateway) over
+/// the same bucket; None without a test server.
+fn pair(tag: &str) -> Option<(S3Backend, S3Backend)> {
+    let bucket = format!("md{}-{tag}", std::process::id());
+    Some((live(&bucket, "")?, live(&bucket, "")?))
+}
+
+fn meta(mode: &str) -> UserMeta {
+    [("mode", mode), ("uid", "7"), ("gid", "8")]
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+/// Requests of each kind `f` sends through `b`.
+fn sent<T>(b: &S3Backend, f: impl FnOnce() -> T) -> (T, [u64; 3]) {
+    let kinds = [Req::Head, Req::List, Req::Put];
+    let before = kinds.map(|k| b.core.tally.sent(k));
+    let r = f();
+    let after = kinds.map(|k| b.core.tally.sent(k));
+    (r, [0, 1, 2].map(|i| after[i] - before[i]))
+}
+
+/// NFS CREATE then a FILE_SYNC WRITE and its reply's attributes: the create's PUT
+/// and the write's upload, no HEAD (the stage opens over what the create put; the
+/// upload leaves what it wrote).
+#[test]
+fn a_create_and_its_first_write_head_nothing() {
+    let Some((b, _)) = pair("create") else {
+        return;
+    };
+    let m = meta("100644");
+    let ((), [heads, lists, puts]) = sent(&b, || {
+        b.put("d/f", b"", &m, true).unwrap();
+        b.write_at("d/f", 0, b"hello").unwrap();
+        b.sync("d/f").unwrap();
+        let h = b.head("d/f").unwrap();
+        assert_eq!((h.size, &h.user), (5, &m));
+    });
+    assert_eq!((heads, lists, puts), (0, 0, 2));
+    // Written by someone else (or cached from a HEAD): the stage reads it afresh.
+    b.core.ra.known.changed("d/f");
+    let ((), [heads, _, _]) = sent(&b, || b.write_at("d/f", 5, b"!").unwrap());
+    assert_eq!(heads, 1);
+    b.sync("d/f").unwrap();
+    let mut back = [0u8; 8];
+    assert_eq!(b.get_range("d/f", 0, &mut back).unwrap(), 6);
+    assert_eq!(&back[..6], b"hello!");
+}
+
+/// LOOKUP then CREATE of a new name both list `name/` (a directory without a
+/// marker): the second listing is the first's answer; a key created below the
+/// prefix ends that at once.
+#[test]
+fn an_empty_prefix_is_listed_once() {
+    let Some((b, _)) = pair("empty") else {
+        return;
+    };
+    let list = || b.list("d/n/", None, None, 16).unwrap();
+    let (p, [_, lists, _]) = sent(&b, || (list(), list()));
+    assert!(p.0.objects.is_empty() && p.1.objects.is_empty());
+    assert_eq!(lists, 1);
+    b.put("d/n/x", b"1", &UserMeta::new(), false).unwrap();
+    let (p, [_, lists, _]) = sent(&b, list);
+    assert_eq!((p.objects.len(), lists), (1, 1));
+    // Listings with a delimiter or a start (directory pages, RMDIR's check) are
+    // always sent.
+    let ((), [_, lists, _]) = sent(&b, || {
+        b.list("d/e/", Some('/'), None, 16).unwrap();
+        b.list("d/e/", Some('/'), None, 16).unwrap();
+    });
+    assert_eq!(lists, 2);
+}
+
+/// READDIRPLUS: the page's LIST carries the attributes of what this gateway wrote
+/// (no HEAD per entry); an object whose metadata another gateway changed is read
+/// with a HEAD, and shows that gateway's metadata.
+#[test]
+fn a_listing_completes_what_this_gateway_wrote() {
+    let Some((b, other)) = pair("plus") else {
+        return;
+    };
+    let names: Vec<String> = (0..5).map(|i| format!("d/f{i}")).collect();
+    for n in &names {
+        b.put(n, b"abc", &meta("100640"), true).unwrap();
+    }
+    // Past the attribute cache's life, and past the PUTs' second.
+    std::thread::sleep(readahead::ATTR_TTL + Duration::from_millis(1100));
+    other.set_meta("d/f4", &meta("100600")).unwrap();
+    let (page, [heads, lists, _]) = sent(&b, || b.list("d/", Some('/'), None, 100).unwrap());
+    assert_eq!((heads, lists, page.objects.len()), (0, 1, 5));
+    for o in &page.objects[..4] {
+        assert_eq!(o.user, meta("100640"), "{}", o.key);
+    }
+    assert!(
+        page.objects[4].user.is_empty(),
+        "changed behind us: not completed"
+    );
+    let (attrs, [heads, _, _]) = sent(&b, || {
+        b.warm(&names);
+        names.iter().map(|n| b.head(n).unwrap()).collect::<Vec<_>>()
+    });
+    assert_eq!(heads, 1, "one HEAD: the object another gateway changed");
+    assert_eq!(attrs[0].user, meta("100640"));
+    assert_eq!(attrs[4].user, meta("100600"));
+    assert_eq!(
+        attrs[0].mtime_ns % 1_000_000_000,
+        0,
+        "whole seconds, as a HEAD gives"
+    );
+}
