@@ -85,15 +85,14 @@ pub fn slot_labels(slot: usize) -> (&'static str, &'static str) {
 }
 
 /// What a reactor remembers about a call until it answers it: when it arrived (clock
-/// ticks), its slot and its transport, and its client and export slots in the
+/// ticks), its slot and its transport, and its (client, export) pair in the
 /// reactor's `tenants::TenantTable`.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct CallStat {
     pub t0: u64,
     pub slot: u8,
     pub transport: u8,
-    pub client: u16,
-    pub export: u16,
+    pub pair: u16,
 }
 
 /// One reactor's statistics. See the module docs for the sharing rule.
