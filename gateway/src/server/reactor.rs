@@ -11,6 +11,7 @@ use super::transport::{Link, PinHome, Pinned, Reply, Reserve, Transports};
 use super::Shared;
 use crate::cache::ReadCache;
 use crate::nfs4::{ConnKind, ConnRef};
+use crate::stats::histogram::bucket_of;
 use crate::stats::tenants::conn_key;
 use crate::stats::{slot_of, CallStat, Clock, ReactorStats, Tenants, Transport};
 use crate::supervise;
@@ -382,7 +383,9 @@ impl ReactorState {
             for d in calls.drain(..) {
                 let key = conn_key(&d.call.conn());
                 let on = self.qos.on;
-                let (st, cost) = self.router.count_in(&d.record, Transport::Rdma, key, d.peer, on);
+                let (st, cost) = self
+                    .router
+                    .count_in(&d.record, Transport::Rdma, key, d.peer, on);
                 // QoS: a held call keeps its credit until it is answered.
                 let d = if on {
                     match super::held::rdma(&mut self.qos, d, st, cost) {
@@ -635,7 +638,7 @@ impl Router {
         let slot = slot_of(rec);
         self.stats.call_in(transport, slot, rec.len());
         let rdma = transport == Transport::Rdma;
-        let (pair, peek) = self.tenants.call_in(conn, rdma, peer.ip(), rec, qos);
+        let (pair, peek) = self.tenants.call_in(conn, rdma, &peer, rec, slot, qos);
         let st = CallStat {
             t0: self.clock.now(),
             slot,
@@ -662,8 +665,9 @@ impl Router {
 
     #[inline]
     fn finished_bytes(&self, st: CallStat, ns: u64, out: usize) {
-        self.stats.call_done(st, ns);
-        self.tenants.answered(st.pair, ns, out);
+        let bucket = bucket_of(ns);
+        self.stats.call_done_at(st, bucket, ns);
+        self.tenants.answered(st.pair, bucket, ns, out);
     }
 
     /// Acts on a verdict: hands back a reply to send now, or queues a job or a retry.

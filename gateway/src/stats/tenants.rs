@@ -23,14 +23,15 @@
 //! and its counters; the address and pair lookups run only when a connection starts
 //! or changes export (`Tenants::lookups` counts them).
 
-use super::histogram::{bucket_of, Hist, BUCKETS};
+use super::counters::NFS3_PROCS;
+use super::histogram::{Hist, BUCKETS};
 use super::tenants_peek::Class;
 use crate::export::ExportTable;
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
-pub use super::tenants_peek::{peek, Peek, CLASSES};
+pub use super::tenants_peek::{peek, peek_v3, Peek, CLASSES};
 
 /// Export slots per reactor. Exports are configured, not client-chosen (a handle
 /// naming an unknown export counts under `export="none"`), so this bounds nothing a
@@ -290,23 +291,31 @@ impl Tenants {
         }
     }
 
-    /// A call arrived in `rec` on connection `conn` from `peer`: peeks at it (once,
-    /// for these counters and for QoS: `qos` says a rule wants the peek), counts it
-    /// for its pair and returns the pair (for `answered`) and the peek; (0,
-    /// `Peek::NONE`) without a look when neither wants it.
+    /// A call arrived in `rec` (its `stats::slot_of` is `slot`) on connection `conn`
+    /// from `peer`: peeks at it (once, for these counters and for QoS: `qos` says a
+    /// rule wants the peek), counts it for its pair and returns the pair (for
+    /// `answered`) and the peek; (0, `Peek::NONE`) without a look when neither wants
+    /// it.
     #[inline]
     pub fn call_in(
         &mut self,
         conn: u64,
         rdma: bool,
-        peer: IpAddr,
+        peer: &SocketAddr,
         rec: &[u8],
+        slot: u8,
         qos: bool,
     ) -> (u16, Peek) {
         if !(self.on || qos) {
             return (0, Peek::NONE);
         }
-        let p = peek(rec);
+        // A slot below the NFSv3 procedures' is an NFSv3 call whose header
+        // `slot_of` checked: the peek starts at its credential.
+        let p = if usize::from(slot) < NFS3_PROCS.len() {
+            peek_v3(rec, u32::from(slot))
+        } else {
+            peek(rec)
+        };
         if !self.on {
             return (0, p);
         }
@@ -317,14 +326,16 @@ impl Tenants {
         (pair, p)
     }
 
-    /// A call was answered `ns` after it arrived with a reply of `out` bytes.
+    /// A call was answered `ns` (in histogram bucket `bucket`, `bucket_of(ns)`, which
+    /// the reactor's own histogram shares) after it arrived, with a reply of `out`
+    /// bytes.
     #[inline]
-    pub fn answered(&self, pair: u16, ns: u64, out: usize) {
+    pub fn answered(&self, pair: u16, bucket: usize, ns: u64, out: usize) {
         if !self.on {
             return;
         }
         if let Some(s) = self.table.pairs.get(usize::from(pair)) {
-            s.answered(bucket_of(ns), ns, out as u64);
+            s.answered(bucket, ns, out as u64);
         }
     }
 
@@ -342,7 +353,7 @@ impl Tenants {
     /// transport over its life; `rdma` tells the two apart) from `peer` naming
     /// `export`.
     #[inline]
-    fn pair_of(&mut self, conn: u64, rdma: bool, peer: IpAddr, export: Option<u16>) -> u16 {
+    fn pair_of(&mut self, conn: u64, rdma: bool, peer: &SocketAddr, export: Option<u16>) -> u16 {
         let key = conn | OCCUPIED | (u64::from(rdma) << 62);
         let want = export.map_or(NO_EXPORT, u32::from);
         let at = (mix(key) as usize) & (CONN_CACHE - 1);
@@ -355,13 +366,13 @@ impl Tenants {
 
     /// The connection's first call, a change of export, or an evicted line.
     #[cold]
-    fn line_miss(&mut self, at: usize, key: u64, peer: IpAddr, export: Option<u16>) -> u16 {
+    fn line_miss(&mut self, at: usize, key: u64, peer: &SocketAddr, export: Option<u16>) -> u16 {
         self.lookups += 1;
         let l = self.lines[at];
         let client = if l.key == key {
             l.client
         } else {
-            self.resolve(key_of(peer))
+            self.resolve(key_of(peer.ip()))
         };
         let e = self.export(export);
         let pair = self.pair(client, e);

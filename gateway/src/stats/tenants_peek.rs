@@ -84,6 +84,10 @@ impl Words<'_> {
     }
 }
 
+/// RFC 5531 §8.2: an `opaque_auth` body is at most 400 bytes (a longer one is not
+/// a call `classify` answers with data; the peek gives up on it).
+const MAX_AUTH: usize = 400;
+
 /// Peeks at an RPC call record (starting at its XID; RFC 5531 §9): NFSv3 calls by
 /// procedure and the handle every procedure but NULL starts with (RFC 1813 §3.3);
 /// NFSv4.1 COMPOUNDs that start `SEQUENCE, PUTFH` (RFC 8881 §2.10.6.1: every
@@ -99,19 +103,46 @@ pub fn peek(record: &[u8]) -> Peek {
     };
     let word = |i: usize| u32::from_be_bytes([h[i], h[i + 1], h[i + 2], h[i + 3]]);
     let (vers, proc_) = (word(16), word(20));
-    if word(4) != 0 || word(12) != NFS_PROGRAM || (vers, proc_) == (NFS_V3, 0) {
+    if word(4) != 0 || word(12) != NFS_PROGRAM {
         return NONE;
     }
-    let w = Words(record);
-    // Credential and verifier: flavor, then opaque body.
-    let Some(args) = w.skip_opaque(28).and_then(|v| w.skip_opaque(v + 4)) else {
-        return NONE;
-    };
     match (vers, proc_) {
-        (NFS_V3, p) => v3(&w, p, args),
-        (NFS_V4, 1) => compound(&w, args).unwrap_or(NONE),
+        (NFS_V3, p) => peek_v3(record, p),
+        (NFS_V4, 1) => {
+            let w = Words(record);
+            args_at(&w)
+                .and_then(|args| compound(&w, args))
+                .unwrap_or(NONE)
+        }
         _ => NONE,
     }
+}
+
+/// `peek` of a record whose header the caller already checked is an NFSv3 call of
+/// procedure `proc_` (`stats::slot_of`: the reactor reads the header once).
+#[inline]
+pub fn peek_v3(record: &[u8], proc_: u32) -> Peek {
+    let w = Words(record);
+    match args_at(&w) {
+        Some(args) if proc_ != 0 => v3(&w, proc_, args),
+        _ => NONE,
+    }
+}
+
+/// Where a call's arguments start: past the credential and the verifier (flavor,
+/// then opaque body, each). Bounded lengths, so the sums cannot overflow.
+#[inline]
+fn args_at(w: &Words) -> Option<usize> {
+    let cred = w.at(28)? as usize;
+    if cred > MAX_AUTH {
+        return None;
+    }
+    let verf = 36 + ((cred + 3) & !3);
+    let len = w.at(verf)? as usize;
+    if len > MAX_AUTH {
+        return None;
+    }
+    Some(verf + 4 + ((len + 3) & !3))
 }
 
 /// An NFSv3 call: every procedure but NULL starts with the handle (RFC 1813 §3.3);

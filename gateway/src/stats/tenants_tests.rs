@@ -4,6 +4,7 @@
 use super::*;
 use crate::export::{Export, Exports};
 use crate::stats::exposition::{render, ReactorSource, Source};
+use crate::stats::histogram::bucket_of;
 use crate::stats::tenants_peek::Class;
 use nfs_wire::rpccall::{call, sys};
 use nfs_wire::v4call::Ops;
@@ -63,6 +64,19 @@ fn a_connection_keeps_its_slot_and_addresses_share_one() {
     assert_eq!(t.table().clients().last().unwrap().0, Some(v6));
 }
 
+/// A call as the reactor counts it (`Router::count_in`: `slot_of`, then the tables).
+fn cin(t: &mut Tenants, conn: u64, peer: IpAddr, rec: &[u8], qos: bool) -> (u16, Peek) {
+    let slot = crate::stats::slot_of(rec);
+    t.call_in(
+        conn,
+        false,
+        &std::net::SocketAddr::new(peer, 0),
+        rec,
+        slot,
+        qos,
+    )
+}
+
 fn v3_call(proc_: u32, export: u16) -> Vec<u8> {
     call(1, 100003, 3, proc_, &sys(0), &fh_args(&handle(export)))
 }
@@ -73,28 +87,35 @@ fn v3_call(proc_: u32, export: u16) -> Vec<u8> {
 fn a_settled_connection_looks_nothing_up() {
     let mut t = Tenants::new(Arc::new(TenantTable::new(16)), export_table(&[3, 4]), true);
     let (getattr, read) = (v3_call(1, 3), v3_call(6, 3));
-    let (p, _) = t.call_in(7, false, ip(0, 2), &getattr, false);
+    let (p, _) = cin(&mut t, 7, ip(0, 2), &getattr, false);
     assert_eq!(t.lookups(), 1);
     for i in 0..1000 {
         let rec = if i % 2 == 0 { &getattr } else { &read };
-        assert_eq!(t.call_in(7, false, ip(0, 2), rec, false).0, p);
-        t.answered(p, 1500, 10);
+        assert_eq!(cin(&mut t, 7, ip(0, 2), rec, false).0, p);
+        t.answered(p, bucket_of(1500), 1500, 10);
     }
     assert_eq!(t.lookups(), 1, "a lookup per call");
     // Another export: one lookup, then settled again; back: one more.
     let other = v3_call(1, 4);
-    let (q, _) = t.call_in(7, false, ip(0, 2), &other, false);
+    let (q, _) = cin(&mut t, 7, ip(0, 2), &other, false);
     assert_ne!(q, p);
-    t.call_in(7, false, ip(0, 2), &other, false);
+    cin(&mut t, 7, ip(0, 2), &other, false);
     assert_eq!(t.lookups(), 2);
-    assert_eq!(t.call_in(7, false, ip(0, 2), &getattr, false).0, p);
+    assert_eq!(cin(&mut t, 7, ip(0, 2), &getattr, false).0, p);
     assert_eq!(t.lookups(), 3);
     // Sums: one client, its calls split over the two exports.
     let clients = t.table().clients();
     assert_eq!(clients[1].1.ops, [500, 0, 504]);
     assert_eq!(clients[1].1.bytes.1, 10_000);
     let exports = t.table().exports();
-    let by_id = |id| exports.iter().find(|(k, _)| *k == Some(id)).unwrap().1.total();
+    let by_id = |id| {
+        exports
+            .iter()
+            .find(|(k, _)| *k == Some(id))
+            .unwrap()
+            .1
+            .total()
+    };
     assert_eq!((by_id(3), by_id(4)), (1002, 2));
 }
 
@@ -122,8 +143,8 @@ fn per_client_off_counts_nothing() {
     for on in [true, false] {
         for qos in [true, false] {
             let mut t = Tenants::new(Arc::new(TenantTable::new(16)), export_table(&[3]), on);
-            let (pair, p) = t.call_in(7, false, ip(0, 2), &rec, qos);
-            t.answered(pair, 1500, 10);
+            let (pair, p) = cin(&mut t, 7, ip(0, 2), &rec, qos);
+            t.answered(pair, bucket_of(1500), 1500, 10);
             let held = t.table().clients_held();
             let ops: u64 = t.table().clients().iter().map(|(_, s)| s.total()).sum();
             let out: u64 = t.table().exports().iter().map(|(_, s)| s.bytes.1).sum();
@@ -143,7 +164,7 @@ fn exports_get_slots_only_when_the_export_table_holds_them() {
     assert_eq!(t.export(Some(3)), 2);
     assert_eq!(t.export(Some(9)), 1);
     assert_eq!(t.export(Some(4)), 0, "unknown id: none");
-    let ids: Vec<_> = t.table().exports().map(|(k, _)| k).collect();
+    let ids: Vec<_> = t.table().exports().into_iter().map(|(k, _)| k).collect();
     assert_eq!(ids, vec![None, Some(9), Some(3)]);
 }
 
@@ -173,11 +194,7 @@ fn peek_classes_nfs3_calls_and_reads_their_handles_export() {
     );
     assert_eq!(got(0).export, None, "NULL has no handle");
     // MOUNT, other programs, a reply, cut records, a hostile opaque length.
-    let none = Peek {
-        class: Class::Meta,
-        export: None,,
-        ..Peek::NONE
-    };
+    let none = Peek::NONE;
     assert_eq!(peek(&call(1, 100005, 3, 1, &cred, &fh)), none);
     let mut reply = rec(6);
     reply[7] = 1;
@@ -208,6 +225,7 @@ fn peek_classes_a_compound_by_the_operation_after_putfh() {
         Peek {
             class: Class::Read,
             export: Some(7),
+            read: 4096,
             ..Peek::NONE
         }
     );
@@ -287,14 +305,14 @@ fn top_n_keeps_the_busiest_and_sums_the_rest_into_other() {
         let reactor = &mut r[usize::from(i % 2)];
         for _ in 0..calls {
             let rec = &read[usize::from(i % 2)];
-            let (pair, _) = reactor.call_in(u64::from(i), false, ip(2, i), rec, false);
-            reactor.answered(pair, 1500, 10);
+            let (pair, _) = cin(reactor, u64::from(i), ip(2, i), rec, false);
+            reactor.answered(pair, bucket_of(1500), 1500, 10);
         }
         total += calls;
     }
     // One address on the other reactor too: summed with its first; its handle names
     // an export the table does not hold ("none").
-    r[1].call_in(99, false, ip(2, 28), &v3_call(7, 5), false);
+    cin(&mut r[1], 99, ip(2, 28), &v3_call(7, 5), false);
     crate::stats::set_top(&crate::config::StatsConfig {
         top_clients: 4,
         ..Default::default()
