@@ -1,7 +1,7 @@
 """QoS rate limits ([[qos.client]], [[qos.export]]; docs/operations.md "Limit"): a client
 limited to N ops/s gets N +- 10 % while another client on the same gateway keeps its
 rate; read and write bytes/s limits (NFSv3 and NFSv4.1); an export limit; a SIGHUP reload changes the limit
-on a connection that stays open; the same over soft RPC-over-RDMA; the metrics name the
+on a connection that stays open; calls/s and bytes/s over soft RPC-over-RDMA; the metrics name the
 rule that held calls back. Two clients on one host: bench --source 127.0.0.2 / .3 (the
 loopback network answers every 127/8 address)."""
 
@@ -197,6 +197,22 @@ def test_limit_over_soft_rdma(gw_factory):
     j = bench(g, *LOAD, target=f"rdma://127.0.0.1:{g.rdma_port}")
     got = j["total"]["ops_per_s"]
     assert abs(got - n) <= 0.1 * n, got
+    assert j["total"]["errors"] == 0
+
+
+@pytest.mark.serial
+@pytest.mark.parametrize("op,key", [("randread", "read_bytes_per_s"),
+                                    ("randwrite", "write_bytes_per_s")])
+def test_byte_limit_over_soft_rdma(gw_factory, op, key):
+    # RDMA calls are held by credit; their bytes are charged from the same peek as
+    # TCP's (a READ's count, a WRITE's count: inline in the call, the data in chunks).
+    g = start(gw_factory, f'[[qos.client]]\nmatch = "127.0.0.1"\n{key} = "4MiB"\n',
+              backend="fs+rdma")
+    target = f"rdma://127.0.0.1:{g.rdma_port}"
+    bench(g, "--workload", "getattr", "--duration", "0.5", target=target)  # makes the file
+    j = bench(g, "--workload", op, "--bs", "64k", "--qd", "4", "--warmup", "1",
+              "--duration", "4", target=target)
+    assert abs(j["total"]["mib_per_s"] - 4) <= 0.4, j["total"]
     assert j["total"]["errors"] == 0
 
 

@@ -8,8 +8,10 @@
 //!   connections may land on several);
 //! - `Rules`: the buckets of a configuration, built once per start or SIGHUP reload and
 //!   published through a `Table` (an `arc_swap` and an epoch, like the export table);
-//! - `gate::Gate`: a reactor's side: which rules a call falls under (`peek` of its
-//!   header, handle and count, NFSv3 or an NFSv4.1 data COMPOUND), whether it may start now, and the calls it holds back
+//! - `gate::Gate`: a reactor's side: which rules a call falls under (its `Cost`: the
+//!   handle's export and the count of an NFSv3 or NFSv4.1 data call, from the one peek
+//!   per call the per-client statistics share, `stats::tenants::peek`), whether it
+//!   may start now, and the calls it holds back
 //!   until their buckets refill, in arrival order. A held TCP call stays in flight on
 //!   its connection and reserves its record's bytes in the connection's reply budget,
 //!   so past `tcp.max_inflight` of them (or `tcp.max_queued_mib` of records) the

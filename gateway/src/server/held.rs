@@ -17,6 +17,7 @@
 
 use super::reactor::ReactorState;
 use super::transport::Link;
+use crate::qos::Cost;
 use crate::stats::CallStat;
 use engine::mem::Buf;
 use engine::rdma::server::Delivered;
@@ -28,15 +29,16 @@ pub(crate) enum Held {
     /// A TCP record: its link, peer, record and arrival, and the charge its length
     /// holds in its connection's reply budget while held (given back by Drop).
     Tcp(Link, SocketAddr, Buf, CallStat, Option<Charge>),
-    /// An RPC-over-RDMA call as the server delivered it.
-    Rdma(Delivered),
+    /// An RPC-over-RDMA call as the server delivered it, counted on arrival.
+    Rdma(Delivered, CallStat),
 }
 
 pub(crate) type Gate = crate::qos::Gate<Held>;
 
-/// Offers a TCP record to the gate: the record back to classify now, or `None`: held,
-/// its length charged to its connection's `budget` (the transport counts the record
-/// in flight until it is answered).
+/// Offers a TCP record costing `cost` (the reactor's one peek, `Router::count_in`)
+/// to the gate: the record back to classify now, or `None`: held, its length charged
+/// to its connection's `budget` (the transport counts the record in flight until it
+/// is answered).
 /// Out of line: the reactor's call path without rules keeps only the branch on
 /// `Gate::on` (measured, docs/performance.md "QoS").
 #[inline(never)]
@@ -46,9 +48,9 @@ pub(crate) fn tcp(
     peer: SocketAddr,
     rec: Buf,
     st: CallStat,
+    cost: Cost,
     budget: &Budget,
 ) -> Option<Buf> {
-    let cost = crate::qos::peek(&rec);
     let len = rec.len();
     match gate.offer(peer.ip(), cost, Held::Tcp(conn, peer, rec, st, None)) {
         Some(Held::Tcp(_, _, rec, _, _)) => Some(rec),
@@ -66,12 +68,12 @@ pub(crate) fn tcp(
     }
 }
 
-/// Offers an RDMA call to the gate: back to classify now, or `None` (held).
+/// Offers an RDMA call costing `cost` (counted as `st`) to the gate: back to
+/// classify now, or `None` (held).
 #[inline(never)]
-pub(crate) fn rdma(gate: &mut Gate, d: Delivered) -> Option<Delivered> {
-    let cost = crate::qos::peek(&d.record);
-    match gate.offer(d.peer.ip(), cost, Held::Rdma(d)) {
-        Some(Held::Rdma(d)) => Some(d),
+pub(crate) fn rdma(gate: &mut Gate, d: Delivered, st: CallStat, cost: Cost) -> Option<Delivered> {
+    match gate.offer(d.peer.ip(), cost, Held::Rdma(d, st)) {
+        Some(Held::Rdma(d, _)) => Some(d),
         _ => None,
     }
 }
@@ -91,7 +93,7 @@ impl ReactorState {
                     drop(charge);
                     self.take_record(conn, peer, rec, st)
                 }
-                Held::Rdma(d) => self.take_rdma_call(d),
+                Held::Rdma(d, st) => self.take_rdma_call(d, st),
             }
         }
         self.held_ready = ready;

@@ -11,6 +11,7 @@ use super::transport::{Link, PinHome, Pinned, Reply, Reserve, Transports};
 use super::Shared;
 use crate::cache::ReadCache;
 use crate::nfs4::{ConnKind, ConnRef};
+use crate::stats::histogram::bucket_of;
 use crate::stats::tenants::conn_key;
 use crate::stats::{slot_of, CallStat, Clock, ReactorStats, Tenants, Transport};
 use crate::supervise;
@@ -335,11 +336,11 @@ impl ReactorState {
         // A job charges its reply bytes to `budget` (`route`) before the connection's
         // next record is read.
         let mut handle = |conn: ConnId, peer: SocketAddr, rec: Buf, budget: &Budget| {
-            let st = router.count_in(&rec, Transport::Tcp, conn_key(&conn), peer);
+            let (st, cost) = router.count_in(&rec, Transport::Tcp, conn_key(&conn), peer, qos.on);
             let conn = Link::tcp(conn);
             // QoS: a held call stays in flight, its record's bytes charged to `budget`.
             let rec = if qos.on {
-                match super::held::tcp(qos, conn, peer, rec, st, budget) {
+                match super::held::tcp(qos, conn, peer, rec, st, cost, budget) {
                     Some(rec) => rec,
                     None => return,
                 }
@@ -380,16 +381,21 @@ impl ReactorState {
         let mut n = rdma.poll_calls(&mut calls);
         while !calls.is_empty() {
             for d in calls.drain(..) {
+                let key = conn_key(&d.call.conn());
+                let on = self.qos.on;
+                let (st, cost) = self
+                    .router
+                    .count_in(&d.record, Transport::Rdma, key, d.peer, on);
                 // QoS: a held call keeps its credit until it is answered.
-                let d = if self.qos.on {
-                    match super::held::rdma(&mut self.qos, d) {
+                let d = if on {
+                    match super::held::rdma(&mut self.qos, d, st, cost) {
                         Some(d) => d,
                         None => continue,
                     }
                 } else {
                     d
                 };
-                self.take_rdma_call(d);
+                self.take_rdma_call(d, st);
             }
             self.end_of_round();
             let Some(rdma) = self.net.rdma.as_mut() else {
@@ -403,7 +409,8 @@ impl ReactorState {
 
     /// One RDMA call: a call whose reduced items break the NFS binding gets
     /// GARBAGE_ARGS (RFC 8166 §6.1); the rest are classified like TCP records.
-    pub(super) fn take_rdma_call(&mut self, d: Delivered) {
+    /// `st`: the call as `Router::count_in` counted it on arrival.
+    pub(super) fn take_rdma_call(&mut self, d: Delivered, st: CallStat) {
         let Delivered {
             call,
             peer,
@@ -422,7 +429,6 @@ impl ReactorState {
             reval,
             ..
         } = self;
-        let st = router.count_in(&rec, Transport::Rdma, conn_key(&call.conn()), peer);
         let Some(rdma) = net.rdma.as_ref() else {
             return;
         };
@@ -617,26 +623,29 @@ impl ReactorState {
 
 impl Router {
     /// Counts a received call (on connection `conn`, a `conn_key`, from `peer`)
-    /// for the reactor, its client and its export, and notes when it arrived.
+    /// for the reactor, its client and its export, and notes when it arrived. Also
+    /// returns what the call costs QoS when `qos` (a rule exists): the one peek at
+    /// the record the per-client counters share (`stats::tenants::peek`).
     #[inline]
     fn count_in(
         &mut self,
-        rec: &Buf,
+        rec: &[u8],
         transport: Transport,
         conn: u64,
         peer: SocketAddr,
-    ) -> CallStat {
+        qos: bool,
+    ) -> (CallStat, crate::qos::Cost) {
         let slot = slot_of(rec);
         self.stats.call_in(transport, slot, rec.len());
         let rdma = transport == Transport::Rdma;
-        let (client, export) = self.tenants.call_in(conn, rdma, peer.ip(), rec);
-        CallStat {
+        let (pair, peek) = self.tenants.call_in(conn, rdma, &peer, rec, slot, qos);
+        let st = CallStat {
             t0: self.clock.now(),
             slot,
             transport: transport as u8,
-            client,
-            export,
-        }
+            pair,
+        };
+        (st, peek.into())
     }
 
     /// Records a call's latency `ns` and its reply for the reactor's and the
@@ -656,8 +665,9 @@ impl Router {
 
     #[inline]
     fn finished_bytes(&self, st: CallStat, ns: u64, out: usize) {
-        self.stats.call_done(st, ns);
-        self.tenants.answered(st.client, st.export, ns, out);
+        let bucket = bucket_of(ns);
+        self.stats.call_done_at(st, bucket, ns);
+        self.tenants.answered(st.pair, bucket, ns, out);
     }
 
     /// Acts on a verdict: hands back a reply to send now, or queues a job or a retry.

@@ -85,15 +85,14 @@ pub fn slot_labels(slot: usize) -> (&'static str, &'static str) {
 }
 
 /// What a reactor remembers about a call until it answers it: when it arrived (clock
-/// ticks), its slot and its transport, and its client and export slots in the
+/// ticks), its slot and its transport, and its (client, export) pair in the
 /// reactor's `tenants::TenantTable`.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct CallStat {
     pub t0: u64,
     pub slot: u8,
     pub transport: u8,
-    pub client: u16,
-    pub export: u16,
+    pub pair: u16,
 }
 
 /// One reactor's statistics. See the module docs for the sharing rule.
@@ -261,9 +260,16 @@ impl ReactorStats {
     /// A call was answered (or dropped) `ns` after it arrived.
     #[inline]
     pub fn call_done(&self, call: CallStat, ns: u64) {
+        self.call_done_at(call, super::histogram::bucket_of(ns), ns);
+    }
+
+    /// `call_done` with `ns`'s bucket computed once by the caller (it shares it
+    /// with the per-client histogram, `tenants::Tenants::answered`).
+    #[inline]
+    pub fn call_done_at(&self, call: CallStat, bucket: usize, ns: u64) {
         // Slots come from `slot_of`, so `get` never misses; it only spares a panic path.
         if let Some(h) = self.latency[call.transport as usize & 1].get(call.slot as usize) {
-            h.record(ns);
+            h.record_at(bucket, ns);
         }
     }
 

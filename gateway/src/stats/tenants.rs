@@ -1,38 +1,47 @@
 //! Per-client and per-export statistics: operations by class, bytes in and out and a
 //! latency histogram for each client address and each export a reactor has seen.
 //!
+//! Counted once per call, by (client, export) pair: a call bumps one pair's slot, and
+//! the reader sums the pairs into clients and into exports (the series show both; a
+//! client mostly talks to one export, so the pairs number about the clients).
+//!
 //! Sharing: one [`TenantTable`] per reactor, written only by that reactor (relaxed
 //! load + store, as `counters`) and read by the stats endpoint, which sums the
 //! reactors and keeps the top N (`tenants_expo`). The table has a fixed capacity
-//! chosen at start (`stats.client_slots`): claiming a slot writes its address and
-//! then publishes it with a release store of `clients_used`, so a reader that sees a
-//! slot counted sees its address. An address that finds the table full is folded
-//! into slot 0 (`client="other"`) and counted (`full`); nothing is allocated after
-//! start. Slots are never reclaimed: the table holds the addresses of the process's
-//! life, which is what the top N ranks by (docs/stats.md "Per client and per export").
+//! chosen at start (`stats.client_slots`): claiming a client, export or pair slot
+//! writes its key and then publishes it with a release store of its `*_used`, so a
+//! reader that sees a slot counted sees its key. An address that finds the table full
+//! is folded into client slot 0 (`client="other"`) and counted (`full`), as is a pair
+//! that finds the pair table full; nothing is allocated after start. Slots are never
+//! reclaimed: the table holds the addresses of the process's life, which is what the
+//! top N ranks by (docs/stats.md "Per client and per export").
 //!
-//! The reactor side ([`Tenants`]) resolves a connection's slot at its first call and
-//! keeps it in a direct-mapped cache keyed by the connection, so a call pays one
-//! indexed compare, not an address lookup.
+//! The reactor side ([`Tenants`]) keeps one line per connection (direct-mapped by its
+//! id, which carries the transport's generation, so a reused id is another key): the
+//! client slot, resolved at the connection's first call, and the pair of the export
+//! its last call named. A call whose export is the line's costs one indexed compare
+//! and its counters; the address and pair lookups run only when a connection starts
+//! or changes export (`Tenants::lookups` counts them).
 
-use super::histogram::{bucket_of, Hist};
+use super::counters::NFS3_PROCS;
+use super::histogram::{Hist, BUCKETS};
 use super::tenants_peek::Class;
 use crate::export::ExportTable;
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
-pub use super::tenants_peek::{peek, Peek, CLASSES};
+pub use super::tenants_peek::{peek, peek_v3, Peek, CLASSES};
 
 /// Export slots per reactor. Exports are configured, not client-chosen (a handle
 /// naming an unknown export counts under `export="none"`), so this bounds nothing a
 /// client controls; exports past it also count under "none".
 pub const EXPORT_SLOTS: usize = 256;
-/// Connections whose client slot a reactor remembers (direct-mapped; a collision
-/// only costs the evicted connection one more address lookup).
+/// Connections whose line a reactor keeps (direct-mapped; a collision only costs
+/// the evicted connection one more lookup).
 const CONN_CACHE: usize = 1024;
 
-/// One client's or one export's counters (single writer: the owning reactor).
+/// One pair's counters (single writer: the owning reactor).
 #[derive(Debug, Default)]
 pub struct Slot {
     ops: [AtomicU64; 3],
@@ -53,81 +62,148 @@ impl Slot {
         super::histogram::bump(&self.bytes[1], out);
         self.latency.record_at(bucket, ns);
     }
+}
 
+/// One client's or export's counters, summed over pairs (and by the endpoint over
+/// reactors).
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Counts {
     /// Operations by class, in [`CLASSES`] order.
-    pub fn ops(&self) -> [u64; 3] {
-        self.ops.each_ref().map(|a| a.load(Ordering::Relaxed))
-    }
-
+    pub ops: [u64; 3],
     /// (bytes in, bytes out).
-    pub fn bytes(&self) -> (u64, u64) {
-        let [i, o] = &self.bytes;
-        (i.load(Ordering::Relaxed), o.load(Ordering::Relaxed))
+    pub bytes: (u64, u64),
+    pub buckets: [u64; BUCKETS],
+    pub sum_ns: u64,
+}
+
+impl Counts {
+    fn add_slot(&mut self, s: &Slot) {
+        for (a, b) in self.ops.iter_mut().zip(&s.ops) {
+            *a += b.load(Ordering::Relaxed);
+        }
+        let [i, o] = &s.bytes;
+        self.bytes.0 += i.load(Ordering::Relaxed);
+        self.bytes.1 += o.load(Ordering::Relaxed);
+        let (b, sum) = s.latency.read();
+        for (a, c) in self.buckets.iter_mut().zip(b) {
+            *a += c;
+        }
+        self.sum_ns += sum;
     }
 
-    pub fn latency(&self) -> &Hist {
-        &self.latency
+    pub fn add(&mut self, other: &Counts) {
+        for (a, b) in self.ops.iter_mut().zip(other.ops) {
+            *a += b;
+        }
+        self.bytes.0 += other.bytes.0;
+        self.bytes.1 += other.bytes.1;
+        for (a, c) in self.buckets.iter_mut().zip(other.buckets) {
+            *a += c;
+        }
+        self.sum_ns += other.sum_ns;
+    }
+
+    /// Operations of every class.
+    pub fn total(&self) -> u64 {
+        self.ops.iter().sum()
     }
 }
 
-/// One reactor's client and export slots. See the module docs for the sharing rule.
+/// One reactor's client, export and pair slots. See the module docs for the sharing
+/// rule.
 #[derive(Debug)]
 pub struct TenantTable {
-    /// Slot 0 is "other" (addresses that found the table full).
-    clients: Box<[Slot]>,
-    /// The address of each claimed client slot, as an IPv6 address (IPv4 mapped).
+    /// The address of each claimed client slot, as an IPv6 address (IPv4 mapped);
+    /// slot 0 is "other" (addresses that found the table full).
     keys: Box<[[AtomicU64; 2]]>,
     /// Client slots claimed, slot 0 included (published with release).
     clients_used: AtomicUsize,
-    /// Connections whose address found the table full.
+    /// Connections whose address (or pair) found the table full.
     full: AtomicU64,
-    /// Slot 0 is "none": calls that name no export (NULL, MOUNT, COMPOUNDs without
-    /// `SEQUENCE, PUTFH`) or an export id the export table does not hold.
-    exports: Box<[Slot]>,
+    /// Export slot 0 is "none": calls that name no export (NULL, MOUNT, COMPOUNDs
+    /// without `SEQUENCE, PUTFH`) or an export id the export table does not hold.
     export_ids: Box<[AtomicU32]>,
     exports_used: AtomicUsize,
+    /// The counters, by (client slot, export slot) pair. Pair `e < EXPORT_SLOTS` is
+    /// (other, export slot `e`), claimed at start.
+    pairs: Box<[Slot]>,
+    /// Each claimed pair's client slot << 16 | export slot.
+    pair_keys: Box<[AtomicU32]>,
+    pairs_used: AtomicUsize,
 }
 
 impl TenantTable {
     /// A table with room for `client_slots` addresses besides "other".
     pub fn new(client_slots: usize) -> TenantTable {
-        let slots = |n: usize| (0..n).map(|_| Slot::default()).collect::<Box<[_]>>();
+        let clients = client_slots + 1;
+        // Twice the clients (a client on two exports), the "other" pairs, within
+        // what a u16 indexes.
+        let pairs = (2 * clients + EXPORT_SLOTS).min(1 << 16);
         TenantTable {
-            clients: slots(client_slots + 1),
-            keys: (0..client_slots + 1)
+            keys: (0..clients)
                 .map(|_| [AtomicU64::new(0), AtomicU64::new(0)])
                 .collect(),
             clients_used: AtomicUsize::new(1),
             full: AtomicU64::new(0),
-            exports: slots(EXPORT_SLOTS),
             export_ids: (0..EXPORT_SLOTS).map(|_| AtomicU32::new(0)).collect(),
             exports_used: AtomicUsize::new(1),
+            pairs: (0..pairs).map(|_| Slot::default()).collect(),
+            pair_keys: (0..pairs as u32).map(AtomicU32::new).collect(),
+            pairs_used: AtomicUsize::new(EXPORT_SLOTS),
         }
     }
 
     // Reader side (the stats endpoint).
 
-    /// Every claimed client slot with its address; `None` is "other".
-    pub fn clients(&self) -> impl Iterator<Item = (Option<IpAddr>, &Slot)> {
-        let used = self.clients_used.load(Ordering::Acquire);
-        self.clients[..used].iter().enumerate().map(|(i, s)| {
-            let addr = (i > 0).then(|| {
-                let [hi, lo] = &self.keys[i];
-                let v6 = (u128::from(hi.load(Ordering::Relaxed)) << 64)
-                    | u128::from(lo.load(Ordering::Relaxed));
-                unmap(v6)
-            });
-            (addr, s)
-        })
+    /// Every claimed client slot with its address (`None` is "other") and its
+    /// counters summed over its pairs.
+    pub fn clients(&self) -> Vec<(Option<IpAddr>, Counts)> {
+        let (sums, _) = self.sums();
+        sums.into_iter()
+            .enumerate()
+            .map(|(i, c)| {
+                let addr = (i > 0).then(|| {
+                    let [hi, lo] = &self.keys[i];
+                    let v6 = (u128::from(hi.load(Ordering::Relaxed)) << 64)
+                        | u128::from(lo.load(Ordering::Relaxed));
+                    unmap(v6)
+                });
+                (addr, c)
+            })
+            .collect()
     }
 
-    /// Every claimed export slot with its export id; `None` is "none".
-    pub fn exports(&self) -> impl Iterator<Item = (Option<u16>, &Slot)> {
-        let used = self.exports_used.load(Ordering::Acquire);
-        self.exports[..used].iter().enumerate().map(|(i, s)| {
-            let id = (i > 0).then(|| self.export_ids[i].load(Ordering::Relaxed) as u16);
-            (id, s)
-        })
+    /// Every claimed export slot with its export id (`None` is "none") and its
+    /// counters summed over its pairs.
+    pub fn exports(&self) -> Vec<(Option<u16>, Counts)> {
+        let (_, sums) = self.sums();
+        sums.into_iter()
+            .enumerate()
+            .map(|(i, c)| {
+                let id = (i > 0).then(|| self.export_ids[i].load(Ordering::Relaxed) as u16);
+                (id, c)
+            })
+            .collect()
+    }
+
+    /// The pairs summed by client slot and by export slot.
+    fn sums(&self) -> (Vec<Counts>, Vec<Counts>) {
+        // Pairs first: a pair seen claimed names slots claimed before it.
+        let pairs = self.pairs_used.load(Ordering::Acquire);
+        let clients = self.clients_used.load(Ordering::Acquire);
+        let exports = self.exports_used.load(Ordering::Acquire);
+        let mut c = vec![Counts::default(); clients];
+        let mut e = vec![Counts::default(); exports];
+        for (s, k) in self.pairs[..pairs].iter().zip(&self.pair_keys[..pairs]) {
+            let k = k.load(Ordering::Relaxed) as usize;
+            let (ci, ei) = (k >> 16, k & 0xffff);
+            if ei >= exports {
+                continue; // an "other" pair of an export slot not claimed: empty
+            }
+            c[ci].add_slot(s);
+            e[ei].add_slot(s);
+        }
+        (c, e)
     }
 
     /// Connections whose address found the table full (their calls count as "other").
@@ -156,19 +232,42 @@ fn unmap(key: u128) -> IpAddr {
     }
 }
 
-/// The reactor's side of its table: the lookups that pick a call's slots. Owned by
-/// the reactor thread (plain memory); only `TenantTable` is shared.
+/// A connection's line: its key, the export id its last call named (`NO_EXPORT`: none,
+/// `UNSET`: no call yet), its client slot and that pair.
+#[derive(Debug, Clone, Copy)]
+struct Line {
+    key: u64,
+    export: u32,
+    client: u16,
+    pair: u16,
+}
+
+const NO_EXPORT: u32 = 1 << 16;
+const UNSET: u32 = u32::MAX;
+const EMPTY: Line = Line {
+    key: 0,
+    export: UNSET,
+    client: 0,
+    pair: 0,
+};
+
+/// The reactor's side of its table: the lines and lookups that pick a call's pair.
+/// Owned by the reactor thread (plain memory); only `TenantTable` is shared.
 pub struct Tenants {
     table: Arc<TenantTable>,
     exports: Arc<ExportTable>,
-    /// (connection key | OCCUPIED, address, slot) by connection key.
-    conns: Box<[(u64, u128, u16)]>,
+    lines: Box<[Line]>,
     /// Open addressing over claimed client slots by address (0 = empty).
     index: Box<[u16]>,
     /// The address of each client slot (a plain copy of `TenantTable::keys`).
     addrs: Box<[u128]>,
     /// Export id -> slot (0 = not seen yet or unknown).
     export_slot: Box<[u16]>,
+    /// Open addressing over claimed pairs (past the "other" ones) by key (0 = empty).
+    pair_index: Box<[u16]>,
+    /// Line misses: address or pair lookups (a connection's first call, a change of
+    /// export, an evicted line). Never per call on a settled connection.
+    lookups: u64,
     /// `stats.per_client`: off, a call costs the one branch on it (`call_in`,
     /// `answered`).
     on: bool,
@@ -178,57 +277,133 @@ const OCCUPIED: u64 = 1 << 63;
 
 impl Tenants {
     pub fn new(table: Arc<TenantTable>, exports: Arc<ExportTable>, on: bool) -> Tenants {
-        let cap = table.clients.len();
+        let cap = table.keys.len();
         Tenants {
-            conns: vec![(0, 0, 0); CONN_CACHE].into_boxed_slice(),
+            lines: vec![EMPTY; CONN_CACHE].into_boxed_slice(),
             index: vec![0; (cap * 2).next_power_of_two()].into_boxed_slice(),
             addrs: vec![0; cap].into_boxed_slice(),
             export_slot: vec![0; 1 << 16].into_boxed_slice(),
+            pair_index: vec![0; (table.pairs.len() * 2).next_power_of_two()].into_boxed_slice(),
             table,
             exports,
+            lookups: 0,
             on,
         }
     }
 
-    /// A call arrived in `rec` on connection `conn` from `peer`: picks its client
-    /// and export slots (`client`, `export`), counts it and returns them, or
-    /// (0, 0) uncounted when `stats.per_client` is off.
+    /// A call arrived in `rec` (its `stats::slot_of` is `slot`) on connection `conn`
+    /// from `peer`: peeks at it (once, for these counters and for QoS: `qos` says a
+    /// rule wants the peek), counts it for its pair and returns the pair (for
+    /// `answered`) and the peek; (0, `Peek::NONE`) without a look when neither wants
+    /// it.
     #[inline]
-    pub fn call_in(&mut self, conn: u64, rdma: bool, peer: IpAddr, rec: &[u8]) -> (u16, u16) {
-        if !self.on {
-            return (0, 0);
+    pub fn call_in(
+        &mut self,
+        conn: u64,
+        rdma: bool,
+        peer: &SocketAddr,
+        rec: &[u8],
+        slot: u8,
+        qos: bool,
+    ) -> (u16, Peek) {
+        if !(self.on || qos) {
+            return (0, Peek::NONE);
         }
-        let client = self.client(conn, rdma, peer);
-        let call = peek(rec);
-        let export = self.export(call.export);
-        self.arrive(client, export, call.class, rec.len());
-        (client, export)
+        // A slot below the NFSv3 procedures' is an NFSv3 call whose header
+        // `slot_of` checked: the peek starts at its credential.
+        let p = if usize::from(slot) < NFS3_PROCS.len() {
+            peek_v3(rec, u32::from(slot))
+        } else {
+            peek(rec)
+        };
+        if !self.on {
+            return (0, p);
+        }
+        let pair = self.pair_of(conn, rdma, peer, p.export);
+        if let Some(s) = self.table.pairs.get(usize::from(pair)) {
+            s.arrive(p.class, rec.len() as u64);
+        }
+        (pair, p)
+    }
+
+    /// A call was answered `ns` (in histogram bucket `bucket`, `bucket_of(ns)`, which
+    /// the reactor's own histogram shares) after it arrived, with a reply of `out`
+    /// bytes.
+    #[inline]
+    pub fn answered(&self, pair: u16, bucket: usize, ns: u64, out: usize) {
+        if !self.on {
+            return;
+        }
+        if let Some(s) = self.table.pairs.get(usize::from(pair)) {
+            s.answered(bucket, ns, out as u64);
+        }
     }
 
     pub fn table(&self) -> &Arc<TenantTable> {
         &self.table
     }
 
-    /// The client slot of a call on connection `conn` (a transport's connection id
-    /// as a number, unique among this reactor's live connections of that
-    /// transport; `rdma` tells the two apart) from `peer`. The address is compared
-    /// too, so a connection id reused by a later connection is resolved again.
+    /// Line misses so far (see the field).
+    pub fn lookups(&self) -> u64 {
+        self.lookups
+    }
+
+    /// The pair of a call on connection `conn` (a transport's connection id as a
+    /// number: slot and generation, unique among this reactor's connections of that
+    /// transport over its life; `rdma` tells the two apart) from `peer` naming
+    /// `export`.
     #[inline]
+    fn pair_of(&mut self, conn: u64, rdma: bool, peer: &SocketAddr, export: Option<u16>) -> u16 {
+        let key = conn | OCCUPIED | (u64::from(rdma) << 62);
+        let want = export.map_or(NO_EXPORT, u32::from);
+        let at = (mix(key) as usize) & (CONN_CACHE - 1);
+        let l = &self.lines[at];
+        if l.key == key && l.export == want {
+            return l.pair;
+        }
+        self.line_miss(at, key, peer, export)
+    }
+
+    /// The connection's first call, a change of export, or an evicted line.
+    #[cold]
+    fn line_miss(&mut self, at: usize, key: u64, peer: &SocketAddr, export: Option<u16>) -> u16 {
+        self.lookups += 1;
+        let l = self.lines[at];
+        let client = if l.key == key {
+            l.client
+        } else {
+            self.resolve(key_of(peer.ip()))
+        };
+        let e = self.export(export);
+        let pair = self.pair(client, e);
+        self.lines[at] = Line {
+            key,
+            export: export.map_or(NO_EXPORT, u32::from),
+            client,
+            pair,
+        };
+        pair
+    }
+
+    /// The client slot of connection `conn` from `peer` (resolved once per
+    /// connection, as `pair_of` does).
     pub fn client(&mut self, conn: u64, rdma: bool, peer: IpAddr) -> u16 {
         let key = conn | OCCUPIED | (u64::from(rdma) << 62);
-        let addr = key_of(peer);
         let at = (mix(key) as usize) & (CONN_CACHE - 1);
-        let e = &self.conns[at];
-        if e.0 == key && e.1 == addr {
-            return e.2;
+        if self.lines[at].key == key {
+            return self.lines[at].client;
         }
-        let slot = self.resolve(addr);
-        self.conns[at] = (key, addr, slot);
-        slot
+        self.lookups += 1;
+        let client = self.resolve(key_of(peer));
+        self.lines[at] = Line {
+            key,
+            client,
+            ..EMPTY
+        };
+        client
     }
 
     /// The slot of an address: found, claimed, or 0 ("other") when the table is full.
-    #[cold]
     fn resolve(&mut self, addr: u128) -> u16 {
         let mask = self.index.len() - 1;
         let mut at = (mix((addr as u64) ^ ((addr >> 64) as u64)) as usize) & mask;
@@ -241,7 +416,7 @@ impl Tenants {
         }
         let t = &self.table;
         let used = t.clients_used.load(Ordering::Relaxed);
-        if used >= t.clients.len() || used > usize::from(u16::MAX) {
+        if used >= t.keys.len() || used > usize::from(u16::MAX) {
             super::histogram::bump(&t.full, 1);
             return 0;
         }
@@ -251,6 +426,34 @@ impl Tenants {
         t.clients_used.store(used + 1, Ordering::Release);
         self.addrs[used] = addr;
         self.index[at] = used as u16;
+        used as u16
+    }
+
+    /// The pair of client slot `client` and export slot `e`: found, claimed, or the
+    /// (other, `e`) pair when the pair table is full (counted as `full`).
+    fn pair(&mut self, client: u16, e: u16) -> u16 {
+        if client == 0 {
+            return e;
+        }
+        let key = (u32::from(client) << 16) | u32::from(e);
+        let t = &self.table;
+        let mask = self.pair_index.len() - 1;
+        let mut at = (mix(u64::from(key)) as usize) & mask;
+        loop {
+            match self.pair_index[at] {
+                0 => break,
+                p if t.pair_keys[usize::from(p)].load(Ordering::Relaxed) == key => return p,
+                _ => at = (at + 1) & mask,
+            }
+        }
+        let used = t.pairs_used.load(Ordering::Relaxed);
+        if used >= t.pairs.len() {
+            super::histogram::bump(&t.full, 1);
+            return e;
+        }
+        t.pair_keys[used].store(key, Ordering::Relaxed);
+        t.pairs_used.store(used + 1, Ordering::Release);
+        self.pair_index[at] = used as u16;
         used as u16
     }
 
@@ -273,41 +476,13 @@ impl Tenants {
         }
         let t = &self.table;
         let used = t.exports_used.load(Ordering::Relaxed);
-        if used >= t.exports.len() {
+        if used >= t.export_ids.len() {
             return 0;
         }
         t.export_ids[used].store(u32::from(id), Ordering::Relaxed);
         t.exports_used.store(used + 1, Ordering::Release);
         self.export_slot[usize::from(id)] = used as u16;
         used as u16
-    }
-
-    /// A call arrived: counts it and its bytes for its client and export.
-    #[inline]
-    pub fn arrive(&self, client: u16, export: u16, class: Class, bytes: usize) {
-        let t = &self.table;
-        if let Some(s) = t.clients.get(usize::from(client)) {
-            s.arrive(class, bytes as u64);
-        }
-        if let Some(s) = t.exports.get(usize::from(export)) {
-            s.arrive(class, bytes as u64);
-        }
-    }
-
-    /// A call was answered `ns` after it arrived with a reply of `out` bytes.
-    #[inline]
-    pub fn answered(&self, client: u16, export: u16, ns: u64, out: usize) {
-        if !self.on {
-            return;
-        }
-        let t = &self.table;
-        let b = bucket_of(ns);
-        if let Some(s) = t.clients.get(usize::from(client)) {
-            s.answered(b, ns, out as u64);
-        }
-        if let Some(s) = t.exports.get(usize::from(export)) {
-            s.answered(b, ns, out as u64);
-        }
     }
 }
 

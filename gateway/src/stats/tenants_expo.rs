@@ -4,8 +4,8 @@
 //! fine here). Metric reference: docs/stats.md "Per client and per export".
 
 use super::exposition::Source;
-use super::histogram::{upper_us, BUCKETS};
-use super::tenants::{Slot, CLASSES};
+use super::histogram::upper_us;
+use super::tenants::{Counts as Agg, CLASSES};
 use crate::config::StatsConfig;
 use std::collections::HashMap;
 use std::fmt::Write;
@@ -19,47 +19,6 @@ static TOP: [AtomicUsize; 2] = [AtomicUsize::new(20), AtomicUsize::new(20)];
 pub fn set_top(cfg: &StatsConfig) {
     TOP[0].store(cfg.top_clients, Ordering::Relaxed);
     TOP[1].store(cfg.top_exports, Ordering::Relaxed);
-}
-
-/// One client's (or export's) counters summed over the reactors.
-#[derive(Default, Clone)]
-struct Agg {
-    ops: [u64; 3],
-    bytes: (u64, u64),
-    buckets: [u64; BUCKETS],
-    sum_ns: u64,
-}
-
-impl Agg {
-    fn add_slot(&mut self, s: &Slot) {
-        for (a, b) in self.ops.iter_mut().zip(s.ops()) {
-            *a += b;
-        }
-        let (i, o) = s.bytes();
-        self.bytes.0 += i;
-        self.bytes.1 += o;
-        let (b, sum) = s.latency().read();
-        for (a, c) in self.buckets.iter_mut().zip(b) {
-            *a += c;
-        }
-        self.sum_ns += sum;
-    }
-
-    fn add(&mut self, other: &Agg) {
-        for (a, b) in self.ops.iter_mut().zip(other.ops) {
-            *a += b;
-        }
-        self.bytes.0 += other.bytes.0;
-        self.bytes.1 += other.bytes.1;
-        for (a, c) in self.buckets.iter_mut().zip(other.buckets) {
-            *a += c;
-        }
-        self.sum_ns += other.sum_ns;
-    }
-
-    fn total(&self) -> u64 {
-        self.ops.iter().sum()
-    }
 }
 
 /// The top `n` keys by operations (ties by key, so the choice is stable), then the
@@ -160,8 +119,8 @@ fn render_clients(src: &Source, n: usize, out: &mut String) {
         full += t.full();
         for (k, s) in t.clients() {
             match k {
-                Some(k) => all.entry(k).or_default().add_slot(s),
-                None => other.add_slot(s),
+                Some(k) => all.entry(k).or_default().add(&s),
+                None => other.add(&s),
             }
         }
     }
@@ -194,8 +153,8 @@ fn render_exports(src: &Source, n: usize, out: &mut String) {
     for r in &src.reactors {
         for (k, s) in r.tenants.exports() {
             match k {
-                Some(k) => all.entry(k).or_default().add_slot(s),
-                None => none.add_slot(s),
+                Some(k) => all.entry(k).or_default().add(&s),
+                None => none.add(&s),
             }
         }
     }

@@ -1,6 +1,7 @@
-//! What the per-client and per-export tables need from a call record, peeked at
-//! fixed places without decoding it: the call's class (read, write, metadata) and
-//! the export its file handle names.
+//! What the per-client and per-export tables and QoS need from a call record,
+//! peeked once per call at fixed places without decoding it: the call's class (read,
+//! write, metadata), the export its file handle names and, for a READ or WRITE, its
+//! byte count (QoS charges it: `qos::Cost`).
 //!
 //! Every offset is checked (a hostile record gives `metadata` and no export, never a
 //! panic). The export id is read from the handle as the file model lays it out
@@ -28,17 +29,34 @@ pub enum Class {
     Meta = 2,
 }
 
-/// A call's class and the export id its file handle names.
+/// A call's class, the export id its file handle names, and the bytes a READ asks
+/// for or a WRITE carries (capped at `limits::MAX_IO`, the largest transfer the
+/// gateway makes).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Peek {
     pub class: Class,
     pub export: Option<u16>,
+    pub read: u32,
+    pub write: u32,
 }
 
-const NONE: Peek = Peek {
-    class: Class::Meta,
-    export: None,
-};
+impl Peek {
+    /// What a record that is no NFSv3 call or data COMPOUND gives.
+    pub const NONE: Peek = Peek {
+        class: Class::Meta,
+        export: None,
+        read: 0,
+        write: 0,
+    };
+}
+
+const NONE: Peek = Peek::NONE;
+
+/// A client's byte count, capped.
+#[inline]
+fn cap(n: u32) -> u32 {
+    n.min(crate::limits::MAX_IO as u32)
+}
 
 /// Big-endian words of a record, each read checked.
 struct Words<'a>(&'a [u8]);
@@ -66,6 +84,10 @@ impl Words<'_> {
     }
 }
 
+/// RFC 5531 §8.2: an `opaque_auth` body is at most 400 bytes (a longer one is not
+/// a call `classify` answers with data; the peek gives up on it).
+const MAX_AUTH: usize = 400;
+
 /// Peeks at an RPC call record (starting at its XID; RFC 5531 §9): NFSv3 calls by
 /// procedure and the handle every procedure but NULL starts with (RFC 1813 §3.3);
 /// NFSv4.1 COMPOUNDs that start `SEQUENCE, PUTFH` (RFC 8881 §2.10.6.1: every
@@ -81,45 +103,107 @@ pub fn peek(record: &[u8]) -> Peek {
     };
     let word = |i: usize| u32::from_be_bytes([h[i], h[i + 1], h[i + 2], h[i + 3]]);
     let (vers, proc_) = (word(16), word(20));
-    if word(4) != 0 || word(12) != NFS_PROGRAM || (vers, proc_) == (NFS_V3, 0) {
+    if word(4) != 0 || word(12) != NFS_PROGRAM {
         return NONE;
     }
-    let w = Words(record);
-    // Credential and verifier: flavor, then opaque body.
-    let Some(args) = w.skip_opaque(28).and_then(|v| w.skip_opaque(v + 4)) else {
-        return NONE;
-    };
     match (vers, proc_) {
-        (NFS_V3, p) => Peek {
-            class: match p {
-                NFSPROC3_READ => Class::Read,
-                NFSPROC3_WRITE | NFSPROC3_COMMIT => Class::Write,
-                _ => Class::Meta,
-            },
-            export: w.handle_export(args),
-        },
-        (NFS_V4, 1) => compound(&w, args).unwrap_or(NONE),
+        (NFS_V3, p) => peek_v3(record, p),
+        (NFS_V4, 1) => {
+            let w = Words(record);
+            args_at(&w)
+                .and_then(|args| compound(&w, args))
+                .unwrap_or(NONE)
+        }
         _ => NONE,
     }
 }
 
+/// `peek` of a record whose header the caller already checked is an NFSv3 call of
+/// procedure `proc_` (`stats::slot_of`: the reactor reads the header once).
+#[inline]
+pub fn peek_v3(record: &[u8], proc_: u32) -> Peek {
+    let w = Words(record);
+    match args_at(&w) {
+        Some(args) if proc_ != 0 => v3(&w, proc_, args),
+        _ => NONE,
+    }
+}
+
+/// Where a call's arguments start: past the credential and the verifier (flavor,
+/// then opaque body, each). Bounded lengths, so the sums cannot overflow.
+#[inline]
+fn args_at(w: &Words) -> Option<usize> {
+    let cred = w.at(28)? as usize;
+    if cred > MAX_AUTH {
+        return None;
+    }
+    let verf = 36 + ((cred + 3) & !3);
+    let len = w.at(verf)? as usize;
+    if len > MAX_AUTH {
+        return None;
+    }
+    Some(verf + 4 + ((len + 3) & !3))
+}
+
+/// An NFSv3 call: every procedure but NULL starts with the handle (RFC 1813 §3.3);
+/// READ3args and WRITE3args go on with offset and count (§3.3.6, §3.3.7).
+#[inline]
+fn v3(w: &Words, proc_: u32, args: usize) -> Peek {
+    let count = || {
+        let at = w.skip_opaque(args)?.checked_add(8)?;
+        w.at(at).map(cap)
+    };
+    let mut p = Peek {
+        export: w.handle_export(args),
+        ..NONE
+    };
+    match proc_ {
+        NFSPROC3_READ => {
+            p.class = Class::Read;
+            p.read = count().unwrap_or(0);
+        }
+        NFSPROC3_WRITE => {
+            p.class = Class::Write;
+            p.write = count().unwrap_or(0);
+        }
+        NFSPROC3_COMMIT => p.class = Class::Write,
+        _ => {}
+    }
+    p
+}
+
 /// COMPOUND4args: tag, minorversion, the operation count, then `SEQUENCE` (its
 /// arguments are 32 bytes: session id, sequence id, slot id, highest slot id,
-/// cachethis; RFC 8881 §18.46.1) and `PUTFH`.
+/// cachethis; RFC 8881 §18.46.1) and `PUTFH`; a READ after them is charged its
+/// count (READ4args: stateid, offset, count; §18.22.1), a WRITE its data's length
+/// (WRITE4args: stateid, offset, stable, data; §18.32.1).
 fn compound(w: &Words, args: usize) -> Option<Peek> {
-    let ops = w.skip_opaque(args)? + 8;
-    if w.at(ops)? != OP_SEQUENCE || w.at(ops + 36)? != OP_PUTFH {
+    let count_at = w.skip_opaque(args)?.checked_add(4)?;
+    let n = w.at(count_at)?;
+    let ops = count_at + 4;
+    if n < 2 || w.at(ops)? != OP_SEQUENCE || w.at(ops + 36)? != OP_PUTFH {
         return None;
     }
     let fh = ops + 40;
-    let next = w.skip_opaque(fh)?;
-    let class = match w.at(next) {
-        Some(OP_READ) => Class::Read,
-        Some(OP_WRITE | OP_COMMIT) => Class::Write,
-        _ => Class::Meta,
-    };
-    Some(Peek {
-        class,
+    let mut p = Peek {
         export: w.handle_export(fh),
-    })
+        ..NONE
+    };
+    let next = w.skip_opaque(fh)?;
+    if n < 3 {
+        return Some(p);
+    }
+    match w.at(next) {
+        Some(OP_READ) => {
+            p.class = Class::Read;
+            p.read = w.at(next + 4 + 24).map_or(0, cap);
+        }
+        Some(OP_WRITE) => {
+            p.class = Class::Write;
+            p.write = w.at(next + 4 + 28).map_or(0, cap);
+        }
+        Some(OP_COMMIT) => p.class = Class::Write,
+        _ => {}
+    }
+    Some(p)
 }

@@ -4,6 +4,7 @@
 use super::*;
 use crate::export::{Export, Exports};
 use crate::stats::exposition::{render, ReactorSource, Source};
+use crate::stats::histogram::bucket_of;
 use crate::stats::tenants_peek::Class;
 use nfs_wire::rpccall::{call, sys};
 use nfs_wire::v4call::Ops;
@@ -52,14 +53,70 @@ fn a_connection_keeps_its_slot_and_addresses_share_one() {
     assert_eq!(t.client(8, false, ip(0, 2)), a);
     // The same connection number on RDMA is another connection, same address.
     assert_eq!(t.client(7, true, ip(0, 2)), a);
-    // A reused connection id from another address resolves again.
-    let b = t.client(7, false, ip(0, 3));
+    // A later connection in the same transport slot has another generation, so
+    // another id: it resolves its own address.
+    let b = t.client(7 + (1 << 32), false, ip(0, 3));
     assert_eq!(b, 2);
-    let held: Vec<_> = t.table().clients().map(|(k, _)| k).collect();
+    let held: Vec<_> = t.table().clients().into_iter().map(|(k, _)| k).collect();
     assert_eq!(held, vec![None, Some(ip(0, 2)), Some(ip(0, 3))]);
     let v6: IpAddr = "::1".parse().unwrap();
     assert_eq!(t.client(9, false, v6), 3);
     assert_eq!(t.table().clients().last().unwrap().0, Some(v6));
+}
+
+/// A call as the reactor counts it (`Router::count_in`: `slot_of`, then the tables).
+fn cin(t: &mut Tenants, conn: u64, peer: IpAddr, rec: &[u8], qos: bool) -> (u16, Peek) {
+    let slot = crate::stats::slot_of(rec);
+    t.call_in(
+        conn,
+        false,
+        &std::net::SocketAddr::new(peer, 0),
+        rec,
+        slot,
+        qos,
+    )
+}
+
+fn v3_call(proc_: u32, export: u16) -> Vec<u8> {
+    call(1, 100003, 3, proc_, &sys(0), &fh_args(&handle(export)))
+}
+
+/// The per-call path finds the connection's pair in its line: the address and pair
+/// lookups run once per connection and once per change of export, never per call.
+#[test]
+fn a_settled_connection_looks_nothing_up() {
+    let mut t = Tenants::new(Arc::new(TenantTable::new(16)), export_table(&[3, 4]), true);
+    let (getattr, read) = (v3_call(1, 3), v3_call(6, 3));
+    let (p, _) = cin(&mut t, 7, ip(0, 2), &getattr, false);
+    assert_eq!(t.lookups(), 1);
+    for i in 0..1000 {
+        let rec = if i % 2 == 0 { &getattr } else { &read };
+        assert_eq!(cin(&mut t, 7, ip(0, 2), rec, false).0, p);
+        t.answered(p, bucket_of(1500), 1500, 10);
+    }
+    assert_eq!(t.lookups(), 1, "a lookup per call");
+    // Another export: one lookup, then settled again; back: one more.
+    let other = v3_call(1, 4);
+    let (q, _) = cin(&mut t, 7, ip(0, 2), &other, false);
+    assert_ne!(q, p);
+    cin(&mut t, 7, ip(0, 2), &other, false);
+    assert_eq!(t.lookups(), 2);
+    assert_eq!(cin(&mut t, 7, ip(0, 2), &getattr, false).0, p);
+    assert_eq!(t.lookups(), 3);
+    // Sums: one client, its calls split over the two exports.
+    let clients = t.table().clients();
+    assert_eq!(clients[1].1.ops, [500, 0, 504]);
+    assert_eq!(clients[1].1.bytes.1, 10_000);
+    let exports = t.table().exports();
+    let by_id = |id| {
+        exports
+            .iter()
+            .find(|(k, _)| *k == Some(id))
+            .unwrap()
+            .1
+            .total()
+    };
+    assert_eq!((by_id(3), by_id(4)), (1002, 2));
 }
 
 #[test]
@@ -78,27 +135,24 @@ fn a_full_table_folds_new_addresses_into_other_and_counts_them() {
     assert_eq!(t.client(100, false, ip(1, 5)), 6);
 }
 
-/// `stats.per_client = false`: a call claims no slot and counts nothing, in or out.
+/// `stats.per_client = false`: a call claims no slot and counts nothing, in or out;
+/// QoS still gets its peek.
 #[test]
 fn per_client_off_counts_nothing() {
-    let rec = call(1, 100003, 3, 6, &sys(0), &fh_args(&handle(3)));
+    let rec = v3_call(6, 3);
     for on in [true, false] {
-        let mut t = Tenants::new(Arc::new(TenantTable::new(16)), export_table(&[3]), on);
-        let (c, e) = t.call_in(7, false, ip(0, 2), &rec);
-        t.answered(c, e, 1500, 10);
-        let held = t.table().clients_held();
-        let ops: u64 = t
-            .table()
-            .clients()
-            .map(|(_, s)| s.ops().iter().sum::<u64>())
-            .sum();
-        let out: u64 = t.table().exports().map(|(_, s)| s.bytes().1).sum();
-        let want = u64::from(on);
-        assert_eq!(
-            (held as u64, ops, out / 10, (c, e)),
-            (want, want, want, (c, e))
-        );
-        assert_eq!((c, e) == (1, 1), on);
+        for qos in [true, false] {
+            let mut t = Tenants::new(Arc::new(TenantTable::new(16)), export_table(&[3]), on);
+            let (pair, p) = cin(&mut t, 7, ip(0, 2), &rec, qos);
+            t.answered(pair, bucket_of(1500), 1500, 10);
+            let held = t.table().clients_held();
+            let ops: u64 = t.table().clients().iter().map(|(_, s)| s.total()).sum();
+            let out: u64 = t.table().exports().iter().map(|(_, s)| s.bytes.1).sum();
+            let want = u64::from(on);
+            assert_eq!((held as u64, ops, out / 10), (want, want, want));
+            assert_eq!(pair != 0, on);
+            assert_eq!(p.export.is_some(), on || qos, "peeked only when wanted");
+        }
     }
 }
 
@@ -110,7 +164,7 @@ fn exports_get_slots_only_when_the_export_table_holds_them() {
     assert_eq!(t.export(Some(3)), 2);
     assert_eq!(t.export(Some(9)), 1);
     assert_eq!(t.export(Some(4)), 0, "unknown id: none");
-    let ids: Vec<_> = t.table().exports().map(|(k, _)| k).collect();
+    let ids: Vec<_> = t.table().exports().into_iter().map(|(k, _)| k).collect();
     assert_eq!(ids, vec![None, Some(9), Some(3)]);
 }
 
@@ -124,7 +178,8 @@ fn peek_classes_nfs3_calls_and_reads_their_handles_export() {
         got(6),
         Peek {
             class: Class::Read,
-            export: Some(0x1234)
+            export: Some(0x1234),
+            ..Peek::NONE
         }
     );
     assert_eq!(got(7).class, Class::Write);
@@ -133,15 +188,13 @@ fn peek_classes_nfs3_calls_and_reads_their_handles_export() {
         got(1),
         Peek {
             class: Class::Meta,
-            export: Some(0x1234)
+            export: Some(0x1234),
+            ..Peek::NONE
         }
     );
     assert_eq!(got(0).export, None, "NULL has no handle");
     // MOUNT, other programs, a reply, cut records, a hostile opaque length.
-    let none = Peek {
-        class: Class::Meta,
-        export: None,
-    };
+    let none = Peek::NONE;
     assert_eq!(peek(&call(1, 100005, 3, 1, &cred, &fh)), none);
     let mut reply = rec(6);
     reply[7] = 1;
@@ -171,7 +224,9 @@ fn peek_classes_a_compound_by_the_operation_after_putfh() {
         compound(base().read(&[0; 16], 0, 4096)),
         Peek {
             class: Class::Read,
-            export: Some(7)
+            export: Some(7),
+            read: 4096,
+            ..Peek::NONE
         }
     );
     assert_eq!(
@@ -183,7 +238,8 @@ fn peek_classes_a_compound_by_the_operation_after_putfh() {
         compound(base().getattr(&[1])),
         Peek {
             class: Class::Meta,
-            export: Some(7)
+            export: Some(7),
+            ..Peek::NONE
         }
     );
     // No SEQUENCE, PUTFH: no export.
@@ -243,20 +299,20 @@ fn top_n_keeps_the_busiest_and_sums_the_rest_into_other() {
         .map(|t| Tenants::new(t.clone(), exports.clone(), true))
         .collect();
     let mut total = 0u64;
+    let read = [v3_call(6, 1), v3_call(6, 2)];
     for i in 0..30u8 {
         let calls = u64::from(i) + 1;
         let reactor = &mut r[usize::from(i % 2)];
-        let c = reactor.client(u64::from(i), false, ip(2, i));
-        let e = reactor.export(Some(1 + u16::from(i % 2)));
         for _ in 0..calls {
-            reactor.arrive(c, e, Class::Read, 100);
-            reactor.answered(c, e, 1500, 10);
+            let rec = &read[usize::from(i % 2)];
+            let (pair, _) = cin(reactor, u64::from(i), ip(2, i), rec, false);
+            reactor.answered(pair, bucket_of(1500), 1500, 10);
         }
         total += calls;
     }
-    // One address on the other reactor too: summed with its first.
-    let c = r[1].client(99, false, ip(2, 28));
-    r[1].arrive(c, 0, Class::Write, 1);
+    // One address on the other reactor too: summed with its first; its handle names
+    // an export the table does not hold ("none").
+    cin(&mut r[1], 99, ip(2, 28), &v3_call(7, 5), false);
     crate::stats::set_top(&crate::config::StatsConfig {
         top_clients: 4,
         ..Default::default()
@@ -307,7 +363,7 @@ fn top_n_keeps_the_busiest_and_sums_the_rest_into_other() {
             &out,
             "nfsgw_export_bytes_total{export=\"/e1\",direction=\"in\"}"
         ),
-        e1 * 100
+        e1 * read[0].len() as u64
     );
     assert_eq!(
         value(
