@@ -122,7 +122,7 @@ pub(super) fn compound(
                 return Outcome::Done;
             }
             SeqStart::Run {
-                claim,
+                mut claim,
                 limits,
                 cache_max,
             } => {
@@ -133,8 +133,8 @@ pub(super) fn compound(
                 // Every reply that fits the slot's cache is kept (not only those with
                 // sa_cachethis): a retransmission then gets the same bytes.
                 let reply = (len <= cache_max).then(|| out.written()[start..].to_vec());
-                let data = crate::ulb::v4::noted_from(start);
-                claim.with_data(data).finish(reply);
+                claim.set_data(crate::ulb::v4::noted_from(start));
+                claim.finish(reply);
                 return Outcome::Done;
             }
         }

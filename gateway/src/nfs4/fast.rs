@@ -385,7 +385,7 @@ fn answer_into(
     }
     // Claim the slot now; a worker that took it meanwhile wins (the call goes to a
     // worker, which sees a retransmission or a busy slot).
-    let claim = match s.use_slot(a.slot, a.seqid, a.print) {
+    let mut claim = match s.use_slot(a.slot, a.seqid, a.print) {
         Ok(SlotUse::New(c)) => c,
         _ => return None,
     };
@@ -401,7 +401,9 @@ fn answer_into(
         };
         at..at + n
     });
-    let claim = claim.with_data(res_data.clone().into());
+    if let Some(r) = &res_data {
+        claim.set_data(Some(r.clone()).into());
+    }
     // Kept in the slot's reply cache (RFC 8881 §2.10.6.1.3) by refilling the slot's
     // previous buffer: no allocation per reply. A zero-copy READ's data is copied
     // there from the pages: the cache holds the whole COMPOUND4res.

@@ -373,11 +373,14 @@ pub fn put_getattr(w: &mut XdrWriter, want: &Bitmap, attr: &Attr, fh: &[u8]) -> 
 /// in it (`read`, RFC 8267 §6.4.1: a replay over RDMA places them again); the slot
 /// is free again.
 pub fn finish(mut started: Started, res: &[u8], read: Option<Range<usize>>) {
-    let Some(claim) = started.claim.take() else {
+    let Some(mut claim) = started.claim.take() else {
         return;
     };
     if res.len() <= started.cache_max {
-        claim.with_data(read.into()).finish_copy(res);
+        if read.is_some() {
+            claim.set_data(read.into());
+        }
+        claim.finish_copy(res);
     } else {
         claim.finish(None);
     }

@@ -142,12 +142,11 @@ pub struct SlotClaim {
 }
 
 impl SlotClaim {
-    /// This claim, whose reply's READ-class results' data lie at `data` (offsets
-    /// from the COMPOUND4res's first byte): the `finish` that follows caches it with
-    /// the bytes (`CachedReply::data`).
-    pub fn with_data(mut self, data: DdpList) -> SlotClaim {
+    /// The reply's READ-class results' data lie at `data` (offsets from the
+    /// COMPOUND4res's first byte): the `finish` that follows caches it with the
+    /// bytes (`CachedReply::data`). Not called: the reply has none.
+    pub fn set_data(&mut self, data: DdpList) {
         self.data = data;
-        self
     }
 
     /// Stores the COMPOUND4res (`None`: too big or not to be cached) and frees the slot.
