@@ -4,11 +4,11 @@
 //! with the same permission checks as LOOKUP) after the export's client and squash
 //! rules admit the caller. The mount list is advisory, as in every implementation.
 
+use crate::call::{Ctx, Outcome};
 use crate::config::Cidr;
 use crate::export::{admit, normalize_path, Export};
 use crate::fs::access;
 use crate::fs::{FileKind, Node, Status};
-use crate::call::{Ctx, Outcome};
 use engine::xdr::{padded, XdrReader, XdrResult, XdrWriter};
 use std::sync::Mutex;
 
