@@ -13,6 +13,7 @@ use engine::rpc::Cred;
 use engine::xdr::{XdrResult, XdrWriter};
 use nfs_wire::{MOUNT_PROGRAM, NFS_PROGRAM, NFS_V3};
 use std::net::IpAddr;
+use std::ops::Range;
 
 /// One RPC program version as the workers run it.
 pub struct FrontEnd {
@@ -171,8 +172,9 @@ pub struct V4Paths {
     /// The io_uring call's checks and its reply up to the data operation's status,
     /// the slot claimed (`None`: nothing claimed, a worker answers).
     pub io_start: fn(&State, &V4IoCall, &[u8], &V4Target, &mut XdrWriter) -> Option<V4Started>,
-    /// Ends an io_uring call: its COMPOUND4res kept in the slot, the slot free again.
-    pub io_finish: fn(V4Started, &[u8]),
+    /// Ends an io_uring call: its COMPOUND4res kept in the slot (with where a READ's
+    /// data lie in it, for a replay over RDMA), the slot free again.
+    pub io_finish: fn(V4Started, &[u8], Option<Range<usize>>),
     /// WRITE4resok after its status: count, committed, verifier.
     pub put_write_ok: fn(&mut XdrWriter, u32, u32, &[u8; 8]) -> XdrResult<()>,
     /// A trailing GETATTR's result from the attributes after the write.

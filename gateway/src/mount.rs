@@ -4,11 +4,11 @@
 //! with the same permission checks as LOOKUP) after the export's client and squash
 //! rules admit the caller. The mount list is advisory, as in every implementation.
 
+use crate::call::{Ctx, Outcome};
 use crate::config::Cidr;
 use crate::export::{admit, normalize_path, Export};
 use crate::fs::access;
 use crate::fs::{FileKind, Node, Status};
-use crate::nfs3::{Ctx, Outcome};
 use engine::xdr::{padded, XdrReader, XdrResult, XdrWriter};
 use std::sync::Mutex;
 
@@ -152,7 +152,7 @@ fn mount_node(ctx: &Ctx, path: &[u8]) -> Result<(Node, String), u32> {
         if comp == "." || comp == ".." {
             return Err(MNT3ERR_INVAL);
         }
-        if comp.len() > crate::nfs3::proto::NAME_MAX {
+        if comp.len() > MNT_NAME_LEN {
             return Err(MNT3ERR_NAMETOOLONG);
         }
         let a = ctx.model.getattr(&node).map_err(mount_status)?;

@@ -440,6 +440,55 @@ fn r8267_18_a_replayed_read_still_uses_the_write_chunk() {
     }
 }
 
+/// A retransmitted COMPOUND of two READs (not a shape the reactor answers) is
+/// answered from the session's reply cache with each READ's data in its own write
+/// chunk again (RFC 8267 §6.4.1, RFC 8881 §2.10.6.1.3): the slot keeps where the
+/// first reply's READ data lie with its bytes; nothing reads the cached reply to
+/// find them.
+#[test]
+fn r8267_18_a_replayed_compound_of_two_reads_fills_both_chunks_again() {
+    let mut fx = setup(b"replay2");
+    // Small enough for the session's ca_maxresponsesize_cached (4096): cached.
+    let (na, nb) = (1500, 1200);
+    let mut ops = putfh_op(&fx.a);
+    ops.extend(read_op(0, na as u32));
+    ops.extend(putfh_op(&fx.b));
+    ops.extend(read_op(0, nb as u32));
+    let (xid, call) = fx.s.compound(4, &ops);
+    let mut first = None;
+    for k in 0..2 {
+        // Fresh scratch areas for the retransmission: its chunks start zeroed.
+        let (ka, kb) = (2 * k, 2 * k + 1);
+        fx.s.raw.scratch(ka).1.fill(0);
+        fx.s.raw.scratch(kb).1.fill(0);
+        let mut ch = Chunks::default();
+        let a = segs(&mut fx.s.raw, ka, 0, 1, 4096);
+        let b = segs(&mut fx.s.raw, kb, 0, 1, 4096);
+        ch.push_write_chunk(&a);
+        ch.push_write_chunk(&b);
+        let rep = fx.s.short(xid, &ch, &call);
+        let (st, n, res) = rep.compound();
+        assert_eq!((st, n), (0, 5), "attempt {k}");
+        let mut r = Res(XdrReader::new(&res));
+        r.sequence();
+        r.putfh();
+        assert_eq!(r.read(false).1, na, "attempt {k}");
+        r.putfh();
+        assert_eq!(r.read(false).1, nb, "attempt {k}");
+        assert!(r.0.rest().is_empty(), "no data inline, attempt {k}");
+        let (a, b) = (
+            written(&mut fx, &rep.echo, 0),
+            written(&mut fx, &rep.echo, 1),
+        );
+        assert_eq!(a, fx.da[..na], "chunk A, attempt {k}");
+        assert_eq!(b, fx.db[..nb], "chunk B, attempt {k}");
+        match &first {
+            None => first = Some(res),
+            Some(f) => assert_eq!(&res, f, "the replay's results are the original's"),
+        }
+    }
+}
+
 /// The fast path's zero-copy READ over RDMA (data written from the cache pages, RFC
 /// 8267 §6.4.1) keeps the whole COMPOUND4res in the slot reply cache (RFC 8881
 /// §2.10.6.1.3): a retransmission gets the same results and the same data, padding

@@ -163,8 +163,9 @@ RULES = {
     "uring-imports-nfs3": lambda: hits(["gateway/src/uring"], imports("nfs3")),
     # NFSv4 state returns domain errors; nfs4 encodes them.
     "state-imports-nfs4": lambda: hits(["gateway/src/state"], imports("nfs4")),
-    # The two NFS front ends import nothing from each other.
+    # The two NFS front ends import nothing from each other, nor MOUNT from NFSv3.
     "nfs3-imports-nfs4": lambda: hits(["gateway/src/nfs3"], imports("nfs4")),
+    "mount-imports-nfs3": lambda: hits(["gateway/src/mount.rs"], imports("nfs3")),
     # The engine knows no NFS.
     "engine-imports-gateway": lambda: hits(["engine/src"], re.compile(r"\bgateway::|\bnfs3\b|\bnfs4\b::")),
     # One definition of each RPC program number in the workspace.

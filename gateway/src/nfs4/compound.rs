@@ -100,9 +100,12 @@ pub(super) fn compound(
     if first == OP_SEQUENCE {
         let _ = r.u32();
         match session_ops::sequence_first(&mut c, &mut r, out, n, args.len()) {
-            SeqStart::Replay(bytes) => {
+            SeqStart::Replay(cached) => {
                 out.rewind(start);
-                if out.opaque_fixed(&bytes).is_err() {
+                if out.opaque_fixed(&cached.bytes).is_ok() {
+                    // Where its READ data lie, as the first reply noted them.
+                    crate::ulb::v4::replayed(cached.data, start);
+                } else {
                     // The retransmission's reply buffer is smaller than the original's.
                     out.rewind(start);
                     let Ok(h) = put_header(out, tag) else {
@@ -119,7 +122,7 @@ pub(super) fn compound(
                 return Outcome::Done;
             }
             SeqStart::Run {
-                claim,
+                mut claim,
                 limits,
                 cache_max,
             } => {
@@ -130,6 +133,7 @@ pub(super) fn compound(
                 // Every reply that fits the slot's cache is kept (not only those with
                 // sa_cachethis): a retransmission then gets the same bytes.
                 let reply = (len <= cache_max).then(|| out.written()[start..].to_vec());
+                claim.set_data(crate::ulb::v4::noted_from(start));
                 claim.finish(reply);
                 return Outcome::Done;
             }

@@ -385,10 +385,25 @@ fn answer_into(
     }
     // Claim the slot now; a worker that took it meanwhile wins (the call goes to a
     // worker, which sees a retransmission or a busy slot).
-    let claim = match s.use_slot(a.slot, a.seqid, a.print) {
+    let mut claim = match s.use_slot(a.slot, a.seqid, a.print) {
         Ok(SlotUse::New(c)) => c,
         _ => return None,
     };
+    // Where the READ's data lie from the COMPOUND4res's first byte: copied data is
+    // the last item written (`put_read4`), then its XDR pad; a zero-copy READ's
+    // follows its length word in the slot's copy (`append_read`).
+    let res_data = read.as_ref().map(|r| {
+        let (n, head) = (r.done.n, w.position() - start);
+        let at = if ext == 0 {
+            head - (4 - n % 4) % 4 - n
+        } else {
+            head
+        };
+        at..at + n
+    });
+    if let Some(r) = &res_data {
+        claim.set_data(Some(r.clone()).into());
+    }
     // Kept in the slot's reply cache (RFC 8881 §2.10.6.1.3) by refilling the slot's
     // previous buffer: no allocation per reply. A zero-copy READ's data is copied
     // there from the pages: the cache holds the whole COMPOUND4res.
@@ -406,12 +421,9 @@ fn answer_into(
     if matches!(a.last, Last::Getattr(_)) {
         v.cache.note_hit();
     }
-    // Copied data is the last item written (`put_read4`), then its XDR pad.
-    let data = match (&read, ext) {
-        (Some(r), 0) => {
-            let end = w.position() - (4 - r.done.n % 4) % 4;
-            Some(end - r.done.n..end)
-        }
+    // Copied data lies in the reply buffer (zero-copy data leaves from the pages).
+    let data = match (res_data, ext) {
+        (Some(r), 0) => Some(r.start + start..r.end + start),
         _ => None,
     };
     let pinned = match pages {

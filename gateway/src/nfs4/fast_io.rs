@@ -369,12 +369,17 @@ pub fn put_getattr(w: &mut XdrWriter, want: &Bitmap, attr: &Attr, fh: &[u8]) -> 
 
 /// Ends a call answered here: its COMPOUND4res (`res`) kept in the slot when it fits
 /// ca_maxresponsesize_cached (refilling the slot's previous buffer, no allocation),
-/// as `compound::compound` keeps every reply that fits; the slot is free again.
-pub fn finish(mut started: Started, res: &[u8]) {
-    let Some(claim) = started.claim.take() else {
+/// as `compound::compound` keeps every reply that fits, with where a READ's data lie
+/// in it (`read`, RFC 8267 §6.4.1: a replay over RDMA places them again); the slot
+/// is free again.
+pub fn finish(mut started: Started, res: &[u8], read: Option<Range<usize>>) {
+    let Some(mut claim) = started.claim.take() else {
         return;
     };
     if res.len() <= started.cache_max {
+        if read.is_some() {
+            claim.set_data(read.into());
+        }
         claim.finish_copy(res);
     } else {
         claim.finish(None);

@@ -5,7 +5,9 @@ use super::compound::ReplyLimits;
 use super::status::*;
 use super::{put_status, Compound, Full, OpResult};
 use crate::state::clients::{Client, Principal};
-use crate::state::sessions::{ChannelAttrs, ReqPrint, Session, SlotClaim, SlotUse, MAX_SLOTS};
+use crate::state::sessions::{
+    CachedReply, ChannelAttrs, ReqPrint, Session, SlotClaim, SlotUse, MAX_SLOTS,
+};
 use engine::xdr::{XdrReader, XdrResult, XdrWriter};
 use std::sync::Arc;
 
@@ -73,7 +75,7 @@ fn sessionid(r: &mut XdrReader) -> XdrResult<[u8; 16]> {
 /// What SEQUENCE at the head of a COMPOUND decided.
 pub(super) enum SeqStart {
     /// Send these bytes (a retransmission).
-    Replay(Arc<Vec<u8>>),
+    Replay(Arc<CachedReply>),
     /// SEQUENCE failed with this status; its result is written.
     Failed(Nfsstat4),
     /// Run the rest of the COMPOUND within `limits`; then store the reply in `claim`.
@@ -154,7 +156,7 @@ pub(super) fn sequence_first(
         return fail(w, NFS4ERR_REP_TOO_BIG_TO_CACHE);
     }
     let claim = match s.use_slot(a.slot, a.seqid, print) {
-        Ok(SlotUse::Replay(bytes)) => return SeqStart::Replay(bytes),
+        Ok(SlotUse::Replay(cached)) => return SeqStart::Replay(cached),
         Ok(SlotUse::New(claim)) => claim,
         Err(e) => return fail(w, from_state(e)),
     };

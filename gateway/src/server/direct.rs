@@ -91,6 +91,7 @@ use fault::Failure;
 use nfs_wire::{NFS_PROGRAM, NFS_V3};
 use std::ffi::CStr;
 use std::fs::File;
+use std::ops::Range;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::Arc;
 use write::{CommitStart, WriteArgs};
@@ -197,8 +198,10 @@ struct Base {
 /// no allocation).
 #[allow(clippy::large_enum_variant)]
 pub(crate) enum Finished {
-    /// Send this reply (and learn `fill` into the read cache first).
-    Reply(Job, Buf, Option<Fill>),
+    /// Send this reply (and learn `fill` into the read cache first); a READ's
+    /// outcome says where its data lie in the reply buffer, for the transport to
+    /// place them in a write chunk (RFC 8267 §4, §6.4.1) without reading the reply.
+    Reply(Job, Buf, Option<Fill>, Option<Range<usize>>),
     /// The I/O failed: run the call on a worker.
     Fallback(Job),
     /// Learn these attributes into the read cache (a revalidation GETATTR, whose
@@ -593,7 +596,7 @@ impl Direct {
             CommitStart::Durable(p) => {
                 match wcc_reply(pools, &p, None, self.shared.model.write_verifier()) {
                     Some(b) => {
-                        self.done_now.push(Finished::Reply(p.job, b, None));
+                        self.done_now.push(Finished::Reply(p.job, b, None, None));
                         Ok(())
                     }
                     None => Err(p.job),
@@ -631,7 +634,8 @@ impl Direct {
         }
         match getattr_reply(pools, &job, &fill.attr) {
             Some(b) => {
-                self.done_now.push(Finished::Reply(job, b, Some(fill)));
+                self.done_now
+                    .push(Finished::Reply(job, b, Some(fill), None));
                 Ok(())
             }
             None => Err(job),
@@ -812,7 +816,7 @@ impl Direct {
                 }
                 // Read after the sync: a failure before it shows as a new verifier.
                 match wcc_reply(pools, &p, None, self.shared.model.write_verifier()) {
-                    Some(b) => Finished::Reply(p.job, b, None),
+                    Some(b) => Finished::Reply(p.job, b, None, None),
                     // Durable already: the worker's COMMIT finds nothing staged.
                     None => Finished::Fallback(p.job),
                 }
@@ -867,7 +871,7 @@ impl Direct {
             }),
             exact: false,
         });
-        Finished::Reply(job, reply, fill)
+        Finished::Reply(job, reply, fill, Some(data_at..data_at + got))
     }
 
     /// A spliced READ's completion: the head gets count and eof as `finish_read`
@@ -908,7 +912,7 @@ impl Direct {
         head.set_len(data_at);
         if got == 0 {
             self.put_pipe(pipe);
-            return Finished::Reply(job, head, None);
+            return Finished::Reply(job, head, None, None);
         }
         Finished::ReplyPipe(job, head, pipe)
     }
@@ -927,7 +931,7 @@ impl Direct {
             return Finished::Fallback(p.job);
         };
         match wcc_reply(pools, &p, Some((post, count, stable)), verf) {
-            Some(b) => Finished::Reply(p.job, b, None),
+            Some(b) => Finished::Reply(p.job, b, None, None),
             // The data is written and staged: a worker writes it again and answers.
             None => Finished::Fallback(p.job),
         }

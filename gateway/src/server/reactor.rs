@@ -21,6 +21,7 @@ use engine::rdma::server::{
 };
 use engine::reactor::{Counters, Poller};
 use engine::ring::{Doorbell, Ring};
+use engine::rpcrdma::responder::DdpList;
 use engine::tcp::{Budget, ConnId, TcpTransport};
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -918,7 +919,7 @@ impl ReactorState {
         let mut now = None;
         for f in finished.drain(..) {
             match f {
-                Finished::Reply(mut job, reply, fill) => {
+                Finished::Reply(mut job, reply, fill, data) => {
                     if let Some(fill) = fill {
                         let (cache, gens) = (&mut self.cache, &self.shared.gens);
                         if supervise::request("reactor: filling the read cache", || {
@@ -938,9 +939,12 @@ impl ReactorState {
                         _ => reply.len(),
                     };
                     router.finished_bytes(job.stat, ns, out);
-                    let reply = Reply::of(reply).charged(job.charge.take());
+                    // A READ's outcome places its data (RDMA only).
+                    let (charge, located) =
+                        (job.charge.take(), data.map(|d| DdpList::from(Some(d))));
+                    let (stats, cache) = (&router.stats, &mut self.cache);
                     self.net
-                        .send(job.conn, reply, &router.stats, &mut self.cache);
+                        .send_done(job.conn, Some(reply), charge, located, stats, cache);
                 }
                 // A revalidation GETATTR is not a call in flight (its call was
                 // answered): it goes the way such jobs go.

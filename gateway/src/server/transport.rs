@@ -239,12 +239,6 @@ impl Reply {
             charge: None,
         }
     }
-
-    /// This reply, answering a call that reserved `charge`.
-    pub fn charged(mut self, charge: Option<Charge>) -> Reply {
-        self.charge = charge;
-        self
-    }
 }
 
 /// A page list after an RDMA reply: the server took its pins (its pieces were copied
@@ -421,14 +415,18 @@ impl Transports {
     }
 }
 
-/// Where the DDP-eligible results of an RDMA reply (from its XID on) lie: NFSv3's one
-/// item (RFC 8267 §4), the results a COMPOUND noted while it ran (their positions
-/// counted the record-mark slot), or a fast-path or replayed READ/READLINK's data
-/// (§6.4.1).
+/// Where the DDP-eligible results of an RDMA reply (from its XID on) lie, as the
+/// executor that answered passed them (positions counting the record-mark slot): the
+/// READ-class results a COMPOUND noted as it ran or its slot's cache replayed, a
+/// cached or io_uring READ's outcome (RFC 8267 §6.4.1, §4). A COMPOUND that passed
+/// none ran no READ-class operation (a GETATTR, a COMPOUND that failed before one):
+/// its write chunks come back unused (RFC 8166 §4.3.2). Only an NFSv3 reply a worker
+/// or the cache encoded without its outcome is still read for its one item.
 fn ddp_of(item: ReplyItem, located: Option<DdpList>, reply: &[u8]) -> DdpList {
     match (item, located) {
-        (ReplyItem::Compound, Some(list)) => list.shifted_down(MARK),
-        (ReplyItem::Compound, None) => crate::ulb::v4::fast_read_data(reply),
+        (ReplyItem::None, _) => DdpList::new(),
+        (_, Some(list)) => list.shifted_down(MARK),
+        (ReplyItem::Compound, None) => DdpList::new(),
         _ => crate::ulb::reply_data(item, reply).into(),
     }
 }

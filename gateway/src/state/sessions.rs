@@ -7,6 +7,7 @@
 
 use crate::conn::ConnRef;
 use crate::state::error::StateError;
+use engine::rpcrdma::responder::DdpList;
 use std::hash::Hasher;
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -57,6 +58,16 @@ impl ReqPrint {
     }
 }
 
+/// A cached COMPOUND4res and where its READ-class results' data lie in it (offsets
+/// from its first byte; RFC 8267 §6.4.1), kept with it so a replay over
+/// RPC-over-RDMA places the data in the write chunks as the first reply did, without
+/// reading the bytes again.
+#[derive(Debug, Default)]
+pub struct CachedReply {
+    pub bytes: Vec<u8>,
+    pub data: DdpList,
+}
+
 /// One slot: the last sequence id seen and the reply of that request.
 #[derive(Debug, Default)]
 struct Slot {
@@ -67,10 +78,10 @@ struct Slot {
     busy: bool,
     /// The COMPOUND4res of `seqid` (None: not cached, replays get
     /// NFS4ERR_RETRY_UNCACHED_REP).
-    reply: Option<Arc<Vec<u8>>>,
+    reply: Option<Arc<CachedReply>>,
     /// The previous request's reply buffer, kept for `SlotClaim::finish_copy` to
     /// refill (no allocation per fast-path reply once the slot has been used).
-    spare: Option<Arc<Vec<u8>>>,
+    spare: Option<Arc<CachedReply>>,
 }
 
 /// Mutable parts of a session.
@@ -111,7 +122,7 @@ pub enum SlotUse {
     /// A new request: run it, then `SlotClaim::finish`.
     New(SlotClaim),
     /// A retransmission of the request the slot holds: send these bytes again.
-    Replay(Arc<Vec<u8>>),
+    Replay(Arc<CachedReply>),
 }
 
 /// A claimed slot; dropping it without `finish` leaves the slot uncached and free.
@@ -126,12 +137,22 @@ pub struct SlotClaim {
     had_reply: bool,
     /// The print of the slot's previous request (what `abandon` restores).
     prev_print: ReqPrint,
+    /// Where the reply's READ-class data lie (`with_data`), stored with it.
+    data: DdpList,
 }
 
 impl SlotClaim {
+    /// The reply's READ-class results' data lie at `data` (offsets from the
+    /// COMPOUND4res's first byte): the `finish` that follows caches it with the
+    /// bytes (`CachedReply::data`). Not called: the reply has none.
+    pub fn set_data(&mut self, data: DdpList) {
+        self.data = data;
+    }
+
     /// Stores the COMPOUND4res (`None`: too big or not to be cached) and frees the slot.
     pub fn finish(mut self, reply: Option<Vec<u8>>) {
-        self.release(reply.map(Arc::new));
+        let data = self.data;
+        self.release(reply.map(|bytes| Arc::new(CachedReply { bytes, data })));
         self.done = true;
     }
 
@@ -158,25 +179,16 @@ impl SlotClaim {
                 self.done = true;
                 return;
             }
-            let kept = match s.spare.take() {
-                Some(mut a) => match Arc::get_mut(&mut a) {
-                    Some(v) => {
-                        v.clear();
-                        fill(v);
-                        a
-                    }
-                    None => {
-                        let mut v = Vec::new();
-                        fill(&mut v);
-                        Arc::new(v)
-                    }
-                },
-                None => {
-                    let mut v = Vec::new();
-                    fill(&mut v);
-                    Arc::new(v)
-                }
-            };
+            let mut kept = s.spare.take().unwrap_or_default();
+            if Arc::get_mut(&mut kept).is_none() {
+                // A replay in flight still holds the previous buffer.
+                kept = Arc::default();
+            }
+            if let Some(c) = Arc::get_mut(&mut kept) {
+                c.bytes.clear();
+                fill(&mut c.bytes);
+                c.data = self.data;
+            }
             s.busy = false;
             s.reply = Some(kept);
         }
@@ -204,7 +216,7 @@ impl SlotClaim {
         self.done = true;
     }
 
-    fn release(&self, reply: Option<Arc<Vec<u8>>>) {
+    fn release(&self, reply: Option<Arc<CachedReply>>) {
         let mut live = self.session.lock();
         let keep = self.slot < live.granted;
         if let Some(s) = live.slots.get_mut(self.slot as usize) {
@@ -385,6 +397,7 @@ impl Session {
                 seqid,
                 had_reply,
                 prev_print,
+                data: DdpList::new(),
             }))
         } else if seqid == s.seqid && (s.busy || s.reply.is_some() || seqid != 0) {
             if s.print != print {
@@ -488,7 +501,7 @@ mod tests {
             claim.finish_copy(&reply);
             match s.use_slot(1, seqid, P).unwrap() {
                 SlotUse::Replay(r) => {
-                    assert_eq!(*r, reply);
+                    assert_eq!(r.bytes, reply);
                     if seqid == 2 {
                         // A replay in flight keeps this buffer: the next reply must
                         // not overwrite it.
@@ -498,7 +511,7 @@ mod tests {
                 _ => panic!("replay"),
             }
         }
-        assert_eq!(held.as_deref(), Some(&vec![1, 2, 3]));
+        assert_eq!(held.map(|r| r.bytes.clone()), Some(vec![1, 2, 3]));
     }
 
     #[test]
@@ -516,7 +529,7 @@ mod tests {
         assert_eq!(s.use_slot(0, 2, P).unwrap_err(), StateError::Delay);
         claim.finish(Some(vec![1, 2, 3]));
         match s.use_slot(0, 1, P).unwrap() {
-            SlotUse::Replay(r) => assert_eq!(*r, vec![1, 2, 3]),
+            SlotUse::Replay(r) => assert_eq!(r.bytes, vec![1, 2, 3]),
             _ => panic!("replay"),
         }
         assert_eq!(s.use_slot(0, 3, P).unwrap_err(), StateError::SeqMisordered);
@@ -549,7 +562,7 @@ mod tests {
         c.abandon();
         assert!(s.is_next(0, 2));
         match s.use_slot(0, 1, P).unwrap() {
-            SlotUse::Replay(r) => assert_eq!(*r, vec![7, 7]),
+            SlotUse::Replay(r) => assert_eq!(r.bytes, vec![7, 7]),
             _ => panic!("previous reply kept"),
         }
         let SlotUse::New(c) = s.use_slot(0, 2, P).unwrap() else {
@@ -600,7 +613,7 @@ mod tests {
         c.finish(Some(vec![1]));
         assert_eq!(s.use_slot(0, 1, other).unwrap_err(), StateError::FalseRetry);
         match s.use_slot(0, 1, write).unwrap() {
-            SlotUse::Replay(r) => assert_eq!(*r, vec![1]),
+            SlotUse::Replay(r) => assert_eq!(r.bytes, vec![1]),
             _ => panic!("the retransmission is replayed"),
         }
         // Uncached: a false retry is still told apart from RETRY_UNCACHED_REP.

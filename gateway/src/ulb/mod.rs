@@ -21,8 +21,9 @@ pub enum ReplyItem {
     /// NFSv3 READLINK path.
     ReadlinkPath,
     /// An NFSv4 COMPOUND: its READ-class results are noted by the COMPOUND loop as it
-    /// runs ([`v4::note_result`]), or located in a fast-path reply
-    /// ([`v4::fast_read_data`]).
+    /// runs ([`v4::note_result`]) or kept with a reply the slot's cache replays
+    /// ([`v4::replayed`]), or passed by the executor that answered (the cache's and
+    /// the io_uring READ's outcome).
     Compound,
 }
 

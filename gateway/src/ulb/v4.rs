@@ -135,6 +135,29 @@ pub fn take() -> Option<DdpList> {
     LOCATED.with(|l| l.take())
 }
 
+/// The results noted since [`begin`] on this thread, each moved `by` bytes towards
+/// the start (positions from a COMPOUND4res written at `by`, for the slot's reply
+/// cache: `state::sessions::CachedReply::data`); still there for [`take`].
+pub fn noted_from(by: usize) -> DdpList {
+    LOCATED
+        .with(|l| l.get())
+        .unwrap_or_default()
+        .shifted_down(by)
+}
+
+/// A COMPOUND4res replayed from the slot's reply cache, written at `at`: its
+/// READ-class results are those the first reply noted (`data`, positions from the
+/// COMPOUND4res), so the transport places them as it did then (RFC 8267 §6.4.1)
+/// without reading the reply.
+pub fn replayed(data: DdpList, at: usize) {
+    let mut list = DdpList::new();
+    for k in 0..data.len() {
+        let r = data.get(k).flatten();
+        list.push(r.and_then(|r| Some(r.start.checked_add(at)?..r.end.checked_add(at)?)));
+    }
+    LOCATED.with(|l| l.set(Some(list)));
+}
+
 /// The READ-class results of a COMPOUND the reactor's cache answered
 /// (`nfs4::fast`), from the answer's outcome: where its READ's data lies in the reply
 /// buffer (`None`: a GETATTR, no READ-class result). The fast path answers only
@@ -143,11 +166,13 @@ pub fn fast_located(read: Option<Range<usize>>) -> DdpList {
     read.into()
 }
 
-/// The READ-class result of a `SEQUENCE, PUTFH, READ|READLINK` reply whose executor
-/// passed no outcome: a replay from the session's reply cache (the shapes the Linux
-/// client sends), whose READ did not run again, and the io_uring READ
-/// (`server::direct::v4`). `reply` from the XID on. A failed READ or READLINK gives
-/// an entry without data (its chunk comes back empty, R8267-21).
+/// Test oracle: the READ-class result of a `SEQUENCE, PUTFH, READ|READLINK` reply,
+/// found by reading the reply (`reply` from the XID on). The server never does this:
+/// every executor passes where its READ data lies with the reply (the worker's
+/// COMPOUND loop, a slot-cache replay, the cache's and the io_uring READ's outcome);
+/// the tests hold those positions to what this walk finds. A failed READ or READLINK
+/// gives an entry without data (its chunk comes back empty, R8267-21).
+#[cfg(test)]
 pub fn fast_read_data(reply: &[u8]) -> DdpList {
     let mut list = DdpList::new();
     if let Some(item) = simple_read_class(reply) {
@@ -156,8 +181,8 @@ pub fn fast_read_data(reply: &[u8]) -> DdpList {
     list
 }
 
-/// Reads words at fixed offsets (this runs for every v4 reply over RDMA: no decoder
-/// state, every access bounds-checked).
+/// Reads words at fixed offsets, every access bounds-checked.
+#[cfg(test)]
 fn simple_read_class(reply: &[u8]) -> Option<Option<Range<usize>>> {
     let word = |at: usize| -> Option<u32> {
         let b = reply.get(at..at.checked_add(4)?)?;

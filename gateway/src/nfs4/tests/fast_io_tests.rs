@@ -159,7 +159,7 @@ fn write_read_commit_replies_equal_the_workers() {
     // In flight: a retransmission is DELAY, the next request too (§2.10.6.2).
     let st = Nfsstat4::decode(&mut XdrReader::new(&run(&h, &args))).unwrap();
     assert_eq!(st, NFS4ERR_DELAY);
-    fast_io::finish(s, &head);
+    fast_io::finish(s, &head, None);
     assert_eq!(run(&h, &args), head, "replayed from the slot");
 
     // WRITE + GETATTR: the GETATTR encoded from the model's attributes after the write
@@ -186,7 +186,7 @@ fn write_read_commit_replies_equal_the_workers() {
         head,
         "WRITE+GETATTR differs from the worker's"
     );
-    fast_io::finish(s, &head);
+    fast_io::finish(s, &head, None);
 
     // READ: head from start, then eof, length and data as the ring writes them.
     let worker = run(&h, &read_args(sid, 5, &fh, any, 9990, 100));
@@ -201,7 +201,17 @@ fn write_read_commit_replies_equal_the_workers() {
         head,
         "READ reply differs from the worker's"
     );
-    fast_io::finish(s, &head);
+    // The ring's READ passes where its data lie (RFC 8267 §6.4.1); the slot keeps
+    // it, so a replay on a worker passes the same place without reading the reply.
+    let at = head.len() - 12;
+    fast_io::finish(s, &head, Some(at..at + 10));
+    let _ = crate::ulb::v4::take();
+    assert_eq!(run(&h, &args), head, "replayed from the slot");
+    let replayed = crate::ulb::v4::take().expect("a replay passes its READ data");
+    assert_eq!(
+        (replayed.len(), replayed.get(0)),
+        (1, Some(Some(at..at + 10)))
+    );
 
     // COMMIT.
     let worker = run(&h, &commit_args(sid, 7, &fh, 0, 0));
@@ -213,7 +223,7 @@ fn write_read_commit_replies_equal_the_workers() {
         head,
         "COMMIT reply differs from the worker's"
     );
-    fast_io::finish(s, &head);
+    fast_io::finish(s, &head, None);
 }
 
 #[test]
@@ -417,4 +427,46 @@ fn oracle(args: &[u8]) -> Option<IoCall> {
 
 fn lane_agrees(args: &[u8]) -> bool {
     crate::nfs4::skip_prop_tests::oracles::lane_agrees(args)
+}
+
+/// RFC 8267 §6.4.1 on a replay (RFC 8881 §2.10.6.1.3): a COMPOUND of two READs
+/// replayed from the slot's cache passes where both READs' data lie, as its first
+/// run noted them, so the transport places them in write chunks without reading the
+/// reply (a shape no executor but the worker runs).
+#[test]
+fn r8267_a_replay_passes_the_read_data_its_first_run_noted() {
+    let (h, fh, _) = setup();
+    let (_, sid) = session(&h, b"io-replay2");
+    let read = |off: u64, count: u32| -> Op {
+        Box::new(move |w: &mut XdrWriter| {
+            w.u32(OP_READ)?;
+            Stateid::ANONYMOUS.encode(w)?;
+            w.u64(off)?;
+            w.u32(count)
+        })
+    };
+    let ops = [
+        seq(sid, 1, false),
+        putfh(fh.clone()),
+        read(0, 100),
+        putfh(fh.clone()),
+        read(9990, 100),
+    ];
+    let args = compound_args(b"two", 1, &ops);
+    let first = run(&h, &args);
+    let noted = crate::ulb::v4::take().expect("the first run notes its READs");
+    assert_eq!(noted.len(), 2);
+    let (a, b) = (
+        noted.get(0).flatten().unwrap(),
+        noted.get(1).flatten().unwrap(),
+    );
+    assert_eq!((a.len(), b.len()), (100, 10));
+    assert_eq!(&first[a.clone()], &[5u8; 100][..]);
+    assert_eq!(&first[b.clone()], &[5u8; 10][..]);
+    assert_eq!(run(&h, &args), first, "replayed from the slot");
+    assert_eq!(
+        crate::ulb::v4::take(),
+        Some(noted),
+        "the replay passes the same"
+    );
 }

@@ -297,7 +297,10 @@ impl Direct {
         let len = w.position();
         reply.set_len(len);
         let res_at = v4.started.res_at.min(len);
-        (V4.io_finish)(v4.started, &reply[res_at..len]);
+        let data = data_at..data_at + got;
+        // The slot keeps where the data lie with the bytes, for a replay.
+        let cached = data.start.checked_sub(res_at).map(|at| at..at + got);
+        (V4.io_finish)(v4.started, &reply[res_at..len], cached);
         let fill = (self.cache_pages && got > 0 && want <= cache::MAX_CACHED_READ).then(|| Fill {
             fh: base.fh,
             export: base.export,
@@ -310,7 +313,7 @@ impl Direct {
             }),
             exact: false,
         });
-        Finished::Reply(job, reply, fill)
+        Finished::Reply(job, reply, fill, Some(data))
     }
 
     fn finish_write4(&mut self, p: Pending, v4: V4, slot: usize) -> Finished {
@@ -369,7 +372,7 @@ impl Direct {
 
     fn reply4_with(&mut self, p: Pending, started: Started, reply: Buf) -> Finished {
         let res_at = started.res_at.min(reply.len());
-        (V4.io_finish)(started, &reply[res_at..]);
-        Finished::Reply(p.job, reply, None)
+        (V4.io_finish)(started, &reply[res_at..], None);
+        Finished::Reply(p.job, reply, None, None)
     }
 }
