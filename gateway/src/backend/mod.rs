@@ -143,6 +143,15 @@ pub trait Backend: Send + Sync {
         false
     }
 
+    /// True when the store can tell in one step that nothing is at `name` (a key
+    /// without the trailing '/'): no object `name`, no marker `name/` and no object
+    /// under `name/`. False means "perhaps": the caller asks `head` and `list` (the
+    /// default). CREATE and LOOKUP of a new name then skip the two failed HEADs and
+    /// the listing that an implicit directory needs (`fs` backend: one `lstat`).
+    fn surely_absent(&self, _name: &str) -> BResult<bool> {
+        Ok(false)
+    }
+
     /// How many subdirectories directory `dir` ("" or ending in '/') has — its child
     /// prefixes, with or without a marker — or `None` when counting through listings
     /// would look at more than `limit` entries. A missing directory has none. The

@@ -96,6 +96,10 @@ impl Backend for Timed {
     fn list_meta_complete(&self) -> bool {
         self.inner.list_meta_complete()
     }
+    fn surely_absent(&self, name: &str) -> BResult<bool> {
+        // Not timed: a local probe standing in for HEADs, never a store round trip.
+        self.inner.surely_absent(name)
+    }
     fn count_subdirs(&self, dir: &str, limit: usize) -> BResult<Option<u64>> {
         self.time(Op::CountSubdirs, || self.inner.count_subdirs(dir, limit))
     }

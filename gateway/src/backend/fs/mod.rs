@@ -324,13 +324,18 @@ fn mtime_ns(st: &libc::stat) -> u64 {
 /// An object's metadata. Objects that carry no ownership metadata (put there by other
 /// tools) show their on-disk mode, owner and group, so an operator can grant access
 /// with plain chmod/chown on `backend.root`.
+/// (Every HEAD makes one: the defaults are looked up before a key is allocated for
+/// them, and the ETag is written without the formatting machinery.)
 fn object_meta(key: &str, st: &libc::stat, mut user: UserMeta) -> ObjectMeta {
-    user.entry("mode".into())
-        .or_insert_with(|| format!("{:o}", st.st_mode));
-    user.entry("uid".into())
-        .or_insert_with(|| st.st_uid.to_string());
-    user.entry("gid".into())
-        .or_insert_with(|| st.st_gid.to_string());
+    if !user.contains_key("mode") {
+        user.insert("mode".into(), format!("{:o}", st.st_mode));
+    }
+    if !user.contains_key("uid") {
+        user.insert("uid".into(), st.st_uid.to_string());
+    }
+    if !user.contains_key("gid") {
+        user.insert("gid".into(), st.st_gid.to_string());
+    }
     let size = if is_dir(st) {
         0
     } else {
@@ -341,9 +346,25 @@ fn object_meta(key: &str, st: &libc::stat, mut user: UserMeta) -> ObjectMeta {
         key: key.to_string(),
         size,
         mtime_ns: m,
-        etag: format!("{m:x}-{size:x}"),
+        etag: etag(m, size),
         user,
     }
+}
+
+/// `format!("{mtime_ns:x}-{size:x}")`: what changes with the content's time or size.
+fn etag(mtime_ns: u64, size: u64) -> String {
+    fn hex(s: &mut String, v: u64) {
+        let digits = (64 - v.leading_zeros()).max(1).div_ceil(4);
+        for i in (0..digits).rev() {
+            let d = ((v >> (i * 4)) & 0xf) as u32;
+            s.push(char::from_digit(d, 16).expect("a nibble is a hex digit"));
+        }
+    }
+    let mut s = String::with_capacity(33);
+    hex(&mut s, mtime_ns);
+    s.push('-');
+    hex(&mut s, size);
+    s
 }
 
 /// A key split into its parent components, its last name, and whether it is a
@@ -889,6 +910,28 @@ impl Backend for FsBackend {
     /// Listed objects are read as `head` reads them.
     fn list_meta_complete(&self) -> bool {
         true
+    }
+
+    /// A name here is a file or a directory, never both, and a directory is real
+    /// (no implicit ones): a name the cache does not hold and `lstat` does not find
+    /// has nothing at it or under it. Anything else (a cached key, a symlink, an
+    /// error) says "perhaps", and `head` decides as before.
+    fn surely_absent(&self, name: &str) -> BResult<bool> {
+        if name.is_empty() || name.ends_with('/') || self.cache.get(name).is_some() {
+            return Ok(false);
+        }
+        let Ok(sp) = split(name) else {
+            return Ok(false);
+        };
+        let parent = match self.walk(&sp.parents, false, name) {
+            Ok(p) => p,
+            Err(BackendError::NotFound) => return Ok(true),
+            Err(_) => return Ok(false),
+        };
+        let Ok(last) = cstr(sp.last) else {
+            return Ok(false);
+        };
+        Ok(matches!(lstatat(self.at(&parent), &last), Err(e) if is_gone(&e)))
     }
 
     fn head(&self, key: &str) -> BResult<ObjectMeta> {

@@ -366,8 +366,17 @@ impl Inner {
         }
     }
 
-    /// What `name` (a child key without the trailing '/') is, if anything.
+    /// What `name` (a child key without the trailing '/') is, if anything. A new name
+    /// (CREATE, or the LOOKUP before it) costs the store's one probe when it has one
+    /// (`Backend::surely_absent`), not two HEADs and a listing.
     fn find(&self, child: &str) -> FsResult<Option<Found>> {
+        if self
+            .backend
+            .surely_absent(child)
+            .map_err(|e| self.berr(e, child))?
+        {
+            return Ok(None);
+        }
         if let Some(m) = self.file_meta(child)? {
             return Ok(Some(Found::File(m)));
         }

@@ -203,6 +203,7 @@ fn directory_link_counts_follow_subdirectories() {
 struct CountingBackend {
     inner: Arc<dyn Backend>,
     lists: AtomicUsize,
+    heads: AtomicUsize,
     ghosts: std::sync::Mutex<Vec<String>>,
 }
 
@@ -211,6 +212,7 @@ impl CountingBackend {
         CountingBackend {
             inner,
             lists: AtomicUsize::new(0),
+            heads: AtomicUsize::new(0),
             ghosts: Default::default(),
         }
     }
@@ -221,7 +223,11 @@ impl Backend for CountingBackend {
         "counting"
     }
     fn head(&self, key: &str) -> crate::backend::BResult<ObjectMeta> {
+        self.heads.fetch_add(1, Ordering::Relaxed);
         self.inner.head(key)
+    }
+    fn surely_absent(&self, name: &str) -> crate::backend::BResult<bool> {
+        self.inner.surely_absent(name)
     }
     fn get_range(&self, key: &str, offset: u64, dst: &mut [u8]) -> crate::backend::BResult<usize> {
         self.inner.get_range(key, offset, dst)
@@ -765,4 +771,54 @@ fn readdir_does_not_list_ghosts_of_names_removed_here() {
         n
     };
     assert_eq!(names(&m), ["g", "keep"]);
+}
+
+/// A CREATE of a new name, and the LOOKUP an NFSv3 CREATE makes before it, cost the
+/// fs store one probe (`Backend::surely_absent`): no HEAD of the name or of its
+/// directory marker and no listing for an implicit directory. Stores without the probe
+/// (memory, like s3) still ask both HEADs and list; existing names and directories are
+/// found as before on both.
+#[test]
+fn a_new_name_costs_no_head_and_no_listing_on_the_fs_store() {
+    let root_dir = tempfile::tempdir().unwrap();
+    let fs: Arc<dyn Backend> =
+        Arc::new(crate::backend::fs::FsBackend::open(&root_dir.path().join("data")).unwrap());
+    let mem: Arc<dyn Backend> = Arc::new(crate::backend::memory::MemoryBackend::new());
+    for (inner, heads, lists) in [(fs, 0, 0), (mem, 4, 2)] {
+        let counting = Arc::new(CountingBackend::over(inner));
+        let b: Arc<dyn Backend> = counting.clone();
+        let state = tempfile::tempdir().unwrap();
+        let m = FileModel::open(b, state.path(), &exports()).unwrap();
+        let root = m.root(0).unwrap();
+        let d = m.mkdir(&root, b"d", &SetAttr::default(), OWNER).unwrap();
+        let count = || {
+            (
+                counting.heads.load(Ordering::Relaxed),
+                counting.lists.load(Ordering::Relaxed),
+            )
+        };
+        let (h0, l0) = count();
+        assert_eq!(m.lookup(&d, b"new").map(|_| ()), Err(Status::NoEnt));
+        let how = CreateMode::Unchecked(SetAttr::default());
+        let f = m.create(&d, b"new", &how, OWNER).unwrap();
+        let (h1, l1) = count();
+        assert_eq!(
+            (h1 - h0, l1 - l0),
+            (heads, lists),
+            "{}",
+            counting.inner.name()
+        );
+        // What exists is still found: the file, and a directory by its name.
+        assert_eq!(m.lookup(&d, b"new").unwrap().fileid, f.fileid);
+        assert_eq!(m.lookup(&root, b"d").unwrap().fileid, d.fileid);
+        assert_eq!(
+            m.create(&root, b"d", &how, OWNER).map(|_| ()),
+            Err(Status::Exist)
+        );
+        let guarded = CreateMode::Guarded(SetAttr::default());
+        assert_eq!(
+            m.create(&d, b"new", &guarded, OWNER).map(|_| ()),
+            Err(Status::Exist)
+        );
+    }
 }

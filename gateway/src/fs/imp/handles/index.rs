@@ -179,12 +179,33 @@ pub(super) fn apply(c: &Connection, r: &Rec) -> Result<Vec<u64>> {
 /// writes only its tombstone, the row the put would have left behind anyway (`tomb`
 /// keeps the larger generation, and the put's replacement of another row holding the
 /// key is done by that row's own record, which is in the batch: `HandleTable::find_key`
-/// supersedes an index row only for an id with a pending record). Returns what the
-/// last record touched and the rows written.
+/// supersedes an index row only for an id with a pending record). That tombstone is
+/// skipped too when its generation is below `floor`, the current second: a new
+/// generation is at least that (`HandleTable::pick`), so the row could raise none and
+/// `prune_tombs` would delete it; what the index held for the id before the ASSIGN
+/// (nothing, or an older tombstone or FORGET of the same batch: the id was not live
+/// when the ASSIGN picked it) is then the end state, as after a prune. Returns what
+/// the last record touched and the rows written.
 pub(super) fn apply_batch<'a>(
     c: &Connection,
     recs: impl DoubleEndedIterator<Item = &'a Rec> + Clone,
+    floor: u32,
 ) -> Result<(Vec<u64>, usize)> {
+    let skip = skipped(recs.clone(), floor);
+    let (mut touched, mut writes) = (Vec::new(), 0);
+    for (r, skip) in recs.zip(skip) {
+        if !skip {
+            touched = apply(c, r)?;
+            writes += 1;
+        }
+    }
+    Ok((touched, writes))
+}
+
+/// Which records of a batch `apply_batch` skips, in order: ASSIGNs a later FORGET of
+/// the same segment (no RENAME or FORGET_PREFIX between) undoes, and FORGETs of an
+/// id ASSIGNed earlier in the segment whose generation is below `floor`.
+fn skipped<'a>(recs: impl DoubleEndedIterator<Item = &'a Rec> + Clone, floor: u32) -> Vec<bool> {
     let mut forgotten_later = std::collections::HashSet::new();
     let mut skip = Vec::new();
     for r in recs.clone().rev() {
@@ -200,14 +221,18 @@ pub(super) fn apply_batch<'a>(
             }
         });
     }
-    let (mut touched, mut writes) = (Vec::new(), 0);
-    for (r, skip) in recs.zip(skip.into_iter().rev()) {
-        if !skip {
-            touched = apply(c, r)?;
-            writes += 1;
+    skip.reverse();
+    let mut assigned = std::collections::HashSet::new();
+    for (r, skip) in recs.zip(skip.iter_mut()) {
+        match r.tag {
+            journal::T_ASSIGN => {
+                assigned.insert(r.id);
+            }
+            journal::T_FORGET => *skip = assigned.remove(&r.id) && r.gen < floor,
+            _ => assigned.clear(),
         }
     }
-    Ok((touched, writes))
+    skip
 }
 
 /// Every live key under `prefix` becomes a tombstone.
@@ -292,5 +317,61 @@ mod tests {
         assert_eq!(super::prefix_end("d/"), Some(b"d0".to_vec()));
         assert_eq!(super::prefix_end("a\u{7f}"), Some(b"a\x80".to_vec()));
         assert_eq!(super::prefix_end(""), None);
+    }
+
+    fn rec(tag: u8, id: u64, gen: u32, payload: &str) -> super::Rec {
+        super::Rec {
+            tag,
+            id,
+            gen,
+            payload: payload.into(),
+        }
+    }
+
+    /// A name created and removed within one batch writes its tombstone only while
+    /// the time floor does not cover it; below the floor it writes no row, and a FORGET
+    /// of a mapping from before the batch is still applied.
+    #[test]
+    fn a_created_and_removed_name_under_the_time_floor_writes_no_row() {
+        use super::journal::{T_ASSIGN, T_FORGET, T_RENAME};
+        let d = tempfile::tempdir().unwrap();
+        let c = super::open(&d.path().join("i.db")).unwrap();
+        let pair = [rec(T_ASSIGN, 5, 100, "a"), rec(T_FORGET, 5, 100, "")];
+        let (_, writes) = super::apply_batch(&c, pair.iter(), 100).unwrap();
+        assert_eq!(writes, 1, "the floor does not cover generation 100 yet");
+        assert_eq!(super::counts(&c).unwrap(), (0, 1));
+        let pair = [rec(T_ASSIGN, 6, 100, "b"), rec(T_FORGET, 6, 100, "")];
+        let (_, writes) = super::apply_batch(&c, pair.iter(), 101).unwrap();
+        assert_eq!(writes, 0);
+        assert_eq!(super::counts(&c).unwrap(), (0, 1));
+        // A stale live mapping forgotten, then a pair: the forget still lands.
+        super::put(&c, 7, 90, "c").unwrap();
+        let recs = [
+            rec(T_FORGET, 7, 90, ""),
+            rec(T_ASSIGN, 7, 91, "c"),
+            rec(T_FORGET, 7, 91, ""),
+        ];
+        let (_, writes) = super::apply_batch(&c, recs.iter(), 200).unwrap();
+        assert_eq!(writes, 1);
+        assert_eq!(super::by_key(&c, "c").unwrap(), None);
+        assert_eq!(super::by_id(&c, 7).unwrap(), Some((None, 90)));
+        // A rename between ASSIGN and FORGET: nothing is skipped.
+        let recs = [
+            rec(T_ASSIGN, 8, 100, "e"),
+            rec(T_RENAME, 0, 0, "e\0f"),
+            rec(T_FORGET, 8, 100, ""),
+        ];
+        let (_, writes) = super::apply_batch(&c, recs.iter(), 200).unwrap();
+        assert_eq!(writes, 3);
+        assert_eq!(super::by_id(&c, 8).unwrap(), Some((None, 100)));
+        // A live name at the end of the batch is written whatever came before.
+        let recs = [
+            rec(T_ASSIGN, 9, 100, "g"),
+            rec(T_FORGET, 9, 100, ""),
+            rec(T_ASSIGN, 9, 101, "g"),
+        ];
+        let (_, writes) = super::apply_batch(&c, recs.iter(), 200).unwrap();
+        assert_eq!(writes, 1);
+        assert_eq!(super::by_key(&c, "g").unwrap(), Some((9, 101)));
     }
 }

@@ -28,7 +28,8 @@
 //! transaction, which also stores how far the journal is folded (`index::folded`).
 //! A new object's name costs two index reads (`renew`: what the name held, then the
 //! picked id's tombstone), and a name created and removed before its fold writes only
-//! its tombstone row (`index::apply_batch`): the fold's end state is the same.
+//! its tombstone row, or none when the time floor already covers its generation
+//! (`index::apply_batch`): the fold's end state is the same.
 //!
 //! Crash argument. A handle a client holds must never resolve to another object,
 //! and a mapping handed out must survive a kill, as a rename must (else a kill
@@ -388,7 +389,7 @@ impl HandleTable {
             let tx = conn.transaction()?;
             let recs = read.recs.iter().filter(|(_, end)| *end > from);
             let n = recs.clone().count();
-            index::apply_batch(&tx, recs.map(|(r, _)| r))?;
+            index::apply_batch(&tx, recs.map(|(r, _)| r), now_secs())?;
             tx.commit()?;
             if n > 0 {
                 tracing::info!(records = n, "handle table: replayed the journal");
@@ -508,7 +509,7 @@ impl HandleTable {
     /// last record (a rename or prefix forget) touched.
     fn fold(&self, db: &mut Db) -> index::Result<Vec<u64>> {
         let tx = db.conn.unchecked_transaction()?;
-        let (touched, writes) = index::apply_batch(&tx, db.recs.iter())?;
+        let (touched, writes) = index::apply_batch(&tx, db.recs.iter(), now_secs())?;
         index::set_folded(&tx, db.journal.gen, db.journal.len)?;
         tx.commit()?;
         db.writes += writes as u64;
