@@ -27,7 +27,10 @@ use std::sync::atomic::AtomicUsize;
 
 /// Keys a directory's window holds at most.
 pub(super) const WINDOW_NAMES: usize = 16_384;
-/// Keys all windows hold at most (about 64 bytes each).
+/// Entries left in a directory below which a listing's files enter the open-object
+/// cache (a quarter of it): small directories listed again and again stay cached.
+const FEW: usize = CACHE_MAX / 4;
+/// Keys all windows hold at most (their length plus 4 bytes each).
 const WINDOWS_NAMES: usize = 131_072;
 /// How long a directory must have been unchanged for a scan to keep a window: longer
 /// than the file system's timestamp tick (the coarse clock, a few milliseconds).
@@ -67,33 +70,122 @@ impl Stamp {
     }
 }
 
-/// A directory's window: the smallest keys after `from`, in order.
+/// A directory's window: the smallest keys after `from`, in order. Held in three
+/// allocations, not one per key: a window outlives the scan's and the pages'
+/// short-lived blocks, and one block per key among them would leave the allocator
+/// arenas holes it keeps (RSS growing with the directories listed).
 struct Window {
     stamp: Stamp,
     from: Option<String>,
-    keys: Vec<(String, bool)>,
+    /// Each key without the directory's key ("name", or "name/" for a directory),
+    /// back to back.
+    names: String,
+    /// Where each key ends in `names`.
+    ends: Vec<u32>,
     /// No key follows the last one.
     complete: bool,
     used: u64,
 }
 
 impl Window {
+    /// A window of `keys` (all under `dir_key`, in order); `None` past 4 GiB of names.
+    fn new(
+        dir_key: &str,
+        stamp: Stamp,
+        from: Option<&str>,
+        keys: &[(String, bool)],
+        complete: bool,
+    ) -> Option<Window> {
+        let mut names = String::with_capacity(
+            keys.iter()
+                .map(|(k, _)| k.len().saturating_sub(dir_key.len()))
+                .sum(),
+        );
+        let mut ends = Vec::with_capacity(keys.len());
+        for (k, _) in keys {
+            names.push_str(k.strip_prefix(dir_key)?);
+            ends.push(u32::try_from(names.len()).ok()?);
+        }
+        Some(Window {
+            stamp,
+            from: from.map(str::to_string),
+            names,
+            ends,
+            complete,
+            used: 0,
+        })
+    }
+
+    fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    /// Key `i` without the directory's key.
+    fn suffix(&self, i: usize) -> &str {
+        let start = if i == 0 { 0 } else { self.ends[i - 1] as usize };
+        &self.names[start..self.ends[i] as usize]
+    }
+
     /// The `room` keys after `after` and whether more follow, when the window holds
     /// them all.
-    fn page(&self, after: Option<&str>, room: usize) -> Option<(Vec<(String, bool)>, bool)> {
+    fn page(&self, dir_key: &str, after: Option<&str>, room: usize) -> Option<Rolled> {
         if let Some(from) = &self.from {
             if after.is_none_or(|a| a < from.as_str()) {
                 return None;
             }
         }
-        let i = after.map_or(0, |a| self.keys.partition_point(|(k, _)| k.as_str() <= a));
+        let n = self.len();
+        let i = after.map_or(0, |a| {
+            partition(n, |j| {
+                cmp_key(dir_key, self.suffix(j), false, a) != CmpOrdering::Greater
+            })
+        });
         let end = i.saturating_add(room);
-        if end < self.keys.len() {
-            return Some((self.keys[i..end].to_vec(), true));
+        let take = |to: usize| -> Vec<(String, bool)> {
+            (i.min(to)..to)
+                .map(|j| {
+                    let s = self.suffix(j);
+                    (format!("{dir_key}{s}"), s.ends_with('/'))
+                })
+                .collect()
+        };
+        let few = self.complete && n - i.min(n) <= FEW;
+        if end < n {
+            return Some(Rolled {
+                keys: take(end),
+                more: true,
+                few,
+            });
         }
-        self.complete
-            .then(|| (self.keys[i.min(self.keys.len())..].to_vec(), false))
+        self.complete.then(|| Rolled {
+            keys: take(n),
+            more: false,
+            few,
+        })
     }
+}
+
+/// A page of keys: (key, is_dir) in order, whether more follow, and whether the
+/// directory holds at most [`FEW`] keys from the page's start on.
+#[derive(Default)]
+struct Rolled {
+    keys: Vec<(String, bool)>,
+    more: bool,
+    few: bool,
+}
+
+/// The first index in `0..n` where `before` turns false (`before` holds for a prefix).
+fn partition(n: usize, before: impl Fn(usize) -> bool) -> usize {
+    let (mut lo, mut hi) = (0, n);
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if before(mid) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    lo
 }
 
 /// The windows of recently listed directories, by directory key. Shared by the
@@ -119,7 +211,7 @@ impl Windows {
         stamp: Stamp,
         after: Option<&str>,
         room: usize,
-    ) -> Option<(Vec<(String, bool)>, bool)> {
+    ) -> Option<Rolled> {
         if self.count.load(Ordering::Acquire) == 0 {
             return None;
         }
@@ -132,16 +224,16 @@ impl Windows {
             return None;
         }
         w.used = clock;
-        w.page(after, room)
+        w.page(dir_key, after, room)
     }
 
     fn keep(&self, dir_key: &str, w: Window) {
-        if w.keys.len() > WINDOW_NAMES {
+        if w.len() > WINDOW_NAMES {
             return;
         }
         let mut s = lock(&self.state);
         self.drop_locked(&mut s, dir_key);
-        while s.keys + w.keys.len() > WINDOWS_NAMES {
+        while s.keys + w.len() > WINDOWS_NAMES {
             let Some(old) = s
                 .dirs
                 .iter()
@@ -154,14 +246,14 @@ impl Windows {
         }
         s.clock += 1;
         let w = Window { used: s.clock, ..w };
-        s.keys += w.keys.len();
+        s.keys += w.len();
         s.dirs.insert(dir_key.to_string(), w);
         self.count.store(s.dirs.len(), Ordering::Release);
     }
 
     fn drop_locked(&self, s: &mut WinState, dir_key: &str) {
         if let Some(w) = s.dirs.remove(dir_key) {
-            s.keys -= w.keys.len();
+            s.keys -= w.len();
             self.count.store(s.dirs.len(), Ordering::Release);
         }
     }
@@ -303,6 +395,17 @@ impl Smallest {
     }
 }
 
+/// The first `room` of a scan's sorted `keys` (all after its `start_after`;
+/// `more`: the scan saw more than it kept).
+fn first_page(keys: &[(String, bool)], room: usize, more: bool) -> Rolled {
+    let end = room.min(keys.len());
+    Rolled {
+        keys: keys[..end].to_vec(),
+        more: end < keys.len() || more,
+        few: !more && keys.len() <= FEW,
+    }
+}
+
 impl FsBackend {
     /// One page of a delimiter listing of the open directory `dir` (key `dir_key`):
     /// sub-directories as prefixes, files with their metadata, `max` items at most
@@ -318,7 +421,8 @@ impl FsBackend {
         out: &mut Vec<Item>,
     ) -> BResult<Option<String>> {
         let room = max.saturating_sub(out.len());
-        let (keys, more) = self.rolled_keys(dir, dir_key, name_prefix, start_after, room)?;
+        let Rolled { keys, more, few } =
+            self.rolled_keys(dir, dir_key, name_prefix, start_after, room)?;
         // The resume point is the last key looked at, listed or not (an object that
         // vanished since the readdir is skipped, not the end of the listing).
         let next = if more {
@@ -333,14 +437,44 @@ impl FsBackend {
                 out.push(Item::Prefix(key));
                 continue;
             }
-            // Through the open-object cache: a file looked up before costs one fstat.
-            match self.head(&key) {
+            match self.listed_head(dir, dir_key, &key, few) {
                 Ok(m) => out.push(Item::Obj(m)),
                 Err(BackendError::NotFound) => {}
                 Err(e) => return Err(e),
             }
         }
         Ok(next)
+    }
+
+    /// The metadata of listed file `key` in the open directory `dir`: through the
+    /// open-object cache when it holds the file (one fstat) or when the directory has
+    /// `few` entries left to list; else read through a descriptor of its own, closed
+    /// at once. A listing of a big directory meets each file once: entering them all
+    /// would evict the cache's hot files (files being written, a small directory
+    /// listed again and again) for entries no one asks for again, and churn memory.
+    fn listed_head(
+        &self,
+        dir: BorrowedFd<'_>,
+        dir_key: &str,
+        key: &str,
+        few: bool,
+    ) -> BResult<ObjectMeta> {
+        if few || self.cache.get(key).is_some() {
+            return self.head(key);
+        }
+        let name = cstr(&key[dir_key.len()..])?;
+        let fd = openat(dir, &name, libc::O_RDONLY | libc::O_NONBLOCK, 0).map_err(|e| {
+            match e.raw_os_error() {
+                Some(libc::EISDIR) => BackendError::NotFound,
+                _ => map_io(e, "open", key),
+            }
+        })?;
+        let st = fstat(fd.as_fd()).map_err(|e| map_io(e, "stat", key))?;
+        if !is_reg(&st) {
+            return Err(BackendError::NotFound);
+        }
+        let user = self.read_meta(fd.as_fd(), key)?;
+        Ok(object_meta(key, &st, user))
     }
 
     /// The `room` smallest keys after `start_after` in the open directory `dir`, and
@@ -353,7 +487,7 @@ impl FsBackend {
         name_prefix: &str,
         start_after: Option<&str>,
         room: usize,
-    ) -> BResult<(Vec<(String, bool)>, bool)> {
+    ) -> BResult<Rolled> {
         let windows = &self.cache.windows;
         let stamp = if name_prefix.is_empty() {
             let st = fstat(dir).map_err(|e| map_io(e, "stat", dir_key))?;
@@ -387,22 +521,97 @@ impl FsBackend {
         })
         .map_err(|e| map_io(e, "readdir", dir_key))?;
         let (keys, more) = sel.into_sorted();
-        let w = Window {
-            stamp: stamp.unwrap_or(Stamp {
-                dev: 0,
-                ino: 0,
-                mtime: (0, 0),
-                ctime: (0, 0),
-            }),
-            from: start_after.map(str::to_string),
-            keys,
-            complete: !more,
-            used: 0,
-        };
-        let page = w.page(start_after, room).unwrap_or_default();
-        if settled && w.keys.len() > page.0.len() {
-            windows.keep(dir_key, w);
+        let page = first_page(&keys, room, more);
+        if let (Some(stamp), true) = (stamp, settled && keys.len() > page.keys.len()) {
+            if let Some(w) = Window::new(dir_key, stamp, start_after, &keys, !more) {
+                windows.keep(dir_key, w);
+            }
         }
         Ok(page)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn listed(b: &FsBackend, dir: &str, page: usize) -> Vec<String> {
+        let (mut after, mut out) = (None, Vec::new());
+        loop {
+            let p = b.list(dir, Some('/'), after.as_deref(), page).unwrap();
+            // The files; the directory's own marker leads the first page, as in S3.
+            out.extend(
+                p.objects
+                    .into_iter()
+                    .map(|o| o.key)
+                    .filter(|k| !k.ends_with('/')),
+            );
+            match p.next {
+                Some(n) => after = Some(n),
+                None => return out,
+            }
+        }
+    }
+
+    fn cached_under(b: &FsBackend, dir: &str) -> usize {
+        b.cache
+            .shards
+            .iter()
+            .map(|s| {
+                let m = lock(s);
+                m.keys()
+                    .filter(|k| k.len() > dir.len() && k.starts_with(dir))
+                    .count()
+            })
+            .sum()
+    }
+
+    /// A big directory's listing leaves the open-object cache alone but for its last
+    /// `FEW` files; a small directory's enters it, so listing it again reads no
+    /// metadata.
+    #[test]
+    fn only_small_listings_fill_the_open_object_cache() {
+        let d = tempfile::tempdir().unwrap();
+        let root = d.path().join("objects");
+        let b = FsBackend::open(&root).unwrap();
+        for (dir, n) in [("big", FEW * 2 + 100), ("small", 10)] {
+            std::fs::create_dir(root.join(dir)).unwrap();
+            for i in 0..n {
+                std::fs::File::create(root.join(dir).join(format!("f{i:05}"))).unwrap();
+            }
+        }
+        let big = listed(&b, "big/", 300);
+        assert_eq!(big.len(), FEW * 2 + 100);
+        let cached = cached_under(&b, "big/");
+        assert!(cached <= FEW + 300, "{cached} of a big listing cached");
+        assert_eq!(listed(&b, "small/", 300).len(), 10);
+        assert_eq!(cached_under(&b, "small/"), 10);
+        let reads = b.meta_reads.load(Ordering::Relaxed);
+        assert_eq!(listed(&b, "small/", 300).len(), 10);
+        // The directory's own marker only (`list` reads it each time).
+        assert_eq!(b.meta_reads.load(Ordering::Relaxed), reads + 1);
+    }
+
+    /// Window pages: cut at any key, in order, a directory's "/" kept.
+    #[test]
+    fn a_window_cuts_pages_at_any_key() {
+        let keys: Vec<(String, bool)> = ["d/a", "d/b/", "d/c", "d/e/"]
+            .iter()
+            .map(|k| (k.to_string(), k.ends_with('/')))
+            .collect();
+        let stamp = Stamp {
+            dev: 1,
+            ino: 2,
+            mtime: (0, 0),
+            ctime: (0, 0),
+        };
+        let w = Window::new("d/", stamp, None, &keys, true).unwrap();
+        let p = w.page("d/", Some("d/b/"), 1).unwrap();
+        assert_eq!(p.keys, vec![("d/c".to_string(), false)]);
+        assert!(p.more && p.few);
+        let p = w.page("d/", Some("d/b"), 9).unwrap();
+        assert_eq!(p.keys, keys[1..].to_vec());
+        assert!(!p.more);
+        assert!(Window::new("x/", stamp, None, &keys, true).is_none());
     }
 }

@@ -11,7 +11,7 @@
 //! entry's cookie = its file id (the id the handle table gives its key, never 0 or 1;
 //! one of 2 is answered as 3, [`entry_cookie`]). A cookie names the entry the listing
 //! resumes *after*; its key comes from
-//! - the cursor table ([`Cursors`]): the (cookie, key) pairs of the pages handed out
+//! - the cursor table ([`Cursors`]): the (cookie, name) pairs of the pages handed out
 //!   recently, per directory, bounded in bytes ([`CURSOR_BYTES`]) — any entry of a
 //!   page resumes, so a client that kept only part of a reply goes on from there;
 //! - failing that, the handle table: the key of any id someone got a handle for
@@ -34,8 +34,9 @@
 
 use super::*;
 
-/// Bytes of keys the cursor table keeps (all directories together).
-pub(super) const CURSOR_BYTES: usize = 8 << 20;
+/// Bytes the cursor table holds at most (all directories together), counted as
+/// allocated: about 25 bytes per entry of 13-byte names, so some 160,000 entries.
+pub(super) const CURSOR_BYTES: usize = 4 << 20;
 /// Pages the cursor table keeps.
 const CURSOR_PAGES: usize = 4096;
 
@@ -45,7 +46,7 @@ pub(super) fn entry_cookie(id: u64) -> u64 {
     id.max(3)
 }
 
-/// Recently handed-out pages: (directory id, [(cookie, key)]). Shared by the
+/// Recently handed-out pages: (directory id, [(cookie, name)]). Shared by the
 /// workers; the lock is held for in-memory work only.
 #[derive(Default)]
 pub(super) struct Cursors {
@@ -58,45 +59,83 @@ struct CursorState {
     bytes: usize,
 }
 
+/// One page in three allocations whatever its length: a page held for minutes among
+/// pages freed at once would otherwise pin one small block per entry, and the
+/// allocator's arenas would keep the holes between them (RSS that grows with the
+/// directories listed, docs/performance.md "Big directories and trees").
 struct CursorPage {
     dir: u64,
-    entries: Vec<(u64, Box<str>)>,
-    bytes: usize,
+    /// The entries' cookies, in page order.
+    cookies: Box<[u64]>,
+    /// Where each entry's name ends in `names`.
+    ends: Box<[u32]>,
+    /// The entries' names (keys without the directory's key), back to back: a
+    /// directory renamed since still resumes, under its new key.
+    names: Box<str>,
+}
+
+impl CursorPage {
+    /// Heap and bookkeeping bytes, as the table counts them.
+    fn bytes(&self) -> usize {
+        const BLOCK: usize = 16; // an allocator's per-block overhead, about
+        std::mem::size_of::<CursorPage>()
+            + self.cookies.len() * 8
+            + self.ends.len() * 4
+            + self.names.len()
+            + 3 * BLOCK
+    }
+
+    fn name(&self, i: usize) -> &str {
+        let start = if i == 0 { 0 } else { self.ends[i - 1] as usize };
+        &self.names[start..self.ends[i] as usize]
+    }
 }
 
 impl Cursors {
-    /// Remembers a page handed out for directory `dir`; the oldest pages go first
-    /// past [`CURSOR_BYTES`] or [`CURSOR_PAGES`].
-    pub(super) fn remember(&self, dir: u64, entries: Vec<(u64, Box<str>)>) {
-        if entries.is_empty() {
+    /// Remembers a page handed out for directory `dir`: each entry's cookie and
+    /// name (its key without the directory's key). The oldest pages go first past
+    /// [`CURSOR_BYTES`] or [`CURSOR_PAGES`].
+    pub(super) fn remember<'a>(&self, dir: u64, entries: impl Iterator<Item = (u64, &'a str)>) {
+        let mut cookies = Vec::new();
+        let mut ends = Vec::new();
+        let mut names = String::new();
+        for (c, name) in entries {
+            let Ok(end) = u32::try_from(names.len() + name.len()) else {
+                break; // past 4 GiB of names: the rest resolves through the handle table
+            };
+            cookies.push(c);
+            names.push_str(name);
+            ends.push(end);
+        }
+        if cookies.is_empty() {
             return;
         }
-        let bytes = entries.iter().map(|(_, k)| k.len() + 32).sum::<usize>() + 64;
+        let page = CursorPage {
+            dir,
+            cookies: cookies.into_boxed_slice(),
+            ends: ends.into_boxed_slice(),
+            names: names.into_boxed_str(),
+        };
+        let bytes = page.bytes();
         let mut s = lock(&self.state);
         while !s.pages.is_empty()
             && (s.bytes + bytes > CURSOR_BYTES || s.pages.len() >= CURSOR_PAGES)
         {
             if let Some(p) = s.pages.pop_front() {
-                s.bytes -= p.bytes;
+                s.bytes -= p.bytes();
             }
         }
         s.bytes += bytes;
-        s.pages.push_back(CursorPage {
-            dir,
-            entries,
-            bytes,
-        });
+        s.pages.push_back(page);
     }
 
-    /// The key of the entry `cookie` names in directory `dir`, newest page first.
+    /// The name of the entry `cookie` names in directory `dir`, newest page first.
     pub(super) fn resolve(&self, dir: u64, cookie: u64) -> Option<String> {
         let s = lock(&self.state);
-        s.pages
-            .iter()
-            .rev()
-            .filter(|p| p.dir == dir)
-            .find_map(|p| p.entries.iter().find(|(c, _)| *c == cookie))
-            .map(|(_, k)| k.to_string())
+        s.pages.iter().rev().filter(|p| p.dir == dir).find_map(|p| {
+            let i = p.cookies.iter().position(|c| *c == cookie)?;
+            Some(p.name(i).to_string())
+        })
     }
 
     /// Bytes held (tests).
@@ -133,8 +172,8 @@ fn name_of(key: &str, plen: usize) -> &str {
 impl Inner {
     /// The key to resume after for `cookie` (> 2) in `dir` (module docs).
     fn resume_key(&self, dir: &Node, cookie: u64) -> Option<String> {
-        if let Some(k) = self.cursors.resolve(dir.fileid, cookie) {
-            return Some(k);
+        if let Some(name) = self.cursors.resolve(dir.fileid, cookie) {
+            return Some(format!("{}{name}", dir.key));
         }
         let (key, _) = self.table.get(cookie)?;
         let name = key.strip_prefix(dir.key.as_str())?;
@@ -250,12 +289,12 @@ impl Inner {
         }
         let (mut entries, eof) = self.list_page(dir, after, max - dots)?;
         self.fill_ids(&mut entries, record);
+        let plen = dir.key.len();
         self.cursors.remember(
             dir.fileid,
             entries
                 .iter()
-                .map(|l| (entry_cookie(l.fileid), l.key.as_str().into()))
-                .collect(),
+                .map(|l| (entry_cookie(l.fileid), &l.key[plen..])),
         );
         Ok(Paged {
             first_dot,
