@@ -75,12 +75,7 @@ fn minor_version_2_is_served_and_its_operations_only_there() {
     let (st, _) = s.on(&fh, Ops::new().offload(OP_OFFLOAD_STATUS, &[7; 16]));
     assert_eq!(st, 10025, "NFS4ERR_BAD_STATEID");
     // Not offered: COPY_NOTIFY (inter-server copies) and WRITE_SAME.
-    let notify = Ops::new().raw(|w| {
-        w.u32(OP_COPY_NOTIFY)?;
-        w.opaque_fixed(&[0; 16])?;
-        w.u32(1)?; // NL4_NAME
-        w.opaque_var(b"elsewhere")
-    });
+    let notify = Ops::new().copy_notify(&ANON, b"elsewhere");
     let (st, _) = s.on(&fh, notify);
     assert_eq!(st, NFS4ERR_NOTSUPP);
 }

@@ -400,6 +400,12 @@ impl Ops {
         self.op(extra, |w| v4op::copy(w, r, true, sources))
     }
 
+    /// COPY_NOTIFY (§15.3) of `stateid` for one destination server named `name`
+    /// (NL4_NAME).
+    pub fn copy_notify(self, stateid: &[u8; 16], name: &[u8]) -> Ops {
+        self.op(8 + name.len(), |w| v4op::copy_notify(w, stateid, name))
+    }
+
     /// OFFLOAD_STATUS (§15.9) or OFFLOAD_CANCEL (§15.8) of `stateid`: `op` is either.
     pub fn offload(self, op: u32, stateid: &[u8; 16]) -> Ops {
         self.op(0, |w| v4op::with_stateid(w, op, stateid))

@@ -609,6 +609,14 @@ pub fn copy(
     Ok(())
 }
 
+/// COPY_NOTIFY (§15.3): the source's stateid and one destination (NL4_NAME).
+pub fn copy_notify(w: &mut XdrWriter, stateid: &[u8; 16], name: &[u8]) -> XdrResult<()> {
+    w.u32(OP_COPY_NOTIFY)?;
+    w.opaque_fixed(stateid)?;
+    w.u32(1)?; // NL4_NAME
+    w.opaque_var(name)
+}
+
 /// CLONE (§15.13).
 pub fn clone(w: &mut XdrWriter, r: &CopyRange) -> XdrResult<()> {
     w.u32(OP_CLONE)?;
