@@ -7,7 +7,6 @@
 
 mod common;
 #[path = "common/nfs4_client.rs"]
-#[allow(dead_code)]
 mod nfs4_client;
 
 use common::v4::*;
