@@ -406,8 +406,11 @@ fn offload_to(
         model: c.ctx.model.clone(),
         caller: dst.caller,
         src: args.src.clone(),
+        src_grant: args.src_grant,
+        src_off: args.src_off,
         dst: args.dst.clone(),
-        args: (args.src_grant, args.src_off, args.dst_grant, args.dst_off),
+        dst_grant: args.dst_grant,
+        dst_off: args.dst_off,
         count: args.count,
         other: sid.other,
         table: table.clone(),
@@ -426,14 +429,16 @@ fn offload_to(
     }
 }
 
-/// An asynchronous COPY, owned by its thread.
+/// An asynchronous COPY, owned by its thread: `CopyArgs` with the files owned.
 struct OffloadJob {
     model: crate::fs::FileModel,
     caller: crate::export::Caller,
     src: crate::fs::Node,
+    src_grant: Grant,
+    src_off: u64,
     dst: crate::fs::Node,
-    /// Source grant and offset, destination grant and offset.
-    args: (Grant, u64, Grant, u64),
+    dst_grant: Grant,
+    dst_off: u64,
     count: u64,
     other: [u8; 12],
     table: crate::state::offload::Offloads,
@@ -444,14 +449,13 @@ impl OffloadJob {
     /// Copies, records the outcome for OFFLOAD_STATUS and CB_OFFLOAD, and wakes the
     /// callback thread. A panic in the copy is the copy's failure, not the server's.
     fn run(self) {
-        let (src_grant, src_off, dst_grant, dst_off) = self.args;
         let args = CopyArgs {
             src: &self.src,
-            src_grant,
-            src_off,
+            src_grant: self.src_grant,
+            src_off: self.src_off,
             dst: &self.dst,
-            dst_grant,
-            dst_off,
+            dst_grant: self.dst_grant,
+            dst_off: self.dst_off,
             count: self.count,
         };
         let done = crate::supervise::request("nfs4: asynchronous COPY", || {

@@ -355,19 +355,12 @@ impl RecallTable {
                 self.retry(&other, now + RETRY);
                 continue;
             };
-            if self.slots.len() >= MAX_SESSIONS && !self.slots.contains_key(&info.session) {
-                self.slots.retain(|_, s| s.busy);
-            }
-            let slot = *self.slots.entry(info.session).or_insert(Slot {
-                seqid: 1,
-                busy: false,
-            });
-            if slot.busy || self.pending.len() >= MAX_PENDING {
+            let Some(seqid) = self.claim_slot(info.session) else {
                 continue;
-            }
+            };
             let call = CbCall::Recall {
                 session: info.session,
-                seqid: slot.seqid,
+                seqid,
                 stateid,
                 fh: &fh,
             };
@@ -385,13 +378,11 @@ impl RecallTable {
                         max = info.max_request,
                         "CB_RECALL does not fit the back channel; the delegation will be revoked after the lease"
                     );
+                    self.free_slot(&info.session, false);
                     self.tasks.remove(&other);
                     continue;
                 }
             };
-            if let Some(s) = self.slots.get_mut(&info.session) {
-                s.busy = true;
-            }
             let via = transport_of(&info.conn);
             self.pending.insert(
                 xid,
