@@ -160,11 +160,13 @@ impl Nfsstat4 {
     }
 
     /// Writes the status.
+    #[inline]
     pub fn put(self, w: &mut XdrWriter) -> XdrResult<()> {
         w.u32(self.0)
     }
 
     /// Writes the status over the word reserved at `at` (`XdrWriter::reserve_u32`).
+    #[inline]
     pub fn patch(self, w: &mut XdrWriter, at: usize) {
         w.patch_u32(at, self.0)
     }

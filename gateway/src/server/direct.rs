@@ -328,6 +328,10 @@ impl Direct {
     /// Empties the registered slots of entries that left the table, each once no
     /// operation names it (`uring::fixed`); the others when their last one ends.
     fn empty_retired(&mut self) {
+        // Called every pass; files retire rarely.
+        if !self.files.has_retired() {
+            return;
+        }
         self.files.take_retired(&mut self.retired);
         for i in self.retired.drain(..) {
             if self.fixed.retire(i) {
@@ -747,6 +751,12 @@ impl Direct {
         self.ring.submit();
         self.ring.reap(&mut self.reaped);
         let n = self.reaped.len();
+        if n == 0 {
+            // Nothing reaped, so nothing to retake or to append (`done_now` was
+            // taken above); files may still have retired (an eviction by `learn`).
+            self.empty_retired();
+            return 0;
+        }
         let mut reaped = std::mem::take(&mut self.reaped);
         for c in reaped.drain(..) {
             let is_sync = c.tag & SYNC_BIT != 0;

@@ -323,6 +323,11 @@ impl Files {
 
     /// The registered slots of entries that left since the last call: the ring's
     /// owner empties each once no operation names it (`uring::fixed`).
+    /// Whether `take_retired` has anything to give (checked every reactor pass).
+    pub fn has_retired(&self) -> bool {
+        !self.retired.is_empty()
+    }
+
     pub fn take_retired(&mut self, out: &mut Vec<u32>) {
         out.append(&mut self.retired);
     }
