@@ -148,6 +148,10 @@ pub struct RunArgs {
     /// back channel).
     #[arg(long, value_enum, default_value = "3")]
     pub nfs: NfsVersion,
+    /// Reads as READ_PLUS (RFC 7862 §15.10) instead of READ; needs `--nfs 4.2` and a
+    /// tcp:// target (READ_PLUS data is inline, no RDMA write chunk).
+    #[arg(long)]
+    pub read_plus: bool,
     /// RDMA provider for rdma:// targets.
     #[arg(long, value_enum, default_value = "soft")]
     pub provider: Provider,

@@ -90,6 +90,11 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     crate::transport::set_source(args.source);
     let target = Target::parse(&args.target, args.provider)?;
     crate::nfs4::set_minor(args.nfs.minor().max(1));
+    if args.read_plus && (args.nfs != crate::NfsVersion::V42 || !args.target.starts_with("tcp://"))
+    {
+        anyhow::bail!("--read-plus needs --nfs 4.2 and a tcp:// target (READ_PLUS is NFSv4.2's; its data is inline, not in an RDMA write chunk)");
+    }
+    crate::nfs4::set_read_plus(args.read_plus);
     let mix = args
         .mix
         .clone()

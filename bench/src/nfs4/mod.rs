@@ -41,6 +41,18 @@ pub fn minor() -> u32 {
     MINOR.load(std::sync::atomic::Ordering::Relaxed)
 }
 
+/// Reads as READ_PLUS (RFC 7862 §15.10, minor version 2) instead of READ.
+static READ_PLUS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Sets whether load reads are READ_PLUS (`--read-plus`).
+pub fn set_read_plus(on: bool) {
+    READ_PLUS.store(on, std::sync::atomic::Ordering::Relaxed);
+}
+
+fn read_plus() -> bool {
+    READ_PLUS.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 /// Operation numbers (RFC 8881 §16.2.1, nfs_opnum4).
 pub mod op {
     pub use nfs_wire::nfs4::{
@@ -49,8 +61,9 @@ pub mod op {
         OP_DESTROY_CLIENTID as DESTROY_CLIENTID, OP_DESTROY_SESSION as DESTROY_SESSION,
         OP_EXCHANGE_ID as EXCHANGE_ID, OP_GETATTR as GETATTR, OP_GETFH as GETFH,
         OP_LOOKUP as LOOKUP, OP_OPEN as OPEN, OP_PUTFH as PUTFH, OP_PUTROOTFH as PUTROOTFH,
-        OP_READ as READ, OP_READDIR as READDIR, OP_RECLAIM_COMPLETE as RECLAIM_COMPLETE,
-        OP_REMOVE as REMOVE, OP_SEQUENCE as SEQUENCE, OP_WRITE as WRITE,
+        OP_READ as READ, OP_READDIR as READDIR, OP_READ_PLUS as READ_PLUS,
+        OP_RECLAIM_COMPLETE as RECLAIM_COMPLETE, OP_REMOVE as REMOVE, OP_SEQUENCE as SEQUENCE,
+        OP_WRITE as WRITE,
     };
 }
 
@@ -138,6 +151,8 @@ pub enum Op4<'a> {
     Getattr(&'a [u32]),
     Lookup(&'a str),
     Read(Stateid, u64, u32),
+    /// READ_PLUS (RFC 7862 §15.10): READ's arguments, the data as segments.
+    ReadPlus(Stateid, u64, u32),
     /// UNSTABLE4 write.
     Write(Stateid, u64, &'a [u8]),
     Commit,
@@ -221,6 +236,7 @@ impl Op4<'_> {
             Op4::Getattr(_) => op::GETATTR,
             Op4::Lookup(_) => op::LOOKUP,
             Op4::Read(..) => op::READ,
+            Op4::ReadPlus(..) => op::READ_PLUS,
             Op4::Write(..) => op::WRITE,
             Op4::Commit => op::COMMIT,
             Op4::Remove(_) => op::REMOVE,
@@ -251,6 +267,7 @@ impl Op4<'_> {
             Op4::Getattr(attrs) => v4op::getattr(w, Bitmap::of(attrs).words()),
             Op4::Lookup(name) | Op4::Remove(name) => v4op::named(w, self.num(), name.as_bytes()),
             Op4::Read(sid, off, count) => v4op::read(w, &sid.bytes(), off, count),
+            Op4::ReadPlus(sid, off, count) => v4op::read_plus(w, &sid.bytes(), off, count),
             Op4::Write(sid, off, data) => v4op::write(w, &sid.bytes(), off, UNSTABLE4, data),
             Op4::WriteSync(sid, off, data) => v4op::write(w, &sid.bytes(), off, FILE_SYNC4, data),
             Op4::Commit => v4op::commit(w, 0, 0),
@@ -399,7 +416,15 @@ pub fn encode_call(
             out,
             xid,
             cred,
-            &[seq, Op4::Putfh(fh), Op4::Read(sid, off, n)],
+            &[
+                seq,
+                Op4::Putfh(fh),
+                if read_plus() {
+                    Op4::ReadPlus(sid, off, n)
+                } else {
+                    Op4::Read(sid, off, n)
+                },
+            ],
         ),
         Call::Write(fh, off, data) => encode_compound(
             out,

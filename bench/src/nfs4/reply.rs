@@ -139,6 +139,20 @@ fn readdir(r: &mut XdrReader) -> XdrResult<DirPage> {
 
 /// Decodes the results of one op into `d`; `false`: stop walking (an op whose rest
 /// bench does not need and that is always last).
+/// READ_PLUS's rpr_contents (RFC 7862 §15.10.2) as READ's data: no segment (at the
+/// end) or one data segment (content 0: offset, data). bench reads files it wrote
+/// whole, so a hole or a second segment is a reply it does not take.
+fn read_plus_data<'a>(r: &mut XdrReader<'a>) -> XdrResult<&'a [u8]> {
+    match r.u32()? {
+        0 => Ok(&[]),
+        1 if r.u32()? == 0 => {
+            r.u64()?; // d_offset: the READ's offset
+            r.opaque_var(MAX_READ)
+        }
+        _ => Err(engine::xdr::XdrError::BadValue),
+    }
+}
+
 fn op_result<'a>(opnum: u32, r: &mut XdrReader<'a>, d: &mut Decoded<'a>) -> XdrResult<bool> {
     match opnum {
         op::SEQUENCE => {
@@ -171,6 +185,10 @@ fn op_result<'a>(opnum: u32, r: &mut XdrReader<'a>, d: &mut Decoded<'a>) -> XdrR
         op::READ => {
             r.bool()?; // eof
             d.data = Some(r.opaque_var(MAX_READ)?);
+        }
+        op::READ_PLUS => {
+            r.bool()?; // rpr_eof
+            d.data = Some(read_plus_data(r)?);
         }
         op::OPEN => {
             d.open = Some(stateid(r)?);

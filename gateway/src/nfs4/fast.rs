@@ -17,10 +17,11 @@
 //! GETATTR or READ noted: `note_attr`, `note_read_data`).
 
 use super::attrs::{self, Bitmap, Env, Obj};
-use super::ops::{OP_GETATTR, OP_PUTFH, OP_READ, OP_SEQUENCE};
+use super::ops::{OP_GETATTR, OP_PUTFH, OP_READ, OP_READ_PLUS, OP_SEQUENCE};
 use super::plan::{Kind, Plan};
 use super::session_ops;
 use super::status::NFS4_OK;
+use super::v42_ops::NFS4_CONTENT_DATA;
 use crate::cache::{self, Generations, ReadCache};
 use crate::export::Exports;
 use crate::fs::Attr;
@@ -108,6 +109,8 @@ pub enum Last {
         stateid: Stateid,
         offset: u64,
         count: u32,
+        /// READ_PLUS (RFC 7862 §15.10): the data as one read_plus_content4 segment.
+        plus: bool,
     },
 }
 
@@ -196,7 +199,7 @@ pub fn parse(args: &[u8]) -> Option<Shape<'_>> {
 /// third. Anything else is `None`.
 pub fn shape<'a>(args: &'a [u8], plan: &Plan) -> Option<Shape<'a>> {
     let [seq, putfh, last] = match plan.kind {
-        Kind::Getattr | Kind::Read => [plan.at(0), plan.at(1), plan.at(2)],
+        Kind::Getattr | Kind::Read | Kind::ReadPlus => [plan.at(0), plan.at(1), plan.at(2)],
         _ => return None,
     };
     let mut r = Cur { b: args, at: 0 };
@@ -227,6 +230,7 @@ pub fn shape<'a>(args: &'a [u8], plan: &Plan) -> Option<Shape<'a>> {
                 stateid: Stateid { seqid, other },
                 offset: r.u64()?,
                 count: r.u32()?,
+                plus: plan.kind == Kind::ReadPlus,
             }
         }
     };
@@ -291,7 +295,8 @@ pub fn answer_pages(
     lkey: u32,
     w: &mut XdrWriter,
 ) -> Option<Option<Box<crate::cache::PageRead>>> {
-    if !matches!(a.last, Last::Read { .. }) {
+    // READ_PLUS data is no DDP-eligible item (RFC 8267 §4.2 names READ's): inline.
+    if !matches!(a.last, Last::Read { plus: false, .. }) {
         return None;
     }
     answer_into(v, client, cred, a, args_len, Some(lkey), w).map(|(pages, _)| pages)
@@ -315,6 +320,11 @@ fn answer_into(
     }
     if a.minor > v.state.clients.limits.max_minor {
         return None; // not served: the worker answers NFS4ERR_MINOR_VERS_MISMATCH
+    }
+    // READ_PLUS is NFSv4.2's: under minor version 1 the worker answers OP_ILLEGAL.
+    let plus = matches!(a.last, Last::Read { plus: true, .. });
+    if plus && a.minor < 2 {
+        return None;
     }
     // SEQUENCE's checks (RFC 8881 §18.46.3), as `session_ops::sequence_first`.
     let s = v.state.clients.session(&a.sessionid)?;
@@ -392,7 +402,8 @@ fn answer_into(
     // Where the READ's data lie from the COMPOUND4res's first byte: copied data is
     // the last item written (`put_read4`), then its XDR pad; a zero-copy READ's
     // follows its length word in the slot's copy (`append_read`).
-    let res_data = read.as_ref().map(|r| {
+    // READ_PLUS's data is inline and no READ result: nothing to locate.
+    let res_data = read.as_ref().filter(|_| !plus).map(|r| {
         let (n, head) = (r.done.n, w.position() - start);
         let at = if ext == 0 {
             head - (4 - n % 4) % 4 - n
@@ -467,15 +478,23 @@ fn encode(
             attrs::put_fattr(w, &want, &Obj::from_attr(&hit.attr, a.fh.to_vec()), &env)?;
             Ok(Some((0, None)))
         }
-        Last::Read { offset, count, .. } => {
-            w.u32(OP_READ)?;
+        Last::Read {
+            offset,
+            count,
+            plus,
+            ..
+        } => {
+            w.u32(if plus { OP_READ_PLUS } else { OP_READ })?;
             NFS4_OK.put(w)?;
             // Counted as a hit or a miss here, answered or not (the slot claim
             // may still send the call to a worker).
-            let got = v
-                .cache
-                .read_admitted(hit, offset, count)
-                .filter(|r| put_read4(w, v.cache, r, zero_copy).is_ok());
+            let got = v.cache.read_admitted(hit, offset, count).filter(|r| {
+                if plus {
+                    put_read_plus4(w, v.cache, offset, r).is_ok()
+                } else {
+                    put_read4(w, v.cache, r, zero_copy).is_ok()
+                }
+            });
             match got {
                 Some(r) => {
                     v.cache.note_hit();
@@ -516,6 +535,37 @@ fn put_read4(
     ok
 }
 
+/// READ_PLUS4resok after its status (RFC 7862 §15.10.2): eof, and the range as one
+/// data segment (none past the end). The cache keeps bytes, not extents: a hole in
+/// the range goes as zeros in the data, which §15.10.3 allows (the worker's
+/// READ_PLUS, which asks the file model for extents, reports it as a hole). Nothing
+/// written (`w` rewound) when it does not fit.
+fn put_read_plus4(
+    w: &mut XdrWriter,
+    cache: &ReadCache,
+    offset: u64,
+    r: &cache::ReadHit,
+) -> XdrResult<()> {
+    let start = w.position();
+    let ok = (|| {
+        w.bool(r.done.eof)?;
+        if r.done.n == 0 {
+            return w.u32(0);
+        }
+        w.u32(1)?;
+        w.u32(NFS4_CONTENT_DATA)?;
+        w.u64(offset)?;
+        w.u32(r.done.n as u32)?;
+        let dst = w.reserve_opaque_fixed(r.done.n)?;
+        cache.copy_read(r, dst);
+        Ok(())
+    })();
+    if ok.is_err() {
+        w.rewind(start);
+    }
+    ok
+}
+
 /// Appends the data of `r` and its XDR padding to `dst` (a slot's reply cache).
 fn append_read(cache: &ReadCache, r: &cache::ReadHit, dst: &mut Vec<u8>) {
     let (at, n) = (dst.len(), r.done.n);
@@ -531,7 +581,8 @@ pub type Observed<'a> = (&'a [u8], Option<(u64, u32)>);
 pub fn observe<'a>(args: &'a [u8], plan: &Plan) -> Option<Observed<'a>> {
     let a = shape(args, plan)?;
     let read = match a.last {
-        Last::Getattr(_) => None,
+        // A worker's READ_PLUS notes no data for the cache (its reply is segments).
+        Last::Getattr(_) | Last::Read { plus: true, .. } => None,
         Last::Read { offset, count, .. } => Some((offset, count)),
     };
     Some((a.fh, read))

@@ -76,6 +76,9 @@ pub enum Kind {
     Other,
     Getattr,
     Read,
+    /// `SEQUENCE, PUTFH, READ_PLUS` (RFC 7862 §15.10; minor version 2, which the
+    /// answering path checks).
+    ReadPlus,
     Write,
     WriteGetattr,
     Commit,
@@ -189,6 +192,7 @@ impl Plan {
         match (self.nops, code(2)) {
             (3, OP_GETATTR) => Kind::Getattr,
             (3, OP_READ) => Kind::Read,
+            (3, OP_READ_PLUS) => Kind::ReadPlus,
             (3, OP_WRITE) => Kind::Write,
             (3, OP_COMMIT) => Kind::Commit,
             (4, OP_WRITE) if code(3) == OP_GETATTR => Kind::WriteGetattr,

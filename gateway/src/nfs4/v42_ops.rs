@@ -23,7 +23,7 @@ use crate::state::Conflict;
 use engine::xdr::{XdrReader, XdrWriter};
 
 /// data_content4 (RFC 7862 §15.11.1 / §15.10.1).
-const NFS4_CONTENT_DATA: u32 = 0;
+pub(super) const NFS4_CONTENT_DATA: u32 = 0;
 const NFS4_CONTENT_HOLE: u32 = 1;
 /// stable_how4 FILE_SYNC4: COPY's data is durable before the reply.
 const FILE_SYNC4: u32 = 2;

@@ -323,7 +323,14 @@ fn from_cache_v4(
         }
         V4Last::Getattr(_) => 1024,
     };
-    if let (V4Last::Read { count, .. }, Some(zc)) = (shape.last, zc) {
+    // READ_PLUS data is inline (`fast::answer_pages` takes READ only).
+    if let (
+        V4Last::Read {
+            count, plus: false, ..
+        },
+        Some(zc),
+    ) = (shape.last, zc)
+    {
         if zc.takes(count) {
             let lkey = zc.lkey;
             let mut buf = pools.alloc(MARK + 512)?;

@@ -1,5 +1,5 @@
 //! The plan's fast lane: the COMPOUNDs clients send most — `SEQUENCE, PUTFH` then
-//! `GETATTR`, `READ`, `WRITE [, GETATTR]` or `COMMIT` (RFC 8881 §16.2.1, minor
+//! `GETATTR`, `READ`, `READ_PLUS`, `WRITE [, GETATTR]` or `COMMIT` (RFC 8881 §16.2.1, minor
 //! version 1, tag up to `TAG_MAX`, nothing after the last operation) — walked in one
 //! cursor pass that fills the plan and, for the cache shapes, decodes the fields
 //! `fast` answers from, so nothing decodes them again at the plan's offsets.
@@ -17,7 +17,9 @@ use super::{Eligible, Kind, Plan, Sizing, OPS_MAX, TAG_MAX};
 const _: () = assert!(OPS_MAX == 4, "the lane fills exactly four operations");
 use crate::nfs4::attrs::Bitmap;
 use crate::nfs4::fast::{Cur, Last, Shape};
-use crate::nfs4::ops::{OP_COMMIT, OP_GETATTR, OP_PUTFH, OP_READ, OP_SEQUENCE, OP_WRITE};
+use crate::nfs4::ops::{
+    OP_COMMIT, OP_GETATTR, OP_PUTFH, OP_READ, OP_READ_PLUS, OP_SEQUENCE, OP_WRITE,
+};
 use crate::nfs4::skip::STATEID;
 use crate::nfs4::FH4_MAX;
 use crate::state::sessions::ReqPrint;
@@ -58,7 +60,8 @@ pub(super) fn walk<'a, const SHAPE: bool>(
     let mut p = Plan::empty();
     p.nops = nops;
     p.walked = nops as u8;
-    p.moves_data = op != OP_GETATTR;
+    // As the general walk: READ_PLUS is not among the data operations it counts.
+    p.moves_data = matches!(op, OP_READ | OP_WRITE | OP_COMMIT);
     let mut size = Sizing::new();
     let mut item = None;
     let mut last = None;
@@ -70,15 +73,21 @@ pub(super) fn walk<'a, const SHAPE: bool>(
             last = (!extra).then_some(Last::Getattr(b));
             Kind::Getattr
         }
-        (OP_READ, 3) => {
+        (OP_READ | OP_READ_PLUS, 3) => {
             let (stateid, offset, count) = (stateid(&mut r)?, r.u64()?, r.u32()?);
             size.asked = (count as usize).min(super::MAX_REPLY);
+            let plus = op == OP_READ_PLUS;
             last = Some(Last::Read {
                 stateid,
                 offset,
                 count,
+                plus,
             });
-            Kind::Read
+            if plus {
+                Kind::ReadPlus
+            } else {
+                Kind::Read
+            }
         }
         (OP_COMMIT, 3) => {
             r.take(8 + 4)?;

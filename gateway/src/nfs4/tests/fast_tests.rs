@@ -165,6 +165,29 @@ fn read_args(sid: [u8; 16], n: u32, fh: &[u8], st: Stateid, off: u64, count: u32
     )
 }
 
+/// `SEQUENCE, PUTFH, READ_PLUS` under minor version `minor` (RFC 7862 §15.10).
+fn read_plus_args(
+    minor: u32,
+    sid: [u8; 16],
+    n: u32,
+    fh: &[u8],
+    st: Stateid,
+    off: u64,
+    count: u32,
+) -> Vec<u8> {
+    let read_plus: Op = Box::new(move |w| {
+        w.u32(crate::nfs4::ops::OP_READ_PLUS)?;
+        st.encode(w)?;
+        w.u64(off)?;
+        w.u32(count)
+    });
+    compound_args(
+        b"t",
+        minor,
+        &[seq(sid, n, 0, false), putfh(fh.to_vec()), read_plus],
+    )
+}
+
 /// Asserts `fast` equals `worker` but for the sequence id word (`fast_seq` there).
 fn same_but_seqid(worker: &[u8], fast: &[u8], fast_seq: u32) {
     let at = seqid_at(b"t");
@@ -315,6 +338,34 @@ fn read_bytes_equal_the_workers_and_stateids_are_checked() {
     assert!(fast_call(&mut f, &read_args(sid_a, 9, &fh, anon, 0, 1 << 20)).is_none());
 }
 
+/// READ_PLUS (RFC 7862 §15.10) from the cache: the worker's bytes (one data
+/// segment for a file without holes), eof at the end, no segment past it; under
+/// minor version 1 it is the worker's (OP_ILLEGAL), never the cache's.
+#[test]
+fn read_plus_bytes_equal_the_workers() {
+    let mut f = setup();
+    let (_, sid) = session(&f.h, b"fast-rp");
+    let fh = f.fh.clone();
+    let anon = Stateid::ANONYMOUS;
+    let count = DATA_LEN as u32;
+    // A worker's READ of the whole file fills attributes and pages.
+    worker_call(&mut f, &read_args(sid, 1, &fh, anon, 0, count));
+    let mut n = 2;
+    for (off, len) in [
+        (0, count),
+        (4096, 4096),
+        (3 * 4096, 4096),
+        (DATA_LEN as u64, 10),
+    ] {
+        let worker = run(&f.h, &read_plus_args(2, sid, n, &fh, anon, off, len));
+        let fast = fast_call(&mut f, &read_plus_args(2, sid, n + 1, &fh, anon, off, len))
+            .unwrap_or_else(|| panic!("READ_PLUS at {off} answered from the cache"));
+        same_but_seqid(&worker, &fast, n + 1);
+        n += 2;
+    }
+    assert!(fast_call(&mut f, &read_plus_args(1, sid, n, &fh, anon, 0, 4096)).is_none());
+}
+
 #[test]
 fn a_write_behind_the_cache_is_seen_after_the_worker_refills() {
     let mut f = setup();
@@ -386,7 +437,7 @@ fn parse_takes_only_the_two_shapes() {
 #[test]
 fn parse_inlined_matches_the_xdr_reader_parser_on_every_mutation() {
     use crate::nfs4::attrs;
-    use crate::nfs4::ops::{OP_GETATTR, OP_PUTFH, OP_READ, OP_SEQUENCE};
+    use crate::nfs4::ops::{OP_GETATTR, OP_PUTFH, OP_READ, OP_READ_PLUS, OP_SEQUENCE};
     use engine::xdr::XdrReader;
     type Fields<'a> = (&'a [u8], [u8; 16], u32, u32, bool, &'a [u8], fast::Last);
     fn reference(args: &[u8]) -> Option<Fields<'_>> {
@@ -408,10 +459,11 @@ fn parse_inlined_matches_the_xdr_reader_parser_on_every_mutation() {
                 (b, false) => fast::Last::Getattr(b),
                 _ => return None,
             },
-            OP_READ => fast::Last::Read {
+            op @ (OP_READ | OP_READ_PLUS) => fast::Last::Read {
                 stateid: Stateid::decode(&mut r).ok()?,
                 offset: r.u64().ok()?,
                 count: r.u32().ok()?,
+                plus: op == OP_READ_PLUS,
             },
             _ => return None,
         };
@@ -437,6 +489,7 @@ fn parse_inlined_matches_the_xdr_reader_parser_on_every_mutation() {
     let cases = [
         read_args(sid, 5, &fh, st, 8192, 4096),
         getattr_args(sid, 5, &fh, LINUX_ATTRS),
+        read_plus_args(1, sid, 5, &fh, st, 8192, 4096),
     ];
     let mut checked = 0;
     // `fast::parse` is the plan's fast lane (`Plan::with_shape`); `lane_agrees` holds
