@@ -580,9 +580,10 @@ pub type Observed<'a> = (&'a [u8], Option<(u64, u32)>);
 /// cache: the handle, and for a READ its offset and count.
 pub fn observe<'a>(args: &'a [u8], plan: &Plan) -> Option<Observed<'a>> {
     let a = shape(args, plan)?;
+    // A worker's READ_PLUS notes its data only when the reply is one data segment
+    // (`v42_ops::read_plus`).
     let read = match a.last {
-        // A worker's READ_PLUS notes no data for the cache (its reply is segments).
-        Last::Getattr(_) | Last::Read { plus: true, .. } => None,
+        Last::Getattr(_) => None,
         Last::Read { offset, count, .. } => Some((offset, count)),
     };
     Some((a.fh, read))

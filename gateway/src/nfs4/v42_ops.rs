@@ -148,12 +148,17 @@ pub(super) fn read_plus(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter) 
         Ok(v) => v,
         Err(e) => return put_status(w, e),
     };
+    // For the reactor cache fill, as READ (`fast::note_attr`); its data only when
+    // the reply is one data segment from the offset asked (below).
+    super::fast::note_attr(&f.attr);
     let start = w.position();
     NFS4_OK.put(w).map_err(|_| Full)?;
     let eof_at = w.reserve_u32().map_err(|_| Full)?;
     let n_at = w.reserve_u32().map_err(|_| Full)?;
     let mut eof = ext.eof;
     let mut n = 0u32;
+    // Where the first segment's data lies: content, offset and length come first.
+    let first_data = w.position() + 4 + 8 + 4;
     for e in &ext.extents {
         match put_segment(c, &f, w, e) {
             Ok(Segment::Whole) => n += 1,
@@ -172,6 +177,14 @@ pub(super) fn read_plus(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter) 
     }
     w.patch_u32(eof_at, eof as u32);
     w.patch_u32(n_at, n);
+    match ext.extents.first() {
+        Some(e) if n == 1 && e.what == Content::Data && e.offset == off => {
+            super::fast::note_read_data(first_data, e.len as usize);
+        }
+        // A hole, several segments or nothing: no data the cache could keep as a
+        // READ's (the fill then learns nothing of this call).
+        _ => super::fast::forget(),
+    }
     Ok(NFS4_OK)
 }
 

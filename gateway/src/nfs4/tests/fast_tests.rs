@@ -366,6 +366,21 @@ fn read_plus_bytes_equal_the_workers() {
     assert!(fast_call(&mut f, &read_plus_args(1, sid, n, &fh, anon, 0, 4096)).is_none());
 }
 
+/// A READ_PLUS-only client (Linux ≥ 6.2) warms the cache itself: the worker's
+/// READ_PLUS of one data segment fills it as a READ does.
+#[test]
+fn a_workers_read_plus_fills_the_cache() {
+    let mut f = setup();
+    let (_, sid) = session(&f.h, b"fast-rp2");
+    let fh = f.fh.clone();
+    let anon = Stateid::ANONYMOUS;
+    let args = |n| read_plus_args(2, sid, n, &fh, anon, 0, 4096);
+    assert!(fast_call(&mut f, &args(1)).is_none(), "nothing cached yet");
+    let worker = worker_call(&mut f, &args(1));
+    let fast = fast_call(&mut f, &args(2)).expect("filled by the worker's READ_PLUS");
+    same_but_seqid(&worker, &fast, 2);
+}
+
 #[test]
 fn a_write_behind_the_cache_is_seen_after_the_worker_refills() {
     let mut f = setup();
