@@ -176,13 +176,15 @@ pub(crate) fn classify(
                 None => (V4.plan)(&record[args_at..]),
             });
     let plan = planned.as_ref().map(|p| p.0);
-    hot.seen = match &planned {
-        Some((_, Some(shape))) => Seen::handle(matches!(shape.last, V4Last::Read { .. }), shape.fh),
-        Some((plan, None)) => Seen::v4(&record[args_at..], plan),
-        // `from_cache` saw the handle of a GETATTR or READ it parsed.
-        None if v3 && hot.seen == Seen::NONE => Seen::v3(header.proc_, &record[args_at..]),
-        None => hot.seen,
-    };
+    if hot.count {
+        hot.seen = match &planned {
+            Some((_, Some(s))) => Seen::handle(matches!(s.last, V4Last::Read { .. }), s.fh),
+            Some((plan, None)) => Seen::v4(&record[args_at..], plan),
+            // `from_cache` saw the handle of a GETATTR or READ it parsed.
+            None if v3 && hot.seen == Seen::NONE => Seen::v3(header.proc_, &record[args_at..]),
+            None => hot.seen,
+        };
+    }
     if let Some((_, Some(shape))) = &planned {
         if let Some(v) = from_cache_v4(
             reactor,
@@ -300,9 +302,10 @@ pub(crate) struct Hot<'a> {
     /// Revalidation GETATTRs to hand to workers after this pass (`revalidation`).
     pub revalidate: &'a mut Vec<Job>,
     /// What `classify` decoded of its call's class and export, for the per-client
-    /// counters (`stats::Tenants::classified`): set by every call, so they never read
-    /// the record again.
+    /// counters (`stats::Tenants::classified`), so they never read the record again;
+    /// set only while `count` (`stats.per_client`: off, a call pays one branch).
     pub seen: Seen,
+    pub count: bool,
 }
 
 /// NFSv4.1 COMPOUNDs `SEQUENCE, PUTFH, GETATTR|READ` answered from the cache
@@ -404,7 +407,9 @@ fn from_cache(
     let v3 = &crate::front::V3_CACHE;
     let ask = (v3.parse)(h.proc_, args)?;
     let (fh, read_args) = (ask.fh, ask.read);
-    hot.seen = Seen::handle(read_args.is_some(), fh);
+    if hot.count {
+        hot.seen = Seen::handle(read_args.is_some(), fh);
+    }
     let req = cache::Request {
         fh,
         client: peer.ip(),

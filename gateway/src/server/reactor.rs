@@ -334,6 +334,7 @@ impl ReactorState {
             state: &shared.state,
             revalidate: reval,
             seen: Seen::NONE,
+            count: router.tenants.counting(),
         };
         // A job charges its reply bytes to `budget` (`route`) before the connection's
         // next record is read.
@@ -448,6 +449,7 @@ impl ReactorState {
             state: &shared.state,
             revalidate: reval,
             seen: Seen::NONE,
+            count: router.tenants.counting(),
         };
         let mut work = None;
         let classified = supervise::request("reactor: classifying an RDMA call", || {
@@ -510,6 +512,7 @@ impl ReactorState {
             state: &self.shared.state,
             revalidate: &mut self.reval,
             seen: Seen::NONE,
+            count: self.router.tenants.counting(),
         };
         let mut work = None;
         match supervise::request("reactor: classifying a parked call", || {

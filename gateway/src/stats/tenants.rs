@@ -388,6 +388,13 @@ impl Tenants {
         }
     }
 
+    /// Whether calls are counted (`stats.per_client`): `classify` decodes what
+    /// `classified` needs only then.
+    #[inline]
+    pub fn counting(&self) -> bool {
+        self.on
+    }
+
     pub fn table(&self) -> &Arc<TenantTable> {
         &self.table
     }
