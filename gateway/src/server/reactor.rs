@@ -663,7 +663,14 @@ impl Router {
     /// Counts a call classified from `seen` (`dispatch::Hot::seen`) for its client and
     /// export, unless `count_in` counted it on arrival (`stats::Tenants::classified`).
     #[inline]
-    fn classified(&mut self, st: &mut CallStat, conn: u64, peer: &SocketAddr, seen: Seen, len: usize) {
+    fn classified(
+        &mut self,
+        st: &mut CallStat,
+        conn: u64,
+        peer: &SocketAddr,
+        seen: Seen,
+        len: usize,
+    ) {
         let rdma = st.transport == Transport::Rdma as u8;
         self.tenants
             .classified(&mut st.pair, conn, rdma, peer, seen, len);

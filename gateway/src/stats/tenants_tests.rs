@@ -197,7 +197,10 @@ fn counting_reads_no_record_without_a_rule_and_counts_once_with_one() {
         v3_call(1, 3),
         v3_call(6, 3),
         v4(Ops::new().sequence(sid, 1).putfh(&fh).getattr(&[1])),
-        v4(Ops::new().sequence(sid, 1).putfh(&fh).read(&[0; 16], 0, 4096)),
+        v4(Ops::new()
+            .sequence(sid, 1)
+            .putfh(&fh)
+            .read(&[0; 16], 0, 4096)),
     ];
     for qos in [false, true] {
         let mut t = Tenants::new(Arc::new(TenantTable::new(16)), export_table(&[3]), true);
@@ -231,7 +234,10 @@ fn seen_agrees_with_the_record_peek() {
         v4(base()),
         v4(Ops::new().sequence(sid, 1).putrootfh().getattr(&[1])),
         v4(Ops::new().putfh(&fh).read(&[0; 16], 0, 1)),
-        v4(Ops::new().sequence(sid, 1).putfh(&[0xff; 200]).getattr(&[1])),
+        v4(Ops::new()
+            .sequence(sid, 1)
+            .putfh(&[0xff; 200])
+            .getattr(&[1])),
         call(1, 100005, 3, 1, &cred, &fh_args(&fh)),
     ]);
     for rec in &recs {
