@@ -2,7 +2,8 @@
 clients bound to 127.0.0.2 and 127.0.0.3 on two exports get their own series with the
 right operations and bytes; 1,000 distinct 127.x.y.z addresses stay within
 `stats.top_clients` + "other" with every sum intact; `nfsgw-tools top --once` shows
-the heaviest clients and exports of a live gateway under load."""
+the heaviest clients and exports of a live gateway under load; counting a call reads
+no record again and looks a settled connection up no more (NFSv3 and NFSv4.1)."""
 
 import socket
 import subprocess
@@ -13,7 +14,7 @@ import pytest
 
 from conftest import free_port
 from nfsclient import NfsClient
-from statsutil import TOOLS, scrape, wait_idle
+from statsutil import TOOLS, bench, scrape, wait_idle
 
 EXPORTS = [
     {"path": "/a", "clients": ["127.0.0.0/8"], "access": "rw", "squash": "none"},
@@ -40,10 +41,16 @@ class BoundClient(NfsClient):
         self._pending = {}
 
 
-def gateway(gw_factory, **stats):
+def gateway(gw_factory, qos: str = "", **stats):
+    """A gateway on EXPORTS with its stats endpoint; `qos`: TOML appended ([[qos.*]])."""
     port = free_port()
-    g = gw_factory(exports=[dict(e) for e in EXPORTS],
+    g = gw_factory(exports=[dict(e) for e in EXPORTS], start=False,
                    extra={"stats": {"listen": f"127.0.0.1:{port}", **stats}})
+    if qos:
+        base = type(g).config_text
+        g.config_text = lambda: base(g) + "\n" + qos
+        g.write_config()
+    g.start()
     g.stats_port = port
     return g
 
@@ -162,3 +169,39 @@ def test_top_once_shows_heaviest_clients_and_exports(gw_factory):
         assert key in rows, frame
         assert float(rows[key][1]) > 0, frame   # ops/s
         assert rows[key][-1] != "-", frame       # a p99
+
+
+@pytest.mark.parametrize("rule", [False, True])
+def test_counting_reads_no_record_again_and_looks_nothing_up_per_call(gw_factory, rule):
+    # Without a QoS rule a call is counted from what classification decoded
+    # (stats::tenants::Seen): no record is read a second time (no COMPOUND walked
+    # again) and a settled connection's client and pair are not looked up again.
+    # Under a rule (here for an address no client uses) the gate needs each call's
+    # cost before classification: one record peek per call, which counts it.
+    qos = '[[qos.client]]\nmatch = "127.0.0.9"\nops_per_s = 1000000\n' if rule else ""
+    g = gateway(gw_factory, qos=qos)
+    m0 = scrape(g.stats_port)
+    a = BoundClient("127.0.0.2", port=g.port)
+    root = a.mount("/a")
+    fh = a.create(root, "f").check().fh
+    a.write(fh, 0, b"x" * 4096).check()
+    for _ in range(300):
+        a.getattr(fh).check()
+        a.read(fh, 0, 4096).check()
+    a.close()
+    target = f"tcp://127.0.0.1:{g.port}"
+    for wl in ("getattr", "randread"):
+        bench(target, "--nfs", "4.1", "--export", "/b", "--workload", wl, "--files", "1",
+              "--size-mib", "1", "--ops", "600")
+    m = wait_idle(g.stats_port, m0)
+    calls = m.sum("nfsgw_client_ops_total")
+    assert calls >= 600 + 2 * 600, calls
+    assert calls == m.sum("nfsgw_ops_total")
+    peeks = m.sum("nfsgw_client_record_peeks_total")
+    assert peeks == (calls if rule else 0), (peeks, calls)
+    # A lookup per connection and per change of export (setup calls name none), far
+    # fewer than one per call.
+    lookups = m.sum("nfsgw_client_lookups_total")
+    assert 1 <= lookups <= 40, lookups
+    check_sums(m, "client")
+    check_sums(m, "export")

@@ -9,8 +9,9 @@
 //! - `Rules`: the buckets of a configuration, built once per start or SIGHUP reload and
 //!   published through a `Table` (an `arc_swap` and an epoch, like the export table);
 //! - `gate::Gate`: a reactor's side: which rules a call falls under (its `Cost`: the
-//!   handle's export and the count of an NFSv3 or NFSv4.1 data call, from the one peek
-//!   per call the per-client statistics share, `stats::tenants::peek`), whether it
+//!   handle's export and the count of an NFSv3 or NFSv4.1 data call, from a peek at
+//!   the record on arrival, made only while a rule exists and shared with the
+//!   per-client statistics, `stats::Tenants::call_in`), whether it
 //!   may start now, and the calls it holds back
 //!   until their buckets refill, in arrival order. A held TCP call stays in flight on
 //!   its connection and reserves its record's bytes in the connection's reply budget,

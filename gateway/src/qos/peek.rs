@@ -1,8 +1,10 @@
 //! What a call costs: the export its handle names and, for a READ or WRITE, its byte
 //! count (NFSv3: RFC 1813 §3.3.6, §3.3.7; NFSv4.1: the `SEQUENCE, PUTFH, READ|WRITE`
 //! COMPOUNDs clients send for data, RFC 8881 §18.22, §18.32, §18.46). Read by the
-//! one peek per call the per-client statistics share (`stats::tenants::peek`): the
-//! reactor peeks a record once and hands the result to both. Every value is the
+//! one peek per call the per-client statistics share (`stats::tenants::peek`): while a
+//! rule exists the reactor peeks a record once on arrival and hands the result to
+//! both (without a rule nothing peeks: the statistics count from `classify`'s decode,
+//! `stats::tenants::Seen`). Every value is the
 //! client's: an undecodable record costs one operation and names no export
 //! (`classify` answers it as it would anyway), counts are capped at the largest
 //! transfer the gateway makes (`limits::MAX_IO`).

@@ -11,6 +11,7 @@ use super::transport::Link;
 use crate::cache::{self, ReadCache};
 use crate::front::{Plan, V4Last, V4Shape, V4View, V4_PATHS as V4};
 use crate::mount::{MOUNT_PROGRAM, MOUNT_V3};
+use crate::stats::tenants::Seen;
 use engine::mem::{Buf, Pools};
 use engine::rpc::{self, Accept, CallError, CallHeader};
 use engine::rpcrdma::responder::DdpList;
@@ -99,6 +100,7 @@ pub(crate) fn classify(
             lkey: p.lkey,
             min: if p.tcp { TCP_PAGES_MIN } else { 0 },
         });
+    hot.seen = Seen::NONE;
     let (header, args_at) = match rpc::decode_call(&record) {
         Ok(h) => h,
         Err(CallError::Drop) => {
@@ -144,7 +146,8 @@ pub(crate) fn classify(
         });
     }
     let mut read_ahead = false;
-    if crate::front::is_v3(header.prog, header.vers) {
+    let v3 = crate::front::is_v3(header.prog, header.vers);
+    if v3 {
         if let Some(v) = from_cache(
             &header,
             &record[args_at..],
@@ -173,6 +176,15 @@ pub(crate) fn classify(
                 None => (V4.plan)(&record[args_at..]),
             });
     let plan = planned.as_ref().map(|p| p.0);
+    if hot.count {
+        hot.seen = match &planned {
+            Some((_, Some(s))) => Seen::handle(matches!(s.last, V4Last::Read { .. }), s.fh),
+            Some((plan, None)) => Seen::v4(&record[args_at..], plan),
+            // `from_cache` saw the handle of a GETATTR or READ it parsed.
+            None if v3 && hot.seen == Seen::NONE => Seen::v3(header.proc_, &record[args_at..]),
+            None => hot.seen,
+        };
+    }
     if let Some((_, Some(shape))) = &planned {
         if let Some(v) = from_cache_v4(
             reactor,
@@ -289,6 +301,11 @@ pub(crate) struct Hot<'a> {
     pub state: &'a crate::state::State,
     /// Revalidation GETATTRs to hand to workers after this pass (`revalidation`).
     pub revalidate: &'a mut Vec<Job>,
+    /// What `classify` decoded of its call's class and export, for the per-client
+    /// counters (`stats::Tenants::classified`), so they never read the record again;
+    /// set only while `count` (`stats.per_client`: off, a call pays one branch).
+    pub seen: Seen,
+    pub count: bool,
 }
 
 /// NFSv4.1 COMPOUNDs `SEQUENCE, PUTFH, GETATTR|READ` answered from the cache
@@ -397,6 +414,9 @@ fn from_cache(
     let v3 = &crate::front::V3_CACHE;
     let ask = (v3.parse)(h.proc_, args)?;
     let (fh, read_args) = (ask.fh, ask.read);
+    if hot.count {
+        hot.seen = Seen::handle(read_args.is_some(), fh);
+    }
     let req = cache::Request {
         fh,
         client: peer.ip(),

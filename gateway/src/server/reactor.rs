@@ -12,7 +12,7 @@ use super::Shared;
 use crate::cache::ReadCache;
 use crate::nfs4::{ConnKind, ConnRef};
 use crate::stats::histogram::bucket_of;
-use crate::stats::tenants::conn_key;
+use crate::stats::tenants::{conn_key, Seen};
 use crate::stats::{slot_of, CallStat, Clock, ReactorStats, Tenants, Transport};
 use crate::supervise;
 use engine::mem::Buf;
@@ -333,11 +333,14 @@ impl ReactorState {
             exports,
             state: &shared.state,
             revalidate: reval,
+            seen: Seen::NONE,
+            count: router.tenants.counting(),
         };
         // A job charges its reply bytes to `budget` (`route`) before the connection's
         // next record is read.
         let mut handle = |conn: ConnId, peer: SocketAddr, rec: Buf, budget: &Budget| {
-            let (st, cost) = router.count_in(&rec, Transport::Tcp, conn_key(&conn), peer, qos.on);
+            let (key, len) = (conn_key(&conn), rec.len());
+            let (mut st, cost) = router.count_in(&rec, Transport::Tcp, key, peer, qos.on);
             let conn = Link::tcp(conn);
             // QoS: a held call stays in flight, its record's bytes charged to `budget`.
             let rec = if qos.on {
@@ -353,6 +356,7 @@ impl ReactorState {
                 dispatch::classify(*id, conn, peer, rec, pools, &mut hot, None, None, &mut work)
             }) {
                 Ok(v) => {
+                    router.classified(&mut st, key, &peer, hot.seen, len);
                     let from = Reserve::Polled(budget);
                     if let Some(reply) = router.route(v, &mut work, conn, peer, st, from) {
                         router.outbox.push((conn, reply));
@@ -411,7 +415,7 @@ impl ReactorState {
     /// One RDMA call: a call whose reduced items break the NFS binding gets
     /// GARBAGE_ARGS (RFC 8166 §6.1); the rest are classified like TCP records.
     /// `st`: the call as `Router::count_in` counted it on arrival.
-    pub(super) fn take_rdma_call(&mut self, d: Delivered, st: CallStat) {
+    pub(super) fn take_rdma_call(&mut self, d: Delivered, mut st: CallStat) {
         let Delivered {
             call,
             peer,
@@ -434,6 +438,7 @@ impl ReactorState {
             return;
         };
         let reduced = rdma.reduced(call);
+        let (key, len) = (conn_key(&call.conn()), rec.len());
         let pools = &shared.reactors[*id].pools;
         let mut hot = Hot {
             cache,
@@ -443,6 +448,8 @@ impl ReactorState {
             exports,
             state: &shared.state,
             revalidate: reval,
+            seen: Seen::NONE,
+            count: router.tenants.counting(),
         };
         let mut work = None;
         let classified = supervise::request("reactor: classifying an RDMA call", || {
@@ -473,6 +480,7 @@ impl ReactorState {
         });
         match classified {
             Ok((conn, v)) => {
+                router.classified(&mut st, key, &peer, hot.seen, len);
                 // A cached NFSv4 answer with its READ's outcome: the transport places
                 // the data in the write chunk from it (RFC 8267 §6.4.1), not by
                 // reading the reply.
@@ -503,6 +511,8 @@ impl ReactorState {
             exports: &mut self.exports,
             state: &self.shared.state,
             revalidate: &mut self.reval,
+            seen: Seen::NONE,
+            count: self.router.tenants.counting(),
         };
         let mut work = None;
         match supervise::request("reactor: classifying a parked call", || {
@@ -636,9 +646,10 @@ impl ReactorState {
 
 impl Router {
     /// Counts a received call (on connection `conn`, a `conn_key`, from `peer`)
-    /// for the reactor, its client and its export, and notes when it arrived. Also
-    /// returns what the call costs QoS when `qos` (a rule exists): the one peek at
-    /// the record the per-client counters share (`stats::tenants::peek`).
+    /// for the reactor and notes when it arrived. When `qos` (a rule exists) also
+    /// returns what the call costs QoS: the one peek at the record, which counts it
+    /// for its client and export too (`stats::Tenants::call_in`); otherwise
+    /// `classified` counts it from what `classify` decoded.
     #[inline]
     fn count_in(
         &mut self,
@@ -659,6 +670,22 @@ impl Router {
             pair,
         };
         (st, peek.into())
+    }
+
+    /// Counts a call classified from `seen` (`dispatch::Hot::seen`) for its client and
+    /// export, unless `count_in` counted it on arrival (`stats::Tenants::classified`).
+    #[inline]
+    fn classified(
+        &mut self,
+        st: &mut CallStat,
+        conn: u64,
+        peer: &SocketAddr,
+        seen: Seen,
+        len: usize,
+    ) {
+        let rdma = st.transport == Transport::Rdma as u8;
+        self.tenants
+            .classified(&mut st.pair, conn, rdma, peer, seen, len);
     }
 
     /// Records a call's latency `ns` and its reply for the reactor's and the

@@ -21,7 +21,14 @@
 //! client slot, resolved at the connection's first call, and the pair of the export
 //! its last call named. A call whose export is the line's costs one indexed compare
 //! and its counters; the address and pair lookups run only when a connection starts
-//! or changes export (`Tenants::lookups` counts them).
+//! or changes export (counted: `nfsgw_client_lookups_total`).
+//!
+//! What a call is (its class and export) comes from what `classify` decoded anyway
+//! ([`Seen`], after the call is classified: [`Tenants::classified`]), so counting a
+//! call reads no part of its record again. Only a QoS rule needs a call's cost before
+//! it is classified (to hold it); then the record is peeked once on arrival
+//! ([`Tenants::call_in`], counted: `nfsgw_client_record_peeks_total`) and that peek
+//! counts the call.
 
 use super::counters::NFS3_PROCS;
 use super::histogram::{Hist, BUCKETS};
@@ -31,7 +38,11 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
-pub use super::tenants_peek::{peek, peek_v3, Peek, CLASSES};
+pub use super::tenants_peek::{peek, peek_v3, Peek, Seen, CLASSES};
+
+/// The pair of a call not counted yet (`CallStat::pair` until `Tenants::classified`);
+/// never a slot: a table holds at most `u16::MAX` pairs.
+pub const UNCOUNTED: u16 = u16::MAX;
 
 /// Export slots per reactor. Exports are configured, not client-chosen (a handle
 /// naming an unknown export counts under `export="none"`), so this bounds nothing a
@@ -120,6 +131,12 @@ pub struct TenantTable {
     clients_used: AtomicUsize,
     /// Connections whose address (or pair) found the table full.
     full: AtomicU64,
+    /// Line misses (`Tenants::line_miss`, `Tenants::client`) and records peeked before
+    /// classification (`Tenants::call_in`, only under a QoS rule): what a settled
+    /// connection's call must not cost (`nfsgw_client_lookups_total`,
+    /// `nfsgw_client_record_peeks_total`).
+    lookups: AtomicU64,
+    peeks: AtomicU64,
     /// Export slot 0 is "none": calls that name no export (NULL, MOUNT, COMPOUNDs
     /// without `SEQUENCE, PUTFH`) or an export id the export table does not hold.
     export_ids: Box<[AtomicU32]>,
@@ -137,14 +154,16 @@ impl TenantTable {
     pub fn new(client_slots: usize) -> TenantTable {
         let clients = client_slots + 1;
         // Twice the clients (a client on two exports), the "other" pairs, within
-        // what a u16 indexes.
-        let pairs = (2 * clients + EXPORT_SLOTS).min(1 << 16);
+        // what a u16 indexes, `UNCOUNTED` excluded.
+        let pairs = (2 * clients + EXPORT_SLOTS).min(usize::from(UNCOUNTED));
         TenantTable {
             keys: (0..clients)
                 .map(|_| [AtomicU64::new(0), AtomicU64::new(0)])
                 .collect(),
             clients_used: AtomicUsize::new(1),
             full: AtomicU64::new(0),
+            lookups: AtomicU64::new(0),
+            peeks: AtomicU64::new(0),
             export_ids: (0..EXPORT_SLOTS).map(|_| AtomicU32::new(0)).collect(),
             exports_used: AtomicUsize::new(1),
             pairs: (0..pairs).map(|_| Slot::default()).collect(),
@@ -211,6 +230,16 @@ impl TenantTable {
         self.full.load(Ordering::Relaxed)
     }
 
+    /// Line misses so far (address or pair lookups).
+    pub fn lookups(&self) -> u64 {
+        self.lookups.load(Ordering::Relaxed)
+    }
+
+    /// Records peeked before classification so far.
+    pub fn peeks(&self) -> u64 {
+        self.peeks.load(Ordering::Relaxed)
+    }
+
     /// Client addresses held (not counting "other").
     pub fn clients_held(&self) -> usize {
         self.clients_used.load(Ordering::Acquire) - 1
@@ -265,9 +294,6 @@ pub struct Tenants {
     export_slot: Box<[u16]>,
     /// Open addressing over claimed pairs (past the "other" ones) by key (0 = empty).
     pair_index: Box<[u16]>,
-    /// Line misses: address or pair lookups (a connection's first call, a change of
-    /// export, an evicted line). Never per call on a settled connection.
-    lookups: u64,
     /// `stats.per_client`: off, a call costs the one branch on it (`call_in`,
     /// `answered`).
     on: bool,
@@ -286,16 +312,16 @@ impl Tenants {
             pair_index: vec![0; (table.pairs.len() * 2).next_power_of_two()].into_boxed_slice(),
             table,
             exports,
-            lookups: 0,
             on,
         }
     }
 
     /// A call arrived in `rec` (its `stats::slot_of` is `slot`) on connection `conn`
-    /// from `peer`: peeks at it (once, for these counters and for QoS: `qos` says a
-    /// rule wants the peek), counts it for its pair and returns the pair (for
-    /// `answered`) and the peek; (0, `Peek::NONE`) without a look when neither wants
-    /// it.
+    /// from `peer`, before it is classified. Without a QoS rule (`qos` false) nothing
+    /// happens here: (`UNCOUNTED`, `Peek::NONE`), and `classified` counts the call from
+    /// what `classify` decodes. Under a rule the gate needs the call's cost now: the
+    /// record is peeked (once, for the gate and these counters) and the call counted
+    /// for its pair, returned (for `answered`) with the peek.
     #[inline]
     pub fn call_in(
         &mut self,
@@ -306,9 +332,10 @@ impl Tenants {
         slot: u8,
         qos: bool,
     ) -> (u16, Peek) {
-        if !(self.on || qos) {
-            return (0, Peek::NONE);
+        if !qos {
+            return (UNCOUNTED, Peek::NONE);
         }
+        super::histogram::bump(&self.table.peeks, 1);
         // A slot below the NFSv3 procedures' is an NFSv3 call whose header
         // `slot_of` checked: the peek starts at its credential.
         let p = if usize::from(slot) < NFS3_PROCS.len() {
@@ -316,14 +343,36 @@ impl Tenants {
         } else {
             peek(rec)
         };
-        if !self.on {
-            return (0, p);
-        }
-        let pair = self.pair_of(conn, rdma, peer, p.export);
-        if let Some(s) = self.table.pairs.get(usize::from(pair)) {
-            s.arrive(p.class, rec.len() as u64);
-        }
+        let mut pair = UNCOUNTED;
+        let seen = Seen {
+            class: p.class,
+            export: p.export,
+        };
+        self.classified(&mut pair, conn, rdma, peer, seen, rec.len());
         (pair, p)
+    }
+
+    /// A call of `len` bytes on connection `conn` from `peer` was classified, and
+    /// `classify` saw `seen`: counts it for its pair, stored in `pair`, unless it was
+    /// counted already (`pair` is not `UNCOUNTED`: peeked on arrival under a QoS rule,
+    /// or classified before and parked).
+    #[inline]
+    pub fn classified(
+        &mut self,
+        pair: &mut u16,
+        conn: u64,
+        rdma: bool,
+        peer: &SocketAddr,
+        seen: Seen,
+        len: usize,
+    ) {
+        if !self.on || *pair != UNCOUNTED {
+            return;
+        }
+        *pair = self.pair_of(conn, rdma, peer, seen.export);
+        if let Some(s) = self.table.pairs.get(usize::from(*pair)) {
+            s.arrive(seen.class, len as u64);
+        }
     }
 
     /// A call was answered `ns` (in histogram bucket `bucket`, `bucket_of(ns)`, which
@@ -339,13 +388,20 @@ impl Tenants {
         }
     }
 
+    /// Whether calls are counted (`stats.per_client`): `classify` decodes what
+    /// `classified` needs only then.
+    #[inline]
+    pub fn counting(&self) -> bool {
+        self.on
+    }
+
     pub fn table(&self) -> &Arc<TenantTable> {
         &self.table
     }
 
-    /// Line misses so far (see the field).
+    /// Line misses so far (`TenantTable::lookups`).
     pub fn lookups(&self) -> u64 {
-        self.lookups
+        self.table.lookups()
     }
 
     /// The pair of a call on connection `conn` (a transport's connection id as a
@@ -367,7 +423,7 @@ impl Tenants {
     /// The connection's first call, a change of export, or an evicted line.
     #[cold]
     fn line_miss(&mut self, at: usize, key: u64, peer: &SocketAddr, export: Option<u16>) -> u16 {
-        self.lookups += 1;
+        super::histogram::bump(&self.table.lookups, 1);
         let l = self.lines[at];
         let client = if l.key == key {
             l.client
@@ -393,7 +449,7 @@ impl Tenants {
         if self.lines[at].key == key {
             return self.lines[at].client;
         }
-        self.lookups += 1;
+        super::histogram::bump(&self.table.lookups, 1);
         let client = self.resolve(key_of(peer));
         self.lines[at] = Line {
             key,

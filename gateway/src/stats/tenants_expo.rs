@@ -113,10 +113,12 @@ pub(super) fn render(src: &Source, out: &mut String) {
 fn render_clients(src: &Source, n: usize, out: &mut String) {
     let mut all: HashMap<std::net::IpAddr, Agg> = HashMap::new();
     let mut other = Agg::default();
-    let mut full = 0;
+    let (mut full, mut lookups, mut peeks) = (0, 0, 0);
     for r in &src.reactors {
         let t = &*r.tenants;
         full += t.full();
+        lookups += t.lookups();
+        peeks += t.peeks();
         for (k, s) in t.clients() {
             match k {
                 Some(k) => all.entry(k).or_default().add(&s),
@@ -145,6 +147,20 @@ fn render_clients(src: &Source, n: usize, out: &mut String) {
         "Connections whose address found its reactor's client table full (stats.client_slots): their calls count under client=\"other\".",
     );
     let _ = writeln!(out, "nfsgw_client_table_full_total {full}");
+    header(
+        out,
+        "nfsgw_client_lookups_total",
+        "counter",
+        "Client and pair lookups: a connection's first call, a change of export, an evicted line (never per call on a settled connection).",
+    );
+    let _ = writeln!(out, "nfsgw_client_lookups_total {lookups}");
+    header(
+        out,
+        "nfsgw_client_record_peeks_total",
+        "counter",
+        "Calls whose record was read for their cost before classification: only calls on a reactor with a QoS rule (the rest are counted from what classification decoded).",
+    );
+    let _ = writeln!(out, "nfsgw_client_record_peeks_total {peeks}");
 }
 
 fn render_exports(src: &Source, n: usize, out: &mut String) {

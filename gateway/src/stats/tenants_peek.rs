@@ -9,6 +9,7 @@
 //! checked by whoever answers the call), so a forged handle can only name an export
 //! the export table holds (`Tenants::export`) and is answered with the protocol's error.
 
+use crate::front::Plan;
 use crate::fs::FileModel;
 use nfs_wire::nfs3::{NFSPROC3_COMMIT, NFSPROC3_READ, NFSPROC3_WRITE};
 use nfs_wire::nfs4::{OP_COMMIT, OP_PUTFH, OP_READ, OP_SEQUENCE, OP_WRITE};
@@ -52,6 +53,73 @@ impl Peek {
 
 const NONE: Peek = Peek::NONE;
 
+/// What the per-client tables count of a call, taken from what `classify` decoded
+/// anyway (`server::dispatch::Hot::seen`): the RPC header it checked, the arguments'
+/// offset and, for a COMPOUND, its plan (`nfs4::plan`, the one walk over the
+/// arguments). Nothing here walks a record: the only reads are the handle's length and
+/// `FileModel::peek_handle`, each checked (a hostile handle names no export).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Seen {
+    pub class: Class,
+    pub export: Option<u16>,
+}
+
+impl Seen {
+    /// A call `classify` answered before decoding a handle: NULL, MOUNT, rejections,
+    /// records that are no call.
+    pub const NONE: Seen = Seen {
+        class: Class::Meta,
+        export: None,
+    };
+
+    /// An NFSv3 call of procedure `proc_` (not NULL) whose arguments are `args`: every
+    /// procedure but NULL starts with the handle (RFC 1813 §3.3).
+    #[inline]
+    pub fn v3(proc_: u32, args: &[u8]) -> Seen {
+        let class = match proc_ {
+            NFSPROC3_READ => Class::Read,
+            NFSPROC3_WRITE | NFSPROC3_COMMIT => Class::Write,
+            _ => Class::Meta,
+        };
+        Seen {
+            class,
+            export: Words(args).handle_export(0),
+        }
+    }
+
+    /// A call whose handle `fh` `classify` decoded: a READ (`read`) or a metadata
+    /// call (NFSv3 GETATTR; a COMPOUND `SEQUENCE, PUTFH, GETATTR`).
+    #[inline]
+    pub fn handle(read: bool, fh: &[u8]) -> Seen {
+        Seen {
+            class: if read { Class::Read } else { Class::Meta },
+            export: FileModel::peek_handle(fh).map(|(export, _)| export),
+        }
+    }
+
+    /// A COMPOUND whose arguments are `args` and whose plan is `plan`: as `peek` reads
+    /// it (`SEQUENCE, PUTFH` and the operation after them, RFC 8881 §2.10.6.1), from the
+    /// plan's operation numbers and offsets instead of a second walk.
+    #[inline]
+    pub fn v4(args: &[u8], plan: &Plan) -> Seen {
+        let (Some(seq), Some(putfh)) = (plan.op(0), plan.op(1)) else {
+            return Seen::NONE;
+        };
+        if seq.code != OP_SEQUENCE || putfh.code != OP_PUTFH {
+            return Seen::NONE;
+        }
+        let class = match plan.op(2).map(|o| o.code) {
+            Some(OP_READ) => Class::Read,
+            Some(OP_WRITE | OP_COMMIT) => Class::Write,
+            _ => Class::Meta,
+        };
+        Seen {
+            class,
+            export: Words(args).handle_export(putfh.at as usize),
+        }
+    }
+}
+
 /// A client's byte count, capped.
 #[inline]
 fn cap(n: u32) -> u32 {
@@ -79,7 +147,8 @@ impl Words<'_> {
     #[inline]
     fn handle_export(&self, at: usize) -> Option<u16> {
         let len = self.at(at)? as usize;
-        let fh = self.0.get(at + 4..(at + 4).checked_add(len)?)?;
+        let start = at.checked_add(4)?;
+        let fh = self.0.get(start..start.checked_add(len)?)?;
         FileModel::peek_handle(fh).map(|(export, _)| export)
     }
 }

@@ -64,17 +64,44 @@ fn a_connection_keeps_its_slot_and_addresses_share_one() {
     assert_eq!(t.table().clients().last().unwrap().0, Some(v6));
 }
 
-/// A call as the reactor counts it (`Router::count_in`: `slot_of`, then the tables).
+/// What `classify` leaves in `Hot::seen` for `rec`: nothing for a record it cannot
+/// decode or answers before a handle (NULL, MOUNT); for an NFSv3 GETATTR or READ the
+/// handle the cache's parse took, for other procedures `Seen::v3`; for a COMPOUND the
+/// handle of its cache shape, or `Seen::v4` from its plan. `Seen::v4` is also checked
+/// against the shape's answer, so both ways agree.
+fn seen_of(rec: &[u8]) -> Seen {
+    use crate::front::{Plan, V4Last, V3_CACHE};
+    let Ok((h, at)) = engine::rpc::decode_call(rec) else {
+        return Seen::NONE;
+    };
+    let args = &rec[at..];
+    match (h.prog, h.vers, h.proc_) {
+        (_, _, 0) => Seen::NONE,
+        (100003, 3, p) => match (V3_CACHE.parse)(p, args) {
+            Some(ask) => Seen::handle(ask.read.is_some(), ask.fh),
+            None => Seen::v3(p, args),
+        },
+        (100003, 4, 1) => {
+            let (plan, shape) = Plan::with_shape(args);
+            let walked = Seen::v4(args, &plan);
+            if let Some(s) = shape {
+                let read = matches!(s.last, V4Last::Read { .. });
+                assert_eq!(Seen::handle(read, s.fh), walked, "shape and plan");
+            }
+            walked
+        }
+        _ => Seen::NONE,
+    }
+}
+
+/// A call as the reactor counts it: `Router::count_in` (`slot_of`, then
+/// `Tenants::call_in`) on arrival, `Router::classified` once `classify` decoded it.
 fn cin(t: &mut Tenants, conn: u64, peer: IpAddr, rec: &[u8], qos: bool) -> (u16, Peek) {
     let slot = crate::stats::slot_of(rec);
-    t.call_in(
-        conn,
-        false,
-        &std::net::SocketAddr::new(peer, 0),
-        rec,
-        slot,
-        qos,
-    )
+    let peer = std::net::SocketAddr::new(peer, 0);
+    let (mut pair, p) = t.call_in(conn, false, &peer, rec, slot, qos);
+    t.classified(&mut pair, conn, false, &peer, seen_of(rec), rec.len());
+    (pair, p)
 }
 
 fn v3_call(proc_: u32, export: u16) -> Vec<u8> {
@@ -136,7 +163,7 @@ fn a_full_table_folds_new_addresses_into_other_and_counts_them() {
 }
 
 /// `stats.per_client = false`: a call claims no slot and counts nothing, in or out;
-/// QoS still gets its peek.
+/// QoS still gets its peek, and only QoS peeks.
 #[test]
 fn per_client_off_counts_nothing() {
     let rec = v3_call(6, 3);
@@ -150,9 +177,78 @@ fn per_client_off_counts_nothing() {
             let out: u64 = t.table().exports().iter().map(|(_, s)| s.bytes.1).sum();
             let want = u64::from(on);
             assert_eq!((held as u64, ops, out / 10), (want, want, want));
-            assert_eq!(pair != 0, on);
-            assert_eq!(p.export.is_some(), on || qos, "peeked only when wanted");
+            assert_eq!(pair != UNCOUNTED, on);
+            assert_eq!(p.export.is_some(), qos, "peeked only under a rule");
+            assert_eq!(t.table().peeks(), u64::from(qos));
         }
+    }
+}
+
+/// The per-call path reads no record: without a QoS rule a call is counted from what
+/// `classify` decoded (`Seen`), never peeked; under a rule the one peek on arrival
+/// counts it and `classified` does not count it again. Fails if counting peeks the
+/// record (walks a COMPOUND a second time) or looks a settled connection up again.
+#[test]
+fn counting_reads_no_record_without_a_rule_and_counts_once_with_one() {
+    let fh = handle(3);
+    let sid = [5u8; 16];
+    let v4 = |ops: Ops| call(1, 100003, 4, 1, &sys(0), &ops.args());
+    let recs = [
+        v3_call(1, 3),
+        v3_call(6, 3),
+        v4(Ops::new().sequence(sid, 1).putfh(&fh).getattr(&[1])),
+        v4(Ops::new()
+            .sequence(sid, 1)
+            .putfh(&fh)
+            .read(&[0; 16], 0, 4096)),
+    ];
+    for qos in [false, true] {
+        let mut t = Tenants::new(Arc::new(TenantTable::new(16)), export_table(&[3]), true);
+        for i in 0..1000 {
+            cin(&mut t, 7, ip(0, 2), &recs[i % recs.len()], qos);
+        }
+        let peeks = if qos { 1000 } else { 0 };
+        assert_eq!(t.table().peeks(), peeks, "record peeks, rule: {qos}");
+        assert_eq!(t.lookups(), 1, "lookups, rule: {qos}");
+        let clients = t.table().clients();
+        assert_eq!(clients[1].1.ops, [500, 0, 500], "counted once, rule: {qos}");
+    }
+}
+
+/// `Seen` (from `classify`'s decode and the COMPOUND's plan) names the class and
+/// export the record peek names, on every shape the peek knows and on hostile ones.
+#[test]
+fn seen_agrees_with_the_record_peek() {
+    let cred = sys(0);
+    let fh = handle(9);
+    let sid = [5u8; 16];
+    let v4 = |ops: Ops| call(1, 100003, 4, 1, &cred, &ops.args());
+    let base = || Ops::new().sequence(sid, 1).putfh(&fh);
+    let mut recs: Vec<Vec<u8>> = (0..22).map(|p| v3_call(p, 9)).collect();
+    recs.extend([
+        v4(base().getattr(&[1])),
+        v4(base().read(&[0; 16], 0, 4096)),
+        v4(base().write(&[0; 16], 0, b"abc")),
+        v4(base().commit(0, 0)),
+        v4(base().write(&[0; 16], 0, b"abc").getattr(&[1])),
+        v4(base()),
+        v4(Ops::new().sequence(sid, 1).putrootfh().getattr(&[1])),
+        v4(Ops::new().putfh(&fh).read(&[0; 16], 0, 1)),
+        v4(Ops::new()
+            .sequence(sid, 1)
+            .putfh(&[0xff; 200])
+            .getattr(&[1])),
+        call(1, 100005, 3, 1, &cred, &fh_args(&fh)),
+    ]);
+    for rec in &recs {
+        let (p, s) = (peek(rec), seen_of(rec));
+        assert_eq!((s.class, s.export), (p.class, p.export), "{rec:02x?}");
+    }
+    // Cut records: never an export from a handle that is not all there.
+    let whole = v4(base().read(&[0; 16], 0, 4096));
+    let fh_end = whole.len() - 4 - 16 - 8 - 4 - 4;
+    for n in 0..fh_end {
+        assert_eq!(seen_of(&whole[..n]).export, None, "cut at {n}");
     }
 }
 
