@@ -295,8 +295,9 @@ pub fn answer_pages(
     lkey: u32,
     w: &mut XdrWriter,
 ) -> Option<Option<Box<crate::cache::PageRead>>> {
-    // READ_PLUS data is no DDP-eligible item (RFC 8267 §4.2 names READ's): inline.
-    if !matches!(a.last, Last::Read { plus: false, .. }) {
+    // A READ_PLUS comes here over TCP only (its data is no DDP-eligible item, RFC
+    // 8267 §4.2): the caller, which knows the transport, checks that.
+    if !matches!(a.last, Last::Read { .. }) {
         return None;
     }
     answer_into(v, client, cred, a, args_len, Some(lkey), w).map(|(pages, _)| pages)
@@ -490,7 +491,7 @@ fn encode(
             // may still send the call to a worker).
             let got = v.cache.read_admitted(hit, offset, count).filter(|r| {
                 if plus {
-                    put_read_plus4(w, v.cache, offset, r).is_ok()
+                    put_read_plus4(w, v.cache, offset, r, zero_copy).is_ok()
                 } else {
                     put_read4(w, v.cache, r, zero_copy).is_ok()
                 }
@@ -536,15 +537,17 @@ fn put_read4(
 }
 
 /// READ_PLUS4resok after its status (RFC 7862 §15.10.2): eof, and the range as one
-/// data segment (none past the end). The cache keeps bytes, not extents: a hole in
-/// the range goes as zeros in the data, which §15.10.3 allows (the worker's
-/// READ_PLUS, which asks the file model for extents, reports it as a hole). Nothing
-/// written (`w` rewound) when it does not fit.
+/// data segment (none past the end), its data copied from the cache pages or, when
+/// `zero_copy`, only its length (the data then goes from the pages, as READ's). The
+/// cache keeps bytes, not extents: a hole in the range goes as zeros in the data,
+/// which §15.10.3 allows (the worker's READ_PLUS, which asks the file model for
+/// extents, reports it as a hole). Nothing written (`w` rewound) when it does not fit.
 fn put_read_plus4(
     w: &mut XdrWriter,
     cache: &ReadCache,
     offset: u64,
     r: &cache::ReadHit,
+    zero_copy: bool,
 ) -> XdrResult<()> {
     let start = w.position();
     let ok = (|| {
@@ -556,6 +559,9 @@ fn put_read_plus4(
         w.u32(NFS4_CONTENT_DATA)?;
         w.u64(offset)?;
         w.u32(r.done.n as u32)?;
+        if zero_copy {
+            return Ok(());
+        }
         let dst = w.reserve_opaque_fixed(r.done.n)?;
         cache.copy_read(r, dst);
         Ok(())

@@ -99,6 +99,7 @@ pub(crate) fn classify(
             room: p.room,
             lkey: p.lkey,
             min: if p.tcp { TCP_PAGES_MIN } else { 0 },
+            tcp: p.tcp,
         });
     hot.seen = Seen::NONE;
     let (header, args_at) = match rpc::decode_call(&record) {
@@ -226,6 +227,9 @@ pub(crate) struct ZeroCopy {
     room: u64,
     lkey: u32,
     min: u32,
+    /// Over TCP: the pages go out in the connection's vectored write, whatever the
+    /// operation (over RDMA only a DDP-eligible READ's data may, RFC 8267 §4.2).
+    tcp: bool,
 }
 
 /// Smallest cached TCP READ sent straight from the cache pages (smaller ones are copied
@@ -340,15 +344,9 @@ fn from_cache_v4(
         }
         V4Last::Getattr(_) => 1024,
     };
-    // READ_PLUS data is inline (`fast::answer_pages` takes READ only).
-    if let (
-        V4Last::Read {
-            count, plus: false, ..
-        },
-        Some(zc),
-    ) = (shape.last, zc)
-    {
-        if zc.takes(count) {
+    if let (V4Last::Read { count, plus, .. }, Some(zc)) = (shape.last, zc) {
+        // READ_PLUS data is no DDP-eligible item: from the pages over TCP only.
+        if zc.takes(count) && (!plus || zc.tcp) {
             let lkey = zc.lkey;
             let mut buf = pools.alloc(MARK + 512)?;
             let mut w = XdrWriter::at(buf.spare_mut(), MARK);
