@@ -122,6 +122,32 @@ def test_without_shared_b_refuses_a_handles(gw_factory, tmp_path):
     cb.close()
 
 
+def test_switching_on_keeps_this_gateways_earlier_handles(gw_factory, tmp_path):
+    """README: handles given out before `shared` was switched on stay valid on the
+    gateway that gave them (and it says so at start); another gateway refuses them."""
+    a, = pair(gw_factory, tmp_path / "shared-root", shared=(False,))
+    c = a.client()
+    old = c.create(c.mount("/"), "f").check().fh
+    c.write(old, 0, b"kept").check()
+    c.close()
+    a.stop()
+    a.backend_opts["shared"] = True
+    a.write_config()
+    a.start()
+    assert "stay valid here, but only here" in a.log_path.read_text(errors="replace")
+    c = a.client()
+    assert c.read(old, 0, 10).check().data == b"kept"
+    new = c.lookup(c.mount("/"), "f").check().fh
+    assert new != old and len(old) == 31
+    b, = pair(gw_factory, tmp_path / "shared-root", shared=(True,))
+    cb = b.client()
+    cb.mount("/")
+    assert cb.getattr(old).status == N.NFS3ERR_BADHANDLE
+    assert cb.read(new, 0, 10).check().data == b"kept"
+    c.close()
+    cb.close()
+
+
 def test_gateways_starting_together_end_with_one_key(gw_factory, tmp_path):
     for i in range(3):
         gws = pair(gw_factory, tmp_path / f"root{i}", start=False)
