@@ -40,6 +40,13 @@ pub struct BackendConfig {
     /// io_uring's worker threads, as RDMA replies always are.
     #[serde(default)]
     pub splice: bool,
+    /// `fs`: several gateways serve `root` at once (a directory on NFS/CephFS, or one
+    /// local directory), so every gateway accepts every other one's file handles: the
+    /// handle key and id index live in `root` (`backend::fs::shared`), handles carry the
+    /// key below the export (version 2, as on s3). Off: handles of this gateway only.
+    /// s3 is always shared; memory cannot be.
+    #[serde(default)]
+    pub shared: bool,
 }
 
 /// `backend.io`: the `fs` backend's NFSv3 READ, UNSTABLE WRITE and COMMIT run by the
@@ -234,6 +241,7 @@ impl Default for BackendConfig {
             s3: None,
             io: IoMode::default(),
             splice: false,
+            shared: false,
         }
     }
 }

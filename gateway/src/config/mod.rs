@@ -387,6 +387,12 @@ impl Config {
             return err("backend.ring_depth", "must be 16..=1048576");
         }
         self.validate_s3()?;
+        if self.backend.shared && self.backend.kind == BackendKind::Memory {
+            return err(
+                "backend.shared",
+                "the memory backend lives in one process and cannot be shared; use kind = \"fs\" on a directory every gateway mounts, or \"s3\"",
+            );
+        }
         if self.backend.kind == BackendKind::Fs && self.backend.root.as_os_str().is_empty() {
             return err(
                 "backend.root",

@@ -183,6 +183,24 @@ fn errors_name_the_key() {
     }
 }
 
+/// `backend.shared`: off by default (today's handles); fs and s3 take it, memory, which
+/// lives in one process, refuses it naming the key.
+#[test]
+fn backend_shared_is_off_by_default_and_refused_on_memory() {
+    assert!(!Config::parse(MIN).unwrap().backend.shared);
+    let on = Config::parse(&format!("[backend]\nshared = true\n{MIN}")).unwrap();
+    assert!(on.backend.shared);
+    let e = Config::parse(&format!(
+        "[backend]\nkind = \"memory\"\nshared = true\n{MIN}"
+    ))
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("backend.shared") && e.contains("cannot be shared"),
+        "{e}"
+    );
+}
+
 /// `nfs4.max_minor_version`: NFSv4.2 by default, 1 turns it off.
 #[test]
 fn max_minor_version_defaults_to_42() {

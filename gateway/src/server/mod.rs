@@ -177,7 +177,7 @@ fn log_io_mode(cfg: &Config, rings: &[Option<crate::uring::Uring>]) {
 fn open_backend(cfg: &Config) -> anyhow::Result<Arc<dyn Backend>> {
     Ok(match cfg.backend.kind {
         BackendKind::Fs => Arc::new(
-            crate::backend::fs::FsBackend::open(&cfg.backend.root)
+            crate::backend::fs::FsBackend::open_with(&cfg.backend.root, cfg.backend.shared)
                 .with_context(|| format!("backend.root = {:?}", cfg.backend.root))?,
         ),
         BackendKind::Memory => Arc::new(crate::backend::memory::MemoryBackend::new()),

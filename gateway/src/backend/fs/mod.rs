@@ -23,6 +23,9 @@
 //!
 //! System calls: every raw `libc` call is in [`sys`], a set of safe wrappers and the
 //! backend's only `unsafe` (enforced: the rest of the backend denies `unsafe_code`).
+//!
+//! Several gateways on one directory (`backend.shared`): the handle key and id index
+//! they share live in the directory, see [`shared`].
 #![deny(unsafe_code)]
 
 use super::*;
@@ -38,6 +41,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 mod list;
+mod shared;
+#[cfg(test)]
+mod shared_tests;
 mod space;
 mod sys;
 #[cfg(test)]
@@ -62,6 +68,8 @@ pub struct FsBackend {
     meta_reads: AtomicU64,
     /// Directory scans by listings so far (`list`): what the tests count.
     dir_scans: AtomicU64,
+    /// `backend.shared`: the handle key and id index several gateways share ([`shared`]).
+    shared: Option<shared::Shared>,
 }
 
 /// An open object.
@@ -410,6 +418,12 @@ impl FsBackend {
     /// Opens (creating if missing) a directory of objects. Fails when the filesystem
     /// refuses user extended attributes, which hold the object metadata.
     pub fn open(root: &Path) -> anyhow::Result<FsBackend> {
+        Self::open_with(root, false)
+    }
+
+    /// `open`, and with `shared` the state several gateways on `root` share (see
+    /// [`shared`]): made or read now, durable before any handle is given out.
+    pub fn open_with(root: &Path, shared: bool) -> anyhow::Result<FsBackend> {
         use anyhow::Context;
         std::fs::create_dir_all(root).with_context(|| {
             format!(
@@ -449,6 +463,7 @@ impl FsBackend {
             );
         }
         let identity = format!("fs:{}", root.display());
+        let shared = Self::open_shared(&root, shared)?;
         // Keep most descriptors for the clients' connections.
         let max = (fd_limit() / 4).clamp(CACHE_SHARDS, CACHE_MAX);
         Ok(FsBackend {
@@ -458,7 +473,22 @@ impl FsBackend {
             cache: Arc::new(ObjCache::new(max)),
             meta_reads: AtomicU64::new(0),
             dir_scans: AtomicU64::new(0),
+            shared,
         })
+    }
+
+    fn open_shared(root: &Path, on: bool) -> anyhow::Result<Option<shared::Shared>> {
+        if on {
+            return shared::Shared::open(root).map(Some);
+        }
+        if shared::present(root) {
+            tracing::warn!(
+                "backend.root {} holds a shared handle key ({}/): other gateways serve it with backend.shared = true, or this one did; with it off here, their handles (and any this gateway gave out while shared) are NFS3ERR_BADHANDLE here, and this gateway's are at theirs",
+                root.display(),
+                shared::DIR
+            );
+        }
+        Ok(None)
     }
 
     /// The root directory of the objects.
@@ -1225,6 +1255,10 @@ impl Backend for FsBackend {
 
     fn random_write(&self) -> Option<&dyn RandomWrite> {
         Some(self)
+    }
+
+    fn shared(&self) -> Option<&dyn SharedState> {
+        self.shared.as_ref().map(|s| s as &dyn SharedState)
     }
 
     fn data_root(&self) -> Option<Arc<OwnedFd>> {

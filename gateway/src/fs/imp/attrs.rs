@@ -7,7 +7,8 @@
 //! "seconds.nanoseconds" with nine fraction digits ("1700000000.123456789"), which is
 //! what rclone writes and what s3fs reads; when read, plain integer seconds and RFC 3339
 //! ("2023-11-14T22:13:20.5Z") are accepted too. "nfsgw-verf" — the createverf3 of an
-//! exclusive CREATE, 16 hex digits. "nfsgw-id" — on shared stores (s3), a random
+//! exclusive CREATE, 16 hex digits. "nfsgw-id" — on shared stores (s3, `fs` with
+//! `backend.shared`), a random
 //! incarnation id set at CREATE/MKDIR/SYMLINK, part of the file handle. "rdev" — the
 //! device number of a character or block special file, decimal, in Linux's dev_t
 //! encoding (glibc `makedev`), which is what s3fs writes.

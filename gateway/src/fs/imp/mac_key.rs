@@ -2,8 +2,9 @@
 //! down at start.
 //!
 //! A local store (`fs`, `memory`) uses `state.dir/handle.key` (`handles::load_mac_key`).
-//! A shared store (`s3`) uses the key every gateway on the bucket agrees on
-//! (`backend::s3::handlekey`), which needs the store. So that a gateway restarted while
+//! A shared store uses the key every gateway on it agrees on (s3:
+//! `backend::s3::handlekey`; `fs` with `backend.shared`: `backend::fs::shared`), which
+//! needs the store. So that a gateway restarted while
 //! its store is unreachable still starts — and answers JUKEBOX / NFS4ERR_DELAY until the
 //! store is back, as it does for a store lost while serving — it remembers the agreed key
 //! in `state.dir/shared-handle.key` (mode 0600) after every agreement:
@@ -73,6 +74,30 @@ pub(super) fn obtain(backend: &Arc<dyn Backend>, state_dir: &Path) -> anyhow::Re
             Err(e) => {
                 anyhow::bail!("backend: cannot read or create the shared handle key: {e}")
             }
+        }
+    }
+}
+
+/// On a shared `fs` store: the key of `state.dir/handle.key`, which this gateway made
+/// its version-1 handles with before `backend.shared` was switched on, so that they
+/// still resolve here (never created here; other gateways answer BADHANDLE for them).
+/// `None` elsewhere: an s3 gateway never made version-1 handles of its bucket.
+pub(super) fn earlier_local(backend: &Arc<dyn Backend>, state_dir: &Path) -> Option<[u8; 32]> {
+    let path = state_dir.join("handle.key");
+    if backend.name() != "fs" || !path.exists() {
+        return None;
+    }
+    match super::handles::load_mac_key(state_dir) {
+        Ok(k) => {
+            tracing::warn!(
+                "backend.shared: file handles this gateway gave out before it was switched on (version 1, {}) stay valid here, but only here: other gateways on the directory answer NFS3ERR_BADHANDLE / NFS4ERR_BADHANDLE for them, so a client that moves to another gateway must mount again",
+                path.display()
+            );
+            Some(k)
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "backend.shared: the earlier handle key cannot be read; handles given out before are NFS3ERR_BADHANDLE");
+            None
         }
     }
 }

@@ -99,6 +99,11 @@ pub(super) struct Inner {
     interned: Mutex<HashSet<&'static str>>,
     table: HandleTable,
     mac_key: [u8; 32],
+    /// The key version-1 handles are checked with: `mac_key` on a store of this gateway
+    /// alone; on a shared one, the key of `state.dir` from before `backend.shared` was
+    /// switched on, if any (`mac_key::earlier_local`), so the handles this gateway gave
+    /// out then still resolve here.
+    v1_key: Option<[u8; 32]>,
     /// writeverf3 (read as big-endian bytes): random per run, moved on by every
     /// failed sync (`reset_write_verifier`).
     wverf: std::sync::atomic::AtomicU64,
@@ -119,7 +124,8 @@ pub(super) struct Inner {
     changes: change::ChangeGuard,
     /// Recently listed pages, to resume listings from their cookies (`listing`).
     cursors: listing::Cursors,
-    /// Shared store (s3): version-2 handles, MAC key from the store.
+    /// Shared store (s3, `fs` with `backend.shared`): version-2 handles, MAC key from
+    /// the store.
     shared: bool,
     /// File ids whose key this gateway recorded in the store's id index.
     indexed: Mutex<HashSet<u64>>,
@@ -201,6 +207,10 @@ impl Inner {
             .with_context(|| format!("state.dir {}: cannot create", state_dir.display()))?;
         let shared = backend.shared().is_some();
         let mac_key = mac_key::obtain(&backend, state_dir)?;
+        let v1_key = match shared {
+            false => Some(mac_key),
+            true => mac_key::earlier_local(&backend, state_dir),
+        };
         let table = HandleTable::open_with(state_dir, handle_cache_entries, u64::MAX)?;
         let id = blake3::hash(backend.identity().as_bytes());
         let fsid = u64::from_le_bytes(id.as_bytes()[..8].try_into().expect("8 bytes"));
@@ -210,6 +220,7 @@ impl Inner {
             interned: Mutex::new(HashSet::new()),
             table,
             mac_key,
+            v1_key,
             wverf: std::sync::atomic::AtomicU64::new(rand::random()),
             fsid,
             start_ns: now_ns(),
@@ -737,11 +748,11 @@ impl Inner {
     }
 
     pub fn resolve(&self, fh: &[u8]) -> FsResult<Node> {
-        let (export, fileid, key, inc) = if self.shared {
+        let (export, fileid, key, inc) = if self.shared && !handles::is_local(fh) {
             self.resolve_shared(fh)?
         } else {
-            let (export, fileid, gen) =
-                handles::decode(&self.mac_key, fh).ok_or(Status::BadHandle)?;
+            let k = self.v1_key.as_ref().ok_or(Status::BadHandle)?;
+            let (export, fileid, gen) = handles::decode(k, fh).ok_or(Status::BadHandle)?;
             let (key, g) = self.table.get(fileid).ok_or(Status::Stale)?;
             if g != gen {
                 return Err(Status::Stale);

@@ -164,7 +164,8 @@ pub(super) fn encode(key: &[u8; 32], export: u16, fileid: u64, gen: u32) -> [u8;
     b
 }
 
-/// Shared-store handles (version 2, for stores several gateways serve: s3):
+/// Shared-store handles (version 2, for stores several gateways serve: s3, and `fs`
+/// with `backend.shared`):
 ///
 /// ```text
 /// 2 | export u16 LE | fileid u64 LE | incarnation u32 LE | MAC[16] | key suffix
@@ -253,6 +254,11 @@ pub(super) fn peek(fh: &[u8]) -> Option<(u16, u64)> {
     let export = u16::from_le_bytes([fh[1], fh[2]]);
     let fileid = u64::from_le_bytes(fh[3..11].try_into().ok()?);
     Some((export, fileid))
+}
+
+/// Whether `fh` claims to be a version-1 handle (one gateway's: its own key and table).
+pub(super) fn is_local(fh: &[u8]) -> bool {
+    fh.first() == Some(&VERSION)
 }
 
 /// Authenticates and splits a handle into (export, fileid, generation).
