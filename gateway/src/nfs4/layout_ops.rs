@@ -112,38 +112,44 @@ pub(super) fn layoutget(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter) 
     let Ok(a) = get_args(r) else {
         return put_status(w, NFS4ERR_BADXDR);
     };
-    let granted = (|| -> Result<_, Nfsstat4> {
+    let checked = (|| -> Result<_, Nfsstat4> {
         let ds = devices(c)?;
         let (f, lf) = layout_file(c)?;
         check_get(&a)?;
         let sid = c.resolve_stateid(&a.stateid)?;
         let presented = layout_or_open(c, &sid, lf.fileid, a.iomode == IOMODE_RW)?;
-        let lsid = c.state.layouts.grant(lf, presented.as_ref(), a.iomode);
-        let lsid = lsid.map_err(|e| match e {
-            crate::state::StateError::Resource => NFS4ERR_LAYOUTTRYLATER,
-            e => from_state(e),
-        })?;
-        Ok((ds, f, lsid))
+        Ok((ds, f, lf, presented))
     })();
-    let (ds, f, lsid) = match granted {
-        Ok(g) => g,
-        // §18.43.3: LAYOUTTRYLATER carries logr_will_signal_layout_avail.
-        Err(st) if st == NFS4ERR_LAYOUTTRYLATER => {
-            return ok_or_full(st.put(w).and_then(|_| w.bool(false)), st)
-        }
+    let (ds, f, lf, presented) = match checked {
+        Ok(v) => v,
         Err(st) => return put_status(w, st),
     };
-    let start = w.position();
     let handle = match &c.cfh {
         Some(CurrentFh::File { handle, .. }) => handle.as_slice(),
         _ => &[],
     };
-    let res = ok_with(w, |w| put_layout(w, ds, (&f, handle), &a, &lsid))?;
-    // §18.43.3: a layout larger than loga_maxcount is NFS4ERR_TOOSMALL.
-    if w.position() - start - 4 > a.maxcount as usize {
-        w.rewind(start);
+    // §18.43.3: a layout larger than loga_maxcount is NFS4ERR_TOOSMALL, and nothing
+    // is granted (measured with a stand-in stateid of the same size).
+    let start = w.position();
+    let fits = ok_with(w, |w| {
+        put_layout(w, ds, (&f, handle), &a, &Stateid::ANONYMOUS)
+    });
+    let len = w.position() - start;
+    w.rewind(start);
+    fits?;
+    if len - 4 > a.maxcount as usize {
         return put_status(w, NFS4ERR_TOOSMALL);
     }
+    let lsid = match c.state.layouts.grant(lf, presented.as_ref(), a.iomode) {
+        Ok(s) => s,
+        // §18.43.3: LAYOUTTRYLATER carries logr_will_signal_layout_avail.
+        Err(crate::state::StateError::Resource) => {
+            let st = NFS4ERR_LAYOUTTRYLATER;
+            return ok_or_full(st.put(w).and_then(|_| w.bool(false)), st);
+        }
+        Err(e) => return put_status(w, from_state(e)),
+    };
+    let res = ok_with(w, |w| put_layout(w, ds, (&f, handle), &a, &lsid))?;
     c.current_stateid = Some(lsid);
     Ok(res)
 }
