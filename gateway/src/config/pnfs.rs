@@ -118,11 +118,11 @@ impl PnfsConfig {
         }
         let max = crate::limits::MAX_IO as u32;
         for (k, v) in [("rsize", self.rsize), ("wsize", self.wsize)] {
-            if !(4096..=max).contains(&v) || v % 4096 != 0 {
+            if !(4096..=max).contains(&v) || !v.is_multiple_of(4096) {
                 return bad(k, format!("must be a multiple of 4096 in 4096..={max}"));
             }
         }
-        if !(4096..=1 << 30).contains(&self.stripe_unit) || self.stripe_unit % 4096 != 0 {
+        if !(4096..=1 << 30).contains(&self.stripe_unit) || !self.stripe_unit.is_multiple_of(4096) {
             return bad(
                 "stripe_unit",
                 "must be a multiple of 4096 in 4096..=1073741824 bytes".into(),
