@@ -7,7 +7,7 @@
 //! [`v3mount`]), NFSv4.1 COMPOUNDs
 //! ([`v4call`], each operation written by [`v4op`] into a caller's buffer), the
 //! COMPOUND reply walker ([`v4reply`]) and the callback program's
-//! client side ([`v4cb`]).
+//! client side ([`v4cb`]); pNFS's operations and flexfiles bodies ([`v4pnfs`]).
 //!
 //! Servers, clients, tests and fuzzers `use` these instead of repeating the literals,
 //! so a number is checked against its RFC in one place.
@@ -30,6 +30,8 @@ pub mod v4call;
 pub mod v4cb;
 #[cfg(feature = "client")]
 pub mod v4op;
+#[cfg(feature = "client")]
+pub mod v4pnfs;
 #[cfg(feature = "client")]
 pub mod v4reply;
 
@@ -57,5 +59,7 @@ pub const PMAPPROC_GETPORT: u32 = 3;
 mod tests;
 #[cfg(all(test, feature = "client"))]
 mod v4optests;
+#[cfg(all(test, feature = "client"))]
+mod v4pnfs_tests;
 #[cfg(all(test, feature = "client"))]
 mod v4tests;

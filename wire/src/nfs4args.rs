@@ -94,3 +94,17 @@ pub const CURRENT_STATEID: [u8; 16] = [0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
 pub const FATTR4_TYPE: u32 = 1;
 pub const FATTR4_SIZE: u32 = 4;
 pub const FATTR4_MODE: u32 = 33;
+
+/// layouttype4 LAYOUT4_FLEX_FILES (RFC 8435 §5, IANA "pNFS layout types").
+pub const LAYOUT4_FLEX_FILES: u32 = 4;
+/// layoutiomode4 (RFC 8881 §3.3.20).
+pub const LAYOUTIOMODE4_READ: u32 = 1;
+pub const LAYOUTIOMODE4_RW: u32 = 2;
+pub const LAYOUTIOMODE4_ANY: u32 = 3;
+/// layoutreturn_type4 (RFC 8881 §18.44.1).
+pub const LAYOUTRETURN4_FILE: u32 = 1;
+pub const LAYOUTRETURN4_FSID: u32 = 2;
+pub const LAYOUTRETURN4_ALL: u32 = 3;
+/// EXCHGID4_FLAG_USE_NON_PNFS / USE_PNFS_MDS (RFC 8881 §18.35.1).
+pub const EXCHGID4_FLAG_USE_NON_PNFS: u32 = 0x1_0000;
+pub const EXCHGID4_FLAG_USE_PNFS_MDS: u32 = 0x2_0000;

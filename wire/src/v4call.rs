@@ -51,7 +51,7 @@ impl Ops {
     /// An operation with `extra` variable bytes beyond [`OP_ROOM`], written by `f`
     /// straight into the operations' buffer (no vector per operation): into room for
     /// `OP_ROOM + extra` bytes, and on overflow again into twice as much.
-    fn op(mut self, extra: usize, f: impl Fn(&mut XdrWriter) -> XdrResult<()>) -> Ops {
+    pub(crate) fn op(mut self, extra: usize, f: impl Fn(&mut XdrWriter) -> XdrResult<()>) -> Ops {
         let start = self.buf.len();
         let mut room = OP_ROOM + extra;
         loop {

@@ -8,7 +8,7 @@
 //! One file per part of the file: `reactors` (`[engine]`, pools, `[cache]`), `transport`
 //! (`[tcp]`, `[rdma]`), `backend` (`[backend]`, `[backend.s3]`), `state` (`[state]`,
 //! `[nfs4]`), `exports` (`[[exports]]`), `observability` (`[log]`, `[stats]`), `qos`
-//! (`[[qos.client]]`, `[[qos.export]]`). This file
+//! (`[[qos.client]]`, `[[qos.export]]`), `pnfs` (`[pnfs]`). This file
 //! holds the whole `Config` and the validation that needs more than one section.
 
 use serde::{Deserialize, Serialize};
@@ -18,6 +18,7 @@ use std::path::{Path, PathBuf};
 mod backend;
 mod exports;
 mod observability;
+mod pnfs;
 mod qos;
 mod reactors;
 mod state;
@@ -26,6 +27,7 @@ mod transport;
 pub use backend::*;
 pub use exports::*;
 pub use observability::*;
+pub use pnfs::*;
 pub use qos::*;
 pub use reactors::*;
 pub use state::*;
@@ -61,6 +63,9 @@ pub struct Config {
     /// Rate limits per client network and per export (`crate::qos`).
     #[serde(default, skip_serializing_if = "QosConfig::is_empty")]
     pub qos: QosConfig,
+    /// The pNFS metadata server role (flexible files, RFC 8435); off by default.
+    #[serde(default)]
+    pub pnfs: PnfsConfig,
 }
 
 /// A configuration error: the key, what is wrong, and the fix.
@@ -425,6 +430,7 @@ impl Config {
         self.stats.validate()?;
         self.audit.validate()?;
         self.nfs4.validate()?;
+        self.pnfs.validate()?;
         if tracing_subscriber::EnvFilter::try_new(&self.log.level).is_err() {
             return err(
                 "log.level",

@@ -51,6 +51,8 @@ pub const TIME_MODIFY: u32 = 53;
 pub const TIME_MODIFY_SET: u32 = 54;
 pub const MOUNTED_ON_FILEID: u32 = 55;
 pub const FS_LAYOUT_TYPES: u32 = 62;
+pub const LAYOUT_TYPES: u32 = 64;
+pub const LAYOUT_BLKSIZE: u32 = 65;
 pub const SUPPATTR_EXCLCREAT: u32 = 75;
 // NFSv4.2 (RFC 7862 §12.2, RFC 8276 §8.2): minor version 2 only.
 pub const CLONE_BLKSIZE: u32 = 77;
@@ -165,13 +167,18 @@ pub const SUPPORTED: Bitmap = Bitmap::of(&[
 /// What NFSv4.2 adds to [`SUPPORTED`] (RFC 7862 §12.2.1, RFC 8276 §8.2).
 pub const SUPPORTED_V42_ONLY: Bitmap = Bitmap::of(&[CLONE_BLKSIZE, XATTR_SUPPORT]);
 
-/// Every attribute some minor version supports: what the reactor's fast paths must
-/// not drop from a GETATTR they answer (they encode 4.1's set: a 4.2 client's FSINFO
-/// asking `xattr_support` goes to a worker, or the client would think xattrs absent).
+/// What a pNFS metadata server adds to the supported attributes (RFC 8881 §5.12):
+/// only then, as knfsd (a client that sees them supported looks for layouts).
+pub const SUPPORTED_PNFS_ONLY: Bitmap = Bitmap::of(&[LAYOUT_TYPES, LAYOUT_BLKSIZE]);
+
+/// Every attribute some minor version or role supports: what the reactor's fast
+/// paths must not drop from a GETATTR they answer (they encode 4.1's set: a 4.2
+/// client's FSINFO asking `xattr_support` goes to a worker, or the client would
+/// think xattrs absent; so do the pNFS attributes).
 pub const SUPPORTED_ANY: Bitmap = Bitmap([
-    SUPPORTED.0[0] | SUPPORTED_V42_ONLY.0[0],
-    SUPPORTED.0[1] | SUPPORTED_V42_ONLY.0[1],
-    SUPPORTED.0[2] | SUPPORTED_V42_ONLY.0[2],
+    SUPPORTED.0[0] | SUPPORTED_V42_ONLY.0[0] | SUPPORTED_PNFS_ONLY.0[0],
+    SUPPORTED.0[1] | SUPPORTED_V42_ONLY.0[1] | SUPPORTED_PNFS_ONLY.0[1],
+    SUPPORTED.0[2] | SUPPORTED_V42_ONLY.0[2] | SUPPORTED_PNFS_ONLY.0[2],
 ]);
 
 /// Attributes a client may set (SETATTR, CREATE, OPEN createattrs).
@@ -288,6 +295,9 @@ pub struct Env {
     pub fsstat: Option<FsStat>,
     /// In an NFSv4.2 COMPOUND: its attributes are supported too.
     pub v42: Option<V42Env>,
+    /// As a pNFS metadata server: the layout_blksize (RFC 8881 §5.12.5, the
+    /// stripe unit). `None`: no layout types are offered (empty lists).
+    pub pnfs_blksize: Option<u32>,
 }
 
 /// The NFSv4.2 attributes' server-wide values.
@@ -300,10 +310,24 @@ pub struct V42Env {
 impl Env {
     /// The attributes supported in this COMPOUND's minor version.
     pub fn supported(&self) -> Bitmap {
-        match self.v42 {
+        let s = match self.v42 {
             Some(_) => SUPPORTED.or(&SUPPORTED_V42_ONLY),
             None => SUPPORTED,
+        };
+        match self.pnfs_blksize {
+            Some(_) => s.or(&SUPPORTED_PNFS_ONLY),
+            None => s,
         }
+    }
+}
+
+/// A layouttype4<> of LAYOUT4_FLEX_FILES (4), or empty.
+fn put_layout_types(w: &mut XdrWriter, flexfiles: bool) -> XdrResult<()> {
+    if flexfiles {
+        w.u32(1)?;
+        w.u32(4)
+    } else {
+        w.u32(0)
     }
 }
 
@@ -372,7 +396,13 @@ pub fn put_fattr(w: &mut XdrWriter, want: &Bitmap, o: &Obj, env: &Env) -> XdrRes
             TIME_METADATA => put_time(w, o.ctime)?,
             TIME_MODIFY => put_time(w, o.mtime)?,
             MOUNTED_ON_FILEID => w.u64(o.mounted_on_fileid)?,
-            FS_LAYOUT_TYPES => w.u32(0)?,
+            // fs_layout_types (§5.12.2) and, for a regular file, layout_types
+            // (§5.12.4): flexible files (RFC 8435) when pNFS is on, else none.
+            FS_LAYOUT_TYPES => put_layout_types(w, env.pnfs_blksize.is_some())?,
+            LAYOUT_TYPES => {
+                put_layout_types(w, env.pnfs_blksize.is_some() && o.kind == FileKind::Reg)?
+            }
+            LAYOUT_BLKSIZE => w.u32(env.pnfs_blksize.unwrap_or(0))?,
             SUPPATTR_EXCLCREAT => put_bitmap(w, &EXCLCREAT)?,
             CLONE_BLKSIZE => w.u32(env.v42.map_or(0, |v| v.clone_blksize))?,
             XATTR_SUPPORT => w.bool(true)?,
@@ -501,6 +531,7 @@ mod tests {
         max_file_size: 1 << 40,
         fsstat: None,
         v42: None,
+        pnfs_blksize: None,
     };
 
     #[test]

@@ -352,8 +352,10 @@ fn answer_into(
         {
             return None;
         }
-        // The reactor encodes 4.1's supported_attrs: a 4.2 client's goes to a worker.
-        if a.minor >= 2 && want.has(attrs::SUPPORTED_ATTRS) {
+        // The reactor encodes 4.1's supported_attrs: a 4.2 client's, or any when the
+        // pNFS attributes are supported too, goes to a worker.
+        let more = a.minor >= 2 || v.state.layouts.devices().is_some();
+        if more && want.has(attrs::SUPPORTED_ATTRS) {
             return None;
         }
     }
@@ -475,6 +477,7 @@ fn encode(
                 max_file_size: 0,
                 fsstat: None,
                 v42: None,
+                pnfs_blksize: None,
             };
             attrs::put_fattr(w, &want, &Obj::from_attr(&hit.attr, a.fh.to_vec()), &env)?;
             Ok(Some((0, None)))

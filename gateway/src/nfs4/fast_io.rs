@@ -279,7 +279,8 @@ pub fn start(
                 return None;
             }
             // 4.1's supported_attrs is what the reactor encodes (see `fast::answer`).
-            if c.minor >= 2 && want.has(attrs::SUPPORTED_ATTRS) {
+            let more = c.minor >= 2 || state.layouts.devices().is_some();
+            if more && want.has(attrs::SUPPORTED_ATTRS) {
                 return None;
             }
         }
@@ -363,6 +364,7 @@ pub fn put_getattr(w: &mut XdrWriter, want: &Bitmap, attr: &Attr, fh: &[u8]) -> 
         max_file_size: 0,
         fsstat: None,
         v42: None,
+        pnfs_blksize: None,
     };
     attrs::put_fattr(w, want, &Obj::from_attr(attr, fh.to_vec()), &env).map(|_| ())
 }

@@ -143,6 +143,7 @@ pub(super) fn env(c: &Compound, want: &Bitmap, node: Option<&Node>) -> Env {
         v42: (c.minor >= 2).then(|| attrs::V42Env {
             clone_blksize: c.ctx.model.clone_block().min(u32::MAX as u64) as u32,
         }),
+        pnfs_blksize: c.state.layouts.devices().map(|d| d.stripe_unit),
     }
 }
 

@@ -23,6 +23,7 @@ pub mod fast;
 pub mod fast_io;
 mod file_ops;
 mod io_ops;
+mod layout_ops;
 pub mod ops;
 pub mod plan;
 mod pseudo;
@@ -173,9 +174,12 @@ pub(crate) fn op_fn(op: u32) -> Option<OpFn> {
         OP_DESTROY_SESSION => session_ops::destroy_session,
         OP_FREE_STATEID => state_ops::free_stateid,
         OP_GET_DIR_DELEGATION => file_ops::notsupp,
-        OP_GETDEVICEINFO | OP_GETDEVICELIST | OP_LAYOUTCOMMIT | OP_LAYOUTGET | OP_LAYOUTRETURN => {
-            file_ops::notsupp
-        }
+        // pNFS (flexible files): NFS4ERR_NOTSUPP unless `[pnfs]` is on.
+        OP_GETDEVICEINFO => layout_ops::getdeviceinfo,
+        OP_GETDEVICELIST => file_ops::notsupp,
+        OP_LAYOUTCOMMIT => layout_ops::layoutcommit,
+        OP_LAYOUTGET => layout_ops::layoutget,
+        OP_LAYOUTRETURN => layout_ops::layoutreturn,
         OP_SECINFO_NO_NAME => file_ops::secinfo_no_name,
         OP_SEQUENCE => session_ops::sequence,
         OP_SET_SSV => file_ops::notsupp,

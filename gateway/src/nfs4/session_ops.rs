@@ -376,7 +376,14 @@ pub(super) fn exchange_id(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter
         Ok(v) => v,
         Err(st) => return put_status(w, st),
     };
-    let mut flags = EXCHGID4_FLAG_USE_NON_PNFS | EXCHGID4_FLAG_SUPP_MOVED_REFER;
+    // §13.1: a pNFS metadata server says so (and only then); as knfsd, it is one
+    // or the other, never both.
+    let role = if c.state.layouts.devices().is_some() {
+        EXCHGID4_FLAG_USE_PNFS_MDS
+    } else {
+        EXCHGID4_FLAG_USE_NON_PNFS
+    };
+    let mut flags = role | EXCHGID4_FLAG_SUPP_MOVED_REFER;
     if confirmed {
         flags |= EXCHGID4_FLAG_CONFIRMED_R;
     }

@@ -4,7 +4,7 @@
 //! (`plan`: how large its reply is, its operations, where its DDP-eligible items are,
 //! RFC 8267 §6.1, for `crate::ulb::v4`).
 //!
-//! An operation this does not know (session setup, pNFS, v4.0-only ones, NFSv4.2's
+//! An operation this does not know (session setup, v4.0-only ones, NFSv4.2's
 //! COPY, unknown numbers) is an error: callers treat what follows it as unknown.
 
 use super::ops::*;
@@ -111,8 +111,39 @@ where
             opaque(r)
         }
         OP_LISTXATTRS => r.skip(8 + 4),
+        // pNFS (RFC 8881 §18.40–§18.44; no DDP-eligible item, RFC 8267 §6.1).
+        OP_LAYOUTGET => r.skip(4 * 3 + 8 * 3 + STATEID + 4),
+        OP_GETDEVICEINFO => {
+            r.skip(16 + 4 + 4)?;
+            bitmap(r)
+        }
+        OP_GETDEVICELIST => r.skip(4 + 4 + 8 + 8),
+        OP_LAYOUTCOMMIT => layoutcommit(r),
+        OP_LAYOUTRETURN => {
+            r.skip(4 * 3)?;
+            if r.u32()? == 1 {
+                // LAYOUTRETURN4_FILE: range, stateid, lrf_body.
+                r.skip(8 + 8 + STATEID)?;
+                opaque(r)?;
+            }
+            Ok(())
+        }
         _ => Err(XdrError::Short),
     }
+}
+
+/// LAYOUTCOMMIT4args (RFC 8881 §18.42.1): range, reclaim, stateid, newoffset4,
+/// newtime4, layoutupdate4.
+fn layoutcommit(r: &mut XdrReader) -> XdrResult<()> {
+    r.skip(8 + 8 + 4 + STATEID)?;
+    if r.bool()? {
+        r.skip(8)?;
+    }
+    if r.bool()? {
+        r.skip(12)?;
+    }
+    r.skip(4)?;
+    opaque(r)
 }
 
 /// Skips an opaque<> or a string.

@@ -258,6 +258,8 @@ pub fn from_state(e: StateError) -> Nfsstat4 {
         StateError::LocksHeld => NFS4ERR_LOCKS_HELD,
         StateError::ShareDenied => NFS4ERR_SHARE_DENIED,
         StateError::Inconsistent => NFS4ERR_SERVERFAULT,
+        StateError::BadLayout => NFS4ERR_BADLAYOUT,
+        StateError::NoMatchingLayout => NFS4ERR_NOMATCHING_LAYOUT,
     }
 }
 
@@ -300,6 +302,8 @@ mod tests {
             (StateError::LocksHeld, 10037),
             (StateError::ShareDenied, 10015),
             (StateError::Inconsistent, 10006),
+            (StateError::BadLayout, 10050),
+            (StateError::NoMatchingLayout, 10060),
         ];
         assert_eq!(
             want.map(|(e, _)| e),

@@ -317,7 +317,8 @@ impl Server {
             exports: Arc::new(crate::export::ExportTable::new(Exports::new(exports))),
             direct_io,
             mounts: MountTable::new(),
-            state: crate::state::State::with_config(cfg.nfs4.limits(), Some(&cfg.state.dir)),
+            state: crate::state::State::with_config(cfg.nfs4.limits(), Some(&cfg.state.dir))
+                .with_layouts(cfg.pnfs.layouts()),
             reactors: links,
             qos: Arc::new(crate::qos::Table::new(
                 crate::qos::Rules::build(cfg, None).context("[qos]")?,

@@ -48,11 +48,15 @@ pub enum StateError {
     ShareDenied,
     /// The tables disagree with themselves (a bug, answered rather than panicked).
     Inconsistent,
+    /// LAYOUTCOMMIT under a layout stateid that holds no RW layout (§18.42.3).
+    BadLayout,
+    /// LAYOUTRETURN of a file the client holds no layout of (§18.44.3).
+    NoMatchingLayout,
 }
 
 impl StateError {
     /// Every variant once, in declaration order (the mapping's tests walk it).
-    pub const ALL: [StateError; 19] = [
+    pub const ALL: [StateError; 21] = [
         StateError::BadSession,
         StateError::BadSlot,
         StateError::SeqMisordered,
@@ -72,6 +76,8 @@ impl StateError {
         StateError::LocksHeld,
         StateError::ShareDenied,
         StateError::Inconsistent,
+        StateError::BadLayout,
+        StateError::NoMatchingLayout,
     ];
 }
 

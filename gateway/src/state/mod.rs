@@ -19,6 +19,7 @@ pub mod delegations;
 pub mod error;
 mod expiry;
 mod grace;
+pub mod layouts;
 pub mod offload;
 pub mod opens;
 pub mod recall;
@@ -33,6 +34,8 @@ pub struct State {
     pub clients: clients::Clients,
     pub opens: opens::Opens,
     pub delegations: delegations::Delegations,
+    /// pNFS layouts and the data servers they name (`[pnfs]`; empty when off).
+    pub layouts: layouts::Layouts,
 }
 
 impl State {
@@ -47,6 +50,12 @@ impl State {
             clients: clients::Clients::new(limits, dir),
             ..Default::default()
         }
+    }
+
+    /// This state as a pNFS metadata server naming `devices` (`[pnfs]`).
+    pub fn with_layouts(mut self, devices: Option<layouts::Devices>) -> State {
+        self.layouts = layouts::Layouts::new(devices);
+        self
     }
 
     /// What the stats endpoint shows of NFSv4.1 state (`nfsgw_nfs4_clients`, ...),
@@ -75,6 +84,7 @@ impl State {
         for id in p.gone {
             self.opens.purge_client(id);
             self.delegations.purge_client(id);
+            self.layouts.purge_client(id);
         }
         self.delegations.mark_courtesy(&p.courtesy);
         for id in p.revived {

@@ -126,6 +126,18 @@ impl Gw {
         }
     }
 
+    /// A gateway over TCP only from a whole configuration, which `text` writes
+    /// given the gateway's own state directory.
+    pub fn start_text(text: impl FnOnce(&std::path::Path) -> String) -> Gw {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = Config::parse(&text(dir.path())).unwrap();
+        Gw {
+            server: Some(Server::start(&cfg).unwrap()),
+            rdma: SocketAddr::from(([127, 0, 0, 1], 0)),
+            _dir: dir,
+        }
+    }
+
     pub fn tcp_addr(&self) -> SocketAddr {
         self.server.as_ref().unwrap().local_addr()
     }

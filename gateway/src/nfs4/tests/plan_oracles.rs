@@ -54,6 +54,8 @@ pub fn scan(args: &[u8]) -> usize {
             OP_READ_PLUS => a.skip(STATEID + 8).and_then(|_| a.u32()),
             OP_GETXATTR => Ok(crate::fs::v42::XATTR_MAX_VALUE as u32),
             OP_LISTXATTRS => a.skip(8).and_then(|_| a.u32()),
+            // pNFS's layouts and device addresses, as the plan gained them.
+            OP_LAYOUTGET | OP_GETDEVICEINFO => Ok(crate::nfs4::plan::PNFS_REPLY as u32),
             _ => continue,
         };
         match count {

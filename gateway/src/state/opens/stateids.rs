@@ -20,6 +20,8 @@ pub enum Kind {
     Delegation = 3,
     /// An asynchronous COPY's callback id (RFC 7862 §15.2.3, `state::offload`).
     Copy = 4,
+    /// A pNFS layout stateid (RFC 8881 §12.5.3, `state::layouts`).
+    Layout = 5,
 }
 
 impl Kind {
@@ -29,6 +31,7 @@ impl Kind {
             2 => Some(Kind::Lock),
             3 => Some(Kind::Delegation),
             4 => Some(Kind::Copy),
+            5 => Some(Kind::Layout),
             _ => None,
         }
     }

@@ -1,0 +1,262 @@
+//! `[pnfs]`: the pNFS metadata server role with the flexible files layout (RFC 8435).
+//! Off by default. When on, NFSv4.1 clients get layouts that send their READs and
+//! WRITEs over NFSv3 straight to the data servers listed here: the gateways on the
+//! same bucket (this one may be among them), each of which resolves every other's
+//! file handles (README "Scaling out with pNFS"). Read at start only: a change needs
+//! a restart (`reload.rs` names it).
+
+use super::*;
+
+/// The transport a data server is reached by (netaddr4's na_r_netid, RFC 5665 §4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DsNetid {
+    Tcp,
+    Rdma,
+}
+
+/// One data server: a gateway serving NFSv3 on the same store.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct DataServerConfig {
+    /// "ip:port" of its NFSv3 listener (`tcp.listen` or `rdma.listen` of that
+    /// gateway) as clients reach it; a literal address, not a host name (clients
+    /// receive it as a universal address, RFC 5665 §5.2.3).
+    pub address: String,
+    /// "tcp" (default) or "rdma".
+    #[serde(default = "default_netid")]
+    pub netid: DsNetid,
+}
+
+fn default_netid() -> DsNetid {
+    DsNetid::Tcp
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct PnfsConfig {
+    /// Be a pNFS metadata server (EXCHGID4_FLAG_USE_PNFS_MDS, LAYOUTGET, ...).
+    #[serde(default)]
+    pub enabled: bool,
+    /// The data servers layouts name; files are spread across them by file id.
+    #[serde(default)]
+    pub data_servers: Vec<DataServerConfig>,
+    /// ffl_stripe_unit and the layout_blksize attribute, bytes (RFC 8435 §5.1).
+    #[serde(default = "default_stripe_unit")]
+    pub stripe_unit: u32,
+    /// ffdv_rsize / ffdv_wsize offered for the data servers (RFC 8435 §5.1): the
+    /// largest NFSv3 READ and WRITE a client sends them.
+    #[serde(default = "default_io_size")]
+    pub rsize: u32,
+    #[serde(default = "default_io_size")]
+    pub wsize: u32,
+    /// Mirrors a READ layout offers (each a different data server; any can serve any
+    /// file). RW layouts always have one: a client must never write twice.
+    #[serde(default = "default_read_mirrors")]
+    pub read_mirrors: u32,
+}
+
+/// Most data servers one metadata server names: bounds a layout's and a device
+/// list's reply (`nfs4::layout_ops`, sized by the COMPOUND's plan).
+pub const MAX_DATA_SERVERS: usize = 64;
+/// Most mirrors in a READ layout.
+pub const MAX_READ_MIRRORS: u32 = 8;
+
+fn default_stripe_unit() -> u32 {
+    1 << 20
+}
+fn default_io_size() -> u32 {
+    crate::limits::MAX_IO as u32
+}
+fn default_read_mirrors() -> u32 {
+    1
+}
+
+impl Default for PnfsConfig {
+    fn default() -> Self {
+        PnfsConfig {
+            enabled: false,
+            data_servers: Vec::new(),
+            stripe_unit: default_stripe_unit(),
+            rsize: default_io_size(),
+            wsize: default_io_size(),
+            read_mirrors: default_read_mirrors(),
+        }
+    }
+}
+
+impl PnfsConfig {
+    pub(super) fn validate(&self) -> Result<(), ConfigError> {
+        let bad = |k: &str, why: String| Err(ConfigError(format!("pnfs.{k}: {why}")));
+        if self.data_servers.len() > MAX_DATA_SERVERS {
+            return bad("data_servers", format!("at most {MAX_DATA_SERVERS}"));
+        }
+        for (i, d) in self.data_servers.iter().enumerate() {
+            if d.address.parse::<SocketAddr>().is_err() {
+                return bad(
+                    &format!("data_servers[{i}].address"),
+                    format!(
+                        "\"{}\" is not an ip:port such as \"10.0.0.2:2049\" (no host names)",
+                        d.address
+                    ),
+                );
+            }
+            if self.data_servers[..i].contains(d) {
+                return bad(
+                    &format!("data_servers[{i}]"),
+                    format!("\"{}\" ({:?}) is listed twice", d.address, d.netid),
+                );
+            }
+        }
+        if self.enabled && self.data_servers.is_empty() {
+            return bad(
+                "data_servers",
+                "enabled = true needs at least one, e.g. \
+                 [[pnfs.data_servers]] address = \"10.0.0.2:2049\""
+                    .into(),
+            );
+        }
+        let max = crate::limits::MAX_IO as u32;
+        for (k, v) in [("rsize", self.rsize), ("wsize", self.wsize)] {
+            if !(4096..=max).contains(&v) || !v.is_multiple_of(4096) {
+                return bad(k, format!("must be a multiple of 4096 in 4096..={max}"));
+            }
+        }
+        if !(4096..=1 << 30).contains(&self.stripe_unit) || !self.stripe_unit.is_multiple_of(4096) {
+            return bad(
+                "stripe_unit",
+                "must be a multiple of 4096 in 4096..=1073741824 bytes".into(),
+            );
+        }
+        if !(1..=MAX_READ_MIRRORS).contains(&self.read_mirrors) {
+            return bad(
+                "read_mirrors",
+                format!("must be 1..={MAX_READ_MIRRORS} (more than the data servers is cut)"),
+            );
+        }
+        Ok(())
+    }
+
+    /// What the NFSv4.1 state and operations use: `None` when off.
+    pub fn layouts(&self) -> Option<crate::state::layouts::Devices> {
+        if !self.enabled {
+            return None;
+        }
+        let ds = self
+            .data_servers
+            .iter()
+            .map(|d| crate::state::layouts::DataServer {
+                addr: d.address.parse().expect("validated"),
+                rdma: d.netid == DsNetid::Rdma,
+            })
+            .collect();
+        Some(crate::state::layouts::Devices {
+            servers: ds,
+            stripe_unit: self.stripe_unit,
+            rsize: self.rsize,
+            wsize: self.wsize,
+            read_mirrors: self.read_mirrors,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::config::Config;
+
+    const X: &str = "[[exports]]\npath = \"/\"\n";
+
+    fn parse(pnfs: &str) -> Result<Config, String> {
+        Config::parse(&format!("{pnfs}\n{X}")).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn off_by_default_and_no_devices() {
+        let c = parse("").unwrap();
+        assert!(!c.pnfs.enabled);
+        assert!(c.pnfs.layouts().is_none());
+    }
+
+    #[test]
+    fn on_with_data_servers_gives_devices() {
+        let c = parse(
+            "[pnfs]\nenabled = true\nread_mirrors = 2\n\
+             [[pnfs.data_servers]]\naddress = \"10.0.0.2:2049\"\n\
+             [[pnfs.data_servers]]\naddress = \"10.0.0.3:20049\"\nnetid = \"rdma\"\n",
+        )
+        .unwrap();
+        let d = c.pnfs.layouts().unwrap();
+        assert_eq!(d.servers.len(), 2);
+        assert_eq!(d.servers[1].netid(), "rdma");
+        assert_eq!(d.servers[0].uaddr(), "10.0.0.2.8.1");
+        assert_eq!(
+            (d.stripe_unit, d.rsize, d.wsize, d.read_mirrors),
+            (1 << 20, 1 << 20, 1 << 20, 2)
+        );
+        assert_ne!(d.servers[0].device_id(), d.servers[1].device_id());
+    }
+
+    /// Each mistake names its key.
+    #[test]
+    fn errors_name_the_key() {
+        let ds = "[[pnfs.data_servers]]\naddress = \"10.0.0.2:2049\"\n";
+        for (text, key) in [
+            ("[pnfs]\nenabled = true\n", "pnfs.data_servers"),
+            (
+                "[pnfs]\n[[pnfs.data_servers]]\naddress = \"ds1:2049\"\n",
+                "pnfs.data_servers[0].address",
+            ),
+            (&format!("[pnfs]\n{ds}{ds}"), "pnfs.data_servers[1]"),
+            (&format!("[pnfs]\nrsize = 1000\n{ds}"), "pnfs.rsize"),
+            (&format!("[pnfs]\nwsize = 4194304\n{ds}"), "pnfs.wsize"),
+            (
+                &format!("[pnfs]\nstripe_unit = 0\n{ds}"),
+                "pnfs.stripe_unit",
+            ),
+            (
+                &format!("[pnfs]\nread_mirrors = 0\n{ds}"),
+                "pnfs.read_mirrors",
+            ),
+        ] {
+            let e = parse(text).expect_err(text);
+            assert!(e.starts_with(key), "{text}: {e}");
+        }
+        let e = parse("[pnfs]\n[[pnfs.data_servers]]\naddress = \"10.0.0.2:1\"\nnetid = \"udp\"\n")
+            .unwrap_err();
+        assert!(e.contains("netid") || e.contains("udp"), "{e}");
+    }
+
+    /// `--print-config` shows the section and its output parses back the same.
+    #[test]
+    fn printed_and_read_back() {
+        let c = parse("[pnfs]\nenabled = true\n[[pnfs.data_servers]]\naddress = \"[::1]:2049\"\n")
+            .unwrap();
+        let out = crate::effective::render(&c).unwrap();
+        assert!(
+            out.contains("[pnfs]") && out.contains("stripe_unit = 1048576"),
+            "{out}"
+        );
+        let again = Config::parse(&out).unwrap();
+        assert_eq!(again.pnfs.layouts(), c.pnfs.layouts());
+        let d = again.pnfs.layouts().unwrap();
+        assert_eq!(
+            (d.servers[0].netid(), d.servers[0].uaddr()),
+            ("tcp6", "::1.8.1".into())
+        );
+    }
+
+    /// A reload names the change as needing a restart.
+    #[test]
+    fn reload_needs_a_restart() {
+        let a = parse("").unwrap();
+        let b =
+            parse("[pnfs]\nenabled = true\n[[pnfs.data_servers]]\naddress = \"10.0.0.2:2049\"\n")
+                .unwrap();
+        let plan = crate::reload::plan(&a, &b).unwrap();
+        assert!(
+            plan.restart.iter().any(|k| k.starts_with("pnfs")),
+            "{:?}",
+            plan.restart
+        );
+    }
+}

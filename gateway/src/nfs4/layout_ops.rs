@@ -1,0 +1,485 @@
+//! The pNFS metadata server (RFC 8881 §12, §18.40–§18.44) with the flexible files
+//! layout (RFC 8435): LAYOUTGET, GETDEVICEINFO, LAYOUTCOMMIT and LAYOUTRETURN over the
+//! layout table (`state::layouts`). GETDEVICELIST is NFS4ERR_NOTSUPP (flexfiles
+//! clients ask device by device, §18.41 is for layout types that need the list).
+//!
+//! The data servers are the gateways on the same store, loosely coupled NFSv3 servers
+//! (RFC 8435 §2.1) that all accept the same file handle: a layout names the file by
+//! the handle the client already has (NFSv4's handles are the file model's, the
+//! NFSv3 ones). A layout's data server credentials (ffds_user/ffds_group, §2.2) are
+//! the file's owner and group, so the data server's permission checks of AUTH_SYS
+//! calls pass for a file its owner may write; rotating them to fence a client comes
+//! with recalls (README "Scaling out with pNFS"). Off (`[pnfs] enabled = false`), all
+//! of these answer NFS4ERR_NOTSUPP, as when the server has no pNFS at all.
+
+use super::file_ops::{cur_file, fs_err, ok_with, FileCtx};
+use super::io_ops::need_reg;
+use super::status::*;
+use super::{put_status, Compound, CurrentFh, Full, OpResult};
+use crate::fs::{NfsTime, SetAttr, SetTime};
+use crate::state::layouts::{
+    DataServer, Devices, LayoutFile, Layouts, IOMODE_ANY, IOMODE_READ, IOMODE_RW,
+};
+use crate::state::stateid::Stateid;
+use crate::state::Conflict;
+use engine::xdr::{XdrReader, XdrResult, XdrWriter};
+
+/// layouttype4 LAYOUT4_FLEX_FILES (RFC 8435 §5).
+pub const LAYOUT4_FLEX_FILES: u32 = 4;
+/// NFS4_UINT64_MAX: "to the end of the file" (RFC 8881 §3.3.20).
+const ALL: u64 = u64::MAX;
+/// layoutreturn_type4 (RFC 8881 §18.44.1).
+const RETURN_FILE: u32 = 1;
+const RETURN_FSID: u32 = 2;
+const RETURN_ALL: u32 = 3;
+/// ff_flags4 (RFC 8435 §5.1): none set. In particular FF_FLAGS_NO_IO_THRU_MDS is
+/// off, so a client may always fall back to I/O through this server.
+const FF_FLAGS: u32 = 0;
+/// The data servers speak NFSv3 (ffdv_version, ffdv_minorversion).
+const DS_VERSION: u32 = 3;
+/// Efficiency of the first mirror of a layout; later ones one less each (RFC 8435
+/// §5.1: clients prefer the higher).
+const EFFICIENCY: u32 = 100;
+
+/// The largest LAYOUTGET4resok: the layout4 header and ff_layout4 with the most
+/// mirrors, each with the largest handle and owner strings of ten digits; the
+/// COMPOUND's plan gives it `plan::PNFS_REPLY`.
+pub const LAYOUT_MAX: usize = 4
+    + 16
+    + 4
+    + 8
+    + 8
+    + 4
+    + 4
+    + 4
+    + 8
+    + 4
+    + 4
+    + 4
+    + crate::config::MAX_READ_MIRRORS as usize
+        * (4 + 16 + 4 + 16 + 4 + 4 + super::FH4_MAX + 2 * (4 + 12));
+const _: () = assert!(LAYOUT_MAX <= super::plan::PNFS_REPLY / 2);
+
+/// The data servers, or NFS4ERR_NOTSUPP when this gateway is no metadata server.
+fn devices<'c>(c: &'c Compound) -> Result<&'c Devices, Nfsstat4> {
+    c.state.layouts.devices().ok_or(NFS4ERR_NOTSUPP)
+}
+
+/// A byte range (offset, length) as RFC 8881 §18.43.3 accepts it: not empty, and
+/// not past 2^64 unless its length is "to the end".
+fn range_ok(offset: u64, length: u64) -> bool {
+    length != 0 && (length == ALL || offset.checked_add(length).is_some())
+}
+
+/// The current filehandle as a regular file, and the layout state key of it.
+fn layout_file(c: &Compound) -> Result<(FileCtx, LayoutFile), Nfsstat4> {
+    let f = cur_file(c, NFS4ERR_ISDIR)?;
+    need_reg(f.attr.kind)?;
+    let lf = LayoutFile {
+        clientid: c.clientid,
+        fileid: f.node.fileid,
+        fsid: f.attr.fsid,
+    };
+    Ok((f, lf))
+}
+
+/// LAYOUTGET4args (RFC 8881 §18.43.1).
+struct GetArgs {
+    layout_type: u32,
+    iomode: u32,
+    offset: u64,
+    length: u64,
+    minlength: u64,
+    stateid: Stateid,
+    maxcount: u32,
+}
+
+fn get_args(r: &mut XdrReader) -> XdrResult<GetArgs> {
+    let _signal = r.bool()?;
+    Ok(GetArgs {
+        layout_type: r.u32()?,
+        iomode: r.u32()?,
+        offset: r.u64()?,
+        length: r.u64()?,
+        minlength: r.u64()?,
+        stateid: Stateid::decode(r)?,
+        maxcount: r.u32()?,
+    })
+}
+
+/// LAYOUTGET (RFC 8881 §18.43): one flexfiles layout of the whole file.
+pub(super) fn layoutget(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter) -> OpResult {
+    let Ok(a) = get_args(r) else {
+        return put_status(w, NFS4ERR_BADXDR);
+    };
+    let checked = (|| -> Result<_, Nfsstat4> {
+        let ds = devices(c)?;
+        let (f, lf) = layout_file(c)?;
+        check_get(&a)?;
+        let sid = c.resolve_stateid(&a.stateid)?;
+        let presented = layout_or_open(c, &sid, lf.fileid, a.iomode == IOMODE_RW)?;
+        Ok((ds, f, lf, presented))
+    })();
+    let (ds, f, lf, presented) = match checked {
+        Ok(v) => v,
+        Err(st) => return put_status(w, st),
+    };
+    let handle = match &c.cfh {
+        Some(CurrentFh::File { handle, .. }) => handle.as_slice(),
+        _ => &[],
+    };
+    // §18.43.3: a layout larger than loga_maxcount is NFS4ERR_TOOSMALL, and nothing
+    // is granted (measured with a stand-in stateid of the same size).
+    let start = w.position();
+    let fits = ok_with(w, |w| {
+        put_layout(w, ds, (&f, handle), &a, &Stateid::ANONYMOUS)
+    });
+    let len = w.position() - start;
+    w.rewind(start);
+    fits?;
+    if len - 4 > a.maxcount as usize {
+        return put_status(w, NFS4ERR_TOOSMALL);
+    }
+    let lsid = match c.state.layouts.grant(lf, presented.as_ref(), a.iomode) {
+        Ok(s) => s,
+        // §18.43.3: LAYOUTTRYLATER carries logr_will_signal_layout_avail.
+        Err(crate::state::StateError::Resource) => {
+            let st = NFS4ERR_LAYOUTTRYLATER;
+            return ok_or_full(st.put(w).and_then(|_| w.bool(false)), st);
+        }
+        Err(e) => return put_status(w, from_state(e)),
+    };
+    let res = ok_with(w, |w| put_layout(w, ds, (&f, handle), &a, &lsid))?;
+    c.current_stateid = Some(lsid);
+    Ok(res)
+}
+
+fn ok_or_full(r: XdrResult<()>, st: Nfsstat4) -> OpResult {
+    r.map(|_| st).map_err(|_| Full)
+}
+
+/// The arguments' own checks (§18.43.3): the type, the iomode (ANY is for returns
+/// only), and ranges that are neither empty nor past 2^64.
+fn check_get(a: &GetArgs) -> Result<(), Nfsstat4> {
+    if a.layout_type != LAYOUT4_FLEX_FILES {
+        return Err(NFS4ERR_UNKNOWN_LAYOUTTYPE);
+    }
+    if a.iomode != IOMODE_READ && a.iomode != IOMODE_RW {
+        return Err(NFS4ERR_BADIOMODE);
+    }
+    let min_ok = a.minlength == 0 || range_ok(a.offset, a.minlength);
+    if !range_ok(a.offset, a.length) || !min_ok || a.length < a.minlength {
+        return Err(NFS4ERR_INVAL);
+    }
+    Ok(())
+}
+
+/// The stateid LAYOUTGET was sent with (§12.5.3): this client's layout stateid of
+/// the file (returned), or an open, lock or delegation stateid that allows the I/O
+/// (`None`); special stateids are NFS4ERR_BAD_STATEID.
+fn layout_or_open(
+    c: &Compound,
+    sid: &Stateid,
+    fileid: u64,
+    write: bool,
+) -> Result<Option<Stateid>, Nfsstat4> {
+    if Layouts::owns(sid) {
+        return Ok(Some(*sid));
+    }
+    if sid.other == Stateid::ANONYMOUS.other || sid.other == Stateid::BYPASS.other {
+        return Err(NFS4ERR_BAD_STATEID);
+    }
+    c.state.check_io(c.clientid, sid, fileid, write)?;
+    Ok(None)
+}
+
+/// LAYOUTGET4resok (§18.43.2) holding one layout4 of `ff_layout4` (RFC 8435 §5.1).
+fn put_layout(
+    w: &mut XdrWriter,
+    ds: &Devices,
+    (f, handle): (&FileCtx, &[u8]),
+    a: &GetArgs,
+    lsid: &Stateid,
+) -> XdrResult<()> {
+    w.bool(false)?; // logr_return_on_close
+    lsid.encode(w)?;
+    w.u32(1)?;
+    w.u64(0)?;
+    w.u64(ALL)?;
+    w.u32(a.iomode)?;
+    w.u32(LAYOUT4_FLEX_FILES)?;
+    let len_at = w.reserve_u32()?;
+    let body = w.position();
+    w.u64(u64::from(ds.stripe_unit))?;
+    let mirrors: Vec<&DataServer> = ds.placement(f.node.fileid, a.iomode == IOMODE_RW).collect();
+    w.u32(mirrors.len() as u32)?;
+    for (k, d) in mirrors.iter().enumerate() {
+        put_mirror(w, d, f, handle, EFFICIENCY.saturating_sub(k as u32))?;
+    }
+    w.u32(FF_FLAGS)?;
+    w.u32(0)?; // ffl_stats_collect_hint: no LAYOUTSTATS asked
+    let len = w.position() - body;
+    w.patch_u32(len_at, len as u32);
+    Ok(())
+}
+
+/// ff_mirror4 of one ff_data_server4 (RFC 8435 §5.1): the anonymous stateid (a
+/// loosely coupled data server has no NFSv4 state), the file's handle, and the
+/// AUTH_SYS credentials the client uses with the data server.
+fn put_mirror(
+    w: &mut XdrWriter,
+    d: &DataServer,
+    f: &FileCtx,
+    handle: &[u8],
+    eff: u32,
+) -> XdrResult<()> {
+    w.u32(1)?;
+    w.opaque_fixed(&d.device_id())?;
+    w.u32(eff)?;
+    Stateid::ANONYMOUS.encode(w)?;
+    w.u32(1)?;
+    w.opaque_var(handle)?;
+    w.string(f.attr.uid.to_string().as_bytes())?;
+    w.string(f.attr.gid.to_string().as_bytes())
+}
+
+/// GETDEVICEINFO (RFC 8881 §18.40): a data server's ff_device_addr4 (RFC 8435
+/// §5.1): its one netaddr4 and NFSv3 with the configured rsize and wsize, loosely
+/// coupled. No device notifications are offered (the reply's bitmap is empty).
+pub(super) fn getdeviceinfo(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter) -> OpResult {
+    let id: [u8; 16] = match r.opaque_fixed(16).map(|b| b.try_into().expect("16")) {
+        Ok(id) => id,
+        Err(_) => return put_status(w, NFS4ERR_BADXDR),
+    };
+    let (Ok(layout_type), Ok(maxcount), Ok(_notify)) =
+        (r.u32(), r.u32(), super::attrs::get_bitmap(r))
+    else {
+        return put_status(w, NFS4ERR_BADXDR);
+    };
+    let found = (|| {
+        let ds = devices(c)?;
+        if layout_type != LAYOUT4_FLEX_FILES {
+            return Err(NFS4ERR_UNKNOWN_LAYOUTTYPE);
+        }
+        Ok((ds, *ds.find(&id).ok_or(NFS4ERR_NOENT)?))
+    })();
+    let (ds, d) = match found {
+        Ok(v) => v,
+        Err(st) => return put_status(w, st),
+    };
+    let start = w.position();
+    let res = ok_with(w, |w| {
+        w.u32(LAYOUT4_FLEX_FILES)?;
+        let len_at = w.reserve_u32()?;
+        let body = w.position();
+        w.u32(1)?;
+        w.string(d.netid().as_bytes())?;
+        w.string(d.uaddr().as_bytes())?;
+        w.u32(1)?;
+        for v in [DS_VERSION, 0, ds.rsize, ds.wsize] {
+            w.u32(v)?;
+        }
+        w.bool(false)?; // ffdv_tightly_coupled
+        let len = w.position() - body;
+        w.patch_u32(len_at, len as u32);
+        w.u32(0) // gdir_notification: none
+    })?;
+    // §18.40.3: the device_addr4 must fit gdia_maxcount (0: no limit), else
+    // NFS4ERR_TOOSMALL with the size it needs.
+    let need = w.position() - start - 4 - 4;
+    if maxcount != 0 && need > maxcount as usize {
+        w.rewind(start);
+        return ok_or_full(
+            NFS4ERR_TOOSMALL.put(w).and_then(|_| w.u32(need as u32)),
+            NFS4ERR_TOOSMALL,
+        );
+    }
+    Ok(res)
+}
+
+/// LAYOUTCOMMIT4args (RFC 8881 §18.42.1).
+struct CommitArgs {
+    offset: u64,
+    length: u64,
+    reclaim: bool,
+    stateid: Stateid,
+    last_write: Option<u64>,
+    mtime: Option<NfsTime>,
+    layout_type: u32,
+}
+
+fn commit_args(r: &mut XdrReader) -> XdrResult<CommitArgs> {
+    let (offset, length, reclaim, stateid) = (r.u64()?, r.u64()?, r.bool()?, Stateid::decode(r)?);
+    let last_write = if r.bool()? { Some(r.u64()?) } else { None };
+    let mtime = if r.bool()? {
+        Some(NfsTime {
+            sec: r.i64()?,
+            nsec: r.u32()?,
+        })
+    } else {
+        None
+    };
+    let layout_type = r.u32()?;
+    // lou_body: flexfiles sends none (RFC 8435 §7); read past what a client sends.
+    r.opaque_var(64 << 10)?;
+    Ok(CommitArgs {
+        offset,
+        length,
+        reclaim,
+        stateid,
+        last_write,
+        mtime,
+        layout_type,
+    })
+}
+
+/// LAYOUTCOMMIT (RFC 8881 §18.42): what the client wrote through the data servers
+/// becomes visible here at once. The data servers already hold the bytes (a
+/// flexfiles client commits there first, RFC 8435 §7), so this sets what only the
+/// metadata server decides: the size grows to `last_write_offset + 1` when that is
+/// beyond the file's end — also when no data server wrote that far: the gap reads as
+/// zeros, as after a SETATTR of the size — and mtime takes the client's time. It
+/// never shrinks a file. A last write offset outside the committed range, or past
+/// the largest file, is NFS4ERR_INVAL.
+pub(super) fn layoutcommit(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter) -> OpResult {
+    let Ok(a) = commit_args(r) else {
+        return put_status(w, NFS4ERR_BADXDR);
+    };
+    match commit(c, &a) {
+        Ok(size) => ok_with(w, |w| {
+            w.bool(size.is_some())?;
+            match size {
+                Some(s) => w.u64(s),
+                None => Ok(()),
+            }
+        }),
+        Err(st) => put_status(w, st),
+    }
+}
+
+/// LAYOUTCOMMIT's checks and change; the new size when it changed.
+fn commit(c: &Compound, a: &CommitArgs) -> Result<Option<u64>, Nfsstat4> {
+    devices(c)?;
+    let (f, lf) = layout_file(c)?;
+    if a.layout_type != LAYOUT4_FLEX_FILES {
+        return Err(NFS4ERR_UNKNOWN_LAYOUTTYPE);
+    }
+    // Layouts are not kept across restarts: there is nothing to reclaim (§18.42.3).
+    if a.reclaim {
+        return Err(NFS4ERR_NO_GRACE);
+    }
+    if !range_ok(a.offset, a.length.max(1)) {
+        return Err(NFS4ERR_INVAL);
+    }
+    let sid = c.resolve_stateid(&a.stateid)?;
+    c.state.layouts.check_commit(lf, &sid)?;
+    let new_size = match a.last_write {
+        None => None,
+        Some(last) => Some(new_size(a, last)?),
+    };
+    let grow = new_size.filter(|s| *s > f.attr.size);
+    if grow.is_none() && a.mtime.is_none() {
+        return Ok(None);
+    }
+    let others = Some(c.clientid);
+    if !c
+        .state
+        .delegations
+        .break_conflicts(f.node.fileid, others, Conflict::Write)
+    {
+        return Err(NFS4ERR_DELAY);
+    }
+    let set = SetAttr {
+        size: grow,
+        mtime: a.mtime.map_or(SetTime::DontChange, SetTime::Client),
+        ..Default::default()
+    };
+    c.ctx.model.setattr(&f.node, &set).map_err(fs_err)?;
+    Ok(grow)
+}
+
+/// The size a last write offset implies, inside the committed range and the largest
+/// file (§18.42.3).
+fn new_size(a: &CommitArgs, last: u64) -> Result<u64, Nfsstat4> {
+    let end = if a.length == ALL {
+        u64::MAX
+    } else {
+        a.offset.saturating_add(a.length)
+    };
+    if last < a.offset || last >= end || last >= super::attrs::MAX_FILE_SIZE {
+        return Err(NFS4ERR_INVAL);
+    }
+    Ok(last + 1)
+}
+
+/// LAYOUTRETURN (RFC 8881 §18.44) of one file's layouts, a file system's or all.
+pub(super) fn layoutreturn(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter) -> OpResult {
+    let (Ok(reclaim), Ok(layout_type), Ok(iomode), Ok(kind)) =
+        (r.bool(), r.u32(), r.u32(), r.u32())
+    else {
+        return put_status(w, NFS4ERR_BADXDR);
+    };
+    let file = if kind == RETURN_FILE {
+        let (Ok(offset), Ok(length), Ok(sid), Ok(_body)) =
+            (r.u64(), r.u64(), Stateid::decode(r), r.opaque_var(64 << 10))
+        else {
+            return put_status(w, NFS4ERR_BADXDR);
+        };
+        Some((offset, length, sid))
+    } else {
+        None
+    };
+    let res = (|| {
+        devices(c)?;
+        if layout_type != LAYOUT4_FLEX_FILES {
+            return Err(NFS4ERR_UNKNOWN_LAYOUTTYPE);
+        }
+        if !(IOMODE_READ..=IOMODE_ANY).contains(&iomode) {
+            return Err(NFS4ERR_BADIOMODE);
+        }
+        if reclaim {
+            return Err(NFS4ERR_NO_GRACE);
+        }
+        give_back(c, kind, iomode, file)
+    })();
+    match res {
+        Ok(sid) => ok_with(w, |w| {
+            w.bool(sid.is_some())?;
+            sid.map_or(Ok(()), |s| s.encode(w))
+        }),
+        Err(st) => put_status(w, st),
+    }
+}
+
+fn give_back(
+    c: &mut Compound,
+    kind: u32,
+    iomode: u32,
+    file: Option<(u64, u64, Stateid)>,
+) -> Result<Option<Stateid>, Nfsstat4> {
+    match (kind, file) {
+        (RETURN_FILE, Some((offset, length, sid))) => {
+            if !range_ok(offset, length) {
+                return Err(NFS4ERR_INVAL);
+            }
+            let (_, lf) = layout_file(c)?;
+            let sid = c.resolve_stateid(&sid)?;
+            let left = c.state.layouts.give_back(lf, &sid, iomode)?;
+            if let Some(s) = left {
+                c.current_stateid = Some(s);
+            }
+            Ok(left)
+        }
+        (RETURN_FSID, _) => {
+            // Any object of the export names its file system, a directory too.
+            let f = cur_file(c, NFS4ERR_INVAL)?;
+            c.state.layouts.give_back_all(c.clientid, Some(f.attr.fsid));
+            Ok(None)
+        }
+        (RETURN_ALL, _) => {
+            c.state.layouts.give_back_all(c.clientid, None);
+            Ok(None)
+        }
+        _ => Err(NFS4ERR_INVAL),
+    }
+}

@@ -1,0 +1,437 @@
+//! pNFS with the flexible files layout (RFC 8881 §12, §18.40–§18.44; RFC 8435)
+//! through real gateways over TCP: a metadata server and two data servers, three
+//! gateways on one S3 bucket (moto's server, as tests/e2e's S3 suites use; skipped
+//! when `moto_server` is not installed). A client takes a layout, finds the data
+//! server by GETDEVICEINFO, writes through it over NFSv3 with the layout's handle,
+//! commits there, LAYOUTCOMMITs, and the metadata server shows the size and bytes.
+//! Hostile values get the RFC's errors; with `[pnfs]` off the operations are
+//! NFS4ERR_NOTSUPP.
+
+mod common;
+#[path = "common/nfs4_client.rs"]
+mod nfs4_client;
+
+use common::v42::{NFS4ERR_INVAL, NFS4ERR_NOTSUPP, NFS4_OK, S};
+use common::*;
+use engine::xdr::XdrReader;
+use nfs_wire::nfs4args::*;
+use nfs_wire::v3call::{self, Call};
+use nfs_wire::v4call::Ops;
+use nfs_wire::v4pnfs::{self, LayoutCommit, LayoutGet, Return};
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const NFS4ERR_NOENT: u32 = 2;
+const NFS4ERR_BAD_STATEID: u32 = 10025;
+const NFS4ERR_BADIOMODE: u32 = 10049;
+const NFS4ERR_NOMATCHING_LAYOUT: u32 = 10060;
+const NFS4ERR_UNKNOWN_LAYOUTTYPE: u32 = 10062;
+const NFS4ERR_TOOSMALL: u32 = 10005;
+/// Attribute bits as bitmap words: size (4), fs_layout_types (62), layout_types
+/// (64), layout_blksize (65) (RFC 8881 §5.12).
+const LAYOUT_ATTRS: [u32; 3] = [1 << 4, 1 << 30, 0b11];
+const ALL: u64 = u64::MAX;
+
+/// moto's S3 server on a free loopback port, killed when dropped.
+struct Moto {
+    child: Child,
+    endpoint: String,
+}
+
+impl Moto {
+    fn start() -> Option<Moto> {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let child = Command::new("moto_server")
+            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .ok()?;
+        let m = Moto {
+            child,
+            endpoint: format!("http://127.0.0.1:{port}"),
+        };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(Instant::now() < deadline, "moto_server did not start");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        Some(m)
+    }
+
+    /// CreateBucket (moto accepts an unsigned request).
+    fn bucket(&self, name: &str) {
+        let addr = self.endpoint.trim_start_matches("http://");
+        let mut s = TcpStream::connect(addr).unwrap();
+        write!(
+            s,
+            "PUT /{name} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+        )
+        .unwrap();
+        let mut rep = String::new();
+        s.read_to_string(&mut rep).unwrap();
+        assert!(rep.starts_with("HTTP/1.1 200"), "{rep}");
+    }
+}
+
+impl Drop for Moto {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A gateway on `bucket` with the `[pnfs]` lines given.
+fn gateway(m: &Moto, bucket: &str, pnfs: &str) -> Gw {
+    Gw::start_text(|dir| {
+        format!(
+            "[engine]\ncores = [0]\nidle = \"adaptive\"\nhugepages = \"off\"\n\
+             [pools]\nsmall = 256\nmedium = 16\nlarge = 8\n\
+             [tcp]\nlisten = \"127.0.0.1:0\"\n\
+             [backend]\nkind = \"s3\"\nworkers = 2\n\
+             [backend.s3]\nendpoint = \"{}\"\nregion = \"us-east-1\"\nbucket = \"{bucket}\"\n\
+             path_style = true\nallow_http = true\naccess_key_id = \"testing\"\n\
+             secret_access_key = \"testing\"\ntimeout_s = 10\nretries = 3\n\
+             [state]\ndir = \"{}\"\n\
+             [[exports]]\npath = \"/\"\nclients = [\"0.0.0.0/0\"]\nsquash = \"none\"\n{pnfs}",
+            m.endpoint,
+            dir.display()
+        )
+    })
+}
+
+fn pnfs_section(ds: &[SocketAddr]) -> String {
+    let mut s = "[pnfs]\nenabled = true\nrsize = 65536\nwsize = 65536\n".to_string();
+    for a in ds {
+        s += &format!("[[pnfs.data_servers]]\naddress = \"{a}\"\n");
+    }
+    s
+}
+
+fn layoutget(iomode: u32, stateid: [u8; 16]) -> LayoutGet {
+    LayoutGet {
+        layout_type: LAYOUT4_FLEX_FILES,
+        iomode,
+        offset: 0,
+        length: ALL,
+        minlength: 0,
+        stateid,
+        maxcount: 4096,
+    }
+}
+
+/// One NFSv3 call to a data server as the layout's AUTH_SYS user: its results.
+fn v3(addr: SocketAddr, uid: u32, call: &Call) -> Vec<u8> {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let mut buf = vec![0u8; 2 << 20];
+    // `encode` leaves the first 4 bytes for the record mark `tcp_call` adds.
+    let n = v3call::encode(&mut buf, 9, &nfs_wire::rpccall::sys(uid), call).unwrap();
+    let rec = tcp_call(&mut s, &buf[4..n]).unwrap();
+    v3call::results(&rec).unwrap().to_vec()
+}
+
+struct Layout {
+    stateid: [u8; 16],
+    ff: v4pnfs::FfLayout,
+}
+
+fn take_layout(s: &mut S, fh: &[u8], a: &LayoutGet) -> Result<Layout, u32> {
+    let (st, rest) = s.on(fh, Ops::new().layoutget(a));
+    if st != NFS4_OK {
+        return Err(st);
+    }
+    let g = v4pnfs::layoutget_ok(&mut XdrReader::new(&rest)).unwrap();
+    assert_eq!(g.layouts.len(), 1);
+    let l = &g.layouts[0];
+    assert_eq!((l.offset, l.length, l.iomode), (0, ALL, a.iomode));
+    assert_eq!(l.layout_type, LAYOUT4_FLEX_FILES);
+    Ok(Layout {
+        stateid: g.stateid,
+        ff: v4pnfs::ff_layout(&l.body).unwrap(),
+    })
+}
+
+/// GETDEVICEINFO: the data server's address (RFC 8435 §5.1: NFSv3, loosely coupled).
+fn device(s: &mut S, fh: &[u8], id: &[u8; 16]) -> Result<SocketAddr, u32> {
+    let (st, rest) = s.on(fh, Ops::new().getdeviceinfo(id, LAYOUT4_FLEX_FILES, 0));
+    if st != NFS4_OK {
+        return Err(st);
+    }
+    let (t, body, notify) = v4pnfs::getdeviceinfo_ok(&mut XdrReader::new(&rest)).unwrap();
+    assert_eq!((t, notify.iter().sum::<u32>()), (LAYOUT4_FLEX_FILES, 0));
+    let d = v4pnfs::ff_device(&body).unwrap();
+    assert_eq!(d.versions.len(), 1);
+    let v = d.versions[0];
+    assert_eq!((v.version, v.minor, v.rsize, v.wsize), (3, 0, 65536, 65536));
+    assert!(!v.tightly_coupled);
+    assert_eq!(d.netaddrs[0].0, "tcp");
+    Ok(v4pnfs::uaddr(&d.netaddrs[0].1).unwrap())
+}
+
+fn commit(s: &mut S, fh: &[u8], c: &LayoutCommit) -> Result<Option<u64>, u32> {
+    let (st, rest) = s.on(fh, Ops::new().layoutcommit(c));
+    if st != NFS4_OK {
+        return Err(st);
+    }
+    Ok(v4pnfs::layoutcommit_ok(&mut XdrReader::new(&rest)).unwrap())
+}
+
+fn give_back(s: &mut S, fh: &[u8], iomode: u32, r: &Return) -> Result<Option<[u8; 16]>, u32> {
+    let (st, rest) = s.on(fh, Ops::new().layoutreturn(LAYOUT4_FLEX_FILES, iomode, r));
+    if st != NFS4_OK {
+        return Err(st);
+    }
+    Ok(v4pnfs::layoutreturn_ok(&mut XdrReader::new(&rest)).unwrap())
+}
+
+fn exchange_flags(gw: &Gw) -> u32 {
+    let mut c = nfs4_client::Tcp41::connect(gw.tcp_addr());
+    c.exchange_id(b"pnfs-flags", [1; 8]).2
+}
+
+#[test]
+fn a_write_through_a_data_server_shows_at_the_metadata_server() {
+    let Some(moto) = Moto::start() else {
+        eprintln!("moto_server not installed: skipped");
+        return;
+    };
+    let bucket = format!("nfsgw-pnfs-{}", std::process::id());
+    moto.bucket(&bucket);
+    let ds = [gateway(&moto, &bucket, ""), gateway(&moto, &bucket, "")];
+    let addrs: Vec<SocketAddr> = ds.iter().map(|g| g.tcp_addr()).collect();
+    let mds = gateway(&moto, &bucket, &pnfs_section(&addrs));
+    // §13.1: the metadata server says so, the data servers do not.
+    let f = exchange_flags(&mds);
+    assert_eq!(f & EXCHGID4_FLAG_USE_PNFS_MDS, EXCHGID4_FLAG_USE_PNFS_MDS);
+    assert_eq!(f & EXCHGID4_FLAG_USE_NON_PNFS, 0);
+    assert_ne!(exchange_flags(&ds[0]) & EXCHGID4_FLAG_USE_NON_PNFS, 0);
+
+    let mut s = S::new(&mds, 1);
+    let (open, fh) = s.create(b"big");
+    // fs_layout_types and layout_types say flexfiles, layout_blksize the stripe unit.
+    let (st, rest) = s.on(&fh, Ops::new().getattr(&LAYOUT_ATTRS));
+    assert_eq!(st, NFS4_OK);
+    let mut r = XdrReader::new(&rest);
+    let n = r.u32().unwrap();
+    let got: Vec<u32> = (0..n).map(|_| r.u32().unwrap()).collect();
+    assert_eq!(got, LAYOUT_ATTRS);
+    r.u32().unwrap();
+    assert_eq!(r.u64().unwrap(), 0, "size");
+    for _ in 0..2 {
+        assert_eq!(
+            (r.u32().unwrap(), r.u32().unwrap()),
+            (1, LAYOUT4_FLEX_FILES)
+        );
+    }
+    assert_eq!(r.u32().unwrap(), 1 << 20, "layout_blksize");
+
+    // LAYOUTGET RW under the open stateid: one mirror of one data server, the
+    // file's handle, the anonymous stateid, the owner's credentials.
+    let l = take_layout(&mut s, &fh, &layoutget(LAYOUTIOMODE4_RW, open)).unwrap();
+    assert_eq!(l.ff.mirrors.len(), 1, "a write layout has one mirror");
+    let d = &l.ff.mirrors[0][0];
+    assert_eq!((d.fhs.len(), d.fhs[0].as_slice()), (1, fh.as_slice()));
+    assert_eq!(
+        (d.stateid, d.user.as_str(), d.group.as_str()),
+        ([0; 16], "0", "0")
+    );
+    assert_eq!(l.ff.stripe_unit, 1 << 20);
+    let at = device(&mut s, &fh, &d.deviceid).unwrap();
+    assert!(addrs.contains(&at), "{at} is one of {addrs:?}");
+
+    // NFSv3 UNSTABLE WRITE + COMMIT at the data server, with the layout's handle.
+    let data: Vec<u8> = (0..100_000u32).map(|i| (i * 7 % 251) as u8).collect();
+    for (k, part) in data.chunks(65536).enumerate() {
+        let rep = v3(at, 0, &Call::Write(&fh, (k * 65536) as u64, part));
+        assert_eq!(v3call::status(&rep), 0, "WRITE at the data server");
+    }
+    assert_eq!(v3call::status(&v3(at, 0, &Call::Commit(&fh))), 0, "COMMIT");
+    let c = LayoutCommit {
+        offset: 0,
+        length: data.len() as u64,
+        reclaim: false,
+        stateid: l.stateid,
+        last_write: Some(data.len() as u64 - 1),
+        mtime: Some((1_700_000_000, 5)),
+        layout_type: LAYOUT4_FLEX_FILES,
+    };
+    let grew = commit(&mut s, &fh, &c).unwrap();
+    assert!(
+        grew.is_none() || grew == Some(data.len() as u64),
+        "{grew:?}"
+    );
+    assert_eq!(s.size(&fh), data.len() as u64, "the size shows at once");
+    let mut back = Vec::new();
+    while back.len() < data.len() {
+        back.extend(s.read(&fh, back.len() as u64, 65536));
+    }
+    assert_eq!(back, data, "the bytes written at the data server");
+
+    // A LAYOUTCOMMIT beyond what the data servers wrote grows the file: the gap
+    // reads as zeros (the metadata server's decision, layout_ops::layoutcommit).
+    let far = LayoutCommit {
+        length: ALL,
+        last_write: Some((1 << 20) - 1),
+        mtime: None,
+        ..c
+    };
+    assert_eq!(commit(&mut s, &fh, &far), Ok(Some(1 << 20)));
+    assert_eq!(s.size(&fh), 1 << 20);
+    assert!(s.read(&fh, 200_000, 4096).iter().all(|b| *b == 0));
+
+    hostile(&mut s, &fh, open, &l, &c);
+
+    // Files spread over both data servers (placement by file id).
+    let mut seen = std::collections::HashSet::new();
+    for i in 0..16 {
+        let (open, fh) = s.create(format!("f{i}").as_bytes());
+        let l = take_layout(&mut s, &fh, &layoutget(LAYOUTIOMODE4_READ, open)).unwrap();
+        seen.insert(l.ff.mirrors[0][0].deviceid);
+    }
+    assert_eq!(seen.len(), 2, "files land on every data server");
+}
+
+/// Hostile values and the RFC's answers, on a file holding an RW layout `l`.
+fn hostile(s: &mut S, fh: &[u8], open: [u8; 16], l: &Layout, c: &LayoutCommit) {
+    // GETDEVICEINFO of a device that does not exist (§18.40.3), of another type,
+    // and too small a maxcount.
+    assert_eq!(device(s, fh, &[0xee; 16]), Err(NFS4ERR_NOENT));
+    let id = l.ff.mirrors[0][0].deviceid;
+    let (st, _) = s.on(fh, Ops::new().getdeviceinfo(&id, 1, 0));
+    assert_eq!(st, NFS4ERR_UNKNOWN_LAYOUTTYPE);
+    let (st, rest) = s.on(fh, Ops::new().getdeviceinfo(&id, LAYOUT4_FLEX_FILES, 8));
+    assert_eq!(st, NFS4ERR_TOOSMALL);
+    assert!(XdrReader::new(&rest).u32().unwrap() > 8, "gdir_mincount");
+    // LAYOUTGET ranges near 2^64, empty ones, minlength past length (§18.43.3).
+    for (offset, length, minlength) in [
+        (u64::MAX - 10, 100, 0),
+        (0, 0, 0),
+        (10, 100, 200),
+        (u64::MAX - 10, ALL, 100),
+    ] {
+        let a = LayoutGet {
+            offset,
+            length,
+            minlength,
+            ..layoutget(LAYOUTIOMODE4_READ, open)
+        };
+        assert_eq!(take_layout(s, fh, &a).err(), Some(NFS4ERR_INVAL), "{a:?}");
+    }
+    // Iomode ANY, special stateids, a layout too large for maxcount.
+    let any = layoutget(LAYOUTIOMODE4_ANY, open);
+    assert_eq!(take_layout(s, fh, &any).err(), Some(NFS4ERR_BADIOMODE));
+    let anon = layoutget(LAYOUTIOMODE4_READ, [0; 16]);
+    assert_eq!(take_layout(s, fh, &anon).err(), Some(NFS4ERR_BAD_STATEID));
+    let small = LayoutGet {
+        maxcount: 16,
+        ..layoutget(LAYOUTIOMODE4_READ, open)
+    };
+    assert_eq!(take_layout(s, fh, &small).err(), Some(NFS4ERR_TOOSMALL));
+    // LAYOUTCOMMIT: a last write offset near 2^64 or outside the range is INVAL.
+    for last in [u64::MAX, u64::MAX - 1, c.length] {
+        let bad = LayoutCommit {
+            last_write: Some(last),
+            ..*c
+        };
+        assert_eq!(commit(s, fh, &bad), Err(NFS4ERR_INVAL), "{last}");
+    }
+    // LAYOUTRETURN of a file that holds no layout (§18.44.3).
+    let (open2, fh2) = s.create(b"never");
+    let r2 = Return::File {
+        offset: 0,
+        length: ALL,
+        stateid: open2,
+    };
+    assert_eq!(
+        give_back(s, &fh2, LAYOUTIOMODE4_ANY, &r2),
+        Err(NFS4ERR_NOMATCHING_LAYOUT)
+    );
+    // Returning READ (never held) keeps RW: idempotent, the stateid advances.
+    let r = Return::File {
+        offset: 0,
+        length: ALL,
+        stateid: l.stateid,
+    };
+    let left = give_back(s, fh, LAYOUTIOMODE4_READ, &r)
+        .unwrap()
+        .expect("RW is left");
+    let r = Return::File {
+        offset: 0,
+        length: ALL,
+        stateid: left,
+    };
+    assert_eq!(
+        give_back(s, fh, LAYOUTIOMODE4_ANY, &r),
+        Ok(None),
+        "all returned"
+    );
+    // The freed layout stateid: nothing to commit or return any more.
+    let gone = LayoutCommit {
+        stateid: left,
+        ..*c
+    };
+    assert_eq!(commit(s, fh, &gone), Err(NFS4ERR_BAD_STATEID));
+    assert_eq!(
+        give_back(s, fh, LAYOUTIOMODE4_ANY, &r),
+        Err(NFS4ERR_NOMATCHING_LAYOUT)
+    );
+    // Bulk returns with nothing held are fine.
+    assert_eq!(give_back(s, fh, LAYOUTIOMODE4_ANY, &Return::All), Ok(None));
+    assert_eq!(give_back(s, fh, LAYOUTIOMODE4_ANY, &Return::Fsid), Ok(None));
+}
+
+/// `[pnfs]` off (the default): no MDS flag, no layout types, the operations are
+/// NFS4ERR_NOTSUPP (the server offers no pNFS, RFC 8881 §12.2.1).
+#[test]
+fn off_means_notsupp() {
+    let gw = Gw::start(&GwOpts {
+        rdma: false,
+        ..Default::default()
+    });
+    let f = exchange_flags(&gw);
+    assert_eq!(
+        f & (EXCHGID4_FLAG_USE_PNFS_MDS | EXCHGID4_FLAG_USE_NON_PNFS),
+        EXCHGID4_FLAG_USE_NON_PNFS
+    );
+    let mut s = S::new(&gw, 1);
+    let (open, fh) = s.create(b"f");
+    let (st, rest) = s.on(&fh, Ops::new().getattr(&LAYOUT_ATTRS));
+    assert_eq!(st, NFS4_OK);
+    let mut r = XdrReader::new(&rest);
+    let n = r.u32().unwrap();
+    let got: Vec<u32> = (0..n).map(|_| r.u32().unwrap()).collect();
+    assert_eq!(got, [1 << 4, 1 << 30], "only size and fs_layout_types");
+    r.skip(4 + 8).unwrap();
+    assert_eq!(r.u32().unwrap(), 0, "no layout types");
+    assert_eq!(
+        take_layout(&mut s, &fh, &layoutget(LAYOUTIOMODE4_RW, open)).err(),
+        Some(NFS4ERR_NOTSUPP)
+    );
+    assert_eq!(device(&mut s, &fh, &[1; 16]), Err(NFS4ERR_NOTSUPP));
+    let r = Return::File {
+        offset: 0,
+        length: ALL,
+        stateid: open,
+    };
+    assert_eq!(
+        give_back(&mut s, &fh, LAYOUTIOMODE4_ANY, &r),
+        Err(NFS4ERR_NOTSUPP)
+    );
+    let c = LayoutCommit {
+        offset: 0,
+        length: 1,
+        reclaim: false,
+        stateid: open,
+        last_write: None,
+        mtime: None,
+        layout_type: LAYOUT4_FLEX_FILES,
+    };
+    assert_eq!(commit(&mut s, &fh, &c), Err(NFS4ERR_NOTSUPP));
+}

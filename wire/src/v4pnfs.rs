@@ -1,0 +1,344 @@
+//! pNFS as a client speaks it (RFC 8881 §18.40–§18.44) with the flexible files
+//! layout (RFC 8435 §5): the operations' arguments ([`Ops`] methods and the writers
+//! they use) and the results a client reads back — LAYOUTGET's layouts, an
+//! `ff_layout4`, GETDEVICEINFO's `ff_device_addr4`, LAYOUTRETURN's and LAYOUTCOMMIT's
+//! results. Every length is checked against its bound; malformed bytes are an
+//! [`XdrError`], never a panic.
+
+use crate::nfs4::*;
+use crate::v4call::Ops;
+use crate::v4op;
+use engine::xdr::{XdrError, XdrReader, XdrResult, XdrWriter};
+
+/// LAYOUTGET4args (§18.43.1) as given, so tests can also send what a server refuses.
+#[derive(Debug, Clone, Copy)]
+pub struct LayoutGet {
+    pub layout_type: u32,
+    pub iomode: u32,
+    pub offset: u64,
+    pub length: u64,
+    pub minlength: u64,
+    pub stateid: [u8; 16],
+    pub maxcount: u32,
+}
+
+/// LAYOUTCOMMIT4args (§18.42.1); `mtime` is (seconds, nanoseconds).
+#[derive(Debug, Clone, Copy)]
+pub struct LayoutCommit {
+    pub offset: u64,
+    pub length: u64,
+    pub reclaim: bool,
+    pub stateid: [u8; 16],
+    pub last_write: Option<u64>,
+    pub mtime: Option<(i64, u32)>,
+    pub layout_type: u32,
+}
+
+/// layoutreturn4 (§18.44.1): one file's range under a layout stateid, or bulk.
+#[derive(Debug, Clone, Copy)]
+pub enum Return {
+    File {
+        offset: u64,
+        length: u64,
+        stateid: [u8; 16],
+    },
+    Fsid,
+    All,
+}
+
+/// LAYOUTGET (§18.43.1).
+pub fn layoutget(w: &mut XdrWriter, a: &LayoutGet) -> XdrResult<()> {
+    w.u32(OP_LAYOUTGET)?;
+    w.bool(false)?; // loga_signal_layout_avail
+    w.u32(a.layout_type)?;
+    w.u32(a.iomode)?;
+    w.u64(a.offset)?;
+    w.u64(a.length)?;
+    w.u64(a.minlength)?;
+    w.opaque_fixed(&a.stateid)?;
+    w.u32(a.maxcount)
+}
+
+/// GETDEVICEINFO (§18.40.1): device id, layout type, maxcount, notification types.
+pub fn getdeviceinfo(
+    w: &mut XdrWriter,
+    id: &[u8; 16],
+    layout_type: u32,
+    maxcount: u32,
+    notify: &[u32],
+) -> XdrResult<()> {
+    w.u32(OP_GETDEVICEINFO)?;
+    w.opaque_fixed(id)?;
+    w.u32(layout_type)?;
+    w.u32(maxcount)?;
+    v4op::bitmap(w, notify)
+}
+
+/// LAYOUTCOMMIT (§18.42.1), with an empty layoutupdate4 body (RFC 8435 §7).
+pub fn layoutcommit(w: &mut XdrWriter, a: &LayoutCommit) -> XdrResult<()> {
+    w.u32(OP_LAYOUTCOMMIT)?;
+    w.u64(a.offset)?;
+    w.u64(a.length)?;
+    w.bool(a.reclaim)?;
+    w.opaque_fixed(&a.stateid)?;
+    w.bool(a.last_write.is_some())?;
+    if let Some(o) = a.last_write {
+        w.u64(o)?;
+    }
+    w.bool(a.mtime.is_some())?;
+    if let Some((s, ns)) = a.mtime {
+        w.i64(s)?;
+        w.u32(ns)?;
+    }
+    w.u32(a.layout_type)?;
+    w.opaque_var(&[])
+}
+
+/// LAYOUTRETURN (§18.44.1), with an empty lrf_body for a file.
+pub fn layoutreturn(w: &mut XdrWriter, layout_type: u32, iomode: u32, r: &Return) -> XdrResult<()> {
+    w.u32(OP_LAYOUTRETURN)?;
+    w.bool(false)?; // lora_reclaim
+    w.u32(layout_type)?;
+    w.u32(iomode)?;
+    match r {
+        Return::File {
+            offset,
+            length,
+            stateid,
+        } => {
+            w.u32(1)?;
+            w.u64(*offset)?;
+            w.u64(*length)?;
+            w.opaque_fixed(stateid)?;
+            w.opaque_var(&[])
+        }
+        Return::Fsid => w.u32(2),
+        Return::All => w.u32(3),
+    }
+}
+
+impl Ops {
+    pub fn layoutget(self, a: &LayoutGet) -> Ops {
+        self.op(0, |w| layoutget(w, a))
+    }
+
+    pub fn getdeviceinfo(self, id: &[u8; 16], layout_type: u32, maxcount: u32) -> Ops {
+        self.op(0, |w| getdeviceinfo(w, id, layout_type, maxcount, &[]))
+    }
+
+    pub fn layoutcommit(self, a: &LayoutCommit) -> Ops {
+        self.op(0, |w| layoutcommit(w, a))
+    }
+
+    pub fn layoutreturn(self, layout_type: u32, iomode: u32, r: &Return) -> Ops {
+        self.op(0, |w| layoutreturn(w, layout_type, iomode, r))
+    }
+}
+
+// ------------------------------------------------------------------ results
+
+/// Longest layout body, device address or owner string accepted back.
+const MAX_BODY: usize = 64 << 10;
+const MAX_OWNER: usize = 1024;
+/// Most layouts, mirrors, data servers, handles, addresses or versions accepted.
+const MAX_ITEMS: u32 = 256;
+
+/// One layout4 (§3.3.17): its range, iomode, type and opaque body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Layout {
+    pub offset: u64,
+    pub length: u64,
+    pub iomode: u32,
+    pub layout_type: u32,
+    pub body: Vec<u8>,
+}
+
+/// LAYOUTGET4resok (§18.43.2).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Granted {
+    pub return_on_close: bool,
+    pub stateid: [u8; 16],
+    pub layouts: Vec<Layout>,
+}
+
+fn count(r: &mut XdrReader) -> XdrResult<u32> {
+    let n = r.u32()?;
+    if n > MAX_ITEMS {
+        return Err(XdrError::TooLong);
+    }
+    Ok(n)
+}
+
+fn fixed16(r: &mut XdrReader) -> XdrResult<[u8; 16]> {
+    let mut s = [0u8; 16];
+    s.copy_from_slice(r.opaque_fixed(16)?);
+    Ok(s)
+}
+
+fn text(r: &mut XdrReader, max: usize) -> XdrResult<String> {
+    String::from_utf8(r.string(max)?.to_vec()).map_err(|_| XdrError::BadValue)
+}
+
+pub fn layoutget_ok(r: &mut XdrReader) -> XdrResult<Granted> {
+    let return_on_close = r.bool()?;
+    let stateid = fixed16(r)?;
+    let n = count(r)?;
+    let layouts = (0..n)
+        .map(|_| {
+            Ok(Layout {
+                offset: r.u64()?,
+                length: r.u64()?,
+                iomode: r.u32()?,
+                layout_type: r.u32()?,
+                body: r.opaque_var(MAX_BODY)?.to_vec(),
+            })
+        })
+        .collect::<XdrResult<_>>()?;
+    Ok(Granted {
+        return_on_close,
+        stateid,
+        layouts,
+    })
+}
+
+/// ff_data_server4 (RFC 8435 §5.1).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FfDataServer {
+    pub deviceid: [u8; 16],
+    pub efficiency: u32,
+    pub stateid: [u8; 16],
+    pub fhs: Vec<Vec<u8>>,
+    pub user: String,
+    pub group: String,
+}
+
+/// ff_layout4 (RFC 8435 §5.1): mirrors, each a list of data servers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FfLayout {
+    pub stripe_unit: u64,
+    pub mirrors: Vec<Vec<FfDataServer>>,
+    pub flags: u32,
+    pub stats_hint: u32,
+}
+
+pub fn ff_layout(body: &[u8]) -> XdrResult<FfLayout> {
+    let mut r = XdrReader::new(body);
+    let stripe_unit = r.u64()?;
+    let n = count(&mut r)?;
+    let mirrors = (0..n)
+        .map(|_| {
+            let k = count(&mut r)?;
+            (0..k).map(|_| ff_data_server(&mut r)).collect()
+        })
+        .collect::<XdrResult<_>>()?;
+    let l = FfLayout {
+        stripe_unit,
+        mirrors,
+        flags: r.u32()?,
+        stats_hint: r.u32()?,
+    };
+    if r.remaining() != 0 {
+        return Err(XdrError::BadValue);
+    }
+    Ok(l)
+}
+
+fn ff_data_server(r: &mut XdrReader) -> XdrResult<FfDataServer> {
+    let deviceid = fixed16(r)?;
+    let efficiency = r.u32()?;
+    let stateid = fixed16(r)?;
+    let n = count(r)?;
+    let fhs = (0..n)
+        .map(|_| Ok(r.opaque_var(crate::v4reply::NFS4_FHSIZE)?.to_vec()))
+        .collect::<XdrResult<_>>()?;
+    Ok(FfDataServer {
+        deviceid,
+        efficiency,
+        stateid,
+        fhs,
+        user: text(r, MAX_OWNER)?,
+        group: text(r, MAX_OWNER)?,
+    })
+}
+
+/// GETDEVICEINFO4resok (§18.40.2): the device_addr4's type and body, and the
+/// notifications the server will send.
+pub fn getdeviceinfo_ok(r: &mut XdrReader) -> XdrResult<(u32, Vec<u8>, Vec<u32>)> {
+    let t = r.u32()?;
+    let body = r.opaque_var(MAX_BODY)?.to_vec();
+    let n = r.u32()?;
+    if n > 8 {
+        return Err(XdrError::TooLong);
+    }
+    let bits = (0..n).map(|_| r.u32()).collect::<XdrResult<_>>()?;
+    Ok((t, body, bits))
+}
+
+/// ff_device_versions4 (RFC 8435 §5.1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FfVersion {
+    pub version: u32,
+    pub minor: u32,
+    pub rsize: u32,
+    pub wsize: u32,
+    pub tightly_coupled: bool,
+}
+
+/// ff_device_addr4 (RFC 8435 §5.1): (netid, universal address) pairs and versions.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FfDevice {
+    pub netaddrs: Vec<(String, String)>,
+    pub versions: Vec<FfVersion>,
+}
+
+pub fn ff_device(body: &[u8]) -> XdrResult<FfDevice> {
+    let mut r = XdrReader::new(body);
+    let n = count(&mut r)?;
+    let netaddrs = (0..n)
+        .map(|_| Ok((text(&mut r, 128)?, text(&mut r, 128)?)))
+        .collect::<XdrResult<_>>()?;
+    let n = count(&mut r)?;
+    let versions = (0..n)
+        .map(|_| {
+            Ok(FfVersion {
+                version: r.u32()?,
+                minor: r.u32()?,
+                rsize: r.u32()?,
+                wsize: r.u32()?,
+                tightly_coupled: r.bool()?,
+            })
+        })
+        .collect::<XdrResult<_>>()?;
+    Ok(FfDevice { netaddrs, versions })
+}
+
+/// A universal address of netid "tcp"/"rdma" (RFC 5665 §5.2.3.3/§5.2.3.4) as a
+/// socket address.
+pub fn uaddr(s: &str) -> Option<std::net::SocketAddr> {
+    let mut parts = s.rsplitn(3, '.');
+    let lo: u16 = parts.next()?.parse().ok()?;
+    let hi: u16 = parts.next()?.parse().ok()?;
+    let ip: std::net::IpAddr = parts.next()?.parse().ok()?;
+    if hi > 255 || lo > 255 {
+        return None;
+    }
+    Some(std::net::SocketAddr::new(ip, hi << 8 | lo))
+}
+
+/// LAYOUTRETURN4res's layoutreturn_stateid (§18.44.2).
+pub fn layoutreturn_ok(r: &mut XdrReader) -> XdrResult<Option<[u8; 16]>> {
+    if r.bool()? {
+        Ok(Some(fixed16(r)?))
+    } else {
+        Ok(None)
+    }
+}
+
+/// LAYOUTCOMMIT4resok's newsize4 (§18.42.2).
+pub fn layoutcommit_ok(r: &mut XdrReader) -> XdrResult<Option<u64>> {
+    if r.bool()? {
+        Ok(Some(r.u64()?))
+    } else {
+        Ok(None)
+    }
+}
