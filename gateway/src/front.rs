@@ -77,8 +77,16 @@ pub struct CacheAnswers {
     /// What a GETATTR or READ call asks; `None` for other procedures.
     pub parse: for<'a> fn(u32, &'a [u8]) -> Option<Ask<'a>>,
     pub getattr: fn(&mut ReadCache, &Generations, &Exports, &Request, &mut XdrWriter) -> bool,
-    pub read:
-        fn(&mut ReadCache, &Generations, &Exports, &Request, (u64, u32), &mut XdrWriter) -> bool,
+    /// A READ answered with its data copied into the reply: where the data went in
+    /// the writer's buffer (RFC 8267 §4's one DDP item); `None` on a miss.
+    pub read: fn(
+        &mut ReadCache,
+        &Generations,
+        &Exports,
+        &Request,
+        (u64, u32),
+        &mut XdrWriter,
+    ) -> Option<Range<usize>>,
     pub read_pages: fn(
         &mut ReadCache,
         &Generations,
@@ -139,6 +147,10 @@ pub struct V4Paths {
     /// The one walk over COMPOUND4args (RFC 8881 §16.2.1), with the cache shape
     /// (`SEQUENCE, PUTFH, GETATTR|READ`) decoded by the same pass.
     pub plan: for<'a> fn(&'a [u8]) -> (Plan, Option<V4Shape<'a>>),
+    /// The same walk with the DDP-eligible call items it passed (RFC 8267 §6.1), for
+    /// the RPC-over-RDMA binding's check of reduced chunks (`ulb::check_call_planned`,
+    /// which names no front end).
+    pub plan_ddp: fn(&[u8]) -> (Plan, crate::ddp::Eligibles),
     /// `SEQUENCE, PUTFH, GETATTR|READ`, decoded at the plan's offsets (a plan made
     /// without its shape: `Plan::with_ddp`).
     pub cache_shape: for<'a> fn(&'a [u8], &Plan) -> Option<V4Shape<'a>>,
@@ -184,6 +196,7 @@ pub struct V4Paths {
 /// NFSv4.1 (RFC 8881).
 pub static V4_PATHS: V4Paths = V4Paths {
     plan: Plan::with_shape,
+    plan_ddp: Plan::with_ddp,
     cache_shape: crate::nfs4::fast::shape,
     answer: crate::nfs4::fast::answer_parsed,
     answer_pages: crate::nfs4::fast::answer_pages,

@@ -8,6 +8,7 @@ pub mod call;
 pub mod cli;
 pub mod config;
 pub mod conn;
+pub mod ddp;
 pub mod effective;
 pub mod export;
 pub mod front;

@@ -46,6 +46,14 @@ def imports(module):
     return re.compile(r"(crate|super)::%s\b|(?<!nfs_wire::)\b%s::" % (module, module))
 
 
+def front_ends():
+    """A path into any NFS front end (NFSv3, NFSv4, MOUNT), or into the table of them
+    (`front`): `nfs_wire`'s numbers are not a front end."""
+    return re.compile(
+        r"(crate|super)::(nfs3|nfs4|mount|front)\b|(?<!nfs_wire::)\b(nfs3|nfs4|mount)::"
+    )
+
+
 def hits(paths, pattern):
     out = []
     for f in sources(*paths):
@@ -166,6 +174,14 @@ RULES = {
     # The two NFS front ends import nothing from each other, nor MOUNT from NFSv3.
     "nfs3-imports-nfs4": lambda: hits(["gateway/src/nfs3"], imports("nfs4")),
     "mount-imports-nfs3": lambda: hits(["gateway/src/mount.rs"], imports("nfs3")),
+    # The RPC-over-RDMA binding is a transport concern: it and the front ends import
+    # nothing from each other. They meet in the neutral `ddp.rs` (the eligible call
+    # items a front end's walk found, where an encoder put a reply's data), and the
+    # caller hands the binding the COMPOUND's walk (`front::V4_PATHS.plan_ddp`).
+    "ulb-imports-front-ends": lambda: hits(["gateway/src/ulb"], front_ends()),
+    "front-ends-import-ulb": lambda: hits(
+        ["gateway/src/nfs3", "gateway/src/nfs4", "gateway/src/mount.rs"], imports("ulb")
+    ),
     # The engine knows no NFS.
     "engine-imports-gateway": lambda: hits(["engine/src"], re.compile(r"\bgateway::|\bnfs3\b|\bnfs4\b::")),
     # One definition of each RPC program number in the workspace.

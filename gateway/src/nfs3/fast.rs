@@ -9,6 +9,7 @@ use crate::export::Exports;
 use crate::outcome::Ask;
 use engine::xdr::{XdrReader, XdrWriter};
 use nfs_wire::nfs3::{NFSPROC3_GETATTR as GETATTR, NFSPROC3_READ as READ};
+use std::ops::Range;
 
 /// The arguments of a GETATTR (RFC 1813 §3.3.1) or READ (§3.3.6) call; `None` for
 /// any other procedure or arguments that do not decode (a worker answers them).
@@ -44,7 +45,8 @@ pub fn getattr(
     true
 }
 
-/// READ3res from the cache, the data copied from its pages; false (nothing
+/// READ3res from the cache, the data copied from its pages: where the data went in
+/// the writer's buffer (the reply's DDP item, RFC 8267 §4); `None` (nothing
 /// written) unless every page of the range is cached.
 pub fn read(
     cache: &mut ReadCache,
@@ -53,17 +55,17 @@ pub fn read(
     req: &Request,
     (offset, count): (u64, u32),
     out: &mut XdrWriter,
-) -> bool {
+) -> Option<Range<usize>> {
     let Some(hit) = cache.read(gens, exports, req, offset, count) else {
         cache.missed();
-        return false;
+        return None;
     };
-    if put_read_ok(out, &hit.done, |dst| cache.copy_read(&hit, dst)).is_err() {
+    let Ok(data) = put_read_ok(out, &hit.done, |dst| cache.copy_read(&hit, dst)) else {
         cache.missed();
-        return false;
-    }
+        return None;
+    };
     cache.answered(req.fh, hit.stale);
-    true
+    Some(data)
 }
 
 /// `read` without the copy: `out` gets READ3res up to the data's length word, and the

@@ -7,6 +7,7 @@ use super::proto::{put_fattr, put_post_op_attr, put_wcc};
 use crate::fs::Attr;
 use crate::outcome::{CommitDone, ReadDone, ReadSlots, WriteDone};
 use engine::xdr::{XdrResult, XdrWriter};
+use std::ops::Range;
 
 /// GETATTR3resok after its status (RFC 1813 §3.3.1): NFS3_OK and the attributes.
 pub fn put_getattr_ok(w: &mut XdrWriter, attr: &Attr) -> XdrResult<()> {
@@ -25,14 +26,22 @@ pub fn put_read_head(w: &mut XdrWriter, d: &ReadDone) -> XdrResult<()> {
 }
 
 /// READ3resok whole: `put_read_head`, then room for the data (and its padding),
-/// which `data` fills. Nothing written (`w` rewound) when it does not fit.
-pub fn put_read_ok(w: &mut XdrWriter, d: &ReadDone, data: impl FnOnce(&mut [u8])) -> XdrResult<()> {
+/// which `data` fills. Returns where the data went in the writer's buffer (the
+/// reply's DDP item, RFC 8267 §4). Nothing written (`w` rewound) when it does not fit.
+pub fn put_read_ok(
+    w: &mut XdrWriter,
+    d: &ReadDone,
+    data: impl FnOnce(&mut [u8]),
+) -> XdrResult<Range<usize>> {
     let start = w.position();
-    let r = put_read_head(w, d).and_then(|_| w.reserve_opaque_fixed(d.n));
+    let r = put_read_head(w, d).and_then(|_| {
+        let at = w.position();
+        w.reserve_opaque_fixed(d.n).map(|dst| (at, dst))
+    });
     match r {
-        Ok(dst) => {
+        Ok((at, dst)) => {
             data(dst);
-            Ok(())
+            Ok(at..at + d.n)
         }
         Err(e) => {
             w.rewind(start);

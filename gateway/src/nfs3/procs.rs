@@ -202,7 +202,10 @@ fn readlink(ctx: &Ctx, r: &mut XdrReader, out: &mut XdrWriter) -> Res {
     out.u32(code(&res))?;
     put_post_op_attr(out, Some(&a))?;
     if let Ok(target) = res {
+        // RFC 8267 §4: the path after its length word is the reply's one DDP item.
+        let at = out.position() + 4;
         out.string(&target)?;
+        crate::ddp::note(Some(at..at + target.len()));
     }
     Ok(())
 }
@@ -250,6 +253,8 @@ fn read(ctx: &Ctx, r: &mut XdrReader, out: &mut XdrWriter) -> Res {
                 attr: a,
                 data: Some((data_at, got)),
             });
+            // RFC 8267 §4: the reply's one DDP item, for an RDMA write chunk.
+            crate::ddp::note(Some(data_at..data_at + got));
         }
         Err(s) => {
             out.rewind(start);

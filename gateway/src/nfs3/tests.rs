@@ -1467,16 +1467,11 @@ fn cached_answers_are_the_workers_bytes() {
     };
     let mut buf = vec![0u8; 64 << 10];
     let mut w = XdrWriter::new(&mut buf);
-    assert!(fast::read(
-        &mut cache,
-        &gens,
-        &h.exports,
-        &req,
-        (0, 8192),
-        &mut w
-    ));
+    let placed = fast::read(&mut cache, &gens, &h.exports, &req, (0, 8192), &mut w);
     let n = w.position();
     assert_eq!(&buf[..n], &read_rep[..]);
+    // The answer says where its data went (RFC 8267 §4): where the worker put it.
+    assert_eq!(placed, Some(at..at + len));
 
     let (_, getattr_rep) = call(&h, user(0), 1, &args(|w| w.opaque_var(&f)));
     let mut w = XdrWriter::new(&mut buf);
@@ -1495,13 +1490,64 @@ fn cached_answers_are_the_workers_bytes() {
     cache.release(pages);
     // A range not cached: nothing written.
     let mut w = XdrWriter::new(&mut buf);
-    assert!(!fast::read(
-        &mut cache,
-        &gens,
-        &h.exports,
-        &req,
-        (8192, 100),
-        &mut w
-    ));
-    assert_eq!(w.position(), 0);
+    let missed = fast::read(&mut cache, &gens, &h.exports, &req, (8192, 100), &mut w);
+    assert_eq!((missed, w.position()), (None, 0));
+}
+
+/// RFC 8267 §4: an NFSv3 READ or READLINK reply's one DDP item is noted by the
+/// encoder that writes it (`crate::ddp::note`), exactly where a walk of the reply
+/// (`ulb::reply_data`, a test oracle) finds it, so the RDMA transport never reads the
+/// reply; an error arm notes none (its write chunk comes back unused).
+#[test]
+fn read_and_readlink_note_their_ddp_item_as_they_encode() {
+    use crate::ulb::{reply_data, ReplyItem};
+    use engine::rpc::{write_accepted, Accept};
+    let h = harness();
+    let root = mnt(&h, "/");
+    let f = create(&h, user(0), &root, "placed", 0o644).unwrap();
+    let data: Vec<u8> = (0..9_000u32).map(|i| (i * 5) as u8).collect();
+    assert_eq!(write(&h, &f, 0, &data, 2).0, 0);
+    let link = args(|w| {
+        diropargs(w, &root, b"l")?;
+        sattr_mode(w, None)?;
+        w.string(b"some/target")
+    });
+    assert_eq!(status(&call(&h, user(0), 10, &link).1), 0);
+    let l = lookup(&h, user(0), &root, "l").unwrap();
+    // A whole RPC reply, as a worker encodes it after the record-mark slot.
+    let rpc = |proc_: u32, a: &[u8]| {
+        let mut buf = vec![0u8; 64 << 10];
+        let mut w = XdrWriter::at(&mut buf, 4);
+        write_accepted(&mut w, 9, Accept::Success).unwrap();
+        let c = ctx(&h, user(0));
+        assert_eq!(serve(&c, proc_, a, &mut w), Outcome::Done);
+        let n = w.position();
+        buf.truncate(n);
+        buf
+    };
+    let read = |fh: &[u8]| {
+        args(|w| {
+            w.opaque_var(fh)?;
+            w.u64(100)?;
+            w.u32(5000)
+        })
+    };
+    let _ = crate::ddp::take();
+    let rep = rpc(6, &read(&f));
+    let noted = crate::ddp::take().expect("a READ notes its data");
+    let at = reply_data(ReplyItem::ReadData, &rep[4..]).map(|r| r.start + 4..r.end + 4);
+    assert_eq!((noted.len(), noted.get(0)), (1, Some(at.clone())));
+    assert_eq!(&rep[at.unwrap()], &data[100..5100]);
+
+    let rep = rpc(5, &args(|w| w.opaque_var(&l)));
+    let noted = crate::ddp::take().expect("a READLINK notes its path");
+    let at = reply_data(ReplyItem::ReadlinkPath, &rep[4..]).map(|r| r.start + 4..r.end + 4);
+    assert_eq!((noted.len(), noted.get(0)), (1, Some(at.clone())));
+    assert_eq!(&rep[at.unwrap()], b"some/target");
+
+    // Error arms: a READ of a directory, a READLINK of a file.
+    rpc(6, &read(&root));
+    assert_eq!(crate::ddp::take(), None);
+    rpc(5, &args(|w| w.opaque_var(&f)));
+    assert_eq!(crate::ddp::take(), None);
 }

@@ -50,6 +50,7 @@ impl<'a> Compound<'a> {
             clientid: 0,
             op_index: 0,
             nops,
+            data: None,
         }
     }
 
@@ -104,7 +105,7 @@ pub(super) fn compound(
                 out.rewind(start);
                 if out.opaque_fixed(&cached.bytes).is_ok() {
                     // Where its READ data lie, as the first reply noted them.
-                    crate::ulb::v4::replayed(cached.data, start);
+                    crate::ddp::replayed(cached.data, start);
                 } else {
                     // The retransmission's reply buffer is smaller than the original's.
                     out.rewind(start);
@@ -126,14 +127,14 @@ pub(super) fn compound(
                 limits,
                 cache_max,
             } => {
-                crate::ulb::v4::begin();
+                crate::ddp::begin();
                 let (status, done) = run_ops(&mut c, &mut r, out, 1, n, start, limits);
                 finish(out, header, status, done);
                 let len = out.position() - start;
                 // Every reply that fits the slot's cache is kept (not only those with
                 // sa_cachethis): a retransmission then gets the same bytes.
                 let reply = (len <= cache_max).then(|| out.written()[start..].to_vec());
-                claim.set_data(crate::ulb::v4::noted_from(start));
+                claim.set_data(crate::ddp::noted_from(start));
                 claim.finish(reply);
                 return Outcome::Done;
             }
@@ -158,7 +159,7 @@ pub(super) fn compound(
         max: usize::MAX,
         cached: None,
     };
-    crate::ulb::v4::begin();
+    crate::ddp::begin();
     let (status, done) = run_ops(&mut c, &mut r, out, 0, n, start, limits);
     finish(out, header, status, done);
     Outcome::Done
@@ -228,6 +229,7 @@ fn run_ops(
         }
         done += 1;
         let body = out.position();
+        c.data = None;
         let st: OpResult = match f {
             Some(f) => f(c, r, out),
             None => put_status(out, NFS4ERR_OP_ILLEGAL),
@@ -258,19 +260,23 @@ fn run_ops(
             super::fast::forget();
             return (noted(op_out, NFS4ERR_REP_TOO_BIG), done - 1);
         }
-        // RFC 8267 §6.4.1: where a READ-class result's data lies, for the write list.
-        crate::ulb::v4::note_result(op_out, st.as_u32(), out.written(), body);
+        // Where the operation's encoder put its data; a result replaced above (or
+        // failed) carries none.
+        let data = c.data.take().filter(|_| st == NFS4_OK);
+        if matches!(op_out, OP_READ | OP_READLINK) {
+            // RFC 8267 §6.4.1: entry k of the write list is the k-th READ-class
+            // result, one without data included (its chunk comes back empty).
+            crate::ddp::note(data.clone());
+        }
         if st != NFS4_OK {
             // What an operation noted for the reactor cache is not learned from a
             // failed COMPOUND.
             super::fast::forget();
             return (noted(op_out, st), done);
         }
-        if op_out == OP_READ {
+        if let (OP_READ, Some(data)) = (op_out, data) {
             // The reactor cache fill takes the data from here (`fast::note_attr`).
-            if let Some(data) = crate::ulb::v4::result_data(op_out, out.written(), body) {
-                super::fast::note_read_data(data.start, data.len());
-            }
+            super::fast::note_read_data(data.start, data.len());
         }
     }
     (NFS4_OK, done)

@@ -470,7 +470,14 @@ pub(super) fn readlink(c: &mut Compound, _r: &mut XdrReader, w: &mut XdrWriter) 
         c.ctx.model.readlink(&f.node).map_err(fs_err)
     })();
     match res {
-        Ok(t) => ok_with(w, |w| w.string(&t)),
+        Ok(t) => {
+            // The link text follows the status and its length word: for the RDMA
+            // write list (RFC 8267 §6.4.1, `compound::run_ops`).
+            let at = w.position() + 8;
+            let st = ok_with(w, |w| w.string(&t))?;
+            c.data = Some(at..at + t.len());
+            Ok(st)
+        }
         Err(e) => put_status(w, e),
     }
 }

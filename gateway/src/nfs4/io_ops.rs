@@ -80,6 +80,8 @@ pub(super) fn read(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter) -> Op
             w.truncate_opaque(data_at, got);
             w.patch_u32(eof_at, eof as u32);
             w.patch_u32(len_at, got as u32);
+            // For the RDMA write list and the cache fill (`compound::run_ops`).
+            c.data = Some(data_at..data_at + got);
             Ok(NFS4_OK)
         }
         Err(s) => {

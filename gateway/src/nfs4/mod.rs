@@ -110,6 +110,11 @@ pub struct Compound<'a> {
     pub op_index: usize,
     /// Number of operations in the COMPOUND.
     pub nops: usize,
+    /// Where the running READ-class operation (READ, READLINK) put its data in the
+    /// reply buffer, reported by its encoder: the COMPOUND loop notes it for the RDMA
+    /// write list (RFC 8267 §6.4.1, `crate::ddp::note`) and the cache fill, so no
+    /// one reads the result back.
+    pub data: Option<std::ops::Range<usize>>,
 }
 
 /// Decodes the COMPOUND arguments, runs them, writes COMPOUND4res into `out`.

@@ -10,7 +10,9 @@
 //!   fields at those offsets — or, for the cache shapes, take them from the walk
 //!   itself, `Plan::with_shape`);
 //! - the positions of the DDP-eligible call items (WRITE data, CREATE NF4LNK
-//!   linkdata, RFC 8267 §6.1) that `crate::ulb::v4` matches with the reduced chunks.
+//!   linkdata, RFC 8267 §6.1), as the neutral `ddp::Eligibles` that the RPC-over-RDMA
+//!   binding (`ulb::v4`) matches with the reduced chunks; the binding gets them from
+//!   its caller (`front::V4_PATHS.plan_ddp`), the plan names no binding.
 //!
 //! The common shapes take a fast lane (`lane`: one cursor pass, no table lookup per
 //! operation), which answers only where the general walk would answer the same;
@@ -29,15 +31,13 @@
 use super::fast::Shape;
 use super::ops::*;
 use super::skip::{self, STATEID};
+pub use crate::ddp::{Eligible, Eligibles, ELIGIBLE_MAX};
 use engine::xdr::XdrReader;
 
 mod lane;
 
 /// Operations whose number and offset the plan keeps (the fast shapes need 4).
 pub const OPS_MAX: usize = 4;
-/// DDP-eligible items the plan keeps; an RPC-over-RDMA call carries at most
-/// `engine::rpcrdma::responder::MAX_DDP` (4) reduced items.
-pub const ELIGIBLE_MAX: usize = 16;
 /// Longest tag a fast shape takes (longer ones are legal: the worker answers them).
 pub const TAG_MAX: usize = 64;
 /// Longest tag COMPOUND accepts (NFS4_OPAQUE_LIMIT, `compound::TAG_MAX`).
@@ -62,14 +62,6 @@ pub const MAX_REPLY: usize = super::session_ops::MAX_RESPONSE as usize;
 pub struct Op {
     pub code: u32,
     pub at: u32,
-}
-
-/// A DDP-eligible opaque (RFC 8267 §6.1): where its data starts in COMPOUND4args
-/// (right after its length word) and the length the call declares.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Eligible {
-    pub data_at: u32,
-    pub len: u32,
 }
 
 /// The fast-path shape (minor version 1 or 2, tag up to `TAG_MAX`, nothing after the last
@@ -110,38 +102,6 @@ const _: () = assert!(std::mem::size_of::<Plan>() <= 48);
 // The numbers `Plan::code` keeps: OP_ILLEGAL is the largest RFC 8881 defines.
 const _: () = assert!(OP_ILLEGAL <= u16::MAX as u32);
 
-/// The DDP-eligible items of a COMPOUND (RFC 8267 §6.1), from the same walk as its
-/// plan (`Plan::with_ddp`): only the reactor's RPC-over-RDMA check needs them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Ddp {
-    items: [Eligible; ELIGIBLE_MAX],
-    n: u8,
-    /// More eligible items were walked than `ELIGIBLE_MAX`.
-    cut: bool,
-}
-
-impl Ddp {
-    /// The eligible items walked, in COMPOUND order (at most `ELIGIBLE_MAX`).
-    pub fn eligible(&self) -> &[Eligible] {
-        &self.items[..self.n as usize]
-    }
-
-    /// Whether eligible items past `eligible()` were walked and not kept.
-    pub fn cut(&self) -> bool {
-        self.cut
-    }
-
-    fn push(&mut self, e: Eligible) {
-        match self.items.get_mut(self.n as usize) {
-            Some(slot) => {
-                *slot = e;
-                self.n += 1;
-            }
-            None => self.cut = true,
-        }
-    }
-}
-
 /// Operations `moves_data` looks at (as `stats::data_jobs`).
 const DATA_OPS: usize = 64;
 
@@ -151,13 +111,10 @@ impl Plan {
         walk(args, &mut |_| {})
     }
 
-    /// `of`, with the DDP-eligible items the walk passed.
-    pub fn with_ddp(args: &[u8]) -> (Plan, Ddp) {
-        let mut ddp = Ddp {
-            items: [Eligible::default(); ELIGIBLE_MAX],
-            n: 0,
-            cut: false,
-        };
+    /// `of`, with the DDP-eligible items the walk passed (RFC 8267 §6.1), for the
+    /// reactor's RPC-over-RDMA check of a call's reduced chunks.
+    pub fn with_ddp(args: &[u8]) -> (Plan, Eligibles) {
+        let mut ddp = Eligibles::default();
         let plan = walk(args, &mut |e| ddp.push(e));
         (plan, ddp)
     }

@@ -395,7 +395,8 @@ fn lane_tail() -> impl Strategy<Value = Vec<Op>> {
 /// NFS4_OPAQUE_LIMIT (the worker refuses longer ones anyway) and no more eligible
 /// items than a plan keeps.
 fn ddp_agrees(rec: &[u8], at: usize, reduced: &[Reduced]) {
-    let new = crate::ulb::v4::check_compound(rec, reduced).is_ok();
+    let new =
+        crate::ulb::v4::check_compound(rec, reduced, crate::nfs4::plan::Plan::with_ddp).is_ok();
     let tag_len = XdrReader::new(&rec[at..]).u32().unwrap_or(0);
     if tag_len > 1024 || Plan::with_ddp(&rec[at..]).1.cut() {
         return;
@@ -509,7 +510,7 @@ proptest! {
                 reduced.push(Reduced { position: (len_at + 4) as u32, len });
             }
         }
-        prop_assert!(crate::ulb::v4::check_compound(&rec, &reduced).is_ok());
+        prop_assert!(crate::ulb::v4::check_compound(&rec, &reduced, crate::nfs4::plan::Plan::with_ddp).is_ok());
         ddp_agrees(&rec, at, &reduced);
         // The plan lists exactly those items, and every operation with its offset.
         let (plan, ddp) = Plan::with_ddp(&args);
@@ -521,7 +522,7 @@ proptest! {
         // The same item a few bytes off is inside no eligible field's data start.
         if let Some(first) = reduced.first_mut() {
             first.position += off_by;
-            prop_assert!(crate::ulb::v4::check_compound(&rec, &reduced).is_err());
+            prop_assert!(crate::ulb::v4::check_compound(&rec, &reduced, crate::nfs4::plan::Plan::with_ddp).is_err());
             ddp_agrees(&rec, at, &reduced);
         }
     }

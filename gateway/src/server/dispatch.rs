@@ -59,8 +59,8 @@ pub(crate) enum Verdict {
     Drop,
     /// Send this reply now.
     Reply(Buf),
-    /// Send this NFSv4 COMPOUND reply now; where its READ-class results' data lie
-    /// (RFC 8267 §6.4.1), as its executor noted them.
+    /// Send this reply now; where its READ-class results' data lie (an NFSv3 READ's
+    /// one, RFC 8267 §4; an NFSv4 COMPOUND's, §6.4.1), as the answer encoded them.
     ReplyLocated(Buf, DdpList),
     /// No buffer for an inline reply right now: retry the record later.
     Retry(Buf),
@@ -315,7 +315,7 @@ pub(crate) struct Hot<'a> {
 /// NFSv4.1 COMPOUNDs `SEQUENCE, PUTFH, GETATTR|READ` answered from the cache
 /// (`front::V4_PATHS`, over `nfs4::fast`: every check and the slot bookkeeping are
 /// there), recognised from the COMPOUND's plan. Over RPC-over-RDMA
-/// the reply's READ data, located by the answer itself (`ulb::v4::fast_located`), is
+/// the reply's READ data, located by the answer itself (its outcome), is
 /// written into the call's first write chunk (RFC 8267 §6.4.1); when that chunk has room for the
 /// data (`write_room`) and the cache pages are registered, the data goes by RDMA
 /// Write straight from the pages (`fast::answer_pages`, no copy into the reply).
@@ -392,10 +392,7 @@ fn from_cache_v4(
     buf.set_len(n);
     // The READ's outcome locates its data for an RPC-over-RDMA write chunk: the
     // transport does not read the reply to find it.
-    Some(Verdict::ReplyLocated(
-        buf,
-        crate::ulb::v4::fast_located(data),
-    ))
+    Some(Verdict::ReplyLocated(buf, DdpList::from(data)))
 }
 
 /// Answers GETATTR and small READs from the reactor's cache (run to completion, no
@@ -457,16 +454,18 @@ fn from_cache(
     let mut w = XdrWriter::at(buf.spare_mut(), MARK);
     rpc::write_accepted(&mut w, h.xid, Accept::Success).ok()?;
     let exports = hot.exports.current();
-    let hit = match read_args {
-        None => (v3.getattr)(hot.cache, hot.gens, exports, &req, &mut w),
-        Some(read) => (v3.read)(hot.cache, hot.gens, exports, &req, read, &mut w),
-    };
-    if !hit {
-        return None;
-    }
+    // A READ's answer says where its data went (RFC 8267 §4: the one item an
+    // RPC-over-RDMA write chunk takes), so the transport does not read the reply.
+    let data = match read_args {
+        None => (v3.getattr)(hot.cache, hot.gens, exports, &req, &mut w).then_some(None),
+        Some(read) => (v3.read)(hot.cache, hot.gens, exports, &req, read, &mut w).map(Some),
+    }?;
     let n = w.position();
     buf.set_len(n);
-    Some(Verdict::Reply(buf))
+    Some(match data {
+        Some(at) => Verdict::ReplyLocated(buf, DdpList::from(Some(at))),
+        None => Verdict::Reply(buf),
+    })
 }
 
 /// A GARBAGE_ARGS reply (RPC-over-RDMA calls whose reduced items break the binding).

@@ -453,7 +453,7 @@ impl ReactorState {
         };
         let mut work = None;
         let classified = supervise::request("reactor: classifying an RDMA call", || {
-            match crate::ulb::check_call_planned(&rec, reduced) {
+            match crate::ulb::check_call_planned(&rec, reduced, crate::front::V4_PATHS.plan_ddp) {
                 Ok((item, plan)) => {
                     let conn = Link::rdma(call, item);
                     // NFSv3 READ's data item, or an NFSv4 COMPOUND's (the v4 fast

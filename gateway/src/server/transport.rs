@@ -272,8 +272,9 @@ impl Transports {
         self.send_located(link, reply, None, stats, cache)
     }
 
-    /// `send` for a worker's reply, with where its COMPOUND noted its DDP-eligible
-    /// results (RFC 8267 §6.4.1; RDMA only).
+    /// `send` for a reply with where its encoder noted its DDP-eligible results
+    /// (RFC 8267 §4, §6.4.1; RDMA only): a worker's, an io_uring READ's, a cached
+    /// answer's.
     pub fn send_done(
         &mut self,
         link: Link,
@@ -360,7 +361,7 @@ impl Transports {
         match &pages {
             Some(pages) => r.reply_external(call, b, pages.as_slice()),
             None => {
-                let ddp = ddp_of(item, located, &b);
+                let ddp = ddp_of(item, located);
                 r.reply(call, b, ddp);
             }
         }
@@ -415,19 +416,17 @@ impl Transports {
     }
 }
 
-/// Where the DDP-eligible results of an RDMA reply (from its XID on) lie, as the
-/// executor that answered passed them (positions counting the record-mark slot): the
-/// READ-class results a COMPOUND noted as it ran or its slot's cache replayed, a
-/// cached or io_uring READ's outcome (RFC 8267 §6.4.1, §4). A COMPOUND that passed
-/// none ran no READ-class operation (a GETATTR, a COMPOUND that failed before one):
-/// its write chunks come back unused (RFC 8166 §4.3.2). Only an NFSv3 reply a worker
-/// or the cache encoded without its outcome is still read for its one item.
-fn ddp_of(item: ReplyItem, located: Option<DdpList>, reply: &[u8]) -> DdpList {
+/// Where the DDP-eligible results of an RDMA reply lie, as the executor that answered
+/// passed them (positions counting the record-mark slot): the READ-class results an
+/// NFSv3 READ or READLINK or a COMPOUND noted as it was encoded (`crate::ddp`) or its
+/// slot's cache replayed, a cached or io_uring READ's outcome (RFC 8267 §4, §6.4.1).
+/// A reply that passed none carries none (an error arm, a GETATTR, a COMPOUND that
+/// failed before a READ): its write chunks come back unused (RFC 8166 §4.3.2). The
+/// reply's bytes are never read to find them.
+fn ddp_of(item: ReplyItem, located: Option<DdpList>) -> DdpList {
     match (item, located) {
-        (ReplyItem::None, _) => DdpList::new(),
+        (ReplyItem::None, _) | (_, None) => DdpList::new(),
         (_, Some(list)) => list.shifted_down(MARK),
-        (ReplyItem::Compound, None) => DdpList::new(),
-        _ => crate::ulb::reply_data(item, reply).into(),
     }
 }
 

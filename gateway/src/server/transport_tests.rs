@@ -135,3 +135,25 @@ fn a_charge_dropped_with_its_job_on_another_thread_comes_back() {
     std::thread::spawn(move || drop(charge)).join().unwrap();
     assert_eq!(tcp.budget_used(conn), 0);
 }
+
+/// RFC 8267 §4, §6.4.1: an RDMA reply's DDP items are where the executor that
+/// answered noted them (an NFSv3 READ's encoder, `crate::ddp::note`; a COMPOUND's
+/// loop; a cached or io_uring READ's outcome), moved past the record-mark slot the
+/// RDMA reply does not send; a reply that noted none carries none, whatever its bytes
+/// say (the transport takes no reply bytes to find them), and a call whose binding
+/// allows no item never gets one.
+#[test]
+fn ddp_items_come_from_the_note_never_from_the_reply() {
+    let noted = DdpList::from(Some(MARK + 120..MARK + 4216));
+    let got = ddp_of(ReplyItem::ReadData, Some(noted));
+    assert_eq!((got.len(), got.get(0)), (1, Some(Some(120..4216))));
+    assert_eq!(ddp_of(ReplyItem::ReadData, None), DdpList::new());
+    assert_eq!(ddp_of(ReplyItem::ReadlinkPath, None), DdpList::new());
+    assert_eq!(ddp_of(ReplyItem::Compound, None), DdpList::new());
+    assert_eq!(ddp_of(ReplyItem::None, Some(noted)), DdpList::new());
+    let mut two = DdpList::new();
+    two.push(None);
+    two.push(Some(MARK + 300..MARK + 310));
+    let got = ddp_of(ReplyItem::Compound, Some(two));
+    assert_eq!((got.get(0), got.get(1)), (Some(None), Some(Some(300..310))));
+}

@@ -32,8 +32,10 @@ pub(crate) struct Done {
     pub reply: Option<Buf>,
     /// The call's TCP reply charge, given back as the reply is handed over.
     pub charge: Option<Charge>,
-    /// An NFSv4 COMPOUND that ran its operations: where its READ-class results lie
-    /// in `reply` (RFC 8267 §6.4.1; positions count the record-mark slot).
+    /// Where the reply's READ-class results lie in `reply`, as the encoders noted
+    /// them (`crate::ddp`: an NFSv3 READ or READLINK, RFC 8267 §4; an NFSv4
+    /// COMPOUND's, §6.4.1; positions count the record-mark slot); `None` when
+    /// none was noted.
     pub located: Option<DdpList>,
     pub fill: Option<Fill>,
     /// A regular file this call authenticated, for the reactor's io_uring READ path
@@ -181,8 +183,9 @@ fn run_job(shared: &Shared, mut job: Job) {
     let _ = crate::call::take_learned();
     let reply = execute(shared, &link.pools, &job);
     let note = crate::call::take_learned();
-    // Always taken, so no note outlives its COMPOUND on this thread.
-    let located = crate::ulb::v4::take();
+    // Where the encoders put READ-class data (`crate::ddp::note`), for an RDMA
+    // reply's write chunks; always taken, so no note outlives its call on this thread.
+    let located = crate::ddp::take();
     let fill = match (&effect, &reply) {
         (
             CacheEffect::Observe {
@@ -649,7 +652,7 @@ fn execute(shared: &Shared, pools: &Pools, job: &Job) -> Option<Buf> {
         Err(stat) => {
             // Results a COMPOUND or procedure noted before it failed are not in
             // this reply.
-            let _ = crate::ulb::v4::take();
+            let _ = crate::ddp::take();
             let _ = crate::call::take_learned();
             tracing::debug!(peer = %job.peer, prog = h.prog, proc_ = h.proc_, ?stat, "call rejected");
             let mut w = XdrWriter::at(buf.spare_mut(), MARK);

@@ -1,6 +1,11 @@
 //! The NFS upper-layer binding for RPC-over-RDMA (RFC 8267): which items are
-//! DDP-eligible, checked on calls and located in replies. Nothing else may travel in a
-//! read or write chunk (R8166-58, R8267-01, R8267-10, R8267-12).
+//! DDP-eligible, checked on calls; a reply's are noted by the encoder that wrote them
+//! (`crate::ddp`). Nothing else may travel in a read or write chunk (R8166-58,
+//! R8267-01, R8267-10, R8267-12).
+//!
+//! A transport concern: it imports no front end and no front end imports it
+//! (`tests/arch/check.py`); the two meet in the neutral `crate::ddp` and the caller
+//! hands in the COMPOUND's walk (`front::V4_PATHS.plan_ddp`).
 //!
 //! - [`v3`]: NFSv3 (§4): one eligible item per call or reply, always the last.
 //! - [`v4`]: NFSv4.1 COMPOUND (§6.1, §6.4): WRITE data and CREATE(NF4LNK) linkdata in
@@ -10,7 +15,9 @@
 pub mod v3;
 pub mod v4;
 
-pub use v3::{check_call, check_call_planned, reply_data};
+pub use v3::check_call_planned;
+#[cfg(test)]
+pub use v3::{check_call, reply_data};
 
 /// The DDP-eligible results a reply to a call may carry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -20,10 +27,10 @@ pub enum ReplyItem {
     ReadData,
     /// NFSv3 READLINK path.
     ReadlinkPath,
-    /// An NFSv4 COMPOUND: its READ-class results are noted by the COMPOUND loop as it
-    /// runs ([`v4::note_result`]) or kept with a reply the slot's cache replays
-    /// ([`v4::replayed`]), or passed by the executor that answered (the cache's and
-    /// the io_uring READ's outcome).
+    /// An NFSv4 COMPOUND: its READ-class results are noted by the COMPOUND loop from
+    /// what its READ and READLINK report (`crate::ddp::note`) or kept with a reply the
+    /// slot's cache replays (`crate::ddp::replayed`), or passed by the executor that
+    /// answered (the cache's and the io_uring READ's outcome).
     Compound,
 }
 

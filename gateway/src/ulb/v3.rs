@@ -7,37 +7,34 @@
 //! XDR pad, RFC 8166 §3.4.5.2). Anything else is GARBAGE_ARGS (RFC 8166 §6.1, R8166-59).
 //!
 //! Replies: READ data (proc 6) and READLINK path (proc 5), each the last item of the
-//! OK arm; error arms carry none (the write chunk then comes back unused).
+//! OK arm; error arms carry none (the write chunk then comes back unused). Where the
+//! item went is noted by the NFSv3 encoder that wrote it (`crate::ddp::note`) or
+//! passed by the executor that answered (the read cache's and the io_uring READ's
+//! outcome); nothing here reads a reply, except the test oracle [`reply_data`].
 
 use super::{ReplyItem, Violation};
-use crate::nfs3::{NFS_PROGRAM, NFS_V3};
-use crate::nfs4::plan::Plan;
-use engine::rpc::{self, Accept, ReplyStatus};
+use crate::ddp::Eligibles;
+use engine::rpc;
 use engine::rpcrdma::responder::Reduced;
-use engine::xdr::{padded, XdrReader};
-use std::ops::Range;
-
-const READLINK: u32 = 5;
-const READ: u32 = 6;
-const WRITE: u32 = 7;
-const SYMLINK: u32 = 10;
-/// fattr3 on the wire (RFC 1813 §2.6).
-const FATTR3_LEN: usize = 84;
+use engine::xdr::padded;
+use nfs_wire::nfs3::{
+    NFSPROC3_READ as READ, NFSPROC3_READLINK as READLINK, NFSPROC3_SYMLINK as SYMLINK,
+    NFSPROC3_WRITE as WRITE,
+};
+use nfs_wire::{NFS_PROGRAM, NFS_V3};
 
 /// Checks the reduced items of a reassembled call and says which DDP item its reply
-/// may carry (NFSv4 COMPOUNDs go to [`super::v4`]).
-pub fn check_call(rec: &[u8], reduced: &[Reduced]) -> Result<ReplyItem, Violation> {
-    check_call_planned(rec, reduced).map(|(item, _)| item)
-}
-
-/// `check_call`, with the plan of an NFSv4 COMPOUND whose reduced items were matched
-/// against it (`nfs4::plan`, one walk: classify takes it instead of walking again);
-/// `None` for every other call, and for a COMPOUND without reduced items (nothing
-/// was walked).
-pub fn check_call_planned(
+/// may carry; an NFSv4 COMPOUND's go to [`super::v4`], matched against the eligible
+/// items `walk` finds in its arguments (the front end's one walk over them, given by
+/// the caller: `front::V4_PATHS.plan_ddp`). Returns what that walk made besides (the
+/// COMPOUND's plan, opaque here: classify takes it instead of walking again); `None`
+/// for every other call, and for a COMPOUND without reduced items (nothing was
+/// walked).
+pub fn check_call_planned<P>(
     rec: &[u8],
     reduced: &[Reduced],
-) -> Result<(ReplyItem, Option<Plan>), Violation> {
+    walk: impl FnOnce(&[u8]) -> (P, Eligibles),
+) -> Result<(ReplyItem, Option<P>), Violation> {
     let word = |at: usize| {
         rec.get(at..at + 4)
             .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
@@ -61,7 +58,7 @@ pub fn check_call_planned(
         return Err(Violation { xid });
     };
     if h.prog == NFS_PROGRAM && h.vers == super::v4::NFS_V4 && h.proc_ == super::v4::COMPOUND {
-        return super::v4::check_planned(rec, reduced);
+        return super::v4::check_planned(rec, reduced, walk);
     }
     let nfs3 = h.prog == NFS_PROGRAM && h.vers == NFS_V3;
     let eligible = nfs3 && (h.proc_ == WRITE || h.proc_ == SYMLINK);
@@ -84,9 +81,25 @@ fn ends_call(rec: &[u8], r: Reduced) -> bool {
     len_ok && pos + padded(declared) == rec.len()
 }
 
-/// Where the DDP-eligible result's data lies in an encoded reply (starting at the
-/// XID), or `None` when the reply has no such item (an error arm).
-pub fn reply_data(item: ReplyItem, reply: &[u8]) -> Option<Range<usize>> {
+/// `check_call_planned` of a call that is not a COMPOUND with reduced items (tests:
+/// a COMPOUND's reduced items then match nothing).
+#[cfg(test)]
+pub fn check_call(rec: &[u8], reduced: &[Reduced]) -> Result<ReplyItem, Violation> {
+    check_call_planned(rec, reduced, |_| ((), Eligibles::default())).map(|(item, _)| item)
+}
+
+/// fattr3 on the wire (RFC 1813 §2.6).
+#[cfg(test)]
+const FATTR3_LEN: usize = 84;
+
+/// Test oracle: where the DDP-eligible result's data lies in an encoded reply
+/// (starting at the XID), or `None` when the reply has no such item (an error arm),
+/// found by reading the reply. The server never does this: the encoder notes it
+/// (`crate::ddp::note`), and the tests hold the note to what this walk finds.
+#[cfg(test)]
+pub fn reply_data(item: ReplyItem, reply: &[u8]) -> Option<std::ops::Range<usize>> {
+    use engine::rpc::{Accept, ReplyStatus};
+    use engine::xdr::XdrReader;
     if !matches!(item, ReplyItem::ReadData | ReplyItem::ReadlinkPath) {
         return None;
     }
@@ -114,7 +127,7 @@ pub fn reply_data(item: ReplyItem, reply: &[u8]) -> Option<Range<usize>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use engine::rpc::{write_accepted, write_call, Cred};
+    use engine::rpc::{write_accepted, write_call, Accept, Cred};
     use engine::xdr::XdrWriter;
 
     fn call(proc_: u32, args: &[u8]) -> Vec<u8> {

@@ -10,39 +10,43 @@
 //! items before it than a plan keeps), is GARBAGE_ARGS (RFC 8166 §6.1, RFC 8267
 //! §6.4.2: R8267-26).
 //!
-//! Replies (§6.4.1, R8267-18..22): the COMPOUND loop notes where each READ-class
-//! result's data lies ([`begin`], [`note_result`], [`take`]); the list travels with
-//! the reply to the transport, which pairs entry k with write chunk k.
+//! Replies (§6.4.1, R8267-18..22): the encoders note where each READ-class
+//! result's data went (`crate::ddp::note`, the COMPOUND loop from what its READ and
+//! READLINK report); the list travels with the reply to the transport, which pairs
+//! entry k with write chunk k. Nothing here reads a reply, except the test oracle
+//! [`fast_read_data`].
+//!
+//! This module names no front end: the COMPOUND's walk comes from its caller
+//! (`front::V4_PATHS.plan_ddp`, docs/architecture.md §2 "Layering rules").
 
 use super::{ReplyItem, Violation};
-use crate::nfs4::ops::*;
-use crate::nfs4::plan::{Ddp, Plan};
+use crate::ddp::Eligibles;
 use engine::rpc;
-use engine::rpcrdma::responder::{DdpList, Reduced};
+use engine::rpcrdma::responder::Reduced;
 use engine::xdr::{padded, XdrReader};
-use std::cell::Cell;
-use std::ops::Range;
-
-/// NFS4_OK as the reply word it is compared with.
-const NFS4_OK: u32 = crate::nfs4::status::NFS4_OK.as_u32();
 
 pub use nfs_wire::nfs4::NFSPROC4_COMPOUND as COMPOUND;
 pub use nfs_wire::NFS_V4;
 
 /// Checks the reduced items of an NFSv4 COMPOUND call (`rec` from the XID on)
-/// against the eligible items of its plan (`nfs4::plan::Plan`, the one walk over its
-/// arguments).
-pub fn check_compound(rec: &[u8], reduced: &[Reduced]) -> Result<ReplyItem, Violation> {
-    check_planned(rec, reduced).map(|(item, _)| item)
-}
-
-/// `check_compound`, with the plan its reduced items were matched against (`None`
-/// when there were none: nothing was walked), so the call is classified without a
-/// second walk.
-pub fn check_planned(
+/// against the eligible items `walk` finds in its arguments (the front end's one
+/// walk, `nfs4::plan::Plan::with_ddp`).
+pub fn check_compound<P>(
     rec: &[u8],
     reduced: &[Reduced],
-) -> Result<(ReplyItem, Option<Plan>), Violation> {
+    walk: impl FnOnce(&[u8]) -> (P, Eligibles),
+) -> Result<ReplyItem, Violation> {
+    check_planned(rec, reduced, walk).map(|(item, _)| item)
+}
+
+/// `check_compound`, with what the walk made besides the eligible items (the
+/// COMPOUND's plan, opaque here; `None` when there were no reduced items: nothing was
+/// walked), so the call is classified without a second walk.
+pub fn check_planned<P>(
+    rec: &[u8],
+    reduced: &[Reduced],
+    walk: impl FnOnce(&[u8]) -> (P, Eligibles),
+) -> Result<(ReplyItem, Option<P>), Violation> {
     let xid = rec
         .get(..4)
         .map_or(0, |b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]));
@@ -58,7 +62,7 @@ pub fn check_planned(
             _ => Err(Violation { xid }),
         };
     }
-    let (plan, ddp) = Plan::with_ddp(args);
+    let (plan, ddp) = walk(args);
     match matches_ddp(&ddp, args_at, reduced) {
         true => Ok((ReplyItem::Compound, Some(plan))),
         false => Err(Violation { xid }),
@@ -66,12 +70,12 @@ pub fn check_planned(
 }
 
 /// Whether every reduced item (positions from the XID, in order) is the data of an
-/// eligible item of a COMPOUND's plan (arguments at `args_at` of the record), each eligible item
+/// eligible item of a COMPOUND (arguments at `args_at` of the record), each eligible item
 /// matched at most once and in COMPOUND order, carrying the declared length with or
 /// without its XDR pad (R8166-52). An item anywhere else — inside another field, past
 /// where the walk could go, or past the eligible items a plan keeps — breaks the
 /// binding.
-pub fn matches_ddp(ddp: &Ddp, args_at: usize, reduced: &[Reduced]) -> bool {
+pub fn matches_ddp(ddp: &Eligibles, args_at: usize, reduced: &[Reduced]) -> bool {
     let mut eligible = ddp.eligible().iter();
     reduced.iter().all(|red| {
         let at = red.position as usize;
@@ -85,87 +89,6 @@ pub fn matches_ddp(ddp: &Ddp, args_at: usize, reduced: &[Reduced]) -> bool {
     })
 }
 
-thread_local! {
-    /// The READ-class results of the COMPOUND running on this worker thread, or
-    /// `None` when it did not run its operations (a replay from the slot cache).
-    static LOCATED: Cell<Option<DdpList>> = const { Cell::new(None) };
-}
-
-/// A COMPOUND starts running its operations: results are noted from here.
-pub fn begin() {
-    LOCATED.with(|l| l.set(Some(DdpList::new())));
-}
-
-/// After operation `op` finished with status `st`, its result written at `body..` of
-/// `written` (the status word first): a READ-class result is noted with where its data
-/// lies, or without data when it failed (its chunk then comes back empty, R8267-21).
-pub fn note_result(op: u32, st: u32, written: &[u8], body: usize) {
-    if !matches!(op, OP_READ | OP_READLINK) {
-        return;
-    }
-    let data = (st == NFS4_OK)
-        .then(|| result_data(op, written, body))
-        .flatten();
-    LOCATED.with(|l| {
-        if let Some(mut list) = l.get() {
-            // Past MAX_DDP results the entry is dropped: those go inline.
-            list.push(data);
-            l.set(Some(list));
-        }
-    });
-}
-
-/// Where the data of a successful READ or READLINK result written at `body..` of
-/// `written` (its status word first) lies; `None` for other operations.
-pub fn result_data(op: u32, written: &[u8], body: usize) -> Option<Range<usize>> {
-    let len_at = match op {
-        OP_READ => body + 8,     // status, eof
-        OP_READLINK => body + 4, // status
-        _ => return None,
-    };
-    let w = written.get(len_at..len_at + 4)?;
-    let len = u32::from_be_bytes([w[0], w[1], w[2], w[3]]) as usize;
-    let start = len_at + 4;
-    let end = start.checked_add(len)?;
-    (end <= written.len()).then_some(start..end)
-}
-
-/// Takes (and clears) the results noted since [`begin`] on this thread.
-pub fn take() -> Option<DdpList> {
-    LOCATED.with(|l| l.take())
-}
-
-/// The results noted since [`begin`] on this thread, each moved `by` bytes towards
-/// the start (positions from a COMPOUND4res written at `by`, for the slot's reply
-/// cache: `state::sessions::CachedReply::data`); still there for [`take`].
-pub fn noted_from(by: usize) -> DdpList {
-    LOCATED
-        .with(|l| l.get())
-        .unwrap_or_default()
-        .shifted_down(by)
-}
-
-/// A COMPOUND4res replayed from the slot's reply cache, written at `at`: its
-/// READ-class results are those the first reply noted (`data`, positions from the
-/// COMPOUND4res), so the transport places them as it did then (RFC 8267 §6.4.1)
-/// without reading the reply.
-pub fn replayed(data: DdpList, at: usize) {
-    let mut list = DdpList::new();
-    for k in 0..data.len() {
-        let r = data.get(k).flatten();
-        list.push(r.and_then(|r| Some(r.start.checked_add(at)?..r.end.checked_add(at)?)));
-    }
-    LOCATED.with(|l| l.set(Some(list)));
-}
-
-/// The READ-class results of a COMPOUND the reactor's cache answered
-/// (`nfs4::fast`), from the answer's outcome: where its READ's data lies in the reply
-/// buffer (`None`: a GETATTR, no READ-class result). The fast path answers only
-/// successful READs; nothing reads the reply to find them.
-pub fn fast_located(read: Option<Range<usize>>) -> DdpList {
-    read.into()
-}
-
 /// Test oracle: the READ-class result of a `SEQUENCE, PUTFH, READ|READLINK` reply,
 /// found by reading the reply (`reply` from the XID on). The server never does this:
 /// every executor passes where its READ data lies with the reply (the worker's
@@ -173,8 +96,8 @@ pub fn fast_located(read: Option<Range<usize>>) -> DdpList {
 /// the tests hold those positions to what this walk finds. A failed READ or READLINK
 /// gives an entry without data (its chunk comes back empty, R8267-21).
 #[cfg(test)]
-pub fn fast_read_data(reply: &[u8]) -> DdpList {
-    let mut list = DdpList::new();
+pub fn fast_read_data(reply: &[u8]) -> engine::rpcrdma::responder::DdpList {
+    let mut list = engine::rpcrdma::responder::DdpList::new();
     if let Some(item) = simple_read_class(reply) {
         list.push(item);
     }
@@ -183,7 +106,10 @@ pub fn fast_read_data(reply: &[u8]) -> DdpList {
 
 /// Reads words at fixed offsets, every access bounds-checked.
 #[cfg(test)]
-fn simple_read_class(reply: &[u8]) -> Option<Option<Range<usize>>> {
+fn simple_read_class(reply: &[u8]) -> Option<Option<std::ops::Range<usize>>> {
+    use nfs_wire::nfs4::{OP_PUTFH, OP_READ, OP_READLINK, OP_SEQUENCE};
+    // NFS4_OK (RFC 8881 §15.1) as the reply word it is compared with.
+    const NFS4_OK: u32 = 0;
     let word = |at: usize| -> Option<u32> {
         let b = reply.get(at..at.checked_add(4)?)?;
         Some(u32::from_be_bytes([b[0], b[1], b[2], b[3]]))

@@ -135,6 +135,7 @@ fn compound<'a>(ctx: &'a Ctx<'a>, state: &'a State, clientid: u64) -> Compound<'
         clientid,
         op_index: 0,
         nops: 1,
+        data: None,
     }
 }
 

@@ -205,9 +205,9 @@ fn write_read_commit_replies_equal_the_workers() {
     // it, so a replay on a worker passes the same place without reading the reply.
     let at = head.len() - 12;
     fast_io::finish(s, &head, Some(at..at + 10));
-    let _ = crate::ulb::v4::take();
+    let _ = crate::ddp::take();
     assert_eq!(run(&h, &args), head, "replayed from the slot");
-    let replayed = crate::ulb::v4::take().expect("a replay passes its READ data");
+    let replayed = crate::ddp::take().expect("a replay passes its READ data");
     assert_eq!(
         (replayed.len(), replayed.get(0)),
         (1, Some(Some(at..at + 10)))
@@ -454,7 +454,7 @@ fn r8267_a_replay_passes_the_read_data_its_first_run_noted() {
     ];
     let args = compound_args(b"two", 1, &ops);
     let first = run(&h, &args);
-    let noted = crate::ulb::v4::take().expect("the first run notes its READs");
+    let noted = crate::ddp::take().expect("the first run notes its READs");
     assert_eq!(noted.len(), 2);
     let (a, b) = (
         noted.get(0).flatten().unwrap(),
@@ -465,8 +465,57 @@ fn r8267_a_replay_passes_the_read_data_its_first_run_noted() {
     assert_eq!(&first[b.clone()], &[5u8; 10][..]);
     assert_eq!(run(&h, &args), first, "replayed from the slot");
     assert_eq!(
-        crate::ulb::v4::take(),
+        crate::ddp::take(),
         Some(noted),
         "the replay passes the same"
+    );
+}
+
+/// RFC 8267 §6.4.1: the COMPOUND loop notes each READ-class result, in COMPOUND order,
+/// where its encoder (READ, READLINK) reported writing its data (`Compound::data`),
+/// nothing reading the result back; a failed one is noted without data (its write
+/// chunk comes back empty, R8267-21).
+#[test]
+fn r8267_read_class_results_are_noted_where_their_encoders_put_them() {
+    let (h, fh, _) = setup();
+    let root = h.model.root(0).unwrap();
+    let owner = crate::fs::Owner { uid: 0, gid: 0 };
+    let set = crate::fs::SetAttr::default();
+    let lnk = h
+        .model
+        .symlink(&root, b"l", b"some/target", &set, owner)
+        .unwrap();
+    let lfh = h.model.handle(&lnk).as_bytes().to_vec();
+    let (_, sid) = session(&h, b"io-noted");
+    let read = |off: u64, count: u32| -> Op {
+        Box::new(move |w: &mut XdrWriter| {
+            w.u32(OP_READ)?;
+            Stateid::ANONYMOUS.encode(w)?;
+            w.u64(off)?;
+            w.u32(count)
+        })
+    };
+    let readlink: Op = Box::new(|w: &mut XdrWriter| w.u32(OP_READLINK));
+    let ops = [
+        seq(sid, 1, false),
+        putfh(fh.clone()),
+        read(0, 100),
+        putfh(lfh),
+        readlink,
+        // READ of a symbolic link: NFS4ERR_INVAL, the COMPOUND ends here.
+        read(0, 10),
+    ];
+    let _ = crate::ddp::take();
+    let rep = run(&h, &compound_args(b"noted", 1, &ops));
+    let noted = crate::ddp::take().expect("a COMPOUND that ran notes its READs");
+    assert_eq!(noted.len(), 3);
+    let a = noted.get(0).flatten().expect("READ data");
+    let b = noted.get(1).flatten().expect("READLINK text");
+    assert_eq!(&rep[a], &[5u8; 100][..]);
+    assert_eq!(&rep[b], b"some/target");
+    assert_eq!(
+        noted.get(2),
+        Some(None),
+        "a failed READ takes its chunk, empty"
     );
 }

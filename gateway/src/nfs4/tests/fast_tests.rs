@@ -88,10 +88,10 @@ const LINUX_ATTRS: &[u32] = &[
 ];
 
 /// Runs `args` on the fast path: the COMPOUND4res, or None (→ worker). Every answer
-/// locates its READ data itself (`ulb::v4::fast_located`, for an RPC-over-RDMA write
-/// chunk): where the reply walk finds it in the RPC reply (`fast_read_data`).
+/// locates its READ data itself (its outcome, for an RPC-over-RDMA write chunk):
+/// where the reply walk finds it in the RPC reply (`fast_read_data`).
 fn fast_call(f: &mut F, args: &[u8]) -> Option<Vec<u8>> {
-    use crate::ulb::v4::{fast_located, fast_read_data};
+    use crate::ulb::v4::fast_read_data;
     let mut buf = vec![0u8; 1 << 20];
     let mut w = XdrWriter::new(&mut buf);
     engine::rpc::write_accepted(&mut w, 7, engine::rpc::Accept::Success).unwrap();
@@ -109,7 +109,7 @@ fn fast_call(f: &mut F, args: &[u8]) -> Option<Vec<u8>> {
     let n = w.position();
     buf.truncate(n);
     assert_eq!(
-        fast_located(data),
+        engine::rpcrdma::responder::DdpList::from(data),
         fast_read_data(&buf),
         "READ data located"
     );
