@@ -163,6 +163,10 @@ impl crate::fs::ChangeObserver for Generations {
     fn all(&self) {
         self.bump_all()
     }
+
+    fn changes(&self) -> Option<u64> {
+        Some(Generations::changes(self))
+    }
 }
 
 /// A file handle as a map key (exact bytes).
