@@ -244,7 +244,7 @@ impl Listings {
 
     /// Entries held (tests).
     #[cfg(test)]
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.entries
     }
 }
