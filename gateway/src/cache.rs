@@ -95,6 +95,9 @@ impl Stamp {
 pub struct Generations {
     slots: Box<[AtomicU64]>,
     epoch: AtomicU64,
+    /// Moves with every bump of any file or of the epoch: a reactor keeps a listing
+    /// only if no file changed while a worker listed it (`cache_dirs`).
+    changes: AtomicU64,
 }
 
 impl Default for Generations {
@@ -108,6 +111,7 @@ impl Generations {
         Generations {
             slots: (0..GEN_SLOTS).map(|_| AtomicU64::new(0)).collect(),
             epoch: AtomicU64::new(0),
+            changes: AtomicU64::new(0),
         }
     }
 
@@ -126,14 +130,23 @@ impl Generations {
     /// Invalidates what is cached about one file (any change the file model or a
     /// reactor's own io_uring write makes to it).
     pub fn bump_file(&self, fileid: u64) {
-        self.slot(fileid).fetch_add(1, Ordering::AcqRel);
+        // `changes` first: whoever reads a file's stamp and then `changes` unmoved
+        // knows no bump of that file completed in between (`cache_dirs`).
+        self.changes.fetch_add(1, Ordering::SeqCst);
+        self.slot(fileid).fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// Bumps so far, of any file or of the epoch.
+    pub fn changes(&self) -> u64 {
+        self.changes.load(Ordering::SeqCst)
     }
 
     /// Invalidates everything: for what cannot be named (a reactor's cache left
     /// half-updated by a panic, a directory rename a store did only in part). Other
     /// changes bump the files they touch (`ChangeObserver` below).
     pub fn bump_all(&self) {
-        self.epoch.fetch_add(1, Ordering::AcqRel);
+        self.changes.fetch_add(1, Ordering::SeqCst);
+        self.epoch.fetch_add(1, Ordering::SeqCst);
     }
 }
 
@@ -149,6 +162,10 @@ impl crate::fs::ChangeObserver for Generations {
 
     fn all(&self) {
         self.bump_all()
+    }
+
+    fn changes(&self) -> Option<u64> {
+        Some(Generations::changes(self))
     }
 }
 
@@ -200,6 +217,8 @@ pub enum FillData {
     /// The data of the READ reply travelling with the fill: file offset, and the byte
     /// range in the reply.
     InReply { offset: u64, at: usize, len: usize },
+    /// A directory page a worker listed (the fill's attributes are the directory's).
+    Listing(Box<dirs::ListingFill>),
 }
 
 /// The attributes a page was read under: a change behind the gateway's back changes
@@ -244,6 +263,8 @@ struct PageEntry {
 #[derive(Debug, Default, Clone, Copy)]
 pub struct CacheStats {
     pub hits: u64,
+    /// Of `hits`, listing pages (`cache_dirs`).
+    pub listings: u64,
     pub misses: u64,
     pub pages: usize,
 }
@@ -275,6 +296,8 @@ pub struct ReadCache {
     /// The handle whose expired attributes a hit just served: the caller starts its
     /// revalidation (`take_revalidation`).
     revalidate: Option<FhKey>,
+    /// Recently listed directories (`cache_dirs`).
+    dirs: dirs::Listings,
 }
 
 /// A cached READ answered without copying its data: the reply carries the header up
@@ -341,6 +364,7 @@ impl ReadCache {
             zombie_count: 0,
             spare_reads: Vec::new(),
             revalidate: None,
+            dirs: dirs::Listings::default(),
         })
     }
 
@@ -447,6 +471,26 @@ impl ReadCache {
             self.note_stale(fh);
         }
         self.stats.hits += 1;
+    }
+
+    /// The run of directory `req.fh` when it answers a listing call from `cookie`
+    /// (`cache_dirs::Listings::lookup`). Counts nothing: the caller reports
+    /// `answered_listing` or `missed`.
+    pub fn listing(
+        &self,
+        gens: &Generations,
+        exports: &Exports,
+        req: &Request,
+        cookie: u64,
+        verf: [u8; 8],
+    ) -> Option<ListingHit<'_>> {
+        self.dirs.lookup(gens, exports, req, cookie, verf)
+    }
+
+    /// A listing page went out from the cache.
+    pub fn answered_listing(&mut self) {
+        self.stats.hits += 1;
+        self.stats.listings += 1;
     }
 
     /// A call the cache could not answer.
@@ -623,6 +667,9 @@ impl ReadCache {
                     self.fill_pages(&fill.attr, fill.stamp, offset, data)
                 }
             }
+            Some(FillData::Listing(l)) => {
+                self.dirs.fill(gens, fill.fh, fill.export, &fill.attr, *l);
+            }
             None => {}
         }
     }
@@ -784,6 +831,10 @@ impl ReadCache {
         got
     }
 }
+
+#[path = "cache_dirs.rs"]
+pub mod dirs;
+pub use dirs::{ListedEntry, ListedPage, ListingFill, ListingHit};
 
 #[cfg(test)]
 #[path = "cache_tests.rs"]

@@ -55,6 +55,23 @@ pub fn take_learned() -> Option<Learned> {
     LEARNED.with(|c| c.take())
 }
 
+thread_local! {
+    /// The last directory page this worker thread listed and encoded (READDIRPLUS).
+    static LISTING: std::cell::RefCell<Option<crate::cache::ListedPage>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// Notes the page the call being encoded on this thread listed, for the reactor's
+/// listings (`cache_dirs`), beside its directory's attributes (`note_learned`).
+pub fn note_listing(p: crate::cache::ListedPage) {
+    LISTING.with(|c| *c.borrow_mut() = Some(p));
+}
+
+/// Takes (and clears) this thread's listing note, as `take_learned`.
+pub fn take_listing() -> Option<crate::cache::ListedPage> {
+    LISTING.with(|c| c.borrow_mut().take())
+}
+
 /// A file a call names that may conflict with another client's NFSv4.1 delegation
 /// (RFC 8881 §10.2): by handle, or as a directory entry (directory handle, name).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -7,7 +7,7 @@ use crate::cache::{Generations, PageRead, ReadCache, Request};
 use crate::call::{Ctx, Outcome, Touches};
 use crate::export::Exports;
 use crate::fs::{Attr, Status};
-use crate::outcome::{Ask, CommitDone, ReadSlots, WriteDone};
+use crate::outcome::{Ask, CommitDone, ListAsk, ReadSlots, WriteDone};
 use crate::state::State;
 use engine::rpc::Cred;
 use engine::xdr::{XdrResult, XdrWriter};
@@ -96,14 +96,20 @@ pub struct CacheAnswers {
         u32,
         &mut XdrWriter,
     ) -> Option<Box<PageRead>>,
+    /// What a listing call asks (`None`: not one the cache's listings answer).
+    pub parse_listing: for<'a> fn(u32, &'a [u8]) -> Option<ListAsk<'a>>,
+    pub listing:
+        fn(&mut ReadCache, &Generations, &Exports, &Request, &ListAsk, &mut XdrWriter) -> bool,
 }
 
-/// NFSv3 GETATTR and READ from the cache.
+/// NFSv3 GETATTR and READ from the cache, READDIRPLUS from its listings.
 pub static V3_CACHE: CacheAnswers = CacheAnswers {
     parse: crate::nfs3::fast::parse,
     getattr: crate::nfs3::fast::getattr,
     read: crate::nfs3::fast::read,
     read_pages: crate::nfs3::fast::read_pages,
+    parse_listing: crate::nfs3::fast::parse_listing,
+    listing: crate::nfs3::fast::readdirplus,
 };
 
 /// A front end's encoders of the outcomes the reactor's io_uring executor returns

@@ -58,6 +58,18 @@ pub struct Ask<'a> {
     pub read: Option<(u64, u32)>,
 }
 
+/// What a directory listing call asks (decoded by its front end): the directory's
+/// handle, where to resume (cookie and verifier) and the reply's bounds.
+#[derive(Debug, Clone, Copy)]
+pub struct ListAsk<'a> {
+    pub fh: &'a [u8],
+    pub cookie: u64,
+    pub verf: [u8; 8],
+    /// Bytes of the entries' names and cookies (RFC 1813 §3.3.17 dircount; 0: none).
+    pub dircount: usize,
+    pub maxcount: usize,
+}
+
 /// Where a READ reply encoded before its I/O left its count, eof and data length to
 /// fill in once the read is done (positions in the reply buffer; the data follows).
 #[derive(Debug, Clone, Copy)]

@@ -85,6 +85,13 @@ pub trait ChangeObserver: Send + Sync {
     fn file(&self, fileid: u64);
     /// What is cached about any file may be wrong (the change cannot name them).
     fn all(&self);
+    /// Changes reported so far, of any file, including those the observer learns
+    /// elsewhere (a reactor's own io_uring writes); `None`: not counted (the model
+    /// then counts its own reports). A listing page is reused only while this has
+    /// not moved (`imp::listing`).
+    fn changes(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// Which files have NFSv4 opens (the server's open table implements it): a REMOVE or

@@ -3,12 +3,18 @@
 //! a neutral outcome (`cache::AttrHit`, `cache::ReadHit`) and `outcome` encodes it.
 //! A call the cache cannot answer leaves nothing written and goes to a worker.
 
+use super::dirpage::{plus_dlimit, plus_fit, put_plus_ok};
 use super::outcome::{put_getattr_ok, put_read_head, put_read_ok};
+use super::MAX_DIR_REPLY;
+use crate::cache::dirs::Listings;
 use crate::cache::{Generations, PageRead, ReadCache, Request};
 use crate::export::Exports;
 use crate::outcome::Ask;
+use crate::outcome::ListAsk;
 use engine::xdr::{XdrReader, XdrWriter};
-use nfs_wire::nfs3::{NFSPROC3_GETATTR as GETATTR, NFSPROC3_READ as READ};
+use nfs_wire::nfs3::{
+    NFSPROC3_GETATTR as GETATTR, NFSPROC3_READ as READ, NFSPROC3_READDIRPLUS as READDIRPLUS,
+};
 use std::ops::Range;
 
 /// The arguments of a GETATTR (RFC 1813 §3.3.1) or READ (§3.3.6) call; `None` for
@@ -92,4 +98,67 @@ pub fn read_pages(
     }
     cache.answered(req.fh, hit.stale);
     Some(cache.pin_read(&hit, lkey))
+}
+
+/// The arguments of a READDIRPLUS call (RFC 1813 §3.3.17) the reactor's listings
+/// may answer; `None` for any other procedure or arguments that do not decode.
+pub fn parse_listing(proc_: u32, args: &[u8]) -> Option<ListAsk<'_>> {
+    if proc_ != READDIRPLUS {
+        return None;
+    }
+    let mut r = XdrReader::new(args);
+    let fh = r.opaque_var(crate::fs::FH_MAX).ok()?;
+    let cookie = r.u64().ok()?;
+    let verf = r.opaque_fixed(8).ok()?.try_into().ok()?;
+    let dircount = r.u32().ok()? as usize;
+    let maxcount = r.u32().ok()? as usize;
+    Some(ListAsk {
+        fh,
+        cookie,
+        verf,
+        dircount,
+        maxcount,
+    })
+}
+
+/// READDIRPLUS3res from the reactor's listings (`cache_dirs`): the page a worker
+/// would answer — as many entries after the cookie as the counts allow, which the
+/// listing must hold unless it reaches the directory's end — with every entry shown
+/// unchanged since it was listed; false (nothing written) otherwise, and errors
+/// (a bad cookie or verifier, a count too small) are the worker's to answer.
+pub fn readdirplus(
+    cache: &mut ReadCache,
+    gens: &Generations,
+    exports: &Exports,
+    req: &Request,
+    ask: &ListAsk,
+    out: &mut XdrWriter,
+) -> bool {
+    let start = out.position();
+    let done = (|| {
+        let hit = cache.listing(gens, exports, req, ask.cookie, ask.verf)?;
+        let limit = ask.maxcount.min(MAX_DIR_REPLY).min(out.remaining());
+        let (fit, used) = plus_fit(
+            hit.entries.iter().map(|(e, _)| e),
+            limit,
+            plus_dlimit(ask.dircount),
+        );
+        let all = fit == hit.entries.len();
+        if used > limit || (fit == 0 && !all) || (all && !hit.eof) {
+            return None;
+        }
+        let used = &hit.entries[..fit];
+        if !Listings::current(gens, used) {
+            return None;
+        }
+        let eof = all && hit.eof;
+        put_plus_ok(out, hit.dir, &hit.verf, used.iter().map(|(e, _)| e), eof).ok()
+    })();
+    if done.is_none() {
+        out.rewind(start);
+        cache.missed();
+        return false;
+    }
+    cache.answered_listing();
+    true
 }

@@ -5,6 +5,7 @@
 //! whole argument first, so a call is either garbage (nothing done) or executed; it
 //! then writes only the procedure's results after the RPC header the caller wrote.
 
+mod dirpage;
 pub mod fast;
 mod names;
 pub mod outcome;

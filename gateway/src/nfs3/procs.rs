@@ -6,15 +6,17 @@
 //! happen before any attributes are known are returned as `Fail::St` and `serve`
 //! writes the procedure's attribute-less resfail.
 
+use super::dirpage::{entry_base_size, plus_dlimit, plus_fit, put_plus_ok, READDIR_OVERHEAD};
 use super::names::*;
 use super::proto::*;
 use super::status::nfsstat3;
 use super::{Ctx, MAX_DIR_REPLY, MAX_IO};
-use crate::call::{note_learned, Learned};
+use crate::cache::{ListedEntry, ListedPage};
+use crate::call::{note_learned, note_listing, Learned};
 use crate::export::{admit, Caller};
 use crate::fs::access::*;
-use crate::fs::{Attr, CreateMode, FileHandle, FileKind, NfsTime, Node, Owner, SetAttr, Status};
-use engine::xdr::{padded, XdrError, XdrReader, XdrWriter};
+use crate::fs::{Attr, CreateMode, FileKind, NfsTime, Node, Owner, SetAttr, Status};
+use engine::xdr::{XdrError, XdrReader, XdrWriter};
 
 /// NFSv3 data access keeps the owner override (RFC 1813 §4.4: WRITE is stateless, so
 /// the owner of a file it opened and then made read-only can still write it).
@@ -529,14 +531,6 @@ fn plus_hint(limit: usize, dlimit: usize) -> usize {
     entries_hint(limit, 100).min(entries_hint(dlimit, 24))
 }
 
-/// status, dir post_op_attr, cookieverf, end-of-list marker and eof.
-const READDIR_OVERHEAD: usize = 4 + POST_OP_ATTR_SIZE + 8 + 4 + 4;
-
-/// Bytes of the fileid, name and cookie of an entry (without the list marker).
-fn entry_base_size(name: &[u8]) -> usize {
-    8 + 4 + padded(name.len()) + 8
-}
-
 /// Checks shared by READDIR and READDIRPLUS; on failure writes the resfail.
 fn readdir_open(ctx: &Ctx, out: &mut XdrWriter, fh: &[u8]) -> Result<Option<(Node, Attr)>, Fail> {
     let (dir, c) = open(ctx, fh)?;
@@ -615,8 +609,7 @@ fn readdirplus(ctx: &Ctx, r: &mut XdrReader, out: &mut XdrWriter) -> Res {
         return Ok(());
     };
     let limit = maxcount.min(MAX_DIR_REPLY).min(out.remaining());
-    // dircount bounds only the fileid/name/cookie part; 0 means "no separate bound".
-    let dlimit = if dircount == 0 { usize::MAX } else { dircount };
+    let dlimit = plus_dlimit(dircount);
     let (page, plus) = match ctx
         .model
         .readdir_plus(&dir, cookie, verf, plus_hint(limit, dlimit))
@@ -628,45 +621,40 @@ fn readdirplus(ctx: &Ctx, r: &mut XdrReader, out: &mut XdrWriter) -> Res {
             return Ok(());
         }
     };
-    let mut used = READDIR_OVERHEAD;
-    let mut dused = 0usize;
-    let mut items: Vec<(Option<Attr>, Option<FileHandle>)> = Vec::with_capacity(plus.len());
     // Attributes come with the page (one listing, `FileModel::readdir_plus`); without
     // them the handle is not worth sending either (e.g. a race with a remove): the
     // client will LOOKUP.
-    for (e, p) in page.entries.iter().zip(&plus) {
-        let (a, fh) = match p {
-            Some((n, a)) => (Some(*a), Some(ctx.model.handle(n))),
-            None => (None, None),
-        };
-        let base = entry_base_size(&e.name);
-        let size = 4 + base + post_op_attr_size(a.as_ref()) + post_op_fh_size(fh.as_ref());
-        if used + size > limit || (!items.is_empty() && dused + base > dlimit) {
-            break;
-        }
-        used += size;
-        dused += base;
-        items.push((a, fh));
-    }
-    let fit = items.len();
-    if used > limit || (fit == 0 && !page.entries.is_empty()) {
+    let listed: Vec<ListedEntry> = page
+        .entries
+        .into_iter()
+        .zip(plus)
+        .map(|(e, p)| ListedEntry {
+            name: e.name.into_boxed_slice(),
+            fileid: e.fileid,
+            cookie: e.cookie,
+            plus: p.map(|(n, a)| (a, ctx.model.handle(&n))),
+        })
+        .collect();
+    let (fit, used) = plus_fit(listed.iter(), limit, dlimit);
+    if used > limit || (fit == 0 && !listed.is_empty()) {
         out.u32(nfsstat3(Status::TooSmall))?;
         put_post_op_attr(out, Some(&dattr))?;
         return Ok(());
     }
-    out.u32(OK)?;
-    put_post_op_attr(out, Some(&dattr))?;
-    out.opaque_fixed(&page.verf)?;
-    for (e, (a, fh)) in page.entries.iter().zip(&items) {
-        out.bool(true)?;
-        out.u64(e.fileid)?;
-        out.string(&e.name)?;
-        out.u64(e.cookie)?;
-        put_post_op_attr(out, a.as_ref())?;
-        put_post_op_fh(out, fh.as_ref())?;
-    }
-    out.bool(false)?;
-    out.bool(page.eof && fit == page.entries.len())?;
+    let eof = page.eof && fit == listed.len();
+    put_plus_ok(out, &dattr, &page.verf, listed[..fit].iter(), eof)?;
+    // The whole page listed (not only what fit) and the directory's attributes, for
+    // the reactor's listings (`cache_dirs`).
+    note_learned(Learned {
+        attr: dattr,
+        data: None,
+    });
+    note_listing(ListedPage {
+        cookie,
+        verf: page.verf,
+        entries: listed,
+        eof: page.eof,
+    });
     Ok(())
 }
 

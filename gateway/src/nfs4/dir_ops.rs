@@ -374,7 +374,16 @@ fn list(
                 p.map_err(not_same)?
             };
             let mut plus = plus.into_iter();
-            let mut items = Vec::new();
+            let mut items = Vec::with_capacity(page.entries.len());
+            // What every entry shares, found once per page: the caller's admission to
+            // the directory's export (every entry is in it) and the attributes'
+            // environment (an export's fsstat is the same for all its files).
+            let each = Each {
+                admitted: caller(c, node).map(|_| ()),
+                env: env(c, want, Some(node)),
+                handles: want.has(attrs::FILEHANDLE),
+            };
+            let mut scratch = vec![0u8; FATTR_MAX];
             for e in page.entries {
                 let listed = plus.next().flatten();
                 if is_dot(&e.name) {
@@ -386,7 +395,7 @@ fn list(
                     entry_attrs(c, &cross, want)?
                 } else {
                     match listed {
-                        Some((n, a)) => listed_attrs(c, n, &a, want)?,
+                        Some((n, a)) => listed_attrs(c, &each, n, &a, want, &mut scratch)?,
                         // Gone since it was listed: what its LOOKUP would say.
                         None => rdattr_error(want, fs_err(Status::NoEnt))?,
                     }
@@ -406,13 +415,38 @@ fn list(
     }
 }
 
+/// Bytes one entry's fattr4 takes at most.
+const FATTR_MAX: usize = 4096;
+
+/// What the entries of one listing page share (`list`).
+struct Each {
+    admitted: Result<(), Nfsstat4>,
+    env: attrs::Env,
+    /// FILEHANDLE is asked: each entry's handle is made (a keyed hash) only then.
+    handles: bool,
+}
+
 /// The fattr4 of a listed entry from the attributes its listing page carried.
-fn listed_attrs(c: &Compound, node: Node, a: &Attr, want: &Bitmap) -> Result<Vec<u8>, Nfsstat4> {
-    if let Err(e) = caller(c, &node) {
+fn listed_attrs(
+    c: &Compound,
+    each: &Each,
+    node: Node,
+    a: &Attr,
+    want: &Bitmap,
+    scratch: &mut [u8],
+) -> Result<Vec<u8>, Nfsstat4> {
+    if let Err(e) = each.admitted {
         return rdattr_error(want, e);
     }
-    let o = Obj::from_attr(a, c.ctx.model.handle(&node).as_bytes().to_vec());
-    put_attrs(c, &o, Some(&node), want)
+    let fh = if each.handles {
+        c.ctx.model.handle(&node).as_bytes().to_vec()
+    } else {
+        Vec::new()
+    };
+    let o = Obj::from_attr(a, fh);
+    let mut w = XdrWriter::new(scratch);
+    attrs::put_fattr(&mut w, want, &o, &each.env).map_err(|_| NFS4ERR_SERVERFAULT)?;
+    Ok(w.written().to_vec())
 }
 
 fn entry_attrs(c: &Compound, fh: &CurrentFh, want: &Bitmap) -> Result<Vec<u8>, Nfsstat4> {
@@ -430,7 +464,7 @@ fn put_attrs(
     want: &Bitmap,
 ) -> Result<Vec<u8>, Nfsstat4> {
     let env = env(c, want, node);
-    let mut buf = vec![0u8; 4096];
+    let mut buf = vec![0u8; FATTR_MAX];
     let mut w = XdrWriter::new(&mut buf);
     attrs::put_fattr(&mut w, want, o, &env).map_err(|_| NFS4ERR_SERVERFAULT)?;
     Ok(w.written().to_vec())

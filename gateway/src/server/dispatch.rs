@@ -407,6 +407,9 @@ fn from_cache(
     zc: Option<ZeroCopy>,
 ) -> Option<Verdict> {
     let v3 = &crate::front::V3_CACHE;
+    if let Some(ask) = (v3.parse_listing)(h.proc_, args) {
+        return listing_from_cache(h, &ask, peer, pools, hot);
+    }
     let ask = (v3.parse)(h.proc_, args)?;
     let (fh, read_args) = (ask.fh, ask.read);
     if hot.count {
@@ -466,6 +469,34 @@ fn from_cache(
         Some(at) => Verdict::ReplyLocated(buf, DdpList::from(Some(at))),
         None => Verdict::Reply(buf),
     })
+}
+
+/// Answers a listing page from the reactor's listings (`cache_dirs`). `None` on a
+/// miss, or when no buffer is free right now.
+fn listing_from_cache(
+    h: &CallHeader,
+    ask: &crate::outcome::ListAsk,
+    peer: SocketAddr,
+    pools: &Pools,
+    hot: &mut Hot,
+) -> Option<Verdict> {
+    let v3 = &crate::front::V3_CACHE;
+    let req = cache::Request {
+        fh: ask.fh,
+        client: peer.ip(),
+        cred: &h.cred,
+    };
+    let want = ask.maxcount.min(crate::limits::MAX_DIR_REPLY) + 256;
+    let mut buf = pools.alloc(MARK + want)?;
+    let mut w = XdrWriter::at(buf.spare_mut(), MARK);
+    rpc::write_accepted(&mut w, h.xid, Accept::Success).ok()?;
+    let exports = hot.exports.current();
+    if !(v3.listing)(hot.cache, hot.gens, exports, &req, ask, &mut w) {
+        return None;
+    }
+    let n = w.position();
+    buf.set_len(n);
+    Some(Verdict::Reply(buf))
 }
 
 /// A GARBAGE_ARGS reply (RPC-over-RDMA calls whose reduced items break the binding).

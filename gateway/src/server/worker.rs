@@ -181,8 +181,10 @@ fn run_job(shared: &Shared, mut job: Job) {
     // What the front end notes as it encodes (`call::note_learned`; an NFSv4.1 READ
     // or GETATTR as it runs): only this call's.
     let _ = crate::call::take_learned();
+    let _ = crate::call::take_listing();
     let reply = execute(shared, &link.pools, &job);
     let note = crate::call::take_learned();
+    let listed = crate::call::take_listing();
     // Where the encoders put READ-class data (`crate::ddp::note`), for an RDMA
     // reply's write chunks; always taken, so no note outlives its call on this thread.
     let located = crate::ddp::take();
@@ -195,6 +197,7 @@ fn run_job(shared: &Shared, mut job: Job) {
                 is_read,
                 read,
                 v4,
+                listing,
             },
             Some(_),
         ) => {
@@ -204,6 +207,7 @@ fn run_job(shared: &Shared, mut job: Job) {
                 stamp: *stamp,
                 is_read: *is_read,
                 read: *read,
+                listing: listing.zip(listed),
             };
             learned(note, seen, shared.cache_pages, *v4)
         }
@@ -449,6 +453,8 @@ enum CacheEffect {
         read: Option<u64>,
         /// An NFSv4.1 `SEQUENCE, PUTFH, GETATTR|READ` COMPOUND (`nfs4::fast`).
         v4: bool,
+        /// A listing page: the change counter before it ran (`CacheEffect::listing`).
+        listing: Option<u64>,
     },
 }
 
@@ -465,8 +471,12 @@ impl CacheEffect {
                 .and_then(|plan| observe_v4(shared, &job.record[job.args_at..], plan))
                 .unwrap_or(CacheEffect::None);
         }
+        let args = &job.record[job.args_at..];
+        if let Some(ask) = (crate::front::V3_CACHE.parse_listing)(h.proc_, args) {
+            return CacheEffect::listing(shared, ask.fh);
+        }
         // A GETATTR or READ, as the front end decodes it.
-        let Some(ask) = (crate::front::V3_CACHE.parse)(h.proc_, &job.record[job.args_at..]) else {
+        let Some(ask) = (crate::front::V3_CACHE.parse)(h.proc_, args) else {
             return CacheEffect::None;
         };
         let (Some((export, fileid)), Some(key)) =
@@ -484,6 +494,28 @@ impl CacheEffect {
                 .filter(|(_, count)| (*count as usize) <= cache::MAX_CACHED_READ)
                 .map(|(off, _)| off),
             v4: false,
+            listing: None,
+        }
+    }
+
+    /// A listing page of directory `fh` (READDIRPLUS): its attributes are observed
+    /// like a GETATTR's, and the page is kept if no file changed while it was listed
+    /// (`cache_dirs`), judged from the change counter read now.
+    fn listing(shared: &Shared, fh: &[u8]) -> CacheEffect {
+        let (Some((export, fileid)), Some(key)) = (FileModel::peek_handle(fh), FhKey::new(fh))
+        else {
+            return CacheEffect::None;
+        };
+        // Before the stamp: `cache_dirs` reads stamps, then the counter.
+        let changes = shared.gens.changes();
+        CacheEffect::Observe {
+            fh: key,
+            export,
+            stamp: shared.gens.stamp(fileid),
+            is_read: false,
+            read: None,
+            v4: false,
+            listing: Some(changes),
         }
     }
 }
@@ -503,17 +535,20 @@ fn observe_v4(shared: &Shared, args: &[u8], plan: &crate::front::Plan) -> Option
             .filter(|(_, count)| (*count as usize) <= cache::MAX_CACHED_READ)
             .map(|(off, _)| off),
         v4: true,
+        listing: None,
     })
 }
 
 /// What the worker saw of a GETATTR or READ before running it.
-#[derive(Clone, Copy)]
+#[derive(Clone)]
 struct Seen {
     fh: FhKey,
     export: u16,
     stamp: Stamp,
     is_read: bool,
     read: Option<u64>,
+    /// A listing: the change counter before it ran, and the page it noted.
+    listing: Option<(u64, cache::ListedPage)>,
 }
 
 /// What a successful GETATTR or READ noted as it ran or was encoded
@@ -528,6 +563,7 @@ fn learned(note: Option<Learned>, seen: Seen, pages: bool, exact: bool) -> Optio
         stamp,
         is_read,
         read,
+        listing,
     } = seen;
     let Learned { attr, data } = note?;
     // The stamp was taken for the handle's file id; attributes of anything else
@@ -535,11 +571,15 @@ fn learned(note: Option<Learned>, seen: Seen, pages: bool, exact: bool) -> Optio
     if FileModel::peek_handle(fh.bytes()).map(|(_, id)| id) != Some(attr.fileid) {
         return None;
     }
-    let data = match read {
-        Some(offset) if pages && is_read => {
+    let data = match (read, listing) {
+        (Some(offset), _) if pages && is_read => {
             let (at, len) = data?;
             Some(FillData::InReply { offset, at, len })
         }
+        (_, Some((changes, page))) => Some(FillData::Listing(Box::new(cache::ListingFill {
+            changes,
+            page,
+        }))),
         _ => None,
     };
     Some(Fill {

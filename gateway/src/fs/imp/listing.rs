@@ -33,6 +33,8 @@
 //! page's HEADs concurrently (`Backend::warm`) and reads them.
 
 use super::*;
+use std::sync::{Arc, Condvar};
+use std::time::{Duration, Instant};
 
 /// Bytes the cursor table holds at most (all directories together), counted as
 /// allocated: about 25 bytes per entry of 13-byte names, so some 160,000 entries.
@@ -142,6 +144,120 @@ impl Cursors {
     #[cfg(test)]
     pub(super) fn bytes(&self) -> usize {
         lock(&self.state).bytes
+    }
+}
+
+/// How long a READDIRPLUS page is reused (`PageMemo`): what changes behind the
+/// gateway's back is seen after it, as with the reactors' attributes
+/// (`cache::ATTR_TTL`).
+const MEMO_TTL: Duration = Duration::from_secs(1);
+/// Pages the memo keeps before it drops the ones no longer reusable.
+const MEMO_PAGES: usize = 256;
+
+/// (export, directory id, cookie, entries asked for).
+type MemoKey = (u16, u64, u64, usize);
+
+/// READDIRPLUS pages listed recently, reused by identical calls: clients listing one
+/// directory together (a shared directory, `ls -l` on several clients) ask for the
+/// same pages at about the same time, and each would otherwise read the directory and
+/// every entry's metadata again. A page is reused only while no change was made
+/// through the gateway since its listing began (`observe::Observer::changes`, which
+/// moves with every change the caches hear of) and for [`MEMO_TTL`]; a call arriving
+/// while the page is being listed waits for it rather than listing it again. Shared
+/// by the workers; the lock is held for map work only, never while listing.
+#[derive(Default)]
+pub(super) struct PageMemo {
+    slots: Mutex<HashMap<MemoKey, Arc<MemoSlot>>>,
+}
+
+struct MemoSlot {
+    /// `Observer::changes` before the listing began.
+    changes: u64,
+    at: Instant,
+    page: Mutex<Option<FsResult<PlusPage>>>,
+    ready: Condvar,
+}
+
+impl MemoSlot {
+    fn reusable(&self, changes: u64) -> bool {
+        self.changes == changes && self.at.elapsed() < MEMO_TTL
+    }
+
+    fn wait(&self) -> FsResult<PlusPage> {
+        let mut g = lock(&self.page);
+        loop {
+            if let Some(p) = g.as_ref() {
+                return p.clone();
+            }
+            g = self.ready.wait(g).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
+    fn set(&self, p: &FsResult<PlusPage>) {
+        *lock(&self.page) = Some(p.clone());
+        self.ready.notify_all();
+    }
+}
+
+impl PageMemo {
+    /// The page for `key` when one listed since `changes` is reusable (waiting for
+    /// it if it is being listed); else `Err` with the slot this call now lists into.
+    fn get_or_claim(&self, key: MemoKey, changes: u64) -> Result<FsResult<PlusPage>, Claim<'_>> {
+        let slot = {
+            let mut m = lock(&self.slots);
+            match m.get(&key) {
+                Some(s) if s.reusable(changes) => s.clone(),
+                _ => {
+                    if m.len() >= MEMO_PAGES {
+                        m.retain(|_, s| s.reusable(changes));
+                    }
+                    let s = Arc::new(MemoSlot {
+                        changes,
+                        at: Instant::now(),
+                        page: Mutex::new(None),
+                        ready: Condvar::new(),
+                    });
+                    m.insert(key, s.clone());
+                    return Err(Claim {
+                        memo: self,
+                        key,
+                        slot: Some(s),
+                    });
+                }
+            }
+        };
+        Ok(slot.wait())
+    }
+}
+
+/// A page this call lists for the memo: set when listed, or (dropped unset, a panic)
+/// removed so waiting calls list it themselves.
+struct Claim<'a> {
+    memo: &'a PageMemo,
+    key: MemoKey,
+    slot: Option<Arc<MemoSlot>>,
+}
+
+impl Claim<'_> {
+    fn set(mut self, p: &FsResult<PlusPage>) {
+        if let Some(s) = self.slot.take() {
+            s.set(p);
+        }
+    }
+}
+
+impl Drop for Claim<'_> {
+    fn drop(&mut self) {
+        if let Some(s) = self.slot.take() {
+            let mut m = lock(&self.memo.slots);
+            if m.get(&self.key).is_some_and(|x| Arc::ptr_eq(x, &s)) {
+                m.remove(&self.key);
+            }
+            drop(m);
+            // Waiting calls get an error they answer as a server fault rather than
+            // waiting for ever.
+            s.set(&Err(Status::ServerFault));
+        }
     }
 }
 
@@ -360,6 +476,19 @@ impl Inner {
         max: usize,
     ) -> FsResult<PlusPage> {
         self.check_cookie_verf(dir.fileid, cookie, verf)?;
+        let key = (dir.export, dir.fileid, cookie, max);
+        match self.memo.get_or_claim(key, self.observer.changes()) {
+            Ok(page) => page,
+            Err(claim) => {
+                let page = self.list_plus(dir, cookie, max);
+                claim.set(&page);
+                page
+            }
+        }
+    }
+
+    /// A READDIRPLUS page listed now (`readdir_plus`).
+    fn list_plus(&self, dir: &Node, cookie: u64, max: usize) -> FsResult<PlusPage> {
         let p = self.paged(dir, cookie, max, true)?;
         let dots = self.dot_nodes(dir, &p);
         let page = self.dir_page(dir, &p, &dots);

@@ -124,6 +124,7 @@ pub(super) struct Inner {
     changes: change::ChangeGuard,
     /// Recently listed pages, to resume listings from their cookies (`listing`).
     cursors: listing::Cursors,
+    memo: listing::PageMemo,
     /// Shared store (s3, `fs` with `backend.shared`): version-2 handles, MAC key from
     /// the store.
     shared: bool,
@@ -231,6 +232,7 @@ impl Inner {
             subdirs: nlink::SubdirCounts::new(NLINK_CACHE),
             changes: change::ChangeGuard::new(CHANGE_GUARD),
             cursors: listing::Cursors::default(),
+            memo: listing::PageMemo::default(),
             shared,
             indexed: Mutex::new(HashSet::new()),
             gone: Default::default(),

@@ -21,6 +21,7 @@
 
 use super::handles::Touched;
 use crate::fs::ChangeObserver;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
 /// Most ids one change reports one by one; beyond, every cached entry is dropped at
@@ -28,9 +29,11 @@ use std::sync::{Arc, OnceLock};
 /// than that anyway (`cache::Generations`), so it costs no more hits.
 pub(super) const EXACT_MAX: usize = 4096;
 
-/// The observer, set once when the server starts (none in tools and most tests).
+/// The observer, set once when the server starts (none in tools and most tests),
+/// and how many reports were made (the listings' memo, `listing::PageMemo`, reuses a
+/// page only while no change was made).
 #[derive(Default)]
-pub(super) struct Observer(OnceLock<Arc<dyn ChangeObserver>>);
+pub(super) struct Observer(OnceLock<Arc<dyn ChangeObserver>>, AtomicU64);
 
 impl Observer {
     /// Installs `o`; a second call is ignored (one server per model).
@@ -40,6 +43,7 @@ impl Observer {
 
     /// `fileid`'s cached state may change (or just changed).
     pub fn file(&self, fileid: u64) {
+        self.1.fetch_add(1, Ordering::SeqCst);
         if let Some(o) = self.0.get() {
             o.file(fileid);
         }
@@ -47,8 +51,18 @@ impl Observer {
 
     /// Cached state of files this change cannot name may change.
     pub fn all(&self) {
+        self.1.fetch_add(1, Ordering::SeqCst);
         if let Some(o) = self.0.get() {
             o.all();
+        }
+    }
+
+    /// Changes so far: the observer's count (which also sees the reactors' own
+    /// writes), else the reports made here.
+    pub fn changes(&self) -> u64 {
+        match self.0.get().and_then(|o| o.changes()) {
+            Some(n) => n,
+            None => self.1.load(Ordering::SeqCst),
         }
     }
 

@@ -1,0 +1,153 @@
+//! The reactor's listings (`gateway::cache::dirs`, docs/architecture.md §5) through
+//! the real server: a READDIRPLUS page of a directory listed a moment ago is answered
+//! on the reactor; a change in that directory or to one of its entries, made through
+//! either protocol version, is in the next page at once; cookies handed out by the
+//! reactor resume on a worker and the other way round; a forged cookie or verifier
+//! gets the worker's error.
+
+mod common;
+#[path = "common/nfs4_client.rs"]
+mod nfs4_client;
+
+use common::v4::enc;
+use common::{Gw, GwOpts};
+use nfs4_client::*;
+use nfs_wire::nfs3::NFSPROC3_READDIRPLUS;
+use nfs_wire::v3call::{self, Call, DirPage};
+use nfs_wire::NFS_PROGRAM;
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+const NFS3ERR_BAD_COOKIE: u32 = 10003;
+
+/// The value of one series of the gateway's metrics (0 when absent).
+fn metric(gw: &Gw, series: &str) -> u64 {
+    let src = gw.server.as_ref().unwrap().stats_source();
+    let mut out = String::new();
+    gateway::stats::exposition::render(&src, &mut out);
+    out.lines()
+        .find(|l| l.starts_with(series) && l.as_bytes().get(series.len()) == Some(&b' '))
+        .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Cache hits, once the reactor published them (it does before it sleeps).
+fn hits(gw: &Gw, at_least: u64) -> u64 {
+    let end = Instant::now() + Duration::from_secs(3);
+    loop {
+        let h = metric(gw, "nfsgw_cache_hits_total{reactor=\"0\"}");
+        if h >= at_least || Instant::now() > end {
+            return h;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// READDIRPLUS3res of `dir` from `cookie`.
+fn page_raw(v3: &mut V3, dir: &[u8], cookie: u64, verf: [u8; 8]) -> Vec<u8> {
+    let args = enc(|w| Call::ReaddirplusAt(dir, cookie, verf).args(w).unwrap());
+    v3.call(NFS_PROGRAM, NFSPROC3_READDIRPLUS, &args)
+}
+
+fn page(v3: &mut V3, dir: &[u8], cookie: u64, verf: [u8; 8]) -> DirPage {
+    v3call::parse_readdirplus(&page_raw(v3, dir, cookie, verf)).expect("READDIRPLUS")
+}
+
+/// The whole listing of `dir` (name → size), page after page.
+fn listing(v3: &mut V3, dir: &[u8]) -> BTreeMap<String, Option<u64>> {
+    let (mut cookie, mut verf, mut out) = (0, [0; 8], BTreeMap::new());
+    loop {
+        let p = page(v3, dir, cookie, verf);
+        for e in &p.entries {
+            let name = String::from_utf8(e.name.clone()).unwrap();
+            if name != "." && name != ".." {
+                assert!(out.insert(name, e.size).is_none(), "a name twice");
+            }
+        }
+        if p.eof {
+            return out;
+        }
+        cookie = p.entries.last().expect("a page that ends nothing").cookie;
+        verf = p.verf;
+    }
+}
+
+fn gw() -> Gw {
+    Gw::start(&GwOpts {
+        rdma: false,
+        ..Default::default()
+    })
+}
+
+#[test]
+fn a_listing_is_answered_on_the_reactor_until_either_version_changes_it() {
+    let gw = gw();
+    let mut v3 = V3::connect(gw.tcp_addr());
+    let root = v3.mount_root();
+    // Three pages of the counts the client sends (dircount 4 KiB, maxcount 32 KiB).
+    for i in 0..300 {
+        v3.create(&root, format!("f{i:04}").as_bytes());
+    }
+    let first = listing(&mut v3, &root);
+    assert_eq!(first.len(), 300);
+    let before = hits(&gw, 0);
+    let again = listing(&mut v3, &root);
+    assert_eq!(again, first);
+    let after = hits(&gw, before + 2);
+    assert!(
+        after >= before + 2,
+        "pages of a listed directory are reactor hits"
+    );
+
+    // A directory made and a file removed over NFSv4.1: the next v3 page shows both.
+    let mut v4 = Tcp41::ready(gw.tcp_addr(), b"listing-cache");
+    let (st, _) = v4.seq_run(|o| o.putfh(&root).create_obj(b"d41", None));
+    assert_eq!(st, NFS4_OK, "CREATE");
+    let (st, _) = v4.seq_run(|o| o.putfh(&root).remove(b"f0007"));
+    assert_eq!(st, NFS4_OK, "REMOVE");
+    let now = listing(&mut v3, &root);
+    assert!(now.contains_key("d41") && !now.contains_key("f0007"));
+    assert_eq!(now.len(), 300);
+
+    // A write to an entry shows its new size in the next page.
+    let fh = v3.create(&root, b"w");
+    listing(&mut v3, &root);
+    listing(&mut v3, &root);
+    assert_eq!(v3.write(&fh, b"12345"), 0);
+    assert_eq!(listing(&mut v3, &root)["w"], Some(5));
+}
+
+#[test]
+fn cookies_resume_across_reactor_and_workers_and_forged_ones_are_refused() {
+    let gw = gw();
+    let mut v3 = V3::connect(gw.tcp_addr());
+    let root = v3.mount_root();
+    for i in 0..300 {
+        v3.create(&root, format!("f{i:04}").as_bytes());
+    }
+    let want = listing(&mut v3, &root);
+    // A page from the reactor, then a change: the next page (from the cookie the
+    // reactor gave) goes to a worker, which resumes exactly after it.
+    let p = page(&mut v3, &root, 0, [0; 8]);
+    assert!(!p.eof);
+    let last = p.entries.last().unwrap();
+    let (cookie, seen) = (last.cookie, String::from_utf8(last.name.clone()).unwrap());
+    v3.create(&root, b"zzzz");
+    let q = page(&mut v3, &root, cookie, p.verf);
+    let next = String::from_utf8(q.entries[0].name.clone()).unwrap();
+    let after: Vec<&String> = want.keys().filter(|k| **k > seen).collect();
+    assert_eq!(&next, after[0]);
+    // Forged cookies and verifiers: the worker's NFS3ERR_BAD_COOKIE, whether or not
+    // the directory's pages are on the reactor.
+    listing(&mut v3, &root);
+    let forged = page_raw(&mut v3, &root, 0xdead_beef_0001, p.verf);
+    assert_eq!(v3call::status(&forged), NFS3ERR_BAD_COOKIE);
+    let foreign = page_raw(&mut v3, &root, cookie, *b"notmine!");
+    assert_eq!(v3call::status(&foreign), NFS3ERR_BAD_COOKIE);
+    // A cookie from the reactor with the verifier it gave still resumes.
+    let r = page(&mut v3, &root, cookie, p.verf);
+    assert_eq!(
+        String::from_utf8(r.entries[0].name.clone()).unwrap(),
+        *after[0]
+    );
+}
