@@ -10,7 +10,9 @@
 //! files and directories only: symlinks, fifos and devices in the tree are invisible.
 //!
 //! Durability: `put` writes a temporary file (named `.nfsgw-tmp.*`, never listed and
-//! never a valid key), fsyncs it, renames it into place and fsyncs the directory.
+//! never a valid key), fsyncs it, renames it into place (a new object with
+//! `RENAME_NOREPLACE`) and fsyncs the directory — a fsync other workers' concurrent
+//! changes of that directory may share ([`dirsync`], group commit).
 //!
 //! Open-object cache: objects that were looked up stay open (see [`ObjCache`]), so a
 //! HEAD is one `fstat` on the cached descriptor and a ranged read one `pread`. The

@@ -30,33 +30,6 @@ fn check_len(n: libc::ssize_t) -> io::Result<usize> {
     usize::try_from(n).map_err(|_| last_err())
 }
 
-/// What the tests of the create and remove paths count: this thread's system calls
-/// by name (`calls::take`). Compiled out of non-test builds.
-#[cfg(test)]
-pub mod calls {
-    use std::cell::RefCell;
-    use std::collections::BTreeMap;
-
-    thread_local! {
-        static CALLS: RefCell<BTreeMap<&'static str, u32>> = const { RefCell::new(BTreeMap::new()) };
-    }
-
-    pub fn note(name: &'static str) {
-        CALLS.with(|c| *c.borrow_mut().entry(name).or_default() += 1);
-    }
-
-    /// This thread's counts since the last `take`, which clears them.
-    pub fn take() -> BTreeMap<&'static str, u32> {
-        CALLS.with(|c| std::mem::take(&mut *c.borrow_mut()))
-    }
-}
-
-#[cfg(not(test))]
-mod calls {
-    #[inline(always)]
-    pub fn note(_: &'static str) {}
-}
-
 /// The soft limit on open descriptors.
 pub fn nofile_limit() -> io::Result<u64> {
     let mut rl = libc::rlimit {
@@ -421,4 +394,32 @@ pub fn ficlonerange(
     // SAFETY: `dst` and `src` are open; `arg` is a valid file_clone_range the
     // kernel only reads during the call.
     check(unsafe { libc::ioctl(dst.as_raw_fd(), libc::FICLONERANGE, &arg) })
+}
+
+/// What the tests of the create and remove paths count: this thread's system calls
+/// by name (`calls::take`). Counted in test builds only.
+pub mod calls {
+    #[cfg(test)]
+    use std::cell::RefCell;
+    #[cfg(test)]
+    use std::collections::BTreeMap;
+
+    #[cfg(test)]
+    thread_local! {
+        static CALLS: RefCell<BTreeMap<&'static str, u32>> = const { RefCell::new(BTreeMap::new()) };
+    }
+
+    #[inline(always)]
+    pub fn note(name: &'static str) {
+        #[cfg(test)]
+        CALLS.with(|c| *c.borrow_mut().entry(name).or_default() += 1);
+        #[cfg(not(test))]
+        let _ = name;
+    }
+
+    /// This thread's counts since the last `take`, which clears them.
+    #[cfg(test)]
+    pub fn take() -> BTreeMap<&'static str, u32> {
+        CALLS.with(|c| std::mem::take(&mut *c.borrow_mut()))
+    }
 }
