@@ -75,6 +75,16 @@ pub trait Poller {
     fn bulk(&self) -> bool {
         false
     }
+    /// The spin before sleeping, asked on empty polls only: `bulk_spin` while
+    /// [`Poller::bulk`], else `spin`. A poller that knows what its idle run waits for
+    /// may answer less (the gateway: its calls are all behind slow worker calls).
+    fn spin(&mut self, spin: Duration, bulk_spin: Duration) -> Duration {
+        if self.bulk() {
+            bulk_spin
+        } else {
+            spin
+        }
+    }
 }
 
 /// Runs the run-to-completion loop until `stop` is set: poll; count polls/busy_polls;
@@ -104,7 +114,7 @@ pub fn run<P: Poller>(p: &mut P, idle: IdlePolicy, stop: &AtomicBool, counters: 
         {
             // Rule: sleep once both limits are reached; stay sleep-prone (sleep on each
             // further empty poll) until a poll finds work.
-            let spin = if p.bulk() { bulk_spin } else { spin };
+            let spin = p.spin(spin, bulk_spin);
             if empty >= spins && spun(spin, &mut idle_since) {
                 p.sleep(max_sleep);
                 Counters::add(&counters.sleeps, 1);

@@ -312,6 +312,23 @@ impl FileModel {
         Ok(n)
     }
 
+    /// `create`, with `may_truncate` asked before an UNCHECKED create with a size
+    /// truncates an existing file (NFSv3's write permission on it): no LOOKUP first.
+    pub fn create_checked(
+        &self,
+        dir: &Node,
+        name: &[u8],
+        how: &CreateMode,
+        owner: Owner,
+        may_truncate: &dyn Fn(&Node) -> FsResult<()>,
+    ) -> FsResult<Node> {
+        let n = self
+            .inner
+            .create_checked(dir, name, how, owner, may_truncate)?;
+        self.audit_new("create", dir, name, &n);
+        Ok(n)
+    }
+
     pub fn mkdir(&self, dir: &Node, name: &[u8], set: &SetAttr, owner: Owner) -> FsResult<Node> {
         let n = self.inner.mkdir(dir, name, set, owner)?;
         self.audit_new("mkdir", dir, name, &n);

@@ -373,20 +373,17 @@ fn create(ctx: &Ctx, r: &mut XdrReader, out: &mut XdrWriter) -> Res {
     };
     create_common(ctx, out, fh, name, attrs.as_ref(), |dir, c, owner| {
         // UNCHECKED on an existing file truncates it when a size is given: that
-        // needs write permission on the file, not just on the directory.
-        if let CreateMode::Unchecked(SetAttr { size: Some(_), .. }) = how {
-            match ctx.model.lookup(dir, name) {
-                Ok(existing) => {
-                    let a = ctx.model.getattr(&existing)?;
-                    if a.kind == FileKind::Reg {
-                        check_write_by(&a, c, V3)?;
-                    }
-                }
-                Err(Status::NoEnt) => {}
-                Err(e) => return Err(e),
+        // needs write permission on the file, not just on the directory (asked
+        // by the model of the file it finds, so a new name costs no LOOKUP).
+        let may_truncate = |existing: &Node| {
+            let a = ctx.model.getattr(existing)?;
+            if a.kind == FileKind::Reg {
+                check_write_by(&a, c, V3)?;
             }
-        }
-        ctx.model.create(dir, name, &how, owner)
+            Ok(())
+        };
+        ctx.model
+            .create_checked(dir, name, &how, owner, &may_truncate)
     })
 }
 

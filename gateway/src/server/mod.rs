@@ -18,6 +18,7 @@ mod dispatch;
 mod held;
 mod orphans;
 mod reactor;
+mod spin;
 mod transport;
 mod v3_recall;
 mod worker;

@@ -41,6 +41,8 @@ pub(crate) struct ReactorState {
     exports: crate::export::LocalExports,
     shared: Arc<Shared>,
     router: Router,
+    /// The learned idle spin (`super::spin`).
+    spin: super::spin::SpinWindows,
     /// Passes since the TCP sockets were last polled (see `poll`).
     tcp_skipped: u32,
     /// Whether the last TCP poll found work.
@@ -199,6 +201,7 @@ impl ReactorState {
             tcp_busy: true,
             gauge_passes: 0,
             tcp_bulk: false,
+            spin: super::spin::SpinWindows::new(),
             tcp_mark: (0, 0),
             cb_wait: VecDeque::new(),
             rdma_calls: Vec::with_capacity(256),
@@ -1083,6 +1086,7 @@ impl Poller for ReactorState {
         }
         if work > 0 {
             self.note_bulk();
+            self.spin.busy();
         }
         work
     }
@@ -1091,6 +1095,18 @@ impl Poller for ReactorState {
     /// a large copy in flight on the ring.
     fn bulk(&self) -> bool {
         self.tcp_bulk || self.router.direct.as_ref().is_some_and(|d| d.bulk())
+    }
+
+    fn spin(&mut self, spin: Duration, bulk_spin: Duration) -> Duration {
+        use super::spin::Wait;
+        let bulk = self.bulk();
+        let at_workers = self.router.stats.at_workers() > 0;
+        let (spin, wait) = match (bulk, at_workers) {
+            (true, _) => (bulk_spin, Wait::Bulk),
+            (false, true) => (spin, Wait::Workers),
+            (false, false) => (spin, Wait::Clients),
+        };
+        self.spin.idle(spin, || wait)
     }
 
     fn sleep(&mut self, max: Duration) {

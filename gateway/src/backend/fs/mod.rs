@@ -10,7 +10,9 @@
 //! files and directories only: symlinks, fifos and devices in the tree are invisible.
 //!
 //! Durability: `put` writes a temporary file (named `.nfsgw-tmp.*`, never listed and
-//! never a valid key), fsyncs it, renames it into place and fsyncs the directory.
+//! never a valid key), fsyncs it, renames it into place (a new object with
+//! `RENAME_NOREPLACE`) and fsyncs the directory — a fsync other workers' concurrent
+//! changes of that directory may share ([`dirsync`], group commit).
 //!
 //! Open-object cache: objects that were looked up stay open (see [`ObjCache`]), so a
 //! HEAD is one `fstat` on the cached descriptor and a ranged read one `pread`. The
@@ -40,6 +42,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+mod dirsync;
 mod list;
 mod shared;
 #[cfg(test)]
@@ -70,6 +73,8 @@ pub struct FsBackend {
     dir_scans: AtomicU64,
     /// `backend.shared`: the handle key and id index several gateways share ([`shared`]).
     shared: Option<shared::Shared>,
+    /// Directory fsyncs shared by concurrent changes (`dirsync`).
+    dir_syncs: dirsync::DirSyncs,
 }
 
 /// An open object.
@@ -290,6 +295,31 @@ fn max_end(offset: u64, len: usize, err: i32) -> io::Result<u64> {
         .ok_or_else(|| io::Error::from_raw_os_error(err))
 }
 
+/// How `install` gave a temp file its name.
+enum Published {
+    /// Renamed: the descriptor's path is the object's name.
+    Moved,
+    /// Linked, the temp name unlinked: the descriptor's path is gone.
+    Linked,
+}
+
+/// Gives temp file `tmp` the name `name` unless something has it (EEXIST): one
+/// `renameat2(RENAME_NOREPLACE)`, or where the file system refuses the flag (EINVAL;
+/// ENOSYS before Linux 3.15) `linkat`, which fails on an existing name too, and
+/// `unlinkat` of the temp name.
+fn publish_new(dir: BorrowedFd<'_>, tmp: &CString, name: &CString) -> io::Result<Published> {
+    match sys::rename_noreplace(dir, tmp, dir, name) {
+        Ok(()) => Ok(Published::Moved),
+        Err(e) if matches!(e.raw_os_error(), Some(libc::EINVAL) | Some(libc::ENOSYS)) => {
+            sys::linkat(dir, tmp, dir, name)?;
+            // Best effort: a leftover temp file is never listed.
+            let _ = sys::unlinkat(dir, tmp, 0);
+            Ok(Published::Linked)
+        }
+        Err(e) => Err(e),
+    }
+}
+
 /// `.nfsgw-tmp.<run>.<random>`: the run part tells this process's temporaries (a put
 /// in flight) from those a killed earlier run left behind (garbage).
 fn temp_name() -> String {
@@ -474,6 +504,7 @@ impl FsBackend {
             meta_reads: AtomicU64::new(0),
             dir_scans: AtomicU64::new(0),
             shared,
+            dir_syncs: dirsync::DirSyncs::default(),
         })
     }
 
@@ -681,9 +712,16 @@ impl FsBackend {
     }
 
     /// Writes a new file's content durably to a temp file in `parent` and moves it
-    /// into place as `last`. Returns its metadata and, for the open-object cache, the
-    /// file as an entry: open read-write, with the stat taken after the link (which
+    /// into place as `last` (the directory entry is not synced yet: the caller's
+    /// `sync_entries`). Returns its metadata and, for the open-object cache, the
+    /// file as an entry: open read-write, with the stat taken after the move (which
     /// moved its ctime) and the metadata it was given.
+    ///
+    /// System calls (docs/performance.md, "Create and remove system calls"): openat,
+    /// the data, one fsetxattr per metadata value (a fresh file has none to read or
+    /// remove), fsync (the inode and its attributes before any name points at it),
+    /// one rename — `if_absent` by `RENAME_NOREPLACE`, which moves the name the
+    /// descriptor was opened under, so the entry keeps it — and one fstat.
     fn install(
         &self,
         parent: BorrowedFd<'_>,
@@ -706,41 +744,44 @@ impl FsBackend {
         let unlink_tmp = || {
             let _ = sys::unlinkat(parent, &tmp, 0);
         };
-        let res = (|| -> BResult<()> {
+        let res = (|| -> BResult<Published> {
             fill(&mut f).map_err(|e| map_io(e, "write", key))?;
-            xattr::set(f.as_fd(), meta).map_err(|e| map_io(e, "setxattr", key))?;
-            f.sync_all().map_err(|e| map_io(e, "fsync", key))?;
+            xattr::set_fresh(f.as_fd(), meta).map_err(|e| map_io(e, "setxattr", key))?;
+            sys::fsync(f.as_fd()).map_err(|e| map_io(e, "fsync", key))?;
             let name = cstr(last)?;
             if if_absent {
-                sys::linkat(parent, &tmp, parent, &name).map_err(|e| map_io(e, "link", key))?;
-                unlink_tmp();
-            } else if let Err(e) = sys::renameat(parent, &tmp, parent, &name) {
-                return Err(match e.raw_os_error() {
-                    Some(libc::EISDIR) | Some(libc::ENOTEMPTY) => BackendError::AlreadyExists,
-                    _ => map_io(e, "rename", key),
-                });
+                return publish_new(parent, &tmp, &name).map_err(|e| map_io(e, "link", key));
             }
-            sys::fsync(parent).map_err(|e| map_io(e, "fsync", key))?;
-            Ok(())
+            sys::renameat(parent, &tmp, parent, &name).map_err(|e| match e.raw_os_error() {
+                Some(libc::EISDIR) | Some(libc::ENOTEMPTY) => BackendError::AlreadyExists,
+                _ => map_io(e, "rename", key),
+            })?;
+            Ok(Published::Moved)
         })();
-        if let Err(e) = res {
-            unlink_tmp();
-            return Err(e);
-        }
+        let how = match res {
+            Ok(how) => how,
+            Err(e) => {
+                unlink_tmp();
+                return Err(e);
+            }
+        };
         let st = fstat(f.as_fd()).map_err(|e| map_io(e, "stat", key))?;
         let user = xattr::sane(meta);
-        // The entry holds the object open by its own name, not by the temp name it was
-        // written under (now unlinked): a descriptor's path is what /proc, FUSE and
-        // other path-keyed file systems go by. Not the same inode any more (replaced
-        // meanwhile by another writer): no entry, `put` forgets the key instead.
-        let Some(f) = cstr(last)
-            .ok()
-            .and_then(|name| openat(parent, &name, libc::O_RDWR, 0).ok())
-            .map(File::from)
-            .filter(|g| {
-                fstat(g.as_fd()).is_ok_and(|s| s.st_ino == st.st_ino && s.st_dev == st.st_dev)
-            })
-        else {
+        let f = match how {
+            Published::Moved => Some(f),
+            // The descriptor's name was unlinked: the entry holds the object open by
+            // its own name, since a descriptor's path is what /proc, FUSE and other
+            // path-keyed file systems go by. Not the same inode any more (replaced
+            // meanwhile by another writer): no entry, `put` forgets the key instead.
+            Published::Linked => cstr(last)
+                .ok()
+                .and_then(|name| openat(parent, &name, libc::O_RDWR, 0).ok())
+                .map(File::from)
+                .filter(|g| {
+                    fstat(g.as_fd()).is_ok_and(|s| s.st_ino == st.st_ino && s.st_dev == st.st_dev)
+                }),
+        };
+        let Some(f) = f else {
             return Ok((object_meta(key, &st, user), None));
         };
         let entry = Entry {
@@ -756,18 +797,35 @@ impl FsBackend {
         Ok((object_meta(key, &st, user), Some(entry)))
     }
 
+    /// Makes our own change of the entries of directory `dir_key` (open as `dir`)
+    /// durable: records its new ctime (`own_entries_change`), then fsyncs it — or
+    /// waits for a fsync of it another worker started after this change, which
+    /// covers it too (`dirsync`: group commit of concurrent creates and removes).
+    fn sync_entries(&self, dir_key: &str, dir: BorrowedFd<'_>, key: &str) -> BResult<()> {
+        let st = fstat(dir).map_err(|e| map_io(e, "stat", key))?;
+        self.note_entries_change(dir_key, &st);
+        self.dir_syncs
+            .sync((st.st_dev, st.st_ino), || sys::fsync(dir))
+            .map_err(|e| map_io(e, "fsync", key))
+    }
+
     /// Our own change of the entries of directory `dir_key` (open as `dir`) moved its
     /// ctime but not its metadata: as `own_change` does for a file's data, record the
     /// new ctime so the next `head` of the directory does not re-read its xattrs.
     fn own_entries_change(&self, dir_key: &str, dir: BorrowedFd<'_>) {
         if let Ok(st) = fstat(dir) {
-            let now = ctime_of(&st);
-            self.cache.update_inode(dir_key, st.st_dev, st.st_ino, |c| {
-                if c.ctime < now {
-                    c.ctime = now;
-                }
-            });
+            self.note_entries_change(dir_key, &st);
         }
+    }
+
+    /// `own_entries_change` with the directory's stat taken.
+    fn note_entries_change(&self, dir_key: &str, st: &libc::stat) {
+        let now = ctime_of(st);
+        self.cache.update_inode(dir_key, st.st_dev, st.st_ino, |c| {
+            if c.ctime < now {
+                c.ctime = now;
+            }
+        });
     }
 
     fn put_dir(&self, key: &str, meta: &UserMeta, if_absent: bool) -> BResult<ObjectMeta> {
@@ -781,7 +839,7 @@ impl FsBackend {
             }
         }
         let (f, _) = self.open_obj(key, libc::O_RDONLY)?;
-        let res = xattr::set(f.as_fd(), meta).map_err(|e| map_io(e, "setxattr", key));
+        let res = xattr::set_fresh(f.as_fd(), meta).map_err(|e| map_io(e, "setxattr", key));
         self.cache.invalidate(key);
         res?;
         f.sync_all().map_err(|e| map_io(e, "fsync", key))?;
@@ -1019,13 +1077,16 @@ impl Backend for FsBackend {
             meta,
             if_absent,
         );
-        match res {
+        let synced = res.and_then(|(m, e)| {
+            self.sync_entries(list::dir_of(key), self.at(&parent), key)?;
+            Ok((m, e))
+        });
+        match synced {
             Ok((m, e)) => {
                 match e {
                     Some(e) => self.cache.replace(key, e, epoch),
                     None => self.cache.invalidate(key),
                 }
-                self.own_entries_change(list::dir_of(key), self.at(&parent));
                 Ok(m)
             }
             Err(e) => {
@@ -1167,16 +1228,18 @@ impl Backend for FsBackend {
             return self.put_dir(to, &meta, false).map(|_| ());
         }
         let parent = self.walk(&dsp.parents, true, to)?;
-        let res = self.install(
-            self.at(&parent),
-            dsp.last,
-            to,
-            &mut |f| io::copy(&mut src, f).map(|_| ()),
-            &meta,
-            false,
-        );
+        let res = self
+            .install(
+                self.at(&parent),
+                dsp.last,
+                to,
+                &mut |f| io::copy(&mut src, f).map(|_| ()),
+                &meta,
+                false,
+            )
+            .and_then(|_| self.sync_entries(list::dir_of(to), self.at(&parent), to));
         self.cache.invalidate(to);
-        res.map(|_| ())
+        res
     }
 
     fn delete(&self, key: &str) -> BResult<()> {
@@ -1216,8 +1279,7 @@ impl Backend for FsBackend {
         } else {
             self.cache.invalidate(key);
         }
-        self.own_entries_change(list::dir_of(key), at);
-        sys::fsync(at).map_err(|e| map_io(e, "fsync", key))
+        self.sync_entries(list::dir_of(key), at, key)
     }
 
     fn set_meta(&self, key: &str, meta: &UserMeta) -> BResult<()> {

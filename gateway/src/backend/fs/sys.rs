@@ -66,6 +66,7 @@ pub fn openat(
     flags: libc::c_int,
     mode: libc::mode_t,
 ) -> io::Result<OwnedFd> {
+    calls::note("openat");
     let flags = flags | libc::O_CLOEXEC | libc::O_NOFOLLOW;
     loop {
         // SAFETY: `dir` is open for the call and `name` is NUL-terminated.
@@ -91,6 +92,7 @@ fn empty_stat() -> libc::stat {
 }
 
 pub fn fstat(fd: BorrowedFd<'_>) -> io::Result<libc::stat> {
+    calls::note("fstat");
     let mut st = empty_stat();
     // SAFETY: `fd` is open and `st` is a valid, writable stat.
     check(unsafe { libc::fstat(fd.as_raw_fd(), &mut st) })?;
@@ -99,6 +101,7 @@ pub fn fstat(fd: BorrowedFd<'_>) -> io::Result<libc::stat> {
 
 /// `fstatat(dir, name, AT_SYMLINK_NOFOLLOW)`: a symlink is described, not followed.
 pub fn lstatat(dir: BorrowedFd<'_>, name: &CStr) -> io::Result<libc::stat> {
+    calls::note("lstatat");
     let mut st = empty_stat();
     // SAFETY: `dir` is open, `name` NUL-terminated and `st` a valid, writable stat.
     let r = unsafe {
@@ -122,17 +125,20 @@ pub fn fstatvfs(fd: BorrowedFd<'_>) -> io::Result<libc::statvfs> {
 }
 
 pub fn fsync(fd: BorrowedFd<'_>) -> io::Result<()> {
+    calls::note("fsync");
     // SAFETY: `fd` is open for the call; fsync touches no memory of ours.
     check(unsafe { libc::fsync(fd.as_raw_fd()) })
 }
 
 pub fn mkdirat(dir: BorrowedFd<'_>, name: &CStr, mode: libc::mode_t) -> io::Result<()> {
+    calls::note("mkdirat");
     // SAFETY: `dir` is open and `name` NUL-terminated.
     check(unsafe { libc::mkdirat(dir.as_raw_fd(), name.as_ptr(), mode) })
 }
 
 /// `unlinkat(dir, name, flags)` (`AT_REMOVEDIR` for a directory).
 pub fn unlinkat(dir: BorrowedFd<'_>, name: &CStr, flags: libc::c_int) -> io::Result<()> {
+    calls::note("unlinkat");
     // SAFETY: `dir` is open and `name` NUL-terminated.
     check(unsafe { libc::unlinkat(dir.as_raw_fd(), name.as_ptr(), flags) })
 }
@@ -143,6 +149,7 @@ pub fn renameat(
     to_dir: BorrowedFd<'_>,
     to: &CStr,
 ) -> io::Result<()> {
+    calls::note("renameat");
     // SAFETY: both descriptors are open and both names NUL-terminated.
     check(unsafe {
         libc::renameat(
@@ -161,6 +168,7 @@ pub fn linkat(
     to_dir: BorrowedFd<'_>,
     to: &CStr,
 ) -> io::Result<()> {
+    calls::note("linkat");
     // SAFETY: both descriptors are open and both names NUL-terminated.
     check(unsafe {
         libc::linkat(
@@ -173,9 +181,40 @@ pub fn linkat(
     })
 }
 
+/// `renameat2(.., RENAME_NOREPLACE)`: moves `from` to `to` only if `to` does not
+/// exist (EEXIST otherwise), in one step. EINVAL (or ENOSYS) where the file system or
+/// kernel does not offer the flag: the caller falls back to `linkat` + `unlinkat`.
+pub fn rename_noreplace(
+    from_dir: BorrowedFd<'_>,
+    from: &CStr,
+    to_dir: BorrowedFd<'_>,
+    to: &CStr,
+) -> io::Result<()> {
+    calls::note("renameat2");
+    // SAFETY: both descriptors are open and both names NUL-terminated; the raw
+    // system call (glibc and musl both have the number, not always the wrapper)
+    // reads the names and writes nothing of ours.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_renameat2,
+            from_dir.as_raw_fd(),
+            from.as_ptr(),
+            to_dir.as_raw_fd(),
+            to.as_ptr(),
+            libc::RENAME_NOREPLACE,
+        )
+    };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(last_err())
+    }
+}
+
 /// The NUL-separated attribute names of an open file into `buf`; ERANGE when it is
 /// too small.
 pub fn flistxattr(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<usize> {
+    calls::note("flistxattr");
     // SAFETY: `fd` is open; the kernel writes at most `buf.len()` bytes into `buf`.
     check_len(unsafe { libc::flistxattr(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) })
 }
@@ -183,6 +222,7 @@ pub fn flistxattr(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<usize> {
 /// The value of attribute `name` into `buf`; ERANGE when it is too small, ENODATA
 /// when there is no such attribute.
 pub fn fgetxattr(fd: BorrowedFd<'_>, name: &CStr, buf: &mut [u8]) -> io::Result<usize> {
+    calls::note("fgetxattr");
     // SAFETY: `fd` is open, `name` NUL-terminated; the kernel writes at most
     // `buf.len()` bytes into `buf`.
     check_len(unsafe {
@@ -197,6 +237,7 @@ pub fn fgetxattr(fd: BorrowedFd<'_>, name: &CStr, buf: &mut [u8]) -> io::Result<
 
 /// Creates or replaces attribute `name`.
 pub fn fsetxattr(fd: BorrowedFd<'_>, name: &CStr, value: &[u8]) -> io::Result<()> {
+    calls::note("fsetxattr");
     // SAFETY: `fd` is open, `name` NUL-terminated; the kernel reads exactly
     // `value.len()` bytes from `value`.
     check(unsafe {
@@ -212,6 +253,7 @@ pub fn fsetxattr(fd: BorrowedFd<'_>, name: &CStr, value: &[u8]) -> io::Result<()
 
 /// Removes attribute `name`; ENODATA when there is none.
 pub fn fremovexattr(fd: BorrowedFd<'_>, name: &CStr) -> io::Result<()> {
+    calls::note("fremovexattr");
     // SAFETY: `fd` is open and `name` NUL-terminated.
     check(unsafe { libc::fremovexattr(fd.as_raw_fd(), name.as_ptr()) })
 }
@@ -352,4 +394,32 @@ pub fn ficlonerange(
     // SAFETY: `dst` and `src` are open; `arg` is a valid file_clone_range the
     // kernel only reads during the call.
     check(unsafe { libc::ioctl(dst.as_raw_fd(), libc::FICLONERANGE, &arg) })
+}
+
+/// What the tests of the create and remove paths count: this thread's system calls
+/// by name (`calls::take`). Counted in test builds only.
+pub mod calls {
+    #[cfg(test)]
+    use std::cell::RefCell;
+    #[cfg(test)]
+    use std::collections::BTreeMap;
+
+    #[cfg(test)]
+    thread_local! {
+        static CALLS: RefCell<BTreeMap<&'static str, u32>> = const { RefCell::new(BTreeMap::new()) };
+    }
+
+    #[inline(always)]
+    pub fn note(name: &'static str) {
+        #[cfg(test)]
+        CALLS.with(|c| *c.borrow_mut().entry(name).or_default() += 1);
+        #[cfg(not(test))]
+        let _ = name;
+    }
+
+    /// This thread's counts since the last `take`, which clears them.
+    #[cfg(test)]
+    pub fn take() -> BTreeMap<&'static str, u32> {
+        CALLS.with(|c| std::mem::take(&mut *c.borrow_mut()))
+    }
 }

@@ -639,3 +639,53 @@ fn listing_pages_are_cut_from_one_scan_and_see_changes() {
     assert_eq!(p2.objects[0].key, "d/f01002", "another tool's remove");
     assert_eq!(p.objects[1].key, "d/f01000a");
 }
+
+/// The system calls of a new object and of its delete (docs/performance.md, "Create
+/// and remove system calls"): no metadata read of the fresh temp file, one
+/// `renameat2(RENAME_NOREPLACE)` (no `linkat` + `unlinkat`, no reopen by name: the
+/// descriptor was renamed with the file), one fsync of the file and one of the
+/// directory; a delete is `lstat`, `unlinkat` and the directory's fstat and fsync.
+#[test]
+fn a_new_object_and_its_delete_make_only_the_needed_system_calls() {
+    use std::collections::BTreeMap;
+    let (_d, root, b) = backend();
+    let m = meta(&[("mode", "100600"), ("uid", "7"), ("gid", "8")]);
+    sys::calls::take();
+    b.put("f", b"", &m, true).unwrap();
+    let want: BTreeMap<&str, u32> = [
+        ("openat", 1),
+        ("fsetxattr", 3),
+        ("fsync", 2),
+        ("renameat2", 1),
+        ("fstat", 2),
+    ]
+    .into_iter()
+    .collect();
+    assert_eq!(sys::calls::take(), want);
+    // The cached entry's descriptor names the object, not a temp name.
+    let e = b.cache.get("f").expect("the put's entry is cached");
+    let fd_path = std::fs::read_link(format!(
+        "/proc/self/fd/{}",
+        std::os::fd::AsRawFd::as_raw_fd(&*e.file)
+    ))
+    .unwrap();
+    assert_eq!(fd_path, root.join("f"));
+    assert_eq!(
+        b.head("f").unwrap().user.get("uid").map(String::as_str),
+        Some("7")
+    );
+    // An existing name: AlreadyExists, the file untouched, no temp file left behind.
+    assert_eq!(b.put("f", b"x", &m, true), Err(BackendError::AlreadyExists));
+    assert_eq!(std::fs::read(root.join("f")).unwrap(), b"");
+    let names: Vec<_> = std::fs::read_dir(&root)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names, vec![std::ffi::OsString::from("f")]);
+    sys::calls::take();
+    b.delete("f").unwrap();
+    let want: BTreeMap<&str, u32> = [("lstatat", 1), ("unlinkat", 1), ("fstat", 1), ("fsync", 1)]
+        .into_iter()
+        .collect();
+    assert_eq!(sys::calls::take(), want);
+}

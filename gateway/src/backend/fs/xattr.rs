@@ -192,6 +192,21 @@ pub fn set(fd: BorrowedFd<'_>, meta: &UserMeta) -> io::Result<()> {
     Ok(())
 }
 
+/// Writes `meta` on a file this process has just created (`O_EXCL`, not yet named):
+/// it has no user.nfsgw.* attribute to compare with or remove, so nothing is read
+/// first (`set` lists and reads them: two `flistxattr` per new object for nothing).
+pub fn set_fresh(fd: BorrowedFd<'_>, meta: &UserMeta) -> io::Result<()> {
+    let einval = || io::Error::from_raw_os_error(libc::EINVAL);
+    for (name, val) in meta {
+        if name.is_empty() {
+            return Err(einval());
+        }
+        let c = CString::new(format!("{XATTR_PREFIX}{name}")).map_err(|_| einval())?;
+        sys::fsetxattr(fd, &c, val.as_bytes())?;
+    }
+    Ok(())
+}
+
 /// Clients' extended attributes (RFC 8276) are `user.nfsgw-x.<name>`: outside
 /// [`XATTR_PREFIX`] (whose names `set` owns and rewrites), so no client name can
 /// reach the gateway's metadata, and apart from attributes other local tools set.

@@ -1210,6 +1210,21 @@ impl Inner {
         how: &CreateMode,
         owner: Owner,
     ) -> FsResult<Node> {
+        self.create_checked(dir, name, how, owner, &|_| Ok(()))
+    }
+
+    /// `create`, asking `may_truncate` before an UNCHECKED create with a size
+    /// truncates a file already at the name (the caller's permission rule, RFC 1813
+    /// §3.3.8): decided on the file this call found, with no LOOKUP of its own
+    /// before (which cost every new name a second probe).
+    pub fn create_checked(
+        &self,
+        dir: &Node,
+        name: &[u8],
+        how: &CreateMode,
+        owner: Owner,
+        may_truncate: &dyn Fn(&Node) -> FsResult<()>,
+    ) -> FsResult<Node> {
         let name = self.create_name(dir, name)?;
         let key = format!("{}{name}", dir.key);
         let (set, verf) = match how {
@@ -1224,7 +1239,7 @@ impl Inner {
         // mapping a new file replaces is reported by `fresh_node` once unmapped;
         // `making` reports the new or found object after the call.
         self.making(&[Some(dir.fileid)], || {
-            self.create_at(dir, &key, how, &set, verf, owner)
+            self.create_at(dir, &key, how, (&set, verf), owner, may_truncate)
         })
     }
 
@@ -1233,9 +1248,9 @@ impl Inner {
         dir: &Node,
         key: &str,
         how: &CreateMode,
-        set: &SetAttr,
-        verf: Option<String>,
+        (set, verf): (&SetAttr, Option<String>),
         owner: Owner,
+        may_truncate: &dyn Fn(&Node) -> FsResult<()>,
     ) -> FsResult<Node> {
         let (key, set) = (key.to_string(), *set);
         for attempt in 0..2 {
@@ -1259,6 +1274,7 @@ impl Inner {
                             }
                             let node = self.node(dir.export, &key);
                             if let Some(size) = s.size {
+                                may_truncate(&node)?;
                                 self.setattr(
                                     &node,
                                     &SetAttr {

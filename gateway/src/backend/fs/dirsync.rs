@@ -1,0 +1,196 @@
+//! Group commit of directory fsyncs.
+//!
+//! A CREATE or REMOVE answers only once its directory entry is on stable storage
+//! (RFC 1813 §3.3.8, §3.3.12: the NFSv3 server commits a namespace change before it
+//! replies; RFC 8881 §18.16.3 likewise for OPEN with CREATE), which on a POSIX file
+//! system takes a fsync of the directory after the change. A fsync that *starts*
+//! after a change completed covers it, whoever calls it, so workers changing the same
+//! directory at once need not each pay one: a change takes a ticket when it has
+//! completed; the fsync a worker starts covers every ticket taken before it started;
+//! a worker whose ticket a running fsync does not cover waits for it to end and then
+//! starts the next one (or finds that someone else did). At queue depth 1 this is one
+//! fsync per change, as before; with N workers creating in one directory, about one
+//! fsync per round of N.
+//!
+//! Errors: a failed fsync fails every ticket it was to cover, not only its caller's
+//! (on Linux a writeback error is reported once per open file, so a waiter's own
+//! retry could succeed on what was never written).
+//!
+//! Sharing: one table per backend, shared by the workers; its mutex guards the map
+//! lookup only, and each directory's state its own short critical sections (never held
+//! across the fsync).
+
+use std::collections::HashMap;
+use std::io;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+
+/// Directories (device, inode) with a sync state; idle ones are dropped past this.
+const KEEP: usize = 256;
+
+#[derive(Default)]
+pub struct DirSyncs {
+    dirs: Mutex<HashMap<(u64, u64), Arc<DirSync>>>,
+}
+
+#[derive(Default)]
+struct DirSync {
+    state: Mutex<State>,
+    done: Condvar,
+}
+
+#[derive(Default)]
+struct State {
+    /// Tickets handed out: one per completed change.
+    taken: u64,
+    /// Every ticket up to this one is on stable storage.
+    synced: u64,
+    /// The fsync in flight covers tickets up to this one.
+    running: Option<u64>,
+    /// The last failed fsync was to cover tickets in `(from, to]`.
+    failed: (u64, u64),
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl DirSyncs {
+    /// Returns once a fsync of directory `dir` (device, inode) that started after
+    /// this call's change (completed before the call) has succeeded; `fsync` runs
+    /// that fsync when no other worker's will do.
+    pub fn sync(&self, dir: (u64, u64), fsync: impl FnOnce() -> io::Result<()>) -> io::Result<()> {
+        self.of(dir).sync(fsync)
+    }
+
+    fn of(&self, dir: (u64, u64)) -> Arc<DirSync> {
+        let mut dirs = lock(&self.dirs);
+        if dirs.len() >= KEEP && !dirs.contains_key(&dir) {
+            // Only this table holds an idle directory's state.
+            dirs.retain(|_, d| Arc::strong_count(d) > 1);
+        }
+        dirs.entry(dir).or_default().clone()
+    }
+
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        lock(&self.dirs).len()
+    }
+}
+
+impl DirSync {
+    fn sync(&self, fsync: impl FnOnce() -> io::Result<()>) -> io::Result<()> {
+        let mut st = lock(&self.state);
+        st.taken += 1;
+        let ticket = st.taken;
+        loop {
+            if st.synced >= ticket {
+                return Ok(());
+            }
+            if st.failed.0 < ticket && ticket <= st.failed.1 {
+                return Err(io::Error::from_raw_os_error(libc::EIO));
+            }
+            if st.running.is_none() {
+                break;
+            }
+            st = self.done.wait(st).unwrap_or_else(|e| e.into_inner());
+        }
+        let (from, upto) = (st.synced, st.taken);
+        st.running = Some(upto);
+        drop(st);
+        let res = fsync();
+        let mut st = lock(&self.state);
+        st.running = None;
+        match &res {
+            Ok(()) => st.synced = st.synced.max(upto),
+            Err(_) => st.failed = (from, upto),
+        }
+        drop(st);
+        self.done.notify_all();
+        res
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::time::Duration;
+
+    /// Every caller returns only after a fsync that started after its change; while
+    /// one fsync runs, the changes that queue behind it share the next one.
+    #[test]
+    fn concurrent_changes_share_fsyncs_that_started_after_them() {
+        let syncs = Arc::new(DirSyncs::default());
+        // Changes made (a counter standing for directory entries) and, per fsync,
+        // how many changes had completed when it started.
+        let changes = Arc::new(AtomicU64::new(0));
+        let fsyncs = Arc::new(AtomicU64::new(0));
+        let covered = Arc::new(AtomicU64::new(0));
+        let threads: Vec<_> = (0..8)
+            .map(|_| {
+                let (syncs, changes, fsyncs, covered) = (
+                    syncs.clone(),
+                    changes.clone(),
+                    fsyncs.clone(),
+                    covered.clone(),
+                );
+                std::thread::spawn(move || {
+                    for _ in 0..20 {
+                        let mine = changes.fetch_add(1, Ordering::SeqCst) + 1;
+                        syncs
+                            .sync((1, 2), || {
+                                let at_start = changes.load(Ordering::SeqCst);
+                                std::thread::sleep(Duration::from_millis(2));
+                                fsyncs.fetch_add(1, Ordering::SeqCst);
+                                covered.fetch_max(at_start, Ordering::SeqCst);
+                                Ok(())
+                            })
+                            .unwrap();
+                        // A fsync that started once this change was made has ended.
+                        assert!(covered.load(Ordering::SeqCst) >= mine);
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        let n = fsyncs.load(Ordering::SeqCst);
+        assert!(n < 160, "8 threads × 20 changes shared no fsync ({n})");
+        assert!(
+            n >= 20,
+            "a thread's 20 changes need 20 fsyncs at least ({n})"
+        );
+    }
+
+    /// A failed fsync fails the change of every caller it was to cover; later
+    /// changes sync again.
+    #[test]
+    fn a_failed_fsync_fails_every_change_it_covered() {
+        let syncs = DirSyncs::default();
+        let eio = || Err(io::Error::from_raw_os_error(libc::EIO));
+        assert!(syncs.sync((1, 1), eio).is_err());
+        assert!(syncs.sync((1, 1), || Ok(())).is_ok());
+        let d = syncs.of((1, 1));
+        // A ticket of the failed range, taken while that fsync ran.
+        {
+            let mut st = lock(&d.state);
+            st.failed = (st.synced, st.taken + 1);
+        }
+        assert_eq!(
+            d.sync(|| panic!("covered by the failed fsync: no fsync of its own"))
+                .unwrap_err()
+                .raw_os_error(),
+            Some(libc::EIO)
+        );
+    }
+
+    #[test]
+    fn idle_directories_are_dropped() {
+        let syncs = DirSyncs::default();
+        for ino in 0..(KEEP as u64 * 3) {
+            syncs.sync((1, ino), || Ok(())).unwrap();
+        }
+        assert!(syncs.len() <= KEEP);
+    }
+}
