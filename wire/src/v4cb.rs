@@ -42,22 +42,32 @@ pub fn decode_callback(rec: &[u8]) -> Result<(u32, Option<CbRecall>), String> {
     }
 }
 
-/// CB_COMPOUND4args (RFC 8881 §19.2.1) of minor version 1 with exactly CB_SEQUENCE
-/// (§20.9.1) and CB_RECALL (§20.2.1); `None` for any other shape.
-fn cb_recall(r: &mut XdrReader) -> XdrResult<Option<CbRecall>> {
+/// The head of a two-operation CB_COMPOUND4args (RFC 8881 §19.2.1) of minor version
+/// `minor`: CB_SEQUENCE (§20.9.1) with no referring call lists, then operation `op`,
+/// whose arguments follow. Its session and sequence id; `None` for any other shape.
+fn cb_sequence_then(r: &mut XdrReader, minor: u32, op: u32) -> XdrResult<Option<([u8; 16], u32)>> {
     r.opaque_var(MAX_TAG)?;
-    let minor = r.u32()?;
+    let got_minor = r.u32()?;
     r.u32()?; // callback_ident
-    if minor != 1 || r.u32()? != 2 || r.u32()? != OP_CB_SEQUENCE {
+    if got_minor != minor || r.u32()? != 2 || r.u32()? != OP_CB_SEQUENCE {
         return Ok(None);
     }
     let mut session = [0u8; 16];
     session.copy_from_slice(r.opaque_fixed(16)?);
     let seqid = r.u32()?;
     r.skip(12)?; // slotid, highest_slotid, cachethis
-    if r.u32()? != 0 || r.u32()? != OP_CB_RECALL {
+    if r.u32()? != 0 || r.u32()? != op {
         return Ok(None); // referring call lists are not expected here
     }
+    Ok(Some((session, seqid)))
+}
+
+/// CB_COMPOUND4args (RFC 8881 §19.2.1) of minor version 1 with exactly CB_SEQUENCE
+/// (§20.9.1) and CB_RECALL (§20.2.1); `None` for any other shape.
+fn cb_recall(r: &mut XdrReader) -> XdrResult<Option<CbRecall>> {
+    let Some((session, seqid)) = cb_sequence_then(r, 1, OP_CB_RECALL)? else {
+        return Ok(None);
+    };
     let mut stateid = [0u8; 16];
     stateid.copy_from_slice(r.opaque_fixed(16)?);
     Ok(Some(CbRecall {
@@ -123,19 +133,9 @@ pub fn decode_offload(rec: &[u8]) -> Result<(u32, CbOffload), String> {
 }
 
 fn cb_offload(r: &mut XdrReader) -> XdrResult<Option<CbOffload>> {
-    r.opaque_var(MAX_TAG)?;
-    let minor = r.u32()?;
-    r.u32()?; // callback_ident
-    if minor != 2 || r.u32()? != 2 || r.u32()? != OP_CB_SEQUENCE {
+    let Some((session, seqid)) = cb_sequence_then(r, 2, OP_CB_OFFLOAD)? else {
         return Ok(None);
-    }
-    let mut session = [0u8; 16];
-    session.copy_from_slice(r.opaque_fixed(16)?);
-    let seqid = r.u32()?;
-    r.skip(12)?; // slotid, highest_slotid, cachethis
-    if r.u32()? != 0 || r.u32()? != OP_CB_OFFLOAD {
-        return Ok(None);
-    }
+    };
     let fh = r.opaque_var(128)?.to_vec();
     let mut stateid = [0u8; 16];
     stateid.copy_from_slice(r.opaque_fixed(16)?);

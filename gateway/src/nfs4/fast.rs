@@ -403,7 +403,7 @@ fn answer_into(
         _ => return None,
     };
     // Where the READ's data lie from the COMPOUND4res's first byte: copied data is
-    // the last item written (`put_read4`), then its XDR pad; a zero-copy READ's
+    // the last item written (`put_read_result`), then its XDR pad; a zero-copy READ's
     // follows its length word in the slot's copy (`append_read`).
     // READ_PLUS's data is inline and no READ result: nothing to locate.
     let res_data = read.as_ref().filter(|_| !plus).map(|r| {
@@ -493,11 +493,7 @@ fn encode(
             // Counted as a hit or a miss here, answered or not (the slot claim
             // may still send the call to a worker).
             let got = v.cache.read_admitted(hit, offset, count).filter(|r| {
-                if plus {
-                    put_read_plus4(w, v.cache, offset, r, zero_copy).is_ok()
-                } else {
-                    put_read4(w, v.cache, r, zero_copy).is_ok()
-                }
+                put_read_result(w, v.cache, r, plus.then_some(offset), zero_copy).is_ok()
             });
             match got {
                 Some(r) => {
@@ -513,54 +509,32 @@ fn encode(
     }
 }
 
-/// READ4resok after its status (RFC 8881 §18.22.2): eof, and the data copied from
-/// the cache pages, or only its length when `zero_copy` (the data then goes from
-/// the pages). Nothing written (`w` rewound) when it does not fit.
-fn put_read4(
+/// READ4resok (RFC 8881 §18.22.2) after its status: eof, then the data; or, when
+/// `plus` holds the READ_PLUS offset, READ_PLUS4resok (RFC 7862 §15.10.2): eof, then
+/// the range as one data segment at that offset (none past the end). The data is
+/// copied from the cache pages or, when `zero_copy`, only its length is written (the
+/// data then goes from the pages). The cache keeps bytes, not extents: a hole in a
+/// READ_PLUS range goes as zeros in the data, which §15.10.3 allows (the worker's
+/// READ_PLUS, which asks the file model for extents, reports it as a hole). Nothing
+/// written (`w` rewound) when it does not fit.
+fn put_read_result(
     w: &mut XdrWriter,
     cache: &ReadCache,
     r: &cache::ReadHit,
+    plus: Option<u64>,
     zero_copy: bool,
 ) -> XdrResult<()> {
     let start = w.position();
     let ok = (|| {
         w.bool(r.done.eof)?;
-        if zero_copy {
-            return w.u32(r.done.n as u32);
+        if let Some(offset) = plus {
+            if r.done.n == 0 {
+                return w.u32(0);
+            }
+            w.u32(1)?;
+            w.u32(NFS4_CONTENT_DATA)?;
+            w.u64(offset)?;
         }
-        w.u32(r.done.n as u32)?;
-        let dst = w.reserve_opaque_fixed(r.done.n)?;
-        cache.copy_read(r, dst);
-        Ok(())
-    })();
-    if ok.is_err() {
-        w.rewind(start);
-    }
-    ok
-}
-
-/// READ_PLUS4resok after its status (RFC 7862 §15.10.2): eof, and the range as one
-/// data segment (none past the end), its data copied from the cache pages or, when
-/// `zero_copy`, only its length (the data then goes from the pages, as READ's). The
-/// cache keeps bytes, not extents: a hole in the range goes as zeros in the data,
-/// which §15.10.3 allows (the worker's READ_PLUS, which asks the file model for
-/// extents, reports it as a hole). Nothing written (`w` rewound) when it does not fit.
-fn put_read_plus4(
-    w: &mut XdrWriter,
-    cache: &ReadCache,
-    offset: u64,
-    r: &cache::ReadHit,
-    zero_copy: bool,
-) -> XdrResult<()> {
-    let start = w.position();
-    let ok = (|| {
-        w.bool(r.done.eof)?;
-        if r.done.n == 0 {
-            return w.u32(0);
-        }
-        w.u32(1)?;
-        w.u32(NFS4_CONTENT_DATA)?;
-        w.u64(offset)?;
         w.u32(r.done.n as u32)?;
         if zero_copy {
             return Ok(());

@@ -100,6 +100,15 @@ pub struct Outcall {
     pub record: Vec<u8>,
 }
 
+/// The two queues of callbacks the table sends and resends under one set of rules.
+#[derive(Debug, Clone, Copy)]
+enum Queue {
+    /// CB_RECALLs of delegations, by delegation stateid.
+    Recalls,
+    /// CB_OFFLOADs of finished asynchronous COPYs, by copy stateid.
+    Offloads,
+}
+
 #[derive(Debug, Clone, Copy)]
 enum What {
     Probe(u64),
@@ -339,13 +348,7 @@ impl RecallTable {
         now: Instant,
         out: &mut Vec<Outcall>,
     ) {
-        let due: Vec<[u8; 12]> = self
-            .tasks
-            .iter()
-            .filter(|(_, t)| !t.in_flight && t.next_try <= now)
-            .map(|(o, _)| *o)
-            .collect();
-        for other in due {
+        for other in self.due(Queue::Recalls, now) {
             let Some((clientid, stateid, fh)) = dl.recall_target(&other) else {
                 self.tasks.remove(&other);
                 continue;
@@ -364,48 +367,88 @@ impl RecallTable {
                 stateid,
                 fh: &fh,
             };
-            // A retransmission keeps its XID (unless, improbably, it is in use again).
-            let xid = match self.tasks.get(&other).and_then(|t| t.retransmit) {
-                Some(x) if !self.pending.contains_key(&x) => x,
-                _ => self.xid(),
+            let what = What::Recall {
+                other,
+                session: info.session,
             };
-            let sec = self.secs.get(&info.session);
-            let record = match wire.encode(xid, info.cb_program, &call, info.max_request, sec) {
-                Some(r) => r,
-                None => {
-                    tracing::warn!(
-                        clientid,
-                        max = info.max_request,
-                        "CB_RECALL does not fit the back channel; the delegation will be revoked after the lease"
-                    );
-                    self.free_slot(&info.session, false);
-                    self.tasks.remove(&other);
-                    continue;
-                }
-            };
-            let via = transport_of(&info.conn);
-            self.pending.insert(
-                xid,
-                Pending {
-                    what: What::Recall {
-                        other,
-                        session: info.session,
-                    },
-                    sent: now,
-                    via,
-                },
-            );
-            if let Some(t) = self.tasks.get_mut(&other) {
-                t.in_flight = true;
-                t.retransmit = Some(xid);
+            match self.post(Queue::Recalls, other, &call, what, &info, wire, dl, now, out) {
+                Some(via) => dl.recall_sent(&other, via),
+                None => tracing::warn!(
+                    clientid,
+                    max = info.max_request,
+                    "CB_RECALL does not fit the back channel; the delegation will be revoked after the lease"
+                ),
             }
-            dl.stats().callback(via, CallbackResult::Sent);
-            dl.recall_sent(&other, via);
-            out.push(Outcall {
-                conn: info.conn,
-                record,
-            });
         }
+    }
+
+    /// The entries of queue `q` due at `now` (not in flight, their time come).
+    fn due(&self, q: Queue, now: Instant) -> Vec<[u8; 12]> {
+        let tasks = match q {
+            Queue::Recalls => &self.tasks,
+            Queue::Offloads => &self.offloads,
+        };
+        tasks
+            .iter()
+            .filter(|(_, t)| !t.in_flight && t.next_try <= now)
+            .map(|(o, _)| *o)
+            .collect()
+    }
+
+    /// Encodes `call` (on the back channel slot just claimed) and queues it for
+    /// `info`'s connection as `what`, the task `other` of queue `q` marked in flight.
+    /// A retransmission keeps its XID (unless, improbably, it is in use again).
+    /// `None` when the call does not fit the back channel: the slot is freed and the
+    /// task dropped (the caller says what that means for the client).
+    #[allow(clippy::too_many_arguments)]
+    fn post(
+        &mut self,
+        q: Queue,
+        other: [u8; 12],
+        call: &CbCall,
+        what: What,
+        info: &BackChannelInfo,
+        wire: &dyn CallbackWire,
+        dl: &Delegations,
+        now: Instant,
+        out: &mut Vec<Outcall>,
+    ) -> Option<Transport> {
+        let again = match q {
+            Queue::Recalls => self.tasks.get(&other),
+            Queue::Offloads => self.offloads.get(&other),
+        }
+        .and_then(|t| t.retransmit);
+        let xid = match again {
+            Some(x) if !self.pending.contains_key(&x) => x,
+            _ => self.xid(),
+        };
+        let sec = self.secs.get(&info.session);
+        let tasks = match q {
+            Queue::Recalls => &mut self.tasks,
+            Queue::Offloads => &mut self.offloads,
+        };
+        let Some(record) = wire.encode(xid, info.cb_program, call, info.max_request, sec) else {
+            tasks.remove(&other);
+            self.free_slot(&info.session, false);
+            return None;
+        };
+        if let Some(t) = tasks.get_mut(&other) {
+            t.in_flight = true;
+            t.retransmit = Some(xid);
+        }
+        let via = transport_of(&info.conn);
+        let sent = Pending {
+            what,
+            sent: now,
+            via,
+        };
+        self.pending.insert(xid, sent);
+        dl.stats().callback(via, CallbackResult::Sent);
+        out.push(Outcall {
+            conn: info.conn,
+            record,
+        });
+        Some(via)
     }
 
     fn retry(&mut self, other: &[u8; 12], at: Instant) {
@@ -440,13 +483,7 @@ impl RecallTable {
         now: Instant,
         out: &mut Vec<Outcall>,
     ) {
-        let due: Vec<[u8; 12]> = self
-            .offloads
-            .iter()
-            .filter(|(_, t)| !t.in_flight && t.next_try <= now)
-            .map(|(o, _)| *o)
-            .collect();
-        for other in due {
+        for other in self.due(Queue::Offloads, now) {
             let Some(n) = dl.offloads.notice(&other) else {
                 self.offloads.remove(&other);
                 continue;
@@ -465,42 +502,29 @@ impl RecallTable {
                 fh: &n.fh,
                 outcome: n.outcome,
             };
-            let xid = match self.offloads.get(&other).and_then(|t| t.retransmit) {
-                Some(x) if !self.pending.contains_key(&x) => x,
-                _ => self.xid(),
+            let what = What::Offload {
+                other,
+                session: info.session,
             };
-            let sec = self.secs.get(&info.session);
-            let Some(record) = wire.encode(xid, info.cb_program, &call, info.max_request, sec)
-            else {
+            if self
+                .post(
+                    Queue::Offloads,
+                    other,
+                    &call,
+                    what,
+                    &info,
+                    wire,
+                    dl,
+                    now,
+                    out,
+                )
+                .is_none()
+            {
                 tracing::warn!(
                     clientid = n.clientid,
                     "CB_OFFLOAD does not fit the back channel; the client must ask OFFLOAD_STATUS"
                 );
-                self.free_slot(&info.session, false);
-                self.offloads.remove(&other);
-                continue;
-            };
-            let via = transport_of(&info.conn);
-            self.pending.insert(
-                xid,
-                Pending {
-                    what: What::Offload {
-                        other,
-                        session: info.session,
-                    },
-                    sent: now,
-                    via,
-                },
-            );
-            if let Some(t) = self.offloads.get_mut(&other) {
-                t.in_flight = true;
-                t.retransmit = Some(xid);
             }
-            dl.stats().callback(via, CallbackResult::Sent);
-            out.push(Outcall {
-                conn: info.conn,
-                record,
-            });
         }
     }
 
