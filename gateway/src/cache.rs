@@ -402,6 +402,7 @@ impl ReadCache {
 
     /// A hit served expired attributes of `fh`: the first such hit asks for one
     /// revalidation (`take_revalidation`); later ones wait for its fill.
+    #[cold]
     fn note_stale(&mut self, fh: &[u8]) {
         if let Some(key) = FhKey::new(fh) {
             if let Some(e) = self.attrs.get_mut(&key) {
@@ -466,6 +467,7 @@ impl ReadCache {
 
     /// An answer from the cache went out (`stale`: from expired attributes, which
     /// asks for one revalidation of `fh`, `take_revalidation`).
+    #[inline]
     pub fn answered(&mut self, fh: &[u8], stale: bool) {
         if stale {
             self.note_stale(fh);
@@ -519,17 +521,19 @@ impl ReadCache {
         exports: &Exports,
         req: &Request,
     ) -> Option<Attr> {
-        self.admit_v4(gens, exports, req).map(|h| h.attr)
+        self.admit_v4(gens, exports, req, false).map(|h| h.attr)
     }
 
-    /// `attr_v4`, also saying whether the caller may READ the file (a regular file
-    /// `check_read` admits, as `read` checks it), for `read_admitted`: the
-    /// export admission runs once per COMPOUND. A miss is counted.
+    /// `attr_v4`, also saying, when the COMPOUND will `read`, whether the caller may
+    /// READ the file (a regular file `check_read` admits, as `read` checks it), for
+    /// `read_admitted`: the export admission runs once per COMPOUND. A GETATTR
+    /// (`read` false) pays no access check. A miss is counted.
     pub fn admit_v4(
         &mut self,
         gens: &Generations,
         exports: &Exports,
         req: &Request,
+        read: bool,
     ) -> Option<V4Hit> {
         let got = self
             .admitted(gens, exports, req, false)
@@ -537,7 +541,9 @@ impl ReadCache {
             .map(|(e, caller, _)| V4Hit {
                 attr: e.attr,
                 stamp: e.stamp,
-                readable: e.attr.kind == FileKind::Reg && check_read(&e.attr, &caller).is_ok(),
+                readable: read
+                    && e.attr.kind == FileKind::Reg
+                    && check_read(&e.attr, &caller).is_ok(),
             });
         if got.is_none() {
             self.stats.misses += 1;

@@ -4,6 +4,7 @@
 use super::status::*;
 use crate::fs::{FileKind, FsStat, NfsTime, SetAttr, SetTime};
 use engine::xdr::{XdrReader, XdrResult, XdrWriter};
+use std::borrow::Cow;
 
 pub const SUPPORTED_ATTRS: u32 = 0;
 pub const TYPE: u32 = 1;
@@ -236,9 +237,10 @@ pub fn put_bitmap(w: &mut XdrWriter, b: &Bitmap) -> XdrResult<()> {
     Ok(())
 }
 
-/// Everything an object's attributes are encoded from.
+/// Everything an object's attributes are encoded from. The handle is borrowed where
+/// the caller has it (the reactor's cached GETATTR: no allocation per call).
 #[derive(Debug, Clone)]
-pub struct Obj {
+pub struct Obj<'a> {
     pub kind: FileKind,
     pub mode: u32,
     pub nlink: u32,
@@ -254,12 +256,12 @@ pub struct Obj {
     pub mtime: NfsTime,
     pub ctime: NfsTime,
     pub change: u64,
-    pub fh: Vec<u8>,
+    pub fh: Cow<'a, [u8]>,
 }
 
-impl Obj {
+impl<'a> Obj<'a> {
     /// From the file model's attributes.
-    pub fn from_attr(a: &crate::fs::Attr, fh: Vec<u8>) -> Obj {
+    pub fn from_attr(a: &crate::fs::Attr, fh: impl Into<Cow<'a, [u8]>>) -> Obj<'a> {
         Obj {
             kind: a.kind,
             mode: a.mode & 0o7777,
@@ -276,7 +278,7 @@ impl Obj {
             mtime: a.mtime,
             ctime: a.ctime,
             change: change_of(a),
-            fh,
+            fh: fh.into(),
         }
     }
 }
@@ -331,6 +333,24 @@ fn put_layout_types(w: &mut XdrWriter, flexfiles: bool) -> XdrResult<()> {
     }
 }
 
+/// An owner or owner_group as the decimal id string (RFC 8881 §5.9: the numeric form
+/// an AUTH_SYS client maps back), written from the stack: a GETATTR of a Linux client
+/// asks for both, and the reactor answers it (no allocation on that path).
+pub fn put_id(w: &mut XdrWriter, id: u32) -> XdrResult<()> {
+    let mut digits = [0u8; 10]; // u32::MAX has 10 digits
+    let mut at = digits.len();
+    let mut n = id;
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    w.string(&digits[at..])
+}
+
 fn put_time(w: &mut XdrWriter, t: NfsTime) -> XdrResult<()> {
     w.i64(t.sec)?;
     w.u32(t.nsec)
@@ -381,8 +401,8 @@ pub fn put_fattr(w: &mut XdrWriter, want: &Bitmap, o: &Obj, env: &Env) -> XdrRes
             MAXREAD | MAXWRITE => w.u64(MAX_IO)?,
             MODE => w.u32(o.mode)?,
             NUMLINKS => w.u32(o.nlink)?,
-            OWNER => w.string(o.uid.to_string().as_bytes())?,
-            OWNER_GROUP => w.string(o.gid.to_string().as_bytes())?,
+            OWNER => put_id(w, o.uid)?,
+            OWNER_GROUP => put_id(w, o.gid)?,
             RAWDEV => {
                 w.u32(o.rdev.0)?;
                 w.u32(o.rdev.1)?;
@@ -505,7 +525,7 @@ pub fn get_raw_fattr<'a>(r: &mut XdrReader<'a>) -> Result<(Bitmap, &'a [u8]), Nf
 mod tests {
     use super::*;
 
-    fn obj() -> Obj {
+    fn obj() -> Obj<'static> {
         Obj {
             kind: FileKind::Reg,
             mode: 0o644,
@@ -522,7 +542,7 @@ mod tests {
             mtime: NfsTime { sec: 3, nsec: 4 },
             ctime: NfsTime { sec: 5, nsec: 6 },
             change: 7,
-            fh: vec![9; 31],
+            fh: vec![9; 31].into(),
         }
     }
 
@@ -533,6 +553,19 @@ mod tests {
         v42: None,
         pnfs_blksize: None,
     };
+
+    #[test]
+    fn owner_ids_are_decimal_strings_at_every_width() {
+        for id in [0u32, 7, 10, 1000, 65_534, u32::MAX] {
+            let mut buf = [0u8; 32];
+            let mut w = XdrWriter::new(&mut buf);
+            put_id(&mut w, id).unwrap();
+            let mut want = [0u8; 32];
+            let mut e = XdrWriter::new(&mut want);
+            e.string(id.to_string().as_bytes()).unwrap();
+            assert_eq!(w.written(), e.written(), "id {id}");
+        }
+    }
 
     #[test]
     fn encode_selected_attributes_in_bit_order() {

@@ -450,7 +450,7 @@ fn listed_attrs(
 }
 
 fn entry_attrs(c: &Compound, fh: &CurrentFh, want: &Bitmap) -> Result<Vec<u8>, Nfsstat4> {
-    let (o, node): (Obj, Option<Node>) = match obj_of(c, fh) {
+    let (o, node): (Obj<'static>, Option<Node>) = match obj_of(c, fh) {
         Ok(v) => v,
         Err(e) => return rdattr_error(want, e),
     };

@@ -359,7 +359,8 @@ fn answer_into(
             return None;
         }
     }
-    let hit = v.cache.admit_v4(v.gens, v.exports, &req)?;
+    let read = matches!(a.last, Last::Read { .. });
+    let hit = v.cache.admit_v4(v.gens, v.exports, &req, read)?;
     let attr = hit.attr;
     if let Last::Read { stateid, .. } = a.last {
         // READ's stateid rules (RFC 8881 §18.22.3, §8.2), as `io_ops::read`: the
@@ -479,7 +480,7 @@ fn encode(
                 v42: None,
                 pnfs_blksize: None,
             };
-            attrs::put_fattr(w, &want, &Obj::from_attr(&hit.attr, a.fh.to_vec()), &env)?;
+            attrs::put_fattr(w, &want, &Obj::from_attr(&hit.attr, a.fh), &env)?;
             Ok(Some((0, None)))
         }
         Last::Read {

@@ -366,7 +366,7 @@ pub fn put_getattr(w: &mut XdrWriter, want: &Bitmap, attr: &Attr, fh: &[u8]) -> 
         v42: None,
         pnfs_blksize: None,
     };
-    attrs::put_fattr(w, want, &Obj::from_attr(attr, fh.to_vec()), &env).map(|_| ())
+    attrs::put_fattr(w, want, &Obj::from_attr(attr, fh), &env).map(|_| ())
 }
 
 /// Ends a call answered here: its COMPOUND4res (`res`) kept in the slot when it fits

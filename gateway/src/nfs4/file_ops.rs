@@ -117,7 +117,10 @@ pub(super) fn get_component<'a>(r: &mut XdrReader<'a>) -> Result<&'a [u8], Nfsst
 }
 
 /// The attributes of the current object.
-pub(super) fn obj_of(c: &Compound, fh: &CurrentFh) -> Result<(Obj, Option<Node>), Nfsstat4> {
+pub(super) fn obj_of(
+    c: &Compound,
+    fh: &CurrentFh,
+) -> Result<(Obj<'static>, Option<Node>), Nfsstat4> {
     match fh {
         CurrentFh::Pseudo(p) => Ok((pseudo::attrs(p), None)),
         CurrentFh::File { node, handle } => {

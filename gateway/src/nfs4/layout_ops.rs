@@ -239,8 +239,8 @@ fn put_mirror(
     Stateid::ANONYMOUS.encode(w)?;
     w.u32(1)?;
     w.opaque_var(handle)?;
-    w.string(f.attr.uid.to_string().as_bytes())?;
-    w.string(f.attr.gid.to_string().as_bytes())
+    super::attrs::put_id(w, f.attr.uid)?;
+    super::attrs::put_id(w, f.attr.gid)
 }
 
 /// GETDEVICEINFO (RFC 8881 §18.40): a data server's ff_device_addr4 (RFC 8435

@@ -157,7 +157,7 @@ pub fn export_parent(ctx: &Ctx, export: u16) -> Result<CurrentFh, Nfsstat4> {
 }
 
 /// Attributes of a pseudo directory: read-only, owned by root.
-pub fn attrs(c: &[Vec<u8>]) -> Obj {
+pub fn attrs(c: &[Vec<u8>]) -> Obj<'static> {
     let t = NfsTime { sec: 0, nsec: 0 };
     let id = hash(c) | (1 << 63);
     Obj {
@@ -176,7 +176,7 @@ pub fn attrs(c: &[Vec<u8>]) -> Obj {
         mtime: t,
         ctime: t,
         change: 1,
-        fh: handle(c),
+        fh: handle(c).into(),
     }
 }
 

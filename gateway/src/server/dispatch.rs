@@ -310,6 +310,9 @@ pub(crate) struct Hot<'a> {
     /// set only while `count` (`stats.per_client`: off, a call pays one branch).
     pub seen: Seen,
     pub count: bool,
+    /// The calls come over RPC-over-RDMA (cached READ answers then say where their
+    /// data lie: `located`).
+    pub rdma: bool,
 }
 
 /// NFSv4.1 COMPOUNDs `SEQUENCE, PUTFH, GETATTR|READ` answered from the cache
@@ -392,7 +395,7 @@ fn from_cache_v4(
     buf.set_len(n);
     // The READ's outcome locates its data for an RPC-over-RDMA write chunk: the
     // transport does not read the reply to find it.
-    Some(Verdict::ReplyLocated(buf, DdpList::from(data)))
+    Some(located(buf, data, hot.rdma))
 }
 
 /// Answers GETATTR and small READs from the reactor's cache (run to completion, no
@@ -465,10 +468,18 @@ fn from_cache(
     }?;
     let n = w.position();
     buf.set_len(n);
-    Some(match data {
-        Some(at) => Verdict::ReplyLocated(buf, DdpList::from(Some(at))),
-        None => Verdict::Reply(buf),
-    })
+    Some(located(buf, data, hot.rdma))
+}
+
+/// A cached answer's verdict: where a READ's data lie matters only to an
+/// RPC-over-RDMA write chunk (RFC 8267 §4, §6.4.1); over TCP, or with no data, the
+/// reply is plain (the location list is not built and moved on every call).
+#[inline]
+fn located(buf: Buf, data: Option<std::ops::Range<usize>>, rdma: bool) -> Verdict {
+    match data {
+        Some(at) if rdma => Verdict::ReplyLocated(buf, DdpList::from(Some(at))),
+        _ => Verdict::Reply(buf),
+    }
 }
 
 /// Answers a listing page from the reactor's listings (`cache_dirs`). `None` on a

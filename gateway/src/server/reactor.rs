@@ -338,15 +338,17 @@ impl ReactorState {
             revalidate: reval,
             seen: Seen::NONE,
             count: router.tenants.counting(),
+            rdma: false,
         };
         // A job charges its reply bytes to `budget` (`route`) before the connection's
         // next record is read.
         let mut handle = |conn: ConnId, peer: SocketAddr, rec: Buf, budget: &Budget| {
             let (key, len) = (conn_key(&conn), rec.len());
-            let (mut st, cost) = router.count_in(&rec, Transport::Tcp, key, peer, qos.on);
+            let mut st = router.count_in(&rec, Transport::Tcp);
             let conn = Link::tcp(conn);
             // QoS: a held call stays in flight, its record's bytes charged to `budget`.
             let rec = if qos.on {
+                let cost = router.qos_cost(&rec, &mut st, key, &peer);
                 match super::held::tcp(qos, conn, peer, rec, st, cost, budget) {
                     Some(rec) => rec,
                     None => return,
@@ -389,13 +391,11 @@ impl ReactorState {
         let mut n = rdma.poll_calls(&mut calls);
         while !calls.is_empty() {
             for d in calls.drain(..) {
-                let key = conn_key(&d.call.conn());
-                let on = self.qos.on;
-                let (st, cost) = self
-                    .router
-                    .count_in(&d.record, Transport::Rdma, key, d.peer, on);
+                let mut st = self.router.count_in(&d.record, Transport::Rdma);
                 // QoS: a held call keeps its credit until it is answered.
-                let d = if on {
+                let d = if self.qos.on {
+                    let key = conn_key(&d.call.conn());
+                    let cost = self.router.qos_cost(&d.record, &mut st, key, &d.peer);
                     match super::held::rdma(&mut self.qos, d, st, cost) {
                         Some(d) => d,
                         None => continue,
@@ -453,6 +453,7 @@ impl ReactorState {
             revalidate: reval,
             seen: Seen::NONE,
             count: router.tenants.counting(),
+            rdma: true,
         };
         let mut work = None;
         let classified = supervise::request("reactor: classifying an RDMA call", || {
@@ -516,6 +517,7 @@ impl ReactorState {
             revalidate: &mut self.reval,
             seen: Seen::NONE,
             count: self.router.tenants.counting(),
+            rdma: conn.tcp_conn().is_none(),
         };
         let mut work = None;
         match supervise::request("reactor: classifying a parked call", || {
@@ -648,31 +650,37 @@ impl ReactorState {
 }
 
 impl Router {
-    /// Counts a received call (on connection `conn`, a `conn_key`, from `peer`)
-    /// for the reactor and notes when it arrived. When `qos` (a rule exists) also
-    /// returns what the call costs QoS: the one peek at the record, which counts it
-    /// for its client and export too (`stats::Tenants::call_in`); otherwise
-    /// `classified` counts it from what `classify` decoded.
-    #[inline]
-    fn count_in(
-        &mut self,
-        rec: &[u8],
-        transport: Transport,
-        conn: u64,
-        peer: SocketAddr,
-        qos: bool,
-    ) -> (CallStat, crate::qos::Cost) {
+    /// Counts a received call for the reactor and notes when it arrived: all a call
+    /// pays when no QoS rule exists (the per-client pair is found later, from what
+    /// `classify` decoded: `classified`). Inlined into both transports' loops: it is
+    /// on every call's path (docs/performance.md, "the architecture's per-call budget").
+    #[inline(always)]
+    fn count_in(&self, rec: &[u8], transport: Transport) -> CallStat {
         let slot = slot_of(rec);
         self.stats.call_in(transport, slot, rec.len());
-        let rdma = transport == Transport::Rdma;
-        let (pair, peek) = self.tenants.call_in(conn, rdma, &peer, rec, slot, qos);
-        let st = CallStat {
+        CallStat {
             t0: self.clock.now(),
             slot,
             transport: transport as u8,
-            pair,
-        };
-        (st, peek.into())
+            pair: crate::stats::tenants::UNCOUNTED,
+        }
+    }
+
+    /// When a QoS rule exists: what the call (on connection `conn`, a `conn_key`, from
+    /// `peer`) costs QoS, from the one peek at the record, which counts it for its
+    /// client and export too (`stats::Tenants::call_in`, the pair kept in `st`).
+    #[inline(never)]
+    fn qos_cost(
+        &mut self,
+        rec: &[u8],
+        st: &mut CallStat,
+        conn: u64,
+        peer: &SocketAddr,
+    ) -> crate::qos::Cost {
+        let rdma = st.transport == Transport::Rdma as u8;
+        let (pair, peek) = self.tenants.call_in(conn, rdma, peer, rec, st.slot, true);
+        st.pair = pair;
+        peek.into()
     }
 
     /// Counts a call classified from `seen` (`dispatch::Hot::seen`) for its client and
