@@ -15,6 +15,8 @@
 #
 # Env (defaults): DURATION=5 QD=16 GW_IDLE=adaptive GW_IDLE_SPINS=200 CORE=0 BENCH_CORE=1
 #   OPS_CG=20000 (callgrind: operations per workload) OUT=/var/tmp/perf-rdma/<stamp>
+#   EXTRA_TOML=$'[stats]\nper_client = false': sections appended to the gateway's config
+#   WORKLOADS_ONLY="getattr:4096 randread:4096": a subset of the workloads below
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
@@ -63,6 +65,7 @@ dir = "$OUT/state"
 path = "/"
 clients = ["127.0.0.0/8"]
 squash = "none"
+${EXTRA_TOML:-}
 TOML
 
 GW_PID=""
@@ -95,6 +98,7 @@ bench --workload seqread --bs 65536 --ops 1024 --qd 8 --file r.dat --size-mib 64
 bench --workload seqread --bs 65536 --ops 1024 --qd 8 --file r.dat --size-mib 64 > /dev/null
 
 WORKLOADS=("null:4096" "getattr:4096" "randread:4096" "randread:65536" "randwrite:65536")
+if [ -n "${WORKLOADS_ONLY:-}" ]; then read -r -a WORKLOADS <<< "$WORKLOADS_ONLY"; fi
 printf "%-10s %7s %12s %10s %12s %10s\n" workload bs ops/s MiB/s "srv µs/op" "Ir/op" | tee "$OUT/summary.txt"
 for w in "${WORKLOADS[@]}"; do
   wl=${w%%:*}; bs=${w##*:}

@@ -102,18 +102,10 @@ pub fn read_pages(
 
 /// The arguments of a READDIRPLUS call (RFC 1813 §3.3.17) the reactor's listings
 /// may answer; `None` for any other procedure or arguments that do not decode.
-#[inline(always)]
 pub fn parse_listing(proc_: u32, args: &[u8]) -> Option<ListAsk<'_>> {
-    // Checked here, inlined into the reactor's dispatch: every cached GETATTR and
-    // READ passes this test.
     if proc_ != READDIRPLUS {
         return None;
     }
-    parse_readdirplus(args)
-}
-
-/// READDIRPLUS3args' fields a cached listing needs.
-fn parse_readdirplus(args: &[u8]) -> Option<ListAsk<'_>> {
     let mut r = XdrReader::new(args);
     let fh = r.opaque_var(crate::fs::FH_MAX).ok()?;
     let cookie = r.u64().ok()?;
