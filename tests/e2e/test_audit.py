@@ -6,6 +6,7 @@ off; the metrics count it. NFSv4.1 is gateway/tests/audit.rs's (an in-process cl
 with sessions)."""
 
 import json
+import os
 import time
 import urllib.request
 
@@ -187,3 +188,56 @@ def test_a_log_that_cannot_be_written_drops_counts_and_says_so(gw_factory, tmp_p
     assert metric(port, "nfsgw_audit_dropped_total") == 5
     assert metric(port, "nfsgw_audit_lines_total") == 0
     assert "audit: cannot write the log" in g.log_path.read_text(errors="replace")
+
+
+def test_a_stalled_writer_drops_counts_and_says_so_while_calls_are_answered(gw_factory, tmp_path):
+    """The log is a FIFO opened for reading but never read, its pipe filled before the
+    gateway starts: the writer thread's first write(2) blocks, as on a hung disk, before
+    any line was dropped. The queue (16 lines) fills; every further line is dropped,
+    counted and reported in the gateway's log by the worker that dropped it (the stuck
+    writer cannot), while 1,000 CREATEs (each a line) and 1,000 GETATTRs are all
+    answered. Once the FIFO is read again the writer resumes and every line is
+    accounted for: written + dropped = changes made."""
+    fifo = tmp_path / "audit.fifo"
+    os.mkfifo(fifo)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    filler = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+    try:
+        while True:
+            os.write(filler, b"#" * 4096)
+    except BlockingIOError:
+        os.close(filler)
+    try:
+        port = free_port()
+        g = gw_factory("fs", extra={"audit": {"enabled": True, "path": str(fifo), "queue": 16},
+                                    "stats": {"listen": f"127.0.0.1:{port}"}})
+        with N.NfsClient(port=g.port, timeout=10.0) as c:
+            root = c.mount("/")
+            creates = [(N.NFSPROC3_CREATE, N.a_create(root, f"f{i}"), N.d_create)
+                       for i in range(1000)]
+            made = c.pipeline(creates)
+            assert [r.status for r in made] == [0] * 1000
+            getattrs = [(N.NFSPROC3_GETATTR, N.a_getattr(r.fh), N.d_getattr) for r in made]
+            assert [r.status for r in c.pipeline(getattrs)] == [0] * 1000
+            # Still stuck: nothing read the FIFO, so nearly every line was dropped (the
+            # writer's 8 KiB buffer and the queue hold 60 lines of ~200 bytes at most).
+            dropped = metric(port, "nfsgw_audit_dropped_total")
+            assert dropped >= 900, dropped
+            assert metric(port, "nfsgw_audit_lines_total") == 0
+        assert "audit: queue full, lines dropped" in g.log_path.read_text(errors="replace")
+        # Drain: the writer's blocked write completes and the queue empties.
+        deadline = time.monotonic() + 10
+        total = 0
+        while time.monotonic() < deadline:
+            try:
+                os.read(reader, 1 << 20)
+            except BlockingIOError:
+                pass
+            total = (metric(port, "nfsgw_audit_lines_total")
+                     + metric(port, "nfsgw_audit_dropped_total"))
+            if total == 1000:
+                break
+            time.sleep(0.05)
+        assert total == 1000
+    finally:
+        os.close(reader)

@@ -9,8 +9,9 @@
 #
 # Usage: guest-stages.sh GATEWAY RDMA_GATEWAY RDMA_BENCH   (VM_STAGES picks the stages)
 #
-# Order: the package stage runs first (short, and it leaves port 2049 free: it stops the
-# service it started). The NFS/RDMA stage runs last, because Debian 6.1's NFS/RDMA client can oops in a
+# Order: the package stage runs first when asked for here (tests/vm/run-vm-stages.sh
+# boots it alone, with systemd as PID 1; it leaves port 2049 free: it removes the
+# package, which stops the service). The NFS/RDMA stage runs last, because Debian 6.1's NFS/RDMA client can oops in a
 # forced unmount and leave later kernel mounts hanging (tests/README.md).
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -38,7 +39,7 @@ settle() {
 failed=0
 for s in $STAGES; do
   case "$s" in
-    package) cmd=(bash "$HERE/guest-package.sh" "${NFSGW_DEB:-}" "${NFSGW_DEB2:-}"); to=${PACKAGE_TIMEOUT:-600} ;;
+    package) cmd=(bash "$HERE/guest-package.sh" "${NFSGW_DEB:-}" "${NFSGW_DEB2:-}"); to=${PACKAGE_TIMEOUT:-900} ;;
     kernel-client) cmd=(bash "$HERE/kernel-nfs-smoke.sh" "$GW"); to=${KERNEL_CLIENT_TIMEOUT:-1500} ;;
     rdma-send-timeout) cmd=(bash "$HERE/rdma-send-timeout.sh" "$RGW" "$RBENCH"); to=${RDMA_SEND_TIMEOUT_TIMEOUT:-900} ;;
     kernel-rdma) cmd=(bash "$HERE/kernel-nfs-rdma.sh" "$RGW" "$RBENCH"); to=${KERNEL_RDMA_TIMEOUT:-1500} ;;

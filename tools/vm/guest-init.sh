@@ -6,23 +6,33 @@
 # directory, appends its output to /vmrun/output.log (the host streams that
 # file), writes the exit code to /vmrun/rc and powers off. No systemd, no
 # services: only what the script itself starts.
+#
+# With VM_INIT=systemd (kernel argument vm.systemd=1) it hands PID 1 to systemd
+# (guest-systemd.sh), which runs this file again as vm-run.service with
+# VM_UNDER_SYSTEMD=1: then systemd has mounted /run, /dev/pts and /dev/shm already.
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+if [ "$$" = 1 ] && grep -qw vm.systemd=1 /proc/cmdline; then
+  exec /bin/bash /vmrun/guest-systemd.sh
+fi
 rc=125
 finish() {
   echo "$rc" > /vmrun/rc.tmp && mv /vmrun/rc.tmp /vmrun/rc
   sync
   echo "vm-guest: exit code $rc, uptime $(cut -d' ' -f1 /proc/uptime)s" > /dev/console
-  # -f: there is no init system to ask; the sysrq is the fallback.
+  # -f: no init system to ask (or, under systemd, none worth the wait: the output is
+  # synced and the guest is thrown away); the sysrq is the fallback.
   /bin/busybox poweroff -f 2>/dev/null; echo o > /proc/sysrq-trigger; sleep 30
 }
 trap finish EXIT
 
-mkdir -p /dev/pts /dev/shm
-mount -t devpts -o gid=5,mode=620,ptmxmode=666 devpts /dev/pts
-mount -t tmpfs -o mode=1777 tmpfs /dev/shm
-mount -t tmpfs -o mode=755 tmpfs /run     # the host's /run (pid files, sockets) must not leak in
-mkdir -p /run/lock
-ln -sf /proc/self/fd /dev/fd; ln -sf fd/0 /dev/stdin; ln -sf fd/1 /dev/stdout; ln -sf fd/2 /dev/stderr
+if [ -z "${VM_UNDER_SYSTEMD:-}" ]; then
+  mkdir -p /dev/pts /dev/shm
+  mount -t devpts -o gid=5,mode=620,ptmxmode=666 devpts /dev/pts
+  mount -t tmpfs -o mode=1777 tmpfs /dev/shm
+  mount -t tmpfs -o mode=755 tmpfs /run     # the host's /run (pid files, sockets) must not leak in
+  mkdir -p /run/lock
+  ln -sf /proc/self/fd /dev/fd; ln -sf fd/0 /dev/stdin; ln -sf fd/1 /dev/stdout; ln -sf fd/2 /dev/stderr
+fi
 # /tmp stays the overlay's view of the host /tmp: host paths there remain visible.
 
 . /vmrun/env          # VM_CWD, VM_SCRIPT, VM_ARGS=(...), VM_RXE, exported variables

@@ -32,6 +32,9 @@
 #   VM_VERBOSE    1 = also stream the guest's serial console (kernel, init) to stderr [0]
 #   VM_NO_INSTALL 1 = never run apt-get; fail if a package is missing [0]
 #   VM_APPEND     extra kernel command-line arguments []
+#   VM_INIT       custom|systemd [custom]: systemd = the host's systemd is PID 1 and runs
+#                 the script as a service (guest-systemd.sh); slower to boot, for tests
+#                 of systemd units (tests/vm/guest-package.sh); net.ifnames=0 keeps eth0
 # Guest network: QEMU user-mode (slirp) with restrict=on - the guest cannot reach the
 # host's network or the Internet; eth0 is 10.0.2.15/24. Tests use loopback.
 set -euo pipefail
@@ -47,6 +50,8 @@ VM_RXE=${VM_RXE:-0}
 VM_VERBOSE=${VM_VERBOSE:-0}
 VM_NO_INSTALL=${VM_NO_INSTALL:-0}
 VM_APPEND=${VM_APPEND:-}
+VM_INIT=${VM_INIT:-custom}
+case "$VM_INIT" in custom) ;; systemd) VM_APPEND="$VM_APPEND vm.systemd=1 net.ifnames=0" ;; *) echo "[vm] VM_INIT=$VM_INIT: custom or systemd" >&2; exit 2 ;; esac
 
 # Host packages; through the shared root they are also the guest's userland.
 #   qemu-system-x86: the VM; linux-image-amd64: a kernel with nfs/9p/overlay modules;
@@ -174,7 +179,7 @@ prepare() {
 new_run() {  # new_run FILE [ARGS...]: make the run directory, print its path
   local run v; run=$(mktemp -d "$VM_DIR/runs/run.XXXXXX")
   chmod 755 "$run"
-  cp "$HERE/guest-init.sh" "$run/guest-init.sh"
+  cp "$HERE/guest-init.sh" "$HERE/guest-systemd.sh" "$run/"
   : > "$run/output.log"
   {
     for v in PATH HOME USER LANG RUST_LOG RUST_BACKTRACE $VM_ENV; do

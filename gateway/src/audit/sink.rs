@@ -2,6 +2,11 @@
 //! bounded lock-free queue (`crossbeam_queue::ArrayQueue`); one thread appends them to
 //! the file, flushes when the queue runs dry and rotates the file by size
 //! (`audit.log` → `audit.log.1` → … `audit.log.<keep>`, the oldest deleted).
+//!
+//! Drops are logged where they happen, by the worker whose line did not fit (at most
+//! once per `COMPLAIN_EVERY`): the writer may be the reason the queue is full, stuck
+//! in a write to a log that does not drain (a FIFO nobody reads, a hung NFS mount),
+//! and could not say so.
 
 use super::ON;
 use crate::config::AuditConfig;
@@ -26,6 +31,9 @@ struct Sink {
     generation: AtomicU64,
     lines: AtomicU64,
     dropped: AtomicU64,
+    /// When the next drop may be logged, in milliseconds since `born`.
+    next_drop_warning: AtomicU64,
+    born: Instant,
 }
 
 #[derive(Clone, PartialEq, Eq)]
@@ -61,6 +69,8 @@ pub fn configure(cfg: &AuditConfig, state_dir: &Path) -> std::io::Result<()> {
                 generation: AtomicU64::new(0),
                 lines: AtomicU64::new(0),
                 dropped: AtomicU64::new(0),
+                next_drop_warning: AtomicU64::new(0),
+                born: Instant::now(),
             });
             std::thread::Builder::new()
                 .name("audit".into())
@@ -78,11 +88,35 @@ pub fn configure(cfg: &AuditConfig, state_dir: &Path) -> std::io::Result<()> {
     Ok(())
 }
 
-/// Queues one line; a full queue drops it and counts the drop.
+/// Queues one line; a full queue drops it, counts the drop and says so (rate-limited).
 pub(super) fn push(line: String) {
     let Some(s) = SINK.get() else { return };
     if s.queue.push(line).is_err() {
-        s.dropped.fetch_add(1, Ordering::Relaxed);
+        let total = s.dropped.fetch_add(1, Ordering::Relaxed) + 1;
+        s.complain_of_drops(total);
+    }
+}
+
+impl Sink {
+    /// Logs a drop unless one was logged less than `COMPLAIN_EVERY` ago; of the
+    /// workers dropping at once, the one that wins the exchange logs.
+    fn complain_of_drops(&self, total: u64) {
+        let now = self.born.elapsed().as_millis() as u64;
+        let next = self.next_drop_warning.load(Ordering::Relaxed);
+        let later = now + COMPLAIN_EVERY.as_millis() as u64;
+        if now < next
+            || self
+                .next_drop_warning
+                .compare_exchange(next, later, Ordering::Relaxed, Ordering::Relaxed)
+                .is_err()
+        {
+            return;
+        }
+        tracing::warn!(
+            dropped_total = total,
+            "audit: queue full, lines dropped: the writer is behind (a slow or stalled \
+             log: raise audit.queue, or put audit.path on a faster disk)"
+        );
     }
 }
 
@@ -185,11 +219,10 @@ impl Out {
 }
 
 /// The writer thread: drains the queue, flushes when it is empty, reopens after a
-/// reload, and logs (rate-limited) drops and write errors.
+/// reload, and logs (rate-limited) write errors.
 fn writer(s: &'static Sink) {
     let mut out: Option<Out> = None;
     let mut complained = Instant::now() - COMPLAIN_EVERY;
-    let mut dropped_seen = 0;
     loop {
         if out
             .as_ref()
@@ -206,15 +239,6 @@ fn writer(s: &'static Sink) {
                     );
                     complained = Instant::now();
                 }
-            }
-            let dropped = s.dropped.load(Ordering::Relaxed);
-            if dropped != dropped_seen && complained.elapsed() >= COMPLAIN_EVERY {
-                tracing::warn!(
-                    dropped = dropped - dropped_seen,
-                    "audit: queue full, lines dropped (raise audit.queue, or the log's disk is slow)"
-                );
-                dropped_seen = dropped;
-                complained = Instant::now();
             }
             std::thread::sleep(IDLE);
             continue;

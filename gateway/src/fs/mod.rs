@@ -185,6 +185,7 @@ impl FileModel {
 
     /// Export and file id carried by a handle, WITHOUT authenticating it. For cache
     /// keys and invalidation only: never use it to reach a file (use `resolve`).
+    #[inline]
     pub fn peek_handle(fh: &[u8]) -> Option<(u16, u64)> {
         imp::peek_handle(fh)
     }

@@ -361,7 +361,7 @@ impl ReactorState {
                 dispatch::classify(*id, conn, peer, rec, pools, &mut hot, None, None, &mut work)
             }) {
                 Ok(v) => {
-                    router.classified(&mut st, key, &peer, hot.seen, len);
+                    router.classified(&mut st, key, false, &peer, hot.seen, len);
                     let from = Reserve::Polled(budget);
                     if let Some(reply) = router.route(v, &mut work, conn, peer, st, from) {
                         router.outbox.push((conn, reply));
@@ -484,7 +484,7 @@ impl ReactorState {
         });
         match classified {
             Ok((conn, v)) => {
-                router.classified(&mut st, key, &peer, hot.seen, len);
+                router.classified(&mut st, key, true, &peer, hot.seen, len);
                 // A cached NFSv4 answer with its READ's outcome: the transport places
                 // the data in the write chunk from it (RFC 8267 §6.4.1), not by
                 // reading the reply.
@@ -685,16 +685,19 @@ impl Router {
 
     /// Counts a call classified from `seen` (`dispatch::Hot::seen`) for its client and
     /// export, unless `count_in` counted it on arrival (`stats::Tenants::classified`).
+    /// `rdma` is the caller's transport, a constant at each call site (not read back
+    /// from `st`: a per-call load and compare on the per-client budget).
     #[inline]
     fn classified(
         &mut self,
         st: &mut CallStat,
         conn: u64,
+        rdma: bool,
         peer: &SocketAddr,
         seen: Seen,
         len: usize,
     ) {
-        let rdma = st.transport == Transport::Rdma as u8;
+        debug_assert_eq!(rdma, st.transport == Transport::Rdma as u8);
         self.tenants
             .classified(&mut st.pair, conn, rdma, peer, seen, len);
     }

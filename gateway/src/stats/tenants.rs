@@ -285,7 +285,8 @@ const EMPTY: Line = Line {
 pub struct Tenants {
     table: Arc<TenantTable>,
     exports: Arc<ExportTable>,
-    lines: Box<[Line]>,
+    /// A fixed-size array: indexing by a masked hash needs no bounds check.
+    lines: Box<[Line; CONN_CACHE]>,
     /// Open addressing over claimed client slots by address (0 = empty).
     index: Box<[u16]>,
     /// The address of each client slot (a plain copy of `TenantTable::keys`).
@@ -305,7 +306,7 @@ impl Tenants {
     pub fn new(table: Arc<TenantTable>, exports: Arc<ExportTable>, on: bool) -> Tenants {
         let cap = table.keys.len();
         Tenants {
-            lines: vec![EMPTY; CONN_CACHE].into_boxed_slice(),
+            lines: Box::new([EMPTY; CONN_CACHE]),
             index: vec![0; (cap * 2).next_power_of_two()].into_boxed_slice(),
             addrs: vec![0; cap].into_boxed_slice(),
             export_slot: vec![0; 1 << 16].into_boxed_slice(),

@@ -64,6 +64,7 @@ mod orphans;
 mod v42;
 
 /// Export and file id of a handle, unauthenticated (see `handles::peek`).
+#[inline]
 pub(super) fn peek_handle(fh: &[u8]) -> Option<(u16, u64)> {
     handles::peek(fh)
 }

@@ -242,6 +242,7 @@ pub(super) fn decode_shared(key: &[u8; 32], fh: &[u8]) -> Option<SharedHandle> {
 
 /// Reads export and file id from a handle WITHOUT authenticating it: only for cache
 /// invalidation and keys, where a wrong answer costs a miss, never a wrong file.
+#[inline]
 pub(super) fn peek(fh: &[u8]) -> Option<(u16, u64)> {
     let ok = match fh.first() {
         Some(&VERSION) => fh.len() == HANDLE_LEN,
