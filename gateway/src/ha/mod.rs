@@ -336,3 +336,81 @@ impl Keeper {
         true
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::memory::MemoryBackend;
+    use crate::state::clients::{Clients, Limits, Principal};
+    use crate::state::StateError;
+
+    /// A store that takes every write whatever its condition, as Garage does with
+    /// `If-None-Match` (docs/ha.md "Fencing"): what the probe must refuse.
+    struct Ignores(MemoryBackend);
+
+    impl Cas for Ignores {
+        fn cas_get(&self, name: &str) -> Result<Option<(Vec<u8>, String)>, BackendError> {
+            self.0.cas_get(name)
+        }
+        fn cas_put(&self, name: &str, data: &[u8], _: Option<&str>) -> Result<String, BackendError> {
+            let now = self.0.cas_get(name)?.map(|(_, v)| v);
+            self.0.cas_put(name, data, now.as_deref())
+        }
+    }
+
+    #[test]
+    fn the_probe_passes_on_conditional_stores_and_refuses_others() {
+        let m = MemoryBackend::new();
+        probe(&m, "t", "h").unwrap();
+        probe(&m, "t", "h2").unwrap();
+        let e = probe(&Ignores(MemoryBackend::new()), "t", "h").unwrap_err();
+        assert!(e.to_string().contains("does not honour conditional writes"), "{e}");
+    }
+
+    /// A retried write that had landed is not a lost race.
+    #[test]
+    fn put_checked_tells_a_retry_from_a_race() {
+        let m = MemoryBackend::new();
+        let v = m.cas_put("n", b"mine 1", None).unwrap();
+        assert_eq!(put_checked(&m, "n", b"mine 1", None), Ok(v.clone()));
+        assert_eq!(
+            put_checked(&m, "n", b"other", None),
+            Err(BackendError::AlreadyExists)
+        );
+    }
+
+    /// Under `[ha]` the client table serves nothing until the fence opens, and a
+    /// client whose owner cannot be recorded is not confirmed (NFS4ERR_DELAY).
+    #[test]
+    fn no_state_without_the_identity_nor_without_the_record() {
+        let b: Arc<dyn Backend> = Arc::new(MemoryBackend::new());
+        let fence = Arc::new(Fence::shut());
+        let rec = record::StoreRecords::new(b.clone(), "t", "h", fence.clone());
+        let cl = Clients::with_records(
+            Limits::default(),
+            Some(Box::new(rec.clone())),
+            fence.clone(),
+            b"nfs-gateway/t",
+        );
+        assert!(!cl.serving());
+        assert_eq!(cl.server_major(), b"nfs-gateway/t");
+        let id = cl
+            .with_purge(|t| t.insert(b"o1", [1; 8], Principal::None))
+            .0
+            .unwrap();
+        assert_eq!(cl.record_before_confirm(id), Err(StateError::Delay));
+        fence.serve_until(Instant::now() + Duration::from_secs(60));
+        assert_eq!(cl.record_before_confirm(id), Ok(()));
+        assert!(rec.load().unwrap().contains(b"o1".as_slice()));
+        // A successor that takes the record over: this table can no longer write it.
+        let other = record::StoreRecords::new(b.clone(), "t", "h2", Arc::new(Fence::open()));
+        let owners = other.load().unwrap();
+        other.write(&owners.into_iter().collect::<Vec<_>>()).unwrap();
+        let id2 = cl
+            .with_purge(|t| t.insert(b"o2", [1; 8], Principal::None))
+            .0
+            .unwrap();
+        assert_eq!(cl.record_before_confirm(id2), Err(StateError::Delay));
+        assert!(!cl.serving(), "the changed record shut the fence");
+    }
+}
