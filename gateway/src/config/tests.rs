@@ -215,7 +215,10 @@ fn ha_is_off_by_default_and_checked_when_on() {
     assert_eq!(on.ha.on(), Some("nfs-a"));
     assert_eq!((on.ha.lease_s, on.ha.role), (10, HaRole::Active));
     let text = crate::effective::render(&on).unwrap();
-    assert!(text.contains("[ha]") && text.contains("identity = \"nfs-a\""), "{text}");
+    assert!(
+        text.contains("[ha]") && text.contains("identity = \"nfs-a\""),
+        "{text}"
+    );
     for (extra, key, what) in [
         ("identity = \"a/b\"", "ha.identity", "1 to 64"),
         ("identity = \"\"", "ha.identity", "1 to 64"),
@@ -231,7 +234,10 @@ fn ha_is_off_by_default_and_checked_when_on() {
         let e = Config::parse(&format!("{backend}[ha]\nidentity = \"a\"\n{MIN}"))
             .unwrap_err()
             .to_string();
-        assert!(e.contains("ha.identity") && e.contains("several gateways share"), "{e}");
+        assert!(
+            e.contains("ha.identity") && e.contains("several gateways share"),
+            "{e}"
+        );
     }
     let e = Config::parse(&format!("[ha]\nidentity = \"a\"\nrole = \"boss\"\n{MIN}"))
         .unwrap_err()

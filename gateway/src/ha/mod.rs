@@ -352,7 +352,12 @@ mod tests {
         fn cas_get(&self, name: &str) -> Result<Option<(Vec<u8>, String)>, BackendError> {
             self.0.cas_get(name)
         }
-        fn cas_put(&self, name: &str, data: &[u8], _: Option<&str>) -> Result<String, BackendError> {
+        fn cas_put(
+            &self,
+            name: &str,
+            data: &[u8],
+            _: Option<&str>,
+        ) -> Result<String, BackendError> {
             let now = self.0.cas_get(name)?.map(|(_, v)| v);
             self.0.cas_put(name, data, now.as_deref())
         }
@@ -364,7 +369,10 @@ mod tests {
         probe(&m, "t", "h").unwrap();
         probe(&m, "t", "h2").unwrap();
         let e = probe(&Ignores(MemoryBackend::new()), "t", "h").unwrap_err();
-        assert!(e.to_string().contains("does not honour conditional writes"), "{e}");
+        assert!(
+            e.to_string().contains("does not honour conditional writes"),
+            "{e}"
+        );
     }
 
     /// A retried write that had landed is not a lost race.
@@ -405,7 +413,9 @@ mod tests {
         // A successor that takes the record over: this table can no longer write it.
         let other = record::StoreRecords::new(b.clone(), "t", "h2", Arc::new(Fence::open()));
         let owners = other.load().unwrap();
-        other.write(&owners.into_iter().collect::<Vec<_>>()).unwrap();
+        other
+            .write(&owners.into_iter().collect::<Vec<_>>())
+            .unwrap();
         let id2 = cl
             .with_purge(|t| t.insert(b"o2", [1; 8], Principal::None))
             .0

@@ -1231,7 +1231,27 @@ pub(crate) mod live_tests {
         }
         if let Some(b) = fresh("gw/") {
             crate::backend::conformance::run(&b);
-            crate::backend::conformance::cas(&b);
+        }
+    }
+
+    /// `Cas` (`[ha]`, docs/ha.md "Fencing"): moto honours `If-None-Match: *` and
+    /// `If-Match` on PUT, so the conformance holds; a store that does not (Garage, the
+    /// CI's other live run, which names its bucket) must fail `ha::probe` with the
+    /// refusal, never pass it.
+    #[test]
+    fn conditional_writes_hold_or_ha_is_refused() {
+        let Some(b) = fresh("gw/") else { return };
+        let probe = crate::ha::probe(&b, "t", "live");
+        if std::env::var_os("NFSGW_S3_TEST_BUCKET").is_none() {
+            assert!(probe.is_ok(), "moto honours both headers: {probe:?}");
+        }
+        match probe {
+            Ok(()) => crate::backend::conformance::cas(&b),
+            Err(e) => {
+                let e = format!("{e:#}");
+                assert!(e.contains("does not honour conditional writes"), "{e}");
+                eprintln!("this store refuses [ha]: {e}");
+            }
         }
     }
 
