@@ -9,7 +9,6 @@
 //! the next takeover lets no client reclaim (NFS4ERR_NO_GRACE), never grants a lock it
 //! cannot prove.
 
-#[allow(dead_code)]
 mod common;
 #[path = "common/nfs4_client.rs"]
 mod nfs4_client;
