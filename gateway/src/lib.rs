@@ -13,6 +13,7 @@ pub mod effective;
 pub mod export;
 pub mod front;
 pub mod fs;
+pub mod ha;
 pub mod limits;
 pub mod mount;
 pub mod nfs3;

@@ -43,6 +43,9 @@ pub const XATTR_MAX_VALUE: usize = 64 << 10;
 pub struct MemoryBackend {
     store: Arc<RwLock<Store>>,
     version: Arc<AtomicU64>,
+    /// `Cas` objects (name → bytes, version), apart from the keys clients see. One
+    /// mutex makes each conditional write atomic (tests of `[ha]`).
+    cas: std::sync::Mutex<BTreeMap<String, (Vec<u8>, u64)>>,
 }
 
 impl Default for MemoryBackend {
@@ -84,6 +87,7 @@ impl MemoryBackend {
                 ..Store::default()
             })),
             version: Arc::new(AtomicU64::new(1)),
+            cas: Default::default(),
         }
     }
 
@@ -155,9 +159,31 @@ impl Upload for MemUpload {
     fn abort(self: Box<Self>) {}
 }
 
+impl Cas for MemoryBackend {
+    fn cas_get(&self, name: &str) -> BResult<Option<(Vec<u8>, String)>> {
+        let g = self.cas.lock().unwrap_or_else(|e| e.into_inner());
+        Ok(g.get(name).map(|(d, v)| (d.clone(), v.to_string())))
+    }
+
+    fn cas_put(&self, name: &str, data: &[u8], expect: Option<&str>) -> BResult<String> {
+        let mut g = self.cas.lock().unwrap_or_else(|e| e.into_inner());
+        let now = g.get(name).map(|(_, v)| v.to_string());
+        if now.as_deref() != expect {
+            return Err(BackendError::AlreadyExists);
+        }
+        let v = self.version.fetch_add(1, Ordering::Relaxed);
+        g.insert(name.to_string(), (data.to_vec(), v));
+        Ok(v.to_string())
+    }
+}
+
 impl Backend for MemoryBackend {
     fn name(&self) -> &'static str {
         "memory"
+    }
+
+    fn cas(&self) -> Option<&dyn Cas> {
+        Some(self)
     }
 
     fn max_file_size(&self) -> u64 {
@@ -206,6 +232,7 @@ impl Backend for MemoryBackend {
             backend: MemoryBackend {
                 store: self.store.clone(),
                 version: self.version.clone(),
+                cas: Default::default(),
             },
             key: key.to_string(),
             meta: meta.clone(),
@@ -514,5 +541,6 @@ mod tests {
     #[test]
     fn conformance() {
         crate::backend::conformance::run(&MemoryBackend::new());
+        crate::backend::conformance::cas(&MemoryBackend::new());
     }
 }

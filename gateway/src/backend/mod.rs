@@ -216,6 +216,12 @@ pub trait Backend: Send + Sync {
         None
     }
 
+    /// Conditional writes of small objects of the gateway's own (`[ha]`: the identity
+    /// lease and recovery record, docs/ha.md "Fencing"), where this store has them.
+    fn cas(&self) -> Option<&dyn Cas> {
+        None
+    }
+
     /// A string that identifies this store (backend name plus its location), used to
     /// derive a stable fsid. Two gateways over the same store give the same string.
     fn identity(&self) -> String {
@@ -367,6 +373,19 @@ pub trait SharedState: Send + Sync {
     fn get_id(&self, fileid: u64) -> BResult<String>;
 }
 
+/// Small objects of the gateway's own (names outside every client's key space) read
+/// with a version and written only if that version is still current: what `[ha]`'s
+/// fencing stands on (docs/ha.md "Fencing"). Each store states how it keeps the
+/// guarantee; `ha::probe` checks it at start.
+pub trait Cas: Send + Sync {
+    /// The object's bytes and version, `None` when it does not exist.
+    fn cas_get(&self, name: &str) -> BResult<Option<(Vec<u8>, String)>>;
+    /// Writes `data` if the object's version is `expect` (`None`: only if it does not
+    /// exist) and returns the new version. A failed condition is `AlreadyExists` and
+    /// changes nothing; of two writers expecting one version, at most one succeeds.
+    fn cas_put(&self, name: &str, data: &[u8], expect: Option<&str>) -> BResult<String>;
+}
+
 /// In-place object updates for stores that can do them.
 pub trait RandomWrite: Send + Sync {
     /// Writes `data` at `offset`, extending the object (zero-filled) as needed. Not
@@ -456,6 +475,45 @@ pub(crate) mod conformance {
             }
         }
         (objs, prefixes)
+    }
+
+    /// `Cas`: create only if absent, replace only the current version, a stale
+    /// version refused without a change; two names are independent.
+    pub(crate) fn cas(c: &dyn Cas) {
+        assert_eq!(c.cas_get("ha/x/lease"), Ok(None));
+        let v1 = c.cas_put("ha/x/lease", b"one", None).unwrap();
+        assert_eq!(
+            c.cas_put("ha/x/lease", b"again", None),
+            Err(BackendError::AlreadyExists)
+        );
+        assert_eq!(
+            c.cas_get("ha/x/lease"),
+            Ok(Some((b"one".to_vec(), v1.clone())))
+        );
+        let v2 = c.cas_put("ha/x/lease", b"two", Some(&v1)).unwrap();
+        assert_ne!(v1, v2);
+        assert_eq!(
+            c.cas_put("ha/x/lease", b"stale", Some(&v1)),
+            Err(BackendError::AlreadyExists)
+        );
+        let mut v = v2;
+        for i in 0..5 {
+            v = c
+                .cas_put("ha/x/lease", format!("n{i}").as_bytes(), Some(&v))
+                .unwrap();
+        }
+        assert_eq!(
+            c.cas_get("ha/x/lease"),
+            Ok(Some((b"n4".to_vec(), v.clone())))
+        );
+        // Old versions pruned or not, a create still finds the object present.
+        assert_eq!(
+            c.cas_put("ha/x/lease", b"x", None),
+            Err(BackendError::AlreadyExists)
+        );
+        assert_eq!(c.cas_get("ha/x/record"), Ok(None));
+        assert!(c.cas_put("ha/x/record", b"r", Some(&v)).is_err());
+        c.cas_put("ha/x/record", b"r", None).unwrap();
     }
 
     pub(crate) fn run(b: &dyn Backend) {

@@ -130,6 +130,10 @@ impl Backend for Timed {
     fn shared(&self) -> Option<&dyn SharedState> {
         self.inner.shared().map(|_| self as &dyn SharedState)
     }
+    fn cas(&self) -> Option<&dyn Cas> {
+        // Not timed: a few small calls a second at most (`crate::ha`).
+        self.inner.cas()
+    }
     fn identity(&self) -> String {
         self.inner.identity()
     }

@@ -8,7 +8,7 @@
 //! One file per part of the file: `reactors` (`[engine]`, pools, `[cache]`), `transport`
 //! (`[tcp]`, `[rdma]`), `backend` (`[backend]`, `[backend.s3]`), `state` (`[state]`,
 //! `[nfs4]`), `exports` (`[[exports]]`), `observability` (`[log]`, `[stats]`), `qos`
-//! (`[[qos.client]]`, `[[qos.export]]`), `pnfs` (`[pnfs]`). This file
+//! (`[[qos.client]]`, `[[qos.export]]`), `pnfs` (`[pnfs]`), `ha` (`[ha]`). This file
 //! holds the whole `Config` and the validation that needs more than one section.
 
 use serde::{Deserialize, Serialize};
@@ -17,6 +17,7 @@ use std::path::{Path, PathBuf};
 
 mod backend;
 mod exports;
+mod ha;
 mod observability;
 mod pnfs;
 mod qos;
@@ -26,6 +27,7 @@ mod transport;
 
 pub use backend::*;
 pub use exports::*;
+pub use ha::*;
 pub use observability::*;
 pub use pnfs::*;
 pub use qos::*;
@@ -66,6 +68,10 @@ pub struct Config {
     /// The pNFS metadata server role (flexible files, RFC 8435); off by default.
     #[serde(default)]
     pub pnfs: PnfsConfig,
+    /// The NFSv4.1 server identity in the store, served by one gateway at a time
+    /// (docs/ha.md); off by default.
+    #[serde(default)]
+    pub ha: HaConfig,
 }
 
 /// A configuration error: the key, what is wrong, and the fix.
@@ -431,6 +437,7 @@ impl Config {
         self.audit.validate()?;
         self.nfs4.validate()?;
         self.pnfs.validate()?;
+        self.ha.validate(&self.backend)?;
         if tracing_subscriber::EnvFilter::try_new(&self.log.level).is_err() {
             return err(
                 "log.level",

@@ -201,6 +201,50 @@ fn backend_shared_is_off_by_default_and_refused_on_memory() {
     );
 }
 
+/// `[ha]`: off by default; on, it needs a shared store, a plain identity and a lease
+/// within bounds, each error naming its key; `--print-config` shows it.
+#[test]
+fn ha_is_off_by_default_and_checked_when_on() {
+    let c = Config::parse(MIN).unwrap();
+    assert_eq!(c.ha.on(), None);
+    let shared = "[backend]\nshared = true\n";
+    let on = Config::parse(&format!(
+        "{shared}[ha]\nidentity = \"nfs-a\"\nrole = \"active\"\n{MIN}"
+    ))
+    .unwrap();
+    assert_eq!(on.ha.on(), Some("nfs-a"));
+    assert_eq!((on.ha.lease_s, on.ha.role), (10, HaRole::Active));
+    let text = crate::effective::render(&on).unwrap();
+    assert!(
+        text.contains("[ha]") && text.contains("identity = \"nfs-a\""),
+        "{text}"
+    );
+    for (extra, key, what) in [
+        ("identity = \"a/b\"", "ha.identity", "1 to 64"),
+        ("identity = \"\"", "ha.identity", "1 to 64"),
+        ("identity = \"a\"\nlease_s = 1", "ha.lease_s", "2 to 300"),
+        ("identity = \"a\"\nlease_s = 301", "ha.lease_s", "2 to 300"),
+    ] {
+        let e = Config::parse(&format!("{shared}[ha]\n{extra}\n{MIN}"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(key) && e.contains(what), "{extra}: {e}");
+    }
+    for backend in ["", "[backend]\nkind = \"memory\"\n"] {
+        let e = Config::parse(&format!("{backend}[ha]\nidentity = \"a\"\n{MIN}"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("ha.identity") && e.contains("several gateways share"),
+            "{e}"
+        );
+    }
+    let e = Config::parse(&format!("[ha]\nidentity = \"a\"\nrole = \"boss\"\n{MIN}"))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("role"), "{e}");
+}
+
 /// `nfs4.max_minor_version`: NFSv4.2 by default, 1 turns it off.
 #[test]
 fn max_minor_version_defaults_to_42() {

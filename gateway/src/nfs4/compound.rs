@@ -96,6 +96,11 @@ pub(super) fn compound(
         finish(out, header, NFS4_OK, 0);
         return Outcome::Done;
     }
+    if !state.clients.serving() {
+        let done = session_ops::fenced(&mut r, out);
+        finish(out, header, noted(0, NFS4ERR_DELAY), done);
+        return Outcome::Done;
+    }
     let mut c = Compound::new(ctx, state, minor, n as usize);
     let first = XdrReader::new(r.rest()).u32().unwrap_or(u32::MAX);
     if first == OP_SEQUENCE {

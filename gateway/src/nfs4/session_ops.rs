@@ -47,9 +47,9 @@ const CDFS4_FORE: u32 = 0x1;
 const CDFS4_BACK: u32 = 0x2;
 const CDFS4_BOTH: u32 = 0x3;
 
-/// The server owner and scope (RFC 8881 §2.5): constant, so they stay the same across
-/// restarts and a client reclaims instead of seeing a different server.
-const SERVER_MAJOR: &[u8] = b"nfs-gateway";
+/// The server scope (RFC 8881 §2.5): constant, so it stays the same across restarts
+/// and takeovers and a client reclaims instead of seeing a different server. The
+/// owner's major id is the client table's (`Clients::server_major`: `[ha]`'s identity).
 const SERVER_SCOPE: &[u8] = b"nfs-gateway";
 
 /// Fore channel bounds: a 1 MiB READ/WRITE plus headers.
@@ -218,6 +218,20 @@ pub(super) fn put_sequence_ok(
     w.u32(nslots.saturating_sub(1))?;
     w.u32(s.granted().min(nslots).saturating_sub(1))?;
     w.u32(flags)
+}
+
+/// A COMPOUND while the fence is shut (`[ha]`: this gateway does not hold its identity,
+/// docs/ha.md): NFS4ERR_DELAY for its first operation, so clients retry until the
+/// address moves to the gateway that serves it. Writes the first result; returns the
+/// results written.
+pub(super) fn fenced(r: &mut XdrReader, w: &mut XdrWriter) -> u32 {
+    let Ok(op) = r.u32() else {
+        return 0;
+    };
+    if w.u32(op).is_err() || NFS4ERR_DELAY.put(w).is_err() {
+        return 0;
+    }
+    1
 }
 
 /// SEQUENCE anywhere but first (RFC 8881 §18.46.3): NFS4ERR_SEQUENCE_POS.
@@ -394,7 +408,7 @@ pub(super) fn exchange_id(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter
         w.u32(flags)?;
         w.u32(0)?; // SP4_NONE
         w.u64(0)?; // so_minor_id
-        w.opaque_var(SERVER_MAJOR)?;
+        w.opaque_var(state.clients.server_major())?;
         w.opaque_var(SERVER_SCOPE)?;
         w.u32(0) // no eir_server_impl_id
     })()
@@ -497,6 +511,11 @@ pub(super) fn create_session(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWri
     let Ok((clientid, seq, flags, fore, back, prog, sec)) = args else {
         return badxdr(w);
     };
+    // The owner goes into the recovery record before the client is confirmed
+    // (docs/ha.md): a successor then lets it reclaim what it is granted here.
+    if let Err(e) = c.state.clients.record_before_confirm(clientid) {
+        return put_status(w, from_state(e));
+    }
     let principal = Principal::of(&c.ctx.cred);
     let max_cached = c.state.clients.limits.max_cached_reply;
     let conn = c.ctx.conn;

@@ -189,6 +189,12 @@ fn open_backend(cfg: &Config) -> anyhow::Result<Arc<dyn Backend>> {
     })
 }
 
+impl crate::ha::AsState for Shared {
+    fn state(&self) -> &crate::state::State {
+        &self.state
+    }
+}
+
 impl Server {
     /// Opens the backend and file model, binds every reactor's listener and starts the
     /// reactor and worker threads. Errors name the config key at fault.
@@ -198,6 +204,8 @@ impl Server {
             .with_context(|| format!("state.dir = {:?}: cannot create it", cfg.state.dir))?;
         // Every store call timed by operation (`nfsgw_backend_duration_seconds`).
         let backend = crate::backend::timed::Timed::wrap(open_backend(cfg)?);
+        // `[ha]`: the store's conditional writes probed before anything is served.
+        let ha = crate::ha::setup(&cfg.ha, &backend)?;
         let roots: Vec<ExportRoot> = exports
             .iter()
             .map(|e| ExportRoot {
@@ -206,7 +214,7 @@ impl Server {
             })
             .collect();
         let model = FileModel::open_with(
-            backend,
+            backend.clone(),
             &cfg.state.dir,
             &roots,
             cfg.state.handle_cache_entries,
@@ -318,8 +326,14 @@ impl Server {
             exports: Arc::new(crate::export::ExportTable::new(Exports::new(exports))),
             direct_io,
             mounts: MountTable::new(),
-            state: crate::state::State::with_config(cfg.nfs4.limits(), Some(&cfg.state.dir))
-                .with_layouts(cfg.pnfs.layouts()),
+            state: match &ha {
+                Some(h) => crate::state::State {
+                    clients: h.clients(cfg.nfs4.limits()),
+                    ..Default::default()
+                },
+                None => crate::state::State::with_config(cfg.nfs4.limits(), Some(&cfg.state.dir)),
+            }
+            .with_layouts(cfg.pnfs.layouts()),
             reactors: links,
             qos: Arc::new(crate::qos::Table::new(
                 crate::qos::Rules::build(cfg, None).context("[qos]")?,
@@ -342,6 +356,10 @@ impl Server {
         )?;
 
         let callbacks = callbacks::spawn(&shared, &stop_workers)?;
+        if let Some(h) = ha {
+            let as_state: Arc<dyn crate::ha::AsState> = shared.clone();
+            h.start(&as_state, &stop_workers)?;
+        }
 
         let idle = match cfg.engine.idle {
             Idle::Busy => IdlePolicy::Busy,

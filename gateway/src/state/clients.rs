@@ -9,6 +9,7 @@ mod budget;
 mod courtesy;
 
 use super::grace::Persist;
+use super::recovery::{self, Fence, Records};
 use super::sessions::Session;
 use super::BackChannelInfo;
 use crate::state::error::StateError;
@@ -129,8 +130,14 @@ struct Inner {
     /// The last reclaim (OPEN or LOCK with the reclaim flag, RECLAIM_COMPLETE
     /// excluded): what extends the grace period past `Limits::grace`.
     last_reclaim: Option<Instant>,
-    /// The grace period has ended; it never starts again in this run.
+    /// The grace period has ended; it never starts again until a takeover
+    /// (`Clients::adopt`).
     grace_over: bool,
+    /// When the grace period started: this table's creation, or a takeover.
+    grace_from: Option<Instant>,
+    /// The owners in the last record written or read (`Clients::save`): a client whose
+    /// owner is in it is confirmed without writing the record again.
+    recorded: HashSet<Vec<u8>>,
     /// Reply-cache bytes the live sessions' slots may hold (`Session::cache_bytes`).
     cache_reserved: u64,
     /// The last periodic sweep (`Clients::sweep_due`).
@@ -154,10 +161,20 @@ const RECLAIM_GAP: Duration = Duration::from_secs(2);
 /// Every client of this gateway.
 pub struct Clients {
     pub limits: Limits,
-    start: Instant,
     inner: Mutex<Inner>,
-    persist: Option<Persist>,
+    records: Option<Box<dyn Records>>,
+    /// Serialises record writes; each takes its snapshot under it, so the last write
+    /// holds the latest set.
+    write: Mutex<()>,
+    /// Whether this gateway serves NFSv4.1 state now (`[ha]`; always open without it).
+    fence: Arc<Fence>,
+    /// so_major_id of the server owner (RFC 8881 §2.5): the same for every gateway
+    /// that serves this identity, so a client reclaims at a successor.
+    server_major: Vec<u8>,
 }
+
+/// The server owner's major id without `[ha]` (and its prefix with it).
+pub const SERVER_MAJOR: &[u8] = b"nfs-gateway";
 
 impl Default for Clients {
     fn default() -> Self {
@@ -202,24 +219,93 @@ impl Clients {
     /// A table with `limits`; with `dir`, client records persist in `dir` and the
     /// clients of the previous run may reclaim during the grace period.
     pub fn new(limits: Limits, dir: Option<&Path>) -> Clients {
-        let persist = dir.map(Persist::new);
-        let reclaimable = persist.as_ref().map(|p| p.load()).unwrap_or_default();
-        if !reclaimable.is_empty() {
-            tracing::info!(
-                clients = reclaimable.len(),
-                grace_s = limits.grace.as_secs(),
-                "NFSv4.1 grace period: clients of the previous run may reclaim"
-            );
-        }
+        let records = dir.map(|d| Box::new(Persist::new(d)) as Box<dyn Records>);
+        let reclaimable = match records.as_ref().map(|r| r.load()) {
+            Some(Ok(set)) => set,
+            Some(Err(e)) => {
+                tracing::error!(error = %e, "NFSv4.1: no client may reclaim");
+                HashSet::new()
+            }
+            None => HashSet::new(),
+        };
+        let cl = Clients::with_records(limits, records, Arc::new(Fence::open()), SERVER_MAJOR);
+        cl.adopt(reclaimable);
+        cl
+    }
+
+    /// A table whose records are `records`, serving while `fence` is open, presenting
+    /// `server_major` as the server owner. Nobody may reclaim until `adopt`.
+    pub fn with_records(
+        limits: Limits,
+        records: Option<Box<dyn Records>>,
+        fence: Arc<Fence>,
+        server_major: &[u8],
+    ) -> Clients {
         Clients {
             limits,
-            start: Instant::now(),
             inner: Mutex::new(Inner {
-                reclaimable,
+                grace_over: true,
+                grace_from: Some(Instant::now()),
                 ..Default::default()
             }),
-            persist,
+            records,
+            write: Mutex::new(()),
+            fence,
+            server_major: server_major.to_vec(),
         }
+    }
+
+    /// Starts a grace period (RFC 8881 §8.4.2.1) now for the clients `owners` names:
+    /// at start with the previous run's record, or at a takeover (`crate::ha`) with the
+    /// previous holder's. Never skipped: it ends early only once each of them sent
+    /// RECLAIM_COMPLETE (`in_grace`), at once when there are none.
+    pub fn adopt(&self, owners: HashSet<Vec<u8>>) {
+        if !owners.is_empty() {
+            recovery::count_grace_started();
+            tracing::info!(
+                clients = owners.len(),
+                grace_s = self.limits.grace.as_secs(),
+                "NFSv4.1 grace period: clients of the previous server may reclaim"
+            );
+        }
+        let mut g = self.lock();
+        g.recorded = owners.clone();
+        g.reclaimable = owners;
+        g.grace_over = false;
+        g.grace_from = Some(Instant::now());
+        g.last_reclaim = None;
+    }
+
+    /// Drops every client record and session, without writing the records (`[ha]`:
+    /// the identity was lost or is taken over, and the state this table held is not
+    /// this gateway's any more); the caller frees their state with `State::purge`.
+    pub fn purge_all(&self) -> Purged {
+        self.with_purge(|t| {
+            let ids: Vec<u64> = t.inner.clients.keys().copied().collect();
+            for id in ids {
+                t.purge(id);
+            }
+            t.dirty = false;
+        })
+        .1
+    }
+
+    /// Whether this gateway serves NFSv4.1 state now (docs/ha.md "Fencing").
+    pub fn serving(&self) -> bool {
+        self.fence.serving()
+    }
+
+    /// The server owner's so_major_id (EXCHANGE_ID, RFC 8881 §18.35.4).
+    pub fn server_major(&self) -> &[u8] {
+        &self.server_major
+    }
+
+    /// How long the current grace period has run (tests).
+    #[cfg(test)]
+    pub(crate) fn grace_elapsed(&self) -> Duration {
+        self.lock()
+            .grace_from
+            .map_or(Duration::MAX, |t| t.elapsed())
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
@@ -249,12 +335,12 @@ impl Clients {
     /// the server. Once over it stays over: state granted after it can never meet a
     /// reclaim.
     pub fn in_grace(&self) -> bool {
-        let elapsed = self.start.elapsed();
-        if elapsed < self.limits.grace {
-            return !self.lock().reclaimable.is_empty();
-        }
         let forgot = {
             let mut g = self.lock();
+            let elapsed = g.grace_from.map_or(Duration::MAX, |t| t.elapsed());
+            if elapsed < self.limits.grace {
+                return !g.reclaimable.is_empty();
+            }
             let extended = !g.grace_over
                 && !g.reclaimable.is_empty()
                 && elapsed < self.limits.grace_max()
@@ -297,6 +383,7 @@ impl Clients {
         if ok {
             g.last_reclaim = Some(Instant::now());
         }
+        recovery::count_reclaim(ok);
         ok
     }
 
@@ -412,8 +499,12 @@ impl Clients {
         n
     }
 
-    /// A session by id.
+    /// A session by id; none while the fence is shut (the reactors' fast paths then
+    /// leave the call to a worker, whose COMPOUND answers NFS4ERR_DELAY).
     pub fn session(&self, id: &[u8; 16]) -> Option<Arc<Session>> {
+        if !self.fence.serving() {
+            return None;
+        }
         self.lock().sessions.get(id).cloned()
     }
 
@@ -472,22 +563,62 @@ impl Clients {
         Some(c.status_flags)
     }
 
-    /// Writes the confirmed clients' owners to the state dir (atomically).
+    /// Writes the confirmed clients' owners to the records (best effort: a failure is
+    /// logged and the next change writes again; what must be written before it is
+    /// relied on goes through `record_before_confirm`).
     fn save(&self) {
-        let Some(p) = &self.persist else { return };
-        p.save(|| {
+        if let Err(e) = self.save_with(None) {
+            tracing::warn!(error = %e, "cannot record NFSv4.1 clients");
+        }
+    }
+
+    /// Writes the confirmed clients' owners, those of the previous run not yet
+    /// reclaimed (they keep their right across another restart within the grace
+    /// period) and `extra`.
+    fn save_with(&self, extra: Option<Vec<u8>>) -> Result<(), recovery::RecordError> {
+        let Some(r) = &self.records else {
+            return Ok(());
+        };
+        let _w = self.write.lock().unwrap_or_else(|e| e.into_inner());
+        let owners: Vec<Vec<u8>> = {
             let g = self.lock();
-            let mut owners: Vec<Vec<u8>> = g
+            let mut set: HashSet<&Vec<u8>> = g
                 .clients
                 .values()
                 .filter(|c| c.confirmed)
-                .map(|c| c.owner.clone())
+                .map(|c| &c.owner)
                 .collect();
-            // Clients of the previous run that have not come back keep their right to
-            // reclaim across another restart within the grace period.
-            owners.extend(g.reclaimable.iter().cloned());
-            owners
-        });
+            set.extend(g.reclaimable.iter());
+            let mut v: Vec<Vec<u8>> = set.into_iter().cloned().collect();
+            v.extend(extra.filter(|o| !g.reclaimable.contains(o)));
+            v.sort();
+            v.dedup();
+            v
+        };
+        r.save(&owners)?;
+        self.lock().recorded = owners.into_iter().collect();
+        Ok(())
+    }
+
+    /// Writes `clientid`'s owner to the records before CREATE_SESSION confirms it, so
+    /// a successor lets it reclaim what it is about to be granted (RFC 8881 §8.4.3: the
+    /// record must precede the state). Nothing to write when the owner is already
+    /// recorded; a write that fails is NFS4ERR_DELAY (the client retries).
+    pub fn record_before_confirm(&self, clientid: u64) -> Result<(), StateError> {
+        if self.records.is_none() {
+            return Ok(());
+        }
+        let owner = {
+            let g = self.lock();
+            match g.clients.get(&clientid) {
+                Some(c) if !c.confirmed && !g.recorded.contains(&c.owner) => c.owner.clone(),
+                _ => return Ok(()),
+            }
+        };
+        self.save_with(Some(owner)).map_err(|e| {
+            tracing::warn!(error = %e, "NFSv4.1 client not confirmed: its owner is not recorded");
+            StateError::Delay
+        })
     }
 }
 
@@ -696,10 +827,11 @@ impl Table<'_> {
         if let Some(c) = self.inner.clients.get_mut(&id) {
             c.confirmed = true;
         }
-        // The file holds the confirmed owners and those still reclaimable (`save`): a
-        // client of the previous run confirming again changes nothing in it, so
-        // 1,000 clients reclaiming after a restart do not rewrite it 1,000 times.
-        if !self.inner.reclaimable.contains(&owner) {
+        // The record holds the confirmed owners and those still reclaimable (`save`):
+        // a client of the previous run confirming again changes nothing in it, so
+        // 1,000 clients reclaiming after a restart do not rewrite it 1,000 times; nor
+        // does one `record_before_confirm` wrote already.
+        if !self.inner.reclaimable.contains(&owner) && !self.inner.recorded.contains(&owner) {
             self.dirty = true;
         }
     }
@@ -714,8 +846,15 @@ impl Table<'_> {
         }
         c.reclaim_complete = true;
         // A confirmed client's owner stays in the file (`save`): unchanged then.
-        if self.inner.reclaimable.remove(&c.owner) && !c.confirmed {
+        let was = self.inner.reclaimable.remove(&c.owner);
+        if was && !c.confirmed {
             self.dirty = true;
+        }
+        if was && self.inner.reclaimable.is_empty() && !self.inner.grace_over {
+            // RFC 8881 §8.4.2.1: every client of the previous server is back.
+            self.inner.grace_over = true;
+            recovery::count_grace_ended_early();
+            tracing::info!("NFSv4.1 grace period ended early: every client reclaimed");
         }
         Ok(())
     }

@@ -3,13 +3,14 @@
 //!
 //! The file `nfs4-clients` in the state directory holds one hex-encoded client owner
 //! per line; it is rewritten atomically (temporary file, fsync, rename) whenever the
-//! set of confirmed clients changes. Writers serialise on their own mutex and take a
-//! fresh snapshot after acquiring it, so the last write always reflects the latest set.
+//! set of confirmed clients changes. The default `recovery::Records` (without `[ha]`,
+//! whose record lives in the store: `crate::ha::record`). Writers serialise in the
+//! client table (`Clients::save`), which takes a fresh snapshot under that lock.
 
+use super::recovery::{RecordError, Records};
 use std::collections::HashSet;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 
 /// Most owners loaded from the file (a corrupt or foreign file cannot grow memory).
 const MAX_LOADED: usize = 100_000;
@@ -18,46 +19,45 @@ const MAX_OWNER: usize = 1024;
 
 pub struct Persist {
     path: PathBuf,
-    write: Mutex<()>,
 }
 
 impl Persist {
     pub fn new(dir: &Path) -> Persist {
         Persist {
             path: dir.join("nfs4-clients"),
-            write: Mutex::new(()),
         }
     }
+}
 
+impl Records for Persist {
     /// The owners recorded by the previous run (empty when there is no file; bad
-    /// lines are skipped).
-    pub fn load(&self) -> HashSet<Vec<u8>> {
+    /// lines are skipped: the local file predates the torn-record rule of `[ha]`).
+    fn load(&self) -> Result<HashSet<Vec<u8>>, RecordError> {
         let Ok(text) = std::fs::read_to_string(&self.path) else {
-            return HashSet::new();
+            return Ok(HashSet::new());
         };
-        text.lines()
+        Ok(text
+            .lines()
             .filter_map(unhex)
             .filter(|o| !o.is_empty() && o.len() <= MAX_OWNER)
             .take(MAX_LOADED)
-            .collect()
+            .collect())
     }
 
-    /// Rewrites the file with the owners `snapshot` returns (called with the write
-    /// lock held, so concurrent saves cannot reorder).
-    pub fn save(&self, snapshot: impl FnOnce() -> Vec<Vec<u8>>) {
-        let _w = self.write.lock().unwrap_or_else(|e| e.into_inner());
-        let owners = snapshot();
+    fn save(&self, owners: &[Vec<u8>]) -> Result<(), RecordError> {
         let mut text = String::new();
         for o in owners {
-            for b in o {
-                text.push_str(&format!("{b:02x}"));
-            }
+            text.push_str(&hex(o));
             text.push('\n');
         }
-        if let Err(e) = write_atomic(&self.path, text.as_bytes()) {
-            tracing::warn!(path = %self.path.display(), error = %e, "cannot record NFSv4.1 clients");
-        }
+        write_atomic(&self.path, text.as_bytes())
+            .map_err(|e| RecordError::Store(format!("{}: {e}", self.path.display())))
     }
+}
+
+/// `b` as lowercase hex digits.
+pub(crate) fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
 fn write_atomic(path: &Path, data: &[u8]) -> std::io::Result<()> {
@@ -70,7 +70,7 @@ fn write_atomic(path: &Path, data: &[u8]) -> std::io::Result<()> {
     std::fs::rename(&tmp, path)
 }
 
-fn unhex(line: &str) -> Option<Vec<u8>> {
+pub(crate) fn unhex(line: &str) -> Option<Vec<u8>> {
     let s = line.trim().as_bytes();
     if !s.len().is_multiple_of(2) {
         return None;
@@ -92,12 +92,12 @@ mod tests {
     fn roundtrip_and_garbage_lines() {
         let dir = tempfile::tempdir().unwrap();
         let p = Persist::new(dir.path());
-        assert!(p.load().is_empty());
-        p.save(|| vec![b"abc".to_vec(), vec![0, 255]]);
-        let got = p.load();
+        assert!(p.load().unwrap().is_empty());
+        p.save(&[b"abc".to_vec(), vec![0, 255]]).unwrap();
+        let got = p.load().unwrap();
         assert!(got.contains(b"abc".as_slice()) && got.contains(&vec![0, 255]));
         std::fs::write(dir.path().join("nfs4-clients"), "zz\n616\n61\n").unwrap();
-        let got = p.load();
+        let got = p.load().unwrap();
         assert_eq!(got.len(), 1);
         assert!(got.contains(b"a".as_slice()));
     }

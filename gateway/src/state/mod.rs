@@ -23,6 +23,7 @@ pub mod layouts;
 pub mod offload;
 pub mod opens;
 pub mod recall;
+pub mod recovery;
 pub mod sessions;
 pub mod stateid;
 

@@ -110,6 +110,7 @@ pub fn render(src: &Source, out: &mut String) {
         crate::backend::s3::uploads_lost()
     );
     render_s3_requests(out);
+    crate::ha::stats::render(out);
     per_reactor(
         out,
         src,

@@ -42,6 +42,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+mod cas;
 mod dirsync;
 mod list;
 mod shared;
@@ -1321,6 +1322,10 @@ impl Backend for FsBackend {
 
     fn shared(&self) -> Option<&dyn SharedState> {
         self.shared.as_ref().map(|s| s as &dyn SharedState)
+    }
+
+    fn cas(&self) -> Option<&dyn Cas> {
+        self.shared.as_ref().map(|s| s as &dyn Cas)
     }
 
     fn data_root(&self) -> Option<Arc<OwnedFd>> {

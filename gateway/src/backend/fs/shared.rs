@@ -9,6 +9,8 @@
 //!
 //! - `handle.key`: the store-wide handle MAC key, 32 bytes, mode 0600, made by whichever
 //!   gateway starts first;
+//! - `cas/<name>/<generation>`: the versions of a `Cas` object (`[ha]`'s identity
+//!   lease and recovery record, `cas.rs`);
 //! - `ids/<fileid as 16 hex digits>`: the key of a file whose handle is too short to
 //!   carry it (`SharedState::put_id`), first writer wins (ids derive from keys: every
 //!   gateway writes the same key for an id; `resolve_shared` re-derives the id from the
@@ -43,7 +45,7 @@ const KEY_MAX: u64 = 4096;
 
 /// The shared state of one store root, opened (and the key made or read) at start.
 pub(super) struct Shared {
-    dir: PathBuf,
+    pub(super) dir: PathBuf,
     key: [u8; 32],
 }
 
@@ -76,7 +78,7 @@ impl Shared {
 
 /// Creates directory `d` if missing (another gateway may do it at the same moment),
 /// refusing anything else at that name; a new one is made durable in its parent.
-fn make_dir(d: &Path) -> io::Result<()> {
+pub(super) fn make_dir(d: &Path) -> io::Result<()> {
     match std::fs::create_dir(d) {
         Ok(()) => {
             std::fs::set_permissions(d, std::os::unix::fs::PermissionsExt::from_mode(0o700))?;
@@ -134,7 +136,7 @@ fn read_key(path: &Path) -> anyhow::Result<Option<[u8; 32]>> {
 /// Writes `data` whole and durable under a temporary name in `tmp_dir`, then links it
 /// at `path` (same file system). `Ok(false)`: `path` already existed (another writer
 /// won); `path`'s directory is fsynced after a link of ours.
-fn link_new(tmp_dir: &Path, path: &Path, data: &[u8]) -> io::Result<bool> {
+pub(super) fn link_new(tmp_dir: &Path, path: &Path, data: &[u8]) -> io::Result<bool> {
     let tmp = tmp_dir.join(format!("tmp.{:016x}", rand::random::<u64>()));
     let mut f = std::fs::OpenOptions::new()
         .write(true)
@@ -180,7 +182,7 @@ fn sweep(dir: &Path) {
     }
 }
 
-fn io_err(e: io::Error, what: &str, path: &Path) -> BackendError {
+pub(super) fn io_err(e: io::Error, what: &str, path: &Path) -> BackendError {
     map_io(e, what, &path.display().to_string())
 }
 

@@ -19,6 +19,7 @@
 //! `dir/` marker. Names starting with `.nfsgw-tmp.` are this gateway's own and never
 //! listed. Writes are staged (`stage.rs`) and uploaded on `sync`.
 
+mod cas;
 mod chunk;
 mod copy;
 mod failover;
@@ -32,8 +33,8 @@ mod rest;
 mod stage;
 
 use super::{
-    check_key, check_prefix, BResult, Backend, BackendError, ListPage, ObjectMeta, RandomWrite,
-    SharedState, UserMeta, XattrSet, TEMP_PREFIX,
+    check_key, check_prefix, BResult, Backend, BackendError, Cas, ListPage, ObjectMeta,
+    RandomWrite, SharedState, UserMeta, XattrSet, TEMP_PREFIX,
 };
 use crate::config::S3Config;
 use anyhow::Context;
@@ -904,6 +905,10 @@ impl Backend for S3Backend {
         Some(self)
     }
 
+    fn cas(&self) -> Option<&dyn Cas> {
+        Some(self)
+    }
+
     // NFSv4.2 operations: `range.rs` (SEEK keeps the default: S3 has no holes).
     fn copy_range(&self, src: &str, s: u64, dst: &str, d: u64, count: u64) -> BResult<u64> {
         self.copy_range_impl(src, s, dst, d, count)
@@ -1226,6 +1231,27 @@ pub(crate) mod live_tests {
         }
         if let Some(b) = fresh("gw/") {
             crate::backend::conformance::run(&b);
+        }
+    }
+
+    /// `Cas` (`[ha]`, docs/ha.md "Fencing"): moto honours `If-None-Match: *` and
+    /// `If-Match` on PUT, so the conformance holds; a store that does not (Garage, the
+    /// CI's other live run, which names its bucket) must fail `ha::probe` with the
+    /// refusal, never pass it.
+    #[test]
+    fn conditional_writes_hold_or_ha_is_refused() {
+        let Some(b) = fresh("gw/") else { return };
+        let probe = crate::ha::probe(&b, "t", "live");
+        if std::env::var_os("NFSGW_S3_TEST_BUCKET").is_none() {
+            assert!(probe.is_ok(), "moto honours both headers: {probe:?}");
+        }
+        match probe {
+            Ok(()) => crate::backend::conformance::cas(&b),
+            Err(e) => {
+                let e = format!("{e:#}");
+                assert!(e.contains("does not honour conditional writes"), "{e}");
+                eprintln!("this store refuses [ha]: {e}");
+            }
         }
     }
 

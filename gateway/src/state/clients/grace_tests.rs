@@ -32,12 +32,12 @@ fn reclaims_keep_the_grace_period_open_up_to_grace_max() {
         ..Default::default()
     };
     let (cl, busy) = restarted(limits, dir.path());
-    while cl.start.elapsed() < Duration::from_millis(600) {
+    while cl.grace_elapsed() < Duration::from_millis(600) {
         assert!(cl.may_reclaim(busy), "reclaims keep it open");
         std::thread::sleep(Duration::from_millis(50));
     }
     assert!(cl.in_grace(), "past twice the grace time: grace_max rules");
-    while cl.start.elapsed() < Duration::from_millis(950) {
+    while cl.grace_elapsed() < Duration::from_millis(950) {
         cl.may_reclaim(busy);
         std::thread::sleep(Duration::from_millis(50));
     }

@@ -1,0 +1,182 @@
+//! The identity lease (`ha/<identity>/lease`, docs/ha.md "Lease and clocks"): who
+//! serves the identity now. The holder renews it every `L/4` by a conditional write and
+//! serves until `3L/4` after sending the last one that succeeded; a contender takes it
+//! when it has seen one version unchanged for `L` on its own clock.
+
+use crate::backend::{BackendError, Cas};
+use std::time::{Duration, Instant};
+
+/// The lease object's bytes: who holds it, a sequence number (every renewal's bytes
+/// differ, so does its s3 ETag) and the lease length the holder runs with.
+pub fn encode(holder: &str, seq: u64, lease: Duration) -> Vec<u8> {
+    format!(
+        "nfsgw-lease 1\nholder {holder}\nseq {seq}\nlease_ms {}\n",
+        lease.as_millis()
+    )
+    .into_bytes()
+}
+
+/// (holder, lease length) of a lease object; `None` when it does not parse (it is then
+/// watched like any other version, with this gateway's own lease length).
+pub fn decode(b: &[u8]) -> Option<(String, Duration)> {
+    let t = std::str::from_utf8(b).ok()?;
+    let mut lines = t.lines();
+    (lines.next()? == "nfsgw-lease 1").then_some(())?;
+    let holder = lines.next()?.strip_prefix("holder ")?.to_string();
+    lines.next()?.strip_prefix("seq ")?;
+    let ms: u64 = lines.next()?.strip_prefix("lease_ms ")?.parse().ok()?;
+    Some((holder, Duration::from_millis(ms.min(3_600_000))))
+}
+
+/// The lease as this gateway holds it.
+pub struct Held {
+    pub version: String,
+    /// When the write that made `version` was sent (this gateway's clock).
+    pub sent: Instant,
+    pub seq: u64,
+}
+
+/// What a look at the lease found (`Watch::look`).
+pub enum Look {
+    /// Ours now.
+    Won(Held),
+    /// Held by `holder`, renewed since the last look (or first seen).
+    Held { holder: String, changed: bool },
+    /// The store did not answer.
+    Unreachable(BackendError),
+}
+
+/// A contender's view of the lease: the version it sees and since when.
+pub struct Watch<'a> {
+    pub cas: &'a dyn Cas,
+    pub name: String,
+    pub holder: String,
+    pub lease: Duration,
+    seen: Option<(Option<String>, Instant)>,
+}
+
+impl<'a> Watch<'a> {
+    pub fn new(cas: &'a dyn Cas, name: String, holder: String, lease: Duration) -> Self {
+        Watch {
+            cas,
+            name,
+            holder,
+            lease,
+            seen: None,
+        }
+    }
+
+    /// Reads the lease once; takes it when it is absent or its version has not changed
+    /// for a lease (the longer of ours and the holder's).
+    pub fn look(&mut self) -> Look {
+        let sent = Instant::now();
+        let got = match self.cas.cas_get(&self.name) {
+            Ok(g) => g,
+            Err(e) => return Look::Unreachable(e),
+        };
+        let (version, holder, lease) = match &got {
+            None => (None, String::new(), self.lease),
+            Some((b, v)) => {
+                let (h, l) = decode(b).unwrap_or_else(|| ("?".into(), self.lease));
+                (Some(v.clone()), h, l.max(self.lease))
+            }
+        };
+        let changed = self.seen.as_ref().is_none_or(|(v, _)| *v != version);
+        if changed {
+            self.seen = Some((version.clone(), Instant::now()));
+        }
+        let since = self.seen.as_ref().map_or(sent, |s| s.1);
+        if version.is_some() && since.elapsed() < lease {
+            return Look::Held { holder, changed };
+        }
+        let data = encode(&self.holder, 0, self.lease);
+        match super::put_checked(self.cas, &self.name, &data, version.as_deref()) {
+            Ok(v) => Look::Won(Held {
+                version: v,
+                sent,
+                seq: 0,
+            }),
+            Err(BackendError::AlreadyExists) => Look::Held {
+                holder,
+                changed: true,
+            },
+            Err(e) => Look::Unreachable(e),
+        }
+    }
+}
+
+/// One renewal of a held lease: `Ok` renewed (the new deadline runs from `sent`),
+/// `Err(AlreadyExists)` taken by someone else, other errors the store's.
+pub fn renew(
+    cas: &dyn Cas,
+    name: &str,
+    holder: &str,
+    lease: Duration,
+    h: &mut Held,
+) -> Result<(), BackendError> {
+    let sent = Instant::now();
+    let seq = h.seq + 1;
+    let v = super::put_checked(cas, name, &encode(holder, seq, lease), Some(&h.version))?;
+    *h = Held {
+        version: v,
+        sent,
+        seq,
+    };
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::memory::MemoryBackend;
+
+    const L: Duration = Duration::from_millis(300);
+
+    fn watch<'a>(m: &'a MemoryBackend, who: &str) -> Watch<'a> {
+        Watch::new(m, "ha/t/lease".into(), who.into(), L)
+    }
+
+    #[test]
+    fn encode_decode() {
+        let b = encode("h 1", 7, Duration::from_secs(10));
+        assert_eq!(decode(&b), Some(("h 1".into(), Duration::from_secs(10))));
+        assert_eq!(decode(b"junk"), None);
+    }
+
+    /// An absent lease is taken at once; a renewed one never; one left alone for a
+    /// lease is taken by exactly one contender, and its old holder's renewal fails.
+    #[test]
+    fn takeover_only_after_a_silent_lease() {
+        let m = MemoryBackend::new();
+        let Look::Won(mut a) = watch(&m, "a").look() else {
+            panic!("absent lease not taken")
+        };
+        let (mut b, mut c) = (watch(&m, "b"), watch(&m, "c"));
+        let t0 = Instant::now();
+        while t0.elapsed() < L * 2 {
+            renew(&m, "ha/t/lease", "a", L, &mut a).unwrap();
+            assert!(
+                matches!(b.look(), Look::Held { .. }),
+                "renewed: never taken"
+            );
+            std::thread::sleep(L / 6);
+        }
+        let (mut bw, mut cw) = (None, None);
+        let t0 = Instant::now();
+        while bw.is_none() && cw.is_none() && t0.elapsed() < L * 4 {
+            if let Look::Won(h) = b.look() {
+                bw = Some(h);
+            }
+            if let Look::Won(h) = c.look() {
+                cw = Some(h);
+            }
+            std::thread::sleep(L / 10);
+        }
+        assert!(t0.elapsed() >= L, "not before a lease");
+        assert!(bw.is_some() != cw.is_some(), "exactly one takes it");
+        assert_eq!(
+            renew(&m, "ha/t/lease", "a", L, &mut a).unwrap_err(),
+            BackendError::AlreadyExists
+        );
+    }
+}

@@ -1,0 +1,198 @@
+//! The identity's recovery record in the store (`ha/<identity>/record`, docs/ha.md):
+//! the client owners that may reclaim from whichever gateway serves the identity next.
+//!
+//! Format (text, one item a line): `nfsgw-recovery 1`, `holder <who wrote it>`, one
+//! `owner <hex>` per owner, `end <count>`. A record whose first or last line is wrong,
+//! or whose count disagrees, is torn (`RecordError::Torn`): nothing in it is trusted.
+//! Every write is conditional on the version this gateway last read or wrote, so a
+//! gateway that lost the identity cannot overwrite its successor's record.
+
+use crate::backend::{Backend, BackendError};
+use crate::state::recovery::{hex, unhex, Fence, RecordError, Records};
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+
+const HEAD: &str = "nfsgw-recovery 1";
+/// Most owners a record may hold (`nfs4.max_clients` is far below).
+pub const MAX_OWNERS: usize = 100_000;
+/// Longest owner (RFC 8881 NFS4_OPAQUE_LIMIT).
+const MAX_OWNER: usize = 1024;
+
+/// Clones share the version: the keeper's takeover write and the client table's later
+/// writes are one writer's.
+#[derive(Clone)]
+pub struct StoreRecords {
+    backend: Arc<dyn Backend>,
+    name: String,
+    holder: String,
+    fence: Arc<Fence>,
+    /// The version last read or written; `None`: the record does not exist (yet).
+    version: Arc<Mutex<Option<String>>>,
+    /// Writes so far, in every record's bytes: two writes never have the same bytes
+    /// (the s3 version is the ETag, a digest of them).
+    writes: Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl StoreRecords {
+    pub fn new(backend: Arc<dyn Backend>, identity: &str, holder: &str, fence: Arc<Fence>) -> Self {
+        StoreRecords {
+            backend,
+            name: format!("ha/{identity}/record"),
+            holder: holder.to_string(),
+            fence,
+            version: Default::default(),
+            writes: Default::default(),
+        }
+    }
+
+    fn version(&self) -> std::sync::MutexGuard<'_, Option<String>> {
+        self.version.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn encode(&self, owners: &[Vec<u8>]) -> Vec<u8> {
+        let n = self
+            .writes
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let mut s = format!("{HEAD}\nholder {} {n}\n", self.holder);
+        for o in owners {
+            s.push_str("owner ");
+            s.push_str(&hex(o));
+            s.push('\n');
+        }
+        s.push_str(&format!("end {}\n", owners.len()));
+        s.into_bytes()
+    }
+}
+
+/// The owners of a record's bytes, or why it is torn.
+pub fn parse(b: &[u8]) -> Result<HashSet<Vec<u8>>, RecordError> {
+    let torn = |why: &str| Err(RecordError::Torn(why.to_string()));
+    let Ok(text) = std::str::from_utf8(b) else {
+        return torn("not text");
+    };
+    let mut lines = text.lines();
+    if lines.next() != Some(HEAD) {
+        return torn("no header");
+    }
+    let mut owners = HashSet::new();
+    let mut n = 0usize;
+    for l in lines {
+        if let Some(h) = l.strip_prefix("owner ") {
+            let o = unhex(h).filter(|o| !o.is_empty() && o.len() <= MAX_OWNER);
+            let Some(o) = o else {
+                return torn("a bad owner line");
+            };
+            n += 1;
+            if n > MAX_OWNERS {
+                return torn("too many owners");
+            }
+            owners.insert(o);
+        } else if let Some(c) = l.strip_prefix("end ") {
+            return if c.parse::<usize>().ok() == Some(n) && text.ends_with(&format!("{l}\n")) {
+                Ok(owners)
+            } else {
+                torn("the count disagrees with the owners")
+            };
+        } else if !l.starts_with("holder ") {
+            return torn("an unknown line");
+        }
+    }
+    torn("no end line")
+}
+
+impl Records for StoreRecords {
+    fn load(&self) -> Result<HashSet<Vec<u8>>, RecordError> {
+        let cas = self.backend.cas().expect("checked at start");
+        let got = cas
+            .cas_get(&self.name)
+            .map_err(|e| RecordError::Store(e.to_string()))?;
+        let Some((bytes, v)) = got else {
+            *self.version() = None;
+            return Ok(HashSet::new());
+        };
+        *self.version() = Some(v);
+        parse(&bytes)
+    }
+
+    fn save(&self, owners: &[Vec<u8>]) -> Result<(), RecordError> {
+        if !self.fence.serving() {
+            return Err(RecordError::Store(
+                "this gateway does not hold its identity".into(),
+            ));
+        }
+        self.write(owners)
+    }
+}
+
+impl StoreRecords {
+    /// `save` with the fence not asked: the takeover's write, made before the fence
+    /// opens (`ha::Keeper::take_over`).
+    pub fn write(&self, owners: &[Vec<u8>]) -> Result<(), RecordError> {
+        let cas = self.backend.cas().expect("checked at start");
+        let data = self.encode(owners);
+        let mut v = self.version();
+        match super::put_checked(cas, &self.name, &data, v.as_deref()) {
+            Ok(new) => {
+                *v = Some(new);
+                Ok(())
+            }
+            Err(BackendError::AlreadyExists) => {
+                // Someone else wrote the record: another gateway holds the identity.
+                self.fence.close();
+                tracing::error!(record = %self.name, "ha: the recovery record changed under this gateway: it no longer holds its identity; stopped serving NFSv4");
+                Err(RecordError::Store(
+                    "the record changed under this gateway".into(),
+                ))
+            }
+            Err(e) => Err(RecordError::Store(e.to_string())),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::memory::MemoryBackend;
+
+    fn rec(b: &Arc<dyn Backend>, fence: &Arc<Fence>) -> StoreRecords {
+        StoreRecords::new(b.clone(), "t", "host-1", fence.clone())
+    }
+
+    #[test]
+    fn round_trip_and_torn_records() {
+        let b: Arc<dyn Backend> = Arc::new(MemoryBackend::new());
+        let fence = Arc::new(Fence::open());
+        let r = rec(&b, &fence);
+        assert_eq!(r.load(), Ok(HashSet::new()));
+        r.save(&[b"a".to_vec(), vec![0, 255]]).unwrap();
+        let got = rec(&b, &fence).load().unwrap();
+        assert!(got.contains(b"a".as_slice()) && got.contains(&vec![0, 255]));
+        for bad in [
+            &b""[..],
+            b"nfsgw-recovery 1\nowner 61\n",
+            b"nfsgw-recovery 1\nowner 61\nend 2\n",
+            b"nfsgw-recovery 1\nowner 6\nend 1\n",
+            b"nfsgw-recovery 2\nend 0\n",
+            b"nfsgw-recovery 1\nowner 61\nend 1",
+            b"\xff\xfe",
+        ] {
+            assert!(matches!(parse(bad), Err(RecordError::Torn(_))), "{bad:?}");
+        }
+    }
+
+    /// A gateway whose successor rewrote the record can no longer write it, and its
+    /// fence shuts; a shut fence writes nothing.
+    #[test]
+    fn a_predecessor_cannot_overwrite() {
+        let b: Arc<dyn Backend> = Arc::new(MemoryBackend::new());
+        let (f1, f2) = (Arc::new(Fence::open()), Arc::new(Fence::open()));
+        let (old, new) = (rec(&b, &f1), rec(&b, &f2));
+        old.save(&[b"x".to_vec()]).unwrap();
+        new.load().unwrap();
+        new.save(&[b"x".to_vec()]).unwrap();
+        assert!(old.save(&[]).is_err());
+        assert!(!f1.serving());
+        assert!(old.save(&[]).is_err());
+        assert_eq!(new.load().unwrap().len(), 1);
+    }
+}

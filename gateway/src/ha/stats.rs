@@ -1,0 +1,87 @@
+//! What `/metrics` shows of `[ha]` (docs/ha.md, docs/operations.md "High availability"):
+//! whether this gateway holds its identity, takeovers, lost identities, fenced stops,
+//! torn records; and the grace periods and reclaims the client table counts
+//! (`state::recovery`).
+
+use std::fmt::Write;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+static HELD: AtomicBool = AtomicBool::new(false);
+static TAKEOVERS: AtomicU64 = AtomicU64::new(0);
+static LOST: AtomicU64 = AtomicU64::new(0);
+static FENCED: AtomicU64 = AtomicU64::new(0);
+static TORN: AtomicU64 = AtomicU64::new(0);
+
+pub(super) fn set_held(on: bool) {
+    HELD.store(on, Ordering::Relaxed);
+}
+pub(super) fn count_takeover() {
+    TAKEOVERS.fetch_add(1, Ordering::Relaxed);
+}
+pub(super) fn count_lost() {
+    LOST.fetch_add(1, Ordering::Relaxed);
+}
+pub(super) fn count_fenced() {
+    FENCED.fetch_add(1, Ordering::Relaxed);
+}
+pub(super) fn count_torn() {
+    TORN.fetch_add(1, Ordering::Relaxed);
+}
+
+fn metric(out: &mut String, name: &str, kind: &str, help: &str, v: u64) {
+    let _ = writeln!(
+        out,
+        "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {v}"
+    );
+}
+
+/// The `nfsgw_ha_*` metrics (`stats::exposition::render`).
+pub fn render(out: &mut String) {
+    metric(
+        out,
+        "nfsgw_ha_identity_held",
+        "gauge",
+        "1 while this gateway holds its [ha] identity lease (and, once the record is read, serves NFSv4).",
+        HELD.load(Ordering::Relaxed) as u64,
+    );
+    let c = |a: &AtomicU64| a.load(Ordering::Relaxed);
+    metric(
+        out,
+        "nfsgw_ha_takeovers_total",
+        "counter",
+        "Times this gateway took its identity over (record read, grace period started).",
+        c(&TAKEOVERS),
+    );
+    metric(
+        out,
+        "nfsgw_ha_identity_lost_total",
+        "counter",
+        "Times another gateway took this gateway's identity (a renewal failed its condition).",
+        c(&LOST),
+    );
+    metric(out, "nfsgw_ha_fenced_total", "counter", "Times this gateway stopped serving NFSv4 because it could not renew its identity lease in time.", c(&FENCED));
+    metric(
+        out,
+        "nfsgw_ha_records_torn_total",
+        "counter",
+        "Recovery records found torn at a takeover (no client could reclaim).",
+        c(&TORN),
+    );
+    let (started, early) = crate::state::recovery::grace_periods();
+    let _ = writeln!(out, "# HELP nfsgw_ha_grace_periods_total NFSv4.1 grace periods started, and ended early once every client had reclaimed.\n# TYPE nfsgw_ha_grace_periods_total counter");
+    let _ = writeln!(
+        out,
+        "nfsgw_ha_grace_periods_total{{how=\"started\"}} {started}"
+    );
+    let _ = writeln!(
+        out,
+        "nfsgw_ha_grace_periods_total{{how=\"ended_early\"}} {early}"
+    );
+    let (ok, refused) = crate::state::recovery::reclaims();
+    let _ = writeln!(out, "# HELP nfsgw_ha_reclaims_total NFSv4.1 reclaims (OPEN CLAIM_PREVIOUS, LOCK reclaim) in a grace period, accepted or refused.\n# TYPE nfsgw_ha_reclaims_total counter");
+    let _ = writeln!(out, "nfsgw_ha_reclaims_total{{result=\"accepted\"}} {ok}");
+    let _ = writeln!(
+        out,
+        "nfsgw_ha_reclaims_total{{result=\"refused\"}} {refused}"
+    );
+}
