@@ -388,7 +388,9 @@ fn listed_attributes_are_getattrs() {
             uid: 1000 + i,
             gid: 2000 + i,
         };
-        let f = m.create(&dir, format!("f{i}").as_bytes(), &new, owner).unwrap();
+        let f = m
+            .create(&dir, format!("f{i}").as_bytes(), &new, owner)
+            .unwrap();
         if i % 2 == 0 {
             m.write(&f, 0, &vec![7; i as usize * 100], Stable::FileSync)
                 .unwrap();
@@ -397,7 +399,11 @@ fn listed_attributes_are_getattrs() {
             mode: (i == 3).then_some(0o751),
             uid: (i == 4).then_some(42),
             atime: t(1_600_000_000 + i64::from(i)),
-            mtime: if i == 5 { SetTime::ServerTime } else { t(1_700_000_000) },
+            mtime: if i == 5 {
+                SetTime::ServerTime
+            } else {
+                t(1_700_000_000)
+            },
             ..SetAttr::default()
         };
         m.setattr(&f, &set).unwrap();
