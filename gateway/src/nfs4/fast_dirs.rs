@@ -194,6 +194,8 @@ fn encode(
         v42: None,
         pnfs_blksize: None,
     };
+    // Each entry's handle is copied only when FILEHANDLE is asked (as the worker's).
+    let handles = ask.want.has(attrs::FILEHANDLE);
     let (mut used, mut shown) = (0, 0);
     for (i, (e, _)) in hit.entries.iter().enumerate() {
         if is_dot(&e.name) {
@@ -205,7 +207,12 @@ fn encode(
             return Ok(None);
         };
         let at = w.position();
-        let o = Obj::from_attr(attr, fh.as_bytes().to_vec());
+        let fh = if handles {
+            fh.as_bytes().to_vec()
+        } else {
+            Vec::new()
+        };
+        let o = Obj::from_attr(attr, fh);
         let put = (|| {
             w.bool(true)?;
             w.u64(e.cookie)?;
