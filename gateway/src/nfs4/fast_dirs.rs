@@ -2,7 +2,8 @@
 //! answered from the reactor's listings (`cache_dirs`, docs/architecture.md §5
 //! "Listings"), the same neutral entries NFSv3 READDIRPLUS is answered from.
 //!
-//! A worker's READDIR of that shape notes the page it listed (`dir_ops::readdir`,
+//! A worker's READDIR of that shape asking FILEHANDLE (as the Linux client's does: the
+//! handles are made for its reply anyway) notes the page it listed (`dir_ops::readdir`,
 //! `call::note_listing`, with "." and ".." as the file model lists them from cookie
 //! 0, which NFSv4 does not show) and the directory's attributes; the reactor keeps it
 //! under the run rules of `cache_dirs` (invalidated by what executed: the directory's
