@@ -54,6 +54,10 @@ pub struct ListedPage {
     pub entries: Vec<ListedEntry>,
     /// `entries` reach the end of the directory.
     pub eof: bool,
+    /// Listed by NFSv4.1's READDIR, which checked that no entry is another export's
+    /// root (RFC 8881 §7.7: its attributes would be that root's): NFSv4.1 may be
+    /// answered from it (`nfs4::fast_dirs`).
+    pub v4: bool,
 }
 
 /// A listed page for the reactor (`FillData::Listing`, with the directory's handle,
@@ -70,6 +74,7 @@ struct Page {
     cookie: u64,
     verf: [u8; 8],
     eof: bool,
+    v4: bool,
     entries: Vec<(ListedEntry, Stamp)>,
 }
 
@@ -80,6 +85,8 @@ struct Run {
     verf: [u8; 8],
     entries: Vec<(ListedEntry, Stamp)>,
     eof: bool,
+    /// Every page of the run was NFSv4.1's (`ListedPage::v4`).
+    v4: bool,
     at: Instant,
 }
 
@@ -91,6 +98,8 @@ pub struct ListingHit<'a> {
     pub verf: [u8; 8],
     pub entries: &'a [(ListedEntry, Stamp)],
     pub eof: bool,
+    /// NFSv4.1 may show the entries (`ListedPage::v4`).
+    pub v4: bool,
 }
 
 /// One reactor's runs, bounded in entries (oldest run evicted first).
@@ -126,6 +135,7 @@ impl Listings {
             cookie: f.page.cookie,
             verf: f.page.verf,
             eof: f.page.eof,
+            v4: f.page.v4,
             entries,
         };
         if page.cookie == 0 {
@@ -148,6 +158,7 @@ impl Listings {
             verf: page.verf,
             entries,
             eof,
+            v4: page.v4,
             at: Instant::now(),
         };
         let n = run.entries.len();
@@ -181,6 +192,7 @@ impl Listings {
         let n = page.entries.len();
         run.entries.extend(page.entries.into_iter().take(room));
         run.eof = page.eof && n <= room;
+        run.v4 &= page.v4;
         run.dir = dir;
         let after = run.entries.len();
         self.entries = self.entries + after - before;
@@ -233,6 +245,7 @@ impl Listings {
             verf: run.verf,
             entries: &run.entries[from..],
             eof: run.eof,
+            v4: run.v4,
         })
     }
 

@@ -73,6 +73,7 @@ fn page(cookie: u64, ids: std::ops::Range<u64>, eof: bool) -> ListedPage {
         verf: VERF,
         entries: entries(ids),
         eof,
+        v4: false,
     }
 }
 
@@ -283,4 +284,27 @@ fn runs_expire_so_changes_behind_the_gateway_are_seen() {
     // Nor does an expired run grow.
     fill(&mut l, &gens, page(19, 20..25, true));
     assert_eq!(l.runs[&fh()].entries.len(), 10);
+}
+
+/// A run answers NFSv4.1 only while every page of it was NFSv4.1's, which checked
+/// its entries for other exports' roots (`ListedPage::v4`).
+#[test]
+fn only_nfs41_pages_answer_nfs41() {
+    let gens = Generations::new();
+    let mut l = Listings::default();
+    let v4 = |p: ListedPage| ListedPage { v4: true, ..p };
+    fill(&mut l, &gens, v4(page(0, 100..110, false)));
+    let (cred, exports) = (Cred::Sys(AuthSys::new(0, 0, &[])), exports());
+    let r = Request {
+        fh: b"dir-handle",
+        client: "127.0.0.1".parse().unwrap(),
+        cred: &cred,
+    };
+    let hit = |l: &Listings| l.lookup(&gens, &exports, &r, 0, [0; 8]).map(|h| h.v4);
+    assert_eq!(hit(&l), Some(true));
+    // A NFSv3 page resuming inside it: the run is no longer NFSv4.1's.
+    fill(&mut l, &gens, page(109, 110..120, true));
+    assert_eq!(hit(&l), Some(false));
+    fill(&mut l, &gens, page(0, 100..110, true));
+    assert_eq!(hit(&l), Some(false));
 }

@@ -151,3 +151,169 @@ fn cookies_resume_across_reactor_and_workers_and_forged_ones_are_refused() {
         *after[0]
     );
 }
+
+// NFSv4.1 READDIR (RFC 8881 §18.23) from the reactor's listings (`nfs4::fast_dirs`).
+
+const NFS4ERR_BAD_COOKIE: u32 = 10003;
+const NFS4ERR_NOT_SAME: u32 = 10027;
+/// What the Linux client asks in its READDIR: TYPE, CHANGE, SIZE, FSID,
+/// RDATTR_ERROR, FILEHANDLE, FILEID; MODE, NUMLINKS, OWNER, OWNER_GROUP, RAWDEV,
+/// SPACE_USED, TIME_ACCESS, TIME_METADATA, TIME_MODIFY, MOUNTED_ON_FILEID.
+const LINUX_BITS: [u32; 2] = [
+    1 << 1 | 1 << 3 | 1 << 4 | 1 << 8 | 1 << 11 | 1 << 19 | 1 << 20,
+    1 << 1 | 1 << 3 | 1 << 4 | 1 << 5 | 1 << 9 | 1 << 13 | 1 << 15 | 1 << 20 | 1 << 21 | 1 << 23,
+];
+
+/// One READDIR4resok: the verifier, each entry's (cookie, name, fattr4 bytes), eof.
+struct Page4 {
+    verf: [u8; 8],
+    entries: Vec<(u64, String, Vec<u8>)>,
+    eof: bool,
+}
+
+/// `SEQUENCE, PUTFH, READDIR` of `dir` from `cookie` (the shape the reactor
+/// answers): READDIR's status and, when NFS4_OK, its page.
+fn page4(v4: &mut Tcp41, dir: &[u8], cookie: u64, verf: [u8; 8]) -> (u32, Option<Page4>) {
+    let (_, res) = v4.seq_run(|o| {
+        o.putfh(dir)
+            .readdir(cookie, verf, 4096, 32 << 10, &LINUX_BITS)
+    });
+    let mut r = after_seq(&res);
+    assert_eq!(expect_op(&mut r, OP_PUTFH), NFS4_OK, "PUTFH");
+    let st = expect_op(&mut r, OP_READDIR);
+    if st != NFS4_OK {
+        return (st, None);
+    }
+    let verf: [u8; 8] = r.opaque_fixed(8).unwrap().try_into().unwrap();
+    let mut entries = Vec::new();
+    while r.u32().unwrap() == 1 {
+        let cookie = r.u64().unwrap();
+        let name = String::from_utf8(r.opaque_var(255).unwrap().to_vec()).unwrap();
+        let at = r.position();
+        let words = r.u32().unwrap();
+        for _ in 0..words {
+            r.u32().unwrap();
+        }
+        r.opaque_var(4096).unwrap();
+        let fattr = res.body[at..r.position()].to_vec();
+        entries.push((cookie, name, fattr));
+    }
+    let eof = r.u32().unwrap() == 1;
+    (st, Some(Page4 { verf, entries, eof }))
+}
+
+/// The whole NFSv4.1 listing of `dir` (name → fattr4 bytes), calling `between` after
+/// each page but the last.
+fn listing4(v4: &mut Tcp41, dir: &[u8], mut between: impl FnMut()) -> BTreeMap<String, Vec<u8>> {
+    let (mut cookie, mut verf, mut out) = (0, [0; 8], BTreeMap::new());
+    loop {
+        let (st, p) = page4(v4, dir, cookie, verf);
+        assert_eq!(st, NFS4_OK, "READDIR from cookie {cookie}");
+        let p = p.unwrap();
+        for (_, name, fattr) in &p.entries {
+            assert!(name != "." && name != "..", "NFSv4 shows no dots");
+            assert!(
+                out.insert(name.clone(), fattr.clone()).is_none(),
+                "{name} twice"
+            );
+        }
+        if p.eof {
+            return out;
+        }
+        let last = p.entries.last().expect("a page that ends nothing");
+        (cookie, verf) = (last.0, p.verf);
+        between();
+    }
+}
+
+#[test]
+fn a_v41_listing_is_answered_on_the_reactor_until_either_version_changes_it() {
+    let gw = gw();
+    let mut v3 = V3::connect(gw.tcp_addr());
+    let root = v3.mount_root();
+    for i in 0..300 {
+        v3.create(&root, format!("f{i:04}").as_bytes());
+    }
+    let mut v4 = Tcp41::ready(gw.tcp_addr(), b"listing-v41");
+    let first = listing4(&mut v4, &root, || {});
+    assert_eq!(first.len(), 300);
+    let before = hits(&gw, 0);
+    let again = listing4(&mut v4, &root, || {});
+    // The same entries with the same attributes, byte for byte.
+    assert_eq!(again, first);
+    let after = hits(&gw, before + 2);
+    assert!(
+        after >= before + 2,
+        "READDIR pages of a listed directory are reactor hits"
+    );
+
+    // A create over NFSv3 is in the next page at once.
+    v3.create(&root, b"by-v3");
+    let now = listing4(&mut v4, &root, || {});
+    assert!(now.contains_key("by-v3") && now.len() == 301);
+    // So is one over NFSv4.1 (listed twice first: the reactor holds the pages).
+    listing4(&mut v4, &root, || {});
+    let (st, _) = v4.seq_run(|o| o.putfh(&root).create_obj(b"by-v41", None));
+    assert_eq!(st, NFS4_OK, "CREATE");
+    let now = listing4(&mut v4, &root, || {});
+    assert!(now.contains_key("by-v41") && now.len() == 302);
+    // A write to an entry shows in its attributes in the next page.
+    let fh = v3.create(&root, b"w");
+    let before = listing4(&mut v4, &root, || {});
+    listing4(&mut v4, &root, || {});
+    assert_eq!(v3.write(&fh, b"12345"), 0);
+    assert_ne!(listing4(&mut v4, &root, || {})["w"], before["w"]);
+}
+
+#[test]
+fn v41_cookies_from_the_reactor_resume_and_stale_ones_get_the_error() {
+    let gw = gw();
+    let mut v3 = V3::connect(gw.tcp_addr());
+    let root = v3.mount_root();
+    for i in 0..300 {
+        v3.create(&root, format!("f{i:04}").as_bytes());
+    }
+    let mut v4 = Tcp41::ready(gw.tcp_addr(), b"listing-v41-cookies");
+    let want = listing4(&mut v4, &root, || {});
+    // Listed under concurrent creates (a new name after every page): every name
+    // present throughout is listed exactly once (`listing4` checks "once").
+    let mut n = 0;
+    let got = listing4(&mut v4, &root, || {
+        n += 1;
+        v3.create(&root, format!("new{n:03}").as_bytes());
+    });
+    for name in want.keys() {
+        assert!(got.contains_key(name), "{name} missing");
+    }
+    // A page from the reactor; its last cookie resumes on a worker after a change.
+    let (_, p) = page4(&mut v4, &root, 0, [0; 8]);
+    let p = p.unwrap();
+    let (cookie, seen) = (
+        p.entries.last().unwrap().0,
+        p.entries.last().unwrap().1.clone(),
+    );
+    v3.create(&root, b"zzzz");
+    let (_, q) = page4(&mut v4, &root, cookie, p.verf);
+    let next = &q.unwrap().entries[0].1;
+    let all = listing4(&mut v4, &root, || {});
+    let after: Vec<&String> = all.keys().filter(|k| **k > seen).collect();
+    assert_eq!(next, after[0]);
+    // With the directory's pages on the reactor: reserved cookies, a forged cookie
+    // and a foreign verifier get the worker's errors (RFC 8881 §18.23.3).
+    listing4(&mut v4, &root, || {});
+    for c in [1, 2] {
+        assert_eq!(page4(&mut v4, &root, c, p.verf).0, NFS4ERR_BAD_COOKIE);
+    }
+    assert_eq!(
+        page4(&mut v4, &root, 0xdead_beef_0001, p.verf).0,
+        NFS4ERR_NOT_SAME
+    );
+    assert_eq!(
+        page4(&mut v4, &root, cookie, *b"notmine!").0,
+        NFS4ERR_NOT_SAME
+    );
+    // The reactor's cookie with its verifier still resumes.
+    let (st, r) = page4(&mut v4, &root, cookie, p.verf);
+    assert_eq!(st, NFS4_OK);
+    assert_eq!(&r.unwrap().entries[0].1, after[0]);
+}

@@ -651,6 +651,7 @@ fn readdirplus(ctx: &Ctx, r: &mut XdrReader, out: &mut XdrWriter) -> Res {
         verf: page.verf,
         entries: listed,
         eof: page.eof,
+        v4: false,
     });
     Ok(())
 }

@@ -108,8 +108,16 @@ impl Bitmap {
         self.0 == [0; 3]
     }
 
+    /// The attributes set, in ascending order: one step per set bit, not per
+    /// possible attribute (every fattr4 of a READDIR page walks its bitmap).
     pub fn bits(&self) -> impl Iterator<Item = u32> + '_ {
-        (0..96).filter(|b| self.has(*b))
+        (0u32..).zip(self.0).flat_map(|(i, mut word)| {
+            std::iter::from_fn(move || {
+                let b = (word != 0).then(|| word.trailing_zeros())?;
+                word &= word - 1;
+                Some(i * 32 + b)
+            })
+        })
     }
 }
 
@@ -665,5 +673,24 @@ mod tests {
             assert_eq!(set(sec), Ok((t, t)), "{sec}");
         }
         assert_eq!(set(i64::MIN), Err(NFS4ERR_INVAL));
+    }
+
+    /// `bits` lists exactly the set attributes, ascending, whatever the words hold.
+    #[test]
+    fn bits_are_the_set_attributes_in_order() {
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        for _ in 0..200 {
+            let mut b = Bitmap::default();
+            for w in &mut b.0 {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                *w = (x as u32) & (x >> 32) as u32;
+            }
+            let naive: Vec<u32> = (0..96).filter(|i| b.has(*i)).collect();
+            assert_eq!(b.bits().collect::<Vec<_>>(), naive);
+        }
+        assert_eq!(Bitmap([u32::MAX; 3]).bits().count(), 96);
+        assert_eq!(Bitmap::default().bits().count(), 0);
     }
 }

@@ -359,7 +359,10 @@ fn list(
             let f = file_ctx(c, node)?;
             need_dir_notdir(&f.attr)?;
             check(&f.attr, &f.caller, R).map_err(fs_err)?;
-            let fs_cookie = if cookie == 0 { 2 } else { cookie };
+            // From cookie 0 the model lists "." and ".." first, which are not shown
+            // (`is_dot`) but keep the page the one NFSv3 lists, for the reactor's
+            // listings (`note_page`): two more entries for them.
+            let hint = if cookie == 0 { hint + 2 } else { hint };
             let not_same = |s| match s {
                 Status::BadCookie => NFS4ERR_NOT_SAME,
                 s => fs_err(s),
@@ -367,12 +370,19 @@ fn list(
             // Attributes come with the listing page, as for NFSv3 READDIRPLUS
             // (`FileModel::readdir_plus`): no LOOKUP and GETATTR per entry.
             let (page, plus) = if want.is_empty() {
-                let p = c.ctx.model.readdir(node, fs_cookie, verf, hint);
+                let p = c.ctx.model.readdir(node, cookie, verf, hint);
                 (p.map_err(not_same)?, Vec::new())
             } else {
-                let p = c.ctx.model.readdir_plus(node, fs_cookie, verf, hint);
+                let p = c.ctx.model.readdir_plus(node, cookie, verf, hint);
                 p.map_err(not_same)?
             };
+            // Noted for the reactor's listings only when the handles are made anyway
+            // (FILEHANDLE asked, as the Linux client's READDIR does): a handle per
+            // entry costs a handle-table look-up and a MAC, which a page asking
+            // fewer attributes (bench's TYPE and SIZE) does not pay.
+            let mut noted = want
+                .has(attrs::FILEHANDLE)
+                .then(|| Vec::with_capacity(plus.len()));
             let mut plus = plus.into_iter();
             let mut items = Vec::with_capacity(page.entries.len());
             // What every entry shares, found once per page: the caller's admission to
@@ -386,12 +396,17 @@ fn list(
             let mut scratch = vec![0u8; FATTR_MAX];
             for e in page.entries {
                 let listed = plus.next().flatten();
+                if let Some(n) = noted.as_mut() {
+                    n.push(listed_entry(c, &e, listed.as_ref()));
+                }
                 if is_dot(&e.name) {
                     continue;
                 }
                 let attrs = if want.is_empty() {
                     empty_fattr()
                 } else if let Some(cross) = pseudo::export_child(c.ctx, node, &e.name) {
+                    // Another export's root: the page is not the reactor's to show.
+                    noted = None;
                     entry_attrs(c, &cross, want)?
                 } else {
                     match listed {
@@ -406,6 +421,9 @@ fn list(
                     attrs,
                 });
             }
+            if let (Some(entries), true) = (noted, each.admitted.is_ok()) {
+                note_page(&f.attr, cookie, page.verf, entries, page.eof);
+            }
             Ok(Listing {
                 verf: page.verf,
                 items,
@@ -413,6 +431,43 @@ fn list(
             })
         }
     }
+}
+
+/// A listed entry as the reactor's listings keep it (neutral: `cache::ListedEntry`).
+fn listed_entry(
+    c: &Compound,
+    e: &crate::fs::DirEntry,
+    listed: Option<&(Node, Attr)>,
+) -> crate::cache::ListedEntry {
+    crate::cache::ListedEntry {
+        name: e.name.clone().into_boxed_slice(),
+        fileid: e.fileid,
+        cookie: e.cookie,
+        plus: listed.map(|(n, a)| (*a, c.ctx.model.handle(n))),
+    }
+}
+
+/// Notes a page listed with attributes, and its directory's attributes, for the
+/// reactor's listings (`nfs4::fast_dirs`); kept only when the COMPOUND was
+/// `SEQUENCE, PUTFH, READDIR` (the worker's `observe`, from the plan).
+fn note_page(
+    dir: &Attr,
+    cookie: u64,
+    verf: [u8; 8],
+    entries: Vec<crate::cache::ListedEntry>,
+    eof: bool,
+) {
+    crate::call::note_learned(crate::call::Learned {
+        attr: *dir,
+        data: None,
+    });
+    crate::call::note_listing(crate::cache::ListedPage {
+        cookie,
+        verf,
+        entries,
+        eof,
+        v4: true,
+    });
 }
 
 /// Bytes one entry's fattr4 takes at most.

@@ -112,6 +112,8 @@ pub enum Last {
         /// READ_PLUS (RFC 7862 §15.10): the data as one read_plus_content4 segment.
         plus: bool,
     },
+    /// READDIR4args (RFC 8881 §18.23.1), answered from the listings (`fast_dirs`).
+    Readdir(super::fast_dirs::DirAsk),
 }
 
 /// A `SEQUENCE, PUTFH, GETATTR|READ` COMPOUND (minor version 1 or 2).
@@ -199,7 +201,9 @@ pub fn parse(args: &[u8]) -> Option<Shape<'_>> {
 /// third. Anything else is `None`.
 pub fn shape<'a>(args: &'a [u8], plan: &Plan) -> Option<Shape<'a>> {
     let [seq, putfh, last] = match plan.kind {
-        Kind::Getattr | Kind::Read | Kind::ReadPlus => [plan.at(0), plan.at(1), plan.at(2)],
+        Kind::Getattr | Kind::Read | Kind::ReadPlus | Kind::Readdir => {
+            [plan.at(0), plan.at(1), plan.at(2)]
+        }
         _ => return None,
     };
     let mut r = Cur { b: args, at: 0 };
@@ -222,6 +226,7 @@ pub fn shape<'a>(args: &'a [u8], plan: &Plan) -> Option<Shape<'a>> {
                 _ => return None,
             }
         }
+        Kind::Readdir => Last::Readdir(super::fast_dirs::DirAsk::decode(args.get(r.at..)?)?),
         _ => {
             let seqid = r.u32()?;
             let mut other = [0u8; 12];
@@ -277,6 +282,9 @@ pub fn answer_parsed(
     args_len: usize,
     w: &mut XdrWriter,
 ) -> Option<Option<Range<usize>>> {
+    if let Last::Readdir(ask) = &a.last {
+        return super::fast_dirs::answer(v, client, cred, a, ask, args_len, w).map(|_| None);
+    }
     answer_into(v, client, cred, a, args_len, None, w).map(|(_, data)| data)
 }
 
@@ -507,6 +515,8 @@ fn encode(
                 }
             }
         }
+        // Answered by `fast_dirs` (`answer_parsed`), never encoded here.
+        Last::Readdir(_) => Ok(None),
     }
 }
 
@@ -567,7 +577,7 @@ pub fn observe<'a>(args: &'a [u8], plan: &Plan) -> Option<Observed<'a>> {
     // A worker's READ_PLUS notes its data only when the reply is one data segment
     // (`v42_ops::read_plus`).
     let read = match a.last {
-        Last::Getattr(_) => None,
+        Last::Getattr(_) | Last::Readdir(_) => None,
         Last::Read { offset, count, .. } => Some((offset, count)),
     };
     Some((a.fh, read))

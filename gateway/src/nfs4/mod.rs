@@ -20,6 +20,7 @@ mod compound;
 mod deleg_ops;
 mod dir_ops;
 pub mod fast;
+pub mod fast_dirs;
 pub mod fast_io;
 mod file_ops;
 mod io_ops;

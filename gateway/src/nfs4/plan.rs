@@ -77,6 +77,9 @@ pub enum Kind {
     Write,
     WriteGetattr,
     Commit,
+    /// `SEQUENCE, PUTFH, READDIR` (RFC 8881 §18.23): answered from the reactor's
+    /// listings (`fast_dirs`), taken by the general walk (not the lane).
+    Readdir,
 }
 
 /// The plan of one COMPOUND (see the module comment): what travels with the call.
@@ -156,6 +159,7 @@ impl Plan {
             (3, OP_WRITE) => Kind::Write,
             (3, OP_COMMIT) => Kind::Commit,
             (4, OP_WRITE) if code(3) == OP_GETATTR => Kind::WriteGetattr,
+            (3, OP_READDIR) => Kind::Readdir,
             _ => Kind::Other,
         }
     }
@@ -180,6 +184,12 @@ impl Plan {
     /// know from `kind` how many there are).
     pub(super) fn at(&self, i: usize) -> usize {
         self.at[i] as usize
+    }
+
+    /// Whether the COMPOUND is `SEQUENCE, PUTFH, READDIR`: a worker's page may teach
+    /// the reactor's listings (`fast_dirs`).
+    pub fn lists(&self) -> bool {
+        self.kind == Kind::Readdir
     }
 
     /// Whether more operations were walked than the plan keeps.

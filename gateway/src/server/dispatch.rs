@@ -346,6 +346,7 @@ fn from_cache_v4(
             count as usize + 512
         }
         V4Last::Getattr(_) => 1024,
+        V4Last::Readdir(ask) => (ask.maxcount as usize).min(crate::limits::MAX_DIR_REPLY) + 1024,
     };
     if let (V4Last::Read { count, plus, .. }, Some(zc)) = (shape.last, zc) {
         // READ_PLUS data is no DDP-eligible item: from the pages over TCP only.

@@ -526,6 +526,9 @@ impl CacheEffect {
 fn observe_v4(shared: &Shared, args: &[u8], plan: &crate::front::Plan) -> Option<CacheEffect> {
     let (fh, read) = (crate::front::V4_PATHS.observe)(args, plan)?;
     let (export, fileid) = FileModel::peek_handle(fh)?;
+    // A READDIR page may teach the listings (`nfs4::fast_dirs`), as NFSv3's
+    // (`CacheEffect::listing`): the counter before the stamp.
+    let listing = plan.lists().then(|| shared.gens.changes());
     Some(CacheEffect::Observe {
         fh: FhKey::new(fh)?,
         export,
@@ -535,7 +538,7 @@ fn observe_v4(shared: &Shared, args: &[u8], plan: &crate::front::Plan) -> Option
             .filter(|(_, count)| (*count as usize) <= cache::MAX_CACHED_READ)
             .map(|(off, _)| off),
         v4: true,
-        listing: None,
+        listing,
     })
 }
 

@@ -33,8 +33,25 @@ const FEW: usize = CACHE_MAX / 4;
 /// Keys all windows hold at most (their length plus 4 bytes each).
 const WINDOWS_NAMES: usize = 131_072;
 /// How long a directory must have been unchanged for a scan to keep a window: longer
-/// than the file system's timestamp tick (the coarse clock, a few milliseconds).
+/// than the file system's timestamp tick (the coarse clock, a few milliseconds). Also
+/// how old a file's ctime must be for metadata read under it to stay current while
+/// the ctime does (`settled_ctime`).
 const SETTLE: Duration = Duration::from_millis(50);
+
+/// Whether `ctime` (seconds, nanoseconds) is at least SETTLE old now: a change made
+/// from now on gets a later ctime, whatever the timestamp tick (a clock before 1970
+/// or in the future: no).
+pub(super) fn settled_ctime(ctime: (i64, i64)) -> bool {
+    let Ok(secs) = u64::try_from(ctime.0) else {
+        return false;
+    };
+    let t = std::time::UNIX_EPOCH
+        + Duration::from_secs(secs)
+        + Duration::from_nanos(ctime.1.clamp(0, 999_999_999) as u64);
+    std::time::SystemTime::now()
+        .duration_since(t)
+        .is_ok_and(|d| d >= SETTLE)
+}
 
 /// What a directory's stat says about its entries: any change moves one of these.
 #[derive(Clone, Copy, PartialEq, Debug)]
@@ -57,16 +74,7 @@ impl Stamp {
 
     /// Unchanged for at least SETTLE (a clock before 1970 or in the future: no).
     fn settled(&self) -> bool {
-        let newest = self.mtime.max(self.ctime);
-        let Ok(secs) = u64::try_from(newest.0) else {
-            return false;
-        };
-        let t = std::time::UNIX_EPOCH
-            + Duration::from_secs(secs)
-            + Duration::from_nanos(newest.1.clamp(0, 999_999_999) as u64);
-        std::time::SystemTime::now()
-            .duration_since(t)
-            .is_ok_and(|d| d >= SETTLE)
+        settled_ctime(self.mtime.max(self.ctime))
     }
 }
 
@@ -446,9 +454,13 @@ impl FsBackend {
         Ok(next)
     }
 
-    /// The metadata of listed file `key` in the open directory `dir`: through the
-    /// open-object cache when it holds the file (one fstat) or when the directory has
-    /// `few` entries left to list; else read through a descriptor of its own, closed
+    /// The metadata of listed file `key` in the open directory `dir`, through the
+    /// open-object cache when it holds the file: one fstat while the entry is fresh;
+    /// past REVALIDATE, one fstatat of the name in `dir` (which the listing walked
+    /// just now: the key's path, without walking it again) and no metadata read
+    /// while the ctime is the settled one it was read under (`FsBackend::refresh`).
+    /// Else opened in `dir`: entered in the cache when the directory has `few`
+    /// entries left to list, otherwise read through a descriptor of its own, closed
     /// at once. A listing of a big directory meets each file once: entering them all
     /// would evict the cache's hot files (files being written, a small directory
     /// listed again and again) for entries no one asks for again, and churn memory.
@@ -459,10 +471,21 @@ impl FsBackend {
         key: &str,
         few: bool,
     ) -> BResult<ObjectMeta> {
-        if few || self.cache.get(key).is_some() {
-            return self.head(key);
-        }
         let name = cstr(&key[dir_key.len()..])?;
+        if let Some(e) = self.cache.get(key) {
+            if e.validated.elapsed() < REVALIDATE {
+                return self.head(key);
+            }
+            match lstatat(dir, &name) {
+                Ok(st) if st.st_dev == e.dev && st.st_ino == e.ino && is_reg(&st) => {
+                    let e = self.refresh(key, e, &st, true)?;
+                    return Ok(object_meta(key, &st, (*e.user).clone()));
+                }
+                // Another inode at the name now, or none: open what is there.
+                _ => self.cache.remove_if(key, &e.file),
+            }
+        }
+        let epoch = self.cache.epoch();
         let fd = openat(dir, &name, libc::O_RDONLY | libc::O_NONBLOCK, 0).map_err(|e| {
             match e.raw_os_error() {
                 Some(libc::EISDIR) => BackendError::NotFound,
@@ -473,7 +496,23 @@ impl FsBackend {
         if !is_reg(&st) {
             return Err(BackendError::NotFound);
         }
+        // Judged before the read (`Entry::settled`).
+        let settled = settled_ctime(ctime_of(&st));
         let user = self.read_meta(fd.as_fd(), key)?;
+        if few {
+            let e = Entry {
+                file: Arc::new(File::from(fd)),
+                dir: false,
+                writable: false,
+                dev: st.st_dev,
+                ino: st.st_ino,
+                ctime: ctime_of(&st),
+                settled,
+                user: Arc::new(user.clone()),
+                validated: Instant::now(),
+            };
+            self.cache.insert(key, e, epoch);
+        }
         Ok(object_meta(key, &st, user))
     }
 
@@ -590,6 +629,46 @@ mod tests {
         assert_eq!(listed(&b, "small/", 300).len(), 10);
         // The directory's own marker only (`list` reads it each time).
         assert_eq!(b.meta_reads.load(Ordering::Relaxed), reads + 1);
+    }
+
+    /// A listing past the entries' revalidation time reads no metadata for files
+    /// whose ctime is the settled one their metadata was read under (one fstatat
+    /// each, through the listed directory), and reads it again for a file changed
+    /// since, behind the backend's back (or whose metadata it wrote itself: the
+    /// ctime of a put is not settled).
+    #[test]
+    fn a_relisting_reads_metadata_only_of_changed_files() {
+        let d = tempfile::tempdir().unwrap();
+        let root = d.path().join("objects");
+        let b = FsBackend::open(&root).unwrap();
+        let mut meta = UserMeta::new();
+        meta.insert("mode".into(), "100600".into());
+        for i in 0..10 {
+            b.put(&format!("d/f{i}"), b"x", &meta, false).unwrap();
+        }
+        std::thread::sleep(SETTLE * 2);
+        let first = b.list("d/", Some('/'), None, 100).unwrap().objects;
+        assert_eq!(first.len(), 11, "the marker and ten files");
+        // The metadata the puts wrote is re-read once (its ctime was not settled).
+        std::thread::sleep(REVALIDATE + SETTLE);
+        let reads = b.meta_reads();
+        assert_eq!(b.list("d/", Some('/'), None, 100).unwrap().objects, first);
+        assert_eq!(b.meta_reads(), reads + 11);
+        std::thread::sleep(REVALIDATE + SETTLE);
+        let reads = b.meta_reads();
+        let again = b.list("d/", Some('/'), None, 100).unwrap().objects;
+        assert_eq!(again, first);
+        // The directory's own marker only (`list` reads it each time).
+        assert_eq!(b.meta_reads(), reads + 1);
+        let other = FsBackend::open(&root).unwrap();
+        meta.insert("mode".into(), "100640".into());
+        other.set_meta("d/f3", &meta).unwrap();
+        std::thread::sleep(REVALIDATE + SETTLE);
+        let reads = b.meta_reads();
+        let changed = b.list("d/", Some('/'), None, 100).unwrap().objects;
+        assert_eq!(b.meta_reads(), reads + 2, "the marker and f3");
+        let f3 = changed.iter().find(|o| o.key == "d/f3").unwrap();
+        assert_eq!(f3.user.get("mode").map(String::as_str), Some("100640"));
     }
 
     /// Window pages: cut at any key, in order, a directory's "/" kept.

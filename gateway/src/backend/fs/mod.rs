@@ -89,6 +89,11 @@ struct Entry {
     ino: u64,
     /// The ctime `user` was read under.
     ctime: (i64, i64),
+    /// `user` was read after a stat showing `ctime` at least `list::SETTLE` old: any
+    /// later change moves the ctime past it, so while the inode's ctime is `ctime`,
+    /// `user` is current and revalidation needs no re-read (`list::settled_ctime`).
+    /// False when `ctime` was recorded without reading `user` (our own writes).
+    settled: bool,
     user: Arc<UserMeta>,
     /// When the key's path was last seen to name this inode.
     validated: Instant,
@@ -617,6 +622,8 @@ impl FsBackend {
         } else {
             self.open_obj(key, if write { libc::O_RDWR } else { libc::O_RDONLY })?
         };
+        // Judged before the read (`Entry::settled`).
+        let settled = list::settled_ctime(ctime_of(&st));
         let user = self.read_meta(file.as_fd(), key)?;
         Ok(Entry {
             file: Arc::new(file),
@@ -625,6 +632,7 @@ impl FsBackend {
             dev: st.st_dev,
             ino: st.st_ino,
             ctime: ctime_of(&st),
+            settled,
             user: Arc::new(user),
             validated: Instant::now(),
         })
@@ -664,30 +672,14 @@ impl FsBackend {
                 if st.st_nlink != 0 || key.is_empty() {
                     if ctime_of(&st) != e.ctime {
                         // Changed since: the metadata may have too.
-                        let user = self.read_meta(e.file.as_fd(), key)?;
-                        e.ctime = ctime_of(&st);
-                        e.user = Arc::new(user);
-                        self.cache.update(key, &e.file, |c| {
-                            c.ctime = e.ctime;
-                            c.user = e.user.clone();
-                        });
+                        e = self.refresh(key, e, &st, false)?;
                     }
                     return Ok((e, Some(st)));
                 }
                 // Unlinked behind our back.
                 self.cache.remove_if(key, &e.file);
             } else if let Some(st) = self.still_named(key, &e)? {
-                // Also re-read the metadata: a ctime only as fine as the clock tick
-                // can miss a change made in the same tick as the last read.
-                let user = self.read_meta(e.file.as_fd(), key)?;
-                e.ctime = ctime_of(&st);
-                e.user = Arc::new(user);
-                e.validated = Instant::now();
-                self.cache.update(key, &e.file, |c| {
-                    c.ctime = e.ctime;
-                    c.user = e.user.clone();
-                    c.validated = e.validated;
-                });
+                let e = self.refresh(key, e, &st, true)?;
                 return Ok((e, Some(st)));
             } else {
                 self.cache.remove_if(key, &e.file);
@@ -698,6 +690,32 @@ impl FsBackend {
         let st = fstat(e.file.as_fd()).map_err(|err| map_io(err, "stat", key))?;
         self.cache.insert(key, e.clone(), epoch);
         Ok((e, Some(st)))
+    }
+
+    /// Cached entry `e` of `key` brought up to `st`, a stat of its inode taken just
+    /// now: its metadata re-read unless `e` read it under a settled ctime that `st`
+    /// still shows (`Entry::settled`; a ctime only as fine as the clock tick could
+    /// otherwise hide a change made in the same tick as the last read), and with
+    /// `validate`, marked as named by its key now.
+    fn refresh(&self, key: &str, mut e: Entry, st: &libc::stat, validate: bool) -> BResult<Entry> {
+        let ctime = ctime_of(st);
+        if !(e.settled && e.ctime == ctime) {
+            // Judged before the read (`Entry::settled`).
+            e.settled = list::settled_ctime(ctime);
+            e.user = Arc::new(self.read_meta(e.file.as_fd(), key)?);
+            e.ctime = ctime;
+        }
+        if validate {
+            e.validated = Instant::now();
+        }
+        let (settled, user, validated) = (e.settled, e.user.clone(), e.validated);
+        self.cache.update(key, &e.file, |c| {
+            c.ctime = ctime;
+            c.settled = settled;
+            c.user = user;
+            c.validated = validated;
+        });
+        Ok(e)
     }
 
     /// A cached entry of regular file `key` open for writing.
@@ -792,6 +810,7 @@ impl FsBackend {
             dev: st.st_dev,
             ino: st.st_ino,
             ctime: ctime_of(&st),
+            settled: false,
             user: Arc::new(user.clone()),
             validated: Instant::now(),
         };
@@ -825,6 +844,7 @@ impl FsBackend {
         self.cache.update_inode(dir_key, st.st_dev, st.st_ino, |c| {
             if c.ctime < now {
                 c.ctime = now;
+                c.settled = false;
             }
         });
     }
@@ -1298,6 +1318,7 @@ impl Backend for FsBackend {
         match fstat(fd) {
             Ok(st) => self.cache.update(key, &e.file, |c| {
                 c.ctime = ctime_of(&st);
+                c.settled = false;
                 c.user = Arc::new(xattr::sane(meta));
             }),
             Err(_) => self.cache.invalidate(key),
@@ -1434,6 +1455,7 @@ impl FsBackend {
             self.cache.update(key, &e.file, |c| {
                 if c.ctime < now {
                     c.ctime = now;
+                    c.settled = false;
                 }
             });
         }

@@ -362,3 +362,77 @@ fn a_reused_page_expires() {
     std::thread::sleep(MEMO_TTL);
     assert_eq!(plus_names(&m, &root), vec![("b".to_string(), 0)]);
 }
+
+/// The attributes a READDIRPLUS page carries are GETATTR's, for files whose mode,
+/// owner and times were set through the gateway (its metadata on the `fs` backend),
+/// whether the listing reads them fresh, from entries past the backend's
+/// revalidation time (`backend::fs` revalidates them through the listed directory),
+/// or after they changed behind the gateway's back.
+#[test]
+fn listed_attributes_are_getattrs() {
+    let d = tempfile::tempdir().unwrap();
+    let data = d.path().join("data");
+    let fsb: Arc<dyn Backend> = Arc::new(FsBackend::open(&data).unwrap());
+    let m = FileModel::open(fsb, &d.path().join("state"), &roots()).unwrap();
+    let root = m.root(0).unwrap();
+    let dir = m
+        .mkdir(&root, b"d", &SetAttr::default(), Owner { uid: 0, gid: 0 })
+        .unwrap();
+    let t = |sec| SetTime::Client(NfsTime { sec, nsec: 250 });
+    for i in 0..6u32 {
+        let new = CreateMode::Guarded(SetAttr {
+            mode: Some(0o600 + i),
+            ..SetAttr::default()
+        });
+        let owner = Owner {
+            uid: 1000 + i,
+            gid: 2000 + i,
+        };
+        let f = m
+            .create(&dir, format!("f{i}").as_bytes(), &new, owner)
+            .unwrap();
+        if i % 2 == 0 {
+            m.write(&f, 0, &vec![7; i as usize * 100], Stable::FileSync)
+                .unwrap();
+        }
+        let set = SetAttr {
+            mode: (i == 3).then_some(0o751),
+            uid: (i == 4).then_some(42),
+            atime: t(1_600_000_000 + i64::from(i)),
+            mtime: if i == 5 {
+                SetTime::ServerTime
+            } else {
+                t(1_700_000_000)
+            },
+            ..SetAttr::default()
+        };
+        m.setattr(&f, &set).unwrap();
+    }
+    let same = |when: &str| {
+        let (page, plus) = m.readdir_plus(&dir, 0, [0; 8], 100).unwrap();
+        let mut n = 0;
+        for (e, p) in page.entries.iter().zip(&plus) {
+            if e.name == b"." || e.name == b".." {
+                continue;
+            }
+            let (node, a) = p.as_ref().expect("listed with attributes");
+            assert_eq!(*a, m.getattr(node).unwrap(), "{when}: {:?}", e.name);
+            n += 1;
+        }
+        assert_eq!(n, 6, "{when}");
+    };
+    same("fresh");
+    // Past the fs backend's revalidation time (1 s) and the page memo's.
+    std::thread::sleep(Duration::from_millis(1100));
+    same("revalidated");
+    // Changed behind the gateway's back: another gateway on the same directory.
+    let other = FsBackend::open(&data).unwrap();
+    let mut meta = other.head("d/f0").unwrap().user;
+    meta.insert("mode".into(), "100640".into());
+    other.set_meta("d/f0", &meta).unwrap();
+    std::thread::sleep(Duration::from_millis(1100));
+    same("changed behind the gateway");
+    let (page, plus) = m.readdir_plus(&dir, 0, [0; 8], 100).unwrap();
+    let i = page.entries.iter().position(|e| e.name == b"f0").unwrap();
+    assert_eq!(plus[i].as_ref().unwrap().1.mode, 0o640);
+}
