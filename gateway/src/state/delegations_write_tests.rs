@@ -127,3 +127,17 @@ fn read_delegations_ignore_reads() {
     assert!(d.break_conflicts(FILE, Some(B), Conflict::Read));
     assert!(jobs(&d).is_empty());
 }
+
+/// A holder whose lease ran out (a courtesy client) cannot answer a recall: a
+/// reader's conflict takes its write delegation at once (no wait), releases the
+/// file's hold and dooms the client (`delegations_courtesy.rs`), as for read ones.
+#[test]
+fn a_courtesy_holders_write_delegation_goes_at_the_first_conflict() {
+    let (d, gens) = table();
+    d.try_grant_fh(A, FILE, b"fh", true).unwrap();
+    d.mark_courtesy(&[A]);
+    assert!(d.break_conflicts(FILE, None, Conflict::Read), "no wait");
+    assert!(jobs(&d).iter().all(|j| !matches!(j, Job::Recall(_))));
+    assert!(!d.any_write() && cacheable(&gens));
+    assert_eq!(d.take_doomed(), vec![A]);
+}
