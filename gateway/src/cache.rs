@@ -91,10 +91,16 @@ impl Stamp {
     }
 }
 
+/// A held file's slot counts its holds from this bit up (`Generations::hold`); the
+/// bits below are its generation (2^48 bumps of one slot before they would carry).
+const HOLD: u64 = 1 << 48;
+
 /// Shared invalidation counters.
 pub struct Generations {
     slots: Box<[AtomicU64]>,
     epoch: AtomicU64,
+    /// Gives each stamp of a held file an epoch no other stamp has (`stamp`).
+    held_seq: AtomicU64,
     /// Moves with every bump of any file or of the epoch: a reactor keeps a listing
     /// only if no file changed while a worker listed it (`cache_dirs`).
     changes: AtomicU64,
@@ -111,6 +117,7 @@ impl Generations {
         Generations {
             slots: (0..GEN_SLOTS).map(|_| AtomicU64::new(0)).collect(),
             epoch: AtomicU64::new(0),
+            held_seq: AtomicU64::new(0),
             changes: AtomicU64::new(0),
         }
     }
@@ -120,11 +127,38 @@ impl Generations {
         &self.slots[h as usize % GEN_SLOTS]
     }
 
+    /// The file's stamp now. A held file's (`hold`) equals no other stamp, earlier
+    /// or later: nothing is cached or answered from the cache while it is held, and
+    /// no comparison anywhere needs to know about holds.
     pub fn stamp(&self, fileid: u64) -> Stamp {
+        let gen = self.slot(fileid).load(Ordering::Acquire);
+        if gen >= HOLD {
+            let unique = self.held_seq.fetch_add(1, Ordering::Relaxed);
+            return Stamp {
+                gen,
+                epoch: !unique,
+            };
+        }
         Stamp {
-            gen: self.slot(fileid).load(Ordering::Acquire),
+            gen,
             epoch: self.epoch.load(Ordering::Acquire),
         }
+    }
+
+    /// Holds (`held`) or releases one file: while any hold is on, the reactors'
+    /// caches neither answer for it nor learn it. A write delegation holds its file
+    /// (RFC 8881 §10.4: the holder's cached writes make the server's attributes and
+    /// data stale for every other client, so each such call must reach a worker,
+    /// which recalls the delegation first: `state::delegations`). Both ends bump the
+    /// generation, so nothing learned before the hold answers after it.
+    pub fn hold(&self, fileid: u64, held: bool) {
+        self.changes.fetch_add(1, Ordering::SeqCst);
+        let delta = if held {
+            HOLD + 1
+        } else {
+            1u64.wrapping_sub(HOLD)
+        };
+        self.slot(fileid).fetch_add(delta, Ordering::SeqCst);
     }
 
     /// Invalidates what is cached about one file (any change the file model or a
@@ -166,6 +200,10 @@ impl crate::fs::ChangeObserver for Generations {
 
     fn changes(&self) -> Option<u64> {
         Some(Generations::changes(self))
+    }
+
+    fn hold(&self, fileid: u64, held: bool) {
+        Generations::hold(self, fileid, held)
     }
 }
 

@@ -80,11 +80,22 @@ pub enum Target<'a> {
     Entry(&'a [u8], &'a [u8]),
 }
 
-/// What a call would change that a delegation covers, decoded by its front end
-/// (`FrontEnd::touches`): its files, and whether it writes them (WRITE, SETATTR) or
-/// changes the namespace around them.
+/// How a call touches the files it names (`Touches`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Touch {
+    /// Reads their data or attributes (READ, GETATTR): conflicts with write
+    /// delegations only (RFC 8881 §10.4.3).
+    Read,
+    /// Writes them (WRITE, SETATTR).
+    Write,
+    /// Changes the namespace around them (REMOVE, RENAME, CREATE over a name).
+    Namespace,
+}
+
+/// What a call would read or change that a delegation covers, decoded by its front
+/// end (`FrontEnd::touches`): its files, and how it touches them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Touches<'a> {
-    pub write: bool,
+    pub how: Touch,
     pub targets: [Option<Target<'a>>; 2],
 }

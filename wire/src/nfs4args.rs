@@ -38,6 +38,9 @@ pub const OPEN_DELEGATE_NONE: u32 = 0;
 pub const OPEN_DELEGATE_READ: u32 = 1;
 pub const OPEN_DELEGATE_WRITE: u32 = 2;
 pub const OPEN_DELEGATE_NONE_EXT: u32 = 3;
+/// limit_by4 of a write delegation's nfs_space_limit4 (RFC 8881 §18.16.2).
+pub const NFS_LIMIT_SIZE: u32 = 1;
+pub const NFS_LIMIT_BLOCKS: u32 = 2;
 /// why_no_delegation4 values that carry a bool (RFC 8881 §18.16.2).
 pub const WND4_CONTENTION: u32 = 1;
 pub const WND4_RESOURCE: u32 = 2;

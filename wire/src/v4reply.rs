@@ -132,15 +132,17 @@ pub fn fh(r: &mut XdrReader) -> XdrResult<Vec<u8>> {
     Ok(r.opaque_var(NFS4_FHSIZE)?.to_vec())
 }
 
-/// What an OPEN granted: its stateid and a read delegation's, if any.
+/// What an OPEN granted: its stateid and a delegation's, if any (`write`: a write
+/// delegation).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Opened {
     pub stateid: [u8; 16],
     pub deleg: Option<[u8; 16]>,
+    pub write: bool,
 }
 
-/// OPEN4resok (RFC 8881 §18.16.2). A write delegation is refused as a value this
-/// client never asks for.
+/// OPEN4resok (RFC 8881 §18.16.2), with open_read_delegation4 or
+/// open_write_delegation4 (its nfs_space_limit4 read past).
 pub fn open_ok(r: &mut XdrReader) -> XdrResult<Opened> {
     let stateid = fixed16(r)?;
     r.skip(4 + 16 + 4)?; // change_info4, rflags
@@ -149,25 +151,36 @@ pub fn open_ok(r: &mut XdrReader) -> XdrResult<Opened> {
         return Err(XdrError::TooLong);
     }
     r.skip(4 * n)?; // attrset
-    let deleg = match r.u32()? {
-        OPEN_DELEGATE_NONE => None,
+    let (deleg, write) = match r.u32()? {
+        OPEN_DELEGATE_NONE => (None, false),
         OPEN_DELEGATE_NONE_EXT => {
             // open_none_delegation4: only these two reasons carry a bool.
             if matches!(r.u32()?, WND4_CONTENTION | WND4_RESOURCE) {
                 r.u32()?;
             }
-            None
+            (None, false)
         }
-        OPEN_DELEGATE_READ => {
+        kind @ (OPEN_DELEGATE_READ | OPEN_DELEGATE_WRITE) => {
             let s = fixed16(r)?;
             r.u32()?; // recall
+            if kind == OPEN_DELEGATE_WRITE {
+                // nfs_space_limit4: NFS_LIMIT_SIZE a u64, NFS_LIMIT_BLOCKS two u32s.
+                match r.u32()? {
+                    NFS_LIMIT_SIZE | NFS_LIMIT_BLOCKS => r.skip(8)?,
+                    _ => return Err(XdrError::BadValue),
+                }
+            }
             r.skip(12)?; // nfsace4 type, flag, mask
             r.opaque_var(MAX_OPAQUE)?; // who
-            Some(s)
+            (Some(s), kind == OPEN_DELEGATE_WRITE)
         }
         _ => return Err(XdrError::BadValue),
     };
-    Ok(Opened { stateid, deleg })
+    Ok(Opened {
+        stateid,
+        deleg,
+        write,
+    })
 }
 
 /// LOCK4denied (RFC 8881 §18.10.2): offset, length, type, owner's clientid and name.

@@ -219,11 +219,42 @@ fn open_ok_reads_a_read_delegation() {
     b.extend(1u32.to_be_bytes());
     b.extend(*b"w\0\0\0");
     let o = v4reply::open_ok(&mut XdrReader::new(&b)).unwrap();
-    assert_eq!((o.stateid, o.deleg), ([2; 16], Some([3; 16])));
+    assert_eq!(
+        (o.stateid, o.deleg, o.write),
+        ([2; 16], Some([3; 16]), false)
+    );
     b[40..44].copy_from_slice(&u32::MAX.to_be_bytes());
     assert_eq!(
         v4reply::open_ok(&mut XdrReader::new(&b)),
         Err(XdrError::TooLong)
+    );
+}
+
+/// OPEN4resok with a write delegation (RFC 8881 §18.16.2: open_write_delegation4
+/// carries an nfs_space_limit4 before the ACE), and an unknown limit_by4.
+#[test]
+fn open_ok_reads_a_write_delegation() {
+    let mut b = vec![2u8; 16];
+    b.extend([0u8; 24]); // change_info4, rflags
+    b.extend(0u32.to_be_bytes()); // attrset
+    b.extend(OPEN_DELEGATE_WRITE.to_be_bytes());
+    b.extend([3u8; 16]);
+    b.extend(0u32.to_be_bytes()); // recall
+    let limit_at = b.len();
+    b.extend(NFS_LIMIT_SIZE.to_be_bytes());
+    b.extend(u64::MAX.to_be_bytes());
+    b.extend([0u8; 12]); // ace type/flag/mask
+    b.extend(1u32.to_be_bytes());
+    b.extend(*b"w\0\0\0");
+    let o = v4reply::open_ok(&mut XdrReader::new(&b)).unwrap();
+    assert_eq!(
+        (o.stateid, o.deleg, o.write),
+        ([2; 16], Some([3; 16]), true)
+    );
+    b[limit_at..limit_at + 4].copy_from_slice(&3u32.to_be_bytes());
+    assert_eq!(
+        v4reply::open_ok(&mut XdrReader::new(&b)),
+        Err(XdrError::BadValue)
     );
 }
 

@@ -79,6 +79,10 @@ pub struct Nfs4Config {
     /// client asks for first) or 1 (clients then settle for NFSv4.1).
     #[serde(default = "default_max_minor_version")]
     pub max_minor_version: u32,
+    /// Grant write delegations to OPENs for writing (RFC 8881 §10.4; recalled by
+    /// every other client's and NFSv3's access, reads included: docs/delegations.md).
+    #[serde(default = "default_write_delegations")]
+    pub write_delegations: bool,
 }
 
 pub(super) fn default_lease_time_s() -> u64 {
@@ -102,6 +106,9 @@ pub(super) fn default_max_sessions_per_client() -> usize {
 pub(super) fn default_max_minor_version() -> u32 {
     2
 }
+pub(super) fn default_write_delegations() -> bool {
+    true
+}
 pub(super) fn default_max_cached_reply() -> u32 {
     8192
 }
@@ -119,6 +126,7 @@ impl Default for Nfs4Config {
             reply_cache_mib: default_reply_cache_mib(),
             courtesy_s: default_courtesy_s(),
             max_minor_version: default_max_minor_version(),
+            write_delegations: default_write_delegations(),
         }
     }
 }

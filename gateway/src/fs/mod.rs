@@ -92,6 +92,9 @@ pub trait ChangeObserver: Send + Sync {
     fn changes(&self) -> Option<u64> {
         None
     }
+    /// Keeps (`held`) or stops keeping every cache from answering for and learning
+    /// `fileid` (a write delegation is out on it: `state::delegations`). Holds nest.
+    fn hold(&self, _fileid: u64, _held: bool) {}
 }
 
 /// Which files have NFSv4 opens (the server's open table implements it): a REMOVE or

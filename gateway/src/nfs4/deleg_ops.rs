@@ -28,3 +28,40 @@ pub(super) fn delegreturn(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter
     let st = c.state.delegations.delegreturn(c.clientid, &sid, fileid);
     put_status(w, of_state(st))
 }
+
+/// Attributes a write delegation's holder changes by writing (RFC 8881 §10.4.3: the
+/// server cannot answer them truthfully for another client while the holder may
+/// have cached writes): asking for any of them recalls the delegation first.
+const WRITTEN_ATTRS: super::attrs::Bitmap = super::attrs::Bitmap::of(&[
+    super::attrs::CHANGE,
+    super::attrs::SIZE,
+    super::attrs::SPACE_USED,
+    super::attrs::TIME_ACCESS,
+    super::attrs::TIME_METADATA,
+    super::attrs::TIME_MODIFY,
+]);
+
+/// A READ of `fileid` (or a GETATTR asking for `WRITTEN_ATTRS`) by this COMPOUND's
+/// client: another client's write delegation on it is recalled first and the caller
+/// gets NFS4ERR_DELAY until it is returned or revoked (RFC 8881 §10.4.3, §10.2). One
+/// atomic load while no write delegation is out.
+pub(super) fn recall_for_read(c: &Compound, fileid: u64) -> Result<(), Nfsstat4> {
+    let d = &c.state.delegations;
+    if d.break_conflicts(fileid, Some(c.clientid), crate::state::Conflict::Read) {
+        Ok(())
+    } else {
+        Err(NFS4ERR_DELAY)
+    }
+}
+
+/// `recall_for_read` for a GETATTR asking for `want`.
+pub(super) fn recall_for_getattr(
+    c: &Compound,
+    fileid: u64,
+    want: &super::attrs::Bitmap,
+) -> Result<(), Nfsstat4> {
+    if !c.state.delegations.any_write() || want.and(&WRITTEN_ATTRS).is_empty() {
+        return Ok(());
+    }
+    recall_for_read(c, fileid)
+}

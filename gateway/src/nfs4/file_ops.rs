@@ -366,7 +366,12 @@ pub(super) fn getattr(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter) ->
     if !want.and(&attrs::WRITE_ONLY).is_empty() {
         return put_status(w, NFS4ERR_INVAL);
     }
-    let res = cur(c).and_then(|fh| obj_of(c, fh));
+    let res = cur(c).and_then(|fh| {
+        if let CurrentFh::File { node, .. } = fh {
+            super::deleg_ops::recall_for_getattr(c, node.fileid, &want)?;
+        }
+        obj_of(c, fh)
+    });
     match res {
         Ok((o, node)) => {
             let env = env(c, &want, node.as_ref());

@@ -57,6 +57,7 @@ pub(super) fn read(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter) -> Op
         let sid = c.resolve_stateid(&sid)?;
         c.state.check_io(c.clientid, &sid, f.node.fileid, false)?;
         check_read_by(&f.attr, &f.caller, grant(c, &sid, false)).map_err(fs_err)?;
+        super::deleg_ops::recall_for_read(c, f.node.fileid)?;
         // For the reactor cache fill (`fast::take_attr`).
         super::fast::note_attr(&f.attr);
         Ok(f)

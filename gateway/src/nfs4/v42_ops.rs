@@ -48,6 +48,11 @@ fn io_file(
     need_reg(f.attr.kind)?;
     let sid = c.resolve_stateid(sid)?;
     c.state.check_io(c.clientid, &sid, f.node.fileid, write)?;
+    if !write {
+        // READ_PLUS, SEEK, a COPY's source: another client's write delegation is
+        // recalled first, as for READ (RFC 8881 §10.4.3).
+        super::deleg_ops::recall_for_read(c, f.node.fileid)?;
+    }
     let g = grant(c, &sid, write);
     Ok((f, g))
 }

@@ -345,6 +345,9 @@ impl Server {
             .state
             .delegations
             .set_lease(Duration::from_secs(cfg.nfs4.lease_time_s));
+        let delegations = &shared.state.delegations;
+        delegations.set_write_delegations(cfg.nfs4.write_delegations);
+        delegations.observe_holds(shared.gens.clone());
         let jobs: Arc<Ring<Job>> = Ring::new(cfg.backend.ring_depth);
         let stop_workers = Arc::new(AtomicBool::new(false));
         let (workers, worker_bells) = worker::spawn_workers(

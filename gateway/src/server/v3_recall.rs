@@ -1,6 +1,7 @@
 //! NFSv3 calls that conflict with NFSv4.1 delegations (RFC 8881 §10.2 "a conflicting
 //! access by another client", whichever protocol; docs/architecture.md §8): WRITE and SETATTR of a
-//! file, REMOVE of it, RENAME of it or over it, CREATE over an existing name. Before
+//! file, REMOVE of it, RENAME of it or over it, CREATE over an existing name; READ and
+//! GETATTR of a file under a write delegation (§10.4.3). Before
 //! such a call runs, the worker asks `Delegations::break_conflicts` (which starts the
 //! recalls); while a recall is outstanding the call is answered NFS3ERR_JUKEBOX and
 //! the client retries (RFC 1813 §2.6). Free while no delegation exists: one atomic
@@ -8,7 +9,7 @@
 //! through `FrontEnd::touches`).
 
 use super::Shared;
-use crate::call::{Target, Touches};
+use crate::call::{Target, Touch, Touches};
 use crate::export::admit;
 use crate::fs::Node;
 use crate::state::Conflict;
@@ -18,7 +19,7 @@ use std::net::IpAddr;
 /// Whether a call must wait for a recall (answer JUKEBOX): `touches` is its front
 /// end's decoding of the files it changes (`FrontEnd::touches`; `None`: none).
 /// Undecodable arguments, unknown handles, and callers the export does not admit
-/// for writing never wait (and never recall: the procedure answers them, as knfsd
+/// (for writing, unless the call only reads) never wait (and never recall: the procedure answers them, as knfsd
 /// checks access before breaking a lease).
 pub(super) fn must_wait<'a>(
     shared: &Shared,
@@ -32,19 +33,24 @@ pub(super) fn must_wait<'a>(
     let Some(t) = touches() else {
         return false;
     };
+    let why = match t.how {
+        // Reads wait only for write delegations (one atomic load while none is out).
+        Touch::Read if !shared.state.delegations.any_write() => return false,
+        Touch::Read => Conflict::Read,
+        Touch::Write => Conflict::Write,
+        Touch::Namespace => Conflict::Namespace,
+    };
     let files = t.targets.map(|t| t.and_then(|t| resolve(shared, t)));
     let exports = shared.exports.load();
-    let may_write = |n: &Node| {
+    // Readers need the export's admission, writers its write access too.
+    let admitted = |n: &Node| {
         exports.get(n.export).is_some_and(|e| {
-            admit(e, client, cred).is_ok_and(|c| crate::fs::access::check_writable(&c).is_ok())
+            admit(e, client, cred).is_ok_and(|c| {
+                why == Conflict::Read || crate::fs::access::check_writable(&c).is_ok()
+            })
         })
     };
-    let files = files.map(|f| f.filter(may_write));
-    let why = if t.write {
-        Conflict::Write
-    } else {
-        Conflict::Namespace
-    };
+    let files = files.map(|f| f.filter(admitted));
     let mut wait = false;
     for f in files.into_iter().flatten() {
         // Every conflicting file gets its recall started, so no short-circuit.

@@ -8,23 +8,34 @@
 //! the lock-free `replies` queue. `live` (delegations held or being recalled) lets a
 //! v3 WRITE skip the lock entirely while no client holds a delegation.
 //!
-//! Policy: read delegations only (a write delegation would have to be recalled, or
-//! CB_GETATTR'd, before every v3 GETATTR could be answered truthfully); granted only to
-//! clients whose back channel answered a CB_NULL probe, never on a file that saw a
-//! conflict in the last `BLOCK_FOR` (knfsd's "recently recalled" rule), never while
-//! another client's delegation on the file is being recalled.
+//! Policy: delegations are granted only to clients whose back channel answered a
+//! CB_NULL probe, never on a file that saw a conflict in the last `BLOCK_FOR`
+//! (knfsd's "recently recalled" rule), never while another client's delegation on the
+//! file is being recalled. A read delegation to an OPEN for reading; a write
+//! delegation (`nfs4.write_delegations`) to an OPEN for writing when no other
+//! delegation and no other client's open is on the file (RFC 8881 §10.4: the server
+//! decides; the caller checks the opens). A write delegation conflicts with every
+//! access by anyone else, reads and attribute reads included (§10.4.3: the holder may
+//! hold writes the server has not seen): NFSv3 READ and GETATTR and another client's
+//! READ and GETATTR recall it (`Conflict::Read`) and wait with JUKEBOX / DELAY like
+//! writers; the recall itself is the choice §10.4.3 leaves between CB_GETATTR and
+//! recalling (one mechanism for every conflict; the holder flushes and the caller
+//! then sees what it wrote). While one is out its file is held in the reactors'
+//! caches (`ChangeObserver::hold`): no cached GETATTR or READ answers for it, so every
+//! such call reaches a worker and this check.
 
 use super::recall::{Inbox, Job};
 use super::stateid::Stateid;
 use super::{BackChannelInfo, Conflict};
+use crate::fs::ChangeObserver;
 use crate::state::error::{Checked, StateError};
 use crate::stats::callbacks::{CallbackResult, CallbackStats, RecallResult};
 use crate::stats::Transport;
 use crossbeam_queue::ArrayQueue;
 use rustc_hash::FxHashMap;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
 /// Delegations (held, recalled or revoked-but-not-freed) the gateway keeps at most.
@@ -87,6 +98,11 @@ struct Table {
     counter: u64,
     /// Delegations held or being recalled (not revoked).
     live: usize,
+    /// ... of which write delegations.
+    live_write: usize,
+    /// Files whose write delegation ended since the last `publish` (their cache
+    /// holds are released there).
+    unhold: Vec<u64>,
     /// Courtesy clients (lease run out, state kept: `delegations_courtesy.rs`).
     courtesy: rustc_hash::FxHashSet<u64>,
     /// Courtesy clients whose delegation a conflict took: to be expired.
@@ -98,6 +114,12 @@ pub struct Delegations {
     table: Mutex<Table>,
     /// Delegations held or being recalled (not revoked).
     live: AtomicUsize,
+    /// Write delegations held or being recalled: while 0, reads skip every check.
+    live_write: AtomicUsize,
+    /// Whether write delegations are granted (`nfs4.write_delegations`).
+    write_on: AtomicBool,
+    /// The reactors' caches, told which files a write delegation holds.
+    caches: OnceLock<Arc<dyn ChangeObserver>>,
     lease_ms: AtomicU64,
     boot: [u8; 4],
     stats: Arc<CallbackStats>,
@@ -122,6 +144,9 @@ impl Default for Delegations {
         Delegations {
             table: Mutex::default(),
             live: AtomicUsize::new(0),
+            live_write: AtomicUsize::new(0),
+            write_on: AtomicBool::new(true),
+            caches: OnceLock::new(),
             lease_ms: AtomicU64::new(DEFAULT_LEASE.as_millis() as u64),
             boot: boot.to_be_bytes(),
             stats: Arc::default(),
@@ -144,6 +169,28 @@ impl Delegations {
     pub fn set_lease(&self, lease: Duration) {
         self.lease_ms
             .store(lease.as_millis().max(1) as u64, Ordering::Relaxed);
+    }
+
+    /// Grants write delegations (`true`, the default) or never (`false`).
+    pub fn set_write_delegations(&self, on: bool) {
+        self.write_on.store(on, Ordering::Relaxed);
+    }
+
+    /// The caches to hold a write-delegated file in (set once, by the server).
+    pub fn observe_holds(&self, caches: Arc<dyn ChangeObserver>) {
+        let _ = self.caches.set(caches);
+    }
+
+    fn hold(&self, fileid: u64, held: bool) {
+        if let Some(c) = self.caches.get() {
+            c.hold(fileid, held);
+        }
+    }
+
+    /// Whether any write delegation is held or being recalled (one atomic load:
+    /// reads and GETATTRs skip the conflict check while none is).
+    pub fn any_write(&self) -> bool {
+        self.live_write.load(Ordering::Acquire) > 0
     }
 
     pub fn lease(&self) -> Duration {
@@ -177,9 +224,13 @@ impl Delegations {
             .is_ok_and(|d| d.fileid == fileid && d.state != DState::Revoked)
     }
 
-    fn publish(&self, t: &Table) {
+    fn publish(&self, t: &mut Table) {
         self.live.store(t.live, Ordering::Release);
+        self.live_write.store(t.live_write, Ordering::Release);
         self.stats.set_delegations(t.live as u64);
+        for f in t.unhold.drain(..) {
+            self.hold(f, false);
+        }
     }
 
     /// Remembers the handle of `fileid` for CB_RECALL (call before `try_grant`; the
@@ -211,18 +262,20 @@ impl Delegations {
     /// Grant policy for OPEN (RFC 8881 §10.4: the server decides; a delegation is only
     /// given when it can be recalled): a read delegation when the client's back
     /// channel answered a probe, the file's handle is known (`note_fh`), no other
-    /// client's delegation on it is being recalled, it saw no conflict from another
-    /// client or NFSv3 in the last `BLOCK_FOR`, the client holds none on it already,
-    /// and the tables have room. `want_write` (the OPEN asked for WRITE access): no
-    /// delegation (write delegations are never granted: see the module docs).
-    /// Returns the delegation stateid and whether it is a write delegation.
+    /// client's delegation on it is being recalled and none is a write delegation, it
+    /// saw no conflict from another client or NFSv3 in the last `BLOCK_FOR`, the
+    /// client holds none on it already, and the tables have room. `want_write` (the
+    /// OPEN asked for WRITE access): a write delegation under the same rules, when
+    /// they are on and no other delegation at all is on the file (the caller has
+    /// checked that no other client has it open). Returns the delegation stateid and
+    /// whether it is a write delegation.
     pub fn try_grant(
         &self,
         clientid: u64,
         fileid: u64,
         want_write: bool,
     ) -> Option<(Stateid, bool)> {
-        if want_write {
+        if want_write && !self.write_on.load(Ordering::Relaxed) {
             return None;
         }
         let now = Instant::now();
@@ -237,7 +290,10 @@ impl Delegations {
         }
         let busy = t.by_file.get(&fileid).is_some_and(|v| {
             v.iter().filter_map(|o| t.by_other.get(o)).any(|d| {
-                d.clientid == clientid || matches!(d.state, DState::Recalling { .. }) || d.write
+                d.clientid == clientid
+                    || matches!(d.state, DState::Recalling { .. })
+                    || d.write
+                    || (want_write && d.state != DState::Revoked)
             })
         });
         let mine = t.per_client.get(&clientid).copied().unwrap_or(0);
@@ -255,7 +311,7 @@ impl Delegations {
                 clientid,
                 fileid,
                 seqid: 1,
-                write: false,
+                write: want_write,
                 state: DState::Held,
                 via: None,
             },
@@ -263,8 +319,14 @@ impl Delegations {
         t.by_file.entry(fileid).or_default().push(other);
         *t.per_client.entry(clientid).or_default() += 1;
         t.live += 1;
-        self.publish(&t);
-        Some((Stateid { seqid: 1, other }, false))
+        if want_write {
+            // Held before the OPEN's reply leaves: no cached answer for the file
+            // from now until the delegation ends (`publish` releases it).
+            self.hold(fileid, true);
+            t.live_write += 1;
+        }
+        self.publish(&mut t);
+        Some((Stateid { seqid: 1, other }, want_write))
     }
 
     /// Called before an operation that conflicts with delegations on `fileid` runs,
@@ -279,14 +341,18 @@ impl Delegations {
     /// revoked here too (so v3 writers make progress even without the callback
     /// thread), after which it no longer conflicts.
     pub fn break_conflicts(&self, fileid: u64, clientid: Option<u64>, why: Conflict) -> bool {
-        let v4_writer = clientid.is_some() && why != Conflict::OpenRead;
+        let reads = matches!(why, Conflict::OpenRead | Conflict::Read);
+        if why == Conflict::Read && !self.any_write() {
+            return true;
+        }
+        let v4_writer = clientid.is_some() && !reads;
         if self.live.load(Ordering::Acquire) == 0 && !v4_writer {
             return true;
         }
         let now = Instant::now();
         let lease = self.lease();
         let mut t = self.lock();
-        if why != Conflict::OpenRead {
+        if !reads {
             block(&mut t, fileid, now, clientid);
         }
         let Some(list) = t.by_file.get(&fileid).cloned() else {
@@ -300,7 +366,7 @@ impl Delegations {
             let Some(d) = t.by_other.get(&other) else {
                 continue;
             };
-            if Some(d.clientid) == clientid || (why == Conflict::OpenRead && !d.write) {
+            if Some(d.clientid) == clientid || (reads && !d.write) {
                 continue;
             }
             if d.state != DState::Revoked && t.courtesy.contains(&d.clientid) {
@@ -323,6 +389,8 @@ impl Delegations {
                     d.state = DState::Revoked;
                     self.stats.recall(d.via, RecallResult::Revoked);
                     revoked += 1;
+                    let (write, f) = (d.write, d.fileid);
+                    ended_write(&mut t, write, f);
                 }
                 DState::Recalling { .. } => outstanding = true,
                 DState::Revoked => {}
@@ -331,8 +399,13 @@ impl Delegations {
         if revoked > 0 {
             t.live = t.live.saturating_sub(revoked);
         }
+        if outstanding && why == Conflict::Read {
+            // A reader that had to recall a write delegation keeps the file from new
+            // delegations for a while, as a writer does (no ping-pong).
+            block(&mut t, fileid, now, clientid);
+        }
         if revoked > 0 || doomed {
-            self.publish(&t);
+            self.publish(&mut t);
         }
         drop(t);
         if doomed {
@@ -389,18 +462,25 @@ impl Delegations {
         let lease = self.lease();
         let mut t = self.lock();
         let mut n = 0;
+        let mut writes = Vec::new();
         for d in t.by_other.values_mut() {
             if let DState::Recalling { since } = d.state {
                 if now.saturating_duration_since(since) >= lease {
                     d.state = DState::Revoked;
                     self.stats.recall(d.via, RecallResult::Revoked);
                     n += 1;
+                    if d.write {
+                        writes.push(d.fileid);
+                    }
                 }
             }
         }
+        for f in writes {
+            ended_write(&mut t, true, f);
+        }
         if n > 0 {
             t.live = t.live.saturating_sub(n);
-            self.publish(&t);
+            self.publish(&mut t);
         }
         n
     }
@@ -469,7 +549,7 @@ impl Delegations {
             DState::Held => {}
         }
         remove(&mut t, &s.other);
-        self.publish(&t);
+        self.publish(&mut t);
         Ok(())
     }
 
@@ -511,7 +591,7 @@ impl Delegations {
         match Self::find(&t, None, s) {
             Ok(d) if d.state == DState::Revoked => {
                 remove(&mut t, &s.other);
-                self.publish(&t);
+                self.publish(&mut t);
                 Ok(())
             }
             Ok(_) => Err(StateError::LocksHeld),
@@ -559,7 +639,7 @@ impl Delegations {
         }
         t.cb_up.remove(&clientid);
         t.courtesy.remove(&clientid);
-        self.publish(&t);
+        self.publish(&mut t);
     }
 
     /// A reactor received a REPLY record (msg_type 1) with this XID: hand it to the
@@ -625,6 +705,15 @@ fn block(t: &mut Table, fileid: u64, now: Instant, by: Option<u64>) {
     t.blocked.insert(fileid, (now, by));
 }
 
+/// A write delegation on `fileid` stopped being live (returned, revoked, purged):
+/// its cache hold goes at the next `publish`.
+fn ended_write(t: &mut Table, write: bool, fileid: u64) {
+    if write {
+        t.live_write = t.live_write.saturating_sub(1);
+        t.unhold.push(fileid);
+    }
+}
+
 /// Drops a delegation from every index.
 fn remove(t: &mut Table, other: &[u8; 12]) {
     let Some(d) = t.by_other.remove(other) else {
@@ -632,6 +721,7 @@ fn remove(t: &mut Table, other: &[u8; 12]) {
     };
     if d.state != DState::Revoked {
         t.live = t.live.saturating_sub(1);
+        ended_write(t, d.write, d.fileid);
     }
     if let Some(v) = t.by_file.get_mut(&d.fileid) {
         v.retain(|o| o != other);
@@ -651,6 +741,10 @@ fn remove(t: &mut Table, other: &[u8; 12]) {
 #[cfg(test)]
 #[path = "delegations_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "delegations_write_tests.rs"]
+mod write_tests;
 
 #[path = "delegations_courtesy.rs"]
 mod courtesy;

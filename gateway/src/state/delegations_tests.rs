@@ -36,7 +36,12 @@ fn read_delegations_only_to_clients_with_a_working_back_channel() {
     );
     d.set_callback_up(A, true);
     assert_eq!(d.try_grant(A, FILE + 1, false), None, "handle unknown");
-    assert_eq!(d.try_grant_fh(A, FILE, b"fh", true), None, "never write");
+    d.set_write_delegations(false);
+    assert_eq!(
+        d.try_grant_fh(A, FILE, b"fh", true),
+        None,
+        "no write delegations with nfs4.write_delegations off"
+    );
     let (s, write) = d.try_grant_fh(A, FILE, b"fh", false).unwrap();
     assert!(!write);
     assert_eq!(s.seqid, 1);

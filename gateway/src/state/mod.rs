@@ -122,6 +122,9 @@ pub struct BackChannelInfo {
 pub enum Conflict {
     /// An OPEN for reading (conflicts with write delegations of others).
     OpenRead,
+    /// A READ or GETATTR by another client or NFSv3 (conflicts with write
+    /// delegations of others: RFC 8881 §10.4.3).
+    Read,
     /// An OPEN for writing, WRITE, SETATTR (conflicts with every delegation of others).
     Write,
     /// REMOVE or RENAME of the file, or a change to the name it was opened by.

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 /// A client whose session has this connection as its back channel, once it answered
 /// the gateway's CB_NULL probe (§2.10.3.1: what the gateway waits for before it
 /// grants a delegation).
-fn with_back_channel(gw: &Gw41, owner: &[u8]) -> Tcp41 {
+pub fn with_back_channel(gw: &Gw41, owner: &[u8]) -> Tcp41 {
     let mut c = Tcp41::connect(gw.addr);
     c.session(owner, CONN_BACK_CHAN);
     let (st, _) = c.seq_run(|o| o.reclaim_complete());

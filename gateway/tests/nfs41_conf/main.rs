@@ -7,6 +7,7 @@
 //! - `opens`: share reservations, OPEN_DOWNGRADE, CLOSE, upgrades, claims, creates;
 //! - `locks`: LOCK/LOCKT/LOCKU conflicts, splitting, types, RELEASE_LOCKOWNER;
 //! - `deleg`: a read delegation recalled by another client's OPEN;
+//! - `wdeleg`: write delegations recalled by NFSv3 and NFSv4.1 access, reads included;
 //! - `grace`: a restart on the same state directory, reclaims and RECLAIM_COMPLETE.
 
 #[path = "../common/mod.rs"]
@@ -20,6 +21,7 @@ mod locks;
 mod opens;
 mod sessions;
 mod stateids;
+mod wdeleg;
 
 use gateway::config::Config;
 use gateway::server::Server;

@@ -373,7 +373,7 @@ pub fn run(c: &mut Compound, a: &OpenArgs) -> Result<Opened, Nfsstat4> {
     if model.preserves_unlinked(&t.node) {
         rflags |= OPEN4_RESULT_PRESERVE_UNLINKED;
     }
-    let deleg = offer_delegation(c, &a.claim, fileid, &handle, access, want);
+    let deleg = offer_delegation(c, a, fileid, &handle, access, want);
     c.cfh = Some(CurrentFh::File {
         node: t.node,
         handle,
@@ -398,15 +398,27 @@ fn check_deleg(c: &Compound, sid: &Stateid, fileid: u64) -> Result<(), Nfsstat4>
     }
 }
 
+/// Whether another client has `fileid` open (every open of another open-owner
+/// blocks an OPEN asking for both accesses and denying both; its own are left out).
+fn others_open(c: &Compound, a: &OpenArgs, fileid: u64) -> bool {
+    let both = ACCESS_READ | ACCESS_WRITE;
+    c.state
+        .opens
+        .share_blockers(c.clientid, a.owner, fileid, both, both)
+        .iter()
+        .any(|&id| id != c.clientid)
+}
+
 /// Which delegation to hand out (§10.4, §18.16.3 want flags).
 fn offer_delegation(
     c: &Compound,
-    claim: &Claim,
+    a: &OpenArgs,
     fileid: u64,
     fh: &[u8],
     access: u32,
     want: u32,
 ) -> Deleg {
+    let claim = &a.claim;
     match want {
         WANT_NO_DELEG => return Deleg::NoneExt(WND4_NOT_WANTED),
         WANT_CANCEL => return Deleg::NoneExt(WND4_CANCELLED),
@@ -426,10 +438,16 @@ fn offer_delegation(
         // WANT_ANY_DELEG, WANT_NO_PREFERENCE: what the access asks for.
         _ => access & ACCESS_WRITE != 0,
     };
-    match c
-        .state
-        .delegations
-        .try_grant_fh(c.clientid, fileid, fh, want_write)
+    // §10.4: a write delegation only while no other client has the file open (its
+    // I/O would conflict at once); the delegation table checks the rest.
+    let grant = !want_write || !others_open(c, a, fileid);
+    match grant
+        .then(|| {
+            c.state
+                .delegations
+                .try_grant_fh(c.clientid, fileid, fh, want_write)
+        })
+        .flatten()
     {
         Some((sid, true)) => Deleg::Write(sid),
         Some((sid, false)) => Deleg::Read(sid),

@@ -931,3 +931,25 @@ fn open_result_encodes_each_delegation_kind() {
 
 /// OPEN, READ, WRITE and SETATTR(size) permission rules of NFSv4 (no owner override).
 mod perm_tests;
+
+/// RFC 9754 is not supported, answered as a server without it (docs/delegations.md):
+/// its attributes (time_deleg_access 84, time_deleg_modify 85, open_arguments 86)
+/// are not in supported_attrs, so a client never asks, and an OPEN setting
+/// OPEN4_SHARE_ACCESS_WANT_DELEG_TIMESTAMPS (bit 20) or _WANT_OPEN_XOR_DELEGATION
+/// (bit 21) anyway gets NFS4ERR_INVAL, as any unknown share_access bit (RFC 8178
+/// §4.4.3).
+#[test]
+fn rfc9754_delegated_timestamps_are_not_offered() {
+    use crate::nfs4::attrs;
+    for bit in [84, 85, 86] {
+        assert!(!attrs::SUPPORTED.has(bit), "attribute {bit}");
+        assert!(!attrs::SUPPORTED_V42_ONLY.has(bit), "attribute {bit}");
+    }
+    for flag in [1 << 20, 1 << 21] {
+        assert_eq!(
+            open::split_share(open::WANT_WRITE_DELEG | 3 | flag, 0),
+            Err(NFS4ERR_INVAL)
+        );
+    }
+    assert!(open::split_share(open::WANT_WRITE_DELEG | 3, 0).is_ok());
+}
