@@ -86,5 +86,9 @@ pub enum Target<'a> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Touches<'a> {
     pub write: bool,
+    /// It changes what a pNFS layout maps (SETATTR, CREATE over a name, REMOVE,
+    /// RENAME): other clients' layouts are recalled first (RFC 8881 §12.5.5). WRITE
+    /// alone does not: it is a data server's own traffic.
+    pub layout: bool,
     pub targets: [Option<Target<'a>>; 2],
 }

@@ -34,6 +34,7 @@ pub fn touches(proc_: u32, args: &[u8]) -> Option<Touches<'_>> {
     }
     Some(Touches {
         write: matches!(proc_, SETATTR | WRITE),
+        layout: proc_ != WRITE,
         targets,
     })
 }
