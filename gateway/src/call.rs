@@ -97,5 +97,9 @@ pub enum Touch {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Touches<'a> {
     pub how: Touch,
+    /// It changes what a pNFS layout maps (SETATTR, CREATE over a name, REMOVE,
+    /// RENAME): other clients' layouts are recalled first (RFC 8881 §12.5.5). WRITE
+    /// alone does not: it is a data server's own traffic; reads do not either.
+    pub layout: bool,
     pub targets: [Option<Target<'a>>; 2],
 }

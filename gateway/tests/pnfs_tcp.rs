@@ -435,3 +435,183 @@ fn off_means_notsupp() {
     };
     assert_eq!(commit(&mut s, &fh, &c), Err(NFS4ERR_NOTSUPP));
 }
+
+/// A metadata server alone (memory backend; the data server it names is never
+/// reached: recalls are the metadata server's business).
+fn lone_mds() -> Gw {
+    Gw::start_text(|dir| {
+        format!(
+            "[engine]\ncores = [0]\nidle = \"adaptive\"\nhugepages = \"off\"\n\
+             [pools]\nsmall = 256\nmedium = 16\nlarge = 8\n\
+             [tcp]\nlisten = \"127.0.0.1:0\"\n[backend]\nkind = \"memory\"\n\
+             [state]\ndir = \"{}\"\n\
+             [[exports]]\npath = \"/\"\nclients = [\"0.0.0.0/0\"]\nsquash = \"none\"\n{}",
+            dir.display(),
+            pnfs_section(&["127.0.0.1:9".parse().unwrap()])
+        )
+    })
+}
+
+/// OPEN (create) `name` in the root through a back-channel client: stateid, handle.
+fn open_a(c: &mut nfs4_client::Tcp41, name: &[u8]) -> ([u8; 16], Vec<u8>) {
+    use nfs4_client::{expect_op, skip_sequence_ok, Claim, How, WANT_NO_DELEG};
+    let id = c.clientid;
+    let (st, res) = c.seq_run(|o| {
+        o.putrootfh()
+            .open(
+                id,
+                name,
+                3 | WANT_NO_DELEG,
+                0,
+                How::Unchecked,
+                Claim::Null(name),
+            )
+            .getfh()
+    });
+    assert_eq!(st, NFS4_OK, "OPEN");
+    let mut r = res.reader();
+    expect_op(&mut r, nfs_wire::nfs4::OP_SEQUENCE);
+    skip_sequence_ok(&mut r);
+    expect_op(&mut r, nfs_wire::nfs4::OP_PUTROOTFH);
+    expect_op(&mut r, nfs_wire::nfs4::OP_OPEN);
+    let open = nfs_wire::v4reply::open_ok(&mut r).unwrap();
+    expect_op(&mut r, nfs_wire::nfs4::OP_GETFH);
+    (open.stateid, r.opaque_var(128).unwrap().to_vec())
+}
+
+/// PUTFH `fh` + `op` through a back-channel client: `op`'s status and results.
+fn on_a(c: &mut nfs4_client::Tcp41, fh: &[u8], op: Ops) -> (u32, Vec<u8>) {
+    use nfs4_client::{expect_op, skip_sequence_ok};
+    let (_, res) = c.seq_run(|o| o.putfh(fh).append(op));
+    let mut r = res.reader();
+    expect_op(&mut r, nfs_wire::nfs4::OP_SEQUENCE);
+    skip_sequence_ok(&mut r);
+    assert_eq!(expect_op(&mut r, nfs_wire::nfs4::OP_PUTFH), NFS4_OK);
+    r.u32().unwrap();
+    let st = r.u32().unwrap();
+    (st, r.rest().to_vec())
+}
+
+/// Answers a CB_LAYOUTRECALL on `c`'s back channel with `status`; what it recalled.
+fn answer_recall(c: &mut nfs4_client::Tcp41, status: u32) -> v4pnfs::CbLayoutRecall {
+    let rec = c
+        .next_callback(Duration::from_secs(10))
+        .expect("a CB_LAYOUTRECALL");
+    let (xid, what) = v4pnfs::decode_layoutrecall(&rec).unwrap_or_else(|e| panic!("{e}"));
+    let reply = v4pnfs::layoutrecall_reply(xid, &what, status);
+    c.s.write_all(&nfs_wire::rpccall::record(&reply).unwrap())
+        .unwrap();
+    what
+}
+
+/// RFC 8881 §12.5.5, §20.3: another client's truncate (SETATTR of the size) recalls
+/// a client's layout over its back channel — CB_LAYOUTRECALL of the file, the layout
+/// stateid one seqid on — and is answered NFS4ERR_DELAY (LAYOUTGET of the file
+/// NFS4ERR_RECALLCONFLICT for the recalled client) until the layout comes back by
+/// LAYOUTRETURN; an NFSv3 REMOVE gets NFS3ERR_JUKEBOX until the client answers
+/// NFS4ERR_NOMATCHING_LAYOUT (it holds none). (The counters: `layouts_tests.rs`.)
+#[test]
+fn a_truncate_or_remove_by_another_client_recalls_the_layout() {
+    const NFS4ERR_DELAY: u32 = 10008;
+    const NFS4ERR_RECALLCONFLICT: u32 = 10061;
+    const NFS3ERR_JUKEBOX: u32 = 10008;
+    let mds = lone_mds();
+    let mut a = nfs4_client::Tcp41::connect(mds.tcp_addr());
+    a.session(b"pnfs-recall-a", nfs4_client::CONN_BACK_CHAN);
+    assert_eq!(a.seq_run(|o| o.reclaim_complete()).0, NFS4_OK);
+    // The back channel is probed (CB_NULL) before recalls can go over it.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while a.cb_nulls == 0 {
+        assert!(a.next_callback(Duration::from_millis(50)).is_none());
+        assert!(Instant::now() < deadline, "no CB_NULL probe");
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    let (open, fh) = open_a(&mut a, b"recalled");
+    let get = |a: &mut nfs4_client::Tcp41, sid| {
+        let (st, rest) = on_a(
+            a,
+            &fh,
+            Ops::new().layoutget(&layoutget(LAYOUTIOMODE4_RW, sid)),
+        );
+        (st == NFS4_OK).then(|| v4pnfs::layoutget_ok(&mut XdrReader::new(&rest)).unwrap())
+    };
+    let granted = get(&mut a, open).expect("LAYOUTGET").stateid;
+
+    // Client B truncates: DELAY while A's layout is being recalled.
+    let mut b = S::new(&mds, 1);
+    let truncate = |b: &mut S| {
+        let size = Ops::new().setattr(&[0; 16], &[1 << 4], &0u64.to_be_bytes());
+        b.on(&fh, size).0
+    };
+    assert_eq!(truncate(&mut b), NFS4ERR_DELAY);
+    let cb = answer_recall(&mut a, NFS4_OK);
+    assert_eq!(
+        (cb.layout_type, cb.iomode, cb.changed),
+        (LAYOUT4_FLEX_FILES, LAYOUTIOMODE4_ANY, false)
+    );
+    assert_eq!(
+        (cb.fh.as_slice(), cb.offset, cb.length),
+        (fh.as_slice(), 0, ALL)
+    );
+    assert_eq!(cb.stateid[4..], granted[4..], "the layout stateid");
+    let seq = |s: &[u8; 16]| u32::from_be_bytes(s[..4].try_into().unwrap());
+    assert_eq!(
+        seq(&cb.stateid),
+        seq(&granted) + 1,
+        "one seqid on (§12.5.3)"
+    );
+    // Not returned yet: B still waits, A may not take the layout again.
+    assert_eq!(truncate(&mut b), NFS4ERR_DELAY);
+    assert!(get(&mut a, cb.stateid).is_none());
+    let (st, _) = on_a(
+        &mut a,
+        &fh,
+        Ops::new().layoutget(&layoutget(LAYOUTIOMODE4_RW, open)),
+    );
+    assert_eq!(st, NFS4ERR_RECALLCONFLICT);
+    let r = Return::File {
+        offset: 0,
+        length: ALL,
+        stateid: cb.stateid,
+    };
+    let (st, _) = on_a(
+        &mut a,
+        &fh,
+        Ops::new().layoutreturn(LAYOUT4_FLEX_FILES, LAYOUTIOMODE4_ANY, &r),
+    );
+    assert_eq!(st, NFS4_OK, "LAYOUTRETURN of the recalled layout");
+    assert_eq!(
+        truncate(&mut b),
+        NFS4_OK,
+        "the truncate goes on once it is back"
+    );
+
+    // NFSv3 REMOVE: JUKEBOX until A says it holds no layout.
+    get(&mut a, open).expect("a layout again");
+    let mut v3c = nfs4_client::V3::connect(mds.tcp_addr());
+    let root = v3c.mount_root();
+    let mut args = Vec::new();
+    for part in [&root[..], b"recalled"] {
+        args.extend((part.len() as u32).to_be_bytes());
+        args.extend(part);
+        args.resize(args.len().div_ceil(4) * 4, 0);
+    }
+    let remove = |v: &mut nfs4_client::V3| {
+        v3call::status(&v.call(
+            nfs_wire::NFS_PROGRAM,
+            nfs_wire::nfs3::NFSPROC3_REMOVE,
+            &args,
+        ))
+    };
+    assert_eq!(remove(&mut v3c), NFS3ERR_JUKEBOX);
+    answer_recall(&mut a, NFS4ERR_NOMATCHING_LAYOUT);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        match remove(&mut v3c) {
+            0 => break,
+            NFS3ERR_JUKEBOX => assert!(Instant::now() < deadline, "still JUKEBOX"),
+            st => panic!("REMOVE answered {st}"),
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}

@@ -45,7 +45,11 @@ pub fn decode_callback(rec: &[u8]) -> Result<(u32, Option<CbRecall>), String> {
 /// The head of a two-operation CB_COMPOUND4args (RFC 8881 §19.2.1) of minor version
 /// `minor`: CB_SEQUENCE (§20.9.1) with no referring call lists, then operation `op`,
 /// whose arguments follow. Its session and sequence id; `None` for any other shape.
-fn cb_sequence_then(r: &mut XdrReader, minor: u32, op: u32) -> XdrResult<Option<([u8; 16], u32)>> {
+pub(crate) fn cb_sequence_then(
+    r: &mut XdrReader,
+    minor: u32,
+    op: u32,
+) -> XdrResult<Option<([u8; 16], u32)>> {
     r.opaque_var(MAX_TAG)?;
     let got_minor = r.u32()?;
     r.u32()?; // callback_ident

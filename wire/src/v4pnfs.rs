@@ -342,3 +342,82 @@ pub fn layoutcommit_ok(r: &mut XdrReader) -> XdrResult<Option<u64>> {
         Ok(None)
     }
 }
+
+/// A CB_LAYOUTRECALL (RFC 8881 §20.3) as the client sees it: CB_SEQUENCE's session
+/// and sequence id, then the recall of one file's layouts (LAYOUTRECALL4_FILE).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CbLayoutRecall {
+    pub session: [u8; 16],
+    pub seqid: u32,
+    pub layout_type: u32,
+    pub iomode: u32,
+    pub changed: bool,
+    pub fh: Vec<u8>,
+    pub offset: u64,
+    pub length: u64,
+    pub stateid: [u8; 16],
+}
+
+/// The xid and CB_LAYOUTRECALL of a callback record (a CB_COMPOUND of minor version 1
+/// with CB_SEQUENCE and CB_LAYOUTRECALL of one file); anything else is an `Err`.
+pub fn decode_layoutrecall(rec: &[u8]) -> Result<(u32, CbLayoutRecall), String> {
+    let (h, at) = engine::rpc::decode_call(rec).map_err(|e| format!("not an RPC CALL: {e:?}"))?;
+    if (h.prog, h.vers, h.proc_) != (NFS4_CALLBACK, NFS_CB, CB_COMPOUND) {
+        return Err(format!(
+            "program {} version {} procedure {}",
+            h.prog, h.vers, h.proc_
+        ));
+    }
+    let mut r = XdrReader::new(&rec[at..]);
+    let recall = (|| -> XdrResult<Option<CbLayoutRecall>> {
+        let Some((session, seqid)) = crate::v4cb::cb_sequence_then(&mut r, 1, OP_CB_LAYOUTRECALL)?
+        else {
+            return Ok(None);
+        };
+        let (layout_type, iomode, changed) = (r.u32()?, r.u32()?, r.bool()?);
+        if r.u32()? != 1 {
+            return Ok(None); // LAYOUTRECALL4_FSID / _ALL
+        }
+        let fh = r.opaque_var(128)?.to_vec();
+        let (offset, length) = (r.u64()?, r.u64()?);
+        let mut stateid = [0u8; 16];
+        stateid.copy_from_slice(r.opaque_fixed(16)?);
+        Ok(Some(CbLayoutRecall {
+            session,
+            seqid,
+            layout_type,
+            iomode,
+            changed,
+            fh,
+            offset,
+            length,
+            stateid,
+        }))
+    })()
+    .map_err(|e| format!("CB_COMPOUND: {e:?}"))?;
+    recall
+        .map(|c| (h.xid, c))
+        .ok_or_else(|| "not CB_SEQUENCE + CB_LAYOUTRECALL of a file".to_string())
+}
+
+/// The REPLY to a CB_LAYOUTRECALL: CB_SEQUENCE OK (echoing the session and sequence
+/// id) and CB_LAYOUTRECALL with `status` (NFS4_OK: the client will LAYOUTRETURN;
+/// NFS4ERR_NOMATCHING_LAYOUT: it holds none).
+pub fn layoutrecall_reply(xid: u32, c: &CbLayoutRecall, status: u32) -> Vec<u8> {
+    crate::rpccall::encode(256, |w| {
+        engine::rpc::write_accepted(w, xid, engine::rpc::Accept::Success)?;
+        w.u32(status)?;
+        w.opaque_var(b"")?;
+        w.u32(2)?;
+        w.u32(OP_CB_SEQUENCE)?;
+        w.u32(crate::nfs4args::NFS4_OK)?;
+        w.opaque_fixed(&c.session)?;
+        w.u32(c.seqid)?;
+        for _ in 0..3 {
+            w.u32(0)?; // slot, highest slot, target highest slot
+        }
+        w.u32(OP_CB_LAYOUTRECALL)?;
+        w.u32(status)
+    })
+    .expect("a callback reply fits its buffer")
+}

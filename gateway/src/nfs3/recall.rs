@@ -43,7 +43,14 @@ pub fn touches(proc_: u32, args: &[u8]) -> Option<Touches<'_>> {
         SETATTR | WRITE => Touch::Write,
         _ => Touch::Namespace,
     };
-    Some(Touches { how, targets })
+    // Layouts map data (RFC 8881 §12.5.5): reads and WRITE (a data server's own
+    // traffic) leave them alone.
+    let layout = !matches!(proc_, GETATTR | READ | WRITE);
+    Some(Touches {
+        how,
+        layout,
+        targets,
+    })
 }
 
 /// diropargs3 (RFC 1813 §2.6): the directory's handle and the name.

@@ -26,8 +26,8 @@ use crate::state::offload::OffloadOutcome;
 /// The callback program's version and procedures (RFC 8881 §19) and the callback
 /// operation numbers (RFC 8881 §20), from `nfs_wire::nfs4`.
 pub use nfs_wire::nfs4::{
-    CB_COMPOUND, CB_NULL, NFS_CB as CB_VERSION, OP_CB_ILLEGAL, OP_CB_OFFLOAD, OP_CB_RECALL,
-    OP_CB_SEQUENCE,
+    CB_COMPOUND, CB_NULL, NFS_CB as CB_VERSION, OP_CB_ILLEGAL, OP_CB_LAYOUTRECALL, OP_CB_OFFLOAD,
+    OP_CB_RECALL, OP_CB_SEQUENCE,
 };
 /// The tag our CB_COMPOUNDs carry (echoed by the client).
 pub const TAG: &[u8] = b"nfsgw";
@@ -191,6 +191,19 @@ pub fn encode(
             cb_sequence(&mut w, 2, session, *seqid)?;
             cb_offload(&mut w, stateid, fh, outcome)?;
         }
+        CbCall::LayoutRecall {
+            session,
+            seqid,
+            stateid,
+            fh,
+        } => {
+            if fh.len() > FH_MAX {
+                return Err(XdrError::BadValue);
+            }
+            rpc::write_call(&mut w, xid, cb_program, CB_VERSION, CB_COMPOUND, &cred)?;
+            cb_sequence(&mut w, 1, session, *seqid)?;
+            cb_layoutrecall(&mut w, stateid, fh)?;
+        }
     }
     let n = w.position();
     buf.truncate(n);
@@ -212,6 +225,21 @@ fn cb_sequence(w: &mut XdrWriter, minor: u32, session: &[u8; 16], seqid: u32) ->
     w.u32(0)?;
     w.bool(false)?;
     w.u32(0)
+}
+
+/// CB_LAYOUTRECALL4args (RFC 8881 §20.3.1): flexfiles (RFC 8435 §5), any iomode,
+/// clora_changed false (the data servers stay good: the client may write back its
+/// dirty data through them before returning), LAYOUTRECALL4_FILE of the whole file.
+fn cb_layoutrecall(w: &mut XdrWriter, stateid: &Stateid, fh: &[u8]) -> XdrResult<()> {
+    w.u32(OP_CB_LAYOUTRECALL)?;
+    w.u32(super::layout_ops::LAYOUT4_FLEX_FILES)?;
+    w.u32(crate::state::layouts::IOMODE_ANY)?;
+    w.bool(false)?;
+    w.u32(1)?; // LAYOUTRECALL4_FILE
+    w.opaque_var(fh)?;
+    w.u64(0)?;
+    w.u64(u64::MAX)?;
+    stateid.encode(w)
 }
 
 /// CB_OFFLOAD4args (RFC 7862 §16.1.1): the destination's handle, the copy's
@@ -332,9 +360,11 @@ pub fn decode_reply(record: &[u8], compound: bool) -> XdrResult<(u32, CbReply)> 
                 };
                 out.sequence = Some((st, ok));
             }
-            // CB_OFFLOAD4res (RFC 7862 §16.1.2) is a status too: it takes CB_RECALL's
-            // place in what the table reads.
-            OP_CB_RECALL | OP_CB_OFFLOAD => out.recall = Some(Nfsstat4::decode(&mut r)?),
+            // CB_OFFLOAD4res (RFC 7862 §16.1.2) and CB_LAYOUTRECALL4res (RFC 8881
+            // §20.3.2) are a status too: they take CB_RECALL's place.
+            OP_CB_RECALL | OP_CB_OFFLOAD | OP_CB_LAYOUTRECALL => {
+                out.recall = Some(Nfsstat4::decode(&mut r)?)
+            }
             OP_CB_ILLEGAL => {
                 r.u32()?;
             }
@@ -407,6 +437,17 @@ impl RecallDriver {
         now: std::time::Instant,
     ) -> Vec<Outcall> {
         self.0.step(&Wire, dl, lookup, now)
+    }
+
+    /// `RecallTable::step_layouts` with this codec (CB_LAYOUTRECALL).
+    pub fn step_layouts(
+        &mut self,
+        dl: &Delegations,
+        layouts: &crate::state::layouts::Layouts,
+        lookup: &dyn Fn(u64) -> Option<BackChannelInfo>,
+        now: std::time::Instant,
+    ) -> Vec<Outcall> {
+        self.0.step_layouts(&Wire, dl, layouts, lookup, now)
     }
 }
 

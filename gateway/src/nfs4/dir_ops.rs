@@ -142,6 +142,7 @@ pub(super) fn remove(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter) -> 
         ) {
             return Err(NFS4ERR_DELAY);
         }
+        super::layout_ops::recall_conflicts(c, victim.fileid)?;
         match va.kind {
             FileKind::Dir => m.rmdir(&dir.node, name),
             _ => m.remove(&dir.node, name),
@@ -202,6 +203,10 @@ pub(super) fn rename(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter) -> 
             {
                 return Err(NFS4ERR_DELAY);
             }
+        }
+        if let Some(t) = &target {
+            // Renamed over: the target's pNFS layouts are recalled (§12.5.5).
+            super::layout_ops::recall_conflicts(c, t.fileid)?;
         }
         m.rename(&src.node, from, &dst.node, to)
             .map_err(|s| match s {

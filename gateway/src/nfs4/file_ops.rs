@@ -415,6 +415,10 @@ pub(super) fn setattr(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter) ->
         ) {
             return Err(NFS4ERR_DELAY);
         }
+        if new.set.size.is_some() {
+            // A truncate changes what other clients' pNFS layouts map (§12.5.5).
+            super::layout_ops::recall_conflicts(c, f.node.fileid)?;
+        }
         check_setattr(&f.attr, &f.caller, &new.set, size_grant).map_err(fs_err)?;
         let set = sanitize_setattr(&f.attr, &f.caller, &new.set);
         c.ctx.model.setattr(&f.node, &set).map_err(fs_err)?;

@@ -107,8 +107,17 @@ fn get_args(r: &mut XdrReader) -> XdrResult<GetArgs> {
     })
 }
 
-/// LAYOUTGET (RFC 8881 §18.43): one flexfiles layout of the whole file.
+/// LAYOUTGET (RFC 8881 §18.43): one flexfiles layout of the whole file. Every error
+/// answer of a metadata server is counted (`nfsgw_pnfs_layoutget_errors_total`).
 pub(super) fn layoutget(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter) -> OpResult {
+    let res = take_layout(c, r, w);
+    if !matches!(res, Ok(NFS4_OK)) && c.state.layouts.devices().is_some() {
+        c.state.layouts.get_failed();
+    }
+    res
+}
+
+fn take_layout(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter) -> OpResult {
     let Ok(a) = get_args(r) else {
         return put_status(w, NFS4ERR_BADXDR);
     };
@@ -140,7 +149,12 @@ pub(super) fn layoutget(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter) 
     if len - 4 > a.maxcount as usize {
         return put_status(w, NFS4ERR_TOOSMALL);
     }
-    let lsid = match c.state.layouts.grant(lf, presented.as_ref(), a.iomode) {
+    let lease = c.state.delegations.lease();
+    let grant = c
+        .state
+        .layouts
+        .grant(lf, handle, presented.as_ref(), a.iomode, lease);
+    let lsid = match grant {
         Ok(s) => s,
         // §18.43.3: LAYOUTTRYLATER carries logr_will_signal_layout_avail.
         Err(crate::state::StateError::Resource) => {
@@ -152,6 +166,22 @@ pub(super) fn layoutget(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter) 
     let res = ok_with(w, |w| put_layout(w, ds, (&f, handle), &a, &lsid))?;
     c.current_stateid = Some(lsid);
     Ok(res)
+}
+
+/// Before a truncate, REMOVE or RENAME over `fileid` (RFC 8881 §12.5.5): the other
+/// clients' layouts of it are recalled (CB_LAYOUTRECALL, `state/layouts_recall.rs`);
+/// NFS4ERR_DELAY until they are returned or revoked. Free while no layout is held.
+pub(super) fn recall_conflicts(c: &Compound, fileid: u64) -> Result<(), Nfsstat4> {
+    let st = &c.state;
+    let lease = st.delegations.lease();
+    if st
+        .layouts
+        .break_conflicts(fileid, Some(c.clientid), lease, &st.delegations.inbox)
+    {
+        Ok(())
+    } else {
+        Err(NFS4ERR_DELAY)
+    }
 }
 
 fn ok_or_full(r: XdrResult<()>, st: Nfsstat4) -> OpResult {

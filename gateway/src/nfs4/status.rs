@@ -260,6 +260,7 @@ pub fn from_state(e: StateError) -> Nfsstat4 {
         StateError::Inconsistent => NFS4ERR_SERVERFAULT,
         StateError::BadLayout => NFS4ERR_BADLAYOUT,
         StateError::NoMatchingLayout => NFS4ERR_NOMATCHING_LAYOUT,
+        StateError::RecallConflict => NFS4ERR_RECALLCONFLICT,
     }
 }
 
@@ -304,6 +305,7 @@ mod tests {
             (StateError::Inconsistent, 10006),
             (StateError::BadLayout, 10050),
             (StateError::NoMatchingLayout, 10060),
+            (StateError::RecallConflict, 10061),
         ];
         assert_eq!(
             want.map(|(e, _)| e),

@@ -33,8 +33,13 @@ pub(crate) fn spawn(
             // Supervision policy: a bug met while handling one client's callback
             // reply costs that pass (counted, logged), not the gateway; the table is
             // rebuilt empty (outstanding recalls end by revocation after the lease).
-            match crate::supervise::request("callbacks: one pass", || driver.step(dl, &lookup, now))
-            {
+            // Layout recalls (CB_LAYOUTRECALL) after the pass that matched replies.
+            let pass = || {
+                let mut calls = driver.step(dl, &lookup, now);
+                calls.extend(driver.step_layouts(dl, &shared.state.layouts, &lookup, now));
+                calls
+            };
+            match crate::supervise::request("callbacks: one pass", pass) {
                 Ok(calls) => {
                     for call in calls {
                         deliver(&shared, call);

@@ -4,8 +4,9 @@
 //! GETATTR of a file under a write delegation (§10.4.3). Before
 //! such a call runs, the worker asks `Delegations::break_conflicts` (which starts the
 //! recalls); while a recall is outstanding the call is answered NFS3ERR_JUKEBOX and
-//! the client retries (RFC 1813 §2.6). Free while no delegation exists: one atomic
-//! load, no decoding. The arguments are decoded by the front end (`nfs3::recall`,
+//! the client retries (RFC 1813 §2.6). The same calls but WRITE recall pNFS layouts
+//! (RFC 8881 §12.5.5; `Layouts::break_conflicts`). Free while no delegation or
+//! layout exists: two atomic loads, no decoding. The arguments are decoded by the front end (`nfs3::recall`,
 //! through `FrontEnd::touches`).
 
 use super::Shared;
@@ -27,7 +28,8 @@ pub(super) fn must_wait<'a>(
     client: IpAddr,
     cred: &Cred,
 ) -> bool {
-    if !shared.state.delegations.any_live() {
+    let layouts = shared.state.layouts.any();
+    if !shared.state.delegations.any_live() && !layouts {
         return false;
     }
     let Some(t) = touches() else {
@@ -58,8 +60,20 @@ pub(super) fn must_wait<'a>(
             .state
             .delegations
             .break_conflicts(f.fileid, None, why);
+        if layouts && t.layout {
+            wait |= !break_layouts(shared, f.fileid);
+        }
     }
     wait
+}
+
+/// The pNFS layouts of `fileid` recalled (an NFSv3 caller has no client id: every
+/// holder's conflicts; `state/layouts_recall.rs`): whether none is left.
+fn break_layouts(shared: &Shared, fileid: u64) -> bool {
+    let st = &shared.state;
+    let lease = st.delegations.lease();
+    st.layouts
+        .break_conflicts(fileid, None, lease, &st.delegations.inbox)
 }
 
 /// The file a target names, if it exists.

@@ -46,6 +46,15 @@ pub enum CbCall<'a> {
         fh: &'a [u8],
         outcome: OffloadOutcome,
     },
+    /// A recall of the layout `stateid` (its seqid already advanced) of `fh`, the whole
+    /// file, any iomode (RFC 8881 §20.3: CB_SEQUENCE then CB_LAYOUTRECALL of
+    /// LAYOUT4_FLEX_FILES, LAYOUTRECALL4_FILE).
+    LayoutRecall {
+        session: [u8; 16],
+        seqid: u32,
+        stateid: Stateid,
+        fh: &'a [u8],
+    },
 }
 
 /// What the client's reply to a recall says (RFC 8881 §20.9.3 for CB_SEQUENCE,

@@ -52,11 +52,14 @@ pub enum StateError {
     BadLayout,
     /// LAYOUTRETURN of a file the client holds no layout of (§18.44.3).
     NoMatchingLayout,
+    /// LAYOUTGET by a client whose layout of the file is being recalled: it must
+    /// return that one first (NFS4ERR_RECALLCONFLICT, §12.5.5.2.1).
+    RecallConflict,
 }
 
 impl StateError {
     /// Every variant once, in declaration order (the mapping's tests walk it).
-    pub const ALL: [StateError; 21] = [
+    pub const ALL: [StateError; 22] = [
         StateError::BadSession,
         StateError::BadSlot,
         StateError::SeqMisordered,
@@ -78,6 +81,7 @@ impl StateError {
         StateError::Inconsistent,
         StateError::BadLayout,
         StateError::NoMatchingLayout,
+        StateError::RecallConflict,
     ];
 }
 

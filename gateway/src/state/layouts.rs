@@ -8,17 +8,30 @@
 //! any byte of any file can go through, so nothing is gained by cutting ranges. A
 //! client holds at most one layout stateid per file, with a READ and an RW iomode
 //! bit. The table is bounded (`MAX_LAYOUTS`, `MAX_PER_CLIENT`) and a client's layouts
-//! go with the client (lease expiry, DESTROY_CLIENTID: `State::purge`). Recalls and
-//! fencing do not exist yet (README "Scaling out with pNFS").
+//! go with the client (lease expiry, DESTROY_CLIENTID: `State::purge`).
+//!
+//! Recalls (RFC 8881 §12.5.5, §20.3): an operation that changes what a layout maps —
+//! a truncate, REMOVE, RENAME over the file, from any client, NFSv3 included — asks
+//! `break_conflicts`, which marks the other clients' layouts of the file recalled (the
+//! layout stateid's seqid advances, as the client expects of a CB_LAYOUTRECALL,
+//! §12.5.3) and queues them for the callback thread (`recall::RecallTable`, which
+//! sends CB_LAYOUTRECALL); the operation is answered NFS4ERR_DELAY / NFS3ERR_JUKEBOX
+//! until they are returned (LAYOUTRETURN, or the client's NFS4ERR_NOMATCHING_LAYOUT)
+//! or revoked a lease after the recall began (§12.5.5.2). While a file's recall runs,
+//! LAYOUTGET of it is NFS4ERR_RECALLCONFLICT / NFS4ERR_LAYOUTTRYLATER (§12.5.5.2.1).
+//! Fencing a revoked client at the data servers does not exist yet (README "Scaling
+//! out with pNFS").
 //!
 //! One mutex; never held across file I/O or another table's lock.
 
 use super::error::StateError;
 use super::opens::stateids::{self, Kind};
 use super::stateid::Stateid;
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 /// Layouts kept in all, and per client (a LAYOUTGET past either gets
 /// NFS4ERR_LAYOUTTRYLATER: `StateError::Resource` here).
@@ -97,7 +110,7 @@ pub const IOMODE_READ: u32 = 1;
 pub const IOMODE_RW: u32 = 2;
 pub const IOMODE_ANY: u32 = 3;
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct Layout {
     clientid: u64,
     fileid: u64,
@@ -105,6 +118,10 @@ struct Layout {
     seqid: u32,
     read: bool,
     rw: bool,
+    /// The file's handle as the client has it (CB_LAYOUTRECALL's lor_fh).
+    fh: Box<[u8]>,
+    /// When its recall began; revoked a lease later if not returned.
+    recalled: Option<Instant>,
 }
 
 impl Layout {
@@ -121,12 +138,24 @@ struct Table {
     by_other: HashMap<[u8; 12], Layout>,
     by_file: HashMap<(u64, u64), [u8; 12]>,
     per_client: HashMap<u64, usize>,
+    /// The layouts of each file, all clients (what a conflict recalls).
+    holders: HashMap<u64, Vec<[u8; 12]>>,
+    /// Files whose layouts are being recalled, since when (LAYOUTGET waits).
+    recalling: HashMap<u64, Instant>,
+    /// Recalls begun and not yet taken by the callback thread.
+    queued: VecDeque<[u8; 12]>,
 }
 
 impl Table {
     fn remove(&mut self, other: &[u8; 12]) {
         if let Some(l) = self.by_other.remove(other) {
             self.by_file.remove(&(l.clientid, l.fileid));
+            if let Some(v) = self.holders.get_mut(&l.fileid) {
+                v.retain(|o| o != other);
+                if v.is_empty() {
+                    self.holders.remove(&l.fileid);
+                }
+            }
             if let Some(n) = self.per_client.get_mut(&l.clientid) {
                 *n -= 1;
                 if *n == 0 {
@@ -145,18 +174,55 @@ pub struct LayoutFile {
     pub fsid: u64,
 }
 
+/// The layout counters (`nfsgw_pnfs_layouts_total{event}`,
+/// `nfsgw_pnfs_layoutget_errors_total`; docs/stats.md).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LayoutCounts {
+    /// Layouts held now (the `nfsgw_pnfs_layouts` gauge).
+    pub held: u64,
+    /// LAYOUTGETs that granted a layout.
+    pub granted: u64,
+    /// Layouts whose recall began (a conflicting operation).
+    pub recalled: u64,
+    /// Layouts given back whole: LAYOUTRETURN, or the client's
+    /// NFS4ERR_NOMATCHING_LAYOUT answer to a recall.
+    pub returned: u64,
+    /// Recalled layouts not returned within the lease, revoked.
+    pub revoked: u64,
+    /// LAYOUTGETs answered with an error (NFS4ERR_LAYOUTTRYLATER included).
+    pub get_errors: u64,
+}
+
+#[derive(Default)]
+struct Counters {
+    granted: AtomicU64,
+    recalled: AtomicU64,
+    returned: AtomicU64,
+    revoked: AtomicU64,
+    get_errors: AtomicU64,
+}
+
+fn bump(c: &AtomicU64, n: usize) {
+    c.fetch_add(n as u64, Ordering::Relaxed);
+}
+
 /// The layouts of every client, and the devices they name (`None`: pNFS is off).
 #[derive(Default)]
 pub struct Layouts {
     devices: Option<Devices>,
     table: Mutex<Table>,
+    /// Layouts held, and files whose recall runs (read without the lock: a conflict
+    /// check is free while neither exists).
+    held: AtomicUsize,
+    marked: AtomicUsize,
+    counters: Counters,
 }
 
 impl Layouts {
     pub fn new(devices: Option<Devices>) -> Layouts {
         Layouts {
             devices,
-            table: Mutex::default(),
+            ..Default::default()
         }
     }
 
@@ -179,15 +245,21 @@ impl Layouts {
     /// LAYOUTGET's state (RFC 8881 §18.43.3, §12.5.3): grants `iomode` on `f`.
     /// `presented` is the layout stateid the client sent, or `None` when it sent an
     /// open, lock or delegation stateid (checked by the caller): then the client's
-    /// layout stateid of the file is reused, or a new one made. Returns the layout
-    /// stateid with its seqid advanced.
+    /// layout stateid of the file is reused, or a new one made. `fh` is the file's
+    /// handle (for a recall). Returns the layout stateid with its seqid advanced.
+    /// While the file's layouts are being recalled (for at most `lease`): the
+    /// recalled client gets NFS4ERR_RECALLCONFLICT, others NFS4ERR_LAYOUTTRYLATER
+    /// (RFC 8881 §12.5.5.2.1; `RecallConflict` and `Resource` here).
     pub fn grant(
         &self,
         f: LayoutFile,
+        fh: &[u8],
         presented: Option<&Stateid>,
         iomode: u32,
+        lease: Duration,
     ) -> Result<Stateid, StateError> {
         let mut t = self.lock();
+        Self::check_recalling(&t, f, lease)?;
         let other = match presented {
             Some(s) => {
                 Self::find(&t, f, s)?;
@@ -195,7 +267,7 @@ impl Layouts {
             }
             None => match t.by_file.get(&(f.clientid, f.fileid)) {
                 Some(o) => *o,
-                None => Self::insert(&mut t, f)?,
+                None => Self::insert(&mut t, f, fh)?,
             },
         };
         let l = t.by_other.get_mut(&other).ok_or(StateError::Inconsistent)?;
@@ -204,10 +276,29 @@ impl Layouts {
             IOMODE_RW => l.rw = true,
             _ => l.read = true,
         }
-        Ok(l.stateid(other))
+        let sid = l.stateid(other);
+        self.publish(&t);
+        bump(&self.counters.granted, 1);
+        Ok(sid)
     }
 
-    fn insert(t: &mut Table, f: LayoutFile) -> Result<[u8; 12], StateError> {
+    /// LAYOUTGET while `f`'s layouts are being recalled (§12.5.5.2.1): the client
+    /// whose layout is recalled must return it first (RECALLCONFLICT), others wait.
+    fn check_recalling(t: &Table, f: LayoutFile, lease: Duration) -> Result<(), StateError> {
+        let Some(since) = t.recalling.get(&f.fileid) else {
+            return Ok(());
+        };
+        if since.elapsed() >= lease {
+            return Ok(());
+        }
+        let mine = t.by_file.get(&(f.clientid, f.fileid));
+        match mine.and_then(|o| t.by_other.get(o)) {
+            Some(l) if l.recalled.is_some() => Err(StateError::RecallConflict),
+            _ => Err(StateError::Resource),
+        }
+    }
+
+    fn insert(t: &mut Table, f: LayoutFile, fh: &[u8]) -> Result<[u8; 12], StateError> {
         let mine = t.per_client.get(&f.clientid).copied().unwrap_or(0);
         if t.by_other.len() >= MAX_LAYOUTS || mine >= MAX_PER_CLIENT {
             return Err(StateError::Resource);
@@ -220,9 +311,12 @@ impl Layouts {
             seqid: 0,
             read: false,
             rw: false,
+            fh: fh.into(),
+            recalled: None,
         };
         t.by_other.insert(other, l);
         t.by_file.insert((f.clientid, f.fileid), other);
+        t.holders.entry(f.fileid).or_default().push(other);
         *t.per_client.entry(f.clientid).or_default() += 1;
         Ok(other)
     }
@@ -240,7 +334,7 @@ impl Layouts {
         if s.seqid != 0 && s.seqid < l.seqid {
             return Err(StateError::OldStateid);
         }
-        Ok(*l)
+        Ok(l.clone())
     }
 
     /// LAYOUTRETURN4_FILE (RFC 8881 §18.44.3) of `iomode` (READ, RW or ANY) under
@@ -272,12 +366,20 @@ impl Layouts {
             return Ok(Some(l.stateid(s.other)));
         }
         t.remove(&s.other);
+        self.publish(&t);
+        bump(&self.counters.returned, 1);
         Ok(None)
     }
 
     /// LAYOUTRETURN4_FSID / _ALL (§18.44.3): every layout of the client (in one file
     /// system when `fsid` is given). Nothing held is not an error.
     pub fn give_back_all(&self, clientid: u64, fsid: Option<u64>) {
+        let n = self.drop_where(clientid, fsid);
+        bump(&self.counters.returned, n);
+    }
+
+    /// Removes every layout of `clientid` (in file system `fsid` when given): how many.
+    fn drop_where(&self, clientid: u64, fsid: Option<u64>) -> usize {
         let mut t = self.lock();
         let gone: Vec<[u8; 12]> = t
             .by_other
@@ -285,9 +387,11 @@ impl Layouts {
             .filter(|(_, l)| l.clientid == clientid && fsid.is_none_or(|x| x == l.fsid))
             .map(|(o, _)| *o)
             .collect();
-        for o in gone {
-            t.remove(&o);
+        for o in &gone {
+            t.remove(o);
         }
+        self.publish(&t);
+        gone.len()
     }
 
     /// LAYOUTCOMMIT's state check (§18.42.3): `s` must be the client's layout
@@ -303,14 +407,49 @@ impl Layouts {
 
     /// Frees every layout of a client (lease expiry, DESTROY_CLIENTID).
     pub fn purge_client(&self, clientid: u64) {
-        self.give_back_all(clientid, None);
+        self.drop_where(clientid, None);
     }
 
     /// Layouts held, all clients together.
     pub fn count(&self) -> usize {
         self.lock().by_other.len()
     }
+
+    /// Whether any layout is held or any file's recall runs (no lock: the conflict
+    /// checks' fast path; a recall's mark is cleared by the conflicting caller's next
+    /// `break_conflicts`).
+    pub fn any(&self) -> bool {
+        self.held.load(Ordering::Acquire) > 0 || self.marked.load(Ordering::Acquire) > 0
+    }
+
+    /// Publishes the table's sizes for `any` (under the lock).
+    fn publish(&self, t: &Table) {
+        self.held.store(t.by_other.len(), Ordering::Release);
+        self.marked.store(t.recalling.len(), Ordering::Release);
+    }
+
+    /// The counters and the gauge for the stats endpoint.
+    pub fn counts(&self) -> LayoutCounts {
+        let c = &self.counters;
+        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        LayoutCounts {
+            held: self.held.load(Ordering::Relaxed) as u64,
+            granted: get(&c.granted),
+            recalled: get(&c.recalled),
+            returned: get(&c.returned),
+            revoked: get(&c.revoked),
+            get_errors: get(&c.get_errors),
+        }
+    }
+
+    /// A LAYOUTGET answered with an error.
+    pub fn get_failed(&self) {
+        bump(&self.counters.get_errors, 1);
+    }
 }
+
+#[path = "layouts_recall.rs"]
+mod recall;
 
 #[cfg(test)]
 #[path = "layouts_tests.rs"]

@@ -2,6 +2,7 @@
 //! the commit check (§18.42.3), bounds, purges and placement.
 
 use super::*;
+use crate::state::recall::Inbox;
 
 fn devices(n: usize, mirrors: u32) -> Devices {
     Devices {
@@ -18,6 +19,9 @@ fn devices(n: usize, mirrors: u32) -> Devices {
     }
 }
 
+const FH: &[u8] = b"handle";
+const LEASE: Duration = Duration::from_secs(90);
+
 const F: LayoutFile = LayoutFile {
     clientid: 7,
     fileid: 100,
@@ -27,27 +31,27 @@ const F: LayoutFile = LayoutFile {
 #[test]
 fn first_grant_makes_a_layout_stateid_and_later_ones_advance_it() {
     let t = Layouts::new(Some(devices(2, 1)));
-    let s = t.grant(F, None, IOMODE_READ).unwrap();
+    let s = t.grant(F, FH, None, IOMODE_READ, LEASE).unwrap();
     assert!(Layouts::owns(&s));
     assert_eq!(s.seqid, 1);
     // An open stateid again: the same layout stateid, advanced (one per file).
-    let s2 = t.grant(F, None, IOMODE_RW).unwrap();
+    let s2 = t.grant(F, FH, None, IOMODE_RW, LEASE).unwrap();
     assert_eq!((s2.other, s2.seqid), (s.other, 2));
-    let s3 = t.grant(F, Some(&s2), IOMODE_RW).unwrap();
+    let s3 = t.grant(F, FH, Some(&s2), IOMODE_RW, LEASE).unwrap();
     assert_eq!(s3.seqid, 3);
     // An older seqid is OLD_STATEID, a future one or another file's BAD_STATEID.
     assert_eq!(
-        t.grant(F, Some(&s), IOMODE_READ),
+        t.grant(F, FH, Some(&s), IOMODE_READ, LEASE),
         Err(StateError::OldStateid)
     );
     let future = Stateid { seqid: 9, ..s3 };
     assert_eq!(
-        t.grant(F, Some(&future), IOMODE_READ),
+        t.grant(F, FH, Some(&future), IOMODE_READ, LEASE),
         Err(StateError::BadStateid)
     );
     let other_file = LayoutFile { fileid: 101, ..F };
     assert_eq!(
-        t.grant(other_file, Some(&s3), IOMODE_READ),
+        t.grant(other_file, FH, Some(&s3), IOMODE_READ, LEASE),
         Err(StateError::BadStateid)
     );
     let other_client = LayoutFile { clientid: 8, ..F };
@@ -70,8 +74,8 @@ fn returns_are_idempotent_and_free_the_stateid_when_nothing_is_left() {
         t.give_back(F, &never, IOMODE_ANY),
         Err(StateError::NoMatchingLayout)
     );
-    t.grant(F, None, IOMODE_READ).unwrap();
-    let s = t.grant(F, None, IOMODE_RW).unwrap();
+    t.grant(F, FH, None, IOMODE_READ, LEASE).unwrap();
+    let s = t.grant(F, FH, None, IOMODE_RW, LEASE).unwrap();
     // RW back: READ remains, the stateid advances.
     let left = t
         .give_back(F, &s, IOMODE_RW)
@@ -101,7 +105,7 @@ fn bulk_returns_and_purges_take_only_their_clients_layouts() {
     };
     let other = LayoutFile { clientid: 9, ..F };
     for f in [F, g, other] {
-        t.grant(f, None, IOMODE_RW).unwrap();
+        t.grant(f, FH, None, IOMODE_RW, LEASE).unwrap();
     }
     t.give_back_all(F.clientid, Some(2));
     assert_eq!(t.count(), 2);
@@ -115,22 +119,27 @@ fn bulk_returns_and_purges_take_only_their_clients_layouts() {
 fn the_table_is_bounded_per_client() {
     let t = Layouts::new(Some(devices(1, 1)));
     for i in 0..MAX_PER_CLIENT as u64 {
-        t.grant(LayoutFile { fileid: i, ..F }, None, IOMODE_READ)
+        t.grant(LayoutFile { fileid: i, ..F }, FH, None, IOMODE_READ, LEASE)
             .unwrap();
     }
     let over = LayoutFile {
         fileid: u64::MAX,
         ..F
     };
-    assert_eq!(t.grant(over, None, IOMODE_READ), Err(StateError::Resource));
+    assert_eq!(
+        t.grant(over, FH, None, IOMODE_READ, LEASE),
+        Err(StateError::Resource)
+    );
     // Another client still gets one.
     t.grant(
         LayoutFile {
             clientid: 1,
             ..over
         },
+        FH,
         None,
         IOMODE_READ,
+        LEASE,
     )
     .unwrap();
 }
@@ -161,4 +170,90 @@ fn devices_are_found_by_their_stable_id() {
     assert_eq!(d.find(&[0; 16]), None);
     // Same address and transport, same id (across restarts and list orders).
     assert_eq!(devices(3, 1).servers[1].device_id(), id);
+}
+
+/// A recall (RFC 8881 §12.5.5): another client's conflict marks the layout recalled,
+/// its seqid one on, and queues it for the callback thread; the caller waits until
+/// it comes back; the holder's own operations never conflict; LAYOUTGET of the file
+/// meanwhile is RECALLCONFLICT for the holder and TRYLATER for others.
+#[test]
+fn a_conflict_recalls_other_clients_layouts_until_they_are_returned() {
+    let t = Layouts::new(Some(devices(1, 1)));
+    let inbox = Inbox::default();
+    assert!(
+        t.break_conflicts(F.fileid, None, LEASE, &inbox),
+        "none held: free"
+    );
+    let s = t.grant(F, FH, None, IOMODE_RW, LEASE).unwrap();
+    assert!(
+        t.break_conflicts(F.fileid, Some(F.clientid), LEASE, &inbox),
+        "its own"
+    );
+    assert!(t.take_recalls().is_empty());
+    assert!(!t.break_conflicts(F.fileid, Some(8), LEASE, &inbox));
+    assert_eq!(t.take_recalls(), vec![s.other], "queued once");
+    assert!(!t.break_conflicts(F.fileid, None, LEASE, &inbox));
+    assert!(t.take_recalls().is_empty(), "not twice");
+    let (client, recalled, fh) = t.recall_target(&s.other).unwrap();
+    assert_eq!((client, fh.as_slice()), (F.clientid, FH));
+    assert_eq!((recalled.other, recalled.seqid), (s.other, s.seqid + 1));
+    let other = LayoutFile { clientid: 8, ..F };
+    assert_eq!(
+        t.grant(F, FH, None, IOMODE_READ, LEASE),
+        Err(StateError::RecallConflict)
+    );
+    assert_eq!(
+        t.grant(other, FH, None, IOMODE_READ, LEASE),
+        Err(StateError::Resource)
+    );
+    assert_eq!(t.give_back(F, &recalled, IOMODE_ANY), Ok(None));
+    assert!(
+        t.recall_target(&s.other).is_none(),
+        "returned: stop sending"
+    );
+    assert!(t.break_conflicts(F.fileid, Some(8), LEASE, &inbox));
+    t.grant(other, FH, None, IOMODE_READ, LEASE).unwrap();
+    let c = t.counts();
+    assert_eq!(
+        (
+            c.held,
+            c.granted,
+            c.recalled,
+            c.returned,
+            c.revoked,
+            c.get_errors
+        ),
+        (1, 2, 1, 1, 0, 0)
+    );
+}
+
+/// A recalled layout not returned within the lease is revoked (§12.5.5.2), by the
+/// callback thread's pass or by the conflicting caller itself; one the client says
+/// it does not hold (NFS4ERR_NOMATCHING_LAYOUT) is forgotten at once.
+#[test]
+fn recalled_layouts_are_revoked_after_the_lease_or_forgotten_when_not_held() {
+    let t = Layouts::new(Some(devices(1, 1)));
+    let inbox = Inbox::default();
+    let g = LayoutFile { fileid: 5, ..F };
+    let s = t.grant(F, FH, None, IOMODE_RW, LEASE).unwrap();
+    let s2 = t.grant(g, FH, None, IOMODE_READ, LEASE).unwrap();
+    assert!(!t.break_conflicts(F.fileid, None, LEASE, &inbox));
+    assert!(!t.break_conflicts(g.fileid, None, LEASE, &inbox));
+    let now = Instant::now();
+    assert_eq!(t.revoke_overdue(now, LEASE), 0, "not yet");
+    // Not recalled: a layout is never revoked for time alone.
+    let h = LayoutFile { fileid: 6, ..F };
+    t.grant(h, FH, None, IOMODE_READ, LEASE).unwrap();
+    t.forget(&s2.other);
+    assert_eq!(t.count(), 2);
+    assert_eq!(t.revoke_overdue(now + LEASE, LEASE), 1);
+    assert!(t.recall_target(&s.other).is_none());
+    assert_eq!(t.count(), 1, "the layout never recalled stays");
+    // The conflicting caller revokes by itself too.
+    let s3 = t.grant(g, FH, None, IOMODE_READ, LEASE).unwrap();
+    assert!(!t.break_conflicts(g.fileid, None, Duration::ZERO, &inbox));
+    assert!(t.break_conflicts(g.fileid, None, Duration::ZERO, &inbox));
+    assert!(t.recall_target(&s3.other).is_none());
+    let c = t.counts();
+    assert_eq!((c.recalled, c.returned, c.revoked), (3, 1, 2));
 }

@@ -68,6 +68,7 @@ impl State {
             opens,
             lock_stateids,
             locked_ranges,
+            layouts: self.layouts.counts(),
         }
     }
 
@@ -101,6 +102,8 @@ pub struct Gauges {
     pub opens: u64,
     pub lock_stateids: u64,
     pub locked_ranges: u64,
+    /// pNFS layouts: held now, and what happened to them (`layouts::LayoutCounts`).
+    pub layouts: layouts::LayoutCounts,
 }
 
 /// Where and how to send a client's callbacks: recorded by CREATE_SESSION (with

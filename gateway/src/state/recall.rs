@@ -15,6 +15,7 @@
 
 use super::backchannel::{CallbackWire, CbCall, CbSec, RecallAnswer, RecallReply};
 use super::delegations::Delegations;
+use super::layouts::Layouts;
 use super::BackChannelInfo;
 use crate::conn::{ConnKind, ConnRef};
 use crate::stats::callbacks::CallbackResult;
@@ -107,6 +108,8 @@ enum Queue {
     Recalls,
     /// CB_OFFLOADs of finished asynchronous COPYs, by copy stateid.
     Offloads,
+    /// CB_LAYOUTRECALLs of pNFS layouts, by layout stateid (`layouts_recall.rs`).
+    Layouts,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -118,6 +121,11 @@ enum What {
     },
     /// A CB_OFFLOAD for the asynchronous COPY `other` (`offload::Offloads`).
     Offload {
+        other: [u8; 12],
+        session: [u8; 16],
+    },
+    /// A CB_LAYOUTRECALL of the layout `other` (`layouts::Layouts`).
+    LayoutRecall {
         other: [u8; 12],
         session: [u8; 16],
     },
@@ -181,6 +189,11 @@ pub struct RecallTable {
     tasks: HashMap<[u8; 12], Task>,
     /// CB_OFFLOADs to send, by copy stateid (same retry rules as recalls).
     offloads: HashMap<[u8; 12], Task>,
+    /// CB_LAYOUTRECALLs to send, by layout stateid (same rules again).
+    layout_tasks: HashMap<[u8; 12], Task>,
+    /// Layouts the client answered NFS4ERR_NOMATCHING_LAYOUT for: forgotten by the
+    /// next `step_layouts` (which has the layout table).
+    layouts_gone: Vec<[u8; 12]>,
 }
 
 impl Default for RecallTable {
@@ -199,6 +212,8 @@ impl Default for RecallTable {
             secs: HashMap::new(),
             tasks: HashMap::new(),
             offloads: HashMap::new(),
+            layout_tasks: HashMap::new(),
+            layouts_gone: Vec::new(),
         }
     }
 }
@@ -274,7 +289,8 @@ impl RecallTable {
     /// timeout, at most `max` from now.
     pub fn next_due(&self, now: Instant, max: Duration) -> Duration {
         let mut due = now + max;
-        for t in self.tasks.values().chain(self.offloads.values()) {
+        let all = self.tasks.values().chain(self.offloads.values());
+        for t in all.chain(self.layout_tasks.values()) {
             if t.in_flight {
                 continue;
             }
@@ -387,6 +403,7 @@ impl RecallTable {
         let tasks = match q {
             Queue::Recalls => &self.tasks,
             Queue::Offloads => &self.offloads,
+            Queue::Layouts => &self.layout_tasks,
         };
         tasks
             .iter()
@@ -416,6 +433,7 @@ impl RecallTable {
         let again = match q {
             Queue::Recalls => self.tasks.get(&other),
             Queue::Offloads => self.offloads.get(&other),
+            Queue::Layouts => self.layout_tasks.get(&other),
         }
         .and_then(|t| t.retransmit);
         let xid = match again {
@@ -426,6 +444,7 @@ impl RecallTable {
         let tasks = match q {
             Queue::Recalls => &mut self.tasks,
             Queue::Offloads => &mut self.offloads,
+            Queue::Layouts => &mut self.layout_tasks,
         };
         let Some(record) = wire.encode(xid, info.cb_program, call, info.max_request, sec) else {
             tasks.remove(&other);
@@ -601,6 +620,10 @@ impl RecallTable {
                     self.free_slot(&session, false);
                     retry_in(&mut self.offloads, &other, now);
                 }
+                What::LayoutRecall { other, session } => {
+                    self.free_slot(&session, false);
+                    retry_in(&mut self.layout_tasks, &other, now);
+                }
             }
         }
     }
@@ -625,6 +648,10 @@ impl RecallTable {
             What::Offload { other, session } => {
                 self.free_slot(&session, false);
                 retry_in(&mut self.offloads, &other, now + RETRY);
+            }
+            What::LayoutRecall { other, session } => {
+                self.free_slot(&session, false);
+                retry_in(&mut self.layout_tasks, &other, now + RETRY);
             }
         }
     }
@@ -661,6 +688,9 @@ impl RecallTable {
             }
             What::Offload { other, session } => {
                 self.on_offload_reply(dl, other, session, wire.recall_reply(rec), now)
+            }
+            What::LayoutRecall { other, session } => {
+                self.on_layout_reply(other, session, wire.recall_reply(rec), now)
             }
         }
     }
@@ -742,6 +772,149 @@ impl RecallTable {
         }
     }
 }
+
+/// CB_LAYOUTRECALL (RFC 8881 §20.3): the layout table's recalls sent, resent and ended
+/// by the same rules as CB_RECALL's; the layout table decides when one ends by
+/// revocation (`Layouts::revoke_overdue`, a lease after the recall began).
+impl RecallTable {
+    /// Layout recalls being driven.
+    pub fn layout_recalls(&self) -> usize {
+        self.layout_tasks.len()
+    }
+
+    /// One pass for layouts, after `step` (which matched the replies): takes the
+    /// recalls `layouts` began, forgets the layouts clients said they do not hold,
+    /// revokes what the lease ran out on, and sends the due CB_LAYOUTRECALLs on each
+    /// client's current back channel.
+    pub fn step_layouts(
+        &mut self,
+        wire: &dyn CallbackWire,
+        dl: &Delegations,
+        layouts: &Layouts,
+        lookup: &dyn Fn(u64) -> Option<BackChannelInfo>,
+        now: Instant,
+    ) -> Vec<Outcall> {
+        let mut out = Vec::new();
+        for other in layouts.take_recalls() {
+            if self.layout_tasks.len() < MAX_JOBS {
+                self.layout_tasks.entry(other).or_insert(Task::due(now));
+            }
+        }
+        for other in std::mem::take(&mut self.layouts_gone) {
+            layouts.forget(&other);
+        }
+        layouts.revoke_overdue(now, dl.lease());
+        for other in self.due(Queue::Layouts, now) {
+            self.send_layout_recall(wire, dl, layouts, lookup, other, now, &mut out);
+        }
+        out
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn send_layout_recall(
+        &mut self,
+        wire: &dyn CallbackWire,
+        dl: &Delegations,
+        layouts: &Layouts,
+        lookup: &dyn Fn(u64) -> Option<BackChannelInfo>,
+        other: [u8; 12],
+        now: Instant,
+        out: &mut Vec<Outcall>,
+    ) {
+        let Some((clientid, stateid, fh)) = layouts.recall_target(&other) else {
+            self.layout_tasks.remove(&other);
+            return;
+        };
+        let Some(info) = lookup(clientid) else {
+            // No back channel bound now: again later; the lease ends it.
+            retry_in(&mut self.layout_tasks, &other, now + RETRY);
+            return;
+        };
+        let Some(seqid) = self.claim_slot(info.session) else {
+            return;
+        };
+        let call = CbCall::LayoutRecall {
+            session: info.session,
+            seqid,
+            stateid,
+            fh: &fh,
+        };
+        let what = What::LayoutRecall {
+            other,
+            session: info.session,
+        };
+        let q = Queue::Layouts;
+        if self
+            .post(q, other, &call, what, &info, wire, dl, now, out)
+            .is_none()
+        {
+            tracing::warn!(
+                clientid,
+                "CB_LAYOUTRECALL does not fit the back channel; the layout will be revoked after the lease"
+            );
+        }
+    }
+
+    /// The client's answer to CB_LAYOUTRECALL (RFC 8881 §20.3.3): NFS4_OK, it will
+    /// LAYOUTRETURN; NFS4ERR_NOMATCHING_LAYOUT, it holds none (forgotten here);
+    /// NFS4ERR_DELAY, or a stateid it has not seen yet (a LAYOUTGET reply still on the
+    /// way), resent; anything else is left to the lease.
+    fn on_layout_reply(
+        &mut self,
+        other: [u8; 12],
+        session: [u8; 16],
+        reply: RecallReply,
+        now: Instant,
+    ) {
+        if let Some(t) = self.layout_tasks.get_mut(&other) {
+            t.retransmit = None;
+        }
+        let answer = match reply {
+            RecallReply::Sequenced(a) => a,
+            RecallReply::SeqUncached => RecallAnswer::Accepted,
+            RecallReply::SeqMisordered => {
+                self.free_slot(&session, true);
+                return retry_in(&mut self.layout_tasks, &other, now + RETRY);
+            }
+            RecallReply::NoAnswer | RecallReply::SeqFailed => {
+                self.free_slot(&session, false);
+                return retry_in(&mut self.layout_tasks, &other, now + RETRY);
+            }
+        };
+        self.free_slot(&session, true);
+        match answer {
+            RecallAnswer::Accepted => {
+                self.layout_tasks.remove(&other);
+            }
+            RecallAnswer::Refused(NOMATCHING_LAYOUT) => {
+                self.layout_tasks.remove(&other);
+                self.layouts_gone.push(other);
+            }
+            RecallAnswer::Unknown => {
+                let again = self.layout_tasks.get_mut(&other).is_some_and(|t| {
+                    t.bad_stateid += 1;
+                    t.bad_stateid <= BAD_STATEID_RETRIES
+                });
+                if again {
+                    retry_in(&mut self.layout_tasks, &other, now + RETRY);
+                } else {
+                    self.layout_tasks.remove(&other);
+                }
+            }
+            RecallAnswer::Later => retry_in(&mut self.layout_tasks, &other, now + RETRY),
+            RecallAnswer::Refused(st) => {
+                tracing::info!(
+                    st,
+                    "CB_LAYOUTRECALL refused; the layout will be revoked after the lease"
+                );
+                self.layout_tasks.remove(&other);
+            }
+        }
+    }
+}
+
+/// NFS4ERR_NOMATCHING_LAYOUT (RFC 8881 §15.1.5.5), as a recall answer carries it.
+const NOMATCHING_LAYOUT: u32 = 10060;
 
 /// Marks the task `other` of `tasks` not in flight, to be tried at `at`.
 fn retry_in(tasks: &mut HashMap<[u8; 12], Task>, other: &[u8; 12], at: Instant) {

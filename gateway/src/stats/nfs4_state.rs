@@ -1,6 +1,8 @@
 //! NFSv4.1 state gauges, read from `state::State::gauges` at each scrape (no counter
 //! kept anywhere for them): `nfsgw_nfs4_clients{state}`, `nfsgw_nfs4_sessions`,
-//! `nfsgw_nfs4_opens`, `nfsgw_nfs4_lock_stateids`, `nfsgw_nfs4_locked_ranges`.
+//! `nfsgw_nfs4_opens`, `nfsgw_nfs4_lock_stateids`, `nfsgw_nfs4_locked_ranges`; and
+//! the pNFS metadata server's layouts (`render_layouts`), whose counters the layout
+//! table keeps (`state::layouts::LayoutCounts`).
 
 use crate::state::Gauges;
 use std::fmt::Write;
@@ -50,6 +52,46 @@ pub fn render(reader: Option<&Reader>, out: &mut String) {
         gauge(out, name, help);
         let _ = writeln!(out, "{name} {n}");
     }
+    render_layouts(&g.layouts, out);
+}
+
+/// `nfsgw_pnfs_layouts` (gauge), `nfsgw_pnfs_layouts_total{event}` and
+/// `nfsgw_pnfs_layoutget_errors_total` (counters): zeros on a gateway that is no
+/// metadata server. A data server's bytes and operations are its own
+/// `nfsgw_bytes_in_total` / `nfsgw_ops_total` (docs/stats.md).
+fn render_layouts(l: &crate::state::layouts::LayoutCounts, out: &mut String) {
+    let head = |out: &mut String, name: &str, kind: &str, help: &str| {
+        let _ = writeln!(out, "# HELP {name} {help}");
+        let _ = writeln!(out, "# TYPE {name} {kind}");
+    };
+    head(
+        out,
+        "nfsgw_pnfs_layouts",
+        "gauge",
+        "pNFS layouts held by clients (one per client and file).",
+    );
+    let _ = writeln!(out, "nfsgw_pnfs_layouts {}", l.held);
+    head(
+        out,
+        "nfsgw_pnfs_layouts_total",
+        "counter",
+        "pNFS layouts by event: granted (a LAYOUTGET that succeeded), recalled (CB_LAYOUTRECALL begun by a conflicting truncate, REMOVE or RENAME), returned (LAYOUTRETURN, or NOMATCHING_LAYOUT answered to a recall), revoked (not returned within the lease after a recall).",
+    );
+    for (event, n) in [
+        ("granted", l.granted),
+        ("recalled", l.recalled),
+        ("returned", l.returned),
+        ("revoked", l.revoked),
+    ] {
+        let _ = writeln!(out, "nfsgw_pnfs_layouts_total{{event=\"{event}\"}} {n}");
+    }
+    head(
+        out,
+        "nfsgw_pnfs_layoutget_errors_total",
+        "counter",
+        "LAYOUTGETs a metadata server answered with an error (NFS4ERR_LAYOUTTRYLATER, NFS4ERR_RECALLCONFLICT, ...).",
+    );
+    let _ = writeln!(out, "nfsgw_pnfs_layoutget_errors_total {}", l.get_errors);
 }
 
 #[cfg(test)]

@@ -1,0 +1,132 @@
+//! Layout recalls in the layout table (RFC 8881 §12.5.5, §20.3): what a conflicting
+//! operation starts (`break_conflicts`), what the callback thread asks to send a
+//! CB_LAYOUTRECALL (`take_recalls`, `recall_target`), and how a recall ends — the
+//! client's LAYOUTRETURN (`Layouts::give_back`), its NFS4ERR_NOMATCHING_LAYOUT answer
+//! (`forget`), or revocation a lease after it began (`revoke_overdue`).
+
+use super::{bump, Layouts, Table};
+use crate::state::opens::stateids;
+use crate::state::recall::Inbox;
+use crate::state::stateid::Stateid;
+use std::time::{Duration, Instant};
+
+impl Layouts {
+    /// Before an operation that changes what `fileid`'s layouts map (a truncate,
+    /// REMOVE, RENAME over it; RFC 8881 §12.5.5): recalls every layout of it held by a
+    /// client other than `except` (the caller's own never conflict), revokes those
+    /// recalled longer than `lease` ago (so the caller makes progress without the
+    /// callback thread, as `Delegations::break_conflicts` does). True when none is
+    /// left and the operation may go on; false: answer NFS4ERR_DELAY (NFS3ERR_JUKEBOX)
+    /// and let the client retry. Free (one atomic load) while no layout is held.
+    pub(crate) fn break_conflicts(
+        &self,
+        fileid: u64,
+        except: Option<u64>,
+        lease: Duration,
+        inbox: &Inbox,
+    ) -> bool {
+        if !self.any() {
+            return true;
+        }
+        let now = Instant::now();
+        let mut t = self.lock();
+        let list = t.holders.get(&fileid).cloned().unwrap_or_default();
+        let (mut started, mut overdue, mut outstanding) = (0, Vec::new(), false);
+        for other in list {
+            let Some(l) = t.by_other.get_mut(&other) else {
+                continue;
+            };
+            if Some(l.clientid) == except {
+                continue;
+            }
+            match l.recalled {
+                None => {
+                    // §12.5.3: CB_LAYOUTRECALL carries the stateid one seqid on.
+                    l.recalled = Some(now);
+                    l.seqid = stateids::next_seqid(l.seqid);
+                    t.queued.push_back(other);
+                    started += 1;
+                    outstanding = true;
+                }
+                Some(since) if now.saturating_duration_since(since) >= lease => overdue.push(other),
+                Some(_) => outstanding = true,
+            }
+        }
+        self.revoke(&mut t, &overdue);
+        if outstanding {
+            t.recalling.entry(fileid).or_insert(now);
+        } else {
+            t.recalling.remove(&fileid);
+        }
+        self.publish(&t);
+        drop(t);
+        if started > 0 {
+            bump(&self.counters.recalled, started);
+            inbox.wake();
+        }
+        !outstanding
+    }
+
+    /// Removes `gone` as revoked layouts (counted).
+    fn revoke(&self, t: &mut Table, gone: &[[u8; 12]]) {
+        for o in gone {
+            t.remove(o);
+        }
+        if !gone.is_empty() {
+            self.publish(t);
+            bump(&self.counters.revoked, gone.len());
+            tracing::info!(
+                n = gone.len(),
+                "pNFS layouts not returned within the lease after a recall: revoked"
+            );
+        }
+    }
+
+    /// The recalls begun since the last call, for the callback thread.
+    pub(crate) fn take_recalls(&self) -> Vec<[u8; 12]> {
+        self.lock().queued.drain(..).collect()
+    }
+
+    /// What CB_LAYOUTRECALL needs for a layout still being recalled: its client, the
+    /// layout stateid and the file's handle. `None`: returned, revoked or never
+    /// recalled (stop sending).
+    pub(crate) fn recall_target(&self, other: &[u8; 12]) -> Option<(u64, Stateid, Vec<u8>)> {
+        let t = self.lock();
+        let l = t.by_other.get(other)?;
+        l.recalled?;
+        Some((l.clientid, l.stateid(*other), l.fh.to_vec()))
+    }
+
+    /// The client answered a recall with NFS4ERR_NOMATCHING_LAYOUT: it holds nothing
+    /// of it and will send no LAYOUTRETURN (RFC 8881 §20.3.3): the layout is gone,
+    /// counted as returned.
+    pub(crate) fn forget(&self, other: &[u8; 12]) {
+        let mut t = self.lock();
+        if t.by_other.get(other).is_some_and(|l| l.recalled.is_some()) {
+            t.remove(other);
+            self.publish(&t);
+            bump(&self.counters.returned, 1);
+        }
+    }
+
+    /// Revokes every layout recalled `lease` or longer ago (RFC 8881 §12.5.5.2: the
+    /// server may, once the client had its chance); forgets files whose recall is
+    /// that old. Returns how many layouts.
+    pub fn revoke_overdue(&self, now: Instant, lease: Duration) -> usize {
+        if self.devices.is_none() {
+            return 0;
+        }
+        let mut t = self.lock();
+        let late = |since: &Instant| now.saturating_duration_since(*since) >= lease;
+        let overdue: Vec<[u8; 12]> = t
+            .by_other
+            .iter()
+            .filter(|(_, l)| l.recalled.as_ref().is_some_and(late))
+            .map(|(o, _)| *o)
+            .collect();
+        self.revoke(&mut t, &overdue);
+        t.recalling.retain(|_, since| !late(since));
+        self.publish(&t);
+        overdue.len()
+    }
+}

@@ -1,0 +1,233 @@
+#!/usr/bin/env bash
+# Runs INSIDE a Linux guest (tools/vm/vm.sh run-script; the "pnfs" stage of
+# tests/vm/guest-stages.sh): the kernel's pNFS flexfiles client (RFC 8435,
+# nfs_layout_flexfiles) against one gateway as metadata server and three gateways as
+# its NFSv3 data servers, all four on one shared `fs` store (`shared = true`) on an
+# ext4 loop device (the fs backend keeps metadata in user xattrs, which the guest's
+# tmpfs overlay refuses).
+#
+# Checks: `mount -o vers=4.1,proto=tcp` of the metadata server; files written, caches
+# dropped, read back byte-exact; /proc/self/mountstats shows the flexfiles driver and
+# GETDEVICEINFO, the metadata server counts the layouts it granted; the data
+# servers' nfsgw_bytes_in_total/nfsgw_bytes_out_total carry the file bytes (writes in,
+# reads out) and the metadata server's do not; every data server carried some; an
+# NFSv3 mount's truncate (a second client) recalls the v4.1 client's layout
+# (nfsgw_pnfs_layouts_total{event="recalled"}) and the v4.1 mount sees the new size.
+# Usage: guest-pnfs.sh GATEWAY_BINARY [PROTO]     (PROTO tcp; rdma needs a gateway
+# built with --features rdma and rxe0)   Last line: "KERNEL PNFS: PASS".
+# Knobs: PNFS_FILES [12] files of PNFS_FILE_KIB [256] KiB each. (Placement hashes the
+# file id, which derives from the name on a shared store: f.1..f.12 land 9/1/2 on the
+# three data servers, every run.)
+set -euo pipefail
+GW=${1:?gateway binary}
+W=$(mktemp -d)
+M=/mntpnfs
+M3=/mntpnfs3
+FILES=${PNFS_FILES:-12}
+KIB=${PNFS_FILE_KIB:-256}
+MDS_STATS=127.0.0.1:9120
+# data server k: NFSv3 on 127.0.0.1:(2050+k), stats on 127.0.0.1:(9121+k)
+DS_PORTS="2050 2051 2052"
+PIDS=()
+
+T0=$(date +%s.%N)
+check() {
+  local d=$1 t; shift
+  if "$@"; then t=$(date +%s.%N); awk -v d="$d" -v a="$T0" -v b="$t" 'BEGIN {printf "ok   pnfs %s (%.1fs)\n", d, b - a}'; T0=$t
+  else echo "FAIL pnfs $d"; exit 1; fi
+}
+on_exit() {
+  local rc=$? p n
+  umount -f -l $M3 2>/dev/null || true
+  umount -f -l $M 2>/dev/null || true
+  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+  for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
+  mountpoint -q "$W/disk" 2>/dev/null && umount -l "$W/disk"
+  if [ $rc -ne 0 ]; then
+    echo "KERNEL PNFS: FAILED (rc=$rc)"
+    for n in mds ds0 ds1 ds2; do echo "--- $n log tail:"; tail -n 15 "$W/$n.log" 2>/dev/null || true; done
+    dmesg | grep -i -E 'nfs|layout|flexfile' | tail -n 15 || true
+  fi
+}
+trap on_exit EXIT
+
+modprobe loop 2>/dev/null || true
+modprobe ext4 2>/dev/null || true
+# The flexfiles layout driver; the client also loads it on demand ("nfs-layouttype4-4").
+modprobe nfs_layout_flexfiles 2>/dev/null || true
+truncate -s 256M "$W/disk.img"
+mkfs.ext4 -q -F "$W/disk.img"
+mkdir -p "$W/disk"
+mount -o loop "$W/disk.img" "$W/disk"
+mkdir -p "$W/disk/data"
+
+# gw_conf NAME LISTEN_PORT STATS [EXTRA]: one gateway's configuration on the shared store.
+# Small pools and read cache: four gateways share the guest's RAM (and start quicker
+# under a software CPU).
+gw_conf() {
+  mkdir -p "$W/$1.state"
+  cat > "$W/$1.toml" <<TOML
+[engine]
+cores = [0]
+idle = "adaptive"
+hugepages = "off"
+[pools]
+small = 512
+medium = 32
+large = 16
+[cache]
+size_mib = 16
+[tcp]
+listen = "127.0.0.1:$2"
+[backend]
+kind = "fs"
+root = "$W/disk/data"
+shared = true
+[state]
+dir = "$W/$1.state"
+[stats]
+listen = "$3"
+[[exports]]
+path = "/"
+clients = ["127.0.0.0/8"]
+squash = "none"
+${4:-}
+TOML
+}
+# gw_start NAME PORT: starts it and waits until it listens.
+gw_start() {
+  "$GW" --config "$W/$1.toml" > "$W/$1.log" 2>&1 &
+  local pid=$!
+  PIDS+=("$pid")
+  for _ in $(seq 1 300); do
+    (exec 3<>"/dev/tcp/127.0.0.1/$2") 2>/dev/null && return 0
+    kill -0 "$pid" 2>/dev/null || { echo "gateway $1 exited at startup"; tail -n 20 "$W/$1.log"; return 1; }
+    sleep 0.1
+  done
+  return 1
+}
+
+pnfs="[pnfs]
+enabled = true
+stripe_unit = 1048576"
+k=0
+for p in $DS_PORTS; do
+  gw_conf "ds$k" "$p" "127.0.0.1:$((9121 + k))"
+  pnfs="$pnfs
+[[pnfs.data_servers]]
+address = \"127.0.0.1:$p\""
+  k=$((k + 1))
+done
+gw_conf mds 2049 "$MDS_STATS" "$pnfs"
+# The metadata server first: the first gateway on the directory makes the shared
+# handle key, the others read it.
+check "metadata server up (pNFS on)" gw_start mds 2049
+k=0
+for p in $DS_PORTS; do
+  check "data server ds$k up on port $p" gw_start "ds$k" "$p"
+  k=$((k + 1))
+done
+
+# bytes DIR STATS: the gateway's nfsgw_bytes_{in,out}_total summed over reactors and
+# transports (DIR in or out).
+bytes() {
+  curl -sf "http://$2/metrics" | awk -v m="nfsgw_bytes_$1_total" \
+    'index($0, m "{") == 1 || index($0, m " ") == 1 {s += $NF} END {printf "%d\n", s}'
+}
+snapshot() { # snapshot DIR: "mds ds0 ds1 ds2" byte counts
+  local k out
+  out=$(bytes "$1" $MDS_STATS)
+  for k in 0 1 2; do out="$out $(bytes "$1" "127.0.0.1:$((9121 + k))")"; done
+  echo "$out"
+}
+
+mkdir -p $M
+check "mount -t nfs -o vers=4.1,proto=tcp 127.0.0.1:/ $M" mount -t nfs -o vers=4.1,proto=tcp 127.0.0.1:/ $M
+echo "pnfs: mount options: $(awk -v m=$M '$2 == m {print $4}' /proc/mounts)"
+
+# ---- write through the layouts ----------------------------------------------------------
+TOTAL=$((FILES * KIB * 1024))
+for i in $(seq 1 "$FILES"); do
+  head -c $((KIB * 1024)) /dev/urandom > "$W/src.$i"
+done
+in0=$(snapshot in)
+# Four writers at a time: each file is OPEN, LAYOUTGET, WRITEs and COMMIT at a data
+# server, LAYOUTCOMMIT, CLOSE: round trips that overlap.
+seq 1 "$FILES" | xargs -P 4 -I{} cp "$W/src.{}" "$M/f.{}"
+check "$FILES files of $KIB KiB written and synced" sync
+in1=$(snapshot in)
+echo "pnfs: bytes in (mds ds0 ds1 ds2): before $in0, after $in1"
+
+# ---- read back after dropping caches ------------------------------------------------------
+echo 3 > /proc/sys/vm/drop_caches
+out0=$(snapshot out)
+readback() {
+  seq 1 "$FILES" | xargs -P 4 -I{} cmp "$W/src.{}" "$M/f.{}"
+}
+check "read back byte-exact after dropping caches" readback
+out1=$(snapshot out)
+echo "pnfs: bytes out (mds ds0 ds1 ds2): before $out0, after $out1"
+
+# ---- the client took layouts ------------------------------------------------------------
+# Linux 6.1's flexfiles driver asks for the layout inside the OPEN compound (LAYOUTGET
+# on OPEN), so mountstats' own LAYOUTGET line counts only those sent alone: the
+# proof is the layout driver in use, GETDEVICEINFO calls, and the metadata server's
+# count of layouts granted.
+awk -v m="mounted on $M " '$1 == "device" {on = index($0, m) > 0} on' /proc/self/mountstats > "$W/mountstats"
+op_count() { awk -v op="$1:" '$1 == op {print $2; exit}' "$W/mountstats"; }
+granted=$(curl -sf "http://$MDS_STATS/metrics" | awk 'index($0, "nfsgw_pnfs_layouts_total{event=\"granted\"} ") == 1 {print $NF}')
+echo "pnfs: mountstats LAYOUTGET $(op_count LAYOUTGET), GETDEVICEINFO $(op_count GETDEVICEINFO), LAYOUTCOMMIT $(op_count LAYOUTCOMMIT), LAYOUTRETURN $(op_count LAYOUTRETURN); metadata server granted ${granted:-?} layouts"
+grep -o 'pnfs=[A-Z_]*' "$W/mountstats" || grep -E 'nfsv4:|LAYOUT|GETDEVICE' "$W/mountstats" | head -n 8
+check "/proc/self/mountstats: the flexfiles layout driver" grep -q 'pnfs=LAYOUT_FLEX_FILES' "$W/mountstats"
+check "/proc/self/mountstats: GETDEVICEINFO calls" test "$(op_count GETDEVICEINFO)" -gt 0
+check "the metadata server granted a layout per file at least" test "${granted:-0}" -ge "$FILES"
+
+# ---- where the bytes went -----------------------------------------------------------------
+# deltas BEFORE AFTER: per gateway "mds ds0 ds1 ds2"
+deltas() { paste <(tr ' ' '\n' <<<"$1") <(tr ' ' '\n' <<<"$2") | awk '{printf "%d ", $2 - $1}'; }
+din=$(deltas "$in0" "$in1")
+dout=$(deltas "$out0" "$out1")
+echo "pnfs: file bytes $TOTAL; written in (mds ds0 ds1 ds2): $din; read out: $dout"
+# judge DELTAS: the data servers together carried the file bytes, the metadata server
+# under a tenth of them, and every data server at least one file's worth.
+judge() {
+  awk -v t="$TOTAL" -v f=$((KIB * 1024)) '{
+    ds = $2 + $3 + $4
+    if (ds < t) { print "data servers carried " ds " < " t; exit 1 }
+    if ($1 * 10 >= t) { print "metadata server carried " $1; exit 1 }
+    for (k = 2; k <= 4; k++) if ($k < f) { print "data server ds" k - 2 " carried " $k; exit 1 }
+  }' <<<"$1"
+}
+check "writes: the data servers carry the file bytes, the metadata server does not, all three used" judge "$din"
+check "reads: the data servers carry the file bytes, the metadata server does not, all three used" judge "$dout"
+
+# ---- the metadata server sees what went through the data servers -----------------------
+size_ok() { [ "$(stat -c %s "$M/f.1")" = $((KIB * 1024)) ]; }
+check "size through the metadata server" size_ok
+# ---- a second client's truncate recalls the layout ---------------------------------------
+# The v4.1 client still holds the layouts it read through; an NFSv3 mount of the same
+# server (another client) truncates one: the metadata server recalls the layout
+# (CB_LAYOUTRECALL), answers the truncate NFS3ERR_JUKEBOX until it is back, and the
+# v4.1 mount then sees the new size.
+# layouts EVENT: the metadata server's nfsgw_pnfs_layouts_total{event="EVENT"}
+layouts() {
+  curl -sf "http://$MDS_STATS/metrics" | awk -v s="nfsgw_pnfs_layouts_total{event=\"$1\"}" \
+    'index($0, s " ") == 1 {print $NF; found = 1} END {if (!found) print 0}'
+}
+mkdir -p $M3
+V3_OPTS=vers=3,proto=tcp,port=2049,mountport=2049,mountproto=tcp,nolock
+check "second client: mount -o $V3_OPTS" mount -t nfs -o "$V3_OPTS" 127.0.0.1:/ $M3
+r0=$(layouts recalled)
+check "NFSv3 truncate of a file the v4.1 client holds a layout of" timeout 120 truncate -s 1000 "$M3/f.1"
+r1=$(layouts recalled)
+echo "pnfs: layouts recalled $r0 -> $r1, granted $(layouts granted), returned $(layouts returned), revoked $(layouts revoked)"
+check "the truncate recalled the layout" test "$r1" -gt "$r0"
+echo 3 > /proc/sys/vm/drop_caches
+check "the v4.1 client sees the truncated size" test "$(stat -c %s "$M/f.1")" = 1000
+check "and the bytes before it" cmp -n 1000 "$W/src.1" "$M/f.1"
+check "unmount the second client" umount $M3
+
+rm -f "$M"/f.*
+check "files removed" test -z "$(ls -A $M)"
+check "unmount" umount $M
+echo "KERNEL PNFS: PASS"
