@@ -106,8 +106,11 @@ pub(super) fn default_max_sessions_per_client() -> usize {
 pub(super) fn default_max_minor_version() -> u32 {
     2
 }
+/// Off by default: while a write delegation is out its file is held out of the
+/// reactors' caches (`cache::Generations::hold`), so the holder's own cached reads go
+/// to a worker; turn it on for single-writer workloads (docs/delegations.md).
 pub(super) fn default_write_delegations() -> bool {
-    true
+    false
 }
 pub(super) fn default_max_cached_reply() -> u32 {
     8192

@@ -80,7 +80,7 @@ fn v3_file(gw: &Gw41, name: &[u8]) -> (V3, Vec<u8>) {
 
 #[test]
 fn write_delegation_granted_and_recalled_by_an_nfsv3_getattr_and_read() {
-    let gw = Gw41::start("");
+    let gw = Gw41::start("write_delegations = true");
     let mut a = with_back_channel(&gw, b"wdeleg-holder");
     let (opened, fh) = open_deleg(&mut a, b"wd1", ACCESS_BOTH);
     assert!(opened.write, "an OPEN for writing gets a write delegation");
@@ -108,7 +108,7 @@ fn write_delegation_granted_and_recalled_by_an_nfsv3_getattr_and_read() {
 /// before the grant (the file is held there from grant to return).
 #[test]
 fn a_cached_file_is_not_answered_from_the_cache_under_a_write_delegation() {
-    let gw = Gw41::start("");
+    let gw = Gw41::start("write_delegations = true");
     let mut a = with_back_channel(&gw, b"wdeleg-cached");
     // Created and written by the holder first, closed, then read by NFSv3 (twice: the
     // second is a cache hit).
@@ -149,7 +149,7 @@ fn a_cached_file_is_not_answered_from_the_cache_under_a_write_delegation() {
 
 #[test]
 fn write_delegation_recalled_by_an_nfsv3_write() {
-    let gw = Gw41::start("");
+    let gw = Gw41::start("write_delegations = true");
     let mut a = with_back_channel(&gw, b"wdeleg-v3w");
     let (opened, fh) = open_deleg(&mut a, b"wd3", ACCESS_WRITE);
     assert!(opened.write, "WRITE access alone gets one too");
@@ -168,7 +168,7 @@ fn write_delegation_recalled_by_an_nfsv3_write() {
 
 #[test]
 fn write_delegation_recalled_by_a_second_clients_getattr_and_open() {
-    let gw = Gw41::start("");
+    let gw = Gw41::start("write_delegations = true");
     let mut a = with_back_channel(&gw, b"wdeleg-a");
     let (opened, fh) = open_deleg(&mut a, b"wd4", ACCESS_BOTH);
     let deleg = opened.deleg.unwrap();
@@ -239,7 +239,7 @@ fn open_plain(c: &mut Tcp41, name: &[u8], access: u32) -> (Opened, Vec<u8>) {
 /// BAD_STATEID and nothing recalled; WRITE under a read delegation → OPENMODE.
 #[test]
 fn hostile_delegreturns_and_a_read_delegation_used_to_write() {
-    let gw = Gw41::start("");
+    let gw = Gw41::start("write_delegations = true");
     let mut a = with_back_channel(&gw, b"wdeleg-h");
     let (opened, fh) = open_deleg(&mut a, b"wd5", ACCESS_BOTH);
     let deleg = opened.deleg.unwrap();
