@@ -311,6 +311,27 @@ pub fn answer_pages(
     answer_into(v, client, cred, a, args_len, Some(lkey), w).map(|(pages, _)| pages)
 }
 
+/// SEQUENCE's checks (RFC 8881 §18.46.3), as `session_ops::sequence_first`, for
+/// every COMPOUND the reactor answers (`answer_into`, `fast_dirs`): the session and
+/// its slot count when the call is the slot's next and within the fore channel's
+/// limits; `None` → a worker answers.
+pub(super) fn sequence_checks(
+    v: &View,
+    a: &Shape,
+    args_len: usize,
+) -> Option<(std::sync::Arc<crate::state::sessions::Session>, u32)> {
+    let s = v.state.clients.session(&a.sessionid)?;
+    let nslots = s.slots();
+    if a.slot >= nslots
+        || s.fore.max_ops < 3
+        || args_len > s.fore.max_request as usize
+        || !s.is_next(a.slot, a.seqid)
+    {
+        return None;
+    }
+    Some((s, nslots))
+}
+
 /// The fast path proper; `pages`: the lkey when the READ data is to stay in the
 /// cache pages. `Some((page list or None, where READ data copied into `w` lies))`
 /// when answered.
@@ -335,16 +356,7 @@ fn answer_into(
     if plus && a.minor < 2 {
         return None;
     }
-    // SEQUENCE's checks (RFC 8881 §18.46.3), as `session_ops::sequence_first`.
-    let s = v.state.clients.session(&a.sessionid)?;
-    let nslots = s.slots();
-    if a.slot >= nslots
-        || s.fore.max_ops < 3
-        || args_len > s.fore.max_request as usize
-        || !s.is_next(a.slot, a.seqid)
-    {
-        return None;
-    }
+    let (s, nslots) = sequence_checks(v, a, args_len)?;
     let req = cache::Request {
         fh: a.fh,
         client,

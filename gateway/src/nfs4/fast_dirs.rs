@@ -104,16 +104,7 @@ pub(super) fn answer(
     if ask.cookie == 1 || ask.cookie == 2 || !encodable(v, a.minor, &ask.want) {
         return None;
     }
-    // SEQUENCE's checks (RFC 8881 §18.46.3), as `fast::answer_into`.
-    let s = v.state.clients.session(&a.sessionid)?;
-    let nslots = s.slots();
-    if a.slot >= nslots
-        || s.fore.max_ops < 3
-        || args_len > s.fore.max_request as usize
-        || !s.is_next(a.slot, a.seqid)
-    {
-        return None;
-    }
+    let (s, nslots) = super::fast::sequence_checks(v, a, args_len)?;
     let req = cache::Request {
         fh: a.fh,
         client,
