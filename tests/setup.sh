@@ -20,7 +20,7 @@ log() { echo "setup.sh: $*" >&2; }
 
 # ---- Debian packages --------------------------------------------------------
 PKGS=(libnfs-utils libnfs-dev swig python3-dev python3-venv build-essential pkg-config
-      libibverbs-dev librdmacm-dev libclang-dev fio systemd libfuse3-3 prometheus man-db)
+      libibverbs-dev librdmacm-dev libclang-dev fio systemd libfuse3-3 prometheus man-db keepalived iproute2)
 missing=()
 for p in "${PKGS[@]}"; do
     if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
@@ -49,6 +49,9 @@ if ((${#missing[@]})); then
     apt-get install -y -qq --no-install-recommends prometheus
     # man -l renders the package's generated manual pages (tests/e2e/test_package.py)
     apt-get install -y -qq --no-install-recommends man-db
+    # keepalived moves the service address between network namespaces in
+    # gateway/tests/ha_netns.rs, on the reference configuration of tools/ha/
+    apt-get install -y -qq --no-install-recommends keepalived iproute2
 fi
 for b in nfs-ls nfs-cp nfs-cat; do
     command -v "$b" >/dev/null || { log "missing $b after install"; exit 1; }

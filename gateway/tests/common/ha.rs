@@ -1,0 +1,337 @@
+//! Shared by the `[ha]` tests (docs/ha.md): gateway processes serving one identity on
+//! a shared `fs` directory, and the client side of a takeover — the state a client
+//! holds before its gateway dies and the reclaim it makes on the successor (RFC 8881
+//! §8.4.2: a new client id, the same server owner, OPEN with CLAIM_PREVIOUS and LOCK
+//! with `reclaim`).
+#![allow(dead_code)]
+
+use crate::nfs4_client::*;
+use nfs_wire::nfs4args::UNCHECKED4;
+use nfs_wire::v4call::Fattr;
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// How one gateway of the pair is started.
+pub struct Spec<'a> {
+    /// The shared object directory (`backend.shared = true`).
+    pub root: &'a Path,
+    /// Where its config, state dir and log go.
+    pub work: &'a Path,
+    pub name: &'a str,
+    /// "active" or "standby".
+    pub role: &'a str,
+    pub lease_s: u64,
+    /// `tcp.listen`.
+    pub listen: SocketAddr,
+    /// Where clients reach it (the listen address, or a service address that moves).
+    pub reach: SocketAddr,
+    /// Run inside this network namespace (`ip netns exec`), with its stats on
+    /// 127.0.0.1:9108 there (what tools/ha/check.sh reads).
+    pub netns: Option<&'a str>,
+}
+
+pub struct Gw {
+    pub child: Child,
+    pub reach: SocketAddr,
+    pub log: PathBuf,
+}
+
+impl Drop for Gw {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A gateway process serving identity "t" as `spec.role`.
+pub fn spawn(spec: &Spec) -> Gw {
+    let state = spec.work.join(spec.name);
+    std::fs::create_dir_all(&state).unwrap();
+    let stats = if spec.netns.is_some() {
+        "[stats]\nlisten = \"127.0.0.1:9108\"\n"
+    } else {
+        ""
+    };
+    let cfg = format!(
+        "[engine]\ncores = [0]\nidle = \"adaptive\"\nhugepages = \"off\"\n\
+         [pools]\nsmall = 256\nmedium = 16\nlarge = 8\n\
+         [tcp]\nlisten = \"{}\"\n\
+         [rdma]\nprovider = \"off\"\n\
+         [backend]\nkind = \"fs\"\nroot = \"{}\"\nshared = true\nio = \"workers\"\n\
+         [state]\ndir = \"{}\"\n{stats}\
+         [nfs4]\nlease_time_s = 10\ngrace_time_s = 10\n\
+         [ha]\nidentity = \"t\"\nlease_s = {}\nrole = \"{}\"\n\
+         [[exports]]\npath = \"/\"\nclients = [\"0.0.0.0/0\"]\nsquash = \"none\"\n",
+        spec.listen,
+        spec.root.display(),
+        state.display(),
+        spec.lease_s,
+        spec.role,
+    );
+    let conf = spec.work.join(format!("{}.toml", spec.name));
+    std::fs::write(&conf, cfg).unwrap();
+    let log = spec.work.join(format!("{}.log", spec.name));
+    let bin = env!("CARGO_BIN_EXE_gateway");
+    let mut cmd = match spec.netns {
+        Some(ns) => {
+            let mut c = Command::new("ip");
+            c.args(["netns", "exec", ns, bin]);
+            c
+        }
+        None => Command::new(bin),
+    };
+    let child = cmd
+        .arg("--config")
+        .arg(&conf)
+        .env("RUST_LOG", "info")
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    Gw {
+        child,
+        reach: spec.reach,
+        log,
+    }
+}
+
+impl Gw {
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// A connection once something listens at `reach` (within 20 s).
+    pub fn connect(&self) -> Tcp41 {
+        connect_within(self.reach, Duration::from_secs(20), || self.log())
+    }
+}
+
+/// A connection to `addr` once it accepts one, panicking with `why()` after `within`.
+pub fn connect_within(addr: SocketAddr, within: Duration, why: impl Fn() -> String) -> Tcp41 {
+    let end = Instant::now() + within;
+    while TcpStream::connect_timeout(&addr, Duration::from_millis(500)).is_err() {
+        assert!(
+            Instant::now() < end,
+            "nothing listens at {addr}:\n{}",
+            why()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Tcp41::connect(addr)
+}
+
+/// EXCHANGE_ID at `addr` until it is not NFS4ERR_DELAY (the fence opens) and the
+/// connection holds; then the session. How long that took.
+pub fn session_when_served(
+    addr: SocketAddr,
+    owner: &[u8],
+    within: Duration,
+    why: impl Fn() -> String,
+) -> (Tcp41, Duration) {
+    let t0 = Instant::now();
+    loop {
+        let left = within.saturating_sub(t0.elapsed());
+        let mut c = connect_within(addr, left.max(Duration::from_millis(1)), &why);
+        let res = c.compound(&nfs_wire::v4call::Ops::new().exchange_id([9; 8], owner));
+        if res.status == NFS4_OK {
+            c.session(owner, 0);
+            return (c, t0.elapsed());
+        }
+        assert_eq!(res.status, NFS4ERR_DELAY, "a fenced gateway answers DELAY");
+        assert!(
+            t0.elapsed() < within,
+            "not served within {within:?}:\n{}",
+            why()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+pub fn lock_status(res: &Res) -> u32 {
+    let mut r = after_seq(res);
+    expect_op(&mut r, OP_PUTFH);
+    expect_op(&mut r, OP_LOCK)
+}
+
+/// What client one holds when its gateway dies: file "f" open for both, a write lock
+/// on [0, 100), "committed" at 0 COMMITted, and `pending` written UNSTABLE at 9 under
+/// `verifier` (the write in progress).
+pub struct Held {
+    pub fh: Vec<u8>,
+    pub verifier: [u8; 8],
+}
+
+pub const COMMITTED: &[u8] = b"committed";
+pub const PENDING: &[u8] = b"+pending";
+
+/// Client one's state before the kill (see `Held`), in a new session on `c`.
+pub fn hold_state(c: &mut Tcp41) -> Held {
+    let (st, _) = c.seq_run(|o| o.reclaim_complete());
+    assert_eq!(st, NFS4_OK);
+    let clientid = c.clientid;
+    let how = How::WithAttrs {
+        mode: UNCHECKED4,
+        attrs: Fattr {
+            bitmap: &[0, 0],
+            values: &[],
+        },
+    };
+    let (st, res) = c.seq_run(|o| {
+        o.putrootfh()
+            .open(
+                clientid,
+                b"oo",
+                ACCESS_BOTH | WANT_NO_DELEG,
+                0,
+                how,
+                Claim::Null(b"f"),
+            )
+            .getfh()
+    });
+    assert_eq!(st, NFS4_OK, "OPEN");
+    let mut r = after_seq(&res);
+    expect_op(&mut r, OP_PUTROOTFH);
+    expect_op(&mut r, OP_OPEN);
+    let open = parse_open_ok(&mut r).stateid;
+    expect_op(&mut r, OP_GETFH);
+    let fh = r.opaque_var(128).unwrap().to_vec();
+    let locker = Locker::New {
+        open_stateid: &open,
+        clientid,
+        owner: b"lo",
+    };
+    let (st, _) = c.seq_run(|o| o.putfh(&fh).lock(WRITE_LT, false, 0, 100, locker));
+    assert_eq!(st, NFS4_OK, "LOCK");
+    let (st, _) = c.seq_run(|o| o.putfh(&fh).write(&open, 0, COMMITTED).commit(0, 0));
+    assert_eq!(st, NFS4_OK, "WRITE + COMMIT");
+    let verifier = write_unstable(c, &fh, &open);
+    Held { fh, verifier }
+}
+
+/// WRITE `PENDING` at 9, UNSTABLE4: the write verifier of the reply.
+fn write_unstable(c: &mut Tcp41, fh: &[u8], open: &[u8; 16]) -> [u8; 8] {
+    let (st, res) = c.seq_run(|o| o.putfh(fh).write_stable(open, 9, 0, PENDING));
+    assert_eq!(st, NFS4_OK, "WRITE UNSTABLE");
+    let mut r = after_seq(&res);
+    expect_op(&mut r, OP_PUTFH);
+    expect_op(&mut r, OP_WRITE);
+    let _count = r.u32().unwrap();
+    let _committed = r.u32().unwrap();
+    r.opaque_fixed(8).unwrap().try_into().unwrap()
+}
+
+/// Client one on the successor (a new session `c`): reclaims its open and its lock,
+/// then finishes the write in progress by the verifier rule (RFC 8881 §18.32.3: a
+/// COMMIT verifier unlike the WRITE's means the data may be lost; send it again).
+/// The reclaimed open stateid.
+pub fn reclaim_state(c: &mut Tcp41, held: &Held) -> [u8; 16] {
+    let clientid = c.clientid;
+    let fh = &held.fh;
+    let (st, res) = c.seq_run(|o| {
+        o.putfh(fh).open(
+            clientid,
+            b"oo",
+            ACCESS_BOTH | WANT_NO_DELEG,
+            0,
+            How::NoCreate,
+            Claim::Previous(0),
+        )
+    });
+    assert_eq!(st, NFS4_OK, "OPEN CLAIM_PREVIOUS");
+    let mut r = after_seq(&res);
+    expect_op(&mut r, OP_PUTFH);
+    expect_op(&mut r, OP_OPEN);
+    let open = parse_open_ok(&mut r).stateid;
+    let locker = Locker::New {
+        open_stateid: &open,
+        clientid,
+        owner: b"lo",
+    };
+    let res = c.run(|o| o.putfh(fh).lock(WRITE_LT, true, 0, 100, locker));
+    assert_eq!(lock_status(&res), NFS4_OK, "LOCK reclaim");
+    open
+}
+
+/// The write in progress, completed: COMMIT; a new verifier (the successor is another
+/// server instance) means the UNSTABLE data is sent again and committed.
+pub fn finish_write(c: &mut Tcp41, held: &Held, open: &[u8; 16]) {
+    let (st, res) = c.seq_run(|o| o.putfh(&held.fh).commit(0, 0));
+    assert_eq!(st, NFS4_OK, "COMMIT after the takeover");
+    let mut r = after_seq(&res);
+    expect_op(&mut r, OP_PUTFH);
+    expect_op(&mut r, OP_COMMIT);
+    let verifier: [u8; 8] = r.opaque_fixed(8).unwrap().try_into().unwrap();
+    assert_ne!(
+        verifier, held.verifier,
+        "another gateway instance must not present the dead one's write verifier"
+    );
+    let again = write_unstable(c, &held.fh, open);
+    let (st, res) = c.seq_run(|o| o.putfh(&held.fh).commit(0, 0));
+    assert_eq!(st, NFS4_OK, "COMMIT of the resent data");
+    let mut r = after_seq(&res);
+    expect_op(&mut r, OP_PUTFH);
+    expect_op(&mut r, OP_COMMIT);
+    assert_eq!(r.opaque_fixed(8).unwrap(), again, "the verifier holds now");
+}
+
+/// A second client during and after the grace period: its OPEN waits for the grace
+/// period (NFS4ERR_GRACE) until client one's RECLAIM_COMPLETE ends it early, then its
+/// conflicting lock is refused (NFS4ERR_DENIED): the reclaimed lock holds.
+pub fn second_client_conflicts(c1: &mut Tcp41, c2: &mut Tcp41, fh: &[u8]) {
+    let (st, _) = c2.seq_run(|o| o.reclaim_complete());
+    assert_eq!(st, NFS4_OK);
+    let c2id = c2.clientid;
+    let open2 = |o: nfs_wire::v4call::Ops| {
+        o.putfh(fh).open(
+            c2id,
+            b"o2",
+            ACCESS_BOTH | WANT_NO_DELEG,
+            0,
+            How::NoCreate,
+            Claim::Fh,
+        )
+    };
+    let (st, _) = c2.seq_run(open2);
+    assert_eq!(st, NFS4ERR_GRACE, "OPEN in grace");
+    let (st, _) = c1.seq_run(|o| o.reclaim_complete());
+    assert_eq!(st, NFS4_OK, "RECLAIM_COMPLETE ends the grace period early");
+    let (st, res) = c2.seq_run(open2);
+    assert_eq!(st, NFS4_OK, "OPEN after grace");
+    let mut r = after_seq(&res);
+    expect_op(&mut r, OP_PUTFH);
+    expect_op(&mut r, OP_OPEN);
+    let open2 = parse_open_ok(&mut r).stateid;
+    let locker2 = Locker::New {
+        open_stateid: &open2,
+        clientid: c2id,
+        owner: b"l2",
+    };
+    let res = c2.run(|o| o.putfh(fh).lock(WRITE_LT, false, 50, 10, locker2));
+    assert_eq!(
+        lock_status(&res),
+        NFS4ERR_DENIED,
+        "the reclaimed lock holds"
+    );
+}
+
+/// Every COMMITted byte is there: "committed+pending".
+pub fn read_back(c: &mut Tcp41, fh: &[u8], open: &[u8; 16]) {
+    let (st, res) = c.seq_run(|o| o.putfh(fh).read(open, 0, 64));
+    assert_eq!(st, NFS4_OK);
+    let mut r = after_seq(&res);
+    expect_op(&mut r, OP_PUTFH);
+    expect_op(&mut r, OP_READ);
+    let _eof = r.u32().unwrap();
+    let want = [COMMITTED, PENDING].concat();
+    assert_eq!(r.opaque_var(64).unwrap(), &want[..]);
+}
