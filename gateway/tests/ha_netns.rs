@@ -13,6 +13,9 @@
 //!   its byte-range lock, finishes its write in progress by the verifier rule, and
 //!   finds every COMMITted byte; a second client's conflicting lock is refused during
 //!   the grace period and after it.
+//! - The active cut off from the store but not from its peers (its view of the shared
+//!   directory read-only): it stops serving NFSv4 and says so before the standby takes
+//!   the identity, and the address follows the standby.
 //!
 //! Prints the time from the kill to the address on the peer and to the reclaimed
 //! lock. `HA_NETNS_ROUNDS=N` repeats the takeover N times (the killed gateway comes
@@ -156,6 +159,61 @@ impl Drop for Net {
     }
 }
 
+/// The active cut off from the store but not from its peers: its view of the shared
+/// directory turns read-only (in its own mount namespace, so the standby's stays
+/// writable). It must stop serving NFSv4 (and say so) before the standby takes the
+/// identity, then give the address up; the client reclaims on the standby through the
+/// same address.
+fn cut_from_the_store(
+    net: &Net,
+    gw: &[Option<Gw>; 2],
+    active: usize,
+    root: &Path,
+    lease_s: u64,
+    held: &Held,
+    logs: impl Fn() -> String,
+) {
+    let (a, b) = (
+        gw[active].as_ref().unwrap(),
+        gw[1 - active].as_ref().unwrap(),
+    );
+    let r = root.display().to_string();
+    let ok = Command::new("nsenter")
+        .args(["-t", &a.child.id().to_string(), "-m", "--", "sh", "-c"])
+        .arg(format!(
+            "mount --bind '{r}' '{r}' && mount -o remount,bind,ro '{r}'"
+        ))
+        .status()
+        .expect("nsenter(1)")
+        .success();
+    assert!(ok, "could not make the active's store read-only");
+    wait_for(
+        "the address on the standby after the store cut",
+        Duration::from_secs(lease_s * 3 + 20),
+        || net.has_vip(1 - active),
+    );
+    let vip = SocketAddr::from((net.vip(), 2049));
+    let (mut c1, _) = session_when_served(vip, b"client-one", Duration::from_secs(30), &logs);
+    reclaim_state(&mut c1, held);
+    assert!(!net.has_vip(active), "the address on both hosts");
+    let when = |log: &str, what: &str| {
+        log.lines()
+            .find(|l| l.contains(what))
+            .map(|l| l.split_whitespace().next().unwrap_or("").to_string())
+            .unwrap_or_else(|| panic!("no \"{what}\" in:\n{log}"))
+    };
+    let stopped = when(&a.log(), "stopped serving NFSv4");
+    let took = when(&b.log(), "ha: took the identity");
+    // Both logs stamp RFC 3339 UTC times of the same clock: text order is time order.
+    assert!(
+        stopped < took,
+        "the standby took the identity ({took}) before the cut active stopped ({stopped})"
+    );
+    eprintln!(
+        "store cut: the active stopped serving at {stopped}, the standby took over at {took}"
+    );
+}
+
 /// keepalived in host `i`'s namespace on tools/ha/keepalived.conf, with only what is
 /// site-specific changed: the service address and where the scripts are.
 struct Keepalived {
@@ -294,7 +352,7 @@ fn the_address_follows_the_identity_and_clients_reclaim_through_it() {
         }
         s
     };
-    wait_for("the address on the active", Duration::from_secs(30), || {
+    wait_for("the address on the active", Duration::from_secs(60), || {
         net.has_vip(0)
     });
     assert!(!net.has_vip(1));
@@ -326,21 +384,30 @@ fn the_address_follows_the_identity_and_clients_reclaim_through_it() {
         dead.child.kill().unwrap(); // SIGKILL
         dead.child.wait().unwrap();
         let killed = Instant::now();
+        let successor = gw[standby].as_ref().unwrap();
+        let mut took = None;
         let moved = wait_for(
             "the address on the standby",
             Duration::from_secs(lease_s * 3 + 20),
-            || net.has_vip(standby),
+            || {
+                if took.is_none() && successor.log().contains("ha: took the identity") {
+                    took = Some(killed.elapsed());
+                }
+                net.has_vip(standby)
+            },
         );
-        let (mut c1, waited) =
+        let took = took.unwrap_or(moved);
+        let (c, waited) =
             session_when_served(vip, b"client-one", Duration::from_secs(30), || logs(&gw));
+        c1 = c;
         let open = reclaim_state(&mut c1, &held);
         let first_op = killed.elapsed();
         assert!(!net.has_vip(active), "the address on both hosts");
         eprintln!(
-            "round {round}: kill -9 -> address on the peer {moved:?}, -> lock reclaimed \
-             {first_op:?} (the session took {waited:?} of dialling)"
+            "round {round}: kill -9 -> identity taken {took:?}, -> address on the peer \
+             {moved:?}, -> lock reclaimed {first_op:?} (the session took {waited:?} of dialling)"
         );
-        times.push(first_op);
+        times.push((first_op, took, moved));
         if round == 0 {
             finish_write(&mut c1, &held, &open);
             let (mut c2, _) =
@@ -354,19 +421,29 @@ fn the_address_follows_the_identity_and_clients_reclaim_through_it() {
         drop(dead);
         // The killed host comes back as the standby for the next round.
         let back = start(active, "standby", round + 1);
-        wait_for("the restarted standby", Duration::from_secs(30), || {
+        wait_for("the restarted standby", Duration::from_secs(60), || {
             back.log().contains("identity held by another gateway")
         });
         gw[active] = Some(back);
         active = standby;
     }
-    times.sort();
+    cut_from_the_store(&net, &gw, active, &root, lease_s, &held, || logs(&gw));
+
+    let spread = |mut v: Vec<Duration>| {
+        v.sort();
+        format!(
+            "{:.2?} / {:.2?} / {:.2?}",
+            v[0],
+            v[v.len() / 2],
+            v[v.len() - 1]
+        )
+    };
     eprintln!(
-        "takeovers at ha.lease_s = {lease_s}: {} rounds, kill -9 -> lock reclaimed min {:?}, \
-         median {:?}, max {:?}",
+        "takeovers at ha.lease_s = {lease_s}, {} rounds, min / median / max: kill -9 -> \
+         identity taken {}; -> address moved {}; -> lock reclaimed {}",
         times.len(),
-        times[0],
-        times[times.len() / 2],
-        times[times.len() - 1]
+        spread(times.iter().map(|t| t.1).collect()),
+        spread(times.iter().map(|t| t.2).collect()),
+        spread(times.iter().map(|t| t.0).collect()),
     );
 }

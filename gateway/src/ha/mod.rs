@@ -252,7 +252,6 @@ impl Keeper {
                     Err(_) => return,
                 },
             };
-            stats::set_held(true);
             self.serve(&mut h, st, stop);
             stats::set_held(false);
             self.fence.close();
@@ -278,6 +277,9 @@ impl Keeper {
                 self.fence.serve_until(h.sent + self.lease * 3 / 4);
             }
             let serving = self.fence.serving();
+            // What the address follows (tools/ha/check.sh): a holder past its deadline
+            // serves nothing, so it must not keep the address either.
+            stats::set_held(serving);
             if was_serving && !serving {
                 stats::count_fenced();
                 tracing::error!(identity = %self.identity, "ha: cannot renew the identity lease: stopped serving NFSv4");

@@ -41,7 +41,7 @@ pub fn render(out: &mut String) {
         out,
         "nfsgw_ha_identity_held",
         "gauge",
-        "1 while this gateway holds its [ha] identity lease (and, once the record is read, serves NFSv4).",
+        "1 while this gateway serves its [ha] identity: it holds the lease, has read the record and renewed within 3/4 of the lease.",
         HELD.load(Ordering::Relaxed) as u64,
     );
     let c = |a: &AtomicU64| a.load(Ordering::Relaxed);
