@@ -18,7 +18,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 GW=${1:?gateway binary}
 RGW=${2:-}
 RBENCH=${3:-}
-STAGES=${VM_STAGES:-package kernel-client pnfs rdma-send-timeout kernel-rdma}
+STAGES=${VM_STAGES:-package kernel-client pnfs ha rdma-send-timeout kernel-rdma}
 
 # Ends what a stage may have left behind that the next one would trip over: gateways and
 # bench peers still running (ports 2049/20049), NFS mounts. A mount wedged by a client
@@ -42,6 +42,7 @@ for s in $STAGES; do
     package) cmd=(bash "$HERE/guest-package.sh" "${NFSGW_DEB:-}" "${NFSGW_DEB2:-}"); to=${PACKAGE_TIMEOUT:-900} ;;
     kernel-client) cmd=(bash "$HERE/kernel-nfs-smoke.sh" "$GW"); to=${KERNEL_CLIENT_TIMEOUT:-1500} ;;
     pnfs) cmd=(bash "$HERE/guest-pnfs.sh" "$GW"); to=${PNFS_TIMEOUT:-600} ;;
+    ha) cmd=(bash "$HERE/guest-ha.sh" "$GW"); to=${HA_TIMEOUT:-600} ;;
     rdma-send-timeout) cmd=(bash "$HERE/rdma-send-timeout.sh" "$RGW" "$RBENCH"); to=${RDMA_SEND_TIMEOUT_TIMEOUT:-900} ;;
     kernel-rdma) cmd=(bash "$HERE/kernel-nfs-rdma.sh" "$RGW" "$RBENCH"); to=${KERNEL_RDMA_TIMEOUT:-1500} ;;
     *) echo "guest-stages.sh: unknown stage $s"; failed=$((failed + 1)); continue ;;

@@ -11,6 +11,9 @@
 #                      kernel-nfs41.sh), default-feature gateway
 #   pnfs               the kernel's pNFS flexfiles client: one metadata server, three
 #                      data servers on one shared fs store (guest-pnfs.sh)
+#   ha                 [ha] takeover under the kernel's NFSv4.1 client: two gateways in
+#                      network namespaces, keepalived moving the service address, kill -9
+#                      of the active while an application holds a lock and writes (guest-ha.sh)
 #   rdma-send-timeout  rdma.send_timeout_s and rdma.stall_reclaim_ms on real verbs
 #                      (rdma-send-timeout.sh)
 #   kernel-rdma        the kernel's NFS/RDMA client on Soft-RoCE (kernel-nfs-rdma.sh,
@@ -26,14 +29,14 @@
 # is kept in target/vm-NAME.log (the whole boot in target/vm-stages.log); one line per
 # stage in target/vm-stages.txt (result, time, name) for tests/run-all.sh's table. Last
 # line: "N passed, M failed". Per-stage guest timeouts (seconds): PACKAGE_TIMEOUT [900],
-# KERNEL_CLIENT_TIMEOUT [1500], PNFS_TIMEOUT [600], RDMA_SEND_TIMEOUT_TIMEOUT [900],
+# KERNEL_CLIENT_TIMEOUT [1500], PNFS_TIMEOUT [600], HA_TIMEOUT [600], RDMA_SEND_TIMEOUT_TIMEOUT [900],
 # KERNEL_RDMA_TIMEOUT [1500]; VM_TIMEOUT bounds each boot [the sum of its stages' + 300].
 # The knobs of the guest scripts pass through
 # (tests/README.md).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 TGT=${CARGO_TARGET_DIR:-$PWD/target}
-STAGES=${VM_STAGES:-package kernel-client pnfs rdma-send-timeout kernel-rdma}
+STAGES=${VM_STAGES:-package kernel-client pnfs ha rdma-send-timeout kernel-rdma}
 GATEWAY_BIN=${GATEWAY_BIN:-$TGT/release/gateway}
 mkdir -p target
 SUMMARY=target/vm-stages.txt
@@ -45,6 +48,7 @@ pass_line() {
     package) echo "PACKAGE: PASS" ;;
     kernel-client) echo "KERNEL CLIENT SMOKE: PASS" ;;
     pnfs) echo "KERNEL PNFS: PASS" ;;
+    ha) echo "KERNEL HA: PASS" ;;
     rdma-send-timeout) echo "RDMA SEND TIMEOUT: PASS" ;;
     kernel-rdma) echo "KERNEL NFS/RDMA: PASS" ;;
   esac
@@ -63,6 +67,7 @@ for s in $STAGES; do
     package) pkg=1 ;;
     kernel-client) tcp=1; budget=$((budget + ${KERNEL_CLIENT_TIMEOUT:-1500})) ;;
     pnfs) tcp=1; budget=$((budget + ${PNFS_TIMEOUT:-600})) ;;
+    ha) tcp=1; budget=$((budget + ${HA_TIMEOUT:-600})) ;;
     rdma-send-timeout) rdma=1; budget=$((budget + ${RDMA_SEND_TIMEOUT_TIMEOUT:-900})) ;;
     kernel-rdma) rdma=1; budget=$((budget + ${KERNEL_RDMA_TIMEOUT:-1500})) ;;
     *) fail_all "unknown stage '$s' (VM_STAGES)" ;;
@@ -109,8 +114,8 @@ if [ "$rdma" = 1 ]; then
     command -v "$c" >/dev/null || fail_all "'$c' is not installed (tools/vm/vm.sh setup with VM_RXE=1 should have installed it)"
   done
 fi
-export VM_ENV="${VM_ENV:-} VM_STAGES NFSGW_DEB NFSGW_DEB2 PACKAGE_TIMEOUT KERNEL_CLIENT_TIMEOUT PNFS_TIMEOUT RDMA_SEND_TIMEOUT_TIMEOUT KERNEL_RDMA_TIMEOUT
-  PNFS_FILES PNFS_FILE_KIB
+export VM_ENV="${VM_ENV:-} VM_STAGES NFSGW_DEB NFSGW_DEB2 PACKAGE_TIMEOUT KERNEL_CLIENT_TIMEOUT PNFS_TIMEOUT HA_TIMEOUT RDMA_SEND_TIMEOUT_TIMEOUT KERNEL_RDMA_TIMEOUT
+  PNFS_FILES PNFS_FILE_KIB HA_LINES
   KERNEL_V41 KERNEL_V41_SERVER V41_PARTS V41_ENTRIES
   SEND_TIMEOUT_S STALL_WAIT_S STALL_RECLAIM_MS
   RDMA_FILE_MIB RDMA_FIO_MIB RDMA_DIR_ENTRIES TCP_FILE_MIB TCP_DIR_ENTRIES GW_CORES V41 V41R_FILE_MIB
