@@ -41,6 +41,7 @@ on_exit() {
 }
 trap on_exit EXIT
 
+say "setting up: an ext4 store, a bridge, two namespaces"
 modprobe loop 2>/dev/null || true
 modprobe ext4 2>/dev/null || true
 truncate -s 256M "$W/disk.img"
@@ -106,8 +107,10 @@ keepalived_in() {
   PIDS+=($!)
 }
 has_vip() { ip -n ha$1 -4 addr show dev eth0 | grep -q "$VIP/"; }
+# Deadlines in seconds, not iterations: under the software CPU one `ip` takes a while.
 wait_vip() {
-  for _ in $(seq 1 600); do has_vip "$1" && return 0; sleep 0.1; done
+  local end=$((SECONDS + ${2:-90}))
+  while [ $SECONDS -lt $end ]; do has_vip "$1" && return 0; sleep 0.2; done
   return 1
 }
 metric() {
@@ -118,6 +121,7 @@ print(int(sum(float(l.split()[-1]) for l in text.splitlines() if l.startswith(sy
 PY
 }
 
+say "starting two gateways and two keepalived"
 A=$(gateway 0 active 0); PIDS+=("$A")
 keepalived_in 0
 B=$(gateway 1 standby 0); PIDS+=("$B")
@@ -147,7 +151,12 @@ PY
 APP=$!
 PIDS+=("$APP")
 lines_now() { [ -f "$W/disk/objects/log" ] && wc -l < "$W/disk/objects/log" || echo 0; }
-check "the application holds its lock and writes" bash -c "for _ in \$(seq 1 300); do [ \$(wc -l < '$W/disk/objects/log' 2>/dev/null || echo 0) -ge 5 ] && exit 0; sleep 0.1; done; exit 1"
+writing() {
+  local end=$((SECONDS + 120))
+  while [ $SECONDS -lt $end ]; do [ "$(lines_now)" -ge 5 ] && return 0; sleep 0.2; done
+  return 1
+}
+check "the application holds its lock and writes" writing
 
 killed=$(date +%s.%N)
 kill -9 "$A"
@@ -155,9 +164,10 @@ say "killed the active gateway (pid $A) after $(lines_now) lines"
 check "the address moved to the standby" wait_vip 1
 moved=$(date +%s.%N)
 wait_app() {
-  for _ in $(seq 1 1800); do
+  local end=$((SECONDS + 240))
+  while [ $SECONDS -lt $end ]; do
     kill -0 "$APP" 2>/dev/null || { wait "$APP"; return $?; }
-    sleep 0.1
+    sleep 0.2
   done
   return 1
 }
