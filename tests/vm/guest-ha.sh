@@ -101,9 +101,9 @@ TOML
 keepalived_in() {
   local i=$1
   # The reference, with the site's address and script paths; under the software CPU a
-  # check (curl) can take over the reference's 1 s, so it gets 2 s and 5 s to answer.
+  # check (curl) can take over the reference's 1 s, so it runs every 3 s with 10 s to answer.
   sed -e "s#192.0.2.10/24#$VIP/24#" -e "s#/usr/lib/nfsgw/ha/#$HA_TOOLS/#g" \
-    -e "s#^\( *\)interval 1 .*#\1interval 2\n\1timeout 5#" \
+    -e "s#^\( *\)interval 1 .*#\1interval 3\n\1timeout 10#" \
     "$HA_TOOLS/keepalived.conf" > "$W/ka$i.conf"
   ip netns exec ha$i keepalived --dont-fork --log-console --no-syslog --use-file "$W/ka$i.conf" \
     --pid "$W/ka$i.pid" --vrrp_pid "$W/ka$i.vrrp.pid" --checkers_pid "$W/ka$i.chk.pid" \
@@ -127,6 +127,12 @@ PY
 
 say "starting two gateways and two keepalived"
 A=$(gateway 0 active 0); PIDS+=("$A")
+holds() {
+  local end=$((SECONDS + 180))
+  while [ $SECONDS -lt $end ]; do grep -q "ha: took the identity" "$W/gw0-0.log" && return 0; sleep 0.5; done
+  return 1
+}
+check "the active holds the identity" holds
 keepalived_in 0
 B=$(gateway 1 standby 0); PIDS+=("$B")
 keepalived_in 1
