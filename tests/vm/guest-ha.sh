@@ -14,8 +14,9 @@
 # An application holds a POSIX lock on a file of the mount (Linux sends it as an
 # NFSv4 LOCK) and appends a numbered, fsynced line every 0.2 s. The active gateway is
 # killed with SIGKILL in the middle; the standby takes the identity, the address
-# moves, the kernel client reclaims its open and its lock (counted by the successor: nfsgw_ha_reclaims_total{result="accepted"}), and the application goes on:
-# it must exit 0, and every line must be there once, in order, after the caches are
+# moves, the kernel client reclaims its open and its lock (counted by the successor:
+# nfsgw_ha_reclaims_total{result="accepted"}), and the application goes on: it must
+# exit 0, and every line must be there once, in order, after the caches are
 # dropped. One line per check; last line "KERNEL HA: PASS". The identity lease is the
 # default 10 s: under the software CPU a 2 s lease is missed by the holder itself.
 set -euo pipefail
