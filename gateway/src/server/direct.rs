@@ -384,6 +384,9 @@ impl Direct {
         if hit.attr.kind != FileKind::Reg {
             return None;
         }
+        // A pNFS layout's credentials: judged here while the epoch is cached, else
+        // (and when refused) by a worker (`crate::fence`).
+        let caller = crate::fence::admit_cached(&job.header.cred, caller, &hit.attr)??;
         Some(Admitted { hit, caller })
     }
 

@@ -175,6 +175,26 @@ fn log_io_mode(cfg: &Config, rings: &[Option<crate::uring::Uring>]) {
     }
 }
 
+/// pNFS fencing (`crate::fence`) on stores with conditional writes, keyed by the
+/// store-wide handle key (shared stores: the agreed key, or the one remembered in
+/// `state.dir` when the store does not answer now; a gateway alone on its store: a
+/// key of this run, since no other gateway checks its layouts' ids).
+fn install_fence(backend: &Arc<dyn Backend>, state_dir: &std::path::Path) {
+    let key = match backend.shared() {
+        None => Some(rand::random::<[u8; 32]>()),
+        Some(s) => s.mac_key().ok().or_else(|| {
+            let b = std::fs::read(state_dir.join("shared-handle.key")).ok()?;
+            b.try_into().ok()
+        }),
+    };
+    let on = key.is_some_and(|k| crate::fence::install(backend.clone(), k));
+    if on {
+        tracing::info!("pNFS fencing on: AUTH_SYS uids from 2^31 are layouts' synthetic ids");
+    } else {
+        tracing::info!("pNFS fencing off: the store has no conditional writes (or no handle key yet)");
+    }
+}
+
 fn open_backend(cfg: &Config) -> anyhow::Result<Arc<dyn Backend>> {
     Ok(match cfg.backend.kind {
         BackendKind::Fs => Arc::new(
@@ -220,6 +240,9 @@ impl Server {
             cfg.state.handle_cache_entries,
         )
         .with_context(|| format!("state.dir = {:?}", cfg.state.dir))?;
+        if cfg.pnfs.fence {
+            install_fence(&backend, &cfg.state.dir);
+        }
 
         let policy = match cfg.engine.hugepages {
             Hugepages::Require => HugePolicy::Require,
