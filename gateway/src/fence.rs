@@ -21,14 +21,14 @@
 //! before the bump; none lands after `bump` returned + `WINDOW`. The metadata server's
 //! own data-server role sees its bumps at once (the cache is written through).
 //!
-//! One process-wide instance (`install` at start), as the handle key is.
+//! One per gateway (`open` at start), held by the server beside the file model.
 
 use crate::backend::{Backend, BackendError};
 use crate::export::{Caller, Groups};
-use engine::rpc::Cred;
 use crate::fs::{Attr, Status};
+use engine::rpc::Cred;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// The bit every synthetic id has (no real user's id has it here).
@@ -48,21 +48,11 @@ pub struct Fence {
     cache: Mutex<HashMap<u64, (u64, Instant)>>,
 }
 
-static FENCE: OnceLock<Fence> = OnceLock::new();
-
-/// Turns fencing on for this process (at start; later calls are ignored). Needs a
-/// store with conditional writes; `handle_key` is the store-wide handle MAC key.
-pub fn install(store: Arc<dyn Backend>, handle_key: [u8; 32]) -> bool {
-    if store.cas().is_none() {
-        return false;
-    }
-    let _ = FENCE.set(Fence::new(store, handle_key, WINDOW));
-    true
-}
-
-/// The process's fence, when on.
-pub fn get() -> Option<&'static Fence> {
-    FENCE.get()
+/// A gateway's fence, when its store has conditional writes (else `None`: fencing
+/// off); `handle_key` is the store-wide handle MAC key.
+pub fn open(store: Arc<dyn Backend>, handle_key: [u8; 32]) -> Option<Arc<Fence>> {
+    store.cas()?;
+    Some(Arc::new(Fence::new(store, handle_key, WINDOW)))
 }
 
 /// Whether an AUTH_SYS uid is a synthetic one.
@@ -169,7 +159,9 @@ impl Fence {
                 Err(err) => return Err(err),
             }
         }
-        Err(BackendError::Retryable("pnfs fence epoch: contended".into()))
+        Err(BackendError::Retryable(
+            "pnfs fence epoch: contended".into(),
+        ))
     }
 
     /// Whether (uid, gid) is the file's synthetic pair at `epoch`.
@@ -216,8 +208,13 @@ pub fn judge(
 
 /// `judge` on a worker: reads the epoch from the store when it is not cached (a
 /// store error is NFS3ERR_JUKEBOX's `Status`); a refusal is `Status::Acces`.
-pub fn admit_file(cred: &Cred, admitted: Caller, attr: &Attr) -> Result<Caller, Status> {
-    let (Some(f), Some(ids)) = (get(), synthetic_ids(cred)) else {
+pub fn admit_file(
+    fence: Option<&Fence>,
+    cred: &Cred,
+    admitted: Caller,
+    attr: &Attr,
+) -> Result<Caller, Status> {
+    let (Some(f), Some(ids)) = (fence, synthetic_ids(cred)) else {
         return Ok(admitted);
     };
     let epoch = f.epoch(attr.fileid).map_err(|e| {
@@ -233,8 +230,13 @@ pub fn admit_file(cred: &Cred, admitted: Caller, attr: &Attr) -> Result<Caller, 
 
 /// `judge` on a reactor, without I/O: `None` when the call must go to a worker (a
 /// synthetic id whose file's epoch is not cached); a refusal is `Some(None)`.
-pub fn admit_cached(cred: &Cred, admitted: Caller, attr: &Attr) -> Option<Option<Caller>> {
-    let (Some(f), Some(ids)) = (get(), synthetic_ids(cred)) else {
+pub fn admit_cached(
+    fence: Option<&Fence>,
+    cred: &Cred,
+    admitted: Caller,
+    attr: &Attr,
+) -> Option<Option<Caller>> {
+    let (Some(f), Some(ids)) = (fence, synthetic_ids(cred)) else {
         return Some(Some(admitted));
     };
     let epoch = f.cached(attr.fileid)?;

@@ -58,7 +58,11 @@ fn a_bump_moves_the_epoch_in_the_store_and_every_gateway_sees_it() {
     assert_eq!(mds.bump(9).unwrap(), 1);
     assert_eq!(mds.bump(9).unwrap(), 2);
     assert_eq!(mds.cached(9), Some(2), "written through");
-    assert_eq!(ds.epoch(9).unwrap(), 2, "an uncached data server reads the store");
+    assert_eq!(
+        ds.epoch(9).unwrap(),
+        2,
+        "an uncached data server reads the store"
+    );
     assert_eq!(ds.epoch(10).unwrap(), 0, "other files untouched");
 }
 
@@ -87,13 +91,26 @@ fn verdicts_real_owner_refused() {
         Verdict::Owner(caller(1000, 100)),
         "the current pair acts as the owner"
     );
-    assert_eq!(judge(&f, Some(ids), &admitted, &a, 4), Verdict::Refused, "fenced");
-    let forged = [(ids.0 ^ 1, ids.1), (ids.0, ids.1 ^ 1), (u32::MAX, u32::MAX), (SYNTHETIC, 0)];
+    assert_eq!(
+        judge(&f, Some(ids), &admitted, &a, 4),
+        Verdict::Refused,
+        "fenced"
+    );
+    let forged = [
+        (ids.0 ^ 1, ids.1),
+        (ids.0, ids.1 ^ 1),
+        (u32::MAX, u32::MAX),
+        (SYNTHETIC, 0),
+    ];
     for (u, g) in forged {
         assert_eq!(judge(&f, Some((u, g)), &admitted, &a, 3), Verdict::Refused);
     }
     let other = attr(43);
-    assert_eq!(judge(&f, Some(ids), &admitted, &other, 3), Verdict::Refused, "another file");
+    assert_eq!(
+        judge(&f, Some(ids), &admitted, &other, 3),
+        Verdict::Refused,
+        "another file"
+    );
 }
 
 #[test]
@@ -108,7 +125,11 @@ fn synthetic_ids_only_from_auth_sys_with_bit_31() {
 #[test]
 fn a_corrupt_epoch_object_is_an_error_not_epoch_zero() {
     let store: Arc<dyn Backend> = Arc::new(MemoryBackend::new());
-    store.cas().unwrap().cas_put(&name(8), b"junk", None).unwrap();
+    store
+        .cas()
+        .unwrap()
+        .cas_put(&name(8), b"junk", None)
+        .unwrap();
     let f = Fence::new(store, [1; 32], WINDOW);
     assert!(f.read(8).is_err());
     assert!(f.bump(8).is_err());

@@ -95,7 +95,7 @@ fn open(ctx: &Ctx, fh: &[u8]) -> Result<(Node, Caller), Status> {
         return Ok((node, caller));
     }
     let attr = ctx.model.getattr(&node)?;
-    let caller = crate::fence::admit_file(&ctx.cred, caller, &attr)?;
+    let caller = crate::fence::admit_file(ctx.fence, &ctx.cred, caller, &attr)?;
     Ok((node, caller))
 }
 

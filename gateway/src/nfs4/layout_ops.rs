@@ -134,7 +134,7 @@ fn take_layout(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter) -> OpResu
         Ok(v) => v,
         Err(st) => return put_status(w, st),
     };
-    let ids = match ds_ids(&f) {
+    let ids = match ds_ids(c, &f) {
         Ok(ids) => ids,
         Err(st) => return put_status(w, st),
     };
@@ -178,8 +178,8 @@ fn take_layout(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter) -> OpResu
 /// §2.2, §5.1): the synthetic pair of the file's fence epoch read from the store now
 /// (not cached: a layout granted after a fence must carry the new pair), or the
 /// owner's when fencing is off. A store that cannot answer: NFS4ERR_DELAY.
-fn ds_ids(f: &FileCtx) -> Result<(u32, u32), Nfsstat4> {
-    let Some(fence) = crate::fence::get() else {
+fn ds_ids(c: &Compound, f: &FileCtx) -> Result<(u32, u32), Nfsstat4> {
+    let Some(fence) = c.state.layouts.fence() else {
         return Ok((f.attr.uid, f.attr.gid));
     };
     let epoch = fence.read(f.node.fileid).map_err(|e| {

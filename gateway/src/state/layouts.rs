@@ -210,6 +210,8 @@ fn bump(c: &AtomicU64, n: usize) {
 #[derive(Default)]
 pub struct Layouts {
     devices: Option<Devices>,
+    /// Where revoked layouts' files are fenced (`crate::fence`; `None`: off).
+    fence: Option<std::sync::Arc<crate::fence::Fence>>,
     table: Mutex<Table>,
     /// Layouts held, and files whose recall runs (read without the lock: a conflict
     /// check is free while neither exists).
@@ -224,6 +226,16 @@ impl Layouts {
             devices,
             ..Default::default()
         }
+    }
+
+    /// Fences revoked layouts' files through `fence` from now on.
+    pub fn set_fence(&mut self, fence: Option<std::sync::Arc<crate::fence::Fence>>) {
+        self.fence = fence;
+    }
+
+    /// The fence layouts' data server credentials come from (`None`: off).
+    pub fn fence(&self) -> Option<&crate::fence::Fence> {
+        self.fence.as_deref()
     }
 
     /// The data servers, when this gateway is a pNFS metadata server.
@@ -415,7 +427,7 @@ impl Layouts {
         files.sort_unstable();
         files.dedup();
         for f in files {
-            recall::fence_file(f);
+            self.fence_file(f);
         }
     }
 

@@ -34,7 +34,7 @@ impl Layouts {
         // and the conflicting operation proceeds; a store that cannot say so keeps
         // them (the caller retries).
         if !overdue.is_empty() {
-            if fence_file(fileid) {
+            if self.fence_file(fileid) {
                 let mut t = self.lock();
                 self.revoke(&mut t, &overdue);
             } else {
@@ -153,7 +153,7 @@ impl Layouts {
         let mut fenced = std::collections::HashMap::new();
         let gone: Vec<[u8; 12]> = overdue
             .iter()
-            .filter(|(_, f)| *fenced.entry(*f).or_insert_with(|| fence_file(*f)))
+            .filter(|(_, f)| *fenced.entry(*f).or_insert_with(|| self.fence_file(*f)))
             .map(|(o, _)| *o)
             .collect();
         let mut t = self.lock();
@@ -164,21 +164,23 @@ impl Layouts {
     }
 }
 
-/// Moves `fileid`'s fence epoch on in the store (`crate::fence`), so that no data
-/// server accepts the synthetic credentials its layouts carried. True when done or
-/// when fencing is off (nothing to do); false when the store refused (logged).
-pub(super) fn fence_file(fileid: u64) -> bool {
-    let Some(f) = crate::fence::get() else {
-        return true;
-    };
-    match f.bump(fileid) {
-        Ok(epoch) => {
-            tracing::info!(fileid, epoch, "pNFS: file fenced at the data servers");
-            true
-        }
-        Err(e) => {
-            tracing::warn!(fileid, error = %e, "pNFS: cannot fence a file (its fence epoch did not move); its layouts stay");
-            false
+impl Layouts {
+    /// Moves `fileid`'s fence epoch on in the store (`crate::fence`), so that no data
+    /// server accepts the synthetic credentials its layouts carried. True when done or
+    /// when fencing is off (nothing to do); false when the store refused (logged).
+    pub(super) fn fence_file(&self, fileid: u64) -> bool {
+        let Some(f) = self.fence() else {
+            return true;
+        };
+        match f.bump(fileid) {
+            Ok(epoch) => {
+                tracing::info!(fileid, epoch, "pNFS: file fenced at the data servers");
+                true
+            }
+            Err(e) => {
+                tracing::warn!(fileid, error = %e, "pNFS: cannot fence a file (its fence epoch did not move); its layouts stay");
+                false
+            }
         }
     }
 }
