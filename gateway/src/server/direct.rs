@@ -387,7 +387,7 @@ impl Direct {
         // A pNFS layout's credentials: judged here while the epoch is cached, else
         // (and when refused) by a worker (`crate::fence`).
         let fence = self.shared.fence.as_deref();
-        let caller = crate::fence::admit_cached(fence, &job.header.cred, caller, &hit.attr)??;
+        let caller = crate::fence::admit_cached(fence, &job.header.cred, caller, hit.attr)??;
         Some(Admitted { hit, caller })
     }
 
