@@ -15,6 +15,8 @@ pub struct Ctx<'a> {
     pub cred: engine::rpc::Cred,
     /// The connection the call arrived on (NFSv4.1 binds back channels to it).
     pub conn: Option<crate::conn::ConnRef>,
+    /// pNFS fencing (`crate::fence`), when this gateway's store allows it.
+    pub fence: Option<&'a crate::fence::Fence>,
 }
 
 /// What the caller should send (RFC 5531 §9: accept_stat).

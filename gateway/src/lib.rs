@@ -11,6 +11,7 @@ pub mod conn;
 pub mod ddp;
 pub mod effective;
 pub mod export;
+pub mod fence;
 pub mod front;
 pub mod fs;
 pub mod ha;

@@ -126,13 +126,14 @@ fn layoutget(iomode: u32, stateid: [u8; 16]) -> LayoutGet {
     }
 }
 
-/// One NFSv3 call to a data server as the layout's AUTH_SYS user: its results.
-fn v3(addr: SocketAddr, uid: u32, call: &Call) -> Vec<u8> {
+/// One NFSv3 call to a data server as AUTH_SYS (uid, gid), a layout's: its results.
+fn v3_as(addr: SocketAddr, (uid, gid): (u32, u32), call: &Call) -> Vec<u8> {
     let mut s = TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
     let mut buf = vec![0u8; 2 << 20];
+    let cred = engine::rpc::Cred::Sys(engine::rpc::AuthSys::new(uid, gid, &[]));
     // `encode` leaves the first 4 bytes for the record mark `tcp_call` adds.
-    let n = v3call::encode(&mut buf, 9, &nfs_wire::rpccall::sys(uid), call).unwrap();
+    let n = v3call::encode(&mut buf, 9, &cred, call).unwrap();
     let rec = tcp_call(&mut s, &buf[4..n]).unwrap();
     v3call::results(&rec).unwrap().to_vec()
 }
@@ -191,6 +192,15 @@ fn give_back(s: &mut S, fh: &[u8], iomode: u32, r: &Return) -> Result<Option<[u8
     Ok(v4pnfs::layoutreturn_ok(&mut XdrReader::new(&rest)).unwrap())
 }
 
+/// The layout's data server credentials (RFC 8435 §5.1 ffds_user/ffds_group): the
+/// file's synthetic ids (`gateway::fence`: bit 31 set, no real user's).
+fn synthetic(l: &Layout) -> (u32, u32) {
+    let d = &l.ff.mirrors[0][0];
+    let ids = (d.user.parse().unwrap(), d.group.parse().unwrap());
+    assert!(ids.0 >= 1 << 31 && ids.1 >= 1 << 31, "{ids:?}");
+    ids
+}
+
 fn exchange_flags(gw: &Gw) -> u32 {
     let mut c = nfs4_client::Tcp41::connect(gw.tcp_addr());
     c.exchange_id(b"pnfs-flags", [1; 8]).2
@@ -233,15 +243,13 @@ fn a_write_through_a_data_server_shows_at_the_metadata_server() {
     assert_eq!(r.u32().unwrap(), 1 << 20, "layout_blksize");
 
     // LAYOUTGET RW under the open stateid: one mirror of one data server, the
-    // file's handle, the anonymous stateid, the owner's credentials.
+    // file's handle, the anonymous stateid, the file's synthetic credentials.
     let l = take_layout(&mut s, &fh, &layoutget(LAYOUTIOMODE4_RW, open)).unwrap();
     assert_eq!(l.ff.mirrors.len(), 1, "a write layout has one mirror");
     let d = &l.ff.mirrors[0][0];
     assert_eq!((d.fhs.len(), d.fhs[0].as_slice()), (1, fh.as_slice()));
-    assert_eq!(
-        (d.stateid, d.user.as_str(), d.group.as_str()),
-        ([0; 16], "0", "0")
-    );
+    assert_eq!(d.stateid, [0; 16]);
+    let ids = synthetic(&l);
     assert_eq!(l.ff.stripe_unit, 1 << 20);
     let at = device(&mut s, &fh, &d.deviceid).unwrap();
     assert!(addrs.contains(&at), "{at} is one of {addrs:?}");
@@ -249,10 +257,11 @@ fn a_write_through_a_data_server_shows_at_the_metadata_server() {
     // NFSv3 UNSTABLE WRITE + COMMIT at the data server, with the layout's handle.
     let data: Vec<u8> = (0..100_000u32).map(|i| (i * 7 % 251) as u8).collect();
     for (k, part) in data.chunks(65536).enumerate() {
-        let rep = v3(at, 0, &Call::Write(&fh, (k * 65536) as u64, part));
+        let rep = v3_as(at, ids, &Call::Write(&fh, (k * 65536) as u64, part));
         assert_eq!(v3call::status(&rep), 0, "WRITE at the data server");
     }
-    assert_eq!(v3call::status(&v3(at, 0, &Call::Commit(&fh))), 0, "COMMIT");
+    let commit_at = v3_as(at, ids, &Call::Commit(&fh));
+    assert_eq!(v3call::status(&commit_at), 0, "COMMIT");
     let c = LayoutCommit {
         offset: 0,
         length: data.len() as u64,
@@ -614,4 +623,134 @@ fn a_truncate_or_remove_by_another_client_recalls_the_layout() {
         }
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+/// A gateway on the shared `fs` directory `root` (`backend.shared`: the handle key
+/// and conditional writes every gateway on it agrees on) with a 10 s lease.
+fn shared_fs(root: &std::path::Path, pnfs: &str) -> Gw {
+    Gw::start_text(|dir| {
+        format!(
+            "[engine]\ncores = [0]\nidle = \"adaptive\"\nhugepages = \"off\"\n\
+             [pools]\nsmall = 256\nmedium = 16\nlarge = 8\n\
+             [tcp]\nlisten = \"127.0.0.1:0\"\n\
+             [backend]\nkind = \"fs\"\nroot = \"{}\"\nshared = true\n\
+             [state]\ndir = \"{}\"\n[nfs4]\nlease_time_s = 10\n\
+             [[exports]]\npath = \"/\"\nclients = [\"0.0.0.0/0\"]\nsquash = \"none\"\n{pnfs}",
+            root.display(),
+            dir.display()
+        )
+    })
+}
+
+const NFS3ERR_ACCES: u32 = 13;
+
+/// Fencing (RFC 8435 §2.2), a metadata server and a data server on one shared `fs`
+/// directory: a layout's synthetic credentials write and commit through the data
+/// server (and through the metadata server's own NFSv3); forged ones — another id, the
+/// right uid with another gid, the ids on a directory — are NFS3ERR_ACCES while a real
+/// user's keep the export's rules; a layout recalled and not returned within the lease
+/// is revoked and its file fenced before the conflicting truncate proceeds: its
+/// credentials are NFS3ERR_ACCES at the metadata server at once and at the data server
+/// within `fence::WINDOW`; a layout granted after carries new credentials that work.
+#[test]
+fn a_revoked_layouts_credentials_are_refused_by_every_data_server() {
+    const NFS4ERR_DELAY: u32 = 10008;
+    let root = tempfile::tempdir().unwrap();
+    let ds = shared_fs(root.path(), "");
+    let mds = shared_fs(root.path(), &pnfs_section(&[ds.tcp_addr()]));
+    let mut a = nfs4_client::Tcp41::connect(mds.tcp_addr());
+    a.session(b"pnfs-fence-a", nfs4_client::CONN_BACK_CHAN);
+    assert_eq!(a.seq_run(|o| o.reclaim_complete()).0, NFS4_OK);
+    let (open, fh) = open_a(&mut a, b"fenced");
+    let (st, rest) = on_a(
+        &mut a,
+        &fh,
+        Ops::new().layoutget(&layoutget(LAYOUTIOMODE4_RW, open)),
+    );
+    assert_eq!(st, NFS4_OK, "LAYOUTGET");
+    let g = v4pnfs::layoutget_ok(&mut XdrReader::new(&rest)).unwrap();
+    let old = Layout {
+        stateid: g.stateid,
+        ff: v4pnfs::ff_layout(&g.layouts[0].body).unwrap(),
+    };
+    let ids = synthetic(&old);
+    let status = |at, who, call: &Call| v3call::status(&v3_as(at, who, call));
+    for at in [ds.tcp_addr(), mds.tcp_addr()] {
+        assert_eq!(status(at, ids, &Call::Write(&fh, 0, b"layout")), 0, "WRITE");
+        assert_eq!(status(at, ids, &Call::Commit(&fh)), 0, "COMMIT");
+        assert_eq!(status(at, ids, &Call::Read(&fh, 0, 6)), 0, "READ");
+    }
+    // Forged synthetic ids, and the right ones where no layout points.
+    let mut v3c = nfs4_client::V3::connect(ds.tcp_addr());
+    let dir = v3c.mount_root();
+    let forged = [
+        (ids.0 ^ 1, ids.1),
+        (ids.0, ids.1 ^ 1),
+        (u32::MAX, u32::MAX),
+        (1 << 31, 0),
+    ];
+    for who in forged {
+        let w = status(ds.tcp_addr(), who, &Call::Write(&fh, 0, b"forged"));
+        assert_eq!(w, NFS3ERR_ACCES, "{who:?}");
+        assert_eq!(
+            status(ds.tcp_addr(), who, &Call::Commit(&fh)),
+            NFS3ERR_ACCES
+        );
+    }
+    let on_dir = status(ds.tcp_addr(), ids, &Call::Lookup(&dir, "fenced"));
+    assert_eq!(on_dir, NFS3ERR_ACCES, "a file's ids on a directory");
+    assert_eq!(
+        status(ds.tcp_addr(), (0, 0), &Call::Write(&fh, 6, b"root")),
+        0
+    );
+
+    // B truncates; A never answers the recall: DELAY for a lease, then A's layout is
+    // revoked, its file fenced first, and the truncate goes on.
+    let mut b = S::new(&mds, 1);
+    let truncate = |b: &mut S| {
+        let size = Ops::new().setattr(&[0; 16], &[1 << 4], &0u64.to_be_bytes());
+        b.on(&fh, size).0
+    };
+    assert_eq!(truncate(&mut b), NFS4ERR_DELAY);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        match truncate(&mut b) {
+            NFS4_OK => break,
+            NFS4ERR_DELAY => assert!(Instant::now() < deadline, "never revoked"),
+            st => panic!("SETATTR answered {st}"),
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    // The metadata server bumped the epoch itself: refused there at once; the data
+    // server trusts the epoch it read for at most the window (2 s).
+    let w = status(mds.tcp_addr(), ids, &Call::Write(&fh, 0, b"late"));
+    assert_eq!(w, NFS3ERR_ACCES, "fenced at the metadata server at once");
+    let fenced_at = Instant::now();
+    loop {
+        match status(ds.tcp_addr(), ids, &Call::Write(&fh, 0, b"late")) {
+            NFS3ERR_ACCES => break,
+            0 => assert!(
+                fenced_at.elapsed() < Duration::from_secs(3),
+                "still accepted past the window"
+            ),
+            st => panic!("WRITE answered {st}"),
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(
+        status(ds.tcp_addr(), ids, &Call::Commit(&fh)),
+        NFS3ERR_ACCES
+    );
+    assert_eq!(b.size(&fh), 0, "the late writes did not land");
+
+    // A layout granted now carries the new epoch's ids, which work.
+    let (open_b, _) = b.create(b"fenced");
+    let fresh = take_layout(&mut b, &fh, &layoutget(LAYOUTIOMODE4_RW, open_b)).unwrap();
+    let new_ids = synthetic(&fresh);
+    assert_ne!(new_ids, ids);
+    assert_eq!(
+        status(ds.tcp_addr(), new_ids, &Call::Write(&fh, 0, b"fresh")),
+        0
+    );
+    assert_eq!(status(ds.tcp_addr(), new_ids, &Call::Commit(&fh)), 0);
 }

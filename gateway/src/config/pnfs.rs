@@ -54,6 +54,17 @@ pub struct PnfsConfig {
     /// file). RW layouts always have one: a client must never write twice.
     #[serde(default = "default_read_mirrors")]
     pub read_mirrors: u32,
+    /// Fencing (RFC 8435 §2.2; README "Scaling out with pNFS"): layouts carry
+    /// synthetic AUTH_SYS ids (bit 31 set) that every gateway on the store checks
+    /// against the file's fence epoch. On every gateway, metadata or data server; on
+    /// by default where the store has conditional writes. With it on, AUTH_SYS uids
+    /// of 2^31 and above are reserved for layouts.
+    #[serde(default = "default_fence")]
+    pub fence: bool,
+}
+
+fn default_fence() -> bool {
+    true
 }
 
 /// Most data servers one metadata server names: bounds a layout's and a device
@@ -81,6 +92,7 @@ impl Default for PnfsConfig {
             rsize: default_io_size(),
             wsize: default_io_size(),
             read_mirrors: default_read_mirrors(),
+            fence: default_fence(),
         }
     }
 }

@@ -85,11 +85,17 @@ pub(super) fn dispatch(ctx: &Ctx, proc_: u32, args: &[u8], out: &mut XdrWriter) 
     }
 }
 
-/// Resolves a handle and admits the caller to its export.
+/// Resolves a handle and admits the caller to its export; a pNFS layout's synthetic
+/// credentials are checked against the file's fence epoch (`crate::fence`).
 fn open(ctx: &Ctx, fh: &[u8]) -> Result<(Node, Caller), Status> {
     let node = ctx.model.resolve(fh)?;
     let export = ctx.exports.get(node.export).ok_or(Status::Stale)?;
     let caller = admit(export, ctx.client.ip(), &ctx.cred).map_err(|_| Status::Acces)?;
+    if crate::fence::synthetic_ids(&ctx.cred).is_none() {
+        return Ok((node, caller));
+    }
+    let attr = ctx.model.getattr(&node)?;
+    let caller = crate::fence::admit_file(ctx.fence, &ctx.cred, caller, &attr)?;
     Ok((node, caller))
 }
 

@@ -78,6 +78,7 @@ fn ctx<'a>(h: &'a H, cred: Cred) -> Ctx<'a> {
         client: "127.0.0.1:700".parse().unwrap(),
         cred,
         conn: None,
+        fence: None,
     }
 }
 

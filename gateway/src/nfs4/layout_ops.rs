@@ -7,9 +7,10 @@
 //! (RFC 8435 §2.1) that all accept the same file handle: a layout names the file by
 //! the handle the client already has (NFSv4's handles are the file model's, the
 //! NFSv3 ones). A layout's data server credentials (ffds_user/ffds_group, §2.2) are
-//! the file's owner and group, so the data server's permission checks of AUTH_SYS
-//! calls pass for a file its owner may write; rotating them to fence a client comes
-//! with recalls (README "Scaling out with pNFS"). Off (`[pnfs] enabled = false`), all
+//! the file's synthetic ids at its current fence epoch (`crate::fence`): every data
+//! server checks them and then acts as the file's owner; a revoked layout's file gets
+//! a new epoch, so its old ids are refused (NFS3ERR_ACCES). On a store without
+//! conditional writes (no fencing) they are the file's owner and group. Off (`[pnfs] enabled = false`), all
 //! of these answer NFS4ERR_NOTSUPP, as when the server has no pNFS at all.
 
 use super::file_ops::{cur_file, fs_err, ok_with, FileCtx};
@@ -133,6 +134,11 @@ fn take_layout(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter) -> OpResu
         Ok(v) => v,
         Err(st) => return put_status(w, st),
     };
+    let ids = match ds_ids(c, &f) {
+        Ok(ids) => ids,
+        Err(st) => return put_status(w, st),
+    };
+    let f = (&f, ids);
     let handle = match &c.cfh {
         Some(CurrentFh::File { handle, .. }) => handle.as_slice(),
         _ => &[],
@@ -141,7 +147,7 @@ fn take_layout(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter) -> OpResu
     // is granted (measured with a stand-in stateid of the same size).
     let start = w.position();
     let fits = ok_with(w, |w| {
-        put_layout(w, ds, (&f, handle), &a, &Stateid::ANONYMOUS)
+        put_layout(w, ds, (f, handle), &a, &Stateid::ANONYMOUS)
     });
     let len = w.position() - start;
     w.rewind(start);
@@ -163,9 +169,24 @@ fn take_layout(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter) -> OpResu
         }
         Err(e) => return put_status(w, from_state(e)),
     };
-    let res = ok_with(w, |w| put_layout(w, ds, (&f, handle), &a, &lsid))?;
+    let res = ok_with(w, |w| put_layout(w, ds, (f, handle), &a, &lsid))?;
     c.current_stateid = Some(lsid);
     Ok(res)
+}
+
+/// The AUTH_SYS (uid, gid) a layout of `f` gives for the data servers (RFC 8435
+/// §2.2, §5.1): the synthetic pair of the file's fence epoch read from the store now
+/// (not cached: a layout granted after a fence must carry the new pair), or the
+/// owner's when fencing is off. A store that cannot answer: NFS4ERR_DELAY.
+fn ds_ids(c: &Compound, f: &FileCtx) -> Result<(u32, u32), Nfsstat4> {
+    let Some(fence) = c.state.layouts.fence() else {
+        return Ok((f.attr.uid, f.attr.gid));
+    };
+    let epoch = fence.read(f.node.fileid).map_err(|e| {
+        tracing::warn!(error = %e, "LAYOUTGET: cannot read the file's fence epoch");
+        NFS4ERR_DELAY
+    })?;
+    Ok(fence.ids(f.node.fileid, epoch))
 }
 
 /// Before a truncate, REMOVE or RENAME over `fileid` (RFC 8881 §12.5.5): the other
@@ -227,7 +248,7 @@ fn layout_or_open(
 fn put_layout(
     w: &mut XdrWriter,
     ds: &Devices,
-    (f, handle): (&FileCtx, &[u8]),
+    ((f, ids), handle): ((&FileCtx, (u32, u32)), &[u8]),
     a: &GetArgs,
     lsid: &Stateid,
 ) -> XdrResult<()> {
@@ -244,7 +265,7 @@ fn put_layout(
     let mirrors: Vec<&DataServer> = ds.placement(f.node.fileid, a.iomode == IOMODE_RW).collect();
     w.u32(mirrors.len() as u32)?;
     for (k, d) in mirrors.iter().enumerate() {
-        put_mirror(w, d, f, handle, EFFICIENCY.saturating_sub(k as u32))?;
+        put_mirror(w, d, ids, handle, EFFICIENCY.saturating_sub(k as u32))?;
     }
     w.u32(FF_FLAGS)?;
     w.u32(0)?; // ffl_stats_collect_hint: no LAYOUTSTATS asked
@@ -255,11 +276,11 @@ fn put_layout(
 
 /// ff_mirror4 of one ff_data_server4 (RFC 8435 §5.1): the anonymous stateid (a
 /// loosely coupled data server has no NFSv4 state), the file's handle, and the
-/// AUTH_SYS credentials the client uses with the data server.
+/// AUTH_SYS credentials the client uses with the data server (`ds_ids`).
 fn put_mirror(
     w: &mut XdrWriter,
     d: &DataServer,
-    f: &FileCtx,
+    (uid, gid): (u32, u32),
     handle: &[u8],
     eff: u32,
 ) -> XdrResult<()> {
@@ -269,8 +290,8 @@ fn put_mirror(
     Stateid::ANONYMOUS.encode(w)?;
     w.u32(1)?;
     w.opaque_var(handle)?;
-    super::attrs::put_id(w, f.attr.uid)?;
-    super::attrs::put_id(w, f.attr.gid)
+    super::attrs::put_id(w, uid)?;
+    super::attrs::put_id(w, gid)
 }
 
 /// GETDEVICEINFO (RFC 8881 §18.40): a data server's ff_device_addr4 (RFC 8435

@@ -90,6 +90,7 @@ fn call_from(
         client: from.parse().unwrap(),
         cred: Cred::Sys(AuthSys::new(0, 0, &[])),
         conn: Some(conn),
+        fence: None,
     };
     let mut out = vec![0u8; 1 << 16];
     let mut w = XdrWriter::new(&mut out);

@@ -71,6 +71,7 @@ fn ctx(h: &H) -> Ctx<'_> {
         client: "127.0.0.1:700".parse().unwrap(),
         cred: Cred::Sys(AuthSys::new(0, 0, &[])),
         conn: None,
+        fence: None,
     }
 }
 

@@ -384,6 +384,10 @@ impl Direct {
         if hit.attr.kind != FileKind::Reg {
             return None;
         }
+        // A pNFS layout's credentials: judged here while the epoch is cached, else
+        // (and when refused) by a worker (`crate::fence`).
+        let fence = self.shared.fence.as_deref();
+        let caller = crate::fence::admit_cached(fence, &job.header.cred, caller, hit.attr)??;
         Some(Admitted { hit, caller })
     }
 

@@ -62,6 +62,8 @@ pub(crate) struct Shared {
     pub mounts: MountTable,
     /// NFSv4.1 clients, sessions, opens, locks and delegations.
     pub state: crate::state::State,
+    /// pNFS fencing: this gateway's check of layouts' synthetic ids (`crate::fence`).
+    pub fence: Option<Arc<crate::fence::Fence>>,
     pub reactors: Vec<ReactorLink>,
     /// QoS rules; SIGHUP reload publishes new ones (`Server::set_qos`). Reactors
     /// check its epoch once per pass (`qos::Gate::refresh`).
@@ -175,6 +177,32 @@ fn log_io_mode(cfg: &Config, rings: &[Option<crate::uring::Uring>]) {
     }
 }
 
+/// pNFS fencing (`crate::fence`) on stores with conditional writes, keyed by the
+/// store-wide handle key (shared stores: the agreed key, or the one remembered in
+/// `state.dir` when the store does not answer now; a gateway alone on its store: a
+/// key of this run, since no other gateway checks its layouts' ids).
+fn open_fence(
+    backend: &Arc<dyn Backend>,
+    state_dir: &std::path::Path,
+) -> Option<Arc<crate::fence::Fence>> {
+    let key = match backend.shared() {
+        None => Some(rand::random::<[u8; 32]>()),
+        Some(s) => s.mac_key().ok().or_else(|| {
+            let b = std::fs::read(state_dir.join("shared-handle.key")).ok()?;
+            b.try_into().ok()
+        }),
+    };
+    let fence = key.and_then(|k| crate::fence::open(backend.clone(), k));
+    if fence.is_some() {
+        tracing::info!("pNFS fencing on: AUTH_SYS uids from 2^31 are layouts' synthetic ids");
+    } else {
+        tracing::info!(
+            "pNFS fencing off: the store has no conditional writes (or no handle key yet)"
+        );
+    }
+    fence
+}
+
 fn open_backend(cfg: &Config) -> anyhow::Result<Arc<dyn Backend>> {
     Ok(match cfg.backend.kind {
         BackendKind::Fs => Arc::new(
@@ -220,6 +248,10 @@ impl Server {
             cfg.state.handle_cache_entries,
         )
         .with_context(|| format!("state.dir = {:?}", cfg.state.dir))?;
+        let fence = match cfg.pnfs.fence {
+            true => open_fence(&backend, &cfg.state.dir),
+            false => None,
+        };
 
         let policy = match cfg.engine.hugepages {
             Hugepages::Require => HugePolicy::Require,
@@ -333,7 +365,9 @@ impl Server {
                 },
                 None => crate::state::State::with_config(cfg.nfs4.limits(), Some(&cfg.state.dir)),
             }
-            .with_layouts(cfg.pnfs.layouts()),
+            .with_layouts(cfg.pnfs.layouts())
+            .with_fence(fence.clone()),
+            fence,
             reactors: links,
             qos: Arc::new(crate::qos::Table::new(
                 crate::qos::Rules::build(cfg, None).context("[qos]")?,

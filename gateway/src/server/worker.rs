@@ -642,6 +642,7 @@ fn execute(shared: &Shared, pools: &Pools, job: &Job) -> Option<Buf> {
         client: job.peer,
         cred: h.cred,
         conn: Some(job.conn.conn_ref(job.reactor)),
+        fence: shared.fence.as_deref(),
     };
     #[cfg(test)]
     if let Some(c) = ctx.conn {

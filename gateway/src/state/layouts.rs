@@ -19,8 +19,8 @@
 //! until they are returned (LAYOUTRETURN, or the client's NFS4ERR_NOMATCHING_LAYOUT)
 //! or revoked a lease after the recall began (§12.5.5.2). While a file's recall runs,
 //! LAYOUTGET of it is NFS4ERR_RECALLCONFLICT / NFS4ERR_LAYOUTTRYLATER (§12.5.5.2.1).
-//! Fencing a revoked client at the data servers does not exist yet (README "Scaling
-//! out with pNFS").
+//! A revoked layout's file is fenced at the data servers before the layout goes
+//! (its fence epoch moves on in the store: `crate::fence`, `recall::fence_file`).
 //!
 //! One mutex; never held across file I/O or another table's lock.
 
@@ -210,6 +210,8 @@ fn bump(c: &AtomicU64, n: usize) {
 #[derive(Default)]
 pub struct Layouts {
     devices: Option<Devices>,
+    /// Where revoked layouts' files are fenced (`crate::fence`; `None`: off).
+    fence: Option<std::sync::Arc<crate::fence::Fence>>,
     table: Mutex<Table>,
     /// Layouts held, and files whose recall runs (read without the lock: a conflict
     /// check is free while neither exists).
@@ -224,6 +226,16 @@ impl Layouts {
             devices,
             ..Default::default()
         }
+    }
+
+    /// Fences revoked layouts' files through `fence` from now on.
+    pub fn set_fence(&mut self, fence: Option<std::sync::Arc<crate::fence::Fence>>) {
+        self.fence = fence;
+    }
+
+    /// The fence layouts' data server credentials come from (`None`: off).
+    pub fn fence(&self) -> Option<&crate::fence::Fence> {
+        self.fence.as_deref()
     }
 
     /// The data servers, when this gateway is a pNFS metadata server.
@@ -374,24 +386,25 @@ impl Layouts {
     /// LAYOUTRETURN4_FSID / _ALL (§18.44.3): every layout of the client (in one file
     /// system when `fsid` is given). Nothing held is not an error.
     pub fn give_back_all(&self, clientid: u64, fsid: Option<u64>) {
-        let n = self.drop_where(clientid, fsid);
+        let n = self.drop_where(clientid, fsid).len();
         bump(&self.counters.returned, n);
     }
 
-    /// Removes every layout of `clientid` (in file system `fsid` when given): how many.
-    fn drop_where(&self, clientid: u64, fsid: Option<u64>) -> usize {
+    /// Removes every layout of `clientid` (in file system `fsid` when given): the
+    /// files they were of.
+    fn drop_where(&self, clientid: u64, fsid: Option<u64>) -> Vec<u64> {
         let mut t = self.lock();
-        let gone: Vec<[u8; 12]> = t
+        let gone: Vec<([u8; 12], u64)> = t
             .by_other
             .iter()
             .filter(|(_, l)| l.clientid == clientid && fsid.is_none_or(|x| x == l.fsid))
-            .map(|(o, _)| *o)
+            .map(|(o, l)| (*o, l.fileid))
             .collect();
-        for o in &gone {
+        for (o, _) in &gone {
             t.remove(o);
         }
         self.publish(&t);
-        gone.len()
+        gone.into_iter().map(|(_, f)| f).collect()
     }
 
     /// LAYOUTCOMMIT's state check (§18.42.3): `s` must be the client's layout
@@ -405,9 +418,17 @@ impl Layouts {
         Ok(())
     }
 
-    /// Frees every layout of a client (lease expiry, DESTROY_CLIENTID).
+    /// Frees every layout of a client (lease expiry, DESTROY_CLIENTID) and fences
+    /// their files (RFC 8435 §2.2: a client whose lease expired can no longer write
+    /// through any data server; the file's other holders get NFS3ERR_ACCES there too
+    /// and come back for a layout with the new credentials).
     pub fn purge_client(&self, clientid: u64) {
-        self.drop_where(clientid, None);
+        let mut files = self.drop_where(clientid, None);
+        files.sort_unstable();
+        files.dedup();
+        for f in files {
+            self.fence_file(f);
+        }
     }
 
     /// Layouts held, all clients together.

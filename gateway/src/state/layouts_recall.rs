@@ -29,6 +29,42 @@ impl Layouts {
             return true;
         }
         let now = Instant::now();
+        let (started, overdue, mut outstanding) = self.mark_recalls(fileid, except, lease, now);
+        // RFC 8435 §2.2: the file's fence epoch moves on before the revoked layouts go
+        // and the conflicting operation proceeds; a store that cannot say so keeps
+        // them (the caller retries).
+        if !overdue.is_empty() {
+            if self.fence_file(fileid) {
+                let mut t = self.lock();
+                self.revoke(&mut t, &overdue);
+            } else {
+                outstanding = true;
+            }
+        }
+        let mut t = self.lock();
+        if outstanding {
+            t.recalling.entry(fileid).or_insert(now);
+        } else {
+            t.recalling.remove(&fileid);
+        }
+        self.publish(&t);
+        drop(t);
+        if started > 0 {
+            bump(&self.counters.recalled, started);
+            inbox.wake();
+        }
+        !outstanding
+    }
+
+    /// `break_conflicts`' pass over the table: recalls begun (queued), the layouts
+    /// recalled `lease` or longer ago, and whether any recall is still outstanding.
+    fn mark_recalls(
+        &self,
+        fileid: u64,
+        except: Option<u64>,
+        lease: Duration,
+        now: Instant,
+    ) -> (usize, Vec<[u8; 12]>, bool) {
         let mut t = self.lock();
         let list = t.holders.get(&fileid).cloned().unwrap_or_default();
         let (mut started, mut overdue, mut outstanding) = (0, Vec::new(), false);
@@ -52,19 +88,7 @@ impl Layouts {
                 Some(_) => outstanding = true,
             }
         }
-        self.revoke(&mut t, &overdue);
-        if outstanding {
-            t.recalling.entry(fileid).or_insert(now);
-        } else {
-            t.recalling.remove(&fileid);
-        }
-        self.publish(&t);
-        drop(t);
-        if started > 0 {
-            bump(&self.counters.recalled, started);
-            inbox.wake();
-        }
-        !outstanding
+        (started, overdue, outstanding)
     }
 
     /// Removes `gone` as revoked layouts (counted).
@@ -116,17 +140,47 @@ impl Layouts {
         if self.devices.is_none() {
             return 0;
         }
-        let mut t = self.lock();
         let late = |since: &Instant| now.saturating_duration_since(*since) >= lease;
-        let overdue: Vec<[u8; 12]> = t
+        let overdue: Vec<([u8; 12], u64)> = self
+            .lock()
             .by_other
             .iter()
             .filter(|(_, l)| l.recalled.as_ref().is_some_and(late))
+            .map(|(o, l)| (*o, l.fileid))
+            .collect();
+        // Fenced first (RFC 8435 §2.2), without the table's lock: a file whose epoch
+        // the store would not move keeps its layouts, revoked on a later pass.
+        let mut fenced = std::collections::HashMap::new();
+        let gone: Vec<[u8; 12]> = overdue
+            .iter()
+            .filter(|(_, f)| *fenced.entry(*f).or_insert_with(|| self.fence_file(*f)))
             .map(|(o, _)| *o)
             .collect();
-        self.revoke(&mut t, &overdue);
+        let mut t = self.lock();
+        self.revoke(&mut t, &gone);
         t.recalling.retain(|_, since| !late(since));
         self.publish(&t);
-        overdue.len()
+        gone.len()
+    }
+}
+
+impl Layouts {
+    /// Moves `fileid`'s fence epoch on in the store (`crate::fence`), so that no data
+    /// server accepts the synthetic credentials its layouts carried. True when done or
+    /// when fencing is off (nothing to do); false when the store refused (logged).
+    pub(super) fn fence_file(&self, fileid: u64) -> bool {
+        let Some(f) = self.fence() else {
+            return true;
+        };
+        match f.bump(fileid) {
+            Ok(epoch) => {
+                tracing::info!(fileid, epoch, "pNFS: file fenced at the data servers");
+                true
+            }
+            Err(e) => {
+                tracing::warn!(fileid, error = %e, "pNFS: cannot fence a file (its fence epoch did not move); its layouts stay");
+                false
+            }
+        }
     }
 }

@@ -59,6 +59,12 @@ impl State {
         self
     }
 
+    /// Revoked layouts' files fenced through `fence` (`crate::fence`; `None`: off).
+    pub fn with_fence(mut self, fence: Option<std::sync::Arc<crate::fence::Fence>>) -> State {
+        self.layouts.set_fence(fence);
+        self
+    }
+
     /// What the stats endpoint shows of NFSv4.1 state (`nfsgw_nfs4_clients`, ...),
     /// read at each scrape: one short lock of the client table, one of the open table.
     pub fn gauges(&self) -> Gauges {

@@ -119,6 +119,7 @@ fn ctx(h: &H, uid: u32) -> Ctx<'_> {
         client: "127.0.0.1:700".parse().unwrap(),
         cred: Cred::Sys(AuthSys::new(uid, uid, &[])),
         conn: None,
+        fence: None,
     }
 }
 

@@ -1,0 +1,252 @@
+//! pNFS fencing at the data servers (RFC 8435 §2.2): the synthetic AUTH_SYS
+//! credentials a flexfiles layout carries, and the check every gateway acting as a
+//! data server makes of them.
+//!
+//! The data servers are loosely coupled gateways on the same store with no NFSv4
+//! state, so what they accept is derived from the store alone. Each file has a
+//! *fence epoch* `e` (0 until first fenced), kept in the store as a small object of
+//! the gateway's own (`backend::Cas`, `pnfs-fence/<fileid>`: outside every client's
+//! key space, so no client can reset it). A layout's `ffds_user`/`ffds_group` are
+//! `H(key, fileid, e) | 2^31` (blake3 keyed with a key derived from the store-wide
+//! handle key, so every gateway computes the same ids; bit 31 set: an id no real user
+//! is given). A data server that receives a call with such an id accepts it only when
+//! it is the file's current pair, and then acts as the file's owner; any other id
+//! with bit 31 set is refused (NFS3ERR_ACCES, RFC 8435 §2.2: the storage device
+//! denies access to fenced credentials). Ids below 2^31 keep the export's rules.
+//!
+//! Revoking a layout bumps the epoch in the store before the conflicting operation
+//! proceeds (`state::layouts`). The window: a data server caches an epoch it read
+//! for `WINDOW` (the store's own attribute cache is as long), so a fenced client's
+//! call can still land at a data server that read the old epoch less than `WINDOW`
+//! before the bump; none lands after `bump` returned + `WINDOW`. The metadata server's
+//! own data-server role sees its bumps at once (the cache is written through).
+//!
+//! One per gateway (`open` at start), held by the server beside the file model.
+
+use crate::backend::{Backend, BackendError};
+use crate::export::{Caller, Groups};
+use crate::fs::{Attr, Status};
+use engine::rpc::Cred;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// The bit every synthetic id has (no real user's id has it here).
+pub const SYNTHETIC: u32 = 1 << 31;
+/// How long a data server trusts an epoch it read: the fencing window.
+pub const WINDOW: Duration = Duration::from_secs(2);
+/// Epochs cached at most (then the cache starts over: a bound, not an LRU).
+const CACHE_MAX: usize = 1 << 16;
+/// Conditional-write attempts of one bump before the store is called busy.
+const BUMP_TRIES: usize = 16;
+
+/// The fence state of this gateway: the id key, the store, cached epochs.
+pub struct Fence {
+    key: [u8; 32],
+    store: Arc<dyn Backend>,
+    window: Duration,
+    cache: Mutex<HashMap<u64, (u64, Instant)>>,
+}
+
+/// A gateway's fence, when its store has conditional writes (else `None`: fencing
+/// off); `handle_key` is the store-wide handle MAC key.
+pub fn open(store: Arc<dyn Backend>, handle_key: [u8; 32]) -> Option<Arc<Fence>> {
+    store.cas()?;
+    Some(Arc::new(Fence::new(store, handle_key, WINDOW)))
+}
+
+/// Whether an AUTH_SYS uid is a synthetic one.
+pub fn is_synthetic(uid: u32) -> bool {
+    uid & SYNTHETIC != 0
+}
+
+/// A call's AUTH_SYS (uid, gid) when the uid is synthetic.
+pub fn synthetic_ids(cred: &Cred) -> Option<(u32, u32)> {
+    match cred {
+        Cred::Sys(s) if is_synthetic(s.uid) => Some((s.uid, s.gid)),
+        _ => None,
+    }
+}
+
+fn name(fileid: u64) -> String {
+    format!("pnfs-fence/{fileid:016x}")
+}
+
+fn parse(data: &[u8]) -> Result<u64, BackendError> {
+    std::str::from_utf8(data)
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .ok_or_else(|| BackendError::Permanent("pnfs fence epoch: not a number".into()))
+}
+
+impl Fence {
+    pub fn new(store: Arc<dyn Backend>, handle_key: [u8; 32], window: Duration) -> Fence {
+        Fence {
+            key: blake3::derive_key("nfsgw pnfs fence ids v1", &handle_key),
+            store,
+            window,
+            cache: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The synthetic (uid, gid) of `fileid` at `epoch`.
+    pub fn ids(&self, fileid: u64, epoch: u64) -> (u32, u32) {
+        let mut m = [0u8; 16];
+        m[..8].copy_from_slice(&fileid.to_le_bytes());
+        m[8..].copy_from_slice(&epoch.to_le_bytes());
+        let h = blake3::keyed_hash(&self.key, &m);
+        let b = h.as_bytes();
+        let word = |i: usize| u32::from_le_bytes(b[i..i + 4].try_into().expect("4 bytes"));
+        (word(0) | SYNTHETIC, word(4) | SYNTHETIC)
+    }
+
+    fn cas(&self) -> &dyn crate::backend::Cas {
+        self.store.cas().expect("checked at install")
+    }
+
+    fn remember(&self, fileid: u64, epoch: u64) {
+        let mut c = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+        if c.len() >= CACHE_MAX {
+            c.clear();
+        }
+        c.insert(fileid, (epoch, Instant::now()));
+    }
+
+    /// The epoch cached less than the window ago, without I/O.
+    pub fn cached(&self, fileid: u64) -> Option<u64> {
+        let c = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+        let (e, at) = c.get(&fileid)?;
+        (at.elapsed() < self.window).then_some(*e)
+    }
+
+    /// The file's epoch as the store has it now (cached afterwards).
+    pub fn read(&self, fileid: u64) -> Result<u64, BackendError> {
+        let e = match self.cas().cas_get(&name(fileid))? {
+            None => 0,
+            Some((data, _)) => parse(&data)?,
+        };
+        self.remember(fileid, e);
+        Ok(e)
+    }
+
+    /// The epoch a data server checks against: cached within the window, else read.
+    pub fn epoch(&self, fileid: u64) -> Result<u64, BackendError> {
+        match self.cached(fileid) {
+            Some(e) => Ok(e),
+            None => self.read(fileid),
+        }
+    }
+
+    /// Moves the file's epoch on in the store (every synthetic id issued for it
+    /// before is refused from then on, after the window); the new epoch.
+    pub fn bump(&self, fileid: u64) -> Result<u64, BackendError> {
+        let n = name(fileid);
+        for _ in 0..BUMP_TRIES {
+            let (e, ver) = match self.cas().cas_get(&n)? {
+                None => (0, None),
+                Some((data, v)) => (parse(&data)?, Some(v)),
+            };
+            let next = e.checked_add(1).ok_or(BackendError::TooLarge)?;
+            match self
+                .cas()
+                .cas_put(&n, next.to_string().as_bytes(), ver.as_deref())
+            {
+                Ok(_) => {
+                    self.remember(fileid, next);
+                    return Ok(next);
+                }
+                Err(BackendError::AlreadyExists) => continue,
+                Err(err) => return Err(err),
+            }
+        }
+        Err(BackendError::Retryable(
+            "pnfs fence epoch: contended".into(),
+        ))
+    }
+
+    /// Whether (uid, gid) is the file's synthetic pair at `epoch`.
+    pub fn matches(&self, fileid: u64, epoch: u64, uid: u32, gid: u32) -> bool {
+        self.ids(fileid, epoch) == (uid, gid)
+    }
+}
+
+/// The verdict on a caller whose AUTH_SYS uid is synthetic, for the file `attr`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    /// A real user's id (or fencing off): the export's rules, unchanged.
+    Real,
+    /// The file's current synthetic pair: act as the file's owner.
+    Owner(Caller),
+    /// A fenced (or forged) synthetic id.
+    Refused,
+}
+
+/// The data servers' check (NFSv3 calls from a flexfiles client): `cred_ids` are the
+/// call's synthetic AUTH_SYS (uid, gid) before squashing (`synthetic_ids`; `None`: a
+/// real user), `admitted` the export's caller. `epoch`
+/// gives the file's epoch (cached, or read from the store on a worker).
+pub fn judge(
+    f: &Fence,
+    cred_ids: Option<(u32, u32)>,
+    admitted: &Caller,
+    attr: &Attr,
+    epoch: u64,
+) -> Verdict {
+    let Some((uid, gid)) = cred_ids else {
+        return Verdict::Real;
+    };
+    if !f.matches(attr.fileid, epoch, uid, gid) {
+        return Verdict::Refused;
+    }
+    Verdict::Owner(Caller {
+        uid: attr.uid,
+        gid: attr.gid,
+        gids: Groups::NONE,
+        writable: admitted.writable,
+    })
+}
+
+/// `judge` on a worker: reads the epoch from the store when it is not cached (a
+/// store error is NFS3ERR_JUKEBOX's `Status`); a refusal is `Status::Acces`.
+pub fn admit_file(
+    fence: Option<&Fence>,
+    cred: &Cred,
+    admitted: Caller,
+    attr: &Attr,
+) -> Result<Caller, Status> {
+    let (Some(f), Some(ids)) = (fence, synthetic_ids(cred)) else {
+        return Ok(admitted);
+    };
+    let epoch = f.epoch(attr.fileid).map_err(|e| {
+        tracing::warn!(error = %e, "pNFS fence: cannot read a file's epoch");
+        Status::Jukebox
+    })?;
+    match judge(f, Some(ids), &admitted, attr, epoch) {
+        Verdict::Real => Ok(admitted),
+        Verdict::Owner(c) => Ok(c),
+        Verdict::Refused => Err(Status::Acces),
+    }
+}
+
+/// `judge` on a reactor, without I/O: `None` when the call must go to a worker (a
+/// synthetic id whose file's epoch is not cached); a refusal is `Some(None)`.
+pub fn admit_cached(
+    fence: Option<&Fence>,
+    cred: &Cred,
+    admitted: Caller,
+    attr: &Attr,
+) -> Option<Option<Caller>> {
+    let (Some(f), Some(ids)) = (fence, synthetic_ids(cred)) else {
+        return Some(Some(admitted));
+    };
+    let epoch = f.cached(attr.fileid)?;
+    Some(match judge(f, Some(ids), &admitted, attr, epoch) {
+        Verdict::Real => Some(admitted),
+        Verdict::Owner(c) => Some(c),
+        Verdict::Refused => None,
+    })
+}
+
+#[cfg(test)]
+#[path = "fence_tests.rs"]
+mod tests;

@@ -1,0 +1,136 @@
+//! The fence's ids, epochs and verdicts over the memory store's conditional writes.
+
+use super::*;
+use crate::backend::memory::MemoryBackend;
+use crate::fs::{FileKind, NfsTime};
+
+fn fence(window: Duration) -> Fence {
+    Fence::new(Arc::new(MemoryBackend::new()), [7; 32], window)
+}
+
+fn attr(fileid: u64) -> Attr {
+    let t = NfsTime::default();
+    Attr {
+        kind: FileKind::Reg,
+        mode: 0o600,
+        nlink: 1,
+        uid: 1000,
+        gid: 100,
+        size: 0,
+        used: 0,
+        rdev: (0, 0),
+        fsid: 1,
+        fileid,
+        atime: t,
+        mtime: t,
+        ctime: t,
+        change: 0,
+    }
+}
+
+fn caller(uid: u32, gid: u32) -> Caller {
+    Caller {
+        uid,
+        gid,
+        gids: Groups::NONE,
+        writable: true,
+    }
+}
+
+#[test]
+fn ids_are_synthetic_and_differ_per_file_epoch_and_key() {
+    let f = fence(WINDOW);
+    let (u, g) = f.ids(5, 0);
+    assert!(is_synthetic(u) && is_synthetic(g));
+    assert_ne!(f.ids(5, 1), (u, g), "a new epoch, new ids");
+    assert_ne!(f.ids(6, 0), (u, g), "another file, other ids");
+    assert_eq!(f.ids(5, 0), (u, g), "deterministic");
+    let other = Fence::new(Arc::new(MemoryBackend::new()), [8; 32], WINDOW);
+    assert_ne!(other.ids(5, 0), (u, g), "another store's key, other ids");
+}
+
+#[test]
+fn a_bump_moves_the_epoch_in_the_store_and_every_gateway_sees_it() {
+    let store: Arc<dyn Backend> = Arc::new(MemoryBackend::new());
+    let mds = Fence::new(store.clone(), [1; 32], WINDOW);
+    let ds = Fence::new(store, [1; 32], Duration::ZERO);
+    assert_eq!((mds.read(9).unwrap(), ds.epoch(9).unwrap()), (0, 0));
+    assert_eq!(mds.bump(9).unwrap(), 1);
+    assert_eq!(mds.bump(9).unwrap(), 2);
+    assert_eq!(mds.cached(9), Some(2), "written through");
+    assert_eq!(
+        ds.epoch(9).unwrap(),
+        2,
+        "an uncached data server reads the store"
+    );
+    assert_eq!(ds.epoch(10).unwrap(), 0, "other files untouched");
+}
+
+#[test]
+fn a_cached_epoch_is_trusted_for_the_window_only() {
+    let store: Arc<dyn Backend> = Arc::new(MemoryBackend::new());
+    let mds = Fence::new(store.clone(), [1; 32], WINDOW);
+    let ds = Fence::new(store, [1; 32], Duration::from_millis(100));
+    assert_eq!(ds.epoch(3).unwrap(), 0);
+    mds.bump(3).unwrap();
+    assert_eq!(ds.epoch(3).unwrap(), 0, "inside the window: the old epoch");
+    std::thread::sleep(Duration::from_millis(120));
+    assert_eq!(ds.cached(3), None);
+    assert_eq!(ds.epoch(3).unwrap(), 1, "after it: the new one");
+}
+
+#[test]
+fn verdicts_real_owner_refused() {
+    let f = fence(WINDOW);
+    let a = attr(42);
+    let admitted = caller(77, 77);
+    assert_eq!(judge(&f, None, &admitted, &a, 0), Verdict::Real);
+    let ids = f.ids(42, 3);
+    assert_eq!(
+        judge(&f, Some(ids), &admitted, &a, 3),
+        Verdict::Owner(caller(1000, 100)),
+        "the current pair acts as the owner"
+    );
+    assert_eq!(
+        judge(&f, Some(ids), &admitted, &a, 4),
+        Verdict::Refused,
+        "fenced"
+    );
+    let forged = [
+        (ids.0 ^ 1, ids.1),
+        (ids.0, ids.1 ^ 1),
+        (u32::MAX, u32::MAX),
+        (SYNTHETIC, 0),
+    ];
+    for (u, g) in forged {
+        assert_eq!(judge(&f, Some((u, g)), &admitted, &a, 3), Verdict::Refused);
+    }
+    let other = attr(43);
+    assert_eq!(
+        judge(&f, Some(ids), &admitted, &other, 3),
+        Verdict::Refused,
+        "another file"
+    );
+}
+
+#[test]
+fn synthetic_ids_only_from_auth_sys_with_bit_31() {
+    use engine::rpc::AuthSys;
+    assert_eq!(synthetic_ids(&Cred::None), None);
+    assert_eq!(synthetic_ids(&Cred::Sys(AuthSys::new(1000, 1, &[]))), None);
+    let c = Cred::Sys(AuthSys::new(SYNTHETIC | 5, 9, &[]));
+    assert_eq!(synthetic_ids(&c), Some((SYNTHETIC | 5, 9)));
+}
+
+#[test]
+fn a_corrupt_epoch_object_is_an_error_not_epoch_zero() {
+    let store: Arc<dyn Backend> = Arc::new(MemoryBackend::new());
+    store
+        .cas()
+        .unwrap()
+        .cas_put(&name(8), b"junk", None)
+        .unwrap();
+    let f = Fence::new(store, [1; 32], WINDOW);
+    assert!(f.read(8).is_err());
+    assert!(f.bump(8).is_err());
+}
