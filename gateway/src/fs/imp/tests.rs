@@ -680,8 +680,8 @@ fn a_created_and_removed_name_writes_no_row_once_the_time_floor_covers_it() {
 
 /// A new name in a subdirectory costs one walk of the parents on the `fs` backend:
 /// the create puts first (`Backend::put_if_absent_refuses_dirs`) and looks only when
-/// refused. Before, a look (walk + lstat) preceded the put's own walk: two `openat`
-/// and one `lstatat` more. A taken name is still judged (GUARDED: `Exist`;
+/// refused. Before, a look (walk + lstat) preceded the put's own walk: one `openat`
+/// more per parent level. A taken name is still judged (GUARDED: `Exist`;
 /// EXCLUSIVE with the same verifier: the file).
 #[test]
 fn a_create_walks_the_parents_once_on_the_fs_backend() {
