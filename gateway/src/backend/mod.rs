@@ -143,6 +143,15 @@ pub trait Backend: Send + Sync {
         false
     }
 
+    /// Whether `put` with `if_absent` refuses every name that holds anything — a
+    /// directory `name/` too — in the same atomic step that creates (the `fs`
+    /// backend: one directory entry per name, `RENAME_NOREPLACE`). A creator may then
+    /// put first and look only when refused. False where a file `name` and a
+    /// directory `name/` are different keys (S3, memory): there the caller looks first.
+    fn put_if_absent_refuses_dirs(&self) -> bool {
+        false
+    }
+
     /// True when the store can tell in one step that nothing is at `name` (a key
     /// without the trailing '/'): no object `name`, no marker `name/` and no object
     /// under `name/`. False means "perhaps": the caller asks `head` and `list` (the

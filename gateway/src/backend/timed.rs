@@ -96,6 +96,9 @@ impl Backend for Timed {
     fn list_meta_complete(&self) -> bool {
         self.inner.list_meta_complete()
     }
+    fn put_if_absent_refuses_dirs(&self) -> bool {
+        self.inner.put_if_absent_refuses_dirs()
+    }
     fn surely_absent(&self, name: &str) -> BResult<bool> {
         // Not timed: a local probe standing in for HEADs, never a store round trip.
         self.inner.surely_absent(name)

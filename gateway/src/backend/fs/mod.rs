@@ -598,6 +598,13 @@ impl FsBackend {
         self.meta_reads.load(Ordering::Relaxed)
     }
 
+    /// This thread's system calls into the store since the last take (`sys::calls`),
+    /// for the file model's tests of what a call costs.
+    #[cfg(test)]
+    pub(crate) fn take_calls() -> std::collections::BTreeMap<&'static str, u32> {
+        sys::calls::take()
+    }
+
     /// Directory scans by listings so far.
     #[cfg(test)]
     pub(crate) fn dir_scans(&self) -> u64 {
@@ -1021,6 +1028,12 @@ impl Backend for FsBackend {
         true
     }
 
+    /// A name is one directory entry, file or directory: `put` with `if_absent`
+    /// refuses it (the `lstat` in `put`, then `RENAME_NOREPLACE`).
+    fn put_if_absent_refuses_dirs(&self) -> bool {
+        true
+    }
+
     /// A name here is a file or a directory, never both, and a directory is real
     /// (no implicit ones): a name the cache does not hold and `lstat` does not find
     /// has nothing at it or under it. Anything else (a cached key, a symlink, an
@@ -1089,6 +1102,17 @@ impl Backend for FsBackend {
             return self.put_dir(key, meta, if_absent);
         }
         let parent = self.walk(&sp.parents, true, key)?;
+        if if_absent {
+            // A creator puts before it looks (`put_if_absent_refuses_dirs`): a name
+            // already taken costs this one probe, not a temp file and its fsync.
+            // `RENAME_NOREPLACE` still decides a race.
+            let name = cstr(sp.last)?;
+            match lstatat(self.at(&parent), &name) {
+                Ok(_) => return Err(BackendError::AlreadyExists),
+                Err(e) if is_gone(&e) => {}
+                Err(e) => return Err(map_io(e, "stat", key)),
+            }
+        }
         let epoch = self.cache.epoch();
         let res = self.install(
             self.at(&parent),

@@ -653,6 +653,7 @@ fn a_new_object_and_its_delete_make_only_the_needed_system_calls() {
     sys::calls::take();
     b.put("f", b"", &m, true).unwrap();
     let want: BTreeMap<&str, u32> = [
+        ("lstatat", 1),
         ("openat", 1),
         ("fsetxattr", 3),
         ("fsync", 2),
@@ -674,8 +675,12 @@ fn a_new_object_and_its_delete_make_only_the_needed_system_calls() {
         b.head("f").unwrap().user.get("uid").map(String::as_str),
         Some("7")
     );
-    // An existing name: AlreadyExists, the file untouched, no temp file left behind.
+    // An existing name: AlreadyExists after one probe (no temp file, no fsync), the
+    // file untouched, no temp file left behind.
+    sys::calls::take();
     assert_eq!(b.put("f", b"x", &m, true), Err(BackendError::AlreadyExists));
+    let want: BTreeMap<&str, u32> = [("lstatat", 1)].into_iter().collect();
+    assert_eq!(sys::calls::take(), want);
     assert_eq!(std::fs::read(root.join("f")).unwrap(), b"");
     let names: Vec<_> = std::fs::read_dir(&root)
         .unwrap()

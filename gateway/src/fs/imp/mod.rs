@@ -1254,6 +1254,14 @@ impl Inner {
         may_truncate: &dyn Fn(&Node) -> FsResult<()>,
     ) -> FsResult<Node> {
         let (key, set) = (key.to_string(), *set);
+        // Where a refused put says that something holds the name, a new name needs
+        // no look first: one walk of the parents, not two (docs/performance.md
+        // "Create and remove beside nfs-ganesha").
+        if self.backend.put_if_absent_refuses_dirs() {
+            if let Some(node) = self.put_new(dir, &key, &set, &verf, owner)? {
+                return Ok(node);
+            }
+        }
         for attempt in 0..2 {
             match self.find(&key)? {
                 Some(Found::Dir) => return Err(Status::Exist),
@@ -1290,30 +1298,47 @@ impl Inner {
                 }
                 None => {}
             }
-            let mut meta = self.new_meta(S_IFREG, 0o644, &set, owner);
-            if let Some(v) = &verf {
-                meta.insert(M_VERF.into(), v.clone());
-            }
-            match self.backend.put(&key, b"", &meta, true) {
-                Ok(_) => {
-                    let node = self.fresh_node(dir.export, &key, dir);
-                    if let Some(size) = set.size.filter(|s| *s > 0) {
-                        self.setattr(
-                            &node,
-                            &SetAttr {
-                                size: Some(size),
-                                ..Default::default()
-                            },
-                        )?;
-                    }
-                    return Ok(node);
-                }
+            match self.put_new(dir, &key, &set, &verf, owner)? {
+                Some(node) => return Ok(node),
                 // Lost a race with another creator: judge the existing file.
-                Err(BackendError::AlreadyExists) if attempt == 0 => continue,
-                Err(e) => return Err(self.berr(e, &key)),
+                None if attempt == 0 => continue,
+                None => return Err(Status::Exist),
             }
         }
         Err(Status::Exist)
+    }
+
+    /// Creates regular file `key` in `dir` if nothing holds its name; `None` when
+    /// something does (the backend's `AlreadyExists`).
+    fn put_new(
+        &self,
+        dir: &Node,
+        key: &str,
+        set: &SetAttr,
+        verf: &Option<String>,
+        owner: Owner,
+    ) -> FsResult<Option<Node>> {
+        let mut meta = self.new_meta(S_IFREG, 0o644, set, owner);
+        if let Some(v) = verf {
+            meta.insert(M_VERF.into(), v.clone());
+        }
+        match self.backend.put(key, b"", &meta, true) {
+            Ok(_) => {
+                let node = self.fresh_node(dir.export, key, dir);
+                if let Some(size) = set.size.filter(|s| *s > 0) {
+                    self.setattr(
+                        &node,
+                        &SetAttr {
+                            size: Some(size),
+                            ..Default::default()
+                        },
+                    )?;
+                }
+                Ok(Some(node))
+            }
+            Err(BackendError::AlreadyExists) => Ok(None),
+            Err(e) => Err(self.berr(e, key)),
+        }
     }
 
     pub fn mkdir(&self, dir: &Node, name: &[u8], set: &SetAttr, owner: Owner) -> FsResult<Node> {

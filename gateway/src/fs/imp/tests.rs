@@ -677,3 +677,36 @@ fn a_created_and_removed_name_writes_no_row_once_the_time_floor_covers_it() {
         assert_eq!(m.resolve(m.handle(&g).as_bytes()).unwrap().fileid, g.fileid);
     });
 }
+
+/// A new name in a subdirectory costs one walk of the parents on the `fs` backend:
+/// the create puts first (`Backend::put_if_absent_refuses_dirs`) and looks only when
+/// refused. Before, a look (walk + lstat) preceded the put's own walk: one `openat`
+/// more per parent level. A taken name is still judged (GUARDED: `Exist`;
+/// EXCLUSIVE with the same verifier: the file).
+#[test]
+fn a_create_walks_the_parents_once_on_the_fs_backend() {
+    let d = tempfile::tempdir().unwrap();
+    let fsb: Arc<dyn Backend> = Arc::new(FsBackend::open(&d.path().join("data")).unwrap());
+    let m = FileModel::open(fsb, &d.path().join("state"), &exports()).unwrap();
+    let root = m.root(0).unwrap();
+    let sub = m.mkdir(&root, b"walk", &SetAttr::default(), OWNER).unwrap();
+    let how = CreateMode::Guarded(SetAttr::default());
+    FsBackend::take_calls();
+    let f = m.create(&sub, b"new", &how, OWNER).unwrap();
+    let calls = FsBackend::take_calls();
+    assert_eq!(calls.get("openat"), Some(&2), "{calls:?}");
+    assert_eq!(calls.get("lstatat"), Some(&1), "{calls:?}");
+    assert_eq!(calls.get("fsync"), Some(&2), "{calls:?}");
+    assert_eq!(m.create(&sub, b"new", &how, OWNER), Err(Status::Exist));
+    let _ = m.mkdir(&sub, b"d", &SetAttr::default(), OWNER).unwrap();
+    assert_eq!(m.create(&sub, b"d", &how, OWNER), Err(Status::Exist));
+    let ex = CreateMode::Exclusive([7; 8]);
+    let e = m.create(&sub, b"ex", &ex, OWNER).unwrap();
+    assert_eq!(m.create(&sub, b"ex", &ex, OWNER).unwrap().fileid, e.fileid);
+    assert_eq!(
+        m.create(&sub, b"ex", &CreateMode::Exclusive([8; 8]), OWNER),
+        Err(Status::Exist)
+    );
+    let un = CreateMode::Unchecked(SetAttr::default());
+    assert_eq!(m.create(&sub, b"new", &un, OWNER).unwrap().fileid, f.fileid);
+}
