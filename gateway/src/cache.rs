@@ -94,6 +94,8 @@ impl Stamp {
 /// A held file's slot counts its holds from this bit up (`Generations::hold`); the
 /// bits below are its generation (2^48 bumps of one slot before they would carry).
 const HOLD: u64 = 1 << 48;
+/// A slot whose holds belong to more than one client (`Generations::holders`).
+const MIXED: u64 = u64::MAX;
 
 /// Shared invalidation counters.
 pub struct Generations {
@@ -101,6 +103,10 @@ pub struct Generations {
     epoch: AtomicU64,
     /// Gives each stamp of a held file an epoch no other stamp has (`stamp`).
     held_seq: AtomicU64,
+    /// Per slot: the one client whose holds are on it (`hold`), `MIXED` when holds of
+    /// two clients share the slot, 0 when none is on. Written under `hold_lock`.
+    holders: Box<[AtomicU64]>,
+    hold_lock: std::sync::Mutex<()>,
     /// Moves with every bump of any file or of the epoch: a reactor keeps a listing
     /// only if no file changed while a worker listed it (`cache_dirs`).
     changes: AtomicU64,
@@ -118,31 +124,81 @@ impl Generations {
             slots: (0..GEN_SLOTS).map(|_| AtomicU64::new(0)).collect(),
             epoch: AtomicU64::new(0),
             held_seq: AtomicU64::new(0),
+            holders: (0..GEN_SLOTS).map(|_| AtomicU64::new(0)).collect(),
+            hold_lock: std::sync::Mutex::new(()),
             changes: AtomicU64::new(0),
         }
     }
 
-    fn slot(&self, fileid: u64) -> &AtomicU64 {
+    fn index(fileid: u64) -> usize {
         let h = fileid.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 48;
-        &self.slots[h as usize % GEN_SLOTS]
+        h as usize % GEN_SLOTS
     }
 
-    /// The file's stamp now. A held file's (`hold`) equals no other stamp, earlier
-    /// or later: nothing is cached or answered from the cache while it is held, and
-    /// no comparison anywhere needs to know about holds.
+    fn slot(&self, fileid: u64) -> &AtomicU64 {
+        &self.slots[Self::index(fileid)]
+    }
+
+    /// The file's stamp now, for a caller that holds nothing (every NFSv3 call). A
+    /// held file's (`hold`) equals no other stamp, earlier or later: nothing is
+    /// cached or answered from the cache for such a caller while it is held, and no
+    /// comparison anywhere needs to know about holds.
+    #[inline]
     pub fn stamp(&self, fileid: u64) -> Stamp {
+        self.stamp_as(fileid, 0)
+    }
+
+    /// The file's stamp now as NFSv4.1 client `client` sees it (0: none). The client
+    /// whose write delegation holds the file gets its plain stamp, so its own calls
+    /// are cached and answered as if nothing were held (RFC 8881 §10.4: the holder's
+    /// view is the one the server's caches may serve); everyone else gets a unique
+    /// one. Holds of two clients on one slot serve neither from the cache.
+    #[inline]
+    pub fn stamp_as(&self, fileid: u64, client: u64) -> Stamp {
         let gen = self.slot(fileid).load(Ordering::Acquire);
         if gen >= HOLD {
-            let unique = self.held_seq.fetch_add(1, Ordering::Relaxed);
-            return Stamp {
-                gen,
-                epoch: !unique,
-            };
+            return self.held_stamp(fileid, gen, client);
         }
         Stamp {
             gen,
             epoch: self.epoch.load(Ordering::Acquire),
         }
+    }
+
+    #[cold]
+    fn held_stamp(&self, fileid: u64, gen: u64, client: u64) -> Stamp {
+        // The holder changes only with a bump of `gen` (`hold`), so a stamp taken
+        // for the holder never matches one taken after another client's hold.
+        let holder = self.holders[Self::index(fileid)].load(Ordering::Acquire);
+        if client != 0 && holder == client {
+            return Stamp {
+                gen,
+                epoch: self.epoch.load(Ordering::Acquire),
+            };
+        }
+        let unique = self.held_seq.fetch_add(1, Ordering::Relaxed);
+        Stamp {
+            gen,
+            epoch: !unique,
+        }
+    }
+
+    /// Whether `s` is still the file's stamp for whoever took it (a fill's check:
+    /// a holder's stamp is the plain one, any other caller's taken while the file
+    /// was held was unique and matches nothing).
+    #[inline]
+    pub fn current(&self, fileid: u64, s: Stamp) -> bool {
+        let now = Stamp {
+            gen: self.slot(fileid).load(Ordering::Acquire),
+            epoch: self.epoch.load(Ordering::Acquire),
+        };
+        now == s
+    }
+
+    /// Whether any hold is on `fileid`'s slot (one atomic load).
+    #[inline]
+    pub fn held(&self, fileid: u64) -> bool {
+        self.slot(fileid).load(Ordering::Acquire) >= HOLD
     }
 
     /// Holds (`held`) or releases one file: while any hold is on, the reactors'
@@ -151,14 +207,29 @@ impl Generations {
     /// data stale for every other client, so each such call must reach a worker,
     /// which recalls the delegation first: `state::delegations`). Both ends bump the
     /// generation, so nothing learned before the hold answers after it.
-    pub fn hold(&self, fileid: u64, held: bool) {
+    /// `client` is the holder (its own calls keep the caches, `stamp_as`).
+    pub fn hold(&self, fileid: u64, client: u64, held: bool) {
+        let _serial = self.hold_lock.lock().unwrap_or_else(|e| e.into_inner());
+        let i = Self::index(fileid);
         self.changes.fetch_add(1, Ordering::SeqCst);
-        let delta = if held {
-            HOLD + 1
+        let holder = &self.holders[i];
+        if held {
+            // The holder first, then the bump that makes it count.
+            let was = self.slots[i].load(Ordering::SeqCst);
+            let now = holder.load(Ordering::SeqCst);
+            let next = if was < HOLD || now == client {
+                client
+            } else {
+                MIXED
+            };
+            holder.store(next, Ordering::SeqCst);
+            self.slots[i].fetch_add(HOLD + 1, Ordering::SeqCst);
         } else {
-            1u64.wrapping_sub(HOLD)
-        };
-        self.slot(fileid).fetch_add(delta, Ordering::SeqCst);
+            let after = self.slots[i].fetch_add(1u64.wrapping_sub(HOLD), Ordering::SeqCst);
+            if after.wrapping_add(1u64.wrapping_sub(HOLD)) < HOLD {
+                holder.store(0, Ordering::SeqCst);
+            }
+        }
     }
 
     /// Invalidates what is cached about one file (any change the file model or a
@@ -202,8 +273,8 @@ impl crate::fs::ChangeObserver for Generations {
         Some(Generations::changes(self))
     }
 
-    fn hold(&self, fileid: u64, held: bool) {
-        Generations::hold(self, fileid, held)
+    fn hold(&self, fileid: u64, client: u64, held: bool) {
+        Generations::hold(self, fileid, client, held)
     }
 }
 
@@ -423,9 +494,10 @@ impl ReadCache {
         exports: &Exports,
         req: &Request,
         stale_ok: bool,
+        holder: u64,
     ) -> Option<(&AttrEntry, crate::export::Caller, bool)> {
         let e = self.attrs.get(&FhKey::new(req.fh)?)?;
-        if gens.stamp(e.attr.fileid) != e.stamp {
+        if gens.stamp_as(e.attr.fileid, holder) != e.stamp {
             return None;
         }
         let age = e.at.elapsed();
@@ -463,7 +535,7 @@ impl ReadCache {
     /// (stamp), at most `STALE_MAX` past `ATTR_TTL`, and the caller admitted to the
     /// export. Counts nothing: the caller reports `answered` or `missed`.
     pub fn attrs(&self, gens: &Generations, exports: &Exports, req: &Request) -> Option<AttrHit> {
-        let (e, _, stale) = self.admitted(gens, exports, req, true)?;
+        let (e, _, stale) = self.admitted(gens, exports, req, true, 0)?;
         Some(AttrHit {
             attr: e.attr,
             stale,
@@ -559,22 +631,24 @@ impl ReadCache {
         exports: &Exports,
         req: &Request,
     ) -> Option<Attr> {
-        self.admit_v4(gens, exports, req, false).map(|h| h.attr)
+        self.admit_v4(gens, exports, req, false, 0).map(|h| h.attr)
     }
 
     /// `attr_v4`, also saying, when the COMPOUND will `read`, whether the caller may
     /// READ the file (a regular file `check_read` admits, as `read` checks it), for
     /// `read_admitted`: the export admission runs once per COMPOUND. A GETATTR
-    /// (`read` false) pays no access check. A miss is counted.
+    /// (`read` false) pays no access check. A miss is counted. `client`: the
+    /// session's client, served a file its write delegation holds (`stamp_as`).
     pub fn admit_v4(
         &mut self,
         gens: &Generations,
         exports: &Exports,
         req: &Request,
         read: bool,
+        client: u64,
     ) -> Option<V4Hit> {
         let got = self
-            .admitted(gens, exports, req, false)
+            .admitted(gens, exports, req, false, client)
             .filter(|(e, _, _)| e.exact)
             .map(|(e, caller, _)| V4Hit {
                 attr: e.attr,
@@ -624,7 +698,7 @@ impl ReadCache {
         if count > MAX_CACHED_READ {
             return None;
         }
-        let (e, caller, stale) = self.admitted(gens, exports, req, stale_ok)?;
+        let (e, caller, stale) = self.admitted(gens, exports, req, stale_ok, 0)?;
         let a = e.attr;
         if a.kind != FileKind::Reg || check_read(&a, &caller).is_err() {
             return None;
@@ -676,7 +750,7 @@ impl ReadCache {
     /// Caches what a worker learned, if nothing changed since it looked. `reply` is
     /// the encoded reply the fill came with (for `FillData::InReply`).
     pub fn fill(&mut self, gens: &Generations, fill: Fill, reply: Option<&[u8]>) {
-        if gens.stamp(fill.attr.fileid) != fill.stamp {
+        if !gens.current(fill.attr.fileid, fill.stamp) {
             return;
         }
         // Attributes that are not the model's own (a fattr3's, or the reactor's file

@@ -394,3 +394,48 @@ fn expired_attributes_answer_v3_while_one_revalidation_runs() {
     age(&mut t, ATTR_TTL + STALE_MAX);
     assert!(read(&mut t, 0, 4096, 0).is_none());
 }
+
+/// A write delegation's holder keeps the caches for its held file (`stamp_as`):
+/// its stamp stays put while nobody else's (nor an NFSv3 caller's) ever matches;
+/// what it learned under the hold is gone once released; holds of two clients
+/// sharing one slot serve neither.
+#[test]
+fn the_holder_alone_keeps_a_held_files_stamp() {
+    let g = Generations::new();
+    let (a, b, f) = (0xa, 0xb, 7);
+    let before = g.stamp_as(f, a);
+    g.hold(f, a, true);
+    let held = g.stamp_as(f, a);
+    assert_ne!(
+        held, before,
+        "nothing learned before the hold answers after it"
+    );
+    assert_eq!(held, g.stamp_as(f, a));
+    assert!(g.current(f, held), "a holder's fill is kept");
+    let other = g.stamp_as(f, b);
+    assert_ne!(other, g.stamp_as(f, b));
+    assert!(!g.current(f, other), "another client's fill is not");
+    assert_ne!(g.stamp(f), g.stamp(f), "nor an NFSv3 caller's");
+    assert!(!g.current(f, g.stamp(f)));
+    g.hold(f, a, false);
+    assert!(!g.held(f));
+    assert_ne!(
+        g.stamp_as(f, a),
+        held,
+        "released: the holder's entries go too"
+    );
+    assert_eq!(g.stamp(f), g.stamp_as(f, b));
+    // Another file on the same slot held by B: the slot serves neither.
+    let twin = (f + 1..)
+        .find(|&x| Generations::index(x) == Generations::index(f))
+        .unwrap();
+    g.hold(f, a, true);
+    g.hold(twin, b, true);
+    assert_ne!(g.stamp_as(f, a), g.stamp_as(f, a));
+    assert_ne!(g.stamp_as(twin, b), g.stamp_as(twin, b));
+    g.hold(twin, b, false);
+    g.hold(f, a, false);
+    assert_eq!(g.stamp_as(f, a), g.stamp(f), "all released: plain again");
+    g.hold(f, b, true);
+    assert_eq!(g.stamp_as(f, b), g.stamp_as(f, b), "a new holder: its own");
+}

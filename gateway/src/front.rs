@@ -185,6 +185,9 @@ pub struct V4Paths {
     /// The handle (and READ offset, count) a worker's COMPOUND of a cache shape
     /// observes.
     pub observe: for<'a> fn(&'a [u8], &Plan) -> Option<(&'a [u8], Option<(u64, u32)>)>,
+    /// The client of a worker's COMPOUND's session (0: none), whose write
+    /// delegation's file it may still teach the cache (`cache::Generations::stamp_as`).
+    pub client: fn(&State, &[u8], &Plan) -> u64,
     /// `SEQUENCE, PUTFH, READ|WRITE[, GETATTR]|COMMIT`, decoded at the plan's offsets.
     pub io_call: fn(&[u8], &Plan) -> Option<V4IoCall>,
     /// The io_uring call's checks and its reply up to the data operation's status,
@@ -208,6 +211,7 @@ pub static V4_PATHS: V4Paths = V4Paths {
     answer_pages: crate::nfs4::fast::answer_pages,
     count_answer: crate::nfs4::fast::count_answer,
     observe: crate::nfs4::fast::observe,
+    client: crate::nfs4::fast::client,
     io_call: crate::nfs4::fast_io::call,
     io_start: crate::nfs4::fast_io::start,
     io_finish: crate::nfs4::fast_io::finish,

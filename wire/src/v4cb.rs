@@ -43,8 +43,10 @@ pub fn decode_callback(rec: &[u8]) -> Result<(u32, Option<CbRecall>), String> {
 }
 
 /// The head of a two-operation CB_COMPOUND4args (RFC 8881 §19.2.1) of minor version
-/// `minor`: CB_SEQUENCE (§20.9.1) with no referring call lists, then operation `op`,
-/// whose arguments follow. Its session and sequence id; `None` for any other shape.
+/// `minor` or a later one up to 2 (an operation of 4.1 is one of 4.2 too, and a server
+/// sends a 4.2 session's callbacks as 4.2's): CB_SEQUENCE (§20.9.1) with no referring
+/// call lists, then operation `op`, whose arguments follow. Its session and sequence
+/// id; `None` for any other shape.
 pub(crate) fn cb_sequence_then(
     r: &mut XdrReader,
     minor: u32,
@@ -53,7 +55,7 @@ pub(crate) fn cb_sequence_then(
     r.opaque_var(MAX_TAG)?;
     let got_minor = r.u32()?;
     r.u32()?; // callback_ident
-    if got_minor != minor || r.u32()? != 2 || r.u32()? != OP_CB_SEQUENCE {
+    if !(minor..=2).contains(&got_minor) || r.u32()? != 2 || r.u32()? != OP_CB_SEQUENCE {
         return Ok(None);
     }
     let mut session = [0u8; 16];
@@ -66,7 +68,7 @@ pub(crate) fn cb_sequence_then(
     Ok(Some((session, seqid)))
 }
 
-/// CB_COMPOUND4args (RFC 8881 §19.2.1) of minor version 1 with exactly CB_SEQUENCE
+/// CB_COMPOUND4args (RFC 8881 §19.2.1) of minor version 1 or 2 with exactly CB_SEQUENCE
 /// (§20.9.1) and CB_RECALL (§20.2.1); `None` for any other shape.
 fn cb_recall(r: &mut XdrReader) -> XdrResult<Option<CbRecall>> {
     let Some((session, seqid)) = cb_sequence_then(r, 1, OP_CB_RECALL)? else {

@@ -292,6 +292,27 @@ fn callback_round_trip() {
     assert!(decode_callback(&call[..call.len() - 8]).is_err());
 }
 
+/// A 4.2 session's CB_RECALL comes in a CB_COMPOUND of minor version 2 and reads the
+/// same; minor 0 or 3 is not one this client knows.
+#[test]
+fn callback_of_minor_version_2_is_a_recall_too() {
+    let body = |minor: u8| {
+        let mut args = vec![0, 0, 0, 0, 0, 0, 0, minor, 0, 0, 0, 0, 0, 0, 0, 2];
+        args.extend(OP_CB_SEQUENCE.to_be_bytes());
+        args.extend([4u8; 16]);
+        for v in [9u32, 0, 0, 0, 0] {
+            args.extend(v.to_be_bytes());
+        }
+        args.extend(OP_CB_RECALL.to_be_bytes());
+        args.extend([6u8; 16]);
+        rpccall::call(41, NFS4_CALLBACK, NFS_CB, CB_COMPOUND, &Cred::None, &args)
+    };
+    let (_, got) = decode_callback(&body(2)).unwrap();
+    assert_eq!(got.map(|c| c.stateid), Some([6; 16]));
+    assert!(decode_callback(&body(0)).is_err());
+    assert!(decode_callback(&body(3)).is_err());
+}
+
 /// SYMLINK3args (RFC 1813 §3.3.10): the empty sattr3 sits between name and target.
 #[test]
 fn v3_symlink_layout() {

@@ -93,8 +93,9 @@ pub trait ChangeObserver: Send + Sync {
         None
     }
     /// Keeps (`held`) or stops keeping every cache from answering for and learning
-    /// `fileid` (a write delegation is out on it: `state::delegations`). Holds nest.
-    fn hold(&self, _fileid: u64, _held: bool) {}
+    /// `fileid` (a write delegation is out on it: `state::delegations`) for every
+    /// caller but NFSv4.1 client `client`, the holder. Holds nest.
+    fn hold(&self, _fileid: u64, _client: u64, _held: bool) {}
 }
 
 /// Which files have NFSv4 opens (the server's open table implements it): a REMOVE or

@@ -160,6 +160,7 @@ pub fn encode(
         CbCall::Null => rpc::write_call(&mut w, xid, cb_program, CB_VERSION, CB_NULL, &cred)?,
         CbCall::Recall {
             session,
+            minor,
             seqid,
             stateid,
             fh,
@@ -168,7 +169,10 @@ pub fn encode(
                 return Err(XdrError::BadValue);
             }
             rpc::write_call(&mut w, xid, cb_program, CB_VERSION, CB_COMPOUND, &cred)?;
-            cb_sequence(&mut w, 1, session, *seqid)?;
+            // The session's minor version (RFC 7862 §16: a 4.2 session's callbacks are
+            // 4.2's; Linux matches the CB_SEQUENCE's session only among its clients of
+            // the CB_COMPOUND's minor version).
+            cb_sequence(&mut w, *minor, session, *seqid)?;
             // CB_RECALL4args (§20.2): stateid, truncate false, fh.
             w.u32(OP_CB_RECALL)?;
             stateid.encode(&mut w)?;
@@ -193,6 +197,7 @@ pub fn encode(
         }
         CbCall::LayoutRecall {
             session,
+            minor,
             seqid,
             stateid,
             fh,
@@ -201,7 +206,7 @@ pub fn encode(
                 return Err(XdrError::BadValue);
             }
             rpc::write_call(&mut w, xid, cb_program, CB_VERSION, CB_COMPOUND, &cred)?;
-            cb_sequence(&mut w, 1, session, *seqid)?;
+            cb_sequence(&mut w, *minor, session, *seqid)?;
             cb_layoutrecall(&mut w, stateid, fh)?;
         }
     }
@@ -283,6 +288,7 @@ pub fn recall_record_len(fh_len: usize, sec: Option<&CbSec>) -> usize {
     let fh = vec![0u8; fh_len.min(FH_MAX)];
     let call = CbCall::Recall {
         session: [0; 16],
+        minor: 1,
         seqid: 1,
         stateid: Stateid::default(),
         fh: &fh,
@@ -496,6 +502,7 @@ mod tests {
         let fh = [9u8; 10];
         let call = CbCall::Recall {
             session: [0x55; 16],
+            minor: 1,
             seqid: 42,
             stateid: st,
             fh: &fh,
@@ -522,6 +529,39 @@ mod tests {
         assert_eq!(&b[at..], &want[..]);
     }
 
+    /// A 4.2 session's CB_RECALL and CB_LAYOUTRECALL say minor version 2 in the
+    /// CB_COMPOUND header (the word after the tag), a 4.1 session's 1: Linux finds the
+    /// CB_SEQUENCE's session only among its clients of that minor version.
+    #[test]
+    fn callbacks_carry_the_sessions_minor_version() {
+        let fh = [9u8; 10];
+        let minor_of = |call: &CbCall| {
+            let b = encode(7, PROG, call, 4096, None).unwrap();
+            let (_, at) = rpc::decode_call(&b).unwrap();
+            let w = |i: usize| u32::from_be_bytes(b[i..i + 4].try_into().unwrap());
+            assert_eq!(w(at), 5, "tag nfsgw");
+            w(at + 12)
+        };
+        for minor in [1, 2] {
+            let recall = CbCall::Recall {
+                session: [1; 16],
+                minor,
+                seqid: 1,
+                stateid: Stateid::default(),
+                fh: &fh,
+            };
+            assert_eq!(minor_of(&recall), minor);
+            let layout = CbCall::LayoutRecall {
+                session: [1; 16],
+                minor,
+                seqid: 1,
+                stateid: Stateid::default(),
+                fh: &fh,
+            };
+            assert_eq!(minor_of(&layout), minor);
+        }
+    }
+
     /// R8267-30: the size CREATE_SESSION requires of a back channel is exactly the
     /// CB_RECALL we would send (RPC header and credential included).
     #[test]
@@ -531,6 +571,7 @@ mod tests {
         let fh = [3u8; 31];
         let call = CbCall::Recall {
             session: [1; 16],
+            minor: 1,
             seqid: 9,
             stateid: Stateid::default(),
             fh: &fh,
@@ -544,6 +585,7 @@ mod tests {
         let fh = [1u8; 128];
         let call = CbCall::Recall {
             session: [0; 16],
+            minor: 1,
             seqid: 1,
             stateid: Stateid::default(),
             fh: &fh,
@@ -554,6 +596,7 @@ mod tests {
         let long = [1u8; 129];
         let bad = CbCall::Recall {
             session: [0; 16],
+            minor: 1,
             seqid: 1,
             stateid: Stateid::default(),
             fh: &long,

@@ -380,7 +380,9 @@ fn answer_into(
         }
     }
     let read = matches!(a.last, Last::Read { .. });
-    let hit = v.cache.admit_v4(v.gens, v.exports, &req, read)?;
+    let hit = v
+        .cache
+        .admit_v4(v.gens, v.exports, &req, read, s.clientid)?;
     let attr = hit.attr;
     if let Last::Read { stateid, .. } = a.last {
         // READ's stateid rules (RFC 8881 §18.22.3, §8.2), as `io_ops::read`: the
@@ -593,6 +595,15 @@ pub fn observe<'a>(args: &'a [u8], plan: &Plan) -> Option<Observed<'a>> {
         Last::Read { offset, count, .. } => Some((offset, count)),
     };
     Some((a.fh, read))
+}
+
+/// The client whose session a worker's COMPOUND of a recognised shape runs in (0:
+/// none or unknown), so the holder of a write delegation on its file still teaches
+/// the cache what only it is answered from (`cache::Generations::stamp_as`).
+pub fn client(state: &crate::state::State, args: &[u8], plan: &Plan) -> u64 {
+    shape(args, plan)
+        .and_then(|a| state.clients.session(&a.sessionid))
+        .map_or(0, |s| s.clientid)
 }
 
 /// Notes, for the reactor cache fill, the attributes a GETATTR or READ fetched from

@@ -564,7 +564,7 @@ pub(super) fn create_session(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWri
         };
         let id = t.new_session_id();
         let s = Session::new(id, clientid, fore, back, out_flags, prog, back_conn);
-        let s = Arc::new(s.from_addr(addr));
+        let s = Arc::new(s.from_addr(addr).with_minor(c.minor));
         t.add_session(s)?;
         t.confirm(clientid);
         let bytes = encode_cs_res(&id, seq, out_flags, &fore, &back);

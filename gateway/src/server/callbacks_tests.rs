@@ -150,6 +150,7 @@ fn callback_on_the_client_connection_and_v3_recall() {
         cb_program: CB_PROG,
         max_request: 4096,
         max_slots: 1,
+        minor: 1,
     };
     crate::nfs4::callback::probe(&shared.state, CLIENT, info);
     // The CB_NULL arrives on our connection: answer it as the callback service.

@@ -529,10 +529,15 @@ fn observe_v4(shared: &Shared, args: &[u8], plan: &crate::front::Plan) -> Option
     // A READDIR page may teach the listings (`nfs4::fast_dirs`), as NFSv3's
     // (`CacheEffect::listing`): the counter before the stamp.
     let listing = plan.lists().then(|| shared.gens.changes());
+    // A held file teaches the cache only for its holder (one session lookup then).
+    let client = match shared.gens.held(fileid) {
+        true => (crate::front::V4_PATHS.client)(&shared.state, args, plan),
+        false => 0,
+    };
     Some(CacheEffect::Observe {
         fh: FhKey::new(fh)?,
         export,
-        stamp: shared.gens.stamp(fileid),
+        stamp: shared.gens.stamp_as(fileid, client),
         is_read: read.is_some(),
         read: read
             .filter(|(_, count)| (*count as usize) <= cache::MAX_CACHED_READ)

@@ -31,6 +31,8 @@ pub enum CbCall<'a> {
     /// `session` with sequence id `seqid` (CB_SEQUENCE then CB_RECALL).
     Recall {
         session: [u8; 16],
+        /// The session's minor version (`BackChannelInfo::minor`).
+        minor: u32,
         /// The back-channel slot 0 sequence id for this call.
         seqid: u32,
         stateid: Stateid,
@@ -51,6 +53,7 @@ pub enum CbCall<'a> {
     /// LAYOUT4_FLEX_FILES, LAYOUTRECALL4_FILE).
     LayoutRecall {
         session: [u8; 16],
+        minor: u32,
         seqid: u32,
         stateid: Stateid,
         fh: &'a [u8],

@@ -406,6 +406,7 @@ impl Clients {
                 cb_program: s.cb_program(),
                 max_request: s.back.max_request,
                 max_slots: s.back.max_requests,
+                minor: s.minor,
             })
         })
     }

@@ -102,7 +102,7 @@ struct Table {
     live_write: usize,
     /// Files whose write delegation ended since the last `publish` (their cache
     /// holds are released there).
-    unhold: Vec<u64>,
+    unhold: Vec<(u64, u64)>,
     /// Courtesy clients (lease run out, state kept: `delegations_courtesy.rs`).
     courtesy: rustc_hash::FxHashSet<u64>,
     /// Courtesy clients whose delegation a conflict took: to be expired.
@@ -181,9 +181,9 @@ impl Delegations {
         let _ = self.caches.set(caches);
     }
 
-    fn hold(&self, fileid: u64, held: bool) {
+    fn hold(&self, fileid: u64, clientid: u64, held: bool) {
         if let Some(c) = self.caches.get() {
-            c.hold(fileid, held);
+            c.hold(fileid, clientid, held);
         }
     }
 
@@ -228,8 +228,8 @@ impl Delegations {
         self.live.store(t.live, Ordering::Release);
         self.live_write.store(t.live_write, Ordering::Release);
         self.stats.set_delegations(t.live as u64);
-        for f in t.unhold.drain(..) {
-            self.hold(f, false);
+        for (f, c) in t.unhold.drain(..) {
+            self.hold(f, c, false);
         }
     }
 
@@ -322,7 +322,7 @@ impl Delegations {
         if want_write {
             // Held before the OPEN's reply leaves: no cached answer for the file
             // from now until the delegation ends (`publish` releases it).
-            self.hold(fileid, true);
+            self.hold(fileid, clientid, true);
             t.live_write += 1;
         }
         self.publish(&mut t);
@@ -389,8 +389,8 @@ impl Delegations {
                     d.state = DState::Revoked;
                     self.stats.recall(d.via, RecallResult::Revoked);
                     revoked += 1;
-                    let (write, f) = (d.write, d.fileid);
-                    ended_write(&mut t, write, f);
+                    let (write, f, c) = (d.write, d.fileid, d.clientid);
+                    ended_write(&mut t, write, f, c);
                 }
                 DState::Recalling { .. } => outstanding = true,
                 DState::Revoked => {}
@@ -470,13 +470,13 @@ impl Delegations {
                     self.stats.recall(d.via, RecallResult::Revoked);
                     n += 1;
                     if d.write {
-                        writes.push(d.fileid);
+                        writes.push((d.fileid, d.clientid));
                     }
                 }
             }
         }
-        for f in writes {
-            ended_write(&mut t, true, f);
+        for (f, c) in writes {
+            ended_write(&mut t, true, f, c);
         }
         if n > 0 {
             t.live = t.live.saturating_sub(n);
@@ -707,10 +707,10 @@ fn block(t: &mut Table, fileid: u64, now: Instant, by: Option<u64>) {
 
 /// A write delegation on `fileid` stopped being live (returned, revoked, purged):
 /// its cache hold goes at the next `publish`.
-fn ended_write(t: &mut Table, write: bool, fileid: u64) {
+fn ended_write(t: &mut Table, write: bool, fileid: u64, clientid: u64) {
     if write {
         t.live_write = t.live_write.saturating_sub(1);
-        t.unhold.push(fileid);
+        t.unhold.push((fileid, clientid));
     }
 }
 
@@ -721,7 +721,7 @@ fn remove(t: &mut Table, other: &[u8; 12]) {
     };
     if d.state != DState::Revoked {
         t.live = t.live.saturating_sub(1);
-        ended_write(t, d.write, d.fileid);
+        ended_write(t, d.write, d.fileid, d.clientid);
     }
     if let Some(v) = t.by_file.get_mut(&d.fileid) {
         v.retain(|o| o != other);

@@ -124,6 +124,8 @@ pub struct BackChannelInfo {
     pub max_request: u32,
     /// The back channel's ca_maxrequests (slots).
     pub max_slots: u32,
+    /// The session's minor version, which its CB_COMPOUNDs carry (`Session::minor`).
+    pub minor: u32,
 }
 
 /// Why a file's delegations must be recalled before an operation proceeds.

@@ -379,6 +379,7 @@ impl RecallTable {
             };
             let call = CbCall::Recall {
                 session: info.session,
+                minor: info.minor,
                 seqid,
                 stateid,
                 fh: &fh,
@@ -835,6 +836,7 @@ impl RecallTable {
         };
         let call = CbCall::LayoutRecall {
             session: info.session,
+            minor: info.minor,
             seqid,
             stateid,
             fh: &fh,

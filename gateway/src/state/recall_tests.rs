@@ -31,6 +31,7 @@ fn info(c: ConnRef) -> BackChannelInfo {
         cb_program: PROG,
         max_request: 4096,
         max_slots: 1,
+        minor: 1,
     }
 }
 

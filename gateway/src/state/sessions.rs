@@ -113,6 +113,10 @@ pub struct Session {
     /// The address CREATE_SESSION came from (the per-address share of the reply
     /// cache, `Table::grant_slots`); None for sessions made without one (tests).
     pub addr: Option<IpAddr>,
+    /// The minor version of the COMPOUND that created it: every CB_COMPOUND on its
+    /// back channel says the same (Linux's callback service looks the session up
+    /// among clients of that minor version only).
+    pub minor: u32,
     live: Mutex<Live>,
 }
 
@@ -252,6 +256,7 @@ impl Session {
             back,
             flags,
             addr: None,
+            minor: 1,
             live: Mutex::new(Live {
                 slots: (0..n).map(|_| Slot::default()).collect(),
                 granted: n,
@@ -274,6 +279,12 @@ impl Session {
     /// The session as made by a CREATE_SESSION from `addr`.
     pub fn from_addr(mut self, addr: IpAddr) -> Session {
         self.addr = Some(addr);
+        self
+    }
+
+    /// The session as made by a CREATE_SESSION in a COMPOUND of minor version `minor`.
+    pub fn with_minor(mut self, minor: u32) -> Session {
+        self.minor = minor;
         self
     }
 

@@ -261,3 +261,81 @@ fn hostile_delegreturns_and_a_read_delegation_used_to_write() {
     let (_, res) = on_file(&mut a, &fh2, |o| o.delegreturn(&rd));
     assert_eq!(third(&res, OP_DELEGRETURN).0, NFS4ERR_BAD_STATEID, "twice");
 }
+
+/// The reactor's cache hits so far (one reactor), once it published them.
+fn cache_hits(gw: &Gw41) -> u64 {
+    let src = gw.server.as_ref().unwrap().stats_source();
+    let mut out = String::new();
+    gateway::stats::exposition::render(&src, &mut out);
+    let series = "nfsgw_cache_hits_total{reactor=\"0\"} ";
+    out.lines()
+        .find_map(|l| l.strip_prefix(series)?.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Repeats `call` until the reactor's hit counter moves past `before` (a worker's
+/// fill reaches the reactor asynchronously): whether it did within 3 s.
+fn served_by_reactor(gw: &Gw41, mut call: impl FnMut()) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(3);
+    let before = cache_hits(gw);
+    while Instant::now() < deadline {
+        call();
+        std::thread::sleep(Duration::from_millis(5));
+        if cache_hits(gw) > before {
+            return true;
+        }
+    }
+    false
+}
+
+/// The holder of a write delegation is still answered from the reactor's cache
+/// (its own view is the one the server has: RFC 8881 §10.4), its GETATTR and READ
+/// alike; another client's calls on the file never are, even of attributes that
+/// recall nothing (answered by a worker).
+#[test]
+fn the_holder_keeps_the_reactors_cache_and_nobody_else_does() {
+    let gw = Gw41::start("write_delegations = true");
+    let mut a = with_back_channel(&gw, b"wdeleg-cachekeeper");
+    let (opened, fh) = open_deleg(&mut a, b"wd9", ACCESS_BOTH);
+    assert!(opened.write);
+    let deleg = opened.deleg.unwrap();
+    let (_, res) = on_file(&mut a, &fh, |o| o.write(&deleg, 0, b"mine").commit(0, 0));
+    assert_eq!(res.status, NFS4_OK);
+    // size (4) and change (3).
+    let attrs = [1 << 4 | 1 << 3, 0];
+    let getattr = |a: &mut Tcp41| {
+        let (st, _) = on_file(a, &fh, |o| o.getattr(&attrs));
+        assert_eq!(st, NFS4_OK);
+    };
+    assert!(
+        served_by_reactor(&gw, || getattr(&mut a)),
+        "the holder's GETATTR from the cache"
+    );
+    let read = |a: &mut Tcp41| {
+        let (_, res) = on_file(a, &fh, |o| o.read(&deleg, 0, 64));
+        let (st, mut rd) = third(&res, OP_READ);
+        assert_eq!(st, NFS4_OK);
+        rd.u32().unwrap();
+        assert_eq!(rd.opaque_var(64).unwrap(), b"mine");
+    };
+    assert!(
+        served_by_reactor(&gw, || read(&mut a)),
+        "the holder's READ from the cache"
+    );
+    // Another client: type and mode (1, 33) answered, by a worker, every time.
+    let mut b = gw.client(b"wdeleg-cacheless");
+    let other = |b: &mut Tcp41| {
+        let (st, _) = on_file(b, &fh, |o| o.getattr(&[1 << 1, 1 << 1]));
+        assert_eq!(st, NFS4_OK);
+    };
+    assert!(
+        !served_by_reactor(&gw, || other(&mut b)),
+        "another client is never answered from the cache while the file is held"
+    );
+    let (_, res) = on_file(&mut a, &fh, |o| o.delegreturn(&deleg));
+    assert_eq!(third(&res, OP_DELEGRETURN).0, NFS4_OK);
+    assert!(
+        served_by_reactor(&gw, || other(&mut b)),
+        "returned: the others' calls are cached again"
+    );
+}
