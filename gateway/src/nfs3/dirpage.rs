@@ -16,11 +16,12 @@ pub(super) fn entry_base_size(name: &[u8]) -> usize {
 }
 
 /// How many of `entries` a reply of `limit` bytes (maxcount) holds, and the reply's
-/// bytes with them. `dircount` is a hint (RFC 1813 §3.3.17 lets the server choose
-/// how many entries it returns): the Linux client sends maxcount / 8, which would cut
-/// a page of short names at a third of what maxcount holds, so only maxcount bounds
-/// a page, as nfs-ganesha and knfsd fill it (a directory of 1,000 files in 5 pages
-/// rather than 7: docs/performance.md "Listing, third pass").
+/// bytes with them. `dircount` is taken as a hint: RFC 1813 §3.3.17 (IMPLEMENTATION)
+/// gives it to spare the server attribute reads it does not need, and the Linux client
+/// sends maxcount / 8, which would cut a page of short names at a third of what
+/// maxcount holds; so only maxcount bounds a page, as nfs-ganesha fills it (a
+/// directory of 1,000 files in 5 pages rather than 7: docs/performance.md "Listing,
+/// third pass").
 pub(super) fn plus_fit<'a>(
     entries: impl Iterator<Item = &'a ListedEntry>,
     limit: usize,

@@ -43,11 +43,14 @@ pub(super) const CURSOR_BYTES: usize = 4 << 20;
 const CURSOR_PAGES: usize = 4096;
 
 /// Entries a READDIRPLUS-class page lists at least (`Inner::plus_count`): a
-/// directory of 1,000 files in one worker page (mdtest's trees), four 32 KiB NFSv4.1
-/// replies of short names, about ten of NFSv3; each listed entry costs one metadata
-/// read (`backend/fs/list.rs` `listed_head`: an `fstatat` on `fs`), which the pages
-/// after would have paid anyway.
-pub const LIST_AHEAD: usize = 2048;
+/// directory of 1,000 files (mdtest's trees) in one worker page, about five 32 KiB
+/// NFSv3 replies of short names. Each listed entry costs a metadata read
+/// (`backend/fs/list.rs` `listed_head`: an `fstatat` on `fs`, and the xattrs of a file
+/// written less than 50 ms before it was last read), which the pages after would
+/// have paid anyway; but one worker pays them in a row, so the first page waits for
+/// all of them: no more than NFSv4.1's READDIR already listed per page (`maxcount /
+/// 32`, 1,024), so the slowest page is no slower than it was.
+pub const LIST_AHEAD: usize = 1024;
 
 /// The cookie of an entry with file id `id`: cookies 0, 1 and 2 are taken (start,
 /// ".", "..").
