@@ -351,13 +351,12 @@ fn tree(v3: &mut V3, dir: &[u8], n: usize) {
 }
 
 #[test]
-fn a_first_v3_listing_is_one_worker_page_and_reactor_hits() {
+fn a_v3_page_is_bounded_by_maxcount_not_dircount() {
     let gw = gw();
     let mut v3 = V3::connect(gw.tcp_addr());
     let root = v3.mount_root();
     tree(&mut v3, &root, 1000);
     let dir = root;
-    let before = hits(&gw, 0);
     let mut pages = 0;
     let (mut cookie, mut verf, mut names) = (0, [0; 8], 0);
     loop {
@@ -374,12 +373,6 @@ fn a_first_v3_listing_is_one_worker_page_and_reactor_hits() {
     // not: 1,002 entries of these names in 5 pages, as nfs-ganesha answers (7 when
     // dircount cut them).
     assert!(pages <= 5, "{pages} pages");
-    let after = hits(&gw, before + pages - 1);
-    assert_eq!(
-        after - before,
-        pages - 1,
-        "every page but the first a reactor hit"
-    );
 }
 
 #[test]

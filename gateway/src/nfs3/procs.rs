@@ -522,10 +522,12 @@ fn entries_hint(limit: usize, min_entry: usize) -> usize {
 }
 
 /// Entry count to ask the model for in READDIRPLUS: what `maxcount` (`limit`) holds
-/// at most (every entry listed costs a metadata read), or more where the model lists
-/// ahead for the reactor's runs (`FileModel::plus_count`).
-fn plus_hint(ctx: &Ctx, limit: usize) -> usize {
-    ctx.model.plus_count(entries_hint(limit, 100))
+/// at most (every entry listed costs a metadata read). Not listed ahead
+/// (`FileModel::plus_count`): measured under load, one worker reading 1,024 entries'
+/// metadata in a row made bench md's NFSv3 readdir p99 4–7× ganesha's
+/// (docs/performance.md "Listing, third pass").
+fn plus_hint(limit: usize) -> usize {
+    entries_hint(limit, 100)
 }
 
 /// Checks shared by READDIR and READDIRPLUS; on failure writes the resfail.
@@ -607,10 +609,7 @@ fn readdirplus(ctx: &Ctx, r: &mut XdrReader, out: &mut XdrWriter) -> Res {
         return Ok(());
     };
     let limit = maxcount.min(MAX_DIR_REPLY).min(out.remaining());
-    let (page, plus) = match ctx
-        .model
-        .readdir_plus(&dir, cookie, verf, plus_hint(ctx, limit))
-    {
+    let (page, plus) = match ctx.model.readdir_plus(&dir, cookie, verf, plus_hint(limit)) {
         Ok(p) => p,
         Err(s) => {
             out.u32(nfsstat3(s))?;
