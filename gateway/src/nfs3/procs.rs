@@ -526,8 +526,13 @@ fn entries_hint(limit: usize, min_entry: usize) -> usize {
 /// (`FileModel::plus_count`): measured under load, one worker reading 1,024 entries'
 /// metadata in a row made bench md's NFSv3 readdir p99 4–7× ganesha's
 /// (docs/performance.md "Listing, third pass").
+///
+/// 150 bytes: an entryplus3 with attributes and one of this server's handles takes
+/// 160 or more (88 of fattr3, 28 of fileid, cookie and a short name, the handle), so
+/// a page lists about what its reply shows; at 100 it listed 329 entries for the 204
+/// a 32 KiB reply shows, and the next page read the other 125's metadata again.
 fn plus_hint(limit: usize) -> usize {
-    entries_hint(limit, 100)
+    entries_hint(limit, 150)
 }
 
 /// Checks shared by READDIR and READDIRPLUS; on failure writes the resfail.
