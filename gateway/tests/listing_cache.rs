@@ -84,7 +84,7 @@ fn a_listing_is_answered_on_the_reactor_until_either_version_changes_it() {
     let gw = gw();
     let mut v3 = V3::connect(gw.tcp_addr());
     let root = v3.mount_root();
-    // Three pages of the counts the client sends (dircount 4 KiB, maxcount 32 KiB).
+    // Two pages of the counts the client sends (dircount 4 KiB, maxcount 32 KiB).
     for i in 0..300 {
         v3.create(&root, format!("f{i:04}").as_bytes());
     }
@@ -174,10 +174,18 @@ struct Page4 {
 /// `SEQUENCE, PUTFH, READDIR` of `dir` from `cookie` (the shape the reactor
 /// answers): READDIR's status and, when NFS4_OK, its page.
 fn page4(v4: &mut Tcp41, dir: &[u8], cookie: u64, verf: [u8; 8]) -> (u32, Option<Page4>) {
-    let (_, res) = v4.seq_run(|o| {
-        o.putfh(dir)
-            .readdir(cookie, verf, 4096, 32 << 10, &LINUX_BITS)
-    });
+    page4_of(v4, dir, cookie, verf, &LINUX_BITS)
+}
+
+/// `page4` asking the attributes of `bits`.
+fn page4_of(
+    v4: &mut Tcp41,
+    dir: &[u8],
+    cookie: u64,
+    verf: [u8; 8],
+    bits: &[u32],
+) -> (u32, Option<Page4>) {
+    let (_, res) = v4.seq_run(|o| o.putfh(dir).readdir(cookie, verf, 4096, 32 << 10, bits));
     let mut r = after_seq(&res);
     assert_eq!(expect_op(&mut r, OP_PUTFH), NFS4_OK, "PUTFH");
     let st = expect_op(&mut r, OP_READDIR);
@@ -204,10 +212,20 @@ fn page4(v4: &mut Tcp41, dir: &[u8], cookie: u64, verf: [u8; 8]) -> (u32, Option
 
 /// The whole NFSv4.1 listing of `dir` (name → fattr4 bytes), calling `between` after
 /// each page but the last.
-fn listing4(v4: &mut Tcp41, dir: &[u8], mut between: impl FnMut()) -> BTreeMap<String, Vec<u8>> {
+fn listing4(v4: &mut Tcp41, dir: &[u8], between: impl FnMut()) -> BTreeMap<String, Vec<u8>> {
+    listing4_of(v4, dir, &LINUX_BITS, between)
+}
+
+/// `listing4` asking the attributes of `bits`.
+fn listing4_of(
+    v4: &mut Tcp41,
+    dir: &[u8],
+    bits: &[u32],
+    mut between: impl FnMut(),
+) -> BTreeMap<String, Vec<u8>> {
     let (mut cookie, mut verf, mut out) = (0, [0; 8], BTreeMap::new());
     loop {
-        let (st, p) = page4(v4, dir, cookie, verf);
+        let (st, p) = page4_of(v4, dir, cookie, verf, bits);
         assert_eq!(st, NFS4_OK, "READDIR from cookie {cookie}");
         let p = p.unwrap();
         for (_, name, fattr) in &p.entries {
@@ -316,4 +334,71 @@ fn v41_cookies_from_the_reactor_resume_and_stale_ones_get_the_error() {
     let (st, r) = page4(&mut v4, &root, cookie, p.verf);
     assert_eq!(st, NFS4_OK);
     assert_eq!(&r.unwrap().entries[0].1, after[0]);
+}
+
+// A first listing (mdtest lists each directory once): the worker that answers its
+// first page lists ahead (`FileModel::plus_count`) and the reactor answers the pages
+// after it from what that page noted.
+
+/// bench md's NFSv4.1 READDIR bitmap: TYPE and SIZE, no FILEHANDLE.
+const TYPE_SIZE: [u32; 1] = [1 << 1 | 1 << 4];
+
+/// Makes `n` files in `dir` named as bench md names them.
+fn tree(v3: &mut V3, dir: &[u8], n: usize) {
+    for i in 0..n {
+        v3.create(dir, format!("f.0.{i}").as_bytes());
+    }
+}
+
+#[test]
+fn a_v3_page_is_bounded_by_maxcount_not_dircount() {
+    let gw = gw();
+    let mut v3 = V3::connect(gw.tcp_addr());
+    let root = v3.mount_root();
+    tree(&mut v3, &root, 1000);
+    let dir = root;
+    let mut pages = 0;
+    let (mut cookie, mut verf, mut names) = (0, [0; 8], 0);
+    loop {
+        let p = page(&mut v3, &dir, cookie, verf);
+        pages += 1;
+        names += p.entries.len();
+        if p.eof {
+            break;
+        }
+        (cookie, verf) = (p.entries.last().unwrap().cookie, p.verf);
+    }
+    assert_eq!(names, 1002, "every entry and the dots, once");
+    // maxcount bounds a page, dircount (4 KiB, the Linux client's maxcount / 8) does
+    // not: 1,002 entries of these names in 5 pages, as nfs-ganesha answers (7 when
+    // dircount cut them).
+    assert!(pages <= 5, "{pages} pages");
+}
+
+#[test]
+fn a_first_v41_listing_of_bench_attributes_is_one_worker_page() {
+    let gw = gw();
+    let mut v3 = V3::connect(gw.tcp_addr());
+    let root = v3.mount_root();
+    tree(&mut v3, &root, 1000);
+    let dir = root;
+    let mut v4 = Tcp41::ready(gw.tcp_addr(), b"listing-first");
+    let before = hits(&gw, 0);
+    let mut pages = 0;
+    let got = listing4_of(&mut v4, &dir, &TYPE_SIZE, || pages += 1);
+    assert_eq!(got.len(), 1000);
+    // Pages after the first: `pages` counts the pages before the last.
+    let after = hits(&gw, before + pages);
+    assert!(pages >= 1, "a 32 KiB reply holds fewer than 1,000 entries");
+    assert_eq!(
+        after - before,
+        pages,
+        "every page but the first a reactor hit"
+    );
+    // The same bytes as a worker's pages (a listing after a change goes to one).
+    v3.create(&dir, b"zzz");
+    let fresh = listing4_of(&mut v4, &dir, &TYPE_SIZE, || {});
+    for (name, fattr) in &got {
+        assert_eq!(fresh.get(name), Some(fattr), "{name}");
+    }
 }

@@ -449,6 +449,12 @@ impl FileModel {
         self.inner.readdir_plus(dir, cookie, verf, max)
     }
 
+    /// Entries a READDIRPLUS-class page should list when its reply shows about
+    /// `page` (listing ahead for the reactor's runs where the store allows).
+    pub fn plus_count(&self, page: usize) -> usize {
+        self.inner.plus_count(page)
+    }
+
     /// A hint before READDIRPLUS looks up each of `names` in `dir`.
     pub fn warm_children(&self, dir: &Node, names: &[&[u8]]) {
         self.inner.warm_children(dir, names)

@@ -15,35 +15,26 @@ pub(super) fn entry_base_size(name: &[u8]) -> usize {
     8 + 4 + padded(name.len()) + 8
 }
 
-/// READDIRPLUS's dircount as a bound: 0 means "no separate bound".
-pub(super) fn plus_dlimit(dircount: usize) -> usize {
-    if dircount == 0 {
-        usize::MAX
-    } else {
-        dircount
-    }
-}
-
-/// How many of `entries` a reply of `limit` bytes holds when their fileid/name/cookie
-/// parts may take `dlimit` bytes (dircount; at least one entry whatever it says),
-/// and the reply's bytes with them.
+/// How many of `entries` a reply of `limit` bytes (maxcount) holds, and the reply's
+/// bytes with them. `dircount` is taken as a hint: RFC 1813 §3.3.17 (IMPLEMENTATION)
+/// gives it to spare the server attribute reads it does not need, and the Linux client
+/// sends maxcount / 8, which would cut a page of short names at a third of what
+/// maxcount holds; so only maxcount bounds a page, as nfs-ganesha fills it (a
+/// directory of 1,000 files in 5 pages rather than 7: docs/performance.md "Listing,
+/// third pass").
 pub(super) fn plus_fit<'a>(
     entries: impl Iterator<Item = &'a ListedEntry>,
     limit: usize,
-    dlimit: usize,
 ) -> (usize, usize) {
     let mut used = READDIR_OVERHEAD;
-    let mut dused = 0usize;
     let mut fit = 0;
     for e in entries {
         let (a, fh) = split(e);
-        let base = entry_base_size(&e.name);
-        let size = 4 + base + post_op_attr_size(a) + post_op_fh_size(fh);
-        if used + size > limit || (fit > 0 && dused + base > dlimit) {
+        let size = 4 + entry_base_size(&e.name) + post_op_attr_size(a) + post_op_fh_size(fh);
+        if used + size > limit {
             break;
         }
         used += size;
-        dused += base;
         fit += 1;
     }
     (fit, used)

@@ -3,7 +3,7 @@
 //! a neutral outcome (`cache::AttrHit`, `cache::ReadHit`) and `outcome` encodes it.
 //! A call the cache cannot answer leaves nothing written and goes to a worker.
 
-use super::dirpage::{plus_dlimit, plus_fit, put_plus_ok};
+use super::dirpage::{plus_fit, put_plus_ok};
 use super::outcome::{put_getattr_ok, put_read_head, put_read_ok};
 use super::MAX_DIR_REPLY;
 use crate::cache::dirs::Listings;
@@ -122,7 +122,7 @@ pub fn parse_listing(proc_: u32, args: &[u8]) -> Option<ListAsk<'_>> {
 }
 
 /// READDIRPLUS3res from the reactor's listings (`cache_dirs`): the page a worker
-/// would answer — as many entries after the cookie as the counts allow, which the
+/// would answer — as many entries after the cookie as maxcount allows, which the
 /// listing must hold unless it reaches the directory's end — with every entry shown
 /// unchanged since it was listed; false (nothing written) otherwise, and errors
 /// (a bad cookie or verifier, a count too small) are the worker's to answer.
@@ -138,11 +138,7 @@ pub fn readdirplus(
     let done = (|| {
         let hit = cache.listing(gens, exports, req, ask.cookie, ask.verf)?;
         let limit = ask.maxcount.min(MAX_DIR_REPLY).min(out.remaining());
-        let (fit, used) = plus_fit(
-            hit.entries.iter().map(|(e, _)| e),
-            limit,
-            plus_dlimit(ask.dircount),
-        );
+        let (fit, used) = plus_fit(hit.entries.iter().map(|(e, _)| e), limit);
         let all = fit == hit.entries.len();
         if used > limit || (fit == 0 && !all) || (all && !hit.eof) {
             return None;

@@ -6,7 +6,7 @@
 //! happen before any attributes are known are returned as `Fail::St` and `serve`
 //! writes the procedure's attribute-less resfail.
 
-use super::dirpage::{entry_base_size, plus_dlimit, plus_fit, put_plus_ok, READDIR_OVERHEAD};
+use super::dirpage::{entry_base_size, plus_fit, put_plus_ok, READDIR_OVERHEAD};
 use super::names::*;
 use super::proto::*;
 use super::status::nfsstat3;
@@ -527,11 +527,18 @@ fn entries_hint(limit: usize, min_entry: usize) -> usize {
     (limit / min_entry + 2).min(4096)
 }
 
-/// Entry count to ask the model for in READDIRPLUS: both `maxcount` (`limit`) and
-/// `dircount` (`dlimit`) stop a reply, and every entry listed costs a metadata read,
-/// so neither bound is overshot by more than entries of the shortest size.
-fn plus_hint(limit: usize, dlimit: usize) -> usize {
-    entries_hint(limit, 100).min(entries_hint(dlimit, 24))
+/// Entry count to ask the model for in READDIRPLUS: what `maxcount` (`limit`) holds
+/// at most (every entry listed costs a metadata read). Not listed ahead
+/// (`FileModel::plus_count`): measured under load, one worker reading 1,024 entries'
+/// metadata in a row made bench md's NFSv3 readdir p99 4–7× ganesha's
+/// (docs/performance.md "Listing, third pass").
+///
+/// 150 bytes: an entryplus3 with attributes and one of this server's handles takes
+/// 160 or more (88 of fattr3, 28 of fileid, cookie and a short name, the handle), so
+/// a page lists about what its reply shows; at 100 it listed 329 entries for the 204
+/// a 32 KiB reply shows, and the next page read the other 125's metadata again.
+fn plus_hint(limit: usize) -> usize {
+    entries_hint(limit, 150)
 }
 
 /// Checks shared by READDIR and READDIRPLUS; on failure writes the resfail.
@@ -606,17 +613,14 @@ fn readdirplus(ctx: &Ctx, r: &mut XdrReader, out: &mut XdrWriter) -> Res {
     let fh = get_fh(r).map_err(garbage)?;
     let cookie = r.u64().map_err(garbage)?;
     let verf = get_verf(r).map_err(garbage)?;
-    let dircount = r.u32().map_err(garbage)? as usize;
+    // dircount is a hint (`dirpage::plus_fit`).
+    let _dircount = r.u32().map_err(garbage)?;
     let maxcount = r.u32().map_err(garbage)? as usize;
     let Some((dir, dattr)) = readdir_open(ctx, out, fh)? else {
         return Ok(());
     };
     let limit = maxcount.min(MAX_DIR_REPLY).min(out.remaining());
-    let dlimit = plus_dlimit(dircount);
-    let (page, plus) = match ctx
-        .model
-        .readdir_plus(&dir, cookie, verf, plus_hint(limit, dlimit))
-    {
+    let (page, plus) = match ctx.model.readdir_plus(&dir, cookie, verf, plus_hint(limit)) {
         Ok(p) => p,
         Err(s) => {
             out.u32(nfsstat3(s))?;
@@ -638,7 +642,7 @@ fn readdirplus(ctx: &Ctx, r: &mut XdrReader, out: &mut XdrWriter) -> Res {
             plus: p.map(|(n, a)| (a, ctx.model.handle(&n))),
         })
         .collect();
-    let (fit, used) = plus_fit(listed.iter(), limit, dlimit);
+    let (fit, used) = plus_fit(listed.iter(), limit);
     if used > limit || (fit == 0 && !listed.is_empty()) {
         out.u32(nfsstat3(Status::TooSmall))?;
         put_post_op_attr(out, Some(&dattr))?;

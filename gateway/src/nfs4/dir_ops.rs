@@ -272,16 +272,16 @@ pub(super) fn readdir(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter) ->
         Ok(fh) => fh.clone(),
         Err(e) => return put_status(w, e),
     };
-    let entries = match list(c, &fh, cookie, verf, &want, maxcount as usize) {
-        Ok(e) => e,
-        Err(e) => return put_status(w, e),
-    };
     // Bytes allowed for the READDIR4resok: verifier, entries, two list ends.
     let limit = (maxcount as usize).min(w.remaining().saturating_sub(4));
     let fixed = 8 + 4 + 4;
     if limit < fixed {
         return put_status(w, NFS4ERR_TOOSMALL);
     }
+    let entries = match list(c, &fh, (cookie, verf), &want, maxcount as usize, limit) {
+        Ok(e) => e,
+        Err(e) => return put_status(w, e),
+    };
     let start = w.position();
     NFS4_OK.put(w).map_err(|_| Full)?;
     w.opaque_fixed(&entries.verf).map_err(|_| Full)?;
@@ -327,14 +327,23 @@ struct Listing {
 /// Most entries listed per READDIR (the reply limit usually stops earlier).
 const MAX_ENTRIES: usize = 1024;
 
+/// Bytes an encoded entry takes in READDIR4resok (list marker, cookie, name, fattr4).
+fn entry_size(e: &Entry) -> usize {
+    4 + 8 + 4 + engine::xdr::padded(e.name.len()) + e.attrs.len()
+}
+
+/// The page of `fh` from `at` (cookie, verifier): entries encoded until one crosses
+/// `limit` (the reply's bytes: the ones after it are not shown, so their attributes
+/// are not encoded), the whole listed page noted for the reactor's listings.
 fn list(
     c: &Compound,
     fh: &CurrentFh,
-    cookie: u64,
-    verf: [u8; 8],
+    at: (u64, [u8; 8]),
     want: &Bitmap,
     maxcount: usize,
+    limit: usize,
 ) -> Result<Listing, Nfsstat4> {
+    let (cookie, verf) = at;
     let hint = (maxcount / 32).clamp(1, MAX_ENTRIES);
     match fh {
         CurrentFh::Pseudo(p) => {
@@ -366,7 +375,14 @@ fn list(
             check(&f.attr, &f.caller, R).map_err(fs_err)?;
             // From cookie 0 the model lists "." and ".." first, which are not shown
             // (`is_dot`) but keep the page the one NFSv3 lists, for the reactor's
-            // listings (`note_page`): two more entries for them.
+            // listings (`note_page`): two more entries for them. With attributes the
+            // model lists ahead (`FileModel::plus_count`): what the reply does not
+            // show, the reactor answers the next pages from.
+            let hint = if want.is_empty() {
+                hint
+            } else {
+                c.ctx.model.plus_count(hint)
+            };
             let hint = if cookie == 0 { hint + 2 } else { hint };
             let not_same = |s| match s {
                 Status::BadCookie => NFS4ERR_NOT_SAME,
@@ -381,13 +397,10 @@ fn list(
                 let p = c.ctx.model.readdir_plus(node, cookie, verf, hint);
                 p.map_err(not_same)?
             };
-            // Noted for the reactor's listings only when the handles are made anyway
-            // (FILEHANDLE asked, as the Linux client's READDIR does): a handle per
-            // entry costs a handle-table look-up and a MAC, which a page asking
-            // fewer attributes (bench's TYPE and SIZE) does not pay.
-            let mut noted = want
-                .has(attrs::FILEHANDLE)
-                .then(|| Vec::with_capacity(plus.len()));
+            // Noted for the reactor's listings whenever attributes were listed: a
+            // handle per entry (a handle-table look-up and a MAC) is cheaper than the
+            // worker round trip each page after this one would cost.
+            let mut noted = (!want.is_empty()).then(|| Vec::with_capacity(plus.len()));
             let mut plus = plus.into_iter();
             let mut items = Vec::with_capacity(page.entries.len());
             // What every entry shares, found once per page: the caller's admission to
@@ -399,12 +412,21 @@ fn list(
                 handles: want.has(attrs::FILEHANDLE),
             };
             let mut scratch = vec![0u8; FATTR_MAX];
+            // Bytes of the entries encoded so far, with the verifier and list ends.
+            let mut used = 8 + 8;
             for e in page.entries {
                 let listed = plus.next().flatten();
                 if let Some(n) = noted.as_mut() {
                     n.push(listed_entry(c, &e, listed.as_ref()));
                 }
                 if is_dot(&e.name) {
+                    continue;
+                }
+                if used > limit {
+                    // Not shown; still no other export's root for the reactor.
+                    if pseudo::export_child(c.ctx, node, &e.name).is_some() {
+                        noted = None;
+                    }
                     continue;
                 }
                 let attrs = if want.is_empty() {
@@ -420,11 +442,13 @@ fn list(
                         None => rdattr_error(want, fs_err(Status::NoEnt))?,
                     }
                 };
-                items.push(Entry {
+                let entry = Entry {
                     cookie: e.cookie,
                     name: e.name,
                     attrs,
-                });
+                };
+                used += entry_size(&entry);
+                items.push(entry);
             }
             if let (Some(entries), true) = (noted, each.admitted.is_ok()) {
                 note_page(&f.attr, cookie, page.verf, entries, page.eof);

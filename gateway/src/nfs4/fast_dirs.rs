@@ -2,10 +2,11 @@
 //! answered from the reactor's listings (`cache_dirs`, docs/architecture.md §5
 //! "Listings"), the same neutral entries NFSv3 READDIRPLUS is answered from.
 //!
-//! A worker's READDIR of that shape asking FILEHANDLE (as the Linux client's does: the
-//! handles are made for its reply anyway) notes the page it listed (`dir_ops::readdir`,
-//! `call::note_listing`, with "." and ".." as the file model lists them from cookie
-//! 0, which NFSv4 does not show) and the directory's attributes; the reactor keeps it
+//! A worker's READDIR of that shape asking attributes notes the page it listed
+//! (`dir_ops::readdir`, `call::note_listing`, with "." and ".." as the file model
+//! lists them from cookie 0, which NFSv4 does not show; listed ahead of the reply,
+//! `FileModel::plus_count`, so a first listing's later pages are answered here) and
+//! the directory's attributes; the reactor keeps it
 //! under the run rules of `cache_dirs` (invalidated by what executed: the directory's
 //! and each shown entry's generation stamp). A run a NFSv3 page started is not
 //! used here: only a NFSv4.1 page checked its entries for other exports' roots

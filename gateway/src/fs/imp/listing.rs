@@ -42,6 +42,16 @@ pub(super) const CURSOR_BYTES: usize = 4 << 20;
 /// Pages the cursor table keeps.
 const CURSOR_PAGES: usize = 4096;
 
+/// Entries a READDIRPLUS-class page lists at least (`Inner::plus_count`): a
+/// directory of 1,000 files (mdtest's trees) in one worker page, about five 32 KiB
+/// NFSv3 replies of short names. Each listed entry costs a metadata read
+/// (`backend/fs/list.rs` `listed_head`: an `fstatat` on `fs`, and the xattrs of a file
+/// written less than 50 ms before it was last read), which the pages after would
+/// have paid anyway; but one worker pays them in a row, so the first page waits for
+/// all of them: no more than NFSv4.1's READDIR already listed per page (`maxcount /
+/// 32`, 1,024), so the slowest page is no slower than it was.
+pub const LIST_AHEAD: usize = 1024;
+
 /// The cookie of an entry with file id `id`: cookies 0, 1 and 2 are taken (start,
 /// ".", "..").
 pub(super) fn entry_cookie(id: u64) -> u64 {
@@ -484,6 +494,20 @@ impl Inner {
                 claim.set(&page);
                 page
             }
+        }
+    }
+
+    /// Entries a READDIRPLUS-class page lists when its reply shows about `page`: on
+    /// stores whose listing carries full metadata (`list_meta_complete`), at least
+    /// [`LIST_AHEAD`], so the pages that follow are the reactor's (its runs keep what
+    /// a page listed beyond the reply, `cache_dirs`) and a first listing is one worker
+    /// page, not one per reply; elsewhere (S3) each entry past the reply would be a
+    /// HEAD no one asked for, so `page`.
+    pub fn plus_count(&self, page: usize) -> usize {
+        if self.backend.list_meta_complete() {
+            page.max(LIST_AHEAD)
+        } else {
+            page
         }
     }
 
