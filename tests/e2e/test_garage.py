@@ -236,6 +236,11 @@ def test_source_rewritten_during_a_part_copy_fails_the_copy_not_mixes_it(gw_fact
         t.join(60)
         assert r.status == N.NFS3ERR_JUKEBOX, f"RENAME while the source changed -> {N.status_name(r.status)}"
         assert head(s3, bucket, "dst.bin") is None, "an object was assembled from two versions"
+        # The abort is sent before the reply, but Garage's upload listing is eventually
+        # consistent across its nodes: a loaded CI machine saw it a moment later.
+        deadline = time.monotonic() + 15
+        while s3.list_multipart_uploads(Bucket=bucket).get("Uploads", []) and time.monotonic() < deadline:
+            time.sleep(0.5)
         assert s3.list_multipart_uploads(Bucket=bucket).get("Uploads", []) == []
         assert_object(s3, bucket, "src.bin", new)
         # the client retries: the new content moves
