@@ -345,6 +345,7 @@ fn the_address_follows_the_identity_and_clients_reclaim_through_it() {
             listen: SocketAddr::from(([0, 0, 0, 0], 2049)),
             reach: vip,
             netns: Some(&net.ns(i)),
+            rdma: None,
         })
     };
     let mut gw = [Some(start(0, "active", 0)), None];
