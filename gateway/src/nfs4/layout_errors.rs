@@ -144,14 +144,12 @@ pub(super) fn layoutstats(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter
     let Ok((h, layout_type)) = args else {
         return put_status(w, NFS4ERR_BADXDR);
     };
-    let checked = check(c, h).and_then(|_| {
-        if layout_type == LAYOUT4_FLEX_FILES {
-            Ok(())
-        } else {
-            Err(NFS4ERR_UNKNOWN_LAYOUTTYPE)
-        }
-    });
-    put_status(w, checked.err().unwrap_or(NFS4_OK))
+    let st = match check(c, h) {
+        Err(st) => st,
+        Ok(()) if layout_type != LAYOUT4_FLEX_FILES => NFS4ERR_UNKNOWN_LAYOUTTYPE,
+        Ok(()) => NFS4_OK,
+    };
+    put_status(w, st)
 }
 
 #[cfg(test)]

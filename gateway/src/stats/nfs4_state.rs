@@ -66,7 +66,8 @@ fn render_data_servers(g: &Gauges, out: &mut String) {
         let _ = writeln!(out, "# HELP {name} {help}");
         let _ = writeln!(out, "# TYPE {name} {kind}");
     };
-    let series: [(&str, &str, &str, fn(&crate::state::layouts::health::ServerCounts) -> u64); 3] = [
+    type Value = fn(&crate::state::layouts::health::ServerCounts) -> u64;
+    let series: [(&str, &str, &str, Value); 3] = [
         (
             "nfsgw_pnfs_data_server_up",
             "gauge",
