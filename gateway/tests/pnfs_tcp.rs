@@ -838,7 +838,7 @@ fn drain_recalls(a: &mut nfs4_client::Tcp41) -> usize {
 
 /// Data server failure at the metadata server (README "Scaling out with pNFS"): two
 /// data servers on one shared `fs` directory, probed every 100 ms (down after two
-/// failures). One is stopped: within seconds its probes mark it down
+/// failures in a row). One is stopped: within seconds its probes mark it down
 /// (`nfsgw_pnfs_data_server_up` 0), every layout naming it — and only those — is
 /// recalled over the back channel (RFC 8881 §12.5.5), LAYOUTGET of such a file is
 /// NFS4ERR_RECALLCONFLICT until it is returned, a LAYOUTRETURN's ff_ioerr4 list (RFC
@@ -862,7 +862,9 @@ fn a_dead_data_server_is_left_out_of_layouts_and_its_layouts_recalled() {
         .iter()
         .map(|a| Some(shared_fs_on(root.path(), *a, "")))
         .collect();
-    let probing = "probe_ms = 100\nprobe_timeout_ms = 200\nprobe_failures = 2\n";
+    // A stopped gateway refuses connections at once; the long timeout keeps a live
+    // one from looking dead on a loaded machine (two 1 s stalls in a row).
+    let probing = "probe_ms = 100\nprobe_timeout_ms = 1000\nprobe_failures = 2\n";
     let mds = shared_fs(root.path(), &pnfs_with(&at, probing));
     let series = |name: &str, i: usize| format!("{name}{{address=\"{}\"}}", at[i]);
     let up = |i| metric(&mds, &series("nfsgw_pnfs_data_server_up", i));
