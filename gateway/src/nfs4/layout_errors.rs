@@ -6,8 +6,9 @@
 //! data server its device id names and makes that server's prober probe at once
 //! (`Layouts::report_error`); only the probe marks a server down
 //! (`state/layouts_health.rs`). Device ids no configured server has are counted apart
-//! and otherwise ignored: RFC 7862 §15.6.3 asks no error of the server for them, and
-//! a client whose report is refused would learn nothing it can act on. LAYOUTSTATS
+//! and otherwise ignored rather than refused (a choice: the report is a hint, the
+//! operation changes no state, and a client whose report is refused would learn
+//! nothing it can act on; NFS4ERR_NOENT would be the other reading). LAYOUTSTATS
 //! is decoded and checked, then acknowledged: this server asks for no statistics
 //! (ffl_stats_collect_hint is 0) and keeps none.
 //!

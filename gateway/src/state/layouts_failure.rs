@@ -58,7 +58,7 @@ impl Layouts {
     /// A client reported an error with the data server `deviceid` names (`status`
     /// from operation `opnum` there). Counted against the server, which is probed at
     /// once; logged (sparingly). An id no configured server has is counted apart and
-    /// otherwise ignored (RFC 7862 §15.6.3 asks nothing of the server for it). True
+    /// otherwise ignored (a report is a hint; `nfs4::layout_errors` says why). True
     /// when the device is known.
     pub fn report_error(&self, deviceid: &[u8; 16], status: u32, opnum: u32, why: &str) -> bool {
         let Some((i, ds)) = self.devices().and_then(|d| {
