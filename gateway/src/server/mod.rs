@@ -15,6 +15,7 @@ mod callbacks;
 mod callbacks_tests;
 mod direct;
 mod dispatch;
+mod ds_probe;
 mod held;
 mod orphans;
 mod rdma_late;
@@ -106,6 +107,8 @@ pub struct Server {
     callbacks: JoinHandle<()>,
     /// The thread retrying RDMA listeners that could not bind at start (`rdma_late`).
     late_rdma: Option<JoinHandle<()>>,
+    /// The pNFS data server probes (`ds_probe`; none unless a metadata server).
+    probes: Vec<JoinHandle<()>>,
     worker_bells: Arc<Vec<Arc<Doorbell>>>,
     shared: Arc<Shared>,
     counters: Vec<Arc<Counters>>,
@@ -417,6 +420,7 @@ impl Server {
         )?;
 
         let callbacks = callbacks::spawn(&shared, &stop_workers)?;
+        let probes = ds_probe::spawn(&shared, &stop_workers)?;
         if let Some(h) = ha {
             let as_state: Arc<dyn crate::ha::AsState> = shared.clone();
             h.start(&as_state, &stop_workers)?;
@@ -496,6 +500,7 @@ impl Server {
             workers,
             callbacks,
             late_rdma,
+            probes,
             worker_bells,
             shared,
             counters,
@@ -600,6 +605,10 @@ impl Server {
         }
         self.callbacks.thread().unpark();
         let _ = self.callbacks.join();
+        self.shared.state.layouts.health().wake_all();
+        for p in self.probes {
+            let _ = p.join();
+        }
         for (i, (c, s)) in self.counters.iter().zip(&self.stats).enumerate() {
             use crate::stats::{counters::SLOTS, Transport};
             let both = |f: &dyn Fn(Transport) -> u64| f(Transport::Tcp) + f(Transport::Rdma);
