@@ -372,6 +372,16 @@ impl FileModel {
         Ok(n)
     }
 
+    /// Gives the non-directory `file` the new name `name` in `dir` (LINK): the same
+    /// file, handle and file id under both names, `nlink` counting them (see
+    /// `imp::links`). A directory → `IsDir`, another export → `XDev`, a name taken →
+    /// `Exist`, names checked as for `create`. Returns `file`'s node after the change.
+    pub fn link(&self, file: &Node, dir: &Node, name: &[u8]) -> FsResult<Node> {
+        let n = self.inner.link(file, dir, name)?;
+        self.audit_new("link", dir, name, &n);
+        Ok(n)
+    }
+
     /// Removes a non-directory (`IsDir` for a directory).
     pub fn remove(&self, dir: &Node, name: &[u8]) -> FsResult<()> {
         self.inner.remove(dir, name)?;

@@ -10,7 +10,8 @@
 //! Names are raw bytes on the wire but keys are UTF-8: a non-UTF-8 name cannot be
 //! created (`Inval`) and is never found (`NoEnt`). Names containing '/' or NUL, and
 //! names starting with ".nfsgw-tmp." (backend temporaries) or ".nfsgw-orphan." (open
-//! files removed, kept until their last close: see [`orphans`]) are `Inval`; names
+//! files removed, kept until their last close: see [`orphans`]) or ".nfsgw-inode."
+//! (files with more than one name: see [`links`]) are `Inval`; names
 //! longer than 255 bytes are `NameTooLong`.
 //!
 //! Writes go through the backend's `RandomWrite`: UNSTABLE writes are staged in the
@@ -56,6 +57,7 @@ mod change;
 mod dirs;
 mod gone;
 mod handles;
+mod links;
 mod listing;
 mod mac_key;
 mod nlink;
@@ -137,6 +139,9 @@ pub(super) struct Inner {
     observer: observe::Observer,
     /// Removed files kept while NFSv4 opens hold them (`orphans`).
     orphans: orphans::Orphans,
+    /// Held while a hard link count changes (`links`): LINK and the REMOVE or
+    /// RENAME of a link name read, change and store it.
+    links: Mutex<()>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -163,7 +168,10 @@ fn check_name(name: &[u8]) -> FsResult<&str> {
         return Err(Status::Inval);
     }
     let s = std::str::from_utf8(name).map_err(|_| Status::Inval)?;
-    if s.starts_with(TEMP_PREFIX) || s.starts_with(orphans::ORPHAN_PREFIX) {
+    if s.starts_with(TEMP_PREFIX)
+        || s.starts_with(orphans::ORPHAN_PREFIX)
+        || s.starts_with(links::INODE_PREFIX)
+    {
         return Err(Status::Inval);
     }
     Ok(s)
@@ -239,6 +247,7 @@ impl Inner {
             gone: Default::default(),
             observer: Default::default(),
             orphans: orphans::Orphans::new(state_dir),
+            links: Mutex::new(()),
         };
         inner.add_exports(exports)?;
         inner.adopt_orphans()?;
@@ -527,6 +536,8 @@ impl Inner {
                 self.dir_nlink(fileid, key)
             } else if orphans::is_orphan_key(key) {
                 0
+            } else if links::is_inode_key(key) {
+                links::nlink_of(&m.user)
             } else {
                 1
             },
@@ -958,7 +969,7 @@ impl Inner {
         };
         let child = format!("{}{name}", dir.key);
         match self.find(&child)? {
-            Some(Found::File(_)) => Ok(self.node(dir.export, &child)),
+            Some(Found::File(m)) => self.named_node(dir.export, &child, &m),
             Some(Found::Dir) => Ok(self.node(dir.export, &format!("{child}/"))),
             None => Err(Status::NoEnt),
         }
@@ -1281,7 +1292,7 @@ impl Inner {
                             if mode(&m.user).is_some_and(|f| f & S_IFMT != S_IFREG) {
                                 return Err(Status::Exist);
                             }
-                            let node = self.node(dir.export, &key);
+                            let node = self.named_node(dir.export, &key, &m)?;
                             if let Some(size) = s.size {
                                 may_truncate(&node)?;
                                 self.setattr(
@@ -1459,15 +1470,20 @@ impl Inner {
 
     pub fn remove(&self, dir: &Node, name: &[u8]) -> FsResult<()> {
         let key = self.victim_key(dir, name)?;
-        // The parent, and the victim: its handles turn STALE (no hard links, so
-        // every REMOVE removes the last name).
+        // The parent, and the victim: its handles turn STALE (a name of a linked
+        // file reports its inode itself: `links`).
         let ids = [Some(dir.fileid), self.table.id_of(&key)];
         self.changing(&ids, || match self.find(&key)? {
             None => Err(Status::NoEnt),
             Some(Found::Dir) => Err(Status::IsDir),
-            Some(Found::File(_)) => {
-                // Open over NFSv4: kept, nameless, until its last close (`orphans`).
-                if !self.orphan_if_open(&key)? {
+            Some(Found::File(m)) => {
+                if let Some(ikey) = links::link_target(&m) {
+                    // One name of a linked file: its inode loses a link (`links`).
+                    self.backend.delete(&key).map_err(|e| self.berr(e, &key))?;
+                    self.forget_file(&key);
+                    self.inode_changed(ikey, || self.unlink_inode(ikey))?;
+                } else if !self.orphan_if_open(&key)? {
+                    // Open over NFSv4: kept, nameless, until its last close (`orphans`).
                     self.backend.delete(&key).map_err(|e| self.berr(e, &key))?;
                     self.forget_file(&key);
                 }
@@ -1610,7 +1626,8 @@ impl Inner {
         let tname = check_name(to_name)?;
         let src = format!("{}{fname}", from.key);
         let dst = format!("{}{tname}", to.key);
-        let (skey, tkey, src_dir) = match self.find(&src)? {
+        let found_src = self.find(&src)?;
+        let (skey, tkey, src_dir) = match &found_src {
             None => return Err(Status::NoEnt),
             Some(Found::File(_)) => (src.clone(), dst.clone(), false),
             Some(Found::Dir) => (format!("{src}/"), format!("{dst}/"), true),
@@ -1622,6 +1639,15 @@ impl Inner {
             return Err(Status::Inval);
         }
         let found_dst = self.find(&dst)?;
+        // Two names of one file (`links`): POSIX rename(2) does nothing.
+        let dst_file = Self::file_of(&dst, &found_dst);
+        if !src_dir && dst_file.is_some() && dst_file == Self::file_of(&src, &found_src) {
+            return Ok(());
+        }
+        let dst_inode = match &found_dst {
+            Some(Found::File(m)) => links::link_target(m).map(str::to_string),
+            _ => None,
+        };
         let replaces_dir = matches!(found_dst, Some(Found::Dir));
         let replaces_file = matches!(found_dst, Some(Found::File(_)));
         match (found_dst, src_dir) {
@@ -1652,7 +1678,12 @@ impl Inner {
             if replaces_file {
                 self.orphan_if_open(&tkey)?;
             }
-            self.rename_keys(from, to, &skey, &tkey, src_dir, replaces_dir)
+            self.rename_keys(from, to, &skey, &tkey, src_dir, replaces_dir)?;
+            // A replaced link name: its inode lost a link.
+            match &dst_inode {
+                Some(ikey) => self.inode_changed(ikey, || self.unlink_inode(ikey)),
+                None => Ok(()),
+            }
         })
     }
 
