@@ -21,6 +21,9 @@ use std::sync::Arc;
 /// Maximum NFSv3 file handle size (RFC 1813 NFS3_FHSIZE). The model's handles fit in
 /// it, so one handle serves both front ends.
 pub const FH_MAX: usize = 64;
+/// The most names a file can have (`link`): PATHCONF linkmax and fattr4 maxlink; one
+/// LINK more is `MLink` (NFS3ERR_MLINK, NFS4ERR_MLINK). Ext4's limit.
+pub const LINK_MAX: u32 = 65_000;
 
 /// Maximum NFSv4 file handle size (RFC 8881 NFS4_FHSIZE). `resolve` accepts any
 /// length up to this (and beyond): anything that is not one of our handles is

@@ -8,7 +8,12 @@
 //! *link object* whose metadata names the inode's key (`nfsgw-link`). The handle
 //! table moves the file id to the inode key, so every handle of the file, made
 //! before or after the LINK, keeps resolving to it (the table's journal keeps the
-//! move across restarts); every other file stays one object at its name.
+//! move across restarts); every other file stays one object at its name. The inode's
+//! name carries that id, so the table finds it again where it did not see the move
+//! (`Inner::adopt_inode`): another gateway on a shared store, or a LINK a crash cut
+//! short. On shared stores (version-2 handles, which carry the key) the inode keeps
+//! the name the file had when first linked (`nfsgw-origin`), and its handles carry
+//! that name: the handle a client got before the LINK is the one it gets after.
 //!
 //! LOOKUP and READDIR of a link name answer the inode: its file id, handle and
 //! attributes, `nlink` = the count stored on it. READ, WRITE, SETATTR go to the
@@ -33,7 +38,7 @@
 
 use super::{check_name, is_dir_key, lock, Found, Inner, Node, Status};
 use crate::backend::{BackendError, ObjectMeta, UserMeta};
-use crate::fs::FsResult;
+use crate::fs::{FsResult, LINK_MAX};
 
 /// Names of inode objects (a sibling of `orphans::ORPHAN_PREFIX`): hidden.
 pub(super) const INODE_PREFIX: &str = ".nfsgw-inode.";
@@ -41,12 +46,31 @@ pub(super) const INODE_PREFIX: &str = ".nfsgw-inode.";
 const M_LINK: &str = "nfsgw-link";
 /// Metadata of an inode object: its link count.
 const M_NLINK: &str = "nfsgw-nlink";
+/// Metadata of an inode object: the key the file had when it was first linked (what
+/// its shared-store handles carry).
+const M_ORIGIN: &str = "nfsgw-origin";
 
 /// Whether `key` names an inode object (its last component has the prefix).
 pub(super) fn is_inode_key(key: &str) -> bool {
     key.rsplit('/')
         .next()
         .is_some_and(|n| n.starts_with(INODE_PREFIX))
+}
+
+/// The file id an inode key carries (`<root>.nfsgw-inode.<16 hex digits>`); `None`
+/// for any other key.
+pub(super) fn inode_id(key: &str) -> Option<u64> {
+    let name = key.rsplit('/').next()?;
+    let hex = name.strip_prefix(INODE_PREFIX)?;
+    if hex.len() != 16 {
+        return None;
+    }
+    u64::from_str_radix(hex, 16).ok().filter(|id| *id > 1)
+}
+
+/// The key an inode's file had when it was first linked, from the inode's metadata.
+pub(super) fn origin(user: &UserMeta) -> Option<&str> {
+    user.get(M_ORIGIN).map(String::as_str)
 }
 
 /// The inode a link object points to; `None` for any other object. Only an empty
@@ -87,6 +111,11 @@ impl Inner {
         if is_dir_key(&src.key) {
             return Err(Status::IsDir);
         }
+        if super::orphans::is_orphan_key(&src.key) {
+            // Removed while open (`orphans`): no name left to link to, as link(2)
+            // refuses a file whose link count is 0 (ENOENT).
+            return Err(Status::NoEnt);
+        }
         if name == b"." || name == b".." {
             return Err(Status::Exist);
         }
@@ -97,11 +126,19 @@ impl Inner {
             if self.find(&key)?.is_some() {
                 return Err(Status::Exist);
             }
-            let m = self.file_meta(&src.key)?.ok_or(Status::Stale)?;
-            let ikey = if is_inode_key(&src.key) {
-                self.set_nlink(&src.key, &m.user, nlink_of(&m.user) + 1)?;
-                self.put_link(&key, &src.key)?;
-                src.key.clone()
+            let (skey, m) = self.linked_now(src)?;
+            let n = if is_inode_key(&skey) {
+                nlink_of(&m.user)
+            } else {
+                1
+            };
+            if n >= LINK_MAX {
+                return Err(Status::MLink);
+            }
+            let ikey = if is_inode_key(&skey) {
+                self.set_nlink(&skey, &m.user, n + 1)?;
+                self.put_link(&key, &skey)?;
+                skey
             } else {
                 self.promote(src, &m.user, &key)?
             };
@@ -114,15 +151,34 @@ impl Inner {
         })
     }
 
+    /// Where `src` is now and its metadata, read under the links lock: a node
+    /// resolved before another LINK of the same file moved it to its inode (two
+    /// first LINKs at once) finds a link object at its key, and follows it, so the
+    /// second LINK counts on the inode instead of moving a link object over it.
+    fn linked_now(&self, src: &Node) -> FsResult<(String, ObjectMeta)> {
+        let m = self.file_meta(&src.key)?.ok_or(Status::Stale)?;
+        let Some(ikey) = link_target(&m) else {
+            return Ok((src.key.clone(), m));
+        };
+        if inode_id(ikey) != Some(src.fileid) {
+            return Err(Status::Stale);
+        }
+        let ikey = ikey.to_string();
+        let im = self.file_meta(&ikey)?.ok_or(Status::Stale)?;
+        Ok((ikey, im))
+    }
+
     /// The first LINK of the plain file `src`: it moves to its inode key, `new` and
     /// its old name become link objects (module doc: the order is the crash rule).
     fn promote(&self, src: &Node, user: &UserMeta, new: &str) -> FsResult<String> {
-        let ikey = format!(
-            "{}{INODE_PREFIX}{:016x}",
-            self.orphan_root(&src.key),
-            src.fileid
-        );
-        self.set_nlink(&src.key, user, 2)?;
+        let ikey = self.inode_key(&src.key, src.fileid);
+        if inode_id(&ikey) != Some(src.fileid) {
+            // The table could not give the file an id (`UNRESOLVABLE`).
+            return Err(Status::ServerFault);
+        }
+        let mut user = user.clone();
+        user.insert(M_ORIGIN.into(), src.key.clone());
+        self.set_nlink(&src.key, &user, 2)?;
         self.put_link(new, &ikey)?;
         self.move_dirty(&src.key, &ikey);
         if let Err(e) = self.backend.rename(&src.key, &ikey) {
@@ -136,6 +192,50 @@ impl Inner {
             Ok(_) => Ok(ikey),
             Err(e) => Err(self.berr(e, &src.key)),
         }
+    }
+
+    /// The inode key of the file `fileid` whose name was `key` when first linked: in
+    /// the deepest export root holding `key`, as orphans are placed, so every export
+    /// that reaches the file reaches its inode.
+    fn inode_key(&self, key: &str, fileid: u64) -> String {
+        format!("{}{INODE_PREFIX}{fileid:016x}", self.orphan_root(key))
+    }
+
+    /// Maps the inode key `ikey` to the id it carries (`HandleTable::adopt`), telling
+    /// the reactors' caches what moved; returns the id.
+    pub(super) fn adopt_inode(&self, ikey: &str, id: u64) -> u64 {
+        let ((id, _), touched) = self.table.adopt(ikey, id);
+        self.observer.touched(&touched);
+        id
+    }
+
+    /// A handle of the file `fileid` led to `key` (object `m`), which is no longer
+    /// the file: when the file was hard-linked since (on another gateway, or by a
+    /// LINK a crash cut short), its inode: the one `key`'s link object names, or with
+    /// the name gone the one the id and `key` derive. Adopted by the table. `None`:
+    /// not a linked file.
+    pub(super) fn linked_since(
+        &self,
+        key: &str,
+        fileid: u64,
+        m: Option<&ObjectMeta>,
+    ) -> FsResult<Option<(String, ObjectMeta)>> {
+        let ikey = match m {
+            Some(m) => match link_target(m) {
+                Some(t) => t.to_string(),
+                None => return Ok(None),
+            },
+            None if is_dir_key(key) || is_inode_key(key) => return Ok(None),
+            None => self.inode_key(key, fileid),
+        };
+        if inode_id(&ikey) != Some(fileid) {
+            return Ok(None);
+        }
+        let Some(im) = self.file_meta(&ikey)? else {
+            return Ok(None);
+        };
+        self.adopt_inode(&ikey, fileid);
+        Ok(Some((ikey, im)))
     }
 
     /// Writes the link object `key` -> `ikey` (EXIST when the name was taken since).

@@ -179,3 +179,112 @@ fn a_dangling_link_name_loses_nothing() {
         assert_eq!(names(m, &root), [".", "..", "f", "sub"]);
     });
 }
+
+/// A first LINK cut short after the store moved the file to its inode key, before
+/// the handle table heard of it (a kill -9 between the two): the handle made before
+/// still resolves, to the inode (the id its name carries), with the data; the new
+/// name shows that same handle; the old name is gone.
+#[test]
+fn a_link_cut_after_the_move_keeps_the_handle() {
+    each_local(|m, b, _| {
+        let root = m.root(0).unwrap();
+        let f = mkfile(m, &root, "f");
+        m.write(&f, 0, b"moved", Stable::FileSync).unwrap();
+        let fh = m.handle(&f);
+        let ikey = format!(".nfsgw-inode.{:016x}", f.fileid);
+        let mut meta = UserMeta::new();
+        meta.insert("nfsgw-link".into(), ikey.clone());
+        b.put("g", b"", &meta, true).unwrap();
+        b.rename("f", &ikey).unwrap();
+        let via = m.resolve(fh.as_bytes()).unwrap();
+        assert_eq!((via.fileid, via.key.as_str()), (f.fileid, ikey.as_str()));
+        assert_eq!(read_all(m, &via), b"moved");
+        assert_eq!(m.handle(&m.lookup(&root, b"g").unwrap()), fh);
+        assert_eq!(m.lookup(&root, b"f"), Err(Status::NoEnt));
+        assert_eq!(names(m, &root), [".", "..", "g", "sub"]);
+    });
+}
+
+/// LINK through a node from before an earlier LINK of the file; LINK refuses a file
+/// with no name left (removed while open, `orphans`: link(2)'s ENOENT for a link
+/// count of 0) and a file at the most names (`LINK_MAX`: MLINK).
+#[test]
+fn link_refuses_an_unlinked_file_and_one_at_the_limit() {
+    each_local(|m, b, _| {
+        let root = m.root(0).unwrap();
+        let f = mkfile(m, &root, "f");
+        m.link(&f, &root, b"g").unwrap();
+        // `f` is a node from before the LINK (as a second first LINK at once holds):
+        // the next LINK counts on the inode, never moves the link object over it.
+        m.write(
+            &m.lookup(&root, b"g").unwrap(),
+            0,
+            b"kept",
+            Stable::FileSync,
+        )
+        .unwrap();
+        m.link(&f, &root, b"s").unwrap();
+        let s = m.lookup(&root, b"s").unwrap();
+        assert_eq!(
+            (s.fileid, nlink(m, &s), read_all(m, &s)),
+            (f.fileid, 3, b"kept".to_vec())
+        );
+        let ikey = format!(".nfsgw-inode.{:016x}", f.fileid);
+        let mut user = b.head(&ikey).unwrap().user;
+        user.insert("nfsgw-nlink".into(), crate::fs::LINK_MAX.to_string());
+        b.set_meta(&ikey, &user).unwrap();
+        assert_eq!(m.link(&f, &root, b"h"), Err(Status::MLink));
+        assert_eq!(m.lookup(&root, b"h"), Err(Status::NoEnt));
+        let orphan = Node {
+            key: ".nfsgw-orphan.00000000000000ab".into(),
+            ..f.clone()
+        };
+        assert_eq!(m.link(&orphan, &root, b"h"), Err(Status::NoEnt));
+    });
+}
+
+/// Two gateways on one bucket (shared-store handles carry the key): a file linked on
+/// one keeps the handle it had on both, and the other gateway, whose table never saw
+/// the LINK, resolves that handle to the inode, shows the link name with the same
+/// file id and handle, and still does once the file's first name is removed.
+#[test]
+fn another_gateway_resolves_a_linked_files_handle() {
+    let Some(b1) = crate::backend::s3::live_tests::fresh("") else {
+        return;
+    };
+    let b1: Arc<dyn Backend> = Arc::new(b1);
+    let (d1, d2) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let g1 = FileModel::open(b1.clone(), d1.path(), &exports()).unwrap();
+    let bucket = b1.identity();
+    let bucket = bucket.rsplit('/').nth(1).unwrap().to_string();
+    let b2: Arc<dyn Backend> = Arc::new(crate::backend::s3::live_tests::live(&bucket, "").unwrap());
+    let g2 = FileModel::open(b2, d2.path(), &exports()).unwrap();
+    let r1 = g1.root(0).unwrap();
+    let d = g1.mkdir(&r1, b"d", &SetAttr::default(), OWNER).unwrap();
+    let f = mkfile(&g1, &d, "f");
+    g1.write(&f, 0, b"shared", Stable::FileSync).unwrap();
+    let fh = g1.handle(&f);
+    let r2 = g2.root(0).unwrap();
+    let d2n = g2.lookup(&r2, b"d").unwrap();
+    assert_eq!(g2.handle(&g2.lookup(&d2n, b"f").unwrap()), fh);
+    let g = g1.link(&f, &r1, b"g").unwrap();
+    assert_eq!(g1.handle(&g), fh, "the linking gateway");
+    // The other gateway's store metadata cache (the s3 backend's ATTR_TTL, 1 s, as an
+    // NFS client's attribute cache) still knows "d/f" as the file until then.
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    let via = g2.resolve(fh.as_bytes()).unwrap();
+    assert_eq!(
+        (via.fileid, read_all(&g2, &via)),
+        (f.fileid, b"shared".to_vec())
+    );
+    let g_on_2 = g2.lookup(&r2, b"g").unwrap();
+    assert_eq!((g_on_2.fileid, g2.handle(&g_on_2)), (f.fileid, fh));
+    assert_eq!(nlink(&g2, &g_on_2), 2);
+    g1.remove(&d, b"f").unwrap();
+    let d3 = tempfile::tempdir().unwrap();
+    let b3: Arc<dyn Backend> = Arc::new(crate::backend::s3::live_tests::live(&bucket, "").unwrap());
+    let g3 = FileModel::open(b3, d3.path(), &exports()).unwrap();
+    let via = g3.resolve(fh.as_bytes()).unwrap();
+    assert_eq!((via.fileid, nlink(&g3, &via)), (f.fileid, 1));
+    assert_eq!(read_all(&g3, &via), b"shared");
+}

@@ -389,7 +389,7 @@ impl Inner {
     /// and the next listing finds them in the table's cache.
     fn fill_ids(&self, out: &mut [Listed], record: bool) {
         for (ikey, id) in out.iter_mut().filter_map(|l| l.inode.as_mut()) {
-            *id = self.table.assign(ikey).0;
+            *id = self.file_id(ikey);
         }
         if record {
             for l in out.iter_mut() {
@@ -576,7 +576,7 @@ impl Inner {
         {
             l.meta = self.file_meta(&l.key).ok().flatten();
             if let Some(i) = l.meta.as_ref().and_then(links::link_target) {
-                l.inode = Some((i.to_string(), self.table.assign(i).0));
+                l.inode = Some((i.to_string(), self.file_id(i)));
             }
         }
     }

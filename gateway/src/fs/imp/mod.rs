@@ -407,11 +407,19 @@ impl Inner {
     }
 
     fn node(&self, export: u16, key: &str) -> Node {
-        let (fileid, _) = self.table.assign(key);
         Node {
             export,
-            fileid,
+            fileid: self.file_id(key),
             key: key.to_string(),
+        }
+    }
+
+    /// The file id of `key`: for a hard-linked file's inode the id its name carries
+    /// (`links`), else the table's, assigned at first sight.
+    fn file_id(&self, key: &str) -> u64 {
+        match links::inode_id(key) {
+            Some(id) => self.adopt_inode(key, id),
+            None => self.table.assign(key).0,
         }
     }
 
@@ -717,8 +725,10 @@ impl Inner {
             bytes: [0; FH_MAX],
         };
         let b = if self.shared {
-            let inc = self.incarnation_of(node);
-            handles::encode_shared(&self.mac_key, node.export, id, inc, self.suffix(node, id))
+            let (inc, origin) = self.incarnation_of(node);
+            let named = origin.as_deref().unwrap_or(&node.key);
+            let suffix = self.suffix(node, named, id);
+            handles::encode_shared(&self.mac_key, node.export, id, inc, suffix)
         } else {
             handles::encode(&self.mac_key, node.export, id, gen).to_vec()
         };
@@ -728,23 +738,31 @@ impl Inner {
     }
 
     /// The incarnation of the object behind `node` (0: none, gone, or unknown now;
-    /// metadata reads are cached by the backend, so this rarely costs a request).
-    fn incarnation_of(&self, node: &Node) -> u32 {
+    /// metadata reads are cached by the backend, so this rarely costs a request) and,
+    /// for a hard-linked file's inode, the key the file had when first linked, which
+    /// its handles name (`links`: the handle made before the LINK is the one after).
+    fn incarnation_of(&self, node: &Node) -> (u32, Option<String>) {
         if Some(node.key.as_str()) == self.prefix(node.export) {
-            return 0;
+            return (0, None);
         }
-        self.backend
-            .head(&node.key)
-            .map_or(0, |m| incarnation(&m.user))
+        let Ok(m) = self.backend.head(&node.key) else {
+            return (0, None);
+        };
+        let origin = match links::is_inode_key(&node.key) {
+            true => links::origin(&m.user).map(str::to_string),
+            false => None,
+        };
+        (incarnation(&m.user), origin)
     }
 
-    /// The key below the export root when it fits a shared handle ("" = the root);
-    /// otherwise a single NUL (never part of a key), and the key goes into the store's
-    /// id index (once per file id and start).
-    fn suffix<'a>(&self, node: &'a Node, id: u64) -> &'a [u8] {
+    /// The key `named` (`node`'s, or the name a linked file's handles carry) below
+    /// the export root when it fits a shared handle ("" = the root); otherwise a
+    /// single NUL (never part of a key), and `node`'s key goes into the store's id
+    /// index (once per file id and start).
+    fn suffix<'a>(&self, node: &Node, named: &'a str, id: u64) -> &'a [u8] {
         let root = self.prefix(node.export).unwrap_or("");
-        let rel = node.key.strip_prefix(root).unwrap_or(&node.key).as_bytes();
-        if rel.len() <= handles::SUFFIX_MAX {
+        let rel = named.strip_prefix(root).map(str::as_bytes);
+        if let Some(rel) = rel.filter(|r| r.len() <= handles::SUFFIX_MAX) {
             return rel;
         }
         if !lock(&self.indexed).contains(&id) {
@@ -777,8 +795,18 @@ impl Inner {
         if !key.starts_with(root) {
             return Err(Status::Stale);
         }
+        let mut key = key;
         if key != root {
-            match self.meta(&key)? {
+            let mut m = self.meta(&key)?;
+            // A file hard-linked since the table last saw it (`links`): its inode.
+            if m.as_ref().is_none_or(|m| links::link_target(m).is_some()) {
+                if let Some((ikey, im)) = self.linked_since(&key, fileid, m.as_ref())? {
+                    (key, m) = (ikey, Some(im));
+                } else if m.is_some() {
+                    return Err(Status::Stale); // a name of another linked file
+                }
+            }
+            match m {
                 None => {
                     // Gone behind our back: forget it so a new object there gets a new
                     // generation, and drop what the reactors cached of it (its handles
@@ -824,7 +852,7 @@ impl Inner {
             format!("{root}{rel}")
         };
         // The id must be the one this key derives (else: a collision re-hash here).
-        let (id, _) = self.table.assign(&key);
+        let id = self.file_id(&key);
         if id != fileid {
             return Err(Status::Stale);
         }
