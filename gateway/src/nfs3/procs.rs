@@ -705,7 +705,8 @@ fn fsinfo(ctx: &Ctx, r: &mut XdrReader, out: &mut XdrWriter) -> Res {
     // time_delta: nanosecond timestamps.
     out.u32(0)?;
     out.u32(1)?;
-    out.u32(FSF3_SYMLINK | FSF3_HOMOGENEOUS | FSF3_CANSETTIME)?;
+    // FSF3_LINK: LINK makes hard links (RFC 1813 §3.3.19; `fs::imp::links`).
+    out.u32(FSF3_LINK | FSF3_SYMLINK | FSF3_HOMOGENEOUS | FSF3_CANSETTIME)?;
     Ok(())
 }
 
@@ -715,7 +716,7 @@ fn pathconf(ctx: &Ctx, r: &mut XdrReader, out: &mut XdrWriter) -> Res {
     let a = ctx.model.getattr(&node)?;
     out.u32(OK)?;
     put_post_op_attr(out, Some(&a))?;
-    out.u32(1)?; // linkmax
+    out.u32(crate::fs::LINK_MAX)?; // linkmax (RFC 1813 §3.3.20)
     out.u32(NAME_MAX as u32)?; // name_max
     out.bool(true)?; // no_trunc
     out.bool(true)?; // chown_restricted
