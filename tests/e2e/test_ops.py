@@ -51,8 +51,11 @@ def test_getattr_root_and_info(gw, c, root):
     assert info.maxfilesize == expected, (base, info.maxfilesize)
     st = c.fsstat(root).check()
     assert st.tbytes >= st.fbytes >= 0
+    # LINK makes hard links (RFC 1813 3.3.19 FSF3_LINK, 3.3.20 linkmax).
+    assert info.properties & N.FSF3_LINK and info.properties & N.FSF3_SYMLINK
     pc = c.pathconf(root).check()
     assert pc.name_max >= 255
+    assert pc.linkmax == 65000
 
 
 def test_mkdir_rmdir(c, root):
