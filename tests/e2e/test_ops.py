@@ -51,8 +51,11 @@ def test_getattr_root_and_info(gw, c, root):
     assert info.maxfilesize == expected, (base, info.maxfilesize)
     st = c.fsstat(root).check()
     assert st.tbytes >= st.fbytes >= 0
+    # LINK makes hard links (RFC 1813 3.3.19 FSF3_LINK, 3.3.20 linkmax).
+    assert info.properties & N.FSF3_LINK and info.properties & N.FSF3_SYMLINK
     pc = c.pathconf(root).check()
     assert pc.name_max >= 255
+    assert pc.linkmax == 65000
 
 
 def test_mkdir_rmdir(c, root):
@@ -269,10 +272,28 @@ def test_access(c, root):
     assert r.access & N.ACCESS3_LOOKUP
 
 
-def test_link_notsupp(c, root):
+def test_link(c, root):
+    """LINK (RFC 1813 3.3.15): one file under two names -- same handle and fileid,
+    nlink 2 in the reply and in GETATTR, data through either name, each name removed in
+    turn; a directory source is ISDIR, a taken name EXIST."""
     fh = c.create(root, "target", 0o644).check().fh
-    assert c.link(fh, root, "hard").status == N.NFS3ERR_NOTSUPP
-    assert c.lookup(root, "hard").status == N.NFS3ERR_NOENT
+    c.write(fh, 0, b"linked").check()
+    d = c.mkdir(root, "ldir").check().fh
+    r = c.link(fh, d, "hard").check()
+    assert r.attr.nlink == 2 and r.dir_wcc is not None
+    h = c.lookup(d, "hard").check()
+    assert h.fh == fh and h.attr.fileid == c.getattr(fh).check().attr.fileid
+    assert c.getattr(fh).check().attr.nlink == 2
+    assert c.read_all(h.fh) == b"linked"
+    assert {e.name for e in c.readdir_all(d)} >= {"hard"}
+    assert c.link(fh, d, "hard").status == N.NFS3ERR_EXIST
+    assert c.link(d, root, "dirlink").status == N.NFS3ERR_ISDIR
+    c.remove(root, "target").check()
+    assert c.lookup(root, "target").status == N.NFS3ERR_NOENT
+    assert c.getattr(fh).check().attr.nlink == 1
+    assert c.read_all(fh) == b"linked"
+    c.remove(d, "hard").check()
+    assert c.getattr(fh).status == N.NFS3ERR_STALE
 
 
 def test_mknod_special_files(gw, c, root):

@@ -63,6 +63,26 @@ def test_uncommitted_unstable_after_sigterm_flushes(gw_fs):
     assert (g.data_dir / "keep" / "data.bin").read_bytes() == data
 
 
+def test_linked_file_handle_survives_sigkill(gw_fs):
+    """A hard-linked file (LINK, RFC 1813 3.3.15) after a kill -9: the handle from
+    before the LINK names it through both names, with its count and data; removing
+    the first name leaves it to the other."""
+    g = gw_fs
+    c, root, d, f = _setup(g)
+    c.write(f, 0, b"linked", N.FILE_SYNC).check()
+    c.link(f, root, "hard").check()
+    c.close()
+    g.restart(signal.SIGKILL)
+    c = g.client()
+    assert c.getattr(f).check().attr.nlink == 2
+    assert c.lookup(root, "hard").check().fh == f
+    assert c.lookup(d, "data.bin").check().fh == f
+    c.remove(d, "data.bin").check()
+    assert c.getattr(f).check().attr.nlink == 1
+    assert c.read_all(f) == b"linked"
+    c.close()
+
+
 def test_deleted_recreated_stale_across_restart(gw_fs):
     g = gw_fs
     c, root, d, f = _setup(g)

@@ -89,9 +89,14 @@ truncate -s 1000 /mnt/d/moved
 check "truncate" test "$(stat -c %s /mnt/d/moved)" = 1000
 rm /mnt/d/link /mnt/d/moved && rmdir /mnt/d/e/f /mnt/d/e /mnt/d
 check "remove" test ! -e /mnt/d
-: > /mnt/x
-check "hard link refused (NOTSUPP)" eval '! ln /mnt/x /mnt/y 2>/dev/null'
+echo linked > /mnt/x
+check "hard link (ln)" ln /mnt/x /mnt/y
+check "hard link: one inode, two links" test "$(stat -c %i:%h /mnt/x)" = "$(stat -c %i:2 /mnt/y)"
 rm /mnt/x
+echo 3 > /proc/sys/vm/drop_caches
+check "hard link: data through the other name, one link left" \
+  test "$(cat /mnt/y)" = linked -a "$(stat -c %h /mnt/y)" = 1
+rm /mnt/y
 
 # POSIX rules an outside pjdfstest run found broken (set-id bits, chown by non-owners,
 # parent times, an unlinked open file), through the kernel client with `noac` so every

@@ -233,6 +233,12 @@ impl Ops {
         self.op(name.len(), |w| v4op::named(w, OP_REMOVE, name))
     }
 
+    /// LINK (§18.9): the saved filehandle's file gets the name `name` in the current
+    /// filehandle's directory.
+    pub fn link(self, name: &[u8]) -> Ops {
+        self.op(name.len(), |w| v4op::named(w, OP_LINK, name))
+    }
+
     /// RENAME (§18.26) of `from` in the saved directory to `to` in the current one.
     pub fn rename(self, from: &[u8], to: &[u8]) -> Ops {
         self.op(from.len() + to.len(), |w| v4op::rename(w, from, to))

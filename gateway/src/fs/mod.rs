@@ -21,6 +21,9 @@ use std::sync::Arc;
 /// Maximum NFSv3 file handle size (RFC 1813 NFS3_FHSIZE). The model's handles fit in
 /// it, so one handle serves both front ends.
 pub const FH_MAX: usize = 64;
+/// The most names a file can have (`link`): PATHCONF linkmax and fattr4 maxlink; one
+/// LINK more is `MLink` (NFS3ERR_MLINK, NFS4ERR_MLINK). Ext4's limit.
+pub const LINK_MAX: u32 = 65_000;
 
 /// Maximum NFSv4 file handle size (RFC 8881 NFS4_FHSIZE). `resolve` accepts any
 /// length up to this (and beyond): anything that is not one of our handles is
@@ -369,6 +372,16 @@ impl FileModel {
     ) -> FsResult<Node> {
         let n = self.inner.mknod(dir, name, kind, rdev, set, owner)?;
         self.audit_new("mknod", dir, name, &n);
+        Ok(n)
+    }
+
+    /// Gives the non-directory `file` the new name `name` in `dir` (LINK): the same
+    /// file, handle and file id under both names, `nlink` counting them (see
+    /// `imp::links`). A directory → `IsDir`, another export → `XDev`, a name taken →
+    /// `Exist`, names checked as for `create`. Returns `file`'s node after the change.
+    pub fn link(&self, file: &Node, dir: &Node, name: &[u8]) -> FsResult<Node> {
+        let n = self.inner.link(file, dir, name)?;
+        self.audit_new("link", dir, name, &n);
         Ok(n)
     }
 

@@ -501,24 +501,29 @@ fn rename(ctx: &Ctx, r: &mut XdrReader, out: &mut XdrWriter) -> Res {
     Ok(())
 }
 
+/// LINK (RFC 1813 §3.3.15): the file's attributes after the change (its new link
+/// count) and the directory's wcc. The new name is checked as CREATE's; a directory
+/// source is NFS3ERR_ISDIR, another export's NFS3ERR_XDEV (the model's rules).
 fn link(ctx: &Ctx, r: &mut XdrReader, out: &mut XdrWriter) -> Res {
     let fh = get_fh(r).map_err(garbage)?;
     let (dirfh, name) = get_diropargs(r).map_err(garbage)?;
-    let (file, c) = open(ctx, fh)?;
-    let (dir, _) = open(ctx, dirfh)?;
-    let fattr = attr_opt(ctx, &file);
-    let dattr = ctx.model.getattr(&dir)?;
-    let st = if !c.writable {
-        Status::Rofs
-    } else if let Err(s) = check_name(name) {
-        s
-    } else {
-        // Hard links cannot exist in an object store.
-        Status::NotSupp
-    };
-    out.u32(nfsstat3(st))?;
+    let (file, _) = open(ctx, fh)?;
+    let (dir, c) = open(ctx, dirfh)?;
+    let pre = ctx.model.getattr(&dir)?;
+    let res = (|| {
+        check_writable(&c)?;
+        if pre.kind != FileKind::Dir {
+            return Err(Status::NotDir);
+        }
+        check_new_name(name)?;
+        check_dir_modify(&pre, &c)?;
+        ctx.model.link(&file, &dir, name)
+    })();
+    let fattr = attr_opt(ctx, res.as_ref().unwrap_or(&file));
+    let post = attr_opt(ctx, &dir);
+    out.u32(code(&res))?;
     put_post_op_attr(out, fattr.as_ref())?;
-    put_wcc(out, Some(&dattr), Some(&dattr))?;
+    put_wcc(out, Some(&pre), post.as_ref())?;
     Ok(())
 }
 
@@ -700,7 +705,8 @@ fn fsinfo(ctx: &Ctx, r: &mut XdrReader, out: &mut XdrWriter) -> Res {
     // time_delta: nanosecond timestamps.
     out.u32(0)?;
     out.u32(1)?;
-    out.u32(FSF3_SYMLINK | FSF3_HOMOGENEOUS | FSF3_CANSETTIME)?;
+    // FSF3_LINK: LINK makes hard links (RFC 1813 §3.3.19; `fs::imp::links`).
+    out.u32(FSF3_LINK | FSF3_SYMLINK | FSF3_HOMOGENEOUS | FSF3_CANSETTIME)?;
     Ok(())
 }
 
@@ -710,7 +716,7 @@ fn pathconf(ctx: &Ctx, r: &mut XdrReader, out: &mut XdrWriter) -> Res {
     let a = ctx.model.getattr(&node)?;
     out.u32(OK)?;
     put_post_op_attr(out, Some(&a))?;
-    out.u32(1)?; // linkmax
+    out.u32(crate::fs::LINK_MAX)?; // linkmax (RFC 1813 §3.3.20)
     out.u32(NAME_MAX as u32)?; // name_max
     out.bool(true)?; // no_trunc
     out.bool(true)?; // chown_restricted

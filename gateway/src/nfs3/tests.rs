@@ -128,6 +128,7 @@ fn mnt(h: &H, path: &str) -> Vec<u8> {
 struct A {
     kind: u32,
     mode: u32,
+    nlink: u32,
     uid: u32,
     gid: u32,
     size: u64,
@@ -137,7 +138,7 @@ struct A {
 fn fattr(r: &mut XdrReader) -> A {
     let kind = r.u32().unwrap();
     let mode = r.u32().unwrap();
-    let _nlink = r.u32().unwrap();
+    let nlink = r.u32().unwrap();
     let uid = r.u32().unwrap();
     let gid = r.u32().unwrap();
     let size = r.u64().unwrap();
@@ -147,6 +148,7 @@ fn fattr(r: &mut XdrReader) -> A {
     A {
         kind,
         mode,
+        nlink,
         uid,
         gid,
         size,
@@ -557,22 +559,53 @@ fn names_and_types() {
     let (_, rep) = call(&h, user(0), 5, &args(|w| w.opaque_var(&d)));
     assert_eq!(status(&rep), nfsstat3(Status::Inval));
 
-    // LINK is not supported, with a well-formed reply (MKNOD: see `mknod_*`).
-    let (o, rep) = call(
-        &h,
-        user(0),
-        15,
-        &args(|w| {
-            w.opaque_var(&l)?;
-            diropargs(w, &root, b"hard")
-        }),
-    );
-    assert_eq!(o, Outcome::Done);
+    // LINK (RFC 1813 §3.3.15) of the symlink into "d": the file's attributes with its
+    // new count and the directory's wcc, the same handle under the new name, which
+    // reads the same target (MKNOD: see `mknod_*`).
+    let link = |from: &[u8], dir: &[u8], name: &[u8]| {
+        let (o, rep) = call(
+            &h,
+            user(0),
+            15,
+            &args(|w| {
+                w.opaque_var(from)?;
+                diropargs(w, dir, name)
+            }),
+        );
+        assert_eq!(o, Outcome::Done);
+        let mut r = XdrReader::new(&rep);
+        let st = r.u32().unwrap();
+        let a = post_op(&mut r);
+        let (pre, post) = wcc(&mut r);
+        assert_eq!(r.remaining(), 0, "a well-formed LINK3res");
+        (st, a, pre && post.is_some())
+    };
+    let (st, a, dir_wcc) = link(&l, &d, b"hard");
+    assert_eq!(st, 0);
+    let a = a.unwrap();
+    assert_eq!((a.kind, a.nlink), (FileKind::Lnk as u32, 2));
+    assert!(dir_wcc);
+    let hard = lookup(&h, user(0), &d, "hard").unwrap();
+    assert_eq!(hard, l, "one file, one handle");
+    assert_eq!(getattr(&h, &l).fileid, a.fileid);
+    let (_, rep) = call(&h, user(0), 5, &args(|w| w.opaque_var(&hard)));
     let mut r = XdrReader::new(&rep);
-    assert_eq!(r.u32().unwrap(), nfsstat3(Status::NotSupp));
+    assert_eq!(r.u32().unwrap(), 0);
     post_op(&mut r);
-    wcc(&mut r);
-    assert_eq!(r.remaining(), 0);
+    assert_eq!(r.string(4096).unwrap(), b"d/target");
+    // Refusals, each with a well-formed reply: a taken name, a directory source, a
+    // source that is not a directory as the target directory, a hidden name.
+    assert_eq!(link(&l, &root, b"d").0, nfsstat3(Status::Exist));
+    assert_eq!(link(&d, &root, b"dd").0, nfsstat3(Status::IsDir));
+    assert_eq!(link(&l, &l, b"x").0, nfsstat3(Status::NotDir));
+    assert_eq!(
+        link(&l, &root, b".nfsgw-inode.1").0,
+        nfsstat3(Status::Inval)
+    );
+    assert_eq!(getattr(&h, &l).nlink, 2);
+    let (_, rep) = call(&h, user(0), 12, &args(|w| diropargs(w, &d, b"hard")));
+    assert_eq!(status(&rep), 0);
+    assert_eq!(getattr(&h, &l).nlink, 1);
 
     // RENAME then RMDIR.
     let (_, rep) = call(
@@ -762,9 +795,10 @@ fn fsinfo_pathconf_fsstat() {
     // maxfilesize: what this (memory) backend can hold, not the protocol's maximum.
     assert_eq!(r.u64().unwrap(), crate::backend::memory::MAX_OBJECT);
     assert_eq!((r.u32().unwrap(), r.u32().unwrap()), (0, 1));
+    // FSF3_LINK: LINK makes hard links (RFC 1813 §3.3.19).
     assert_eq!(
         r.u32().unwrap(),
-        FSF3_SYMLINK | FSF3_HOMOGENEOUS | FSF3_CANSETTIME
+        FSF3_LINK | FSF3_SYMLINK | FSF3_HOMOGENEOUS | FSF3_CANSETTIME
     );
     assert_eq!(r.remaining(), 0);
 
@@ -773,7 +807,7 @@ fn fsinfo_pathconf_fsstat() {
     assert_eq!(r.u32().unwrap(), 0);
     post_op(&mut r).unwrap();
     let v: Vec<u32> = (0..6).map(|_| r.u32().unwrap()).collect();
-    assert_eq!(v, vec![1, 255, 1, 1, 0, 1]);
+    assert_eq!(v, vec![crate::fs::LINK_MAX, 255, 1, 1, 0, 1]);
     assert_eq!(r.remaining(), 0);
 
     let (_, rep) = call(&h, user(0), 18, &args(|w| w.opaque_var(&root)));

@@ -383,7 +383,8 @@ pub fn put_fattr(w: &mut XdrWriter, want: &Bitmap, o: &Obj, env: &Env) -> XdrRes
             FH_EXPIRE_TYPE => w.u32(0)?, // FH4_PERSISTENT
             CHANGE => w.u64(o.change)?,
             SIZE => w.u64(o.size)?,
-            LINK_SUPPORT => w.bool(false)?,
+            // LINK makes hard links (RFC 8881 §5.8.1.5; `fs::imp::links`).
+            LINK_SUPPORT => w.bool(true)?,
             SYMLINK_SUPPORT => w.bool(true)?,
             NAMED_ATTR => w.bool(false)?,
             FSID => {
@@ -404,7 +405,7 @@ pub fn put_fattr(w: &mut XdrWriter, want: &Bitmap, o: &Obj, env: &Env) -> XdrRes
             FILES_FREE => w.u64(st.ffiles)?,
             FILES_TOTAL => w.u64(st.tfiles)?,
             MAXFILESIZE => w.u64(env.max_file_size)?,
-            MAXLINK => w.u32(1)?,
+            MAXLINK => w.u32(crate::fs::LINK_MAX)?,
             MAXNAME => w.u32(NAME_MAX)?,
             MAXREAD | MAXWRITE => w.u64(MAX_IO)?,
             MODE => w.u32(o.mode)?,

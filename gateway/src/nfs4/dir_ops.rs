@@ -230,20 +230,40 @@ pub(super) fn rename(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter) -> 
     }
 }
 
-/// LINK (RFC 8881 §18.9): hard links cannot exist in an object store.
+/// LINK (RFC 8881 §18.9): saved filehandle = the file, current = the directory that
+/// gets the new name (it stays current); change_info4 of that directory. A directory
+/// (or pseudo directory) source is NFS4ERR_ISDIR, another export's NFS4ERR_XDEV; the
+/// name is checked as CREATE's. The file's delegations are recalled as for RENAME
+/// (its link count and ctime change).
 pub(super) fn link(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter) -> OpResult {
     let name = get_component(r);
     let res = (|| {
         let name = name?;
-        if c.sfh.is_none() {
-            return Err(NFS4ERR_NOFILEHANDLE);
-        }
+        let src = match c.sfh.as_ref().ok_or(NFS4ERR_NOFILEHANDLE)? {
+            CurrentFh::Pseudo(_) => return Err(NFS4ERR_ISDIR),
+            CurrentFh::File { node, .. } => node.clone(),
+        };
         let dir = dir_for_change(c, c.cfh.as_ref())?;
         check_component(name)?;
-        let _ = dir;
-        Err(NFS4ERR_NOTSUPP)
+        if src.export != dir.node.export {
+            return Err(NFS4ERR_XDEV);
+        }
+        check_dir_modify(&dir.attr, &dir.caller).map_err(fs_err)?;
+        if !c
+            .state
+            .delegations
+            .break_conflicts(src.fileid, Some(c.clientid), Conflict::Namespace)
+        {
+            return Err(NFS4ERR_DELAY);
+        }
+        let m = c.ctx.model;
+        m.link(&src, &dir.node, name).map_err(fs_err)?;
+        Ok((dir.attr, m.getattr(&dir.node).ok()))
     })();
-    status_of(w, res)
+    match res {
+        Ok((pre, post)) => ok_with(w, |w| put_cinfo(w, &pre, post.as_ref())),
+        Err(e) => put_status(w, e),
+    }
 }
 
 /// READDIR (RFC 8881 §18.23). Cookies 1 and 2 are reserved (never returned; sent back

@@ -34,11 +34,6 @@ pub(super) fn ok_with(
     Ok(NFS4_OK)
 }
 
-/// Writes the status of `r` (NFS4_OK or the error).
-pub(super) fn status_of(w: &mut XdrWriter, r: Result<(), Nfsstat4>) -> OpResult {
-    put_status(w, r.err().unwrap_or(NFS4_OK))
-}
-
 pub(super) fn fs_err(s: crate::fs::Status) -> Nfsstat4 {
     from_fs(s)
 }

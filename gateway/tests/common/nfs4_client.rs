@@ -427,14 +427,18 @@ impl V3 {
 
 pub const NFS4ERR_NOENT: u32 = 2;
 pub const NFS4ERR_EXIST: u32 = 17;
+pub const NFS4ERR_XDEV: u32 = 18;
+pub const NFS4ERR_NOTDIR: u32 = 20;
 pub const NFS4ERR_ISDIR: u32 = 21;
 pub const NFS4ERR_INVAL: u32 = 22;
+pub const NFS4ERR_STALE: u32 = 70;
 pub const NFS4ERR_NOTSUPP: u32 = 10004;
 pub const NFS4ERR_DELAY: u32 = 10008;
 pub const NFS4ERR_DENIED: u32 = 10010;
 pub const NFS4ERR_GRACE: u32 = 10013;
 pub const NFS4ERR_SHARE_DENIED: u32 = 10015;
 pub const NFS4ERR_CLID_INUSE: u32 = 10017;
+pub const NFS4ERR_NOFILEHANDLE: u32 = 10020;
 pub const NFS4ERR_STALE_CLIENTID: u32 = 10022;
 pub const NFS4ERR_OLD_STATEID: u32 = 10024;
 pub const NFS4ERR_BAD_STATEID: u32 = 10025;

@@ -8,7 +8,8 @@
 //! - `locks`: LOCK/LOCKT/LOCKU conflicts, splitting, types, RELEASE_LOCKOWNER;
 //! - `deleg`: a read delegation recalled by another client's OPEN;
 //! - `wdeleg`: write delegations recalled by NFSv3 and NFSv4.1 access, reads included;
-//! - `grace`: a restart on the same state directory, reclaims and RECLAIM_COMPLETE.
+//! - `grace`: a restart on the same state directory, reclaims and RECLAIM_COMPLETE;
+//! - `links`: LINK, hard links' handles, counts and refusals, across a restart.
 
 #[path = "../common/mod.rs"]
 mod common;
@@ -17,6 +18,7 @@ mod nfs4_client;
 
 mod deleg;
 mod grace;
+mod links;
 mod locks;
 mod opens;
 mod sessions;
@@ -35,20 +37,28 @@ pub struct Gw41 {
     data: tempfile::TempDir,
     state: tempfile::TempDir,
     nfs4: String,
+    /// More `[[exports]]` tables after "/" (`start_with`).
+    exports: String,
 }
 
 impl Gw41 {
     /// A gateway with the `[nfs4]` lines `nfs4` (e.g. `grace_time_s = 5`).
     pub fn start(nfs4: &str) -> Gw41 {
+        Gw41::start_with(nfs4, "")
+    }
+
+    /// As `start`, with more `[[exports]]` tables (`exports`) after "/".
+    pub fn start_with(nfs4: &str, exports: &str) -> Gw41 {
         let data = tempfile::tempdir().unwrap();
         let state = tempfile::tempdir().unwrap();
-        let server = boot(&data, &state, nfs4);
+        let server = boot(&data, &state, nfs4, exports);
         Gw41 {
             addr: server.local_addr(),
             server: Some(server),
             data,
             state,
             nfs4: nfs4.to_string(),
+            exports: exports.to_string(),
         }
     }
 
@@ -56,7 +66,7 @@ impl Gw41 {
     /// (a new port): what a client sees as a server restart (RFC 8881 §8.4.2).
     pub fn restart(&mut self) {
         self.server.take().unwrap().shutdown().unwrap();
-        let server = boot(&self.data, &self.state, &self.nfs4);
+        let server = boot(&self.data, &self.state, &self.nfs4, &self.exports);
         self.addr = server.local_addr();
         self.server = Some(server);
     }
@@ -67,7 +77,7 @@ impl Gw41 {
     }
 }
 
-fn boot(data: &tempfile::TempDir, state: &tempfile::TempDir, nfs4: &str) -> Server {
+fn boot(data: &tempfile::TempDir, state: &tempfile::TempDir, nfs4: &str, more: &str) -> Server {
     let text = format!(
         "[engine]\ncores = [0]\nidle = \"adaptive\"\nhugepages = \"off\"\n\
          [pools]\nsmall = 256\nmedium = 16\nlarge = 4\n\
@@ -76,7 +86,7 @@ fn boot(data: &tempfile::TempDir, state: &tempfile::TempDir, nfs4: &str) -> Serv
          [backend]\nkind = \"fs\"\nroot = \"{}\"\nworkers = 2\nio = \"workers\"\n\
          [state]\ndir = \"{}\"\n\
          [nfs4]\n{nfs4}\n\
-         [[exports]]\npath = \"/\"\nclients = [\"0.0.0.0/0\"]\nsquash = \"none\"\n",
+         [[exports]]\npath = \"/\"\nclients = [\"0.0.0.0/0\"]\nsquash = \"none\"\n{more}",
         data.path().display(),
         state.path().display(),
     );

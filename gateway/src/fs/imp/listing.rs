@@ -278,6 +278,9 @@ pub(super) struct Listed {
     pub(super) fileid: u64,
     /// Its metadata as `head` reads it, when the listing carried it.
     pub(super) meta: Option<ObjectMeta>,
+    /// For a name of a linked file, its inode's key and file id (`links`): what the
+    /// entry shows.
+    pub(super) inode: Option<(String, u64)>,
 }
 
 /// A page: how many of "." and ".." lead it, then entries.
@@ -344,6 +347,7 @@ impl Inner {
                     || name.contains('/')
                     || name.len() > 255
                     || name.starts_with(orphans::ORPHAN_PREFIX)
+                    || name.starts_with(links::INODE_PREFIX)
                 {
                     continue;
                 }
@@ -361,10 +365,13 @@ impl Inner {
                     // Removed here, still listed by a lagging replica (`gone`).
                     continue;
                 }
+                let inode = meta.as_ref().and_then(links::link_target);
+                let inode = inode.map(|i| (i.to_string(), 0));
                 out.push(Listed {
                     key: k,
                     fileid: 0,
                     meta: if full { meta } else { None },
+                    inode,
                 });
             }
             match page.next {
@@ -381,6 +388,9 @@ impl Inner {
     /// handle table); READDIRPLUS hands out handles, so it records them (`assign`),
     /// and the next listing finds them in the table's cache.
     fn fill_ids(&self, out: &mut [Listed], record: bool) {
+        for (ikey, id) in out.iter_mut().filter_map(|l| l.inode.as_mut()) {
+            *id = self.file_id(ikey);
+        }
         if record {
             for l in out.iter_mut() {
                 l.fileid = self.table.assign(&l.key).0;
@@ -457,7 +467,7 @@ impl Inner {
         for l in &p.entries {
             entries.push(DirEntry {
                 name: name_of(&l.key, plen).as_bytes().to_vec(),
-                fileid: l.fileid,
+                fileid: l.inode.as_ref().map_or(l.fileid, |i| i.1),
                 cookie: entry_cookie(l.fileid),
             });
         }
@@ -513,9 +523,7 @@ impl Inner {
 
     /// A READDIRPLUS page listed now (`readdir_plus`).
     fn list_plus(&self, dir: &Node, cookie: u64, max: usize) -> FsResult<PlusPage> {
-        let p = self.paged(dir, cookie, max, true)?;
-        let dots = self.dot_nodes(dir, &p);
-        let page = self.dir_page(dir, &p, &dots);
+        let mut p = self.paged(dir, cookie, max, true)?;
         let cold: Vec<String> = p
             .entries
             .iter()
@@ -524,13 +532,26 @@ impl Inner {
             .collect();
         if !cold.is_empty() {
             self.backend.warm(&cold);
+            self.head_cold(&mut p.entries);
         }
+        let dots = self.dot_nodes(dir, &p);
+        let page = self.dir_page(dir, &p, &dots);
         let mut plus = Vec::with_capacity(page.entries.len());
         for (_, n) in dots {
             let a = self.getattr(&n).ok();
             plus.push(a.map(|a| (n, a)));
         }
         for l in p.entries {
+            if let Some((key, fileid)) = l.inode {
+                // A name of a linked file shows its inode (`links`).
+                let node = Node {
+                    export: dir.export,
+                    fileid,
+                    key,
+                };
+                plus.push(self.getattr(&node).ok().map(|a| (node, a)));
+                continue;
+            }
             let node = Node {
                 export: dir.export,
                 fileid: l.fileid,
@@ -543,6 +564,21 @@ impl Inner {
             plus.push(a.map(|a| (node, a)));
         }
         Ok((page, plus))
+    }
+
+    /// The metadata of listed files the listing did not carry (the store's listing
+    /// is not complete: s3), read now as their attributes need it anyway, so a name
+    /// of a linked file shows its inode (`links`) in the page as in its attributes.
+    fn head_cold(&self, entries: &mut [Listed]) {
+        for l in entries
+            .iter_mut()
+            .filter(|l| l.meta.is_none() && !is_dir_key(&l.key))
+        {
+            l.meta = self.file_meta(&l.key).ok().flatten();
+            if let Some(i) = l.meta.as_ref().and_then(links::link_target) {
+                l.inode = Some((i.to_string(), self.file_id(i)));
+            }
+        }
     }
 
     /// READDIRPLUS is about to look up `names` in `dir`: let the backend fetch their

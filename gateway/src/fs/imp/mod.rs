@@ -10,7 +10,8 @@
 //! Names are raw bytes on the wire but keys are UTF-8: a non-UTF-8 name cannot be
 //! created (`Inval`) and is never found (`NoEnt`). Names containing '/' or NUL, and
 //! names starting with ".nfsgw-tmp." (backend temporaries) or ".nfsgw-orphan." (open
-//! files removed, kept until their last close: see [`orphans`]) are `Inval`; names
+//! files removed, kept until their last close: see [`orphans`]) or ".nfsgw-inode."
+//! (files with more than one name: see [`links`]) are `Inval`; names
 //! longer than 255 bytes are `NameTooLong`.
 //!
 //! Writes go through the backend's `RandomWrite`: UNSTABLE writes are staged in the
@@ -56,6 +57,7 @@ mod change;
 mod dirs;
 mod gone;
 mod handles;
+mod links;
 mod listing;
 mod mac_key;
 mod nlink;
@@ -137,6 +139,9 @@ pub(super) struct Inner {
     observer: observe::Observer,
     /// Removed files kept while NFSv4 opens hold them (`orphans`).
     orphans: orphans::Orphans,
+    /// Held while a hard link count changes (`links`): LINK and the REMOVE or
+    /// RENAME of a link name read, change and store it.
+    links: Mutex<()>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -163,7 +168,10 @@ fn check_name(name: &[u8]) -> FsResult<&str> {
         return Err(Status::Inval);
     }
     let s = std::str::from_utf8(name).map_err(|_| Status::Inval)?;
-    if s.starts_with(TEMP_PREFIX) || s.starts_with(orphans::ORPHAN_PREFIX) {
+    if s.starts_with(TEMP_PREFIX)
+        || s.starts_with(orphans::ORPHAN_PREFIX)
+        || s.starts_with(links::INODE_PREFIX)
+    {
         return Err(Status::Inval);
     }
     Ok(s)
@@ -239,6 +247,7 @@ impl Inner {
             gone: Default::default(),
             observer: Default::default(),
             orphans: orphans::Orphans::new(state_dir),
+            links: Mutex::new(()),
         };
         inner.add_exports(exports)?;
         inner.adopt_orphans()?;
@@ -398,11 +407,19 @@ impl Inner {
     }
 
     fn node(&self, export: u16, key: &str) -> Node {
-        let (fileid, _) = self.table.assign(key);
         Node {
             export,
-            fileid,
+            fileid: self.file_id(key),
             key: key.to_string(),
+        }
+    }
+
+    /// The file id of `key`: for a hard-linked file's inode the id its name carries
+    /// (`links`), else the table's, assigned at first sight.
+    fn file_id(&self, key: &str) -> u64 {
+        match links::inode_id(key) {
+            Some(id) => self.adopt_inode(key, id),
+            None => self.table.assign(key).0,
         }
     }
 
@@ -527,6 +544,8 @@ impl Inner {
                 self.dir_nlink(fileid, key)
             } else if orphans::is_orphan_key(key) {
                 0
+            } else if links::is_inode_key(key) {
+                links::nlink_of(&m.user)
             } else {
                 1
             },
@@ -706,8 +725,10 @@ impl Inner {
             bytes: [0; FH_MAX],
         };
         let b = if self.shared {
-            let inc = self.incarnation_of(node);
-            handles::encode_shared(&self.mac_key, node.export, id, inc, self.suffix(node, id))
+            let (inc, origin) = self.incarnation_of(node);
+            let named = origin.as_deref().unwrap_or(&node.key);
+            let suffix = self.suffix(node, named, id);
+            handles::encode_shared(&self.mac_key, node.export, id, inc, suffix)
         } else {
             handles::encode(&self.mac_key, node.export, id, gen).to_vec()
         };
@@ -717,23 +738,31 @@ impl Inner {
     }
 
     /// The incarnation of the object behind `node` (0: none, gone, or unknown now;
-    /// metadata reads are cached by the backend, so this rarely costs a request).
-    fn incarnation_of(&self, node: &Node) -> u32 {
+    /// metadata reads are cached by the backend, so this rarely costs a request) and,
+    /// for a hard-linked file's inode, the key the file had when first linked, which
+    /// its handles name (`links`: the handle made before the LINK is the one after).
+    fn incarnation_of(&self, node: &Node) -> (u32, Option<String>) {
         if Some(node.key.as_str()) == self.prefix(node.export) {
-            return 0;
+            return (0, None);
         }
-        self.backend
-            .head(&node.key)
-            .map_or(0, |m| incarnation(&m.user))
+        let Ok(m) = self.backend.head(&node.key) else {
+            return (0, None);
+        };
+        let origin = match links::is_inode_key(&node.key) {
+            true => links::origin(&m.user).map(str::to_string),
+            false => None,
+        };
+        (incarnation(&m.user), origin)
     }
 
-    /// The key below the export root when it fits a shared handle ("" = the root);
-    /// otherwise a single NUL (never part of a key), and the key goes into the store's
-    /// id index (once per file id and start).
-    fn suffix<'a>(&self, node: &'a Node, id: u64) -> &'a [u8] {
+    /// The key `named` (`node`'s, or the name a linked file's handles carry) below
+    /// the export root when it fits a shared handle ("" = the root); otherwise a
+    /// single NUL (never part of a key), and `node`'s key goes into the store's id
+    /// index (once per file id and start).
+    fn suffix<'a>(&self, node: &Node, named: &'a str, id: u64) -> &'a [u8] {
         let root = self.prefix(node.export).unwrap_or("");
-        let rel = node.key.strip_prefix(root).unwrap_or(&node.key).as_bytes();
-        if rel.len() <= handles::SUFFIX_MAX {
+        let rel = named.strip_prefix(root).map(str::as_bytes);
+        if let Some(rel) = rel.filter(|r| r.len() <= handles::SUFFIX_MAX) {
             return rel;
         }
         if !lock(&self.indexed).contains(&id) {
@@ -766,8 +795,18 @@ impl Inner {
         if !key.starts_with(root) {
             return Err(Status::Stale);
         }
+        let mut key = key;
         if key != root {
-            match self.meta(&key)? {
+            let mut m = self.meta(&key)?;
+            // A file hard-linked since the table last saw it (`links`): its inode.
+            if m.as_ref().is_none_or(|m| links::link_target(m).is_some()) {
+                if let Some((ikey, im)) = self.linked_since(&key, fileid, m.as_ref())? {
+                    (key, m) = (ikey, Some(im));
+                } else if m.is_some() {
+                    return Err(Status::Stale); // a name of another linked file
+                }
+            }
+            match m {
                 None => {
                     // Gone behind our back: forget it so a new object there gets a new
                     // generation, and drop what the reactors cached of it (its handles
@@ -813,7 +852,7 @@ impl Inner {
             format!("{root}{rel}")
         };
         // The id must be the one this key derives (else: a collision re-hash here).
-        let (id, _) = self.table.assign(&key);
+        let id = self.file_id(&key);
         if id != fileid {
             return Err(Status::Stale);
         }
@@ -958,7 +997,7 @@ impl Inner {
         };
         let child = format!("{}{name}", dir.key);
         match self.find(&child)? {
-            Some(Found::File(_)) => Ok(self.node(dir.export, &child)),
+            Some(Found::File(m)) => self.named_node(dir.export, &child, &m),
             Some(Found::Dir) => Ok(self.node(dir.export, &format!("{child}/"))),
             None => Err(Status::NoEnt),
         }
@@ -1281,7 +1320,7 @@ impl Inner {
                             if mode(&m.user).is_some_and(|f| f & S_IFMT != S_IFREG) {
                                 return Err(Status::Exist);
                             }
-                            let node = self.node(dir.export, &key);
+                            let node = self.named_node(dir.export, &key, &m)?;
                             if let Some(size) = s.size {
                                 may_truncate(&node)?;
                                 self.setattr(
@@ -1459,15 +1498,20 @@ impl Inner {
 
     pub fn remove(&self, dir: &Node, name: &[u8]) -> FsResult<()> {
         let key = self.victim_key(dir, name)?;
-        // The parent, and the victim: its handles turn STALE (no hard links, so
-        // every REMOVE removes the last name).
+        // The parent, and the victim: its handles turn STALE (a name of a linked
+        // file reports its inode itself: `links`).
         let ids = [Some(dir.fileid), self.table.id_of(&key)];
         self.changing(&ids, || match self.find(&key)? {
             None => Err(Status::NoEnt),
             Some(Found::Dir) => Err(Status::IsDir),
-            Some(Found::File(_)) => {
-                // Open over NFSv4: kept, nameless, until its last close (`orphans`).
-                if !self.orphan_if_open(&key)? {
+            Some(Found::File(m)) => {
+                if let Some(ikey) = links::link_target(&m) {
+                    // One name of a linked file: its inode loses a link (`links`).
+                    self.backend.delete(&key).map_err(|e| self.berr(e, &key))?;
+                    self.forget_file(&key);
+                    self.inode_changed(ikey, || self.unlink_inode(ikey))?;
+                } else if !self.orphan_if_open(&key)? {
+                    // Open over NFSv4: kept, nameless, until its last close (`orphans`).
                     self.backend.delete(&key).map_err(|e| self.berr(e, &key))?;
                     self.forget_file(&key);
                 }
@@ -1610,7 +1654,8 @@ impl Inner {
         let tname = check_name(to_name)?;
         let src = format!("{}{fname}", from.key);
         let dst = format!("{}{tname}", to.key);
-        let (skey, tkey, src_dir) = match self.find(&src)? {
+        let found_src = self.find(&src)?;
+        let (skey, tkey, src_dir) = match &found_src {
             None => return Err(Status::NoEnt),
             Some(Found::File(_)) => (src.clone(), dst.clone(), false),
             Some(Found::Dir) => (format!("{src}/"), format!("{dst}/"), true),
@@ -1622,6 +1667,15 @@ impl Inner {
             return Err(Status::Inval);
         }
         let found_dst = self.find(&dst)?;
+        // Two names of one file (`links`): POSIX rename(2) does nothing.
+        let dst_file = Self::file_of(&dst, &found_dst);
+        if !src_dir && dst_file.is_some() && dst_file == Self::file_of(&src, &found_src) {
+            return Ok(());
+        }
+        let dst_inode = match &found_dst {
+            Some(Found::File(m)) => links::link_target(m).map(str::to_string),
+            _ => None,
+        };
         let replaces_dir = matches!(found_dst, Some(Found::Dir));
         let replaces_file = matches!(found_dst, Some(Found::File(_)));
         match (found_dst, src_dir) {
@@ -1652,7 +1706,12 @@ impl Inner {
             if replaces_file {
                 self.orphan_if_open(&tkey)?;
             }
-            self.rename_keys(from, to, &skey, &tkey, src_dir, replaces_dir)
+            self.rename_keys(from, to, &skey, &tkey, src_dir, replaces_dir)?;
+            // A replaced link name: its inode lost a link.
+            match &dst_inode {
+                Some(ikey) => self.inode_changed(ikey, || self.unlink_inode(ikey)),
+                None => Ok(()),
+            }
         })
     }
 

@@ -196,7 +196,7 @@ impl Inner {
 
     /// The deepest export root holding `key`: every export that reaches the file
     /// reaches that root too, so the orphan resolves through each of them.
-    fn orphan_root(&self, key: &str) -> &'static str {
+    pub(super) fn orphan_root(&self, key: &str) -> &'static str {
         self.exports
             .load()
             .values()

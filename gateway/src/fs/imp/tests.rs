@@ -614,6 +614,9 @@ mod orphans_tests;
 #[path = "dirty_tests.rs"]
 mod dirty_tests;
 
+#[path = "links_tests.rs"]
+mod links_tests;
+
 fn unix_secs() -> u32 {
     let d = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
     d.unwrap().as_secs() as u32

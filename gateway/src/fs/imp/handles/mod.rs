@@ -84,6 +84,7 @@
 //! time in seconds and above any earlier generation of that fileid, so a forgotten and
 //! reassigned fileid never matches an old handle, even across restarts.
 
+mod adopt;
 mod cache;
 mod index;
 mod journal;

@@ -348,3 +348,47 @@ fn a_kill_keeps_folded_and_pending_changes_and_torn_tails() {
     assert_eq!(id, late.0);
     assert!(gen > late.1, "a reassigned id gets a higher generation");
 }
+
+/// `adopt` (a hard-linked file's inode, named after its id): the id moves from the
+/// file's earlier name keeping its generation, survives a reopen, and is given
+/// afresh, above its tombstone, where no key held it (another gateway's table);
+/// a key mapped to another id before loses that mapping.
+#[test]
+fn adopt_moves_or_assigns_the_id_a_name_carries() {
+    let d = tempfile::tempdir().unwrap();
+    let t = open(d.path(), 10);
+    let (id, gen) = t.assign("d/f");
+    let ikey = format!(".nfsgw-inode.{id:016x}");
+    let ((a, g), touched) = t.adopt(&ikey, id);
+    assert_eq!((a, g), (id, gen), "moved, generation kept");
+    assert_eq!(touched, Some(vec![id]));
+    assert_eq!(t.get(id), Some((ikey.clone(), gen)));
+    assert_ne!(t.assign("d/f").0, id, "the old name is another key now");
+    assert_eq!(
+        t.adopt(&ikey, id),
+        ((id, gen), Some(vec![])),
+        "nothing to do"
+    );
+    t.sync().unwrap();
+    drop(t);
+    let t = open(d.path(), 10);
+    assert_eq!(t.get(id), Some((ikey.clone(), gen)));
+    // A tombstoned id: a generation above the tombstone's.
+    let (gone, ggen) = t.assign("g");
+    t.forget("g");
+    let k2 = format!(".nfsgw-inode.{gone:016x}");
+    let ((a, g2), _) = t.adopt(&k2, gone);
+    assert!(a == gone && g2 > ggen, "{g2} > {ggen}");
+    // A key that had another id: that mapping goes.
+    let (other, _) = t.assign("k3");
+    let ((a, _), touched) = t.adopt("k3", 0x1234_5678);
+    assert_eq!(a, 0x1234_5678);
+    assert_eq!(touched, Some(vec![other, 0x1234_5678]));
+    assert_eq!(t.get(other), None);
+    assert_eq!(t.get(0x1234_5678).unwrap().0, "k3");
+    // A fresh table (another gateway): assigned as named.
+    let d2 = tempfile::tempdir().unwrap();
+    let t2 = open(d2.path(), 10);
+    assert_eq!(t2.adopt(&ikey, id).0 .0, id);
+    assert_eq!(t2.get(id).unwrap().0, ikey);
+}
