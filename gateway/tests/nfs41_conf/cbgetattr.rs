@@ -9,7 +9,7 @@
 use crate::deleg::with_back_channel;
 use crate::nfs4_client::*;
 use crate::wdeleg::{open_deleg, v3_file};
-use crate::{on_file, third};
+use crate::{on_file, third, Gw41};
 use nfs_wire::nfs3::NFSPROC3_GETATTR;
 use nfs_wire::v3call::{parse_getattr_size, status};
 use nfs_wire::v3more::fh_args;
