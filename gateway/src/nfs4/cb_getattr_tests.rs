@@ -58,11 +58,17 @@ fn cb_getattr_asks_the_handles_change_and_size_after_cb_sequence() {
     };
     let b = encode(0x99, PROG, &call, 4096, None).unwrap();
     let (h, at) = rpc::decode_call(&b).unwrap();
-    assert_eq!((h.xid, h.prog, h.vers, h.proc_), (0x99, PROG, 1, CB_COMPOUND));
+    assert_eq!(
+        (h.xid, h.prog, h.vers, h.proc_),
+        (0x99, PROG, 1, CB_COMPOUND)
+    );
     assert!(matches!(h.cred, Cred::Sys(_)));
     let w = words(&b[at..]);
     // tag "nfsgw", minor 2, callback_ident 0, two operations, CB_SEQUENCE.
-    assert_eq!(&w[..7], &[5, 0x6e66_7367, 0x7700_0000, 2, 0, 2, OP_CB_SEQUENCE]);
+    assert_eq!(
+        &w[..7],
+        &[5, 0x6e66_7367, 0x7700_0000, 2, 0, 2, OP_CB_SEQUENCE]
+    );
     assert_eq!(&w[7..11], &[0x3333_3333; 4]);
     // sequence id, slot 0, highest slot 0, cachethis false, no referring lists.
     assert_eq!(&w[11..16], &[5, 0, 0, 0, 0]);
@@ -144,7 +150,10 @@ fn hostile_cb_getattr_replies_fail_and_never_panic() {
         ("change missing", fattr4(&[0x10], &[4096])),
         ("type before them", fattr4(&[0x1a], &[1, 77, 4096])),
         ("no bitmap", fattr4(&[], &[77, 4096])),
-        ("a size past the largest file", fattr4(&[0x18], &[77, u64::MAX])),
+        (
+            "a size past the largest file",
+            fattr4(&[0x18], &[77, u64::MAX]),
+        ),
         ("values shorter than the bitmap", fattr4(&[0x18], &[77])),
         ("a huge bitmap", vec![u32::MAX, 0x18]),
     ];

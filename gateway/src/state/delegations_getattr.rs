@@ -21,11 +21,11 @@
 //! retry takes the answer if it came within `FRESH`. A CB_GETATTR that fails, times
 //! out or cannot be sent turns into the recall this replaced (`getattr_failed`).
 
-use crate::state::recall::Job;
-use crate::state::stateid::Stateid;
 use super::{block, DState, Delegations, Table};
 use crate::fs::{FileModel, Node, SetAttr, SetTime};
 use crate::state::backchannel::CbAttrs;
+use crate::state::recall::Job;
+use crate::state::stateid::Stateid;
 use crate::state::Conflict;
 use std::time::{Duration, Instant};
 
@@ -82,9 +82,9 @@ enum Holder {
 /// through (`clientid` `None`: NFSv3), if any (not revoked).
 fn foreign_write(t: &Table, fileid: u64, clientid: Option<u64>) -> Option<[u8; 12]> {
     t.by_file.get(&fileid)?.iter().copied().find(|o| {
-        t.by_other.get(o).is_some_and(|d| {
-            d.write && d.state != DState::Revoked && Some(d.clientid) != clientid
-        })
+        t.by_other
+            .get(o)
+            .is_some_and(|d| d.write && d.state != DState::Revoked && Some(d.clientid) != clientid)
     })
 }
 
@@ -165,7 +165,10 @@ impl Delegations {
             let Some(other) = foreign_write(&t, fileid, clientid) else {
                 return Holder::None;
             };
-            let courtesy = t.by_other.get(&other).map(|d| t.courtesy.contains(&d.clientid));
+            let courtesy = t
+                .by_other
+                .get(&other)
+                .map(|d| t.courtesy.contains(&d.clientid));
             let Some(d) = t.by_other.get_mut(&other) else {
                 return Holder::None;
             };

@@ -64,7 +64,10 @@ impl RecallTable {
                 .post(q, other, &call, what, &info, wire, dl, now, out)
                 .is_none()
             {
-                tracing::info!(clientid, "CB_GETATTR does not fit the back channel; recalling");
+                tracing::info!(
+                    clientid,
+                    "CB_GETATTR does not fit the back channel; recalling"
+                );
                 self.getattr_failed(dl, other, now);
             }
         }

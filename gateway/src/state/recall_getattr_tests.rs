@@ -97,7 +97,11 @@ impl Rig {
 fn the_holders_answer_decides_what_a_reader_sees() {
     let mut r = rig();
     let (node, s) = r.delegated(b"f1");
-    assert_eq!(r.settle(&node), AttrVerdict::Wait, "the holder is asked first");
+    assert_eq!(
+        r.settle(&node),
+        AttrVerdict::Wait,
+        "the holder is asked first"
+    );
     assert_eq!(r.settle(&node), AttrVerdict::Wait, "once: still waiting");
     let now = Instant::now();
     let (xid, cb) = r.cb_getattr(now);
@@ -119,19 +123,27 @@ fn the_holders_answer_decides_what_a_reader_sees() {
     r.d.getattr_answered(&s.other, changed);
     assert_eq!(r.settle(&node), AttrVerdict::Present { size: 10 });
     let after = r.model.getattr(&node).unwrap();
-    assert!(after.ctime > before && after.mtime == after.ctime, "{after:?}");
+    assert!(
+        after.ctime > before && after.mtime == after.ctime,
+        "{after:?}"
+    );
     assert_eq!(after.size, 0, "the holder's size is never written");
     // The same answer presented again: the same times (one metadata write each).
     assert_eq!(r.settle(&node), AttrVerdict::Present { size: 10 });
     assert_eq!(r.model.getattr(&node).unwrap().ctime, after.ctime);
     // Modified stays modified: even cc = sc again presents (and moves) it.
-    r.d.getattr_answered(&s.other, CbAttrs { size: 10, change: 77 });
+    r.d.getattr_answered(
+        &s.other,
+        CbAttrs {
+            size: 10,
+            change: 77,
+        },
+    );
     assert_eq!(r.settle(&node), AttrVerdict::Present { size: 10 });
     assert!(r.model.getattr(&node).unwrap().ctime > after.ctime);
     // The holder itself is never asked.
-    let holder = r
-        .d
-        .settle_attrs(&r.model, &node, Some(HOLDER), Duration::ZERO);
+    let holder =
+        r.d.settle_attrs(&r.model, &node, Some(HOLDER), Duration::ZERO);
     assert_eq!(holder, AttrVerdict::Go);
 }
 
@@ -165,6 +177,12 @@ fn a_garbled_reply_or_a_timeout_recalls_instead() {
     let (_, recall) = nfs_wire::v4cb::decode_callback(&out[0].record).unwrap();
     assert_eq!(recall.unwrap().stateid[4..], s.other);
     // A late answer changes nothing: the recall goes on.
-    r.d.getattr_answered(&s.other, CbAttrs { size: 0, change: 77 });
+    r.d.getattr_answered(
+        &s.other,
+        CbAttrs {
+            size: 0,
+            change: 77,
+        },
+    );
     assert_eq!(r.settle(&node), AttrVerdict::Wait);
 }

@@ -97,9 +97,15 @@ fn a_getattr_by_others_gets_the_holders_size_and_the_holder_keeps_its_delegation
     assert!(c2 > c1, "{c2} > {c1}");
     // No recall came; the delegation is the holder's still: it writes under it and
     // returns it (a revoked one would be DELEG_REVOKED).
-    assert!(a.next_callback(Duration::from_millis(300)).is_none(), "no recall");
+    assert!(
+        a.next_callback(Duration::from_millis(300)).is_none(),
+        "no recall"
+    );
     let (_, res) = on_file(&mut a, &fh, |o| o.write(&deleg, 0, b"data").commit(0, 0));
-    assert_eq!(res.status, NFS4_OK, "the holder writes under its delegation");
+    assert_eq!(
+        res.status, NFS4_OK,
+        "the holder writes under its delegation"
+    );
     let (_, res) = on_file(&mut a, &fh, |o| o.delegreturn(&deleg));
     assert_eq!(third(&res, OP_DELEGRETURN).0, NFS4_OK, "still held");
     // Returned: the server's own attributes, the change never going back.
@@ -116,8 +122,14 @@ fn a_garbled_or_unanswered_cb_getattr_ends_in_a_recall() {
     for (name, garble) in [(&b"cbga2"[..], true), (b"cbga3", false)] {
         let (opened, fh) = open_deleg(&mut a, name, ACCESS_BOTH);
         let deleg = opened.deleg.unwrap();
-        assert_eq!(attrs(&mut b, &fh), Err(NFS4ERR_DELAY), "the holder is asked");
-        let rec = a.next_callback(Duration::from_secs(10)).expect("CB_GETATTR");
+        assert_eq!(
+            attrs(&mut b, &fh),
+            Err(NFS4ERR_DELAY),
+            "the holder is asked"
+        );
+        let rec = a
+            .next_callback(Duration::from_secs(10))
+            .expect("CB_GETATTR");
         let (xid, cb) = nfs_wire::v4cb::decode_getattr(&rec).unwrap();
         if garble {
             // A size past the largest file: no size at all.
@@ -128,7 +140,11 @@ fn a_garbled_or_unanswered_cb_getattr_ends_in_a_recall() {
         // Unanswered: the callback times out (5 s) and the recall follows.
         let rec = a.next_callback(Duration::from_secs(15)).expect("CB_RECALL");
         assert_eq!(a.answer(&rec).stateid, deleg, "the delegation is recalled");
-        assert_eq!(attrs(&mut b, &fh), Err(NFS4ERR_DELAY), "until it is returned");
+        assert_eq!(
+            attrs(&mut b, &fh),
+            Err(NFS4ERR_DELAY),
+            "until it is returned"
+        );
         let (_, res) = on_file(&mut a, &fh, |o| o.delegreturn(&deleg));
         assert_eq!(third(&res, OP_DELEGRETURN).0, NFS4_OK);
         assert_eq!(attrs(&mut b, &fh).map(|(_, s)| s), Ok(0));
