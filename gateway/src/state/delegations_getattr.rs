@@ -18,7 +18,8 @@
 //! `recall_getattr.rs`) and its worker waits up to `CB_GETATTR_WAIT` for the answer
 //! (workers may block; reactors never get here: a held file is never answered from
 //! their caches). Not answered by then: NFS4ERR_DELAY / NFS3ERR_JUKEBOX, and the
-//! retry takes the answer if it came within `FRESH`. A CB_GETATTR that fails, times
+//! retry takes the answer: any answer serves readers for `FRESH`, one nobody took
+//! yet for `UNSERVED` (an NFSv3 client retries JUKEBOX after 5 s). A CB_GETATTR that fails, times
 //! out or cannot be sent turns into the recall this replaced (`getattr_failed`).
 
 use super::{block, DState, Delegations, Table};
@@ -31,8 +32,12 @@ use std::time::{Duration, Instant};
 
 /// How long a worker waits for the holder's answer before answering DELAY/JUKEBOX.
 pub const CB_GETATTR_WAIT: Duration = Duration::from_millis(100);
-/// An answer this recent serves a reader without asking again (a retry after DELAY).
+/// An answer this recent serves a reader without asking again.
 const FRESH: Duration = Duration::from_secs(1);
+/// ... and one no reader took yet serves the first that comes within this long: the
+/// reader that asked retries after its DELAY or JUKEBOX (Linux's NFSv3 client waits
+/// 5 s), and must not find its answer stale and ask again for ever.
+const UNSERVED: Duration = Duration::from_secs(10);
 
 /// One write delegation's CB_GETATTR record.
 #[derive(Debug, Clone, Copy, Default)]
@@ -45,6 +50,8 @@ pub(super) struct AttrProbe {
     asked: Option<Instant>,
     /// The last answer and when it came.
     answer: Option<(Instant, CbAttrs)>,
+    /// No reader took the last answer yet.
+    unserved: bool,
     /// The answer (by its time) whose presentation last moved the file's times: the
     /// same answer presented again moves nothing (one metadata write per answer).
     presented: Option<Instant>,
@@ -182,7 +189,9 @@ impl Delegations {
             }
             let p = &mut d.probe;
             if let Some((at, attrs)) = p.answer {
-                if now.saturating_duration_since(at) < FRESH {
+                let age = now.saturating_duration_since(at);
+                if age < FRESH || (p.unserved && age < UNSERVED) {
+                    p.unserved = false;
                     return Holder::Answer {
                         other,
                         attrs,
@@ -226,6 +235,7 @@ impl Delegations {
             if d.state == DState::Held {
                 d.probe.asked = None;
                 d.probe.answer = Some((Instant::now(), attrs));
+                d.probe.unserved = true;
             }
         }
         drop(t);
