@@ -190,6 +190,7 @@ fn cut_from_the_store(
     wait_for(
         "the address on the standby after the store cut",
         Duration::from_secs(lease_s * 3 + 20),
+        &logs,
         || net.has_vip(1 - active),
     );
     let vip = SocketAddr::from((net.vip(), 2049));
@@ -275,10 +276,19 @@ impl Drop for Keepalived {
     }
 }
 
-fn wait_for(what: &str, within: Duration, mut f: impl FnMut() -> bool) -> Duration {
+/// Polls `f` until it holds; past `within`, fails with `logs()` (the gateways' and
+/// keepalived's logs: a CI failure must say why, the temporary directory is gone).
+fn wait_for(
+    what: &str,
+    within: Duration,
+    logs: &dyn Fn() -> String,
+    mut f: impl FnMut() -> bool,
+) -> Duration {
     let t0 = Instant::now();
     while !f() {
-        assert!(t0.elapsed() < within, "{what}: not within {within:?}");
+        if t0.elapsed() >= within {
+            panic!("{what}: not within {within:?}\n{}", logs());
+        }
         std::thread::sleep(Duration::from_millis(20));
     }
     t0.elapsed()
@@ -335,6 +345,7 @@ fn the_address_follows_the_identity_and_clients_reclaim_through_it() {
             listen: SocketAddr::from(([0, 0, 0, 0], 2049)),
             reach: vip,
             netns: Some(&net.ns(i)),
+            rdma: None,
         })
     };
     let mut gw = [Some(start(0, "active", 0)), None];
@@ -352,9 +363,12 @@ fn the_address_follows_the_identity_and_clients_reclaim_through_it() {
         }
         s
     };
-    wait_for("the address on the active", Duration::from_secs(60), || {
-        net.has_vip(0)
-    });
+    wait_for(
+        "the address on the active",
+        Duration::from_secs(60),
+        &|| logs(&gw),
+        || net.has_vip(0),
+    );
     assert!(!net.has_vip(1));
 
     let (mut c1, _) =
@@ -389,6 +403,7 @@ fn the_address_follows_the_identity_and_clients_reclaim_through_it() {
         let moved = wait_for(
             "the address on the standby",
             Duration::from_secs(lease_s * 3 + 20),
+            &|| logs(&gw),
             || {
                 if took.is_none() && successor.log().contains("ha: took the identity") {
                     took = Some(killed.elapsed());
@@ -421,9 +436,12 @@ fn the_address_follows_the_identity_and_clients_reclaim_through_it() {
         drop(dead);
         // The killed host comes back as the standby for the next round.
         let back = start(active, "standby", round + 1);
-        wait_for("the restarted standby", Duration::from_secs(60), || {
-            back.log().contains("identity held by another gateway")
-        });
+        wait_for(
+            "the restarted standby",
+            Duration::from_secs(60),
+            &|| back.log() + &logs(&gw),
+            || back.log().contains("identity held by another gateway"),
+        );
         gw[active] = Some(back);
         active = standby;
     }

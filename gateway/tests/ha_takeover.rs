@@ -36,6 +36,7 @@ fn spawn_local(root: &Path, work: &Path, name: &str, role: &str) -> Gw {
         listen: addr,
         reach: addr,
         netns: None,
+        rdma: None,
     })
 }
 
@@ -132,4 +133,81 @@ fn torn_record_lets_no_client_reclaim(root: &Path, work: &Path, mut b: Gw, fh: &
     });
     assert_eq!(st, NFS4ERR_NO_GRACE, "no reclaim from a torn record");
     assert!(c.log().contains("recovery record is torn"), "{}", c.log());
+}
+
+/// Waits until `gw`'s log contains `what`, panicking with the log after `within`.
+fn log_says(gw: &Gw, what: &str, within: Duration) {
+    let end = Instant::now() + within;
+    while !gw.log().contains(what) {
+        assert!(
+            Instant::now() < end,
+            "no \"{what}\" within {within:?}:\n{}",
+            gw.log()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// RPC-over-RDMA through a takeover (docs/ha.md "RPC-over-RDMA through a takeover"):
+/// both gateways listen for RDMA on one address (the `soft` provider: a host-local
+/// name only one process can hold, as an RDMA device binds a service address only
+/// where it is). The standby cannot listen while the active lives: it starts on TCP
+/// alone and says so. `kill -9` of the active: the standby takes the identity, its
+/// RDMA listener binds the address the client knows, and the client, reconnecting
+/// there over RDMA, reclaims its open and lock, finishes its write by the verifier
+/// rule and reads every COMMITted byte.
+#[test]
+fn the_rdma_listener_follows_the_identity() {
+    let work = tempfile::tempdir().unwrap();
+    let root = work.path().join("objects");
+    std::fs::create_dir_all(&root).unwrap();
+    let rdma = std::net::SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let start = |name: &str, role: &str| {
+        let addr = ([127, 0, 0, 1], free_port()).into();
+        spawn(&Spec {
+            root: &root,
+            work: work.path(),
+            name,
+            role,
+            lease_s: LEASE_S,
+            listen: addr,
+            reach: addr,
+            netns: None,
+            rdma: Some(rdma),
+        })
+    };
+    let mut a = start("rdma-a", "active");
+    log_says(&a, "over RPC-over-RDMA", Duration::from_secs(20));
+    let b = start("rdma-b", "standby");
+    log_says(&b, "rdma: cannot listen yet", Duration::from_secs(20));
+    log_says(
+        &b,
+        "identity held by another gateway",
+        Duration::from_secs(20),
+    );
+    assert!(
+        !b.log().contains("the address is available now"),
+        "the standby listens on the active's RDMA address:\n{}",
+        b.log()
+    );
+
+    let mut c = Rdma41::when_served(rdma, b"rdma-client", Duration::from_secs(20), || a.log());
+    let held = hold_state(&mut c);
+    a.child.kill().unwrap(); // SIGKILL
+    a.child.wait().unwrap();
+    let killed = Instant::now();
+    log_says(
+        &b,
+        "ha: took the identity",
+        Duration::from_secs(LEASE_S * 3 + 20),
+    );
+    log_says(&b, "the address is available now", Duration::from_secs(20));
+    let mut c = Rdma41::when_served(rdma, b"rdma-client", Duration::from_secs(30), || b.log());
+    let open = reclaim_state(&mut c, &held);
+    eprintln!(
+        "kill -9 -> lock reclaimed over RDMA at the same address: {:?}",
+        killed.elapsed()
+    );
+    finish_write(&mut c, &held, &open);
+    read_back(&mut c, &held.fh, &open);
 }

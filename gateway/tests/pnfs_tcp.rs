@@ -107,7 +107,12 @@ fn gateway(m: &Moto, bucket: &str, pnfs: &str) -> Gw {
 }
 
 fn pnfs_section(ds: &[SocketAddr]) -> String {
-    let mut s = "[pnfs]\nenabled = true\nrsize = 65536\nwsize = 65536\n".to_string();
+    pnfs_with(ds, "")
+}
+
+/// `[pnfs]` naming `ds`, with more `[pnfs]` keys (`extra`, newline-terminated).
+fn pnfs_with(ds: &[SocketAddr], extra: &str) -> String {
+    let mut s = format!("[pnfs]\nenabled = true\nrsize = 65536\nwsize = 65536\n{extra}");
     for a in ds {
         s += &format!("[[pnfs.data_servers]]\naddress = \"{a}\"\n");
     }
@@ -456,7 +461,8 @@ fn lone_mds() -> Gw {
              [state]\ndir = \"{}\"\n\
              [[exports]]\npath = \"/\"\nclients = [\"0.0.0.0/0\"]\nsquash = \"none\"\n{}",
             dir.display(),
-            pnfs_section(&["127.0.0.1:9".parse().unwrap()])
+            // Never probed: the data server is never reached, and must stay placed.
+            pnfs_with(&["127.0.0.1:9".parse().unwrap()], "probe_ms = 0\n")
         )
     })
 }
@@ -628,11 +634,16 @@ fn a_truncate_or_remove_by_another_client_recalls_the_layout() {
 /// A gateway on the shared `fs` directory `root` (`backend.shared`: the handle key
 /// and conditional writes every gateway on it agrees on) with a 10 s lease.
 fn shared_fs(root: &std::path::Path, pnfs: &str) -> Gw {
+    shared_fs_on(root, "127.0.0.1:0".parse().unwrap(), pnfs)
+}
+
+/// `shared_fs` listening on `listen`.
+fn shared_fs_on(root: &std::path::Path, listen: SocketAddr, pnfs: &str) -> Gw {
     Gw::start_text(|dir| {
         format!(
             "[engine]\ncores = [0]\nidle = \"adaptive\"\nhugepages = \"off\"\n\
              [pools]\nsmall = 256\nmedium = 16\nlarge = 8\n\
-             [tcp]\nlisten = \"127.0.0.1:0\"\n\
+             [tcp]\nlisten = \"{listen}\"\n\
              [backend]\nkind = \"fs\"\nroot = \"{}\"\nshared = true\n\
              [state]\ndir = \"{}\"\n[nfs4]\nlease_time_s = 10\n\
              [[exports]]\npath = \"/\"\nclients = [\"0.0.0.0/0\"]\nsquash = \"none\"\n{pnfs}",
@@ -753,4 +764,253 @@ fn a_revoked_layouts_credentials_are_refused_by_every_data_server() {
         0
     );
     assert_eq!(status(ds.tcp_addr(), new_ids, &Call::Commit(&fh)), 0);
+}
+
+/// The value of one series of a gateway's metrics (0 when absent).
+fn metric(gw: &Gw, series: &str) -> u64 {
+    let src = gw.server.as_ref().unwrap().stats_source();
+    let mut out = String::new();
+    gateway::stats::exposition::render(&src, &mut out);
+    out.lines()
+        .find(|l| l.starts_with(series) && l.as_bytes().get(series.len()) == Some(&b' '))
+        .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+fn wait_for(what: &str, secs: u64, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while !done() {
+        assert!(Instant::now() < deadline, "{what}: not within {secs} s");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// A loopback address nothing listens on now (a gateway binds it next).
+fn free_addr() -> SocketAddr {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+}
+
+/// LAYOUTGET of `fh` through a back-channel client: the layout stateid and the device
+/// id of each mirror's data server.
+fn layout_a(
+    a: &mut nfs4_client::Tcp41,
+    fh: &[u8],
+    iomode: u32,
+    sid: [u8; 16],
+) -> Result<([u8; 16], Vec<[u8; 16]>), u32> {
+    let (st, rest) = on_a(a, fh, Ops::new().layoutget(&layoutget(iomode, sid)));
+    if st != NFS4_OK {
+        return Err(st);
+    }
+    let g = v4pnfs::layoutget_ok(&mut XdrReader::new(&rest)).unwrap();
+    let ff = v4pnfs::ff_layout(&g.layouts[0].body).unwrap();
+    Ok((
+        g.stateid,
+        ff.mirrors.iter().map(|m| m[0].deviceid).collect(),
+    ))
+}
+
+/// GETDEVICEINFO through a back-channel client: the data server's address.
+fn addr_of(a: &mut nfs4_client::Tcp41, fh: &[u8], id: &[u8; 16]) -> SocketAddr {
+    let (st, rest) = on_a(a, fh, Ops::new().getdeviceinfo(id, LAYOUT4_FLEX_FILES, 0));
+    assert_eq!(st, NFS4_OK, "GETDEVICEINFO");
+    let (_, body, _) = v4pnfs::getdeviceinfo_ok(&mut XdrReader::new(&rest)).unwrap();
+    let d = v4pnfs::ff_device(&body).unwrap();
+    v4pnfs::uaddr(&d.netaddrs[0].1).unwrap()
+}
+
+/// Answers every CB_LAYOUTRECALL that comes within a second with
+/// NFS4ERR_NOMATCHING_LAYOUT (the client holds nothing of it): how many.
+fn drain_recalls(a: &mut nfs4_client::Tcp41) -> usize {
+    let mut n = 0;
+    while let Some(rec) = a.next_callback(Duration::from_secs(1)) {
+        let (xid, what) = v4pnfs::decode_layoutrecall(&rec).unwrap_or_else(|e| panic!("{e}"));
+        let reply = v4pnfs::layoutrecall_reply(xid, &what, NFS4ERR_NOMATCHING_LAYOUT);
+        a.s.write_all(&nfs_wire::rpccall::record(&reply).unwrap())
+            .unwrap();
+        n += 1;
+    }
+    n
+}
+
+/// Data server failure at the metadata server (README "Scaling out with pNFS"): two
+/// data servers on one shared `fs` directory, probed every 100 ms (down after two
+/// failures in a row). One is stopped: within seconds its probes mark it down
+/// (`nfsgw_pnfs_data_server_up` 0), every layout naming it — and only those — is
+/// recalled over the back channel (RFC 8881 §12.5.5), LAYOUTGET of such a file is
+/// NFS4ERR_RECALLCONFLICT until it is returned, a LAYOUTRETURN's ff_ioerr4 list (RFC
+/// 8435 §9.3) is counted against the server, and new layouts, READ and RW, name only
+/// the live server. LAYOUTERROR (RFC 7862 §15.6) about the live server is counted
+/// and does not mark it down (the probe decides); an unknown device id is accepted
+/// and counted apart; a stateid that is not this file's layout is BAD_STATEID;
+/// LAYOUTSTATS is acknowledged. Both stopped: LAYOUTGET is NFS4ERR_LAYOUTUNAVAILABLE
+/// (RFC 8881 §18.43.3: I/O through the metadata server). One restarted at its
+/// address: placed in layouts again.
+#[test]
+fn a_dead_data_server_is_left_out_of_layouts_and_its_layouts_recalled() {
+    const NFS4ERR_RECALLCONFLICT: u32 = 10061;
+    const NFS4ERR_LAYOUTUNAVAILABLE: u32 = 10059;
+    const NFS4ERR_NXIO: u32 = 6;
+    use nfs_wire::v4pnfs::DeviceError;
+    use std::collections::HashSet;
+    let root = tempfile::tempdir().unwrap();
+    let at = [free_addr(), free_addr()];
+    let mut ds: Vec<Option<Gw>> = at
+        .iter()
+        .map(|a| Some(shared_fs_on(root.path(), *a, "")))
+        .collect();
+    // A stopped gateway refuses connections at once; the long timeout keeps a live
+    // one from looking dead on a loaded machine (two 1 s stalls in a row).
+    let probing = "probe_ms = 100\nprobe_timeout_ms = 1000\nprobe_failures = 2\n";
+    let mds = shared_fs(root.path(), &pnfs_with(&at, probing));
+    let series = |name: &str, i: usize| format!("{name}{{address=\"{}\"}}", at[i]);
+    let up = |i| metric(&mds, &series("nfsgw_pnfs_data_server_up", i));
+    let errors = |i| metric(&mds, &series("nfsgw_pnfs_data_server_errors_total", i));
+    wait_for("both data servers up", 5, || up(0) == 1 && up(1) == 1);
+
+    let mut a = nfs4_client::Tcp41::connect(mds.tcp_addr());
+    a.minor = 2; // LAYOUTERROR and LAYOUTSTATS are NFSv4.2's
+    a.session(b"pnfs-failover-a", nfs4_client::CONN_BACK_CHAN);
+    assert_eq!(a.seq_run(|o| o.reclaim_complete()).0, NFS4_OK);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while a.cb_nulls == 0 {
+        assert!(a.next_callback(Duration::from_millis(50)).is_none());
+        assert!(Instant::now() < deadline, "no CB_NULL probe");
+    }
+    // RW layouts until files sit on both data servers: (open, fh, layout, server).
+    let mut files = Vec::new();
+    let mut dev = [None, None];
+    for i in 0..64 {
+        let (open, fh) = open_a(&mut a, format!("f{i}").as_bytes());
+        let (sid, devs) = layout_a(&mut a, &fh, LAYOUTIOMODE4_RW, open).unwrap();
+        assert_eq!(devs.len(), 1, "a write layout has one mirror");
+        let k = at
+            .iter()
+            .position(|x| *x == addr_of(&mut a, &fh, &devs[0]))
+            .unwrap();
+        dev[k] = Some(devs[0]);
+        files.push((open, fh, sid, k));
+        if dev.iter().all(Option::is_some) {
+            break;
+        }
+    }
+    let dev = dev.map(|d| d.expect("files land on both data servers"));
+    let on = |k: usize| -> HashSet<Vec<u8>> {
+        files
+            .iter()
+            .filter(|f| f.3 == k)
+            .map(|f| f.1.clone())
+            .collect()
+    };
+    let (on0, on1) = (on(0), on(1));
+
+    // Data server 1 stops.
+    ds[1] = None;
+    let stopped = Instant::now();
+    wait_for("data server 1 marked down", 10, || up(1) == 0);
+    assert_eq!(up(0), 1);
+    let mut recalled = std::collections::HashMap::new();
+    while recalled.len() < on1.len() {
+        let cb = answer_recall(&mut a, NFS4_OK);
+        assert_eq!(
+            (cb.iomode, cb.offset, cb.length),
+            (LAYOUTIOMODE4_ANY, 0, ALL)
+        );
+        assert!(on1.contains(&cb.fh), "only layouts naming the dead server");
+        recalled.insert(cb.fh.clone(), cb.stateid);
+    }
+    assert!(
+        stopped.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        stopped.elapsed()
+    );
+    assert!(
+        a.next_callback(Duration::from_millis(500)).is_none(),
+        "the layouts on the live server stay"
+    );
+    let n1 = on1.len() as u64;
+    assert_eq!(
+        metric(&mds, "nfsgw_pnfs_layouts_recalled_ds_down_total"),
+        n1
+    );
+    let open_of = |fh: &Vec<u8>| files.iter().find(|f| &f.1 == fh).unwrap().0;
+    for (fh, sid) in &recalled {
+        // Not returned yet: this client must return it first.
+        let again = layout_a(&mut a, fh, LAYOUTIOMODE4_RW, open_of(fh));
+        assert_eq!(again.err(), Some(NFS4ERR_RECALLCONFLICT));
+        let e = DeviceError {
+            deviceid: dev[1],
+            status: NFS4ERR_NXIO,
+            opnum: nfs_wire::nfs4::OP_WRITE,
+        };
+        let body = v4pnfs::ff_layoutreturn(&[(0, ALL, *sid, vec![e])]);
+        let ret = Ops::new().layoutreturn_file_body(LAYOUTIOMODE4_ANY, sid, &body);
+        assert_eq!(on_a(&mut a, fh, ret).0, NFS4_OK, "LAYOUTRETURN");
+    }
+    assert_eq!(errors(1), n1, "ff_ioerr4 reports counted");
+    // New layouts, READ and RW, of the recalled files and of new ones: the live one.
+    for fh in recalled.keys() {
+        let (_, devs) = layout_a(&mut a, fh, LAYOUTIOMODE4_RW, open_of(fh)).unwrap();
+        assert_eq!(devs, [dev[0]]);
+    }
+    for i in 0..8 {
+        let (open, fh) = open_a(&mut a, format!("g{i}").as_bytes());
+        for iomode in [LAYOUTIOMODE4_READ, LAYOUTIOMODE4_RW] {
+            let (_, devs) = layout_a(&mut a, &fh, iomode, open).unwrap();
+            assert_eq!(devs, [dev[0]], "g{i} iomode {iomode}");
+        }
+    }
+
+    // LAYOUTERROR about the live server: counted, probed at once, still up.
+    let y = files.iter().find(|f| f.3 == 0).unwrap();
+    assert!(on0.contains(&y.1));
+    let (y_fh, y_sid) = (y.1.clone(), y.2);
+    let e0 = DeviceError {
+        deviceid: dev[0],
+        status: NFS4ERR_NXIO,
+        opnum: nfs_wire::nfs4::OP_READ,
+    };
+    let (st, _) = on_a(&mut a, &y_fh, Ops::new().layouterror(&y_sid, &[e0]));
+    assert_eq!(st, NFS4_OK, "LAYOUTERROR");
+    assert_eq!(errors(0), 1);
+    std::thread::sleep(Duration::from_millis(400));
+    assert_eq!(up(0), 1, "a report is a hint: the probe decides");
+    let unknown = DeviceError {
+        deviceid: [0xee; 16],
+        ..e0
+    };
+    let (st, _) = on_a(&mut a, &y_fh, Ops::new().layouterror(&y_sid, &[unknown]));
+    assert_eq!(st, NFS4_OK, "an unknown device id is ignored");
+    assert_eq!(metric(&mds, "nfsgw_pnfs_unknown_device_reports_total"), 1);
+    assert_eq!(errors(0), 1);
+    // Not this file's layout stateid: another file's, an open stateid.
+    let other_sid = files.iter().find(|f| f.1 != y_fh && f.3 == 0).map(|f| f.2);
+    for sid in other_sid.into_iter().chain([y.0]) {
+        let (st, _) = on_a(&mut a, &y_fh, Ops::new().layouterror(&sid, &[e0]));
+        assert_eq!(st, NFS4ERR_BAD_STATEID);
+    }
+    let (st, _) = on_a(&mut a, &y_fh, Ops::new().layoutstats(&y_sid, &dev[0]));
+    assert_eq!(st, NFS4_OK, "LAYOUTSTATS");
+
+    // Both stopped: no layout; the client's I/O goes through the metadata server.
+    ds[0] = None;
+    wait_for("data server 0 marked down", 10, || up(0) == 0);
+    assert!(
+        drain_recalls(&mut a) >= on0.len() + 8,
+        "the live server's layouts"
+    );
+    let (open, fh) = open_a(&mut a, b"late");
+    assert_eq!(
+        layout_a(&mut a, &fh, LAYOUTIOMODE4_RW, open).err(),
+        Some(NFS4ERR_LAYOUTUNAVAILABLE)
+    );
+
+    // Data server 1 back at its address: placed again.
+    ds[1] = Some(shared_fs_on(root.path(), at[1], ""));
+    wait_for("data server 1 up again", 10, || up(1) == 1);
+    let (_, devs) = layout_a(&mut a, &fh, LAYOUTIOMODE4_RW, open).unwrap();
+    assert_eq!(devs, [dev[1]]);
 }

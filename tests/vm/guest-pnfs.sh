@@ -127,6 +127,19 @@ for p in $DS_PORTS; do
   check "data server ds$k up on port $p" gw_start "ds$k" "$p"
   k=$((k + 1))
 done
+# The metadata server probes its data servers (pnfs.probe_ms): started after it, one
+# may have been marked down meanwhile (and left out of layouts): wait until it sees all
+# three up again (one answered probe).
+all_up() {
+  local n
+  for _ in $(seq 1 300); do
+    n=$(curl -sf "http://$MDS_STATS/metrics" | grep -c '^nfsgw_pnfs_data_server_up{.*} 1$' || true)
+    [ "$n" = 3 ] && return 0
+    sleep 0.1
+  done
+  return 1
+}
+check "the metadata server sees its three data servers up" all_up
 
 # bytes DIR STATS: the gateway's nfsgw_bytes_{in,out}_total summed over reactors and
 # transports (DIR in or out).

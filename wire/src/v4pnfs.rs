@@ -6,6 +6,7 @@
 //! [`XdrError`], never a panic.
 
 use crate::nfs4::*;
+use crate::nfs4args::LAYOUT4_FLEX_FILES;
 use crate::v4call::Ops;
 use crate::v4op;
 use engine::xdr::{XdrError, XdrReader, XdrResult, XdrWriter};
@@ -117,7 +118,128 @@ pub fn layoutreturn(w: &mut XdrWriter, layout_type: u32, iomode: u32, r: &Return
     }
 }
 
+/// device_error4 (RFC 7862 §15.6.1): a device, the status the client got there and
+/// the operation that got it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeviceError {
+    pub deviceid: [u8; 16],
+    pub status: u32,
+    pub opnum: u32,
+}
+
+fn device_errors(w: &mut XdrWriter, errors: &[DeviceError]) -> XdrResult<()> {
+    w.u32(errors.len() as u32)?;
+    for e in errors {
+        w.opaque_fixed(&e.deviceid)?;
+        w.u32(e.status)?;
+        w.u32(e.opnum)?;
+    }
+    Ok(())
+}
+
+/// LAYOUTERROR (RFC 7862 §15.6.1, NFSv4.2): range, layout stateid, device_error4<>.
+pub fn layouterror(
+    w: &mut XdrWriter,
+    (offset, length): (u64, u64),
+    stateid: &[u8; 16],
+    errors: &[DeviceError],
+) -> XdrResult<()> {
+    w.u32(OP_LAYOUTERROR)?;
+    w.u64(offset)?;
+    w.u64(length)?;
+    w.opaque_fixed(stateid)?;
+    device_errors(w, errors)
+}
+
+/// LAYOUTSTATS (RFC 7862 §15.7.1, NFSv4.2): range, layout stateid, read and write
+/// io_info4 (count, bytes), the device, and a flexfiles layoutupdate4 with `body`.
+pub fn layoutstats(
+    w: &mut XdrWriter,
+    (offset, length): (u64, u64),
+    stateid: &[u8; 16],
+    (read, write): ((u64, u64), (u64, u64)),
+    deviceid: &[u8; 16],
+    body: &[u8],
+) -> XdrResult<()> {
+    w.u32(OP_LAYOUTSTATS)?;
+    w.u64(offset)?;
+    w.u64(length)?;
+    w.opaque_fixed(stateid)?;
+    for v in [read.0, read.1, write.0, write.1] {
+        w.u64(v)?;
+    }
+    w.opaque_fixed(deviceid)?;
+    w.u32(LAYOUT4_FLEX_FILES)?;
+    w.opaque_var(body)
+}
+
+/// An ff_layoutreturn4 (RFC 8435 §9.3) for LAYOUTRETURN's lrf_body: one ff_ioerr4
+/// (§9.1.1) per (offset, length, stateid, errors), and no ff_iostats4.
+pub fn ff_layoutreturn(ioerrs: &[(u64, u64, [u8; 16], Vec<DeviceError>)]) -> Vec<u8> {
+    let room = 8 + ioerrs.iter().map(|e| 40 + 24 * e.3.len()).sum::<usize>();
+    let mut buf = vec![0u8; room];
+    let mut w = XdrWriter::new(&mut buf);
+    let ok = (|| {
+        w.u32(ioerrs.len() as u32)?;
+        for (offset, length, stateid, errors) in ioerrs {
+            w.u64(*offset)?;
+            w.u64(*length)?;
+            w.opaque_fixed(stateid)?;
+            device_errors(&mut w, errors)?;
+        }
+        w.u32(0)
+    })();
+    ok.expect("sized above");
+    let n = w.position();
+    buf.truncate(n);
+    buf
+}
+
+/// LAYOUTRETURN4_FILE (§18.44.1) carrying `body` as lrf_body (`ff_layoutreturn`).
+pub fn layoutreturn_file_body(
+    w: &mut XdrWriter,
+    iomode: u32,
+    (offset, length): (u64, u64),
+    stateid: &[u8; 16],
+    body: &[u8],
+) -> XdrResult<()> {
+    w.u32(OP_LAYOUTRETURN)?;
+    w.bool(false)?; // lora_reclaim
+    w.u32(LAYOUT4_FLEX_FILES)?;
+    w.u32(iomode)?;
+    w.u32(1)?; // LAYOUTRETURN4_FILE
+    w.u64(offset)?;
+    w.u64(length)?;
+    w.opaque_fixed(stateid)?;
+    w.opaque_var(body)
+}
+
 impl Ops {
+    pub fn layouterror(self, stateid: &[u8; 16], errors: &[DeviceError]) -> Ops {
+        self.op(24 * errors.len(), |w| {
+            layouterror(w, (0, u64::MAX), stateid, errors)
+        })
+    }
+
+    pub fn layoutstats(self, stateid: &[u8; 16], deviceid: &[u8; 16]) -> Ops {
+        self.op(0, |w| {
+            layoutstats(
+                w,
+                (0, u64::MAX),
+                stateid,
+                ((1, 4096), (0, 0)),
+                deviceid,
+                &[],
+            )
+        })
+    }
+
+    pub fn layoutreturn_file_body(self, iomode: u32, stateid: &[u8; 16], body: &[u8]) -> Ops {
+        self.op(body.len(), |w| {
+            layoutreturn_file_body(w, iomode, (0, u64::MAX), stateid, body)
+        })
+    }
+
     pub fn layoutget(self, a: &LayoutGet) -> Ops {
         self.op(0, |w| layoutget(w, a))
     }

@@ -137,3 +137,66 @@ fn ff_layout_and_device_decode() {
     assert_eq!((g.stateid, g.layouts[0].iomode), ([5; 16], 2));
     assert_eq!(g.layouts[0].body, body);
 }
+
+/// LAYOUTERROR and LAYOUTSTATS (RFC 7862 §15.6.1, §15.7.1) and an ff_layoutreturn4
+/// (RFC 8435 §9.3) in LAYOUTRETURN, word by word.
+#[test]
+fn error_reports_are_rfc_7862_and_rfc_8435() {
+    let e = DeviceError {
+        deviceid: [9; 16],
+        status: 10008,
+        opnum: 38,
+    };
+    let w = words(&enc(|w| layouterror(w, (1, 2), &[3; 16], &[e])));
+    assert_eq!(&w[..5], &[OP_LAYOUTERROR, 0, 1, 0, 2]);
+    assert_eq!(
+        &w[9..],
+        &[
+            1,
+            0x0909_0909,
+            0x0909_0909,
+            0x0909_0909,
+            0x0909_0909,
+            10008,
+            38
+        ]
+    );
+    let w = words(&enc(|w| {
+        layoutstats(w, (0, 8), &[1; 16], ((1, 2), (3, 4)), &[5; 16], &[])
+    }));
+    assert_eq!(w[0], OP_LAYOUTSTATS);
+    assert_eq!(&w[9..17], &[0, 1, 0, 2, 0, 3, 0, 4]);
+    assert_eq!(&w[21..], &[LAYOUT4_FLEX_FILES, 0]);
+    let body = ff_layoutreturn(&[(0, 10, [2; 16], vec![e])]);
+    let b = words(&body);
+    assert_eq!(&b[..5], &[1, 0, 0, 0, 10]);
+    assert_eq!(
+        &b[9..],
+        &[
+            1,
+            0x0909_0909,
+            0x0909_0909,
+            0x0909_0909,
+            0x0909_0909,
+            10008,
+            38,
+            0
+        ]
+    );
+    let w = words(&enc(|w| {
+        layoutreturn_file_body(w, 3, (0, u64::MAX), &[2; 16], &body)
+    }));
+    assert_eq!(
+        &w[..5],
+        &[
+            OP_LAYOUTRETURN,
+            0,
+            LAYOUT4_FLEX_FILES,
+            3,
+            LAYOUTRETURN4_FILE
+        ]
+    );
+    assert_eq!(w[13] as usize, body.len());
+    assert_eq!(&w[14..], &b[..]);
+    assert_eq!(Ops::new().layouterror(&[0; 16], &[e, e]).n, 1);
+}

@@ -26,6 +26,12 @@ pub struct DataServerConfig {
     /// "tcp" (default) or "rdma".
     #[serde(default = "default_netid")]
     pub netid: DsNetid,
+    /// "ip:port" where the metadata server probes it with an NFSv3 NULL over TCP
+    /// (`probe_ms`): its `address` by default for netid "tcp"; a data server reached
+    /// over RDMA needs its TCP listener named here to be probed (else it is never
+    /// marked down).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probe_address: Option<String>,
 }
 
 fn default_netid() -> DsNetid {
@@ -61,10 +67,32 @@ pub struct PnfsConfig {
     /// of 2^31 and above are reserved for layouts.
     #[serde(default = "default_fence")]
     pub fence: bool,
+    /// How often the metadata server sends each data server an NFSv3 NULL, ms (0: no
+    /// probing, every data server is always taken as up). README "Scaling out with
+    /// pNFS": a data server that fails `probe_failures` probes in a row is left out
+    /// of new layouts and the layouts naming it are recalled; one answered probe
+    /// brings it back.
+    #[serde(default = "default_probe_ms")]
+    pub probe_ms: u64,
+    /// How long one probe may take (connect, send, reply), ms.
+    #[serde(default = "default_probe_timeout_ms")]
+    pub probe_timeout_ms: u64,
+    /// Consecutive failed probes that mark a data server down.
+    #[serde(default = "default_probe_failures")]
+    pub probe_failures: u32,
 }
 
 fn default_fence() -> bool {
     true
+}
+fn default_probe_ms() -> u64 {
+    1000
+}
+fn default_probe_timeout_ms() -> u64 {
+    500
+}
+fn default_probe_failures() -> u32 {
+    3
 }
 
 /// Most data servers one metadata server names: bounds a layout's and a device
@@ -93,6 +121,9 @@ impl Default for PnfsConfig {
             wsize: default_io_size(),
             read_mirrors: default_read_mirrors(),
             fence: default_fence(),
+            probe_ms: default_probe_ms(),
+            probe_timeout_ms: default_probe_timeout_ms(),
+            probe_failures: default_probe_failures(),
         }
     }
 }
@@ -113,7 +144,16 @@ impl PnfsConfig {
                     ),
                 );
             }
-            if self.data_servers[..i].contains(d) {
+            if let Some(p) = &d.probe_address {
+                if p.parse::<SocketAddr>().is_err() {
+                    return bad(
+                        &format!("data_servers[{i}].probe_address"),
+                        format!("\"{p}\" is not an ip:port (its TCP listener)"),
+                    );
+                }
+            }
+            let same = |e: &DataServerConfig| e.address == d.address && e.netid == d.netid;
+            if self.data_servers[..i].iter().any(same) {
                 return bad(
                     &format!("data_servers[{i}]"),
                     format!("\"{}\" ({:?}) is listed twice", d.address, d.netid),
@@ -140,6 +180,15 @@ impl PnfsConfig {
                 "must be a multiple of 4096 in 4096..=1073741824 bytes".into(),
             );
         }
+        if self.probe_ms > 3_600_000 {
+            return bad("probe_ms", "must be 0 (off) or at most 3600000".into());
+        }
+        if !(10..=60_000).contains(&self.probe_timeout_ms) {
+            return bad("probe_timeout_ms", "must be in 10..=60000".into());
+        }
+        if !(1..=1000).contains(&self.probe_failures) {
+            return bad("probe_failures", "must be in 1..=1000".into());
+        }
         if !(1..=MAX_READ_MIRRORS).contains(&self.read_mirrors) {
             return bad(
                 "read_mirrors",
@@ -157,9 +206,14 @@ impl PnfsConfig {
         let ds = self
             .data_servers
             .iter()
-            .map(|d| crate::state::layouts::DataServer {
-                addr: d.address.parse().expect("validated"),
-                rdma: d.netid == DsNetid::Rdma,
+            .map(|d| {
+                let addr = d.address.parse().expect("validated");
+                let rdma = d.netid == DsNetid::Rdma;
+                let probe = match &d.probe_address {
+                    Some(p) => Some(p.parse().expect("validated")),
+                    None => (!rdma).then_some(addr),
+                };
+                crate::state::layouts::DataServer { addr, rdma, probe }
             })
             .collect();
         Some(crate::state::layouts::Devices {
@@ -168,6 +222,11 @@ impl PnfsConfig {
             rsize: self.rsize,
             wsize: self.wsize,
             read_mirrors: self.read_mirrors,
+            probe: crate::state::layouts::Probe {
+                every: std::time::Duration::from_millis(self.probe_ms),
+                timeout: std::time::Duration::from_millis(self.probe_timeout_ms),
+                failures: self.probe_failures,
+            },
         })
     }
 }
@@ -229,6 +288,18 @@ mod tests {
                 &format!("[pnfs]\nread_mirrors = 0\n{ds}"),
                 "pnfs.read_mirrors",
             ),
+            (
+                &format!("[pnfs]\nprobe_failures = 0\n{ds}"),
+                "pnfs.probe_failures",
+            ),
+            (
+                &format!("[pnfs]\nprobe_timeout_ms = 0\n{ds}"),
+                "pnfs.probe_timeout_ms",
+            ),
+            (
+                "[pnfs]\n[[pnfs.data_servers]]\naddress = \"10.0.0.2:1\"\nprobe_address = \"x\"\n",
+                "pnfs.data_servers[0].probe_address",
+            ),
         ] {
             let e = parse(text).expect_err(text);
             assert!(e.starts_with(key), "{text}: {e}");
@@ -236,6 +307,40 @@ mod tests {
         let e = parse("[pnfs]\n[[pnfs.data_servers]]\naddress = \"10.0.0.2:1\"\nnetid = \"udp\"\n")
             .unwrap_err();
         assert!(e.contains("netid") || e.contains("udp"), "{e}");
+    }
+
+    /// A TCP data server is probed at its address, an RDMA one only where its
+    /// `probe_address` names a TCP listener; the probe keys reach the devices.
+    #[test]
+    fn probe_addresses_and_keys() {
+        let c = parse(
+            "[pnfs]\nenabled = true\nprobe_ms = 250\nprobe_timeout_ms = 100\nprobe_failures = 2\n\
+             [[pnfs.data_servers]]\naddress = \"10.0.0.2:2049\"\n\
+             [[pnfs.data_servers]]\naddress = \"10.0.0.3:20049\"\nnetid = \"rdma\"\n\
+             [[pnfs.data_servers]]\naddress = \"10.0.0.4:20049\"\nnetid = \"rdma\"\n\
+             probe_address = \"10.0.0.4:2049\"\n",
+        )
+        .unwrap();
+        let d = c.pnfs.layouts().unwrap();
+        let probes: Vec<_> = d.servers.iter().map(|s| s.probe).collect();
+        assert_eq!(
+            probes,
+            [
+                Some("10.0.0.2:2049".parse().unwrap()),
+                None,
+                Some("10.0.0.4:2049".parse().unwrap())
+            ]
+        );
+        let ms = std::time::Duration::from_millis;
+        assert_eq!(
+            (d.probe.every, d.probe.timeout, d.probe.failures),
+            (ms(250), ms(100), 2)
+        );
+        let dflt =
+            parse("[pnfs]\nenabled = true\n[[pnfs.data_servers]]\naddress = \"10.0.0.2:2049\"\n")
+                .unwrap();
+        let p = dflt.pnfs.layouts().unwrap().probe;
+        assert_eq!((p.every, p.timeout, p.failures), (ms(1000), ms(500), 3));
     }
 
     /// `--print-config` shows the section and its output parses back the same.

@@ -12,6 +12,12 @@
 //! a new epoch, so its old ids are refused (NFS3ERR_ACCES). On a store without
 //! conditional writes (no fencing) they are the file's owner and group. Off (`[pnfs] enabled = false`), all
 //! of these answer NFS4ERR_NOTSUPP, as when the server has no pNFS at all.
+//!
+//! Data servers the metadata server's probes find down are left out of layouts; with
+//! none up LAYOUTGET is NFS4ERR_LAYOUTUNAVAILABLE, and the client does its I/O
+//! through this server (RFC 8881 §18.43.3). Errors clients report in LAYOUTRETURN's
+//! ff_layoutreturn4 (RFC 8435 §9.3) are counted against their data servers
+//! (`layout_errors`, which also answers LAYOUTERROR and LAYOUTSTATS).
 
 use super::file_ops::{cur_file, fs_err, ok_with, FileCtx};
 use super::io_ops::need_reg;
@@ -19,7 +25,7 @@ use super::status::*;
 use super::{put_status, Compound, CurrentFh, Full, OpResult};
 use crate::fs::{NfsTime, SetAttr, SetTime};
 use crate::state::layouts::{
-    DataServer, Devices, LayoutFile, Layouts, IOMODE_ANY, IOMODE_READ, IOMODE_RW,
+    mask_of, DataServer, Devices, LayoutFile, Layouts, IOMODE_ANY, IOMODE_READ, IOMODE_RW,
 };
 use crate::state::stateid::Stateid;
 use crate::state::Conflict;
@@ -62,18 +68,18 @@ pub const LAYOUT_MAX: usize = 4
 const _: () = assert!(LAYOUT_MAX <= super::plan::PNFS_REPLY / 2);
 
 /// The data servers, or NFS4ERR_NOTSUPP when this gateway is no metadata server.
-fn devices<'c>(c: &'c Compound) -> Result<&'c Devices, Nfsstat4> {
+pub(super) fn devices<'c>(c: &'c Compound) -> Result<&'c Devices, Nfsstat4> {
     c.state.layouts.devices().ok_or(NFS4ERR_NOTSUPP)
 }
 
 /// A byte range (offset, length) as RFC 8881 §18.43.3 accepts it: not empty, and
 /// not past 2^64 unless its length is "to the end".
-fn range_ok(offset: u64, length: u64) -> bool {
+pub(super) fn range_ok(offset: u64, length: u64) -> bool {
     length != 0 && (length == ALL || offset.checked_add(length).is_some())
 }
 
 /// The current filehandle as a regular file, and the layout state key of it.
-fn layout_file(c: &Compound) -> Result<(FileCtx, LayoutFile), Nfsstat4> {
+pub(super) fn layout_file(c: &Compound) -> Result<(FileCtx, LayoutFile), Nfsstat4> {
     let f = cur_file(c, NFS4ERR_ISDIR)?;
     need_reg(f.attr.kind)?;
     let lf = LayoutFile {
@@ -134,11 +140,18 @@ fn take_layout(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter) -> OpResu
         Ok(v) => v,
         Err(st) => return put_status(w, st),
     };
+    // §18.43.3: no data server up, no layout: the client's I/O goes through us.
+    let up = c.state.layouts.health();
+    let placed = ds.placement_up(f.node.fileid, a.iomode == IOMODE_RW, |i| up.is_up(i));
+    if placed.is_empty() {
+        return put_status(w, NFS4ERR_LAYOUTUNAVAILABLE);
+    }
     let ids = match ds_ids(c, &f) {
         Ok(ids) => ids,
         Err(st) => return put_status(w, st),
     };
     let f = (&f, ids);
+    let mirrors: Vec<&DataServer> = placed.iter().map(|i| &ds.servers[*i]).collect();
     let handle = match &c.cfh {
         Some(CurrentFh::File { handle, .. }) => handle.as_slice(),
         _ => &[],
@@ -147,7 +160,7 @@ fn take_layout(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter) -> OpResu
     // is granted (measured with a stand-in stateid of the same size).
     let start = w.position();
     let fits = ok_with(w, |w| {
-        put_layout(w, ds, (f, handle), &a, &Stateid::ANONYMOUS)
+        put_layout(w, (ds, &mirrors), (f, handle), &a, &Stateid::ANONYMOUS)
     });
     let len = w.position() - start;
     w.rewind(start);
@@ -156,10 +169,11 @@ fn take_layout(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter) -> OpResu
         return put_status(w, NFS4ERR_TOOSMALL);
     }
     let lease = c.state.delegations.lease();
+    let servers = mask_of(&placed);
     let grant = c
         .state
         .layouts
-        .grant(lf, handle, presented.as_ref(), a.iomode, lease);
+        .grant_on(lf, handle, presented.as_ref(), a.iomode, lease, servers);
     let lsid = match grant {
         Ok(s) => s,
         // §18.43.3: LAYOUTTRYLATER carries logr_will_signal_layout_avail.
@@ -169,7 +183,7 @@ fn take_layout(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter) -> OpResu
         }
         Err(e) => return put_status(w, from_state(e)),
     };
-    let res = ok_with(w, |w| put_layout(w, ds, (f, handle), &a, &lsid))?;
+    let res = ok_with(w, |w| put_layout(w, (ds, &mirrors), (f, handle), &a, &lsid))?;
     c.current_stateid = Some(lsid);
     Ok(res)
 }
@@ -247,8 +261,8 @@ fn layout_or_open(
 /// LAYOUTGET4resok (§18.43.2) holding one layout4 of `ff_layout4` (RFC 8435 §5.1).
 fn put_layout(
     w: &mut XdrWriter,
-    ds: &Devices,
-    ((f, ids), handle): ((&FileCtx, (u32, u32)), &[u8]),
+    (ds, mirrors): (&Devices, &[&DataServer]),
+    ((_, ids), handle): ((&FileCtx, (u32, u32)), &[u8]),
     a: &GetArgs,
     lsid: &Stateid,
 ) -> XdrResult<()> {
@@ -262,7 +276,6 @@ fn put_layout(
     let len_at = w.reserve_u32()?;
     let body = w.position();
     w.u64(u64::from(ds.stripe_unit))?;
-    let mirrors: Vec<&DataServer> = ds.placement(f.node.fileid, a.iomode == IOMODE_RW).collect();
     w.u32(mirrors.len() as u32)?;
     for (k, d) in mirrors.iter().enumerate() {
         put_mirror(w, d, ids, handle, EFFICIENCY.saturating_sub(k as u32))?;
@@ -470,12 +483,14 @@ pub(super) fn layoutreturn(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWrite
     else {
         return put_status(w, NFS4ERR_BADXDR);
     };
+    let mut body: &[u8] = &[];
     let file = if kind == RETURN_FILE {
-        let (Ok(offset), Ok(length), Ok(sid), Ok(_body)) =
+        let (Ok(offset), Ok(length), Ok(sid), Ok(b)) =
             (r.u64(), r.u64(), Stateid::decode(r), r.opaque_var(64 << 10))
         else {
             return put_status(w, NFS4ERR_BADXDR);
         };
+        body = b;
         Some((offset, length, sid))
     } else {
         None
@@ -491,6 +506,9 @@ pub(super) fn layoutreturn(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWrite
         if reclaim {
             return Err(NFS4ERR_NO_GRACE);
         }
+        // RFC 8435 §9.3: the body reports the errors the client met at data
+        // servers while it held the layout (a hint: counted, probed).
+        super::layout_errors::returned_errors(c, body);
         give_back(c, kind, iomode, file)
     })();
     match res {

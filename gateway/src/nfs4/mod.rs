@@ -25,6 +25,7 @@ pub mod fast_dirs;
 pub mod fast_io;
 mod file_ops;
 mod io_ops;
+mod layout_errors;
 mod layout_ops;
 pub mod ops;
 pub mod plan;
@@ -208,9 +209,11 @@ pub(crate) fn op_fn(op: u32) -> Option<OpFn> {
         OP_REMOVEXATTR => xattr_ops::removexattr,
         OP_OFFLOAD_STATUS => v42_ops::offload_status,
         OP_OFFLOAD_CANCEL => v42_ops::offload_cancel,
-        // Not offered (docs/nfs42.md): inter-server copy (COPY_NOTIFY), WRITE_SAME,
-        // and pNFS's error reports.
-        OP_COPY_NOTIFY | OP_WRITE_SAME | OP_LAYOUTERROR | OP_LAYOUTSTATS => file_ops::notsupp,
+        // pNFS's reports (NFS4ERR_NOTSUPP unless `[pnfs]` is on).
+        OP_LAYOUTERROR => layout_errors::layouterror,
+        OP_LAYOUTSTATS => layout_errors::layoutstats,
+        // Not offered (docs/nfs42.md): inter-server copy (COPY_NOTIFY), WRITE_SAME.
+        OP_COPY_NOTIFY | OP_WRITE_SAME => file_ops::notsupp,
         _ => return None,
     })
 }

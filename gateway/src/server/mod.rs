@@ -15,8 +15,10 @@ mod callbacks;
 mod callbacks_tests;
 mod direct;
 mod dispatch;
+mod ds_probe;
 mod held;
 mod orphans;
+mod rdma_late;
 mod reactor;
 mod spin;
 mod transport;
@@ -83,6 +85,8 @@ pub(crate) struct ReactorLink {
     /// Cleared when the reactor thread ends (shutdown or death): workers then drop
     /// its completions instead of waiting on a ring nobody drains.
     pub alive: Arc<AtomicBool>,
+    /// Its RDMA server when the listener bound after start (`[ha]`, `rdma_late`).
+    pub late_rdma: Arc<rdma_late::LateRdma>,
 }
 
 /// Clears a reactor's `alive` flag when its thread ends, however it ends.
@@ -101,6 +105,10 @@ pub struct Server {
     reactors: Vec<JoinHandle<()>>,
     workers: Vec<JoinHandle<()>>,
     callbacks: JoinHandle<()>,
+    /// The thread retrying RDMA listeners that could not bind at start (`rdma_late`).
+    late_rdma: Option<JoinHandle<()>>,
+    /// The pNFS data server probes (`ds_probe`; none unless a metadata server).
+    probes: Vec<JoinHandle<()>>,
     worker_bells: Arc<Vec<Arc<Doorbell>>>,
     shared: Arc<Shared>,
     counters: Vec<Arc<Counters>>,
@@ -285,7 +293,16 @@ impl Server {
         let mut transports = Vec::new();
         let mut links = Vec::new();
         let mut rings = Vec::new();
-        let fabrics = open_fabrics(cfg, cfg.engine.cores.len())?;
+        // [ha]: a standby's service address may not be here yet (rdma_late).
+        let ha_on = cfg.ha.identity.is_some();
+        let mut rdma_waits: Option<anyhow::Error> = None;
+        let fabrics = match open_fabrics(cfg, cfg.engine.cores.len()) {
+            Err(e) if ha_on && rdma_late::address_not_yet(&e) => {
+                rdma_waits = Some(e);
+                (0..cfg.engine.cores.len()).map(|_| None).collect()
+            }
+            r => r?,
+        };
         for fabric in fabrics {
             let pools =
                 Pools::new(&pool_specs(cfg), policy).context("engine.hugepages / [pools]")?;
@@ -295,22 +312,21 @@ impl Server {
             // Port 0 picks a port once; every reactor listens on that same one.
             addr = tcp.local_addr();
             let rdma = match fabric {
-                Some(fabric) => {
-                    let provider = fabric.name();
-                    let r = RdmaServer::new(fabric, pools.clone(), rdma_opts, cfg.rdma_addr())
-                        .with_context(|| {
-                            format!(
-                                "rdma.listen = \"{}\": cannot listen with the {provider} provider \
-                                 (address in use by another gateway?)",
-                                cfg.rdma.listen
-                            )
-                        })?;
-                    if let Some(fd) = r.wait_fd() {
-                        tcp.register_external(fd)
-                            .context("registering the fabric's wait fd")?;
+                Some(_) if rdma_waits.is_some() => None,
+                Some(fabric) => match open_rdma(cfg, fabric, &pools, rdma_opts) {
+                    Err(e) if ha_on && rdma_late::address_not_yet(&e) => {
+                        rdma_waits = Some(e);
+                        None
                     }
-                    Some(r)
-                }
+                    r => {
+                        let r = r?;
+                        if let Some(fd) = r.wait_fd() {
+                            tcp.register_external(fd)
+                                .context("registering the fabric's wait fd")?;
+                        }
+                        Some(r)
+                    }
+                },
                 None => None,
             };
             let ring = open_ring(cfg, &pools);
@@ -327,9 +343,20 @@ impl Server {
                 done: Ring::new(cfg.backend.ring_depth),
                 bell,
                 alive: Arc::new(AtomicBool::new(true)),
+                late_rdma: Arc::default(),
             });
             transports.push(tcp);
             rdma_servers.push(rdma);
+        }
+        if let Some(e) = &rdma_waits {
+            // All or none: one address, one listener group.
+            rdma_servers.iter_mut().for_each(|r| *r = None);
+            tracing::warn!(
+                listen = %cfg.rdma.listen,
+                "rdma: cannot listen yet ({e:#}); [ha]: serving TCP and retrying every {:?} \
+                 (the service address comes with the identity; docs/ha.md)",
+                rdma_late::RETRY
+            );
         }
         if let Some(Some(r)) = rdma_servers.first() {
             tracing::info!(
@@ -393,6 +420,7 @@ impl Server {
         )?;
 
         let callbacks = callbacks::spawn(&shared, &stop_workers)?;
+        let probes = ds_probe::spawn(&shared, &stop_workers)?;
         if let Some(h) = ha {
             let as_state: Arc<dyn crate::ha::AsState> = shared.clone();
             h.start(&as_state, &stop_workers)?;
@@ -408,6 +436,10 @@ impl Server {
             },
         };
         let stop_reactors = Arc::new(AtomicBool::new(false));
+        let late_rdma = match rdma_waits {
+            Some(_) => Some(spawn_late_rdma(cfg, &shared, rdma_opts, &stop_reactors)?),
+            None => None,
+        };
         let mut reactors = Vec::new();
         let mut counters = Vec::new();
         let mut stats = Vec::new();
@@ -467,6 +499,8 @@ impl Server {
             reactors,
             workers,
             callbacks,
+            late_rdma,
+            probes,
             worker_bells,
             shared,
             counters,
@@ -559,6 +593,9 @@ impl Server {
         for r in self.reactors {
             let _ = r.join();
         }
+        if let Some(t) = self.late_rdma {
+            let _ = t.join();
+        }
         self.stop_workers.store(true, Ordering::SeqCst);
         for b in self.worker_bells.iter() {
             b.ring();
@@ -568,6 +605,10 @@ impl Server {
         }
         self.callbacks.thread().unpark();
         let _ = self.callbacks.join();
+        self.shared.state.layouts.health().wake_all();
+        for p in self.probes {
+            let _ = p.join();
+        }
         for (i, (c, s)) in self.counters.iter().zip(&self.stats).enumerate() {
             use crate::stats::{counters::SLOTS, Transport};
             let both = |f: &dyn Fn(Transport) -> u64| f(Transport::Tcp) + f(Transport::Rdma);
@@ -594,6 +635,52 @@ impl Server {
 /// With verbs they are one group on one device: one protection domain, one completion
 /// queue per reactor, connections spread over the reactors by the first one's
 /// listener (engine::fabric::verbs).
+/// One reactor's RPC-over-RDMA listener on `rdma.listen`.
+fn open_rdma(
+    cfg: &Config,
+    fabric: Box<dyn Fabric>,
+    pools: &Pools,
+    opts: ServerOptions,
+) -> anyhow::Result<RdmaServer> {
+    let provider = fabric.name();
+    RdmaServer::new(fabric, pools.clone(), opts, cfg.rdma_addr()).with_context(|| {
+        format!(
+            "rdma.listen = \"{}\": cannot listen with the {provider} provider \
+             (address in use by another gateway?)",
+            cfg.rdma.listen
+        )
+    })
+}
+
+/// The `rdma_late` thread for listeners that could not bind at start: every
+/// reactor's server, built on its own pools, all or none.
+fn spawn_late_rdma(
+    cfg: &Config,
+    shared: &Arc<Shared>,
+    opts: ServerOptions,
+    stop: &Arc<AtomicBool>,
+) -> anyhow::Result<JoinHandle<()>> {
+    let pools: Vec<Pools> = shared.reactors.iter().map(|l| l.pools.clone()).collect();
+    let mailboxes = shared
+        .reactors
+        .iter()
+        .map(|l| (l.late_rdma.clone(), l.bell.clone()))
+        .collect();
+    let listen = cfg.rdma.listen.clone();
+    let cfg = cfg.clone();
+    let make = move || -> anyhow::Result<Vec<RdmaServer>> {
+        open_fabrics(&cfg, pools.len())?
+            .into_iter()
+            .zip(&pools)
+            .map(|(f, p)| {
+                let f = f.context("rdma.provider is off")?;
+                open_rdma(&cfg, f, p, opts)
+            })
+            .collect()
+    };
+    rdma_late::spawn(listen, mailboxes, stop.clone(), make).context("starting the rdma-late thread")
+}
+
 fn open_fabrics(cfg: &Config, n: usize) -> anyhow::Result<Vec<Option<Box<dyn Fabric>>>> {
     let soft = || -> anyhow::Result<Vec<Option<Box<dyn Fabric>>>> {
         (0..n)

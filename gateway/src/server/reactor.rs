@@ -122,6 +122,33 @@ const TCP_POLL_EVERY: u32 = 32;
 /// sleeps (a power of two, so the check compiles to a mask).
 const GAUGE_EVERY: u32 = 1024;
 
+/// What a reactor does with its RDMA server before serving on it, at start or when
+/// adopted late: the connection gauge, and the read cache's pages registered so
+/// cached READs leave from them (the server keeps a handle on the page pools: no
+/// drop-order contract). Returns the pages' lkey.
+fn prepare_rdma(
+    mut r: RdmaServer,
+    stats: &Arc<ReactorStats>,
+    cache: &ReadCache,
+) -> (RdmaServer, Option<u32>) {
+    // The RDMA gauge is stored by the transport at each accept and close: exact
+    // at any time, whichever passes the reactor publishes the others on.
+    let gauge = stats.clone();
+    r.publish_connections(Box::new(move |n| gauge.set_rdma_connections(n)));
+    let lkey = cache
+        .page_pools()
+        .and_then(|pages| match r.register_pools(pages) {
+            Ok(lkey) => Some(lkey),
+            Err(e) => {
+                tracing::warn!(
+                    "rdma: registering the read cache failed ({e}); cached READs are copied"
+                );
+                None
+            }
+        });
+    (r, lkey)
+}
+
 impl ReactorState {
     #[allow(clippy::too_many_arguments)]
     pub fn new(
@@ -137,25 +164,12 @@ impl ReactorState {
         tenants: Tenants,
         direct: Option<Direct>,
     ) -> ReactorState {
-        let mut rdma = rdma;
-        if let Some(r) = rdma.as_mut() {
-            // The RDMA gauge is stored by the transport at each accept and close: exact
-            // at any time, whichever passes the reactor publishes the others on.
-            let stats = stats.clone();
-            r.publish_connections(Box::new(move |n| stats.set_rdma_connections(n)));
-        }
-        let pages_lkey = match (rdma.as_mut(), cache.page_pools()) {
-            // The server keeps a handle on the page pools: no drop-order contract.
-            (Some(r), Some(pages)) => {
-                match r.register_pools(pages) {
-                    Ok(lkey) => Some(lkey),
-                    Err(e) => {
-                        tracing::warn!("rdma: registering the read cache failed ({e}); cached READs are copied");
-                        None
-                    }
-                }
+        let (rdma, pages_lkey) = match rdma {
+            Some(r) => {
+                let (r, lkey) = prepare_rdma(r, &stats, &cache);
+                (Some(r), lkey)
             }
-            _ => None,
+            None => (None, None),
         };
         let pools = shared.reactors[id].pools.clone();
         let mut tcp = tcp;
@@ -206,6 +220,27 @@ impl ReactorState {
             cb_wait: VecDeque::new(),
             rdma_calls: Vec::with_capacity(256),
         }
+    }
+
+    /// Adopts the RDMA server the `rdma_late` thread made once the listener could
+    /// bind (`[ha]`: the service address arrived): from here on as if made at start.
+    /// Called on idle passes and every GAUGE_EVERY passes, only while there is none.
+    fn adopt_late_rdma(&mut self) {
+        let Some(r) = self.shared.reactors[self.id].late_rdma.take() else {
+            return;
+        };
+        if let Some(fd) = r.wait_fd() {
+            if let Err(e) = self.net.tcp.register_external(fd) {
+                tracing::error!(
+                    reactor = self.id,
+                    "rdma: registering the fabric's wait fd failed ({e}); RPC-over-RDMA stays off on this reactor"
+                );
+                return;
+            }
+        }
+        let (r, lkey) = prepare_rdma(r, &self.router.stats, &self.cache);
+        self.pages_lkey = lkey;
+        self.net.rdma = Some(r);
     }
 
     pub fn cache_stats(&self) -> crate::cache::CacheStats {
@@ -1078,6 +1113,12 @@ impl Poller for ReactorState {
         self.gauge_passes = self.gauge_passes.wrapping_add(1);
         if work > 0 || self.gauge_passes.is_multiple_of(GAUGE_EVERY) {
             self.refresh_gauges();
+        }
+        if self.net.rdma.is_none()
+            && (work == 0 || self.gauge_passes.is_multiple_of(GAUGE_EVERY))
+            && self.shared.reactors[self.id].late_rdma.pending()
+        {
+            self.adopt_late_rdma();
         }
         if self.gauge_passes.is_multiple_of(GAUGE_EVERY) {
             self.refresh_guards();

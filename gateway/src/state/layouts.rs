@@ -22,6 +22,12 @@
 //! A revoked layout's file is fenced at the data servers before the layout goes
 //! (its fence epoch moves on in the store: `crate::fence`, `recall::fence_file`).
 //!
+//! Data server failure (README "Scaling out with pNFS"): the table keeps each data
+//! server's health (`health`, fed by the probe threads of `server::ds_probe`) and each
+//! layout remembers the data servers it named, so that a server going down recalls
+//! exactly the layouts that name it (`recall_server`), while placement leaves it out
+//! (`Devices::placement_up`) until a probe answers again.
+//!
 //! One mutex; never held across file I/O or another table's lock.
 
 use super::error::StateError;
@@ -44,6 +50,9 @@ pub struct DataServer {
     pub addr: SocketAddr,
     /// Reached over RPC-over-RDMA (netid "rdma") rather than TCP.
     pub rdma: bool,
+    /// Where its health is probed (an NFSv3 NULL over TCP); `None`: never probed,
+    /// always taken as up (an RDMA data server with no `probe_address`).
+    pub probe: Option<SocketAddr>,
 }
 
 impl DataServer {
@@ -74,6 +83,29 @@ impl DataServer {
     }
 }
 
+/// How the data servers' health is probed (`pnfs.probe_ms`, `probe_timeout_ms`,
+/// `probe_failures`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Probe {
+    /// Between probes of one server; zero: no probing (every server always up).
+    pub every: Duration,
+    /// One probe's connect, send and reply, each at most this long.
+    pub timeout: Duration,
+    /// Failed probes in a row that mark a server down.
+    pub failures: u32,
+}
+
+impl Default for Probe {
+    /// Off (what a table built without `[pnfs]`'s keys gets: the tests').
+    fn default() -> Probe {
+        Probe {
+            every: Duration::ZERO,
+            timeout: Duration::from_millis(500),
+            failures: 3,
+        }
+    }
+}
+
 /// The data servers and layout parameters of `[pnfs]`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Devices {
@@ -82,6 +114,7 @@ pub struct Devices {
     pub rsize: u32,
     pub wsize: u32,
     pub read_mirrors: u32,
+    pub probe: Probe,
 }
 
 impl Devices {
@@ -90,19 +123,44 @@ impl Devices {
         self.servers.iter().find(|d| d.device_id() == *id)
     }
 
-    /// The data servers a layout of `fileid` names, one per mirror: a write layout
-    /// one (RFC 8435 §8.1: a client writes every mirror, so one mirror never makes
-    /// it write twice), a read layout up to `read_mirrors` distinct ones. The first
-    /// is chosen by a hash of the file id, so files spread over the data servers and
-    /// every client writes a file through the same one.
+    /// The index of the data server a device id names.
+    pub fn index_of(&self, id: &[u8; 16]) -> Option<usize> {
+        self.servers.iter().position(|d| d.device_id() == *id)
+    }
+
+    /// The data servers a layout of `fileid` names with every server up
+    /// (`placement_up`).
     pub fn placement(&self, fileid: u64, write: bool) -> impl Iterator<Item = &DataServer> {
+        self.placement_up(fileid, write, |_| true)
+            .into_iter()
+            .map(move |i| &self.servers[i])
+    }
+
+    /// The indexes of the data servers a layout of `fileid` names, one per mirror,
+    /// among those `up` accepts: a write layout one (RFC 8435 §8.1: a client writes
+    /// every mirror, so one mirror never makes it write twice), a read layout up to
+    /// `read_mirrors` distinct ones. The first is chosen by a hash of the file id, so
+    /// files spread over the data servers and every client writes a file through the
+    /// same one; a server that is down is stepped over to the next one up, so only
+    /// its files move while it is down. Empty when none is up.
+    pub fn placement_up(&self, fileid: u64, write: bool, up: impl Fn(usize) -> bool) -> Vec<usize> {
         let n = self.servers.len();
         let want = if write { 1 } else { self.read_mirrors as usize };
         let h = blake3::hash(&fileid.to_le_bytes());
         let first = (u64::from_le_bytes(h.as_bytes()[..8].try_into().expect("8 bytes"))
             % n.max(1) as u64) as usize;
-        (0..want.min(n)).map(move |k| &self.servers[(first + k) % n])
+        (0..n)
+            .map(|k| (first + k) % n)
+            .filter(|i| up(*i))
+            .take(want)
+            .collect()
     }
+}
+
+/// The data servers of `idx` as a layout's mask (one bit per index; at most
+/// `config::MAX_DATA_SERVERS` = 64 of them).
+pub fn mask_of(idx: &[usize]) -> u64 {
+    idx.iter().filter(|i| **i < 64).fold(0, |m, i| m | 1 << i)
 }
 
 /// layoutiomode4 (RFC 8881 §3.3.20).
@@ -122,6 +180,8 @@ struct Layout {
     fh: Box<[u8]>,
     /// When its recall began; revoked a lease later if not returned.
     recalled: Option<Instant>,
+    /// The data servers its grants named (`mask_of`): recalled if one goes down.
+    servers: u64,
 }
 
 impl Layout {
@@ -191,6 +251,10 @@ pub struct LayoutCounts {
     pub revoked: u64,
     /// LAYOUTGETs answered with an error (NFS4ERR_LAYOUTTRYLATER included).
     pub get_errors: u64,
+    /// Layouts recalled because a data server they named went down.
+    pub recalled_ds_down: u64,
+    /// Client error reports (LAYOUTERROR, ff_ioerr4) naming no configured device.
+    pub unknown_device_reports: u64,
 }
 
 #[derive(Default)]
@@ -200,6 +264,8 @@ struct Counters {
     returned: AtomicU64,
     revoked: AtomicU64,
     get_errors: AtomicU64,
+    recalled_ds_down: AtomicU64,
+    unknown_device_reports: AtomicU64,
 }
 
 fn bump(c: &AtomicU64, n: usize) {
@@ -218,14 +284,26 @@ pub struct Layouts {
     held: AtomicUsize,
     marked: AtomicUsize,
     counters: Counters,
+    /// The data servers' health, by index in `devices` (empty when pNFS is off).
+    health: health::Health,
 }
 
 impl Layouts {
     pub fn new(devices: Option<Devices>) -> Layouts {
+        let health = match &devices {
+            Some(d) => health::Health::new(d.servers.len(), d.probe.failures),
+            None => health::Health::default(),
+        };
         Layouts {
             devices,
+            health,
             ..Default::default()
         }
+    }
+
+    /// The data servers' health (`layouts_health.rs`).
+    pub fn health(&self) -> &health::Health {
+        &self.health
     }
 
     /// Fences revoked layouts' files through `fence` from now on.
@@ -254,14 +332,8 @@ impl Layouts {
         Kind::of(&s.other) == Some(Kind::Layout)
     }
 
-    /// LAYOUTGET's state (RFC 8881 §18.43.3, §12.5.3): grants `iomode` on `f`.
-    /// `presented` is the layout stateid the client sent, or `None` when it sent an
-    /// open, lock or delegation stateid (checked by the caller): then the client's
-    /// layout stateid of the file is reused, or a new one made. `fh` is the file's
-    /// handle (for a recall). Returns the layout stateid with its seqid advanced.
-    /// While the file's layouts are being recalled (for at most `lease`): the
-    /// recalled client gets NFS4ERR_RECALLCONFLICT, others NFS4ERR_LAYOUTTRYLATER
-    /// (RFC 8881 §12.5.5.2.1; `RecallConflict` and `Resource` here).
+    /// `grant_on` naming no data server (the tests of stateids and returns).
+    #[cfg(test)]
     pub fn grant(
         &self,
         f: LayoutFile,
@@ -270,8 +342,35 @@ impl Layouts {
         iomode: u32,
         lease: Duration,
     ) -> Result<Stateid, StateError> {
+        self.grant_on(f, fh, presented, iomode, lease, 0)
+    }
+
+    /// LAYOUTGET's state (RFC 8881 §18.43.3, §12.5.3): grants `iomode` on `f`
+    /// through the data servers of `servers` (`mask_of` the placement).
+    /// `presented` is the layout stateid the client sent, or `None` when it sent an
+    /// open, lock or delegation stateid (checked by the caller): then the client's
+    /// layout stateid of the file is reused, or a new one made. `fh` is the file's
+    /// handle (for a recall). Returns the layout stateid with its seqid advanced.
+    /// While the file's layouts are being recalled (for at most `lease`): the
+    /// recalled client gets NFS4ERR_RECALLCONFLICT, others NFS4ERR_LAYOUTTRYLATER
+    /// (RFC 8881 §12.5.5.2.1; `RecallConflict` and `Resource` here). A data server of
+    /// `servers` that went down since the placement was made: `Resource` (the
+    /// client asks again and gets a placement without it; checked under the lock
+    /// `recall_server` scans under, so no layout naming a down server escapes both).
+    pub fn grant_on(
+        &self,
+        f: LayoutFile,
+        fh: &[u8],
+        presented: Option<&Stateid>,
+        iomode: u32,
+        lease: Duration,
+        servers: u64,
+    ) -> Result<Stateid, StateError> {
         let mut t = self.lock();
         Self::check_recalling(&t, f, lease)?;
+        if servers & !self.health.up_mask() != 0 {
+            return Err(StateError::Resource);
+        }
         let other = match presented {
             Some(s) => {
                 Self::find(&t, f, s)?;
@@ -284,6 +383,7 @@ impl Layouts {
         };
         let l = t.by_other.get_mut(&other).ok_or(StateError::Inconsistent)?;
         l.seqid = stateids::next_seqid(l.seqid);
+        l.servers |= servers;
         match iomode {
             IOMODE_RW => l.rw = true,
             _ => l.read = true,
@@ -296,18 +396,24 @@ impl Layouts {
 
     /// LAYOUTGET while `f`'s layouts are being recalled (§12.5.5.2.1): the client
     /// whose layout is recalled must return it first (RECALLCONFLICT), others wait.
+    /// The client's own layout of the file being recalled (a conflict, or a data
+    /// server that went down) is RECALLCONFLICT whatever the file's state: it must
+    /// be returned before another is granted.
     fn check_recalling(t: &Table, f: LayoutFile, lease: Duration) -> Result<(), StateError> {
+        let mine = t.by_file.get(&(f.clientid, f.fileid));
+        if mine
+            .and_then(|o| t.by_other.get(o))
+            .is_some_and(|l| l.recalled.is_some())
+        {
+            return Err(StateError::RecallConflict);
+        }
         let Some(since) = t.recalling.get(&f.fileid) else {
             return Ok(());
         };
         if since.elapsed() >= lease {
             return Ok(());
         }
-        let mine = t.by_file.get(&(f.clientid, f.fileid));
-        match mine.and_then(|o| t.by_other.get(o)) {
-            Some(l) if l.recalled.is_some() => Err(StateError::RecallConflict),
-            _ => Err(StateError::Resource),
-        }
+        Err(StateError::Resource)
     }
 
     fn insert(t: &mut Table, f: LayoutFile, fh: &[u8]) -> Result<[u8; 12], StateError> {
@@ -325,6 +431,7 @@ impl Layouts {
             rw: false,
             fh: fh.into(),
             recalled: None,
+            servers: 0,
         };
         t.by_other.insert(other, l);
         t.by_file.insert((f.clientid, f.fileid), other);
@@ -407,6 +514,15 @@ impl Layouts {
         gone.into_iter().map(|(_, f)| f).collect()
     }
 
+    /// Whether `s` names this client's layout of `f`, whatever its seqid (LAYOUTERROR
+    /// and LAYOUTSTATS, which change no layout state): else NFS4ERR_BAD_STATEID.
+    pub fn holds(&self, f: LayoutFile, s: &Stateid) -> Result<(), StateError> {
+        match self.lock().by_other.get(&s.other) {
+            Some(l) if l.clientid == f.clientid && l.fileid == f.fileid => Ok(()),
+            _ => Err(StateError::BadStateid),
+        }
+    }
+
     /// LAYOUTCOMMIT's state check (§18.42.3): `s` must be the client's layout
     /// stateid of the file and hold an RW layout (else NFS4ERR_BADLAYOUT).
     pub fn check_commit(&self, f: LayoutFile, s: &Stateid) -> Result<(), StateError> {
@@ -460,6 +576,8 @@ impl Layouts {
             returned: get(&c.returned),
             revoked: get(&c.revoked),
             get_errors: get(&c.get_errors),
+            recalled_ds_down: get(&c.recalled_ds_down),
+            unknown_device_reports: get(&c.unknown_device_reports),
         }
     }
 
@@ -469,6 +587,10 @@ impl Layouts {
     }
 }
 
+#[path = "layouts_failure.rs"]
+mod failure;
+#[path = "layouts_health.rs"]
+pub mod health;
 #[path = "layouts_recall.rs"]
 mod recall;
 

@@ -10,12 +10,14 @@ fn devices(n: usize, mirrors: u32) -> Devices {
             .map(|i| DataServer {
                 addr: format!("10.0.0.{}:2049", i + 1).parse().unwrap(),
                 rdma: false,
+                probe: None,
             })
             .collect(),
         stripe_unit: 1 << 20,
         rsize: 1 << 20,
         wsize: 1 << 20,
         read_mirrors: mirrors,
+        probe: Probe::default(),
     }
 }
 
@@ -256,4 +258,118 @@ fn recalled_layouts_are_revoked_after_the_lease_or_forgotten_when_not_held() {
     assert!(t.recall_target(&s3.other).is_none());
     let c = t.counts();
     assert_eq!((c.recalled, c.returned, c.revoked), (3, 1, 2));
+}
+
+/// Placement steps over data servers that are down (only their files move), gives
+/// fewer read mirrors when fewer are up, and nothing when none is.
+#[test]
+fn placement_skips_servers_that_are_down() {
+    let d = devices(3, 2);
+    for fileid in 0..64u64 {
+        let all = d.placement_up(fileid, false, |_| true);
+        let home = all[0];
+        let w = d.placement_up(fileid, true, |i| i != home);
+        assert_eq!(w.len(), 1);
+        assert_ne!(w[0], home, "a write layout avoids the dead server");
+        assert_eq!(w[0], (home + 1) % 3, "the next one up takes its files");
+        // A file whose server is up keeps it.
+        let other = (home + 2) % 3;
+        assert_eq!(d.placement_up(fileid, true, |i| i != other), vec![home]);
+        let r = d.placement_up(fileid, false, |i| i != home);
+        assert_eq!(r.len(), 2);
+        assert!(!r.contains(&home));
+        let one = d.placement_up(fileid, false, |i| i == other);
+        assert_eq!(one, vec![other], "fewer mirrors when fewer are up");
+        assert!(d.placement_up(fileid, false, |_| false).is_empty());
+        assert!(d.placement_up(fileid, true, |_| false).is_empty());
+    }
+    assert_eq!(mask_of(&[0, 2]), 0b101);
+    assert_eq!(mask_of(&[64, 1]), 0b10, "past the mask: ignored");
+}
+
+/// A data server going down recalls exactly the layouts naming it (CB_LAYOUTRECALL
+/// queued, the stateid one seqid on, counted apart from conflicts), once; the
+/// recalled client gets RECALLCONFLICT until it returns the layout; a grant naming a
+/// server that is down is refused (the client asks again); the server coming back is
+/// placed again.
+#[test]
+fn a_data_server_going_down_recalls_the_layouts_naming_it() {
+    let t = Layouts::new(Some(devices(2, 1)));
+    let inbox = Inbox::default();
+    let on0 = t.grant_on(F, FH, None, IOMODE_RW, LEASE, 0b01).unwrap();
+    let g = LayoutFile { fileid: 200, ..F };
+    let on1 = t.grant_on(g, FH, None, IOMODE_RW, LEASE, 0b10).unwrap();
+    let h = LayoutFile {
+        fileid: 300,
+        clientid: 9,
+        ..F
+    };
+    let both = t.grant_on(h, FH, None, IOMODE_READ, LEASE, 0b11).unwrap();
+
+    assert_eq!(t.health().probed(1, false), None);
+    assert_eq!(
+        t.health().probed(1, false),
+        None,
+        "three failures by default"
+    );
+    assert_eq!(t.health().probed(1, false), Some(health::Transition::Down));
+    assert_eq!(t.recall_server(1, &inbox), 2);
+    let mut queued = t.take_recalls();
+    queued.sort();
+    let mut want = vec![on1.other, both.other];
+    want.sort();
+    assert_eq!(queued, want, "the layouts naming server 1, not the other");
+    let (client, sid, _) = t.recall_target(&on1.other).unwrap();
+    assert_eq!((client, sid.seqid), (F.clientid, on1.seqid + 1));
+    assert!(t.recall_target(&on0.other).is_none(), "not recalled");
+    assert_eq!(t.recall_server(1, &inbox), 0, "not twice");
+    assert!(t.take_recalls().is_empty());
+
+    // The recalled client must return first; a grant naming the dead server is
+    // refused; one naming the live server is fine.
+    assert_eq!(
+        t.grant_on(g, FH, None, IOMODE_RW, LEASE, 0b01),
+        Err(StateError::RecallConflict)
+    );
+    let k = LayoutFile { fileid: 400, ..F };
+    assert_eq!(
+        t.grant_on(k, FH, None, IOMODE_RW, LEASE, 0b10),
+        Err(StateError::Resource)
+    );
+    t.grant_on(k, FH, None, IOMODE_RW, LEASE, 0b01).unwrap();
+    assert_eq!(t.give_back(g, &sid, IOMODE_ANY), Ok(None));
+    t.grant_on(g, FH, None, IOMODE_RW, LEASE, 0b01).unwrap();
+
+    assert_eq!(t.health().probed(1, true), Some(health::Transition::Up));
+    t.grant_on(
+        LayoutFile { fileid: 500, ..F },
+        FH,
+        None,
+        IOMODE_RW,
+        LEASE,
+        0b10,
+    )
+    .unwrap();
+    let c = t.counts();
+    assert_eq!((c.recalled_ds_down, c.recalled, c.returned), (2, 0, 1));
+}
+
+/// Error reports count against the data server the device id names and ask for a
+/// probe; an unknown id is counted apart and changes nothing.
+#[test]
+fn error_reports_count_against_the_named_data_server() {
+    let d = devices(2, 1);
+    let id1 = d.servers[1].device_id();
+    let t = Layouts::new(Some(d));
+    assert!(t.report_error(&id1, 10060, 38, "LAYOUTERROR"));
+    assert!(t.report_error(&id1, 5, 38, "LAYOUTRETURN"));
+    assert!(!t.report_error(&[0xee; 16], 5, 38, "LAYOUTERROR"));
+    assert_eq!(t.health().counts(1).reported, 2);
+    assert_eq!(t.health().counts(0).reported, 0);
+    assert!(t.health().take_asked(1));
+    assert!(t.health().is_up(1), "a report is a hint, not proof");
+    assert_eq!(t.counts().unknown_device_reports, 1);
+    // pNFS off: nothing is known.
+    let off = Layouts::new(None);
+    assert!(!off.report_error(&id1, 5, 38, "LAYOUTERROR"));
 }

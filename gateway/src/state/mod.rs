@@ -75,6 +75,7 @@ impl State {
             lock_stateids,
             locked_ranges,
             layouts: self.layouts.counts(),
+            data_servers: self.layouts.server_counts(),
         }
     }
 
@@ -102,7 +103,7 @@ impl State {
 }
 
 /// NFSv4.1 state by the numbers (`State::gauges`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Gauges {
     pub clients: clients::ClientCounts,
     pub opens: u64,
@@ -110,6 +111,8 @@ pub struct Gauges {
     pub locked_ranges: u64,
     /// pNFS layouts: held now, and what happened to them (`layouts::LayoutCounts`).
     pub layouts: layouts::LayoutCounts,
+    /// pNFS data servers (a metadata server's): address, up, errors reported.
+    pub data_servers: Vec<(std::net::SocketAddr, layouts::health::ServerCounts)>,
 }
 
 /// Where and how to send a client's callbacks: recorded by CREATE_SESSION (with

@@ -53,6 +53,69 @@ pub fn render(reader: Option<&Reader>, out: &mut String) {
         let _ = writeln!(out, "{name} {n}");
     }
     render_layouts(&g.layouts, out);
+    render_data_servers(&g, out);
+}
+
+/// A metadata server's view of its data servers (README "Scaling out with pNFS",
+/// "When a data server dies"): `nfsgw_pnfs_data_server_up{address}` (gauge),
+/// `nfsgw_pnfs_data_server_errors_total{address}` (errors clients reported with it),
+/// `nfsgw_pnfs_data_server_probe_failures_total{address}`, and the layouts recalled
+/// because a data server went down. No series per server without `[pnfs]`.
+fn render_data_servers(g: &Gauges, out: &mut String) {
+    let head = |out: &mut String, name: &str, kind: &str, help: &str| {
+        let _ = writeln!(out, "# HELP {name} {help}");
+        let _ = writeln!(out, "# TYPE {name} {kind}");
+    };
+    type Value = fn(&crate::state::layouts::health::ServerCounts) -> u64;
+    let series: [(&str, &str, &str, Value); 3] = [
+        (
+            "nfsgw_pnfs_data_server_up",
+            "gauge",
+            "1 while the metadata server's probes (an NFSv3 NULL every pnfs.probe_ms) find the data server up, 0 once pnfs.probe_failures in a row failed (it is then left out of new layouts).",
+            |c| u64::from(c.up),
+        ),
+        (
+            "nfsgw_pnfs_data_server_errors_total",
+            "counter",
+            "Errors clients reported with the data server (LAYOUTERROR, ff_ioerr4 in LAYOUTRETURN); each makes the metadata server probe it at once.",
+            |c| c.reported,
+        ),
+        (
+            "nfsgw_pnfs_data_server_probe_failures_total",
+            "counter",
+            "Probes of the data server that got no answer in pnfs.probe_timeout_ms.",
+            |c| c.probe_failures,
+        ),
+    ];
+    for (name, kind, help, value) in series {
+        head(out, name, kind, help);
+        for (addr, c) in &g.data_servers {
+            let _ = writeln!(out, "{name}{{address=\"{addr}\"}} {}", value(c));
+        }
+    }
+    head(
+        out,
+        "nfsgw_pnfs_layouts_recalled_ds_down_total",
+        "counter",
+        "pNFS layouts recalled (CB_LAYOUTRECALL) because a data server they named went down.",
+    );
+    let l = &g.layouts;
+    let _ = writeln!(
+        out,
+        "nfsgw_pnfs_layouts_recalled_ds_down_total {}",
+        l.recalled_ds_down
+    );
+    head(
+        out,
+        "nfsgw_pnfs_unknown_device_reports_total",
+        "counter",
+        "Client error reports (LAYOUTERROR, ff_ioerr4) naming a device id no configured data server has (ignored).",
+    );
+    let _ = writeln!(
+        out,
+        "nfsgw_pnfs_unknown_device_reports_total {}",
+        l.unknown_device_reports
+    );
 }
 
 /// `nfsgw_pnfs_layouts` (gauge), `nfsgw_pnfs_layouts_total{event}` and
@@ -111,5 +174,48 @@ mod tests {
         let mut none = String::new();
         render(None, &mut none);
         assert_eq!(text, none);
+        assert!(text.contains("nfsgw_pnfs_layouts_recalled_ds_down_total 0\n"));
+        assert!(
+            !text.contains("nfsgw_pnfs_data_server_up{"),
+            "no servers, no series"
+        );
+    }
+
+    #[test]
+    fn data_servers_show_up_down_and_their_reports() {
+        use crate::state::layouts::{DataServer, Devices, Probe};
+        let addr = |s: &str| s.parse().unwrap();
+        let ds = |a: &str| DataServer {
+            addr: addr(a),
+            rdma: false,
+            probe: None,
+        };
+        let d = Devices {
+            servers: vec![ds("10.0.0.2:2049"), ds("10.0.0.3:2049")],
+            stripe_unit: 1 << 20,
+            rsize: 1 << 20,
+            wsize: 1 << 20,
+            read_mirrors: 1,
+            probe: Probe::default(),
+        };
+        let id = d.servers[0].device_id();
+        let state = Arc::new(State::new().with_layouts(Some(d)));
+        state.layouts.health().probed(1, false);
+        state.layouts.health().probed(1, false);
+        state.layouts.health().probed(1, false);
+        state.layouts.report_error(&id, 5, 38, "LAYOUTERROR");
+        let s = state.clone();
+        let reader: Reader = Arc::new(move || s.gauges());
+        let mut text = String::new();
+        render(Some(&reader), &mut text);
+        for line in [
+            "nfsgw_pnfs_data_server_up{address=\"10.0.0.2:2049\"} 1\n",
+            "nfsgw_pnfs_data_server_up{address=\"10.0.0.3:2049\"} 0\n",
+            "nfsgw_pnfs_data_server_errors_total{address=\"10.0.0.2:2049\"} 1\n",
+            "nfsgw_pnfs_data_server_errors_total{address=\"10.0.0.3:2049\"} 0\n",
+            "nfsgw_pnfs_data_server_probe_failures_total{address=\"10.0.0.3:2049\"} 3\n",
+        ] {
+            assert!(text.contains(line), "{line} in\n{text}");
+        }
     }
 }

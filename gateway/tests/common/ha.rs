@@ -30,6 +30,8 @@ pub struct Spec<'a> {
     /// Run inside this network namespace (`ip netns exec`), with its stats on
     /// 127.0.0.1:9108 there (what tools/ha/check.sh reads).
     pub netns: Option<&'a str>,
+    /// `rdma.listen` with the `soft` provider; `None`: RDMA off.
+    pub rdma: Option<SocketAddr>,
 }
 
 pub struct Gw {
@@ -62,11 +64,15 @@ pub fn spawn(spec: &Spec) -> Gw {
     } else {
         ""
     };
+    let rdma = match spec.rdma {
+        Some(a) => format!("[rdma]\nprovider = \"soft\"\nlisten = \"{a}\"\n"),
+        None => "[rdma]\nprovider = \"off\"\n".to_string(),
+    };
     let cfg = format!(
         "[engine]\ncores = [0]\nidle = \"adaptive\"\nhugepages = \"off\"\n\
          [pools]\nsmall = 256\nmedium = 16\nlarge = 8\n\
          [tcp]\nlisten = \"{}\"\n\
-         [rdma]\nprovider = \"off\"\n\
+         {rdma}\
          [backend]\nkind = \"fs\"\nroot = \"{}\"\nshared = true\nio = \"workers\"\n\
          [state]\ndir = \"{}\"\n{stats}\
          [nfs4]\nlease_time_s = 10\ngrace_time_s = 10\n\
@@ -157,6 +163,86 @@ pub fn session_when_served(
     }
 }
 
+/// A v4.1 client the takeover helpers drive: over TCP (`Tcp41`) or RPC-over-RDMA
+/// (`Rdma41`).
+pub trait Client41 {
+    fn clientid(&self) -> u64;
+    /// SEQUENCE (slot 0, the next sequence id) followed by what `f` adds.
+    fn run_ops(&mut self, f: impl FnOnce(Ops) -> Ops) -> Res;
+    /// As `run_ops`, checking SEQUENCE succeeded; the COMPOUND's status and reply.
+    fn seq_ok(&mut self, f: impl FnOnce(Ops) -> Ops) -> (u32, Res) {
+        let res = self.run_ops(f);
+        let mut r = res.reader();
+        assert_eq!(expect_op(&mut r, OP_SEQUENCE), NFS4_OK, "SEQUENCE");
+        (res.status, res)
+    }
+}
+
+impl Client41 for Tcp41 {
+    fn clientid(&self) -> u64 {
+        self.clientid
+    }
+    fn run_ops(&mut self, f: impl FnOnce(Ops) -> Ops) -> Res {
+        self.run(f)
+    }
+}
+
+/// An NFSv4.1 session over RPC-over-RDMA (the `soft` provider), no back channel.
+pub struct Rdma41 {
+    pub c: V41,
+    pub clientid: u64,
+    sid: [u8; 16],
+    seq: u32,
+}
+
+impl Client41 for Rdma41 {
+    fn clientid(&self) -> u64 {
+        self.clientid
+    }
+    fn run_ops(&mut self, f: impl FnOnce(Ops) -> Ops) -> Res {
+        let ops = f(Ops::new().sequence(self.sid, self.seq));
+        self.seq += 1;
+        self.c.compound(&ops)
+    }
+}
+
+impl Rdma41 {
+    /// A session at `addr` once something listens there over RDMA and its fence is
+    /// open (EXCHANGE_ID not NFS4ERR_DELAY); panics with `why()` after `within`.
+    pub fn when_served(
+        addr: SocketAddr,
+        owner: &[u8],
+        within: Duration,
+        why: impl Fn() -> String,
+    ) -> Rdma41 {
+        let end = Instant::now() + within;
+        loop {
+            assert!(
+                Instant::now() < end,
+                "no NFSv4.1 over RDMA at {addr} within {within:?}:\n{}",
+                why()
+            );
+            let Ok(mut c) = V41::try_connect(addr, 8, 0) else {
+                std::thread::sleep(Duration::from_millis(50));
+                continue;
+            };
+            let res = c.compound(&Ops::new().exchange_id([9; 8], owner));
+            if res.status == NFS4ERR_DELAY {
+                std::thread::sleep(Duration::from_millis(100));
+                continue;
+            }
+            assert_eq!(res.status, NFS4_OK, "EXCHANGE_ID over RDMA");
+            let (clientid, sid, _) = c.session(owner, 0, 1);
+            return Rdma41 {
+                c,
+                clientid,
+                sid,
+                seq: 1,
+            };
+        }
+    }
+}
+
 pub fn lock_status(res: &Res) -> u32 {
     let mut r = after_seq(res);
     expect_op(&mut r, OP_PUTFH);
@@ -175,10 +261,10 @@ pub const COMMITTED: &[u8] = b"committed";
 pub const PENDING: &[u8] = b"+pending";
 
 /// Client one's state before the kill (see `Held`), in a new session on `c`.
-pub fn hold_state(c: &mut Tcp41) -> Held {
-    let (st, _) = c.seq_run(|o| o.reclaim_complete());
+pub fn hold_state(c: &mut impl Client41) -> Held {
+    let (st, _) = c.seq_ok(|o| o.reclaim_complete());
     assert_eq!(st, NFS4_OK);
-    let clientid = c.clientid;
+    let clientid = c.clientid();
     let how = How::WithAttrs {
         mode: UNCHECKED4,
         attrs: Fattr {
@@ -186,7 +272,7 @@ pub fn hold_state(c: &mut Tcp41) -> Held {
             values: &[],
         },
     };
-    let (st, res) = c.seq_run(|o| {
+    let (st, res) = c.seq_ok(|o| {
         o.putrootfh()
             .open(
                 clientid,
@@ -210,17 +296,17 @@ pub fn hold_state(c: &mut Tcp41) -> Held {
         clientid,
         owner: b"lo",
     };
-    let (st, _) = c.seq_run(|o| o.putfh(&fh).lock(WRITE_LT, false, 0, 100, locker));
+    let (st, _) = c.seq_ok(|o| o.putfh(&fh).lock(WRITE_LT, false, 0, 100, locker));
     assert_eq!(st, NFS4_OK, "LOCK");
-    let (st, _) = c.seq_run(|o| o.putfh(&fh).write(&open, 0, COMMITTED).commit(0, 0));
+    let (st, _) = c.seq_ok(|o| o.putfh(&fh).write(&open, 0, COMMITTED).commit(0, 0));
     assert_eq!(st, NFS4_OK, "WRITE + COMMIT");
     let verifier = write_unstable(c, &fh, &open);
     Held { fh, verifier }
 }
 
 /// WRITE `PENDING` at 9, UNSTABLE4: the write verifier of the reply.
-fn write_unstable(c: &mut Tcp41, fh: &[u8], open: &[u8; 16]) -> [u8; 8] {
-    let (st, res) = c.seq_run(|o| o.putfh(fh).write_stable(open, 9, 0, PENDING));
+fn write_unstable(c: &mut impl Client41, fh: &[u8], open: &[u8; 16]) -> [u8; 8] {
+    let (st, res) = c.seq_ok(|o| o.putfh(fh).write_stable(open, 9, 0, PENDING));
     assert_eq!(st, NFS4_OK, "WRITE UNSTABLE");
     let mut r = after_seq(&res);
     expect_op(&mut r, OP_PUTFH);
@@ -234,10 +320,10 @@ fn write_unstable(c: &mut Tcp41, fh: &[u8], open: &[u8; 16]) -> [u8; 8] {
 /// then finishes the write in progress by the verifier rule (RFC 8881 §18.32.3: a
 /// COMMIT verifier unlike the WRITE's means the data may be lost; send it again).
 /// The reclaimed open stateid.
-pub fn reclaim_state(c: &mut Tcp41, held: &Held) -> [u8; 16] {
-    let clientid = c.clientid;
+pub fn reclaim_state(c: &mut impl Client41, held: &Held) -> [u8; 16] {
+    let clientid = c.clientid();
     let fh = &held.fh;
-    let (st, res) = c.seq_run(|o| {
+    let (st, res) = c.seq_ok(|o| {
         o.putfh(fh).open(
             clientid,
             b"oo",
@@ -257,15 +343,15 @@ pub fn reclaim_state(c: &mut Tcp41, held: &Held) -> [u8; 16] {
         clientid,
         owner: b"lo",
     };
-    let res = c.run(|o| o.putfh(fh).lock(WRITE_LT, true, 0, 100, locker));
+    let res = c.run_ops(|o| o.putfh(fh).lock(WRITE_LT, true, 0, 100, locker));
     assert_eq!(lock_status(&res), NFS4_OK, "LOCK reclaim");
     open
 }
 
 /// The write in progress, completed: COMMIT; a new verifier (the successor is another
 /// server instance) means the UNSTABLE data is sent again and committed.
-pub fn finish_write(c: &mut Tcp41, held: &Held, open: &[u8; 16]) {
-    let (st, res) = c.seq_run(|o| o.putfh(&held.fh).commit(0, 0));
+pub fn finish_write(c: &mut impl Client41, held: &Held, open: &[u8; 16]) {
+    let (st, res) = c.seq_ok(|o| o.putfh(&held.fh).commit(0, 0));
     assert_eq!(st, NFS4_OK, "COMMIT after the takeover");
     let mut r = after_seq(&res);
     expect_op(&mut r, OP_PUTFH);
@@ -276,7 +362,7 @@ pub fn finish_write(c: &mut Tcp41, held: &Held, open: &[u8; 16]) {
         "another gateway instance must not present the dead one's write verifier"
     );
     let again = write_unstable(c, &held.fh, open);
-    let (st, res) = c.seq_run(|o| o.putfh(&held.fh).commit(0, 0));
+    let (st, res) = c.seq_ok(|o| o.putfh(&held.fh).commit(0, 0));
     assert_eq!(st, NFS4_OK, "COMMIT of the resent data");
     let mut r = after_seq(&res);
     expect_op(&mut r, OP_PUTFH);
@@ -325,8 +411,8 @@ pub fn second_client_conflicts(c1: &mut Tcp41, c2: &mut Tcp41, fh: &[u8]) {
 }
 
 /// Every COMMITted byte is there: "committed+pending".
-pub fn read_back(c: &mut Tcp41, fh: &[u8], open: &[u8; 16]) {
-    let (st, res) = c.seq_run(|o| o.putfh(fh).read(open, 0, 64));
+pub fn read_back(c: &mut impl Client41, fh: &[u8], open: &[u8; 16]) {
+    let (st, res) = c.seq_ok(|o| o.putfh(fh).read(open, 0, 64));
     assert_eq!(st, NFS4_OK);
     let mut r = after_seq(&res);
     expect_op(&mut r, OP_PUTFH);

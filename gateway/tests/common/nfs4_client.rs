@@ -257,20 +257,24 @@ pub struct V41 {
 impl V41 {
     /// Connects with `credits` forward credits and `bc` reverse credits (RFC 8167).
     pub fn connect(addr: SocketAddr, credits: u32, bc: u32) -> V41 {
+        V41::try_connect(addr, credits, bc).expect("RDMA connect")
+    }
+
+    /// As `connect`; the error when nothing listens at `addr`.
+    pub fn try_connect(addr: SocketAddr, credits: u32, bc: u32) -> std::io::Result<V41> {
         let opts = ClientOptions {
             credits,
             max_io: 64 << 10,
             backchannel_credits: bc,
             ..ClientOptions::default()
         };
-        let c = RdmaClient::connect(Box::new(SoftFabric::new().unwrap()), addr, opts)
-            .expect("RDMA connect");
-        V41 {
+        let c = RdmaClient::connect(Box::new(SoftFabric::new()?), addr, opts)?;
+        Ok(V41 {
             c,
             callbacks: VecDeque::new(),
             next_xid: 1,
             minor: 1,
-        }
+        })
     }
 
     /// An NFS version 4 call record for `proc_` with `args`.

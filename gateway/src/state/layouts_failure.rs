@@ -1,0 +1,83 @@
+//! What the layout table does when a data server fails (README "Scaling out with
+//! pNFS", "When a data server dies"): a server the probes mark down has the layouts
+//! naming it recalled (`recall_server`: CB_LAYOUTRECALL through the same queue and
+//! rules as a conflict's, RFC 8881 §12.5.5, so the client returns it and asks for a
+//! layout that names a live server or does its I/O through the metadata server); a
+//! client's report of an error with a data server (LAYOUTERROR, RFC 7862 §15.6, or
+//! an ff_ioerr4 in LAYOUTRETURN, RFC 8435 §9.1.1) is counted against it and asks its
+//! prober to probe now (`report_error`).
+
+use super::{bump, Layouts};
+use crate::state::opens::stateids;
+use crate::state::recall::Inbox;
+use std::time::Instant;
+
+impl Layouts {
+    /// Data server `i` went down (its `Health` already says so, so no layout naming
+    /// it is granted after this scan: `grant_on` checks under the same lock): every
+    /// layout that names it and is not already being recalled is recalled — its
+    /// stateid's seqid one on (§12.5.3), queued for the callback thread, which is
+    /// woken. A layout not returned within the lease is revoked and its file fenced
+    /// as after any recall (`revoke_overdue`). Returns how many were recalled.
+    pub(crate) fn recall_server(&self, i: usize, inbox: &Inbox) -> usize {
+        if i >= 64 {
+            return 0;
+        }
+        let bit = 1u64 << i;
+        let now = Instant::now();
+        let mut t = self.lock();
+        let mut begun = Vec::new();
+        for (other, l) in t.by_other.iter_mut() {
+            if l.servers & bit != 0 && l.recalled.is_none() {
+                l.recalled = Some(now);
+                l.seqid = stateids::next_seqid(l.seqid);
+                begun.push(*other);
+            }
+        }
+        t.queued.extend(begun.iter().copied());
+        drop(t);
+        if !begun.is_empty() {
+            bump(&self.counters.recalled_ds_down, begun.len());
+            inbox.wake();
+        }
+        begun.len()
+    }
+
+    /// Each configured data server's address and health numbers (stats endpoint).
+    pub fn server_counts(&self) -> Vec<(std::net::SocketAddr, super::health::ServerCounts)> {
+        let Some(d) = self.devices() else {
+            return Vec::new();
+        };
+        d.servers
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (s.addr, self.health.counts(i)))
+            .collect()
+    }
+
+    /// A client reported an error with the data server `deviceid` names (`status`
+    /// from operation `opnum` there). Counted against the server, which is probed at
+    /// once; logged (sparingly). An id no configured server has is counted apart and
+    /// otherwise ignored (a report is a hint; `nfs4::layout_errors` says why). True
+    /// when the device is known.
+    pub fn report_error(&self, deviceid: &[u8; 16], status: u32, opnum: u32, why: &str) -> bool {
+        let Some((i, ds)) = self.devices().and_then(|d| {
+            let i = d.index_of(deviceid)?;
+            Some((i, d.servers[i]))
+        }) else {
+            bump(&self.counters.unknown_device_reports, 1);
+            tracing::debug!(why, "pNFS: an error report names no configured data server");
+            return false;
+        };
+        if self.health.reported(i) {
+            tracing::warn!(
+                data_server = %ds.addr,
+                status,
+                opnum,
+                why,
+                "pNFS: a client reports an error with a data server; probing it now"
+            );
+        }
+        true
+    }
+}
