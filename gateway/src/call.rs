@@ -74,6 +74,25 @@ pub fn take_listing() -> Option<crate::cache::ListedPage> {
     LISTING.with(|c| c.borrow_mut().take())
 }
 
+thread_local! {
+    /// The size a write delegation's holder reported (CB_GETATTR, RFC 8881 §10.4.3)
+    /// for the file whose attributes this worker's call reads: (fileid, size).
+    static HOLDERS_SIZE: std::cell::Cell<Option<(u64, u64)>> = const { std::cell::Cell::new(None) };
+}
+
+/// Notes the size the holder of `fileid`'s write delegation reported, for the call
+/// about to run on this thread (`server::v3_recall`); `None` clears the note.
+pub fn note_holders_size(note: Option<(u64, u64)>) {
+    HOLDERS_SIZE.with(|c| c.set(note));
+}
+
+/// Takes (and clears) the holder's size of `fileid`, if noted for this call: the
+/// front end answers it instead of the server's.
+pub fn take_holders_size(fileid: u64) -> Option<u64> {
+    let note = HOLDERS_SIZE.with(|c| c.take())?;
+    (note.0 == fileid).then_some(note.1)
+}
+
 /// A file a call names that may conflict with another client's NFSv4.1 delegation
 /// (RFC 8881 §10.2): by handle, or as a directory entry (directory handle, name).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -85,9 +104,12 @@ pub enum Target<'a> {
 /// How a call touches the files it names (`Touches`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Touch {
-    /// Reads their data or attributes (READ, GETATTR): conflicts with write
-    /// delegations only (RFC 8881 §10.4.3).
+    /// Reads their data (READ): conflicts with write delegations only (RFC 8881
+    /// §10.4.3).
     Read,
+    /// Reads their attributes (GETATTR): a write delegation's holder is asked for
+    /// them (CB_GETATTR, §10.4.3) rather than recalled.
+    Attrs,
     /// Writes them (WRITE, SETATTR).
     Write,
     /// Changes the namespace around them (REMOVE, RENAME, CREATE over a name).

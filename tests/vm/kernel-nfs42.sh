@@ -13,9 +13,10 @@
 # `fallocate -l` extends; user extended attributes set, read, listed and removed;
 # with KERNEL_V42_DELEG=1 (VM_ENV="KERNEL_V42_DELEG" through run-vm-stages.sh), delegations
 # (RFC 8881 §10.4, the gateway with nfs4.write_delegations on): a reader and then a
-# writer on the 4.2 mount each get one (nfsgw_delegations goes up), an NFSv3 writer on
-# a second mount in the same guest recalls it (CB_RECALL sent and answered) and the
-# file then holds exactly both writers' bytes. Off by default: in its first run
+# writer on the 4.2 mount each get one (nfsgw_delegations goes up), a stat on a second
+# (NFSv3, noac) mount in the same guest sees the write delegation holder's unflushed
+# size through CB_GETATTR without recalling it, an NFSv3 writer there recalls it
+# (CB_RECALL sent and answered) and the file then holds exactly both writers' bytes. Off by default: in its first run
 # (2026-11-29, Linux 6.1) the recall was never answered (docs/nfs42.md).
 # Last line: "KERNEL NFSV4.2: PASS".
 set -euo pipefail
@@ -180,7 +181,7 @@ gt2() { gt "$1" "$2" && gt "$3" "$4"; }
 M3=/mnt42v3
 mkdir -p $M3
 check "mount -o vers=3 127.0.0.1:/ $M3 (second client)" timeout -s KILL 60 \
-  mount -t nfs -o vers=3,proto=tcp,port=2049,mountport=2049,mountproto=tcp,nolock 127.0.0.1:/ $M3
+  mount -t nfs -o vers=3,proto=tcp,port=2049,mountport=2049,mountproto=tcp,nolock,noac 127.0.0.1:/ $M3
 # One delegation: the file made in the backing directory (so no earlier OPEN of this
 # client holds one on it, and no NFSv3 access made it "recently conflicted"), opened
 # on the 4.2 mount as fd 7 (`<` a reader, `<>` a writer), then the v3 writer writes.
@@ -194,6 +195,17 @@ recalled_by_v3() {  # label open-redirection
   say "nfsgw_delegations ($label): $dg0 -> $dg"
   check "the 4.2 $label opener holds a delegation (nfsgw_delegations went up)" gt "$dg0" "$dg"
   read -r rs0 ra0 <<<"$(metric nfsgw_delegation_recalls_total:sent nfsgw_delegation_recalls_total:answered)"
+  if [ "$label" = write ]; then
+    # CB_GETATTR (RFC 8881 §10.4.3): a GETATTR on the noac NFSv3 mount asks the holder,
+    # whose 7 bytes are still in its page cache, and recalls nothing.
+    local cb0 cb sz
+    cb0=$(metric nfsgw_callbacks_total:replied)
+    sz=$(timeout -s KILL 60 stat -c %s $M3/deleg-$label)
+    read -r cb rs <<<"$(metric nfsgw_callbacks_total:replied nfsgw_delegation_recalls_total:sent)"
+    say "NFSv3 stat: size $sz; callbacks replied $cb0 -> $cb; recalls sent $rs0 -> $rs"
+    check "an NFSv3 stat sees the holder's unflushed size by CB_GETATTR, no recall" \
+      sh -c "[ '$sz' = 7 ] && [ '$rs' = '$rs0' ] && [ $cb -gt $cb0 ]"
+  fi
   # At offset 7, after the first writer's 7 bytes: not an append, whose offset the v3
   # client may take from LOOKUP's attributes (not recalled for, as knfsd).
   check "an NFSv3 writer writes at 7 (the gateway recalls the $label delegation first)" \

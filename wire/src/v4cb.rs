@@ -189,3 +189,63 @@ pub fn offload_reply(xid: u32, c: &CbOffload) -> Vec<u8> {
     })
     .expect("a callback reply fits its buffer")
 }
+
+/// A CB_GETATTR (RFC 8881 §20.1) as the client sees it: CB_SEQUENCE's session and
+/// sequence id and the file's handle (the server asks for change and size).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CbGetattr {
+    pub session: [u8; 16],
+    pub seqid: u32,
+    pub fh: Vec<u8>,
+}
+
+/// A CB_COMPOUND of minor version 1 or 2 with exactly CB_SEQUENCE and CB_GETATTR
+/// asking for change (3) and size (4): its xid and what it says; anything else is an
+/// `Err` saying what.
+pub fn decode_getattr(rec: &[u8]) -> Result<(u32, CbGetattr), String> {
+    let (h, at) = rpc::decode_call(rec).map_err(|e| format!("not an RPC CALL: {e:?}"))?;
+    if (h.vers, h.proc_) != (NFS_CB, CB_COMPOUND) {
+        return Err(format!("version {} proc {}", h.vers, h.proc_));
+    }
+    cb_getattr(&mut XdrReader::new(&rec[at..]))
+        .map_err(|e| format!("CB_COMPOUND: {e}"))?
+        .map(|c| (h.xid, c))
+        .ok_or_else(|| "not CB_SEQUENCE + CB_GETATTR of change and size".to_string())
+}
+
+fn cb_getattr(r: &mut XdrReader) -> XdrResult<Option<CbGetattr>> {
+    let Some((session, seqid)) = cb_sequence_then(r, 1, OP_CB_GETATTR)? else {
+        return Ok(None);
+    };
+    let fh = r.opaque_var(128)?.to_vec();
+    if r.u32()? != 1 || r.u32()? != (1 << 3 | 1 << 4) {
+        return Ok(None);
+    }
+    Ok(Some(CbGetattr { session, seqid, fh }))
+}
+
+/// The REPLY to a CB_GETATTR: CB_SEQUENCE OK echoing session and sequence id, then
+/// CB_GETATTR OK with fattr4 {change, size} (RFC 8881 §20.1.2).
+pub fn getattr_reply(xid: u32, c: &CbGetattr, size: u64, change: u64) -> Vec<u8> {
+    rpccall::encode(256, |w| {
+        rpc::write_accepted(w, xid, Accept::Success)?;
+        w.u32(NFS4_OK)?;
+        w.opaque_var(b"")?;
+        w.u32(2)?;
+        w.u32(OP_CB_SEQUENCE)?;
+        w.u32(NFS4_OK)?;
+        w.opaque_fixed(&c.session)?;
+        w.u32(c.seqid)?;
+        w.u32(0)?;
+        w.u32(0)?;
+        w.u32(0)?;
+        w.u32(OP_CB_GETATTR)?;
+        w.u32(NFS4_OK)?;
+        w.u32(1)?;
+        w.u32(1 << 3 | 1 << 4)?;
+        w.u32(16)?;
+        w.u64(change)?;
+        w.u64(size)
+    })
+    .expect("a callback reply fits its buffer")
+}

@@ -79,8 +79,9 @@ pub struct Nfs4Config {
     /// client asks for first) or 1 (clients then settle for NFSv4.1).
     #[serde(default = "default_max_minor_version")]
     pub max_minor_version: u32,
-    /// Grant write delegations to OPENs for writing (RFC 8881 §10.4; recalled by
-    /// every other client's and NFSv3's access, reads included: docs/delegations.md).
+    /// Grant write delegations to OPENs for writing (RFC 8881 §10.4; another
+    /// client's or NFSv3's GETATTR asks the holder, CB_GETATTR; their other accesses,
+    /// reads included, recall it: docs/delegations.md).
     #[serde(default = "default_write_delegations")]
     pub write_delegations: bool,
 }
@@ -106,9 +107,9 @@ pub(super) fn default_max_sessions_per_client() -> usize {
 pub(super) fn default_max_minor_version() -> u32 {
     2
 }
-/// Off by default: while a write delegation is out its file is held out of the
-/// reactors' caches (`cache::Generations::hold`), so the holder's own cached reads go
-/// to a worker; turn it on for single-writer workloads (docs/delegations.md).
+/// Off by default: while a write delegation is out the holder's io_uring READ/WRITE
+/// go to a worker and every other client's READ or OPEN recalls it; turn it on for
+/// single-writer workloads (docs/delegations.md "Default").
 pub(super) fn default_write_delegations() -> bool {
     false
 }

@@ -119,13 +119,21 @@ fn put_status_wcc(out: &mut XdrWriter, st: u32, pre: &Attr, post: Option<&Attr>)
 fn getattr(ctx: &Ctx, r: &mut XdrReader, out: &mut XdrWriter) -> Res {
     let fh = get_fh(r).map_err(garbage)?;
     let (node, _) = open(ctx, fh)?;
-    let a = ctx.model.getattr(&node)?;
+    let mut a = ctx.model.getattr(&node)?;
+    // Under another client's write delegation: the size its holder reported
+    // (CB_GETATTR, RFC 8881 §10.4.3), never taught to the caches.
+    let holders = crate::call::take_holders_size(node.fileid);
+    if let Some(size) = holders {
+        a.size = size;
+    }
     out.u32(OK)?;
     put_fattr(out, &a)?;
-    note_learned(Learned {
-        attr: a,
-        data: None,
-    });
+    if holders.is_none() {
+        note_learned(Learned {
+            attr: a,
+            data: None,
+        });
+    }
     Ok(())
 }
 

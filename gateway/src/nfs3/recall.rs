@@ -1,7 +1,8 @@
 //! Which files an NFSv3 call changes that an NFSv4.1 delegation may cover (RFC 8881
 //! §10.2): WRITE and SETATTR of a file, REMOVE of it, RENAME of it or over it, CREATE
-//! over an existing name; and which it reads that a write delegation covers (READ
-//! and GETATTR: the holder may cache writes the server has not seen, §10.4.3). Only
+//! over an existing name; and which it reads that a write delegation covers (READ,
+//! and GETATTR, for which the holder is asked: the holder may cache writes the
+//! server has not seen, §10.4.3). Only
 //! the decoding is here; whether the call waits for a recall is decided by the worker
 //! (`server::v3_recall`), whichever protocol.
 
@@ -39,7 +40,8 @@ pub fn touches(proc_: u32, args: &[u8]) -> Option<Touches<'_>> {
         }
     }
     let how = match proc_ {
-        GETATTR | READ => Touch::Read,
+        GETATTR => Touch::Attrs,
+        READ => Touch::Read,
         SETATTR | WRITE => Touch::Write,
         _ => Touch::Namespace,
     };

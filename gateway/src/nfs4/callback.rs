@@ -13,7 +13,7 @@ use super::status::{
     Nfsstat4, NFS4ERR_BADHANDLE, NFS4ERR_BAD_STATEID, NFS4ERR_DELAY, NFS4ERR_RETRY_UNCACHED_REP,
     NFS4ERR_SEQ_MISORDERED, NFS4_OK,
 };
-use crate::state::backchannel::{CallbackWire, RecallAnswer, RecallReply};
+use crate::state::backchannel::{CallbackWire, CbAttrs, RecallAnswer, RecallReply};
 pub use crate::state::backchannel::{CbCall, CbSec};
 use crate::state::delegations::Delegations;
 use crate::state::recall::{Outcall, RecallTable};
@@ -208,6 +208,19 @@ pub fn encode(
             rpc::write_call(&mut w, xid, cb_program, CB_VERSION, CB_COMPOUND, &cred)?;
             cb_sequence(&mut w, *minor, session, *seqid)?;
             cb_layoutrecall(&mut w, stateid, fh)?;
+        }
+        CbCall::Getattr {
+            session,
+            minor,
+            seqid,
+            fh,
+        } => {
+            if fh.len() > FH_MAX {
+                return Err(XdrError::BadValue);
+            }
+            rpc::write_call(&mut w, xid, cb_program, CB_VERSION, CB_COMPOUND, &cred)?;
+            cb_sequence(&mut w, *minor, session, *seqid)?;
+            super::cb_getattr::put_args(&mut w, fh)?;
         }
     }
     let n = w.position();
@@ -409,6 +422,10 @@ impl CallbackWire for Wire {
                 RecallReply::NoAnswer
             }
         }
+    }
+
+    fn getattr_reply(&self, record: &[u8]) -> (RecallReply, Option<CbAttrs>) {
+        super::cb_getattr::getattr_reply(record)
     }
 }
 

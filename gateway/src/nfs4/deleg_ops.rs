@@ -2,6 +2,7 @@
 
 use super::status::*;
 use super::{put_status, Compound, CurrentFh, OpResult};
+use crate::state::delegations::AttrVerdict;
 use crate::state::stateid::Stateid;
 use engine::xdr::{XdrReader, XdrWriter};
 
@@ -31,7 +32,7 @@ pub(super) fn delegreturn(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter
 
 /// Attributes a write delegation's holder changes by writing (RFC 8881 §10.4.3: the
 /// server cannot answer them truthfully for another client while the holder may
-/// have cached writes): asking for any of them recalls the delegation first.
+/// have cached writes): asking for any of them asks the holder first (CB_GETATTR).
 const WRITTEN_ATTRS: super::attrs::Bitmap = super::attrs::Bitmap::of(&[
     super::attrs::CHANGE,
     super::attrs::SIZE,
@@ -54,14 +55,25 @@ pub(super) fn recall_for_read(c: &Compound, fileid: u64) -> Result<(), Nfsstat4>
     }
 }
 
-/// `recall_for_read` for a GETATTR asking for `want`.
-pub(super) fn recall_for_getattr(
+/// A GETATTR asking for `want` of `node` by this COMPOUND's client, under another
+/// client's write delegation: CB_GETATTR instead of a recall (RFC 8881 §10.4.3,
+/// `state::delegations::settle_attrs`). `Some(size)`: the holder modified the file,
+/// answer its size (the times and change the file model now has were just moved);
+/// NFS4ERR_DELAY while the holder's answer or a recall is awaited. One atomic load
+/// while no write delegation is out.
+pub(super) fn attrs_for_getattr(
     c: &Compound,
-    fileid: u64,
+    node: &crate::fs::Node,
     want: &super::attrs::Bitmap,
-) -> Result<(), Nfsstat4> {
-    if !c.state.delegations.any_write() || want.and(&WRITTEN_ATTRS).is_empty() {
-        return Ok(());
+) -> Result<Option<u64>, Nfsstat4> {
+    let d = &c.state.delegations;
+    if !d.any_write() || want.and(&WRITTEN_ATTRS).is_empty() {
+        return Ok(None);
     }
-    recall_for_read(c, fileid)
+    let wait = crate::state::delegations::CB_GETATTR_WAIT;
+    match d.settle_attrs(c.ctx.model, node, Some(c.clientid), wait) {
+        AttrVerdict::Go => Ok(None),
+        AttrVerdict::Wait => Err(NFS4ERR_DELAY),
+        AttrVerdict::Present { size } => Ok(Some(size)),
+    }
 }

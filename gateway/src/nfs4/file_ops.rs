@@ -361,14 +361,19 @@ pub(super) fn getattr(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter) ->
     if !want.and(&attrs::WRITE_ONLY).is_empty() {
         return put_status(w, NFS4ERR_INVAL);
     }
+    let mut holders_size = None;
     let res = cur(c).and_then(|fh| {
         if let CurrentFh::File { node, .. } = fh {
-            super::deleg_ops::recall_for_getattr(c, node.fileid, &want)?;
+            holders_size = super::deleg_ops::attrs_for_getattr(c, node, &want)?;
         }
         obj_of(c, fh)
     });
     match res {
-        Ok((o, node)) => {
+        Ok((mut o, node)) => {
+            // §10.4.3: the size the write delegation's holder reported.
+            if let Some(size) = holders_size {
+                o.size = size;
+            }
             let env = env(c, &want, node.as_ref());
             ok_with(w, |w| attrs::put_fattr(w, &want, &o, &env).map(|_| ()))
         }

@@ -16,6 +16,7 @@
 
 mod attrs;
 pub mod callback;
+mod cb_getattr;
 mod compound;
 mod deleg_ops;
 mod dir_ops;

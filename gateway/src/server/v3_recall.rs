@@ -1,7 +1,8 @@
 //! NFSv3 calls that conflict with NFSv4.1 delegations (RFC 8881 §10.2 "a conflicting
 //! access by another client", whichever protocol; docs/architecture.md §8): WRITE and SETATTR of a
-//! file, REMOVE of it, RENAME of it or over it, CREATE over an existing name; READ and
-//! GETATTR of a file under a write delegation (§10.4.3). Before
+//! file, REMOVE of it, RENAME of it or over it, CREATE over an existing name; READ of a
+//! file under a write delegation (§10.4.3), and GETATTR of one, which asks the holder
+//! (CB_GETATTR) instead of recalling. Before
 //! such a call runs, the worker asks `Delegations::break_conflicts` (which starts the
 //! recalls); while a recall is outstanding the call is answered NFS3ERR_JUKEBOX and
 //! the client retries (RFC 1813 §2.6). The same calls but WRITE recall pNFS layouts
@@ -13,6 +14,7 @@ use super::Shared;
 use crate::call::{Target, Touch, Touches};
 use crate::export::admit;
 use crate::fs::Node;
+use crate::state::delegations::AttrVerdict;
 use crate::state::Conflict;
 use engine::rpc::Cred;
 use std::net::IpAddr;
@@ -28,6 +30,7 @@ pub(super) fn must_wait<'a>(
     client: IpAddr,
     cred: &Cred,
 ) -> bool {
+    crate::call::note_holders_size(None);
     let layouts = shared.state.layouts.any();
     if !shared.state.delegations.any_live() && !layouts {
         return false;
@@ -37,8 +40,9 @@ pub(super) fn must_wait<'a>(
     };
     let why = match t.how {
         // Reads wait only for write delegations (one atomic load while none is out).
-        Touch::Read if !shared.state.delegations.any_write() => return false,
+        Touch::Read | Touch::Attrs if !shared.state.delegations.any_write() => return false,
         Touch::Read => Conflict::Read,
+        Touch::Attrs => return attrs_wait(shared, t, client, cred),
         Touch::Write => Conflict::Write,
         Touch::Namespace => Conflict::Namespace,
     };
@@ -65,6 +69,36 @@ pub(super) fn must_wait<'a>(
         }
     }
     wait
+}
+
+/// GETATTR of a file under a write delegation: the holder is asked (CB_GETATTR,
+/// RFC 8881 §10.4.3; `Delegations::settle_attrs`, which may wait a little for the
+/// answer on this worker). JUKEBOX while it (or a recall it turned into) is
+/// awaited; a modified file's size as the holder has it is noted for the procedure.
+fn attrs_wait(shared: &Shared, t: Touches, client: IpAddr, cred: &Cred) -> bool {
+    let Some(node) = t.targets[0].and_then(|t| resolve(shared, t)) else {
+        return false;
+    };
+    let exports = shared.exports.load();
+    let admitted = exports
+        .get(node.export)
+        .is_some_and(|e| admit(e, client, cred).is_ok());
+    if !admitted {
+        return false;
+    }
+    let wait = crate::state::delegations::CB_GETATTR_WAIT;
+    match shared
+        .state
+        .delegations
+        .settle_attrs(&shared.model, &node, None, wait)
+    {
+        AttrVerdict::Go => false,
+        AttrVerdict::Wait => true,
+        AttrVerdict::Present { size } => {
+            crate::call::note_holders_size(Some((node.fileid, size)));
+            false
+        }
+    }
 }
 
 /// The pNFS layouts of `fileid` recalled (an NFSv3 caller has no client id: every

@@ -58,6 +58,23 @@ pub enum CbCall<'a> {
         stateid: Stateid,
         fh: &'a [u8],
     },
+    /// CB_GETATTR of `fh`'s size and change (RFC 8881 §20.1, §10.4.3): what the
+    /// holder of a write delegation on it has, asked when another client or NFSv3
+    /// reads the file's attributes (CB_SEQUENCE then CB_GETATTR).
+    Getattr {
+        session: [u8; 16],
+        minor: u32,
+        seqid: u32,
+        fh: &'a [u8],
+    },
+}
+
+/// What a write delegation's holder answered CB_GETATTR (RFC 8881 §20.1.3): its
+/// size and change attributes of the file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CbAttrs {
+    pub size: u64,
+    pub change: u64,
 }
 
 /// What the client's reply to a recall says (RFC 8881 §20.9.3 for CB_SEQUENCE,
@@ -111,4 +128,9 @@ pub trait CallbackWire {
     /// What a CB_COMPOUND reply to a recall (or to a CB_OFFLOAD: its status in the
     /// place of CB_RECALL's) says.
     fn recall_reply(&self, record: &[u8]) -> RecallReply;
+
+    /// What a CB_COMPOUND reply to CB_GETATTR says: the sequencing and status as for
+    /// a recall (`Sequenced(Accepted)` when CB_GETATTR succeeded) and, only then, the
+    /// holder's attributes; `None` for anything unusable (a failed CB_GETATTR).
+    fn getattr_reply(&self, record: &[u8]) -> (RecallReply, Option<CbAttrs>);
 }

@@ -4,7 +4,8 @@
 //!
 //! Sharing (docs/architecture.md §3): one `Mutex<Table>` shared by every worker (grants, conflicts,
 //! DELEGRETURN), the callback thread (recall progress, revocation) and nothing else;
-//! never held across storage I/O or a wait. Reactors only push callback replies onto
+//! never held across storage I/O or a wait (a worker waiting for a CB_GETATTR
+//! answer waits on `attr_cv`, which releases it). Reactors only push callback replies onto
 //! the lock-free `replies` queue. `live` (delegations held or being recalled) lets a
 //! v3 WRITE skip the lock entirely while no client holds a delegation.
 //!
@@ -15,12 +16,11 @@
 //! delegation (`nfs4.write_delegations`) to an OPEN for writing when no other
 //! delegation and no other client's open is on the file (RFC 8881 §10.4: the server
 //! decides; the caller checks the opens). A write delegation conflicts with every
-//! access by anyone else, reads and attribute reads included (§10.4.3: the holder may
-//! hold writes the server has not seen): NFSv3 READ and GETATTR and another client's
-//! READ and GETATTR recall it (`Conflict::Read`) and wait with JUKEBOX / DELAY like
-//! writers; the recall itself is the choice §10.4.3 leaves between CB_GETATTR and
-//! recalling (one mechanism for every conflict; the holder flushes and the caller
-//! then sees what it wrote). While one is out its file is held in the reactors'
+//! data access by anyone else, reads included (§10.4.3: the holder may hold writes
+//! the server has not seen): NFSv3 READ and another client's READ or OPEN recall it
+//! (`Conflict::Read`) and wait with JUKEBOX / DELAY like writers. Attribute reads
+//! (GETATTR) ask the holder instead (CB_GETATTR, `delegations_getattr.rs`), and
+//! recall only when that fails. While one is out its file is held in the reactors'
 //! caches (`ChangeObserver::hold`): no cached GETATTR or READ answers for it, so every
 //! such call reaches a worker and this check.
 
@@ -35,7 +35,7 @@ use crossbeam_queue::ArrayQueue;
 use rustc_hash::FxHashMap;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
 /// Delegations (held, recalled or revoked-but-not-freed) the gateway keeps at most.
@@ -80,6 +80,8 @@ struct Deleg {
     /// The transport of the first CB_RECALL sent for it (the recall counters'
     /// `transport` label); None until one is sent.
     via: Option<Transport>,
+    /// A write delegation's CB_GETATTR record (§10.4.3; `delegations_getattr.rs`).
+    probe: getattr::AttrProbe,
 }
 
 #[derive(Default)]
@@ -112,6 +114,9 @@ struct Table {
 /// Every delegation of the gateway, and the queues to and from the callback thread.
 pub struct Delegations {
     table: Mutex<Table>,
+    /// Signalled (with `table`) when a CB_GETATTR is answered or fails: a worker
+    /// answering another client's GETATTR waits on it a little (`holder_attrs`).
+    attr_cv: Condvar,
     /// Delegations held or being recalled (not revoked).
     live: AtomicUsize,
     /// Write delegations held or being recalled: while 0, reads skip every check.
@@ -143,6 +148,7 @@ impl Default for Delegations {
             .max(1);
         Delegations {
             table: Mutex::default(),
+            attr_cv: Condvar::new(),
             live: AtomicUsize::new(0),
             live_write: AtomicUsize::new(0),
             write_on: AtomicBool::new(true),
@@ -314,6 +320,7 @@ impl Delegations {
                 write: want_write,
                 state: DState::Held,
                 via: None,
+                probe: Default::default(),
             },
         );
         t.by_file.entry(fileid).or_default().push(other);
@@ -749,3 +756,7 @@ mod write_tests;
 #[path = "delegations_courtesy.rs"]
 mod courtesy;
 use courtesy::doom;
+
+#[path = "delegations_getattr.rs"]
+mod getattr;
+pub use getattr::{AttrVerdict, CB_GETATTR_WAIT};

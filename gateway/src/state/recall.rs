@@ -43,6 +43,9 @@ pub(crate) enum Job {
     /// Probe a back channel; `Some(sec)` (re)sets the session's callback security.
     Probe(u64, BackChannelInfo, Option<Option<CbSec>>),
     Recall([u8; 12]),
+    /// Ask the holder of the write delegation `other` for its size and change
+    /// (CB_GETATTR: `recall_getattr.rs`).
+    Getattr([u8; 12]),
 }
 
 /// The queue of jobs and the callback thread's wake-up (shared: workers push, the
@@ -110,6 +113,8 @@ enum Queue {
     Offloads,
     /// CB_LAYOUTRECALLs of pNFS layouts, by layout stateid (`layouts_recall.rs`).
     Layouts,
+    /// CB_GETATTRs to write delegations' holders, by delegation stateid.
+    Getattrs,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -126,6 +131,11 @@ enum What {
     },
     /// A CB_LAYOUTRECALL of the layout `other` (`layouts::Layouts`).
     LayoutRecall {
+        other: [u8; 12],
+        session: [u8; 16],
+    },
+    /// A CB_GETATTR to the holder of the write delegation `other`.
+    Getattr {
         other: [u8; 12],
         session: [u8; 16],
     },
@@ -194,6 +204,8 @@ pub struct RecallTable {
     /// Layouts the client answered NFS4ERR_NOMATCHING_LAYOUT for: forgotten by the
     /// next `step_layouts` (which has the layout table).
     layouts_gone: Vec<[u8; 12]>,
+    /// CB_GETATTRs to send, by delegation stateid (never resent: a failure recalls).
+    getattr_tasks: HashMap<[u8; 12], Task>,
 }
 
 impl Default for RecallTable {
@@ -214,6 +226,7 @@ impl Default for RecallTable {
             offloads: HashMap::new(),
             layout_tasks: HashMap::new(),
             layouts_gone: Vec::new(),
+            getattr_tasks: HashMap::new(),
         }
     }
 }
@@ -271,6 +284,7 @@ impl RecallTable {
                         self.tasks.entry(other).or_insert(Task::due(now));
                     }
                 }
+                Job::Getattr(other) => self.queue_getattr(dl, other, now),
             }
         }
         while let Some(other) = dl.offloads.take_finished() {
@@ -280,6 +294,7 @@ impl RecallTable {
         }
         dl.offloads.expire(now);
         dl.revoke_overdue(now);
+        self.send_getattrs(wire, dl, lookup, now, &mut out);
         self.send_due(wire, dl, lookup, now, &mut out);
         self.send_offloads(wire, dl, lookup, now, &mut out);
         out
@@ -290,6 +305,7 @@ impl RecallTable {
     pub fn next_due(&self, now: Instant, max: Duration) -> Duration {
         let mut due = now + max;
         let all = self.tasks.values().chain(self.offloads.values());
+        let all = all.chain(self.getattr_tasks.values());
         for t in all.chain(self.layout_tasks.values()) {
             if t.in_flight {
                 continue;
@@ -405,6 +421,7 @@ impl RecallTable {
             Queue::Recalls => &self.tasks,
             Queue::Offloads => &self.offloads,
             Queue::Layouts => &self.layout_tasks,
+            Queue::Getattrs => &self.getattr_tasks,
         };
         tasks
             .iter()
@@ -435,6 +452,7 @@ impl RecallTable {
             Queue::Recalls => self.tasks.get(&other),
             Queue::Offloads => self.offloads.get(&other),
             Queue::Layouts => self.layout_tasks.get(&other),
+            Queue::Getattrs => self.getattr_tasks.get(&other),
         }
         .and_then(|t| t.retransmit);
         let xid = match again {
@@ -446,6 +464,7 @@ impl RecallTable {
             Queue::Recalls => &mut self.tasks,
             Queue::Offloads => &mut self.offloads,
             Queue::Layouts => &mut self.layout_tasks,
+            Queue::Getattrs => &mut self.getattr_tasks,
         };
         let Some(record) = wire.encode(xid, info.cb_program, call, info.max_request, sec) else {
             tasks.remove(&other);
@@ -625,6 +644,10 @@ impl RecallTable {
                     self.free_slot(&session, false);
                     retry_in(&mut self.layout_tasks, &other, now);
                 }
+                What::Getattr { other, session } => {
+                    self.free_slot(&session, false);
+                    self.getattr_failed(dl, other, now);
+                }
             }
         }
     }
@@ -653,6 +676,10 @@ impl RecallTable {
             What::LayoutRecall { other, session } => {
                 self.free_slot(&session, false);
                 retry_in(&mut self.layout_tasks, &other, now + RETRY);
+            }
+            What::Getattr { other, session } => {
+                self.free_slot(&session, false);
+                self.getattr_failed(dl, other, now);
             }
         }
     }
@@ -692,6 +719,9 @@ impl RecallTable {
             }
             What::LayoutRecall { other, session } => {
                 self.on_layout_reply(other, session, wire.recall_reply(rec), now)
+            }
+            What::Getattr { other, session } => {
+                self.on_getattr_reply(dl, other, session, wire.getattr_reply(rec), now)
             }
         }
     }
@@ -925,6 +955,9 @@ fn retry_in(tasks: &mut HashMap<[u8; 12], Task>, other: &[u8; 12], at: Instant) 
         t.next_try = at;
     }
 }
+
+#[path = "recall_getattr.rs"]
+mod getattr;
 
 #[cfg(test)]
 #[path = "recall_tests.rs"]

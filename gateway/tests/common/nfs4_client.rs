@@ -638,6 +638,14 @@ impl Tcp41 {
         what
     }
 
+    /// Answers a CB_COMPOUND (CB_SEQUENCE + CB_GETATTR) with OK and these size and
+    /// change attributes (RFC 8881 §20.1); what it asked.
+    pub fn answer_getattr(&mut self, rec: &[u8], size: u64, change: u64) -> v4cb::CbGetattr {
+        let (xid, what) = v4cb::decode_getattr(rec).unwrap_or_else(|e| panic!("{e}"));
+        self.send_record(&v4cb::getattr_reply(xid, &what, size, change));
+        what
+    }
+
     /// Answers a CB_COMPOUND (CB_SEQUENCE + CB_RECALL) with OK; what it recalled.
     pub fn answer(&mut self, rec: &[u8]) -> CbRecall {
         let (xid, what) = decode_callback(rec);

@@ -8,6 +8,7 @@
 //! - `locks`: LOCK/LOCKT/LOCKU conflicts, splitting, types, RELEASE_LOCKOWNER;
 //! - `deleg`: a read delegation recalled by another client's OPEN;
 //! - `wdeleg`: write delegations recalled by NFSv3 and NFSv4.1 access, reads included;
+//! - `cbgetattr`: another client's or NFSv3's GETATTR answered by CB_GETATTR;
 //! - `grace`: a restart on the same state directory, reclaims and RECLAIM_COMPLETE;
 //! - `links`: LINK, hard links' handles, counts and refusals, across a restart.
 
@@ -16,6 +17,7 @@ mod common;
 #[path = "../common/nfs4_client.rs"]
 mod nfs4_client;
 
+mod cbgetattr;
 mod deleg;
 mod grace;
 mod links;

@@ -21,7 +21,7 @@ const NFS3ERR_JUKEBOX: u32 = 10008;
 /// UNCHECKED, then GETFH: the OPEN's result and the handle. The CB_NULL probe's
 /// answer reaches the callback thread asynchronously: until then OPENs get no
 /// delegation, so one without is closed and tried again, for a while.
-fn open_deleg(c: &mut Tcp41, name: &[u8], access: u32) -> (Opened, Vec<u8>) {
+pub(crate) fn open_deleg(c: &mut Tcp41, name: &[u8], access: u32) -> (Opened, Vec<u8>) {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let id = c.clientid;
@@ -54,11 +54,23 @@ fn open_deleg(c: &mut Tcp41, name: &[u8], access: u32) -> (Opened, Vec<u8>) {
     }
 }
 
+/// The next CB_RECALL `a` gets; a CB_GETATTR on the way (asked by a reader before
+/// the recall began, §10.4.3) is answered with nothing changed.
+pub(crate) fn next_recall(a: &mut Tcp41) -> Vec<u8> {
+    loop {
+        let rec = a.next_callback(Duration::from_secs(10)).expect("CB_RECALL");
+        if nfs_wire::v4cb::decode_getattr(&rec).is_err() {
+            return rec;
+        }
+        a.answer_getattr(&rec, 0, 0);
+    }
+}
+
 /// The holder answers the CB_RECALL naming `deleg`, then writes `data` through the
 /// delegation, commits and returns it (what a client flushing its cache does:
 /// §10.4.1).
-fn flush_and_return(a: &mut Tcp41, fh: &[u8], deleg: &[u8; 16], data: &[u8]) {
-    let rec = a.next_callback(Duration::from_secs(10)).expect("CB_RECALL");
+pub(crate) fn flush_and_return(a: &mut Tcp41, fh: &[u8], deleg: &[u8; 16], data: &[u8]) {
+    let rec = next_recall(a);
     assert_eq!(a.answer(&rec).stateid, *deleg, "CB_RECALL names it");
     let (_, res) = on_file(a, fh, |o| o.write(deleg, 0, data).commit(0, 0));
     assert_eq!(
@@ -70,7 +82,7 @@ fn flush_and_return(a: &mut Tcp41, fh: &[u8], deleg: &[u8; 16], data: &[u8]) {
 }
 
 /// An NFSv3 client and the handle of `name` in the root.
-fn v3_file(gw: &Gw41, name: &[u8]) -> (V3, Vec<u8>) {
+pub(crate) fn v3_file(gw: &Gw41, name: &[u8]) -> (V3, Vec<u8>) {
     let mut v3 = V3::connect(gw.addr);
     let root = v3.mount_root();
     let rep = v3.call(NFS_PROGRAM, NFSPROC3_LOOKUP, &dirop_args(&root, name));
@@ -86,7 +98,8 @@ fn write_delegation_granted_and_recalled_by_an_nfsv3_getattr_and_read() {
     assert!(opened.write, "an OPEN for writing gets a write delegation");
     let deleg = opened.deleg.unwrap();
     let (mut v3, v3fh) = v3_file(&gw, b"wd1");
-    // NFSv3 GETATTR: JUKEBOX while the recall runs (the holder may hold writes).
+    // NFSv3 GETATTR: JUKEBOX while the holder is asked (CB_GETATTR, unanswered
+    // here) and then while the READ's recall runs (the holder may hold writes).
     let getattr = |v3: &mut V3| v3.call(NFS_PROGRAM, NFSPROC3_GETATTR, &fh_args(&v3fh));
     assert_eq!(status(&getattr(&mut v3)), NFS3ERR_JUKEBOX);
     let read = |v3: &mut V3| v3.call(NFS_PROGRAM, NFSPROC3_READ, &read_args(&v3fh, 0, 64));
@@ -182,7 +195,8 @@ fn write_delegation_recalled_by_a_second_clients_getattr_and_open() {
         a.next_callback(Duration::from_millis(300)).is_none(),
         "no recall"
     );
-    // Size and change: §10.4.3, recalled; DELAY meanwhile.
+    // Size and change: §10.4.3, the holder is asked (CB_GETATTR, not answered
+    // yet: DELAY meanwhile); the read OPEN below recalls it.
     // size (4).
     let size = |b: &mut Tcp41| on_file(b, &fh, |o| o.getattr(&[1 << 4])).0;
     assert_eq!(size(&mut b), NFS4ERR_DELAY);

@@ -374,6 +374,14 @@ pub fn run(c: &mut Compound, a: &OpenArgs) -> Result<Opened, Nfsstat4> {
         rflags |= OPEN4_RESULT_PRESERVE_UNLINKED;
     }
     let deleg = offer_delegation(c, a, fileid, &handle, access, want);
+    if let Deleg::Write(sid) = &deleg {
+        // RFC 8881 §10.4.3: the change attribute at the grant, which the holder's
+        // CB_GETATTR answers are compared with.
+        if let Ok(now) = model.getattr(&t.node) {
+            let change = crate::nfs4::attrs::change_of(&now);
+            c.state.delegations.note_grant_change(sid, change);
+        }
+    }
     c.cfh = Some(CurrentFh::File {
         node: t.node,
         handle,

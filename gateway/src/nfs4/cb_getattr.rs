@@ -1,0 +1,137 @@
+//! CB_GETATTR on the back channel (RFC 8881 §20.1, §10.4.3): the arguments the
+//! server sends (the file's handle, a bitmap of change and size) and the reply the
+//! holder of a write delegation gives (CB_SEQUENCE's result, then CB_GETATTR's status
+//! and fattr4). A codec beside `callback` (which writes the CB_COMPOUND's header and
+//! CB_SEQUENCE): no state, no I/O. Anything in a reply we cannot trust — short,
+//! another attribute set, values that are not a file's — is a failed CB_GETATTR,
+//! which the recall table answers by recalling the delegation.
+
+use super::attrs::{self, Bitmap, CHANGE, SIZE};
+use super::callback::{recall_reply, CompoundReply};
+use super::status::{Nfsstat4, NFS4ERR_BADXDR};
+use crate::state::backchannel::{CbAttrs, RecallAnswer, RecallReply};
+use engine::rpc::{self, Accept, ReplyStatus};
+use engine::xdr::{XdrError, XdrReader, XdrResult, XdrWriter};
+use nfs_wire::nfs4::{OP_CB_GETATTR, OP_CB_ILLEGAL, OP_CB_SEQUENCE};
+
+/// What CB_GETATTR asks for: change and size, the two §10.4.3 names.
+const WANT: Bitmap = Bitmap::of(&[CHANGE, SIZE]);
+/// Largest reply tag, result count, bitmap length and attribute values read.
+const MAX_TAG: usize = 1024;
+const MAX_RESULTS: u32 = 16;
+const MAX_BITMAP: u32 = 8;
+const MAX_ATTR_VALS: usize = 4096;
+
+/// CB_GETATTR4args (RFC 8881 §20.1.1): the operation, the file's handle and the
+/// attributes wanted, after `callback`'s CB_COMPOUND header and CB_SEQUENCE.
+pub(super) fn put_args(w: &mut XdrWriter, fh: &[u8]) -> XdrResult<()> {
+    w.u32(OP_CB_GETATTR)?;
+    w.opaque_var(fh)?;
+    attrs::put_bitmap(w, &WANT)
+}
+
+/// A CB_COMPOUND reply to CB_SEQUENCE + CB_GETATTR in the recall table's terms: the
+/// sequencing as for a recall (`callback::recall_reply`, CB_GETATTR's status in
+/// CB_RECALL's place) and, when both succeeded, the holder's size and change. A reply
+/// that does not decode is no answer; one whose CB_SEQUENCE succeeded but whose
+/// attributes are unusable is a refusal (the slot moved on: the client ran it).
+pub fn getattr_reply(record: &[u8]) -> (RecallReply, Option<CbAttrs>) {
+    let Ok(Some((c, attrs))) = decode(record) else {
+        return (RecallReply::NoAnswer, None);
+    };
+    let r = recall_reply(&c);
+    let ok = r == RecallReply::Sequenced(RecallAnswer::Accepted);
+    (r, attrs.filter(|_| ok))
+}
+
+/// Decodes the reply: `None` for an RPC-level failure (the procedure did not run).
+fn decode(record: &[u8]) -> XdrResult<Option<(CompoundReply, Option<CbAttrs>)>> {
+    let (_, status, at) = rpc::decode_reply(record)?;
+    if status != ReplyStatus::Accepted(Accept::Success) {
+        return Ok(None);
+    }
+    let mut r = XdrReader::new(record.get(at..).ok_or(XdrError::Short)?);
+    let status = Nfsstat4::decode(&mut r)?;
+    r.string(MAX_TAG)?;
+    let n = r.u32()?;
+    if n > MAX_RESULTS {
+        return Err(XdrError::BadValue);
+    }
+    let mut out = CompoundReply {
+        status,
+        sequence: None,
+        recall: None,
+    };
+    let mut got = None;
+    for _ in 0..n {
+        match r.u32()? {
+            OP_CB_SEQUENCE => {
+                let st = Nfsstat4::decode(&mut r)?;
+                let ok = if st.is_ok() {
+                    let mut sid = [0u8; 16];
+                    sid.copy_from_slice(r.opaque_fixed(16)?);
+                    let seqid = r.u32()?;
+                    r.skip(12)?; // slotid, highest_slotid, target_highest_slotid
+                    Some((sid, seqid))
+                } else {
+                    None
+                };
+                out.sequence = Some((st, ok));
+            }
+            OP_CB_GETATTR => {
+                let st = Nfsstat4::decode(&mut r)?;
+                if st.is_ok() {
+                    match fattr(&mut r) {
+                        Ok(a) => got = Some(a),
+                        // The client ran it (its slot moved on) but what it says
+                        // is not usable: a refusal, not a lost reply.
+                        Err(_) => {
+                            out.recall = Some(NFS4ERR_BADXDR);
+                            break;
+                        }
+                    }
+                }
+                out.recall = Some(st);
+            }
+            OP_CB_ILLEGAL => {
+                r.u32()?;
+            }
+            _ => break,
+        }
+    }
+    Ok(Some((out, got)))
+}
+
+/// CB_GETATTR4resok's fattr4 (RFC 8881 §3.3.9: a bitmap, then the values in bit
+/// order): it must carry change (3) and size (4) and nothing before them (whose
+/// lengths we would have to know); what follows them is ignored. A size past the
+/// largest file is no size.
+fn fattr(r: &mut XdrReader) -> XdrResult<CbAttrs> {
+    let n = r.u32()?;
+    if n > MAX_BITMAP {
+        return Err(XdrError::TooLong);
+    }
+    let mut word0 = 0;
+    for i in 0..n {
+        let v = r.u32()?;
+        if i == 0 {
+            word0 = v;
+        }
+    }
+    let vals = r.opaque_var(MAX_ATTR_VALS)?;
+    let below_size = (1u32 << (SIZE + 1)) - 1;
+    if word0 & below_size != (1 << CHANGE) | (1 << SIZE) {
+        return Err(XdrError::BadValue);
+    }
+    let mut v = XdrReader::new(vals);
+    let change = v.u64()?;
+    let size = v.u64()?;
+    if size > attrs::MAX_FILE_SIZE {
+        return Err(XdrError::BadValue);
+    }
+    Ok(CbAttrs { size, change })
+}
+
+#[cfg(test)]
+#[path = "cb_getattr_tests.rs"]
+mod tests;
