@@ -46,6 +46,12 @@ impl Conn {
         })
     }
 
+    /// The credential of the calls that follow (`--pnfs`: a layout's ids at its data
+    /// server).
+    pub fn set_cred(&mut self, cred: Cred) {
+        self.cred = cred;
+    }
+
     /// Sends one call; returns its xid.
     pub fn send(&mut self, call: &Call) -> anyhow::Result<u32> {
         self.xid = self.xid.wrapping_add(1);

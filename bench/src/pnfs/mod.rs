@@ -1,0 +1,562 @@
+//! `bench --nfs 4.1 --pnfs` (issue 27): the data I/O of the read and write workloads
+//! goes straight to the data servers a pNFS metadata server names, as the flexible
+//! files layout has a client do (RFC 8435 §2, RFC 8881 §12): every file is OPENed at
+//! the metadata server, a layout taken ([`layout::take`]: LAYOUTGET, GETDEVICEINFO),
+//! and the load is NFSv3 READ/WRITE (+ COMMIT) at the file's data server with the
+//! layout's file handle and synthetic AUTH_SYS ids; then LAYOUTCOMMIT (writes),
+//! LAYOUTRETURN, CLOSE.
+//!
+//! Files are grouped by data server; each group is one load (the ordinary driver, as
+//! NFSv3) on its own connections, all groups at once. A file whose layout is refused
+//! (LAYOUTUNAVAILABLE, LAYOUTTRYLATER, an unusable layout or device) or whose data
+//! server cannot be reached (its layout is returned) goes in a group driven through
+//! the metadata server as NFSv4.1, and the report says so. A data server that fails
+//! during the load is not replaced: its calls count as errors, the run fails.
+
+pub mod layout;
+
+use crate::client::Conn;
+use crate::driver::{Plan, ThreadSpec, V4Plan};
+use crate::fileset::FileSet;
+use crate::load::{self, Load, Seconds, Timing};
+use crate::nfs4::session::Opened;
+use crate::nfs4::setup::Setup4;
+use crate::report::{self, json_str, Settings};
+use crate::run::{budgets, Layout};
+use crate::stats::Stats;
+use crate::transport::Target;
+use crate::workload::{Kind, Mix, Op};
+use crate::RunArgs;
+use engine::rpc::{AuthSys, Cred};
+use layout::Taken;
+use nfs_wire::nfs4args::{LAYOUTIOMODE4_READ, LAYOUTIOMODE4_RW};
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+/// Where a group's I/O goes: a data server (`Some`) or the metadata server.
+type Via = Option<SocketAddr>;
+
+/// A group of files and its result.
+struct Group {
+    via: Via,
+    /// Global file indices.
+    files: Vec<usize>,
+    set: FileSet,
+    conns: usize,
+}
+
+/// What the run knows of each file.
+struct File {
+    layout: Option<Taken>,
+    /// Why its I/O goes through the metadata server.
+    fallback: Option<String>,
+}
+
+/// The pNFS run (in place of `run::run`'s setup and load).
+#[allow(clippy::too_many_arguments)]
+pub fn run(
+    args: &RunArgs,
+    target: &Target,
+    mix: &Mix,
+    workload_name: &str,
+    lay: &Layout,
+    usable: &[core_affinity::CoreId],
+    file_size: u64,
+    bs: u32,
+) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        args.nfs.is_v4() && matches!(target, Target::Tcp(_)),
+        "--pnfs needs --nfs 4.1 (or 4.2) and a tcp:// metadata server"
+    );
+    anyhow::ensure!(
+        !mix.any(|o| !(o.reads() || o.writes())),
+        "--pnfs drives data workloads only (randread, seqread, randwrite, seqwrite)"
+    );
+    anyhow::ensure!(
+        args.hdr_log.is_none() && args.plot.is_none(),
+        "--pnfs does not write --hdr-log or --plot (one load per data server)"
+    );
+    let (reads, writes) = (mix.any(Op::reads), mix.any(Op::writes));
+    let retry = crate::jukebox::Policy::new(Duration::from_secs_f64(args.jukebox_timeout));
+    // The files are filled (below) through their data servers, not here.
+    let (mut setup, mds_set) = Setup4::prepare(
+        target,
+        args.export.as_deref(),
+        &args.file,
+        args.files,
+        file_size,
+        false,
+        true,
+        lay.total_conns,
+        args.qd,
+        retry,
+    )?;
+    let mut files = Vec::with_capacity(args.files);
+    let opened = setup.opened.clone();
+    let mut ds_conns: BTreeMap<SocketAddr, Result<Conn, String>> = BTreeMap::new();
+    for (i, f) in opened.iter().enumerate() {
+        let fill = reads && f.size < file_size;
+        let iomode = if writes || fill {
+            LAYOUTIOMODE4_RW
+        } else {
+            LAYOUTIOMODE4_READ
+        };
+        let mut file = match layout::take(&mut setup.client, f, iomode)? {
+            Ok(t) => File {
+                layout: Some(t),
+                fallback: None,
+            },
+            Err(why) => File {
+                layout: None,
+                fallback: Some(why.to_string()),
+            },
+        };
+        if let Some(t) = &file.layout {
+            let conn = ds_conns.entry(t.addr).or_insert_with(|| {
+                Conn::connect(&Target::Tcp(t.addr.to_string())).map_err(|e| format!("{e:#}"))
+            });
+            let done = match conn {
+                Err(e) => Err(format!("data server {}: {e}", t.addr)),
+                Ok(c) if fill => {
+                    c.set_cred(sys(t.ids));
+                    c.write_pattern(&t.fh, file_size, &mds_set.pattern(i), 8)
+                        .and_then(|()| layout::commit(&mut setup.client, &f.fh, t, file_size))
+                        .map_err(|e| format!("filling {} at {}: {e:#}", mds_set.names[i], t.addr))
+                }
+                Ok(_) => Ok(()),
+            };
+            if let Err(why) = done {
+                if let Some(e) = layout::give_back(&mut setup.client, &f.fh, t.iomode, t.stateid) {
+                    eprintln!("bench: {e}");
+                }
+                file = File {
+                    layout: None,
+                    fallback: Some(why),
+                };
+            }
+        }
+        if let Some(why) = &file.fallback {
+            eprintln!(
+                "bench: pnfs: {} through the metadata server ({why})",
+                mds_set.names[i]
+            );
+            if fill {
+                setup
+                    .client
+                    .write_pattern(f, file_size, &mds_set.pattern(i))?;
+            }
+        }
+        files.push(file);
+    }
+    anyhow::ensure!(
+        files
+            .iter()
+            .filter_map(|f| f.layout.as_ref())
+            .all(|t| bs <= t.rsize && bs <= t.wsize),
+        "--bs {bs} is larger than a data server's rsize/wsize"
+    );
+
+    let groups = group(&files, &mds_set, lay.total_conns);
+    let total_conns: usize = groups.iter().map(|g| g.conns).sum();
+    let timing = Timing {
+        warmup: Duration::from_secs_f64(args.warmup),
+        duration: args
+            .ops
+            .is_none()
+            .then(|| Duration::from_secs_f64(args.duration)),
+    };
+    let quiet = Seconds {
+        live_line: false,
+        hdr_log: None,
+    };
+    let (clientid, owner) = (setup.client.clientid, setup.client.owner.clone());
+    let sessions = setup.conns.clone();
+    let ds_targets: Vec<Target> = groups
+        .iter()
+        .map(|g| {
+            g.via
+                .map_or_else(|| target.clone(), |a| Target::Tcp(a.to_string()))
+        })
+        .collect();
+    let plans: Vec<Plan> = groups
+        .iter()
+        .zip(&ds_targets)
+        .map(|(g, t)| Plan {
+            target: t,
+            mix,
+            files: &g.set,
+            bs,
+            qd: if g.via.is_some() {
+                args.qd
+            } else {
+                setup.slots as usize
+            },
+            verify: args.verify,
+            write_pattern: true,
+            track_writes: args.verify && writes,
+            rate_per_conn: args.rate.map(|r| r / total_conns as f64),
+            pid: std::process::id(),
+            conns: g.conns,
+            v4: g.via.is_none().then(|| V4Plan {
+                conns: &sessions,
+                clientid,
+                owner: &owner,
+            }),
+            retry,
+        })
+        .collect();
+    let specs = specs(&groups, lay, usable, args.ops, total_conns);
+    let loads: Vec<anyhow::Result<Load>> = std::thread::scope(|s| {
+        let hs: Vec<_> = plans
+            .iter()
+            .zip(&specs)
+            .map(|(p, sp)| s.spawn(|| load::run(p, sp, &timing, &quiet)))
+            .collect();
+        hs.into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(anyhow::anyhow!("a load panicked")))
+            })
+            .collect()
+    });
+    let mut bad = Vec::new();
+    let mut loads: Vec<Option<Load>> = groups
+        .iter()
+        .zip(loads)
+        .map(|(g, l)| {
+            l.map_err(|e| bad.push(format!("{}: {e:#}", name(g.via))))
+                .ok()
+        })
+        .collect();
+
+    // After the load: COMMIT (and read back) where the data went, LAYOUTCOMMIT the
+    // size the data server has, LAYOUTRETURN every layout.
+    for ((g, plan), l) in groups.iter().zip(&plans).zip(loads.iter_mut()) {
+        let Some(l) = l.as_mut() else { continue };
+        if !writes {
+            continue;
+        }
+        match g.via {
+            Some(addr) => {
+                let Some(Ok(c)) = ds_conns.get_mut(&addr) else {
+                    bad.push(format!("data server {addr}: no connection to commit"));
+                    continue;
+                };
+                for (k, &i) in g.files.iter().enumerate() {
+                    let Some(t) = files[i].layout.as_ref() else {
+                        continue;
+                    };
+                    if plan.track_writes && !l.written.touched(k) {
+                        continue;
+                    }
+                    c.set_cred(sys(t.ids));
+                    ds_finish(c, g, k, plan, l, args.qd.max(8));
+                    // LAYOUTCOMMIT of the size the data server has (RFC 8435 §6: the
+                    // metadata server learns it from the client).
+                    let r = c
+                        .size(&g.set.handles[k])
+                        .and_then(|size| layout::commit(&mut setup.client, &opened[i].fh, t, size));
+                    if let Err(e) = r {
+                        bad.push(format!("{}: {e:#}", mds_set.names[i]));
+                    }
+                }
+            }
+            None => mds_finish(&mut setup, &opened, g, plan, l, bs),
+        }
+    }
+    for (i, f) in files.iter().enumerate() {
+        if let Some(t) = &f.layout {
+            if let Some(e) =
+                layout::give_back(&mut setup.client, &opened[i].fh, t.iomode, t.stateid)
+            {
+                bad.push(format!("{}: {e}", mds_set.names[i]));
+            }
+        }
+    }
+    let mut merged = Stats::default();
+    let mut measured: f64 = 0.0;
+    for l in loads.iter().flatten() {
+        merged.merge(&l.stats);
+        measured = measured.max(l.measured_s);
+    }
+    if let Err(e) = setup.teardown() {
+        bad.push(format!("{e:#}"));
+    }
+    let settings = Settings {
+        target: &args.target,
+        provider: None,
+        workload: workload_name,
+        mix,
+        bs,
+        files: args.files,
+        file_size,
+        threads: specs.iter().map(Vec::len).sum(),
+        conns: total_conns,
+        conns_per_thread: lay.conns_per_thread,
+        qd: args.qd,
+        rate: args.rate,
+        warmup_s: args.warmup,
+        duration_s: measured,
+        rdma: None,
+    };
+    let fallbacks: Vec<String> = files
+        .iter()
+        .enumerate()
+        .filter_map(|(i, f)| Some(format!("{}: {}", mds_set.names[i], f.fallback.as_ref()?)))
+        .collect();
+    if args.json {
+        let j = report::json(&settings, &merged);
+        let body = j.strip_suffix('}').unwrap_or(&j);
+        println!(
+            "{body},\"pnfs\":{}}}",
+            pnfs_json(&groups, &loads, &fallbacks, measured)
+        );
+    } else {
+        print!("{}", report::table(&settings, &merged));
+        print!("{}", pnfs_table(&groups, &loads, &fallbacks, measured));
+    }
+    let total = merged.total();
+    if total.verify_failures > 0 {
+        bad.push(format!(
+            "verification FAILED: {} read(s) did not return the expected data or could not be checked",
+            total.verify_failures
+        ));
+    }
+    if total.errors > 0 {
+        bad.push(format!("{} calls failed", total.errors));
+    }
+    if total.ops == 0 {
+        bad.push("no op completed".into());
+    }
+    anyhow::ensure!(bad.is_empty(), "{}", bad.join("; "));
+    Ok(())
+}
+
+fn sys((uid, gid): (u32, u32)) -> Cred {
+    Cred::Sys(AuthSys::new(uid, gid, &[]))
+}
+
+fn name(via: Via) -> String {
+    via.map_or_else(|| "metadata server".into(), |a| format!("data server {a}"))
+}
+
+/// Files grouped by where their I/O goes, each group a part of the set (its data
+/// server's handles; the pattern of each file's global index) with its share of the
+/// `conns` connections (at least one each).
+fn group(files: &[File], mds: &FileSet, conns: usize) -> Vec<Group> {
+    let mut by: BTreeMap<Via, Vec<usize>> = BTreeMap::new();
+    for (i, f) in files.iter().enumerate() {
+        by.entry(f.layout.as_ref().map(|t| t.addr))
+            .or_default()
+            .push(i);
+    }
+    let n = by.len().max(1);
+    by.into_iter()
+        .enumerate()
+        .map(|(k, (via, idx))| {
+            let set = FileSet {
+                dir: mds.dir.clone(),
+                names: idx.iter().map(|&i| mds.names[i].clone()).collect(),
+                handles: idx
+                    .iter()
+                    .map(|&i| match &files[i].layout {
+                        Some(t) => t.fh.clone(),
+                        None => mds.handles[i].clone(),
+                    })
+                    .collect(),
+                size: mds.size,
+                stateids: match via {
+                    Some(_) => Vec::new(),
+                    None => idx.iter().map(|&i| mds.stateids[i]).collect(),
+                },
+                seeds: idx.iter().map(|&i| i as u64).collect(),
+                creds: idx
+                    .iter()
+                    .filter_map(|&i| files[i].layout.as_ref().map(|t| sys(t.ids)))
+                    .collect(),
+            };
+            Group {
+                via,
+                files: idx,
+                set,
+                conns: (conns / n + usize::from(k < conns % n)).max(1),
+            }
+        })
+        .collect()
+}
+
+/// Each group's threads (up to `--threads`, spread over the usable cores after the
+/// previous groups') and connections (local indices, `--ops` split over all).
+fn specs(
+    groups: &[Group],
+    lay: &Layout,
+    usable: &[core_affinity::CoreId],
+    ops: Option<u64>,
+    total: usize,
+) -> Vec<Vec<ThreadSpec>> {
+    let budgets = budgets(ops, total);
+    let (mut conn0, mut core0) = (0, 0);
+    groups
+        .iter()
+        .map(|g| {
+            let threads = lay.threads.min(g.conns).max(1);
+            let v = (0..threads)
+                .map(|t| ThreadSpec {
+                    thread: t,
+                    core: (!usable.is_empty()).then(|| usable[(core0 + t) % usable.len()]),
+                    conns: (t..g.conns)
+                        .step_by(threads)
+                        .map(|c| (c, budgets[conn0 + c]))
+                        .collect(),
+                })
+                .collect();
+            conn0 += g.conns;
+            core0 += threads;
+            v
+        })
+        .collect()
+}
+
+/// File `k` of a data server's group after a load that wrote: COMMIT there (a failure
+/// counts as a write error), and with `--verify` the read-back of what was written.
+fn ds_finish(c: &mut Conn, g: &Group, k: usize, plan: &Plan, l: &mut Load, depth: usize) {
+    let name = &g.set.names[k];
+    if let Err(e) = c.commit(&g.set.handles[k]) {
+        eprintln!("bench: COMMIT of {name}: {e:#}");
+        l.stats.kind(Kind::Write).errors += 1;
+    }
+    if !plan.track_writes {
+        return;
+    }
+    let bs = u64::from(plan.bs);
+    let size = g.set.size;
+    let mut blocks = l
+        .written
+        .blocks_of(k)
+        .map(|b| (b * bs, bs.min(size.saturating_sub(b * bs)).max(1) as u32));
+    let r = c.read_back(
+        &g.set.handles[k],
+        &mut blocks,
+        &g.set.pattern(k),
+        depth,
+        name,
+    );
+    let w = l.stats.kind(Kind::Write);
+    match r {
+        Ok((good, bad)) => {
+            w.verified_bytes += good;
+            w.verify_failures += bad;
+        }
+        Err(e) => {
+            eprintln!("bench: reading {name} back: {e:#}");
+            w.verify_failures += 1;
+        }
+    }
+}
+
+/// The metadata server's group after a load that wrote: COMMIT, and with `--verify`
+/// the read-back, as NFSv4.1 on the setup session.
+fn mds_finish(
+    setup: &mut Setup4,
+    opened: &[Opened],
+    g: &Group,
+    plan: &Plan,
+    l: &mut Load,
+    bs: u32,
+) {
+    let bs = u64::from(bs);
+    for (k, &i) in g.files.iter().enumerate() {
+        if plan.track_writes && !l.written.touched(k) {
+            continue;
+        }
+        if let Err(e) = setup.client.commit(&opened[i].fh) {
+            eprintln!("bench: COMMIT of {}: {e:#}", g.set.names[k]);
+            l.stats.kind(Kind::Write).errors += 1;
+        }
+        if !plan.track_writes {
+            continue;
+        }
+        let blocks: Vec<(u64, u32)> = l
+            .written
+            .blocks_of(k)
+            .map(|b| {
+                (
+                    b * bs,
+                    bs.min(g.set.size.saturating_sub(b * bs)).max(1) as u32,
+                )
+            })
+            .collect();
+        let w = l.stats.kind(Kind::Write);
+        match setup
+            .client
+            .read_back(&opened[i], &blocks, &g.set.pattern(k), &g.set.names[k])
+        {
+            Ok((good, bad)) => {
+                w.verified_bytes += good;
+                w.verify_failures += bad;
+            }
+            Err(e) => {
+                eprintln!("bench: reading {} back: {e:#}", g.set.names[k]);
+                w.verify_failures += 1;
+            }
+        }
+    }
+}
+
+/// One group's ops, bytes and errors (reads and writes), and its throughput.
+fn counts(l: &Option<Load>) -> (u64, u64, u64, u64, u64) {
+    let Some(l) = l else {
+        return (0, 0, 0, 0, 0);
+    };
+    let of = |k| {
+        l.stats
+            .get(k)
+            .map_or((0, 0, 0), |s| (s.ops, s.bytes, s.errors))
+    };
+    let (r, w) = (of(Kind::Read), of(Kind::Write));
+    (r.0 + w.0, r.1 + w.1, r.2 + w.2, r.1, w.1)
+}
+
+fn pnfs_table(groups: &[Group], loads: &[Option<Load>], fallbacks: &[String], secs: f64) -> String {
+    let mut s = String::from("pnfs: per server (data I/O of the load)\n");
+    for (g, l) in groups.iter().zip(loads) {
+        let (ops, bytes, errors, read, written) = counts(l);
+        s += &format!(
+            "  {:<32} files {:>4}  conns {:>3}  ops {ops:>9}  bytes {bytes:>13} (read {read}, written {written})  {:>9.1} MiB/s  errors {errors}\n",
+            name(g.via),
+            g.files.len(),
+            g.conns,
+            bytes as f64 / (1 << 20) as f64 / secs.max(1e-9),
+        );
+    }
+    for f in fallbacks {
+        s += &format!("  through the metadata server: {f}\n");
+    }
+    s
+}
+
+fn pnfs_json(groups: &[Group], loads: &[Option<Load>], fallbacks: &[String], secs: f64) -> String {
+    let per: Vec<String> = groups
+        .iter()
+        .zip(loads)
+        .map(|(g, l)| {
+            let (ops, bytes, errors, read, written) = counts(l);
+            format!(
+                "{{\"server\":{},\"role\":{},\"files\":{},\"conns\":{},\"ops\":{ops},\"bytes\":{bytes},\
+                 \"read_bytes\":{read},\"write_bytes\":{written},\"errors\":{errors},\"mib_per_s\":{}}}",
+                json_str(&g.via.map_or_else(|| "mds".into(), |a| a.to_string())),
+                json_str(if g.via.is_some() { "ds" } else { "mds" }),
+                g.files.len(),
+                g.conns,
+                report::json_num(bytes as f64 / (1 << 20) as f64 / secs.max(1e-9)),
+            )
+        })
+        .collect();
+    let fb: Vec<String> = fallbacks.iter().map(|f| json_str(f)).collect();
+    format!(
+        "{{\"servers\":[{}],\"fallbacks\":[{}]}}",
+        per.join(","),
+        fb.join(",")
+    )
+}
