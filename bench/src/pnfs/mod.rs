@@ -13,19 +13,20 @@
 //! the metadata server as NFSv4.1, and the report says so. A data server that fails
 //! during the load is not replaced: its calls count as errors, the run fails.
 
+mod finish;
 pub mod layout;
+mod per_server;
 
 use crate::client::Conn;
 use crate::driver::{Plan, ThreadSpec, V4Plan};
 use crate::fileset::FileSet;
 use crate::load::{self, Load, Seconds, Timing};
-use crate::nfs4::session::Opened;
 use crate::nfs4::setup::Setup4;
-use crate::report::{self, json_str, Settings};
+use crate::report::{self, Settings};
 use crate::run::{budgets, Layout};
 use crate::stats::Stats;
 use crate::transport::Target;
-use crate::workload::{Kind, Mix, Op};
+use crate::workload::{Mix, Op};
 use crate::RunArgs;
 use engine::rpc::{AuthSys, Cred};
 use layout::Taken;
@@ -251,7 +252,7 @@ pub fn run(
                         continue;
                     }
                     c.set_cred(sys(t.ids));
-                    ds_finish(c, g, k, plan, l, args.qd.max(8));
+                    finish::ds_finish(c, g, k, plan, l, args.qd.max(8));
                     // LAYOUTCOMMIT of the size the data server has (RFC 8435 §6: the
                     // metadata server learns it from the client).
                     let r = c
@@ -262,7 +263,7 @@ pub fn run(
                     }
                 }
             }
-            None => mds_finish(&mut setup, &opened, g, plan, l, bs),
+            None => finish::mds_finish(&mut setup, &opened, g, plan, l, bs),
         }
     }
     for (i, f) in files.iter().enumerate() {
@@ -283,6 +284,7 @@ pub fn run(
     if let Err(e) = setup.teardown() {
         bad.push(format!("{e:#}"));
     }
+    let threads: usize = specs.iter().map(Vec::len).sum();
     let settings = Settings {
         target: &args.target,
         provider: None,
@@ -291,9 +293,9 @@ pub fn run(
         bs,
         files: args.files,
         file_size,
-        threads: specs.iter().map(Vec::len).sum(),
+        threads,
         conns: total_conns,
-        conns_per_thread: lay.conns_per_thread,
+        conns_per_thread: total_conns.div_ceil(threads.max(1)),
         qd: args.qd,
         rate: args.rate,
         warmup_s: args.warmup,
@@ -310,11 +312,14 @@ pub fn run(
         let body = j.strip_suffix('}').unwrap_or(&j);
         println!(
             "{body},\"pnfs\":{}}}",
-            pnfs_json(&groups, &loads, &fallbacks, measured)
+            per_server::pnfs_json(&groups, &loads, &fallbacks, measured)
         );
     } else {
         print!("{}", report::table(&settings, &merged));
-        print!("{}", pnfs_table(&groups, &loads, &fallbacks, measured));
+        print!(
+            "{}",
+            per_server::pnfs_table(&groups, &loads, &fallbacks, measured)
+        );
     }
     let total = merged.total();
     if total.verify_failures > 0 {
@@ -386,8 +391,9 @@ fn group(files: &[File], mds: &FileSet, conns: usize) -> Vec<Group> {
         .collect()
 }
 
-/// Each group's threads (up to `--threads`, spread over the usable cores after the
-/// previous groups') and connections (local indices, `--ops` split over all).
+/// Each group's threads (`--threads` shared between the groups, at least one each,
+/// on the usable cores after the previous groups') and connections (local indices,
+/// `--ops` split over all).
 fn specs(
     groups: &[Group],
     lay: &Layout,
@@ -397,10 +403,13 @@ fn specs(
 ) -> Vec<Vec<ThreadSpec>> {
     let budgets = budgets(ops, total);
     let (mut conn0, mut core0) = (0, 0);
+    let n = groups.len().max(1);
     groups
         .iter()
-        .map(|g| {
-            let threads = lay.threads.min(g.conns).max(1);
+        .enumerate()
+        .map(|(k, g)| {
+            let share = lay.threads / n + usize::from(k < lay.threads % n);
+            let threads = share.min(g.conns).max(1);
             let v = (0..threads)
                 .map(|t| ThreadSpec {
                     thread: t,
@@ -418,145 +427,5 @@ fn specs(
         .collect()
 }
 
-/// File `k` of a data server's group after a load that wrote: COMMIT there (a failure
-/// counts as a write error), and with `--verify` the read-back of what was written.
-fn ds_finish(c: &mut Conn, g: &Group, k: usize, plan: &Plan, l: &mut Load, depth: usize) {
-    let name = &g.set.names[k];
-    if let Err(e) = c.commit(&g.set.handles[k]) {
-        eprintln!("bench: COMMIT of {name}: {e:#}");
-        l.stats.kind(Kind::Write).errors += 1;
-    }
-    if !plan.track_writes {
-        return;
-    }
-    let bs = u64::from(plan.bs);
-    let size = g.set.size;
-    let mut blocks = l
-        .written
-        .blocks_of(k)
-        .map(|b| (b * bs, bs.min(size.saturating_sub(b * bs)).max(1) as u32));
-    let r = c.read_back(
-        &g.set.handles[k],
-        &mut blocks,
-        &g.set.pattern(k),
-        depth,
-        name,
-    );
-    let w = l.stats.kind(Kind::Write);
-    match r {
-        Ok((good, bad)) => {
-            w.verified_bytes += good;
-            w.verify_failures += bad;
-        }
-        Err(e) => {
-            eprintln!("bench: reading {name} back: {e:#}");
-            w.verify_failures += 1;
-        }
-    }
-}
-
-/// The metadata server's group after a load that wrote: COMMIT, and with `--verify`
-/// the read-back, as NFSv4.1 on the setup session.
-fn mds_finish(
-    setup: &mut Setup4,
-    opened: &[Opened],
-    g: &Group,
-    plan: &Plan,
-    l: &mut Load,
-    bs: u32,
-) {
-    let bs = u64::from(bs);
-    for (k, &i) in g.files.iter().enumerate() {
-        if plan.track_writes && !l.written.touched(k) {
-            continue;
-        }
-        if let Err(e) = setup.client.commit(&opened[i].fh) {
-            eprintln!("bench: COMMIT of {}: {e:#}", g.set.names[k]);
-            l.stats.kind(Kind::Write).errors += 1;
-        }
-        if !plan.track_writes {
-            continue;
-        }
-        let blocks: Vec<(u64, u32)> = l
-            .written
-            .blocks_of(k)
-            .map(|b| {
-                (
-                    b * bs,
-                    bs.min(g.set.size.saturating_sub(b * bs)).max(1) as u32,
-                )
-            })
-            .collect();
-        let w = l.stats.kind(Kind::Write);
-        match setup
-            .client
-            .read_back(&opened[i], &blocks, &g.set.pattern(k), &g.set.names[k])
-        {
-            Ok((good, bad)) => {
-                w.verified_bytes += good;
-                w.verify_failures += bad;
-            }
-            Err(e) => {
-                eprintln!("bench: reading {} back: {e:#}", g.set.names[k]);
-                w.verify_failures += 1;
-            }
-        }
-    }
-}
-
-/// One group's ops, bytes and errors (reads and writes), and its throughput.
-fn counts(l: &Option<Load>) -> (u64, u64, u64, u64, u64) {
-    let Some(l) = l else {
-        return (0, 0, 0, 0, 0);
-    };
-    let of = |k| {
-        l.stats
-            .get(k)
-            .map_or((0, 0, 0), |s| (s.ops, s.bytes, s.errors))
-    };
-    let (r, w) = (of(Kind::Read), of(Kind::Write));
-    (r.0 + w.0, r.1 + w.1, r.2 + w.2, r.1, w.1)
-}
-
-fn pnfs_table(groups: &[Group], loads: &[Option<Load>], fallbacks: &[String], secs: f64) -> String {
-    let mut s = String::from("pnfs: per server (data I/O of the load)\n");
-    for (g, l) in groups.iter().zip(loads) {
-        let (ops, bytes, errors, read, written) = counts(l);
-        s += &format!(
-            "  {:<32} files {:>4}  conns {:>3}  ops {ops:>9}  bytes {bytes:>13} (read {read}, written {written})  {:>9.1} MiB/s  errors {errors}\n",
-            name(g.via),
-            g.files.len(),
-            g.conns,
-            bytes as f64 / (1 << 20) as f64 / secs.max(1e-9),
-        );
-    }
-    for f in fallbacks {
-        s += &format!("  through the metadata server: {f}\n");
-    }
-    s
-}
-
-fn pnfs_json(groups: &[Group], loads: &[Option<Load>], fallbacks: &[String], secs: f64) -> String {
-    let per: Vec<String> = groups
-        .iter()
-        .zip(loads)
-        .map(|(g, l)| {
-            let (ops, bytes, errors, read, written) = counts(l);
-            format!(
-                "{{\"server\":{},\"role\":{},\"files\":{},\"conns\":{},\"ops\":{ops},\"bytes\":{bytes},\
-                 \"read_bytes\":{read},\"write_bytes\":{written},\"errors\":{errors},\"mib_per_s\":{}}}",
-                json_str(&g.via.map_or_else(|| "mds".into(), |a| a.to_string())),
-                json_str(if g.via.is_some() { "ds" } else { "mds" }),
-                g.files.len(),
-                g.conns,
-                report::json_num(bytes as f64 / (1 << 20) as f64 / secs.max(1e-9)),
-            )
-        })
-        .collect();
-    let fb: Vec<String> = fallbacks.iter().map(|f| json_str(f)).collect();
-    format!(
-        "{{\"servers\":[{}],\"fallbacks\":[{}]}}",
-        per.join(","),
-        fb.join(",")
-    )
-}
+#[cfg(test)]
+mod tests;
