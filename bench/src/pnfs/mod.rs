@@ -114,6 +114,13 @@ pub fn run(
             },
         };
         if let Some(t) = &file.layout {
+            anyhow::ensure!(
+                bs <= t.rsize && bs <= t.wsize,
+                "--bs {bs} is larger than data server {}'s rsize/wsize ({}/{})",
+                t.addr,
+                t.rsize,
+                t.wsize
+            );
             let conn = ds_conns.entry(t.addr).or_insert_with(|| {
                 Conn::connect(&Target::Tcp(t.addr.to_string())).map_err(|e| format!("{e:#}"))
             });
@@ -121,7 +128,8 @@ pub fn run(
                 Err(e) => Err(format!("data server {}: {e}", t.addr)),
                 Ok(c) if fill => {
                     c.set_cred(sys(t.ids));
-                    c.write_pattern(&t.fh, file_size, &mds_set.pattern(i), 8)
+                    let pat = mds_set.pattern(i);
+                    c.write_pattern_in(&t.fh, file_size, &pat, 8, t.wsize)
                         .and_then(|()| layout::commit(&mut setup.client, &f.fh, t, file_size))
                         .map_err(|e| format!("filling {} at {}: {e:#}", mds_set.names[i], t.addr))
                 }
@@ -150,13 +158,6 @@ pub fn run(
         }
         files.push(file);
     }
-    anyhow::ensure!(
-        files
-            .iter()
-            .filter_map(|f| f.layout.as_ref())
-            .all(|t| bs <= t.rsize && bs <= t.wsize),
-        "--bs {bs} is larger than a data server's rsize/wsize"
-    );
 
     let groups = group(&files, &mds_set, lay.total_conns);
     let total_conns: usize = groups.iter().map(|g| g.conns).sum();
