@@ -31,7 +31,12 @@ fn shared_fs(root: &std::path::Path, pnfs: &str) -> Gw {
 }
 
 fn pnfs_section(ds: &[SocketAddr]) -> String {
-    let mut s = String::from("[pnfs]\nenabled = true\nrsize = 65536\nwsize = 65536\n");
+    pnfs_with(ds, "")
+}
+
+/// `[pnfs]` naming `ds`, with more `[pnfs]` keys (`extra`, newline-terminated).
+fn pnfs_with(ds: &[SocketAddr], extra: &str) -> String {
+    let mut s = format!("[pnfs]\nenabled = true\nrsize = 65536\nwsize = 65536\n{extra}");
     for a in ds {
         s += &format!("[[pnfs.data_servers]]\naddress = \"{a}\"\n");
     }
@@ -170,43 +175,60 @@ fn bench_pnfs_drives_the_data_servers_and_not_the_metadata_server() {
     }
 }
 
+/// With its only data server down, every file's I/O goes through the metadata server:
+/// refused at LAYOUTGET once its probes found the server down, or (probes off,
+/// `probe_ms = 0`: the layout still names it) when bench's connection is refused, the
+/// layout then returned. Either way the data is verified and the report says why.
 #[test]
 fn bench_pnfs_falls_back_to_the_metadata_server_when_the_data_server_is_down() {
-    let root = tempfile::tempdir().unwrap();
     // A data server that refuses connections: a port bound, then closed.
     let dead = TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
         .unwrap();
-    let mds = shared_fs(root.path(), &pnfs_section(&[dead]));
-    let (j, err) = bench(
-        &mds,
-        &[
-            "--workload",
-            "randwrite",
-            "--bs",
-            "16k",
-            "--files",
-            "2",
-            "--file-size",
-            "256k",
-            "--ops",
-            "40",
-            "--verify",
-        ],
-    );
-    let t = &j["total"];
-    assert_eq!(
-        (u(&t["ops"]), u(&t["errors"]), u(&t["verify_failures"])),
-        (40, 0, 0),
-        "{t} {err}"
-    );
-    assert!(u(&t["verified_bytes"]) > 0, "{t}");
-    let p = &j["pnfs"];
-    let servers = p["servers"].as_array().unwrap();
-    assert_eq!(servers.len(), 1, "{p}");
-    assert_eq!(servers[0]["role"], "mds", "{p}");
-    assert_eq!(u(&servers[0]["bytes"]), 40 * 16384, "{p}");
-    assert_eq!(p["fallbacks"].as_array().unwrap().len(), 2, "{p}");
-    assert!(err.contains("through the metadata server"), "{err}");
+    for probes_off in [true, false] {
+        let root = tempfile::tempdir().unwrap();
+        let extra = if probes_off { "probe_ms = 0\n" } else { "" };
+        let mds = shared_fs(root.path(), &pnfs_with(&[dead], extra));
+        let (j, err) = bench(
+            &mds,
+            &[
+                "--workload",
+                "randwrite",
+                "--bs",
+                "16k",
+                "--files",
+                "2",
+                "--file-size",
+                "256k",
+                "--ops",
+                "40",
+                "--verify",
+            ],
+        );
+        let t = &j["total"];
+        assert_eq!(
+            (u(&t["ops"]), u(&t["errors"]), u(&t["verify_failures"])),
+            (40, 0, 0),
+            "{t} {err}"
+        );
+        assert!(u(&t["verified_bytes"]) > 0, "{t}");
+        let p = &j["pnfs"];
+        let servers = p["servers"].as_array().unwrap();
+        assert_eq!(servers.len(), 1, "{p}");
+        assert_eq!(servers[0]["role"], "mds", "{p}");
+        assert_eq!(u(&servers[0]["bytes"]), 40 * 16384, "{p}");
+        let why: Vec<&str> = p["fallbacks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f.as_str().unwrap())
+            .collect();
+        assert_eq!(why.len(), 2, "{p}");
+        if probes_off {
+            let named = format!("data server {dead}");
+            assert!(why.iter().all(|w| w.contains(&named)), "{why:?}");
+        }
+        assert!(err.contains("through the metadata server"), "{err}");
+    }
 }
