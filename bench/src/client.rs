@@ -46,6 +46,12 @@ impl Conn {
         })
     }
 
+    /// The credential of the calls that follow (`--pnfs`: a layout's ids at its data
+    /// server).
+    pub fn set_cred(&mut self, cred: Cred) {
+        self.cred = cred;
+    }
+
     /// Sends one call; returns its xid.
     pub fn send(&mut self, call: &Call) -> anyhow::Result<u32> {
         self.xid = self.xid.wrapping_add(1);
@@ -157,8 +163,21 @@ impl Conn {
         pat: &Pattern,
         depth: usize,
     ) -> anyhow::Result<()> {
-        const CHUNK: u64 = 1 << 20;
-        let mut buf = vec![0u8; CHUNK as usize];
+        self.write_pattern_in(fh, size, pat, depth, 1 << 20)
+    }
+
+    /// [`Conn::write_pattern`] in WRITEs of at most `chunk` bytes (`--pnfs`: the data
+    /// server's wsize, RFC 8435 §5.1 ffdv_wsize).
+    pub fn write_pattern_in(
+        &mut self,
+        fh: &[u8],
+        size: u64,
+        pat: &Pattern,
+        depth: usize,
+        chunk: u32,
+    ) -> anyhow::Result<()> {
+        let chunk = u64::from(chunk.clamp(1, 1 << 20));
+        let mut buf = vec![0u8; chunk as usize];
         let mut off = 0u64;
         // xid -> (offset, resend state) of the WRITEs in flight.
         let mut inflight = HashMap::<u32, (u64, Tries)>::new();
@@ -169,11 +188,11 @@ impl Conn {
                     Some(a) => a,
                     None => {
                         let at = off;
-                        off += CHUNK.min(size - off);
+                        off += chunk.min(size - off);
                         (at, Tries::default())
                     }
                 };
-                let n = CHUNK.min(size - at) as usize;
+                let n = chunk.min(size - at) as usize;
                 pat.fill(at, &mut buf[..n]);
                 let xid = self.send(&Call::Write(fh, at, &buf[..n]))?;
                 inflight.insert(xid, (at, tries));

@@ -7,7 +7,6 @@ use crate::client::first_xid;
 use crate::driver::{Clock, Plan};
 use crate::jukebox::Tries;
 use crate::nfs4::{self, slots::Slots, SessionId};
-use crate::pattern::Pattern;
 use crate::pipe::{Pipe, SubmitFail};
 use crate::recorder::{Outcome, Recorder};
 use crate::schedule::Schedule;
@@ -306,7 +305,7 @@ impl ConnState {
                         } else {
                             let data = &mut rec.payload[..plan.bs as usize];
                             if plan.write_pattern {
-                                Pattern::for_file(file as u64).fill(slot.off, data);
+                                files.pattern(file).fill(slot.off, data);
                             }
                             v4.encode(
                                 plan,
@@ -351,7 +350,7 @@ impl ConnState {
         };
         let data = &mut rec.payload[..n];
         if slot.kind == Kind::Write && plan.write_pattern {
-            Pattern::for_file(slot.file as u64).fill(slot.off, data);
+            files.pattern(slot.file).fill(slot.off, data);
         }
         let call = match slot.kind {
             Kind::Null => Call::Null,
@@ -502,6 +501,8 @@ impl V4Enc<'_> {
         call: &Call,
     ) -> anyhow::Result<usize> {
         let (Some(session), Some(v4)) = (self.session, plan.v4.as_ref()) else {
+            // `--pnfs`: the file's layout's ids at its data server.
+            let cred = plan.files.creds.get(file).unwrap_or(cred);
             return Ok(v3call::encode(out, xid, cred, call)?);
         };
         if matches!(call, Call::Null) {

@@ -265,6 +265,8 @@ mod tests {
             handles: vec![vec![2; 8]],
             size: 1 << 20,
             stateids: Vec::new(),
+            seeds: Vec::new(),
+            creds: Vec::new(),
         }
     }
 

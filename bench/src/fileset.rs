@@ -15,6 +15,20 @@ pub struct FileSet {
     pub size: u64,
     /// NFSv4.1: each file's open stateid (empty for NFSv3).
     pub stateids: Vec<crate::nfs4::Stateid>,
+    /// Each file's index in the whole set, when this is a part of it (`--pnfs`: the
+    /// files one data server holds); empty: the file's own index. The pattern depends
+    /// on it, so a part reads and writes what the whole set would.
+    pub seeds: Vec<u64>,
+    /// NFSv3 only: each file's credential, when not bench's AUTH_SYS root (`--pnfs`:
+    /// the synthetic ids of the file's layout, RFC 8435 §5.1); empty: root for all.
+    pub creds: Vec<engine::rpc::Cred>,
+}
+
+impl FileSet {
+    /// The verification pattern of file `i` of this set.
+    pub fn pattern(&self, i: usize) -> Pattern {
+        Pattern::for_file(self.seeds.get(i).copied().unwrap_or(i as u64))
+    }
 }
 
 /// The name of file `i` of a set of `n` named `base`.
@@ -79,6 +93,8 @@ impl FileSet {
             handles,
             size,
             stateids: Vec::new(),
+            seeds: Vec::new(),
+            creds: Vec::new(),
         })
     }
 

@@ -33,6 +33,7 @@ mod nfs4;
 mod pattern;
 mod pipe;
 mod plot;
+mod pnfs;
 mod rdma;
 mod recorder;
 mod report;
@@ -228,6 +229,11 @@ pub struct RunArgs {
     /// Print one JSON object (schema nfsgw-bench/1, docs/bench.md) instead of the table.
     #[arg(long)]
     pub json: bool,
+    /// pNFS (issue 27; needs --nfs 4.1 or 4.2 and a tcp:// metadata server): take a
+    /// flexfiles layout for every file (LAYOUTGET, GETDEVICEINFO) and drive the data
+    /// I/O as NFSv3 at the data servers named; per data server results in the report.
+    #[arg(long)]
+    pub pnfs: bool,
     /// Write an HdrHistogram interval log (one interval per second, tag = op type).
     #[arg(long, value_name = "FILE")]
     pub hdr_log: Option<PathBuf>,

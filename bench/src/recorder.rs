@@ -1,13 +1,11 @@
 //! Judging replies and recording them: a thread's [`Stats`] (whole run and current
 //! second), the written-block set for read-back, and `--verify`'s byte checks.
 
-use crate::client::bench_cred;
 use crate::conn::{ConnCore, Followup, Slot};
 use crate::driver::{Clock, Interval, Plan, Report};
 use crate::fileset::BlockSet;
 use crate::jukebox::JUKEBOX;
 use crate::nfs4;
-use crate::pattern::Pattern;
 use crate::schedule::{interval_of, latency_ns};
 use crate::stats::Stats;
 use crate::workload::{Kind, Op};
@@ -55,7 +53,7 @@ impl<'p> Recorder<'p> {
                 BlockSet::default()
             },
             payload: vec![0x5a; if writes { plan.bs as usize } else { 0 }],
-            cred: bench_cred(),
+            cred: crate::client::bench_cred(),
             reports,
             complaints: 0,
             last_completion: clock.start,
@@ -289,7 +287,7 @@ impl<'p> Recorder<'p> {
     fn check_read(&mut self, slot: &Slot, data: &[u8], o: &mut Outcome) {
         let files = self.plan.files;
         let want = (slot.len as u64).min(files.size.saturating_sub(slot.off)) as usize;
-        let pat = Pattern::for_file(slot.file as u64);
+        let pat = files.pattern(slot.file);
         match pat.first_mismatch(slot.off, data) {
             None if data.len() >= want => o.verified = data.len() as u64,
             at => {

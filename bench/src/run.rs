@@ -8,7 +8,6 @@ use crate::driver::{Plan, ThreadSpec};
 use crate::fileset::{BlockSet, FileSet};
 use crate::load::{self, Load, Seconds, Timing};
 use crate::nfs4::setup::Setup4;
-use crate::pattern::Pattern;
 use crate::report::{self, Settings};
 use crate::stats::Stats;
 use crate::transport::{Provider, Target};
@@ -141,6 +140,18 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
         );
     }
 
+    if args.pnfs {
+        return crate::pnfs::run(
+            &args,
+            &target,
+            &mix,
+            workload_name,
+            &lay,
+            &usable,
+            file_size,
+            bs,
+        );
+    }
     // Setup, over one connection, before any load.
     let mut setup4 = None;
     let mut qd = args.qd;
@@ -264,6 +275,8 @@ fn setup3(
             handles: Vec::new(),
             size: file_size,
             stateids: Vec::new(),
+            seeds: Vec::new(),
+            creds: Vec::new(),
         }
     };
     Ok((setup, files))
@@ -436,7 +449,7 @@ fn finish_writes(
             let off = b * bs;
             (off, bs.min(files.size.saturating_sub(off)).max(1) as u32)
         });
-        let pat = Pattern::for_file(i as u64);
+        let pat = files.pattern(i);
         let w = stats.kind(Kind::Write);
         match setup.read_back(fh, &mut blocks, &pat, depth, &files.names[i]) {
             Ok((good, bad)) => {

@@ -17,8 +17,8 @@ pub mod slots;
 use engine::rpc::Cred;
 use engine::xdr::{XdrResult, XdrWriter};
 use nfs_wire::nfs4args::{
-    FILE_SYNC4, OPEN4_SHARE_ACCESS_BOTH, OPEN4_SHARE_ACCESS_READ, OPEN4_SHARE_DENY_NONE,
-    UNCHECKED4, UNSTABLE4,
+    FILE_SYNC4, LAYOUT4_FLEX_FILES, OPEN4_SHARE_ACCESS_BOTH, OPEN4_SHARE_ACCESS_READ,
+    OPEN4_SHARE_DENY_NONE, UNCHECKED4, UNSTABLE4,
 };
 use nfs_wire::rpccall;
 use nfs_wire::v3call::Call;
@@ -200,6 +200,13 @@ pub enum Op4<'a> {
         /// back channel.
         back: Option<BackChannel>,
     },
+    /// pNFS (`--pnfs`, RFC 8881 §18.40–§18.44, flexfiles RFC 8435): LAYOUTGET as given.
+    LayoutGet(nfs_wire::v4pnfs::LayoutGet),
+    /// GETDEVICEINFO of a flexfiles device.
+    GetDeviceInfo([u8; 16]),
+    LayoutCommit(nfs_wire::v4pnfs::LayoutCommit),
+    /// LAYOUTRETURN of a flexfiles layout of the iomode given.
+    LayoutReturn(u32, nfs_wire::v4pnfs::Return),
 }
 
 /// READDIR's sizes (RFC 8881 §18.23.1): 4 KiB of names, 32 KiB of reply.
@@ -253,6 +260,10 @@ impl Op4<'_> {
             Op4::DestroyClientid(_) => op::DESTROY_CLIENTID,
             Op4::ExchangeId { .. } => op::EXCHANGE_ID,
             Op4::CreateSession { .. } => op::CREATE_SESSION,
+            Op4::LayoutGet(_) => nfs_wire::nfs4::OP_LAYOUTGET,
+            Op4::GetDeviceInfo(_) => nfs_wire::nfs4::OP_GETDEVICEINFO,
+            Op4::LayoutCommit(_) => nfs_wire::nfs4::OP_LAYOUTCOMMIT,
+            Op4::LayoutReturn(..) => nfs_wire::nfs4::OP_LAYOUTRETURN,
         }
     }
 
@@ -335,6 +346,15 @@ impl Op4<'_> {
                 };
                 // One callback security parameter: AUTH_NONE.
                 v4op::create_session(w, clientid, sequence, flags, [&fore, &back], 1)
+            }
+            Op4::LayoutGet(a) => nfs_wire::v4pnfs::layoutget(w, &a),
+            // gdia_maxcount 0: no limit asked; no notifications wanted.
+            Op4::GetDeviceInfo(id) => {
+                nfs_wire::v4pnfs::getdeviceinfo(w, &id, LAYOUT4_FLEX_FILES, 0, &[])
+            }
+            Op4::LayoutCommit(a) => nfs_wire::v4pnfs::layoutcommit(w, &a),
+            Op4::LayoutReturn(iomode, r) => {
+                nfs_wire::v4pnfs::layoutreturn(w, LAYOUT4_FLEX_FILES, iomode, &r)
             }
         }
     }

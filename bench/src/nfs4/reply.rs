@@ -35,6 +35,9 @@ pub struct Decoded<'a> {
     /// CREATE_SESSION: the session, the fore-channel slots granted and the largest
     /// request and reply.
     pub session: Option<(SessionId, u32, u32, u32)>,
+    /// A pNFS operation's results (LAYOUTGET, GETDEVICEINFO, LAYOUTCOMMIT,
+    /// LAYOUTRETURN: always last), for `nfs_wire::v4pnfs` to read.
+    pub rest: Option<&'a [u8]>,
 }
 
 impl Decoded<'_> {
@@ -212,6 +215,13 @@ fn op_result<'a>(opnum: u32, r: &mut XdrReader<'a>, d: &mut Decoded<'a>) -> XdrR
             r.u32()?; // max ops
             let slots = r.u32()?;
             d.session = Some((sid, slots, max_req, max_resp));
+            return Ok(false);
+        }
+        nfs_wire::nfs4::OP_LAYOUTGET
+        | nfs_wire::nfs4::OP_GETDEVICEINFO
+        | nfs_wire::nfs4::OP_LAYOUTCOMMIT
+        | nfs_wire::nfs4::OP_LAYOUTRETURN => {
+            d.rest = Some(r.rest());
             return Ok(false);
         }
         _ => return Ok(false), // anything else: not looked into

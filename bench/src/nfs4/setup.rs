@@ -89,6 +89,8 @@ impl Setup4 {
             handles: Vec::new(),
             size,
             stateids: Vec::new(),
+            seeds: Vec::new(),
+            creds: Vec::new(),
         };
         let mut opened = Vec::new();
         let mut announced = false;
