@@ -747,7 +747,11 @@ mod tests {
                 assert_eq!(o.user.get(k), Some(v), "{}: {k}", o.key);
             }
         }
-        assert!(b.fanout.shared_pages() >= 5, "{} pages shared", b.fanout.shared_pages());
+        assert!(
+            b.fanout.shared_pages() >= 5,
+            "{} pages shared",
+            b.fanout.shared_pages()
+        );
     }
 
     /// Window pages: cut at any key, in order, a directory's "/" kept.
