@@ -441,12 +441,9 @@ impl FsBackend {
             None
         };
         // The files' metadata, read on idle cores too (`fanout`), each at its index.
-        let files: Vec<String> = keys
-            .iter()
-            .filter(|(_, d)| !d)
-            .map(|(k, _)| k.clone())
-            .collect();
-        let heads: Vec<BResult<ObjectMeta>> = if self.fanout.worth(files.len()) {
+        let files = keys.iter().filter(|(_, d)| !d).map(|(k, _)| k);
+        let heads: Vec<BResult<ObjectMeta>> = if self.fanout.worth(files.clone().count()) {
+            let files: Vec<String> = files.cloned().collect();
             let (me, owned_dir, dk) = (
                 self.handle(),
                 dir.try_clone_to_owned()
@@ -458,7 +455,6 @@ impl FsBackend {
             })
         } else {
             files
-                .iter()
                 .map(|k| self.listed_head(dir, dir_key, k, few))
                 .collect()
         };
