@@ -44,6 +44,7 @@ use std::time::{Duration, Instant};
 
 mod cas;
 mod dirsync;
+mod fanout;
 mod list;
 mod shared;
 #[cfg(test)]
@@ -69,13 +70,15 @@ pub struct FsBackend {
     identity: String,
     cache: Arc<ObjCache>,
     /// Object metadata (xattr) reads so far: what the tests count.
-    meta_reads: AtomicU64,
+    meta_reads: Arc<AtomicU64>,
     /// Directory scans by listings so far (`list`): what the tests count.
-    dir_scans: AtomicU64,
+    dir_scans: Arc<AtomicU64>,
     /// `backend.shared`: the handle key and id index several gateways share ([`shared`]).
-    shared: Option<shared::Shared>,
+    shared: Option<Arc<shared::Shared>>,
     /// Directory fsyncs shared by concurrent changes (`dirsync`).
-    dir_syncs: dirsync::DirSyncs,
+    dir_syncs: Arc<dirsync::DirSyncs>,
+    /// Listing pages' metadata reads shared with idle threads (`fanout`).
+    fanout: Arc<fanout::Fanout>,
 }
 
 /// An open object.
@@ -507,10 +510,11 @@ impl FsBackend {
             root_fd: Arc::new(root_fd),
             identity,
             cache: Arc::new(ObjCache::new(max)),
-            meta_reads: AtomicU64::new(0),
-            dir_scans: AtomicU64::new(0),
-            shared,
-            dir_syncs: dirsync::DirSyncs::default(),
+            meta_reads: Arc::default(),
+            dir_scans: Arc::default(),
+            shared: shared.map(Arc::new),
+            dir_syncs: Arc::default(),
+            fanout: Arc::new(fanout::Fanout::per_core()),
         })
     }
 
@@ -526,6 +530,22 @@ impl FsBackend {
             );
         }
         Ok(None)
+    }
+
+    /// Another handle on this backend, for a listing's helper threads (`fanout`):
+    /// every field is shared (the caches, counters and descriptors), none copied.
+    fn handle(&self) -> FsBackend {
+        FsBackend {
+            root: self.root.clone(),
+            root_fd: self.root_fd.clone(),
+            identity: self.identity.clone(),
+            cache: self.cache.clone(),
+            meta_reads: self.meta_reads.clone(),
+            dir_scans: self.dir_scans.clone(),
+            shared: self.shared.clone(),
+            dir_syncs: self.dir_syncs.clone(),
+            fanout: self.fanout.clone(),
+        }
     }
 
     /// The root directory of the objects.
@@ -1366,11 +1386,11 @@ impl Backend for FsBackend {
     }
 
     fn shared(&self) -> Option<&dyn SharedState> {
-        self.shared.as_ref().map(|s| s as &dyn SharedState)
+        self.shared.as_deref().map(|s| s as &dyn SharedState)
     }
 
     fn cas(&self) -> Option<&dyn Cas> {
-        self.shared.as_ref().map(|s| s as &dyn Cas)
+        self.shared.as_deref().map(|s| s as &dyn Cas)
     }
 
     fn data_root(&self) -> Option<Arc<OwnedFd>> {
