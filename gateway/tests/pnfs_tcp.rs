@@ -937,6 +937,25 @@ fn a_dead_data_server_is_left_out_of_layouts_and_its_layouts_recalled() {
         n1
     );
     let open_of = |fh: &Vec<u8>| files.iter().find(|f| &f.1 == fh).unwrap().0;
+    // A return under a stateid that is no layout of this client's counts nothing
+    // (the report is only read from a return that was accepted).
+    if let Some((fh, sid)) = recalled.iter().next() {
+        let mut forged = *sid;
+        forged[15] ^= 0xff;
+        let e = DeviceError {
+            deviceid: dev[1],
+            status: NFS4ERR_NXIO,
+            opnum: nfs_wire::nfs4::OP_WRITE,
+        };
+        let body = v4pnfs::ff_layoutreturn(&[(0, ALL, forged, vec![e])]);
+        let ret = Ops::new().layoutreturn_file_body(LAYOUTIOMODE4_ANY, &forged, &body);
+        assert_ne!(
+            on_a(&mut a, fh, ret).0,
+            NFS4_OK,
+            "LAYOUTRETURN, forged stateid"
+        );
+        assert_eq!(errors(1), 0, "a refused return's report is not counted");
+    }
     for (fh, sid) in &recalled {
         // Not returned yet: this client must return it first.
         let again = layout_a(&mut a, fh, LAYOUTIOMODE4_RW, open_of(fh));

@@ -506,10 +506,12 @@ pub(super) fn layoutreturn(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWrite
         if reclaim {
             return Err(NFS4ERR_NO_GRACE);
         }
+        let sid = give_back(c, kind, iomode, file)?;
         // RFC 8435 §9.3: the body reports the errors the client met at data
-        // servers while it held the layout (a hint: counted, probed).
+        // servers while it held the layout (a hint: counted, probed) — only from a
+        // return that was accepted, so a forged stateid counts nothing.
         super::layout_errors::returned_errors(c, body);
-        give_back(c, kind, iomode, file)
+        Ok(sid)
     })();
     match res {
         Ok(sid) => ok_with(w, |w| {

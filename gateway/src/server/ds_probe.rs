@@ -42,10 +42,15 @@ pub(crate) fn spawn(
         };
         let (owner, stop, ds) = (shared.clone(), stop.clone(), *ds);
         let timeout = d.probe.timeout;
+        // A client's report probes early, but at most once per `every / failures`:
+        // reports cannot mark a server down faster than its probes would, nor make
+        // the metadata server open connections to it back to back.
+        let gap = every / d.probe.failures.max(1);
         let h = crate::supervise::spawn(format!("ds-probe-{i}"), None, move || {
             let layouts = &owner.state.layouts;
             let health = layouts.health();
             while !stop.load(Ordering::Acquire) {
+                let started = Instant::now();
                 let ok = null_ok(at, timeout, i as u32);
                 match health.probed(i, ok) {
                     Some(Transition::Down) => {
@@ -63,14 +68,15 @@ pub(crate) fn spawn(
                     ),
                     None => {}
                 }
-                // Sleep to the next tick unless a client's report asks for a probe now.
-                let until = Instant::now() + every;
-                while !stop.load(Ordering::Acquire) && !health.take_asked(i) {
+                // Sleep to the next tick, or to the first moment past `gap` at which a
+                // client's report asks for a probe.
+                let (until, soonest) = (started + every, started + gap);
+                while !stop.load(Ordering::Acquire) {
                     let now = Instant::now();
-                    if now >= until {
+                    if now >= until || (now >= soonest && health.take_asked(i)) {
                         break;
                     }
-                    std::thread::park_timeout(until - now);
+                    std::thread::park_timeout(if now < soonest { soonest } else { until } - now);
                 }
             }
         })?;

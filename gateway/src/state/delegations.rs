@@ -759,4 +759,6 @@ use courtesy::doom;
 
 #[path = "delegations_getattr.rs"]
 mod getattr;
+#[cfg(test)]
+pub(crate) use getattr::ASK_AGAIN;
 pub use getattr::{AttrVerdict, CB_GETATTR_WAIT};

@@ -38,6 +38,15 @@ const FRESH: Duration = Duration::from_secs(1);
 /// reader that asked retries after its DELAY or JUKEBOX (Linux's NFSv3 client waits
 /// 5 s), and must not find its answer stale and ask again for ever.
 const UNSERVED: Duration = Duration::from_secs(10);
+/// A question with no answer and no failure after this long is asked again: its job
+/// may have been dropped (a full callback queue drops jobs, `recall::Inbox::push`), and
+/// a question never sent would leave every reader of the file waiting for ever. Twice
+/// the callback timeout, so a CB_GETATTR still in flight has ended by then.
+#[cfg(not(test))]
+const ASK_AGAIN: Duration = Duration::from_secs(2 * crate::state::recall::CB_TIMEOUT.as_secs());
+/// (Short in unit tests, which cannot wait ten seconds.)
+#[cfg(test)]
+pub(crate) const ASK_AGAIN: Duration = Duration::from_millis(200);
 
 /// One write delegation's CB_GETATTR record.
 #[derive(Debug, Clone, Copy, Default)]
@@ -202,7 +211,9 @@ impl Delegations {
                     };
                 }
             }
-            if p.asked.is_none() {
+            if p.asked
+                .is_none_or(|at| now.saturating_duration_since(at) >= ASK_AGAIN)
+            {
                 p.asked = Some(now);
                 p.answer = None;
                 self.inbox.push(Job::Getattr(other));

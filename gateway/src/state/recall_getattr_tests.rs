@@ -190,3 +190,21 @@ fn a_garbled_reply_or_a_timeout_recalls_instead() {
     );
     assert_eq!(r.settle(&node), AttrVerdict::Wait);
 }
+
+/// A question whose job was lost (a full callback queue drops jobs) is asked again
+/// after `ASK_AGAIN`, not left unanswered with every reader waiting for ever.
+#[test]
+fn a_lost_question_is_asked_again() {
+    let mut r = rig();
+    let (node, _) = r.delegated(b"lost");
+    assert_eq!(r.settle(&node), AttrVerdict::Wait);
+    assert!(r.d.inbox.pop().is_some(), "the question's job");
+    let now = Instant::now();
+    assert!(r.step(now).is_empty(), "lost: nothing sent");
+    assert_eq!(r.settle(&node), AttrVerdict::Wait);
+    assert!(r.step(now).is_empty(), "not asked again at once");
+    std::thread::sleep(crate::state::delegations::ASK_AGAIN + Duration::from_millis(50));
+    assert_eq!(r.settle(&node), AttrVerdict::Wait);
+    let (_, cb) = r.cb_getattr(Instant::now());
+    assert_eq!(cb.fh, b"lost");
+}

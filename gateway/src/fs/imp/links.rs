@@ -203,7 +203,30 @@ impl Inner {
 
     /// Maps the inode key `ikey` to the id it carries (`HandleTable::adopt`), telling
     /// the reactors' caches what moved; returns the id.
+    ///
+    /// The id is taken from the key that holds it only when that key is the file's
+    /// earlier name: gone from the store, or a link object naming `ikey`. A store
+    /// writer could otherwise plant `.nfsgw-inode.<id>` and take a live file's id (its
+    /// handles would then reach the planted object); such an inode gets an id of its
+    /// own, as any new name does, and a warning.
     pub(super) fn adopt_inode(&self, ikey: &str, id: u64) -> u64 {
+        if let Some((old, _)) = self.table.get(id) {
+            let earlier_name = old == ikey
+                || match self.file_meta(&old) {
+                    Ok(None) => true,
+                    Ok(Some(m)) => link_target(&m) == Some(ikey),
+                    Err(_) => false,
+                };
+            if !earlier_name {
+                tracing::warn!(
+                    inode = ikey,
+                    holder = %old,
+                    id,
+                    "links: an inode object names the file id of another live file; not adopted"
+                );
+                return self.table.assign(ikey).0;
+            }
+        }
         let ((id, _), touched) = self.table.adopt(ikey, id);
         self.observer.touched(&touched);
         id

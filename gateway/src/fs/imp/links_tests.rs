@@ -205,6 +205,32 @@ fn a_link_cut_after_the_move_keeps_the_handle() {
     });
 }
 
+/// An inode object planted in the store under a live file's id (the id shows in
+/// GETATTR) does not take that id: the live file keeps its handle and its data, the
+/// planted object gets an id of its own.
+#[test]
+fn a_planted_inode_does_not_take_a_live_files_id() {
+    each_local(|m, b, _| {
+        let root = m.root(0).unwrap();
+        let f = mkfile(m, &root, "f");
+        m.write(&f, 0, b"mine", Stable::FileSync).unwrap();
+        let fh = m.handle(&f);
+        let ikey = format!(".nfsgw-inode.{:016x}", f.fileid);
+        let mut meta = UserMeta::new();
+        meta.insert("nfsgw-link".into(), ikey.clone());
+        b.put("planted", b"", &meta, true).unwrap();
+        b.put(&ikey, b"theirs", &UserMeta::new(), true).unwrap();
+        let p = m.lookup(&root, b"planted").unwrap();
+        assert_ne!(
+            p.fileid, f.fileid,
+            "the planted inode took the live file's id"
+        );
+        let via = m.resolve(fh.as_bytes()).unwrap();
+        assert_eq!(via.key, "f");
+        assert_eq!(read_all(m, &via), b"mine");
+    });
+}
+
 /// LINK through a node from before an earlier LINK of the file; LINK refuses a file
 /// with no name left (removed while open, `orphans`: link(2)'s ENOENT for a link
 /// count of 0) and a file at the most names (`LINK_MAX`: MLINK).
