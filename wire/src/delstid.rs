@@ -224,11 +224,18 @@ mod tests {
         );
         // The attributes follow 4.2's last (xattr_support 82, offline 83).
         assert_eq!(
-            [FATTR4_TIME_DELEG_ACCESS, FATTR4_TIME_DELEG_MODIFY, FATTR4_OPEN_ARGUMENTS],
+            [
+                FATTR4_TIME_DELEG_ACCESS,
+                FATTR4_TIME_DELEG_MODIFY,
+                FATTR4_OPEN_ARGUMENTS
+            ],
             [84, 85, 86]
         );
         assert_eq!(
-            [OPEN_DELEGATE_READ_ATTRS_DELEG, OPEN_DELEGATE_WRITE_ATTRS_DELEG],
+            [
+                OPEN_DELEGATE_READ_ATTRS_DELEG,
+                OPEN_DELEGATE_WRITE_ATTRS_DELEG
+            ],
             [4, 5]
         );
         // The want enum mirrors the share_access want values (0x300 → 3, ...).

@@ -164,7 +164,10 @@ fn delegated_times_are_asked_and_read_back() {
     let mut body = compound(0, 1, &[3, 0x18, 1 << 21, 3 << 20]);
     body.extend([52, 0, 77, 0, 4096, 0, 9, 9, 0, 1, 0, 0, 2, 0]);
     let (_, a) = getattr_reply(&reply(3, &body));
-    assert_eq!(a.map(|a| (a.size, a.atime, a.mtime)), Some((4096, None, None)));
+    assert_eq!(
+        a.map(|a| (a.size, a.atime, a.mtime)),
+        Some((4096, None, None))
+    );
 }
 
 #[test]

@@ -168,7 +168,10 @@ fn the_holder_of_a_write_attrs_delegation_sets_the_times() {
     std::thread::sleep(Duration::from_millis(1100));
     // Times after the grant's and not in the future are stored as given.
     let (ta, tm) = (plus(m0, 300), plus(m0, 500));
-    assert_eq!(set_deleg_times(&mut a, &fh, &deleg, Some(ta), Some(tm)), NFS4_OK);
+    assert_eq!(
+        set_deleg_times(&mut a, &fh, &deleg, Some(ta), Some(tm)),
+        NFS4_OK
+    );
     assert_eq!(times(&mut a, &fh), (ta, tm));
     // Read back as the delegated attributes too.
     let (st, res) = on_file(&mut a, &fh, |o| o.getattr(&[0, 0, DELEG_A | DELEG_M]));
@@ -177,16 +180,24 @@ fn the_holder_of_a_write_attrs_delegation_sets_the_times() {
     let n = r.u32().unwrap() as usize;
     r.skip(4 * n).unwrap();
     assert_eq!(r.u32().unwrap(), 24);
-    let got: Vec<T> = (0..2).map(|_| (r.i64().unwrap(), r.u32().unwrap())).collect();
+    let got: Vec<T> = (0..2)
+        .map(|_| (r.i64().unwrap(), r.u32().unwrap()))
+        .collect();
     assert_eq!(got, [ta, tm]);
     // Before the grant's time: ignored (still OK).
     let old = plus(m0, -100_000);
-    assert_eq!(set_deleg_times(&mut a, &fh, &deleg, Some(old), Some(old)), NFS4_OK);
+    assert_eq!(
+        set_deleg_times(&mut a, &fh, &deleg, Some(old), Some(old)),
+        NFS4_OK
+    );
     assert_eq!(times(&mut a, &fh), (ta, tm));
     // In the future: clamped to the server's now.
     let before = now();
     let later = plus(before, 86_400_000);
-    assert_eq!(set_deleg_times(&mut a, &fh, &deleg, None, Some(later)), NFS4_OK);
+    assert_eq!(
+        set_deleg_times(&mut a, &fh, &deleg, None, Some(later)),
+        NFS4_OK
+    );
     let (_, m2) = times(&mut a, &fh);
     assert!(m2 >= before && m2 <= now(), "{m2:?} clamped to now");
     // Nanoseconds of 10^9 or more: INVAL.
@@ -207,7 +218,9 @@ fn the_holder_of_a_write_attrs_delegation_sets_the_times() {
     // The holder hands the times back before DELEGRETURN, in one COMPOUND.
     let (fa, fm) = (plus(m0, 800), plus(m0, 900));
     let (bits, vals) = deleg_fattr(Some(fa), Some(fm));
-    let (st, _) = on_file(&mut a, &fh, |o| o.setattr(&deleg, &bits, &vals).delegreturn(&deleg));
+    let (st, _) = on_file(&mut a, &fh, |o| {
+        o.setattr(&deleg, &bits, &vals).delegreturn(&deleg)
+    });
     assert_eq!(st, NFS4_OK);
     // Returned: the other client sees them; the stateid sets nothing any more.
     assert_eq!(times(&mut b, &fh), (fa, fm));
@@ -227,7 +240,10 @@ fn a_read_attrs_delegation_delegates_the_access_time_only() {
     let (a0, m0) = times(&mut a, &fh);
     std::thread::sleep(Duration::from_millis(1100));
     let ta = plus(a0, 400);
-    assert_eq!(set_deleg_times(&mut a, &fh, &deleg, Some(ta), None), NFS4_OK);
+    assert_eq!(
+        set_deleg_times(&mut a, &fh, &deleg, Some(ta), None),
+        NFS4_OK
+    );
     assert_eq!(times(&mut a, &fh), (ta, m0));
     // The modify time is not delegated by a read delegation.
     let st = set_deleg_times(&mut a, &fh, &deleg, None, Some(plus(m0, 400)));
