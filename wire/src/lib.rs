@@ -7,11 +7,13 @@
 //! [`v3mount`]), NFSv4.1 COMPOUNDs
 //! ([`v4call`], each operation written by [`v4op`] into a caller's buffer), the
 //! COMPOUND reply walker ([`v4reply`]) and the callback program's
-//! client side ([`v4cb`]); pNFS's operations and flexfiles bodies ([`v4pnfs`]).
+//! client side ([`v4cb`]); pNFS's operations and flexfiles bodies ([`v4pnfs`]); RFC
+//! 9754's OPEN flags, delegation types and attributes ([`delstid`]).
 //!
 //! Servers, clients, tests and fuzzers `use` these instead of repeating the literals,
 //! so a number is checked against its RFC in one place.
 
+pub mod delstid;
 pub mod mount3;
 pub mod nfs3;
 pub mod nfs4;

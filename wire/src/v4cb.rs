@@ -191,13 +191,20 @@ pub fn offload_reply(xid: u32, c: &CbOffload) -> Vec<u8> {
 }
 
 /// A CB_GETATTR (RFC 8881 §20.1) as the client sees it: CB_SEQUENCE's session and
-/// sequence id and the file's handle (the server asks for change and size).
+/// sequence id and the file's handle (the server asks for change and size, and
+/// `times`: time_deleg_access and time_deleg_modify too, RFC 9754 §6.1, of a file
+/// whose times it delegated).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CbGetattr {
     pub session: [u8; 16],
     pub seqid: u32,
     pub fh: Vec<u8>,
+    pub times: bool,
 }
+
+/// Word 2 of a bitmap4 asking for time_deleg_access (84) and time_deleg_modify (85).
+const DELEG_TIMES_WORD2: u32 = 1 << (crate::delstid::FATTR4_TIME_DELEG_ACCESS - 64)
+    | 1 << (crate::delstid::FATTR4_TIME_DELEG_MODIFY - 64);
 
 /// A CB_COMPOUND of minor version 1 or 2 with exactly CB_SEQUENCE and CB_GETATTR
 /// asking for change (3) and size (4): its xid and what it says; anything else is an
@@ -218,29 +225,72 @@ fn cb_getattr(r: &mut XdrReader) -> XdrResult<Option<CbGetattr>> {
         return Ok(None);
     };
     let fh = r.opaque_var(128)?.to_vec();
-    if r.u32()? != 1 || r.u32()? != (1 << 3 | 1 << 4) {
+    let times = match r.u32()? {
+        1 => false,
+        3 => true,
+        _ => return Ok(None),
+    };
+    if r.u32()? != (1 << 3 | 1 << 4) {
         return Ok(None);
     }
-    Ok(Some(CbGetattr { session, seqid, fh }))
+    if times && (r.u32()?, r.u32()?) != (0, DELEG_TIMES_WORD2) {
+        return Ok(None);
+    }
+    Ok(Some(CbGetattr {
+        session,
+        seqid,
+        fh,
+        times,
+    }))
+}
+
+/// `getattr_reply` with the holder's delegated times too (RFC 9754 §6.1): fattr4
+/// {change, size, time_deleg_access, time_deleg_modify}, each time an nfstime4
+/// (seconds, nanoseconds) sent as given, valid or not.
+pub fn getattr_reply_times(
+    xid: u32,
+    c: &CbGetattr,
+    (size, change): (u64, u64),
+    atime: (i64, u32),
+    mtime: (i64, u32),
+) -> Vec<u8> {
+    rpccall::encode(256, |w| {
+        cb_getattr_ok_head(w, xid, c)?;
+        w.u32(3)?;
+        w.u32(1 << 3 | 1 << 4)?;
+        w.u32(0)?;
+        w.u32(DELEG_TIMES_WORD2)?;
+        w.u32(40)?;
+        w.u64(change)?;
+        w.u64(size)?;
+        w.opaque_fixed(&crate::delstid::encode_time(atime.0, atime.1))?;
+        w.opaque_fixed(&crate::delstid::encode_time(mtime.0, mtime.1))
+    })
+    .expect("a callback reply fits its buffer")
+}
+
+/// The REPLY's header, CB_SEQUENCE OK and CB_GETATTR's OK status.
+fn cb_getattr_ok_head(w: &mut engine::xdr::XdrWriter, xid: u32, c: &CbGetattr) -> XdrResult<()> {
+    rpc::write_accepted(w, xid, Accept::Success)?;
+    w.u32(NFS4_OK)?;
+    w.opaque_var(b"")?;
+    w.u32(2)?;
+    w.u32(OP_CB_SEQUENCE)?;
+    w.u32(NFS4_OK)?;
+    w.opaque_fixed(&c.session)?;
+    w.u32(c.seqid)?;
+    w.u32(0)?;
+    w.u32(0)?;
+    w.u32(0)?;
+    w.u32(OP_CB_GETATTR)?;
+    w.u32(NFS4_OK)
 }
 
 /// The REPLY to a CB_GETATTR: CB_SEQUENCE OK echoing session and sequence id, then
 /// CB_GETATTR OK with fattr4 {change, size} (RFC 8881 §20.1.2).
 pub fn getattr_reply(xid: u32, c: &CbGetattr, size: u64, change: u64) -> Vec<u8> {
     rpccall::encode(256, |w| {
-        rpc::write_accepted(w, xid, Accept::Success)?;
-        w.u32(NFS4_OK)?;
-        w.opaque_var(b"")?;
-        w.u32(2)?;
-        w.u32(OP_CB_SEQUENCE)?;
-        w.u32(NFS4_OK)?;
-        w.opaque_fixed(&c.session)?;
-        w.u32(c.seqid)?;
-        w.u32(0)?;
-        w.u32(0)?;
-        w.u32(0)?;
-        w.u32(OP_CB_GETATTR)?;
-        w.u32(NFS4_OK)?;
+        cb_getattr_ok_head(w, xid, c)?;
         w.u32(1)?;
         w.u32(1 << 3 | 1 << 4)?;
         w.u32(16)?;

@@ -133,25 +133,32 @@ pub fn fh(r: &mut XdrReader) -> XdrResult<Vec<u8>> {
 }
 
 /// What an OPEN granted: its stateid and a delegation's, if any (`write`: a write
-/// delegation).
+/// delegation), the OPEN4_RESULT_* flags, and the open_delegation_type4 (RFC 8881
+/// §18.16.2; RFC 9754 §6 adds the `*_ATTRS_DELEG` types 4 and 5).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Opened {
     pub stateid: [u8; 16],
     pub deleg: Option<[u8; 16]>,
     pub write: bool,
+    pub rflags: u32,
+    pub kind: u32,
 }
 
 /// OPEN4resok (RFC 8881 §18.16.2), with open_read_delegation4 or
-/// open_write_delegation4 (its nfs_space_limit4 read past).
+/// open_write_delegation4 (its nfs_space_limit4 read past), also as the bodies of
+/// RFC 9754's OPEN_DELEGATE_READ_ATTRS_DELEG / _WRITE_ATTRS_DELEG.
 pub fn open_ok(r: &mut XdrReader) -> XdrResult<Opened> {
+    use crate::delstid::{OPEN_DELEGATE_READ_ATTRS_DELEG, OPEN_DELEGATE_WRITE_ATTRS_DELEG};
     let stateid = fixed16(r)?;
-    r.skip(4 + 16 + 4)?; // change_info4, rflags
+    r.skip(4 + 16)?; // change_info4
+    let rflags = r.u32()?;
     let n = r.u32()? as usize;
     if n > MAX_BITMAP_WORDS {
         return Err(XdrError::TooLong);
     }
     r.skip(4 * n)?; // attrset
-    let (deleg, write) = match r.u32()? {
+    let kind = r.u32()?;
+    let (deleg, write) = match kind {
         OPEN_DELEGATE_NONE => (None, false),
         OPEN_DELEGATE_NONE_EXT => {
             // open_none_delegation4: only these two reasons carry a bool.
@@ -160,10 +167,14 @@ pub fn open_ok(r: &mut XdrReader) -> XdrResult<Opened> {
             }
             (None, false)
         }
-        kind @ (OPEN_DELEGATE_READ | OPEN_DELEGATE_WRITE) => {
+        OPEN_DELEGATE_READ
+        | OPEN_DELEGATE_WRITE
+        | OPEN_DELEGATE_READ_ATTRS_DELEG
+        | OPEN_DELEGATE_WRITE_ATTRS_DELEG => {
+            let write = matches!(kind, OPEN_DELEGATE_WRITE | OPEN_DELEGATE_WRITE_ATTRS_DELEG);
             let s = fixed16(r)?;
             r.u32()?; // recall
-            if kind == OPEN_DELEGATE_WRITE {
+            if write {
                 // nfs_space_limit4: NFS_LIMIT_SIZE a u64, NFS_LIMIT_BLOCKS two u32s.
                 match r.u32()? {
                     NFS_LIMIT_SIZE | NFS_LIMIT_BLOCKS => r.skip(8)?,
@@ -172,7 +183,7 @@ pub fn open_ok(r: &mut XdrReader) -> XdrResult<Opened> {
             }
             r.skip(12)?; // nfsace4 type, flag, mask
             r.opaque_var(MAX_OPAQUE)?; // who
-            (Some(s), kind == OPEN_DELEGATE_WRITE)
+            (Some(s), write)
         }
         _ => return Err(XdrError::BadValue),
     };
@@ -180,6 +191,8 @@ pub fn open_ok(r: &mut XdrReader) -> XdrResult<Opened> {
         stateid,
         deleg,
         write,
+        rflags,
+        kind,
     })
 }
 

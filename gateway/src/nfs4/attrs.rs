@@ -58,6 +58,10 @@ pub const SUPPATTR_EXCLCREAT: u32 = 75;
 // NFSv4.2 (RFC 7862 §12.2, RFC 8276 §8.2): minor version 2 only.
 pub const CLONE_BLKSIZE: u32 = 77;
 pub const XATTR_SUPPORT: u32 = 82;
+// RFC 9754 §6.1, §4.1: the delegated times and what OPEN supports (minor version 2).
+pub const TIME_DELEG_ACCESS: u32 = nfs_wire::delstid::FATTR4_TIME_DELEG_ACCESS;
+pub const TIME_DELEG_MODIFY: u32 = nfs_wire::delstid::FATTR4_TIME_DELEG_MODIFY;
+pub const OPEN_ARGUMENTS: u32 = nfs_wire::delstid::FATTR4_OPEN_ARGUMENTS;
 
 /// Largest READ/WRITE (MAXREAD/MAXWRITE).
 pub const MAX_IO: u64 = crate::limits::MAX_IO as u64;
@@ -173,8 +177,51 @@ pub const SUPPORTED: Bitmap = Bitmap::of(&[
     SUPPATTR_EXCLCREAT,
 ]);
 
-/// What NFSv4.2 adds to [`SUPPORTED`] (RFC 7862 §12.2.1, RFC 8276 §8.2).
-pub const SUPPORTED_V42_ONLY: Bitmap = Bitmap::of(&[CLONE_BLKSIZE, XATTR_SUPPORT]);
+/// What NFSv4.2 adds to [`SUPPORTED`] (RFC 7862 §12.2.1, RFC 8276 §8.2, RFC 9754
+/// §6.1 and §4.1).
+pub const SUPPORTED_V42_ONLY: Bitmap = Bitmap::of(&[
+    CLONE_BLKSIZE,
+    XATTR_SUPPORT,
+    TIME_DELEG_ACCESS,
+    TIME_DELEG_MODIFY,
+    OPEN_ARGUMENTS,
+]);
+
+/// The delegated times (RFC 9754 §6.1): settable in a 4.2 SETATTR only, and only by
+/// the holder of a `*_ATTRS_DELEG` delegation (`nfs4::deleg_times`).
+pub const DELEG_TIMES: Bitmap = Bitmap::of(&[TIME_DELEG_ACCESS, TIME_DELEG_MODIFY]);
+
+/// open_arguments (RFC 9754 §4.1): what this server's OPEN takes. Every access and
+/// deny; the wants it acts on (ANY_DELEG, NO_DELEG, CANCEL, and RFC 9754's two; the
+/// SIGNAL/PUSH flags are accepted but never acted on, so not offered); the claims
+/// that can succeed (CLAIM_DELEGATE_PREV and CLAIM_DELEG_PREV_FH always fail here:
+/// delegations are not kept across restarts); every create mode.
+pub fn open_arguments() -> nfs_wire::delstid::OpenArguments {
+    use nfs_wire::delstid::*;
+    OpenArguments {
+        share_access: bit(OPEN_ARGS_SHARE_ACCESS_READ)
+            | bit(OPEN_ARGS_SHARE_ACCESS_WRITE)
+            | bit(OPEN_ARGS_SHARE_ACCESS_BOTH),
+        share_deny: bit(OPEN_ARGS_SHARE_DENY_NONE)
+            | bit(OPEN_ARGS_SHARE_DENY_READ)
+            | bit(OPEN_ARGS_SHARE_DENY_WRITE)
+            | bit(OPEN_ARGS_SHARE_DENY_BOTH),
+        share_access_want: bit(OPEN_ARGS_SHARE_ACCESS_WANT_ANY_DELEG)
+            | bit(OPEN_ARGS_SHARE_ACCESS_WANT_NO_DELEG)
+            | bit(OPEN_ARGS_SHARE_ACCESS_WANT_CANCEL)
+            | bit(OPEN_ARGS_SHARE_ACCESS_WANT_DELEG_TIMESTAMPS)
+            | bit(OPEN_ARGS_SHARE_ACCESS_WANT_OPEN_XOR_DELEGATION),
+        open_claim: bit(OPEN_ARGS_OPEN_CLAIM_NULL)
+            | bit(OPEN_ARGS_OPEN_CLAIM_PREVIOUS)
+            | bit(OPEN_ARGS_OPEN_CLAIM_DELEGATE_CUR)
+            | bit(OPEN_ARGS_OPEN_CLAIM_FH)
+            | bit(OPEN_ARGS_OPEN_CLAIM_DELEG_CUR_FH),
+        create_mode: bit(OPEN_ARGS_CREATEMODE_UNCHECKED4)
+            | bit(OPEN_ARGS_CREATE_MODE_GUARDED)
+            | bit(OPEN_ARGS_CREATEMODE_EXCLUSIVE4)
+            | bit(OPEN_ARGS_CREATE_MODE_EXCLUSIVE4_1),
+    }
+}
 
 /// What a pNFS metadata server adds to the supported attributes (RFC 8881 §5.12):
 /// only then, as knfsd (a client that sees them supported looks for layouts).
@@ -435,6 +482,11 @@ pub fn put_fattr(w: &mut XdrWriter, want: &Bitmap, o: &Obj, env: &Env) -> XdrRes
             SUPPATTR_EXCLCREAT => put_bitmap(w, &EXCLCREAT)?,
             CLONE_BLKSIZE => w.u32(env.v42.map_or(0, |v| v.clone_blksize))?,
             XATTR_SUPPORT => w.bool(true)?,
+            // Read back, the delegated times are the file's (RFC 9754 §6.1: what a
+            // holder set with SETATTR is in the file).
+            TIME_DELEG_ACCESS => put_time(w, o.atime)?,
+            TIME_DELEG_MODIFY => put_time(w, o.mtime)?,
+            OPEN_ARGUMENTS => w.opaque_fixed(&open_arguments().encode())?,
             _ => {}
         }
     }
@@ -448,20 +500,37 @@ pub fn put_fattr(w: &mut XdrWriter, want: &Bitmap, o: &Obj, env: &Env) -> XdrRes
 pub struct NewAttrs {
     pub set: SetAttr,
     pub given: Bitmap,
+    /// time_deleg_access / time_deleg_modify (RFC 9754 §6.1; a 4.2 SETATTR only):
+    /// the holder's times, valid nfstime4s, vetted by `nfs4::deleg_times`.
+    pub deleg_atime: Option<NfsTime>,
+    pub deleg_mtime: Option<NfsTime>,
 }
 
 /// Decodes a fattr4 of settable attributes (RFC 8881 §18.30.3): unsupported
 /// attributes → NFS4ERR_ATTRNOTSUPP, read-only ones → NFS4ERR_INVAL, owners that are
 /// not numeric ids → NFS4ERR_BADOWNER, malformed → NFS4ERR_BADXDR.
 pub fn get_new_attrs(r: &mut XdrReader) -> Result<NewAttrs, Nfsstat4> {
+    get_new_attrs_in(r, false)
+}
+
+/// `get_new_attrs` for SETATTR in a COMPOUND of minor version 2 (`v42`): 4.2's
+/// attributes are supported, and the delegated times (RFC 9754 §6.1) settable; in
+/// 4.1 they are unknown attributes (NFS4ERR_ATTRNOTSUPP).
+pub fn get_new_attrs_in(r: &mut XdrReader, v42: bool) -> Result<NewAttrs, Nfsstat4> {
     let (bits, extra) = get_bitmap(r).map_err(|_| NFS4ERR_BADXDR)?;
     let list = r.opaque_var(64 << 10).map_err(|_| NFS4ERR_BADXDR)?;
-    if extra || !bits.minus(&SUPPORTED).is_empty() {
+    let (supported, writable) = if v42 {
+        (SUPPORTED.or(&SUPPORTED_V42_ONLY), WRITABLE.or(&DELEG_TIMES))
+    } else {
+        (SUPPORTED, WRITABLE)
+    };
+    if extra || !bits.minus(&supported).is_empty() {
         return Err(NFS4ERR_ATTRNOTSUPP);
     }
-    if !bits.minus(&WRITABLE).is_empty() {
+    if !bits.minus(&writable).is_empty() {
         return Err(NFS4ERR_INVAL);
     }
+    let (mut deleg_atime, mut deleg_mtime) = (None, None);
     let mut lr = XdrReader::new(list);
     let mut set = SetAttr::default();
     let bad = |_| NFS4ERR_BADXDR;
@@ -479,13 +548,31 @@ pub fn get_new_attrs(r: &mut XdrReader) -> Result<NewAttrs, Nfsstat4> {
             OWNER_GROUP => set.gid = Some(parse_id(lr.string(1024).map_err(bad)?)?),
             TIME_ACCESS_SET => set.atime = get_settime(&mut lr)?,
             TIME_MODIFY_SET => set.mtime = get_settime(&mut lr)?,
+            TIME_DELEG_ACCESS => deleg_atime = Some(get_nfstime(&mut lr)?),
+            TIME_DELEG_MODIFY => deleg_mtime = Some(get_nfstime(&mut lr)?),
             _ => return Err(NFS4ERR_ATTRNOTSUPP),
         }
     }
     if lr.remaining() != 0 {
         return Err(NFS4ERR_BADXDR);
     }
-    Ok(NewAttrs { set, given: bits })
+    Ok(NewAttrs {
+        set,
+        given: bits,
+        deleg_atime,
+        deleg_mtime,
+    })
+}
+
+/// A bare nfstime4 (RFC 8881 §3.3.1): nanoseconds of 10^9 or more, and the one
+/// seconds value the file model cannot store (`i64::MIN`), are NFS4ERR_INVAL.
+fn get_nfstime(r: &mut XdrReader) -> Result<NfsTime, Nfsstat4> {
+    let b = r.opaque_fixed(12).map_err(|_| NFS4ERR_BADXDR)?;
+    let (sec, nsec) = nfs_wire::delstid::decode_time(b).ok_or(NFS4ERR_BADXDR)?;
+    if !nfs_wire::delstid::time_valid(sec, nsec) || sec == i64::MIN {
+        return Err(NFS4ERR_INVAL);
+    }
+    Ok(NfsTime { sec, nsec })
 }
 
 /// An owner or group string: a numeric id (RFC 8881 §5.9 allows the stringified id

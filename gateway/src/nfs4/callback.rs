@@ -214,13 +214,14 @@ pub fn encode(
             minor,
             seqid,
             fh,
+            times,
         } => {
             if fh.len() > FH_MAX {
                 return Err(XdrError::BadValue);
             }
             rpc::write_call(&mut w, xid, cb_program, CB_VERSION, CB_COMPOUND, &cred)?;
             cb_sequence(&mut w, *minor, session, *seqid)?;
-            super::cb_getattr::put_args(&mut w, fh)?;
+            super::cb_getattr::put_args(&mut w, fh, *times)?;
         }
     }
     let n = w.position();

@@ -6,7 +6,7 @@
 //! another attribute set, values that are not a file's — is a failed CB_GETATTR,
 //! which the recall table answers by recalling the delegation.
 
-use super::attrs::{self, Bitmap, CHANGE, SIZE};
+use super::attrs::{self, Bitmap, CHANGE, SIZE, TIME_DELEG_ACCESS, TIME_DELEG_MODIFY};
 use super::callback::{recall_reply, CompoundReply};
 use super::status::{Nfsstat4, NFS4ERR_BADXDR};
 use crate::state::backchannel::{CbAttrs, RecallAnswer, RecallReply};
@@ -14,8 +14,10 @@ use engine::rpc::{self, Accept, ReplyStatus};
 use engine::xdr::{XdrError, XdrReader, XdrResult, XdrWriter};
 use nfs_wire::nfs4::{OP_CB_GETATTR, OP_CB_ILLEGAL, OP_CB_SEQUENCE};
 
-/// What CB_GETATTR asks for: change and size, the two §10.4.3 names.
+/// What CB_GETATTR asks for: change and size, the two §10.4.3 names; and of a file
+/// whose times are delegated (RFC 9754 §6.1), the two delegated times.
 const WANT: Bitmap = Bitmap::of(&[CHANGE, SIZE]);
+const WANT_TIMES: Bitmap = Bitmap::of(&[CHANGE, SIZE, TIME_DELEG_ACCESS, TIME_DELEG_MODIFY]);
 /// Largest reply tag, result count, bitmap length and attribute values read.
 const MAX_TAG: usize = 1024;
 const MAX_RESULTS: u32 = 16;
@@ -24,10 +26,10 @@ const MAX_ATTR_VALS: usize = 4096;
 
 /// CB_GETATTR4args (RFC 8881 §20.1.1): the operation, the file's handle and the
 /// attributes wanted, after `callback`'s CB_COMPOUND header and CB_SEQUENCE.
-pub(super) fn put_args(w: &mut XdrWriter, fh: &[u8]) -> XdrResult<()> {
+pub(super) fn put_args(w: &mut XdrWriter, fh: &[u8], times: bool) -> XdrResult<()> {
     w.u32(OP_CB_GETATTR)?;
     w.opaque_var(fh)?;
-    attrs::put_bitmap(w, &WANT)
+    attrs::put_bitmap(w, if times { &WANT_TIMES } else { &WANT })
 }
 
 /// A CB_COMPOUND reply to CB_SEQUENCE + CB_GETATTR in the recall table's terms: the
@@ -104,20 +106,22 @@ fn decode(record: &[u8]) -> XdrResult<Option<(CompoundReply, Option<CbAttrs>)>> 
 
 /// CB_GETATTR4resok's fattr4 (RFC 8881 §3.3.9: a bitmap, then the values in bit
 /// order): it must carry change (3) and size (4) and nothing before them (whose
-/// lengths we would have to know); what follows them is ignored. A size past the
-/// largest file is no size.
+/// lengths we would have to know). The delegated times (RFC 9754 §6.1) are read when
+/// nothing lies between size and them; anything else after size is ignored. A size
+/// past the largest file, or a time with 10^9 nanoseconds or more, is no answer.
 fn fattr(r: &mut XdrReader) -> XdrResult<CbAttrs> {
     let n = r.u32()?;
     if n > MAX_BITMAP {
         return Err(XdrError::TooLong);
     }
-    let mut word0 = 0;
+    let mut got = Bitmap::default();
     for i in 0..n {
         let v = r.u32()?;
-        if i == 0 {
-            word0 = v;
+        if let Some(w) = got.0.get_mut(i as usize) {
+            *w = v;
         }
     }
+    let word0 = got.0[0];
     let vals = r.opaque_var(MAX_ATTR_VALS)?;
     let below_size = (1u32 << (SIZE + 1)) - 1;
     if word0 & below_size != (1 << CHANGE) | (1 << SIZE) {
@@ -129,7 +133,35 @@ fn fattr(r: &mut XdrReader) -> XdrResult<CbAttrs> {
     if size > attrs::MAX_FILE_SIZE {
         return Err(XdrError::BadValue);
     }
-    Ok(CbAttrs { size, change })
+    let mut out = CbAttrs {
+        size,
+        change,
+        ..CbAttrs::default()
+    };
+    // The times are next only if no attribute between size and them was sent.
+    let rest = got.minus(&WANT);
+    if !matches!(
+        rest.bits().next(),
+        Some(TIME_DELEG_ACCESS | TIME_DELEG_MODIFY)
+    ) {
+        return Ok(out);
+    }
+    if rest.has(TIME_DELEG_ACCESS) {
+        out.atime = Some(nfstime(&mut v)?);
+    }
+    if rest.has(TIME_DELEG_MODIFY) {
+        out.mtime = Some(nfstime(&mut v)?);
+    }
+    Ok(out)
+}
+
+/// A delegated time from the holder: a valid nfstime4 (RFC 8881 §3.3.1).
+fn nfstime(v: &mut XdrReader) -> XdrResult<crate::fs::NfsTime> {
+    let (sec, nsec) = (v.i64()?, v.u32()?);
+    if !nfs_wire::delstid::time_valid(sec, nsec) || sec == i64::MIN {
+        return Err(XdrError::BadValue);
+    }
+    Ok(crate::fs::NfsTime { sec, nsec })
 }
 
 #[cfg(test)]

@@ -55,6 +55,7 @@ fn cb_getattr_asks_the_handles_change_and_size_after_cb_sequence() {
         minor: 2,
         seqid: 5,
         fh: &fh,
+        times: false,
     };
     let b = encode(0x99, PROG, &call, 4096, None).unwrap();
     let (h, at) = rpc::decode_call(&b).unwrap();
@@ -87,6 +88,7 @@ fn cb_getattr_asks_the_handles_change_and_size_after_cb_sequence() {
         minor: 1,
         seqid: 1,
         fh: &long,
+        times: false,
     };
     assert!(encode(1, PROG, &bad, 4096, None).is_err());
     assert!(encode(1, PROG, &call, 100, None).is_err());
@@ -99,6 +101,7 @@ fn the_holders_size_and_change_come_back_to_the_table() {
     let want = CbAttrs {
         size: 4096,
         change: 77,
+        ..CbAttrs::default()
     };
     assert_eq!(getattr_reply(&good), (ok, Some(want)));
     assert_eq!(Wire.getattr_reply(&good), (ok, Some(want)));
@@ -113,9 +116,58 @@ fn the_holders_size_and_change_come_back_to_the_table() {
         session: [1; 16],
         seqid: 1,
         fh: vec![1],
+        times: false,
     };
     let rec = nfs_wire::v4cb::getattr_reply(3, &cb, 4096, 77);
     assert_eq!(getattr_reply(&rec), (ok, Some(want)));
+}
+
+/// RFC 9754 §6.1: of a file whose times are delegated, CB_GETATTR also asks
+/// time_deleg_access (84) and time_deleg_modify (85), word 2 bits 20 and 21; the
+/// holder's nfstime4s come back with the size and change. A time with 10^9
+/// nanoseconds is no answer (the recall follows); times behind an attribute we do
+/// not read are left unread.
+#[test]
+fn delegated_times_are_asked_and_read_back() {
+    let fh = [9u8; 4];
+    let call = CbCall::Getattr {
+        session: [0x33; 16],
+        minor: 2,
+        seqid: 5,
+        fh: &fh,
+        times: true,
+    };
+    let b = encode(0x77, PROG, &call, 4096, None).unwrap();
+    let (_, at) = rpc::decode_call(&b).unwrap();
+    let w = words(&b[at..]);
+    assert_eq!(&w[w.len() - 4..], &[3, 1 << 3 | 1 << 4, 0, 3 << 20]);
+    let (_, got) = nfs_wire::v4cb::decode_getattr(&b).unwrap();
+    assert!(got.times, "the client's decoder sees the times asked");
+    let ok = RecallReply::Sequenced(RecallAnswer::Accepted);
+    let t = |sec, nsec| crate::fs::NfsTime { sec, nsec };
+    let rec = nfs_wire::v4cb::getattr_reply_times(3, &got, (4096, 77), (10, 1), (-2, 999_999_999));
+    let want = CbAttrs {
+        size: 4096,
+        change: 77,
+        atime: Some(t(10, 1)),
+        mtime: Some(t(-2, 999_999_999)),
+    };
+    assert_eq!(getattr_reply(&rec), (ok, Some(want)));
+    // Only the modify time: read as such.
+    let body = compound(0, 1, &[3, 0x18, 0, 1 << 21, 28, 0, 77, 0, 4096, 0, 5, 6]);
+    let (_, a) = getattr_reply(&reply(3, &body));
+    assert_eq!(a.map(|a| (a.atime, a.mtime)), Some((None, Some(t(5, 6)))));
+    // Nanoseconds of 10^9: unusable, a refusal.
+    let bad = nfs_wire::v4cb::getattr_reply_times(3, &got, (4096, 77), (10, 1_000_000_000), (1, 1));
+    assert_eq!(getattr_reply(&bad).1, None);
+    // time_modify (53) before them: their place is unknown, the times are left.
+    let mut body = compound(0, 1, &[3, 0x18, 1 << 21, 3 << 20]);
+    body.extend([52, 0, 77, 0, 4096, 0, 9, 9, 0, 1, 0, 0, 2, 0]);
+    let (_, a) = getattr_reply(&reply(3, &body));
+    assert_eq!(
+        a.map(|a| (a.size, a.atime, a.mtime)),
+        Some((4096, None, None))
+    );
 }
 
 #[test]

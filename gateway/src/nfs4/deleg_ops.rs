@@ -40,6 +40,8 @@ const WRITTEN_ATTRS: super::attrs::Bitmap = super::attrs::Bitmap::of(&[
     super::attrs::TIME_ACCESS,
     super::attrs::TIME_METADATA,
     super::attrs::TIME_MODIFY,
+    super::attrs::TIME_DELEG_ACCESS,
+    super::attrs::TIME_DELEG_MODIFY,
 ]);
 
 /// A READ of `fileid` (or a GETATTR asking for `WRITTEN_ATTRS`) by this COMPOUND's

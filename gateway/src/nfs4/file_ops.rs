@@ -387,11 +387,15 @@ pub(super) fn setattr(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter) ->
     let Ok(sid) = Stateid::decode(r) else {
         return put_status(w, NFS4ERR_BADXDR);
     };
-    let new = attrs::get_new_attrs(r);
+    let new = attrs::get_new_attrs_in(r, c.minor >= 2);
     let res = (|| {
         let new = new?;
         let f = cur_file(c, NFS4ERR_ROFS)?;
         check_writable(&f.caller).map_err(fs_err)?;
+        // RFC 9754 §6.1: delegated times only from their delegation's holder
+        // (checked first: a refusal recalls nothing), no owner check (the
+        // delegation is the authority), vetted against the grant's times.
+        let delegated = super::deleg_times::vetted(c, &sid, f.node.fileid, &new)?;
         let mut size_grant = Grant::Mode;
         if let Some(size) = new.set.size {
             match f.attr.kind {
@@ -420,8 +424,15 @@ pub(super) fn setattr(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter) ->
             super::layout_ops::recall_conflicts(c, f.node.fileid)?;
         }
         check_setattr(&f.attr, &f.caller, &new.set, size_grant).map_err(fs_err)?;
-        let set = sanitize_setattr(&f.attr, &f.caller, &new.set);
-        c.ctx.model.setattr(&f.node, &set).map_err(fs_err)?;
+        let mut set = sanitize_setattr(&f.attr, &f.caller, &new.set);
+        if let Some(times) = delegated {
+            super::deleg_times::merge(&mut set, times);
+        }
+        // Delegated times all ignored (none after the grant's) and nothing else:
+        // nothing to store.
+        if delegated.is_none() || set != crate::fs::SetAttr::default() {
+            c.ctx.model.setattr(&f.node, &set).map_err(fs_err)?;
+        }
         Ok(new.given)
     })();
     let (st, set) = match res {

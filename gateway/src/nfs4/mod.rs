@@ -19,6 +19,7 @@ pub mod callback;
 mod cb_getattr;
 mod compound;
 mod deleg_ops;
+mod deleg_times;
 mod dir_ops;
 pub mod fast;
 pub mod fast_dirs;

@@ -23,6 +23,7 @@ const OPEN_DELEGATE_NONE: u32 = 0;
 const OPEN_DELEGATE_READ: u32 = 1;
 const OPEN_DELEGATE_WRITE: u32 = 2;
 const OPEN_DELEGATE_NONE_EXT: u32 = 3;
+use nfs_wire::delstid::{OPEN_DELEGATE_READ_ATTRS_DELEG, OPEN_DELEGATE_WRITE_ATTRS_DELEG};
 /// nfsace4 pieces of the delegation's permissions (§6.2.1).
 const ACE4_ACCESS_ALLOWED_ACE_TYPE: u32 = 0;
 const ACE4_READ_DATA: u32 = 1;
@@ -121,14 +122,25 @@ fn encode_open(w: &mut XdrWriter, o: &open::Opened) -> engine::xdr::XdrResult<()
                 w.bool(false)?; // ond_server_will_push_deleg
             }
         }
-        open::Deleg::Read(s) => {
-            w.u32(OPEN_DELEGATE_READ)?;
+        open::Deleg::Read(s) | open::Deleg::ReadAttrs(s) => {
+            // RFC 9754 §6: the attrs kind has the read delegation's body.
+            let attrs = matches!(o.deleg, open::Deleg::ReadAttrs(_));
+            w.u32(if attrs {
+                OPEN_DELEGATE_READ_ATTRS_DELEG
+            } else {
+                OPEN_DELEGATE_READ
+            })?;
             s.encode(w)?;
             w.bool(false)?; // recall
             put_ace(w, ACE4_READ_DATA)?;
         }
-        open::Deleg::Write(s) => {
-            w.u32(OPEN_DELEGATE_WRITE)?;
+        open::Deleg::Write(s) | open::Deleg::WriteAttrs(s) => {
+            let attrs = matches!(o.deleg, open::Deleg::WriteAttrs(_));
+            w.u32(if attrs {
+                OPEN_DELEGATE_WRITE_ATTRS_DELEG
+            } else {
+                OPEN_DELEGATE_WRITE
+            })?;
             s.encode(w)?;
             w.bool(false)?;
             w.u32(NFS_LIMIT_SIZE)?;

@@ -66,15 +66,21 @@ pub enum CbCall<'a> {
         minor: u32,
         seqid: u32,
         fh: &'a [u8],
+        /// Ask time_deleg_access and time_deleg_modify too (RFC 9754 §6.1): the
+        /// delegation delegated the file's times.
+        times: bool,
     },
 }
 
 /// What a write delegation's holder answered CB_GETATTR (RFC 8881 §20.1.3): its
-/// size and change attributes of the file.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// size and change attributes of the file, and the delegated times it sent (RFC 9754
+/// §6.1: valid nfstime4s; `None` when not sent).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct CbAttrs {
     pub size: u64,
     pub change: u64,
+    pub atime: Option<crate::fs::NfsTime>,
+    pub mtime: Option<crate::fs::NfsTime>,
 }
 
 /// What the client's reply to a recall says (RFC 8881 §20.9.3 for CB_SEQUENCE,

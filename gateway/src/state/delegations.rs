@@ -82,6 +82,9 @@ struct Deleg {
     via: Option<Transport>,
     /// A write delegation's CB_GETATTR record (§10.4.3; `delegations_getattr.rs`).
     probe: getattr::AttrProbe,
+    /// An `*_ATTRS_DELEG` delegation's original times (RFC 9754 §6;
+    /// `delegations_times.rs`); `None`: a plain one.
+    times: Option<times::GrantTimes>,
 }
 
 #[derive(Default)]
@@ -321,6 +324,7 @@ impl Delegations {
                 state: DState::Held,
                 via: None,
                 probe: Default::default(),
+                times: None,
             },
         );
         t.by_file.entry(fileid).or_default().push(other);
@@ -759,6 +763,8 @@ use courtesy::doom;
 
 #[path = "delegations_getattr.rs"]
 mod getattr;
+#[path = "delegations_times.rs"]
+pub mod times;
 #[cfg(test)]
 pub(crate) use getattr::ASK_AGAIN;
 pub use getattr::{AttrVerdict, CB_GETATTR_WAIT};

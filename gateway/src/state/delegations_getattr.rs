@@ -91,6 +91,8 @@ enum Holder {
         /// When the answer came, and whether it was presented (times moved) already.
         at: Instant,
         presented: bool,
+        /// The original times of a delegation that delegated them (RFC 9754 §6).
+        times: Option<super::times::GrantTimes>,
     },
 }
 
@@ -102,6 +104,27 @@ fn foreign_write(t: &Table, fileid: u64, clientid: Option<u64>) -> Option<[u8; 1
             .get(o)
             .is_some_and(|d| d.write && d.state != DState::Revoked && Some(d.clientid) != clientid)
     })
+}
+
+/// The times a presentation writes: the server's now for the modify time, or, for a
+/// delegation of the times (`times`, RFC 9754 §6), what the holder answered, each
+/// vetted (`times::vet`: before the grant's ignored, in the future clamped); a
+/// holder that sent no modify time, or one not after the grant's, leaves it to now.
+fn presented_times(attrs: &CbAttrs, times: Option<super::times::GrantTimes>) -> SetAttr {
+    let mut set = SetAttr {
+        mtime: SetTime::ServerTime,
+        ..SetAttr::default()
+    };
+    if let Some(g) = times {
+        let now = crate::fs::NfsTime::now();
+        if let Some(t) = attrs.mtime.and_then(|t| super::times::vet(t, g.mtime, now)) {
+            set.mtime = SetTime::Client(t);
+        }
+        if let Some(t) = attrs.atime.and_then(|t| super::times::vet(t, g.atime, now)) {
+            set.atime = SetTime::Client(t);
+        }
+    }
+    set
 }
 
 impl Delegations {
@@ -123,7 +146,7 @@ impl Delegations {
         clientid: Option<u64>,
         wait: Duration,
     ) -> AttrVerdict {
-        let (other, attrs, sc, modified, at, presented) =
+        let (other, attrs, sc, modified, at, presented, times) =
             match self.holder_attrs(node.fileid, clientid, wait) {
                 Holder::None => return AttrVerdict::Go,
                 Holder::Wait => return AttrVerdict::Wait,
@@ -134,7 +157,8 @@ impl Delegations {
                     modified,
                     at,
                     presented,
-                } => (other, attrs, sc, modified, at, presented),
+                    times,
+                } => (other, attrs, sc, modified, at, presented, times),
             };
         if presented {
             // This answer's times are in the file already.
@@ -148,11 +172,10 @@ impl Delegations {
             return AttrVerdict::Go;
         }
         // time_modify = time_metadata = now, kept in the file's metadata, so the
-        // change attribute (its ctime) passes every value presented before.
-        let set = SetAttr {
-            mtime: SetTime::ServerTime,
-            ..SetAttr::default()
-        };
+        // change attribute (its ctime) passes every value presented before. A
+        // holder the times are delegated to (RFC 9754 §6) is the authority for
+        // them: its times, vetted against the grant's, and time_metadata now.
+        let set = presented_times(&attrs, times);
         if model.setattr(node, &set).is_err() {
             // No truthful change to present: recall instead.
             if self.getattr_failed(&other) {
@@ -208,6 +231,7 @@ impl Delegations {
                         modified: p.modified,
                         at,
                         presented: p.presented == Some(at),
+                        times: d.times,
                     };
                 }
             }
@@ -229,14 +253,15 @@ impl Delegations {
     }
 
     /// What CB_GETATTR needs for a delegation still held with a question asked: its
-    /// client and file handle. `None`: returned, recalled, revoked (stop).
-    pub(crate) fn getattr_target(&self, other: &[u8; 12]) -> Option<(u64, Vec<u8>)> {
+    /// client, the file handle, and whether it delegated the file's times (RFC 9754
+    /// §6.1: ask for them too). `None`: returned, recalled, revoked (stop).
+    pub(crate) fn getattr_target(&self, other: &[u8; 12]) -> Option<(u64, Vec<u8>, bool)> {
         let t = self.lock();
         let d = t.by_other.get(other)?;
         if d.state != DState::Held || d.probe.asked.is_none() {
             return None;
         }
-        Some((d.clientid, t.fhs.get(&d.fileid)?.clone()))
+        Some((d.clientid, t.fhs.get(&d.fileid)?.clone(), d.times.is_some()))
     }
 
     /// The holder answered CB_GETATTR: kept for the readers, who are woken.

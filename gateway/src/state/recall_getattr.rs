@@ -38,7 +38,7 @@ impl RecallTable {
         out: &mut Vec<Outcall>,
     ) {
         for other in self.due(Queue::Getattrs, now) {
-            let Some((clientid, fh)) = dl.getattr_target(&other) else {
+            let Some((clientid, fh, times)) = dl.getattr_target(&other) else {
                 self.getattr_tasks.remove(&other);
                 continue;
             };
@@ -54,6 +54,7 @@ impl RecallTable {
                 minor: info.minor,
                 seqid,
                 fh: &fh,
+                times,
             };
             let what = What::Getattr {
                 other,

@@ -123,6 +123,7 @@ fn the_holders_answer_decides_what_a_reader_sees() {
     let changed = CbAttrs {
         size: 10,
         change: 78,
+        ..CbAttrs::default()
     };
     r.d.getattr_answered(&s.other, changed);
     assert_eq!(r.settle(&node), AttrVerdict::Present { size: 10 });
@@ -141,6 +142,7 @@ fn the_holders_answer_decides_what_a_reader_sees() {
         CbAttrs {
             size: 10,
             change: 77,
+            ..CbAttrs::default()
         },
     );
     assert_eq!(r.settle(&node), AttrVerdict::Present { size: 10 });
@@ -186,6 +188,7 @@ fn a_garbled_reply_or_a_timeout_recalls_instead() {
         CbAttrs {
             size: 0,
             change: 77,
+            ..CbAttrs::default()
         },
     );
     assert_eq!(r.settle(&node), AttrVerdict::Wait);

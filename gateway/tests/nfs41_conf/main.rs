@@ -9,6 +9,7 @@
 //! - `deleg`: a read delegation recalled by another client's OPEN;
 //! - `wdeleg`: write delegations recalled by NFSv3 and NFSv4.1 access, reads included;
 //! - `cbgetattr`: another client's or NFSv3's GETATTR answered by CB_GETATTR;
+//! - `deleg_times`: RFC 9754 in 4.2: open_arguments, OPEN_XOR_DELEGATION, delegated times;
 //! - `grace`: a restart on the same state directory, reclaims and RECLAIM_COMPLETE;
 //! - `links`: LINK, hard links' handles, counts and refusals, across a restart.
 
@@ -19,6 +20,7 @@ mod nfs4_client;
 
 mod cbgetattr;
 mod deleg;
+mod deleg_times;
 mod grace;
 mod links;
 mod locks;

@@ -22,6 +22,14 @@ pub const WANT_NO_DELEG: u32 = 0x400;
 pub const WANT_CANCEL: u32 = 0x500;
 /// OPEN4_SHARE_ACCESS_WANT_SIGNAL_DELEG_WHEN_RESRC_AVAIL / _PUSH_DELEG_WHEN_UNCONTENDED.
 const SIGNAL_FLAGS: u32 = 0x30000;
+/// RFC 9754's want flags (§5, §6), minor version 2 only: in 4.1 they are unknown
+/// share_access bits (NFS4ERR_INVAL, RFC 8178 §4.4.3).
+pub const WANT_DELEG_TIMESTAMPS: u32 = nfs_wire::delstid::OPEN4_SHARE_ACCESS_WANT_DELEG_TIMESTAMPS;
+pub const WANT_OPEN_XOR_DELEGATION: u32 =
+    nfs_wire::delstid::OPEN4_SHARE_ACCESS_WANT_OPEN_XOR_DELEGATION;
+const V42_FLAGS: u32 = WANT_DELEG_TIMESTAMPS | WANT_OPEN_XOR_DELEGATION;
+/// OPEN4_RESULT_NO_OPEN_STATEID (RFC 9754 §5).
+pub const OPEN4_RESULT_NO_OPEN_STATEID: u32 = nfs_wire::delstid::OPEN4_RESULT_NO_OPEN_STATEID;
 
 /// why_no_delegation4 (§18.16.2).
 pub const WND4_NOT_WANTED: u32 = 0;
@@ -46,6 +54,22 @@ pub enum Deleg {
     NoneExt(u32),
     Read(Stateid),
     Write(Stateid),
+    /// OPEN_DELEGATE_READ_ATTRS_DELEG / _WRITE_ATTRS_DELEG (RFC 9754 §6): the same
+    /// delegations, the file's times delegated too.
+    ReadAttrs(Stateid),
+    WriteAttrs(Stateid),
+}
+
+impl Deleg {
+    /// The delegation stateid granted, if any.
+    pub fn stateid(&self) -> Option<Stateid> {
+        match *self {
+            Deleg::Read(s) | Deleg::Write(s) | Deleg::ReadAttrs(s) | Deleg::WriteAttrs(s) => {
+                Some(s)
+            }
+            Deleg::None | Deleg::NoneExt(_) => None,
+        }
+    }
 }
 
 /// What a successful OPEN answers.
@@ -82,16 +106,24 @@ pub fn check_component(name: &[u8]) -> Result<(), Nfsstat4> {
 /// share_access / share_deny (§18.16.3): the access bits (1..=3), the want, and the
 /// deny bits; anything else → NFS4ERR_INVAL.
 pub fn split_share(share_access: u32, share_deny: u32) -> Result<(u32, u32, u32), Nfsstat4> {
+    split_share_in(share_access, share_deny, 1).map(|(a, w, d, _)| (a, w, d))
+}
+
+/// `split_share` in a COMPOUND of minor version `minor`: from 2 on, RFC 9754's
+/// want flags are allowed too and returned last (any combination with any want: a
+/// flag asking about a delegation that is not granted changes nothing).
+pub fn split_share_in(
+    share_access: u32,
+    share_deny: u32,
+    minor: u32,
+) -> Result<(u32, u32, u32, u32), Nfsstat4> {
     let access = share_access & 3;
     let want = share_access & WANT_MASK;
-    if share_access & !(3 | WANT_MASK | SIGNAL_FLAGS) != 0
-        || access == 0
-        || want > WANT_CANCEL
-        || share_deny > 3
-    {
+    let known = 3 | WANT_MASK | SIGNAL_FLAGS | if minor >= 2 { V42_FLAGS } else { 0 };
+    if share_access & !known != 0 || access == 0 || want > WANT_CANCEL || share_deny > 3 {
         return Err(NFS4ERR_INVAL);
     }
-    Ok((access, want, share_deny))
+    Ok((access, want, share_deny, share_access & V42_FLAGS))
 }
 
 /// The file an OPEN names and whether this OPEN created it.
@@ -298,7 +330,7 @@ pub fn reclaim_allowed(c: &Compound) -> Result<(), Nfsstat4> {
 /// Runs an OPEN; on success the current filehandle is the file and the current
 /// stateid the open stateid (§16.2.3.1.2).
 pub fn run(c: &mut Compound, a: &OpenArgs) -> Result<Opened, Nfsstat4> {
-    let (access, want, deny) = split_share(a.share_access, a.share_deny)?;
+    let (access, want, deny, flags) = split_share_in(a.share_access, a.share_deny, c.minor)?;
     check_grace(c, &a.claim)?;
     if a.create.is_some() && !matches!(a.claim, Claim::Null(_)) {
         // Only CLAIM_NULL may create (§18.16.3); others carry no createhow.
@@ -373,27 +405,73 @@ pub fn run(c: &mut Compound, a: &OpenArgs) -> Result<Opened, Nfsstat4> {
     if model.preserves_unlinked(&t.node) {
         rflags |= OPEN4_RESULT_PRESERVE_UNLINKED;
     }
-    let deleg = offer_delegation(c, a, fileid, &handle, access, want);
-    if let Deleg::Write(sid) = &deleg {
-        // RFC 8881 §10.4.3: the change attribute at the grant, which the holder's
-        // CB_GETATTR answers are compared with.
-        if let Ok(now) = model.getattr(&t.node) {
-            let change = crate::nfs4::attrs::change_of(&now);
-            c.state.delegations.note_grant_change(sid, change);
+    let mut deleg = offer_delegation(c, a, fileid, &handle, access, want);
+    if let Some(sid) = deleg.stateid() {
+        // The file as granted: RFC 8881 §10.4.3's change attribute, which the
+        // holder's CB_GETATTR answers are compared with, and RFC 9754 §6's original
+        // times. Unreadable now: a plain delegation (no original times to vet by).
+        let now = model.getattr(&t.node).ok();
+        if let (Deleg::Write(_), Some(now)) = (deleg, &now) {
+            let change = crate::nfs4::attrs::change_of(now);
+            c.state.delegations.note_grant_change(&sid, change);
+        }
+        if let (true, Some(now)) = (flags & WANT_DELEG_TIMESTAMPS != 0, &now) {
+            deleg = with_times(c, deleg, now);
+        }
+    }
+    let mut current = stateid;
+    let mut reply_stateid = stateid;
+    if let (true, Some(dsid)) = (flags & WANT_OPEN_XOR_DELEGATION != 0, deleg.stateid()) {
+        // RFC 9754 §5: the delegation and no open stateid; the client has nothing to
+        // CLOSE (DELEGRETURN ends it all) and opens under the delegation as RFC 8881
+        // §10.4 says. Only for an open-owner's first open of the file without a deny
+        // (one that upgraded an open it holds, or reserved a deny, keeps its open
+        // stateid, and the reply says so by leaving the flag clear).
+        if fresh && deny == 0 {
+            let _ = c.state.opens.close(c.clientid, &stateid, fileid);
+            rflags |= OPEN4_RESULT_NO_OPEN_STATEID;
+            reply_stateid = Stateid {
+                seqid: 0,
+                other: [0; 12],
+            };
+            // The COMPOUND's current stateid is the state this OPEN made
+            // (§16.2.3.1.2): the delegation's.
+            current = dsid;
         }
     }
     c.cfh = Some(CurrentFh::File {
         node: t.node,
         handle,
     });
-    c.current_stateid = Some(stateid);
+    c.current_stateid = Some(current);
     Ok(Opened {
-        stateid,
+        stateid: reply_stateid,
         cinfo: t.cinfo,
         attrset: t.attrset,
         rflags,
         deleg,
     })
+}
+
+/// A delegation granted to an OPEN asking for delegated timestamps (RFC 9754 §6)
+/// becomes its `*_ATTRS_DELEG` kind, the file's times at the grant (`now`) kept as
+/// the original times.
+fn with_times(c: &Compound, d: Deleg, now: &crate::fs::Attr) -> Deleg {
+    let times = crate::state::delegations::times::GrantTimes {
+        atime: now.atime,
+        mtime: now.mtime,
+    };
+    match d {
+        Deleg::Read(s) => {
+            c.state.delegations.note_times_deleg(&s, times);
+            Deleg::ReadAttrs(s)
+        }
+        Deleg::Write(s) => {
+            c.state.delegations.note_times_deleg(&s, times);
+            Deleg::WriteAttrs(s)
+        }
+        other => other,
+    }
 }
 
 /// CLAIM_DELEGATE_CUR / CLAIM_DELEG_CUR_FH: the delegation must be the client's,

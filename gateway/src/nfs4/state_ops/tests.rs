@@ -933,24 +933,72 @@ fn open_result_encodes_each_delegation_kind() {
 /// OPEN, READ, WRITE and SETATTR(size) permission rules of NFSv4 (no owner override).
 mod perm_tests;
 
-/// RFC 9754 is not supported, answered as a server without it (docs/delegations.md):
-/// its attributes (time_deleg_access 84, time_deleg_modify 85, open_arguments 86)
-/// are not in supported_attrs, so a client never asks, and an OPEN setting
-/// OPEN4_SHARE_ACCESS_WANT_DELEG_TIMESTAMPS (bit 20) or _WANT_OPEN_XOR_DELEGATION
-/// (bit 21) anyway gets NFS4ERR_INVAL, as any unknown share_access bit (RFC 8178
-/// §4.4.3).
+/// RFC 9754 in minor version 2 only: its attributes (time_deleg_access 84,
+/// time_deleg_modify 85, open_arguments 86) are 4.2's, and its want flags
+/// (OPEN4_SHARE_ACCESS_WANT_DELEG_TIMESTAMPS, bit 20; _WANT_OPEN_XOR_DELEGATION, bit
+/// 21) are unknown share_access bits in 4.1 (NFS4ERR_INVAL, RFC 8178 §4.4.3), known
+/// in 4.2 with any want; the bits between and above stay unknown.
 #[test]
-fn rfc9754_delegated_timestamps_are_not_offered() {
+fn rfc9754_is_minor_version_2s() {
     use crate::nfs4::attrs;
     for bit in [84, 85, 86] {
         assert!(!attrs::SUPPORTED.has(bit), "attribute {bit}");
-        assert!(!attrs::SUPPORTED_V42_ONLY.has(bit), "attribute {bit}");
+        assert!(attrs::SUPPORTED_V42_ONLY.has(bit), "attribute {bit}");
     }
-    for flag in [1 << 20, 1 << 21] {
+    for flag in [1 << 20, 1 << 21, 3 << 20] {
+        let sa = open::WANT_WRITE_DELEG | 3 | flag;
+        assert_eq!(open::split_share(sa, 0), Err(NFS4ERR_INVAL));
+        assert_eq!(open::split_share_in(sa, 0, 1), Err(NFS4ERR_INVAL));
         assert_eq!(
-            open::split_share(open::WANT_WRITE_DELEG | 3 | flag, 0),
-            Err(NFS4ERR_INVAL)
+            open::split_share_in(sa, 0, 2),
+            Ok((3, open::WANT_WRITE_DELEG, 0, flag))
+        );
+        for want in [open::WANT_NO_DELEG, open::WANT_CANCEL, 0] {
+            assert!(open::split_share_in(want | 1 | flag, 3, 2).is_ok());
+        }
+    }
+    for unknown in [1 << 19, 1 << 22, 1 << 23, 1 << 31] {
+        assert_eq!(
+            open::split_share_in(3 | unknown, 0, 2),
+            Err(NFS4ERR_INVAL),
+            "{unknown:#x}"
         );
     }
     assert!(open::split_share(open::WANT_WRITE_DELEG | 3, 0).is_ok());
+}
+
+/// The `*_ATTRS_DELEG` delegation types (RFC 9754 §6): 4 and 5, with the bodies of
+/// the read and write delegations.
+#[test]
+fn attrs_deleg_types_have_the_plain_bodies() {
+    let d = crate::state::stateid::Stateid {
+        seqid: 1,
+        other: [7; 12],
+    };
+    let enc = |deleg| {
+        let o = open::Opened {
+            stateid: d,
+            cinfo: (0, 0),
+            attrset: [0; 2],
+            rflags: 0,
+            deleg,
+        };
+        let mut buf = vec![0u8; 512];
+        let mut w = engine::xdr::XdrWriter::new(&mut buf);
+        encode_open(&mut w, &o).unwrap();
+        w.written().to_vec()
+    };
+    // OPEN4resok: status, stateid 16, cinfo 20, rflags 4, attrset 12, then the type.
+    let at = 4 + 16 + 20 + 4 + 12;
+    for (plain, attrs, t) in [
+        (open::Deleg::Read(d), open::Deleg::ReadAttrs(d), 4u8),
+        (open::Deleg::Write(d), open::Deleg::WriteAttrs(d), 5),
+    ] {
+        let (p, a) = (enc(plain), enc(attrs));
+        assert_eq!(a[at..at + 4], [0, 0, 0, t]);
+        assert_eq!(p[..at], a[..at]);
+        assert_eq!(p[at + 4..], a[at + 4..], "the same body");
+        assert_eq!(attrs.stateid(), Some(d));
+    }
+    assert_eq!(open::Deleg::None.stateid(), None);
 }
