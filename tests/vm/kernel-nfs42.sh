@@ -24,7 +24,8 @@
 # write delegation holder's size through CB_GETATTR without recalling it (CB_GETATTR is
 # sent for a write delegation only), an NFSv3 writer there recalls it (CB_RECALL sent
 # and answered) and the file then holds exactly both writers' bytes. KERNEL_V42_DELEG=0
-# skips the delegation part (it first passed on 2026-11-29 with Linux 6.1: docs/nfs42.md).
+# skips the delegation part (it first passed on 2026-11-29 with Linux 6.1, over TCP and
+# RDMA: docs/nfs42.md).
 # Last line: "KERNEL NFSV4.2: PASS" ("KERNEL NFSV4.2/RDMA: PASS" over RDMA).
 set -euo pipefail
 GW=${1:?gateway binary}
@@ -179,16 +180,21 @@ rm -f $M/a $M/b $M/c $M/new
 
 # ---- delegations recalled by an NFSv3 writer (RFC 8881 §10.4, §20.2) ------------------------
 if [ "$DELEG" = 1 ]; then
-metric() {  # the sum of every series of each named metric, ``name:result`` picks result="..."
-  python3 - "$STATS" "$@" <<'PY'
+# The sum of every series of each named metric, ``name:result`` picks result="...";
+# series labelled with a transport count only that of the mount (the callbacks of a
+# proto=rdma mount must go over the RDMA back channel, RFC 8167).
+metric() {
+  python3 - "$STATS" "$PROTO" "$@" <<'PY'
 import sys, urllib.request
 text = urllib.request.urlopen(f"http://{sys.argv[1]}/metrics", timeout=5).read().decode()
+transport = f'transport="{sys.argv[2]}"'
 out = []
-for want in sys.argv[2:]:
+for want in sys.argv[3:]:
     name, _, result = want.partition(":")
     out.append(str(int(sum(float(l.split()[-1]) for l in text.splitlines()
                            if (l.startswith(name + "{") or l.startswith(name + " "))
-                           and (not result or f'result="{result}"' in l)))))
+                           and (not result or f'result="{result}"' in l)
+                           and ("transport=" not in l or transport in l)))))
 print(" ".join(out))
 PY
 }
