@@ -417,6 +417,10 @@ fn others_open(c: &Compound, a: &OpenArgs, fileid: u64) -> bool {
         .any(|&id| id != c.clientid)
 }
 
+/// CLAIM_PREVIOUS's delegate_type (open_delegation_type4, RFC 8881 §18.16.1).
+const RECLAIM_READ: u32 = 1;
+const RECLAIM_WRITE: u32 = 2;
+
 /// Which delegation to hand out (§10.4, §18.16.3 want flags).
 fn offer_delegation(
     c: &Compound,
@@ -432,19 +436,19 @@ fn offer_delegation(
         WANT_CANCEL => return Deleg::NoneExt(WND4_CANCELLED),
         _ => {}
     }
-    if !matches!(claim, Claim::Null(_) | Claim::Fh) {
-        // Reclaims and opens under a delegation get no new delegation.
-        return if want == WANT_NO_PREFERENCE {
-            Deleg::None
-        } else {
-            Deleg::NoneExt(WND4_CONTENTION)
-        };
-    }
-    let want_write = match want {
-        WANT_WRITE_DELEG => true,
-        WANT_READ_DELEG => false,
+    let want_write = match (claim, want) {
+        // A delegation reclaim (§10.2.1, §18.16.3 CLAIM_PREVIOUS delegate_type): the
+        // type the client held before the restart or takeover, under the grant
+        // policy of any OPEN (a back channel that answered, no conflict).
+        (Claim::Previous(RECLAIM_WRITE), _) => true,
+        (Claim::Previous(RECLAIM_READ), _) => false,
+        (Claim::Null(_) | Claim::Fh, WANT_WRITE_DELEG) => true,
+        (Claim::Null(_) | Claim::Fh, WANT_READ_DELEG) => false,
         // WANT_ANY_DELEG, WANT_NO_PREFERENCE: what the access asks for.
-        _ => access & ACCESS_WRITE != 0,
+        (Claim::Null(_) | Claim::Fh, _) => access & ACCESS_WRITE != 0,
+        // Other reclaims and opens under a delegation get no new delegation.
+        _ if want == WANT_NO_PREFERENCE => return Deleg::None,
+        _ => return Deleg::NoneExt(WND4_CONTENTION),
     };
     // §10.4: a write delegation only while no other client has the file open (its
     // I/O would conflict at once); the delegation table checks the rest.
