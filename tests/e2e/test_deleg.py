@@ -4,7 +4,9 @@
 A raw NFSv4.1 client (below: just the COMPOUNDs it needs) opens ONE TCP connection,
 creates a session with CONN_BACK_CHAN on it and acts as the callback service on that
 same connection: it answers every CALL the gateway sends (CB_NULL, CB_COMPOUND with
-CB_SEQUENCE + CB_RECALL) with a REPLY. Then:
+CB_SEQUENCE + CB_RECALL or CB_GETATTR) with a REPLY. CB_GETATTR (RFC 8881 §20.1) is
+answered for a file the client holds a write delegation on (`hold`) with the size and
+change attribute of what it wrote there (`note_write`), else NFS4ERR_BADHANDLE. Then:
 - the gateway probes the back channel with CB_NULL (AUTH_SYS) after CREATE_SESSION;
 - OPEN for reading gets a read delegation;
 - an NFSv3 WRITE to the file from another connection gets NFS3ERR_JUKEBOX while the
@@ -37,7 +39,9 @@ NFS4_PROGRAM = 100003
 CB_PROGRAM = 0x40000000
 OP_DELEGRETURN, OP_GETFH, OP_OPEN, OP_PUTFH, OP_PUTROOTFH = 8, 10, 18, 22, 24
 OP_EXCHANGE_ID, OP_CREATE_SESSION, OP_SEQUENCE, OP_RECLAIM_COMPLETE = 42, 43, 53, 58
-OP_CB_RECALL, OP_CB_SEQUENCE = 4, 11
+OP_CB_GETATTR, OP_CB_RECALL, OP_CB_SEQUENCE = 3, 4, 11
+FATTR4_CHANGE, FATTR4_SIZE = 3, 4
+NFS4ERR_BADHANDLE = 10001
 CONN_BACK_CHAN = 0x2
 NFS3ERR_JUKEBOX = 10008
 
@@ -56,6 +60,20 @@ class V4Client:
         self.clientid = 0
         self.callbacks: list = []   # (proc, decoded) of every CALL the gateway sent
         self.cb_slot_seq = 0        # last CB_SEQUENCE sequence id seen
+        # Files held under a write delegation: handle -> [size, change] as this client
+        # sees them (what CB_GETATTR answers, §10.4.3).
+        self.held: dict[bytes, list[int]] = {}
+
+    def hold(self, fh: bytes, size: int, change: int) -> None:
+        """A write delegation on `fh` granted while the file had `size` and `change`."""
+        self.held[fh] = [size, change]
+
+    def note_write(self, fh: bytes, off: int, count: int) -> None:
+        """A WRITE under the delegation: the client's size grows and its change
+        attribute moves, as a holder that caches its writes sees the file."""
+        if fh in self.held:
+            a = self.held[fh]
+            a[0], a[1] = max(a[0], off + count), a[1] + 1
 
     # -- records ----------------------------------------------------------------------
     def _recv(self, n: int) -> bytes:
@@ -100,15 +118,35 @@ class V4Client:
             assert u.u32() == OP_CB_SEQUENCE
             sess, seq, slot, high, cache, nref = u.fopaque(16), u.u32(), u.u32(), u.u32(), u.bool(), u.u32()
             assert sess == self.session and (slot, high, nref) == (0, 0, 0)
-            assert u.u32() == OP_CB_RECALL
-            sid = u.fopaque(16)
-            truncate = u.bool()
-            fh = u.opaque()
+            op = u.u32()
+            assert op in (OP_CB_RECALL, OP_CB_GETATTR), op
             self.cb_slot_seq = seq
-            self.callbacks.append(("CB_RECALL", dict(seq=seq, stateid=sid, fh=fh, truncate=truncate)))
             reply.u32(0).opaque(tag).u32(2)
             reply.u32(OP_CB_SEQUENCE).u32(0).fopaque(sess, 16).u32(seq).u32(0).u32(0).u32(0)
-            reply.u32(OP_CB_RECALL).u32(0)
+            if op == OP_CB_RECALL:
+                sid = u.fopaque(16)
+                truncate = u.bool()
+                fh = u.opaque()
+                self.callbacks.append(("CB_RECALL", dict(seq=seq, stateid=sid, fh=fh, truncate=truncate)))
+                reply.u32(OP_CB_RECALL).u32(0)
+            else:
+                fh = u.opaque()
+                bitmap = [u.u32() for _ in range(u.u32())]
+                self.callbacks.append(("CB_GETATTR", dict(seq=seq, fh=fh, bitmap=bitmap)))
+                reply.u32(OP_CB_GETATTR)
+                if fh in self.held:
+                    # §20.1.3: the attributes asked for, of those a holder knows
+                    # (change and size), in bit order.
+                    word0 = (bitmap[0] if bitmap else 0) & ((1 << FATTR4_CHANGE) | (1 << FATTR4_SIZE))
+                    size, change = self.held[fh]
+                    vals = Packer()
+                    if word0 & (1 << FATTR4_CHANGE):
+                        vals.u64(change)
+                    if word0 & (1 << FATTR4_SIZE):
+                        vals.u64(size)
+                    reply.u32(0).u32(1).u32(word0).opaque(vals.get())
+                else:
+                    reply.u32(NFS4ERR_BADHANDLE)
         self.send_record(reply.get())
 
     def pump(self, until, timeout: float = 15.0) -> None:

@@ -7,7 +7,13 @@ retransmission on the same slot and sequence id gets the cached reply (RFC 8881
 §2.10.6.1.3), a bad or closed stateid gets the worker's error, and kill -9 after
 COMMIT loses nothing.
 
-The raw NFSv4.1 client is test_deleg.py's (one TCP connection, one session).
+The raw NFSv4.1 client is test_deleg.py's (one TCP connection, one session). Write
+delegations are on by default (docs/delegations.md "Default"): the ring tests open with
+OPEN4_SHARE_ACCESS_WANT_NO_DELEG (RFC 8881 §18.16.3), as bench does, and get
+OPEN_DELEGATE_NONE_EXT / WND4_NOT_WANTED; one test takes the write delegation an OPEN
+without a preference gets and checks the holder's path: its READ/WRITE go to a worker
+(the file is held in the reactors' caches), and an NFSv3 GETATTR is answered from the
+holder's CB_GETATTR reply (§10.4.3) without a recall.
 """
 from __future__ import annotations
 
@@ -22,7 +28,8 @@ import nfsclient as N
 from nfsclient import Packer, Unpacker
 from conftest import free_port
 from statsutil import scrape
-from test_deleg import V4Client, OP_GETFH, OP_OPEN, OP_PUTFH, OP_PUTROOTFH, OP_SEQUENCE
+from test_deleg import (V4Client, OP_GETFH, OP_OPEN, OP_PUTFH, OP_PUTROOTFH, OP_SEQUENCE,
+                        wait_metric)
 
 OP_CLOSE, OP_COMMIT, OP_GETATTR, OP_READ, OP_WRITE = 4, 5, 9, 25, 38
 UNSTABLE4, DATA_SYNC4, FILE_SYNC4 = 0, 1, 2
@@ -41,6 +48,12 @@ READS = [(0, 1), (1, 4096), (4095, 5000), (65536, 65536), (100, 65537), (0, BIG)
          (SIZE + 100, 10), (5, 0), (2 << 20, BIG), ((1 << 64) - 1, 100), ((1 << 63) - 1, 1 << 30),
          (0, 1 << 20)]
 NFS4ERR_REP_TOO_BIG = 10066
+# OPEN (RFC 8881 §18.16): share access BOTH, with or without WANT_NO_DELEG; the
+# delegation types of the reply and WND4_NOT_WANTED.
+SHARE_BOTH, WANT_NO_DELEG = 3, 0x0400
+OPEN_DELEGATE_NONE, OPEN_DELEGATE_WRITE, OPEN_DELEGATE_NONE_EXT = 0, 2, 3
+WND4_NOT_WANTED = 0
+OP_DELEGRETURN = 8
 
 
 def _gw(gw_factory, io):
@@ -174,8 +187,18 @@ class Client(V4Client):
         return u.fopaque(8)
 
     def open_rw(self, name: bytes) -> tuple[bytes, bytes]:
+        """OPEN for reading and writing with WANT_NO_DELEG: the ring's files are
+        never held (a write delegation's holder goes to a worker)."""
+        sid, deleg, fh = self.open_both(name, SHARE_BOTH | WANT_NO_DELEG)
+        assert deleg == (OPEN_DELEGATE_NONE_EXT, WND4_NOT_WANTED), \
+            f"WANT_NO_DELEG: no delegation, and why (§18.16.3): {deleg}"
+        return sid, fh
+
+    def open_both(self, name: bytes, share: int):
+        """(open stateid, delegation, fh): the delegation is (NONE_EXT, why), (NONE,
+        None) or (WRITE, its stateid)."""
         ops = self.sequence() + Packer().u32(OP_PUTROOTFH).get()
-        ops += (Packer().u32(OP_OPEN).u32(0).u32(3).u32(0)           # seqid, BOTH, DENY_NONE
+        ops += (Packer().u32(OP_OPEN).u32(0).u32(share).u32(0)       # seqid, access, DENY_NONE
                 .u64(self.clientid).opaque(b"owner-rw").u32(0)      # owner, NOCREATE
                 .u32(0).opaque(name).get())                          # CLAIM_NULL
         ops += Packer().u32(OP_GETFH).get()
@@ -190,11 +213,28 @@ class Client(V4Client):
         for _ in range(u.u32()):
             u.u32()
         dtype = u.u32()
-        assert dtype in (0, 3), "no write delegation expected"
-        if dtype == 3:
-            u.u32()
+        assert dtype in (OPEN_DELEGATE_NONE, OPEN_DELEGATE_WRITE, OPEN_DELEGATE_NONE_EXT), dtype
+        deleg = (dtype, None)
+        if dtype == OPEN_DELEGATE_NONE_EXT:
+            why = u.u32()
+            assert why == WND4_NOT_WANTED, why   # no CONTENTION/RESOURCE bool follows
+            deleg = (dtype, why)
+        elif dtype == OPEN_DELEGATE_WRITE:
+            # open_write_delegation4: stateid, recall, nfs_space_limit4, nfsace4.
+            deleg = (dtype, u.fopaque(16))
+            u.bool()
+            if u.u32() == 1:      # NFS_LIMIT_SIZE
+                u.u64()
+            else:                 # NFS_LIMIT_BLOCKS
+                u.u32(), u.u32()
+            u.u32(), u.u32(), u.u32()
+            u.opaque()
         assert (u.u32(), u.u32()) == (OP_GETFH, 0)
-        return sid, u.opaque()
+        return sid, deleg, u.opaque()
+
+    def delegreturn(self, fh: bytes, sid: bytes) -> int:
+        self.compound(self.putfh(fh) + Packer().u32(OP_DELEGRETURN).fopaque(sid, 16).get(), 3)
+        return self.status
 
     def close(self, fh, sid) -> int:
         self.compound(self.putfh(fh) + Packer().u32(OP_CLOSE).u32(0).fopaque(sid, 16).get(), 3)
@@ -474,3 +514,65 @@ def test_v4_bench_on_the_ring_verified(gw_factory, transport):
     # refresh per second.
     assert jobs <= 40 + 5 * 8 + 4 * elapsed, f"{jobs} of {ops} data COMPOUNDs on workers"
     assert (g.data_dir / f"v4-{transport}.dat").stat().st_size == 8 << 20
+
+
+def test_v4_write_delegation_holder_goes_to_workers_and_answers_cb_getattr(gw_factory):
+    """Write delegations at the default (on): an OPEN for BOTH with no preference, once
+    the back channel answered its CB_NULL, gets OPEN_DELEGATE_WRITE (RFC 8881 §10.4).
+    The file is then held in the reactors' caches: the holder's READ and WRITE run on
+    workers, byte-exact. An NFSv3 GETATTR of it asks the holder by CB_GETATTR (§10.4.3,
+    §20.1) and reports the size the holder answered (bytes it holds and never sent),
+    with no CB_RECALL; after DELEGRETURN the ring serves the file again."""
+    g = _gw(gw_factory, "uring")
+    v3, fh = _v3_file(g, "held", b"")
+    c = Client(g)
+    c.pump(lambda: ("CB_NULL", None) in c.callbacks)
+    wait_metric(g.stats_port, "nfsgw_callbacks_total", 1, result="replied")
+    sid, (dtype, dsid), fh4 = c.open_both(b"held", SHARE_BOTH)
+    assert fh4 == fh and dtype == OPEN_DELEGATE_WRITE, dtype
+    change0, size0, _, _ = c.getattr(fh)
+    assert size0 == 0
+    c.hold(fh, size0, change0)
+
+    before = _data_jobs(g)
+    data = os.urandom(256 << 10)
+    for off in range(0, len(data), 65536):
+        c.write(fh, off, data[off:off + 65536], dsid)
+        c.note_write(fh, off, 65536)
+    body, _ = c.read(fh, 0, len(data), dsid)
+    assert body == data
+    jobs = _data_jobs(g) - before
+    assert jobs >= 5, f"the holder's 4 WRITEs and READ ran on workers ({jobs} data jobs)"
+
+    # Bytes the holder keeps and has not sent (§10.4.3): the server's size is 256 KiB,
+    # the holder's 300000.
+    c.note_write(fh, len(data), 300000 - len(data))
+    recalls = scrape(g.stats_port).sum("nfsgw_delegation_recalls_total", result="sent")
+    size = None
+    for _ in range(50):
+        r = v3.getattr(fh)
+        if r.status == N.NFS3ERR_JUKEBOX:
+            # The gateway waits 100 ms for the answer; ours comes once we read it.
+            c.pump(lambda: any(k == "CB_GETATTR" for k, _ in c.callbacks), timeout=5)
+            continue
+        size = r.check("GETATTR").attr.size
+        break
+    assert size == 300000, "the holder's size, from its CB_GETATTR answer"
+    ask = next(d for k, d in c.callbacks if k == "CB_GETATTR")
+    assert ask["fh"] == fh and ask["bitmap"][0] & 0x18 == 0x18, ask
+    assert not any(k == "CB_RECALL" for k, _ in c.callbacks), "GETATTR recalls nothing"
+    assert scrape(g.stats_port).sum("nfsgw_delegation_recalls_total", result="sent") == recalls
+    assert (g.data_dir / "held").stat().st_size == len(data), "never written to the file"
+
+    # The holder flushes and returns the delegation; the ring serves the file again.
+    tail = os.urandom(300000 - len(data))
+    c.write(fh, len(data), tail, sid)
+    c.commit(fh)
+    assert c.delegreturn(fh, dsid) == 0
+    c.read(fh, 0, 100, sid)   # a worker READ teaches the reactor the file again
+    before = _data_jobs(g)
+    for _ in range(8):
+        body, _ = c.read(fh, 0, 4096, sid)
+        assert body == data[:4096]
+    assert _data_jobs(g) - before <= 2, "released: the ring answers again"
+    assert v3.read_all(fh) == data + tail

@@ -386,8 +386,8 @@ fi
 # NFSv4.2 over RDMA (RFC 7862 COMPOUNDs on the same transport; READ_PLUS is not
 # DDP-eligible, RFC 8267 §6.1): a mount with no version negotiates 4.2, copy_file_range
 # is a server-side COPY (bytes into the gateway over RDMA stay under 9 MiB for 8 MiB
-# written), SEEK_HOLE finds a punched hole. (User xattrs on this mount answered
-# EOPNOTSUPP in the 2026-11-29 run, while they work over TCP: docs/nfs42.md.)
+# written), SEEK_HOLE finds a punched hole. (User xattrs and delegations over 4.2/RDMA:
+# kernel-nfs42.sh with KERNEL_V42_PROTO=rdma, part 0 of kernel-nfs-rdma.sh.)
 v42_mount() {
   timeout -s KILL 120 mount -t nfs -o "proto=rdma,port=$PORT$OPT_EXTRA" "$ADDR:/" $M || return 1
   local opts; opts=$(awk -v m=$M '$2 == m {print $4}' /proc/mounts)

@@ -4,6 +4,13 @@
 # one line per check, exit 1 at the first failure.
 #
 #   kernel-nfs42.sh GATEWAY_BINARY
+#   KERNEL_V42_PROTO=rdma kernel-nfs42.sh RDMA_GATEWAY_BINARY   (Soft-RoCE rxe0 on eth0:
+#       VM_RXE=1; the binary built with --features rdma, tests/vm/build-rdma.sh)
+#
+# KERNEL_V42_PROTO [tcp]: the 4.2 mount's transport; rdma mounts proto=rdma,port=20049
+# on RDMA_ADDR [10.0.2.15] (the gateway's verbs listener), so every check below, the
+# callbacks included, runs over RPC-over-RDMA and its back channel (RFC 8167); the
+# NFSv3 second client stays on TCP.
 #
 # Checks (RFC 7862, RFC 8276): `mount -t nfs 127.0.0.1:/ /mnt42` with no options
 # negotiates 4.2 (/proc/mounts); `cp` of a 16 MiB file is a server-side COPY (the
@@ -11,27 +18,36 @@
 # after dropping caches; `cp --reflink=always` (CLONE) gives the same bytes; `fallocate
 # -p` punches zeros and keeps the size; SEEK_HOLE/SEEK_DATA find the punched hole;
 # `fallocate -l` extends; user extended attributes set, read, listed and removed;
-# with KERNEL_V42_DELEG=1 (VM_ENV="KERNEL_V42_DELEG" through run-vm-stages.sh), delegations
-# (RFC 8881 §10.4, the gateway with nfs4.write_delegations on): a reader and then a
-# writer on the 4.2 mount each get one (nfsgw_delegations goes up), a stat on a second
-# (NFSv3, noac) mount in the same guest sees the write delegation holder's unflushed
-# size through CB_GETATTR without recalling it, an NFSv3 writer there recalls it
-# (CB_RECALL sent and answered) and the file then holds exactly both writers' bytes. Off by default: in its first run
-# (2026-11-29, Linux 6.1) the recall was never answered (docs/nfs42.md).
-# Last line: "KERNEL NFSV4.2: PASS".
+# delegations (RFC 8881 §10.4, the gateway at its defaults: write delegations on): a
+# reader and then a writer on the 4.2 mount each get one (nfsgw_delegations is not 0
+# after the open), a stat on a second (NFSv3, noac) mount in the same guest sees the
+# write delegation holder's size through CB_GETATTR without recalling it (CB_GETATTR is
+# sent for a write delegation only), an NFSv3 writer there recalls it (CB_RECALL sent
+# and answered) and the file then holds exactly both writers' bytes. KERNEL_V42_DELEG=0
+# skips the delegation part (it first passed on 2026-11-29 with Linux 6.1, over TCP and
+# RDMA: docs/nfs42.md).
+# Last line: "KERNEL NFSV4.2: PASS" ("KERNEL NFSV4.2/RDMA: PASS" over RDMA).
 set -euo pipefail
 GW=${1:?gateway binary}
 W=$(mktemp -d)
 M=/mnt42
 STATS=127.0.0.1:9108
 SRVPID=""
-DELEG=${KERNEL_V42_DELEG:-0}
+DELEG=${KERNEL_V42_DELEG:-1}
+PROTO=${KERNEL_V42_PROTO:-tcp}
+ADDR=${RDMA_ADDR:-10.0.2.15}
+case "$PROTO" in
+  tcp) TAG=v4.2; SERVER=127.0.0.1; MOUNT_OPTS=""; RDMA_TOML="" ;;
+  rdma) TAG=v4.2/rdma; SERVER=$ADDR; MOUNT_OPTS="-o proto=rdma,port=20049"
+        RDMA_TOML=$(printf '[rdma]\nprovider = "verbs"\nlisten = "%s:20049"' "$ADDR") ;;
+  *) echo "FAIL KERNEL_V42_PROTO=$PROTO: tcp or rdma"; exit 1 ;;
+esac
 T0=$(date +%s.%N)
-say() { echo "v4.2: $*"; }
+say() { echo "$TAG: $*"; }
 check() {
   local d=$1 t; shift
-  if "$@"; then t=$(date +%s.%N); awk -v d="$d" -v a="$T0" -v b="$t" 'BEGIN {printf "ok   v4.2 %s (%.1fs)\n", d, b - a}'; T0=$t
-  else echo "FAIL v4.2 $d"; tail -n 30 "$W/gw.log"; exit 1; fi
+  if "$@"; then t=$(date +%s.%N); awk -v d="$d" -v a="$T0" -v b="$t" -v g="$TAG" 'BEGIN {printf "ok   %s %s (%.1fs)\n", g, d, b - a}'; T0=$t
+  else echo "FAIL $TAG $d"; tail -n 30 "$W/gw.log"; exit 1; fi
 }
 on_exit() {
   umount -f -l /mnt42v3 2>/dev/null || true
@@ -57,6 +73,7 @@ cores = [0]
 idle = "adaptive"
 [tcp]
 listen = "127.0.0.1:2049"
+$RDMA_TOML
 [backend]
 kind = "fs"
 root = "$W/disk/data"
@@ -64,11 +81,9 @@ root = "$W/disk/data"
 dir = "$W/disk/state"
 [stats]
 listen = "$STATS"
-[nfs4]
-write_delegations = $([ "$DELEG" = 1 ] && echo true || echo false)
 [[exports]]
 path = "/"
-clients = ["127.0.0.0/8"]
+clients = ["127.0.0.0/8", "$ADDR/32"]
 squash = "none"
 TOML
 "$GW" --config "$W/gw.toml" > "$W/gw.log" 2>&1 &
@@ -83,10 +98,12 @@ up() {
 }
 check "gateway up" up
 
-check "mount -t nfs 127.0.0.1:/ $M (no options)" mount -t nfs 127.0.0.1:/ $M
+# shellcheck disable=SC2086 # MOUNT_OPTS is two words or none
+check "mount -t nfs${MOUNT_OPTS:+ $MOUNT_OPTS} $SERVER:/ $M (no version)" timeout -s KILL 120 mount -t nfs $MOUNT_OPTS $SERVER:/ $M
 opts=$(awk -v m=$M '$2 == m {print $4}' /proc/mounts)
 say "mount options: $opts"
 check "/proc/mounts shows vers=4.2" grep -q 'vers=4\.2' <<<"$opts"
+check "/proc/mounts shows proto=$PROTO" grep -qE "(^|,)proto=$PROTO(,|$)" <<<"$opts"
 
 # ---- COPY: cp uses copy_file_range, the client sends COPY ----------------------------------
 bytes_in() {
@@ -163,16 +180,21 @@ rm -f $M/a $M/b $M/c $M/new
 
 # ---- delegations recalled by an NFSv3 writer (RFC 8881 §10.4, §20.2) ------------------------
 if [ "$DELEG" = 1 ]; then
-metric() {  # the sum of every series of each named metric, ``name:result`` picks result="..."
-  python3 - "$STATS" "$@" <<'PY'
+# The sum of every series of each named metric, ``name:result`` picks result="...";
+# series labelled with a transport count only that of the mount (the callbacks of a
+# proto=rdma mount must go over the RDMA back channel, RFC 8167).
+metric() {
+  python3 - "$STATS" "$PROTO" "$@" <<'PY'
 import sys, urllib.request
 text = urllib.request.urlopen(f"http://{sys.argv[1]}/metrics", timeout=5).read().decode()
+transport = f'transport="{sys.argv[2]}"'
 out = []
-for want in sys.argv[2:]:
+for want in sys.argv[3:]:
     name, _, result = want.partition(":")
     out.append(str(int(sum(float(l.split()[-1]) for l in text.splitlines()
                            if (l.startswith(name + "{") or l.startswith(name + " "))
-                           and (not result or f'result="{result}"' in l)))))
+                           and (not result or f'result="{result}"' in l)
+                           and ("transport=" not in l or transport in l)))))
 print(" ".join(out))
 PY
 }
@@ -193,7 +215,11 @@ recalled_by_v3() {  # label open-redirection
   if [ "$label" = write ]; then printf 'holder\n' >&7; else cat <&7 > /dev/null; fi
   dg=$(metric nfsgw_delegations)
   say "nfsgw_delegations ($label): $dg0 -> $dg"
-  check "the 4.2 $label opener holds a delegation (nfsgw_delegations went up)" gt "$dg0" "$dg"
+  # Not "went up": Linux may return an earlier file's unused delegation as it opens
+  # this one (the reader's, re-granted to its `cat` once the v3 writer's 30 s had
+  # passed, was returned in the same moment in a 2026-11-29 run: 1 -> 1). Whose it
+  # is, the callbacks below show: CB_GETATTR for the writer, CB_RECALL for both.
+  check "the 4.2 $label opener holds a delegation (nfsgw_delegations not 0)" test "$dg" -ge 1
   read -r rs0 ra0 <<<"$(metric nfsgw_delegation_recalls_total:sent nfsgw_delegation_recalls_total:answered)"
   if [ "$label" = write ]; then
     # CB_GETATTR (RFC 8881 §10.4.3): a GETATTR on the noac NFSv3 mount asks the holder,
@@ -227,5 +253,5 @@ rm -f $M/deleg-read $M/deleg-write
 check "unmount the NFSv3 mount" umount $M3
 fi
 check "unmount" umount $M
-if grep -q panicked "$W/gw.log"; then echo "FAIL v4.2 the gateway panicked"; tail -n 30 "$W/gw.log"; exit 1; fi
-echo "KERNEL NFSV4.2: PASS"
+if grep -q panicked "$W/gw.log"; then echo "FAIL $TAG the gateway panicked"; tail -n 30 "$W/gw.log"; exit 1; fi
+if [ "$PROTO" = rdma ]; then echo "KERNEL NFSV4.2/RDMA: PASS"; else echo "KERNEL NFSV4.2: PASS"; fi
