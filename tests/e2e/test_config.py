@@ -74,7 +74,7 @@ def test_print_config_round_trips_and_redacts(gateway_bin, tmp_path):
     assert out.count('"<redacted>"') == 2, out
     assert "AKIDPRINTED" in out
     # Defaults filled in: keys the file never set, and the export's handle id.
-    for line in ["max_connections = 1024", "lease_time_s = 90", "size_mib = 256", "id = 0",
+    for line in ["max_connections = 1024", "lease_time_s = 60", "size_mib = 256", "id = 0",
                  'hugepages = "auto"', "timeout_s = "]:
         assert line in out, (line, out)
     printed = tmp_path / "printed.toml"

@@ -86,8 +86,13 @@ pub struct Nfs4Config {
     pub write_delegations: bool,
 }
 
+/// 60 s, NFS-Ganesha's default (knfsd's is 90 s): a delegation whose recall is not
+/// answered is revoked one lease after the recall, and a client that loses a
+/// fore-channel slot per call still NFS4ERR_DELAY after ten 1 s retries (pynfs DELEG8,
+/// 8 slots ≈ 80 s) must see it revoked first (docs/delegations.md "Default"). The
+/// default grace period after a restart or takeover is one lease too.
 pub(super) fn default_lease_time_s() -> u64 {
-    90
+    60
 }
 pub(super) fn default_max_clients() -> usize {
     4096
