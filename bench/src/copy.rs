@@ -155,12 +155,17 @@ pub fn run(args: &RunArgs, target: &Target, file_size: u64) -> anyhow::Result<()
         }
         i += 1;
     };
-    for f in &files {
-        c.close(f)?;
-    }
-    out.delays += c.jukebox();
-    c.finish()?;
+    // A failed copy is the error to report; the teardown after it may fail too
+    // (DESTROY_CLIENTID answers CLIENTID_BUSY while the copy's target is open).
+    let teardown = (|| {
+        for f in &files {
+            c.close(f)?;
+        }
+        out.delays += c.jukebox();
+        c.finish()
+    })();
     result?;
+    teardown?;
     report(args, file_size, &out);
     anyhow::ensure!(
         out.verify_failures == 0,
