@@ -150,7 +150,16 @@ pub fn run(args: &RunArgs, target: &Target, file_size: u64) -> anyhow::Result<()
         }
         let src = (i % files.len() as u64) as usize;
         let name = format!("{}.copy-{}-{i}", args.file, std::process::id());
-        if let Err(e) = one(args, &mut c, &root, &files[src], src, &name, file_size, &mut out) {
+        if let Err(e) = one(
+            args,
+            &mut c,
+            &root,
+            &files[src],
+            src,
+            &name,
+            file_size,
+            &mut out,
+        ) {
             break Err(e.context(format!("copy {i} ({name})")));
         }
         i += 1;
@@ -237,10 +246,7 @@ fn one(
     }
     c.close(&dst)?;
     let body = c.compound(&[Op4::Putfh(root), Op4::Remove(name)])?;
-    check(
-        &reply::decode(&body).map_err(anyhow::Error::msg)?,
-        "REMOVE",
-    )
+    check(&reply::decode(&body).map_err(anyhow::Error::msg)?, "REMOVE")
 }
 
 /// One READ or WRITE of the through-client copy.
@@ -418,21 +424,19 @@ mod tests {
         let o = Copied {
             copies: 4,
             bytes: 4 << 20,
-            latencies: [400, 100, 300, 200]
-                .map(Duration::from_millis)
-                .to_vec(),
+            latencies: [400, 100, 300, 200].map(Duration::from_millis).to_vec(),
             ..Copied::default()
         };
         assert!((o.seconds() - 1.0).abs() < 1e-9);
         assert!((o.mib_per_s() - 4.0).abs() < 1e-9);
         assert!((o.ops_per_s() - 4.0).abs() < 1e-9);
-        assert_eq!(
-            (o.latency_ms(0.0), o.latency_ms(1.0)),
-            (100.0, 400.0)
-        );
+        assert_eq!((o.latency_ms(0.0), o.latency_ms(1.0)), (100.0, 400.0));
         assert!(o.latency_ms(0.5) == 200.0 || o.latency_ms(0.5) == 300.0);
         let none = Copied::default();
-        assert_eq!((none.mib_per_s(), none.ops_per_s(), none.latency_ms(0.5)), (0.0, 0.0, 0.0));
+        assert_eq!(
+            (none.mib_per_s(), none.ops_per_s(), none.latency_ms(0.5)),
+            (0.0, 0.0, 0.0)
+        );
     }
 
     #[test]

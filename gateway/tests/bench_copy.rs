@@ -124,7 +124,13 @@ fn bench_copy_server_side_and_through_the_client() {
         (&["--workload", "copy"], "--nfs 4.2"),
         (&["--nfs", "4.2", "--mix", "copy:1"], "not part of a mix"),
         (
-            &["--nfs", "4.2", "--workload", "getattr", "--copy-through-client"],
+            &[
+                "--nfs",
+                "4.2",
+                "--workload",
+                "getattr",
+                "--copy-through-client",
+            ],
             "--workload copy",
         ),
     ] {

@@ -36,10 +36,7 @@ mod tests {
     #[test]
     fn hints_map_to_read_advice_and_the_bits_honoured() {
         let b = |n: u32| 1u32 << n;
-        assert_eq!(
-            of(b(SEQUENTIAL)),
-            Some((ReadAdvice::Ahead, b(SEQUENTIAL)))
-        );
+        assert_eq!(of(b(SEQUENTIAL)), Some((ReadAdvice::Ahead, b(SEQUENTIAL))));
         // Bits not acted on (READ = 8, NOREUSE = 7) are left out of the answer.
         assert_eq!(
             of(b(WILLNEED) | b(SEQUENTIAL) | b(8) | b(7)),

@@ -398,10 +398,14 @@ mod advice_tests {
         assert_eq!(buf[0], (5000 % 251) as u8);
         assert_eq!(fetches.load(Ordering::Relaxed), 1 + ADVISED_DEPTH as usize);
         // Another key, not advised: the first read is not read ahead.
-        assert!(ra.read("other", 0, &mut buf, Some(64 << 10), &fetch).is_none());
+        assert!(ra
+            .read("other", 0, &mut buf, Some(64 << 10), &fetch)
+            .is_none());
         // Back to normal: the stream starts again, unadvised.
         assert!(ra.advise("k", ReadAdvice::Normal));
-        assert!(ra.read("k", 9000, &mut buf, Some(64 << 10), &fetch).is_none());
+        assert!(ra
+            .read("k", 9000, &mut buf, Some(64 << 10), &fetch)
+            .is_none());
     }
 
     #[test]
