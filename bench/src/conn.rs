@@ -251,6 +251,8 @@ impl ConnState {
                 slot.kind = op.kinds()[0];
                 match op {
                     Op::Null => v4.encode(plan, out, xid, &cred, slot.file, &Call::Null)?,
+                    // Run by `copy.rs`, never by the load loop.
+                    Op::Copy => anyhow::bail!("copy is not a load op"),
                     Op::Getattr | Op::Lookup => {
                         slot.file = rnd_file(&mut self.rng);
                         let call = if op == Op::Getattr {

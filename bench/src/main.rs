@@ -21,6 +21,7 @@
 mod bridge;
 mod client;
 mod conn;
+mod copy;
 mod driver;
 mod exports;
 mod fileset;
@@ -153,6 +154,10 @@ pub struct RunArgs {
     /// tcp:// target (READ_PLUS data is inline, no RDMA write chunk).
     #[arg(long)]
     pub read_plus: bool,
+    /// `--workload copy`: copy through bench (READ + WRITE) instead of the server-side
+    /// COPY, for comparison (docs/bench.md "Copy").
+    #[arg(long)]
+    pub copy_through_client: bool,
     /// RDMA provider for rdma:// targets.
     #[arg(long, value_enum, default_value = "soft")]
     pub provider: Provider,

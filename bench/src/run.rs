@@ -114,6 +114,13 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
         .file_size
         .or(args.size_mib.map(|m| m << 20))
         .unwrap_or(64 << 20);
+    if args.workload == Op::Copy && args.mix.is_none() {
+        return crate::copy::run(&args, &target, file_size);
+    }
+    anyhow::ensure!(
+        !args.copy_through_client,
+        "--copy-through-client is for --workload copy"
+    );
     let usable: Vec<core_affinity::CoreId> = match &args.cpus {
         Some(list) => parse_cpus(list)?
             .into_iter()

@@ -16,9 +16,13 @@ pub enum Op {
     Seqread,
     Randwrite,
     Seqwrite,
+    /// A whole file of the set copied to a new name: COPY inside the server (NFSv4.2,
+    /// RFC 7862 §15.2), or READ + WRITE through bench with `--copy-through-client`.
+    /// A run of its own (`copy.rs`), never part of a mix.
+    Copy,
 }
 
-pub const ALL_OPS: [Op; 9] = [
+pub const ALL_OPS: [Op; 10] = [
     Op::Null,
     Op::Getattr,
     Op::Lookup,
@@ -28,6 +32,7 @@ pub const ALL_OPS: [Op; 9] = [
     Op::Seqread,
     Op::Randwrite,
     Op::Seqwrite,
+    Op::Copy,
 ];
 
 impl Op {
@@ -42,6 +47,7 @@ impl Op {
             Op::Seqread => "seqread",
             Op::Randwrite => "randwrite",
             Op::Seqwrite => "seqwrite",
+            Op::Copy => "copy",
         }
     }
 
@@ -68,6 +74,8 @@ impl Op {
             Op::Createremove => &[Kind::Create, Kind::Remove],
             Op::Randread | Op::Seqread => &[Kind::Read],
             Op::Randwrite | Op::Seqwrite => &[Kind::Write],
+            // Reported by the copy run itself (MiB/s and copies/s), not per procedure.
+            Op::Copy => &[Kind::Write],
         }
     }
 
@@ -164,6 +172,9 @@ impl Mix {
                     ALL_OPS.map(Op::name).join(", ")
                 )
             })?;
+            if op == Op::Copy {
+                return Err("copy is a run of its own (--workload copy), not part of a mix".into());
+            }
             match entries.iter_mut().find(|(o, _)| *o == op) {
                 Some((_, w)) => *w = w.saturating_add(weight),
                 None => entries.push((op, weight)),
@@ -236,6 +247,8 @@ mod tests {
             "randread:-1",
             "bogus:1",
             "randread:4294967295,getattr:1",
+            "copy",
+            "randread:1,copy:1",
         ] {
             assert!(Mix::parse(bad).is_err(), "{bad:?}");
         }

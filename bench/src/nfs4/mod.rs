@@ -56,14 +56,14 @@ fn read_plus() -> bool {
 /// Operation numbers (RFC 8881 §16.2.1, nfs_opnum4).
 pub mod op {
     pub use nfs_wire::nfs4::{
-        OP_CLOSE as CLOSE, OP_COMMIT as COMMIT, OP_CREATE as CREATE,
+        OP_CLOSE as CLOSE, OP_COMMIT as COMMIT, OP_COPY as COPY, OP_CREATE as CREATE,
         OP_CREATE_SESSION as CREATE_SESSION, OP_DELEGRETURN as DELEGRETURN,
         OP_DESTROY_CLIENTID as DESTROY_CLIENTID, OP_DESTROY_SESSION as DESTROY_SESSION,
         OP_EXCHANGE_ID as EXCHANGE_ID, OP_GETATTR as GETATTR, OP_GETFH as GETFH,
         OP_LOOKUP as LOOKUP, OP_OPEN as OPEN, OP_PUTFH as PUTFH, OP_PUTROOTFH as PUTROOTFH,
         OP_READ as READ, OP_READDIR as READDIR, OP_READ_PLUS as READ_PLUS,
-        OP_RECLAIM_COMPLETE as RECLAIM_COMPLETE, OP_REMOVE as REMOVE, OP_SEQUENCE as SEQUENCE,
-        OP_WRITE as WRITE,
+        OP_RECLAIM_COMPLETE as RECLAIM_COMPLETE, OP_REMOVE as REMOVE, OP_SAVEFH as SAVEFH,
+        OP_SEQUENCE as SEQUENCE, OP_WRITE as WRITE,
     };
 }
 
@@ -181,6 +181,18 @@ pub enum Op4<'a> {
     /// asking type and size (RFC 8881 §18.23).
     ReaddirAt(u64, [u8; 8]),
     Delegreturn(Stateid),
+    /// SAVEFH (RFC 8881 §18.27): COPY's source is the saved filehandle.
+    Savefh,
+    /// COPY (RFC 7862 §15.2) inside the server, consecutive and synchronous, from the
+    /// saved filehandle (`src` stateid, offset) to the current one (`dst`, offset), of
+    /// `count` bytes (0: to the source's end).
+    Copy {
+        src: Stateid,
+        dst: Stateid,
+        src_off: u64,
+        dst_off: u64,
+        count: u64,
+    },
     ReclaimComplete,
     DestroySession(SessionId),
     DestroyClientid(u64),
@@ -255,6 +267,8 @@ impl Op4<'_> {
             Op4::Mkdir(_) => op::CREATE,
             Op4::ReaddirAt(..) => op::READDIR,
             Op4::Delegreturn(_) => op::DELEGRETURN,
+            Op4::Savefh => op::SAVEFH,
+            Op4::Copy { .. } => op::COPY,
             Op4::ReclaimComplete => op::RECLAIM_COMPLETE,
             Op4::DestroySession(_) => op::DESTROY_SESSION,
             Op4::DestroyClientid(_) => op::DESTROY_CLIENTID,
@@ -273,7 +287,25 @@ impl Op4<'_> {
         match *self {
             Op4::Sequence(s) => v4op::sequence(w, &s.session, s.seqid, s.slot, s.highest, false),
             Op4::Putfh(fh) => v4op::putfh(w, fh),
-            Op4::Putrootfh | Op4::Getfh => v4op::bare(w, self.num()),
+            Op4::Putrootfh | Op4::Getfh | Op4::Savefh => v4op::bare(w, self.num()),
+            Op4::Copy {
+                src,
+                dst,
+                src_off,
+                dst_off,
+                count,
+            } => {
+                let range = v4op::CopyRange {
+                    src_stateid: src.bytes(),
+                    dst_stateid: dst.bytes(),
+                    src_offset: src_off,
+                    dst_offset: dst_off,
+                    count,
+                };
+                // ca_synchronous: the reply is the copy done (§15.2.3); no source
+                // server: a copy inside this one.
+                v4op::copy(w, &range, true, &[])
+            }
             Op4::ReclaimComplete => v4op::reclaim_complete(w, false),
             Op4::Getattr(attrs) => v4op::getattr(w, Bitmap::of(attrs).words()),
             Op4::Lookup(name) | Op4::Remove(name) => v4op::named(w, self.num(), name.as_bytes()),

@@ -28,6 +28,11 @@ pub struct Decoded<'a> {
     pub deleg: Option<Stateid>,
     /// READ data.
     pub data: Option<&'a [u8]>,
+    /// A synchronous COPY's write_response4 (RFC 7862 §15.2.2): bytes copied and
+    /// stable_how4; `None` when the server made the copy asynchronous (a callback id).
+    pub copied: Option<(u64, u32)>,
+    /// COPY answered with a callback id: the copy runs on after the reply.
+    pub copy_async: bool,
     /// READDIR: one page of the listing.
     pub dir: Option<DirPage>,
     /// EXCHANGE_ID: clientid and the sequence id for CREATE_SESSION.
@@ -163,6 +168,7 @@ fn op_result<'a>(opnum: u32, r: &mut XdrReader<'a>, d: &mut Decoded<'a>) -> XdrR
             d.seq_done = true;
         }
         op::PUTFH
+        | op::SAVEFH
         | op::PUTROOTFH
         | op::LOOKUP
         | op::DELEGRETURN
@@ -192,6 +198,24 @@ fn op_result<'a>(opnum: u32, r: &mut XdrReader<'a>, d: &mut Decoded<'a>) -> XdrR
         op::READ_PLUS => {
             r.bool()?; // rpr_eof
             d.data = Some(read_plus_data(r)?);
+        }
+        op::COPY => {
+            // write_response4: wr_callback_id<1>, wr_count, wr_committed, verifier;
+            // then copy_requirements4 (consecutive, synchronous).
+            match r.u32()? {
+                0 => {}
+                1 => {
+                    stateid(r)?;
+                    d.copy_async = true;
+                }
+                _ => return Err(engine::xdr::XdrError::BadValue),
+            }
+            let count = r.u64()?;
+            let committed = r.u32()?;
+            r.skip(8 + 8)?;
+            if !d.copy_async {
+                d.copied = Some((count, committed));
+            }
         }
         op::OPEN => {
             d.open = Some(stateid(r)?);

@@ -408,3 +408,72 @@ fn operations_match_nfs_wire_ops() {
     let n = encode_compound(&mut out, 0x31, &Cred::None, &ops).unwrap();
     assert_eq!(out[4..n], compound_call(0x31, &Cred::None, &want)[..]);
 }
+
+/// The copy workload's COMPOUND (SAVEFH of the source, COPY to the current file) is
+/// what nfs-wire's builder writes: a synchronous, consecutive COPY inside the server
+/// (RFC 7862 §15.2.1: no ca_source_server).
+#[test]
+fn copy_matches_nfs_wire_and_its_reply_decodes() {
+    use nfs_wire::v4call::{compound_call, Ops};
+    let (src, dst) = (
+        Stateid {
+            seqid: 1,
+            other: [1; 12],
+        },
+        Stateid {
+            seqid: 2,
+            other: [2; 12],
+        },
+    );
+    let range = v4op::CopyRange {
+        src_stateid: src.bytes(),
+        dst_stateid: dst.bytes(),
+        src_offset: 0,
+        dst_offset: 0,
+        count: 5 << 20,
+    };
+    let want = Ops::new().putfh(b"s").savefh().copy(&range, true);
+    let ops = [
+        Op4::Putfh(b"s"),
+        Op4::Savefh,
+        Op4::Copy {
+            src,
+            dst,
+            src_off: 0,
+            dst_off: 0,
+            count: 5 << 20,
+        },
+    ];
+    let mut out = vec![0u8; 1024];
+    let n = encode_compound(&mut out, 0x32, &Cred::None, &ops).unwrap();
+    assert_eq!(out[4..n], compound_call(0x32, &Cred::None, &want)[..]);
+
+    // Done in the reply: no callback id, 5 MiB, FILE_SYNC4, verifier, requirements.
+    let body = Body::new(0, 4)
+        .seq_ok()
+        .w(&[op::PUTFH, 0, op::SAVEFH, 0, op::COPY, 0, 0, 0, 5 << 20, 2])
+        .b(&[9; 8])
+        .w(&[1, 1]);
+    let d = decode(&body.0).unwrap();
+    assert!(d.ok() && d.seq_done && !d.copy_async);
+    assert_eq!(d.copied, Some((5 << 20, 2)));
+    // Left running: a callback id, nothing counted as copied.
+    let body = Body::new(0, 2)
+        .seq_ok()
+        .w(&[op::COPY, 0, 1, 3])
+        .b(&[4; 12])
+        .w(&[0, 0, 0])
+        .b(&[9; 8])
+        .w(&[1, 0]);
+    let d = decode(&body.0).unwrap();
+    assert!(d.copy_async && d.copied.is_none());
+    // A bad wr_callback_id count is malformed, and so is a cut reply.
+    let bad = Body::new(0, 2).seq_ok().w(&[op::COPY, 0, 2]);
+    assert!(decode(&bad.0).is_err());
+    let cut = Body::new(0, 2).seq_ok().w(&[op::COPY, 0, 0, 0]);
+    assert!(decode(&cut.0).is_err());
+    // A failed COPY reports its status and op.
+    let failed = Body::new(10004, 2).seq_ok().w(&[op::COPY, 10004]);
+    let d = decode(&failed.0).unwrap();
+    assert_eq!((d.status, d.failed_op, d.copied), (10004, op::COPY, None));
+}

@@ -219,6 +219,13 @@ pub trait Backend: Send + Sync {
     /// stores with slow metadata may fetch them concurrently now. Errors are ignored.
     fn warm(&self, _keys: &[String]) {}
 
+    /// A hint (IO_ADVISE): how `key` will be read. `true` when the store acts on it
+    /// (s3: its read-ahead for the key raised or turned off); the default acts on
+    /// none. Not a store call; errors cannot happen.
+    fn advise(&self, _key: &str, _how: ReadAdvice) -> bool {
+        false
+    }
+
     /// For stores several gateways serve at once (s3): state they share so that
     /// every gateway derives and accepts the same file handles.
     fn shared(&self) -> Option<&dyn SharedState> {
@@ -358,6 +365,20 @@ pub trait Backend: Send + Sync {
         }
         Ok(())
     }
+}
+
+/// How a file will be read next (IO_ADVISE, RFC 7862 §15.5), as far as a store's
+/// read-ahead can use it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReadAdvice {
+    /// No advice (IO_ADVISE4_NORMAL): the store's own guess again.
+    Normal,
+    /// Read front to back, or soon (SEQUENTIAL, WILLNEED): read ahead from the first
+    /// read, deeper than an unadvised reader gets.
+    Ahead,
+    /// Read at random, or not again (RANDOM, DONTNEED): no read-ahead, each read
+    /// fetches what it asks and nothing more.
+    NoAhead,
 }
 
 /// How an extended attribute is set (RFC 8276 §8.4.1, setxattr_option4).

@@ -130,6 +130,9 @@ impl Backend for Timed {
     fn warm(&self, keys: &[String]) {
         self.inner.warm(keys)
     }
+    fn advise(&self, key: &str, how: super::ReadAdvice) -> bool {
+        self.inner.advise(key, how)
+    }
     fn shared(&self) -> Option<&dyn SharedState> {
         self.inner.shared().map(|_| self as &dyn SharedState)
     }

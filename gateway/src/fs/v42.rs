@@ -9,6 +9,8 @@
 
 use super::access::{Caller, Grant};
 use super::{FileModel, FsResult, Node, Stable};
+/// IO_ADVISE's hints as a store's read-ahead takes them.
+pub use crate::backend::ReadAdvice;
 
 /// The largest extended attribute value (RFC 8276 leaves it to the server; the
 /// Linux limit, XATTR_SIZE_MAX). A store may keep less (`Backend::xattr_max_value`;
@@ -114,6 +116,12 @@ impl FileModel {
         len: u64,
     ) -> FsResult<Extents> {
         self.inner.extents(c, g, node, offset, len)
+    }
+
+    /// IO_ADVISE (RFC 7862 §15.5): how `node` will be read. `true` when the store
+    /// acts on it (s3: its read-ahead for the file); the caller checked the stateid.
+    pub fn advise(&self, node: &Node, how: ReadAdvice) -> bool {
+        self.inner.advise(node, how)
     }
 
     /// ALLOCATE (RFC 7862 §15.1): reserves the range, extending the file when it

@@ -14,6 +14,7 @@
 //! - `deleg_ops.rs` (DELEGRETURN), `callback.rs`: delegations and the backchannel
 //!   (CB_COMPOUND encoding, CB_NULL, CB_RECALL).
 
+mod advise;
 mod attrs;
 pub mod callback;
 mod cb_getattr;

@@ -567,18 +567,35 @@ pub(super) fn clone(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter) -> O
     put_status(w, res.err().unwrap_or(NFS4_OK))
 }
 
-/// IO_ADVISE (RFC 7862 §15.5): the hints are advice; the answer names the ones the
-/// server acts on, and this one acts on none (an empty bitmap is a correct answer:
-/// "the server MAY ignore the advice").
+/// IO_ADVISE (RFC 7862 §15.5): the hints are advice for the whole file (the range
+/// is not looked at: read-ahead is per file). The answer names only the hints the
+/// store acts on (`super::advise`): on s3, SEQUENTIAL/WILLNEED deepen its read-ahead
+/// and RANDOM/DONTNEED turn it off for the file; stores without read-ahead (`fs`,
+/// whose kernel page cache reads ahead by itself, and `memory`) act on none and
+/// answer an empty bitmap, as before.
 pub(super) fn io_advise(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter) -> OpResult {
     let (Ok(sid), Ok(_off), Ok(_len)) = (Stateid::decode(r), r.u64(), r.u64()) else {
         return put_status(w, NFS4ERR_BADXDR);
     };
-    if super::attrs::get_bitmap(r).is_err() {
+    let Ok((hints, _)) = super::attrs::get_bitmap(r) else {
         return put_status(w, NFS4ERR_BADXDR);
-    }
+    };
     match io_file(c, c.cfh.as_ref(), &sid, false) {
-        Ok(_) => ok_with(w, |w| w.u32(0)),
+        Ok((f, _)) => {
+            let honoured = match super::advise::of(hints.0[0]) {
+                Some((how, bits)) if c.ctx.model.advise(&f.node, how) => bits,
+                _ => 0,
+            };
+            ok_with(w, |w| {
+                // bitmap4: no word when nothing is acted on, else the first word.
+                if honoured == 0 {
+                    w.u32(0)
+                } else {
+                    w.u32(1)?;
+                    w.u32(honoured)
+                }
+            })
+        }
         Err(e) => put_status(w, e),
     }
 }

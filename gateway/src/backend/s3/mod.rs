@@ -755,6 +755,11 @@ impl Backend for S3Backend {
         head(&self.core, key)
     }
 
+    /// IO_ADVISE: the key's read-ahead raised or turned off (`readahead.rs`).
+    fn advise(&self, key: &str, how: crate::backend::ReadAdvice) -> bool {
+        self.core.ra.advise(key, how)
+    }
+
     /// HEADs of a directory page's entries, all at once (READDIRPLUS would otherwise
     /// pay one round trip per entry, one after the other).
     fn warm(&self, keys: &[String]) {

@@ -6,15 +6,21 @@
 //! it on the async runtime (`DEPTH` blocks in flight), so the reader waits only for
 //! the first block. Random reads bypass it (one ranged GET each, exactly what the
 //! READ asked). At most `MAX_STREAMS` readers are tracked; memory is bounded by
-//! `MAX_STREAMS x (DEPTH + 1) x block`. These blocks are transient: what clients read
+//! `MAX_STREAMS x (ADVISED_DEPTH + 2) x block`. These blocks are transient: what clients read
 //! is kept by the reactors' page cache (registered memory, sent without copying).
+//!
+//! Advice (IO_ADVISE, RFC 7862 §15.5; `advise`): a key advised `Ahead` (SEQUENTIAL,
+//! WILLNEED) is read ahead from its first read, `ADVISED_DEPTH` blocks deep; a key
+//! advised `NoAhead` (RANDOM, DONTNEED) is never read ahead (each READ one ranged GET
+//! of what it asked). At most `MAX_ADVISED` keys keep advice; past that the oldest
+//! is forgotten (advice is only a hint).
 //!
 //! Attributes: a HEAD per READ/GETATTR would double the requests, so HEAD results are
 //! kept for `ATTR_TTL` (as an NFS client keeps attributes). Everything this gateway
 //! changes is invalidated at once; changes by other writers to the bucket show within
 //! the TTL, and a changed ETag also drops the key's read-ahead.
 
-use super::super::{BResult, ObjectMeta};
+use super::super::{BResult, ObjectMeta, ReadAdvice};
 use bytes::Bytes;
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -22,6 +28,9 @@ use std::time::{Duration, Instant};
 
 const MAX_STREAMS: usize = 16;
 const DEPTH: u64 = 2;
+/// Blocks fetched ahead of a reader whose key was advised `Ahead`.
+const ADVISED_DEPTH: u64 = 8;
+const MAX_ADVISED: usize = 256;
 const STREAM_IDLE: Duration = Duration::from_secs(2);
 pub(super) const ATTR_TTL: Duration = Duration::from_secs(1);
 const MAX_ATTRS: usize = 65536;
@@ -77,6 +86,8 @@ pub(super) struct ReadAhead {
     streams: Mutex<VecDeque<Stream>>,
     /// HEAD results by key; `None` = the key was absent.
     attrs: Mutex<HashMap<String, (Option<ObjectMeta>, Instant)>>,
+    /// IO_ADVISE per key, oldest first (`Normal` is never kept).
+    advised: Mutex<VecDeque<(String, ReadAdvice)>>,
     /// Objects this gateway wrote and prefixes found empty (`known.rs`); `invalidate`
     /// keeps it current.
     pub known: super::known::Known,
@@ -89,8 +100,36 @@ impl ReadAhead {
             block,
             streams: Mutex::new(VecDeque::new()),
             attrs: Mutex::new(HashMap::new()),
+            advised: Mutex::new(VecDeque::new()),
             known: Default::default(),
         }
+    }
+
+    /// IO_ADVISE for `key`: whether it changes what is read ahead (with read-ahead
+    /// off, `block` 0, nothing is, so no advice is acted on).
+    pub fn advise(&self, key: &str, how: ReadAdvice) -> bool {
+        if self.block == 0 {
+            return false;
+        }
+        let mut a = lock(&self.advised);
+        a.retain(|(k, _)| k != key);
+        if how != ReadAdvice::Normal {
+            if a.len() >= MAX_ADVISED {
+                a.pop_front();
+            }
+            a.push_back((key.to_string(), how));
+        }
+        drop(a);
+        // The stream starts again under the new advice.
+        self.drop_stream(key);
+        true
+    }
+
+    fn advice(&self, key: &str) -> ReadAdvice {
+        lock(&self.advised)
+            .iter()
+            .find(|(k, _)| k == key)
+            .map_or(ReadAdvice::Normal, |&(_, a)| a)
     }
 
     /// A fresh HEAD result: `Some(None)` = known absent.
@@ -148,6 +187,14 @@ impl ReadAhead {
         if self.block == 0 || dst.is_empty() {
             return None;
         }
+        let advice = self.advice(key);
+        if advice == ReadAdvice::NoAhead {
+            return None;
+        }
+        let (depth, from_first) = match advice {
+            ReadAdvice::Ahead => (ADVISED_DEPTH, true),
+            _ => (DEPTH, false),
+        };
         let bs = self.block;
         let mut done = 0usize;
         while done < dst.len() {
@@ -176,8 +223,10 @@ impl ReadAhead {
                 s.used = Instant::now();
                 // Sequential: the reader continues near where it stopped (clients
                 // send READs in parallel, so slightly out of order).
+                // An `Ahead` key counts as sequential from its first read.
                 let sequential = s.blocks.contains_key(&idx)
-                    || (s.next != u64::MAX && at.abs_diff(s.next) <= bs);
+                    || (s.next != u64::MAX && at.abs_diff(s.next) <= bs)
+                    || (from_first && s.next == u64::MAX);
                 if !sequential {
                     s.next = offset + dst.len() as u64;
                     return None;
@@ -187,7 +236,7 @@ impl ReadAhead {
                     return Some(Ok(done));
                 }
                 s.blocks.retain(|&i, _| i + 1 >= idx);
-                for i in idx..=idx + DEPTH {
+                for i in idx..=idx + depth {
                     if s.eof_block.is_some_and(|e| i >= e) {
                         break;
                     }
@@ -314,5 +363,78 @@ mod tests {
         assert_eq!(ra.attr("k"), None);
         ra.remember_absent("k");
         assert_eq!(ra.attr("k"), Some(None));
+    }
+}
+
+#[cfg(test)]
+mod advice_tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// A fetch of an object of `n` bytes that counts its calls.
+    fn counting(n: usize) -> (Arc<AtomicUsize>, impl Fn(u64, u64, Arc<Block>)) {
+        let obj: Vec<u8> = (0..n).map(|i| (i % 251) as u8).collect();
+        let fetches = Arc::new(AtomicUsize::new(0));
+        let f = fetches.clone();
+        let fetch = move |start: u64, len: u64, b: Arc<Block>| {
+            f.fetch_add(1, Ordering::Relaxed);
+            let s = (start as usize).min(obj.len());
+            let e = ((start + len) as usize).min(obj.len());
+            b.set(Ok(Bytes::copy_from_slice(&obj[s..e])));
+        };
+        (fetches, fetch)
+    }
+
+    #[test]
+    fn ahead_reads_ahead_from_the_first_read_and_deeper() {
+        let ra = ReadAhead::new(1024);
+        let (fetches, fetch) = counting(64 << 10);
+        let mut buf = vec![0u8; 100];
+        assert!(ra.advise("k", ReadAdvice::Ahead));
+        // Unadvised, a first read is a plain GET (None); advised, it is served from
+        // blocks fetched ahead: its own and ADVISED_DEPTH more.
+        let n = ra.read("k", 5000, &mut buf, Some(64 << 10), &fetch);
+        assert_eq!(n.unwrap().unwrap(), 100);
+        assert_eq!(buf[0], (5000 % 251) as u8);
+        assert_eq!(fetches.load(Ordering::Relaxed), 1 + ADVISED_DEPTH as usize);
+        // Another key, not advised: the first read is not read ahead.
+        assert!(ra
+            .read("other", 0, &mut buf, Some(64 << 10), &fetch)
+            .is_none());
+        // Back to normal: the stream starts again, unadvised.
+        assert!(ra.advise("k", ReadAdvice::Normal));
+        assert!(ra
+            .read("k", 9000, &mut buf, Some(64 << 10), &fetch)
+            .is_none());
+    }
+
+    #[test]
+    fn no_ahead_turns_read_ahead_off_for_the_key() {
+        let ra = ReadAhead::new(1024);
+        let (fetches, fetch) = counting(10_000);
+        let mut buf = vec![0u8; 300];
+        assert!(ra.advise("k", ReadAdvice::NoAhead));
+        // Sequential reads that would be read ahead (see the test above) all go
+        // to plain GETs; nothing is fetched ahead.
+        for at in (0..3000).step_by(300) {
+            assert!(ra.read("k", at, &mut buf, Some(10_000), &fetch).is_none());
+        }
+        assert_eq!(fetches.load(Ordering::Relaxed), 0);
+        // Advice is bounded: the oldest key's is forgotten first.
+        for i in 0..MAX_ADVISED {
+            ra.advise(&format!("x{i}"), ReadAdvice::Ahead);
+        }
+        assert_eq!(ra.advice("k"), ReadAdvice::Normal);
+        assert_eq!(ra.advice("x0"), ReadAdvice::Ahead);
+        assert_eq!(lock(&ra.advised).len(), MAX_ADVISED);
+    }
+
+    #[test]
+    fn with_read_ahead_off_no_advice_is_acted_on() {
+        let ra = ReadAhead::new(0);
+        for a in [ReadAdvice::Ahead, ReadAdvice::NoAhead, ReadAdvice::Normal] {
+            assert!(!ra.advise("k", a));
+        }
+        assert!(lock(&ra.advised).is_empty());
     }
 }

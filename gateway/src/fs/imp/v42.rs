@@ -57,6 +57,11 @@ impl Inner {
         synced.map_err(|e| self.nerr(e, key))
     }
 
+    /// IO_ADVISE: a hint to the store, never a store call.
+    pub fn advise(&self, node: &Node, how: ReadAdvice) -> bool {
+        self.backend.advise(&node.key, how)
+    }
+
     pub fn seek(
         &self,
         c: &Caller,
