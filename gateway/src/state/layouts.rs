@@ -76,7 +76,19 @@ impl DataServer {
     /// deviceid4: a hash of the address and transport, so a data server keeps its
     /// id across restarts and reorderings of the list.
     pub fn device_id(&self) -> [u8; 16] {
-        let h = blake3::hash(format!("nfsgw-ds {} {}", self.netid(), self.addr).as_bytes());
+        self.device_id_at(0)
+    }
+
+    /// The device id of generation `gen`: a data server declared down has its id
+    /// deleted (CB_NOTIFY_DEVICEID, RFC 8881 §20.12: a deleted id is never used again
+    /// for the client), so it comes back under the next generation's
+    /// (`layouts_notify.rs`). Generation 0 is `device_id`.
+    pub fn device_id_at(&self, gen: u32) -> [u8; 16] {
+        let text = match gen {
+            0 => format!("nfsgw-ds {} {}", self.netid(), self.addr),
+            g => format!("nfsgw-ds {} {} #{g}", self.netid(), self.addr),
+        };
+        let h = blake3::hash(text.as_bytes());
         let mut id = [0u8; 16];
         id.copy_from_slice(&h.as_bytes()[..16]);
         id
@@ -204,6 +216,12 @@ struct Table {
     recalling: HashMap<u64, Instant>,
     /// Recalls begun and not yet taken by the callback thread.
     queued: VecDeque<[u8; 12]>,
+    /// Clients that asked GETDEVICEINFO for device deletions, by (client, data
+    /// server index): the device id generation they were told of (`layouts_notify.rs`).
+    watches: HashMap<(u64, usize), u32>,
+    /// CB_NOTIFY_DEVICEID deletions to send, by a key of their own.
+    notices: HashMap<[u8; 12], notify::Notice>,
+    notice_seq: u32,
 }
 
 impl Table {
@@ -539,6 +557,7 @@ impl Layouts {
     /// through any data server; the file's other holders get NFS3ERR_ACCES there too
     /// and come back for a layout with the new credentials).
     pub fn purge_client(&self, clientid: u64) {
+        self.forget_watches(clientid);
         let mut files = self.drop_where(clientid, None);
         files.sort_unstable();
         files.dedup();
@@ -591,6 +610,9 @@ impl Layouts {
 mod failure;
 #[path = "layouts_health.rs"]
 pub mod health;
+#[path = "layouts_notify.rs"]
+mod notify;
+pub use notify::NOTIFY_DELETE;
 #[path = "layouts_recall.rs"]
 mod recall;
 
