@@ -18,6 +18,11 @@
 //! through this server (RFC 8881 §18.43.3). Errors clients report in LAYOUTRETURN's
 //! ff_layoutreturn4 (RFC 8435 §9.3) are counted against their data servers
 //! (`layout_errors`, which also answers LAYOUTERROR and LAYOUTSTATS).
+//!
+//! After a restart (RFC 8881 §12.7.4) layouts are gone: LAYOUTGET is NFS4ERR_GRACE
+//! while the grace period runs, and LAYOUTCOMMIT with loca_reclaim commits what a
+//! client of the previous run wrote under a layout stateid it verifiably held for the
+//! file (`state/layouts_reclaim.rs`).
 
 use super::file_ops::{cur_file, fs_err, ok_with, FileCtx};
 use super::io_ops::need_reg;
@@ -86,6 +91,7 @@ pub(super) fn layout_file(c: &Compound) -> Result<(FileCtx, LayoutFile), Nfsstat
         clientid: c.clientid,
         fileid: f.node.fileid,
         fsid: f.attr.fsid,
+        owner: 0,
     };
     Ok((f, lf))
 }
@@ -132,6 +138,15 @@ fn take_layout(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter) -> OpResu
         let ds = devices(c)?;
         let (f, lf) = layout_file(c)?;
         check_get(&a)?;
+        // §18.43.3: layouts are not kept across restarts, so none is granted while
+        // the previous run's clients may still reclaim (§12.7.4).
+        if c.state.clients.in_grace() {
+            return Err(NFS4ERR_GRACE);
+        }
+        let lf = LayoutFile {
+            owner: owner_of(c),
+            ..lf
+        };
         let sid = c.resolve_stateid(&a.stateid)?;
         let presented = layout_or_open(c, &sid, lf.fileid, a.iomode == IOMODE_RW)?;
         Ok((ds, f, lf, presented))
@@ -192,6 +207,31 @@ fn take_layout(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter) -> OpResu
     let res = ok_with(w, |w| put_layout(w, (ds, &mirrors), (f, handle), &a, &lsid))?;
     c.current_stateid = Some(lsid);
     Ok(res)
+}
+
+/// The digest of the client's owner a new layout stateid is bound to.
+fn owner_of(c: &Compound) -> u64 {
+    c.state
+        .clients
+        .owner_of(c.clientid)
+        .map_or(0, |o| crate::state::layouts::owner_digest(&o))
+}
+
+/// LAYOUTCOMMIT with loca_reclaim (RFC 8881 §18.42.3, §12.7.4): only in the grace
+/// period, by a client of the previous run that has not sent RECLAIM_COMPLETE
+/// (NFS4ERR_NO_GRACE / NFS4ERR_RECLAIM_BAD as for other reclaims), under a layout
+/// stateid the server gave this client for this file (`state/layouts_reclaim.rs`),
+/// else NFS4ERR_RECLAIM_BAD.
+fn check_reclaim(c: &Compound, lf: LayoutFile, s: &Stateid) -> Result<(), Nfsstat4> {
+    super::state_ops::reclaim_allowed(c)?;
+    let lf = LayoutFile {
+        owner: owner_of(c),
+        ..lf
+    };
+    if !c.state.layouts.reclaimable(lf, s) {
+        return Err(NFS4ERR_RECLAIM_BAD);
+    }
+    Ok(())
 }
 
 /// The AUTH_SYS (uid, gid) a layout of `f` gives for the data servers (RFC 8435
@@ -446,15 +486,16 @@ fn commit(c: &Compound, a: &CommitArgs) -> Result<Option<u64>, Nfsstat4> {
     if a.layout_type != LAYOUT4_FLEX_FILES {
         return Err(NFS4ERR_UNKNOWN_LAYOUTTYPE);
     }
-    // Layouts are not kept across restarts: there is nothing to reclaim (§18.42.3).
-    if a.reclaim {
-        return Err(NFS4ERR_NO_GRACE);
-    }
     if !range_ok(a.offset, a.length.max(1)) {
         return Err(NFS4ERR_INVAL);
     }
-    let sid = c.resolve_stateid(&a.stateid)?;
-    c.state.layouts.check_commit(lf, &sid)?;
+    if a.reclaim {
+        // §18.42.3: a layout the restart lost; it stays lost (a reclaim grants none).
+        check_reclaim(c, lf, &a.stateid)?;
+    } else {
+        let sid = c.resolve_stateid(&a.stateid)?;
+        c.state.layouts.check_commit(lf, &sid)?;
+    }
     let new_size = match a.last_write {
         None => None,
         Some(last) => Some(new_size(a, last)?),

@@ -250,6 +250,9 @@ pub struct LayoutFile {
     pub clientid: u64,
     pub fileid: u64,
     pub fsid: u64,
+    /// A digest of the client's owner (`owner_digest`), which a new layout stateid
+    /// is bound to (`layouts_reclaim.rs`); 0 where no stateid is made.
+    pub owner: u64,
 }
 
 /// The layout counters (`nfsgw_pnfs_layouts_total{event}`,
@@ -304,6 +307,9 @@ pub struct Layouts {
     counters: Counters,
     /// The data servers' health, by index in `devices` (empty when pNFS is off).
     health: health::Health,
+    /// The key layout stateids are bound to their client and file under, to be
+    /// reclaimed after a restart (`layouts_reclaim.rs`; `None`: not bound).
+    key: Option<[u8; 32]>,
 }
 
 impl Layouts {
@@ -396,7 +402,7 @@ impl Layouts {
             }
             None => match t.by_file.get(&(f.clientid, f.fileid)) {
                 Some(o) => *o,
-                None => Self::insert(&mut t, f, fh)?,
+                None => self.insert(&mut t, f, fh)?,
             },
         };
         let l = t.by_other.get_mut(&other).ok_or(StateError::Inconsistent)?;
@@ -434,12 +440,12 @@ impl Layouts {
         Err(StateError::Resource)
     }
 
-    fn insert(t: &mut Table, f: LayoutFile, fh: &[u8]) -> Result<[u8; 12], StateError> {
+    fn insert(&self, t: &mut Table, f: LayoutFile, fh: &[u8]) -> Result<[u8; 12], StateError> {
         let mine = t.per_client.get(&f.clientid).copied().unwrap_or(0);
         if t.by_other.len() >= MAX_LAYOUTS || mine >= MAX_PER_CLIENT {
             return Err(StateError::Resource);
         }
-        let other = stateids::fresh_other(stateids::boot_verifier(), Kind::Layout);
+        let other = self.mint(t, f);
         let l = Layout {
             clientid: f.clientid,
             fileid: f.fileid,
@@ -613,6 +619,9 @@ pub mod health;
 #[path = "layouts_notify.rs"]
 mod notify;
 pub use notify::NOTIFY_DELETE;
+#[path = "layouts_reclaim.rs"]
+mod reclaim;
+pub use reclaim::{load_key, owner_digest};
 #[path = "layouts_recall.rs"]
 mod recall;
 

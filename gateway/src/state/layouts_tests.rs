@@ -28,6 +28,7 @@ const F: LayoutFile = LayoutFile {
     clientid: 7,
     fileid: 100,
     fsid: 1,
+    owner: 0,
 };
 
 #[test]
@@ -406,7 +407,11 @@ fn a_down_servers_id_is_deleted_for_watchers_once_their_layouts_are_gone() {
     let d1b = t.device_id(1).unwrap();
     assert_ne!(d1b, d1);
     assert_eq!(t.find_device(&d1b), Some((1, 1)));
-    assert_eq!(t.watch(7, 1, 0, 0b100), 0, "the deleted id is watched no more");
+    assert_eq!(
+        t.watch(7, 1, 0, 0b100),
+        0,
+        "the deleted id is watched no more"
+    );
 
     // 9 holds nothing: its deletion goes at once; 7's waits for its layout.
     assert_eq!(t.notices(), 2);
@@ -415,11 +420,46 @@ fn a_down_servers_id_is_deleted_for_watchers_once_their_layouts_are_gone() {
     assert_eq!(t.notice_target(&ready[0]), Some((9, d1)));
     assert!(t.take_notices().is_empty(), "handed over once");
     t.notified(&ready[0]);
-    assert_eq!(t.give_back(F, &Stateid { seqid: 0, ..held }, IOMODE_ANY), Ok(None));
+    assert_eq!(
+        t.give_back(F, &Stateid { seqid: 0, ..held }, IOMODE_ANY),
+        Ok(None)
+    );
     let ready = t.take_notices();
     assert_eq!(ready.len(), 1);
     assert_eq!(t.notice_target(&ready[0]), Some((7, d1)));
     t.purge_client(7);
     assert_eq!(t.notice_target(&ready[0]), None, "gone with its client");
     assert_eq!(t.notices(), 0);
+}
+
+/// Reclaims after a restart (RFC 8881 §18.42.3, `layouts_reclaim.rs`): with a key,
+/// a layout stateid is bound to its client owner and file — reclaimable once the layout
+/// is no longer held (a new table with the same key: a restarted server), never for
+/// another file, another owner, a changed byte, or a table without the key.
+#[test]
+fn a_layout_stateid_is_reclaimable_only_for_its_owner_and_file() {
+    let key = [3u8; 32];
+    let mut t = Layouts::new(Some(devices(1, 1)));
+    t.set_key(Some(key));
+    let f = LayoutFile { owner: 55, ..F };
+    let s = t.grant(f, FH, None, IOMODE_RW, LEASE).unwrap();
+    assert!(Layouts::owns(&s));
+    assert!(!t.reclaimable(f, &s), "held now: nothing to reclaim");
+    let mut restarted = Layouts::new(Some(devices(1, 1)));
+    restarted.set_key(Some(key));
+    assert!(restarted.reclaimable(f, &s));
+    assert!(!restarted.reclaimable(LayoutFile { fileid: 101, ..f }, &s));
+    assert!(!restarted.reclaimable(LayoutFile { owner: 56, ..f }, &s));
+    for i in 0..12 {
+        let mut forged = s;
+        forged.other[i] ^= 1;
+        assert!(!restarted.reclaimable(f, &forged), "byte {i}");
+    }
+    assert!(
+        !Layouts::new(Some(devices(1, 1))).reclaimable(f, &s),
+        "no key"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let k = load_key(dir.path()).unwrap();
+    assert_eq!(load_key(dir.path()), Some(k), "kept in state.dir");
 }
