@@ -1027,9 +1027,296 @@ fn a_dead_data_server_is_left_out_of_layouts_and_its_layouts_recalled() {
         Some(NFS4ERR_LAYOUTUNAVAILABLE)
     );
 
-    // Data server 1 back at its address: placed again.
+    // Data server 1 back at its address: placed again, under a new device id (its
+    // old one was deleted as it went down: RFC 8881 §20.12.3, never reused).
     ds[1] = Some(shared_fs_on(root.path(), at[1], ""));
     wait_for("data server 1 up again", 10, || up(1) == 1);
     let (_, devs) = layout_a(&mut a, &fh, LAYOUTIOMODE4_RW, open).unwrap();
-    assert_eq!(devs, [dev[1]]);
+    assert_eq!(devs.len(), 1);
+    assert_ne!(devs[0], dev[1], "a deleted device id is not reused");
+    assert_eq!(addr_of(&mut a, &fh, &devs[0]), at[1]);
+    let (st, _) = on_a(
+        &mut a,
+        &fh,
+        Ops::new().getdeviceinfo(&dev[1], LAYOUT4_FLEX_FILES, 0),
+    );
+    assert_eq!(st, NFS4ERR_NOENT, "the deleted id");
+}
+
+/// A back-channel client with its session and RECLAIM_COMPLETE, once the gateway's
+/// CB_NULL probe came.
+fn bc_client(mds: &Gw, owner: &[u8]) -> nfs4_client::Tcp41 {
+    let mut a = nfs4_client::Tcp41::connect(mds.tcp_addr());
+    a.session(owner, nfs4_client::CONN_BACK_CHAN);
+    assert_eq!(a.seq_run(|o| o.reclaim_complete()).0, NFS4_OK);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while a.cb_nulls == 0 {
+        assert!(a.next_callback(Duration::from_millis(50)).is_none());
+        assert!(Instant::now() < deadline, "no CB_NULL probe");
+    }
+    a
+}
+
+/// GETDEVICEINFO asking for `notify`: the status, and gdir_notification.
+fn ask_notify(
+    c: &mut nfs4_client::Tcp41,
+    fh: &[u8],
+    id: &[u8; 16],
+    notify: u32,
+) -> (u32, Vec<u32>) {
+    let op = Ops::new().getdeviceinfo_notify(id, LAYOUT4_FLEX_FILES, &[notify]);
+    let (st, rest) = on_a(c, fh, op);
+    if st != NFS4_OK {
+        return (st, Vec::new());
+    }
+    let (_, _, bits) = v4pnfs::getdeviceinfo_ok(&mut XdrReader::new(&rest)).unwrap();
+    (st, bits)
+}
+
+/// A file of `c`'s whose RW layout names the data server at `want`: its handle,
+/// layout stateid and that server's device id (other files' layouts are returned).
+fn file_on(
+    c: &mut nfs4_client::Tcp41,
+    want: SocketAddr,
+    tag: &str,
+) -> (Vec<u8>, [u8; 16], [u8; 16]) {
+    for i in 0..64 {
+        let (open, fh) = open_a(c, format!("{tag}{i}").as_bytes());
+        let (sid, devs) = layout_a(c, &fh, LAYOUTIOMODE4_RW, open).unwrap();
+        if addr_of(c, &fh, &devs[0]) == want {
+            return (fh, sid, devs[0]);
+        }
+        let r = Return::File {
+            offset: 0,
+            length: ALL,
+            stateid: sid,
+        };
+        let ret = Ops::new().layoutreturn(LAYOUT4_FLEX_FILES, LAYOUTIOMODE4_ANY, &r);
+        assert_eq!(on_a(c, &fh, ret).0, NFS4_OK, "LAYOUTRETURN");
+    }
+    panic!("no file placed on {want}");
+}
+
+/// CB_NOTIFY_DEVICEID (RFC 8881 §20.12, §18.40.3): client A asks GETDEVICEINFO for
+/// CHANGE and DELETE notifications of a data server's id and is promised DELETE only
+/// (gdir_notification); client B asks for CHANGE only and is promised nothing. The
+/// server stops: A's layout naming it is recalled, and no deletion comes while A
+/// holds it (§20.12.3); GETDEVICEINFO of the id is NFS4ERR_NOENT at once; once A
+/// returns the layout, one CB_NOTIFY_DEVICEID DELETE of the flexfiles id comes over
+/// A's back channel, and B gets no callback at all. The server back: a new id with
+/// the same address.
+#[test]
+fn a_dead_data_servers_id_is_deleted_for_the_clients_that_asked() {
+    use nfs_wire::v4pnfs::{decode_notify_deviceid, notify_deviceid_reply, DeviceNotice};
+    let root = tempfile::tempdir().unwrap();
+    let at = [free_addr(), free_addr()];
+    let mut ds: Vec<Option<Gw>> = at
+        .iter()
+        .map(|a| Some(shared_fs_on(root.path(), *a, "")))
+        .collect();
+    let probing = "probe_ms = 100\nprobe_timeout_ms = 1000\nprobe_failures = 2\n";
+    let mds = shared_fs(root.path(), &pnfs_with(&at, probing));
+    let up = |i: usize| {
+        let s = format!("nfsgw_pnfs_data_server_up{{address=\"{}\"}}", at[i]);
+        metric(&mds, &s)
+    };
+    wait_for("both data servers up", 5, || up(0) == 1 && up(1) == 1);
+    let mut a = bc_client(&mds, b"pnfs-notify-a");
+    let mut b = bc_client(&mds, b"pnfs-notify-b");
+    let (fh, _, d1) = file_on(&mut a, at[1], "n");
+    let (change, delete) = (1 << NOTIFY_DEVICEID4_CHANGE, 1 << NOTIFY_DEVICEID4_DELETE);
+    assert_eq!(
+        ask_notify(&mut a, &fh, &d1, change | delete),
+        (NFS4_OK, vec![delete])
+    );
+    assert_eq!(ask_notify(&mut b, &fh, &d1, change), (NFS4_OK, vec![]));
+    assert_eq!(ask_notify(&mut b, &fh, &[7; 16], delete).0, NFS4ERR_NOENT);
+
+    // Data server 1 stops.
+    ds[1] = None;
+    wait_for("data server 1 marked down", 10, || up(1) == 0);
+    let cb = answer_recall(&mut a, NFS4_OK);
+    assert_eq!(cb.fh, fh);
+    assert!(
+        a.next_callback(Duration::from_secs(1)).is_none(),
+        "no deletion while a layout naming the id is held"
+    );
+    assert_eq!(ask_notify(&mut a, &fh, &d1, delete).0, NFS4ERR_NOENT);
+    let r = Return::File {
+        offset: 0,
+        length: ALL,
+        stateid: cb.stateid,
+    };
+    let ret = Ops::new().layoutreturn(LAYOUT4_FLEX_FILES, LAYOUTIOMODE4_ANY, &r);
+    assert_eq!(on_a(&mut a, &fh, ret).0, NFS4_OK, "LAYOUTRETURN");
+    let rec = a
+        .next_callback(Duration::from_secs(5))
+        .expect("CB_NOTIFY_DEVICEID");
+    let (xid, n) = decode_notify_deviceid(&rec).unwrap_or_else(|e| panic!("{e}"));
+    let want = DeviceNotice {
+        kind: NOTIFY_DEVICEID4_DELETE,
+        layout_type: LAYOUT4_FLEX_FILES,
+        deviceid: d1,
+        immediate: false,
+    };
+    assert_eq!(n.notices, vec![want]);
+    let reply = notify_deviceid_reply(xid, &n, NFS4_OK);
+    a.s.write_all(&nfs_wire::rpccall::record(&reply).unwrap())
+        .unwrap();
+    assert!(
+        a.next_callback(Duration::from_secs(1)).is_none(),
+        "told once"
+    );
+    assert!(
+        b.next_callback(Duration::from_secs(1)).is_none(),
+        "B did not ask"
+    );
+
+    // Back at its address: a new id that names it.
+    ds[1] = Some(shared_fs_on(root.path(), at[1], ""));
+    wait_for("data server 1 up again", 10, || up(1) == 1);
+    let (fh2, _, d1b) = file_on(&mut a, at[1], "m");
+    assert_ne!(d1b, d1);
+    assert_eq!(
+        ask_notify(&mut a, &fh2, &d1b, delete),
+        (NFS4_OK, vec![delete])
+    );
+}
+
+/// A metadata server on the shared `fs` directory `root` with its state in `state`
+/// (kept across restarts), naming the data server `ds`, a 30 s grace period.
+fn mds_on(root: &std::path::Path, state: &std::path::Path, ds: SocketAddr) -> Gw {
+    let pnfs = pnfs_with(&[ds], "probe_ms = 0\n");
+    Gw::start_text(|_| {
+        format!(
+            "[engine]\ncores = [0]\nidle = \"adaptive\"\nhugepages = \"off\"\n\
+             [pools]\nsmall = 256\nmedium = 16\nlarge = 8\n\
+             [tcp]\nlisten = \"127.0.0.1:0\"\n\
+             [backend]\nkind = \"fs\"\nroot = \"{}\"\nshared = true\n\
+             [state]\ndir = \"{}\"\n[nfs4]\nlease_time_s = 10\ngrace_time_s = 30\n\
+             [[exports]]\npath = \"/\"\nclients = [\"0.0.0.0/0\"]\nsquash = \"none\"\n{pnfs}",
+            root.display(),
+            state.display()
+        )
+    })
+}
+
+/// LAYOUTCOMMIT with loca_reclaim (RFC 8881 §18.42.3) under `sid`: status, new size.
+fn commit_a(
+    c: &mut nfs4_client::Tcp41,
+    fh: &[u8],
+    sid: [u8; 16],
+    reclaim: bool,
+    last: u64,
+) -> (u32, Option<u64>) {
+    let lc = LayoutCommit {
+        offset: 0,
+        length: ALL,
+        reclaim,
+        stateid: sid,
+        last_write: Some(last),
+        mtime: Some((1_000_000, 0)),
+        layout_type: LAYOUT4_FLEX_FILES,
+    };
+    let (st, rest) = on_a(c, fh, Ops::new().layoutcommit(&lc));
+    let size =
+        (st == NFS4_OK).then(|| v4pnfs::layoutcommit_ok(&mut XdrReader::new(&rest)).unwrap());
+    (st, size.flatten())
+}
+
+/// GETATTR of the size through `c`.
+fn size_a(c: &mut nfs4_client::Tcp41, fh: &[u8]) -> u64 {
+    let (st, rest) = on_a(c, fh, Ops::new().getattr(&[1 << 4]));
+    assert_eq!(st, NFS4_OK, "GETATTR");
+    let mut r = XdrReader::new(&rest);
+    let n = r.u32().unwrap();
+    r.skip(4 * n as usize + 4).unwrap();
+    r.u64().unwrap()
+}
+
+/// Metadata server restart (RFC 8881 §12.7.4): a client writes through the data
+/// server under a layout, and the metadata server restarts before its LAYOUTCOMMIT.
+/// In the grace period LAYOUTGET is NFS4ERR_GRACE (§18.43.3); the client's
+/// LAYOUTCOMMIT with loca_reclaim under its old layout stateid is accepted and the
+/// size and mtime it sets are what GETATTR shows (§18.42.3); the same stateid on
+/// another file, a forged one, or a client the previous run did not know:
+/// NFS4ERR_RECLAIM_BAD; after the client's RECLAIM_COMPLETE (the grace period ends:
+/// it was the only client) NFS4ERR_NO_GRACE, and LAYOUTGET works again.
+#[test]
+fn after_a_metadata_server_restart_layoutcommit_is_reclaimed_in_grace() {
+    const NFS4ERR_GRACE: u32 = 10013;
+    const NFS4ERR_NO_GRACE: u32 = 10033;
+    const NFS4ERR_RECLAIM_BAD: u32 = 10034;
+    let root = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let ds = shared_fs(root.path(), "");
+    let mds = mds_on(root.path(), state.path(), ds.tcp_addr());
+    let (fh, other_fh, sid) = {
+        let mut a = nfs4_client::Tcp41::connect(mds.tcp_addr());
+        a.session(b"pnfs-reclaim-a", 0);
+        assert_eq!(a.seq_run(|o| o.reclaim_complete()).0, NFS4_OK);
+        let (open, fh) = open_a(&mut a, b"reclaimed");
+        let (_, other_fh) = open_a(&mut a, b"never-laid-out");
+        let l = take_layout_a(&mut a, &fh, open);
+        let w = v3_as(
+            ds.tcp_addr(),
+            synthetic(&l),
+            &Call::Write(&fh, 0, b"through the DS"),
+        );
+        assert_eq!(v3call::status(&w), 0, "WRITE at the data server");
+        let c = v3_as(ds.tcp_addr(), synthetic(&l), &Call::Commit(&fh));
+        assert_eq!(v3call::status(&c), 0, "COMMIT at the data server");
+        (fh, other_fh, l.stateid)
+    };
+    drop(mds);
+    let mds = mds_on(root.path(), state.path(), ds.tcp_addr());
+    let mut a = nfs4_client::Tcp41::connect(mds.tcp_addr());
+    a.session(b"pnfs-reclaim-a", 0);
+    let (st, _) = on_a(
+        &mut a,
+        &fh,
+        Ops::new().layoutget(&layoutget(LAYOUTIOMODE4_RW, [0; 16])),
+    );
+    assert_eq!(st, NFS4ERR_GRACE, "LAYOUTGET in grace");
+    // A client the previous run did not know.
+    let mut x = nfs4_client::Tcp41::connect(mds.tcp_addr());
+    x.session(b"pnfs-reclaim-x", 0);
+    assert_eq!(commit_a(&mut x, &fh, sid, true, 99).0, NFS4ERR_RECLAIM_BAD);
+    // Another file, a forged stateid.
+    assert_eq!(
+        commit_a(&mut a, &other_fh, sid, true, 99).0,
+        NFS4ERR_RECLAIM_BAD
+    );
+    let mut forged = sid;
+    forged[15] ^= 1;
+    assert_eq!(
+        commit_a(&mut a, &fh, forged, true, 99).0,
+        NFS4ERR_RECLAIM_BAD
+    );
+    assert_eq!(size_a(&mut a, &fh), 14, "nothing changed yet");
+    // The reclaim: past what the data server wrote, so only it can make the size.
+    assert_eq!(commit_a(&mut a, &fh, sid, true, 99), (NFS4_OK, Some(100)));
+    assert_eq!(size_a(&mut a, &fh), 100);
+    assert_eq!(a.seq_run(|o| o.reclaim_complete()).0, NFS4_OK);
+    assert_eq!(commit_a(&mut a, &fh, sid, true, 199).0, NFS4ERR_NO_GRACE);
+    assert_eq!(commit_a(&mut x, &fh, sid, true, 199).0, NFS4ERR_NO_GRACE);
+    assert_eq!(size_a(&mut a, &fh), 100);
+    // Grace over: a new layout.
+    let (open, _) = open_a(&mut a, b"reclaimed");
+    take_layout_a(&mut a, &fh, open);
+}
+
+/// LAYOUTGET RW through a back-channel-less client: the layout.
+fn take_layout_a(c: &mut nfs4_client::Tcp41, fh: &[u8], open: [u8; 16]) -> Layout {
+    let (st, rest) = on_a(
+        c,
+        fh,
+        Ops::new().layoutget(&layoutget(LAYOUTIOMODE4_RW, open)),
+    );
+    assert_eq!(st, NFS4_OK, "LAYOUTGET");
+    let g = v4pnfs::layoutget_ok(&mut XdrReader::new(&rest)).unwrap();
+    Layout {
+        stateid: g.stateid,
+        ff: v4pnfs::ff_layout(&g.layouts[0].body).unwrap(),
+    }
 }

@@ -104,6 +104,10 @@ pub const LAYOUT4_FLEX_FILES: u32 = 4;
 pub const LAYOUTIOMODE4_READ: u32 = 1;
 pub const LAYOUTIOMODE4_RW: u32 = 2;
 pub const LAYOUTIOMODE4_ANY: u32 = 3;
+/// notify_deviceid_type4 (RFC 8881 §20.12.1): bit numbers of GETDEVICEINFO's
+/// gdia_notify_types / gdir_notification bitmaps and of CB_NOTIFY_DEVICEID's masks.
+pub const NOTIFY_DEVICEID4_CHANGE: u32 = 1;
+pub const NOTIFY_DEVICEID4_DELETE: u32 = 2;
 /// layoutreturn_type4 (RFC 8881 §18.44.1).
 pub const LAYOUTRETURN4_FILE: u32 = 1;
 pub const LAYOUTRETURN4_FSID: u32 = 2;

@@ -6,7 +6,7 @@
 //! [`XdrError`], never a panic.
 
 use crate::nfs4::*;
-use crate::nfs4args::LAYOUT4_FLEX_FILES;
+use crate::nfs4args::{LAYOUT4_FLEX_FILES, NOTIFY_DEVICEID4_CHANGE, NOTIFY_DEVICEID4_DELETE};
 use crate::v4call::Ops;
 use crate::v4op;
 use engine::xdr::{XdrError, XdrReader, XdrResult, XdrWriter};
@@ -246,6 +246,14 @@ impl Ops {
 
     pub fn getdeviceinfo(self, id: &[u8; 16], layout_type: u32, maxcount: u32) -> Ops {
         self.op(0, |w| getdeviceinfo(w, id, layout_type, maxcount, &[]))
+    }
+
+    /// GETDEVICEINFO asking for the notifications of `notify` (gdia_notify_types,
+    /// bitmap words).
+    pub fn getdeviceinfo_notify(self, id: &[u8; 16], layout_type: u32, notify: &[u32]) -> Ops {
+        self.op(4 * notify.len(), |w| {
+            getdeviceinfo(w, id, layout_type, 0, notify)
+        })
     }
 
     pub fn layoutcommit(self, a: &LayoutCommit) -> Ops {
@@ -539,6 +547,101 @@ pub fn layoutrecall_reply(xid: u32, c: &CbLayoutRecall, status: u32) -> Vec<u8> 
             w.u32(0)?; // slot, highest slot, target highest slot
         }
         w.u32(OP_CB_LAYOUTRECALL)?;
+        w.u32(status)
+    })
+    .expect("a callback reply fits its buffer")
+}
+
+/// One change a CB_NOTIFY_DEVICEID carries (RFC 8881 §20.12.1): its type
+/// (`NOTIFY_DEVICEID4_CHANGE` / `_DELETE`), layout type and device id, and for a
+/// CHANGE whether it is immediate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeviceNotice {
+    pub kind: u32,
+    pub layout_type: u32,
+    pub deviceid: [u8; 16],
+    pub immediate: bool,
+}
+
+/// A CB_NOTIFY_DEVICEID (RFC 8881 §20.12) as the client sees it: CB_SEQUENCE's
+/// session and sequence id, then every (mask, values) pair of cnda_changes read
+/// into notices.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CbNotifyDeviceid {
+    pub session: [u8; 16],
+    pub seqid: u32,
+    pub notices: Vec<DeviceNotice>,
+}
+
+/// The xid and CB_NOTIFY_DEVICEID of a callback record (CB_COMPOUND with CB_SEQUENCE
+/// and CB_NOTIFY_DEVICEID); anything else is an `Err`.
+pub fn decode_notify_deviceid(rec: &[u8]) -> Result<(u32, CbNotifyDeviceid), String> {
+    let (h, at) = engine::rpc::decode_call(rec).map_err(|e| format!("not an RPC CALL: {e:?}"))?;
+    if (h.prog, h.vers, h.proc_) != (NFS4_CALLBACK, NFS_CB, CB_COMPOUND) {
+        return Err(format!(
+            "program {} version {} procedure {}",
+            h.prog, h.vers, h.proc_
+        ));
+    }
+    let mut r = XdrReader::new(&rec[at..]);
+    let got = (|| -> XdrResult<Option<CbNotifyDeviceid>> {
+        let Some((session, seqid)) =
+            crate::v4cb::cb_sequence_then(&mut r, 1, OP_CB_NOTIFY_DEVICEID)?
+        else {
+            return Ok(None);
+        };
+        let mut notices = Vec::new();
+        for _ in 0..count(&mut r)? {
+            let words = count(&mut r)?;
+            let mask: Vec<u32> = (0..words).map(|_| r.u32()).collect::<XdrResult<_>>()?;
+            let vals = r.opaque_var(MAX_BODY)?;
+            let mut v = XdrReader::new(vals);
+            // The values follow the mask's bits in order (§3.3.7, §20.12.3).
+            for bit in 0..32 * mask.len() as u32 {
+                if mask[(bit / 32) as usize] & (1 << (bit % 32)) == 0 {
+                    continue;
+                }
+                let (layout_type, deviceid) = (v.u32()?, fixed16(&mut v)?);
+                let immediate = match bit {
+                    NOTIFY_DEVICEID4_CHANGE => v.bool()?,
+                    NOTIFY_DEVICEID4_DELETE => false,
+                    _ => return Ok(None),
+                };
+                notices.push(DeviceNotice {
+                    kind: bit,
+                    layout_type,
+                    deviceid,
+                    immediate,
+                });
+            }
+        }
+        Ok(Some(CbNotifyDeviceid {
+            session,
+            seqid,
+            notices,
+        }))
+    })()
+    .map_err(|e| format!("CB_COMPOUND: {e:?}"))?;
+    got.map(|c| (h.xid, c))
+        .ok_or_else(|| "not CB_SEQUENCE + CB_NOTIFY_DEVICEID".to_string())
+}
+
+/// The REPLY to a CB_NOTIFY_DEVICEID: CB_SEQUENCE OK (echoing the session and
+/// sequence id) and CB_NOTIFY_DEVICEID with `status`.
+pub fn notify_deviceid_reply(xid: u32, c: &CbNotifyDeviceid, status: u32) -> Vec<u8> {
+    crate::rpccall::encode(256, |w| {
+        engine::rpc::write_accepted(w, xid, engine::rpc::Accept::Success)?;
+        w.u32(status)?;
+        w.opaque_var(b"")?;
+        w.u32(2)?;
+        w.u32(OP_CB_SEQUENCE)?;
+        w.u32(crate::nfs4args::NFS4_OK)?;
+        w.opaque_fixed(&c.session)?;
+        w.u32(c.seqid)?;
+        for _ in 0..3 {
+            w.u32(0)?; // slot, highest slot, target highest slot
+        }
+        w.u32(OP_CB_NOTIFY_DEVICEID)?;
         w.u32(status)
     })
     .expect("a callback reply fits its buffer")

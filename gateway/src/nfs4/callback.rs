@@ -26,8 +26,8 @@ use crate::state::offload::OffloadOutcome;
 /// The callback program's version and procedures (RFC 8881 §19) and the callback
 /// operation numbers (RFC 8881 §20), from `nfs_wire::nfs4`.
 pub use nfs_wire::nfs4::{
-    CB_COMPOUND, CB_NULL, NFS_CB as CB_VERSION, OP_CB_ILLEGAL, OP_CB_LAYOUTRECALL, OP_CB_OFFLOAD,
-    OP_CB_RECALL, OP_CB_SEQUENCE,
+    CB_COMPOUND, CB_NULL, NFS_CB as CB_VERSION, OP_CB_ILLEGAL, OP_CB_LAYOUTRECALL,
+    OP_CB_NOTIFY_DEVICEID, OP_CB_OFFLOAD, OP_CB_RECALL, OP_CB_SEQUENCE,
 };
 /// The tag our CB_COMPOUNDs carry (echoed by the client).
 pub const TAG: &[u8] = b"nfsgw";
@@ -209,6 +209,16 @@ pub fn encode(
             cb_sequence(&mut w, *minor, session, *seqid)?;
             cb_layoutrecall(&mut w, stateid, fh)?;
         }
+        CbCall::NotifyDelete {
+            session,
+            minor,
+            seqid,
+            deviceid,
+        } => {
+            rpc::write_call(&mut w, xid, cb_program, CB_VERSION, CB_COMPOUND, &cred)?;
+            cb_sequence(&mut w, *minor, session, *seqid)?;
+            cb_notify_delete(&mut w, deviceid)?;
+        }
         CbCall::Getattr {
             session,
             minor,
@@ -259,6 +269,19 @@ fn cb_layoutrecall(w: &mut XdrWriter, stateid: &Stateid, fh: &[u8]) -> XdrResult
     w.u64(0)?;
     w.u64(u64::MAX)?;
     stateid.encode(w)
+}
+
+/// CB_NOTIFY_DEVICEID4args (RFC 8881 §20.12.1): one notify4 whose mask has the
+/// NOTIFY_DEVICEID4_DELETE bit and whose value is notify_deviceid_delete4 (the layout
+/// type, the device id).
+fn cb_notify_delete(w: &mut XdrWriter, deviceid: &[u8; 16]) -> XdrResult<()> {
+    w.u32(OP_CB_NOTIFY_DEVICEID)?;
+    w.u32(1)?; // cnda_changes: one
+    w.u32(1)?; // notify_mask: one word
+    w.u32(crate::state::layouts::NOTIFY_DELETE)?;
+    w.u32(4 + 16)?; // notify_vals
+    w.u32(super::layout_ops::LAYOUT4_FLEX_FILES)?;
+    w.opaque_fixed(deviceid)
 }
 
 /// CB_OFFLOAD4args (RFC 7862 §16.1.1): the destination's handle, the copy's
@@ -380,9 +403,10 @@ pub fn decode_reply(record: &[u8], compound: bool) -> XdrResult<(u32, CbReply)> 
                 };
                 out.sequence = Some((st, ok));
             }
-            // CB_OFFLOAD4res (RFC 7862 §16.1.2) and CB_LAYOUTRECALL4res (RFC 8881
-            // §20.3.2) are a status too: they take CB_RECALL's place.
-            OP_CB_RECALL | OP_CB_OFFLOAD | OP_CB_LAYOUTRECALL => {
+            // CB_OFFLOAD4res (RFC 7862 §16.1.2), CB_LAYOUTRECALL4res (RFC 8881
+            // §20.3.2) and CB_NOTIFY_DEVICEID4res (§20.12.2) are a status too: they
+            // take CB_RECALL's place.
+            OP_CB_RECALL | OP_CB_OFFLOAD | OP_CB_LAYOUTRECALL | OP_CB_NOTIFY_DEVICEID => {
                 out.recall = Some(Nfsstat4::decode(&mut r)?)
             }
             OP_CB_ILLEGAL => {

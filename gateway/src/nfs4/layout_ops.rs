@@ -18,6 +18,11 @@
 //! through this server (RFC 8881 §18.43.3). Errors clients report in LAYOUTRETURN's
 //! ff_layoutreturn4 (RFC 8435 §9.3) are counted against their data servers
 //! (`layout_errors`, which also answers LAYOUTERROR and LAYOUTSTATS).
+//!
+//! After a restart (RFC 8881 §12.7.4) layouts are gone: LAYOUTGET is NFS4ERR_GRACE
+//! while the grace period runs, and LAYOUTCOMMIT with loca_reclaim commits what a
+//! client of the previous run wrote under a layout stateid it verifiably held for the
+//! file (`state/layouts_reclaim.rs`).
 
 use super::file_ops::{cur_file, fs_err, ok_with, FileCtx};
 use super::io_ops::need_reg;
@@ -25,7 +30,7 @@ use super::status::*;
 use super::{put_status, Compound, CurrentFh, Full, OpResult};
 use crate::fs::{NfsTime, SetAttr, SetTime};
 use crate::state::layouts::{
-    mask_of, DataServer, Devices, LayoutFile, Layouts, IOMODE_ANY, IOMODE_READ, IOMODE_RW,
+    mask_of, Devices, LayoutFile, Layouts, IOMODE_ANY, IOMODE_READ, IOMODE_RW,
 };
 use crate::state::stateid::Stateid;
 use crate::state::Conflict;
@@ -86,6 +91,7 @@ pub(super) fn layout_file(c: &Compound) -> Result<(FileCtx, LayoutFile), Nfsstat
         clientid: c.clientid,
         fileid: f.node.fileid,
         fsid: f.attr.fsid,
+        owner: 0,
     };
     Ok((f, lf))
 }
@@ -132,6 +138,15 @@ fn take_layout(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter) -> OpResu
         let ds = devices(c)?;
         let (f, lf) = layout_file(c)?;
         check_get(&a)?;
+        // §18.43.3: layouts are not kept across restarts, so none is granted while
+        // the previous run's clients may still reclaim (§12.7.4).
+        if c.state.clients.in_grace() {
+            return Err(NFS4ERR_GRACE);
+        }
+        let lf = LayoutFile {
+            owner: owner_of(c),
+            ..lf
+        };
         let sid = c.resolve_stateid(&a.stateid)?;
         let presented = layout_or_open(c, &sid, lf.fileid, a.iomode == IOMODE_RW)?;
         Ok((ds, f, lf, presented))
@@ -151,7 +166,13 @@ fn take_layout(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter) -> OpResu
         Err(st) => return put_status(w, st),
     };
     let f = (&f, ids);
-    let mirrors: Vec<&DataServer> = placed.iter().map(|i| &ds.servers[*i]).collect();
+    // The ids of the placement's servers now: a server that goes down after this
+    // is refused by `grant_on`, or its layout (granted first) is recalled before
+    // the id's deletion is told (`state/layouts_notify.rs`).
+    let mirrors: Vec<[u8; 16]> = placed
+        .iter()
+        .filter_map(|i| c.state.layouts.device_id(*i))
+        .collect();
     let handle = match &c.cfh {
         Some(CurrentFh::File { handle, .. }) => handle.as_slice(),
         _ => &[],
@@ -186,6 +207,31 @@ fn take_layout(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter) -> OpResu
     let res = ok_with(w, |w| put_layout(w, (ds, &mirrors), (f, handle), &a, &lsid))?;
     c.current_stateid = Some(lsid);
     Ok(res)
+}
+
+/// The digest of the client's owner a new layout stateid is bound to.
+fn owner_of(c: &Compound) -> u64 {
+    c.state
+        .clients
+        .owner_of(c.clientid)
+        .map_or(0, |o| crate::state::layouts::owner_digest(&o))
+}
+
+/// LAYOUTCOMMIT with loca_reclaim (RFC 8881 §18.42.3, §12.7.4): only in the grace
+/// period, by a client of the previous run that has not sent RECLAIM_COMPLETE
+/// (NFS4ERR_NO_GRACE / NFS4ERR_RECLAIM_BAD as for other reclaims), under a layout
+/// stateid the server gave this client for this file (`state/layouts_reclaim.rs`),
+/// else NFS4ERR_RECLAIM_BAD.
+fn check_reclaim(c: &Compound, lf: LayoutFile, s: &Stateid) -> Result<(), Nfsstat4> {
+    super::state_ops::reclaim_allowed(c)?;
+    let lf = LayoutFile {
+        owner: owner_of(c),
+        ..lf
+    };
+    if !c.state.layouts.reclaimable(lf, s) {
+        return Err(NFS4ERR_RECLAIM_BAD);
+    }
+    Ok(())
 }
 
 /// The AUTH_SYS (uid, gid) a layout of `f` gives for the data servers (RFC 8435
@@ -261,7 +307,7 @@ fn layout_or_open(
 /// LAYOUTGET4resok (§18.43.2) holding one layout4 of `ff_layout4` (RFC 8435 §5.1).
 fn put_layout(
     w: &mut XdrWriter,
-    (ds, mirrors): (&Devices, &[&DataServer]),
+    (ds, mirrors): (&Devices, &[[u8; 16]]),
     ((_, ids), handle): ((&FileCtx, (u32, u32)), &[u8]),
     a: &GetArgs,
     lsid: &Stateid,
@@ -292,13 +338,13 @@ fn put_layout(
 /// AUTH_SYS credentials the client uses with the data server (`ds_ids`).
 fn put_mirror(
     w: &mut XdrWriter,
-    d: &DataServer,
+    deviceid: &[u8; 16],
     (uid, gid): (u32, u32),
     handle: &[u8],
     eff: u32,
 ) -> XdrResult<()> {
     w.u32(1)?;
-    w.opaque_fixed(&d.device_id())?;
+    w.opaque_fixed(deviceid)?;
     w.u32(eff)?;
     Stateid::ANONYMOUS.encode(w)?;
     w.u32(1)?;
@@ -309,13 +355,17 @@ fn put_mirror(
 
 /// GETDEVICEINFO (RFC 8881 §18.40): a data server's ff_device_addr4 (RFC 8435
 /// §5.1): its one netaddr4 and NFSv3 with the configured rsize and wsize, loosely
-/// coupled. No device notifications are offered (the reply's bitmap is empty).
+/// coupled. A client that asks for NOTIFY_DEVICEID4_DELETE (gdia_notify_types) is
+/// told of the id's deletion when the server goes down (CB_NOTIFY_DEVICEID,
+/// §20.12; `state/layouts_notify.rs` says why DELETE and not CHANGE), and the reply's
+/// gdir_notification says so; CHANGE is never sent, so never promised. A deleted
+/// id, like one never issued, is NFS4ERR_NOENT.
 pub(super) fn getdeviceinfo(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter) -> OpResult {
     let id: [u8; 16] = match r.opaque_fixed(16).map(|b| b.try_into().expect("16")) {
         Ok(id) => id,
         Err(_) => return put_status(w, NFS4ERR_BADXDR),
     };
-    let (Ok(layout_type), Ok(maxcount), Ok(_notify)) =
+    let (Ok(layout_type), Ok(maxcount), Ok((notify, _))) =
         (r.u32(), r.u32(), super::attrs::get_bitmap(r))
     else {
         return put_status(w, NFS4ERR_BADXDR);
@@ -325,9 +375,10 @@ pub(super) fn getdeviceinfo(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWrit
         if layout_type != LAYOUT4_FLEX_FILES {
             return Err(NFS4ERR_UNKNOWN_LAYOUTTYPE);
         }
-        Ok((ds, *ds.find(&id).ok_or(NFS4ERR_NOENT)?))
+        let (i, gen) = c.state.layouts.find_device(&id).ok_or(NFS4ERR_NOENT)?;
+        Ok((ds, (i, gen, ds.servers[i])))
     })();
-    let (ds, d) = match found {
+    let (ds, (i, gen, d)) = match found {
         Ok(v) => v,
         Err(st) => return put_status(w, st),
     };
@@ -346,11 +397,11 @@ pub(super) fn getdeviceinfo(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWrit
         w.bool(false)?; // ffdv_tightly_coupled
         let len = w.position() - body;
         w.patch_u32(len_at, len as u32);
-        w.u32(0) // gdir_notification: none
+        Ok(())
     })?;
     // §18.40.3: the device_addr4 must fit gdia_maxcount (0: no limit), else
     // NFS4ERR_TOOSMALL with the size it needs.
-    let need = w.position() - start - 4 - 4;
+    let need = w.position() - start - 4;
     if maxcount != 0 && need > maxcount as usize {
         w.rewind(start);
         return ok_or_full(
@@ -358,7 +409,14 @@ pub(super) fn getdeviceinfo(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWrit
             NFS4ERR_TOOSMALL,
         );
     }
-    Ok(res)
+    // gdir_notification: what will be sent of what was asked (bitmap word 0).
+    let will = c.state.layouts.watch(c.clientid, i, gen, notify.0[0]);
+    let bits = if will == 0 { &[][..] } else { &[will][..] };
+    ok_or_full(
+        w.u32(bits.len() as u32)
+            .and_then(|_| bits.iter().try_for_each(|b| w.u32(*b))),
+        res,
+    )
 }
 
 /// LAYOUTCOMMIT4args (RFC 8881 §18.42.1).
@@ -428,15 +486,16 @@ fn commit(c: &Compound, a: &CommitArgs) -> Result<Option<u64>, Nfsstat4> {
     if a.layout_type != LAYOUT4_FLEX_FILES {
         return Err(NFS4ERR_UNKNOWN_LAYOUTTYPE);
     }
-    // Layouts are not kept across restarts: there is nothing to reclaim (§18.42.3).
-    if a.reclaim {
-        return Err(NFS4ERR_NO_GRACE);
-    }
     if !range_ok(a.offset, a.length.max(1)) {
         return Err(NFS4ERR_INVAL);
     }
-    let sid = c.resolve_stateid(&a.stateid)?;
-    c.state.layouts.check_commit(lf, &sid)?;
+    if a.reclaim {
+        // §18.42.3: a layout the restart lost; it stays lost (a reclaim grants none).
+        check_reclaim(c, lf, &a.stateid)?;
+    } else {
+        let sid = c.resolve_stateid(&a.stateid)?;
+        c.state.layouts.check_commit(lf, &sid)?;
+    }
     let new_size = match a.last_write {
         None => None,
         Some(last) => Some(new_size(a, last)?),

@@ -6,6 +6,7 @@
 mod args;
 mod fattr;
 mod open;
+pub(super) use open::reclaim_allowed;
 #[cfg(test)]
 mod tests;
 

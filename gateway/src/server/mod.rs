@@ -393,6 +393,11 @@ impl Server {
                 None => crate::state::State::with_config(cfg.nfs4.limits(), Some(&cfg.state.dir)),
             }
             .with_layouts(cfg.pnfs.layouts())
+            .with_layout_key(
+                cfg.pnfs
+                    .layouts()
+                    .and_then(|_| crate::state::layouts::load_key(&cfg.state.dir)),
+            )
             .with_fence(fence.clone()),
             fence,
             reactors: links,

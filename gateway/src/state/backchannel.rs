@@ -58,6 +58,15 @@ pub enum CbCall<'a> {
         stateid: Stateid,
         fh: &'a [u8],
     },
+    /// The deletion of data server device id `deviceid` (RFC 8881 §20.12:
+    /// CB_SEQUENCE then CB_NOTIFY_DEVICEID with one NOTIFY_DEVICEID4_DELETE of
+    /// LAYOUT4_FLEX_FILES).
+    NotifyDelete {
+        session: [u8; 16],
+        minor: u32,
+        seqid: u32,
+        deviceid: [u8; 16],
+    },
     /// CB_GETATTR of `fh`'s size and change (RFC 8881 §20.1, §10.4.3): what the
     /// holder of a write delegation on it has, asked when another client or NFSv3
     /// reads the file's attributes (CB_SEQUENCE then CB_GETATTR).

@@ -394,6 +394,11 @@ impl Clients {
         g.clients.get(&clientid).is_none_or(|c| c.reclaim_complete)
     }
 
+    /// The owner (co_ownerid) of client `clientid`.
+    pub fn owner_of(&self, clientid: u64) -> Option<Vec<u8>> {
+        self.lock().clients.get(&clientid).map(|c| c.owner.clone())
+    }
+
     /// The back channel of `clientid`'s session(s), if one is bound.
     pub fn lookup_backchannel(&self, clientid: u64) -> Option<BackChannelInfo> {
         let g = self.lock();

@@ -76,7 +76,19 @@ impl DataServer {
     /// deviceid4: a hash of the address and transport, so a data server keeps its
     /// id across restarts and reorderings of the list.
     pub fn device_id(&self) -> [u8; 16] {
-        let h = blake3::hash(format!("nfsgw-ds {} {}", self.netid(), self.addr).as_bytes());
+        self.device_id_at(0)
+    }
+
+    /// The device id of generation `gen`: a data server declared down has its id
+    /// deleted (CB_NOTIFY_DEVICEID, RFC 8881 §20.12: a deleted id is never used again
+    /// for the client), so it comes back under the next generation's
+    /// (`layouts_notify.rs`). Generation 0 is `device_id`.
+    pub fn device_id_at(&self, gen: u32) -> [u8; 16] {
+        let text = match gen {
+            0 => format!("nfsgw-ds {} {}", self.netid(), self.addr),
+            g => format!("nfsgw-ds {} {} #{g}", self.netid(), self.addr),
+        };
+        let h = blake3::hash(text.as_bytes());
         let mut id = [0u8; 16];
         id.copy_from_slice(&h.as_bytes()[..16]);
         id
@@ -204,6 +216,12 @@ struct Table {
     recalling: HashMap<u64, Instant>,
     /// Recalls begun and not yet taken by the callback thread.
     queued: VecDeque<[u8; 12]>,
+    /// Clients that asked GETDEVICEINFO for device deletions, by (client, data
+    /// server index): the device id generation they were told of (`layouts_notify.rs`).
+    watches: HashMap<(u64, usize), u32>,
+    /// CB_NOTIFY_DEVICEID deletions to send, by a key of their own.
+    notices: HashMap<[u8; 12], notify::Notice>,
+    notice_seq: u32,
 }
 
 impl Table {
@@ -232,6 +250,9 @@ pub struct LayoutFile {
     pub clientid: u64,
     pub fileid: u64,
     pub fsid: u64,
+    /// A digest of the client's owner (`owner_digest`), which a new layout stateid
+    /// is bound to (`layouts_reclaim.rs`); 0 where no stateid is made.
+    pub owner: u64,
 }
 
 /// The layout counters (`nfsgw_pnfs_layouts_total{event}`,
@@ -286,6 +307,9 @@ pub struct Layouts {
     counters: Counters,
     /// The data servers' health, by index in `devices` (empty when pNFS is off).
     health: health::Health,
+    /// The key layout stateids are bound to their client and file under, to be
+    /// reclaimed after a restart (`layouts_reclaim.rs`; `None`: not bound).
+    key: Option<[u8; 32]>,
 }
 
 impl Layouts {
@@ -378,7 +402,7 @@ impl Layouts {
             }
             None => match t.by_file.get(&(f.clientid, f.fileid)) {
                 Some(o) => *o,
-                None => Self::insert(&mut t, f, fh)?,
+                None => self.insert(&mut t, f, fh)?,
             },
         };
         let l = t.by_other.get_mut(&other).ok_or(StateError::Inconsistent)?;
@@ -416,12 +440,12 @@ impl Layouts {
         Err(StateError::Resource)
     }
 
-    fn insert(t: &mut Table, f: LayoutFile, fh: &[u8]) -> Result<[u8; 12], StateError> {
+    fn insert(&self, t: &mut Table, f: LayoutFile, fh: &[u8]) -> Result<[u8; 12], StateError> {
         let mine = t.per_client.get(&f.clientid).copied().unwrap_or(0);
         if t.by_other.len() >= MAX_LAYOUTS || mine >= MAX_PER_CLIENT {
             return Err(StateError::Resource);
         }
-        let other = stateids::fresh_other(stateids::boot_verifier(), Kind::Layout);
+        let other = self.mint(t, f);
         let l = Layout {
             clientid: f.clientid,
             fileid: f.fileid,
@@ -539,6 +563,7 @@ impl Layouts {
     /// through any data server; the file's other holders get NFS3ERR_ACCES there too
     /// and come back for a layout with the new credentials).
     pub fn purge_client(&self, clientid: u64) {
+        self.forget_watches(clientid);
         let mut files = self.drop_where(clientid, None);
         files.sort_unstable();
         files.dedup();
@@ -591,6 +616,12 @@ impl Layouts {
 mod failure;
 #[path = "layouts_health.rs"]
 pub mod health;
+#[path = "layouts_notify.rs"]
+mod notify;
+pub use notify::NOTIFY_DELETE;
+#[path = "layouts_reclaim.rs"]
+mod reclaim;
+pub use reclaim::{load_key, owner_digest};
 #[path = "layouts_recall.rs"]
 mod recall;
 

@@ -5,7 +5,8 @@
 //! layout that names a live server or does its I/O through the metadata server); a
 //! client's report of an error with a data server (LAYOUTERROR, RFC 7862 §15.6, or
 //! an ff_ioerr4 in LAYOUTRETURN, RFC 8435 §9.1.1) is counted against it and asks its
-//! prober to probe now (`report_error`).
+//! prober to probe now (`report_error`). Its device id is deleted as it goes down
+//! (`layouts_notify.rs`: CB_NOTIFY_DEVICEID to the clients that asked).
 
 use super::{bump, Layouts};
 use crate::state::opens::stateids;
@@ -35,11 +36,15 @@ impl Layouts {
             }
         }
         t.queued.extend(begun.iter().copied());
+        // Its device id is deleted: clients that asked are told once their layouts
+        // naming it are gone (`layouts_notify.rs`, RFC 8881 §20.12).
+        self.retire_device(&mut t, i);
         drop(t);
         if !begun.is_empty() {
             bump(&self.counters.recalled_ds_down, begun.len());
-            inbox.wake();
         }
+        // Recalls to send, or deletions that may go at once (no layout held them).
+        inbox.wake();
         begun.len()
     }
 
@@ -62,7 +67,7 @@ impl Layouts {
     /// when the device is known.
     pub fn report_error(&self, deviceid: &[u8; 16], status: u32, opnum: u32, why: &str) -> bool {
         let Some((i, ds)) = self.devices().and_then(|d| {
-            let i = d.index_of(deviceid)?;
+            let i = self.find_reported(deviceid)?;
             Some((i, d.servers[i]))
         }) else {
             bump(&self.counters.unknown_device_reports, 1);

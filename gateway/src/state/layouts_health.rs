@@ -41,6 +41,9 @@ struct Server {
     logged_ms: AtomicU64,
     /// Its probe thread, woken by a report.
     prober: OnceLock<Thread>,
+    /// The generation of its device id (`DataServer::device_id_at`): one on each
+    /// time it goes down (its id is deleted then, `layouts_notify.rs`).
+    gen: AtomicU32,
 }
 
 /// The health of every configured data server (index = place in `[pnfs]`).
@@ -97,6 +100,21 @@ impl Health {
         (0..self.servers.len().min(64))
             .filter(|i| self.is_up(*i))
             .fold(0, |m, i| m | 1 << i)
+    }
+
+    /// The generation of server `i`'s device id now (0 for an unknown index).
+    pub fn generation(&self, i: usize) -> u32 {
+        self.servers
+            .get(i)
+            .map_or(0, |s| s.gen.load(Ordering::SeqCst))
+    }
+
+    /// Retires server `i`'s device id: the next generation's from now on. The
+    /// generation it had.
+    pub fn retire(&self, i: usize) -> u32 {
+        self.servers
+            .get(i)
+            .map_or(0, |s| s.gen.fetch_add(1, Ordering::SeqCst))
     }
 
     /// The outcome of one probe of server `i` (called by its one probe thread): the

@@ -28,6 +28,7 @@ const F: LayoutFile = LayoutFile {
     clientid: 7,
     fileid: 100,
     fsid: 1,
+    owner: 0,
 };
 
 #[test]
@@ -372,4 +373,93 @@ fn error_reports_count_against_the_named_data_server() {
     // pNFS off: nothing is known.
     let off = Layouts::new(None);
     assert!(!off.report_error(&id1, 5, 38, "LAYOUTERROR"));
+}
+
+/// Device id deletion (RFC 8881 §20.12, `layouts_notify.rs`): GETDEVICEINFO's watch
+/// promises DELETE only when asked for it; a server going down retires its id (no
+/// longer found; the next generation's names it) and queues one deletion per watching
+/// client, held back while that client holds a layout naming the server (§20.12.3)
+/// and handed over once; a client that did not watch gets none; a purged client's
+/// deletions go with it.
+#[test]
+fn a_down_servers_id_is_deleted_for_watchers_once_their_layouts_are_gone() {
+    let t = Layouts::new(Some(devices(2, 1)));
+    let inbox = Inbox::default();
+    let d1 = t.device_id(1).unwrap();
+    assert_eq!(d1, t.devices().unwrap().servers[1].device_id());
+    assert_eq!(t.find_device(&d1), Some((1, 0)));
+    // Client 7 watches (asks CHANGE and DELETE: promised DELETE), 8 asks CHANGE only,
+    // 9 watches and holds nothing.
+    assert_eq!(t.watch(7, 1, 0, 0b110), NOTIFY_DELETE);
+    assert_eq!(t.watch(8, 1, 0, 0b010), 0);
+    assert_eq!(t.watch(9, 1, 0, 0b100), NOTIFY_DELETE);
+    assert_eq!(t.watch(9, 1, 5, 0b100), 0, "an id of another generation");
+    let held = t.grant_on(F, FH, None, IOMODE_RW, LEASE, 0b10).unwrap();
+    let eight = LayoutFile { clientid: 8, ..F };
+    t.grant_on(eight, FH, None, IOMODE_RW, LEASE, 0b10).unwrap();
+
+    t.health().probed(1, false);
+    t.health().probed(1, false);
+    assert_eq!(t.health().probed(1, false), Some(health::Transition::Down));
+    assert_eq!(t.recall_server(1, &inbox), 2);
+    assert_eq!(t.find_device(&d1), None, "deleted");
+    assert_eq!(t.find_reported(&d1), Some(1), "reports still name it");
+    let d1b = t.device_id(1).unwrap();
+    assert_ne!(d1b, d1);
+    assert_eq!(t.find_device(&d1b), Some((1, 1)));
+    assert_eq!(
+        t.watch(7, 1, 0, 0b100),
+        0,
+        "the deleted id is watched no more"
+    );
+
+    // 9 holds nothing: its deletion goes at once; 7's waits for its layout.
+    assert_eq!(t.notices(), 2);
+    let ready = t.take_notices();
+    assert_eq!(ready.len(), 1);
+    assert_eq!(t.notice_target(&ready[0]), Some((9, d1)));
+    assert!(t.take_notices().is_empty(), "handed over once");
+    t.notified(&ready[0]);
+    assert_eq!(
+        t.give_back(F, &Stateid { seqid: 0, ..held }, IOMODE_ANY),
+        Ok(None)
+    );
+    let ready = t.take_notices();
+    assert_eq!(ready.len(), 1);
+    assert_eq!(t.notice_target(&ready[0]), Some((7, d1)));
+    t.purge_client(7);
+    assert_eq!(t.notice_target(&ready[0]), None, "gone with its client");
+    assert_eq!(t.notices(), 0);
+}
+
+/// Reclaims after a restart (RFC 8881 §18.42.3, `layouts_reclaim.rs`): with a key,
+/// a layout stateid is bound to its client owner and file — reclaimable once the layout
+/// is no longer held (a new table with the same key: a restarted server), never for
+/// another file, another owner, a changed byte, or a table without the key.
+#[test]
+fn a_layout_stateid_is_reclaimable_only_for_its_owner_and_file() {
+    let key = [3u8; 32];
+    let mut t = Layouts::new(Some(devices(1, 1)));
+    t.set_key(Some(key));
+    let f = LayoutFile { owner: 55, ..F };
+    let s = t.grant(f, FH, None, IOMODE_RW, LEASE).unwrap();
+    assert!(Layouts::owns(&s));
+    assert!(!t.reclaimable(f, &s), "held now: nothing to reclaim");
+    let mut restarted = Layouts::new(Some(devices(1, 1)));
+    restarted.set_key(Some(key));
+    assert!(restarted.reclaimable(f, &s));
+    assert!(!restarted.reclaimable(LayoutFile { fileid: 101, ..f }, &s));
+    assert!(!restarted.reclaimable(LayoutFile { owner: 56, ..f }, &s));
+    for i in 0..12 {
+        let mut forged = s;
+        forged.other[i] ^= 1;
+        assert!(!restarted.reclaimable(f, &forged), "byte {i}");
+    }
+    assert!(
+        !Layouts::new(Some(devices(1, 1))).reclaimable(f, &s),
+        "no key"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let k = load_key(dir.path()).unwrap();
+    assert_eq!(load_key(dir.path()), Some(k), "kept in state.dir");
 }

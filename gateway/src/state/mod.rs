@@ -59,6 +59,13 @@ impl State {
         self
     }
 
+    /// Layout stateids bound to their client and file under `key`, so that they can
+    /// be reclaimed after a restart (`layouts::load_key`; `None`: not bound).
+    pub fn with_layout_key(mut self, key: Option<[u8; 32]>) -> State {
+        self.layouts.set_key(key);
+        self
+    }
+
     /// Revoked layouts' files fenced through `fence` (`crate::fence`; `None`: off).
     pub fn with_fence(mut self, fence: Option<std::sync::Arc<crate::fence::Fence>>) -> State {
         self.layouts.set_fence(fence);

@@ -115,6 +115,8 @@ enum Queue {
     Layouts,
     /// CB_GETATTRs to write delegations' holders, by delegation stateid.
     Getattrs,
+    /// CB_NOTIFY_DEVICEIDs of deleted device ids, by notice (`recall_notify.rs`).
+    Notices,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -136,6 +138,11 @@ enum What {
     },
     /// A CB_GETATTR to the holder of the write delegation `other`.
     Getattr {
+        other: [u8; 12],
+        session: [u8; 16],
+    },
+    /// A CB_NOTIFY_DEVICEID of the layout table's notice `other`.
+    Notify {
         other: [u8; 12],
         session: [u8; 16],
     },
@@ -206,6 +213,11 @@ pub struct RecallTable {
     layouts_gone: Vec<[u8; 12]>,
     /// CB_GETATTRs to send, by delegation stateid (never resent: a failure recalls).
     getattr_tasks: HashMap<[u8; 12], Task>,
+    /// CB_NOTIFY_DEVICEIDs to send, by the layout table's notice key.
+    notice_tasks: HashMap<[u8; 12], Task>,
+    /// Notices told or given up on: dropped from the layout table by the next
+    /// `step_layouts`.
+    notices_done: Vec<[u8; 12]>,
 }
 
 impl Default for RecallTable {
@@ -227,6 +239,8 @@ impl Default for RecallTable {
             layout_tasks: HashMap::new(),
             layouts_gone: Vec::new(),
             getattr_tasks: HashMap::new(),
+            notice_tasks: HashMap::new(),
+            notices_done: Vec::new(),
         }
     }
 }
@@ -306,6 +320,7 @@ impl RecallTable {
         let mut due = now + max;
         let all = self.tasks.values().chain(self.offloads.values());
         let all = all.chain(self.getattr_tasks.values());
+        let all = all.chain(self.notice_tasks.values());
         for t in all.chain(self.layout_tasks.values()) {
             if t.in_flight {
                 continue;
@@ -422,6 +437,7 @@ impl RecallTable {
             Queue::Offloads => &self.offloads,
             Queue::Layouts => &self.layout_tasks,
             Queue::Getattrs => &self.getattr_tasks,
+            Queue::Notices => &self.notice_tasks,
         };
         tasks
             .iter()
@@ -453,6 +469,7 @@ impl RecallTable {
             Queue::Offloads => self.offloads.get(&other),
             Queue::Layouts => self.layout_tasks.get(&other),
             Queue::Getattrs => self.getattr_tasks.get(&other),
+            Queue::Notices => self.notice_tasks.get(&other),
         }
         .and_then(|t| t.retransmit);
         let xid = match again {
@@ -465,6 +482,7 @@ impl RecallTable {
             Queue::Offloads => &mut self.offloads,
             Queue::Layouts => &mut self.layout_tasks,
             Queue::Getattrs => &mut self.getattr_tasks,
+            Queue::Notices => &mut self.notice_tasks,
         };
         let Some(record) = wire.encode(xid, info.cb_program, call, info.max_request, sec) else {
             tasks.remove(&other);
@@ -648,6 +666,10 @@ impl RecallTable {
                     self.free_slot(&session, false);
                     self.getattr_failed(dl, other, now);
                 }
+                What::Notify { other, session } => {
+                    self.free_slot(&session, false);
+                    self.notice_failed(&other, now);
+                }
             }
         }
     }
@@ -680,6 +702,10 @@ impl RecallTable {
             What::Getattr { other, session } => {
                 self.free_slot(&session, false);
                 self.getattr_failed(dl, other, now);
+            }
+            What::Notify { other, session } => {
+                self.free_slot(&session, false);
+                self.notice_failed(&other, now + RETRY);
             }
         }
     }
@@ -722,6 +748,9 @@ impl RecallTable {
             }
             What::Getattr { other, session } => {
                 self.on_getattr_reply(dl, other, session, wire.getattr_reply(rec), now)
+            }
+            What::Notify { other, session } => {
+                self.on_notify_reply(other, session, wire.recall_reply(rec), now)
             }
         }
     }
@@ -838,6 +867,7 @@ impl RecallTable {
         for other in self.due(Queue::Layouts, now) {
             self.send_layout_recall(wire, dl, layouts, lookup, other, now, &mut out);
         }
+        self.step_notices(wire, dl, layouts, lookup, now, &mut out);
         out
     }
 
@@ -958,6 +988,8 @@ fn retry_in(tasks: &mut HashMap<[u8; 12], Task>, other: &[u8; 12], at: Instant) 
 
 #[path = "recall_getattr.rs"]
 mod getattr;
+#[path = "recall_notify.rs"]
+mod notify;
 
 #[cfg(test)]
 #[path = "recall_tests.rs"]
