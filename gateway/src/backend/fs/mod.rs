@@ -46,6 +46,7 @@ mod cas;
 mod dirsync;
 mod fanout;
 mod list;
+mod maxsize;
 mod shared;
 #[cfg(test)]
 mod shared_tests;
@@ -79,6 +80,9 @@ pub struct FsBackend {
     dir_syncs: Arc<dirsync::DirSyncs>,
     /// Listing pages' metadata reads shared with idle threads (`fanout`).
     fanout: Arc<fanout::Fanout>,
+    /// The largest file the root's file system holds (`maxsize`): the
+    /// `maxfilesize` the front ends advertise.
+    max_size: u64,
 }
 
 /// An open object.
@@ -486,9 +490,18 @@ impl FsBackend {
             0o600,
         )
         .with_context(|| format!("backend.root {}: cannot create files there", root.display()))?;
+        let pf = File::from(pf);
         let mut meta = UserMeta::new();
         meta.insert("probe".into(), "1".into());
         let res = xattr::set(pf.as_fd(), &meta);
+        // The same scratch file: the file system's largest file (ext4: 16 TiB - 4 KiB).
+        let max_size = maxsize::probe(&pf, MAX_END).unwrap_or_else(|| {
+            tracing::warn!(
+                "backend.root {}: could not find the largest file size; advertising {MAX_END}",
+                root.display()
+            );
+            MAX_END
+        });
         drop(pf);
         // Best effort: a leftover probe is a temp file, never listed.
         let _ = sys::unlinkat(root_fd.as_fd(), &probe, 0);
@@ -515,6 +528,7 @@ impl FsBackend {
             shared: shared.map(Arc::new),
             dir_syncs: Arc::default(),
             fanout: Arc::new(fanout::Fanout::per_core()),
+            max_size,
         })
     }
 
@@ -545,6 +559,7 @@ impl FsBackend {
             shared: self.shared.clone(),
             dir_syncs: self.dir_syncs.clone(),
             fanout: self.fanout.clone(),
+            max_size: self.max_size,
         }
     }
 
@@ -1037,6 +1052,10 @@ impl Upload for FsUpload {
 impl Backend for FsBackend {
     fn name(&self) -> &'static str {
         "fs"
+    }
+
+    fn max_file_size(&self) -> u64 {
+        self.max_size
     }
 
     fn identity(&self) -> String {

@@ -694,3 +694,21 @@ fn a_new_object_and_its_delete_make_only_the_needed_system_calls() {
         .collect();
     assert_eq!(sys::calls::take(), want);
 }
+
+/// The `maxfilesize` the front ends advertise (RFC 8881 §5.8.2, attribute 27, RFC 1813 FSINFO)
+/// is the root file system's own largest file, not 2^63 - 1: on ext4 (16 TiB - 4 KiB)
+/// a client told 2^63 - 1 accepted a write past 16 TiB into its page cache and failed
+/// it only at writeback (xfstests generic/285 test 12, docs/nfs42.md). A file of the
+/// advertised size can be made in the root; one byte more is refused.
+#[test]
+fn max_file_size_is_the_file_systems() {
+    let (_d, root, b) = backend();
+    let max = b.max_file_size();
+    let f = File::create(root.join("big")).unwrap();
+    f.set_len(max).expect("the advertised size fits");
+    if max < MAX_END {
+        let e = f.set_len(max + 1).expect_err("one byte more is refused");
+        assert_eq!(e.raw_os_error(), Some(libc::EFBIG));
+    }
+    f.set_len(0).unwrap();
+}
