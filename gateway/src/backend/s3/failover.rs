@@ -196,7 +196,30 @@ impl Pool {
         F: Fn(&'s Endpoint) -> Fut,
         Fut: Future<Output = BResult<T>> + 's,
     {
-        let deadline = Instant::now() + self.budget;
+        self.run_within(self.budget, call).await
+    }
+
+    /// `run` for a request whose work the store does on its side (CopyObject,
+    /// UploadPartCopy, CompleteMultipartUpload of copied or written parts): its time grows with the bytes the store
+    /// copies, not with the gateway's traffic, so it gets at least one whole attempt
+    /// (`timeout_s`) before it counts as failed. Under the retry budget alone a slow
+    /// store's 64 MiB part copy ran out of it, the NFS COPY was answered NFS4ERR_DELAY
+    /// and the client's resend started the whole copy again, for ever (moto, 1 GiB).
+    pub async fn run_copy<'s, T, F, Fut>(&'s self, call: F) -> BResult<T>
+    where
+        F: Fn(&'s Endpoint) -> Fut,
+        Fut: Future<Output = BResult<T>> + 's,
+    {
+        self.run_within(self.budget.max(self.attempt_timeout), call)
+            .await
+    }
+
+    async fn run_within<'s, T, F, Fut>(&'s self, budget: Duration, call: F) -> BResult<T>
+    where
+        F: Fn(&'s Endpoint) -> Fut,
+        Fut: Future<Output = BResult<T>> + 's,
+    {
+        let deadline = Instant::now() + budget;
         let mut tried: u64 = 0;
         let mut retries = 0usize;
         let mut last = String::new();
@@ -343,6 +366,24 @@ mod tests {
             took >= Duration::from_millis(350) && took < Duration::from_millis(900),
             "{took:?}"
         );
+    }
+
+    #[test]
+    fn a_copy_request_gets_a_whole_attempt_beyond_the_retry_budget() {
+        let (rt, p) = pool(1, 100, 3);
+        let slow = || async {
+            tokio::time::sleep(Duration::from_millis(400)).await;
+            Ok(7)
+        };
+        let r: BResult<u32> = rt.block_on(p.run(|_| slow()));
+        assert!(matches!(r, Err(BackendError::Retryable(ref m)) if m.contains("no answer")));
+        assert_eq!(rt.block_on(p.run_copy(|_| slow())).unwrap(), 7);
+        // still bounded: by the attempt timeout (30 s here), not for ever
+        let t = Instant::now();
+        let r: BResult<()> =
+            rt.block_on(p.run_copy(|_| async { Err(BackendError::Retryable("503".into())) }));
+        assert!(matches!(r, Err(BackendError::Retryable(_))));
+        assert!(t.elapsed() < Duration::from_secs(30), "{:?}", t.elapsed());
     }
 
     #[test]

@@ -218,8 +218,9 @@ impl Store for CoreStore {
             let c = c.clone();
             async move {
                 let (path, id, k, parts) = (&path, &id, &k, &parts);
+                // The store assembles the parts now: `run_copy`'s time.
                 c.pool
-                    .run(move |ep| async move {
+                    .run_copy(move |ep| async move {
                         ep.rest.tally.count(requests::Req::Multipart);
                         ep.s3
                             .complete_multipart(path, id, parts.clone())
@@ -667,9 +668,11 @@ impl S3Backend {
         if size <= self.core.copy_over {
             let c = self.core.clone();
             let (f, t, k, m) = (c.skey(from), c.skey(to), to.to_string(), meta.cloned());
-            let r = self
-                .core
-                .block(async move { c.pool.run(|ep| ep.rest.copy(&f, &t, &k, m.as_ref())).await });
+            let r = self.core.block(async move {
+                c.pool
+                    .run_copy(|ep| ep.rest.copy(&f, &t, &k, m.as_ref()))
+                    .await
+            });
             match r {
                 Err(e) if copy::too_large(&e) => {}
                 r => return r,
