@@ -492,6 +492,11 @@ fn commit(c: &Compound, a: &CommitArgs) -> Result<Option<u64>, Nfsstat4> {
     if a.reclaim {
         // §18.42.3: a layout the restart lost; it stays lost (a reclaim grants none).
         check_reclaim(c, lf, &a.stateid)?;
+        // The stateid does not say whether that layout was RW (READ and RW share one
+        // per client and file), and only data written under an RW layout is
+        // committed: the caller must be one an RW layout is given to, by the mode
+        // bits as at OPEN for writing (§18.16.3).
+        crate::fs::access::check_open(&f.attr, &f.caller, false, true).map_err(fs_err)?;
     } else {
         let sid = c.resolve_stateid(&a.stateid)?;
         c.state.layouts.check_commit(lf, &sid)?;

@@ -36,9 +36,16 @@ pub(super) fn search(
     Some(lo)
 }
 
-/// `f.set_len(len)` as a probe: EFBIG or EINVAL is a refusal.
+/// `f.set_len(len)` as a probe: EFBIG or EINVAL is a refusal. A file system that
+/// fills the gap with real blocks (vfat, some FUSE mounts) is no answer: the probe
+/// stops before it writes gigabytes of zeros.
 fn truncate_to(f: &File, len: u64) -> io::Result<bool> {
+    use std::os::unix::fs::MetadataExt;
     match f.set_len(len) {
+        Ok(()) if len > 0 && f.metadata()?.blocks() > 0 => {
+            let _ = f.set_len(0);
+            Err(io::Error::other("extending a file allocates blocks here"))
+        }
         Ok(()) => Ok(true),
         Err(e) if matches!(e.raw_os_error(), Some(libc::EFBIG) | Some(libc::EINVAL)) => Ok(false),
         Err(e) => Err(e),
@@ -47,8 +54,14 @@ fn truncate_to(f: &File, len: u64) -> io::Result<bool> {
 
 /// The largest size `f`'s file system allows, at most `ceiling`; `f` (an empty
 /// scratch file open for writing) is left empty. `None` when the probe failed for
-/// another reason than the size.
+/// another reason than the size. Never past the process's RLIMIT_FSIZE (`ulimit -f`,
+/// systemd `LimitFSIZE=`): a length over it raises SIGXFSZ, which would kill the
+/// gateway at start; no file can grow past it anyway.
 pub(super) fn probe(f: &File, ceiling: u64) -> Option<u64> {
+    let ceiling = match super::sys::fsize_limit() {
+        Ok(lim) if lim != libc::RLIM_INFINITY => ceiling.min(lim),
+        _ => ceiling,
+    };
     let found = search(ceiling, |len| truncate_to(f, len));
     f.set_len(0).ok()?;
     found

@@ -494,13 +494,16 @@ impl FsBackend {
         let mut meta = UserMeta::new();
         meta.insert("probe".into(), "1".into());
         let res = xattr::set(pf.as_fd(), &meta);
-        // The same scratch file: the file system's largest file (ext4: 16 TiB - 4 KiB).
-        let max_size = maxsize::probe(&pf, MAX_END).unwrap_or_else(|| {
-            tracing::warn!(
-                "backend.root {}: could not find the largest file size; advertising {MAX_END}",
-                root.display()
-            );
-            MAX_END
+        // The same scratch file, once it is known to be usable: the file system's
+        // largest file (ext4: 16 TiB - 4 KiB).
+        let max_size = res.is_ok().then(|| {
+            maxsize::probe(&pf, MAX_END).unwrap_or_else(|| {
+                tracing::warn!(
+                    "backend.root {}: could not find the largest file size; advertising {MAX_END}",
+                    root.display()
+                );
+                MAX_END
+            })
         });
         drop(pf);
         // Best effort: a leftover probe is a temp file, never listed.
@@ -514,6 +517,7 @@ impl FsBackend {
                 root.display()
             );
         }
+        let max_size = max_size.unwrap_or(MAX_END);
         let identity = format!("fs:{}", root.display());
         let shared = Self::open_shared(&root, shared)?;
         // Keep most descriptors for the clients' connections.

@@ -32,12 +32,22 @@ fn check_len(n: libc::ssize_t) -> io::Result<usize> {
 
 /// The soft limit on open descriptors.
 pub fn nofile_limit() -> io::Result<u64> {
+    soft_limit(libc::RLIMIT_NOFILE)
+}
+
+/// The soft limit on a file's size (RLIMIT_FSIZE; `RLIM_INFINITY` = none): growing a
+/// file past it raises SIGXFSZ, which kills the process.
+pub fn fsize_limit() -> io::Result<u64> {
+    soft_limit(libc::RLIMIT_FSIZE)
+}
+
+fn soft_limit(which: libc::__rlimit_resource_t) -> io::Result<u64> {
     let mut rl = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,
     };
     // SAFETY: `rl` is a valid, writable rlimit for the duration of the call.
-    check(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut rl) })?;
+    check(unsafe { libc::getrlimit(which, &mut rl) })?;
     Ok(rl.rlim_cur)
 }
 

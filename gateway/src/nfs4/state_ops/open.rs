@@ -498,6 +498,9 @@ fn others_open(c: &Compound, a: &OpenArgs, fileid: u64) -> bool {
 /// CLAIM_PREVIOUS's delegate_type (open_delegation_type4, RFC 8881 §18.16.1).
 const RECLAIM_READ: u32 = 1;
 const RECLAIM_WRITE: u32 = 2;
+/// OPEN_DELEGATE_READ_ATTRS_DELEG / _WRITE_ATTRS_DELEG (RFC 9754).
+const RECLAIM_READ_ATTRS: u32 = 4;
+const RECLAIM_WRITE_ATTRS: u32 = 5;
 
 /// Which delegation to hand out (§10.4, §18.16.3 want flags).
 fn offer_delegation(
@@ -518,8 +521,10 @@ fn offer_delegation(
         // A delegation reclaim (§10.2.1, §18.16.3 CLAIM_PREVIOUS delegate_type): the
         // type the client held before the restart or takeover, under the grant
         // policy of any OPEN (a back channel that answered, no conflict).
-        (Claim::Previous(RECLAIM_WRITE), _) => true,
-        (Claim::Previous(RECLAIM_READ), _) => false,
+        // RFC 9754's `*_ATTRS_DELEG` types are reclaimed as the plain type (Linux
+        // reclaims a delegation with timestamps so); the reply says which it got.
+        (Claim::Previous(RECLAIM_WRITE | RECLAIM_WRITE_ATTRS), _) => true,
+        (Claim::Previous(RECLAIM_READ | RECLAIM_READ_ATTRS), _) => false,
         (Claim::Null(_) | Claim::Fh, WANT_WRITE_DELEG) => true,
         (Claim::Null(_) | Claim::Fh, WANT_READ_DELEG) => false,
         // WANT_ANY_DELEG, WANT_NO_PREFERENCE: what the access asks for.
