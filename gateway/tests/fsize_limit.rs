@@ -51,10 +51,16 @@ fn the_gateway_starts_under_a_file_size_limit() {
         if text.contains("gateway: serving") {
             break text;
         }
-        assert!(Instant::now() < deadline, "not serving within 30 s:\n{text}");
+        assert!(
+            Instant::now() < deadline,
+            "not serving within 30 s:\n{text}"
+        );
         std::thread::sleep(Duration::from_millis(50));
     };
-    assert!(!text.contains("could not find the largest file size"), "{text}");
+    assert!(
+        !text.contains("could not find the largest file size"),
+        "{text}"
+    );
     child.kill().unwrap();
     child.wait().unwrap();
 }
