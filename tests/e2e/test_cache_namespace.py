@@ -142,7 +142,9 @@ def test_creates_elsewhere_keep_the_cache_answering(gw_stats):
 
 def _open_create(c, name: bytes):
     """OPEN4_CREATE, UNCHECKED4 with no attributes, of `name` in the root: what Linux
-    sends for open(O_CREAT) (`>>`, a logger reopening its file). Returns (stateid, fh)."""
+    sends for open(O_CREAT) (`>>`, a logger reopening its file), with no delegation
+    preference, so it may get a write delegation (on by default). Returns (stateid,
+    fh, the write delegation's stateid or None)."""
     from nfsclient import Packer
     from test_uring_v4 import OP_GETFH, OP_OPEN, OP_PUTROOTFH
     ops = c.sequence() + Packer().u32(OP_PUTROOTFH).get()
@@ -162,11 +164,22 @@ def _open_create(c, name: bytes):
     for _ in range(u.u32()):
         u.u32()
     dtype = u.u32()
-    assert dtype in (0, 3), f"delegation type {dtype}"
+    assert dtype in (0, 2, 3), f"delegation type {dtype}"
+    deleg = None
     if dtype == 3:
         u.u32()
+    elif dtype == 2:
+        # open_write_delegation4: stateid, recall, nfs_space_limit4, nfsace4.
+        deleg = u.fopaque(16)
+        u.bool()
+        if u.u32() == 1:      # NFS_LIMIT_SIZE
+            u.u64()
+        else:                 # NFS_LIMIT_BLOCKS
+            u.u32(), u.u32()
+        u.u32(), u.u32(), u.u32()
+        u.opaque()
     assert (u.u32(), u.u32()) == (OP_GETFH, 0)
-    return sid, u.opaque()
+    return sid, u.opaque(), deleg
 
 
 def test_v4_opens_with_create_of_an_existing_file_keep_the_cache_answering(gw_stats):
@@ -186,12 +199,20 @@ def test_v4_opens_with_create_of_an_existing_file_keep_the_cache_answering(gw_st
         _warm(reader, fh, size)
         v4 = Client(g)
         before = _worker_data_jobs(g)
+        delegs = []
         for i in range(rounds):
-            sid, lfh = _open_create(v4, b"log.txt")
+            sid, lfh, deleg = _open_create(v4, b"log.txt")
+            if deleg is not None:
+                delegs.append((lfh, deleg))
             off = (i % 4) * 4096
             assert reader.read(fh, off, 4096).check().data == data[off:off + 4096]
             assert v4.close(lfh, sid) == 0
         jobs = _worker_data_jobs(g) - before
+        # A write delegation on log.txt (the first OPEN's, with a back channel) is
+        # returned before the NFSv3 reader reads that file below.
+        assert len(delegs) <= 1, delegs
+        for lfh, deleg in delegs:
+            assert v4.delegreturn(lfh, deleg) == 0
         assert jobs <= 3, f"{jobs:.0f} READs went to workers during {rounds} OPENs with create elsewhere"
         # Nothing was truncated or lost.
         assert reader.read(reader.lookup(root, "log.txt").check().fh, 0, 100).check().data == b"line\n"
