@@ -88,6 +88,11 @@ dir = "$W/disk/state$i-$life"
 listen = "127.0.0.1:9108"
 [nfs4]
 grace_time_s = 30
+# This stage checks the lock reclaim: under a write delegation (on by default) Linux
+# keeps the application's lock on the client and reclaims only the open with its
+# delegation (nfs4_lock_reclaim skips a delegated file's locks); the delegation reclaim
+# is gateway/tests/nfs41_conf/grace.rs's.
+write_delegations = false
 [ha]
 identity = "guest"
 lease_s = 10
