@@ -146,7 +146,7 @@ def _open_create(c, name: bytes):
     preference, so it may get a write delegation (on by default). Returns (stateid,
     fh, the write delegation's stateid or None)."""
     from nfsclient import Packer
-    from test_uring_v4 import OP_GETFH, OP_OPEN, OP_PUTROOTFH
+    from test_uring_v4 import OP_GETFH, OP_OPEN, OP_PUTROOTFH, write_delegation
     ops = c.sequence() + Packer().u32(OP_PUTROOTFH).get()
     ops += (Packer().u32(OP_OPEN).u32(0).u32(3).u32(0)            # seqid, BOTH, DENY_NONE
             .u64(c.clientid).opaque(b"owner-creat")
@@ -169,15 +169,7 @@ def _open_create(c, name: bytes):
     if dtype == 3:
         u.u32()
     elif dtype == 2:
-        # open_write_delegation4: stateid, recall, nfs_space_limit4, nfsace4.
-        deleg = u.fopaque(16)
-        u.bool()
-        if u.u32() == 1:      # NFS_LIMIT_SIZE
-            u.u64()
-        else:                 # NFS_LIMIT_BLOCKS
-            u.u32(), u.u32()
-        u.u32(), u.u32(), u.u32()
-        u.opaque()
+        deleg = write_delegation(u)
     assert (u.u32(), u.u32()) == (OP_GETFH, 0)
     return sid, u.opaque(), deleg
 

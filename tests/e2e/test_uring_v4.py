@@ -220,15 +220,7 @@ class Client(V4Client):
             assert why == WND4_NOT_WANTED, why   # no CONTENTION/RESOURCE bool follows
             deleg = (dtype, why)
         elif dtype == OPEN_DELEGATE_WRITE:
-            # open_write_delegation4: stateid, recall, nfs_space_limit4, nfsace4.
-            deleg = (dtype, u.fopaque(16))
-            u.bool()
-            if u.u32() == 1:      # NFS_LIMIT_SIZE
-                u.u64()
-            else:                 # NFS_LIMIT_BLOCKS
-                u.u32(), u.u32()
-            u.u32(), u.u32(), u.u32()
-            u.opaque()
+            deleg = (dtype, write_delegation(u))
         assert (u.u32(), u.u32()) == (OP_GETFH, 0)
         return sid, deleg, u.opaque()
 
@@ -239,6 +231,20 @@ class Client(V4Client):
     def close(self, fh, sid) -> int:
         self.compound(self.putfh(fh) + Packer().u32(OP_CLOSE).u32(0).fopaque(sid, 16).get(), 3)
         return self.status
+
+
+def write_delegation(u) -> bytes:
+    """open_write_delegation4 (RFC 8881 §18.16.2) after its type: the stateid; the
+    recall flag, nfs_space_limit4 and nfsace4 read past."""
+    sid = u.fopaque(16)
+    u.bool()
+    if u.u32() == 1:      # NFS_LIMIT_SIZE
+        u.u64()
+    else:                 # NFS_LIMIT_BLOCKS
+        u.u32(), u.u32()
+    u.u32(), u.u32(), u.u32()
+    u.opaque()
+    return sid
 
 
 def _masked(rep: bytes) -> bytes:
