@@ -64,7 +64,8 @@ fn whole() -> Range {
 fn open_and_lock(st: &State, a: u64) {
     let open = st
         .open(a, b"oa", FILE, ACCESS_READ | ACCESS_WRITE, DENY_WRITE)
-        .unwrap();
+        .unwrap()
+        .0;
     let locker = Locker::New {
         open,
         owner: b"la".to_vec(),
@@ -147,10 +148,11 @@ fn conflicting_lock_and_lockt_expire_the_courtesy_client() {
         let st = State::with_config(limits(), None);
         let (a, _) = client(&st, b"a");
         let (b, sb) = client(&st, b"b");
-        let ob = st.open(b, b"ob", FILE, ACCESS_READ, 0).unwrap();
+        let ob = st.open(b, b"ob", FILE, ACCESS_READ, 0).unwrap().0;
         let open = st
             .open(a, b"oa", FILE, ACCESS_READ | ACCESS_WRITE, 0)
-            .unwrap();
+            .unwrap()
+            .0;
         let locker = Locker::New {
             open,
             owner: b"la".to_vec(),

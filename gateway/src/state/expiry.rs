@@ -109,7 +109,8 @@ impl State {
         Err(StateError::Delay)
     }
 
-    /// `Opens::open` where share reservations of courtesy clients give way (§9.7).
+    /// `Opens::open_or_upgrade` where share reservations of courtesy clients give
+    /// way (§9.7): the open stateid, and whether this call made the open.
     pub fn open(
         &self,
         clientid: u64,
@@ -117,9 +118,12 @@ impl State {
         fileid: u64,
         access: u32,
         deny: u32,
-    ) -> Result<Stateid, StateError> {
+    ) -> Result<(Stateid, bool), StateError> {
         for _ in 0..MAX_ROUNDS {
-            match self.opens.open(clientid, owner, fileid, access, deny) {
+            match self
+                .opens
+                .open_or_upgrade(clientid, owner, fileid, access, deny)
+            {
                 Err(StateError::ShareDenied) => {
                     let holders = self
                         .opens

@@ -188,7 +188,25 @@ impl Opens {
         access: u32,
         deny: u32,
     ) -> Result<Stateid, StateError> {
-        self.t().open(clientid, owner, fileid, access, deny)
+        self.open_or_upgrade(clientid, owner, fileid, access, deny)
+            .map(|(sid, _)| sid)
+    }
+
+    /// `open`, and whether it made the open (true) rather than upgrading one the
+    /// open-owner held: decided under the table's lock with the open itself, so a
+    /// concurrent OPEN of the same owner cannot make both think they made it.
+    pub fn open_or_upgrade(
+        &self,
+        clientid: u64,
+        owner: &[u8],
+        fileid: u64,
+        access: u32,
+        deny: u32,
+    ) -> Result<(Stateid, bool), StateError> {
+        let mut t = self.t();
+        let made = !t.has_open(clientid, owner, fileid);
+        t.open(clientid, owner, fileid, access, deny)
+            .map(|sid| (sid, made))
     }
 
     /// The clients whose opens make `open` (same arguments) fail with
@@ -204,12 +222,6 @@ impl Opens {
     ) -> Vec<u64> {
         self.t()
             .share_blockers(clientid, owner, fileid, access, deny)
-    }
-
-    /// Whether the open-owner already has an open of the file (an OPEN would upgrade
-    /// it rather than create one).
-    pub fn client_owner_has_open(&self, clientid: u64, owner: &[u8], fileid: u64) -> bool {
-        self.t().has_open(clientid, owner, fileid)
     }
 
     /// OPEN_DOWNGRADE (§18.18).

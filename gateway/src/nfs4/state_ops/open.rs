@@ -379,12 +379,9 @@ pub fn run(c: &mut Compound, a: &OpenArgs) -> Result<Opened, Nfsstat4> {
     {
         return Err(NFS4ERR_DELAY);
     }
-    let fresh = !c
-        .state
-        .opens
-        .client_owner_has_open(c.clientid, a.owner, fileid);
-    // Share reservations of courtesy clients give way (`state/expiry.rs`).
-    let stateid = c.state.open(c.clientid, a.owner, fileid, access, deny)?;
+    // Share reservations of courtesy clients give way (`state/expiry.rs`). `fresh`:
+    // this OPEN made the open (not an upgrade of one the owner held).
+    let (stateid, fresh) = c.state.open(c.clientid, a.owner, fileid, access, deny)?;
     if let Some(size) = t.truncate {
         let set = SetAttr {
             size: Some(size),
@@ -427,8 +424,10 @@ pub fn run(c: &mut Compound, a: &OpenArgs) -> Result<Opened, Nfsstat4> {
         // §10.4 says. Only for an open-owner's first open of the file without a deny
         // (one that upgraded an open it holds, or reserved a deny, keeps its open
         // stateid, and the reply says so by leaving the flag clear).
-        if fresh && deny == 0 {
-            let _ = c.state.opens.close(c.clientid, &stateid, fileid);
+        // The close takes this OPEN's own stateid (seqid 1): if a concurrent OPEN of
+        // the same owner upgraded the open meanwhile, it is NFS4ERR_OLD_STATEID, the
+        // open stays for that OPEN's sake, and this reply keeps its stateid too.
+        if fresh && deny == 0 && c.state.opens.close(c.clientid, &stateid, fileid).is_ok() {
             rflags |= OPEN4_RESULT_NO_OPEN_STATEID;
             reply_stateid = Stateid {
                 seqid: 0,

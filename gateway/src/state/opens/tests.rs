@@ -411,3 +411,20 @@ fn last_close_is_reported_once_per_file() {
     assert_eq!(got, vec![F, F, F + 1]);
     assert!(!o.is_open(F) && !o.is_open(F + 1));
 }
+
+/// RFC 9754 §5's OPEN_XOR_DELEGATION closes the open its OPEN made; two OPENs of one
+/// owner racing must not both count as its maker, and the maker's close must fail
+/// once the other upgraded it (the open then stays, for the upgrader's stateid).
+#[test]
+fn only_the_open_that_made_it_says_so_and_its_close_fails_after_an_upgrade() {
+    let o = t();
+    let (made, fresh) = o.open_or_upgrade(C1, b"a", F, ACCESS_READ, 0).unwrap();
+    assert!(fresh);
+    let (up, fresh) = o.open_or_upgrade(C1, b"a", F, ACCESS_WRITE, 0).unwrap();
+    assert!(!fresh);
+    assert_eq!(up.other, made.other);
+    assert_eq!(o.close(C1, &made, F), Err(StateError::OldStateid));
+    assert!(o.client_has_state(C1));
+    o.close(C1, &up, F).unwrap();
+    assert!(!o.client_has_state(C1));
+}
