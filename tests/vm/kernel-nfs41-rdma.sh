@@ -105,6 +105,8 @@ on_exit() {
 }
 trap on_exit EXIT
 T0=$(date +%s.%N)
+# shellcheck source=tests/vm/metrics.sh
+. "$(dirname "$0")/metrics.sh"
 # check DESCRIPTION CMD...: run CMD, print the result, abort on failure (as in
 # kernel-nfs-rdma.sh; `set -e` is off inside CMD, so helpers return failures explicitly).
 check() {
@@ -164,41 +166,10 @@ list_entries() {
 }
 
 # metric NAME[:RESULT]...: one scrape of the stats endpoint; prints, space-separated, the
-# sum of the samples of each NAME (with result=RESULT when given) on RDMA connections.
-# Label-aware: when samples carry a `transport` label only transport="rdma" counts; a
-# binary without that label has gateway-wide counters, which are read as they are (a
-# note saying so goes to stderr; the nfsgw_delegations gauge has no such label).
-metric() {
-  python3 - "$STATS" "$@" <<'PY'
-import re, sys, urllib.request
-addr, queries = sys.argv[1], sys.argv[2:]
-try:
-    text = urllib.request.urlopen(f"http://{addr}/metrics", timeout=10).read().decode()
-except OSError as e:
-    sys.exit(f"stats endpoint: {e}")
-samples = []
-for line in text.splitlines():
-    m = re.match(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{([^}]*)\})?\s+(\S+)$', line)
-    if m:
-        samples.append((m.group(1), dict(re.findall(r'(\w+)="([^"]*)"', m.group(3) or "")), float(m.group(4))))
-out = []
-for q in queries:
-    name, _, result = q.partition(":")
-    total, labelled = 0.0, False
-    for n, labels, v in samples:
-        if n != name or (result and labels.get("result") != result):
-            continue
-        if "transport" in labels:
-            labelled = True
-            if labels["transport"] != "rdma":
-                continue
-        total += v
-    out.append(str(int(total)))
-    if not labelled and name != "nfsgw_delegations":
-        print(f"(unlabelled {name}: no transport label in this binary)", file=sys.stderr)
-print(" ".join(out))
-PY
-}
+# sum of the samples of each NAME (with result=RESULT when given) on RDMA connections
+# (where samples carry a `transport` label only transport="rdma" counts; the
+# nfsgw_delegations gauge has no such label).
+metric() { metric_sum "$STATS" rdma "$@"; }
 gt() { awk -v a="$1" -v b="$2" 'BEGIN {exit !(b > a)}'; }
 
 check "rxe0 present" sh -c 'rdma link show | grep -q rxe0'
@@ -420,8 +391,8 @@ if [ -z "${OOPSED:-}" ]; then
   say "bytes into the gateway over RDMA during write + copy: $((in1 - in0)); callbacks answered over RDMA: $((cb1 - cb0))"
   check "the copy moved no file bytes (8 MiB written, under 9 MiB in)" test $((in1 - in0)) -lt $((9 << 20))
   check "fallocate -p over 4.2/RDMA" fallocate -p -o 1M -l 1M $M/v42-b
-  check "SEEK_HOLE finds the punched hole" python3 -c "
-import os, sys; fd = os.open('$M/v42-b', os.O_RDONLY); sys.exit(os.lseek(fd, 0, os.SEEK_HOLE) != 1 << 20)"
+  check "SEEK_HOLE finds the punched hole" sh -c \
+    "[ \"\$(xfs_io -r -c 'seek -h 0' $M/v42-b | awk '\$1 == \"HOLE\" {print \$2}')\" = $((1 << 20)) ]"
   rm -f $M/v42-a $M/v42-b
 fi
 
@@ -429,13 +400,7 @@ fi
 check "gateway still running, no panic in its log" gw_healthy
 echo "gateway log: $(wc -l < "$W/gw.log") lines, $(grep -c ' WARN ' "$W/gw.log" || true) WARN, $(grep -c ' ERROR ' "$W/gw.log" || true) ERROR"
 grep -E ' (WARN|ERROR) ' "$W/gw.log" | sort -k3 | uniq -f2 -c | sort -rn | head -n 10 || true
-python3 - "$STATS" <<'PY' || true
-import sys, urllib.request
-t = urllib.request.urlopen(f"http://{sys.argv[1]}/metrics", timeout=10).read().decode()
-for l in t.splitlines():
-    if l.startswith(("nfsgw_callbacks_total", "nfsgw_delegation", "nfsgw_rdma_callback", "nfsgw_rpcrdma")):
-        print("  " + l)
-PY
+metrics_get "$STATS" | grep -E "^(nfsgw_callbacks_total|nfsgw_delegation|nfsgw_rdma_callback|nfsgw_rpcrdma)" | sed "s/^/  /" || true
 kill -TERM "$GWPID"
 for _ in $(seq 1 100); do gw_alive || break; sleep 0.2; done
 check "gateway stopped cleanly (SIGTERM)" sh -c "! kill -0 $GWPID 2>/dev/null"

@@ -78,21 +78,9 @@ check() {
   else echo "FAIL $d"; exit 1; fi
 }
 # metric NAME [LABEL=VALUE...]: the sum of the samples of NAME carrying those labels.
-metric() {
-  python3 - "$STATS" "$@" <<'PY'
-import re, sys, urllib.request
-addr, name, want = sys.argv[1], sys.argv[2], dict(a.split("=", 1) for a in sys.argv[3:])
-text = urllib.request.urlopen(f"http://{addr}/metrics", timeout=10).read().decode()
-total = 0.0
-for line in text.splitlines():
-    m = re.match(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{([^}]*)\})?\s+(\S+)$', line)
-    if m and m.group(1) == name:
-        labels = dict(re.findall(r'(\w+)="([^"]*)"', m.group(3) or ""))
-        if all(labels.get(k) == v for k, v in want.items()):
-            total += float(m.group(4))
-print(int(total))
-PY
-}
+# shellcheck source=tests/vm/metrics.sh
+. "$(dirname "$0")/metrics.sh"
+metric() { metric_with "$STATS" "$@"; }
 # wait_metric SECS EXPECTED NAME [LABELS...]: counters are published every 1,024 passes
 # and before a reactor sleeps, so poll for a few seconds.
 wait_metric() {
