@@ -368,6 +368,28 @@ pub fn reply_xid(record: &[u8]) -> Option<u32> {
 /// `compound`). Any malformed byte is an error, never a panic; so is a status RFC 8881
 /// §15.1 does not define (`Nfsstat4::decode`).
 pub fn decode_reply(record: &[u8], compound: bool) -> XdrResult<(u32, CbReply)> {
+    // CB_OFFLOAD4res (RFC 7862 §16.1.2), CB_LAYOUTRECALL4res (RFC 8881 §20.3.2) and
+    // CB_NOTIFY_DEVICEID4res (§20.12.2) are a status too: they take CB_RECALL's place.
+    decode_reply_with(record, compound, |op, r, out| match op {
+        OP_CB_RECALL | OP_CB_OFFLOAD | OP_CB_LAYOUTRECALL | OP_CB_NOTIFY_DEVICEID => {
+            out.recall = Some(Nfsstat4::decode(r)?);
+            Ok(true)
+        }
+        _ => Ok(false),
+    })
+}
+
+/// The one walk over a callback reply: the RPC reply header, then CB_COMPOUND4res
+/// (RFC 8881 §20.2... §19.2.2: status, tag, results) when `compound`. CB_SEQUENCE's
+/// result (§20.9.2) and CB_ILLEGAL's are read here; any other result goes to `op`
+/// (its operation number, the reader just after it, the reply so far), which reads
+/// it and says whether to read on (`false`: a result we did not ask for, or one
+/// not to trust further — the statuses we need came first).
+pub(super) fn decode_reply_with(
+    record: &[u8],
+    compound: bool,
+    mut op: impl FnMut(u32, &mut XdrReader, &mut CompoundReply) -> XdrResult<bool>,
+) -> XdrResult<(u32, CbReply)> {
     let (xid, status, at) = rpc::decode_reply(record)?;
     if status != ReplyStatus::Accepted(Accept::Success) {
         return Ok((xid, CbReply::Rpc(status)));
@@ -403,18 +425,14 @@ pub fn decode_reply(record: &[u8], compound: bool) -> XdrResult<(u32, CbReply)> 
                 };
                 out.sequence = Some((st, ok));
             }
-            // CB_OFFLOAD4res (RFC 7862 §16.1.2), CB_LAYOUTRECALL4res (RFC 8881
-            // §20.3.2) and CB_NOTIFY_DEVICEID4res (§20.12.2) are a status too: they
-            // take CB_RECALL's place.
-            OP_CB_RECALL | OP_CB_OFFLOAD | OP_CB_LAYOUTRECALL | OP_CB_NOTIFY_DEVICEID => {
-                out.recall = Some(Nfsstat4::decode(&mut r)?)
-            }
             OP_CB_ILLEGAL => {
                 r.u32()?;
             }
-            // Results we did not ask for: stop reading (the statuses we need came
-            // first, or the reply is not ours to trust further).
-            _ => break,
+            code => {
+                if !op(code, &mut r, &mut out)? {
+                    break;
+                }
+            }
         }
     }
     Ok((xid, CbReply::Ok(Some(out))))
