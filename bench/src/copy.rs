@@ -17,8 +17,8 @@
 //! source's pattern (untimed). The ops run one after another on one session:
 //! `--ops` copies, or as many as start within `--duration` (at least one).
 
-use crate::nfs4::reply::{self, status_name, Decoded};
-use crate::nfs4::session::{Client4, Opened};
+use crate::nfs4::reply;
+use crate::nfs4::session::{check, Client4, Opened};
 use crate::nfs4::{status, Op4, Seq};
 use crate::pattern::Pattern;
 use crate::transport::Target;
@@ -79,16 +79,6 @@ impl Copied {
             n => l[((q * (n - 1) as f64).round() as usize).min(n - 1)].as_secs_f64() * 1e3,
         }
     }
-}
-
-fn check(d: &Decoded, what: &str) -> anyhow::Result<()> {
-    anyhow::ensure!(
-        d.ok(),
-        "{what}: {} (op {})",
-        status_name(d.status),
-        d.failed_op
-    );
-    Ok(())
 }
 
 /// Checks the flags of a copy run.

@@ -1,13 +1,15 @@
 //! The client's side of the NFSv4.1 callback program (RFC 8881 §19–§20): reading a
-//! CB_NULL or a CB_COMPOUND of CB_SEQUENCE + CB_RECALL the server calls, and writing
-//! the REPLY a callback service gives (CB_SEQUENCE OK echoing the session and
-//! sequence id, CB_RECALL OK).
+//! CB_NULL or a CB_COMPOUND of CB_SEQUENCE + one operation the server calls, and
+//! writing the REPLY a callback service gives (CB_SEQUENCE OK echoing the session and
+//! sequence id, then the operation's status). One reader of the call (`decode_cb`)
+//! and one writer of the reply (`cb_reply`) serve every operation, pNFS's too
+//! (`v4pnfs`).
 
 use crate::nfs4::*;
 use crate::nfs4args::NFS4_OK;
 use crate::rpccall;
 use engine::rpc::{self, Accept};
-use engine::xdr::{XdrReader, XdrResult};
+use engine::xdr::{XdrReader, XdrResult, XdrWriter};
 
 /// Longest callback tag accepted.
 const MAX_TAG: usize = 1024;
@@ -25,21 +27,78 @@ pub struct CbRecall {
 /// CB_SEQUENCE + CB_RECALL. Anything else — another program, version, procedure,
 /// operation or a malformed body — is an `Err` saying what.
 pub fn decode_callback(rec: &[u8]) -> Result<(u32, Option<CbRecall>), String> {
-    let (h, at) = rpc::decode_call(rec).map_err(|e| format!("not an RPC CALL: {e:?}"))?;
+    let (h, _) = rpc::decode_call(rec).map_err(|e| format!("not an RPC CALL: {e:?}"))?;
     if (h.prog, h.vers) != (NFS4_CALLBACK, NFS_CB) {
         return Err(format!("program {} version {}", h.prog, h.vers));
     }
     match h.proc_ {
         CB_NULL => Ok((h.xid, None)),
         CB_COMPOUND => {
-            let recall = cb_recall(&mut XdrReader::new(&rec[at..]))
-                .map_err(|e| format!("CB_COMPOUND: {e}"))?;
-            recall
-                .map(|c| (h.xid, Some(c)))
-                .ok_or_else(|| "not CB_SEQUENCE + CB_RECALL".to_string())
+            let (xid, c) = decode_cb(rec, Some(NFS4_CALLBACK), 1, OP_CB_RECALL, cb_recall)?;
+            Ok((xid, Some(c)))
         }
         p => Err(format!("procedure {p}")),
     }
+}
+
+/// The xid and `op`'s arguments of a callback record: an RPC CALL of the callback
+/// program (`prog` when given; a client picks its own, csa_cb_program) version 1,
+/// procedure CB_COMPOUND, whose CB_COMPOUND4args is CB_SEQUENCE then `op`
+/// (`cb_sequence_then`), `body` reading the rest from CB_SEQUENCE's session and
+/// sequence id. Anything else is an `Err` saying what.
+pub(crate) fn decode_cb<T>(
+    rec: &[u8],
+    prog: Option<u32>,
+    minor: u32,
+    op: u32,
+    body: impl FnOnce(&mut XdrReader, [u8; 16], u32) -> XdrResult<Option<T>>,
+) -> Result<(u32, T), String> {
+    let (h, at) = rpc::decode_call(rec).map_err(|e| format!("not an RPC CALL: {e:?}"))?;
+    if prog.is_some_and(|p| p != h.prog) || (h.vers, h.proc_) != (NFS_CB, CB_COMPOUND) {
+        return Err(format!(
+            "program {} version {} procedure {}",
+            h.prog, h.vers, h.proc_
+        ));
+    }
+    let mut r = XdrReader::new(&rec[at..]);
+    let got = match cb_sequence_then(&mut r, minor, op) {
+        Ok(Some((session, seqid))) => body(&mut r, session, seqid),
+        Ok(None) => Ok(None),
+        Err(e) => Err(e),
+    };
+    got.map_err(|e| format!("CB_COMPOUND: {e:?}"))?
+        .map(|c| (h.xid, c))
+        .ok_or_else(|| format!("not a minor-{minor} CB_SEQUENCE + operation {op}"))
+}
+
+/// The REPLY to a CB_COMPOUND of CB_SEQUENCE + `op` (RFC 8881 §19.2.2): accepted
+/// SUCCESS, CB_COMPOUND4res with `status` and an empty tag, CB_SEQUENCE OK (§20.9.2)
+/// echoing `session` and `seqid` (slot 0, highest slot 0, target 0), then `op` with
+/// `status` and whatever `tail` writes after it.
+pub(crate) fn cb_reply(
+    xid: u32,
+    (session, seqid): (&[u8; 16], u32),
+    op: u32,
+    status: u32,
+    tail: impl Fn(&mut XdrWriter) -> XdrResult<()>,
+) -> Vec<u8> {
+    rpccall::encode(256, |w| {
+        rpc::write_accepted(w, xid, Accept::Success)?;
+        w.u32(status)?;
+        w.opaque_var(b"")?;
+        w.u32(2)?;
+        w.u32(OP_CB_SEQUENCE)?;
+        w.u32(NFS4_OK)?;
+        w.opaque_fixed(session)?;
+        w.u32(seqid)?;
+        for _ in 0..3 {
+            w.u32(0)?; // slot, highest slot, target highest slot
+        }
+        w.u32(op)?;
+        w.u32(status)?;
+        tail(w)
+    })
+    .expect("a callback reply fits its buffer")
 }
 
 /// The head of a two-operation CB_COMPOUND4args (RFC 8881 §19.2.1) of minor version
@@ -47,11 +106,7 @@ pub fn decode_callback(rec: &[u8]) -> Result<(u32, Option<CbRecall>), String> {
 /// sends a 4.2 session's callbacks as 4.2's): CB_SEQUENCE (§20.9.1) with no referring
 /// call lists, then operation `op`, whose arguments follow. Its session and sequence
 /// id; `None` for any other shape.
-pub(crate) fn cb_sequence_then(
-    r: &mut XdrReader,
-    minor: u32,
-    op: u32,
-) -> XdrResult<Option<([u8; 16], u32)>> {
+fn cb_sequence_then(r: &mut XdrReader, minor: u32, op: u32) -> XdrResult<Option<([u8; 16], u32)>> {
     r.opaque_var(MAX_TAG)?;
     let got_minor = r.u32()?;
     r.u32()?; // callback_ident
@@ -68,12 +123,9 @@ pub(crate) fn cb_sequence_then(
     Ok(Some((session, seqid)))
 }
 
-/// CB_COMPOUND4args (RFC 8881 §19.2.1) of minor version 1 or 2 with exactly CB_SEQUENCE
-/// (§20.9.1) and CB_RECALL (§20.2.1); `None` for any other shape.
-fn cb_recall(r: &mut XdrReader) -> XdrResult<Option<CbRecall>> {
-    let Some((session, seqid)) = cb_sequence_then(r, 1, OP_CB_RECALL)? else {
-        return Ok(None);
-    };
+/// CB_RECALL4args (RFC 8881 §20.2.1) after CB_SEQUENCE: the stateid (the truncate
+/// flag and handle after it are not read).
+fn cb_recall(r: &mut XdrReader, session: [u8; 16], seqid: u32) -> XdrResult<Option<CbRecall>> {
     let mut stateid = [0u8; 16];
     stateid.copy_from_slice(r.opaque_fixed(16)?);
     Ok(Some(CbRecall {
@@ -87,25 +139,17 @@ fn cb_recall(r: &mut XdrReader) -> XdrResult<Option<CbRecall>> {
 /// CB_SEQUENCE OK (echoing session and sequence id; slot 0, highest slot 0, target 0)
 /// and CB_RECALL OK.
 pub fn callback_reply(xid: u32, recall: Option<&CbRecall>) -> Vec<u8> {
-    rpccall::encode(256, |w| {
-        rpc::write_accepted(w, xid, Accept::Success)?;
-        if let Some(c) = recall {
-            w.u32(NFS4_OK)?;
-            w.opaque_var(b"")?;
-            w.u32(2)?;
-            w.u32(OP_CB_SEQUENCE)?;
-            w.u32(NFS4_OK)?;
-            w.opaque_fixed(&c.session)?;
-            w.u32(c.seqid)?;
-            w.u32(0)?;
-            w.u32(0)?;
-            w.u32(0)?;
-            w.u32(OP_CB_RECALL)?;
-            w.u32(NFS4_OK)?;
-        }
-        Ok(())
-    })
-    .expect("a callback reply fits its buffer")
+    match recall {
+        Some(c) => cb_reply(
+            xid,
+            (&c.session, c.seqid),
+            OP_CB_RECALL,
+            NFS4_OK,
+            |_| Ok(()),
+        ),
+        None => rpccall::encode(256, |w| rpc::write_accepted(w, xid, Accept::Success))
+            .expect("a callback reply fits its buffer"),
+    }
 }
 
 /// A CB_OFFLOAD (RFC 7862 §16.1) as the client sees it: CB_SEQUENCE's session and
@@ -127,21 +171,10 @@ pub struct CbOffload {
 /// A CB_COMPOUND of minor version 2 with exactly CB_SEQUENCE and CB_OFFLOAD: its xid
 /// and what it says; anything else is an `Err` saying what.
 pub fn decode_offload(rec: &[u8]) -> Result<(u32, CbOffload), String> {
-    let (h, at) = rpc::decode_call(rec).map_err(|e| format!("not an RPC CALL: {e:?}"))?;
-    // The program number is the client's own choice (csa_cb_program): not checked.
-    if (h.vers, h.proc_) != (NFS_CB, CB_COMPOUND) {
-        return Err(format!("version {} proc {}", h.vers, h.proc_));
-    }
-    cb_offload(&mut XdrReader::new(&rec[at..]))
-        .map_err(|e| format!("CB_COMPOUND: {e}"))?
-        .map(|c| (h.xid, c))
-        .ok_or_else(|| "not a minor-2 CB_SEQUENCE + CB_OFFLOAD".to_string())
+    decode_cb(rec, None, 2, OP_CB_OFFLOAD, cb_offload)
 }
 
-fn cb_offload(r: &mut XdrReader) -> XdrResult<Option<CbOffload>> {
-    let Some((session, seqid)) = cb_sequence_then(r, 2, OP_CB_OFFLOAD)? else {
-        return Ok(None);
-    };
+fn cb_offload(r: &mut XdrReader, session: [u8; 16], seqid: u32) -> XdrResult<Option<CbOffload>> {
     let fh = r.opaque_var(128)?.to_vec();
     let mut stateid = [0u8; 16];
     stateid.copy_from_slice(r.opaque_fixed(16)?);
@@ -172,22 +205,9 @@ fn cb_offload(r: &mut XdrReader) -> XdrResult<Option<CbOffload>> {
 /// The REPLY to a CB_OFFLOAD: CB_SEQUENCE OK echoing session and sequence id, then
 /// CB_OFFLOAD OK.
 pub fn offload_reply(xid: u32, c: &CbOffload) -> Vec<u8> {
-    rpccall::encode(256, |w| {
-        rpc::write_accepted(w, xid, Accept::Success)?;
-        w.u32(NFS4_OK)?;
-        w.opaque_var(b"")?;
-        w.u32(2)?;
-        w.u32(OP_CB_SEQUENCE)?;
-        w.u32(NFS4_OK)?;
-        w.opaque_fixed(&c.session)?;
-        w.u32(c.seqid)?;
-        w.u32(0)?;
-        w.u32(0)?;
-        w.u32(0)?;
-        w.u32(OP_CB_OFFLOAD)?;
-        w.u32(NFS4_OK)
+    cb_reply(xid, (&c.session, c.seqid), OP_CB_OFFLOAD, NFS4_OK, |_| {
+        Ok(())
     })
-    .expect("a callback reply fits its buffer")
 }
 
 /// A CB_GETATTR (RFC 8881 §20.1) as the client sees it: CB_SEQUENCE's session and
@@ -210,20 +230,10 @@ const DELEG_TIMES_WORD2: u32 = 1 << (crate::delstid::FATTR4_TIME_DELEG_ACCESS - 
 /// asking for change (3) and size (4): its xid and what it says; anything else is an
 /// `Err` saying what.
 pub fn decode_getattr(rec: &[u8]) -> Result<(u32, CbGetattr), String> {
-    let (h, at) = rpc::decode_call(rec).map_err(|e| format!("not an RPC CALL: {e:?}"))?;
-    if (h.vers, h.proc_) != (NFS_CB, CB_COMPOUND) {
-        return Err(format!("version {} proc {}", h.vers, h.proc_));
-    }
-    cb_getattr(&mut XdrReader::new(&rec[at..]))
-        .map_err(|e| format!("CB_COMPOUND: {e}"))?
-        .map(|c| (h.xid, c))
-        .ok_or_else(|| "not CB_SEQUENCE + CB_GETATTR of change and size".to_string())
+    decode_cb(rec, None, 1, OP_CB_GETATTR, cb_getattr)
 }
 
-fn cb_getattr(r: &mut XdrReader) -> XdrResult<Option<CbGetattr>> {
-    let Some((session, seqid)) = cb_sequence_then(r, 1, OP_CB_GETATTR)? else {
-        return Ok(None);
-    };
+fn cb_getattr(r: &mut XdrReader, session: [u8; 16], seqid: u32) -> XdrResult<Option<CbGetattr>> {
     let fh = r.opaque_var(128)?.to_vec();
     let times = match r.u32()? {
         1 => false,
@@ -254,8 +264,7 @@ pub fn getattr_reply_times(
     atime: (i64, u32),
     mtime: (i64, u32),
 ) -> Vec<u8> {
-    rpccall::encode(256, |w| {
-        cb_getattr_ok_head(w, xid, c)?;
+    cb_reply(xid, (&c.session, c.seqid), OP_CB_GETATTR, NFS4_OK, |w| {
         w.u32(3)?;
         w.u32(1 << 3 | 1 << 4)?;
         w.u32(0)?;
@@ -266,36 +275,16 @@ pub fn getattr_reply_times(
         w.opaque_fixed(&crate::delstid::encode_time(atime.0, atime.1))?;
         w.opaque_fixed(&crate::delstid::encode_time(mtime.0, mtime.1))
     })
-    .expect("a callback reply fits its buffer")
-}
-
-/// The REPLY's header, CB_SEQUENCE OK and CB_GETATTR's OK status.
-fn cb_getattr_ok_head(w: &mut engine::xdr::XdrWriter, xid: u32, c: &CbGetattr) -> XdrResult<()> {
-    rpc::write_accepted(w, xid, Accept::Success)?;
-    w.u32(NFS4_OK)?;
-    w.opaque_var(b"")?;
-    w.u32(2)?;
-    w.u32(OP_CB_SEQUENCE)?;
-    w.u32(NFS4_OK)?;
-    w.opaque_fixed(&c.session)?;
-    w.u32(c.seqid)?;
-    w.u32(0)?;
-    w.u32(0)?;
-    w.u32(0)?;
-    w.u32(OP_CB_GETATTR)?;
-    w.u32(NFS4_OK)
 }
 
 /// The REPLY to a CB_GETATTR: CB_SEQUENCE OK echoing session and sequence id, then
 /// CB_GETATTR OK with fattr4 {change, size} (RFC 8881 §20.1.2).
 pub fn getattr_reply(xid: u32, c: &CbGetattr, size: u64, change: u64) -> Vec<u8> {
-    rpccall::encode(256, |w| {
-        cb_getattr_ok_head(w, xid, c)?;
+    cb_reply(xid, (&c.session, c.seqid), OP_CB_GETATTR, NFS4_OK, |w| {
         w.u32(1)?;
         w.u32(1 << 3 | 1 << 4)?;
         w.u32(16)?;
         w.u64(change)?;
         w.u64(size)
     })
-    .expect("a callback reply fits its buffer")
 }

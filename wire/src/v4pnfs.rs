@@ -491,65 +491,48 @@ pub struct CbLayoutRecall {
 /// The xid and CB_LAYOUTRECALL of a callback record (a CB_COMPOUND of minor version 1
 /// with CB_SEQUENCE and CB_LAYOUTRECALL of one file); anything else is an `Err`.
 pub fn decode_layoutrecall(rec: &[u8]) -> Result<(u32, CbLayoutRecall), String> {
-    let (h, at) = engine::rpc::decode_call(rec).map_err(|e| format!("not an RPC CALL: {e:?}"))?;
-    if (h.prog, h.vers, h.proc_) != (NFS4_CALLBACK, NFS_CB, CB_COMPOUND) {
-        return Err(format!(
-            "program {} version {} procedure {}",
-            h.prog, h.vers, h.proc_
-        ));
+    crate::v4cb::decode_cb(
+        rec,
+        Some(NFS4_CALLBACK),
+        1,
+        OP_CB_LAYOUTRECALL,
+        cb_layoutrecall,
+    )
+}
+
+/// CB_LAYOUTRECALL4args (RFC 8881 §20.3.1) after CB_SEQUENCE, of one file
+/// (LAYOUTRECALL4_FILE); `None` for the other recall types.
+fn cb_layoutrecall(
+    r: &mut XdrReader,
+    session: [u8; 16],
+    seqid: u32,
+) -> XdrResult<Option<CbLayoutRecall>> {
+    let (layout_type, iomode, changed) = (r.u32()?, r.u32()?, r.bool()?);
+    if r.u32()? != 1 {
+        return Ok(None); // LAYOUTRECALL4_FSID / _ALL
     }
-    let mut r = XdrReader::new(&rec[at..]);
-    let recall = (|| -> XdrResult<Option<CbLayoutRecall>> {
-        let Some((session, seqid)) = crate::v4cb::cb_sequence_then(&mut r, 1, OP_CB_LAYOUTRECALL)?
-        else {
-            return Ok(None);
-        };
-        let (layout_type, iomode, changed) = (r.u32()?, r.u32()?, r.bool()?);
-        if r.u32()? != 1 {
-            return Ok(None); // LAYOUTRECALL4_FSID / _ALL
-        }
-        let fh = r.opaque_var(128)?.to_vec();
-        let (offset, length) = (r.u64()?, r.u64()?);
-        let mut stateid = [0u8; 16];
-        stateid.copy_from_slice(r.opaque_fixed(16)?);
-        Ok(Some(CbLayoutRecall {
-            session,
-            seqid,
-            layout_type,
-            iomode,
-            changed,
-            fh,
-            offset,
-            length,
-            stateid,
-        }))
-    })()
-    .map_err(|e| format!("CB_COMPOUND: {e:?}"))?;
-    recall
-        .map(|c| (h.xid, c))
-        .ok_or_else(|| "not CB_SEQUENCE + CB_LAYOUTRECALL of a file".to_string())
+    let fh = r.opaque_var(128)?.to_vec();
+    let (offset, length) = (r.u64()?, r.u64()?);
+    let stateid = fixed16(r)?;
+    Ok(Some(CbLayoutRecall {
+        session,
+        seqid,
+        layout_type,
+        iomode,
+        changed,
+        fh,
+        offset,
+        length,
+        stateid,
+    }))
 }
 
 /// The REPLY to a CB_LAYOUTRECALL: CB_SEQUENCE OK (echoing the session and sequence
 /// id) and CB_LAYOUTRECALL with `status` (NFS4_OK: the client will LAYOUTRETURN;
 /// NFS4ERR_NOMATCHING_LAYOUT: it holds none).
 pub fn layoutrecall_reply(xid: u32, c: &CbLayoutRecall, status: u32) -> Vec<u8> {
-    crate::rpccall::encode(256, |w| {
-        engine::rpc::write_accepted(w, xid, engine::rpc::Accept::Success)?;
-        w.u32(status)?;
-        w.opaque_var(b"")?;
-        w.u32(2)?;
-        w.u32(OP_CB_SEQUENCE)?;
-        w.u32(crate::nfs4args::NFS4_OK)?;
-        w.opaque_fixed(&c.session)?;
-        w.u32(c.seqid)?;
-        for _ in 0..3 {
-            w.u32(0)?; // slot, highest slot, target highest slot
-        }
-        w.u32(OP_CB_LAYOUTRECALL)?;
-        w.u32(status)
-    })
-    .expect("a callback reply fits its buffer")
+    let seq = (&c.session, c.seqid);
+    crate::v4cb::cb_reply(xid, seq, OP_CB_LAYOUTRECALL, status, |_| Ok(()))
 }
 
 /// One change a CB_NOTIFY_DEVICEID carries (RFC 8881 §20.12.1): its type
@@ -576,73 +559,57 @@ pub struct CbNotifyDeviceid {
 /// The xid and CB_NOTIFY_DEVICEID of a callback record (CB_COMPOUND with CB_SEQUENCE
 /// and CB_NOTIFY_DEVICEID); anything else is an `Err`.
 pub fn decode_notify_deviceid(rec: &[u8]) -> Result<(u32, CbNotifyDeviceid), String> {
-    let (h, at) = engine::rpc::decode_call(rec).map_err(|e| format!("not an RPC CALL: {e:?}"))?;
-    if (h.prog, h.vers, h.proc_) != (NFS4_CALLBACK, NFS_CB, CB_COMPOUND) {
-        return Err(format!(
-            "program {} version {} procedure {}",
-            h.prog, h.vers, h.proc_
-        ));
-    }
-    let mut r = XdrReader::new(&rec[at..]);
-    let got = (|| -> XdrResult<Option<CbNotifyDeviceid>> {
-        let Some((session, seqid)) =
-            crate::v4cb::cb_sequence_then(&mut r, 1, OP_CB_NOTIFY_DEVICEID)?
-        else {
-            return Ok(None);
-        };
-        let mut notices = Vec::new();
-        for _ in 0..count(&mut r)? {
-            let words = count(&mut r)?;
-            let mask: Vec<u32> = (0..words).map(|_| r.u32()).collect::<XdrResult<_>>()?;
-            let vals = r.opaque_var(MAX_BODY)?;
-            let mut v = XdrReader::new(vals);
-            // The values follow the mask's bits in order (§3.3.7, §20.12.3).
-            for bit in 0..32 * mask.len() as u32 {
-                if mask[(bit / 32) as usize] & (1 << (bit % 32)) == 0 {
-                    continue;
-                }
-                let (layout_type, deviceid) = (v.u32()?, fixed16(&mut v)?);
-                let immediate = match bit {
-                    NOTIFY_DEVICEID4_CHANGE => v.bool()?,
-                    NOTIFY_DEVICEID4_DELETE => false,
-                    _ => return Ok(None),
-                };
-                notices.push(DeviceNotice {
-                    kind: bit,
-                    layout_type,
-                    deviceid,
-                    immediate,
-                });
+    crate::v4cb::decode_cb(
+        rec,
+        Some(NFS4_CALLBACK),
+        1,
+        OP_CB_NOTIFY_DEVICEID,
+        cb_notify,
+    )
+}
+
+/// CB_NOTIFY_DEVICEID4args (RFC 8881 §20.12.1) after CB_SEQUENCE: every (mask,
+/// values) pair of cnda_changes read into notices.
+fn cb_notify(
+    r: &mut XdrReader,
+    session: [u8; 16],
+    seqid: u32,
+) -> XdrResult<Option<CbNotifyDeviceid>> {
+    let mut notices = Vec::new();
+    for _ in 0..count(r)? {
+        let words = count(r)?;
+        let mask: Vec<u32> = (0..words).map(|_| r.u32()).collect::<XdrResult<_>>()?;
+        let vals = r.opaque_var(MAX_BODY)?;
+        let mut v = XdrReader::new(vals);
+        // The values follow the mask's bits in order (§3.3.7, §20.12.3).
+        for bit in 0..32 * mask.len() as u32 {
+            if mask[(bit / 32) as usize] & (1 << (bit % 32)) == 0 {
+                continue;
             }
+            let (layout_type, deviceid) = (v.u32()?, fixed16(&mut v)?);
+            let immediate = match bit {
+                NOTIFY_DEVICEID4_CHANGE => v.bool()?,
+                NOTIFY_DEVICEID4_DELETE => false,
+                _ => return Ok(None),
+            };
+            notices.push(DeviceNotice {
+                kind: bit,
+                layout_type,
+                deviceid,
+                immediate,
+            });
         }
-        Ok(Some(CbNotifyDeviceid {
-            session,
-            seqid,
-            notices,
-        }))
-    })()
-    .map_err(|e| format!("CB_COMPOUND: {e:?}"))?;
-    got.map(|c| (h.xid, c))
-        .ok_or_else(|| "not CB_SEQUENCE + CB_NOTIFY_DEVICEID".to_string())
+    }
+    Ok(Some(CbNotifyDeviceid {
+        session,
+        seqid,
+        notices,
+    }))
 }
 
 /// The REPLY to a CB_NOTIFY_DEVICEID: CB_SEQUENCE OK (echoing the session and
 /// sequence id) and CB_NOTIFY_DEVICEID with `status`.
 pub fn notify_deviceid_reply(xid: u32, c: &CbNotifyDeviceid, status: u32) -> Vec<u8> {
-    crate::rpccall::encode(256, |w| {
-        engine::rpc::write_accepted(w, xid, engine::rpc::Accept::Success)?;
-        w.u32(status)?;
-        w.opaque_var(b"")?;
-        w.u32(2)?;
-        w.u32(OP_CB_SEQUENCE)?;
-        w.u32(crate::nfs4args::NFS4_OK)?;
-        w.opaque_fixed(&c.session)?;
-        w.u32(c.seqid)?;
-        for _ in 0..3 {
-            w.u32(0)?; // slot, highest slot, target highest slot
-        }
-        w.u32(OP_CB_NOTIFY_DEVICEID)?;
-        w.u32(status)
-    })
-    .expect("a callback reply fits its buffer")
+    let seq = (&c.session, c.seqid);
+    crate::v4cb::cb_reply(xid, seq, OP_CB_NOTIFY_DEVICEID, status, |_| Ok(()))
 }

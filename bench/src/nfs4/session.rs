@@ -84,7 +84,8 @@ pub struct Client4 {
     back: Option<BackChannel>,
 }
 
-fn check(d: &Decoded, what: &str) -> anyhow::Result<()> {
+/// A COMPOUND that must have succeeded: its failing operation and status as the error.
+pub(crate) fn check(d: &Decoded, what: &str) -> anyhow::Result<()> {
     anyhow::ensure!(
         d.ok(),
         "{what}: {} (op {})",

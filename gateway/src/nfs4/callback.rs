@@ -154,89 +154,93 @@ pub fn encode(
     let cred = sec.map_or_else(root_cred, cred);
     let mut buf = vec![0u8; (max as usize).min(64 * 1024)];
     let mut w = XdrWriter::new(&mut buf);
-    // CB_NULL is procedure 0; a recall is CB_COMPOUND (procedure 1) with CB_SEQUENCE
-    // (slot 0) and CB_RECALL.
-    match call {
-        CbCall::Null => rpc::write_call(&mut w, xid, cb_program, CB_VERSION, CB_NULL, &cred)?,
-        CbCall::Recall {
-            session,
-            minor,
-            seqid,
-            stateid,
-            fh,
-        } => {
-            if fh.len() > FH_MAX {
+    // CB_NULL is procedure 0; every other callback is CB_COMPOUND (procedure 1) with
+    // CB_SEQUENCE (slot 0) and the one operation.
+    match compound_head(call) {
+        None => rpc::write_call(&mut w, xid, cb_program, CB_VERSION, CB_NULL, &cred)?,
+        Some((minor, session, seqid, fh)) => {
+            if fh.is_some_and(|fh| fh.len() > FH_MAX) {
                 return Err(XdrError::BadValue);
             }
             rpc::write_call(&mut w, xid, cb_program, CB_VERSION, CB_COMPOUND, &cred)?;
-            // The session's minor version (RFC 7862 §16: a 4.2 session's callbacks are
-            // 4.2's; Linux matches the CB_SEQUENCE's session only among its clients of
-            // the CB_COMPOUND's minor version).
-            cb_sequence(&mut w, *minor, session, *seqid)?;
-            // CB_RECALL4args (§20.2): stateid, truncate false, fh.
-            w.u32(OP_CB_RECALL)?;
-            stateid.encode(&mut w)?;
-            w.bool(false)?;
-            w.opaque_var(fh)?;
-        }
-        CbCall::Offload {
-            session,
-            seqid,
-            stateid,
-            fh,
-            outcome,
-        } => {
-            if fh.len() > FH_MAX {
-                return Err(XdrError::BadValue);
-            }
-            rpc::write_call(&mut w, xid, cb_program, CB_VERSION, CB_COMPOUND, &cred)?;
-            // CB_OFFLOAD is an NFSv4.2 callback: the CB_COMPOUND says minor version 2
-            // (RFC 7862 §16; a 4.1 callback service would answer OP_ILLEGAL).
-            cb_sequence(&mut w, 2, session, *seqid)?;
-            cb_offload(&mut w, stateid, fh, outcome)?;
-        }
-        CbCall::LayoutRecall {
-            session,
-            minor,
-            seqid,
-            stateid,
-            fh,
-        } => {
-            if fh.len() > FH_MAX {
-                return Err(XdrError::BadValue);
-            }
-            rpc::write_call(&mut w, xid, cb_program, CB_VERSION, CB_COMPOUND, &cred)?;
-            cb_sequence(&mut w, *minor, session, *seqid)?;
-            cb_layoutrecall(&mut w, stateid, fh)?;
-        }
-        CbCall::NotifyDelete {
-            session,
-            minor,
-            seqid,
-            deviceid,
-        } => {
-            rpc::write_call(&mut w, xid, cb_program, CB_VERSION, CB_COMPOUND, &cred)?;
-            cb_sequence(&mut w, *minor, session, *seqid)?;
-            cb_notify_delete(&mut w, deviceid)?;
-        }
-        CbCall::Getattr {
-            session,
-            minor,
-            seqid,
-            fh,
-            times,
-        } => {
-            if fh.len() > FH_MAX {
-                return Err(XdrError::BadValue);
-            }
-            rpc::write_call(&mut w, xid, cb_program, CB_VERSION, CB_COMPOUND, &cred)?;
-            cb_sequence(&mut w, *minor, session, *seqid)?;
-            super::cb_getattr::put_args(&mut w, fh, *times)?;
+            cb_sequence(&mut w, minor, session, seqid)?;
+            op_args(&mut w, call)?;
         }
     }
     let n = w.position();
     buf.truncate(n);
     Ok(buf)
+}
+
+/// A CB_COMPOUND's minor version, session, slot 0 sequence id and file handle.
+type Head<'a> = (u32, &'a [u8; 16], u32, Option<&'a [u8]>);
+
+/// A CB_COMPOUND's minor version, session, slot 0 sequence id and the file handle
+/// it names (bounded by `FH_MAX`); `None` for CB_NULL. The minor version is the
+/// session's (RFC 7862 §16: a 4.2 session's callbacks are 4.2's; Linux matches the
+/// CB_SEQUENCE's session only among its clients of the CB_COMPOUND's minor version),
+/// except CB_OFFLOAD's, an NFSv4.2 callback: always 2 (a 4.1 callback service would
+/// answer OP_ILLEGAL).
+fn compound_head<'a>(call: &'a CbCall<'a>) -> Option<Head<'a>> {
+    match *call {
+        CbCall::Null => None,
+        CbCall::Recall {
+            ref session,
+            minor,
+            seqid,
+            fh,
+            ..
+        }
+        | CbCall::LayoutRecall {
+            ref session,
+            minor,
+            seqid,
+            fh,
+            ..
+        }
+        | CbCall::Getattr {
+            ref session,
+            minor,
+            seqid,
+            fh,
+            ..
+        } => Some((minor, session, seqid, Some(fh))),
+        CbCall::Offload {
+            ref session,
+            seqid,
+            fh,
+            ..
+        } => Some((2, session, seqid, Some(fh))),
+        CbCall::NotifyDelete {
+            ref session,
+            minor,
+            seqid,
+            ..
+        } => Some((minor, session, seqid, None)),
+    }
+}
+
+/// The operation after CB_SEQUENCE, with its arguments.
+fn op_args(w: &mut XdrWriter, call: &CbCall) -> XdrResult<()> {
+    match call {
+        CbCall::Null => Ok(()),
+        // CB_RECALL4args (RFC 8881 §20.2.1): stateid, truncate false, fh.
+        CbCall::Recall { stateid, fh, .. } => {
+            w.u32(OP_CB_RECALL)?;
+            stateid.encode(w)?;
+            w.bool(false)?;
+            w.opaque_var(fh)
+        }
+        CbCall::Offload {
+            stateid,
+            fh,
+            outcome,
+            ..
+        } => cb_offload(w, stateid, fh, outcome),
+        CbCall::LayoutRecall { stateid, fh, .. } => cb_layoutrecall(w, stateid, fh),
+        CbCall::NotifyDelete { deviceid, .. } => cb_notify_delete(w, deviceid),
+        CbCall::Getattr { fh, times, .. } => super::cb_getattr::put_args(w, fh, *times),
+    }
 }
 
 /// CB_COMPOUND4args' header (RFC 8881 §20.2: tag, `minor`, callback_ident 0 — ignored
@@ -368,6 +372,28 @@ pub fn reply_xid(record: &[u8]) -> Option<u32> {
 /// `compound`). Any malformed byte is an error, never a panic; so is a status RFC 8881
 /// §15.1 does not define (`Nfsstat4::decode`).
 pub fn decode_reply(record: &[u8], compound: bool) -> XdrResult<(u32, CbReply)> {
+    // CB_OFFLOAD4res (RFC 7862 §16.1.2), CB_LAYOUTRECALL4res (RFC 8881 §20.3.2) and
+    // CB_NOTIFY_DEVICEID4res (§20.12.2) are a status too: they take CB_RECALL's place.
+    decode_reply_with(record, compound, |op, r, out| match op {
+        OP_CB_RECALL | OP_CB_OFFLOAD | OP_CB_LAYOUTRECALL | OP_CB_NOTIFY_DEVICEID => {
+            out.recall = Some(Nfsstat4::decode(r)?);
+            Ok(true)
+        }
+        _ => Ok(false),
+    })
+}
+
+/// The one walk over a callback reply: the RPC reply header, then CB_COMPOUND4res
+/// (RFC 8881 §20.2... §19.2.2: status, tag, results) when `compound`. CB_SEQUENCE's
+/// result (§20.9.2) and CB_ILLEGAL's are read here; any other result goes to `op`
+/// (its operation number, the reader just after it, the reply so far), which reads
+/// it and says whether to read on (`false`: a result we did not ask for, or one
+/// not to trust further — the statuses we need came first).
+pub(super) fn decode_reply_with(
+    record: &[u8],
+    compound: bool,
+    mut op: impl FnMut(u32, &mut XdrReader, &mut CompoundReply) -> XdrResult<bool>,
+) -> XdrResult<(u32, CbReply)> {
     let (xid, status, at) = rpc::decode_reply(record)?;
     if status != ReplyStatus::Accepted(Accept::Success) {
         return Ok((xid, CbReply::Rpc(status)));
@@ -403,18 +429,14 @@ pub fn decode_reply(record: &[u8], compound: bool) -> XdrResult<(u32, CbReply)> 
                 };
                 out.sequence = Some((st, ok));
             }
-            // CB_OFFLOAD4res (RFC 7862 §16.1.2), CB_LAYOUTRECALL4res (RFC 8881
-            // §20.3.2) and CB_NOTIFY_DEVICEID4res (§20.12.2) are a status too: they
-            // take CB_RECALL's place.
-            OP_CB_RECALL | OP_CB_OFFLOAD | OP_CB_LAYOUTRECALL | OP_CB_NOTIFY_DEVICEID => {
-                out.recall = Some(Nfsstat4::decode(&mut r)?)
-            }
             OP_CB_ILLEGAL => {
                 r.u32()?;
             }
-            // Results we did not ask for: stop reading (the statuses we need came
-            // first, or the reply is not ours to trust further).
-            _ => break,
+            code => {
+                if !op(code, &mut r, &mut out)? {
+                    break;
+                }
+            }
         }
     }
     Ok((xid, CbReply::Ok(Some(out))))

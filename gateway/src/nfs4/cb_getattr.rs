@@ -2,25 +2,25 @@
 //! server sends (the file's handle, a bitmap of change and size) and the reply the
 //! holder of a write delegation gives (CB_SEQUENCE's result, then CB_GETATTR's status
 //! and fattr4). A codec beside `callback` (which writes the CB_COMPOUND's header and
-//! CB_SEQUENCE): no state, no I/O. Anything in a reply we cannot trust — short,
+//! CB_SEQUENCE, and walks the reply: `decode_reply_with`): no state, no I/O. Anything in a reply we cannot trust — short,
 //! another attribute set, values that are not a file's — is a failed CB_GETATTR,
 //! which the recall table answers by recalling the delegation.
 
 use super::attrs::{self, Bitmap, CHANGE, SIZE, TIME_DELEG_ACCESS, TIME_DELEG_MODIFY};
-use super::callback::{recall_reply, CompoundReply};
+use super::callback::{decode_reply_with, recall_reply, CbReply, CompoundReply};
 use super::status::{Nfsstat4, NFS4ERR_BADXDR};
 use crate::state::backchannel::{CbAttrs, RecallAnswer, RecallReply};
-use engine::rpc::{self, Accept, ReplyStatus};
 use engine::xdr::{XdrError, XdrReader, XdrResult, XdrWriter};
-use nfs_wire::nfs4::{OP_CB_GETATTR, OP_CB_ILLEGAL, OP_CB_SEQUENCE};
+use nfs_wire::nfs4::OP_CB_GETATTR;
+// What the tests (`cb_getattr_tests.rs`) take from here besides.
+#[cfg(test)]
+use {engine::rpc, nfs_wire::nfs4::OP_CB_SEQUENCE};
 
 /// What CB_GETATTR asks for: change and size, the two §10.4.3 names; and of a file
 /// whose times are delegated (RFC 9754 §6.1), the two delegated times.
 const WANT: Bitmap = Bitmap::of(&[CHANGE, SIZE]);
 const WANT_TIMES: Bitmap = Bitmap::of(&[CHANGE, SIZE, TIME_DELEG_ACCESS, TIME_DELEG_MODIFY]);
-/// Largest reply tag, result count, bitmap length and attribute values read.
-const MAX_TAG: usize = 1024;
-const MAX_RESULTS: u32 = 16;
+/// Largest bitmap length and attribute values read.
 const MAX_BITMAP: u32 = 8;
 const MAX_ATTR_VALS: usize = 4096;
 
@@ -46,62 +46,33 @@ pub fn getattr_reply(record: &[u8]) -> (RecallReply, Option<CbAttrs>) {
     (r, attrs.filter(|_| ok))
 }
 
-/// Decodes the reply: `None` for an RPC-level failure (the procedure did not run).
+/// Decodes the reply through `callback`'s walk: `None` for an RPC-level failure
+/// (the procedure did not run).
 fn decode(record: &[u8]) -> XdrResult<Option<(CompoundReply, Option<CbAttrs>)>> {
-    let (_, status, at) = rpc::decode_reply(record)?;
-    if status != ReplyStatus::Accepted(Accept::Success) {
-        return Ok(None);
-    }
-    let mut r = XdrReader::new(record.get(at..).ok_or(XdrError::Short)?);
-    let status = Nfsstat4::decode(&mut r)?;
-    r.string(MAX_TAG)?;
-    let n = r.u32()?;
-    if n > MAX_RESULTS {
-        return Err(XdrError::BadValue);
-    }
-    let mut out = CompoundReply {
-        status,
-        sequence: None,
-        recall: None,
-    };
     let mut got = None;
-    for _ in 0..n {
-        match r.u32()? {
-            OP_CB_SEQUENCE => {
-                let st = Nfsstat4::decode(&mut r)?;
-                let ok = if st.is_ok() {
-                    let mut sid = [0u8; 16];
-                    sid.copy_from_slice(r.opaque_fixed(16)?);
-                    let seqid = r.u32()?;
-                    r.skip(12)?; // slotid, highest_slotid, target_highest_slotid
-                    Some((sid, seqid))
-                } else {
-                    None
-                };
-                out.sequence = Some((st, ok));
-            }
-            OP_CB_GETATTR => {
-                let st = Nfsstat4::decode(&mut r)?;
-                if st.is_ok() {
-                    match fattr(&mut r) {
-                        Ok(a) => got = Some(a),
-                        // The client ran it (its slot moved on) but what it says
-                        // is not usable: a refusal, not a lost reply.
-                        Err(_) => {
-                            out.recall = Some(NFS4ERR_BADXDR);
-                            break;
-                        }
-                    }
-                }
-                out.recall = Some(st);
-            }
-            OP_CB_ILLEGAL => {
-                r.u32()?;
-            }
-            _ => break,
+    let walked = decode_reply_with(record, true, |op, r, out| {
+        if op != OP_CB_GETATTR {
+            return Ok(false);
         }
-    }
-    Ok(Some((out, got)))
+        let st = Nfsstat4::decode(r)?;
+        if st.is_ok() {
+            match fattr(r) {
+                Ok(a) => got = Some(a),
+                // The client ran it (its slot moved on) but what it says is not
+                // usable: a refusal, not a lost reply.
+                Err(_) => {
+                    out.recall = Some(NFS4ERR_BADXDR);
+                    return Ok(false);
+                }
+            }
+        }
+        out.recall = Some(st);
+        Ok(true)
+    })?;
+    Ok(match walked {
+        (_, CbReply::Ok(Some(c))) => Some((c, got)),
+        _ => None,
+    })
 }
 
 /// CB_GETATTR4resok's fattr4 (RFC 8881 §3.3.9: a bitmap, then the values in bit

@@ -1,7 +1,9 @@
 //! The callback state machine (RFC 8881 §2.10.3.1, §10.2, §20; docs/architecture.md
-//! §8 "Callbacks"): CB_NULL probes and CB_RECALLs, their XIDs (a table of our own,
-//! separate from forward XIDs), back-channel slot 0 sequence ids per session,
-//! timeouts and retries. Sans-IO and sans-protocol: `RecallTable::step` takes replies
+//! §8 "Callbacks"): CB_NULL probes and every other callback (CB_RECALL,
+//! CB_LAYOUTRECALL, CB_OFFLOAD, CB_GETATTR, CB_NOTIFY_DEVICEID: `recall_kinds.rs`),
+//! their XIDs (a table of our own, separate from forward XIDs), back-channel slot 0
+//! sequence ids per session, timeouts and retries — one path for all kinds, each
+//! kind's failures decided by its `Policy`. Sans-IO and sans-protocol: `RecallTable::step` takes replies
 //! and time and returns the records to send, made and read by a `CallbackWire`
 //! (`backchannel.rs`; `nfs4::callback` is the codec, and its `RecallDriver` pairs the
 //! two); the callback thread (`server/callbacks.rs`) owns the driver and moves the
@@ -13,7 +15,7 @@
 //! client never answers ends with the revocation after the lease
 //! (`Delegations::revoke_overdue`).
 
-use super::backchannel::{CallbackWire, CbCall, CbSec, RecallAnswer, RecallReply};
+use super::backchannel::{CallbackWire, CbAttrs, CbCall, CbSec, RecallAnswer, RecallReply};
 use super::delegations::Delegations;
 use super::layouts::Layouts;
 use super::BackChannelInfo;
@@ -24,13 +26,16 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+#[path = "recall_kinds.rs"]
+mod kinds;
+#[cfg(test)]
+use kinds::BAD_STATEID_RETRIES;
+use kinds::{Event, Kind, Next, Tables};
+
 /// No reply within this long: the callback timed out (retried on the bound channel).
 pub const CB_TIMEOUT: Duration = Duration::from_secs(5);
 /// Delay before resending after NFS4ERR_DELAY, an RPC error or no back channel.
 pub const RETRY: Duration = Duration::from_secs(2);
-/// CB_RECALL answered BAD_STATEID/BADHANDLE (the client has not seen the OPEN reply
-/// yet — knfsd retries the same race): resent this many times, then left to the lease.
-const BAD_STATEID_RETRIES: u8 = 2;
 /// Jobs waiting for the callback thread, callbacks in flight, sessions whose slot
 /// sequence we track, recalls in progress: each at most this many.
 const MAX_JOBS: usize = 4096;
@@ -104,45 +109,12 @@ pub struct Outcall {
     pub record: Vec<u8>,
 }
 
-/// The two queues of callbacks the table sends and resends under one set of rules.
-#[derive(Debug, Clone, Copy)]
-enum Queue {
-    /// CB_RECALLs of delegations, by delegation stateid.
-    Recalls,
-    /// CB_OFFLOADs of finished asynchronous COPYs, by copy stateid.
-    Offloads,
-    /// CB_LAYOUTRECALLs of pNFS layouts, by layout stateid (`layouts_recall.rs`).
-    Layouts,
-    /// CB_GETATTRs to write delegations' holders, by delegation stateid.
-    Getattrs,
-    /// CB_NOTIFY_DEVICEIDs of deleted device ids, by notice (`recall_notify.rs`).
-    Notices,
-}
-
 #[derive(Debug, Clone, Copy)]
 enum What {
     Probe(u64),
-    Recall {
-        other: [u8; 12],
-        session: [u8; 16],
-    },
-    /// A CB_OFFLOAD for the asynchronous COPY `other` (`offload::Offloads`).
-    Offload {
-        other: [u8; 12],
-        session: [u8; 16],
-    },
-    /// A CB_LAYOUTRECALL of the layout `other` (`layouts::Layouts`).
-    LayoutRecall {
-        other: [u8; 12],
-        session: [u8; 16],
-    },
-    /// A CB_GETATTR to the holder of the write delegation `other`.
-    Getattr {
-        other: [u8; 12],
-        session: [u8; 16],
-    },
-    /// A CB_NOTIFY_DEVICEID of the layout table's notice `other`.
-    Notify {
+    /// A callback of `kind` for its task `other`, on slot 0 of `session`.
+    Cb {
+        kind: Kind,
         other: [u8; 12],
         session: [u8; 16],
     },
@@ -176,11 +148,12 @@ struct Slot {
 struct Task {
     next_try: Instant,
     in_flight: bool,
-    bad_stateid: u8,
-    /// The XID of the last CB_RECALL sent while no reply to it came back (it timed
-    /// out, or the transport reported it failed or lost): the resend is a
-    /// retransmission and reuses it (RFC 8167 §5.4, R8167-17 "same XID"). Cleared by
-    /// any reply (the next attempt is a new call).
+    /// What the kind's `Policy` counts: lost attempts or BAD_STATEID answers.
+    strikes: u8,
+    /// The XID of the last call sent while no reply to it came back (it timed out,
+    /// or the transport reported it failed or lost): the resend is a retransmission
+    /// and reuses it (RFC 8167 §5.4, R8167-17 "same XID"). Cleared by any reply (the
+    /// next attempt is a new call).
     retransmit: Option<u32>,
 }
 
@@ -190,7 +163,7 @@ impl Task {
         Task {
             next_try: now,
             in_flight: false,
-            bad_stateid: 0,
+            strikes: 0,
             retransmit: None,
         }
     }
@@ -203,18 +176,12 @@ pub struct RecallTable {
     slots: HashMap<[u8; 16], Slot>,
     /// The callback security of each session (from its last probe).
     secs: HashMap<[u8; 16], CbSec>,
-    tasks: HashMap<[u8; 12], Task>,
-    /// CB_OFFLOADs to send, by copy stateid (same retry rules as recalls).
-    offloads: HashMap<[u8; 12], Task>,
-    /// CB_LAYOUTRECALLs to send, by layout stateid (same rules again).
-    layout_tasks: HashMap<[u8; 12], Task>,
+    /// The callbacks being driven, one queue per kind (`Kind::index`), by the key
+    /// the kind's table gives them.
+    queues: [HashMap<[u8; 12], Task>; Kind::COUNT],
     /// Layouts the client answered NFS4ERR_NOMATCHING_LAYOUT for: forgotten by the
     /// next `step_layouts` (which has the layout table).
     layouts_gone: Vec<[u8; 12]>,
-    /// CB_GETATTRs to send, by delegation stateid (never resent: a failure recalls).
-    getattr_tasks: HashMap<[u8; 12], Task>,
-    /// CB_NOTIFY_DEVICEIDs to send, by the layout table's notice key.
-    notice_tasks: HashMap<[u8; 12], Task>,
     /// Notices told or given up on: dropped from the layout table by the next
     /// `step_layouts`.
     notices_done: Vec<[u8; 12]>,
@@ -234,12 +201,8 @@ impl Default for RecallTable {
             next_xid: seed | 1,
             slots: HashMap::new(),
             secs: HashMap::new(),
-            tasks: HashMap::new(),
-            offloads: HashMap::new(),
-            layout_tasks: HashMap::new(),
+            queues: Default::default(),
             layouts_gone: Vec::new(),
-            getattr_tasks: HashMap::new(),
-            notice_tasks: HashMap::new(),
             notices_done: Vec::new(),
         }
     }
@@ -253,7 +216,7 @@ impl RecallTable {
 
     /// Recalls still being driven.
     pub fn recalls(&self) -> usize {
-        self.tasks.len()
+        self.queues[Kind::Recall.index()].len()
     }
 
     fn xid(&mut self) -> u32 {
@@ -267,9 +230,10 @@ impl RecallTable {
     }
 
     /// One pass: match replies and failures, expire callbacks past `CB_TIMEOUT`, take new jobs,
-    /// revoke what the lease ran out on, and (re)send due recalls on each client's
-    /// current back channel (`lookup`, i.e. `Clients::lookup_backchannel`), each
-    /// callback made and read by `wire`.
+    /// revoke what the lease ran out on, and (re)send due callbacks of the delegation
+    /// table (CB_GETATTR, CB_RECALL, CB_OFFLOAD) on each client's current back channel
+    /// (`lookup`, i.e. `Clients::lookup_backchannel`), each callback made and read by
+    /// `wire`.
     pub fn step(
         &mut self,
         wire: &dyn CallbackWire,
@@ -294,23 +258,59 @@ impl RecallTable {
                     self.send_probe(wire, dl, clientid, info, now, &mut out)
                 }
                 Job::Recall(other) => {
-                    if self.tasks.len() < MAX_JOBS {
-                        self.tasks.entry(other).or_insert(Task::due(now));
-                    }
+                    self.enqueue(Kind::Recall, other, now);
                 }
                 Job::Getattr(other) => self.queue_getattr(dl, other, now),
             }
         }
         while let Some(other) = dl.offloads.take_finished() {
-            if self.offloads.len() < MAX_JOBS {
-                self.offloads.entry(other).or_insert(Task::due(now));
-            }
+            self.enqueue(Kind::Offload, other, now);
         }
         dl.offloads.expire(now);
         dl.revoke_overdue(now);
-        self.send_getattrs(wire, dl, lookup, now, &mut out);
-        self.send_due(wire, dl, lookup, now, &mut out);
-        self.send_offloads(wire, dl, lookup, now, &mut out);
+        let t = Tables { dl, layouts: None };
+        for kind in [Kind::Getattr, Kind::Recall, Kind::Offload] {
+            self.send(kind, wire, t, lookup, now, &mut out);
+        }
+        out
+    }
+
+    /// One pass for layouts, after `step` (which matched the replies): takes the
+    /// recalls `layouts` began (CB_LAYOUTRECALL, RFC 8881 §20.3) and the device id
+    /// deletions it lets go (CB_NOTIFY_DEVICEID, §20.12), forgets the layouts clients
+    /// said they do not hold and the notices told or given up, revokes what the lease
+    /// ran out on (`Layouts::revoke_overdue`), and sends the due ones on each client's
+    /// current back channel.
+    pub fn step_layouts(
+        &mut self,
+        wire: &dyn CallbackWire,
+        dl: &Delegations,
+        layouts: &Layouts,
+        lookup: &dyn Fn(u64) -> Option<BackChannelInfo>,
+        now: Instant,
+    ) -> Vec<Outcall> {
+        let mut out = Vec::new();
+        for other in layouts.take_recalls() {
+            self.enqueue(Kind::LayoutRecall, other, now);
+        }
+        for other in std::mem::take(&mut self.layouts_gone) {
+            layouts.forget(&other);
+        }
+        layouts.revoke_overdue(now, dl.lease());
+        let t = Tables {
+            dl,
+            layouts: Some(layouts),
+        };
+        self.send(Kind::LayoutRecall, wire, t, lookup, now, &mut out);
+        for key in std::mem::take(&mut self.notices_done) {
+            layouts.notified(&key);
+        }
+        for key in layouts.take_notices() {
+            if !self.enqueue(Kind::Notify, key, now) {
+                layouts.notified(&key);
+            }
+        }
+        self.send(Kind::Notify, wire, t, lookup, now, &mut out);
         out
     }
 
@@ -318,10 +318,7 @@ impl RecallTable {
     /// timeout, at most `max` from now.
     pub fn next_due(&self, now: Instant, max: Duration) -> Duration {
         let mut due = now + max;
-        let all = self.tasks.values().chain(self.offloads.values());
-        let all = all.chain(self.getattr_tasks.values());
-        let all = all.chain(self.notice_tasks.values());
-        for t in all.chain(self.layout_tasks.values()) {
+        for t in self.queues.iter().flat_map(|q| q.values()) {
             if t.in_flight {
                 continue;
             }
@@ -387,59 +384,52 @@ impl RecallTable {
         }
     }
 
-    fn send_due(
+    /// Sends the due callbacks of `kind`, each on its client's current back channel;
+    /// one waits while its session's slot is busy.
+    fn send(
         &mut self,
+        kind: Kind,
         wire: &dyn CallbackWire,
-        dl: &Delegations,
+        t: Tables,
         lookup: &dyn Fn(u64) -> Option<BackChannelInfo>,
         now: Instant,
         out: &mut Vec<Outcall>,
     ) {
-        for other in self.due(Queue::Recalls, now) {
-            let Some((clientid, stateid, fh)) = dl.recall_target(&other) else {
-                self.tasks.remove(&other);
+        for other in self.due(kind, now) {
+            let Some((clientid, body)) = t.target(kind, &other) else {
+                self.queues[kind.index()].remove(&other);
                 continue;
             };
             let Some(info) = lookup(clientid) else {
-                // No back channel bound now: try again later; the lease ends it.
-                self.retry(&other, now + RETRY);
+                // No back channel bound now: a lost attempt (the next binding, or
+                // the kind's end, takes over).
+                self.settle(kind, other, Event::Lost(now + RETRY), t.dl, None, now);
                 continue;
             };
             let Some(seqid) = self.claim_slot(info.session) else {
                 continue;
             };
-            let call = CbCall::Recall {
-                session: info.session,
-                minor: info.minor,
-                seqid,
-                stateid,
-                fh: &fh,
-            };
-            let what = What::Recall {
-                other,
-                session: info.session,
-            };
-            match self.post(Queue::Recalls, other, &call, what, &info, wire, dl, now, out) {
-                Some(via) => dl.recall_sent(&other, via),
-                None => tracing::warn!(
-                    clientid,
-                    max = info.max_request,
-                    "CB_RECALL does not fit the back channel; the delegation will be revoked after the lease"
-                ),
+            let call = body.call(&info, seqid);
+            match self.post(kind, other, &call, &info, wire, t.dl, now, out) {
+                Some(via) if kind == Kind::Recall => t.dl.recall_sent(&other, via),
+                Some(_) => {}
+                None => {
+                    tracing::warn!(
+                        clientid,
+                        max = info.max_request,
+                        "{} does not fit the back channel; {}",
+                        kind.name(),
+                        kind.end()
+                    );
+                    self.give_up(kind, other, t.dl, now);
+                }
             }
         }
     }
 
-    /// The entries of queue `q` due at `now` (not in flight, their time come).
-    fn due(&self, q: Queue, now: Instant) -> Vec<[u8; 12]> {
-        let tasks = match q {
-            Queue::Recalls => &self.tasks,
-            Queue::Offloads => &self.offloads,
-            Queue::Layouts => &self.layout_tasks,
-            Queue::Getattrs => &self.getattr_tasks,
-            Queue::Notices => &self.notice_tasks,
-        };
-        tasks
+    /// The entries of `kind`'s queue due at `now` (not in flight, their time come).
+    fn due(&self, kind: Kind, now: Instant) -> Vec<[u8; 12]> {
+        self.queues[kind.index()]
             .iter()
             .filter(|(_, t)| !t.in_flight && t.next_try <= now)
             .map(|(o, _)| *o)
@@ -447,43 +437,31 @@ impl RecallTable {
     }
 
     /// Encodes `call` (on the back channel slot just claimed) and queues it for
-    /// `info`'s connection as `what`, the task `other` of queue `q` marked in flight.
-    /// A retransmission keeps its XID (unless, improbably, it is in use again).
-    /// `None` when the call does not fit the back channel: the slot is freed and the
-    /// task dropped (the caller says what that means for the client).
+    /// `info`'s connection, the task `other` of `kind` marked in flight. A
+    /// retransmission keeps its XID (unless, improbably, it is in use again). `None`
+    /// when the call does not fit the back channel: the slot is freed and the task
+    /// dropped (the caller gives it up).
     #[allow(clippy::too_many_arguments)]
     fn post(
         &mut self,
-        q: Queue,
+        kind: Kind,
         other: [u8; 12],
         call: &CbCall,
-        what: What,
         info: &BackChannelInfo,
         wire: &dyn CallbackWire,
         dl: &Delegations,
         now: Instant,
         out: &mut Vec<Outcall>,
     ) -> Option<Transport> {
-        let again = match q {
-            Queue::Recalls => self.tasks.get(&other),
-            Queue::Offloads => self.offloads.get(&other),
-            Queue::Layouts => self.layout_tasks.get(&other),
-            Queue::Getattrs => self.getattr_tasks.get(&other),
-            Queue::Notices => self.notice_tasks.get(&other),
-        }
-        .and_then(|t| t.retransmit);
+        let again = self.queues[kind.index()]
+            .get(&other)
+            .and_then(|t| t.retransmit);
         let xid = match again {
             Some(x) if !self.pending.contains_key(&x) => x,
             _ => self.xid(),
         };
         let sec = self.secs.get(&info.session);
-        let tasks = match q {
-            Queue::Recalls => &mut self.tasks,
-            Queue::Offloads => &mut self.offloads,
-            Queue::Layouts => &mut self.layout_tasks,
-            Queue::Getattrs => &mut self.getattr_tasks,
-            Queue::Notices => &mut self.notice_tasks,
-        };
+        let tasks = &mut self.queues[kind.index()];
         let Some(record) = wire.encode(xid, info.cb_program, call, info.max_request, sec) else {
             tasks.remove(&other);
             self.free_slot(&info.session, false);
@@ -494,6 +472,11 @@ impl RecallTable {
             t.retransmit = Some(xid);
         }
         let via = transport_of(&info.conn);
+        let what = What::Cb {
+            kind,
+            other,
+            session: info.session,
+        };
         let sent = Pending {
             what,
             sent: now,
@@ -506,10 +489,6 @@ impl RecallTable {
             record,
         });
         Some(via)
-    }
-
-    fn retry(&mut self, other: &[u8; 12], at: Instant) {
-        retry_in(&mut self.tasks, other, at);
     }
 
     /// Slot 0 of `session`'s back channel for a new callback: its sequence id, or
@@ -529,101 +508,6 @@ impl RecallTable {
         Some(slot.seqid)
     }
 
-    /// Sends the due CB_OFFLOADs (RFC 7862 §16.1) of finished asynchronous COPYs on
-    /// each client's current back channel; one the client cannot be reached for is
-    /// retried until `offload::KEEP_FINISHED` forgets the copy.
-    fn send_offloads(
-        &mut self,
-        wire: &dyn CallbackWire,
-        dl: &Delegations,
-        lookup: &dyn Fn(u64) -> Option<BackChannelInfo>,
-        now: Instant,
-        out: &mut Vec<Outcall>,
-    ) {
-        for other in self.due(Queue::Offloads, now) {
-            let Some(n) = dl.offloads.notice(&other) else {
-                self.offloads.remove(&other);
-                continue;
-            };
-            let Some(info) = lookup(n.clientid) else {
-                retry_in(&mut self.offloads, &other, now + RETRY);
-                continue;
-            };
-            let Some(seqid) = self.claim_slot(info.session) else {
-                continue;
-            };
-            let call = CbCall::Offload {
-                session: info.session,
-                seqid,
-                stateid: n.stateid,
-                fh: &n.fh,
-                outcome: n.outcome,
-            };
-            let what = What::Offload {
-                other,
-                session: info.session,
-            };
-            if self
-                .post(
-                    Queue::Offloads,
-                    other,
-                    &call,
-                    what,
-                    &info,
-                    wire,
-                    dl,
-                    now,
-                    out,
-                )
-                .is_none()
-            {
-                tracing::warn!(
-                    clientid = n.clientid,
-                    "CB_OFFLOAD does not fit the back channel; the client must ask OFFLOAD_STATUS"
-                );
-            }
-        }
-    }
-
-    /// The client's answer to CB_OFFLOAD: once CB_SEQUENCE went through, the client
-    /// has the result (whatever CB_OFFLOAD itself answered, it is not sent again);
-    /// otherwise the callback is resent as a recall would be.
-    fn on_offload_reply(
-        &mut self,
-        dl: &Delegations,
-        other: [u8; 12],
-        session: [u8; 16],
-        reply: RecallReply,
-        now: Instant,
-    ) {
-        if let Some(t) = self.offloads.get_mut(&other) {
-            t.retransmit = None;
-        }
-        match reply {
-            RecallReply::Sequenced(answer) => {
-                self.free_slot(&session, true);
-                if answer != RecallAnswer::Accepted {
-                    tracing::info!(?answer, "CB_OFFLOAD answered with an error");
-                }
-                self.offloads.remove(&other);
-                dl.offloads.told(&other);
-            }
-            RecallReply::SeqUncached => {
-                self.free_slot(&session, true);
-                self.offloads.remove(&other);
-                dl.offloads.told(&other);
-            }
-            RecallReply::SeqMisordered => {
-                self.free_slot(&session, true);
-                retry_in(&mut self.offloads, &other, now + RETRY);
-            }
-            RecallReply::NoAnswer | RecallReply::SeqFailed => {
-                self.free_slot(&session, false);
-                retry_in(&mut self.offloads, &other, now + RETRY);
-            }
-        }
-    }
-
     fn free_slot(&mut self, session: &[u8; 16], advance: bool) {
         if let Some(s) = self.slots.get_mut(session) {
             s.busy = false;
@@ -633,9 +517,46 @@ impl RecallTable {
         }
     }
 
+    /// What `event` means for `kind`'s callback `other`, by the kind's `Policy`:
+    /// resent, ended as delivered (`via`: the transport that carried the answer;
+    /// `attrs`: a CB_GETATTR's), or given up.
+    fn settle(
+        &mut self,
+        kind: Kind,
+        other: [u8; 12],
+        event: Event,
+        dl: &Delegations,
+        answer: Option<(Transport, Option<CbAttrs>)>,
+        now: Instant,
+    ) {
+        let mut none = 0;
+        let task = self.queues[kind.index()].get_mut(&other);
+        let strikes = task.map_or(&mut none, |t| &mut t.strikes);
+        match kind.decide(strikes, event, now) {
+            Next::Resend(at) => {
+                if let Some(t) = self.queues[kind.index()].get_mut(&other) {
+                    t.in_flight = false;
+                    t.next_try = at;
+                }
+            }
+            Next::Done => {
+                let said = match event {
+                    Event::Answered(a) => a,
+                    _ => RecallAnswer::Accepted,
+                };
+                let (via, attrs) = answer.unwrap_or((Transport::Tcp, None));
+                self.done(kind, other, dl, via, said, attrs, now)
+            }
+            Next::GiveUp => {
+                tracing::info!(?event, "{} given up; {}", kind.name(), kind.end());
+                self.give_up(kind, other, dl, now)
+            }
+        }
+    }
+
     /// Callbacks without a reply for `CB_TIMEOUT`: a probe marks the back channel
-    /// down; a recall is resent at once on whatever channel is bound (same slot
-    /// sequence id: if the client did process it, it answers as a replay).
+    /// down; any other is a lost attempt, resent at once on whatever channel is bound
+    /// (same slot sequence id: if the client did process it, it answers as a replay).
     fn expire(&mut self, dl: &Delegations, now: Instant) {
         let late: Vec<u32> = self
             .pending
@@ -648,69 +569,43 @@ impl RecallTable {
                 continue;
             };
             dl.stats().callback(p.via, CallbackResult::TimedOut);
-            match p.what {
-                What::Probe(clientid) => dl.set_callback_up(clientid, false),
-                What::Recall { other, session } => {
-                    self.free_slot(&session, false);
-                    self.retry(&other, now);
-                }
-                What::Offload { other, session } => {
-                    self.free_slot(&session, false);
-                    retry_in(&mut self.offloads, &other, now);
-                }
-                What::LayoutRecall { other, session } => {
-                    self.free_slot(&session, false);
-                    retry_in(&mut self.layout_tasks, &other, now);
-                }
-                What::Getattr { other, session } => {
-                    self.free_slot(&session, false);
-                    self.getattr_failed(dl, other, now);
-                }
-                What::Notify { other, session } => {
-                    self.free_slot(&session, false);
-                    self.notice_failed(&other, now);
-                }
-            }
+            self.lost(dl, p.what, now, now);
         }
     }
 
     /// A callback the RDMA transport reports failed (RFC 8167 §5.4: RDMA_ERROR for
     /// it, R8167-16, or its connection lost, R8167-17): a probe marks the back channel
-    /// down (the client sees CB_PATH_DOWN and binds another, which probes again); a
-    /// recall frees its slot without advancing it (the client may not have seen it)
-    /// and is resent after `RETRY` on the back channel bound by then. Unknown XIDs
-    /// (already answered or timed out) are ignored.
+    /// down (the client sees CB_PATH_DOWN and binds another, which probes again); any
+    /// other frees its slot without advancing it (the client may not have seen it)
+    /// and is a lost attempt, resent after `RETRY` on the back channel bound by then.
+    /// Unknown XIDs (already answered or timed out) are ignored.
     fn on_failure(&mut self, dl: &Delegations, xid: u32, now: Instant) {
         let Some(p) = self.pending.remove(&xid) else {
             return;
         };
         dl.stats().callback(p.via, CallbackResult::Failed);
-        match p.what {
+        self.lost(dl, p.what, now, now + RETRY);
+    }
+
+    /// `what` went unanswered: a probe marks the back channel down; a callback's slot
+    /// is freed as it was and the attempt is lost (a resend goes at `at`).
+    fn lost(&mut self, dl: &Delegations, what: What, now: Instant, at: Instant) {
+        match what {
             What::Probe(clientid) => dl.set_callback_up(clientid, false),
-            What::Recall { other, session } => {
+            What::Cb {
+                kind,
+                other,
+                session,
+            } => {
                 self.free_slot(&session, false);
-                self.retry(&other, now + RETRY);
-            }
-            What::Offload { other, session } => {
-                self.free_slot(&session, false);
-                retry_in(&mut self.offloads, &other, now + RETRY);
-            }
-            What::LayoutRecall { other, session } => {
-                self.free_slot(&session, false);
-                retry_in(&mut self.layout_tasks, &other, now + RETRY);
-            }
-            What::Getattr { other, session } => {
-                self.free_slot(&session, false);
-                self.getattr_failed(dl, other, now);
-            }
-            What::Notify { other, session } => {
-                self.free_slot(&session, false);
-                self.notice_failed(&other, now + RETRY);
+                self.settle(kind, other, Event::Lost(at), dl, None, now);
             }
         }
     }
 
-    /// A REPLY matched by XID (RFC 8881 §20.9.3 for CB_SEQUENCE, §20.2.3 CB_RECALL).
+    /// A REPLY matched by XID (RFC 8881 §20.9.3 for CB_SEQUENCE; the operation's
+    /// status after it: §20.2.3 CB_RECALL, §20.3.3 CB_LAYOUTRECALL, §20.1.3
+    /// CB_GETATTR, §20.12.3 CB_NOTIFY_DEVICEID, RFC 7862 §16.1.3 CB_OFFLOAD).
     fn on_reply(
         &mut self,
         wire: &dyn CallbackWire,
@@ -726,7 +621,7 @@ impl RecallTable {
             return;
         };
         dl.stats().callback(p.via, CallbackResult::Replied);
-        match p.what {
+        let (kind, other, session) = match p.what {
             What::Probe(clientid) => {
                 let ok = wire.probe_ok(rec);
                 if !ok {
@@ -735,262 +630,41 @@ impl RecallTable {
                         "CB_NULL probe failed; no delegations for this client"
                     );
                 }
-                dl.set_callback_up(clientid, ok);
+                return dl.set_callback_up(clientid, ok);
             }
-            What::Recall { other, session } => {
-                self.on_recall_reply(dl, other, session, wire.recall_reply(rec), p.via, now)
-            }
-            What::Offload { other, session } => {
-                self.on_offload_reply(dl, other, session, wire.recall_reply(rec), now)
-            }
-            What::LayoutRecall { other, session } => {
-                self.on_layout_reply(other, session, wire.recall_reply(rec), now)
-            }
-            What::Getattr { other, session } => {
-                self.on_getattr_reply(dl, other, session, wire.getattr_reply(rec), now)
-            }
-            What::Notify { other, session } => {
-                self.on_notify_reply(other, session, wire.recall_reply(rec), now)
-            }
-        }
-    }
-
-    fn on_recall_reply(
-        &mut self,
-        dl: &Delegations,
-        other: [u8; 12],
-        session: [u8; 16],
-        reply: RecallReply,
-        via: Transport,
-        now: Instant,
-    ) {
-        // A reply came: whatever is sent next for this recall is a new call.
-        if let Some(t) = self.tasks.get_mut(&other) {
+            What::Cb {
+                kind,
+                other,
+                session,
+            } => (kind, other, session),
+        };
+        let (reply, attrs) = match kind {
+            Kind::Getattr => wire.getattr_reply(rec),
+            _ => (wire.recall_reply(rec), None),
+        };
+        // A reply came: whatever is sent next for this callback is a new call.
+        if let Some(t) = self.queues[kind.index()].get_mut(&other) {
             t.retransmit = None;
         }
-        let answer = match reply {
-            RecallReply::Sequenced(a) => {
-                self.free_slot(&session, true);
-                a
-            }
+        // The slot moved on unless the client did not process the call.
+        let advance = !matches!(reply, RecallReply::NoAnswer | RecallReply::SeqFailed);
+        self.free_slot(&session, advance);
+        let event = match reply {
+            RecallReply::NoAnswer | RecallReply::SeqFailed => Event::Lost(now + RETRY),
+            RecallReply::SeqMisordered => Event::Misordered,
             // The client processed our previous request on this slot and has no
-            // cached reply: the sequence moves on, and the recall got there.
-            RecallReply::SeqUncached => {
-                self.free_slot(&session, true);
-                dl.recall_answered(via);
-                self.tasks.remove(&other);
-                return;
-            }
-            // Out of step with the client's slot: move on by one and resend.
-            RecallReply::SeqMisordered => {
-                self.free_slot(&session, true);
-                self.retry(&other, now + RETRY);
-                return;
-            }
-            RecallReply::NoAnswer | RecallReply::SeqFailed => {
-                self.free_slot(&session, false);
-                self.retry(&other, now + RETRY);
-                return;
-            }
+            // cached reply: the call got there.
+            RecallReply::SeqUncached => Event::Answered(RecallAnswer::Accepted),
+            RecallReply::Sequenced(a) => Event::Answered(a),
         };
-        self.on_recall_answer(dl, other, answer, via, now);
-    }
-
-    /// CB_RECALL's answer (RFC 8881 §20.2.3), once CB_SEQUENCE succeeded.
-    fn on_recall_answer(
-        &mut self,
-        dl: &Delegations,
-        other: [u8; 12],
-        answer: RecallAnswer,
-        via: Transport,
-        now: Instant,
-    ) {
-        match answer {
-            RecallAnswer::Accepted => {
-                dl.recall_answered(via);
-                self.tasks.remove(&other);
-            }
-            RecallAnswer::Unknown => {
-                let again = self.tasks.get_mut(&other).is_some_and(|t| {
-                    t.bad_stateid += 1;
-                    t.bad_stateid <= BAD_STATEID_RETRIES
-                });
-                if again {
-                    self.retry(&other, now + RETRY);
-                } else {
-                    self.tasks.remove(&other);
-                }
-            }
-            RecallAnswer::Later => self.retry(&other, now + RETRY),
-            RecallAnswer::Refused(st) => {
-                tracing::info!(
-                    st,
-                    "CB_RECALL refused; the delegation will be revoked after the lease"
-                );
-                self.tasks.remove(&other);
-            }
-        }
+        self.settle(kind, other, event, dl, Some((p.via, attrs)), now);
     }
 }
-
-/// CB_LAYOUTRECALL (RFC 8881 §20.3): the layout table's recalls sent, resent and ended
-/// by the same rules as CB_RECALL's; the layout table decides when one ends by
-/// revocation (`Layouts::revoke_overdue`, a lease after the recall began).
-impl RecallTable {
-    /// Layout recalls being driven.
-    pub fn layout_recalls(&self) -> usize {
-        self.layout_tasks.len()
-    }
-
-    /// One pass for layouts, after `step` (which matched the replies): takes the
-    /// recalls `layouts` began, forgets the layouts clients said they do not hold,
-    /// revokes what the lease ran out on, and sends the due CB_LAYOUTRECALLs on each
-    /// client's current back channel.
-    pub fn step_layouts(
-        &mut self,
-        wire: &dyn CallbackWire,
-        dl: &Delegations,
-        layouts: &Layouts,
-        lookup: &dyn Fn(u64) -> Option<BackChannelInfo>,
-        now: Instant,
-    ) -> Vec<Outcall> {
-        let mut out = Vec::new();
-        for other in layouts.take_recalls() {
-            if self.layout_tasks.len() < MAX_JOBS {
-                self.layout_tasks.entry(other).or_insert(Task::due(now));
-            }
-        }
-        for other in std::mem::take(&mut self.layouts_gone) {
-            layouts.forget(&other);
-        }
-        layouts.revoke_overdue(now, dl.lease());
-        for other in self.due(Queue::Layouts, now) {
-            self.send_layout_recall(wire, dl, layouts, lookup, other, now, &mut out);
-        }
-        self.step_notices(wire, dl, layouts, lookup, now, &mut out);
-        out
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn send_layout_recall(
-        &mut self,
-        wire: &dyn CallbackWire,
-        dl: &Delegations,
-        layouts: &Layouts,
-        lookup: &dyn Fn(u64) -> Option<BackChannelInfo>,
-        other: [u8; 12],
-        now: Instant,
-        out: &mut Vec<Outcall>,
-    ) {
-        let Some((clientid, stateid, fh)) = layouts.recall_target(&other) else {
-            self.layout_tasks.remove(&other);
-            return;
-        };
-        let Some(info) = lookup(clientid) else {
-            // No back channel bound now: again later; the lease ends it.
-            retry_in(&mut self.layout_tasks, &other, now + RETRY);
-            return;
-        };
-        let Some(seqid) = self.claim_slot(info.session) else {
-            return;
-        };
-        let call = CbCall::LayoutRecall {
-            session: info.session,
-            minor: info.minor,
-            seqid,
-            stateid,
-            fh: &fh,
-        };
-        let what = What::LayoutRecall {
-            other,
-            session: info.session,
-        };
-        let q = Queue::Layouts;
-        if self
-            .post(q, other, &call, what, &info, wire, dl, now, out)
-            .is_none()
-        {
-            tracing::warn!(
-                clientid,
-                "CB_LAYOUTRECALL does not fit the back channel; the layout will be revoked after the lease"
-            );
-        }
-    }
-
-    /// The client's answer to CB_LAYOUTRECALL (RFC 8881 §20.3.3): NFS4_OK, it will
-    /// LAYOUTRETURN; NFS4ERR_NOMATCHING_LAYOUT, it holds none (forgotten here);
-    /// NFS4ERR_DELAY, or a stateid it has not seen yet (a LAYOUTGET reply still on the
-    /// way), resent; anything else is left to the lease.
-    fn on_layout_reply(
-        &mut self,
-        other: [u8; 12],
-        session: [u8; 16],
-        reply: RecallReply,
-        now: Instant,
-    ) {
-        if let Some(t) = self.layout_tasks.get_mut(&other) {
-            t.retransmit = None;
-        }
-        let answer = match reply {
-            RecallReply::Sequenced(a) => a,
-            RecallReply::SeqUncached => RecallAnswer::Accepted,
-            RecallReply::SeqMisordered => {
-                self.free_slot(&session, true);
-                return retry_in(&mut self.layout_tasks, &other, now + RETRY);
-            }
-            RecallReply::NoAnswer | RecallReply::SeqFailed => {
-                self.free_slot(&session, false);
-                return retry_in(&mut self.layout_tasks, &other, now + RETRY);
-            }
-        };
-        self.free_slot(&session, true);
-        match answer {
-            RecallAnswer::Accepted => {
-                self.layout_tasks.remove(&other);
-            }
-            RecallAnswer::Refused(NOMATCHING_LAYOUT) => {
-                self.layout_tasks.remove(&other);
-                self.layouts_gone.push(other);
-            }
-            RecallAnswer::Unknown => {
-                let again = self.layout_tasks.get_mut(&other).is_some_and(|t| {
-                    t.bad_stateid += 1;
-                    t.bad_stateid <= BAD_STATEID_RETRIES
-                });
-                if again {
-                    retry_in(&mut self.layout_tasks, &other, now + RETRY);
-                } else {
-                    self.layout_tasks.remove(&other);
-                }
-            }
-            RecallAnswer::Later => retry_in(&mut self.layout_tasks, &other, now + RETRY),
-            RecallAnswer::Refused(st) => {
-                tracing::info!(
-                    st,
-                    "CB_LAYOUTRECALL refused; the layout will be revoked after the lease"
-                );
-                self.layout_tasks.remove(&other);
-            }
-        }
-    }
-}
-
-/// NFS4ERR_NOMATCHING_LAYOUT (RFC 8881 §15.1.5.5), as a recall answer carries it.
-const NOMATCHING_LAYOUT: u32 = 10060;
-
-/// Marks the task `other` of `tasks` not in flight, to be tried at `at`.
-fn retry_in(tasks: &mut HashMap<[u8; 12], Task>, other: &[u8; 12], at: Instant) {
-    if let Some(t) = tasks.get_mut(other) {
-        t.in_flight = false;
-        t.next_try = at;
-    }
-}
-
-#[path = "recall_getattr.rs"]
-mod getattr;
-#[path = "recall_notify.rs"]
-mod notify;
 
 #[cfg(test)]
 #[path = "recall_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "recall_getattr_tests.rs"]
+mod getattr_tests;
