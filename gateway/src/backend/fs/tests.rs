@@ -556,7 +556,7 @@ fn efbig_is_too_large_not_permanent() {
 }
 
 /// A put object is cached as written (`ObjCache::replace`) and a put or delete in a
-/// directory records the directory's new ctime (`own_entries_change`): the HEADs of
+/// directory records the directory's new ctime (`note_entries_change`): the HEADs of
 /// a create's or a remove's reply attributes read no metadata. Metadata changed by
 /// another tool is still seen.
 #[test]
