@@ -263,3 +263,51 @@ fn conformance_in_journal_mode() {
     crate::backend::conformance::run(&b);
     assert!(b.flush.flushes(Kind::Log) > 0);
 }
+
+/// Journal mode's system calls: an empty create makes no fsync of its file, one
+/// `futimens` + `fsync` of the marker (the log force) and one `fstat` more (the
+/// parent's device, before the rename); a create with data keeps its file's fsync; a
+/// delete is one log force. Per directory they are `backend::fs::tests`'
+/// `a_new_object_and_its_delete_make_only_the_needed_system_calls`.
+#[test]
+fn journal_mode_makes_one_log_force_per_change() {
+    use std::collections::BTreeMap;
+    let Some(j) = LoopFs::ext4_journal() else {
+        return;
+    };
+    let b = FsBackend::open_configured(&j.mnt.join("o"), false, FlushMode::Journal).unwrap();
+    let mut m = UserMeta::new();
+    for (k, v) in [("mode", "100600"), ("uid", "7"), ("gid", "8")] {
+        m.insert(k.into(), v.into());
+    }
+    sys::calls::take();
+    b.put("f", b"", &m, true).unwrap();
+    let want: BTreeMap<&str, u32> = [
+        ("lstatat", 1),
+        ("openat", 1),
+        ("fsetxattr", 3),
+        ("fstat", 3),
+        ("renameat2", 1),
+        ("futimens", 1),
+        ("fsync", 1),
+    ]
+    .into_iter()
+    .collect();
+    assert_eq!(sys::calls::take(), want);
+    b.put("g", b"data", &m, true).unwrap();
+    let calls = sys::calls::take();
+    assert_eq!(calls.get("fsync"), Some(&2), "{calls:?}");
+    b.delete("f").unwrap();
+    let want: BTreeMap<&str, u32> = [
+        ("lstatat", 1),
+        ("unlinkat", 1),
+        ("fstat", 1),
+        ("futimens", 1),
+        ("fsync", 1),
+    ]
+    .into_iter()
+    .collect();
+    assert_eq!(sys::calls::take(), want);
+    assert_eq!(b.flush.flushes(Kind::File), 1);
+    assert_eq!(b.flush.flushes(Kind::Log), 3);
+}

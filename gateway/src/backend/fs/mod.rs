@@ -807,6 +807,7 @@ impl FsBackend {
     /// points at it; not needed for an empty file where the log orders it: `flush`),
     /// one rename — `if_absent` by `RENAME_NOREPLACE`, which moves the name the
     /// descriptor was opened under, so the entry keeps it — and one fstat.
+    #[allow(clippy::too_many_arguments)]
     fn install(
         &self,
         parent: BorrowedFd<'_>,
