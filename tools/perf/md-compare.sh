@@ -16,7 +16,9 @@
 #   VERSIONS="3 4.1" TREES="easy hard" TARGETS="gateway ganesha"
 #   GATEWAY=<repo>/target/release/gateway BENCH=<repo>/target/release/bench
 #   GW_PORT=20051 GW_CORES=0 GW_WORKERS=4 GW_IDLE=adaptive GANESHA_PORT=20492 (MOUNT +1)
-#   BASE=/var/tmp/perf-md-compare
+#   GW_FLUSH= (backend.fs.flush; unset = the gateway's default, "auto")
+#   BASE=/var/tmp/perf-md-compare (both servers' directory is under it: put it on the
+#   file system to compare, e.g. a loop-mounted journaled ext4 or XFS)
 # Needs root (ganesha, rpcbind). Only 127.0.0.1 is used.
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -27,6 +29,8 @@ VERSIONS=${VERSIONS:-"3 4.1"}; TREES=${TREES:-"easy hard"}; TARGETS=${TARGETS:-"
 GATEWAY=${GATEWAY:-$ROOT/target/release/gateway}; BENCH=${BENCH:-$ROOT/target/release/bench}
 GW_PORT=${GW_PORT:-20051}; GW_CORES=${GW_CORES:-0}; GW_WORKERS=${GW_WORKERS:-4}
 GW_IDLE=${GW_IDLE:-adaptive}; GANESHA_PORT=${GANESHA_PORT:-20492}
+GW_FLUSH=${GW_FLUSH:-}
+FLUSH_TOML=""; [ -n "$GW_FLUSH" ] && FLUSH_TOML=$(printf '[backend.fs]\nflush = "%s"' "$GW_FLUSH")
 BASE=${BASE:-/var/tmp/perf-md-compare}
 STAMP=$(date +%Y%m%d-%H%M%S)
 OUT=${OUT:-$BASE/results-$STAMP}
@@ -60,6 +64,7 @@ trap 'exit 130' INT TERM
   echo "ganesha: $(ganesha.nfsd -v 2>/dev/null | grep -m1 -o 'V[0-9.]*' || echo '?') FSAL_VFS"
   echo "gateway: $GATEWAY (sha256 $(sha256sum "$GATEWAY" 2>/dev/null | cut -c1-12)); bench: $BENCH"
   echo "knobs: ROUNDS=$ROUNDS CONNS=$CONNS QD=$QD FILES=$FILES WRITE_SIZE=$WRITE_SIZE VERSIONS=$VERSIONS TREES=$TREES"
+  echo "directory: $DIR on $(stat -f -c %T "$DIR") ($(findmnt -n -o SOURCE,FSTYPE,OPTIONS -T "$DIR" 2>/dev/null)); GW_FLUSH=${GW_FLUSH:-default}"
 } > "$OUT/env.txt"
 cat "$OUT/env.txt" >&2
 
@@ -77,6 +82,7 @@ provider = "off"
 kind = "fs"
 root = "$DIR"
 workers = $GW_WORKERS
+$FLUSH_TOML
 [state]
 dir = "$WORK/state"
 [[exports]]

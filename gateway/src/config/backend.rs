@@ -47,6 +47,36 @@ pub struct BackendConfig {
     /// s3 is always shared; memory cannot be.
     #[serde(default)]
     pub shared: bool,
+    /// The `fs` backend's own settings (`[backend.fs]`).
+    #[serde(default)]
+    pub fs: FsConfig,
+}
+
+/// `[backend.fs]`.
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct FsConfig {
+    /// How a namespace change (create, remove, rename, mkdir) reaches stable storage
+    /// (`backend::fs::flush`).
+    #[serde(default)]
+    pub flush: FlushMode,
+}
+
+/// `backend.fs.flush`: what makes a namespace change durable before the reply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FlushMode {
+    /// The default: `journal` where the root's file system orders its metadata through
+    /// one log (XFS; ext4 with a journal), `per-directory` elsewhere.
+    #[default]
+    Auto,
+    /// A new file's fsync before its name, then the directory's fsync (shared only by
+    /// concurrent changes of that directory): right on any POSIX file system.
+    PerDirectory,
+    /// One log force of the file system, shared by concurrent changes in every
+    /// directory, and no fsync of a new empty file before its name. Refused at start
+    /// where detection finds no such log.
+    Journal,
 }
 
 /// `backend.io`: the `fs` backend's NFSv3 READ, UNSTABLE WRITE and COMMIT run by the
@@ -242,6 +272,7 @@ impl Default for BackendConfig {
             io: IoMode::default(),
             splice: false,
             shared: false,
+            fs: FsConfig::default(),
         }
     }
 }

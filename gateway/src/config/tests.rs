@@ -183,6 +183,26 @@ fn errors_name_the_key() {
     }
 }
 
+/// `backend.fs.flush`: "auto" by default; the three modes by name; anything else is
+/// refused at parse time (whether "journal" fits the root is decided at start).
+#[test]
+fn backend_fs_flush_is_auto_by_default_and_takes_three_modes() {
+    assert_eq!(
+        Config::parse(MIN).unwrap().backend.fs.flush,
+        FlushMode::Auto
+    );
+    for (name, mode) in [
+        ("auto", FlushMode::Auto),
+        ("per-directory", FlushMode::PerDirectory),
+        ("journal", FlushMode::Journal),
+    ] {
+        let c = Config::parse(&format!("[backend.fs]\nflush = \"{name}\"\n{MIN}")).unwrap();
+        assert_eq!(c.backend.fs.flush, mode, "{name}");
+    }
+    assert!(Config::parse(&format!("[backend.fs]\nflush = \"never\"\n{MIN}")).is_err());
+    assert!(Config::parse(&format!("[backend.fs]\nfsync = \"auto\"\n{MIN}")).is_err());
+}
+
 /// `backend.shared`: off by default (today's handles); fs and s3 take it, memory, which
 /// lives in one process, refuses it naming the key.
 #[test]

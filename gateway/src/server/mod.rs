@@ -214,8 +214,12 @@ fn open_fence(
 fn open_backend(cfg: &Config) -> anyhow::Result<Arc<dyn Backend>> {
     Ok(match cfg.backend.kind {
         BackendKind::Fs => Arc::new(
-            crate::backend::fs::FsBackend::open_with(&cfg.backend.root, cfg.backend.shared)
-                .with_context(|| format!("backend.root = {:?}", cfg.backend.root))?,
+            crate::backend::fs::FsBackend::open_configured(
+                &cfg.backend.root,
+                cfg.backend.shared,
+                cfg.backend.fs.flush,
+            )
+            .with_context(|| format!("backend.root = {:?}", cfg.backend.root))?,
         ),
         BackendKind::Memory => Arc::new(crate::backend::memory::MemoryBackend::new()),
         BackendKind::S3 => {

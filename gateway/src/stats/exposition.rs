@@ -347,6 +347,19 @@ pub fn render(src: &Source, out: &mut String) {
     );
     header(
         out,
+        "nfsgw_fs_flushes_total",
+        "counter",
+        "Device flushes on the fs backend's namespace path: file (a new file before its name), dir (a directory after its entries changed), log (one force of the file system's log covering changes in every directory; backend.fs.flush).",
+    );
+    for (i, kind) in super::fs_flushes::KINDS.iter().enumerate() {
+        let _ = writeln!(
+            out,
+            "nfsgw_fs_flushes_total{{kind=\"{kind}\"}} {}",
+            super::fs_flushes::total(i)
+        );
+    }
+    header(
+        out,
         "nfsgw_uring_failures_total",
         "counter",
         "Storage operations on a reactor's io_uring that failed or came back short, by operation; each call went to a worker, which redid it and answered.",

@@ -9,6 +9,7 @@ pub mod clock;
 pub mod counters;
 pub mod data_jobs;
 pub mod exposition;
+pub mod fs_flushes;
 pub mod histogram;
 pub mod http;
 pub mod nfs4_state;

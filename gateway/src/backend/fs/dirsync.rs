@@ -19,6 +19,11 @@
 //! Sharing: one table per backend, shared by the workers; its mutex guards the map
 //! lookup only, and each directory's state its own short critical sections (never held
 //! across the fsync).
+//!
+//! On a file system that orders metadata through one log (`flush`, `backend.fs.flush`)
+//! the same ticket rule runs once per file system instead of once per directory: one
+//! [`DirSync`] whose "fsync" is a log force covering every change made before it
+//! started, in any directory.
 
 use std::collections::HashMap;
 use std::io;
@@ -32,8 +37,9 @@ pub struct DirSyncs {
     dirs: Mutex<HashMap<(u64, u64), Arc<DirSync>>>,
 }
 
+/// One group commit: tickets and the flush in flight (a directory's, or the log's).
 #[derive(Default)]
-struct DirSync {
+pub struct DirSync {
     state: Mutex<State>,
     done: Condvar,
 }
@@ -78,7 +84,9 @@ impl DirSyncs {
 }
 
 impl DirSync {
-    fn sync(&self, fsync: impl FnOnce() -> io::Result<()>) -> io::Result<()> {
+    /// Returns once a `fsync` that started after this call's change (completed before
+    /// the call) has succeeded, running it when no other caller's will do.
+    pub fn sync(&self, fsync: impl FnOnce() -> io::Result<()>) -> io::Result<()> {
         let mut st = lock(&self.state);
         st.taken += 1;
         let ticket = st.taken;

@@ -45,6 +45,7 @@ use std::time::{Duration, Instant};
 mod cas;
 mod dirsync;
 mod fanout;
+mod flush;
 mod list;
 mod maxsize;
 mod shared;
@@ -78,6 +79,8 @@ pub struct FsBackend {
     shared: Option<Arc<shared::Shared>>,
     /// Directory fsyncs shared by concurrent changes (`dirsync`).
     dir_syncs: Arc<dirsync::DirSyncs>,
+    /// Per directory or one log force (`flush`, `backend.fs.flush`).
+    flush: Arc<flush::Flush>,
     /// Listing pages' metadata reads shared with idle threads (`fanout`).
     fanout: Arc<fanout::Fanout>,
     /// The largest file the root's file system holds (`maxsize`): the
@@ -467,6 +470,16 @@ impl FsBackend {
     /// `open`, and with `shared` the state several gateways on `root` share (see
     /// [`shared`]): made or read now, durable before any handle is given out.
     pub fn open_with(root: &Path, shared: bool) -> anyhow::Result<FsBackend> {
+        Self::open_configured(root, shared, crate::config::FlushMode::Auto)
+    }
+
+    /// `open_with`, flushing namespace changes as `flush` says (`backend.fs.flush`,
+    /// decided against what the root's file system is: [`flush`]).
+    pub fn open_configured(
+        root: &Path,
+        shared: bool,
+        flush: crate::config::FlushMode,
+    ) -> anyhow::Result<FsBackend> {
         use anyhow::Context;
         std::fs::create_dir_all(root).with_context(|| {
             format!(
@@ -520,6 +533,7 @@ impl FsBackend {
         let max_size = max_size.unwrap_or(MAX_END);
         let identity = format!("fs:{}", root.display());
         let shared = Self::open_shared(&root, shared)?;
+        let flush = flush::Flush::open(&root, root_fd.as_fd(), flush)?;
         // Keep most descriptors for the clients' connections.
         let max = (fd_limit() / 4).clamp(CACHE_SHARDS, CACHE_MAX);
         Ok(FsBackend {
@@ -531,6 +545,7 @@ impl FsBackend {
             dir_scans: Arc::default(),
             shared: shared.map(Arc::new),
             dir_syncs: Arc::default(),
+            flush: Arc::new(flush),
             fanout: Arc::new(fanout::Fanout::per_core()),
             max_size,
         })
@@ -562,6 +577,7 @@ impl FsBackend {
             dir_scans: self.dir_scans.clone(),
             shared: self.shared.clone(),
             dir_syncs: self.dir_syncs.clone(),
+            flush: self.flush.clone(),
             fanout: self.fanout.clone(),
             max_size: self.max_size,
         }
@@ -587,7 +603,10 @@ impl FsBackend {
                             return Err(map_io(e, "mkdir", key));
                         }
                         Err(_) => {}
-                        Ok(()) => sys::fsync(at).map_err(|e| map_io(e, "fsync", key))?,
+                        Ok(()) => self
+                            .flush
+                            .fsync_dir(at)
+                            .map_err(|e| map_io(e, "fsync", key))?,
                     }
                     openat(at, &name, libc::O_RDONLY | libc::O_DIRECTORY, 0)
                         .map_err(|e| map_io(e, "open", key))?
@@ -784,9 +803,11 @@ impl FsBackend {
     ///
     /// System calls (docs/performance.md, "Create and remove system calls"): openat,
     /// the data, one fsetxattr per metadata value (a fresh file has none to read or
-    /// remove), fsync (the inode and its attributes before any name points at it),
+    /// remove), with `sync_file` fsync (the inode and its attributes before any name
+    /// points at it; not needed for an empty file where the log orders it: `flush`),
     /// one rename — `if_absent` by `RENAME_NOREPLACE`, which moves the name the
     /// descriptor was opened under, so the entry keeps it — and one fstat.
+    #[allow(clippy::too_many_arguments)]
     fn install(
         &self,
         parent: BorrowedFd<'_>,
@@ -795,6 +816,7 @@ impl FsBackend {
         fill: &mut dyn FnMut(&mut File) -> io::Result<()>,
         meta: &UserMeta,
         if_absent: bool,
+        sync_file: bool,
     ) -> BResult<(ObjectMeta, Option<Entry>)> {
         let tmp = CString::new(temp_name()).expect("no NUL");
         let fd = openat(
@@ -812,7 +834,11 @@ impl FsBackend {
         let res = (|| -> BResult<Published> {
             fill(&mut f).map_err(|e| map_io(e, "write", key))?;
             xattr::set_fresh(f.as_fd(), meta).map_err(|e| map_io(e, "setxattr", key))?;
-            sys::fsync(f.as_fd()).map_err(|e| map_io(e, "fsync", key))?;
+            if sync_file {
+                self.flush
+                    .new_file(f.as_fd())
+                    .map_err(|e| map_io(e, "fsync", key))?;
+            }
             let name = cstr(last)?;
             if if_absent {
                 return publish_new(parent, &tmp, &name).map_err(|e| map_io(e, "link", key));
@@ -864,27 +890,23 @@ impl FsBackend {
     }
 
     /// Makes our own change of the entries of directory `dir_key` (open as `dir`)
-    /// durable: records its new ctime (`own_entries_change`), then fsyncs it — or
+    /// durable: records its new ctime (`note_entries_change`), then fsyncs it — or
     /// waits for a fsync of it another worker started after this change, which
-    /// covers it too (`dirsync`: group commit of concurrent creates and removes).
+    /// covers it too (`dirsync`: group commit of concurrent creates and removes). On
+    /// a journaled file system, a log force shared with changes in every directory
+    /// (`flush`).
     fn sync_entries(&self, dir_key: &str, dir: BorrowedFd<'_>, key: &str) -> BResult<()> {
         let st = fstat(dir).map_err(|e| map_io(e, "stat", key))?;
         self.note_entries_change(dir_key, &st);
-        self.dir_syncs
-            .sync((st.st_dev, st.st_ino), || sys::fsync(dir))
+        self.flush
+            .entries(&self.dir_syncs, dir, &st)
             .map_err(|e| map_io(e, "fsync", key))
     }
 
-    /// Our own change of the entries of directory `dir_key` (open as `dir`) moved its
-    /// ctime but not its metadata: as `own_change` does for a file's data, record the
-    /// new ctime so the next `head` of the directory does not re-read its xattrs.
-    fn own_entries_change(&self, dir_key: &str, dir: BorrowedFd<'_>) {
-        if let Ok(st) = fstat(dir) {
-            self.note_entries_change(dir_key, &st);
-        }
-    }
-
-    /// `own_entries_change` with the directory's stat taken.
+    /// Our own change of the entries of directory `dir_key` (its stat `st`, taken after
+    /// the change) moved its ctime but not its metadata: as `own_change` does for a
+    /// file's data, record the new ctime so the next `head` of the directory does not
+    /// re-read its xattrs.
     fn note_entries_change(&self, dir_key: &str, st: &libc::stat) {
         let now = ctime_of(st);
         self.cache.update_inode(dir_key, st.st_dev, st.st_ino, |c| {
@@ -909,9 +931,14 @@ impl FsBackend {
         let res = xattr::set_fresh(f.as_fd(), meta).map_err(|e| map_io(e, "setxattr", key));
         self.cache.invalidate(key);
         res?;
-        f.sync_all().map_err(|e| map_io(e, "fsync", key))?;
-        self.own_entries_change(list::dir_of(key), at);
-        sys::fsync(at).map_err(|e| map_io(e, "fsync", key))?;
+        // The new directory's inode before its name, unless the log orders them
+        // (`flush`: a directory holds no data blocks outside the log).
+        if self.flush.new_empty_file_needs_sync(at) {
+            self.flush
+                .new_file(f.as_fd())
+                .map_err(|e| map_io(e, "fsync", key))?;
+        }
+        self.sync_entries(list::dir_of(key), at, key)?;
         let st = fstat(f.as_fd()).map_err(|e| map_io(e, "stat", key))?;
         Ok(object_meta(key, &st, xattr::sane(meta)))
     }
@@ -1157,6 +1184,9 @@ impl Backend for FsBackend {
             }
         }
         let epoch = self.cache.epoch();
+        // An empty new file needs no fsync of its own where the log orders its inode
+        // before its name (`flush`); one with data keeps it (data is not in the log).
+        let sync_file = !data.is_empty() || self.flush.new_empty_file_needs_sync(self.at(&parent));
         let res = self.install(
             self.at(&parent),
             sp.last,
@@ -1164,6 +1194,7 @@ impl Backend for FsBackend {
             &mut |f| f.write_all(data),
             meta,
             if_absent,
+            sync_file,
         );
         let synced = res.and_then(|(m, e)| {
             self.sync_entries(list::dir_of(key), self.at(&parent), key)?;
@@ -1324,6 +1355,7 @@ impl Backend for FsBackend {
                 &mut |f| io::copy(&mut src, f).map(|_| ()),
                 &meta,
                 false,
+                true,
             )
             .and_then(|_| self.sync_entries(list::dir_of(to), self.at(&parent), to));
         self.cache.invalidate(to);
@@ -1503,8 +1535,10 @@ impl Backend for FsBackend {
             self.cache.invalidate(from);
             self.cache.invalidate(to);
         }
-        sys::fsync(self.at(&tp)).map_err(|e| map_io(e, "fsync", to))?;
-        sys::fsync(self.at(&fp)).map_err(|e| map_io(e, "fsync", from))
+        // Both directories' entries: one log force on a journaled file system (`flush`).
+        self.flush
+            .two(self.at(&tp), self.at(&fp))
+            .map_err(|e| map_io(e, "fsync", to))
     }
 }
 

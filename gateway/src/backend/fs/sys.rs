@@ -134,6 +134,28 @@ pub fn fstatvfs(fd: BorrowedFd<'_>) -> io::Result<libc::statvfs> {
     Ok(sv)
 }
 
+/// `fstatfs`: the file system's type (`f_type`, a `*_SUPER_MAGIC`), for `flush`.
+pub fn fstatfs(fd: BorrowedFd<'_>) -> io::Result<libc::statfs> {
+    // SAFETY: `statfs` is plain integers, for which all-zero bytes are a valid value.
+    let mut sf: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `fd` is open and `sf` a valid, writable statfs.
+    check(unsafe { libc::fstatfs(fd.as_raw_fd(), &mut sf) })?;
+    Ok(sf)
+}
+
+/// `futimens(fd, [UTIME_NOW, UTIME_NOW])`: a metadata change of the inode (one
+/// journaled transaction on ext4 and XFS), for `flush`'s log forces.
+pub fn touch(fd: BorrowedFd<'_>) -> io::Result<()> {
+    calls::note("futimens");
+    let now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: libc::UTIME_NOW,
+    };
+    let times = [now, now];
+    // SAFETY: `fd` is open and `times` two valid timespecs read by the call only.
+    check(unsafe { libc::futimens(fd.as_raw_fd(), times.as_ptr()) })
+}
+
 pub fn fsync(fd: BorrowedFd<'_>) -> io::Result<()> {
     calls::note("fsync");
     // SAFETY: `fd` is open for the call; fsync touches no memory of ours.
