@@ -393,9 +393,12 @@ impl Server {
                 None => crate::state::State::with_config(cfg.nfs4.limits(), Some(&cfg.state.dir)),
             }
             .with_layouts(cfg.pnfs.layouts())
+            // Under `[ha]` the key is the identity's, set at each takeover
+            // (`ha::layout_key`); without it, this host's `state.dir` keeps it.
             .with_layout_key(
                 cfg.pnfs
                     .layouts()
+                    .filter(|_| ha.is_none())
                     .and_then(|_| crate::state::layouts::load_key(&cfg.state.dir)),
             )
             .with_fence(fence.clone()),
