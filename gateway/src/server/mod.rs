@@ -756,17 +756,8 @@ fn verbs(cfg: &Config, n: usize) -> anyhow::Result<Vec<Option<Box<dyn Fabric>>>>
             );
         }
     }
-    let group = VerbsFabric::open_group(want, addr, n).map_err(|e| match want {
-        Some(w) => anyhow::anyhow!(
-            "rdma.device = \"{w}\" with rdma.listen = \"{addr}\": {e}; set rdma.listen to an \
-             address of {w} (or 0.0.0.0), or remove rdma.device"
-        ),
-        None => anyhow::anyhow!(
-            "rdma.provider = \"verbs\": no RDMA device for rdma.listen = \"{addr}\" ({e}); \
-             load rdma_rxe and add a link (rdma link add rxe0 type rxe netdev eth0), set \
-             rdma.device, or use provider \"soft\""
-        ),
-    })?;
+    let group = VerbsFabric::open_group(want, addr, n)
+        .map_err(|e| rdma_late::verbs_open_error(want, addr, e))?;
     let device = group.first().map(|f| f.device_name().to_string());
     tracing::info!(
         device = device.as_deref().unwrap_or(""),
