@@ -346,6 +346,7 @@ fn the_address_follows_the_identity_and_clients_reclaim_through_it() {
             reach: vip,
             netns: Some(&net.ns(i)),
             rdma: None,
+            extra: "",
         })
     };
     let mut gw = [Some(start(0, "active", 0)), None];

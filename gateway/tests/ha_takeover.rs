@@ -9,11 +9,20 @@
 //! finished by the verifier rule (the successor's verifier differs, so the client
 //! sends its UNSTABLE data again). Then a torn recovery record:
 //! the next takeover lets no client reclaim (NFS4ERR_NO_GRACE), never grants a lock it
-//! cannot prove.
+//! cannot prove. The client also held a read delegation: it reclaims it at the
+//! standby (OPEN CLAIM_PREVIOUS with OPEN_DELEGATE_READ), and another client's write
+//! OPEN after the grace period recalls it from the reclaimer.
+//!
+//! With `[pnfs]` (docs/ha.md "pNFS"): a client's layout stateid from the dead
+//! metadata server verifies at the successor (the key is the identity's, in the
+//! store), so its LAYOUTCOMMIT with loca_reclaim commits what it wrote through a data
+//! server; a forged stateid or another client's reclaim is NFS4ERR_RECLAIM_BAD.
 
 mod common;
 #[path = "common/ha.rs"]
 mod ha;
+#[path = "common/ha_pnfs.rs"]
+mod ha_pnfs;
 #[path = "common/nfs4_client.rs"]
 mod nfs4_client;
 
@@ -26,6 +35,11 @@ const LEASE_S: u64 = 2;
 
 /// A gateway on its own port of 127.0.0.1 serving identity "t" as `role`.
 fn spawn_local(root: &Path, work: &Path, name: &str, role: &str) -> Gw {
+    spawn_with(root, work, name, role, "")
+}
+
+/// `spawn_local` with more configuration (`extra`: whole sections).
+fn spawn_with(root: &Path, work: &Path, name: &str, role: &str, extra: &str) -> Gw {
     let addr = ([127, 0, 0, 1], free_port()).into();
     spawn(&Spec {
         root,
@@ -37,11 +51,17 @@ fn spawn_local(root: &Path, work: &Path, name: &str, role: &str) -> Gw {
         reach: addr,
         netns: None,
         rdma: None,
+        extra,
     })
 }
 
 fn served(gw: &Gw, owner: &[u8], within: Duration) -> (Tcp41, Duration) {
     session_when_served(gw.reach, owner, within, || gw.log())
+}
+
+/// `served` with this connection as the session's back channel (delegations).
+fn served_bc(gw: &Gw, owner: &[u8], within: Duration) -> (Tcp41, Duration) {
+    session_when_served_flags(gw.reach, owner, CONN_BACK_CHAN, within, || gw.log())
 }
 
 #[test]
@@ -50,8 +70,9 @@ fn standby_takes_over_and_clients_reclaim() {
     let root = work.path().join("objects");
     std::fs::create_dir_all(&root).unwrap();
     let mut a = spawn_local(&root, work.path(), "a", "active");
-    let (mut c1, _) = served(&a, b"client-one", Duration::from_secs(20));
+    let (mut c1, _) = served_bc(&a, b"client-one", Duration::from_secs(20));
     let held = hold_state(&mut c1);
+    let delegated = hold_read_delegation(&mut c1);
 
     // A second active is refused while the first renews.
     let mut dup = spawn_local(&root, work.path(), "dup", "active");
@@ -86,18 +107,21 @@ fn standby_takes_over_and_clients_reclaim() {
 
     // Client one on the standby's port: a new client id, the same server owner; it
     // reclaims its open and its lock and finishes its write.
-    let (mut c1, waited) = served(&b, b"client-one", Duration::from_secs(LEASE_S * 5));
+    let (mut c1, waited) = served_bc(&b, b"client-one", Duration::from_secs(LEASE_S * 5));
     assert!(
         waited <= Duration::from_secs(LEASE_S * 3),
         "takeover took {waited:?}"
     );
     let open = reclaim_state(&mut c1, &held);
     let first_op = killed.elapsed();
+    let deleg = reclaim_read_delegation(&mut c1, &delegated);
     finish_write(&mut c1, &held, &open);
 
-    // Client two: new locks wait for the grace period, then conflict.
+    // Client two: new locks wait for the grace period, then conflict; its write OPEN
+    // of the delegated file recalls the reclaimed delegation.
     let (mut c2, _) = served(&b, b"client-two", Duration::from_secs(5));
     second_client_conflicts(&mut c1, &mut c2, &held.fh);
+    write_open_recalls_the_reclaimed_delegation(&mut c1, &mut c2, &delegated, &deleg);
     read_back(&mut c1, &held.fh, &open);
     assert!(b.log().contains("ha: took the identity"), "{}", b.log());
     eprintln!("kill -9 -> session on the standby {waited:?}, -> lock reclaimed {first_op:?}");
@@ -174,6 +198,7 @@ fn the_rdma_listener_follows_the_identity() {
             reach: addr,
             netns: None,
             rdma: Some(rdma),
+            extra: "",
         })
     };
     let mut a = start("rdma-a", "active");
@@ -210,4 +235,111 @@ fn the_rdma_listener_follows_the_identity() {
     );
     finish_write(&mut c, &held, &open);
     read_back(&mut c, &held.fh, &open);
+}
+
+/// pNFS across a takeover (RFC 8881 §12.7.4, §18.42.3; docs/ha.md "pNFS"): gateways
+/// "pa" (active) and "pb" (standby) are metadata servers of identity "t", a third
+/// gateway on the same directory their data server. The client takes a RW layout at
+/// "pa", writes and commits through the data server, and "pa" is killed before the
+/// client's LAYOUTCOMMIT. At "pb", in its grace period: LAYOUTGET is NFS4ERR_GRACE;
+/// the old layout stateid with loca_reclaim is NFS4ERR_RECLAIM_BAD from a client the
+/// record does not know, on another file, or with one byte changed, and accepted
+/// from the client that held it — the size it sets is what GETATTR shows, the bytes
+/// are the data server's. The key that proves it lives in the store, not in "pa"'s
+/// `state.dir` (each gateway has its own here).
+#[test]
+fn a_layout_is_reclaimed_at_the_successor() {
+    use ha_pnfs::*;
+    let work = tempfile::tempdir().unwrap();
+    let root = work.path().join("objects");
+    std::fs::create_dir_all(&root).unwrap();
+    let ds = common::Gw::start_text(|dir| {
+        format!(
+            "[engine]\ncores = [0]\nidle = \"adaptive\"\nhugepages = \"off\"\n\
+             [pools]\nsmall = 256\nmedium = 16\nlarge = 8\n\
+             [tcp]\nlisten = \"127.0.0.1:0\"\n\
+             [backend]\nkind = \"fs\"\nroot = \"{}\"\nshared = true\n\
+             [state]\ndir = \"{}\"\n\
+             [[exports]]\npath = \"/\"\nclients = [\"0.0.0.0/0\"]\nsquash = \"none\"\n",
+            root.display(),
+            dir.display()
+        )
+    });
+    let ds_addr = ds.tcp_addr();
+    let pnfs = pnfs_section(ds_addr);
+    let mut a = spawn_with(&root, work.path(), "pa", "active", &pnfs);
+    let (mut c, _) = served(&a, b"pnfs-client", Duration::from_secs(20));
+    assert_eq!(c.seq_run(|o| o.reclaim_complete()).0, NFS4_OK);
+    let (open, fh) = create(&mut c, b"laid-out");
+    let (_, other_fh) = create(&mut c, b"not-laid-out");
+    let layout = layout_rw(&mut c, &fh, open).expect("LAYOUTGET at the active");
+    let w = nfs_wire::v3call::Call::Write(&fh, 0, b"through the DS");
+    assert_eq!(
+        v3_as(ds_addr, layout.ids, &w),
+        0,
+        "WRITE at the data server"
+    );
+    let commit = nfs_wire::v3call::Call::Commit(&fh);
+    assert_eq!(v3_as(ds_addr, layout.ids, &commit), 0, "COMMIT there");
+    let key = root.join(".nfsgw-tmp.shared/cas/ha~t~layout-key");
+    assert!(key.is_dir(), "the identity's layout key is in the store");
+
+    let b = spawn_with(&root, work.path(), "pb", "standby", &pnfs);
+    log_says(
+        &b,
+        "identity held by another gateway",
+        Duration::from_secs(20),
+    );
+    a.child.kill().unwrap(); // SIGKILL, before the client's LAYOUTCOMMIT
+    a.child.wait().unwrap();
+    let (mut c, _) = served(&b, b"pnfs-client", Duration::from_secs(LEASE_S * 5));
+    let (mut x, _) = served(&b, b"pnfs-stranger", Duration::from_secs(5));
+    let sid = layout.stateid;
+    assert_eq!(
+        layout_rw(&mut c, &fh, [0; 16]).err(),
+        Some(NFS4ERR_GRACE),
+        "LAYOUTGET in the successor's grace period"
+    );
+    assert_eq!(
+        layout_commit(&mut x, &fh, sid, true, 99).0,
+        NFS4ERR_RECLAIM_BAD,
+        "another client's reclaim"
+    );
+    assert_eq!(
+        layout_commit(&mut c, &other_fh, sid, true, 99).0,
+        NFS4ERR_RECLAIM_BAD,
+        "another file"
+    );
+    let mut forged = sid;
+    forged[13] ^= 0x40;
+    assert_eq!(
+        layout_commit(&mut c, &fh, forged, true, 99).0,
+        NFS4ERR_RECLAIM_BAD,
+        "a forged stateid"
+    );
+    assert_eq!(size_of(&mut c, &fh), 14, "nothing committed yet");
+    // Past what the data server wrote: only the reclaim can make this size.
+    assert_eq!(
+        layout_commit(&mut c, &fh, sid, true, 99),
+        (NFS4_OK, Some(100)),
+        "LAYOUTCOMMIT with loca_reclaim at the successor"
+    );
+    assert_eq!(size_of(&mut c, &fh), 100);
+    assert_eq!(c.seq_run(|o| o.reclaim_complete()).0, NFS4_OK);
+    assert_eq!(
+        layout_commit(&mut c, &fh, sid, true, 199).0,
+        NFS4ERR_NO_GRACE
+    );
+    assert_eq!(size_of(&mut c, &fh), 100);
+    // The bytes are the data server's, read through the successor.
+    let (open, _) = create(&mut c, b"laid-out");
+    let (st, res) = c.seq_run(|o| o.putfh(&fh).read(&open, 0, 14));
+    assert_eq!(st, NFS4_OK);
+    let mut r = after_seq(&res);
+    expect_op(&mut r, OP_PUTFH);
+    expect_op(&mut r, OP_READ);
+    r.u32().unwrap();
+    assert_eq!(r.opaque_var(64).unwrap(), b"through the DS");
+    layout_rw(&mut c, &fh, open).expect("a new layout after the grace period");
+    assert!(b.log().contains("ha: took the identity"), "{}", b.log());
 }

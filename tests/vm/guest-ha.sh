@@ -9,7 +9,7 @@
 # here, under the software CPU on a shared host, its exec-heavy check script missed its
 # timeouts and the address flapped).
 #
-#   guest-ha.sh GATEWAY_BINARY
+#   guest-ha.sh GATEWAY_BINARY [RDMA_GATEWAY_BINARY]
 #
 # An application holds a POSIX lock on a file of the mount (Linux sends it as an
 # NFSv4 LOCK) and appends a numbered, fsynced line every 0.2 s. The active gateway is
@@ -21,6 +21,9 @@
 # default 10 s: under the software CPU a 2 s lease is missed by the holder itself.
 set -euo pipefail
 GW=${1:?gateway binary}
+# The RDMA gateway (built with --features rdma; with Soft-RoCE rxe0 in the guest): the
+# kernel client over proto=rdma through a takeover too (guest-ha-rdma.sh). Empty: TCP only.
+RGW=${2:-}
 HA_TOOLS=$(cd "$(dirname "$0")/../../tools/ha" && pwd)
 W=$(mktemp -d)
 M=/mnt/ha
@@ -198,4 +201,11 @@ sys.exit(0 if got == want else f"{len(got)} lines, first difference at {next((i 
 PY
 awk -v k="$killed" -v d="$done_at" 'BEGIN {printf "ha: kill -9 -> application done %.1fs\n", d - k}'
 umount $M
+# The kernel client over RPC-over-RDMA through a takeover (two gateways on one address
+# in the root namespace: Soft-RoCE does not work in network namespaces here).
+if [ -n "$RGW" ]; then
+  mkdir -p "$W/disk/rdma"
+  check "the kernel client over RPC-over-RDMA through a takeover (guest-ha-rdma.sh)" \
+    bash "$(dirname "$0")/guest-ha-rdma.sh" "$RGW" "$W/disk/rdma"
+fi
 echo "KERNEL HA: PASS"

@@ -13,7 +13,9 @@
 #                      data servers on one shared fs store (guest-pnfs.sh)
 #   ha                 [ha] takeover under the kernel's NFSv4.1 client: two gateways in
 #                      network namespaces, keepalived moving the service address, kill -9
-#                      of the active while an application holds a lock and writes (guest-ha.sh)
+#                      of the active while an application holds a lock and writes (guest-ha.sh);
+#                      with HA_RDMA=1 then over proto=rdma, two gateways on one address
+#                      (guest-ha-rdma.sh; needs the RDMA build, not yet passed: docs/ha.md)
 #   rdma-send-timeout  rdma.send_timeout_s and rdma.stall_reclaim_ms on real verbs
 #                      (rdma-send-timeout.sh)
 #   kernel-rdma        the kernel's NFS/RDMA client on Soft-RoCE (kernel-nfs-rdma.sh,
@@ -67,7 +69,7 @@ for s in $STAGES; do
     package) pkg=1 ;;
     kernel-client) tcp=1; budget=$((budget + ${KERNEL_CLIENT_TIMEOUT:-1500})) ;;
     pnfs) tcp=1; budget=$((budget + ${PNFS_TIMEOUT:-600})) ;;
-    ha) tcp=1; budget=$((budget + ${HA_TIMEOUT:-600})) ;;
+    ha) tcp=1; if [ "${HA_RDMA:-0}" = 1 ]; then rdma=1; fi; budget=$((budget + ${HA_TIMEOUT:-600})) ;;
     rdma-send-timeout) rdma=1; budget=$((budget + ${RDMA_SEND_TIMEOUT_TIMEOUT:-900})) ;;
     kernel-rdma) rdma=1; budget=$((budget + ${KERNEL_RDMA_TIMEOUT:-1500})) ;;
     *) fail_all "unknown stage '$s' (VM_STAGES)" ;;
@@ -115,7 +117,7 @@ if [ "$rdma" = 1 ]; then
   done
 fi
 export VM_ENV="${VM_ENV:-} VM_STAGES NFSGW_DEB NFSGW_DEB2 PACKAGE_TIMEOUT KERNEL_CLIENT_TIMEOUT PNFS_TIMEOUT HA_TIMEOUT RDMA_SEND_TIMEOUT_TIMEOUT KERNEL_RDMA_TIMEOUT
-  PNFS_FILES PNFS_FILE_KIB HA_LINES
+  PNFS_FILES PNFS_FILE_KIB HA_LINES HA_RDMA HA_RDMA_LINES
   KERNEL_V41 KERNEL_V41_SERVER V41_PARTS V41_ENTRIES KERNEL_V42 KERNEL_V42_DELEG V42R
   SEND_TIMEOUT_S STALL_WAIT_S STALL_RECLAIM_MS
   RDMA_FILE_MIB RDMA_FIO_MIB RDMA_DIR_ENTRIES TCP_FILE_MIB TCP_DIR_ENTRIES GW_CORES V41 V41R_FILE_MIB

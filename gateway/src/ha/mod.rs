@@ -4,10 +4,13 @@
 //! - `lease`: the identity lease, renewed by conditional writes; the holder's fence
 //!   (`state::recovery::Fence`) stays open only while its renewals succeed in time;
 //! - `record`: the recovery record (`state::recovery::Records` in the store);
+//! - `layout_key`: the identity's pNFS layout stateid key (layouts reclaimed at a
+//!   successor, RFC 8881 §18.42.3);
 //! - here: the start-up probe of the store's conditional writes, and the keeper
 //!   thread: wait for the identity (standby), take it over (record, grace period,
 //!   fence), renew it, and give it up when it is lost.
 
+pub mod layout_key;
 pub mod lease;
 pub mod record;
 pub mod stats;
@@ -321,6 +324,9 @@ impl Keeper {
                 return false;
             }
         };
+        if !self.adopt_layout_key(st) {
+            return false;
+        }
         // Rewritten under our version first: a late write of the previous holder then
         // fails its condition instead of replacing what we adopt.
         let mut v: Vec<Vec<u8>> = owners.iter().cloned().collect();
@@ -335,6 +341,29 @@ impl Keeper {
         s.clients.adopt(owners.clone());
         stats::count_takeover();
         tracing::info!(identity = %self.identity, clients = owners.len(), lease_age_ms = h.sent.elapsed().as_millis() as u64, "ha: took the identity; grace period for its clients");
+        true
+    }
+
+    /// With pNFS on, layout stateids are bound under the identity's key, read (or made,
+    /// the first time) from the store before the fence opens, so the previous holder's
+    /// layouts are reclaimed here (`layout_key`). `false` when the store did not answer
+    /// (the takeover is tried again, the fence shut).
+    fn adopt_layout_key(&self, st: &dyn AsState) -> bool {
+        let layouts = &st.state().layouts;
+        if layouts.devices().is_none() {
+            return true;
+        }
+        match layout_key::load_or_create(self.cas(), &self.identity) {
+            Ok(layout_key::Key::Key(k)) => layouts.set_key(Some(k)),
+            Ok(layout_key::Key::Torn) => {
+                tracing::error!(identity = %self.identity, object = %layout_key::name(&self.identity), "ha: the layout stateid key is torn: no pNFS layout can be reclaimed (LAYOUTCOMMIT reclaims get NFS4ERR_RECLAIM_BAD) until the object is removed");
+                layouts.set_key(None);
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "ha: cannot read the layout stateid key; the fence stays shut");
+                return false;
+            }
+        }
         true
     }
 }

@@ -78,7 +78,7 @@ pub fn render(out: &mut String) {
         "nfsgw_ha_grace_periods_total{{how=\"ended_early\"}} {early}"
     );
     let (ok, refused) = crate::state::recovery::reclaims();
-    let _ = writeln!(out, "# HELP nfsgw_ha_reclaims_total NFSv4.1 reclaims (OPEN CLAIM_PREVIOUS, LOCK reclaim) in a grace period, accepted or refused.\n# TYPE nfsgw_ha_reclaims_total counter");
+    let _ = writeln!(out, "# HELP nfsgw_ha_reclaims_total NFSv4.1 reclaims (OPEN CLAIM_PREVIOUS, LOCK reclaim, LAYOUTCOMMIT loca_reclaim), accepted, or refused (during the grace period or after it).\n# TYPE nfsgw_ha_reclaims_total counter");
     let _ = writeln!(out, "nfsgw_ha_reclaims_total{{result=\"accepted\"}} {ok}");
     let _ = writeln!(
         out,

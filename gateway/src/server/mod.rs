@@ -397,9 +397,12 @@ impl Server {
                 None => crate::state::State::with_config(cfg.nfs4.limits(), Some(&cfg.state.dir)),
             }
             .with_layouts(cfg.pnfs.layouts())
+            // Under `[ha]` the key is the identity's, set at each takeover
+            // (`ha::layout_key`); without it, this host's `state.dir` keeps it.
             .with_layout_key(
                 cfg.pnfs
                     .layouts()
+                    .filter(|_| ha.is_none())
                     .and_then(|_| crate::state::layouts::load_key(&cfg.state.dir)),
             )
             .with_fence(fence.clone()),
@@ -757,17 +760,8 @@ fn verbs(cfg: &Config, n: usize) -> anyhow::Result<Vec<Option<Box<dyn Fabric>>>>
             );
         }
     }
-    let group = VerbsFabric::open_group(want, addr, n).map_err(|e| match want {
-        Some(w) => anyhow::anyhow!(
-            "rdma.device = \"{w}\" with rdma.listen = \"{addr}\": {e}; set rdma.listen to an \
-             address of {w} (or 0.0.0.0), or remove rdma.device"
-        ),
-        None => anyhow::anyhow!(
-            "rdma.provider = \"verbs\": no RDMA device for rdma.listen = \"{addr}\" ({e}); \
-             load rdma_rxe and add a link (rdma link add rxe0 type rxe netdev eth0), set \
-             rdma.device, or use provider \"soft\""
-        ),
-    })?;
+    let group = VerbsFabric::open_group(want, addr, n)
+        .map_err(|e| rdma_late::verbs_open_error(want, addr, e))?;
     let device = group.first().map(|f| f.device_name().to_string());
     tracing::info!(
         device = device.as_deref().unwrap_or(""),

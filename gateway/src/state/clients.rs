@@ -171,6 +171,8 @@ pub struct Clients {
     /// so_major_id of the server owner (RFC 8881 §2.5): the same for every gateway
     /// that serves this identity, so a client reclaims at a successor.
     server_major: Vec<u8>,
+    /// Reclaims this table answered (`may_reclaim`), also summed for `/metrics`.
+    reclaims: recovery::Reclaims,
 }
 
 /// The server owner's major id without `[ha]` (and its prefix with it).
@@ -252,6 +254,7 @@ impl Clients {
             write: Mutex::new(()),
             fence,
             server_major: server_major.to_vec(),
+            reclaims: Default::default(),
         }
     }
 
@@ -369,10 +372,13 @@ impl Clients {
     }
 
     /// Whether `clientid` was known before the restart and may still reclaim
-    /// (not yet sent RECLAIM_COMPLETE).
+    /// (not yet sent RECLAIM_COMPLETE): the one question every reclaim asks
+    /// (`nfs4::state_ops::reclaim_allowed`), so the one place reclaims are counted,
+    /// refused ones after the grace period (NFS4ERR_NO_GRACE) too.
     /// Asking counts as a reclaim for the grace period's extension (`in_grace`).
     pub fn may_reclaim(&self, clientid: u64) -> bool {
         if !self.in_grace() {
+            self.reclaims.count(false);
             return false;
         }
         let mut g = self.lock();
@@ -383,8 +389,13 @@ impl Clients {
         if ok {
             g.last_reclaim = Some(Instant::now());
         }
-        recovery::count_reclaim(ok);
+        self.reclaims.count(ok);
         ok
+    }
+
+    /// (accepted, refused) reclaims this table answered.
+    pub fn reclaims(&self) -> (u64, u64) {
+        self.reclaims.get()
     }
 
     /// Whether `clientid` has sent RECLAIM_COMPLETE (RFC 8881 §18.51.3: until then its

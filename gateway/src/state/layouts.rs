@@ -308,8 +308,9 @@ pub struct Layouts {
     /// The data servers' health, by index in `devices` (empty when pNFS is off).
     health: health::Health,
     /// The key layout stateids are bound to their client and file under, to be
-    /// reclaimed after a restart (`layouts_reclaim.rs`; `None`: not bound).
-    key: Option<[u8; 32]>,
+    /// reclaimed after a restart or a takeover (`layouts_reclaim.rs`; `None`: not
+    /// bound). Set once at start, or under `[ha]` at each takeover (`crate::ha`).
+    key: std::sync::RwLock<Option<[u8; 32]>>,
 }
 
 impl Layouts {

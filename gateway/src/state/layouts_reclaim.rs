@@ -10,9 +10,10 @@
 //! restart; the client owner (co_ownerid) is the one thing of the client that does.
 //! A reclaim whose stateid does not verify is NFS4ERR_RECLAIM_BAD; the MAC cannot say
 //! whether the layout was RW, so the change is still the file model's SETATTR under the
-//! caller's credentials. A gateway that takes an identity over under `[ha]` has its
-//! own `state.dir` and so its own key: reclaims there are NFS4ERR_RECLAIM_BAD (the
-//! client writes its data again through the metadata server).
+//! caller's credentials. Under `[ha]` the key is the identity's, not a host's: it
+//! lives in the store next to the recovery record (`ha/<identity>/layout-key`,
+//! `crate::ha::layout_key`), and a gateway that takes the identity over reads it
+//! before it serves, so the previous holder's layout stateids verify there too.
 
 use super::{LayoutFile, Layouts, Table};
 use crate::state::opens::stateids::{self, Kind};
@@ -74,14 +75,20 @@ fn mac(key: &[u8; 32], owner: u64, fileid: u64, head: &[u8]) -> [u8; 4] {
 
 impl Layouts {
     /// Layout stateids carry a MAC under `key` from now on (`None`: they do not).
-    pub fn set_key(&mut self, key: Option<[u8; 32]>) {
-        self.key = key;
+    /// `&self`: a takeover sets the identity's key on a table already serving
+    /// (`crate::ha`), before its fence opens.
+    pub fn set_key(&self, key: Option<[u8; 32]>) {
+        *self.key.write().unwrap_or_else(|e| e.into_inner()) = key;
+    }
+
+    fn key(&self) -> Option<[u8; 32]> {
+        *self.key.read().unwrap_or_else(|e| e.into_inner())
     }
 
     /// A fresh layout stateid `other` for `f` not in use in `t`.
     pub(super) fn mint(&self, t: &Table, f: LayoutFile) -> [u8; 12] {
         static NEXT: AtomicU32 = AtomicU32::new(1);
-        let Some(key) = &self.key else {
+        let Some(key) = self.key() else {
             return stateids::fresh_other(stateids::boot_verifier(), Kind::Layout);
         };
         loop {
@@ -90,7 +97,7 @@ impl Layouts {
             o[..4].copy_from_slice(&stateids::boot_verifier().to_be_bytes());
             o[4] = Kind::Layout as u8;
             o[5..8].copy_from_slice(&n.to_be_bytes()[1..]);
-            let m = mac(key, f.owner, f.fileid, &o[..8]);
+            let m = mac(&key, f.owner, f.fileid, &o[..8]);
             o[8..].copy_from_slice(&m);
             if !t.by_other.contains_key(&o) {
                 return o;
@@ -102,11 +109,11 @@ impl Layouts {
     /// the client of owner digest `f.owner` for `f.fileid`, and is not a layout held
     /// now (a reclaim is of a layout the restart lost).
     pub fn reclaimable(&self, f: LayoutFile, s: &Stateid) -> bool {
-        let Some(key) = &self.key else {
+        let Some(key) = self.key() else {
             return false;
         };
         Kind::of(&s.other) == Some(Kind::Layout)
-            && mac(key, f.owner, f.fileid, &s.other[..8]) == s.other[8..]
+            && mac(&key, f.owner, f.fileid, &s.other[..8]) == s.other[8..]
             && !self.lock().by_other.contains_key(&s.other)
     }
 }

@@ -439,13 +439,13 @@ fn a_down_servers_id_is_deleted_for_watchers_once_their_layouts_are_gone() {
 #[test]
 fn a_layout_stateid_is_reclaimable_only_for_its_owner_and_file() {
     let key = [3u8; 32];
-    let mut t = Layouts::new(Some(devices(1, 1)));
+    let t = Layouts::new(Some(devices(1, 1)));
     t.set_key(Some(key));
     let f = LayoutFile { owner: 55, ..F };
     let s = t.grant(f, FH, None, IOMODE_RW, LEASE).unwrap();
     assert!(Layouts::owns(&s));
     assert!(!t.reclaimable(f, &s), "held now: nothing to reclaim");
-    let mut restarted = Layouts::new(Some(devices(1, 1)));
+    let restarted = Layouts::new(Some(devices(1, 1)));
     restarted.set_key(Some(key));
     assert!(restarted.reclaimable(f, &s));
     assert!(!restarted.reclaimable(LayoutFile { fileid: 101, ..f }, &s));

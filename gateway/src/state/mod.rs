@@ -61,7 +61,7 @@ impl State {
 
     /// Layout stateids bound to their client and file under `key`, so that they can
     /// be reclaimed after a restart (`layouts::load_key`; `None`: not bound).
-    pub fn with_layout_key(mut self, key: Option<[u8; 32]>) -> State {
+    pub fn with_layout_key(self, key: Option<[u8; 32]>) -> State {
         self.layouts.set_key(key);
         self
     }

@@ -96,9 +96,31 @@ impl Default for Fence {
 static RECLAIMS_OK: AtomicU64 = AtomicU64::new(0);
 static RECLAIMS_REFUSED: AtomicU64 = AtomicU64::new(0);
 
-pub(crate) fn count_reclaim(ok: bool) {
+fn count_reclaim(ok: bool) {
     let c = if ok { &RECLAIMS_OK } else { &RECLAIMS_REFUSED };
     c.fetch_add(1, Ordering::Relaxed);
+}
+
+/// One client table's reclaims (accepted, refused), counted into the totals as well.
+#[derive(Default)]
+pub struct Reclaims {
+    ok: AtomicU64,
+    refused: AtomicU64,
+}
+
+impl Reclaims {
+    pub fn count(&self, ok: bool) {
+        let c = if ok { &self.ok } else { &self.refused };
+        c.fetch_add(1, Ordering::Relaxed);
+        count_reclaim(ok);
+    }
+
+    pub fn get(&self) -> (u64, u64) {
+        (
+            self.ok.load(Ordering::Relaxed),
+            self.refused.load(Ordering::Relaxed),
+        )
+    }
 }
 
 /// Grace periods started (at start with a record, or at a takeover) and ended early

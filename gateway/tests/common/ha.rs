@@ -32,6 +32,8 @@ pub struct Spec<'a> {
     pub netns: Option<&'a str>,
     /// `rdma.listen` with the `soft` provider; `None`: RDMA off.
     pub rdma: Option<SocketAddr>,
+    /// More configuration (whole sections, e.g. `[pnfs]`), appended as is.
+    pub extra: &'a str,
 }
 
 pub struct Gw {
@@ -77,12 +79,13 @@ pub fn spawn(spec: &Spec) -> Gw {
          [state]\ndir = \"{}\"\n{stats}\
          [nfs4]\nlease_time_s = 10\ngrace_time_s = 10\n\
          [ha]\nidentity = \"t\"\nlease_s = {}\nrole = \"{}\"\n\
-         [[exports]]\npath = \"/\"\nclients = [\"0.0.0.0/0\"]\nsquash = \"none\"\n",
+         [[exports]]\npath = \"/\"\nclients = [\"0.0.0.0/0\"]\nsquash = \"none\"\n{}",
         spec.listen,
         spec.root.display(),
         state.display(),
         spec.lease_s,
         spec.role,
+        spec.extra,
     );
     let conf = spec.work.join(format!("{}.toml", spec.name));
     std::fs::write(&conf, cfg).unwrap();
@@ -144,13 +147,25 @@ pub fn session_when_served(
     within: Duration,
     why: impl Fn() -> String,
 ) -> (Tcp41, Duration) {
+    session_when_served_flags(addr, owner, 0, within, why)
+}
+
+/// `session_when_served` with CREATE_SESSION `flags` (CONN_BACK_CHAN: this connection
+/// is the session's back channel too).
+pub fn session_when_served_flags(
+    addr: SocketAddr,
+    owner: &[u8],
+    flags: u32,
+    within: Duration,
+    why: impl Fn() -> String,
+) -> (Tcp41, Duration) {
     let t0 = Instant::now();
     loop {
         let left = within.saturating_sub(t0.elapsed());
         let mut c = connect_within(addr, left.max(Duration::from_millis(1)), &why);
         let res = c.compound(&nfs_wire::v4call::Ops::new().exchange_id([9; 8], owner));
         if res.status == NFS4_OK {
-            c.session(owner, 0);
+            c.session(owner, flags);
             return (c, t0.elapsed());
         }
         assert_eq!(res.status, NFS4ERR_DELAY, "a fenced gateway answers DELAY");
@@ -420,4 +435,128 @@ pub fn read_back(c: &mut impl Client41, fh: &[u8], open: &[u8; 16]) {
     let _eof = r.u32().unwrap();
     let want = [COMMITTED, PENDING].concat();
     assert_eq!(r.opaque_var(64).unwrap(), &want[..]);
+}
+
+/// Waits until the gateway's CB_NULL probe of `c`'s back channel came and was
+/// answered (RFC 8881 §2.10.3.1: no delegation before it).
+pub fn back_channel_probed(c: &mut Tcp41) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while c.cb_nulls == 0 {
+        assert!(c.next_callback(Duration::from_millis(50)).is_none());
+        assert!(Instant::now() < deadline, "no CB_NULL probe");
+    }
+}
+
+/// The file client one holds a read delegation of, open-owner "ro".
+pub const DELEGATED: &[u8] = b"r";
+
+/// OPEN of `DELEGATED` by open-owner "ro" with `claim` for reading, no delegation
+/// preference (the server decides); tried again while no delegation comes (the
+/// gateway may not yet have seen the back channel's answer to its probe; a second
+/// OPEN by the same open-owner only upgrades the open). The reply.
+fn open_for_delegation(c: &mut Tcp41, fh: &[u8], claim: impl Fn() -> Claim<'static>) -> Opened {
+    let id = c.clientid;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (st, res) = c.seq_run(|o| {
+            o.putfh(fh)
+                .open(id, b"ro", ACCESS_READ, 0, How::NoCreate, claim())
+        });
+        assert_eq!(st, NFS4_OK, "OPEN for a read delegation");
+        let mut r = after_seq(&res);
+        expect_op(&mut r, OP_PUTFH);
+        expect_op(&mut r, OP_OPEN);
+        let opened = parse_open_ok(&mut r);
+        if opened.deleg.is_some() {
+            return opened;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no read delegation (RFC 8881 §10.4)"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Client one (a back channel, RECLAIM_COMPLETE sent) before the kill: `DELEGATED`
+/// created and written, then opened for reading with a read delegation. Its handle.
+pub fn hold_read_delegation(c: &mut Tcp41) -> Vec<u8> {
+    back_channel_probed(c);
+    let clientid = c.clientid;
+    let (st, res) = c.seq_run(|o| {
+        o.putrootfh()
+            .open(
+                clientid,
+                b"ro",
+                ACCESS_BOTH | WANT_NO_DELEG,
+                0,
+                How::Unchecked,
+                Claim::Null(DELEGATED),
+            )
+            .getfh()
+    });
+    assert_eq!(st, NFS4_OK, "OPEN (create) of the delegated file");
+    let mut r = after_seq(&res);
+    expect_op(&mut r, OP_PUTROOTFH);
+    expect_op(&mut r, OP_OPEN);
+    let open = parse_open_ok(&mut r).stateid;
+    expect_op(&mut r, OP_GETFH);
+    let fh = r.opaque_var(128).unwrap().to_vec();
+    let (st, _) = c.seq_run(|o| o.putfh(&fh).write(&open, 0, b"read me").close(&open));
+    assert_eq!(st, NFS4_OK, "WRITE + CLOSE");
+    let held = open_for_delegation(c, &fh, || Claim::Fh);
+    assert!(!held.write, "a read delegation");
+    fh
+}
+
+/// At the successor, in its grace period: OPEN CLAIM_PREVIOUS with the delegation
+/// type held (RFC 8881 §10.2.1, §18.16.3 delegate_type = OPEN_DELEGATE_READ). The
+/// reclaimed delegation's stateid.
+pub fn reclaim_read_delegation(c: &mut Tcp41, fh: &[u8]) -> [u8; 16] {
+    back_channel_probed(c);
+    let opened = open_for_delegation(c, fh, || Claim::Previous(OPEN_DELEGATE_READ));
+    assert!(!opened.write, "a read delegation, as held");
+    opened.deleg.unwrap()
+}
+
+/// After the grace period, client two's OPEN of `DELEGATED` for writing conflicts
+/// with the reclaimed read delegation (RFC 8881 §10.4.2): NFS4ERR_DELAY while the
+/// gateway sends CB_RECALL of exactly that delegation to client one, which returns
+/// it (DELEGRETURN); then client two's OPEN succeeds.
+pub fn write_open_recalls_the_reclaimed_delegation(
+    c1: &mut Tcp41,
+    c2: &mut Tcp41,
+    fh: &[u8],
+    deleg: &[u8; 16],
+) {
+    let c2id = c2.clientid;
+    let open2 = |c2: &mut Tcp41| {
+        c2.seq_run(|o| {
+            o.putfh(fh).open(
+                c2id,
+                b"w2",
+                ACCESS_WRITE | WANT_NO_DELEG,
+                0,
+                How::NoCreate,
+                Claim::Fh,
+            )
+        })
+        .0
+    };
+    assert_eq!(
+        open2(c2),
+        NFS4ERR_DELAY,
+        "a write OPEN waits for the recall"
+    );
+    let rec = c1
+        .next_callback(Duration::from_secs(10))
+        .expect("CB_RECALL to the client that reclaimed the delegation");
+    assert_eq!(&c1.answer(&rec).stateid, deleg, "the reclaimed delegation");
+    let (st, _) = c1.seq_run(|o| o.putfh(fh).delegreturn(deleg));
+    assert_eq!(st, NFS4_OK, "DELEGRETURN");
+    assert_eq!(
+        open2(c2),
+        NFS4_OK,
+        "the write OPEN once the delegation is back"
+    );
 }

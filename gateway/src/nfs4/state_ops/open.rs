@@ -313,12 +313,14 @@ pub fn reclaim_completed(c: &Compound) -> bool {
 /// A reclaim (CLAIM_PREVIOUS OPEN, LOCK with reclaim) is allowed (§8.4.2.1): in
 /// the grace period (else NO_GRACE), before the client's RECLAIM_COMPLETE (else
 /// NO_GRACE), by a client the previous run knew (else RECLAIM_BAD).
+/// `may_reclaim` is asked first, always: it counts the answer
+/// (`nfsgw_ha_reclaims_total`), a refusal after the grace period included.
 pub fn reclaim_allowed(c: &Compound) -> Result<(), Nfsstat4> {
     let clients = &c.state.clients;
-    if !clients.in_grace() {
-        Err(NFS4ERR_NO_GRACE)
-    } else if clients.may_reclaim(c.clientid) {
+    if clients.may_reclaim(c.clientid) {
         Ok(())
+    } else if !clients.in_grace() {
+        Err(NFS4ERR_NO_GRACE)
     } else if reclaim_completed(c) {
         // Done reclaiming.
         Err(NFS4ERR_NO_GRACE)

@@ -416,6 +416,9 @@ fn open_errors_by_type_claim_and_share() {
     assert_eq!(call(&mut c, open, &fh).0, NFS4ERR_ISDIR);
     let prev = open_head(1, 0, b"o").u32(0).u32(1).u32(0);
     assert_eq!(call(&mut c, open, &prev).0, NFS4ERR_NO_GRACE);
+    // Refused outside any grace period, and counted so
+    // (`nfsgw_ha_reclaims_total{result="refused"}`).
+    assert_eq!(h.state.clients.reclaims(), (0, 1));
     let dprev = open_head(1, 0, b"o").u32(0).u32(6);
     assert_eq!(call(&mut c, open, &dprev).0, NFS4ERR_NO_GRACE);
     let f = h

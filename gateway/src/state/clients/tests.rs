@@ -203,3 +203,41 @@ fn counts_by_kind_for_the_gauges() {
     let n = cl.counts();
     assert_eq!((n.confirmed, n.courtesy), (0, 1), "{n:?}");
 }
+
+/// Every reclaim the table answers is counted (`nfsgw_ha_reclaims_total`): accepted
+/// ones, refused ones in the grace period, and refused ones after it — what
+/// NFS4ERR_NO_GRACE answers once the grace period is over (`may_reclaim` is asked
+/// first by every reclaim, `nfs4::state_ops::reclaim_allowed`).
+#[test]
+fn reclaims_refused_after_the_grace_period_are_counted() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let cl = Clients::new(limits(), Some(dir.path()));
+        let a = cl
+            .with(|t| t.insert(b"owner-a", [1; 8], Principal::None))
+            .unwrap();
+        cl.with(|t| t.confirm(a));
+    }
+    let total = crate::state::recovery::reclaims();
+    let cl = Clients::new(limits(), Some(dir.path()));
+    let a = cl
+        .with(|t| t.insert(b"owner-a", [2; 8], Principal::None))
+        .unwrap();
+    let stranger = cl
+        .with(|t| t.insert(b"owner-x", [2; 8], Principal::None))
+        .unwrap();
+    assert!(cl.may_reclaim(a));
+    assert!(!cl.may_reclaim(stranger));
+    assert_eq!(cl.reclaims(), (1, 1), "in the grace period");
+    cl.with(|t| t.confirm(a));
+    assert_eq!(cl.with(|t| t.reclaim_complete(a)), Ok(()));
+    assert!(!cl.in_grace());
+    assert!(!cl.may_reclaim(a));
+    assert!(!cl.may_reclaim(stranger));
+    assert_eq!(cl.reclaims(), (1, 3), "after it: refused, and counted");
+    let now = crate::state::recovery::reclaims();
+    assert!(
+        now.0 > total.0 && now.1 >= total.1 + 3,
+        "{total:?} -> {now:?}"
+    );
+}
