@@ -97,8 +97,20 @@ pub fn layoutcommit(w: &mut XdrWriter, a: &LayoutCommit) -> XdrResult<()> {
 
 /// LAYOUTRETURN (§18.44.1), with an empty lrf_body for a file.
 pub fn layoutreturn(w: &mut XdrWriter, layout_type: u32, iomode: u32, r: &Return) -> XdrResult<()> {
+    layoutreturn_as(w, false, layout_type, iomode, r)
+}
+
+/// LAYOUTRETURN (§18.44.1) with lora_reclaim as given (true: a layout the metadata
+/// server's previous instance granted, returned in its grace period, §18.44.3).
+pub fn layoutreturn_as(
+    w: &mut XdrWriter,
+    reclaim: bool,
+    layout_type: u32,
+    iomode: u32,
+    r: &Return,
+) -> XdrResult<()> {
     w.u32(OP_LAYOUTRETURN)?;
-    w.bool(false)?; // lora_reclaim
+    w.bool(reclaim)?;
     w.u32(layout_type)?;
     w.u32(iomode)?;
     match r {
@@ -116,6 +128,22 @@ pub fn layoutreturn(w: &mut XdrWriter, layout_type: u32, iomode: u32, r: &Return
         Return::Fsid => w.u32(2),
         Return::All => w.u32(3),
     }
+}
+
+/// GETDEVICELIST (RFC 8881 §18.41.1): layout type, gdla_maxdevices, the cursor
+/// (gdla_cookie, gdla_cookieverf).
+pub fn getdevicelist(
+    w: &mut XdrWriter,
+    layout_type: u32,
+    maxdevices: u32,
+    cookie: u64,
+    verf: &[u8; 8],
+) -> XdrResult<()> {
+    w.u32(OP_GETDEVICELIST)?;
+    w.u32(layout_type)?;
+    w.u32(maxdevices)?;
+    w.u64(cookie)?;
+    w.opaque_fixed(verf)
 }
 
 /// device_error4 (RFC 7862 §15.6.1): a device, the status the client got there and
@@ -262,6 +290,23 @@ impl Ops {
 
     pub fn layoutreturn(self, layout_type: u32, iomode: u32, r: &Return) -> Ops {
         self.op(0, |w| layoutreturn(w, layout_type, iomode, r))
+    }
+
+    /// LAYOUTRETURN with lora_reclaim set (§18.44.3).
+    pub fn layoutreturn_reclaim(self, layout_type: u32, iomode: u32, r: &Return) -> Ops {
+        self.op(0, |w| layoutreturn_as(w, true, layout_type, iomode, r))
+    }
+
+    pub fn getdevicelist(
+        self,
+        layout_type: u32,
+        maxdevices: u32,
+        cookie: u64,
+        verf: &[u8; 8],
+    ) -> Ops {
+        self.op(0, |w| {
+            getdevicelist(w, layout_type, maxdevices, cookie, verf)
+        })
     }
 }
 
@@ -462,6 +507,31 @@ pub fn layoutreturn_ok(r: &mut XdrReader) -> XdrResult<Option<[u8; 16]>> {
     } else {
         Ok(None)
     }
+}
+
+/// GETDEVICELIST4resok (RFC 8881 §18.41.2).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeviceList {
+    pub cookie: u64,
+    pub verf: [u8; 8],
+    pub ids: Vec<[u8; 16]>,
+    pub eof: bool,
+}
+
+/// GETDEVICELIST4resok: the cursor to go on from, the device ids, and whether the
+/// list is done.
+pub fn getdevicelist_ok(r: &mut XdrReader) -> XdrResult<DeviceList> {
+    let cookie = r.u64()?;
+    let mut verf = [0u8; 8];
+    verf.copy_from_slice(r.opaque_fixed(8)?);
+    let n = count(r)?;
+    let ids = (0..n).map(|_| fixed16(r)).collect::<XdrResult<_>>()?;
+    Ok(DeviceList {
+        cookie,
+        verf,
+        ids,
+        eof: r.bool()?,
+    })
 }
 
 /// LAYOUTCOMMIT4resok's newsize4 (§18.42.2).
