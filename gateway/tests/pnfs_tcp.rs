@@ -939,6 +939,20 @@ fn a_dead_data_server_is_left_out_of_layouts_and_its_layouts_recalled() {
         n1
     );
     let open_of = |fh: &Vec<u8>| files.iter().find(|f| &f.1 == fh).unwrap().0;
+    // Each return also reports the I/O done through the dead server (ff_iostats4,
+    // RFC 8435 §9.2.1): counted per data server at the metadata server.
+    let io = v4pnfs::IoStats {
+        deviceid: dev[1],
+        read: (2, 8192),
+        write: (3, 12288),
+    };
+    let reported = |what: &str, op: &str| {
+        let name = format!("nfsgw_pnfs_data_server_reported_{what}_total");
+        metric(
+            &mds,
+            &format!("{name}{{address=\"{}\",op=\"{op}\"}}", at[1]),
+        )
+    };
     // A return under a stateid that is no layout of this client's counts nothing
     // (the report is only read from a return that was accepted).
     if let Some((fh, sid)) = recalled.iter().next() {
@@ -949,7 +963,7 @@ fn a_dead_data_server_is_left_out_of_layouts_and_its_layouts_recalled() {
             status: NFS4ERR_NXIO,
             opnum: nfs_wire::nfs4::OP_WRITE,
         };
-        let body = v4pnfs::ff_layoutreturn(&[(0, ALL, forged, vec![e])]);
+        let body = v4pnfs::ff_layoutreturn_with(&[(0, ALL, forged, vec![e])], &[io]);
         let ret = Ops::new().layoutreturn_file_body(LAYOUTIOMODE4_ANY, &forged, &body);
         assert_ne!(
             on_a(&mut a, fh, ret).0,
@@ -957,6 +971,7 @@ fn a_dead_data_server_is_left_out_of_layouts_and_its_layouts_recalled() {
             "LAYOUTRETURN, forged stateid"
         );
         assert_eq!(errors(1), 0, "a refused return's report is not counted");
+        assert_eq!(reported("ops", "write"), 0);
     }
     for (fh, sid) in &recalled {
         // Not returned yet: this client must return it first.
@@ -967,11 +982,22 @@ fn a_dead_data_server_is_left_out_of_layouts_and_its_layouts_recalled() {
             status: NFS4ERR_NXIO,
             opnum: nfs_wire::nfs4::OP_WRITE,
         };
-        let body = v4pnfs::ff_layoutreturn(&[(0, ALL, *sid, vec![e])]);
+        let body = v4pnfs::ff_layoutreturn_with(&[(0, ALL, *sid, vec![e])], &[io]);
         let ret = Ops::new().layoutreturn_file_body(LAYOUTIOMODE4_ANY, sid, &body);
         assert_eq!(on_a(&mut a, fh, ret).0, NFS4_OK, "LAYOUTRETURN");
     }
     assert_eq!(errors(1), n1, "ff_ioerr4 reports counted");
+    let k = recalled.len() as u64;
+    assert_eq!(
+        [
+            reported("ops", "read"),
+            reported("bytes", "read"),
+            reported("ops", "write"),
+            reported("bytes", "write")
+        ],
+        [2 * k, 8192 * k, 3 * k, 12288 * k],
+        "ff_iostats4 counted per data server"
+    );
     // New layouts, READ and RW, of the recalled files and of new ones: the live one.
     for fh in recalled.keys() {
         let (_, devs) = layout_a(&mut a, fh, LAYOUTIOMODE4_RW, open_of(fh)).unwrap();

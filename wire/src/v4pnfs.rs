@@ -204,10 +204,32 @@ pub fn layoutstats(
 /// An ff_layoutreturn4 (RFC 8435 §9.3) for LAYOUTRETURN's lrf_body: one ff_ioerr4
 /// (§9.1.1) per (offset, length, stateid, errors), and no ff_iostats4.
 pub fn ff_layoutreturn(ioerrs: &[(u64, u64, [u8; 16], Vec<DeviceError>)]) -> Vec<u8> {
-    let room = 8 + ioerrs.iter().map(|e| 40 + 24 * e.3.len()).sum::<usize>();
+    ff_layoutreturn_with(ioerrs, &[])
+}
+
+/// One ff_iostats4 (RFC 8435 §9.2.1) as a test sends it: the device and the READs and
+/// WRITEs done through it, each (operations, bytes); the rest of the entry (range,
+/// stateid, ff_layoutupdate4) is filled with plain values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IoStats {
+    pub deviceid: [u8; 16],
+    pub read: (u64, u64),
+    pub write: (u64, u64),
+}
+
+/// An ff_layoutreturn4 with `ioerrs` and `iostats` (fflr_iostats_report<>).
+pub fn ff_layoutreturn_with(
+    ioerrs: &[(u64, u64, [u8; 16], Vec<DeviceError>)],
+    iostats: &[IoStats],
+) -> Vec<u8> {
+    // ff_iostats4: 80 bytes to the layoutupdate, which is "tcp", a 13-byte address,
+    // an empty handle, two ff_io_latency4 (64 each), a duration and a bool.
+    const IOSTATS: usize = 80 + 8 + 20 + 4 + 2 * 64 + 12 + 4;
+    let room =
+        8 + ioerrs.iter().map(|e| 40 + 24 * e.3.len()).sum::<usize>() + IOSTATS * iostats.len();
     let mut buf = vec![0u8; room];
     let mut w = XdrWriter::new(&mut buf);
-    let ok = (|| {
+    let ok: XdrResult<()> = (|| {
         w.u32(ioerrs.len() as u32)?;
         for (offset, length, stateid, errors) in ioerrs {
             w.u64(*offset)?;
@@ -215,7 +237,32 @@ pub fn ff_layoutreturn(ioerrs: &[(u64, u64, [u8; 16], Vec<DeviceError>)]) -> Vec
             w.opaque_fixed(stateid)?;
             device_errors(&mut w, errors)?;
         }
-        w.u32(0)
+        w.u32(iostats.len() as u32)?;
+        for s in iostats {
+            w.u64(0)?;
+            w.u64(u64::MAX)?;
+            w.opaque_fixed(&[0; 16])?;
+            for v in [s.read.0, s.read.1, s.write.0, s.write.1] {
+                w.u64(v)?;
+            }
+            w.opaque_fixed(&s.deviceid)?;
+            w.string(b"tcp")?;
+            w.string(b"127.0.0.1.8.1")?;
+            w.opaque_var(&[])?;
+            for _ in 0..2 {
+                for _ in 0..5 {
+                    w.u64(0)?;
+                }
+                for _ in 0..2 {
+                    w.i64(0)?;
+                    w.u32(0)?;
+                }
+            }
+            w.i64(1)?;
+            w.u32(0)?;
+            w.bool(false)?;
+        }
+        Ok(())
     })();
     ok.expect("sized above");
     let n = w.position();
