@@ -429,6 +429,8 @@ fn off_means_notsupp() {
         Some(NFS4ERR_NOTSUPP)
     );
     assert_eq!(device(&mut s, &fh, &[1; 16]), Err(NFS4ERR_NOTSUPP));
+    let list = Ops::new().getdevicelist(LAYOUT4_FLEX_FILES, 1, 0, &[0; 8]);
+    assert_eq!(s.on(&fh, list).0, NFS4ERR_NOTSUPP);
     let r = Return::File {
         offset: 0,
         length: ALL,
@@ -937,6 +939,20 @@ fn a_dead_data_server_is_left_out_of_layouts_and_its_layouts_recalled() {
         n1
     );
     let open_of = |fh: &Vec<u8>| files.iter().find(|f| &f.1 == fh).unwrap().0;
+    // Each return also reports the I/O done through the dead server (ff_iostats4,
+    // RFC 8435 §9.2.1): counted per data server at the metadata server.
+    let io = v4pnfs::IoStats {
+        deviceid: dev[1],
+        read: (2, 8192),
+        write: (3, 12288),
+    };
+    let reported = |what: &str, op: &str| {
+        let name = format!("nfsgw_pnfs_data_server_reported_{what}_total");
+        metric(
+            &mds,
+            &format!("{name}{{address=\"{}\",op=\"{op}\"}}", at[1]),
+        )
+    };
     // A return under a stateid that is no layout of this client's counts nothing
     // (the report is only read from a return that was accepted).
     if let Some((fh, sid)) = recalled.iter().next() {
@@ -947,7 +963,7 @@ fn a_dead_data_server_is_left_out_of_layouts_and_its_layouts_recalled() {
             status: NFS4ERR_NXIO,
             opnum: nfs_wire::nfs4::OP_WRITE,
         };
-        let body = v4pnfs::ff_layoutreturn(&[(0, ALL, forged, vec![e])]);
+        let body = v4pnfs::ff_layoutreturn_with(&[(0, ALL, forged, vec![e])], &[io]);
         let ret = Ops::new().layoutreturn_file_body(LAYOUTIOMODE4_ANY, &forged, &body);
         assert_ne!(
             on_a(&mut a, fh, ret).0,
@@ -955,6 +971,7 @@ fn a_dead_data_server_is_left_out_of_layouts_and_its_layouts_recalled() {
             "LAYOUTRETURN, forged stateid"
         );
         assert_eq!(errors(1), 0, "a refused return's report is not counted");
+        assert_eq!(reported("ops", "write"), 0);
     }
     for (fh, sid) in &recalled {
         // Not returned yet: this client must return it first.
@@ -965,11 +982,22 @@ fn a_dead_data_server_is_left_out_of_layouts_and_its_layouts_recalled() {
             status: NFS4ERR_NXIO,
             opnum: nfs_wire::nfs4::OP_WRITE,
         };
-        let body = v4pnfs::ff_layoutreturn(&[(0, ALL, *sid, vec![e])]);
+        let body = v4pnfs::ff_layoutreturn_with(&[(0, ALL, *sid, vec![e])], &[io]);
         let ret = Ops::new().layoutreturn_file_body(LAYOUTIOMODE4_ANY, sid, &body);
         assert_eq!(on_a(&mut a, fh, ret).0, NFS4_OK, "LAYOUTRETURN");
     }
     assert_eq!(errors(1), n1, "ff_ioerr4 reports counted");
+    let k = recalled.len() as u64;
+    assert_eq!(
+        [
+            reported("ops", "read"),
+            reported("bytes", "read"),
+            reported("ops", "write"),
+            reported("bytes", "write")
+        ],
+        [2 * k, 8192 * k, 3 * k, 12288 * k],
+        "ff_iostats4 counted per data server"
+    );
     // New layouts, READ and RW, of the recalled files and of new ones: the live one.
     for fh in recalled.keys() {
         let (_, devs) = layout_a(&mut a, fh, LAYOUTIOMODE4_RW, open_of(fh)).unwrap();
@@ -1258,6 +1286,9 @@ fn after_a_metadata_server_restart_layoutcommit_is_reclaimed_in_grace() {
         let (open, fh) = open_a(&mut a, b"reclaimed");
         let (_, other_fh) = open_a(&mut a, b"never-laid-out");
         let l = take_layout_a(&mut a, &fh, open);
+        // No grace period on a first start: a reclaim return is NO_GRACE, and the
+        // layout is still held.
+        assert_eq!(return_a(&mut a, &fh, true, l.stateid), NFS4ERR_NO_GRACE);
         let w = v3_as(
             ds.tcp_addr(),
             synthetic(&l),
@@ -1294,16 +1325,195 @@ fn after_a_metadata_server_restart_layoutcommit_is_reclaimed_in_grace() {
         NFS4ERR_RECLAIM_BAD
     );
     assert_eq!(size_a(&mut a, &fh), 14, "nothing changed yet");
+    // LAYOUTRETURN with lora_reclaim (§18.44.3) before the LAYOUTCOMMIT: the same
+    // checks; a return does not end the client's right to reclaim.
+    reclaim_returns(&mut a, &mut x, (&fh, &other_fh), sid);
     // The reclaim: past what the data server wrote, so only it can make the size.
     assert_eq!(commit_a(&mut a, &fh, sid, true, 99), (NFS4_OK, Some(100)));
     assert_eq!(size_a(&mut a, &fh), 100);
     assert_eq!(a.seq_run(|o| o.reclaim_complete()).0, NFS4_OK);
     assert_eq!(commit_a(&mut a, &fh, sid, true, 199).0, NFS4ERR_NO_GRACE);
     assert_eq!(commit_a(&mut x, &fh, sid, true, 199).0, NFS4ERR_NO_GRACE);
+    assert_eq!(return_a(&mut a, &fh, true, sid), NFS4ERR_NO_GRACE);
     assert_eq!(size_a(&mut a, &fh), 100);
     // Grace over: a new layout.
     let (open, _) = open_a(&mut a, b"reclaimed");
     take_layout_a(&mut a, &fh, open);
+}
+
+/// LAYOUTRETURN4_FILE of the whole file under `sid`, lora_reclaim as given: status.
+fn return_a(c: &mut nfs4_client::Tcp41, fh: &[u8], reclaim: bool, sid: [u8; 16]) -> u32 {
+    let r = Return::File {
+        offset: 0,
+        length: ALL,
+        stateid: sid,
+    };
+    let op = if reclaim {
+        Ops::new().layoutreturn_reclaim(LAYOUT4_FLEX_FILES, LAYOUTIOMODE4_ANY, &r)
+    } else {
+        Ops::new().layoutreturn(LAYOUT4_FLEX_FILES, LAYOUTIOMODE4_ANY, &r)
+    };
+    let (st, rest) = on_a(c, fh, op);
+    if st == NFS4_OK {
+        let left = v4pnfs::layoutreturn_ok(&mut XdrReader::new(&rest)).unwrap();
+        assert_eq!(
+            left, None,
+            "no layout stateid is left after a reclaim return"
+        );
+    }
+    st
+}
+
+/// LAYOUTRETURN with lora_reclaim in the grace period after a metadata server
+/// restart (RFC 8881 §18.44.3), `sid` the layout stateid of `fh` the previous run
+/// gave `a`: a client the previous run did not know gets NFS4ERR_NO_GRACE (nothing to
+/// reclaim); the stateid on another file or forged, NFS4ERR_BAD_STATEID; lora_reclaim
+/// with LAYOUTRETURN4_FSID or _ALL (§18.44.3: MUST be false there) and an empty
+/// range, NFS4ERR_INVAL; the return itself is accepted, twice (nothing was held: the
+/// restart lost it), while a return of it without lora_reclaim names no layout of
+/// this run (NFS4ERR_NOMATCHING_LAYOUT).
+fn reclaim_returns(
+    a: &mut nfs4_client::Tcp41,
+    x: &mut nfs4_client::Tcp41,
+    (fh, other_fh): (&[u8], &[u8]),
+    sid: [u8; 16],
+) {
+    const NFS4ERR_NO_GRACE: u32 = 10033;
+    assert_eq!(return_a(x, fh, true, sid), NFS4ERR_NO_GRACE);
+    assert_eq!(return_a(a, other_fh, true, sid), NFS4ERR_BAD_STATEID);
+    let mut forged = sid;
+    forged[14] ^= 0x40;
+    assert_eq!(return_a(a, fh, true, forged), NFS4ERR_BAD_STATEID);
+    for bulk in [Return::Fsid, Return::All] {
+        let op = Ops::new().layoutreturn_reclaim(LAYOUT4_FLEX_FILES, LAYOUTIOMODE4_ANY, &bulk);
+        assert_eq!(on_a(a, fh, op).0, NFS4ERR_INVAL, "{bulk:?}");
+    }
+    let empty = Return::File {
+        offset: 0,
+        length: 0,
+        stateid: sid,
+    };
+    let op = Ops::new().layoutreturn_reclaim(LAYOUT4_FLEX_FILES, LAYOUTIOMODE4_ANY, &empty);
+    assert_eq!(on_a(a, fh, op).0, NFS4ERR_INVAL);
+    assert_eq!(return_a(a, fh, false, sid), NFS4ERR_NOMATCHING_LAYOUT);
+    assert_eq!(return_a(a, fh, true, sid), NFS4_OK);
+    assert_eq!(return_a(a, fh, true, sid), NFS4_OK);
+}
+
+/// GETDEVICELIST through `c` on `fh`: the status and, on success, the page.
+fn list_a(
+    c: &mut nfs4_client::Tcp41,
+    fh: &[u8],
+    (layout_type, max): (u32, u32),
+    (cookie, verf): (u64, [u8; 8]),
+) -> Result<v4pnfs::DeviceList, u32> {
+    let op = Ops::new().getdevicelist(layout_type, max, cookie, &verf);
+    let (st, rest) = on_a(c, fh, op);
+    if st != NFS4_OK {
+        return Err(st);
+    }
+    Ok(v4pnfs::getdevicelist_ok(&mut XdrReader::new(&rest)).unwrap())
+}
+
+/// GETDEVICELIST (RFC 8881 §18.41): a metadata server naming two live data servers
+/// and an address nothing answers on (probed down). The list, one id a page, is the
+/// two live servers' ids — each one GETDEVICEINFO resolves to that server — with a
+/// cookie to go on from, one verifier and eof on the last page; a huge gdla_maxdevices
+/// gives the whole list at once. Hostile cursors: gdla_maxdevices 0 NFS4ERR_INVAL, a
+/// cookie past the end (or 2^64 - 1) NFS4ERR_BAD_COOKIE, a verifier not the list's
+/// NFS4ERR_NOT_SAME, another layout type NFS4ERR_UNKNOWN_LAYOUTTYPE, no current
+/// filehandle NFS4ERR_NOFILEHANDLE. A data server stopped under a client's cursor:
+/// the old verifier is NFS4ERR_NOT_SAME, and a fresh list has the live one only. In
+/// an NFSv4.2 COMPOUND GETDEVICELIST is NFS4ERR_NOTSUPP (RFC 7862 §13: "MNI").
+#[test]
+fn getdevicelist_pages_the_live_data_servers_ids() {
+    const NFS4ERR_BAD_COOKIE: u32 = 10003;
+    const NFS4ERR_NOT_SAME: u32 = 10027;
+    const NFS4ERR_NOFILEHANDLE: u32 = 10020;
+    const LAYOUT4_NFSV4_1_FILES: u32 = 1;
+    let root = tempfile::tempdir().unwrap();
+    let live = [free_addr(), free_addr()];
+    let mut ds: Vec<Option<Gw>> = live
+        .iter()
+        .map(|a| Some(shared_fs_on(root.path(), *a, "")))
+        .collect();
+    let dead = free_addr();
+    let probing = "probe_ms = 100\nprobe_timeout_ms = 1000\nprobe_failures = 2\n";
+    let mds = shared_fs(root.path(), &pnfs_with(&[live[0], dead, live[1]], probing));
+    let up = |a: SocketAddr| {
+        metric(
+            &mds,
+            &format!("nfsgw_pnfs_data_server_up{{address=\"{a}\"}}"),
+        )
+    };
+    wait_for("the dead address marked down", 20, || up(dead) == 0);
+    wait_for("the live ones up", 20, || {
+        up(live[0]) == 1 && up(live[1]) == 1
+    });
+    let mut a = nfs4_client::Tcp41::connect(mds.tcp_addr());
+    a.session(b"pnfs-devicelist", 0);
+    assert_eq!(a.seq_run(|o| o.reclaim_complete()).0, NFS4_OK);
+    let (_, fh) = open_a(&mut a, b"listed");
+    let flex = |max| (LAYOUT4_FLEX_FILES, max);
+
+    let p1 = list_a(&mut a, &fh, flex(1), (0, [0; 8])).unwrap();
+    assert_eq!((p1.ids.len(), p1.cookie, p1.eof), (1, 1, false));
+    let p2 = list_a(&mut a, &fh, flex(1), (p1.cookie, p1.verf)).unwrap();
+    assert_eq!((p2.ids.len(), p2.cookie, p2.eof), (1, 2, true));
+    assert_eq!(p2.verf, p1.verf);
+    let ids = [p1.ids[0], p2.ids[0]];
+    let mut at: Vec<SocketAddr> = ids.iter().map(|id| addr_of(&mut a, &fh, id)).collect();
+    at.sort();
+    let mut want = live.to_vec();
+    want.sort();
+    assert_eq!(at, want, "the ids are the live data servers'");
+    let all = list_a(&mut a, &fh, flex(u32::MAX), (0, [0; 8])).unwrap();
+    assert_eq!((all.ids, all.eof, all.cookie), (ids.to_vec(), true, 2));
+    // At the end: an empty last page.
+    let end = list_a(&mut a, &fh, flex(5), (2, p1.verf)).unwrap();
+    assert_eq!((end.ids.len(), end.eof), (0, true));
+
+    // Hostile values.
+    assert_eq!(
+        list_a(&mut a, &fh, flex(0), (0, [0; 8])).err(),
+        Some(NFS4ERR_INVAL)
+    );
+    for cookie in [3, u64::MAX] {
+        let got = list_a(&mut a, &fh, flex(1), (cookie, p1.verf)).err();
+        assert_eq!(got, Some(NFS4ERR_BAD_COOKIE), "cookie {cookie}");
+    }
+    let mut bad = p1.verf;
+    bad[0] ^= 1;
+    assert_eq!(
+        list_a(&mut a, &fh, flex(1), (1, bad)).err(),
+        Some(NFS4ERR_NOT_SAME)
+    );
+    let files = (LAYOUT4_NFSV4_1_FILES, 1);
+    assert_eq!(
+        list_a(&mut a, &fh, files, (0, [0; 8])).err(),
+        Some(NFS4ERR_UNKNOWN_LAYOUTTYPE)
+    );
+    let (st, _) = a.seq_run(|o| o.getdevicelist(LAYOUT4_FLEX_FILES, 1, 0, &[0; 8]));
+    assert_eq!(st, NFS4ERR_NOFILEHANDLE);
+
+    // The list changes under the cursor: a data server stops.
+    let stopped = ds[1].take().unwrap().tcp_addr();
+    wait_for("the stopped server marked down", 20, || up(stopped) == 0);
+    assert_eq!(
+        list_a(&mut a, &fh, flex(1), (1, p1.verf)).err(),
+        Some(NFS4ERR_NOT_SAME)
+    );
+    let now = list_a(&mut a, &fh, flex(8), (0, [0; 8])).unwrap();
+    assert_eq!(now.ids.len(), 1);
+    assert_eq!(addr_of(&mut a, &fh, &now.ids[0]), live[0]);
+    assert_ne!(now.verf, p1.verf);
+
+    // NFSv4.2 has no GETDEVICELIST.
+    a.minor = 2;
+    assert_eq!(
+        list_a(&mut a, &fh, flex(8), (0, [0; 8])).err(),
+        Some(NFS4ERR_NOTSUPP)
+    );
 }
 
 /// LAYOUTGET RW through a back-channel-less client: the layout.

@@ -12,10 +12,15 @@
 # servers' nfsgw_bytes_in_total/nfsgw_bytes_out_total carry the file bytes (writes in,
 # reads out) and the metadata server's do not; every data server carried some; an
 # NFSv3 mount's truncate (a second client) recalls the v4.1 client's layout
-# (nfsgw_pnfs_layouts_total{event="recalled"}) and the v4.1 mount sees the new size.
+# (nfsgw_pnfs_layouts_total{event="recalled"}) and the v4.1 mount sees the new size;
+# the data server a writer's layout names killed (kill -9) in the middle of a write
+# with O_DSYNC: the application sees no error, every byte reads back byte-exact after
+# dropping caches, the metadata server counts the client's error report against that
+# server (nfsgw_pnfs_data_server_errors_total) and marks it down.
 # Usage: guest-pnfs.sh GATEWAY_BINARY [PROTO]     (PROTO tcp; rdma needs a gateway
 # built with --features rdma and rxe0)   Last line: "KERNEL PNFS: PASS".
-# Knobs: PNFS_FILES [12] files of PNFS_FILE_KIB [256] KiB each. (Placement hashes the
+# Knobs: PNFS_FILES [12] files of PNFS_FILE_KIB [256] KiB each; PNFS_KILL_MIB [16]
+# MiB written while a data server is killed. (Placement hashes the
 # file id, which derives from the name on a shared store: f.1..f.12 land 9/1/2 on the
 # three data servers, every run.)
 set -euo pipefail
@@ -29,6 +34,7 @@ MDS_STATS=127.0.0.1:9120
 # data server k: NFSv3 on 127.0.0.1:(2050+k), stats on 127.0.0.1:(9121+k)
 DS_PORTS="2050 2051 2052"
 PIDS=()
+declare -A PID_OF
 
 T0=$(date +%s.%N)
 check() {
@@ -99,6 +105,7 @@ gw_start() {
   "$GW" --config "$W/$1.toml" > "$W/$1.log" 2>&1 &
   local pid=$!
   PIDS+=("$pid")
+  PID_OF[$1]=$pid
   for _ in $(seq 1 300); do
     (exec 3<>"/dev/tcp/127.0.0.1/$2") 2>/dev/null && return 0
     kill -0 "$pid" 2>/dev/null || { echo "gateway $1 exited at startup"; tail -n 20 "$W/$1.log"; return 1; }
@@ -240,7 +247,95 @@ check "the v4.1 client sees the truncated size" test "$(stat -c %s "$M/f.1")" = 
 check "and the bytes before it" cmp -n 1000 "$W/src.1" "$M/f.1"
 check "unmount the second client" umount $M3
 
-rm -f "$M"/f.*
+# ---- a data server killed mid-write ----------------------------------------------------------
+# RFC 8435 §5.1 (FF_FLAGS_NO_IO_THRU_MDS unset: the client may fall back to the metadata
+# server), §9.1.1 (ff_ioerr4 in LAYOUTRETURN: 4.1 has no LAYOUTERROR); RFC 8881 §12.5.5
+# (the layouts naming a server the probes find down are recalled). One writer, O_DSYNC
+# (every write(2) returns only once its bytes are stable: what it wrote is what it
+# fsynced); once the data server its layout names carried a quarter of it, that server
+# is killed with SIGKILL (its staged, uncommitted writes die with it: the client must
+# send them again). The writer must finish without an error, and the file read back
+# after dropping caches must be the source, byte for byte.
+KMIB=${PNFS_KILL_MIB:-16}
+head -c $((KMIB << 20)) /dev/urandom > "$W/src.kill"
+ds_in() { bytes in "127.0.0.1:$((9121 + $1))"; }
+kin0=(); for k in 0 1 2; do kin0[$k]=$(ds_in $k); done
+# The writer: O_DSYNC writes of 256 KiB; after the first quarter it waits for the kill
+# (so the kill lands mid-file on any machine speed), then writes the rest and closes.
+# Any error it meets is an exception: a non-zero exit.
+python3 - "$W/src.kill" "$M/killed" "$W/quarter" "$W/go" > "$W/dd.err" 2>&1 <<'PY' &
+import os, sys, time
+src, dst, quarter, go = sys.argv[1:]
+data = open(src, "rb").read()
+fd = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_DSYNC, 0o644)
+chunk = 256 << 10
+for off in range(0, len(data), chunk):
+    if off == len(data) // 4:
+        open(quarter, "w").close()
+        while not os.path.exists(go):
+            time.sleep(0.05)
+    view = memoryview(data)[off:off + chunk]
+    while len(view):
+        view = view[os.write(fd, view):]
+os.fsync(fd)
+os.close(fd)
+PY
+DD=$!
+quarter() {
+  for _ in $(seq 1 1200); do
+    [ -e "$W/quarter" ] && return 0
+    kill -0 $DD 2>/dev/null || return 1
+    sleep 0.1
+  done
+  return 1
+}
+check "the writer wrote a quarter of the file (O_DSYNC) and holds it open" quarter
+# victim: the data server that carried that quarter (half of it at least: the first
+# write may have gone through the metadata server before the layout came).
+victim=""
+for k in 0 1 2; do
+  [ $(($(ds_in $k) - ${kin0[$k]})) -ge $((KMIB << 17)) ] && victim=$k && break
+done
+check "a data server carried the writer's bytes (ds${victim:-?})" test -n "$victim"
+VADDR="127.0.0.1:$((2050 + victim))"
+check "kill -9 data server ds$victim ($VADDR) mid-write" kill -9 "${PID_OF[ds$victim]}"
+touch "$W/go"
+dd_ok() {
+  local rc=0
+  timeout 150 tail --pid=$DD -f /dev/null || return 1
+  wait $DD || rc=$?
+  [ -s "$W/dd.err" ] && cat "$W/dd.err"
+  [ "$rc" = 0 ] && [ ! -s "$W/dd.err" ]
+}
+check "the writer finished with no error (O_DSYNC writes, fsync, close)" dd_ok
+check "closed file's size through the metadata server" test "$(stat -c %s "$M/killed")" = $((KMIB << 20))
+echo 3 > /proc/sys/vm/drop_caches
+sums() { [ "$(sha256sum < "$W/src.kill")" = "$(sha256sum < "$M/killed")" ]; }
+check "every byte written reads back after dropping caches (sha256)" sums
+# metric NAME: the metadata server's NAME{address="$VADDR"} (0 when absent).
+metric() {
+  curl -sf "http://$MDS_STATS/metrics" | awk -v s="$1{address=\"$VADDR\"}" \
+    'index($0, s " ") == 1 {print $NF; found = 1} END {if (!found) print 0}'
+}
+down() {
+  for _ in $(seq 1 100); do [ "$(metric nfsgw_pnfs_data_server_up)" = 0 ] && return 0; sleep 0.1; done
+  return 1
+}
+check "the metadata server marked ds$victim down" down
+reported() {
+  # The client reports the error when it returns the layout (recalled as the server
+  # went down, or given back at close): wait for it a little.
+  for _ in $(seq 1 100); do [ "$(metric nfsgw_pnfs_data_server_errors_total)" -gt 0 ] && return 0; sleep 0.1; done
+  return 1
+}
+reported || true
+echo "pnfs: after the kill: errors reported against ds$victim $(metric nfsgw_pnfs_data_server_errors_total), layouts recalled for a down server $(curl -sf "http://$MDS_STATS/metrics" | awk '$1 == "nfsgw_pnfs_layouts_recalled_ds_down_total" {print $2}'), bytes in after (mds ds0 ds1 ds2): $(snapshot in)"
+check "the client's error report counted against ds$victim (LAYOUTRETURN ff_ioerr4 / LAYOUTERROR)" test "$(metric nfsgw_pnfs_data_server_errors_total)" -gt 0
+# What the client reported doing through each data server (ff_iostats4 in LAYOUTRETURN,
+# RFC 8435 §9.2.1): shown, not judged (whether a 4.1 client sends them is its choice).
+curl -sf "http://$MDS_STATS/metrics" | grep '^nfsgw_pnfs_data_server_reported_bytes_total' | sed 's/^/pnfs: /' || true
+
+rm -f "$M"/f.* "$M/killed"
 check "files removed" test -z "$(ls -A $M)"
 check "unmount" umount $M
 echo "KERNEL PNFS: PASS"

@@ -97,8 +97,20 @@ pub fn layoutcommit(w: &mut XdrWriter, a: &LayoutCommit) -> XdrResult<()> {
 
 /// LAYOUTRETURN (§18.44.1), with an empty lrf_body for a file.
 pub fn layoutreturn(w: &mut XdrWriter, layout_type: u32, iomode: u32, r: &Return) -> XdrResult<()> {
+    layoutreturn_as(w, false, layout_type, iomode, r)
+}
+
+/// LAYOUTRETURN (§18.44.1) with lora_reclaim as given (true: a layout the metadata
+/// server's previous instance granted, returned in its grace period, §18.44.3).
+pub fn layoutreturn_as(
+    w: &mut XdrWriter,
+    reclaim: bool,
+    layout_type: u32,
+    iomode: u32,
+    r: &Return,
+) -> XdrResult<()> {
     w.u32(OP_LAYOUTRETURN)?;
-    w.bool(false)?; // lora_reclaim
+    w.bool(reclaim)?;
     w.u32(layout_type)?;
     w.u32(iomode)?;
     match r {
@@ -116,6 +128,22 @@ pub fn layoutreturn(w: &mut XdrWriter, layout_type: u32, iomode: u32, r: &Return
         Return::Fsid => w.u32(2),
         Return::All => w.u32(3),
     }
+}
+
+/// GETDEVICELIST (RFC 8881 §18.41.1): layout type, gdla_maxdevices, the cursor
+/// (gdla_cookie, gdla_cookieverf).
+pub fn getdevicelist(
+    w: &mut XdrWriter,
+    layout_type: u32,
+    maxdevices: u32,
+    cookie: u64,
+    verf: &[u8; 8],
+) -> XdrResult<()> {
+    w.u32(OP_GETDEVICELIST)?;
+    w.u32(layout_type)?;
+    w.u32(maxdevices)?;
+    w.u64(cookie)?;
+    w.opaque_fixed(verf)
 }
 
 /// device_error4 (RFC 7862 §15.6.1): a device, the status the client got there and
@@ -176,10 +204,32 @@ pub fn layoutstats(
 /// An ff_layoutreturn4 (RFC 8435 §9.3) for LAYOUTRETURN's lrf_body: one ff_ioerr4
 /// (§9.1.1) per (offset, length, stateid, errors), and no ff_iostats4.
 pub fn ff_layoutreturn(ioerrs: &[(u64, u64, [u8; 16], Vec<DeviceError>)]) -> Vec<u8> {
-    let room = 8 + ioerrs.iter().map(|e| 40 + 24 * e.3.len()).sum::<usize>();
+    ff_layoutreturn_with(ioerrs, &[])
+}
+
+/// One ff_iostats4 (RFC 8435 §9.2.1) as a test sends it: the device and the READs and
+/// WRITEs done through it, each (operations, bytes); the rest of the entry (range,
+/// stateid, ff_layoutupdate4) is filled with plain values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IoStats {
+    pub deviceid: [u8; 16],
+    pub read: (u64, u64),
+    pub write: (u64, u64),
+}
+
+/// An ff_layoutreturn4 with `ioerrs` and `iostats` (fflr_iostats_report<>).
+pub fn ff_layoutreturn_with(
+    ioerrs: &[(u64, u64, [u8; 16], Vec<DeviceError>)],
+    iostats: &[IoStats],
+) -> Vec<u8> {
+    // ff_iostats4: 80 bytes to the layoutupdate, which is "tcp", a 13-byte address,
+    // an empty handle, two ff_io_latency4 (64 each), a duration and a bool.
+    const IOSTATS: usize = 80 + 8 + 20 + 4 + 2 * 64 + 12 + 4;
+    let room =
+        8 + ioerrs.iter().map(|e| 40 + 24 * e.3.len()).sum::<usize>() + IOSTATS * iostats.len();
     let mut buf = vec![0u8; room];
     let mut w = XdrWriter::new(&mut buf);
-    let ok = (|| {
+    let ok: XdrResult<()> = (|| {
         w.u32(ioerrs.len() as u32)?;
         for (offset, length, stateid, errors) in ioerrs {
             w.u64(*offset)?;
@@ -187,7 +237,32 @@ pub fn ff_layoutreturn(ioerrs: &[(u64, u64, [u8; 16], Vec<DeviceError>)]) -> Vec
             w.opaque_fixed(stateid)?;
             device_errors(&mut w, errors)?;
         }
-        w.u32(0)
+        w.u32(iostats.len() as u32)?;
+        for s in iostats {
+            w.u64(0)?;
+            w.u64(u64::MAX)?;
+            w.opaque_fixed(&[0; 16])?;
+            for v in [s.read.0, s.read.1, s.write.0, s.write.1] {
+                w.u64(v)?;
+            }
+            w.opaque_fixed(&s.deviceid)?;
+            w.string(b"tcp")?;
+            w.string(b"127.0.0.1.8.1")?;
+            w.opaque_var(&[])?;
+            for _ in 0..2 {
+                for _ in 0..5 {
+                    w.u64(0)?;
+                }
+                for _ in 0..2 {
+                    w.i64(0)?;
+                    w.u32(0)?;
+                }
+            }
+            w.i64(1)?;
+            w.u32(0)?;
+            w.bool(false)?;
+        }
+        Ok(())
     })();
     ok.expect("sized above");
     let n = w.position();
@@ -262,6 +337,23 @@ impl Ops {
 
     pub fn layoutreturn(self, layout_type: u32, iomode: u32, r: &Return) -> Ops {
         self.op(0, |w| layoutreturn(w, layout_type, iomode, r))
+    }
+
+    /// LAYOUTRETURN with lora_reclaim set (§18.44.3).
+    pub fn layoutreturn_reclaim(self, layout_type: u32, iomode: u32, r: &Return) -> Ops {
+        self.op(0, |w| layoutreturn_as(w, true, layout_type, iomode, r))
+    }
+
+    pub fn getdevicelist(
+        self,
+        layout_type: u32,
+        maxdevices: u32,
+        cookie: u64,
+        verf: &[u8; 8],
+    ) -> Ops {
+        self.op(0, |w| {
+            getdevicelist(w, layout_type, maxdevices, cookie, verf)
+        })
     }
 }
 
@@ -462,6 +554,31 @@ pub fn layoutreturn_ok(r: &mut XdrReader) -> XdrResult<Option<[u8; 16]>> {
     } else {
         Ok(None)
     }
+}
+
+/// GETDEVICELIST4resok (RFC 8881 §18.41.2).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeviceList {
+    pub cookie: u64,
+    pub verf: [u8; 8],
+    pub ids: Vec<[u8; 16]>,
+    pub eof: bool,
+}
+
+/// GETDEVICELIST4resok: the cursor to go on from, the device ids, and whether the
+/// list is done.
+pub fn getdevicelist_ok(r: &mut XdrReader) -> XdrResult<DeviceList> {
+    let cookie = r.u64()?;
+    let mut verf = [0u8; 8];
+    verf.copy_from_slice(r.opaque_fixed(8)?);
+    let n = count(r)?;
+    let ids = (0..n).map(|_| fixed16(r)).collect::<XdrResult<_>>()?;
+    Ok(DeviceList {
+        cookie,
+        verf,
+        ids,
+        eof: r.bool()?,
+    })
 }
 
 /// LAYOUTCOMMIT4resok's newsize4 (§18.42.2).

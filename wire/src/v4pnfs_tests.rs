@@ -200,3 +200,52 @@ fn error_reports_are_rfc_7862_and_rfc_8435() {
     assert_eq!(&w[14..], &b[..]);
     assert_eq!(Ops::new().layouterror(&[0; 16], &[e, e]).n, 1);
 }
+
+#[test]
+fn reclaim_return_and_device_list_args_are_rfc_8881() {
+    // LAYOUTRETURN4args (§18.44.1): lora_reclaim TRUE, then as a plain return.
+    let r = Return::File {
+        offset: 0,
+        length: 7,
+        stateid: [2; 16],
+    };
+    let plain = words(Ops::new().layoutreturn(4, 3, &r).bytes());
+    let reclaim = words(Ops::new().layoutreturn_reclaim(4, 3, &r).bytes());
+    assert_eq!(plain[1], 0);
+    assert_eq!(reclaim[1], 1);
+    assert_eq!(plain[2..], reclaim[2..]);
+    assert_eq!(&reclaim[..5], &[OP_LAYOUTRETURN, 1, 4, 3, 1]);
+    // GETDEVICELIST4args (§18.41.1): type, maxdevices, cookie, cookieverf.
+    let w = words(Ops::new().getdevicelist(4, 9, 1 << 32 | 5, &[7; 8]).bytes());
+    assert_eq!(w, [OP_GETDEVICELIST, 4, 9, 1, 5, 0x0707_0707, 0x0707_0707]);
+}
+
+#[test]
+fn device_list_results_decode_and_refuse_hostile_counts() {
+    let ok = enc(|w| {
+        w.u64(3)?;
+        w.opaque_fixed(&[9; 8])?;
+        w.u32(2)?;
+        w.opaque_fixed(&[1; 16])?;
+        w.opaque_fixed(&[2; 16])?;
+        w.bool(true)
+    });
+    let l = getdevicelist_ok(&mut XdrReader::new(&ok)).unwrap();
+    assert_eq!(
+        l,
+        DeviceList {
+            cookie: 3,
+            verf: [9; 8],
+            ids: vec![[1; 16], [2; 16]],
+            eof: true
+        }
+    );
+    // A count past the bound, and a list cut short: errors, no allocation from them.
+    let huge = enc(|w| {
+        w.u64(0)?;
+        w.opaque_fixed(&[0; 8])?;
+        w.u32(u32::MAX)
+    });
+    assert!(getdevicelist_ok(&mut XdrReader::new(&huge)).is_err());
+    assert!(getdevicelist_ok(&mut XdrReader::new(&ok[..ok.len() - 8])).is_err());
+}

@@ -10,7 +10,11 @@
 //! operation changes no state, and a client whose report is refused would learn
 //! nothing it can act on; NFS4ERR_NOENT would be the other reading). LAYOUTSTATS
 //! is decoded and checked, then acknowledged: this server asks for no statistics
-//! (ffl_stats_collect_hint is 0) and keeps none.
+//! (ffl_stats_collect_hint is 0) and keeps none. What a LAYOUTRETURN's
+//! fflr_iostats_report says (RFC 8435 §9.2.1: per data server, READ and WRITE
+//! operations and bytes under the layout given back) is added to the data server's
+//! reported I/O (`nfsgw_pnfs_data_server_reported_{ops,bytes}_total`): counted once per
+//! layout, when it ends, whereas LAYOUTSTATS would repeat running totals.
 //!
 //! Hostile input: every count is checked against the bytes that remain before
 //! anything is read, and at most `MAX_REPORTS` errors of one operation are acted
@@ -19,6 +23,7 @@
 use super::layout_ops::{devices, layout_file, range_ok, LAYOUT4_FLEX_FILES};
 use super::status::*;
 use super::{put_status, Compound, OpResult};
+use crate::state::layouts::health::Io;
 use crate::state::layouts::Layouts;
 use crate::state::stateid::Stateid;
 use engine::xdr::{XdrError, XdrReader, XdrResult, XdrWriter};
@@ -56,10 +61,13 @@ fn device_errors(r: &mut XdrReader, out: &mut Vec<DeviceError>) -> XdrResult<()>
 }
 
 /// The errors of an ff_layoutreturn4 (RFC 8435 §9.3): its fflr_ioerr_report<>, each
-/// an ff_ioerr4 (range, stateid, device_error4<>). The iostats that follow are not
-/// read (this server keeps none).
+/// an ff_ioerr4 (range, stateid, device_error4<>).
 pub(super) fn ff_ioerrs(body: &[u8]) -> XdrResult<Vec<DeviceError>> {
-    let mut r = XdrReader::new(body);
+    ioerrs(&mut XdrReader::new(body))
+}
+
+/// fflr_ioerr_report<> from `r`.
+fn ioerrs(r: &mut XdrReader) -> XdrResult<Vec<DeviceError>> {
     let mut out = Vec::new();
     let n = r.u32()? as usize;
     if n > r.remaining() / IOERR_HEAD {
@@ -67,7 +75,49 @@ pub(super) fn ff_ioerrs(body: &[u8]) -> XdrResult<Vec<DeviceError>> {
     }
     for _ in 0..n {
         r.skip(8 + 8 + 16)?;
-        device_errors(&mut r, &mut out)?;
+        device_errors(r, &mut out)?;
+    }
+    Ok(out)
+}
+
+/// Encoded sizes: ff_iostats4 up to its ff_layoutupdate4 (range, stateid, two
+/// io_info4, deviceid), and ff_io_latency4 (five counters, two nfstime4).
+const IOSTATS_HEAD: usize = 8 + 8 + 16 + 16 + 16 + 16;
+const IO_LATENCY: usize = 5 * 8 + 2 * 12;
+/// The shortest ff_layoutupdate4: empty netid, address and handle, two
+/// ff_io_latency4, ffl_duration, ffl_local.
+const LAYOUTUPDATE_MIN: usize = 4 + 4 + 4 + 2 * IO_LATENCY + 12 + 4;
+/// Longest netid or universal address read (RFC 5665: a few dozen bytes).
+const ADDR_MAX: usize = 256;
+
+/// The I/O of an ff_layoutreturn4 (RFC 8435 §9.3): its fflr_iostats_report<>, each an
+/// ff_iostats4 (§9.2.1) naming a device and the READs and WRITEs (io_info4: count,
+/// bytes) done through it; at most `MAX_REPORTS` kept.
+pub(super) fn ff_iostats(body: &[u8]) -> XdrResult<Vec<([u8; 16], Io)>> {
+    let mut r = XdrReader::new(body);
+    ioerrs(&mut r)?;
+    let n = r.u32()? as usize;
+    if n > r.remaining() / (IOSTATS_HEAD + LAYOUTUPDATE_MIN) {
+        return Err(XdrError::TooLong);
+    }
+    let mut out = Vec::new();
+    for _ in 0..n {
+        r.skip(8 + 8 + 16)?;
+        let io = Io {
+            read_ops: r.u64()?,
+            read_bytes: r.u64()?,
+            write_ops: r.u64()?,
+            write_bytes: r.u64()?,
+        };
+        let id: [u8; 16] = r.opaque_fixed(16)?.try_into().expect("16 bytes");
+        // ffis_layoutupdate (§9.2.1's ff_layoutupdate4): read past.
+        r.string(ADDR_MAX)?; // netid
+        r.string(ADDR_MAX)?; // universal address
+        r.opaque_var(super::FH4_MAX)?;
+        r.skip(2 * IO_LATENCY + 12 + 4)?;
+        if out.len() < MAX_REPORTS {
+            out.push((id, io));
+        }
     }
     Ok(out)
 }
@@ -83,6 +133,12 @@ pub(super) fn returned_errors(c: &Compound, body: &[u8]) {
         Ok(errs) => report(&c.state.layouts, &errs, "LAYOUTRETURN"),
         Err(_) => {
             tracing::debug!("LAYOUTRETURN: an ff_layoutreturn4 body that does not decode; ignored")
+        }
+    }
+    // The I/O only from a body that decodes whole: a cut one says nothing sure.
+    if let Ok(stats) = ff_iostats(body) {
+        for (id, io) in &stats {
+            c.state.layouts.report_io(id, io);
         }
     }
 }
@@ -251,6 +307,69 @@ mod tests {
         for cut in 0..good.len() - 4 {
             assert!(ff_ioerrs(&good[..cut]).is_err(), "{cut}");
         }
+    }
+
+    /// One ff_iostats4 (RFC 8435 §9.2.1) of device `id`: READ (2, 100), WRITE (3, 200)
+    /// scaled by `k`, and an ff_layoutupdate4 with an address and a handle.
+    fn iostat(w: &mut XdrWriter, id: [u8; 16], k: u64) -> XdrResult<()> {
+        w.u64(0)?;
+        w.u64(u64::MAX)?;
+        w.opaque_fixed(&[7; 16])?;
+        for v in [2 * k, 100 * k, 3 * k, 200 * k] {
+            w.u64(v)?;
+        }
+        w.opaque_fixed(&id)?;
+        w.string(b"tcp")?;
+        w.string(b"10.0.0.2.8.1")?;
+        w.opaque_var(&[9; 40])?;
+        for _ in 0..2 * 5 {
+            w.u64(1)?;
+        }
+        for _ in 0..5 {
+            w.i64(1)?;
+            w.u32(0)?;
+        }
+        w.bool(false)
+    }
+
+    #[test]
+    fn an_ff_layoutreturn4_gives_its_iostats_after_its_errors() {
+        let body = enc(|w| {
+            w.u32(1)?;
+            ioerr(w, &[([1; 16], 5, 38)])?;
+            w.u32(2)?;
+            iostat(w, [1; 16], 1)?;
+            iostat(w, [2; 16], 10)
+        });
+        let io = |k: u64| Io {
+            read_ops: 2 * k,
+            read_bytes: 100 * k,
+            write_ops: 3 * k,
+            write_bytes: 200 * k,
+        };
+        assert_eq!(
+            ff_iostats(&body).unwrap(),
+            [([1; 16], io(1)), ([2; 16], io(10))]
+        );
+        assert_eq!(ff_ioerrs(&body).unwrap().len(), 1);
+        // Every prefix fails cleanly; a count past the bytes is refused at once.
+        for cut in 0..body.len() {
+            assert!(ff_iostats(&body[..cut]).is_err(), "{cut}");
+        }
+        let huge = enc(|w| {
+            w.u32(0)?;
+            w.u32(u32::MAX)?;
+            iostat(w, [1; 16], 1)
+        });
+        assert!(ff_iostats(&huge).is_err());
+        // Many entries: at most MAX_REPORTS kept, all read.
+        let mut many = vec![0u8; 64 << 10];
+        let mut w = XdrWriter::new(&mut many);
+        w.u32(0).unwrap();
+        w.u32(100).unwrap();
+        (0..100).for_each(|i| iostat(&mut w, [i as u8; 16], 1).unwrap());
+        let n = w.position();
+        assert_eq!(ff_iostats(&many[..n]).unwrap().len(), MAX_REPORTS);
     }
 
     #[test]

@@ -1,7 +1,6 @@
 //! The pNFS metadata server (RFC 8881 §12, §18.40–§18.44) with the flexible files
 //! layout (RFC 8435): LAYOUTGET, GETDEVICEINFO, LAYOUTCOMMIT and LAYOUTRETURN over the
-//! layout table (`state::layouts`). GETDEVICELIST is NFS4ERR_NOTSUPP (flexfiles
-//! clients ask device by device, §18.41 is for layout types that need the list).
+//! layout table (`state::layouts`). GETDEVICELIST is `device_list.rs`.
 //!
 //! The data servers are the gateways on the same store, loosely coupled NFSv3 servers
 //! (RFC 8435 §2.1) that all accept the same file handle: a layout names the file by
@@ -22,7 +21,8 @@
 //! After a restart (RFC 8881 §12.7.4) layouts are gone: LAYOUTGET is NFS4ERR_GRACE
 //! while the grace period runs, and LAYOUTCOMMIT with loca_reclaim commits what a
 //! client of the previous run wrote under a layout stateid it verifiably held for the
-//! file (`state/layouts_reclaim.rs`).
+//! file (`state/layouts_reclaim.rs`); LAYOUTRETURN with lora_reclaim returns such a
+//! layout (`reclaim_return`).
 
 use super::file_ops::{cur_file, fs_err, ok_with, FileCtx};
 use super::io_ops::need_reg;
@@ -568,7 +568,7 @@ pub(super) fn layoutreturn(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWrite
             return Err(NFS4ERR_BADIOMODE);
         }
         if reclaim {
-            return Err(NFS4ERR_NO_GRACE);
+            return reclaim_return(c, kind, file).map(|_| None);
         }
         let sid = give_back(c, kind, iomode, file)?;
         // RFC 8435 §9.3: the body reports the errors the client met at data
@@ -584,6 +584,45 @@ pub(super) fn layoutreturn(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWrite
         }),
         Err(st) => put_status(w, st),
     }
+}
+
+/// LAYOUTRETURN with lora_reclaim (RFC 8881 §18.44.3): a layout the metadata
+/// server's previous instance granted, returned in the grace period. Layouts are not
+/// kept across restarts, so there is nothing to free: the return is accepted when it
+/// could be a reclaim — in the grace period, by a client of the previous run that has
+/// not sent RECLAIM_COMPLETE (else NFS4ERR_NO_GRACE as for every reclaim,
+/// `reclaim_allowed`), of one file (§18.44.3: lora_reclaim MUST be false with
+/// LAYOUTRETURN4_FSID and _ALL: NFS4ERR_INVAL), under a layout stateid the server
+/// gave this client for this file (`state/layouts_reclaim.rs`'s MAC). A stateid that
+/// does not verify is NFS4ERR_BAD_STATEID (RECLAIM_BAD is not among LAYOUTRETURN's
+/// errors, §15.2). The reply carries no stateid: none is left.
+fn reclaim_return(
+    c: &Compound,
+    kind: u32,
+    file: Option<(u64, u64, Stateid)>,
+) -> Result<(), Nfsstat4> {
+    super::state_ops::reclaim_allowed(c).map_err(|st| {
+        if st == NFS4ERR_RECLAIM_BAD {
+            NFS4ERR_NO_GRACE
+        } else {
+            st
+        }
+    })?;
+    let (RETURN_FILE, Some((offset, length, sid))) = (kind, file) else {
+        return Err(NFS4ERR_INVAL);
+    };
+    if !range_ok(offset, length) {
+        return Err(NFS4ERR_INVAL);
+    }
+    let (_, lf) = layout_file(c)?;
+    let lf = LayoutFile {
+        owner: owner_of(c),
+        ..lf
+    };
+    if !c.state.layouts.reclaimable(lf, &sid) {
+        return Err(NFS4ERR_BAD_STATEID);
+    }
+    Ok(())
 }
 
 fn give_back(

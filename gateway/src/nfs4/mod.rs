@@ -21,6 +21,7 @@ mod cb_getattr;
 mod compound;
 mod deleg_ops;
 mod deleg_times;
+mod device_list;
 mod dir_ops;
 pub mod fast;
 pub mod fast_dirs;
@@ -186,7 +187,7 @@ pub(crate) fn op_fn(op: u32) -> Option<OpFn> {
         OP_GET_DIR_DELEGATION => file_ops::notsupp,
         // pNFS (flexible files): NFS4ERR_NOTSUPP unless `[pnfs]` is on.
         OP_GETDEVICEINFO => layout_ops::getdeviceinfo,
-        OP_GETDEVICELIST => file_ops::notsupp,
+        OP_GETDEVICELIST => device_list::getdevicelist,
         OP_LAYOUTCOMMIT => layout_ops::layoutcommit,
         OP_LAYOUTGET => layout_ops::layoutget,
         OP_LAYOUTRETURN => layout_ops::layoutreturn,

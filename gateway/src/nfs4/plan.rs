@@ -49,8 +49,9 @@ const SIZED_MAX: u32 = 256;
 pub const BASE_REPLY: usize = 8192;
 /// Headers around READ data or READDIR entries (SEQUENCE, PUTFH, READ results).
 const DATA_OVERHEAD: usize = 2048;
-/// Reply room a LAYOUTGET or GETDEVICEINFO asks for: its result (at most
-/// `layout_ops::LAYOUT_MAX`) and room for the other results, as `BASE_REPLY`.
+/// Reply room a LAYOUTGET, GETDEVICEINFO or GETDEVICELIST asks for: its result (at
+/// most `layout_ops::LAYOUT_MAX`, or `config::MAX_DATA_SERVERS` device ids) and room
+/// for the other results, as `BASE_REPLY`.
 pub const PNFS_REPLY: usize = BASE_REPLY;
 /// Reply room when the walk stopped at an operation it cannot skip.
 pub const UNKNOWN_REPLY: usize = 64 << 10;
@@ -338,7 +339,7 @@ impl Sizing {
             OP_LISTXATTRS => a.skip(8).and_then(|_| a.u32()),
             // pNFS: a layout or a device address (bounded by `[pnfs]`'s limits,
             // `layout_ops::LAYOUT_MAX`), without shrinking the room other results have.
-            OP_LAYOUTGET | OP_GETDEVICEINFO => Ok(PNFS_REPLY as u32),
+            OP_LAYOUTGET | OP_GETDEVICEINFO | OP_GETDEVICELIST => Ok(PNFS_REPLY as u32),
             _ => return,
         };
         // Skipped already: the count is there.

@@ -48,6 +48,17 @@ impl Layouts {
         begun.len()
     }
 
+    /// A client reported the I/O it did through the data server `deviceid` names
+    /// (now or just deleted): added to that server's counts. An id no configured
+    /// server has is ignored (false).
+    pub fn report_io(&self, deviceid: &[u8; 16], io: &super::health::Io) -> bool {
+        let Some(i) = self.find_reported(deviceid) else {
+            return false;
+        };
+        self.health.add_io(i, io);
+        true
+    }
+
     /// Each configured data server's address and health numbers (stats endpoint).
     pub fn server_counts(&self) -> Vec<(std::net::SocketAddr, super::health::ServerCounts)> {
         let Some(d) = self.devices() else {

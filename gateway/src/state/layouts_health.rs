@@ -35,6 +35,9 @@ struct Server {
     probe_failures: AtomicU64,
     /// Errors clients reported against it (`nfsgw_pnfs_data_server_errors_total`).
     reported: AtomicU64,
+    /// The I/O clients reported through it when they gave their layouts back
+    /// (`Io`; `nfsgw_pnfs_data_server_reported_{ops,bytes}_total`).
+    io: [AtomicU64; 4],
     /// A client reported an error: probe now rather than at the next tick.
     asked: AtomicBool,
     /// When a report was last logged, ms after `Health::born` (0: never).
@@ -65,6 +68,30 @@ pub struct ServerCounts {
     pub up: bool,
     pub reported: u64,
     pub probe_failures: u64,
+    /// The I/O clients reported through it (`Health::add_io`).
+    pub io: Io,
+}
+
+/// READs and WRITEs a client did through a data server, as it reports them in a
+/// LAYOUTRETURN's ff_iostats4 (RFC 8435 §9.2.1: io_info4 ffis_read and ffis_write,
+/// each a count of operations and of bytes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Io {
+    pub read_ops: u64,
+    pub read_bytes: u64,
+    pub write_ops: u64,
+    pub write_bytes: u64,
+}
+
+impl Io {
+    fn parts(&self) -> [u64; 4] {
+        [
+            self.read_ops,
+            self.read_bytes,
+            self.write_ops,
+            self.write_bytes,
+        ]
+    }
 }
 
 /// Reports against one data server are logged at most this often (each is counted).
@@ -107,6 +134,16 @@ impl Health {
         self.servers
             .get(i)
             .map_or(0, |s| s.gen.load(Ordering::SeqCst))
+    }
+
+    /// Adds what a client reported doing through server `i` (a client's numbers,
+    /// wrapping as counters do rather than failing on hostile ones).
+    pub fn add_io(&self, i: usize, io: &Io) {
+        if let Some(s) = self.servers.get(i) {
+            for (c, n) in s.io.iter().zip(io.parts()) {
+                c.fetch_add(n, Ordering::Relaxed);
+            }
+        }
     }
 
     /// Retires server `i`'s device id: the next generation's from now on. The
@@ -187,6 +224,15 @@ impl Health {
                 up: !s.down.load(Ordering::Relaxed),
                 reported: s.reported.load(Ordering::Relaxed),
                 probe_failures: s.probe_failures.load(Ordering::Relaxed),
+                io: {
+                    let n = |k: usize| s.io[k].load(Ordering::Relaxed);
+                    Io {
+                        read_ops: n(0),
+                        read_bytes: n(1),
+                        write_ops: n(2),
+                        write_bytes: n(3),
+                    }
+                },
             })
             .unwrap_or_default()
     }
@@ -225,9 +271,27 @@ mod tests {
             ServerCounts {
                 up: true,
                 reported: 0,
-                probe_failures: 0
+                probe_failures: 0,
+                io: Io::default(),
             }
         );
+        // Reported I/O adds up per server; an unknown index is ignored.
+        let io = Io {
+            read_ops: 1,
+            read_bytes: 10,
+            write_ops: 2,
+            write_bytes: 20,
+        };
+        h.add_io(1, &io);
+        h.add_io(1, &io);
+        h.add_io(9, &io);
+        let want = Io {
+            read_ops: 2,
+            read_bytes: 20,
+            write_ops: 4,
+            write_bytes: 40,
+        };
+        assert_eq!((h.counts(1).io, h.counts(0).io), (want, Io::default()));
     }
 
     #[test]

@@ -41,6 +41,19 @@ impl Layouts {
         Some(d.device_id_at(self.health.generation(i)))
     }
 
+    /// The device ids of the data servers up now, in configuration order: what
+    /// GETDEVICELIST lists (RFC 8881 §18.41; `nfs4/device_list.rs`).
+    pub fn listed_devices(&self) -> Vec<[u8; 16]> {
+        let Some(d) = self.devices() else {
+            return Vec::new();
+        };
+        let up = self.health();
+        (0..d.servers.len())
+            .filter(|i| up.is_up(*i))
+            .filter_map(|i| self.device_id(i))
+            .collect()
+    }
+
     /// The data server a device id names now, and the generation of the id; a
     /// deleted id names none.
     pub fn find_device(&self, id: &[u8; 16]) -> Option<(usize, u32)> {

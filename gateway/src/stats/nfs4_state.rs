@@ -93,6 +93,28 @@ fn render_data_servers(g: &Gauges, out: &mut String) {
             let _ = writeln!(out, "{name}{{address=\"{addr}\"}} {}", value(c));
         }
     }
+    // The I/O clients report through each data server (LAYOUTRETURN's ff_iostats4).
+    type Io = fn(&crate::state::layouts::health::Io) -> (u64, u64);
+    let io: [(&str, &str, Io); 2] = [
+        (
+            "nfsgw_pnfs_data_server_reported_ops_total",
+            "READ and WRITE operations clients reported doing through the data server when they returned their layouts (ff_iostats4 in LAYOUTRETURN, RFC 8435 §9.2.1).",
+            |i| (i.read_ops, i.write_ops),
+        ),
+        (
+            "nfsgw_pnfs_data_server_reported_bytes_total",
+            "Bytes clients reported reading and writing through the data server when they returned their layouts (ff_iostats4 in LAYOUTRETURN, RFC 8435 §9.2.1).",
+            |i| (i.read_bytes, i.write_bytes),
+        ),
+    ];
+    for (name, help, value) in io {
+        head(out, name, "counter", help);
+        for (addr, c) in &g.data_servers {
+            let (r, w) = value(&c.io);
+            let _ = writeln!(out, "{name}{{address=\"{addr}\",op=\"read\"}} {r}");
+            let _ = writeln!(out, "{name}{{address=\"{addr}\",op=\"write\"}} {w}");
+        }
+    }
     head(
         out,
         "nfsgw_pnfs_layouts_recalled_ds_down_total",
@@ -204,6 +226,14 @@ mod tests {
         state.layouts.health().probed(1, false);
         state.layouts.health().probed(1, false);
         state.layouts.report_error(&id, 5, 38, "LAYOUTERROR");
+        let io = crate::state::layouts::health::Io {
+            read_ops: 1,
+            read_bytes: 4096,
+            write_ops: 2,
+            write_bytes: 8192,
+        };
+        assert!(state.layouts.report_io(&id, &io));
+        assert!(!state.layouts.report_io(&[0xee; 16], &io), "no such device");
         let s = state.clone();
         let reader: Reader = Arc::new(move || s.gauges());
         let mut text = String::new();
@@ -214,6 +244,11 @@ mod tests {
             "nfsgw_pnfs_data_server_errors_total{address=\"10.0.0.2:2049\"} 1\n",
             "nfsgw_pnfs_data_server_errors_total{address=\"10.0.0.3:2049\"} 0\n",
             "nfsgw_pnfs_data_server_probe_failures_total{address=\"10.0.0.3:2049\"} 3\n",
+            "nfsgw_pnfs_data_server_reported_ops_total{address=\"10.0.0.2:2049\",op=\"read\"} 1\n",
+            "nfsgw_pnfs_data_server_reported_ops_total{address=\"10.0.0.2:2049\",op=\"write\"} 2\n",
+            "nfsgw_pnfs_data_server_reported_bytes_total{address=\"10.0.0.2:2049\",op=\"read\"} 4096\n",
+            "nfsgw_pnfs_data_server_reported_bytes_total{address=\"10.0.0.2:2049\",op=\"write\"} 8192\n",
+            "nfsgw_pnfs_data_server_reported_bytes_total{address=\"10.0.0.3:2049\",op=\"write\"} 0\n",
         ] {
             assert!(text.contains(line), "{line} in\n{text}");
         }
