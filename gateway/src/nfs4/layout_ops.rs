@@ -601,6 +601,14 @@ fn reclaim_return(
     kind: u32,
     file: Option<(u64, u64, Stateid)>,
 ) -> Result<(), Nfsstat4> {
+    // §18.44.3: lora_reclaim with a return type other than FILE is NFS4ERR_INVAL,
+    // in grace or not, so the arguments are judged before the grace period.
+    let (RETURN_FILE, Some((offset, length, sid))) = (kind, file) else {
+        return Err(NFS4ERR_INVAL);
+    };
+    if !range_ok(offset, length) {
+        return Err(NFS4ERR_INVAL);
+    }
     super::state_ops::reclaim_allowed(c).map_err(|st| {
         if st == NFS4ERR_RECLAIM_BAD {
             NFS4ERR_NO_GRACE
@@ -608,12 +616,6 @@ fn reclaim_return(
             st
         }
     })?;
-    let (RETURN_FILE, Some((offset, length, sid))) = (kind, file) else {
-        return Err(NFS4ERR_INVAL);
-    };
-    if !range_ok(offset, length) {
-        return Err(NFS4ERR_INVAL);
-    }
     let (_, lf) = layout_file(c)?;
     let lf = LayoutFile {
         owner: owner_of(c),

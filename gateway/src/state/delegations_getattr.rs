@@ -15,7 +15,7 @@
 //! server's own attributes are the truth and are answered as they are.
 //!
 //! The wait: the first reader starts a CB_GETATTR (the callback thread sends it,
-//! `recall_getattr.rs`) and its worker waits up to `CB_GETATTR_WAIT` for the answer
+//! `recall_kinds.rs`) and its worker waits up to `CB_GETATTR_WAIT` for the answer
 //! (workers may block; reactors never get here: a held file is never answered from
 //! their caches). Not answered by then: NFS4ERR_DELAY / NFS3ERR_JUKEBOX, and the
 //! retry takes the answer: any answer serves readers for `FRESH`, one nobody took

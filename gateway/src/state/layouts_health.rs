@@ -136,12 +136,15 @@ impl Health {
             .map_or(0, |s| s.gen.load(Ordering::SeqCst))
     }
 
-    /// Adds what a client reported doing through server `i` (a client's numbers,
-    /// wrapping as counters do rather than failing on hostile ones).
+    /// Adds what a client reported doing through server `i`: a client's numbers, so
+    /// saturating at 2^64 - 1 rather than wrapping (a counter that went down would
+    /// read as a reset to Prometheus; a hostile report can only pin it at the top).
     pub fn add_io(&self, i: usize, io: &Io) {
         if let Some(s) = self.servers.get(i) {
             for (c, n) in s.io.iter().zip(io.parts()) {
-                c.fetch_add(n, Ordering::Relaxed);
+                let _ = c.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| {
+                    Some(v.saturating_add(n))
+                });
             }
         }
     }
@@ -292,6 +295,22 @@ mod tests {
             write_bytes: 40,
         };
         assert_eq!((h.counts(1).io, h.counts(0).io), (want, Io::default()));
+        // A hostile report near 2^64 pins the counters at the top, never wraps them.
+        let huge = Io {
+            read_ops: u64::MAX - 1,
+            read_bytes: u64::MAX,
+            write_ops: 0,
+            write_bytes: u64::MAX / 2 + 1,
+        };
+        h.add_io(1, &huge);
+        h.add_io(1, &huge);
+        let top = Io {
+            read_ops: u64::MAX,
+            read_bytes: u64::MAX,
+            write_ops: 4,
+            write_bytes: u64::MAX,
+        };
+        assert_eq!(h.counts(1).io, top);
     }
 
     #[test]

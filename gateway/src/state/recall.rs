@@ -49,7 +49,7 @@ pub(crate) enum Job {
     Probe(u64, BackChannelInfo, Option<Option<CbSec>>),
     Recall([u8; 12]),
     /// Ask the holder of the write delegation `other` for its size and change
-    /// (CB_GETATTR: `recall_getattr.rs`).
+    /// (CB_GETATTR: `recall_kinds.rs`).
     Getattr([u8; 12]),
 }
 

@@ -91,11 +91,14 @@ impl DirSync {
         st.taken += 1;
         let ticket = st.taken;
         loop {
-            if st.synced >= ticket {
-                return Ok(());
-            }
+            // A failed fsync that was to cover this ticket decides, even if a later
+            // one succeeded: Linux reports a writeback error once per open file, so
+            // the later fsync may not have written what the failed one lost.
             if st.failed.0 < ticket && ticket <= st.failed.1 {
                 return Err(io::Error::from_raw_os_error(libc::EIO));
+            }
+            if st.synced >= ticket {
+                return Ok(());
             }
             if st.running.is_none() {
                 break;
@@ -110,6 +113,11 @@ impl DirSync {
         st.running = None;
         match &res {
             Ok(()) => st.synced = st.synced.max(upto),
+            // Merged with an earlier failure (the range between may fail tickets a
+            // success covered: a spurious EIO is safe, a lost one is not).
+            Err(_) if st.failed.1 > st.failed.0 => {
+                st.failed = (st.failed.0.min(from), st.failed.1.max(upto))
+            }
             Err(_) => st.failed = (from, upto),
         }
         drop(st);
@@ -190,6 +198,37 @@ mod tests {
                 .unwrap_err()
                 .raw_os_error(),
             Some(libc::EIO)
+        );
+    }
+
+    /// A ticket the failed fsync was to cover fails even when a later fsync that also
+    /// covers it succeeded before its caller woke; a second failure widens the range.
+    #[test]
+    fn a_later_success_does_not_hide_a_failure_that_covered_the_change() {
+        let syncs = DirSyncs::default();
+        let d = syncs.of((1, 1));
+        {
+            let mut st = lock(&d.state);
+            st.failed = (st.synced, st.taken + 1);
+            st.synced = st.taken + 5;
+        }
+        assert_eq!(
+            d.sync(|| panic!("covered already"))
+                .unwrap_err()
+                .raw_os_error(),
+            Some(libc::EIO)
+        );
+        let d = syncs.of((1, 2));
+        {
+            let mut st = lock(&d.state);
+            (st.taken, st.synced, st.failed) = (3, 2, (0, 1));
+        }
+        let eio = || Err(io::Error::from_raw_os_error(libc::EIO));
+        assert!(d.sync(eio).is_err());
+        assert_eq!(
+            lock(&d.state).failed,
+            (0, 4),
+            "the earlier failure stays in the range"
         );
     }
 

@@ -602,8 +602,10 @@ impl FsBackend {
                         Err(e) if e.raw_os_error() != Some(libc::EEXIST) => {
                             return Err(map_io(e, "mkdir", key));
                         }
-                        Err(_) => {}
-                        Ok(()) => self
+                        // Made here, or just now by a racing worker whose fsync
+                        // may not have run yet (EEXIST): either way the entry is
+                        // made durable before a name under it is answered.
+                        Ok(()) | Err(_) => self
                             .flush
                             .fsync_dir(at)
                             .map_err(|e| map_io(e, "fsync", key))?,
