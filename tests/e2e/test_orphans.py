@@ -109,7 +109,9 @@ def test_orphans_of_a_killed_gateway_are_kept_through_the_grace_period(gw_factor
     assert len(_orphans(g)) == 1, "the orphan was deleted before the grace period ended"
     assert "kept an orphan of the previous run" in g.log_tail(200)
     deadline = time.monotonic() + 30
-    while _orphans(g) and time.monotonic() < deadline:
+    # The watcher deletes, then logs: wait for both.
+    logged = "deleted orphans no open reclaimed"
+    while (_orphans(g) or logged not in g.log_tail(200)) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert _orphans(g) == [], "an orphan survived the grace period"
-    assert "deleted orphans no open reclaimed" in g.log_tail(200)
+    assert logged in g.log_tail(200)
