@@ -330,7 +330,18 @@ reported() {
 }
 reported || true
 echo "pnfs: after the kill: errors reported against ds$victim $(metric nfsgw_pnfs_data_server_errors_total), layouts recalled for a down server $(curl -sf "http://$MDS_STATS/metrics" | awk '$1 == "nfsgw_pnfs_layouts_recalled_ds_down_total" {print $2}'), bytes in after (mds ds0 ds1 ds2): $(snapshot in)"
-check "the client's error report counted against ds$victim (LAYOUTRETURN ff_ioerr4 / LAYOUTERROR)" test "$(metric nfsgw_pnfs_data_server_errors_total)" -gt 0
+# Who sees the failure first is a race: the client's I/O to the dead server (then its
+# LAYOUTERROR or LAYOUTRETURN ff_ioerr4 is counted against it) or the metadata server's
+# probes (then it recalls the layouts naming the server, and the client may return them
+# without an error report: 0 reports, 1 recall in a 2026-11-30 CI rehearsal). Either is
+# the failure handled; the application's view was checked above.
+handled() {
+  local reports recalls
+  reports=$(metric nfsgw_pnfs_data_server_errors_total)
+  recalls=$(curl -sf "http://$MDS_STATS/metrics" | awk '$1 == "nfsgw_pnfs_layouts_recalled_ds_down_total" {s += $2} END {print s + 0}')
+  [ "$reports" -gt 0 ] || [ "$recalls" -gt 0 ]
+}
+check "the failure of ds$victim reported by the client (LAYOUTERROR / ff_ioerr4) or its layouts recalled by the metadata server" handled
 # What the client reported doing through each data server (ff_iostats4 in LAYOUTRETURN,
 # RFC 8435 §9.2.1): shown, not judged (whether a 4.1 client sends them is its choice).
 curl -sf "http://$MDS_STATS/metrics" | grep '^nfsgw_pnfs_data_server_reported_bytes_total' | sed 's/^/pnfs: /' || true
