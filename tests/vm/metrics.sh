@@ -38,7 +38,7 @@ metric_sum() {
         if (name == want && (res == "" || index(labels, "result=\"" res "\""))) sum[i] += $NF
       }
     }
-    END { for (i = 1; i <= n; i++) printf "%s%d", (i > 1 ? " " : ""), sum[i]; print "" }
+    END { for (i = 1; i <= n; i++) printf "%s%.0f", (i > 1 ? " " : ""), sum[i]; print "" }
   ' <<<"$text"
 }
 
@@ -64,6 +64,6 @@ metric_with() {
       }
       total += $NF
     }
-    END { printf "%d\n", total }
+    END { printf "%.0f\n", total }
   ' <<<"$text"
 }
