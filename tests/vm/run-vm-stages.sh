@@ -12,7 +12,7 @@
 #   pnfs               the kernel's pNFS flexfiles client: one metadata server, three
 #                      data servers on one shared fs store (guest-pnfs.sh)
 #   ha                 [ha] takeover under the kernel's NFSv4.1 client: two gateways in
-#                      network namespaces, keepalived moving the service address, kill -9
+#                      network namespaces, the service address moved as keepalived would, kill -9
 #                      of the active while an application holds a lock and writes (guest-ha.sh);
 #                      then over proto=rdma, two gateways on one address (guest-ha-rdma.sh;
 #                      the RDMA build; HA_RDMA=0 leaves this part out); a second client's
