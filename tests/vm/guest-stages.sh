@@ -42,7 +42,7 @@ for s in $STAGES; do
     package) cmd=(bash "$HERE/guest-package.sh" "${NFSGW_DEB:-}" "${NFSGW_DEB2:-}"); to=${PACKAGE_TIMEOUT:-900} ;;
     kernel-client) cmd=(bash "$HERE/kernel-nfs-smoke.sh" "$GW"); to=${KERNEL_CLIENT_TIMEOUT:-1500} ;;
     pnfs) cmd=(bash "$HERE/guest-pnfs.sh" "$GW"); to=${PNFS_TIMEOUT:-600} ;;
-    ha) hr=""; [ "${HA_RDMA:-0}" = 1 ] && hr=$RGW
+    ha) hr=""; [ "${HA_RDMA:-1}" = 1 ] && hr=$RGW   # HA_RDMA=0: the TCP part alone
         cmd=(bash "$HERE/guest-ha.sh" "$GW" "$hr"); to=${HA_TIMEOUT:-600} ;;
     rdma-send-timeout) cmd=(bash "$HERE/rdma-send-timeout.sh" "$RGW" "$RBENCH"); to=${RDMA_SEND_TIMEOUT_TIMEOUT:-900} ;;
     kernel-rdma) cmd=(bash "$HERE/kernel-nfs-rdma.sh" "$RGW" "$RBENCH"); to=${KERNEL_RDMA_TIMEOUT:-1500} ;;
