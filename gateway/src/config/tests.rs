@@ -315,8 +315,17 @@ fn ha_on_fs_is_refused_on_a_network_file_system() {
     .unwrap();
     let root = std::path::Path::new("/mnt/store");
     c.ha.check_fs_root(root, None).unwrap();
-    let e = c.ha.check_fs_root(root, Some("NFS")).unwrap_err().to_string();
-    for want in ["ha.identity", "/mnt/store", "NFS", "nothing bounds", "Lease and clocks"] {
+    let e =
+        c.ha.check_fs_root(root, Some("NFS"))
+            .unwrap_err()
+            .to_string();
+    for want in [
+        "ha.identity",
+        "/mnt/store",
+        "NFS",
+        "nothing bounds",
+        "Lease and clocks",
+    ] {
         assert!(e.contains(want), "no {want:?} in {e}");
     }
     Config::parse(MIN)

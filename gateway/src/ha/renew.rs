@@ -52,9 +52,7 @@ impl Watch {
         if self.serving && !serving {
             stats::count_fenced();
             self.stopped_at = Some(Instant::now());
-            let late = self
-                .deadline
-                .map_or(0, |d| d.elapsed().as_millis() as u64);
+            let late = self.deadline.map_or(0, |d| d.elapsed().as_millis() as u64);
             tracing::error!(identity = %self.identity, late_ms = late, "ha: cannot renew the identity lease: stopped serving NFSv4");
         } else if !self.serving && serving && self.stopped_at.is_some() {
             tracing::info!(identity = %self.identity, "ha: identity lease renewed again: serving NFSv4");
@@ -70,8 +68,16 @@ impl Cas for ViaBackend {
     fn cas_get(&self, name: &str) -> Result<Option<(Vec<u8>, String)>, BackendError> {
         self.0.cas().expect("checked at start").cas_get(name)
     }
-    fn cas_put(&self, name: &str, data: &[u8], expect: Option<&str>) -> Result<String, BackendError> {
-        self.0.cas().expect("checked at start").cas_put(name, data, expect)
+    fn cas_put(
+        &self,
+        name: &str,
+        data: &[u8],
+        expect: Option<&str>,
+    ) -> Result<String, BackendError> {
+        self.0
+            .cas()
+            .expect("checked at start")
+            .cas_put(name, data, expect)
     }
 }
 
@@ -97,12 +103,8 @@ pub(super) fn renew(
     stop: &AtomicBool,
 ) -> Renewal {
     let (tx, rx) = mpsc::sync_channel(1);
-    let (cas, name, holder, mut mine) = (
-        cas.clone(),
-        name.to_string(),
-        holder.to_string(),
-        h.clone(),
-    );
+    let (cas, name, holder, mut mine) =
+        (cas.clone(), name.to_string(), holder.to_string(), h.clone());
     let spawned = std::thread::Builder::new()
         .name("ha-renew".into())
         .spawn(move || {
@@ -201,9 +203,20 @@ mod tests {
         };
         let was = h.seq;
         let stop = AtomicBool::new(false);
-        let r = renew(&cas, "ha/t/lease", "a", l, &mut h, &fence, &mut watch, &stop);
+        let r = renew(
+            &cas,
+            "ha/t/lease",
+            "a",
+            l,
+            &mut h,
+            &fence,
+            &mut watch,
+            &stop,
+        );
         release.join().unwrap();
-        let stopped = watch.stopped_at.expect("no stop noticed while the store hung");
+        let stopped = watch
+            .stopped_at
+            .expect("no stop noticed while the store hung");
         let late = stopped.saturating_duration_since(deadline);
         assert!(
             stopped >= deadline && late < Duration::from_millis(150),
@@ -233,7 +246,16 @@ mod tests {
         hangs.hold(true);
         let stop = AtomicBool::new(true);
         let (fence, mut watch) = (Fence::shut(), Watch::new("t"));
-        let r = renew(&cas, "ha/t/lease", "a", l, &mut h, &fence, &mut watch, &stop);
+        let r = renew(
+            &cas,
+            "ha/t/lease",
+            "a",
+            l,
+            &mut h,
+            &fence,
+            &mut watch,
+            &stop,
+        );
         assert!(matches!(r, Renewal::Stopped));
         hangs.hold(false);
     }
