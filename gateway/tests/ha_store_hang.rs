@@ -20,7 +20,12 @@
 //!   not the one that gave up): the confirmed client reclaims its open and lock, the
 //!   one that gave up can reclaim nothing.
 //!
-//! Both run with `ha.lease_s = 8` and store calls bounded at 1.5 s (`timeout_s = 1`,
+//! - `staged_data_is_never_uploaded_past_the_deadline`: the relay loses the store's
+//!   answers (requests still reach it) while the active holds UNSTABLE data staged for
+//!   a background upload (`flush_idle_s`) due after its deadline: the upload is never
+//!   sent (it would reach the store), the staged data is dropped and logged.
+//!
+//! All run with `ha.lease_s = 8` and store calls bounded at 1.5 s (`timeout_s = 1`,
 //! `retry_budget_s = 1.5`: below `lease_s / 4`, as the gateway requires).
 
 mod common;
@@ -194,6 +199,18 @@ fn pipe(
 
 /// A gateway serving identity "t" as `role` on `bucket`, reaching the store at `s3`.
 fn spawn_s3(s3: SocketAddr, bucket: &str, work: &std::path::Path, name: &str, role: &str) -> Gw {
+    spawn_s3_with(s3, bucket, work, name, role, "")
+}
+
+/// `spawn_s3` with `extra` lines in `[backend.s3]`.
+fn spawn_s3_with(
+    s3: SocketAddr,
+    bucket: &str,
+    work: &std::path::Path,
+    name: &str,
+    role: &str,
+    extra: &str,
+) -> Gw {
     let state = work.join(name);
     std::fs::create_dir_all(&state).unwrap();
     let addr: SocketAddr = ([127, 0, 0, 1], free_port()).into();
@@ -205,7 +222,7 @@ fn spawn_s3(s3: SocketAddr, bucket: &str, work: &std::path::Path, name: &str, ro
          [backend.s3]\nendpoint = \"http://{s3}\"\nregion = \"us-east-1\"\nbucket = \"{bucket}\"\n\
          path_style = true\nallow_http = true\naccess_key_id = \"testing\"\n\
          secret_access_key = \"testing\"\ntimeout_s = 1\nretry_budget_s = 1.5\n\
-         connect_timeout_s = 1\nretries = 3\n\
+         connect_timeout_s = 1\nretries = 3\n{extra}\
          [state]\ndir = \"{}\"\n\
          [nfs4]\nlease_time_s = 10\ngrace_time_s = 10\n\
          [ha]\nidentity = \"t\"\nlease_s = {LEASE_S}\nrole = \"{role}\"\n\
@@ -513,4 +530,58 @@ fn a_record_write_that_times_out_delays_the_confirm() {
         st == NFS4ERR_NO_GRACE || st == NFS4ERR_RECLAIM_BAD,
         "a reclaim by a client that held nothing: {st}"
     );
+}
+
+#[test]
+fn staged_data_is_never_uploaded_past_the_deadline() {
+    let Some(moto) = Moto::start() else {
+        eprintln!("moto_server not installed: skipped");
+        return;
+    };
+    let bucket = bucket(&moto, "late");
+    let relay = Relay::start(moto.addr);
+    let work = tempfile::tempdir().unwrap();
+    // The idle upload comes 7 s after the last write: past the deadline, which is at
+    // most 3L/4 = 6 s after the last renewal the active heard answered.
+    let a = spawn_s3_with(
+        relay.addr,
+        &bucket,
+        work.path(),
+        "a",
+        "active",
+        "flush_idle_s = 7\n",
+    );
+    let logs = || a.log();
+    let (mut c1, _) = session_when_served(a.reach, b"client-one", Duration::from_secs(30), logs);
+    // "committed" in the store, "+pending" staged (UNSTABLE) after it.
+    let _held = hold_state(&mut c1);
+    let wrote = Instant::now();
+    // From now on the store takes every request and answers none: a request the
+    // active sends lands, and it hears nothing back, so it stops at its deadline.
+    relay.set(NO_ANSWERS);
+    log_says(
+        &a,
+        "stopped serving NFSv4",
+        Duration::from_secs(LEASE_S),
+        &logs,
+    );
+    // The idle flusher's turn (7 s after the write, every 0.5 s) and a margin.
+    std::thread::sleep(Duration::from_millis(9500).saturating_sub(wrote.elapsed()));
+    let (st, body) = moto.request("GET", &format!("/{bucket}/f"));
+    assert!(st.contains(" 200"), "GET f: {st}");
+    assert_eq!(
+        String::from_utf8_lossy(&body),
+        String::from_utf8_lossy(COMMITTED),
+        "staged data reached the store past the deadline:\n{}",
+        a.log()
+    );
+    relay.set(OPEN);
+    log_says(
+        &a,
+        "staged writes dropped, never uploaded",
+        Duration::from_secs(3),
+        &logs,
+    );
+    let (_, body) = moto.request("GET", &format!("/{bucket}/f"));
+    assert_eq!(body, COMMITTED, "uploaded later");
 }

@@ -11,6 +11,7 @@
 
 pub mod extents;
 pub mod fs;
+pub mod gate;
 pub mod memory;
 pub mod meta_xattr;
 pub mod s3;
@@ -117,6 +118,11 @@ pub trait Backend: Send + Sync {
     fn lost_writes(&self) -> u64 {
         0
     }
+
+    /// Under `[ha]`: every request that changes the store is sent only while `gate`
+    /// admits it (docs/ha.md "Lease and clocks"). Stores whose calls the gateway
+    /// cannot time out (`fs`) or that cannot be shared (`memory`) ignore it.
+    fn gate_writes(&self, _gate: std::sync::Arc<gate::Gate>) {}
 
     /// Reads from `offset` into `dst`; returns bytes read (short at end of object).
     fn get_range(&self, key: &str, offset: u64, dst: &mut [u8]) -> BResult<usize>;

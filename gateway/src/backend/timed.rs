@@ -72,6 +72,9 @@ impl Backend for Timed {
     fn lost_writes(&self) -> u64 {
         self.inner.lost_writes()
     }
+    fn gate_writes(&self, gate: Arc<super::gate::Gate>) {
+        self.inner.gate_writes(gate)
+    }
     fn get_range(&self, key: &str, offset: u64, dst: &mut [u8]) -> BResult<usize> {
         self.time(Op::Get, || self.inner.get_range(key, offset, dst))
     }

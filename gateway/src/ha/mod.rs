@@ -136,6 +136,9 @@ pub fn setup(
     let holder = holder_name();
     probe(cas, identity, &holder)?;
     let fence = Arc::new(Fence::shut());
+    // The store checks the same deadline before each request that changes it
+    // (docs/ha.md "Lease and clocks"): no store write from a stopped active.
+    backend.gate_writes(fence.gate());
     let records = record::StoreRecords::new(backend.clone(), identity, &holder, fence.clone());
     let record = records.clone();
     let lease = Duration::from_secs(cfg.lease_s);

@@ -67,6 +67,21 @@ pub fn render(out: &mut String) {
         "Recovery records found torn at a takeover (no client could reclaim).",
         c(&TORN),
     );
+    let (refused, dropped) = crate::backend::gate::counts();
+    metric(
+        out,
+        "nfsgw_ha_store_writes_refused_total",
+        "counter",
+        "Requests that change the store not sent because they came past the identity lease's deadline (answered NFS4ERR_DELAY / NFS3ERR_JUKEBOX).",
+        refused,
+    );
+    metric(
+        out,
+        "nfsgw_ha_staged_dropped_total",
+        "counter",
+        "Staged UNSTABLE writes dropped, never uploaded, because the identity lease's deadline passed first (the write verifier moved; clients resend).",
+        dropped,
+    );
     let (started, early) = crate::state::recovery::grace_periods();
     let _ = writeln!(out, "# HELP nfsgw_ha_grace_periods_total NFSv4.1 grace periods started, and ended early once every client had reclaimed.\n# TYPE nfsgw_ha_grace_periods_total counter");
     let _ = writeln!(

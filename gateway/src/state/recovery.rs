@@ -9,8 +9,10 @@
 //! state is in the record a successor reads.
 
 pub(crate) use super::grace::{hex, unhex};
+use crate::backend::gate::Gate;
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Instant;
 
 /// Why the records could not be read or written.
@@ -46,42 +48,43 @@ pub trait Records: Send + Sync {
 /// Read on every COMPOUND and by the reactors' fast paths: one atomic load and a clock
 /// read, no lock.
 pub struct Fence {
-    base: Instant,
-    /// Nanoseconds after `base` until which this gateway serves; `u64::MAX`: always.
-    until_ns: AtomicU64,
+    /// The deadline itself, shared with the store's gate (`backend::gate`): requests
+    /// that change the store check the same word immediately before they are sent.
+    gate: Arc<Gate>,
 }
 
 impl Fence {
     /// A fence that never shuts (no `[ha]`).
     pub fn open() -> Fence {
         Fence {
-            base: Instant::now(),
-            until_ns: AtomicU64::new(u64::MAX),
+            gate: Arc::new(Gate::open()),
         }
     }
 
     /// A shut fence: nothing served until `serve_until` opens it.
     pub fn shut() -> Fence {
         Fence {
-            base: Instant::now(),
-            until_ns: AtomicU64::new(0),
+            gate: Arc::new(Gate::shut()),
         }
     }
 
     pub fn serving(&self) -> bool {
-        let until = self.until_ns.load(Ordering::Acquire);
-        until == u64::MAX || (self.base.elapsed().as_nanos() as u64) < until
+        self.gate.admits()
     }
 
     /// Serves until `t` (a renewal's deadline).
     pub fn serve_until(&self, t: Instant) {
-        let ns = t.saturating_duration_since(self.base).as_nanos() as u64;
-        self.until_ns.store(ns.min(u64::MAX - 1), Ordering::Release);
+        self.gate.serve_until(t);
     }
 
     /// Stops serving now (the identity was lost).
     pub fn close(&self) {
-        self.until_ns.store(0, Ordering::Release);
+        self.gate.close();
+    }
+
+    /// The deadline as the store's gate (`Backend::gate_writes`).
+    pub fn gate(&self) -> Arc<Gate> {
+        self.gate.clone()
     }
 }
 

@@ -3,10 +3,10 @@
 //! A rename copies the object to its new key, a metadata change (SETATTR: chmod,
 //! chown, times) copies it onto itself with new metadata. CopyObject refuses sources
 //! over 5 GiB, and one CopyObject must finish within one request's time (`timeout_s`,
-//! `failover::Pool::run_copy`), so objects larger than `multipart_copy_over_mib` (256 MiB by default) are
+//! `failover::Pool::write_copy`), so objects larger than `multipart_copy_over_mib` (256 MiB by default) are
 //! copied as a multipart upload instead: CreateMultipartUpload with the copy's metadata, one
 //! UploadPartCopy per byte range (a few at a time, each retried through
-//! `Pool::run_copy`: a part copy is idempotent), CompleteMultipartUpload. Every part names
+//! `Pool::write_copy`: a part copy is idempotent), CompleteMultipartUpload. Every part names
 //! the source's ETag (`x-amz-copy-source-if-match`), so a source rewritten during the
 //! copy fails it instead of producing a mix of two versions. Any failure aborts the
 //! upload; an abort that fails is logged (the bucket's lifecycle rule for incomplete
@@ -102,7 +102,7 @@ pub(super) async fn run(c: Arc<Core>, job: Job) -> BResult<()> {
     let id = bounded(
         &c,
         c.pool
-            .run(|ep| ep.rest.mp_create(&job.to, &job.key, &job.meta)),
+            .write(|ep| ep.rest.mp_create(&job.to, &job.key, &job.meta)),
     )
     .await?;
     let id: Arc<str> = id.into();
@@ -110,7 +110,7 @@ pub(super) async fn run(c: Arc<Core>, job: Job) -> BResult<()> {
         Ok(etags) => match bounded(
             &c,
             c.pool
-                .run_copy(|ep| ep.rest.mp_complete(&job.to, &job.key, &id, &etags)),
+                .write_copy(|ep| ep.rest.mp_complete(&job.to, &job.key, &id, &etags)),
         )
         .await
         {
@@ -202,7 +202,7 @@ async fn copy_parts(
                 let range = plan.range(i).map(|(a, b)| (a + job2.base, b + job2.base));
                 let r = bounded(
                     &c2,
-                    c2.pool.run_copy(|ep| {
+                    c2.pool.write_copy(|ep| {
                         ep.rest.part_copy(
                             &job2.from,
                             &job2.to,

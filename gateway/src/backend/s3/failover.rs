@@ -20,11 +20,13 @@
 //! for it (the part data goes to the block store, also cluster-wide). Endpoints of
 //! different clusters must never be listed together: nothing here could detect it.
 
+use super::super::gate::Gate;
 use super::super::{BResult, BackendError};
 use super::rest::{backoff, Rest};
 use object_store::aws::AmazonS3;
 use std::future::Future;
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 /// Process-wide count of switches from a failed endpoint to another
@@ -74,6 +76,9 @@ pub(super) struct Pool {
     /// Longest single attempt (`timeout_s`), further capped by what is left of the budget.
     attempt_timeout: Duration,
     last_log_ms: AtomicU64,
+    /// Under `[ha]`: the deadline every request that changes the store is checked
+    /// against immediately before it is sent (`write`, `write_copy`; docs/ha.md).
+    gate: OnceLock<Arc<Gate>>,
 }
 
 impl Pool {
@@ -92,7 +97,13 @@ impl Pool {
             retries,
             attempt_timeout,
             last_log_ms: AtomicU64::new(0),
+            gate: OnceLock::new(),
         }
+    }
+
+    /// Gates `write` and `write_copy` from now on (set once, by `[ha]` at start).
+    pub fn set_gate(&self, gate: Arc<Gate>) {
+        let _ = self.gate.set(gate);
     }
 
     pub fn urls(&self) -> impl Iterator<Item = &str> {
@@ -196,25 +207,47 @@ impl Pool {
         F: Fn(&'s Endpoint) -> Fut,
         Fut: Future<Output = BResult<T>> + 's,
     {
-        self.run_within(self.budget, call).await
+        self.run_within(self.budget, false, call).await
     }
 
-    /// `run` for a request whose work the store does on its side (CopyObject,
+    /// `run` for a request that changes the store (PUT, DELETE, multipart create and
+    /// parts): under `[ha]` each attempt is sent only while the gate admits it. The
+    /// check is here, per attempt, because this is after the caller's wait for an
+    /// in-flight permit and after each retry's backoff: a request that passed the
+    /// NFSv4.1 fence at its COMPOUND's start and then waited behind requests a hung
+    /// store holds must not be sent past the deadline (its timeout only starts when
+    /// it is sent, so it could reach the store after a standby took over). An attempt
+    /// sent before the deadline is still cut at `timeout_s`, below `lease_s / 4`.
+    pub async fn write<'s, T, F, Fut>(&'s self, call: F) -> BResult<T>
+    where
+        F: Fn(&'s Endpoint) -> Fut,
+        Fut: Future<Output = BResult<T>> + 's,
+    {
+        self.run_within(self.budget, true, call).await
+    }
+
+    /// `write` for a request whose work the store does on its side (CopyObject,
     /// UploadPartCopy, CompleteMultipartUpload of copied or written parts): its time grows with the bytes the store
     /// copies, not with the gateway's traffic, so it gets at least one whole attempt
     /// (`timeout_s`) before it counts as failed. Under the retry budget alone a slow
     /// store's 64 MiB part copy ran out of it, the NFS COPY was answered NFS4ERR_DELAY
     /// and the client's resend started the whole copy again, for ever (moto, 1 GiB).
-    pub async fn run_copy<'s, T, F, Fut>(&'s self, call: F) -> BResult<T>
+    /// Gated as `write`.
+    pub async fn write_copy<'s, T, F, Fut>(&'s self, call: F) -> BResult<T>
     where
         F: Fn(&'s Endpoint) -> Fut,
         Fut: Future<Output = BResult<T>> + 's,
     {
-        self.run_within(self.budget.max(self.attempt_timeout), call)
+        self.run_within(self.budget.max(self.attempt_timeout), true, call)
             .await
     }
 
-    async fn run_within<'s, T, F, Fut>(&'s self, budget: Duration, call: F) -> BResult<T>
+    async fn run_within<'s, T, F, Fut>(
+        &'s self,
+        budget: Duration,
+        gated: bool,
+        call: F,
+    ) -> BResult<T>
     where
         F: Fn(&'s Endpoint) -> Fut,
         Fut: Future<Output = BResult<T>> + 's,
@@ -247,6 +280,11 @@ impl Pool {
                 } else {
                     last
                 }));
+            }
+            if gated {
+                if let Some(g) = self.gate.get() {
+                    g.check("a store change")?;
+                }
             }
             tried |= 1 << i;
             let ep = &self.eps[i];
@@ -375,13 +413,13 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(400)).await;
             Ok(7)
         };
-        let r: BResult<u32> = rt.block_on(p.run(|_| slow()));
+        let r: BResult<u32> = rt.block_on(p.write(|_| slow()));
         assert!(matches!(r, Err(BackendError::Retryable(ref m)) if m.contains("no answer")));
-        assert_eq!(rt.block_on(p.run_copy(|_| slow())).unwrap(), 7);
+        assert_eq!(rt.block_on(p.write_copy(|_| slow())).unwrap(), 7);
         // still bounded: by the attempt timeout (30 s here), not for ever
         let t = Instant::now();
         let r: BResult<()> =
-            rt.block_on(p.run_copy(|_| async { Err(BackendError::Retryable("503".into())) }));
+            rt.block_on(p.write_copy(|_| async { Err(BackendError::Retryable("503".into())) }));
         assert!(matches!(r, Err(BackendError::Retryable(_))));
         assert!(t.elapsed() < Duration::from_secs(30), "{:?}", t.elapsed());
     }
@@ -411,5 +449,76 @@ mod tests {
             assert_eq!(std::mem::discriminant(&r.unwrap_err()), want);
             assert_eq!(n.load(Ordering::Relaxed), 1);
         }
+    }
+
+    /// Under `[ha]` a request that changes the store is not sent past the gate's
+    /// deadline, and every retry checks it again; reads are not gated.
+    #[test]
+    fn past_the_deadline_a_write_is_not_sent_and_each_retry_rechecks() {
+        let (rt, p) = pool(1, 5000, 100);
+        let gate = Arc::new(Gate::shut());
+        p.set_gate(gate.clone());
+        let n = AtomicUsize::new(0);
+        let r: BResult<()> = rt.block_on(p.write(|_| {
+            n.fetch_add(1, Ordering::Relaxed);
+            async { Ok(()) }
+        }));
+        assert!(matches!(r, Err(BackendError::Retryable(ref m)) if m.contains("deadline")));
+        assert_eq!(n.load(Ordering::Relaxed), 0, "sent past the deadline");
+        let r: BResult<u8> = rt.block_on(p.run(|_| async { Ok(1) }));
+        assert_eq!(r.unwrap(), 1, "a read is not gated");
+        // Each attempt fails (a store that answers 503): the retries go on until the
+        // deadline and not one attempt starts after it.
+        let deadline = Instant::now() + Duration::from_millis(300);
+        gate.serve_until(deadline);
+        let starts = std::sync::Mutex::new(Vec::new());
+        let r: BResult<()> = rt.block_on(p.write(|_| {
+            starts.lock().unwrap().push(Instant::now());
+            async { Err(BackendError::Retryable("503".into())) }
+        }));
+        assert!(matches!(r, Err(BackendError::Retryable(ref m)) if m.contains("deadline")));
+        let starts = starts.into_inner().unwrap();
+        assert!(
+            starts.len() >= 2,
+            "retried before the deadline: {}",
+            starts.len()
+        );
+        assert!(
+            starts.iter().all(|&t| t < deadline),
+            "an attempt past the deadline"
+        );
+    }
+
+    /// A write that waits for an in-flight permit behind requests a hung store holds
+    /// is checked when it gets the permit, not when it was queued.
+    #[test]
+    fn a_write_whose_permit_wait_crosses_the_deadline_is_not_sent() {
+        let (rt, p) = pool(1, 5000, 3);
+        let p = Arc::new(p);
+        let gate = Arc::new(Gate::shut());
+        p.set_gate(gate.clone());
+        gate.serve_until(Instant::now() + Duration::from_millis(150));
+        let sem = Arc::new(tokio::sync::Semaphore::new(1));
+        let held = rt.block_on(sem.clone().acquire_owned()).unwrap();
+        let sent = Arc::new(AtomicUsize::new(0));
+        let (p2, s2, sent2) = (p.clone(), sem.clone(), sent.clone());
+        let queued = rt.spawn(async move {
+            let _permit = s2.acquire_owned().await;
+            p2.write(|_| {
+                sent2.fetch_add(1, Ordering::Relaxed);
+                async { Ok(()) }
+            })
+            .await
+        });
+        assert!(gate.admits(), "queued before the deadline");
+        std::thread::sleep(Duration::from_millis(250));
+        drop(held);
+        let r = rt.block_on(queued).unwrap();
+        assert!(matches!(r, Err(BackendError::Retryable(_))), "{r:?}");
+        assert_eq!(
+            sent.load(Ordering::Relaxed),
+            0,
+            "sent after its permit wait"
+        );
     }
 }

@@ -173,7 +173,7 @@ impl Store for CoreStore {
         let c = self.0.clone();
         let (sk, k, m) = (c.skey(key), key.to_string(), meta.clone());
         self.0
-            .block(async move { c.pool.run(|ep| ep.rest.mp_create(&sk, &k, &m)).await })
+            .block(async move { c.pool.write(|ep| ep.rest.mp_create(&sk, &k, &m)).await })
     }
 
     fn mp_part(&self, key: &str, id: &str, idx: usize, data: Bytes) -> BResult<String> {
@@ -182,7 +182,7 @@ impl Store for CoreStore {
         self.0.block(async move {
             let (path, id, k) = (&path, &id, &k);
             c.pool
-                .run(move |ep| {
+                .write(move |ep| {
                     let data = data.clone();
                     async move {
                         ep.rest.tally.count(requests::Req::Put);
@@ -218,9 +218,9 @@ impl Store for CoreStore {
             let c = c.clone();
             async move {
                 let (path, id, k, parts) = (&path, &id, &k, &parts);
-                // The store assembles the parts now: `run_copy`'s time.
+                // The store assembles the parts now: `write_copy`'s time.
                 c.pool
-                    .run_copy(move |ep| async move {
+                    .write_copy(move |ep| async move {
                         ep.rest.tally.count(requests::Req::Multipart);
                         ep.s3
                             .complete_multipart(path, id, parts.clone())
@@ -444,7 +444,7 @@ fn put(
     }
     let r = c.block(async move {
         c2.pool
-            .run(|ep| ep.rest.put(&sk, &k, data.clone(), &m, conditional))
+            .write(|ep| ep.rest.put(&sk, &k, data.clone(), &m, conditional))
             .await
     })?;
     let mut o = rest::meta_from_headers(key, &r.headers);
@@ -670,7 +670,7 @@ impl S3Backend {
             let (f, t, k, m) = (c.skey(from), c.skey(to), to.to_string(), meta.cloned());
             let r = self.core.block(async move {
                 c.pool
-                    .run_copy(|ep| ep.rest.copy(&f, &t, &k, m.as_ref()))
+                    .write_copy(|ep| ep.rest.copy(&f, &t, &k, m.as_ref()))
                     .await
             });
             match r {
@@ -725,6 +725,19 @@ impl Backend for S3Backend {
 
     fn max_file_size(&self) -> u64 {
         self.wb.max_object()
+    }
+
+    /// Under `[ha]`: requests that change the store (PUT, DELETE, COPY, multipart
+    /// create, parts and complete) and uploads of staged data go out only while the
+    /// gate admits them (`failover::Pool::write`, `stage.rs`). Reads stay ungated: a
+    /// late read changes nothing a successor relies on, and its answer goes to no
+    /// client past the fence. The lease's and the record's own conditional writes
+    /// (`cas.rs`) stay ungated too: their condition is what fences them, and a
+    /// standby must write the lease to take it. An abort of an unfinished multipart
+    /// upload changes no object and is not gated either.
+    fn gate_writes(&self, gate: Arc<super::gate::Gate>) {
+        self.core.pool.set_gate(gate.clone());
+        self.wb.set_gate(gate);
     }
 
     fn lost_writes(&self) -> u64 {
@@ -880,7 +893,7 @@ impl Backend for S3Backend {
         let (sk, k) = (c.skey(key), key.to_string());
         self.core.ra.invalidate(key);
         self.core
-            .block(async move { c.pool.run(|ep| ep.rest.delete(&sk, &k)).await })
+            .block(async move { c.pool.write(|ep| ep.rest.delete(&sk, &k)).await })
     }
 
     fn set_meta(&self, key: &str, meta: &UserMeta) -> BResult<()> {
@@ -1021,7 +1034,7 @@ impl handlekey::KeyStore for KeyStoreOn<'_> {
         let sk = c.skey(&k);
         c.ra.invalidate(&k);
         self.0
-            .block(async move { c.pool.run(|ep| ep.rest.delete(&sk, &k)).await })
+            .block(async move { c.pool.write(|ep| ep.rest.delete(&sk, &k)).await })
     }
 
     fn list(&self) -> BResult<(Vec<handlekey::Candidate>, Option<u64>)> {

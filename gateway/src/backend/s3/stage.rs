@@ -28,14 +28,23 @@
 //!   is part of the write verifier, so clients resend every WRITE not yet committed
 //!   (RFC 1813 §3.3.7/§3.3.21, RFC 8881 §18.32.3) into a fresh stage and a fresh
 //!   upload. Nothing refers to the dead upload id again (see `lose`).
+//! - Under `[ha]` (docs/ha.md "Lease and clocks"): no stage is uploaded past the
+//!   identity lease's deadline, in the background (`flush_idle_s`) or on a COMMIT that
+//!   waited for it. A stage that cannot be uploaded before the stop is dropped the
+//!   same way (`lose`: the verifier moves, clients resend, after a takeover to the
+//!   successor, whose verifier differs anyway), and so is one staged in an earlier
+//!   term of the gate (`gate::Gate::term`): it is never uploaded later, over what a
+//!   successor may have written meanwhile. New writes are refused (JUKEBOX) while the
+//!   gate is shut.
 
+use super::super::gate::{self, Gate};
 use super::super::{BResult, BackendError, ObjectMeta, UserMeta};
 pub(super) use super::chunk::Spill;
 use super::chunk::{Chunk, Data};
 use bytes::Bytes;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
 pub(super) const CHUNK: u64 = 1 << 20;
@@ -85,6 +94,8 @@ struct Stage {
     held: usize,
     last_write: Instant,
     seq: u64,
+    /// The gate's term when the stage was opened (0 without `[ha]`).
+    term: u64,
 }
 
 struct Cell {
@@ -102,6 +113,16 @@ pub(super) struct WriteBack {
     idle: Duration,
     /// Stages dropped because the store lost their upload (`Backend::lost_writes`).
     lost: AtomicU64,
+    /// Under `[ha]`: uploads only while it admits, of stages of its current term.
+    gate: OnceLock<Arc<Gate>>,
+}
+
+/// Why a stage is dropped whole (`WriteBack::lose`).
+enum Why {
+    /// The store lost its streaming upload (`op` got NoSuchUpload).
+    Lost(String),
+    /// Past the identity lease's deadline, or staged in an earlier term of the gate.
+    Fenced,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -135,7 +156,26 @@ impl WriteBack {
             used: AtomicUsize::new(0),
             idle,
             lost: AtomicU64::new(0),
+            gate: OnceLock::new(),
         }
+    }
+
+    /// Gates uploads from now on (`[ha]`, set once at start).
+    pub fn set_gate(&self, g: Arc<Gate>) {
+        let _ = self.gate.set(g);
+    }
+
+    /// Whether the stage may be uploaded now: without a gate, always; with one, while
+    /// it admits and only if the stage was opened in its current term.
+    fn may_upload(&self, s: &Stage) -> bool {
+        self.gate
+            .get()
+            .is_none_or(|g| g.admits() && g.term() == s.term)
+    }
+
+    /// A new write or truncation is admitted only while the gate admits.
+    fn check_gate(&self, what: &str) -> BResult<()> {
+        self.gate.get().map_or(Ok(()), |g| g.check(what))
     }
 
     fn cell(&self, key: &str) -> Option<Arc<Cell>> {
@@ -187,6 +227,7 @@ impl WriteBack {
             held: 0,
             last_write: Instant::now(),
             seq: 0,
+            term: self.gate.get().map_or(0, |g| g.term()),
         })
     }
 
@@ -212,8 +253,10 @@ impl WriteBack {
     /// `RandomWrite::write_at`.
     pub fn write_at(&self, key: &str, offset: u64, data: &[u8]) -> BResult<()> {
         self.check_size(key, offset.checked_add(data.len() as u64))?;
+        self.check_gate("a staged WRITE")?;
         let cell = self.cell_or_new(key);
         let mut g = lock(&cell.stage);
+        self.drop_if_old_term(key, &mut g);
         if g.as_ref().is_some_and(|s| offset < s.claimed) {
             // Overwriting bytes already handed to the store: finish that upload first.
             let (ng, r) = self.sync_locked(key, &cell, g);
@@ -319,7 +362,11 @@ impl WriteBack {
                 self.used.fetch_sub(held, Ordering::Relaxed);
             }
             // NoSuchUpload: no sync can complete this upload any more.
-            (Err(BackendError::NotFound), Some(_)) => self.lose(key, &mut g, "UploadPart"),
+            (Err(BackendError::NotFound), Some(_)) => {
+                self.lose(key, &mut g, Why::Lost("UploadPart".into()))
+            }
+            // Past the deadline: this stage is never completed (see `sync_locked`).
+            (Err(_), Some(s)) if !self.may_upload(s) => self.lose(key, &mut g, Why::Fenced),
             (Err(e), Some(s)) => {
                 tracing::warn!(key, part = idx, error = %e, "s3: part upload failed; kept for the next sync");
                 s.parts.insert(idx, Part::Failed(bytes));
@@ -357,8 +404,10 @@ impl WriteBack {
     /// `RandomWrite::set_size`.
     pub fn set_size(&self, key: &str, size: u64) -> BResult<()> {
         self.check_size(key, Some(size))?;
+        self.check_gate("a staged truncation")?;
         let cell = self.cell_or_new(key);
         let mut g = lock(&cell.stage);
+        self.drop_if_old_term(key, &mut g);
         if g.as_ref().is_some_and(|s| size < s.claimed) {
             let (ng, r) = self.sync_locked(key, &cell, g);
             g = ng;
@@ -501,13 +550,25 @@ impl WriteBack {
         let Some(s) = g.as_mut() else {
             return (g, Ok(()));
         };
-        let r = if s.mp.is_some() {
+        if !self.may_upload(s) {
+            // Past the identity lease's deadline (or staged before a stop): never
+            // uploaded, now or later (docs/ha.md "Lease and clocks").
+            self.lose(key, &mut g, Why::Fenced);
+            return (g, Err(BackendError::Lost("fenced".into())));
+        }
+        let mut r = if s.mp.is_some() {
             self.finish_streaming(key, s)
         } else {
             self.rewrite(key, s)
         };
-        if let Err(BackendError::Lost(what)) = &r {
-            self.lose(key, &mut g, what);
+        if r.is_err() && !self.may_upload(s) {
+            // Refused at the gate part-way, or the store held it past the deadline:
+            // it cannot be uploaded before the stop.
+            r = Err(BackendError::Lost("fenced".into()));
+            self.lose(key, &mut g, Why::Fenced);
+        } else if let Err(BackendError::Lost(what)) = &r {
+            let op = what.clone();
+            self.lose(key, &mut g, Why::Lost(op));
         } else if r.is_ok() {
             if let Some(s) = g.take() {
                 self.release_stage(s);
@@ -689,7 +750,12 @@ impl WriteBack {
     /// is resent by its client after the next COMMIT (RFC 1813 §3.3.7). The dead
     /// upload id goes with the stage: nothing uses it again (no abort either: the
     /// store has no such upload).
-    fn lose(&self, key: &str, g: &mut MutexGuard<'_, Option<Stage>>, op: &str) {
+    ///
+    /// `Why::Fenced`: the same for a stage the gate will not let out (past the
+    /// identity lease's deadline, or opened in an earlier term). Its streaming upload,
+    /// if any, is left unfinished (an abort would be one more request to a store that
+    /// may hang; the bucket's lifecycle rule removes it): its object never changes.
+    fn lose(&self, key: &str, g: &mut MutexGuard<'_, Option<Stage>>, why: Why) {
         let Some(s) = g.take() else {
             return;
         };
@@ -697,14 +763,38 @@ impl WriteBack {
         let size = s.size;
         self.release_stage(s);
         self.lost.fetch_add(1, Ordering::AcqRel);
-        UPLOADS_LOST.fetch_add(1, Ordering::Relaxed);
-        tracing::warn!(
-            key,
-            upload,
-            op,
-            size,
-            "s3: the store lost a multipart upload (NoSuchUpload: aborted by a lifecycle rule or another client); uncommitted writes dropped, write verifier changed (clients resend them)"
-        );
+        match why {
+            Why::Lost(op) => {
+                UPLOADS_LOST.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(
+                    key,
+                    upload,
+                    op,
+                    size,
+                    "s3: the store lost a multipart upload (NoSuchUpload: aborted by a lifecycle rule or another client); uncommitted writes dropped, write verifier changed (clients resend them)"
+                );
+            }
+            Why::Fenced => {
+                gate::count_dropped();
+                tracing::warn!(
+                    key,
+                    upload,
+                    size,
+                    "ha: staged writes dropped, never uploaded: past the identity lease's deadline; write verifier changed (clients resend them)"
+                );
+            }
+        }
+    }
+
+    /// Drops the stage behind `g` when it was opened in an earlier term of the gate.
+    fn drop_if_old_term(&self, key: &str, g: &mut MutexGuard<'_, Option<Stage>>) {
+        let old = match (self.gate.get(), g.as_ref()) {
+            (Some(gt), Some(s)) => gt.term() != s.term,
+            _ => false,
+        };
+        if old {
+            self.lose(key, g, Why::Fenced);
+        }
     }
 
     /// Moves [a, b) out of the chunks into one buffer (all of it is written).

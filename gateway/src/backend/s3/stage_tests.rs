@@ -473,3 +473,71 @@ fn a_read_or_overwrite_below_a_lost_upload_goes_on_over_the_store() {
     wb.sync("new").unwrap();
     assert_eq!(object(&f, "new"), b"abc");
 }
+
+/// Under `[ha]` (docs/ha.md "Lease and clocks"): a stage is never uploaded past the
+/// identity lease's deadline. The sync that finds the gate stopped (the idle flusher's
+/// or a COMMIT's) drops it and moves the verifier, so clients resend to whoever serves
+/// next; new writes are refused while the gate is shut; a stage opened before a stop
+/// is not uploaded after the gate opens again (a new term: a successor may have
+/// written meanwhile).
+#[test]
+fn past_the_deadline_a_stage_is_dropped_and_never_uploaded() {
+    use crate::backend::gate::Gate;
+    use std::time::Instant;
+    let (f, wb) = setup(64);
+    let gate = Arc::new(Gate::shut());
+    wb.set_gate(gate.clone());
+    assert!(
+        matches!(wb.write_at("new", 0, b"x"), Err(BackendError::Retryable(_))),
+        "a write staged while the gate is shut"
+    );
+    gate.serve_until(Instant::now() + Duration::from_millis(100));
+    wb.write_at("new", 0, b"late bytes").unwrap();
+    std::thread::sleep(Duration::from_millis(130));
+    let dropped = crate::backend::gate::counts().1;
+    let r = wb.sync("new");
+    assert!(matches!(r, Err(BackendError::Lost(_))), "{r:?}");
+    assert_eq!(
+        f.puts.load(Ordering::Relaxed),
+        0,
+        "uploaded past the deadline"
+    );
+    assert_eq!(wb.lost(), 1, "the write verifier moves");
+    assert!(crate::backend::gate::counts().1 > dropped);
+    assert!(wb.overlay("new").is_none());
+    assert_eq!(wb.used(), 0);
+    // Open again (a renewal after the stop): nothing of before is uploaded.
+    gate.serve_until(Instant::now() + Duration::from_secs(60));
+    wb.sync("new").unwrap();
+    assert_eq!(object(&f, "new"), b"");
+
+    // A stage of one term, the gate stopping and opening again with no sync between:
+    // the stage is dropped at its next write (and its sync), never uploaded.
+    wb.write_at("new", 0, b"old term").unwrap();
+    gate.serve_until(Instant::now() - Duration::from_millis(1));
+    gate.serve_until(Instant::now() + Duration::from_secs(60));
+    wb.write_at("new", 100, b"new term").unwrap();
+    wb.sync("new").unwrap();
+    let o = object(&f, "new");
+    assert_eq!(o.len(), 108);
+    assert!(
+        o[..8].iter().all(|&b| b == 0),
+        "an earlier term's bytes uploaded"
+    );
+    assert_eq!(&o[100..], b"new term");
+    assert_eq!(wb.lost(), 2);
+
+    // Streaming: parts went out while the gate admitted; past it the Complete is
+    // never sent, the object is unchanged.
+    f.objects
+        .lock()
+        .unwrap()
+        .insert("s".into(), (Vec::new(), UserMeta::new()));
+    let data = pattern(0, 2 * PART + 10);
+    write_seq(&wb, "s", &data);
+    assert_eq!(f.parts.load(Ordering::Relaxed), 2);
+    gate.serve_until(Instant::now() - Duration::from_millis(1));
+    assert!(matches!(wb.sync("s"), Err(BackendError::Lost(_))));
+    assert!(object(&f, "s").is_empty(), "completed past the deadline");
+    assert_eq!(wb.lost(), 3);
+}
