@@ -166,7 +166,7 @@ impl Store for CoreStore {
     }
 
     fn put(&self, key: &str, data: Bytes, meta: &UserMeta) -> BResult<ObjectMeta> {
-        put(&self.0, key, data, meta, false)
+        put(&self.0, key, data, meta, false, true)
     }
 
     fn mp_create(&self, key: &str, meta: &UserMeta) -> BResult<String> {
@@ -424,6 +424,7 @@ fn put(
     data: Bytes,
     meta: &UserMeta,
     if_absent: bool,
+    gated: bool,
 ) -> BResult<ObjectMeta> {
     let c2 = c.clone();
     let (sk, k, m) = (c.skey(key), key.to_string(), meta.clone());
@@ -443,9 +444,15 @@ fn put(
         }
     }
     let r = c.block(async move {
-        c2.pool
-            .write(|ep| ep.rest.put(&sk, &k, data.clone(), &m, conditional))
-            .await
+        if gated {
+            c2.pool
+                .write(|ep| ep.rest.put(&sk, &k, data.clone(), &m, conditional))
+                .await
+        } else {
+            c2.pool
+                .run(|ep| ep.rest.put(&sk, &k, data.clone(), &m, conditional))
+                .await
+        }
     })?;
     let mut o = rest::meta_from_headers(key, &r.headers);
     o.size = size;
@@ -733,7 +740,9 @@ impl Backend for S3Backend {
     /// late read changes nothing a successor relies on, and its answer goes to no
     /// client past the fence. The lease's and the record's own conditional writes
     /// (`cas.rs`) stay ungated too: their condition is what fences them, and a
-    /// standby must write the lease to take it. An abort of an unfinished multipart
+    /// standby must write the lease to take it; so do the handle key's agreement
+    /// and the file id map (`put_id`), written only if absent, facts every holder
+    /// agrees on. An abort of an unfinished multipart
     /// upload changes no object and is not gated either.
     fn gate_writes(&self, gate: Arc<super::gate::Gate>) {
         self.core.pool.set_gate(gate.clone());
@@ -828,6 +837,7 @@ impl Backend for S3Backend {
             Bytes::copy_from_slice(data),
             meta,
             if_absent,
+            true,
         )
     }
 
@@ -898,7 +908,7 @@ impl Backend for S3Backend {
 
     fn set_meta(&self, key: &str, meta: &UserMeta) -> BResult<()> {
         if key.is_empty() {
-            return put(&self.core, ROOT_ATTRS, Bytes::new(), meta, false).map(|_| ());
+            return put(&self.core, ROOT_ATTRS, Bytes::new(), meta, false, true).map(|_| ());
         }
         check_key(key)?;
         if self.wb.set_meta(key, meta) {
@@ -988,6 +998,9 @@ impl SharedState for S3Backend {
             Bytes::copy_from_slice(key.as_bytes()),
             &UserMeta::new(),
             true,
+            // Not gated: an id's key is a fact every holder agrees on (ids derive from
+            // keys), written only if absent; a standby resolves handles too.
+            false,
         ) {
             Ok(_) | Err(BackendError::AlreadyExists) => Ok(()),
             Err(e) => Err(e),
@@ -1024,6 +1037,9 @@ impl handlekey::KeyStore for KeyStoreOn<'_> {
             Bytes::copy_from_slice(data),
             &UserMeta::new(),
             false,
+            // Not gated: the handle key is agreed at start, before any fence opens,
+            // by every gateway of the bucket alike (`handlekey.rs`).
+            false,
         )
         .map(|_| ())
     }
@@ -1034,7 +1050,7 @@ impl handlekey::KeyStore for KeyStoreOn<'_> {
         let sk = c.skey(&k);
         c.ra.invalidate(&k);
         self.0
-            .block(async move { c.pool.write(|ep| ep.rest.delete(&sk, &k)).await })
+            .block(async move { c.pool.run(|ep| ep.rest.delete(&sk, &k)).await })
     }
 
     fn list(&self) -> BResult<(Vec<handlekey::Candidate>, Option<u64>)> {

@@ -202,7 +202,9 @@ impl WriteBack {
     /// The staged view of `key`, if it has unsynced writes.
     pub fn overlay(&self, key: &str) -> Option<ObjectMeta> {
         let cell = self.cell(key)?;
-        let g = lock(&cell.stage);
+        let mut g = lock(&cell.stage);
+        // A stage of an earlier term is never uploaded: it is not the file either.
+        self.drop_if_old_term(key, &mut g);
         let s = g.as_ref()?;
         Some(ObjectMeta {
             key: key.to_string(),
@@ -463,6 +465,7 @@ impl WriteBack {
     pub fn read(&self, key: &str, offset: u64, dst: &mut [u8]) -> Option<BResult<usize>> {
         let cell = self.cell(key)?;
         let mut g = lock(&cell.stage);
+        self.drop_if_old_term(key, &mut g);
         if g.as_ref().is_some_and(|s| offset < s.claimed) {
             let (ng, r) = self.sync_locked(key, &cell, g);
             g = ng;

@@ -516,6 +516,10 @@ fn past_the_deadline_a_stage_is_dropped_and_never_uploaded() {
     wb.write_at("new", 0, b"old term").unwrap();
     gate.serve_until(Instant::now() - Duration::from_millis(1));
     gate.serve_until(Instant::now() + Duration::from_secs(60));
+    assert!(
+        wb.read("new", 0, &mut [0u8; 8]).is_none(),
+        "an earlier term's stage read as the file"
+    );
     wb.write_at("new", 100, b"new term").unwrap();
     wb.sync("new").unwrap();
     let o = object(&f, "new");
