@@ -12,8 +12,61 @@
 //! admitted in an earlier term may predate a takeover by another gateway and is
 //! never uploaded in a later one (`backend/s3/stage.rs`).
 
+use std::cell::Cell;
+use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
+
+// Which changes the gate applies to: those made for a call admitted under the identity
+// (an NFSv4 COMPOUND past the fence, `nfs4::compound`), and the uploads of staged data
+// such calls wrote. NFSv3 and MOUNT are served by every gateway on the store, holder
+// or not (README "Several gateways on one bucket"); their changes carry no state of
+// the identity and are never gated, so a standby and a pNFS data server keep serving
+// them.
+thread_local! {
+    static ADMITTED: Cell<bool> = const { Cell::new(false) };
+}
+tokio::task_local! {
+    static ADMITTED_TASK: bool;
+}
+
+/// While alive, this thread runs a call admitted under the identity: the store
+/// changes it makes are gated.
+pub struct Admitted {
+    prev: bool,
+}
+
+impl Admitted {
+    pub fn enter() -> Admitted {
+        Admitted {
+            prev: ADMITTED.with(|a| a.replace(true)),
+        }
+    }
+}
+
+impl Drop for Admitted {
+    fn drop(&mut self) {
+        let prev = self.prev;
+        ADMITTED.with(|a| a.set(prev));
+    }
+}
+
+/// Whether this thread runs a call admitted under the identity.
+pub fn admitted_here() -> bool {
+    ADMITTED.with(|a| a.get())
+}
+
+/// `fut` as a task that carries this thread's `admitted_here` (the s3 backend runs
+/// its requests on its runtime's threads, where the thread-local is not set).
+pub fn carry<F: Future>(fut: F) -> impl Future<Output = F::Output> {
+    ADMITTED_TASK.scope(admitted_here(), fut)
+}
+
+/// Whether the running task's changes are gated: what `carry` captured; a task not
+/// started through `carry` is gated (the safe side).
+pub fn admitted_task() -> bool {
+    ADMITTED_TASK.try_with(|a| *a).unwrap_or(true)
+}
 
 /// Until when this gateway may change the store. `u64::MAX`: always (no `[ha]`).
 pub struct Gate {
@@ -131,6 +184,32 @@ impl Default for Gate {
 mod tests {
     use super::*;
     use std::time::Duration;
+
+    #[test]
+    fn only_admitted_calls_are_marked_and_tasks_carry_the_mark() {
+        assert!(!admitted_here());
+        {
+            let _a = Admitted::enter();
+            assert!(admitted_here());
+            {
+                let _b = Admitted::enter();
+            }
+            assert!(admitted_here(), "nested: restored to the outer mark");
+        }
+        assert!(!admitted_here());
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        assert!(
+            !rt.block_on(carry(async { admitted_task() })),
+            "NFSv3: ungated"
+        );
+        let _a = Admitted::enter();
+        let fut = carry(async { admitted_task() });
+        drop(_a);
+        assert!(rt.block_on(fut), "captured when the call made it");
+        assert!(rt.block_on(async { admitted_task() }), "uncarried: gated");
+    }
 
     #[test]
     fn admits_until_the_deadline_and_counts_terms() {

@@ -101,6 +101,9 @@ pub(super) fn compound(
         finish(out, header, noted(0, NFS4ERR_DELAY), done);
         return Outcome::Done;
     }
+    // Admitted under the identity: the store changes this COMPOUND makes are gated
+    // by the same deadline until they are sent (`backend::gate`).
+    let _admitted = crate::backend::gate::Admitted::enter();
     let mut c = Compound::new(ctx, state, minor, n as usize);
     let first = XdrReader::new(r.rest()).u32().unwrap_or(u32::MAX);
     if first == OP_SEQUENCE {

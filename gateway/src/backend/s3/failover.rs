@@ -281,7 +281,7 @@ impl Pool {
                     last
                 }));
             }
-            if gated {
+            if gated && super::super::gate::admitted_task() {
                 if let Some(g) = self.gate.get() {
                     g.check("a store change")?;
                 }

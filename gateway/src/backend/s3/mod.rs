@@ -132,6 +132,9 @@ impl Core {
         fut: impl Future<Output = BResult<T>> + Send + 'static,
     ) -> BResult<T> {
         let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        // The task carries whether its call was admitted under `[ha]`'s identity
+        // (`backend::gate`): the pool gates only such a call's changes.
+        let fut = super::gate::carry(fut);
         self.rt.spawn(async move {
             let _ = tx.send(fut.await);
         });

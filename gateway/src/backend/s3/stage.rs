@@ -96,6 +96,10 @@ struct Stage {
     seq: u64,
     /// The gate's term when the stage was opened (0 without `[ha]`).
     term: u64,
+    /// A call admitted under the identity (NFSv4) wrote or truncated it: it is gated
+    /// (uploaded only while the gate admits, in its term). A stage only NFSv3 wrote is
+    /// not (`gate`'s module comment).
+    admitted: bool,
 }
 
 struct Cell {
@@ -168,13 +172,28 @@ impl WriteBack {
     /// Whether the stage may be uploaded now: without a gate, always; with one, while
     /// it admits and only if the stage was opened in its current term.
     fn may_upload(&self, s: &Stage) -> bool {
-        self.gate
-            .get()
-            .is_none_or(|g| g.admits() && g.term() == s.term)
+        !s.admitted
+            || self
+                .gate
+                .get()
+                .is_none_or(|g| g.admits() && g.term() == s.term)
     }
 
-    /// A new write or truncation is admitted only while the gate admits.
+    /// A stage an admitted call (NFSv4 under the identity) writes becomes gated, in
+    /// the gate's current term (what NFSv3 staged before carries no identity's state).
+    fn mark_admitted(&self, s: &mut Stage) {
+        if !s.admitted && gate::admitted_here() {
+            s.admitted = true;
+            s.term = self.gate.get().map_or(0, |g| g.term());
+        }
+    }
+
+    /// A new write or truncation of an admitted call (NFSv4 under the identity) is
+    /// taken only while the gate admits.
     fn check_gate(&self, what: &str) -> BResult<()> {
+        if !gate::admitted_here() {
+            return Ok(());
+        }
         self.gate.get().map_or(Ok(()), |g| g.check(what))
     }
 
@@ -230,6 +249,7 @@ impl WriteBack {
             last_write: Instant::now(),
             seq: 0,
             term: self.gate.get().map_or(0, |g| g.term()),
+            admitted: false,
         })
     }
 
@@ -269,6 +289,7 @@ impl WriteBack {
             *g = Some(self.open_stage(key)?);
         }
         let s = g.as_mut().expect("stage");
+        self.mark_admitted(s);
         let mut off = offset;
         let mut rest = data;
         while !rest.is_empty() {
@@ -419,6 +440,7 @@ impl WriteBack {
             *g = Some(self.open_stage(key)?);
         }
         let s = g.as_mut().expect("stage");
+        self.mark_admitted(s);
         if size < s.size {
             // Forget staged bytes past the end; a shrunk base is cut at `size` too.
             let keep = size.div_ceil(CHUNK);
@@ -559,6 +581,9 @@ impl WriteBack {
             self.lose(key, &mut g, Why::Fenced);
             return (g, Err(BackendError::Lost("fenced".into())));
         }
+        // An admitted stage's upload is gated per request (also from the idle
+        // flusher's thread, which is no call's).
+        let _admitted = s.admitted.then(gate::Admitted::enter);
         let mut r = if s.mp.is_some() {
             self.finish_streaming(key, s)
         } else {
@@ -792,7 +817,7 @@ impl WriteBack {
     /// Drops the stage behind `g` when it was opened in an earlier term of the gate.
     fn drop_if_old_term(&self, key: &str, g: &mut MutexGuard<'_, Option<Stage>>) {
         let old = match (self.gate.get(), g.as_ref()) {
-            (Some(gt), Some(s)) => gt.term() != s.term,
+            (Some(gt), Some(s)) => s.admitted && gt.term() != s.term,
             _ => false,
         };
         if old {

@@ -487,6 +487,8 @@ fn past_the_deadline_a_stage_is_dropped_and_never_uploaded() {
     let (f, wb) = setup(64);
     let gate = Arc::new(Gate::shut());
     wb.set_gate(gate.clone());
+    // This thread runs NFSv4 calls admitted under the identity.
+    let _admitted = crate::backend::gate::Admitted::enter();
     assert!(
         matches!(wb.write_at("new", 0, b"x"), Err(BackendError::Retryable(_))),
         "a write staged while the gate is shut"
@@ -544,4 +546,29 @@ fn past_the_deadline_a_stage_is_dropped_and_never_uploaded() {
     assert!(matches!(wb.sync("s"), Err(BackendError::Lost(_))));
     assert!(object(&f, "s").is_empty(), "completed past the deadline");
     assert_eq!(wb.lost(), 3);
+}
+
+/// NFSv3 (a call not admitted under the identity) is served by every gateway, holder
+/// or not: its staged writes are taken and uploaded with the gate shut; once an NFSv4
+/// call writes the same stage, the stage is gated.
+#[test]
+fn a_gateway_not_holding_the_identity_still_stages_and_uploads_nfsv3_writes() {
+    use crate::backend::gate::{Admitted, Gate};
+    let (f, wb) = setup(64);
+    let gate = Arc::new(Gate::shut());
+    wb.set_gate(gate.clone());
+    wb.write_at("new", 0, b"v3 bytes").unwrap();
+    wb.set_size("new", 8).unwrap();
+    wb.sync("new").unwrap();
+    assert_eq!(object(&f, "new"), b"v3 bytes");
+    wb.write_at("new", 0, b"V3").unwrap();
+    {
+        let _a = Admitted::enter();
+        assert!(
+            matches!(wb.write_at("new", 2, b"x"), Err(BackendError::Retryable(_))),
+            "an admitted write with the gate shut"
+        );
+    }
+    wb.sync("new").unwrap();
+    assert_eq!(object(&f, "new"), b"V3 bytes");
 }
