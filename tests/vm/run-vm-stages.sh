@@ -10,7 +10,10 @@
 #   kernel-client      the kernel's NFSv3 + NFSv4.1 clients over TCP (kernel-nfs-smoke.sh,
 #                      kernel-nfs41.sh), default-feature gateway
 #   pnfs               the kernel's pNFS flexfiles client: one metadata server, three
-#                      data servers on one shared fs store (guest-pnfs.sh)
+#                      data servers on one shared fs store (guest-pnfs.sh), over TCP (a
+#                      data server killed mid-write and one mid-read), then over
+#                      proto=rdma with netid "rdma" data servers when PNFS_RDMA=1 (the
+#                      default when RDMA_GATEWAY_BIN is given; needs the RDMA build)
 #   ha                 [ha] takeover under the kernel's NFSv4.1 client: two gateways in
 #                      network namespaces, keepalived moving the service address, kill -9
 #                      of the active while an application holds a lock and writes (guest-ha.sh);
@@ -49,7 +52,7 @@ pass_line() {
   case "$1" in
     package) echo "PACKAGE: PASS" ;;
     kernel-client) echo "KERNEL CLIENT SMOKE: PASS" ;;
-    pnfs) echo "KERNEL PNFS: PASS" ;;
+    pnfs) echo "KERNEL PNFS: PASS"; [ "$PNFS_RDMA" = 1 ] && echo "KERNEL PNFS/RDMA: PASS" ;;
     ha) echo "KERNEL HA: PASS" ;;
     rdma-send-timeout) echo "RDMA SEND TIMEOUT: PASS" ;;
     kernel-rdma) echo "KERNEL NFS/RDMA: PASS" ;;
@@ -64,11 +67,14 @@ fail_all() {
 }
 
 rdma=0 tcp=0 pkg=0 budget=0
+# The pnfs stage's RDMA part: on by default when the RDMA build is given.
+PNFS_RDMA=${PNFS_RDMA:-$([ -n "${RDMA_GATEWAY_BIN:-}" ] && echo 1 || echo 0)}
+export PNFS_RDMA
 for s in $STAGES; do
   case "$s" in
     package) pkg=1 ;;
     kernel-client) tcp=1; budget=$((budget + ${KERNEL_CLIENT_TIMEOUT:-1500})) ;;
-    pnfs) tcp=1; budget=$((budget + ${PNFS_TIMEOUT:-600})) ;;
+    pnfs) tcp=1; if [ "$PNFS_RDMA" = 1 ]; then rdma=1; fi; budget=$((budget + ${PNFS_TIMEOUT:-600})) ;;
     ha) tcp=1; if [ "${HA_RDMA:-0}" = 1 ]; then rdma=1; fi; budget=$((budget + ${HA_TIMEOUT:-600})) ;;
     rdma-send-timeout) rdma=1; budget=$((budget + ${RDMA_SEND_TIMEOUT_TIMEOUT:-900})) ;;
     kernel-rdma) rdma=1; budget=$((budget + ${KERNEL_RDMA_TIMEOUT:-1500})) ;;
@@ -117,7 +123,7 @@ if [ "$rdma" = 1 ]; then
   done
 fi
 export VM_ENV="${VM_ENV:-} VM_STAGES NFSGW_DEB NFSGW_DEB2 PACKAGE_TIMEOUT KERNEL_CLIENT_TIMEOUT PNFS_TIMEOUT HA_TIMEOUT RDMA_SEND_TIMEOUT_TIMEOUT KERNEL_RDMA_TIMEOUT
-  PNFS_FILES PNFS_FILE_KIB PNFS_KILL_MIB HA_LINES HA_RDMA HA_RDMA_LINES
+  PNFS_FILES PNFS_FILE_KIB PNFS_KILL_MIB PNFS_READ_KILL_MIB PNFS_RDMA HA_LINES HA_RDMA HA_RDMA_LINES
   KERNEL_V41 KERNEL_V41_SERVER V41_PARTS V41_ENTRIES KERNEL_V42 KERNEL_V42_DELEG V42R
   SEND_TIMEOUT_S STALL_WAIT_S STALL_RECLAIM_MS
   RDMA_FILE_MIB RDMA_FIO_MIB RDMA_DIR_ENTRIES TCP_FILE_MIB TCP_DIR_ENTRIES GW_CORES V41 V41R_FILE_MIB
@@ -159,7 +165,11 @@ for s in $STAGES; do
   why=""
   if [ -z "$end" ]; then why="never finished in the guest (boot rc ${BOOT_RC[$s]:-})"
   elif [ "$srv" != 0 ]; then why="guest script exited $srv (124 = its timeout)"
-  elif ! grep -qxF "$(pass_line "$s")" "$slog"; then why="never printed '$(pass_line "$s")'"
+  else
+    # every PASS line the stage owes (pnfs: one per part)
+    while IFS= read -r pl; do
+      grep -qxF "$pl" "$slog" || { why="never printed '$pl'"; break; }
+    done < <(pass_line "$s")
   fi
   t=-; [ -n "$secs" ] && t=$(printf '%dm%02ds' $((secs / 60)) $((secs % 60)))
   if [ -z "$why" ]; then
