@@ -34,9 +34,9 @@
 #   came through the metadata server (or another data server), the server marked down.
 # Usage: guest-pnfs.sh GATEWAY_BINARY [PROTO]     (PROTO tcp [default] or rdma)
 # Last line: "KERNEL PNFS: PASS" (tcp), "KERNEL PNFS/RDMA: PASS" (rdma).
-# Knobs: PNFS_FILES [12] files of PNFS_FILE_KIB [256] KiB each; PNFS_KILL_MIB [8]
-# MiB written while a data server is killed; PNFS_READ_KILL_MIB [8] MiB read while
-# one is killed. (Placement hashes the file id, which derives from the name on a
+# Knobs: PNFS_FILES [12] files of PNFS_FILE_KIB [256] KiB each; PNFS_KILL_MIB [4]
+# MiB written while a data server is killed (a quarter before the kill, the rest
+# after); PNFS_READ_KILL_MIB [4] MiB read while one is killed (likewise). (Placement hashes the file id, which derives from the name on a
 # shared store: f.1..f.12 land 9/1/2 on the three data servers, every run.)
 # Time: the client's data server connections get dataserver_timeo=50 (5 s) and
 # dataserver_retrans=1 (nfs_layout_flexfiles parameters; defaults 60 s and 0), and the
@@ -296,7 +296,14 @@ dout=$(deltas "$out0" "$out1")
 echo "$TAG: file bytes $TOTAL; written in (mds ds0 ds1 ds2): $din; read out: $dout"
 if [ "$PROTO" = rdma ]; then
   # What reached the data servers over TCP meanwhile (their probes' NULLs): shown.
-  echo "$TAG: the data servers' bytes over tcp: in $(for k in 0 1 2; do bytes in "127.0.0.1:$((9121 + k))" tcp; done | xargs), out $(for k in 0 1 2; do bytes out "127.0.0.1:$((9121 + k))" tcp; done | xargs)"
+  for k in 0 1 2; do
+    curl -sf "http://127.0.0.1:$((9121 + k))/metrics" | awk -v k=$k '
+      index($0, "nfsgw_bytes_") == 1 && index($0, "transport=\"tcp\"") {
+        if (index($0, "nfsgw_bytes_in_total{") == 1) i += $NF
+        if (index($0, "nfsgw_bytes_out_total{") == 1) o += $NF
+      }
+      END {printf "'"$TAG"': data server ds%d over tcp (its probes): in %.0f, out %.0f bytes\n", k, i, o}'
+  done
 fi
 # judge DELTAS: the data servers together carried the file bytes (over rdma: counted
 # under transport="rdma"), the metadata server under a tenth of them, and every data
@@ -350,7 +357,7 @@ if [ "$PROTO" = tcp ]; then
 # is killed with SIGKILL (its staged, uncommitted writes die with it: the client must
 # send them again). The writer must finish without an error, and the file read back
 # after dropping caches must be the source, byte for byte.
-KMIB=${PNFS_KILL_MIB:-8}
+KMIB=${PNFS_KILL_MIB:-4}
 head -c $((KMIB << 20)) /dev/urandom > "$W/src.kill"
 ds_in() { bytes in "127.0.0.1:$((9121 + $1))"; }
 kin0=(); for k in 0 1 2; do kin0[$k]=$(ds_in $k); done
@@ -451,7 +458,7 @@ curl -sf "http://$MDS_STATS/metrics" | grep '^nfsgw_pnfs_data_server_reported_by
 # reader must see no error and exactly the source; the rest of the file must have come
 # from the live gateways (the metadata server or another data server); the metadata
 # server marks the killed one down.
-RMIB=${PNFS_READ_KILL_MIB:-8}
+RMIB=${PNFS_READ_KILL_MIB:-4}
 RBYTES=$((RMIB << 20))
 head -c $RBYTES /dev/urandom > "$W/src.read"
 write_streamed() { cp "$W/src.read" "$M/streamed" && sync; }
