@@ -400,6 +400,7 @@ done
 check "a data server carried the writer's bytes (ds${victim:-?})" test -n "$victim"
 VADDR="127.0.0.1:$((2050 + victim))"
 check "kill -9 data server ds$victim ($VADDR) mid-write" kill -9 "${PID_OF[ds$victim]}"
+echo "$TAG: killed at $(date -u +%T.%3N) UTC"
 touch "$W/go"
 dd_ok() {
   local rc=0
@@ -409,6 +410,10 @@ dd_ok() {
   [ "$rc" = 0 ] && [ ! -s "$W/dd.err" ]
 }
 check "the writer finished with no error (O_DSYNC writes, fsync, close)" dd_ok
+# What the metadata server saw meanwhile, with its times: how the client's wait was
+# spent (a probe's verdict, a recall, a revocation after the lease).
+mds_says() { grep -E 'pNFS' "$W/mds.log" | grep -vE 'fencing on' | tail -n "$1" | sed "s|^|$TAG: mds: |" || true; }
+mds_says 4
 check "closed file's size through the metadata server" test "$(stat -c %s "$M/killed")" = $((KMIB << 20))
 echo 3 > /proc/sys/vm/drop_caches
 sums() { [ "$(sha256sum < "$W/src.kill")" = "$(sha256sum < "$M/killed")" ]; }
@@ -511,6 +516,7 @@ VADDR="127.0.0.1:$((2050 + rvictim))"
 rrecalls0=$(curl -sf "http://$MDS_STATS/metrics" | awk '$1 == "nfsgw_pnfs_layouts_recalled_ds_down_total" {s += $2} END {print s + 0}')
 rerrs0=$(metric nfsgw_pnfs_data_server_errors_total)
 check "kill -9 data server ds$rvictim ($VADDR) mid-read" kill -9 "${PID_OF[ds$rvictim]}"
+echo "$TAG: killed at $(date -u +%T.%3N) UTC"
 # live_out: the bytes out of the gateways still up (metadata server and data servers)
 live_out() {
   local k s
@@ -528,6 +534,7 @@ reader_ok() {
   [ "$rc" = 0 ] && [ ! -s "$W/reader.err" ]
 }
 check "the reader finished with no error and read exactly the source" reader_ok
+mds_says 3
 READER=""
 lout1=$(live_out)
 echo "$TAG: after the kill the live gateways sent $((lout1 - lout0)) bytes (the reader's last three quarters: $((RBYTES * 3 / 4)))"
