@@ -423,15 +423,19 @@ metric() {
   curl -sf "http://$MDS_STATS/metrics" | awk -v s="$1{address=\"$VADDR\"}" \
     'index($0, s " ") == 1 {print $NF; found = 1} END {if (!found) print 0}'
 }
-down() {
-  for _ in $(seq 1 100); do [ "$(metric nfsgw_pnfs_data_server_up)" = 0 ] && return 0; sleep 0.1; done
+# Waits bounded by the clock, not by a count of tries: under TCG each scrape (curl) can
+# take a second, so 100 tries were once 110 s of waiting for a report that never came.
+down() { # the probes decide within about 3-7.5 s (README); 60 s for a loaded TCG guest
+  local end=$((SECONDS + 60))
+  while [ $SECONDS -lt $end ]; do [ "$(metric nfsgw_pnfs_data_server_up)" = 0 ] && return 0; sleep 0.1; done
   return 1
 }
 check "the metadata server marked ds$victim down" down
 reported() {
   # The client reports the error when it returns the layout (recalled as the server
   # went down, or given back at close): wait for it a little.
-  for _ in $(seq 1 100); do [ "$(metric nfsgw_pnfs_data_server_errors_total)" -gt 0 ] && return 0; sleep 0.1; done
+  local end=$((SECONDS + 5))
+  while [ $SECONDS -lt $end ]; do [ "$(metric nfsgw_pnfs_data_server_errors_total)" -gt 0 ] && return 0; sleep 0.1; done
   return 1
 }
 reported || true
