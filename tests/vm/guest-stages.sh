@@ -45,7 +45,7 @@ for s in $STAGES; do
     # part prints its own PASS line and time, the stage needs both.
     pnfs) pr=""; [ "${PNFS_RDMA:-0}" = 1 ] && pr=$RGW
           cmd=(bash -c 'bash "$1/guest-pnfs.sh" "$2" tcp || exit; [ -z "$3" ] || bash "$1/guest-pnfs.sh" "$3" rdma' \
-               pnfs "$HERE" "$GW" "$pr"); to=${PNFS_TIMEOUT:-600} ;;
+               pnfs "$HERE" "$GW" "$pr"); to=${PNFS_TIMEOUT:-900} ;;
     ha) hr=""; [ "${HA_RDMA:-0}" = 1 ] && hr=$RGW
         cmd=(bash "$HERE/guest-ha.sh" "$GW" "$hr"); to=${HA_TIMEOUT:-600} ;;
     rdma-send-timeout) cmd=(bash "$HERE/rdma-send-timeout.sh" "$RGW" "$RBENCH"); to=${RDMA_SEND_TIMEOUT_TIMEOUT:-900} ;;
