@@ -12,58 +12,72 @@
 #   guest-ha.sh GATEWAY_BINARY [RDMA_GATEWAY_BINARY]
 #
 # An application holds a POSIX lock on a file of the mount (Linux sends it as an
-# NFSv4 LOCK) and appends a numbered, fsynced line every 0.2 s. The active gateway is
-# killed with SIGKILL in the middle; the standby takes the identity, the address
-# moves, the kernel client reclaims its open and its lock (counted by the successor:
-# nfsgw_ha_reclaims_total{result="accepted"}), and the application goes on: it must
-# exit 0, and every line must be there once, in order, after the caches are
-# dropped. One line per check; last line "KERNEL HA: PASS". The identity lease is the
-# default 10 s: under the software CPU a 2 s lease is missed by the holder itself.
+# NFSv4 LOCK) and appends a numbered, fsynced line every 0.2 s (tests/vm/ha-lock.pl);
+# a reader holds another file open (a read delegation). The active gateway is killed
+# with SIGKILL in the middle; the standby takes the identity, the address moves, the
+# kernel client reclaims its opens, its lock and its delegation (counted by the
+# successor: nfsgw_ha_reclaims_total{result="accepted"}), and the application goes on:
+# it must exit 0, and every line must be there once, in order, after the caches are
+# dropped. A SECOND kernel client (its own network namespace, 10.78.0.4, and its own
+# node name, so its own NFSv4.1 client owner) tries a conflicting fcntl lock on the
+# application's file before the kill, from the kill through the grace period, and after
+# the reclaim: refused every time (NFS4ERR_DENIED: EAGAIN); granted once the application
+# unlocked (so a refusal is the server's, not the tool's). Its write to the reader's
+# file makes the successor recall the reclaimed delegation (RFC 8881 §10.2.1). One
+# line per check; last line "KERNEL HA: PASS". The identity lease is the default 10 s:
+# under the software CPU a 2 s lease is missed by the holder itself.
 set -euo pipefail
 GW=${1:?gateway binary}
 # The RDMA gateway (built with --features rdma; with Soft-RoCE rxe0 in the guest): the
 # kernel client over proto=rdma through a takeover too (guest-ha-rdma.sh). Empty: TCP only.
 RGW=${2:-}
-HA_TOOLS=$(cd "$(dirname "$0")/../../tools/ha" && pwd)
+HERE=$(cd "$(dirname "$0")" && pwd)
+LOCK="perl $HERE/ha-lock.pl"
 W=$(mktemp -d)
 M=/mnt/ha
+M2=/mnt/ha-other
 VIP=10.78.0.100
-LINES=${HA_LINES:-60}
+LINES=${HA_LINES:-50}
 T0=$(date +%s.%N)
 PIDS=()
+# shellcheck source=tests/vm/metrics.sh
+. "$HERE/metrics.sh"
 say() { echo "ha: $*"; }
 check() {
   local d=$1 t; shift
   if "$@"; then t=$(date +%s.%N); awk -v d="$d" -v a="$T0" -v b="$t" 'BEGIN {printf "ok   ha %s (%.1fs)\n", d, b - a}'; T0=$t
-  else echo "FAIL ha $d"; for f in "$W"/*.log; do echo "--- $f"; tail -n 20 "$f"; done; exit 1; fi
+  else echo "FAIL ha $d"; for f in "$W"/*.log "$W"/*.out; do [ -f "$f" ] || continue; echo "--- $f"; tail -n 20 "$f"; done; exit 1; fi
 }
 on_exit() {
+  exec 7<&- 2>/dev/null || true
+  umount -f -l $M2 2>/dev/null || true
   umount -f -l $M 2>/dev/null || true
   for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null || true; done
-  for i in 0 1; do ip netns del ha$i 2>/dev/null || true; done
+  for i in 0 1 c; do ip netns del ha$i 2>/dev/null || true; done
   ip link del habr 2>/dev/null || true
   mountpoint -q "$W/disk" 2>/dev/null && umount -l "$W/disk"
   rm -rf "$W"
 }
 trap on_exit EXIT
 
-say "setting up: an ext4 store, a bridge, two namespaces"
+say "setting up: an ext4 store, a bridge, three namespaces (two gateways, a second client)"
 modprobe loop 2>/dev/null || true
 modprobe ext4 2>/dev/null || true
 truncate -s 256M "$W/disk.img"
 mkfs.ext4 -q -F "$W/disk.img"
-mkdir -p "$W/disk" $M
+mkdir -p "$W/disk" $M $M2
 mount -o loop "$W/disk.img" "$W/disk"
 mkdir -p "$W/disk/objects"
 
 ip link add habr type bridge mcast_snooping 0
 ip addr add 10.78.0.1/24 dev habr
 ip link set habr up
-for i in 0 1; do
+for i in 0 1 c; do
+  case $i in 0) a=2 ;; 1) a=3 ;; c) a=4 ;; esac
   ip netns add ha$i
   ip link add hav$i type veth peer name eth0 netns ha$i
   ip link set hav$i master habr up
-  ip -n ha$i addr add 10.78.0.$((2 + i))/24 dev eth0
+  ip -n ha$i addr add 10.78.0.$a/24 dev eth0
   ip -n ha$i link set eth0 up
   ip -n ha$i link set lo up
 done
@@ -94,7 +108,7 @@ grace_time_s = 30
 # This stage checks the lock reclaim: under a write delegation (on by default) Linux
 # keeps the application's lock on the client and reclaims only the open with its
 # delegation (nfs4_lock_reclaim skips a delegated file's locks); the delegation reclaim
-# is gateway/tests/nfs41_conf/grace.rs's.
+# is gateway/tests/nfs41_conf/grace.rs's. Read delegations stay on (the reader's).
 write_delegations = false
 [ha]
 identity = "guest"
@@ -108,104 +122,157 @@ TOML
   ip netns exec ha$i "$GW" --config "$W/gw$i-$life.toml" > "$W/gw$i-$life.log" 2>&1 &
   echo $!
 }
-# The operator's tool: the address on host I (a gratuitous ARP's worth: the client's
-# neighbour entry for it is dropped).
+# The operator's tool: the address on host I (a gratuitous ARP's worth: both clients'
+# neighbour entries for it are dropped; the second client's kept the dead host's MAC
+# and waited a minute for it to go stale).
 vip_to() {
   ip -n ha$1 addr add $VIP/24 dev eth0
   ip neigh flush to $VIP 2>/dev/null || true
+  ip -n hac neigh flush to $VIP 2>/dev/null || true
 }
+retry() { # SECONDS CMD...: CMD until it succeeds, every 0.2 s
+  local end=$((SECONDS + $1)); shift
+  until "$@"; do [ $SECONDS -lt $end ] || return 1; sleep 0.2; done
+}
+# metric I NAME [LABEL=VALUE…]: gateway I's metric (tests/vm/metrics.sh, bash and awk).
 metric() {
-  ip netns exec ha$1 python3 - "$2" <<'PY'
-import sys, urllib.request
-text = urllib.request.urlopen("http://127.0.0.1:9108/metrics", timeout=5).read().decode()
-print(int(sum(float(l.split()[-1]) for l in text.splitlines() if l.startswith(sys.argv[1]))))
-PY
+  local i=$1; shift
+  ip netns exec ha$i bash -c '. "$1"; shift; metric_with 127.0.0.1:9108 "$@"' _ "$HERE/metrics.sh" "$@"
+}
+at_least() { # I NAME MIN [LABEL=VALUE…]: gateway I's NAME is at least MIN (printed)
+  local i=$1 name=$2 min=$3 v; shift 3
+  v=$(metric "$i" "$name" "$@") || return 1
+  say "gateway $i: $name $* = $v"
+  [ "$v" -ge "$min" ]
+}
+# try LABEL: the second client's conflicting fcntl lock on the application's file:
+# must be refused (ha-lock.pl exit 3).
+refused() {
+  local rc=0
+  timeout -s KILL 60 $LOCK try $M2/log > "$W/try-$1.out" 2>&1 || rc=$?
+  say "second client's lock ($1): $(cat "$W/try-$1.out") (exit $rc)"
+  [ "$rc" = 3 ]
 }
 
 say "starting two gateways"
 A=$(gateway 0 active 0); PIDS+=("$A")
 holds() {
   local end=$((SECONDS + 180))
-  while [ $SECONDS -lt $end ]; do grep -q "ha: took the identity" "$W/gw0-0.log" && return 0; sleep 0.5; done
+  while [ $SECONDS -lt $end ]; do grep -q "ha: took the identity" "$W/gw0-0.log" && return 0; sleep 0.2; done
   return 1
 }
 check "the active holds the identity" holds
 vip_to 0
+# The standby starts while the clients mount; it must be waiting before the kill.
 B=$(gateway 1 standby 0); PIDS+=("$B")
-check "the standby waits" bash -c "for _ in \$(seq 1 360); do grep -q 'identity held by another gateway' '$W/gw1-0.log' && exit 0; sleep 0.5; done; exit 1"
 check "mount -t nfs -o vers=4.1 $VIP:/ $M" timeout 120 mount -t nfs -o vers=4.1 $VIP:/ $M
+# The second client: its own network namespace gives it a client of its own in the
+# kernel (struct nfs_client is per namespace), and its own UTS name its own client
+# owner ("Linux NFSv4.1 ha-other", RFC 8881 §2.4): the same owner from two namespaces
+# would be one client to the server. The mount stays in the root mount namespace.
+check "a second client: mount -t nfs -o vers=4.1 $VIP:/ $M2 from namespace hac, node name ha-other" \
+  timeout 120 nsenter --net=/var/run/netns/hac unshare --uts sh -c "hostname ha-other && mount -t nfs -o vers=4.1 $VIP:/ $M2"
+check "the active has two confirmed clients" at_least 0 nfsgw_nfs4_clients 2 state=confirmed
 
-# The application: a POSIX lock (an NFSv4 LOCK), then numbered lines, each fsynced.
-python3 - "$M/log" "$LINES" > "$W/app.log" 2>&1 <<'PY' &
-import fcntl, os, sys, time
-path, n = sys.argv[1], int(sys.argv[2])
-fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
-fcntl.lockf(fd, fcntl.LOCK_EX)
-print("locked", flush=True)
-for i in range(n):
-    t = time.time()
-    os.write(fd, b"line %04d\n" % i)
-    os.fsync(fd)
-    dt = time.time() - t
-    if dt > 1:
-        print(f"line {i}: paused {dt:.1f}s", flush=True)
-    time.sleep(0.2)
-fcntl.lockf(fd, fcntl.LOCK_UN)
-os.close(fd)
-print("done", flush=True)
-PY
+# The reader: the file open for reading, which the server answers with a read
+# delegation (written first, then the caches dropped, so the OPEN is a fresh one).
+printf 'old data\n' > $M/rd.txt
+sync; echo 3 > /proc/sys/vm/drop_caches
+exec 7< $M/rd.txt
+check "the reader reads its file" test "$(cat <&7)" = "old data"
+check "the reader holds a read delegation" at_least 0 nfsgw_delegations 1
+
+waits() { grep -q "identity held by another gateway" "$W/gw1-0.log"; }
+check "the standby waits" retry 180 waits
+
+# The application: a POSIX lock (an NFSv4 LOCK), numbered fsynced lines, then it keeps
+# the lock until $W/release exists.
+$LOCK app "$M/log" "$LINES" "$W/release" > "$W/app.out" 2>&1 &
 APP=$!
 PIDS+=("$APP")
 lines_now() { [ -f "$W/disk/objects/log" ] && wc -l < "$W/disk/objects/log" || echo 0; }
+says() { # FILE TEXT SECONDS
+  local end=$((SECONDS + $3))
+  while [ $SECONDS -lt $end ]; do grep -q "$2" "$1" && return 0; sleep 0.2; done
+  return 1
+}
+check "the application holds its lock" says "$W/app.out" '^locked$' 60
+check "the second client's conflicting lock is refused before the kill" refused before
 writing() {
   local end=$((SECONDS + 120))
   while [ $SECONDS -lt $end ]; do [ "$(lines_now)" -ge 5 ] && return 0; sleep 0.2; done
   return 1
 }
-check "the application holds its lock and writes" writing
+check "the application writes" writing
 
 killed=$(date +%s.%N)
 kill -9 "$A"
 ip -n ha0 addr del $VIP/24 dev eth0
 say "killed the active gateway (pid $A) after $(lines_now) lines"
-took() {
-  local end=$((SECONDS + 180))
-  while [ $SECONDS -lt $end ]; do grep -q "ha: took the identity" "$W/gw1-0.log" && return 0; sleep 0.2; done
-  return 1
-}
-check "the standby took the identity" took
+# The second client asks for the lock from the kill on: its OPEN and LOCK wait for the
+# address, then get NFS4ERR_GRACE until the grace period ends (Linux retries them), then
+# the answer: refused, as the application's lock was reclaimed; granted would be a lock
+# given away during the takeover.
+( rc=0; timeout -s KILL 180 $LOCK try $M2/log > "$W/try-grace.out" 2>&1 || rc=$?; echo "$rc" > "$W/try-grace.rc" ) &
+GRACE_TRY=$!
+PIDS+=("$GRACE_TRY")
+check "the standby took the identity" says "$W/gw1-0.log" "ha: took the identity" 180
 vip_to 1
 moved=$(date +%s.%N)
+awk -v k="$killed" -v m="$moved" 'BEGIN {printf "ha: kill -9 -> address on the standby %.1fs\n", m - k}'
+check "the application wrote every line after the takeover" says "$W/app.out" '^written$' 240
+written_at=$(date +%s.%N)
+awk -v k="$killed" -v d="$written_at" 'BEGIN {printf "ha: kill -9 -> every line written %.1fs\n", d - k}'
+grep "paused" "$W/app.out" | sed 's/^/ha: application /' || true
+grace_try() {
+  wait "$GRACE_TRY" || true
+  say "second client's lock (from the kill through the grace period): $(cat "$W/try-grace.out") (exit $(cat "$W/try-grace.rc"))"
+  [ "$(cat "$W/try-grace.rc")" = 3 ]
+}
+check "the second client's lock asked for during the takeover is refused, never granted" grace_try
+check "the second client's conflicting lock is refused after the reclaim" refused after
+# Three reclaims at least: the application's open (CLAIM_PREVIOUS) and lock
+# (reclaim = true), the reader's open with its read delegation (CLAIM_PREVIOUS,
+# delegate_type READ: RFC 8881 §9.11, §10.2.1).
+check "the kernel client reclaimed its opens, lock and delegation" at_least 1 nfsgw_ha_reclaims_total 3 result=accepted
+check "the successor holds the reclaimed read delegation" at_least 1 nfsgw_delegations 1
+recalls0=$(metric 1 nfsgw_delegation_recalls_total result=sent) || { echo "FAIL ha reading the successor's stats"; exit 1; }
+check "the second client writes the reader's file" timeout -s KILL 120 sh -c "printf 'new data\n' > $M2/rd.txt"
+check "the successor recalled the reclaimed delegation" at_least 1 nfsgw_delegation_recalls_total $((recalls0 + 1)) result=sent
+check "the reader sees the new data" test "$(cat $M/rd.txt)" = "new data"
+exec 7<&-
+
+touch "$W/release"
 wait_app() {
-  local end=$((SECONDS + 240))
+  local end=$((SECONDS + 120))
   while [ $SECONDS -lt $end ]; do
     kill -0 "$APP" 2>/dev/null || { wait "$APP"; return $?; }
     sleep 0.2
   done
   return 1
 }
-check "the application finished without an error" wait_app
-done_at=$(date +%s.%N)
-awk -v k="$killed" -v m="$moved" 'BEGIN {printf "ha: kill -9 -> address on the standby %.1fs\n", m - k}'
-grep "paused" "$W/app.log" | sed 's/^/ha: application /' || true
-accepted=$(metric 1 'nfsgw_ha_reclaims_total{result="accepted"}')
-say "reclaims accepted by the successor: $accepted"
-check "the kernel client reclaimed its state (open and lock)" test "$accepted" -ge 2
-check "the application saw no error" grep -q '^done$' "$W/app.log"
+check "the application unlocked and exited 0" wait_app
+check "the application saw no error" grep -q '^done$' "$W/app.out"
+granted() {
+  local rc=0
+  timeout -s KILL 60 $LOCK try $M2/log > "$W/try-released.out" 2>&1 || rc=$?
+  say "second client's lock (released): $(cat "$W/try-released.out") (exit $rc)"
+  [ "$rc" = 0 ]
+}
+check "the second client gets the lock once the application released it" granted
 sync; echo 3 > /proc/sys/vm/drop_caches
-check "every line once, in order" python3 - "$M/log" "$LINES" <<'PY'
-import sys
-got = open(sys.argv[1], "rb").read().split(b"\n")[:-1]
-want = [b"line %04d" % i for i in range(int(sys.argv[2]))]
-sys.exit(0 if got == want else f"{len(got)} lines, first difference at {next((i for i, (a, b) in enumerate(zip(got, want)) if a != b), min(len(got), len(want)))}")
-PY
-awk -v k="$killed" -v d="$done_at" 'BEGIN {printf "ha: kill -9 -> application done %.1fs\n", d - k}'
+in_order() {
+  awk -v n="$LINES" '$0 != sprintf("line %04d", NR - 1) {print "line " NR ": " $0; bad = 1; exit}
+    END {if (!bad && NR != n) print NR " lines, want " n; exit bad || NR != n}' "$M/log"
+}
+check "every line once, in order" in_order
+umount $M2
 umount $M
 # The kernel client over RPC-over-RDMA through a takeover (two gateways on one address
 # in the root namespace: Soft-RoCE does not work in network namespaces here).
 if [ -n "$RGW" ]; then
   mkdir -p "$W/disk/rdma"
   check "the kernel client over RPC-over-RDMA through a takeover (guest-ha-rdma.sh)" \
-    bash "$(dirname "$0")/guest-ha-rdma.sh" "$RGW" "$W/disk/rdma"
+    bash "$HERE/guest-ha-rdma.sh" "$RGW" "$W/disk/rdma"
 fi
 echo "KERNEL HA: PASS"

@@ -46,7 +46,7 @@ for s in $STAGES; do
     pnfs) pr=""; [ "${PNFS_RDMA:-0}" = 1 ] && pr=$RGW
           cmd=(bash -c 'bash "$1/guest-pnfs.sh" "$2" tcp || exit; [ -z "$3" ] || bash "$1/guest-pnfs.sh" "$3" rdma' \
                pnfs "$HERE" "$GW" "$pr"); to=${PNFS_TIMEOUT:-900} ;;
-    ha) hr=""; [ "${HA_RDMA:-0}" = 1 ] && hr=$RGW
+    ha) hr=""; [ "${HA_RDMA:-1}" = 1 ] && hr=$RGW   # HA_RDMA=0: the TCP part alone
         cmd=(bash "$HERE/guest-ha.sh" "$GW" "$hr"); to=${HA_TIMEOUT:-600} ;;
     rdma-send-timeout) cmd=(bash "$HERE/rdma-send-timeout.sh" "$RGW" "$RBENCH"); to=${RDMA_SEND_TIMEOUT_TIMEOUT:-900} ;;
     kernel-rdma) cmd=(bash "$HERE/kernel-nfs-rdma.sh" "$RGW" "$RBENCH"); to=${KERNEL_RDMA_TIMEOUT:-1500} ;;

@@ -15,10 +15,11 @@
 #                      proto=rdma with netid "rdma" data servers when PNFS_RDMA=1 (the
 #                      default when RDMA_GATEWAY_BIN is given; needs the RDMA build)
 #   ha                 [ha] takeover under the kernel's NFSv4.1 client: two gateways in
-#                      network namespaces, keepalived moving the service address, kill -9
+#                      network namespaces, the service address moved as keepalived would, kill -9
 #                      of the active while an application holds a lock and writes (guest-ha.sh);
-#                      with HA_RDMA=1 then over proto=rdma, two gateways on one address
-#                      (guest-ha-rdma.sh; needs the RDMA build, not yet passed: docs/ha.md)
+#                      then over proto=rdma, two gateways on one address (guest-ha-rdma.sh;
+#                      the RDMA build; HA_RDMA=0 leaves this part out); a second client's
+#                      conflicting fcntl lock refused before, during and after the takeover
 #   rdma-send-timeout  rdma.send_timeout_s and rdma.stall_reclaim_ms on real verbs
 #                      (rdma-send-timeout.sh)
 #   kernel-rdma        the kernel's NFS/RDMA client on Soft-RoCE (kernel-nfs-rdma.sh,
@@ -76,7 +77,7 @@ for s in $STAGES; do
     package) pkg=1 ;;
     kernel-client) tcp=1; budget=$((budget + ${KERNEL_CLIENT_TIMEOUT:-1500})) ;;
     pnfs) tcp=1; if [ "$PNFS_RDMA" = 1 ]; then rdma=1; fi; budget=$((budget + ${PNFS_TIMEOUT:-900})) ;;
-    ha) tcp=1; if [ "${HA_RDMA:-0}" = 1 ]; then rdma=1; fi; budget=$((budget + ${HA_TIMEOUT:-600})) ;;
+    ha) tcp=1; if [ "${HA_RDMA:-1}" = 1 ]; then rdma=1; fi; budget=$((budget + ${HA_TIMEOUT:-600})) ;;
     rdma-send-timeout) rdma=1; budget=$((budget + ${RDMA_SEND_TIMEOUT_TIMEOUT:-900})) ;;
     kernel-rdma) rdma=1; budget=$((budget + ${KERNEL_RDMA_TIMEOUT:-1500})) ;;
     *) fail_all "unknown stage '$s' (VM_STAGES)" ;;

@@ -23,7 +23,7 @@
 #   ROUNDS=3 RUNTIME=10 (s per fio run) RAMP=1 (s) SIZE=1g SEQ_QD=4
 #   TESTS="rr4k_qd1 rr4k_qd32 seqrd_1m seqwr_1m"  TARGETS="gateway ganesha"
 #   GATEWAY=<repo>/target/release/gateway  GW_PORT=20049  GW_IDLE=adaptive (busy|adaptive)
-#   GW_CORES="0"  GW_HUGEPAGES=auto  GW_WORKERS=4  GW_LOG=  (RUST_LOG-style value, optional)
+#   GW_CORES="0"  GW_HUGEPAGES=auto  GW_WORKERS=32  GW_LOG=  (RUST_LOG-style value, optional)
 #   GW_CACHE_MIB=256 (the gateway's reactor-side page cache, cache.size_mib)
 #   GANESHA_PORT=20490 (MOUNT on +1)  PRECREATE=server (server|disk)
 #   FLOOR=<target dir>/release/nfs-floor  FLOOR_PORT=20047  FLOOR_CPUS= (taskset list)
@@ -76,7 +76,7 @@ GW_PORT=${GW_PORT:-20049}
 GW_IDLE=${GW_IDLE:-adaptive}
 GW_CORES=${GW_CORES:-0}
 GW_HUGEPAGES=${GW_HUGEPAGES:-auto}
-GW_WORKERS=${GW_WORKERS:-4}
+GW_WORKERS=${GW_WORKERS:-32}
 GW_CACHE_MIB=${GW_CACHE_MIB:-256}
 GW_LOG=${GW_LOG:-}
 GW_IO=${GW_IO:-}

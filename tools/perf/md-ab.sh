@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # md-ab.sh - bench md phases A/B: two gateway builds (fs backend, md-compare.sh's configuration:
-# one reactor on core 0, 4 workers, idle adaptive) side by side on their own directories, runs
+# one reactor on core 0, WORKERS [32] workers, idle adaptive) side by side on their own directories, runs
 # interleaved (order alternating by round); prints per NFS version and tree the median ops/s
 # and p99 of the phase of each build and their ratios (B/A). docs/performance.md "Listing,
 # fourth pass".
@@ -25,7 +25,7 @@ provider = "off"
 [backend]
 kind = "fs"
 root = "$W/export"
-workers = 4
+workers = ${WORKERS:-32}
 [state]
 dir = "$W/state"
 [[exports]]

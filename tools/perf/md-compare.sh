@@ -15,7 +15,7 @@
 # Env (defaults): ROUNDS=2 CONNS=4 QD=8 FILES=1000 (per connection) WRITE_SIZE=3901
 #   VERSIONS="3 4.1" TREES="easy hard" TARGETS="gateway ganesha"
 #   GATEWAY=<repo>/target/release/gateway BENCH=<repo>/target/release/bench
-#   GW_PORT=20051 GW_CORES=0 GW_WORKERS=4 GW_IDLE=adaptive GANESHA_PORT=20492 (MOUNT +1)
+#   GW_PORT=20051 GW_CORES=0 GW_WORKERS=32 GW_IDLE=adaptive GANESHA_PORT=20492 (MOUNT +1)
 #   GW_FLUSH= (backend.fs.flush; unset = the gateway's default, "auto")
 #   BASE=/var/tmp/perf-md-compare (both servers' directory is under it: put it on the
 #   file system to compare, e.g. a loop-mounted journaled ext4 or XFS)
@@ -27,7 +27,7 @@ ROUNDS=${ROUNDS:-2}; CONNS=${CONNS:-4}; QD=${QD:-8}; FILES=${FILES:-1000}
 WRITE_SIZE=${WRITE_SIZE:-3901}
 VERSIONS=${VERSIONS:-"3 4.1"}; TREES=${TREES:-"easy hard"}; TARGETS=${TARGETS:-"gateway ganesha"}
 GATEWAY=${GATEWAY:-$ROOT/target/release/gateway}; BENCH=${BENCH:-$ROOT/target/release/bench}
-GW_PORT=${GW_PORT:-20051}; GW_CORES=${GW_CORES:-0}; GW_WORKERS=${GW_WORKERS:-4}
+GW_PORT=${GW_PORT:-20051}; GW_CORES=${GW_CORES:-0}; GW_WORKERS=${GW_WORKERS:-32}
 GW_IDLE=${GW_IDLE:-adaptive}; GANESHA_PORT=${GANESHA_PORT:-20492}
 GW_FLUSH=${GW_FLUSH:-}
 FLUSH_TOML=""; [ -n "$GW_FLUSH" ] && FLUSH_TOML=$(printf '[backend.fs]\nflush = "%s"' "$GW_FLUSH")

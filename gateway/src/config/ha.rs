@@ -95,6 +95,82 @@ impl HaConfig {
                 "[ha] needs a store several gateways share: backend.kind = \"s3\", or \"fs\" with backend.shared = true",
             );
         }
+        if let (BackendKind::S3, Some(s3)) = (backend.kind, &backend.s3) {
+            self.check_bound(&s3_call_bound(s3))?;
+        }
         Ok(())
+    }
+
+    /// The rule of docs/ha.md "Lease and clocks": a store call that passed the fence
+    /// before the deadline (`t + 3L/4`) must end before a standby may take over
+    /// (`t + L`), so the longest one must be below `L/4`.
+    fn check_bound(&self, bound: &CallBound) -> Result<(), ConfigError> {
+        let quarter = self.lease_s as f64 / 4.0;
+        match bound.secs {
+            Some(b) if b < quarter => Ok(()),
+            Some(b) => err(
+                "ha.lease_s",
+                format!(
+                    "{} s: a store call may last {b} s ({}), which must be below ha.lease_s / 4 = {quarter} s, \
+                     or a call the active started before it stopped could still change the store after \
+                     a standby took over (docs/ha.md \"Lease and clocks\"): lower {} below {quarter} s, \
+                     or raise ha.lease_s to {} or more",
+                    self.lease_s,
+                    bound.why,
+                    bound.keys,
+                    (b * 4.0).floor() as u64 + 1
+                ),
+            ),
+            None => err(
+                "ha.identity",
+                format!(
+                    "{}: nothing bounds how long a store call may last, so ha.lease_s / 4 cannot exceed it \
+                     (docs/ha.md \"Lease and clocks\")",
+                    bound.why
+                ),
+            ),
+        }
+    }
+
+    /// `check_bound` for the `fs` backend, whose calls are system calls the gateway
+    /// cannot time out: allowed on a local file system (the gateways sharing it run on
+    /// its host: no network between them and the store to partition or hang), refused
+    /// on a network one (`remote`: its kind, e.g. "nfs"), where a hung server holds a
+    /// call, or the kernel's write-back of its data, for as long as it likes.
+    pub fn check_fs_root(&self, root: &Path, remote: Option<&str>) -> Result<(), ConfigError> {
+        match (self.identity.as_ref(), remote) {
+            (Some(_), Some(kind)) => self.check_bound(&CallBound {
+                secs: None,
+                why: format!(
+                    "backend.kind = \"fs\" with backend.root = {root:?} on {kind}, a network file system"
+                ),
+                keys: "",
+            }),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// How long one store call may last, and from which settings.
+struct CallBound {
+    /// `None`: unbounded.
+    secs: Option<f64>,
+    why: String,
+    /// The settings that set it.
+    keys: &'static str,
+}
+
+/// An s3 call (`backend::s3::failover::Pool`): attempts of at most `timeout_s` each,
+/// retried within `retry_budget_s`; a server-side copy gets at least one whole attempt
+/// (`run_copy`). So the longest is the larger of the two.
+fn s3_call_bound(s3: &S3Config) -> CallBound {
+    let b = (s3.timeout_s as f64).max(s3.retry_budget_s);
+    CallBound {
+        secs: Some(b),
+        why: format!(
+            "the larger of backend.s3.timeout_s = {} and backend.s3.retry_budget_s = {}",
+            s3.timeout_s, s3.retry_budget_s
+        ),
+        keys: "backend.s3.timeout_s and backend.s3.retry_budget_s",
     }
 }

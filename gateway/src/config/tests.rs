@@ -265,6 +265,76 @@ fn ha_is_off_by_default_and_checked_when_on() {
     assert!(e.contains("role"), "{e}");
 }
 
+/// `[ha]` on s3: the longest store call (the larger of `timeout_s` and
+/// `retry_budget_s`) must be below `lease_s / 4` (docs/ha.md "Lease and clocks"); the
+/// error names the settings on both sides. The defaults (30 s, 10 s) need a lease over
+/// 120 s.
+#[test]
+fn ha_on_s3_needs_store_calls_shorter_than_a_quarter_lease() {
+    let cfg = |s3: &str, lease: u64| {
+        Config::parse(&format!(
+            "[backend]\nkind = \"s3\"\n[backend.s3]\nbucket = \"b\"\n{s3}\n\
+             [ha]\nidentity = \"a\"\nlease_s = {lease}\n{MIN}"
+        ))
+    };
+    let ok = cfg("timeout_s = 2\nretry_budget_s = 2.4", 10).unwrap();
+    assert_eq!(ok.ha.lease_s, 10);
+    cfg("", 121).unwrap();
+    for (s3, lease, longest) in [
+        ("", 10, "30 s"),
+        ("", 120, "30 s"),
+        ("timeout_s = 2\nretry_budget_s = 2.5", 10, "2.5 s"),
+        ("timeout_s = 3\nretry_budget_s = 1", 10, "3 s"),
+        ("timeout_s = 1\nretry_budget_s = 1", 4, "1 s"),
+    ] {
+        let e = cfg(s3, lease).unwrap_err().to_string();
+        for want in [
+            "ha.lease_s",
+            "backend.s3.timeout_s",
+            "backend.s3.retry_budget_s",
+            longest,
+            "Lease and clocks",
+        ] {
+            assert!(e.contains(want), "{s3} / {lease}: no {want:?} in {e}");
+        }
+    }
+    // Without [ha] nothing changes.
+    Config::parse(&format!(
+        "[backend]\nkind = \"s3\"\n[backend.s3]\nbucket = \"b\"\n{MIN}"
+    ))
+    .unwrap();
+}
+
+/// `[ha]` on `fs`: a root on a network file system has no call bound and is refused
+/// (naming the root and its kind); a local one is not subject to the rule.
+#[test]
+fn ha_on_fs_is_refused_on_a_network_file_system() {
+    let c = Config::parse(&format!(
+        "[backend]\nshared = true\n[ha]\nidentity = \"a\"\n{MIN}"
+    ))
+    .unwrap();
+    let root = std::path::Path::new("/mnt/store");
+    c.ha.check_fs_root(root, None).unwrap();
+    let e =
+        c.ha.check_fs_root(root, Some("NFS"))
+            .unwrap_err()
+            .to_string();
+    for want in [
+        "ha.identity",
+        "/mnt/store",
+        "NFS",
+        "nothing bounds",
+        "Lease and clocks",
+    ] {
+        assert!(e.contains(want), "no {want:?} in {e}");
+    }
+    Config::parse(MIN)
+        .unwrap()
+        .ha
+        .check_fs_root(root, Some("NFS"))
+        .unwrap();
+}
+
 /// `nfs4.max_minor_version`: NFSv4.2 by default, 1 turns it off.
 #[test]
 fn max_minor_version_defaults_to_42() {

@@ -29,6 +29,7 @@ pub fn decode(b: &[u8]) -> Option<(String, Duration)> {
 }
 
 /// The lease as this gateway holds it.
+#[derive(Clone)]
 pub struct Held {
     pub version: String,
     /// When the write that made `version` was sent (this gateway's clock).

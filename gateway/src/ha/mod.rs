@@ -13,10 +13,11 @@
 pub mod layout_key;
 pub mod lease;
 pub mod record;
+mod renew;
 pub mod stats;
 
 use crate::backend::{Backend, BackendError, Cas};
-use crate::config::{HaConfig, HaRole};
+use crate::config::{BackendConfig, BackendKind, HaConfig, HaRole};
 use crate::state::recovery::{Fence, RecordError, Records};
 use crate::state::State;
 use anyhow::{bail, Context};
@@ -111,11 +112,21 @@ pub struct Setup {
 }
 
 /// Probes the store and prepares the identity's fence and record (the fence shut until
-/// the identity is held). `None` without `[ha]`.
-pub fn setup(cfg: &HaConfig, backend: &Arc<dyn Backend>) -> anyhow::Result<Option<Setup>> {
+/// the identity is held). `None` without `[ha]`. An `fs` root on a network file system
+/// is refused: nothing bounds how long a call into it lasts (`HaConfig::check_fs_root`).
+pub fn setup(
+    cfg: &HaConfig,
+    store: &BackendConfig,
+    backend: &Arc<dyn Backend>,
+) -> anyhow::Result<Option<Setup>> {
     let Some(identity) = cfg.on() else {
         return Ok(None);
     };
+    if store.kind == BackendKind::Fs {
+        let remote = crate::backend::fs::remote::network_kind(&store.root)
+            .with_context(|| format!("ha: backend.root = {:?}", store.root))?;
+        cfg.check_fs_root(&store.root, remote)?;
+    }
     let Some(cas) = backend.cas() else {
         bail!(
             "ha.identity: the {} store has no conditional writes",
@@ -266,44 +277,53 @@ impl Keeper {
         }
     }
 
-    /// Takes over the record, opens the fence and renews until the lease is lost.
+    /// Takes over the record, opens the fence and renews until the lease is lost. Each
+    /// renewal runs on a thread of its own (`renew`): the stop at the deadline, its log
+    /// line and the held metric never wait for a store that hangs.
     fn serve(&self, h: &mut lease::Held, st: &dyn AsState, stop: &AtomicBool) {
         let mut adopted = false;
-        let mut was_serving = false;
+        let mut watch = renew::Watch::new(&self.identity);
         let mut tried = Instant::now();
         let name = self.lease_name();
+        let cas: Arc<dyn Cas> = Arc::new(renew::ViaBackend(self.backend.clone()));
         loop {
             if !adopted {
                 adopted = self.take_over(st, h);
             }
             if adopted {
-                self.fence.serve_until(h.sent + self.lease * 3 / 4);
+                watch.serve_until(&self.fence, h.sent + self.lease * 3 / 4);
             }
-            let serving = self.fence.serving();
-            // What the address follows (tools/ha/check.sh): a holder past its deadline
-            // serves nothing, so it must not keep the address either.
-            stats::set_held(serving);
-            if was_serving && !serving {
-                stats::count_fenced();
-                tracing::error!(identity = %self.identity, "ha: cannot renew the identity lease: stopped serving NFSv4");
-            }
-            was_serving = serving;
+            watch.look(&self.fence);
             let next = (h.sent + self.lease / 4).max(tried + self.poll());
             while Instant::now() < next {
                 if stop.load(Ordering::Relaxed) {
                     return;
                 }
-                std::thread::sleep(Duration::from_millis(50).min(self.lease / 4));
+                std::thread::sleep(renew::TICK.min(self.lease / 4));
+                watch.look(&self.fence);
             }
             tried = Instant::now();
-            match lease::renew(self.cas(), &name, &self.holder, self.lease, h) {
-                Ok(()) => {}
-                Err(BackendError::AlreadyExists) => {
+            let r = renew::renew(
+                &cas,
+                &name,
+                &self.holder,
+                self.lease,
+                h,
+                &self.fence,
+                &mut watch,
+                stop,
+            );
+            match r {
+                renew::Renewal::Stopped => return,
+                renew::Renewal::Done(Ok(())) => {}
+                renew::Renewal::Done(Err(BackendError::AlreadyExists)) => {
                     stats::count_lost();
                     tracing::error!(identity = %self.identity, "ha: another gateway took the identity: stopped serving NFSv4, now a standby");
                     return;
                 }
-                Err(e) => tracing::warn!(error = %e, "ha: identity lease not renewed"),
+                renew::Renewal::Done(Err(e)) => {
+                    tracing::warn!(error = %e, "ha: identity lease not renewed")
+                }
             }
         }
     }

@@ -26,8 +26,8 @@ pub struct StoreRecords {
     name: String,
     holder: String,
     fence: Arc<Fence>,
-    /// The version last read or written; `None`: the record does not exist (yet).
-    version: Arc<Mutex<Option<String>>>,
+    /// The version last read or written, and the writes since whose answer was lost.
+    version: Arc<Mutex<Version>>,
     /// Writes so far, in every record's bytes: two writes never have the same bytes
     /// (the s3 version is the ETag, a digest of them).
     writes: Arc<std::sync::atomic::AtomicU64>,
@@ -45,7 +45,7 @@ impl StoreRecords {
         }
     }
 
-    fn version(&self) -> std::sync::MutexGuard<'_, Option<String>> {
+    fn version(&self) -> std::sync::MutexGuard<'_, Version> {
         self.version.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -63,6 +63,22 @@ impl StoreRecords {
         s.into_bytes()
     }
 }
+
+/// What this writer knows of the stored record.
+#[derive(Default)]
+struct Version {
+    /// The version last read or written; `None`: the record does not exist (yet).
+    current: Option<String>,
+    /// The bytes of writes since `current` that got no answer (a store that timed out
+    /// while they were written, docs/ha.md "Faults in the records"). Each was
+    /// conditional on `current`, so at most one of them landed; if one did, the stored
+    /// bytes are exactly its own (holder and write number make them unique).
+    unanswered: Vec<Vec<u8>>,
+}
+
+/// Unanswered writes remembered; past it the oldest is forgotten (a write that then
+/// turns out to have landed reads as another writer's: the fence shuts, safe).
+const UNANSWERED: usize = 8;
 
 /// The owners of a record's bytes, or why it is torn.
 pub fn parse(b: &[u8]) -> Result<HashSet<Vec<u8>>, RecordError> {
@@ -107,10 +123,13 @@ impl Records for StoreRecords {
             .cas_get(&self.name)
             .map_err(|e| RecordError::Store(e.to_string()))?;
         let Some((bytes, v)) = got else {
-            *self.version() = None;
+            *self.version() = Version::default();
             return Ok(HashSet::new());
         };
-        *self.version() = Some(v);
+        *self.version() = Version {
+            current: Some(v),
+            unanswered: Vec::new(),
+        };
         parse(&bytes)
     }
 
@@ -131,9 +150,26 @@ impl StoreRecords {
         let cas = self.backend.cas().expect("checked at start");
         let data = self.encode(owners);
         let mut v = self.version();
-        match super::put_checked(cas, &self.name, &data, v.as_deref()) {
+        let mut r = super::put_checked(cas, &self.name, &data, v.current.as_deref());
+        if r == Err(BackendError::AlreadyExists) && !v.unanswered.is_empty() {
+            // The condition failed: perhaps because an earlier write of ours landed
+            // though its answer was lost. Then the record holds its bytes: adopt that
+            // version and write again on top of it.
+            match cas.cas_get(&self.name) {
+                Ok(Some((b, cur))) if v.unanswered.contains(&b) => {
+                    tracing::info!(record = %self.name, "ha: an earlier write of the recovery record had landed though the store did not answer it");
+                    v.current = Some(cur);
+                    v.unanswered.clear();
+                    r = super::put_checked(cas, &self.name, &data, v.current.as_deref());
+                }
+                Ok(_) => {}
+                Err(e) => r = Err(e),
+            }
+        }
+        match r {
             Ok(new) => {
-                *v = Some(new);
+                v.current = Some(new);
+                v.unanswered.clear();
                 Ok(())
             }
             Err(BackendError::AlreadyExists) => {
@@ -144,7 +180,13 @@ impl StoreRecords {
                     "the record changed under this gateway".into(),
                 ))
             }
-            Err(e) => Err(RecordError::Store(e.to_string())),
+            Err(e) => {
+                if v.unanswered.len() == UNANSWERED {
+                    v.unanswered.remove(0);
+                }
+                v.unanswered.push(data);
+                Err(RecordError::Store(e.to_string()))
+            }
         }
     }
 }
@@ -153,6 +195,7 @@ impl StoreRecords {
 mod tests {
     use super::*;
     use crate::backend::memory::MemoryBackend;
+    use crate::backend::Cas;
 
     fn rec(b: &Arc<dyn Backend>, fence: &Arc<Fence>) -> StoreRecords {
         StoreRecords::new(b.clone(), "t", "host-1", fence.clone())
@@ -178,6 +221,34 @@ mod tests {
         ] {
             assert!(matches!(parse(bad), Err(RecordError::Torn(_))), "{bad:?}");
         }
+    }
+
+    /// A store that took a write but lost its answer (it timed out): the next write
+    /// finds the record changed, recognises its own bytes, and goes on from there
+    /// instead of taking it for another gateway's; a foreign write still shuts the fence.
+    #[test]
+    fn a_write_whose_answer_was_lost_is_recognised() {
+        let m = Arc::new(MemoryBackend::new());
+        let b: Arc<dyn Backend> = m.clone();
+        let fence = Arc::new(Fence::open());
+        let r = rec(&b, &fence);
+        r.save(&[b"a".to_vec()]).unwrap();
+        // What the lost write did in the store, and what the writer saw of it.
+        let data = r.encode(&[b"a".to_vec(), b"b".to_vec()]);
+        let cur = r.version().current.clone();
+        m.cas_put("ha/t/record", &data, cur.as_deref()).unwrap();
+        r.version().unanswered.push(data);
+        r.save(&[b"a".to_vec(), b"b".to_vec(), b"c".to_vec()])
+            .unwrap();
+        assert!(fence.serving());
+        assert_eq!(rec(&b, &fence).load().unwrap().len(), 3);
+        // Bytes the writer never sent: another writer's.
+        r.version().unanswered.push(b"not what is stored".to_vec());
+        let other = rec(&b, &Arc::new(Fence::open()));
+        other.load().unwrap();
+        other.save(&[]).unwrap();
+        assert!(r.save(&[]).is_err());
+        assert!(!fence.serving());
     }
 
     /// A gateway whose successor rewrote the record can no longer write it, and its

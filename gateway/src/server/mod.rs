@@ -245,7 +245,7 @@ impl Server {
         // Every store call timed by operation (`nfsgw_backend_duration_seconds`).
         let backend = crate::backend::timed::Timed::wrap(open_backend(cfg)?);
         // `[ha]`: the store's conditional writes probed before anything is served.
-        let ha = crate::ha::setup(&cfg.ha, &backend)?;
+        let ha = crate::ha::setup(&cfg.ha, &cfg.backend, &backend)?;
         let roots: Vec<ExportRoot> = exports
             .iter()
             .map(|e| ExportRoot {

@@ -100,7 +100,6 @@ struct Router {
     closing: Vec<Link>,
     /// Callback replies (xid, record) to hand to the callback table after this pass.
     cb_replies: Vec<(u32, Buf)>,
-    next_bell: usize,
     /// This reactor's io_uring READ path (`backend.io = "uring"`), and its pools
     /// (reply buffers for the reads it submits).
     direct: Option<Direct>,
@@ -204,7 +203,6 @@ impl ReactorState {
                 outbox: Vec::with_capacity(256),
                 closing: Vec::new(),
                 cb_replies: Vec::new(),
-                next_bell: 0,
                 direct,
                 pools,
                 finished: Vec::with_capacity(crate::uring::ENTRIES as usize),
@@ -630,7 +628,7 @@ impl ReactorState {
         }
         self.reval = reval;
         if pushed {
-            wake_worker(&self.router.worker_bells, &mut self.router.next_bell);
+            wake_worker(&self.router.worker_bells);
         }
     }
 
@@ -831,7 +829,7 @@ impl Router {
             return;
         }
         match self.jobs.push(job) {
-            Ok(()) => wake_worker(&self.worker_bells, &mut self.next_bell),
+            Ok(()) => wake_worker(&self.worker_bells),
             Err(job) => {
                 Counters::add(&self.counters.parked, 1);
                 self.backlog.push_back(job);
@@ -850,19 +848,21 @@ impl Router {
             n += 1;
         }
         if n > 0 {
-            wake_worker(&self.worker_bells, &mut self.next_bell);
+            wake_worker(&self.worker_bells);
         }
         n
     }
 }
 
-/// Wakes one sleeping worker, if any sleeps (awake workers find the job themselves).
-fn wake_worker(bells: &[Arc<Doorbell>], next: &mut usize) {
-    let n = bells.len();
-    for i in 0..n {
-        let k = (*next + i) % n;
-        if bells[k].ring() {
-            *next = (k + 1) % n;
+/// Wakes one sleeping worker, if any sleeps (awake workers find the job themselves):
+/// the lowest-numbered one, so that a light load keeps landing on the same few
+/// threads (their caches and malloc arenas warm) and the rest of `backend.workers`
+/// (32 by default, sized for flush waits) stays asleep until concurrency needs it.
+/// A round robin spread even one client's calls over every worker: each thread's
+/// arena then held its share of a big listing (`test_big_dirs.py`'s RSS bound).
+fn wake_worker(bells: &[Arc<Doorbell>]) {
+    for bell in bells {
+        if bell.ring() {
             return;
         }
     }

@@ -48,6 +48,7 @@ mod fanout;
 mod flush;
 mod list;
 mod maxsize;
+pub mod remote;
 mod shared;
 #[cfg(test)]
 mod shared_tests;

@@ -71,13 +71,16 @@ fn etag_of(h: &http::HeaderMap, key: &str) -> BResult<String> {
         .ok_or_else(|| BackendError::Permanent(format!("{key}: the store sent no usable ETag")))
 }
 
+// `block_free`: no in-flight permit. The lease's renewals must not queue behind data
+// requests a hung store holds (each request still has its own timeout); a renewal
+// is one request at a time, far from the limit.
 impl Cas for S3Backend {
     fn cas_get(&self, name: &str) -> BResult<Option<(Vec<u8>, String)>> {
         let c = self.core.clone();
         let key = format!("{TEMP_PREFIX}{name}");
         let sk = c.skey(&key);
         self.core
-            .block(async move { c.pool.run(|ep| ep.rest.get_versioned(&sk, &key)).await })
+            .block_free(async move { c.pool.run(|ep| ep.rest.get_versioned(&sk, &key)).await })
     }
 
     fn cas_put(&self, name: &str, data: &[u8], expect: Option<&str>) -> BResult<String> {
@@ -85,7 +88,7 @@ impl Cas for S3Backend {
         let key = format!("{TEMP_PREFIX}{name}");
         let sk = c.skey(&key);
         let (data, expect) = (Bytes::copy_from_slice(data), expect.map(str::to_string));
-        self.core.block(async move {
+        self.core.block_free(async move {
             c.pool
                 .run(|ep| {
                     ep.rest
