@@ -152,6 +152,17 @@ pub trait Backend: Send + Sync {
         false
     }
 
+    /// Whether `delete` of a directory marker `name/` removes a real directory only
+    /// when it is empty, in the same atomic step, and says `NotFound` when `name/` is
+    /// not a directory (the `fs` backend: `unlinkat(AT_REMOVEDIR)`, ENOTEMPTY and
+    /// ENOTDIR). RMDIR may then delete first and list only when refused, instead of a
+    /// listing (and a HEAD per listed child) to prove emptiness before every delete.
+    /// False where a marker is an object like any other (S3, memory): deleting it
+    /// would leave the children behind, so the caller lists first.
+    fn delete_dir_refuses_nonempty(&self) -> bool {
+        false
+    }
+
     /// True when the store can tell in one step that nothing is at `name` (a key
     /// without the trailing '/'): no object `name`, no marker `name/` and no object
     /// under `name/`. False means "perhaps": the caller asks `head` and `list` (the

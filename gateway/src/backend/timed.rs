@@ -99,6 +99,9 @@ impl Backend for Timed {
     fn put_if_absent_refuses_dirs(&self) -> bool {
         self.inner.put_if_absent_refuses_dirs()
     }
+    fn delete_dir_refuses_nonempty(&self) -> bool {
+        self.inner.delete_dir_refuses_nonempty()
+    }
     fn surely_absent(&self, name: &str) -> BResult<bool> {
         // Not timed: a local probe standing in for HEADs, never a store round trip.
         self.inner.surely_absent(name)

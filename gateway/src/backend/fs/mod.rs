@@ -900,9 +900,20 @@ impl FsBackend {
     /// (`flush`).
     fn sync_entries(&self, dir_key: &str, dir: BorrowedFd<'_>, key: &str) -> BResult<()> {
         let st = fstat(dir).map_err(|e| map_io(e, "stat", key))?;
-        self.note_entries_change(dir_key, &st);
+        self.sync_entries_st(dir_key, dir, &st, key)
+    }
+
+    /// `sync_entries` with the directory's stat `st`, taken after the change.
+    fn sync_entries_st(
+        &self,
+        dir_key: &str,
+        dir: BorrowedFd<'_>,
+        st: &libc::stat,
+        key: &str,
+    ) -> BResult<()> {
+        self.note_entries_change(dir_key, st);
         self.flush
-            .entries(&self.dir_syncs, dir, &st)
+            .entries(&self.dir_syncs, dir, st)
             .map_err(|e| map_io(e, "fsync", key))
     }
 
@@ -920,30 +931,71 @@ impl FsBackend {
         });
     }
 
+    /// MKDIR's put (and a copied directory's). System calls (docs/performance.md,
+    /// "Mkdir and rmdir"): the parents' walk, mkdirat, one openat of the new directory
+    /// in the parent just walked (not a second walk), one fsetxattr per metadata
+    /// value, one fstat of the parent (its device decides the new directory's own
+    /// fsync, its ctime is our own change: `sync_entries_st`), the flush, one fstat of
+    /// the new directory — which stays open in the cache with the metadata it was
+    /// given, so the reply's attributes cost one fstat, not a walk and the xattr reads.
     fn put_dir(&self, key: &str, meta: &UserMeta, if_absent: bool) -> BResult<ObjectMeta> {
         let sp = split(key)?;
         let parent = self.walk(&sp.parents, true, key)?;
         let at = self.at(&parent);
         let name = cstr(sp.last)?;
-        if let Err(e) = sys::mkdirat(at, &name, 0o755) {
-            if e.raw_os_error() != Some(libc::EEXIST) || if_absent {
-                return Err(map_io(e, "mkdir", key));
+        let epoch = self.cache.epoch();
+        let made = match sys::mkdirat(at, &name, 0o755) {
+            Ok(()) => true,
+            Err(e) if e.raw_os_error() == Some(libc::EEXIST) && !if_absent => false,
+            Err(e) => return Err(map_io(e, "mkdir", key)),
+        };
+        let res = (|| -> BResult<(File, libc::stat)> {
+            let f = File::from(
+                openat(at, &name, libc::O_RDONLY | libc::O_DIRECTORY, 0)
+                    .map_err(|e| map_io(e, "open", key))?,
+            );
+            xattr::set_fresh(f.as_fd(), meta).map_err(|e| map_io(e, "setxattr", key))?;
+            let pst = fstat(at).map_err(|e| map_io(e, "stat", key))?;
+            // The new directory's inode before its name, unless the log orders them
+            // (`flush`: a directory holds no data blocks outside the log).
+            if self.flush.new_empty_file_needs_sync_on(pst.st_dev) {
+                self.flush
+                    .new_file(f.as_fd())
+                    .map_err(|e| map_io(e, "fsync", key))?;
+            }
+            self.sync_entries_st(list::dir_of(key), at, &pst, key)?;
+            let st = fstat(f.as_fd()).map_err(|e| map_io(e, "stat", key))?;
+            Ok((f, st))
+        })();
+        let user = xattr::sane(meta);
+        match res {
+            // Made here: its metadata is exactly what was just written.
+            Ok((f, st)) if made => {
+                let entry = Entry {
+                    file: Arc::new(f),
+                    dir: true,
+                    writable: false,
+                    dev: st.st_dev,
+                    ino: st.st_ino,
+                    ctime: ctime_of(&st),
+                    settled: false,
+                    user: Arc::new(user.clone()),
+                    validated: Instant::now(),
+                };
+                self.cache.replace(key, entry, epoch);
+                Ok(object_meta(key, &st, user))
+            }
+            // An existing directory may hold more metadata than was written: read
+            // again next time.
+            Ok((_, st)) => {
+                self.cache.invalidate(key);
+                Ok(object_meta(key, &st, user))
+            }
+            Err(e) => {
+                self.cache.invalidate(key);
+                Err(e)
             }
         }
-        let (f, _) = self.open_obj(key, libc::O_RDONLY)?;
-        let res = xattr::set_fresh(f.as_fd(), meta).map_err(|e| map_io(e, "setxattr", key));
-        self.cache.invalidate(key);
-        res?;
-        // The new directory's inode before its name, unless the log orders them
-        // (`flush`: a directory holds no data blocks outside the log).
-        if self.flush.new_empty_file_needs_sync(at) {
-            self.flush
-                .new_file(f.as_fd())
-                .map_err(|e| map_io(e, "fsync", key))?;
-        }
-        self.sync_entries(list::dir_of(key), at, key)?;
-        let st = fstat(f.as_fd()).map_err(|e| map_io(e, "stat", key))?;
-        Ok(object_meta(key, &st, xattr::sane(meta)))
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -1104,6 +1156,13 @@ impl Backend for FsBackend {
     /// A name is one directory entry, file or directory: `put` with `if_absent`
     /// refuses it (the `lstat` in `put`, then `RENAME_NOREPLACE`).
     fn put_if_absent_refuses_dirs(&self) -> bool {
+        true
+    }
+
+    /// `unlinkat(AT_REMOVEDIR)` removes only an empty directory (ENOTEMPTY) and only
+    /// a directory (ENOTDIR, `NotFound`); `delete` first clears the temporaries a
+    /// killed earlier run left, which are never listed.
+    fn delete_dir_refuses_nonempty(&self) -> bool {
         true
     }
 
@@ -1370,9 +1429,14 @@ impl Backend for FsBackend {
         let parent = self.walk(&sp.parents, false, key)?;
         let at = self.at(&parent);
         let name = cstr(sp.last)?;
-        let st = lstatat(at, &name).map_err(|e| map_io(e, "stat", key))?;
-        if (sp.dir && !is_dir(&st)) || (!sp.dir && !is_reg(&st)) {
-            return Err(BackendError::NotFound);
+        // A file is looked at first: unlinkat would remove a symlink or a fifo, which
+        // are no objects here. A directory needs no look: `AT_REMOVEDIR` refuses
+        // anything else (ENOTDIR, a symlink included: `NotFound`).
+        if !sp.dir {
+            let st = lstatat(at, &name).map_err(|e| map_io(e, "stat", key))?;
+            if !is_reg(&st) {
+                return Err(BackendError::NotFound);
+            }
         }
         let flags = if sp.dir { libc::AT_REMOVEDIR } else { 0 };
         let mut res = sys::unlinkat(at, &name, flags);
