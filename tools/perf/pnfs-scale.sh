@@ -226,7 +226,7 @@ jobs = list(dict.fromkeys((r["workload"], r["bs"]) for r in rows))
 ns = sorted({r["n"] for r in rows}, key=int)
 L = [f"Medians of {rounds} round(s). `bench --nfs 4.1 --pnfs` at the metadata server; CPU µs per op = the "
      "processes' utime+stime over the run / the calls the data servers counted (`nfsgw_ops_total`).\n",
-     "| workload | N data servers | ops/s | MiB/s | p99 µs | CPU µs/op, data servers | CPU µs/op, metadata server | CPU µs/op, all gateways | metadata server bytes | per data server (ops, MiB, µs/op) |",
+     "| workload | N data servers | ops/s | MiB/s | p99 µs | CPU µs/op, data servers | CPU µs/op, metadata server | CPU µs/op, all gateways | metadata server bytes | per data server, last round (calls, MiB in+out, CPU µs/op) |",
      "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
 for wl, bs in jobs:
     for n in ns:
