@@ -1070,6 +1070,60 @@ impl FsBackend {
         }
         Ok(())
     }
+
+    /// `delete`; `clear_temps`: a directory refused as not empty is read for the
+    /// temporaries a killed earlier run left (never listed) and deleted again if
+    /// there were any. Only the checked RMDIR path asks for that, after a listing
+    /// found the directory empty: `delete_empty_dir` does not (a refused RMDIR of a
+    /// big directory would read all of it, and could remove the temporaries of a
+    /// put another gateway on a shared root has in flight there).
+    fn delete_clearing(&self, key: &str, clear_temps: bool) -> BResult<()> {
+        let sp = split(key)?;
+        let parent = self.walk(&sp.parents, false, key)?;
+        let at = self.at(&parent);
+        let name = cstr(sp.last)?;
+        // A file is looked at first: unlinkat would remove a symlink or a fifo, which
+        // are no objects here. A directory needs no look: `AT_REMOVEDIR` refuses
+        // anything else (ENOTDIR, a symlink included: `NotFound`).
+        if !sp.dir {
+            let st = lstatat(at, &name).map_err(|e| map_io(e, "stat", key))?;
+            if !is_reg(&st) {
+                return Err(BackendError::NotFound);
+            }
+        }
+        let flags = if sp.dir { libc::AT_REMOVEDIR } else { 0 };
+        let mut res = sys::unlinkat(at, &name, flags);
+        if clear_temps
+            && sp.dir
+            && matches!(&res, Err(e) if e.raw_os_error() == Some(libc::ENOTEMPTY))
+        {
+            let fd = sys::openat(
+                at,
+                &name,
+                libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW,
+                0,
+            )
+            .map_err(|e| map_io(e, "open", key))?;
+            if remove_stale_temps(fd.as_fd()).map_err(|e| map_io(e, "clean", key))? > 0 {
+                tracing::info!(key, "removed temporaries left by an earlier run");
+                res = sys::unlinkat(at, &name, flags);
+            }
+        }
+        if let Err(e) = res {
+            return Err(match e.raw_os_error() {
+                Some(libc::ENOTEMPTY) | Some(libc::EEXIST) => {
+                    BackendError::Permanent(format!("delete {key:?}: directory not empty"))
+                }
+                _ => map_io(e, "delete", key),
+            });
+        }
+        if sp.dir {
+            self.cache.invalidate_prefix(key);
+        } else {
+            self.cache.invalidate(key);
+        }
+        self.sync_entries(list::dir_of(key), at, key)
+    }
 }
 
 struct FsUpload {
@@ -1160,10 +1214,16 @@ impl Backend for FsBackend {
     }
 
     /// `unlinkat(AT_REMOVEDIR)` removes only an empty directory (ENOTEMPTY) and only
-    /// a directory (ENOTDIR, `NotFound`); `delete` first clears the temporaries a
-    /// killed earlier run left, which are never listed.
-    fn delete_dir_refuses_nonempty(&self) -> bool {
-        true
+    /// a directory (ENOTDIR, `NotFound`). A directory holding only temporaries a
+    /// killed earlier run left is refused here too: the caller's checked path lists
+    /// it (empty: temporaries are never listed) and `delete` clears them.
+    fn delete_empty_dir(&self, dkey: &str) -> Option<BResult<()>> {
+        if !dkey.ends_with('/') {
+            return Some(Err(BackendError::Permanent(format!(
+                "delete_empty_dir {dkey:?}: not a directory key"
+            ))));
+        }
+        Some(self.delete_clearing(dkey, false))
     }
 
     /// A name here is a file or a directory, never both, and a directory is real
@@ -1425,48 +1485,7 @@ impl Backend for FsBackend {
     }
 
     fn delete(&self, key: &str) -> BResult<()> {
-        let sp = split(key)?;
-        let parent = self.walk(&sp.parents, false, key)?;
-        let at = self.at(&parent);
-        let name = cstr(sp.last)?;
-        // A file is looked at first: unlinkat would remove a symlink or a fifo, which
-        // are no objects here. A directory needs no look: `AT_REMOVEDIR` refuses
-        // anything else (ENOTDIR, a symlink included: `NotFound`).
-        if !sp.dir {
-            let st = lstatat(at, &name).map_err(|e| map_io(e, "stat", key))?;
-            if !is_reg(&st) {
-                return Err(BackendError::NotFound);
-            }
-        }
-        let flags = if sp.dir { libc::AT_REMOVEDIR } else { 0 };
-        let mut res = sys::unlinkat(at, &name, flags);
-        if sp.dir && matches!(&res, Err(e) if e.raw_os_error() == Some(libc::ENOTEMPTY)) {
-            let fd = sys::openat(
-                at,
-                &name,
-                libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW,
-                0,
-            )
-            .map_err(|e| map_io(e, "open", key))?;
-            if remove_stale_temps(fd.as_fd()).map_err(|e| map_io(e, "clean", key))? > 0 {
-                tracing::info!(key, "removed temporaries left by an earlier run");
-                res = sys::unlinkat(at, &name, flags);
-            }
-        }
-        if let Err(e) = res {
-            return Err(match e.raw_os_error() {
-                Some(libc::ENOTEMPTY) | Some(libc::EEXIST) => {
-                    BackendError::Permanent(format!("delete {key:?}: directory not empty"))
-                }
-                _ => map_io(e, "delete", key),
-            });
-        }
-        if sp.dir {
-            self.cache.invalidate_prefix(key);
-        } else {
-            self.cache.invalidate(key);
-        }
-        self.sync_entries(list::dir_of(key), at, key)
+        self.delete_clearing(key, true)
     }
 
     fn set_meta(&self, key: &str, meta: &UserMeta) -> BResult<()> {

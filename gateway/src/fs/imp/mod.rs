@@ -1607,16 +1607,14 @@ impl Inner {
 
     fn rmdir_at(&self, dir: &Node, key: &str) -> FsResult<()> {
         // Where the store's delete refuses a non-empty directory and a file in the
-        // step that removes (`delete_dir_refuses_nonempty`: rmdir(2)'s ENOTEMPTY and
-        // ENOTDIR), delete first: no listing to prove emptiness, no HEADs to tell a
-        // file from a directory. Any refusal takes the checked path below, which
-        // names it (NOENT, NOTDIR, NOTEMPTY) as before.
-        if self.backend.delete_dir_refuses_nonempty() {
-            let dkey = format!("{key}/");
-            if self.backend.delete(&dkey).is_ok() {
-                self.removed_dir(dir, &dkey);
-                return Ok(());
-            }
+        // step that removes (`delete_empty_dir`: rmdir(2)'s ENOTEMPTY and ENOTDIR),
+        // delete first: no listing to prove emptiness, no HEADs to tell a file from a
+        // directory. Any refusal takes the checked path below, which names it (NOENT,
+        // NOTDIR, NOTEMPTY) as before.
+        let dkey = format!("{key}/");
+        if let Some(Ok(())) = self.backend.delete_empty_dir(&dkey) {
+            self.removed_dir(dir, &dkey);
+            return Ok(());
         }
         self.rmdir_checked(dir, key)
     }

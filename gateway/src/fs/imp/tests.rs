@@ -725,7 +725,7 @@ fn a_create_walks_the_parents_once_on_the_fs_backend() {
 /// MKDIR and RMDIR over the fs backend do not look first (docs/performance.md "Mkdir
 /// and rmdir"): MKDIR puts and lets mkdirat refuse a taken name
 /// (`put_if_absent_refuses_dirs`); RMDIR deletes and lets rmdir(2) refuse a file or a
-/// non-empty directory (`delete_dir_refuses_nonempty`): no listing to prove emptiness,
+/// non-empty directory (`delete_empty_dir`): no listing to prove emptiness,
 /// no HEADs. What the client is told is as before: EXIST, NOTEMPTY, NOTDIR, NOENT,
 /// and the removed directory's handle is STALE.
 #[test]
@@ -763,8 +763,17 @@ fn mkdir_and_rmdir_on_the_fs_backend_do_not_look_first() {
         Err(Status::Exist)
     );
     m.create(&dir, b"child", &how, OWNER).unwrap();
+    // Another gateway's put in flight on a shared root: its temporary must survive a
+    // refused RMDIR (only the checked path, after an empty listing, clears them).
+    let theirs = d.path().join("data/top/d/.nfsgw-tmp.another-gateway.1");
+    std::fs::write(&theirs, b"in flight").unwrap();
     assert_eq!(m.rmdir(&top, b"d"), Err(Status::NotEmpty));
     assert!(m.getattr(&dir).is_ok(), "refused: still there");
+    assert!(
+        theirs.exists(),
+        "a refused RMDIR removed another gateway's temporary"
+    );
+    std::fs::remove_file(&theirs).unwrap();
     m.remove(&dir, b"child").unwrap();
     assert_eq!(m.rmdir(&top, b"file"), Err(Status::NotDir));
     assert_eq!(m.rmdir(&top, b"missing"), Err(Status::NoEnt));
