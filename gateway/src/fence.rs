@@ -116,13 +116,24 @@ impl Fence {
         self.store.cas().expect("checked at install")
     }
 
-    fn remember(&self, fileid: u64, epoch: u64) -> Known {
+    /// Caches `epoch`, read (or written) by a store call that began at `asked`: the
+    /// window runs from then, not from the answer, so a read that began before a bump
+    /// and returned the old epoch after it is trusted no later than `asked + window`,
+    /// before `bump` returned + window (the module's promise). Epochs only grow: a
+    /// lower one never replaces a higher one cached (a slow read answering after this
+    /// gateway's own bump).
+    fn remember(&self, fileid: u64, epoch: u64, asked: Instant) -> Known {
         let known = Known {
             epoch,
             ids: self.ids(fileid, epoch),
-            at: Instant::now(),
+            at: asked,
         };
         let mut c = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(k) = c.get(&fileid) {
+            if k.epoch > epoch {
+                return *k;
+            }
+        }
         if c.len() >= CACHE_MAX {
             c.clear();
         }
@@ -143,11 +154,12 @@ impl Fence {
     }
 
     fn load(&self, fileid: u64) -> Result<Known, BackendError> {
+        let asked = Instant::now();
         let e = match self.cas().cas_get(&name(fileid))? {
             None => 0,
             Some((data, _)) => parse(&data)?,
         };
-        Ok(self.remember(fileid, e))
+        Ok(self.remember(fileid, e, asked))
     }
 
     /// The file's epoch as the store has it now (cached afterwards).
@@ -173,6 +185,7 @@ impl Fence {
     pub fn bump(&self, fileid: u64) -> Result<u64, BackendError> {
         let n = name(fileid);
         for _ in 0..BUMP_TRIES {
+            let asked = Instant::now();
             let (e, ver) = match self.cas().cas_get(&n)? {
                 None => (0, None),
                 Some((data, v)) => (parse(&data)?, Some(v)),
@@ -183,7 +196,7 @@ impl Fence {
                 .cas_put(&n, next.to_string().as_bytes(), ver.as_deref())
             {
                 Ok(_) => {
-                    self.remember(fileid, next);
+                    self.remember(fileid, next, asked);
                     return Ok(next);
                 }
                 Err(BackendError::AlreadyExists) => continue,
