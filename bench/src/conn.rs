@@ -51,8 +51,10 @@ pub struct Slot {
     pub tries: Tries,
 }
 
-/// A REMOVE owed for a completed CREATE.
+/// A REMOVE owed for a completed CREATE, or an RMDIR for a MKDIR.
 pub struct Followup {
+    /// `Kind::Remove` or `Kind::Rmdir`.
+    pub kind: Kind,
     pub name: String,
     pub due: Instant,
     pub recorded: bool,
@@ -180,7 +182,7 @@ impl ConnState {
         let open = self.schedule.is_some();
         let (op, from, recorded, name) = if let Some(f) = self.followups.pop_front() {
             let from = if open { f.due } else { now };
-            (None, from, f.recorded, Some(f.name))
+            (None, from, f.recorded, Some((f.kind, f.name)))
         } else {
             if self.stopping(&rec.clock, now) {
                 return Ok(None);
@@ -235,15 +237,14 @@ impl ConnState {
         };
         let n = match op {
             None => {
-                let name = name.unwrap_or_default();
-                let n = v4.encode(
-                    plan,
-                    out,
-                    xid,
-                    &cred,
-                    slot.file,
-                    &Call::Remove(&files.dir, &name),
-                )?;
+                let (kind, name) = name.unwrap_or((Kind::Remove, String::new()));
+                let call = if kind == Kind::Rmdir {
+                    Call::Rmdir(&files.dir, &name)
+                } else {
+                    Call::Remove(&files.dir, &name)
+                };
+                let n = v4.encode(plan, out, xid, &cred, slot.file, &call)?;
+                slot.kind = kind;
                 slot.name = Some(name);
                 n
             }
@@ -270,18 +271,17 @@ impl ConnState {
                         slot.file,
                         &Call::Readdirplus(&files.dir),
                     )?,
-                    Op::Createremove => {
+                    Op::Createremove | Op::Mkdirrmdir => {
                         self.creates += 1;
+                        let tag = if op == Op::Mkdirrmdir { "md" } else { "cr" };
                         let name =
-                            format!(".bench-cr-{}-{}-{}", plan.pid, self.index, self.creates);
-                        let n = v4.encode(
-                            plan,
-                            out,
-                            xid,
-                            &cred,
-                            slot.file,
-                            &Call::Create(&files.dir, &name),
-                        )?;
+                            format!(".bench-{tag}-{}-{}-{}", plan.pid, self.index, self.creates);
+                        let call = if op == Op::Mkdirrmdir {
+                            Call::Mkdir(&files.dir, &name)
+                        } else {
+                            Call::Create(&files.dir, &name)
+                        };
+                        let n = v4.encode(plan, out, xid, &cred, slot.file, &call)?;
                         slot.name = Some(name);
                         n
                     }
@@ -361,6 +361,8 @@ impl ConnState {
             Kind::Readdirplus => Call::Readdirplus(&files.dir),
             Kind::Create => Call::Create(&files.dir, name),
             Kind::Remove => Call::Remove(&files.dir, name),
+            Kind::Mkdir => Call::Mkdir(&files.dir, name),
+            Kind::Rmdir => Call::Rmdir(&files.dir, name),
             Kind::Read => Call::Read(fh, slot.off, slot.len),
             Kind::Write => Call::Write(fh, slot.off, data),
         };

@@ -591,4 +591,19 @@ mod tests {
         );
         assert_eq!((c.errors, r.errors), (0, 0));
     }
+
+    #[test]
+    fn mkdirrmdir_removes_every_directory_it_made() {
+        let mix = Mix::single(Op::Mkdirrmdir);
+        let st = stalled_run(&mix, Some(500.0), 8);
+        let (m, r) = (st.get(Kind::Mkdir).unwrap(), st.get(Kind::Rmdir).unwrap());
+        assert!(
+            m.ops > 50 && m.ops == r.ops,
+            "{} mkdirs, {} rmdirs",
+            m.ops,
+            r.ops
+        );
+        assert_eq!((m.errors, r.errors), (0, 0));
+        assert!(st.get(Kind::Create).is_none() && st.get(Kind::Remove).is_none());
+    }
 }

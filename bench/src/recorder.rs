@@ -171,9 +171,10 @@ impl<'p> Recorder<'p> {
                             let block = slot.off / self.plan.bs as u64;
                             self.written.insert(slot.file, block);
                         }
-                    } else if k == Kind::Create {
+                    } else if let Some(kind) = k.followed_by() {
                         if let Some(name) = slot.name.clone() {
                             c.followups.push_back(Followup {
+                                kind,
                                 name,
                                 due: done,
                                 recorded: slot.recorded,
@@ -249,9 +250,10 @@ impl<'p> Recorder<'p> {
                         self.written.insert(slot.file, block);
                     }
                 }
-                Kind::Create => {
-                    if let Some(name) = slot.name.clone() {
+                Kind::Create | Kind::Mkdir => {
+                    if let (Some(name), Some(kind)) = (slot.name.clone(), slot.kind.followed_by()) {
                         c.followups.push_back(Followup {
+                            kind,
                             name,
                             due: done,
                             recorded: slot.recorded,

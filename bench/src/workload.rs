@@ -12,6 +12,9 @@ pub enum Op {
     Readdirplus,
     /// CREATE of a unique name, then REMOVE of it (two recorded ops).
     Createremove,
+    /// MKDIR of a unique name, then RMDIR of it (two recorded ops; NFSv4.1: CREATE
+    /// of an NF4DIR, then REMOVE).
+    Mkdirrmdir,
     Randread,
     Seqread,
     Randwrite,
@@ -22,12 +25,13 @@ pub enum Op {
     Copy,
 }
 
-pub const ALL_OPS: [Op; 10] = [
+pub const ALL_OPS: [Op; 11] = [
     Op::Null,
     Op::Getattr,
     Op::Lookup,
     Op::Readdirplus,
     Op::Createremove,
+    Op::Mkdirrmdir,
     Op::Randread,
     Op::Seqread,
     Op::Randwrite,
@@ -43,6 +47,7 @@ impl Op {
             Op::Lookup => "lookup",
             Op::Readdirplus => "readdirplus",
             Op::Createremove => "createremove",
+            Op::Mkdirrmdir => "mkdirrmdir",
             Op::Randread => "randread",
             Op::Seqread => "seqread",
             Op::Randwrite => "randwrite",
@@ -61,7 +66,10 @@ impl Op {
 
     /// Ops that touch the file set's handles.
     pub fn uses_files(self) -> bool {
-        !matches!(self, Op::Null | Op::Readdirplus | Op::Createremove)
+        !matches!(
+            self,
+            Op::Null | Op::Readdirplus | Op::Createremove | Op::Mkdirrmdir
+        )
     }
 
     /// The op types this op is recorded under.
@@ -72,6 +80,7 @@ impl Op {
             Op::Lookup => &[Kind::Lookup],
             Op::Readdirplus => &[Kind::Readdirplus],
             Op::Createremove => &[Kind::Create, Kind::Remove],
+            Op::Mkdirrmdir => &[Kind::Mkdir, Kind::Rmdir],
             Op::Randread | Op::Seqread => &[Kind::Read],
             Op::Randwrite | Op::Seqwrite => &[Kind::Write],
             // Reported by the copy run itself (MiB/s and copies/s), not per procedure.
@@ -102,9 +111,11 @@ pub enum Kind {
     Create,
     Remove,
     Null,
+    Mkdir,
+    Rmdir,
 }
 
-pub const KINDS: usize = 8;
+pub const KINDS: usize = 10;
 
 pub const ALL_KINDS: [Kind; KINDS] = [
     Kind::Read,
@@ -115,6 +126,8 @@ pub const ALL_KINDS: [Kind; KINDS] = [
     Kind::Create,
     Kind::Remove,
     Kind::Null,
+    Kind::Mkdir,
+    Kind::Rmdir,
 ];
 
 impl Kind {
@@ -128,11 +141,23 @@ impl Kind {
             Kind::Create => "create",
             Kind::Remove => "remove",
             Kind::Null => "null",
+            Kind::Mkdir => "mkdir",
+            Kind::Rmdir => "rmdir",
         }
     }
 
     pub fn index(self) -> usize {
         self as usize
+    }
+
+    /// The op type of the call a successful reply of this type owes on the same name
+    /// (the REMOVE after a CREATE, the RMDIR after a MKDIR), if any.
+    pub fn followed_by(self) -> Option<Kind> {
+        match self {
+            Kind::Create => Some(Kind::Remove),
+            Kind::Mkdir => Some(Kind::Rmdir),
+            _ => None,
+        }
     }
 }
 

@@ -27,7 +27,7 @@ use crate::backend::{Backend, BackendError};
 use crate::export::{Caller, Groups};
 use crate::fs::{Attr, Status};
 use engine::rpc::Cred;
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -45,7 +45,19 @@ pub struct Fence {
     key: [u8; 32],
     store: Arc<dyn Backend>,
     window: Duration,
-    cache: Mutex<HashMap<u64, (u64, Instant)>>,
+    /// FxHash: the keys are server-chosen file ids, as in `cache.rs`.
+    cache: Mutex<FxHashMap<u64, Known>>,
+}
+
+/// A file's epoch as read from the store, with its synthetic pair: the pair is
+/// computed once per read, not once per call (a keyed blake3 per data-server call was
+/// ~600 of a 1 MiB READ's ~9,700 instructions: docs/performance.md, "`bench --pnfs`
+/// over 1, 2 and 3 data servers").
+#[derive(Clone, Copy)]
+struct Known {
+    epoch: u64,
+    ids: (u32, u32),
+    at: Instant,
 }
 
 /// A gateway's fence, when its store has conditional writes (else `None`: fencing
@@ -85,7 +97,7 @@ impl Fence {
             key: blake3::derive_key("nfsgw pnfs fence ids v1", &handle_key),
             store,
             window,
-            cache: Mutex::new(HashMap::new()),
+            cache: Mutex::new(FxHashMap::default()),
         }
     }
 
@@ -104,36 +116,67 @@ impl Fence {
         self.store.cas().expect("checked at install")
     }
 
-    fn remember(&self, fileid: u64, epoch: u64) {
+    /// Caches `epoch`, read (or written) by a store call that began at `asked`: the
+    /// window runs from then, not from the answer, so a read that began before a bump
+    /// and returned the old epoch after it is trusted no later than `asked + window`,
+    /// before `bump` returned + window (the module's promise). Epochs only grow: a
+    /// lower one never replaces a higher one cached (a slow read answering after this
+    /// gateway's own bump).
+    fn remember(&self, fileid: u64, epoch: u64, asked: Instant) -> Known {
+        let known = Known {
+            epoch,
+            ids: self.ids(fileid, epoch),
+            at: asked,
+        };
         let mut c = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(k) = c.get(&fileid) {
+            if k.epoch > epoch {
+                return *k;
+            }
+        }
         if c.len() >= CACHE_MAX {
             c.clear();
         }
-        c.insert(fileid, (epoch, Instant::now()));
+        c.insert(fileid, known);
+        known
+    }
+
+    /// What is cached of the file, read less than the window ago, without I/O.
+    fn known(&self, fileid: u64) -> Option<Known> {
+        let c = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+        let k = c.get(&fileid)?;
+        (k.at.elapsed() < self.window).then_some(*k)
     }
 
     /// The epoch cached less than the window ago, without I/O.
     pub fn cached(&self, fileid: u64) -> Option<u64> {
-        let c = self.cache.lock().unwrap_or_else(|e| e.into_inner());
-        let (e, at) = c.get(&fileid)?;
-        (at.elapsed() < self.window).then_some(*e)
+        self.known(fileid).map(|k| k.epoch)
     }
 
-    /// The file's epoch as the store has it now (cached afterwards).
-    pub fn read(&self, fileid: u64) -> Result<u64, BackendError> {
+    fn load(&self, fileid: u64) -> Result<Known, BackendError> {
+        let asked = Instant::now();
         let e = match self.cas().cas_get(&name(fileid))? {
             None => 0,
             Some((data, _)) => parse(&data)?,
         };
-        self.remember(fileid, e);
-        Ok(e)
+        Ok(self.remember(fileid, e, asked))
+    }
+
+    /// The file's epoch as the store has it now (cached afterwards).
+    pub fn read(&self, fileid: u64) -> Result<u64, BackendError> {
+        self.load(fileid).map(|k| k.epoch)
     }
 
     /// The epoch a data server checks against: cached within the window, else read.
     pub fn epoch(&self, fileid: u64) -> Result<u64, BackendError> {
-        match self.cached(fileid) {
-            Some(e) => Ok(e),
-            None => self.read(fileid),
+        self.current(fileid).map(|k| k.epoch)
+    }
+
+    /// The file's current epoch and pair: cached within the window, else read.
+    fn current(&self, fileid: u64) -> Result<Known, BackendError> {
+        match self.known(fileid) {
+            Some(k) => Ok(k),
+            None => self.load(fileid),
         }
     }
 
@@ -142,6 +185,7 @@ impl Fence {
     pub fn bump(&self, fileid: u64) -> Result<u64, BackendError> {
         let n = name(fileid);
         for _ in 0..BUMP_TRIES {
+            let asked = Instant::now();
             let (e, ver) = match self.cas().cas_get(&n)? {
                 None => (0, None),
                 Some((data, v)) => (parse(&data)?, Some(v)),
@@ -152,7 +196,7 @@ impl Fence {
                 .cas_put(&n, next.to_string().as_bytes(), ver.as_deref())
             {
                 Ok(_) => {
-                    self.remember(fileid, next);
+                    self.remember(fileid, next, asked);
                     return Ok(next);
                 }
                 Err(BackendError::AlreadyExists) => continue,
@@ -192,10 +236,21 @@ pub fn judge(
     attr: &Attr,
     epoch: u64,
 ) -> Verdict {
-    let Some((uid, gid)) = cred_ids else {
+    verdict(cred_ids, admitted, attr, || f.ids(attr.fileid, epoch))
+}
+
+/// `judge` with the file's current pair (`current`, asked for only when the call's
+/// ids are synthetic).
+fn verdict(
+    cred_ids: Option<(u32, u32)>,
+    admitted: &Caller,
+    attr: &Attr,
+    current: impl FnOnce() -> (u32, u32),
+) -> Verdict {
+    let Some(ids) = cred_ids else {
         return Verdict::Real;
     };
-    if !f.matches(attr.fileid, epoch, uid, gid) {
+    if current() != ids {
         return Verdict::Refused;
     }
     Verdict::Owner(Caller {
@@ -217,11 +272,11 @@ pub fn admit_file(
     let (Some(f), Some(ids)) = (fence, synthetic_ids(cred)) else {
         return Ok(admitted);
     };
-    let epoch = f.epoch(attr.fileid).map_err(|e| {
+    let known = f.current(attr.fileid).map_err(|e| {
         tracing::warn!(error = %e, "pNFS fence: cannot read a file's epoch");
         Status::Jukebox
     })?;
-    match judge(f, Some(ids), &admitted, attr, epoch) {
+    match verdict(Some(ids), &admitted, attr, || known.ids) {
         Verdict::Real => Ok(admitted),
         Verdict::Owner(c) => Ok(c),
         Verdict::Refused => Err(Status::Acces),
@@ -239,8 +294,8 @@ pub fn admit_cached(
     let (Some(f), Some(ids)) = (fence, synthetic_ids(cred)) else {
         return Some(Some(admitted));
     };
-    let epoch = f.cached(attr.fileid)?;
-    Some(match judge(f, Some(ids), &admitted, attr, epoch) {
+    let known = f.known(attr.fileid)?;
+    Some(match verdict(Some(ids), &admitted, attr, || known.ids) {
         Verdict::Real => Some(admitted),
         Verdict::Owner(c) => Some(c),
         Verdict::Refused => None,

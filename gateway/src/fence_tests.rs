@@ -134,3 +134,70 @@ fn a_corrupt_epoch_object_is_an_error_not_epoch_zero() {
     assert!(f.read(8).is_err());
     assert!(f.bump(8).is_err());
 }
+
+/// The pair a data server checks is computed when the epoch is read and cached with
+/// it: after a bump (written through at the metadata server; read again at a data
+/// server whose window is over) the pair checked is the new epoch's, on the reactor
+/// (`admit_cached`) and on a worker (`admit_file`) alike.
+#[test]
+fn the_cached_pair_follows_the_epoch() {
+    use engine::rpc::AuthSys;
+    let store: Arc<dyn Backend> = Arc::new(MemoryBackend::new());
+    let mds = Fence::new(store.clone(), [1; 32], WINDOW);
+    let ds = Fence::new(store.clone(), [1; 32], WINDOW);
+    let a = attr(21);
+    let cred = |(u, g): (u32, u32)| Cred::Sys(AuthSys::new(u, g, &[]));
+    let owner = Ok(caller(1000, 100));
+    let admitted = caller(77, 77);
+    let old = ds.ids(21, 0);
+    assert_eq!(
+        admit_cached(Some(&ds), &cred(old), admitted, &a),
+        None,
+        "nothing cached yet: to a worker"
+    );
+    assert_eq!(admit_file(Some(&ds), &cred(old), admitted, &a), owner);
+    assert_eq!(
+        admit_cached(Some(&ds), &cred(old), admitted, &a),
+        Some(owner.ok()),
+        "cached: judged on the reactor"
+    );
+    assert_eq!(mds.bump(21).unwrap(), 1);
+    let new = mds.ids(21, 1);
+    assert_eq!(
+        admit_cached(Some(&mds), &cred(old), admitted, &a),
+        Some(None),
+        "written through: the old pair is refused at once"
+    );
+    assert_eq!(
+        admit_cached(Some(&mds), &cred(new), admitted, &a),
+        Some(owner.ok())
+    );
+    // A data server whose window is over reads the epoch again.
+    let late = Fence::new(store, [1; 32], Duration::ZERO);
+    assert_eq!(
+        admit_file(Some(&late), &cred(old), admitted, &a),
+        Err(Status::Acces)
+    );
+    assert_eq!(admit_file(Some(&late), &cred(new), admitted, &a), owner);
+    assert_eq!(
+        admit_file(Some(&late), &cred((new.0, old.1)), admitted, &a),
+        Err(Status::Acces),
+        "half of the pair is not the pair"
+    );
+}
+
+/// A read that began before a bump and answered the old epoch after it: trusted from
+/// when it was asked, not answered; and never over the higher epoch the bump cached.
+#[test]
+fn a_slow_read_is_trusted_from_when_it_was_asked_and_never_lowers_the_epoch() {
+    let window = Duration::from_millis(200);
+    let f = fence(window);
+    let asked = Instant::now();
+    assert_eq!(f.bump(9).unwrap(), 1);
+    // The slow read's answer (epoch 0) arrives after the bump: the cache keeps 1.
+    assert_eq!(f.remember(9, 0, asked).epoch, 1);
+    assert_eq!(f.cached(9), Some(1));
+    // A read of another file asked a window ago is already past its window.
+    f.remember(10, 0, Instant::now() - window);
+    assert_eq!(f.cached(10), None, "trusted from when it was asked");
+}

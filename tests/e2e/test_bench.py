@@ -27,7 +27,7 @@ TOP_KEYS = {"schema": str, "target": str, "provider": (str, type(None)), "worklo
             "bs": int, "files": int, "file_size": int, "threads": int, "conns": int,
             "conns_per_thread": int, "qd": int, "rate": (int, float, type(None)), "warmup_s": NUM,
             "duration_s": NUM, "total": dict, "per_op": dict, "rdma": (dict, type(None))}
-OP_TYPES = {"read", "write", "getattr", "lookup", "readdirplus", "create", "remove", "null"}
+OP_TYPES = {"read", "write", "getattr", "lookup", "readdirplus", "create", "remove", "mkdir", "rmdir", "null"}
 
 
 def is_type(v, t):
@@ -179,13 +179,20 @@ def test_metadata_workloads(gw):
         assert j["total"]["ops"] == 400 and j["total"]["errors"] == 0, (wl, j["total"])
     # CREATE then REMOVE of each name, counted separately; nothing is left behind.
     assert j["per_op"]["create"]["ops"] == j["per_op"]["remove"]["ops"] == 200
+    # MKDIR then RMDIR of each name (callgrind-ab.sh's mkdirrmdir), the same way.
+    for v in ("3", "4.1"):
+        j, _ = bench(tcp(gw), "--nfs", v, "--workload", "mkdirrmdir", "--files", 4, "--file-size", "4k",
+                     "--file", "m", "--qd", 4, "--ops", 400)
+        assert set(j["per_op"]) == {"mkdir", "rmdir"}, (v, j["per_op"].keys())
+        assert j["total"]["ops"] == 400 and j["total"]["errors"] == 0, (v, j["total"])
+        assert j["per_op"]["mkdir"]["ops"] == j["per_op"]["rmdir"]["ops"] == 200
     with gw.client() as c:
         names = sorted(e.name for e in c.readdir_all(c.mount("/")) if e.name not in (".", ".."))
     assert names == ["m.0", "m.1", "m.2", "m.3"], names
 
 
 def test_a_mix_records_each_op_type(gw):
-    mix = "randread:50,randwrite:20,getattr:10,lookup:5,readdirplus:5,createremove:5,null:5"
+    mix = "randread:50,randwrite:20,getattr:10,lookup:5,readdirplus:5,createremove:5,mkdirrmdir:5,null:5"
     j, _ = bench(tcp(gw), "--mix", mix, "--files", 2, "--file-size", "256k", "--qd", 4,
                  "--conns-per-thread", 2, "--duration", 2, "--verify")
     assert j["workload"] == "mix"

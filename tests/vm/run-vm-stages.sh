@@ -10,7 +10,10 @@
 #   kernel-client      the kernel's NFSv3 + NFSv4.1 clients over TCP (kernel-nfs-smoke.sh,
 #                      kernel-nfs41.sh), default-feature gateway
 #   pnfs               the kernel's pNFS flexfiles client: one metadata server, three
-#                      data servers on one shared fs store (guest-pnfs.sh)
+#                      data servers on one shared fs store (guest-pnfs.sh), over TCP (a
+#                      data server killed mid-write and one mid-read), then over
+#                      proto=rdma with netid "rdma" data servers when PNFS_RDMA=1 (the
+#                      default when RDMA_GATEWAY_BIN is given; needs the RDMA build)
 #   ha                 [ha] takeover under the kernel's NFSv4.1 client: two gateways in
 #                      network namespaces, the service address moved as keepalived would, kill -9
 #                      of the active while an application holds a lock and writes (guest-ha.sh);
@@ -32,7 +35,7 @@
 # is kept in target/vm-NAME.log (the whole boot in target/vm-stages.log); one line per
 # stage in target/vm-stages.txt (result, time, name) for tests/run-all.sh's table. Last
 # line: "N passed, M failed". Per-stage guest timeouts (seconds): PACKAGE_TIMEOUT [900],
-# KERNEL_CLIENT_TIMEOUT [1500], PNFS_TIMEOUT [600], HA_TIMEOUT [600], RDMA_SEND_TIMEOUT_TIMEOUT [900],
+# KERNEL_CLIENT_TIMEOUT [1500], PNFS_TIMEOUT [900], HA_TIMEOUT [600], RDMA_SEND_TIMEOUT_TIMEOUT [900],
 # KERNEL_RDMA_TIMEOUT [1500]; VM_TIMEOUT bounds each boot [the sum of its stages' + 300].
 # The knobs of the guest scripts pass through
 # (tests/README.md).
@@ -50,7 +53,7 @@ pass_line() {
   case "$1" in
     package) echo "PACKAGE: PASS" ;;
     kernel-client) echo "KERNEL CLIENT SMOKE: PASS" ;;
-    pnfs) echo "KERNEL PNFS: PASS" ;;
+    pnfs) echo "KERNEL PNFS: PASS"; [ "$PNFS_RDMA" = 1 ] && echo "KERNEL PNFS/RDMA: PASS" ;;
     ha) echo "KERNEL HA: PASS" ;;
     rdma-send-timeout) echo "RDMA SEND TIMEOUT: PASS" ;;
     kernel-rdma) echo "KERNEL NFS/RDMA: PASS" ;;
@@ -65,11 +68,15 @@ fail_all() {
 }
 
 rdma=0 tcp=0 pkg=0 budget=0
+# The pnfs stage's RDMA part: on by default when the RDMA build is given.
+PNFS_RDMA=${PNFS_RDMA:-$([ -n "${RDMA_GATEWAY_BIN:-}" ] && echo 1 || echo 0)}
+export PNFS_RDMA
+VM_ENV="${VM_ENV:-} PNFS_RDMA PNFS_READ_KILL_MIB"
 for s in $STAGES; do
   case "$s" in
     package) pkg=1 ;;
     kernel-client) tcp=1; budget=$((budget + ${KERNEL_CLIENT_TIMEOUT:-1500})) ;;
-    pnfs) tcp=1; budget=$((budget + ${PNFS_TIMEOUT:-600})) ;;
+    pnfs) tcp=1; if [ "$PNFS_RDMA" = 1 ]; then rdma=1; fi; budget=$((budget + ${PNFS_TIMEOUT:-900})) ;;
     ha) tcp=1; if [ "${HA_RDMA:-1}" = 1 ]; then rdma=1; fi; budget=$((budget + ${HA_TIMEOUT:-600})) ;;
     rdma-send-timeout) rdma=1; budget=$((budget + ${RDMA_SEND_TIMEOUT_TIMEOUT:-900})) ;;
     kernel-rdma) rdma=1; budget=$((budget + ${KERNEL_RDMA_TIMEOUT:-1500})) ;;
@@ -160,7 +167,11 @@ for s in $STAGES; do
   why=""
   if [ -z "$end" ]; then why="never finished in the guest (boot rc ${BOOT_RC[$s]:-})"
   elif [ "$srv" != 0 ]; then why="guest script exited $srv (124 = its timeout)"
-  elif ! grep -qxF "$(pass_line "$s")" "$slog"; then why="never printed '$(pass_line "$s")'"
+  else
+    # every PASS line the stage owes (pnfs: one per part)
+    while IFS= read -r pl; do
+      grep -qxF "$pl" "$slog" || { why="never printed '$pl'"; break; }
+    done < <(pass_line "$s")
   fi
   t=-; [ -n "$secs" ] && t=$(printf '%dm%02ds' $((secs / 60)) $((secs % 60)))
   if [ -z "$why" ]; then

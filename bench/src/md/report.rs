@@ -3,7 +3,7 @@
 //! object (`nfsgw-bench-md/1`, docs/bench.md), and the run's verdict.
 
 use super::{MdArgs, PhaseResult, Plan};
-use crate::report::{json_num, json_str, latency, stats_json};
+use crate::report::{json_str, latency, stats_json};
 use std::fmt::Write as _;
 
 pub const SCHEMA: &str = "nfsgw-bench-md/1";
@@ -104,6 +104,19 @@ fn store_table(o: &mut String, a: &MdArgs, results: &[PhaseResult]) {
     }
 }
 
+/// A phase's wall time in seconds to the microsecond: a phase of a few ops (mkdir and
+/// rmdir are one per connection) can take less than the millisecond that `json_num`'s
+/// three decimals would show as 0.
+fn json_secs(secs: f64) -> String {
+    let s = format!("{secs:.6}");
+    let t = s.trim_end_matches('0');
+    if t.ends_with('.') {
+        format!("{t}0")
+    } else {
+        t.to_string()
+    }
+}
+
 fn store_json(c: Option<&super::scrape::Counts>) -> String {
     let Some(c) = c else {
         return "null".into();
@@ -125,7 +138,7 @@ pub fn json(a: &MdArgs, plan: &Plan, results: &[PhaseResult]) -> String {
                 "{}:{},\"wall_s\":{},\"store_requests\":{}}}",
                 json_str(r.phase.name()),
                 &s[..s.len() - 1],
-                json_num(secs),
+                json_secs(secs),
                 store_json(r.store.as_ref())
             )
         })

@@ -439,7 +439,8 @@ pub struct Ctx<'a> {
 
 /// Encodes a load call as SEQUENCE + PUTFH + the op (RFC 8881 §2.10.6): READ, WRITE,
 /// GETATTR (size), COMMIT, LOOKUP (+GETFH), READDIR, REMOVE; CREATE becomes OPEN
-/// (create) + CLOSE of the current stateid. NULL is the NULL procedure.
+/// (create) + CLOSE of the current stateid, MKDIR a CREATE (NF4DIR) and RMDIR a
+/// REMOVE. NULL is the NULL procedure.
 pub fn encode_call(
     out: &mut [u8],
     xid: u32,
@@ -506,8 +507,15 @@ pub fn encode_call(
             encode_compound(out, xid, cred, &[seq, Op4::Putfh(dir), Op4::Readdir])
         }
         Call::Commit(fh) => encode_compound(out, xid, cred, &[seq, Op4::Putfh(fh), Op4::Commit]),
+        // `mkdirrmdir`: CREATE of an NF4DIR, then REMOVE (RFC 8881 §18.4, §18.25).
+        Call::Mkdir(dir, name) => {
+            encode_compound(out, xid, cred, &[seq, Op4::Putfh(dir), Op4::Mkdir(name)])
+        }
+        Call::Rmdir(dir, name) => {
+            encode_compound(out, xid, cred, &[seq, Op4::Putfh(dir), Op4::Remove(name)])
+        }
         // The metadata run (`md`) builds its own compounds.
-        Call::WriteSync(..) | Call::Mkdir(..) | Call::Rmdir(..) | Call::ReaddirplusAt(..) => {
+        Call::WriteSync(..) | Call::ReaddirplusAt(..) => {
             anyhow::bail!("{} is not a load call", call.name())
         }
     }

@@ -158,6 +158,20 @@ pub trait Backend: Send + Sync {
         false
     }
 
+    /// Deletes the directory `dkey` (`name/`) only if it is empty, in one atomic step
+    /// that refuses anything else: `Some(Err(..))` when it is not empty (`Permanent`)
+    /// or not a directory (`NotFound`), and then changes nothing (the `fs` backend:
+    /// `unlinkat(AT_REMOVEDIR)`, ENOTEMPTY and ENOTDIR). RMDIR may then delete first
+    /// and list only when refused, instead of a listing (and a HEAD per listed child)
+    /// to prove emptiness before every delete. Unlike `delete`, a refusal reads
+    /// nothing and cleans nothing: a refused RMDIR of a big directory costs one system
+    /// call, and another gateway's temporaries in it are left alone.
+    /// `None` where a marker is an object like any other (S3, memory): deleting it
+    /// would leave the children behind, so the caller lists first.
+    fn delete_empty_dir(&self, _dkey: &str) -> Option<BResult<()>> {
+        None
+    }
+
     /// True when the store can tell in one step that nothing is at `name` (a key
     /// without the trailing '/'): no object `name`, no marker `name/` and no object
     /// under `name/`. False means "perhaps": the caller asks `head` and `list` (the

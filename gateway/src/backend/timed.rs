@@ -102,6 +102,14 @@ impl Backend for Timed {
     fn put_if_absent_refuses_dirs(&self) -> bool {
         self.inner.put_if_absent_refuses_dirs()
     }
+    fn delete_empty_dir(&self, dkey: &str) -> Option<BResult<()>> {
+        // `None` (the store cannot) made no store call: nothing to record.
+        let t0 = self.at.clock.now();
+        let r = self.inner.delete_empty_dir(dkey)?;
+        let ns = self.at.clock.ns_between(t0, self.at.clock.now());
+        backend_ops::record(self.at.row, Op::Delete, ns, r.as_ref().err());
+        Some(r)
+    }
     fn surely_absent(&self, name: &str) -> BResult<bool> {
         // Not timed: a local probe standing in for HEADs, never a store round trip.
         self.inner.surely_absent(name)

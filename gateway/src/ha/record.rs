@@ -139,7 +139,7 @@ impl Records for StoreRecords {
                 "this gateway does not hold its identity".into(),
             ));
         }
-        self.write(owners)
+        self.write_while(owners, true)
     }
 }
 
@@ -147,6 +147,20 @@ impl StoreRecords {
     /// `save` with the fence not asked: the takeover's write, made before the fence
     /// opens (`ha::Keeper::take_over`).
     pub fn write(&self, owners: &[Vec<u8>]) -> Result<(), RecordError> {
+        self.write_while(owners, false)
+    }
+
+    /// The write; `fenced`: a serving gateway's (`save`), which asks the fence again
+    /// before each further store call of the adopt path. Each call is bounded by
+    /// `L/4` ("Lease and clocks"), but the adopt path makes up to three more after the
+    /// first, so without the re-check its last put could land after a standby took
+    /// the identity.
+    fn write_while(&self, owners: &[Vec<u8>], fenced: bool) -> Result<(), RecordError> {
+        let stopped = || {
+            Err(RecordError::Store(
+                "this gateway stopped holding its identity during the write".into(),
+            ))
+        };
         let cas = self.backend.cas().expect("checked at start");
         let data = self.encode(owners);
         let mut v = self.version();
@@ -155,8 +169,14 @@ impl StoreRecords {
             // The condition failed: perhaps because an earlier write of ours landed
             // though its answer was lost. Then the record holds its bytes: adopt that
             // version and write again on top of it.
+            if fenced && !self.fence.serving() {
+                return stopped();
+            }
             match cas.cas_get(&self.name) {
                 Ok(Some((b, cur))) if v.unanswered.contains(&b) => {
+                    if fenced && !self.fence.serving() {
+                        return stopped();
+                    }
                     tracing::info!(record = %self.name, "ha: an earlier write of the recovery record had landed though the store did not answer it");
                     v.current = Some(cur);
                     v.unanswered.clear();

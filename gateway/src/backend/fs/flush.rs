@@ -266,6 +266,12 @@ impl Flush {
         }
     }
 
+    /// `new_empty_file_needs_sync` for a directory on device `dev` (a stat the caller
+    /// already has).
+    pub fn new_empty_file_needs_sync_on(&self, dev: u64) -> bool {
+        self.log.as_ref().is_none_or(|l| l.dev != dev)
+    }
+
     /// A new object's fsync before its name (the inode and its attributes first).
     pub fn new_file(&self, f: BorrowedFd<'_>) -> io::Result<()> {
         self.count(Kind::File);

@@ -900,9 +900,20 @@ impl FsBackend {
     /// (`flush`).
     fn sync_entries(&self, dir_key: &str, dir: BorrowedFd<'_>, key: &str) -> BResult<()> {
         let st = fstat(dir).map_err(|e| map_io(e, "stat", key))?;
-        self.note_entries_change(dir_key, &st);
+        self.sync_entries_st(dir_key, dir, &st, key)
+    }
+
+    /// `sync_entries` with the directory's stat `st`, taken after the change.
+    fn sync_entries_st(
+        &self,
+        dir_key: &str,
+        dir: BorrowedFd<'_>,
+        st: &libc::stat,
+        key: &str,
+    ) -> BResult<()> {
+        self.note_entries_change(dir_key, st);
         self.flush
-            .entries(&self.dir_syncs, dir, &st)
+            .entries(&self.dir_syncs, dir, st)
             .map_err(|e| map_io(e, "fsync", key))
     }
 
@@ -920,30 +931,71 @@ impl FsBackend {
         });
     }
 
+    /// MKDIR's put (and a copied directory's). System calls (docs/performance.md,
+    /// "Mkdir and rmdir"): the parents' walk, mkdirat, one openat of the new directory
+    /// in the parent just walked (not a second walk), one fsetxattr per metadata
+    /// value, one fstat of the parent (its device decides the new directory's own
+    /// fsync, its ctime is our own change: `sync_entries_st`), the flush, one fstat of
+    /// the new directory — which stays open in the cache with the metadata it was
+    /// given, so the reply's attributes cost one fstat, not a walk and the xattr reads.
     fn put_dir(&self, key: &str, meta: &UserMeta, if_absent: bool) -> BResult<ObjectMeta> {
         let sp = split(key)?;
         let parent = self.walk(&sp.parents, true, key)?;
         let at = self.at(&parent);
         let name = cstr(sp.last)?;
-        if let Err(e) = sys::mkdirat(at, &name, 0o755) {
-            if e.raw_os_error() != Some(libc::EEXIST) || if_absent {
-                return Err(map_io(e, "mkdir", key));
+        let epoch = self.cache.epoch();
+        let made = match sys::mkdirat(at, &name, 0o755) {
+            Ok(()) => true,
+            Err(e) if e.raw_os_error() == Some(libc::EEXIST) && !if_absent => false,
+            Err(e) => return Err(map_io(e, "mkdir", key)),
+        };
+        let res = (|| -> BResult<(File, libc::stat)> {
+            let f = File::from(
+                openat(at, &name, libc::O_RDONLY | libc::O_DIRECTORY, 0)
+                    .map_err(|e| map_io(e, "open", key))?,
+            );
+            xattr::set_fresh(f.as_fd(), meta).map_err(|e| map_io(e, "setxattr", key))?;
+            let pst = fstat(at).map_err(|e| map_io(e, "stat", key))?;
+            // The new directory's inode before its name, unless the log orders them
+            // (`flush`: a directory holds no data blocks outside the log).
+            if self.flush.new_empty_file_needs_sync_on(pst.st_dev) {
+                self.flush
+                    .new_file(f.as_fd())
+                    .map_err(|e| map_io(e, "fsync", key))?;
+            }
+            self.sync_entries_st(list::dir_of(key), at, &pst, key)?;
+            let st = fstat(f.as_fd()).map_err(|e| map_io(e, "stat", key))?;
+            Ok((f, st))
+        })();
+        let user = xattr::sane(meta);
+        match res {
+            // Made here: its metadata is exactly what was just written.
+            Ok((f, st)) if made => {
+                let entry = Entry {
+                    file: Arc::new(f),
+                    dir: true,
+                    writable: false,
+                    dev: st.st_dev,
+                    ino: st.st_ino,
+                    ctime: ctime_of(&st),
+                    settled: false,
+                    user: Arc::new(user.clone()),
+                    validated: Instant::now(),
+                };
+                self.cache.replace(key, entry, epoch);
+                Ok(object_meta(key, &st, user))
+            }
+            // An existing directory may hold more metadata than was written: read
+            // again next time.
+            Ok((_, st)) => {
+                self.cache.invalidate(key);
+                Ok(object_meta(key, &st, user))
+            }
+            Err(e) => {
+                self.cache.invalidate(key);
+                Err(e)
             }
         }
-        let (f, _) = self.open_obj(key, libc::O_RDONLY)?;
-        let res = xattr::set_fresh(f.as_fd(), meta).map_err(|e| map_io(e, "setxattr", key));
-        self.cache.invalidate(key);
-        res?;
-        // The new directory's inode before its name, unless the log orders them
-        // (`flush`: a directory holds no data blocks outside the log).
-        if self.flush.new_empty_file_needs_sync(at) {
-            self.flush
-                .new_file(f.as_fd())
-                .map_err(|e| map_io(e, "fsync", key))?;
-        }
-        self.sync_entries(list::dir_of(key), at, key)?;
-        let st = fstat(f.as_fd()).map_err(|e| map_io(e, "stat", key))?;
-        Ok(object_meta(key, &st, xattr::sane(meta)))
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -1017,6 +1069,60 @@ impl FsBackend {
             }
         }
         Ok(())
+    }
+
+    /// `delete`; `clear_temps`: a directory refused as not empty is read for the
+    /// temporaries a killed earlier run left (never listed) and deleted again if
+    /// there were any. Only the checked RMDIR path asks for that, after a listing
+    /// found the directory empty: `delete_empty_dir` does not (a refused RMDIR of a
+    /// big directory would read all of it, and could remove the temporaries of a
+    /// put another gateway on a shared root has in flight there).
+    fn delete_clearing(&self, key: &str, clear_temps: bool) -> BResult<()> {
+        let sp = split(key)?;
+        let parent = self.walk(&sp.parents, false, key)?;
+        let at = self.at(&parent);
+        let name = cstr(sp.last)?;
+        // A file is looked at first: unlinkat would remove a symlink or a fifo, which
+        // are no objects here. A directory needs no look: `AT_REMOVEDIR` refuses
+        // anything else (ENOTDIR, a symlink included: `NotFound`).
+        if !sp.dir {
+            let st = lstatat(at, &name).map_err(|e| map_io(e, "stat", key))?;
+            if !is_reg(&st) {
+                return Err(BackendError::NotFound);
+            }
+        }
+        let flags = if sp.dir { libc::AT_REMOVEDIR } else { 0 };
+        let mut res = sys::unlinkat(at, &name, flags);
+        if clear_temps
+            && sp.dir
+            && matches!(&res, Err(e) if e.raw_os_error() == Some(libc::ENOTEMPTY))
+        {
+            let fd = sys::openat(
+                at,
+                &name,
+                libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW,
+                0,
+            )
+            .map_err(|e| map_io(e, "open", key))?;
+            if remove_stale_temps(fd.as_fd()).map_err(|e| map_io(e, "clean", key))? > 0 {
+                tracing::info!(key, "removed temporaries left by an earlier run");
+                res = sys::unlinkat(at, &name, flags);
+            }
+        }
+        if let Err(e) = res {
+            return Err(match e.raw_os_error() {
+                Some(libc::ENOTEMPTY) | Some(libc::EEXIST) => {
+                    BackendError::Permanent(format!("delete {key:?}: directory not empty"))
+                }
+                _ => map_io(e, "delete", key),
+            });
+        }
+        if sp.dir {
+            self.cache.invalidate_prefix(key);
+        } else {
+            self.cache.invalidate(key);
+        }
+        self.sync_entries(list::dir_of(key), at, key)
     }
 }
 
@@ -1105,6 +1211,19 @@ impl Backend for FsBackend {
     /// refuses it (the `lstat` in `put`, then `RENAME_NOREPLACE`).
     fn put_if_absent_refuses_dirs(&self) -> bool {
         true
+    }
+
+    /// `unlinkat(AT_REMOVEDIR)` removes only an empty directory (ENOTEMPTY) and only
+    /// a directory (ENOTDIR, `NotFound`). A directory holding only temporaries a
+    /// killed earlier run left is refused here too: the caller's checked path lists
+    /// it (empty: temporaries are never listed) and `delete` clears them.
+    fn delete_empty_dir(&self, dkey: &str) -> Option<BResult<()>> {
+        if !dkey.ends_with('/') {
+            return Some(Err(BackendError::Permanent(format!(
+                "delete_empty_dir {dkey:?}: not a directory key"
+            ))));
+        }
+        Some(self.delete_clearing(dkey, false))
     }
 
     /// A name here is a file or a directory, never both, and a directory is real
@@ -1366,43 +1485,7 @@ impl Backend for FsBackend {
     }
 
     fn delete(&self, key: &str) -> BResult<()> {
-        let sp = split(key)?;
-        let parent = self.walk(&sp.parents, false, key)?;
-        let at = self.at(&parent);
-        let name = cstr(sp.last)?;
-        let st = lstatat(at, &name).map_err(|e| map_io(e, "stat", key))?;
-        if (sp.dir && !is_dir(&st)) || (!sp.dir && !is_reg(&st)) {
-            return Err(BackendError::NotFound);
-        }
-        let flags = if sp.dir { libc::AT_REMOVEDIR } else { 0 };
-        let mut res = sys::unlinkat(at, &name, flags);
-        if sp.dir && matches!(&res, Err(e) if e.raw_os_error() == Some(libc::ENOTEMPTY)) {
-            let fd = sys::openat(
-                at,
-                &name,
-                libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW,
-                0,
-            )
-            .map_err(|e| map_io(e, "open", key))?;
-            if remove_stale_temps(fd.as_fd()).map_err(|e| map_io(e, "clean", key))? > 0 {
-                tracing::info!(key, "removed temporaries left by an earlier run");
-                res = sys::unlinkat(at, &name, flags);
-            }
-        }
-        if let Err(e) = res {
-            return Err(match e.raw_os_error() {
-                Some(libc::ENOTEMPTY) | Some(libc::EEXIST) => {
-                    BackendError::Permanent(format!("delete {key:?}: directory not empty"))
-                }
-                _ => map_io(e, "delete", key),
-            });
-        }
-        if sp.dir {
-            self.cache.invalidate_prefix(key);
-        } else {
-            self.cache.invalidate(key);
-        }
-        self.sync_entries(list::dir_of(key), at, key)
+        self.delete_clearing(key, true)
     }
 
     fn set_meta(&self, key: &str, meta: &UserMeta) -> BResult<()> {

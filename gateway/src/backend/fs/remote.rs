@@ -8,8 +8,10 @@ use std::os::fd::AsFd;
 use std::path::Path;
 
 /// `*_SUPER_MAGIC` of the network (or user-space) file systems Linux mounts, and
-/// their names (linux/magic.h).
-const REMOTE: &[(i64, &str)] = &[
+/// their names (linux/magic.h; GPFS and BeeGFS from their drivers). 32-bit values:
+/// `f_type` is compared as `u32`, so a magic with the top bit set (SMB2, CIFS) matches
+/// on targets where `f_type` is a signed 32-bit `long` too.
+const REMOTE: &[(u32, &str)] = &[
     (0x6969, "NFS"),
     (0x517B, "SMB"),
     (0xFE53_4D42, "SMB2"),
@@ -20,7 +22,8 @@ const REMOTE: &[(i64, &str)] = &[
     (0x5346_414F, "AFS"),
     (0x6B41_4653, "AFS"),
     (0x0BD0_0BD0, "Lustre"),
-    (0x4703_7CB8, "GPFS"),
+    (0x4750_4653, "GPFS"),
+    (0x1983_0326, "BeeGFS"),
     (0x0116_1970, "GFS2"),
     (0x7461_636F, "OCFS2"),
 ];
@@ -29,10 +32,10 @@ const REMOTE: &[(i64, &str)] = &[
 pub fn network_kind(root: &Path) -> io::Result<Option<&'static str>> {
     let dir = std::fs::File::open(root)?;
     let sf = sys::fstatfs(dir.as_fd())?;
-    Ok(kind_of(sf.f_type as i64))
+    Ok(kind_of(sf.f_type as u32))
 }
 
-fn kind_of(magic: i64) -> Option<&'static str> {
+fn kind_of(magic: u32) -> Option<&'static str> {
     REMOTE.iter().find(|(m, _)| *m == magic).map(|(_, k)| *k)
 }
 
@@ -44,6 +47,8 @@ mod tests {
     fn network_magics_are_named_and_local_ones_are_not() {
         assert_eq!(kind_of(0x6969), Some("NFS"));
         assert_eq!(kind_of(0x00C3_6400), Some("CephFS"));
+        assert_eq!(kind_of(0xFF53_4D42), Some("CIFS"));
+        assert_eq!(kind_of(0x4750_4653), Some("GPFS"));
         assert_eq!(kind_of(0xEF53), None, "ext4");
         assert_eq!(kind_of(0x5846_5342), None, "XFS");
         // The test's own temporary directory is local (tmpfs or a disk).

@@ -705,6 +705,76 @@ fn a_new_object_and_its_delete_make_only_the_needed_system_calls() {
     assert_eq!(sys::calls::take(), want);
 }
 
+/// MKDIR's put and RMDIR's delete (docs/performance.md "Mkdir and rmdir"): the new
+/// directory is opened once in the parent just walked (not walked again), the parent
+/// stat'ed once, and the directory stays cached with the metadata it was given, so the
+/// HEAD for the reply's attributes is one fstat (no xattr read). A directory's delete
+/// is one unlinkat: rmdir(2) itself refuses a file (ENOTDIR) and a non-empty
+/// directory (ENOTEMPTY), so no lstat first.
+#[test]
+fn a_directory_and_its_delete_make_only_the_needed_system_calls() {
+    use std::collections::BTreeMap;
+    let d = tempfile::tempdir().unwrap();
+    let b = FsBackend::open_configured(
+        &d.path().join("objects"),
+        false,
+        crate::config::FlushMode::PerDirectory,
+    )
+    .unwrap();
+    let root = b.root().to_path_buf();
+    let m = meta(&[("mode", "40700"), ("uid", "7"), ("gid", "8")]);
+    sys::calls::take();
+    b.put("d/", b"", &m, true).unwrap();
+    let want: BTreeMap<&str, u32> = [
+        ("mkdirat", 1),
+        ("openat", 1),
+        ("fsetxattr", 3),
+        ("fstat", 2),
+        // The new directory's inode, then its parent's entry (per directory).
+        ("fsync", 2),
+    ]
+    .into_iter()
+    .collect();
+    assert_eq!(sys::calls::take(), want);
+    assert_eq!(
+        b.head("d/").unwrap().user.get("uid").map(String::as_str),
+        Some("7")
+    );
+    let want: BTreeMap<&str, u32> = [("fstat", 1)].into_iter().collect();
+    assert_eq!(
+        sys::calls::take(),
+        want,
+        "the reply's HEAD reads no metadata"
+    );
+    // A taken name: refused by mkdirat alone.
+    assert_eq!(b.put("d/", b"", &m, true), Err(BackendError::AlreadyExists));
+    let want: BTreeMap<&str, u32> = [("mkdirat", 1)].into_iter().collect();
+    assert_eq!(sys::calls::take(), want);
+    // Not empty: refused, the directory and its file stay.
+    b.put("d/f", b"x", &meta(&[]), true).unwrap();
+    assert!(matches!(b.delete("d/"), Err(BackendError::Permanent(_))));
+    assert!(root.join("d/f").is_file());
+    b.delete("d/f").unwrap();
+    // A file named as a directory: not found, the file stays.
+    b.put("g", b"", &meta(&[]), true).unwrap();
+    assert_eq!(b.delete("g/"), Err(BackendError::NotFound));
+    assert!(root.join("g").is_file());
+    // A symlink to a directory is no directory here.
+    std::os::unix::fs::symlink(root.join("d"), root.join("s")).unwrap();
+    assert_eq!(b.delete("s/"), Err(BackendError::NotFound));
+    assert!(root.join("d").is_dir());
+    sys::calls::take();
+    b.delete("d/").unwrap();
+    let want: BTreeMap<&str, u32> = [("unlinkat", 1), ("fstat", 1), ("fsync", 1)]
+        .into_iter()
+        .collect();
+    assert_eq!(sys::calls::take(), want);
+    assert!(!root.join("d").exists());
+    assert!(!cached(&b, "d/"));
+    assert_eq!(b.delete("d/"), Err(BackendError::NotFound));
+    assert_eq!(b.head("d/"), Err(BackendError::NotFound));
+}
+
 /// The `maxfilesize` the front ends advertise (RFC 8881 §5.8.2, attribute 27, RFC 1813 FSINFO)
 /// is the root file system's own largest file, not 2^63 - 1: on ext4 (16 TiB - 4 KiB)
 /// a client told 2^63 - 1 accepted a write past 16 TiB into its page cache and failed

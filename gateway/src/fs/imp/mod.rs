@@ -1385,7 +1385,10 @@ impl Inner {
         check_set(set)?;
         let key = format!("{}{name}", dir.key);
         self.making(&[Some(dir.fileid)], || {
-            if self.find(&key)?.is_some() {
+            // Where the put itself refuses a taken name, file or directory, in the
+            // step that makes it (`put_if_absent_refuses_dirs`: mkdirat's EEXIST), no
+            // look first: one walk of the parents, not two.
+            if !self.backend.put_if_absent_refuses_dirs() && self.find(&key)?.is_some() {
                 return Err(Status::Exist);
             }
             let dkey = format!("{key}/");
@@ -1603,6 +1606,34 @@ impl Inner {
     }
 
     fn rmdir_at(&self, dir: &Node, key: &str) -> FsResult<()> {
+        // Where the store's delete refuses a non-empty directory and a file in the
+        // step that removes (`delete_empty_dir`: rmdir(2)'s ENOTEMPTY and ENOTDIR),
+        // delete first: no listing to prove emptiness, no HEADs to tell a file from a
+        // directory. Any refusal takes the checked path below, which names it (NOENT,
+        // NOTDIR, NOTEMPTY) as before.
+        let dkey = format!("{key}/");
+        if let Some(Ok(())) = self.backend.delete_empty_dir(&dkey) {
+            self.removed_dir(dir, &dkey);
+            return Ok(());
+        }
+        self.rmdir_checked(dir, key)
+    }
+
+    /// What a removed directory `dkey` leaves to do: its handles and any mapping under
+    /// it go stale, its parent's entries and link count change.
+    fn removed_dir(&self, dir: &Node, dkey: &str) {
+        self.gone.note(dkey);
+        // The directory's id, and any mapping left under it (objects removed
+        // behind the gateway's back).
+        let t = self.table.forget_prefix(dkey);
+        self.observer.touched(&t);
+        self.bump(dir.fileid);
+        self.subdirs.adjust(dir.fileid, -1);
+    }
+
+    /// RMDIR that looks before it deletes: what the name is, and that no child is
+    /// left (confirmed, `has_children`).
+    fn rmdir_checked(&self, dir: &Node, key: &str) -> FsResult<()> {
         match self.find(key)? {
             None => Err(Status::NoEnt),
             Some(Found::File(_)) => Err(Status::NotDir),
@@ -1621,13 +1652,7 @@ impl Inner {
                         })
                     }
                 }
-                self.gone.note(&dkey);
-                // The directory's id, and any mapping left under it (objects removed
-                // behind the gateway's back).
-                let t = self.table.forget_prefix(&dkey);
-                self.observer.touched(&t);
-                self.bump(dir.fileid);
-                self.subdirs.adjust(dir.fileid, -1);
+                self.removed_dir(dir, &dkey);
                 Ok(())
             }
         }

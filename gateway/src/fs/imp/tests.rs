@@ -721,3 +721,74 @@ fn a_create_walks_the_parents_once_on_the_fs_backend() {
     let un = CreateMode::Unchecked(SetAttr::default());
     assert_eq!(m.create(&sub, b"new", &un, OWNER).unwrap().fileid, f.fileid);
 }
+
+/// MKDIR and RMDIR over the fs backend do not look first (docs/performance.md "Mkdir
+/// and rmdir"): MKDIR puts and lets mkdirat refuse a taken name
+/// (`put_if_absent_refuses_dirs`); RMDIR deletes and lets rmdir(2) refuse a file or a
+/// non-empty directory (`delete_empty_dir`): no listing to prove emptiness,
+/// no HEADs. What the client is told is as before: EXIST, NOTEMPTY, NOTDIR, NOENT,
+/// and the removed directory's handle is STALE.
+#[test]
+fn mkdir_and_rmdir_on_the_fs_backend_do_not_look_first() {
+    let d = tempfile::tempdir().unwrap();
+    let fsb = Arc::new(
+        FsBackend::open_configured(
+            &d.path().join("data"),
+            false,
+            crate::config::FlushMode::PerDirectory,
+        )
+        .unwrap(),
+    );
+    let b: Arc<dyn Backend> = fsb.clone();
+    let m = FileModel::open(b, &d.path().join("state"), &exports()).unwrap();
+    let root = m.root(0).unwrap();
+    let top = m.mkdir(&root, b"top", &SetAttr::default(), OWNER).unwrap();
+    FsBackend::take_calls();
+    let dir = m.mkdir(&top, b"d", &SetAttr::default(), OWNER).unwrap();
+    let calls = FsBackend::take_calls();
+    assert_eq!(calls.get("lstatat"), None, "no look first: {calls:?}");
+    assert_eq!(
+        calls.get("openat"),
+        Some(&2),
+        "walk + the new one: {calls:?}"
+    );
+    assert_eq!(
+        m.mkdir(&top, b"d", &SetAttr::default(), OWNER),
+        Err(Status::Exist)
+    );
+    let how = CreateMode::Guarded(SetAttr::default());
+    m.create(&top, b"file", &how, OWNER).unwrap();
+    assert_eq!(
+        m.mkdir(&top, b"file", &SetAttr::default(), OWNER),
+        Err(Status::Exist)
+    );
+    m.create(&dir, b"child", &how, OWNER).unwrap();
+    // Another gateway's put in flight on a shared root: its temporary must survive a
+    // refused RMDIR (only the checked path, after an empty listing, clears them).
+    let theirs = d.path().join("data/top/d/.nfsgw-tmp.another-gateway.1");
+    std::fs::write(&theirs, b"in flight").unwrap();
+    assert_eq!(m.rmdir(&top, b"d"), Err(Status::NotEmpty));
+    assert!(m.getattr(&dir).is_ok(), "refused: still there");
+    assert!(
+        theirs.exists(),
+        "a refused RMDIR removed another gateway's temporary"
+    );
+    std::fs::remove_file(&theirs).unwrap();
+    m.remove(&dir, b"child").unwrap();
+    assert_eq!(m.rmdir(&top, b"file"), Err(Status::NotDir));
+    assert_eq!(m.rmdir(&top, b"missing"), Err(Status::NoEnt));
+    let fh = m.handle(&dir);
+    let scans = fsb.dir_scans();
+    FsBackend::take_calls();
+    m.rmdir(&top, b"d").unwrap();
+    let calls = FsBackend::take_calls();
+    assert_eq!(fsb.dir_scans(), scans, "no listing");
+    for c in ["lstatat", "flistxattr", "fgetxattr"] {
+        assert_eq!(calls.get(c), None, "{c}: {calls:?}");
+    }
+    assert_eq!(calls.get("openat"), Some(&1), "the walk only: {calls:?}");
+    assert_eq!(calls.get("unlinkat"), Some(&1), "{calls:?}");
+    assert_eq!(m.resolve(fh.as_bytes()).unwrap_err(), Status::Stale);
+    assert_eq!(m.lookup(&top, b"d").unwrap_err(), Status::NoEnt);
+    assert_eq!(m.rmdir(&top, b"d"), Err(Status::NoEnt));
+}

@@ -125,16 +125,22 @@ pub(super) fn set_key(c: &Connection, id: u64, key: Option<&str>) -> Result<()> 
 
 /// Live (id, key) under `prefix`, in key order.
 pub(super) fn range(c: &Connection, prefix: &str) -> Result<Vec<(u64, String)>> {
+    range_first(c, prefix, -1)
+}
+
+/// The first `limit` live (id, key) under `prefix` in key order (all of them when
+/// `limit` is negative, SQLite's "no limit").
+pub(super) fn range_first(c: &Connection, prefix: &str, limit: i64) -> Result<Vec<(u64, String)>> {
     let map =
         |r: &rusqlite::Row<'_>| -> Result<(u64, Vec<u8>)> { Ok((from_sql(r.get(0)?), r.get(1)?)) };
     let rows: Vec<(u64, Vec<u8>)> = match prefix_end(prefix) {
         Some(end) => c
-            .prepare_cached("SELECT id, key FROM handles WHERE key >= ?1 AND key < ?2")?
-            .query_map(params![prefix.as_bytes(), end], map)?
+            .prepare_cached("SELECT id, key FROM handles WHERE key >= ?1 AND key < ?2 LIMIT ?3")?
+            .query_map(params![prefix.as_bytes(), end, limit], map)?
             .collect::<Result<_>>()?,
         None => c
-            .prepare_cached("SELECT id, key FROM handles WHERE key >= ?1")?
-            .query_map([prefix.as_bytes()], map)?
+            .prepare_cached("SELECT id, key FROM handles WHERE key >= ?1 LIMIT ?2")?
+            .query_map(params![prefix.as_bytes(), limit], map)?
             .collect::<Result<_>>()?,
     };
     Ok(rows

@@ -819,8 +819,25 @@ impl HandleTable {
 
     /// Drops every mapping under the directory prefix `prefix` (itself included).
     /// Returns the ids it unmapped.
+    ///
+    /// When nothing under `prefix` but `prefix` itself is mapped — an RMDIR of a
+    /// directory whose children were removed through the gateway, the usual case —
+    /// this is exactly a `forget` of `prefix`: one journal append, no fold. Folding
+    /// here (an index transaction under the index lock, carrying every record
+    /// journaled since the last fold, up to `FOLD_RECORDS`) made the first RMDIR after
+    /// a burst of removes wait for all of them, and every other change wait behind it
+    /// (docs/performance.md, "Mkdir and rmdir").
     pub(super) fn forget_prefix(&self, prefix: &str) -> Touched {
         let mut db = self.db();
+        // Under the index lock: no assignment or change can come between the look
+        // and the forget.
+        if let Ok(true) = self.only_itself_under(&db, prefix) {
+            let touched = self.forget_locked(&mut db, prefix);
+            let mut c = self.cache_mut();
+            c.remove_key(prefix);
+            c.bump();
+            return touched;
+        }
         let touched = self.change_now(&mut db, journal::T_FORGET_PREFIX, prefix.to_string());
         if let Some(ids) = &touched {
             self.note_forgets(&mut db, ids.len());
@@ -829,6 +846,25 @@ impl HandleTable {
         c.remove_prefixes(&[prefix]);
         c.bump();
         touched
+    }
+
+    /// True when no live key under `prefix` other than `prefix` itself is mapped, in
+    /// the index and the pending changes together (an index row is superseded when its
+    /// id has a pending change, as in `find_key`). The cache needs no look: it is a
+    /// subset of the two. Index lock held (`db`).
+    fn only_itself_under(&self, db: &Db, prefix: &str) -> index::Result<bool> {
+        // At most one row per pending record is superseded, and one is `prefix`: past
+        // that many rows, some other live key is surely there (a directory of a
+        // million mappings is not read whole to learn it).
+        let limit = i64::try_from(db.recs.len())
+            .unwrap_or(i64::MAX)
+            .saturating_add(2);
+        let rows = index::range_first(&db.conn, prefix, limit)?;
+        if i64::try_from(rows.len()).unwrap_or(i64::MAX) >= limit {
+            return Ok(false);
+        }
+        let p = self.pending();
+        Ok(rows.iter().all(|(id, key)| key == prefix || p.knows(*id)) && !p.maps_under(prefix))
     }
 
     /// Moves `from` to `to` keeping fileids: one key, or with both ending in '/' a

@@ -45,6 +45,14 @@ impl Pending {
         Some((id, self.by_id.get(&id)?.1))
     }
 
+    /// Whether a key assigned since the last fold lies under the directory prefix
+    /// `prefix`, other than `prefix` itself.
+    pub(super) fn maps_under(&self, prefix: &str) -> bool {
+        self.by_key
+            .keys()
+            .any(|k| k.len() > prefix.len() && k.starts_with(prefix))
+    }
+
     pub(super) fn clear(&mut self) {
         self.by_id.clear();
         self.by_key.clear();

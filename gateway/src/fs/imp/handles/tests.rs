@@ -100,6 +100,64 @@ fn rename_prefix_moves_evicted_entries_and_replaces_the_target() {
     assert_eq!(open(d.path(), 10).get(files[5].0), None);
 }
 
+/// RMDIR's prefix forget of a directory whose children were all forgotten (their
+/// index rows superseded by pending forgets) is one journal append: no fold, no index
+/// write, and the directory's handle is stale before and after a reopen. A child still
+/// mapped — only in the index (evicted from the cache), or only pending — takes the
+/// whole prefix forget, as before.
+#[test]
+fn forgetting_an_emptied_directory_appends_without_a_fold() {
+    let d = tempfile::tempdir().unwrap();
+    let t = open(d.path(), 10);
+    let (dir, _) = t.assign("d/");
+    let files: Vec<u64> = (0..50).map(|i| t.assign(&format!("d/f{i}")).0).collect();
+    let folded = t.index_writes(); // folds: the children are index rows now
+    for i in 0..50 {
+        t.forget(&format!("d/f{i}"));
+    }
+    assert_eq!(t.db().recs.len(), 50);
+    assert_eq!(t.forget_prefix("d/"), Some(vec![dir]));
+    assert_eq!(t.db().recs.len(), 51, "one forget appended, nothing folded");
+    assert_eq!(t.db().writes, folded, "no index write");
+    assert_eq!(t.get(dir), None);
+    // Nothing mapped at or under a prefix: nothing to forget.
+    assert_eq!(t.forget_prefix("none/"), Some(Vec::new()));
+    drop(t);
+    let t = open(d.path(), 10);
+    assert_eq!(
+        t.get(dir),
+        None,
+        "the forget survives a reopen (journal replay)"
+    );
+    assert!(files.iter().all(|id| t.get(*id).is_none()));
+    // A child only the index holds (evicted: the cache keeps 10).
+    let (e, _) = t.assign("e/");
+    let mut kept: Vec<u64> = (0..30).map(|i| t.assign(&format!("e/g{i}")).0).collect();
+    t.index_writes();
+    let mut touched = t.forget_prefix("e/").unwrap();
+    kept.push(e);
+    kept.sort_unstable();
+    touched.sort_unstable();
+    assert_eq!(touched, kept);
+    assert!(kept.iter().all(|id| t.get(*id).is_none()));
+    // A child only pending (assigned since the last fold).
+    let (x, _) = t.assign("x/");
+    let (y, _) = t.assign("x/y");
+    let mut touched = t.forget_prefix("x/").unwrap();
+    touched.sort_unstable();
+    let mut want = vec![x, y];
+    want.sort_unstable();
+    assert_eq!(touched, want);
+    assert_eq!((t.get(x), t.get(y)), (None, None));
+    // A sibling that shares the name's start is not under the prefix.
+    let (z, _) = t.assign("z/");
+    let (zz, _) = t.assign("zz");
+    let before = t.db().recs.len();
+    assert_eq!(t.forget_prefix("z/"), Some(vec![z]));
+    assert_eq!(t.db().recs.len(), before + 1);
+    assert_eq!(t.get(zz).map(|r| r.0), Some("zz".to_string()));
+}
+
 #[test]
 fn a_reassigned_id_gets_a_higher_generation_after_eviction_and_reopen() {
     let d = tempfile::tempdir().unwrap();
