@@ -21,7 +21,7 @@ log() { echo "setup.sh: $*" >&2; }
 # ---- Debian packages --------------------------------------------------------
 PKGS=(libnfs-utils libnfs-dev swig python3-dev python3-venv build-essential pkg-config
       libibverbs-dev librdmacm-dev libclang-dev fio systemd libfuse3-3 prometheus man-db keepalived iproute2
-      xfsprogs attr)
+      xfsprogs attr perl)
 missing=()
 for p in "${PKGS[@]}"; do
     if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
@@ -56,6 +56,8 @@ if ((${#missing[@]})); then
     # xfs_io, setfattr: the VM guest's SEEK_HOLE/SEEK_DATA and xattr checks (tests/vm/kernel-nfs4*.sh; the
     # guest runs on this machine's root file system)
     apt-get install -y -qq --no-install-recommends xfsprogs attr
+    # perl with Time::HiRes (not in perl-base): tests/vm/ha-lock.pl, the VM stage ha's lock tool
+    apt-get install -y -qq --no-install-recommends perl
 fi
 for b in nfs-ls nfs-cp nfs-cat; do
     command -v "$b" >/dev/null || { log "missing $b after install"; exit 1; }

@@ -259,17 +259,16 @@ impl Flush {
 
     /// Whether a new file made empty in directory `dir` needs its own fsync before its
     /// name points at it: not when the log orders it before the name (module doc, a).
+    /// (No log: no stat. A failed stat: synced.)
     pub fn new_empty_file_needs_sync(&self, dir: BorrowedFd<'_>) -> bool {
-        match &self.log {
-            None => true,
-            Some(l) => sys::fstat(dir).map_or(true, |st| st.st_dev != l.dev),
-        }
+        self.log.is_none()
+            || sys::fstat(dir).map_or(true, |st| self.new_empty_file_needs_sync_on(st.st_dev))
     }
 
     /// `new_empty_file_needs_sync` for a directory on device `dev` (a stat the caller
     /// already has).
     pub fn new_empty_file_needs_sync_on(&self, dev: u64) -> bool {
-        self.log.as_ref().is_none_or(|l| l.dev != dev)
+        self.log_on(dev).is_none()
     }
 
     /// A new object's fsync before its name (the inode and its attributes first).
