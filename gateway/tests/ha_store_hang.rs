@@ -307,7 +307,17 @@ fn watch_both(
 ) -> std::thread::JoinHandle<(Option<Instant>, Option<Instant>)> {
     std::thread::spawn(move || {
         let (mut a_last, mut b_first) = (None, None);
-        while !stop.load(Ordering::Relaxed) {
+        // `stop` may come while a probe of `a` is still waiting for its answer (the
+        // stopped active answers slowly): keep probing until `b` has been seen once,
+        // for at most 20 s after the stop, so the result never depends on that race.
+        let mut stopped_at: Option<Instant> = None;
+        loop {
+            if stop.load(Ordering::Relaxed) {
+                let at = *stopped_at.get_or_insert_with(Instant::now);
+                if b_first.is_some() || at.elapsed() > Duration::from_secs(20) {
+                    break;
+                }
+            }
             if answers(a) {
                 a_last = Some(Instant::now());
             }
