@@ -46,9 +46,13 @@ use crate::outcome::ReadDone;
 use engine::mem::{Buf, ClassSpec, HugePolicy, Pools};
 use engine::rdma::server::ExtSeg;
 use engine::rpc::Cred;
-// FxHash: the keys are file ids (already hashes) and MAC-checked handles, which a
-// client cannot choose to collide, so a fast non-keyed hasher is safe here.
+// FxHash for handles: they carry a MAC keyed by the server's secret, so a client
+// cannot choose two that collide. File ids are NOT safe for an unkeyed hasher: an
+// fs file id is an unkeyed hash of its name (fs/imp/handles), so a client could
+// grind names whose ids share FxHash buckets and make every lookup a long probe.
+// Maps keyed by file ids use SipHash with a per-process random key (`Keyed`).
 use rustc_hash::FxHashMap as HashMap;
+type Keyed<K, V> = std::collections::HashMap<K, V, std::hash::RandomState>;
 use std::collections::VecDeque;
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -382,8 +386,8 @@ pub struct CacheStats {
 pub struct ReadCache {
     attrs: HashMap<FhKey, AttrEntry>,
     /// End of the last READ seen per file, to detect sequential access.
-    last_end: HashMap<u64, u64>,
-    pages: HashMap<(u64, u64), PageEntry>,
+    last_end: Keyed<u64, u64>,
+    pages: Keyed<(u64, u64), PageEntry>,
     /// Insertion order, for FIFO eviction when the page pool is empty.
     order: VecDeque<(u64, u64)>,
     pool: Option<Pools>,
@@ -462,8 +466,8 @@ impl ReadCache {
         };
         Ok(ReadCache {
             attrs: HashMap::with_capacity_and_hasher(1024, Default::default()),
-            last_end: HashMap::with_capacity_and_hasher(1024, Default::default()),
-            pages: HashMap::with_capacity_and_hasher(count.min(1 << 20), Default::default()),
+            last_end: Keyed::with_capacity(1024),
+            pages: Keyed::with_capacity(count.min(1 << 20)),
             order: VecDeque::with_capacity(count.min(1 << 20)),
             pool,
             stats: CacheStats::default(),

@@ -27,7 +27,6 @@ use crate::backend::{Backend, BackendError};
 use crate::export::{Caller, Groups};
 use crate::fs::{Attr, Status};
 use engine::rpc::Cred;
-use rustc_hash::FxHashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -45,8 +44,9 @@ pub struct Fence {
     key: [u8; 32],
     store: Arc<dyn Backend>,
     window: Duration,
-    /// FxHash: the keys are server-chosen file ids, as in `cache.rs`.
-    cache: Mutex<FxHashMap<u64, Known>>,
+    /// SipHash with a per-process random key: an fs file id is an unkeyed hash of
+    /// a name a client chose (see `cache.rs`), so an unkeyed hasher could be ground.
+    cache: Mutex<std::collections::HashMap<u64, Known>>,
 }
 
 /// A file's epoch as read from the store, with its synthetic pair: the pair is
@@ -97,7 +97,7 @@ impl Fence {
             key: blake3::derive_key("nfsgw pnfs fence ids v1", &handle_key),
             store,
             window,
-            cache: Mutex::new(FxHashMap::default()),
+            cache: Mutex::new(std::collections::HashMap::new()),
         }
     }
 
