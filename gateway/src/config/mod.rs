@@ -404,6 +404,14 @@ impl Config {
                 "the memory backend lives in one process and cannot be shared; use kind = \"fs\" on a directory every gateway mounts, or \"s3\"",
             );
         }
+        // `[backend.fs]` set for another kind would be a setting nobody applies: an
+        // operator who asked for per-directory flushes on s3 must hear it does nothing.
+        if self.backend.kind != BackendKind::Fs && self.backend.fs.flush != FlushMode::Auto {
+            return err(
+                "backend.fs.flush",
+                "only used with kind = \"fs\"; remove [backend.fs] or set kind",
+            );
+        }
         if self.backend.kind == BackendKind::Fs && self.backend.root.as_os_str().is_empty() {
             return err(
                 "backend.root",

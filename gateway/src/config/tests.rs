@@ -203,6 +203,25 @@ fn backend_fs_flush_is_auto_by_default_and_takes_three_modes() {
     assert!(Config::parse(&format!("[backend.fs]\nfsync = \"auto\"\n{MIN}")).is_err());
 }
 
+/// `[backend.fs]` belongs to the fs backend: set for s3 or memory it is refused, naming
+/// the key (it would do nothing there); the default (`auto`) passes for every kind.
+#[test]
+fn backend_fs_flush_is_refused_for_other_kinds() {
+    let mem = "[backend]\nkind = \"memory\"\n";
+    assert!(Config::parse(&format!("{mem}{MIN}")).is_ok());
+    let e = Config::parse(&format!(
+        "{mem}[backend.fs]\nflush = \"per-directory\"\n{MIN}"
+    ))
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("backend.fs.flush") && e.contains("kind = \"fs\""),
+        "{e}"
+    );
+    let fs = Config::parse(&format!("[backend.fs]\nflush = \"per-directory\"\n{MIN}"));
+    assert_eq!(fs.unwrap().backend.fs.flush, FlushMode::PerDirectory);
+}
+
 /// `backend.shared`: off by default (today's handles); fs and s3 take it, memory, which
 /// lives in one process, refuses it naming the key.
 #[test]
