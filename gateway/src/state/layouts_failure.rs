@@ -68,7 +68,9 @@ impl Layouts {
         t.remove(other);
         self.publish(t);
         bump(&self.counters.released_ds_down, 1);
-        tracing::debug!("pNFS: a layout recalled for a down data server let go at its holder's LAYOUTGET");
+        tracing::debug!(
+            "pNFS: a layout recalled for a down data server let go at its holder's LAYOUTGET"
+        );
     }
 
     /// A client reported the I/O it did through the data server `deviceid` names

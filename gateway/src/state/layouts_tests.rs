@@ -421,7 +421,12 @@ fn a_down_recall_lets_its_holder_go_on_a_conflict_recall_does_not() {
     }
     let n = t.counts();
     assert_eq!(
-        (n.released_ds_down, n.revoked, n.recalled_ds_down, n.recalled),
+        (
+            n.released_ds_down,
+            n.revoked,
+            n.recalled_ds_down,
+            n.recalled
+        ),
         (2, 0, 4, 2)
     );
     // They go the old way: a lease after their recall, revoked (and fenced).
