@@ -370,12 +370,13 @@ trace_on() {
   echo 1 > $TR/tracing_on 2>/dev/null || true
 }
 trace_mark() { [ -w $TR/trace_marker ] && echo "$*" > $TR/trace_marker 2>/dev/null || true; }
-# trace_show N: the events since the last marker (cached lookups left out): at most
+# trace_show N: the events since the last marker (cached lookups and their exits left
+# out): at most
 # N, the first and the last halves when there are more.
 trace_show() {
   [ -r $TR/trace ] || return 0
   awk '/tracing_mark_write/ {n = NR} {l[NR] = $0} END {for (i = n; i <= NR; i++) print l[i]}' $TR/trace \
-    | grep -v 'FOUND_CACHED' | awk -v n="$1" '{l[NR] = $0}
+    | grep -viE 'found cached|\(exit\)' | awk -v n="$1" '{l[NR] = $0}
         END {for (i = 1; i <= NR; i++) if (NR <= n || i <= n / 2 || i > NR - n / 2) print l[i];
                                        else if (i == int(n / 2) + 1) print "... " NR - n " more ..."}' \
     | sed "s|^|$TAG: trace: |" || true
