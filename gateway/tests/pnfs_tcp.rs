@@ -842,8 +842,7 @@ fn drain_recalls(a: &mut nfs4_client::Tcp41) -> usize {
 /// data servers on one shared `fs` directory, probed every 100 ms (down after two
 /// failures in a row). One is stopped: within seconds its probes mark it down
 /// (`nfsgw_pnfs_data_server_up` 0), every layout naming it — and only those — is
-/// recalled over the back channel (RFC 8881 §12.5.5), LAYOUTGET of such a file is
-/// NFS4ERR_RECALLCONFLICT until it is returned, a LAYOUTRETURN's ff_ioerr4 list (RFC
+/// recalled over the back channel (RFC 8881 §12.5.5), a LAYOUTRETURN's ff_ioerr4 list (RFC
 /// 8435 §9.3) is counted against the server, and new layouts, READ and RW, name only
 /// the live server. LAYOUTERROR (RFC 7862 §15.6) about the live server is counted
 /// and does not mark it down (the probe decides); an unknown device id is accepted
@@ -853,7 +852,6 @@ fn drain_recalls(a: &mut nfs4_client::Tcp41) -> usize {
 /// address: placed in layouts again.
 #[test]
 fn a_dead_data_server_is_left_out_of_layouts_and_its_layouts_recalled() {
-    const NFS4ERR_RECALLCONFLICT: u32 = 10061;
     const NFS4ERR_LAYOUTUNAVAILABLE: u32 = 10059;
     const NFS4ERR_NXIO: u32 = 6;
     use nfs_wire::v4pnfs::DeviceError;
@@ -974,9 +972,8 @@ fn a_dead_data_server_is_left_out_of_layouts_and_its_layouts_recalled() {
         assert_eq!(reported("ops", "write"), 0);
     }
     for (fh, sid) in &recalled {
-        // Not returned yet: this client must return it first.
-        let again = layout_a(&mut a, fh, LAYOUTIOMODE4_RW, open_of(fh));
-        assert_eq!(again.err(), Some(NFS4ERR_RECALLCONFLICT));
+        // (Its LAYOUTGET before the return would let the layout go:
+        // `a_client_recalled_for_a_dead_data_server_goes_on_at_once`.)
         let e = DeviceError {
             deviceid: dev[1],
             status: NFS4ERR_NXIO,
@@ -1529,4 +1526,133 @@ fn take_layout_a(c: &mut nfs4_client::Tcp41, fh: &[u8], open: [u8; 16]) -> Layou
         stateid: g.stateid,
         ff: v4pnfs::ff_layout(&g.layouts[0].body).unwrap(),
     }
+}
+
+/// A layout's data server credentials (ffds_user, ffds_group) as sent.
+type DsIds = (String, String);
+
+/// LAYOUTGET of `fh` through a back-channel client with stateid `sid`: its one
+/// mirror's device id and data server credentials.
+fn layout_ids(
+    a: &mut nfs4_client::Tcp41,
+    fh: &[u8],
+    sid: [u8; 16],
+) -> Result<([u8; 16], DsIds), u32> {
+    let (st, rest) = on_a(
+        a,
+        fh,
+        Ops::new().layoutget(&layoutget(LAYOUTIOMODE4_RW, sid)),
+    );
+    if st != NFS4_OK {
+        return Err(st);
+    }
+    let g = v4pnfs::layoutget_ok(&mut XdrReader::new(&rest)).unwrap();
+    let ff = v4pnfs::ff_layout(&g.layouts[0].body).unwrap();
+    let d = &ff.mirrors[0][0];
+    Ok((d.deviceid, (d.user.clone(), d.group.clone())))
+}
+
+/// Going on sooner (README "When a data server dies"): a client whose layouts the
+/// metadata server recalled only because their data server went down gets a layout
+/// naming the live one at once, not NFS4ERR_RECALLCONFLICT until the lease (10 s
+/// here) revokes the recalled one: its LAYOUTGET with the recalled layout's stateid
+/// is NFS4ERR_BAD_STATEID (the layout let go unreturned, its file not fenced: the new
+/// layout carries the same credentials), and with its open stateid a layout naming
+/// the live data server. A down-recalled layout that another client's truncate then
+/// needs is as strict as any conflict recall: RECALLCONFLICT for its holder and
+/// NFS4ERR_DELAY for the truncate until the layout is returned.
+#[test]
+fn a_client_recalled_for_a_dead_data_server_goes_on_at_once() {
+    const NFS4ERR_DELAY: u32 = 10008;
+    const NFS4ERR_RECALLCONFLICT: u32 = 10061;
+    struct File {
+        open: [u8; 16],
+        fh: Vec<u8>,
+        ids: DsIds,
+    }
+    let root = tempfile::tempdir().unwrap();
+    let at = [free_addr(), free_addr()];
+    let mut ds: Vec<Option<Gw>> = at
+        .iter()
+        .map(|a| Some(shared_fs_on(root.path(), *a, "")))
+        .collect();
+    let probing = "probe_ms = 100\nprobe_timeout_ms = 1000\nprobe_failures = 2\n";
+    let mds = shared_fs(root.path(), &pnfs_with(&at, probing));
+    let up = |i: usize| {
+        let series = format!("nfsgw_pnfs_data_server_up{{address=\"{}\"}}", at[i]);
+        metric(&mds, &series)
+    };
+    wait_for("both data servers up", 5, || up(0) == 1 && up(1) == 1);
+    let mut a = bc_client(&mds, b"pnfs-go-on-a");
+    // Two files whose RW layouts name data server 1 (others stay on server 0).
+    let mut on1 = Vec::new();
+    for i in 0..64 {
+        let (open, fh) = open_a(&mut a, format!("x{i}").as_bytes());
+        let (dev, ids) = layout_ids(&mut a, &fh, open).unwrap();
+        if addr_of(&mut a, &fh, &dev) == at[1] {
+            on1.push(File { open, fh, ids });
+        }
+        if on1.len() == 2 {
+            break;
+        }
+    }
+    assert_eq!(on1.len(), 2, "files placed on data server 1");
+
+    ds[1] = None;
+    wait_for("data server 1 marked down", 10, || up(1) == 0);
+    // Both recalled; answered NFS4_OK: the client holds them (as one whose I/O to
+    // the dead server is still in flight does, Linux's DELAY answers included).
+    let mut recalled = std::collections::HashMap::new();
+    while recalled.len() < 2 {
+        let cb = answer_recall(&mut a, NFS4_OK);
+        recalled.insert(cb.fh.clone(), cb.stateid);
+    }
+    let at_recall = Instant::now();
+    let (x, y) = (&on1[0], &on1[1]);
+    // Another client truncates y: y's recall is now a conflict's too.
+    let mut b = S::new(&mds, 1);
+    let truncate = |b: &mut S| {
+        let size = Ops::new().setattr(&[0; 16], &[1 << 4], &0u64.to_be_bytes());
+        b.on(&y.fh, size).0
+    };
+    assert_eq!(truncate(&mut b), NFS4ERR_DELAY);
+
+    // x: let go at its holder's LAYOUTGET; with the open stateid, the live server.
+    let err = layout_ids(&mut a, &x.fh, recalled[&x.fh]).err();
+    assert_eq!(err, Some(NFS4ERR_BAD_STATEID), "the recalled layout let go");
+    let (dev, ids) = layout_ids(&mut a, &x.fh, x.open).expect("a new layout at once");
+    assert_eq!(addr_of(&mut a, &x.fh, &dev), at[0], "the live data server");
+    assert_eq!(ids, x.ids, "not fenced: the same credentials");
+    assert!(
+        at_recall.elapsed() < Duration::from_secs(5),
+        "at once, not after the lease: {:?}",
+        at_recall.elapsed()
+    );
+    assert_eq!(metric(&mds, "nfsgw_pnfs_layouts_released_ds_down_total"), 1);
+    assert_eq!(
+        metric(&mds, "nfsgw_pnfs_layouts_total{event=\"revoked\"}"),
+        0
+    );
+
+    // y: as strict as a conflict recall, with either stateid, until returned.
+    for sid in [y.open, recalled[&y.fh]] {
+        let err = layout_ids(&mut a, &y.fh, sid).err();
+        assert_eq!(err, Some(NFS4ERR_RECALLCONFLICT));
+    }
+    assert_eq!(truncate(&mut b), NFS4ERR_DELAY);
+    let r = Return::File {
+        offset: 0,
+        length: ALL,
+        stateid: recalled[&y.fh],
+    };
+    let ret = Ops::new().layoutreturn(LAYOUT4_FLEX_FILES, LAYOUTIOMODE4_ANY, &r);
+    assert_eq!(on_a(&mut a, &y.fh, ret).0, NFS4_OK, "LAYOUTRETURN of y");
+    assert_eq!(
+        truncate(&mut b),
+        NFS4_OK,
+        "the truncate goes on once it is back"
+    );
+    let (dev, _) = layout_ids(&mut a, &y.fh, y.open).unwrap();
+    assert_eq!(addr_of(&mut a, &y.fh, &dev), at[0]);
+    assert_eq!(metric(&mds, "nfsgw_pnfs_layouts_released_ds_down_total"), 1);
 }

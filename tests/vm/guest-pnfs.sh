@@ -23,7 +23,8 @@
 # carried some; an NFSv3 mount's truncate (a second client, over TCP) recalls the v4.1
 # client's layout (nfsgw_pnfs_layouts_total{event="recalled"}; over rdma the
 # CB_LAYOUTRECALL goes on the RDMA back channel, RFC 8167) and the v4.1 mount sees the
-# new size. TCP only (the failure parts):
+# new size. Then the failure parts (over rdma too: the client reaches the data servers
+# over xprtrdma, the metadata server probes their TCP listeners, probe_address):
 # - write: the data server a writer's layout names killed (kill -9) in the middle of a
 #   write with O_DSYNC: the application sees no error, every byte reads back
 #   byte-exact after dropping caches, the metadata server marks it down and counts the
@@ -32,11 +33,16 @@
 #   read (the rest of the file dropped from the page cache at the kill, so it must
 #   come over the wire again): no error, every byte read equals the source, the rest
 #   came through the metadata server (or another data server), the server marked down.
+# Each failure part prints how long after the kill the application finished, the
+# client's pNFS tracepoints from the kill on (LAYOUTGET/LAYOUTRETURN and their status,
+# CB_LAYOUTRECALL answers, pnfs_update_layout's verdicts) and the metadata server's
+# log: what the client waited on.
 # Usage: guest-pnfs.sh GATEWAY_BINARY [PROTO]     (PROTO tcp [default] or rdma)
 # Last line: "KERNEL PNFS: PASS" (tcp), "KERNEL PNFS/RDMA: PASS" (rdma).
 # Knobs: PNFS_FILES [12] files of PNFS_FILE_KIB [256] KiB each; PNFS_KILL_MIB [4]
 # MiB written while a data server is killed (a quarter before the kill, the rest
-# after); PNFS_READ_KILL_MIB [4] MiB read while one is killed (likewise). (Placement hashes the file id, which derives from the name on a
+# after); PNFS_READ_KILL_MIB [4] MiB read while one is killed (likewise); over rdma both
+# default to 2 (the software RDMA device is slow under TCG). (Placement hashes the file id, which derives from the name on a
 # shared store: f.1..f.12 land 9/1/2 on the three data servers, every run.)
 # Time: the client's data server connections get dataserver_timeo=50 (5 s) and
 # dataserver_retrans=1 (nfs_layout_flexfiles parameters; defaults 60 s and 0), and the
@@ -345,8 +351,43 @@ check "the v4.1 client sees the truncated size" test "$(stat -c %s "$M/f.1")" = 
 check "and the bytes before it" cmp -n 1000 "$W/src.1" "$M/f.1"
 check "unmount the second client" umount $M3
 
-# The failure parts run over TCP (the header); over rdma the stage ends here.
-if [ "$PROTO" = tcp ]; then
+# ---- the client's pNFS events (tracepoints), to show what a failure waits on -------------
+# Linux's nfs4 tracepoints (fs/nfs/nfs4trace.h): LAYOUTGET/LAYOUTRETURN and their
+# status, CB_LAYOUTRECALL, pnfs_update_layout's verdicts (the client waiting on a
+# return, retrying, going through the metadata server), the flexfiles I/O errors.
+# Shown after each failure part, from a marker written at the kill; best effort.
+TR=/sys/kernel/tracing
+trace_on() {
+  mountpoint -q $TR 2>/dev/null || mount -t tracefs nodev $TR 2>/dev/null || return 0
+  [ -w $TR/set_event ] || return 0
+  : > $TR/trace
+  local e
+  for e in $TR/events/nfs4/*; do
+    case "${e##*/}" in
+      *layout*|pnfs_*|ff_layout_*|nfs4_deviceid_free|nfs4_getdeviceinfo) echo 1 > "$e/enable" 2>/dev/null || true ;;
+    esac
+  done
+  echo 1 > $TR/tracing_on 2>/dev/null || true
+}
+trace_mark() { [ -w $TR/trace_marker ] && echo "$*" > $TR/trace_marker 2>/dev/null || true; }
+# trace_show N: the events since the last marker (cached lookups and their exits left
+# out): at most
+# N, the first and the last halves when there are more.
+trace_show() {
+  [ -r $TR/trace ] || return 0
+  awk '/tracing_mark_write/ {n = NR} {l[NR] = $0} END {for (i = n; i <= NR; i++) print l[i]}' $TR/trace \
+    | grep -viE 'found cached|\(exit\)' | awk -v n="$1" '{l[NR] = $0}
+        END {for (i = 1; i <= NR; i++) if (NR <= n || i <= n / 2 || i > NR - n / 2) print l[i];
+                                       else if (i == int(n / 2) + 1) print "... " NR - n " more ..."}' \
+    | sed "s|^|$TAG: trace: |" || true
+}
+trace_on
+
+# ---- the failure parts (over TCP and over RDMA) ------------------------------------------
+# ds_addr K: data server K's address as the metadata server names it (the metric label).
+ds_addr() {
+  if [ "$PROTO" = rdma ]; then echo "$ADDR:$((20050 + $1))"; else echo "$ADDR:$((2050 + $1))"; fi
+}
 
 # ---- a data server killed mid-write ----------------------------------------------------------
 # RFC 8435 §5.1 (FF_FLAGS_NO_IO_THRU_MDS unset: the client may fall back to the metadata
@@ -357,7 +398,7 @@ if [ "$PROTO" = tcp ]; then
 # is killed with SIGKILL (its staged, uncommitted writes die with it: the client must
 # send them again). The writer must finish without an error, and the file read back
 # after dropping caches must be the source, byte for byte.
-KMIB=${PNFS_KILL_MIB:-4}
+KMIB=${PNFS_KILL_MIB:-$([ "$PROTO" = rdma ] && echo 2 || echo 4)}
 head -c $((KMIB << 20)) /dev/urandom > "$W/src.kill"
 ds_in() { bytes in "127.0.0.1:$((9121 + $1))"; }
 kin0=(); for k in 0 1 2; do kin0[$k]=$(ds_in $k); done
@@ -398,8 +439,10 @@ for k in 0 1 2; do
   [ $(($(ds_in $k) - ${kin0[$k]})) -ge $((KMIB << 17)) ] && victim=$k && break
 done
 check "a data server carried the writer's bytes (ds${victim:-?})" test -n "$victim"
-VADDR="127.0.0.1:$((2050 + victim))"
+VADDR=$(ds_addr "$victim")
+trace_mark "pnfs: kill ds$victim mid-write"
 check "kill -9 data server ds$victim ($VADDR) mid-write" kill -9 "${PID_OF[ds$victim]}"
+KILLED=$(date +%s.%N)
 echo "$TAG: killed at $(date -u +%T.%3N) UTC"
 touch "$W/go"
 dd_ok() {
@@ -410,6 +453,8 @@ dd_ok() {
   [ "$rc" = 0 ] && [ ! -s "$W/dd.err" ]
 }
 check "the writer finished with no error (O_DSYNC writes, fsync, close)" dd_ok
+awk -v g="$TAG" -v a="$KILLED" -v b="$(date +%s.%N)" 'BEGIN {printf "%s: the writer finished %.1f s after the kill\n", g, b - a}'
+trace_show 60
 # What the metadata server saw meanwhile, with its times: how the client's wait was
 # spent (a probe's verdict, a recall, a revocation after the lease).
 mds_says() { grep -E 'pNFS' "$W/mds.log" | grep -vE 'fencing on' | tail -n "$1" | sed "s|^|$TAG: mds: |" || true; }
@@ -418,6 +463,8 @@ check "closed file's size through the metadata server" test "$(stat -c %s "$M/ki
 echo 3 > /proc/sys/vm/drop_caches
 sums() { [ "$(sha256sum < "$W/src.kill")" = "$(sha256sum < "$M/killed")" ]; }
 check "every byte written reads back after dropping caches (sha256)" sums
+# plain NAME: the metadata server's unlabelled NAME (0 when absent).
+plain() { curl -sf "http://$MDS_STATS/metrics" | awk -v n="$1" '$1 == n {s += $2} END {print s + 0}'; }
 # metric NAME: the metadata server's NAME{address="$VADDR"} (0 when absent).
 metric() {
   curl -sf "http://$MDS_STATS/metrics" | awk -v s="$1{address=\"$VADDR\"}" \
@@ -439,7 +486,7 @@ reported() {
   return 1
 }
 reported || true
-echo "$TAG: after the kill: errors reported against ds$victim $(metric nfsgw_pnfs_data_server_errors_total), layouts recalled for a down server $(curl -sf "http://$MDS_STATS/metrics" | awk '$1 == "nfsgw_pnfs_layouts_recalled_ds_down_total" {print $2}'), bytes in after (mds ds0 ds1 ds2): $(snapshot in)"
+echo "$TAG: after the kill: errors reported against ds$victim $(metric nfsgw_pnfs_data_server_errors_total), layouts recalled for a down server $(plain nfsgw_pnfs_layouts_recalled_ds_down_total), let go at their holder's LAYOUTGET $(plain nfsgw_pnfs_layouts_released_ds_down_total), revoked $(layouts revoked), bytes in after (mds ds0 ds1 ds2): $(snapshot in)"
 # Who sees the failure first is a race: the client's I/O to the dead server (then its
 # LAYOUTERROR or LAYOUTRETURN ff_ioerr4 is counted against it) or the metadata server's
 # probes (then it recalls the layouts naming the server, and the client may return them
@@ -467,7 +514,7 @@ curl -sf "http://$MDS_STATS/metrics" | grep '^nfsgw_pnfs_data_server_reported_by
 # reader must see no error and exactly the source; the rest of the file must have come
 # from the live gateways (the metadata server or another data server); the metadata
 # server marks the killed one down.
-RMIB=${PNFS_READ_KILL_MIB:-4}
+RMIB=${PNFS_READ_KILL_MIB:-$([ "$PROTO" = rdma ] && echo 2 || echo 4)}
 RBYTES=$((RMIB << 20))
 head -c $RBYTES /dev/urandom > "$W/src.read"
 write_streamed() { cp "$W/src.read" "$M/streamed" && sync; }
@@ -516,10 +563,12 @@ for k in 0 1 2; do
   [ $(($(ds_out $k) - ${rout0[$k]})) -ge $((RBYTES / 8)) ] && rvictim=$k && break
 done
 check "a live data server served the reader (ds${rvictim:-?})" test -n "$rvictim"
-VADDR="127.0.0.1:$((2050 + rvictim))"
+VADDR=$(ds_addr "$rvictim")
 rrecalls0=$(curl -sf "http://$MDS_STATS/metrics" | awk '$1 == "nfsgw_pnfs_layouts_recalled_ds_down_total" {s += $2} END {print s + 0}')
 rerrs0=$(metric nfsgw_pnfs_data_server_errors_total)
+trace_mark "pnfs: kill ds$rvictim mid-read"
 check "kill -9 data server ds$rvictim ($VADDR) mid-read" kill -9 "${PID_OF[ds$rvictim]}"
+KILLED=$(date +%s.%N)
 echo "$TAG: killed at $(date -u +%T.%3N) UTC"
 # live_out: the bytes out of the gateways still up (metadata server and data servers)
 live_out() {
@@ -538,6 +587,8 @@ reader_ok() {
   [ "$rc" = 0 ] && [ ! -s "$W/reader.err" ]
 }
 check "the reader finished with no error and read exactly the source" reader_ok
+awk -v g="$TAG" -v a="$KILLED" -v b="$(date +%s.%N)" 'BEGIN {printf "%s: the reader finished %.1f s after the kill\n", g, b - a}'
+trace_show 40
 mds_says 3
 READER=""
 lout1=$(live_out)
@@ -547,9 +598,7 @@ check "the metadata server marked ds$rvictim down" down
 # Shown, not judged: whether the client has reported the error yet depends on when it
 # gives the layout back (a recall as the server went down, or later), and whether a
 # layout still named the server when it went down on how fast the reader ran.
-echo "$TAG: after the kill: errors reported against ds$rvictim $rerrs0 -> $(metric nfsgw_pnfs_data_server_errors_total), layouts recalled for a down server $rrecalls0 -> $(curl -sf "http://$MDS_STATS/metrics" | awk '$1 == "nfsgw_pnfs_layouts_recalled_ds_down_total" {s += $2} END {print s + 0}')"
-fi # PROTO tcp: the failure parts
-
+echo "$TAG: after the kill: errors reported against ds$rvictim $rerrs0 -> $(metric nfsgw_pnfs_data_server_errors_total), layouts recalled for a down server $rrecalls0 -> $(plain nfsgw_pnfs_layouts_recalled_ds_down_total), let go at their holder's LAYOUTGET $(plain nfsgw_pnfs_layouts_released_ds_down_total), revoked $(layouts revoked)"
 rm -f "$M"/f.* "$M/killed" "$M/streamed"
 check "files removed" test -z "$(ls -A $M)"
 check "unmount" umount $M

@@ -10,10 +10,11 @@
 #   kernel-client      the kernel's NFSv3 + NFSv4.1 clients over TCP (kernel-nfs-smoke.sh,
 #                      kernel-nfs41.sh), default-feature gateway
 #   pnfs               the kernel's pNFS flexfiles client: one metadata server, three
-#                      data servers on one shared fs store (guest-pnfs.sh), over TCP (a
-#                      data server killed mid-write and one mid-read), then over
-#                      proto=rdma with netid "rdma" data servers when PNFS_RDMA=1 (the
-#                      default when RDMA_GATEWAY_BIN is given; needs the RDMA build)
+#                      data servers on one shared fs store (guest-pnfs.sh), over TCP,
+#                      then over proto=rdma with netid "rdma" data servers when
+#                      PNFS_RDMA=1 (the default when RDMA_GATEWAY_BIN is given; needs
+#                      the RDMA build); in each, a data server killed mid-write and
+#                      one mid-read
 #   ha                 [ha] takeover under the kernel's NFSv4.1 client: two gateways in
 #                      network namespaces, the service address moved as keepalived would, kill -9
 #                      of the active while an application holds a lock and writes (guest-ha.sh);

@@ -192,6 +192,10 @@ struct Layout {
     fh: Box<[u8]>,
     /// When its recall began; revoked a lease later if not returned.
     recalled: Option<Instant>,
+    /// Its recall began because a data server it named went down (`recall_server`)
+    /// and no conflicting operation has asked for it since: nothing waits on its
+    /// return, so its holder's next LAYOUTGET lets it go (`check_recalling`).
+    down_only: bool,
     /// The data servers its grants named (`mask_of`): recalled if one goes down.
     servers: u64,
 }
@@ -274,6 +278,9 @@ pub struct LayoutCounts {
     pub get_errors: u64,
     /// Layouts recalled because a data server they named went down.
     pub recalled_ds_down: u64,
+    /// Of those, layouts let go unreturned when their holder asked for a new layout
+    /// of the file (`Layouts::release_down`).
+    pub released_ds_down: u64,
     /// Client error reports (LAYOUTERROR, ff_ioerr4) naming no configured device.
     pub unknown_device_reports: u64,
 }
@@ -286,6 +293,7 @@ struct Counters {
     revoked: AtomicU64,
     get_errors: AtomicU64,
     recalled_ds_down: AtomicU64,
+    released_ds_down: AtomicU64,
     unknown_device_reports: AtomicU64,
 }
 
@@ -378,7 +386,11 @@ impl Layouts {
     /// handle (for a recall). Returns the layout stateid with its seqid advanced.
     /// While the file's layouts are being recalled (for at most `lease`): the
     /// recalled client gets NFS4ERR_RECALLCONFLICT, others NFS4ERR_LAYOUTTRYLATER
-    /// (RFC 8881 §12.5.5.2.1; `RecallConflict` and `Resource` here). A data server of
+    /// (RFC 8881 §12.5.5.2.1; `RecallConflict` and `Resource` here). The holder of a
+    /// layout recalled only because a data server it named went down is let go
+    /// instead (`release_down`): that layout is revoked at once, unfenced, and a
+    /// LAYOUTGET that presented its stateid is NFS4ERR_BAD_STATEID (`BadStateid`:
+    /// the client drops it and asks again with its open stateid). A data server of
     /// `servers` that went down since the placement was made: `Resource` (the
     /// client asks again and gets a placement without it; checked under the lock
     /// `recall_server` scans under, so no layout naming a down server escapes both).
@@ -392,7 +404,12 @@ impl Layouts {
         servers: u64,
     ) -> Result<Stateid, StateError> {
         let mut t = self.lock();
-        Self::check_recalling(&t, f, lease)?;
+        if let Some(old) = Self::check_recalling(&t, f, lease)? {
+            self.release_down(&mut t, &old);
+            if presented.is_some_and(|s| s.other == old) {
+                return Err(StateError::BadStateid);
+            }
+        }
         if servers & !self.health.up_mask() != 0 {
             return Err(StateError::Resource);
         }
@@ -421,24 +438,34 @@ impl Layouts {
 
     /// LAYOUTGET while `f`'s layouts are being recalled (§12.5.5.2.1): the client
     /// whose layout is recalled must return it first (RECALLCONFLICT), others wait.
-    /// The client's own layout of the file being recalled (a conflict, or a data
-    /// server that went down) is RECALLCONFLICT whatever the file's state: it must
-    /// be returned before another is granted.
-    fn check_recalling(t: &Table, f: LayoutFile, lease: Duration) -> Result<(), StateError> {
-        let mine = t.by_file.get(&(f.clientid, f.fileid));
-        if mine
-            .and_then(|o| t.by_other.get(o))
-            .is_some_and(|l| l.recalled.is_some())
-        {
+    /// The client's own layout of the file being recalled for a conflict is
+    /// RECALLCONFLICT whatever the file's state: it must be returned (or revoked,
+    /// fenced) before another is granted. Its own layout recalled only because a
+    /// data server went down, while no conflict recall of the file runs: `Some` of
+    /// it, to be released (`release_down`) — the recall protects nothing then.
+    fn check_recalling(
+        t: &Table,
+        f: LayoutFile,
+        lease: Duration,
+    ) -> Result<Option<[u8; 12]>, StateError> {
+        let conflict = t
+            .recalling
+            .get(&f.fileid)
+            .is_some_and(|since| since.elapsed() < lease);
+        let mine = t
+            .by_file
+            .get(&(f.clientid, f.fileid))
+            .and_then(|o| Some((*o, t.by_other.get(o)?)));
+        if let Some((other, l)) = mine.filter(|(_, l)| l.recalled.is_some()) {
+            if l.down_only && !conflict {
+                return Ok(Some(other));
+            }
             return Err(StateError::RecallConflict);
         }
-        let Some(since) = t.recalling.get(&f.fileid) else {
-            return Ok(());
-        };
-        if since.elapsed() >= lease {
-            return Ok(());
+        if conflict {
+            return Err(StateError::Resource);
         }
-        Err(StateError::Resource)
+        Ok(None)
     }
 
     fn insert(&self, t: &mut Table, f: LayoutFile, fh: &[u8]) -> Result<[u8; 12], StateError> {
@@ -456,6 +483,7 @@ impl Layouts {
             rw: false,
             fh: fh.into(),
             recalled: None,
+            down_only: false,
             servers: 0,
         };
         t.by_other.insert(other, l);
@@ -603,6 +631,7 @@ impl Layouts {
             revoked: get(&c.revoked),
             get_errors: get(&c.get_errors),
             recalled_ds_down: get(&c.recalled_ds_down),
+            released_ds_down: get(&c.released_ds_down),
             unknown_device_reports: get(&c.unknown_device_reports),
         }
     }

@@ -31,6 +31,7 @@ impl Layouts {
         for (other, l) in t.by_other.iter_mut() {
             if l.servers & bit != 0 && l.recalled.is_none() {
                 l.recalled = Some(now);
+                l.down_only = true;
                 l.seqid = stateids::next_seqid(l.seqid);
                 begun.push(*other);
             }
@@ -46,6 +47,30 @@ impl Layouts {
         // Recalls to send, or deletions that may go at once (no layout held them).
         inbox.wake();
         begun.len()
+    }
+
+    /// The holder of layout `other`, recalled only because a data server it named
+    /// went down (no conflict recall of the file runs), asked for a new layout of the
+    /// file: the recalled layout is let go now instead of a lease after its recall.
+    /// Nothing waits on its return — no conflicting operation (those recall with
+    /// `break_conflicts`, which makes a layout strict again), and any gateway serves
+    /// any file — and the metadata server, not the client, decides when a recall it
+    /// began ends: it revokes the layout (RFC 8881 §12.5.5.2, as `revoke_overdue`
+    /// does a lease later) without moving the file's fence epoch (RFC 8435 §2.2
+    /// fences a client so that a conflicting operation can go on: none waits here).
+    /// Revoked, its stateid is unknown from now on (NFS4ERR_BAD_STATEID: the Linux
+    /// client then drops the layout and asks again with its open stateid). Counted
+    /// in `released_ds_down`; its device deletions may go (`layouts_notify.rs`).
+    pub(super) fn release_down(&self, t: &mut super::Table, other: &[u8; 12]) {
+        if !t.by_other.get(other).is_some_and(|l| l.down_only) {
+            return;
+        }
+        t.remove(other);
+        self.publish(t);
+        bump(&self.counters.released_ds_down, 1);
+        tracing::debug!(
+            "pNFS: a layout recalled for a down data server let go at its holder's LAYOUTGET"
+        );
     }
 
     /// A client reported the I/O it did through the data server `deviceid` names

@@ -75,6 +75,9 @@ impl Layouts {
             if Some(l.clientid) == except {
                 continue;
             }
+            // A conflict needs it back now, whatever began its recall: from here it
+            // is returned or revoked and fenced, never let go (`release_down`).
+            l.down_only = false;
             match l.recalled {
                 None => {
                     // §12.5.3: CB_LAYOUTRECALL carries the stateid one seqid on.

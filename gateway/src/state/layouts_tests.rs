@@ -326,12 +326,8 @@ fn a_data_server_going_down_recalls_the_layouts_naming_it() {
     assert_eq!(t.recall_server(1, &inbox), 0, "not twice");
     assert!(t.take_recalls().is_empty());
 
-    // The recalled client must return first; a grant naming the dead server is
-    // refused; one naming the live server is fine.
-    assert_eq!(
-        t.grant_on(g, FH, None, IOMODE_RW, LEASE, 0b01),
-        Err(StateError::RecallConflict)
-    );
+    // A grant naming the dead server is refused; one naming the live server is fine
+    // (the recalled client's own LAYOUTGET: the next test).
     let k = LayoutFile { fileid: 400, ..F };
     assert_eq!(
         t.grant_on(k, FH, None, IOMODE_RW, LEASE, 0b10),
@@ -353,6 +349,90 @@ fn a_data_server_going_down_recalls_the_layouts_naming_it() {
     .unwrap();
     let c = t.counts();
     assert_eq!((c.recalled_ds_down, c.recalled, c.returned), (2, 0, 1));
+}
+
+/// A layout recalled because its data server went down protects nothing (no
+/// conflicting operation waits on it): its holder's next LAYOUTGET lets it go —
+/// revoked at once, unfenced, counted apart — answered BAD_STATEID when it presented
+/// that layout's stateid (the client drops it and comes back with its open stateid)
+/// and granted anew when it came with its open stateid. A layout recalled for a
+/// conflict stays RECALLCONFLICT until returned or revoked a lease later, as before;
+/// so does a down-recalled layout a conflict then asked for too, and one whose file
+/// has a conflict recall running (RFC 8881 §12.5.5.2.1).
+#[test]
+fn a_down_recall_lets_its_holder_go_on_a_conflict_recall_does_not() {
+    let t = Layouts::new(Some(devices(2, 1)));
+    let inbox = Inbox::default();
+    let on1 = |fileid, clientid| LayoutFile {
+        fileid,
+        clientid,
+        ..F
+    };
+    let (a, b, c, e) = (on1(100, 7), on1(200, 7), on1(300, 7), on1(600, 7));
+    let sa = t.grant_on(a, FH, None, IOMODE_RW, LEASE, 0b10).unwrap();
+    t.grant_on(b, FH, None, IOMODE_RW, LEASE, 0b10).unwrap();
+    t.grant_on(c, FH, None, IOMODE_RW, LEASE, 0b10).unwrap();
+    t.grant_on(e, FH, None, IOMODE_RW, LEASE, 0b10).unwrap();
+    // A conflict's layout on the live server, and another client's on file e.
+    let d = on1(500, 7);
+    t.grant_on(d, FH, None, IOMODE_RW, LEASE, 0b01).unwrap();
+    let e8 = on1(600, 8);
+    t.grant_on(e8, FH, None, IOMODE_READ, LEASE, 0b01).unwrap();
+
+    for _ in 0..3 {
+        t.health().probed(1, false);
+    }
+    assert!(!t.health().is_up(1));
+    assert_eq!(t.recall_server(1, &inbox), 4, "a, b, c, e");
+    // Conflicts: client 9 truncates c (already recalled: now wanted by a conflict
+    // too) and d; client 7 truncates e (client 8's layout recalled: e's recall runs).
+    assert!(!t.break_conflicts(c.fileid, Some(9), LEASE, &inbox));
+    assert!(!t.break_conflicts(d.fileid, Some(9), LEASE, &inbox));
+    assert!(!t.break_conflicts(e.fileid, Some(7), LEASE, &inbox));
+    let queued = t.take_recalls();
+    assert_eq!(queued.len(), 6, "4 for the server, d and e8 for conflicts");
+
+    // a, with the recalled layout's stateid: let go, BAD_STATEID; then with its open
+    // stateid a new layout (a new stateid) on the live server.
+    let (_, recalled_a, _) = t.recall_target(&sa.other).unwrap();
+    assert_eq!(
+        t.grant_on(a, FH, Some(&recalled_a), IOMODE_RW, LEASE, 0b01),
+        Err(StateError::BadStateid)
+    );
+    assert!(t.recall_target(&sa.other).is_none(), "gone: stop recalling");
+    assert_eq!(
+        t.give_back(a, &recalled_a, IOMODE_ANY),
+        Err(StateError::NoMatchingLayout),
+        "a late return of it finds nothing"
+    );
+    let na = t.grant_on(a, FH, None, IOMODE_RW, LEASE, 0b01).unwrap();
+    assert_ne!(na.other, sa.other);
+    // b, with its open stateid: let go and granted at once.
+    t.grant_on(b, FH, None, IOMODE_RW, LEASE, 0b01).unwrap();
+    // c (a conflict asked for it too), d (a conflict's), e (its file's recall runs):
+    // RECALLCONFLICT, as before.
+    for f in [c, d, e] {
+        assert_eq!(
+            t.grant_on(f, FH, None, IOMODE_RW, LEASE, 0b01),
+            Err(StateError::RecallConflict),
+            "file {}",
+            f.fileid
+        );
+    }
+    let n = t.counts();
+    assert_eq!(
+        (
+            n.released_ds_down,
+            n.revoked,
+            n.recalled_ds_down,
+            n.recalled
+        ),
+        (2, 0, 4, 2)
+    );
+    // They go the old way: a lease after their recall, revoked (and fenced).
+    let later = Instant::now() + LEASE + Duration::from_secs(1);
+    assert_eq!(t.revoke_overdue(later, LEASE), 4, "c, d, e, e8");
+    assert_eq!(t.count(), 2, "a's and b's new layouts");
 }
 
 /// Error reports count against the data server the device id names and ask for a

@@ -129,6 +129,17 @@ fn render_data_servers(g: &Gauges, out: &mut String) {
     );
     head(
         out,
+        "nfsgw_pnfs_layouts_released_ds_down_total",
+        "counter",
+        "pNFS layouts recalled because a data server went down that the metadata server let go unreturned when their holder asked for a new layout of the file (no conflicting operation waited on them).",
+    );
+    let _ = writeln!(
+        out,
+        "nfsgw_pnfs_layouts_released_ds_down_total {}",
+        l.released_ds_down
+    );
+    head(
+        out,
         "nfsgw_pnfs_unknown_device_reports_total",
         "counter",
         "Client error reports (LAYOUTERROR, ff_ioerr4) naming a device id no configured data server has (ignored).",
