@@ -265,7 +265,7 @@ pub fn run(
                         continue;
                     }
                     if let Some(cred) = g.set.creds.get(k) {
-                        c.set_cred(cred.clone());
+                        c.set_cred(*cred);
                     }
                     finish::ds_finish(c, g, k, plan, l, args.qd.max(8));
                     // The size the data server has, for LAYOUTCOMMIT (RFC 8435 §6:

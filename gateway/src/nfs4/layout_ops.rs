@@ -161,9 +161,10 @@ fn take_layout(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter) -> OpResu
     // only where the store writes in place (`state/layouts_stripe.rs`).
     let up = c.state.layouts.health();
     let write = a.iomode == IOMODE_RW;
-    let striped = ds
-        .stripe
-        .applies(c.state.clients.stripes(c.clientid), write);
+    let striped = ds.stripe.width > 1
+        && ds
+            .stripe
+            .applies(c.state.clients.stripes(c.clientid), write);
     let placed = ds.layout_up(f.node.fileid, write, striped, |i| up.is_up(i));
     if placed.is_empty() {
         return put_status(w, NFS4ERR_LAYOUTUNAVAILABLE);

@@ -397,7 +397,7 @@ pub(super) fn exchange_id(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter
     // Striped layouts only for the implementations `pnfs.stripe_clients` names
     // (RFC 8881 §18.35.3: the server may use eia_client_impl_id to adapt to a
     // client; the Linux client refuses a mirror of several data servers).
-    if let Some(ds) = c.state.layouts.devices() {
+    if let Some(ds) = c.state.layouts.devices().filter(|d| d.stripe.width > 1) {
         let stripes = a.impl_name.is_some_and(|n| ds.stripe.accepts(n));
         c.state.clients.set_stripes(clientid, stripes);
     }

@@ -157,8 +157,8 @@ mod tests {
             assert_eq!(r.len(), 2);
             assert_eq!(r[0], w[0]);
             assert_eq!(r[1], vec![(home + 1) % 5, (home + 2) % 5, (home + 3) % 5]);
-            for j in 0..3 {
-                assert_ne!(r[0][j], r[1][j], "stripe {j} mirrored on one server");
+            for (j, (a, b)) in r[0].iter().zip(&r[1]).enumerate() {
+                assert_ne!(a, b, "stripe {j} mirrored on one server");
             }
             // Not striped: today's one server per mirror.
             let flat = d.layout_up(fileid, false, false, |_| true);
