@@ -1705,3 +1705,37 @@ fn striped_layouts_for_the_clients_that_take_them() {
     assert!(!left.contains(&at[1]), "{left:?}");
     return_all_a(&mut b, &fh2, sid2);
 }
+
+/// Rule (README "Striping"): RW layouts are striped only where the store writes in
+/// place. A metadata server on `memory` (no `fs` with `shared`), three data servers
+/// listed (never reached: `probe_ms = 0`), `stripe_width = 3`: bench's implementation
+/// gets a READ layout over the three and an RW layout of one data server.
+#[test]
+fn rw_layouts_are_not_striped_where_the_store_does_not_write_in_place() {
+    use nfs_wire::nfs4args::{BENCH_IMPL_DOMAIN, BENCH_IMPL_NAME};
+    let ds: Vec<SocketAddr> = (9..12)
+        .map(|p| format!("127.0.0.1:{p}").parse().unwrap())
+        .collect();
+    let mds = Gw::start_text(|dir| {
+        format!(
+            "[engine]\ncores = [0]\nidle = \"adaptive\"\nhugepages = \"off\"\n\
+             [pools]\nsmall = 256\nmedium = 16\nlarge = 8\n\
+             [tcp]\nlisten = \"127.0.0.1:0\"\n[backend]\nkind = \"memory\"\n\
+             [state]\ndir = \"{}\"\n\
+             [[exports]]\npath = \"/\"\nclients = [\"0.0.0.0/0\"]\nsquash = \"none\"\n{}",
+            dir.display(),
+            pnfs_with(&ds, "probe_ms = 0\nstripe_width = 3\n")
+        )
+    });
+    let mut b = nfs4_client::Tcp41::connect(mds.tcp_addr());
+    b.session_as(b"stripe-rw", 0, (BENCH_IMPL_DOMAIN, BENCH_IMPL_NAME));
+    assert_eq!(b.seq_run(|o| o.reclaim_complete()).0, NFS4_OK);
+    let (open, fh) = open_a(&mut b, b"rw");
+    let (_, r) = ff_a(&mut b, &fh, LAYOUTIOMODE4_READ, open);
+    assert_eq!(r.mirrors.len(), 1);
+    assert_eq!(r.mirrors[0].len(), 3, "READ layouts are striped");
+    let (sid, w) = ff_a(&mut b, &fh, LAYOUTIOMODE4_RW, open);
+    assert_eq!(w.mirrors.len(), 1);
+    assert_eq!(w.mirrors[0].len(), 1, "an RW layout is not, on this store");
+    return_all_a(&mut b, &fh, sid);
+}
