@@ -177,35 +177,51 @@ impl Conn {
         chunk: u32,
     ) -> anyhow::Result<()> {
         let chunk = u64::from(chunk.clamp(1, 1 << 20));
-        let mut buf = vec![0u8; chunk as usize];
-        let mut off = 0u64;
-        // xid -> (offset, resend state) of the WRITEs in flight.
-        let mut inflight = HashMap::<u32, (u64, Tries)>::new();
-        let mut again: Option<(u64, Tries)> = None;
-        while off < size || !inflight.is_empty() || again.is_some() {
-            while inflight.len() < depth.max(1) && (again.is_some() || off < size) {
-                let (at, tries) = match again.take() {
+        let mut pieces = (0..size)
+            .step_by(chunk as usize)
+            .map(|o| (o, chunk.min(size - o) as u32));
+        self.write_pattern_at(fh, &mut pieces, pat, depth)
+    }
+
+    /// Writes the pattern into every `(offset, length)` of `fh` (each at most 1 MiB;
+    /// `depth` WRITEs in flight), then COMMITs (`--pnfs`: a striped layout's data
+    /// server its stripe units, RFC 8435 §6).
+    pub fn write_pattern_at(
+        &mut self,
+        fh: &[u8],
+        pieces: &mut dyn Iterator<Item = (u64, u32)>,
+        pat: &Pattern,
+        depth: usize,
+    ) -> anyhow::Result<()> {
+        let mut buf = vec![0u8; 1 << 20];
+        // xid -> (offset, length, resend state) of the WRITEs in flight.
+        let mut inflight = HashMap::<u32, (u64, u32, Tries)>::new();
+        let mut again: Option<(u64, u32, Tries)> = None;
+        let mut next = pieces.next();
+        while next.is_some() || !inflight.is_empty() || again.is_some() {
+            while inflight.len() < depth.max(1) && (again.is_some() || next.is_some()) {
+                let (at, len, tries) = match again.take() {
                     Some(a) => a,
                     None => {
-                        let at = off;
-                        off += chunk.min(size - off);
-                        (at, Tries::default())
+                        let (at, len) = next.expect("checked");
+                        next = pieces.next();
+                        (at, len.min(1 << 20), Tries::default())
                     }
                 };
-                let n = chunk.min(size - at) as usize;
+                let n = len as usize;
                 pat.fill(at, &mut buf[..n]);
                 let xid = self.send(&Call::Write(fh, at, &buf[..n]))?;
-                inflight.insert(xid, (at, tries));
+                inflight.insert(xid, (at, len, tries));
             }
             let (xid, body) = self.recv()?;
-            let Some((at, mut tries)) = inflight.remove(&xid) else {
+            let Some((at, len, mut tries)) = inflight.remove(&xid) else {
                 anyhow::bail!("reply with unknown xid {xid}");
             };
             match v3call::status(&body?) {
                 0 => {}
                 JUKEBOX => {
                     self.wait_out(&mut tries, &Call::Write(fh, at, &[]))?;
-                    again = Some((at, tries));
+                    again = Some((at, len, tries));
                 }
                 st => anyhow::bail!("WRITE failed: nfsstat3 {st}"),
             }

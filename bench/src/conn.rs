@@ -218,7 +218,17 @@ impl ConnState {
             tries: Tries::default(),
         };
         let rnd_file = |rng: &mut u64| (xorshift(rng) % nfiles as u64) as usize;
+        // The next block of the stream with a piece at this connection's server:
+        // every block, unless the set's files are striped (`--pnfs`, `FileSet::piece`);
+        // a file with none is stepped over (at most once round the set).
         let seq = |cur: &mut (usize, u64)| {
+            for _ in 0..=nfiles {
+                if let Some(b) = files.next_block(cur.0, plan.bs, blocks, cur.1) {
+                    cur.1 = b;
+                    break;
+                }
+                *cur = ((cur.0 + 1) % nfiles, 0);
+            }
             let at = *cur;
             cur.1 += 1;
             if cur.1 >= blocks {
@@ -289,11 +299,20 @@ impl ConnState {
                         let (file, block) = match op {
                             Op::Seqread => seq(&mut self.seq_read),
                             Op::Seqwrite => seq(&mut self.seq_write),
-                            _ => (rnd_file(&mut self.rng), xorshift(&mut self.rng) % blocks),
+                            _ => {
+                                let f = rnd_file(&mut self.rng);
+                                let r = xorshift(&mut self.rng);
+                                (f, files.pick_block(f, plan.bs, blocks, r))
+                            }
                         };
+                        // A block that crosses a stripe unit sends this server only
+                        // its part (RFC 8435 §6: the other part is another's).
+                        let (off, len) = files
+                            .piece(file, plan.bs, block)
+                            .unwrap_or((block * bs, plan.bs));
                         slot.file = file;
-                        slot.off = block * bs;
-                        slot.len = plan.bs;
+                        slot.off = off;
+                        slot.len = len;
                         let fh = &files.handles[file];
                         if op.reads() {
                             v4.encode(
@@ -302,10 +321,10 @@ impl ConnState {
                                 xid,
                                 &cred,
                                 slot.file,
-                                &Call::Read(fh, slot.off, plan.bs),
+                                &Call::Read(fh, slot.off, slot.len),
                             )?
                         } else {
-                            let data = &mut rec.payload[..plan.bs as usize];
+                            let data = &mut rec.payload[..slot.len as usize];
                             if plan.write_pattern {
                                 files.pattern(file).fill(slot.off, data);
                             }

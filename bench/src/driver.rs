@@ -267,6 +267,7 @@ mod tests {
             stateids: Vec::new(),
             seeds: Vec::new(),
             creds: Vec::new(),
+            stripes: Vec::new(),
         }
     }
 

@@ -5,6 +5,7 @@
 
 use crate::client::Conn;
 use crate::pattern::Pattern;
+use crate::pnfs::stripe::View;
 
 pub struct FileSet {
     /// The directory holding the set (the export's root).
@@ -22,12 +23,46 @@ pub struct FileSet {
     /// NFSv3 only: each file's credential, when not bench's AUTH_SYS root (`--pnfs`:
     /// the synthetic ids of the file's layout, RFC 8435 §5.1); empty: root for all.
     pub creds: Vec<engine::rpc::Cred>,
+    /// `--pnfs` with striped layouts: each file's share on this set's data server
+    /// (`pnfs::stripe::View`; `None`, or empty: the whole file).
+    pub stripes: Vec<Option<View>>,
 }
 
 impl FileSet {
     /// The verification pattern of file `i` of this set.
     pub fn pattern(&self, i: usize) -> Pattern {
         Pattern::for_file(self.seeds.get(i).copied().unwrap_or(i as u64))
+    }
+
+    fn view(&self, i: usize) -> Option<&View> {
+        self.stripes.get(i).and_then(Option::as_ref)
+    }
+
+    /// What of block `block` of file `i` goes to this set's server: (offset, length);
+    /// the whole block unless the file is striped (`None`: none of it).
+    pub fn piece(&self, i: usize, bs: u32, block: u64) -> Option<(u64, u32)> {
+        match self.view(i) {
+            None => Some((block.saturating_mul(u64::from(bs)), bs)),
+            Some(v) => v.piece(bs, block),
+        }
+    }
+
+    /// The first block of file `i` from `block` on with a piece here (`piece`).
+    pub fn next_block(&self, i: usize, bs: u32, blocks: u64, block: u64) -> Option<u64> {
+        match self.view(i) {
+            None => (block < blocks).then_some(block),
+            Some(v) => v.next_block(bs, blocks, block),
+        }
+    }
+
+    /// A block of file `i` with a piece here, chosen by `r` (any block of a file
+    /// that is not striped; block 0 of a striped file with none here, which a load
+    /// never meets: a data server's set holds only files it has a piece of).
+    pub fn pick_block(&self, i: usize, bs: u32, blocks: u64, r: u64) -> u64 {
+        match self.view(i) {
+            None => r % blocks.max(1),
+            Some(v) => v.pick(bs, blocks, r).unwrap_or(0),
+        }
     }
 }
 
@@ -95,6 +130,7 @@ impl FileSet {
             stateids: Vec::new(),
             seeds: Vec::new(),
             creds: Vec::new(),
+            stripes: Vec::new(),
         })
     }
 

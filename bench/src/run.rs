@@ -284,6 +284,7 @@ fn setup3(
             stateids: Vec::new(),
             seeds: Vec::new(),
             creds: Vec::new(),
+            stripes: Vec::new(),
         }
     };
     Ok((setup, files))

@@ -232,3 +232,111 @@ fn bench_pnfs_falls_back_to_the_metadata_server_when_the_data_server_is_down() {
         assert!(err.contains("through the metadata server"), "{err}");
     }
 }
+
+/// Striped layouts (RFC 8435 §6; README "Scaling out with pNFS", "Striping"): three
+/// data servers on one shared `fs` directory, `stripe_width = 3` and 64 KiB units, so
+/// bench (whose EXCHANGE_ID names it, the default `stripe_clients`) gets layouts
+/// whose mirror lists all three and sends each request to the data server of its
+/// unit. Files of eight units, two of them: a verified seqread (64 KiB blocks, one
+/// unit each; the files filled through the striped RW layout first), a verified
+/// randread of 48 KiB blocks (a block that crosses a unit boundary is split between
+/// two data servers), and a verified seqwrite (RW layouts are striped on a store that
+/// writes in place). Each time every data server carries file bytes — bench's
+/// per-server report and the gateways' own counters — the metadata server none, and
+/// every byte read is the pattern's.
+#[test]
+fn bench_pnfs_stripes_each_file_over_the_data_servers() {
+    let root = tempfile::tempdir().unwrap();
+    let ds = [
+        shared_fs(root.path(), ""),
+        shared_fs(root.path(), ""),
+        shared_fs(root.path(), ""),
+    ];
+    let addrs: Vec<SocketAddr> = ds.iter().map(Gw::tcp_addr).collect();
+    let mds = shared_fs(
+        root.path(),
+        &pnfs_with(&addrs, "stripe_width = 3\nstripe_unit = 65536\n"),
+    );
+    let all = [&mds, &ds[0], &ds[1], &ds[2]];
+    const KIB: u64 = 1024;
+
+    for (workload, bs, ops) in [
+        ("seqread", "64k", 48u64),
+        ("randread", "48k", 60),
+        ("seqwrite", "64k", 48),
+    ] {
+        let before = bytes(&all);
+        let ops_s = ops.to_string();
+        let (j, err) = bench(
+            &mds,
+            &[
+                "--workload",
+                workload,
+                "--bs",
+                bs,
+                "--files",
+                "2",
+                "--file",
+                "stripe.dat",
+                "--file-size",
+                "512k",
+                "--conns",
+                "3",
+                "--qd",
+                "4",
+                "--ops",
+                &ops_s,
+                "--verify",
+            ],
+        );
+        let after = bytes(&all);
+        let t = &j["total"];
+        assert_eq!(
+            (u(&t["ops"]), u(&t["errors"]), u(&t["verify_failures"])),
+            (ops, 0, 0),
+            "{workload}: {t} {err}"
+        );
+        assert!(u(&t["verified_bytes"]) > 0, "{workload}: {t}");
+        if bs == "64k" {
+            // Blocks of one unit: one op each, whole.
+            assert_eq!(u(&t["bytes"]), ops * 64 * KIB, "{workload}: {t}");
+        }
+        let p = &j["pnfs"];
+        assert_eq!(p["fallbacks"].as_array().unwrap().len(), 0, "{p}");
+        let servers = p["servers"].as_array().unwrap();
+        assert_eq!(
+            servers.len(),
+            3,
+            "{workload}: every data server drives: {p}"
+        );
+        let mut carried = 0;
+        for s in servers {
+            assert_eq!(s["role"], "ds", "{s}");
+            let at: SocketAddr = s["server"].as_str().unwrap().parse().unwrap();
+            assert!(addrs.contains(&at), "{at}");
+            // Both files are in every server's group: each has eight units.
+            assert_eq!(u(&s["files"]), 2, "{s}");
+            assert!(
+                u(&s["bytes"]) > 0 && u(&s["errors"]) == 0,
+                "{workload}: {s}"
+            );
+            carried += u(&s["bytes"]);
+        }
+        assert_eq!(carried, u(&t["bytes"]), "{p}");
+        // The gateways' own counters: every data server moved file data, the
+        // metadata server only metadata.
+        let delta: Vec<(u64, u64)> = before
+            .iter()
+            .zip(&after)
+            .map(|(b, a)| (a.0 - b.0, a.1 - b.1))
+            .collect();
+        for (k, d) in delta.iter().enumerate().skip(1) {
+            let moved = if workload == "seqwrite" { d.0 } else { d.1 };
+            assert!(moved >= 64 * KIB, "{workload}: data server {k} moved {d:?}");
+        }
+        assert!(
+            delta[0].0 < 256 * KIB && delta[0].1 < 256 * KIB,
+            "{workload}: the metadata server carried data: {delta:?}"
+        );
+    }
+}

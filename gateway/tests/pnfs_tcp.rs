@@ -1656,3 +1656,212 @@ fn a_client_recalled_for_a_dead_data_server_goes_on_at_once() {
     assert_eq!(addr_of(&mut a, &y.fh, &dev), at[0]);
     assert_eq!(metric(&mds, "nfsgw_pnfs_layouts_released_ds_down_total"), 1);
 }
+
+/// LAYOUTGET of `fh` (`iomode`) through `c`: the layout stateid and the whole
+/// ff_layout4.
+fn ff_a(
+    c: &mut nfs4_client::Tcp41,
+    fh: &[u8],
+    iomode: u32,
+    sid: [u8; 16],
+) -> ([u8; 16], v4pnfs::FfLayout) {
+    let (st, rest) = on_a(c, fh, Ops::new().layoutget(&layoutget(iomode, sid)));
+    assert_eq!(st, NFS4_OK, "LAYOUTGET");
+    let g = v4pnfs::layoutget_ok(&mut XdrReader::new(&rest)).unwrap();
+    (g.stateid, v4pnfs::ff_layout(&g.layouts[0].body).unwrap())
+}
+
+/// LAYOUTRETURN of `fh`'s layouts, any iomode.
+fn return_all_a(c: &mut nfs4_client::Tcp41, fh: &[u8], sid: [u8; 16]) {
+    let r = Return::File {
+        offset: 0,
+        length: ALL,
+        stateid: sid,
+    };
+    let ret = Ops::new().layoutreturn(LAYOUT4_FLEX_FILES, LAYOUTIOMODE4_ANY, &r);
+    assert_eq!(on_a(c, fh, ret).0, NFS4_OK, "LAYOUTRETURN");
+}
+
+/// Striped layouts (RFC 8435 §6; README "Scaling out with pNFS", "Striping"): three
+/// data servers on one shared `fs` directory and `stripe_width = 3`. A client whose
+/// EXCHANGE_ID names bench's implementation (eia_client_impl_id, RFC 8881 §18.35)
+/// gets READ and RW layouts whose one mirror lists the three data servers — each with
+/// the file's handle, the synthetic ids and the anonymous stateid — and the stripe
+/// unit; a client naming the Linux client, and one naming none, get one data server
+/// per mirror. Written unit by unit through the striped RW layout, each 64 KiB unit to
+/// the data server of its index mod 3 (the sparse mapping: the file's own offsets),
+/// the file reads back exactly through the metadata server. One data server stops:
+/// the striped layout naming it is recalled, and a new one names the two left.
+#[test]
+fn striped_layouts_for_the_clients_that_take_them() {
+    use nfs_wire::nfs4args::{BENCH_IMPL_DOMAIN, BENCH_IMPL_NAME};
+    const UNIT: usize = 65536;
+    let root = tempfile::tempdir().unwrap();
+    let at = [free_addr(), free_addr(), free_addr()];
+    let mut ds: Vec<Option<Gw>> = at
+        .iter()
+        .map(|a| Some(shared_fs_on(root.path(), *a, "")))
+        .collect();
+    let keys = "stripe_width = 3\nstripe_unit = 65536\n\
+                probe_ms = 100\nprobe_timeout_ms = 1000\nprobe_failures = 2\n";
+    let mds = shared_fs(root.path(), &pnfs_with(&at, keys));
+    let up = |i: usize| {
+        metric(
+            &mds,
+            &format!("nfsgw_pnfs_data_server_up{{address=\"{}\"}}", at[i]),
+        )
+    };
+    wait_for("the data servers up", 5, || (0..3).all(|i| up(i) == 1));
+
+    // bench's implementation: striped, READ and RW (the store writes in place).
+    let mut b = nfs4_client::Tcp41::connect(mds.tcp_addr());
+    b.session_as(
+        b"stripe-bench",
+        nfs4_client::CONN_BACK_CHAN,
+        (BENCH_IMPL_DOMAIN, BENCH_IMPL_NAME),
+    );
+    assert_eq!(b.seq_run(|o| o.reclaim_complete()).0, NFS4_OK);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while b.cb_nulls == 0 {
+        assert!(b.next_callback(Duration::from_millis(50)).is_none());
+        assert!(Instant::now() < deadline, "no CB_NULL probe");
+    }
+    let (open, fh) = open_a(&mut b, b"striped");
+    let (_, r) = ff_a(&mut b, &fh, LAYOUTIOMODE4_READ, open);
+    let (sid, w) = ff_a(&mut b, &fh, LAYOUTIOMODE4_RW, open);
+    for l in [&r, &w] {
+        assert_eq!(l.stripe_unit, UNIT as u64);
+        assert_eq!(l.mirrors.len(), 1, "one mirror (read_mirrors = 1)");
+        let m = &l.mirrors[0];
+        assert_eq!(m.len(), 3, "striped over the three data servers");
+        let mut addrs: Vec<SocketAddr> = m
+            .iter()
+            .map(|d| addr_of(&mut b, &fh, &d.deviceid))
+            .collect();
+        for d in m {
+            assert_eq!(d.fhs, vec![fh.clone()]);
+            assert_eq!((&d.user, &d.group), (&m[0].user, &m[0].group));
+            assert_eq!(d.stateid, [0u8; 16], "the anonymous stateid");
+        }
+        addrs.sort();
+        let mut want = at.to_vec();
+        want.sort();
+        assert_eq!(addrs, want);
+    }
+    let order: Vec<SocketAddr> = w.mirrors[0]
+        .iter()
+        .map(|d| addr_of(&mut b, &fh, &d.deviceid))
+        .collect();
+
+    // Four units through the RW layout, unit i at data server i mod 3, at the file's
+    // own offsets; COMMIT at each, LAYOUTCOMMIT; read back through the metadata
+    // server.
+    let ids = synthetic(&Layout {
+        stateid: sid,
+        ff: w.clone(),
+    });
+    let data: Vec<u8> = (0..4 * UNIT).map(|i| (i * 7 + i / UNIT) as u8).collect();
+    for u in 0..4 {
+        let off = (u * UNIT) as u64;
+        let res = v3_as(
+            order[u % 3],
+            ids,
+            &Call::Write(&fh, off, &data[u * UNIT..(u + 1) * UNIT]),
+        );
+        assert_eq!(v3call::status(&res), 0, "WRITE of unit {u}");
+    }
+    for a in &order {
+        assert_eq!(v3call::status(&v3_as(*a, ids, &Call::Commit(&fh))), 0);
+    }
+    let c = LayoutCommit {
+        offset: 0,
+        length: ALL,
+        reclaim: false,
+        stateid: sid,
+        last_write: Some(4 * UNIT as u64 - 1),
+        mtime: None,
+        layout_type: LAYOUT4_FLEX_FILES,
+    };
+    assert_eq!(on_a(&mut b, &fh, Ops::new().layoutcommit(&c)).0, NFS4_OK);
+    let res = v3_as(mds.tcp_addr(), ids, &Call::Read(&fh, 0, 4 * UNIT as u32));
+    assert!(
+        v3call::parse_read(&res).unwrap() == &data[..],
+        "bytes differ"
+    );
+
+    // The Linux client's name, and none: one data server per mirror, READ and RW.
+    let linux = (
+        "kernel.org",
+        "Linux 6.1.0-13-amd64 #1 SMP PREEMPT_DYNAMIC Debian 6.1.55-1 (2023-09-29) x86_64",
+    );
+    let mut named = nfs4_client::Tcp41::connect(mds.tcp_addr());
+    named.session_as(b"stripe-linux", 0, linux);
+    assert_eq!(named.seq_run(|o| o.reclaim_complete()).0, NFS4_OK);
+    let nameless = nfs4_client::Tcp41::ready(mds.tcp_addr(), b"stripe-none");
+    for (mut c, tag) in [(named, "linux"), (nameless, "none")] {
+        let (open, fh) = open_a(&mut c, tag.as_bytes());
+        let (_, r) = ff_a(&mut c, &fh, LAYOUTIOMODE4_READ, open);
+        let (sid, w) = ff_a(&mut c, &fh, LAYOUTIOMODE4_RW, open);
+        for l in [r, w] {
+            assert!(
+                l.mirrors.iter().all(|m| m.len() == 1),
+                "{tag}: one data server per mirror"
+            );
+        }
+        return_all_a(&mut c, &fh, sid);
+    }
+
+    // A data server stops: the striped layout that names it is recalled.
+    ds[1] = None;
+    wait_for("data server 1 marked down", 10, || up(1) == 0);
+    let cb = answer_recall(&mut b, NFS4_OK);
+    assert_eq!(cb.fh, fh, "the striped layout naming the dead server");
+    return_all_a(&mut b, &fh, cb.stateid);
+    let (open2, fh2) = open_a(&mut b, b"striped-2");
+    let (sid2, l) = ff_a(&mut b, &fh2, LAYOUTIOMODE4_READ, open2);
+    let left: Vec<SocketAddr> = l.mirrors[0]
+        .iter()
+        .map(|d| addr_of(&mut b, &fh2, &d.deviceid))
+        .collect();
+    assert_eq!(
+        left.len(),
+        2,
+        "the width shrinks to the servers up: {left:?}"
+    );
+    assert!(!left.contains(&at[1]), "{left:?}");
+    return_all_a(&mut b, &fh2, sid2);
+}
+
+/// Rule (README "Striping"): RW layouts are striped only where the store writes in
+/// place. A metadata server on `memory` (no `fs` with `shared`), three data servers
+/// listed (never reached: `probe_ms = 0`), `stripe_width = 3`: bench's implementation
+/// gets a READ layout over the three and an RW layout of one data server.
+#[test]
+fn rw_layouts_are_not_striped_where_the_store_does_not_write_in_place() {
+    use nfs_wire::nfs4args::{BENCH_IMPL_DOMAIN, BENCH_IMPL_NAME};
+    let ds: Vec<SocketAddr> = (9..12)
+        .map(|p| format!("127.0.0.1:{p}").parse().unwrap())
+        .collect();
+    let mds = Gw::start_text(|dir| {
+        format!(
+            "[engine]\ncores = [0]\nidle = \"adaptive\"\nhugepages = \"off\"\n\
+             [pools]\nsmall = 256\nmedium = 16\nlarge = 8\n\
+             [tcp]\nlisten = \"127.0.0.1:0\"\n[backend]\nkind = \"memory\"\n\
+             [state]\ndir = \"{}\"\n\
+             [[exports]]\npath = \"/\"\nclients = [\"0.0.0.0/0\"]\nsquash = \"none\"\n{}",
+            dir.display(),
+            pnfs_with(&ds, "probe_ms = 0\nstripe_width = 3\n")
+        )
+    });
+    let mut b = nfs4_client::Tcp41::connect(mds.tcp_addr());
+    b.session_as(b"stripe-rw", 0, (BENCH_IMPL_DOMAIN, BENCH_IMPL_NAME));
+    assert_eq!(b.seq_run(|o| o.reclaim_complete()).0, NFS4_OK);
+    let (open, fh) = open_a(&mut b, b"rw");
+    let (_, r) = ff_a(&mut b, &fh, LAYOUTIOMODE4_READ, open);
+    assert_eq!(r.mirrors.len(), 1);
+    assert_eq!(r.mirrors[0].len(), 3, "READ layouts are striped");
+    let (sid, w) = ff_a(&mut b, &fh, LAYOUTIOMODE4_RW, open);
+    assert_eq!(w.mirrors.len(), 1);
+    assert_eq!(w.mirrors[0].len(), 1, "an RW layout is not, on this store");
+    return_all_a(&mut b, &fh, sid);
+}

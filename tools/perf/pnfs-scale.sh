@@ -31,6 +31,9 @@
 #   BENCH_CPUS= (bench --cpus; default: bench's own choice, every usable core)
 #   IDLE=adaptive (engine.idle of every gateway) PORT=22150 (metadata server; data
 #   server k on PORT+k, stats endpoints on PORT+100+k)
+#   STRIPE=0 (1: the metadata server stripes every file over all N data servers,
+#     `stripe_width = N` for N > 1, in units of STRIPE_UNIT=1048576; bench takes striped
+#     layouts: README "Scaling out with pNFS", "Striping")
 #   GATEWAY=<repo>/target/release/gateway BENCH=<repo>/target/release/bench
 #   BASE=/var/tmp/perf-pnfs-scale OUT=$BASE/results-<stamp> (results.md, results.tsv,
 #   env.txt, json/, the gateways' configs and logs); the data directory is removed at the end.
@@ -42,6 +45,7 @@ WORKLOADS=${WORKLOADS:-"seqwrite:1m randread:4k randread:64k seqread:1m"}
 FILES=${FILES:-12}; FILE_SIZE=${FILE_SIZE:-64m}; THREADS=${THREADS:-2}; CONNS=${CONNS:-6}
 QD=${QD:-8}; DURATION=${DURATION:-10}; WARMUP=${WARMUP:-1}
 CORES=${CORES:-auto}; BENCH_CPUS=${BENCH_CPUS:-}; IDLE=${IDLE:-adaptive}; PORT=${PORT:-22150}
+STRIPE=${STRIPE:-0}; STRIPE_UNIT=${STRIPE_UNIT:-1048576}
 GATEWAY=${GATEWAY:-$ROOT/target/release/gateway}; BENCH=${BENCH:-$ROOT/target/release/bench}
 BASE=${BASE:-/var/tmp/perf-pnfs-scale}
 STAMP=$(date +%Y%m%d-%H%M%S)
@@ -70,7 +74,7 @@ core_of() {
   echo "host: $(uname -srm); $NCPU CPUs: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //')"
   echo "loadavg at start: $(cut -d' ' -f1-3 /proc/loadavg)"
   echo "gateway: $GATEWAY (sha256 $(sha256sum "$GATEWAY" | cut -c1-12)); bench: $BENCH"
-  echo "knobs: DS_COUNTS=$DS_COUNTS ROUNDS=$ROUNDS V3=$V3 WORKLOADS=$WORKLOADS FILES=$FILES FILE_SIZE=$FILE_SIZE THREADS=$THREADS CONNS=$CONNS QD=$QD DURATION=$DURATION WARMUP=$WARMUP IDLE=$IDLE"
+  echo "knobs: DS_COUNTS=$DS_COUNTS ROUNDS=$ROUNDS V3=$V3 WORKLOADS=$WORKLOADS FILES=$FILES FILE_SIZE=$FILE_SIZE THREADS=$THREADS CONNS=$CONNS QD=$QD DURATION=$DURATION WARMUP=$WARMUP IDLE=$IDLE STRIPE=$STRIPE STRIPE_UNIT=$STRIPE_UNIT"
   echo "cores: metadata server $(core_of 0); data servers $(for k in 1 2 3; do printf '%s ' "$(core_of $k)"; done)(CORES=$CORES); bench --cpus ${BENCH_CPUS:-all}"
   echo "directory: $DATA on $(stat -f -c %T "$DATA")"
 } > "$OUT/env.txt"
@@ -95,6 +99,9 @@ start_gw() {
   [ "$k" = 0 ] && name=mds
   if [ "$k" = 0 ]; then
     pnfs=$'[pnfs]\nenabled = true'
+    if [ "$STRIPE" = 1 ] && [ "$n" -gt 1 ]; then
+      pnfs+=$'\nstripe_width = '$n$'\nstripe_unit = '$STRIPE_UNIT
+    fi
     for i in $(seq 1 "$n"); do pnfs+=$'\n[[pnfs.data_servers]]\naddress = "127.0.0.1:'$((PORT + i))'"'; done
   fi
   mkdir -p "$WORK/state-$name"

@@ -82,6 +82,13 @@ pub const EXCHGID4_FLAG_CONFIRMED_R: u32 = 0x8000_0000;
 /// state_protect_how4 SP4_NONE (RFC 8881 §18.35.1).
 pub const SP4_NONE: u32 = 0;
 
+/// The nfs_impl_id4 (RFC 8881 §18.35.1, eia_client_impl_id) `bench` sends: its
+/// nii_domain and nii_name. The gateway's `pnfs.stripe_clients` names this by
+/// default: striped layouts go to the clients known to take them (README "Scaling
+/// out with pNFS").
+pub const BENCH_IMPL_DOMAIN: &str = "nfs-gateway";
+pub const BENCH_IMPL_NAME: &str = "nfsgw-bench";
+
 /// NFS4_OK (RFC 8881 §15.1).
 pub const NFS4_OK: u32 = 0;
 

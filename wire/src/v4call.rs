@@ -122,6 +122,19 @@ impl Ops {
         })
     }
 
+    /// EXCHANGE_ID naming the client's implementation (eia_client_impl_id:
+    /// nii_domain, nii_name).
+    pub fn exchange_id_as(
+        self,
+        verifier: [u8; 8],
+        owner: &[u8],
+        (domain, name): (&str, &str),
+    ) -> Ops {
+        self.op(owner.len() + domain.len() + name.len(), |w| {
+            v4op::exchange_id_as(w, &verifier, owner, 0, Some((domain, name)))
+        })
+    }
+
     /// CREATE_SESSION (§18.36): the channels asked for, callback program
     /// `NFS4_CALLBACK` and `cb_auth_none` AUTH_NONE entries in csa_sec_parms.
     pub fn create_session(

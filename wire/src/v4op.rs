@@ -235,12 +235,33 @@ pub fn exchange_id(
     owner: &[u8],
     flags: u32,
 ) -> XdrResult<()> {
+    exchange_id_as(w, verifier, owner, flags, None)
+}
+
+/// EXCHANGE_ID naming the client's implementation (eia_client_impl_id, §18.35.1:
+/// nfs_impl_id4's nii_domain and nii_name, nii_date zero) when `impl_id` is given.
+pub fn exchange_id_as(
+    w: &mut XdrWriter,
+    verifier: &[u8; 8],
+    owner: &[u8],
+    flags: u32,
+    impl_id: Option<(&str, &str)>,
+) -> XdrResult<()> {
     w.u32(OP_EXCHANGE_ID)?;
     w.opaque_fixed(verifier)?;
     w.opaque_var(owner)?;
     w.u32(flags)?;
     w.u32(SP4_NONE)?;
-    w.u32(0) // eia_client_impl_id<1>: none
+    match impl_id {
+        None => w.u32(0), // eia_client_impl_id<1>: none
+        Some((domain, name)) => {
+            w.u32(1)?;
+            w.string(domain.as_bytes())?;
+            w.string(name.as_bytes())?;
+            w.i64(0)?; // nii_date: nfstime4 seconds, nseconds
+            w.u32(0)
+        }
+    }
 }
 
 /// CREATE_SESSION (§18.36): the channels asked for, callback program

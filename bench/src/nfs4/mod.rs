@@ -17,8 +17,8 @@ pub mod slots;
 use engine::rpc::Cred;
 use engine::xdr::{XdrResult, XdrWriter};
 use nfs_wire::nfs4args::{
-    FILE_SYNC4, LAYOUT4_FLEX_FILES, OPEN4_SHARE_ACCESS_BOTH, OPEN4_SHARE_ACCESS_READ,
-    OPEN4_SHARE_DENY_NONE, UNCHECKED4, UNSTABLE4,
+    BENCH_IMPL_DOMAIN, BENCH_IMPL_NAME, FILE_SYNC4, LAYOUT4_FLEX_FILES, OPEN4_SHARE_ACCESS_BOTH,
+    OPEN4_SHARE_ACCESS_READ, OPEN4_SHARE_DENY_NONE, UNCHECKED4, UNSTABLE4,
 };
 use nfs_wire::rpccall;
 use nfs_wire::v3call::Call;
@@ -357,8 +357,16 @@ impl Op4<'_> {
             Op4::Close(sid) => v4op::close(w, &sid.bytes()),
             Op4::Delegreturn(sid) => v4op::with_stateid(w, self.num(), &sid.bytes()),
             Op4::DestroySession(s) => v4op::destroy_session(w, &s),
-            // flags 0: the server picks its pNFS role.
-            Op4::ExchangeId { verifier, owner } => v4op::exchange_id(w, &verifier, owner, 0),
+            // flags 0: the server picks its pNFS role. bench names itself
+            // (eia_client_impl_id, RFC 8881 §18.35.1): a gateway stripes layouts
+            // for the implementations its `pnfs.stripe_clients` names.
+            Op4::ExchangeId { verifier, owner } => v4op::exchange_id_as(
+                w,
+                &verifier,
+                owner,
+                0,
+                Some((BENCH_IMPL_DOMAIN, BENCH_IMPL_NAME)),
+            ),
             Op4::DestroyClientid(c) => v4op::destroy_clientid(w, c),
             Op4::CreateSession {
                 clientid,

@@ -91,6 +91,7 @@ impl Setup4 {
             stateids: Vec::new(),
             seeds: Vec::new(),
             creds: Vec::new(),
+            stripes: Vec::new(),
         };
         let mut opened = Vec::new();
         let mut announced = false;

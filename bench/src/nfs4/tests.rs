@@ -384,7 +384,14 @@ fn operations_match_nfs_wire_ops() {
             32 << 10,
             &[(1 << FATTR4_TYPE) | (1 << FATTR4_SIZE)],
         )
-        .exchange_id([3; 8], b"me");
+        .exchange_id_as(
+            [3; 8],
+            b"me",
+            (
+                nfs_wire::nfs4args::BENCH_IMPL_DOMAIN,
+                nfs_wire::nfs4args::BENCH_IMPL_NAME,
+            ),
+        );
     let ops = [
         Op4::OpenCreate {
             clientid: 7,

@@ -21,12 +21,18 @@ pub fn ds_finish(c: &mut Conn, g: &Group, k: usize, plan: &Plan, l: &mut Load, d
     if !plan.track_writes {
         return;
     }
-    let bs = u64::from(plan.bs);
     let size = g.set.size;
+    // Each written block's piece on this data server (all of it unless striped).
     let mut blocks = l
         .written
         .blocks_of(k)
-        .map(|b| (b * bs, bs.min(size.saturating_sub(b * bs)).max(1) as u32));
+        .filter_map(|b| g.set.piece(k, plan.bs, b))
+        .map(|(off, len)| {
+            (
+                off,
+                u64::from(len).min(size.saturating_sub(off)).max(1) as u32,
+            )
+        });
     let r = c.read_back(
         &g.set.handles[k],
         &mut blocks,

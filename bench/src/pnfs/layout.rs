@@ -1,27 +1,28 @@
 //! `--pnfs` at the metadata server: LAYOUTGET of a flexfiles layout for an open file
-//! (RFC 8881 §18.43, RFC 8435 §5.1), GETDEVICEINFO of its data server (§18.40: the
+//! (RFC 8881 §18.43, RFC 8435 §5.1; a mirror of several data servers is striped, §6),
+//! GETDEVICEINFO of its data servers (§18.40: the
 //! `ff_device_addr4`'s "tcp" universal address, RFC 5665 §5.2.3.3), and at the end
 //! LAYOUTCOMMIT (§18.42: the size the data server wrote) and LAYOUTRETURN (§18.44).
 //! Every call goes on the setup session of the client that opened the files.
 
+use super::stripe::View;
 use crate::nfs4::reply::{self, status_name};
 use crate::nfs4::session::{Client4, Opened};
 use crate::nfs4::Op4;
 use engine::xdr::XdrReader;
 use nfs_wire::nfs4args::LAYOUT4_FLEX_FILES;
 use nfs_wire::v4pnfs::{self, LayoutCommit, LayoutGet, Return};
+use std::collections::HashMap;
 use std::net::SocketAddr;
 
 /// NFS4ERR_LAYOUTTRYLATER and NFS4ERR_LAYOUTUNAVAILABLE (RFC 8881 §15.1.10.3, .4).
 const LAYOUTTRYLATER: u32 = 10058;
 const LAYOUTUNAVAILABLE: u32 = 10059;
 
-/// A layout taken for one file: where its data goes and as whom.
+/// One data server of a layout's first mirror: where its share of the file goes and
+/// as whom.
 #[derive(Clone, Debug)]
-pub struct Taken {
-    /// The layout stateid (for LAYOUTCOMMIT and LAYOUTRETURN).
-    pub stateid: [u8; 16],
-    pub iomode: u32,
+pub struct TakenDs {
     pub deviceid: [u8; 16],
     /// The data server's NFSv3 file handle for the file.
     pub fh: Vec<u8>,
@@ -32,6 +33,32 @@ pub struct Taken {
     pub rsize: u32,
     pub wsize: u32,
     pub addr: SocketAddr,
+}
+
+/// A layout taken for one file.
+#[derive(Clone, Debug)]
+pub struct Taken {
+    /// The layout stateid (for LAYOUTCOMMIT and LAYOUTRETURN).
+    pub stateid: [u8; 16],
+    pub iomode: u32,
+    /// ffl_stripe_unit: with several data servers, the unit of the stripes.
+    pub stripe_unit: u64,
+    /// The first mirror's data servers in stripe order (RFC 8435 §6): one, or a
+    /// striped mirror's several.
+    pub ds: Vec<TakenDs>,
+}
+
+impl Taken {
+    /// Data server `j`'s share of the file when the mirror is striped; `None`: the
+    /// whole file (one data server).
+    pub fn view(&self, j: usize) -> Option<View> {
+        let w = self.ds.len() as u64;
+        if w > 1 {
+            View::new(self.stripe_unit, w, j as u64)
+        } else {
+            None
+        }
+    }
 }
 
 /// Why a file's I/O goes through the metadata server instead.
@@ -71,8 +98,9 @@ fn bad(what: &str) -> impl Fn(engine::xdr::XdrError) -> Refused + '_ {
 }
 
 /// LAYOUTGET of the whole file (`iomode` READ or RW) under its open stateid, then
-/// GETDEVICEINFO of the first mirror's data server. `Ok(Err(_))`: refused or unusable
-/// (the caller falls back to the metadata server); `Err`: the call itself failed.
+/// GETDEVICEINFO of each of the first mirror's data servers. `Ok(Err(_))`: refused
+/// or unusable (the caller falls back to the metadata server); `Err`: the call itself
+/// failed.
 pub fn take(c: &mut Client4, f: &Opened, iomode: u32) -> anyhow::Result<Result<Taken, Refused>> {
     let a = LayoutGet {
         layout_type: LAYOUT4_FLEX_FILES,
@@ -91,57 +119,81 @@ pub fn take(c: &mut Client4, f: &Opened, iomode: u32) -> anyhow::Result<Result<T
         Ok(g) => g,
         Err(e) => return Ok(Err(e)),
     };
-    let mut taken = match first_server(&g) {
+    let mut taken = match first_mirror(&g) {
         Ok(t) => t,
         Err(e) => {
             give_back(c, &f.fh, iomode, g.stateid);
             return Ok(Err(e));
         }
     };
-    match device(c, &f.fh, &taken.deviceid)? {
-        Ok((addr, rsize, wsize)) => {
-            (taken.addr, taken.rsize, taken.wsize) = (addr, rsize, wsize);
-            taken.iomode = iomode;
-            Ok(Ok(taken))
-        }
-        Err(e) => {
-            give_back(c, &f.fh, iomode, g.stateid);
-            Ok(Err(e))
+    let mut devices: HashMap<[u8; 16], (SocketAddr, u32, u32)> = HashMap::new();
+    for d in taken.ds.iter_mut() {
+        let dev = match devices.get(&d.deviceid) {
+            Some(v) => Ok(*v),
+            None => device(c, &f.fh, &d.deviceid)?,
+        };
+        match dev {
+            Ok(v) => {
+                devices.insert(d.deviceid, v);
+                (d.addr, d.rsize, d.wsize) = v;
+            }
+            Err(e) => {
+                give_back(c, &f.fh, iomode, g.stateid);
+                return Ok(Err(e));
+            }
         }
     }
+    taken.iomode = iomode;
+    Ok(Ok(taken))
 }
 
-/// The first mirror's first data server of a flexfiles layout (bench writes one
-/// mirror: a write layout of the gateway has exactly one, RFC 8435 §5.1).
-fn first_server(g: &v4pnfs::Granted) -> Result<Taken, Refused> {
+/// The first mirror of a flexfiles layout: its data servers, in stripe order (bench
+/// reads and writes one mirror: a write layout of the gateway has exactly one, RFC
+/// 8435 §5.1). A striped mirror (several data servers, RFC 8435 §6) needs a stripe
+/// unit of at least one byte.
+fn first_mirror(g: &v4pnfs::Granted) -> Result<Taken, Refused> {
     let l = g
         .layouts
         .iter()
         .find(|l| l.layout_type == LAYOUT4_FLEX_FILES)
         .ok_or_else(|| Refused::Unusable("LAYOUTGET granted no flexfiles layout".into()))?;
     let ff = v4pnfs::ff_layout(&l.body).map_err(bad("ff_layout4"))?;
-    let ds = ff
+    let mirror = ff
         .mirrors
         .first()
-        .and_then(|m| m.first())
+        .filter(|m| !m.is_empty())
         .ok_or_else(|| Refused::Unusable("a layout without a data server".into()))?;
-    let fh = ds
-        .fhs
-        .first()
-        .ok_or_else(|| Refused::Unusable("a data server without a file handle".into()))?;
+    if mirror.len() > 1 && ff.stripe_unit == 0 {
+        return Err(Refused::Unusable(
+            "a striped mirror with a stripe unit of 0".into(),
+        ));
+    }
     let id = |s: &str| {
         s.parse::<u32>()
             .map_err(|_| Refused::Unusable(format!("ffds_user/group {s:?} is not a number")))
     };
+    let ds = mirror
+        .iter()
+        .map(|d| {
+            let fh = d
+                .fhs
+                .first()
+                .ok_or_else(|| Refused::Unusable("a data server without a file handle".into()))?;
+            Ok(TakenDs {
+                deviceid: d.deviceid,
+                fh: fh.clone(),
+                ids: (id(&d.user)?, id(&d.group)?),
+                rsize: 0,
+                wsize: 0,
+                addr: SocketAddr::from(([0, 0, 0, 0], 0)),
+            })
+        })
+        .collect::<Result<Vec<_>, Refused>>()?;
     Ok(Taken {
         stateid: g.stateid,
         iomode: l.iomode,
-        deviceid: ds.deviceid,
-        fh: fh.clone(),
-        ids: (id(&ds.user)?, id(&ds.group)?),
-        rsize: 0,
-        wsize: 0,
-        addr: SocketAddr::from(([0, 0, 0, 0], 0)),
+        stripe_unit: ff.stripe_unit,
+        ds,
     })
 }
 

@@ -7,7 +7,12 @@
 //! LAYOUTRETURN, CLOSE.
 //!
 //! Files are grouped by data server; each group is one load (the ordinary driver, as
-//! NFSv3) on its own connections, all groups at once. A file whose layout is refused
+//! NFSv3) on its own connections, all groups at once. A striped layout (a mirror of
+//! several data servers, RFC 8435 §6: offered to bench, whose EXCHANGE_ID names it)
+//! puts its file in the group of each of its data servers, each driving only the
+//! stripe units that server holds (`stripe.rs`): a request goes to the data server of
+//! its unit, and one that crosses a unit boundary is split, so a split request counts
+//! as one op at each server. A file whose layout is refused
 //! (LAYOUTUNAVAILABLE, LAYOUTTRYLATER, an unusable layout or device) or whose data
 //! server cannot be reached (its layout is returned) goes in a group driven through
 //! the metadata server as NFSv4.1, and the report says so. A data server that fails
@@ -16,6 +21,7 @@
 mod finish;
 pub mod layout;
 mod per_server;
+pub mod stripe;
 
 use crate::client::Conn;
 use crate::driver::{Plan, ThreadSpec, V4Plan};
@@ -37,6 +43,8 @@ use std::time::Duration;
 
 /// Where a group's I/O goes: a data server (`Some`) or the metadata server.
 type Via = Option<SocketAddr>;
+/// A connection to each data server, by address (or why there is none).
+type Conns = BTreeMap<SocketAddr, Result<Conn, String>>;
 
 /// A group of files and its result.
 struct Group {
@@ -95,7 +103,7 @@ pub fn run(
     )?;
     let mut files = Vec::with_capacity(args.files);
     let opened = setup.opened.clone();
-    let mut ds_conns: BTreeMap<SocketAddr, Result<Conn, String>> = BTreeMap::new();
+    let mut ds_conns: Conns = BTreeMap::new();
     for (i, f) in opened.iter().enumerate() {
         let fill = reads && f.size < file_size;
         let iomode = if writes || fill {
@@ -114,27 +122,32 @@ pub fn run(
             },
         };
         if let Some(t) = &file.layout {
+            for d in &t.ds {
+                anyhow::ensure!(
+                    bs <= d.rsize && bs <= d.wsize,
+                    "--bs {bs} is larger than data server {}'s rsize/wsize ({}/{})",
+                    d.addr,
+                    d.rsize,
+                    d.wsize
+                );
+            }
+            // A block is at most one stripe unit, so it has at most one piece on
+            // each data server (`stripe.rs`).
             anyhow::ensure!(
-                bs <= t.rsize && bs <= t.wsize,
-                "--bs {bs} is larger than data server {}'s rsize/wsize ({}/{})",
-                t.addr,
-                t.rsize,
-                t.wsize
+                t.ds.len() == 1 || u64::from(bs) <= t.stripe_unit,
+                "--bs {bs} is larger than the stripe unit ({}) of {}'s striped layout",
+                t.stripe_unit,
+                mds_set.names[i]
             );
-            let conn = ds_conns.entry(t.addr).or_insert_with(|| {
-                Conn::connect(&Target::Tcp(t.addr.to_string())).map_err(|e| format!("{e:#}"))
-            });
-            let done = match conn {
-                Err(e) => Err(format!("data server {}: {e}", t.addr)),
-                Ok(c) if fill => {
-                    c.set_cred(sys(t.ids));
-                    let pat = mds_set.pattern(i);
-                    c.write_pattern_in(&t.fh, file_size, &pat, 8, t.wsize)
-                        .and_then(|()| layout::commit(&mut setup.client, &f.fh, t, file_size))
-                        .map_err(|e| format!("filling {} at {}: {e:#}", mds_set.names[i], t.addr))
+            let name = &mds_set.names[i];
+            let done = connect_all(&mut ds_conns, t).and_then(|()| {
+                if !fill {
+                    return Ok(());
                 }
-                Ok(_) => Ok(()),
-            };
+                fill_through(&mut ds_conns, t, &mds_set.pattern(i), file_size, name)?;
+                layout::commit(&mut setup.client, &f.fh, t, file_size)
+                    .map_err(|e| format!("filling {name}: {e:#}"))
+            });
             if let Err(why) = done {
                 if let Some(e) = layout::give_back(&mut setup.client, &f.fh, t.iomode, t.stateid) {
                     eprintln!("bench: {e}");
@@ -159,7 +172,7 @@ pub fn run(
         files.push(file);
     }
 
-    let groups = group(&files, &mds_set, lay.total_conns);
+    let groups = group(&files, &mds_set, lay.total_conns, bs);
     let total_conns: usize = groups.iter().map(|g| g.conns).sum();
     let timing = Timing {
         warmup: Duration::from_secs_f64(args.warmup),
@@ -232,8 +245,10 @@ pub fn run(
         })
         .collect();
 
-    // After the load: COMMIT (and read back) where the data went, LAYOUTCOMMIT the
-    // size the data server has, LAYOUTRETURN every layout.
+    // After the load: COMMIT (and read back) where the data went — at each data server
+    // of a striped file, as the layout's ids — then LAYOUTCOMMIT the size the data
+    // servers have, once per file, and LAYOUTRETURN every layout.
+    let mut sizes: BTreeMap<usize, u64> = BTreeMap::new();
     for ((g, plan), l) in groups.iter().zip(&plans).zip(loads.iter_mut()) {
         let Some(l) = l.as_mut() else { continue };
         if !writes {
@@ -246,25 +261,33 @@ pub fn run(
                     continue;
                 };
                 for (k, &i) in g.files.iter().enumerate() {
-                    let Some(t) = files[i].layout.as_ref() else {
-                        continue;
-                    };
-                    if plan.track_writes && !l.written.touched(k) {
+                    if files[i].layout.is_none() || plan.track_writes && !l.written.touched(k) {
                         continue;
                     }
-                    c.set_cred(sys(t.ids));
+                    if let Some(cred) = g.set.creds.get(k) {
+                        c.set_cred(*cred);
+                    }
                     finish::ds_finish(c, g, k, plan, l, args.qd.max(8));
-                    // LAYOUTCOMMIT of the size the data server has (RFC 8435 §6: the
-                    // metadata server learns it from the client).
-                    let r = c
-                        .size(&g.set.handles[k])
-                        .and_then(|size| layout::commit(&mut setup.client, &opened[i].fh, t, size));
-                    if let Err(e) = r {
-                        bad.push(format!("{}: {e:#}", mds_set.names[i]));
+                    // The size the data server has, for LAYOUTCOMMIT (RFC 8435 §6:
+                    // the metadata server learns it from the client).
+                    match c.size(&g.set.handles[k]) {
+                        Ok(size) => {
+                            let s = sizes.entry(i).or_default();
+                            *s = (*s).max(size);
+                        }
+                        Err(e) => bad.push(format!("{}: {e:#}", mds_set.names[i])),
                     }
                 }
             }
             None => finish::mds_finish(&mut setup, &opened, g, plan, l, bs),
+        }
+    }
+    for (i, size) in sizes {
+        let Some(t) = files[i].layout.as_ref() else {
+            continue;
+        };
+        if let Err(e) = layout::commit(&mut setup.client, &opened[i].fh, t, size) {
+            bad.push(format!("{}: {e:#}", mds_set.names[i]));
         }
     }
     for (i, f) in files.iter().enumerate() {
@@ -339,6 +362,44 @@ pub fn run(
     Ok(())
 }
 
+/// A connection to each of the layout's data servers (one per address, shared by
+/// every file): the first failure.
+fn connect_all(conns: &mut Conns, t: &Taken) -> Result<(), String> {
+    for d in &t.ds {
+        let c = conns.entry(d.addr).or_insert_with(|| {
+            Conn::connect(&Target::Tcp(d.addr.to_string())).map_err(|e| format!("{e:#}"))
+        });
+        if let Err(e) = c {
+            return Err(format!("data server {}: {e}", d.addr));
+        }
+    }
+    Ok(())
+}
+
+/// Writes the pattern into the file's first `size` bytes through its layout: each
+/// data server its share (all of it, or its stripe units: RFC 8435 §6), as the
+/// layout's ids, then COMMIT there.
+fn fill_through(
+    conns: &mut Conns,
+    t: &Taken,
+    pat: &crate::pattern::Pattern,
+    size: u64,
+    name: &str,
+) -> Result<(), String> {
+    for (j, d) in t.ds.iter().enumerate() {
+        let Some(Ok(c)) = conns.get_mut(&d.addr) else {
+            return Err(format!("data server {}: not connected", d.addr));
+        };
+        c.set_cred(sys(d.ids));
+        let r = match t.view(j) {
+            None => c.write_pattern_in(&d.fh, size, pat, 8, d.wsize),
+            Some(v) => c.write_pattern_at(&d.fh, &mut v.pieces(size, d.wsize), pat, 8),
+        };
+        r.map_err(|e| format!("filling {name} at {}: {e:#}", d.addr))?;
+    }
+    Ok(())
+}
+
 fn sys((uid, gid): (u32, u32)) -> Cred {
     Cred::Sys(AuthSys::new(uid, gid, &[]))
 }
@@ -349,42 +410,64 @@ fn name(via: Via) -> String {
 
 /// Files grouped by where their I/O goes, each group a part of the set (its data
 /// server's handles; the pattern of each file's global index) with its share of the
-/// `conns` connections (at least one each).
-fn group(files: &[File], mds: &FileSet, conns: usize) -> Vec<Group> {
-    let mut by: BTreeMap<Via, Vec<usize>> = BTreeMap::new();
+/// `conns` connections (at least one each). A striped file (RFC 8435 §6) is in the
+/// group of each of its data servers that holds some of its blocks, with that
+/// server's share (`FileSet::stripes`): each request goes to the data server of its
+/// stripe unit.
+fn group(files: &[File], mds: &FileSet, conns: usize, bs: u32) -> Vec<Group> {
+    // Per group, each member: (global index, data server j of its layout).
+    let mut by: BTreeMap<Via, Vec<(usize, Option<usize>)>> = BTreeMap::new();
+    let blocks = mds.blocks(bs);
     for (i, f) in files.iter().enumerate() {
-        by.entry(f.layout.as_ref().map(|t| t.addr))
-            .or_default()
-            .push(i);
+        let Some(t) = &f.layout else {
+            by.entry(None).or_default().push((i, None));
+            continue;
+        };
+        for (j, d) in t.ds.iter().enumerate() {
+            let has = t
+                .view(j)
+                .is_none_or(|v| v.next_block(bs, blocks, 0).is_some());
+            if has {
+                by.entry(Some(d.addr)).or_default().push((i, Some(j)));
+            }
+        }
     }
     let n = by.len().max(1);
     by.into_iter()
         .enumerate()
-        .map(|(k, (via, idx))| {
+        .map(|(k, (via, members))| {
+            let ds = |&(i, j): &(usize, Option<usize>)| {
+                let t = files[i].layout.as_ref()?;
+                Some((t, j?))
+            };
             let set = FileSet {
                 dir: mds.dir.clone(),
-                names: idx.iter().map(|&i| mds.names[i].clone()).collect(),
-                handles: idx
+                names: members.iter().map(|&(i, _)| mds.names[i].clone()).collect(),
+                handles: members
                     .iter()
-                    .map(|&i| match &files[i].layout {
-                        Some(t) => t.fh.clone(),
-                        None => mds.handles[i].clone(),
+                    .map(|m| match ds(m) {
+                        Some((t, j)) => t.ds[j].fh.clone(),
+                        None => mds.handles[m.0].clone(),
                     })
                     .collect(),
                 size: mds.size,
                 stateids: match via {
                     Some(_) => Vec::new(),
-                    None => idx.iter().map(|&i| mds.stateids[i]).collect(),
+                    None => members.iter().map(|&(i, _)| mds.stateids[i]).collect(),
                 },
-                seeds: idx.iter().map(|&i| i as u64).collect(),
-                creds: idx
+                seeds: members.iter().map(|&(i, _)| i as u64).collect(),
+                creds: members
                     .iter()
-                    .filter_map(|&i| files[i].layout.as_ref().map(|t| sys(t.ids)))
+                    .filter_map(|m| ds(m).map(|(t, j)| sys(t.ds[j].ids)))
+                    .collect(),
+                stripes: members
+                    .iter()
+                    .map(|m| ds(m).and_then(|(t, j)| t.view(j)))
                     .collect(),
             };
             Group {
                 via,
-                files: idx,
+                files: members.iter().map(|&(i, _)| i).collect(),
                 set,
                 conns: (conns / n + usize::from(k < conns % n)).max(1),
             }

@@ -2,16 +2,23 @@
 
 use super::*;
 
-fn taken(port: u16, fh: u8, uid: u32) -> Taken {
-    Taken {
-        stateid: [fh; 16],
-        iomode: LAYOUTIOMODE4_RW,
+fn ds(port: u16, fh: u8, uid: u32) -> layout::TakenDs {
+    layout::TakenDs {
         deviceid: [port as u8; 16],
         fh: vec![fh; 8],
         ids: (uid, uid + 1),
         rsize: 65536,
         wsize: 65536,
         addr: SocketAddr::from(([127, 0, 0, 1], port)),
+    }
+}
+
+fn taken(port: u16, fh: u8, uid: u32) -> Taken {
+    Taken {
+        stateid: [fh; 16],
+        iomode: LAYOUTIOMODE4_RW,
+        stripe_unit: 1 << 20,
+        ds: vec![ds(port, fh, uid)],
     }
 }
 
@@ -29,6 +36,7 @@ fn mds_set(n: usize) -> FileSet {
             .collect(),
         seeds: Vec::new(),
         creds: Vec::new(),
+        stripes: Vec::new(),
     }
 }
 
@@ -52,7 +60,7 @@ fn four_files() -> Vec<File> {
 #[test]
 fn files_are_grouped_by_data_server_with_their_handles_seeds_and_ids() {
     let mds = mds_set(4);
-    let g = group(&four_files(), &mds, 4);
+    let g = group(&four_files(), &mds, 4, 65536);
     // The metadata server's group first (None sorts first), then by address.
     let vias: Vec<Via> = g.iter().map(|g| g.via).collect();
     assert_eq!(
@@ -84,14 +92,14 @@ fn files_are_grouped_by_data_server_with_their_handles_seeds_and_ids() {
     // Four connections over three groups: 2, 1, 1.
     assert_eq!(g.iter().map(|g| g.conns).collect::<Vec<_>>(), vec![2, 1, 1]);
     // Fewer connections than groups: every group still gets one.
-    let g = group(&four_files(), &mds, 1);
+    let g = group(&four_files(), &mds, 1, 65536);
     assert_eq!(g.iter().map(|g| g.conns).collect::<Vec<_>>(), vec![1, 1, 1]);
 }
 
 #[test]
 fn threads_and_ops_are_shared_between_the_groups() {
     let mds = mds_set(4);
-    let g = group(&four_files(), &mds, 4);
+    let g = group(&four_files(), &mds, 4, 65536);
     let lay = crate::run::layout(Some(2), None, Some(4), 2).unwrap();
     let cores: Vec<core_affinity::CoreId> = [1, 0]
         .iter()
@@ -116,4 +124,52 @@ fn threads_and_ops_are_shared_between_the_groups() {
         .flat_map(|t| t.iter().flat_map(|t| t.conns.iter().map(|c| c.1.unwrap())))
         .collect();
     assert_eq!(budgets, vec![3, 3, 2, 2]);
+}
+
+/// A striped layout (RFC 8435 §6) puts its file in the group of each of its data
+/// servers, with that server's handle, ids and share of the units; a server that
+/// holds none of the file's blocks (a file of two units striped over three) gets no
+/// entry. An unstriped file beside it keeps its whole-file entry.
+#[test]
+fn a_striped_file_is_in_each_of_its_data_servers_groups() {
+    let mut mds = mds_set(2);
+    mds.size = 128 << 10; // two 64 KiB units
+    let striped = Taken {
+        stateid: [9; 16],
+        iomode: LAYOUTIOMODE4_READ,
+        stripe_unit: 64 << 10,
+        ds: vec![ds(2050, 1, 100), ds(2051, 2, 200), ds(2052, 3, 300)],
+    };
+    let files = vec![
+        File {
+            layout: Some(striped),
+            fallback: None,
+        },
+        File {
+            layout: Some(taken(2051, 7, 700)),
+            fallback: None,
+        },
+    ];
+    let g = group(&files, &mds, 3, 16 << 10);
+    let at = |p: u16| Some(SocketAddr::from(([127, 0, 0, 1], p)));
+    assert_eq!(
+        g.iter().map(|g| g.via).collect::<Vec<_>>(),
+        vec![at(2050), at(2051)]
+    );
+    assert_eq!(g[0].files, vec![0]);
+    assert_eq!(g[1].files, vec![0, 1]);
+    assert_eq!(g[0].set.handles, vec![vec![1; 8]]);
+    assert_eq!(g[1].set.handles, vec![vec![2; 8], vec![7; 8]]);
+    assert_eq!(g[1].set.creds[0], sys((200, 201)));
+    assert_eq!(
+        g[1].set.stripes,
+        vec![stripe::View::new(64 << 10, 3, 1), None]
+    );
+    // Server 0 has blocks 0-3 (unit 0), server 1 blocks 4-7 (unit 1); the file's
+    // pattern stays its own in every group.
+    assert_eq!(g[0].set.piece(0, 16 << 10, 3), Some((48 << 10, 16 << 10)));
+    assert_eq!(g[0].set.piece(0, 16 << 10, 4), None);
+    assert_eq!(g[1].set.piece(0, 16 << 10, 4), Some((64 << 10, 16 << 10)));
+    assert_eq!(g[1].set.pattern(0), crate::pattern::Pattern::for_file(0));
+    assert_eq!(g[1].set.piece(1, 16 << 10, 4), Some((64 << 10, 16 << 10)));
 }

@@ -60,6 +60,18 @@ pub struct PnfsConfig {
     /// file). RW layouts always have one: a client must never write twice.
     #[serde(default = "default_read_mirrors")]
     pub read_mirrors: u32,
+    /// Data servers one striped mirror names (RFC 8435 §6: stripe i of the file, at
+    /// its own offsets, goes to the (i mod width)-th): 1, the default, stripes nothing.
+    /// Only clients named in `stripe_clients` get striped layouts, and RW layouts only
+    /// where the store writes in place (`fs` with `shared = true`); README "Scaling
+    /// out with pNFS", "Striping".
+    #[serde(default = "default_stripe_width")]
+    pub stripe_width: u32,
+    /// The client implementations (EXCHANGE_ID's eia_client_impl_id nii_name, RFC 8881
+    /// §18.35.3, matched exactly) known to accept a mirror of several data servers.
+    /// The Linux client (6.1) refuses one, so it is not named; the default is bench's.
+    #[serde(default = "default_stripe_clients")]
+    pub stripe_clients: Vec<String>,
     /// Fencing (RFC 8435 §2.2; README "Scaling out with pNFS"): layouts carry
     /// synthetic AUTH_SYS ids (bit 31 set) that every gateway on the store checks
     /// against the file's fence epoch. On every gateway, metadata or data server; on
@@ -100,6 +112,15 @@ fn default_probe_failures() -> u32 {
 pub const MAX_DATA_SERVERS: usize = 64;
 /// Most mirrors in a READ layout.
 pub const MAX_READ_MIRRORS: u32 = 8;
+/// Most data servers a striped mirror names.
+pub const MAX_STRIPE_WIDTH: u32 = 16;
+/// Most ff_data_server4 entries in one layout, all mirrors together: a striped read
+/// layout has fewer mirrors (bounds LAYOUTGET's reply, `nfs4::layout_ops::LAYOUT_MAX`).
+pub const MAX_LAYOUT_SERVERS: usize = 16;
+/// Most names in `stripe_clients`, and the longest (EXCHANGE_ID's nii_name is read up
+/// to this many bytes).
+pub const MAX_STRIPE_CLIENTS: usize = 16;
+pub const MAX_IMPL_NAME: usize = 1024;
 
 fn default_stripe_unit() -> u32 {
     1 << 20
@@ -109,6 +130,12 @@ fn default_io_size() -> u32 {
 }
 fn default_read_mirrors() -> u32 {
     1
+}
+fn default_stripe_width() -> u32 {
+    1
+}
+fn default_stripe_clients() -> Vec<String> {
+    vec![nfs_wire::nfs4args::BENCH_IMPL_NAME.to_string()]
 }
 
 impl Default for PnfsConfig {
@@ -120,6 +147,8 @@ impl Default for PnfsConfig {
             rsize: default_io_size(),
             wsize: default_io_size(),
             read_mirrors: default_read_mirrors(),
+            stripe_width: default_stripe_width(),
+            stripe_clients: default_stripe_clients(),
             fence: default_fence(),
             probe_ms: default_probe_ms(),
             probe_timeout_ms: default_probe_timeout_ms(),
@@ -195,7 +224,60 @@ impl PnfsConfig {
                 format!("must be 1..={MAX_READ_MIRRORS} (more than the data servers is cut)"),
             );
         }
+        self.validate_stripes()
+    }
+
+    /// `stripe_width` and `stripe_clients`. The stripe unit is at most 1 GiB (above)
+    /// and the width at most `MAX_STRIPE_WIDTH`, so a stripe (width × unit, RFC 8435
+    /// §6) is below 2^35 and no offset arithmetic on them overflows a u64.
+    fn validate_stripes(&self) -> Result<(), ConfigError> {
+        let bad = |k: &str, why: String| Err(ConfigError(format!("pnfs.{k}: {why}")));
+        let n = self.data_servers.len();
+        if !(1..=MAX_STRIPE_WIDTH).contains(&self.stripe_width) {
+            return bad(
+                "stripe_width",
+                format!("must be 1 (no striping) ..={MAX_STRIPE_WIDTH}"),
+            );
+        }
+        if self.stripe_width > 1 && self.stripe_width as usize > n {
+            return bad(
+                "stripe_width",
+                format!(
+                    "{} is more than the {n} data server(s) listed",
+                    self.stripe_width
+                ),
+            );
+        }
+        if self.stripe_clients.len() > MAX_STRIPE_CLIENTS {
+            return bad(
+                "stripe_clients",
+                format!("at most {MAX_STRIPE_CLIENTS} names"),
+            );
+        }
+        for (i, c) in self.stripe_clients.iter().enumerate() {
+            if c.is_empty() || c.len() > MAX_IMPL_NAME {
+                return bad(
+                    &format!("stripe_clients[{i}]"),
+                    format!("must be 1..={MAX_IMPL_NAME} bytes (an nii_name, RFC 8881 §18.35)"),
+                );
+            }
+        }
         Ok(())
+    }
+
+    /// `layouts` for a gateway whose store is `backend`: RW layouts are striped only
+    /// where the store writes in place (`fs` with `shared = true`). On s3 each data
+    /// server stages the object and uploads it whole on COMMIT
+    /// (`backend/s3/stage.rs`: read-modify-write over the base object), so two data
+    /// servers committing different stripes of one file would each upload their own
+    /// stripes over the other's: the last upload wins and the other stripes are lost.
+    pub fn layouts_on(
+        &self,
+        backend: &super::BackendConfig,
+    ) -> Option<crate::state::layouts::Devices> {
+        let mut d = self.layouts()?;
+        d.stripe.rw = backend.kind == super::BackendKind::Fs && backend.shared;
+        Some(d)
     }
 
     /// What the NFSv4.1 state and operations use: `None` when off.
@@ -222,6 +304,11 @@ impl PnfsConfig {
             rsize: self.rsize,
             wsize: self.wsize,
             read_mirrors: self.read_mirrors,
+            stripe: crate::state::layouts::Stripe {
+                width: self.stripe_width,
+                clients: self.stripe_clients.clone(),
+                rw: false,
+            },
             probe: crate::state::layouts::Probe {
                 every: std::time::Duration::from_millis(self.probe_ms),
                 timeout: std::time::Duration::from_millis(self.probe_timeout_ms),
@@ -307,6 +394,101 @@ mod tests {
         let e = parse("[pnfs]\n[[pnfs.data_servers]]\naddress = \"10.0.0.2:1\"\nnetid = \"udp\"\n")
             .unwrap_err();
         assert!(e.contains("netid") || e.contains("udp"), "{e}");
+    }
+
+    /// `stripe_width` (1 = off, at most the data servers listed and
+    /// `MAX_STRIPE_WIDTH`), `stripe_clients` (bench's name by default; at most
+    /// `MAX_STRIPE_CLIENTS`, each 1..=`MAX_IMPL_NAME` bytes), and a stripe unit that
+    /// would not fit the arithmetic: each refused naming its key. RW stripes only on
+    /// `fs` with `shared`.
+    #[test]
+    fn stripe_keys_are_checked() {
+        let three = "[[pnfs.data_servers]]\naddress = \"10.0.0.2:2049\"\n\
+                     [[pnfs.data_servers]]\naddress = \"10.0.0.3:2049\"\n\
+                     [[pnfs.data_servers]]\naddress = \"10.0.0.4:2049\"\n";
+        let c = parse(&format!("[pnfs]\nenabled = true\n{three}")).unwrap();
+        let d = c.pnfs.layouts().unwrap();
+        assert_eq!(d.stripe.width, 1);
+        assert_eq!(d.stripe.clients, [nfs_wire::nfs4args::BENCH_IMPL_NAME]);
+        assert!(!d
+            .stripe
+            .accepts(nfs_wire::nfs4args::BENCH_IMPL_NAME.as_bytes()));
+        let c = parse(&format!(
+            "[pnfs]\nenabled = true\nstripe_width = 3\nstripe_clients = [\"a\", \"b c\"]\n{three}"
+        ))
+        .unwrap();
+        let d = c.pnfs.layouts().unwrap();
+        assert_eq!((d.stripe.width, d.stripe.rw), (3, false));
+        assert!(d.stripe.accepts(b"b c") && !d.stripe.accepts(b"b"));
+        let long = "x".repeat(super::MAX_IMPL_NAME + 1);
+        let many = format!(
+            "[{}]",
+            vec!["\"n\""; super::MAX_STRIPE_CLIENTS + 1].join(",")
+        );
+        for (text, key) in [
+            (
+                format!("[pnfs]\nstripe_width = 0\n{three}"),
+                "pnfs.stripe_width",
+            ),
+            (
+                format!("[pnfs]\nstripe_width = 4\n{three}"),
+                "pnfs.stripe_width",
+            ),
+            (
+                "[pnfs]\nstripe_width = 2\n[[pnfs.data_servers]]\naddress = \"10.0.0.2:1\"\n"
+                    .to_string(),
+                "pnfs.stripe_width",
+            ),
+            (
+                format!("[pnfs]\nstripe_width = 17\n{three}"),
+                "pnfs.stripe_width",
+            ),
+            (
+                format!("[pnfs]\nstripe_clients = [\"\"]\n{three}"),
+                "pnfs.stripe_clients[0]",
+            ),
+            (
+                format!("[pnfs]\nstripe_clients = [\"a\", \"{long}\"]\n{three}"),
+                "pnfs.stripe_clients[1]",
+            ),
+            (
+                format!("[pnfs]\nstripe_clients = {many}\n{three}"),
+                "pnfs.stripe_clients",
+            ),
+            // A unit past 1 GiB: 16 of them would pass 2^34, and near 2^32 a
+            // stripe's offsets would wrap a u32 (a u64 never, with the bounds).
+            (
+                format!("[pnfs]\nstripe_unit = 4294963200\n{three}"),
+                "pnfs.stripe_unit",
+            ),
+        ] {
+            let e = parse(&text).expect_err(&text);
+            assert!(e.starts_with(key), "{text}: {e}");
+        }
+        // Too large for the key's type at all: refused by the parser.
+        assert!(parse(&format!(
+            "[pnfs]\nstripe_unit = 18446744073709551615\n{three}"
+        ))
+        .is_err());
+        // Width 3 of three listed, and the full width, are fine.
+        let wide = (0..16)
+            .map(|i| format!("[[pnfs.data_servers]]\naddress = \"10.0.1.{i}:2049\"\n"))
+            .collect::<String>();
+        assert!(parse(&format!("[pnfs]\nstripe_width = 16\n{wide}")).is_ok());
+        // RW layouts are striped only where the store writes in place.
+        let text = format!("[pnfs]\nenabled = true\nstripe_width = 3\n{three}");
+        for (backend, rw) in [
+            ("[backend]\nkind = \"fs\"\nshared = true\n", true),
+            ("[backend]\nkind = \"fs\"\n", false),
+            ("[backend]\nkind = \"memory\"\n", false),
+        ] {
+            let c = parse(&format!("{backend}{text}")).unwrap();
+            assert_eq!(
+                c.pnfs.layouts_on(&c.backend).unwrap().stripe.rw,
+                rw,
+                "{backend}"
+            );
+        }
     }
 
     /// A TCP data server is probed at its address, an RDMA one only where its

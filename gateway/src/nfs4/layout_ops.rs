@@ -54,8 +54,9 @@ const DS_VERSION: u32 = 3;
 const EFFICIENCY: u32 = 100;
 
 /// The largest LAYOUTGET4resok: the layout4 header and ff_layout4 with the most
-/// mirrors, each with the largest handle and owner strings of ten digits; the
-/// COMPOUND's plan gives it `plan::PNFS_REPLY`.
+/// mirrors (each its count of data servers) and the most data servers in all
+/// (`layouts_stripe.rs`), each with the largest handle and owner strings of ten
+/// digits; the COMPOUND's plan gives it `plan::PNFS_REPLY`.
 pub const LAYOUT_MAX: usize = 4
     + 16
     + 4
@@ -68,8 +69,8 @@ pub const LAYOUT_MAX: usize = 4
     + 4
     + 4
     + 4
-    + crate::config::MAX_READ_MIRRORS as usize
-        * (4 + 16 + 4 + 16 + 4 + 4 + super::FH4_MAX + 2 * (4 + 12));
+    + crate::config::MAX_READ_MIRRORS as usize * 4
+    + crate::config::MAX_LAYOUT_SERVERS * (16 + 4 + 16 + 4 + 4 + super::FH4_MAX + 2 * (4 + 12));
 const _: () = assert!(LAYOUT_MAX <= super::plan::PNFS_REPLY / 2);
 
 /// The data servers, or NFS4ERR_NOTSUPP when this gateway is no metadata server.
@@ -156,8 +157,15 @@ fn take_layout(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter) -> OpResu
         Err(st) => return put_status(w, st),
     };
     // §18.43.3: no data server up, no layout: the client's I/O goes through us.
+    // Striped (RFC 8435 §6) only for a client whose implementation takes it, and RW
+    // only where the store writes in place (`state/layouts_stripe.rs`).
     let up = c.state.layouts.health();
-    let placed = ds.placement_up(f.node.fileid, a.iomode == IOMODE_RW, |i| up.is_up(i));
+    let write = a.iomode == IOMODE_RW;
+    let striped = ds.stripe.width > 1
+        && ds
+            .stripe
+            .applies(c.state.clients.stripes(c.clientid), write);
+    let placed = ds.layout_up(f.node.fileid, write, striped, |i| up.is_up(i));
     if placed.is_empty() {
         return put_status(w, NFS4ERR_LAYOUTUNAVAILABLE);
     }
@@ -169,9 +177,13 @@ fn take_layout(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter) -> OpResu
     // The ids of the placement's servers now: a server that goes down after this
     // is refused by `grant_on`, or its layout (granted first) is recalled before
     // the id's deletion is told (`state/layouts_notify.rs`).
-    let mirrors: Vec<[u8; 16]> = placed
+    let mirrors: Vec<Vec<[u8; 16]>> = placed
         .iter()
-        .filter_map(|i| c.state.layouts.device_id(*i))
+        .filter_map(|m| {
+            m.iter()
+                .map(|i| c.state.layouts.device_id(*i))
+                .collect::<Option<Vec<_>>>()
+        })
         .collect();
     let handle = match &c.cfh {
         Some(CurrentFh::File { handle, .. }) => handle.as_slice(),
@@ -190,7 +202,7 @@ fn take_layout(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter) -> OpResu
         return put_status(w, NFS4ERR_TOOSMALL);
     }
     let lease = c.state.delegations.lease();
-    let servers = mask_of(&placed);
+    let servers = mask_of(&placed.concat());
     let grant = c
         .state
         .layouts
@@ -304,10 +316,12 @@ fn layout_or_open(
     Ok(None)
 }
 
-/// LAYOUTGET4resok (§18.43.2) holding one layout4 of `ff_layout4` (RFC 8435 §5.1).
+/// LAYOUTGET4resok (§18.43.2) holding one layout4 of `ff_layout4` (RFC 8435 §5.1):
+/// `mirrors`, each the device ids of its data servers (several: striped, RFC 8435 §6,
+/// ffl_stripe_unit the unit).
 fn put_layout(
     w: &mut XdrWriter,
-    (ds, mirrors): (&Devices, &[[u8; 16]]),
+    (ds, mirrors): (&Devices, &[Vec<[u8; 16]>]),
     ((_, ids), handle): ((&FileCtx, (u32, u32)), &[u8]),
     a: &GetArgs,
     lsid: &Stateid,
@@ -333,24 +347,28 @@ fn put_layout(
     Ok(())
 }
 
-/// ff_mirror4 of one ff_data_server4 (RFC 8435 §5.1): the anonymous stateid (a
-/// loosely coupled data server has no NFSv4 state), the file's handle, and the
-/// AUTH_SYS credentials the client uses with the data server (`ds_ids`).
+/// ff_mirror4 (RFC 8435 §5.1): an ff_data_server4 per device, in stripe order, each
+/// with the anonymous stateid (a loosely coupled data server has no NFSv4 state), the
+/// file's handle (every data server serves the one object under the one handle), and
+/// the AUTH_SYS credentials the client uses with the data servers (`ds_ids`).
 fn put_mirror(
     w: &mut XdrWriter,
-    deviceid: &[u8; 16],
+    devices: &[[u8; 16]],
     (uid, gid): (u32, u32),
     handle: &[u8],
     eff: u32,
 ) -> XdrResult<()> {
-    w.u32(1)?;
-    w.opaque_fixed(deviceid)?;
-    w.u32(eff)?;
-    Stateid::ANONYMOUS.encode(w)?;
-    w.u32(1)?;
-    w.opaque_var(handle)?;
-    super::attrs::put_id(w, uid)?;
-    super::attrs::put_id(w, gid)
+    w.u32(devices.len() as u32)?;
+    for deviceid in devices {
+        w.opaque_fixed(deviceid)?;
+        w.u32(eff)?;
+        Stateid::ANONYMOUS.encode(w)?;
+        w.u32(1)?;
+        w.opaque_var(handle)?;
+        super::attrs::put_id(w, uid)?;
+        super::attrs::put_id(w, gid)?;
+    }
+    Ok(())
 }
 
 /// GETDEVICEINFO (RFC 8881 §18.40): a data server's ff_device_addr4 (RFC 8435

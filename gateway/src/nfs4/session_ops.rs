@@ -248,6 +248,8 @@ struct ExchArgs<'a> {
     owner: &'a [u8],
     flags: u32,
     protect: u32,
+    /// eia_client_impl_id's nii_name, when the client names its implementation.
+    impl_name: Option<&'a [u8]>,
 }
 
 fn get_exch_args<'a>(r: &mut XdrReader<'a>) -> XdrResult<ExchArgs<'a>> {
@@ -284,9 +286,10 @@ fn get_exch_args<'a>(r: &mut XdrReader<'a>) -> XdrResult<ExchArgs<'a>> {
     if n > 1 {
         return Err(engine::xdr::XdrError::Short);
     }
+    let mut impl_name = None;
     if n == 1 {
-        r.opaque_var(1024)?;
-        r.opaque_var(1024)?;
+        r.opaque_var(1024)?; // nii_domain
+        impl_name = Some(r.opaque_var(1024)?);
         r.i64()?;
         r.u32()?;
     }
@@ -295,6 +298,7 @@ fn get_exch_args<'a>(r: &mut XdrReader<'a>) -> XdrResult<ExchArgs<'a>> {
         owner,
         flags,
         protect,
+        impl_name,
     })
 }
 
@@ -390,6 +394,13 @@ pub(super) fn exchange_id(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter
         Ok(v) => v,
         Err(st) => return put_status(w, st),
     };
+    // Striped layouts only for the implementations `pnfs.stripe_clients` names
+    // (RFC 8881 §18.35.3: the server may use eia_client_impl_id to adapt to a
+    // client; the Linux client refuses a mirror of several data servers).
+    if let Some(ds) = c.state.layouts.devices().filter(|d| d.stripe.width > 1) {
+        let stripes = a.impl_name.is_some_and(|n| ds.stripe.accepts(n));
+        c.state.clients.set_stripes(clientid, stripes);
+    }
     // §13.1: a pNFS metadata server says so (and only then); as knfsd, it is one
     // or the other, never both.
     let role = if c.state.layouts.devices().is_some() {

@@ -396,7 +396,7 @@ impl Server {
                 },
                 None => crate::state::State::with_config(cfg.nfs4.limits(), Some(&cfg.state.dir)),
             }
-            .with_layouts(cfg.pnfs.layouts())
+            .with_layouts(cfg.pnfs.layouts_on(&cfg.backend))
             // Under `[ha]` the key is the identity's, set at each takeover
             // (`ha::layout_key`); without it, this host's `state.dir` keeps it.
             .with_layout_key(

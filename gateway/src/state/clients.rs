@@ -117,6 +117,9 @@ pub struct Client {
     /// The lease ran out and the client keeps its state until another client
     /// conflicts with it or `Limits::courtesy` passes (`clients/courtesy.rs`).
     pub courtesy: bool,
+    /// Its implementation (EXCHANGE_ID's eia_client_impl_id) is one `pnfs.stripe_clients`
+    /// names: its layouts may stripe a file over several data servers.
+    pub stripes: bool,
 }
 
 #[derive(Default)]
@@ -408,6 +411,21 @@ impl Clients {
     /// The owner (co_ownerid) of client `clientid`.
     pub fn owner_of(&self, clientid: u64) -> Option<Vec<u8>> {
         self.lock().clients.get(&clientid).map(|c| c.owner.clone())
+    }
+
+    /// Whether `clientid`'s layouts may be striped (`Client::stripes`).
+    pub fn stripes(&self, clientid: u64) -> bool {
+        self.lock()
+            .clients
+            .get(&clientid)
+            .is_some_and(|c| c.stripes)
+    }
+
+    /// Records what EXCHANGE_ID said of `clientid`'s implementation (`Client::stripes`).
+    pub fn set_stripes(&self, clientid: u64, on: bool) {
+        if let Some(c) = self.lock().clients.get_mut(&clientid) {
+            c.stripes = on;
+        }
     }
 
     /// The back channel of `clientid`'s session(s), if one is bound.
@@ -720,6 +738,7 @@ impl Table<'_> {
                 reclaim_complete: false,
                 status_flags: 0,
                 courtesy: false,
+                stripes: false,
             },
         );
         Ok(id)

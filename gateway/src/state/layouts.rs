@@ -126,6 +126,8 @@ pub struct Devices {
     pub rsize: u32,
     pub wsize: u32,
     pub read_mirrors: u32,
+    /// Striped layouts: for whom, how wide (`layouts_stripe.rs`).
+    pub stripe: Stripe,
     pub probe: Probe,
 }
 
@@ -156,16 +158,20 @@ impl Devices {
     /// same one; a server that is down is stepped over to the next one up, so only
     /// its files move while it is down. Empty when none is up.
     pub fn placement_up(&self, fileid: u64, write: bool, up: impl Fn(usize) -> bool) -> Vec<usize> {
-        let n = self.servers.len();
         let want = if write { 1 } else { self.read_mirrors as usize };
+        let mut ring = self.ring(fileid, up);
+        ring.truncate(want);
+        ring
+    }
+
+    /// The indexes of the data servers that are up, in placement order: from the one a
+    /// hash of the file id picks, onwards round the list.
+    fn ring(&self, fileid: u64, up: impl Fn(usize) -> bool) -> Vec<usize> {
+        let n = self.servers.len();
         let h = blake3::hash(&fileid.to_le_bytes());
         let first = (u64::from_le_bytes(h.as_bytes()[..8].try_into().expect("8 bytes"))
             % n.max(1) as u64) as usize;
-        (0..n)
-            .map(|k| (first + k) % n)
-            .filter(|i| up(*i))
-            .take(want)
-            .collect()
+        (0..n).map(|k| (first + k) % n).filter(|i| up(*i)).collect()
     }
 }
 
@@ -654,6 +660,9 @@ mod reclaim;
 pub use reclaim::{load_key, owner_digest};
 #[path = "layouts_recall.rs"]
 mod recall;
+#[path = "layouts_stripe.rs"]
+mod stripe;
+pub use stripe::Stripe;
 
 #[cfg(test)]
 #[path = "layouts_tests.rs"]

@@ -17,6 +17,7 @@ fn devices(n: usize, mirrors: u32) -> Devices {
         rsize: 1 << 20,
         wsize: 1 << 20,
         read_mirrors: mirrors,
+        stripe: Default::default(),
         probe: Probe::default(),
     }
 }

@@ -116,6 +116,7 @@ fn an_unreachable_notice_is_dropped_after_its_tries() {
         rsize: 1 << 20,
         wsize: 1 << 20,
         read_mirrors: 1,
+        stripe: Default::default(),
         probe: Probe::default(),
     }));
     assert_eq!(

@@ -229,6 +229,7 @@ mod tests {
             rsize: 1 << 20,
             wsize: 1 << 20,
             read_mirrors: 1,
+            stripe: Default::default(),
             probe: Probe::default(),
         };
         let id = d.servers[0].device_id();

@@ -594,6 +594,21 @@ impl Tcp41 {
     /// back channel); the session becomes this client's.
     pub fn session(&mut self, owner: &[u8], flags: u32) {
         let (clientid, seq, _) = self.exchange_id(owner, [7; 8]);
+        self.create_session(clientid, seq, flags);
+    }
+
+    /// `session` for a client that names its implementation in EXCHANGE_ID
+    /// (eia_client_impl_id: nii_domain, nii_name).
+    pub fn session_as(&mut self, owner: &[u8], flags: u32, impl_id: (&str, &str)) {
+        let res = self.compound(&Ops::new().exchange_id_as([7; 8], owner, impl_id));
+        assert_eq!(res.status, NFS4_OK, "EXCHANGE_ID");
+        let mut r = res.reader();
+        expect_op(&mut r, OP_EXCHANGE_ID);
+        let (clientid, seq) = (r.u64().unwrap(), r.u32().unwrap());
+        self.create_session(clientid, seq, flags);
+    }
+
+    fn create_session(&mut self, clientid: u64, seq: u32, flags: u32) {
         let res = self.compound(&Ops::new().create_session_tcp(clientid, seq, flags, 8));
         assert_eq!(res.status, NFS4_OK, "CREATE_SESSION");
         let mut r = res.reader();
