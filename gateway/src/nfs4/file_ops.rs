@@ -82,6 +82,29 @@ pub(super) fn set_cfh(c: &mut Compound, fh: CurrentFh) {
     c.current_stateid = None;
 }
 
+/// The attributes of `node`: those the previous operation read when it made `node`
+/// the current filehandle (PUTFH, LOOKUP: `Compound::fresh`), else read now. Only the
+/// operation right after may take them, so nothing of this COMPOUND ran in between
+/// and they are what a read at that instant gave (one store HEAD, not two, for the
+/// `PUTFH, GETATTR` and `PUTFH, LOOKUP, GETATTR` a stat sends). Called only by
+/// operations that change nothing (GETATTR, VERIFY, NVERIFY, ACCESS, LOOKUP's
+/// directory), never after a change an operation made itself.
+pub(super) fn cur_attr(c: &Compound, node: &Node) -> Result<Attr, Nfsstat4> {
+    match c.fresh {
+        Some(f) if f.op + 1 == c.op_index && f.fileid == node.fileid => Ok(f.attr),
+        _ => c.ctx.model.getattr(node).map_err(fs_err),
+    }
+}
+
+/// Notes `attr` as read with the current filehandle `node` by this operation.
+fn note_fresh(c: &mut Compound, node: &Node, attr: Attr) {
+    c.fresh = Some(super::Fresh {
+        op: c.op_index,
+        fileid: node.fileid,
+        attr,
+    });
+}
+
 pub(super) fn file_fh(c: &Compound, node: Node) -> CurrentFh {
     let handle = c.ctx.model.handle(&node).as_bytes().to_vec();
     CurrentFh::File { node, handle }
@@ -120,7 +143,7 @@ pub(super) fn obj_of(
         CurrentFh::Pseudo(p) => Ok((pseudo::attrs(p), None)),
         CurrentFh::File { node, handle } => {
             caller(c, node)?;
-            let a = c.ctx.model.getattr(node).map_err(fs_err)?;
+            let a = cur_attr(c, node)?;
             super::fast::note_attr(&a);
             Ok((Obj::from_attr(&a, handle.clone()), Some(node.clone())))
         }
@@ -173,14 +196,16 @@ pub(super) fn putfh(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter) -> O
     } else if fh.len() > crate::fs::FH_MAX {
         Err(NFS4ERR_BADHANDLE)
     } else {
-        c.ctx
-            .model
-            .resolve(fh)
-            .map(|node| CurrentFh::File {
-                node,
-                handle: fh.to_vec(),
-            })
-            .map_err(fs_err)
+        match c.ctx.model.resolve_attr(fh) {
+            Ok((node, attr)) => {
+                note_fresh(c, &node, attr);
+                Ok(CurrentFh::File {
+                    node,
+                    handle: fh.to_vec(),
+                })
+            }
+            Err(e) => Err(fs_err(e)),
+        }
     };
     match res {
         Ok(fh) => {
@@ -252,14 +277,15 @@ pub(super) fn lookup(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter) -> 
             CurrentFh::File { node, .. } => node,
         };
         let caller = caller(c, node)?;
-        let a = c.ctx.model.getattr(node).map_err(fs_err)?;
+        let a = cur_attr(c, node)?;
         need_dir(&a)?;
         check_component(name)?;
         check(&a, &caller, X).map_err(fs_err)?;
         if let Some(cross) = pseudo::export_child(c.ctx, node, name) {
             return Ok(cross);
         }
-        let child = c.ctx.model.lookup(node, name).map_err(fs_err)?;
+        let (child, attr) = c.ctx.model.lookup_attr(node, name).map_err(fs_err)?;
+        note_fresh(c, &child, attr);
         Ok(file_fh(c, child))
     })();
     match res {
@@ -339,8 +365,8 @@ pub(super) fn access(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter) -> 
         // Pseudo directories: read and search only.
         CurrentFh::Pseudo(_) => Ok(want & (0x1 | 0x2 | 0x20)),
         CurrentFh::File { node, .. } => {
-            let f = file_ctx(c, node)?;
-            let mask = access_mask(&f.attr, &f.caller);
+            let (caller, attr) = (caller(c, node)?, cur_attr(c, node)?);
+            let mask = access_mask(&attr, &caller);
             Ok(want & (mask | xattr_access(mask)))
         }
     })();
