@@ -96,6 +96,30 @@ pub(super) fn cur_attr(c: &Compound, node: &Node) -> Result<Attr, Nfsstat4> {
     }
 }
 
+/// Whether the operation after this one (past GETFHs, which pass the attributes on:
+/// `getfh`) reads the current filehandle's attributes first thing (`cur_attr`),
+/// judged from its number (`r` is past this operation's arguments): only then are
+/// they worth computing with the filehandle (a PUTFH before a READ, or a LOOKUP
+/// before a GETFH alone, needs none).
+fn next_takes_attrs(c: &Compound, r: &XdrReader) -> bool {
+    use super::ops::{OP_ACCESS, OP_GETATTR, OP_GETFH, OP_LOOKUP, OP_NVERIFY, OP_VERIFY};
+    let mut r = r.clone();
+    for _ in c.op_index + 1..c.nops {
+        match r.u32() {
+            // GETFH has no arguments: the next number follows.
+            Ok(OP_GETFH) => continue,
+            Ok(op) => {
+                return matches!(
+                    op,
+                    OP_GETATTR | OP_ACCESS | OP_LOOKUP | OP_VERIFY | OP_NVERIFY
+                )
+            }
+            Err(_) => return false,
+        }
+    }
+    false
+}
+
 /// Notes `attr` as read with the current filehandle `node` by this operation.
 fn note_fresh(c: &mut Compound, node: &Node, attr: Attr) {
     c.fresh = Some(super::Fresh {
@@ -195,7 +219,7 @@ pub(super) fn putfh(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter) -> O
         pseudo::resolve(c.ctx, fh)
     } else if fh.len() > crate::fs::FH_MAX {
         Err(NFS4ERR_BADHANDLE)
-    } else {
+    } else if next_takes_attrs(c, r) {
         match c.ctx.model.resolve_attr(fh) {
             Ok((node, attr)) => {
                 note_fresh(c, &node, attr);
@@ -206,6 +230,15 @@ pub(super) fn putfh(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter) -> O
             }
             Err(e) => Err(fs_err(e)),
         }
+    } else {
+        c.ctx
+            .model
+            .resolve(fh)
+            .map(|node| CurrentFh::File {
+                node,
+                handle: fh.to_vec(),
+            })
+            .map_err(fs_err)
     };
     match res {
         Ok(fh) => {
@@ -218,6 +251,12 @@ pub(super) fn putfh(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter) -> O
 
 /// GETFH (RFC 8881 §18.8).
 pub(super) fn getfh(c: &mut Compound, _r: &mut XdrReader, w: &mut XdrWriter) -> OpResult {
+    // GETFH reads and changes nothing: attributes the previous operation read with
+    // the filehandle stay the next one's (the Linux client's `PUTFH, LOOKUP, GETFH,
+    // GETATTR`).
+    if let Some(f) = c.fresh.as_mut().filter(|f| f.op + 1 == c.op_index) {
+        f.op = c.op_index;
+    }
     let fh = match cur(c) {
         Ok(CurrentFh::Pseudo(p)) => pseudo::handle(p),
         Ok(CurrentFh::File { handle, .. }) => handle.clone(),
@@ -283,6 +322,10 @@ pub(super) fn lookup(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter) -> 
         check(&a, &caller, X).map_err(fs_err)?;
         if let Some(cross) = pseudo::export_child(c.ctx, node, name) {
             return Ok(cross);
+        }
+        if !next_takes_attrs(c, r) {
+            let child = c.ctx.model.lookup(node, name).map_err(fs_err)?;
+            return Ok(file_fh(c, child));
         }
         let (child, attr) = c.ctx.model.lookup_attr(node, name).map_err(fs_err)?;
         note_fresh(c, &child, attr);

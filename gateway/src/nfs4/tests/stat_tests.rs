@@ -76,12 +76,34 @@ fn putfh_lookup_getattr_reads_each_object_once_and_only_for_the_next_op() {
     // Behind the gateway's back: the next stat reads it.
     std::fs::write(data.join("top/f"), b"1234567890").unwrap();
     assert_eq!(stat(3), 10);
+    // The Linux client's shape: a GETFH between passes the attributes on.
+    FsBackend::take_calls();
+    let (st, rep) = call(
+        &h,
+        &[
+            sequence(sid, 4, 0),
+            putfh(dfh.clone()),
+            named(OP_LOOKUP, b"f"),
+            op0(OP_GETFH),
+            getattr(&[attrs::SIZE]),
+        ],
+    );
+    assert_eq!(st, NFS4_OK);
+    let calls = FsBackend::take_calls();
+    assert_eq!(calls.get("fstat"), Some(&2), "{calls:?}");
+    let mut r = results(&rep);
+    r.skip(8 + 16 + 20).unwrap();
+    skip_ok(&mut r, OP_PUTFH);
+    skip_ok(&mut r, OP_LOOKUP);
+    skip_ok(&mut r, OP_GETFH);
+    assert_eq!(r.opaque_var(128).unwrap(), &ffh[..]);
+    assert_eq!(size_result(&mut r), 10);
 
     // PUTFH, WRITE, GETATTR: PUTFH's attributes are not the GETATTR's to take.
     let (st, rep) = call(
         &h,
         &[
-            sequence(sid, 4, 0),
+            sequence(sid, 5, 0),
             putfh(ffh.clone()),
             write_op(b"hello world, longer"),
             getattr(&[attrs::SIZE]),
@@ -98,7 +120,7 @@ fn putfh_lookup_getattr_reads_each_object_once_and_only_for_the_next_op() {
     FsBackend::take_calls();
     let (st, rep) = call(
         &h,
-        &[sequence(sid, 5, 0), putfh(ffh), getattr(&[attrs::SIZE])],
+        &[sequence(sid, 6, 0), putfh(ffh), getattr(&[attrs::SIZE])],
     );
     assert_eq!(st, NFS4_OK);
     let calls = FsBackend::take_calls();
