@@ -237,6 +237,13 @@ impl FileModel {
         self.inner.resolve(fh)
     }
 
+    /// `resolve` then `getattr`, reading the object's metadata once: the metadata
+    /// that proves the handle's object exists gives its attributes (a worker's
+    /// GETATTR or LOOKUP makes one store HEAD for its object, not two).
+    pub fn resolve_attr(&self, fh: &[u8]) -> FsResult<(Node, Attr)> {
+        self.inner.resolve_attr(fh)
+    }
+
     pub fn getattr(&self, node: &Node) -> FsResult<Attr> {
         self.inner.getattr(node)
     }
@@ -255,6 +262,12 @@ impl FileModel {
     /// parent is itself). `NotDir` when `dir` is not a directory.
     pub fn lookup(&self, dir: &Node, name: &[u8]) -> FsResult<Node> {
         self.inner.lookup(dir, name)
+    }
+
+    /// `lookup` then `getattr` of what it found, reading its metadata once (the
+    /// look-up's own read gives the attributes).
+    pub fn lookup_attr(&self, dir: &Node, name: &[u8]) -> FsResult<(Node, Attr)> {
+        self.inner.lookup_attr(dir, name)
     }
 
     pub fn readlink(&self, node: &Node) -> FsResult<Vec<u8>> {

@@ -99,6 +99,19 @@ fn open(ctx: &Ctx, fh: &[u8]) -> Result<(Node, Caller), Status> {
     Ok((node, caller))
 }
 
+/// `open`, with the object's attributes from the same metadata read (one store HEAD
+/// where `open` then `getattr` made two): for procedures that need both at once.
+fn open_attr(ctx: &Ctx, fh: &[u8]) -> Result<(Node, Caller, Attr), Status> {
+    let (node, attr) = ctx.model.resolve_attr(fh)?;
+    let export = ctx.exports.get(node.export).ok_or(Status::Stale)?;
+    let caller = admit(export, ctx.client.ip(), &ctx.cred).map_err(|_| Status::Acces)?;
+    if crate::fence::synthetic_ids(&ctx.cred).is_none() {
+        return Ok((node, caller, attr));
+    }
+    let caller = crate::fence::admit_file(ctx.fence, &ctx.cred, caller, &attr)?;
+    Ok((node, caller, attr))
+}
+
 fn attr_opt(ctx: &Ctx, node: &Node) -> Option<Attr> {
     ctx.model.getattr(node).ok()
 }
@@ -118,8 +131,7 @@ fn put_status_wcc(out: &mut XdrWriter, st: u32, pre: &Attr, post: Option<&Attr>)
 
 fn getattr(ctx: &Ctx, r: &mut XdrReader, out: &mut XdrWriter) -> Res {
     let fh = get_fh(r).map_err(garbage)?;
-    let (node, _) = open(ctx, fh)?;
-    let mut a = ctx.model.getattr(&node)?;
+    let (node, _, mut a) = open_attr(ctx, fh)?;
     // Under another client's write delegation: the size its holder reported
     // (CB_GETATTR, RFC 8881 §10.4.3), never taught to the caches.
     let holders = crate::call::take_holders_size(node.fileid);
@@ -145,8 +157,7 @@ fn setattr(ctx: &Ctx, r: &mut XdrReader, out: &mut XdrWriter) -> Res {
     } else {
         None
     };
-    let (node, c) = open(ctx, fh)?;
-    let pre = ctx.model.getattr(&node)?;
+    let (node, c, pre) = open_attr(ctx, fh)?;
     let res = (|| {
         check_writable(&c)?;
         // The guard is compared with the ctime as NFSv3 shows it (clamped to uint32).
@@ -168,17 +179,14 @@ fn setattr(ctx: &Ctx, r: &mut XdrReader, out: &mut XdrWriter) -> Res {
 
 fn lookup(ctx: &Ctx, r: &mut XdrReader, out: &mut XdrWriter) -> Res {
     let (fh, name) = get_diropargs(r).map_err(garbage)?;
-    let (dir, c) = open(ctx, fh)?;
-    let dattr = ctx.model.getattr(&dir)?;
+    let (dir, c, dattr) = open_attr(ctx, fh)?;
     let res = (|| {
         if dattr.kind != FileKind::Dir {
             return Err(Status::NotDir);
         }
         check_name(name)?;
         check(&dattr, &c, X)?;
-        let node = ctx.model.lookup(&dir, name)?;
-        let a = ctx.model.getattr(&node)?;
-        Ok((node, a))
+        ctx.model.lookup_attr(&dir, name)
     })();
     match res {
         Ok((node, a)) => {
@@ -198,8 +206,7 @@ fn lookup(ctx: &Ctx, r: &mut XdrReader, out: &mut XdrWriter) -> Res {
 fn access(ctx: &Ctx, r: &mut XdrReader, out: &mut XdrWriter) -> Res {
     let fh = get_fh(r).map_err(garbage)?;
     let want = r.u32().map_err(garbage)?;
-    let (node, c) = open(ctx, fh)?;
-    let a = ctx.model.getattr(&node)?;
+    let (_, c, a) = open_attr(ctx, fh)?;
     out.u32(OK)?;
     put_post_op_attr(out, Some(&a))?;
     out.u32(want & access_mask(&a, &c))?;
@@ -208,8 +215,7 @@ fn access(ctx: &Ctx, r: &mut XdrReader, out: &mut XdrWriter) -> Res {
 
 fn readlink(ctx: &Ctx, r: &mut XdrReader, out: &mut XdrWriter) -> Res {
     let fh = get_fh(r).map_err(garbage)?;
-    let (node, _) = open(ctx, fh)?;
-    let a = ctx.model.getattr(&node)?;
+    let (node, _, a) = open_attr(ctx, fh)?;
     let res = if a.kind != FileKind::Lnk {
         Err(Status::Inval)
     } else {
@@ -233,8 +239,7 @@ fn read(ctx: &Ctx, r: &mut XdrReader, out: &mut XdrWriter) -> Res {
     let fh = get_fh(r).map_err(garbage)?;
     let offset = r.u64().map_err(garbage)?;
     let count = r.u32().map_err(garbage)?;
-    let (node, c) = open(ctx, fh)?;
-    let a = ctx.model.getattr(&node)?;
+    let (node, c, a) = open_attr(ctx, fh)?;
     let pre = (|| {
         match a.kind {
             FileKind::Reg => {}
@@ -291,8 +296,7 @@ fn write(ctx: &Ctx, r: &mut XdrReader, out: &mut XdrWriter) -> Res {
         return Err(Fail::Garbage);
     }
     let data = &data[..count];
-    let (node, c) = open(ctx, fh)?;
-    let pre = ctx.model.getattr(&node)?;
+    let (node, c, pre) = open_attr(ctx, fh)?;
     // Read before the data is written: a sync failing meanwhile moves it on
     // (`FileModel::write_verifier`).
     let verf = ctx.model.write_verifier();
@@ -343,8 +347,7 @@ fn create_common(
     attrs: Option<&SetAttr>,
     op: impl FnOnce(&Node, &Caller, Owner) -> Result<Node, Status>,
 ) -> Res {
-    let (dir, c) = open(ctx, dirfh)?;
-    let pre = ctx.model.getattr(&dir)?;
+    let (dir, c, pre) = open_attr(ctx, dirfh)?;
     let res = (|| {
         check_writable(&c)?;
         if pre.kind != FileKind::Dir {
@@ -445,8 +448,7 @@ fn mknod(ctx: &Ctx, r: &mut XdrReader, out: &mut XdrWriter) -> Res {
 /// REMOVE and RMDIR.
 fn remove(ctx: &Ctx, r: &mut XdrReader, out: &mut XdrWriter, is_dir: bool) -> Res {
     let (fh, name) = get_diropargs(r).map_err(garbage)?;
-    let (dir, c) = open(ctx, fh)?;
-    let pre = ctx.model.getattr(&dir)?;
+    let (dir, c, pre) = open_attr(ctx, fh)?;
     let res = (|| {
         check_writable(&c)?;
         if pre.kind != FileKind::Dir {
@@ -516,8 +518,7 @@ fn link(ctx: &Ctx, r: &mut XdrReader, out: &mut XdrWriter) -> Res {
     let fh = get_fh(r).map_err(garbage)?;
     let (dirfh, name) = get_diropargs(r).map_err(garbage)?;
     let (file, _) = open(ctx, fh)?;
-    let (dir, c) = open(ctx, dirfh)?;
-    let pre = ctx.model.getattr(&dir)?;
+    let (dir, c, pre) = open_attr(ctx, dirfh)?;
     let res = (|| {
         check_writable(&c)?;
         if pre.kind != FileKind::Dir {
@@ -556,8 +557,7 @@ fn plus_hint(limit: usize) -> usize {
 
 /// Checks shared by READDIR and READDIRPLUS; on failure writes the resfail.
 fn readdir_open(ctx: &Ctx, out: &mut XdrWriter, fh: &[u8]) -> Result<Option<(Node, Attr)>, Fail> {
-    let (dir, c) = open(ctx, fh)?;
-    let dattr = ctx.model.getattr(&dir)?;
+    let (dir, c, dattr) = open_attr(ctx, fh)?;
     let res = if dattr.kind != FileKind::Dir {
         Err(Status::NotDir)
     } else {
@@ -698,8 +698,7 @@ fn fsstat(ctx: &Ctx, r: &mut XdrReader, out: &mut XdrWriter) -> Res {
 
 fn fsinfo(ctx: &Ctx, r: &mut XdrReader, out: &mut XdrWriter) -> Res {
     let fh = get_fh(r).map_err(garbage)?;
-    let (node, _) = open(ctx, fh)?;
-    let a = ctx.model.getattr(&node)?;
+    let (_, _, a) = open_attr(ctx, fh)?;
     out.u32(OK)?;
     put_post_op_attr(out, Some(&a))?;
     let io = MAX_IO as u32;
@@ -720,8 +719,7 @@ fn fsinfo(ctx: &Ctx, r: &mut XdrReader, out: &mut XdrWriter) -> Res {
 
 fn pathconf(ctx: &Ctx, r: &mut XdrReader, out: &mut XdrWriter) -> Res {
     let fh = get_fh(r).map_err(garbage)?;
-    let (node, _) = open(ctx, fh)?;
-    let a = ctx.model.getattr(&node)?;
+    let (_, _, a) = open_attr(ctx, fh)?;
     out.u32(OK)?;
     put_post_op_attr(out, Some(&a))?;
     out.u32(crate::fs::LINK_MAX)?; // linkmax (RFC 1813 §3.3.20)
@@ -737,8 +735,7 @@ fn commit(ctx: &Ctx, r: &mut XdrReader, out: &mut XdrWriter) -> Res {
     let fh = get_fh(r).map_err(garbage)?;
     let _offset = r.u64().map_err(garbage)?;
     let _count = r.u32().map_err(garbage)?;
-    let (node, _) = open(ctx, fh)?;
-    let pre = ctx.model.getattr(&node)?;
+    let (node, _, pre) = open_attr(ctx, fh)?;
     let res = match pre.kind {
         FileKind::Reg => ctx.model.commit(&node),
         FileKind::Dir => Err(Status::IsDir),

@@ -39,6 +39,11 @@ fn mk_export(id: u16, path: &str, access: Access, squash: Squash, nets: &[&str])
 }
 
 fn harness_with(list: Vec<Export>) -> H {
+    harness_on(Arc::new(MemoryBackend::new()), list)
+}
+
+/// A harness over `backend`.
+fn harness_on(backend: Arc<dyn crate::backend::Backend>, list: Vec<Export>) -> H {
     let dir = tempfile::tempdir().unwrap();
     let roots: Vec<ExportRoot> = list
         .iter()
@@ -47,7 +52,7 @@ fn harness_with(list: Vec<Export>) -> H {
             prefix: e.prefix.clone(),
         })
         .collect();
-    let model = FileModel::open(Arc::new(MemoryBackend::new()), dir.path(), &roots).unwrap();
+    let model = FileModel::open(backend, dir.path(), &roots).unwrap();
     H {
         model,
         exports: Exports::new(list),
@@ -1586,3 +1591,5 @@ fn read_and_readlink_note_their_ddp_item_as_they_encode() {
     rpc(5, &args(|w| w.opaque_var(&f)));
     assert_eq!(crate::ddp::take(), None);
 }
+
+mod stat_tests;

@@ -51,6 +51,7 @@ impl<'a> Compound<'a> {
             op_index: 0,
             nops,
             data: None,
+            fresh: None,
         }
     }
 

@@ -82,6 +82,53 @@ pub(super) fn set_cfh(c: &mut Compound, fh: CurrentFh) {
     c.current_stateid = None;
 }
 
+/// The attributes of `node`: those the previous operation read when it made `node`
+/// the current filehandle (PUTFH, LOOKUP: `Compound::fresh`), else read now. Only the
+/// operation right after may take them, so nothing of this COMPOUND ran in between
+/// and they are what a read at that instant gave (one store HEAD, not two, for the
+/// `PUTFH, GETATTR` and `PUTFH, LOOKUP, GETATTR` a stat sends). Called only by
+/// operations that change nothing (GETATTR, VERIFY, NVERIFY, ACCESS, LOOKUP's
+/// directory), never after a change an operation made itself.
+pub(super) fn cur_attr(c: &Compound, node: &Node) -> Result<Attr, Nfsstat4> {
+    match c.fresh {
+        Some(f) if f.op + 1 == c.op_index && f.fileid == node.fileid => Ok(f.attr),
+        _ => c.ctx.model.getattr(node).map_err(fs_err),
+    }
+}
+
+/// Whether the operation after this one (past GETFHs, which pass the attributes on:
+/// `getfh`) reads the current filehandle's attributes first thing (`cur_attr`),
+/// judged from its number (`r` is past this operation's arguments): only then are
+/// they worth computing with the filehandle (a PUTFH before a READ, or a LOOKUP
+/// before a GETFH alone, needs none).
+fn next_takes_attrs(c: &Compound, r: &XdrReader) -> bool {
+    use super::ops::{OP_ACCESS, OP_GETATTR, OP_GETFH, OP_LOOKUP, OP_NVERIFY, OP_VERIFY};
+    let mut r = r.clone();
+    for _ in c.op_index + 1..c.nops {
+        match r.u32() {
+            // GETFH has no arguments: the next number follows.
+            Ok(OP_GETFH) => continue,
+            Ok(op) => {
+                return matches!(
+                    op,
+                    OP_GETATTR | OP_ACCESS | OP_LOOKUP | OP_VERIFY | OP_NVERIFY
+                )
+            }
+            Err(_) => return false,
+        }
+    }
+    false
+}
+
+/// Notes `attr` as read with the current filehandle `node` by this operation.
+fn note_fresh(c: &mut Compound, node: &Node, attr: Attr) {
+    c.fresh = Some(super::Fresh {
+        op: c.op_index,
+        fileid: node.fileid,
+        attr,
+    });
+}
+
 pub(super) fn file_fh(c: &Compound, node: Node) -> CurrentFh {
     let handle = c.ctx.model.handle(&node).as_bytes().to_vec();
     CurrentFh::File { node, handle }
@@ -120,7 +167,7 @@ pub(super) fn obj_of(
         CurrentFh::Pseudo(p) => Ok((pseudo::attrs(p), None)),
         CurrentFh::File { node, handle } => {
             caller(c, node)?;
-            let a = c.ctx.model.getattr(node).map_err(fs_err)?;
+            let a = cur_attr(c, node)?;
             super::fast::note_attr(&a);
             Ok((Obj::from_attr(&a, handle.clone()), Some(node.clone())))
         }
@@ -172,6 +219,17 @@ pub(super) fn putfh(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter) -> O
         pseudo::resolve(c.ctx, fh)
     } else if fh.len() > crate::fs::FH_MAX {
         Err(NFS4ERR_BADHANDLE)
+    } else if next_takes_attrs(c, r) {
+        match c.ctx.model.resolve_attr(fh) {
+            Ok((node, attr)) => {
+                note_fresh(c, &node, attr);
+                Ok(CurrentFh::File {
+                    node,
+                    handle: fh.to_vec(),
+                })
+            }
+            Err(e) => Err(fs_err(e)),
+        }
     } else {
         c.ctx
             .model
@@ -193,6 +251,12 @@ pub(super) fn putfh(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter) -> O
 
 /// GETFH (RFC 8881 §18.8).
 pub(super) fn getfh(c: &mut Compound, _r: &mut XdrReader, w: &mut XdrWriter) -> OpResult {
+    // GETFH reads and changes nothing: attributes the previous operation read with
+    // the filehandle stay the next one's (the Linux client's `PUTFH, LOOKUP, GETFH,
+    // GETATTR`).
+    if let Some(f) = c.fresh.as_mut().filter(|f| f.op + 1 == c.op_index) {
+        f.op = c.op_index;
+    }
     let fh = match cur(c) {
         Ok(CurrentFh::Pseudo(p)) => pseudo::handle(p),
         Ok(CurrentFh::File { handle, .. }) => handle.clone(),
@@ -252,14 +316,19 @@ pub(super) fn lookup(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter) -> 
             CurrentFh::File { node, .. } => node,
         };
         let caller = caller(c, node)?;
-        let a = c.ctx.model.getattr(node).map_err(fs_err)?;
+        let a = cur_attr(c, node)?;
         need_dir(&a)?;
         check_component(name)?;
         check(&a, &caller, X).map_err(fs_err)?;
         if let Some(cross) = pseudo::export_child(c.ctx, node, name) {
             return Ok(cross);
         }
-        let child = c.ctx.model.lookup(node, name).map_err(fs_err)?;
+        if !next_takes_attrs(c, r) {
+            let child = c.ctx.model.lookup(node, name).map_err(fs_err)?;
+            return Ok(file_fh(c, child));
+        }
+        let (child, attr) = c.ctx.model.lookup_attr(node, name).map_err(fs_err)?;
+        note_fresh(c, &child, attr);
         Ok(file_fh(c, child))
     })();
     match res {
@@ -339,8 +408,8 @@ pub(super) fn access(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter) -> 
         // Pseudo directories: read and search only.
         CurrentFh::Pseudo(_) => Ok(want & (0x1 | 0x2 | 0x20)),
         CurrentFh::File { node, .. } => {
-            let f = file_ctx(c, node)?;
-            let mask = access_mask(&f.attr, &f.caller);
+            let (caller, attr) = (caller(c, node)?, cur_attr(c, node)?);
+            let mask = access_mask(&attr, &caller);
             Ok(want & (mask | xattr_access(mask)))
         }
     })();

@@ -121,6 +121,17 @@ pub struct Compound<'a> {
     /// write list (RFC 8267 §6.4.1, `crate::ddp::note`) and the cache fill, so no
     /// one reads the result back.
     pub data: Option<std::ops::Range<usize>>,
+    /// Attributes the operation that set the current filehandle read with it (PUTFH,
+    /// LOOKUP), for the next operation only (`file_ops::cur_attr`).
+    pub fresh: Option<Fresh>,
+}
+
+/// The attributes of file `fileid` as operation `op` read them.
+#[derive(Debug, Clone, Copy)]
+pub struct Fresh {
+    pub op: usize,
+    pub fileid: u64,
+    pub attr: crate::fs::Attr,
 }
 
 /// Decodes the COMPOUND arguments, runs them, writes COMPOUND4res into `out`.

@@ -41,6 +41,11 @@ fn mk_export(id: u16, path: &str, access: Access, nets: &[&str]) -> Export {
 }
 
 fn harness_with(list: Vec<Export>) -> H {
+    harness_on(Arc::new(MemoryBackend::new()), list)
+}
+
+/// A harness over `backend`.
+fn harness_on(backend: Arc<dyn crate::backend::Backend>, list: Vec<Export>) -> H {
     let dir = tempfile::tempdir().unwrap();
     let roots: Vec<ExportRoot> = list
         .iter()
@@ -49,7 +54,7 @@ fn harness_with(list: Vec<Export>) -> H {
             prefix: e.prefix.clone(),
         })
         .collect();
-    let model = FileModel::open(Arc::new(MemoryBackend::new()), dir.path(), &roots).unwrap();
+    let model = FileModel::open(backend, dir.path(), &roots).unwrap();
     H {
         model,
         exports: Exports::new(list),
@@ -826,5 +831,6 @@ mod fast_io_tests;
 mod fast_tests;
 /// OPEN permission rules through serve() as a user that is not root.
 mod open_perm_tests;
+mod stat_tests;
 /// NFSv4 times beyond uint32 seconds, SETATTR to GETATTR (RFC 8881 §3.3.1).
 mod times_tests;

@@ -714,18 +714,42 @@ impl FsBackend {
                 .map_err(|err| map_io(err, "stat", key));
         }
         let sp = split(key)?;
-        let parent = match self.walk(&sp.parents, false, key) {
-            Ok(p) => p,
-            Err(BackendError::NotFound) => return Ok(None),
-            Err(err) => return Err(err),
-        };
         let name = cstr(sp.last)?;
-        match lstatat(self.at(&parent), &name) {
+        // The parent open in the cache and seen at its key within REVALIDATE (the
+        // trust `entry` gives any cached object): the name is checked in it, one
+        // `lstatat` where a walk costs an `openat` and a `close` per level.
+        let cached = self.validated_parent(key, &sp);
+        let walked = match cached {
+            Some(_) => None,
+            None => match self.walk(&sp.parents, false, key) {
+                Ok(p) => p,
+                Err(BackendError::NotFound) => return Ok(None),
+                Err(err) => return Err(err),
+            },
+        };
+        let at = match &cached {
+            Some(p) => p.as_fd(),
+            None => self.at(&walked),
+        };
+        match lstatat(at, &name) {
             Ok(st) if st.st_dev == e.dev && st.st_ino == e.ino => Ok(Some(st)),
             Ok(_) => Ok(None),
             Err(err) if is_gone(&err) => Ok(None),
             Err(err) => Err(map_io(err, "stat", key)),
         }
+    }
+
+    /// The open directory holding `key`'s last name when the cache has it validated
+    /// (its key seen naming it less than REVALIDATE ago); `None` for a key in the
+    /// root (no walk to save) or a parent not cached or due for revalidation.
+    fn validated_parent(&self, key: &str, sp: &Split) -> Option<Arc<File>> {
+        if sp.parents.is_empty() {
+            return None;
+        }
+        let body = key.strip_suffix('/').unwrap_or(key);
+        let parent = &body[..body.len() - sp.last.len()];
+        let p = self.cache.get(parent)?;
+        (p.dir && p.validated.elapsed() < REVALIDATE).then_some(p.file)
     }
 
     /// The open object behind `key` and, with `fresh`, its current stat with `user`

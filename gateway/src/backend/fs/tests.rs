@@ -107,6 +107,44 @@ fn cache_hit_returns_same_metadata() {
     assert!(b.cache.get("a/f").unwrap().validated.elapsed() < REVALIDATE);
 }
 
+/// A cached object due for revalidation whose parent directory the cache holds
+/// validated is checked by one `lstatat` in that directory, not a walk of its path
+/// (an `openat` and a `close` per level): what a LOOKUP or GETATTR of a file not
+/// touched for a second costs. A parent due itself is walked as before, and a name
+/// replaced or removed behind the gateway's back is seen either way.
+#[test]
+fn revalidation_checks_the_name_in_a_validated_parent() {
+    let (_d, root, b) = backend();
+    let m = meta(&[("mode", "100644")]);
+    b.put("a/b/f", b"hello", &m, false).unwrap();
+    b.head("a/b/").unwrap();
+    b.head("a/b/f").unwrap();
+    age(&b, "a/b/f");
+    FsBackend::take_calls();
+    assert_eq!(b.head("a/b/f").unwrap().size, 5);
+    let calls = FsBackend::take_calls();
+    assert_eq!(calls.get("openat"), None, "{calls:?}");
+    assert_eq!(calls.get("lstatat"), Some(&1), "{calls:?}");
+    assert!(b.cache.get("a/b/f").unwrap().validated.elapsed() < REVALIDATE);
+    // The parent due too: the path is walked.
+    age(&b, "a/b/f");
+    age(&b, "a/b/");
+    FsBackend::take_calls();
+    assert_eq!(b.head("a/b/f").unwrap().size, 5);
+    let calls = FsBackend::take_calls();
+    assert_eq!(calls.get("openat"), Some(&2), "a, b: {calls:?}");
+    assert_eq!(calls.get("lstatat"), Some(&1), "{calls:?}");
+    // Replaced, then removed, behind the gateway's back (parent validated).
+    b.head("a/b/").unwrap();
+    std::fs::remove_file(root.join("a/b/f")).unwrap();
+    std::fs::write(root.join("a/b/f"), b"xy").unwrap();
+    age(&b, "a/b/f");
+    assert_eq!(b.head("a/b/f").unwrap().size, 2);
+    std::fs::remove_file(root.join("a/b/f")).unwrap();
+    age(&b, "a/b/f");
+    assert_eq!(b.head("a/b/f"), Err(BackendError::NotFound));
+}
+
 #[test]
 fn external_changes_are_seen() {
     let (_d, root, b) = backend();

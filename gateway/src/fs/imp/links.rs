@@ -102,6 +102,21 @@ impl Inner {
         Ok(self.node(export, ikey))
     }
 
+    /// `named_node`, with the metadata of the node's own key: `m` itself, or the
+    /// inode's, read to prove it exists.
+    pub(super) fn named_node_meta(
+        &self,
+        export: u16,
+        key: &str,
+        m: ObjectMeta,
+    ) -> FsResult<(Node, Option<ObjectMeta>)> {
+        let Some(ikey) = link_target(&m) else {
+            return Ok((self.node(export, key), Some(m)));
+        };
+        let im = self.file_meta(ikey)?.ok_or(Status::NoEnt)?;
+        Ok((self.node(export, ikey), Some(im)))
+    }
+
     /// See `FileModel::link`.
     pub fn link(&self, src: &Node, dir: &Node, name: &[u8]) -> FsResult<Node> {
         self.dir_of(dir)?;

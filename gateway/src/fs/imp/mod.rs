@@ -202,7 +202,8 @@ fn verf_hex(v: &[u8; 8]) -> String {
 /// What a name in a directory is.
 enum Found {
     File(ObjectMeta),
-    Dir,
+    /// A directory, with its marker's (or a synthetic) metadata.
+    Dir(ObjectMeta),
 }
 
 impl Inner {
@@ -403,7 +404,7 @@ impl Inner {
         if let Some(m) = self.file_meta(child)? {
             return Ok(Some(Found::File(m)));
         }
-        Ok(self.dir_meta(&format!("{child}/"))?.map(|_| Found::Dir))
+        Ok(self.dir_meta(&format!("{child}/"))?.map(Found::Dir))
     }
 
     fn node(&self, export: u16, key: &str) -> Node {
@@ -780,6 +781,29 @@ impl Inner {
     }
 
     pub fn resolve(&self, fh: &[u8]) -> FsResult<Node> {
+        self.resolve_meta(fh).map(|(node, _)| node)
+    }
+
+    /// `resolve`, and the node's attributes from the metadata it read to prove the
+    /// object exists: one store HEAD (on `fs` one `fstat`) for both, not two. The
+    /// attributes are those a `getattr` issued at the same instant would give.
+    pub fn resolve_attr(&self, fh: &[u8]) -> FsResult<(Node, Attr)> {
+        match self.resolve_meta(fh)? {
+            (node, Some(m)) => {
+                let a = self.attr(node.fileid, &node.key, &m);
+                Ok((node, a))
+            }
+            // An export root is not read to resolve it.
+            (node, None) => {
+                let a = self.getattr(&node)?;
+                Ok((node, a))
+            }
+        }
+    }
+
+    /// `resolve`, with the metadata it read of the node's key (none for an export
+    /// root, which needs no check).
+    fn resolve_meta(&self, fh: &[u8]) -> FsResult<(Node, Option<ObjectMeta>)> {
         let (export, fileid, key, inc) = if self.shared && !handles::is_local(fh) {
             self.resolve_shared(fh)?
         } else {
@@ -819,14 +843,22 @@ impl Inner {
                 Some(m) if inc.is_some_and(|i| i != incarnation(&m.user)) => {
                     return Err(Status::Stale)
                 }
-                Some(_) => {}
+                Some(m) => {
+                    let node = Node {
+                        export,
+                        fileid,
+                        key,
+                    };
+                    return Ok((node, Some(m)));
+                }
             }
         }
-        Ok(Node {
+        let node = Node {
             export,
             fileid,
             key,
-        })
+        };
+        Ok((node, None))
     }
 
     /// A version-2 handle: the local table first (it follows renames made here), then
@@ -981,12 +1013,34 @@ impl Inner {
     // ---- names ---------------------------------------------------------------------
 
     pub fn lookup(&self, dir: &Node, name: &[u8]) -> FsResult<Node> {
+        self.lookup_meta(dir, name).map(|(node, _)| node)
+    }
+
+    /// `lookup`, and the found node's attributes from the metadata the look-up read:
+    /// one store HEAD (on `fs` one `fstat`) for both, where `lookup` then `getattr`
+    /// read it twice. The attributes are those a `getattr` at the same instant gives.
+    pub fn lookup_attr(&self, dir: &Node, name: &[u8]) -> FsResult<(Node, Attr)> {
+        match self.lookup_meta(dir, name)? {
+            (node, Some(m)) => {
+                let a = self.attr(node.fileid, &node.key, &m);
+                Ok((node, a))
+            }
+            (node, None) => {
+                let a = self.getattr(&node)?;
+                Ok((node, a))
+            }
+        }
+    }
+
+    /// `lookup`, with the metadata of the found node's key when the look-up read it
+    /// ("." and ".." are not read; a link's inode is).
+    fn lookup_meta(&self, dir: &Node, name: &[u8]) -> FsResult<(Node, Option<ObjectMeta>)> {
         self.dir_of(dir)?;
         match name {
-            b"." => return Ok(dir.clone()),
+            b"." => return Ok((dir.clone(), None)),
             b".." => {
                 let p = self.parent_key(dir.export, &dir.key);
-                return Ok(self.node(dir.export, &p));
+                return Ok((self.node(dir.export, &p), None));
             }
             _ => {}
         }
@@ -997,8 +1051,8 @@ impl Inner {
         };
         let child = format!("{}{name}", dir.key);
         match self.find(&child)? {
-            Some(Found::File(m)) => self.named_node(dir.export, &child, &m),
-            Some(Found::Dir) => Ok(self.node(dir.export, &format!("{child}/"))),
+            Some(Found::File(m)) => self.named_node_meta(dir.export, &child, m),
+            Some(Found::Dir(m)) => Ok((self.node(dir.export, &format!("{child}/")), Some(m))),
             None => Err(Status::NoEnt),
         }
     }
@@ -1303,7 +1357,7 @@ impl Inner {
         }
         for attempt in 0..2 {
             match self.find(&key)? {
-                Some(Found::Dir) => return Err(Status::Exist),
+                Some(Found::Dir(_)) => return Err(Status::Exist),
                 Some(Found::File(m)) => {
                     return match how {
                         CreateMode::Guarded(_) => Err(Status::Exist),
@@ -1506,7 +1560,7 @@ impl Inner {
         let ids = [Some(dir.fileid), self.table.id_of(&key)];
         self.changing(&ids, || match self.find(&key)? {
             None => Err(Status::NoEnt),
-            Some(Found::Dir) => Err(Status::IsDir),
+            Some(Found::Dir(_)) => Err(Status::IsDir),
             Some(Found::File(m)) => {
                 if let Some(ikey) = links::link_target(&m) {
                     // One name of a linked file: its inode loses a link (`links`).
@@ -1637,7 +1691,7 @@ impl Inner {
         match self.find(key)? {
             None => Err(Status::NoEnt),
             Some(Found::File(_)) => Err(Status::NotDir),
-            Some(Found::Dir) => {
+            Some(Found::Dir(_)) => {
                 let dkey = format!("{key}/");
                 if self.has_children(&dkey)? {
                     return Err(Status::NotEmpty);
@@ -1683,7 +1737,7 @@ impl Inner {
         let (skey, tkey, src_dir) = match &found_src {
             None => return Err(Status::NoEnt),
             Some(Found::File(_)) => (src.clone(), dst.clone(), false),
-            Some(Found::Dir) => (format!("{src}/"), format!("{dst}/"), true),
+            Some(Found::Dir(_)) => (format!("{src}/"), format!("{dst}/"), true),
         };
         if skey == tkey {
             return Ok(());
@@ -1701,14 +1755,14 @@ impl Inner {
             Some(Found::File(m)) => links::link_target(m).map(str::to_string),
             _ => None,
         };
-        let replaces_dir = matches!(found_dst, Some(Found::Dir));
+        let replaces_dir = matches!(found_dst, Some(Found::Dir(_)));
         let replaces_file = matches!(found_dst, Some(Found::File(_)));
         match (found_dst, src_dir) {
             (None, _) => {}
-            (Some(Found::Dir), false) => return Err(Status::IsDir),
+            (Some(Found::Dir(_)), false) => return Err(Status::IsDir),
             (Some(Found::File(_)), true) => return Err(Status::NotDir),
             (Some(Found::File(_)), false) => {}
-            (Some(Found::Dir), true) => {
+            (Some(Found::Dir(_)), true) => {
                 if self.has_children(&tkey)? {
                     return Err(Status::NotEmpty);
                 }

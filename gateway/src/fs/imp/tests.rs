@@ -617,6 +617,9 @@ mod dirty_tests;
 #[path = "links_tests.rs"]
 mod links_tests;
 
+#[path = "lookup_tests.rs"]
+mod lookup_tests;
+
 fn unix_secs() -> u32 {
     let d = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
     d.unwrap().as_secs() as u32

@@ -137,6 +137,7 @@ fn compound<'a>(ctx: &'a Ctx<'a>, state: &'a State, clientid: u64) -> Compound<'
         op_index: 0,
         nops: 1,
         data: None,
+        fresh: None,
     }
 }
 
