@@ -430,13 +430,18 @@ pub(super) fn getattr(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter) ->
     if !want.and(&attrs::WRITE_ONLY).is_empty() {
         return put_status(w, NFS4ERR_INVAL);
     }
-    let mut holders_size = None;
-    let res = cur(c).and_then(|fh| {
-        if let CurrentFh::File { node, .. } = fh {
-            holders_size = super::deleg_ops::attrs_for_getattr(c, node, &want)?;
-        }
-        obj_of(c, fh)
-    });
+    let holders_size = match cur(c) {
+        Ok(CurrentFh::File { node, .. }) => super::deleg_ops::attrs_for_getattr(c, node, &want),
+        Ok(_) => Ok(None),
+        Err(e) => Err(e),
+    };
+    if let Ok(Some(_)) = holders_size {
+        // Settling moved the file's times in the model (§10.4.3): what PUTFH or
+        // LOOKUP read before is stale now, so read again.
+        c.fresh = None;
+    }
+    let res = holders_size.and_then(|_| cur(c).and_then(|fh| obj_of(c, fh)));
+    let holders_size = holders_size.ok().flatten();
     match res {
         Ok((mut o, node)) => {
             // §10.4.3: the size the write delegation's holder reported.

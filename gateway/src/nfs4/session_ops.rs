@@ -394,9 +394,11 @@ pub(super) fn exchange_id(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter
         Ok(v) => v,
         Err(st) => return put_status(w, st),
     };
-    // Striped layouts only for the implementations `pnfs.stripe_clients` names
-    // (RFC 8881 §18.35.3: the server may use eia_client_impl_id to adapt to a
-    // client; the Linux client refuses a mirror of several data servers).
+    // Striped layouts only for the implementations `pnfs.stripe_clients` names. A
+    // knowing, opt-in deviation: RFC 8881 §18.35.3 means eia_client_impl_id for
+    // diagnosis, not to change behaviour, but no protocol signal says a client takes
+    // a mirror of several data servers (Linux refuses one), so the operator names
+    // the clients that do (README "Scaling out with pNFS").
     if let Some(ds) = c.state.layouts.devices().filter(|d| d.stripe.width > 1) {
         let stripes = a.impl_name.is_some_and(|n| ds.stripe.accepts(n));
         c.state.clients.set_stripes(clientid, stripes);

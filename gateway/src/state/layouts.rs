@@ -224,6 +224,10 @@ struct Table {
     holders: HashMap<u64, Vec<[u8; 12]>>,
     /// Files whose layouts are being recalled, since when (LAYOUTGET waits).
     recalling: HashMap<u64, Instant>,
+    /// Files a layout recalled for a down data server was let go of unfenced
+    /// (`release_down`), since when: a conflict within the lease fences the file
+    /// before it proceeds (`break_conflicts`), as if that layout had stayed.
+    released: HashMap<u64, Instant>,
     /// Recalls begun and not yet taken by the callback thread.
     queued: VecDeque<[u8; 12]>,
     /// Clients that asked GETDEVICEINFO for device deletions, by (client, data
@@ -622,7 +626,8 @@ impl Layouts {
     /// Publishes the table's sizes for `any` (under the lock).
     fn publish(&self, t: &Table) {
         self.held.store(t.by_other.len(), Ordering::Release);
-        self.marked.store(t.recalling.len(), Ordering::Release);
+        self.marked
+            .store(t.recalling.len() + t.released.len(), Ordering::Release);
     }
 
     /// The counters and the gauge for the stats endpoint.

@@ -61,10 +61,19 @@ impl Layouts {
     /// Revoked, its stateid is unknown from now on (NFS4ERR_BAD_STATEID: the Linux
     /// client then drops the layout and asks again with its open stateid). Counted
     /// in `released_ds_down`; its device deletions may go (`layouts_notify.rs`).
+    /// The file is remembered for a lease (`Table::released`): the client may still
+    /// have I/O in flight under the layout's credentials, so a conflict that comes
+    /// within it fences the file before it proceeds (`break_conflicts`).
     pub(super) fn release_down(&self, t: &mut super::Table, other: &[u8; 12]) {
-        if !t.by_other.get(other).is_some_and(|l| l.down_only) {
+        let Some(fileid) = t
+            .by_other
+            .get(other)
+            .filter(|l| l.down_only)
+            .map(|l| l.fileid)
+        else {
             return;
-        }
+        };
+        t.released.insert(fileid, Instant::now());
         t.remove(other);
         self.publish(t);
         bump(&self.counters.released_ds_down, 1);

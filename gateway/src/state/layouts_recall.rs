@@ -41,6 +41,16 @@ impl Layouts {
                 outstanding = true;
             }
         }
+        // A layout of the file let go unfenced for a down data server within the
+        // lease (`release_down`): its credentials are fenced before the operation
+        // proceeds, as they would have been had the layout been revoked a lease on.
+        if !outstanding && self.released_within(fileid, now, lease) {
+            if self.fence_file(fileid) {
+                self.lock().released.remove(&fileid);
+            } else {
+                outstanding = true;
+            }
+        }
         let mut t = self.lock();
         if outstanding {
             t.recalling.entry(fileid).or_insert(now);
@@ -92,6 +102,14 @@ impl Layouts {
             }
         }
         (started, overdue, outstanding)
+    }
+
+    /// Whether a layout of `fileid` was let go unfenced less than `lease` ago.
+    fn released_within(&self, fileid: u64, now: Instant, lease: Duration) -> bool {
+        let t = self.lock();
+        t.released
+            .get(&fileid)
+            .is_some_and(|since| now.saturating_duration_since(*since) < lease)
     }
 
     /// Removes `gone` as revoked layouts (counted).
@@ -162,6 +180,7 @@ impl Layouts {
         let mut t = self.lock();
         self.revoke(&mut t, &gone);
         t.recalling.retain(|_, since| !late(since));
+        t.released.retain(|_, since| !late(since));
         self.publish(&t);
         gone.len()
     }

@@ -436,6 +436,51 @@ fn a_down_recall_lets_its_holder_go_on_a_conflict_recall_does_not() {
     assert_eq!(t.count(), 2, "a's and b's new layouts");
 }
 
+/// A layout let go unfenced for a down data server (`release_down`) leaves its
+/// credentials valid at the data servers; a conflict on its file within the lease
+/// moves the file's fence epoch before it proceeds (RFC 8435 §2.2), once; a conflict
+/// on a file nothing was let go of moves nothing.
+#[test]
+fn a_conflict_after_a_down_release_fences_the_file_first() {
+    let store = std::sync::Arc::new(crate::backend::memory::MemoryBackend::new());
+    let fence = std::sync::Arc::new(crate::fence::Fence::new(
+        store,
+        [3; 32],
+        Duration::from_secs(2),
+    ));
+    let mut t = Layouts::new(Some(devices(2, 1)));
+    t.set_fence(Some(fence.clone()));
+    let inbox = Inbox::default();
+    let on = |fileid| LayoutFile {
+        fileid,
+        clientid: 7,
+        ..F
+    };
+    let (a, other) = (on(100), on(200));
+    t.grant_on(a, FH, None, IOMODE_RW, LEASE, 0b10).unwrap();
+    t.grant_on(other, FH, None, IOMODE_RW, LEASE, 0b01).unwrap();
+    for _ in 0..3 {
+        t.health().probed(1, false);
+    }
+    assert_eq!(t.recall_server(1, &inbox), 1);
+    // The holder's LAYOUTGET with its open stateid: let go, a new layout granted.
+    let mine = t.grant_on(a, FH, None, IOMODE_RW, LEASE, 0b01).unwrap();
+    assert_eq!(t.counts().released_ds_down, 1);
+    let before = fence.epoch(a.fileid).unwrap();
+    // The holder returns its new layout; then another client truncates the file.
+    assert_eq!(t.take_recalls().len(), 1, "only the down recall was queued");
+    t.give_back(a, &mine, IOMODE_ANY).unwrap();
+    assert!(t.break_conflicts(a.fileid, Some(9), LEASE, &inbox));
+    assert_eq!(fence.epoch(a.fileid).unwrap(), before + 1, "fenced first");
+    // Once: the next conflict finds nothing let go.
+    assert!(t.break_conflicts(a.fileid, Some(9), LEASE, &inbox));
+    assert_eq!(fence.epoch(a.fileid).unwrap(), before + 1);
+    // A file nothing was let go of: its conflict (no layout left) moves nothing.
+    let b0 = fence.epoch(300).unwrap();
+    assert!(t.break_conflicts(300, Some(9), LEASE, &inbox));
+    assert_eq!(fence.epoch(300).unwrap(), b0);
+}
+
 /// Error reports count against the data server the device id names and ask for a
 /// probe; an unknown id is counted apart and changes nothing.
 #[test]

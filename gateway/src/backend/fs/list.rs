@@ -497,7 +497,7 @@ impl FsBackend {
             }
             match lstatat(dir, &name) {
                 Ok(st) if st.st_dev == e.dev && st.st_ino == e.ino && is_reg(&st) => {
-                    let e = self.refresh(key, e, &st, true)?;
+                    let e = self.refresh(key, e, &st, Some(Instant::now()))?;
                     return Ok(object_meta(key, &st, (*e.user).clone()));
                 }
                 // Another inode at the name now, or none: open what is there.

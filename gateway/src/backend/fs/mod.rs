@@ -706,11 +706,16 @@ impl FsBackend {
         })
     }
 
-    /// The stat of what `key`'s path names now, if that is still `e`'s inode.
-    fn still_named(&self, key: &str, e: &Entry) -> BResult<Option<libc::stat>> {
+    /// The stat of what `key`'s path names now, if that is still `e`'s inode, and the
+    /// instant the proof dates from: now after a walk from the root, but the parent's
+    /// own validation when the name was checked in a cached parent (a parent renamed
+    /// away since still finds the child), so trust never stretches past REVALIDATE
+    /// from a walk, however deep the key.
+    fn still_named(&self, key: &str, e: &Entry) -> BResult<Option<(libc::stat, Instant)>> {
+        let now = Instant::now();
         if key.is_empty() {
             return fstat(e.file.as_fd())
-                .map(Some)
+                .map(|st| Some((st, now)))
                 .map_err(|err| map_io(err, "stat", key));
         }
         let sp = split(key)?;
@@ -727,12 +732,12 @@ impl FsBackend {
                 Err(err) => return Err(err),
             },
         };
-        let at = match &cached {
-            Some(p) => p.as_fd(),
-            None => self.at(&walked),
+        let (at, since) = match &cached {
+            Some((p, validated)) => (p.as_fd(), *validated),
+            None => (self.at(&walked), now),
         };
         match lstatat(at, &name) {
-            Ok(st) if st.st_dev == e.dev && st.st_ino == e.ino => Ok(Some(st)),
+            Ok(st) if st.st_dev == e.dev && st.st_ino == e.ino => Ok(Some((st, since))),
             Ok(_) => Ok(None),
             Err(err) if is_gone(&err) => Ok(None),
             Err(err) => Err(map_io(err, "stat", key)),
@@ -741,15 +746,16 @@ impl FsBackend {
 
     /// The open directory holding `key`'s last name when the cache has it validated
     /// (its key seen naming it less than REVALIDATE ago); `None` for a key in the
-    /// root (no walk to save) or a parent not cached or due for revalidation.
-    fn validated_parent(&self, key: &str, sp: &Split) -> Option<Arc<File>> {
+    /// root (no walk to save) or a parent not cached or due for revalidation. With
+    /// it, when the parent was last validated.
+    fn validated_parent(&self, key: &str, sp: &Split) -> Option<(Arc<File>, Instant)> {
         if sp.parents.is_empty() {
             return None;
         }
         let body = key.strip_suffix('/').unwrap_or(key);
         let parent = &body[..body.len() - sp.last.len()];
         let p = self.cache.get(parent)?;
-        (p.dir && p.validated.elapsed() < REVALIDATE).then_some(p.file)
+        (p.dir && p.validated.elapsed() < REVALIDATE).then_some((p.file, p.validated))
     }
 
     /// The open object behind `key` and, with `fresh`, its current stat with `user`
@@ -764,14 +770,14 @@ impl FsBackend {
                 if st.st_nlink != 0 || key.is_empty() {
                     if ctime_of(&st) != e.ctime {
                         // Changed since: the metadata may have too.
-                        e = self.refresh(key, e, &st, false)?;
+                        e = self.refresh(key, e, &st, None)?;
                     }
                     return Ok((e, Some(st)));
                 }
                 // Unlinked behind our back.
                 self.cache.remove_if(key, &e.file);
-            } else if let Some(st) = self.still_named(key, &e)? {
-                let e = self.refresh(key, e, &st, true)?;
+            } else if let Some((st, since)) = self.still_named(key, &e)? {
+                let e = self.refresh(key, e, &st, Some(since))?;
                 return Ok((e, Some(st)));
             } else {
                 self.cache.remove_if(key, &e.file);
@@ -788,8 +794,14 @@ impl FsBackend {
     /// now: its metadata re-read unless `e` read it under a settled ctime that `st`
     /// still shows (`Entry::settled`; a ctime only as fine as the clock tick could
     /// otherwise hide a change made in the same tick as the last read), and with
-    /// `validate`, marked as named by its key now.
-    fn refresh(&self, key: &str, mut e: Entry, st: &libc::stat, validate: bool) -> BResult<Entry> {
+    /// `validated`, marked as named by its key since that instant.
+    fn refresh(
+        &self,
+        key: &str,
+        mut e: Entry,
+        st: &libc::stat,
+        validated: Option<Instant>,
+    ) -> BResult<Entry> {
         let ctime = ctime_of(st);
         if !(e.settled && e.ctime == ctime) {
             // Judged before the read (`Entry::settled`).
@@ -797,8 +809,8 @@ impl FsBackend {
             e.user = Arc::new(self.read_meta(e.file.as_fd(), key)?);
             e.ctime = ctime;
         }
-        if validate {
-            e.validated = Instant::now();
+        if let Some(at) = validated {
+            e.validated = at;
         }
         let (settled, user, validated) = (e.settled, e.user.clone(), e.validated);
         self.cache.update(key, &e.file, |c| {
