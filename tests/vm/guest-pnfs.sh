@@ -240,10 +240,8 @@ check "the metadata server sees its three data servers up" all_up
 
 # bytes DIR STATS [TRANSPORT]: the gateway's nfsgw_bytes_{in,out}_total summed over
 # reactors, and over transports unless TRANSPORT (tcp, rdma) is given (DIR in or out).
-bytes() { curl -sf "http://$2/metrics" | sum_bytes "$1" "${3:-}"; }
-# sum_bytes DIR [TRANSPORT]: the same from metrics on stdin.
-sum_bytes() {
-  awk -v m="nfsgw_bytes_$1_total" -v t="${2:-}" '
+bytes() {
+  curl -sf "http://$2/metrics" | awk -v m="nfsgw_bytes_$1_total" -v t="${3:-}" '
     index($0, m "{") != 1 && index($0, m " ") != 1 {next}
     t != "" && !index($0, "transport=\"" t "\"") {next}
     {s += $NF} END {printf "%.0f\n", s}'
@@ -380,21 +378,26 @@ if [ "$PROTO" = tcp ]; then
   check "mount -t nfs -o vers=4.2,proto=tcp $ADDR:/ $M42" timeout -s KILL 120 mount -t nfs -o vers=4.2,proto=tcp "$ADDR:/" $M42
   echo "$TAG: 4.2 mount options: $(awk -v m=$M42 '$2 == m {print $4}' /proc/mounts)"
   check "/proc/mounts says vers=4.2" sh -c "awk -v m=$M42 '\$2 == m {print \$4}' /proc/mounts | grep -qE '(^|,)vers=4.2(,|\$)'"
-  # scrape NAME: each gateway's metrics once, into $W/NAME.{mds,0,1,2} (a scrape costs
-  # about a second under TCG: one per gateway, not one per number).
+  # scrape NAME: the metrics of the four gateways in one curl, into $W/NAME.{mds,0,1,2};
+  # then one awk: "in: mds ds0 ds1 ds2" "out: ..." as snapshot has them, and the layouts
+  # granted (each process costs the TCG guest half a second or more under load).
   scrape() {
-    local k
-    curl -sf "http://$MDS_STATS/metrics" > "$W/$1.mds" || true
-    for k in 0 1 2; do curl -sf "http://127.0.0.1:$((9121 + k))/metrics" > "$W/$1.$k" || true; done
+    local k urls=("http://$MDS_STATS/metrics" -o "$W/$1.mds")
+    for k in 0 1 2; do urls+=("http://127.0.0.1:$((9121 + k))/metrics" -o "$W/$1.$k"); done
+    curl -sf "${urls[@]}" || true
   }
-  # scraped NAME DIR: "mds ds0 ds1 ds2" byte counts from scrape NAME, as snapshot has them.
-  scraped() {
-    local k out
-    out=$(sum_bytes "$2" < "$W/$1.mds")
-    for k in 0 1 2; do out="$out $(sum_bytes "$2" "$PROTO" < "$W/$1.$k")"; done
-    echo "$out"
+  # counts NAME: "IN_MDS IN0 IN1 IN2 OUT_MDS OUT0 OUT1 OUT2 GRANTED" from scrape NAME
+  counts() {
+    awk -v t="$PROTO" '
+      FNR == 1 {f++}
+      index($0, "nfsgw_pnfs_layouts_total{event=\"granted\"} ") == 1 && f == 1 {g = $NF}
+      index($0, "nfsgw_bytes_in_total") != 1 && index($0, "nfsgw_bytes_out_total") != 1 {next}
+      f > 1 && !index($0, "transport=\"" t "\"") {next}
+      index($0, "nfsgw_bytes_in_total") == 1 {i[f] += $NF; next}
+      {o[f] += $NF}
+      END {printf "%.0f %.0f %.0f %.0f %.0f %.0f %.0f %.0f %.0f\n", i[1], i[2], i[3], i[4], o[1], o[2], o[3], o[4], g}
+    ' "$W/$1.mds" "$W/$1.0" "$W/$1.1" "$W/$1.2"
   }
-  granted_in() { awk 'index($0, "nfsgw_pnfs_layouts_total{event=\"granted\"} ") == 1 {print $NF}' "$W/$1.mds"; }
   scrape s42a
   FIO=(fio --directory=$M42 --name=pnfs42 --numjobs=2 --size="${FIO_MIB}m" --rw=write --bs=256k
     --ioengine=libaio --iodepth=4 --fallocate=none --verify=crc32c --verify_fatal=1
@@ -412,13 +415,22 @@ if [ "$PROTO" = tcp ]; then
   echo 3 > /proc/sys/vm/drop_caches
   check "fio on the 4.2 mount: verified again after dropping caches (buffered reads)" fio_ok fio42v.log --verify_only
   scrape s42b
-  fin0=$(scraped s42a in) fout0=$(scraped s42a out) fin1=$(scraped s42b in) fout1=$(scraped s42b out)
-  g0=$(granted_in s42a) g1=$(granted_in s42b)
-  awk -v m="mounted on $M42 " '$1 == "device" {on = index($0, m) > 0} on' /proc/self/mountstats > "$W/mountstats42"
-  op42() { awk -v op="$1:" '$1 == op {print $2; exit}' "$W/mountstats42"; }
-  echo "$TAG: 4.2 mountstats LAYOUTGET $(op42 LAYOUTGET), GETDEVICEINFO $(op42 GETDEVICEINFO), LAYOUTCOMMIT $(op42 LAYOUTCOMMIT), LAYOUTRETURN $(op42 LAYOUTRETURN), LAYOUTERROR $(op42 LAYOUTERROR), LAYOUTSTATS $(op42 LAYOUTSTATS); metadata server granted $g0 -> $g1 layouts"
-  check "4.2 /proc/self/mountstats: the flexfiles layout driver" grep -q 'pnfs=LAYOUT_FLEX_FILES' "$W/mountstats42"
-  check "4.2 /proc/self/mountstats: GETDEVICEINFO calls" test "$(op42 GETDEVICEINFO)" -gt 0
+  read -r -a c0 <<<"$(counts s42a)"
+  read -r -a c1 <<<"$(counts s42b)"
+  fin0="${c0[*]:0:4}" fout0="${c0[*]:4:4}" g0=${c0[8]:-0}
+  fin1="${c1[*]:0:4}" fout1="${c1[*]:4:4}" g1=${c1[8]:-0}
+  # The 4.2 mount's block of /proc/self/mountstats: its layout driver and the counts of
+  # its pNFS operations, in one awk ("DRIVER LAYOUTGET GETDEVICEINFO ...").
+  read -r -a ms <<<"$(awk -v m="mounted on $M42 " '
+    $1 == "device" {on = index($0, m) > 0; next}
+    !on {next}
+    match($0, /pnfs=[A-Z_]+/) {d = substr($0, RSTART + 5, RLENGTH - 5)}
+    $1 ~ /^(LAYOUTGET|GETDEVICEINFO|LAYOUTCOMMIT|LAYOUTRETURN|LAYOUTERROR|LAYOUTSTATS):$/ {n[$1] = $2}
+    END {printf "%s %d %d %d %d %d %d\n", d == "" ? "none" : d, n["LAYOUTGET:"], n["GETDEVICEINFO:"],
+           n["LAYOUTCOMMIT:"], n["LAYOUTRETURN:"], n["LAYOUTERROR:"], n["LAYOUTSTATS:"]}' /proc/self/mountstats)"
+  echo "$TAG: 4.2 mountstats pnfs=${ms[0]}, LAYOUTGET ${ms[1]}, GETDEVICEINFO ${ms[2]}, LAYOUTCOMMIT ${ms[3]}, LAYOUTRETURN ${ms[4]}, LAYOUTERROR ${ms[5]}, LAYOUTSTATS ${ms[6]}; metadata server granted $g0 -> $g1 layouts"
+  check "4.2 /proc/self/mountstats: the flexfiles layout driver" test "${ms[0]}" = LAYOUT_FLEX_FILES
+  check "4.2 /proc/self/mountstats: GETDEVICEINFO calls" test "${ms[2]}" -gt 0
   check "the metadata server granted the 4.2 client a layout per fio file at least" test "${g1:-0}" -ge $((${g0:-0} + 2))
   fdin=$(deltas "$fin0" "$fin1")
   fdout=$(deltas "$fout0" "$fout1")
