@@ -145,6 +145,57 @@ fn revalidation_checks_the_name_in_a_validated_parent() {
     assert_eq!(b.head("a/b/f"), Err(BackendError::NotFound));
 }
 
+/// The revalidation through a cached parent trusts the parent's descriptor only as long
+/// as the parent's own validation (the child's trust is dated from it): a directory
+/// renamed behind the gateway's back, the parent or an ancestor above it, is seen once
+/// that trust runs out — never served longer because the child was checked in it.
+#[test]
+fn a_renamed_ancestor_is_seen_when_the_parents_trust_runs_out() {
+    let (_d, root, b) = backend();
+    b.put("p/q/x", b"x", &UserMeta::new(), false).unwrap();
+    b.head("p/q/").unwrap();
+    b.head("p/q/x").unwrap();
+    // The parent validated most of a REVALIDATE ago, then renamed: its cached
+    // descriptor follows the directory to "p/r".
+    let parent = b.cache.get("p/q/").expect("parent cached");
+    let parent_at = Instant::now() - REVALIDATE / 2;
+    b.cache
+        .update("p/q/", &parent.file, |c| c.validated = parent_at);
+    std::fs::rename(root.join("p/q"), root.join("p/r")).unwrap();
+    age(&b, "p/q/x");
+    // Within the parent's trust, the name checked in it may still be served (the
+    // documented window for changes behind the gateway's back), but its trust is the
+    // parent's, not renewed to now: it ends when the parent's does.
+    let _ = b.head("p/q/x");
+    if let Some(child) = b.cache.get("p/q/x") {
+        assert!(
+            child.validated <= parent_at,
+            "the child's trust outlives its parent's"
+        );
+    }
+    // ...and not one revalidation later: the parent is walked and is gone.
+    age(&b, "p/q/x");
+    if b.cache.get("p/q/").is_some() {
+        age(&b, "p/q/");
+    }
+    assert_eq!(b.head("p/q/x"), Err(BackendError::NotFound));
+    assert_eq!(b.head("p/r/x").unwrap().size, 1);
+
+    // An ancestor above the parent renamed, the parent's own name unchanged.
+    b.put("g/h/y", b"yy", &UserMeta::new(), false).unwrap();
+    b.head("g/").unwrap();
+    b.head("g/h/").unwrap();
+    b.head("g/h/y").unwrap();
+    std::fs::rename(root.join("g"), root.join("g2")).unwrap();
+    for key in ["g/h/y", "g/h/", "g/"] {
+        if b.cache.get(key).is_some() {
+            age(&b, key);
+        }
+    }
+    assert_eq!(b.head("g/h/y"), Err(BackendError::NotFound));
+    assert_eq!(b.head("g2/h/y").unwrap().size, 2);
+}
+
 #[test]
 fn external_changes_are_seen() {
     let (_d, root, b) = backend();
