@@ -169,8 +169,11 @@ if [ -z "${SKIP_VM:-}" ]; then
   # RDMA reply chunks); a 100,000-entry directory is listed in tests/e2e/test_big_dirs.py.
   # The kernel-nfsd comparison (COMPARE) is a measurement, not a check: it is
   # tools/perf/vm-rdma-compare.sh's, not CI's.
+  # The pnfs stage's S3 part runs on the Garage built above (PNFS_S3=1: a missing binary
+  # fails the stage rather than leaving the part out); NFSGW_GARAGE=0 leaves it out.
   RDMA_FILE_MIB=${RDMA_FILE_MIB:-64} RDMA_DIR_ENTRIES=${RDMA_DIR_ENTRIES:-2000} \
   V41_ENTRIES=${V41_ENTRIES:-2000} COMPARE=${COMPARE:-0} \
+  PNFS_S3=${PNFS_S3:-$([ "${NFSGW_GARAGE:-1}" = 0 ] && echo 0 || echo 1)} \
   GATEWAY_BIN="$BIN/gateway" RDMA_GATEWAY_BIN="$RDMA_BIN/gateway" RDMA_BENCH_BIN="$RDMA_BIN/bench" \
     bash tests/vm/run-vm-stages.sh
 else

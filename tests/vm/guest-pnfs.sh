@@ -28,13 +28,15 @@
 # with buffered reads after dropping caches; the 4.2 mount's mountstats show the
 # flexfiles driver and GETDEVICEINFO, the metadata server grants it layouts, the data
 # servers carry the fio bytes both ways and the metadata server does not. Then the
-# failure parts (on the 4.1 mount) (over rdma too: the client reaches the data servers
-# over xprtrdma, the metadata server probes their TCP listeners, probe_address):
-# - write: the data server a writer's layout names killed (kill -9) in the middle of a
-#   write with O_DSYNC: the application sees no error, every byte reads back
-#   byte-exact after dropping caches, the metadata server marks it down and counts the
-#   client's error report against it or recalls its layouts;
-# - read: the data server a reader's layout names killed in the middle of a streaming
+# failure parts (over rdma too: the client reaches the data servers over xprtrdma, the
+# metadata server probes their TCP listeners, probe_address):
+# - write (over TCP on the 4.2 mount, over rdma on the 4.1 one): the data server a
+#   writer's layout names killed (kill -9) in the middle of a write with O_DSYNC: the
+#   application sees no error, every byte reads back byte-exact after dropping caches,
+#   the metadata server marks it down and counts the client's error report against it
+#   or recalls its layouts; on the 4.2 mount the client sends LAYOUTERROR (its
+#   mountstats count it) and the metadata server counts it against the killed server;
+# - read (on the 4.1 mount): the data server a reader's layout names killed in the middle of a streaming
 #   read (the rest of the file dropped from the page cache at the kill, so it must
 #   come over the wire again): no error, every byte read equals the source, the rest
 #   came through the metadata server (or another data server), the server marked down.
@@ -447,7 +449,7 @@ if [ "$PROTO" = tcp ]; then
   check "4.2 fio writes: the data servers carry the bytes, the metadata server does not" judge42 "$fdin" 1
   check "4.2 fio reads (O_DIRECT, then buffered): the data servers carry the bytes, the metadata server does not" judge42 "$fdout" 2
   rm -f $M42/pnfs42.*
-  check "unmount the 4.2 mount" umount $M42
+  # The 4.2 mount stays for the mid-write kill below (LAYOUTERROR is 4.2's).
 fi
 
 # ---- the client's pNFS events (tracepoints), to show what a failure waits on -------------
@@ -491,20 +493,43 @@ ds_addr() {
 # ---- a data server killed mid-write ----------------------------------------------------------
 # RFC 8435 §5.1 (FF_FLAGS_NO_IO_THRU_MDS unset: the client may fall back to the metadata
 # server), §9.1.1 (ff_ioerr4 in LAYOUTRETURN: 4.1 has no LAYOUTERROR); RFC 8881 §12.5.5
-# (the layouts naming a server the probes find down are recalled). One writer, O_DSYNC
+# (the layouts naming a server the probes find down are recalled). Over TCP the writer
+# writes through the vers=4.2 mount, where Linux reports the error with LAYOUTERROR
+# (RFC 7862 §15.6): in Linux 6.1's fs/nfs/flexfilelayout/flexfilelayout.c a WRITE to an
+# NFSv3 data server that fails with a connection error (ECONNREFUSED, ECONNRESET,
+# ETIMEDOUT, EPIPE, ...) is recorded as NFS4ERR_NXIO against the mirror
+# (ff_layout_io_track_ds_error), ff_layout_async_handle_error_v3 answers
+# RESET_TO_PNFS, and ff_layout_write_release sends the recorded errors in a LAYOUTERROR
+# (ff_layout_send_layouterror, only when the mount has NFS_CAP_LAYOUTERROR: minor
+# version 2) before it resends the pages through a new layout; 4.1 keeps them for the
+# ff_ioerr4 list of its next LAYOUTRETURN. The writer resumes at once after the kill,
+# seconds before the probes can mark the server down, so its next WRITE meets the dead
+# server and the LAYOUTERROR is sent: the stage checks the 4.2 mount's mountstats count
+# it and the metadata server counts the error against the killed server. (A READ error
+# sends LAYOUTERROR only when the read layout has another mirror to go on with,
+# ff_layout_resend_pnfs_read; with read_mirrors = 1 the reader below reports through
+# LAYOUTRETURN.) Over RDMA the writer stays on the 4.1 mount. One writer, O_DSYNC
 # (every write(2) returns only once its bytes are stable: what it wrote is what it
 # fsynced); once the data server its layout names carried a quarter of it, that server
 # is killed with SIGKILL (its staged, uncommitted writes die with it: the client must
 # send them again). The writer must finish without an error, and the file read back
 # after dropping caches must be the source, byte for byte.
 KMIB=${PNFS_KILL_MIB:-$([ "$PROTO" = rdma ] && echo 2 || echo 4)}
+KM=$M
+[ "$PROTO" = tcp ] && KM=$M42
+# le_sent: the LAYOUTERROR calls the writer's mount sent (its mountstats block)
+le_sent() {
+  awk -v m="mounted on $KM " '$1 == "device" {on = index($0, m) > 0; next}
+    on && $1 == "LAYOUTERROR:" {n = $2} END {print n + 0}' /proc/self/mountstats
+}
+le0=$(le_sent)
 head -c $((KMIB << 20)) /dev/urandom > "$W/src.kill"
 ds_in() { bytes in "127.0.0.1:$((9121 + $1))"; }
 kin0=(); for k in 0 1 2; do kin0[$k]=$(ds_in $k); done
 # The writer: O_DSYNC writes of 256 KiB; after the first quarter it waits for the kill
 # (so the kill lands mid-file on any machine speed), then writes the rest and closes.
 # Any error it meets is an exception: a non-zero exit.
-python3 - "$W/src.kill" "$M/killed" "$W/quarter" "$W/go" > "$W/dd.err" 2>&1 <<'PY' &
+python3 - "$W/src.kill" "$KM/killed" "$W/quarter" "$W/go" > "$W/dd.err" 2>&1 <<'PY' &
 import os, sys, time
 src, dst, quarter, go = sys.argv[1:]
 data = open(src, "rb").read()
@@ -558,9 +583,9 @@ trace_show 60
 # spent (a probe's verdict, a recall, a revocation after the lease).
 mds_says() { grep -E 'pNFS' "$W/mds.log" | grep -vE 'fencing on' | tail -n "$1" | sed "s|^|$TAG: mds: |" || true; }
 mds_says 4
-check "closed file's size through the metadata server" test "$(stat -c %s "$M/killed")" = $((KMIB << 20))
+check "closed file's size through the metadata server" test "$(stat -c %s "$KM/killed")" = $((KMIB << 20))
 echo 3 > /proc/sys/vm/drop_caches
-sums() { [ "$(sha256sum < "$W/src.kill")" = "$(sha256sum < "$M/killed")" ]; }
+sums() { [ "$(sha256sum < "$W/src.kill")" = "$(sha256sum < "$KM/killed")" ]; }
 check "every byte written reads back after dropping caches (sha256)" sums
 # plain NAME: the metadata server's unlabelled NAME (0 when absent).
 plain() { curl -sf "http://$MDS_STATS/metrics" | awk -v n="$1" '$1 == n {s += $2} END {print s + 0}'; }
@@ -598,6 +623,14 @@ handled() {
   [ "$reports" -gt 0 ] || [ "$recalls" -gt 0 ]
 }
 check "the failure of ds$victim reported by the client (LAYOUTERROR / ff_ioerr4) or its layouts recalled by the metadata server" handled
+if [ "$KM" = "$M42" ]; then
+  # The 4.2 writer's report (see the part's header): sent by the client, counted by the
+  # metadata server against the killed data server.
+  le1=$(le_sent)
+  echo "$TAG: the 4.2 mount sent LAYOUTERROR $le0 -> $le1; the metadata server's log: $(grep -c 'why=LAYOUTERROR\|why="LAYOUTERROR"' "$W/mds.log" || true) LAYOUTERROR report(s) logged"
+  check "the 4.2 client sent LAYOUTERROR for the killed data server (mountstats)" test "$le1" -gt "$le0"
+  check "the metadata server counted the client's error against ds$victim (nfsgw_pnfs_data_server_errors_total)" reported
+fi
 # What the client reported doing through each data server (ff_iostats4 in LAYOUTRETURN,
 # RFC 8435 §9.2.1): shown, not judged (whether a 4.1 client sends them is its choice).
 curl -sf "http://$MDS_STATS/metrics" | grep '^nfsgw_pnfs_data_server_reported_bytes_total' | sed "s|^|$TAG: |" || true
@@ -699,6 +732,7 @@ check "the metadata server marked ds$rvictim down" down
 # layout still named the server when it went down on how fast the reader ran.
 echo "$TAG: after the kill: errors reported against ds$rvictim $rerrs0 -> $(metric nfsgw_pnfs_data_server_errors_total), layouts recalled for a down server $rrecalls0 -> $(plain nfsgw_pnfs_layouts_recalled_ds_down_total), let go at their holder's LAYOUTGET $(plain nfsgw_pnfs_layouts_released_ds_down_total), revoked $(layouts revoked)"
 rm -f "$M"/f.* "$M/killed" "$M/streamed"
+[ "$PROTO" = tcp ] && check "unmount the 4.2 mount" umount $M42
 check "files removed" test -z "$(ls -A $M)"
 check "unmount" umount $M
 awk -v g="$TAG" -v a="$TSTART" -v b="$(date +%s.%N)" 'BEGIN {printf "%s: this part took %.0f s\n", g, b - a}'

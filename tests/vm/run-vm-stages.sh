@@ -11,7 +11,11 @@
 #                      kernel-nfs41.sh), default-feature gateway
 #   pnfs               the kernel's pNFS flexfiles client: one metadata server, three
 #                      data servers on one shared fs store (guest-pnfs.sh), over TCP,
-#                      then over proto=rdma with netid "rdma" data servers when
+#                      then the three on one S3 bucket of a one-node Garage in the
+#                      guest (guest-pnfs-s3.sh; PNFS_S3=1, the default when a Garage
+#                      binary is found: GARAGE_BIN, else tools/garage/install.sh's
+#                      cache; PNFS_S3=0 leaves it out), then over proto=rdma with
+#                      netid "rdma" data servers when
 #                      PNFS_RDMA=1 (the default when RDMA_GATEWAY_BIN is given; needs
 #                      the RDMA build); in each, a data server killed mid-write and
 #                      one mid-read
@@ -54,7 +58,8 @@ pass_line() {
   case "$1" in
     package) echo "PACKAGE: PASS" ;;
     kernel-client) echo "KERNEL CLIENT SMOKE: PASS" ;;
-    pnfs) echo "KERNEL PNFS: PASS"; [ "$PNFS_RDMA" = 1 ] && echo "KERNEL PNFS/RDMA: PASS" ;;
+    pnfs) echo "KERNEL PNFS: PASS"; [ -n "$PNFS_GARAGE" ] && echo "KERNEL PNFS/S3: PASS"
+          [ "$PNFS_RDMA" = 1 ] && echo "KERNEL PNFS/RDMA: PASS" ;;
     ha) echo "KERNEL HA: PASS" ;;
     rdma-send-timeout) echo "RDMA SEND TIMEOUT: PASS" ;;
     kernel-rdma) echo "KERNEL NFS/RDMA: PASS" ;;
@@ -72,7 +77,18 @@ rdma=0 tcp=0 pkg=0 budget=0
 # The pnfs stage's RDMA part: on by default when the RDMA build is given.
 PNFS_RDMA=${PNFS_RDMA:-$([ -n "${RDMA_GATEWAY_BIN:-}" ] && echo 1 || echo 0)}
 export PNFS_RDMA
-VM_ENV="${VM_ENV:-} PNFS_RDMA PNFS_READ_KILL_MIB"
+# The pnfs stage's S3 part: Garage's binary (run in the guest through its view of the
+# host's root); on by default when there is one, never built from here (25 minutes).
+PNFS_GARAGE=""
+if [ "${PNFS_S3:-1}" = 1 ] && [[ " $STAGES " == *" pnfs "* ]]; then
+  g=${GARAGE_BIN:-${NFSGW_CACHE:-$HOME/.cache/nfsgw}/garage-${GARAGE_VERSION:-2.5.0}/bin/garage}
+  if [ -x "$g" ]; then PNFS_GARAGE=$(readlink -f "$g")
+  elif [ "${PNFS_S3:-}" = 1 ]; then fail_all "PNFS_S3=1 but no Garage binary at $g (tools/garage/install.sh)"
+  else echo "run-vm-stages.sh: no Garage binary at $g (tools/garage/install.sh): the pnfs stage's S3 part is left out"
+  fi
+fi
+export PNFS_GARAGE
+VM_ENV="${VM_ENV:-} PNFS_RDMA PNFS_READ_KILL_MIB PNFS_GARAGE PNFS_S3_FILES PNFS_S3_FILE_KIB"
 for s in $STAGES; do
   case "$s" in
     package) pkg=1 ;;
