@@ -14,7 +14,9 @@
 #                      then the three on one S3 bucket of a one-node Garage in the
 #                      guest (guest-pnfs-s3.sh; PNFS_S3=1, the default when a Garage
 #                      binary is found: GARAGE_BIN, else tools/garage/install.sh's
-#                      cache; PNFS_S3=0 leaves it out), then over proto=rdma with
+#                      cache; PNFS_S3=0 leaves it out), then a client cut off from
+#                      its metadata server fenced at a data server (guest-pnfs-fence.sh;
+#                      PNFS_FENCE=0 leaves it out), then over proto=rdma with
 #                      netid "rdma" data servers when
 #                      PNFS_RDMA=1 (the default when RDMA_GATEWAY_BIN is given; needs
 #                      the RDMA build); in each, a data server killed mid-write and
@@ -59,6 +61,7 @@ pass_line() {
     package) echo "PACKAGE: PASS" ;;
     kernel-client) echo "KERNEL CLIENT SMOKE: PASS" ;;
     pnfs) echo "KERNEL PNFS: PASS"; [ -n "$PNFS_GARAGE" ] && echo "KERNEL PNFS/S3: PASS"
+          [ "${PNFS_FENCE:-1}" = 1 ] && echo "KERNEL PNFS/FENCE: PASS"
           [ "$PNFS_RDMA" = 1 ] && echo "KERNEL PNFS/RDMA: PASS" ;;
     ha) echo "KERNEL HA: PASS" ;;
     rdma-send-timeout) echo "RDMA SEND TIMEOUT: PASS" ;;
@@ -88,7 +91,7 @@ if [ "${PNFS_S3:-1}" = 1 ] && [[ " $STAGES " == *" pnfs "* ]]; then
   fi
 fi
 export PNFS_GARAGE
-VM_ENV="${VM_ENV:-} PNFS_RDMA PNFS_READ_KILL_MIB PNFS_GARAGE PNFS_S3_FILES PNFS_S3_FILE_KIB"
+VM_ENV="${VM_ENV:-} PNFS_RDMA PNFS_READ_KILL_MIB PNFS_GARAGE PNFS_S3_FILES PNFS_S3_FILE_KIB PNFS_FENCE"
 for s in $STAGES; do
   case "$s" in
     package) pkg=1 ;;
