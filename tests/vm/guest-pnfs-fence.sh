@@ -16,6 +16,8 @@
 #   server recalls the layout, answers NFS3ERR_JUKEBOX, and a lease (15 s) after the
 #   recall revokes the layout and moves the file's fence epoch on in the store before
 #   the truncate proceeds (README "Fencing").
+# The first revocation's log line is the fence's time (a race can revoke the layout
+# twice, a second epoch bump a moment later: the first is what fenced its credentials).
 # Checks: the writer went on writing through the data server across the cut (the kernel
 # does not stop data-server I/O while its lease renewal hangs); the truncate returns;
 # the metadata server counted the revocation (nfsgw_pnfs_layouts_total{event="revoked"})
@@ -139,6 +141,7 @@ for p in $DS_PORTS; do
 address = \"127.0.0.1:$p\""
   k=$((k + 1))
 done
+# The stage's 15 s lease (guest-pnfs.sh): the recall goes unanswered for one lease.
 gw_conf mds 0.0.0.0:2049 "$MDS_STATS" "$pnfs
 [nfs4]
 lease_time_s = 15"
@@ -224,11 +227,13 @@ wrote() { # N: the writer has N chunks done
   return 1
 }
 check "the writer wrote 4 chunks (O_DIRECT)" wrote 4
+n_done=$(done_n)
 read -r w1 acces0 <<<"$(ds_counts)"
 awk -v g="$TAG" -v a="$T_OPEN" -v o="$(started_at o)" -v d="$(started_at d 0)" \
   'BEGIN {printf "%s: the writer'"'"'s open(2) returned %.1f s after its start, its first chunk %.1f s\n", g, o - a, d - a}'
-echo "$TAG: WRITEs at the data servers: $((w1 - w0)) for $(done_n) chunks"
-check "the writer's chunks went through the data servers" test $((w1 - w0)) -ge 4
+echo "$TAG: WRITEs at the data servers: $((w1 - w0)) for the $n_done chunks done before the scrape"
+# (one chunk may have gone through the metadata server, as guest-pnfs.sh allows)
+check "the writer's chunks went through the data servers" test $((w1 - w0)) -ge $((n_done - 1))
 
 # ---- the cut ------------------------------------------------------------------------------
 cut() {
