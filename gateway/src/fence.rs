@@ -101,6 +101,12 @@ impl Fence {
         }
     }
 
+    /// How long a data server may still trust an epoch it read: a fenced client's
+    /// call can land until a bump returned + this (the module's promise).
+    pub fn window(&self) -> Duration {
+        self.window
+    }
+
     /// The synthetic (uid, gid) of `fileid` at `epoch`.
     pub fn ids(&self, fileid: u64, epoch: u64) -> (u32, u32) {
         let mut m = [0u8; 16];

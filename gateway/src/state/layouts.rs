@@ -228,6 +228,10 @@ struct Table {
     /// (`release_down`), since when: a conflict within the lease fences the file
     /// before it proceeds (`break_conflicts`), as if that layout had stayed.
     released: HashMap<u64, Instant>,
+    /// Files whose fence epoch moved, and until when a fenced client's call may still
+    /// land at a data server that read the old epoch (the bump + `Fence::window`,
+    /// `crate::fence`): a conflicting operation waits that out (`break_conflicts`).
+    fenced: HashMap<u64, Instant>,
     /// Recalls begun and not yet taken by the callback thread.
     queued: VecDeque<[u8; 12]>,
     /// Clients that asked GETDEVICEINFO for device deletions, by (client, data
@@ -239,22 +243,26 @@ struct Table {
 }
 
 impl Table {
-    fn remove(&mut self, other: &[u8; 12]) {
-        if let Some(l) = self.by_other.remove(other) {
-            self.by_file.remove(&(l.clientid, l.fileid));
-            if let Some(v) = self.holders.get_mut(&l.fileid) {
-                v.retain(|o| o != other);
-                if v.is_empty() {
-                    self.holders.remove(&l.fileid);
-                }
-            }
-            if let Some(n) = self.per_client.get_mut(&l.clientid) {
-                *n -= 1;
-                if *n == 0 {
-                    self.per_client.remove(&l.clientid);
-                }
+    /// Removes layout `other`; false when the table had no such layout (another
+    /// path revoked or returned it first).
+    fn remove(&mut self, other: &[u8; 12]) -> bool {
+        let Some(l) = self.by_other.remove(other) else {
+            return false;
+        };
+        self.by_file.remove(&(l.clientid, l.fileid));
+        if let Some(v) = self.holders.get_mut(&l.fileid) {
+            v.retain(|o| o != other);
+            if v.is_empty() {
+                self.holders.remove(&l.fileid);
             }
         }
+        if let Some(n) = self.per_client.get_mut(&l.clientid) {
+            *n -= 1;
+            if *n == 0 {
+                self.per_client.remove(&l.clientid);
+            }
+        }
+        true
     }
 }
 
@@ -626,8 +634,10 @@ impl Layouts {
     /// Publishes the table's sizes for `any` (under the lock).
     fn publish(&self, t: &Table) {
         self.held.store(t.by_other.len(), Ordering::Release);
-        self.marked
-            .store(t.recalling.len() + t.released.len(), Ordering::Release);
+        self.marked.store(
+            t.recalling.len() + t.released.len() + t.fenced.len(),
+            Ordering::Release,
+        );
     }
 
     /// The counters and the gauge for the stats endpoint.

@@ -52,6 +52,14 @@ impl Layouts {
             }
         }
         let mut t = self.lock();
+        // RFC 8435 §2.2, and the window `crate::fence` promises: a data server may
+        // trust the old epoch for `Fence::window` after the bump, so a fenced client's
+        // WRITE can land until then. The conflicting operation waits it out, or such a
+        // WRITE would land after it (a truncated file growing back).
+        t.fenced.retain(|_, until| now < *until);
+        if t.fenced.contains_key(&fileid) {
+            outstanding = true;
+        }
         if outstanding {
             t.recalling.entry(fileid).or_insert(now);
         } else {
@@ -112,19 +120,19 @@ impl Layouts {
             .is_some_and(|since| now.saturating_duration_since(*since) < lease)
     }
 
-    /// Removes `gone` as revoked layouts (counted).
-    fn revoke(&self, t: &mut Table, gone: &[[u8; 12]]) {
-        for o in gone {
-            t.remove(o);
-        }
-        if !gone.is_empty() {
+    /// Removes `gone` as revoked layouts (counted), how many it removed. Layouts another path removed first (the timer's `revoke_overdue` and a
+    /// conflict's `break_conflicts` can both find one overdue) are not counted again.
+    fn revoke(&self, t: &mut Table, gone: &[[u8; 12]]) -> usize {
+        let n = gone.iter().filter(|o| t.remove(o)).count();
+        if n > 0 {
             self.publish(t);
-            bump(&self.counters.revoked, gone.len());
+            bump(&self.counters.revoked, n);
             tracing::info!(
-                n = gone.len(),
+                n,
                 "pNFS layouts not returned within the lease after a recall: revoked"
             );
         }
+        n
     }
 
     /// The recalls begun since the last call, for the callback thread.
@@ -178,11 +186,12 @@ impl Layouts {
             .map(|(o, _)| *o)
             .collect();
         let mut t = self.lock();
-        self.revoke(&mut t, &gone);
+        let revoked = self.revoke(&mut t, &gone);
         t.recalling.retain(|_, since| !late(since));
         t.released.retain(|_, since| !late(since));
+        t.fenced.retain(|_, until| now < *until);
         self.publish(&t);
-        gone.len()
+        revoked
     }
 }
 
@@ -197,6 +206,10 @@ impl Layouts {
         match f.bump(fileid) {
             Ok(epoch) => {
                 tracing::info!(fileid, epoch, "pNFS: file fenced at the data servers");
+                let until = Instant::now() + f.window();
+                let mut t = self.lock();
+                t.fenced.insert(fileid, until);
+                self.publish(&t);
                 true
             }
             Err(e) => {

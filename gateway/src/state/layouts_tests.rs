@@ -443,11 +443,8 @@ fn a_down_recall_lets_its_holder_go_on_a_conflict_recall_does_not() {
 #[test]
 fn a_conflict_after_a_down_release_fences_the_file_first() {
     let store = std::sync::Arc::new(crate::backend::memory::MemoryBackend::new());
-    let fence = std::sync::Arc::new(crate::fence::Fence::new(
-        store,
-        [3; 32],
-        Duration::from_secs(2),
-    ));
+    let window = Duration::from_millis(300);
+    let fence = std::sync::Arc::new(crate::fence::Fence::new(store, [3; 32], window));
     let mut t = Layouts::new(Some(devices(2, 1)));
     t.set_fence(Some(fence.clone()));
     let inbox = Inbox::default();
@@ -470,9 +467,21 @@ fn a_conflict_after_a_down_release_fences_the_file_first() {
     // The holder returns its new layout; then another client truncates the file.
     assert_eq!(t.take_recalls().len(), 1, "only the down recall was queued");
     t.give_back(a, &mine, IOMODE_ANY).unwrap();
-    assert!(t.break_conflicts(a.fileid, Some(9), LEASE, &inbox));
+    let fenced_at = Instant::now();
+    // Fenced first, and the conflict waits out the fence's window: a data server may
+    // trust the old epoch that long, so a fenced WRITE could still land.
+    assert!(!t.break_conflicts(a.fileid, Some(9), LEASE, &inbox));
     assert_eq!(fence.epoch(a.fileid).unwrap(), before + 1, "fenced first");
-    // Once: the next conflict finds nothing let go.
+    assert!(t.any(), "the window keeps the conflict path on");
+    while !t.break_conflicts(a.fileid, Some(9), LEASE, &inbox) {
+        assert!(fenced_at.elapsed() < 10 * window, "the wait ends");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(
+        fenced_at.elapsed() >= window,
+        "not before the window ran out"
+    );
+    // Once: the next conflict finds nothing let go and no window.
     assert!(t.break_conflicts(a.fileid, Some(9), LEASE, &inbox));
     assert_eq!(fence.epoch(a.fileid).unwrap(), before + 1);
     // A file nothing was let go of: its conflict (no layout left) moves nothing.
