@@ -35,6 +35,12 @@
 //! attributes expire, and pages belong to the attributes (size, mtime, ctime) they were
 //! read under.
 //!
+//! Directory entries have generations of their own (`name_stamp`: directory id and
+//! name hashed with a per-process seed into a second slot array): the file model
+//! reports each change of what a name refers to (`ChangeObserver::name`), so the
+//! reactor's cached LOOKUPs (`cache_names`) stop answering for exactly that name,
+//! and a new name in a directory invalidates no other.
+//!
 //! Only handles a worker has authenticated are ever inserted, and lookups use the exact
 //! handle bytes, so a forged handle can never hit. Export access (client network and
 //! squashing) and read permission are checked on every hit, exactly as a worker would.
