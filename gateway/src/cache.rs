@@ -35,12 +35,18 @@
 //! attributes expire, and pages belong to the attributes (size, mtime, ctime) they were
 //! read under.
 //!
+//! Directory entries have generations of their own (`name_stamp`: directory id and
+//! name hashed with a per-process seed into a second slot array): the file model
+//! reports each change of what a name refers to (`ChangeObserver::name`), so the
+//! reactor's cached LOOKUPs (`cache_names`) stop answering for exactly that name,
+//! and a new name in a directory invalidates no other.
+//!
 //! Only handles a worker has authenticated are ever inserted, and lookups use the exact
 //! handle bytes, so a forged handle can never hit. Export access (client network and
 //! squashing) and read permission are checked on every hit, exactly as a worker would.
 
 use crate::export::{admit, Exports};
-use crate::fs::access::check_read;
+use crate::fs::access::{check_read, may, X};
 use crate::fs::{Attr, FileKind, NfsTime, FH_MAX};
 use crate::outcome::ReadDone;
 use engine::mem::{Buf, ClassSpec, HugePolicy, Pools};
@@ -82,6 +88,8 @@ pub const STALE_MAX: Duration = Duration::from_secs(2);
 /// Attribute entries per reactor before the table is cleared.
 const MAX_ATTRS: usize = 65536;
 const GEN_SLOTS: usize = 1 << 16;
+/// Directory entries' generation slots (`Generations::name_stamp`).
+const NAME_SLOTS: usize = 1 << 16;
 /// Page lists kept for reuse: enough for the zero-copy READs a reactor usually has in
 /// flight (TCP replies wait in socket queues), so a hit allocates none.
 const SPARE_READS: usize = 1024;
@@ -121,9 +129,17 @@ pub struct Generations {
     /// two clients share the slot, 0 when none is on. Written under `hold_lock`.
     holders: Box<[AtomicU64]>,
     hold_lock: std::sync::Mutex<()>,
-    /// Moves with every bump of any file or of the epoch: a reactor keeps a listing
-    /// only if no file changed while a worker listed it (`cache_dirs`).
+    /// Moves with every bump of any file, name or of the epoch: a reactor keeps a
+    /// listing only if no file changed while a worker listed it (`cache_dirs`).
     changes: AtomicU64,
+    /// One counter per directory entry (directory file id and name, hashed with
+    /// `name_seed` into slots; a collision only invalidates more): a change of what
+    /// a name refers to bumps it (`cache_names`).
+    names: Box<[AtomicU64]>,
+    /// A per-process random seed for `name_hash`: names are chosen by clients, and
+    /// an unseeded hash would let one grind names that share a slot or a bucket of
+    /// the reactors' name maps (see `Keyed`).
+    name_seed: rustc_hash::FxSeededState,
 }
 
 impl Default for Generations {
@@ -141,7 +157,40 @@ impl Generations {
             holders: (0..GEN_SLOTS).map(|_| AtomicU64::new(0)).collect(),
             hold_lock: std::sync::Mutex::new(()),
             changes: AtomicU64::new(0),
+            names: (0..NAME_SLOTS).map(|_| AtomicU64::new(0)).collect(),
+            name_seed: keyed_seed(),
         }
+    }
+
+    /// The hash of directory entry `name` of directory `dir` (a file id): its
+    /// generation slot here and its key in the reactors' name maps (`cache_names`).
+    #[inline]
+    pub fn name_hash(&self, dir: u64, name: &[u8]) -> u64 {
+        use std::hash::BuildHasher;
+        // Mixed once more: the slot index takes the top bits of a product.
+        self.name_seed.hash_one((dir, name))
+    }
+
+    fn name_slot(&self, hash: u64) -> &AtomicU64 {
+        let i = (hash.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 48) as usize % NAME_SLOTS;
+        &self.names[i]
+    }
+
+    /// The stamp of the directory entry whose `name_hash` is `hash`: what the name
+    /// refers to is what it referred to when the stamp was taken while it is current.
+    #[inline]
+    pub fn name_stamp(&self, hash: u64) -> Stamp {
+        Stamp {
+            gen: self.name_slot(hash).load(Ordering::Acquire),
+            epoch: self.epoch.load(Ordering::Acquire),
+        }
+    }
+
+    /// Invalidates what is cached about one directory entry (a create, remove,
+    /// rename or link of the name, reported by the file model before and after).
+    pub fn bump_name(&self, hash: u64) {
+        self.changes.fetch_add(1, Ordering::SeqCst);
+        self.name_slot(hash).fetch_add(1, Ordering::SeqCst);
     }
 
     fn index(fileid: u64) -> usize {
@@ -290,6 +339,10 @@ impl crate::fs::ChangeObserver for Generations {
     fn hold(&self, fileid: u64, client: u64, held: bool) {
         Generations::hold(self, fileid, client, held)
     }
+
+    fn name(&self, dir: u64, name: &[u8]) {
+        self.bump_name(self.name_hash(dir, name))
+    }
 }
 
 /// A file handle as a map key (exact bytes).
@@ -342,6 +395,9 @@ pub enum FillData {
     InReply { offset: u64, at: usize, len: usize },
     /// A directory page a worker listed (the fill's attributes are the directory's).
     Listing(Box<dirs::ListingFill>),
+    /// A directory entry a worker's LOOKUP, CREATE or MKDIR answered (the fill's
+    /// attributes are the directory's, cached only when `NameFill::dir_attr`).
+    Name(Box<names::NameFill>),
 }
 
 /// The attributes a page was read under: a change behind the gateway's back changes
@@ -388,6 +444,8 @@ pub struct CacheStats {
     pub hits: u64,
     /// Of `hits`, listing pages (`cache_dirs`).
     pub listings: u64,
+    /// Of `hits`, LOOKUPs (`cache_names`).
+    pub lookups: u64,
     pub misses: u64,
     pub pages: usize,
 }
@@ -421,6 +479,8 @@ pub struct ReadCache {
     revalidate: Option<FhKey>,
     /// Recently listed directories (`cache_dirs`).
     dirs: dirs::Listings,
+    /// Recently looked-up or created names (`cache_names`).
+    names: names::Names,
 }
 
 /// A cached READ answered without copying its data: the reply carries the header up
@@ -457,6 +517,17 @@ pub struct ReadHit {
     pub stale: bool,
 }
 
+/// A LOOKUP the cache answers (`ReadCache::lookup`): the object's handle and
+/// attributes, and the directory's attributes.
+#[derive(Debug, Clone, Copy)]
+pub struct LookupHit {
+    pub obj: FhKey,
+    pub attr: Attr,
+    pub dir: Attr,
+    /// The object's attributes are past `ATTR_TTL` (as `AttrHit::stale`).
+    pub stale: bool,
+}
+
 /// The parts of a READ or GETATTR call the cache needs.
 pub struct Request<'a> {
     pub fh: &'a [u8],
@@ -488,6 +559,7 @@ impl ReadCache {
             spare_reads: Vec::new(),
             revalidate: None,
             dirs: dirs::Listings::default(),
+            names: names::Names::default(),
         })
     }
 
@@ -763,7 +835,14 @@ impl ReadCache {
 
     /// Caches what a worker learned, if nothing changed since it looked. `reply` is
     /// the encoded reply the fill came with (for `FillData::InReply`).
-    pub fn fill(&mut self, gens: &Generations, fill: Fill, reply: Option<&[u8]>) {
+    pub fn fill(&mut self, gens: &Generations, mut fill: Fill, reply: Option<&[u8]>) {
+        if let Some(FillData::Name(n)) = &fill.data {
+            self.fill_name(gens, &fill, n);
+            if !n.dir_attr {
+                return;
+            }
+            fill.data = None;
+        }
         if !gens.current(fill.attr.fileid, fill.stamp) {
             return;
         }
@@ -802,8 +881,95 @@ impl ReadCache {
             Some(FillData::Listing(l)) => {
                 self.dirs.fill(gens, fill.fh, fill.export, &fill.attr, *l);
             }
-            None => {}
+            Some(FillData::Name(_)) | None => {}
         }
+    }
+
+    /// A directory entry a worker answered (`cache_names`), and the object's
+    /// attributes its LOOKUP read when no change was made anywhere since the worker
+    /// began (its stamp read now is then the one it read under).
+    fn fill_name(&mut self, gens: &Generations, dir: &Fill, n: &names::NameFill) {
+        if dir.attr.kind != FileKind::Dir {
+            return;
+        }
+        self.names.fill(gens, dir.fh, dir.attr.fileid, n);
+        let Some((attr, changes)) = n.obj_attr else {
+            return;
+        };
+        if attr.fileid != n.obj_id {
+            return;
+        }
+        // The stamp first, then the counter (as `cache_dirs`: a bump moves the
+        // counter before the stamp).
+        let stamp = gens.stamp(attr.fileid);
+        if gens.changes() != changes {
+            return;
+        }
+        if self.attrs.len() >= MAX_ATTRS {
+            self.attrs.clear();
+        }
+        self.attrs.insert(
+            n.obj,
+            AttrEntry {
+                export: dir.export,
+                attr,
+                stamp,
+                at: Instant::now(),
+                exact: false,
+                revalidating: false,
+            },
+        );
+    }
+
+    /// An NFSv3 LOOKUP of `name` in directory `req.fh` when the cache answers it
+    /// (`cache_names`): the caller admitted to the export (squashing applied) and
+    /// allowed to search the directory, as a worker checks them, the name's entry
+    /// current and young, the directory's and the object's attributes current (the
+    /// object's possibly past `ATTR_TTL` within `STALE_MAX`, as for GETATTR), and
+    /// the object in the directory's export. Counts nothing: the caller reports
+    /// `answered_lookup` or `missed`.
+    pub fn lookup(
+        &self,
+        gens: &Generations,
+        exports: &Exports,
+        req: &Request,
+        name: &[u8],
+    ) -> Option<LookupHit> {
+        // pNFS data-server credentials are fenced per file by the worker.
+        if !names::cacheable(name) || crate::fence::synthetic_ids(req.cred).is_some() {
+            return None;
+        }
+        let (d, caller, _) = self.admitted(gens, exports, req, false, 0)?;
+        if d.attr.kind != FileKind::Dir || !may(&d.attr, &caller, X) {
+            return None;
+        }
+        let named = self.names.get(gens, req.fh, d.attr.fileid, name)?;
+        let o = self.attrs.get(named.obj)?;
+        if o.export != d.export
+            || o.attr.fileid != named.obj_id
+            || !matches!(o.attr.kind, FileKind::Reg | FileKind::Dir)
+            || gens.stamp(o.attr.fileid) != o.stamp
+        {
+            return None;
+        }
+        let age = o.at.elapsed();
+        let stale = age >= ATTR_TTL;
+        if stale && age >= ATTR_TTL + STALE_MAX {
+            return None;
+        }
+        Some(LookupHit {
+            obj: *named.obj,
+            attr: o.attr,
+            dir: d.attr,
+            stale,
+        })
+    }
+
+    /// A LOOKUP went out from the cache (`stale`: from the object's expired
+    /// attributes, which asks for one revalidation of `obj`).
+    pub fn answered_lookup(&mut self, obj: &[u8], stale: bool) {
+        self.answered(obj, stale);
+        self.stats.lookups += 1;
     }
 
     /// Copies the page-aligned parts of `data` (read at `offset`) into pages. A final
@@ -967,6 +1133,10 @@ impl ReadCache {
 #[path = "cache_dirs.rs"]
 pub mod dirs;
 pub use dirs::{ListedEntry, ListedPage, ListingFill, ListingHit};
+
+#[path = "cache_names.rs"]
+pub mod names;
+pub use names::NameFill;
 
 #[cfg(test)]
 #[path = "cache_tests.rs"]

@@ -74,6 +74,32 @@ pub fn take_listing() -> Option<crate::cache::ListedPage> {
     LISTING.with(|c| c.borrow_mut().take())
 }
 
+/// What an NFSv3 LOOKUP, CREATE or MKDIR answered NFS3_OK for (a regular file or
+/// directory in the directory's export), noted as it encodes the reply, for the
+/// reactor's names (`cache_names`): the object's handle, its attributes and the
+/// directory's (post-operation).
+#[derive(Debug, Clone, Copy)]
+pub struct Named {
+    pub obj: crate::cache::FhKey,
+    pub obj_attr: Option<crate::fs::Attr>,
+    pub dir_attr: Option<crate::fs::Attr>,
+}
+
+thread_local! {
+    /// The last directory entry this worker thread answered (`Named`).
+    static NAMED: std::cell::Cell<Option<Named>> = const { std::cell::Cell::new(None) };
+}
+
+/// Notes the entry the call being encoded on this thread answered (`Named`).
+pub fn note_named(n: Named) {
+    NAMED.with(|c| c.set(Some(n)));
+}
+
+/// Takes (and clears) this thread's entry note, as `take_learned`.
+pub fn take_named() -> Option<Named> {
+    NAMED.with(|c| c.take())
+}
+
 thread_local! {
     /// The size a write delegation's holder reported (CB_GETATTR, RFC 8881 §10.4.3)
     /// for the file whose attributes this worker's call reads: (fileid, size).

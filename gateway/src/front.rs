@@ -7,7 +7,7 @@ use crate::cache::{Generations, PageRead, ReadCache, Request};
 use crate::call::{Ctx, Outcome, Touches};
 use crate::export::Exports;
 use crate::fs::{Attr, Status};
-use crate::outcome::{Ask, CommitDone, ListAsk, ReadSlots, WriteDone};
+use crate::outcome::{Ask, CommitDone, EntryAsk, ListAsk, ReadSlots, WriteDone};
 use crate::state::State;
 use engine::rpc::Cred;
 use engine::xdr::{XdrResult, XdrWriter};
@@ -100,9 +100,15 @@ pub struct CacheAnswers {
     pub parse_listing: for<'a> fn(u32, &'a [u8]) -> Option<ListAsk<'a>>,
     pub listing:
         fn(&mut ReadCache, &Generations, &Exports, &Request, &ListAsk, &mut XdrWriter) -> bool,
+    /// The directory entry a LOOKUP, CREATE or MKDIR names, when its answer may teach
+    /// the cache's names (`cache_names`); `None` for other calls.
+    pub parse_entry: for<'a> fn(u32, &'a [u8]) -> Option<EntryAsk<'a>>,
+    /// A LOOKUP (`EntryAsk` with `makes` false) answered from the cache's names.
+    pub lookup: fn(&mut ReadCache, &Generations, &Exports, &Request, &[u8], &mut XdrWriter) -> bool,
 }
 
-/// NFSv3 GETATTR and READ from the cache, READDIRPLUS from its listings.
+/// NFSv3 GETATTR and READ from the cache, READDIRPLUS from its listings, LOOKUP
+/// from its names.
 pub static V3_CACHE: CacheAnswers = CacheAnswers {
     parse: crate::nfs3::fast::parse,
     getattr: crate::nfs3::fast::getattr,
@@ -110,6 +116,8 @@ pub static V3_CACHE: CacheAnswers = CacheAnswers {
     read_pages: crate::nfs3::fast::read_pages,
     parse_listing: crate::nfs3::fast::parse_listing,
     listing: crate::nfs3::fast::readdirplus,
+    parse_entry: crate::nfs3::fast::parse_entry,
+    lookup: crate::nfs3::fast::lookup,
 };
 
 /// A front end's encoders of the outcomes the reactor's io_uring executor returns

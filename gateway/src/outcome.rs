@@ -70,6 +70,16 @@ pub struct ListAsk<'a> {
     pub maxcount: usize,
 }
 
+/// What a call naming one directory entry asks (decoded by its front end): the
+/// directory's handle and the name, and whether the call makes the entry (CREATE,
+/// MKDIR) or only looks it up (LOOKUP).
+#[derive(Debug, Clone, Copy)]
+pub struct EntryAsk<'a> {
+    pub dir: &'a [u8],
+    pub name: &'a [u8],
+    pub makes: bool,
+}
+
 /// Where a READ reply encoded before its I/O left its count, eof and data length to
 /// fill in once the read is done (positions in the reply buffer; the data follows).
 #[derive(Debug, Clone, Copy)]

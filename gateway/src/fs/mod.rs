@@ -99,6 +99,11 @@ pub trait ChangeObserver: Send + Sync {
     /// `fileid` (a write delegation is out on it: `state::delegations`) for every
     /// caller but NFSv4.1 client `client`, the holder. Holds nest.
     fn hold(&self, _fileid: u64, _client: u64, _held: bool) {}
+    /// What directory entry `name` of directory `dir` (a file id) refers to may
+    /// change (or just changed): a create, remove, rename (both names) or link of
+    /// it. The reactors' name caches answer LOOKUP by entry (`crate::cache`'s
+    /// `cache_names`): a new name elsewhere in the directory leaves them answering.
+    fn name(&self, _dir: u64, _name: &[u8]) {}
 }
 
 /// Which files have NFSv4 opens (the server's open table implements it): a REMOVE or

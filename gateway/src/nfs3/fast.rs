@@ -1,19 +1,22 @@
-//! NFSv3 GETATTR and READ answered on the reactor from its read cache
-//! (docs/architecture.md §5): the arguments are decoded here, the cache answers with
-//! a neutral outcome (`cache::AttrHit`, `cache::ReadHit`) and `outcome` encodes it.
+//! NFSv3 GETATTR, READ, READDIRPLUS and LOOKUP answered on the reactor from its read
+//! cache (docs/architecture.md §5): the arguments are decoded here, the cache answers
+//! with a neutral outcome (`cache::AttrHit`, `cache::ReadHit`, `cache::LookupHit`) and
+//! `outcome` encodes it.
 //! A call the cache cannot answer leaves nothing written and goes to a worker.
 
 use super::dirpage::{plus_fit, put_plus_ok};
 use super::outcome::{put_getattr_ok, put_read_head, put_read_ok};
+use super::proto::put_post_op_attr;
 use super::MAX_DIR_REPLY;
 use crate::cache::dirs::Listings;
 use crate::cache::{Generations, PageRead, ReadCache, Request};
 use crate::export::Exports;
 use crate::outcome::Ask;
-use crate::outcome::ListAsk;
+use crate::outcome::{EntryAsk, ListAsk};
 use engine::xdr::{XdrReader, XdrWriter};
 use nfs_wire::nfs3::{
-    NFSPROC3_GETATTR as GETATTR, NFSPROC3_READ as READ, NFSPROC3_READDIRPLUS as READDIRPLUS,
+    NFSPROC3_CREATE as CREATE, NFSPROC3_GETATTR as GETATTR, NFSPROC3_LOOKUP as LOOKUP,
+    NFSPROC3_MKDIR as MKDIR, NFSPROC3_READ as READ, NFSPROC3_READDIRPLUS as READDIRPLUS,
 };
 use std::ops::Range;
 
@@ -156,5 +159,53 @@ pub fn readdirplus(
         return false;
     }
     cache.answered_listing();
+    true
+}
+
+/// The directory entry (diropargs3, RFC 1813 §3.3.3) a LOOKUP, CREATE (§3.3.8) or
+/// MKDIR (§3.3.9) names; `None` for any other procedure, arguments that do not
+/// decode, or a name the cache never holds (`cache::names::cacheable`).
+pub fn parse_entry(proc_: u32, args: &[u8]) -> Option<EntryAsk<'_>> {
+    let makes = match proc_ {
+        LOOKUP => false,
+        CREATE | MKDIR => true,
+        _ => return None,
+    };
+    let mut r = XdrReader::new(args);
+    let dir = r.opaque_var(crate::fs::FH_MAX).ok()?;
+    let name = r.opaque_var(crate::cache::names::NAME_MAX).ok()?;
+    crate::cache::names::cacheable(name).then_some(EntryAsk { dir, name, makes })
+}
+
+/// LOOKUP3res (RFC 1813 §3.3.3) from the cache's names: the object's handle and
+/// attributes, and the directory's attributes, when the cache answers (the caller
+/// may search the directory, the name's entry and both attributes current); false
+/// (nothing written) otherwise: the worker answers, with its errors (NOENT, ACCES,
+/// NAMETOOLONG...).
+pub fn lookup(
+    cache: &mut ReadCache,
+    gens: &Generations,
+    exports: &Exports,
+    req: &Request,
+    name: &[u8],
+    out: &mut XdrWriter,
+) -> bool {
+    let Some(hit) = cache.lookup(gens, exports, req, name) else {
+        cache.missed();
+        return false;
+    };
+    let start = out.position();
+    let put = (|| {
+        out.u32(0)?;
+        out.opaque_var(hit.obj.bytes())?;
+        put_post_op_attr(out, Some(&hit.attr))?;
+        put_post_op_attr(out, Some(&hit.dir))
+    })();
+    if put.is_err() {
+        out.rewind(start);
+        cache.missed();
+        return false;
+    }
+    cache.answered_lookup(hit.obj.bytes(), hit.stale);
     true
 }

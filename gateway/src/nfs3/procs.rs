@@ -190,10 +190,12 @@ fn lookup(ctx: &Ctx, r: &mut XdrReader, out: &mut XdrWriter) -> Res {
     })();
     match res {
         Ok((node, a)) => {
+            let fh = ctx.model.handle(&node);
             out.u32(OK)?;
-            put_fh(out, &ctx.model.handle(&node))?;
+            put_fh(out, &fh)?;
             put_post_op_attr(out, Some(&a))?;
             put_post_op_attr(out, Some(&dattr))?;
+            note_named_entry(&dir, &node, &fh, Some(a), Some(dattr));
         }
         Err(s) => {
             out.u32(nfsstat3(s))?;
@@ -201,6 +203,29 @@ fn lookup(ctx: &Ctx, r: &mut XdrReader, out: &mut XdrWriter) -> Res {
         }
     }
     Ok(())
+}
+
+/// Notes an entry a LOOKUP, CREATE or MKDIR answered for the reactor's names
+/// (`call::note_named`): only a regular file or directory (its attributes known) in
+/// the directory's own export (no export crossing is ever cached).
+fn note_named_entry(
+    dir: &Node,
+    node: &Node,
+    fh: &crate::fs::FileHandle,
+    obj_attr: Option<Attr>,
+    dir_attr: Option<Attr>,
+) {
+    let kind_ok = obj_attr.is_some_and(|a| matches!(a.kind, FileKind::Reg | FileKind::Dir));
+    if node.export != dir.export || !kind_ok {
+        return;
+    }
+    if let Some(obj) = crate::cache::FhKey::new(fh.as_bytes()) {
+        crate::call::note_named(crate::call::Named {
+            obj,
+            obj_attr,
+            dir_attr,
+        });
+    }
 }
 
 fn access(ctx: &Ctx, r: &mut XdrReader, out: &mut XdrWriter) -> Res {
@@ -375,6 +400,7 @@ fn create_common(
             put_post_op_fh(out, Some(&fh))?;
             put_post_op_attr(out, a.as_ref())?;
             put_wcc(out, Some(&pre), post.as_ref())?;
+            note_named_entry(&dir, &node, &fh, a, post);
         }
         Err(s) => put_status_wcc(out, nfsstat3(s), &pre, post.as_ref())?,
     }

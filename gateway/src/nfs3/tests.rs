@@ -1593,3 +1593,5 @@ fn read_and_readlink_note_their_ddp_item_as_they_encode() {
 }
 
 mod stat_tests;
+
+mod lookup_cache_tests;

@@ -175,6 +175,9 @@ fn run_job(shared: &Shared, mut job: Job) {
     // An NFSv3 WRITE's stamp before the model's bumps: its reply teaches the reactor
     // the file's new attributes when no other change raced (`learned_write`).
     let write_from = v3_write_stamp(shared, &job);
+    // A LOOKUP, CREATE or MKDIR: the name's and the directory's stamps before it
+    // runs, for the reactor's names (`learned_entry`).
+    let entry = entry_seen(shared, &job);
     // Before the call reads the file: its attributes are the file's as long as the
     // file's ctime stays older than this (`uring::files::unchanged`).
     let since_ns = shared.direct_io.then(wall_ns);
@@ -182,9 +185,11 @@ fn run_job(shared: &Shared, mut job: Job) {
     // or GETATTR as it runs): only this call's.
     let _ = crate::call::take_learned();
     let _ = crate::call::take_listing();
+    let _ = crate::call::take_named();
     let reply = execute(shared, &link.pools, &job);
     let note = crate::call::take_learned();
     let listed = crate::call::take_listing();
+    let named = crate::call::take_named();
     // Where the encoders put READ-class data (`crate::ddp::note`), for an RDMA
     // reply's write chunks; always taken, so no note outlives its call on this thread.
     let located = crate::ddp::take();
@@ -213,6 +218,24 @@ fn run_job(shared: &Shared, mut job: Job) {
         }
         _ => None,
     };
+    // What a WRITE's reply teaches (`learned_write`): the file's attributes after
+    // it, when no other change raced with it.
+    let written = match (write_from, &reply) {
+        (Some((id, before)), Some(_)) => learned_write(shared, &job, note, id, before),
+        _ => None,
+    };
+    let fill = match (fill, entry, &reply) {
+        (Some(f), _, _) => Some(f),
+        (None, Some(e), Some(_)) => e.learned(&shared.gens, named),
+        _ => written.as_ref().map(|w| Fill {
+            fh: w.fh,
+            export: w.export,
+            attr: w.attr,
+            stamp: w.stamp,
+            data: None,
+            exact: false,
+        }),
+    };
     if job.revalidate {
         // The call was answered from the cache: only what was learned goes back (a
         // message with a fill and no reply); a failure sends nothing.
@@ -237,10 +260,12 @@ fn run_job(shared: &Shared, mut job: Job) {
         (CacheEffect::None, _) if shared.direct_io && job.header.vers == crate::nfs4::NFS_V4 => {
             learned_io_v4(shared, &job, since_ns)
         }
-        _ => match (write_from, &reply) {
-            (Some((id, before)), Some(_)) => learned_write(shared, &job, note, id, before),
-            _ => None,
-        },
+        _ => written.and_then(|w| {
+            let io = shared.direct_io;
+            // A WRITE's own change moves the ctime past any start time: not revalidated.
+            io.then(|| opened_as(shared, w.fh, w.export, w.attr, w.stamp, None))
+                .flatten()
+        }),
     };
     let ahead = match (&effect, &fill) {
         (
@@ -344,10 +369,11 @@ fn opened_as(
 }
 
 /// An NFSv3 WRITE's file and its stamp before it runs, when the reactor may learn
-/// from its reply (`learned_write`; only with the io_uring data path in force).
+/// from its reply (`learned_write`: its read cache's attributes, and with the
+/// io_uring data path in force its file table).
 fn v3_write_stamp(shared: &Shared, job: &Job) -> Option<(u64, Stamp)> {
     let h = &job.header;
-    if !shared.direct_io || !crate::front::is_v3(h.prog, h.vers) || h.proc_ != NFSPROC3_WRITE {
+    if !crate::front::is_v3(h.prog, h.vers) || h.proc_ != NFSPROC3_WRITE {
         return None;
     }
     let fh = XdrReader::new(&job.record[job.args_at..])
@@ -367,7 +393,7 @@ fn learned_write(
     note: Option<Learned>,
     fileid: u64,
     before: Stamp,
-) -> Option<crate::uring::files::Opened> {
+) -> Option<Written> {
     let now = before.after_bumps(2);
     if shared.gens.stamp(fileid) != now {
         return None;
@@ -380,8 +406,31 @@ fn learned_write(
     if attr.fileid != id || id != fileid || attr.kind != crate::fs::FileKind::Reg {
         return None;
     }
-    // A WRITE's own change moves the ctime past any start time: not revalidated.
-    opened_as(shared, FhKey::new(fh)?, export, attr, now, None)
+    Some(Written {
+        fh: FhKey::new(fh)?,
+        export,
+        attr,
+        stamp: now,
+    })
+}
+
+/// What a WRITE's reply taught (`learned_write`).
+struct Written {
+    fh: FhKey,
+    export: u16,
+    attr: crate::fs::Attr,
+    stamp: Stamp,
+}
+
+/// The entry a LOOKUP, CREATE or MKDIR names, with the stamps its answer will be
+/// judged by (`cache::names::EntrySeen`).
+fn entry_seen(shared: &Shared, job: &Job) -> Option<cache::names::EntrySeen> {
+    let h = &job.header;
+    if !crate::front::is_v3(h.prog, h.vers) {
+        return None;
+    }
+    let ask = (crate::front::V3_CACHE.parse_entry)(h.proc_, &job.record[job.args_at..])?;
+    cache::names::EntrySeen::before(&shared.gens, &ask)
 }
 
 /// The file behind an NFSv4.1 WRITE or COMMIT COMPOUND of the shapes the reactor runs

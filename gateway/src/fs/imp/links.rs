@@ -137,6 +137,8 @@ impl Inner {
         let name = check_name(name)?;
         let key = format!("{}{name}", dir.key);
         let _links = lock(&self.links);
+        let names = [(dir.fileid, name.as_bytes())];
+        let _named = self.naming(&names);
         self.changing(&[Some(dir.fileid), Some(src.fileid)], || {
             if self.find(&key)?.is_some() {
                 return Err(Status::Exist);

@@ -656,6 +656,17 @@ impl Inner {
         f()
     }
 
+    /// Reports the directory entries `names` (directory id, name) to the observer
+    /// now, and again when the returned guard drops: held across a change of what
+    /// they refer to (as `changing` reports ids), so the reactors' cached LOOKUPs of
+    /// exactly these names stop answering (`crate::cache`'s name rule). A CREATE's
+    /// reply teaches its name only when the name's stamp moved by exactly these two
+    /// reports (`server::worker`).
+    fn naming<'a>(&'a self, names: &'a [(u64, &'a [u8])]) -> observe::AgainNames<'a> {
+        names.iter().for_each(|(d, n)| self.observer.name(*d, n));
+        observe::AgainNames(&self.observer, names)
+    }
+
     /// `changing` for one file's data or attributes.
     fn changing_file<T>(&self, node: &Node, f: impl FnOnce() -> FsResult<T>) -> FsResult<T> {
         self.changing(&[Some(node.fileid)], f)
@@ -1332,6 +1343,8 @@ impl Inner {
         // only through `setattr`, which reports it before and after, and a stale
         // mapping a new file replaces is reported by `fresh_node` once unmapped;
         // `making` reports the new or found object after the call.
+        let names = [(dir.fileid, name.as_bytes())];
+        let _named = self.naming(&names);
         self.making(&[Some(dir.fileid)], || {
             self.create_at(dir, &key, how, (&set, verf), owner, may_truncate)
         })
@@ -1438,6 +1451,8 @@ impl Inner {
         let name = self.create_name(dir, name)?;
         check_set(set)?;
         let key = format!("{}{name}", dir.key);
+        let names = [(dir.fileid, name.as_bytes())];
+        let _named = self.naming(&names);
         self.making(&[Some(dir.fileid)], || {
             // Where the put itself refuses a taken name, file or directory, in the
             // step that makes it (`put_if_absent_refuses_dirs`: mkdirat's EEXIST), no
@@ -1479,6 +1494,8 @@ impl Inner {
         let set = SetAttr { size: None, ..*set };
         check_set(&set)?;
         let key = format!("{}{name}", dir.key);
+        let names = [(dir.fileid, name.as_bytes())];
+        let _named = self.naming(&names);
         self.making(&[Some(dir.fileid)], || {
             if self.find(&key)?.is_some() {
                 return Err(Status::Exist);
@@ -1508,6 +1525,8 @@ impl Inner {
             return Err(Status::Inval);
         }
         let key = format!("{}{name}", dir.key);
+        let names = [(dir.fileid, name.as_bytes())];
+        let _named = self.naming(&names);
         self.making(&[Some(dir.fileid)], || {
             if self.find(&key)?.is_some() {
                 return Err(Status::Exist);
@@ -1558,6 +1577,8 @@ impl Inner {
         // The parent, and the victim: its handles turn STALE (a name of a linked
         // file reports its inode itself: `links`).
         let ids = [Some(dir.fileid), self.table.id_of(&key)];
+        let names = [(dir.fileid, name)];
+        let _named = self.naming(&names);
         self.changing(&ids, || match self.find(&key)? {
             None => Err(Status::NoEnt),
             Some(Found::Dir(_)) => Err(Status::IsDir),
@@ -1656,6 +1677,8 @@ impl Inner {
     pub fn rmdir(&self, dir: &Node, name: &[u8]) -> FsResult<()> {
         let key = self.victim_key(dir, name)?;
         let ids = [Some(dir.fileid), self.table.id_of(&format!("{key}/"))];
+        let names = [(dir.fileid, name)];
+        let _named = self.naming(&names);
         self.changing(&ids, || self.rmdir_at(dir, &key))
     }
 
@@ -1779,6 +1802,9 @@ impl Inner {
             self.table.id_of(&skey),
             self.table.id_of(&tkey),
         ];
+        // Both names: the source no longer refers to the object, the target does.
+        let names = [(from.fileid, from_name), (to.fileid, to_name)];
+        let _named = self.naming(&names);
         self.changing(&ids, || {
             // The file replaced, when open over NFSv4, is kept until its last close
             // (`orphans`); the rename then finds its name free.

@@ -18,6 +18,12 @@
 //! returns, so before any reply), including those only the change itself learns
 //! (`handles::Touched`). Nothing else is invalidated, so creating and removing files
 //! leaves every other cached file answering.
+//!
+//! Directory entries are reported too, by (directory id, name): each change of what
+//! a name refers to — a create, mkdir, symlink or mknod of it, a remove or rmdir, a
+//! rename (the source name and the target name), a link made at it — reports the
+//! name before the change and again after (`Inner::naming`), so a reactor's cached
+//! LOOKUP of exactly that name stops answering, and no other name's does.
 
 use super::handles::Touched;
 use crate::fs::ChangeObserver;
@@ -66,6 +72,16 @@ impl Observer {
         }
     }
 
+    /// Directory entry `name` of directory `dir` may refer to something else (or
+    /// just did): reported by each change of what a name refers to, before and after
+    /// (`Inner::naming`).
+    pub fn name(&self, dir: u64, name: &[u8]) {
+        self.1.fetch_add(1, Ordering::SeqCst);
+        if let Some(o) = self.0.get() {
+            o.name(dir, name);
+        }
+    }
+
     /// Each of `ids`; the lot when the table could not say which, or past `EXACT_MAX`.
     pub fn touched(&self, ids: &Touched) {
         match ids {
@@ -82,5 +98,17 @@ pub(super) struct Again<'a>(pub &'a Observer, pub &'a [Option<u64>]);
 impl Drop for Again<'_> {
     fn drop(&mut self) {
         self.1.iter().flatten().for_each(|id| self.0.file(*id));
+    }
+}
+
+/// Reports the names when dropped: the second report of `Inner::naming`, made on
+/// the way out of the change whether it returned or panicked.
+pub(super) struct AgainNames<'a>(pub &'a Observer, pub &'a [(u64, &'a [u8])]);
+
+impl Drop for AgainNames<'_> {
+    fn drop(&mut self) {
+        self.1
+            .iter()
+            .for_each(|(dir, name)| self.0.name(*dir, name));
     }
 }

@@ -222,3 +222,94 @@ fn data_and_attribute_changes_report_their_file_before_and_after() {
         assert!(seen.take().is_empty());
     });
 }
+
+/// Records each directory-entry report (`ChangeObserver::name`) with whether the
+/// object at `watch` existed at that moment.
+#[derive(Default)]
+struct Names {
+    backend: Mutex<Option<Arc<dyn Backend>>>,
+    watch: Mutex<String>,
+    log: Mutex<Vec<(u64, Vec<u8>, bool)>>,
+}
+
+impl ChangeObserver for Names {
+    fn file(&self, _: u64) {}
+    fn all(&self) {}
+    fn name(&self, dir: u64, name: &[u8]) {
+        let b = lock(&self.backend).clone().unwrap();
+        let there = b.head(&lock(&self.watch)).is_ok();
+        lock(&self.log).push((dir, name.to_vec(), there));
+    }
+}
+
+impl Names {
+    /// The reports since the last call, as (directory, name) → how many.
+    fn take(&self, watch: &str) -> std::collections::BTreeMap<(u64, Vec<u8>), usize> {
+        let mut out = std::collections::BTreeMap::new();
+        for (d, n, _) in lock(&self.log).drain(..) {
+            *out.entry((d, n)).or_insert(0) += 1;
+        }
+        *lock(&self.watch) = watch.into();
+        out
+    }
+}
+
+/// Each change of what a name refers to reports exactly that name (both names for a
+/// rename), once before the store changes and once after: the reactors' name cache
+/// keeps a CREATE's name only when its stamp moved by exactly these two reports
+/// (`cache::names::EntrySeen::learned`), and a cached LOOKUP of any other name is
+/// left answering. Data and attribute changes report no name.
+#[test]
+fn name_changes_report_exactly_their_names_twice() {
+    each_local(|m, backend, _| {
+        let rec = Arc::new(Names::default());
+        *lock(&rec.backend) = Some(backend.clone());
+        m.observe_changes(rec.clone());
+        let root = m.root(0).unwrap();
+        let unchecked = CreateMode::Unchecked(SetAttr::default());
+        let two = |d: &Node, n: &[u8]| ((d.fileid, n.to_vec()), 2usize);
+        rec.take("");
+        let a = m.mkdir(&root, b"a", &SetAttr::default(), OWNER).unwrap();
+        assert_eq!(rec.take("a/f"), [two(&root, b"a")].into(), "mkdir");
+        let f = m.create(&a, b"f", &unchecked, OWNER).unwrap();
+        assert_eq!(rec.take(""), [two(&a, b"f")].into(), "create");
+        m.write(&f, 0, b"data", Stable::FileSync).unwrap();
+        m.setattr(
+            &f,
+            &SetAttr {
+                mode: Some(0o600),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        assert!(
+            rec.take("").is_empty(),
+            "a write and a SETATTR name nothing"
+        );
+        m.create(&a, b"g", &unchecked, OWNER).unwrap();
+        assert_eq!(rec.take("a/f"), [two(&a, b"g")].into(), "another create");
+        m.rename(&a, b"f", &root, b"h").unwrap();
+        assert_eq!(
+            rec.take("h"),
+            [two(&a, b"f"), two(&root, b"h")].into(),
+            "rename"
+        );
+        let h = m.lookup(&root, b"h").unwrap();
+        assert_eq!(h.fileid, f.fileid, "a rename keeps the id");
+        m.link(&h, &a, b"l").unwrap();
+        assert_eq!(rec.take("h"), [two(&a, b"l")].into(), "link");
+        m.remove(&root, b"h").unwrap();
+        {
+            // Reported while the object was there, and again once it was gone.
+            let log = lock(&rec.log);
+            assert_eq!(log.len(), 2, "remove");
+            assert!(
+                log[0].2 && !log[1].2,
+                "before and after the removal: {log:?}"
+            );
+        }
+        assert_eq!(rec.take(""), [two(&root, b"h")].into(), "remove");
+        m.rmdir(&root, b"a").unwrap_err();
+        assert_eq!(rec.take(""), [two(&root, b"a")].into(), "a refused rmdir");
+    });
+}
