@@ -84,6 +84,10 @@ pub struct S3Backend {
     wb: Arc<WriteBack>,
     /// `handle_key_file`'s key, read at open; `None` = agreed through the bucket.
     key_file: Option<[u8; 32]>,
+    /// The key agreed through the bucket, once agreed: the file model and the pNFS
+    /// fence both ask at start, and a second agreement found the first's candidate
+    /// younger than `SETTLED_AGE` and waited out `SETTLE` again for the same pick.
+    agreed: std::sync::OnceLock<[u8; 32]>,
 }
 
 fn os_err(e: object_store::Error, key: &str) -> BackendError {
@@ -626,7 +630,12 @@ impl S3Backend {
                 )
             }
         };
-        let backend = S3Backend { core, wb, key_file };
+        let backend = S3Backend {
+            core,
+            wb,
+            key_file,
+            agreed: std::sync::OnceLock::new(),
+        };
         match backend.list("", Some('/'), None, 1) {
             Ok(_) => {}
             Err(BackendError::Permanent(e)) => anyhow::bail!(
@@ -982,11 +991,14 @@ impl Backend for S3Backend {
 /// which is fine: handles prove a gateway issued them, not who may read data.
 impl SharedState for S3Backend {
     fn mac_key(&self) -> BResult<[u8; 32]> {
-        if let Some(k) = self.key_file {
+        if let Some(k) = self.key_file.or_else(|| self.agreed.get().copied()) {
             return Ok(k);
         }
         let mine = format!("{:016x}", rand::random::<u64>());
-        handlekey::agree(&KeyStoreOn(&self.core), rand::random(), &mine)
+        let k = handlekey::agree(&KeyStoreOn(&self.core), rand::random(), &mine)?;
+        // Two callers at once both agree; they adopt the same candidate (the pick is
+        // a function of the listing), and the first to finish is kept.
+        Ok(*self.agreed.get_or_init(|| k))
     }
 
     /// Without `If-None-Match` honoured (Garage), a second writer of the same id
@@ -1272,6 +1284,31 @@ pub(crate) mod live_tests {
         if let Some(b) = fresh("gw/") {
             crate::backend::conformance::run(&b);
         }
+    }
+
+    /// The bucket's handle key is agreed once per process: the file model and the pNFS
+    /// fence both ask at start, and the second answer is the first's key without a
+    /// second `handlekey::SETTLE` wait (every s3 start took two of them).
+    #[test]
+    fn the_handle_key_is_agreed_once_per_backend() {
+        let bucket = format!("t{}-key-once", std::process::id());
+        let Some(b) = live(&bucket, "") else { return };
+        let t0 = std::time::Instant::now();
+        let k = b.mac_key().unwrap();
+        assert!(
+            t0.elapsed() >= handlekey::SETTLE,
+            "the first start agrees through the bucket"
+        );
+        let t1 = std::time::Instant::now();
+        assert_eq!(b.mac_key().unwrap(), k);
+        assert!(
+            t1.elapsed() < handlekey::SETTLE / 2,
+            "agreed again: {:?}",
+            t1.elapsed()
+        );
+        // another gateway (a second backend on the bucket) adopts the same key
+        let b2 = live(&bucket, "").unwrap();
+        assert_eq!(b2.mac_key().unwrap(), k);
     }
 
     /// `Cas` (`[ha]`, docs/ha.md "Fencing"): moto honours `If-None-Match: *` and
