@@ -136,10 +136,12 @@ pub struct Generations {
     /// `name_seed` into slots; a collision only invalidates more): a change of what
     /// a name refers to bumps it (`cache_names`).
     names: Box<[AtomicU64]>,
-    /// A per-process random seed for `name_hash`: names are chosen by clients, and
-    /// an unseeded hash would let one grind names that share a slot or a bucket of
-    /// the reactors' name maps (see `Keyed`).
-    name_seed: rustc_hash::FxSeededState,
+    /// A per-process random key for `name_hash`: names are chosen by clients, and
+    /// an unkeyed hash would let one grind names that share a slot or a bucket of
+    /// the reactors' name maps. SipHash, not a seeded FxHash: FxHash folds a byte
+    /// string with fixed constants before the seed enters, so two names of equal
+    /// fold collide whatever the seed (trivially built for 16-byte names).
+    name_seed: std::hash::RandomState,
 }
 
 impl Default for Generations {
@@ -158,7 +160,7 @@ impl Generations {
             hold_lock: std::sync::Mutex::new(()),
             changes: AtomicU64::new(0),
             names: (0..NAME_SLOTS).map(|_| AtomicU64::new(0)).collect(),
-            name_seed: keyed_seed(),
+            name_seed: std::hash::RandomState::new(),
         }
     }
 
@@ -905,6 +907,12 @@ impl ReadCache {
         if gens.changes() != changes {
             return;
         }
+        // As `fill`: a LOOKUP's attributes (decoded from a fattr3) do not downgrade
+        // an entry the model gave for the same state of the file, which stays able
+        // to answer NFSv4.
+        let exact = self.attrs.get(&n.obj).is_some_and(|e| {
+            e.exact && e.stamp == stamp && e.attr == attr && e.export == dir.export
+        });
         if self.attrs.len() >= MAX_ATTRS {
             self.attrs.clear();
         }
@@ -915,7 +923,7 @@ impl ReadCache {
                 attr,
                 stamp,
                 at: Instant::now(),
-                exact: false,
+                exact,
                 revalidating: false,
             },
         );

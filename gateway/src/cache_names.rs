@@ -16,7 +16,7 @@
 //! refers to — create, remove, rmdir, rename (both names), link — is reported by the
 //! file model by (directory id, name) before and after it runs
 //! (`fs::ChangeObserver::name`), bumping that name's generation slot
-//! (`Generations::name_stamp`: names hashed with a per-process random seed, since
+//! (`Generations::name_stamp`: names hashed with a per-process random SipHash key, since
 //! clients choose them; a slot collision only invalidates more). The rule is the
 //! attributes' (`cache.rs`): a LOOKUP's worker snapshots the name's stamp before it
 //! runs and the reactor keeps the entry only under that stamp; a CREATE's worker
