@@ -17,6 +17,7 @@ use engine::xdr::XdrReader;
 use nfs_wire::nfs4args::*;
 use nfs_wire::v3call::{self, Call};
 use nfs_wire::v4call::Ops;
+use nfs_wire::v4op::{Claim, Fattr, How};
 use nfs_wire::v4pnfs::{self, LayoutCommit, LayoutGet, Return};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -602,6 +603,40 @@ fn a_truncate_or_remove_by_another_client_recalls_the_layout() {
         NFS4_OK,
         "the truncate goes on once it is back"
     );
+
+    // OPEN UNCHECKED4 with a size (open(2) with O_TRUNC) is a truncate too
+    // (§12.5.5): DELAY until A says it holds no layout.
+    get(&mut a, open).expect("a layout again");
+    let size0 = 0u64.to_be_bytes();
+    let open_trunc = |b: &mut S| {
+        let how = How::WithAttrs {
+            mode: UNCHECKED4,
+            attrs: Fattr {
+                bitmap: &[1 << 4],
+                values: &size0,
+            },
+        };
+        let ops = Ops::new().putrootfh().open(
+            b.clientid,
+            b"recalled",
+            3 | OPEN4_SHARE_ACCESS_WANT_NO_DELEG,
+            0,
+            how,
+            Claim::Null(b"recalled"),
+        );
+        b.seq_call(ops).status
+    };
+    assert_eq!(open_trunc(&mut b), NFS4ERR_DELAY);
+    answer_recall(&mut a, NFS4ERR_NOMATCHING_LAYOUT);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        match open_trunc(&mut b) {
+            NFS4_OK => break,
+            NFS4ERR_DELAY => assert!(Instant::now() < deadline, "still DELAY"),
+            st => panic!("OPEN answered {st}"),
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
 
     // NFSv3 REMOVE: JUKEBOX until A says it holds no layout.
     get(&mut a, open).expect("a layout again");

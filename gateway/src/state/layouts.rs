@@ -33,7 +33,7 @@
 use super::error::StateError;
 use super::opens::stateids::{self, Kind};
 use super::stateid::Stateid;
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
@@ -232,6 +232,9 @@ struct Table {
     /// land at a data server that read the old epoch (the bump + `Fence::window`,
     /// `crate::fence`): a conflicting operation waits that out (`break_conflicts`).
     fenced: HashMap<u64, Instant>,
+    /// Files whose layouts a client purge dropped and whose epoch is not moved yet
+    /// (`purge_client`): conflicting operations wait, as for `fenced`.
+    fencing: HashSet<u64>,
     /// Recalls begun and not yet taken by the callback thread.
     queued: VecDeque<[u8; 12]>,
     /// Clients that asked GETDEVICEINFO for device deletions, by (client, data
@@ -466,10 +469,15 @@ impl Layouts {
         f: LayoutFile,
         lease: Duration,
     ) -> Result<Option<[u8; 12]>, StateError> {
+        // A file being fenced, or within its fence window, is as one being recalled:
+        // a layout granted now would be recalled by the waiting conflict again, a
+        // lease of DELAY each time (§12.5.5.2.1 lets the server refuse meanwhile).
         let conflict = t
             .recalling
             .get(&f.fileid)
-            .is_some_and(|since| since.elapsed() < lease);
+            .is_some_and(|since| since.elapsed() < lease)
+            || t.fencing.contains(&f.fileid)
+            || t.fenced.get(&f.fileid).is_some_and(|u| Instant::now() < *u);
         let mine = t
             .by_file
             .get(&(f.clientid, f.fileid))
@@ -564,13 +572,14 @@ impl Layouts {
     /// LAYOUTRETURN4_FSID / _ALL (§18.44.3): every layout of the client (in one file
     /// system when `fsid` is given). Nothing held is not an error.
     pub fn give_back_all(&self, clientid: u64, fsid: Option<u64>) {
-        let n = self.drop_where(clientid, fsid).len();
+        let n = self.drop_where(clientid, fsid, false).len();
         bump(&self.counters.returned, n);
     }
 
     /// Removes every layout of `clientid` (in file system `fsid` when given): the
     /// files they were of.
-    fn drop_where(&self, clientid: u64, fsid: Option<u64>) -> Vec<u64> {
+    /// With `fencing`, the files are marked as being fenced under the same lock.
+    fn drop_where(&self, clientid: u64, fsid: Option<u64>, fencing: bool) -> Vec<u64> {
         let mut t = self.lock();
         let gone: Vec<([u8; 12], u64)> = t
             .by_other
@@ -578,8 +587,11 @@ impl Layouts {
             .filter(|(_, l)| l.clientid == clientid && fsid.is_none_or(|x| x == l.fsid))
             .map(|(o, l)| (*o, l.fileid))
             .collect();
-        for (o, _) in &gone {
+        for (o, f) in &gone {
             t.remove(o);
+            if fencing {
+                t.fencing.insert(*f);
+            }
         }
         self.publish(&t);
         gone.into_iter().map(|(_, f)| f).collect()
@@ -609,13 +621,18 @@ impl Layouts {
     /// their files (RFC 8435 §2.2: a client whose lease expired can no longer write
     /// through any data server; the file's other holders get NFS3ERR_ACCES there too
     /// and come back for a layout with the new credentials).
+    /// Conflicting operations on those files wait from the drop until the fence's
+    /// window ran out (`fencing`, then `fenced`), never in between.
     pub fn purge_client(&self, clientid: u64) {
         self.forget_watches(clientid);
-        let mut files = self.drop_where(clientid, None);
+        let mut files = self.drop_where(clientid, None, true);
         files.sort_unstable();
         files.dedup();
         for f in files {
             self.fence_file(f);
+            let mut t = self.lock();
+            t.fencing.remove(&f);
+            self.publish(&t);
         }
     }
 
@@ -635,7 +652,7 @@ impl Layouts {
     fn publish(&self, t: &Table) {
         self.held.store(t.by_other.len(), Ordering::Release);
         self.marked.store(
-            t.recalling.len() + t.released.len() + t.fenced.len(),
+            t.recalling.len() + t.released.len() + t.fenced.len() + t.fencing.len(),
             Ordering::Release,
         );
     }

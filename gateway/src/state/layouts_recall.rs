@@ -57,7 +57,7 @@ impl Layouts {
         // WRITE can land until then. The conflicting operation waits it out, or such a
         // WRITE would land after it (a truncated file growing back).
         t.fenced.retain(|_, until| now < *until);
-        if t.fenced.contains_key(&fileid) {
+        if t.fenced.contains_key(&fileid) || t.fencing.contains(&fileid) {
             outstanding = true;
         }
         if outstanding {
@@ -208,7 +208,8 @@ impl Layouts {
                 tracing::info!(fileid, epoch, "pNFS: file fenced at the data servers");
                 let until = Instant::now() + f.window();
                 let mut t = self.lock();
-                t.fenced.insert(fileid, until);
+                let e = t.fenced.entry(fileid).or_insert(until);
+                *e = (*e).max(until);
                 self.publish(&t);
                 true
             }

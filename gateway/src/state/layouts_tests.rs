@@ -598,3 +598,40 @@ fn a_layout_stateid_is_reclaimable_only_for_its_owner_and_file() {
     let k = load_key(dir.path()).unwrap();
     assert_eq!(load_key(dir.path()), Some(k), "kept in state.dir");
 }
+
+/// A client purged (lease expiry): its files are fenced, and a conflicting operation
+/// or another client's LAYOUTGET of one waits until the fence's window ran out — a
+/// layout granted in it would be recalled by the waiting conflict again (a lease of
+/// DELAY each time), and a data server may still take the purged client's WRITEs.
+#[test]
+fn after_a_purge_conflicts_and_layoutgets_wait_out_the_fence_window() {
+    let store = std::sync::Arc::new(crate::backend::memory::MemoryBackend::new());
+    let window = Duration::from_millis(300);
+    let fence = std::sync::Arc::new(crate::fence::Fence::new(store, [4; 32], window));
+    let mut t = Layouts::new(Some(devices(2, 1)));
+    t.set_fence(Some(fence.clone()));
+    let inbox = Inbox::default();
+    let a = LayoutFile {
+        fileid: 100,
+        clientid: 7,
+        ..F
+    };
+    t.grant_on(a, FH, None, IOMODE_RW, LEASE, 0b01).unwrap();
+    let before = fence.epoch(a.fileid).unwrap();
+    let purged_at = Instant::now();
+    t.purge_client(7);
+    assert_eq!(fence.epoch(a.fileid).unwrap(), before + 1, "fenced");
+    assert!(t.any(), "the window keeps the conflict path on");
+    let other = LayoutFile { clientid: 9, ..a };
+    assert!(!t.break_conflicts(a.fileid, Some(9), LEASE, &inbox));
+    assert!(matches!(
+        t.grant_on(other, FH, None, IOMODE_RW, LEASE, 0b01),
+        Err(StateError::Resource)
+    ));
+    while !t.break_conflicts(a.fileid, Some(9), LEASE, &inbox) {
+        assert!(purged_at.elapsed() < 10 * window, "the wait ends");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(purged_at.elapsed() >= window);
+    t.grant_on(other, FH, None, IOMODE_RW, LEASE, 0b01).unwrap();
+}

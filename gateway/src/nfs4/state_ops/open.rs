@@ -381,6 +381,12 @@ pub fn run(c: &mut Compound, a: &OpenArgs) -> Result<Opened, Nfsstat4> {
     {
         return Err(NFS4ERR_DELAY);
     }
+    if t.truncate.is_some() {
+        // A truncate changes what other clients' pNFS layouts map (RFC 8881
+        // §12.5.5), as SETATTR of the size does: recalled (and, unreturned, fenced)
+        // first.
+        crate::nfs4::layout_ops::recall_conflicts(c, fileid)?;
+    }
     // Share reservations of courtesy clients give way (`state/expiry.rs`). `fresh`:
     // this OPEN made the open (not an upgrade of one the owner held).
     let (stateid, fresh) = c.state.open(c.clientid, a.owner, fileid, access, deny)?;
