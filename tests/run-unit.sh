@@ -40,10 +40,15 @@ for r in sorted(rows):
 [ -s "$OUT/list" ] || { echo "run-unit.sh: no test executables" >&2; cat "$OUT/build.log"; exit 1; }
 
 # one binary: its output in $OUT/N.log, its exit status in $OUT/N.rc
+# A start and an end line each on stdout as it happens: a binary that hangs (or a stage
+# killed by its timeout) is named in the CI log even though the per-binary logs are
+# only gathered at the end.
 run_one() {
-  local n=$1 dir=$2 exe=$3 what=$4 rc=0
+  local n=$1 dir=$2 exe=$3 what=$4 rc=0 t=$SECONDS
+  echo "run-unit.sh: start $what"
   { echo "     Running $what ($exe)"; (cd "$dir" && "$exe") 2>&1 || rc=$?; } >"$OUT/$n.log"
   echo "$rc" >"$OUT/$n.rc"
+  echo "run-unit.sh: end   $what: exit $rc in $((SECONDS - t)) s"
 }
 export -f run_one
 export OUT
