@@ -459,7 +459,11 @@ def test_expired_entries_are_revalidated_on_the_ring(gw_factory, io):
     (g.data_dir / "r").write_bytes(data)
     time.sleep(0.1)   # the file's ctime well before the worker's look at it
     fh = c.lookup_path(root, "r")
-    c.getattr(fh).check()   # a worker teaches the reactor the file
+    c.getattr(fh).check()
+    # A worker's READ teaches the reactor's file table the file (the GETATTR may
+    # already be answered from attributes the LOOKUP taught the read cache: then no
+    # worker saw the file yet, and the first READ would be its lesson).
+    c.read(fh, 0, 1).check()
     before = _data_jobs(g)
     t0 = time.monotonic()
     while time.monotonic() - t0 < 3.5:
