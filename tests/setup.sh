@@ -21,7 +21,7 @@ log() { echo "setup.sh: $*" >&2; }
 # ---- Debian packages --------------------------------------------------------
 PKGS=(libnfs-utils libnfs-dev swig python3-dev python3-venv build-essential pkg-config
       libibverbs-dev librdmacm-dev libclang-dev fio systemd libfuse3-3 prometheus man-db keepalived iproute2
-      xfsprogs attr perl)
+      xfsprogs attr perl curl)
 missing=()
 for p in "${PKGS[@]}"; do
     if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
