@@ -349,7 +349,7 @@ pub fn render(src: &Source, out: &mut String) {
         out,
         "nfsgw_fs_flushes_total",
         "counter",
-        "Device flushes on the fs backend's namespace path: file (a new file before its name), dir (a directory after its entries changed), log (one force of the file system's log covering changes in every directory; backend.fs.flush).",
+        "Device flushes on the fs backend's namespace path: file (a new file before its name), dir (a directory after its entries changed), log (one force of the file system's log covering changes in every directory and stable writes' data; backend.fs.flush), data (a stable WRITE's or COMMIT's own fsync through a worker, where there is no log).",
     );
     for (i, kind) in super::fs_flushes::KINDS.iter().enumerate() {
         let _ = writeln!(

@@ -28,6 +28,13 @@
 //! (b) One log force covers every change *completed before it started*, in any
 //! directory, so the group commit spans the file system (one `DirSync` for the log,
 //! not one per directory): concurrent creates in different directories share it.
+//! (c) A stable WRITE's data (`data`) needs no device flush of its own either: once
+//! its pages are written back and their I/O completed, the metadata that I/O changed
+//! is in the log, and the log force's cache flush covers the data blocks completed
+//! before it. An object put whole (`FsUpload::complete`) keeps its fsync before the
+//! rename: a name must never point at a torn object, even one never acknowledged.
+//! The reactor's own stable WRITE (`uring`: write, fsync and statx linked in one
+//! submission) keeps its fsync: a log force there would be a blocking group wait.
 //!
 //! Which fsync forces the log matters: ext4 commits on a directory's fsync (since
 //! Linux 5.10 `ext4_fsync_journal` forces a full commit for anything but a regular
@@ -84,6 +91,8 @@ pub(super) enum Kind {
     File = 0,
     Dir = 1,
     Log = 2,
+    /// A stable WRITE's or COMMIT's own fsync (no log, or the file on another device).
+    Data = 3,
 }
 
 /// Detects whether the file system of `root` orders its metadata through one log.
@@ -167,7 +176,7 @@ struct Log {
 /// The backend's flush policy and its counters.
 pub(super) struct Flush {
     log: Option<Log>,
-    counts: [AtomicU64; 3],
+    counts: [AtomicU64; 4],
 }
 
 impl Flush {
@@ -298,6 +307,39 @@ impl Flush {
         }
         self.fsync_dir(to)?;
         self.fsync_dir(from)
+    }
+
+    /// A stable WRITE's or COMMIT's data and the file's metadata on stable storage
+    /// before the reply (RFC 1813 §3.3.7 FILE_SYNC, §3.3.21; RFC 8881 §18.32.3).
+    ///
+    /// Without a log, `fsync`: one device flush per call. With the log (module doc (c)):
+    /// `sync_file_range(WAIT_BEFORE | WRITE | WAIT_AFTER)` writes the file's dirty pages
+    /// and waits for their I/O to complete, with no device flush; the metadata that I/O
+    /// changes — blocks allocated, unwritten extents converted, the on-disk size moved —
+    /// is committed into the log by the file system *before* the pages leave writeback
+    /// (XFS `xfs_end_ioend` before `iomap_finish_ioends`; ext4's unwritten conversion
+    /// before `ext4_finish_bio`), and the write's own timestamp change was logged at
+    /// `write(2)`. Then one shared log force: its commit is written with a cache flush
+    /// (`REQ_PREFLUSH`: XFS's checkpoint iclogs, jbd2's commit block), which makes every
+    /// write *completed* before it durable, this file's data included. Concurrent
+    /// stable WRITEs and namespace changes share that one flush instead of one each.
+    pub fn data(&self, f: BorrowedFd<'_>) -> io::Result<()> {
+        let log = match &self.log {
+            Some(log) => sys::fstat(f)
+                .is_ok_and(|st| st.st_dev == log.dev)
+                .then_some(log),
+            None => None,
+        };
+        match log {
+            Some(log) => {
+                sys::sync_file_range_wait(f)?;
+                self.force(log)
+            }
+            None => {
+                self.count(Kind::Data);
+                sys::fsync(f)
+            }
+        }
     }
 
     /// A directory's fsync, counted.

@@ -311,3 +311,106 @@ fn journal_mode_makes_one_log_force_per_change() {
     assert_eq!(b.flush.flushes(Kind::File), 1);
     assert_eq!(b.flush.flushes(Kind::Log), 3);
 }
+
+/// A stable WRITE's sync (`RandomWrite::sync`, what FILE_SYNC WRITE and COMMIT call
+/// through a worker) in journal mode: the file's pages written back and waited on
+/// (`sync_file_range`), then one log force (the marker's `futimens` + `fsync`), no
+/// fsync of the file itself; per directory: the file's own fsync, counted as `data`.
+/// The bytes are there either way.
+#[test]
+fn a_stable_write_shares_the_log_force_in_journal_mode() {
+    use crate::backend::RandomWrite;
+    use std::collections::BTreeMap;
+    let Some(j) = LoopFs::ext4_journal() else {
+        return;
+    };
+    for mode in [FlushMode::Journal, FlushMode::PerDirectory] {
+        let root = j.mnt.join(format!("{mode:?}"));
+        let b = FsBackend::open_configured(&root, false, mode).unwrap();
+        b.put("f", b"", &UserMeta::new(), true).unwrap();
+        b.write_at("f", 4096, b"stable bytes").unwrap();
+        let before = [Kind::Log, Kind::Data].map(|k| b.flush.flushes(k));
+        sys::calls::take();
+        b.sync("f").unwrap();
+        let calls = sys::calls::take();
+        let after = [Kind::Log, Kind::Data].map(|k| b.flush.flushes(k));
+        let want: BTreeMap<&str, u32> = match mode {
+            FlushMode::Journal => [
+                ("fstat", 1),
+                ("sync_file_range", 1),
+                ("futimens", 1),
+                ("fsync", 1),
+            ]
+            .into_iter()
+            .collect(),
+            _ => [("fsync", 1)].into_iter().collect(),
+        };
+        // `entry` may stat the file to check it is current: only the sync's calls.
+        let got: BTreeMap<&str, u32> = calls
+            .into_iter()
+            .filter(|(k, _)| want.contains_key(k))
+            .collect();
+        assert_eq!(got, want, "{mode:?}");
+        let flushed = match mode {
+            FlushMode::Journal => [before[0] + 1, before[1]],
+            _ => [before[0], before[1] + 1],
+        };
+        assert_eq!(after, flushed, "{mode:?}: (log, data) flushes");
+        let mut bytes = [0xffu8; 4108];
+        assert_eq!(b.get_range("f", 0, &mut bytes).unwrap(), 4108);
+        assert_eq!(&bytes[4096..], b"stable bytes");
+        assert!(bytes[..4096].iter().all(|&x| x == 0));
+    }
+}
+
+/// Concurrent stable WRITEs to different files in journal mode share log forces:
+/// fewer forces than syncs, and no per-file fsync at all.
+#[test]
+fn concurrent_stable_writes_share_log_forces() {
+    use crate::backend::RandomWrite;
+    let Some(j) = LoopFs::ext4_journal() else {
+        return;
+    };
+    let b =
+        Arc::new(FsBackend::open_configured(&j.mnt.join("w"), false, FlushMode::Journal).unwrap());
+    let (threads, each) = (8usize, 20usize);
+    for t in 0..threads {
+        b.put(&format!("f{t}"), b"", &UserMeta::new(), true)
+            .unwrap();
+    }
+    let log0 = b.flush.flushes(Kind::Log);
+    let go = Arc::new(Barrier::new(threads));
+    let ts: Vec<_> = (0..threads)
+        .map(|t| {
+            let (b, go) = (b.clone(), go.clone());
+            std::thread::spawn(move || {
+                go.wait();
+                for i in 0..each {
+                    let key = format!("f{t}");
+                    b.write_at(&key, (i * 3901) as u64, &[t as u8 + 1; 3901])
+                        .unwrap();
+                    b.sync(&key).unwrap();
+                }
+            })
+        })
+        .collect();
+    for t in ts {
+        t.join().unwrap();
+    }
+    let forces = b.flush.flushes(Kind::Log) - log0;
+    let syncs = (threads * each) as u64;
+    eprintln!("{syncs} stable writes, {forces} log forces");
+    assert_eq!(b.flush.flushes(Kind::Data), 0, "a file fsynced on its own");
+    assert!(
+        forces > 0 && forces < syncs,
+        "{syncs} syncs, {forces} forces"
+    );
+    for t in 0..threads {
+        let mut bytes = vec![0u8; each * 3901 + 1];
+        assert_eq!(
+            b.get_range(&format!("f{t}"), 0, &mut bytes).unwrap(),
+            each * 3901
+        );
+        assert!(bytes[..each * 3901].iter().all(|&x| x == t as u8 + 1));
+    }
+}

@@ -1717,6 +1717,8 @@ impl RandomWrite for FsBackend {
     fn sync(&self, key: &str) -> BResult<()> {
         check_key(key)?;
         let (e, _) = self.entry(key, false)?;
-        e.file.sync_all().map_err(|err| map_io(err, "fsync", key))
+        self.flush
+            .data(e.file.as_fd())
+            .map_err(|err| map_io(err, "fsync", key))
     }
 }
