@@ -352,11 +352,22 @@ layouts() {
 mkdir -p $M3
 V3_OPTS=vers=3,proto=tcp,port=2049,mountport=2049,mountproto=tcp,nolock
 check "second client: mount -o $V3_OPTS" mount -t nfs -o "$V3_OPTS" "$ADDR:/" $M3
-r0=$(layouts recalled)
+# replied PROTO: callback replies the metadata server matched on the mount's transport
+# (nfsgw_callbacks_total{transport="PROTO",result="replied"}).
+replied() {
+  curl -sf "http://$MDS_STATS/metrics" | awk -v s="nfsgw_callbacks_total{transport=\"$PROTO\",result=\"replied\"}" \
+    'index($0, s " ") == 1 {print $NF; found = 1} END {if (!found) print 0}'
+}
+r0=$(layouts recalled); ret0=$(layouts returned); rev0=$(layouts revoked); cb0=$(replied)
 check "NFSv3 truncate of a file the v4.1 client holds a layout of" timeout 120 truncate -s 1000 "$M3/f.1"
-r1=$(layouts recalled)
-echo "$TAG: layouts recalled $r0 -> $r1, granted $(layouts granted), returned $(layouts returned), revoked $(layouts revoked)"
+r1=$(layouts recalled); ret1=$(layouts returned); rev1=$(layouts revoked); cb1=$(replied)
+echo "$TAG: layouts recalled $r0 -> $r1, returned $ret0 -> $ret1, revoked $rev0 -> $rev1, granted $(layouts granted); callback replies over $PROTO $cb0 -> $cb1"
 check "the truncate recalled the layout" test "$r1" -gt "$r0"
+# "Recalled" counts a recall begun; a lost CB_LAYOUTRECALL would end in a revocation a
+# lease later and the truncate would still finish. The client must have answered it on
+# the mount's own back channel (over rdma: RFC 8167) and returned the layout.
+check "the recall was answered over $PROTO and the layout returned, not revoked" \
+  test "$cb1" -gt "$cb0" -a "$ret1" -gt "$ret0" -a "$rev1" = "$rev0"
 echo 3 > /proc/sys/vm/drop_caches
 check "the v4.1 client sees the truncated size" test "$(stat -c %s "$M/f.1")" = 1000
 check "and the bytes before it" cmp -n 1000 "$W/src.1" "$M/f.1"
