@@ -527,7 +527,8 @@ fn answer_recall(c: &mut nfs4_client::Tcp41, status: u32) -> v4pnfs::CbLayoutRec
 /// stateid one seqid on — and is answered NFS4ERR_DELAY (LAYOUTGET of the file
 /// NFS4ERR_RECALLCONFLICT for the recalled client) until the layout comes back by
 /// LAYOUTRETURN; an NFSv3 REMOVE gets NFS3ERR_JUKEBOX until the client answers
-/// NFS4ERR_NOMATCHING_LAYOUT (it holds none). (The counters: `layouts_tests.rs`.)
+/// NFS4ERR_NOMATCHING_LAYOUT (it holds none), and so does an NFSv3 RENAME over a file
+/// with a layout. (The counters: `layouts_tests.rs`.)
 #[test]
 fn a_truncate_or_remove_by_another_client_recalls_the_layout() {
     const NFS4ERR_DELAY: u32 = 10008;
@@ -666,6 +667,62 @@ fn a_truncate_or_remove_by_another_client_recalls_the_layout() {
         }
         std::thread::sleep(Duration::from_millis(50));
     }
+
+    // NFSv3 RENAME over a file A holds a layout of (§12.5.5: the object at the target
+    // name goes away as with REMOVE): JUKEBOX until A says it holds no layout of
+    // *that* file, then the name is the renamed file.
+    let (t_open, t_fh) = open_a(&mut a, b"target");
+    let (st, _) = on_a(
+        &mut a,
+        &t_fh,
+        Ops::new().layoutget(&layoutget(LAYOUTIOMODE4_RW, t_open)),
+    );
+    assert_eq!(st, NFS4_OK, "LAYOUTGET of the rename's target");
+    let (_, s_fh) = open_a(&mut a, b"source");
+    let mut rargs = Vec::new();
+    for part in [&root[..], b"source", &root[..], b"target"] {
+        rargs.extend((part.len() as u32).to_be_bytes());
+        rargs.extend(part);
+        rargs.resize(rargs.len().div_ceil(4) * 4, 0);
+    }
+    let rename = |v: &mut nfs4_client::V3| {
+        v3call::status(&v.call(
+            nfs_wire::NFS_PROGRAM,
+            nfs_wire::nfs3::NFSPROC3_RENAME,
+            &rargs,
+        ))
+    };
+    assert_eq!(rename(&mut v3c), NFS3ERR_JUKEBOX);
+    let cb = answer_recall(&mut a, NFS4ERR_NOMATCHING_LAYOUT);
+    assert_eq!(cb.fh, t_fh, "the recall names the file the rename replaces");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        match rename(&mut v3c) {
+            0 => break,
+            NFS3ERR_JUKEBOX => assert!(Instant::now() < deadline, "still JUKEBOX"),
+            st => panic!("RENAME answered {st}"),
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let (st, res) = a.seq_run(|o| o.putrootfh().lookup(b"target").getfh());
+    assert_eq!(st, NFS4_OK, "LOOKUP of the target after the rename");
+    let mut r = res.reader();
+    for op in [
+        nfs_wire::nfs4::OP_SEQUENCE,
+        nfs_wire::nfs4::OP_PUTROOTFH,
+        nfs_wire::nfs4::OP_LOOKUP,
+    ] {
+        nfs4_client::expect_op(&mut r, op);
+        if op == nfs_wire::nfs4::OP_SEQUENCE {
+            nfs4_client::skip_sequence_ok(&mut r);
+        }
+    }
+    nfs4_client::expect_op(&mut r, nfs_wire::nfs4::OP_GETFH);
+    assert_eq!(
+        r.opaque_var(128).unwrap(),
+        &s_fh[..],
+        "the name is the renamed file"
+    );
 }
 
 /// A gateway on the shared `fs` directory `root` (`backend.shared`: the handle key
