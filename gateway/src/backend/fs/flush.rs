@@ -33,6 +33,10 @@
 //! is in the log, and the log force's cache flush covers the data blocks completed
 //! before it. An object put whole (`FsUpload::complete`) keeps its fsync before the
 //! rename: a name must never point at a torn object, even one never acknowledged.
+//! Two cases keep the file's own fsync: a mount with `lazytime` (a write's timestamp
+//! change is then kept in memory, not logged, until the inode is written: only fsync
+//! writes it) and an XFS file whose data is on the realtime device (the log force
+//! flushes the data device only; `xfs_file_fsync` flushes the realtime one).
 //! The reactor's own stable WRITE (`uring`: write, fsync and statx linked in one
 //! submission) keeps its fsync: a log force there would be a blocking group wait.
 //!
@@ -171,6 +175,12 @@ struct Log {
     dev: u64,
     marker: OwnedFd,
     group: DirSync,
+    /// Stable writes' data may share the force (`data`): not under `lazytime`, whose
+    /// write timestamps reach the log only when something writes the inode.
+    data: bool,
+    /// XFS: a file's data may be on the realtime device, which the force does not
+    /// flush (`data` asks per file).
+    xfs: bool,
 }
 
 /// The backend's flush policy and its counters.
@@ -237,10 +247,19 @@ impl Flush {
             0,
         )?;
         let dev = sys::fstat(marker.as_fd())?.st_dev;
+        let lazy = lazytime(root);
+        if lazy {
+            tracing::info!(
+                "backend.root is mounted lazytime (or its mount could not be read): stable \
+                 WRITEs and COMMITs fsync their own file"
+            );
+        }
         Ok(Log {
             dev,
             marker,
             group: DirSync::default(),
+            data: !lazy,
+            xfs: sys::fstatfs(root)?.f_type as i64 == XFS_SUPER_MAGIC,
         })
     }
 
@@ -324,12 +343,12 @@ impl Flush {
     /// write *completed* before it durable, this file's data included. Concurrent
     /// stable WRITEs and namespace changes share that one flush instead of one each.
     pub fn data(&self, f: BorrowedFd<'_>) -> io::Result<()> {
-        let log = match &self.log {
-            Some(log) => sys::fstat(f)
-                .is_ok_and(|st| st.st_dev == log.dev)
-                .then_some(log),
-            None => None,
+        let shares = |log: &Log| {
+            log.data
+                && sys::fstat(f).is_ok_and(|st| st.st_dev == log.dev)
+                && !(log.xfs && sys::xfs_realtime(f).unwrap_or(true))
         };
+        let log = self.log.as_ref().filter(|l| shares(l));
         match log {
             Some(log) => {
                 sys::sync_file_range_wait(f)?;
@@ -358,6 +377,38 @@ impl Flush {
             sys::fsync(log.marker.as_fd())
         })
     }
+}
+
+/// Whether the mount of `fd` has `lazytime` among its options (`/proc/self/mountinfo`,
+/// the line of its mount id: per-mount options, field 6, and the super block's, the
+/// last field). Unknown (no `STATX_MNT_ID`, no line): true, the answer that keeps
+/// stable writes' own fsync.
+fn lazytime(fd: BorrowedFd<'_>) -> bool {
+    let Ok(id) = sys::mount_id(fd) else {
+        return true;
+    };
+    let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else {
+        return true;
+    };
+    let id = id.to_string();
+    info.lines()
+        .find(|l| l.split(' ').next() == Some(id.as_str()))
+        .is_none_or(mount_line_has_lazytime)
+}
+
+/// Whether one `/proc/self/mountinfo` line names `lazytime` in either option list.
+fn mount_line_has_lazytime(line: &str) -> bool {
+    let fields: Vec<&str> = line.split(' ').collect();
+    let mount_opts = fields.get(5).copied().unwrap_or("");
+    let super_opts = fields
+        .iter()
+        .position(|f| *f == "-")
+        .and_then(|i| fields.get(i + 3))
+        .copied()
+        .unwrap_or("");
+    [mount_opts, super_opts]
+        .iter()
+        .any(|o| o.split(',').any(|x| x == "lazytime"))
 }
 
 #[cfg(test)]

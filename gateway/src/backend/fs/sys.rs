@@ -175,6 +175,44 @@ pub fn sync_file_range_wait(fd: BorrowedFd<'_>) -> io::Result<()> {
     check(unsafe { libc::sync_file_range(fd.as_raw_fd(), 0, 0, flags) })
 }
 
+/// `FS_IOC_FSGETXATTR` (`_IOR('X', 31, struct fsxattr)`, 28 bytes), not in libc.
+const FS_IOC_FSGETXATTR: libc::c_ulong = 0x801c_581f;
+/// `FS_XFLAG_REALTIME`: the file's data lives on XFS's realtime device.
+const FS_XFLAG_REALTIME: u32 = 0x1;
+
+/// Whether the file's data is on XFS's realtime device (`fsx_xflags`), whose cache a
+/// log force does not flush. An error: the caller treats the file as realtime.
+pub fn xfs_realtime(fd: BorrowedFd<'_>) -> io::Result<bool> {
+    calls::note("ioctl");
+    // struct fsxattr: fsx_xflags first, 28 bytes in all.
+    let mut fsx = [0u32; 7];
+    // SAFETY: `fd` is open; the kernel writes at most 28 bytes into `fsx` (28 bytes).
+    check(unsafe { libc::ioctl(fd.as_raw_fd(), FS_IOC_FSGETXATTR as _, fsx.as_mut_ptr()) })?;
+    Ok(fsx[0] & FS_XFLAG_REALTIME != 0)
+}
+
+/// The mount id of the mount `fd` is on (`statx` `STATX_MNT_ID`, Linux 5.8+).
+pub fn mount_id(fd: BorrowedFd<'_>) -> io::Result<u64> {
+    calls::note("statx");
+    // SAFETY: an all-zero statx is a valid value to be overwritten.
+    let mut stx: libc::statx = unsafe { std::mem::zeroed() };
+    let empty = c"";
+    // SAFETY: `fd` is open, `empty` a NUL-terminated path, `stx` writable.
+    check(unsafe {
+        libc::statx(
+            fd.as_raw_fd(),
+            empty.as_ptr(),
+            libc::AT_EMPTY_PATH,
+            libc::STATX_MNT_ID,
+            &mut stx,
+        )
+    })?;
+    if stx.stx_mask & libc::STATX_MNT_ID == 0 {
+        return Err(io::Error::from_raw_os_error(libc::ENOSYS));
+    }
+    Ok(stx.stx_mnt_id)
+}
+
 pub fn mkdirat(dir: BorrowedFd<'_>, name: &CStr, mode: libc::mode_t) -> io::Result<()> {
     calls::note("mkdirat");
     // SAFETY: `dir` is open and `name` NUL-terminated.
