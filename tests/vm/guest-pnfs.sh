@@ -352,9 +352,15 @@ layouts() {
 mkdir -p $M3
 V3_OPTS=vers=3,proto=tcp,port=2049,mountport=2049,mountproto=tcp,nolock
 check "second client: mount -o $V3_OPTS" mount -t nfs -o "$V3_OPTS" "$ADDR:/" $M3
+# Layouts are return-on-close (README "Close-to-open across data servers"): the v4.1
+# client keeps f.1 open (fd 8) and reads through it, so it holds a layout at the truncate.
+exec 8<"$M/f.1"
+echo 3 > /proc/sys/vm/drop_caches
+check "the v4.1 client reads f.1 through a layout and keeps it open" sh -c 'head -c 262144 <&8 >/dev/null'
 r0=$(layouts recalled)
 check "NFSv3 truncate of a file the v4.1 client holds a layout of" timeout 120 truncate -s 1000 "$M3/f.1"
 r1=$(layouts recalled)
+exec 8<&-
 echo "$TAG: layouts recalled $r0 -> $r1, granted $(layouts granted), returned $(layouts returned), revoked $(layouts revoked)"
 check "the truncate recalled the layout" test "$r1" -gt "$r0"
 echo 3 > /proc/sys/vm/drop_caches
