@@ -142,6 +142,9 @@ pub struct Generations {
     /// string with fixed constants before the seed enters, so two names of equal
     /// fold collide whatever the seed (trivially built for 16-byte names).
     name_seed: std::hash::RandomState,
+    /// pNFS data generations this data server dropped a file's caches for
+    /// (`cache_data.rs`): a layout's call with another one is not answered here.
+    data: data::DataSeen,
 }
 
 impl Default for Generations {
@@ -161,6 +164,23 @@ impl Generations {
             changes: AtomicU64::new(0),
             names: (0..NAME_SLOTS).map(|_| AtomicU64::new(0)).collect(),
             name_seed: std::hash::RandomState::new(),
+            data: data::DataSeen::default(),
+        }
+    }
+
+    /// pNFS data generations (`cache_data.rs`): checked from now on.
+    pub fn check_data_gens(&self) {
+        self.data.enable()
+    }
+
+    /// Whether a call with `cred` may be answered from what is cached of `fileid`:
+    /// any caller but a pNFS layout's, and a layout's whose data generation this
+    /// gateway already dropped the file's caches for (one atomic load).
+    #[inline]
+    pub fn data_ok(&self, fileid: u64, cred: &Cred) -> bool {
+        match crate::fence::synthetic_gen(cred) {
+            None => true,
+            Some(g) => self.data.seen(fileid, g),
         }
     }
 
@@ -328,6 +348,12 @@ impl Generations {
 impl crate::fs::ChangeObserver for Generations {
     fn file(&self, fileid: u64) {
         self.bump_file(fileid)
+    }
+    fn data_seen(&self, fileid: u64, gen: u16) -> bool {
+        self.data.seen(fileid, gen)
+    }
+    fn note_data(&self, fileid: u64, gen: u16) {
+        self.data.note(fileid, gen)
     }
 
     fn all(&self) {
@@ -586,6 +612,10 @@ impl ReadCache {
     ) -> Option<(&AttrEntry, crate::export::Caller, bool)> {
         let e = self.attrs.get(&FhKey::new(req.fh)?)?;
         if gens.stamp_as(e.attr.fileid, holder) != e.stamp {
+            return None;
+        }
+        // A pNFS layout of a data generation not yet dropped for: to a worker.
+        if !gens.data_ok(e.attr.fileid, req.cred) {
             return None;
         }
         let age = e.at.elapsed();
@@ -1144,6 +1174,9 @@ pub use dirs::{ListedEntry, ListedPage, ListingFill, ListingHit};
 
 #[path = "cache_names.rs"]
 pub mod names;
+
+#[path = "cache_data.rs"]
+mod data;
 pub use names::NameFill;
 
 #[cfg(test)]

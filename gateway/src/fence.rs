@@ -14,6 +14,18 @@
 //! with bit 31 set is refused (NFS3ERR_ACCES, RFC 8435 §2.2: the storage device
 //! denies access to fenced credentials). Ids below 2^31 keep the export's rules.
 //!
+//! Close-to-open across data servers (README "On one S3 bucket"): the gid of the
+//! pair also carries, in the clear, the file's *data generation* `g` (16 bits,
+//! `GEN_SHIFT`), which the metadata server moves whenever data written through a
+//! layout may have become visible (`state::layouts_gen`), and the MAC covers it:
+//! `uid = H(key, fileid, e, g)[0..4] | 2^31`, `gid = 2^31 | g << 15 |
+//! H(key, fileid, e, g)[4..6] & 0x7fff`: 46 bits of MAC (31 in the uid, 15 in the
+//! gid) where the pair had 62 before. A data server that verifies a pair whose `g` it
+//! has not seen for the file drops everything it cached of it (reactor caches, the
+//! store's HEAD/attribute cache) before answering (`fs::FileModel::fresh_data`,
+//! `cache::Generations::data_seen`). A forged `g` cannot pass the MAC; a verified old
+//! `g` (a layout granted before) costs at most one cache drop, never a refusal.
+//!
 //! Revoking a layout bumps the epoch in the store before the conflicting operation
 //! proceeds (`state::layouts`). The window: a data server caches an epoch it read
 //! for `WINDOW` (the store's own attribute cache is as long), so a fenced client's
@@ -32,6 +44,10 @@ use std::time::{Duration, Instant};
 
 /// The bit every synthetic id has (no real user's id has it here).
 pub const SYNTHETIC: u32 = 1 << 31;
+/// Where a synthetic gid carries the data generation (bits 15..31); below it, 15
+/// bits of the MAC.
+pub const GEN_SHIFT: u32 = 15;
+const GID_MAC: u32 = (1 << GEN_SHIFT) - 1;
 /// How long a data server trusts an epoch it read: the fencing window.
 pub const WINDOW: Duration = Duration::from_secs(2);
 /// Epochs cached at most (then the cache starts over: a bound, not an LRU).
@@ -53,11 +69,24 @@ pub struct Fence {
 /// computed once per read, not once per call (a keyed blake3 per data-server call was
 /// ~600 of a 1 MiB READ's ~9,700 instructions: docs/performance.md, "`bench --pnfs`
 /// over 1, 2 and 3 data servers").
+/// The pairs of the last two data generations verified at this epoch are kept with
+/// it (a writer's older layout and a reader's newer one stay O(1) side by side).
 #[derive(Clone, Copy)]
 struct Known {
     epoch: u64,
-    ids: (u32, u32),
+    pairs: [Option<(u16, (u32, u32))>; 2],
     at: Instant,
+}
+
+impl Known {
+    /// The verified pair of generation `gen`, when kept.
+    fn pair(&self, gen: u16) -> Option<(u32, u32)> {
+        self.pairs
+            .iter()
+            .flatten()
+            .find(|p| p.0 == gen)
+            .map(|p| p.1)
+    }
 }
 
 /// A gateway's fence, when its store has conditional writes (else `None`: fencing
@@ -80,6 +109,22 @@ pub fn synthetic_ids(cred: &Cred) -> Option<(u32, u32)> {
     }
 }
 
+/// The data generation a synthetic gid carries (bits 15..31).
+pub fn gen_of(gid: u32) -> u16 {
+    (gid >> GEN_SHIFT) as u16
+}
+
+/// The data generation of a call whose AUTH_SYS uid is synthetic, read from its gid
+/// in the clear (not verified: a reactor's cache asks only whether it is one a
+/// worker already verified and dropped the file's caches for).
+#[inline]
+pub fn synthetic_gen(cred: &Cred) -> Option<u16> {
+    match cred {
+        Cred::Sys(s) if is_synthetic(s.uid) => Some(gen_of(s.gid)),
+        _ => None,
+    }
+}
+
 fn name(fileid: u64) -> String {
     format!("pnfs-fence/{fileid:016x}")
 }
@@ -94,7 +139,7 @@ fn parse(data: &[u8]) -> Result<u64, BackendError> {
 impl Fence {
     pub fn new(store: Arc<dyn Backend>, handle_key: [u8; 32], window: Duration) -> Fence {
         Fence {
-            key: blake3::derive_key("nfsgw pnfs fence ids v1", &handle_key),
+            key: blake3::derive_key("nfsgw pnfs fence ids v2", &handle_key),
             store,
             window,
             cache: Mutex::new(std::collections::HashMap::new()),
@@ -107,15 +152,17 @@ impl Fence {
         self.window
     }
 
-    /// The synthetic (uid, gid) of `fileid` at `epoch`.
-    pub fn ids(&self, fileid: u64, epoch: u64) -> (u32, u32) {
-        let mut m = [0u8; 16];
+    /// The synthetic (uid, gid) of `fileid` at `epoch` and data generation `gen`.
+    pub fn ids(&self, fileid: u64, epoch: u64, gen: u16) -> (u32, u32) {
+        let mut m = [0u8; 18];
         m[..8].copy_from_slice(&fileid.to_le_bytes());
-        m[8..].copy_from_slice(&epoch.to_le_bytes());
+        m[8..16].copy_from_slice(&epoch.to_le_bytes());
+        m[16..].copy_from_slice(&gen.to_le_bytes());
         let h = blake3::keyed_hash(&self.key, &m);
         let b = h.as_bytes();
         let word = |i: usize| u32::from_le_bytes(b[i..i + 4].try_into().expect("4 bytes"));
-        (word(0) | SYNTHETIC, word(4) | SYNTHETIC)
+        let gid = SYNTHETIC | u32::from(gen) << GEN_SHIFT | (word(4) & GID_MAC);
+        (word(0) | SYNTHETIC, gid)
     }
 
     fn cas(&self) -> &dyn crate::backend::Cas {
@@ -128,10 +175,11 @@ impl Fence {
     /// before `bump` returned + window (the module's promise). Epochs only grow: a
     /// lower one never replaces a higher one cached (a slow read answering after this
     /// gateway's own bump).
+    /// The verified pairs of the same epoch are kept (the generations stay valid).
     fn remember(&self, fileid: u64, epoch: u64, asked: Instant) -> Known {
-        let known = Known {
+        let mut known = Known {
             epoch,
-            ids: self.ids(fileid, epoch),
+            pairs: [None; 2],
             at: asked,
         };
         let mut c = self.cache.lock().unwrap_or_else(|e| e.into_inner());
@@ -139,12 +187,26 @@ impl Fence {
             if k.epoch > epoch {
                 return *k;
             }
+            if k.epoch == epoch {
+                known.pairs = k.pairs;
+            }
         }
         if c.len() >= CACHE_MAX {
             c.clear();
         }
         c.insert(fileid, known);
         known
+    }
+
+    /// Keeps `pair` as the verified pair of `gen` at `epoch` (when that is still the
+    /// epoch cached), the most recent first.
+    fn keep_pair(&self, fileid: u64, epoch: u64, gen: u16, pair: (u32, u32)) {
+        let mut c = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(k) = c.get_mut(&fileid) {
+            if k.epoch == epoch && k.pair(gen).is_none() {
+                k.pairs = [Some((gen, pair)), k.pairs[0]];
+            }
+        }
     }
 
     /// What is cached of the file, read less than the window ago, without I/O.
@@ -214,9 +276,10 @@ impl Fence {
         ))
     }
 
-    /// Whether (uid, gid) is the file's synthetic pair at `epoch`.
+    /// Whether (uid, gid) is a synthetic pair of the file at `epoch` (of the data
+    /// generation its gid names).
     pub fn matches(&self, fileid: u64, epoch: u64, uid: u32, gid: u32) -> bool {
-        self.ids(fileid, epoch) == (uid, gid)
+        self.ids(fileid, epoch, gen_of(gid)) == (uid, gid)
     }
 }
 
@@ -242,21 +305,23 @@ pub fn judge(
     attr: &Attr,
     epoch: u64,
 ) -> Verdict {
-    verdict(cred_ids, admitted, attr, || f.ids(attr.fileid, epoch))
+    verdict(cred_ids, admitted, attr, |(u, g)| {
+        f.matches(attr.fileid, epoch, u, g)
+    })
 }
 
-/// `judge` with the file's current pair (`current`, asked for only when the call's
-/// ids are synthetic).
+/// `judge` with the check of the pair (`valid`, asked only when the call's ids are
+/// synthetic).
 fn verdict(
     cred_ids: Option<(u32, u32)>,
     admitted: &Caller,
     attr: &Attr,
-    current: impl FnOnce() -> (u32, u32),
+    valid: impl FnOnce((u32, u32)) -> bool,
 ) -> Verdict {
     let Some(ids) = cred_ids else {
         return Verdict::Real;
     };
-    if current() != ids {
+    if !valid(ids) {
         return Verdict::Refused;
     }
     Verdict::Owner(Caller {
@@ -268,29 +333,46 @@ fn verdict(
 }
 
 /// `judge` on a worker: reads the epoch from the store when it is not cached (a
-/// store error is NFS3ERR_JUKEBOX's `Status`); a refusal is `Status::Acces`.
+/// store error is NFS3ERR_JUKEBOX's `Status`); a refusal is `Status::Acces`. With the
+/// caller, the data generation a layout's pair carries once verified (`None`: a real
+/// user's call): the caller drops the file's caches when it is new to this gateway
+/// (`fs::FileModel::fresh_data`) before it answers. A generation not kept with the
+/// epoch costs one MAC here, then it is kept.
 pub fn admit_file(
     fence: Option<&Fence>,
     cred: &Cred,
     admitted: Caller,
     attr: &Attr,
-) -> Result<Caller, Status> {
+) -> Result<(Caller, Option<u16>), Status> {
     let (Some(f), Some(ids)) = (fence, synthetic_ids(cred)) else {
-        return Ok(admitted);
+        return Ok((admitted, None));
     };
     let known = f.current(attr.fileid).map_err(|e| {
         tracing::warn!(error = %e, "pNFS fence: cannot read a file's epoch");
         Status::Jukebox
     })?;
-    match verdict(Some(ids), &admitted, attr, || known.ids) {
-        Verdict::Real => Ok(admitted),
-        Verdict::Owner(c) => Ok(c),
+    let gen = gen_of(ids.1);
+    let valid = |ids: (u32, u32)| match known.pair(gen) {
+        Some(p) => p == ids,
+        None => {
+            let p = f.ids(attr.fileid, known.epoch, gen);
+            if p == ids {
+                f.keep_pair(attr.fileid, known.epoch, gen, p);
+            }
+            p == ids
+        }
+    };
+    match verdict(Some(ids), &admitted, attr, valid) {
+        Verdict::Real => Ok((admitted, None)),
+        Verdict::Owner(c) => Ok((c, Some(gen))),
         Verdict::Refused => Err(Status::Acces),
     }
 }
 
 /// `judge` on a reactor, without I/O: `None` when the call must go to a worker (a
-/// synthetic id whose file's epoch is not cached); a refusal is `Some(None)`.
+/// synthetic id whose file's epoch is not cached, or whose data generation has no
+/// pair kept with it); a refusal is `Some(None)`. Whether the generation's caches were
+/// dropped here is the caller's check (`cache::Generations::data_seen`).
 pub fn admit_cached(
     fence: Option<&Fence>,
     cred: &Cred,
@@ -301,11 +383,14 @@ pub fn admit_cached(
         return Some(Some(admitted));
     };
     let known = f.known(attr.fileid)?;
-    Some(match verdict(Some(ids), &admitted, attr, || known.ids) {
-        Verdict::Real => Some(admitted),
-        Verdict::Owner(c) => Some(c),
-        Verdict::Refused => None,
-    })
+    let pair = known.pair(gen_of(ids.1))?;
+    Some(
+        match verdict(Some(ids), &admitted, attr, |ids| pair == ids) {
+            Verdict::Real => Some(admitted),
+            Verdict::Owner(c) => Some(c),
+            Verdict::Refused => None,
+        },
+    )
 }
 
 #[cfg(test)]

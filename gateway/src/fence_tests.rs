@@ -40,13 +40,13 @@ fn caller(uid: u32, gid: u32) -> Caller {
 #[test]
 fn ids_are_synthetic_and_differ_per_file_epoch_and_key() {
     let f = fence(WINDOW);
-    let (u, g) = f.ids(5, 0);
+    let (u, g) = f.ids(5, 0, 0);
     assert!(is_synthetic(u) && is_synthetic(g));
-    assert_ne!(f.ids(5, 1), (u, g), "a new epoch, new ids");
-    assert_ne!(f.ids(6, 0), (u, g), "another file, other ids");
-    assert_eq!(f.ids(5, 0), (u, g), "deterministic");
+    assert_ne!(f.ids(5, 1, 0), (u, g), "a new epoch, new ids");
+    assert_ne!(f.ids(6, 0, 0), (u, g), "another file, other ids");
+    assert_eq!(f.ids(5, 0, 0), (u, g), "deterministic");
     let other = Fence::new(Arc::new(MemoryBackend::new()), [8; 32], WINDOW);
-    assert_ne!(other.ids(5, 0), (u, g), "another store's key, other ids");
+    assert_ne!(other.ids(5, 0, 0), (u, g), "another store's key, other ids");
 }
 
 #[test]
@@ -85,7 +85,7 @@ fn verdicts_real_owner_refused() {
     let a = attr(42);
     let admitted = caller(77, 77);
     assert_eq!(judge(&f, None, &admitted, &a, 0), Verdict::Real);
-    let ids = f.ids(42, 3);
+    let ids = f.ids(42, 3, 0);
     assert_eq!(
         judge(&f, Some(ids), &admitted, &a, 3),
         Verdict::Owner(caller(1000, 100)),
@@ -149,24 +149,36 @@ fn the_cached_pair_follows_the_epoch() {
     let cred = |(u, g): (u32, u32)| Cred::Sys(AuthSys::new(u, g, &[]));
     let owner = Ok(caller(1000, 100));
     let admitted = caller(77, 77);
-    let old = ds.ids(21, 0);
+    let old = ds.ids(21, 0, 0);
     assert_eq!(
         admit_cached(Some(&ds), &cred(old), admitted, &a),
         None,
         "nothing cached yet: to a worker"
     );
-    assert_eq!(admit_file(Some(&ds), &cred(old), admitted, &a), owner);
+    assert_eq!(
+        admit_file(Some(&ds), &cred(old), admitted, &a),
+        owner.map(|c| (c, Some(0)))
+    );
     assert_eq!(
         admit_cached(Some(&ds), &cred(old), admitted, &a),
         Some(owner.ok()),
         "cached: judged on the reactor"
     );
     assert_eq!(mds.bump(21).unwrap(), 1);
-    let new = mds.ids(21, 1);
+    let new = mds.ids(21, 1, 0);
     assert_eq!(
         admit_cached(Some(&mds), &cred(old), admitted, &a),
-        Some(None),
-        "written through: the old pair is refused at once"
+        None,
+        "written through: the old pair is not taken on the reactor"
+    );
+    assert_eq!(
+        admit_file(Some(&mds), &cred(old), admitted, &a),
+        Err(Status::Acces),
+        "and refused by a worker at once"
+    );
+    assert_eq!(
+        admit_file(Some(&mds), &cred(new), admitted, &a),
+        owner.map(|c| (c, Some(0)))
     );
     assert_eq!(
         admit_cached(Some(&mds), &cred(new), admitted, &a),
@@ -178,7 +190,10 @@ fn the_cached_pair_follows_the_epoch() {
         admit_file(Some(&late), &cred(old), admitted, &a),
         Err(Status::Acces)
     );
-    assert_eq!(admit_file(Some(&late), &cred(new), admitted, &a), owner);
+    assert_eq!(
+        admit_file(Some(&late), &cred(new), admitted, &a),
+        owner.map(|c| (c, Some(0)))
+    );
     assert_eq!(
         admit_file(Some(&late), &cred((new.0, old.1)), admitted, &a),
         Err(Status::Acces),
@@ -200,4 +215,88 @@ fn a_slow_read_is_trusted_from_when_it_was_asked_and_never_lowers_the_epoch() {
     // A read of another file asked a window ago is already past its window.
     f.remember(10, 0, Instant::now() - window);
     assert_eq!(f.cached(10), None, "trusted from when it was asked");
+}
+
+/// The data generation rides in the gid in the clear and under the MAC: every
+/// generation of a file has its own pair, the gid names it, and a pair moved to
+/// another generation (or a made-up generation) is refused, so a forged generation
+/// can cost nothing but a refusal.
+#[test]
+fn the_data_generation_is_carried_in_the_gid_under_the_mac() {
+    let f = fence(WINDOW);
+    for gen in [0u16, 1, 0x7fff, 0x8000, u16::MAX] {
+        let (u, g) = f.ids(5, 2, gen);
+        assert!(is_synthetic(u) && is_synthetic(g));
+        assert_eq!(gen_of(g), gen, "the gid names its generation");
+        assert!(f.matches(5, 2, u, g));
+        assert!(!f.matches(5, 3, u, g), "another epoch");
+        assert!(!f.matches(6, 2, u, g), "another file");
+    }
+    let (u, g) = f.ids(5, 2, 7);
+    assert_ne!(f.ids(5, 2, 8).0, u, "another generation, another uid");
+    // The gid's generation bits changed, MAC bits kept: refused.
+    let moved = (g & !(0xffff << GEN_SHIFT)) | (8 << GEN_SHIFT);
+    assert_eq!(gen_of(moved), 8);
+    assert!(
+        !f.matches(5, 2, u, moved),
+        "a forged generation fails the MAC"
+    );
+    assert!(!f.matches(5, 2, u, g ^ 1), "the gid's MAC bits count");
+}
+
+/// A worker verifies a generation once and keeps its pair with the epoch (two of
+/// them), so a writer's older layout and a reader's newer one are both judged on the
+/// reactor; a forged generation is refused by the worker and never kept.
+#[test]
+fn a_worker_keeps_the_last_two_generations_pairs() {
+    use engine::rpc::AuthSys;
+    let f = fence(WINDOW);
+    let a = attr(30);
+    let cred = |(u, g): (u32, u32)| Cred::Sys(AuthSys::new(u, g, &[]));
+    let admitted = caller(77, 77);
+    let owner = caller(1000, 100);
+    let (old, new, newer) = (f.ids(30, 0, 1), f.ids(30, 0, 2), f.ids(30, 0, 3));
+    assert_eq!(
+        admit_file(Some(&f), &cred(old), admitted, &a),
+        Ok((owner, Some(1)))
+    );
+    assert_eq!(
+        admit_file(Some(&f), &cred(new), admitted, &a),
+        Ok((owner, Some(2)))
+    );
+    for ids in [old, new] {
+        assert_eq!(
+            admit_cached(Some(&f), &cred(ids), admitted, &a),
+            Some(Some(owner))
+        );
+    }
+    let forged = (new.0, (new.1 & !(0xffff << GEN_SHIFT)) | (9 << GEN_SHIFT));
+    assert_eq!(
+        admit_cached(Some(&f), &cred(forged), admitted, &a),
+        None,
+        "to a worker"
+    );
+    assert_eq!(
+        admit_file(Some(&f), &cred(forged), admitted, &a),
+        Err(Status::Acces)
+    );
+    assert_eq!(
+        admit_cached(Some(&f), &cred(forged), admitted, &a),
+        None,
+        "not kept"
+    );
+    assert_eq!(
+        admit_file(Some(&f), &cred(newer), admitted, &a),
+        Ok((owner, Some(3)))
+    );
+    assert_eq!(
+        admit_cached(Some(&f), &cred(old), admitted, &a),
+        None,
+        "third back"
+    );
+    assert_eq!(
+        admit_file(Some(&f), &cred(old), admitted, &a),
+        Ok((owner, Some(1))),
+        "still valid"
+    );
 }

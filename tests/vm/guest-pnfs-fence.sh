@@ -26,8 +26,8 @@
 # fence::WINDOW (2 s) plus the writer's pace; after that refusal the data servers took
 # no WRITE of it (every WRITE they received while the cut lasted was refused) and the
 # refused chunk is not in the file (read through the second client); the bytes below
-# the truncate's size are the writer's; any chunk above it is one whose write(2) had
-# returned (accepted inside the fencing window). Then the cut is lifted: the writer is
+# the truncate's size are the writer's, and nothing landed after the truncate (it
+# waits the fencing window out before it proceeds). Then the cut is lifted: the writer is
 # told to stop and either finishes (the client recovered: a new layout, new credentials)
 # or is killed; shown, not judged.
 # Usage: guest-pnfs-fence.sh GATEWAY_BINARY       Last line: "KERNEL PNFS/FENCE: PASS".
@@ -291,11 +291,13 @@ cp "$M3/fenced" "$W/seen"
 echo "$TAG: the file's size through the second client: $(stat -c %s "$W/seen") (truncated to $((KEEP * CHUNK)))"
 # Every 64 KiB slot of the file must hold a chunk the writer wrote there and saw
 # accepted (its write(2) returned), or zeros (above the truncate's size: the truncate
-# zeroed it and nothing landed since); not the refused chunk. A chunk that landed after
+# zeroed it and nothing landed since); not the refused chunk. And no chunk landed after
 # the truncate (one whose slot is above the truncate's size, or which was started after
-# the truncate returned) must have been started before the fence + fence::WINDOW (2 s):
-# a data server checks a call against an epoch it read at most WINDOW before, so after
-# fence + WINDOW it can accept nothing with the old credentials.
+# the truncate returned): a data server checks a call against an epoch it read at most
+# fence::WINDOW (2 s) before, and the truncate waits the window out after the fence
+# before it proceeds (README "Fencing"), so from then on nothing with the old
+# credentials is accepted. (A chunk started within the window and landed after the
+# truncate would also be past the window's promise if it started after fence + 2 s.)
 judge() {
   python3 - "$W/seen" "$W/progress" "$KEEP" "$stuck" "$SLOTS" "$TFENCE" "$TTRUNC" <<'PY'
 import sys
@@ -330,6 +332,9 @@ for s in range((len(data) + C - 1) // C):
         late.append(i)
         if started[i] > tfence + 2.0:
             sys.exit("chunk %d landed, started %.2f s after the fence: past the window" % (i, started[i] - tfence))
+if late:
+    sys.exit("chunks landed after the truncate: %s (the last started %.2f s after the fence)"
+             % (late, started[max(late)] - tfence))
 last = max(late) if late else None
 print("pnfs/fence: file size %d (truncated to %d); chunks landed after the truncate: %s%s; the refused chunk %d started %.2f s after the fence"
       % (len(data), keep * C, late or "none",
@@ -337,7 +342,7 @@ print("pnfs/fence: file size %d (truncated to %d); chunks landed after the trunc
          stuck, started[stuck] - tfence))
 PY
 }
-check "the file: every slot holds a chunk the writer saw accepted (or the truncate's zeros), not the refused one, none started later than the fence + 2 s" judge
+check "the file: every slot holds a chunk the writer saw accepted (or the truncate's zeros), not the refused one, none landed after the truncate" judge
 
 # ---- the cut lifted ------------------------------------------------------------------------
 check "lift the cut" uncut

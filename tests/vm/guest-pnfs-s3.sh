@@ -340,9 +340,15 @@ check "unmount it" umount $V3DS
 # fixed 5 s before it retries a JUKEBOX (NFS_JUKEBOX_RETRY_TIME), the NFSv4 one retries
 # a DELAY after 0.1 s and doubles (nfs4_delay).
 check "another client: mount -o vers=4.1 of the metadata server" mount -t nfs -o vers=4.1,proto=tcp "$ADDR:/" $M41
+# Layouts are return-on-close (README "Close-to-open across data servers"): the 4.2
+# client keeps f.1 open (fd 8) and reads through it, so it holds a layout at the truncate.
+exec 8<"$M/f.1"
+echo 3 > /proc/sys/vm/drop_caches
+check "the 4.2 client reads f.1 through a layout and keeps it open" sh -c 'head -c 262144 <&8 >/dev/null'
 scrape f
 check "its truncate of a file the 4.2 client holds a layout of" timeout 120 truncate -s 1000 "$M41/f.1"
 scrape g
+exec 8<&-
 r0=$(awk '{print $10}' <<<"$(counts f)")
 r1=$(awk '{print $10}' <<<"$(counts g)")
 echo "$TAG: layouts recalled $r0 -> $r1"

@@ -358,9 +358,16 @@ replied() {
   curl -sf "http://$MDS_STATS/metrics" | awk -v s="nfsgw_callbacks_total{transport=\"$PROTO\",result=\"replied\"}" \
     'index($0, s " ") == 1 {print $NF; found = 1} END {if (!found) print 0}'
 }
+# Layouts are return-on-close (README "Close-to-open across data servers"): the v4.1
+# client keeps f.1 open (fd 8) and reads through it, so it holds a layout at the truncate.
+exec 8<"$M/f.1"
+echo 3 > /proc/sys/vm/drop_caches
+check "the v4.1 client reads f.1 through a layout and keeps it open" sh -c 'head -c 262144 <&8 >/dev/null'
 r0=$(layouts recalled); ret0=$(layouts returned); rev0=$(layouts revoked); cb0=$(replied)
 check "NFSv3 truncate of a file the v4.1 client holds a layout of" timeout 120 truncate -s 1000 "$M3/f.1"
+# Counted before the close (a close returns the layout too).
 r1=$(layouts recalled); ret1=$(layouts returned); rev1=$(layouts revoked); cb1=$(replied)
+exec 8<&-
 echo "$TAG: layouts recalled $r0 -> $r1, returned $ret0 -> $ret1, revoked $rev0 -> $rev1, granted $(layouts granted); callback replies over $PROTO $cb0 -> $cb1"
 check "the truncate recalled the layout" test "$r1" -gt "$r0"
 # "Recalled" counts a recall begun; a lost CB_LAYOUTRECALL would end in a revocation a

@@ -51,7 +51,7 @@ for s in $STAGES; do
                         [ -z "$4" ] || bash "$1/guest-pnfs-s3.sh" "$2" "$4" || exit
                         [ "$5" != 1 ] || bash "$1/guest-pnfs-fence.sh" "$2" || exit
                         [ -z "$3" ] || bash "$1/guest-pnfs.sh" "$3" rdma' \
-               pnfs "$HERE" "$GW" "$pr" "${PNFS_GARAGE:-}" "${PNFS_FENCE:-1}"); to=${PNFS_TIMEOUT:-900} ;;
+               pnfs "$HERE" "$GW" "$pr" "${PNFS_GARAGE:-}" "${PNFS_FENCE:-1}"); to=${PNFS_TIMEOUT:-1500} ;;
     ha) hr=""; [ "${HA_RDMA:-1}" = 1 ] && hr=$RGW   # HA_RDMA=0: the TCP part alone
         cmd=(bash "$HERE/guest-ha.sh" "$GW" "$hr"); to=${HA_TIMEOUT:-600} ;;
     rdma-send-timeout) cmd=(bash "$HERE/rdma-send-timeout.sh" "$RGW" "$RBENCH"); to=${RDMA_SEND_TIMEOUT_TIMEOUT:-900} ;;

@@ -42,7 +42,7 @@
 # is kept in target/vm-NAME.log (the whole boot in target/vm-stages.log); one line per
 # stage in target/vm-stages.txt (result, time, name) for tests/run-all.sh's table. Last
 # line: "N passed, M failed". Per-stage guest timeouts (seconds): PACKAGE_TIMEOUT [900],
-# KERNEL_CLIENT_TIMEOUT [1500], PNFS_TIMEOUT [900], HA_TIMEOUT [600], RDMA_SEND_TIMEOUT_TIMEOUT [900],
+# KERNEL_CLIENT_TIMEOUT [1500], PNFS_TIMEOUT [1500], HA_TIMEOUT [600], RDMA_SEND_TIMEOUT_TIMEOUT [900],
 # KERNEL_RDMA_TIMEOUT [1500]; VM_TIMEOUT bounds each boot [the sum of its stages' + 300].
 # The knobs of the guest scripts pass through
 # (tests/README.md).
@@ -96,7 +96,7 @@ for s in $STAGES; do
   case "$s" in
     package) pkg=1 ;;
     kernel-client) tcp=1; budget=$((budget + ${KERNEL_CLIENT_TIMEOUT:-1500})) ;;
-    pnfs) tcp=1; if [ "$PNFS_RDMA" = 1 ]; then rdma=1; fi; budget=$((budget + ${PNFS_TIMEOUT:-900})) ;;
+    pnfs) tcp=1; if [ "$PNFS_RDMA" = 1 ]; then rdma=1; fi; budget=$((budget + ${PNFS_TIMEOUT:-1500})) ;;
     ha) tcp=1; if [ "${HA_RDMA:-1}" = 1 ]; then rdma=1; fi; budget=$((budget + ${HA_TIMEOUT:-600})) ;;
     rdma-send-timeout) rdma=1; budget=$((budget + ${RDMA_SEND_TIMEOUT_TIMEOUT:-900})) ;;
     kernel-rdma) rdma=1; budget=$((budget + ${KERNEL_RDMA_TIMEOUT:-1500})) ;;

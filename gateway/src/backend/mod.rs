@@ -239,6 +239,12 @@ pub trait Backend: Send + Sync {
     /// stores with slow metadata may fetch them concurrently now. Errors are ignored.
     fn warm(&self, _keys: &[String]) {}
 
+    /// Another gateway may have changed `key` (a pNFS layout of a data generation this
+    /// gateway has not seen: `crate::fence`): forget what is cached of it (s3: the
+    /// HEAD and read-ahead; fs: the open object), so the next call reads the store.
+    /// Not a store call.
+    fn forget_cached(&self, _key: &str) {}
+
     /// A hint (IO_ADVISE): how `key` will be read. `true` when the store acts on it
     /// (s3: its read-ahead for the key raised or turned off); the default acts on
     /// none. Not a store call; errors cannot happen.

@@ -141,6 +141,9 @@ impl Backend for Timed {
     fn warm(&self, keys: &[String]) {
         self.inner.warm(keys)
     }
+    fn forget_cached(&self, key: &str) {
+        self.inner.forget_cached(key)
+    }
     fn advise(&self, key: &str, how: super::ReadAdvice) -> bool {
         self.inner.advise(key, how)
     }

@@ -104,6 +104,13 @@ pub trait ChangeObserver: Send + Sync {
     /// it. The reactors' name caches answer LOOKUP by entry (`crate::cache`'s
     /// `cache_names`): a new name elsewhere in the directory leaves them answering.
     fn name(&self, _dir: u64, _name: &[u8]) {}
+    /// Whether this gateway already dropped what it cached of `fileid` for pNFS data
+    /// generation `gen` (`crate::fence`); false when not tracked (a drop each time).
+    fn data_seen(&self, _fileid: u64, _gen: u16) -> bool {
+        false
+    }
+    /// Notes that `fileid`'s caches were dropped for data generation `gen`.
+    fn note_data(&self, _fileid: u64, _gen: u16) {}
 }
 
 /// Which files have NFSv4 opens (the server's open table implements it): a REMOVE or
@@ -193,6 +200,16 @@ impl FileModel {
     /// reached by name): call it before the change and again after it.
     pub fn note_change(&self, fileid: u64) {
         self.inner.note_change(fileid)
+    }
+
+    /// A pNFS layout's call of verified data generation `gen` (`crate::fence`): when
+    /// this gateway has not seen `gen` for the file, everything it cached of it (the
+    /// store's HEAD and read-ahead, the reactors' attributes and pages) is dropped
+    /// before the call goes on, so the call reads what the store has now: data another
+    /// data server committed before the metadata server moved the generation.
+    /// Whether it dropped.
+    pub fn fresh_data(&self, node: &Node, gen: u16) -> bool {
+        self.inner.fresh_data(node, gen)
     }
 
     /// Export and file id carried by a handle, WITHOUT authenticating it. For cache

@@ -86,7 +86,8 @@ pub(super) fn dispatch(ctx: &Ctx, proc_: u32, args: &[u8], out: &mut XdrWriter) 
 }
 
 /// Resolves a handle and admits the caller to its export; a pNFS layout's synthetic
-/// credentials are checked against the file's fence epoch (`crate::fence`).
+/// credentials are checked against the file's fence epoch (`crate::fence`), and a
+/// data generation this gateway has not seen drops its caches of the file first.
 fn open(ctx: &Ctx, fh: &[u8]) -> Result<(Node, Caller), Status> {
     let node = ctx.model.resolve(fh)?;
     let export = ctx.exports.get(node.export).ok_or(Status::Stale)?;
@@ -95,7 +96,10 @@ fn open(ctx: &Ctx, fh: &[u8]) -> Result<(Node, Caller), Status> {
         return Ok((node, caller));
     }
     let attr = ctx.model.getattr(&node)?;
-    let caller = crate::fence::admit_file(ctx.fence, &ctx.cred, caller, &attr)?;
+    let (caller, gen) = crate::fence::admit_file(ctx.fence, &ctx.cred, caller, &attr)?;
+    if let Some(gen) = gen {
+        ctx.model.fresh_data(&node, gen);
+    }
     Ok((node, caller))
 }
 
@@ -108,7 +112,12 @@ fn open_attr(ctx: &Ctx, fh: &[u8]) -> Result<(Node, Caller, Attr), Status> {
     if crate::fence::synthetic_ids(&ctx.cred).is_none() {
         return Ok((node, caller, attr));
     }
-    let caller = crate::fence::admit_file(ctx.fence, &ctx.cred, caller, &attr)?;
+    let (caller, gen) = crate::fence::admit_file(ctx.fence, &ctx.cred, caller, &attr)?;
+    // A data generation new here: the attributes read above may be the cache's.
+    if gen.is_some_and(|g| ctx.model.fresh_data(&node, g)) {
+        let attr = ctx.model.getattr(&node)?;
+        return Ok((node, caller, attr));
+    }
     Ok((node, caller, attr))
 }
 

@@ -169,7 +169,7 @@ fn take_layout(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter) -> OpResu
     if placed.is_empty() {
         return put_status(w, NFS4ERR_LAYOUTUNAVAILABLE);
     }
-    let ids = match ds_ids(c, &f) {
+    let ids = match ds_ids(c, &f, write) {
         Ok(ids) => ids,
         Err(st) => return put_status(w, st),
     };
@@ -248,9 +248,12 @@ fn check_reclaim(c: &Compound, lf: LayoutFile, s: &Stateid) -> Result<(), Nfssta
 
 /// The AUTH_SYS (uid, gid) a layout of `f` gives for the data servers (RFC 8435
 /// §2.2, §5.1): the synthetic pair of the file's fence epoch read from the store now
-/// (not cached: a layout granted after a fence must carry the new pair), or the
+/// (not cached: a layout granted after a fence must carry the new pair) and of its
+/// data generation (`state/layouts_gen.rs`: moved when data written through an RW
+/// layout, or any change of the attributes, may have landed since the last grant;
+/// a data server that has not seen it drops its caches of the file first), or the
 /// owner's when fencing is off. A store that cannot answer: NFS4ERR_DELAY.
-fn ds_ids(c: &Compound, f: &FileCtx) -> Result<(u32, u32), Nfsstat4> {
+fn ds_ids(c: &Compound, f: &FileCtx, write: bool) -> Result<(u32, u32), Nfsstat4> {
     let Some(fence) = c.state.layouts.fence() else {
         return Ok((f.attr.uid, f.attr.gid));
     };
@@ -258,7 +261,8 @@ fn ds_ids(c: &Compound, f: &FileCtx) -> Result<(u32, u32), Nfsstat4> {
         tracing::warn!(error = %e, "LAYOUTGET: cannot read the file's fence epoch");
         NFS4ERR_DELAY
     })?;
-    Ok(fence.ids(f.node.fileid, epoch))
+    let gen = c.state.layouts.data_gen(f.node.fileid, &f.attr, write);
+    Ok(fence.ids(f.node.fileid, epoch, gen))
 }
 
 /// Before a truncate, REMOVE or RENAME over `fileid` (RFC 8881 §12.5.5): the other
@@ -326,7 +330,11 @@ fn put_layout(
     a: &GetArgs,
     lsid: &Stateid,
 ) -> XdrResult<()> {
-    w.bool(false)?; // logr_return_on_close
+    // logr_return_on_close (RFC 8881 §18.43.3, §12.5.3): the client gives the layout
+    // back with its last CLOSE, so a later OPEN takes a new one, which carries the
+    // data generation of then (`ds_ids`): a reader never meets a data server's
+    // caches of before another client's close through an old layout.
+    w.bool(true)?;
     lsid.encode(w)?;
     w.u32(1)?;
     w.u64(0)?;

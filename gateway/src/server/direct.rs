@@ -388,6 +388,10 @@ impl Direct {
         // (and when refused) by a worker (`crate::fence`).
         let fence = self.shared.fence.as_deref();
         let caller = crate::fence::admit_cached(fence, &job.header.cred, caller, hit.attr)??;
+        // A data generation not yet dropped for: a worker drops the caches first.
+        if !self.shared.gens.data_ok(hit.attr.fileid, &job.header.cred) {
+            return None;
+        }
         Some(Admitted { hit, caller })
     }
 

@@ -381,6 +381,10 @@ impl Server {
         }
         let local_addr = transports[0].local_addr();
         let gens = Arc::new(crate::cache::Generations::new());
+        if fence.is_some() {
+            // Layouts' data generations (`crate::fence`) are checked by the caches.
+            gens.check_data_gens();
+        }
         model.observe_changes(gens.clone());
         let shared = Arc::new(Shared {
             model,

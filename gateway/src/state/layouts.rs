@@ -340,6 +340,8 @@ pub struct Layouts {
     /// reclaimed after a restart or a takeover (`layouts_reclaim.rs`; `None`: not
     /// bound). Set once at start, or under `[ha]` at each takeover (`crate::ha`).
     key: std::sync::RwLock<Option<[u8; 32]>>,
+    /// The files' data generations layouts carry to the data servers (`gen`).
+    data_gens: gen::DataGens,
 }
 
 impl Layouts {
@@ -368,6 +370,19 @@ impl Layouts {
     /// The fence layouts' data server credentials come from (`None`: off).
     pub fn fence(&self) -> Option<&crate::fence::Fence> {
         self.fence.as_deref()
+    }
+
+    /// The data generation (`layouts_gen.rs`) a layout of `fileid` granted now
+    /// carries, `attrs` the file's attributes here now, `write` whether it is RW.
+    pub fn data_gen(&self, fileid: u64, attrs: &crate::fs::Attr, write: bool) -> u16 {
+        let rw_held = write || {
+            let t = self.lock();
+            t.holders
+                .get(&fileid)
+                .is_some_and(|v| v.iter().any(|o| t.by_other.get(o).is_some_and(|l| l.rw)))
+        };
+        self.data_gens
+            .for_grant(fileid, gen::attrs_digest(attrs), rw_held)
     }
 
     /// The data servers, when this gateway is a pNFS metadata server.
@@ -682,6 +697,8 @@ impl Layouts {
 
 #[path = "layouts_failure.rs"]
 mod failure;
+#[path = "layouts_gen.rs"]
+mod gen;
 #[path = "layouts_health.rs"]
 pub mod health;
 #[path = "layouts_notify.rs"]

@@ -1230,6 +1230,10 @@ impl Backend for FsBackend {
         "fs"
     }
 
+    fn forget_cached(&self, key: &str) {
+        self.cache.invalidate(key);
+    }
+
     fn max_file_size(&self) -> u64 {
         self.max_size
     }

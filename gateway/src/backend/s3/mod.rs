@@ -742,6 +742,10 @@ impl Backend for S3Backend {
         "s3"
     }
 
+    fn forget_cached(&self, key: &str) {
+        self.core.ra.invalidate(key);
+    }
+
     fn max_file_size(&self) -> u64 {
         self.wb.max_object()
     }

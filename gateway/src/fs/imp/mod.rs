@@ -692,6 +692,19 @@ impl Inner {
         self.observer.file(fileid)
     }
 
+    /// `FileModel::fresh_data`: the store's cache first, then the reactors' (a bump
+    /// of the file's stamp, so a fill read before it is refused), then the note that
+    /// lets the reactors answer this generation again.
+    pub fn fresh_data(&self, node: &Node, gen: u16) -> bool {
+        if self.observer.data_seen(node.fileid, gen) {
+            return false;
+        }
+        self.backend.forget_cached(&node.key);
+        self.observer.file(node.fileid);
+        self.observer.note_data(node.fileid, gen);
+        true
+    }
+
     // ---- handles -------------------------------------------------------------------
 
     /// The largest file this export's store can hold (FSINFO `maxfilesize`).

@@ -55,6 +55,19 @@ impl Observer {
         }
     }
 
+    /// Whether the caches of `fileid` were dropped for pNFS data generation `gen`
+    /// (no observer: not tracked, so no: the store's cache is dropped each time).
+    pub fn data_seen(&self, fileid: u64, gen: u16) -> bool {
+        self.0.get().is_some_and(|o| o.data_seen(fileid, gen))
+    }
+
+    /// Notes a drop of `fileid`'s caches for data generation `gen`.
+    pub fn note_data(&self, fileid: u64, gen: u16) {
+        if let Some(o) = self.0.get() {
+            o.note_data(fileid, gen);
+        }
+    }
+
     /// Cached state of files this change cannot name may change.
     pub fn all(&self) {
         self.1.fetch_add(1, Ordering::SeqCst);
