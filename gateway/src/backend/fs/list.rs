@@ -493,7 +493,11 @@ impl FsBackend {
         let name = cstr(&key[dir_key.len()..])?;
         if let Some(e) = self.cache.get(key) {
             if e.validated.elapsed() < REVALIDATE {
-                return self.head(key);
+                // The entry in hand, not `head`'s second look-up of the key.
+                match self.stat_fresh(key, e)? {
+                    Some((e, st)) => return Ok(object_meta(key, &st, (*e.user).clone())),
+                    None => return self.listed_open(dir, key, &name, few),
+                }
             }
             match lstatat(dir, &name) {
                 Ok(st) if st.st_dev == e.dev && st.st_ino == e.ino && is_reg(&st) => {
@@ -504,8 +508,19 @@ impl FsBackend {
                 _ => self.cache.remove_if(key, &e.file),
             }
         }
+        self.listed_open(dir, key, &name, few)
+    }
+
+    /// `listed_head` of a file the cache does not hold (any more): opened in `dir`.
+    fn listed_open(
+        &self,
+        dir: BorrowedFd<'_>,
+        key: &str,
+        name: &std::ffi::CStr,
+        few: bool,
+    ) -> BResult<ObjectMeta> {
         let epoch = self.cache.epoch();
-        let fd = openat(dir, &name, libc::O_RDONLY | libc::O_NONBLOCK, 0).map_err(|e| {
+        let fd = openat(dir, name, libc::O_RDONLY | libc::O_NONBLOCK, 0).map_err(|e| {
             match e.raw_os_error() {
                 Some(libc::EISDIR) => BackendError::NotFound,
                 _ => map_io(e, "open", key),

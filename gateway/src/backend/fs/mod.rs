@@ -761,21 +761,14 @@ impl FsBackend {
     /// The open object behind `key` and, with `fresh`, its current stat with `user`
     /// current for it. Without `fresh` the entry may be up to REVALIDATE old.
     fn entry(&self, key: &str, fresh: bool) -> BResult<(Entry, Option<libc::stat>)> {
-        if let Some(mut e) = self.cache.get(key) {
+        if let Some(e) = self.cache.get(key) {
             if e.validated.elapsed() < REVALIDATE {
                 if !fresh {
                     return Ok((e, None));
                 }
-                let st = fstat(e.file.as_fd()).map_err(|err| map_io(err, "stat", key))?;
-                if st.st_nlink != 0 || key.is_empty() {
-                    if ctime_of(&st) != e.ctime {
-                        // Changed since: the metadata may have too.
-                        e = self.refresh(key, e, &st, None)?;
-                    }
+                if let Some((e, st)) = self.stat_fresh(key, e)? {
                     return Ok((e, Some(st)));
                 }
-                // Unlinked behind our back.
-                self.cache.remove_if(key, &e.file);
             } else if let Some((st, since)) = self.still_named(key, &e)? {
                 let e = self.refresh(key, e, &st, Some(since))?;
                 return Ok((e, Some(st)));
@@ -788,6 +781,22 @@ impl FsBackend {
         let st = fstat(e.file.as_fd()).map_err(|err| map_io(err, "stat", key))?;
         self.cache.insert(key, e.clone(), epoch);
         Ok((e, Some(st)))
+    }
+
+    /// Cached entry `e` of `key`, validated less than REVALIDATE ago, with a stat of
+    /// its inode taken now (its metadata re-read if its ctime moved, `refresh`);
+    /// `None`, and out of the cache, when the inode was unlinked behind our back.
+    fn stat_fresh(&self, key: &str, mut e: Entry) -> BResult<Option<(Entry, libc::stat)>> {
+        let st = fstat(e.file.as_fd()).map_err(|err| map_io(err, "stat", key))?;
+        if st.st_nlink != 0 || key.is_empty() {
+            if ctime_of(&st) != e.ctime {
+                // Changed since: the metadata may have too.
+                e = self.refresh(key, e, &st, None)?;
+            }
+            return Ok(Some((e, st)));
+        }
+        self.cache.remove_if(key, &e.file);
+        Ok(None)
     }
 
     /// Cached entry `e` of `key` brought up to `st`, a stat of its inode taken just

@@ -881,3 +881,50 @@ fn max_file_size_is_the_file_systems() {
     }
     f.set_len(0).unwrap();
 }
+
+/// A listing's metadata of a file the open-object cache holds fresh (validated less
+/// than REVALIDATE ago: `listed_head` uses the entry in hand and fstats it) shows
+/// what changed behind the gateway's back since: the size, the metadata (its ctime
+/// moved), and a file unlinked and recreated under the same name.
+#[test]
+fn a_listing_of_fresh_cached_files_sees_changes_behind_our_back() {
+    let (_d, root, b) = backend();
+    b.put("d/", b"", &UserMeta::new(), false).unwrap();
+    for n in ["a", "b", "c"] {
+        b.put(
+            &format!("d/{n}"),
+            b"one",
+            &meta(&[("mode", "100644")]),
+            false,
+        )
+        .unwrap();
+        assert!(cached(&b, &format!("d/{n}")));
+    }
+    let listed = |b: &FsBackend| -> Vec<ObjectMeta> {
+        b.list("d/", Some('/'), None, 100)
+            .unwrap()
+            .objects
+            .into_iter()
+            .filter(|o| o.key != "d/")
+            .collect()
+    };
+    let l = listed(&b);
+    assert_eq!(l.iter().map(|o| o.size).collect::<Vec<_>>(), [3, 3, 3]);
+    std::fs::write(root.join("d/a"), b"longer content").unwrap();
+    setxattr(&root.join("d/b"), "mode", "100600");
+    std::fs::remove_file(root.join("d/c")).unwrap();
+    std::fs::write(root.join("d/c"), b"new!!").unwrap();
+    let l = listed(&b);
+    let keys: Vec<&str> = l.iter().map(|o| o.key.as_str()).collect();
+    assert_eq!(keys, ["d/a", "d/b", "d/c"]);
+    assert_eq!(l[0].size, 14, "size changed in place");
+    assert_eq!(
+        l[1].user.get("mode").map(String::as_str),
+        Some("100600"),
+        "metadata changed: ctime moved, xattrs re-read"
+    );
+    assert_eq!(l[2].size, 5, "another inode at the name");
+    std::fs::remove_file(root.join("d/a")).unwrap();
+    let keys: Vec<String> = listed(&b).into_iter().map(|o| o.key).collect();
+    assert_eq!(keys, ["d/b", "d/c"], "unlinked behind our back: not listed");
+}
