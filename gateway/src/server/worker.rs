@@ -426,6 +426,20 @@ struct Written {
 /// judged by (`cache::names::EntrySeen`).
 fn entry_seen(shared: &Shared, job: &Job) -> Option<cache::names::EntrySeen> {
     let h = &job.header;
+    if h.prog == NFS_PROGRAM && h.vers == crate::nfs4::NFS_V4 {
+        // `SEQUENCE, PUTFH, LOOKUP[, GETFH], GETATTR` (`nfs4::fast_names`).
+        let plan = job.plan.as_ref()?;
+        let (dir, name) = (crate::front::V4_PATHS.looked_up)(job.record.get(job.args_at..)?, plan)?;
+        if !cache::names::cacheable(name) {
+            return None;
+        }
+        let ask = crate::outcome::EntryAsk {
+            dir,
+            name,
+            makes: false,
+        };
+        return cache::names::EntrySeen::before(&shared.gens, &ask).map(|e| e.v4());
+    }
     if !crate::front::is_v3(h.prog, h.vers) {
         return None;
     }
