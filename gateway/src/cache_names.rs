@@ -126,10 +126,18 @@ impl EntrySeen {
         })
     }
 
-    /// The call is an NFSv4.1 `SEQUENCE, PUTFH, LOOKUP[, GETFH], GETATTR` (`fast_names`):
-    /// its LOOKUP notes only a name that crosses into no other export (`NameFill::v4`).
+    /// The call is an NFSv4.1 `SEQUENCE, PUTFH, LOOKUP[, GETFH], GETATTR` or `SEQUENCE,
+    /// PUTFH, OPEN ...` (`fast_names`): its LOOKUP notes only a name that crosses into
+    /// no other export, an OPEN only a regular file it created (`NameFill::v4`).
     pub fn v4(self) -> EntrySeen {
         EntrySeen { v4: true, ..self }
+    }
+
+    /// An NFSv4.1 OPEN creating the name: the file's attributes after the whole
+    /// COMPOUND (its WRITE, CLOSE) are worth reading for the reactor
+    /// (`server::worker`), since nothing else in a create workload teaches them.
+    pub fn made_v4(&self) -> bool {
+        self.v4 && self.makes
     }
 
     /// What the call, having answered NFS3_OK, teaches the reactor (`note`: what the
@@ -143,6 +151,11 @@ impl EntrySeen {
     /// (`changing`), as a WRITE's are (`server::worker::learned_write`).
     pub fn learned(self, gens: &Generations, note: Option<Noted>) -> Option<Fill> {
         let n = note?;
+        // A COMPOUND's note is its one naming operation's (`call::take_named`): a
+        // found entry for a LOOKUP, a made one for a create.
+        if n.made != self.makes {
+            return None;
+        }
         let (dir_attr, obj_attr) = (n.dir_attr?, n.obj_attr?);
         let (obj_export, obj_id) = FileModel::peek_handle(n.obj.bytes())?;
         if dir_attr.fileid != self.dir_id || obj_attr.fileid != obj_id || obj_export != self.export

@@ -25,14 +25,32 @@
 
 use super::attrs::{self, Bitmap, Env, Obj};
 use super::fast::{sequence_checks, Shape, View, FAST_ATTRS};
-use super::ops::{OP_GETATTR, OP_GETFH, OP_LOOKUP, OP_PUTFH, OP_SEQUENCE};
+use super::ops::{OP_GETATTR, OP_GETFH, OP_LOOKUP, OP_OPEN, OP_PUTFH, OP_SEQUENCE};
+use super::plan::Plan;
 use super::session_ops;
 use super::status::NFS4_OK;
 use crate::cache::{self, LookupHit};
 use crate::state::sessions::{Session, SlotUse};
 use engine::rpc::Cred;
-use engine::xdr::{XdrResult, XdrWriter};
+use engine::xdr::{XdrReader, XdrResult, XdrWriter};
 use std::net::IpAddr;
+
+/// The directory handle and component of a worker's `SEQUENCE, PUTFH, OPEN ...`
+/// COMPOUND whose OPEN creates by name (CLAIM_NULL, RFC 8881 §18.16): the entry it
+/// may teach the names when it creates the file (bench md's and the Linux client's
+/// create: a v4-only workload's stat then finds the name), as NFSv3's CREATE.
+pub fn made<'a>(args: &'a [u8], plan: &Plan) -> Option<(&'a [u8], &'a [u8])> {
+    let code = |i| plan.op(i).map(|o| o.code);
+    if (code(0), code(1), code(2)) != (Some(OP_SEQUENCE), Some(OP_PUTFH), Some(OP_OPEN)) {
+        return None;
+    }
+    let fh = XdrReader::new(args.get(plan.op(1)?.at as usize..)?)
+        .opaque_var(super::FH4_MAX)
+        .ok()?;
+    let mut r = XdrReader::new(args.get(plan.op(2)?.at as usize..)?);
+    let name = super::state_ops::creates_name(&mut r)?;
+    crate::cache::names::cacheable(name).then_some((fh, name))
+}
 
 /// Whether the worker's LOOKUP would take `name` as a component of the directory
 /// (`file_ops::check_component`, RFC 8881 §14.5) and the names may hold it

@@ -359,6 +359,7 @@ fn note_entry(dir: &Node, fh: &CurrentFh, obj_attr: Attr, dir_attr: Attr) {
             obj,
             obj_attr: Some(obj_attr),
             dir_attr: Some(dir_attr),
+            made: false,
         });
     }
 }

@@ -44,6 +44,7 @@ struct W {
     gens: Arc<Generations>,
     cache: ReadCache,
     sid: [u8; 16],
+    clientid: u64,
     seq: u32,
     _d: tempfile::TempDir,
 }
@@ -54,13 +55,21 @@ fn world_with(list: Vec<Export>) -> W {
     let h = harness_on(b, list);
     let gens = Arc::new(Generations::new());
     h.model.observe_changes(gens.clone());
-    let (_, sid) = session(&h, b"names");
+    let (clientid, sid) = session(&h, b"names");
+    // RECLAIM_COMPLETE (slot 0, sequence 1): OPENs that create are not refused with
+    // NFS4ERR_GRACE (RFC 8881 §18.51.3).
+    let done: Op = Box::new(|w: &mut XdrWriter| {
+        w.u32(OP_RECLAIM_COMPLETE)?;
+        w.bool(false)
+    });
+    assert_eq!(call(&h, &[sequence(sid, 1, 0), done]).0, NFS4_OK);
     W {
         h,
         gens,
         cache: ReadCache::new(0, engine::mem::HugePolicy::Off).unwrap(),
         sid,
-        seq: 1,
+        clientid,
+        seq: 2,
         _d: d,
     }
 }
@@ -151,22 +160,43 @@ impl W {
     /// fill the reactor receives (`server::worker::run_job`, `entry_seen`).
     fn worker_as(&mut self, cred: Cred, args: &[u8]) -> Vec<u8> {
         let plan = Plan::of(args);
-        let seen = fast::looked_up(args, &plan)
-            .filter(|(_, name)| crate::cache::names::cacheable(name))
-            .and_then(|(dir, name)| {
-                let ask = crate::outcome::EntryAsk {
-                    dir,
-                    name,
-                    makes: false,
-                };
+        let entry = match fast::looked_up(args, &plan) {
+            Some(found) => Some((found, false)),
+            None => crate::nfs4::fast_names::made(args, &plan).map(|m| (m, true)),
+        };
+        let seen = entry
+            .filter(|((_, name), _)| crate::cache::names::cacheable(name))
+            .and_then(|((dir, name), makes)| {
+                let ask = crate::outcome::EntryAsk { dir, name, makes };
                 EntrySeen::before(&self.gens, &ask)
             })
             .map(|e| e.v4());
+        let made_v4 = seen.as_ref().is_some_and(|e| e.made_v4());
         let _ = take_named();
         let rep = run_as(&self.h, cred, args);
         let named = take_named();
         if let Some(fill) = seen.and_then(|s| s.learned(&self.gens, named)) {
+            // A create's file: its attributes after the COMPOUND, read under the
+            // stamp taken first (`server::worker::learned_made`).
+            let made = match &fill.data {
+                Some(crate::cache::FillData::Name(n)) if made_v4 => Some((n.obj, n.obj_id)),
+                _ => None,
+            };
             self.cache.fill(&self.gens, fill, None);
+            if let Some((obj, id)) = made {
+                let stamp = self.gens.stamp(id);
+                let node = self.h.model.resolve(obj.bytes()).unwrap();
+                let attr = self.h.model.getattr(&node).unwrap();
+                let fill = Fill {
+                    fh: obj,
+                    export: 0,
+                    attr,
+                    stamp,
+                    data: None,
+                    exact: true,
+                };
+                self.cache.fill(&self.gens, fill, None);
+            }
         }
         rep
     }
@@ -479,6 +509,7 @@ fn teach_as_v3(w: &mut W, dir: &[u8], name: &[u8]) {
         obj,
         obj_attr: Some(a),
         dir_attr: Some(dattr),
+        made: false,
     };
     let fill = seen.learned(&w.gens, Some(named)).unwrap();
     w.cache.fill(&w.gens, fill, None);
@@ -523,4 +554,79 @@ fn another_exports_root_is_the_workers_crossing() {
     // An ordinary name an NFSv4.1 LOOKUP taught answers.
     w.stat(&top, b"f", true);
     assert_eq!(w.hit_fh(&top, b"f"), f);
+}
+
+/// `SEQUENCE, PUTFH dir, OPEN (create UNCHECKED4, CLAIM_NULL name), CLOSE` (RFC 8881
+/// §18.16, §18.2; the current stateid, §16.2.3.1.2): bench md's create without its
+/// WRITE.
+fn create_args(w: &W, dir: &[u8], name: &[u8]) -> Vec<u8> {
+    let (clientid, name) = (w.clientid, name.to_vec());
+    let open: Op = Box::new(move |x| {
+        x.u32(OP_OPEN)?;
+        x.u32(0)?;
+        x.u32(3)?; // OPEN4_SHARE_ACCESS_BOTH
+        x.u32(0)?;
+        x.u64(clientid)?;
+        x.opaque_var(b"owner")?;
+        x.u32(1)?; // OPEN4_CREATE
+        x.u32(0)?; // UNCHECKED4, empty fattr4
+        x.u32(0)?;
+        x.u32(0)?;
+        x.u32(0)?; // CLAIM_NULL
+        x.opaque_var(&name)
+    });
+    let close: Op = Box::new(|x| {
+        x.u32(OP_CLOSE)?;
+        x.u32(0)?;
+        crate::state::stateid::Stateid::CURRENT.encode(x)
+    });
+    compound_args(
+        b"t",
+        1,
+        &[seq_op(w.sid, w.seq), putfh(dir.to_vec()), open, close],
+    )
+}
+
+#[test]
+fn a_name_an_open_created_is_answered_without_a_lookup() {
+    let mut w = world();
+    let (top, _) = top_with_f(&mut w);
+    // A worker's LOOKUP teaches the directory's attributes; then v4 creates.
+    w.stat(&top, b"f", true);
+    let mut made = vec![];
+    for i in 0..4 {
+        let name = format!("n{i}");
+        let args = create_args(&w, &top, name.as_bytes());
+        let rep = w.worker_as(root_cred(), &args);
+        w.seq += 1;
+        assert_eq!(
+            Nfsstat4::decode(&mut XdrReader::new(&rep)).unwrap(),
+            NFS4_OK
+        );
+        made.push(name);
+    }
+    // Each name is the reactor's at once, the worker's answer byte for byte.
+    for name in &made {
+        let hit = w.hit(&top, name.as_bytes(), true).expect("taught by OPEN");
+        let by_worker = w.stat(&top, name.as_bytes(), true);
+        same_but_seqid(&by_worker, &hit);
+    }
+    // An OPEN of an existing name (no create) teaches nothing new; a REMOVE after
+    // an OPEN's create still sends the next stat to the worker.
+    let n = w.next();
+    let rm = compound_args(
+        b"t",
+        1,
+        &[
+            seq_op(w.sid, n),
+            putfh(top.clone()),
+            named(OP_REMOVE, b"n0"),
+        ],
+    );
+    assert_eq!(
+        Nfsstat4::decode(&mut XdrReader::new(&run(&w.h, &rm))).unwrap(),
+        NFS4_OK
+    );
+    assert!(w.hit(&top, b"n0", true).is_none());
+    assert_eq!(lookup_status(&w.stat(&top, b"n0", true)), NFS4ERR_NOENT);
 }
