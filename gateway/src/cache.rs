@@ -554,6 +554,11 @@ pub struct LookupHit {
     pub dir: Attr,
     /// The object's attributes are past `ATTR_TTL` (as `AttrHit::stale`).
     pub stale: bool,
+    /// The object's attributes are the file model's own (`Fill::exact`): they may
+    /// answer NFSv4.
+    pub exact: bool,
+    /// The entry was taught by an NFSv4.1 LOOKUP (`names::NameFill::v4`).
+    pub v4: bool,
 }
 
 /// The parts of a READ or GETATTR call the cache needs.
@@ -940,9 +945,11 @@ impl ReadCache {
         // As `fill`: a LOOKUP's attributes (decoded from a fattr3) do not downgrade
         // an entry the model gave for the same state of the file, which stays able
         // to answer NFSv4.
-        let exact = self.attrs.get(&n.obj).is_some_and(|e| {
-            e.exact && e.stamp == stamp && e.attr == attr && e.export == dir.export
-        });
+        // An NFSv4.1 LOOKUP's are the model's own (`NameFill::v4`).
+        let exact = n.v4
+            || self.attrs.get(&n.obj).is_some_and(|e| {
+                e.exact && e.stamp == stamp && e.attr == attr && e.export == dir.export
+            });
         if self.attrs.len() >= MAX_ATTRS {
             self.attrs.clear();
         }
@@ -1000,6 +1007,8 @@ impl ReadCache {
             attr: o.attr,
             dir: d.attr,
             stale,
+            exact: o.exact,
+            v4: named.v4,
         })
     }
 

@@ -24,7 +24,10 @@
 //! (no other change of the name raced with it). Changes behind the gateway's back:
 //! an entry older than `ATTR_TTL` is not used, the promise cached GETATTR makes.
 //!
-//! Only names a worker answered NFS3_OK for are kept, and only for regular files and
+//! NFSv4.1 `SEQUENCE, PUTFH, LOOKUP[, GETFH], GETATTR` is answered from the same
+//! entries (`nfs4::fast_names`), and its worker's LOOKUP teaches them as NFSv3's does.
+//!
+//! Only names a worker answered NFS3_OK (NFS4_OK) for are kept, and only for regular files and
 //! directories in the directory's export; "." and "..", names a worker would refuse
 //! (too long, empty, with '/' or NUL) never hit (`cacheable`). No negative entries.
 
@@ -68,6 +71,10 @@ pub struct NameFill {
     pub obj_attr: Option<(crate::fs::Attr, u64)>,
     /// The fill's attributes (the directory's) are valid under its stamp.
     pub dir_attr: bool,
+    /// Taught by an NFSv4.1 LOOKUP (`EntrySeen::v4`): the name is no other export's
+    /// root (the worker's LOOKUP crosses there, RFC 8881 §7.7, and notes nothing),
+    /// and `obj_attr` is the file model's own (`Fill::exact`).
+    pub v4: bool,
 }
 
 struct Entry {
@@ -77,6 +84,8 @@ struct Entry {
     obj_id: u64,
     stamp: Stamp,
     at: Instant,
+    /// See `NameFill::v4`.
+    v4: bool,
 }
 
 /// A call naming one directory entry (LOOKUP, CREATE, MKDIR) as its worker saw it
@@ -93,6 +102,8 @@ pub struct EntrySeen {
     /// `Generations::changes` before the call: a LOOKUP's object attributes are
     /// kept if nothing changed since (`ReadCache::fill`).
     changes: u64,
+    /// An NFSv4.1 LOOKUP (`NameFill::v4`).
+    v4: bool,
 }
 
 impl EntrySeen {
@@ -111,7 +122,22 @@ impl EntrySeen {
             name_stamp: gens.name_stamp(hash),
             dir_stamp: gens.stamp(dir_id),
             changes,
+            v4: false,
         })
+    }
+
+    /// The call is an NFSv4.1 `SEQUENCE, PUTFH, LOOKUP[, GETFH], GETATTR` or `SEQUENCE,
+    /// PUTFH, OPEN ...` (`fast_names`): its LOOKUP notes only a name that crosses into
+    /// no other export, an OPEN only a regular file it created (`NameFill::v4`).
+    pub fn v4(self) -> EntrySeen {
+        EntrySeen { v4: true, ..self }
+    }
+
+    /// An NFSv4.1 OPEN creating the name: the file's attributes after the whole
+    /// COMPOUND (its WRITE, CLOSE) are worth reading for the reactor
+    /// (`server::worker`), since nothing else in a create workload teaches them.
+    pub fn made_v4(&self) -> bool {
+        self.v4 && self.makes
     }
 
     /// What the call, having answered NFS3_OK, teaches the reactor (`note`: what the
@@ -125,6 +151,11 @@ impl EntrySeen {
     /// (`changing`), as a WRITE's are (`server::worker::learned_write`).
     pub fn learned(self, gens: &Generations, note: Option<Noted>) -> Option<Fill> {
         let n = note?;
+        // A COMPOUND's note is its one naming operation's (`call::take_named`): a
+        // found entry for a LOOKUP, a made one for a create.
+        if n.made != self.makes {
+            return None;
+        }
         let (dir_attr, obj_attr) = (n.dir_attr?, n.obj_attr?);
         let (obj_export, obj_id) = FileModel::peek_handle(n.obj.bytes())?;
         if dir_attr.fileid != self.dir_id || obj_attr.fileid != obj_id || obj_export != self.export
@@ -154,6 +185,7 @@ impl EntrySeen {
                 obj_id,
                 obj_attr: obj,
                 dir_attr: dir_ok,
+                v4: self.v4,
             }))),
             exact: false,
         })
@@ -172,6 +204,8 @@ pub struct Names {
 pub struct Named<'a> {
     pub obj: &'a FhKey,
     pub obj_id: u64,
+    /// See `NameFill::v4`.
+    pub v4: bool,
 }
 
 impl Names {
@@ -197,6 +231,7 @@ impl Names {
                 obj_id: f.obj_id,
                 stamp: f.stamp,
                 at: Instant::now(),
+                v4: f.v4,
             },
         );
     }
@@ -222,6 +257,7 @@ impl Names {
         Some(Named {
             obj: &e.obj,
             obj_id: e.obj_id,
+            v4: e.v4,
         })
     }
 }

@@ -75,29 +75,40 @@ pub fn take_listing() -> Option<crate::cache::ListedPage> {
 }
 
 /// What an NFSv3 LOOKUP, CREATE or MKDIR answered NFS3_OK for (a regular file or
-/// directory in the directory's export), noted as it encodes the reply, for the
-/// reactor's names (`cache_names`): the object's handle, its attributes and the
-/// directory's (post-operation).
+/// directory in the directory's export), or an NFSv4.1 LOOKUP or OPEN that created
+/// its file, noted as it runs or encodes, for the reactor's names (`cache_names`):
+/// the object's handle, its attributes and the directory's (post-operation).
 #[derive(Debug, Clone, Copy)]
 pub struct Named {
     pub obj: crate::cache::FhKey,
     pub obj_attr: Option<crate::fs::Attr>,
     pub dir_attr: Option<crate::fs::Attr>,
+    /// The call made the entry (CREATE, MKDIR, OPEN creating), rather than found it.
+    pub made: bool,
 }
 
 thread_local! {
-    /// The last directory entry this worker thread answered (`Named`).
-    static NAMED: std::cell::Cell<Option<Named>> = const { std::cell::Cell::new(None) };
+    /// The last directory entry this worker thread answered (`Named`), and how many
+    /// entries the call noted: a COMPOUND may name several, and then teaches none
+    /// (`take_named`), so an entry is never paired with another operation's name.
+    static NAMED: std::cell::Cell<(Option<Named>, u8)> = const { std::cell::Cell::new((None, 0)) };
 }
 
 /// Notes the entry the call being encoded on this thread answered (`Named`).
 pub fn note_named(n: Named) {
-    NAMED.with(|c| c.set(Some(n)));
+    NAMED.with(|c| {
+        let (_, count) = c.get();
+        c.set((Some(n), count.saturating_add(1)));
+    });
 }
 
-/// Takes (and clears) this thread's entry note, as `take_learned`.
+/// Takes (and clears) this thread's entry note, as `take_learned`: `None` unless the
+/// call noted exactly one entry.
 pub fn take_named() -> Option<Named> {
-    NAMED.with(|c| c.take())
+    match NAMED.with(|c| c.take()) {
+        (n, 1) => n,
+        _ => None,
+    }
 }
 
 thread_local! {

@@ -193,6 +193,12 @@ pub struct V4Paths {
     /// The handle (and READ offset, count) a worker's COMPOUND of a cache shape
     /// observes.
     pub observe: for<'a> fn(&'a [u8], &Plan) -> Option<(&'a [u8], Option<(u64, u32)>)>,
+    /// The directory handle and component of a worker's `SEQUENCE, PUTFH, LOOKUP[,
+    /// GETFH], GETATTR` COMPOUND: the entry it may teach the reactor's names.
+    pub looked_up: for<'a> fn(&'a [u8], &Plan) -> Option<(&'a [u8], &'a [u8])>,
+    /// The directory handle and component a worker's `SEQUENCE, PUTFH, OPEN ...`
+    /// COMPOUND creates by name: the entry it may teach the names.
+    pub made: for<'a> fn(&'a [u8], &Plan) -> Option<(&'a [u8], &'a [u8])>,
     /// The client of a worker's COMPOUND's session (0: none), whose write
     /// delegation's file it may still teach the cache (`cache::Generations::stamp_as`).
     pub client: fn(&State, &[u8], &Plan) -> u64,
@@ -219,6 +225,8 @@ pub static V4_PATHS: V4Paths = V4Paths {
     answer_pages: crate::nfs4::fast::answer_pages,
     count_answer: crate::nfs4::fast::count_answer,
     observe: crate::nfs4::fast::observe,
+    looked_up: crate::nfs4::fast::looked_up,
+    made: crate::nfs4::fast_names::made,
     client: crate::nfs4::fast::client,
     io_call: crate::nfs4::fast_io::call,
     io_start: crate::nfs4::fast_io::start,

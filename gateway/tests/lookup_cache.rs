@@ -136,3 +136,78 @@ fn a_lookup_is_a_reactor_hit_until_either_version_changes_the_name() {
     assert_eq!(st, NFS4_OK, "REMOVE of a directory");
     assert_eq!(lookup(&mut v3, &dir, "sub"), None);
 }
+
+/// NFSv4.1 stat of a name as the Linux client sends it (RFC 8881 §18.15, §18.8,
+/// §18.7): `SEQUENCE, PUTFH, LOOKUP, GETFH, GETATTR`; the status and the results
+/// after SEQUENCE's (whose sequence id differs from call to call).
+fn stat4(v4: &mut Tcp41, dir: &[u8], name: &[u8]) -> (u32, Vec<u8>) {
+    let (st, res) = v4.seq_run(|o| o.putfh(dir).lookup(name).getfh().getattr(&[1 << 4]));
+    let left = after_seq(&res).remaining();
+    (st, res.body[res.body.len() - left..].to_vec())
+}
+
+/// The handle GETFH returned in `stat4`'s results.
+fn stat4_fh(rest: &[u8]) -> Vec<u8> {
+    let mut r = engine::xdr::XdrReader::new(rest);
+    for op in [OP_PUTFH, OP_LOOKUP, OP_GETFH] {
+        assert_eq!(expect_op(&mut r, op), NFS4_OK);
+    }
+    r.opaque_var(128).unwrap().to_vec()
+}
+
+#[test]
+fn an_nfs41_stat_is_a_reactor_hit_until_either_version_changes_the_name() {
+    let gw = Gw::start(&GwOpts {
+        rdma: false,
+        ..Default::default()
+    });
+    let mut v3 = V3::connect(gw.tcp_addr());
+    let root = v3.mount_root();
+    let dir = v3call::parse_mkdir(&call(&mut v3, Call::Mkdir(&root, "d4"))).unwrap();
+    let f = v3.create(&dir, b"f");
+    assert_eq!(v3.write(&f, b"12345"), 0);
+    let mut v4 = Tcp41::ready(gw.tcp_addr(), b"lookup-cache-v4");
+
+    // The worker's LOOKUP teaches the name: the next stats are reactor hits, each
+    // the worker's results.
+    let (st, first) = stat4(&mut v4, &dir, b"f");
+    assert_eq!(st, NFS4_OK);
+    assert_eq!(stat4_fh(&first), f);
+    let before = hits(&gw, 0);
+    for _ in 0..5 {
+        assert_eq!(stat4(&mut v4, &dir, b"f"), (NFS4_OK, first.clone()));
+    }
+    let after = hits(&gw, before + 5);
+    assert!(
+        after >= before + 5,
+        "stats are reactor hits: {before} → {after}"
+    );
+
+    // NFSv3 REMOVE: the next NFSv4.1 LOOKUP is NOENT; made again, the new file.
+    call(&mut v3, Call::Remove(&dir, "f"));
+    assert_eq!(stat4(&mut v4, &dir, b"f").0, NFS4ERR_NOENT);
+    let f2 = v3.create(&dir, b"f");
+    assert_ne!(f2, f);
+    for _ in 0..3 {
+        let (st, rest) = stat4(&mut v4, &dir, b"f");
+        assert_eq!(st, NFS4_OK);
+        assert_eq!(stat4_fh(&rest), f2);
+    }
+
+    // NFSv4.1 RENAME away and LINK: the old name NOENT, the new names the file.
+    let (st, _) = v4.seq_run(|o| o.putfh(&dir).savefh().putfh(&dir).rename(b"f", b"g"));
+    assert_eq!(st, NFS4_OK, "RENAME");
+    assert_eq!(stat4(&mut v4, &dir, b"f").0, NFS4ERR_NOENT);
+    let (st, _) = v4.seq_run(|o| o.putfh(&f2).savefh().putfh(&dir).link(b"h"));
+    assert_eq!(st, NFS4_OK, "LINK");
+    for name in [&b"g"[..], b"h", b"g", b"h"] {
+        let (st, rest) = stat4(&mut v4, &dir, name);
+        assert_eq!(st, NFS4_OK);
+        assert_eq!(stat4_fh(&rest), f2, "{name:?}");
+    }
+    // NFSv4.1 REMOVE of one link: its name NOENT, the other still the file.
+    let (st, _) = v4.seq_run(|o| o.putfh(&dir).remove(b"h"));
+    assert_eq!(st, NFS4_OK, "REMOVE");
+    assert_eq!(stat4(&mut v4, &dir, b"h").0, NFS4ERR_NOENT);
+    assert_eq!(stat4_fh(&stat4(&mut v4, &dir, b"g").1), f2);
+}

@@ -467,11 +467,19 @@ pub fn encode_call(
             cred,
             &[seq, Op4::Putfh(fh), Op4::Getattr(&[FATTR4_SIZE])],
         ),
+        // A stat of a name as the Linux client sends it (RFC 8881 §18.15, §18.8,
+        // §18.7): the handle and the attributes with it.
         Call::Lookup(dir, name) => encode_compound(
             out,
             xid,
             cred,
-            &[seq, Op4::Putfh(dir), Op4::Lookup(name), Op4::Getfh],
+            &[
+                seq,
+                Op4::Putfh(dir),
+                Op4::Lookup(name),
+                Op4::Getfh,
+                Op4::Getattr(&[FATTR4_SIZE]),
+            ],
         ),
         Call::Read(fh, off, n) => encode_compound(
             out,

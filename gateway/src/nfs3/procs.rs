@@ -204,7 +204,7 @@ fn lookup(ctx: &Ctx, r: &mut XdrReader, out: &mut XdrWriter) -> Res {
             put_fh(out, &fh)?;
             put_post_op_attr(out, Some(&a))?;
             put_post_op_attr(out, Some(&dattr))?;
-            note_named_entry(&dir, &node, &fh, Some(a), Some(dattr));
+            note_named_entry(&dir, &node, &fh, (Some(a), Some(dattr)), false);
         }
         Err(s) => {
             out.u32(nfsstat3(s))?;
@@ -221,8 +221,8 @@ fn note_named_entry(
     dir: &Node,
     node: &Node,
     fh: &crate::fs::FileHandle,
-    obj_attr: Option<Attr>,
-    dir_attr: Option<Attr>,
+    (obj_attr, dir_attr): (Option<Attr>, Option<Attr>),
+    made: bool,
 ) {
     let kind_ok = obj_attr.is_some_and(|a| matches!(a.kind, FileKind::Reg | FileKind::Dir));
     if node.export != dir.export || !kind_ok {
@@ -233,6 +233,7 @@ fn note_named_entry(
             obj,
             obj_attr,
             dir_attr,
+            made,
         });
     }
 }
@@ -409,7 +410,7 @@ fn create_common(
             put_post_op_fh(out, Some(&fh))?;
             put_post_op_attr(out, a.as_ref())?;
             put_wcc(out, Some(&pre), post.as_ref())?;
-            note_named_entry(&dir, &node, &fh, a, post);
+            note_named_entry(&dir, &node, &fh, (a, post), true);
         }
         Err(s) => put_status_wcc(out, nfsstat3(s), &pre, post.as_ref())?,
     }

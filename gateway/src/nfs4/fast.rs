@@ -103,7 +103,7 @@ pub const FAST_ATTRS: Bitmap = Bitmap::of(&[
 
 /// The last operation of a recognised COMPOUND.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Last {
+pub enum Last<'a> {
     Getattr(Bitmap),
     Read {
         stateid: Stateid,
@@ -114,6 +114,15 @@ pub enum Last {
     },
     /// READDIR4args (RFC 8881 §18.23.1), answered from the listings (`fast_dirs`).
     Readdir(super::fast_dirs::DirAsk),
+    /// `LOOKUP [, GETFH], GETATTR` (RFC 8881 §18.15, §18.8, §18.7), answered from
+    /// the names (`fast_names`): the component (at most `cache::names::NAME_MAX`
+    /// bytes as decoded; the checks are `fast_names`'), whether GETFH is asked, and
+    /// the GETATTR bitmap (no word past the third).
+    Lookup {
+        name: &'a [u8],
+        getfh: bool,
+        want: Bitmap,
+    },
 }
 
 /// A `SEQUENCE, PUTFH, GETATTR|READ` COMPOUND (minor version 1 or 2).
@@ -125,7 +134,7 @@ pub struct Shape<'a> {
     pub slot: u32,
     pub cachethis: bool,
     pub fh: &'a [u8],
-    pub last: Last,
+    pub last: Last<'a>,
     /// The false-retry print (`state::sessions::ReqPrint`).
     pub print: ReqPrint,
     /// The COMPOUND's minor version (1 or 2, `nfs4::fast_minor`).
@@ -201,9 +210,12 @@ pub fn parse(args: &[u8]) -> Option<Shape<'_>> {
 /// third. Anything else is `None`.
 pub fn shape<'a>(args: &'a [u8], plan: &Plan) -> Option<Shape<'a>> {
     let [seq, putfh, last] = match plan.kind {
-        Kind::Getattr | Kind::Read | Kind::ReadPlus | Kind::Readdir => {
-            [plan.at(0), plan.at(1), plan.at(2)]
-        }
+        Kind::Getattr
+        | Kind::Read
+        | Kind::ReadPlus
+        | Kind::Readdir
+        | Kind::Lookup
+        | Kind::LookupFh => [plan.at(0), plan.at(1), plan.at(2)],
         _ => return None,
     };
     let mut r = Cur { b: args, at: 0 };
@@ -227,6 +239,16 @@ pub fn shape<'a>(args: &'a [u8], plan: &Plan) -> Option<Shape<'a>> {
             }
         }
         Kind::Readdir => Last::Readdir(super::fast_dirs::DirAsk::decode(args.get(r.at..)?)?),
+        Kind::Lookup | Kind::LookupFh => {
+            let name = r.var(crate::cache::names::NAME_MAX)?;
+            let getfh = plan.kind == Kind::LookupFh;
+            let at = plan.at(if getfh { 4 } else { 3 });
+            let mut x = XdrReader::new(args.get(at..)?);
+            match attrs::get_bitmap(&mut x).ok()? {
+                (want, false) => Last::Lookup { name, getfh, want },
+                _ => return None,
+            }
+        }
         _ => {
             let seqid = r.u32()?;
             let mut other = [0u8; 12];
@@ -285,6 +307,10 @@ pub fn answer_parsed(
     if let Last::Readdir(ask) = &a.last {
         return super::fast_dirs::answer(v, client, cred, a, ask, args_len, w).map(|_| None);
     }
+    if let Last::Lookup { name, getfh, want } = a.last {
+        return super::fast_names::answer(v, client, cred, a, (name, getfh, &want), args_len, w)
+            .map(|_| None);
+    }
     answer_into(v, client, cred, a, args_len, None, w).map(|(_, data)| data)
 }
 
@@ -312,18 +338,20 @@ pub fn answer_pages(
 }
 
 /// SEQUENCE's checks (RFC 8881 §18.46.3), as `session_ops::sequence_first`, for
-/// every COMPOUND the reactor answers (`answer_into`, `fast_dirs`): the session and
-/// its slot count when the call is the slot's next and within the fore channel's
-/// limits; `None` → a worker answers.
+/// every COMPOUND the reactor answers (`answer_into`, `fast_dirs`, `fast_names`):
+/// the session and its slot count when the call is the slot's next and within the
+/// fore channel's limits (`nops` operations: more than ca_maxoperations is the
+/// worker's NFS4ERR_TOO_MANY_OPS); `None` → a worker answers.
 pub(super) fn sequence_checks(
     v: &View,
     a: &Shape,
     args_len: usize,
+    nops: u32,
 ) -> Option<(std::sync::Arc<crate::state::sessions::Session>, u32)> {
     let s = v.state.clients.session(&a.sessionid)?;
     let nslots = s.slots();
     if a.slot >= nslots
-        || s.fore.max_ops < 3
+        || s.fore.max_ops < nops
         || args_len > s.fore.max_request as usize
         || !s.is_next(a.slot, a.seqid)
     {
@@ -356,7 +384,7 @@ fn answer_into(
     if plus && a.minor < 2 {
         return None;
     }
-    let (s, nslots) = sequence_checks(v, a, args_len)?;
+    let (s, nslots) = sequence_checks(v, a, args_len, 3)?;
     let req = cache::Request {
         fh: a.fh,
         client,
@@ -529,8 +557,8 @@ fn encode(
                 }
             }
         }
-        // Answered by `fast_dirs` (`answer_parsed`), never encoded here.
-        Last::Readdir(_) => Ok(None),
+        // Answered by `fast_dirs` and `fast_names` (`answer_parsed`), never here.
+        Last::Readdir(_) | Last::Lookup { .. } => Ok(None),
     }
 }
 
@@ -593,8 +621,27 @@ pub fn observe<'a>(args: &'a [u8], plan: &Plan) -> Option<Observed<'a>> {
     let read = match a.last {
         Last::Getattr(_) | Last::Readdir(_) => None,
         Last::Read { offset, count, .. } => Some((offset, count)),
+        // A LOOKUP teaches the names (`looked_up`), not its directory's attributes.
+        Last::Lookup { .. } => return None,
     };
     Some((a.fh, read))
+}
+
+/// The directory handle and component of a worker's `SEQUENCE, PUTFH, LOOKUP[,
+/// GETFH], GETATTR` COMPOUND (by its plan): the entry its LOOKUP may teach the
+/// reactor's names (`fast_names`, as an NFSv3 LOOKUP teaches them).
+pub fn looked_up<'a>(args: &'a [u8], plan: &Plan) -> Option<(&'a [u8], &'a [u8])> {
+    if !plan.looks_up() {
+        return None;
+    }
+    match shape(args, plan)? {
+        Shape {
+            fh,
+            last: Last::Lookup { name, .. },
+            ..
+        } => Some((fh, name)),
+        _ => None,
+    }
 }
 
 /// The client whose session a worker's COMPOUND of a recognised shape runs in (0:

@@ -105,7 +105,7 @@ pub(super) fn answer(
     if ask.cookie == 1 || ask.cookie == 2 || !encodable(v, a.minor, &ask.want) {
         return None;
     }
-    let (s, nslots) = super::fast::sequence_checks(v, a, args_len)?;
+    let (s, nslots) = super::fast::sequence_checks(v, a, args_len, 3)?;
     let req = cache::Request {
         fh: a.fh,
         client,

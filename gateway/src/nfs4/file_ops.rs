@@ -329,7 +329,9 @@ pub(super) fn lookup(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter) -> 
         }
         let (child, attr) = c.ctx.model.lookup_attr(node, name).map_err(fs_err)?;
         note_fresh(c, &child, attr);
-        Ok(file_fh(c, child))
+        let fh = file_fh(c, child);
+        note_entry(node, &fh, attr, a);
+        Ok(fh)
     })();
     match res {
         Ok(fh) => {
@@ -337,6 +339,28 @@ pub(super) fn lookup(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter) -> 
             put_status(w, NFS4_OK)
         }
         Err(e) => put_status(w, e),
+    }
+}
+
+/// Notes the entry a LOOKUP found for the reactor's names (`call::note_named`, as
+/// NFSv3's LOOKUP notes it; kept only for `SEQUENCE, PUTFH, LOOKUP[, GETFH],
+/// GETATTR`, `cache::names::EntrySeen::v4`): a regular file or directory in the
+/// directory's own export (an export crossing returned before and notes nothing),
+/// with the model's attributes of both.
+fn note_entry(dir: &Node, fh: &CurrentFh, obj_attr: Attr, dir_attr: Attr) {
+    let CurrentFh::File { node, handle } = fh else {
+        return;
+    };
+    if node.export != dir.export || !matches!(obj_attr.kind, FileKind::Reg | FileKind::Dir) {
+        return;
+    }
+    if let Some(obj) = crate::cache::FhKey::new(handle) {
+        crate::call::note_named(crate::call::Named {
+            obj,
+            obj_attr: Some(obj_attr),
+            dir_attr: Some(dir_attr),
+            made: false,
+        });
     }
 }
 

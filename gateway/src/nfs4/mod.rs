@@ -26,6 +26,7 @@ mod dir_ops;
 pub mod fast;
 pub mod fast_dirs;
 pub mod fast_io;
+pub mod fast_names;
 mod file_ops;
 mod io_ops;
 mod layout_errors;

@@ -36,8 +36,9 @@ use engine::xdr::XdrReader;
 
 mod lane;
 
-/// Operations whose number and offset the plan keeps (the fast shapes need 4).
-pub const OPS_MAX: usize = 4;
+/// Operations whose number and offset the plan keeps (the fast shapes need 5: the
+/// Linux client's stat, `SEQUENCE, PUTFH, LOOKUP, GETFH, GETATTR`).
+pub const OPS_MAX: usize = 5;
 /// Longest tag a fast shape takes (longer ones are legal: the worker answers them).
 pub const TAG_MAX: usize = 64;
 /// Longest tag COMPOUND accepts (NFS4_OPAQUE_LIMIT, `compound::TAG_MAX`).
@@ -81,6 +82,12 @@ pub enum Kind {
     /// `SEQUENCE, PUTFH, READDIR` (RFC 8881 §18.23): answered from the reactor's
     /// listings (`fast_dirs`), taken by the general walk (not the lane).
     Readdir,
+    /// `SEQUENCE, PUTFH, LOOKUP, GETATTR` (RFC 8881 §18.15, §18.7; bench md's stat):
+    /// answered from the reactor's names (`fast_names`), taken by the general walk.
+    Lookup,
+    /// `SEQUENCE, PUTFH, LOOKUP, GETFH, GETATTR` (the Linux client's stat of a name
+    /// it has not cached), as `Lookup`.
+    LookupFh,
 }
 
 /// The plan of one COMPOUND (see the module comment): what travels with the call.
@@ -161,6 +168,8 @@ impl Plan {
             (3, OP_COMMIT) => Kind::Commit,
             (4, OP_WRITE) if code(3) == OP_GETATTR => Kind::WriteGetattr,
             (3, OP_READDIR) => Kind::Readdir,
+            (4, OP_LOOKUP) if code(3) == OP_GETATTR => Kind::Lookup,
+            (5, OP_LOOKUP) if code(3) == OP_GETFH && code(4) == OP_GETATTR => Kind::LookupFh,
             _ => Kind::Other,
         }
     }
@@ -191,6 +200,12 @@ impl Plan {
     /// the reactor's listings (`fast_dirs`).
     pub fn lists(&self) -> bool {
         self.kind == Kind::Readdir
+    }
+
+    /// Whether the COMPOUND is `SEQUENCE, PUTFH, LOOKUP[, GETFH], GETATTR`: a
+    /// worker's LOOKUP may teach the reactor's names (`fast_names`).
+    pub fn looks_up(&self) -> bool {
+        matches!(self.kind, Kind::Lookup | Kind::LookupFh)
     }
 
     /// Whether more operations were walked than the plan keeps.

@@ -575,6 +575,73 @@ proptest! {
         scan_bounded(&mutate(args, &muts));
     }
 
+    /// `SEQUENCE, PUTFH, LOOKUP[, GETFH], GETATTR` (the stat shapes `fast_names`
+    /// answers; the general walk takes them, the lane never does) and their
+    /// mutations: exactly the well-formed ones are `Kind::Lookup` / `LookupFh` with
+    /// all their operations kept (`OPS_MAX` is 5), their cache shape decodes the
+    /// handle, the component and the bitmap at the plan's offsets exactly when the
+    /// fast path may take them (handle up to `FH4_MAX`, component up to `NAME_MAX`,
+    /// no bitmap word past the third), a worker learns the same entry from them
+    /// (`looked_up`) and never observes them as a GETATTR; the lane agrees with the
+    /// general walk on all (`plan_oracles::lane_agrees`).
+    #[test]
+    fn stat_shapes_are_planned_exactly(
+        tag in bytes(70),
+        fh in bytes(140),
+        name in bytes(300),
+        getfh in any::<bool>(),
+        bits in bitmap(),
+        muts in proptest::collection::vec(mutation(), 0..4),
+    ) {
+        let mut ops = vec![
+            sequence(0),
+            op(OP_PUTFH, enc(|w| w.opaque_var(&fh))),
+            op(OP_LOOKUP, enc(|w| w.opaque_var(&name))),
+        ];
+        if getfh {
+            ops.push(op(OP_GETFH, vec![]));
+        }
+        ops.push(op(OP_GETATTR, enc(|w| put_bitmap(w, &bits))));
+        let (args, starts) = compound(&tag, &ops);
+        prop_assert!(!oracles::lane_agrees(&args), "the lane takes no LOOKUP");
+        let plan = Plan::of(&args);
+        let tag_ok = tag.len() <= super::plan::TAG_MAX;
+        let kind = match (tag_ok, getfh) {
+            (false, _) => Kind::Other,
+            (true, false) => Kind::Lookup,
+            (true, true) => Kind::LookupFh,
+        };
+        prop_assert_eq!(plan.kind, kind);
+        prop_assert_eq!(plan.looks_up(), tag_ok);
+        prop_assert!(!plan.long());
+        let kept: Vec<(u32, usize)> = plan.ops().map(|o| (o.code, o.at as usize)).collect();
+        let want: Vec<(u32, usize)> = ops.iter().map(|o| o.op).zip(starts).collect();
+        prop_assert_eq!(kept, want);
+        let fits = tag_ok
+            && fh.len() <= super::FH4_MAX
+            && name.len() <= crate::cache::names::NAME_MAX
+            && bits.iter().skip(3).all(|&b| b == 0);
+        let shape = super::fast::shape(&args, &plan);
+        prop_assert_eq!(shape.is_some(), fits);
+        if let Some(s) = shape {
+            prop_assert_eq!(s.fh, &fh[..]);
+            match s.last {
+                super::fast::Last::Lookup { name: n, getfh: g, want } => {
+                    prop_assert_eq!(n, &name[..]);
+                    prop_assert_eq!(g, getfh);
+                    for (i, &b) in bits.iter().take(3).enumerate() {
+                        prop_assert_eq!(want.0[i], b);
+                    }
+                }
+                other => prop_assert!(false, "not a LOOKUP shape: {:?}", other),
+            }
+        }
+        let learns = super::fast::looked_up(&args, &plan);
+        prop_assert_eq!(learns, fits.then_some((&fh[..], &name[..])));
+        prop_assert!(super::fast::observe(&args, &plan).is_none());
+        scan_bounded(&mutate(args, &muts));
+    }
+
     /// Arbitrary bytes as COMPOUND4args and as any operation's arguments.
     #[test]
     fn arbitrary_bytes_never_panic(

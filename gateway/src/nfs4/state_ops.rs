@@ -91,6 +91,19 @@ fn stateid_result(c: &mut Compound, w: &mut XdrWriter, r: Result<Stateid, Nfssta
     }
 }
 
+/// The component an OPEN4args creates by name (createmode set, CLAIM_NULL: RFC 8881
+/// §18.16.1), for the reactor's names (`fast_names::made`); `None` otherwise.
+pub(super) fn creates_name<'a>(r: &mut XdrReader<'a>) -> Option<&'a [u8]> {
+    match args::open(r).ok()? {
+        args::OpenArgs {
+            create: Some(_),
+            claim: args::Claim::Null(name),
+            ..
+        } => Some(name),
+        _ => None,
+    }
+}
+
 pub(super) fn open(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter) -> OpResult {
     let Ok(a) = args::open(r) else {
         return put_status(w, NFS4ERR_BADXDR);

@@ -829,6 +829,7 @@ fn sequence_reports_status_flags_and_slot_table() {
 mod courtesy_tests;
 mod fast_io_tests;
 mod fast_tests;
+mod lookup_tests;
 /// OPEN permission rules through serve() as a user that is not root.
 mod open_perm_tests;
 mod stat_tests;

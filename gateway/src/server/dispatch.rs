@@ -347,6 +347,8 @@ fn from_cache_v4(
         }
         V4Last::Getattr(_) => 1024,
         V4Last::Readdir(ask) => (ask.maxcount as usize).min(crate::limits::MAX_DIR_REPLY) + 1024,
+        // SEQUENCE, PUTFH, LOOKUP, GETFH (a handle), GETATTR (`fast::FAST_ATTRS`).
+        V4Last::Lookup { .. } => 1024,
     };
     if let (V4Last::Read { count, plus, .. }, Some(zc)) = (shape.last, zc) {
         // READ_PLUS data is no DDP-eligible item: from the pages over TCP only.

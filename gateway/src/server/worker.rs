@@ -224,6 +224,7 @@ fn run_job(shared: &Shared, mut job: Job) {
         (Some((id, before)), Some(_)) => learned_write(shared, &job, note, id, before),
         _ => None,
     };
+    let made_v4 = entry.as_ref().is_some_and(|e| e.made_v4());
     let fill = match (fill, entry, &reply) {
         (Some(f), _, _) => Some(f),
         (None, Some(e), Some(_)) => e.learned(&shared.gens, named),
@@ -267,6 +268,16 @@ fn run_job(shared: &Shared, mut job: Job) {
                 .flatten()
         }),
     };
+    // The file an NFSv4.1 OPEN created and named (its name kept): its attributes
+    // after the COMPOUND, read once the reply is on its way (`learned_made`).
+    let made = match &fill {
+        Some(Fill {
+            data: Some(FillData::Name(n)),
+            export,
+            ..
+        }) if made_v4 => Some((n.obj, *export, n.obj_id)),
+        _ => None,
+    };
     let ahead = match (&effect, &fill) {
         (
             CacheEffect::Observe {
@@ -290,6 +301,20 @@ fn run_job(shared: &Shared, mut job: Job) {
             stat: job.stat,
         },
     );
+    if let Some(fill) = made.and_then(|m| learned_made(shared, m)) {
+        push_done(
+            link,
+            Done {
+                conn: job.conn,
+                reply: None,
+                charge: None,
+                located: None,
+                opened: None,
+                stat: job.stat,
+                fill: Some(fill),
+            },
+        );
+    }
     // Read-ahead after the reply is on its way: the block around a small READ goes
     // into the reactor's page cache, so neighbouring reads are answered there.
     if let Some((off, fh, export, attr, stamp, exact)) = ahead {
@@ -414,6 +439,28 @@ fn learned_write(
     })
 }
 
+/// The attributes of a file an NFSv4.1 OPEN created (handle, export, file id), read
+/// now, valid under the stamp taken before reading them (a change in flight then
+/// bumps after, a later one bumps too), as the model's own (NFSv4 answers them): so
+/// the stat that follows a v4 create (bench md, `ls -l` after `tar x`) is the
+/// reactor's (`nfs4::fast_names`).
+fn learned_made(shared: &Shared, (fh, export, fileid): (FhKey, u16, u64)) -> Option<Fill> {
+    let stamp = shared.gens.stamp(fileid);
+    let node = shared.model.resolve(fh.bytes()).ok()?;
+    let attr = shared.model.getattr(&node).ok()?;
+    if node.fileid != fileid || attr.fileid != fileid || attr.kind != crate::fs::FileKind::Reg {
+        return None;
+    }
+    Some(Fill {
+        fh,
+        export,
+        attr,
+        stamp,
+        data: None,
+        exact: true,
+    })
+}
+
 /// What a WRITE's reply taught (`learned_write`).
 struct Written {
     fh: FhKey,
@@ -426,6 +473,22 @@ struct Written {
 /// judged by (`cache::names::EntrySeen`).
 fn entry_seen(shared: &Shared, job: &Job) -> Option<cache::names::EntrySeen> {
     let h = &job.header;
+    if h.prog == NFS_PROGRAM && h.vers == crate::nfs4::NFS_V4 {
+        // `SEQUENCE, PUTFH, LOOKUP[, GETFH], GETATTR` (`nfs4::fast_names`).
+        // `SEQUENCE, PUTFH, OPEN` creating by name, as an NFSv3 CREATE.
+        let plan = job.plan.as_ref()?;
+        let args = job.record.get(job.args_at..)?;
+        let v4 = &crate::front::V4_PATHS;
+        let ((dir, name), makes) = match (v4.looked_up)(args, plan) {
+            Some(found) => (found, false),
+            None => ((v4.made)(args, plan)?, true),
+        };
+        if !cache::names::cacheable(name) {
+            return None;
+        }
+        let ask = crate::outcome::EntryAsk { dir, name, makes };
+        return cache::names::EntrySeen::before(&shared.gens, &ask).map(|e| e.v4());
+    }
     if !crate::front::is_v3(h.prog, h.vers) {
         return None;
     }

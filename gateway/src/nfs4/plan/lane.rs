@@ -14,7 +14,7 @@
 
 use super::{Eligible, Kind, Plan, Sizing, OPS_MAX, TAG_MAX};
 
-const _: () = assert!(OPS_MAX == 4, "the lane fills exactly four operations");
+const _: () = assert!(OPS_MAX == 5, "the lane fills exactly five operations");
 use crate::nfs4::attrs::Bitmap;
 use crate::nfs4::fast::{Cur, Last, Shape};
 use crate::nfs4::ops::{
@@ -117,14 +117,22 @@ pub(super) fn walk<'a, const SHAPE: bool>(
     if r.at != args.len() {
         return None;
     }
-    // As `Plan::keep` does for each operation; the plan keeps all four (`OPS_MAX`).
+    // As `Plan::keep` does for each operation; the plan keeps them all (`OPS_MAX`:
+    // the lane's shapes have at most four, the fifth stays as `Plan::empty` left it).
     p.code = [
         OP_SEQUENCE as u16,
         OP_PUTFH as u16,
         op as u16,
         fourth.0 as u16,
+        0,
     ];
-    p.at = [seq_at as u32, fh_at as u32, op_at as u32, fourth.1 as u32];
+    p.at = [
+        seq_at as u32,
+        fh_at as u32,
+        op_at as u32,
+        fourth.1 as u32,
+        0,
+    ];
     p.reply = size.reply();
     if let Some(e) = item {
         ddp(e);

@@ -241,7 +241,11 @@ fn by_name(c: &Compound, name: &[u8], create: Option<&CreateHow>) -> Result<Targ
         }
     };
     let attr = model.getattr(&node).map_err(fs)?;
-    let after = model.getattr(&dir).map(|a| a.change).unwrap_or(before);
+    let dir_after = model.getattr(&dir).ok();
+    let after = dir_after.map_or(before, |a| a.change);
+    if created {
+        note_made(c, &dir, &node, attr, dir_after);
+    }
     Ok(Target {
         node,
         attr,
@@ -250,6 +254,24 @@ fn by_name(c: &Compound, name: &[u8], create: Option<&CreateHow>) -> Result<Targ
         attrset,
         truncate,
     })
+}
+
+/// Notes the file an OPEN created by name for the reactor's names (`call::note_named`,
+/// as NFSv3's CREATE notes it; kept only for `SEQUENCE, PUTFH, OPEN ...` and when the
+/// name changed by exactly this create, `cache::names::EntrySeen::learned`): a
+/// regular file in the directory's export, with the directory's attributes after.
+fn note_made(c: &Compound, dir: &Node, node: &Node, attr: Attr, dir_attr: Option<Attr>) {
+    if node.export != dir.export || attr.kind != FileKind::Reg || dir_attr.is_none() {
+        return;
+    }
+    if let Some(obj) = crate::cache::FhKey::new(c.ctx.model.handle(node).as_bytes()) {
+        crate::call::note_named(crate::call::Named {
+            obj,
+            obj_attr: Some(attr),
+            dir_attr,
+            made: true,
+        });
+    }
 }
 
 /// createhow4 → the file model's create mode and the attributes it applies.

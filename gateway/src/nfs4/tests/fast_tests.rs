@@ -454,7 +454,7 @@ fn parse_inlined_matches_the_xdr_reader_parser_on_every_mutation() {
     use crate::nfs4::attrs;
     use crate::nfs4::ops::{OP_GETATTR, OP_PUTFH, OP_READ, OP_READ_PLUS, OP_SEQUENCE};
     use engine::xdr::XdrReader;
-    type Fields<'a> = (&'a [u8], [u8; 16], u32, u32, bool, &'a [u8], fast::Last);
+    type Fields<'a> = (&'a [u8], [u8; 16], u32, u32, bool, &'a [u8], fast::Last<'a>);
     fn reference(args: &[u8]) -> Option<Fields<'_>> {
         let mut r = XdrReader::new(args);
         let tag = r.opaque_var(fast::TAG_MAX).ok()?;
