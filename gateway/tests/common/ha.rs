@@ -40,6 +40,8 @@ pub struct Gw {
     pub child: Child,
     pub reach: SocketAddr,
     pub log: PathBuf,
+    /// Its `/metrics` endpoint, reachable from the test (not in a namespace).
+    pub stats: Option<SocketAddr>,
 }
 
 impl Drop for Gw {
@@ -61,10 +63,11 @@ pub fn free_port() -> u16 {
 pub fn spawn(spec: &Spec) -> Gw {
     let state = spec.work.join(spec.name);
     std::fs::create_dir_all(&state).unwrap();
-    let stats = if spec.netns.is_some() {
-        "[stats]\nlisten = \"127.0.0.1:9108\"\n"
+    let (stats, endpoint) = if spec.netns.is_some() {
+        ("[stats]\nlisten = \"127.0.0.1:9108\"\n".to_string(), None)
     } else {
-        ""
+        let a = SocketAddr::from(([127, 0, 0, 1], free_port()));
+        (format!("[stats]\nlisten = \"{a}\"\n"), Some(a))
     };
     let rdma = match spec.rdma {
         Some(a) => format!("[rdma]\nprovider = \"soft\"\nlisten = \"{a}\"\n"),
@@ -111,12 +114,34 @@ pub fn spawn(spec: &Spec) -> Gw {
         child,
         reach: spec.reach,
         log,
+        stats: endpoint,
     }
 }
 
 impl Gw {
     pub fn log(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// The text of its `/metrics` (docs/stats.md), fetched over HTTP/1.0.
+    pub fn metrics(&self) -> String {
+        use std::io::{Read, Write};
+        let addr = self.stats.expect("a gateway with a stats endpoint");
+        let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        s.write_all(b"GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n")
+            .unwrap();
+        let mut text = String::new();
+        s.read_to_string(&mut text).unwrap();
+        text
+    }
+
+    /// The value of one series (`name` or `name{labels}` exactly), `None` when absent.
+    pub fn metric(&self, series: &str) -> Option<u64> {
+        self.metrics()
+            .lines()
+            .find(|l| l.starts_with(series) && l.as_bytes().get(series.len()) == Some(&b' '))
+            .and_then(|l| l.rsplit(' ').next()?.parse().ok())
     }
 
     /// A connection once something listens at `reach` (within 20 s).
