@@ -4,8 +4,9 @@
 //! lease and a poll, runs the grace period for the active's client, which reclaims its
 //! open (CLAIM_PREVIOUS) and its byte-range lock (LOCK reclaim) on the standby's port
 //! (the test reconnects by port: moving an address is the operator's tool, tools/ha/);
-//! another client's conflicting lock is refused during grace (NFS4ERR_GRACE) and after
-//! it (NFS4ERR_DENIED); the COMMITted bytes are there and the write in progress is
+//! another client's conflicting lock is refused before the kill (NFS4ERR_DENIED), during
+//! grace (NFS4ERR_GRACE: the record names both clients, and the grace period lasts past
+//! the second's RECLAIM_COMPLETE until the first's) and after it (NFS4ERR_DENIED); the COMMITted bytes are there and the write in progress is
 //! finished by the verifier rule (the successor's verifier differs, so the client
 //! sends its UNSTABLE data again). Then a torn recovery record:
 //! the next takeover lets no client reclaim (NFS4ERR_NO_GRACE), never grants a lock it
@@ -73,6 +74,9 @@ fn standby_takes_over_and_clients_reclaim() {
     let (mut c1, _) = served_bc(&a, b"client-one", Duration::from_secs(20));
     let held = hold_state(&mut c1);
     let delegated = hold_read_delegation(&mut c1);
+    let (mut c2, _) = served(&a, b"client-two", Duration::from_secs(5));
+    conflicting_lock_refused_before(&mut c2, &held.fh);
+    drop(c2);
 
     // A second active is refused while the first renews.
     let mut dup = spawn_local(&root, work.path(), "dup", "active");

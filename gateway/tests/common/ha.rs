@@ -411,8 +411,9 @@ pub fn finish_write(c: &mut impl Client41, held: &Held, open: &[u8; 16]) {
 }
 
 /// A second client during and after the grace period: its OPEN waits for the grace
-/// period (NFS4ERR_GRACE) until client one's RECLAIM_COMPLETE ends it early, then its
-/// conflicting lock is refused (NFS4ERR_DENIED): the reclaimed lock holds.
+/// period (NFS4ERR_GRACE) until client one's RECLAIM_COMPLETE ends it early (its own
+/// does not, whether the record knows it or not), then its conflicting lock is refused
+/// (NFS4ERR_DENIED): the reclaimed lock holds.
 pub fn second_client_conflicts(c1: &mut Tcp41, c2: &mut Tcp41, fh: &[u8]) {
     let (st, _) = c2.seq_run(|o| o.reclaim_complete());
     assert_eq!(st, NFS4_OK);
@@ -447,6 +448,42 @@ pub fn second_client_conflicts(c1: &mut Tcp41, c2: &mut Tcp41, fh: &[u8]) {
         lock_status(&res),
         NFS4ERR_DENIED,
         "the reclaimed lock holds"
+    );
+}
+
+/// A second client before the kill, at the active: open for both, and its lock on
+/// [50, 60), which conflicts with client one's write lock, refused (NFS4ERR_DENIED).
+/// Its owner is then in the record too, so at the successor the grace period lasts
+/// until both clients sent RECLAIM_COMPLETE.
+pub fn conflicting_lock_refused_before(c2: &mut Tcp41, fh: &[u8]) {
+    let (st, _) = c2.seq_run(|o| o.reclaim_complete());
+    assert_eq!(st, NFS4_OK);
+    let c2id = c2.clientid;
+    let (st, res) = c2.seq_run(|o| {
+        o.putfh(fh).open(
+            c2id,
+            b"o2",
+            ACCESS_BOTH | WANT_NO_DELEG,
+            0,
+            How::NoCreate,
+            Claim::Fh,
+        )
+    });
+    assert_eq!(st, NFS4_OK, "OPEN before the kill");
+    let mut r = after_seq(&res);
+    expect_op(&mut r, OP_PUTFH);
+    expect_op(&mut r, OP_OPEN);
+    let open2 = parse_open_ok(&mut r).stateid;
+    let locker2 = Locker::New {
+        open_stateid: &open2,
+        clientid: c2id,
+        owner: b"l2",
+    };
+    let res = c2.run(|o| o.putfh(fh).lock(WRITE_LT, false, 50, 10, locker2));
+    assert_eq!(
+        lock_status(&res),
+        NFS4ERR_DENIED,
+        "client one's lock holds before the kill"
     );
 }
 
