@@ -98,8 +98,8 @@ pub(super) fn compound(
         return Outcome::Done;
     }
     if !state.clients.serving() {
-        let (done, st) = session_ops::fenced(&state.clients, &mut r, out);
-        finish(out, header, noted(0, st), done);
+        let done = session_ops::fenced(&mut r, out);
+        finish(out, header, noted(0, NFS4ERR_DELAY), done);
         return Outcome::Done;
     }
     // Admitted under the identity: the store changes this COMPOUND makes are gated

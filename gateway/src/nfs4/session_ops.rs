@@ -221,35 +221,17 @@ pub(super) fn put_sequence_ok(
 }
 
 /// A COMPOUND while the fence is shut (`[ha]`: this gateway does not hold its identity,
-/// or its lease renewal is late; docs/ha.md "Takeover"): NFS4ERR_DELAY for its first
-/// operation, so clients retry until the address moves to the gateway that serves it —
-/// except SEQUENCE of a session this gateway does not have, which no wait will bring
-/// back: NFS4ERR_BADSESSION (RFC 8881 §18.46.3), as the gateway answers it once it
-/// serves. The Linux client backs off exponentially on a SEQUENCE's NFS4ERR_DELAY (to
-/// 15 s between tries) but polls each second on EXCHANGE_ID's, which is where
-/// BADSESSION sends it: it then finds the successor within a second of the takeover.
-/// Writes the first result; returns the results written and the COMPOUND's status.
-pub(super) fn fenced(
-    clients: &crate::state::clients::Clients,
-    r: &mut XdrReader,
-    w: &mut XdrWriter,
-) -> (u32, Nfsstat4) {
+/// docs/ha.md): NFS4ERR_DELAY for its first operation, so clients retry until the
+/// address moves to the gateway that serves it. Writes the first result; returns the
+/// results written.
+pub(super) fn fenced(r: &mut XdrReader, w: &mut XdrWriter) -> u32 {
     let Ok(op) = r.u32() else {
-        return (0, NFS4ERR_DELAY);
+        return 0;
     };
-    let st = match op {
-        super::ops::OP_SEQUENCE => match r.opaque_fixed(16) {
-            Ok(sid) if !clients.has_session(sid.try_into().unwrap_or(&[0; 16])) => {
-                NFS4ERR_BADSESSION
-            }
-            _ => NFS4ERR_DELAY,
-        },
-        _ => NFS4ERR_DELAY,
-    };
-    if w.u32(op).is_err() || st.put(w).is_err() {
-        return (0, st);
+    if w.u32(op).is_err() || NFS4ERR_DELAY.put(w).is_err() {
+        return 0;
     }
-    (1, st)
+    1
 }
 
 /// SEQUENCE anywhere but first (RFC 8881 §18.46.3): NFS4ERR_SEQUENCE_POS.

@@ -543,14 +543,6 @@ impl Clients {
         self.lock().sessions.get(id).cloned()
     }
 
-    /// Whether `id` names a session in this gateway's table, fence or not. A fenced
-    /// gateway answers SEQUENCE of a session it does not have (a standby, or a holder
-    /// that lost the identity and purged its state) NFS4ERR_BADSESSION, as it will once
-    /// it serves: docs/ha.md "Takeover".
-    pub fn has_session(&self, id: &[u8; 16]) -> bool {
-        self.lock().sessions.contains_key(id)
-    }
-
     /// Raises (`on`) or clears SEQ4_STATUS_* `flags` in every SEQUENCE reply to
     /// `clientid` (RFC 8881 §18.46.3), e.g. SEQ4_STATUS_CB_PATH_DOWN (1) when a
     /// callback could not be sent, SEQ4_STATUS_RECALLABLE_STATE_REVOKED (0x40) while
