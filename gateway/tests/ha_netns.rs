@@ -351,6 +351,21 @@ fn the_address_follows_the_identity_and_clients_reclaim_through_it() {
     };
     let mut gw = [Some(start(0, "active", 0)), None];
     let _ka0 = Keepalived::start(&net, 0, work.path());
+    // The standby only once the active holds the identity: a standby finding the lease
+    // absent takes it at once, and an active that then sees it renewed refuses to start
+    // (a slow start of the active under load made this test fail that way).
+    wait_for(
+        "the active holds the identity",
+        Duration::from_secs(60),
+        &|| gw[0].as_ref().unwrap().log(),
+        || {
+            gw[0]
+                .as_ref()
+                .unwrap()
+                .log()
+                .contains("ha: took the identity")
+        },
+    );
     gw[1] = Some(start(1, "standby", 0));
     let _ka1 = Keepalived::start(&net, 1, work.path());
     let logs = |gw: &[Option<Gw>; 2]| {

@@ -249,6 +249,7 @@ fn spawn_s3_with(
         child,
         reach: addr,
         log,
+        stats: None,
     }
 }
 

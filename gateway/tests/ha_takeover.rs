@@ -4,8 +4,9 @@
 //! lease and a poll, runs the grace period for the active's client, which reclaims its
 //! open (CLAIM_PREVIOUS) and its byte-range lock (LOCK reclaim) on the standby's port
 //! (the test reconnects by port: moving an address is the operator's tool, tools/ha/);
-//! another client's conflicting lock is refused during grace (NFS4ERR_GRACE) and after
-//! it (NFS4ERR_DENIED); the COMMITted bytes are there and the write in progress is
+//! another client's conflicting lock is refused before the kill (NFS4ERR_DENIED), during
+//! grace (NFS4ERR_GRACE: the record names both clients, and the grace period lasts past
+//! the second's RECLAIM_COMPLETE until the first's) and after it (NFS4ERR_DENIED); the COMMITted bytes are there and the write in progress is
 //! finished by the verifier rule (the successor's verifier differs, so the client
 //! sends its UNSTABLE data again). Then a torn recovery record:
 //! the next takeover lets no client reclaim (NFS4ERR_NO_GRACE), never grants a lock it
@@ -73,6 +74,9 @@ fn standby_takes_over_and_clients_reclaim() {
     let (mut c1, _) = served_bc(&a, b"client-one", Duration::from_secs(20));
     let held = hold_state(&mut c1);
     let delegated = hold_read_delegation(&mut c1);
+    let (mut c2, _) = served(&a, b"client-two", Duration::from_secs(5));
+    conflicting_lock_refused_before(&mut c2, &held.fh);
+    drop(c2);
 
     // A second active is refused while the first renews.
     let mut dup = spawn_local(&root, work.path(), "dup", "active");
@@ -100,6 +104,15 @@ fn standby_takes_over_and_clients_reclaim() {
     let mut probe = b.connect();
     let res = probe.compound(&nfs_wire::v4call::Ops::new().exchange_id([9; 8], b"x"));
     assert_eq!(res.status, NFS4ERR_DELAY, "a standby serves no NFSv4 state");
+    // Who holds the identity, as each gateway says (docs/ha.md "Stats and logs").
+    let (a_holder, a_self) = holder(&a);
+    assert_eq!(a_holder, a_self, "the active says it holds the identity");
+    assert_eq!(a.metric("nfsgw_ha_identity_held"), Some(1));
+    let (b_saw, b_self) = wait_holder(&b, |h| h == a_self);
+    assert_ne!(b_self, a_self, "each gateway its own name");
+    assert_eq!(b_saw, a_self, "the standby names the active as the holder");
+    assert_eq!(b.metric("nfsgw_ha_identity_held"), Some(0));
+    let before = ha_counts(&b);
 
     a.child.kill().unwrap(); // SIGKILL
     a.child.wait().unwrap();
@@ -125,6 +138,24 @@ fn standby_takes_over_and_clients_reclaim() {
     read_back(&mut c1, &held.fh, &open);
     assert!(b.log().contains("ha: took the identity"), "{}", b.log());
     eprintln!("kill -9 -> session on the standby {waited:?}, -> lock reclaimed {first_op:?}");
+
+    // The successor's stats: it holds the identity, one takeover, one grace period
+    // started and ended early (client one's RECLAIM_COMPLETE), the open, lock and
+    // delegation reclaims accepted, none refused.
+    let (b_holder, b_self) = holder(&b);
+    assert_eq!(b_holder, b_self, "the successor says it holds the identity");
+    assert_eq!(b.metric("nfsgw_ha_identity_held"), Some(1));
+    let after = ha_counts(&b);
+    assert_eq!(after.takeovers, before.takeovers + 1, "takeovers");
+    assert_eq!(after.started, before.started + 1, "grace periods started");
+    assert_eq!(after.early, before.early + 1, "grace periods ended early");
+    assert!(
+        after.accepted >= before.accepted + 3,
+        "open, lock and delegation reclaims accepted: {} -> {}",
+        before.accepted,
+        after.accepted
+    );
+    assert_eq!(after.refused, before.refused, "no reclaim refused");
 
     torn_record_lets_no_client_reclaim(&root, work.path(), b, &held.fh);
 }
@@ -157,6 +188,67 @@ fn torn_record_lets_no_client_reclaim(root: &Path, work: &Path, mut b: Gw, fh: &
     });
     assert_eq!(st, NFS4ERR_NO_GRACE, "no reclaim from a torn record");
     assert!(c.log().contains("recovery record is torn"), "{}", c.log());
+    let n = ha_counts(&c);
+    assert_eq!(n.torn, 1, "the torn record counted");
+    assert_eq!(n.takeovers, 1);
+    assert_eq!(n.started, 0, "no client to wait for: no grace period");
+    assert_eq!(
+        (n.accepted, n.refused),
+        (0, 1),
+        "the reclaim counted as refused"
+    );
+}
+
+/// `nfsgw_ha_identity_holder`'s labels at `gw`: (holder, gateway).
+fn holder(gw: &Gw) -> (String, String) {
+    try_holder(gw).unwrap_or_else(|| panic!("no nfsgw_ha_identity_holder in:\n{}", gw.metrics()))
+}
+
+fn try_holder(gw: &Gw) -> Option<(String, String)> {
+    let m = gw.metrics();
+    let line = m
+        .lines()
+        .find(|l| l.starts_with("nfsgw_ha_identity_holder{"))?;
+    let label = |k: &str| {
+        let at = line.find(&format!("{k}=\"")).expect(k) + k.len() + 2;
+        line[at..].split('"').next().unwrap().to_string()
+    };
+    assert!(line.contains("identity=\"t\""), "{line}");
+    Some((label("holder"), label("gateway")))
+}
+
+/// `holder`, once the holder label satisfies `f` (the keeper's next look; 10 s).
+fn wait_holder(gw: &Gw, f: impl Fn(&str) -> bool) -> (String, String) {
+    let end = Instant::now() + Duration::from_secs(10);
+    loop {
+        match try_holder(gw) {
+            Some(h) if f(&h.0) || Instant::now() > end => return h,
+            None if Instant::now() > end => return holder(gw),
+            _ => std::thread::sleep(Duration::from_millis(50)),
+        }
+    }
+}
+
+/// The `[ha]` counters of one gateway's /metrics.
+struct HaCounts {
+    takeovers: u64,
+    torn: u64,
+    started: u64,
+    early: u64,
+    accepted: u64,
+    refused: u64,
+}
+
+fn ha_counts(gw: &Gw) -> HaCounts {
+    let m = |s: &str| gw.metric(s).unwrap_or_else(|| panic!("no {s}"));
+    HaCounts {
+        takeovers: m("nfsgw_ha_takeovers_total"),
+        torn: m("nfsgw_ha_records_torn_total"),
+        started: m("nfsgw_ha_grace_periods_total{how=\"started\"}"),
+        early: m("nfsgw_ha_grace_periods_total{how=\"ended_early\"}"),
+        accepted: m("nfsgw_ha_reclaims_total{result=\"accepted\"}"),
+        refused: m("nfsgw_ha_reclaims_total{result=\"refused\"}"),
+    }
 }
 
 /// Waits until `gw`'s log contains `what`, panicking with the log after `within`.
@@ -292,7 +384,20 @@ fn a_layout_is_reclaimed_at_the_successor() {
     );
     a.child.kill().unwrap(); // SIGKILL, before the client's LAYOUTCOMMIT
     a.child.wait().unwrap();
+    // The data server keeps serving while no metadata server does (its credentials
+    // are the file's fence epoch in the store, not the dead gateway's).
+    let w = nfs_wire::v3call::Call::Write(&fh, 0, b"while MDS dead");
+    assert_eq!(v3_as(ds_addr, layout.ids, &w), 0, "DS WRITE, no MDS");
+    assert_eq!(v3_as(ds_addr, layout.ids, &commit), 0, "DS COMMIT, no MDS");
+    assert!(
+        !b.log().contains("ha: took the identity"),
+        "the data server's answers came after the takeover, not during the outage"
+    );
     let (mut c, _) = served(&b, b"pnfs-client", Duration::from_secs(LEASE_S * 5));
+    // … and in the successor's grace period, under the dead gateway's layout.
+    let w = nfs_wire::v3call::Call::Write(&fh, 0, b"DS in grace ok");
+    assert_eq!(v3_as(ds_addr, layout.ids, &w), 0, "DS WRITE in grace");
+    assert_eq!(v3_as(ds_addr, layout.ids, &commit), 0, "DS COMMIT in grace");
     let (mut x, _) = served(&b, b"pnfs-stranger", Duration::from_secs(5));
     let sid = layout.stateid;
     assert_eq!(
@@ -339,7 +444,7 @@ fn a_layout_is_reclaimed_at_the_successor() {
     expect_op(&mut r, OP_PUTFH);
     expect_op(&mut r, OP_READ);
     r.u32().unwrap();
-    assert_eq!(r.opaque_var(64).unwrap(), b"through the DS");
+    assert_eq!(r.opaque_var(64).unwrap(), b"DS in grace ok");
     layout_rw(&mut c, &fh, open).expect("a new layout after the grace period");
     assert!(b.log().contains("ha: took the identity"), "{}", b.log());
 }

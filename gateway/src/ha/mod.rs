@@ -234,8 +234,13 @@ impl Keeper {
         let mut logged = false;
         loop {
             match w.look() {
-                lease::Look::Won(h) => return Ok(h),
+                lease::Look::Won(h) => {
+                    stats::set_holder(&self.identity, Some(&self.holder), &self.holder);
+                    return Ok(h);
+                }
                 lease::Look::Held { holder, changed } => {
+                    let who = Some(holder.as_str()).filter(|h| !h.is_empty());
+                    stats::set_holder(&self.identity, who, &self.holder);
                     if refuse_if_held && changed && !first {
                         bail!(
                             "ha: identity {:?} is held by {holder}, which renews it: refusing to start a second active (start this gateway with ha.role = \"standby\")",

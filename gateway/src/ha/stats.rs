@@ -1,16 +1,45 @@
 //! What `/metrics` shows of `[ha]` (docs/ha.md, docs/operations.md "High availability"):
-//! whether this gateway holds its identity, takeovers, lost identities, fenced stops,
-//! torn records; and the grace periods and reclaims the client table counts
-//! (`state::recovery`).
+//! whether this gateway holds its identity, who holds it (as this gateway last read the
+//! lease), takeovers, lost identities, fenced stops, torn records; and the grace periods
+//! and reclaims the client table counts (`state::recovery`).
 
 use std::fmt::Write;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Mutex;
 
 static HELD: AtomicBool = AtomicBool::new(false);
 static TAKEOVERS: AtomicU64 = AtomicU64::new(0);
 static LOST: AtomicU64 = AtomicU64::new(0);
 static FENCED: AtomicU64 = AtomicU64::new(0);
 static TORN: AtomicU64 = AtomicU64::new(0);
+
+/// Who holds the identity, as the keeper last read the lease: (identity, holder, this
+/// gateway's own name). Unset until the first look; the holder is `None` while the
+/// lease is absent (nobody holds the identity yet).
+struct Holder {
+    identity: String,
+    holder: Option<String>,
+    gateway: String,
+}
+static HOLDER: Mutex<Option<Holder>> = Mutex::new(None);
+
+/// Records who holds `identity` (`None`: nobody) as this gateway (`gateway`) saw it.
+pub(super) fn set_holder(identity: &str, holder: Option<&str>, gateway: &str) {
+    let mut h = HOLDER.lock().unwrap_or_else(|e| e.into_inner());
+    *h = Some(Holder {
+        identity: identity.to_string(),
+        holder: holder.map(str::to_string),
+        gateway: gateway.to_string(),
+    });
+}
+
+/// A label value as the text format requires it: backslash, quote and newline escaped
+/// (a holder name comes from the store, written by another gateway).
+fn escape(v: &str) -> String {
+    v.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
 
 pub(super) fn set_held(on: bool) {
     HELD.store(on, Ordering::Relaxed);
@@ -44,6 +73,18 @@ pub fn render(out: &mut String) {
         "1 while this gateway serves its [ha] identity: it holds the lease, has read the record and renewed within 3/4 of the lease.",
         HELD.load(Ordering::Relaxed) as u64,
     );
+    let holder = HOLDER.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(h) = &*holder {
+        let _ = writeln!(out, "# HELP nfsgw_ha_identity_holder Who holds the [ha] identity (host/instance), as this gateway (gateway) last read its lease; holder is empty while nobody does.\n# TYPE nfsgw_ha_identity_holder gauge");
+        let _ = writeln!(
+            out,
+            "nfsgw_ha_identity_holder{{identity=\"{}\",holder=\"{}\",gateway=\"{}\"}} 1",
+            escape(&h.identity),
+            escape(h.holder.as_deref().unwrap_or("")),
+            escape(&h.gateway)
+        );
+    }
+    drop(holder);
     let c = |a: &AtomicU64| a.load(Ordering::Relaxed);
     metric(
         out,

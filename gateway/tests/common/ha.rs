@@ -40,6 +40,8 @@ pub struct Gw {
     pub child: Child,
     pub reach: SocketAddr,
     pub log: PathBuf,
+    /// Its `/metrics` endpoint, reachable from the test (not in a namespace).
+    pub stats: Option<SocketAddr>,
 }
 
 impl Drop for Gw {
@@ -61,10 +63,11 @@ pub fn free_port() -> u16 {
 pub fn spawn(spec: &Spec) -> Gw {
     let state = spec.work.join(spec.name);
     std::fs::create_dir_all(&state).unwrap();
-    let stats = if spec.netns.is_some() {
-        "[stats]\nlisten = \"127.0.0.1:9108\"\n"
+    let (stats, endpoint) = if spec.netns.is_some() {
+        ("[stats]\nlisten = \"127.0.0.1:9108\"\n".to_string(), None)
     } else {
-        ""
+        let a = SocketAddr::from(([127, 0, 0, 1], free_port()));
+        (format!("[stats]\nlisten = \"{a}\"\n"), Some(a))
     };
     let rdma = match spec.rdma {
         Some(a) => format!("[rdma]\nprovider = \"soft\"\nlisten = \"{a}\"\n"),
@@ -111,12 +114,34 @@ pub fn spawn(spec: &Spec) -> Gw {
         child,
         reach: spec.reach,
         log,
+        stats: endpoint,
     }
 }
 
 impl Gw {
     pub fn log(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// The text of its `/metrics` (docs/stats.md), fetched over HTTP/1.0.
+    pub fn metrics(&self) -> String {
+        use std::io::{Read, Write};
+        let addr = self.stats.expect("a gateway with a stats endpoint");
+        let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        s.write_all(b"GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n")
+            .unwrap();
+        let mut text = String::new();
+        s.read_to_string(&mut text).unwrap();
+        text
+    }
+
+    /// The value of one series (`name` or `name{labels}` exactly), `None` when absent.
+    pub fn metric(&self, series: &str) -> Option<u64> {
+        self.metrics()
+            .lines()
+            .find(|l| l.starts_with(series) && l.as_bytes().get(series.len()) == Some(&b' '))
+            .and_then(|l| l.rsplit(' ').next()?.parse().ok())
     }
 
     /// A connection once something listens at `reach` (within 20 s).
@@ -386,8 +411,9 @@ pub fn finish_write(c: &mut impl Client41, held: &Held, open: &[u8; 16]) {
 }
 
 /// A second client during and after the grace period: its OPEN waits for the grace
-/// period (NFS4ERR_GRACE) until client one's RECLAIM_COMPLETE ends it early, then its
-/// conflicting lock is refused (NFS4ERR_DENIED): the reclaimed lock holds.
+/// period (NFS4ERR_GRACE) until client one's RECLAIM_COMPLETE ends it early (its own
+/// does not, whether the record knows it or not), then its conflicting lock is refused
+/// (NFS4ERR_DENIED): the reclaimed lock holds.
 pub fn second_client_conflicts(c1: &mut Tcp41, c2: &mut Tcp41, fh: &[u8]) {
     let (st, _) = c2.seq_run(|o| o.reclaim_complete());
     assert_eq!(st, NFS4_OK);
@@ -422,6 +448,42 @@ pub fn second_client_conflicts(c1: &mut Tcp41, c2: &mut Tcp41, fh: &[u8]) {
         lock_status(&res),
         NFS4ERR_DENIED,
         "the reclaimed lock holds"
+    );
+}
+
+/// A second client before the kill, at the active: open for both, and its lock on
+/// [50, 60), which conflicts with client one's write lock, refused (NFS4ERR_DENIED).
+/// Its owner is then in the record too, so at the successor the grace period lasts
+/// until both clients sent RECLAIM_COMPLETE.
+pub fn conflicting_lock_refused_before(c2: &mut Tcp41, fh: &[u8]) {
+    let (st, _) = c2.seq_run(|o| o.reclaim_complete());
+    assert_eq!(st, NFS4_OK);
+    let c2id = c2.clientid;
+    let (st, res) = c2.seq_run(|o| {
+        o.putfh(fh).open(
+            c2id,
+            b"o2",
+            ACCESS_BOTH | WANT_NO_DELEG,
+            0,
+            How::NoCreate,
+            Claim::Fh,
+        )
+    });
+    assert_eq!(st, NFS4_OK, "OPEN before the kill");
+    let mut r = after_seq(&res);
+    expect_op(&mut r, OP_PUTFH);
+    expect_op(&mut r, OP_OPEN);
+    let open2 = parse_open_ok(&mut r).stateid;
+    let locker2 = Locker::New {
+        open_stateid: &open2,
+        clientid: c2id,
+        owner: b"l2",
+    };
+    let res = c2.run(|o| o.putfh(fh).lock(WRITE_LT, false, 50, 10, locker2));
+    assert_eq!(
+        lock_status(&res),
+        NFS4ERR_DENIED,
+        "client one's lock holds before the kill"
     );
 }
 
