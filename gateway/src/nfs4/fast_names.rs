@@ -25,7 +25,10 @@
 
 use super::attrs::{self, Bitmap, Env, Obj};
 use super::fast::{sequence_checks, Shape, View, FAST_ATTRS};
-use super::ops::{OP_GETATTR, OP_GETFH, OP_LOOKUP, OP_OPEN, OP_PUTFH, OP_SEQUENCE};
+use super::ops::{
+    OP_ACCESS, OP_CLOSE, OP_COMMIT, OP_GETATTR, OP_GETFH, OP_LOOKUP, OP_OPEN, OP_PUTFH,
+    OP_SEQUENCE, OP_WRITE,
+};
 use super::plan::Plan;
 use super::session_ops;
 use super::status::NFS4_OK;
@@ -42,6 +45,20 @@ use std::net::IpAddr;
 pub fn made<'a>(args: &'a [u8], plan: &Plan) -> Option<(&'a [u8], &'a [u8])> {
     let code = |i| plan.op(i).map(|o| o.code);
     if (code(0), code(1), code(2)) != (Some(OP_SEQUENCE), Some(OP_PUTFH), Some(OP_OPEN)) {
+        return None;
+    }
+    // Every operation walked, and none after the OPEN that could name or change
+    // another entry: the worker's note (`call::take_named`) carries no name, so a
+    // REMOVE of this name and a second OPEN creating another one in the same
+    // COMPOUND would otherwise pair this name with that file.
+    let all_walked = plan.ops().len() == plan.nops as usize;
+    let quiet = plan.ops().skip(3).all(|o| {
+        matches!(
+            o.code,
+            OP_GETFH | OP_GETATTR | OP_ACCESS | OP_WRITE | OP_CLOSE | OP_COMMIT
+        )
+    });
+    if !(all_walked && quiet) {
         return None;
     }
     let fh = XdrReader::new(args.get(plan.op(1)?.at as usize..)?)
@@ -102,8 +119,12 @@ pub(super) fn answer(
     let start = w.position();
     let done = (|| {
         let hit = v.cache.lookup(v.gens, v.exports, &req, name)?;
-        // Another export's root is the worker's crossing (RFC 8881 §7.7).
-        if hit.stale || !hit.exact || !(hit.v4 || v.exports.all().len() < 2) {
+        // Another export's root is the worker's crossing (RFC 8881 §7.7), and which
+        // export a client crosses into depends on its address (`pseudo::visible`):
+        // a name another client's LOOKUP taught may be an export root this one
+        // would cross into, and a reload may add an export. So NFSv4 answers from
+        // the names only on a server with one export.
+        if hit.stale || !hit.exact || v.exports.all().len() >= 2 {
             return None;
         }
         let flags = v.state.clients.renew_if_live(&s)?;

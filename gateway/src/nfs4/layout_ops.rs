@@ -169,7 +169,8 @@ fn take_layout(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter) -> OpResu
     if placed.is_empty() {
         return put_status(w, NFS4ERR_LAYOUTUNAVAILABLE);
     }
-    let ids = match ds_ids(c, &f, write) {
+    // `_in_flight` lives to the end: past `grant_on` below.
+    let (ids, _in_flight) = match ds_ids(c.state, &f, write) {
         Ok(ids) => ids,
         Err(st) => return put_status(w, st),
     };
@@ -253,16 +254,29 @@ fn check_reclaim(c: &Compound, lf: LayoutFile, s: &Stateid) -> Result<(), Nfssta
 /// layout, or any change of the attributes, may have landed since the last grant;
 /// a data server that has not seen it drops its caches of the file first), or the
 /// owner's when fencing is off. A store that cannot answer: NFS4ERR_DELAY.
-fn ds_ids(c: &Compound, f: &FileCtx, write: bool) -> Result<(u32, u32), Nfsstat4> {
-    let Some(fence) = c.state.layouts.fence() else {
-        return Ok((f.attr.uid, f.attr.gid));
+/// The layout's data-server credentials, and (for an RW layout under the fence) the
+/// data generation's in-flight mark, to be dropped after `grant_on`
+/// (`state/layouts_gen.rs`).
+fn ds_ids<'s>(
+    state: &'s crate::state::State,
+    f: &FileCtx,
+    write: bool,
+) -> Result<
+    (
+        (u32, u32),
+        Option<crate::state::layouts::DataGenPending<'s>>,
+    ),
+    Nfsstat4,
+> {
+    let Some(fence) = state.layouts.fence() else {
+        return Ok(((f.attr.uid, f.attr.gid), None));
     };
     let epoch = fence.read(f.node.fileid).map_err(|e| {
         tracing::warn!(error = %e, "LAYOUTGET: cannot read the file's fence epoch");
         NFS4ERR_DELAY
     })?;
-    let gen = c.state.layouts.data_gen(f.node.fileid, &f.attr, write);
-    Ok(fence.ids(f.node.fileid, epoch, gen))
+    let (gen, pending) = state.layouts.data_gen(f.node.fileid, &f.attr, write);
+    Ok((fence.ids(f.node.fileid, epoch, gen), pending))
 }
 
 /// Before a truncate, REMOVE or RENAME over `fileid` (RFC 8881 §12.5.5): the other

@@ -374,15 +374,21 @@ impl Layouts {
 
     /// The data generation (`layouts_gen.rs`) a layout of `fileid` granted now
     /// carries, `attrs` the file's attributes here now, `write` whether it is RW.
-    pub fn data_gen(&self, fileid: u64, attrs: &crate::fs::Attr, write: bool) -> u16 {
-        let rw_held = write || {
+    /// An RW grant's `Pending` must live until `grant_on` recorded (or refused) it.
+    pub fn data_gen(
+        &self,
+        fileid: u64,
+        attrs: &crate::fs::Attr,
+        write: bool,
+    ) -> (u16, Option<DataGenPending<'_>>) {
+        let rw_held = {
             let t = self.lock();
             t.holders
                 .get(&fileid)
                 .is_some_and(|v| v.iter().any(|o| t.by_other.get(o).is_some_and(|l| l.rw)))
         };
         self.data_gens
-            .for_grant(fileid, gen::attrs_digest(attrs), rw_held)
+            .for_grant(fileid, gen::attrs_digest(attrs), rw_held, write)
     }
 
     /// The data servers, when this gateway is a pNFS metadata server.
@@ -699,6 +705,7 @@ impl Layouts {
 mod failure;
 #[path = "layouts_gen.rs"]
 mod gen;
+pub use gen::Pending as DataGenPending;
 #[path = "layouts_health.rs"]
 pub mod health;
 #[path = "layouts_notify.rs"]

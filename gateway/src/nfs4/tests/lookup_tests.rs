@@ -551,9 +551,19 @@ fn another_exports_root_is_the_workers_crossing() {
         w.hit(&top, b"sub", true).is_none(),
         "a crossing is not noted"
     );
-    // An ordinary name an NFSv4.1 LOOKUP taught answers.
-    w.stat(&top, b"f", true);
-    assert_eq!(w.hit_fh(&top, b"f"), f);
+    // With two exports, even an ordinary name an NFSv4.1 LOOKUP taught goes to the
+    // worker: whether a name crosses depends on the asking client's address (an
+    // export it may not see is not crossed into), so one client's LOOKUP cannot
+    // vouch for another's.
+    let st = w.stat(&top, b"f", true);
+    assert_eq!(
+        FileModel::peek_handle(&getfh_of(&st)),
+        FileModel::peek_handle(&f)
+    );
+    assert!(
+        w.hit(&top, b"f", true).is_none(),
+        "a v4 hit with two exports"
+    );
 }
 
 /// `SEQUENCE, PUTFH dir, OPEN (create UNCHECKED4, CLAIM_NULL name), CLOSE` (RFC 8881
@@ -629,4 +639,62 @@ fn a_name_an_open_created_is_answered_without_a_lookup() {
     );
     assert!(w.hit(&top, b"n0", true).is_none());
     assert_eq!(lookup_status(&w.stat(&top, b"n0", true)), NFS4ERR_NOENT);
+}
+
+/// An OPEN creating `name` (UNCHECKED4, CLAIM_NULL), as in `create_args`.
+fn open_op(clientid: u64, name: &[u8]) -> Op {
+    let name = name.to_vec();
+    Box::new(move |x| {
+        x.u32(OP_OPEN)?;
+        x.u32(0)?;
+        x.u32(3)?;
+        x.u32(0)?;
+        x.u64(clientid)?;
+        x.opaque_var(b"owner")?;
+        x.u32(1)?;
+        x.u32(0)?;
+        x.u32(0)?;
+        x.u32(0)?;
+        x.u32(0)?;
+        x.opaque_var(&name)
+    })
+}
+
+/// A COMPOUND whose OPEN of an existing name creates nothing (but reports the name,
+/// two bumps, as a create does), then creates another name: the worker's one note is
+/// the second OPEN's file, which must never be taught under the first OPEN's name
+/// (its stamp moved by exactly two, as a create's would). Only an OPEN followed by
+/// quiet operations teaches.
+#[test]
+fn an_open_followed_by_other_namings_teaches_nothing() {
+    let mut w = world();
+    let (top, _) = top_with_f(&mut w);
+    w.stat(&top, b"f", true);
+    let a = w.create(&top, b"a");
+    let n = w.next();
+    let args = compound_args(
+        b"t",
+        1,
+        &[
+            seq_op(w.sid, n),
+            putfh(top.clone()),
+            open_op(w.clientid, b"a"),
+            putfh(top.clone()),
+            open_op(w.clientid, b"b"),
+        ],
+    );
+    let rep = w.worker_as(root_cred(), &args);
+    assert_eq!(
+        Nfsstat4::decode(&mut XdrReader::new(&rep)).unwrap(),
+        NFS4_OK
+    );
+    assert!(
+        w.hit(&top, b"a", true).is_none(),
+        "a name answered with the other OPEN's file"
+    );
+    let by_worker = w.stat(&top, b"a", true);
+    assert_eq!(
+        FileModel::peek_handle(&getfh_of(&by_worker)),
+        FileModel::peek_handle(&a)
+    );
 }
