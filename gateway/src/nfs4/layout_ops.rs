@@ -262,7 +262,12 @@ fn ds_ids(c: &Compound, f: &FileCtx, write: bool) -> Result<(u32, u32), Nfsstat4
         NFS4ERR_DELAY
     })?;
     let gen = c.state.layouts.data_gen(f.node.fileid, &f.attr, write);
-    Ok(fence.ids(f.node.fileid, epoch, gen))
+    // At a boot epoch the store says a layout may exist at before one does, so a
+    // restart after it waits for its ids to be fenced (`fence_boot.rs`).
+    fence.grant_ids(f.node.fileid, epoch, gen).map_err(|e| {
+        tracing::warn!(error = %e, "LAYOUTGET: cannot mark the boot epoch used");
+        NFS4ERR_DELAY
+    })
 }
 
 /// Before a truncate, REMOVE or RENAME over `fileid` (RFC 8881 §12.5.5): the other
