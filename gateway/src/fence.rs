@@ -33,6 +33,11 @@
 //! before the bump; none lands after `bump` returned + `WINDOW`. The metadata server's
 //! own data-server role sees its bumps at once (the cache is written through).
 //!
+//! A metadata server restart or `[ha]` takeover (issue 27): the ids also depend on a
+//! store-wide *boot epoch* the metadata server moves before it grants anything
+//! (`fence_boot.rs`); a data server's cached entry of a file is as old as the older of
+//! its two reads, so old boots' ids are refused everywhere a window after the move.
+//!
 //! One per gateway (`open` at start), held by the server beside the file model.
 
 use crate::backend::{Backend, BackendError};
@@ -63,6 +68,8 @@ pub struct Fence {
     /// SipHash with a per-process random key: an fs file id is an unkeyed hash of
     /// a name a client chose (see `cache.rs`), so an unkeyed hasher could be ground.
     cache: Mutex<std::collections::HashMap<u64, Known>>,
+    /// The store-wide boot epoch mixed into every id (`fence_boot.rs`).
+    boot: boot::Boot,
 }
 
 /// A file's epoch as read from the store, with its synthetic pair: the pair is
@@ -74,6 +81,8 @@ pub struct Fence {
 #[derive(Clone, Copy)]
 struct Known {
     epoch: u64,
+    /// The boot epoch the pairs are computed at (`at` is no later than its read).
+    boot: u64,
     pairs: [Option<(u16, (u32, u32))>; 2],
     at: Instant,
 }
@@ -143,6 +152,7 @@ impl Fence {
             store,
             window,
             cache: Mutex::new(std::collections::HashMap::new()),
+            boot: boot::Boot::default(),
         }
     }
 
@@ -152,12 +162,20 @@ impl Fence {
         self.window
     }
 
-    /// The synthetic (uid, gid) of `fileid` at `epoch` and data generation `gen`.
+    /// The synthetic (uid, gid) of `fileid` at `epoch` and data generation `gen`, at
+    /// the boot epoch this gateway last saw (a metadata server: the one it set).
     pub fn ids(&self, fileid: u64, epoch: u64, gen: u16) -> (u32, u32) {
-        let mut m = [0u8; 18];
+        let b = self.boot.last().map_or(0, |(b, _)| b);
+        self.ids_at(b, fileid, epoch, gen)
+    }
+
+    /// `ids` at boot epoch `boot` (`fence_boot.rs`).
+    fn ids_at(&self, boot: u64, fileid: u64, epoch: u64, gen: u16) -> (u32, u32) {
+        let mut m = [0u8; 26];
         m[..8].copy_from_slice(&fileid.to_le_bytes());
         m[8..16].copy_from_slice(&epoch.to_le_bytes());
-        m[16..].copy_from_slice(&gen.to_le_bytes());
+        m[16..18].copy_from_slice(&gen.to_le_bytes());
+        m[18..].copy_from_slice(&boot.to_le_bytes());
         let h = blake3::keyed_hash(&self.key, &m);
         let b = h.as_bytes();
         let word = |i: usize| u32::from_le_bytes(b[i..i + 4].try_into().expect("4 bytes"));
@@ -176,18 +194,22 @@ impl Fence {
     /// lower one never replaces a higher one cached (a slow read answering after this
     /// gateway's own bump).
     /// The verified pairs of the same epoch are kept (the generations stay valid).
-    fn remember(&self, fileid: u64, epoch: u64, asked: Instant) -> Known {
+    /// `boot` is the boot epoch and when it was read: the entry is trusted no longer
+    /// than either read (`fence_boot.rs`).
+    fn remember(&self, fileid: u64, epoch: u64, boot: (u64, Instant), asked: Instant) -> Known {
+        let (b, b_at) = boot;
         let mut known = Known {
             epoch,
+            boot: b,
             pairs: [None; 2],
-            at: asked,
+            at: asked.min(b_at),
         };
         let mut c = self.cache.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(k) = c.get(&fileid) {
-            if k.epoch > epoch {
+            if (k.boot, k.epoch) > (b, epoch) {
                 return *k;
             }
-            if k.epoch == epoch {
+            if (k.boot, k.epoch) == (b, epoch) {
                 known.pairs = k.pairs;
             }
         }
@@ -200,10 +222,10 @@ impl Fence {
 
     /// Keeps `pair` as the verified pair of `gen` at `epoch` (when that is still the
     /// epoch cached), the most recent first.
-    fn keep_pair(&self, fileid: u64, epoch: u64, gen: u16, pair: (u32, u32)) {
+    fn keep_pair(&self, fileid: u64, at: &Known, gen: u16, pair: (u32, u32)) {
         let mut c = self.cache.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(k) = c.get_mut(&fileid) {
-            if k.epoch == epoch && k.pair(gen).is_none() {
+            if (k.boot, k.epoch) == (at.boot, at.epoch) && k.pair(gen).is_none() {
                 k.pairs = [Some((gen, pair)), k.pairs[0]];
             }
         }
@@ -221,13 +243,23 @@ impl Fence {
         self.known(fileid).map(|k| k.epoch)
     }
 
+    /// Forgets every file's entry (the boot epoch moved here: `fence_boot.rs`).
+    fn forget_all(&self) {
+        self.cache_lock().clear();
+    }
+
+    fn cache_lock(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<u64, Known>> {
+        self.cache.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     fn load(&self, fileid: u64) -> Result<Known, BackendError> {
+        let boot = self.boot.current(self.cas(), self.window)?;
         let asked = Instant::now();
         let e = match self.cas().cas_get(&name(fileid))? {
             None => 0,
             Some((data, _)) => parse(&data)?,
         };
-        Ok(self.remember(fileid, e, asked))
+        Ok(self.remember(fileid, e, boot, asked))
     }
 
     /// The file's epoch as the store has it now (cached afterwards).
@@ -264,7 +296,16 @@ impl Fence {
                 .cas_put(&n, next.to_string().as_bytes(), ver.as_deref())
             {
                 Ok(_) => {
-                    self.remember(fileid, next, asked);
+                    // Written through at the boot epoch as known within the window;
+                    // without one, the file's entry goes (the next check reads both).
+                    match self.boot.current(self.cas(), self.window) {
+                        Ok(boot) => {
+                            self.remember(fileid, next, boot, asked);
+                        }
+                        Err(_) => {
+                            self.cache_lock().remove(&fileid);
+                        }
+                    }
                     return Ok(next);
                 }
                 Err(BackendError::AlreadyExists) => continue,
@@ -355,9 +396,9 @@ pub fn admit_file(
     let valid = |ids: (u32, u32)| match known.pair(gen) {
         Some(p) => p == ids,
         None => {
-            let p = f.ids(attr.fileid, known.epoch, gen);
+            let p = f.ids_at(known.boot, attr.fileid, known.epoch, gen);
             if p == ids {
-                f.keep_pair(attr.fileid, known.epoch, gen, p);
+                f.keep_pair(attr.fileid, &known, gen, p);
             }
             p == ids
         }
@@ -392,6 +433,11 @@ pub fn admit_cached(
         },
     )
 }
+
+#[path = "fence_boot.rs"]
+mod boot;
+/// The store object of the boot epoch (`fence_boot.rs`).
+pub use boot::NAME as BOOT_OBJECT;
 
 #[cfg(test)]
 #[path = "fence_tests.rs"]

@@ -1425,9 +1425,130 @@ fn after_a_metadata_server_restart_layoutcommit_is_reclaimed_in_grace() {
     assert_eq!(commit_a(&mut x, &fh, sid, true, 199).0, NFS4ERR_NO_GRACE);
     assert_eq!(return_a(&mut a, &fh, true, sid), NFS4ERR_NO_GRACE);
     assert_eq!(size_a(&mut a, &fh), 100);
-    // Grace over: a new layout.
+    // Grace over: a new layout (once the restart's fence window ran out:
+    // NFS4ERR_LAYOUTTRYLATER until then, `state/layouts_boot.rs`).
     let (open, _) = open_a(&mut a, b"reclaimed");
-    take_layout_a(&mut a, &fh, open);
+    take_layout_after_restart(&mut a, &fh, open);
+}
+
+/// LAYOUTGET right after a metadata server restart: NFS4ERR_LAYOUTTRYLATER while the
+/// boot epoch's fence window runs (a data server may still trust the previous boot
+/// epoch and would refuse the new ids), then a layout.
+fn take_layout_after_restart(c: &mut nfs4_client::Tcp41, fh: &[u8], open: [u8; 16]) -> Layout {
+    const NFS4ERR_LAYOUTTRYLATER: u32 = 10058;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (st, rest) = on_a(
+            c,
+            fh,
+            Ops::new().layoutget(&layoutget(LAYOUTIOMODE4_RW, open)),
+        );
+        match st {
+            NFS4_OK => {
+                let g = v4pnfs::layoutget_ok(&mut XdrReader::new(&rest)).unwrap();
+                return Layout {
+                    stateid: g.stateid,
+                    ff: v4pnfs::ff_layout(&g.layouts[0].body).unwrap(),
+                };
+            }
+            NFS4ERR_LAYOUTTRYLATER => assert!(Instant::now() < deadline, "still TRYLATER"),
+            st => panic!("LAYOUTGET answered {st}"),
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Issue 27, a metadata server restart (RFC 8881 §12.7.4; RFC 8435 §2.2): the layouts
+/// of the previous run are not kept, so the boot epoch in the store moves at start
+/// and every synthetic id of the previous run is refused at every data server once
+/// the fence window (2 s) after it ran out. A layout's ids work at the data server;
+/// the metadata server restarts on the same store and `state.dir`; an NFSv3 truncate
+/// at it right away is NFS3ERR_JUKEBOX (every file counts as laid out) until the
+/// window ran out, and from its reply on no WRITE with the old ids lands anywhere:
+/// the file stays truncated. After the grace period a new layout's ids work.
+#[test]
+fn after_a_metadata_server_restart_earlier_layouts_ids_are_fenced_before_a_truncate() {
+    const NFS3ERR_JUKEBOX: u32 = 10008;
+    let root = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let ds = shared_fs(root.path(), "");
+    let mds = mds_on(root.path(), state.path(), ds.tcp_addr());
+    let status = |at, who, call: &Call| v3call::status(&v3_as(at, who, call));
+    let (fh, old) = {
+        let mut a = nfs4_client::Tcp41::connect(mds.tcp_addr());
+        a.session(b"pnfs-boot-a", 0);
+        assert_eq!(a.seq_run(|o| o.reclaim_complete()).0, NFS4_OK);
+        let (open, fh) = open_a(&mut a, b"restarted");
+        let ids = synthetic(&take_layout_a(&mut a, &fh, open));
+        let w = status(ds.tcp_addr(), ids, &Call::WriteSync(&fh, 0, b"before"));
+        assert_eq!(w, 0, "a layout's ids write through the data server");
+        (fh, ids)
+    };
+    drop(mds);
+    // The boot epoch moves after this, during the start.
+    let restarted = Instant::now();
+    let mds = mds_on(root.path(), state.path(), ds.tcp_addr());
+    // The old ids still work at the data server within the window (it cached the
+    // previous boot epoch), never after: the truncate waits that out.
+    let mut v3c = nfs4_client::V3::connect(mds.tcp_addr());
+    v3c.mount_root();
+    let mut args = Vec::new();
+    args.extend((fh.len() as u32).to_be_bytes());
+    args.extend(&fh);
+    args.resize(args.len().div_ceil(4) * 4, 0);
+    // sattr3: mode, uid, gid unset; size 0; times unchanged; no guard.
+    for w in [0u32, 0, 0, 1, 0, 0, 0, 0, 0] {
+        args.extend(w.to_be_bytes());
+    }
+    let truncate = |v: &mut nfs4_client::V3| {
+        v3call::status(&v.call(
+            nfs_wire::NFS_PROGRAM,
+            nfs_wire::nfs3::NFSPROC3_SETATTR,
+            &args,
+        ))
+    };
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let mut jukeboxes = 0;
+    let first_sent = restarted.elapsed();
+    loop {
+        let w = status(ds.tcp_addr(), old, &Call::WriteSync(&fh, 0, b"during"));
+        assert!(w == 0 || w == NFS3ERR_ACCES, "WRITE answered {w}");
+        match truncate(&mut v3c) {
+            0 => break,
+            NFS3ERR_JUKEBOX => assert!(Instant::now() < deadline, "still JUKEBOX"),
+            st => panic!("SETATTR answered {st}"),
+        }
+        jukeboxes += 1;
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // The truncate went on no sooner than the boot epoch's move + the window (2 s),
+    // which came after `restarted`.
+    let waited = restarted.elapsed();
+    assert!(
+        waited >= Duration::from_secs(2),
+        "the truncate went on {waited:?} after the restart ({jukeboxes} JUKEBOX)"
+    );
+    if first_sent < Duration::from_millis(1500) {
+        assert!(jukeboxes > 0, "the truncate waited");
+    }
+    for at in [ds.tcp_addr(), mds.tcp_addr()] {
+        let w = status(at, old, &Call::WriteSync(&fh, 0, b"late write"));
+        assert_eq!(w, NFS3ERR_ACCES, "the previous run's ids at {at}");
+        assert_eq!(status(at, old, &Call::Commit(&fh)), NFS3ERR_ACCES);
+    }
+    let mut b = S::new(&mds, 1);
+    assert_eq!(b.size(&fh), 0, "no late write landed after the truncate");
+
+    // The client of the previous run ends its grace (it was the only one) and gets
+    // a new layout, whose ids work.
+    let mut a = nfs4_client::Tcp41::connect(mds.tcp_addr());
+    a.session(b"pnfs-boot-a", 0);
+    assert_eq!(a.seq_run(|o| o.reclaim_complete()).0, NFS4_OK);
+    let (open, _) = open_a(&mut a, b"restarted");
+    let new = synthetic(&take_layout_after_restart(&mut a, &fh, open));
+    assert_ne!(new, old);
+    let w = status(ds.tcp_addr(), new, &Call::WriteSync(&fh, 0, b"after"));
+    assert_eq!(w, 0, "the new layout's ids");
 }
 
 /// LAYOUTRETURN4_FILE of the whole file under `sid`, lora_reclaim as given: status.

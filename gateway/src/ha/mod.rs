@@ -355,6 +355,11 @@ impl Keeper {
         if !self.adopt_layout_key(st) {
             return false;
         }
+        // Issue 27: the previous holder's layouts are not kept, so their data server
+        // ids are fenced (the boot epoch moves) before the fence opens.
+        if !st.state().layouts.restart_fence() {
+            return false;
+        }
         // Rewritten under our version first: a late write of the previous holder then
         // fails its condition instead of replacing what we adopt.
         let mut v: Vec<Vec<u8>> = owners.iter().cloned().collect();

@@ -276,7 +276,13 @@ fn ds_ids<'s>(
         NFS4ERR_DELAY
     })?;
     let (gen, pending) = state.layouts.data_gen(f.node.fileid, &f.attr, write);
-    Ok((fence.ids(f.node.fileid, epoch, gen), pending))
+    // At a boot epoch the store says a layout may exist at before one does, so a
+    // restart after it waits for its ids to be fenced (`fence_boot.rs`).
+    let ids = fence.grant_ids(f.node.fileid, epoch, gen).map_err(|e| {
+        tracing::warn!(error = %e, "LAYOUTGET: cannot mark the boot epoch used");
+        NFS4ERR_DELAY
+    })?;
+    Ok((ids, pending))
 }
 
 /// Before a truncate, REMOVE or RENAME over `fileid` (RFC 8881 §12.5.5): the other

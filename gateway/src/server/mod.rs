@@ -418,6 +418,13 @@ impl Server {
         });
 
         orphans::wire(&shared);
+        // Issue 27: a metadata server's layouts did not survive its last run, so the
+        // boot epoch moves before it serves (earlier ids fenced at every data server;
+        // conflicting operations wait the window out: `state/layouts_boot.rs`). Under
+        // `[ha]` the takeover does it.
+        if ha.is_none() {
+            shared.state.layouts.restart_fence();
+        }
         shared
             .state
             .delegations

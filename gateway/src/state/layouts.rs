@@ -342,6 +342,9 @@ pub struct Layouts {
     key: std::sync::RwLock<Option<[u8; 32]>>,
     /// The files' data generations layouts carry to the data servers (`gen`).
     data_gens: gen::DataGens,
+    /// Shut from a start or takeover until earlier boots' ids are fenced
+    /// (`layouts_boot.rs`).
+    boot: boot::BootGate,
 }
 
 impl Layouts {
@@ -445,6 +448,11 @@ impl Layouts {
         lease: Duration,
         servers: u64,
     ) -> Result<Stateid, StateError> {
+        // A start or takeover whose earlier boots' ids may still be trusted by a data
+        // server: it would refuse the new ids too (`layouts_boot.rs`).
+        if !self.boot_open() {
+            return Err(StateError::Resource);
+        }
         let mut t = self.lock();
         if let Some(old) = Self::check_recalling(&t, f, lease)? {
             self.release_down(&mut t, &old);
@@ -665,8 +673,11 @@ impl Layouts {
     /// Whether any layout is held or any file's recall runs (no lock: the conflict
     /// checks' fast path; a recall's mark is cleared by the conflicting caller's next
     /// `break_conflicts`).
+    /// While the restart gate is shut every file counts as laid out (`layouts_boot.rs`).
     pub fn any(&self) -> bool {
-        self.held.load(Ordering::Acquire) > 0 || self.marked.load(Ordering::Acquire) > 0
+        self.held.load(Ordering::Acquire) > 0
+            || self.marked.load(Ordering::Acquire) > 0
+            || self.boot_shut()
     }
 
     /// Publishes the table's sizes for `any` (under the lock).
@@ -701,6 +712,8 @@ impl Layouts {
     }
 }
 
+#[path = "layouts_boot.rs"]
+mod boot;
 #[path = "layouts_failure.rs"]
 mod failure;
 #[path = "layouts_gen.rs"]

@@ -28,6 +28,11 @@ impl Layouts {
         if !self.any() {
             return true;
         }
+        // A start or takeover: every file may be laid out by a client of the previous
+        // boot until its ids are fenced everywhere (`layouts_boot.rs`).
+        if !self.boot_open() {
+            return false;
+        }
         let now = Instant::now();
         let (started, overdue, mut outstanding) = self.mark_recalls(fileid, except, lease, now);
         // RFC 8435 §2.2: the file's fence epoch moves on before the revoked layouts go

@@ -1,0 +1,183 @@
+//! The boot epoch (issue 27): its read, cache and move over the memory store's
+//! conditional writes, and what the data servers' check makes of ids of an earlier
+//! boot.
+
+use super::super::{admit_cached, admit_file, Fence, WINDOW};
+use super::*;
+use crate::backend::memory::MemoryBackend;
+use crate::backend::Backend;
+use crate::export::{Caller, Groups};
+use crate::fs::{Attr, FileKind, NfsTime, Status};
+use engine::rpc::{AuthSys, Cred};
+use std::sync::Arc;
+
+fn attr(fileid: u64) -> Attr {
+    let t = NfsTime::default();
+    Attr {
+        kind: FileKind::Reg,
+        mode: 0o600,
+        nlink: 1,
+        uid: 1000,
+        gid: 100,
+        size: 0,
+        used: 0,
+        rdev: (0, 0),
+        fsid: 1,
+        fileid,
+        atime: t,
+        mtime: t,
+        ctime: t,
+        change: 0,
+    }
+}
+
+fn who() -> Caller {
+    Caller {
+        uid: 65534,
+        gid: 65534,
+        gids: Groups::NONE,
+        writable: true,
+    }
+}
+
+fn cred((u, g): (u32, u32)) -> Cred {
+    Cred::Sys(AuthSys::new(u, g, &[]))
+}
+
+/// A data server's verdict on a worker: the owner's uid, or the refusal.
+fn admit(f: &Fence, ids: (u32, u32), fileid: u64) -> Result<u32, Status> {
+    admit_file(Some(f), &cred(ids), who(), &attr(fileid)).map(|(c, _)| c.uid)
+}
+
+/// The ids a metadata server grants for `fileid` now (as LAYOUTGET: the epoch read).
+fn granted(mds: &Fence, fileid: u64) -> (u32, u32) {
+    let e = mds.read(fileid).unwrap();
+    mds.ids(fileid, e, 0)
+}
+
+fn stores() -> (Arc<dyn Backend>, Fence) {
+    let store: Arc<dyn Backend> = Arc::new(MemoryBackend::new());
+    let mds = Fence::new(store.clone(), [1; 32], WINDOW);
+    (store, mds)
+}
+
+#[test]
+fn a_boot_move_fences_every_earlier_id_within_the_window() {
+    let (store, mds) = stores();
+    let ds = Fence::new(store, [1; 32], Duration::from_millis(150));
+    let old = granted(&mds, 5);
+    let other_file = granted(&mds, 6);
+    assert_eq!(admit(&ds, old, 5), Ok(1000), "a layout's ids work");
+    assert_eq!(admit(&mds, old, 5), Ok(1000));
+    let asked = Instant::now();
+    assert_eq!(mds.bump_boot().unwrap(), (1, false));
+    assert_eq!(mds.boot_epoch().unwrap(), 1);
+    // Written through at the gateway that moved it.
+    assert_eq!(admit(&mds, old, 5), Err(Status::Acces));
+    // A data server that read the old boot trusts it for its window at most.
+    if asked.elapsed() < Duration::from_millis(100) {
+        assert_eq!(admit(&ds, old, 5), Ok(1000), "inside the window");
+    }
+    std::thread::sleep(Duration::from_millis(160));
+    assert_eq!(admit(&ds, old, 5), Err(Status::Acces), "after it");
+    assert_eq!(
+        admit(&ds, other_file, 6),
+        Err(Status::Acces),
+        "every file's, read or not"
+    );
+    let new = granted(&mds, 5);
+    assert_ne!(new, old, "the file's epoch did not move; the ids did");
+    assert_eq!(admit(&ds, new, 5), Ok(1000));
+    assert_eq!(ds.boot_epoch().unwrap(), 1);
+}
+
+#[test]
+fn a_reactor_sends_a_call_to_a_worker_once_the_boot_read_is_a_window_old() {
+    let (store, mds) = stores();
+    let ds = Fence::new(store, [1; 32], Duration::from_millis(100));
+    let old = granted(&mds, 9);
+    assert_eq!(admit(&ds, old, 9), Ok(1000), "cached with its pair");
+    let hit = admit_cached(Some(&ds), &cred(old), who(), &attr(9));
+    assert_eq!(
+        hit.flatten().map(|c| c.uid),
+        Some(1000),
+        "O(1) on the reactor"
+    );
+    mds.bump_boot().unwrap();
+    std::thread::sleep(Duration::from_millis(110));
+    assert!(
+        admit_cached(Some(&ds), &cred(old), who(), &attr(9)).is_none(),
+        "stale: to a worker, which reads the boot epoch"
+    );
+    assert_eq!(admit(&ds, old, 9), Err(Status::Acces));
+}
+
+#[test]
+fn a_file_entry_is_trusted_no_longer_than_the_boot_read_it_was_made_with() {
+    let (store, mds) = stores();
+    let ds = Fence::new(store, [1; 32], Duration::from_millis(200));
+    let old = granted(&mds, 3);
+    assert_eq!(ds.boot_epoch().unwrap(), 0, "boot read at t0");
+    std::thread::sleep(Duration::from_millis(120));
+    // The file's epoch read at t0 + 120 ms, the boot's cached from t0.
+    assert_eq!(admit(&ds, old, 3), Ok(1000));
+    mds.bump_boot().unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    // t0 + 220 ms: the boot read is a window old, so the file's entry is too.
+    assert_eq!(ds.cached(3), None);
+    assert_eq!(admit(&ds, old, 3), Err(Status::Acces));
+}
+
+#[test]
+fn the_previous_boot_counts_as_used_only_once_a_layout_may_have_been_granted() {
+    let store: Arc<dyn Backend> = Arc::new(MemoryBackend::new());
+    let mds = Fence::new(store.clone(), [1; 32], Duration::from_millis(50));
+    assert_eq!(mds.bump_boot().unwrap(), (1, false), "a fresh store");
+    assert_eq!(mds.bump_boot().unwrap(), (2, false), "nothing granted at 1");
+    assert_eq!(mds.grant_ids(7, 0, 0).unwrap(), mds.ids(7, 0, 0));
+    let cas = store.cas().unwrap();
+    let (data, v) = cas.cas_get(NAME).unwrap().unwrap();
+    assert_eq!(data, b"2 1");
+    assert_eq!(mds.mark_used().unwrap(), 2);
+    assert_eq!(cas.cas_get(NAME).unwrap().unwrap().1, v, "once per boot");
+    // Another gateway's start (a takeover) finds it used, and starts unused.
+    let successor = Fence::new(store.clone(), [1; 32], WINDOW);
+    assert_eq!(successor.bump_boot().unwrap(), (3, true));
+    assert_eq!(cas.cas_get(NAME).unwrap().unwrap().0, b"3 0");
+    // The previous holder's grant at the boot it knows carries ids the move fenced;
+    // once it read the new boot (a LAYOUTGET reads the file's epoch), its grant is at
+    // the new one, marked first.
+    assert_eq!(mds.mark_used().unwrap(), 2);
+    std::thread::sleep(Duration::from_millis(60));
+    let e = mds.read(7).unwrap();
+    let ids = mds.grant_ids(7, e, 0).unwrap();
+    assert_eq!(cas.cas_get(NAME).unwrap().unwrap().0, b"3 1");
+    assert_eq!(ids, successor.ids(7, e, 0), "the new boot's ids");
+}
+
+#[test]
+fn a_corrupt_boot_object_is_an_error_not_boot_zero() {
+    let (store, mds) = stores();
+    for junk in [&b"junk"[..], b"7", b"7 2", b""] {
+        let cas = store.cas().unwrap();
+        let v = cas.cas_get(NAME).unwrap().map(|(_, v)| v);
+        cas.cas_put(NAME, junk, v.as_deref()).unwrap();
+        assert!(mds.bump_boot().is_err(), "{junk:?}");
+        assert!(mds.mark_used().is_err(), "{junk:?}");
+        let ds = Fence::new(store.clone(), [1; 32], WINDOW);
+        let ids = mds.ids(4, 0, 0);
+        assert_eq!(admit(&ds, ids, 4), Err(Status::Jukebox), "{junk:?}");
+    }
+}
+
+#[test]
+fn a_lower_boot_read_never_replaces_a_higher_one() {
+    let b = Boot::default();
+    let t0 = Instant::now();
+    assert_eq!(b.remember(4, t0), (4, t0));
+    let t1 = Instant::now();
+    assert_eq!(b.remember(3, t1), (4, t0), "a slow read of the old epoch");
+    assert_eq!(b.remember(4, t1), (4, t1), "the same epoch read later");
+    assert_eq!(b.remember(4, t0), (4, t1), "not an older read of it");
+    assert_eq!(b.last(), Some((4, t1)));
+}
