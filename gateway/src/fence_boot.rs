@@ -104,8 +104,9 @@ impl Fence {
     /// Moves the store's boot epoch on (a metadata server's start, or an `[ha]`
     /// takeover, before any grant): every synthetic id issued at an earlier boot is
     /// refused at every data server from this call's return + the window. Returns the
-    /// new epoch and whether a layout may have been granted at the one it replaces
-    /// (then conflicting operations must wait the window out). This gateway's own
+    /// new epoch and whether a layout may have been granted at the one it replaces or
+    /// any earlier one (then conflicting operations must wait the window out; the
+    /// mark is carried to the new epoch, never cleared). This gateway's own
     /// cache is written through (its data server role sees the new epoch at once).
     pub fn bump_boot(&self) -> Result<(u64, bool), BackendError> {
         let cas = self.cas();
@@ -113,7 +114,11 @@ impl Fence {
             let asked = Instant::now();
             let (b, used, ver) = read(cas)?;
             let next = b.checked_add(1).ok_or(BackendError::TooLarge)?;
-            match cas.cas_put(NAME, text(next, false).as_bytes(), ver.as_deref()) {
+            // `used` carries over: a layout granted at `b` is fenced only at this
+            // move's return + the window, so a second move inside that window (a
+            // restart loop, a retried takeover) must wait too. A store where a
+            // layout was ever granted makes every later start wait the window.
+            match cas.cas_put(NAME, text(next, used).as_bytes(), ver.as_deref()) {
                 Ok(_) => {
                     self.boot.remember(next, asked);
                     // Files' entries were computed at the old boot epoch.

@@ -129,7 +129,7 @@ fn a_file_entry_is_trusted_no_longer_than_the_boot_read_it_was_made_with() {
 }
 
 #[test]
-fn the_previous_boot_counts_as_used_only_once_a_layout_may_have_been_granted() {
+fn a_boot_counts_as_used_once_a_layout_may_have_been_granted_at_it_or_before() {
     let store: Arc<dyn Backend> = Arc::new(MemoryBackend::new());
     let mds = Fence::new(store.clone(), [1; 32], Duration::from_millis(50));
     assert_eq!(mds.bump_boot().unwrap(), (1, false), "a fresh store");
@@ -140,10 +140,12 @@ fn the_previous_boot_counts_as_used_only_once_a_layout_may_have_been_granted() {
     assert_eq!(data, b"2 1");
     assert_eq!(mds.mark_used().unwrap(), 2);
     assert_eq!(cas.cas_get(NAME).unwrap().unwrap().1, v, "once per boot");
-    // Another gateway's start (a takeover) finds it used, and starts unused.
+    // Another gateway's start (a takeover) finds it used, and carries the mark: a
+    // second move inside the first one's window (a restart loop, a retried
+    // takeover) must wait the window out too.
     let successor = Fence::new(store.clone(), [1; 32], WINDOW);
     assert_eq!(successor.bump_boot().unwrap(), (3, true));
-    assert_eq!(cas.cas_get(NAME).unwrap().unwrap().0, b"3 0");
+    assert_eq!(cas.cas_get(NAME).unwrap().unwrap().0, b"3 1");
     // The previous holder's grant at the boot it knows carries ids the move fenced;
     // once it read the new boot (a LAYOUTGET reads the file's epoch), its grant is at
     // the new one, marked first.
@@ -153,6 +155,11 @@ fn the_previous_boot_counts_as_used_only_once_a_layout_may_have_been_granted() {
     let ids = mds.grant_ids(7, e, 0).unwrap();
     assert_eq!(cas.cas_get(NAME).unwrap().unwrap().0, b"3 1");
     assert_eq!(ids, successor.ids(7, e, 0), "the new boot's ids");
+    assert_eq!(
+        successor.bump_boot().unwrap(),
+        (4, true),
+        "carried: still waits"
+    );
 }
 
 #[test]

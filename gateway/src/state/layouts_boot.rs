@@ -33,8 +33,13 @@ impl Layouts {
         if self.devices().is_none() || self.fence().is_none() {
             return true;
         }
-        *self.gate_until() = None;
-        self.boot.shut.store(true, Ordering::Release);
+        {
+            // Under the lock `boot_open` opens the gate under: an opening decided
+            // before this restart cannot land after it.
+            let mut until = self.gate_until();
+            *until = None;
+            self.boot.shut.store(true, Ordering::Release);
+        }
         let moved = self.boot_moved();
         // Nothing to wait for (no layout at the previous boot): open at once.
         self.boot_open();
@@ -82,7 +87,9 @@ impl Layouts {
         if !self.boot_moved() {
             return false;
         }
-        let open = self.gate_until().is_some_and(|u| Instant::now() >= u);
+        // Decided and opened under the lock `restart_fence` shuts it under.
+        let until = self.gate_until();
+        let open = until.is_some_and(|u| Instant::now() >= u);
         if open {
             self.boot.shut.store(false, Ordering::Release);
         }
