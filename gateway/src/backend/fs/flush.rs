@@ -342,11 +342,10 @@ impl Flush {
     /// (`REQ_PREFLUSH`: XFS's checkpoint iclogs, jbd2's commit block), which makes every
     /// write *completed* before it durable, this file's data included. Concurrent
     /// stable WRITEs and namespace changes share that one flush instead of one each.
-    pub fn data(&self, f: BorrowedFd<'_>) -> io::Result<()> {
+    /// `dev`: the file's device, as the caller's open entry recorded it.
+    pub fn data(&self, f: BorrowedFd<'_>, dev: u64) -> io::Result<()> {
         let shares = |log: &Log| {
-            log.data
-                && sys::fstat(f).is_ok_and(|st| st.st_dev == log.dev)
-                && !(log.xfs && sys::xfs_realtime(f).unwrap_or(true))
+            log.data && dev == log.dev && !(log.xfs && sys::xfs_realtime(f).unwrap_or(true))
         };
         let log = self.log.as_ref().filter(|l| shares(l));
         match log {

@@ -1731,7 +1731,7 @@ impl RandomWrite for FsBackend {
         check_key(key)?;
         let (e, _) = self.entry(key, false)?;
         self.flush
-            .data(e.file.as_fd())
+            .data(e.file.as_fd(), e.dev)
             .map_err(|err| map_io(err, "fsync", key))
     }
 }
