@@ -173,6 +173,9 @@ if [ -z "${SKIP_VM:-}" ]; then
   # tools/perf/vm-rdma-compare.sh's, not CI's.
   # The pnfs stage's S3 part runs on the Garage built above (PNFS_S3=1: a missing binary
   # fails the stage rather than leaving the part out); NFSGW_GARAGE=0 leaves it out.
+  # VM_DEADLINE_S: the boots together get 45 minutes (quiet: 18), so a guest that hangs
+  # fails its stages with its console tail instead of running CI past its 90 minutes.
+  VM_DEADLINE_S=${VM_DEADLINE_S:-2700} \
   RDMA_FILE_MIB=${RDMA_FILE_MIB:-64} RDMA_DIR_ENTRIES=${RDMA_DIR_ENTRIES:-2000} \
   V41_ENTRIES=${V41_ENTRIES:-2000} COMPARE=${COMPARE:-0} \
   PNFS_S3=${PNFS_S3:-$([ "${NFSGW_GARAGE:-1}" = 0 ] && echo 0 || echo 1)} \

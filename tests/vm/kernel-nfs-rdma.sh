@@ -319,8 +319,18 @@ else
 fi
 DDPID=
 check "gateway still running" gw_alive
+# The oops can also come later, in the next mount (kernel-nfs41-rdma.sh, 2026-11-30): a
+# failed mount with the oops in dmesg takes the userspace path; without it, it fails.
 if [ -n "$RDMA_CLIENT_OK" ]; then
-  check "new mount over RDMA works" nfs_mount rdma
+  if nfs_mount rdma; then check "new mount over RDMA works" true
+  elif client_oopsed; then
+    echo "WARN the guest kernel's NFS/RDMA client oopsed after the forced unmount (client bug, see dmesg below); the new mount hung; the gateway is checked with a userspace client (bench over TCP)"
+    dmesg | grep -E 'BUG: |RIP: |corruption' | head -n 5 || true
+    RDMA_CLIENT_OK=
+  else check "new mount over RDMA works" false
+  fi
+fi
+if [ -n "$RDMA_CLIENT_OK" ]; then
   check "16 MiB written after the kill (dd conv=fsync)" write_file 16 /mnt/after-kill "$W/after.sum"
   drop_caches
   check "16 MiB read back, sha256 matches after dropping caches" same_sum /mnt/after-kill "$W/after.sum"

@@ -332,6 +332,19 @@ else
 fi
 DDPID=
 check "gateway still running" gw_alive
+# The oops can also come later, while the next mount tears the dead connection down
+# (2026-11-30: list_del corruption under frwr_unmap_sync in rpciod; the dd had exited,
+# the new mount hung until its timeout): a failed mount with that oops in dmesg takes
+# the same userspace path; a failed mount without it fails the check.
+if [ -z "$OOPSED" ]; then
+  if v41_mount rdma; then check "new v4.1 mount over rdma works" true
+  elif client_oopsed; then
+    echo "WARN the guest kernel's NFS/RDMA client oopsed after the forced unmount (client bug, see dmesg below); the new mount hung; the gateway is checked with a userspace client (bench over TCP)"
+    dmesg | grep -E 'BUG: |RIP: |corruption' | head -n 5 || true
+    OOPSED=1
+  else check "new v4.1 mount over rdma works" false
+  fi
+fi
 if [ -n "$OOPSED" ]; then
   # libnfs's tools cannot mount from inside this guest (its MOUNT call is reset; they
   # work on the host), so the fresh client is our own bench over TCP (user space).
@@ -343,7 +356,6 @@ if [ -n "$OOPSED" ]; then
   check "a fresh userspace client over TCP: 16 MiB written after the kill, read back and verified (bench)" bench_tcp
   echo "v4.1/rdma: final unmount skipped: the guest's NFS client is broken"
 else
-  check "new v4.1 mount over rdma works" v41_mount rdma
   check "16 MiB written after the kill (dd conv=fsync)" write_file 16 $M/after-kill "$W/after.sum"
   drop_caches
   check "16 MiB read back, sha256 matches after dropping caches" same_sum $M/after-kill "$W/after.sum"

@@ -23,6 +23,8 @@
 # Knobs (environment, defaults in brackets):
 #   VM_DIR        cache + run directories [/var/tmp/gateway-vm]
 #   VM_TIMEOUT    wall-clock limit for one boot-run-poweroff, seconds [600]
+#   VM_POWEROFF_WAIT  seconds a guest that reported its exit code gets to power off
+#                 before QEMU is stopped [60]
 #   VM_MEM        guest RAM, MiB [2048]                 VM_CPUS   vCPUs [2]
 #   VM_ACCEL      auto|kvm|tcg [auto: kvm only if /dev/kvm is usable for a stock kernel]
 #   VM_ENV        extra variable names to pass into the guest [] (PATH HOME USER LANG
@@ -42,6 +44,7 @@ HERE=$(cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")" && pwd)
 
 VM_DIR=${VM_DIR:-/var/tmp/gateway-vm}
 VM_TIMEOUT=${VM_TIMEOUT:-600}
+VM_POWEROFF_WAIT=${VM_POWEROFF_WAIT:-60}
 VM_MEM=${VM_MEM:-2048}
 VM_CPUS=${VM_CPUS:-2}
 VM_ACCEL=${VM_ACCEL:-auto}
@@ -214,6 +217,18 @@ boot() {  # boot RUNDIR: run QEMU to completion, stream output.log; sets GUEST_R
   timeout -k 10 "$VM_TIMEOUT" "${q[@]}" </dev/null >"$run/qemu.log" 2>&1 & QPID=$!
   tail -n +1 -s 0.5 -f --pid=$QPID "$run/output.log" & tpid=$!
   if [ "$VM_VERBOSE" = 1 ]; then tail -n +1 -s 0.5 -f --pid=$QPID "$run/console.log" >&2 & cpid=$!; fi
+  # The guest's exit code arrives before its poweroff; a guest that cannot power off (a
+  # kernel that oopsed holding its NFS client's locks) is stopped VM_POWEROFF_WAIT s later.
+  local rc_at=""
+  while kill -0 "$QPID" 2>/dev/null; do
+    if [ -z "$rc_at" ] && [ -f "$run/rc" ]; then rc_at=$(date +%s); fi
+    if [ -n "$rc_at" ] && [ $(($(date +%s) - rc_at)) -ge "$VM_POWEROFF_WAIT" ]; then
+      log "the guest reported exit code $(cat "$run/rc") but did not power off in ${VM_POWEROFF_WAIT}s; stopping QEMU"
+      kill "$QPID" 2>/dev/null
+      break
+    fi
+    sleep 1
+  done
   wait $QPID || qrc=$?
   QPID=""
   wait $tpid 2>/dev/null || true; [ -n "$cpid" ] && { wait $cpid 2>/dev/null || true; }
