@@ -36,7 +36,8 @@
 //! Two cases keep the file's own fsync: a mount with `lazytime` (a write's timestamp
 //! change is then kept in memory, not logged, until the inode is written: only fsync
 //! writes it) and an XFS file whose data is on the realtime device (the log force
-//! flushes the data device only; `xfs_file_fsync` flushes the realtime one).
+//! flushes the data device only; `xfs_file_fsync` flushes the realtime one), asked
+//! per file (one `ioctl`) only on an XFS whose geometry has a realtime section.
 //! The reactor's own stable WRITE (`uring`: write, fsync and statx linked in one
 //! submission) keeps its fsync: a log force there would be a blocking group wait.
 //!
@@ -178,9 +179,9 @@ struct Log {
     /// Stable writes' data may share the force (`data`): not under `lazytime`, whose
     /// write timestamps reach the log only when something writes the inode.
     data: bool,
-    /// XFS: a file's data may be on the realtime device, which the force does not
-    /// flush (`data` asks per file).
-    xfs: bool,
+    /// XFS with a realtime section: a file's data may be on it, and the force does
+    /// not flush its device (`data` asks per file; without the section, never).
+    realtime: bool,
 }
 
 /// The backend's flush policy and its counters.
@@ -248,6 +249,15 @@ impl Flush {
         )?;
         let dev = sys::fstat(marker.as_fd())?.st_dev;
         let lazy = lazytime(root);
+        // An XFS whose geometry cannot be read is treated as having the section.
+        let realtime = sys::fstatfs(root)?.f_type as i64 == XFS_SUPER_MAGIC
+            && sys::xfs_has_realtime(root).unwrap_or(true);
+        if realtime && !lazy {
+            tracing::info!(
+                "backend.root's XFS has a realtime section: a stable WRITE or COMMIT asks \
+                 whether its file's data is there (then fsyncs it) before sharing the log force"
+            );
+        }
         if lazy {
             tracing::info!(
                 "backend.root is mounted lazytime (or its mount could not be read): stable \
@@ -259,7 +269,7 @@ impl Flush {
             marker,
             group: DirSync::default(),
             data: !lazy,
-            xfs: sys::fstatfs(root)?.f_type as i64 == XFS_SUPER_MAGIC,
+            realtime,
         })
     }
 
@@ -345,7 +355,7 @@ impl Flush {
     /// `dev`: the file's device, as the caller's open entry recorded it.
     pub fn data(&self, f: BorrowedFd<'_>, dev: u64) -> io::Result<()> {
         let shares = |log: &Log| {
-            log.data && dev == log.dev && !(log.xfs && sys::xfs_realtime(f).unwrap_or(true))
+            log.data && dev == log.dev && !(log.realtime && sys::xfs_realtime(f).unwrap_or(true))
         };
         let log = self.log.as_ref().filter(|l| shares(l));
         match log {

@@ -431,3 +431,130 @@ fn lazytime_is_read_from_mountinfo() {
     let f = std::fs::File::open(&j.mnt).unwrap();
     assert!(!lazytime(f.as_fd()), "a plain loop mount read as lazytime");
 }
+
+/// Runs `cmd`; None (with the reason printed) where this machine refuses it.
+fn run_ok(cmd: &mut Command) -> Option<String> {
+    match cmd.output() {
+        Ok(o) if o.status.success() => Some(String::from_utf8_lossy(&o.stdout).into_owned()),
+        Ok(o) => {
+            eprintln!(
+                "SKIP: {cmd:?}: {}",
+                String::from_utf8_lossy(&o.stderr).trim()
+            );
+            None
+        }
+        Err(e) => {
+            eprintln!("SKIP: {cmd:?}: {e}");
+            None
+        }
+    }
+}
+
+/// XFS's realtime section decides whether a stable write asks where its file's data
+/// lives (module doc (c)). Without a section (the usual XFS) no `ioctl` per stable
+/// write; with one (an external realtime device on a second loop device), a file
+/// whose data is on it gets its own fsync (the log force does not flush that device)
+/// and a file on the data device shares the force.
+#[test]
+fn xfs_realtime_files_keep_their_fsync_and_others_share_the_force() {
+    use crate::backend::RandomWrite;
+    let Some(plain) = LoopFs::make(&["mkfs.xfs", "-q", "-f"], 320) else {
+        return;
+    };
+    let f = std::fs::File::open(&plain.mnt).unwrap();
+    assert!(
+        !sys::xfs_has_realtime(f.as_fd()).unwrap(),
+        "a plain XFS has no realtime section"
+    );
+    let b = FsBackend::open_configured(&plain.mnt.join("p"), false, FlushMode::Journal).unwrap();
+    b.put("f", b"", &UserMeta::new(), true).unwrap();
+    b.write_at("f", 0, b"x").unwrap();
+    sys::calls::take();
+    b.sync("f").unwrap();
+    let calls = sys::calls::take();
+    assert!(
+        !calls.contains_key("ioctl"),
+        "no realtime section, no ioctl: {calls:?}"
+    );
+    drop(b);
+
+    // An XFS with an external realtime device: data image + realtime image.
+    let dir = tempfile::Builder::new()
+        .prefix("nfsgw-flush-rt")
+        .tempdir_in("/var/tmp")
+        .unwrap();
+    let (img, rtimg, mnt) = (
+        dir.path().join("d.img"),
+        dir.path().join("rt.img"),
+        dir.path().join("m"),
+    );
+    std::fs::create_dir(&mnt).unwrap();
+    for (p, mib) in [(&img, 320u64), (&rtimg, 64)] {
+        std::fs::File::create(p)
+            .unwrap()
+            .set_len(mib << 20)
+            .unwrap();
+    }
+    let Some(rtdev) = run_ok(Command::new("losetup").args(["-f", "--show"]).arg(&rtimg)) else {
+        return;
+    };
+    let rtdev = rtdev.trim().to_string();
+    let detach = || {
+        let _ = Command::new("losetup").args(["-d", &rtdev]).status();
+    };
+    let made = run_ok(
+        Command::new("mkfs.xfs")
+            .args(["-q", "-f", "-r", &format!("rtdev={rtdev}")])
+            .arg(&img),
+    )
+    .and_then(|_| {
+        run_ok(
+            Command::new("mount")
+                .args(["-o", &format!("loop,rtdev={rtdev}")])
+                .arg(&img)
+                .arg(&mnt),
+        )
+    });
+    if made.is_none() {
+        detach();
+        return;
+    }
+    let result = std::panic::catch_unwind(|| {
+        let f = std::fs::File::open(&mnt).unwrap();
+        assert!(
+            sys::xfs_has_realtime(f.as_fd()).unwrap(),
+            "the realtime section not seen"
+        );
+        let root = mnt.join("r");
+        let b = FsBackend::open_configured(&root, false, FlushMode::Journal).unwrap();
+        // A directory marked realtime-inherit: files created in it keep their data on
+        // the realtime device.
+        b.put("rt/", b"", &UserMeta::new(), true).unwrap();
+        let inherit = run_ok(
+            Command::new("xfs_io")
+                .args(["-c", "chattr +t"])
+                .arg(root.join("rt")),
+        );
+        for (name, on_rt) in [("plain", false), ("rt/file", true)] {
+            if on_rt && inherit.is_none() {
+                continue;
+            }
+            b.put(name, b"", &UserMeta::new(), true).unwrap();
+            b.write_at(name, 0, b"realtime or not").unwrap();
+            let before = [Kind::Log, Kind::Data].map(|k| b.flush.flushes(k));
+            b.sync(name).unwrap();
+            let after = [Kind::Log, Kind::Data].map(|k| b.flush.flushes(k));
+            let want = if on_rt {
+                [before[0], before[1] + 1]
+            } else {
+                [before[0] + 1, before[1]]
+            };
+            assert_eq!(after, want, "{name}: (log, data) flushes");
+        }
+    });
+    let _ = Command::new("umount").arg(&mnt).status();
+    detach();
+    if let Err(e) = result {
+        std::panic::resume_unwind(e);
+    }
+}

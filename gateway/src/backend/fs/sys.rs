@@ -191,6 +191,28 @@ pub fn xfs_realtime(fd: BorrowedFd<'_>) -> io::Result<bool> {
     Ok(fsx[0] & FS_XFLAG_REALTIME != 0)
 }
 
+/// `XFS_IOC_FSGEOMETRY_V1` (`_IOR('X', 100, struct xfs_fsop_geom_v1)`, 112 bytes), not
+/// in libc; the v1 layout is the oldest and every XFS kernel answers it.
+const XFS_IOC_FSGEOMETRY_V1: libc::c_ulong = 0x8070_5864;
+
+/// Whether the XFS file system of `fd` has a realtime section (`rtblocks`, the sixth
+/// 8-byte word of `struct xfs_fsop_geom_v1`: eight `__u32`, then `datablocks`,
+/// `rtblocks`), internal or on its own device. Without one no file's data can be on
+/// it, and no stable write needs to ask (`xfs_realtime`).
+pub fn xfs_has_realtime(fd: BorrowedFd<'_>) -> io::Result<bool> {
+    calls::note("ioctl");
+    let mut geom = [0u64; 14];
+    // SAFETY: `fd` is open; the kernel writes at most 112 bytes into `geom` (112 bytes).
+    check(unsafe {
+        libc::ioctl(
+            fd.as_raw_fd(),
+            XFS_IOC_FSGEOMETRY_V1 as _,
+            geom.as_mut_ptr(),
+        )
+    })?;
+    Ok(geom[5] != 0)
+}
+
 /// The mount id of the mount `fd` is on (`statx` `STATX_MNT_ID`, Linux 5.8+).
 pub fn mount_id(fd: BorrowedFd<'_>) -> io::Result<u64> {
     calls::note("statx");
