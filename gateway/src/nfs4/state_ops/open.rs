@@ -5,6 +5,7 @@
 use super::args::{Claim, CreateHow, OpenArgs};
 use super::fattr::{NewAttrs, FATTR4_SIZE};
 use super::{caller, resolve_stateid};
+use crate::export::Caller;
 use crate::fs::access;
 use crate::fs::{Attr, CreateMode, FileKind, Node, Owner, SetAttr, Status};
 use crate::nfs4::status::*;
@@ -186,12 +187,47 @@ fn by_name(c: &Compound, name: &[u8], create: Option<&CreateHow>) -> Result<Targ
     let who = caller(c, &dir)?;
     access::check(&dattr, &who, access::X).map_err(fs)?;
     let before = dattr.change;
-    let found = match model.lookup(&dir, name) {
+    let made = match create {
+        Some(how) => create_first(c, &who, &dir, &dattr, name, how)?,
+        None => None,
+    };
+    let (node, created, attrset, truncate) = match made {
+        Some(m) => m,
+        None => looked_up(c, &who, &dir, &dattr, name, create)?,
+    };
+    let attr = model.getattr(&node).map_err(fs)?;
+    let dir_after = model.getattr(&dir).ok();
+    let after = dir_after.map_or(before, |a| a.change);
+    if created {
+        note_made(c, &dir, &node, attr, dir_after);
+    }
+    Ok(Target {
+        node,
+        attr,
+        created,
+        cinfo: (before, after),
+        attrset,
+        truncate,
+    })
+}
+
+/// The look-up path of a name OPEN names (no create asked, or a create the caller
+/// may not make or whose name is taken: `create_first`).
+fn looked_up(
+    c: &Compound,
+    who: &Caller,
+    dir: &Node,
+    dattr: &Attr,
+    name: &[u8],
+    create: Option<&CreateHow>,
+) -> Result<Made, Nfsstat4> {
+    let model = c.ctx.model;
+    let found = match model.lookup(dir, name) {
         Ok(n) => Some(n),
         Err(Status::NoEnt) => None,
         Err(e) => return Err(fs(e)),
     };
-    let (node, created, attrset, truncate) = match (found, create) {
+    Ok(match (found, create) {
         (None, None) => return Err(NFS4ERR_NOENT),
         (Some(n), None) => (n, false, [0; 2], None),
         (Some(_), Some(CreateHow::Guarded(_))) => return Err(NFS4ERR_EXIST),
@@ -210,7 +246,7 @@ fn by_name(c: &Compound, name: &[u8], create: Option<&CreateHow>) -> Result<Targ
             let (mode, _) = create_mode(how)?;
             let n = model
                 .create(
-                    &dir,
+                    dir,
                     name,
                     &mode,
                     Owner {
@@ -223,37 +259,72 @@ fn by_name(c: &Compound, name: &[u8], create: Option<&CreateHow>) -> Result<Targ
         }
         (None, Some(how)) => {
             let (mode, set) = create_mode(how)?;
-            access::check_writable(&who).map_err(fs)?;
-            access::check_dir_modify(&dattr, &who).map_err(fs)?;
-            if let Some(a) = &set {
-                access::check_new_attrs(&who, &a.set).map_err(fs)?;
-            }
-            // New objects in a set-group-id directory take the directory's group.
-            let gid = if dattr.mode & 0o2000 != 0 {
-                dattr.gid
-            } else {
-                who.gid
-            };
+            may_create(who, dattr, &set)?;
             let n = model
-                .create(&dir, name, &mode, Owner { uid: who.uid, gid })
+                .create(dir, name, &mode, new_owner(who, dattr))
                 .map_err(fs)?;
             (n, true, set.map(|a| a.mask).unwrap_or([0; 2]), None)
         }
-    };
-    let attr = model.getattr(&node).map_err(fs)?;
-    let dir_after = model.getattr(&dir).ok();
-    let after = dir_after.map_or(before, |a| a.change);
-    if created {
-        note_made(c, &dir, &node, attr, dir_after);
-    }
-    Ok(Target {
-        node,
-        attr,
-        created,
-        cinfo: (before, after),
-        attrset,
-        truncate,
     })
+}
+
+/// What a create that makes a new file checks first (RFC 8881 §18.16.3, the write
+/// and attribute rules as NFSv3's CREATE).
+fn may_create(who: &Caller, dattr: &Attr, set: &Option<NewAttrs>) -> Result<(), Nfsstat4> {
+    access::check_writable(who).map_err(fs)?;
+    access::check_dir_modify(dattr, who).map_err(fs)?;
+    if let Some(a) = set {
+        access::check_new_attrs(who, &a.set).map_err(fs)?;
+    }
+    Ok(())
+}
+
+/// A new object's owner: the caller, with the group of a set-group-id directory.
+fn new_owner(who: &Caller, dattr: &Attr) -> Owner {
+    let gid = if dattr.mode & 0o2000 != 0 {
+        dattr.gid
+    } else {
+        who.gid
+    };
+    Owner { uid: who.uid, gid }
+}
+
+/// What OPEN by name decides of its `Target`: node, created, attrset, truncate.
+type Made = (Node, bool, [u32; 2], Option<u64>);
+
+/// A creating OPEN tries the create before any LOOKUP (one walk of the parents for a
+/// new name, as NFSv3's CREATE: `FileModel::create` refuses a taken name in the same
+/// step). UNCHECKED4 and GUARDED4 create as guarded, so a name already taken is never
+/// changed here; it comes back `None` and takes the look-up path, which opens (or
+/// refuses) the existing file by §18.16.3's rules. Also `None` when the caller may not
+/// create: an existing file may still be opened without write access to its directory.
+fn create_first(
+    c: &Compound,
+    who: &Caller,
+    dir: &Node,
+    dattr: &Attr,
+    name: &[u8],
+    how: &CreateHow,
+) -> Result<Option<Made>, Nfsstat4> {
+    let (mode, set) = create_mode(how)?;
+    if may_create(who, dattr, &set).is_err() {
+        return Ok(None);
+    }
+    let guarded = match &mode {
+        CreateMode::Unchecked(s) | CreateMode::Guarded(s) => CreateMode::Guarded(*s),
+        // EXCLUSIVE4(_1): the file model judges a taken name by its verifier.
+        other => *other,
+    };
+    let exclusive = !matches!(mode, CreateMode::Unchecked(_) | CreateMode::Guarded(_));
+    match c
+        .ctx
+        .model
+        .create(dir, name, &guarded, new_owner(who, dattr))
+    {
+        Ok(n) => Ok(Some((n, true, set.map(|a| a.mask).unwrap_or([0; 2]), None))),
+        Err(Status::Exist) if !exclusive => Ok(None),
+        Err(e) => Err(fs(e)),
+    }
 }
 
 /// Notes the file an OPEN created by name for the reactor's names (`call::note_named`,

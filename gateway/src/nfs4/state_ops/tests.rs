@@ -92,6 +92,25 @@ fn export(id: u16, path: &str, access: Access) -> Export {
 }
 
 fn harness() -> H {
+    harness_on(|_| Arc::new(MemoryBackend::new()))
+}
+
+/// The harness over the fs backend (per-directory fsyncs, whatever the temp file
+/// system), for what an operation costs in system calls.
+fn harness_fs() -> H {
+    harness_on(|d| {
+        Arc::new(
+            crate::backend::fs::FsBackend::open_configured(
+                &d.join("data"),
+                false,
+                crate::config::FlushMode::PerDirectory,
+            )
+            .unwrap(),
+        )
+    })
+}
+
+fn harness_on(backend: impl Fn(&std::path::Path) -> Arc<dyn crate::backend::Backend>) -> H {
     let dir = tempfile::tempdir().unwrap();
     let list = vec![export(0, "/", Access::Rw), export(1, "/ro", Access::Ro)];
     let roots: Vec<ExportRoot> = list
@@ -101,7 +120,7 @@ fn harness() -> H {
             prefix: e.prefix.clone(),
         })
         .collect();
-    let model = FileModel::open(Arc::new(MemoryBackend::new()), dir.path(), &roots).unwrap();
+    let model = FileModel::open(backend(dir.path()), &dir.path().join("state"), &roots).unwrap();
     H {
         model,
         exports: Exports::new(list),
@@ -1005,4 +1024,115 @@ fn attrs_deleg_types_have_the_plain_bodies() {
         assert_eq!(attrs.stateid(), Some(d));
     }
     assert_eq!(open::Deleg::None.stateid(), None);
+}
+
+fn unchecked(name: &[u8], owner: &[u8], b: B) -> B {
+    create_args(name, owner, b)
+}
+
+/// A creating OPEN of a new name walks the parents once, as NFSv3's CREATE (the
+/// create tried before any LOOKUP: `open::create_first`); every createhow keeps
+/// §18.16.3's answer for a taken name: UNCHECKED4 opens the file (a size truncates
+/// it), GUARDED4 is EXIST, a directory at the name is not opened as a file, and a
+/// caller who may not create in the directory still opens an existing file.
+#[test]
+fn a_creating_open_walks_the_parents_once_and_keeps_every_createhow_rule() {
+    let h = harness_fs();
+    let cx = ctx(&h, 0);
+    let mut c = compound(&cx, &h.state, 9);
+    let top = root(&mut c);
+    let sub = h
+        .model
+        .mkdir(&top, b"sub", &SetAttr::default(), Owner { uid: 0, gid: 0 })
+        .unwrap();
+    put(&mut c, &sub);
+    crate::backend::fs::FsBackend::take_calls();
+    let (st, b) = call(&mut c, open, &guarded(b"new", b"own"));
+    let calls = crate::backend::fs::FsBackend::take_calls();
+    assert_eq!(st, NFS4_OK);
+    // One walk to "sub" (its opens) and one probe of the name: no LOOKUP first.
+    assert_eq!(calls.get("lstatat"), Some(&1), "{calls:?}");
+    assert_eq!(calls.get("openat"), Some(&2), "{calls:?}");
+    let before = u64::from_be_bytes(b[24..32].try_into().unwrap());
+    let after = u64::from_be_bytes(b[32..40].try_into().unwrap());
+    assert!(after > before, "created: the directory changed");
+    assert_eq!(
+        &b[44..56],
+        &B::default().u32(2).u32(0).u32(2).0[..],
+        "attrset MODE"
+    );
+
+    // UNCHECKED4 on the existing file: opened, not created, the size applied.
+    h.model
+        .write(
+            &h.model.lookup(&sub, b"new").unwrap(),
+            0,
+            b"twelve bytes",
+            crate::fs::Stable::FileSync,
+        )
+        .unwrap();
+    put(&mut c, &sub);
+    let (st, b) = call(
+        &mut c,
+        open,
+        &unchecked(b"new", b"own", size_attr(B::default().u32(0), 4)),
+    );
+    assert_eq!(st, NFS4_OK);
+    let before = u64::from_be_bytes(b[24..32].try_into().unwrap());
+    let after = u64::from_be_bytes(b[32..40].try_into().unwrap());
+    assert_eq!(
+        before, after,
+        "an existing file: the directory did not change"
+    );
+    assert_eq!(
+        &b[44..56],
+        &B::default().u32(2).u32(1 << 4).u32(0).0[..],
+        "attrset SIZE"
+    );
+    let n = h.model.lookup(&sub, b"new").unwrap();
+    assert_eq!(h.model.getattr(&n).unwrap().size, 4);
+    // GUARDED4 on it: EXIST.
+    put(&mut c, &sub);
+    assert_eq!(
+        call(&mut c, open, &guarded(b"new", b"own")).0,
+        NFS4ERR_EXIST
+    );
+    // A directory at the name: neither created over nor opened as a file.
+    h.model
+        .mkdir(&sub, b"d", &SetAttr::default(), Owner { uid: 0, gid: 0 })
+        .unwrap();
+    put(&mut c, &sub);
+    let st = call(
+        &mut c,
+        open,
+        &unchecked(b"d", b"own", mode_attr(B::default().u32(0), 0o644)),
+    )
+    .0;
+    assert_eq!(st, NFS4ERR_ISDIR);
+    put(&mut c, &sub);
+    assert_eq!(call(&mut c, open, &guarded(b"d", b"own")).0, NFS4ERR_EXIST);
+
+    // uid 1000 may not write in "sub" (root's 0755): an existing file still opens
+    // for reading with UNCHECKED4; a new name is ACCESS.
+    let other = ctx(&h, 1000);
+    let mut c2 = compound(&other, &h.state, 10);
+    put(&mut c2, &sub);
+    let read_only = open_head(1 | NO_DELEG, 0, b"o2")
+        .u32(1)
+        .raw(&mode_attr(B::default().u32(0), 0o644).0)
+        .u32(0)
+        .opaque(b"new");
+    assert_eq!(call(&mut c2, open, &read_only).0, NFS4_OK);
+    put(&mut c2, &sub);
+    let st = call(
+        &mut c2,
+        open,
+        &unchecked(b"other", b"o2", mode_attr(B::default().u32(0), 0o644)),
+    )
+    .0;
+    assert_eq!(st, NFS4ERR_ACCESS);
+    assert_eq!(
+        h.model.lookup(&sub, b"other").err(),
+        Some(crate::fs::Status::NoEnt)
+    );
 }
