@@ -1621,7 +1621,7 @@ fn layoutcommit_takes_the_clients_time_modify_only_forward_and_never_ahead() {
     );
     assert_eq!(v3call::status(&w), 0, "WRITE at the data server");
     let m0 = mtime_a(&mut a, &fh);
-    let mut commit =
+    let commit =
         |a: &mut nfs4_client::Tcp41, t| commit_t(a, &fh, l.stateid, false, (Some(3), Some(t))).0;
     for bad in [(m0.0 + 1, 1_000_000_000), (0, u32::MAX), (i64::MIN, 0)] {
         assert_eq!(commit(&mut a, bad), NFS4ERR_INVAL, "{bad:?}");

@@ -369,7 +369,7 @@ fn put_layout(
         put_mirror(w, d, ids, handle, EFFICIENCY.saturating_sub(k as u32))?;
     }
     w.u32(FF_FLAGS)?;
-    w.u32(0)?; // ffl_stats_collect_hint: no LAYOUTSTATS asked
+    w.u32(0)?; // ffl_stats_collect_hint: none, the client reports at its own pace
     let len = w.position() - body;
     w.patch_u32(len_at, len as u32);
     Ok(())
