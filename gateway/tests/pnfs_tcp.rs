@@ -1326,19 +1326,58 @@ fn commit_a(
     reclaim: bool,
     last: u64,
 ) -> (u32, Option<u64>) {
+    commit_t(c, fh, sid, reclaim, (Some(last), Some((1_000_000, 0))))
+}
+
+/// LAYOUTCOMMIT under `sid` with loca_last_write_offset and loca_time_modify as
+/// given: status, new size.
+fn commit_t(
+    c: &mut nfs4_client::Tcp41,
+    fh: &[u8],
+    sid: [u8; 16],
+    reclaim: bool,
+    (last_write, mtime): (Option<u64>, Option<(i64, u32)>),
+) -> (u32, Option<u64>) {
     let lc = LayoutCommit {
         offset: 0,
         length: ALL,
         reclaim,
         stateid: sid,
-        last_write: Some(last),
-        mtime: Some((1_000_000, 0)),
+        last_write,
+        mtime,
         layout_type: LAYOUT4_FLEX_FILES,
     };
     let (st, rest) = on_a(c, fh, Ops::new().layoutcommit(&lc));
     let size =
         (st == NFS4_OK).then(|| v4pnfs::layoutcommit_ok(&mut XdrReader::new(&rest)).unwrap());
     (st, size.flatten())
+}
+
+/// GETATTR of time_modify (attribute 53, RFC 8881 §5.8.2.43) through `c`.
+fn mtime_a(c: &mut nfs4_client::Tcp41, fh: &[u8]) -> (i64, u32) {
+    let (st, rest) = on_a(c, fh, Ops::new().getattr(&[0, 1 << 21]));
+    assert_eq!(st, NFS4_OK, "GETATTR");
+    let mut r = XdrReader::new(&rest);
+    let n = r.u32().unwrap();
+    r.skip(4 * n as usize + 4).unwrap();
+    (r.i64().unwrap(), r.u32().unwrap())
+}
+
+/// `t` plus `ns` nanoseconds, as an nfstime4.
+fn later(t: (i64, u32), ns: u64) -> (i64, u32) {
+    let total = i128::from(t.0) * 1_000_000_000 + i128::from(t.1) + i128::from(ns);
+    (
+        (total.div_euclid(1_000_000_000)) as i64,
+        total.rem_euclid(1_000_000_000) as u32,
+    )
+}
+
+/// The wall clock now, as an nfstime4.
+fn wall() -> (i64, u32) {
+    let d = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap();
+    (d.as_secs() as i64, d.subsec_nanos())
 }
 
 /// GETATTR of the size through `c`.
@@ -1417,9 +1456,16 @@ fn after_a_metadata_server_restart_layoutcommit_is_reclaimed_in_grace() {
     // LAYOUTRETURN with lora_reclaim (§18.44.3) before the LAYOUTCOMMIT: the same
     // checks; a return does not end the client's right to reclaim.
     reclaim_returns(&mut a, &mut x, (&fh, &other_fh), sid);
-    // The reclaim: past what the data server wrote, so only it can make the size.
-    assert_eq!(commit_a(&mut a, &fh, sid, true, 99), (NFS4_OK, Some(100)));
+    // The reclaim: past what the data server wrote, so only it can make the size;
+    // its time_modify is newer than the data server's write (and not ahead of this
+    // server's clock), so it is the file's (§18.42.3).
+    let written = mtime_a(&mut a, &fh);
+    std::thread::sleep(Duration::from_millis(30));
+    let stamp = later(written, 10_000_007);
+    let reclaimed = commit_t(&mut a, &fh, sid, true, (Some(99), Some(stamp)));
+    assert_eq!(reclaimed, (NFS4_OK, Some(100)));
     assert_eq!(size_a(&mut a, &fh), 100);
+    assert_eq!(mtime_a(&mut a, &fh), stamp, "the client's time_modify");
     assert_eq!(a.seq_run(|o| o.reclaim_complete()).0, NFS4_OK);
     assert_eq!(commit_a(&mut a, &fh, sid, true, 199).0, NFS4ERR_NO_GRACE);
     assert_eq!(commit_a(&mut x, &fh, sid, true, 199).0, NFS4ERR_NO_GRACE);
@@ -1549,6 +1595,252 @@ fn after_a_metadata_server_restart_earlier_layouts_ids_are_fenced_before_a_trunc
     assert_ne!(new, old);
     let w = status(ds.tcp_addr(), new, &Call::WriteSync(&fh, 0, b"after"));
     assert_eq!(w, 0, "the new layout's ids");
+}
+
+/// LAYOUTCOMMIT's loca_time_modify (RFC 8881 §18.42.3: the server may take the
+/// client's time or the time of the LAYOUTCOMMIT, and must not let time_modify flow
+/// backwards): a time newer than the file's and not ahead of the server's clock is
+/// what GETATTR shows; an older one (or one far in the past) changes nothing; one
+/// ahead of the server's clock (far in the future too) is clamped to the time of the
+/// LAYOUTCOMMIT; an nfstime4 that is no time (nseconds of 10^9 or more, §3.3.1; the
+/// least int64 second) is NFS4ERR_INVAL and changes nothing.
+#[test]
+fn layoutcommit_takes_the_clients_time_modify_only_forward_and_never_ahead() {
+    let root = tempfile::tempdir().unwrap();
+    let ds = shared_fs(root.path(), "");
+    let mds = shared_fs(root.path(), &pnfs_with(&[ds.tcp_addr()], "probe_ms = 0\n"));
+    let mut a = nfs4_client::Tcp41::connect(mds.tcp_addr());
+    a.session(b"pnfs-mtime-a", 0);
+    assert_eq!(a.seq_run(|o| o.reclaim_complete()).0, NFS4_OK);
+    let (open, fh) = open_a(&mut a, b"stamped");
+    let l = take_layout_a(&mut a, &fh, open);
+    let w = v3_as(
+        ds.tcp_addr(),
+        synthetic(&l),
+        &Call::WriteSync(&fh, 0, b"data"),
+    );
+    assert_eq!(v3call::status(&w), 0, "WRITE at the data server");
+    let m0 = mtime_a(&mut a, &fh);
+    let commit =
+        |a: &mut nfs4_client::Tcp41, t| commit_t(a, &fh, l.stateid, false, (Some(3), Some(t))).0;
+    for bad in [(m0.0 + 1, 1_000_000_000), (0, u32::MAX), (i64::MIN, 0)] {
+        assert_eq!(commit(&mut a, bad), NFS4ERR_INVAL, "{bad:?}");
+        assert_eq!(mtime_a(&mut a, &fh), m0, "{bad:?}");
+    }
+    for old in [
+        (m0.0 - 10, m0.1),
+        m0,
+        (0, 0),
+        (-1_000_000_000_000, 5),
+        (i64::MIN + 1, 0),
+    ] {
+        assert_eq!(commit(&mut a, old), NFS4_OK, "{old:?}");
+        assert_eq!(mtime_a(&mut a, &fh), m0, "never backwards: {old:?}");
+    }
+    std::thread::sleep(Duration::from_millis(30));
+    let t = later(m0, 10_000_007);
+    assert_eq!(commit(&mut a, t), NFS4_OK);
+    assert_eq!(mtime_a(&mut a, &fh), t, "the client's newer time");
+    let mut last = t;
+    for ahead in [
+        (i64::MAX, 999_999_999),
+        (wall().0 + 3600, 0),
+        later(wall(), 500_000_000),
+    ] {
+        let before = wall();
+        assert_eq!(commit(&mut a, ahead), NFS4_OK, "{ahead:?}");
+        let after = wall();
+        let m = mtime_a(&mut a, &fh);
+        assert!(
+            before <= m && m <= after && m > last,
+            "{ahead:?}: clamped to the commit's time, got {m:?} in {before:?}..{after:?}"
+        );
+        last = m;
+    }
+}
+
+/// Issue 27, several metadata servers on one store (clients mount either; every
+/// gateway is a data server): each metadata server has a boot epoch of its own
+/// (`fence_boot.rs`: a slot per identity, the slot in the uid), so a restart of B
+/// fences B's earlier layouts at every data server within the fence window and
+/// leaves A's alone: A's client goes on writing through the data servers with the
+/// ids it holds, and A grants new layouts at once whose ids every data server takes.
+fn two_metadata_servers_fence_only_their_own(ds: &Gw, start: &dyn Fn(&std::path::Path) -> Gw) {
+    let (state_a, state_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let mds_a = start(state_a.path());
+    let mds_b = start(state_b.path());
+    let status = |at, who, call: &Call| v3call::status(&v3_as(at, who, call));
+    let mut a = nfs4_client::Tcp41::connect(mds_a.tcp_addr());
+    a.session(b"pnfs-two-a", 0);
+    assert_eq!(a.seq_run(|o| o.reclaim_complete()).0, NFS4_OK);
+    let (open, fh) = open_a(&mut a, b"of-a");
+    let ids_a = synthetic(&take_layout_a(&mut a, &fh, open));
+    assert_eq!(
+        status(ds.tcp_addr(), ids_a, &Call::WriteSync(&fh, 0, b"a")),
+        0
+    );
+    let (fh_b, ids_b) = {
+        let mut b = nfs4_client::Tcp41::connect(mds_b.tcp_addr());
+        b.session(b"pnfs-two-b", 0);
+        assert_eq!(b.seq_run(|o| o.reclaim_complete()).0, NFS4_OK);
+        let (open, fh) = open_a(&mut b, b"of-b");
+        let ids = synthetic(&take_layout_a(&mut b, &fh, open));
+        assert_eq!(
+            status(ds.tcp_addr(), ids, &Call::WriteSync(&fh, 0, b"b")),
+            0
+        );
+        (fh, ids)
+    };
+    let slot = |ids: (u32, u32)| (ids.0 >> 23) & 0xff;
+    assert_ne!(slot(ids_a), slot(ids_b), "a slot per metadata server");
+    drop(mds_b);
+    let restarted = Instant::now();
+    let mds_b = start(state_b.path());
+    wait_for("B's earlier ids fenced at the data server", 10, || {
+        status(ds.tcp_addr(), ids_b, &Call::WriteSync(&fh_b, 0, b"late")) == NFS3ERR_ACCES
+    });
+    // Past B's move + the window at every data server.
+    let window = Duration::from_millis(2500);
+    std::thread::sleep(window.saturating_sub(restarted.elapsed()));
+    for at in [ds.tcp_addr(), mds_a.tcp_addr(), mds_b.tcp_addr()] {
+        let w = status(at, ids_a, &Call::WriteSync(&fh, 0, b"still a"));
+        assert_eq!(w, 0, "A's layout at {at} after B's restart");
+        assert_eq!(status(at, ids_a, &Call::Commit(&fh)), 0);
+        let w = status(at, ids_b, &Call::WriteSync(&fh_b, 0, b"late"));
+        assert_eq!(w, NFS3ERR_ACCES, "B's earlier layout at {at}");
+    }
+    // A never waited: a new layout at once (no NFS4ERR_LAYOUTTRYLATER), whose ids
+    // every data server takes.
+    let (open, fh2) = open_a(&mut a, b"of-a-2");
+    let ids2 = synthetic(&take_layout_a(&mut a, &fh2, open));
+    assert_eq!(slot(ids2), slot(ids_a));
+    for at in [ds.tcp_addr(), mds_b.tcp_addr()] {
+        let w = status(at, ids2, &Call::WriteSync(&fh2, 0, b"new"));
+        assert_eq!(w, 0, "A's new layout at {at}");
+    }
+    let mut v = S::new(&mds_b, 1);
+    assert_eq!(v.size(&fh), 7, "A's writes landed (seen through B)");
+}
+
+#[test]
+fn two_metadata_servers_on_one_fs_directory_fence_only_their_own_layouts() {
+    let root = tempfile::tempdir().unwrap();
+    let ds = shared_fs(root.path(), "");
+    let addr = ds.tcp_addr();
+    two_metadata_servers_fence_only_their_own(&ds, &|state| mds_on(root.path(), state, addr));
+}
+
+#[test]
+fn two_metadata_servers_on_one_bucket_fence_only_their_own_layouts() {
+    let Some(moto) = Moto::start() else {
+        eprintln!("moto_server not installed: skipped");
+        return;
+    };
+    let bucket = format!("nfsgw-pnfs-two-{}", std::process::id());
+    moto.bucket(&bucket);
+    let ds = gateway(&moto, &bucket, "");
+    let pnfs = pnfs_with(&[ds.tcp_addr()], "probe_ms = 0\n");
+    two_metadata_servers_fence_only_their_own(&ds, &|state| {
+        Gw::start_text(|_| {
+            format!(
+                "[engine]\ncores = [0]\nidle = \"adaptive\"\nhugepages = \"off\"\n\
+                 [pools]\nsmall = 256\nmedium = 16\nlarge = 8\n\
+                 [tcp]\nlisten = \"127.0.0.1:0\"\n\
+                 [backend]\nkind = \"s3\"\nworkers = 2\n\
+                 [backend.s3]\nendpoint = \"{}\"\nregion = \"us-east-1\"\nbucket = \"{bucket}\"\n\
+                 path_style = true\nallow_http = true\naccess_key_id = \"testing\"\n\
+                 secret_access_key = \"testing\"\ntimeout_s = 10\nretries = 3\n\
+                 [state]\ndir = \"{}\"\n[nfs4]\nlease_time_s = 10\n\
+                 [[exports]]\npath = \"/\"\nclients = [\"0.0.0.0/0\"]\nsquash = \"none\"\n{pnfs}",
+                moto.endpoint,
+                state.display()
+            )
+        })
+    });
+}
+
+/// LAYOUTSTATS (RFC 7862 §15.7) is kept: the READ and WRITE operations and bytes a
+/// client reports through a data server (lsa_read, lsa_write for lsa_deviceid) are
+/// counted against that server (`nfsgw_pnfs_data_server_reported_{ops,bytes}_total`),
+/// each report's increase over the layout's last one (they are running totals), and
+/// the LAYOUTRETURN's ff_iostats4 (RFC 8435 §9.2.1) with the layout's final totals
+/// adds only what is new. Hostile reports: counts of 2^63 or more, or a device id no
+/// data server has, are acknowledged and ignored (counted apart); a layout stateid
+/// not held is NFS4ERR_BAD_STATEID. Nothing moves the counters but the real reports.
+#[test]
+fn layoutstats_count_each_layouts_io_once_per_data_server() {
+    let root = tempfile::tempdir().unwrap();
+    let ds = shared_fs(root.path(), "");
+    let mds = shared_fs(root.path(), &pnfs_with(&[ds.tcp_addr()], "probe_ms = 0\n"));
+    let mut a = nfs4_client::Tcp41::connect(mds.tcp_addr());
+    a.minor = 2;
+    a.session(b"pnfs-stats-a", 0);
+    assert_eq!(a.seq_run(|o| o.reclaim_complete()).0, NFS4_OK);
+    let (open, fh) = open_a(&mut a, b"counted");
+    let (sid, devs) = layout_a(&mut a, &fh, LAYOUTIOMODE4_RW, open).unwrap();
+    let dev = devs[0];
+    let counted = || {
+        let one = |what: &str, op: &str| {
+            let name = format!("nfsgw_pnfs_data_server_reported_{what}_total");
+            metric(
+                &mds,
+                &format!("{name}{{address=\"{}\",op=\"{op}\"}}", ds.tcp_addr()),
+            )
+        };
+        [
+            one("ops", "read"),
+            one("bytes", "read"),
+            one("ops", "write"),
+            one("bytes", "write"),
+        ]
+    };
+    let mut stats = |sid: &[u8; 16], dev: &[u8; 16], r, w| {
+        on_a(&mut a, &fh, Ops::new().layoutstats_io(sid, dev, r, w)).0
+    };
+    assert_eq!(stats(&sid, &dev, (2, 8192), (3, 12288)), NFS4_OK);
+    assert_eq!(counted(), [2, 8192, 3, 12288]);
+    assert_eq!(stats(&sid, &dev, (2, 8192), (3, 12288)), NFS4_OK);
+    assert_eq!(
+        counted(),
+        [2, 8192, 3, 12288],
+        "the same totals: nothing new"
+    );
+    assert_eq!(stats(&sid, &dev, (5, 20480), (3, 12288)), NFS4_OK);
+    assert_eq!(counted(), [5, 20480, 3, 12288], "the increase");
+    for (r, w) in [
+        ((u64::MAX, u64::MAX), (0, 0)),
+        ((1 << 63, 0), (0, 0)),
+        ((0, 0), (u64::MAX - 1, 1)),
+    ] {
+        assert_eq!(stats(&sid, &dev, r, w), NFS4_OK, "{r:?} {w:?}: ignored");
+    }
+    assert_eq!(metric(&mds, "nfsgw_pnfs_layoutstats_ignored_total"), 3);
+    assert_eq!(stats(&sid, &[0xee; 16], (9, 9), (9, 9)), NFS4_OK);
+    assert_eq!(metric(&mds, "nfsgw_pnfs_unknown_device_reports_total"), 1);
+    let mut forged = sid;
+    forged[15] ^= 0xff;
+    for bad in [forged, open] {
+        assert_eq!(stats(&bad, &dev, (9, 9), (9, 9)), NFS4ERR_BAD_STATEID);
+    }
+    assert_eq!(counted(), [5, 20480, 3, 12288], "nothing else counted");
+    // The return reports the layout's final totals: only the increase is new.
+    let io = v4pnfs::IoStats {
+        deviceid: dev,
+        read: (6, 24576),
+        write: (4, 16384),
+    };
+    let body = v4pnfs::ff_layoutreturn_with(&[], &[io]);
+    let ret = Ops::new().layoutreturn_file_body(LAYOUTIOMODE4_ANY, &sid, &body);
+    assert_eq!(on_a(&mut a, &fh, ret).0, NFS4_OK, "LAYOUTRETURN");
+    assert_eq!(counted(), [6, 24576, 4, 16384]);
+    let st = on_a(
+        &mut a,
+        &fh,
+        Ops::new().layoutstats_io(&sid, &dev, (7, 1), (7, 1)),
+    )
+    .0;
+    assert_eq!(st, NFS4ERR_BAD_STATEID, "a layout given back");
+    assert_eq!(counted(), [6, 24576, 4, 16384]);
 }
 
 /// LAYOUTRETURN4_FILE of the whole file under `sid`, lora_reclaim as given: status.

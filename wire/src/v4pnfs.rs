@@ -297,15 +297,20 @@ impl Ops {
     }
 
     pub fn layoutstats(self, stateid: &[u8; 16], deviceid: &[u8; 16]) -> Ops {
+        self.layoutstats_io(stateid, deviceid, (1, 4096), (0, 0))
+    }
+
+    /// LAYOUTSTATS of the whole file reporting `read` and `write` (operations,
+    /// bytes: io_info4) through `deviceid`, with an empty layoutupdate body.
+    pub fn layoutstats_io(
+        self,
+        stateid: &[u8; 16],
+        deviceid: &[u8; 16],
+        read: (u64, u64),
+        write: (u64, u64),
+    ) -> Ops {
         self.op(0, |w| {
-            layoutstats(
-                w,
-                (0, u64::MAX),
-                stateid,
-                ((1, 4096), (0, 0)),
-                deviceid,
-                &[],
-            )
+            layoutstats(w, (0, u64::MAX), stateid, (read, write), deviceid, &[])
         })
     }
 

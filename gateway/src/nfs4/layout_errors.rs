@@ -8,13 +8,15 @@
 //! (`state/layouts_health.rs`). Device ids no configured server has are counted apart
 //! and otherwise ignored rather than refused (a choice: the report is a hint, the
 //! operation changes no state, and a client whose report is refused would learn
-//! nothing it can act on; NFS4ERR_NOENT would be the other reading). LAYOUTSTATS
-//! is decoded and checked, then acknowledged: this server asks for no statistics
-//! (ffl_stats_collect_hint is 0) and keeps none. What a LAYOUTRETURN's
-//! fflr_iostats_report says (RFC 8435 §9.2.1: per data server, READ and WRITE
-//! operations and bytes under the layout given back) is added to the data server's
-//! reported I/O (`nfsgw_pnfs_data_server_reported_{ops,bytes}_total`): counted once per
-//! layout, when it ends, whereas LAYOUTSTATS would repeat running totals.
+//! nothing it can act on; NFS4ERR_NOENT would be the other reading). What a
+//! LAYOUTSTATS says (lsa_read, lsa_write for lsa_deviceid: READ and WRITE operations
+//! and bytes) and what a LAYOUTRETURN's fflr_iostats_report says (RFC 8435 §9.2.1,
+//! the same per data server) are added to the data server's reported I/O
+//! (`nfsgw_pnfs_data_server_reported_{ops,bytes}_total`), the increase over the
+//! layout's last report only (`state/layouts_stats.rs`: both carry running totals).
+//! A LAYOUTSTATS whose counts are implausible (2^63 or more) or whose device id no
+//! configured server has is acknowledged and ignored (logged, counted apart), as an
+//! error report is: it changes no state.
 //!
 //! Hostile input: every count is checked against the bytes that remain before
 //! anything is read, and at most `MAX_REPORTS` errors of one operation are acted
@@ -24,7 +26,7 @@ use super::layout_ops::{devices, layout_file, range_ok, LAYOUT4_FLEX_FILES};
 use super::status::*;
 use super::{put_status, Compound, OpResult};
 use crate::state::layouts::health::Io;
-use crate::state::layouts::Layouts;
+use crate::state::layouts::{LayoutFile, Layouts};
 use crate::state::stateid::Stateid;
 use engine::xdr::{XdrError, XdrReader, XdrResult, XdrWriter};
 
@@ -80,6 +82,23 @@ fn ioerrs(r: &mut XdrReader) -> XdrResult<Vec<DeviceError>> {
     Ok(out)
 }
 
+/// io_info4 (RFC 7862 §15.7.1): a count of operations and of bytes.
+fn io_info(r: &mut XdrReader) -> XdrResult<(u64, u64)> {
+    Ok((r.u64()?, r.u64()?))
+}
+
+/// The two io_info4 (read, write) as `Io`.
+fn io_pair(r: &mut XdrReader) -> XdrResult<Io> {
+    let (read_ops, read_bytes) = io_info(r)?;
+    let (write_ops, write_bytes) = io_info(r)?;
+    Ok(Io {
+        read_ops,
+        read_bytes,
+        write_ops,
+        write_bytes,
+    })
+}
+
 /// Encoded sizes: ff_iostats4 up to its ff_layoutupdate4 (range, stateid, two
 /// io_info4, deviceid), and ff_io_latency4 (five counters, two nfstime4).
 const IOSTATS_HEAD: usize = 8 + 8 + 16 + 16 + 16 + 16;
@@ -103,12 +122,7 @@ pub(super) fn ff_iostats(body: &[u8]) -> XdrResult<Vec<([u8; 16], Io)>> {
     let mut out = Vec::new();
     for _ in 0..n {
         r.skip(8 + 8 + 16)?;
-        let io = Io {
-            read_ops: r.u64()?,
-            read_bytes: r.u64()?,
-            write_ops: r.u64()?,
-            write_bytes: r.u64()?,
-        };
+        let io = io_pair(&mut r)?;
         let id: [u8; 16] = r.opaque_fixed(16)?.try_into().expect("16 bytes");
         // ffis_layoutupdate (§9.2.1's ff_layoutupdate4): read past.
         r.string(ADDR_MAX)?; // netid
@@ -122,10 +136,17 @@ pub(super) fn ff_iostats(body: &[u8]) -> XdrResult<Vec<([u8; 16], Io)>> {
     Ok(out)
 }
 
-/// Counts and logs the errors a LAYOUTRETURN's body reports. A body that is empty
-/// (what a client with nothing to report may send) or does not decode is ignored:
-/// the return itself matters more than its report, so it never fails for it.
-pub(super) fn returned_errors(c: &Compound, body: &[u8]) {
+/// Counts and logs the errors a LAYOUTRETURN's body reports, and the I/O it reports
+/// (the increase over what the layout last reported: `seen`, taken before the
+/// return; `held`, the layout when it is still held after it). A body that is
+/// empty (what a client with nothing to report may send) or does not decode is
+/// ignored: the return itself matters more than its report, so it never fails for it.
+pub(super) fn returned_errors(
+    c: &Compound,
+    body: &[u8],
+    seen: &[(u8, Io)],
+    held: Option<(LayoutFile, Stateid)>,
+) {
     if body.is_empty() {
         return;
     }
@@ -138,7 +159,10 @@ pub(super) fn returned_errors(c: &Compound, body: &[u8]) {
     // The I/O only from a body that decodes whole: a cut one says nothing sure.
     if let Ok(stats) = ff_iostats(body) {
         for (id, io) in &stats {
-            c.state.layouts.report_io(id, io);
+            match held {
+                Some((lf, sid)) => c.state.layouts.report_stats(lf, &sid, id, io),
+                None => c.state.layouts.report_returned(id, io, seen),
+            };
         }
     }
 }
@@ -188,25 +212,31 @@ pub(super) fn layouterror(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter
     put_status(w, NFS4_OK)
 }
 
-/// LAYOUTSTATS (RFC 7862 §15.7): read, checked, acknowledged.
+/// LAYOUTSTATS (RFC 7862 §15.7): checked, and the I/O the client reports through
+/// the data server lsa_deviceid names is counted against it (`Layouts::report_stats`;
+/// the ff_layoutupdate4 body, latencies and the like, is read past).
 pub(super) fn layoutstats(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter) -> OpResult {
     let args = (|| {
         let h = head(r)?;
-        // lsa_read, lsa_write (io_info4: count, bytes), lsa_deviceid.
-        r.skip(16 + 16 + 16)?;
+        let io = io_pair(r)?;
+        let id: [u8; 16] = r.opaque_fixed(16)?.try_into().expect("16 bytes");
         let layout_type = r.u32()?;
         r.opaque_var(64 << 10)?; // lou_body
-        Ok::<_, XdrError>((h, layout_type))
+        Ok::<_, XdrError>((h, io, id, layout_type))
     })();
-    let Ok((h, layout_type)) = args else {
+    let Ok((h, io, id, layout_type)) = args else {
         return put_status(w, NFS4ERR_BADXDR);
     };
-    let st = match check(c, h) {
-        Err(st) => st,
-        Ok(()) if layout_type != LAYOUT4_FLEX_FILES => NFS4ERR_UNKNOWN_LAYOUTTYPE,
-        Ok(()) => NFS4_OK,
-    };
-    put_status(w, st)
+    if let Err(st) = check(c, h) {
+        return put_status(w, st);
+    }
+    if layout_type != LAYOUT4_FLEX_FILES {
+        return put_status(w, NFS4ERR_UNKNOWN_LAYOUTTYPE);
+    }
+    if let (Ok((_, lf)), Ok(sid)) = (layout_file(c), c.resolve_stateid(&h.2)) {
+        c.state.layouts.report_stats(lf, &sid, &id, &io);
+    }
+    put_status(w, NFS4_OK)
 }
 
 #[cfg(test)]

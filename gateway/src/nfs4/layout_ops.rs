@@ -369,7 +369,7 @@ fn put_layout(
         put_mirror(w, d, ids, handle, EFFICIENCY.saturating_sub(k as u32))?;
     }
     w.u32(FF_FLAGS)?;
-    w.u32(0)?; // ffl_stats_collect_hint: no LAYOUTSTATS asked
+    w.u32(0)?; // ffl_stats_collect_hint: none, the client reports at its own pace
     let len = w.position() - body;
     w.patch_u32(len_at, len as u32);
     Ok(())
@@ -506,9 +506,9 @@ fn commit_args(r: &mut XdrReader) -> XdrResult<CommitArgs> {
 /// flexfiles client commits there first, RFC 8435 §7), so this sets what only the
 /// metadata server decides: the size grows to `last_write_offset + 1` when that is
 /// beyond the file's end — also when no data server wrote that far: the gap reads as
-/// zeros, as after a SETATTR of the size — and mtime takes the client's time. It
-/// never shrinks a file. A last write offset outside the committed range, or past
-/// the largest file, is NFS4ERR_INVAL.
+/// zeros, as after a SETATTR of the size — and time_modify takes the client's
+/// loca_time_modify as `commit_mtime` rules. It never shrinks a file. A last write
+/// offset outside the committed range, or past the largest file, is NFS4ERR_INVAL.
 pub(super) fn layoutcommit(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter) -> OpResult {
     let Ok(a) = commit_args(r) else {
         return put_status(w, NFS4ERR_BADXDR);
@@ -535,6 +535,10 @@ fn commit(c: &Compound, a: &CommitArgs) -> Result<Option<u64>, Nfsstat4> {
     if !range_ok(a.offset, a.length.max(1)) {
         return Err(NFS4ERR_INVAL);
     }
+    // An nfstime4 that is no time (§3.3.1) is refused before any state is looked at.
+    if a.mtime.is_some_and(|t| !time_ok(t)) {
+        return Err(NFS4ERR_INVAL);
+    }
     if a.reclaim {
         // §18.42.3: a layout the restart lost; it stays lost (a reclaim grants none).
         check_reclaim(c, lf, &a.stateid)?;
@@ -552,7 +556,8 @@ fn commit(c: &Compound, a: &CommitArgs) -> Result<Option<u64>, Nfsstat4> {
         Some(last) => Some(new_size(a, last)?),
     };
     let grow = new_size.filter(|s| *s > f.attr.size);
-    if grow.is_none() && a.mtime.is_none() {
+    let mtime = commit_mtime(a.mtime, f.attr.mtime, NfsTime::now());
+    if grow.is_none() && mtime.is_none() {
         return Ok(None);
     }
     let others = Some(c.clientid);
@@ -565,11 +570,33 @@ fn commit(c: &Compound, a: &CommitArgs) -> Result<Option<u64>, Nfsstat4> {
     }
     let set = SetAttr {
         size: grow,
-        mtime: a.mtime.map_or(SetTime::DontChange, SetTime::Client),
+        mtime: mtime.map_or(SetTime::DontChange, SetTime::Client),
         ..Default::default()
     };
     c.ctx.model.setattr(&f.node, &set).map_err(fs_err)?;
     Ok(grow)
+}
+
+/// Whether an nfstime4 is a time (RFC 8881 §3.3.1: nseconds below 10^9; the least
+/// int64 second is refused as SETATTR refuses it).
+fn time_ok(t: NfsTime) -> bool {
+    t.nsec < 1_000_000_000 && t.sec != i64::MIN
+}
+
+/// The time_modify a LAYOUTCOMMIT sets (RFC 8881 §18.42.3): the server may use the
+/// client's loca_time_modify or the time of the LAYOUTCOMMIT, and must not let the
+/// time flow backwards. So the client's time is taken when it is newer than the
+/// file's (`current`); one past this server's clock (`now`) is clamped to `now` (a
+/// client's clock ahead, or a hostile time far in the future: no file is stamped
+/// later than the moment it was committed); one not newer changes nothing (the data
+/// servers' writes already moved the time). `None`: leave time_modify.
+pub(super) fn commit_mtime(
+    given: Option<NfsTime>,
+    current: NfsTime,
+    now: NfsTime,
+) -> Option<NfsTime> {
+    let t = given?.min(now);
+    (t > current).then_some(t)
 }
 
 /// The size a last write offset implies, inside the committed range and the largest
@@ -616,11 +643,21 @@ pub(super) fn layoutreturn(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWrite
         if reclaim {
             return reclaim_return(c, kind, file).map(|_| None);
         }
+        // The layout's last I/O reports, before the return may end it: its
+        // ff_iostats4 counts the increase only (`state/layouts_stats.rs`).
+        let seen = match file {
+            Some((_, _, s)) => c.state.layouts.io_seen(&s.other),
+            None => Vec::new(),
+        };
         let sid = give_back(c, kind, iomode, file)?;
         // RFC 8435 §9.3: the body reports the errors the client met at data
         // servers while it held the layout (a hint: counted, probed) — only from a
         // return that was accepted, so a forged stateid counts nothing.
-        super::layout_errors::returned_errors(c, body);
+        let held = match (sid, layout_file(c)) {
+            (Some(s), Ok((_, lf))) => Some((lf, s)),
+            _ => None,
+        };
+        super::layout_errors::returned_errors(c, body, &seen, held);
         Ok(sid)
     })();
     match res {
@@ -703,5 +740,34 @@ fn give_back(
             Ok(None)
         }
         _ => Err(NFS4ERR_INVAL),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(sec: i64, nsec: u32) -> NfsTime {
+        NfsTime { sec, nsec }
+    }
+
+    /// RFC 8881 §18.42.3: time_modify never flows backwards, and a LAYOUTCOMMIT never
+    /// stamps a file later than its own time.
+    #[test]
+    fn commit_mtime_goes_forward_only_and_never_past_now() {
+        let (cur, now) = (t(100, 5), t(200, 0));
+        assert_eq!(commit_mtime(None, cur, now), None);
+        assert_eq!(commit_mtime(Some(t(150, 1)), cur, now), Some(t(150, 1)));
+        assert_eq!(commit_mtime(Some(t(100, 6)), cur, now), Some(t(100, 6)));
+        for old in [t(100, 5), t(100, 4), t(-5, 0), t(i64::MIN + 1, 0)] {
+            assert_eq!(commit_mtime(Some(old), cur, now), None, "{old:?}");
+        }
+        for ahead in [t(200, 1), t(i64::MAX, 999_999_999)] {
+            assert_eq!(commit_mtime(Some(ahead), cur, now), Some(now), "{ahead:?}");
+        }
+        // A file already stamped ahead of this server's clock keeps its time.
+        assert_eq!(commit_mtime(Some(t(300, 0)), t(250, 0), now), None);
+        assert!(!time_ok(t(1, 1_000_000_000)) && !time_ok(t(i64::MIN, 0)));
+        assert!(time_ok(t(-1, 999_999_999)));
     }
 }

@@ -204,6 +204,9 @@ struct Layout {
     down_only: bool,
     /// The data servers its grants named (`mask_of`): recalled if one goes down.
     servers: u64,
+    /// The I/O totals last reported under it, per data server index
+    /// (`layouts_stats.rs`: only the increase is counted).
+    io_seen: Vec<(u8, health::Io)>,
 }
 
 impl Layout {
@@ -302,8 +305,11 @@ pub struct LayoutCounts {
     /// Of those, layouts let go unreturned when their holder asked for a new layout
     /// of the file (`Layouts::release_down`).
     pub released_ds_down: u64,
-    /// Client error reports (LAYOUTERROR, ff_ioerr4) naming no configured device.
+    /// Client reports (LAYOUTERROR, ff_ioerr4, LAYOUTSTATS, ff_iostats4) naming no
+    /// configured device.
     pub unknown_device_reports: u64,
+    /// I/O reports (LAYOUTSTATS, ff_iostats4) ignored for a count of 2^63 or more.
+    pub stats_ignored: u64,
 }
 
 #[derive(Default)]
@@ -316,6 +322,7 @@ struct Counters {
     recalled_ds_down: AtomicU64,
     released_ds_down: AtomicU64,
     unknown_device_reports: AtomicU64,
+    stats_ignored: AtomicU64,
 }
 
 fn bump(c: &AtomicU64, n: usize) {
@@ -540,6 +547,7 @@ impl Layouts {
             recalled: None,
             down_only: false,
             servers: 0,
+            io_seen: Vec::new(),
         };
         t.by_other.insert(other, l);
         t.by_file.insert((f.clientid, f.fileid), other);
@@ -703,6 +711,7 @@ impl Layouts {
             recalled_ds_down: get(&c.recalled_ds_down),
             released_ds_down: get(&c.released_ds_down),
             unknown_device_reports: get(&c.unknown_device_reports),
+            stats_ignored: get(&c.stats_ignored),
         }
     }
 
@@ -729,6 +738,9 @@ mod reclaim;
 pub use reclaim::{load_key, owner_digest};
 #[path = "layouts_recall.rs"]
 mod recall;
+#[path = "layouts_stats.rs"]
+mod stats;
+pub use stats::Reported;
 #[path = "layouts_stripe.rs"]
 mod stripe;
 pub use stripe::Stripe;

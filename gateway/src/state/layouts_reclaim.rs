@@ -81,7 +81,7 @@ impl Layouts {
         *self.key.write().unwrap_or_else(|e| e.into_inner()) = key;
     }
 
-    fn key(&self) -> Option<[u8; 32]> {
+    pub(super) fn key(&self) -> Option<[u8; 32]> {
         *self.key.read().unwrap_or_else(|e| e.into_inner())
     }
 

@@ -98,12 +98,12 @@ fn render_data_servers(g: &Gauges, out: &mut String) {
     let io: [(&str, &str, Io); 2] = [
         (
             "nfsgw_pnfs_data_server_reported_ops_total",
-            "READ and WRITE operations clients reported doing through the data server when they returned their layouts (ff_iostats4 in LAYOUTRETURN, RFC 8435 §9.2.1).",
+            "READ and WRITE operations clients reported doing through the data server (LAYOUTSTATS, RFC 7862 §15.7, and ff_iostats4 in LAYOUTRETURN, RFC 8435 §9.2.1; each layout's increase over its last report).",
             |i| (i.read_ops, i.write_ops),
         ),
         (
             "nfsgw_pnfs_data_server_reported_bytes_total",
-            "Bytes clients reported reading and writing through the data server when they returned their layouts (ff_iostats4 in LAYOUTRETURN, RFC 8435 §9.2.1).",
+            "Bytes clients reported reading and writing through the data server (LAYOUTSTATS, RFC 7862 §15.7, and ff_iostats4 in LAYOUTRETURN, RFC 8435 §9.2.1; each layout's increase over its last report).",
             |i| (i.read_bytes, i.write_bytes),
         ),
     ];
@@ -142,12 +142,23 @@ fn render_data_servers(g: &Gauges, out: &mut String) {
         out,
         "nfsgw_pnfs_unknown_device_reports_total",
         "counter",
-        "Client error reports (LAYOUTERROR, ff_ioerr4) naming a device id no configured data server has (ignored).",
+        "Client reports (LAYOUTERROR, ff_ioerr4, LAYOUTSTATS, ff_iostats4) naming a device id no configured data server has (ignored).",
     );
     let _ = writeln!(
         out,
         "nfsgw_pnfs_unknown_device_reports_total {}",
         l.unknown_device_reports
+    );
+    head(
+        out,
+        "nfsgw_pnfs_layoutstats_ignored_total",
+        "counter",
+        "Client I/O reports (LAYOUTSTATS, ff_iostats4) ignored for a count of 2^63 or more.",
+    );
+    let _ = writeln!(
+        out,
+        "nfsgw_pnfs_layoutstats_ignored_total {}",
+        l.stats_ignored
     );
 }
 
