@@ -105,6 +105,9 @@ fn no_table(_: &[u8]) -> Option<(Attr, Stamp)> {
     None
 }
 
+/// An attribute table: an entry's attributes by handle, with their stamp.
+type Table = dyn Fn(&[u8]) -> Option<(Attr, Stamp)>;
+
 /// `ask` with an attribute table (`Listings::lookup`'s `attrs`).
 fn ask_with(
     l: &mut Listings,
@@ -112,7 +115,7 @@ fn ask_with(
     cookie: u64,
     verf: [u8; 8],
     uid: u32,
-    table: &dyn Fn(&[u8]) -> Option<(Attr, Stamp)>,
+    table: &Table,
 ) -> Option<(Vec<u64>, bool)> {
     let cred = Cred::Sys(AuthSys::new(uid, uid, &[]));
     let exports = exports();
