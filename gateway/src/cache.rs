@@ -738,7 +738,7 @@ impl ReadCache {
         let attrs = |fh: &[u8]| {
             let e = table.get(&FhKey::new(fh)?)?;
             (e.at.elapsed() < ATTR_TTL && gens.stamp(e.attr.fileid) == e.stamp)
-                .then_some((e.attr, e.stamp))
+                .then_some((e.attr, e.stamp, e.exact))
         };
         self.dirs
             .lookup(gens, exports, req, cookie, verf, max, attrs)

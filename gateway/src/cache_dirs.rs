@@ -408,7 +408,9 @@ impl Listings {
     /// entries after the cookie are made current first: an entry whose stamp moved
     /// since its attributes were noted (a created entry never had any) takes the
     /// attribute table's (`attrs`: an entry's attributes by handle, when current and
-    /// fresh, with their stamp); one the table does not know is a miss, except ".."
+    /// fresh, with their stamp and whether they are the model's own, `Fill::exact`:
+    /// others end the run's NFSv4.1 answers); one the table does not know is a miss,
+    /// except ".."
     /// (shown without attributes, as RFC 1813 §3.3.17 allows; clients take nothing
     /// from it). Counts nothing.
     #[allow(clippy::too_many_arguments)]
@@ -420,14 +422,14 @@ impl Listings {
         cookie: u64,
         verf: [u8; 8],
         max: usize,
-        attrs: impl Fn(&[u8]) -> Option<(Attr, Stamp)>,
+        attrs: impl Fn(&[u8]) -> Option<(Attr, Stamp, bool)>,
     ) -> Option<ListingHit<'_>> {
         let run = self.runs.get_mut(&FhKey::new(req.fh)?)?;
         if run.at.elapsed() >= ATTR_TTL || gens.stamp(run.dir.fileid) != run.expect {
             return None;
         }
         if run.dir_at != run.expect {
-            let (a, s) = attrs(req.fh)?;
+            let (a, s, _) = attrs(req.fh)?;
             if s != run.expect || a.fileid != run.dir.fileid || a.kind != FileKind::Dir {
                 return None;
             }
@@ -461,19 +463,21 @@ impl Listings {
                 (b"..", 2) => {
                     let fh = run.parent?;
                     e.plus = attrs(fh.as_bytes())
-                        .filter(|(a, s)| a.fileid == e.fileid && *s == now)
-                        .map(|(a, _)| (a, fh));
+                        .filter(|(a, s, _)| a.fileid == e.fileid && *s == now)
+                        .map(|(a, _, _)| (a, fh));
                     *s = now;
                 }
                 _ => {
                     // Gone when listed and changed since: the worker lists again.
                     let (_, fh) = e.plus.as_ref()?;
-                    let (a, got) = attrs(fh.as_bytes())?;
+                    let (a, got, exact) = attrs(fh.as_bytes())?;
                     if got != now || a.fileid != e.fileid {
                         return None;
                     }
                     e.plus = Some((a, *fh));
                     *s = now;
+                    // Not the model's own (a fattr3's): NFSv4.1 is not shown them.
+                    run.v4 &= exact;
                 }
             }
         }

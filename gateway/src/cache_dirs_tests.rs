@@ -101,12 +101,12 @@ fn ask(
 }
 
 /// An attribute table that knows nothing.
-fn no_table(_: &[u8]) -> Option<(Attr, Stamp)> {
+fn no_table(_: &[u8]) -> Option<(Attr, Stamp, bool)> {
     None
 }
 
 /// An attribute table: an entry's attributes by handle, with their stamp.
-type Table = dyn Fn(&[u8]) -> Option<(Attr, Stamp)>;
+type Table = dyn Fn(&[u8]) -> Option<(Attr, Stamp, bool)>;
 
 /// `ask` with an attribute table (`Listings::lookup`'s `attrs`).
 fn ask_with(
@@ -388,13 +388,16 @@ fn apply(l: &mut Listings, (name, m): &(String, Made)) {
 
 /// An attribute table holding, under their stamps now, the directory's attributes
 /// and those of files `ids` (size = id).
-fn table(gens: &Generations, ids: &[u64]) -> impl Fn(&[u8]) -> Option<(Attr, Stamp)> {
-    let mut t: HashMap<Vec<u8>, (Attr, Stamp)> = HashMap::default();
-    t.insert(b"dir-handle".to_vec(), (dir_attr(0o755), gens.stamp(DIR)));
+fn table(gens: &Generations, ids: &[u64]) -> impl Fn(&[u8]) -> Option<(Attr, Stamp, bool)> {
+    let mut t: HashMap<Vec<u8>, (Attr, Stamp, bool)> = HashMap::default();
+    t.insert(
+        b"dir-handle".to_vec(),
+        (dir_attr(0o755), gens.stamp(DIR), true),
+    );
     for &id in ids {
         let mut a = attr(FileKind::Reg, id, 0o644);
         a.size = id;
-        t.insert(handle(id).as_bytes().to_vec(), (a, gens.stamp(id)));
+        t.insert(handle(id).as_bytes().to_vec(), (a, gens.stamp(id), false));
     }
     move |fh: &[u8]| t.get(fh).copied()
 }
@@ -508,7 +511,7 @@ fn created_entries_show_the_attribute_tables_attributes_under_their_stamp() {
     // The directory's attributes are the table's once a create moved its stamp.
     let no_dir = {
         let t = table(&gens, &[10]);
-        move |fh: &[u8]| t(fh).filter(|(a, _)| a.fileid != DIR)
+        move |fh: &[u8]| t(fh).filter(|(a, _, _)| a.fileid != DIR)
     };
     assert_eq!(ask_with(&mut l, &gens, 0, [0; 8], 0, &no_dir), None);
     // Nothing taught the new file's attributes yet: the worker lists.
@@ -555,4 +558,34 @@ fn a_create_past_a_partial_runs_end_is_left_to_the_workers_pages() {
     let (got, eof) = ask_with(&mut l, &gens, 0, [0; 8], 0, &t).unwrap();
     assert!(!eof);
     assert_eq!(got, vec![10, 11, 12, 13, 14, 15, 51, 16, 17, 18, 19]);
+}
+
+#[test]
+fn an_nfs41_run_refreshed_with_fattr3_attributes_answers_nfsv3_only() {
+    let (mut l, gens) = (Listings::default(), Generations::new());
+    fill(
+        &mut l,
+        &gens,
+        ListedPage {
+            v4: true,
+            ..page(0, 10..12, true)
+        },
+    );
+    // A WRITE over NFSv3 moved entry 10: the table has its reply's fattr3.
+    gens.bump_file(10);
+    let mut a = attr(FileKind::Reg, 10, 0o644);
+    a.size = 99;
+    let now = gens.stamp(10);
+    let t = move |fh: &[u8]| (fh == [1; 8]).then_some((a, now, false));
+    let (cred, exports) = (Cred::Sys(AuthSys::new(0, 0, &[])), exports());
+    let r = Request {
+        fh: b"dir-handle",
+        client: "127.0.0.1".parse().unwrap(),
+        cred: &cred,
+    };
+    let hit = l
+        .lookup(&gens, &exports, &r, 0, [0; 8], usize::MAX, t)
+        .unwrap();
+    assert_eq!(hit.entries[0].0.plus.as_ref().unwrap().0.size, 99);
+    assert!(!hit.v4);
 }
