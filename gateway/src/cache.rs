@@ -386,6 +386,14 @@ impl FhKey {
         &self.bytes[..self.len as usize]
     }
 
+    /// The handle as the file model's type.
+    pub fn handle(&self) -> crate::fs::FileHandle {
+        crate::fs::FileHandle {
+            len: self.len,
+            bytes: self.bytes,
+        }
+    }
+
     pub fn new(fh: &[u8]) -> Option<FhKey> {
         if fh.len() > FH_MAX {
             return None;
@@ -426,6 +434,9 @@ pub enum FillData {
     /// A directory entry a worker's LOOKUP, CREATE or MKDIR answered (the fill's
     /// attributes are the directory's, cached only when `NameFill::dir_attr`).
     Name(Box<names::NameFill>),
+    /// A directory a MKDIR made, seen empty after its stamp was read (the fill's
+    /// handle, attributes and stamp are the new directory's): its listing's start.
+    Empty(Box<dirs::EmptyFill>),
 }
 
 /// The attributes a page was read under: a change behind the gateway's back changes
@@ -711,15 +722,26 @@ impl ReadCache {
     /// The run of directory `req.fh` when it answers a listing call from `cookie`
     /// (`cache_dirs::Listings::lookup`). Counts nothing: the caller reports
     /// `answered_listing` or `missed`.
+    /// `max`: the most entries the reply could show (each entry's attributes are
+    /// made current first, from this cache's attribute table).
+    #[allow(clippy::too_many_arguments)]
     pub fn listing(
-        &self,
+        &mut self,
         gens: &Generations,
         exports: &Exports,
         req: &Request,
         cookie: u64,
         verf: [u8; 8],
+        max: usize,
     ) -> Option<ListingHit<'_>> {
-        self.dirs.lookup(gens, exports, req, cookie, verf)
+        let table = &self.attrs;
+        let attrs = |fh: &[u8]| {
+            let e = table.get(&FhKey::new(fh)?)?;
+            (e.at.elapsed() < ATTR_TTL && gens.stamp(e.attr.fileid) == e.stamp)
+                .then_some((e.attr, e.stamp, e.exact))
+        };
+        self.dirs
+            .lookup(gens, exports, req, cookie, verf, max, attrs)
     }
 
     /// A listing page went out from the cache.
@@ -880,6 +902,14 @@ impl ReadCache {
             }
             fill.data = None;
         }
+        if matches!(fill.data, Some(FillData::Empty(_))) {
+            if let Some(FillData::Empty(e)) = fill.data.take() {
+                // Started even when the stamp moved since (a create in flight): the
+                // run answers once every create since it was applied (`dirs::made`).
+                self.dirs
+                    .start_empty(fill.fh, fill.export, &fill.attr, fill.stamp, *e);
+            }
+        }
         if !gens.current(fill.attr.fileid, fill.stamp) {
             return;
         }
@@ -918,7 +948,7 @@ impl ReadCache {
             Some(FillData::Listing(l)) => {
                 self.dirs.fill(gens, fill.fh, fill.export, &fill.attr, *l);
             }
-            Some(FillData::Name(_)) | None => {}
+            Some(FillData::Name(_)) | Some(FillData::Empty(_)) | None => {}
         }
     }
 
@@ -928,6 +958,9 @@ impl ReadCache {
     fn fill_name(&mut self, gens: &Generations, dir: &Fill, n: &names::NameFill) {
         if dir.attr.kind != FileKind::Dir {
             return;
+        }
+        if let Some(m) = &n.made {
+            self.dirs.made(&dir.fh, &n.name, m);
         }
         self.names.fill(gens, dir.fh, dir.attr.fileid, n);
         let Some((attr, changes)) = n.obj_attr else {
@@ -1179,7 +1212,7 @@ impl ReadCache {
 
 #[path = "cache_dirs.rs"]
 pub mod dirs;
-pub use dirs::{ListedEntry, ListedPage, ListingFill, ListingHit};
+pub use dirs::{EmptyFill, ListedEntry, ListedPage, ListingFill, ListingHit, Made};
 
 #[path = "cache_names.rs"]
 pub mod names;

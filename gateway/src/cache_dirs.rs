@@ -20,6 +20,24 @@
 //! verifier are the file model's own, so a listing resumed on a worker goes on
 //! exactly; a cookie or verifier the run does not know is a miss, and the worker
 //! answers it (NFS3ERR_BAD_COOKIE when it is really bad).
+//!
+//! Runs the gateway's own changes keep complete (docs/architecture.md §5,
+//! docs/performance.md "Listing, fifth pass"): a MKDIR starts an empty, complete run
+//! for the new directory (`start_empty`: its stamp read *before* a worker saw it
+//! empty, so every later change of it moves the stamp past the run's base), and each
+//! CREATE or MKDIR in a directory inserts its name into the directory's run
+//! (`made`), in the listing's key order with the cookie the file model gives it
+//! (`listing::entry_cookie`: the file id), and advances the stamp the run expects by
+//! the create's two reports. A run answers only while the directory's stamp is what
+//! it expects: every change it did not apply (a remove, a rename, a create whose fill
+//! went to another reactor or was not taught, a SETATTR, a hash-slot neighbour's
+//! change) leaves the count short for good, until a worker lists again. Fills of
+//! concurrent creates may arrive in any order: the count only matches once every
+//! bump since the base is a create whose fill was applied (`made`). Inserted entries
+//! carry no attributes of their own (a created file is written after its CREATE):
+//! a hit takes each shown entry's attributes from the attribute table under the
+//! entry's current stamp (`lookup`'s `attrs`), as cached LOOKUPs do, and a listed
+//! entry whose stamp moved since is refreshed the same way instead of missing.
 
 use super::{FhKey, Generations, Stamp, ATTR_TTL};
 use crate::export::{admit, Exports};
@@ -80,14 +98,58 @@ struct Page {
 
 struct Run {
     export: u16,
+    /// The directory's attributes, current under `dir_at` (else the attribute
+    /// table's are used, `lookup`).
     dir: Attr,
-    dir_stamp: Stamp,
+    dir_at: Stamp,
+    /// The directory's stamp the entries are complete and current under: its stamp
+    /// when the run started, advanced by two for each create applied (`made`).
+    expect: Stamp,
+    /// The directory's generation when the run started: a create whose worker read
+    /// an earlier one may be in the start's listing, so it cannot be applied.
+    base: u64,
     verf: [u8; 8],
     entries: Vec<(ListedEntry, Stamp)>,
     eof: bool,
     /// Every page of the run was NFSv4.1's (`ListedPage::v4`).
     v4: bool,
+    /// The handle of "..", whose attributes a hit takes from the attribute table.
+    parent: Option<FileHandle>,
     at: Instant,
+}
+
+/// The stamp of an entry whose attributes are not known yet (a created entry, a
+/// new directory's ".."): no file's stamp equals it (a generation of 2^64 - 1
+/// bumps), so the first hit that shows the entry takes its attributes from the
+/// attribute table (`Listings::lookup`).
+const UNKNOWN: Stamp = Stamp {
+    gen: u64::MAX,
+    epoch: u64::MAX,
+};
+
+/// A name a CREATE or MKDIR made in a directory (`names::NameFill::made`), for the
+/// directory's run (`Listings::made`).
+#[derive(Debug)]
+pub struct Made {
+    /// The directory's stamp its worker read before the create ran.
+    pub before: Stamp,
+    /// The new object's attributes as its reply showed them: its kind orders the
+    /// entry (a directory's key ends in '/'); the values are never shown.
+    pub attr: Attr,
+    /// The new object's handle, as the reply gave it.
+    pub fh: FileHandle,
+}
+
+/// A directory a MKDIR just made, seen empty by a worker after it read the
+/// directory's stamp (`FillData::Empty`, whose `Fill` carries the new directory's
+/// handle, export, attributes and that stamp): the start of its listing, "." and
+/// "..", as the file model would list it.
+#[derive(Debug)]
+pub struct EmptyFill {
+    pub verf: [u8; 8],
+    /// "." (its handle) and ".." (its file id and handle).
+    pub dot: FileHandle,
+    pub parent: (u64, FileHandle),
 }
 
 /// A call a run answers: the directory's attributes, the verifier, and the entries
@@ -95,6 +157,8 @@ struct Run {
 /// fits, then checks the entries it used (`Listings::current`).
 pub struct ListingHit<'a> {
     pub dir: &'a Attr,
+    /// At most `lookup`'s `max` entries after the cookie, each with its attributes
+    /// current (or none, for a "..": unknown); `eof` only when they end the run.
     pub verf: [u8; 8],
     pub entries: &'a [(ListedEntry, Stamp)],
     pub eof: bool,
@@ -151,16 +215,28 @@ impl Listings {
         let eof = page.eof && entries.len() <= RUN_MAX;
         entries.truncate(RUN_MAX);
         entries.shrink_to_fit();
+        let parent = entries
+            .iter()
+            .take(2)
+            .find(|(e, _)| e.cookie == 2 && &*e.name == b"..")
+            .and_then(|(e, _)| e.plus.as_ref().map(|(_, fh)| *fh));
         let run = Run {
             export,
             dir,
-            dir_stamp,
+            dir_at: dir_stamp,
+            expect: dir_stamp,
+            base: dir_stamp.gen,
             verf: page.verf,
             entries,
             eof,
             v4: page.v4,
+            parent,
             at: Instant::now(),
         };
+        self.insert(fh, run);
+    }
+
+    fn insert(&mut self, fh: FhKey, run: Run) {
         let n = run.entries.len();
         match self.runs.insert(fh, run) {
             Some(old) => self.entries -= old.entries.len(),
@@ -170,13 +246,125 @@ impl Listings {
         self.evict();
     }
 
+    /// The run of a directory a MKDIR just made (`EmptyFill`; `dir` its attributes,
+    /// `stamp` its stamp read before a worker saw it empty): complete, "." and ".."
+    /// only, as the file model lists it from cookie 0 (cookies 1 and 2). ".." shows
+    /// the attribute table's attributes of the parent when current, else none.
+    pub fn start_empty(&mut self, fh: FhKey, export: u16, dir: &Attr, stamp: Stamp, e: EmptyFill) {
+        if dir.kind != FileKind::Dir {
+            return;
+        }
+        let dot = ListedEntry {
+            name: (*b".").into(),
+            fileid: dir.fileid,
+            cookie: 1,
+            plus: Some((*dir, e.dot)),
+        };
+        let dotdot = ListedEntry {
+            name: (*b"..").into(),
+            fileid: e.parent.0,
+            cookie: 2,
+            plus: None,
+        };
+        let run = Run {
+            export,
+            dir: *dir,
+            dir_at: stamp,
+            expect: stamp,
+            base: stamp.gen,
+            verf: e.verf,
+            entries: vec![(dot, stamp), (dotdot, UNKNOWN)],
+            eof: true,
+            // NFSv4.1 is answered from NFSv4.1's pages only (`ListedPage::v4`).
+            v4: false,
+            parent: Some(e.parent.1),
+            at: Instant::now(),
+        };
+        self.insert(fh, run);
+    }
+
+    /// A CREATE or MKDIR made `name` in the directory with handle `fh` (module
+    /// docs): its run, if any, gets the entry in key order and expects the two
+    /// reports the create made on the directory's stamp. A create the run cannot
+    /// account for (its worker read the directory's stamp before the run's start:
+    /// the start's listing may hold the name) is left out, and so is its count: the
+    /// run then never answers again. A name already in the run under another file
+    /// id, or a run holding an entry of unknown kind (gone when listed: its key's
+    /// place is unknown), ends the run.
+    pub fn made(&mut self, fh: &FhKey, name: &[u8], m: &Made) {
+        let Some(run) = self.runs.get_mut(fh) else {
+            return;
+        };
+        if m.before.epoch != run.expect.epoch || m.before.gen < run.base {
+            return;
+        }
+        let dir = m.attr.kind == FileKind::Dir;
+        let dots = run
+            .entries
+            .iter()
+            .take(2)
+            .take_while(|(e, _)| e.cookie <= 2)
+            .count();
+        let mut unknown = false;
+        let found = run.entries[dots..].binary_search_by(|(e, _)| match &e.plus {
+            Some((a, _)) => key_cmp(&e.name, a.kind == FileKind::Dir, name, dir),
+            None => {
+                unknown = true;
+                std::cmp::Ordering::Less
+            }
+        });
+        if unknown {
+            self.drop_run(fh);
+            return;
+        }
+        let fileid = m.attr.fileid;
+        match found {
+            Ok(i) if run.entries[dots + i].0.fileid == fileid => {}
+            Ok(_) => {
+                self.drop_run(fh);
+                return;
+            }
+            // Past the end of a run that stops short of the directory's end: the
+            // name is in the part a worker lists.
+            Err(i) if dots + i == run.entries.len() && !run.eof => {}
+            Err(i) => {
+                let e = ListedEntry {
+                    name: name.into(),
+                    fileid,
+                    // `fs::imp::listing::entry_cookie`: cookies 0-2 are taken.
+                    cookie: fileid.max(3),
+                    plus: Some((m.attr, m.fh)),
+                };
+                run.entries.insert(dots + i, (e, UNKNOWN));
+                self.entries += 1;
+                if run.entries.len() > RUN_MAX {
+                    run.entries.truncate(RUN_MAX);
+                    run.eof = false;
+                    self.entries -= 1;
+                }
+                // Its attributes may be fattr3's (not the model's own): NFSv4.1 is
+                // answered only from runs its own READDIR listed.
+                run.v4 = false;
+            }
+        }
+        run.expect = run.expect.after_bumps(2);
+        self.evict();
+    }
+
+    fn drop_run(&mut self, fh: &FhKey) {
+        if let Some(old) = self.runs.remove(fh) {
+            self.entries -= old.entries.len();
+            self.order.retain(|k| k != fh);
+        }
+    }
+
     /// A page resuming inside the run of `fh` (same directory state and verifier):
     /// the run ends with it.
     fn extend(&mut self, fh: FhKey, dir: Attr, dir_stamp: Stamp, page: Page) {
         let Some(run) = self.runs.get_mut(&fh) else {
             return;
         };
-        if run.at.elapsed() >= ATTR_TTL || run.dir_stamp != dir_stamp || run.verf != page.verf {
+        if run.at.elapsed() >= ATTR_TTL || run.expect != dir_stamp || run.verf != page.verf {
             return;
         }
         let Some(i) = run
@@ -194,6 +382,7 @@ impl Listings {
         run.eof = page.eof && n <= room;
         run.v4 &= page.v4;
         run.dir = dir;
+        run.dir_at = dir_stamp;
         let after = run.entries.len();
         self.entries = self.entries + after - before;
         self.evict();
@@ -211,21 +400,40 @@ impl Listings {
         }
     }
 
-    /// The run of directory `fh` when it answers a call from `cookie` with `verf`:
-    /// young, the directory unchanged, the caller admitted to the export and allowed
-    /// to read the directory (as a worker checks it), the verifier the directory's
-    /// (or zero) and the cookie the start or one of its entries. Counts nothing.
+    /// The run of directory `req.fh` when it answers a call from `cookie` with
+    /// `verf`: young, the directory's stamp the one the run expects, the caller
+    /// admitted to the export and allowed to read the directory (as a worker checks
+    /// it), the verifier the directory's (or zero) and the cookie the start or one
+    /// of its entries. The directory's attributes and those of the (at most `max`)
+    /// entries after the cookie are made current first: an entry whose stamp moved
+    /// since its attributes were noted (a created entry never had any) takes the
+    /// attribute table's (`attrs`: an entry's attributes by handle, when current and
+    /// fresh, with their stamp and whether they are the model's own, `Fill::exact`:
+    /// others end the run's NFSv4.1 answers); one the table does not know is a miss,
+    /// except ".."
+    /// (shown without attributes, as RFC 1813 §3.3.17 allows; clients take nothing
+    /// from it). Counts nothing.
+    #[allow(clippy::too_many_arguments)]
     pub fn lookup(
-        &self,
+        &mut self,
         gens: &Generations,
         exports: &Exports,
         req: &super::Request,
         cookie: u64,
         verf: [u8; 8],
+        max: usize,
+        attrs: impl Fn(&[u8]) -> Option<(Attr, Stamp, bool)>,
     ) -> Option<ListingHit<'_>> {
-        let run = self.runs.get(&FhKey::new(req.fh)?)?;
-        if run.at.elapsed() >= ATTR_TTL || gens.stamp(run.dir.fileid) != run.dir_stamp {
+        let run = self.runs.get_mut(&FhKey::new(req.fh)?)?;
+        if run.at.elapsed() >= ATTR_TTL || gens.stamp(run.dir.fileid) != run.expect {
             return None;
+        }
+        if run.dir_at != run.expect {
+            let (a, s, _) = attrs(req.fh)?;
+            if s != run.expect || a.fileid != run.dir.fileid || a.kind != FileKind::Dir {
+                return None;
+            }
+            (run.dir, run.dir_at) = (a, s);
         }
         let export = exports.get(run.export)?;
         let caller = admit(export, req.client, req.cred).ok()?;
@@ -240,11 +448,44 @@ impl Listings {
             0 => 0,
             c => run.entries.iter().position(|(e, _)| e.cookie == c)? + 1,
         };
+        let to = from.saturating_add(max).min(run.entries.len());
+        for (e, s) in &mut run.entries[from..to] {
+            let now = gens.stamp(e.fileid);
+            if now == *s {
+                continue;
+            }
+            match (&*e.name, e.cookie) {
+                (b".", 1) => {
+                    let (_, fh) = e.plus.as_ref()?;
+                    e.plus = Some((run.dir, *fh));
+                    *s = run.dir_at;
+                }
+                (b"..", 2) => {
+                    let fh = run.parent?;
+                    e.plus = attrs(fh.as_bytes())
+                        .filter(|(a, s, _)| a.fileid == e.fileid && *s == now)
+                        .map(|(a, _, _)| (a, fh));
+                    *s = now;
+                }
+                _ => {
+                    // Gone when listed and changed since: the worker lists again.
+                    let (_, fh) = e.plus.as_ref()?;
+                    let (a, got, exact) = attrs(fh.as_bytes())?;
+                    if got != now || a.fileid != e.fileid {
+                        return None;
+                    }
+                    e.plus = Some((a, *fh));
+                    *s = now;
+                    // Not the model's own (a fattr3's): NFSv4.1 is not shown them.
+                    run.v4 &= exact;
+                }
+            }
+        }
         Some(ListingHit {
             dir: &run.dir,
             verf: run.verf,
-            entries: &run.entries[from..],
-            eof: run.eof,
+            entries: &run.entries[from..to],
+            eof: run.eof && to == run.entries.len(),
             v4: run.v4,
         })
     }
@@ -260,6 +501,15 @@ impl Listings {
     pub(crate) fn len(&self) -> usize {
         self.entries
     }
+}
+
+/// The order of two entries' keys in the listing (`fs::imp::listing`: the store's
+/// key order, where a directory's key is its name and '/').
+fn key_cmp(a: &[u8], a_dir: bool, b: &[u8], b_dir: bool) -> std::cmp::Ordering {
+    let slash = |d: bool| d.then_some(&b'/').into_iter();
+    a.iter()
+        .chain(slash(a_dir))
+        .cmp(b.iter().chain(slash(b_dir)))
 }
 
 #[cfg(test)]

@@ -91,11 +91,31 @@ fn fill(l: &mut Listings, gens: &Generations, p: ListedPage) {
 /// The cookies the run answers from `cookie` with uid `uid` (`None`: a miss), and
 /// whether they end the directory.
 fn ask(
-    l: &Listings,
+    l: &mut Listings,
     gens: &Generations,
     cookie: u64,
     verf: [u8; 8],
     uid: u32,
+) -> Option<(Vec<u64>, bool)> {
+    ask_with(l, gens, cookie, verf, uid, &no_table)
+}
+
+/// An attribute table that knows nothing.
+fn no_table(_: &[u8]) -> Option<(Attr, Stamp, bool)> {
+    None
+}
+
+/// An attribute table: an entry's attributes by handle, with their stamp.
+type Table = dyn Fn(&[u8]) -> Option<(Attr, Stamp, bool)>;
+
+/// `ask` with an attribute table (`Listings::lookup`'s `attrs`).
+fn ask_with(
+    l: &mut Listings,
+    gens: &Generations,
+    cookie: u64,
+    verf: [u8; 8],
+    uid: u32,
+    table: &Table,
 ) -> Option<(Vec<u64>, bool)> {
     let cred = Cred::Sys(AuthSys::new(uid, uid, &[]));
     let exports = exports();
@@ -104,7 +124,7 @@ fn ask(
         client: "127.0.0.1".parse().unwrap(),
         cred: &cred,
     };
-    let hit = l.lookup(gens, &exports, &req, cookie, verf)?;
+    let hit = l.lookup(gens, &exports, &req, cookie, verf, usize::MAX, table)?;
     if !Listings::current(gens, hit.entries) {
         return None;
     }
@@ -116,25 +136,25 @@ fn pages_chain_into_one_run_from_any_cookie() {
     let (mut l, gens) = (Listings::default(), Generations::new());
     fill(&mut l, &gens, page(0, 10..20, false));
     assert_eq!(
-        ask(&l, &gens, 0, [0; 8], 0),
+        ask(&mut l, &gens, 0, [0; 8], 0),
         Some(((10..20).collect(), false))
     );
     // The next page resumes after the last entry: appended.
     fill(&mut l, &gens, page(19, 20..25, true));
     assert_eq!(
-        ask(&l, &gens, 0, [0; 8], 0),
+        ask(&mut l, &gens, 0, [0; 8], 0),
         Some(((10..25).collect(), true))
     );
     // Any entry's cookie resumes, with the directory's verifier or zero.
     assert_eq!(
-        ask(&l, &gens, 14, VERF, 0),
+        ask(&mut l, &gens, 14, VERF, 0),
         Some(((15..25).collect(), true))
     );
-    assert_eq!(ask(&l, &gens, 24, [0; 8], 0), Some((vec![], true)));
+    assert_eq!(ask(&mut l, &gens, 24, [0; 8], 0), Some((vec![], true)));
     // A page resuming inside the run replaces its tail.
     fill(&mut l, &gens, page(12, 13..15, false));
     assert_eq!(
-        ask(&l, &gens, 0, [0; 8], 0),
+        ask(&mut l, &gens, 0, [0; 8], 0),
         Some(((10..15).collect(), false))
     );
     assert_eq!(l.len(), 5);
@@ -145,19 +165,19 @@ fn unknown_cookies_and_foreign_verifiers_are_the_workers() {
     let (mut l, gens) = (Listings::default(), Generations::new());
     fill(&mut l, &gens, page(0, 10..20, true));
     // Forged or stale: not an entry of the run (the worker answers BAD_COOKIE).
-    assert_eq!(ask(&l, &gens, 9, VERF, 0), None);
-    assert_eq!(ask(&l, &gens, u64::MAX, VERF, 0), None);
+    assert_eq!(ask(&mut l, &gens, 9, VERF, 0), None);
+    assert_eq!(ask(&mut l, &gens, u64::MAX, VERF, 0), None);
     // A verifier this directory never gave.
-    assert_eq!(ask(&l, &gens, 12, *b"otherdir", 0), None);
+    assert_eq!(ask(&mut l, &gens, 12, *b"otherdir", 0), None);
     // A page resuming at a cookie the run does not hold teaches nothing.
     fill(&mut l, &gens, page(99, 100..110, true));
-    assert_eq!(ask(&l, &gens, 105, VERF, 0), None);
+    assert_eq!(ask(&mut l, &gens, 105, VERF, 0), None);
     // Nor does a page with another verifier.
     let mut p = page(19, 20..22, true);
     p.verf = *b"otherdir";
     fill(&mut l, &gens, p);
     assert_eq!(
-        ask(&l, &gens, 0, [0; 8], 0),
+        ask(&mut l, &gens, 0, [0; 8], 0),
         Some(((10..20).collect(), true))
     );
 }
@@ -168,13 +188,13 @@ fn a_change_in_the_directory_ends_the_run() {
     fill(&mut l, &gens, page(0, 10..20, true));
     // A create, remove or rename in it bumps the directory (either protocol).
     gens.bump_file(DIR);
-    assert_eq!(ask(&l, &gens, 0, [0; 8], 0), None);
-    assert_eq!(ask(&l, &gens, 12, VERF, 0), None);
+    assert_eq!(ask(&mut l, &gens, 0, [0; 8], 0), None);
+    assert_eq!(ask(&mut l, &gens, 12, VERF, 0), None);
     // The epoch ends every run.
     let (mut l, gens) = (Listings::default(), Generations::new());
     fill(&mut l, &gens, page(0, 10..20, true));
     gens.bump_all();
-    assert_eq!(ask(&l, &gens, 0, [0; 8], 0), None);
+    assert_eq!(ask(&mut l, &gens, 0, [0; 8], 0), None);
 }
 
 #[test]
@@ -183,11 +203,11 @@ fn an_entry_changed_since_it_was_listed_is_never_shown() {
     fill(&mut l, &gens, page(0, 10..20, true));
     // A WRITE or SETATTR of entry 15 bumps it: pages showing it miss.
     gens.bump_file(15);
-    assert_eq!(ask(&l, &gens, 0, [0; 8], 0), None);
-    assert_eq!(ask(&l, &gens, 14, VERF, 0), None);
+    assert_eq!(ask(&mut l, &gens, 0, [0; 8], 0), None);
+    assert_eq!(ask(&mut l, &gens, 14, VERF, 0), None);
     // One that starts after it does not show it.
     assert_eq!(
-        ask(&l, &gens, 15, VERF, 0),
+        ask(&mut l, &gens, 15, VERF, 0),
         Some(((16..20).collect(), true))
     );
 }
@@ -209,7 +229,7 @@ fn a_page_listed_while_anything_changed_is_not_kept() {
             page: page(0, 10..20, true),
         },
     );
-    assert_eq!(ask(&l, &gens, 0, [0; 8], 0), None);
+    assert_eq!(ask(&mut l, &gens, 0, [0; 8], 0), None);
     assert_eq!(l.len(), 0);
 }
 
@@ -228,8 +248,8 @@ fn access_is_checked_on_every_hit() {
             page: page(0, 10..20, true),
         },
     );
-    assert!(ask(&l, &gens, 0, [0; 8], 0).is_some());
-    assert_eq!(ask(&l, &gens, 0, [0; 8], 1000), None);
+    assert!(ask(&mut l, &gens, 0, [0; 8], 0).is_some());
+    assert_eq!(ask(&mut l, &gens, 0, [0; 8], 1000), None);
     // A handle of another export than the run's is another key: never a hit.
     let cred = Cred::Sys(AuthSys::new(0, 0, &[]));
     let exports = exports();
@@ -238,14 +258,18 @@ fn access_is_checked_on_every_hit() {
         client: "127.0.0.1".parse().unwrap(),
         cred: &cred,
     };
-    assert!(l.lookup(&gens, &exports, &req, 0, [0; 8]).is_none());
+    assert!(l
+        .lookup(&gens, &exports, &req, 0, [0; 8], usize::MAX, no_table)
+        .is_none());
     // A client outside the export's networks.
     let req = Request {
         fh: b"dir-handle",
         client: "10.0.0.1".parse().unwrap(),
         cred: &cred,
     };
-    assert!(l.lookup(&gens, &exports, &req, 0, [0; 8]).is_none());
+    assert!(l
+        .lookup(&gens, &exports, &req, 0, [0; 8], usize::MAX, no_table)
+        .is_none());
 }
 
 #[test]
@@ -253,7 +277,7 @@ fn runs_are_bounded() {
     let (mut l, gens) = (Listings::default(), Generations::new());
     // One directory longer than a run holds: the run stops short of eof.
     fill(&mut l, &gens, page(0, 10..10 + RUN_MAX as u64 + 5, true));
-    let (got, eof) = ask(&l, &gens, 0, [0; 8], 0).unwrap();
+    let (got, eof) = ask(&mut l, &gens, 0, [0; 8], 0).unwrap();
     assert_eq!((got.len(), eof), (RUN_MAX, false));
     // Many directories: the oldest go.
     for d in 0..(2 * MAX_ENTRIES / 1000) as u64 {
@@ -271,7 +295,7 @@ fn runs_are_bounded() {
         );
         assert!(l.len() <= MAX_ENTRIES);
     }
-    assert_eq!(ask(&l, &gens, 0, [0; 8], 0), None);
+    assert_eq!(ask(&mut l, &gens, 0, [0; 8], 0), None);
 }
 
 #[test]
@@ -280,7 +304,7 @@ fn runs_expire_so_changes_behind_the_gateway_are_seen() {
     fill(&mut l, &gens, page(0, 10..20, false));
     let old = Instant::now() - ATTR_TTL;
     l.runs.get_mut(&fh()).unwrap().at = old;
-    assert_eq!(ask(&l, &gens, 0, [0; 8], 0), None);
+    assert_eq!(ask(&mut l, &gens, 0, [0; 8], 0), None);
     // Nor does an expired run grow.
     fill(&mut l, &gens, page(19, 20..25, true));
     assert_eq!(l.runs[&fh()].entries.len(), 10);
@@ -300,11 +324,268 @@ fn only_nfs41_pages_answer_nfs41() {
         client: "127.0.0.1".parse().unwrap(),
         cred: &cred,
     };
-    let hit = |l: &Listings| l.lookup(&gens, &exports, &r, 0, [0; 8]).map(|h| h.v4);
-    assert_eq!(hit(&l), Some(true));
+    let hit = |l: &mut Listings| {
+        l.lookup(&gens, &exports, &r, 0, [0; 8], usize::MAX, no_table)
+            .map(|h| h.v4)
+    };
+    assert_eq!(hit(&mut l), Some(true));
     // A NFSv3 page resuming inside it: the run is no longer NFSv4.1's.
     fill(&mut l, &gens, page(109, 110..120, true));
-    assert_eq!(hit(&l), Some(false));
+    assert_eq!(hit(&mut l), Some(false));
     fill(&mut l, &gens, page(0, 100..110, true));
-    assert_eq!(hit(&l), Some(false));
+    assert_eq!(hit(&mut l), Some(false));
+}
+
+// ---- runs the gateway's own creates keep complete (`start_empty`, `made`) ----------
+
+const PARENT: u64 = 3;
+
+fn handle(id: u64) -> FileHandle {
+    let name = format!("h{id}");
+    let mut bytes = [0; crate::fs::FH_MAX];
+    bytes[..name.len()].copy_from_slice(name.as_bytes());
+    FileHandle {
+        len: name.len() as u8,
+        bytes,
+    }
+}
+
+/// The run of a directory a MKDIR just made, under its stamp now.
+fn empty(l: &mut Listings, gens: &Generations) {
+    let e = EmptyFill {
+        verf: VERF,
+        dot: FileHandle {
+            len: 10,
+            bytes: {
+                let mut b = [0; crate::fs::FH_MAX];
+                b[..10].copy_from_slice(b"dir-handle");
+                b
+            },
+        },
+        parent: (PARENT, handle(PARENT)),
+    };
+    l.start_empty(fh(), 0, &dir_attr(0o755), gens.stamp(DIR), e);
+}
+
+/// A create of `name` (file id `id`, a directory when `dir`) as a worker runs it:
+/// the directory's stamp read, the model's two reports; the fill to apply later.
+fn create(gens: &Generations, name: &str, id: u64, dir: bool) -> (String, Made) {
+    let before = gens.stamp(DIR);
+    gens.bump_file(DIR);
+    gens.bump_file(DIR);
+    let kind = if dir { FileKind::Dir } else { FileKind::Reg };
+    let m = Made {
+        before,
+        attr: attr(kind, id, 0o644),
+        fh: handle(id),
+    };
+    (name.to_string(), m)
+}
+
+fn apply(l: &mut Listings, (name, m): &(String, Made)) {
+    l.made(&fh(), name.as_bytes(), m);
+}
+
+/// An attribute table holding, under their stamps now, the directory's attributes
+/// and those of files `ids` (size = id).
+fn table(gens: &Generations, ids: &[u64]) -> impl Fn(&[u8]) -> Option<(Attr, Stamp, bool)> {
+    let mut t: HashMap<Vec<u8>, (Attr, Stamp, bool)> = HashMap::default();
+    t.insert(
+        b"dir-handle".to_vec(),
+        (dir_attr(0o755), gens.stamp(DIR), true),
+    );
+    for &id in ids {
+        let mut a = attr(FileKind::Reg, id, 0o644);
+        a.size = id;
+        t.insert(handle(id).as_bytes().to_vec(), (a, gens.stamp(id), false));
+    }
+    move |fh: &[u8]| t.get(fh).copied()
+}
+
+#[test]
+fn a_new_directory_lists_its_creates_in_key_order_with_the_models_cookies() {
+    let (mut l, gens) = (Listings::default(), Generations::new());
+    empty(&mut l, &gens);
+    // Empty: "." and ".." (cookies 1 and 2) and the end.
+    assert_eq!(ask(&mut l, &gens, 0, [0; 8], 0), Some((vec![1, 2], true)));
+    // "a" is a directory, so its key "a/" sorts after the file "a-b" ('-' < '/').
+    for c in [
+        create(&gens, "b", 40, false),
+        create(&gens, "a", 41, true),
+        create(&gens, "a-b", 2, false),
+    ] {
+        apply(&mut l, &c);
+    }
+    let t = table(&gens, &[40, 41, 2]);
+    // Cookie = file id, never below 3 (`listing::entry_cookie`).
+    let want = vec![1, 2, 3, 41, 40];
+    assert_eq!(
+        ask_with(&mut l, &gens, 0, [0; 8], 0, &t),
+        Some((want, true))
+    );
+    let cred = Cred::Sys(AuthSys::new(0, 0, &[]));
+    let req = Request {
+        fh: b"dir-handle",
+        client: "127.0.0.1".parse().unwrap(),
+        cred: &cred,
+    };
+    let hit = l
+        .lookup(&gens, &exports(), &req, 0, [0; 8], usize::MAX, &t)
+        .unwrap();
+    let names: Vec<&[u8]> = hit.entries.iter().map(|(e, _)| &*e.name).collect();
+    assert_eq!(names, [&b"."[..], b"..", b"a-b", b"a", b"b"]);
+    // Each entry's attributes are the table's (size = id); ".." unknown: none.
+    assert!(hit.entries[1].0.plus.is_none());
+    assert_eq!(hit.entries[4].0.plus.as_ref().unwrap().0.size, 40);
+    assert_eq!(hit.entries[2].0.plus.as_ref().unwrap().1, handle(2));
+    // Resumed from an entry's cookie, with the directory's verifier.
+    assert_eq!(
+        ask_with(&mut l, &gens, 3, VERF, 0, &t),
+        Some((vec![41, 40], true))
+    );
+}
+
+#[test]
+fn creates_count_in_any_order_and_only_once_all_are_applied() {
+    let (mut l, gens) = (Listings::default(), Generations::new());
+    empty(&mut l, &gens);
+    // Two creates run at once: both read the same stamp, four reports.
+    let before = gens.stamp(DIR);
+    gens.bump_file(DIR);
+    gens.bump_file(DIR);
+    gens.bump_file(DIR);
+    gens.bump_file(DIR);
+    let made = |name: &str, id| {
+        let m = Made {
+            before,
+            attr: attr(FileKind::Reg, id, 0o644),
+            fh: handle(id),
+        };
+        (name.to_string(), m)
+    };
+    let t = table(&gens, &[10, 11]);
+    apply(&mut l, &made("y", 11));
+    // One fill of two: a create is unaccounted for (it might be anything).
+    assert_eq!(ask_with(&mut l, &gens, 0, [0; 8], 0, &t), None);
+    apply(&mut l, &made("x", 10));
+    assert_eq!(
+        ask_with(&mut l, &gens, 0, [0; 8], 0, &t),
+        Some((vec![1, 2, 10, 11], true))
+    );
+}
+
+#[test]
+fn a_change_the_run_did_not_apply_ends_it_for_good() {
+    let (mut l, gens) = (Listings::default(), Generations::new());
+    empty(&mut l, &gens);
+    apply(&mut l, &create(&gens, "a", 10, false));
+    // A remove (or rename, SETATTR, another reactor's create): two reports, no fill.
+    gens.bump_file(DIR);
+    gens.bump_file(DIR);
+    let t = table(&gens, &[10]);
+    assert_eq!(ask_with(&mut l, &gens, 0, [0; 8], 0, &t), None);
+    // Later creates do not make up for it.
+    apply(&mut l, &create(&gens, "b", 11, false));
+    let t = table(&gens, &[10, 11]);
+    assert_eq!(ask_with(&mut l, &gens, 0, [0; 8], 0, &t), None);
+
+    // A create whose worker read the stamp before the run began may be in the
+    // run's start: never applied (the run stays short of it).
+    let (mut l, gens) = (Listings::default(), Generations::new());
+    let early = create(&gens, "c", 12, false);
+    empty(&mut l, &gens);
+    apply(&mut l, &early);
+    let t = table(&gens, &[12]);
+    assert_eq!(
+        ask_with(&mut l, &gens, 0, [0; 8], 0, &t),
+        Some((vec![1, 2], true))
+    );
+    assert_eq!(l.len(), 2);
+}
+
+#[test]
+fn created_entries_show_the_attribute_tables_attributes_under_their_stamp() {
+    let (mut l, gens) = (Listings::default(), Generations::new());
+    empty(&mut l, &gens);
+    apply(&mut l, &create(&gens, "a", 10, false));
+    // The directory's attributes are the table's once a create moved its stamp.
+    let no_dir = {
+        let t = table(&gens, &[10]);
+        move |fh: &[u8]| t(fh).filter(|(a, _, _)| a.fileid != DIR)
+    };
+    assert_eq!(ask_with(&mut l, &gens, 0, [0; 8], 0, &no_dir), None);
+    // Nothing taught the new file's attributes yet: the worker lists.
+    let dir_only = table(&gens, &[]);
+    assert_eq!(ask_with(&mut l, &gens, 0, [0; 8], 0, &dir_only), None);
+    let t = table(&gens, &[10]);
+    assert!(ask_with(&mut l, &gens, 0, [0; 8], 0, &t).is_some());
+    // A WRITE moved the file's stamp: the table's old attributes no longer do.
+    gens.bump_file(10);
+    assert_eq!(ask_with(&mut l, &gens, 0, [0; 8], 0, &t), None);
+    let t = table(&gens, &[10]);
+    assert!(ask_with(&mut l, &gens, 0, [0; 8], 0, &t).is_some());
+}
+
+#[test]
+fn a_name_made_again_is_listed_once_and_a_replaced_one_ends_the_run() {
+    let (mut l, gens) = (Listings::default(), Generations::new());
+    empty(&mut l, &gens);
+    apply(&mut l, &create(&gens, "a", 10, false));
+    // An UNCHECKED create of the same file: counted, not listed twice.
+    apply(&mut l, &create(&gens, "a", 10, false));
+    let t = table(&gens, &[10]);
+    assert_eq!(
+        ask_with(&mut l, &gens, 0, [0; 8], 0, &t),
+        Some((vec![1, 2, 10], true))
+    );
+    // The name now another file: something the run missed happened; it goes.
+    apply(&mut l, &create(&gens, "a", 11, false));
+    let t = table(&gens, &[10, 11]);
+    assert_eq!(ask_with(&mut l, &gens, 0, [0; 8], 0, &t), None);
+    assert_eq!(l.len(), 0);
+}
+
+#[test]
+fn a_create_past_a_partial_runs_end_is_left_to_the_workers_pages() {
+    let (mut l, gens) = (Listings::default(), Generations::new());
+    // A worker's first page (names f10..f19), more to come.
+    fill(&mut l, &gens, page(0, 10..20, false));
+    // "g" sorts after "f19": not in the run's part of the directory.
+    apply(&mut l, &create(&gens, "g", 50, false));
+    // "f15x" sorts inside it: inserted.
+    apply(&mut l, &create(&gens, "f15x", 51, false));
+    let t = table(&gens, &[51]);
+    let (got, eof) = ask_with(&mut l, &gens, 0, [0; 8], 0, &t).unwrap();
+    assert!(!eof);
+    assert_eq!(got, vec![10, 11, 12, 13, 14, 15, 51, 16, 17, 18, 19]);
+}
+
+#[test]
+fn an_nfs41_run_refreshed_with_fattr3_attributes_answers_nfsv3_only() {
+    let (mut l, gens) = (Listings::default(), Generations::new());
+    fill(
+        &mut l,
+        &gens,
+        ListedPage {
+            v4: true,
+            ..page(0, 10..12, true)
+        },
+    );
+    // A WRITE over NFSv3 moved entry 10: the table has its reply's fattr3.
+    gens.bump_file(10);
+    let mut a = attr(FileKind::Reg, 10, 0o644);
+    a.size = 99;
+    let now = gens.stamp(10);
+    let t = move |fh: &[u8]| (fh == [1; 8]).then_some((a, now, false));
+    let (cred, exports) = (Cred::Sys(AuthSys::new(0, 0, &[])), exports());
+    let r = Request {
+        fh: b"dir-handle",
+        client: "127.0.0.1".parse().unwrap(),
+        cred: &cred,
+    };
+    let hit = l
+        .lookup(&gens, &exports, &r, 0, [0; 8], usize::MAX, t)
+        .unwrap();
+    assert_eq!(hit.entries[0].0.plus.as_ref().unwrap().0.size, 99);
+    assert!(!hit.v4);
 }

@@ -75,6 +75,9 @@ pub struct NameFill {
     /// root (the worker's LOOKUP crosses there, RFC 8881 §7.7, and notes nothing),
     /// and `obj_attr` is the file model's own (`Fill::exact`).
     pub v4: bool,
+    /// A CREATE's or MKDIR's: the name it made, for the directory's listing run
+    /// (`cache_dirs::Listings::made`).
+    pub made: Option<super::dirs::Made>,
 }
 
 struct Entry {
@@ -162,6 +165,14 @@ impl EntrySeen {
         {
             return None;
         }
+        // The directory's run takes the name whatever raced with the create: its
+        // count of the directory's reports decides whether it answers
+        // (`cache_dirs::Listings::made`).
+        let made = self.makes.then(|| super::dirs::Made {
+            before: self.dir_stamp,
+            attr: obj_attr,
+            fh: n.obj.handle(),
+        });
         let (name_stamp, dir_stamp, dir_ok, obj) = if self.makes {
             let name_now = self.name_stamp.after_bumps(2);
             if gens.name_stamp(self.hash) != name_now {
@@ -186,6 +197,7 @@ impl EntrySeen {
                 obj_attr: obj,
                 dir_attr: dir_ok,
                 v4: self.v4,
+                made,
             }))),
             exact: false,
         })

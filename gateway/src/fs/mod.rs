@@ -485,6 +485,14 @@ impl FileModel {
         self.inner.readdir(dir, cookie, verf, max)
     }
 
+    /// When `dir` holds no entry: its cookie verifier and the node its ".." shows,
+    /// the start of its listing as `readdir_plus` from cookie 0 would give it (the
+    /// reactor's run of a new directory, `cache_dirs::Listings::start_empty`);
+    /// `None` when it holds any.
+    pub fn empty_start(&self, dir: &Node) -> FsResult<Option<([u8; 8], Node)>> {
+        self.inner.empty_start(dir)
+    }
+
     /// `readdir` with each entry's node and attributes (`None` when it cannot be
     /// read now), taken from the same listing where the store allows: READDIRPLUS.
     pub fn readdir_plus(

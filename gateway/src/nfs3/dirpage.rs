@@ -10,6 +10,10 @@ use engine::xdr::{padded, XdrResult, XdrWriter};
 /// status, dir post_op_attr, cookieverf, end-of-list marker and eof.
 pub(super) const READDIR_OVERHEAD: usize = 4 + POST_OP_ATTR_SIZE + 8 + 4 + 4;
 
+/// The fewest bytes an entryplus3 takes: list marker, fileid, a one-byte name,
+/// cookie, and neither attributes nor handle.
+pub(super) const MIN_ENTRY: usize = 4 + 8 + 4 + 4 + 8 + 4 + 4;
+
 /// Bytes of the fileid, name and cookie of an entry (without the list marker).
 pub(super) fn entry_base_size(name: &[u8]) -> usize {
     8 + 4 + padded(name.len()) + 8

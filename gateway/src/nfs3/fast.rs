@@ -4,7 +4,7 @@
 //! `outcome` encodes it.
 //! A call the cache cannot answer leaves nothing written and goes to a worker.
 
-use super::dirpage::{plus_fit, put_plus_ok};
+use super::dirpage::{plus_fit, put_plus_ok, MIN_ENTRY};
 use super::outcome::{put_getattr_ok, put_read_head, put_read_ok};
 use super::proto::put_post_op_attr;
 use super::MAX_DIR_REPLY;
@@ -139,8 +139,11 @@ pub fn readdirplus(
 ) -> bool {
     let start = out.position();
     let done = (|| {
-        let hit = cache.listing(gens, exports, req, ask.cookie, ask.verf)?;
         let limit = ask.maxcount.min(MAX_DIR_REPLY).min(out.remaining());
+        // More entries than `limit` holds (`dirpage::MIN_ENTRY` each at least), so
+        // a reply that shows them all reaches the run's end.
+        let max = limit / MIN_ENTRY + 1;
+        let hit = cache.listing(gens, exports, req, ask.cookie, ask.verf, max)?;
         let (fit, used) = plus_fit(hit.entries.iter().map(|(e, _)| e), limit);
         let all = fit == hit.entries.len();
         if used > limit || (fit == 0 && !all) || (all && !hit.eof) {

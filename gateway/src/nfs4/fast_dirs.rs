@@ -113,9 +113,13 @@ pub(super) fn answer(
     };
     let start = w.position();
     let done = (|| {
+        // More entries than maxcount holds (an entry4 takes 28 bytes at least:
+        // marker, cookie, a one-byte name, an empty bitmap and attribute list),
+        // beside "." and "..", which are not shown.
+        let max = ask.maxcount as usize / 28 + 3;
         let hit = v
             .cache
-            .listing(v.gens, v.exports, &req, ask.cookie, ask.verf)?;
+            .listing(v.gens, v.exports, &req, ask.cookie, ask.verf, max)?;
         if !hit.v4 {
             return None;
         }

@@ -278,6 +278,37 @@ fn run_job(shared: &Shared, mut job: Job) {
         }) if made_v4 => Some((n.obj, *export, n.obj_id)),
         _ => None,
     };
+    // A directory a MKDIR made (any protocol's create of a directory that taught
+    // its name): its empty listing's start (`learned_empty`), sent to the reactor
+    // before the reply: the client's first create in it follows the reply, so its
+    // fill finds the run (a fill that came first would leave the run's count of
+    // the directory's changes short for good).
+    let made_dir = match &fill {
+        Some(Fill {
+            data: Some(FillData::Name(n)),
+            export,
+            ..
+        }) => n
+            .made
+            .as_ref()
+            .filter(|m| m.attr.kind == crate::fs::FileKind::Dir)
+            .map(|_| (n.obj, *export, n.obj_id)),
+        _ => None,
+    };
+    if let Some(fill) = made_dir.and_then(|m| learned_empty(shared, m)) {
+        push_done(
+            link,
+            Done {
+                conn: job.conn,
+                reply: None,
+                charge: None,
+                located: None,
+                opened: None,
+                stat: job.stat,
+                fill: Some(fill),
+            },
+        );
+    }
     let ahead = match (&effect, &fill) {
         (
             CacheEffect::Observe {
@@ -457,6 +488,40 @@ fn learned_made(shared: &Shared, (fh, export, fileid): (FhKey, u16, u64)) -> Opt
         attr,
         stamp,
         data: None,
+        exact: true,
+    })
+}
+
+/// The start of the listing of a directory a MKDIR made (handle, export, file id),
+/// for the reactor's run of it (`cache_dirs::Listings::start_empty`): its stamp read
+/// first, then the directory seen empty. Any create in it bumps its stamp before it
+/// makes the name, so one that was made before the look is seen by it, and one made
+/// after moved the stamp past the one read: the run counts it only through its fill
+/// (`cache_dirs::Listings::made`). One more listing of an empty directory per MKDIR,
+/// before the reply.
+fn learned_empty(shared: &Shared, (fh, export, fileid): (FhKey, u16, u64)) -> Option<Fill> {
+    let stamp = shared.gens.stamp(fileid);
+    let model = &shared.model;
+    let node = model.resolve(fh.bytes()).ok()?;
+    if node.fileid != fileid {
+        return None;
+    }
+    let (verf, parent) = model.empty_start(&node).ok()??;
+    let attr = model.getattr(&node).ok()?;
+    if attr.fileid != fileid || attr.kind != crate::fs::FileKind::Dir {
+        return None;
+    }
+    let empty = cache::EmptyFill {
+        verf,
+        dot: model.handle(&node),
+        parent: (parent.fileid, model.handle(&parent)),
+    };
+    Some(Fill {
+        fh,
+        export,
+        attr,
+        stamp,
+        data: Some(FillData::Empty(Box::new(empty))),
         exact: true,
     })
 }

@@ -485,6 +485,21 @@ impl Inner {
         Ok(self.dir_page(dir, &p, &dots))
     }
 
+    /// See `FileModel::empty_start`: one listing of at most one entry (a name the
+    /// listing hides, an orphan or an inode, is skipped as `list_page` skips it).
+    pub fn empty_start(&self, dir: &Node) -> FsResult<Option<([u8; 8], Node)>> {
+        self.dir_of(dir)?;
+        let (entries, eof) = self.list_page(dir, None, 1)?;
+        if !entries.is_empty() || !eof {
+            return Ok(None);
+        }
+        let parent = self.parent_key(dir.export, &dir.key);
+        Ok(Some((
+            self.cookie_verf(dir.fileid),
+            self.node(dir.export, &parent),
+        )))
+    }
+
     /// A READDIR page with each entry's node and attributes (`None`: gone since it
     /// was listed, or unreadable), in one listing where the store allows (module
     /// docs).

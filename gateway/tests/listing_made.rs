@@ -1,0 +1,342 @@
+//! Listings of directories the gateway filled itself (`gateway::cache::dirs`:
+//! `start_empty`, `made`; docs/architecture.md §5 "Listings"): a directory made by
+//! MKDIR and filled by CREATE and MKDIR is listed on the reactor from the first
+//! READDIRPLUS, and that listing is the one a worker gives (names, cookies, sizes,
+//! verifier: RFC 1813 §3.3.17). Every change the reactor's run did not apply — a
+//! remove, a rename in or out, a create by another connection (or reactor), a file
+//! made behind the gateway's back in the `fs` directory (after `ATTR_TTL`) — is in
+//! the next listing; a listing interrupted by creates resumes from its cookies with
+//! no name lost or shown twice (§3.3.16/17: cookies stay valid, the verifier too).
+
+mod common;
+#[path = "common/nfs4_client.rs"]
+mod nfs4_client;
+
+use common::v4::enc;
+use gateway::config::Config;
+use gateway::server::Server;
+use nfs4_client::V3;
+use nfs_wire::nfs3::{NFSPROC3_MKDIR, NFSPROC3_READDIRPLUS, NFSPROC3_REMOVE, NFSPROC3_RENAME};
+use nfs_wire::v3call::{self, Call, DirPage};
+use nfs_wire::{v3more, NFS_PROGRAM};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+/// `cache::ATTR_TTL`, and a margin.
+const TTL: Duration = Duration::from_millis(1100);
+
+/// A gateway on a fresh `fs` directory, two reactors; shut down on drop.
+struct Gw {
+    server: Option<Server>,
+    data: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Gw {
+    fn start() -> Gw {
+        let dir = tempfile::tempdir().unwrap();
+        let (data, state) = (dir.path().join("data"), dir.path().join("state"));
+        std::fs::create_dir_all(&data).unwrap();
+        std::fs::create_dir_all(&state).unwrap();
+        let text = format!(
+            "[engine]\ncores = [0, 1]\nidle = \"adaptive\"\nhugepages = \"off\"\n\
+             [pools]\nsmall = 256\nmedium = 32\nlarge = 8\n\
+             [tcp]\nlisten = \"127.0.0.1:0\"\n\
+             [rdma]\nprovider = \"off\"\n\
+             [backend]\nkind = \"fs\"\nroot = \"{}\"\nworkers = 2\n\
+             [state]\ndir = \"{}\"\n\
+             [[exports]]\npath = \"/\"\nclients = [\"0.0.0.0/0\"]\nsquash = \"none\"\n",
+            data.display(),
+            state.display()
+        );
+        let server = Server::start(&Config::parse(&text).unwrap()).unwrap();
+        Gw {
+            server: Some(server),
+            data,
+            _dir: dir,
+        }
+    }
+
+    fn v3(&self) -> V3 {
+        V3::connect(self.server.as_ref().unwrap().local_addr())
+    }
+
+    /// Cache hits of all reactors, once they published them.
+    fn hits(&self) -> u64 {
+        std::thread::sleep(Duration::from_millis(50));
+        let src = self.server.as_ref().unwrap().stats_source();
+        let mut out = String::new();
+        gateway::stats::exposition::render(&src, &mut out);
+        out.lines()
+            .filter(|l| l.starts_with("nfsgw_cache_hits_total{"))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+            .sum()
+    }
+}
+
+impl Drop for Gw {
+    fn drop(&mut self) {
+        if let Some(s) = self.server.take() {
+            let _ = s.shutdown();
+        }
+    }
+}
+
+fn call(v3: &mut V3, proc_: u32, c: Call) -> Vec<u8> {
+    v3.call(NFS_PROGRAM, proc_, &enc(|w| c.args(w).unwrap()))
+}
+
+fn mkdir(v3: &mut V3, dir: &[u8], name: &str) -> Vec<u8> {
+    v3call::parse_mkdir(&call(v3, NFSPROC3_MKDIR, Call::Mkdir(dir, name))).expect("MKDIR")
+}
+
+/// CREATE then a FILE_SYNC WRITE of `len` bytes (bench md's create).
+fn file(v3: &mut V3, dir: &[u8], name: &str, len: usize) {
+    let fh = v3.create(dir, name.as_bytes());
+    assert_eq!(v3.write(&fh, &vec![b'x'; len]), 0, "WRITE {name}");
+}
+
+fn remove(v3: &mut V3, dir: &[u8], name: &str) {
+    let rep = call(v3, NFSPROC3_REMOVE, Call::Remove(dir, name));
+    assert_eq!(v3call::status(&rep), 0, "REMOVE {name}");
+}
+
+fn rename(v3: &mut V3, (from, a): (&[u8], &str), (to, b): (&[u8], &str)) {
+    let mut args = v3more::dirop_args(from, a.as_bytes());
+    args.extend(v3more::dirop_args(to, b.as_bytes()));
+    let rep = v3.call(NFS_PROGRAM, NFSPROC3_RENAME, &args);
+    assert_eq!(v3call::status(&rep), 0, "RENAME {a} -> {b}");
+}
+
+fn page(v3: &mut V3, dir: &[u8], cookie: u64, verf: [u8; 8]) -> DirPage {
+    let rep = call(
+        v3,
+        NFSPROC3_READDIRPLUS,
+        Call::ReaddirplusAt(dir, cookie, verf),
+    );
+    v3call::parse_readdirplus(&rep).expect("READDIRPLUS")
+}
+
+/// A READDIRPLUS page of at most `maxcount` bytes (RFC 1813 §3.3.17).
+fn page_of(v3: &mut V3, dir: &[u8], cookie: u64, verf: [u8; 8], maxcount: u32) -> DirPage {
+    let args = enc(|w| {
+        w.opaque_var(dir).unwrap();
+        w.u64(cookie).unwrap();
+        w.opaque_fixed(&verf).unwrap();
+        w.u32(maxcount / 8).unwrap();
+        w.u32(maxcount).unwrap();
+    });
+    let rep = v3.call(NFS_PROGRAM, NFSPROC3_READDIRPLUS, &args);
+    v3call::parse_readdirplus(&rep).expect("READDIRPLUS")
+}
+
+/// One entry as a listing shows it: cookie and size.
+type Listing = BTreeMap<String, (u64, Option<u64>)>;
+
+/// The whole listing of `dir` ("." and ".." left out), page after page, and its
+/// verifier and page count.
+fn listing(v3: &mut V3, dir: &[u8]) -> (Listing, [u8; 8], usize) {
+    listing_of(v3, dir, 32768)
+}
+
+fn listing_of(v3: &mut V3, dir: &[u8], maxcount: u32) -> (Listing, [u8; 8], usize) {
+    let (mut cookie, mut verf, mut out, mut pages) = (0, [0; 8], Listing::new(), 0);
+    loop {
+        let p = page_of(v3, dir, cookie, verf, maxcount);
+        pages += 1;
+        for e in &p.entries {
+            let name = String::from_utf8(e.name.clone()).unwrap();
+            if name != "." && name != ".." {
+                assert!(
+                    out.insert(name, (e.cookie, e.size)).is_none(),
+                    "a name twice"
+                );
+            }
+        }
+        if p.eof {
+            return (out, p.verf, pages);
+        }
+        cookie = p.entries.last().expect("a page that ends nothing").cookie;
+        verf = p.verf;
+    }
+}
+
+fn names(l: &Listing) -> Vec<&str> {
+    l.keys().map(|k| k.as_str()).collect()
+}
+
+#[test]
+fn a_directory_filled_through_the_gateway_is_listed_on_the_reactor_as_a_worker_lists_it() {
+    let gw = gw_started();
+    let mut v3 = gw.v3();
+    let root = v3.mount_root();
+    let made = Instant::now();
+    let d = mkdir(&mut v3, &root, "filled");
+    // Pages of 4 KiB replies (about 20 entries); names out of key order; a
+    // subdirectory whose key ("sub/") sorts after the file "sub-1".
+    for i in (0..60).rev() {
+        file(&mut v3, &d, &format!("f{i:03}"), i % 7 + 1);
+    }
+    mkdir(&mut v3, &d, "sub");
+    file(&mut v3, &d, "sub-1", 3);
+    let before = gw.hits();
+    let (fast, verf, pages) = listing_of(&mut v3, &d, 4096);
+    let fresh = made.elapsed() < Duration::from_millis(900);
+    let hits = gw.hits() - before;
+    // The worker's listing of the same directory, once the run expired.
+    std::thread::sleep(TTL);
+    let (slow, slow_verf, _) = listing_of(&mut v3, &d, 4096);
+    assert_eq!(fast, slow, "the reactor's listing is the worker's");
+    assert_eq!(verf, slow_verf);
+    assert_eq!(fast.len(), 62);
+    assert_eq!(fast["f006"].1, Some(7));
+    let order: Vec<&str> = names(&fast);
+    assert!(order.contains(&"sub") && order.contains(&"sub-1"));
+    // The first listing was the reactor's, every page, when it came within
+    // ATTR_TTL of the MKDIR (a loaded machine may take longer to create them).
+    if fresh {
+        assert!(pages >= 3);
+        assert_eq!(
+            hits, pages as u64,
+            "every page of the first listing on the reactor"
+        );
+    } else {
+        eprintln!("skipped the hit count: the creates took longer than ATTR_TTL");
+    }
+    // The run a worker's listing started takes a create too: the next listing is
+    // the reactor's and shows it.
+    let listed = Instant::now();
+    let (again, _, _) = listing_of(&mut v3, &d, 4096);
+    assert_eq!(again, slow);
+    file(&mut v3, &d, "late", 1);
+    let before = gw.hits();
+    let (after, _, pages) = listing_of(&mut v3, &d, 4096);
+    let fresh = listed.elapsed() < Duration::from_millis(900);
+    let hits = gw.hits() - before;
+    assert_eq!(after.len(), 63);
+    assert_eq!(after["late"].1, Some(1));
+    if fresh {
+        assert_eq!(hits, pages as u64, "a listed run takes the create");
+    }
+}
+
+fn gw_started() -> Gw {
+    Gw::start()
+}
+
+/// A directory of `n` files made now, listed once (from the reactor's run).
+fn small(gw: &Gw, v3: &mut V3, root: &[u8], name: &str, n: usize) -> Vec<u8> {
+    let d = mkdir(v3, root, name);
+    for i in 0..n {
+        file(v3, &d, &format!("f{i}"), 4);
+    }
+    let (l, _, _) = listing(v3, &d);
+    assert_eq!(l.len(), n);
+    let _ = gw;
+    d
+}
+
+#[test]
+fn every_change_the_run_did_not_make_is_in_the_next_listing() {
+    let gw = gw_started();
+    let mut v3 = gw.v3();
+    let root = v3.mount_root();
+
+    // A remove.
+    let d = small(&gw, &mut v3, &root, "rm", 20);
+    remove(&mut v3, &d, "f3");
+    let (l, _, _) = listing(&mut v3, &d);
+    assert!(!l.contains_key("f3") && l.len() == 19);
+
+    // Renames out of and into the directory.
+    let d = small(&gw, &mut v3, &root, "mv", 20);
+    let other = mkdir(&mut v3, &root, "elsewhere");
+    file(&mut v3, &other, "g1", 4);
+    rename(&mut v3, (&d, "f4"), (&other, "f4"));
+    let (l, _, _) = listing(&mut v3, &d);
+    assert!(!l.contains_key("f4"));
+    rename(&mut v3, (&other, "g1"), (&d, "g1"));
+    let (l, _, _) = listing(&mut v3, &d);
+    assert!(l.contains_key("g1") && l.len() == 20);
+    // A rename inside it.
+    rename(&mut v3, (&d, "f5"), (&d, "f5b"));
+    let (l, _, _) = listing(&mut v3, &d);
+    assert!(l.contains_key("f5b") && !l.contains_key("f5"));
+
+    // Creates by other connections (on either reactor).
+    let d = small(&gw, &mut v3, &root, "others", 20);
+    for k in 0..4 {
+        let mut other = gw.v3();
+        file(&mut other, &d, &format!("other{k}"), 9);
+        let (l, _, _) = listing(&mut v3, &d);
+        assert_eq!(
+            l[&format!("other{k}")].1,
+            Some(9),
+            "connection {k}'s create"
+        );
+        assert_eq!(l.len(), 21 + k);
+    }
+
+    // A write by another connection to a listed file: its new size.
+    let d = small(&gw, &mut v3, &root, "written", 5);
+    let mut other = gw.v3();
+    let fh = other.create(&d, b"f2");
+    assert_eq!(other.write(&fh, b"0123456789"), 0);
+    let (l, _, _) = listing(&mut v3, &d);
+    assert_eq!(l["f2"].1, Some(10));
+}
+
+#[test]
+fn a_file_made_behind_the_gateways_back_is_listed_after_attr_ttl() {
+    let gw = gw_started();
+    let mut v3 = gw.v3();
+    let root = v3.mount_root();
+    let d = small(&gw, &mut v3, &root, "behind", 10);
+    std::fs::write(gw.data.join("behind").join("planted"), b"abc").unwrap();
+    std::thread::sleep(TTL);
+    let (l, _, _) = listing(&mut v3, &d);
+    assert!(l.contains_key("planted"), "{:?}", names(&l));
+    assert_eq!(l.len(), 11);
+}
+
+#[test]
+fn a_listing_interrupted_by_creates_resumes_from_its_cookies() {
+    let gw = gw_started();
+    let mut v3 = gw.v3();
+    let root = v3.mount_root();
+    let d = mkdir(&mut v3, &root, "interrupted");
+    for i in 0..300 {
+        file(&mut v3, &d, &format!("f{i:03}"), 2);
+    }
+    let first = page(&mut v3, &d, 0, [0; 8]);
+    assert!(!first.eof);
+    let last = first.entries.last().unwrap().cookie;
+    // Creates between the pages, before and after the resume point.
+    for i in 0..300 {
+        file(&mut v3, &d, &format!("f{i:03}x"), 2);
+    }
+    let mut seen: Vec<Vec<u8>> = first.entries.iter().map(|e| e.name.clone()).collect();
+    let (mut cookie, verf) = (last, first.verf);
+    loop {
+        let p = page(&mut v3, &d, cookie, verf);
+        assert_eq!(p.verf, verf, "the verifier does not move with creates");
+        seen.extend(p.entries.iter().map(|e| e.name.clone()));
+        if p.eof {
+            break;
+        }
+        cookie = p.entries.last().unwrap().cookie;
+    }
+    let mut uniq = seen.clone();
+    uniq.sort();
+    uniq.dedup();
+    assert_eq!(uniq.len(), seen.len(), "no name twice");
+    for i in 0..300 {
+        assert!(
+            seen.contains(&format!("f{i:03}").into_bytes()),
+            "f{i:03}, present all along, is listed"
+        );
+    }
+    // Created ahead of the resume point: listed (the key order is the listing's).
+    assert!(seen.contains(&b"f299x".to_vec()));
+}
