@@ -63,7 +63,25 @@ pub(super) fn entry_cookie(id: u64) -> u64 {
 #[derive(Default)]
 pub(super) struct Cursors {
     state: Mutex<CursorState>,
+    made: Mutex<MadeCursors>,
 }
+
+/// Entries this gateway created (CREATE, MKDIR, OPEN-create …) since its last
+/// [`MADE_CURSORS`] creates: a reactor may list them from a run the creates kept
+/// (`cache::dirs` `Listings::made`) before any worker page recorded their cookies, and
+/// a client that removes such an entry and then resumes after its cookie (what `rm
+/// -rf` does page by page) must still resume: the handle table forgets a removed
+/// file's id, so without this the next page is NFS3ERR_BAD_COOKIE.
+#[derive(Default)]
+struct MadeCursors {
+    order: VecDeque<(u64, u64)>,
+    names: std::collections::HashMap<(u64, u64), Box<str>>,
+}
+
+/// Created entries remembered for resuming (about 80 bytes each, 5 MiB at most): more than the runs
+/// of one second of creates can list (`cache::dirs` keeps 32,768 entries per reactor,
+/// answered for `ATTR_TTL`).
+const MADE_CURSORS: usize = 65_536;
 
 #[derive(Default)]
 struct CursorState {
@@ -141,13 +159,35 @@ impl Cursors {
         s.pages.push_back(page);
     }
 
-    /// The name of the entry `cookie` names in directory `dir`, newest page first.
+    /// The name of the entry `cookie` names in directory `dir`, newest page first,
+    /// then the entries created here (`MadeCursors`).
     pub(super) fn resolve(&self, dir: u64, cookie: u64) -> Option<String> {
         let s = lock(&self.state);
-        s.pages.iter().rev().filter(|p| p.dir == dir).find_map(|p| {
+        let paged = s.pages.iter().rev().filter(|p| p.dir == dir).find_map(|p| {
             let i = p.cookies.iter().position(|c| *c == cookie)?;
             Some(p.name(i).to_string())
+        });
+        drop(s);
+        paged.or_else(|| {
+            lock(&self.made)
+                .names
+                .get(&(dir, cookie))
+                .map(|n| n.to_string())
         })
+    }
+
+    /// Remembers an entry created in directory `dir` (its cookie and its key without
+    /// the directory's key), the oldest going first past [`MADE_CURSORS`].
+    pub(super) fn made(&self, dir: u64, cookie: u64, name: &str) {
+        let mut m = lock(&self.made);
+        if m.names.insert((dir, cookie), name.into()).is_none() {
+            m.order.push_back((dir, cookie));
+        }
+        while m.order.len() > MADE_CURSORS {
+            if let Some(k) = m.order.pop_front() {
+                m.names.remove(&k);
+            }
+        }
     }
 
     /// Bytes held (tests).

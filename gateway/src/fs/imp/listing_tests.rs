@@ -436,3 +436,50 @@ fn listed_attributes_are_getattrs() {
     let i = page.entries.iter().position(|e| e.name == b"f0").unwrap();
     assert_eq!(plus[i].as_ref().unwrap().1.mode, 0o640);
 }
+
+/// A cookie of an entry the gateway created resumes after that entry is removed,
+/// with no worker page having recorded it: a reactor can hand such a cookie out from a
+/// run the creates kept (`cache::dirs`, MKDIR-started runs), and `rm -rf` removes a
+/// page's entries before it asks for the next page. Fails with BAD_COOKIE without
+/// `Cursors::made` (the handle table forgets the removed file's id).
+#[test]
+fn a_created_entrys_cookie_resumes_after_its_removal_with_no_page_listed() {
+    let owner = Owner { uid: 0, gid: 0 };
+    each(|m, _| {
+        let root = m.root(0).unwrap();
+        let d = m.mkdir(&root, b"made", &SetAttr::default(), owner).unwrap();
+        let how = CreateMode::Guarded(SetAttr::default());
+        let mut made = Vec::new();
+        for i in 0..40 {
+            let name = format!("n{i:03}");
+            let n = m.create(&d, name.as_bytes(), &how, owner).unwrap();
+            made.push((name, listing::entry_cookie(n.fileid)));
+        }
+        made.push(("sub".into(), 0));
+        let s = m.mkdir(&d, b"sub", &SetAttr::default(), owner).unwrap();
+        made.last_mut().unwrap().1 = listing::entry_cookie(s.fileid);
+        // The client holds the cookie of n019 from a page no worker listed; it
+        // removes n000..=n019 (and renames "sub" away), then asks for the next page.
+        let cookie = made[19].1;
+        for (name, _) in &made[..20] {
+            m.remove(&d, name.as_bytes()).unwrap();
+        }
+        let verf = m.readdir(&d, 0, [0; 8], 1).unwrap().verf;
+        let p = m.readdir(&d, cookie, verf, 100).unwrap();
+        let names: Vec<String> = p
+            .entries
+            .iter()
+            .map(|e| String::from_utf8_lossy(&e.name).into_owned())
+            .collect();
+        let want: Vec<String> = made[20..].iter().map(|(n, _)| n.clone()).collect();
+        assert_eq!(names, want);
+        // A directory's cookie too, after the directory was renamed out.
+        let sub_cookie = made.last().unwrap().1;
+        m.rename(&d, b"sub", &root, b"sub-moved").unwrap();
+        let p = m.readdir(&d, sub_cookie, verf, 100).unwrap();
+        assert!(
+            p.entries.is_empty() && p.eof,
+            "nothing after the last entry"
+        );
+    });
+}

@@ -622,6 +622,10 @@ impl Inner {
         let (old, (fileid, _)) = self.table.renew(key);
         self.observer.touched(&old);
         self.bump(parent.fileid);
+        if let Some(name) = key.strip_prefix(parent.key.as_str()) {
+            self.cursors
+                .made(parent.fileid, listing::entry_cookie(fileid), name);
+        }
         Node {
             export,
             fileid,
