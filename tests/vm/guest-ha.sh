@@ -4,7 +4,8 @@
 # their own (10.78.0.2 and .3 on a bridge), one shared `fs` directory (ext4 on a loop
 # device: the fs backend keeps its metadata in user xattrs); the client mounts the
 # service address 10.78.0.100 and knows nothing else. The script moves the address as
-# the operator's tool would, once the standby's log says it took the identity
+# the operator's tool would (tools/ha/check.sh), once the standby says a takeover is
+# imminent (nfsgw_ha_takeover_imminent) or took the identity
 # (keepalived on the reference configuration does that in gateway/tests/ha_netns.rs;
 # here, under the software CPU on a shared host, its exec-heavy check script missed its
 # timeouts and the address flapped).
@@ -216,10 +217,20 @@ say "killed the active gateway (pid $A) after $(lines_now) lines"
 ( rc=0; timeout -s KILL 180 $LOCK try $M2/log > "$W/try-grace.out" 2>&1 || rc=$?; echo "$rc" > "$W/try-grace.rc" ) &
 GRACE_TRY=$!
 PIDS+=("$GRACE_TRY")
-check "the standby took the identity" says "$W/gw1-0.log" "ha: took the identity" 180
+# The address moves as tools/ha/check.sh lets keepalived move it: once the standby
+# says a takeover is imminent (the holder's lease overdue) or it took the identity.
+# The client's requests that reach it early wait there (parked) until it serves.
+expects() {
+  [ "$(metric 1 nfsgw_ha_takeover_imminent 2>/dev/null)" = 1 ] || grep -q "ha: took the identity" "$W/gw1-0.log"
+}
+check "the standby expects the takeover (nfsgw_ha_takeover_imminent) or took it" retry 180 expects
 vip_to 1
 moved=$(date +%s.%N)
 awk -v k="$killed" -v m="$moved" 'BEGIN {printf "ha: kill -9 -> address on the standby %.1fs\n", m - k}'
+check "the standby took the identity" says "$W/gw1-0.log" "ha: took the identity" 180
+took_at=$(grep -m1 "ha: took the identity" "$W/gw1-0.log" | awk '{print $1}')
+took=$(date -d "$took_at" +%s.%N 2>/dev/null) && \
+  awk -v k="$killed" -v t="$took" 'BEGIN {printf "ha: kill -9 -> identity taken %.1fs\n", t - k}' || true
 check "the application wrote every line after the takeover" says "$W/app.out" '^written$' 240
 written_at=$(date +%s.%N)
 awk -v k="$killed" -v d="$written_at" 'BEGIN {printf "ha: kill -9 -> every line written %.1fs\n", d - k}'
