@@ -255,6 +255,13 @@ impl Keeper {
                     changed,
                     overdue,
                 } => {
+                    if overdue != self.fence.park().in_sight() {
+                        if overdue {
+                            tracing::info!(identity = %self.identity, holder = %holder, "ha: the holder's lease is overdue: a takeover is imminent");
+                        } else {
+                            tracing::info!(identity = %self.identity, holder = %holder, "ha: the holder renewed its lease again: no takeover in sight");
+                        }
+                    }
                     self.in_sight(overdue);
                     let who = Some(holder.as_str()).filter(|h| !h.is_empty());
                     stats::set_holder(&self.identity, who, &self.holder);
