@@ -29,7 +29,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// Long enough that the overdue mark (0.6 L), the takeover (L) and the park bounds
-/// (L/5, L + L/10) are far apart on a loaded test host.
+/// (4L/5, L + L/4) are far apart on a loaded test host.
 const LEASE_S: u64 = 3;
 
 fn spawn_local(root: &std::path::Path, work: &std::path::Path, name: &str, role: &str) -> Gw {

@@ -79,12 +79,18 @@ impl Park {
         }
     }
 
-    /// The bounds for an identity lease `lease` and `workers` backend workers: a
-    /// takeover is at most `L + L/10` after the lease looked overdue; without one in
-    /// sight, `L/5` (a client that reached a standby by mistake waits two seconds at
-    /// the defaults, then retries as before).
+    /// The bounds for an identity lease `lease` and `workers` backend workers.
+    /// Without a takeover in sight, `4L/5`: a client that reconnects to the standby
+    /// as soon as its holder dies (RPC-over-RDMA, both on one address) comes before
+    /// the holder looks overdue (`L/2 + L/10` after its last renewal, plus a look),
+    /// and an NFS4ERR_DELAY for its SEQUENCE would cost it Linux's 15 s retry
+    /// (measured: 18.7 s of pause with `L/5` here); a client that reached a standby
+    /// by mistake waits as long, then gets DELAY as before. With one in sight,
+    /// `L + L/4`: the takeover comes within `L + L/5` of the holder's last renewal.
+    /// A quarter of the workers park at most (none with fewer than 4: NFSv3 keeps
+    /// them all), and no more than 16.
     pub fn for_lease(lease: Duration, workers: usize) -> Park {
-        Park::new(lease / 5, lease + lease / 10, 4, (workers / 4).clamp(1, 16))
+        Park::new(lease * 4 / 5, lease + lease / 4, 4, (workers / 4).min(16))
     }
 
     /// Whether a takeover is in sight (`nfsgw_ha_takeover_imminent`).
