@@ -2,8 +2,8 @@
 //! network namespaces of their own, each with its own address on one bridge, sharing
 //! an `fs` directory (`backend.shared = true`), each beside a keepalived that runs the
 //! reference configuration of tools/ha/ (its track script reads the local gateway's
-//! `nfsgw_ha_identity_held`). The client lives in the root namespace and knows only
-//! the service address.
+//! `nfsgw_ha_identity_held` and `nfsgw_ha_takeover_imminent`). The client lives in the
+//! root namespace and knows only the service address.
 //!
 //! - The address sits with the active; a cut between the two hosts that leaves both
 //!   on the store (their link to the bridge down) makes no second active: the standby

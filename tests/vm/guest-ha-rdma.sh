@@ -34,7 +34,8 @@ ADDR=${RDMA_ADDR:-10.0.2.15}
 PORT=20049
 M=/mnt/ha-rdma
 M2=/mnt/ha-rdma2
-LINES=${HA_RDMA_LINES:-50}
+# Enough that the application still writes at the kill (guest-ha.sh says why).
+LINES=${HA_RDMA_LINES:-150}
 W=$(mktemp -d)
 T0=$(date +%s.%N)
 PIDS=()
@@ -159,6 +160,15 @@ check "the standby's RDMA listener binds the address" says "$W/b.log" "the addre
 check "the standby took the identity" says "$W/b.log" "ha: took the identity" 180
 check "the application wrote every line after the takeover" says "$W/app.out" '^written$' 240
 awk -v k="$killed" -v d="$(date +%s.%N)" 'BEGIN {printf "ha/rdma: kill -9 -> every line written %.1fs\n", d - k}'
+since_kill() { # LOG TEXT LABEL: when LOG first said TEXT (its own time stamp), after the kill
+  local at t
+  at=$(grep -m1 "$2" "$1" | awk '{print $1}')
+  t=$(date -d "$at" +%s.%N 2>/dev/null) || return 0
+  awk -v k="$killed" -v t="$t" -v l="$3" 'BEGIN {printf "ha/rdma: kill -9 -> %s %.1fs\n", l, t - k}'
+}
+since_kill "$W/b.log" "the address is available now" "RDMA listener bound (standby's log)"
+since_kill "$W/b.log" "a takeover is imminent" "imminent (standby's log)"
+since_kill "$W/b.log" "ha: took the identity" "identity taken (standby's log)"
 grep "paused" "$W/app.out" | sed 's/^/ha\/rdma: application /' || true
 grace_try() {
   wait "$GRACE_TRY" || true
@@ -168,6 +178,7 @@ grace_try() {
 check "the other lock owner's lock asked for during the takeover is refused, never granted" grace_try
 check "the other lock owner's conflicting lock is refused after the reclaim" try_lock after 3
 check "the kernel client reclaimed its opens, lock and delegation over RDMA" at_least 9112 nfsgw_ha_reclaims_total 3 result=accepted
+check "the successor ran COMPOUNDs it had parked before its takeover" at_least 9112 nfsgw_ha_parked_total 1 how=served
 check "the successor holds the reclaimed read delegation" at_least 9112 nfsgw_delegations 1
 exec 7<&-
 touch "$W/release"

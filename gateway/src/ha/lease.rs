@@ -41,8 +41,14 @@ pub struct Held {
 pub enum Look {
     /// Ours now.
     Won(Held),
-    /// Held by `holder`, renewed since the last look (or first seen).
-    Held { holder: String, changed: bool },
+    /// Held by `holder`, renewed since the last look (or first seen); `overdue`: its
+    /// version has been unchanged for longer than a live holder's renewal can take
+    /// (`overdue`), so a takeover is in sight.
+    Held {
+        holder: String,
+        changed: bool,
+        overdue: bool,
+    },
     /// The store did not answer.
     Unreachable(BackendError),
 }
@@ -88,7 +94,12 @@ impl<'a> Watch<'a> {
         }
         let since = self.seen.as_ref().map_or(sent, |s| s.1);
         if version.is_some() && since.elapsed() < lease {
-            return Look::Held { holder, changed };
+            let overdue = since.elapsed() >= overdue_after(lease);
+            return Look::Held {
+                holder,
+                changed,
+                overdue,
+            };
         }
         let data = encode(&self.holder, 0, self.lease);
         match super::put_checked(self.cas, &self.name, &data, version.as_deref()) {
@@ -100,10 +111,26 @@ impl<'a> Watch<'a> {
             Err(BackendError::AlreadyExists) => Look::Held {
                 holder,
                 changed: true,
+                overdue: false,
             },
             Err(e) => Look::Unreachable(e),
         }
     }
+}
+
+/// How long a lease version must stay unchanged, on a watcher's clock, before the
+/// watcher calls its holder overdue (a takeover in sight: docs/ha.md "Moving the
+/// address"). A live holder sends its next renewal `L/4` after the last one was sent
+/// (at `t`), and that write ends within `L/4` (every store call is bounded below
+/// `L/4`, `HaConfig::validate`): its new version is in the store by `t + L/2`. The
+/// watcher first saw the old version after it was written, so at or after `t`: a
+/// version it has seen for `L/2 + L/10` (one more look of the standby as margin for
+/// scheduling and clock rate) is one whose holder missed a renewal. A live holder is
+/// never called overdue; a holder that missed one renewal may be (its fence still
+/// serves until `t + 3L/4`), which is why the address follows the holder while it
+/// serves (keepalived `nopreempt`) and a standby only parks until it holds the lease.
+pub fn overdue_after(lease: Duration) -> Duration {
+    lease / 2 + lease / 10
 }
 
 /// One renewal of a held lease: `Ok` renewed (the new deadline runs from `sent`),
@@ -159,8 +186,8 @@ mod tests {
             renew(&m, "ha/t/lease", "a", L, &mut a).unwrap();
             renewed = Instant::now();
             assert!(
-                matches!(b.look(), Look::Held { .. }),
-                "renewed: never taken"
+                matches!(b.look(), Look::Held { overdue: false, .. }),
+                "renewed: never taken, never overdue"
             );
             std::thread::sleep(L / 6);
         }
@@ -183,5 +210,70 @@ mod tests {
             renew(&m, "ha/t/lease", "a", L, &mut a).unwrap_err(),
             BackendError::AlreadyExists
         );
+    }
+
+    /// A store whose conditional writes each take `.1` (below `L/4`, as
+    /// `HaConfig::validate` requires of every store call).
+    struct Slow(MemoryBackend, Duration);
+
+    impl Cas for Slow {
+        fn cas_get(&self, name: &str) -> Result<Option<(Vec<u8>, String)>, BackendError> {
+            self.0.cas_get(name)
+        }
+        fn cas_put(
+            &self,
+            name: &str,
+            data: &[u8],
+            expect: Option<&str>,
+        ) -> Result<String, BackendError> {
+            std::thread::sleep(self.1);
+            self.0.cas_put(name, data, expect)
+        }
+    }
+
+    /// A holder that renews every `L/4` through writes of almost `L/4` is never
+    /// overdue to a standby that looks every `L/10`; once it stops, the standby calls
+    /// it overdue at `overdue_after` (before it may take the lease), never earlier.
+    #[test]
+    fn a_live_holder_is_never_overdue() {
+        let l = Duration::from_secs(1);
+        let slow = Slow(MemoryBackend::new(), l / 5);
+        let mut b = Watch::new(&slow, "ha/t/lease".into(), "b".into(), l);
+        let Look::Won(a) = Watch::new(&slow, "ha/t/lease".into(), "a".into(), l).look() else {
+            panic!("absent lease not taken")
+        };
+        let stop = std::sync::atomic::AtomicBool::new(false);
+        let last = std::sync::Mutex::new(Instant::now());
+        std::thread::scope(|sc| {
+            sc.spawn(|| {
+                let mut a = a;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let next = a.sent + l / 4;
+                    std::thread::sleep(next.saturating_duration_since(Instant::now()));
+                    renew(&slow, "ha/t/lease", "a", l, &mut a).unwrap();
+                    *last.lock().unwrap() = Instant::now();
+                }
+            });
+            let t0 = Instant::now();
+            while t0.elapsed() < l * 3 {
+                match b.look() {
+                    Look::Held { overdue, .. } => assert!(!overdue, "a live holder overdue"),
+                    _ => panic!("a live holder's lease taken"),
+                }
+                std::thread::sleep(l / 10);
+            }
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        });
+        let stopped = *last.lock().unwrap();
+        loop {
+            match b.look() {
+                Look::Held { overdue: true, .. } => break,
+                Look::Held { .. } => {}
+                _ => panic!("taken before it was ever overdue"),
+            }
+            std::thread::sleep(l / 10);
+        }
+        let age = stopped.elapsed();
+        assert!(age >= overdue_after(l) && age < l, "overdue {age:?} after");
     }
 }

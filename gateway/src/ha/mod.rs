@@ -135,7 +135,9 @@ pub fn setup(
     };
     let holder = holder_name();
     probe(cas, identity, &holder)?;
-    let fence = Arc::new(Fence::shut());
+    // COMPOUNDs that come while the fence is shut wait for it (`state::park`).
+    let park = crate::state::park::Park::for_lease(Duration::from_secs(cfg.lease_s), store.workers);
+    let fence = Arc::new(Fence::shut_parking(park));
     // The store checks the same deadline before each request that changes it
     // (docs/ha.md "Lease and clocks"): no store write from a stopped active.
     backend.gate_writes(fence.gate());
@@ -217,6 +219,14 @@ impl Keeper {
         format!("ha/{}/lease", self.identity)
     }
 
+    /// Whether a takeover by this gateway is in sight (the holder overdue, or the
+    /// lease ours and the takeover under way): COMPOUNDs park longer, and
+    /// `nfsgw_ha_takeover_imminent` (which tools/ha/check.sh follows) says so.
+    fn in_sight(&self, on: bool) {
+        self.fence.park().set_in_sight(on);
+        stats::set_imminent(on);
+    }
+
     fn poll(&self) -> Duration {
         (self.lease / 10).max(Duration::from_millis(100))
     }
@@ -236,9 +246,23 @@ impl Keeper {
             match w.look() {
                 lease::Look::Won(h) => {
                     stats::set_holder(&self.identity, Some(&self.holder), &self.holder);
+                    // Ours: the takeover is under way until the fence opens.
+                    self.in_sight(true);
                     return Ok(h);
                 }
-                lease::Look::Held { holder, changed } => {
+                lease::Look::Held {
+                    holder,
+                    changed,
+                    overdue,
+                } => {
+                    if overdue != self.fence.park().in_sight() {
+                        if overdue {
+                            tracing::info!(identity = %self.identity, holder = %holder, "ha: the holder's lease is overdue: a takeover is imminent");
+                        } else {
+                            tracing::info!(identity = %self.identity, holder = %holder, "ha: the holder renewed its lease again: no takeover in sight");
+                        }
+                    }
+                    self.in_sight(overdue);
                     let who = Some(holder.as_str()).filter(|h| !h.is_empty());
                     stats::set_holder(&self.identity, who, &self.holder);
                     if refuse_if_held && changed && !first {
@@ -253,6 +277,7 @@ impl Keeper {
                     }
                 }
                 lease::Look::Unreachable(e) => {
+                    self.in_sight(false);
                     tracing::warn!(error = %e, "ha: cannot read the identity lease");
                 }
             }
@@ -275,6 +300,7 @@ impl Keeper {
                 },
             };
             self.serve(&mut h, st, stop);
+            self.in_sight(false);
             stats::set_held(false);
             self.fence.close();
             let gone = st.state().clients.purge_all();
@@ -300,6 +326,7 @@ impl Keeper {
             }
             if adopted {
                 watch.serve_until(&self.fence, h.sent + self.lease * 3 / 4);
+                self.in_sight(false);
             }
             watch.look(&self.fence);
             let next = (h.sent + self.lease / 4).max(tried + self.poll());

@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 
 static HELD: AtomicBool = AtomicBool::new(false);
+static IMMINENT: AtomicBool = AtomicBool::new(false);
 static TAKEOVERS: AtomicU64 = AtomicU64::new(0);
 static LOST: AtomicU64 = AtomicU64::new(0);
 static FENCED: AtomicU64 = AtomicU64::new(0);
@@ -44,6 +45,9 @@ fn escape(v: &str) -> String {
 pub(super) fn set_held(on: bool) {
     HELD.store(on, Ordering::Relaxed);
 }
+pub(super) fn set_imminent(on: bool) {
+    IMMINENT.store(on, Ordering::Relaxed);
+}
 pub(super) fn count_takeover() {
     TAKEOVERS.fetch_add(1, Ordering::Relaxed);
 }
@@ -72,6 +76,13 @@ pub fn render(out: &mut String) {
         "gauge",
         "1 while this gateway serves its [ha] identity: it holds the lease, has read the record and renewed within 3/4 of the lease.",
         HELD.load(Ordering::Relaxed) as u64,
+    );
+    metric(
+        out,
+        "nfsgw_ha_takeover_imminent",
+        "gauge",
+        "1 while this gateway expects to take its [ha] identity over soon: the holder's lease has not been renewed for longer than a live holder's renewal takes, or this gateway holds the lease and is taking over. COMPOUNDs then park until the fence opens.",
+        IMMINENT.load(Ordering::Relaxed) as u64,
     );
     let holder = HOLDER.lock().unwrap_or_else(|e| e.into_inner());
     if let Some(h) = &*holder {
@@ -123,6 +134,11 @@ pub fn render(out: &mut String) {
         "Staged UNSTABLE writes dropped, never uploaded, because the identity lease's deadline passed first (the write verifier moved; clients resend).",
         dropped,
     );
+    let (parked, served, full) = crate::state::park::counts();
+    let _ = writeln!(out, "# HELP nfsgw_ha_parked_total NFSv4 COMPOUNDs that came while the fence was shut: parked, of those run once the fence opened (the rest got NFS4ERR_DELAY at their bound), and not parked because the bounds were full (NFS4ERR_DELAY at once).\n# TYPE nfsgw_ha_parked_total counter");
+    let _ = writeln!(out, "nfsgw_ha_parked_total{{how=\"parked\"}} {parked}");
+    let _ = writeln!(out, "nfsgw_ha_parked_total{{how=\"served\"}} {served}");
+    let _ = writeln!(out, "nfsgw_ha_parked_total{{how=\"full\"}} {full}");
     let (started, early) = crate::state::recovery::grace_periods();
     let _ = writeln!(out, "# HELP nfsgw_ha_grace_periods_total NFSv4.1 grace periods started, and ended early once every client had reclaimed.\n# TYPE nfsgw_ha_grace_periods_total counter");
     let _ = writeln!(

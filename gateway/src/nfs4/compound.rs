@@ -97,7 +97,12 @@ pub(super) fn compound(
         finish(out, header, NFS4_OK, 0);
         return Outcome::Done;
     }
-    if !state.clients.serving() {
+    // `[ha]`, fence shut: the COMPOUND waits for it to open (a takeover in sight)
+    // rather than NFS4ERR_DELAY, after which clients back off for seconds
+    // (`state::park`, docs/ha.md "What a gateway that does not serve answers").
+    if !state.clients.serving()
+        && state.clients.park_until_serving(ctx.client) == crate::state::park::Parked::Delay
+    {
         let done = session_ops::fenced(&mut r, out);
         finish(out, header, noted(0, NFS4ERR_DELAY), done);
         return Outcome::Done;

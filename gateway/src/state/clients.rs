@@ -301,6 +301,12 @@ impl Clients {
         self.fence.serving()
     }
 
+    /// A COMPOUND of connection `conn` that came while the fence is shut: held until
+    /// the fence opens or the park's bound (`state::park`).
+    pub fn park_until_serving(&self, conn: std::net::SocketAddr) -> super::park::Parked {
+        self.fence.park_until_serving(conn)
+    }
+
     /// The server owner's so_major_id (EXCHANGE_ID, RFC 8881 §18.35.4).
     pub fn server_major(&self) -> &[u8] {
         &self.server_major

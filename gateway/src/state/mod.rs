@@ -22,6 +22,7 @@ mod grace;
 pub mod layouts;
 pub mod offload;
 pub mod opens;
+pub mod park;
 pub mod recall;
 pub mod recovery;
 pub mod sessions;

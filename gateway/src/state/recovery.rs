@@ -9,6 +9,7 @@
 //! state is in the record a successor reads.
 
 pub(crate) use super::grace::{hex, unhex};
+use super::park::{Park, Parked};
 use crate::backend::gate::Gate;
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -51,6 +52,8 @@ pub struct Fence {
     /// The deadline itself, shared with the store's gate (`backend::gate`): requests
     /// that change the store check the same word immediately before they are sent.
     gate: Arc<Gate>,
+    /// Where COMPOUNDs that come while the fence is shut wait for it (`park`).
+    park: Park,
 }
 
 impl Fence {
@@ -58,14 +61,32 @@ impl Fence {
     pub fn open() -> Fence {
         Fence {
             gate: Arc::new(Gate::open()),
+            park: Park::off(),
         }
     }
 
-    /// A shut fence: nothing served until `serve_until` opens it.
+    /// A shut fence: nothing served until `serve_until` opens it; nothing parks.
     pub fn shut() -> Fence {
+        Fence::shut_parking(Park::off())
+    }
+
+    /// A shut fence whose COMPOUNDs park within `park`'s bounds (`[ha]`).
+    pub fn shut_parking(park: Park) -> Fence {
         Fence {
             gate: Arc::new(Gate::shut()),
+            park,
         }
+    }
+
+    /// The parking of COMPOUNDs that come while the fence is shut.
+    pub fn park(&self) -> &Park {
+        &self.park
+    }
+
+    /// Holds a COMPOUND of connection `conn` that came while the fence is shut until
+    /// it opens, within the park's bounds (docs/ha.md).
+    pub fn park_until_serving(&self, conn: std::net::SocketAddr) -> Parked {
+        self.park.wait(conn, || self.serving())
     }
 
     pub fn serving(&self) -> bool {
