@@ -11,8 +11,10 @@
 //! holder past its deadline), then gets NFS4ERR_DELAY as before; at most
 //! `per_conn` COMPOUNDs of one connection and `total` in all park (beyond: DELAY at
 //! once). A parked COMPOUND holds its worker thread, its own connection's reply charge
-//! (TCP) or credit (RPC-over-RDMA) and nothing else, so `total` is a quarter of the
-//! workers: NFSv3, which every gateway serves, keeps the rest.
+//! (TCP) or credit (RPC-over-RDMA), its request (a WRITE's payload) and the pool buffer
+//! its reply will go in (a large one for a READ or WRITE: `total` parks pin at most 16
+//! of the pools' buffers, a third of one reactor's default 48 large ones), so `total`
+//! is a quarter of the workers: NFSv3, which every gateway serves, keeps the rest.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
