@@ -207,6 +207,9 @@ struct Layout {
     /// The I/O totals last reported under it, per data server index
     /// (`layouts_stats.rs`: only the increase is counted).
     io_seen: Vec<(u8, health::Io)>,
+    /// A LAYOUTRETURN of it is under way (`layouts_stats.rs` `closing_io`): its
+    /// LAYOUTSTATS are not counted meanwhile (the return's report counts them).
+    io_closing: bool,
 }
 
 impl Layout {
@@ -548,6 +551,7 @@ impl Layouts {
             down_only: false,
             servers: 0,
             io_seen: Vec::new(),
+            io_closing: false,
         };
         t.by_other.insert(other, l);
         t.by_file.insert((f.clientid, f.fileid), other);
