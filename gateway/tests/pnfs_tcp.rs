@@ -1718,8 +1718,9 @@ fn two_metadata_servers_fence_each_other(ds: &Gw, start: &dyn Fn(&std::path::Pat
     // B's restart fences B's and A's layouts alike.
     drop(mds_b);
     let mds_b = start(state_b.path());
+    // (Writes inside the window may land: one byte, the size stays.)
     wait_for("A's ids fenced by B's restart", 10, || {
-        status(ds.tcp_addr(), ids2, &Call::WriteSync(&fh2, 0, b"late")) == NFS3ERR_ACCES
+        status(ds.tcp_addr(), ids2, &Call::WriteSync(&fh2, 0, b"x")) == NFS3ERR_ACCES
     });
     std::thread::sleep(Duration::from_millis(2500));
     for at in [ds.tcp_addr(), mds_a.tcp_addr(), mds_b.tcp_addr()] {
