@@ -44,6 +44,7 @@ use crate::backend::{Backend, BackendError};
 use crate::export::{Caller, Groups};
 use crate::fs::{Attr, Status};
 use engine::rpc::Cred;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -70,7 +71,15 @@ pub struct Fence {
     cache: Mutex<std::collections::HashMap<u64, Known>>,
     /// The store-wide boot epoch mixed into every id (`fence_boot.rs`).
     boot: boot::Boot,
+    /// Synthetic ids refused here as a data server (`refused`), and when one was
+    /// last logged.
+    refused: AtomicU64,
+    refused_logged: Mutex<Option<Instant>>,
 }
+
+/// At most one log line of refused synthetic ids per this long (a fenced client
+/// retries every call; the count is the metric's).
+const REFUSED_LOG_EVERY: Duration = Duration::from_secs(10);
 
 /// A file's epoch as read from the store, with its synthetic pair: the pair is
 /// computed once per read, not once per call (a keyed blake3 per data-server call was
@@ -153,6 +162,35 @@ impl Fence {
             window,
             cache: Mutex::new(std::collections::HashMap::new()),
             boot: boot::Boot::default(),
+            refused: AtomicU64::new(0),
+            refused_logged: Mutex::new(None),
+        }
+    }
+
+    /// Synthetic ids this gateway refused as a data server
+    /// (`nfsgw_pnfs_fence_refused_total`).
+    pub fn refused(&self) -> u64 {
+        self.refused.load(Ordering::Relaxed)
+    }
+
+    /// Counts a refused synthetic id, and logs it at most once per
+    /// `REFUSED_LOG_EVERY`: a fenced layout (revoked, or of before a metadata
+    /// server's start) still in use, a forged id, or a gateway on the store whose
+    /// ids are computed otherwise (another build, or another handle key).
+    fn refuse(&self, fileid: u64, uid: u32) {
+        let n = self.refused.fetch_add(1, Ordering::Relaxed) + 1;
+        let mut last = self
+            .refused_logged
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if last.is_none_or(|t| t.elapsed() >= REFUSED_LOG_EVERY) {
+            *last = Some(Instant::now());
+            tracing::warn!(
+                fileid,
+                uid,
+                refused_total = n,
+                "pNFS fence: a synthetic id refused (NFS3ERR_ACCES): a fenced layout still in use (revoked, or granted before a metadata server's start), a forged id, or a gateway computing ids otherwise (another build or handle key on the store); logged at most every 10 s"
+            );
         }
     }
 
@@ -406,7 +444,10 @@ pub fn admit_file(
     match verdict(Some(ids), &admitted, attr, valid) {
         Verdict::Real => Ok((admitted, None)),
         Verdict::Owner(c) => Ok((c, Some(gen))),
-        Verdict::Refused => Err(Status::Acces),
+        Verdict::Refused => {
+            f.refuse(attr.fileid, ids.0);
+            Err(Status::Acces)
+        }
     }
 }
 

@@ -260,3 +260,24 @@ fn a_store_epoch_below_this_gateways_is_an_error() {
     cas.cas_put(NAME, b"1 0", Some(v.as_str())).unwrap();
     assert!(mds.mark_used().is_err());
 }
+
+/// Every refusal of a synthetic id at a data server is counted (the metric
+/// `nfsgw_pnfs_fence_refused_total`); a real user's call and an accepted id are not.
+#[test]
+fn refused_synthetic_ids_are_counted() {
+    let (store, mds) = stores();
+    let ds = Fence::new(store, [1; 32], Duration::from_millis(20));
+    let old = granted(&mds, 5);
+    assert_eq!(admit(&ds, old, 5), Ok(1000));
+    assert_eq!(admit(&ds, (1000, 100), 5), Ok(65534), "a real user's call");
+    assert_eq!(ds.refused(), 0);
+    assert_eq!(
+        admit(&ds, (old.0 ^ 1, old.1), 5),
+        Err(Status::Acces),
+        "forged"
+    );
+    mds.bump_boot().unwrap();
+    std::thread::sleep(Duration::from_millis(30));
+    assert_eq!(admit(&ds, old, 5), Err(Status::Acces), "an earlier boot's");
+    assert_eq!(ds.refused(), 2);
+}

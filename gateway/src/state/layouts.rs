@@ -313,6 +313,8 @@ pub struct LayoutCounts {
     pub unknown_device_reports: u64,
     /// I/O reports (LAYOUTSTATS, ff_iostats4) ignored for a count of 2^63 or more.
     pub stats_ignored: u64,
+    /// Synthetic ids this gateway refused as a data server (`Fence::refused`).
+    pub fence_refused: u64,
 }
 
 #[derive(Default)]
@@ -716,6 +718,7 @@ impl Layouts {
             released_ds_down: get(&c.released_ds_down),
             unknown_device_reports: get(&c.unknown_device_reports),
             stats_ignored: get(&c.stats_ignored),
+            fence_refused: self.fence().map_or(0, |f| f.refused()),
         }
     }
 
