@@ -1680,6 +1680,7 @@ fn two_metadata_servers_fence_each_other(ds: &Gw, start: &dyn Fn(&std::path::Pat
         status(ds.tcp_addr(), ids_a, &Call::WriteSync(&fh, 0, b"a")),
         0
     );
+    assert_eq!(metric(ds, "nfsgw_pnfs_fence_refused_total"), 0);
     // B starts after A granted: its start moves the store's epoch.
     let b_started = Instant::now();
     let mds_b = start(state_b.path());
@@ -1734,6 +1735,13 @@ fn two_metadata_servers_fence_each_other(ds: &Gw, start: &dyn Fn(&std::path::Pat
     assert_eq!(
         status(ds.tcp_addr(), ids3, &Call::WriteSync(&fh3, 0, b"3")),
         0
+    );
+    // Each refusal counted where it happened (`nfsgw_pnfs_fence_refused_total`):
+    // A's first ids once, then A's second and B's after B's restart, at least.
+    let refused = metric(ds, "nfsgw_pnfs_fence_refused_total");
+    assert!(
+        refused >= 3,
+        "refusals counted at the data server: {refused}"
     );
     let mut v = S::new(&mds_b, 1);
     assert_eq!(
