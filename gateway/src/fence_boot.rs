@@ -211,6 +211,7 @@ impl Fence {
             }
         }
         let cas = self.cas();
+        let mut backwards = None;
         for _ in 0..BUMP_TRIES {
             let asked = Instant::now();
             let (b, used, ver) = read(cas)?;
@@ -237,14 +238,19 @@ impl Fence {
                         return Ok(Grant::Later);
                     }
                     Some(ours) if b < ours => {
-                        // Epochs only grow: a store that went back (restored, or
-                        // another store under the same name) is not trusted.
-                        return Err(BackendError::Permanent(format!(
-                            "pnfs boot epoch: the store's ({b}) is below this gateway's ({ours})"
-                        )));
+                        // A read that began before another call adopted `ours`:
+                        // read again. Epochs only grow, so one still below after
+                        // every try is a store that went back (restored, or another
+                        // store under the same name): not trusted.
+                        backwards = Some((b, ours));
+                        continue;
                     }
                     Some(_) => {}
                     None => o.epoch = Some(b),
+                }
+                // Another call adopted `b` while this one read it: its window holds.
+                if o.settle.is_some_and(|u| Instant::now() < u) {
+                    return Ok(Grant::Later);
                 }
             }
             if !used {
@@ -260,6 +266,11 @@ impl Fence {
                 o.settle = None;
             }
             return Ok(Grant::At(b));
+        }
+        if let Some((b, ours)) = backwards {
+            return Err(BackendError::Permanent(format!(
+                "pnfs boot epoch: the store's ({b}) is below this gateway's ({ours})"
+            )));
         }
         Err(BackendError::Retryable("pnfs boot epoch: contended".into()))
     }
