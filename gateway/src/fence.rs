@@ -33,16 +33,10 @@
 //! before the bump; none lands after `bump` returned + `WINDOW`. The metadata server's
 //! own data-server role sees its bumps at once (the cache is written through).
 //!
-//! A metadata server restart or `[ha]` takeover (issue 27): the ids also depend on the
-//! *boot epoch* of the metadata server that granted them, which it moves before it
-//! grants anything (`fence_boot.rs`). Several metadata servers may share a store,
-//! each with a boot epoch of its own in a *slot* (0..=255) it claimed there; the uid
-//! carries the slot in the clear (bits 23..31, under the MAC), so a data server knows
-//! whose boot epoch applies: `uid = 2^31 | slot << 23 | H(..)[0..4] & 0x7fffff`, 38
-//! bits of MAC in all. A restart fences only that metadata server's earlier layouts.
-//! A verified pair is cached with the file's entry, trusted no longer than the older
-//! of its two reads (the file's epoch, the slot's boot epoch), so old boots' ids are
-//! refused everywhere a window after the move and the reactor path is one lookup.
+//! A metadata server restart or `[ha]` takeover (issue 27): the ids also depend on a
+//! store-wide *boot epoch* the metadata server moves before it grants anything
+//! (`fence_boot.rs`); a data server's cached entry of a file is as old as the older of
+//! its two reads, so old boots' ids are refused everywhere a window after the move.
 //!
 //! One per gateway (`open` at start), held by the server beside the file model.
 
@@ -50,6 +44,7 @@ use crate::backend::{Backend, BackendError};
 use crate::export::{Caller, Groups};
 use crate::fs::{Attr, Status};
 use engine::rpc::Cred;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -59,10 +54,6 @@ pub const SYNTHETIC: u32 = 1 << 31;
 /// bits of the MAC.
 pub const GEN_SHIFT: u32 = 15;
 const GID_MAC: u32 = (1 << GEN_SHIFT) - 1;
-/// Where a synthetic uid carries the granting metadata server's slot (bits 23..31,
-/// `fence_boot.rs`); below it, 23 bits of the MAC.
-pub const SLOT_SHIFT: u32 = 23;
-const UID_MAC: u32 = (1 << SLOT_SHIFT) - 1;
 /// How long a data server trusts an epoch it read: the fencing window.
 pub const WINDOW: Duration = Duration::from_secs(2);
 /// Epochs cached at most (then the cache starts over: a bound, not an LRU).
@@ -78,44 +69,41 @@ pub struct Fence {
     /// SipHash with a per-process random key: an fs file id is an unkeyed hash of
     /// a name a client chose (see `cache.rs`), so an unkeyed hasher could be ground.
     cache: Mutex<std::collections::HashMap<u64, Known>>,
-    /// The metadata servers' boot epochs mixed into every id, by slot, and this
-    /// gateway's own (`fence_boot.rs`).
+    /// The store-wide boot epoch mixed into every id (`fence_boot.rs`).
     boot: boot::Boot,
+    /// Synthetic ids refused here as a data server (`refused`), and when one was
+    /// last logged.
+    refused: AtomicU64,
+    refused_logged: Mutex<Option<Instant>>,
 }
 
-/// A file's epoch as read from the store, with the synthetic pairs verified at it: a
-/// pair is computed once per read, not once per call (a keyed blake3 per data-server
-/// call was ~600 of a 1 MiB READ's ~9,700 instructions: docs/performance.md,
-/// "`bench --pnfs` over 1, 2 and 3 data servers").
-/// The pairs of the last two (slot, data generation)s verified at this epoch are kept
-/// with it (a writer's older layout and a reader's newer one stay O(1) side by side).
+/// At most one log line of refused synthetic ids per this long (a fenced client
+/// retries every call; the count is the metric's).
+const REFUSED_LOG_EVERY: Duration = Duration::from_secs(10);
+
+/// A file's epoch as read from the store, with its synthetic pair: the pair is
+/// computed once per read, not once per call (a keyed blake3 per data-server call was
+/// ~600 of a 1 MiB READ's ~9,700 instructions: docs/performance.md, "`bench --pnfs`
+/// over 1, 2 and 3 data servers").
+/// The pairs of the last two data generations verified at this epoch are kept with
+/// it (a writer's older layout and a reader's newer one stay O(1) side by side).
 #[derive(Clone, Copy)]
 struct Known {
     epoch: u64,
-    pairs: [Option<Pair>; 2],
-    /// When the read of `epoch` began.
-    at: Instant,
-}
-
-/// A verified pair: whose slot, which data generation, at which boot epoch of the
-/// slot, and when the older of its two reads (file epoch, boot epoch) began.
-#[derive(Clone, Copy)]
-struct Pair {
-    slot: u8,
-    gen: u16,
+    /// The boot epoch the pairs are computed at (`at` is no later than its read).
     boot: u64,
-    ids: (u32, u32),
+    pairs: [Option<(u16, (u32, u32))>; 2],
     at: Instant,
 }
 
 impl Known {
-    /// The verified pair of `slot` and generation `gen`, when kept.
-    fn pair(&self, slot: u8, gen: u16) -> Option<Pair> {
+    /// The verified pair of generation `gen`, when kept.
+    fn pair(&self, gen: u16) -> Option<(u32, u32)> {
         self.pairs
             .iter()
             .flatten()
-            .find(|p| p.slot == slot && p.gen == gen)
-            .copied()
+            .find(|p| p.0 == gen)
+            .map(|p| p.1)
     }
 }
 
@@ -144,12 +132,6 @@ pub fn gen_of(gid: u32) -> u16 {
     (gid >> GEN_SHIFT) as u16
 }
 
-/// The metadata server slot a synthetic uid carries (bits 23..31): whose boot epoch
-/// its pair is computed at (`fence_boot.rs`).
-pub fn slot_of(uid: u32) -> u8 {
-    ((uid & !SYNTHETIC) >> SLOT_SHIFT) as u8
-}
-
 /// The data generation of a call whose AUTH_SYS uid is synthetic, read from its gid
 /// in the clear (not verified: a reactor's cache asks only whether it is one a
 /// worker already verified and dropped the file's caches for).
@@ -175,11 +157,40 @@ fn parse(data: &[u8]) -> Result<u64, BackendError> {
 impl Fence {
     pub fn new(store: Arc<dyn Backend>, handle_key: [u8; 32], window: Duration) -> Fence {
         Fence {
-            key: blake3::derive_key("nfsgw pnfs fence ids v3", &handle_key),
+            key: blake3::derive_key("nfsgw pnfs fence ids v2", &handle_key),
             store,
             window,
             cache: Mutex::new(std::collections::HashMap::new()),
             boot: boot::Boot::default(),
+            refused: AtomicU64::new(0),
+            refused_logged: Mutex::new(None),
+        }
+    }
+
+    /// Synthetic ids this gateway refused as a data server
+    /// (`nfsgw_pnfs_fence_refused_total`).
+    pub fn refused(&self) -> u64 {
+        self.refused.load(Ordering::Relaxed)
+    }
+
+    /// Counts a refused synthetic id, and logs it at most once per
+    /// `REFUSED_LOG_EVERY`: a fenced layout (revoked, or of before a metadata
+    /// server's start) still in use, a forged id, or a gateway on the store whose
+    /// ids are computed otherwise (another build, or another handle key).
+    fn refuse(&self, fileid: u64, uid: u32) {
+        let n = self.refused.fetch_add(1, Ordering::Relaxed) + 1;
+        let mut last = self
+            .refused_logged
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if last.is_none_or(|t| t.elapsed() >= REFUSED_LOG_EVERY) {
+            *last = Some(Instant::now());
+            tracing::warn!(
+                fileid,
+                uid,
+                refused_total = n,
+                "pNFS fence: a synthetic id refused (NFS3ERR_ACCES): a fenced layout still in use (revoked, or granted before a metadata server's start), a forged id, or a gateway computing ids otherwise (another build or handle key on the store); logged at most every 10 s"
+            );
         }
     }
 
@@ -190,27 +201,24 @@ impl Fence {
     }
 
     /// The synthetic (uid, gid) of `fileid` at `epoch` and data generation `gen`, at
-    /// this gateway's own slot and boot epoch as a metadata server (slot 0, boot 0
-    /// before it moved one: the tests' fences).
+    /// the boot epoch this gateway last saw (a metadata server: the one it set).
     pub fn ids(&self, fileid: u64, epoch: u64, gen: u16) -> (u32, u32) {
-        let (slot, b) = self.boot.own().map_or((0, 0), |o| (o.slot, o.boot));
-        self.ids_at(slot, b, fileid, epoch, gen)
+        let b = self.boot.last().map_or(0, |(b, _)| b);
+        self.ids_at(b, fileid, epoch, gen)
     }
 
-    /// `ids` at boot epoch `boot` of metadata server slot `slot` (`fence_boot.rs`).
-    fn ids_at(&self, slot: u8, boot: u64, fileid: u64, epoch: u64, gen: u16) -> (u32, u32) {
-        let mut m = [0u8; 27];
+    /// `ids` at boot epoch `boot` (`fence_boot.rs`).
+    fn ids_at(&self, boot: u64, fileid: u64, epoch: u64, gen: u16) -> (u32, u32) {
+        let mut m = [0u8; 26];
         m[..8].copy_from_slice(&fileid.to_le_bytes());
         m[8..16].copy_from_slice(&epoch.to_le_bytes());
         m[16..18].copy_from_slice(&gen.to_le_bytes());
-        m[18..26].copy_from_slice(&boot.to_le_bytes());
-        m[26] = slot;
+        m[18..].copy_from_slice(&boot.to_le_bytes());
         let h = blake3::keyed_hash(&self.key, &m);
         let b = h.as_bytes();
         let word = |i: usize| u32::from_le_bytes(b[i..i + 4].try_into().expect("4 bytes"));
         let gid = SYNTHETIC | u32::from(gen) << GEN_SHIFT | (word(4) & GID_MAC);
-        let uid = SYNTHETIC | u32::from(slot) << SLOT_SHIFT | (word(0) & UID_MAC);
-        (uid, gid)
+        (word(0) | SYNTHETIC, gid)
     }
 
     fn cas(&self) -> &dyn crate::backend::Cas {
@@ -223,21 +231,24 @@ impl Fence {
     /// before `bump` returned + window (the module's promise). Epochs only grow: a
     /// lower one never replaces a higher one cached (a slow read answering after this
     /// gateway's own bump).
-    /// The verified pairs of the same epoch are kept (each with its own read times).
-    fn remember(&self, fileid: u64, epoch: u64, asked: Instant) -> Known {
+    /// The verified pairs of the same epoch are kept (the generations stay valid).
+    /// `boot` is the boot epoch and when it was read: the entry is trusted no longer
+    /// than either read (`fence_boot.rs`).
+    fn remember(&self, fileid: u64, epoch: u64, boot: (u64, Instant), asked: Instant) -> Known {
+        let (b, b_at) = boot;
         let mut known = Known {
             epoch,
+            boot: b,
             pairs: [None; 2],
-            at: asked,
+            at: asked.min(b_at),
         };
-        let mut c = self.cache_lock();
+        let mut c = self.cache.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(k) = c.get(&fileid) {
-            if k.epoch > epoch {
+            if (k.boot, k.epoch) > (b, epoch) {
                 return *k;
             }
-            if k.epoch == epoch {
+            if (k.boot, k.epoch) == (b, epoch) {
                 known.pairs = k.pairs;
-                known.at = k.at.max(asked);
             }
         }
         if c.len() >= CACHE_MAX {
@@ -247,32 +258,22 @@ impl Fence {
         known
     }
 
-    /// Keeps `pair` as a verified pair of the file at `epoch` (when that is still the
-    /// epoch cached), the most recent first; it replaces the one of its slot and
-    /// generation (a newer boot epoch's, or the same one read again).
-    fn keep_pair(&self, fileid: u64, epoch: u64, pair: Pair) {
-        let mut c = self.cache_lock();
+    /// Keeps `pair` as the verified pair of `gen` at `epoch` (when that is still the
+    /// epoch cached), the most recent first.
+    fn keep_pair(&self, fileid: u64, at: &Known, gen: u16, pair: (u32, u32)) {
+        let mut c = self.cache.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(k) = c.get_mut(&fileid) {
-            if k.epoch == epoch {
-                let other = k
-                    .pairs
-                    .iter()
-                    .flatten()
-                    .find(|p| (p.slot, p.gen) != (pair.slot, pair.gen))
-                    .copied();
-                k.pairs = [Some(pair), other];
+            if (k.boot, k.epoch) == (at.boot, at.epoch) && k.pair(gen).is_none() {
+                k.pairs = [Some((gen, pair)), k.pairs[0]];
             }
         }
     }
 
     /// What is cached of the file, read less than the window ago, without I/O.
     fn known(&self, fileid: u64) -> Option<Known> {
-        self.entry(fileid).filter(|k| k.at.elapsed() < self.window)
-    }
-
-    /// What is cached of the file, however old (its pairs' own times decide).
-    fn entry(&self, fileid: u64) -> Option<Known> {
-        self.cache_lock().get(&fileid).copied()
+        let c = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+        let k = c.get(&fileid)?;
+        (k.at.elapsed() < self.window).then_some(*k)
     }
 
     /// The epoch cached less than the window ago, without I/O.
@@ -290,12 +291,13 @@ impl Fence {
     }
 
     fn load(&self, fileid: u64) -> Result<Known, BackendError> {
+        let boot = self.boot.current(self.cas(), self.window)?;
         let asked = Instant::now();
         let e = match self.cas().cas_get(&name(fileid))? {
             None => 0,
             Some((data, _)) => parse(&data)?,
         };
-        Ok(self.remember(fileid, e, asked))
+        Ok(self.remember(fileid, e, boot, asked))
     }
 
     /// The file's epoch as the store has it now (cached afterwards).
@@ -332,8 +334,16 @@ impl Fence {
                 .cas_put(&n, next.to_string().as_bytes(), ver.as_deref())
             {
                 Ok(_) => {
-                    // Written through: this gateway's data server role sees it at once.
-                    self.remember(fileid, next, asked);
+                    // Written through at the boot epoch as known within the window;
+                    // without one, the file's entry goes (the next check reads both).
+                    match self.boot.current(self.cas(), self.window) {
+                        Ok(boot) => {
+                            self.remember(fileid, next, boot, asked);
+                        }
+                        Err(_) => {
+                            self.cache_lock().remove(&fileid);
+                        }
+                    }
                     return Ok(next);
                 }
                 Err(BackendError::AlreadyExists) => continue,
@@ -346,12 +356,9 @@ impl Fence {
     }
 
     /// Whether (uid, gid) is a synthetic pair of the file at `epoch` (of the data
-    /// generation its gid names, at the boot epoch of the slot its uid names as this
-    /// gateway last saw it, without I/O; 0 when never).
+    /// generation its gid names).
     pub fn matches(&self, fileid: u64, epoch: u64, uid: u32, gid: u32) -> bool {
-        let slot = slot_of(uid);
-        let b = self.boot.last(slot).map_or(0, |(b, _)| b);
-        self.ids_at(slot, b, fileid, epoch, gen_of(gid)) == (uid, gid)
+        self.ids(fileid, epoch, gen_of(gid)) == (uid, gid)
     }
 }
 
@@ -423,33 +430,24 @@ pub fn admit_file(
         tracing::warn!(error = %e, "pNFS fence: cannot read a file's epoch");
         Status::Jukebox
     })?;
-    let (slot, gen) = (slot_of(ids.0), gen_of(ids.1));
-    // Whose boot epoch: the slot's, cached within the window like a file's epoch.
-    let (b, b_at) = f.boot.current(f.cas(), slot, f.window).map_err(|e| {
-        tracing::warn!(error = %e, slot, "pNFS fence: cannot read a metadata server's boot epoch");
-        Status::Jukebox
-    })?;
-    let valid = |ids: (u32, u32)| {
-        let p = match known.pair(slot, gen) {
-            Some(p) if p.boot == b => p.ids,
-            _ => f.ids_at(slot, b, attr.fileid, known.epoch, gen),
-        };
-        if p == ids {
-            let pair = Pair {
-                slot,
-                gen,
-                boot: b,
-                ids: p,
-                at: known.at.min(b_at),
-            };
-            f.keep_pair(attr.fileid, known.epoch, pair);
+    let gen = gen_of(ids.1);
+    let valid = |ids: (u32, u32)| match known.pair(gen) {
+        Some(p) => p == ids,
+        None => {
+            let p = f.ids_at(known.boot, attr.fileid, known.epoch, gen);
+            if p == ids {
+                f.keep_pair(attr.fileid, &known, gen, p);
+            }
+            p == ids
         }
-        p == ids
     };
     match verdict(Some(ids), &admitted, attr, valid) {
         Verdict::Real => Ok((admitted, None)),
         Verdict::Owner(c) => Ok((c, Some(gen))),
-        Verdict::Refused => Err(Status::Acces),
+        Verdict::Refused => {
+            f.refuse(attr.fileid, ids.0);
+            Err(Status::Acces)
+        }
     }
 }
 
@@ -466,14 +464,10 @@ pub fn admit_cached(
     let (Some(f), Some(ids)) = (fence, synthetic_ids(cred)) else {
         return Some(Some(admitted));
     };
-    // One lookup: a pair is trusted no longer than the older of its reads, which is
-    // no later than its entry's.
-    let pair = f.entry(attr.fileid)?.pair(slot_of(ids.0), gen_of(ids.1))?;
-    if pair.at.elapsed() >= f.window {
-        return None;
-    }
+    let known = f.known(attr.fileid)?;
+    let pair = known.pair(gen_of(ids.1))?;
     Some(
-        match verdict(Some(ids), &admitted, attr, |ids| pair.ids == ids) {
+        match verdict(Some(ids), &admitted, attr, |ids| pair == ids) {
             Verdict::Real => Some(admitted),
             Verdict::Owner(c) => Some(c),
             Verdict::Refused => None,
@@ -483,8 +477,8 @@ pub fn admit_cached(
 
 #[path = "fence_boot.rs"]
 mod boot;
-/// The store object of a metadata server slot's boot epoch (`fence_boot.rs`).
-pub use boot::{object as boot_object, Identity};
+/// The store object of the boot epoch (`fence_boot.rs`).
+pub use boot::NAME as BOOT_OBJECT;
 
 #[cfg(test)]
 #[path = "fence_tests.rs"]

@@ -1,82 +1,74 @@
-//! The metadata servers' *boot epochs* of pNFS fencing (issue 27; RFC 8881 §12.7.4,
-//! RFC 8435 §2.2): layouts are not kept across a metadata server restart or an `[ha]`
+//! The store-wide *boot epoch* of pNFS fencing (issue 27; RFC 8881 §12.7.4, RFC 8435
+//! §2.2): layouts are not kept across a metadata server restart or an `[ha]`
 //! takeover, so after one the metadata server knows of no layout to recall or fence,
 //! while a client of the previous run may still hold synthetic ids the data servers
-//! accept. Every synthetic id therefore also depends on the boot epoch `b` of the
-//! metadata server that granted it, which that metadata server moves when it starts
-//! (or takes an `[ha]` identity over) before it grants anything.
+//! accept. Every synthetic id therefore also depends on a boot epoch `b`, one small
+//! object of the gateways' own (`pnfs-fence/boot`, written through `backend::Cas`;
+//! never a file's name: those are 16 hex digits), which a metadata server moves when
+//! it starts (or takes an `[ha]` identity) before it grants anything. The data
+//! servers read and cache `b` like a file's epoch (`WINDOW`), folded into each file's
+//! cached entry (`Known::at` is the older of the two reads), so the hot path stays one
+//! lookup with no store call; after the move + `WINDOW` no id of an earlier boot is
+//! accepted anywhere, and until then the metadata server makes every conflicting
+//! operation wait (`state::layouts_boot`).
 //!
-//! Several metadata servers may share one store (clients mount either; every gateway
-//! is a data server), and one's restart must not fence the others' layouts. So each
-//! metadata server *identity* has a boot epoch of its own, in one of 256 *slots*:
-//! `pnfs-fence/boot-<slot, 2 hex digits>` (objects of the gateways' own, written
-//! through `backend::Cas`; a file's fence object is 16 hex digits). The identity is a
-//! digest of the layout stateid key (`state.dir/pnfs-layout.key`, or under `[ha]` the
-//! identity's key in the store), so it follows the `[ha]` identity, not the host: a
-//! takeover's successor moves the previous holder's epoch. A metadata server finds
-//! its slot by probing from the first byte of its identity: the first slot that names
-//! it, or the first free one, which it claims with a conditional create (slots are
-//! never given back). The slot rides in every synthetic uid (`fence::slot_of`), so a
-//! data server reads and caches the one boot epoch that applies (`WINDOW`), folded
-//! into the file's cached pair: the reactor's check stays one lookup, no store call.
-//! After a move + `WINDOW` no id of that metadata server's earlier boots is accepted
-//! anywhere; until then the metadata server makes every conflicting operation wait
-//! (`state::layouts_boot`). Other metadata servers' ids are untouched.
+//! The object is `"<b> <used>"`: `used` is 1 once a layout may have been granted at
+//! `b` (written, conditionally, before the first grant of a boot: `mark_used`). A
+//! metadata server starting over a boot at which nothing was granted (a fresh store,
+//! or a restart before any LAYOUTGET) has no ids to outlive, so nothing waits.
 //!
-//! The object is `"<b> <used> <identity>"`: `used` is 1 once a layout may have been
-//! granted at `b` (written, conditionally, before the first grant of a boot:
-//! `mark_used`). A metadata server starting over a boot at which nothing was granted
-//! (a fresh slot, or a restart before any LAYOUTGET) has no ids to outlive, so
-//! nothing waits. A metadata server whose epoch another gateway moved (a takeover's
-//! successor; or a second gateway with the same identity, a copied `state.dir`)
-//! grants no more layouts: its ids would be refused.
+//! The epoch is one per store, not one per metadata server: several metadata servers
+//! on one store (clients mount either; every gateway is a data server) fence each
+//! other's layouts at each one's start. A metadata server whose epoch another moved
+//! finds out as a data server does, by reading it again once its own read is a
+//! window old (`mark_used`, before a grant); it then adopts the new epoch and grants
+//! nothing for a window (a data server may still trust the old one meanwhile, and
+//! would refuse the new ids), then goes on. Its earlier layouts' ids are refused at
+//! the data servers from the other's move + the window; its clients meet
+//! NFS3ERR_ACCES there, report it (LAYOUTERROR / LAYOUTRETURN) and ask again.
 
 use super::{Fence, BUMP_TRIES};
 use crate::backend::{BackendError, Cas};
-use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-/// Metadata server slots on one store (the uid carries 8 bits of it).
-pub const SLOTS: usize = 256;
+/// The boot epoch's object (`pnfs-fence/<16 hex digits>` are the files').
+pub const NAME: &str = "pnfs-fence/boot";
 
-/// The boot epoch object of `slot`.
-pub fn object(slot: u8) -> String {
-    format!("pnfs-fence/boot-{slot:02x}")
-}
-
-/// A metadata server identity (16 bytes).
-pub type Identity = [u8; 16];
-
-/// This gateway's own boot epoch, as a metadata server.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) struct Own {
-    pub slot: u8,
-    pub boot: u64,
-    pub id: Identity,
-    /// Marked used in the store (`mark_used`).
-    pub marked: bool,
-}
-
-/// What this gateway last read (or wrote) of each slot's boot epoch, with when the
+/// What this gateway last read (or wrote) of the boot epoch: the value, when the
 /// store call that read it began; and its own, as a metadata server.
 #[derive(Default)]
 pub(super) struct Boot {
-    seen: Mutex<HashMap<u8, (u64, Instant)>>,
-    own: Mutex<Option<Own>>,
+    seen: Mutex<Option<(u64, Instant)>>,
+    own: Mutex<Own>,
 }
 
-/// A slot object's (epoch, used, owner); an absent object is (0, unused, none): no id
-/// of a boot epoch of the slot was ever issued on the store.
-type Read = (u64, bool, Option<Identity>, Option<String>);
-
-fn hex(id: &Identity) -> String {
-    id.iter().map(|b| format!("{b:02x}")).collect()
+/// The boot epoch this gateway grants at, as a metadata server.
+#[derive(Default, Clone, Copy, Debug)]
+struct Own {
+    /// The epoch it moved the store's to, or adopted (`None`: neither yet).
+    epoch: Option<u64>,
+    /// When the store last said `epoch` is current and marked used (the start of
+    /// that read); grants need no store call for a window after it.
+    checked: Option<Instant>,
+    /// Adopted after another gateway moved the epoch: no grant before this.
+    settle: Option<Instant>,
 }
 
-fn parse(data: &[u8]) -> Result<(u64, bool, Identity), BackendError> {
-    let bad =
-        || BackendError::Permanent("pnfs boot epoch: not \"<epoch> <used> <identity>\"".into());
+/// What `mark_used` allows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Grant {
+    /// Grant at this boot epoch (marked used in the store).
+    At(u64),
+    /// Another gateway moved the boot epoch; this one adopted it and grants nothing
+    /// until a window after that (NFS4ERR_LAYOUTTRYLATER).
+    Later,
+}
+
+/// The boot object's (epoch, used); an absent object is (0, unused): no id of a
+/// boot epoch was ever issued on the store.
+fn parse(data: &[u8]) -> Result<(u64, bool), BackendError> {
+    let bad = || BackendError::Permanent("pnfs boot epoch: not \"<epoch> <used>\"".into());
     let s = std::str::from_utf8(data).map_err(|_| bad())?;
     let mut it = s.split_whitespace();
     let b = it.next().and_then(|w| w.parse().ok()).ok_or_else(bad)?;
@@ -85,141 +77,94 @@ fn parse(data: &[u8]) -> Result<(u64, bool, Identity), BackendError> {
         Some("1") => true,
         _ => return Err(bad()),
     };
-    let w = it.next().filter(|w| w.len() == 32).ok_or_else(bad)?;
-    let mut id = [0u8; 16];
-    for (i, o) in id.iter_mut().enumerate() {
-        *o = u8::from_str_radix(w.get(2 * i..2 * i + 2).ok_or_else(bad)?, 16).map_err(|_| bad())?;
-    }
-    if it.next().is_some() {
-        return Err(bad());
-    }
-    Ok((b, used, id))
+    Ok((b, used))
 }
 
-fn text(b: u64, used: bool, id: &Identity) -> String {
-    format!("{b} {} {}", u8::from(used), hex(id))
+fn text(b: u64, used: bool) -> String {
+    format!("{b} {}", u8::from(used))
 }
 
-fn read(cas: &dyn Cas, slot: u8) -> Result<Read, BackendError> {
-    Ok(match cas.cas_get(&object(slot))? {
-        None => (0, false, None, None),
+type Read = (u64, bool, Option<String>);
+
+fn read(cas: &dyn Cas) -> Result<Read, BackendError> {
+    Ok(match cas.cas_get(NAME)? {
+        None => (0, false, None),
         Some((data, v)) => {
-            let (b, used, id) = parse(&data)?;
-            (b, used, Some(id), Some(v))
+            let (b, used) = parse(&data)?;
+            (b, used, Some(v))
         }
     })
 }
 
 impl Boot {
-    fn seen(&self) -> std::sync::MutexGuard<'_, HashMap<u8, (u64, Instant)>> {
-        self.seen.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    fn own_lock(&self) -> std::sync::MutexGuard<'_, Option<Own>> {
-        self.own.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Caches `b` of `slot`, read by a call that began at `asked`. Epochs only grow:
-    /// a lower one never replaces a higher one (a slow read answering after a bump).
-    fn remember(&self, slot: u8, b: u64, asked: Instant) -> (u64, Instant) {
-        let mut s = self.seen();
-        match s.get(&slot) {
-            Some(&(old, at)) if old > b || (old == b && at > asked) => (old, at),
+    /// Caches `b`, read by a call that began at `asked`. Epochs only grow: a lower one
+    /// never replaces a higher one (a slow read answering after a bump).
+    fn remember(&self, b: u64, asked: Instant) -> (u64, Instant) {
+        let mut s = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+        match *s {
+            Some((old, at)) if old > b || (old == b && at > asked) => (old, at),
             _ => {
-                s.insert(slot, (b, asked));
+                *s = Some((b, asked));
                 (b, asked)
             }
         }
     }
 
-    /// The boot epoch of `slot` last seen, with when, without I/O.
-    pub(super) fn last(&self, slot: u8) -> Option<(u64, Instant)> {
-        self.seen().get(&slot).copied()
+    fn own(&self) -> std::sync::MutexGuard<'_, Own> {
+        self.own.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// This gateway's own boot epoch, once it moved one.
-    pub(super) fn own(&self) -> Option<Own> {
-        *self.own_lock()
+    /// The boot epoch last seen (0 before any read), with when, without I/O.
+    pub(super) fn last(&self) -> Option<(u64, Instant)> {
+        *self.seen.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The boot epoch of `slot` read less than `window` ago, else read from the
-    /// store now.
+    /// The boot epoch read less than `window` ago, else read from the store now.
     pub(super) fn current(
         &self,
         cas: &dyn Cas,
-        slot: u8,
         window: Duration,
     ) -> Result<(u64, Instant), BackendError> {
-        if let Some((b, at)) = self.last(slot) {
+        if let Some((b, at)) = self.last() {
             if at.elapsed() < window {
                 return Ok((b, at));
             }
         }
         let asked = Instant::now();
-        let (b, _, _, _) = read(cas, slot)?;
-        Ok(self.remember(slot, b, asked))
+        let (b, _, _) = read(cas)?;
+        Ok(self.remember(b, asked))
     }
-}
-
-/// One slot's move: done (the new epoch, whether used), or the slot is another
-/// identity's.
-enum Move {
-    Done(u64, bool),
-    Taken,
 }
 
 impl Fence {
-    /// Moves the boot epoch of metadata server identity `id` on (a metadata server's
-    /// start, or an `[ha]` takeover, before any grant), claiming a slot first if the
-    /// identity has none: every synthetic id this identity issued at an earlier boot
-    /// is refused at every data server from this call's return + the window; other
-    /// identities' ids are untouched. Returns the slot, the new epoch and whether a
-    /// layout may have been granted at the one it replaces or any earlier one (then
-    /// conflicting operations must wait the window out; the mark is carried to the
-    /// new epoch, never cleared). This gateway's own cache is written through (its
-    /// data server role sees the new epoch at once).
-    pub fn bump_boot(&self, id: &Identity) -> Result<(u8, u64, bool), BackendError> {
-        for i in 0..SLOTS {
-            let slot = id[0].wrapping_add(i as u8);
-            if let Move::Done(b, used) = self.move_slot(slot, id)? {
-                *self.boot.own_lock() = Some(Own {
-                    slot,
-                    boot: b,
-                    id: *id,
-                    marked: false,
-                });
-                // Files' pairs were computed at the old boot epoch.
-                self.forget_all();
-                return Ok((slot, b, used));
-            }
-        }
-        Err(BackendError::Permanent(
-            "pnfs boot epoch: every metadata server slot is taken".into(),
-        ))
-    }
-
-    /// Moves `slot`'s epoch on when it is `id`'s or free (claimed then).
-    fn move_slot(&self, slot: u8, id: &Identity) -> Result<Move, BackendError> {
+    /// Moves the store's boot epoch on (a metadata server's start, or an `[ha]`
+    /// takeover, before any grant): every synthetic id issued at an earlier boot is
+    /// refused at every data server from this call's return + the window. Returns the
+    /// new epoch and whether a layout may have been granted at the one it replaces or
+    /// any earlier one (then conflicting operations must wait the window out; the
+    /// mark is carried to the new epoch, never cleared). This gateway's own
+    /// cache is written through (its data server role sees the new epoch at once).
+    pub fn bump_boot(&self) -> Result<(u64, bool), BackendError> {
         let cas = self.cas();
         for _ in 0..BUMP_TRIES {
             let asked = Instant::now();
-            let (b, used, owner, ver) = read(cas, slot)?;
-            if owner.is_some_and(|o| o != *id) {
-                return Ok(Move::Taken);
-            }
+            let (b, used, ver) = read(cas)?;
             let next = b.checked_add(1).ok_or(BackendError::TooLarge)?;
             // `used` carries over: a layout granted at `b` is fenced only at this
             // move's return + the window, so a second move inside that window (a
-            // restart loop, a retried takeover) must wait too. A slot where a
+            // restart loop, a retried takeover) must wait too. A store where a
             // layout was ever granted makes every later start wait the window.
-            match cas.cas_put(
-                &object(slot),
-                text(next, used, id).as_bytes(),
-                ver.as_deref(),
-            ) {
+            match cas.cas_put(NAME, text(next, used).as_bytes(), ver.as_deref()) {
                 Ok(_) => {
-                    self.boot.remember(slot, next, asked);
-                    return Ok(Move::Done(next, used));
+                    self.boot.remember(next, asked);
+                    *self.boot.own() = Own {
+                        epoch: Some(next),
+                        checked: None,
+                        settle: None,
+                    };
+                    // Files' entries were computed at the old boot epoch.
+                    self.forget_all();
+                    return Ok((next, used));
                 }
                 Err(BackendError::AlreadyExists) => continue,
                 Err(e) => return Err(e),
@@ -230,71 +175,110 @@ impl Fence {
 
     /// The synthetic ids a layout of `fileid` granted now carries (LAYOUTGET), at
     /// the file's `epoch` (read from the store just before) and data generation
-    /// `gen`, at this metadata server's slot and boot epoch, which the store records
-    /// as used first: a layout may exist at it, so the next start waits the window
-    /// out (`bump_boot`). One conditional write per boot epoch; free afterwards.
-    pub fn grant_ids(&self, fileid: u64, epoch: u64, gen: u16) -> Result<(u32, u32), BackendError> {
-        let (slot, b) = self.mark_used()?;
-        Ok(self.ids_at(slot, b, fileid, epoch, gen))
+    /// `gen`, at a boot epoch the store records as used first: a layout may exist at
+    /// it, so the next metadata server start waits the window out (`bump_boot`). One
+    /// store read per window of grants (`mark_used`); `None`: grant nothing yet.
+    pub fn grant_ids(
+        &self,
+        fileid: u64,
+        epoch: u64,
+        gen: u16,
+    ) -> Result<Option<(u32, u32)>, BackendError> {
+        Ok(match self.mark_used()? {
+            Grant::At(b) => Some(self.ids_at(b, fileid, epoch, gen)),
+            Grant::Later => None,
+        })
     }
 
-    /// Marks this metadata server's boot epoch used (once per boot); its slot and
-    /// epoch. An error before `bump_boot`, or when another gateway moved the epoch
-    /// since (a takeover's successor, or a gateway with the same identity): the ids
-    /// it would grant are refused at the data servers.
-    pub fn mark_used(&self) -> Result<(u8, u64), BackendError> {
-        let Some(own) = self.boot.own() else {
-            return Err(BackendError::Retryable(
-                "pnfs boot epoch: not moved yet".into(),
-            ));
-        };
-        if own.marked {
-            return Ok((own.slot, own.boot));
+    /// Before a grant: this metadata server's boot epoch, still the store's and marked
+    /// used there. The store is read again once the last check is a window old (as
+    /// a data server reads it again), so an epoch another gateway moved (its start,
+    /// or an `[ha]` takeover) is found within a window of grants: this gateway then
+    /// adopts it, logs, and answers `Grant::Later` until a window after (a data server
+    /// that read the old epoch less than a window ago would refuse the new ids).
+    /// A gateway that never moved the epoch (a test's fence) adopts the one it reads.
+    pub fn mark_used(&self) -> Result<Grant, BackendError> {
+        let now = Instant::now();
+        {
+            let o = *self.boot.own();
+            if let (Some(b), Some(at)) = (o.epoch, o.checked) {
+                if now.saturating_duration_since(at) < self.window {
+                    return Ok(Grant::At(b));
+                }
+            }
+            if o.settle.is_some_and(|u| now < u) {
+                return Ok(Grant::Later);
+            }
         }
         let cas = self.cas();
+        let mut backwards = None;
         for _ in 0..BUMP_TRIES {
             let asked = Instant::now();
-            let (b, used, owner, ver) = read(cas, own.slot)?;
-            if b != own.boot || owner != Some(own.id) {
-                tracing::error!(
-                    slot = own.slot,
-                    ours = own.boot,
-                    store = b,
-                    "pNFS: another gateway moved this metadata server's boot epoch (a takeover of its identity, or a copy of its state.dir): no more layouts are granted here"
-                );
-                return Err(BackendError::Permanent(
-                    "pnfs boot epoch: moved by another gateway".into(),
-                ));
+            let (b, used, ver) = read(cas)?;
+            self.boot.remember(b, asked);
+            {
+                let mut o = self.boot.own();
+                match o.epoch {
+                    Some(ours) if b > ours => {
+                        *o = Own {
+                            epoch: Some(b),
+                            checked: None,
+                            settle: Some(Instant::now() + self.window),
+                        };
+                        drop(o);
+                        // Files' entries were computed at the old boot epoch.
+                        self.forget_all();
+                        // Logged once per move seen (each is another gateway's start).
+                        tracing::warn!(
+                            ours,
+                            store = b,
+                            wait_ms = self.window.as_millis() as u64,
+                            "pNFS: another gateway moved the store's boot epoch (a metadata server started on the same store, or took an [ha] identity over): this gateway's earlier layouts are fenced at the data servers; it adopts the new epoch and grants no layout for the fence window"
+                        );
+                        return Ok(Grant::Later);
+                    }
+                    Some(ours) if b < ours => {
+                        // A read that began before another call adopted `ours`:
+                        // read again. Epochs only grow, so one still below after
+                        // every try is a store that went back (restored, or another
+                        // store under the same name): not trusted.
+                        backwards = Some((b, ours));
+                        continue;
+                    }
+                    Some(_) => {}
+                    None => o.epoch = Some(b),
+                }
+                // Another call adopted `b` while this one read it: its window holds.
+                if o.settle.is_some_and(|u| Instant::now() < u) {
+                    return Ok(Grant::Later);
+                }
             }
-            self.boot.remember(own.slot, b, asked);
             if !used {
-                let t = text(b, true, &own.id);
-                match cas.cas_put(&object(own.slot), t.as_bytes(), ver.as_deref()) {
+                match cas.cas_put(NAME, text(b, true).as_bytes(), ver.as_deref()) {
                     Ok(_) => {}
                     Err(BackendError::AlreadyExists) => continue,
                     Err(e) => return Err(e),
                 }
             }
-            let mut o = self.boot.own_lock();
-            if let Some(o) = o.as_mut().filter(|o| o.boot == own.boot) {
-                o.marked = true;
+            let mut o = self.boot.own();
+            if o.epoch == Some(b) {
+                o.checked = Some(asked);
+                o.settle = None;
             }
-            return Ok((own.slot, b));
+            return Ok(Grant::At(b));
+        }
+        if let Some((b, ours)) = backwards {
+            return Err(BackendError::Permanent(format!(
+                "pnfs boot epoch: the store's ({b}) is below this gateway's ({ours})"
+            )));
         }
         Err(BackendError::Retryable("pnfs boot epoch: contended".into()))
     }
 
-    /// The boot epoch of `slot` as this gateway checks ids against it (cached within
-    /// the window, else read).
-    pub fn boot_epoch(&self, slot: u8) -> Result<u64, BackendError> {
-        self.boot
-            .current(self.cas(), slot, self.window)
-            .map(|(b, _)| b)
-    }
-
-    /// This gateway's own slot and boot epoch as a metadata server, once moved.
-    pub fn own_boot(&self) -> Option<(u8, u64)> {
-        self.boot.own().map(|o| (o.slot, o.boot))
+    /// The boot epoch as this gateway checks ids against it (cached within the
+    /// window, else read).
+    pub fn boot_epoch(&self) -> Result<u64, BackendError> {
+        self.boot.current(self.cas(), self.window).map(|(b, _)| b)
     }
 }
 

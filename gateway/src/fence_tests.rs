@@ -210,10 +210,10 @@ fn a_slow_read_is_trusted_from_when_it_was_asked_and_never_lowers_the_epoch() {
     let asked = Instant::now();
     assert_eq!(f.bump(9).unwrap(), 1);
     // The slow read's answer (epoch 0) arrives after the bump: the cache keeps 1.
-    assert_eq!(f.remember(9, 0, asked).epoch, 1);
+    assert_eq!(f.remember(9, 0, (0, asked), asked).epoch, 1);
     assert_eq!(f.cached(9), Some(1));
     // A read of another file asked a window ago is already past its window.
-    f.remember(10, 0, Instant::now() - window);
+    f.remember(10, 0, (0, Instant::now()), Instant::now() - window);
     assert_eq!(f.cached(10), None, "trusted from when it was asked");
 }
 

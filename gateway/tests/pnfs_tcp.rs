@@ -1660,78 +1660,108 @@ fn layoutcommit_takes_the_clients_time_modify_only_forward_and_never_ahead() {
 }
 
 /// Issue 27, several metadata servers on one store (clients mount either; every
-/// gateway is a data server): each metadata server has a boot epoch of its own
-/// (`fence_boot.rs`: a slot per identity, the slot in the uid), so a restart of B
-/// fences B's earlier layouts at every data server within the fence window and
-/// leaves A's alone: A's client goes on writing through the data servers with the
-/// ids it holds, and A grants new layouts at once whose ids every data server takes.
-fn two_metadata_servers_fence_only_their_own(ds: &Gw, start: &dyn Fn(&std::path::Path) -> Gw) {
+/// gateway is a data server): the boot epoch is one per store (`fence_boot.rs`), so
+/// each one's start fences every metadata server's earlier layouts at every data
+/// server within the fence window. B's start after A granted waits the window
+/// (LAYOUTTRYLATER). A, whose epoch B moved, finds out within a window of its next
+/// LAYOUTGETs (it reads the store again, as a data server does), grants nothing
+/// for a window, then grants at the new epoch: ids every data server takes. (The
+/// bug this pins: A used to grant at the epoch it had marked forever.)
+fn two_metadata_servers_fence_each_other(ds: &Gw, start: &dyn Fn(&std::path::Path) -> Gw) {
     let (state_a, state_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let mds_a = start(state_a.path());
-    let mds_b = start(state_b.path());
     let status = |at, who, call: &Call| v3call::status(&v3_as(at, who, call));
     let mut a = nfs4_client::Tcp41::connect(mds_a.tcp_addr());
     a.session(b"pnfs-two-a", 0);
     assert_eq!(a.seq_run(|o| o.reclaim_complete()).0, NFS4_OK);
     let (open, fh) = open_a(&mut a, b"of-a");
-    let ids_a = synthetic(&take_layout_a(&mut a, &fh, open));
+    let ids_a = synthetic(&take_layout_after_restart(&mut a, &fh, open));
     assert_eq!(
         status(ds.tcp_addr(), ids_a, &Call::WriteSync(&fh, 0, b"a")),
         0
     );
+    assert_eq!(metric(ds, "nfsgw_pnfs_fence_refused_total"), 0);
+    // B starts after A granted: its start moves the store's epoch.
+    let b_started = Instant::now();
+    let mds_b = start(state_b.path());
     let (fh_b, ids_b) = {
         let mut b = nfs4_client::Tcp41::connect(mds_b.tcp_addr());
         b.session(b"pnfs-two-b", 0);
         assert_eq!(b.seq_run(|o| o.reclaim_complete()).0, NFS4_OK);
         let (open, fh) = open_a(&mut b, b"of-b");
-        let ids = synthetic(&take_layout_a(&mut b, &fh, open));
+        let ids = synthetic(&take_layout_after_restart(&mut b, &fh, open));
+        assert!(
+            b_started.elapsed() >= Duration::from_secs(2),
+            "B waited the window: A had granted"
+        );
         assert_eq!(
             status(ds.tcp_addr(), ids, &Call::WriteSync(&fh, 0, b"b")),
             0
         );
         (fh, ids)
     };
-    let slot = |ids: (u32, u32)| (ids.0 >> 23) & 0xff;
-    assert_ne!(slot(ids_a), slot(ids_b), "a slot per metadata server");
-    drop(mds_b);
-    let restarted = Instant::now();
-    let mds_b = start(state_b.path());
-    wait_for("B's earlier ids fenced at the data server", 10, || {
-        status(ds.tcp_addr(), ids_b, &Call::WriteSync(&fh_b, 0, b"late")) == NFS3ERR_ACCES
-    });
-    // Past B's move + the window at every data server.
-    let window = Duration::from_millis(2500);
-    std::thread::sleep(window.saturating_sub(restarted.elapsed()));
     for at in [ds.tcp_addr(), mds_a.tcp_addr(), mds_b.tcp_addr()] {
-        let w = status(at, ids_a, &Call::WriteSync(&fh, 0, b"still a"));
-        assert_eq!(w, 0, "A's layout at {at} after B's restart");
-        assert_eq!(status(at, ids_a, &Call::Commit(&fh)), 0);
-        let w = status(at, ids_b, &Call::WriteSync(&fh_b, 0, b"late"));
-        assert_eq!(w, NFS3ERR_ACCES, "B's earlier layout at {at}");
+        let w = status(at, ids_a, &Call::WriteSync(&fh, 0, b"late"));
+        assert_eq!(
+            w, NFS3ERR_ACCES,
+            "A's earlier layout at {at} after B's start"
+        );
     }
-    // A never waited: a new layout at once (no NFS4ERR_LAYOUTTRYLATER), whose ids
-    // every data server takes.
+    // A's next layout: at most a window of LAYOUTTRYLATER, then ids every data
+    // server takes (the epoch B set).
     let (open, fh2) = open_a(&mut a, b"of-a-2");
-    let ids2 = synthetic(&take_layout_a(&mut a, &fh2, open));
-    assert_eq!(slot(ids2), slot(ids_a));
-    for at in [ds.tcp_addr(), mds_b.tcp_addr()] {
+    let ids2 = synthetic(&take_layout_after_restart(&mut a, &fh2, open));
+    for at in [ds.tcp_addr(), mds_a.tcp_addr(), mds_b.tcp_addr()] {
         let w = status(at, ids2, &Call::WriteSync(&fh2, 0, b"new"));
         assert_eq!(w, 0, "A's new layout at {at}");
+        assert_eq!(status(at, ids_b, &Call::Commit(&fh_b)), 0, "B's at {at}");
     }
+    // B's restart fences B's and A's layouts alike.
+    drop(mds_b);
+    let mds_b = start(state_b.path());
+    // (Writes inside the window may land: one byte, the size stays.)
+    wait_for("A's ids fenced by B's restart", 10, || {
+        status(ds.tcp_addr(), ids2, &Call::WriteSync(&fh2, 0, b"x")) == NFS3ERR_ACCES
+    });
+    std::thread::sleep(Duration::from_millis(2500));
+    for at in [ds.tcp_addr(), mds_a.tcp_addr(), mds_b.tcp_addr()] {
+        let w = status(at, ids_b, &Call::WriteSync(&fh_b, 0, b"late"));
+        assert_eq!(w, NFS3ERR_ACCES, "B's earlier layout at {at}");
+        let w = status(at, ids2, &Call::WriteSync(&fh2, 0, b"late"));
+        assert_eq!(w, NFS3ERR_ACCES, "A's earlier layout at {at}");
+    }
+    let (open, fh3) = open_a(&mut a, b"of-a-3");
+    let ids3 = synthetic(&take_layout_after_restart(&mut a, &fh3, open));
+    assert_eq!(
+        status(ds.tcp_addr(), ids3, &Call::WriteSync(&fh3, 0, b"3")),
+        0
+    );
+    // Each refusal counted where it happened (`nfsgw_pnfs_fence_refused_total`):
+    // A's first ids once, then A's second and B's after B's restart, at least.
+    let refused = metric(ds, "nfsgw_pnfs_fence_refused_total");
+    assert!(
+        refused >= 3,
+        "refusals counted at the data server: {refused}"
+    );
     let mut v = S::new(&mds_b, 1);
-    assert_eq!(v.size(&fh), 7, "A's writes landed (seen through B)");
+    assert_eq!(
+        v.size(&fh),
+        1,
+        "A's first write landed, the fenced ones did not"
+    );
+    assert_eq!(v.size(&fh2), 3);
 }
 
 #[test]
-fn two_metadata_servers_on_one_fs_directory_fence_only_their_own_layouts() {
+fn two_metadata_servers_on_one_fs_directory_fence_each_other_at_each_start() {
     let root = tempfile::tempdir().unwrap();
     let ds = shared_fs(root.path(), "");
     let addr = ds.tcp_addr();
-    two_metadata_servers_fence_only_their_own(&ds, &|state| mds_on(root.path(), state, addr));
+    two_metadata_servers_fence_each_other(&ds, &|state| mds_on(root.path(), state, addr));
 }
 
 #[test]
-fn two_metadata_servers_on_one_bucket_fence_only_their_own_layouts() {
+fn two_metadata_servers_on_one_bucket_fence_each_other_at_each_start() {
     let Some(moto) = Moto::start() else {
         eprintln!("moto_server not installed: skipped");
         return;
@@ -1740,7 +1770,7 @@ fn two_metadata_servers_on_one_bucket_fence_only_their_own_layouts() {
     moto.bucket(&bucket);
     let ds = gateway(&moto, &bucket, "");
     let pnfs = pnfs_with(&[ds.tcp_addr()], "probe_ms = 0\n");
-    two_metadata_servers_fence_only_their_own(&ds, &|state| {
+    two_metadata_servers_fence_each_other(&ds, &|state| {
         Gw::start_text(|_| {
             format!(
                 "[engine]\ncores = [0]\nidle = \"adaptive\"\nhugepages = \"off\"\n\

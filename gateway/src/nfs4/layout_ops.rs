@@ -172,6 +172,11 @@ fn take_layout(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter) -> OpResu
     // `_in_flight` lives to the end: past `grant_on` below.
     let (ids, _in_flight) = match ds_ids(c.state, &f, write) {
         Ok(ids) => ids,
+        // §18.43.3: LAYOUTTRYLATER carries logr_will_signal_layout_avail.
+        Err(NFS4ERR_LAYOUTTRYLATER) => {
+            let st = NFS4ERR_LAYOUTTRYLATER;
+            return ok_or_full(st.put(w).and_then(|_| w.bool(false)), st);
+        }
         Err(st) => return put_status(w, st),
     };
     let f = (&f, ids);
@@ -282,6 +287,8 @@ fn ds_ids<'s>(
         tracing::warn!(error = %e, "LAYOUTGET: cannot mark the boot epoch used");
         NFS4ERR_DELAY
     })?;
+    // Another gateway moved the boot epoch: no grant for a window (`fence_boot.rs`).
+    let ids = ids.ok_or(NFS4ERR_LAYOUTTRYLATER)?;
     Ok((ids, pending))
 }
 
@@ -644,12 +651,17 @@ pub(super) fn layoutreturn(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWrite
             return reclaim_return(c, kind, file).map(|_| None);
         }
         // The layout's last I/O reports, before the return may end it: its
-        // ff_iostats4 counts the increase only (`state/layouts_stats.rs`).
+        // ff_iostats4 counts the increase only, and a LAYOUTSTATS meanwhile is not
+        // counted (`state/layouts_stats.rs`).
         let seen = match file {
-            Some((_, _, s)) => c.state.layouts.io_seen(&s.other),
+            Some((_, _, s)) => c.state.layouts.closing_io(&s.other),
             None => Vec::new(),
         };
-        let sid = give_back(c, kind, iomode, file)?;
+        let given = give_back(c, kind, iomode, file);
+        if let Some((_, _, s)) = file {
+            c.state.layouts.reopen_io(&s.other);
+        }
+        let sid = given?;
         // RFC 8435 §9.3: the body reports the errors the client met at data
         // servers while it held the layout (a hint: counted, probed) — only from a
         // return that was accepted, so a forged stateid counts nothing.

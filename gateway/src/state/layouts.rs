@@ -207,6 +207,9 @@ struct Layout {
     /// The I/O totals last reported under it, per data server index
     /// (`layouts_stats.rs`: only the increase is counted).
     io_seen: Vec<(u8, health::Io)>,
+    /// A LAYOUTRETURN of it is under way (`layouts_stats.rs` `closing_io`): its
+    /// LAYOUTSTATS are not counted meanwhile (the return's report counts them).
+    io_closing: bool,
 }
 
 impl Layout {
@@ -310,6 +313,8 @@ pub struct LayoutCounts {
     pub unknown_device_reports: u64,
     /// I/O reports (LAYOUTSTATS, ff_iostats4) ignored for a count of 2^63 or more.
     pub stats_ignored: u64,
+    /// Synthetic ids this gateway refused as a data server (`Fence::refused`).
+    pub fence_refused: u64,
 }
 
 #[derive(Default)]
@@ -548,6 +553,7 @@ impl Layouts {
             down_only: false,
             servers: 0,
             io_seen: Vec::new(),
+            io_closing: false,
         };
         t.by_other.insert(other, l);
         t.by_file.insert((f.clientid, f.fileid), other);
@@ -712,6 +718,7 @@ impl Layouts {
             released_ds_down: get(&c.released_ds_down),
             unknown_device_reports: get(&c.unknown_device_reports),
             stats_ignored: get(&c.stats_ignored),
+            fence_refused: self.fence().map_or(0, |f| f.refused()),
         }
     }
 

@@ -1,11 +1,8 @@
 //! A metadata server's start, or an `[ha]` takeover, in the layout table (issue 27;
 //! RFC 8881 §12.7.4, RFC 8435 §2.2). Layouts are not kept across either, so the
-//! table knows nothing of what a client of the previous run holds: the boot epoch of
-//! this metadata server's identity moves (`crate::fence::Fence::bump_boot`; the
-//! identity is a digest of the layout stateid key, so under `[ha]` the identity's,
-//! not the host's), which kills every synthetic id this identity issued before at
-//! every data server within `Fence::window` (other metadata servers' ids on the same
-//! store are untouched: `fence_boot.rs`), and until then every
+//! table knows nothing of what a client of the previous run holds: the store's boot
+//! epoch moves (`crate::fence::Fence::bump_boot`), which kills every synthetic id
+//! issued before at every data server within `Fence::window`, and until then every
 //! file counts as possibly laid out: a truncate, REMOVE, RENAME over a file or SETATTR
 //! of its size waits (NFS4ERR_DELAY / NFS3ERR_JUKEBOX, as after a file's own fence in
 //! `break_conflicts`), and LAYOUTGET is NFS4ERR_LAYOUTTRYLATER (a data server that
@@ -62,12 +59,11 @@ impl Layouts {
         let Some(f) = self.fence() else {
             return true;
         };
-        match f.bump_boot(&self.identity()) {
-            Ok((slot, epoch, used)) => {
+        match f.bump_boot() {
+            Ok((epoch, used)) => {
                 // Nothing granted at the previous boot: no id to outlive.
                 let wait = if used { f.window() } else { Default::default() };
                 tracing::info!(
-                    slot,
                     epoch,
                     wait_ms = wait.as_millis() as u64,
                     "pNFS: boot epoch moved: earlier layouts' data server ids are fenced"
@@ -98,22 +94,6 @@ impl Layouts {
             self.boot.shut.store(false, Ordering::Release);
         }
         open
-    }
-
-    /// This metadata server's identity on the store (`fence_boot.rs`): a digest of
-    /// the layout stateid key (this host's `state.dir`, or under `[ha]` the
-    /// identity's, set before the takeover moves the epoch). Without a key, the
-    /// identity of every keyless metadata server (all zeros): they share one boot
-    /// epoch, and so fence each other's layouts at each start, as before issue 27's
-    /// slots; a restart still fences its own.
-    pub fn identity(&self) -> crate::fence::Identity {
-        let Some(key) = self.key() else {
-            return [0; 16];
-        };
-        let d = blake3::derive_key("nfsgw pnfs metadata server identity v1", &key);
-        let mut id = [0u8; 16];
-        id.copy_from_slice(&d[..16]);
-        id
     }
 
     /// Whether the gate is shut, without I/O (`any`'s fast path).

@@ -77,9 +77,9 @@ fn a_start_after_a_boot_with_layouts_waits_the_window_out() {
 fn a_store_that_refuses_the_move_keeps_the_gate_shut() {
     let store: Arc<dyn Backend> = Arc::new(MemoryBackend::new());
     let cas = store.cas().unwrap();
-    // A table with no layout key: the all-zeros identity, slot 0 first.
-    let slot0 = crate::fence::boot_object(0);
-    let v = cas.cas_put(&slot0, b"junk", None).unwrap();
+    let v = cas
+        .cas_put(crate::fence::BOOT_OBJECT, b"junk", None)
+        .unwrap();
     let (t, fence) = table(&store, Duration::from_millis(50));
     assert!(!t.restart_fence());
     assert!(t.any());
@@ -89,11 +89,10 @@ fn a_store_that_refuses_the_move_keeps_the_gate_shut() {
     assert!(!conflict(&t, 1), "still not moved");
     // The store answers again (its previous boot was used): moved by the next call,
     // open a window later.
-    let ours = format!("4 1 {}", "00".repeat(16));
-    cas.cas_put(&slot0, ours.as_bytes(), Some(v.as_str()))
+    cas.cas_put(crate::fence::BOOT_OBJECT, b"4 1", Some(v.as_str()))
         .unwrap();
     assert!(!conflict(&t, 1), "moved now, the window starts");
-    assert_eq!(fence.own_boot(), Some((0, 5)));
+    assert_eq!(fence.boot_epoch().unwrap(), 5);
     std::thread::sleep(Duration::from_millis(60));
     assert!(conflict(&t, 1));
 }

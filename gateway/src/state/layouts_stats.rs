@@ -14,7 +14,9 @@
 //! or more (no client does that much I/O; `nfsgw_pnfs_layoutstats_ignored_total`), a
 //! device id no configured data server has (`nfsgw_pnfs_unknown_device_reports_total`,
 //! as for error reports). The counters saturate (`Health::add_io`). The layout
-//! stateid is the operation's check (`nfs4::layout_errors`).
+//! stateid is the operation's check (`nfs4::layout_errors`). A LAYOUTSTATS racing a
+//! LAYOUTRETURN of its layout is not counted (`closing_io`): the return's report, the
+//! final totals, counts its increase once.
 
 use super::health::Io;
 use super::{bump, LayoutFile, Layouts};
@@ -89,6 +91,11 @@ impl Layouts {
             else {
                 return Reported::NoLayout;
             };
+            // A return of it is under way: the return's report (final totals, over
+            // the snapshot `closing_io` took) counts this report's increase too.
+            if l.io_closing {
+                return Reported::NoLayout;
+            };
             match l.io_seen.iter_mut().find(|(k, _)| *k == slot) {
                 Some((_, last)) => {
                     let add = increase(last, io);
@@ -105,14 +112,25 @@ impl Layouts {
         Reported::Counted(add)
     }
 
-    /// The last totals reported under layout `other`, per data server index (taken
-    /// before a LAYOUTRETURN that may end it: `report_returned`).
-    pub fn io_seen(&self, other: &[u8; 12]) -> Vec<(u8, Io)> {
-        self.lock()
-            .by_other
-            .get(other)
-            .map(|l| l.io_seen.clone())
-            .unwrap_or_default()
+    /// Before a LAYOUTRETURN that may end layout `other`: its last totals reported,
+    /// per data server index (`report_returned` counts over them), and no LAYOUTSTATS
+    /// under it is counted until `reopen_io` (one landing between this snapshot and
+    /// the layout's end would be counted again by the return's report).
+    pub fn closing_io(&self, other: &[u8; 12]) -> Vec<(u8, Io)> {
+        let mut t = self.lock();
+        let Some(l) = t.by_other.get_mut(other) else {
+            return Vec::new();
+        };
+        l.io_closing = true;
+        l.io_seen.clone()
+    }
+
+    /// After the LAYOUTRETURN: a layout `other` still held (a part given back, or
+    /// the return refused) counts its reports again.
+    pub fn reopen_io(&self, other: &[u8; 12]) {
+        if let Some(l) = self.lock().by_other.get_mut(other) {
+            l.io_closing = false;
+        }
     }
 
     /// A LAYOUTRETURN's ff_iostats4 for data server `deviceid` of a layout that is

@@ -77,7 +77,12 @@ fn running_totals_count_their_increase_once_per_layout_and_server() {
         Reported::Counted(io(1, 50, 0, 0))
     );
     // The return reports the layout's totals once more: only the increase counts.
-    let seen = t.io_seen(&s.other);
+    let seen = t.closing_io(&s.other);
+    // A LAYOUTSTATS racing the return is not counted: the return's totals are.
+    assert_eq!(
+        t.report_stats(F, &s, &d0, &io(2, 55, 4, 250)),
+        Reported::NoLayout
+    );
     assert_eq!(t.give_back(F, &s, IOMODE_ANY), Ok(None));
     assert_eq!(
         t.report_returned(&d0, &io(2, 60, 4, 300), &seen),
@@ -89,6 +94,25 @@ fn running_totals_count_their_increase_once_per_layout_and_server() {
         Reported::Counted(io(7, 7, 7, 7))
     );
     assert_eq!(counted(&t, 0), io(8, 461, 5, 301));
+}
+
+/// A return that leaves the layout held (or is refused) reopens its counting.
+#[test]
+fn a_layout_still_held_after_a_return_counts_its_reports_again() {
+    let (t, d0, _) = table();
+    let s = t.grant(F, b"fh", None, IOMODE_RW, LEASE).unwrap();
+    t.report_stats(F, &s, &d0, &io(1, 1, 1, 1));
+    assert_eq!(t.closing_io(&s.other), vec![(0, io(1, 1, 1, 1))]);
+    assert_eq!(
+        t.report_stats(F, &s, &d0, &io(2, 2, 2, 2)),
+        Reported::NoLayout
+    );
+    t.reopen_io(&s.other);
+    assert_eq!(
+        t.report_stats(F, &s, &d0, &io(2, 2, 2, 2)),
+        Reported::Counted(io(1, 1, 1, 1))
+    );
+    assert_eq!(counted(&t, 0), io(2, 2, 2, 2));
 }
 
 #[test]

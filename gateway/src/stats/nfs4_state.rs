@@ -160,6 +160,13 @@ fn render_data_servers(g: &Gauges, out: &mut String) {
         "nfsgw_pnfs_layoutstats_ignored_total {}",
         l.stats_ignored
     );
+    head(
+        out,
+        "nfsgw_pnfs_fence_refused_total",
+        "counter",
+        "Calls this gateway refused as a pNFS data server (NFS3ERR_ACCES) for a synthetic id that is not the file's current one: a fenced layout still in use, a forged id, or a gateway computing ids otherwise (logged at most every 10 s).",
+    );
+    let _ = writeln!(out, "nfsgw_pnfs_fence_refused_total {}", l.fence_refused);
 }
 
 /// `nfsgw_pnfs_layouts` (gauge), `nfsgw_pnfs_layouts_total{event}` and
