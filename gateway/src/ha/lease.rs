@@ -236,7 +236,11 @@ mod tests {
             let got = self.0.cas_get(name);
             // Every third read returns at once, the others `self.2` late.
             let nanos = self.2.load(std::sync::atomic::Ordering::Relaxed);
-            if self.4.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % 3 != 0 {
+            if !self
+                .4
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+                .is_multiple_of(3)
+            {
                 std::thread::sleep(Duration::from_nanos(nanos));
             }
             got
