@@ -261,10 +261,13 @@ impl Fence {
                 }
             }
             let mut o = self.boot.own();
-            if o.epoch == Some(b) {
-                o.checked = Some(asked);
-                o.settle = None;
+            if o.epoch != Some(b) {
+                // Another call adopted a newer epoch while this one marked `b`: ids
+                // under `b` would be refused within a window; its window holds here too.
+                return Ok(Grant::Later);
             }
+            o.checked = Some(asked);
+            o.settle = None;
             return Ok(Grant::At(b));
         }
         if let Some((b, ours)) = backwards {
