@@ -77,10 +77,13 @@ def check_store_requests(j, store, files):
     if store != "s3":
         assert set(total.values()) == {0}, total
         return
-    # Every create puts an object; every remove deletes one; a listing lists.
+    # Every create puts an object; every remove deletes one. A listing lists at most
+    # once per page it reads from the store: the directories bench just filled through
+    # this gateway are listed on the reactor with no store request at all
+    # (docs/performance.md "Listing, sixth pass"), the others once per page.
     assert p["create"]["store_requests"]["put"] >= CONNS * files, p["create"]
     assert p["remove"]["store_requests"]["delete"] >= CONNS * files, p["remove"]
-    assert p["readdir"]["store_requests"]["list"] >= 1, p["readdir"]
+    assert p["readdir"]["store_requests"]["list"] <= p["readdir"]["ops"] * 4, p["readdir"]
 
 
 @pytest.mark.parametrize("store", BACKENDS)
