@@ -207,9 +207,11 @@ struct Layout {
     /// The I/O totals last reported under it, per data server index
     /// (`layouts_stats.rs`: only the increase is counted).
     io_seen: Vec<(u8, health::Io)>,
-    /// A LAYOUTRETURN of it is under way (`layouts_stats.rs` `closing_io`): its
-    /// LAYOUTSTATS are not counted meanwhile (the return's report counts them).
-    io_closing: bool,
+    /// How many LAYOUTRETURNs of it are under way (`layouts_stats.rs` `closing_io`):
+    /// its LAYOUTSTATS are not counted while any is (the returns' reports count them).
+    /// A count, not a flag: with two returns in flight, the first one's end must not
+    /// reopen counting under the second's older snapshot.
+    io_closing: u32,
 }
 
 impl Layout {
@@ -553,7 +555,7 @@ impl Layouts {
             down_only: false,
             servers: 0,
             io_seen: Vec::new(),
-            io_closing: false,
+            io_closing: 0,
         };
         t.by_other.insert(other, l);
         t.by_file.insert((f.clientid, f.fileid), other);

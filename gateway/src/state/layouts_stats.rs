@@ -93,7 +93,7 @@ impl Layouts {
             };
             // A return of it is under way: the return's report (final totals, over
             // the snapshot `closing_io` took) counts this report's increase too.
-            if l.io_closing {
+            if l.io_closing > 0 {
                 return Reported::NoLayout;
             };
             match l.io_seen.iter_mut().find(|(k, _)| *k == slot) {
@@ -121,15 +121,16 @@ impl Layouts {
         let Some(l) = t.by_other.get_mut(other) else {
             return Vec::new();
         };
-        l.io_closing = true;
+        l.io_closing = l.io_closing.saturating_add(1);
         l.io_seen.clone()
     }
 
     /// After the LAYOUTRETURN: a layout `other` still held (a part given back, or
-    /// the return refused) counts its reports again.
+    /// the return refused) counts its reports again once no other return of it is
+    /// under way (each `closing_io` is paired with one `reopen_io`).
     pub fn reopen_io(&self, other: &[u8; 12]) {
         if let Some(l) = self.lock().by_other.get_mut(other) {
-            l.io_closing = false;
+            l.io_closing = l.io_closing.saturating_sub(1);
         }
     }
 

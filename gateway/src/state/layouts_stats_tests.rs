@@ -165,3 +165,33 @@ fn hostile_reports_are_ignored_never_overflow() {
     }
     assert_eq!(counted(&t, 0), io(u64::MAX, u64::MAX, u64::MAX, u64::MAX));
 }
+
+/// Two returns of one layout in flight: the first one's end does not reopen counting
+/// while the second, whose snapshot is older, still runs (its report would count a
+/// LAYOUTSTATS landing in between a second time).
+#[test]
+fn counting_reopens_only_when_every_return_in_flight_ended() {
+    let (t, d0, _) = table();
+    let s = t.grant(F, b"fh", None, IOMODE_RW, LEASE).unwrap();
+    t.report_stats(F, &s, &d0, &io(1, 1, 1, 1));
+    let first = t.closing_io(&s.other);
+    let second = t.closing_io(&s.other);
+    assert_eq!(first, second);
+    t.reopen_io(&s.other);
+    assert_eq!(
+        t.report_stats(F, &s, &d0, &io(2, 2, 2, 2)),
+        Reported::NoLayout,
+        "the second return is still under way"
+    );
+    t.reopen_io(&s.other);
+    assert_eq!(
+        t.report_stats(F, &s, &d0, &io(2, 2, 2, 2)),
+        Reported::Counted(io(1, 1, 1, 1))
+    );
+    // An unpaired reopen (a layout granted between the two calls) stays at zero.
+    t.reopen_io(&s.other);
+    assert_eq!(
+        t.report_stats(F, &s, &d0, &io(3, 3, 3, 3)),
+        Reported::Counted(io(1, 1, 1, 1))
+    );
+}

@@ -42,6 +42,19 @@ fn ready(h: &H, owner: &'static [u8]) -> (u64, [u8; 16]) {
     (id, sid)
 }
 
+/// Every lease runs out (`LEASE` and a margin), then each `(session, seqid)` renews
+/// with a SEQUENCE: those clients are active again (a lapsed client that renews keeps
+/// its state, RFC 8881 §8.4.2.1), the others are courtesy clients. Renewing after the
+/// sleep rather than during it keeps the tests right on a loaded machine, where a
+/// renewal "2/3 into the lease" could land after the lease and a sleep of a third
+/// could outlast the renewed one.
+fn lapse_then_renew(h: &H, renew: &[([u8; 16], u32)]) {
+    std::thread::sleep(LEASE + Duration::from_millis(100));
+    for &(sid, seq) in renew {
+        assert_eq!(call(h, &[sequence(sid, seq, 0)]).0, NFS4_OK);
+    }
+}
+
 /// OPEN "f" (CLAIM_NULL, NOCREATE, no delegation wanted).
 fn open_f(clientid: u64, owner: &'static [u8], access: u32, deny: u32) -> Op {
     Box::new(move |w| {
@@ -121,10 +134,8 @@ fn a_conflicting_open_and_lock_succeed_once_the_holders_lease_ran_out() {
     let (a, sa) = ready(&h, b"courtesy-a");
     let (b, sb) = ready(&h, b"courtesy-b");
     hold_f(&h, a, sa);
-    // b keeps its lease, a does not.
-    std::thread::sleep(LEASE * 2 / 3);
-    assert_eq!(call(&h, &[sequence(sb, 2, 0)]).0, NFS4_OK);
-    std::thread::sleep(LEASE / 3 + Duration::from_millis(100));
+    // Both leases run out; b renews (`lapse_then_renew`), a does not.
+    lapse_then_renew(&h, &[(sb, 2)]);
     let (st, open_b) = on_f(&h, sb, 3, false, open_f(b, b"ob", 2, 0));
     assert_eq!(st, NFS4_OK, "a's DENY_WRITE gave way");
     let (st, _) = on_f(&h, sb, 4, true, lock_all(b, open_b.unwrap(), b"lb"));
@@ -210,9 +221,7 @@ fn io_with_a_special_stateid_expires_a_courtesy_client_denying_it() {
         "the bypass stateid does not bypass DENY_WRITE"
     );
     // b renews, a does not: a becomes a courtesy client.
-    std::thread::sleep(LEASE * 2 / 3);
-    assert_eq!(call(&h, &[sequence(sb, 4, 0)]).0, NFS4_OK);
-    std::thread::sleep(LEASE / 3 + Duration::from_millis(100));
+    lapse_then_renew(&h, &[(sb, 4)]);
     h.state.sweep();
     assert_eq!(courtesy_gauge(&h), 1, "a is a courtesy client");
     assert_eq!(expired_for_conflict(&h), 0);
@@ -243,10 +252,7 @@ fn io_denied_by_an_active_client_too_expires_no_courtesy_client() {
     assert_eq!(on_f(&h, sa, 2, false, open_f(a, b"oa", 1, 2)).0, NFS4_OK);
     assert_eq!(on_f(&h, sb, 2, false, open_f(b, b"ob", 1, 2)).0, NFS4_OK);
     // b and c renew, a does not.
-    std::thread::sleep(LEASE * 2 / 3);
-    assert_eq!(call(&h, &[sequence(sb, 3, 0)]).0, NFS4_OK);
-    assert_eq!(call(&h, &[sequence(sc, 2, 0)]).0, NFS4_OK);
-    std::thread::sleep(LEASE / 3 + Duration::from_millis(100));
+    lapse_then_renew(&h, &[(sb, 3), (sc, 2)]);
     assert_eq!(
         special_io(&h, sc, 3, Stateid::ANONYMOUS, true),
         NFS4ERR_LOCKED,
