@@ -78,7 +78,9 @@ fn new_calls_queue_behind_held_ones() {
     assert_eq!(g.offer(limited, Cost::default(), 4), None);
     let mut out = Vec::new();
     g.release(&mut |i| out.push(i));
-    assert_eq!(out, [3]);
+    // 3 first; 4 too when the sleep overran to 100 ms (a second token at 20/s), as a
+    // loaded machine's does: never 4 alone or ahead of 3.
+    assert!(out == [3] || out == [3, 4], "released {out:?}");
 }
 
 #[test]
