@@ -37,6 +37,22 @@ pub fn failovers() -> u64 {
     FAILOVERS.load(Ordering::Relaxed)
 }
 
+/// The back-off before retry `retries` with `left` of the budget, and whether that
+/// retry is the call's last: the jittered `backoff`, unless it reaches the end of
+/// the budget; then half of what is left, once. With full jitter alone, a draw past
+/// the deadline (up to 5 s) slept the budget out and gave up untried, so an outage
+/// of a third of the budget could still answer NFS3ERR_JUKEBOX; now the call still
+/// makes one attempt in the budget's second half (README, the s3 backend's retries), and only
+/// one (halving again each time would crowd attempts against the deadline).
+fn nap(retries: usize, left: Duration) -> (Duration, bool) {
+    let b = backoff(retries);
+    if b < left {
+        (b, false)
+    } else {
+        (left / 2, true)
+    }
+}
+
 /// Longest an endpoint is skipped after failing.
 const MAX_DOWN: Duration = Duration::from_secs(30);
 /// At most one failover log line per this period (a flapping node must not flood).
@@ -255,6 +271,7 @@ impl Pool {
         let deadline = Instant::now() + budget;
         let mut tried: u64 = 0;
         let mut retries = 0usize;
+        let mut last_try = false;
         let mut last = String::new();
         loop {
             let i = match self.next_untried(tried) {
@@ -263,11 +280,13 @@ impl Pool {
                 None if tried == 0 && retries == 0 => self.for_retry(),
                 None => {
                     // Every endpoint was tried or is down: back off, then retry.
-                    if retries >= self.retries {
+                    if retries >= self.retries || last_try {
                         return Err(BackendError::Retryable(last));
                     }
                     let left = deadline.saturating_duration_since(Instant::now());
-                    tokio::time::sleep(backoff(retries).min(left)).await;
+                    let (pause, final_one) = nap(retries, left);
+                    last_try = final_one;
+                    tokio::time::sleep(pause).await;
                     retries += 1;
                     tried = 0;
                     self.for_retry()
@@ -404,6 +423,39 @@ mod tests {
             took >= Duration::from_millis(350) && took < Duration::from_millis(900),
             "{took:?}"
         );
+    }
+
+    /// A back-off that would reach the deadline becomes half of what is left, once:
+    /// the call still tries in the budget's second half, then gives up.
+    #[test]
+    fn a_back_off_past_the_budget_leaves_one_attempt_before_it_ends() {
+        for retries in 0..12 {
+            let (pause, last) = nap(retries, Duration::from_millis(10));
+            assert!(pause <= Duration::from_millis(10));
+            if last {
+                assert_eq!(pause, Duration::from_millis(5));
+            }
+        }
+        // 5 s of back-off at most: always past 1 ms, never past 10 s.
+        assert_eq!(
+            nap(9, Duration::from_millis(1)),
+            (Duration::from_micros(500), true)
+        );
+        assert!(!nap(9, Duration::from_secs(10)).1);
+        // Through the pool: a store that fails until 150 ms, a budget of 300 ms and
+        // a back-off that soon draws past it: the call succeeds every time.
+        let (rt, p) = pool(1, 300, 100);
+        for _ in 0..5 {
+            let t = Instant::now();
+            let r = rt.block_on(p.run(|_| async move {
+                if t.elapsed() < Duration::from_millis(150) {
+                    Err(BackendError::Retryable("503".into()))
+                } else {
+                    Ok(())
+                }
+            }));
+            assert!(r.is_ok(), "an outage of half the budget answered {r:?}");
+        }
     }
 
     #[test]
