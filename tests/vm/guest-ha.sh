@@ -245,6 +245,22 @@ check "the application writes" writing
 # does the same), so every round is a takeover from a holder that served the clients.
 # The successor is a new process each round: its counters are this round's.
 ACT=0
+# Over several rounds, with tcpdump on the host's root: the TCP SYNs to port 2049 on the
+# bridge, to see which of the client's SYN retransmissions (1, 3, 7, 15 s after its
+# first: docs/ha.md "Takeover") found the address (docs/performance.md).
+if [ "$ROUNDS" -gt 1 ] && command -v tcpdump >/dev/null; then
+  tcpdump -i habr -n -l -tt -Z root 'tcp port 2049 and tcp[tcpflags] & tcp-syn != 0' > "$W/syn.txt" 2> "$W/tcpdump.err" &
+  PIDS+=("$!")
+fi
+# syns: the application's client's (10.78.0.1) SYNs to the service address since the
+# kill, in seconds from it, and when the first was answered (SYN-ACK): "S S S… / A".
+syns() {
+  [ -f "$W/syn.txt" ] || return 0
+  awk -v k="$killed" -v vip="$VIP.2049" '$1 + 0 <= k || $7 !~ /^\[S/ {next}
+    $7 == "[S]," && $3 ~ /^10\.78\.0\.1\./ && $5 == vip ":" {printf "%.1f ", $1 - k}
+    $7 == "[S.]," && $3 == vip && $5 ~ /^10\.78\.0\.1\./ {a = sprintf("%.1f", $1 - k); exit}
+    END {printf "/ %s", a == "" ? "-" : a}' "$W/syn.txt"
+}
 # SLOG: the standby's log; FROM: its length at the kill (what it says after the kill).
 SLOG="" FROM=0
 logged() { # ERE: the standby's log says it after the kill
@@ -334,8 +350,10 @@ takeover() {
   imm=$(stamp "a takeover is imminent") took=$(stamp "ha: took the identity")
   # shellcheck disable=SC2086 # fw: "SECONDS PAUSED LINE…"
   set -- $fw
-  say "round $r: kill -9 -> imminent ${imm}s, address ${moved_s}s, identity ${took}s, grace ended ${grace}s ($how), first write ${1}s (paused ${2}s); parked served $parked"
-  echo "$r $imm $moved_s $took $grace $how $1 $2 $parked" >> "$W/rounds.txt"
+  local syn
+  syn=$(syns)
+  say "round $r: kill -9 -> imminent ${imm}s, address ${moved_s}s, identity ${took}s, grace ended ${grace}s ($how), first write ${1}s (paused ${2}s); parked served $parked${syn:+; client SYNs at ${syn% / *} answered ${syn##* / }}"
+  echo "$r $imm $moved_s $took $grace $how $1 $2 $parked ${syn##* / }" >> "$W/rounds.txt"
   ACT=$s
   [ "$r" -lt "$ROUNDS" ] || return 0
   # The next round: the killed host comes back as the standby, the reader reads its
@@ -364,6 +382,7 @@ if [ "$ROUNDS" -gt 1 ]; then
   say "  grace period ended (its log)  $(spread 5); ended early in $(awk '$6 == "early"' "$W/rounds.txt" | wc -l) rounds"
   say "  first write (the application) $(spread 7); over 15 s in $(awk '$7 != "-" && $7 > 15' "$W/rounds.txt" | wc -l) rounds"
   say "  the write's own pause         $(spread 8)"
+  [ -f "$W/syn.txt" ] && say "  the client's SYN answered     $(spread 10)"
   touch "$W/stop"
   check "the application stopped writing" says "$W/app.out" '^written$' 60
   LINES=$(awk '$1 == "lines" {print $2}' "$W/app.out")
