@@ -101,7 +101,8 @@ path = "/"
 clients = ["0.0.0.0/0"]
 squash = "none"
 TOML
-  RUST_LOG=info "$GW" --config "$W/$1.toml" > "$W/$1.log" 2>&1 &
+  # Not the reader's fd 7 (a later round restarts a gateway): it would keep the mount busy.
+  RUST_LOG=info "$GW" --config "$W/$1.toml" > "$W/$1.log" 2>&1 7<&- &
   echo $!
 }
 says() { # FILE TEXT SECONDS
