@@ -253,17 +253,22 @@ ACT=0
 # bridge, to see which of the client's SYN retransmissions (1, 3, 7, 15 s after its
 # first: docs/ha.md "Takeover") found the address (docs/performance.md).
 if [ "$ROUNDS" -gt 1 ] && command -v tcpdump >/dev/null; then
-  tcpdump -i habr -n -l -tt -Z root 'tcp port 2049 and tcp[tcpflags] & tcp-syn != 0' > "$W/syn.txt" 2> "$W/tcpdump.err" 7<&- &
+  tcpdump -i habr -n -l -tt -Z root 'tcp port 2049 and tcp[tcpflags] & (tcp-syn|tcp-rst) != 0' > "$W/syn.txt" 2> "$W/tcpdump.err" 7<&- &
   PIDS+=("$!")
 fi
-# syns: the application's client's (10.78.0.1) SYNs to the service address since the
-# kill, in seconds from it, and when the first was answered (SYN-ACK): "S S S… / A".
+# syns UNTIL: the application's client's (10.78.0.1) SYNs to the service address from
+# the kill to UNTIL seconds after it, in seconds from the kill, "r" after one the
+# address answered with a reset (the killed host's kernel: nothing listens there any
+# more), "+" after one answered SYN-ACK; then " / " and when the last SYN-ACK came (the
+# connection the client went on with), "-" if none.
 syns() {
   [ -f "$W/syn.txt" ] || return 0
-  awk -v k="$killed" -v vip="$VIP.2049" '$1 + 0 <= k || $7 !~ /^\[S/ {next}
-    $7 == "[S]," && $3 ~ /^10\.78\.0\.1\./ && $5 == vip ":" {printf "%.1f ", $1 - k}
-    $7 == "[S.]," && $3 == vip && $5 ~ /^10\.78\.0\.1\./ {a = sprintf("%.1f", $1 - k); exit}
-    END {printf "/ %s", a == "" ? "-" : a}' "$W/syn.txt"
+  awk -v k="$killed" -v u="$1" -v vip="$VIP.2049" '$1 + 0 <= k {next}
+    $1 - k > u {exit}
+    $7 == "[S]," && $3 ~ /^10\.78\.0\.1\./ && $5 == vip ":" {o = o sprintf(" %.1f", $1 - k)}
+    $7 ~ /^\[R/ && $3 == vip && $5 ~ /^10\.78\.0\.1\./ && o ~ /[0-9]$/ {o = o "r"}
+    $7 == "[S.]," && $3 == vip && $5 ~ /^10\.78\.0\.1\./ {o = o "+"; a = sprintf("%.1f", $1 - k)}
+    END {printf "%s / %s", substr(o, 2), a == "" ? "-" : a}' "$W/syn.txt"
 }
 # SLOG: the standby's log; FROM: its length at the kill (what it says after the kill).
 SLOG="" FROM=0
@@ -365,7 +370,7 @@ takeover() {
   # shellcheck disable=SC2086 # fw: "SECONDS PAUSED LINE…"
   set -- $fw
   local syn
-  syn=$(syns)
+  syn=$(syns "$(awk -v w="$1" 'BEGIN {print w + 0.5}')")
   say "round $r: kill -9 -> imminent ${imm}s, address ${moved_s}s, identity ${took}s, grace ended ${grace}s ($how), first write ${1}s (paused ${2}s); parked served $parked${syn:+; client SYNs at ${syn% / *} answered ${syn##* / }}"
   echo "$r $imm $moved_s $took $grace $how $1 $2 $parked ${syn##* / }" >> "$W/rounds.txt"
   ACT=$s
