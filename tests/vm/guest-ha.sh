@@ -333,12 +333,17 @@ takeover() {
   check "${rp}the standby took the identity" says "$SLOG" "ha: took the identity" 180
   since_kill "a takeover is imminent" "imminent (standby's log)"
   since_kill "ha: took the identity" "identity taken (standby's log)"
-  check "${rp}the application writes again after the takeover" retry 240 writes_again
-  fw=$(first_write)
+  # One round (CI's): as before HA_ROUNDS, the application's end is the check (a
+  # guest so slow that every line was written before the kill leaves the pause
+  # unmeasured, "-", and fails nothing); over several, its first write after the kill.
   if [ "$ROUNDS" = 1 ]; then
     check "the application wrote every line after the takeover" says "$W/app.out" '^written$' 240
     awk -v k="$killed" -v d="$(date +%s.%N)" 'BEGIN {printf "ha: kill -9 -> every line written %.1fs\n", d - k}'
+  else
+    check "${rp}the application writes again after the takeover" retry 240 writes_again
   fi
+  fw=$(first_write)
+  [ -n "$fw" ] || fw="- - (no write of the application was in flight after the kill)"
   say "application ${fw#* * }"
   grace_try() {
     wait "$GRACE_TRY" || true
