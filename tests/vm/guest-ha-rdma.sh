@@ -25,6 +25,10 @@
 # before the kill, from the kill through the grace period, and after the reclaim:
 # refused each time; granted once the application unlocked. One line per check; last
 # line "KERNEL HA RDMA: PASS".
+#
+# HA_RDMA_ROUNDS=N (default 1, CI's): N takeovers in a row (the killed gateway back as
+# the standby each round), the checks of the takeover in each, one "ha/rdma: round"
+# line of times each (as guest-ha.sh's HA_ROUNDS) and min / median / max at the end.
 set -euo pipefail
 GW=${1:?rdma gateway binary (built with --features rdma)}
 D=${2:?a directory on a file system with user xattrs}
@@ -35,7 +39,10 @@ PORT=20049
 M=/mnt/ha-rdma
 M2=/mnt/ha-rdma2
 # Enough that the application still writes at the kill (guest-ha.sh says why).
-LINES=${HA_RDMA_LINES:-150}
+ROUNDS=${HA_RDMA_ROUNDS:-1}
+[[ "$ROUNDS" =~ ^[1-9][0-9]{0,2}$ ]] || { echo "FAIL ha/rdma HA_RDMA_ROUNDS=$ROUNDS: want 1 to 999"; exit 1; }
+# Over several rounds the application writes until the last round is over ($W/stop).
+if [ "$ROUNDS" -gt 1 ]; then LINES=${HA_RDMA_LINES:-9999999}; else LINES=${HA_RDMA_LINES:-150}; fi
 W=$(mktemp -d)
 T0=$(date +%s.%N)
 PIDS=()
@@ -94,7 +101,8 @@ path = "/"
 clients = ["0.0.0.0/0"]
 squash = "none"
 TOML
-  RUST_LOG=info "$GW" --config "$W/$1.toml" > "$W/$1.log" 2>&1 &
+  # Not the reader's fd 7 (a later round restarts a gateway): it would keep the mount busy.
+  RUST_LOG=info "$GW" --config "$W/$1.toml" > "$W/$1.log" 2>&1 7<&- &
   echo $!
 }
 says() { # FILE TEXT SECONDS
@@ -106,6 +114,7 @@ at_least() { # STATS_PORT NAME MIN [LABEL=VALUE…]: the gateway's NAME is at le
   local port=$1 name=$2 min=$3 v; shift 3
   v=$(metric_with "127.0.0.1:$port" "$name" "$@") || return 1
   say "stats :$port: $name $* = $v"
+  AT_LEAST=$v
   [ "$v" -ge "$min" ]
 }
 try_lock() { # LABEL WANT_EXIT: the other lock owner's attempt (ha-lock.pl: 0 granted, 3 refused)
@@ -116,11 +125,14 @@ try_lock() { # LABEL WANT_EXIT: the other lock owner's attempt (ha-lock.pl: 0 gr
 }
 proto_rdma() { awk -v m="$1" '$2 == m {print $4}' /proc/mounts | grep -qE '(^|,)proto=rdma(,|$)'; }
 
-A=$(gateway a active 2149 9111); PIDS+=("$A")
+# Slot I (0, 1): TCP port 2149 + I, stats port 9111 + I; NAME[I] its current
+# gateway's name (a, b; a1, b1… when it came back), GWP[I] its process.
+NAME=(a b) GWP=() LIFE=(0 0)
+GWP[0]=$(gateway a active 2149 9111); PIDS+=("${GWP[0]}")
 active_up() { says "$W/a.log" "ha: took the identity" 180 && says "$W/a.log" "over RPC-over-RDMA" 60; }
 check "the active holds the identity and listens over RDMA" active_up
 # The standby starts while the client mounts; it must be waiting before the kill.
-B=$(gateway b standby 2150 9112); PIDS+=("$B")
+GWP[1]=$(gateway b standby 2150 9112); PIDS+=("${GWP[1]}")
 check "mount -t nfs -o vers=4.1,proto=rdma,port=$PORT $ADDR:/ $M" \
   timeout -s KILL 120 mount -t nfs -o vers=4.1,proto=rdma,port=$PORT "$ADDR:/" $M
 check "a second mount for the other lock owner (nosharecache)" \
@@ -137,7 +149,11 @@ check "the reader holds a read delegation" at_least 9111 nfsgw_delegations 1
 standby_waits() { says "$W/b.log" "identity held by another gateway" 180 && says "$W/b.log" "rdma: cannot listen yet" 10; }
 check "the standby waits, on TCP alone" standby_waits
 
-$LOCK app "$M/log" "$LINES" "$W/release" > "$W/app.out" 2>&1 &
+if [ "$ROUNDS" -gt 1 ]; then
+  $LOCK app "$M/log" "$LINES" "$W/release" "$W/stop" > "$W/app.out" 2>&1 &
+else
+  $LOCK app "$M/log" "$LINES" "$W/release" > "$W/app.out" 2>&1 &
+fi
 APP=$!
 PIDS+=("$APP")
 lines_now() { [ -f "$D/objects/log" ] && wc -l < "$D/objects/log" || echo 0; }
@@ -150,36 +166,112 @@ writing() {
 }
 check "the application writes over RDMA" writing
 
-killed=$(date +%s.%N)
-kill -9 "$A"
-say "killed the active gateway (pid $A) after $(lines_now) lines"
-( rc=0; timeout -s KILL 180 $LOCK try $M2/log > "$W/try-grace.out" 2>&1 || rc=$?; echo "$rc" > "$W/try-grace.rc" ) &
-GRACE_TRY=$!
-PIDS+=("$GRACE_TRY")
-check "the standby's RDMA listener binds the address" says "$W/b.log" "the address is available now" 60
-check "the standby took the identity" says "$W/b.log" "ha: took the identity" 180
-check "the application wrote every line after the takeover" says "$W/app.out" '^written$' 240
-awk -v k="$killed" -v d="$(date +%s.%N)" 'BEGIN {printf "ha/rdma: kill -9 -> every line written %.1fs\n", d - k}'
-since_kill() { # LOG TEXT LABEL: when LOG first said TEXT (its own time stamp), after the kill
+# One takeover, round R of HA_RDMA_ROUNDS: the active (slot $ACT) killed, the standby
+# binds the RDMA address, takes the identity, the client reclaims and writes again.
+ACT=0 SLOG="" FROM=0
+stamp() { # ERE: seconds from the kill to the standby's first line matching it since, or "-"
   local at t
-  at=$(grep -m1 "$2" "$1" | awk '{print $1}')
-  t=$(date -d "$at" +%s.%N 2>/dev/null) || return 0
-  awk -v k="$killed" -v t="$t" -v l="$3" 'BEGIN {printf "ha/rdma: kill -9 -> %s %.1fs\n", l, t - k}'
+  at=$(awk -v from="$FROM" -v pat="$1" 'NR > from && $0 ~ pat {print $1; exit}' "$SLOG")
+  [ -n "$at" ] && t=$(date -d "$at" +%s.%N 2>/dev/null) || { echo -; return 0; }
+  awk -v k="$killed" -v t="$t" 'BEGIN {printf "%.1f", t - k}'
 }
-since_kill "$W/b.log" "the address is available now" "RDMA listener bound (standby's log)"
-since_kill "$W/b.log" "a takeover is imminent" "imminent (standby's log)"
-since_kill "$W/b.log" "ha: took the identity" "identity taken (standby's log)"
-grep "paused" "$W/app.out" | sed 's/^/ha\/rdma: application /' || true
-grace_try() {
-  wait "$GRACE_TRY" || true
-  say "other lock owner (from the kill through the grace period): $(cat "$W/try-grace.out") (exit $(cat "$W/try-grace.rc"))"
-  [ "$(cat "$W/try-grace.rc")" = 3 ]
+since_kill() { # TEXT LABEL
+  local v
+  v=$(stamp "$1")
+  [ "$v" = - ] || say "kill -9 -> $2 ${v}s"
 }
-check "the other lock owner's lock asked for during the takeover is refused, never granted" grace_try
-check "the other lock owner's conflicting lock is refused after the reclaim" try_lock after 3
-check "the kernel client reclaimed its opens, lock and delegation over RDMA" at_least 9112 nfsgw_ha_reclaims_total 3 result=accepted
-check "the successor ran COMPOUNDs it had parked before its takeover" at_least 9112 nfsgw_ha_parked_total 1 how=served
-check "the successor holds the reclaimed read delegation" at_least 9112 nfsgw_delegations 1
+# The application's first write that ended after the kill: "SECONDS_FROM_KILL PAUSED LINE".
+first_write() {
+  awk -v k="$killed" '$3 == "paused" && $NF + 0 > k {p = $4; sub(/s$/, "", p); printf "%.1f %s %s\n", $NF - k, p, $0; exit}' "$W/app.out"
+}
+writes_again() { [ -n "$(first_write)" ]; }
+takeover() {
+  local r=$1 a=$ACT s=$((1 - ACT)) rp="" sport bound imm took grace how fw parked
+  [ "$ROUNDS" -gt 1 ] && rp="round $r/$ROUNDS: "
+  sport=$((9111 + s))
+  SLOG="$W/${NAME[$s]}.log"
+  FROM=$(wc -l < "$SLOG")
+  killed=$(date +%s.%N)
+  kill -9 "${GWP[$a]}"
+  say "${rp}killed the active gateway (pid ${GWP[$a]}) after $(lines_now) lines"
+  rm -f "$W/try-grace.rc"
+  ( rc=0; timeout -s KILL 180 $LOCK try $M2/log > "$W/try-grace.out" 2>&1 || rc=$?; echo "$rc" > "$W/try-grace.rc" ) &
+  GRACE_TRY=$!
+  PIDS+=("$GRACE_TRY")
+  check "${rp}the standby's RDMA listener binds the address" says "$SLOG" "the address is available now" 60
+  check "${rp}the standby took the identity" says "$SLOG" "ha: took the identity" 180
+  # One round (CI's): the application's end is the check, as before HA_RDMA_ROUNDS
+  # (every line written before the kill: the pause unmeasured, "-"); over several,
+  # its first write after the kill.
+  if [ "$ROUNDS" = 1 ]; then
+    check "the application wrote every line after the takeover" says "$W/app.out" '^written$' 240
+    awk -v k="$killed" -v d="$(date +%s.%N)" 'BEGIN {printf "ha/rdma: kill -9 -> every line written %.1fs\n", d - k}'
+  else
+    check "${rp}the application writes again after the takeover" retry 240 writes_again
+  fi
+  fw=$(first_write)
+  [ -n "$fw" ] || fw="- - (no write of the application was in flight after the kill)"
+  since_kill "the address is available now" "RDMA listener bound (standby's log)"
+  since_kill "a takeover is imminent" "imminent (standby's log)"
+  since_kill "ha: took the identity" "identity taken (standby's log)"
+  say "application ${fw#* * }"
+  grace_try() {
+    wait "$GRACE_TRY" || true
+    say "other lock owner (from the kill through the grace period): $(cat "$W/try-grace.out") (exit $(cat "$W/try-grace.rc"))"
+    [ "$(cat "$W/try-grace.rc")" = 3 ]
+  }
+  check "${rp}the other lock owner's lock asked for during the takeover is refused, never granted" grace_try
+  check "${rp}the other lock owner's conflicting lock is refused after the reclaim" try_lock after 3
+  grace=$(stamp "grace period ended early") how=early
+  [ "$grace" = - ] && { grace=$(stamp "NFSv4.1 grace period over"); how=timed; }
+  [ "$grace" = - ] && how=-
+  check "${rp}the kernel client reclaimed its opens, lock and delegation over RDMA" at_least $sport nfsgw_ha_reclaims_total 3 result=accepted
+  if [ "$r" = 1 ]; then
+    check "the successor ran COMPOUNDs it had parked before its takeover" at_least $sport nfsgw_ha_parked_total 1 how=served
+    parked=$AT_LEAST
+  else
+    parked=$(metric_with "127.0.0.1:$sport" nfsgw_ha_parked_total how=served) || parked=-
+  fi
+  check "${rp}the successor holds the reclaimed read delegation" at_least $sport nfsgw_delegations 1
+  bound=$(stamp "the address is available now") imm=$(stamp "a takeover is imminent") took=$(stamp "ha: took the identity")
+  # shellcheck disable=SC2086 # fw: "SECONDS PAUSED LINE…"
+  set -- $fw
+  say "round $r: kill -9 -> RDMA listener bound ${bound}s, imminent ${imm}s, identity ${took}s, grace ended ${grace}s ($how), first write ${1}s (paused ${2}s); parked served $parked"
+  echo "$r $bound $imm $took $grace $how $1 $2 $parked" >> "$W/rounds.txt"
+  ACT=$s
+  [ "$r" -lt "$ROUNDS" ] || return 0
+  # The next round: the killed gateway comes back as the standby (its own TCP and
+  # stats ports again; the RDMA address is the holder's until it dies).
+  LIFE[$a]=$((LIFE[$a] + 1))
+  NAME[$a]=$([ "$a" = 0 ] && echo a || echo b)${LIFE[$a]}
+  GWP[$a]=$(gateway "${NAME[$a]}" standby $((2149 + a)) $((9111 + a))); PIDS+=("${GWP[$a]}")
+  back() { says "$W/${NAME[$a]}.log" "identity held by another gateway" 180 && says "$W/${NAME[$a]}.log" "rdma: cannot listen yet" 10; }
+  check "${rp}the killed gateway is back as the standby, on TCP alone" back
+  check "${rp}the reader reads its file again" test "$(cat $M/rd.txt)" = "old data"
+}
+retry() { # SECONDS CMD...: CMD until it succeeds, every 0.2 s
+  local end=$((SECONDS + $1)); shift
+  until "$@"; do [ $SECONDS -lt $end ] || return 1; sleep 0.2; done
+}
+for r in $(seq 1 "$ROUNDS"); do takeover "$r"; done
+spread() { # COLUMN: min / median / max over the rounds ("-" left out)
+  awk -v c="$1" '$c != "-" {print $c}' "$W/rounds.txt" | sort -n | awk '{v[NR] = $1}
+    END {if (!NR) {print "-"; exit}
+         m = NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
+         printf "%.1f / %.1f / %.1f s (%d rounds)\n", v[1], m, v[NR], NR}'
+}
+if [ "$ROUNDS" -gt 1 ]; then
+  say "$ROUNDS takeovers, min / median / max from kill -9:"
+  say "  RDMA listener bound (its log) $(spread 2)"
+  say "  imminent (standby's log)      $(spread 3)"
+  say "  identity taken (its log)      $(spread 4)"
+  say "  grace period ended (its log)  $(spread 5); ended early in $(awk '$6 == "early"' "$W/rounds.txt" | wc -l) rounds"
+  say "  first write (the application) $(spread 7); over 15 s in $(awk '$7 != "-" && $7 > 15' "$W/rounds.txt" | wc -l) rounds"
+  say "  the write's own pause         $(spread 8)"
+  touch "$W/stop"
+  check "the application stopped writing" says "$W/app.out" '^written$' 60
+  LINES=$(awk '$1 == "lines" {print $2}' "$W/app.out")
+fi
 exec 7<&-
 touch "$W/release"
 wait_app() {

@@ -6,12 +6,15 @@
 # reclaim = true after the server restarted (§8.4.2.1). flock(1) is not used: flock(2)
 # is another lock family.
 #
-#   ha-lock.pl app PATH LINES [RELEASE]
+#   ha-lock.pl app PATH LINES [RELEASE [STOP]]
 #       the application: a write lock on the whole file (F_SETLKW), "locked", then LINES
 #       numbered lines ("line 0000\n"...), each appended and fsynced, 0.2 s apart
-#       ("line N: paused Xs" when one took over a second), "written"; then, with
-#       RELEASE, it keeps the lock until the file RELEASE exists; unlock, "done".
-#       Any error: a message and exit 1.
+#       ("line N: paused Xs at T" when one took over a second, T the epoch time it
+#       ended: guest-ha.sh's first successful write after a kill), "written"; then,
+#       with RELEASE, it keeps the lock until the file RELEASE exists; unlock, "done".
+#       With STOP, it writes no more lines once the file STOP exists (several
+#       takeovers in a row, HA_ROUNDS: their length is not known in advance) and says
+#       "lines N" before "written". Any error: a message and exit 1.
 #   ha-lock.pl try PATH
 #       another lock owner: one non-blocking attempt (F_SETLK) at a write lock on the
 #       whole file. Exit 0 "granted" (released at exit), 3 "refused" (EAGAIN/EACCES:
@@ -34,21 +37,26 @@ sub lock_whole {
 
 my $mode = shift @ARGV // '';
 if ($mode eq 'app') {
-    my ($path, $lines, $release) = @ARGV;
-    defined $lines or die "usage: ha-lock.pl app PATH LINES [RELEASE]\n";
+    my ($path, $lines, $release, $stop) = @ARGV;
+    defined $lines or die "usage: ha-lock.pl app PATH LINES [RELEASE [STOP]]\n";
     sysopen(my $fh, $path, O_RDWR | O_CREAT | O_APPEND, 0644) or die "open $path: $!\n";
     lock_whole($fh, F_SETLKW, F_WRLCK) or die "lock $path: $!\n";
     print "locked\n";
+    my $n_lines = 0;
     for my $i (0 .. $lines - 1) {
+        last if defined $stop && -e $stop;
         my $t = time;
         my $line = sprintf("line %04d\n", $i);
         my $n = syswrite($fh, $line);
         defined $n && $n == length $line or die "write line $i: $!\n";
         $fh->sync or die "fsync line $i: $!\n";
-        my $dt = time - $t;
-        printf "line %d: paused %.1fs\n", $i, $dt if $dt > 1;
+        my $end = time;
+        my $dt = $end - $t;
+        printf "line %d: paused %.1fs at %.3f\n", $i, $dt, $end if $dt > 1;
+        $n_lines = $i + 1;
         sleep 0.2;
     }
+    print "lines $n_lines\n" if defined $stop;
     print "written\n";
     if (defined $release) {
         sleep 0.1 until -e $release;
@@ -72,4 +80,4 @@ if ($mode eq 'app') {
     print "lock $path: $!\n";
     exit 1;
 }
-die "usage: ha-lock.pl app PATH LINES [RELEASE] | try PATH\n";
+die "usage: ha-lock.pl app PATH LINES [RELEASE [STOP]] | try PATH\n";
