@@ -21,7 +21,7 @@ log() { echo "setup.sh: $*" >&2; }
 # ---- Debian packages --------------------------------------------------------
 PKGS=(libnfs-utils libnfs-dev swig python3-dev python3-venv build-essential pkg-config
       libibverbs-dev librdmacm-dev libclang-dev fio systemd libfuse3-3 prometheus man-db keepalived iproute2
-      xfsprogs attr perl curl)
+      xfsprogs attr perl curl tcpdump)
 missing=()
 for p in "${PKGS[@]}"; do
     if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
@@ -58,6 +58,9 @@ if ((${#missing[@]})); then
     apt-get install -y -qq --no-install-recommends xfsprogs attr
     # perl with Time::HiRes (not in perl-base): tests/vm/ha-lock.pl, the VM stage ha's lock tool
     apt-get install -y -qq --no-install-recommends perl
+    # tcpdump: the VM stage ha's SYN trace over several takeovers (HA_ROUNDS > 1,
+    # tests/vm/guest-ha.sh; the guest runs the host's binaries)
+    apt-get install -y -qq --no-install-recommends tcpdump
 fi
 for b in nfs-ls nfs-cp nfs-cat; do
     command -v "$b" >/dev/null || { log "missing $b after install"; exit 1; }
