@@ -38,6 +38,15 @@
 //! a hit takes each shown entry's attributes from the attribute table under the
 //! entry's current stamp (`lookup`'s `attrs`), as cached LOOKUPs do, and a listed
 //! entry whose stamp moved since is refreshed the same way instead of missing.
+//!
+//! NFSv4.1's READDIR (`nfs4::fast_dirs`) is answered from a run while NFSv4.1 may
+//! show all of it (`ListingHit::v4`): every page a worker listed was NFSv4.1's
+//! (`ListedPage::v4`: it checked that no entry is another export's root, RFC 8881
+//! §7.7) or the run started empty; every entry a hit has shown had the model's own
+//! attributes (`Fill::exact`: never a fattr3's); and, when creates inserted entries
+//! (`Run::made`, whose names nothing checked against other exports' roots), the
+//! server has one export. So bench md's NFSv4.1 first listing of a directory it
+//! made with CREATE and filled with OPEN is the reactor's, as NFSv3's is.
 
 use super::{FhKey, Generations, Stamp, ATTR_TTL};
 use crate::export::{admit, Exports};
@@ -111,8 +120,14 @@ struct Run {
     verf: [u8; 8],
     entries: Vec<(ListedEntry, Stamp)>,
     eof: bool,
-    /// Every page of the run was NFSv4.1's (`ListedPage::v4`).
+    /// Every page of the run was NFSv4.1's (`ListedPage::v4`) or the run started
+    /// empty (`start_empty`), and every entry shown so far had the model's own
+    /// attributes (`Fill::exact`).
     v4: bool,
+    /// Entries the gateway's creates inserted (`made`): no NFSv4.1 READDIR checked
+    /// them against other exports' roots (RFC 8881 §7.7), so NFSv4.1 is shown them
+    /// only on a server with one export (`lookup`).
+    made: bool,
     /// The handle of "..", whose attributes a hit takes from the attribute table.
     parent: Option<FileHandle>,
     at: Instant,
@@ -162,7 +177,9 @@ pub struct ListingHit<'a> {
     pub verf: [u8; 8],
     pub entries: &'a [(ListedEntry, Stamp)],
     pub eof: bool,
-    /// NFSv4.1 may show the entries (`ListedPage::v4`).
+    /// NFSv4.1 may show the entries: every page NFSv4.1's or the run started empty,
+    /// every entry's attributes the model's own, and no created entry that could be
+    /// another export's root (`Run::made`).
     pub v4: bool,
 }
 
@@ -230,6 +247,7 @@ impl Listings {
             entries,
             eof,
             v4: page.v4,
+            made: false,
             parent,
             at: Instant::now(),
         };
@@ -275,8 +293,10 @@ impl Listings {
             verf: e.verf,
             entries: vec![(dot, stamp), (dotdot, UNKNOWN)],
             eof: true,
-            // NFSv4.1 is answered from NFSv4.1's pages only (`ListedPage::v4`).
-            v4: false,
+            // Nothing NFSv4 shows yet ("." and ".." are not shown): what the creates
+            // insert decides (`made`, `lookup`).
+            v4: true,
+            made: false,
             parent: Some(e.parent.1),
             at: Instant::now(),
         };
@@ -342,9 +362,10 @@ impl Listings {
                     run.eof = false;
                     self.entries -= 1;
                 }
-                // Its attributes may be fattr3's (not the model's own): NFSv4.1 is
-                // answered only from runs its own READDIR listed.
-                run.v4 = false;
+                // Its attributes come from the attribute table at the first hit
+                // that shows it, where inexact ones (a fattr3's) end NFSv4.1's
+                // answers; its name was checked against no export's root.
+                run.made = true;
             }
         }
         run.expect = run.expect.after_bumps(2);
@@ -410,9 +431,10 @@ impl Listings {
     /// attribute table's (`attrs`: an entry's attributes by handle, when current and
     /// fresh, with their stamp and whether they are the model's own, `Fill::exact`:
     /// others end the run's NFSv4.1 answers); one the table does not know is a miss,
-    /// except ".."
-    /// (shown without attributes, as RFC 1813 §3.3.17 allows; clients take nothing
-    /// from it). Counts nothing.
+    /// except ".." (shown without attributes, as RFC 1813 §3.3.17 allows; clients
+    /// take nothing from it). The hit's `v4` says whether NFSv4.1 may show it
+    /// (`ListingHit::v4`; created entries only with one export in `exports`).
+    /// Counts nothing.
     #[allow(clippy::too_many_arguments)]
     pub fn lookup(
         &mut self,
@@ -481,12 +503,19 @@ impl Listings {
                 }
             }
         }
+        // A created name may be another export's root (a directory made at the
+        // path of a nested export, `nfs4::pseudo::export_child`), which NFSv4.1's
+        // READDIR shows with that root's attributes. Which export a client crosses
+        // into depends on its address, and a reload may add one: as NFSv4.1's names
+        // (`nfs4::fast_names`), created entries are shown only on a server with one
+        // export, judged from the table loaded for this call.
+        let v4 = run.v4 && (!run.made || exports.all().len() < 2);
         Some(ListingHit {
             dir: &run.dir,
             verf: run.verf,
             entries: &run.entries[from..to],
             eof: run.eof && to == run.entries.len(),
-            v4: run.v4,
+            v4,
         })
     }
 

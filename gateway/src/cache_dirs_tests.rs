@@ -387,8 +387,17 @@ fn apply(l: &mut Listings, (name, m): &(String, Made)) {
 }
 
 /// An attribute table holding, under their stamps now, the directory's attributes
-/// and those of files `ids` (size = id).
+/// and those of files `ids` (size = id), as an NFSv3 reply taught them (not exact).
 fn table(gens: &Generations, ids: &[u64]) -> impl Fn(&[u8]) -> Option<(Attr, Stamp, bool)> {
+    table_as(gens, ids, false)
+}
+
+/// `table` with the files' attributes the model's own (`exact`: an NFSv4.1 worker's).
+fn table_as(
+    gens: &Generations,
+    ids: &[u64],
+    exact: bool,
+) -> impl Fn(&[u8]) -> Option<(Attr, Stamp, bool)> {
     let mut t: HashMap<Vec<u8>, (Attr, Stamp, bool)> = HashMap::default();
     t.insert(
         b"dir-handle".to_vec(),
@@ -397,7 +406,7 @@ fn table(gens: &Generations, ids: &[u64]) -> impl Fn(&[u8]) -> Option<(Attr, Sta
     for &id in ids {
         let mut a = attr(FileKind::Reg, id, 0o644);
         a.size = id;
-        t.insert(handle(id).as_bytes().to_vec(), (a, gens.stamp(id), false));
+        t.insert(handle(id).as_bytes().to_vec(), (a, gens.stamp(id), exact));
     }
     move |fh: &[u8]| t.get(fh).copied()
 }
@@ -588,4 +597,104 @@ fn an_nfs41_run_refreshed_with_fattr3_attributes_answers_nfsv3_only() {
         .unwrap();
     assert_eq!(hit.entries[0].0.plus.as_ref().unwrap().0.size, 99);
     assert!(!hit.v4);
+}
+
+// ---- NFSv4.1 from runs the gateway's creates keep (`ListingHit::v4`) ---------------
+
+/// Two exports: "/" and "/nested" (a created name "nested" in the root would be the
+/// second one's root to NFSv4.1, `nfs4::pseudo::export_child`).
+fn two_exports() -> Exports {
+    let mut list = vec![exports().get(0).unwrap().clone()];
+    list.push(Export {
+        id: 1,
+        path: "/nested".into(),
+        prefix: "nested/".into(),
+        ..list[0].clone()
+    });
+    Exports::new(list)
+}
+
+/// Whether NFSv4.1 may show the whole run from cookie 0 under `exports` with the
+/// attribute table `t` (`None`: a miss for both versions).
+fn v4_hit(l: &mut Listings, gens: &Generations, exports: &Exports, t: &Table) -> Option<bool> {
+    let cred = Cred::Sys(AuthSys::new(0, 0, &[]));
+    let req = Request {
+        fh: b"dir-handle",
+        client: "127.0.0.1".parse().unwrap(),
+        cred: &cred,
+    };
+    let hit = l.lookup(gens, exports, &req, 0, [0; 8], usize::MAX, t)?;
+    Listings::current(gens, hit.entries).then_some(hit.v4)
+}
+
+#[test]
+fn a_created_run_answers_nfsv41_only_with_the_models_own_attributes() {
+    let (mut l, gens) = (Listings::default(), Generations::new());
+    empty(&mut l, &gens);
+    // Empty: nothing NFSv4.1 shows ("." and ".." are not shown).
+    assert_eq!(v4_hit(&mut l, &gens, &exports(), &no_table), Some(true));
+    for c in [
+        create(&gens, "b", 40, false),
+        create(&gens, "a", 41, false),
+    ] {
+        apply(&mut l, &c);
+    }
+    // Nothing taught the files' attributes: a miss, never a guess.
+    assert_eq!(v4_hit(&mut l, &gens, &exports(), &table_as(&gens, &[], true)), None);
+    // The model's own (an NFSv4.1 OPEN's, read after its COMPOUND): NFSv4.1's too,
+    // every shown entry with the table's attributes (size = id).
+    let t = table_as(&gens, &[40, 41], true);
+    assert_eq!(v4_hit(&mut l, &gens, &exports(), &t), Some(true));
+    let cred = Cred::Sys(AuthSys::new(0, 0, &[]));
+    let req = Request {
+        fh: b"dir-handle",
+        client: "127.0.0.1".parse().unwrap(),
+        cred: &cred,
+    };
+    let hit = l
+        .lookup(&gens, &exports(), &req, 0, [0; 8], usize::MAX, &t)
+        .unwrap();
+    let shown: Vec<(&[u8], u64, u64)> = hit.entries[2..]
+        .iter()
+        .map(|(e, _)| (&*e.name, e.cookie, e.plus.as_ref().unwrap().0.size))
+        .collect();
+    assert_eq!(shown, [(&b"a"[..], 41, 41), (&b"b"[..], 40, 40)]);
+    // A WRITE over NFSv3 moved "b": its reply's fattr3 is all the table has. NFSv3
+    // is answered, NFSv4.1 never again from this run (the worker lists).
+    gens.bump_file(40);
+    let t3 = table(&gens, &[40, 41]);
+    assert_eq!(v4_hit(&mut l, &gens, &exports(), &t3), Some(false));
+    let t = table_as(&gens, &[40, 41], true);
+    assert_eq!(v4_hit(&mut l, &gens, &exports(), &t), Some(false));
+}
+
+#[test]
+fn created_entries_are_shown_to_nfsv41_only_on_a_server_with_one_export() {
+    let (mut l, gens) = (Listings::default(), Generations::new());
+    empty(&mut l, &gens);
+    // No created entry yet: no name to be another export's root.
+    assert_eq!(v4_hit(&mut l, &gens, &two_exports(), &no_table), Some(true));
+    apply(&mut l, &create(&gens, "nested", 40, true));
+    let t = table_as(&gens, &[40], true);
+    // "nested" may be the second export's root: NFSv3 only (a worker's NFSv4.1
+    // READDIR shows that root's attributes); one export again (a reload): both.
+    assert_eq!(v4_hit(&mut l, &gens, &two_exports(), &t), Some(false));
+    assert_eq!(v4_hit(&mut l, &gens, &exports(), &t), Some(true));
+
+    // A run NFSv4.1's READDIR listed (its entries checked) answers with two
+    // exports until a create inserts a name nothing checked.
+    let (mut l, gens) = (Listings::default(), Generations::new());
+    fill(
+        &mut l,
+        &gens,
+        ListedPage {
+            v4: true,
+            ..page(0, 10..12, true)
+        },
+    );
+    assert_eq!(v4_hit(&mut l, &gens, &two_exports(), &no_table), Some(true));
+    apply(&mut l, &create(&gens, "g", 50, false));
+    let t = table_as(&gens, &[50], true);
+    assert_eq!(v4_hit(&mut l, &gens, &two_exports(), &t), Some(false));
+    assert_eq!(v4_hit(&mut l, &gens, &exports(), &t), Some(true));
 }
