@@ -606,6 +606,17 @@ fn a_made_directory_that_is_another_exports_root_is_shown_as_that_root_over_nfsv
     );
     let root = gw.v3().mount_root();
     let mut v4 = gw.v4(b"made-v4-roots");
+    // The store has the nested export's directories from the start: removed, then
+    // made again by the client, so "top" is a run its CREATE started.
+    let (st, res) = v4.seq_run(|o| o.putfh(&root).lookup(b"top").getfh());
+    assert_eq!(st, NFS4_OK, "LOOKUP top");
+    let mut r = after_seq(&res);
+    expect_op(&mut r, OP_PUTFH);
+    expect_op(&mut r, OP_LOOKUP);
+    expect_op(&mut r, OP_GETFH);
+    let old = r.opaque_var(128).unwrap().to_vec();
+    remove4(&mut v4, &old, "nested");
+    remove4(&mut v4, &root, "top");
     let top = mkdir4(&mut v4, &root, "top");
     mkdir4(&mut v4, &top, "nested");
     file4(&mut v4, &top, "plain", 4);
