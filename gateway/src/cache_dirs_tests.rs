@@ -124,7 +124,14 @@ fn ask_with(
         client: "127.0.0.1".parse().unwrap(),
         cred: &cred,
     };
-    let hit = l.lookup(gens, &exports, &req, cookie, verf, usize::MAX, table)?;
+    let hit = l.lookup(
+        gens,
+        &exports,
+        &req,
+        (cookie, verf, usize::MAX),
+        true,
+        table,
+    )?;
     if !Listings::current(gens, hit.entries) {
         return None;
     }
@@ -259,7 +266,14 @@ fn access_is_checked_on_every_hit() {
         cred: &cred,
     };
     assert!(l
-        .lookup(&gens, &exports, &req, 0, [0; 8], usize::MAX, no_table)
+        .lookup(
+            &gens,
+            &exports,
+            &req,
+            (0, [0; 8], usize::MAX),
+            true,
+            no_table
+        )
         .is_none());
     // A client outside the export's networks.
     let req = Request {
@@ -268,7 +282,14 @@ fn access_is_checked_on_every_hit() {
         cred: &cred,
     };
     assert!(l
-        .lookup(&gens, &exports, &req, 0, [0; 8], usize::MAX, no_table)
+        .lookup(
+            &gens,
+            &exports,
+            &req,
+            (0, [0; 8], usize::MAX),
+            true,
+            no_table
+        )
         .is_none());
 }
 
@@ -325,7 +346,7 @@ fn only_nfs41_pages_answer_nfs41() {
         cred: &cred,
     };
     let hit = |l: &mut Listings| {
-        l.lookup(&gens, &exports, &r, 0, [0; 8], usize::MAX, no_table)
+        l.lookup(&gens, &exports, &r, (0, [0; 8], usize::MAX), true, no_table)
             .map(|h| h.v4)
     };
     assert_eq!(hit(&mut l), Some(true));
@@ -439,7 +460,7 @@ fn a_new_directory_lists_its_creates_in_key_order_with_the_models_cookies() {
         cred: &cred,
     };
     let hit = l
-        .lookup(&gens, &exports(), &req, 0, [0; 8], usize::MAX, &t)
+        .lookup(&gens, &exports(), &req, (0, [0; 8], usize::MAX), true, &t)
         .unwrap();
     let names: Vec<&[u8]> = hit.entries.iter().map(|(e, _)| &*e.name).collect();
     assert_eq!(names, [&b"."[..], b"..", b"a-b", b"a", b"b"]);
@@ -593,7 +614,7 @@ fn an_nfs41_run_refreshed_with_fattr3_attributes_answers_nfsv3_only() {
         cred: &cred,
     };
     let hit = l
-        .lookup(&gens, &exports, &r, 0, [0; 8], usize::MAX, t)
+        .lookup(&gens, &exports, &r, (0, [0; 8], usize::MAX), true, t)
         .unwrap();
     assert_eq!(hit.entries[0].0.plus.as_ref().unwrap().0.size, 99);
     assert!(!hit.v4);
@@ -623,7 +644,7 @@ fn v4_hit(l: &mut Listings, gens: &Generations, exports: &Exports, t: &Table) ->
         client: "127.0.0.1".parse().unwrap(),
         cred: &cred,
     };
-    let hit = l.lookup(gens, exports, &req, 0, [0; 8], usize::MAX, t)?;
+    let hit = l.lookup(gens, exports, &req, (0, [0; 8], usize::MAX), false, t)?;
     Listings::current(gens, hit.entries).then_some(hit.v4)
 }
 
@@ -633,14 +654,14 @@ fn a_created_run_answers_nfsv41_only_with_the_models_own_attributes() {
     empty(&mut l, &gens);
     // Empty: nothing NFSv4.1 shows ("." and ".." are not shown).
     assert_eq!(v4_hit(&mut l, &gens, &exports(), &no_table), Some(true));
-    for c in [
-        create(&gens, "b", 40, false),
-        create(&gens, "a", 41, false),
-    ] {
+    for c in [create(&gens, "b", 40, false), create(&gens, "a", 41, false)] {
         apply(&mut l, &c);
     }
     // Nothing taught the files' attributes: a miss, never a guess.
-    assert_eq!(v4_hit(&mut l, &gens, &exports(), &table_as(&gens, &[], true)), None);
+    assert_eq!(
+        v4_hit(&mut l, &gens, &exports(), &table_as(&gens, &[], true)),
+        None
+    );
     // The model's own (an NFSv4.1 OPEN's, read after its COMPOUND): NFSv4.1's too,
     // every shown entry with the table's attributes (size = id).
     let t = table_as(&gens, &[40, 41], true);
@@ -652,7 +673,7 @@ fn a_created_run_answers_nfsv41_only_with_the_models_own_attributes() {
         cred: &cred,
     };
     let hit = l
-        .lookup(&gens, &exports(), &req, 0, [0; 8], usize::MAX, &t)
+        .lookup(&gens, &exports(), &req, (0, [0; 8], usize::MAX), true, &t)
         .unwrap();
     let shown: Vec<(&[u8], u64, u64)> = hit.entries[2..]
         .iter()
@@ -697,4 +718,73 @@ fn created_entries_are_shown_to_nfsv41_only_on_a_server_with_one_export() {
     let t = table_as(&gens, &[50], true);
     assert_eq!(v4_hit(&mut l, &gens, &two_exports(), &t), Some(false));
     assert_eq!(v4_hit(&mut l, &gens, &exports(), &t), Some(true));
+}
+
+#[test]
+fn nfsv41_needs_no_current_attributes_of_the_directory_only_its_access() {
+    let (mut l, gens) = (Listings::default(), Generations::new());
+    empty(&mut l, &gens);
+    for c in [create(&gens, "a", 40, false), create(&gens, "b", 41, false)] {
+        apply(&mut l, &c);
+    }
+    // Concurrent creates left the table no current attributes of the directory.
+    let files = {
+        let t = table_as(&gens, &[40, 41], true);
+        move |fh: &[u8]| t(fh).filter(|(a, _, _)| a.fileid != DIR)
+    };
+    let cred = |uid| Cred::Sys(AuthSys::new(uid, uid, &[]));
+    let ask = |l: &mut Listings, uid: u32, shown: bool| {
+        let c = cred(uid);
+        let req = Request {
+            fh: b"dir-handle",
+            client: "127.0.0.1".parse().unwrap(),
+            cred: &c,
+        };
+        l.lookup(
+            &gens,
+            &exports(),
+            &req,
+            (0, [0; 8], usize::MAX),
+            shown,
+            &files,
+        )
+        .map(|h| (h.entries.len(), h.v4))
+    };
+    // NFSv3 shows the directory's attributes: a miss; NFSv4.1 shows none: a hit.
+    assert_eq!(ask(&mut l, 0, true), None);
+    assert_eq!(ask(&mut l, 0, false), Some((4, true)));
+    // Its access check still reads the mode (0o755 at the MKDIR: others may read).
+    assert_eq!(ask(&mut l, 1000, false), Some((4, true)));
+    // A change the run did not apply (a chmod among them): no answer at all.
+    gens.bump_file(DIR);
+    gens.bump_file(DIR);
+    assert_eq!(ask(&mut l, 0, false), None);
+
+    // A directory others may not read (0o700): refused from the run's attributes.
+    let (mut l, gens) = (Listings::default(), Generations::new());
+    let e = EmptyFill {
+        verf: VERF,
+        dot: handle(DIR),
+        parent: (PARENT, handle(PARENT)),
+    };
+    l.start_empty(fh(), 0, &dir_attr(0o700), gens.stamp(DIR), e);
+    apply(&mut l, &create(&gens, "a", 40, false));
+    let files = table_as(&gens, &[40], true);
+    let c = cred(1000);
+    let req = Request {
+        fh: b"dir-handle",
+        client: "127.0.0.1".parse().unwrap(),
+        cred: &c,
+    };
+    let files = move |fh: &[u8]| files(fh).filter(|(a, _, _)| a.fileid != DIR);
+    assert!(l
+        .lookup(
+            &gens,
+            &exports(),
+            &req,
+            (0, [0; 8], usize::MAX),
+            false,
+            &files
+        )
+        .is_none());
 }

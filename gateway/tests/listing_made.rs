@@ -19,10 +19,10 @@ mod nfs4_client;
 use common::v4::enc;
 use gateway::config::Config;
 use gateway::server::Server;
+use nfs4_client::OP_READDIR;
 use nfs4_client::{after_seq, expect_op, Claim, How, Tcp41, V3};
 use nfs4_client::{ACCESS_BOTH, CURRENT, DENY_NONE, NFS4_OK, WANT_NO_DELEG};
 use nfs4_client::{OP_CREATE, OP_GETATTR, OP_GETFH, OP_LOOKUP, OP_OPEN, OP_PUTFH};
-use nfs4_client::OP_READDIR;
 use nfs_wire::nfs3::{NFSPROC3_MKDIR, NFSPROC3_READDIRPLUS, NFSPROC3_REMOVE, NFSPROC3_RENAME};
 use nfs_wire::v3call::{self, Call, DirPage};
 use nfs_wire::{v3more, NFS_PROGRAM};
@@ -466,10 +466,17 @@ struct Page4 {
 /// `SEQUENCE, PUTFH, READDIR` of `dir` from `cookie` (the shape the reactor answers),
 /// replies of at most `maxcount` bytes.
 fn page4(v4: &mut Tcp41, dir: &[u8], cookie: u64, verf: [u8; 8], maxcount: u32) -> Page4 {
-    let (_, res) = v4.seq_run(|o| o.putfh(dir).readdir(cookie, verf, maxcount, maxcount, &BITS4));
+    let (_, res) = v4.seq_run(|o| {
+        o.putfh(dir)
+            .readdir(cookie, verf, maxcount, maxcount, &BITS4)
+    });
     let mut r = after_seq(&res);
     assert_eq!(expect_op(&mut r, OP_PUTFH), NFS4_OK, "PUTFH");
-    assert_eq!(expect_op(&mut r, OP_READDIR), NFS4_OK, "READDIR from {cookie}");
+    assert_eq!(
+        expect_op(&mut r, OP_READDIR),
+        NFS4_OK,
+        "READDIR from {cookie}"
+    );
     let verf: [u8; 8] = r.opaque_fixed(8).unwrap().try_into().unwrap();
     let mut entries = Vec::new();
     while r.u32().unwrap() == 1 {
@@ -515,7 +522,11 @@ fn listing4(v4: &mut Tcp41, dir: &[u8], maxcount: u32) -> (Listing4, [u8; 8], us
 /// Every entry's fattr4 is what a GETATTR of it answers.
 fn each_as_getattr(v4: &mut Tcp41, dir: &[u8], l: &Listing4) {
     for (name, (_, fattr)) in l {
-        assert_eq!(&getattr4(v4, dir, name), fattr, "{name}: the listing's attributes");
+        assert_eq!(
+            &getattr4(v4, dir, name),
+            fattr,
+            "{name}: the listing's attributes"
+        );
     }
 }
 
@@ -564,7 +575,12 @@ fn nfsv41_listings_of_a_made_directory_show_every_remove_and_create() {
     let made = Instant::now();
     let d = mkdir4(&mut v4, &root, "changed4");
     for i in 0..20 {
-        file4(&mut v4, &d, &format!("f{i}"), if i % 4 == 0 { 5 } else { 0 });
+        file4(
+            &mut v4,
+            &d,
+            &format!("f{i}"),
+            if i % 4 == 0 { 5 } else { 0 },
+        );
     }
     let before = gw.hits();
     let (l, _, pages) = listing4(&mut v4, &d, 32 << 10);
@@ -624,7 +640,10 @@ fn a_made_directory_that_is_another_exports_root_is_shown_as_that_root_over_nfsv
     let (l, _, _) = listing4(&mut v4, &top, 32 << 10);
     let hits = gw.hits() - before;
     assert_eq!(l.len(), 2);
-    assert_eq!(hits, 0, "a run with created names is not NFSv4.1's with two exports");
+    assert_eq!(
+        hits, 0,
+        "a run with created names is not NFSv4.1's with two exports"
+    );
     // The LOOKUP crosses into the nested export: its root's attributes (another
     // fsid and handle than a created entry of "top" would show).
     each_as_getattr(&mut v4, &top, &l);

@@ -128,7 +128,7 @@ pub(super) fn answer(
         let max = ask.maxcount as usize / 28 + 3;
         let hit = v
             .cache
-            .listing(v.gens, v.exports, &req, ask.cookie, ask.verf, max)?;
+            .listing_v4(v.gens, v.exports, &req, (ask.cookie, ask.verf, max))?;
         if !hit.v4 {
             return None;
         }

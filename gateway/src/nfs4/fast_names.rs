@@ -26,8 +26,8 @@
 use super::attrs::{self, Bitmap, Env, Obj};
 use super::fast::{sequence_checks, Shape, View, FAST_ATTRS};
 use super::ops::{
-    OP_ACCESS, OP_CLOSE, OP_COMMIT, OP_CREATE, OP_GETATTR, OP_GETFH, OP_LOOKUP, OP_OPEN,
-    OP_PUTFH, OP_SEQUENCE, OP_WRITE,
+    OP_ACCESS, OP_CLOSE, OP_COMMIT, OP_CREATE, OP_GETATTR, OP_GETFH, OP_LOOKUP, OP_OPEN, OP_PUTFH,
+    OP_SEQUENCE, OP_WRITE,
 };
 use super::plan::Plan;
 use super::session_ops;
@@ -58,9 +58,7 @@ pub fn made<'a>(args: &'a [u8], plan: &Plan) -> Option<(&'a [u8], &'a [u8])> {
     let after = |ok: fn(u32) -> bool| plan.ops().skip(3).all(|o| ok(o.code));
     let mut r = XdrReader::new(args.get(plan.op(2)?.at as usize..)?);
     let name = match code(2)? {
-        OP_OPEN if all_walked && after(opens_quietly) => {
-            super::state_ops::creates_name(&mut r)?
-        }
+        OP_OPEN if all_walked && after(opens_quietly) => super::state_ops::creates_name(&mut r)?,
         OP_CREATE if all_walked && after(|c| matches!(c, OP_GETFH | OP_GETATTR)) => {
             super::dir_ops::creates_dir_name(&mut r)?
         }

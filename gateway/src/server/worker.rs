@@ -276,7 +276,11 @@ fn run_job(shared: &Shared, mut job: Job) {
             data: Some(FillData::Name(n)),
             export,
             ..
-        }) if made_v4 && n.made.as_ref().is_some_and(|m| m.attr.kind == FileKind::Reg) => {
+        }) if made_v4
+            && n.made
+                .as_ref()
+                .is_some_and(|m| m.attr.kind == FileKind::Reg) =>
+        {
             Some((n.obj, *export, n.obj_id))
         }
         _ => None,
