@@ -50,7 +50,7 @@
 
 use super::{FhKey, Generations, Stamp, ATTR_TTL};
 use crate::export::{admit, Exports};
-use crate::fs::access::{may, R};
+use crate::fs::access::{is_dot, may, R};
 use crate::fs::{Attr, FileHandle, FileKind};
 use rustc_hash::FxHashMap as HashMap;
 use std::collections::VecDeque;
@@ -494,11 +494,15 @@ impl Listings {
                 continue;
             }
             match (&*e.name, e.cookie) {
-                (b".", 1) => {
+                // NFSv3 shows "." with the directory's current attributes; when an
+                // NFSv4.1 hit has only older ones (`dir_shown`), "." stays as it
+                // was for a later NFSv3 hit to refresh (NFSv4 shows no dots).
+                (b".", 1) if run.dir_at == now => {
                     let (_, fh) = e.plus.as_ref()?;
                     e.plus = Some((run.dir, *fh));
-                    *s = run.dir_at;
+                    *s = now;
                 }
+                (b".", 1) => {}
                 (b"..", 2) => {
                     let fh = run.parent?;
                     e.plus = attrs(fh.as_bytes())
@@ -540,6 +544,13 @@ impl Listings {
     /// gateway since): a reply may show them.
     pub fn current(gens: &Generations, used: &[(ListedEntry, Stamp)]) -> bool {
         used.iter().all(|(e, s)| gens.stamp(e.fileid) == *s)
+    }
+
+    /// `current` for a reply that shows no "." or ".." (NFSv4.1's READDIR): their
+    /// attributes may be older than the directory's state (`lookup`'s `dir_shown`).
+    pub fn current_shown(gens: &Generations, used: &[(ListedEntry, Stamp)]) -> bool {
+        used.iter()
+            .all(|(e, s)| is_dot(&e.name) || gens.stamp(e.fileid) == *s)
     }
 
     /// Entries held (tests).

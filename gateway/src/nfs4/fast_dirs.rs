@@ -135,7 +135,7 @@ pub(super) fn answer(
         let flags = v.state.clients.renew_if_live(&s)?;
         let flags = session_ops::status_flags(v.state, &s, flags);
         let used = encode(w, a, &s, nslots, flags, ask, &hit).ok()??;
-        Listings::current(v.gens, &hit.entries[..used]).then_some(())
+        Listings::current_shown(v.gens, &hit.entries[..used]).then_some(())
     })();
     let len = w.position() - start;
     if done.is_none() || len > s.fore.max_response as usize {
