@@ -719,8 +719,9 @@ impl ReadCache {
         self.stats.hits += 1;
     }
 
-    /// The run of directory `req.fh` when it answers a listing call from `cookie`
-    /// (`cache_dirs::Listings::lookup`). Counts nothing: the caller reports
+    /// The run of directory `req.fh` when it answers an NFSv3 listing call from
+    /// `cookie` (`cache_dirs::Listings::lookup`; the directory's attributes current,
+    /// as READDIRPLUS shows them). Counts nothing: the caller reports
     /// `answered_listing` or `missed`.
     /// `max`: the most entries the reply could show (each entry's attributes are
     /// made current first, from this cache's attribute table).
@@ -734,14 +735,37 @@ impl ReadCache {
         verf: [u8; 8],
         max: usize,
     ) -> Option<ListingHit<'_>> {
+        self.listing_as(gens, exports, req, (cookie, verf, max), true)
+    }
+
+    /// `listing` for NFSv4.1's READDIR, whose reply shows no attributes of the
+    /// directory (`ListingHit::dir` may be older than its current state: only the
+    /// access check reads it, `cache_dirs::Listings::lookup`).
+    pub fn listing_v4(
+        &mut self,
+        gens: &Generations,
+        exports: &Exports,
+        req: &Request,
+        at: (u64, [u8; 8], usize),
+    ) -> Option<ListingHit<'_>> {
+        self.listing_as(gens, exports, req, at, false)
+    }
+
+    fn listing_as(
+        &mut self,
+        gens: &Generations,
+        exports: &Exports,
+        req: &Request,
+        at: (u64, [u8; 8], usize),
+        dir_shown: bool,
+    ) -> Option<ListingHit<'_>> {
         let table = &self.attrs;
         let attrs = |fh: &[u8]| {
             let e = table.get(&FhKey::new(fh)?)?;
             (e.at.elapsed() < ATTR_TTL && gens.stamp(e.attr.fileid) == e.stamp)
                 .then_some((e.attr, e.stamp, e.exact))
         };
-        self.dirs
-            .lookup(gens, exports, req, cookie, verf, max, attrs)
+        self.dirs.lookup(gens, exports, req, at, dir_shown, attrs)
     }
 
     /// A listing page went out from the cache.

@@ -38,10 +38,19 @@
 //! a hit takes each shown entry's attributes from the attribute table under the
 //! entry's current stamp (`lookup`'s `attrs`), as cached LOOKUPs do, and a listed
 //! entry whose stamp moved since is refreshed the same way instead of missing.
+//!
+//! NFSv4.1's READDIR (`nfs4::fast_dirs`) is answered from a run while NFSv4.1 may
+//! show all of it (`ListingHit::v4`): every page a worker listed was NFSv4.1's
+//! (`ListedPage::v4`: it checked that no entry is another export's root, RFC 8881
+//! §7.7) or the run started empty; every entry a hit has shown had the model's own
+//! attributes (`Fill::exact`: never a fattr3's); and, when creates inserted entries
+//! (`Run::made`, whose names nothing checked against other exports' roots), the
+//! server has one export. So bench md's NFSv4.1 first listing of a directory it
+//! made with CREATE and filled with OPEN is the reactor's, as NFSv3's is.
 
 use super::{FhKey, Generations, Stamp, ATTR_TTL};
 use crate::export::{admit, Exports};
-use crate::fs::access::{may, R};
+use crate::fs::access::{is_dot, may, R};
 use crate::fs::{Attr, FileHandle, FileKind};
 use rustc_hash::FxHashMap as HashMap;
 use std::collections::VecDeque;
@@ -111,8 +120,14 @@ struct Run {
     verf: [u8; 8],
     entries: Vec<(ListedEntry, Stamp)>,
     eof: bool,
-    /// Every page of the run was NFSv4.1's (`ListedPage::v4`).
+    /// Every page of the run was NFSv4.1's (`ListedPage::v4`) or the run started
+    /// empty (`start_empty`), and every entry shown so far had the model's own
+    /// attributes (`Fill::exact`).
     v4: bool,
+    /// Entries the gateway's creates inserted (`made`): no NFSv4.1 READDIR checked
+    /// them against other exports' roots (RFC 8881 §7.7), so NFSv4.1 is shown them
+    /// only on a server with one export (`lookup`).
+    made: bool,
     /// The handle of "..", whose attributes a hit takes from the attribute table.
     parent: Option<FileHandle>,
     at: Instant,
@@ -156,13 +171,17 @@ pub struct EmptyFill {
 /// after the call's cookie (`eof`: they end the directory). The caller encodes what
 /// fits, then checks the entries it used (`Listings::current`).
 pub struct ListingHit<'a> {
+    /// The directory's attributes: current when the caller shows them (`lookup`'s
+    /// `dir_shown`), else possibly older (its mode and owners current).
     pub dir: &'a Attr,
     /// At most `lookup`'s `max` entries after the cookie, each with its attributes
     /// current (or none, for a "..": unknown); `eof` only when they end the run.
     pub verf: [u8; 8],
     pub entries: &'a [(ListedEntry, Stamp)],
     pub eof: bool,
-    /// NFSv4.1 may show the entries (`ListedPage::v4`).
+    /// NFSv4.1 may show the entries: every page NFSv4.1's or the run started empty,
+    /// every entry's attributes the model's own, and no created entry that could be
+    /// another export's root (`Run::made`).
     pub v4: bool,
 }
 
@@ -230,6 +249,7 @@ impl Listings {
             entries,
             eof,
             v4: page.v4,
+            made: false,
             parent,
             at: Instant::now(),
         };
@@ -275,8 +295,10 @@ impl Listings {
             verf: e.verf,
             entries: vec![(dot, stamp), (dotdot, UNKNOWN)],
             eof: true,
-            // NFSv4.1 is answered from NFSv4.1's pages only (`ListedPage::v4`).
-            v4: false,
+            // Nothing NFSv4 shows yet ("." and ".." are not shown): what the creates
+            // insert decides (`made`, `lookup`).
+            v4: true,
+            made: false,
             parent: Some(e.parent.1),
             at: Instant::now(),
         };
@@ -342,9 +364,10 @@ impl Listings {
                     run.eof = false;
                     self.entries -= 1;
                 }
-                // Its attributes may be fattr3's (not the model's own): NFSv4.1 is
-                // answered only from runs its own READDIR listed.
-                run.v4 = false;
+                // Its attributes come from the attribute table at the first hit
+                // that shows it, where inexact ones (a fattr3's) end NFSv4.1's
+                // answers; its name was checked against no export's root.
+                run.made = true;
             }
         }
         run.expect = run.expect.after_bumps(2);
@@ -410,18 +433,21 @@ impl Listings {
     /// attribute table's (`attrs`: an entry's attributes by handle, when current and
     /// fresh, with their stamp and whether they are the model's own, `Fill::exact`:
     /// others end the run's NFSv4.1 answers); one the table does not know is a miss,
-    /// except ".."
-    /// (shown without attributes, as RFC 1813 §3.3.17 allows; clients take nothing
-    /// from it). Counts nothing.
+    /// except ".." (shown without attributes, as RFC 1813 §3.3.17 allows; clients
+    /// take nothing from it). The hit's `v4` says whether NFSv4.1 may show it
+    /// (`ListingHit::v4`; created entries only with one export in `exports`).
+    /// `dir_shown`: the reply shows the directory's attributes (NFSv3's
+    /// READDIRPLUS), which must then be current (`ListingHit::dir`); NFSv4.1's
+    /// READDIR shows none, and its access check may read them from an older state
+    /// of the run. Counts nothing.
     #[allow(clippy::too_many_arguments)]
     pub fn lookup(
         &mut self,
         gens: &Generations,
         exports: &Exports,
         req: &super::Request,
-        cookie: u64,
-        verf: [u8; 8],
-        max: usize,
+        (cookie, verf, max): (u64, [u8; 8], usize),
+        dir_shown: bool,
         attrs: impl Fn(&[u8]) -> Option<(Attr, Stamp, bool)>,
     ) -> Option<ListingHit<'_>> {
         let run = self.runs.get_mut(&FhKey::new(req.fh)?)?;
@@ -429,11 +455,24 @@ impl Listings {
             return None;
         }
         if run.dir_at != run.expect {
-            let (a, s, _) = attrs(req.fh)?;
-            if s != run.expect || a.fileid != run.dir.fileid || a.kind != FileKind::Dir {
-                return None;
+            match attrs(req.fh) {
+                Some((a, s, _))
+                    if s == run.expect && a.fileid == run.dir.fileid && a.kind == FileKind::Dir =>
+                {
+                    (run.dir, run.dir_at) = (a, s)
+                }
+                // Only the access check below reads them: the mode and owners of
+                // `run.dir`, current although its times are not. The stamp is the
+                // one the run expects, so every change since `run.dir` was read is
+                // a create the run applied (`made`), and a create changes the
+                // directory's times, size and link count, never its mode or
+                // owners. (Concurrent creates, bench md's QD8, leave the table no
+                // current attributes of the directory: a create's post-operation
+                // attributes are kept only when no other change raced with it,
+                // `cache_names::EntrySeen::learned`.)
+                _ if !dir_shown => {}
+                _ => return None,
             }
-            (run.dir, run.dir_at) = (a, s);
         }
         let export = exports.get(run.export)?;
         let caller = admit(export, req.client, req.cred).ok()?;
@@ -455,11 +494,15 @@ impl Listings {
                 continue;
             }
             match (&*e.name, e.cookie) {
-                (b".", 1) => {
+                // NFSv3 shows "." with the directory's current attributes; when an
+                // NFSv4.1 hit has only older ones (`dir_shown`), "." stays as it
+                // was for a later NFSv3 hit to refresh (NFSv4 shows no dots).
+                (b".", 1) if run.dir_at == now => {
                     let (_, fh) = e.plus.as_ref()?;
                     e.plus = Some((run.dir, *fh));
-                    *s = run.dir_at;
+                    *s = now;
                 }
+                (b".", 1) => {}
                 (b"..", 2) => {
                     let fh = run.parent?;
                     e.plus = attrs(fh.as_bytes())
@@ -481,12 +524,19 @@ impl Listings {
                 }
             }
         }
+        // A created name may be another export's root (a directory made at the
+        // path of a nested export, `nfs4::pseudo::export_child`), which NFSv4.1's
+        // READDIR shows with that root's attributes. Which export a client crosses
+        // into depends on its address, and a reload may add one: as NFSv4.1's names
+        // (`nfs4::fast_names`), created entries are shown only on a server with one
+        // export, judged from the table loaded for this call.
+        let v4 = run.v4 && (!run.made || exports.all().len() < 2);
         Some(ListingHit {
             dir: &run.dir,
             verf: run.verf,
             entries: &run.entries[from..to],
             eof: run.eof && to == run.entries.len(),
-            v4: run.v4,
+            v4,
         })
     }
 
@@ -494,6 +544,13 @@ impl Listings {
     /// gateway since): a reply may show them.
     pub fn current(gens: &Generations, used: &[(ListedEntry, Stamp)]) -> bool {
         used.iter().all(|(e, s)| gens.stamp(e.fileid) == *s)
+    }
+
+    /// `current` for a reply that shows no "." or ".." (NFSv4.1's READDIR): their
+    /// attributes may be older than the directory's state (`lookup`'s `dir_shown`).
+    pub fn current_shown(gens: &Generations, used: &[(ListedEntry, Stamp)]) -> bool {
+        used.iter()
+            .all(|(e, s)| is_dot(&e.name) || gens.stamp(e.fileid) == *s)
     }
 
     /// Entries held (tests).

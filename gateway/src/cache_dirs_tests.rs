@@ -124,7 +124,14 @@ fn ask_with(
         client: "127.0.0.1".parse().unwrap(),
         cred: &cred,
     };
-    let hit = l.lookup(gens, &exports, &req, cookie, verf, usize::MAX, table)?;
+    let hit = l.lookup(
+        gens,
+        &exports,
+        &req,
+        (cookie, verf, usize::MAX),
+        true,
+        table,
+    )?;
     if !Listings::current(gens, hit.entries) {
         return None;
     }
@@ -259,7 +266,14 @@ fn access_is_checked_on_every_hit() {
         cred: &cred,
     };
     assert!(l
-        .lookup(&gens, &exports, &req, 0, [0; 8], usize::MAX, no_table)
+        .lookup(
+            &gens,
+            &exports,
+            &req,
+            (0, [0; 8], usize::MAX),
+            true,
+            no_table
+        )
         .is_none());
     // A client outside the export's networks.
     let req = Request {
@@ -268,7 +282,14 @@ fn access_is_checked_on_every_hit() {
         cred: &cred,
     };
     assert!(l
-        .lookup(&gens, &exports, &req, 0, [0; 8], usize::MAX, no_table)
+        .lookup(
+            &gens,
+            &exports,
+            &req,
+            (0, [0; 8], usize::MAX),
+            true,
+            no_table
+        )
         .is_none());
 }
 
@@ -325,7 +346,7 @@ fn only_nfs41_pages_answer_nfs41() {
         cred: &cred,
     };
     let hit = |l: &mut Listings| {
-        l.lookup(&gens, &exports, &r, 0, [0; 8], usize::MAX, no_table)
+        l.lookup(&gens, &exports, &r, (0, [0; 8], usize::MAX), true, no_table)
             .map(|h| h.v4)
     };
     assert_eq!(hit(&mut l), Some(true));
@@ -387,8 +408,17 @@ fn apply(l: &mut Listings, (name, m): &(String, Made)) {
 }
 
 /// An attribute table holding, under their stamps now, the directory's attributes
-/// and those of files `ids` (size = id).
+/// and those of files `ids` (size = id), as an NFSv3 reply taught them (not exact).
 fn table(gens: &Generations, ids: &[u64]) -> impl Fn(&[u8]) -> Option<(Attr, Stamp, bool)> {
+    table_as(gens, ids, false)
+}
+
+/// `table` with the files' attributes the model's own (`exact`: an NFSv4.1 worker's).
+fn table_as(
+    gens: &Generations,
+    ids: &[u64],
+    exact: bool,
+) -> impl Fn(&[u8]) -> Option<(Attr, Stamp, bool)> {
     let mut t: HashMap<Vec<u8>, (Attr, Stamp, bool)> = HashMap::default();
     t.insert(
         b"dir-handle".to_vec(),
@@ -397,7 +427,7 @@ fn table(gens: &Generations, ids: &[u64]) -> impl Fn(&[u8]) -> Option<(Attr, Sta
     for &id in ids {
         let mut a = attr(FileKind::Reg, id, 0o644);
         a.size = id;
-        t.insert(handle(id).as_bytes().to_vec(), (a, gens.stamp(id), false));
+        t.insert(handle(id).as_bytes().to_vec(), (a, gens.stamp(id), exact));
     }
     move |fh: &[u8]| t.get(fh).copied()
 }
@@ -430,7 +460,7 @@ fn a_new_directory_lists_its_creates_in_key_order_with_the_models_cookies() {
         cred: &cred,
     };
     let hit = l
-        .lookup(&gens, &exports(), &req, 0, [0; 8], usize::MAX, &t)
+        .lookup(&gens, &exports(), &req, (0, [0; 8], usize::MAX), true, &t)
         .unwrap();
     let names: Vec<&[u8]> = hit.entries.iter().map(|(e, _)| &*e.name).collect();
     assert_eq!(names, [&b"."[..], b"..", b"a-b", b"a", b"b"]);
@@ -584,8 +614,183 @@ fn an_nfs41_run_refreshed_with_fattr3_attributes_answers_nfsv3_only() {
         cred: &cred,
     };
     let hit = l
-        .lookup(&gens, &exports, &r, 0, [0; 8], usize::MAX, t)
+        .lookup(&gens, &exports, &r, (0, [0; 8], usize::MAX), true, t)
         .unwrap();
     assert_eq!(hit.entries[0].0.plus.as_ref().unwrap().0.size, 99);
     assert!(!hit.v4);
+}
+
+// ---- NFSv4.1 from runs the gateway's creates keep (`ListingHit::v4`) ---------------
+
+/// Two exports: "/" and "/nested" (a created name "nested" in the root would be the
+/// second one's root to NFSv4.1, `nfs4::pseudo::export_child`).
+fn two_exports() -> Exports {
+    let mut list = vec![exports().get(0).unwrap().clone()];
+    list.push(Export {
+        id: 1,
+        path: "/nested".into(),
+        prefix: "nested/".into(),
+        ..list[0].clone()
+    });
+    Exports::new(list)
+}
+
+/// Whether NFSv4.1 may show the whole run from cookie 0 under `exports` with the
+/// attribute table `t` (`None`: a miss for both versions).
+fn v4_hit(l: &mut Listings, gens: &Generations, exports: &Exports, t: &Table) -> Option<bool> {
+    let cred = Cred::Sys(AuthSys::new(0, 0, &[]));
+    let req = Request {
+        fh: b"dir-handle",
+        client: "127.0.0.1".parse().unwrap(),
+        cred: &cred,
+    };
+    let hit = l.lookup(gens, exports, &req, (0, [0; 8], usize::MAX), false, t)?;
+    Listings::current_shown(gens, hit.entries).then_some(hit.v4)
+}
+
+#[test]
+fn a_created_run_answers_nfsv41_only_with_the_models_own_attributes() {
+    let (mut l, gens) = (Listings::default(), Generations::new());
+    empty(&mut l, &gens);
+    // Empty: nothing NFSv4.1 shows ("." and ".." are not shown).
+    assert_eq!(v4_hit(&mut l, &gens, &exports(), &no_table), Some(true));
+    for c in [create(&gens, "b", 40, false), create(&gens, "a", 41, false)] {
+        apply(&mut l, &c);
+    }
+    // Nothing taught the files' attributes: a miss, never a guess.
+    assert_eq!(
+        v4_hit(&mut l, &gens, &exports(), &table_as(&gens, &[], true)),
+        None
+    );
+    // The model's own (an NFSv4.1 OPEN's, read after its COMPOUND): NFSv4.1's too,
+    // every shown entry with the table's attributes (size = id).
+    let t = table_as(&gens, &[40, 41], true);
+    assert_eq!(v4_hit(&mut l, &gens, &exports(), &t), Some(true));
+    let cred = Cred::Sys(AuthSys::new(0, 0, &[]));
+    let req = Request {
+        fh: b"dir-handle",
+        client: "127.0.0.1".parse().unwrap(),
+        cred: &cred,
+    };
+    let hit = l
+        .lookup(&gens, &exports(), &req, (0, [0; 8], usize::MAX), true, &t)
+        .unwrap();
+    let shown: Vec<(&[u8], u64, u64)> = hit.entries[2..]
+        .iter()
+        .map(|(e, _)| (&*e.name, e.cookie, e.plus.as_ref().unwrap().0.size))
+        .collect();
+    assert_eq!(shown, [(&b"a"[..], 41, 41), (&b"b"[..], 40, 40)]);
+    // A WRITE over NFSv3 moved "b": its reply's fattr3 is all the table has. NFSv3
+    // is answered, NFSv4.1 never again from this run (the worker lists).
+    gens.bump_file(40);
+    let t3 = table(&gens, &[40, 41]);
+    assert_eq!(v4_hit(&mut l, &gens, &exports(), &t3), Some(false));
+    let t = table_as(&gens, &[40, 41], true);
+    assert_eq!(v4_hit(&mut l, &gens, &exports(), &t), Some(false));
+}
+
+#[test]
+fn created_entries_are_shown_to_nfsv41_only_on_a_server_with_one_export() {
+    let (mut l, gens) = (Listings::default(), Generations::new());
+    empty(&mut l, &gens);
+    // No created entry yet: no name to be another export's root.
+    assert_eq!(v4_hit(&mut l, &gens, &two_exports(), &no_table), Some(true));
+    apply(&mut l, &create(&gens, "nested", 40, true));
+    let t = table_as(&gens, &[40], true);
+    // "nested" may be the second export's root: NFSv3 only (a worker's NFSv4.1
+    // READDIR shows that root's attributes); one export again (a reload): both.
+    assert_eq!(v4_hit(&mut l, &gens, &two_exports(), &t), Some(false));
+    assert_eq!(v4_hit(&mut l, &gens, &exports(), &t), Some(true));
+
+    // A run NFSv4.1's READDIR listed (its entries checked) answers with two
+    // exports until a create inserts a name nothing checked.
+    let (mut l, gens) = (Listings::default(), Generations::new());
+    fill(
+        &mut l,
+        &gens,
+        ListedPage {
+            v4: true,
+            ..page(0, 10..12, true)
+        },
+    );
+    assert_eq!(v4_hit(&mut l, &gens, &two_exports(), &no_table), Some(true));
+    apply(&mut l, &create(&gens, "g", 50, false));
+    let t = table_as(&gens, &[50], true);
+    assert_eq!(v4_hit(&mut l, &gens, &two_exports(), &t), Some(false));
+    assert_eq!(v4_hit(&mut l, &gens, &exports(), &t), Some(true));
+}
+
+#[test]
+fn nfsv41_needs_no_current_attributes_of_the_directory_only_its_access() {
+    let (mut l, gens) = (Listings::default(), Generations::new());
+    empty(&mut l, &gens);
+    for c in [create(&gens, "a", 40, false), create(&gens, "b", 41, false)] {
+        apply(&mut l, &c);
+    }
+    // Concurrent creates left the table no current attributes of the directory.
+    let files = {
+        let t = table_as(&gens, &[40, 41], true);
+        move |fh: &[u8]| t(fh).filter(|(a, _, _)| a.fileid != DIR)
+    };
+    let cred = |uid| Cred::Sys(AuthSys::new(uid, uid, &[]));
+    let ask = |l: &mut Listings, uid: u32, shown: bool| {
+        let c = cred(uid);
+        let req = Request {
+            fh: b"dir-handle",
+            client: "127.0.0.1".parse().unwrap(),
+            cred: &c,
+        };
+        let h = l.lookup(
+            &gens,
+            &exports(),
+            &req,
+            (0, [0; 8], usize::MAX),
+            shown,
+            &files,
+        )?;
+        // What NFSv4.1 shows is current; "." keeps the attributes of the state
+        // the run last knew (NFSv3, which shows it, refreshes it first).
+        if !shown {
+            assert!(Listings::current_shown(&gens, h.entries));
+            assert!(!Listings::current(&gens, h.entries));
+        }
+        Some((h.entries.len(), h.v4))
+    };
+    // NFSv3 shows the directory's attributes: a miss; NFSv4.1 shows none: a hit.
+    assert_eq!(ask(&mut l, 0, true), None);
+    assert_eq!(ask(&mut l, 0, false), Some((4, true)));
+    // Its access check still reads the mode (0o755 at the MKDIR: others may read).
+    assert_eq!(ask(&mut l, 1000, false), Some((4, true)));
+    // A change the run did not apply (a chmod among them): no answer at all.
+    gens.bump_file(DIR);
+    gens.bump_file(DIR);
+    assert_eq!(ask(&mut l, 0, false), None);
+
+    // A directory others may not read (0o700): refused from the run's attributes.
+    let (mut l, gens) = (Listings::default(), Generations::new());
+    let e = EmptyFill {
+        verf: VERF,
+        dot: handle(DIR),
+        parent: (PARENT, handle(PARENT)),
+    };
+    l.start_empty(fh(), 0, &dir_attr(0o700), gens.stamp(DIR), e);
+    apply(&mut l, &create(&gens, "a", 40, false));
+    let files = table_as(&gens, &[40], true);
+    let c = cred(1000);
+    let req = Request {
+        fh: b"dir-handle",
+        client: "127.0.0.1".parse().unwrap(),
+        cred: &c,
+    };
+    let files = move |fh: &[u8]| files(fh).filter(|(a, _, _)| a.fileid != DIR);
+    assert!(l
+        .lookup(
+            &gens,
+            &exports(),
+            &req,
+            (0, [0; 8], usize::MAX),
+            false,
+            &files
+        )
+        .is_none());
 }

@@ -129,9 +129,12 @@ impl EntrySeen {
         })
     }
 
-    /// The call is an NFSv4.1 `SEQUENCE, PUTFH, LOOKUP[, GETFH], GETATTR` or `SEQUENCE,
-    /// PUTFH, OPEN ...` (`fast_names`): its LOOKUP notes only a name that crosses into
-    /// no other export, an OPEN only a regular file it created (`NameFill::v4`).
+    /// The call is an NFSv4.1 `SEQUENCE, PUTFH, LOOKUP[, GETFH], GETATTR`, `SEQUENCE,
+    /// PUTFH, OPEN ...` or `SEQUENCE, PUTFH, CREATE ...` (`fast_names`): its LOOKUP
+    /// notes only a name that crosses into no other export, an OPEN only a regular
+    /// file it created, a CREATE only a directory (`NameFill::v4`; a created name is
+    /// checked against no export's root: NFSv4.1 answers from names only on a server
+    /// with one export, `nfs4::fast_names`).
     pub fn v4(self) -> EntrySeen {
         EntrySeen { v4: true, ..self }
     }

@@ -197,7 +197,8 @@ pub struct V4Paths {
     /// GETFH], GETATTR` COMPOUND: the entry it may teach the reactor's names.
     pub looked_up: for<'a> fn(&'a [u8], &Plan) -> Option<(&'a [u8], &'a [u8])>,
     /// The directory handle and component a worker's `SEQUENCE, PUTFH, OPEN ...`
-    /// COMPOUND creates by name: the entry it may teach the names.
+    /// COMPOUND creates by name (or its `SEQUENCE, PUTFH, CREATE ...` makes a
+    /// directory with): the entry it may teach the names and the listings.
     pub made: for<'a> fn(&'a [u8], &Plan) -> Option<(&'a [u8], &'a [u8])>,
     /// The client of a worker's COMPOUND's session (0: none), whose write
     /// delegation's file it may still teach the cache (`cache::Generations::stamp_as`).

@@ -63,6 +63,16 @@ fn get_createtype<'a>(r: &mut XdrReader<'a>) -> Result<NewKind<'a>, Nfsstat4> {
     })
 }
 
+/// The component a CREATE of a directory (NF4DIR, RFC 8881 §18.4.1) names, from its
+/// arguments: the entry `SEQUENCE, PUTFH, CREATE ...` may teach the reactor
+/// (`fast_names::made`), as NFSv3's MKDIR does.
+pub(super) fn creates_dir_name<'a>(r: &mut XdrReader<'a>) -> Option<&'a [u8]> {
+    match get_createtype(r).ok()? {
+        NewKind::Dir => get_component(r).ok(),
+        _ => None,
+    }
+}
+
 /// CREATE (RFC 8881 §18.4): directories, symlinks, and device, socket and FIFO nodes
 /// (stored as objects with their type and rdev: `FileModel::mknod`).
 pub(super) fn create(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter) -> OpResult {
@@ -105,6 +115,9 @@ pub(super) fn create(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter) -> 
         }
         .map_err(fs_err)?;
         let post = m.getattr(&dir.node).ok();
+        if matches!(kind, NewKind::Dir) {
+            note_made_dir(c, &dir.node, &node, post);
+        }
         Ok((node, dir.attr, post, new.given))
     })();
     match res {
@@ -117,6 +130,31 @@ pub(super) fn create(c: &mut Compound, r: &mut XdrReader, w: &mut XdrWriter) -> 
             })
         }
         Err(e) => put_status(w, e),
+    }
+}
+
+/// Notes the directory a CREATE made for the reactor (`call::note_named`, as NFSv3's
+/// MKDIR notes it; kept only for `SEQUENCE, PUTFH, CREATE ...` when the name changed
+/// by exactly this create, `cache::names::EntrySeen::learned`): the parent's listing
+/// run takes the name (`cache_dirs::Listings::made`) and the new directory's starts
+/// empty (`server::worker::learned_empty`). The model's own attributes of both.
+fn note_made_dir(c: &Compound, dir: &Node, node: &Node, dir_attr: Option<Attr>) {
+    if node.export != dir.export || dir_attr.is_none() {
+        return;
+    }
+    let Ok(attr) = c.ctx.model.getattr(node) else {
+        return;
+    };
+    if attr.kind != FileKind::Dir {
+        return;
+    }
+    if let Some(obj) = crate::cache::FhKey::new(c.ctx.model.handle(node).as_bytes()) {
+        crate::call::note_named(crate::call::Named {
+            obj,
+            obj_attr: Some(attr),
+            dir_attr,
+            made: true,
+        });
     }
 }
 
@@ -442,17 +480,19 @@ fn list(
                 if is_dot(&e.name) {
                     continue;
                 }
+                // No other export's root for the reactor, whichever client asks
+                // there (shown or not: the reactor shows what this reply does not).
+                if noted.is_some() && pseudo::any_export_root(c.ctx, node, &e.name) {
+                    noted = None;
+                }
                 if used > limit {
-                    // Not shown; still no other export's root for the reactor.
-                    if pseudo::export_child(c.ctx, node, &e.name).is_some() {
-                        noted = None;
-                    }
                     continue;
                 }
                 let attrs = if want.is_empty() {
                     empty_fattr()
                 } else if let Some(cross) = pseudo::export_child(c.ctx, node, &e.name) {
-                    // Another export's root: the page is not the reactor's to show.
+                    // Another export's root: its root's attributes, and the page is
+                    // not the reactor's to show (`any_export_root` said so above).
                     noted = None;
                     entry_attrs(c, &cross, want)?
                 } else {

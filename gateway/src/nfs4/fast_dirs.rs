@@ -11,6 +11,15 @@
 //! and each shown entry's generation stamp). A run a NFSv3 page started is not
 //! used here: only a NFSv4.1 page checked its entries for other exports' roots
 //! (RFC 8881 §7.7: such an entry shows the export's root attributes, `ListingHit::v4`).
+//! A run the gateway's own changes keep complete (a directory a MKDIR or an NFSv4.1
+//! CREATE made, filled by CREATE, MKDIR or a creating OPEN: `cache_dirs::Listings::
+//! start_empty`, `made`) answers here too, so bench md's first listing of each
+//! directory is the reactor's: its created entries' attributes come from the
+//! attribute table under their current stamps and must be the model's own
+//! (`Fill::exact`: an NFSv4.1 OPEN's, read after its COMPOUND, `server::worker::
+//! learned_made`; never an NFSv3 reply's fattr3), else the worker answers; and since
+//! nothing checked a created name against other exports' roots, only on a server
+//! with one export (`Listings::lookup`).
 //!
 //! Only the ordinary case is answered (as `fast`'s GETATTR: a new request on an idle
 //! slot, no sa_cachethis, attributes `fast::FAST_ATTRS` encodes from `fs::Attr` and
@@ -119,14 +128,14 @@ pub(super) fn answer(
         let max = ask.maxcount as usize / 28 + 3;
         let hit = v
             .cache
-            .listing(v.gens, v.exports, &req, ask.cookie, ask.verf, max)?;
+            .listing_v4(v.gens, v.exports, &req, (ask.cookie, ask.verf, max))?;
         if !hit.v4 {
             return None;
         }
         let flags = v.state.clients.renew_if_live(&s)?;
         let flags = session_ops::status_flags(v.state, &s, flags);
         let used = encode(w, a, &s, nslots, flags, ask, &hit).ok()??;
-        Listings::current(v.gens, &hit.entries[..used]).then_some(())
+        Listings::current_shown(v.gens, &hit.entries[..used]).then_some(())
     })();
     let len = w.position() - start;
     if done.is_none() || len > s.fore.max_response as usize {

@@ -26,7 +26,7 @@
 use super::attrs::{self, Bitmap, Env, Obj};
 use super::fast::{sequence_checks, Shape, View, FAST_ATTRS};
 use super::ops::{
-    OP_ACCESS, OP_CLOSE, OP_COMMIT, OP_GETATTR, OP_GETFH, OP_LOOKUP, OP_OPEN, OP_PUTFH,
+    OP_ACCESS, OP_CLOSE, OP_COMMIT, OP_CREATE, OP_GETATTR, OP_GETFH, OP_LOOKUP, OP_OPEN, OP_PUTFH,
     OP_SEQUENCE, OP_WRITE,
 };
 use super::plan::Plan;
@@ -39,34 +39,44 @@ use engine::xdr::{XdrReader, XdrResult, XdrWriter};
 use std::net::IpAddr;
 
 /// The directory handle and component of a worker's `SEQUENCE, PUTFH, OPEN ...`
-/// COMPOUND whose OPEN creates by name (CLAIM_NULL, RFC 8881 §18.16): the entry it
-/// may teach the names when it creates the file (bench md's and the Linux client's
-/// create: a v4-only workload's stat then finds the name), as NFSv3's CREATE.
+/// COMPOUND whose OPEN creates by name (CLAIM_NULL, RFC 8881 §18.16), or of its
+/// `SEQUENCE, PUTFH, CREATE[, GETFH][, GETATTR]` making a directory (NF4DIR, §18.4):
+/// the entry it may teach the names when it creates the file (bench md's and the
+/// Linux client's create: a v4-only workload's stat then finds the name), as NFSv3's
+/// CREATE and MKDIR; a directory's listing then starts empty on the reactor
+/// (`server::worker::learned_empty`) and its parent's run takes the name.
 pub fn made<'a>(args: &'a [u8], plan: &Plan) -> Option<(&'a [u8], &'a [u8])> {
     let code = |i| plan.op(i).map(|o| o.code);
-    if (code(0), code(1), code(2)) != (Some(OP_SEQUENCE), Some(OP_PUTFH), Some(OP_OPEN)) {
+    if (code(0), code(1)) != (Some(OP_SEQUENCE), Some(OP_PUTFH)) {
         return None;
     }
-    // Every operation walked, and none after the OPEN that could name or change
-    // another entry: the worker's note (`call::take_named`) carries no name, so a
-    // REMOVE of this name and a second OPEN creating another one in the same
+    // Every operation walked, and none after the OPEN or CREATE that could name or
+    // change another entry: the worker's note (`call::take_named`) carries no name,
+    // so a REMOVE of this name and a second OPEN creating another one in the same
     // COMPOUND would otherwise pair this name with that file.
     let all_walked = plan.ops().len() == plan.nops as usize;
-    let quiet = plan.ops().skip(3).all(|o| {
-        matches!(
-            o.code,
-            OP_GETFH | OP_GETATTR | OP_ACCESS | OP_WRITE | OP_CLOSE | OP_COMMIT
-        )
-    });
-    if !(all_walked && quiet) {
-        return None;
-    }
+    let after = |ok: fn(u32) -> bool| plan.ops().skip(3).all(|o| ok(o.code));
+    let mut r = XdrReader::new(args.get(plan.op(2)?.at as usize..)?);
+    let name = match code(2)? {
+        OP_OPEN if all_walked && after(opens_quietly) => super::state_ops::creates_name(&mut r)?,
+        OP_CREATE if all_walked && after(|c| matches!(c, OP_GETFH | OP_GETATTR)) => {
+            super::dir_ops::creates_dir_name(&mut r)?
+        }
+        _ => return None,
+    };
     let fh = XdrReader::new(args.get(plan.op(1)?.at as usize..)?)
         .opaque_var(super::FH4_MAX)
         .ok()?;
-    let mut r = XdrReader::new(args.get(plan.op(2)?.at as usize..)?);
-    let name = super::state_ops::creates_name(&mut r)?;
     crate::cache::names::cacheable(name).then_some((fh, name))
+}
+
+/// The operations a creating OPEN may be followed by in a COMPOUND that teaches its
+/// name (`made`): none names or changes another entry.
+fn opens_quietly(code: u32) -> bool {
+    matches!(
+        code,
+        OP_GETFH | OP_GETATTR | OP_ACCESS | OP_WRITE | OP_CLOSE | OP_COMMIT
+    )
 }
 
 /// Whether the worker's LOOKUP would take `name` as a component of the directory

@@ -145,6 +145,28 @@ pub fn export_child(ctx: &Ctx, dir: &Node, name: &[u8]) -> Option<CurrentFh> {
     }
 }
 
+/// Whether `name` in directory `dir` is another export's root for any client, the
+/// exports this one may not see included (`export_child` answers for the caller
+/// only): a page noting such an entry must not be shown to NFSv4.1 from the
+/// reactor, which serves every client (`dir_ops::list`, RFC 8881 §7.7). A directory
+/// whose path cannot be told counts as one.
+pub fn any_export_root(ctx: &Ctx, dir: &Node, name: &[u8]) -> bool {
+    let all = ctx.exports.all();
+    if all.len() < 2 {
+        return false;
+    }
+    let Some(e) = ctx.exports.get(dir.export) else {
+        return true;
+    };
+    let Some(rel) = dir.key.strip_prefix(e.prefix.as_str()) else {
+        return true;
+    };
+    let mut c = comps(&e.path);
+    c.extend(comps(rel));
+    c.push(name.to_vec());
+    all.iter().any(|x| comps(&x.path) == c)
+}
+
 /// LOOKUPP from an export's root: the directory above it in the pseudo file system
 /// (NFS4ERR_NOENT above "/").
 pub fn export_parent(ctx: &Ctx, export: u16) -> Result<CurrentFh, Nfsstat4> {

@@ -10,7 +10,7 @@ use super::transport::Link;
 use super::Shared;
 use crate::cache::{self, FhKey, Fill, FillData, Stamp};
 use crate::call::{Ctx, Learned, Outcome};
-use crate::fs::FileModel;
+use crate::fs::{FileKind, FileModel};
 use engine::mem::{Buf, Pools};
 use engine::ring::{Doorbell, Ring};
 use engine::rpc::{self, Accept};
@@ -269,17 +269,24 @@ fn run_job(shared: &Shared, mut job: Job) {
         }),
     };
     // The file an NFSv4.1 OPEN created and named (its name kept): its attributes
-    // after the COMPOUND, read once the reply is on its way (`learned_made`).
+    // after the COMPOUND, read once the reply is on its way (`learned_made`). A
+    // directory an NFSv4.1 CREATE made is `made_dir`'s.
     let made = match &fill {
         Some(Fill {
             data: Some(FillData::Name(n)),
             export,
             ..
-        }) if made_v4 => Some((n.obj, *export, n.obj_id)),
+        }) if made_v4
+            && n.made
+                .as_ref()
+                .is_some_and(|m| m.attr.kind == FileKind::Reg) =>
+        {
+            Some((n.obj, *export, n.obj_id))
+        }
         _ => None,
     };
-    // A directory a MKDIR made (any protocol's create of a directory that taught
-    // its name): its empty listing's start (`learned_empty`), sent to the reactor
+    // A directory a MKDIR or an NFSv4.1 CREATE made (any protocol's create of a
+    // directory that taught its name): its empty listing's start (`learned_empty`), sent to the reactor
     // before the reply: the client's first create in it follows the reply, so its
     // fill finds the run (a fill that came first would leave the run's count of
     // the directory's changes short for good).
@@ -291,7 +298,7 @@ fn run_job(shared: &Shared, mut job: Job) {
         }) => n
             .made
             .as_ref()
-            .filter(|m| m.attr.kind == crate::fs::FileKind::Dir)
+            .filter(|m| m.attr.kind == FileKind::Dir)
             .map(|_| (n.obj, *export, n.obj_id)),
         _ => None,
     };
@@ -540,7 +547,8 @@ fn entry_seen(shared: &Shared, job: &Job) -> Option<cache::names::EntrySeen> {
     let h = &job.header;
     if h.prog == NFS_PROGRAM && h.vers == crate::nfs4::NFS_V4 {
         // `SEQUENCE, PUTFH, LOOKUP[, GETFH], GETATTR` (`nfs4::fast_names`).
-        // `SEQUENCE, PUTFH, OPEN` creating by name, as an NFSv3 CREATE.
+        // `SEQUENCE, PUTFH, OPEN` creating by name, as an NFSv3 CREATE, and
+        // `SEQUENCE, PUTFH, CREATE` of a directory, as an NFSv3 MKDIR.
         let plan = job.plan.as_ref()?;
         let args = job.record.get(job.args_at..)?;
         let v4 = &crate::front::V4_PATHS;

@@ -698,3 +698,60 @@ fn an_open_followed_by_other_namings_teaches_nothing() {
         FileModel::peek_handle(&a)
     );
 }
+
+/// `SEQUENCE, PUTFH, CREATE (NF4DIR, no attributes), GETFH` (RFC 8881 §18.4): bench
+/// md's mkdir.
+fn mkdir_args(w: &W, dir: &[u8], name: &[u8]) -> Vec<u8> {
+    let name = name.to_vec();
+    let create: Op = Box::new(move |x| {
+        x.u32(OP_CREATE)?;
+        x.u32(2)?; // NF4DIR
+        x.opaque_var(&name)?;
+        x.u32(0)?; // createattrs: an empty bitmap, no values
+        x.u32(0)
+    });
+    let getfh: Op = Box::new(|x| x.u32(OP_GETFH));
+    compound_args(
+        b"t",
+        1,
+        &[seq_op(w.sid, w.seq), putfh(dir.to_vec()), create, getfh],
+    )
+}
+
+/// A directory an NFSv4.1 CREATE made teaches its name as NFSv3's MKDIR does
+/// (`fast_names::made`, `dir_ops::note_made_dir`): the stat after it is the
+/// reactor's, the worker's answer byte for byte. A symlink's CREATE teaches nothing.
+#[test]
+fn a_directory_a_create_made_is_answered_without_a_lookup() {
+    let mut w = world();
+    let (top, _) = top_with_f(&mut w);
+    w.stat(&top, b"f", true);
+    let args = mkdir_args(&w, &top, b"sub");
+    let rep = w.worker_as(root_cred(), &args);
+    w.seq += 1;
+    assert_eq!(
+        Nfsstat4::decode(&mut XdrReader::new(&rep)).unwrap(),
+        NFS4_OK
+    );
+    let hit = w.hit(&top, b"sub", true).expect("taught by CREATE");
+    let by_worker = w.stat(&top, b"sub", true);
+    same_but_seqid(&by_worker, &hit);
+    // A CREATE of a symlink is no directory's: not a shape that teaches.
+    let n = w.next();
+    let link: Op = Box::new(|x| {
+        x.u32(OP_CREATE)?;
+        x.u32(5)?; // NF4LNK
+        x.opaque_var(b"target")?;
+        x.opaque_var(b"ln")?;
+        x.u32(0)?;
+        x.u32(0)
+    });
+    let args = compound_args(b"t", 1, &[seq_op(w.sid, n), putfh(top.clone()), link]);
+    let plan = Plan::of(&args);
+    assert!(crate::nfs4::fast_names::made(&args, &plan).is_none());
+    assert_eq!(
+        Nfsstat4::decode(&mut XdrReader::new(&run(&w.h, &args))).unwrap(),
+        NFS4_OK
+    );
+    assert!(w.hit(&top, b"ln", true).is_none());
+}
