@@ -85,6 +85,10 @@ pub struct ListedPage {
     /// root (RFC 8881 §7.7: its attributes would be that root's): NFSv4.1 may be
     /// answered from it (`nfs4::fast_dirs`).
     pub v4: bool,
+    /// The export table that check was made under (`Exports::gen`): a reload may
+    /// add an export whose root is one of the entries, so NFSv4.1 is answered only
+    /// while that table is current.
+    pub exports_gen: u64,
 }
 
 /// A listed page for the reactor (`FillData::Listing`, with the directory's handle,
@@ -102,6 +106,7 @@ struct Page {
     verf: [u8; 8],
     eof: bool,
     v4: bool,
+    exports_gen: u64,
     entries: Vec<(ListedEntry, Stamp)>,
 }
 
@@ -128,6 +133,10 @@ struct Run {
     /// them against other exports' roots (RFC 8881 §7.7), so NFSv4.1 is shown them
     /// only on a server with one export (`lookup`).
     made: bool,
+    /// The export table the NFSv4.1 pages' export-root check was made under
+    /// (`ListedPage::exports_gen`; `None`: no page was a worker's, as a run started
+    /// empty): NFSv4.1 is answered only while it is the current one (`lookup`).
+    exports_gen: Option<u64>,
     /// The handle of "..", whose attributes a hit takes from the attribute table.
     parent: Option<FileHandle>,
     at: Instant,
@@ -219,6 +228,7 @@ impl Listings {
             verf: f.page.verf,
             eof: f.page.eof,
             v4: f.page.v4,
+            exports_gen: f.page.exports_gen,
             entries,
         };
         if page.cookie == 0 {
@@ -250,6 +260,7 @@ impl Listings {
             eof,
             v4: page.v4,
             made: false,
+            exports_gen: Some(page.exports_gen),
             parent,
             at: Instant::now(),
         };
@@ -299,6 +310,7 @@ impl Listings {
             // insert decides (`made`, `lookup`).
             v4: true,
             made: false,
+            exports_gen: None,
             parent: Some(e.parent.1),
             at: Instant::now(),
         };
@@ -403,7 +415,8 @@ impl Listings {
         let n = page.entries.len();
         run.entries.extend(page.entries.into_iter().take(room));
         run.eof = page.eof && n <= room;
-        run.v4 &= page.v4;
+        run.v4 &= page.v4 && run.exports_gen.is_none_or(|g| g == page.exports_gen);
+        run.exports_gen = Some(page.exports_gen);
         run.dir = dir;
         run.dir_at = dir_stamp;
         let after = run.entries.len();
@@ -530,7 +543,11 @@ impl Listings {
         // into depends on its address, and a reload may add one: as NFSv4.1's names
         // (`nfs4::fast_names`), created entries are shown only on a server with one
         // export, judged from the table loaded for this call.
-        let v4 = run.v4 && (!run.made || exports.all().len() < 2);
+        // Pages a worker's NFSv4.1 READDIR checked hold no other export's root under
+        // the table it checked with; a reload since may have added one.
+        let v4 = run.v4
+            && (!run.made || exports.all().len() < 2)
+            && run.exports_gen.is_none_or(|g| g == exports.gen());
         Some(ListingHit {
             dir: &run.dir,
             verf: run.verf,

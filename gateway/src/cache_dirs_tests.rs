@@ -74,6 +74,7 @@ fn page(cookie: u64, ids: std::ops::Range<u64>, eof: bool) -> ListedPage {
         entries: entries(ids),
         eof,
         v4: false,
+        exports_gen: 0,
     }
 }
 
@@ -355,6 +356,48 @@ fn only_nfs41_pages_answer_nfs41() {
     assert_eq!(hit(&mut l), Some(false));
     fill(&mut l, &gens, page(0, 100..110, true));
     assert_eq!(hit(&mut l), Some(false));
+}
+
+/// NFSv4.1 pages were checked for other exports' roots under one export table: a
+/// reload (which may add an export whose root is one of the entries, RFC 8881 §7.7)
+/// ends the run's NFSv4.1 answers, as do pages checked under different tables.
+#[test]
+fn a_reload_of_the_exports_ends_nfs41_answers_of_pages_checked_before() {
+    let gens = Generations::new();
+    let mut l = Listings::default();
+    let table = crate::export::ExportTable::new(exports());
+    let v4 = |p: ListedPage, g: u64| ListedPage {
+        v4: true,
+        exports_gen: g,
+        ..p
+    };
+    let cred = Cred::Sys(AuthSys::new(0, 0, &[]));
+    let r = Request {
+        fh: b"dir-handle",
+        client: "127.0.0.1".parse().unwrap(),
+        cred: &cred,
+    };
+    let hit = |l: &mut Listings, ex: &Exports| {
+        l.lookup(&gens, ex, &r, (0, [0; 8], usize::MAX), true, no_table)
+            .map(|h| h.v4)
+    };
+    let before = table.load();
+    fill(&mut l, &gens, v4(page(0, 100..110, true), before.gen()));
+    assert_eq!(hit(&mut l, &before), Some(true));
+    table.publish(exports());
+    let after = table.load();
+    assert_ne!(after.gen(), before.gen());
+    assert_eq!(
+        hit(&mut l, &after),
+        Some(false),
+        "checked under the old table"
+    );
+    // Listed again under the new table: NFSv4.1's again.
+    fill(&mut l, &gens, v4(page(0, 100..110, false), after.gen()));
+    assert_eq!(hit(&mut l, &after), Some(true));
+    // A page checked under another table joins it: not NFSv4.1's.
+    fill(&mut l, &gens, v4(page(109, 110..120, true), before.gen()));
+    assert_eq!(hit(&mut l, &after), Some(false));
 }
 
 // ---- runs the gateway's own creates keep complete (`start_empty`, `made`) ----------

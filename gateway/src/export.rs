@@ -22,12 +22,25 @@ pub struct Exports {
     /// keys are the configured exports' own ids (a client cannot grow this map), and
     /// this lookup runs on every cached READ and GETATTR.
     by_id: rustc_hash::FxHashMap<u16, usize>,
+    /// Which published table this is (`ExportTable::publish`; 0 for the first): what
+    /// a judgement made under one table (a listing's "no entry is another export's
+    /// root", `cache_dirs`) is valid for.
+    gen: u64,
 }
 
 impl Exports {
     pub fn new(list: Vec<Export>) -> Exports {
         let by_id = list.iter().enumerate().map(|(i, e)| (e.id, i)).collect();
-        Exports { list, by_id }
+        Exports {
+            list,
+            by_id,
+            gen: 0,
+        }
+    }
+
+    /// Which published table this is (`ExportTable::publish`).
+    pub fn gen(&self) -> u64 {
+        self.gen
     }
 
     /// The export with this id (ids come from file handles).
@@ -59,6 +72,8 @@ impl Exports {
 pub struct ExportTable {
     cur: arc_swap::ArcSwap<Exports>,
     epoch: AtomicU64,
+    /// The last generation handed out (`publish`).
+    gens: AtomicU64,
 }
 
 impl ExportTable {
@@ -66,6 +81,7 @@ impl ExportTable {
         ExportTable {
             cur: arc_swap::ArcSwap::from_pointee(exports),
             epoch: AtomicU64::new(0),
+            gens: AtomicU64::new(0),
         }
     }
 
@@ -74,8 +90,10 @@ impl ExportTable {
         self.cur.load()
     }
 
-    /// Replaces the table; calls that start after this see the new one.
-    pub fn publish(&self, exports: Exports) {
+    /// Replaces the table; calls that start after this see the new one. Each table
+    /// published gets a generation of its own (`Exports::gen`), never reused.
+    pub fn publish(&self, mut exports: Exports) {
+        exports.gen = self.gens.fetch_add(1, Ordering::Relaxed) + 1;
         self.cur.store(Arc::new(exports));
         self.epoch.fetch_add(1, Ordering::Release);
     }

@@ -711,6 +711,7 @@ fn readdirplus(ctx: &Ctx, r: &mut XdrReader, out: &mut XdrWriter) -> Res {
         entries: listed,
         eof: page.eof,
         v4: false,
+        exports_gen: ctx.exports.gen(),
     });
     Ok(())
 }

@@ -511,7 +511,8 @@ fn list(
                 items.push(entry);
             }
             if let (Some(entries), true) = (noted, each.admitted.is_ok()) {
-                note_page(&f.attr, cookie, page.verf, entries, page.eof);
+                let at = (cookie, page.verf, c.ctx.exports.gen());
+                note_page(&f.attr, at, entries, page.eof);
             }
             Ok(Listing {
                 verf: page.verf,
@@ -539,10 +540,11 @@ fn listed_entry(
 /// Notes a page listed with attributes, and its directory's attributes, for the
 /// reactor's listings (`nfs4::fast_dirs`); kept only when the COMPOUND was
 /// `SEQUENCE, PUTFH, READDIR` (the worker's `observe`, from the plan).
+/// `at`: the page's cookie and verifier, and the export table its entries were
+/// checked under (`Exports::gen`).
 fn note_page(
     dir: &Attr,
-    cookie: u64,
-    verf: [u8; 8],
+    (cookie, verf, exports_gen): (u64, [u8; 8], u64),
     entries: Vec<crate::cache::ListedEntry>,
     eof: bool,
 ) {
@@ -556,6 +558,7 @@ fn note_page(
         entries,
         eof,
         v4: true,
+        exports_gen,
     });
 }
 
