@@ -390,23 +390,18 @@ takeover() {
 }
 for r in $(seq 1 "$ROUNDS"); do takeover "$r"; done
 
-# The distribution (min / median / max of each column over the rounds; "-" entries,
-# a line a log did not have, left out).
-spread() { # COLUMN
-  awk -v c="$1" '$c != "-" {print $c}' "$W/rounds.txt" | sort -n | awk '{v[NR] = $1}
-    END {if (!NR) {print "-"; exit}
-         m = NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
-         printf "%.1f / %.1f / %.1f s (%d rounds)\n", v[1], m, v[NR], NR}'
-}
+# The distribution of each column over the rounds (tests/vm/ha-rounds.sh).
+# shellcheck source=tests/vm/ha-rounds.sh
+. "$HERE/ha-rounds.sh"
 if [ "$ROUNDS" -gt 1 ]; then
   say "$ROUNDS takeovers, min / median / max from kill -9:"
-  say "  imminent (standby's log)      $(spread 2)"
-  say "  address on the standby        $(spread 3)"
-  say "  identity taken (its log)      $(spread 4)"
-  say "  grace period ended (its log)  $(spread 5); ended early in $(awk '$6 == "early"' "$W/rounds.txt" | wc -l) rounds"
-  say "  first write (the application) $(spread 7); over 15 s in $(awk '$7 != "-" && $7 > 15' "$W/rounds.txt" | wc -l) rounds"
-  say "  the write's own pause         $(spread 8)"
-  [ -f "$W/syn.txt" ] && say "  the client's SYN answered     $(spread 10)"
+  say "  imminent (standby's log)      $(spread "$W/rounds.txt" 2)"
+  say "  address on the standby        $(spread "$W/rounds.txt" 3)"
+  say "  identity taken (its log)      $(spread "$W/rounds.txt" 4)"
+  say "  grace period ended (its log)  $(spread "$W/rounds.txt" 5); ended early in $(awk '$6 == "early"' "$W/rounds.txt" | wc -l) rounds"
+  say "  first write (the application) $(spread "$W/rounds.txt" 7); over 15 s in $(awk '$7 != "-" && $7 > 15' "$W/rounds.txt" | wc -l) rounds"
+  say "  the write's own pause         $(spread "$W/rounds.txt" 8)"
+  [ -f "$W/syn.txt" ] && say "  the client's SYN answered     $(spread "$W/rounds.txt" 10)"
   touch "$W/stop"
   check "the application stopped writing" says "$W/app.out" '^written$' 60
   LINES=$(awk '$1 == "lines" {print $2}' "$W/app.out")

@@ -142,10 +142,17 @@ fn note_made_dir(c: &Compound, dir: &Node, node: &Node, dir_attr: Option<Attr>) 
     if node.export != dir.export || dir_attr.is_none() {
         return;
     }
-    let Ok(attr) = c.ctx.model.getattr(node) else {
-        return;
-    };
-    if attr.kind != FileKind::Dir {
+    match c.ctx.model.getattr(node) {
+        Ok(attr) if attr.kind == FileKind::Dir => note_made(c, dir, node, attr, dir_attr),
+        _ => {}
+    }
+}
+
+/// Notes an object a create made by name in `dir` (a CREATE's directory, an OPEN's
+/// regular file) for the reactor's names and listings (`call::note_named`): only in
+/// the directory's export, with the directory's attributes after the create.
+pub(super) fn note_made(c: &Compound, dir: &Node, node: &Node, attr: Attr, dir_attr: Option<Attr>) {
+    if node.export != dir.export || dir_attr.is_none() {
         return;
     }
     if let Some(obj) = crate::cache::FhKey::new(c.ctx.model.handle(node).as_bytes()) {

@@ -45,6 +45,22 @@ pub(crate) struct Done {
     pub stat: crate::stats::CallStat,
 }
 
+impl Done {
+    /// A message that only teaches the reactor (`fill`): no reply, nothing to give
+    /// back; `stat` is the call's own, for its connection's bookkeeping.
+    fn fill_only(conn: Link, stat: crate::stats::CallStat, fill: Fill) -> Done {
+        Done {
+            conn,
+            reply: None,
+            charge: None,
+            located: None,
+            fill: Some(fill),
+            opened: None,
+            stat,
+        }
+    }
+}
+
 /// One doorbell per worker, rung by reactors after queueing a job.
 pub(crate) type WorkerBells = Arc<Vec<Arc<Doorbell>>>;
 
@@ -268,29 +284,8 @@ fn run_job(shared: &Shared, mut job: Job) {
                 .flatten()
         }),
     };
-    // The file an NFSv4.1 OPEN created and named (its name kept): its attributes
-    // after the COMPOUND, read once the reply is on its way (`learned_made`). A
-    // directory an NFSv4.1 CREATE made is `made_dir`'s.
-    let made = match &fill {
-        Some(Fill {
-            data: Some(FillData::Name(n)),
-            export,
-            ..
-        }) if made_v4
-            && n.made
-                .as_ref()
-                .is_some_and(|m| m.attr.kind == FileKind::Reg) =>
-        {
-            Some((n.obj, *export, n.obj_id))
-        }
-        _ => None,
-    };
-    // A directory a MKDIR or an NFSv4.1 CREATE made (any protocol's create of a
-    // directory that taught its name): its empty listing's start (`learned_empty`), sent to the reactor
-    // before the reply: the client's first create in it follows the reply, so its
-    // fill finds the run (a fill that came first would leave the run's count of
-    // the directory's changes short for good).
-    let made_dir = match &fill {
+    // What a create that taught its name made: (handle, export, file id, kind).
+    let made_obj = match &fill {
         Some(Fill {
             data: Some(FillData::Name(n)),
             export,
@@ -298,23 +293,23 @@ fn run_job(shared: &Shared, mut job: Job) {
         }) => n
             .made
             .as_ref()
-            .filter(|m| m.attr.kind == FileKind::Dir)
-            .map(|_| (n.obj, *export, n.obj_id)),
+            .map(|m| (n.obj, *export, n.obj_id, m.attr.kind)),
         _ => None,
     };
+    // The file an NFSv4.1 OPEN created: its attributes after the COMPOUND, read once
+    // the reply is on its way (`learned_made`).
+    let made = made_obj
+        .filter(|m| made_v4 && m.3 == FileKind::Reg)
+        .map(|(fh, export, id, _)| (fh, export, id));
+    // A directory a MKDIR or an NFSv4.1 CREATE made: its empty listing's start
+    // (`learned_empty`), sent to the reactor before the reply: the client's first
+    // create in it follows the reply, so its fill finds the run (a fill that came
+    // first would leave the run's count of the directory's changes short for good).
+    let made_dir = made_obj
+        .filter(|m| m.3 == FileKind::Dir)
+        .map(|(fh, export, id, _)| (fh, export, id));
     if let Some(fill) = made_dir.and_then(|m| learned_empty(shared, m)) {
-        push_done(
-            link,
-            Done {
-                conn: job.conn,
-                reply: None,
-                charge: None,
-                located: None,
-                opened: None,
-                stat: job.stat,
-                fill: Some(fill),
-            },
-        );
+        push_done(link, Done::fill_only(job.conn, job.stat, fill));
     }
     let ahead = match (&effect, &fill) {
         (
@@ -340,42 +335,21 @@ fn run_job(shared: &Shared, mut job: Job) {
         },
     );
     if let Some(fill) = made.and_then(|m| learned_made(shared, m)) {
-        push_done(
-            link,
-            Done {
-                conn: job.conn,
-                reply: None,
-                charge: None,
-                located: None,
-                opened: None,
-                stat: job.stat,
-                fill: Some(fill),
-            },
-        );
+        push_done(link, Done::fill_only(job.conn, job.stat, fill));
     }
     // Read-ahead after the reply is on its way: the block around a small READ goes
     // into the reactor's page cache, so neighbouring reads are answered there.
     if let Some((off, fh, export, attr, stamp, exact)) = ahead {
         if let Some(data) = read_block(shared, &link.pools, &fh, off) {
-            push_done(
-                link,
-                Done {
-                    conn: job.conn,
-                    reply: None,
-                    charge: None,
-                    located: None,
-                    opened: None,
-                    stat: job.stat,
-                    fill: Some(Fill {
-                        fh,
-                        export,
-                        attr,
-                        stamp,
-                        data: Some(FillData::Block(data.0, data.1)),
-                        exact,
-                    }),
-                },
-            );
+            let fill = Fill {
+                fh,
+                export,
+                attr,
+                stamp,
+                data: Some(FillData::Block(data.0, data.1)),
+                exact,
+            };
+            push_done(link, Done::fill_only(job.conn, job.stat, fill));
         }
     }
 }

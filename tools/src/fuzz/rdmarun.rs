@@ -755,6 +755,30 @@ mod tests {
         e.0
     }
 
+    /// The generator's overlapping spoil (rdmagen `spoil`, case 6) is told apart from
+    /// segments that only touch; empty segments overlap nothing.
+    #[test]
+    fn overlapping_segments_are_those_sharing_a_byte() {
+        let seg = |offset, length| Segment {
+            handle: 7,
+            length,
+            offset,
+        };
+        assert!(!overlapping(&[
+            seg(0x1000, 224),
+            seg(0x10e0, 224),
+            seg(0x11c0, 224)
+        ]));
+        // The CI failure's chunk: the 2nd segment 18 bytes into the 1st.
+        assert!(overlapping(&[
+            seg(0x1000, 224),
+            seg(0x10e0, 224),
+            seg(0x1012, 224)
+        ]));
+        assert!(!overlapping(&[seg(0x1000, 0), seg(0x1000, 16)]));
+        assert!(overlapping(&[seg(u64::MAX - 8, 64), seg(u64::MAX - 1, 1)]));
+    }
+
     #[test]
     fn segments_must_stay_within_the_offer() {
         let o = Segment {

@@ -332,16 +332,8 @@ fn create_first(
 /// name changed by exactly this create, `cache::names::EntrySeen::learned`): a
 /// regular file in the directory's export, with the directory's attributes after.
 fn note_made(c: &Compound, dir: &Node, node: &Node, attr: Attr, dir_attr: Option<Attr>) {
-    if node.export != dir.export || attr.kind != FileKind::Reg || dir_attr.is_none() {
-        return;
-    }
-    if let Some(obj) = crate::cache::FhKey::new(c.ctx.model.handle(node).as_bytes()) {
-        crate::call::note_named(crate::call::Named {
-            obj,
-            obj_attr: Some(attr),
-            dir_attr,
-            made: true,
-        });
+    if attr.kind == FileKind::Reg {
+        super::super::dir_ops::note_made(c, dir, node, attr, dir_attr);
     }
 }
 
