@@ -39,19 +39,26 @@ pub fn failovers() -> u64 {
 
 /// The back-off before retry `retries` with `left` of the budget, and whether that
 /// retry is the call's last: the jittered `backoff`, unless it reaches the end of
-/// the budget; then half of what is left, once. With full jitter alone, a draw past
-/// the deadline (up to 5 s) slept the budget out and gave up untried, so an outage
-/// of a third of the budget could still answer NFS3ERR_JUKEBOX; now the call still
-/// makes one attempt in the budget's second half (README, the s3 backend's retries), and only
-/// one (halving again each time would crowd attempts against the deadline).
+/// the budget; then half of what is left, and again at each retry after, until that
+/// half is below `LAST_NAP`, whose retry is the last. With full jitter alone, a draw
+/// past the deadline (up to 5 s) slept the budget out and gave up untried, so an
+/// outage of a third of the budget could still answer NFS3ERR_JUKEBOX; halving once
+/// and giving up after ended a call that kept failing as early as half its budget.
+/// Now a call that keeps failing fast retries until `LAST_NAP` before its deadline
+/// (at most about log2(budget / `LAST_NAP`) attempts more: 6 for 3 s), and an outage
+/// shorter than the budget is not seen by the client (README, the s3 backend's
+/// retries).
 fn nap(retries: usize, left: Duration) -> (Duration, bool) {
     let b = backoff(retries);
     if b < left {
         (b, false)
     } else {
-        (left / 2, true)
+        (left / 2, left / 2 < LAST_NAP)
     }
 }
+
+/// The shortest nap before the deadline after which the call tries once more.
+const LAST_NAP: Duration = Duration::from_millis(50);
 
 /// Longest an endpoint is skipped after failing.
 const MAX_DOWN: Duration = Duration::from_secs(30);
@@ -410,10 +417,10 @@ mod tests {
             rt.block_on(p.run(|_| async { Err(BackendError::Retryable("503".into())) }));
         let took = t.elapsed();
         assert!(matches!(r, Err(BackendError::Retryable(_))));
-        // The last attempt comes no earlier than the budget's second half (`nap`
-        // halves what is left once a draw would reach the deadline): 200 ms here.
+        // Naps halve what is left until it is below `LAST_NAP` (`nap`): the call
+        // gives up within about 2 * `LAST_NAP` of its deadline.
         assert!(
-            took >= Duration::from_millis(200) && took < Duration::from_millis(900),
+            took >= Duration::from_millis(300) && took < Duration::from_millis(900),
             "{took:?}"
         );
         // a stalled endpoint: the attempt is cut at what is left of the budget
@@ -427,8 +434,8 @@ mod tests {
         );
     }
 
-    /// A back-off that would reach the deadline becomes half of what is left, once:
-    /// the call still tries in the budget's second half, then gives up.
+    /// A back-off that would reach the deadline becomes half of what is left; the
+    /// last once that half is below `LAST_NAP`.
     #[test]
     fn a_back_off_past_the_budget_leaves_one_attempt_before_it_ends() {
         for retries in 0..12 {
@@ -437,13 +444,20 @@ mod tests {
             if last {
                 assert_eq!(pause, Duration::from_millis(5));
             }
+            assert!(last || pause < Duration::from_millis(10));
         }
         // 5 s of back-off at most: always past 1 ms, never past 10 s.
-        assert_eq!(
-            nap(9, Duration::from_millis(1)),
-            (Duration::from_micros(500), true)
-        );
+        // (A draw of exactly 0 ms, 1 in 5001, stays a draw.)
+        let (pause, last) = nap(9, Duration::from_millis(1));
+        assert!(last && pause == Duration::from_micros(500) || pause.is_zero());
         assert!(!nap(9, Duration::from_secs(10)).1);
+        // Past the deadline with more than twice `LAST_NAP` left: halved, not the
+        // last (a draw reaches 200 ms 24 times in 25).
+        let naps: Vec<_> = (0..50)
+            .map(|_| nap(9, Duration::from_millis(200)))
+            .collect();
+        assert!(naps.iter().all(|&(p, last)| !last && p <= Duration::from_millis(200)));
+        assert!(naps.contains(&(Duration::from_millis(100), false)));
         // Through the pool: a store that fails until 150 ms, a budget of 300 ms and
         // a back-off that soon draws past it: the call succeeds every time.
         let (rt, p) = pool(1, 300, 100);
