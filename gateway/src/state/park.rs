@@ -200,7 +200,12 @@ mod tests {
     #[test]
     fn the_bound_follows_the_takeover_in_sight() {
         // Bounds far apart, so a late wake-up on a loaded machine is not the long one.
-        let p = Park::new(Duration::from_millis(100), Duration::from_millis(2000), 1, 1);
+        let p = Park::new(
+            Duration::from_millis(100),
+            Duration::from_millis(2000),
+            1,
+            1,
+        );
         let t0 = Instant::now();
         assert_eq!(p.wait(addr(1), || false), Parked::Delay);
         let took = t0.elapsed();

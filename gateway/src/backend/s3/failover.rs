@@ -456,7 +456,9 @@ mod tests {
         let naps: Vec<_> = (0..50)
             .map(|_| nap(9, Duration::from_millis(200)))
             .collect();
-        assert!(naps.iter().all(|&(p, last)| !last && p <= Duration::from_millis(200)));
+        assert!(naps
+            .iter()
+            .all(|&(p, last)| !last && p <= Duration::from_millis(200)));
         assert!(naps.contains(&(Duration::from_millis(100), false)));
         // Through the pool: a store that fails until 150 ms, a budget of 300 ms and
         // a back-off that soon draws past it: the call succeeds every time.
