@@ -117,3 +117,40 @@ fn a_listing_completes_what_this_gateway_wrote() {
         "whole seconds, as a HEAD gives"
     );
 }
+
+/// On a store that ignores `If-None-Match` (Garage; here moto told it does not
+/// honour it), exclusive creates of one key racing in this gateway: exactly one
+/// succeeds, the others find the key taken (`exclusive.rs`), and the object is the
+/// winner's. Without the per-key claim all of them looked before any put.
+#[test]
+fn racing_exclusive_creates_of_one_key_create_it_once() {
+    let Some((b, _)) = pair("excl") else {
+        return;
+    };
+    b.core
+        .honours_if_none_match
+        .store(false, std::sync::atomic::Ordering::Relaxed);
+    for round in 0..3 {
+        let key = format!("d/lock{round}");
+        let results: Vec<BResult<ObjectMeta>> = std::thread::scope(|s| {
+            let hs: Vec<_> = (0..8)
+                .map(|i| {
+                    let (b, key) = (&b, &key);
+                    s.spawn(move || b.put(key, b"", &meta(&format!("10064{i}")), true))
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        let won: Vec<usize> = (0..8).filter(|&i| results[i].is_ok()).collect();
+        assert_eq!(won.len(), 1, "round {round}: {results:?}");
+        for r in &results {
+            assert!(
+                matches!(r, Ok(_) | Err(BackendError::AlreadyExists)),
+                "{r:?}"
+            );
+        }
+        b.core.ra.known.changed(&key);
+        let h = b.head(&key).unwrap();
+        assert_eq!(h.user, meta(&format!("10064{}", won[0])));
+    }
+}

@@ -22,6 +22,7 @@
 mod cas;
 mod chunk;
 mod copy;
+mod exclusive;
 mod failover;
 mod handlekey;
 mod known;
@@ -69,6 +70,9 @@ struct Core {
     /// once at open (`probe_if_none_match`); until then, and when the probe could not
     /// run, exclusive PUTs check with a HEAD first.
     honours_if_none_match: std::sync::atomic::AtomicBool,
+    /// Exclusive creates between their HEAD and their PUT where the store does not
+    /// honour `If-None-Match` (`exclusive.rs`).
+    creating: exclusive::Claims,
     /// Copies of objects larger than this go part by part (`copy.rs`), bytes.
     copy_over: u64,
     /// Their part size, bytes.
@@ -440,10 +444,12 @@ fn put(
     let conditional = if_absent
         && c.honours_if_none_match
             .load(std::sync::atomic::Ordering::Relaxed);
-    if if_absent && !conditional {
-        // A store that ignores If-None-Match would overwrite: look first (a fresh
-        // HEAD, not the attribute cache). Not atomic between gateways; what depends
-        // on atomicity across gateways (the handle key) does not use this.
+    // A store that ignores If-None-Match would overwrite: look first (a fresh HEAD,
+    // not the attribute cache), the key claimed in this gateway until the PUT is
+    // answered (`exclusive.rs`). Not atomic between gateways; what depends on
+    // atomicity across gateways (the handle key) does not use this.
+    let _claim = (if_absent && !conditional).then(|| c.creating.claim(key));
+    if _claim.is_some() {
         match fresh_head(c, key) {
             Ok(_) => return Err(BackendError::AlreadyExists),
             Err(BackendError::NotFound) => {}
@@ -601,6 +607,7 @@ impl S3Backend {
             bucket: cfg.bucket.clone(),
             ra: ReadAhead::new((cfg.read_block_mib as u64) << 20),
             honours_if_none_match: std::sync::atomic::AtomicBool::new(false),
+            creating: exclusive::Claims::default(),
             copy_over: (cfg.multipart_copy_over_mib as u64) << 20,
             copy_part: (cfg.copy_part_mib as u64) << 20,
             #[cfg(test)]
