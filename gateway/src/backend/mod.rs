@@ -351,46 +351,57 @@ pub trait Backend: Send + Sync {
     /// and not atomic; stores that can do better (the `fs` backend: rename(2), atomic
     /// for whole directories) override it.
     fn rename(&self, from: &str, to: &str) -> BResult<()> {
-        if from == to {
-            return Ok(());
+        rename_by_copy(self, from, to)
+    }
+}
+
+/// `Backend::rename`'s default: copy + delete per object (a directory's every key,
+/// gathered first), for stores without a rename of their own.
+pub fn rename_by_copy<B: Backend + ?Sized>(b: &B, from: &str, to: &str) -> BResult<()> {
+    if from == to {
+        return Ok(());
+    }
+    if from.ends_with('/') != to.ends_with('/') {
+        return Err(BackendError::Permanent(format!(
+            "rename {from:?} -> {to:?}: mixing a directory and a file"
+        )));
+    }
+    if !from.ends_with('/') {
+        b.copy(from, to)?;
+        return b.delete(from);
+    }
+    // Directory: gather every key first (the listing must not see our copies).
+    let mut keys = Vec::new();
+    let mut after: Option<String> = None;
+    loop {
+        let page = b.list(from, None, after.as_deref(), 1000)?;
+        keys.extend(page.objects.into_iter().map(|o| o.key));
+        match page.next {
+            Some(n) => after = Some(n),
+            None => break,
         }
-        if from.ends_with('/') != to.ends_with('/') {
-            return Err(BackendError::Permanent(format!(
-                "rename {from:?} -> {to:?}: mixing a directory and a file"
-            )));
-        }
-        if !from.ends_with('/') {
-            self.copy(from, to)?;
-            return self.delete(from);
-        }
-        // Directory: gather every key first (the listing must not see our copies).
-        let mut keys = Vec::new();
-        let mut after: Option<String> = None;
-        loop {
-            let page = self.list(from, None, after.as_deref(), 1000)?;
-            keys.extend(page.objects.into_iter().map(|o| o.key));
-            match page.next {
-                Some(n) => after = Some(n),
-                None => break,
-            }
-        }
-        // An empty target directory is replaced: drop its marker.
-        match self.delete(to) {
+    }
+    // Nothing under `from`, not even its marker: no such directory (a concurrent
+    // rename of it finished first).
+    if keys.is_empty() {
+        return Err(BackendError::NotFound);
+    }
+    // An empty target directory is replaced: drop its marker.
+    match b.delete(to) {
+        Ok(()) | Err(BackendError::NotFound) => {}
+        Err(e) => return Err(e),
+    }
+    for k in &keys {
+        b.copy(k, &format!("{to}{}", &k[from.len()..]))?;
+    }
+    // Children before their markers (reverse key order puts "a/b" before "a/").
+    for k in keys.iter().rev() {
+        match b.delete(k) {
             Ok(()) | Err(BackendError::NotFound) => {}
             Err(e) => return Err(e),
         }
-        for k in &keys {
-            self.copy(k, &format!("{to}{}", &k[from.len()..]))?;
-        }
-        // Children before their markers (reverse key order puts "a/b" before "a/").
-        for k in keys.iter().rev() {
-            match self.delete(k) {
-                Ok(()) | Err(BackendError::NotFound) => {}
-                Err(e) => return Err(e),
-            }
-        }
-        Ok(())
     }
+    Ok(())
 }
 
 /// How a file will be read next (IO_ADVISE, RFC 7862 §15.5), as far as a store's

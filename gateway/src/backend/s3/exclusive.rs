@@ -1,17 +1,24 @@
+//! Changes of one key that S3 makes in two requests, taking turns in this gateway.
+//!
 //! Exclusive creates on a store that does not refuse a taken key (`If-None-Match: *`
-//! ignored, as Garage does: `probe_if_none_match`). There the look (a HEAD) and the
-//! create (a PUT) are two requests, so two creates of one key in flight together could
-//! both find it absent and both succeed: two GUARDED or EXCLUSIVE CREATEs of one name
-//! both answered NFS3_OK (RFC 1813 §3.3.8; an `O_EXCL` lock file taken twice). Within
-//! this gateway they take turns per key: a `Claim` held from the HEAD to the PUT's
-//! answer, so the second looks after the first created. Between gateways on one bucket
-//! it stays a race (README, "The s3 backend"); what needs atomicity across gateways —
+//! ignored, as Garage does: `probe_if_none_match`): the look (a HEAD) and the create
+//! (a PUT) are two requests, so two creates of one key in flight together could both
+//! find it absent and both succeed — two GUARDED or EXCLUSIVE CREATEs of one name both
+//! answered NFS3_OK (RFC 1813 §3.3.8; an `O_EXCL` lock file taken twice).
+//!
+//! Renames (copy + delete, `backend::rename_by_copy`): two renames of one source
+//! could both copy it before either deleted it, and both succeed — one name become
+//! two, where POSIX gives the second ENOENT (a job claimed by renaming it, twice).
+//!
+//! Each holds a `Claim` on its key (the rename on its source) from its first request
+//! to its last answer, so the second looks after the first is done. Between gateways
+//! on one bucket both stay races (docs/s3.md); what needs atomicity across gateways —
 //! the handle key, `[ha]`'s records — does not rely on this.
 
 use std::collections::HashSet;
 use std::sync::{Condvar, Mutex, MutexGuard};
 
-/// Keys whose exclusive create is between its look and its put, in this gateway.
+/// Keys claimed by a create or rename in flight in this gateway.
 /// Holds at most one key per call in flight (the backend workers bound them).
 #[derive(Default)]
 pub(super) struct Claims {

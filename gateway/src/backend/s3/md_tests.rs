@@ -154,3 +154,45 @@ fn racing_exclusive_creates_of_one_key_create_it_once() {
         assert_eq!(h.user, meta(&format!("10064{}", won[0])));
     }
 }
+
+/// Renames of one source racing in this gateway (copy + delete): exactly one
+/// succeeds, the others find it gone, and the file is at one name only — of a file
+/// and of a directory (`exclusive.rs`). Without the claim every rename copied the
+/// source before any deleted it.
+#[test]
+fn racing_renames_of_one_source_move_it_once() {
+    let Some((b, _)) = pair("mv") else {
+        return;
+    };
+    for (src, dir) in [("r/job", false), ("r/dir/", true)] {
+        b.put(src, b"", &meta("100644"), false).unwrap();
+        if dir {
+            b.put("r/dir/inner", b"data", &meta("100644"), false)
+                .unwrap();
+        }
+        let to = |i: usize| match dir {
+            false => format!("r/claimed{i}"),
+            true => format!("r/moved{i}/"),
+        };
+        let results: Vec<BResult<()>> = std::thread::scope(|s| {
+            let hs: Vec<_> = (0..8)
+                .map(|i| {
+                    let (b, to) = (&b, to(i));
+                    s.spawn(move || b.rename(src, &to))
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        let won: Vec<usize> = (0..8).filter(|&i| results[i].is_ok()).collect();
+        assert_eq!(won.len(), 1, "{src}: {results:?}");
+        for r in &results {
+            assert!(matches!(r, Ok(()) | Err(BackendError::NotFound)), "{r:?}");
+        }
+        for i in 0..8 {
+            let key = to(i);
+            b.core.ra.known.changed(&key);
+            let there = b.list(&key, None, None, 4).unwrap().objects.len();
+            assert_eq!(there > 0, i == won[0], "{key}: {there} keys");
+        }
+    }
+}

@@ -70,9 +70,10 @@ struct Core {
     /// once at open (`probe_if_none_match`); until then, and when the probe could not
     /// run, exclusive PUTs check with a HEAD first.
     honours_if_none_match: std::sync::atomic::AtomicBool,
-    /// Exclusive creates between their HEAD and their PUT where the store does not
-    /// honour `If-None-Match` (`exclusive.rs`).
-    creating: exclusive::Claims,
+    /// Keys whose exclusive create (between its HEAD and its PUT, where the store
+    /// does not honour `If-None-Match`) or rename (its copy and delete) is in flight
+    /// in this gateway (`exclusive.rs`).
+    claimed: exclusive::Claims,
     /// Copies of objects larger than this go part by part (`copy.rs`), bytes.
     copy_over: u64,
     /// Their part size, bytes.
@@ -448,7 +449,7 @@ fn put(
     // not the attribute cache), the key claimed in this gateway until the PUT is
     // answered (`exclusive.rs`). Not atomic between gateways; what depends on
     // atomicity across gateways (the handle key) does not use this.
-    let _claim = (if_absent && !conditional).then(|| c.creating.claim(key));
+    let _claim = (if_absent && !conditional).then(|| c.claimed.claim(key));
     if _claim.is_some() {
         match fresh_head(c, key) {
             Ok(_) => return Err(BackendError::AlreadyExists),
@@ -607,7 +608,7 @@ impl S3Backend {
             bucket: cfg.bucket.clone(),
             ra: ReadAhead::new((cfg.read_block_mib as u64) << 20),
             honours_if_none_match: std::sync::atomic::AtomicBool::new(false),
-            creating: exclusive::Claims::default(),
+            claimed: exclusive::Claims::default(),
             copy_over: (cfg.multipart_copy_over_mib as u64) << 20,
             copy_part: (cfg.copy_part_mib as u64) << 20,
             #[cfg(test)]
@@ -910,6 +911,16 @@ impl Backend for S3Backend {
         self.copy_object(from, to, None, size)?;
         self.wb.discard(to);
         Ok(())
+    }
+
+    /// Copy + delete (`backend::rename_by_copy`), with `from` claimed in this gateway
+    /// (`exclusive.rs`): two renames of one source through this gateway would both
+    /// copy it before either deleted it, and both answer OK — one name become two (a
+    /// job claimed by renaming it, twice). Taking turns, the second finds the source
+    /// gone (NFS3ERR_NOENT). Between gateways it stays a race (docs/s3.md).
+    fn rename(&self, from: &str, to: &str) -> BResult<()> {
+        let _claim = self.core.claimed.claim(from);
+        super::rename_by_copy(self, from, to)
     }
 
     fn delete(&self, key: &str) -> BResult<()> {
