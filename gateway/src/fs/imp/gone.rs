@@ -11,8 +11,17 @@
 //! gateways on one bucket"). A key created again since is kept: the HEAD finds it.
 //!
 //! Bounded: at most `MAX` keys, each kept `KEEP`; the oldest go first.
+//!
+//! Cost: every listing page asks for the keys under its directory (`under`) and every
+//! REMOVE, RMDIR and RENAME notes one, all under one lock shared by the workers. So
+//! neither may scan the set: keys are held in key order (the keys under a prefix are
+//! one range, `O(log n + k)`), and in the order they were noted (expiry and the cap
+//! pop the oldest, `O(1)` amortized). A scan of up to `MAX` keys per call under the
+//! lock was a serialisation of every listing, MKDIR (its new directory's first
+//! listing, `server::worker::learned_empty`), REMOVE and RMDIR once a few thousand
+//! names had been removed (docs/performance.md, "Mkdir and rmdir, second pass").
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -25,10 +34,49 @@ pub(super) const MAX: usize = 4096;
 
 #[derive(Default)]
 pub(super) struct RecentlyGone {
-    keys: Mutex<HashMap<String, Instant>>,
+    inner: Mutex<Keys>,
+}
+
+#[derive(Default)]
+struct Keys {
+    /// Key → when it was last noted, in key order: `under` is a range.
+    by_key: BTreeMap<String, Instant>,
+    /// (when, key) in the order noted, oldest first. A key noted again has an older
+    /// entry here too, which no longer matches `by_key` and is dropped when popped.
+    /// Never longer than `MAX`, so neither is `by_key`.
+    by_age: VecDeque<(Instant, String)>,
+    /// Entries looked at by the last call (tests: no call scans the set).
+    visited: usize,
+}
+
+impl Keys {
+    /// Drops the oldest noting; its key goes too unless noted again since.
+    fn pop_oldest(&mut self) {
+        if let Some((t, k)) = self.by_age.pop_front() {
+            if self.by_key.get(&k) == Some(&t) {
+                self.by_key.remove(&k);
+            }
+            self.visited += 1;
+        }
+    }
+
+    /// Forgets what was noted `KEEP` ago or earlier.
+    fn expire(&mut self, now: Instant) {
+        while self
+            .by_age
+            .front()
+            .is_some_and(|(t, _)| now.saturating_duration_since(*t) >= KEEP)
+        {
+            self.pop_oldest();
+        }
+    }
 }
 
 impl RecentlyGone {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Keys> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// Remembers `key` (a file's key, or a directory's with its trailing '/') as
     /// removed now.
     pub fn note(&self, key: &str) {
@@ -36,16 +84,14 @@ impl RecentlyGone {
     }
 
     fn note_at(&self, key: &str, now: Instant) {
-        let mut keys = self.keys.lock().unwrap_or_else(|e| e.into_inner());
-        if keys.len() >= MAX {
-            keys.retain(|_, t| now.saturating_duration_since(*t) < KEEP);
+        let mut keys = self.lock();
+        keys.visited = 0;
+        keys.expire(now);
+        while keys.by_age.len() >= MAX {
+            keys.pop_oldest();
         }
-        if keys.len() >= MAX {
-            if let Some(oldest) = keys.iter().min_by_key(|(_, t)| **t).map(|(k, _)| k.clone()) {
-                keys.remove(&oldest);
-            }
-        }
-        keys.insert(key.to_string(), now);
+        keys.by_key.insert(key.to_string(), now);
+        keys.by_age.push_back((now, key.to_string()));
     }
 
     /// The keys under `prefix` removed less than `KEEP` ago, taken under one lock: a
@@ -56,11 +102,25 @@ impl RecentlyGone {
     }
 
     fn under_at(&self, prefix: &str, now: Instant) -> HashSet<String> {
-        let keys = self.keys.lock().unwrap_or_else(|e| e.into_inner());
-        keys.iter()
-            .filter(|(k, t)| k.starts_with(prefix) && now.saturating_duration_since(**t) < KEEP)
-            .map(|(k, _)| k.clone())
-            .collect()
+        let mut keys = self.lock();
+        let mut out = HashSet::new();
+        // Every key starting with `prefix` sorts at or after it, and they are
+        // contiguous: the range stops at the first key that does not start with it.
+        let mut seen = 0usize;
+        for (k, t) in keys.by_key.range::<str, _>((
+            std::ops::Bound::Included(prefix),
+            std::ops::Bound::Unbounded,
+        )) {
+            seen += 1;
+            if !k.starts_with(prefix) {
+                break;
+            }
+            if now.saturating_duration_since(*t) < KEEP {
+                out.insert(k.clone());
+            }
+        }
+        keys.visited = seen;
+        out
     }
 }
 
@@ -80,12 +140,84 @@ mod tests {
         for i in 0..MAX + 10 {
             g.note_at(&format!("k{i}"), t0 + Duration::from_micros(i as u64));
         }
-        let n = g.keys.lock().unwrap().len();
+        let n = g.lock().by_key.len();
         assert!(n <= MAX, "{n} keys kept");
+        assert!(g.lock().by_age.len() <= MAX);
         // The oldest went first; the newest is there.
         assert!(g.under_at("a/", t0 + Duration::from_millis(1)).is_empty());
         assert!(g
             .under_at("k", t0 + Duration::from_millis(1))
             .contains(&format!("k{}", MAX + 9)));
+        assert!(!g
+            .under_at("k", t0 + Duration::from_millis(1))
+            .contains("k0"));
+    }
+
+    /// `under` gives exactly the keys that start with the prefix (deeper ones too),
+    /// not a sibling sharing its first bytes, nor the prefix's own parent.
+    #[test]
+    fn under_is_exactly_the_keys_starting_with_the_prefix() {
+        let g = RecentlyGone::default();
+        let t0 = Instant::now();
+        for k in [
+            "a", "a/", "a/f", "a/d/", "a/d/g", "a0/f", "a./f", "ab/f", "b/f", "/",
+        ] {
+            g.note_at(k, t0);
+        }
+        let mut got: Vec<String> = g.under_at("a/", t0).into_iter().collect();
+        got.sort();
+        assert_eq!(got, ["a/", "a/d/", "a/d/g", "a/f"]);
+        assert_eq!(g.under_at("a/d/", t0).len(), 2);
+        assert_eq!(g.under_at("", t0).len(), 10, "the root's prefix covers all");
+        assert!(g.under_at("c/", t0).is_empty());
+    }
+
+    /// A key noted again is kept from its latest noting: the older noting's expiry
+    /// or eviction does not take it.
+    #[test]
+    fn a_key_noted_again_lives_from_its_last_noting() {
+        let g = RecentlyGone::default();
+        let t0 = Instant::now();
+        g.note_at("d/f", t0);
+        g.note_at("d/f", t0 + KEEP / 2);
+        // The first noting has expired (and is popped by this note); the second not.
+        g.note_at("x", t0 + KEEP);
+        assert!(g.under_at("d/", t0 + KEEP).contains("d/f"));
+        assert!(g.under_at("d/", t0 + KEEP + KEEP / 2).is_empty());
+        // At the cap, popping its older noting (the oldest) does not take it.
+        let g = RecentlyGone::default();
+        let t1 = t0 + Duration::from_micros(1);
+        g.note_at("d/f", t0);
+        g.note_at("d/f", t1);
+        for i in 2..MAX {
+            g.note_at(&format!("k{i}"), t1);
+        }
+        g.note_at("z", t1);
+        assert!(g.under_at("d/", t1).contains("d/f"));
+        assert_eq!(g.lock().by_age.len(), MAX);
+        // The next note pops d/f's live noting: the oldest key goes first.
+        g.note_at("z2", t1);
+        assert!(g.under_at("d/", t1).is_empty());
+    }
+
+    /// Neither a listing's look nor a removal's note scans the set: with `MAX` keys
+    /// held, `under` of a directory holding none of them looks at one entry, and a
+    /// note at the cap pops one (before, both walked all `MAX` under the lock that
+    /// every worker's listing, REMOVE and RMDIR share).
+    #[test]
+    fn no_call_scans_the_remembered_keys() {
+        let g = RecentlyGone::default();
+        let t0 = Instant::now();
+        for i in 0..MAX {
+            g.note_at(&format!("run/conn.{}/f.{i}", i % 4), t0);
+        }
+        let visited = || g.lock().visited;
+        assert!(g.under_at("new-dir/", t0).is_empty());
+        assert!(visited() <= 1, "a listing looked at {} keys", visited());
+        assert_eq!(g.under_at("run/conn.1/", t0).len(), MAX / 4);
+        assert!(visited() <= MAX / 4 + 1, "looked at {}", visited());
+        g.note_at("run/conn.0/another", t0 + Duration::from_millis(1));
+        assert!(visited() <= 1, "a removal looked at {} keys", visited());
+        assert_eq!(g.lock().by_key.len(), MAX);
     }
 }
