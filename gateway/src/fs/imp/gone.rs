@@ -14,14 +14,16 @@
 //!
 //! Cost: every listing page asks for the keys under its directory (`under`) and every
 //! REMOVE, RMDIR and RENAME notes one, all under one lock shared by the workers. So
-//! neither may scan the set: keys are held in key order (the keys under a prefix are
-//! one range, `O(log n + k)`), and in the order they were noted (expiry and the cap
-//! pop the oldest, `O(1)` amortized). A scan of up to `MAX` keys per call under the
-//! lock was a serialisation of every listing, MKDIR (its new directory's first
-//! listing, `server::worker::learned_empty`), REMOVE and RMDIR once a few thousand
-//! names had been removed (docs/performance.md, "Mkdir and rmdir, second pass").
+//! neither scans the whole set: keys are held in key order (the keys under a prefix
+//! are one range, `O(log n + k)` for the `k` under it, at any depth: a listing of the
+//! export root still walks every key remembered), and numbered in the order noted
+//! (the cap pops the oldest, expiry at most `EXPIRE_PER_CALL` per call). A scan of
+//! up to `MAX` keys per call under the lock was a serialisation of every listing,
+//! MKDIR (its new directory's first listing, `server::worker::learned_empty`), REMOVE
+//! and RMDIR once a few thousand names had been removed (docs/performance.md, "Mkdir
+//! and rmdir, second pass").
 
-use std::collections::{BTreeMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashSet};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -39,36 +41,62 @@ pub(super) struct RecentlyGone {
 
 #[derive(Default)]
 struct Keys {
-    /// Key → when it was last noted, in key order: `under` is a range.
-    by_key: BTreeMap<String, Instant>,
-    /// (when, key) in the order noted, oldest first. A key noted again has an older
-    /// entry here too, which no longer matches `by_key` and is dropped when popped.
-    /// Never longer than `MAX`, so neither is `by_key`.
-    by_age: VecDeque<(Instant, String)>,
+    /// Key → when it was last noted and that noting's number, in key order: `under`
+    /// is a range.
+    by_key: BTreeMap<String, (Instant, u64)>,
+    /// Noting number → key, oldest first: exactly one entry per key of `by_key` (a
+    /// key noted again leaves its older number), so `MAX` bounds distinct keys, as
+    /// the set did before it was ordered. Numbers are taken under the lock with the
+    /// time, so the oldest number is also the oldest time.
+    by_age: BTreeMap<u64, String>,
+    next: u64,
     /// Entries looked at by the last call (tests: no call scans the set).
     visited: usize,
 }
 
+/// Most expired keys one call forgets: the first call after a quiet `KEEP` does not
+/// free thousands under the lock (the rest go at the next calls; `under` filters by
+/// time anyway).
+const EXPIRE_PER_CALL: usize = 64;
+
 impl Keys {
-    /// Drops the oldest noting; its key goes too unless noted again since.
+    /// Forgets the oldest noted key.
     fn pop_oldest(&mut self) {
-        if let Some((t, k)) = self.by_age.pop_front() {
-            if self.by_key.get(&k) == Some(&t) {
-                self.by_key.remove(&k);
-            }
+        if let Some((_, k)) = self.by_age.pop_first() {
+            self.by_key.remove(&k);
             self.visited += 1;
         }
     }
 
-    /// Forgets what was noted `KEEP` ago or earlier.
+    /// Forgets (up to `EXPIRE_PER_CALL` of) what was noted `KEEP` ago or earlier.
     fn expire(&mut self, now: Instant) {
-        while self
-            .by_age
-            .front()
-            .is_some_and(|(t, _)| now.saturating_duration_since(*t) >= KEEP)
-        {
+        for _ in 0..EXPIRE_PER_CALL {
+            let old = self
+                .by_age
+                .first_key_value()
+                .and_then(|(_, k)| self.by_key.get(k))
+                .is_some_and(|(t, _)| now.saturating_duration_since(*t) >= KEEP);
+            if !old {
+                return;
+            }
             self.pop_oldest();
         }
+    }
+
+    /// Remembers `key` as removed at `now`, in place of an earlier noting of it.
+    fn note(&mut self, key: &str, now: Instant) {
+        self.visited = 0;
+        self.expire(now);
+        if let Some((_, n)) = self.by_key.remove(key) {
+            self.by_age.remove(&n);
+        }
+        while self.by_age.len() >= MAX {
+            self.pop_oldest();
+        }
+        let n = self.next;
+        self.next += 1;
+        self.by_key.insert(key.to_string(), (now, n));
+        self.by_age.insert(n, key.to_string());
     }
 }
 
@@ -80,18 +108,14 @@ impl RecentlyGone {
     /// Remembers `key` (a file's key, or a directory's with its trailing '/') as
     /// removed now.
     pub fn note(&self, key: &str) {
-        self.note_at(key, Instant::now());
+        let mut keys = self.lock();
+        // The time under the lock: notings are numbered in time order.
+        keys.note(key, Instant::now());
     }
 
+    #[cfg(test)]
     fn note_at(&self, key: &str, now: Instant) {
-        let mut keys = self.lock();
-        keys.visited = 0;
-        keys.expire(now);
-        while keys.by_age.len() >= MAX {
-            keys.pop_oldest();
-        }
-        keys.by_key.insert(key.to_string(), now);
-        keys.by_age.push_back((now, key.to_string()));
+        self.lock().note(key, now);
     }
 
     /// The keys under `prefix` removed less than `KEEP` ago, taken under one lock: a
@@ -107,7 +131,7 @@ impl RecentlyGone {
         // Every key starting with `prefix` sorts at or after it, and they are
         // contiguous: the range stops at the first key that does not start with it.
         let mut seen = 0usize;
-        for (k, t) in keys.by_key.range::<str, _>((
+        for (k, (t, _)) in keys.by_key.range::<str, _>((
             std::ops::Bound::Included(prefix),
             std::ops::Bound::Unbounded,
         )) {
@@ -219,5 +243,45 @@ mod tests {
         g.note_at("run/conn.0/another", t0 + Duration::from_millis(1));
         assert!(visited() <= 1, "a removal looked at {} keys", visited());
         assert_eq!(g.lock().by_key.len(), MAX);
+    }
+
+    /// `MAX` bounds distinct keys, not notings: a few names removed again and again
+    /// (a lock file, an editor's swap file) do not push out a tree removed a moment
+    /// before (with one entry per noting they did, within seconds).
+    #[test]
+    fn names_removed_again_and_again_do_not_push_out_other_keys() {
+        let g = RecentlyGone::default();
+        let t0 = Instant::now();
+        for i in 0..3000 {
+            g.note_at(&format!("tree/f{i}"), t0);
+        }
+        for i in 0..10 * MAX {
+            let t = t0 + Duration::from_micros(i as u64);
+            g.note_at(&format!("run/lock{}", i % 10), t);
+        }
+        let later = t0 + Duration::from_secs(1);
+        assert_eq!(g.under_at("tree/", later).len(), 3000);
+        assert_eq!(g.under_at("run/", later).len(), 10);
+        let k = g.lock();
+        assert_eq!((k.by_key.len(), k.by_age.len()), (3010, 3010));
+    }
+
+    /// The first call after a quiet `KEEP` forgets at most `EXPIRE_PER_CALL` keys
+    /// under the lock; the rest go at later calls and are never listed meanwhile.
+    #[test]
+    fn expiry_is_spread_over_calls() {
+        let g = RecentlyGone::default();
+        let t0 = Instant::now();
+        for i in 0..1000 {
+            g.note_at(&format!("old/f{i}"), t0);
+        }
+        let t1 = t0 + KEEP;
+        g.note_at("new", t1);
+        assert!(g.lock().visited <= EXPIRE_PER_CALL);
+        assert!(g.under_at("old/", t1).is_empty());
+        for _ in 0..1000 / EXPIRE_PER_CALL + 1 {
+            g.note_at("new", t1);
+        }
+        assert_eq!(g.lock().by_key.len(), 1);
     }
 }

@@ -543,8 +543,9 @@ impl Inner {
     /// Whether `dir` lists no entry: the store's one look at the directory where it
     /// can tell (`Backend::dir_is_empty`, which says "empty" only of a directory that
     /// holds nothing at all, so never of one whose listing would show an entry), else
-    /// a page of one entry. After every MKDIR (`empty_start`), so on `fs` no walk to
-    /// the directory's marker, no read of its xattrs and no look at the removed keys.
+    /// a page of one entry. After every MKDIR (`empty_start`), so on `fs` one walk to
+    /// the directory and one readdir: no read of its xattrs, no look at the removed
+    /// keys.
     fn holds_nothing(&self, dir: &Node) -> FsResult<bool> {
         match self.backend.dir_is_empty(&dir.key) {
             Some(r) => r.map_err(|e| self.nerr(e, &dir.key)),
