@@ -172,6 +172,19 @@ pub trait Backend: Send + Sync {
         None
     }
 
+    /// Whether directory `dkey` (`name/`, or "" for the root) holds no entry at all,
+    /// told by one look at the directory itself: `Some(Ok(true))` only when nothing is
+    /// in it — not even a name its listing would hide — so a caller that would have
+    /// listed one entry to prove emptiness (`Inner::empty_start`, the reactor's run of
+    /// a new directory) may trust it; `Some(Ok(false))` when anything is. The `fs`
+    /// backend: one readdir, no read of the directory's own metadata (its marker, which
+    /// a listing includes) and no look at each entry.
+    /// `None` where the store cannot tell so (S3, memory: a marker is an object like
+    /// any other and children are keys under it): the caller lists.
+    fn dir_is_empty(&self, _dkey: &str) -> Option<BResult<bool>> {
+        None
+    }
+
     /// True when the store can tell in one step that nothing is at `name` (a key
     /// without the trailing '/'): no object `name`, no marker `name/` and no object
     /// under `name/`. False means "perhaps": the caller asks `head` and `list` (the

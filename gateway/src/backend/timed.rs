@@ -110,6 +110,15 @@ impl Backend for Timed {
         backend_ops::record(self.at.row, Op::Delete, ns, r.as_ref().err());
         Some(r)
     }
+    fn dir_is_empty(&self, dkey: &str) -> Option<BResult<bool>> {
+        // `None` (the store cannot) made no store call: nothing to record. A readdir
+        // of the directory: a listing's cost, recorded as one.
+        let t0 = self.at.clock.now();
+        let r = self.inner.dir_is_empty(dkey)?;
+        let ns = self.at.clock.ns_between(t0, self.at.clock.now());
+        backend_ops::record(self.at.row, Op::List, ns, r.as_ref().err());
+        Some(r)
+    }
     fn surely_absent(&self, name: &str) -> BResult<bool> {
         // Not timed: a local probe standing in for HEADs, never a store round trip.
         self.inner.surely_absent(name)

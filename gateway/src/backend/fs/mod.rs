@@ -1043,6 +1043,25 @@ impl FsBackend {
         }
     }
 
+    /// `dir_is_empty` for the fs backend.
+    fn holds_nothing(&self, dkey: &str) -> BResult<bool> {
+        if !dkey.is_empty() {
+            if !dkey.ends_with('/') {
+                return Err(BackendError::Permanent(format!(
+                    "dir_is_empty {dkey:?}: not a directory key"
+                )));
+            }
+            check_key(dkey)?;
+        }
+        let comps: Vec<&str> = dkey.split('/').filter(|c| !c.is_empty()).collect();
+        let dir = self.walk(&comps, false, dkey)?;
+        let mut stream = sys::Dir::open(self.at(&dir)).map_err(|e| map_io(e, "open", dkey))?;
+        let any = stream
+            .has_entries()
+            .map_err(|e| map_io(e, "readdir", dkey))?;
+        Ok(!any)
+    }
+
     #[allow(clippy::too_many_arguments)]
     fn visit(
         &self,
@@ -1273,6 +1292,16 @@ impl Backend for FsBackend {
             ))));
         }
         Some(self.delete_clearing(dkey, false))
+    }
+
+    /// One readdir of the directory, reached by one walk of its own components: empty
+    /// when it holds nothing but "." and "..". A temporary (never listed) counts as an
+    /// entry, so "empty" is never said of a directory whose listing could show
+    /// anything; it stops at the first entry, so a big directory costs one
+    /// `getdents64`. A listing of one entry (`list`) would also read the directory's
+    /// own xattrs for its marker (docs/performance.md, "Mkdir and rmdir, second pass").
+    fn dir_is_empty(&self, dkey: &str) -> Option<BResult<bool>> {
+        Some(self.holds_nothing(dkey))
     }
 
     /// A name here is a file or a directory, never both, and a directory is real

@@ -390,6 +390,14 @@ impl Dir {
     /// included), borrowing the name from the stream: no allocation per entry, so a
     /// listing that looks at a whole large directory for one page stays cheap.
     pub fn each(&mut self, mut f: impl FnMut(&[u8], u8)) -> io::Result<()> {
+        self.each_until(|name, kind| {
+            f(name, kind);
+            false
+        })
+    }
+
+    /// `each` until `f` returns true (then the rest of the stream is not read).
+    pub fn each_until(&mut self, mut f: impl FnMut(&[u8], u8) -> bool) -> io::Result<()> {
         loop {
             // SAFETY: readdir reports errors only through errno, so clear it first;
             // errno is this thread's own variable, writing it has no other effect.
@@ -410,8 +418,23 @@ impl Dir {
                 let ent = &*ent;
                 (CStr::from_ptr(ent.d_name.as_ptr()).to_bytes(), ent.d_type)
             };
-            f(name, kind);
+            if f(name, kind) {
+                return Ok(());
+            }
         }
+    }
+}
+
+impl Dir {
+    /// Whether the stream has any entry besides "." and "..": reads only until the
+    /// first one (`readdir` fills its buffer with one `getdents64` at a time).
+    pub fn has_entries(&mut self) -> io::Result<bool> {
+        let mut any = false;
+        self.each_until(|name, _| {
+            any = name != b"." && name != b"..";
+            any
+        })?;
+        Ok(any)
     }
 }
 

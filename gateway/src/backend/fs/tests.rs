@@ -928,3 +928,59 @@ fn a_listing_of_fresh_cached_files_sees_changes_behind_our_back() {
     let keys: Vec<String> = listed(&b).into_iter().map(|o| o.key).collect();
     assert_eq!(keys, ["d/b", "d/c"], "unlinked behind our back: not listed");
 }
+
+/// `dir_is_empty` (the start of a new directory's listing after MKDIR): true only
+/// for a directory holding nothing at all — a file, a subdirectory or a temporary
+/// (which a listing hides) makes it false — read with one walk and one readdir,
+/// without the marker's xattrs a one-entry listing reads; a missing directory, a file
+/// and a symlink are errors, a key without the trailing '/' is refused.
+#[test]
+fn an_empty_directory_is_told_by_one_readdir_without_its_metadata() {
+    use std::collections::BTreeMap;
+    let d = tempfile::tempdir().unwrap();
+    let b = FsBackend::open(&d.path().join("objects")).unwrap();
+    let root = b.root().to_path_buf();
+    b.put("a/", b"", &meta(&[("mode", "40755")]), true).unwrap();
+    b.put("a/d/", b"", &meta(&[("mode", "40755")]), true)
+        .unwrap();
+    sys::calls::take();
+    assert_eq!(b.dir_is_empty("a/d/"), Some(Ok(true)));
+    let calls = sys::calls::take();
+    // The walk (a, d) and the stream's own open of ".".
+    let want: BTreeMap<&str, u32> = [("openat", 3)].into_iter().collect();
+    assert_eq!(calls, want, "no xattr read, no stat: {calls:?}");
+    // The same answer a listing gives, for what a listing shows.
+    let listed = |k: &str| b.list(k, Some('/'), None, 10).unwrap();
+    let l = listed("a/d/");
+    assert!(l.prefixes.is_empty() && l.objects.iter().all(|o| o.key == "a/d/"));
+    assert_eq!(b.dir_is_empty("a/"), Some(Ok(false)), "holds d/");
+    b.put("a/d/f", b"x", &meta(&[]), true).unwrap();
+    assert_eq!(b.dir_is_empty("a/d/"), Some(Ok(false)));
+    b.delete("a/d/f").unwrap();
+    assert_eq!(b.dir_is_empty("a/d/"), Some(Ok(true)));
+    // A temporary is never listed, but the directory is not empty.
+    std::fs::write(root.join("a/d/.nfsgw-tmp.other.1"), b"in flight").unwrap();
+    let l = listed("a/d/");
+    assert!(l.prefixes.is_empty() && l.objects.iter().all(|o| o.key == "a/d/"));
+    assert_eq!(b.dir_is_empty("a/d/"), Some(Ok(false)));
+    std::fs::remove_file(root.join("a/d/.nfsgw-tmp.other.1")).unwrap();
+    // The root: holds a/.
+    assert_eq!(b.dir_is_empty(""), Some(Ok(false)));
+    // Hostile or wrong keys.
+    assert_eq!(
+        b.dir_is_empty("a/missing/"),
+        Some(Err(BackendError::NotFound))
+    );
+    b.put("a/file", b"x", &meta(&[]), true).unwrap();
+    assert!(matches!(b.dir_is_empty("a/file/"), Some(Err(_))));
+    std::os::unix::fs::symlink(root.join("a/d"), root.join("a/s")).unwrap();
+    assert!(
+        matches!(b.dir_is_empty("a/s/"), Some(Err(_))),
+        "a symlink is no directory"
+    );
+    assert!(matches!(
+        b.dir_is_empty("a/d"),
+        Some(Err(BackendError::Permanent(_)))
+    ));
+    assert!(matches!(b.dir_is_empty("a/../"), Some(Err(_))));
+}

@@ -525,12 +525,12 @@ impl Inner {
         Ok(self.dir_page(dir, &p, &dots))
     }
 
-    /// See `FileModel::empty_start`: one listing of at most one entry (a name the
-    /// listing hides, an orphan or an inode, is skipped as `list_page` skips it).
+    /// See `FileModel::empty_start`: `holds_nothing` (where the store cannot tell in
+    /// one look, a listing of at most one entry; a name the listing hides, an orphan
+    /// or an inode, is skipped as `list_page` skips it).
     pub fn empty_start(&self, dir: &Node) -> FsResult<Option<([u8; 8], Node)>> {
         self.dir_of(dir)?;
-        let (entries, eof) = self.list_page(dir, None, 1)?;
-        if !entries.is_empty() || !eof {
+        if !self.holds_nothing(dir)? {
             return Ok(None);
         }
         let parent = self.parent_key(dir.export, &dir.key);
@@ -538,6 +538,22 @@ impl Inner {
             self.cookie_verf(dir.fileid),
             self.node(dir.export, &parent),
         )))
+    }
+
+    /// Whether `dir` lists no entry: the store's one look at the directory where it
+    /// can tell (`Backend::dir_is_empty`, which says "empty" only of a directory that
+    /// holds nothing at all, so never of one whose listing would show an entry), else
+    /// a page of one entry. After every MKDIR (`empty_start`), so on `fs` one walk to
+    /// the directory and one readdir: no read of its xattrs, no look at the removed
+    /// keys.
+    fn holds_nothing(&self, dir: &Node) -> FsResult<bool> {
+        match self.backend.dir_is_empty(&dir.key) {
+            Some(r) => r.map_err(|e| self.nerr(e, &dir.key)),
+            None => {
+                let (entries, eof) = self.list_page(dir, None, 1)?;
+                Ok(entries.is_empty() && eof)
+            }
+        }
     }
 
     /// A READDIR page with each entry's node and attributes (`None`: gone since it

@@ -795,3 +795,54 @@ fn mkdir_and_rmdir_on_the_fs_backend_do_not_look_first() {
     assert_eq!(m.lookup(&top, b"d").unwrap_err(), Status::NoEnt);
     assert_eq!(m.rmdir(&top, b"d"), Err(Status::NoEnt));
 }
+
+/// The start of a new directory's listing (`empty_start`, asked after every MKDIR for
+/// the reactor's run of it) on the fs backend: one readdir of the directory, no read
+/// of its metadata (a one-entry listing read its four xattrs as its marker) and no look
+/// at the removed keys; the same answers as the listing — `None` as soon as it holds a
+/// name, again `Some` once that name is removed, `None` for a directory holding only
+/// another gateway's temporary (which a listing hides: "empty" is said only of a
+/// directory that holds nothing).
+#[test]
+fn a_new_directory_is_seen_empty_without_a_listing_on_the_fs_backend() {
+    let d = tempfile::tempdir().unwrap();
+    let b: Arc<dyn Backend> = Arc::new(FsBackend::open(&d.path().join("data")).unwrap());
+    let m = FileModel::open(b, &d.path().join("state"), &exports()).unwrap();
+    let root = m.root(0).unwrap();
+    let top = m.mkdir(&root, b"top", &SetAttr::default(), OWNER).unwrap();
+    let dir = m.mkdir(&top, b"d", &SetAttr::default(), OWNER).unwrap();
+    FsBackend::take_calls();
+    let (verf, parent) = m
+        .empty_start(&dir)
+        .unwrap()
+        .expect("a new directory is empty");
+    let calls = FsBackend::take_calls();
+    for c in ["flistxattr", "fgetxattr", "lstatat"] {
+        assert_eq!(calls.get(c), None, "{c}: {calls:?}");
+    }
+    assert_eq!(calls.get("openat"), Some(&3), "walk + readdir: {calls:?}");
+    assert_eq!(parent.fileid, top.fileid);
+    // The listing agrees: no entry, the same cookie verifier.
+    let page = m.readdir(&dir, 0, [0; 8], 4096).unwrap();
+    assert_eq!(page.verf, verf);
+    assert!(page
+        .entries
+        .iter()
+        .all(|e| e.name == b"." || e.name == b".."));
+    let how = CreateMode::Guarded(SetAttr::default());
+    m.create(&dir, b"f", &how, OWNER).unwrap();
+    assert!(m.empty_start(&dir).unwrap().is_none());
+    m.remove(&dir, b"f").unwrap();
+    assert!(m.empty_start(&dir).unwrap().is_some());
+    m.mkdir(&dir, b"sub", &SetAttr::default(), OWNER).unwrap();
+    assert!(m.empty_start(&dir).unwrap().is_none());
+    m.rmdir(&dir, b"sub").unwrap();
+    let theirs = d.path().join("data/top/d/.nfsgw-tmp.another-gateway.1");
+    std::fs::write(&theirs, b"in flight").unwrap();
+    assert!(m.empty_start(&dir).unwrap().is_none(), "holds a temporary");
+    std::fs::remove_file(&theirs).unwrap();
+    assert!(m.empty_start(&dir).unwrap().is_some());
+    // Removed: an error, not "empty".
+    m.rmdir(&top, b"d").unwrap();
+    assert!(m.empty_start(&dir).is_err());
+}
