@@ -251,6 +251,11 @@ fn a_slow_boot_read_never_lowers_the_epoch_a_later_one_does() {
     b.remember(four, t0, w);
     std::thread::sleep(w);
     assert_eq!(b.remember(three, t0, w), (three, t0));
+    assert_eq!(
+        b.backwards.count(),
+        0,
+        "a slow read is no proof of a restore"
+    );
 }
 
 /// Issue 27's restore: the boot object rewritten to an older text (a store restored

@@ -102,8 +102,14 @@ pub(super) enum Take {
 pub(super) fn take(cached: Epoch, done: Instant, fresh: bool, read: Epoch, asked: Instant) -> Take {
     if read == cached || read.n > cached.n {
         Take::Replace
-    } else if fresh && asked < done {
-        Take::Keep
+    } else if asked < done {
+        // A slow read: not proof the store went back; taken only once the cached
+        // value is no longer trusted anyway (it is itself trusted from `asked`).
+        if fresh {
+            Take::Keep
+        } else {
+            Take::Replace
+        }
     } else {
         Take::Backwards
     }
