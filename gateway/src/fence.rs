@@ -66,6 +66,9 @@ pub const WINDOW: Duration = Duration::from_secs(2);
 const CACHE_MAX: usize = 1 << 16;
 /// Conditional-write attempts of one bump before the store is called busy.
 const BUMP_TRIES: usize = 16;
+/// Reads of an epoch before its store's answers are called unsettled (each lower
+/// read kept against a value out of its window is read again: `fence_epoch::take`).
+const READ_TRIES: usize = 4;
 
 /// The fence state of this gateway: the id key, the store, cached epochs.
 pub struct Fence {
@@ -100,9 +103,8 @@ struct Known {
     boot: Epoch,
     pairs: [Option<(u16, (u32, u32))>; 2],
     at: Instant,
-    /// When the file's epoch was seen current (its read or move ended): a read that
-    /// began after it and answers a lower value found a store that went back.
-    done: Instant,
+    /// A read of the file's epoch below `epoch` not yet confirmed (`fence_epoch::take`).
+    pending: epoch::Pending,
 }
 
 impl Known {
@@ -243,49 +245,88 @@ impl Fence {
         self.store.cas().expect("checked at install")
     }
 
-    /// Caches `epoch`, read (or written) by a store call that began at `asked`: the
-    /// window runs from then, not from the answer, so a read that began before a bump
-    /// and returned the old epoch after it is trusted no later than `asked + window`,
-    /// before `bump` returned + window (the module's promise). A slow read (begun
-    /// before the cached value was seen) never replaces a higher value still trusted
-    /// (a read answering after this gateway's own bump); a read begun after it does,
-    /// lower or not: the store went back (restored: `fence_epoch.rs`), counted and
-    /// logged, and what it has now is what ids are checked against.
-    /// The verified pairs of the same epoch are kept (the generations stay valid).
-    /// `boot` is the boot epoch and when it was read: the entry is trusted no longer
-    /// than either read (`fence_boot.rs`).
-    fn remember(&self, fileid: u64, epoch: Epoch, boot: (Epoch, Instant), asked: Instant) -> Known {
+    /// Caches `epoch`, read by a store call that began at `asked`: the window runs
+    /// from then, not from the answer, so a read that began before a bump and
+    /// returned the old epoch after it is trusted no later than `asked + window`,
+    /// before `bump` returned + window (the module's promise). A lower value (or the
+    /// same number with another nonce) never replaces the cached one on one read: only
+    /// once a second read confirms it (`fence_epoch::take`: the store went back,
+    /// counted and logged); until then the cached value is kept, and `None` says it
+    /// is out of its window (read again). The verified pairs of the same epoch are
+    /// kept (the generations stay valid). `boot` is the boot epoch and when it was
+    /// read: the entry is trusted no longer than either read (`fence_boot.rs`).
+    fn remember(
+        &self,
+        fileid: u64,
+        epoch: Epoch,
+        boot: (Epoch, Instant),
+        asked: Instant,
+    ) -> Option<Known> {
         let (b, b_at) = boot;
         let mut known = Known {
             epoch,
             boot: b,
             pairs: [None; 2],
             at: asked.min(b_at),
-            done: Instant::now(),
+            pending: None,
         };
-        let mut c = self.cache.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(k) = c.get(&fileid) {
+        let mut c = self.cache_lock();
+        if let Some(k) = c.get_mut(&fileid) {
             let fresh = k.at.elapsed() < self.window;
             if k.boot == b {
-                match epoch::take(k.epoch, k.done, fresh, epoch, asked) {
-                    epoch::Take::Keep => return *k,
+                match epoch::take(k.epoch, &mut k.pending, epoch, asked) {
+                    epoch::Take::Keep => return fresh.then_some(*k),
                     epoch::Take::Backwards => {
                         self.boot.backwards.saw("file", fileid, k.epoch, epoch);
                     }
                     epoch::Take::Replace if k.epoch == epoch => known.pairs = k.pairs,
                     epoch::Take::Replace => {}
                 }
-            } else if k.boot.n > b.n && fresh && asked < k.done {
-                // Read with a boot epoch older than the entry's (the boot's own
-                // cache judges the boot epoch's going back: `Boot::remember`).
-                return *k;
+            } else if !self.boot_newer(k.boot, b) {
+                // Read at a boot epoch the boot's cache no longer holds (a slow load
+                // that began before it moved, or followed a restore): the entry's
+                // boot stays; the boot's own cache judges its going back
+                // (`Boot::remember`, `fence_epoch::take`).
+                return fresh.then_some(*k);
             }
         }
         if c.len() >= CACHE_MAX {
             c.clear();
         }
         c.insert(fileid, known);
-        known
+        Some(known)
+    }
+
+    /// Whether boot epoch `b`, a load read at, may replace `cached` in a file's
+    /// entry: a higher number, or the value the boot's cache holds now (after
+    /// `take` let it follow a restore). Never a value it has left, even one of the
+    /// same number (the nonce tells a restored boot from the one moved since).
+    fn boot_newer(&self, cached: Epoch, b: Epoch) -> bool {
+        b.n > cached.n || self.boot.last().is_some_and(|(now, _)| now == b)
+    }
+
+    /// Caches `epoch`, written by a successful conditional write whose read began at
+    /// `asked`, at boot epoch `boot`: the store's current value, replacing whatever
+    /// is cached (a concurrent load may have cached a higher value of before a
+    /// restore); one below the cached value is counted as gone back.
+    fn wrote(&self, fileid: u64, epoch: Epoch, boot: (Epoch, Instant), asked: Instant) {
+        let mut c = self.cache_lock();
+        if let Some(k) = c.get(&fileid) {
+            if k.boot == boot.0 && epoch::wrote_back(k.epoch, epoch) {
+                self.boot.backwards.saw("file", fileid, k.epoch, epoch);
+            }
+        }
+        if c.len() >= CACHE_MAX {
+            c.clear();
+        }
+        let known = Known {
+            epoch,
+            boot: boot.0,
+            pairs: [None; 2],
+            at: asked.min(boot.1),
+            pending: None,
+        };
+        c.insert(fileid, known);
     }
 
     /// Keeps `pair` as the verified pair of `gen` at `epoch` (when that is still the
@@ -320,14 +361,24 @@ impl Fence {
         self.cache.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Reads the file's epoch (and the boot epoch, when out of its window), again
+    /// while a lower read is kept against a cached value out of its window (the next
+    /// read begins after it returned, so it can confirm it: `fence_epoch::take`).
     fn load(&self, fileid: u64) -> Result<Known, BackendError> {
-        let boot = self.boot.current(self.cas(), self.window)?;
-        let asked = Instant::now();
-        let e = match self.cas().cas_get(&name(fileid))? {
-            None => Epoch::default(),
-            Some((data, _)) => epoch::parse_file(&data)?,
-        };
-        Ok(self.remember(fileid, e, boot, asked))
+        for _ in 0..READ_TRIES {
+            let boot = self.boot.current(self.cas(), self.window)?;
+            let asked = Instant::now();
+            let e = match self.cas().cas_get(&name(fileid))? {
+                None => Epoch::default(),
+                Some((data, _)) => epoch::parse_file(&data)?,
+            };
+            if let Some(k) = self.remember(fileid, e, boot, asked) {
+                return Ok(k);
+            }
+        }
+        Err(BackendError::Retryable(
+            "pnfs fence epoch: the store's reads disagree".into(),
+        ))
     }
 
     /// The file's epoch as the store has it now (cached afterwards): what LAYOUTGET
@@ -371,9 +422,7 @@ impl Fence {
                     // Written through at the boot epoch as known within the window;
                     // without one, the file's entry goes (the next check reads both).
                     match self.boot.current(self.cas(), self.window) {
-                        Ok(boot) => {
-                            self.remember(fileid, next, boot, asked);
-                        }
+                        Ok(boot) => self.wrote(fileid, next, boot, asked),
                         Err(_) => {
                             self.cache_lock().remove(&fileid);
                         }

@@ -30,8 +30,8 @@
 //! the data servers from the other's move + the window; its clients meet
 //! NFS3ERR_ACCES there, report it (LAYOUTERROR / LAYOUTRETURN) and ask again.
 
-use super::epoch::{self, Backwards, Epoch, Take};
-use super::{Fence, BUMP_TRIES};
+use super::epoch::{self, Backwards, Epoch, Pending, Take};
+use super::{Fence, BUMP_TRIES, READ_TRIES};
 use crate::backend::{BackendError, Cas};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -50,13 +50,12 @@ pub(super) struct Boot {
 }
 
 /// A boot epoch read: the value, when the read began (trusted from then for a
-/// window) and when it ended (a later read of a lower value found a store that went
-/// back).
+/// window), and a read below it not yet confirmed (`fence_epoch::take`).
 #[derive(Clone, Copy)]
 struct Seen {
     epoch: Epoch,
     asked: Instant,
-    done: Instant,
+    pending: Pending,
 }
 
 /// The boot epoch this gateway grants at, as a metadata server.
@@ -88,7 +87,7 @@ fn parse(data: &[u8]) -> Result<(Epoch, bool), BackendError> {
         || BackendError::Permanent("pnfs boot epoch: not \"<epoch> <used> [<nonce>]\"".into());
     let s = std::str::from_utf8(data).map_err(|_| bad())?;
     let mut it = s.split_whitespace();
-    let n = it.next().and_then(|w| w.parse().ok()).ok_or_else(bad)?;
+    let n = it.next().and_then(epoch::parse_n).ok_or_else(bad)?;
     let used = match it.next() {
         Some("0") => false,
         Some("1") => true,
@@ -121,30 +120,50 @@ fn read(cas: &dyn Cas) -> Result<Read, BackendError> {
 }
 
 impl Boot {
-    /// Caches `b`, read by a call that began at `asked`, for a window of `window`. A
-    /// slow read (begun before the cached value was seen) never replaces a value
-    /// still trusted (a read answering after a bump); a read begun after it does,
-    /// lower or not: the store went back (`fence_epoch.rs`), counted and logged.
-    fn remember(&self, b: Epoch, asked: Instant, window: Duration) -> (Epoch, Instant) {
+    /// Caches `b`, read by a call that began at `asked`, for a window of `window`;
+    /// what is cached after (`None`: the cached value was kept against a lower read,
+    /// `fence_epoch::take`, and is out of its window: read again). A lower value (or
+    /// the same number with another nonce) is followed only once a second read
+    /// confirms it: the store went back, counted and logged.
+    fn remember(&self, b: Epoch, asked: Instant, window: Duration) -> Option<(Epoch, Instant)> {
         let mut s = self.seen.lock().unwrap_or_else(|e| e.into_inner());
-        let new = Seen {
-            epoch: b,
-            asked,
-            done: Instant::now(),
-        };
-        if let Some(old) = *s {
-            let fresh = old.asked.elapsed() < window;
-            match epoch::take(old.epoch, old.done, fresh, b, asked) {
+        if let Some(old) = s.as_mut() {
+            match epoch::take(old.epoch, &mut old.pending, b, asked) {
                 Take::Replace if old.epoch == b && old.asked > asked => {
-                    return (old.epoch, old.asked);
+                    return Some((old.epoch, old.asked));
                 }
-                Take::Keep => return (old.epoch, old.asked),
+                Take::Keep => {
+                    let fresh = old.asked.elapsed() < window;
+                    return fresh.then_some((old.epoch, old.asked));
+                }
                 Take::Backwards => self.backwards.saw("boot", 0, old.epoch, b),
                 Take::Replace => {}
             }
         }
-        *s = Some(new);
-        (b, asked)
+        *s = Some(Seen {
+            epoch: b,
+            asked,
+            pending: None,
+        });
+        Some((b, asked))
+    }
+
+    /// Caches `b`, written by a successful conditional write whose read began at
+    /// `asked`: the store's current value, whatever was cached (a concurrent read
+    /// may have cached a higher value of before a restore); one below the cached
+    /// value is counted as gone back.
+    fn wrote(&self, b: Epoch, asked: Instant) {
+        let mut s = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(old) = *s {
+            if epoch::wrote_back(old.epoch, b) {
+                self.backwards.saw("boot", 0, old.epoch, b);
+            }
+        }
+        *s = Some(Seen {
+            epoch: b,
+            asked,
+            pending: None,
+        });
     }
 
     fn own(&self) -> std::sync::MutexGuard<'_, Own> {
@@ -168,9 +187,18 @@ impl Boot {
                 return Ok((b, at));
             }
         }
-        let asked = Instant::now();
-        let (b, _, _) = read(cas)?;
-        Ok(self.remember(b, asked, window))
+        // A lower read kept against a value out of its window is read again at once
+        // (this read begins after it returned: `fence_epoch::take`).
+        for _ in 0..READ_TRIES {
+            let asked = Instant::now();
+            let (b, _, _) = read(cas)?;
+            if let Some(r) = self.remember(b, asked, window) {
+                return Ok(r);
+            }
+        }
+        Err(BackendError::Retryable(
+            "pnfs boot epoch: the store's reads disagree".into(),
+        ))
     }
 }
 
@@ -196,7 +224,7 @@ impl Fence {
             // layout was ever granted makes every later start wait the window.
             match cas.cas_put(NAME, text(next, used).as_bytes(), ver.as_deref()) {
                 Ok(_) => {
-                    self.boot.remember(next, asked, self.window);
+                    self.boot.wrote(next, asked);
                     *self.boot.own() = Own {
                         epoch: Some(next),
                         checked: None,
@@ -255,7 +283,11 @@ impl Fence {
         for _ in 0..BUMP_TRIES {
             let asked = Instant::now();
             let (b, used, ver) = read(cas)?;
-            self.boot.remember(b, asked, self.window);
+            if self.boot.remember(b, asked, self.window).map(|r| r.0) != Some(b) {
+                // A lower value (or another nonce) than the one cached, not yet
+                // confirmed by a second read (`fence_epoch::take`): read again.
+                continue;
+            }
             {
                 let mut o = self.boot.own();
                 match o.epoch {

@@ -199,6 +199,12 @@ fn a_corrupt_boot_object_is_an_error_not_boot_zero() {
         b"7 1 zz",
         b"7 1 00000000000000ab x",
         b"7 1 ab",
+        b"+7 1",
+        b"7 +1",
+        b"7 1 +00000000000000a",
+        b"7 1 00000000000000AB",
+        b"7 1 0000000000000000",
+        b"7 1 -00000000000000a",
     ] {
         let cas = store.cas().unwrap();
         let v = cas.cas_get(NAME).unwrap().map(|(_, v)| v);
@@ -212,50 +218,85 @@ fn a_corrupt_boot_object_is_an_error_not_boot_zero() {
     }
 }
 
-/// A slow read (begun before a higher value was seen) never lowers the cached boot
-/// epoch; a read begun after it does (the store went back: `fence_epoch.rs`), and
-/// is counted, as is the same number with another nonce.
+/// No single read lowers the cached boot epoch (a slow read, a lagging replica):
+/// a lower value (or the same number with another nonce) is followed only once a
+/// second read, begun after the first returned, answers it too (the store went
+/// back: `fence_epoch.rs`), and counted.
 #[test]
-fn a_slow_boot_read_never_lowers_the_epoch_a_later_one_does() {
+fn one_lower_boot_read_never_lowers_the_epoch_a_confirming_one_does() {
     let b = Boot::default();
     let w = Duration::from_secs(60);
     let (four, three) = (e(4), e(3));
     let t0 = Instant::now();
-    assert_eq!(b.remember(four, t0, w), (four, t0));
+    assert_eq!(b.remember(four, t0, w), Some((four, t0)));
     let slow = t0 - Duration::from_millis(1);
-    assert_eq!(b.remember(three, slow, w), (four, t0), "a slow read");
+    assert_eq!(b.remember(three, slow, w), Some((four, t0)), "a slow read");
     let t1 = Instant::now();
     assert_eq!(
         b.remember(four, t1, w),
-        (four, t1),
+        Some((four, t1)),
         "the same epoch read later"
     );
     assert_eq!(
         b.remember(four, t0, w),
-        (four, t1),
+        Some((four, t1)),
         "not an older read of it"
     );
     assert_eq!(b.last(), Some((four, t1)));
-    assert_eq!(b.backwards.count(), 0);
+    // A lower read begun after the cached value was seen: still one read.
     let t2 = Instant::now();
-    assert_eq!(b.remember(three, t2, w), (three, t2), "the store went back");
+    assert_eq!(b.remember(three, t2, w), Some((four, t1)), "one lower read");
+    assert_eq!(
+        b.remember(three, t2, w),
+        Some((four, t1)),
+        "a read begun before the first lower one returned confirms nothing"
+    );
+    assert_eq!(b.backwards.count(), 0);
+    let t3 = Instant::now();
+    assert_eq!(b.remember(three, t3, w), Some((three, t3)), "confirmed");
     assert_eq!(b.backwards.count(), 1);
     let other = Epoch { n: 3, nonce: 9 };
-    let t3 = Instant::now();
-    assert_eq!(b.remember(other, t3, w), (other, t3), "rewritten");
+    let t4 = Instant::now();
+    assert_eq!(b.remember(other, t4, w), Some((three, t3)), "one read");
+    // Another lower value in between starts over.
+    assert_eq!(b.remember(e(2), Instant::now(), w), Some((three, t3)));
+    assert_eq!(b.remember(other, Instant::now(), w), Some((three, t3)));
+    let t5 = Instant::now();
+    assert_eq!(b.remember(other, t5, w), Some((other, t5)), "rewritten");
     assert_eq!(b.backwards.count(), 2);
-    // A slow read once the cached value is a window old is taken (nothing to keep).
+    // A lower read kept against a value out of its window: read again (`None`).
     let b = Boot::default();
     let w = Duration::from_millis(20);
     let t0 = Instant::now();
     b.remember(four, t0, w);
     std::thread::sleep(w);
-    assert_eq!(b.remember(three, t0, w), (three, t0));
-    assert_eq!(
-        b.backwards.count(),
-        0,
-        "a slow read is no proof of a restore"
-    );
+    assert_eq!(b.remember(three, t0, w), None);
+    assert_eq!(b.last(), Some((four, t0)), "kept");
+    assert_eq!(b.backwards.count(), 0);
+}
+
+/// A boot epoch read from a lagging replica (one read of a lower value) never
+/// un-fences: the ids of the boot it left stay refused, and the current ones taken;
+/// once the store answers the lower value twice it is followed.
+#[test]
+fn a_stale_boot_read_never_unfences_the_ids_of_the_boot_it_left() {
+    let (store, mds) = stores();
+    let cas = store.cas().unwrap();
+    assert_eq!(mds.bump_boot().unwrap().0, 1);
+    let at1 = cas.cas_get(NAME).unwrap().unwrap().0;
+    let old = granted(&mds, 5);
+    assert_eq!(mds.bump_boot().unwrap().0, 2);
+    let new = granted(&mds, 5);
+    let ds = Fence::new(store.clone(), [1; 32], Duration::from_millis(300));
+    assert_eq!(admit(&ds, new, 5), Ok(1000));
+    std::thread::sleep(Duration::from_millis(310));
+    // The lagging read, then the store answers the current value again.
+    let asked = Instant::now();
+    let (b1, _) = parse(&at1).unwrap();
+    assert_eq!(ds.boot.remember(b1, asked, ds.window()), None, "kept");
+    assert_eq!(admit(&ds, old, 5), Err(Status::Acces), "still fenced");
+    assert_eq!(admit(&ds, new, 5), Ok(1000));
+    assert_eq!(ds.backwards(), 0);
 }
 
 /// Issue 27's restore: the boot object rewritten to an older text (a store restored
@@ -464,4 +505,27 @@ fn a_grant_racing_the_adoption_waits_the_window_too() {
         assert!(grants.iter().all(|g| *g == Grant::Later), "{grants:?}");
         assert_eq!(g, Grant::Later);
     }
+}
+
+/// A file's entry keeps its boot epoch against a load that read the boot epoch the
+/// boot's cache has since left, even at the same number (a restore, then a move:
+/// another nonce), and takes the one the boot's cache holds now.
+#[test]
+fn a_slow_load_at_a_boot_epoch_left_never_replaces_a_fresh_entry() {
+    let mds = Fence::new(Arc::new(MemoryBackend::new()), [1; 32], WINDOW);
+    let (left, now) = (Epoch { n: 5, nonce: 1 }, Epoch { n: 5, nonce: 2 });
+    let t0 = Instant::now();
+    mds.boot.wrote(left, t0);
+    let slow = Instant::now();
+    let t1 = Instant::now();
+    mds.boot.wrote(now, t1);
+    let fresh = mds.remember(9, e(1), (now, t1), t1).unwrap();
+    assert_eq!(fresh.boot, now);
+    let got = mds.remember(9, e(1), (left, t0), slow).unwrap();
+    assert_eq!(got.boot, now, "the fresh entry stays");
+    assert_eq!(mds.known(9).unwrap().boot, now);
+    // The boot's cache back at `left` (followed a restore): taken.
+    mds.boot.wrote(left, Instant::now());
+    let t2 = Instant::now();
+    assert_eq!(mds.remember(9, e(1), (left, t2), t2).unwrap().boot, left);
 }

@@ -45,11 +45,23 @@ fn nonce() -> u64 {
     }
 }
 
-/// The nonce word of an object's text: 16 hex digits (`None`: malformed).
+/// The nonce word of an object's text: exactly 16 lowercase hex digits, not all zero
+/// (what `nonce_word` writes; `None`: malformed, e.g. "+0000000000000ab", uppercase,
+/// or a nonce 0, which is written as no word).
 pub(super) fn parse_nonce(w: &str) -> Option<u64> {
-    (w.len() == 16)
-        .then(|| u64::from_str_radix(w, 16).ok())
-        .flatten()
+    let hex = |c: u8| c.is_ascii_digit() || (b'a'..=b'f').contains(&c);
+    if w.len() != 16 || !w.bytes().all(hex) {
+        return None;
+    }
+    u64::from_str_radix(w, 16).ok().filter(|&x| x != 0)
+}
+
+/// An epoch number word: decimal digits only (`u64::from_str` alone takes a '+').
+pub(super) fn parse_n(w: &str) -> Option<u64> {
+    if w.is_empty() || !w.bytes().all(|c| c.is_ascii_digit()) {
+        return None;
+    }
+    w.parse().ok()
 }
 
 /// The nonce word written with `e` (none for nonce 0: the old text, which builds of
@@ -67,7 +79,7 @@ pub(super) fn parse_file(data: &[u8]) -> Result<Epoch, BackendError> {
     let bad = || BackendError::Permanent("pnfs fence epoch: not \"<n> [<nonce>]\"".into());
     let s = std::str::from_utf8(data).map_err(|_| bad())?;
     let mut it = s.split_whitespace();
-    let n = it.next().and_then(|w| w.parse().ok()).ok_or_else(bad)?;
+    let n = it.next().and_then(parse_n).ok_or_else(bad)?;
     let nonce = match it.next() {
         None => 0,
         Some(w) => parse_nonce(w).ok_or_else(bad)?,
@@ -86,33 +98,50 @@ pub(super) fn file_text(e: Epoch) -> String {
 /// What a read of an epoch makes of the value cached before it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Take {
-    /// Keep the cached value: the read began before that value was seen (a slow read
-    /// answering after a move) and the cached value is still trusted.
+    /// Keep the cached value: the read answered a lower number, or the same number
+    /// with another nonce, and no earlier such read is confirmed by it (`take`).
     Keep,
     /// The read's value replaces it: a move (or the same value read again).
     Replace,
-    /// The read's value replaces it, and the store went back: a number below the
-    /// cached one, or the same number with another nonce, read by a call that began
-    /// after the cached value was seen (a restore, an object rewritten).
+    /// The read's value replaces it, and the store went back: a restore, an object
+    /// rewritten (counted, logged).
     Backwards,
 }
 
-/// `read`, asked at `asked`, against `cached`, seen current at `done` and still
-/// trusted when `fresh`.
-pub(super) fn take(cached: Epoch, done: Instant, fresh: bool, read: Epoch, asked: Instant) -> Take {
+/// A read below the cached value not yet confirmed: its value, and when it returned.
+pub(super) type Pending = Option<(Epoch, Instant)>;
+
+/// `read`, by a store call begun at `asked`, against `cached`, with `pending` the
+/// unconfirmed read below it (updated here). A higher number (or the same value) is
+/// taken at once: numbers only move up. A lower number, or the same number with
+/// another nonce, is never acted on from one read: a store replica lagging, a retry
+/// on another endpoint, or a read that began before a move can answer an older value
+/// once, and following it would accept ids a bump fenced. It is followed only when a
+/// second read, begun strictly after the first lower read returned (a read begun at
+/// that same instant proves nothing), answers the same value; until then the cached
+/// value is kept (a lower number refuses both the fenced ids and the new ones: the
+/// safe side; the caller reads again rather than answer from a value out of its window).
+pub(super) fn take(cached: Epoch, pending: &mut Pending, read: Epoch, asked: Instant) -> Take {
     if read == cached || read.n > cached.n {
-        Take::Replace
-    } else if asked < done {
-        // A slow read: not proof the store went back; taken only once the cached
-        // value is no longer trusted anyway (it is itself trusted from `asked`).
-        if fresh {
-            Take::Keep
-        } else {
-            Take::Replace
-        }
-    } else {
-        Take::Backwards
+        *pending = None;
+        return Take::Replace;
     }
+    match *pending {
+        Some((p, returned)) if p == read && asked > returned => Take::Backwards,
+        // Seen once already, not confirmed by this read: the first return counts.
+        Some((p, _)) if p == read => Take::Keep,
+        _ => {
+            *pending = Some((read, Instant::now()));
+            Take::Keep
+        }
+    }
+}
+
+/// Whether a successful conditional write of `wrote` over `cached` went back: a
+/// conditional write is on the store's current version (`backend::Cas`), so a value
+/// below the cached one is proof enough (no second read needed).
+pub(super) fn wrote_back(cached: Epoch, wrote: Epoch) -> bool {
+    wrote != cached && wrote.n <= cached.n
 }
 
 /// Epoch values seen going back at this gateway, and when that was last logged.

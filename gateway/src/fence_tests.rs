@@ -222,7 +222,8 @@ fn a_slow_read_is_trusted_from_when_it_was_asked_and_never_lowers_the_epoch() {
     let asked = Instant::now();
     assert_eq!(f.bump(9).unwrap(), 1);
     // The slow read's answer (epoch 0) arrives after the bump: the cache keeps 1.
-    assert_eq!(f.remember(9, e(0), (e(0), asked), asked).epoch.n, 1);
+    let boot = (e(0), asked);
+    assert_eq!(f.remember(9, e(0), boot, asked).map(|k| k.epoch.n), Some(1));
     assert_eq!(f.cached(9), Some(1));
     // A read of another file asked a window ago is already past its window.
     f.remember(10, e(0), (e(0), Instant::now()), Instant::now() - window);
@@ -350,6 +351,11 @@ fn an_old_file_epoch_object_reads_as_nonce_0_and_a_move_writes_a_nonce() {
         &b"5 zz"[..],
         b"5 00000000000000ab x",
         b"5 ab",
+        b"+5",
+        b"+5 00000000000000ab",
+        b"5 +00000000000000a",
+        b"5 00000000000000AB",
+        b"5 0000000000000000",
         b"x 00000000000000ab",
     ] {
         v = cas.cas_put(&name(8), junk, Some(v.as_str())).unwrap();
@@ -414,4 +420,117 @@ fn ids_of_before_a_restore_are_refused_after_the_file_epoch_moves_to_the_same_nu
     assert_eq!(ds.epoch(7).unwrap(), 4, "which follows the store back");
     assert_eq!((ds.backwards(), mds.backwards()), (1, 1), "and counts it");
     assert_eq!(admit(&ds, mds.ids(7, again, 0)), Ok(1000), "new ids taken");
+}
+
+/// The nonce word is exactly what `nonce_word` writes (16 lowercase hex digits, not
+/// 0); a number is decimal digits only.
+#[test]
+fn nonce_and_number_words_are_strict() {
+    assert_eq!(epoch::parse_nonce("00000000000000ab"), Some(0xab));
+    for junk in [
+        "+0000000000000ab",
+        "-0000000000000ab",
+        "00000000000000AB",
+        "0000000000000000",
+        "00000000000000ab0",
+        "0x000000000000ab",
+        "",
+    ] {
+        assert_eq!(epoch::parse_nonce(junk), None, "{junk:?}");
+    }
+    assert_eq!(epoch::parse_n("5"), Some(5));
+    for junk in ["+5", "-5", "", " 5", "5x", "99999999999999999999"] {
+        assert_eq!(epoch::parse_n(junk), None, "{junk:?}");
+    }
+}
+
+/// One read of a lower value (a lagging replica, a retry on another endpoint, a
+/// read begun before a move) is never followed: a second read begun strictly after
+/// the first returned must answer the same value; one begun at that same instant
+/// proves nothing.
+#[test]
+fn take_follows_a_lower_value_only_on_a_second_later_read() {
+    let (five, four) = (e(5), e(4));
+    let mut p = None;
+    let t0 = Instant::now();
+    assert_eq!(epoch::take(five, &mut p, four, t0), epoch::Take::Keep);
+    let (_, returned) = p.expect("pending");
+    assert_eq!(
+        epoch::take(five, &mut p, four, returned),
+        epoch::Take::Keep,
+        "a tie"
+    );
+    assert_eq!(p.map(|p| p.1), Some(returned), "the first return counts");
+    let other = Epoch { n: 5, nonce: 3 };
+    assert_eq!(epoch::take(five, &mut p, other, t0), epoch::Take::Keep);
+    let later = p.unwrap().1 + Duration::from_nanos(1);
+    assert_eq!(
+        epoch::take(five, &mut p, four, later),
+        epoch::Take::Keep,
+        "other value"
+    );
+    let later = p.unwrap().1 + Duration::from_nanos(1);
+    assert_eq!(
+        epoch::take(five, &mut p, four, later),
+        epoch::Take::Backwards
+    );
+    // Higher, or the same value: at once, and the pending read is dropped.
+    assert_eq!(epoch::take(five, &mut p, e(6), t0), epoch::Take::Replace);
+    assert_eq!(p, None);
+    assert_eq!(epoch::take(five, &mut p, five, t0), epoch::Take::Replace);
+}
+
+/// A data server whose cached epoch a bump moved (fencing a layout) never takes the
+/// fenced ids back on one lower read (a lagging store replica); a second read of the
+/// same value, begun after the first returned, is the store gone back: followed.
+#[test]
+fn one_lower_read_never_unfences_a_revoked_layout() {
+    let store: Arc<dyn Backend> = Arc::new(MemoryBackend::new());
+    let mds = Fence::new(store.clone(), [1; 32], WINDOW);
+    let ds = Fence::new(store.clone(), [1; 32], WINDOW);
+    let a = attr(7);
+    let admit = |f: &Fence, ids: (u32, u32)| {
+        let c = Cred::Sys(engine::rpc::AuthSys::new(ids.0, ids.1, &[]));
+        admit_file(Some(f), &c, caller(77, 77), &a).map(|(c, _)| c.uid)
+    };
+    mds.bump(7).unwrap();
+    let at1 = mds.read(7).unwrap();
+    let client = mds.ids(7, at1, 0);
+    assert_eq!(admit(&ds, client), Ok(1000));
+    mds.bump(7).unwrap();
+    let at2 = ds.read(7).unwrap();
+    assert_eq!(at2.n, 2);
+    let boot = ds.boot.last().unwrap();
+    let k = ds.remember(7, at1, boot, Instant::now()).unwrap();
+    assert_eq!(k.epoch, at2, "one lower read: kept");
+    assert_eq!(admit(&ds, client), Err(Status::Acces), "still fenced");
+    assert_eq!(ds.backwards(), 0);
+    let k = ds.remember(7, at1, boot, Instant::now()).unwrap();
+    assert_eq!(k.epoch, at1, "confirmed: followed");
+    assert_eq!(ds.backwards(), 1);
+}
+
+/// A successful conditional write's value replaces whatever is cached, even a
+/// higher value a read begun after the write's own read cached (before a restore).
+#[test]
+fn a_bumps_write_replaces_a_higher_cached_value() {
+    let f = fence(WINDOW);
+    let boot = (e(0), Instant::now());
+    let asked = Instant::now();
+    f.remember(7, e(5), boot, Instant::now()).unwrap();
+    let moved = Epoch { n: 4, nonce: 9 };
+    f.wrote(7, moved, boot, asked);
+    assert_eq!(f.known(7).unwrap().epoch, moved);
+    assert_eq!(f.backwards(), 1, "counted: the write found the store back");
+    // A restore test through `bump`: the write-through takes the lower value.
+    let store: Arc<dyn Backend> = Arc::new(MemoryBackend::new());
+    let f = Fence::new(store.clone(), [1; 32], WINDOW);
+    let cas = store.cas().unwrap();
+    f.bump(3).unwrap();
+    let backup = cas.cas_get(&name(3)).unwrap().unwrap().0;
+    f.bump(3).unwrap();
+    let v = cas.cas_get(&name(3)).unwrap().unwrap().1;
+    cas.cas_put(&name(3), &backup, Some(v.as_str())).unwrap();
+    assert_eq!(f.bump(3).unwrap(), 2);
+    assert_eq!(f.known(3).unwrap().epoch, f.read(3).unwrap());
 }
