@@ -38,6 +38,12 @@
 //! (`fence_boot.rs`); a data server's cached entry of a file is as old as the older of
 //! its two reads, so old boots' ids are refused everywhere a window after the move.
 //!
+//! A restored store (issue 27): every move of either epoch also writes a random nonce
+//! that the ids hash with the number (`fence_epoch.rs`), so a number that comes back
+//! and is moved again never re-creates an id an earlier run handed out. The MAC input
+//! is `fileid, e.n, g, b.n` and, unless both nonces are 0 (objects of before nonces:
+//! the earlier builds' ids), `e.nonce, b.nonce`.
+//!
 //! One per gateway (`open` at start), held by the server beside the file model.
 
 use crate::backend::{Backend, BackendError};
@@ -60,6 +66,9 @@ pub const WINDOW: Duration = Duration::from_secs(2);
 const CACHE_MAX: usize = 1 << 16;
 /// Conditional-write attempts of one bump before the store is called busy.
 const BUMP_TRIES: usize = 16;
+/// Reads of an epoch before its store's answers are called unsettled (each lower
+/// read kept against a value out of its window is read again: `fence_epoch::take`).
+const READ_TRIES: usize = 4;
 
 /// The fence state of this gateway: the id key, the store, cached epochs.
 pub struct Fence {
@@ -72,7 +81,7 @@ pub struct Fence {
     /// The store-wide boot epoch mixed into every id (`fence_boot.rs`).
     boot: boot::Boot,
     /// Synthetic ids refused here as a data server (`refused`), and when one was
-    /// last logged.
+    /// last logged. (Epochs seen going back are counted in `boot`.)
     refused: AtomicU64,
     refused_logged: Mutex<Option<Instant>>,
 }
@@ -89,11 +98,13 @@ const REFUSED_LOG_EVERY: Duration = Duration::from_secs(10);
 /// it (a writer's older layout and a reader's newer one stay O(1) side by side).
 #[derive(Clone, Copy)]
 struct Known {
-    epoch: u64,
+    epoch: Epoch,
     /// The boot epoch the pairs are computed at (`at` is no later than its read).
-    boot: u64,
+    boot: Epoch,
     pairs: [Option<(u16, (u32, u32))>; 2],
     at: Instant,
+    /// A read of the file's epoch below `epoch` not yet confirmed (`fence_epoch::take`).
+    pending: epoch::Pending,
 }
 
 impl Known {
@@ -147,13 +158,6 @@ fn name(fileid: u64) -> String {
     format!("pnfs-fence/{fileid:016x}")
 }
 
-fn parse(data: &[u8]) -> Result<u64, BackendError> {
-    std::str::from_utf8(data)
-        .ok()
-        .and_then(|s| s.trim().parse().ok())
-        .ok_or_else(|| BackendError::Permanent("pnfs fence epoch: not a number".into()))
-}
-
 impl Fence {
     pub fn new(store: Arc<dyn Backend>, handle_key: [u8; 32], window: Duration) -> Fence {
         Fence {
@@ -171,6 +175,12 @@ impl Fence {
     /// (`nfsgw_pnfs_fence_refused_total`).
     pub fn refused(&self) -> u64 {
         self.refused.load(Ordering::Relaxed)
+    }
+
+    /// Epoch values (a file's or the boot epoch) this gateway saw go back in the
+    /// store (`nfsgw_pnfs_fence_epoch_backwards_total`, `fence_epoch.rs`).
+    pub fn backwards(&self) -> u64 {
+        self.boot.backwards.count()
     }
 
     /// Counts a refused synthetic id, and logs it at most once per
@@ -202,19 +212,29 @@ impl Fence {
 
     /// The synthetic (uid, gid) of `fileid` at `epoch` and data generation `gen`, at
     /// the boot epoch this gateway last saw (a metadata server: the one it set).
-    pub fn ids(&self, fileid: u64, epoch: u64, gen: u16) -> (u32, u32) {
-        let b = self.boot.last().map_or(0, |(b, _)| b);
+    pub fn ids(&self, fileid: u64, epoch: Epoch, gen: u16) -> (u32, u32) {
+        let b = self.boot.last().map_or(Epoch::default(), |(b, _)| b);
         self.ids_at(b, fileid, epoch, gen)
     }
 
-    /// `ids` at boot epoch `boot` (`fence_boot.rs`).
-    fn ids_at(&self, boot: u64, fileid: u64, epoch: u64, gen: u16) -> (u32, u32) {
-        let mut m = [0u8; 26];
+    /// `ids` at boot epoch `boot` (`fence_boot.rs`). The nonces are hashed unless both
+    /// are 0, so objects of before nonces keep the earlier builds' ids (a data server
+    /// upgraded before the metadata server takes its layouts until that one moves an
+    /// epoch); fixed lengths, so the two forms cannot collide.
+    fn ids_at(&self, boot: Epoch, fileid: u64, epoch: Epoch, gen: u16) -> (u32, u32) {
+        let mut m = [0u8; 42];
         m[..8].copy_from_slice(&fileid.to_le_bytes());
-        m[8..16].copy_from_slice(&epoch.to_le_bytes());
+        m[8..16].copy_from_slice(&epoch.n.to_le_bytes());
         m[16..18].copy_from_slice(&gen.to_le_bytes());
-        m[18..].copy_from_slice(&boot.to_le_bytes());
-        let h = blake3::keyed_hash(&self.key, &m);
+        m[18..26].copy_from_slice(&boot.n.to_le_bytes());
+        let len = if (epoch.nonce, boot.nonce) == (0, 0) {
+            26
+        } else {
+            m[26..34].copy_from_slice(&epoch.nonce.to_le_bytes());
+            m[34..].copy_from_slice(&boot.nonce.to_le_bytes());
+            42
+        };
+        let h = blake3::keyed_hash(&self.key, &m[..len]);
         let b = h.as_bytes();
         let word = |i: usize| u32::from_le_bytes(b[i..i + 4].try_into().expect("4 bytes"));
         let gid = SYNTHETIC | u32::from(gen) << GEN_SHIFT | (word(4) & GID_MAC);
@@ -225,37 +245,88 @@ impl Fence {
         self.store.cas().expect("checked at install")
     }
 
-    /// Caches `epoch`, read (or written) by a store call that began at `asked`: the
-    /// window runs from then, not from the answer, so a read that began before a bump
-    /// and returned the old epoch after it is trusted no later than `asked + window`,
-    /// before `bump` returned + window (the module's promise). Epochs only grow: a
-    /// lower one never replaces a higher one cached (a slow read answering after this
-    /// gateway's own bump).
-    /// The verified pairs of the same epoch are kept (the generations stay valid).
-    /// `boot` is the boot epoch and when it was read: the entry is trusted no longer
-    /// than either read (`fence_boot.rs`).
-    fn remember(&self, fileid: u64, epoch: u64, boot: (u64, Instant), asked: Instant) -> Known {
+    /// Caches `epoch`, read by a store call that began at `asked`: the window runs
+    /// from then, not from the answer, so a read that began before a bump and
+    /// returned the old epoch after it is trusted no later than `asked + window`,
+    /// before `bump` returned + window (the module's promise). A lower value (or the
+    /// same number with another nonce) never replaces the cached one on one read: only
+    /// once a second read confirms it (`fence_epoch::take`: the store went back,
+    /// counted and logged); until then the cached value is kept, and `None` says it
+    /// is out of its window (read again). The verified pairs of the same epoch are
+    /// kept (the generations stay valid). `boot` is the boot epoch and when it was
+    /// read: the entry is trusted no longer than either read (`fence_boot.rs`).
+    fn remember(
+        &self,
+        fileid: u64,
+        epoch: Epoch,
+        boot: (Epoch, Instant),
+        asked: Instant,
+    ) -> Option<Known> {
         let (b, b_at) = boot;
         let mut known = Known {
             epoch,
             boot: b,
             pairs: [None; 2],
             at: asked.min(b_at),
+            pending: None,
         };
-        let mut c = self.cache.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(k) = c.get(&fileid) {
-            if (k.boot, k.epoch) > (b, epoch) {
-                return *k;
-            }
-            if (k.boot, k.epoch) == (b, epoch) {
-                known.pairs = k.pairs;
+        let mut c = self.cache_lock();
+        if let Some(k) = c.get_mut(&fileid) {
+            let fresh = k.at.elapsed() < self.window;
+            if k.boot == b {
+                match epoch::take(k.epoch, &mut k.pending, epoch, asked) {
+                    epoch::Take::Keep => return fresh.then_some(*k),
+                    epoch::Take::Backwards => {
+                        self.boot.backwards.saw("file", fileid, k.epoch, epoch);
+                    }
+                    epoch::Take::Replace if k.epoch == epoch => known.pairs = k.pairs,
+                    epoch::Take::Replace => {}
+                }
+            } else if !self.boot_newer(k.boot, b) {
+                // Read at a boot epoch the boot's cache no longer holds (a slow load
+                // that began before it moved, or followed a restore): the entry's
+                // boot stays; the boot's own cache judges its going back
+                // (`Boot::remember`, `fence_epoch::take`).
+                return fresh.then_some(*k);
             }
         }
         if c.len() >= CACHE_MAX {
             c.clear();
         }
         c.insert(fileid, known);
-        known
+        Some(known)
+    }
+
+    /// Whether boot epoch `b`, a load read at, may replace `cached` in a file's
+    /// entry: a higher number, or the value the boot's cache holds now (after
+    /// `take` let it follow a restore). Never a value it has left, even one of the
+    /// same number (the nonce tells a restored boot from the one moved since).
+    fn boot_newer(&self, cached: Epoch, b: Epoch) -> bool {
+        b.n > cached.n || self.boot.last().is_some_and(|(now, _)| now == b)
+    }
+
+    /// Caches `epoch`, written by a successful conditional write whose read began at
+    /// `asked`, at boot epoch `boot`: the store's current value, replacing whatever
+    /// is cached (a concurrent load may have cached a higher value of before a
+    /// restore); one below the cached value is counted as gone back.
+    fn wrote(&self, fileid: u64, epoch: Epoch, boot: (Epoch, Instant), asked: Instant) {
+        let mut c = self.cache_lock();
+        if let Some(k) = c.get(&fileid) {
+            if k.boot == boot.0 && epoch::wrote_back(k.epoch, epoch) {
+                self.boot.backwards.saw("file", fileid, k.epoch, epoch);
+            }
+        }
+        if c.len() >= CACHE_MAX {
+            c.clear();
+        }
+        let known = Known {
+            epoch,
+            boot: boot.0,
+            pairs: [None; 2],
+            at: asked.min(boot.1),
+            pending: None,
+        };
+        c.insert(fileid, known);
     }
 
     /// Keeps `pair` as the verified pair of `gen` at `epoch` (when that is still the
@@ -276,9 +347,9 @@ impl Fence {
         (k.at.elapsed() < self.window).then_some(*k)
     }
 
-    /// The epoch cached less than the window ago, without I/O.
+    /// The epoch's number cached less than the window ago, without I/O.
     pub fn cached(&self, fileid: u64) -> Option<u64> {
-        self.known(fileid).map(|k| k.epoch)
+        self.known(fileid).map(|k| k.epoch.n)
     }
 
     /// Forgets every file's entry (the boot epoch moved here: `fence_boot.rs`).
@@ -290,24 +361,36 @@ impl Fence {
         self.cache.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Reads the file's epoch (and the boot epoch, when out of its window), again
+    /// while a lower read is kept against a cached value out of its window (the next
+    /// read begins after it returned, so it can confirm it: `fence_epoch::take`).
     fn load(&self, fileid: u64) -> Result<Known, BackendError> {
-        let boot = self.boot.current(self.cas(), self.window)?;
-        let asked = Instant::now();
-        let e = match self.cas().cas_get(&name(fileid))? {
-            None => 0,
-            Some((data, _)) => parse(&data)?,
-        };
-        Ok(self.remember(fileid, e, boot, asked))
+        for _ in 0..READ_TRIES {
+            let boot = self.boot.current(self.cas(), self.window)?;
+            let asked = Instant::now();
+            let e = match self.cas().cas_get(&name(fileid))? {
+                None => Epoch::default(),
+                Some((data, _)) => epoch::parse_file(&data)?,
+            };
+            if let Some(k) = self.remember(fileid, e, boot, asked) {
+                return Ok(k);
+            }
+        }
+        Err(BackendError::Retryable(
+            "pnfs fence epoch: the store's reads disagree".into(),
+        ))
     }
 
-    /// The file's epoch as the store has it now (cached afterwards).
-    pub fn read(&self, fileid: u64) -> Result<u64, BackendError> {
+    /// The file's epoch as the store has it now (cached afterwards): what LAYOUTGET
+    /// computes a layout's ids at (`grant_ids`).
+    pub fn read(&self, fileid: u64) -> Result<Epoch, BackendError> {
         self.load(fileid).map(|k| k.epoch)
     }
 
-    /// The epoch a data server checks against: cached within the window, else read.
+    /// The number of the epoch a data server checks against: cached within the
+    /// window, else read.
     pub fn epoch(&self, fileid: u64) -> Result<u64, BackendError> {
-        self.current(fileid).map(|k| k.epoch)
+        self.current(fileid).map(|k| k.epoch.n)
     }
 
     /// The file's current epoch and pair: cached within the window, else read.
@@ -319,32 +402,32 @@ impl Fence {
     }
 
     /// Moves the file's epoch on in the store (every synthetic id issued for it
-    /// before is refused from then on, after the window); the new epoch.
+    /// before is refused from then on, after the window): the next number with a fresh
+    /// nonce (`fence_epoch.rs`: never a value an earlier run had, even once the
+    /// store went back); the new number.
     pub fn bump(&self, fileid: u64) -> Result<u64, BackendError> {
         let n = name(fileid);
         for _ in 0..BUMP_TRIES {
             let asked = Instant::now();
             let (e, ver) = match self.cas().cas_get(&n)? {
-                None => (0, None),
-                Some((data, v)) => (parse(&data)?, Some(v)),
+                None => (Epoch::default(), None),
+                Some((data, v)) => (epoch::parse_file(&data)?, Some(v)),
             };
-            let next = e.checked_add(1).ok_or(BackendError::TooLarge)?;
+            let next = e.next()?;
             match self
                 .cas()
-                .cas_put(&n, next.to_string().as_bytes(), ver.as_deref())
+                .cas_put(&n, epoch::file_text(next).as_bytes(), ver.as_deref())
             {
                 Ok(_) => {
                     // Written through at the boot epoch as known within the window;
                     // without one, the file's entry goes (the next check reads both).
                     match self.boot.current(self.cas(), self.window) {
-                        Ok(boot) => {
-                            self.remember(fileid, next, boot, asked);
-                        }
+                        Ok(boot) => self.wrote(fileid, next, boot, asked),
                         Err(_) => {
                             self.cache_lock().remove(&fileid);
                         }
                     }
-                    return Ok(next);
+                    return Ok(next.n);
                 }
                 Err(BackendError::AlreadyExists) => continue,
                 Err(err) => return Err(err),
@@ -357,7 +440,7 @@ impl Fence {
 
     /// Whether (uid, gid) is a synthetic pair of the file at `epoch` (of the data
     /// generation its gid names).
-    pub fn matches(&self, fileid: u64, epoch: u64, uid: u32, gid: u32) -> bool {
+    pub fn matches(&self, fileid: u64, epoch: Epoch, uid: u32, gid: u32) -> bool {
         self.ids(fileid, epoch, gen_of(gid)) == (uid, gid)
     }
 }
@@ -382,7 +465,7 @@ pub fn judge(
     cred_ids: Option<(u32, u32)>,
     admitted: &Caller,
     attr: &Attr,
-    epoch: u64,
+    epoch: Epoch,
 ) -> Verdict {
     verdict(cred_ids, admitted, attr, |(u, g)| {
         f.matches(attr.fileid, epoch, u, g)
@@ -477,8 +560,11 @@ pub fn admit_cached(
 
 #[path = "fence_boot.rs"]
 mod boot;
+#[path = "fence_epoch.rs"]
+mod epoch;
 /// The store object of the boot epoch (`fence_boot.rs`).
 pub use boot::NAME as BOOT_OBJECT;
+pub use epoch::Epoch;
 
 #[cfg(test)]
 #[path = "fence_tests.rs"]

@@ -12,8 +12,11 @@
 //! accepted anywhere, and until then the metadata server makes every conflicting
 //! operation wait (`state::layouts_boot`).
 //!
-//! The object is `"<b> <used>"`: `used` is 1 once a layout may have been granted at
-//! `b` (written, conditionally, before the first grant of a boot: `mark_used`). A
+//! The object is `"<b> <used> <nonce>"`: `used` is 1 once a layout may have been
+//! granted at `b` (written, conditionally, before the first grant of a boot:
+//! `mark_used`); `nonce` is the random word each move writes (`fence_epoch.rs`: a
+//! restart after a restore never re-creates an earlier boot's ids; an object of
+//! before nonces, `"<b> <used>"`, reads as nonce 0). A
 //! metadata server starting over a boot at which nothing was granted (a fresh store,
 //! or a restart before any LAYOUTGET) has no ids to outlive, so nothing waits.
 //!
@@ -27,7 +30,8 @@
 //! the data servers from the other's move + the window; its clients meet
 //! NFS3ERR_ACCES there, report it (LAYOUTERROR / LAYOUTRETURN) and ask again.
 
-use super::{Fence, BUMP_TRIES};
+use super::epoch::{self, Backwards, Epoch, Pending, Take};
+use super::{Fence, BUMP_TRIES, READ_TRIES};
 use crate::backend::{BackendError, Cas};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -39,15 +43,26 @@ pub const NAME: &str = "pnfs-fence/boot";
 /// store call that read it began; and its own, as a metadata server.
 #[derive(Default)]
 pub(super) struct Boot {
-    seen: Mutex<Option<(u64, Instant)>>,
+    seen: Mutex<Option<Seen>>,
     own: Mutex<Own>,
+    /// Epoch values (the boot's and files') seen going back (`fence_epoch.rs`).
+    pub(super) backwards: Backwards,
+}
+
+/// A boot epoch read: the value, when the read began (trusted from then for a
+/// window), and a read below it not yet confirmed (`fence_epoch::take`).
+#[derive(Clone, Copy)]
+struct Seen {
+    epoch: Epoch,
+    asked: Instant,
+    pending: Pending,
 }
 
 /// The boot epoch this gateway grants at, as a metadata server.
 #[derive(Default, Clone, Copy, Debug)]
 struct Own {
     /// The epoch it moved the store's to, or adopted (`None`: neither yet).
-    epoch: Option<u64>,
+    epoch: Option<Epoch>,
     /// When the store last said `epoch` is current and marked used (the start of
     /// that read); grants need no store call for a window after it.
     checked: Option<Instant>,
@@ -59,7 +74,7 @@ struct Own {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Grant {
     /// Grant at this boot epoch (marked used in the store).
-    At(u64),
+    At(Epoch),
     /// Another gateway moved the boot epoch; this one adopted it and grants nothing
     /// until a window after that (NFS4ERR_LAYOUTTRYLATER).
     Later,
@@ -67,28 +82,36 @@ pub enum Grant {
 
 /// The boot object's (epoch, used); an absent object is (0, unused): no id of a
 /// boot epoch was ever issued on the store.
-fn parse(data: &[u8]) -> Result<(u64, bool), BackendError> {
-    let bad = || BackendError::Permanent("pnfs boot epoch: not \"<epoch> <used>\"".into());
+fn parse(data: &[u8]) -> Result<(Epoch, bool), BackendError> {
+    let bad =
+        || BackendError::Permanent("pnfs boot epoch: not \"<epoch> <used> [<nonce>]\"".into());
     let s = std::str::from_utf8(data).map_err(|_| bad())?;
     let mut it = s.split_whitespace();
-    let b = it.next().and_then(|w| w.parse().ok()).ok_or_else(bad)?;
+    let n = it.next().and_then(epoch::parse_n).ok_or_else(bad)?;
     let used = match it.next() {
         Some("0") => false,
         Some("1") => true,
         _ => return Err(bad()),
     };
-    Ok((b, used))
+    let nonce = match it.next() {
+        None => 0,
+        Some(w) => epoch::parse_nonce(w).ok_or_else(bad)?,
+    };
+    if it.next().is_some() {
+        return Err(bad());
+    }
+    Ok((Epoch { n, nonce }, used))
 }
 
-fn text(b: u64, used: bool) -> String {
-    format!("{b} {}", u8::from(used))
+fn text(b: Epoch, used: bool) -> String {
+    format!("{} {}{}", b.n, u8::from(used), epoch::nonce_word(b))
 }
 
-type Read = (u64, bool, Option<String>);
+type Read = (Epoch, bool, Option<String>);
 
 fn read(cas: &dyn Cas) -> Result<Read, BackendError> {
     Ok(match cas.cas_get(NAME)? {
-        None => (0, false, None),
+        None => (Epoch::default(), false, None),
         Some((data, v)) => {
             let (b, used) = parse(&data)?;
             (b, used, Some(v))
@@ -97,17 +120,50 @@ fn read(cas: &dyn Cas) -> Result<Read, BackendError> {
 }
 
 impl Boot {
-    /// Caches `b`, read by a call that began at `asked`. Epochs only grow: a lower one
-    /// never replaces a higher one (a slow read answering after a bump).
-    fn remember(&self, b: u64, asked: Instant) -> (u64, Instant) {
+    /// Caches `b`, read by a call that began at `asked`, for a window of `window`;
+    /// what is cached after (`None`: the cached value was kept against a lower read,
+    /// `fence_epoch::take`, and is out of its window: read again). A lower value (or
+    /// the same number with another nonce) is followed only once a second read
+    /// confirms it: the store went back, counted and logged.
+    fn remember(&self, b: Epoch, asked: Instant, window: Duration) -> Option<(Epoch, Instant)> {
         let mut s = self.seen.lock().unwrap_or_else(|e| e.into_inner());
-        match *s {
-            Some((old, at)) if old > b || (old == b && at > asked) => (old, at),
-            _ => {
-                *s = Some((b, asked));
-                (b, asked)
+        if let Some(old) = s.as_mut() {
+            match epoch::take(old.epoch, &mut old.pending, b, asked) {
+                Take::Replace if old.epoch == b && old.asked > asked => {
+                    return Some((old.epoch, old.asked));
+                }
+                Take::Keep => {
+                    let fresh = old.asked.elapsed() < window;
+                    return fresh.then_some((old.epoch, old.asked));
+                }
+                Take::Backwards => self.backwards.saw("boot", 0, old.epoch, b),
+                Take::Replace => {}
             }
         }
+        *s = Some(Seen {
+            epoch: b,
+            asked,
+            pending: None,
+        });
+        Some((b, asked))
+    }
+
+    /// Caches `b`, written by a successful conditional write whose read began at
+    /// `asked`: the store's current value, whatever was cached (a concurrent read
+    /// may have cached a higher value of before a restore); one below the cached
+    /// value is counted as gone back.
+    fn wrote(&self, b: Epoch, asked: Instant) {
+        let mut s = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(old) = *s {
+            if epoch::wrote_back(old.epoch, b) {
+                self.backwards.saw("boot", 0, old.epoch, b);
+            }
+        }
+        *s = Some(Seen {
+            epoch: b,
+            asked,
+            pending: None,
+        });
     }
 
     fn own(&self) -> std::sync::MutexGuard<'_, Own> {
@@ -115,8 +171,9 @@ impl Boot {
     }
 
     /// The boot epoch last seen (0 before any read), with when, without I/O.
-    pub(super) fn last(&self) -> Option<(u64, Instant)> {
-        *self.seen.lock().unwrap_or_else(|e| e.into_inner())
+    pub(super) fn last(&self) -> Option<(Epoch, Instant)> {
+        let s = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+        s.map(|s| (s.epoch, s.asked))
     }
 
     /// The boot epoch read less than `window` ago, else read from the store now.
@@ -124,23 +181,34 @@ impl Boot {
         &self,
         cas: &dyn Cas,
         window: Duration,
-    ) -> Result<(u64, Instant), BackendError> {
+    ) -> Result<(Epoch, Instant), BackendError> {
         if let Some((b, at)) = self.last() {
             if at.elapsed() < window {
                 return Ok((b, at));
             }
         }
-        let asked = Instant::now();
-        let (b, _, _) = read(cas)?;
-        Ok(self.remember(b, asked))
+        // A lower read kept against a value out of its window is read again at once
+        // (this read begins after it returned: `fence_epoch::take`).
+        for _ in 0..READ_TRIES {
+            let asked = Instant::now();
+            let (b, _, _) = read(cas)?;
+            if let Some(r) = self.remember(b, asked, window) {
+                return Ok(r);
+            }
+        }
+        Err(BackendError::Retryable(
+            "pnfs boot epoch: the store's reads disagree".into(),
+        ))
     }
 }
 
 impl Fence {
     /// Moves the store's boot epoch on (a metadata server's start, or an `[ha]`
     /// takeover, before any grant): every synthetic id issued at an earlier boot is
-    /// refused at every data server from this call's return + the window. Returns the
-    /// new epoch and whether a layout may have been granted at the one it replaces or
+    /// refused at every data server from this call's return + the window; the value
+    /// written (the next number, a fresh nonce) is one no earlier boot had, even on a
+    /// store restored from a backup (`fence_epoch.rs`). Returns the new number and
+    /// whether a layout may have been granted at the one it replaces or
     /// any earlier one (then conflicting operations must wait the window out; the
     /// mark is carried to the new epoch, never cleared). This gateway's own
     /// cache is written through (its data server role sees the new epoch at once).
@@ -149,14 +217,14 @@ impl Fence {
         for _ in 0..BUMP_TRIES {
             let asked = Instant::now();
             let (b, used, ver) = read(cas)?;
-            let next = b.checked_add(1).ok_or(BackendError::TooLarge)?;
+            let next = b.next()?;
             // `used` carries over: a layout granted at `b` is fenced only at this
             // move's return + the window, so a second move inside that window (a
             // restart loop, a retried takeover) must wait too. A store where a
             // layout was ever granted makes every later start wait the window.
             match cas.cas_put(NAME, text(next, used).as_bytes(), ver.as_deref()) {
                 Ok(_) => {
-                    self.boot.remember(next, asked);
+                    self.boot.wrote(next, asked);
                     *self.boot.own() = Own {
                         epoch: Some(next),
                         checked: None,
@@ -164,7 +232,7 @@ impl Fence {
                     };
                     // Files' entries were computed at the old boot epoch.
                     self.forget_all();
-                    return Ok((next, used));
+                    return Ok((next.n, used));
                 }
                 Err(BackendError::AlreadyExists) => continue,
                 Err(e) => return Err(e),
@@ -181,7 +249,7 @@ impl Fence {
     pub fn grant_ids(
         &self,
         fileid: u64,
-        epoch: u64,
+        epoch: Epoch,
         gen: u16,
     ) -> Result<Option<(u32, u32)>, BackendError> {
         Ok(match self.mark_used()? {
@@ -215,11 +283,17 @@ impl Fence {
         for _ in 0..BUMP_TRIES {
             let asked = Instant::now();
             let (b, used, ver) = read(cas)?;
-            self.boot.remember(b, asked);
+            if self.boot.remember(b, asked, self.window).map(|r| r.0) != Some(b) {
+                // A lower value (or another nonce) than the one cached, not yet
+                // confirmed by a second read (`fence_epoch::take`): read again.
+                continue;
+            }
             {
                 let mut o = self.boot.own();
                 match o.epoch {
-                    Some(ours) if b > ours => {
+                    // A higher number, or the same number with another nonce (the
+                    // store went back and another gateway moved it again since).
+                    Some(ours) if b.n > ours.n || (b.n == ours.n && b != ours) => {
                         *o = Own {
                             epoch: Some(b),
                             checked: None,
@@ -230,14 +304,14 @@ impl Fence {
                         self.forget_all();
                         // Logged once per move seen (each is another gateway's start).
                         tracing::warn!(
-                            ours,
-                            store = b,
+                            ours = ours.n,
+                            store = b.n,
                             wait_ms = self.window.as_millis() as u64,
                             "pNFS: another gateway moved the store's boot epoch (a metadata server started on the same store, or took an [ha] identity over): this gateway's earlier layouts are fenced at the data servers; it adopts the new epoch and grants no layout for the fence window"
                         );
                         return Ok(Grant::Later);
                     }
-                    Some(ours) if b < ours => {
+                    Some(ours) if b.n < ours.n => {
                         // A read that began before another call adopted `ours`:
                         // read again. Epochs only grow, so one still below after
                         // every try is a store that went back (restored, or another
@@ -272,7 +346,8 @@ impl Fence {
         }
         if let Some((b, ours)) = backwards {
             return Err(BackendError::Permanent(format!(
-                "pnfs boot epoch: the store's ({b}) is below this gateway's ({ours})"
+                "pnfs boot epoch: the store's ({}) is below this gateway's ({})",
+                b.n, ours.n
             )));
         }
         Err(BackendError::Retryable("pnfs boot epoch: contended".into()))
@@ -281,7 +356,7 @@ impl Fence {
     /// The boot epoch as this gateway checks ids against it (cached within the
     /// window, else read).
     pub fn boot_epoch(&self) -> Result<u64, BackendError> {
-        self.boot.current(self.cas(), self.window).map(|(b, _)| b)
+        self.boot.current(self.cas(), self.window).map(|(b, _)| b.n)
     }
 }
 

@@ -457,6 +457,15 @@ pub trait SharedState: Send + Sync {
 /// with a version and written only if that version is still current: what `[ha]`'s
 /// fencing stands on (docs/ha.md "Fencing"). Each store states how it keeps the
 /// guarantee; `ha::probe` checks it at start.
+///
+/// Freshness pNFS fencing relies on (`fence.rs`, `fence_epoch.rs`): a `cas_put`
+/// that succeeds was made against the current version (so its value is the
+/// store's current one), and a `cas_get` begun after a `cas_put` returned answers
+/// that value or a later one, except that a read may now and then answer an older
+/// value (a lagging replica, a retried request landing elsewhere) as long as a
+/// read begun after that one returned does not repeat it: a data server follows a
+/// lower value only when two such reads agree. A store that can answer the same
+/// stale value twice in a row can let a fenced layout's ids be taken again.
 pub trait Cas: Send + Sync {
     /// The object's bytes and version, `None` when it does not exist.
     fn cas_get(&self, name: &str) -> BResult<Option<(Vec<u8>, String)>>;

@@ -317,6 +317,8 @@ pub struct LayoutCounts {
     pub stats_ignored: u64,
     /// Synthetic ids this gateway refused as a data server (`Fence::refused`).
     pub fence_refused: u64,
+    /// Fence epoch values this gateway saw go back in the store (`Fence::backwards`).
+    pub fence_backwards: u64,
 }
 
 #[derive(Default)]
@@ -721,6 +723,7 @@ impl Layouts {
             unknown_device_reports: get(&c.unknown_device_reports),
             stats_ignored: get(&c.stats_ignored),
             fence_refused: self.fence().map_or(0, |f| f.refused()),
+            fence_backwards: self.fence().map_or(0, |f| f.backwards()),
         }
     }
 

@@ -167,6 +167,17 @@ fn render_data_servers(g: &Gauges, out: &mut String) {
         "Calls this gateway refused as a pNFS data server (NFS3ERR_ACCES) for a synthetic id that is not the file's current one: a fenced layout still in use, a forged id, or a gateway computing ids otherwise (logged at most every 10 s).",
     );
     let _ = writeln!(out, "nfsgw_pnfs_fence_refused_total {}", l.fence_refused);
+    head(
+        out,
+        "nfsgw_pnfs_fence_epoch_backwards_total",
+        "counter",
+        "Fence epoch values (a file's, or the store's boot epoch) this gateway saw go back in the store: restored from a backup, or the object rewritten (logged at most every 60 s).",
+    );
+    let _ = writeln!(
+        out,
+        "nfsgw_pnfs_fence_epoch_backwards_total {}",
+        l.fence_backwards
+    );
 }
 
 /// `nfsgw_pnfs_layouts` (gauge), `nfsgw_pnfs_layouts_total{event}` and
