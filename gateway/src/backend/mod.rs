@@ -459,13 +459,14 @@ pub trait SharedState: Send + Sync {
 /// guarantee; `ha::probe` checks it at start.
 ///
 /// Freshness pNFS fencing relies on (`fence.rs`, `fence_epoch.rs`): a `cas_put`
-/// that succeeds was made against the current version (so its value is the
-/// store's current one), and a `cas_get` begun after a `cas_put` returned answers
-/// that value or a later one, except that a read may now and then answer an older
+/// that succeeds was made against the current version (so its value was the
+/// store's current one when it succeeded), and a `cas_get` begun after a `cas_put`
+/// returned answers that value or a later one, except that a read may now and then answer an older
 /// value (a lagging replica, a retried request landing elsewhere) as long as a
 /// read begun after that one returned does not repeat it: a data server follows a
-/// lower value only when two such reads agree. A store that can answer the same
-/// stale value twice in a row can let a fenced layout's ids be taken again.
+/// lower value only when two such reads agree (a data server with nothing cached
+/// for the file takes its one read). A store that can answer the same stale value
+/// twice in a row can let a fenced layout's ids be taken again.
 pub trait Cas: Send + Sync {
     /// The object's bytes and version, `None` when it does not exist.
     fn cas_get(&self, name: &str) -> BResult<Option<(Vec<u8>, String)>>;
