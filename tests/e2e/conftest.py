@@ -430,9 +430,26 @@ class RdmaGateway(Gateway):
 
     def start(self, timeout: float = 20.0) -> "Gateway":
         super().start(timeout)
+        self.wait_rdma_listener(timeout)
         if self.bridge is None:
             self.bridge = Bridge(self.workdir, self.rdma_port)
         return self
+
+    def wait_rdma_listener(self, timeout: float) -> None:
+        """The gateway binds its TCP port before its soft RDMA listener (the abstract Unix
+        socket `@nfsgw-soft/ADDR`, engine/src/fabric/soft/cm.rs), so a TCP accept is no
+        proof the bridge can connect yet: wait until the kernel lists the name."""
+        name = f"@nfsgw-soft/127.0.0.1:{self.rdma_port}"
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with open("/proc/net/unix") as f:
+                if any(line.rstrip().endswith(" " + name) for line in f):
+                    return
+            if self.proc is not None and self.proc.poll() is not None:
+                break
+            time.sleep(0.01)
+        raise AssertionError(f"soft RDMA listener {name} not bound within {timeout}s; "
+                             f"log:\n{self.log_tail()}")
 
     def client(self, **kw) -> NfsClient:
         return NfsClient(self.host, self.bridge.port, **kw)
