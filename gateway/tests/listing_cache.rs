@@ -22,13 +22,7 @@ const NFS3ERR_BAD_COOKIE: u32 = 10003;
 
 /// The value of one series of the gateway's metrics (0 when absent).
 fn metric(gw: &Gw, series: &str) -> u64 {
-    let src = gw.server.as_ref().unwrap().stats_source();
-    let mut out = String::new();
-    gateway::stats::exposition::render(&src, &mut out);
-    out.lines()
-        .find(|l| l.starts_with(series) && l.as_bytes().get(series.len()) == Some(&b' '))
-        .and_then(|l| l.rsplit(' ').next()?.parse().ok())
-        .unwrap_or(0)
+    gw.metric(series)
 }
 
 /// Cache hits, once the reactor published them (it does before it sleeps).

@@ -12,27 +12,19 @@ mod common;
 #[path = "common/nfs4_client.rs"]
 mod nfs4_client;
 
-use common::Gw;
+use common::{free_addr, wait_for, Gw};
 use engine::xdr::XdrReader;
 use nfs4_client::{expect_op, skip_sequence_ok, CONN_BACK_CHAN, V41, WANT_NO_DELEG};
 use nfs_wire::nfs4::{OP_GETFH, OP_OPEN, OP_PUTFH, OP_PUTROOTFH, OP_SEQUENCE};
 use nfs_wire::nfs4args::*;
 use nfs_wire::v4call::{Claim, How, Ops};
 use nfs_wire::v4pnfs::{self, DeviceNotice, LayoutGet, Return};
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 const NFS4_OK: u32 = 0;
 const NFS4ERR_NOENT: u32 = 2;
 const ALL: u64 = u64::MAX;
-
-/// A loopback address nothing listens on now (a gateway binds it next).
-fn free_addr() -> SocketAddr {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-}
 
 /// A gateway on the shared `fs` directory `root`, over TCP at `listen`, and over soft
 /// RDMA at `rdma` when given; `more` ends the configuration (a `[pnfs]` section).
@@ -66,23 +58,9 @@ fn shared_fs(
     gw
 }
 
-/// The value of one series of a gateway's metrics (0 when absent).
+/// The value of one series of the gateway's metrics (0 when absent).
 fn metric(gw: &Gw, series: &str) -> u64 {
-    let src = gw.server.as_ref().unwrap().stats_source();
-    let mut out = String::new();
-    gateway::stats::exposition::render(&src, &mut out);
-    out.lines()
-        .find(|l| l.starts_with(series) && l.as_bytes().get(series.len()) == Some(&b' '))
-        .and_then(|l| l.rsplit(' ').next()?.parse().ok())
-        .unwrap_or(0)
-}
-
-fn wait_for(what: &str, secs: u64, mut done: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    while !done() {
-        assert!(Instant::now() < deadline, "{what}: not within {secs} s");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    gw.metric(series)
 }
 
 /// An RPC call record's procedure (RFC 5531 §9: xid, type, rpcvers, prog, vers, proc).

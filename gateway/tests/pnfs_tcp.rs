@@ -860,31 +860,9 @@ fn a_revoked_layouts_credentials_are_refused_by_every_data_server() {
     assert_eq!(status(ds.tcp_addr(), new_ids, &Call::Commit(&fh)), 0);
 }
 
-/// The value of one series of a gateway's metrics (0 when absent).
+/// The value of one series of the gateway's metrics (0 when absent).
 fn metric(gw: &Gw, series: &str) -> u64 {
-    let src = gw.server.as_ref().unwrap().stats_source();
-    let mut out = String::new();
-    gateway::stats::exposition::render(&src, &mut out);
-    out.lines()
-        .find(|l| l.starts_with(series) && l.as_bytes().get(series.len()) == Some(&b' '))
-        .and_then(|l| l.rsplit(' ').next()?.parse().ok())
-        .unwrap_or(0)
-}
-
-fn wait_for(what: &str, secs: u64, mut done: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    while !done() {
-        assert!(Instant::now() < deadline, "{what}: not within {secs} s");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-/// A loopback address nothing listens on now (a gateway binds it next).
-fn free_addr() -> SocketAddr {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
+    gw.metric(series)
 }
 
 /// LAYOUTGET of `fh` through a back-channel client: the layout stateid and the device

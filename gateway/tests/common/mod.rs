@@ -138,6 +138,17 @@ impl Gw {
         }
     }
 
+    /// The value of one series of the gateway's metrics (0 when absent).
+    pub fn metric(&self, series: &str) -> u64 {
+        let src = self.server.as_ref().unwrap().stats_source();
+        let mut out = String::new();
+        gateway::stats::exposition::render(&src, &mut out);
+        out.lines()
+            .find(|l| l.starts_with(series) && l.as_bytes().get(series.len()) == Some(&b' '))
+            .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+            .unwrap_or(0)
+    }
+
     pub fn tcp_addr(&self) -> SocketAddr {
         self.server.as_ref().unwrap().local_addr()
     }
@@ -487,4 +498,21 @@ impl Rng {
     pub fn below(&mut self, n: usize) -> usize {
         (self.next() % n.max(1) as u64) as usize
     }
+}
+
+/// Waits up to `secs` for `done`, polling every 50 ms; panics naming `what`.
+pub fn wait_for(what: &str, secs: u64, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while !done() {
+        assert!(Instant::now() < deadline, "{what}: not within {secs} s");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// A loopback address nothing listens on now (a gateway binds it next).
+pub fn free_addr() -> SocketAddr {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
 }
