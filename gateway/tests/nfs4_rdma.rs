@@ -16,23 +16,6 @@ use engine::xdr::XdrReader;
 use nfs4_client::*;
 use std::time::{Duration, Instant};
 
-/// The gateway's metrics text.
-fn metrics(gw: &Gw) -> String {
-    let src = gw.server.as_ref().unwrap().stats_source();
-    let mut out = String::new();
-    gateway::stats::exposition::render(&src, &mut out);
-    out
-}
-
-/// The value of one series (`name{labels}`), 0 when absent.
-fn metric(gw: &Gw, series: &str) -> u64 {
-    metrics(gw)
-        .lines()
-        .find(|l| l.starts_with(series) && l.as_bytes().get(series.len()) == Some(&b' '))
-        .and_then(|l| l.rsplit(' ').next()?.parse().ok())
-        .unwrap_or(0)
-}
-
 fn callbacks(result: &str) -> String {
     format!("nfsgw_callbacks_total{{transport=\"rdma\",result=\"{result}\"}}")
 }
@@ -44,7 +27,7 @@ fn recalls(result: &str) -> String {
 fn wait_metric(gw: &Gw, series: &str, want: u64) {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
-        let got = metric(gw, series);
+        let got = gw.metric(series);
         if got >= want {
             return;
         }
@@ -219,16 +202,13 @@ fn recall_flow(bc: u32) {
     );
     // The operator's view: both callbacks (CB_NULL, CB_COMPOUND) went out and were
     // answered over RDMA; the recall was sent, answered and returned over RDMA.
-    assert_eq!(metric(&s.gw, &callbacks("sent")), 2);
-    assert_eq!(metric(&s.gw, &callbacks("replied")), 2);
-    assert_eq!(metric(&s.gw, &recalls("sent")), 1);
-    assert_eq!(metric(&s.gw, &recalls("answered")), 1);
-    assert_eq!(metric(&s.gw, &recalls("returned")), 1);
+    assert_eq!(s.gw.metric(&callbacks("sent")), 2);
+    assert_eq!(s.gw.metric(&callbacks("replied")), 2);
+    assert_eq!(s.gw.metric(&recalls("sent")), 1);
+    assert_eq!(s.gw.metric(&recalls("answered")), 1);
+    assert_eq!(s.gw.metric(&recalls("returned")), 1);
     assert_eq!(
-        metric(
-            &s.gw,
-            "nfsgw_callbacks_total{transport=\"tcp\",result=\"sent\"}"
-        ),
+        s.gw.metric("nfsgw_callbacks_total{transport=\"tcp\",result=\"sent\"}"),
         0,
         "nothing over TCP"
     );
@@ -339,7 +319,7 @@ fn r8167_17_recall_resent_after_reconnect_and_bind_conn() {
     assert_eq!(flags & SEQ4_STATUS_CB_PATH_DOWN, 0, "back channel up again");
     s.delegreturn(&fh, &deleg);
     assert_eq!(s.v3.write(&s.fh3, b"new data"), 0);
-    let lost = metric(&s.gw, &callbacks("failed")) + metric(&s.gw, &callbacks("timed_out"));
+    let lost = s.gw.metric(&callbacks("failed")) + s.gw.metric(&callbacks("timed_out"));
     assert!(lost >= 1, "the first CB_RECALL counted failed or timed out");
 }
 
@@ -433,7 +413,7 @@ fn r8167_21_no_back_channel_no_delegation() {
         c.next_callback(Duration::from_millis(300)).is_none(),
         "no callback on a connection not bound (R8167-19)"
     );
-    assert_eq!(metric(&gw, &callbacks("sent")), 0);
+    assert_eq!(gw.metric(&callbacks("sent")), 0);
 }
 
 /// NFSv4.2's asynchronous COPY over RPC-over-RDMA: the copy's result comes back as a
