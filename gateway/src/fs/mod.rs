@@ -52,7 +52,8 @@ pub struct ExportRoot {
 }
 
 /// A READDIRPLUS page: the entries, and each one's node and attributes (`None` when
-/// they cannot be read now).
+/// they cannot be read now). `FileModel::readdir_plus` hands it out shared
+/// (`Arc`): identical calls at once get the one page listed for them all.
 pub type PlusPage = (DirPage, Vec<Option<(Node, Attr)>>);
 
 /// A resolved file: which export it was reached through, its file id and its key.
@@ -501,7 +502,7 @@ impl FileModel {
         cookie: u64,
         verf: [u8; 8],
         max: usize,
-    ) -> FsResult<PlusPage> {
+    ) -> FsResult<Arc<PlusPage>> {
         self.inner.readdir_plus(dir, cookie, verf, max)
     }
 
