@@ -690,7 +690,7 @@ fn readdirplus(ctx: &Ctx, r: &mut XdrReader, out: &mut XdrWriter) -> Res {
             name: e.name.as_slice().into(),
             fileid: e.fileid,
             cookie: e.cookie,
-            plus: p.as_ref().map(|(n, a)| (*a, ctx.model.handle(n))),
+            plus: p.as_ref().map(|(_, a, fh)| (*a, *fh)),
         })
         .collect();
     let (fit, used) = plus_fit(listed.iter(), limit);

@@ -6,7 +6,7 @@ use super::file_ops::*;
 use super::status::*;
 use super::{pseudo, put_status, Compound, CurrentFh, Full, OpResult};
 use crate::fs::access::*;
-use crate::fs::{Attr, FileKind, Node, Owner, Status};
+use crate::fs::{Attr, FileHandle, FileKind, Node, Owner, Status};
 use crate::state::Conflict;
 use engine::xdr::{XdrReader, XdrResult, XdrWriter};
 
@@ -485,7 +485,7 @@ fn list(
             for e in &page.entries {
                 let listed = plus.next().and_then(Option::as_ref);
                 if let Some(n) = noted.as_mut() {
-                    n.push(listed_entry(c, e, listed));
+                    n.push(listed_entry(e, listed));
                 }
                 if is_dot(&e.name) {
                     continue;
@@ -507,7 +507,7 @@ fn list(
                     entry_attrs(c, &cross, want)?
                 } else {
                     match listed {
-                        Some((n, a)) => listed_attrs(c, &each, n, a, want, &mut scratch)?,
+                        Some((_, a, fh)) => listed_attrs(&each, a, fh, want, &mut scratch)?,
                         // Gone since it was listed: what its LOOKUP would say.
                         None => rdattr_error(want, fs_err(Status::NoEnt))?,
                     }
@@ -535,15 +535,14 @@ fn list(
 
 /// A listed entry as the reactor's listings keep it (neutral: `cache::ListedEntry`).
 fn listed_entry(
-    c: &Compound,
     e: &crate::fs::DirEntry,
-    listed: Option<&(Node, Attr)>,
+    listed: Option<&(Node, Attr, FileHandle)>,
 ) -> crate::cache::ListedEntry {
     crate::cache::ListedEntry {
-        name: e.name.clone().into_boxed_slice(),
+        name: e.name.as_slice().into(),
         fileid: e.fileid,
         cookie: e.cookie,
-        plus: listed.map(|(n, a)| (*a, c.ctx.model.handle(n))),
+        plus: listed.map(|(_, a, fh)| (*a, *fh)),
     }
 }
 
@@ -579,16 +578,16 @@ const FATTR_MAX: usize = 4096;
 struct Each {
     admitted: Result<(), Nfsstat4>,
     env: attrs::Env,
-    /// FILEHANDLE is asked: each entry's handle is made (a keyed hash) only then.
+    /// FILEHANDLE is asked: each entry's handle (the page's) is copied only then.
     handles: bool,
 }
 
-/// The fattr4 of a listed entry from the attributes its listing page carried.
+/// The fattr4 of a listed entry from the attributes and handle its listing page
+/// carried.
 fn listed_attrs(
-    c: &Compound,
     each: &Each,
-    node: &Node,
     a: &Attr,
+    fh: &FileHandle,
     want: &Bitmap,
     scratch: &mut [u8],
 ) -> Result<Vec<u8>, Nfsstat4> {
@@ -596,7 +595,7 @@ fn listed_attrs(
         return rdattr_error(want, e);
     }
     let fh = if each.handles {
-        c.ctx.model.handle(node).as_bytes().to_vec()
+        fh.as_bytes().to_vec()
     } else {
         Vec::new()
     };

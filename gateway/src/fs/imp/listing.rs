@@ -616,7 +616,7 @@ impl Inner {
         let mut plus = Vec::with_capacity(page.entries.len());
         for (_, n) in dots {
             let a = self.getattr(&n).ok();
-            plus.push(a.map(|a| (n, a)));
+            plus.push(a.map(|a| self.with_handle(n, a)));
         }
         for l in p.entries {
             if let Some((key, fileid)) = l.inode {
@@ -626,7 +626,8 @@ impl Inner {
                     fileid,
                     key,
                 };
-                plus.push(self.getattr(&node).ok().map(|a| (node, a)));
+                let a = self.getattr(&node).ok();
+                plus.push(a.map(|a| self.with_handle(node, a)));
                 continue;
             }
             let node = Node {
@@ -638,9 +639,18 @@ impl Inner {
                 Some(m) => Some(self.attr(node.fileid, &node.key, m)),
                 None => self.getattr(&node).ok(),
             };
-            plus.push(a.map(|a| (node, a)));
+            plus.push(a.map(|a| self.with_handle(node, a)));
         }
         Ok((page, plus))
+    }
+
+    /// A listed entry with its handle, made once per listing: every call the page
+    /// is shared with (`PageMemo`) reads it instead of making its own, and it is the
+    /// handle `handle` makes later too (the page is reused only while the gateway
+    /// changed nothing, so no mapping moved).
+    fn with_handle(&self, node: Node, a: Attr) -> (Node, Attr, FileHandle) {
+        let fh = self.handle(&node);
+        (node, a, fh)
     }
 
     /// The metadata of listed files the listing did not carry (the store's listing

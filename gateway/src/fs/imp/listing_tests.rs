@@ -147,7 +147,7 @@ fn a_cookie_resolves_through_the_handle_table_after_a_restart() {
         let root = m.root(0).unwrap();
         let shared = m.readdir_plus(&root, 0, [0; 8], 3).unwrap();
         let (p, plus) = &*shared;
-        let (n, _) = plus[2].as_ref().unwrap();
+        let (n, _, _) = plus[2].as_ref().unwrap();
         m.handle(n);
         p.entries[2].cookie
     };
@@ -305,7 +305,7 @@ fn plus_names(m: &FileModel, dir: &Node) -> Vec<(String, u64)> {
         .zip(plus)
         .filter(|(e, _)| e.name != b"." && e.name != b"..")
         .map(|(e, p)| {
-            let size = p.as_ref().map_or(u64::MAX, |(_, a)| a.size);
+            let size = p.as_ref().map_or(u64::MAX, |(_, a, _)| a.size);
             (String::from_utf8(e.name.clone()).unwrap(), size)
         })
         .collect()
@@ -419,7 +419,7 @@ fn listed_attributes_are_getattrs() {
             if e.name == b"." || e.name == b".." {
                 continue;
             }
-            let (node, a) = p.as_ref().expect("listed with attributes");
+            let (node, a, _) = p.as_ref().expect("listed with attributes");
             assert_eq!(*a, m.getattr(node).unwrap(), "{when}: {:?}", e.name);
             n += 1;
         }
@@ -528,8 +528,9 @@ fn concurrent_identical_listings_share_one_complete_exact_page() {
     assert!(page.eof);
     for (i, (e, p)) in page.entries.iter().zip(plus).skip(2).enumerate() {
         assert_eq!(e.name, format!("f{i:03}").into_bytes());
-        let (node, a) = p.as_ref().expect("attributes");
+        let (node, a, fh) = p.as_ref().expect("attributes");
         assert_eq!(a.size, i as u64);
+        assert_eq!(*fh, m.handle(node), "the page's handle is the entry's");
         assert_eq!(*a, m.getattr(node).unwrap());
         assert_eq!(e.cookie, entry_cookie(node.fileid));
     }
