@@ -427,7 +427,7 @@ impl Config {
         if !(HANDLE_CACHE_MIN..=HANDLE_CACHE_MAX).contains(&self.state.handle_cache_entries) {
             return err(
                 "state.handle_cache_entries",
-                "must be between 1000 and 100000000 (default 1000000, about 100 bytes plus the key each)",
+                "must be between 1000 and 100000000 (default 1000000, about 125 bytes plus the key each)",
             );
         }
         if self.exports.is_empty() {

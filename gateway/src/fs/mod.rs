@@ -51,9 +51,11 @@ pub struct ExportRoot {
     pub prefix: String,
 }
 
-/// A READDIRPLUS page: the entries, and each one's node and attributes (`None` when
-/// they cannot be read now).
-pub type PlusPage = (DirPage, Vec<Option<(Node, Attr)>>);
+/// A READDIRPLUS page: the entries, and each one's node, attributes and handle
+/// (`None` when they cannot be read now). `FileModel::readdir_plus` hands it out
+/// shared (`Arc`): identical calls at once get the one page listed for them all,
+/// handles made once.
+pub type PlusPage = (DirPage, Vec<Option<(Node, Attr, FileHandle)>>);
 
 /// A resolved file: which export it was reached through, its file id and its key.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -501,7 +503,7 @@ impl FileModel {
         cookie: u64,
         verf: [u8; 8],
         max: usize,
-    ) -> FsResult<PlusPage> {
+    ) -> FsResult<Arc<PlusPage>> {
         self.inner.readdir_plus(dir, cookie, verf, max)
     }
 

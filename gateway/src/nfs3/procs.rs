@@ -669,7 +669,7 @@ fn readdirplus(ctx: &Ctx, r: &mut XdrReader, out: &mut XdrWriter) -> Res {
         return Ok(());
     };
     let limit = maxcount.min(MAX_DIR_REPLY).min(out.remaining());
-    let (page, plus) = match ctx.model.readdir_plus(&dir, cookie, verf, plus_hint(limit)) {
+    let shared = match ctx.model.readdir_plus(&dir, cookie, verf, plus_hint(limit)) {
         Ok(p) => p,
         Err(s) => {
             out.u32(nfsstat3(s))?;
@@ -679,16 +679,18 @@ fn readdirplus(ctx: &Ctx, r: &mut XdrReader, out: &mut XdrWriter) -> Res {
     };
     // Attributes come with the page (one listing, `FileModel::readdir_plus`); without
     // them the handle is not worth sending either (e.g. a race with a remove): the
-    // client will LOOKUP.
+    // client will LOOKUP. The page is shared with identical calls listed at once
+    // (`FileModel::readdir_plus`): read, not taken.
+    let (page, plus) = &*shared;
     let listed: Vec<ListedEntry> = page
         .entries
-        .into_iter()
+        .iter()
         .zip(plus)
         .map(|(e, p)| ListedEntry {
-            name: e.name.into_boxed_slice(),
+            name: e.name.as_slice().into(),
             fileid: e.fileid,
             cookie: e.cookie,
-            plus: p.map(|(n, a)| (a, ctx.model.handle(&n))),
+            plus: p.as_ref().map(|(_, a, fh)| (*a, *fh)),
         })
         .collect();
     let (fit, used) = plus_fit(listed.iter(), limit);

@@ -6,7 +6,7 @@ use super::file_ops::*;
 use super::status::*;
 use super::{pseudo, put_status, Compound, CurrentFh, Full, OpResult};
 use crate::fs::access::*;
-use crate::fs::{Attr, FileKind, Node, Owner, Status};
+use crate::fs::{Attr, FileHandle, FileKind, Node, Owner, Status};
 use crate::state::Conflict;
 use engine::xdr::{XdrReader, XdrResult, XdrWriter};
 
@@ -455,18 +455,21 @@ fn list(
             };
             // Attributes come with the listing page, as for NFSv3 READDIRPLUS
             // (`FileModel::readdir_plus`): no LOOKUP and GETATTR per entry.
-            let (page, plus) = if want.is_empty() {
+            // The page with attributes is shared with identical calls listed at once
+            // (`FileModel::readdir_plus`): read, not taken.
+            let shared = if want.is_empty() {
                 let p = c.ctx.model.readdir(node, cookie, verf, hint);
-                (p.map_err(not_same)?, Vec::new())
+                std::sync::Arc::new((p.map_err(not_same)?, Vec::new()))
             } else {
                 let p = c.ctx.model.readdir_plus(node, cookie, verf, hint);
                 p.map_err(not_same)?
             };
+            let (page, plus) = &*shared;
             // Noted for the reactor's listings whenever attributes were listed: a
             // handle per entry (a handle-table look-up and a MAC) is cheaper than the
             // worker round trip each page after this one would cost.
             let mut noted = (!want.is_empty()).then(|| Vec::with_capacity(plus.len()));
-            let mut plus = plus.into_iter();
+            let mut plus = plus.iter();
             let mut items = Vec::with_capacity(page.entries.len());
             // What every entry shares, found once per page: the caller's admission to
             // the directory's export (every entry is in it) and the attributes'
@@ -479,10 +482,10 @@ fn list(
             let mut scratch = vec![0u8; FATTR_MAX];
             // Bytes of the entries encoded so far, with the verifier and list ends.
             let mut used = 8 + 8;
-            for e in page.entries {
-                let listed = plus.next().flatten();
+            for e in &page.entries {
+                let listed = plus.next().and_then(Option::as_ref);
                 if let Some(n) = noted.as_mut() {
-                    n.push(listed_entry(c, &e, listed.as_ref()));
+                    n.push(listed_entry(e, listed));
                 }
                 if is_dot(&e.name) {
                     continue;
@@ -504,14 +507,14 @@ fn list(
                     entry_attrs(c, &cross, want)?
                 } else {
                     match listed {
-                        Some((n, a)) => listed_attrs(c, &each, n, &a, want, &mut scratch)?,
+                        Some((_, a, fh)) => listed_attrs(&each, a, fh, want, &mut scratch)?,
                         // Gone since it was listed: what its LOOKUP would say.
                         None => rdattr_error(want, fs_err(Status::NoEnt))?,
                     }
                 };
                 let entry = Entry {
                     cookie: e.cookie,
-                    name: e.name,
+                    name: e.name.clone(),
                     attrs,
                 };
                 used += entry_size(&entry);
@@ -532,15 +535,14 @@ fn list(
 
 /// A listed entry as the reactor's listings keep it (neutral: `cache::ListedEntry`).
 fn listed_entry(
-    c: &Compound,
     e: &crate::fs::DirEntry,
-    listed: Option<&(Node, Attr)>,
+    listed: Option<&(Node, Attr, FileHandle)>,
 ) -> crate::cache::ListedEntry {
     crate::cache::ListedEntry {
-        name: e.name.clone().into_boxed_slice(),
+        name: e.name.as_slice().into(),
         fileid: e.fileid,
         cookie: e.cookie,
-        plus: listed.map(|(n, a)| (*a, c.ctx.model.handle(n))),
+        plus: listed.map(|(_, a, fh)| (*a, *fh)),
     }
 }
 
@@ -576,16 +578,16 @@ const FATTR_MAX: usize = 4096;
 struct Each {
     admitted: Result<(), Nfsstat4>,
     env: attrs::Env,
-    /// FILEHANDLE is asked: each entry's handle is made (a keyed hash) only then.
+    /// FILEHANDLE is asked: each entry's handle (the page's) is copied only then.
     handles: bool,
 }
 
-/// The fattr4 of a listed entry from the attributes its listing page carried.
+/// The fattr4 of a listed entry from the attributes and handle its listing page
+/// carried.
 fn listed_attrs(
-    c: &Compound,
     each: &Each,
-    node: Node,
     a: &Attr,
+    fh: &FileHandle,
     want: &Bitmap,
     scratch: &mut [u8],
 ) -> Result<Vec<u8>, Nfsstat4> {
@@ -593,7 +595,7 @@ fn listed_attrs(
         return rdattr_error(want, e);
     }
     let fh = if each.handles {
-        c.ctx.model.handle(&node).as_bytes().to_vec()
+        fh.as_bytes().to_vec()
     } else {
         Vec::new()
     };

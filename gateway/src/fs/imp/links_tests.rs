@@ -50,9 +50,10 @@ fn link_names_one_file_and_remove_each_name_in_turn() {
         // hidden inode object.
         assert_eq!(names(m, &d), [".", "..", "f", "h"]);
         assert_eq!(names(m, &root), [".", "..", "d", "e", "sub"]);
-        let (page, plus) = m.readdir_plus(&d, 0, [0; 8], 100).unwrap();
-        for (e, p) in page.entries.iter().zip(&plus).skip(2) {
-            let (node, a) = p.as_ref().unwrap();
+        let shared = m.readdir_plus(&d, 0, [0; 8], 100).unwrap();
+        let (page, plus) = &*shared;
+        for (e, p) in page.entries.iter().zip(plus).skip(2) {
+            let (node, a, _) = p.as_ref().unwrap();
             assert_eq!(
                 (e.fileid, node.fileid, a.fileid),
                 (f.fileid, f.fileid, f.fileid)

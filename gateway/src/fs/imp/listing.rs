@@ -220,11 +220,17 @@ pub(super) struct PageMemo {
     slots: Mutex<HashMap<MemoKey, Arc<MemoSlot>>>,
 }
 
+/// A listed page as the memo and every call that waited for it share it: one
+/// reference count, not a copy of every entry's name, key and attributes per call
+/// (docs/performance.md "Cold listings, shared": eight identical calls at once each
+/// copied the page).
+type SharedPage = FsResult<Arc<PlusPage>>;
+
 struct MemoSlot {
     /// `Observer::changes` before the listing began.
     changes: u64,
     at: Instant,
-    page: Mutex<Option<FsResult<PlusPage>>>,
+    page: Mutex<Option<SharedPage>>,
     ready: Condvar,
 }
 
@@ -233,7 +239,7 @@ impl MemoSlot {
         self.changes == changes && self.at.elapsed() < MEMO_TTL
     }
 
-    fn wait(&self) -> FsResult<PlusPage> {
+    fn wait(&self) -> SharedPage {
         let mut g = lock(&self.page);
         loop {
             if let Some(p) = g.as_ref() {
@@ -243,7 +249,7 @@ impl MemoSlot {
         }
     }
 
-    fn set(&self, p: &FsResult<PlusPage>) {
+    fn set(&self, p: &SharedPage) {
         *lock(&self.page) = Some(p.clone());
         self.ready.notify_all();
     }
@@ -252,7 +258,7 @@ impl MemoSlot {
 impl PageMemo {
     /// The page for `key` when one listed since `changes` is reusable (waiting for
     /// it if it is being listed); else `Err` with the slot this call now lists into.
-    fn get_or_claim(&self, key: MemoKey, changes: u64) -> Result<FsResult<PlusPage>, Claim<'_>> {
+    fn get_or_claim(&self, key: MemoKey, changes: u64) -> Result<SharedPage, Claim<'_>> {
         let slot = {
             let mut m = lock(&self.slots);
             match m.get(&key) {
@@ -289,7 +295,7 @@ struct Claim<'a> {
 }
 
 impl Claim<'_> {
-    fn set(mut self, p: &FsResult<PlusPage>) {
+    fn set(mut self, p: &SharedPage) {
         if let Some(s) = self.slot.take() {
             s.set(p);
         }
@@ -565,13 +571,13 @@ impl Inner {
         cookie: u64,
         verf: [u8; 8],
         max: usize,
-    ) -> FsResult<PlusPage> {
+    ) -> FsResult<Arc<PlusPage>> {
         self.check_cookie_verf(dir.fileid, cookie, verf)?;
         let key = (dir.export, dir.fileid, cookie, max);
         match self.memo.get_or_claim(key, self.observer.changes()) {
             Ok(page) => page,
             Err(claim) => {
-                let page = self.list_plus(dir, cookie, max);
+                let page = self.list_plus(dir, cookie, max).map(Arc::new);
                 claim.set(&page);
                 page
             }
@@ -610,7 +616,7 @@ impl Inner {
         let mut plus = Vec::with_capacity(page.entries.len());
         for (_, n) in dots {
             let a = self.getattr(&n).ok();
-            plus.push(a.map(|a| (n, a)));
+            plus.push(a.map(|a| self.with_handle(n, a)));
         }
         for l in p.entries {
             if let Some((key, fileid)) = l.inode {
@@ -620,7 +626,8 @@ impl Inner {
                     fileid,
                     key,
                 };
-                plus.push(self.getattr(&node).ok().map(|a| (node, a)));
+                let a = self.getattr(&node).ok();
+                plus.push(a.map(|a| self.with_handle(node, a)));
                 continue;
             }
             let node = Node {
@@ -632,9 +639,18 @@ impl Inner {
                 Some(m) => Some(self.attr(node.fileid, &node.key, m)),
                 None => self.getattr(&node).ok(),
             };
-            plus.push(a.map(|a| (node, a)));
+            plus.push(a.map(|a| self.with_handle(node, a)));
         }
         Ok((page, plus))
+    }
+
+    /// A listed entry with its handle, made once per listing: every call the page
+    /// is shared with (`PageMemo`) reads it instead of making its own, and it is the
+    /// handle `handle` makes later too (the page is reused only while the gateway
+    /// changed nothing, so no mapping moved).
+    fn with_handle(&self, node: Node, a: Attr) -> (Node, Attr, FileHandle) {
+        let fh = self.handle(&node);
+        (node, a, fh)
     }
 
     /// The metadata of listed files the listing did not carry (the store's listing

@@ -145,8 +145,9 @@ fn a_cookie_resolves_through_the_handle_table_after_a_restart() {
     let cookie = {
         let m = FileModel::open(mem.clone(), d.path(), &roots()).unwrap();
         let root = m.root(0).unwrap();
-        let (p, plus) = m.readdir_plus(&root, 0, [0; 8], 3).unwrap();
-        let (n, _) = plus[2].as_ref().unwrap();
+        let shared = m.readdir_plus(&root, 0, [0; 8], 3).unwrap();
+        let (p, plus) = &*shared;
+        let (n, _, _) = plus[2].as_ref().unwrap();
         m.handle(n);
         p.entries[2].cookie
     };
@@ -217,7 +218,8 @@ fn a_big_directory_streams_with_bounded_memory() {
         assert_eq!(uniq.len(), got.len());
         assert!(m.inner.cursors.bytes() <= CURSOR_BYTES);
         // READDIRPLUS pages carry every entry's attributes.
-        let (p, plus) = m.readdir_plus(&root, 0, [0; 8], 300).unwrap();
+        let shared = m.readdir_plus(&root, 0, [0; 8], 300).unwrap();
+        let (p, plus) = &*shared;
         assert_eq!(p.entries.len(), plus.len());
         assert!(plus.iter().all(Option::is_some));
     });
@@ -296,13 +298,14 @@ fn a_listing_survives_its_directory_being_renamed() {
 
 /// The names and sizes of `dir`'s first READDIRPLUS page (dots left out).
 fn plus_names(m: &FileModel, dir: &Node) -> Vec<(String, u64)> {
-    let (page, plus) = m.readdir_plus(dir, 0, [0; 8], 100).unwrap();
+    let shared = m.readdir_plus(dir, 0, [0; 8], 100).unwrap();
+    let (page, plus) = &*shared;
     page.entries
         .iter()
-        .zip(&plus)
+        .zip(plus)
         .filter(|(e, _)| e.name != b"." && e.name != b"..")
         .map(|(e, p)| {
-            let size = p.as_ref().map_or(u64::MAX, |(_, a)| a.size);
+            let size = p.as_ref().map_or(u64::MAX, |(_, a, _)| a.size);
             (String::from_utf8(e.name.clone()).unwrap(), size)
         })
         .collect()
@@ -409,13 +412,14 @@ fn listed_attributes_are_getattrs() {
         m.setattr(&f, &set).unwrap();
     }
     let same = |when: &str| {
-        let (page, plus) = m.readdir_plus(&dir, 0, [0; 8], 100).unwrap();
+        let shared = m.readdir_plus(&dir, 0, [0; 8], 100).unwrap();
+        let (page, plus) = &*shared;
         let mut n = 0;
-        for (e, p) in page.entries.iter().zip(&plus) {
+        for (e, p) in page.entries.iter().zip(plus) {
             if e.name == b"." || e.name == b".." {
                 continue;
             }
-            let (node, a) = p.as_ref().expect("listed with attributes");
+            let (node, a, _) = p.as_ref().expect("listed with attributes");
             assert_eq!(*a, m.getattr(node).unwrap(), "{when}: {:?}", e.name);
             n += 1;
         }
@@ -432,7 +436,8 @@ fn listed_attributes_are_getattrs() {
     other.set_meta("d/f0", &meta).unwrap();
     std::thread::sleep(Duration::from_millis(1100));
     same("changed behind the gateway");
-    let (page, plus) = m.readdir_plus(&dir, 0, [0; 8], 100).unwrap();
+    let shared = m.readdir_plus(&dir, 0, [0; 8], 100).unwrap();
+    let (page, plus) = &*shared;
     let i = page.entries.iter().position(|e| e.name == b"f0").unwrap();
     assert_eq!(plus[i].as_ref().unwrap().1.mode, 0o640);
 }
@@ -482,4 +487,117 @@ fn a_created_entrys_cookie_resumes_after_its_removal_with_no_page_listed() {
             "nothing after the last entry"
         );
     });
+}
+
+/// Eight identical READDIRPLUS calls at once (bench's QD8 on one directory) share
+/// one listed page (`PageMemo`: the same `Arc`, no copy per call), and what they
+/// share is the complete, exact page a lone call lists; a change through the gateway
+/// then gives a new page with it.
+#[test]
+fn concurrent_identical_listings_share_one_complete_exact_page() {
+    let (_mem, m, _d) = memory_model();
+    let root = m.root(0).unwrap();
+    let o = Owner { uid: 0, gid: 0 };
+    let new = CreateMode::Guarded(SetAttr::default());
+    for i in 0..200 {
+        let f = m
+            .create(&root, format!("f{i:03}").as_bytes(), &new, o)
+            .unwrap();
+        m.write(&f, 0, &vec![7; i], Stable::FileSync).unwrap();
+    }
+    let t0 = std::time::Instant::now();
+    let gate = std::sync::Barrier::new(8);
+    let pages: Vec<Arc<PlusPage>> = std::thread::scope(|s| {
+        let calls: Vec<_> = (0..8)
+            .map(|_| {
+                s.spawn(|| {
+                    gate.wait();
+                    m.readdir_plus(&root, 0, [0; 8], 300).unwrap()
+                })
+            })
+            .collect();
+        calls.into_iter().map(|c| c.join().unwrap()).collect()
+    });
+    if t0.elapsed() < MEMO_TTL / 2 {
+        // All within the memo's time: one listing, shared.
+        assert!(pages.iter().all(|p| Arc::ptr_eq(p, &pages[0])));
+    }
+    // Complete and exact: ".", "..", then every file with its own attributes.
+    let (page, plus) = &*pages[0];
+    assert_eq!(page.entries.len(), 202);
+    assert!(page.eof);
+    for (i, (e, p)) in page.entries.iter().zip(plus).skip(2).enumerate() {
+        assert_eq!(e.name, format!("f{i:03}").into_bytes());
+        let (node, a, fh) = p.as_ref().expect("attributes");
+        assert_eq!(a.size, i as u64);
+        assert_eq!(*fh, m.handle(node), "the page's handle is the entry's");
+        assert_eq!(*a, m.getattr(node).unwrap());
+        assert_eq!(e.cookie, entry_cookie(node.fileid));
+    }
+    for p in &pages {
+        assert_eq!(**p, *pages[0], "every call got the same page");
+    }
+    // A create ends the sharing: the next call lists again, with the new file.
+    m.create(&root, b"g", &new, o).unwrap();
+    let after = m.readdir_plus(&root, 0, [0; 8], 300).unwrap();
+    assert!(!Arc::ptr_eq(&after, &pages[0]));
+    assert_eq!(after.0.entries.len(), 203);
+    assert_eq!(after.0.entries[202].name, b"g");
+}
+
+/// The handle a listing hands out with a kept MAC (`HandleTable::local_handle`)
+/// is the one `handles::encode` makes afresh, and stays so through what changes a
+/// file id's generation or key: a remove and re-create of the name (same id, new
+/// generation), a rename (the id under another key), another export's handle of the
+/// same file.
+#[test]
+fn a_kept_handle_mac_is_the_freshly_encoded_one() {
+    let (_mem, m, _d) = memory_model();
+    let root = m.root(0).unwrap();
+    let o = Owner { uid: 0, gid: 0 };
+    let new = CreateMode::Guarded(SetAttr::default());
+    let fresh = |n: &Node| {
+        let (key, gen) = m.inner.table.get(n.fileid).expect("live");
+        assert_eq!(key, n.key);
+        handles::encode(&m.inner.mac_key, n.export, n.fileid, gen)
+    };
+    let listed = |name: &[u8]| {
+        let shared = m.readdir_plus(&root, 0, [0; 8], 300).unwrap();
+        let (page, plus) = &*shared;
+        let i = page.entries.iter().position(|e| e.name == name).unwrap();
+        plus[i].as_ref().unwrap().0.clone()
+    };
+    let a = m.create(&root, b"a", &new, o).unwrap();
+    let first = m.handle(&a);
+    assert_eq!(first.as_bytes(), fresh(&a)); // computed, then kept
+    assert_eq!(m.handle(&a), first); // kept
+    assert_eq!(m.handle(&listed(b"a")), first);
+    // Another export's handle of the same file carries that export's MAC.
+    let other = Node {
+        export: 1,
+        ..a.clone()
+    };
+    assert_eq!(m.handle(&other).as_bytes(), fresh(&other));
+    assert_ne!(m.handle(&other), first);
+    assert_eq!(m.handle(&a), first);
+    // Removed and made again: the same id, a new generation, a new MAC.
+    m.remove(&root, b"a").unwrap();
+    let again = m.create(&root, b"a", &new, o).unwrap();
+    assert_eq!(again.fileid, a.fileid);
+    let h = m.handle(&listed(b"a"));
+    assert_ne!(h, first, "an old handle never names the new file");
+    assert_eq!(h.as_bytes(), fresh(&again));
+    assert_eq!(m.handle(&again), h);
+    // Renamed: the handle resolves under the new name, and is what encode gives.
+    m.rename(&root, b"a", &root, b"b").unwrap();
+    let b = m.lookup(&root, b"b").unwrap();
+    let hb = m.handle(&listed(b"b"));
+    assert_eq!(hb.as_bytes(), fresh(&b));
+    assert_eq!(m.handle(&b), hb);
+    // A node whose key is not its id's (stale) is not answered from the kept MAC.
+    let stale = Node {
+        key: "a".into(),
+        ..b.clone()
+    };
+    assert_ne!(m.handle(&stale), hb);
 }

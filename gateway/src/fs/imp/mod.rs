@@ -155,6 +155,17 @@ fn now_ns() -> u64 {
         .unwrap_or(0)
 }
 
+/// A handle's bytes (at most `FH_MAX`: a version-1 handle, or a shared one whose
+/// suffix `handles::SUFFIX_MAX` bounds) as a `FileHandle`.
+fn handle_of(b: &[u8]) -> FileHandle {
+    let mut fh = FileHandle {
+        len: b.len() as u8,
+        bytes: [0; FH_MAX],
+    };
+    fh.bytes[..b.len()].copy_from_slice(b);
+    fh
+}
+
 fn is_dir_key(key: &str) -> bool {
     key.is_empty() || key.ends_with('/')
 }
@@ -745,13 +756,18 @@ impl Inner {
     }
 
     pub fn handle(&self, node: &Node) -> FileHandle {
+        if !self.shared {
+            // A cached mapping: its MAC is kept beside it (`HandleTable::local_handle`).
+            let cached =
+                self.table
+                    .local_handle(&self.mac_key, node.export, node.fileid, &node.key);
+            if let Some(b) = cached {
+                return handle_of(&b);
+            }
+        }
         let (id, gen) = match self.table.get(node.fileid) {
             Some((k, g)) if k == node.key => (node.fileid, g),
             _ => self.table.assign(&node.key),
-        };
-        let mut fh = FileHandle {
-            len: 0,
-            bytes: [0; FH_MAX],
         };
         let b = if self.shared {
             let (inc, origin) = self.incarnation_of(node);
@@ -761,9 +777,7 @@ impl Inner {
         } else {
             handles::encode(&self.mac_key, node.export, id, gen).to_vec()
         };
-        fh.len = b.len() as u8;
-        fh.bytes[..b.len()].copy_from_slice(&b);
-        fh
+        handle_of(&b)
     }
 
     /// The incarnation of the object behind `node` (0: none, gone, or unknown now;

@@ -13,12 +13,17 @@
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 struct Slot {
     key: Arc<str>,
     gen: u32,
     hot: AtomicBool,
+    /// The version-1 handle MAC of (export, this id, `gen`) for the first export a
+    /// handle of it was made through (`mac_of`). The MAC covers nothing else and its
+    /// key is fixed for the process (`Inner::mac_key`), so it holds for the slot's
+    /// life: a new generation, key or removal of the id is a new slot or none.
+    mac: OnceLock<(u16, [u8; 16])>,
 }
 
 pub(super) struct Cache {
@@ -80,6 +85,37 @@ impl Cache {
         Some((s.key.to_string(), s.gen))
     }
 
+    /// The generation of cached `id` when `key` is its key, and the version-1
+    /// handle MAC of (`export`, `id`, that generation): `mac` computes it the first
+    /// time, then the slot keeps it (one export's per slot: another export's, a
+    /// nested export's handle of the same file, is computed each time). Marks it
+    /// used. Every listing hands out a handle per entry, and the MAC was most of
+    /// its cost (docs/performance.md "Cold listings, shared").
+    pub(super) fn mac_of(
+        &self,
+        id: u64,
+        key: &str,
+        export: u16,
+        mac: impl FnOnce(u32) -> [u8; 16],
+    ) -> Option<(u32, [u8; 16])> {
+        let s = self.by_id.get(&id)?;
+        if &*s.key != key {
+            return None;
+        }
+        s.hot.store(true, Ordering::Relaxed);
+        let m = match s.mac.get() {
+            Some((e, m)) if *e == export => *m,
+            Some(_) => mac(s.gen),
+            None => {
+                let m = mac(s.gen);
+                // A racing thread computed the same MAC: either is kept.
+                let _ = s.mac.set((export, m));
+                m
+            }
+        };
+        Some((s.gen, m))
+    }
+
     /// Caches id ↔ key (replacing whatever either was mapped to), evicting as needed.
     pub(super) fn insert(&mut self, id: u64, gen: u32, key: &str) {
         self.remove_id(id);
@@ -94,6 +130,7 @@ impl Cache {
                 key,
                 gen,
                 hot: AtomicBool::new(false),
+                mac: OnceLock::new(),
             },
         );
         self.ring.push_back(id);

@@ -104,7 +104,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, RwLock};
 
-/// Live mappings kept in memory (each about 100 bytes plus its key).
+/// Live mappings kept in memory (each about 125 bytes plus its key, with its kept MAC).
 #[cfg(test)]
 const DEFAULT_CACHE_ENTRIES: usize = crate::config::DEFAULT_HANDLE_CACHE_ENTRIES;
 /// The id `assign` gives when the index fails: never assigned (ids are above 1), so a
@@ -155,14 +155,25 @@ fn mac(key: &[u8; 32], body: &[u8]) -> [u8; 16] {
 }
 
 pub(super) fn encode(key: &[u8; 32], export: u16, fileid: u64, gen: u32) -> [u8; HANDLE_LEN] {
+    with_mac(export, fileid, gen, mac_v1(key, export, fileid, gen))
+}
+
+/// The version-1 handle body (the MAC's input) of (export, fileid, gen), with `m`
+/// as its MAC.
+fn with_mac(export: u16, fileid: u64, gen: u32, m: [u8; 16]) -> [u8; HANDLE_LEN] {
     let mut b = [0u8; HANDLE_LEN];
     b[0] = VERSION;
     b[1..3].copy_from_slice(&export.to_le_bytes());
     b[3..11].copy_from_slice(&fileid.to_le_bytes());
     b[11..15].copy_from_slice(&gen.to_le_bytes());
-    let m = mac(key, &b[..15]);
     b[15..].copy_from_slice(&m);
     b
+}
+
+/// The MAC a version-1 handle of (export, fileid, gen) carries.
+fn mac_v1(key: &[u8; 32], export: u16, fileid: u64, gen: u32) -> [u8; 16] {
+    let b = with_mac(export, fileid, gen, [0; 16]);
+    mac(key, &b[..15])
 }
 
 /// Shared-store handles (version 2, for stores several gateways serve: s3, and `fs`
@@ -636,6 +647,23 @@ impl HandleTable {
             Some((Some(_), _)) => None,
             _ => Some(id),
         })
+    }
+
+    /// The version-1 handle of `id` through `export` (MAC key `mac_key`), when the
+    /// cache holds `id` under `key`: what `encode` of its generation gives, with the
+    /// MAC computed once per mapping (`Cache::mac_of`) and no copy of the key. `None`
+    /// when not cached (the caller goes the `get`/`assign` way).
+    pub(super) fn local_handle(
+        &self,
+        mac_key: &[u8; 32],
+        export: u16,
+        id: u64,
+        key: &str,
+    ) -> Option<[u8; HANDLE_LEN]> {
+        let c = self.cache();
+        let mac = |gen| mac_v1(mac_key, export, id, gen);
+        let (gen, m) = c.mac_of(id, key, export, mac)?;
+        Some(with_mac(export, id, gen, m))
     }
 
     /// (key, generation) of a live fileid.
