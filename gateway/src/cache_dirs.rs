@@ -89,6 +89,10 @@ pub struct ListedPage {
     /// add an export whose root is one of the entries, so NFSv4.1 is answered only
     /// while that table is current.
     pub exports_gen: u64,
+    /// When the worker's listing began to read the directory (`DirPage::at`): a page
+    /// shared from the workers' memo may be up to a second old when noted, and a run
+    /// answers for `ATTR_TTL` from what it shows, not from when it was noted.
+    pub at: Instant,
 }
 
 /// A listed page for the reactor (`FillData::Listing`, with the directory's handle,
@@ -107,6 +111,8 @@ struct Page {
     eof: bool,
     v4: bool,
     exports_gen: u64,
+    /// `ListedPage::at`.
+    at: Instant,
     entries: Vec<(ListedEntry, Stamp)>,
 }
 
@@ -229,6 +235,7 @@ impl Listings {
             eof: f.page.eof,
             v4: f.page.v4,
             exports_gen: f.page.exports_gen,
+            at: f.page.at,
             entries,
         };
         if page.cookie == 0 {
@@ -262,7 +269,7 @@ impl Listings {
             made: false,
             exports_gen: Some(page.exports_gen),
             parent,
-            at: Instant::now(),
+            at: page.at.min(Instant::now()),
         };
         self.insert(fh, run);
     }
@@ -419,6 +426,8 @@ impl Listings {
         run.exports_gen = Some(page.exports_gen);
         run.dir = dir;
         run.dir_at = dir_stamp;
+        // The run shows this page's entries now: it is as old as the older of the two.
+        run.at = run.at.min(page.at);
         let after = run.entries.len();
         self.entries = self.entries + after - before;
         self.evict();

@@ -75,6 +75,7 @@ fn page(cookie: u64, ids: std::ops::Range<u64>, eof: bool) -> ListedPage {
         eof,
         v4: false,
         exports_gen: 0,
+        at: Instant::now(),
     }
 }
 
@@ -330,6 +331,46 @@ fn runs_expire_so_changes_behind_the_gateway_are_seen() {
     // Nor does an expired run grow.
     fill(&mut l, &gens, page(19, 20..25, true));
     assert_eq!(l.runs[&fh()].entries.len(), 10);
+}
+
+/// A page the workers shared from their memo can be nearly `ATTR_TTL` old when it is
+/// noted: a run answers for `ATTR_TTL` from when the page's listing read the
+/// directory, not from when it was noted (a change made behind the gateway's back
+/// shows within `ATTR_TTL` of the listing that missed it). Also a page extending
+/// a run: the run is then as old as its older page.
+#[test]
+fn a_run_is_as_old_as_the_listing_its_pages_came_from() {
+    let (mut l, gens) = (Listings::default(), Generations::new());
+    let listed = Instant::now() - ATTR_TTL;
+    fill(
+        &mut l,
+        &gens,
+        ListedPage {
+            at: listed,
+            ..page(0, 10..20, false)
+        },
+    );
+    assert_eq!(
+        ask(&mut l, &gens, 0, [0; 8], 0),
+        None,
+        "listed ATTR_TTL ago"
+    );
+    let (mut l, gens) = (Listings::default(), Generations::new());
+    fill(&mut l, &gens, page(0, 10..20, false));
+    assert!(ask(&mut l, &gens, 0, [0; 8], 0).is_some(), "listed now");
+    fill(
+        &mut l,
+        &gens,
+        ListedPage {
+            at: listed,
+            ..page(19, 20..25, true)
+        },
+    );
+    assert_eq!(
+        ask(&mut l, &gens, 0, [0; 8], 0),
+        None,
+        "extended by an old page"
+    );
 }
 
 /// A run answers NFSv4.1 only while every page of it was NFSv4.1's, which checked

@@ -231,6 +231,10 @@ pub struct DirPage {
     pub entries: Vec<DirEntry>,
     /// True when `entries` reaches the end of the directory.
     pub eof: bool,
+    /// When the listing began to read the directory: what it shows is at most this
+    /// old, however long the page is then shared (`FileModel::readdir_plus`'s memo)
+    /// — the reactor's listings count their `ATTR_TTL` from it (`cache_dirs`).
+    pub at: std::time::Instant,
 }
 
 /// FSSTAT results.

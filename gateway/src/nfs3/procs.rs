@@ -714,6 +714,7 @@ fn readdirplus(ctx: &Ctx, r: &mut XdrReader, out: &mut XdrWriter) -> Res {
         eof: page.eof,
         v4: false,
         exports_gen: ctx.exports.gen(),
+        at: page.at,
     });
     Ok(())
 }

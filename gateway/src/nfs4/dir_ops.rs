@@ -522,7 +522,7 @@ fn list(
             }
             if let (Some(entries), true) = (noted, each.admitted.is_ok()) {
                 let at = (cookie, page.verf, c.ctx.exports.gen());
-                note_page(&f.attr, at, entries, page.eof);
+                note_page(&f.attr, at, entries, (page.eof, page.at));
             }
             Ok(Listing {
                 verf: page.verf,
@@ -555,7 +555,7 @@ fn note_page(
     dir: &Attr,
     (cookie, verf, exports_gen): (u64, [u8; 8], u64),
     entries: Vec<crate::cache::ListedEntry>,
-    eof: bool,
+    (eof, listed_at): (bool, std::time::Instant),
 ) {
     crate::call::note_learned(crate::call::Learned {
         attr: *dir,
@@ -568,6 +568,7 @@ fn note_page(
         eof,
         v4: true,
         exports_gen,
+        at: listed_at,
     });
 }
 

@@ -500,7 +500,14 @@ impl Inner {
         v
     }
 
-    fn dir_page(&self, dir: &Node, p: &Paged, dots: &[(&'static [u8], Node)]) -> DirPage {
+    /// `at`: when the listing began to read the directory (`DirPage::at`).
+    fn dir_page(
+        &self,
+        dir: &Node,
+        p: &Paged,
+        dots: &[(&'static [u8], Node)],
+        at: Instant,
+    ) -> DirPage {
         let plen = dir.key.len();
         let mut entries = Vec::with_capacity(dots.len() + p.entries.len());
         for (i, (name, n)) in dots.iter().enumerate() {
@@ -521,14 +528,16 @@ impl Inner {
             verf: self.cookie_verf(dir.fileid),
             entries,
             eof: p.eof,
+            at,
         }
     }
 
     pub fn readdir(&self, dir: &Node, cookie: u64, verf: [u8; 8], max: usize) -> FsResult<DirPage> {
         self.check_cookie_verf(dir.fileid, cookie, verf)?;
+        let at = Instant::now();
         let p = self.paged(dir, cookie, max, false)?;
         let dots = self.dot_nodes(dir, &p);
-        Ok(self.dir_page(dir, &p, &dots))
+        Ok(self.dir_page(dir, &p, &dots, at))
     }
 
     /// See `FileModel::empty_start`: `holds_nothing` (where the store cannot tell in
@@ -600,6 +609,7 @@ impl Inner {
 
     /// A READDIRPLUS page listed now (`readdir_plus`).
     fn list_plus(&self, dir: &Node, cookie: u64, max: usize) -> FsResult<PlusPage> {
+        let at = Instant::now();
         let mut p = self.paged(dir, cookie, max, true)?;
         let cold: Vec<String> = p
             .entries
@@ -612,7 +622,7 @@ impl Inner {
             self.head_cold(&mut p.entries);
         }
         let dots = self.dot_nodes(dir, &p);
-        let page = self.dir_page(dir, &p, &dots);
+        let page = self.dir_page(dir, &p, &dots, at);
         let mut plus = Vec::with_capacity(page.entries.len());
         for (_, n) in dots {
             let a = self.getattr(&n).ok();
