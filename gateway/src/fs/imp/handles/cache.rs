@@ -214,6 +214,34 @@ mod tests {
         assert!(c.by_id.keys().all(|id| *id < 100));
     }
 
+    /// The MAC is computed once per mapping and export and kept (what makes a
+    /// listing's handles cheap); a re-keyed or re-generated id, or another export,
+    /// computes it again.
+    #[test]
+    fn a_mapping_keeps_its_first_exports_mac() {
+        use std::cell::Cell;
+        let mut c = Cache::new(10);
+        c.insert(5, 1, "a");
+        let made = Cell::new(0);
+        let made = &made;
+        let mac = |export: u16| {
+            move |gen: u32| {
+                made.set(made.get() + 1);
+                [gen as u8 ^ export as u8; 16]
+            }
+        };
+        assert_eq!(c.mac_of(5, "a", 0, mac(0)), Some((1, [1; 16])));
+        assert_eq!(c.mac_of(5, "a", 0, mac(0)), Some((1, [1; 16])));
+        assert_eq!(made.get(), 1, "computed once, then kept");
+        assert_eq!(c.mac_of(5, "a", 3, mac(3)), Some((1, [2; 16])));
+        assert_eq!(c.mac_of(5, "a", 3, mac(3)), Some((1, [2; 16])));
+        assert_eq!(made.get(), 3, "another export's is computed each time");
+        assert_eq!(c.mac_of(5, "b", 0, mac(0)), None, "not this key's id");
+        c.insert(5, 2, "a"); // a new generation of the id: a new slot
+        assert_eq!(c.mac_of(5, "a", 0, mac(0)), Some((2, [2; 16])));
+        assert_eq!(made.get(), 4);
+    }
+
     #[test]
     fn a_fill_read_before_a_change_is_not_cached() {
         let mut c = Cache::new(10);
