@@ -151,16 +151,29 @@ impl Known {
             .is_some_and(|p| matches!(p, Prefix::Empty(at) if at.elapsed() < ATTR_TTL))
     }
 
+    /// Whether nothing was at name `name` (a key without the trailing '/': no object
+    /// `name`, no `name/` and nothing under it) by a probe (`listing(name)` then
+    /// `listed`) sent within `ATTR_TTL`, after every change of this gateway at the
+    /// name had been answered (`changed` at both ends of each).
+    pub fn is_absent(&self, name: &str) -> bool {
+        !name.ends_with('/') && self.is_empty(name)
+    }
+
     /// This gateway changes `key` (creates, replaces, copies onto or deletes it): its
-    /// written metadata is no longer known, and no prefix above it is empty.
+    /// written metadata is no longer known, no prefix above it is empty, and neither
+    /// it nor any name above it is absent. Called when the change is sent and again
+    /// when it is answered: a listing sent in between may or may not have seen it,
+    /// so its emptiness is not believed (the entry it would note is gone).
     pub fn changed(&self, key: &str) {
         lock(&self.written).remove(key);
         let mut e = lock(&self.empty);
         if e.is_empty() {
             return;
         }
+        e.remove(key.strip_suffix('/').unwrap_or(key));
         for (i, _) in key.match_indices('/') {
             e.remove(&key[..=i]);
+            e.remove(&key[..i]);
         }
     }
 }
@@ -237,6 +250,33 @@ mod tests {
         let t = k.listing("a/f/");
         k.listed("a/f/", t, false);
         assert!(!k.is_empty("a/f/") && !lock(&k.empty).contains_key("a/f/"));
+    }
+
+    /// A name probed absent (`S3Backend::probe_absent`) stops being absent when this
+    /// gateway creates it, its marker, or anything below it; a probe that overlapped
+    /// a change at the name (sent before the change was answered) is not believed.
+    #[test]
+    fn a_name_probed_absent_is_present_once_anything_is_made_at_it() {
+        let k = Known::default();
+        let probe = |n: &str| {
+            let t = k.listing(n);
+            k.listed(n, t, true);
+        };
+        for made in ["a/n", "a/n/", "a/n/x", "a/n/x/y"] {
+            probe("a/n");
+            probe("a/m");
+            assert!(k.is_absent("a/n") && !k.is_absent("a/n/"));
+            k.changed(made);
+            assert!(!k.is_absent("a/n"), "{made}");
+            assert!(k.is_absent("a/m"), "{made}: another name");
+        }
+        // Sent after the change was sent, answered before it was: the change's
+        // answer drops it, so what it answered is not noted.
+        k.changed("a/p");
+        let t = k.listing("a/p");
+        k.changed("a/p");
+        k.listed("a/p", t, true);
+        assert!(!k.is_absent("a/p"));
     }
 
     #[test]
