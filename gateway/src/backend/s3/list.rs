@@ -107,6 +107,12 @@ impl S3Backend {
             // Known present: the look-up answers from the cache.
             return Ok(false);
         }
+        let gone = |k: &str| matches!(ra.attr(k), Some(None));
+        if gone(name) && gone(&dir) && known.is_empty(&dir) {
+            // The look-up just before (a client's LOOKUP of the new name) found
+            // nothing, and the look-up would answer from what it cached.
+            return Ok(true);
+        }
         let token = known.listing(name);
         let page = self.list_store(name, Some('/'), None, PROBE_KEYS)?;
         let absent = !page.objects.iter().any(|o| o.key == name)

@@ -87,6 +87,19 @@ fn a_new_name_costs_one_listing_and_its_put() {
         assert!(!b.probe_absent(&key).unwrap(), "{key}");
         assert!(taken(b.put(&key, b"", &meta("100600"), true)), "{key}");
     }
+    // A LOOKUP of the name just before (HEAD name, HEAD name/, LIST name/: nothing):
+    // the create's look-up asks nothing more.
+    let key = "d/looked";
+    for k in [key, "d/looked/"] {
+        assert!(matches!(b.head(k), Err(BackendError::NotFound)));
+    }
+    assert!(b
+        .list("d/looked/", None, None, 16)
+        .unwrap()
+        .objects
+        .is_empty());
+    let (absent, [heads, lists, _]) = sent(&b, || b.probe_absent(key).unwrap());
+    assert_eq!((absent, heads, lists), (true, 0, 0));
     // What a listing of the name shows: a directory without a marker, a marker,
     // a file; names extending it that sort before `name/` do not hide it, and too
     // many of them (the page ends before `name/`) leave it "perhaps".
