@@ -116,7 +116,7 @@ impl S3Backend {
         let token = known.listing(name);
         let page = self.list_store(name, Some('/'), None, PROBE_KEYS)?;
         let absent = !page.objects.iter().any(|o| o.key == name)
-            && !page.prefixes.iter().any(|p| *p == dir)
+            && !page.prefixes.contains(&dir)
             && page.next.as_deref().is_none_or(|last| last > dir.as_str());
         known.listed(name, token, absent);
         Ok(absent)
