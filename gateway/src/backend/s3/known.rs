@@ -19,6 +19,12 @@
 //! empty listing of a `/`-ending prefix is kept for `ATTR_TTL`, like an absent key.
 //! Every key this gateway creates passes through `changed` (via
 //! `ReadAhead::invalidate`), which drops its ancestors' entries.
+//!
+//! Absent names: the probe of a name a CREATE expects to be new (`probe_absent` in
+//! `list.rs`, one listing of prefix `name`) is kept the same way under the name
+//! without its '/', and is the exclusive PUT's look on a store that ignores
+//! `If-None-Match` (`put` in `mod.rs`). Changes that make a key call `changed` when
+//! sent and again when answered, so no probe that overlapped one is believed.
 
 use super::super::{ObjectMeta, UserMeta};
 use super::readahead::ATTR_TTL;
