@@ -23,8 +23,10 @@
 //! Absent names: the probe of a name a CREATE expects to be new (`probe_absent` in
 //! `list.rs`, one listing of prefix `name`) is kept the same way under the name
 //! without its '/', and is the exclusive PUT's look on a store that ignores
-//! `If-None-Match` (`put` in `mod.rs`). Changes that make a key call `changed` when
-//! sent and again when answered, so no probe that overlapped one is believed.
+//! `If-None-Match` (`put` in `mod.rs`). Each probe first forgets the note an earlier
+//! one left, so `put` reads only its own request's. Changes that make a key call
+//! `changed` when sent and again when answered, so no probe that overlapped one is
+//! believed. Ages count from when a listing was sent.
 
 use super::super::{ObjectMeta, UserMeta};
 use super::readahead::ATTR_TTL;
@@ -58,10 +60,11 @@ pub(super) struct Known {
 
 /// What is known of a prefix.
 enum Prefix {
-    /// A listing (this token) is in flight; nothing was created below it since it
-    /// was sent, or the entry would be gone.
-    Listing(u64),
-    /// Listed empty at this time.
+    /// A listing (this token, sent at this time) is in flight; nothing was created
+    /// below it since it was sent, or the entry would be gone.
+    Listing(u64, Instant),
+    /// Listed empty by a listing sent at this time (what it saw is at least that
+    /// old: `ATTR_TTL` counts from there).
     Empty(Instant),
 }
 
@@ -129,7 +132,7 @@ impl Known {
                 e.clear();
             }
         }
-        e.insert(prefix.to_string(), Prefix::Listing(t));
+        e.insert(prefix.to_string(), Prefix::Listing(t, Instant::now()));
         t
     }
 
@@ -139,9 +142,12 @@ impl Known {
     pub fn listed(&self, prefix: &str, token: u64, empty: bool) {
         let mut e = lock(&self.empty);
         if let Some(p) = e.get_mut(prefix) {
-            if matches!(p, Prefix::Listing(t) if *t == token) {
+            if let Prefix::Listing(t, sent) = *p {
+                if t != token {
+                    return;
+                }
                 if empty {
-                    *p = Prefix::Empty(Instant::now());
+                    *p = Prefix::Empty(sent);
                 } else {
                     e.remove(prefix);
                 }
@@ -149,8 +155,8 @@ impl Known {
         }
     }
 
-    /// Whether `prefix` was listed empty within `ATTR_TTL` and nothing was created
-    /// under it since.
+    /// Whether `prefix` was listed empty by a listing sent within `ATTR_TTL` and
+    /// nothing was created under it since.
     pub fn is_empty(&self, prefix: &str) -> bool {
         lock(&self.empty)
             .get(prefix)
@@ -163,6 +169,18 @@ impl Known {
     /// name had been answered (`changed` at both ends of each).
     pub fn is_absent(&self, name: &str) -> bool {
         !name.ends_with('/') && self.is_empty(name)
+    }
+
+    /// Forgets that `name` was probed absent (a listing of it in flight stays: its
+    /// answer still notes).
+    pub fn forget_absent(&self, name: &str) {
+        if name.ends_with('/') {
+            return;
+        }
+        let mut e = lock(&self.empty);
+        if matches!(e.get(name), Some(Prefix::Empty(_))) {
+            e.remove(name);
+        }
     }
 
     /// This gateway changes `key` (creates, replaces, copies onto or deletes it): its

@@ -94,12 +94,14 @@ impl S3Backend {
     /// the look-up believes one of `name/` (read-after-write listings: AWS, Garage,
     /// moto, MinIO). Noted for `ATTR_TTL` unless a change of this gateway at the name
     /// overlapped it (`Known::is_absent`): the exclusive PUT on a store that ignores
-    /// `If-None-Match` then needs no HEAD of its own (`put`).
+    /// `If-None-Match` then needs no HEAD of its own (`put`). Only this listing
+    /// notes, and every probe first forgets what an earlier one noted: the note `put`
+    /// reads is the probe of the same request, never one left by an operation that
+    /// failed after its probe (a LINK refused with EMLINK) — another gateway may have
+    /// made the name since.
     pub(super) fn probe_absent_at_store(&self, name: &str) -> BResult<bool> {
         let known = &self.core.ra.known;
-        if known.is_absent(name) {
-            return Ok(true);
-        }
+        known.forget_absent(name);
         let dir = format!("{name}/");
         let ra = &self.core.ra;
         let cached = |k: &str| ra.attr(k).flatten().is_some() || self.wb.overlay(k).is_some();

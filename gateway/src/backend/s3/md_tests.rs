@@ -169,6 +169,47 @@ fn racing_creates_after_their_probes_create_once() {
     }
 }
 
+/// A note left by a probe whose operation then failed (a LINK refused after its
+/// probe) is not the exclusive PUT's look later: another gateway creates the name
+/// meanwhile, and a create through the first must refuse it, not replace it — on a
+/// store that ignores `If-None-Match` (moto told so here), whether the create's probe
+/// lists again or answers from a LOOKUP's cached answers. Fails if `put` believes
+/// the old note (it would skip its HEAD and overwrite the other gateway's object).
+#[test]
+fn a_probe_left_by_a_failed_operation_does_not_spare_a_later_create_its_look() {
+    let Some((a, other)) = pair("stale-probe") else {
+        return;
+    };
+    a.core
+        .honours_if_none_match
+        .store(false, std::sync::atomic::Ordering::Relaxed);
+    let taken = |r: BResult<ObjectMeta>| matches!(r, Err(BackendError::AlreadyExists));
+    for lookup in [false, true] {
+        let key = format!("d/late-{lookup}");
+        // The failed operation's probe: absent, noted.
+        assert!(a.probe_absent(&key).unwrap());
+        if lookup {
+            // The client's LOOKUP of the name, also before the other gateway's create.
+            for k in [key.clone(), format!("{key}/")] {
+                assert!(matches!(a.head(&k), Err(BackendError::NotFound)));
+            }
+            assert!(a
+                .list(&format!("{key}/"), None, None, 16)
+                .unwrap()
+                .objects
+                .is_empty());
+        }
+        other.put(&key, b"theirs", &meta("100644"), true).unwrap();
+        // The create: after a LOOKUP its probe answers from the cached look-up (as
+        // before the probe existed), so the PUT must look at the store itself.
+        let absent = a.probe_absent(&key).unwrap();
+        assert_eq!(absent, lookup, "{key}");
+        assert!(taken(a.put(&key, b"", &meta("100600"), true)), "{key}");
+        a.forget_cached(&key);
+        assert_eq!(a.head(&key).unwrap().user, meta("100644"), "{key}");
+    }
+}
+
 /// LOOKUP then CREATE of a new name both list `name/` (a directory without a
 /// marker): the second listing is the first's answer; a key created below the
 /// prefix ends that at once.

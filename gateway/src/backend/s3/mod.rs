@@ -475,7 +475,8 @@ fn put(
     let _claim = (if_absent && !conditional).then(|| c.claimed.claim(key));
     // The look is spared when nothing was at the name by a probe that no change of
     // this gateway at it overlapped (`probe_absent`, `Known::is_absent`): the
-    // CREATE's own look-up just now. Read under the claim, before `invalidate` ends
+    // CREATE's own look-up just now (each probe forgets what an earlier one noted,
+    // so a note left by an operation that failed after its probe is not read). Read under the claim, before `invalidate` ends
     // it: an exclusive create of the key that held the claim before ended it too.
     let probed = _claim.is_some() && c.ra.known.is_absent(key.strip_suffix('/').unwrap_or(key));
     c.ra.invalidate(key);
