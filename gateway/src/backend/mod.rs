@@ -194,6 +194,14 @@ pub trait Backend: Send + Sync {
         Ok(false)
     }
 
+    /// `surely_absent` for a caller that expects `name` to be new (CREATE, MKDIR,
+    /// SYMLINK, MKNOD, LINK): the store may spend one request to say so, where the
+    /// look-up otherwise costs more (S3: one listing instead of two HEADs and a
+    /// listing). False still means "perhaps".
+    fn probe_absent(&self, name: &str) -> BResult<bool> {
+        self.surely_absent(name)
+    }
+
     /// How many subdirectories directory `dir` ("" or ending in '/') has — its child
     /// prefixes, with or without a marker — or `None` when counting through listings
     /// would look at more than `limit` entries. A missing directory has none. The

@@ -19,6 +19,14 @@
 //! empty listing of a `/`-ending prefix is kept for `ATTR_TTL`, like an absent key.
 //! Every key this gateway creates passes through `changed` (via
 //! `ReadAhead::invalidate`), which drops its ancestors' entries.
+//!
+//! Absent names: the probe of a name a CREATE expects to be new (`probe_absent` in
+//! `list.rs`, one listing of prefix `name`) is kept the same way under the name
+//! without its '/', and is the exclusive PUT's look on a store that ignores
+//! `If-None-Match` (`put` in `mod.rs`). Each probe first forgets the note an earlier
+//! one left, so `put` reads only its own request's. Changes that make a key call
+//! `changed` when sent and again when answered, so no probe that overlapped one is
+//! believed. Ages count from when a listing was sent.
 
 use super::super::{ObjectMeta, UserMeta};
 use super::readahead::ATTR_TTL;
@@ -52,10 +60,11 @@ pub(super) struct Known {
 
 /// What is known of a prefix.
 enum Prefix {
-    /// A listing (this token) is in flight; nothing was created below it since it
-    /// was sent, or the entry would be gone.
-    Listing(u64),
-    /// Listed empty at this time.
+    /// A listing (this token, sent at this time) is in flight; nothing was created
+    /// below it since it was sent, or the entry would be gone.
+    Listing(u64, Instant),
+    /// Listed empty by a listing sent at this time (what it saw is at least that
+    /// old: `ATTR_TTL` counts from there).
     Empty(Instant),
 }
 
@@ -123,7 +132,7 @@ impl Known {
                 e.clear();
             }
         }
-        e.insert(prefix.to_string(), Prefix::Listing(t));
+        e.insert(prefix.to_string(), Prefix::Listing(t, Instant::now()));
         t
     }
 
@@ -133,9 +142,12 @@ impl Known {
     pub fn listed(&self, prefix: &str, token: u64, empty: bool) {
         let mut e = lock(&self.empty);
         if let Some(p) = e.get_mut(prefix) {
-            if matches!(p, Prefix::Listing(t) if *t == token) {
+            if let Prefix::Listing(t, sent) = *p {
+                if t != token {
+                    return;
+                }
                 if empty {
-                    *p = Prefix::Empty(Instant::now());
+                    *p = Prefix::Empty(sent);
                 } else {
                     e.remove(prefix);
                 }
@@ -143,24 +155,49 @@ impl Known {
         }
     }
 
-    /// Whether `prefix` was listed empty within `ATTR_TTL` and nothing was created
-    /// under it since.
+    /// Whether `prefix` was listed empty by a listing sent within `ATTR_TTL` and
+    /// nothing was created under it since.
     pub fn is_empty(&self, prefix: &str) -> bool {
         lock(&self.empty)
             .get(prefix)
             .is_some_and(|p| matches!(p, Prefix::Empty(at) if at.elapsed() < ATTR_TTL))
     }
 
+    /// Whether nothing was at name `name` (a key without the trailing '/': no object
+    /// `name`, no `name/` and nothing under it) by a probe (`listing(name)` then
+    /// `listed`) sent within `ATTR_TTL`, after every change of this gateway at the
+    /// name had been answered (`changed` at both ends of each).
+    pub fn is_absent(&self, name: &str) -> bool {
+        !name.ends_with('/') && self.is_empty(name)
+    }
+
+    /// Forgets that `name` was probed absent (a listing of it in flight stays: its
+    /// answer still notes).
+    pub fn forget_absent(&self, name: &str) {
+        if name.ends_with('/') {
+            return;
+        }
+        let mut e = lock(&self.empty);
+        if matches!(e.get(name), Some(Prefix::Empty(_))) {
+            e.remove(name);
+        }
+    }
+
     /// This gateway changes `key` (creates, replaces, copies onto or deletes it): its
-    /// written metadata is no longer known, and no prefix above it is empty.
+    /// written metadata is no longer known, no prefix above it is empty, and neither
+    /// it nor any name above it is absent. Called when the change is sent and again
+    /// when it is answered: a listing sent in between may or may not have seen it,
+    /// so its emptiness is not believed (the entry it would note is gone).
     pub fn changed(&self, key: &str) {
         lock(&self.written).remove(key);
         let mut e = lock(&self.empty);
         if e.is_empty() {
             return;
         }
+        e.remove(key.strip_suffix('/').unwrap_or(key));
         for (i, _) in key.match_indices('/') {
             e.remove(&key[..=i]);
+            e.remove(&key[..i]);
         }
     }
 }
@@ -237,6 +274,33 @@ mod tests {
         let t = k.listing("a/f/");
         k.listed("a/f/", t, false);
         assert!(!k.is_empty("a/f/") && !lock(&k.empty).contains_key("a/f/"));
+    }
+
+    /// A name probed absent (`S3Backend::probe_absent`) stops being absent when this
+    /// gateway creates it, its marker, or anything below it; a probe that overlapped
+    /// a change at the name (sent before the change was answered) is not believed.
+    #[test]
+    fn a_name_probed_absent_is_present_once_anything_is_made_at_it() {
+        let k = Known::default();
+        let probe = |n: &str| {
+            let t = k.listing(n);
+            k.listed(n, t, true);
+        };
+        for made in ["a/n", "a/n/", "a/n/x", "a/n/x/y"] {
+            probe("a/n");
+            probe("a/m");
+            assert!(k.is_absent("a/n") && !k.is_absent("a/n/"));
+            k.changed(made);
+            assert!(!k.is_absent("a/n"), "{made}");
+            assert!(k.is_absent("a/m"), "{made}: another name");
+        }
+        // Sent after the change was sent, answered before it was: the change's
+        // answer drops it, so what it answered is not noted.
+        k.changed("a/p");
+        let t = k.listing("a/p");
+        k.changed("a/p");
+        k.listed("a/p", t, true);
+        assert!(!k.is_absent("a/p"));
     }
 
     #[test]

@@ -1,9 +1,13 @@
 //! The s3 backend's listing: ListObjectsV2 pages with the gateway's own objects left
 //! out, and each listed object completed where the backend knows its metadata
-//! (`known.rs`).
+//! (`known.rs`); and the probe of a name a CREATE expects to be new.
 
 use super::{is_own, S3Backend};
 use crate::backend::{BResult, BackendError, ListPage, ObjectMeta};
+
+/// Entries a name's probe asks for: enough to reach past `name/` when a few names
+/// extend it (`name.bak`, `name-1`) without paying for a large page.
+const PROBE_KEYS: usize = 16;
 
 impl S3Backend {
     /// `Backend::list` at the store: pages of `max` entries (after the gateway's own
@@ -76,6 +80,48 @@ impl S3Backend {
             }
             cursor = Some(l);
         }
+    }
+
+    /// `Backend::probe_absent`: whether nothing is at `name` — no object `name`, no
+    /// marker `name/`, nothing under `name/` — in one ListObjectsV2 of prefix `name`
+    /// with delimiter '/', which shows `name` as an object and everything under
+    /// `name/` rolled up into that one prefix. The look-up it replaces costs two HEADs
+    /// and a listing of `name/` (`fs::imp` `find`). Only a page that shows neither and
+    /// reaches past `name/` in key order (complete, or its last entry after it; names
+    /// such as `name.txt` sort before) says absent; anything else is "perhaps", and
+    /// the caller looks as before — a listed ghost (Garage lists deleted objects for a
+    /// while) costs those HEADs, never a wrong answer. An empty listing is believed as
+    /// the look-up believes one of `name/` (read-after-write listings: AWS, Garage,
+    /// moto, MinIO). Noted for `ATTR_TTL` unless a change of this gateway at the name
+    /// overlapped it (`Known::is_absent`): the exclusive PUT on a store that ignores
+    /// `If-None-Match` then needs no HEAD of its own (`put`). Only this listing
+    /// notes, and every probe first forgets what an earlier one noted: the note `put`
+    /// reads is the probe of the same request, never one left by an operation that
+    /// failed after its probe (a LINK refused with EMLINK) — another gateway may have
+    /// made the name since.
+    pub(super) fn probe_absent_at_store(&self, name: &str) -> BResult<bool> {
+        let known = &self.core.ra.known;
+        known.forget_absent(name);
+        let dir = format!("{name}/");
+        let ra = &self.core.ra;
+        let cached = |k: &str| ra.attr(k).flatten().is_some() || self.wb.overlay(k).is_some();
+        if cached(name) || cached(&dir) {
+            // Known present: the look-up answers from the cache.
+            return Ok(false);
+        }
+        let gone = |k: &str| matches!(ra.attr(k), Some(None));
+        if gone(name) && gone(&dir) && known.is_empty(&dir) {
+            // The look-up just before (a client's LOOKUP of the new name) found
+            // nothing, and the look-up would answer from what it cached.
+            return Ok(true);
+        }
+        let token = known.listing(name);
+        let page = self.list_store(name, Some('/'), None, PROBE_KEYS)?;
+        let absent = !page.objects.iter().any(|o| o.key == name)
+            && !page.prefixes.contains(&dir)
+            && page.next.as_deref().is_none_or(|last| last > dir.as_str());
+        known.listed(name, token, absent);
+        Ok(absent)
     }
 
     /// A listed object as a HEAD would give it, where that needs no request: staged

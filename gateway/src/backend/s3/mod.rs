@@ -243,6 +243,8 @@ impl Store for CoreStore {
                     .await
             }
         });
+        // A probe of the key sent meanwhile is not believed (`put`).
+        self.0.ra.known.changed(key);
         if !matches!(r, Err(BackendError::NotFound)) {
             return r;
         }
@@ -430,34 +432,18 @@ fn get_range(c: &Arc<Core>, key: &str, offset: u64, dst: &mut [u8]) -> BResult<u
     Ok(n)
 }
 
-fn put(
+/// The PUT itself (`gated`: under `[ha]`'s gate), on the runtime.
+fn put_request(
     c: &Arc<Core>,
     key: &str,
     data: Bytes,
     meta: &UserMeta,
-    if_absent: bool,
+    conditional: bool,
     gated: bool,
-) -> BResult<ObjectMeta> {
+) -> BResult<rest::Response> {
     let c2 = c.clone();
     let (sk, k, m) = (c.skey(key), key.to_string(), meta.clone());
-    let size = data.len() as u64;
-    c.ra.invalidate(key);
-    let conditional = if_absent
-        && c.honours_if_none_match
-            .load(std::sync::atomic::Ordering::Relaxed);
-    // A store that ignores If-None-Match would overwrite: look first (a fresh HEAD,
-    // not the attribute cache), the key claimed in this gateway until the PUT is
-    // answered (`exclusive.rs`). Not atomic between gateways; what depends on
-    // atomicity across gateways (the handle key) does not use this.
-    let _claim = (if_absent && !conditional).then(|| c.claimed.claim(key));
-    if _claim.is_some() {
-        match fresh_head(c, key) {
-            Ok(_) => return Err(BackendError::AlreadyExists),
-            Err(BackendError::NotFound) => {}
-            Err(e) => return Err(e),
-        }
-    }
-    let r = c.block(async move {
+    c.block(async move {
         if gated {
             c2.pool
                 .write(|ep| ep.rest.put(&sk, &k, data.clone(), &m, conditional))
@@ -467,7 +453,46 @@ fn put(
                 .run(|ep| ep.rest.put(&sk, &k, data.clone(), &m, conditional))
                 .await
         }
-    })?;
+    })
+}
+
+fn put(
+    c: &Arc<Core>,
+    key: &str,
+    data: Bytes,
+    meta: &UserMeta,
+    if_absent: bool,
+    gated: bool,
+) -> BResult<ObjectMeta> {
+    let size = data.len() as u64;
+    let conditional = if_absent
+        && c.honours_if_none_match
+            .load(std::sync::atomic::Ordering::Relaxed);
+    // A store that ignores If-None-Match would overwrite: look first (a fresh HEAD,
+    // not the attribute cache), the key claimed in this gateway until the PUT is
+    // answered (`exclusive.rs`). Not atomic between gateways; what depends on
+    // atomicity across gateways (the handle key) does not use this.
+    let _claim = (if_absent && !conditional).then(|| c.claimed.claim(key));
+    // The look is spared when nothing was at the name by a probe that no change of
+    // this gateway at it overlapped (`probe_absent`, `Known::is_absent`): the
+    // CREATE's own look-up just now (each probe forgets what an earlier one noted,
+    // so a note left by an operation that failed after its probe is not read). Read under the claim, before `invalidate` ends
+    // it: an exclusive create of the key that held the claim before ended it too.
+    let probed = _claim.is_some() && c.ra.known.is_absent(key.strip_suffix('/').unwrap_or(key));
+    c.ra.invalidate(key);
+    if _claim.is_some() && !probed {
+        match fresh_head(c, key) {
+            Ok(_) => return Err(BackendError::AlreadyExists),
+            Err(BackendError::NotFound) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    let r = put_request(c, key, data, meta, conditional, gated);
+    // Answered (or failed, perhaps after landing): a probe of the name sent since
+    // `invalidate` above may not have seen it, and is not believed. Still under the
+    // claim, so the next exclusive create of the key looks again.
+    c.ra.known.changed(key);
+    let r = r?;
     let mut o = rest::meta_from_headers(key, &r.headers);
     o.size = size;
     o.user = meta.clone();
@@ -804,6 +829,13 @@ impl Backend for S3Backend {
         head(&self.core, key)
     }
 
+    fn probe_absent(&self, name: &str) -> BResult<bool> {
+        if name.is_empty() || name.ends_with('/') || check_key(name).is_err() {
+            return Ok(false);
+        }
+        self.probe_absent_at_store(name)
+    }
+
     /// IO_ADVISE: the key's read-ahead raised or turned off (`readahead.rs`).
     fn advise(&self, key: &str, how: crate::backend::ReadAdvice) -> bool {
         self.core.ra.advise(key, how)
@@ -908,7 +940,10 @@ impl Backend for S3Backend {
         self.wb.settle(from)?;
         self.core.ra.invalidate(to);
         let size = head(&self.core, from)?.size;
-        self.copy_object(from, to, None, size)?;
+        let r = self.copy_object(from, to, None, size);
+        // A probe of `to` sent during the copy is not believed (`put`).
+        self.core.ra.known.changed(to);
+        r?;
         self.wb.discard(to);
         Ok(())
     }

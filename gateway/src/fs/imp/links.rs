@@ -140,7 +140,7 @@ impl Inner {
         let names = [(dir.fileid, name.as_bytes())];
         let _named = self.naming(&names);
         self.changing(&[Some(dir.fileid), Some(src.fileid)], || {
-            if self.find(&key)?.is_some() {
+            if self.find_new(&key)?.is_some() {
                 return Err(Status::Exist);
             }
             let (skey, m) = self.linked_now(src)?;

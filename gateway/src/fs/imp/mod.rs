@@ -412,6 +412,27 @@ impl Inner {
         {
             return Ok(None);
         }
+        self.look(child)
+    }
+
+    /// `find` for a name the caller expects to be new (CREATE, MKDIR, SYMLINK,
+    /// MKNOD, LINK): the store's probe for a new name (`Backend::probe_absent`: on
+    /// S3 one listing, where `find` costs two HEADs and a listing), then `find`'s
+    /// look when it says "perhaps".
+    fn find_new(&self, child: &str) -> FsResult<Option<Found>> {
+        if self
+            .backend
+            .probe_absent(child)
+            .map_err(|e| self.berr(e, child))?
+        {
+            return Ok(None);
+        }
+        self.look(child)
+    }
+
+    /// The file at `child`, else the directory: HEADs (cached), and a listing for a
+    /// directory without a marker.
+    fn look(&self, child: &str) -> FsResult<Option<Found>> {
         if let Some(m) = self.file_meta(child)? {
             return Ok(Some(Found::File(m)));
         }
@@ -1400,7 +1421,12 @@ impl Inner {
             }
         }
         for attempt in 0..2 {
-            match self.find(&key)? {
+            // A lost race (the second attempt) looks at what won it.
+            let found = match attempt {
+                0 => self.find_new(&key)?,
+                _ => self.find(&key)?,
+            };
+            match found {
                 Some(Found::Dir(_)) => return Err(Status::Exist),
                 Some(Found::File(m)) => {
                     return match how {
@@ -1488,7 +1514,7 @@ impl Inner {
             // Where the put itself refuses a taken name, file or directory, in the
             // step that makes it (`put_if_absent_refuses_dirs`: mkdirat's EEXIST), no
             // look first: one walk of the parents, not two.
-            if !self.backend.put_if_absent_refuses_dirs() && self.find(&key)?.is_some() {
+            if !self.backend.put_if_absent_refuses_dirs() && self.find_new(&key)?.is_some() {
                 return Err(Status::Exist);
             }
             let dkey = format!("{key}/");
@@ -1528,7 +1554,7 @@ impl Inner {
         let names = [(dir.fileid, name.as_bytes())];
         let _named = self.naming(&names);
         self.making(&[Some(dir.fileid)], || {
-            if self.find(&key)?.is_some() {
+            if self.find_new(&key)?.is_some() {
                 return Err(Status::Exist);
             }
             let mut meta = self.new_meta(type_bits(kind), 0o644, &set, owner);
@@ -1559,7 +1585,7 @@ impl Inner {
         let names = [(dir.fileid, name.as_bytes())];
         let _named = self.naming(&names);
         self.making(&[Some(dir.fileid)], || {
-            if self.find(&key)?.is_some() {
+            if self.find_new(&key)?.is_some() {
                 return Err(Status::Exist);
             }
             let meta = self.new_meta(
