@@ -7,7 +7,7 @@
 //! its own, one at a time, and the keeper looks at the fence while it waits.
 
 use super::{lease, stats};
-use crate::backend::{Backend, BackendError, Cas};
+use crate::backend::{BackendError, Cas};
 use crate::state::recovery::Fence;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
@@ -61,25 +61,6 @@ impl Watch {
     }
 }
 
-/// A backend's `Cas` as an owned object a renewal thread can keep.
-pub(super) struct ViaBackend(pub Arc<dyn Backend>);
-
-impl Cas for ViaBackend {
-    fn cas_get(&self, name: &str) -> Result<Option<(Vec<u8>, String)>, BackendError> {
-        self.0.cas().expect("checked at start").cas_get(name)
-    }
-    fn cas_put(
-        &self,
-        name: &str,
-        data: &[u8],
-        expect: Option<&str>,
-    ) -> Result<String, BackendError> {
-        self.0
-            .cas()
-            .expect("checked at start")
-            .cas_put(name, data, expect)
-    }
-}
 
 /// What one renewal came to.
 pub(super) enum Renewal {

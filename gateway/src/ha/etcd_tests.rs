@@ -1,0 +1,130 @@
+//! `EtcdCas` against a real etcd (tests/common/etcd.rs starts one on loopback; the
+//! tests skip, saying so, only when the binary is absent outside CI).
+
+use super::*;
+use crate::backend::conformance;
+
+#[path = "../../tests/common/etcd.rs"]
+mod real;
+
+fn client(e: &real::Etcd, prefix: &str) -> EtcdCas {
+    EtcdCas::new(&[e.url.clone()], prefix, Duration::from_millis(1500)).unwrap()
+}
+
+#[test]
+fn base64_round_trips() {
+    for n in 0..20 {
+        let d: Vec<u8> = (0..n).map(|i| (i * 37 + 5) as u8).collect();
+        assert_eq!(unb64(&b64(&d)), Some(d));
+    }
+    assert_eq!(b64(b"foo"), "Zm9v");
+    assert_eq!(b64(b"fo"), "Zm8=");
+    assert_eq!(unb64("Zm8"), Some(b"fo".to_vec()));
+    assert_eq!(unb64("Zm!v"), None);
+}
+
+#[test]
+fn urls_are_checked() {
+    assert_eq!(
+        parse_url("http://127.0.0.1:2379").unwrap(),
+        ("127.0.0.1:2379".into(), "127.0.0.1".into())
+    );
+    assert!(parse_url("http://etcd-1.example:2379/").is_ok());
+    assert!(parse_url("http://[::1]:2379").is_ok());
+    for bad in [
+        "https://h:2379",
+        "h:2379",
+        "http://h",
+        "http://h:0",
+        "http://h:99999",
+        "http://h:2379/v3",
+        "http://u@h:2379",
+        "http://:2379",
+        "http://h h:2379",
+    ] {
+        assert!(parse_url(bad).is_err(), "{bad}");
+    }
+}
+
+#[test]
+fn chunked_and_error_answers() {
+    let ok = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\n{\"a\":\r\n2\r\n1}\r\n0\r\n\r\n";
+    assert_eq!(parse_answer(ok).unwrap(), json!({"a": 1}));
+    let e = b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 40\r\n\r\n{\"error\":\"no leader\",\"message\":\"no leader\"}";
+    assert!(parse_answer(e).unwrap_err().contains("no leader"));
+    assert!(parse_answer(b"HTTP/1.1 200 OK\r\n\r\nnot json").is_err());
+    assert!(parse_answer(b"garbage").is_err());
+}
+
+/// The `Cas` contract every store keeps (`backend::conformance::cas`), on etcd; and
+/// the probe `[ha]` runs at start passes.
+#[test]
+fn etcd_keeps_the_cas_contract() {
+    let Some(e) = real::start() else { return };
+    let c = client(&e, "nfsgw/test-a/");
+    conformance::cas(&c);
+    crate::ha::probe(&c, "t", "h").unwrap();
+    crate::ha::probe(&c, "t", "h2").unwrap();
+    // Versions are mod_revisions: a non-number, zero or a padded number is never
+    // current (and never reaches etcd as a compare against an absent key's 0).
+    let (_, v) = c.cas_get("ha/x/lease").unwrap().unwrap();
+    for bad in ["", "0", "-1", "abc", &format!("0{v}"), &format!("{v} ")] {
+        assert_eq!(c.cas_put("ha/x/lease", b"no", Some(bad)), Err(BackendError::AlreadyExists), "{bad:?}");
+    }
+    assert_eq!(c.cas_put("ha/y", b"no", Some("0")), Err(BackendError::AlreadyExists));
+    assert_eq!(c.cas_get("ha/y"), Ok(None));
+    // An empty value is a value, not an absent key.
+    let v0 = c.cas_put("ha/empty", b"", None).unwrap();
+    assert_eq!(c.cas_get("ha/empty"), Ok(Some((Vec::new(), v0))));
+    // Another prefix (another deployment on the same etcd) sees none of it.
+    let other = client(&e, "nfsgw/test-b/");
+    assert_eq!(other.cas_get("ha/x/lease"), Ok(None));
+    other.cas_put("ha/x/lease", b"b's", None).unwrap();
+    assert_eq!(c.cas_get("ha/x/lease").unwrap().unwrap().0, b"n4".to_vec());
+    assert!(e.count("nfsgw/test-a/") >= 4);
+}
+
+/// Two writers expecting one version: exactly one wins, many times over.
+#[test]
+fn one_of_two_racing_writers_wins() {
+    let Some(e) = real::start() else { return };
+    let (a, b) = (client(&e, "p/"), client(&e, "p/"));
+    let mut v = a.cas_put("race", b"0", None).unwrap();
+    for i in 0..30 {
+        let (ra, rb) = std::thread::scope(|s| {
+            let ta = s.spawn(|| a.cas_put("race", format!("a{i}").as_bytes(), Some(&v)));
+            let tb = s.spawn(|| b.cas_put("race", format!("b{i}").as_bytes(), Some(&v)));
+            (ta.join().unwrap(), tb.join().unwrap())
+        });
+        let won: Vec<_> = [&ra, &rb].into_iter().filter(|r| r.is_ok()).collect();
+        assert_eq!(won.len(), 1, "{ra:?} {rb:?}");
+        let lost = if ra.is_ok() { &rb } else { &ra };
+        assert_eq!(lost, &Err(BackendError::AlreadyExists));
+        v = won[0].clone().unwrap();
+        assert_eq!(a.cas_get("race").unwrap().unwrap().1, v);
+    }
+}
+
+/// An endpoint that refuses connections is skipped for the next; with none
+/// answering, a call fails within its timeout (a frozen etcd: no hang).
+#[test]
+fn dead_endpoints_are_skipped_and_a_frozen_etcd_times_out() {
+    let Some(e) = real::start() else { return };
+    let dead = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        format!("http://{}", l.local_addr().unwrap())
+    };
+    let c = EtcdCas::new(&[dead.clone(), e.url.clone()], "s/", Duration::from_millis(800)).unwrap();
+    c.cas_put("k", b"1", None).unwrap();
+    assert_eq!(c.cas_get("k").unwrap().unwrap().0, b"1".to_vec());
+    e.freeze();
+    let t0 = Instant::now();
+    let r = c.cas_get("k");
+    let took = t0.elapsed();
+    e.resume();
+    assert!(matches!(r, Err(BackendError::Retryable(_))), "{r:?}");
+    assert!(took < Duration::from_millis(1500), "{took:?}");
+    let gone = EtcdCas::new(&[dead], "s/", Duration::from_millis(500)).unwrap();
+    let err = crate::ha::probe(&gone, "t", "h").unwrap_err();
+    assert!(format!("{err:#}").contains("no endpoint took a connection"), "{err:#}");
+}
