@@ -92,7 +92,10 @@ impl HaConfig {
     pub(super) fn validate(&self, backend: &BackendConfig) -> Result<(), ConfigError> {
         let Some(id) = &self.identity else {
             if !self.etcd.is_empty() {
-                return err("ha.etcd", "needs ha.identity: etcd holds the identity's lease and record");
+                return err(
+                    "ha.etcd",
+                    "needs ha.identity: etcd holds the identity's lease and record",
+                );
             }
             return Ok(());
         };
@@ -142,7 +145,10 @@ impl HaConfig {
         if self.etcd.len() > HA_ETCD_MAX_ENDPOINTS {
             return err(
                 "ha.etcd",
-                format!("{} endpoints: at most {HA_ETCD_MAX_ENDPOINTS}", self.etcd.len()),
+                format!(
+                    "{} endpoints: at most {HA_ETCD_MAX_ENDPOINTS}",
+                    self.etcd.len()
+                ),
             );
         }
         for u in &self.etcd {

@@ -69,7 +69,11 @@ pub fn parse_url(url: &str) -> Result<(String, String), String> {
         _ => return Err(format!("{url:?}: bad port {port:?}")),
     }
     let bare = host.trim_start_matches('[').trim_end_matches(']');
-    if bare.is_empty() || !bare.bytes().all(|b| b.is_ascii_alphanumeric() || b".-:".contains(&b)) {
+    if bare.is_empty()
+        || !bare
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b".-:".contains(&b))
+    {
         return Err(format!("{url:?}: bad host {host:?}"));
     }
     Ok((hostport.to_string(), host.to_string()))
@@ -179,12 +183,15 @@ fn exchange(
         ep.host,
         body.len()
     );
-    s.set_write_timeout(Some(left()?)).map_err(|e| e.to_string())?;
-    s.write_all(req.as_bytes()).map_err(|e| format!("send: {e}"))?;
+    s.set_write_timeout(Some(left()?))
+        .map_err(|e| e.to_string())?;
+    s.write_all(req.as_bytes())
+        .map_err(|e| format!("send: {e}"))?;
     let mut buf = Vec::new();
     let mut chunk = [0u8; 16384];
     loop {
-        s.set_read_timeout(Some(left()?)).map_err(|e| e.to_string())?;
+        s.set_read_timeout(Some(left()?))
+            .map_err(|e| e.to_string())?;
         match s.read(&mut chunk) {
             Ok(0) => break,
             Ok(k) => buf.extend_from_slice(&chunk[..k]),
@@ -222,7 +229,11 @@ fn parse_answer(buf: &[u8]) -> Result<Value, String> {
         )
     })?;
     if code != "200" {
-        let msg = v.get("message").or(v.get("error")).cloned().unwrap_or(Value::Null);
+        let msg = v
+            .get("message")
+            .or(v.get("error"))
+            .cloned()
+            .unwrap_or(Value::Null);
         return Err(format!("status {code}: {msg}"));
     }
     Ok(v)
@@ -291,7 +302,9 @@ impl Cas for EtcdCas {
     fn cas_put(&self, name: &str, data: &[u8], expect: Option<&str>) -> BResult<String> {
         let key = self.key(name);
         let compare = match expect {
-            None => json!({"key": key, "target": "CREATE", "result": "EQUAL", "create_revision": "0"}),
+            None => {
+                json!({"key": key, "target": "CREATE", "result": "EQUAL", "create_revision": "0"})
+            }
             Some(e) => match e.parse::<i64>() {
                 // The version is a mod_revision: anything else cannot be current.
                 Ok(r) if r > 0 && e == r.to_string() => {
@@ -321,7 +334,9 @@ const B64: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz012
 fn b64(data: &[u8]) -> String {
     let mut s = String::with_capacity(data.len().div_ceil(3) * 4);
     for c in data.chunks(3) {
-        let n = (c[0] as u32) << 16 | (*c.get(1).unwrap_or(&0) as u32) << 8 | *c.get(2).unwrap_or(&0) as u32;
+        let n = (c[0] as u32) << 16
+            | (*c.get(1).unwrap_or(&0) as u32) << 8
+            | *c.get(2).unwrap_or(&0) as u32;
         for i in 0..4 {
             if i <= c.len() {
                 s.push(B64[(n >> (18 - 6 * i) & 63) as usize] as char);

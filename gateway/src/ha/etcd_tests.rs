@@ -69,9 +69,16 @@ fn etcd_keeps_the_cas_contract() {
     // current (and never reaches etcd as a compare against an absent key's 0).
     let (_, v) = c.cas_get("ha/x/lease").unwrap().unwrap();
     for bad in ["", "0", "-1", "abc", &format!("0{v}"), &format!("{v} ")] {
-        assert_eq!(c.cas_put("ha/x/lease", b"no", Some(bad)), Err(BackendError::AlreadyExists), "{bad:?}");
+        assert_eq!(
+            c.cas_put("ha/x/lease", b"no", Some(bad)),
+            Err(BackendError::AlreadyExists),
+            "{bad:?}"
+        );
     }
-    assert_eq!(c.cas_put("ha/y", b"no", Some("0")), Err(BackendError::AlreadyExists));
+    assert_eq!(
+        c.cas_put("ha/y", b"no", Some("0")),
+        Err(BackendError::AlreadyExists)
+    );
     assert_eq!(c.cas_get("ha/y"), Ok(None));
     // An empty value is a value, not an absent key.
     let v0 = c.cas_put("ha/empty", b"", None).unwrap();
@@ -114,7 +121,12 @@ fn dead_endpoints_are_skipped_and_a_frozen_etcd_times_out() {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         format!("http://{}", l.local_addr().unwrap())
     };
-    let c = EtcdCas::new(&[dead.clone(), e.url.clone()], "s/", Duration::from_millis(800)).unwrap();
+    let c = EtcdCas::new(
+        &[dead.clone(), e.url.clone()],
+        "s/",
+        Duration::from_millis(800),
+    )
+    .unwrap();
     c.cas_put("k", b"1", None).unwrap();
     assert_eq!(c.cas_get("k").unwrap().unwrap().0, b"1".to_vec());
     e.freeze();
@@ -126,5 +138,8 @@ fn dead_endpoints_are_skipped_and_a_frozen_etcd_times_out() {
     assert!(took < Duration::from_millis(1500), "{took:?}");
     let gone = EtcdCas::new(&[dead], "s/", Duration::from_millis(500)).unwrap();
     let err = crate::ha::probe(&gone, "t", "h").unwrap_err();
-    assert!(format!("{err:#}").contains("no endpoint took a connection"), "{err:#}");
+    assert!(
+        format!("{err:#}").contains("no endpoint took a connection"),
+        "{err:#}"
+    );
 }

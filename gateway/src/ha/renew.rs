@@ -61,7 +61,6 @@ impl Watch {
     }
 }
 
-
 /// What one renewal came to.
 pub(super) enum Renewal {
     Done(Result<(), BackendError>),

@@ -63,8 +63,18 @@ pub fn start() -> Option<Etcd> {
     let child = Command::new(bin)
         .args(["--name", "default", "--data-dir"])
         .arg(dir.path().join("data"))
-        .args(["--listen-client-urls", &url, "--advertise-client-urls", &url])
-        .args(["--listen-peer-urls", &peer, "--initial-advertise-peer-urls", &peer])
+        .args([
+            "--listen-client-urls",
+            &url,
+            "--advertise-client-urls",
+            &url,
+        ])
+        .args([
+            "--listen-peer-urls",
+            &peer,
+            "--initial-advertise-peer-urls",
+            &peer,
+        ])
         .args(["--initial-cluster", &format!("default={peer}")])
         .stdout(Stdio::null())
         .stderr(log)
