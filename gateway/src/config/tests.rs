@@ -338,7 +338,7 @@ fn ha_etcd_is_checked() {
     );
     let s3 = |endpoint: &str, bucket: &str| {
         Config::parse(&format!(
-            "[backend]\nkind = \"s3\"\n[backend.s3]\nbucket = \"{bucket}\"\nendpoint = \"{endpoint}\"\n{MIN}"
+            "[backend]\nkind = \"s3\"\n[backend.s3]\nbucket = \"{bucket}\"\nendpoint = \"{endpoint}\"\nallow_http = true\n{MIN}"
         ))
         .unwrap()
         .backend
