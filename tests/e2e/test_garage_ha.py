@@ -23,6 +23,8 @@ import pytest
 from conftest import free_port
 from statsutil import scrape
 
+pytestmark = pytest.mark.garage
+
 LEASE_S = 6
 # Every store call below lease_s / 4 (docs/ha.md "Lease and clocks"): 1 s < 1.5 s.
 S3_BOUND = dict(timeout_s=1, retry_budget_s=1.0, connect_timeout_s=1)
