@@ -305,7 +305,7 @@ fn ha_etcd_is_checked() {
     );
     let text = crate::effective::render(&ok).unwrap();
     assert!(text.contains("etcd = ["), "{text}");
-    let many = format!("etcd = [{}]", vec!["\"http://h:1\""; 10].join(","));
+    let many = format!("etcd = [{}]", ["\"http://h:1\""; 10].join(","));
     for (ha, key, what) in [
         ("etcd = [\"https://h:2379\"]", "ha.etcd", "http://"),
         ("etcd = [\"http://h\"]", "ha.etcd", "no port"),

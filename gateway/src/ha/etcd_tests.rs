@@ -8,7 +8,12 @@ use crate::backend::conformance;
 mod real;
 
 fn client(e: &real::Etcd, prefix: &str) -> EtcdCas {
-    EtcdCas::new(&[e.url.clone()], prefix, Duration::from_millis(1500)).unwrap()
+    EtcdCas::new(
+        std::slice::from_ref(&e.url),
+        prefix,
+        Duration::from_millis(1500),
+    )
+    .unwrap()
 }
 
 #[test]

@@ -144,11 +144,13 @@ impl Etcd {
     /// Freezes the member (SIGSTOP): connections are taken by the kernel, never
     /// answered — a coordination service that hangs.
     pub fn freeze(&self) {
+        // SAFETY: kill(2) on our own child's pid (not yet waited for: `Drop` waits).
         unsafe { libc::kill(self.child.id() as i32, libc::SIGSTOP) };
     }
 
     /// Lets a frozen member go on (SIGCONT).
     pub fn resume(&self) {
+        // SAFETY: as in `freeze`.
         unsafe { libc::kill(self.child.id() as i32, libc::SIGCONT) };
     }
 }
