@@ -19,9 +19,10 @@
 //! stack (tonic, prost, protoc) for them. Every call has one deadline (`timeout`, below
 //! `ha.lease_s / 4`: `HaConfig::validate`) for connect, send and answer over all the
 //! endpoints it tries; an endpoint that refuses or times out the *connection* is
-//! skipped for the next one (the request was not sent); any other failure is the
-//! call's (`Retryable`): a Txn whose answer was lost may have landed, which
-//! `ha::put_checked` tells from a lost race by reading the key back.
+//! skipped for the next one (the request was not sent), and so is one that fails a
+//! read; a Txn that was sent is not sent again in the same call (`Retryable`): one
+//! whose answer was lost may have landed, which `ha::put_checked` tells from a lost
+//! race by reading the key back. The next call starts at the next endpoint.
 
 use crate::backend::{BResult, BackendError, Cas};
 use serde_json::{json, Value};
@@ -122,28 +123,45 @@ impl EtcdCas {
     }
 
     /// POSTs `body` to `path` at the first endpoint that takes the connection, within
-    /// one deadline; the answer's JSON.
-    fn call(&self, path: &str, body: &Value) -> BResult<Value> {
+    /// one deadline; the answer's JSON. `idempotent` (a read): an endpoint that took
+    /// the connection but failed the call is followed by the next while time is left;
+    /// a Txn is not sent twice in one call (`ha::put_checked` reads back a write whose
+    /// answer was lost). Either way the next call starts at the next endpoint: a member
+    /// cut off from its cluster's majority, which takes connections but cannot answer
+    /// a linearizable request, is not asked again and again.
+    fn call(&self, path: &str, body: &Value, idempotent: bool) -> BResult<Value> {
         let deadline = Instant::now() + self.timeout;
         let body = body.to_string();
         let n = self.endpoints.len();
+        // A black-holed endpoint (SYNs dropped) must leave time for the others.
+        let per_connect = (self.timeout / n as u32).max(Duration::from_millis(100));
         let first = self.next.load(Ordering::Relaxed) % n;
-        let mut refused = Vec::new();
+        let mut failed = Vec::new();
         for i in 0..n {
             let at = (first + i) % n;
             let ep = &self.endpoints[at];
-            let Some(mut s) = connect(ep, deadline) else {
-                refused.push(ep.url.as_str());
+            let Some(mut s) = connect(ep, deadline.min(Instant::now() + per_connect)) else {
+                failed.push(format!("{}: no connection", ep.url));
                 continue;
             };
-            self.next.store(at, Ordering::Relaxed);
-            return exchange(&mut s, ep, path, &body, deadline)
-                .map_err(|e| BackendError::Retryable(format!("etcd {}: {e}", ep.url)));
+            match exchange(&mut s, ep, path, &body, deadline) {
+                Ok(v) => {
+                    self.next.store(at, Ordering::Relaxed);
+                    return Ok(v);
+                }
+                Err(e) => {
+                    self.next.store(at + 1, Ordering::Relaxed);
+                    failed.push(format!("{}: {e}", ep.url));
+                    if !idempotent {
+                        break;
+                    }
+                }
+            }
         }
         Err(BackendError::Retryable(format!(
-            "etcd: no endpoint took a connection within {} ms: {}",
+            "etcd: no endpoint answered within {} ms ({})",
             self.timeout.as_millis(),
-            refused.join(", ")
+            failed.join("; ")
         )))
     }
 }
@@ -281,7 +299,7 @@ impl Cas for EtcdCas {
     fn cas_get(&self, name: &str) -> BResult<Option<(Vec<u8>, String)>> {
         // Linearizable (the default: `serializable` false): the answer is the value
         // of the latest committed write, never a lagging member's.
-        let v = self.call("/v3/kv/range", &json!({ "key": self.key(name) }))?;
+        let v = self.call("/v3/kv/range", &json!({ "key": self.key(name) }), true)?;
         let kvs = match &v["kvs"] {
             Value::Null => return Ok(None),
             Value::Array(a) if a.is_empty() => return Ok(None),
@@ -317,7 +335,7 @@ impl Cas for EtcdCas {
             "compare": [compare],
             "success": [{"request_put": {"key": key, "value": b64(data)}}],
         });
-        let v = self.call("/v3/kv/txn", &txn)?;
+        let v = self.call("/v3/kv/txn", &txn, false)?;
         if v["succeeded"] != Value::Bool(true) {
             return Err(BackendError::AlreadyExists);
         }
