@@ -272,7 +272,8 @@ fn dechunk(mut raw: &[u8]) -> Result<Vec<u8>, String> {
         if n == 0 {
             return Ok(out);
         }
-        if raw.len() < n + 2 || n > MAX_ANSWER {
+        // Bounded first: a hostile size must not overflow `n + 2`.
+        if n > MAX_ANSWER || raw.len() < n + 2 {
             return Err("a torn chunk".into());
         }
         out.extend_from_slice(&raw[..n]);

@@ -59,6 +59,9 @@ fn chunked_and_error_answers() {
     assert!(parse_answer(e).unwrap_err().contains("no leader"));
     assert!(parse_answer(b"HTTP/1.1 200 OK\r\n\r\nnot json").is_err());
     assert!(parse_answer(b"garbage").is_err());
+    let huge =
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nffffffffffffffff\r\n{}\r\n0\r\n\r\n";
+    assert!(parse_answer(huge).is_err());
 }
 
 /// The `Cas` contract every store keeps (`backend::conformance::cas`), on etcd; and
