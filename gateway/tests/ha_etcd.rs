@@ -252,3 +252,23 @@ fn a_frozen_etcd_stops_the_holder() {
     );
     eprintln!("etcd frozen -> holder stopped after {after:?}");
 }
+
+/// On a store whose own conditional writes work, a gateway of the identity without
+/// `ha.etcd` beside gateways on etcd would be a second fence: refused at start
+/// (`ha::mixed`).
+#[test]
+fn a_gateway_without_etcd_beside_etcd_ones_is_refused() {
+    let Some(e) = etcd::start() else { return };
+    let work = tempfile::tempdir().unwrap();
+    let root = work.path().join("objects");
+    std::fs::create_dir_all(&root).unwrap();
+    let a = spawn_ha(&root, work.path(), "a", "active", &etcd_keys(&e));
+    let _ = session_when_served(a.reach, b"client-one", Duration::from_secs(20), || a.log());
+    let mut plain = spawn_ha(&root, work.path(), "plain", "standby", "");
+    let log = exits(&mut plain, Duration::from_secs(20));
+    assert!(
+        log.contains("is fenced through etcd by other gateways"),
+        "{log}"
+    );
+    assert_eq!(a.metric("nfsgw_ha_identity_held"), Some(1));
+}

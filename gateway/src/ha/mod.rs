@@ -13,6 +13,7 @@
 pub mod etcd;
 pub mod layout_key;
 pub mod lease;
+pub mod mixed;
 pub mod record;
 mod renew;
 pub mod stats;
@@ -151,6 +152,13 @@ pub fn setup(
     let holder = holder_name();
     let (cas, fenced_by) = fencing_cas(cfg, store, backend)?;
     probe(&*cas, identity, &holder).with_context(|| format!("ha: fencing through {fenced_by}"))?;
+    // One fence per identity: not etcd for some gateways and the store for others.
+    mixed::check(
+        !cfg.etcd.is_empty(),
+        backend.cas(),
+        identity,
+        Duration::from_secs(cfg.lease_s),
+    )?;
     // COMPOUNDs that come while the fence is shut wait for it (`state::park`).
     let park = crate::state::park::Park::for_lease(Duration::from_secs(cfg.lease_s), store.workers);
     let fence = Arc::new(Fence::shut_parking(park));
