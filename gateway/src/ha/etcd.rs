@@ -292,8 +292,9 @@ fn int(v: &Value) -> Option<i64> {
 }
 
 fn bad(what: &str, v: &Value) -> BackendError {
-    let s = v.to_string();
-    BackendError::Retryable(format!("etcd: {what}: {}", &s[..s.len().min(300)]))
+    // Cut by characters: a hostile answer's multi-byte text must not split one.
+    let s: String = v.to_string().chars().take(300).collect();
+    BackendError::Retryable(format!("etcd: {what}: {s}"))
 }
 
 impl Cas for EtcdCas {

@@ -29,6 +29,12 @@ fn base64_round_trips() {
 }
 
 #[test]
+fn a_hostile_answer_is_an_error_not_a_panic() {
+    let long = json!({"x": "é".repeat(400), "kvs": 5});
+    assert!(matches!(bad("w", &long), BackendError::Retryable(_)));
+}
+
+#[test]
 fn urls_are_checked() {
     assert_eq!(
         parse_url("http://127.0.0.1:2379").unwrap(),
