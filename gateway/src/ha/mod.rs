@@ -57,12 +57,23 @@ pub fn put_checked(
     data: &[u8],
     expect: Option<&str>,
 ) -> Result<String, BackendError> {
+    put_checked_how(cas, name, data, expect).map(|(v, _)| v)
+}
+
+/// `put_checked`, and whether the version came from the read-back (`true`): an
+/// earlier attempt landed, at a time only known to lie after that attempt was sent.
+pub fn put_checked_how(
+    cas: &dyn Cas,
+    name: &str,
+    data: &[u8],
+    expect: Option<&str>,
+) -> Result<(String, bool), BackendError> {
     match cas.cas_put(name, data, expect) {
         Err(BackendError::AlreadyExists) => match cas.cas_get(name)? {
-            Some((b, v)) if b == data => Ok(v),
+            Some((b, v)) if b == data => Ok((v, true)),
             _ => Err(BackendError::AlreadyExists),
         },
-        r => r,
+        r => r.map(|v| (v, false)),
     }
 }
 

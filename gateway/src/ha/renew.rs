@@ -82,6 +82,8 @@ pub(super) fn renew(
     watch: &mut Watch,
     stop: &AtomicBool,
 ) -> Renewal {
+    // Noted here, in the keeper's `h`: a renewal that fails is retried from it.
+    h.attempt();
     let (tx, rx) = mpsc::sync_channel(1);
     let (cas, name, holder, mut mine) =
         (cas.clone(), name.to_string(), holder.to_string(), h.clone());
