@@ -90,6 +90,22 @@ impl HaConfig {
     }
 
     pub(super) fn validate(&self, backend: &BackendConfig) -> Result<(), ConfigError> {
+        // Without ha.etcd these would be silently ignored: a fence the operator
+        // believes is in etcd and is not.
+        if self.etcd.is_empty() {
+            if self.etcd_prefix.is_some() {
+                return err(
+                    "ha.etcd_prefix",
+                    "needs ha.etcd (it is ignored without etcd)",
+                );
+            }
+            if self.etcd_timeout_ms.is_some() {
+                return err(
+                    "ha.etcd_timeout_ms",
+                    "needs ha.etcd (it is ignored without etcd)",
+                );
+            }
+        }
         let Some(id) = &self.identity else {
             if !self.etcd.is_empty() {
                 return err(
@@ -151,8 +167,12 @@ impl HaConfig {
                 ),
             );
         }
+        let mut seen = std::collections::HashSet::new();
         for u in &self.etcd {
-            crate::ha::etcd::parse_url(u).or_else(|e| err("ha.etcd", e))?;
+            let (hostport, _) = crate::ha::etcd::parse_url(u).or_else(|e| err("ha.etcd", e))?;
+            if !seen.insert(hostport.to_ascii_lowercase()) {
+                return err("ha.etcd", format!("{u:?}: listed twice"));
+            }
         }
         if let Some(p) = &self.etcd_prefix {
             if p.is_empty() || p.len() > 256 || p.bytes().any(|b| !b.is_ascii_graphic()) {

@@ -325,6 +325,18 @@ fn ha_etcd_is_checked() {
             "ha.lease_s",
             "ha.etcd_timeout_ms",
         ),
+        // Review of issue 28, finding 6: never silently ignored, never twice.
+        ("etcd_prefix = \"p/\"", "ha.etcd_prefix", "needs ha.etcd"),
+        (
+            "etcd_timeout_ms = 500",
+            "ha.etcd_timeout_ms",
+            "needs ha.etcd",
+        ),
+        (
+            "etcd = [\"http://h:1\", \"http://H:1/\"]",
+            "ha.etcd",
+            "listed twice",
+        ),
     ] {
         let e = cfg(ha).unwrap_err().to_string();
         assert!(e.contains(key) && e.contains(what), "{ha}: {e}");
@@ -347,6 +359,20 @@ fn ha_etcd_is_checked() {
     assert_eq!(p(&s3("http://a:3900", "b")), p(&s3("http://b:3900", "b")));
     assert_ne!(p(&s3("http://a:3900", "b")), p(&s3("http://a:3900", "c")));
     assert!(p(&s3("http://a:3900", "b")).starts_with("nfsgw/"));
+    // One fs root however it is spelt (review of issue 28, finding 2).
+    let fs = |root: &str| {
+        Config::parse(&format!(
+            "[backend]\nkind = \"fs\"\nroot = \"{root}\"\n{MIN}"
+        ))
+        .unwrap()
+        .backend
+    };
+    let d = tempfile::tempdir().unwrap();
+    let r = d.path().display().to_string();
+    assert_eq!(p(&fs(&r)), p(&fs(&format!("{r}/"))));
+    assert_eq!(p(&fs(&r)), p(&fs(&format!("{r}/./"))));
+    assert_eq!(p(&fs("/no/such/x")), p(&fs("/no/such/x/")));
+    assert_ne!(p(&fs(&r)), p(&fs("/no/such/x")));
 }
 
 /// `[ha]` on s3: the longest store call (the larger of `timeout_s` and

@@ -29,6 +29,7 @@ use serde_json::{json, Value};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 /// Most bytes of one answer (etcd's own request limit is 1.5 MiB by default).
@@ -50,6 +51,10 @@ pub struct EtcdCas {
     timeout: Duration,
     /// The endpoint that answered last: calls start there.
     next: AtomicUsize,
+    /// The cluster every answer must come from (`header.cluster_id`), learnt at start
+    /// (`learn_cluster`): endpoints that span two clusters, or an etcd wiped and made
+    /// again, would show the identity's lease absent and let it be taken at once.
+    cluster: OnceLock<u64>,
 }
 
 /// `http://host:port` (an optional trailing '/') → (host:port, host). Only plain HTTP:
@@ -107,7 +112,57 @@ impl EtcdCas {
             prefix: prefix.to_string(),
             timeout,
             next: AtomicUsize::new(0),
+            cluster: OnceLock::new(),
         })
+    }
+
+    /// Learns the cluster id from every endpoint that answers now (at least one must);
+    /// two different ids refuse the start. Every later answer must carry the same
+    /// (`check_header`).
+    pub fn learn_cluster(&self) -> anyhow::Result<u64> {
+        let body = json!({ "key": self.key("ha/cluster"), "count_only": true }).to_string();
+        let mut seen: Vec<(u64, &str)> = Vec::new();
+        let mut failed = Vec::new();
+        for ep in &self.endpoints {
+            let deadline = Instant::now() + self.timeout;
+            let got = connect(ep, deadline)
+                .ok_or_else(|| "no connection".to_string())
+                .and_then(|mut s| exchange(&mut s, ep, "/v3/kv/range", &body, deadline))
+                .and_then(|v| header_of(&v));
+            match got {
+                Ok((id, _)) => seen.push((id, &ep.url)),
+                Err(e) => failed.push(format!("{}: {e}", ep.url)),
+            }
+        }
+        let Some(&(id, _)) = seen.first() else {
+            anyhow::bail!("ha.etcd: no endpoint answered ({})", failed.join("; "));
+        };
+        if let Some((other, url)) = seen.iter().find(|(c, _)| *c != id) {
+            anyhow::bail!(
+                "ha.etcd: the endpoints are not one cluster: {} is cluster {id:x}, {url} is cluster {other:x}",
+                seen[0].1
+            );
+        }
+        if !failed.is_empty() {
+            tracing::warn!(cluster = %format!("{id:x}"), unanswered = %failed.join("; "), "ha: etcd endpoints that did not answer at start: their answers must later come from the same cluster");
+        }
+        let _ = self.cluster.set(id);
+        Ok(*self.cluster.get().unwrap_or(&id))
+    }
+
+    /// An answer is interpreted only with its header: a revision, and the cluster id
+    /// learnt at start (a `{}` from a proxy is not "absent" nor "condition failed").
+    fn check_header(&self, v: &Value) -> Result<(), String> {
+        let (id, _) = header_of(v)?;
+        match self.cluster.get() {
+            Some(&c) if c == id => Ok(()),
+            Some(&c) => {
+                let e = format!("an answer from etcd cluster {id:x}, not {c:x} (learnt at start): another cluster, or this one wiped and made again");
+                tracing::error!(error = %e, "ha: etcd answer refused");
+                Err(e)
+            }
+            None => Err("the cluster id was not learnt (EtcdCas::learn_cluster)".into()),
+        }
     }
 
     pub fn prefix(&self) -> &str {
@@ -144,10 +199,15 @@ impl EtcdCas {
                 failed.push(format!("{}: no connection", ep.url));
                 continue;
             };
-            match exchange(&mut s, ep, path, &body, deadline) {
+            let got = exchange(&mut s, ep, path, &body, deadline);
+            match got.and_then(|v| self.check_header(&v).map(|()| v)) {
                 Ok(v) => {
                     self.next.store(at, Ordering::Relaxed);
                     return Ok(v);
+                }
+                // etcd's own check, or gRPC's (past the limit plus its overhead).
+                Err(e) if e.contains("request is too large") || e.contains("larger than max") => {
+                    return Err(too_large(&e, body.len()))
                 }
                 Err(e) => {
                     self.next.store(at + 1, Ordering::Relaxed);
@@ -166,6 +226,20 @@ impl EtcdCas {
     }
 }
 
+/// etcd refuses a request over its `--max-request-bytes` (1.5 MiB by default): no
+/// retry will pass, so a permanent error, logged once (a recovery record of too many
+/// owners: docs/ha.md "Fencing: etcd" says how many fit).
+fn too_large(e: &str, bytes: usize) -> BackendError {
+    static LOGGED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    let msg = format!(
+        "etcd refuses a request of {bytes} bytes as too large (its --max-request-bytes): {e}"
+    );
+    if !LOGGED.swap(true, Ordering::Relaxed) {
+        tracing::error!(error = %msg, "ha: a write to etcd over its request limit (raise etcd's --max-request-bytes, or fewer clients)");
+    }
+    BackendError::Permanent(msg)
+}
+
 /// A connection to one of `ep`'s addresses before `deadline`, `None` if none takes it.
 fn connect(ep: &Endpoint, deadline: Instant) -> Option<TcpStream> {
     for a in &ep.addrs {
@@ -179,6 +253,42 @@ fn connect(ep: &Endpoint, deadline: Instant) -> Option<TcpStream> {
         }
     }
     None
+}
+
+/// An answer's (cluster id, revision): both must be there (proto3 JSON writes the
+/// uint64/int64s as strings; a live cluster's revision is at least 1).
+fn header_of(v: &Value) -> Result<(u64, i64), String> {
+    let h = &v["header"];
+    let id = match &h["cluster_id"] {
+        Value::String(s) => s.parse::<u64>().ok(),
+        Value::Number(n) => n.as_u64(),
+        _ => None,
+    }
+    .filter(|c| *c != 0)
+    .ok_or("an answer without header.cluster_id")?;
+    let rev = int(&h["revision"])
+        .filter(|r| *r > 0)
+        .ok_or("an answer without header.revision")?;
+    Ok((id, rev))
+}
+
+/// Writes all of `data`, each write bounded by what is left of `deadline`
+/// (SO_SNDTIMEO bounds one syscall, not the whole of a long record to a slow peer).
+fn send_all(s: &mut TcpStream, mut data: &[u8], deadline: Instant) -> Result<(), String> {
+    while !data.is_empty() {
+        let left = deadline
+            .checked_duration_since(Instant::now())
+            .filter(|d| !d.is_zero())
+            .ok_or("send: timed out")?;
+        s.set_write_timeout(Some(left)).map_err(|e| e.to_string())?;
+        match s.write(data) {
+            Ok(0) => return Err("send: connection closed".into()),
+            Ok(k) => data = &data[k..],
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(format!("send: {e}")),
+        }
+    }
+    Ok(())
 }
 
 /// Sends one request and reads its whole answer (the server closes: `Connection:
@@ -201,10 +311,7 @@ fn exchange(
         ep.host,
         body.len()
     );
-    s.set_write_timeout(Some(left()?))
-        .map_err(|e| e.to_string())?;
-    s.write_all(req.as_bytes())
-        .map_err(|e| format!("send: {e}"))?;
+    send_all(s, req.as_bytes(), deadline)?;
     let mut buf = Vec::new();
     let mut chunk = [0u8; 16384];
     loop {

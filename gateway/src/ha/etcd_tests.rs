@@ -8,12 +8,85 @@ use crate::backend::conformance;
 mod real;
 
 fn client(e: &real::Etcd, prefix: &str) -> EtcdCas {
-    EtcdCas::new(
-        std::slice::from_ref(&e.url),
-        prefix,
+    learnt(
+        EtcdCas::new(
+            std::slice::from_ref(&e.url),
+            prefix,
+            Duration::from_millis(1500),
+        )
+        .unwrap(),
+    )
+}
+
+/// `c` once it has learnt its cluster id, as `ha::setup` does before the probe.
+fn learnt(c: EtcdCas) -> EtcdCas {
+    c.learn_cluster().unwrap();
+    c
+}
+
+/// An answer is read only with its header's revision and the cluster id learnt at
+/// start: a proxy's `{}` is neither "absent" nor "condition failed" (review of issue
+/// 28, findings 2 and 4).
+#[test]
+fn an_answer_without_the_learnt_header_is_an_error() {
+    let c = EtcdCas::new(
+        &["http://127.0.0.1:1".into()],
+        "p/",
+        Duration::from_millis(100),
+    )
+    .unwrap();
+    let ok = json!({"header": {"cluster_id": "14841639068965178418", "revision": "7"}});
+    assert_eq!(header_of(&ok), Ok((14841639068965178418, 7)));
+    assert!(c.check_header(&ok).is_err(), "nothing learnt yet");
+    c.cluster.set(14841639068965178418).unwrap();
+    assert_eq!(c.check_header(&ok), Ok(()));
+    for bad in [
+        json!({}),
+        json!({"succeeded": false}),
+        json!({"header": {"revision": "7"}}),
+        json!({"header": {"cluster_id": "1484"}}),
+        json!({"header": {"cluster_id": "0", "revision": "7"}}),
+        json!({"header": {"cluster_id": "x", "revision": "7"}}),
+        json!({"header": {"cluster_id": "1484", "revision": "7"}}),
+    ] {
+        assert!(c.check_header(&bad).is_err(), "{bad}");
+    }
+}
+
+/// Endpoints of two clusters are refused at start; a client that learnt one cluster
+/// (an etcd since wiped and made again, or a rotation onto another) takes no answer
+/// of another: an absent lease there is an error, never "absent", and a write there
+/// never a success.
+#[test]
+fn another_cluster_is_never_believed() {
+    let Some(a) = real::start() else { return };
+    let Some(b) = real::start() else { return };
+    let both = EtcdCas::new(
+        &[a.url.clone(), b.url.clone()],
+        "w/",
         Duration::from_millis(1500),
     )
-    .unwrap()
+    .unwrap();
+    let e = both.learn_cluster().unwrap_err().to_string();
+    assert!(e.contains("not one cluster"), "{e}");
+    let on_a = client(&a, "w/");
+    on_a.cas_put("ha/t/lease", b"held", None).unwrap();
+    let wiped = EtcdCas::new(
+        std::slice::from_ref(&b.url),
+        "w/",
+        Duration::from_millis(1500),
+    )
+    .unwrap();
+    wiped.cluster.set(*on_a.cluster.get().unwrap()).unwrap();
+    assert!(matches!(
+        wiped.cas_get("ha/t/lease"),
+        Err(BackendError::Retryable(_))
+    ));
+    assert!(matches!(
+        wiped.cas_put("ha/t/lease", b"mine", None),
+        Err(BackendError::Retryable(_))
+    ));
+    assert!(crate::ha::probe(&wiped, "t", "h").is_err());
 }
 
 #[test]
@@ -135,12 +208,14 @@ fn dead_endpoints_are_skipped_and_a_frozen_etcd_times_out() {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         format!("http://{}", l.local_addr().unwrap())
     };
-    let c = EtcdCas::new(
-        &[dead.clone(), e.url.clone()],
-        "s/",
-        Duration::from_millis(800),
-    )
-    .unwrap();
+    let c = learnt(
+        EtcdCas::new(
+            &[dead.clone(), e.url.clone()],
+            "s/",
+            Duration::from_millis(800),
+        )
+        .unwrap(),
+    );
     c.cas_put("k", b"1", None).unwrap();
     assert_eq!(c.cas_get("k").unwrap().unwrap().0, b"1".to_vec());
     e.freeze();
@@ -186,7 +261,8 @@ fn a_member_that_does_not_answer_is_left_for_the_next() {
             );
         }
     });
-    let c = EtcdCas::new(&[hung_url, e.url.clone()], "m/", Duration::from_millis(600)).unwrap();
+    let c =
+        learnt(EtcdCas::new(&[hung_url, e.url.clone()], "m/", Duration::from_millis(600)).unwrap());
     let t0 = Instant::now();
     assert!(matches!(
         c.cas_put("k", b"1", None),
@@ -199,6 +275,68 @@ fn a_member_that_does_not_answer_is_left_for_the_next() {
     );
     let v = crate::ha::put_checked(&c, "k", b"1", None).unwrap();
     assert_eq!(c.cas_get("k").unwrap(), Some((b"1".to_vec(), v)));
-    let c = EtcdCas::new(&[err_url, e.url.clone()], "m/", Duration::from_millis(600)).unwrap();
+    let c =
+        learnt(EtcdCas::new(&[err_url, e.url.clone()], "m/", Duration::from_millis(600)).unwrap());
     assert_eq!(c.cas_get("k").unwrap().unwrap().0, b"1".to_vec());
+}
+
+/// A peer that drains the request slowly: every write makes progress within the
+/// socket's timeout, yet the whole request must still end at the call's deadline
+/// (SO_SNDTIMEO is per system call; review of issue 28, finding 4).
+#[test]
+fn a_slowly_drained_request_ends_at_the_deadline() {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", l.local_addr().unwrap());
+    std::thread::spawn(move || {
+        for mut s in l.incoming().flatten() {
+            let mut b = [0u8; 16384];
+            while matches!(s.read(&mut b), Ok(k) if k > 0) {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+    });
+    let c = EtcdCas::new(&[url], "s/", Duration::from_millis(500)).unwrap();
+    let body = "x".repeat(16 << 20);
+    let t0 = Instant::now();
+    let mut s = connect(&c.endpoints[0], t0 + Duration::from_secs(1)).unwrap();
+    let r = exchange(
+        &mut s,
+        &c.endpoints[0],
+        "/v3/kv/txn",
+        &body,
+        t0 + Duration::from_millis(500),
+    );
+    assert!(r.is_err());
+    assert!(
+        t0.elapsed() < Duration::from_millis(1200),
+        "{:?}",
+        t0.elapsed()
+    );
+}
+
+/// etcd's "request is too large" is a permanent error, not a retry forever
+/// (review of issue 28, finding 5).
+#[test]
+fn a_request_over_the_limit_is_permanent() {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", l.local_addr().unwrap());
+    std::thread::spawn(move || {
+        for mut s in l.incoming().flatten() {
+            let mut b = [0u8; 4096];
+            let _ = s.read(&mut b);
+            let body = r#"{"error":"etcdserver: request is too large","code":3,"message":"etcdserver: request is too large"}"#;
+            let _ = write!(
+                s,
+                "HTTP/1.1 400 Bad Request\r\nContent-Length: {}\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    let c = EtcdCas::new(&[url], "s/", Duration::from_millis(500)).unwrap();
+    c.cluster.set(1).unwrap();
+    let r = c.cas_put("ha/t/record", b"big", None);
+    assert!(
+        matches!(&r, Err(BackendError::Permanent(m)) if m.contains("too large")),
+        "{r:?}"
+    );
 }

@@ -285,7 +285,10 @@ mod tests {
         let retry = Instant::now();
         renew(&m, "ha/t/lease", "a", L, &mut a).unwrap();
         assert_eq!(a.seq, 1);
-        assert!(a.sent >= before && a.sent < retry, "deadline from the retry");
+        assert!(
+            a.sent >= before && a.sent < retry,
+            "deadline from the retry"
+        );
         // The next renewal is a new one: its own first attempt.
         let next = Instant::now();
         renew(&m, "ha/t/lease", "a", L, &mut a).unwrap();

@@ -225,7 +225,10 @@ fn fencing_cas(
         c.urls().join(","),
         cfg.etcd_timeout().as_millis()
     );
-    tracing::info!(endpoints = ?c.urls(), prefix = %prefix, "ha: etcd is the fence: the identity's lease, record and layout key are in etcd, not the store");
+    let cluster = c
+        .learn_cluster()
+        .with_context(|| format!("ha: fencing through {what}"))?;
+    tracing::info!(endpoints = ?c.urls(), prefix = %prefix, cluster = %format!("{cluster:x}"), "ha: etcd is the fence: the identity's lease, record and layout key are in etcd, not the store");
     Ok((Arc::new(c), what))
 }
 
@@ -236,10 +239,20 @@ fn fencing_cas(
 pub fn etcd_default_prefix(store: &BackendConfig) -> String {
     let named = match (store.kind, &store.s3) {
         (BackendKind::S3, Some(s3)) => format!("s3\0{}\0{}", s3.bucket, s3.prefix),
-        _ => format!("{:?}\0{}", store.kind, store.root.display()),
+        _ => format!(
+            "{:?}\0{}",
+            store.kind,
+            canonical_root(&store.root).display()
+        ),
     };
     let h = blake3::hash(named.as_bytes());
     format!("nfsgw/{}/", &h.to_hex()[..16])
+}
+
+/// The root as every gateway spells it: `/srv/x`, `/srv/x/` and `/srv/./x` are one
+/// (symbolic links resolved when it exists; lexically otherwise).
+fn canonical_root(root: &std::path::Path) -> std::path::PathBuf {
+    std::fs::canonicalize(root).unwrap_or_else(|_| root.components().collect())
 }
 
 impl Setup {
