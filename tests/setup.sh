@@ -21,7 +21,7 @@ log() { echo "setup.sh: $*" >&2; }
 # ---- Debian packages --------------------------------------------------------
 PKGS=(libnfs-utils libnfs-dev swig python3-dev python3-venv build-essential pkg-config
       libibverbs-dev librdmacm-dev libclang-dev fio systemd libfuse3-3 prometheus man-db keepalived iproute2
-      xfsprogs attr perl curl tcpdump)
+      xfsprogs attr perl curl tcpdump etcd-server)
 missing=()
 for p in "${PKGS[@]}"; do
     if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
@@ -53,6 +53,11 @@ if ((${#missing[@]})); then
     # keepalived moves the service address between network namespaces in
     # gateway/tests/ha_netns.rs, on the reference configuration of tools/ha/
     apt-get install -y -qq --no-install-recommends keepalived iproute2
+    # etcd (3.4): the coordination service of `[ha] etcd` (gateway/tests/ha_etcd.rs and
+    # the ha::etcd unit tests start their own on loopback); Debian's service is not
+    # wanted (on a host booted with systemd the package starts one on port 2379)
+    apt-get install -y -qq --no-install-recommends etcd-server
+    systemctl disable --now etcd >/dev/null 2>&1 || true
     # xfs_io, setfattr: the VM guest's SEEK_HOLE/SEEK_DATA and xattr checks (tests/vm/kernel-nfs4*.sh; the
     # guest runs on this machine's root file system)
     apt-get install -y -qq --no-install-recommends xfsprogs attr

@@ -347,6 +347,7 @@ fn the_address_follows_the_identity_and_clients_reclaim_through_it() {
             netns: Some(&net.ns(i)),
             rdma: None,
             extra: "",
+            ha: "",
         })
     };
     let mut gw = [Some(start(0, "active", 0)), None];

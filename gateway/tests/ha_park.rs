@@ -45,6 +45,7 @@ fn spawn_local(root: &std::path::Path, work: &std::path::Path, name: &str, role:
         netns: None,
         rdma: None,
         extra: "",
+        ha: "",
     })
 }
 

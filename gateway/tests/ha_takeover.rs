@@ -53,6 +53,7 @@ fn spawn_with(root: &Path, work: &Path, name: &str, role: &str, extra: &str) -> 
         netns: None,
         rdma: None,
         extra,
+        ha: "",
     })
 }
 
@@ -291,6 +292,7 @@ fn the_rdma_listener_follows_the_identity() {
             netns: None,
             rdma: Some(rdma),
             extra: "",
+            ha: "",
         })
     };
     let mut a = start("rdma-a", "active");

@@ -145,7 +145,7 @@ _GARAGE_ID = re.compile(r"\[(?:.*-)?garage(?:-.*)?\]$")
 
 def xdist_group_of(nodeid: str) -> Optional[str]:
     module = nodeid.split("::", 1)[0].rsplit("/", 1)[-1]
-    if module == "test_garage.py" or _GARAGE_ID.search(nodeid):
+    if module in ("test_garage.py", "test_garage_ha.py") or _GARAGE_ID.search(nodeid):
         return "garage"
     return module if module in GROUP_MODULES else None
 

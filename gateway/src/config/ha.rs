@@ -3,6 +3,7 @@
 //! `identity`): the record is the local `state.dir/nfs4-clients`. Read at start only.
 
 use super::*;
+use std::time::Duration;
 
 /// What a gateway does with its identity at start.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
@@ -29,7 +30,24 @@ pub struct HaConfig {
     /// "active" or "standby".
     #[serde(default = "default_role")]
     pub role: HaRole,
+    /// etcd v3 endpoints (`http://host:port`, one cluster): the identity's lease,
+    /// record, layout key and probe go there instead of the store (docs/ha.md
+    /// "Fencing: etcd"). Empty: the store's own conditional writes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub etcd: Vec<String>,
+    /// The etcd key prefix; default `nfsgw/<hash of the bucket and prefix, or the fs
+    /// root>/`, so two deployments on one etcd never share keys.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub etcd_prefix: Option<String>,
+    /// The bound of one etcd call (connect, send, answer, over every endpoint it
+    /// tries), milliseconds: below `lease_s / 4` ("Lease and clocks"). Default
+    /// `lease_s / 5`, at most 2000.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub etcd_timeout_ms: Option<u64>,
 }
+
+/// Most etcd endpoints (a cluster has 3, 5 or 7 members).
+pub const HA_ETCD_MAX_ENDPOINTS: usize = 9;
 
 /// Bounds of `ha.lease_s`: shorter leases renew more often than a store round trip
 /// can be trusted to take; longer ones make a takeover wait minutes.
@@ -50,18 +68,51 @@ impl Default for HaConfig {
             identity: None,
             lease_s: default_lease_s(),
             role: default_role(),
+            etcd: Vec::new(),
+            etcd_prefix: None,
+            etcd_timeout_ms: None,
         }
     }
 }
 
 impl HaConfig {
+    /// The bound of one etcd call (`etcd_timeout_ms` or its default).
+    pub fn etcd_timeout(&self) -> Duration {
+        let ms = self
+            .etcd_timeout_ms
+            .unwrap_or_else(|| (self.lease_s * 1000 / 5).min(2000));
+        Duration::from_millis(ms)
+    }
+
     /// The identity when `[ha]` is on.
     pub fn on(&self) -> Option<&str> {
         self.identity.as_deref()
     }
 
     pub(super) fn validate(&self, backend: &BackendConfig) -> Result<(), ConfigError> {
+        // Without ha.etcd these would be silently ignored: a fence the operator
+        // believes is in etcd and is not.
+        if self.etcd.is_empty() {
+            if self.etcd_prefix.is_some() {
+                return err(
+                    "ha.etcd_prefix",
+                    "needs ha.etcd (it is ignored without etcd)",
+                );
+            }
+            if self.etcd_timeout_ms.is_some() {
+                return err(
+                    "ha.etcd_timeout_ms",
+                    "needs ha.etcd (it is ignored without etcd)",
+                );
+            }
+        }
         let Some(id) = &self.identity else {
+            if !self.etcd.is_empty() {
+                return err(
+                    "ha.etcd",
+                    "needs ha.identity: etcd holds the identity's lease and record",
+                );
+            }
             return Ok(());
         };
         let name_ok = (1..=64).contains(&id.len())
@@ -98,7 +149,48 @@ impl HaConfig {
         if let (BackendKind::S3, Some(s3)) = (backend.kind, &backend.s3) {
             self.check_bound(&s3_call_bound(s3))?;
         }
-        Ok(())
+        self.validate_etcd()
+    }
+
+    /// `ha.etcd`, `ha.etcd_prefix`, `ha.etcd_timeout_ms`: URLs, count, and every etcd
+    /// call bounded below `lease_s / 4` as every store call is.
+    fn validate_etcd(&self) -> Result<(), ConfigError> {
+        if self.etcd.is_empty() {
+            return Ok(());
+        }
+        if self.etcd.len() > HA_ETCD_MAX_ENDPOINTS {
+            return err(
+                "ha.etcd",
+                format!(
+                    "{} endpoints: at most {HA_ETCD_MAX_ENDPOINTS}",
+                    self.etcd.len()
+                ),
+            );
+        }
+        let mut seen = std::collections::HashSet::new();
+        for u in &self.etcd {
+            let (hostport, _) = crate::ha::etcd::parse_url(u).or_else(|e| err("ha.etcd", e))?;
+            if !seen.insert(hostport.to_ascii_lowercase()) {
+                return err("ha.etcd", format!("{u:?}: listed twice"));
+            }
+        }
+        if let Some(p) = &self.etcd_prefix {
+            if p.is_empty() || p.len() > 256 || p.bytes().any(|b| !b.is_ascii_graphic()) {
+                return err(
+                    "ha.etcd_prefix",
+                    format!("{p:?}: 1 to 256 printable ASCII characters, no spaces"),
+                );
+            }
+        }
+        let ms = self.etcd_timeout().as_millis() as u64;
+        if ms < 50 {
+            return err("ha.etcd_timeout_ms", format!("{ms}: at least 50"));
+        }
+        self.check_bound(&CallBound {
+            secs: Some(ms as f64 / 1000.0),
+            why: format!("ha.etcd_timeout_ms = {ms}, the bound of one etcd call"),
+            keys: "ha.etcd_timeout_ms",
+        })
     }
 
     /// The rule of docs/ha.md "Lease and clocks": a store call that passed the fence

@@ -284,6 +284,97 @@ fn ha_is_off_by_default_and_checked_when_on() {
     assert!(e.contains("role"), "{e}");
 }
 
+/// `[ha] etcd`: URLs (plain http, a port), at most 9, a prefix of printable ASCII,
+/// and one etcd call bounded below `lease_s / 4` (default `lease_s / 5`, at most 2 s);
+/// `etcd` without an identity is an error; the default prefix is the same for every
+/// gateway of a store, whatever endpoints it reaches it at, and differs between stores.
+#[test]
+fn ha_etcd_is_checked() {
+    let cfg = |ha: &str| {
+        Config::parse(&format!(
+            "[backend]\nshared = true\n[ha]\nidentity = \"a\"\n{ha}\n{MIN}"
+        ))
+    };
+    let ok = cfg("etcd = [\"http://127.0.0.1:2379\", \"http://etcd-2:2379/\"]").unwrap();
+    assert_eq!(ok.ha.etcd.len(), 2);
+    assert_eq!(ok.ha.etcd_timeout(), std::time::Duration::from_millis(2000));
+    let short = cfg("lease_s = 2\netcd = [\"http://127.0.0.1:2379\"]").unwrap();
+    assert_eq!(
+        short.ha.etcd_timeout(),
+        std::time::Duration::from_millis(400)
+    );
+    let text = crate::effective::render(&ok).unwrap();
+    assert!(text.contains("etcd = ["), "{text}");
+    let many = format!("etcd = [{}]", ["\"http://h:1\""; 10].join(","));
+    for (ha, key, what) in [
+        ("etcd = [\"https://h:2379\"]", "ha.etcd", "http://"),
+        ("etcd = [\"http://h\"]", "ha.etcd", "no port"),
+        (many.as_str(), "ha.etcd", "at most 9"),
+        (
+            "etcd = [\"http://h:1\"]\netcd_prefix = \"a b\"",
+            "ha.etcd_prefix",
+            "printable",
+        ),
+        (
+            "etcd = [\"http://h:1\"]\netcd_timeout_ms = 10",
+            "ha.etcd_timeout_ms",
+            "at least 50",
+        ),
+        (
+            "etcd = [\"http://h:1\"]\netcd_timeout_ms = 2500",
+            "ha.lease_s",
+            "ha.etcd_timeout_ms",
+        ),
+        // Review of issue 28, finding 6: never silently ignored, never twice.
+        ("etcd_prefix = \"p/\"", "ha.etcd_prefix", "needs ha.etcd"),
+        (
+            "etcd_timeout_ms = 500",
+            "ha.etcd_timeout_ms",
+            "needs ha.etcd",
+        ),
+        (
+            "etcd = [\"http://h:1\", \"http://H:1/\"]",
+            "ha.etcd",
+            "listed twice",
+        ),
+    ] {
+        let e = cfg(ha).unwrap_err().to_string();
+        assert!(e.contains(key) && e.contains(what), "{ha}: {e}");
+    }
+    let e = Config::parse(&format!("[ha]\netcd = [\"http://h:1\"]\n{MIN}"))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("ha.etcd") && e.contains("needs ha.identity"),
+        "{e}"
+    );
+    let s3 = |endpoint: &str, bucket: &str| {
+        Config::parse(&format!(
+            "[backend]\nkind = \"s3\"\n[backend.s3]\nbucket = \"{bucket}\"\nendpoint = \"{endpoint}\"\nallow_http = true\n{MIN}"
+        ))
+        .unwrap()
+        .backend
+    };
+    let p = crate::ha::etcd_default_prefix;
+    assert_eq!(p(&s3("http://a:3900", "b")), p(&s3("http://b:3900", "b")));
+    assert_ne!(p(&s3("http://a:3900", "b")), p(&s3("http://a:3900", "c")));
+    assert!(p(&s3("http://a:3900", "b")).starts_with("nfsgw/"));
+    // One fs root however it is spelt (review of issue 28, finding 2).
+    let fs = |root: &str| {
+        Config::parse(&format!(
+            "[backend]\nkind = \"fs\"\nroot = \"{root}\"\n{MIN}"
+        ))
+        .unwrap()
+        .backend
+    };
+    let d = tempfile::tempdir().unwrap();
+    let r = d.path().display().to_string();
+    assert_eq!(p(&fs(&r)), p(&fs(&format!("{r}/"))));
+    assert_eq!(p(&fs(&r)), p(&fs(&format!("{r}/./"))));
+    assert_eq!(p(&fs("/no/such/x")), p(&fs("/no/such/x/")));
+    assert_ne!(p(&fs(&r)), p(&fs("/no/such/x")));
+}
+
 /// `[ha]` on s3: the longest store call (the larger of `timeout_s` and
 /// `retry_budget_s`) must be below `lease_s / 4` (docs/ha.md "Lease and clocks"); the
 /// error names the settings on both sides. The defaults (30 s, 10 s) need a lease over

@@ -35,6 +35,36 @@ pub struct Held {
     /// When the write that made `version` was sent (this gateway's clock).
     pub sent: Instant,
     pub seq: u64,
+    /// The renewal to `seq + 1` under way: when its first attempt was sent. A retry
+    /// sends the same bytes; if an earlier attempt landed (its answer lost) the retry
+    /// finds them by read-back (`ha::put_checked_how`), and the new version has been
+    /// in the store — seen by standbys, whose clocks run from then — since some time
+    /// after that *first* send, which is what the deadline must run from.
+    pub first_try: Option<(u64, Instant)>,
+}
+
+impl Held {
+    pub fn new(version: String, sent: Instant, seq: u64) -> Held {
+        Held {
+            version,
+            sent,
+            seq,
+            first_try: None,
+        }
+    }
+
+    /// Notes an attempt of the next renewal; the send time of its first attempt.
+    pub fn attempt(&mut self) -> Instant {
+        let next = self.seq + 1;
+        match self.first_try {
+            Some((s, t)) if s == next => t,
+            _ => {
+                let now = Instant::now();
+                self.first_try = Some((next, now));
+                now
+            }
+        }
+    }
 }
 
 /// What a look at the lease found (`Watch::look`).
@@ -107,11 +137,7 @@ impl<'a> Watch<'a> {
         }
         let data = encode(&self.holder, 0, self.lease);
         match super::put_checked(self.cas, &self.name, &data, version.as_deref()) {
-            Ok(v) => Look::Won(Held {
-                version: v,
-                sent,
-                seq: 0,
-            }),
+            Ok(v) => Look::Won(Held::new(v, sent, 0)),
             Err(BackendError::AlreadyExists) => Look::Held {
                 holder,
                 changed: true,
@@ -138,8 +164,10 @@ pub fn overdue_after(lease: Duration) -> Duration {
     lease / 2 + lease / 10
 }
 
-/// One renewal of a held lease: `Ok` renewed (the new deadline runs from `sent`),
-/// `Err(AlreadyExists)` taken by someone else, other errors the store's.
+/// One renewal of a held lease: `Ok` renewed (the new deadline runs from when this
+/// attempt was sent, or, when an earlier attempt of the same renewal is what landed,
+/// from when the first one was: `Held::first_try`), `Err(AlreadyExists)` taken by
+/// someone else, other errors the store's (`h` then keeps the first attempt's time).
 pub fn renew(
     cas: &dyn Cas,
     name: &str,
@@ -147,14 +175,14 @@ pub fn renew(
     lease: Duration,
     h: &mut Held,
 ) -> Result<(), BackendError> {
+    let first = h.attempt();
     let sent = Instant::now();
     let seq = h.seq + 1;
-    let v = super::put_checked(cas, name, &encode(holder, seq, lease), Some(&h.version))?;
-    *h = Held {
-        version: v,
-        sent,
-        seq,
-    };
+    let data = encode(holder, seq, lease);
+    let (v, read_back) = super::put_checked_how(cas, name, &data, Some(&h.version))?;
+    // A read-back match: the landed write may be any earlier attempt, the first one
+    // included (a split brain if the fence ran from this retry, review of issue 28).
+    *h = Held::new(v, if read_back { first } else { sent }, seq);
     Ok(())
 }
 
@@ -215,6 +243,56 @@ mod tests {
             renew(&m, "ha/t/lease", "a", L, &mut a).unwrap_err(),
             BackendError::AlreadyExists
         );
+    }
+
+    /// A store whose next conditional write lands and then loses its answer
+    /// (`Retryable`), as an etcd Txn whose reply is cut off.
+    struct LosesAReply(MemoryBackend, std::sync::atomic::AtomicBool);
+
+    impl Cas for LosesAReply {
+        fn cas_get(&self, name: &str) -> Result<Option<(Vec<u8>, String)>, BackendError> {
+            self.0.cas_get(name)
+        }
+        fn cas_put(
+            &self,
+            name: &str,
+            data: &[u8],
+            expect: Option<&str>,
+        ) -> Result<String, BackendError> {
+            let v = self.0.cas_put(name, data, expect)?;
+            if self.1.swap(false, std::sync::atomic::Ordering::Relaxed) {
+                return Err(BackendError::Retryable("the reply was lost".into()));
+            }
+            Ok(v)
+        }
+    }
+
+    /// A renewal that landed but lost its reply, found by the retry's read-back, runs
+    /// the deadline from the *first* attempt: a standby has counted from when it saw
+    /// that version, and a deadline from the retry would let the old holder serve past
+    /// the standby's takeover (review of issue 28, finding 1).
+    #[test]
+    fn a_read_back_renewal_counts_from_the_first_attempt() {
+        let m = LosesAReply(MemoryBackend::new(), false.into());
+        let Look::Won(mut a) = Watch::new(&m, "ha/t/lease".into(), "a".into(), L).look() else {
+            panic!("absent lease not taken")
+        };
+        m.1.store(true, std::sync::atomic::Ordering::Relaxed);
+        let before = Instant::now();
+        let e = renew(&m, "ha/t/lease", "a", L, &mut a).unwrap_err();
+        assert!(matches!(e, BackendError::Retryable(_)), "{e:?}");
+        std::thread::sleep(L / 3);
+        let retry = Instant::now();
+        renew(&m, "ha/t/lease", "a", L, &mut a).unwrap();
+        assert_eq!(a.seq, 1);
+        assert!(
+            a.sent >= before && a.sent < retry,
+            "deadline from the retry"
+        );
+        // The next renewal is a new one: its own first attempt.
+        let next = Instant::now();
+        renew(&m, "ha/t/lease", "a", L, &mut a).unwrap();
+        assert!(a.sent >= next && a.seq == 2);
     }
 
     /// A store whose conditional writes each take `.1` (below `L/4`, as

@@ -10,8 +10,10 @@
 //!   thread: wait for the identity (standby), take it over (record, grace period,
 //!   fence), renew it, and give it up when it is lost.
 
+pub mod etcd;
 pub mod layout_key;
 pub mod lease;
+pub mod mixed;
 pub mod record;
 mod renew;
 pub mod stats;
@@ -25,6 +27,26 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// A backend's `Cas` as an owned object a renewal thread can keep.
+pub struct ViaBackend(pub Arc<dyn Backend>);
+
+impl Cas for ViaBackend {
+    fn cas_get(&self, name: &str) -> Result<Option<(Vec<u8>, String)>, BackendError> {
+        self.0.cas().expect("checked at start").cas_get(name)
+    }
+    fn cas_put(
+        &self,
+        name: &str,
+        data: &[u8],
+        expect: Option<&str>,
+    ) -> Result<String, BackendError> {
+        self.0
+            .cas()
+            .expect("checked at start")
+            .cas_put(name, data, expect)
+    }
+}
+
 /// A conditional write that tells a lost reply from a lost race: when the condition
 /// fails, the object is read back, and if it holds exactly `data` (whose bytes are
 /// unique to this writer: holder and sequence) an earlier attempt of this same write
@@ -35,12 +57,23 @@ pub fn put_checked(
     data: &[u8],
     expect: Option<&str>,
 ) -> Result<String, BackendError> {
+    put_checked_how(cas, name, data, expect).map(|(v, _)| v)
+}
+
+/// `put_checked`, and whether the version came from the read-back (`true`): an
+/// earlier attempt landed, at a time only known to lie after that attempt was sent.
+pub fn put_checked_how(
+    cas: &dyn Cas,
+    name: &str,
+    data: &[u8],
+    expect: Option<&str>,
+) -> Result<(String, bool), BackendError> {
     match cas.cas_put(name, data, expect) {
         Err(BackendError::AlreadyExists) => match cas.cas_get(name)? {
-            Some((b, v)) if b == data => Ok(v),
+            Some((b, v)) if b == data => Ok((v, true)),
             _ => Err(BackendError::AlreadyExists),
         },
-        r => r,
+        r => r.map(|v| (v, false)),
     }
 }
 
@@ -127,32 +160,34 @@ pub fn setup(
             .with_context(|| format!("ha: backend.root = {:?}", store.root))?;
         cfg.check_fs_root(&store.root, remote)?;
     }
-    let Some(cas) = backend.cas() else {
-        bail!(
-            "ha.identity: the {} store has no conditional writes",
-            backend.name()
-        );
-    };
     let holder = holder_name();
-    probe(cas, identity, &holder)?;
+    let (cas, fenced_by) = fencing_cas(cfg, store, backend)?;
+    probe(&*cas, identity, &holder).with_context(|| format!("ha: fencing through {fenced_by}"))?;
+    // One fence per identity: not etcd for some gateways and the store for others.
+    mixed::check(
+        !cfg.etcd.is_empty(),
+        backend.cas(),
+        identity,
+        Duration::from_secs(cfg.lease_s),
+    )?;
     // COMPOUNDs that come while the fence is shut wait for it (`state::park`).
     let park = crate::state::park::Park::for_lease(Duration::from_secs(cfg.lease_s), store.workers);
     let fence = Arc::new(Fence::shut_parking(park));
     // The store checks the same deadline before each request that changes it
     // (docs/ha.md "Lease and clocks"): no store write from a stopped active.
     backend.gate_writes(fence.gate());
-    let records = record::StoreRecords::new(backend.clone(), identity, &holder, fence.clone());
+    let records = record::StoreRecords::with_cas(cas.clone(), identity, &holder, fence.clone());
     let record = records.clone();
     let lease = Duration::from_secs(cfg.lease_s);
     let mut major = crate::state::clients::SERVER_MAJOR.to_vec();
     major.extend_from_slice(format!("/{identity}").as_bytes());
-    tracing::info!(identity, holder = %holder, lease_s = cfg.lease_s, role = ?cfg.role, "ha: the store honours conditional writes");
+    tracing::info!(identity, holder = %holder, lease_s = cfg.lease_s, role = ?cfg.role, fence = %fenced_by, "ha: the fence honours conditional writes");
     Ok(Some(Setup {
         fence: fence.clone(),
         records,
         server_major: major,
         keeper: Keeper {
-            backend: backend.clone(),
+            cas,
             identity: identity.to_string(),
             holder,
             lease,
@@ -161,6 +196,63 @@ pub fn setup(
             record,
         },
     }))
+}
+
+/// The `Cas` the identity's objects go through, and what it is for the logs: etcd
+/// when `ha.etcd` is set (`etcd`: any store), else the store's own conditional writes.
+fn fencing_cas(
+    cfg: &HaConfig,
+    store: &BackendConfig,
+    backend: &Arc<dyn Backend>,
+) -> anyhow::Result<(Arc<dyn Cas>, String)> {
+    if cfg.etcd.is_empty() {
+        if backend.cas().is_none() {
+            bail!(
+                "ha.identity: the {} store has no conditional writes (set ha.etcd: docs/ha.md \"Fencing: etcd\")",
+                backend.name()
+            );
+        }
+        let what = format!("the {} store's conditional writes", backend.name());
+        return Ok((Arc::new(ViaBackend(backend.clone())), what));
+    }
+    let prefix = match &cfg.etcd_prefix {
+        Some(p) => p.clone(),
+        None => etcd_default_prefix(store),
+    };
+    let c = etcd::EtcdCas::new(&cfg.etcd, &prefix, cfg.etcd_timeout())?;
+    let what = format!(
+        "etcd {} under key prefix {prefix:?} (timeout {} ms)",
+        c.urls().join(","),
+        cfg.etcd_timeout().as_millis()
+    );
+    let cluster = c
+        .learn_cluster()
+        .with_context(|| format!("ha: fencing through {what}"))?;
+    tracing::info!(endpoints = ?c.urls(), prefix = %prefix, cluster = %format!("{cluster:x}"), "ha: etcd is the fence: the identity's lease, record and layout key are in etcd, not the store");
+    Ok((Arc::new(c), what))
+}
+
+/// `nfsgw/<16 hex>/`: a digest of what names the data (s3: bucket and prefix; fs: the
+/// root), so two deployments on one etcd never share keys while every gateway of one
+/// deployment derives the same (endpoints are left out: gateways may reach one store
+/// at different addresses).
+pub fn etcd_default_prefix(store: &BackendConfig) -> String {
+    let named = match (store.kind, &store.s3) {
+        (BackendKind::S3, Some(s3)) => format!("s3\0{}\0{}", s3.bucket, s3.prefix),
+        _ => format!(
+            "{:?}\0{}",
+            store.kind,
+            canonical_root(&store.root).display()
+        ),
+    };
+    let h = blake3::hash(named.as_bytes());
+    format!("nfsgw/{}/", &h.to_hex()[..16])
+}
+
+/// The root as every gateway spells it: `/srv/x`, `/srv/x/` and `/srv/./x` are one
+/// (symbolic links resolved when it exists; lexically otherwise).
+fn canonical_root(root: &std::path::Path) -> std::path::PathBuf {
+    std::fs::canonicalize(root).unwrap_or_else(|_| root.components().collect())
 }
 
 impl Setup {
@@ -200,7 +292,8 @@ pub trait AsState: Send + Sync {
 }
 
 struct Keeper {
-    backend: Arc<dyn Backend>,
+    /// Where the lease and the layout key live: the store's or etcd's `Cas`.
+    cas: Arc<dyn Cas>,
     identity: String,
     holder: String,
     lease: Duration,
@@ -212,7 +305,7 @@ struct Keeper {
 
 impl Keeper {
     fn cas(&self) -> &dyn Cas {
-        self.backend.cas().expect("checked at start")
+        &*self.cas
     }
 
     fn lease_name(&self) -> String {
@@ -319,7 +412,7 @@ impl Keeper {
         let mut watch = renew::Watch::new(&self.identity);
         let mut tried = Instant::now();
         let name = self.lease_name();
-        let cas: Arc<dyn Cas> = Arc::new(renew::ViaBackend(self.backend.clone()));
+        let cas = self.cas.clone();
         loop {
             if !adopted {
                 adopted = self.take_over(st, h);

@@ -7,7 +7,7 @@
 //! Every write is conditional on the version this gateway last read or wrote, so a
 //! gateway that lost the identity cannot overwrite its successor's record.
 
-use crate::backend::{Backend, BackendError};
+use crate::backend::{Backend, BackendError, Cas};
 use crate::state::recovery::{hex, unhex, Fence, RecordError, Records};
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
@@ -22,7 +22,8 @@ const MAX_OWNER: usize = 1024;
 /// writes are one writer's.
 #[derive(Clone)]
 pub struct StoreRecords {
-    backend: Arc<dyn Backend>,
+    /// The store's conditional writes, or etcd's (`ha::etcd`).
+    cas: Arc<dyn Cas>,
     name: String,
     holder: String,
     fence: Arc<Fence>,
@@ -34,9 +35,20 @@ pub struct StoreRecords {
 }
 
 impl StoreRecords {
+    /// The record in `backend`'s own conditional writes.
     pub fn new(backend: Arc<dyn Backend>, identity: &str, holder: &str, fence: Arc<Fence>) -> Self {
+        Self::with_cas(
+            Arc::new(super::ViaBackend(backend)),
+            identity,
+            holder,
+            fence,
+        )
+    }
+
+    /// The record in `cas` (the store's, or etcd's).
+    pub fn with_cas(cas: Arc<dyn Cas>, identity: &str, holder: &str, fence: Arc<Fence>) -> Self {
         StoreRecords {
-            backend,
+            cas,
             name: format!("ha/{identity}/record"),
             holder: holder.to_string(),
             fence,
@@ -118,8 +130,8 @@ pub fn parse(b: &[u8]) -> Result<HashSet<Vec<u8>>, RecordError> {
 
 impl Records for StoreRecords {
     fn load(&self) -> Result<HashSet<Vec<u8>>, RecordError> {
-        let cas = self.backend.cas().expect("checked at start");
-        let got = cas
+        let got = self
+            .cas
             .cas_get(&self.name)
             .map_err(|e| RecordError::Store(e.to_string()))?;
         let Some((bytes, v)) = got else {
@@ -161,7 +173,7 @@ impl StoreRecords {
                 "this gateway stopped holding its identity during the write".into(),
             ))
         };
-        let cas = self.backend.cas().expect("checked at start");
+        let cas = &*self.cas;
         let data = self.encode(owners);
         let mut v = self.version();
         let mut r = super::put_checked(cas, &self.name, &data, v.current.as_deref());

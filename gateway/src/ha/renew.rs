@@ -7,7 +7,7 @@
 //! its own, one at a time, and the keeper looks at the fence while it waits.
 
 use super::{lease, stats};
-use crate::backend::{Backend, BackendError, Cas};
+use crate::backend::{BackendError, Cas};
 use crate::state::recovery::Fence;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
@@ -61,26 +61,6 @@ impl Watch {
     }
 }
 
-/// A backend's `Cas` as an owned object a renewal thread can keep.
-pub(super) struct ViaBackend(pub Arc<dyn Backend>);
-
-impl Cas for ViaBackend {
-    fn cas_get(&self, name: &str) -> Result<Option<(Vec<u8>, String)>, BackendError> {
-        self.0.cas().expect("checked at start").cas_get(name)
-    }
-    fn cas_put(
-        &self,
-        name: &str,
-        data: &[u8],
-        expect: Option<&str>,
-    ) -> Result<String, BackendError> {
-        self.0
-            .cas()
-            .expect("checked at start")
-            .cas_put(name, data, expect)
-    }
-}
-
 /// What one renewal came to.
 pub(super) enum Renewal {
     Done(Result<(), BackendError>),
@@ -102,6 +82,8 @@ pub(super) fn renew(
     watch: &mut Watch,
     stop: &AtomicBool,
 ) -> Renewal {
+    // Noted here, in the keeper's `h`: a renewal that fails is retried from it.
+    h.attempt();
     let (tx, rx) = mpsc::sync_channel(1);
     let (cas, name, holder, mut mine) =
         (cas.clone(), name.to_string(), holder.to_string(), h.clone());

@@ -34,6 +34,8 @@ pub struct Spec<'a> {
     pub rdma: Option<SocketAddr>,
     /// More configuration (whole sections, e.g. `[pnfs]`), appended as is.
     pub extra: &'a str,
+    /// More `[ha]` keys (lines), e.g. `etcd = [...]`.
+    pub ha: &'a str,
 }
 
 pub struct Gw {
@@ -81,13 +83,14 @@ pub fn spawn(spec: &Spec) -> Gw {
          [backend]\nkind = \"fs\"\nroot = \"{}\"\nshared = true\nio = \"workers\"\n\
          [state]\ndir = \"{}\"\n{stats}\
          [nfs4]\nlease_time_s = 10\ngrace_time_s = 10\n\
-         [ha]\nidentity = \"t\"\nlease_s = {}\nrole = \"{}\"\n\
+         [ha]\nidentity = \"t\"\nlease_s = {}\nrole = \"{}\"\n{}\n\
          [[exports]]\npath = \"/\"\nclients = [\"0.0.0.0/0\"]\nsquash = \"none\"\n{}",
         spec.listen,
         spec.root.display(),
         state.display(),
         spec.lease_s,
         spec.role,
+        spec.ha,
         spec.extra,
     );
     let conf = spec.work.join(format!("{}.toml", spec.name));
