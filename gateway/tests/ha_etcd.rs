@@ -45,19 +45,9 @@ fn broken_cas_root(work: &Path) -> std::path::PathBuf {
 }
 
 fn spawn_ha(root: &Path, work: &Path, name: &str, role: &str, ha: &str) -> Gw {
-    let addr = ([127, 0, 0, 1], free_port()).into();
     spawn(&Spec {
-        root,
-        work,
-        name,
-        role,
-        lease_s: LEASE_S,
-        listen: addr,
-        reach: addr,
-        netns: None,
-        rdma: None,
-        extra: "",
         ha,
+        ..Spec::local(root, work, name, role, LEASE_S)
     })
 }
 

@@ -33,20 +33,7 @@ use std::time::{Duration, Instant};
 const LEASE_S: u64 = 3;
 
 fn spawn_local(root: &std::path::Path, work: &std::path::Path, name: &str, role: &str) -> Gw {
-    let addr = ([127, 0, 0, 1], free_port()).into();
-    spawn(&Spec {
-        root,
-        work,
-        name,
-        role,
-        lease_s: LEASE_S,
-        listen: addr,
-        reach: addr,
-        netns: None,
-        rdma: None,
-        extra: "",
-        ha: "",
-    })
+    spawn(&Spec::local(root, work, name, role, LEASE_S))
 }
 
 fn read_record(s: &mut TcpStream) -> Vec<u8> {

@@ -41,19 +41,9 @@ fn spawn_local(root: &Path, work: &Path, name: &str, role: &str) -> Gw {
 
 /// `spawn_local` with more configuration (`extra`: whole sections).
 fn spawn_with(root: &Path, work: &Path, name: &str, role: &str, extra: &str) -> Gw {
-    let addr = ([127, 0, 0, 1], free_port()).into();
     spawn(&Spec {
-        root,
-        work,
-        name,
-        role,
-        lease_s: LEASE_S,
-        listen: addr,
-        reach: addr,
-        netns: None,
-        rdma: None,
         extra,
-        ha: "",
+        ..Spec::local(root, work, name, role, LEASE_S)
     })
 }
 

@@ -38,6 +38,33 @@ pub struct Spec<'a> {
     pub ha: &'a str,
 }
 
+impl<'a> Spec<'a> {
+    /// A gateway on its own port of 127.0.0.1, no namespace, no RDMA, nothing more
+    /// configured: what the loopback tests start (`Spec { extra, ..Spec::local(…) }`).
+    pub fn local(
+        root: &'a Path,
+        work: &'a Path,
+        name: &'a str,
+        role: &'a str,
+        lease_s: u64,
+    ) -> Self {
+        let addr: SocketAddr = ([127, 0, 0, 1], free_port()).into();
+        Spec {
+            root,
+            work,
+            name,
+            role,
+            lease_s,
+            listen: addr,
+            reach: addr,
+            netns: None,
+            rdma: None,
+            extra: "",
+            ha: "",
+        }
+    }
+}
+
 pub struct Gw {
     pub child: Child,
     pub reach: SocketAddr,
