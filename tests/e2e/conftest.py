@@ -16,7 +16,9 @@
 * s3: `s3_server` (session: ONE moto server on loopback, tests/e2e/s3server.py),
   `s3_bucket` (a fresh bucket per test), `s3` (boto3 client), `s3_proxy` (a fault-injecting
   proxy to the server, tests/e2e/s3proxy.py). `gw_factory(backend="s3")` makes a fresh
-  bucket unless given `s3={...}` (the `[backend.s3]` table; see `S3Server.gateway_s3_config`).
+  bucket unless given `s3={...}` (the `[backend.s3]` table; see `S3Server.gateway_s3_config`),
+  and gives that gateway a `handle_key_file` of its own (`handle_key_file`: no 2 s key
+  agreement through the bucket at each start; a given `s3={...}` is used as it is).
 * garage: `garage_cluster` (session: ONE three-node Garage cluster on loopback,
   tests/e2e/garage.py; skipped with the reason when tools/garage/install.sh has not cached
   the binary or NFSGW_GARAGE=0). `gw_factory(backend="garage")` makes an s3 gateway
@@ -534,6 +536,22 @@ def s3(s3_server):
     return s3_server.client()
 
 
+def handle_key_file(wd: Path) -> str:
+    """A fresh `backend.s3.handle_key_file` in `wd`, for a gateway on a bucket of its own.
+
+    Without it an s3 gateway on a fresh bucket agrees on the handle key through the
+    bucket and waits `SETTLE` (2 s, gateway/src/backend/s3/handlekey.rs) before its
+    listing decides: 2 s of each [s3]/[garage] test's setup, most of the garage group's
+    setup time (tests/run-e2e.sh's parallel pass waits for that one worker). Agreement
+    through the bucket is what test_s3_handles.py and test_garage.py check, with
+    configurations of their own (`s3={...}`), which this leaves as they are; a restart of
+    the same `Gateway` keeps its table, so the same key."""
+    p = wd / "handle.key"
+    p.write_text(os.urandom(32).hex() + "\n")
+    p.chmod(0o600)
+    return str(p)
+
+
 @pytest.fixture
 def gw_factory(gateway_bin, tmp_path, request):
     made: list = []
@@ -552,14 +570,14 @@ def gw_factory(gateway_bin, tmp_path, request):
             if kw.get("s3") is None:
                 b = garage.new_bucket(request.node.name[:20])
                 garage_buckets.append(b)
-                kw["s3"] = garage.gateway_s3_config(b)
+                kw["s3"] = garage.gateway_s3_config(b, handle_key_file=handle_key_file(wd))
         elif backend.split("+")[0] == "s3":
             srv = request.getfixturevalue("s3_server")
             direct = srv.endpoint
             if kw.get("s3") is None:
                 b = srv.new_bucket(request.node.name[:20])
                 buckets.append(b)
-                kw["s3"] = srv.gateway_s3_config(b)
+                kw["s3"] = srv.gateway_s3_config(b, handle_key_file=handle_key_file(wd))
         if backend.endswith("+rdma"):
             g = RdmaGateway(gateway_bin, wd, backend=backend[:-len("+rdma")], exports=exports, tcp=tcp, **kw)
         else:

@@ -20,12 +20,15 @@ Workloads are small (16-32 MiB) and store timeouts short so that faults show in 
 from __future__ import annotations
 
 import os
+import tempfile
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
 import nfsclient as N
+from conftest import handle_key_file
 from garage import multi_endpoint_supported
 from s3server import get_bytes, head, list_keys
 
@@ -43,8 +46,15 @@ needs_failover = pytest.mark.skipif(
            "talks to one endpoint, so losing that node stops it")
 
 
-def gateway(gw_factory, cluster, bucket, start=True, endpoints=None, extra=None, **over):
-    """A gateway on `bucket` of the cluster, every node an endpoint (endpoints[0] first)."""
+def gateway(gw_factory, cluster, bucket, start=True, endpoints=None, extra=None, own_key=False, **over):
+    """A gateway on `bucket` of the cluster, every node an endpoint (endpoints[0] first).
+
+    own_key: a `handle_key_file` of its own (conftest.handle_key_file), for a test with one
+    gateway on its bucket that is not about the key: no 2 s agreement at its start (the
+    Garage group is the parallel pass's longest worker). The tests of several gateways on
+    one bucket leave it off: they check the agreement through the bucket."""
+    if own_key:
+        over["handle_key_file"] = handle_key_file(Path(tempfile.mkdtemp(dir=cluster.workdir)))
     cfg = cluster.gateway_s3_config(bucket, endpoints=endpoints, **over)
     return gw_factory(backend="garage", s3=cfg, start=start, backend_opts={"workers": 4},
                       extra=extra or {})
@@ -154,7 +164,7 @@ class Prober:
 
 
 def test_nfs_file_is_a_byte_exact_object_and_s3_objects_appear(gw_factory, garage_cluster, bucket, s3):
-    g = gateway(gw_factory, garage_cluster, bucket)
+    g = gateway(gw_factory, garage_cluster, bucket, own_key=True)
     c = g.client()
     root = c.mount("/")
     d = c.mkdir(root, "dir", 0o755).check().fh
@@ -185,7 +195,7 @@ def test_large_rename_and_chmod_copy_part_by_part_on_garage(gw_factory, garage_c
     """Garage's UploadPartCopy with ranges (moto's is checked in test_s3.py): copies of
     objects over `multipart_copy_over_mib` (CopyObject's 5 GiB limit, 5 MiB here) go part
     by part and keep every byte and the metadata."""
-    g = gateway(gw_factory, garage_cluster, bucket, multipart_copy_over_mib=5, copy_part_mib=5)
+    g = gateway(gw_factory, garage_cluster, bucket, own_key=True, multipart_copy_over_mib=5, copy_part_mib=5)
     c = g.client()
     root = c.mount("/")
     data = os.urandom(12 * MiB + 3)
@@ -215,7 +225,7 @@ def test_source_rewritten_during_a_part_copy_fails_the_copy_not_mixes_it(gw_fact
     host, port = garage_cluster.endpoints[0].split("://")[1].rsplit(":", 1)
     p = FaultProxy((host, int(port))).start()
     try:
-        g = gateway(gw_factory, garage_cluster, bucket, endpoints=[p.endpoint],
+        g = gateway(gw_factory, garage_cluster, bucket, own_key=True, endpoints=[p.endpoint],
                     multipart_copy_over_mib=5, copy_part_mib=5, timeout_s=30)
         c = g.client()
         root = c.mount("/")
@@ -337,7 +347,7 @@ def _writer(g, files, committed, seen, stop_after=None):
 ])
 def test_node_killed_during_writes_then_restarted(gw_factory, healed, bucket, s3, victim):
     cluster = healed
-    g = gateway(gw_factory, cluster, bucket, **FAULT_CFG)
+    g = gateway(gw_factory, cluster, bucket, own_key=True, **FAULT_CFG)
     c = g.client()
     root = c.mount("/")
     hot = make_file(c, root, "hot", b"h" * 4096)
@@ -386,7 +396,7 @@ def test_node_killed_during_reads(gw_factory, healed, bucket, s3, victim):
     data = os.urandom(32 * MiB)
     s3.put_object(Bucket=bucket, Key="big.bin", Body=data)
     # no page cache: every READ goes to the store (read-ahead blocks still do)
-    g = gateway(gw_factory, cluster, bucket, extra={"cache": {"size_mib": 0}}, **FAULT_CFG)
+    g = gateway(gw_factory, cluster, bucket, own_key=True, extra={"cache": {"size_mib": 0}}, **FAULT_CFG)
     c = g.client(timeout=60)
     root = c.mount("/")
     fh = c.lookup(root, "big.bin").check().fh
@@ -410,7 +420,7 @@ def test_all_nodes_stalled_longer_than_the_timeout(gw_factory, healed, bucket, s
     over = dict(timeout_s=1, connect_timeout_s=1, retries=1, flush_idle_s=60)
     if multi_endpoint_supported():
         over["retry_budget_s"] = 4.0      # the whole call, all three endpoints included
-    g = gateway(gw_factory, cluster, bucket, **over)
+    g = gateway(gw_factory, cluster, bucket, own_key=True, **over)
     c = g.client(timeout=60)
     root = c.mount("/")
     hot = os.urandom(8192)

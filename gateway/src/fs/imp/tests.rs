@@ -205,12 +205,21 @@ fn handles_survive_reopen() {
 
 #[test]
 fn readdir_pages_through_10000() {
-    each_local(|m, b, _| {
+    each_local(|m, b, st| {
         let root = m.root(0).unwrap();
         let dir = m.mkdir(&root, b"big", &SetAttr::default(), OWNER).unwrap();
+        // The fs backend's names mostly made on its disk behind the gateway (as
+        // tests/e2e's test_readdir_paging_10000 makes half): 10,000 puts, each synced
+        // (`FsBackend::put`), took 25 s of the library's test run; the listing is what
+        // is checked here, and one name in 100 still comes through the backend.
+        let data = st.parent().unwrap().join("data");
         for i in 0..10_000 {
-            b.put(&format!("big/f{i:05}"), b"", &UserMeta::new(), false)
-                .unwrap();
+            let key = format!("big/f{i:05}");
+            if data.is_dir() && i % 100 != 0 {
+                std::fs::File::create(data.join(&key)).unwrap();
+            } else {
+                b.put(&key, b"", &UserMeta::new(), false).unwrap();
+            }
         }
         let mut seen = std::collections::HashSet::new();
         let (mut cookie, mut verf) = (0u64, [0u8; 8]);
