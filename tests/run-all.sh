@@ -94,7 +94,7 @@ else
   skip "lint (SKIP_LINT)"
 fi
 
-# `cargo test --release --workspace --locked`'s binaries, four at a time (tests/run-unit.sh:
+# `cargo test --release --workspace --locked`'s binaries, three at a time (tests/run-unit.sh:
 # they mostly wait; one after another they took 3m50). Prints each binary's result line;
 # the whole output in target/unit-tests.log, a failed binary's tail on the terminal.
 step "unit tests (the s3 backend's against a real S3 server on loopback: moto)"

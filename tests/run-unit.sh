@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Every unit and integration test of the workspace, as `cargo test --release --workspace
-# --locked` runs them, but UNIT_JOBS [4] test binaries at a time instead of one after
+# --locked` runs them, but UNIT_JOBS [3] test binaries at a time instead of one after
 # another (tests/run-all.sh's unit test stage).
 #
 #   tests/run-unit.sh [LOG]        # LOG: all output, binary by binary [target/unit-tests.log]
@@ -14,9 +14,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 LOG=${1:-target/unit-tests.log}
-# 4: back to back on a loaded host (load 12), 136 s at 3, 109 s at 4 (the gateway
-# library's binary, started first, is then nearly the whole stage).
-JOBS=${UNIT_JOBS:-4}
+JOBS=${UNIT_JOBS:-3}
 mkdir -p "$(dirname "$LOG")"
 OUT=$(mktemp -d "${TMPDIR:-/tmp}/nfsgw-unit.XXXXXX")
 trap 'rm -rf "$OUT"' EXIT
