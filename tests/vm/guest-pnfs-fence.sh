@@ -265,7 +265,7 @@ check "second client: mount -o vers=3 127.0.0.2:/ $M3" mount -t nfs -o vers=3,pr
 # file $W/stop.
 read -r w0 _ <<<"$(ds_counts)"
 T_OPEN=$(date +%s.%N)
-python3 - "$M/fenced" "$W/progress" "$W/stop" "$SLOTS" > "$W/writer.err" 2>&1 <<'PY' &
+python3 -S - "$M/fenced" "$W/progress" "$W/stop" "$SLOTS" > "$W/writer.err" 2>&1 <<'PY' &
 import mmap, os, sys, time
 path, progress, stop, slots = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 log = open(progress, "w", buffering=1)
@@ -376,7 +376,7 @@ echo "$TAG: the file's size through the second client: $(stat -c %s "$W/seen") (
 # credentials is accepted. (A chunk started within the window and landed after the
 # truncate would also be past the window's promise if it started after fence + 2 s.)
 judge() {
-  python3 - "$W/seen" "$W/progress" "$KEEP" "$stuck" "$SLOTS" "$TFENCE" "$TTRUNC" <<'PY'
+  python3 -S - "$W/seen" "$W/progress" "$KEEP" "$stuck" "$SLOTS" "$TFENCE" "$TTRUNC" <<'PY'
 import sys
 seen, progress = sys.argv[1], sys.argv[2]
 keep, stuck, slots = int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
