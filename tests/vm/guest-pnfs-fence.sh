@@ -439,7 +439,10 @@ fi
 WRITER=""
 echo "$TAG: layouts granted $(layouts granted), returned $(layouts returned), revoked $(layouts revoked)"
 unmount $M3
-unmount $M
+# Over rdma the fenced client goes lazily at once: its unmount is not forced there
+# (unmount above), and a client with a write stuck on a fenced layout waited out the
+# 10 s before the lazy one anyway.
+if [ "$PROTO" = rdma ]; then umount -l $M 2>/dev/null || true; else unmount $M; fi
 check "both clients unmounted" sh -c "! mountpoint -q $M && ! mountpoint -q $M3"
 awk -v g="$TAG" -v a="$TSTART" -v b="$(date +%s.%N)" 'BEGIN {printf "%s: this part took %.0f s\n", g, b - a}'
 echo "$PASS"
