@@ -44,13 +44,15 @@ for s in $STAGES; do
     # pnfs: over TCP, then (PNFS_GARAGE: a Garage binary) three data servers on one S3
     # bucket (guest-pnfs-s3.sh), then (PNFS_FENCE=1, the default) a client cut off from
     # its metadata server fenced at a data server (guest-pnfs-fence.sh), then
-    # (PNFS_RDMA=1, the RDMA build given) over proto=rdma; each part prints its own PASS
-    # line and time, the stage needs them all.
+    # (PNFS_RDMA=1, the RDMA build given) over proto=rdma, and fenced again with its
+    # data servers reached over rdma; each part prints its own PASS line and time, the
+    # stage needs them all.
     pnfs) pr=""; [ "${PNFS_RDMA:-0}" = 1 ] && pr=$RGW
           cmd=(bash -c 'bash "$1/guest-pnfs.sh" "$2" tcp || exit
                         [ -z "$4" ] || bash "$1/guest-pnfs-s3.sh" "$2" "$4" || exit
-                        [ "$5" != 1 ] || bash "$1/guest-pnfs-fence.sh" "$2" || exit
-                        [ -z "$3" ] || bash "$1/guest-pnfs.sh" "$3" rdma' \
+                        [ "$5" != 1 ] || bash "$1/guest-pnfs-fence.sh" "$2" tcp || exit
+                        [ -z "$3" ] || bash "$1/guest-pnfs.sh" "$3" rdma || exit
+                        [ -z "$3" ] || [ "$5" != 1 ] || bash "$1/guest-pnfs-fence.sh" "$3" rdma' \
                pnfs "$HERE" "$GW" "$pr" "${PNFS_GARAGE:-}" "${PNFS_FENCE:-1}"); to=${PNFS_TIMEOUT:-1500} ;;
     ha) hr=""; [ "${HA_RDMA:-1}" = 1 ] && hr=$RGW   # HA_RDMA=0: the TCP part alone
         cmd=(bash "$HERE/guest-ha.sh" "$GW" "$hr"); to=${HA_TIMEOUT:-600} ;;

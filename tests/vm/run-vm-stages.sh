@@ -19,8 +19,8 @@
 #                      PNFS_FENCE=0 leaves it out), then over proto=rdma with
 #                      netid "rdma" data servers when
 #                      PNFS_RDMA=1 (the default when RDMA_GATEWAY_BIN is given; needs
-#                      the RDMA build); in each, a data server killed mid-write and
-#                      one mid-read
+#                      the RDMA build), fio verify and the fence too; in each, a data
+#                      server killed mid-write and one mid-read
 #   ha                 [ha] takeover under the kernel's NFSv4.1 client: two gateways in
 #                      network namespaces, the service address moved as keepalived would, kill -9
 #                      of the active while an application holds a lock and writes (guest-ha.sh);
@@ -63,7 +63,8 @@ pass_line() {
     kernel-client) echo "KERNEL CLIENT SMOKE: PASS" ;;
     pnfs) echo "KERNEL PNFS: PASS"; [ -n "$PNFS_GARAGE" ] && echo "KERNEL PNFS/S3: PASS"
           [ "${PNFS_FENCE:-1}" = 1 ] && echo "KERNEL PNFS/FENCE: PASS"
-          [ "$PNFS_RDMA" = 1 ] && echo "KERNEL PNFS/RDMA: PASS" ;;
+          [ "$PNFS_RDMA" = 1 ] && echo "KERNEL PNFS/RDMA: PASS"
+          [ "$PNFS_RDMA" = 1 ] && [ "${PNFS_FENCE:-1}" = 1 ] && echo "KERNEL PNFS/FENCE/RDMA: PASS" ;;
     ha) echo "KERNEL HA: PASS" ;;
     rdma-send-timeout) echo "RDMA SEND TIMEOUT: PASS" ;;
     kernel-rdma) echo "KERNEL NFS/RDMA: PASS" ;;
