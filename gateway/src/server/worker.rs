@@ -164,6 +164,8 @@ fn reply_buffer(pools: &Pools, want: usize) -> Option<Buf> {
 }
 
 fn run_job(shared: &Shared, mut job: Job) {
+    // Counted in by the reactor that pushed it (`backend::pending`).
+    let _finished = crate::backend::pending::Finished::begin();
     // Travels to the reply (or is dropped with an unanswered call).
     let charge = job.charge.take();
     if job.header.proc_ == 0 {

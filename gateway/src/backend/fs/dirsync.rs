@@ -87,6 +87,26 @@ impl DirSync {
     /// Returns once a `fsync` that started after this call's change (completed before
     /// the call) has succeeded, running it when no other caller's will do.
     pub fn sync(&self, fsync: impl FnOnce() -> io::Result<()>) -> io::Result<()> {
+        self.sync_gathered(|| 0, fsync)
+    }
+
+    /// `sync`, where the leader first lets changes about to complete join its flush:
+    /// `others()` says how many other callers may be about to change and sync (calls in
+    /// flight at the workers, `backend::pending`, less the tickets already waiting here).
+    /// While some are, each yield brings a new ticket and the gathering is young, the
+    /// leader yields its core (at most `GATHER_YIELDS` times, for at most
+    /// `GATHER_FOR`): on a machine with fewer cores than busy threads the woken worker
+    /// runs before the reactor has read the rest of a burst, or before the workers it
+    /// woke for the burst's other calls have run; the yield lets them make their
+    /// changes, take tickets and wait behind the leader instead of each leading a
+    /// flush of its own (docs/performance.md "A burst's changes share one log force"). The flush still covers only tickets taken before it
+    /// starts (read after the gathering), so the rule above holds. With `others() == 0`
+    /// (queue depth 1) no yield, no clock read.
+    pub fn sync_gathered(
+        &self,
+        others: impl Fn() -> usize,
+        fsync: impl FnOnce() -> io::Result<()>,
+    ) -> io::Result<()> {
         let mut st = lock(&self.state);
         st.taken += 1;
         let ticket = st.taken;
@@ -105,6 +125,11 @@ impl DirSync {
             }
             st = self.done.wait(st).unwrap_or_else(|e| e.into_inner());
         }
+        // Claimed while gathering: later tickets wait instead of leading.
+        st.running = Some(st.taken);
+        drop(st);
+        self.gather(&others);
+        let mut st = lock(&self.state);
         let (from, upto) = (st.synced, st.taken);
         st.running = Some(upto);
         drop(st);
@@ -125,6 +150,38 @@ impl DirSync {
         res
     }
 }
+
+impl DirSync {
+    /// The leader's wait for the changes of calls in flight (`sync_gathered`).
+    fn gather(&self, others: &impl Fn() -> usize) {
+        let waiting = || {
+            let st = lock(&self.state);
+            (st.taken - st.synced).saturating_sub(1) as usize
+        };
+        if others() <= waiting() {
+            return;
+        }
+        let start = std::time::Instant::now();
+        let taken = || lock(&self.state).taken;
+        for _ in 0..GATHER_YIELDS {
+            let before = taken();
+            std::thread::yield_now();
+            // A yield that brought no change: the calls still in flight are not
+            // about to change anything (reads, a reply being encoded, a slow store).
+            if taken() == before || others() <= waiting() || start.elapsed() >= GATHER_FOR {
+                return;
+            }
+        }
+    }
+}
+
+/// At most this many yields of a flush's leader before it starts (`sync_gathered`):
+/// each lets the runnable workers of a burst reach their change; past them the calls
+/// still in flight are not about to change anything (reads, listings, a slow store).
+const GATHER_YIELDS: usize = 4;
+/// And for at most this long: a yield that hands the core to another thread returns
+/// only when the scheduler picks the leader again.
+const GATHER_FOR: std::time::Duration = std::time::Duration::from_micros(200);
 
 #[cfg(test)]
 mod tests {
