@@ -236,6 +236,109 @@ mod tests {
         );
     }
 
+    /// Pins the calling thread to `cpu`: the burst below then interleaves only through
+    /// the scheduler's picks, as workers outnumbering the cores do.
+    fn pin(cpu: Option<core_affinity::CoreId>) {
+        if let Some(id) = cpu {
+            core_affinity::set_for_current(id);
+        }
+    }
+
+    fn first_cpu() -> Option<core_affinity::CoreId> {
+        core_affinity::get_core_ids()?.into_iter().next()
+    }
+
+    /// N calls in flight on one core, released at once: the first to reach its flush
+    /// yields to the others (`sync_gathered`), so their changes share its flush —
+    /// fewer than N flushes, each covering only changes completed before it started.
+    /// Without the gathering each call leads its own (an instant flush ends before
+    /// the next thread runs).
+    #[test]
+    fn a_burst_in_flight_shares_one_flush() {
+        const N: usize = 8;
+        let cpu = first_cpu();
+        let mut best = usize::MAX;
+        // A few rounds: another process on the core can take a yield's turn.
+        for _ in 0..5 {
+            let d = Arc::new(DirSync::default());
+            let in_flight = Arc::new(std::sync::atomic::AtomicUsize::new(N));
+            let changes = Arc::new(AtomicU64::new(0));
+            let (flushes, covered) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+            let go = Arc::new(std::sync::Barrier::new(N));
+            let threads: Vec<_> = (0..N)
+                .map(|_| {
+                    let (d, in_flight, changes, flushes, covered, go) = (
+                        d.clone(),
+                        in_flight.clone(),
+                        changes.clone(),
+                        flushes.clone(),
+                        covered.clone(),
+                        go.clone(),
+                    );
+                    std::thread::spawn(move || {
+                        pin(cpu);
+                        go.wait();
+                        let mine = changes.fetch_add(1, Ordering::SeqCst) + 1;
+                        let others = || in_flight.load(Ordering::SeqCst) - 1;
+                        d.sync_gathered(others, || {
+                            covered.fetch_max(changes.load(Ordering::SeqCst), Ordering::SeqCst);
+                            flushes.fetch_add(1, Ordering::SeqCst);
+                            Ok(())
+                        })
+                        .unwrap();
+                        // Settled: no longer a call another leader waits for.
+                        in_flight.fetch_sub(1, Ordering::SeqCst);
+                        assert!(covered.load(Ordering::SeqCst) >= mine);
+                    })
+                })
+                .collect();
+            for t in threads {
+                t.join().unwrap();
+            }
+            best = best.min(flushes.load(Ordering::SeqCst) as usize);
+        }
+        assert!(best < N / 2, "{N} calls in flight: {best} flushes at best");
+    }
+
+    /// Alone (nothing else in flight) the leader flushes at once: `others` asked
+    /// once, no yield; with calls in flight that never change anything (reads) it
+    /// stops gathering after a yield that brought no one, so nothing waits long.
+    #[test]
+    fn gathering_never_waits_for_calls_that_change_nothing() {
+        let d = DirSync::default();
+        let asked = AtomicU64::new(0);
+        let alone = || {
+            asked.fetch_add(1, Ordering::SeqCst);
+            0
+        };
+        d.sync_gathered(alone, || Ok(())).unwrap();
+        assert_eq!(asked.load(Ordering::SeqCst), 1);
+        let t = std::time::Instant::now();
+        for _ in 0..100 {
+            d.sync_gathered(|| 31, || Ok(())).unwrap();
+        }
+        // One yield each (≤ GATHER_FOR past the first), not 100 stalls.
+        assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
+    }
+
+    /// A failed flush during a gathering burst still fails every ticket it covered.
+    #[test]
+    fn a_gathered_failure_fails_the_burst() {
+        let d = Arc::new(DirSync::default());
+        let threads: Vec<_> = (0..4)
+            .map(|_| {
+                let d = d.clone();
+                std::thread::spawn(move || {
+                    d.sync_gathered(|| 3, || Err(io::Error::from_raw_os_error(libc::EIO)))
+                })
+            })
+            .collect();
+        for t in threads {
+            assert!(t.join().unwrap().is_err());
+        }
+        assert!(d.sync(|| Ok(())).is_ok());
+    }
+
     /// A failed fsync fails the change of every caller it was to cover; later
     /// changes sync again.
     #[test]
