@@ -158,7 +158,9 @@ impl DirSync {
             let st = lock(&self.state);
             (st.taken - st.synced).saturating_sub(1) as usize
         };
-        if others() <= waiting() {
+        // Alone (queue depth 1): one relaxed load, no lock.
+        let first = others();
+        if first == 0 || first <= waiting() {
             return;
         }
         let start = std::time::Instant::now();
