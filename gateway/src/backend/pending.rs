@@ -73,7 +73,6 @@ impl Finished {
         COUNTED.with(|c| c.set(true));
         Finished
     }
-
 }
 
 /// Counts out a job whose push failed (it stays with the reactor).

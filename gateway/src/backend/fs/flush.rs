@@ -382,11 +382,13 @@ impl Flush {
     fn force(&self, log: &Log) -> io::Result<()> {
         // Other calls in flight at the workers may be about to change the namespace
         // too: let them (module doc (b); `DirSync::sync_gathered`).
-        let res = log.group.sync_gathered(crate::backend::pending::in_flight_others, || {
-            self.count(Kind::Log);
-            sys::touch(log.marker.as_fd())?;
-            sys::fsync(log.marker.as_fd())
-        });
+        let res = log
+            .group
+            .sync_gathered(crate::backend::pending::in_flight_others, || {
+                self.count(Kind::Log);
+                sys::touch(log.marker.as_fd())?;
+                sys::fsync(log.marker.as_fd())
+            });
         // Past its force the call changes nothing more that another force should wait
         // for (a compound's later change counts as a call not in flight: no wait).
         crate::backend::pending::settled();
