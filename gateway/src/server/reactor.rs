@@ -624,11 +624,8 @@ impl ReactorState {
                 },
                 None => job,
             };
-            crate::backend::pending::queued(1);
-            match self.router.jobs.push(job) {
-                Ok(()) => pushed = true,
-                Err(_) => crate::backend::pending::unqueued(),
-            }
+            // A revalidation GETATTR changes nothing: never counted (`Job::changes`).
+            pushed |= self.router.jobs.push(job).is_ok();
         }
         self.reval = reval;
         if pushed {
@@ -833,11 +830,16 @@ impl Router {
             return;
         }
         // Counted in before the push: the worker may finish it before push returns.
-        crate::backend::pending::queued(1);
+        let changes = job.changes;
+        if changes {
+            crate::backend::pending::queued(1);
+        }
         match self.jobs.push(job) {
             Ok(()) => wake_worker(&self.worker_bells),
             Err(job) => {
-                crate::backend::pending::unqueued();
+                if changes {
+                    crate::backend::pending::unqueued();
+                }
                 Counters::add(&self.counters.parked, 1);
                 self.backlog.push_back(job);
             }
@@ -848,9 +850,14 @@ impl Router {
     fn flush_backlog(&mut self) -> usize {
         let mut n = 0;
         while let Some(job) = self.backlog.pop_front() {
-            crate::backend::pending::queued(1);
+            let changes = job.changes;
+            if changes {
+                crate::backend::pending::queued(1);
+            }
             if let Err(job) = self.jobs.push(job) {
-                crate::backend::pending::unqueued();
+                if changes {
+                    crate::backend::pending::unqueued();
+                }
                 self.backlog.push_front(job);
                 break;
             }
