@@ -4,7 +4,8 @@
 # interleaved (order alternating by round); prints per NFS version and tree the median ops/s
 # and p99 of the phase of each build and their ratios (B/A). docs/performance.md "Listing,
 # fourth pass".
-# Env (defaults): A=, B= (gateway binaries), BENCH= (bench binary), PHASE=readdir ROUNDS=3 CONNS=4
+# Env (defaults): A=, B= (gateway binaries), BENCH= (bench binary), PHASE=readdir (bench md's
+#   --phases; a list such as mkdir,create,remove,rmdir reports each phase) ROUNDS=3 CONNS=4
 #   QD=8 FILES=1000 (per connection) TREES="easy hard" VERSIONS="3 4.1" OUT=/var/tmp/perf-md-ab/<time>
 # Only 127.0.0.1 is used (ports 20061 and 20071).
 set -u
@@ -49,12 +50,13 @@ for r in $(seq 1 "$ROUNDS"); do
     python3 - "$j" "$s" "$v" "$t" "$r" "$(cut -d' ' -f1 /proc/loadavg)" "$PHASE" <<'PY' | tee -a "$OUT/res.tsv"
 import json,sys
 j,s,v,t,r,l,ph=sys.argv[1:]
-try:
-  d=json.load(open(j))['phases'][ph]
-  lat=d.get('latency_us',{})
-  print(f"{s}\t{v}\t{t}\t{r}\t{d['ops_per_s']:.0f}\t{d['wall_s']:.3f}\t{lat.get('p50')}\t{lat.get('p99')}\t{l}")
-except Exception as e:
-  print(f"{s}\t{v}\t{t}\t{r}\tERR {e}")
+for p in ph.split(','):
+  try:
+    d=json.load(open(j))['phases'][p]
+    lat=d.get('latency_us',{})
+    print(f"{s}\t{v}\t{t}\t{r}\t{d['ops_per_s']:.0f}\t{d['wall_s']:.3f}\t{lat.get('p50')}\t{lat.get('p99')}\t{l}" + (f"\t{p}" if ',' in ph else ""))
+  except Exception as e:
+    print(f"{s}\t{v}\t{t}\t{r}\tERR {e}")
 PY
   done; done; done
 done
@@ -63,7 +65,8 @@ import sys,statistics as st,collections
 rows=[l.rstrip('\n').split('\t') for l in open(sys.argv[1])][1:]
 g=collections.defaultdict(list)
 for r in rows:
-  if len(r)>5 and not r[4].startswith('ERR'): g[(r[1],r[2],r[0])].append((float(r[4]),float(r[5]),float(r[7] or 0)))
+  # the phase (a tenth column when PHASE lists several) is part of the cell
+  if len(r)>5 and not r[4].startswith('ERR'): g[(r[1],r[2]+(' '+r[9] if len(r)>9 else ''),r[0])].append((float(r[4]),float(r[5]),float(r[7] or 0)))
 for (v,t) in sorted({(k[0],k[1]) for k in g}):
   a=g.get((v,t,'A'),[]); b=g.get((v,t,'B'),[])
   if a and b:

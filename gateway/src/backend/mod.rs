@@ -14,6 +14,7 @@ pub mod fs;
 pub mod gate;
 pub mod memory;
 pub mod meta_xattr;
+pub mod pending;
 pub mod s3;
 pub mod timed;
 

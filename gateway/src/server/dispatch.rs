@@ -37,6 +37,11 @@ pub(crate) struct Job {
     /// A GETATTR the reactor made to revalidate expired cached attributes (see
     /// `revalidation`): only its cache fill goes back, never a reply.
     pub revalidate: bool,
+    /// A call that may change a name or force the log (`backend::pending::changes`):
+    /// counted in flight while queued or running, so a log force's leader waits for
+    /// it to join (`DirSync::sync_gathered`). Decided once, here: the reactor counts
+    /// in and the worker counts out the same calls.
+    pub changes: bool,
     /// Arrival time and slot, for the reactor's statistics (set by the router).
     pub stat: crate::stats::CallStat,
     /// An NFSv4.1 COMPOUND's plan, made once here (`nfs4::plan`): its reply bound,
@@ -201,11 +206,13 @@ pub(crate) fn classify(
             return v;
         }
     }
+    let changes = crate::backend::pending::changes(&header, &record[args_at..], plan.as_ref());
     *work = Some(Job {
         plan,
         stat: crate::stats::CallStat::default(),
         read_ahead,
         revalidate: false,
+        changes,
         reactor,
         conn,
         peer,
@@ -284,6 +291,7 @@ fn revalidation(
         args_at,
         read_ahead: false,
         revalidate: true,
+        changes: false,
         stat: crate::stats::CallStat::default(),
         plan: None,
         charge: None,

@@ -624,6 +624,7 @@ impl ReactorState {
                 },
                 None => job,
             };
+            // A revalidation GETATTR changes nothing: never counted (`Job::changes`).
             pushed |= self.router.jobs.push(job).is_ok();
         }
         self.reval = reval;
@@ -828,9 +829,17 @@ impl Router {
             Counters::add(&self.counters.parked, 1);
             return;
         }
+        // Counted in before the push: the worker may finish it before push returns.
+        let changes = job.changes;
+        if changes {
+            crate::backend::pending::queued(1);
+        }
         match self.jobs.push(job) {
             Ok(()) => wake_worker(&self.worker_bells),
             Err(job) => {
+                if changes {
+                    crate::backend::pending::unqueued();
+                }
                 Counters::add(&self.counters.parked, 1);
                 self.backlog.push_back(job);
             }
@@ -841,7 +850,14 @@ impl Router {
     fn flush_backlog(&mut self) -> usize {
         let mut n = 0;
         while let Some(job) = self.backlog.pop_front() {
+            let changes = job.changes;
+            if changes {
+                crate::backend::pending::queued(1);
+            }
             if let Err(job) = self.jobs.push(job) {
+                if changes {
+                    crate::backend::pending::unqueued();
+                }
                 self.backlog.push_front(job);
                 break;
             }

@@ -164,6 +164,9 @@ fn reply_buffer(pools: &Pools, want: usize) -> Option<Buf> {
 }
 
 fn run_job(shared: &Shared, mut job: Job) {
+    // Counted in by the reactor that pushed it when it may change a name
+    // (`backend::pending`, `Job::changes`).
+    let _finished = crate::backend::pending::Finished::begin(job.changes);
     // Travels to the reply (or is dropped with an unanswered call).
     let charge = job.charge.take();
     if job.header.proc_ == 0 {

@@ -87,6 +87,33 @@ impl DirSync {
     /// Returns once a `fsync` that started after this call's change (completed before
     /// the call) has succeeded, running it when no other caller's will do.
     pub fn sync(&self, fsync: impl FnOnce() -> io::Result<()>) -> io::Result<()> {
+        self.sync_gathered(|| 0, fsync)
+    }
+
+    /// `sync`, where the leader first lets changes about to complete join its flush:
+    /// `others()` says how many other callers may be about to change and sync (calls in
+    /// flight at the workers that may change a name or force the log,
+    /// `backend::pending`), compared with the tickets already waiting here. While more
+    /// are in flight than wait, each yield brought a new ticket, and the gathering is
+    /// younger than `GATHER_FOR`, the leader yields its core (at most `GATHER_YIELDS`
+    /// times): on a machine with fewer cores than busy threads the woken worker runs
+    /// before the reactor has read the rest of a burst, or before the workers it woke
+    /// for the burst's other calls have run; the yield lets them make their changes,
+    /// take tickets and wait behind the leader instead of each leading a flush of its
+    /// own (docs/performance.md "A burst's changes share one log force").
+    /// `GATHER_FOR` only stops further yields: one `sched_yield` returns when the
+    /// scheduler picks the leader again, which under EEVDF may be a whole slice of
+    /// each runnable thread on its core (milliseconds on a loaded machine), while the
+    /// tickets already waiting wait too. Hence `others` counts only calls that can
+    /// join: a READ in flight never makes a leader yield.
+    /// The flush still covers only tickets taken before it starts (read after the
+    /// gathering), so the rule above holds. With `others() == 0` (queue depth 1) no
+    /// yield, no clock read.
+    pub fn sync_gathered(
+        &self,
+        others: impl Fn() -> usize,
+        fsync: impl FnOnce() -> io::Result<()>,
+    ) -> io::Result<()> {
         let mut st = lock(&self.state);
         st.taken += 1;
         let ticket = st.taken;
@@ -105,6 +132,11 @@ impl DirSync {
             }
             st = self.done.wait(st).unwrap_or_else(|e| e.into_inner());
         }
+        // Claimed while gathering: later tickets wait instead of leading.
+        st.running = Some(st.taken);
+        drop(st);
+        self.gather(&others);
+        let mut st = lock(&self.state);
         let (from, upto) = (st.synced, st.taken);
         st.running = Some(upto);
         drop(st);
@@ -125,6 +157,43 @@ impl DirSync {
         res
     }
 }
+
+impl DirSync {
+    /// The leader's wait for the changes of calls in flight (`sync_gathered`); the
+    /// yields it made.
+    fn gather(&self, others: &impl Fn() -> usize) -> usize {
+        let waiting = || {
+            let st = lock(&self.state);
+            (st.taken - st.synced).saturating_sub(1) as usize
+        };
+        // Alone (queue depth 1): one relaxed load, no lock.
+        let first = others();
+        if first == 0 || first <= waiting() {
+            return 0;
+        }
+        let start = std::time::Instant::now();
+        let taken = || lock(&self.state).taken;
+        for n in 1..=GATHER_YIELDS {
+            let before = taken();
+            std::thread::yield_now();
+            // A yield that brought no change: the calls still in flight are not
+            // about to change anything (a reply being encoded, a slow store).
+            if taken() == before || others() <= waiting() || start.elapsed() >= GATHER_FOR {
+                return n;
+            }
+        }
+        GATHER_YIELDS
+    }
+}
+
+/// At most this many yields of a flush's leader before it starts (`sync_gathered`):
+/// each lets the runnable workers of a burst reach their change; past them the calls
+/// still in flight are not about to change anything (reads, listings, a slow store).
+const GATHER_YIELDS: usize = 4;
+/// No yield starts after this long. It bounds the number of yields, not the wait: a
+/// yield that hands the core to another thread returns only when the scheduler picks
+/// the leader again (up to a slice per runnable thread under EEVDF).
+const GATHER_FOR: std::time::Duration = std::time::Duration::from_micros(200);
 
 #[cfg(test)]
 mod tests {
@@ -177,6 +246,178 @@ mod tests {
             n >= 20,
             "a thread's 20 changes need 20 fsyncs at least ({n})"
         );
+    }
+
+    /// Pins the calling thread to `cpu`: the burst below then interleaves only through
+    /// the scheduler's picks, as workers outnumbering the cores do.
+    fn pin(cpu: Option<core_affinity::CoreId>) {
+        if let Some(id) = cpu {
+            assert!(core_affinity::set_for_current(id), "pinning to {id:?}");
+        }
+    }
+
+    fn first_cpu() -> Option<core_affinity::CoreId> {
+        core_affinity::get_core_ids()?.into_iter().next()
+    }
+
+    /// A burst of `N` calls, all in flight (the counter `pending` keeps at the
+    /// workers) and pinned to one core, released at once; each makes its change
+    /// (`changes`), syncs through `sync_gathered` with `flush`, and is counted out
+    /// once answered. Each returns only after a flush that started after its change
+    /// completed has ended: `flush` gets the changes completed when it started and
+    /// returns what they were covered with (they count as covered only once it ends).
+    /// The calls' results, in thread order, with their change numbers.
+    fn burst(
+        d: &Arc<DirSync>,
+        n: usize,
+        flush: impl Fn(u64) -> io::Result<()> + Send + Sync + 'static,
+    ) -> Vec<(u64, io::Result<()>)> {
+        let cpu = first_cpu();
+        let in_flight = Arc::new(std::sync::atomic::AtomicUsize::new(n));
+        let changes = Arc::new(AtomicU64::new(0));
+        let covered = Arc::new(AtomicU64::new(0));
+        let flush = Arc::new(flush);
+        let go = Arc::new(std::sync::Barrier::new(n));
+        let threads: Vec<_> = (0..n)
+            .map(|_| {
+                let (d, in_flight, changes, covered, flush, go) = (
+                    d.clone(),
+                    in_flight.clone(),
+                    changes.clone(),
+                    covered.clone(),
+                    flush.clone(),
+                    go.clone(),
+                );
+                std::thread::spawn(move || {
+                    pin(cpu);
+                    go.wait();
+                    let mine = changes.fetch_add(1, Ordering::SeqCst) + 1;
+                    let others = || in_flight.load(Ordering::SeqCst) - 1;
+                    let res = d.sync_gathered(others, || {
+                        let seen = changes.load(Ordering::SeqCst);
+                        flush(seen)?;
+                        covered.fetch_max(seen, Ordering::SeqCst);
+                        Ok(())
+                    });
+                    if res.is_ok() {
+                        let c = covered.load(Ordering::SeqCst);
+                        assert!(c >= mine, "change {mine} answered, flushed up to {c}");
+                    }
+                    // Answered: no longer a call another leader waits for.
+                    in_flight.fetch_sub(1, Ordering::SeqCst);
+                    (mine, res)
+                })
+            })
+            .collect();
+        threads.into_iter().map(|t| t.join().unwrap()).collect()
+    }
+
+    /// N calls in flight on one core, released at once: the first to reach its flush
+    /// yields to the others (`sync_gathered`), so their changes share its flush —
+    /// fewer than N/2 flushes in some round. Without the gathering each call leads
+    /// its own (an instant flush ends before the next thread runs): checked by
+    /// making `gather` return at once, which fails this test. A loaded machine's other
+    /// processes can take a yield's turn, hence up to 30 rounds, one sharing enough.
+    #[test]
+    fn a_burst_in_flight_shares_one_flush() {
+        const N: usize = 8;
+        let mut seen = Vec::new();
+        for _ in 0..30 {
+            let d = Arc::new(DirSync::default());
+            let flushes = Arc::new(AtomicU64::new(0));
+            let f = flushes.clone();
+            let results = burst(&d, N, move |_| {
+                f.fetch_add(1, Ordering::SeqCst);
+                Ok(())
+            });
+            assert!(results.iter().all(|(_, r)| r.is_ok()));
+            let n = flushes.load(Ordering::SeqCst) as usize;
+            if n < N / 2 {
+                return;
+            }
+            seen.push(n);
+        }
+        panic!(
+            "{N} calls in flight: flushes per round {seen:?}, never < {}",
+            N / 2
+        );
+    }
+
+    /// The durability rule while gathering, with a slow flush (2 ms, as a log force
+    /// on a loaded disk): each change returns only after a flush that started after
+    /// it completed has ended (asserted in `burst`), round after round.
+    #[test]
+    fn gathered_changes_return_only_after_a_later_flush_ended() {
+        for _ in 0..5 {
+            let d = Arc::new(DirSync::default());
+            let results = burst(&d, 8, |_| {
+                std::thread::sleep(Duration::from_millis(2));
+                Ok(())
+            });
+            assert!(results.iter().all(|(_, r)| r.is_ok()));
+        }
+    }
+
+    /// Only the first flush fails: exactly the tickets it was to cover (those taken
+    /// before it started, `running` while it runs) get the error, the later ones
+    /// succeed through later flushes. Fails if only the leader saw the error. Rounds
+    /// until one in which the failed flush covered gathered tickets.
+    #[test]
+    fn a_gathered_failure_fails_exactly_the_tickets_it_covered() {
+        const N: usize = 8;
+        let mut covered_by_first = Vec::new();
+        for _ in 0..30 {
+            let d = Arc::new(DirSync::default());
+            let first = Arc::new(std::sync::Mutex::new(None));
+            let (d2, first2) = (d.clone(), first.clone());
+            let results = burst(&d, N, move |_| {
+                let mut f = lock(&first2);
+                if f.is_some() {
+                    return Ok(());
+                }
+                let upto = lock(&d2.state).running.expect("a flush runs");
+                *f = Some(upto);
+                std::thread::sleep(Duration::from_millis(2));
+                Err(io::Error::from_raw_os_error(libc::EIO))
+            });
+            let upto = lock(&first).expect("a first flush") as usize;
+            let failed = results.iter().filter(|(_, r)| r.is_err()).count();
+            assert_eq!(failed, upto, "the failed flush covered tickets 1..={upto}");
+            assert!(d.sync(|| Ok(())).is_ok(), "a later change syncs again");
+            covered_by_first.push(upto);
+            if upto >= 2 {
+                return;
+            }
+        }
+        panic!("the failed flush never covered a gathered ticket: {covered_by_first:?}");
+    }
+
+    /// Alone (nothing else in flight) the leader flushes at once: `others` asked
+    /// once, no yield. With calls in flight that change nothing more (a reply being
+    /// encoded) it stops after the one yield that brought no one: 100 changes take
+    /// one yield each, far below a wait of `GATHER_FOR` each (20 ms), in the best of
+    /// a few rounds (another process may take a yield's turn on a loaded machine).
+    #[test]
+    fn gathering_never_waits_for_calls_that_change_nothing() {
+        let d = DirSync::default();
+        let asked = AtomicU64::new(0);
+        let alone = || {
+            asked.fetch_add(1, Ordering::SeqCst);
+            0
+        };
+        d.sync_gathered(alone, || Ok(())).unwrap();
+        assert_eq!(asked.load(Ordering::SeqCst), 1);
+        assert_eq!(d.gather(&|| 0), 0, "alone: no yield");
+        assert_eq!(d.gather(&|| 31), 1, "no one joined: one yield");
+        let mut best = Duration::MAX;
+        for _ in 0..5 {
+            let t = std::time::Instant::now();
+            for _ in 0..100 {
+                d.sync_gathered(|| 31, || Ok(())).unwrap();
+            }
+            best = best.min(t.elapsed());
+        }
+        assert!(best < GATHER_FOR * 100 / 4, "100 changes took {best:?}");
     }
 
     /// A failed fsync fails the change of every caller it was to cover; later

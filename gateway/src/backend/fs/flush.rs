@@ -380,11 +380,19 @@ impl Flush {
     /// our own change of the marker joins the running transaction (CIL context) after
     /// all of theirs, and the marker's fsync commits the log up to it.
     fn force(&self, log: &Log) -> io::Result<()> {
-        log.group.sync(|| {
-            self.count(Kind::Log);
-            sys::touch(log.marker.as_fd())?;
-            sys::fsync(log.marker.as_fd())
-        })
+        // Other calls in flight at the workers may be about to change the namespace
+        // too: let them (module doc (b); `DirSync::sync_gathered`).
+        let res = log
+            .group
+            .sync_gathered(crate::backend::pending::in_flight_others, || {
+                self.count(Kind::Log);
+                sys::touch(log.marker.as_fd())?;
+                sys::fsync(log.marker.as_fd())
+            });
+        // Past its force the call changes nothing more that another force should wait
+        // for (a compound's later change counts as a call not in flight: no wait).
+        crate::backend::pending::settled();
+        res
     }
 }
 
