@@ -81,22 +81,46 @@ check() {
   else echo "FAIL $TAG $d"; exit 1; fi
 }
 uncut() { [ "$CUT" = 1 ] && tc qdisc del dev lo clsact 2>/dev/null; CUT=0; return 0; }
-# unmount DIR: bounded; never forced over rdma (Debian 6.1's NFS/RDMA client can oops in
-# a forced unmount and wedge later mounts: tests/README.md); lazily as a last resort.
+# unmount DIR: while the gateways are still up, so that the client can finish or fail
+# what it has in flight and let its nfs_client go; forced (the client's calls to the
+# metadata server killed: both mounts are over TCP, the RDMA data-server clients are
+# not touched by -f) if it does not return within 15 s, lazily as a last resort. A
+# client left behind lazily would be shared by the next stage's mount of the same
+# address and port, with its stuck state (the check on /proc/fs/nfsfs/servers below).
 unmount() {
-  local i p f=-f
-  [ "$PROTO" = rdma ] && f=""
   mountpoint -q "$1" 2>/dev/null || return 0
-  umount $f "$1" 2>/dev/null & p=$!
-  for i in $(seq 1 50); do kill -0 "$p" 2>/dev/null || { wait "$p" && return 0; break; }; sleep 0.2; done
+  timeout -k 5 15 umount "$1" 2>/dev/null && return 0
+  timeout -k 5 15 umount -f "$1" 2>/dev/null && return 0
+  echo "$TAG: $1 did not unmount (forced) within 15 s: lazily"
   umount -l "$1" 2>/dev/null || true
+  return 1
+}
+# stop_writer: the writer killed (an NFS wait is killable) and waited for, bounded: a
+# process still inside the client holds the mount.
+stop_writer() {
+  [ -n "$WRITER" ] || return 0
+  kill -9 "$WRITER" 2>/dev/null || true
+  for _ in $(seq 1 100); do kill -0 "$WRITER" 2>/dev/null || break; sleep 0.1; done
+  kill -0 "$WRITER" 2>/dev/null && echo "$TAG: the writer (pid $WRITER) did not exit within 10 s of SIGKILL"
+  WRITER=""
+}
+# no_clients: the kernel holds no NFS client of this part's servers any more (ports 2049,
+# 2050-2052 and 20050-20052; /proc/fs/nfsfs/servers lists them in hex), waited for a
+# while: the data servers' clients go when the last layout's device is released.
+no_clients() {
+  for _ in $(seq 1 100); do
+    awk 'NR > 1 && $3 ~ /^(801|802|803|804|4e52|4e53|4e54)$/ {n++} END {exit n > 0}' /proc/fs/nfsfs/servers && return 0
+    sleep 0.2
+  done
+  cat /proc/fs/nfsfs/servers
+  return 1
 }
 on_exit() {
   local rc=$? p n
   uncut
-  [ -n "$WRITER" ] && kill -9 "$WRITER" 2>/dev/null || true
-  unmount $M3
-  unmount $M
+  stop_writer
+  unmount $M3 || true
+  unmount $M || true
   for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
   for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
   mountpoint -q "$W/disk" 2>/dev/null && umount -l "$W/disk"
@@ -227,22 +251,28 @@ all_up() {
 }
 check "the metadata server sees its three data servers up" all_up
 
-# ds_counts: "WRITES ACCES OTHER" over the three data servers, one curl (each process
+# ds_counts: DS_W DS_A DS_X: WRITES ACCES OTHER over the three data servers, one curl (each process
 # costs the TCG guest half a second or more): the NFSv3 WRITEs received over PROTO
 # (nfsgw_ops_total), the NFSv3 answers NFS3ERR_ACCES (nfsgw_nfs_errors_total, any
 # procedure: WRITE or COMMIT; the metric has no transport label) and the NFSv3 calls
 # other than NULL received over another transport (over rdma: 0 shows every ACCES
 # went over RDMA; the probes' NULLs come over tcp).
+# A scrape that fails (a data server down or not answering) fails the caller: zeros
+# would read as "no WRITE accepted".
 ds_counts() {
-  local k urls=()
+  local k urls=() r
   for k in 0 1 2; do urls+=("http://127.0.0.1:$((9131 + k))/metrics" -o "$W/ds$k.prom"); done
   rm -f "$W"/ds?.prom
-  curl -sf "${urls[@]}" || true
-  cat "$W"/ds?.prom 2>/dev/null | awk -v t="transport=\"$PROTO\"" '
+  if ! curl -sf "${urls[@]}" || [ "$(cat "$W"/ds?.prom 2>/dev/null | grep -c '^nfsgw_ops_total{')" = 0 ]; then
+    echo "$TAG: scraping the data servers' metrics failed" >&2
+    return 1
+  fi
+  r=$(cat "$W"/ds?.prom | awk -v t="transport=\"$PROTO\"" '
     index($0, "nfsgw_ops_total{") == 1 && /prog="nfs3"/ && !index($0, t) && !/proc="NULL"/ {x += $NF}
     index($0, "nfsgw_ops_total{") == 1 && /prog="nfs3"/ && /proc="WRITE"/ && index($0, t) {w += $NF}
     index($0, "nfsgw_nfs_errors_total{") == 1 && /prog="nfs3"/ && /status="NFS3ERR_ACCES"/ {a += $NF}
-    END {printf "%.0f %.0f %.0f\n", w, a, x}'
+    END {printf "%.0f %.0f %.0f\n", w, a, x}')
+  read -r DS_W DS_A DS_X <<<"$r"
 }
 ds_acces_by_proc() {
   cat "$W"/ds?.prom 2>/dev/null | grep '^nfsgw_nfs_errors_total{.*NFS3ERR_ACCES' | sed -E 's/.*proc="([A-Z]+)".* ([0-9]+)$/\1 \2/' | xargs
@@ -263,7 +293,7 @@ check "second client: mount -o vers=3 127.0.0.2:/ $M3" mount -t nfs -o vers=3,pr
 # the file stays 1 MiB however long the wait), its first 8 bytes i, the rest i's byte;
 # "o t" once the file is open, "s i t" before each write(2), "d i t" after; stops at the
 # file $W/stop.
-read -r w0 _ <<<"$(ds_counts)"
+ds_counts; w0=$DS_W
 T_OPEN=$(date +%s.%N)
 python3 -S - "$M/fenced" "$W/progress" "$W/stop" "$SLOTS" > "$W/writer.err" 2>&1 <<'PY' &
 import mmap, os, sys, time
@@ -299,7 +329,7 @@ wrote() { # N: the writer has N chunks done
 }
 check "the writer wrote 4 chunks (O_DIRECT)" wrote 4
 n_done=$(done_n)
-read -r w1 acces0 _ <<<"$(ds_counts)"
+ds_counts; w1=$DS_W acces0=$DS_A
 awk -v g="$TAG" -v a="$T_OPEN" -v o="$(started_at o)" -v d="$(started_at d 0)" \
   'BEGIN {printf "%s: the writer'"'"'s open(2) returned %.1f s after its start, its first chunk %.1f s\n", g, o - a, d - a}'
 echo "$TAG: WRITEs at the data servers: $((w1 - w0)) for the $n_done chunks done before the scrape"
@@ -336,19 +366,19 @@ awk -v g="$TAG" -v c="$TCUT" -v f="$TFENCE" -v t="$TTRUNC" 'BEGIN {printf "%s: f
 
 # ---- the data server refuses the old credentials --------------------------------------------
 refused() {
-  local end=$((SECONDS + 20)) wr ac
+  local end=$((SECONDS + 20))
   while [ $SECONDS -lt $end ]; do
-    read -r wr ac _ <<<"$(ds_counts)"
-    [ "$ac" -gt "$acces0" ] && return 0
+    ds_counts || return 1
+    [ "$DS_A" -gt "$acces0" ] && return 0
     sleep 0.2
   done
   return 1
 }
 check "a data server refused the fenced client's credentials (NFS3ERR_ACCES) over $PROTO" refused
-read -r wr0 ac0 _ <<<"$(ds_counts)"
+ds_counts; wr0=$DS_W ac0=$DS_A
 echo "$TAG: NFS3ERR_ACCES at the data servers by procedure: $(ds_acces_by_proc)"
 sleep 3
-read -r wr1 ac1 other <<<"$(ds_counts)"
+ds_counts; wr1=$DS_W ac1=$DS_A other=$DS_X
 echo "$TAG: in the 3 s after: WRITEs at the data servers $((wr1 - wr0)), refused (ACCES, any procedure) $((ac1 - ac0)); writer's last line: $(tail -n 1 "$W/progress")"
 check "no WRITE accepted at the data servers after the refusal (every one refused)" test $((wr1 - wr0)) -le $((ac1 - ac0))
 if [ "$PROTO" = rdma ]; then
@@ -434,15 +464,13 @@ if recovered; then
   echo "$TAG: after the cut was lifted the writer finished (exit $rc$([ -s "$W/writer.err" ] && echo ": $(tail -n 1 "$W/writer.err")")); last: $(tail -n 1 "$W/progress")"
 else
   echo "$TAG: the writer did not finish within 40 s of the cut lifted: killed"
-  kill -9 $WRITER 2>/dev/null || true
+  stop_writer
 fi
 WRITER=""
 echo "$TAG: layouts granted $(layouts granted), returned $(layouts returned), revoked $(layouts revoked)"
-unmount $M3
-# Over rdma the fenced client goes lazily at once: its unmount is not forced there
-# (unmount above), and a client with a write stuck on a fenced layout waited out the
-# 10 s before the lazy one anyway.
-if [ "$PROTO" = rdma ]; then umount -l $M 2>/dev/null || true; else unmount $M; fi
-check "both clients unmounted" sh -c "! mountpoint -q $M && ! mountpoint -q $M3"
+# Both clients go while the gateways are still up (on_exit stops them afterwards).
+unmount_both() { unmount $M3 && unmount $M; }
+check "both clients unmounted (bounded; forced or lazily only if they hang)" unmount_both
+check "the kernel holds no client of these servers any more (/proc/fs/nfsfs/servers)" no_clients
 awk -v g="$TAG" -v a="$TSTART" -v b="$(date +%s.%N)" 'BEGIN {printf "%s: this part took %.0f s\n", g, b - a}'
 echo "$PASS"

@@ -19,6 +19,10 @@ GW=${1:?gateway binary}
 RGW=${2:-}
 RBENCH=${3:-}
 STAGES=${VM_STAGES:-package kernel-client pnfs ha rdma-send-timeout kernel-rdma}
+# The host's PATH comes into the guest (tools/vm/vm.sh), and a pyenv shim first on it
+# makes every `python3` start a bash script that costs the TCG guest 12-20 s: the
+# system's own programs first, for every stage.
+export PATH=/usr/sbin:/usr/bin:/sbin:/bin:$PATH
 
 # Ends what a stage may have left behind that the next one would trip over: gateways and
 # bench peers still running (ports 2049/20049), NFS mounts. A mount wedged by a client

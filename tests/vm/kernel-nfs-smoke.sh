@@ -105,7 +105,7 @@ check "unmount (remount with noac for the POSIX checks)" umount /mnt
 check "mount -o $MOUNT_OPTS,noac" mount -t nfs -o "$MOUNT_OPTS,noac" 127.0.0.1:/ /mnt
 mkdir /mnt/posix
 check "POSIX rules through the kernel client (kernel-posix.py)" \
-  python3 "$(dirname "$0")/kernel-posix.py" /mnt/posix
+  python3 -S "$(dirname "$0")/kernel-posix.py" /mnt/posix
 rm -rf /mnt/posix
 
 # Unmount and mount again: the data must come from the server, not the client's caches.

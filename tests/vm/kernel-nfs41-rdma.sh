@@ -264,9 +264,9 @@ code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
 sys.exit(0 if code == 0 else f"second process exited {code}")
 PY
 check "flock: second process gets EWOULDBLOCK, then the lock after release" \
-  timeout -s KILL 120 python3 "$W/locks.py" $M/flock.lck flock
+  timeout -s KILL 120 python3 -S "$W/locks.py" $M/flock.lck flock
 check "fcntl: second process gets EWOULDBLOCK, then the lock after release" \
-  timeout -s KILL 120 python3 "$W/locks.py" $M/fcntl.lck fcntl
+  timeout -s KILL 120 python3 -S "$W/locks.py" $M/fcntl.lck fcntl
 rm -f $M/flock.lck $M/fcntl.lck
 fi
 
@@ -378,7 +378,7 @@ v42_mount() {
   grep -q 'vers=4\.2' <<<"$opts" && grep -qE "(^|,)proto=rdma(,|$)" <<<"$opts"
 }
 v42_checks() {
-  python3 - "$M" <<'PY'
+  python3 -S - "$M" <<'PY'
 import os, sys
 m = sys.argv[1]
 a, b = f"{m}/v42-a", f"{m}/v42-b"

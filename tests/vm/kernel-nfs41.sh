@@ -204,7 +204,7 @@ if want posix; then
 check "unmount (remount with noac for the POSIX checks)" umount $M
 check "mount -o noac" mount -t nfs -o noac "$EXPORT" $M
 mkdir $M/posix
-check "POSIX rules through the v4.1 client (kernel-posix.py)" python3 "$HERE/kernel-posix.py" $M/posix
+check "POSIX rules through the v4.1 client (kernel-posix.py)" python3 -S "$HERE/kernel-posix.py" $M/posix
 rm -rf $M/posix
 check "unmount" umount $M
 check "mount again" mount -t nfs "$EXPORT" $M
@@ -253,9 +253,9 @@ code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
 sys.exit(0 if code == 0 else f"second process exited {code}")
 PY
 check "flock: second process gets EWOULDBLOCK, then the lock after release" \
-  timeout -s KILL 120 python3 "$W/locks.py" $M/flock.lck flock
+  timeout -s KILL 120 python3 -S "$W/locks.py" $M/flock.lck flock
 check "fcntl: second process gets EWOULDBLOCK, then the lock after release" \
-  timeout -s KILL 120 python3 "$W/locks.py" $M/fcntl.lck fcntl
+  timeout -s KILL 120 python3 -S "$W/locks.py" $M/fcntl.lck fcntl
 rm -f $M/flock.lck $M/fcntl.lck
 fi
 
@@ -332,7 +332,7 @@ sys.exit(1 if bad or not done else 0)
 PY
 mkdir $M/restart
 : > "$W/written"
-timeout -s KILL 300 python3 "$W/writer.py" $M/restart "$W/written" "$W/stop" &
+timeout -s KILL 300 python3 -S "$W/writer.py" $M/restart "$W/written" "$W/stop" &
 WPID=$!
 # Let it write a few files first (python starts slowly under a software CPU).
 for _ in $(seq 1 120); do
@@ -359,7 +359,7 @@ touch "$W/stop"
 check "writer finished without an error" wait $WPID
 WPID=""
 sync; echo 3 > /proc/sys/vm/drop_caches
-check "every fsync'ed file byte-exact after the restart" python3 "$W/verify.py" $M/restart "$W/written"
+check "every fsync'ed file byte-exact after the restart" python3 -S "$W/verify.py" $M/restart "$W/written"
 rm -r $M/restart
 fi
 

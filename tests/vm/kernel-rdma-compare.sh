@@ -155,7 +155,7 @@ run_job() {
   fio --name="$j" --filename="$dir/$f" --size="${SIZE_MIB}m" --rw=$rw --bs=$bs \
     --ioengine=libaio --iodepth=$qd --direct=1 --numjobs=1 --runtime="$RUNTIME" --time_based \
     --ramp_time=1 --output-format=json --output="$W/res/$p-$j-$s-$r.json"
-  python3 - "$W/res/$p-$j-$s-$r.json" "$rw" <<'PY' > "$W/res/$p-$j-$s-$r.txt"
+  python3 -S - "$W/res/$p-$j-$s-$r.json" "$rw" <<'PY' > "$W/res/$p-$j-$s-$r.txt"
 import json, sys
 d = json.load(open(sys.argv[1]))["jobs"][0]
 side = d["write" if sys.argv[2] == "write" else "read"]
