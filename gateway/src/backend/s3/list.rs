@@ -22,9 +22,12 @@ impl S3Backend {
         let c = self.core.clone();
         let sp = c.skey(prefix);
         // After a rolled-up prefix, skip everything under it (S3 would roll it up again).
+        // Not after the listed prefix itself (a directory's marker `dir/`, the first
+        // key of its listing, never a rolled-up prefix): a page that ended on it goes
+        // on with what is under it.
         let after = start_after.map(|s| {
             let mut s = c.skey(s);
-            if delimiter.is_some_and(|d| s.ends_with(d)) {
+            if delimiter.is_some_and(|d| s.ends_with(d)) && s != sp {
                 s.push(char::MAX);
             }
             s
