@@ -483,3 +483,31 @@ fn a_key_another_gateway_puts_in_a_new_directory_is_seen_past_the_ttl() {
     assert!(start.is_none(), "another gateway's object is in it");
     assert!(lists > 0, "listed");
 }
+
+/// A directory page that ends on the directory's own marker (a listing of one entry,
+/// as `empty_start` asks when the store cannot tell) resumes with what is under it.
+/// Before, the resumed listing took the marker for a rolled-up prefix and skipped
+/// everything below it: a directory with a marker listed empty after its first page.
+#[test]
+fn a_listing_resumed_after_the_marker_shows_what_is_under_it() {
+    let Some((b, _)) = pair("resume") else {
+        return;
+    };
+    for k in ["m/", "m/a", "m/s/x"] {
+        b.put(k, b"", &meta("100644"), false).unwrap();
+    }
+    let first = b.list("m/", Some('/'), None, 1).unwrap();
+    let keys = |p: &ListPage| -> Vec<String> {
+        let o = p.objects.iter().map(|o| o.key.clone());
+        o.chain(p.prefixes.iter().cloned()).collect()
+    };
+    assert_eq!(keys(&first), ["m/"]);
+    assert_eq!(first.next.as_deref(), Some("m/"));
+    let rest = b.list("m/", Some('/'), Some("m/"), 16).unwrap();
+    assert_eq!(keys(&rest), ["m/a", "m/s/"]);
+    // After a rolled-up prefix, still nothing under it again.
+    let after = b.list("m/", Some('/'), Some("m/a"), 16).unwrap();
+    assert_eq!(keys(&after), ["m/s/"]);
+    let none = b.list("m/", Some('/'), Some("m/s/"), 16).unwrap();
+    assert!(keys(&none).is_empty());
+}
