@@ -479,21 +479,26 @@ fn put(
     // so a note left by an operation that failed after its probe is not read). Read under the claim, before `invalidate` ends
     // it: an exclusive create of the key that held the claim before ended it too.
     let probed = _claim.is_some() && c.ra.known.is_absent(key.strip_suffix('/').unwrap_or(key));
-    let looks = _claim.is_some() && !probed;
     // A new directory's marker after its probe: the directory holds nothing else
-    // (`Known::making_dir`), so the question after the MKDIR needs no listing
-    // (`dir_is_empty`). Also read before `invalidate`; not where a HEAD looks first
-    // (the probe is not this PUT's look then).
-    let marker = if_absent && !looks && key.ends_with('/');
+    // (`Known::making_dir`, which also forgets an older note of it), so the question
+    // after the MKDIR needs no listing (`dir_is_empty`). Also read before
+    // `invalidate`; a failure below ends it.
+    let marker = if_absent && key.ends_with('/');
     if marker {
         c.ra.known.making_dir(key);
     }
     c.ra.invalidate(key);
-    if looks {
-        match fresh_head(c, key) {
-            Ok(_) => return Err(BackendError::AlreadyExists),
-            Err(BackendError::NotFound) => {}
-            Err(e) => return Err(e),
+    if _claim.is_some() && !probed {
+        let taken = match fresh_head(c, key) {
+            Ok(_) => Some(BackendError::AlreadyExists),
+            Err(BackendError::NotFound) => None,
+            Err(e) => Some(e),
+        };
+        if let Some(e) = taken {
+            if marker {
+                c.ra.known.not_made(key);
+            }
+            return Err(e);
         }
     }
     let r = put_request(c, key, data, meta, conditional, gated);
