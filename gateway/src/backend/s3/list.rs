@@ -76,9 +76,12 @@ impl S3Backend {
                 page.next = Some(n);
                 return Ok(page);
             }
-            // Everything on this page was ours (temporaries): keep going.
+            // Everything on this page was ours (temporaries) or the listed prefix's
+            // own object (a marker, or an object at exactly the bucket prefix: an S3
+            // console folder): keep going, skipping under the last entry only when it
+            // is a rolled-up prefix, as above.
             let mut l = last;
-            if delimiter.is_some_and(|d| l.ends_with(d)) {
+            if delimiter.is_some_and(|d| l.ends_with(d)) && l != sp {
                 l.push(char::MAX);
             }
             cursor = Some(l);

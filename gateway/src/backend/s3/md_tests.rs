@@ -511,3 +511,92 @@ fn a_listing_resumed_after_the_marker_shows_what_is_under_it() {
     let none = b.list("m/", Some('/'), Some("m/s/"), 16).unwrap();
     assert!(keys(&none).is_empty());
 }
+
+/// MKDIR after the client's LOOKUP of the new name (what `mkdir` on Linux does): the
+/// LOOKUP lists `name/` and finds nothing; the MKDIR's probe answers from that
+/// (`probe_absent_at_store`, no note of its own), and the question after it from the
+/// LOOKUP's listing (`Known::making_dir`). MKDIR and question: the marker's PUT only,
+/// plus the HEAD before it where the store ignores `If-None-Match` (the look-up's
+/// cached answers are not the PUT's look: `put`). Before, the question listed
+/// `name/` again. Fails if `making_dir` reads the probe's note only.
+#[test]
+fn a_mkdir_after_a_lookup_of_its_name_lists_nothing_more() {
+    let Some((b, _)) = pair("mkdir-looked") else {
+        return;
+    };
+    let b = Arc::new(b);
+    let (m, _state) = model(&b);
+    let root = m.root(0).unwrap();
+    let p = m.mkdir(&root, b"p", &SetAttr::default(), OWNER).unwrap();
+    for honours in [true, false] {
+        b.core
+            .honours_if_none_match
+            .store(honours, std::sync::atomic::Ordering::Relaxed);
+        let name = format!("d-{honours}");
+        let (looked, [heads, lists, puts]) = sent(&b, || m.lookup(&p, name.as_bytes()));
+        assert_eq!(looked.err(), Some(crate::fs::Status::NoEnt), "{name}");
+        assert_eq!((heads, lists, puts), (2, 1, 0), "{name}: the LOOKUP");
+        let ((d, empty), [heads, lists, puts]) = sent(&b, || mkdir_as_served(&m, &p, &name));
+        assert!(empty, "{name}");
+        assert_eq!((heads, lists, puts), (u64::from(!honours), 0, 1), "{name}");
+        let page = m.readdir(&d, 0, [0; 8], 4096).unwrap();
+        let dots = |e: &crate::fs::DirEntry| e.name == b"." || e.name == b"..";
+        assert!(page.eof && page.entries.iter().all(dots), "{name}");
+    }
+}
+
+/// On a store that ignores `If-None-Match` (moto told so here), the HEAD before the
+/// marker's PUT finds the marker another gateway made after this one's LOOKUP and
+/// probe (which answered from the LOOKUP's cached answers, so the PUT looks): the
+/// MKDIR is refused and the note `making_dir` took from the LOOKUP's listing is
+/// gone. Fails if the HEAD's refusal leaves it (`Known::not_made` in `put`): the
+/// question would answer "empty" of a directory this gateway did not make.
+#[test]
+fn a_marker_the_head_finds_leaves_no_bare_note() {
+    let Some((b, other)) = pair("mkdir-head") else {
+        return;
+    };
+    b.core
+        .honours_if_none_match
+        .store(false, std::sync::atomic::Ordering::Relaxed);
+    for k in ["t", "t/"] {
+        assert!(matches!(b.head(k), Err(BackendError::NotFound)));
+    }
+    assert!(b.list("t/", None, None, 16).unwrap().objects.is_empty());
+    assert!(b.probe_absent("t").unwrap());
+    other.put("t/", b"", &meta("40755"), true).unwrap();
+    let (r, [heads, _, puts]) = sent(&b, || b.put("t/", b"", &meta("40755"), true));
+    assert!(matches!(r, Err(BackendError::AlreadyExists)));
+    assert_eq!((heads, puts), (1, 0), "refused by the HEAD");
+    assert!(b.dir_is_empty("t/").is_none());
+}
+
+/// A root listing of a backend with a bucket prefix, where an object sits at exactly
+/// that prefix (an S3 console "Create folder"): the object is hidden, and a page of
+/// one entry that held only it goes on with what is under it. Before, the listing
+/// resumed after everything under the prefix: the export root looked empty.
+#[test]
+fn an_object_at_the_bucket_prefix_does_not_hide_the_root() {
+    let bucket = format!("md{}-folder", std::process::id());
+    let Some(whole) = live(&bucket, "") else {
+        return;
+    };
+    let b = live(&bucket, "exp/").unwrap();
+    for k in ["exp/", "exp/a", "exp/s/x"] {
+        whole.put(k, b"", &meta("100644"), false).unwrap();
+    }
+    let keys = |p: &ListPage| -> Vec<String> {
+        let o = p.objects.iter().map(|o| o.key.clone());
+        o.chain(p.prefixes.iter().cloned()).collect()
+    };
+    let first = b.list("", Some('/'), None, 1).unwrap();
+    assert_eq!(keys(&first), ["a"]);
+    assert_eq!(first.next.as_deref(), Some("a"));
+    let rest = b.list("", Some('/'), Some("a"), 1).unwrap();
+    assert_eq!(keys(&rest), ["s/"]);
+    let all = b.list("", Some('/'), None, 16).unwrap();
+    assert_eq!(
+        (keys(&all), all.next),
+        (vec!["a".to_string(), "s/".into()], None)
+    );
+}

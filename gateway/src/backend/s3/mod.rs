@@ -479,10 +479,10 @@ fn put(
     // so a note left by an operation that failed after its probe is not read). Read under the claim, before `invalidate` ends
     // it: an exclusive create of the key that held the claim before ended it too.
     let probed = _claim.is_some() && c.ra.known.is_absent(key.strip_suffix('/').unwrap_or(key));
-    // A new directory's marker after its probe: the directory holds nothing else
-    // (`Known::making_dir`, which also forgets an older note of it), so the question
-    // after the MKDIR needs no listing (`dir_is_empty`). Also read before
-    // `invalidate`; a failure below ends it.
+    // A new directory's marker after its probe (or a LOOKUP's empty listing of it):
+    // the directory holds nothing else (`Known::making_dir`, which also forgets an
+    // older note of it), so the question after the MKDIR needs no listing
+    // (`dir_is_empty`). Also read before `invalidate`; a failure below ends it.
     let marker = if_absent && key.ends_with('/');
     if marker {
         c.ra.known.making_dir(key);
