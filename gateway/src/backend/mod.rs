@@ -180,8 +180,12 @@ pub trait Backend: Send + Sync {
     /// a new directory) may trust it; `Some(Ok(false))` when anything is. The `fs`
     /// backend: one readdir, no read of the directory's own metadata (its marker, which
     /// a listing includes) and no look at each entry.
-    /// `None` where the store cannot tell so (S3, memory: a marker is an object like
-    /// any other and children are keys under it): the caller lists.
+    /// S3: `Some(Ok(true))` of a directory this gateway just made, whose new name's
+    /// probe (or the LOOKUP's listing of `name/` before it) found nothing under it
+    /// and below which it made nothing since
+    /// (`backend/s3/known.rs`, "Bare directories"), else `None`.
+    /// `None` where the store cannot tell so (memory, and S3 otherwise: a marker is
+    /// an object like any other and children are keys under it): the caller lists.
     fn dir_is_empty(&self, _dkey: &str) -> Option<BResult<bool>> {
         None
     }

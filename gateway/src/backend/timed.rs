@@ -112,7 +112,8 @@ impl Backend for Timed {
     }
     fn dir_is_empty(&self, dkey: &str) -> Option<BResult<bool>> {
         // `None` (the store cannot) made no store call: nothing to record. A readdir
-        // of the directory: a listing's cost, recorded as one.
+        // of the directory: a listing's cost, recorded as one (on S3 an answer from
+        // what it knows, as `list` records one).
         let t0 = self.at.clock.now();
         let r = self.inner.dir_is_empty(dkey)?;
         let ns = self.at.clock.ns_between(t0, self.at.clock.now());

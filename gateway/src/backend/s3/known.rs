@@ -27,6 +27,24 @@
 //! one left, so `put` reads only its own request's. Changes that make a key call
 //! `changed` when sent and again when answered, so no probe that overlapped one is
 //! believed. Ages count from when a listing was sent.
+//!
+//! Bare directories: after a MKDIR the worker asks whether the new directory holds
+//! anything (`Backend::dir_is_empty`, for the reactor's run of it:
+//! `server::worker::learned_empty`), which a listing of `name/` would answer. The
+//! probe before the marker's exclusive PUT already listed `name` and found nothing
+//! under `name/`, so the directory holds its marker only — unless this gateway made a
+//! key below it since, or another writer did (seen within `ATTR_TTL`, as for every
+//! note here). Noted when that PUT is sent (`making_dir`) if the probe's note stands
+//! (no change of this gateway at the name or below it overlapped the probe), aged
+//! from the probe; the marker's own `changed` leaves it, any key below `name/` ends
+//! it (`changed`, from when that key's change is sent: a create in the directory
+//! racing the question is either seen by this note's absence or made after it, which
+//! the caller's stamp rules cover), a failed PUT ends it (`not_made`), and it is
+//! read once (`take_bare`). Bounded (`MAX_EMPTY`). After a client's LOOKUP of the
+//! new name (`mkdir` on Linux looks first) the probe answers from the look-up's
+//! cached answers and notes nothing; the look-up's empty listing of `name/` then
+//! stands instead (the same guarantee: any change at or below `name/` drops it,
+//! and `making_dir` reads it before the marker's own `changed`).
 
 use super::super::{ObjectMeta, UserMeta};
 use super::readahead::ATTR_TTL;
@@ -54,6 +72,10 @@ struct Written {
 pub(super) struct Known {
     written: Mutex<HashMap<String, Written>>,
     empty: Mutex<HashMap<String, Prefix>>,
+    /// Directories made with nothing below their marker (`making_dir`): marker key
+    /// → when the probe that found nothing under it was sent. Locked after `empty`
+    /// when both are held.
+    bare: Mutex<HashMap<String, Instant>>,
     /// Names listings in flight (`Prefix::Listing`).
     tokens: AtomicU64,
 }
@@ -183,21 +205,82 @@ impl Known {
         }
     }
 
+    /// The exclusive PUT of the marker `dkey` (`name/`) of a new directory is about
+    /// to be sent: when the name's probe found nothing at it (`is_absent`), or a
+    /// listing of `dkey` found nothing under it (`is_empty`: the LOOKUP before the
+    /// MKDIR, whose cached answers the probe then takes without listing), the
+    /// directory will hold its marker only, as of that listing's sending (the newer
+    /// of the two). Both notes are dropped by every change of this gateway at
+    /// `dkey` or below it (`changed`), so both are read before this PUT's own
+    /// `changed` ends them. Any earlier note of `dkey` goes either way. Under both
+    /// locks, so a `changed` below `name/` that ended the listing's note is never
+    /// followed by a new note it missed.
+    pub fn making_dir(&self, dkey: &str) {
+        let Some(name) = dkey.strip_suffix('/') else {
+            return;
+        };
+        let e = lock(&self.empty);
+        let mut b = lock(&self.bare);
+        b.remove(dkey);
+        let empty_at = |k: &str| match e.get(k) {
+            Some(&Prefix::Empty(at)) if at.elapsed() < ATTR_TTL => Some(at),
+            _ => None,
+        };
+        let Some(at) = empty_at(name).max(empty_at(dkey)) else {
+            return;
+        };
+        if b.len() >= MAX_EMPTY {
+            b.retain(|_, at| at.elapsed() < ATTR_TTL);
+            if b.len() >= MAX_EMPTY {
+                b.clear();
+            }
+        }
+        b.insert(dkey.to_string(), at);
+    }
+
+    /// The marker's PUT failed (perhaps after landing, perhaps refused because
+    /// another gateway made the directory): nothing is known of what it holds.
+    pub fn not_made(&self, dkey: &str) {
+        lock(&self.bare).remove(dkey);
+    }
+
+    /// Whether directory `dkey` holds nothing but its marker, as far as this gateway
+    /// knows: made after a probe sent within `ATTR_TTL` that found nothing under it,
+    /// and nothing made below it by this gateway since. Answered once (the question
+    /// after the MKDIR); later ones are the caller's listing's.
+    pub fn take_bare(&self, dkey: &str) -> bool {
+        lock(&self.bare)
+            .remove(dkey)
+            .is_some_and(|at| at.elapsed() < ATTR_TTL)
+    }
+
     /// This gateway changes `key` (creates, replaces, copies onto or deletes it): its
-    /// written metadata is no longer known, no prefix above it is empty, and neither
-    /// it nor any name above it is absent. Called when the change is sent and again
-    /// when it is answered: a listing sent in between may or may not have seen it,
-    /// so its emptiness is not believed (the entry it would note is gone).
+    /// written metadata is no longer known, no prefix above it is empty, neither it
+    /// nor any name above it is absent, and no directory above it is bare (its own
+    /// marker, `key` itself, leaves its note). Called when the change is sent and
+    /// again when it is answered: a listing sent in between may or may not have seen
+    /// it, so its emptiness is not believed (the entry it would note is gone).
     pub fn changed(&self, key: &str) {
         lock(&self.written).remove(key);
-        let mut e = lock(&self.empty);
-        if e.is_empty() {
+        {
+            let mut e = lock(&self.empty);
+            if !e.is_empty() {
+                e.remove(key.strip_suffix('/').unwrap_or(key));
+                for (i, _) in key.match_indices('/') {
+                    e.remove(&key[..=i]);
+                    e.remove(&key[..i]);
+                }
+            }
+        }
+        // After `empty`: a `making_dir` in between finds the probe's note gone.
+        let mut b = lock(&self.bare);
+        if b.is_empty() {
             return;
         }
-        e.remove(key.strip_suffix('/').unwrap_or(key));
         for (i, _) in key.match_indices('/') {
-            e.remove(&key[..=i]);
-            e.remove(&key[..i]);
+            if i + 1 < key.len() {
+                b.remove(&key[..=i]);
+            }
         }
     }
 }
@@ -301,6 +384,149 @@ mod tests {
         k.changed("a/p");
         k.listed("a/p", t, true);
         assert!(!k.is_absent("a/p"));
+    }
+
+    /// A MKDIR's marker PUT after its name's probe (`making_dir`): the directory is
+    /// bare until this gateway makes anything below it; the marker's own changes
+    /// (its PUT, sent and answered) leave the note; read once.
+    #[test]
+    fn a_directory_made_after_its_probe_is_bare_until_a_key_is_made_below_it() {
+        let k = Known::default();
+        let mkdir = |n: &str| {
+            let t = k.listing(n);
+            k.listed(n, t, true);
+            let dkey = format!("{n}/");
+            k.making_dir(&dkey);
+            k.changed(&dkey);
+            k.changed(&dkey);
+        };
+        mkdir("a/n");
+        assert!(k.take_bare("a/n/"));
+        assert!(!k.take_bare("a/n/"), "read once");
+        // Anything made below it ends the note, at any depth; elsewhere, or a file
+        // of the same name beside it, does not.
+        for (made, bare) in [
+            ("a/n/x", false),
+            ("a/n/s/", false),
+            ("a/n/s/y", false),
+            ("a/n", true),
+            ("a/m/x", true),
+            ("a/nx/y", true),
+            ("b/n/x", true),
+        ] {
+            mkdir("a/n");
+            k.changed(made);
+            assert_eq!(k.take_bare("a/n/"), bare, "{made}");
+        }
+        // Its parent is not bare any more (the marker is below it).
+        mkdir("a/p");
+        mkdir("a/p/q");
+        assert!(k.take_bare("a/p/q/") && !k.take_bare("a/p/"));
+        // A failed PUT ends it.
+        mkdir("a/f");
+        k.not_made("a/f/");
+        assert!(!k.take_bare("a/f/"));
+    }
+
+    /// No bare note without a probe that stands when the PUT is sent (none, one
+    /// overlapped by a change below the name, one too old), and none lives past
+    /// `ATTR_TTL` from the probe's sending (another writer may have made a key).
+    #[test]
+    fn a_bare_note_needs_a_standing_probe_and_expires() {
+        let k = Known::default();
+        k.making_dir("a/none/");
+        assert!(!k.take_bare("a/none/"), "no probe");
+        let t = k.listing("a/n");
+        k.listed("a/n", t, true);
+        k.changed("a/n/x");
+        k.making_dir("a/n/");
+        assert!(!k.take_bare("a/n/"), "made below since the probe");
+        let old = Instant::now() - ATTR_TTL - std::time::Duration::from_millis(1);
+        lock(&k.empty).insert("a/o".into(), Prefix::Empty(old));
+        k.making_dir("a/o/");
+        assert!(!k.take_bare("a/o/"), "a probe older than ATTR_TTL");
+        let t = k.listing("a/e");
+        k.listed("a/e", t, true);
+        k.making_dir("a/e/");
+        assert!(lock(&k.bare).contains_key("a/e/"));
+        lock(&k.bare).insert("a/e/".into(), old);
+        assert!(!k.take_bare("a/e/"), "noted, then ATTR_TTL passed");
+        // A second PUT of the marker without a probe forgets an earlier note.
+        let t = k.listing("a/r");
+        k.listed("a/r", t, true);
+        k.making_dir("a/r/");
+        k.changed("a/r/");
+        k.making_dir("a/r/");
+        assert!(!k.take_bare("a/r/"));
+    }
+
+    /// After a LOOKUP of the new name the probe answers from the cache and leaves
+    /// no note of its own (`probe_absent_at_store`); the look-up's empty listing of
+    /// `name/` is the MKDIR's note then, ended as the probe's by anything made at or
+    /// below `name/`, and by age. Fails if `making_dir` reads the probe's note only.
+    #[test]
+    fn a_directory_looked_up_empty_is_bare_without_a_probe_note() {
+        let k = Known::default();
+        let looked = |d: &str| {
+            let t = k.listing(d);
+            k.listed(d, t, true);
+        };
+        looked("a/n/");
+        assert!(!k.is_absent("a/n"), "no probe note");
+        k.making_dir("a/n/");
+        k.changed("a/n/");
+        k.changed("a/n/");
+        assert!(k.take_bare("a/n/"));
+        for made in ["a/n/", "a/n/x", "a/n/s/y"] {
+            looked("a/n/");
+            k.changed(made);
+            k.making_dir("a/n/");
+            assert!(!k.take_bare("a/n/"), "{made}");
+        }
+        let old = Instant::now() - ATTR_TTL - std::time::Duration::from_millis(1);
+        lock(&k.empty).insert("a/o/".into(), Prefix::Empty(old));
+        k.making_dir("a/o/");
+        assert!(!k.take_bare("a/o/"), "a listing older than ATTR_TTL");
+        // Both notes: the newer one ages the directory's.
+        lock(&k.empty).insert("a/b".into(), Prefix::Empty(old));
+        looked("a/b/");
+        k.making_dir("a/b/");
+        assert!(lock(&k.bare)
+            .get("a/b/")
+            .is_some_and(|at| at.elapsed() < ATTR_TTL));
+    }
+
+    /// `put` calls `making_dir` before the marker's `invalidate` (its `changed`):
+    /// that change ends the notes `making_dir` reads, so in the other order no MKDIR
+    /// would ever be bare. Pinned here on `Known` alone; the order in `put` is the
+    /// live `a_mkdir_costs_its_probe_and_its_marker`'s (a second listing).
+    #[test]
+    fn the_marker_change_before_making_dir_leaves_nothing_to_note() {
+        let k = Known::default();
+        for note in ["a/n", "a/n/"] {
+            let t = k.listing(note);
+            k.listed(note, t, true);
+            k.changed("a/n/");
+            k.making_dir("a/n/");
+            assert!(!k.take_bare("a/n/"), "{note}");
+            let t = k.listing(note);
+            k.listed(note, t, true);
+            k.making_dir("a/n/");
+            k.changed("a/n/");
+            assert!(k.take_bare("a/n/"), "{note}");
+        }
+    }
+
+    #[test]
+    fn bare_notes_stay_bounded() {
+        let k = Known::default();
+        for i in 0..MAX_EMPTY + 10 {
+            let n = format!("d{i}");
+            let t = k.listing(&n);
+            k.listed(&n, t, true);
+            k.making_dir(&format!("{n}/"));
+        }
+        assert!(lock(&k.bare).len() <= MAX_EMPTY);
     }
 
     #[test]

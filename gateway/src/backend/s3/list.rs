@@ -22,9 +22,12 @@ impl S3Backend {
         let c = self.core.clone();
         let sp = c.skey(prefix);
         // After a rolled-up prefix, skip everything under it (S3 would roll it up again).
+        // Not after the listed prefix itself (a directory's marker `dir/`, the first
+        // key of its listing, never a rolled-up prefix): a page that ended on it goes
+        // on with what is under it.
         let after = start_after.map(|s| {
             let mut s = c.skey(s);
-            if delimiter.is_some_and(|d| s.ends_with(d)) {
+            if delimiter.is_some_and(|d| s.ends_with(d)) && s != sp {
                 s.push(char::MAX);
             }
             s
@@ -73,9 +76,12 @@ impl S3Backend {
                 page.next = Some(n);
                 return Ok(page);
             }
-            // Everything on this page was ours (temporaries): keep going.
+            // Everything on this page was ours (temporaries) or the listed prefix's
+            // own object (a marker, or an object at exactly the bucket prefix: an S3
+            // console folder): keep going, skipping under the last entry only when it
+            // is a rolled-up prefix, as above.
             let mut l = last;
-            if delimiter.is_some_and(|d| l.ends_with(d)) {
+            if delimiter.is_some_and(|d| l.ends_with(d)) && l != sp {
                 l.push(char::MAX);
             }
             cursor = Some(l);

@@ -479,12 +479,26 @@ fn put(
     // so a note left by an operation that failed after its probe is not read). Read under the claim, before `invalidate` ends
     // it: an exclusive create of the key that held the claim before ended it too.
     let probed = _claim.is_some() && c.ra.known.is_absent(key.strip_suffix('/').unwrap_or(key));
+    // A new directory's marker after its probe (or a LOOKUP's empty listing of it):
+    // the directory holds nothing else (`Known::making_dir`, which also forgets an
+    // older note of it), so the question after the MKDIR needs no listing
+    // (`dir_is_empty`). Also read before `invalidate`; a failure below ends it.
+    let marker = if_absent && key.ends_with('/');
+    if marker {
+        c.ra.known.making_dir(key);
+    }
     c.ra.invalidate(key);
     if _claim.is_some() && !probed {
-        match fresh_head(c, key) {
-            Ok(_) => return Err(BackendError::AlreadyExists),
-            Err(BackendError::NotFound) => {}
-            Err(e) => return Err(e),
+        let taken = match fresh_head(c, key) {
+            Ok(_) => Some(BackendError::AlreadyExists),
+            Err(BackendError::NotFound) => None,
+            Err(e) => Some(e),
+        };
+        if let Some(e) = taken {
+            if marker {
+                c.ra.known.not_made(key);
+            }
+            return Err(e);
         }
     }
     let r = put_request(c, key, data, meta, conditional, gated);
@@ -492,6 +506,9 @@ fn put(
     // `invalidate` above may not have seen it, and is not believed. Still under the
     // claim, so the next exclusive create of the key looks again.
     c.ra.known.changed(key);
+    if marker && r.is_err() {
+        c.ra.known.not_made(key);
+    }
     let r = r?;
     let mut o = rest::meta_from_headers(key, &r.headers);
     o.size = size;
@@ -827,6 +844,13 @@ impl Backend for S3Backend {
             return Ok(m);
         }
         head(&self.core, key)
+    }
+
+    /// Only of a directory this gateway just made after its probe found nothing
+    /// under it (`Known::take_bare`), once; otherwise `None`: a marker is an object
+    /// like any other and children are keys under it, so the caller lists.
+    fn dir_is_empty(&self, dkey: &str) -> Option<BResult<bool>> {
+        self.core.ra.known.take_bare(dkey).then_some(Ok(true))
     }
 
     fn probe_absent(&self, name: &str) -> BResult<bool> {
