@@ -71,6 +71,31 @@ def assert_three_round_trips(got, n):
     assert got["get"] == got["copy"] == got["multipart"] == 0, got
 
 
+def test_mkdir_costs_one_listing_and_its_marker(gw_stats):
+    # Through the server, the worker's question after each MKDIR included (its new
+    # directory's empty listing, `learned_empty`): the new name's probe (one LIST of
+    # prefix `name`) and the marker's PUT; the question is answered from the probe
+    # (`Known::making_dir`), not by a second LIST of `name/` as before. The parent's
+    # own attributes are HEADed again each second: a quarter of slack, as above.
+    gw, port = gw_stats
+    with gw.client() as c:
+        root = c.mount("/")
+        d = c.mkdir(root, "mk").check().fh
+        before = counts(port)
+        for i in range(FILES):
+            c.mkdir(d, f"d{i}").check()
+        got = delta(port, before)
+        assert got["put"] == FILES, got
+        assert got["list"] <= FILES + FILES // 4, got
+        assert got["head"] <= FILES // 4, got
+        # Each new directory lists empty and takes a file at once (the reactor's run
+        # of it, started from the answer, must see the create).
+        fh = c.lookup(d, "d0").check().fh
+        c.create(fh, "x", size=0).check()
+        names = [e.name for e in c.readdir_all(fh, plus=True)]
+        assert "x" in names, names
+
+
 def test_create_and_first_write_cost_three_round_trips(gw_stats):
     gw, port = gw_stats
     with gw.client() as c:
