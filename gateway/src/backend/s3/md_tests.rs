@@ -35,6 +35,16 @@ fn model(b: &Arc<S3Backend>) -> (FileModel, tempfile::TempDir) {
     (m, state)
 }
 
+/// Whether a fresh listing of `d` shows nothing but "." and "..", complete.
+fn lists_only_dots(m: &FileModel, d: &Node) -> bool {
+    let page = m.readdir(d, 0, [0; 8], 4096).unwrap();
+    page.eof
+        && page
+            .entries
+            .iter()
+            .all(|e| e.name == b"." || e.name == b"..")
+}
+
 /// A MKDIR of `name` in `dir` through the model, then what the worker does before
 /// the reply (`server::worker::learned_empty`): the new directory resolved from its
 /// handle, its listing's start (`empty_start`) and its attributes.
@@ -401,10 +411,8 @@ fn a_mkdir_costs_its_probe_and_its_marker() {
         let ((d, empty), [heads, lists, puts]) = sent(&b, || mkdir_as_served(&m, &p, &name));
         assert!(empty, "{name}");
         assert_eq!((heads, lists, puts), (0, 1, 1), "{name}");
-        // The listing agrees: nothing but "." and "..".
-        let page = m.readdir(&d, 0, [0; 8], 4096).unwrap();
-        let dots = |e: &crate::fs::DirEntry| e.name == b"." || e.name == b"..";
-        assert!(page.eof && page.entries.iter().all(dots), "{name}");
+        // The listing agrees.
+        assert!(lists_only_dots(&m, &d), "{name}");
     }
 }
 
@@ -539,9 +547,7 @@ fn a_mkdir_after_a_lookup_of_its_name_lists_nothing_more() {
         let ((d, empty), [heads, lists, puts]) = sent(&b, || mkdir_as_served(&m, &p, &name));
         assert!(empty, "{name}");
         assert_eq!((heads, lists, puts), (u64::from(!honours), 0, 1), "{name}");
-        let page = m.readdir(&d, 0, [0; 8], 4096).unwrap();
-        let dots = |e: &crate::fs::DirEntry| e.name == b"." || e.name == b"..";
-        assert!(page.eof && page.entries.iter().all(dots), "{name}");
+        assert!(lists_only_dots(&m, &d), "{name}");
     }
 }
 
