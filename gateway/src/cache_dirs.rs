@@ -51,7 +51,7 @@
 use super::{FhKey, Generations, Stamp, ATTR_TTL};
 use crate::export::{admit, Exports};
 use crate::fs::access::{is_dot, may, R};
-use crate::fs::{Attr, FileHandle, FileKind};
+use crate::fs::{Attr, FileHandle, FileKind, NamesDigest, NamesSeen};
 use rustc_hash::FxHashMap as HashMap;
 use std::collections::VecDeque;
 use std::time::Instant;
@@ -93,6 +93,10 @@ pub struct ListedPage {
     /// shared from the workers' memo may be up to a second old when noted, and a run
     /// answers for `ATTR_TTL` from what it shows, not from when it was noted.
     pub at: Instant,
+    /// The whole directory's names, where the file model could tell them without
+    /// listing (`DirPage::names`): a run holding exactly these names is renewed
+    /// (`Listings::renew`).
+    pub names: Option<NamesSeen>,
 }
 
 /// A listed page for the reactor (`FillData::Listing`, with the directory's handle,
@@ -113,6 +117,8 @@ struct Page {
     exports_gen: u64,
     /// `ListedPage::at`.
     at: Instant,
+    /// `ListedPage::names`.
+    names: Option<NamesSeen>,
     entries: Vec<(ListedEntry, Stamp)>,
 }
 
@@ -236,10 +242,13 @@ impl Listings {
             v4: f.page.v4,
             exports_gen: f.page.exports_gen,
             at: f.page.at,
+            names: f.page.names,
             entries,
         };
         if page.cookie == 0 {
-            self.start(fh, export, *dir, dir_stamp, page);
+            if let Err(page) = self.renew(&fh, *dir, dir_stamp, page) {
+                self.start(fh, export, *dir, dir_stamp, page);
+            }
         } else {
             self.extend(fh, *dir, dir_stamp, page);
         }
@@ -272,6 +281,65 @@ impl Listings {
             at: page.at.min(Instant::now()),
         };
         self.insert(fh, run);
+    }
+
+    /// A first page of a directory whose run is complete and current under the
+    /// directory's stamp (every change through the gateway since it started was a
+    /// create it applied), when the page says the whole directory's names
+    /// (`ListedPage::names`) and they are the run's: the names were proven
+    /// unchanged behind the gateway's back, so the run answers on for `ATTR_TTL`
+    /// from the page's listing (docs/performance.md, "the readdir cliff"). The page's
+    /// entries (the run's first ones) bring their attributes and stamps; every other
+    /// entry's attributes are taken from the attribute table again at the hit that
+    /// shows it (`UNKNOWN`: `lookup` refreshes it there, or misses when the table
+    /// holds none young enough), so nothing shown is older than `ATTR_TTL` as before.
+    /// `Err(page)` (nothing changed) otherwise.
+    fn renew(&mut self, fh: &FhKey, dir: Attr, dir_stamp: Stamp, page: Page) -> Result<(), Page> {
+        let Some(seen) = page.names else {
+            return Err(page);
+        };
+        let Some(run) = self.runs.get_mut(fh) else {
+            return Err(page);
+        };
+        let same_start = page.entries.len() <= run.entries.len()
+            && page
+                .entries
+                .iter()
+                .zip(&run.entries)
+                .all(|((a, _), (b, _))| a.cookie == b.cookie && a.fileid == b.fileid && a.name == b.name);
+        if !run.eof || run.expect != dir_stamp || run.verf != page.verf || !same_start {
+            return Err(page);
+        }
+        let dots = run
+            .entries
+            .iter()
+            .take(2)
+            .take_while(|(e, _)| e.cookie <= 2)
+            .count();
+        let mut d = NamesDigest::new();
+        for (e, _) in &run.entries[dots..] {
+            // An entry gone when listed: its kind, so its key, is unknown.
+            let Some((a, _)) = &e.plus else {
+                return Err(page);
+            };
+            d.add(&e.name, a.kind == FileKind::Dir);
+        }
+        if d.finish() != seen.digest {
+            return Err(page);
+        }
+        let n = page.entries.len();
+        for (slot, fresh) in run.entries.iter_mut().zip(page.entries) {
+            *slot = fresh;
+        }
+        for (_, s) in &mut run.entries[n..] {
+            *s = UNKNOWN;
+        }
+        run.dir = dir;
+        run.dir_at = dir_stamp;
+        run.v4 &= page.v4 && run.exports_gen.is_none_or(|g| g == page.exports_gen);
+        run.exports_gen = Some(page.exports_gen);
+        run.at = page.at.min(seen.at).min(Instant::now());
+        Ok(())
     }
 
     fn insert(&mut self, fh: FhKey, run: Run) {
@@ -416,10 +484,33 @@ impl Listings {
         else {
             return;
         };
+        let n = page.entries.len();
+        // A page inside a complete run, of the very entries the run holds there
+        // (names, ids, cookies, and its end where the run's is): their attributes
+        // are refreshed and the run stays whole (a run renewed by `renew`, whose
+        // entries' attributes the table no longer holds young enough).
+        let same = run.eof
+            && run.entries.len() > i + n
+            && page.eof == (run.entries.len() == i + 1 + n)
+            && page
+                .entries
+                .iter()
+                .zip(&run.entries[i + 1..])
+                .all(|((a, _), (b, _))| a.cookie == b.cookie && a.fileid == b.fileid && a.name == b.name);
+        if same {
+            for (slot, fresh) in run.entries[i + 1..].iter_mut().zip(page.entries) {
+                *slot = fresh;
+            }
+            run.v4 &= page.v4 && run.exports_gen.is_none_or(|g| g == page.exports_gen);
+            run.exports_gen = Some(page.exports_gen);
+            run.dir = dir;
+            run.dir_at = dir_stamp;
+            run.at = run.at.min(page.at);
+            return;
+        }
         let before = run.entries.len();
         run.entries.truncate(i + 1);
         let room = RUN_MAX - run.entries.len();
-        let n = page.entries.len();
         run.entries.extend(page.entries.into_iter().take(room));
         run.eof = page.eof && n <= room;
         run.v4 &= page.v4 && run.exports_gen.is_none_or(|g| g == page.exports_gen);

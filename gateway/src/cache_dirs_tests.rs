@@ -76,6 +76,7 @@ fn page(cookie: u64, ids: std::ops::Range<u64>, eof: bool) -> ListedPage {
         v4: false,
         exports_gen: 0,
         at: Instant::now(),
+        names: None,
     }
 }
 
@@ -160,11 +161,18 @@ fn pages_chain_into_one_run_from_any_cookie() {
         Some(((15..25).collect(), true))
     );
     assert_eq!(ask(&mut l, &gens, 24, [0; 8], 0), Some((vec![], true)));
-    // A page resuming inside the run replaces its tail.
+    // A page resuming inside the whole run with the run's own entries refreshes
+    // them and leaves the run whole (`extend`).
     fill(&mut l, &gens, page(12, 13..15, false));
     assert_eq!(
         ask(&mut l, &gens, 0, [0; 8], 0),
-        Some(((10..15).collect(), false))
+        Some(((10..25).collect(), true))
+    );
+    // One with other entries replaces its tail.
+    fill(&mut l, &gens, page(12, 30..32, false));
+    assert_eq!(
+        ask(&mut l, &gens, 0, [0; 8], 0),
+        Some((vec![10, 11, 12, 30, 31], false))
     );
     assert_eq!(l.len(), 5);
 }
@@ -877,4 +885,111 @@ fn nfsv41_needs_no_current_attributes_of_the_directory_only_its_access() {
             &files
         )
         .is_none());
+}
+
+/// Entries with file ids (and cookies) `ids`, each with a handle of its own (its id).
+fn handled(ids: std::ops::Range<u64>) -> Vec<ListedEntry> {
+    let mut v = entries(ids);
+    for e in &mut v {
+        if let Some((_, fh)) = &mut e.plus {
+            fh.bytes[..8].copy_from_slice(&e.fileid.to_le_bytes());
+        }
+    }
+    v
+}
+
+/// The digest of the names `entries` gives ids `ids` (files all).
+fn digest_of(ids: std::ops::Range<u64>) -> u64 {
+    let mut d = NamesDigest::new();
+    for id in ids {
+        d.add(format!("f{id}").as_bytes(), false);
+    }
+    d.finish()
+}
+
+/// A complete run past `ATTR_TTL` answers again after a first page that says the
+/// directory's names are the run's (`Listings::renew`, the readdir cliff of
+/// docs/performance.md): the page's entries with its attributes, the others' from
+/// the attribute table (young there, or a miss); names that differ (a file made
+/// behind the gateway's back) replace the run with the page, as before.
+#[test]
+fn a_complete_run_whose_names_are_seen_unchanged_answers_past_attr_ttl() {
+    // The attribute tables below read it, as `lookup`'s `attrs` may ('static: `Table`).
+    let gens: &'static Generations = Box::leak(Box::new(Generations::new()));
+    let table = move |fh: &[u8]| {
+        let id = u64::from_le_bytes(fh[..8].try_into().ok()?);
+        (10..20)
+            .contains(&id)
+            .then(|| (attr(FileKind::Reg, id, 0o644), gens.stamp(id), true))
+    };
+    let old = |l: &mut Listings| {
+        fill(
+            l,
+            gens,
+            ListedPage {
+                at: Instant::now() - ATTR_TTL,
+                entries: handled(10..20),
+                ..page(0, 10..20, true)
+            },
+        );
+        assert_eq!(ask_with(l, gens, 0, VERF, 0, &table), None, "expired");
+    };
+    let first = |ids: std::ops::Range<u64>| ListedPage {
+        names: Some(NamesSeen {
+            at: Instant::now(),
+            digest: digest_of(ids),
+        }),
+        entries: handled(10..14),
+        ..page(0, 10..14, false)
+    };
+    let all: Vec<u64> = (10..20).collect();
+
+    let mut l = Listings::default();
+    old(&mut l);
+    fill(&mut l, gens, first(10..20));
+    assert_eq!(ask(&mut l, gens, 0, VERF, 0), None, "the table knows none of the rest");
+    assert_eq!(
+        ask_with(&mut l, gens, 0, VERF, 0, &table),
+        Some((all.clone(), true)),
+        "renewed: the page's entries, the rest's attributes from the table"
+    );
+
+    // A page inside the renewed run, of its own entries, keeps it whole.
+    let mut l = Listings::default();
+    old(&mut l);
+    fill(&mut l, gens, first(10..20));
+    fill(
+        &mut l,
+        gens,
+        ListedPage {
+            entries: handled(14..17),
+            ..page(13, 14..17, false)
+        },
+    );
+    let late = move |fh: &[u8]| table(fh).filter(|(a, _, _)| a.fileid >= 17);
+    assert_eq!(
+        ask_with(&mut l, gens, 13, VERF, 0, &late),
+        Some(((14..20).collect(), true)),
+        "entries 14-16 from the page, 17-19 from the table, the run still whole"
+    );
+
+    // Other names behind the gateway's back: the page replaces the run.
+    let mut l = Listings::default();
+    old(&mut l);
+    fill(&mut l, gens, first(10..21));
+    assert_eq!(
+        ask_with(&mut l, gens, 0, VERF, 0, &table),
+        Some(((10..14).collect(), false)),
+        "only what the page listed"
+    );
+
+    // A change through the gateway since the run's stamp: no renewal either.
+    let mut l = Listings::default();
+    old(&mut l);
+    gens.bump_file(DIR);
+    fill(&mut l, gens, first(10..20));
+    assert_eq!(
+        ask_with(&mut l, gens, 0, VERF, 0, &table),
+        Some(((10..14).collect(), false)),
+    );
 }

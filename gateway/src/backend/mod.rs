@@ -190,6 +190,23 @@ pub trait Backend: Send + Sync {
         None
     }
 
+    /// Calls `f` with every name in directory `dkey` (`name/`, or "" for the root) —
+    /// each entry's key without `dkey` and without a directory's '/', and whether it
+    /// is a directory — in key order, when the store holds them all already and a
+    /// look at the directory made during this call shows them current: then
+    /// `Some(Ok(()))`. `None` (having called `f` for nothing) where it cannot tell
+    /// so without listing: the caller does without (`cache_dirs` renews a listing
+    /// past `ATTR_TTL` only when the names are proven the same). The `fs` backend:
+    /// the directory's window (`backend/fs/list.rs`), used while the directory's
+    /// times are those it was scanned under, and one `fstat`.
+    fn each_dir_name(
+        &self,
+        _dkey: &str,
+        _f: &mut dyn FnMut(&str, bool),
+    ) -> Option<BResult<()>> {
+        None
+    }
+
     /// True when the store can tell in one step that nothing is at `name` (a key
     /// without the trailing '/'): no object `name`, no marker `name/` and no object
     /// under `name/`. False means "perhaps": the caller asks `head` and `list` (the

@@ -110,6 +110,15 @@ impl Backend for Timed {
         backend_ops::record(self.at.row, Op::Delete, ns, r.as_ref().err());
         Some(r)
     }
+    fn each_dir_name(
+        &self,
+        dkey: &str,
+        f: &mut dyn FnMut(&str, bool),
+    ) -> Option<BResult<()>> {
+        // A look at what the store holds in memory and one fstat: no store request
+        // worth a row (as `list_meta_complete`).
+        self.inner.each_dir_name(dkey, f)
+    }
     fn dir_is_empty(&self, dkey: &str) -> Option<BResult<bool>> {
         // `None` (the store cannot) made no store call: nothing to record. A readdir
         // of the directory: a listing's cost, recorded as one (on S3 an answer from

@@ -235,6 +235,62 @@ pub struct DirPage {
     /// old, however long the page is then shared (`FileModel::readdir_plus`'s memo)
     /// — the reactor's listings count their `ATTR_TTL` from it (`cache_dirs`).
     pub at: std::time::Instant,
+    /// Every name of the directory, as a digest (`NamesDigest`), from a look that
+    /// began at `NamesSeen::at` — only in a page from the listing's start (cookie 0)
+    /// and only where the store can tell cheaply that the names are all there and
+    /// current (`Backend::each_dir_name`: the `fs` backend's window). The reactor
+    /// keeps a complete listing of the directory answering past `ATTR_TTL` when its
+    /// names are these (`cache_dirs::Listings::fill`).
+    pub names: Option<NamesSeen>,
+}
+
+/// A directory's names seen at once (`DirPage::names`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NamesSeen {
+    /// When the look began: the names are current at least from then.
+    pub at: std::time::Instant,
+    pub digest: u64,
+}
+
+/// A digest of a directory's names in the listing's order, each with whether it is a
+/// directory (a directory's key ends in '/', which orders it): equal digests mean the
+/// same names, in the same kinds, but for a chance of 2^-64. Keyed with a random key
+/// drawn once per process (SipHash), so no one outside can choose names whose
+/// digests collide; both sides of a comparison run in this process.
+pub struct NamesDigest {
+    h: std::hash::DefaultHasher,
+    n: u64,
+}
+
+impl NamesDigest {
+    pub fn new() -> NamesDigest {
+        use std::hash::BuildHasher;
+        static KEY: std::sync::OnceLock<std::hash::RandomState> = std::sync::OnceLock::new();
+        NamesDigest {
+            h: KEY.get_or_init(std::hash::RandomState::new).build_hasher(),
+            n: 0,
+        }
+    }
+
+    pub fn add(&mut self, name: &[u8], dir: bool) {
+        use std::hash::Hasher;
+        self.h.write_usize(name.len());
+        self.h.write(name);
+        self.h.write_u8(u8::from(dir));
+        self.n += 1;
+    }
+
+    pub fn finish(mut self) -> u64 {
+        use std::hash::Hasher;
+        self.h.write_u64(self.n);
+        self.h.finish()
+    }
+}
+
+impl Default for NamesDigest {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 /// FSSTAT results.

@@ -715,6 +715,7 @@ fn readdirplus(ctx: &Ctx, r: &mut XdrReader, out: &mut XdrWriter) -> Res {
         v4: false,
         exports_gen: ctx.exports.gen(),
         at: page.at,
+        names: page.names,
     });
     Ok(())
 }

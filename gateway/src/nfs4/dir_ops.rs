@@ -522,7 +522,7 @@ fn list(
             }
             if let (Some(entries), true) = (noted, each.admitted.is_ok()) {
                 let at = (cookie, page.verf, c.ctx.exports.gen());
-                note_page(&f.attr, at, entries, (page.eof, page.at));
+                note_page(&f.attr, at, entries, (page.eof, page.at, page.names));
             }
             Ok(Listing {
                 verf: page.verf,
@@ -555,7 +555,7 @@ fn note_page(
     dir: &Attr,
     (cookie, verf, exports_gen): (u64, [u8; 8], u64),
     entries: Vec<crate::cache::ListedEntry>,
-    (eof, listed_at): (bool, std::time::Instant),
+    (eof, listed_at, names): (bool, std::time::Instant, Option<crate::fs::NamesSeen>),
 ) {
     crate::call::note_learned(crate::call::Learned {
         attr: *dir,
@@ -569,6 +569,7 @@ fn note_page(
         v4: true,
         exports_gen,
         at: listed_at,
+        names,
     });
 }
 

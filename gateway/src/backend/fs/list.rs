@@ -235,6 +235,30 @@ impl Windows {
         w.page(dir_key, after, room)
     }
 
+    /// Calls `f` with every name of the window of `dir_key` when it is current under
+    /// `stamp` and holds the whole directory (scanned from its start, nothing after
+    /// its last key): true; else false, having called `f` for nothing.
+    fn each_name(&self, dir_key: &str, stamp: Stamp, f: &mut dyn FnMut(&str, bool)) -> bool {
+        if self.count.load(Ordering::Acquire) == 0 {
+            return false;
+        }
+        let s = lock(&self.state);
+        let Some(w) = s.dirs.get(dir_key) else {
+            return false;
+        };
+        if w.stamp != stamp || w.from.is_some() || !w.complete {
+            return false;
+        }
+        for i in 0..w.len() {
+            let k = w.suffix(i);
+            match k.strip_suffix('/') {
+                Some(name) => f(name, true),
+                None => f(k, false),
+            }
+        }
+        true
+    }
+
     fn keep(&self, dir_key: &str, w: Window) {
         if w.len() > WINDOW_NAMES {
             return;
@@ -415,6 +439,35 @@ fn first_page(keys: &[(String, bool)], room: usize, more: bool) -> Rolled {
 }
 
 impl FsBackend {
+    /// `Backend::each_dir_name`: the names of directory `dkey` from its window, when
+    /// the directory's stat, taken now, is the one the window was scanned under (a
+    /// window is kept only of a directory unchanged for [`SETTLE`] before its scan,
+    /// so any change since moved the times) and the window holds all of it. `None`
+    /// when there is no such window (nothing called).
+    pub(super) fn window_names(
+        &self,
+        dkey: &str,
+        f: &mut dyn FnMut(&str, bool),
+    ) -> BResult<Option<()>> {
+        if !dkey.is_empty() {
+            if !dkey.ends_with('/') {
+                return Ok(None);
+            }
+            check_key(dkey)?;
+        }
+        if self.cache.windows.count.load(Ordering::Acquire) == 0 {
+            return Ok(None);
+        }
+        let comps: Vec<&str> = dkey.split('/').filter(|c| !c.is_empty()).collect();
+        let dir = self.walk(&comps, false, dkey)?;
+        let st = fstat(self.at(&dir)).map_err(|e| map_io(e, "stat", dkey))?;
+        Ok(self
+            .cache
+            .windows
+            .each_name(dkey, Stamp::of(&st), f)
+            .then_some(()))
+    }
+
     /// One page of a delimiter listing of the open directory `dir` (key `dir_key`):
     /// sub-directories as prefixes, files with their metadata, `max` items at most
     /// in key order after `start_after`, appended to `out`. Returns the key to pass as
@@ -642,6 +695,37 @@ mod tests {
     /// A big directory's listing leaves the open-object cache alone but for its last
     /// `FEW` files; a small directory's enters it, so listing it again reads no
     /// metadata.
+    /// `Backend::each_dir_name`: the names of a directory whose first page was
+    /// listed (its window), in key order with their kinds, while no change moved
+    /// the directory's times; a file made behind the gateway's back ends it.
+    #[test]
+    fn a_listed_directory_tells_its_names_until_it_changes() {
+        let d = tempfile::tempdir().unwrap();
+        let root = d.path().join("objects");
+        let b = FsBackend::open(&root).unwrap();
+        std::fs::create_dir_all(root.join("d/sub")).unwrap();
+        for i in 0..50 {
+            std::fs::File::create(root.join("d").join(format!("f{i:02}"))).unwrap();
+        }
+        let names = |b: &FsBackend| {
+            let mut v = Vec::new();
+            b.each_dir_name("d/", &mut |n, dir| v.push((n.to_string(), dir)))
+                .map(|r| r.map(|()| v))
+        };
+        assert!(names(&b).is_none(), "nothing listed yet");
+        std::thread::sleep(SETTLE * 2);
+        b.list("d/", Some('/'), None, 10).unwrap();
+        let mut want: Vec<(String, bool)> = (0..50).map(|i| (format!("f{i:02}"), false)).collect();
+        want.push(("sub".into(), true));
+        assert_eq!(names(&b), Some(Ok(want)));
+        // Behind the gateway's back (a change through it drops the window anyway).
+        std::fs::File::create(root.join("d/new")).unwrap();
+        assert!(names(&b).is_none(), "the directory changed since its scan");
+        // A directory changed just before its scan keeps no window to tell from.
+        b.list("d/", Some('/'), None, 10).unwrap();
+        assert!(names(&b).is_none(), "changed within SETTLE of the scan");
+    }
+
     #[test]
     fn only_small_listings_fill_the_open_object_cache() {
         let d = tempfile::tempdir().unwrap();

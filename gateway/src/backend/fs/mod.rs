@@ -1304,6 +1304,14 @@ impl Backend for FsBackend {
         Some(self.holds_nothing(dkey))
     }
 
+    fn each_dir_name(
+        &self,
+        dkey: &str,
+        f: &mut dyn FnMut(&str, bool),
+    ) -> Option<BResult<()>> {
+        self.window_names(dkey, f).transpose()
+    }
+
     /// A name here is a file or a directory, never both, and a directory is real
     /// (no implicit ones): a name the cache does not hold and `lstat` does not find
     /// has nothing at it or under it. Anything else (a cached key, a symlink, an

@@ -529,6 +529,7 @@ impl Inner {
             entries,
             eof: p.eof,
             at,
+            names: None,
         }
     }
 
@@ -622,7 +623,12 @@ impl Inner {
             self.head_cold(&mut p.entries);
         }
         let dots = self.dot_nodes(dir, &p);
-        let page = self.dir_page(dir, &p, &dots, at);
+        let mut page = self.dir_page(dir, &p, &dots, at);
+        // A first page that does not reach the end: the whole directory's names too,
+        // where the store holds them (the scan just made for this page kept them).
+        if cookie == 0 && !page.eof {
+            page.names = self.names_seen(dir);
+        }
         let mut plus = Vec::with_capacity(page.entries.len());
         for (_, n) in dots {
             let a = self.getattr(&n).ok();
@@ -652,6 +658,30 @@ impl Inner {
             plus.push(a.map(|a| self.with_handle(node, a)));
         }
         Ok((page, plus))
+    }
+
+    /// Every name of `dir` as a digest (`DirPage::names`), when the store tells them
+    /// without listing (`Backend::each_dir_name`), skipped as `list_page` skips them
+    /// (a name it would show and the digest not, or the other way, only makes the
+    /// digest differ from a listing's: never a false match).
+    fn names_seen(&self, dir: &Node) -> Option<NamesSeen> {
+        let at = Instant::now();
+        let mut d = NamesDigest::new();
+        let mut add = |name: &str, is_dir: bool| {
+            if name.is_empty()
+                || name.len() > 255
+                || name.starts_with(orphans::ORPHAN_PREFIX)
+                || name.starts_with(links::INODE_PREFIX)
+            {
+                return;
+            }
+            d.add(name.as_bytes(), is_dir);
+        };
+        self.backend.each_dir_name(&dir.key, &mut add)?.ok()?;
+        Some(NamesSeen {
+            at,
+            digest: d.finish(),
+        })
     }
 
     /// A listed entry with its handle, made once per listing: every call the page
