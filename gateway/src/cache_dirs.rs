@@ -306,7 +306,9 @@ impl Listings {
                 .entries
                 .iter()
                 .zip(&run.entries)
-                .all(|((a, _), (b, _))| a.cookie == b.cookie && a.fileid == b.fileid && a.name == b.name);
+                .all(|((a, _), (b, _))| {
+                    a.cookie == b.cookie && a.fileid == b.fileid && a.name == b.name
+                });
         if !run.eof || run.expect != dir_stamp || run.verf != page.verf || !same_start {
             return Err(page);
         }
@@ -496,7 +498,9 @@ impl Listings {
                 .entries
                 .iter()
                 .zip(&run.entries[i + 1..])
-                .all(|((a, _), (b, _))| a.cookie == b.cookie && a.fileid == b.fileid && a.name == b.name);
+                .all(|((a, _), (b, _))| {
+                    a.cookie == b.cookie && a.fileid == b.fileid && a.name == b.name
+                });
         if same {
             for (slot, fresh) in run.entries[i + 1..].iter_mut().zip(page.entries) {
                 *slot = fresh;

@@ -947,7 +947,11 @@ fn a_complete_run_whose_names_are_seen_unchanged_answers_past_attr_ttl() {
     let mut l = Listings::default();
     old(&mut l);
     fill(&mut l, gens, first(10..20));
-    assert_eq!(ask(&mut l, gens, 0, VERF, 0), None, "the table knows none of the rest");
+    assert_eq!(
+        ask(&mut l, gens, 0, VERF, 0),
+        None,
+        "the table knows none of the rest"
+    );
     assert_eq!(
         ask_with(&mut l, gens, 0, VERF, 0, &table),
         Some((all.clone(), true)),

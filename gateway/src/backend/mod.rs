@@ -199,11 +199,7 @@ pub trait Backend: Send + Sync {
     /// past `ATTR_TTL` only when the names are proven the same). The `fs` backend:
     /// the directory's window (`backend/fs/list.rs`), used while the directory's
     /// times are those it was scanned under, and one `fstat`.
-    fn each_dir_name(
-        &self,
-        _dkey: &str,
-        _f: &mut dyn FnMut(&str, bool),
-    ) -> Option<BResult<()>> {
+    fn each_dir_name(&self, _dkey: &str, _f: &mut dyn FnMut(&str, bool)) -> Option<BResult<()>> {
         None
     }
 

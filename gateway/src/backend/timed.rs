@@ -110,11 +110,7 @@ impl Backend for Timed {
         backend_ops::record(self.at.row, Op::Delete, ns, r.as_ref().err());
         Some(r)
     }
-    fn each_dir_name(
-        &self,
-        dkey: &str,
-        f: &mut dyn FnMut(&str, bool),
-    ) -> Option<BResult<()>> {
+    fn each_dir_name(&self, dkey: &str, f: &mut dyn FnMut(&str, bool)) -> Option<BResult<()>> {
         // A look at what the store holds in memory and one fstat: no store request
         // worth a row (as `list_meta_complete`).
         self.inner.each_dir_name(dkey, f)

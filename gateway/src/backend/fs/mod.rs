@@ -1304,11 +1304,7 @@ impl Backend for FsBackend {
         Some(self.holds_nothing(dkey))
     }
 
-    fn each_dir_name(
-        &self,
-        dkey: &str,
-        f: &mut dyn FnMut(&str, bool),
-    ) -> Option<BResult<()>> {
+    fn each_dir_name(&self, dkey: &str, f: &mut dyn FnMut(&str, bool)) -> Option<BResult<()>> {
         self.window_names(dkey, f).transpose()
     }
 

@@ -1,0 +1,73 @@
+"""A big directory listed again past the reactor's 1 s TTL (issue 30, docs/performance.md
+"the readdir cliff"): the reactor's complete listing of a directory the gateway filled
+answers again once a worker's first page proves the directory's names unchanged (the
+`fs` backend's window, `cache_dirs::Listings::renew`), so the rest of the listing costs
+no store listing; and a name made or removed behind the gateway's back is listed
+exactly, never hidden by a renewed listing.
+"""
+import os
+import time
+
+from conftest import free_port
+from statsutil import scrape
+
+import nfsclient as N
+
+FILES = 300
+# Replies of about 100 entries (`maxcount`): a 302-entry listing is three calls, and a
+# worker's page (`plus_hint`) lists barely more than its reply, so without the renewal
+# every call is a worker's page and a store listing: 4 store calls (the first page's
+# are two: the first call's items begin with the directory's own marker, which a
+# listing skips), against 2 with it.
+MAXCOUNT = 16384
+
+
+def lists(port: int) -> float:
+    return scrape(port).sum("nfsgw_backend_duration_seconds_count", backend="fs", op="list")
+
+
+def names(c, dirfh) -> list:
+    got = [e.name for e in c.readdir_all(dirfh, plus=True, maxcount=MAXCOUNT)]
+    got = [n.decode() if isinstance(n, bytes) else n for n in got]
+    assert len(got) == len(set(got)), "a name listed twice"
+    return sorted(n for n in got if n not in (".", ".."))
+
+
+def past_ttl_with_fresh_attributes(c, fhs):
+    """Past the runs' TTL, then every file's attributes fetched again (a stat of each,
+    as `ls -l` or bench md's stat phase): the attribute table holds them young."""
+    time.sleep(1.3)
+    for _ in range(2):  # the first GETATTR past the TTL may answer while it revalidates
+        for fh in fhs:
+            c.getattr(fh).check("GETATTR")
+        time.sleep(0.2)
+
+
+def test_a_big_directory_listed_again_past_the_ttl(gw_factory):
+    port = free_port()
+    g = gw_factory(backend="fs", extra={"stats": {"listen": f"127.0.0.1:{port}"}})
+    with g.client() as c:
+        root = c.mount("/")
+        d = c.mkdir(root, "big").check("MKDIR").fh
+        want = [f"f{i:04}" for i in range(FILES)]
+        fhs = [c.create(d, n, 0o644).check("CREATE").fh for n in want]
+        assert names(c, d) == want, "the listing the creates kept"
+
+        # Past the TTL: one worker page (a store listing), the rest from the reactor.
+        past_ttl_with_fresh_attributes(c, fhs)
+        l0 = lists(port)
+        assert names(c, d) == want
+        l1 = lists(port)
+        assert l1 - l0 == 2, f"{l1 - l0} store listing calls for a renewed listing (2; 4 without it)"
+
+        # Made and removed behind the gateway's back, after the renewal: listed exactly
+        # once the TTL has passed (the names differ: no renewal, the workers list).
+        outside = g.data_dir / "big"
+        (outside / "zz-outside").write_bytes(b"x")
+        os.unlink(outside / "f0150")
+        past_ttl_with_fresh_attributes(c, fhs[:150] + fhs[151:])
+        want2 = sorted([n for n in want if n != "f0150"] + ["zz-outside"])
+        assert names(c, d) == want2
+
+        # The workers' pages made a new run; listed again now (young), the same.
+        assert names(c, d) == want2
