@@ -516,6 +516,9 @@ pub struct ReadCache {
     /// The handle whose expired attributes a hit just served: the caller starts its
     /// revalidation (`take_revalidation`).
     revalidate: Option<FhKey>,
+    /// A directory whose listing a hit past `ATTR_TTL` asked to revalidate
+    /// (`revalidate_listing`).
+    revalidate_listing: Option<FhKey>,
     /// Recently listed directories (`cache_dirs`).
     dirs: dirs::Listings,
     /// Recently looked-up or created names (`cache_names`).
@@ -602,6 +605,7 @@ impl ReadCache {
             zombie_count: 0,
             spare_reads: Vec::new(),
             revalidate: None,
+            revalidate_listing: None,
             dirs: dirs::Listings::default(),
             names: names::Names::default(),
         })
@@ -766,6 +770,23 @@ impl ReadCache {
                 .then_some((e.attr, e.stamp, e.exact))
         };
         self.dirs.lookup(gens, exports, req, at, dir_shown, attrs)
+    }
+
+    /// A listing page answered from a run past `ATTR_TTL` went out
+    /// (`ListingHit::revalidate`): the directory's first page is to be listed again
+    /// on a worker (`take_listing_revalidation`), whose fill renews or replaces the
+    /// run.
+    pub fn revalidate_listing(&mut self, fh: &[u8]) {
+        if let Some(key) = FhKey::new(fh) {
+            self.dirs.revalidating(&key);
+            self.revalidate_listing = Some(key);
+        }
+    }
+
+    /// The directory whose listing needs a revalidation now (at most one per hit; the
+    /// caller hands a READDIRPLUS of its first page to a worker).
+    pub fn take_listing_revalidation(&mut self) -> Option<FhKey> {
+        self.revalidate_listing.take()
     }
 
     /// A listing page went out from the cache.

@@ -48,7 +48,7 @@
 //! server has one export. So bench md's NFSv4.1 first listing of a directory it
 //! made with CREATE and filled with OPEN is the reactor's, as NFSv3's is.
 
-use super::{FhKey, Generations, Stamp, ATTR_TTL};
+use super::{FhKey, Generations, Stamp, ATTR_TTL, STALE_MAX};
 use crate::export::{admit, Exports};
 use crate::fs::access::{is_dot, may, R};
 use crate::fs::{Attr, FileHandle, FileKind, NamesDigest, NamesSeen};
@@ -152,6 +152,9 @@ struct Run {
     /// The handle of "..", whose attributes a hit takes from the attribute table.
     parent: Option<FileHandle>,
     at: Instant,
+    /// A hit past `ATTR_TTL` asked for the run's revalidation (`ListingHit::revalidate`):
+    /// no other hit asks again; the page it lists renews the run or replaces it.
+    revalidating: bool,
 }
 
 /// The stamp of an entry whose attributes are not known yet (a created entry, a
@@ -204,6 +207,11 @@ pub struct ListingHit<'a> {
     /// every entry's attributes the model's own, and no created entry that could be
     /// another export's root (`Run::made`).
     pub v4: bool,
+    /// The run is past `ATTR_TTL` (`lookup`'s `stale_ok`) and this hit is the first
+    /// since: the caller has a worker list the directory's first page again, whose
+    /// fill renews the run (its names unchanged, `renew`) or replaces it
+    /// (stale-while-revalidate, as cached attributes: `cache::STALE_MAX`).
+    pub revalidate: bool,
 }
 
 /// One reactor's runs, bounded in entries (oldest run evicted first).
@@ -279,6 +287,7 @@ impl Listings {
             exports_gen: Some(page.exports_gen),
             parent,
             at: page.at.min(Instant::now()),
+            revalidating: false,
         };
         self.insert(fh, run);
     }
@@ -341,6 +350,7 @@ impl Listings {
         run.v4 &= page.v4 && run.exports_gen.is_none_or(|g| g == page.exports_gen);
         run.exports_gen = Some(page.exports_gen);
         run.at = page.at.min(seen.at).min(Instant::now());
+        run.revalidating = false;
         Ok(())
     }
 
@@ -390,6 +400,7 @@ impl Listings {
             exports_gen: None,
             parent: Some(e.parent.1),
             at: Instant::now(),
+            revalidating: false,
         };
         self.insert(fh, run);
     }
@@ -556,7 +567,11 @@ impl Listings {
     /// `dir_shown`: the reply shows the directory's attributes (NFSv3's
     /// READDIRPLUS), which must then be current (`ListingHit::dir`); NFSv4.1's
     /// READDIR shows none, and its access check may read them from an older state
-    /// of the run. Counts nothing.
+    /// of the run. A run past `ATTR_TTL` answers NFSv3 (`dir_shown`) for
+    /// `STALE_MAX` more, its first such hit asking for a revalidation
+    /// (`ListingHit::revalidate`, which the caller starts: `revalidating`), as
+    /// cached attributes do; NFSv4.1 has no revalidation of a listing, so its calls
+    /// go to the workers then. Counts nothing.
     #[allow(clippy::too_many_arguments)]
     pub fn lookup(
         &mut self,
@@ -568,7 +583,11 @@ impl Listings {
         attrs: impl Fn(&[u8]) -> Option<(Attr, Stamp, bool)>,
     ) -> Option<ListingHit<'_>> {
         let run = self.runs.get_mut(&FhKey::new(req.fh)?)?;
-        if run.at.elapsed() >= ATTR_TTL || gens.stamp(run.dir.fileid) != run.expect {
+        let age = run.at.elapsed();
+        let stale = age >= ATTR_TTL;
+        if (stale && !(dir_shown && age < ATTR_TTL + STALE_MAX))
+            || gens.stamp(run.dir.fileid) != run.expect
+        {
             return None;
         }
         if run.dir_at != run.expect {
@@ -658,7 +677,18 @@ impl Listings {
             entries: &run.entries[from..to],
             eof: run.eof && to == run.entries.len(),
             v4,
+            revalidate: stale && !run.revalidating,
         })
+    }
+
+    /// A hit that asked for a revalidation (`ListingHit::revalidate`) was answered
+    /// and its revalidation started: no other hit asks until the run is renewed or
+    /// replaced (a revalidation lost on the way leaves the run answering until
+    /// `STALE_MAX`, then the workers list).
+    pub fn revalidating(&mut self, fh: &FhKey) {
+        if let Some(run) = self.runs.get_mut(fh) {
+            run.revalidating = true;
+        }
     }
 
     /// Whether every entry of `used` is as it was listed (no change through the

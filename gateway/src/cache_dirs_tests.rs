@@ -333,7 +333,8 @@ fn runs_are_bounded() {
 fn runs_expire_so_changes_behind_the_gateway_are_seen() {
     let (mut l, gens) = (Listings::default(), Generations::new());
     fill(&mut l, &gens, page(0, 10..20, false));
-    let old = Instant::now() - ATTR_TTL;
+    // Past ATTR_TTL and the STALE_MAX a revalidation has.
+    let old = Instant::now() - ATTR_TTL - STALE_MAX;
     l.runs.get_mut(&fh()).unwrap().at = old;
     assert_eq!(ask(&mut l, &gens, 0, [0; 8], 0), None);
     // Nor does an expired run grow.
@@ -349,7 +350,8 @@ fn runs_expire_so_changes_behind_the_gateway_are_seen() {
 #[test]
 fn a_run_is_as_old_as_the_listing_its_pages_came_from() {
     let (mut l, gens) = (Listings::default(), Generations::new());
-    let listed = Instant::now() - ATTR_TTL;
+    // Past ATTR_TTL and the STALE_MAX a revalidation has.
+    let listed = Instant::now() - ATTR_TTL - STALE_MAX;
     fill(
         &mut l,
         &gens,
@@ -361,7 +363,7 @@ fn a_run_is_as_old_as_the_listing_its_pages_came_from() {
     assert_eq!(
         ask(&mut l, &gens, 0, [0; 8], 0),
         None,
-        "listed ATTR_TTL ago"
+        "listed ATTR_TTL + STALE_MAX ago"
     );
     let (mut l, gens) = (Listings::default(), Generations::new());
     fill(&mut l, &gens, page(0, 10..20, false));
@@ -927,7 +929,7 @@ fn a_complete_run_whose_names_are_seen_unchanged_answers_past_attr_ttl() {
             l,
             gens,
             ListedPage {
-                at: Instant::now() - ATTR_TTL,
+                at: Instant::now() - ATTR_TTL - STALE_MAX,
                 entries: handled(10..20),
                 ..page(0, 10..20, true)
             },
@@ -996,4 +998,36 @@ fn a_complete_run_whose_names_are_seen_unchanged_answers_past_attr_ttl() {
         ask_with(&mut l, gens, 0, VERF, 0, &table),
         Some(((10..14).collect(), false)),
     );
+}
+
+/// Past `ATTR_TTL`, a run answers NFSv3 for `STALE_MAX` more while one revalidation
+/// of it runs (its first answered hit asks for it, `ListingHit::revalidate`, and no
+/// other until the run is renewed or replaced), as cached attributes do; NFSv4.1,
+/// which has no revalidation of a listing, is not answered from it.
+#[test]
+fn a_stale_run_answers_nfsv3_while_one_revalidation_runs() {
+    let (mut l, gens) = (Listings::default(), Generations::new());
+    fill(&mut l, &gens, page(0, 10..20, true));
+    let (cred, exports) = (Cred::Sys(AuthSys::new(0, 0, &[])), exports());
+    let req = Request {
+        fh: b"dir-handle",
+        client: "127.0.0.1".parse().unwrap(),
+        cred: &cred,
+    };
+    let mut asks = |l: &mut Listings, v3: bool| {
+        l.lookup(&gens, &exports, &req, (0, [0; 8], 100), v3, no_table)
+            .map(|h| h.revalidate)
+    };
+    assert_eq!(asks(&mut l, true), Some(false), "young");
+    l.runs.get_mut(&fh()).unwrap().at = Instant::now() - ATTR_TTL;
+    assert_eq!(asks(&mut l, true), Some(true), "stale: asks");
+    assert_eq!(asks(&mut l, true), Some(true), "until one is started");
+    l.revalidating(&fh());
+    assert_eq!(asks(&mut l, true), Some(false), "one at a time");
+    assert_eq!(asks(&mut l, false), None, "NFSv4.1");
+    // The revalidation's page (here the whole directory) makes the run young again.
+    fill(&mut l, &gens, page(0, 10..20, true));
+    assert_eq!(asks(&mut l, true), Some(false));
+    l.runs.get_mut(&fh()).unwrap().at = Instant::now() - ATTR_TTL - STALE_MAX;
+    assert_eq!(asks(&mut l, true), None, "past STALE_MAX");
 }

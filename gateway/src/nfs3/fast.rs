@@ -154,12 +154,17 @@ pub fn readdirplus(
             return None;
         }
         let eof = all && hit.eof;
-        put_plus_ok(out, hit.dir, &hit.verf, used.iter().map(|(e, _)| e), eof).ok()
+        let revalidate = hit.revalidate;
+        put_plus_ok(out, hit.dir, &hit.verf, used.iter().map(|(e, _)| e), eof).ok()?;
+        Some(revalidate)
     })();
-    if done.is_none() {
+    let Some(revalidate) = done else {
         out.rewind(start);
         cache.missed();
         return false;
+    };
+    if revalidate {
+        cache.revalidate_listing(req.fh);
     }
     cache.answered_listing();
     true

@@ -15,7 +15,7 @@ use crate::stats::tenants::Seen;
 use engine::mem::{Buf, Pools};
 use engine::rpc::{self, Accept, CallError, CallHeader};
 use engine::rpcrdma::responder::DdpList;
-use engine::xdr::XdrWriter;
+use engine::xdr::{XdrReader, XdrWriter};
 use nfs_wire::{NFS_PROGRAM, NFS_V3};
 use std::net::SocketAddr;
 
@@ -172,6 +172,15 @@ pub(crate) fn classify(
                     hot.revalidate.push(job);
                 }
             }
+            // Answered from a listing past its TTL: the directory's first page is
+            // listed again behind the reply (`cache_dirs::ListingHit::revalidate`).
+            if hot.cache.take_listing_revalidation().is_some() {
+                if let Some(job) =
+                    listing_revalidation(reactor, conn, peer, &header, &record, args_at, pools)
+                {
+                    hot.revalidate.push(job);
+                }
+            }
             return v;
         }
     }
@@ -222,6 +231,49 @@ pub(crate) fn classify(
         charge: None,
     });
     Verdict::Work
+}
+
+/// A READDIRPLUS of the directory's first page for a worker, made from the NFSv3
+/// READDIRPLUS (RFC 1813 §3.3.17) that a listing past its TTL answered: the same
+/// call (header, credential, handle, counts) from cookie 0 with a zero verifier, so
+/// the worker's page renews the reactor's run when the directory's names are
+/// unchanged, or replaces it (`cache_dirs::Listings::renew`). Only its fill goes
+/// back. `None` when the arguments do not decode or no buffer is free (the run then
+/// answers until `cache::STALE_MAX`, after which calls go to workers again).
+fn listing_revalidation(
+    reactor: usize,
+    conn: Link,
+    peer: SocketAddr,
+    h: &CallHeader,
+    record: &[u8],
+    args_at: usize,
+    pools: &Pools,
+) -> Option<Job> {
+    let args = record.get(args_at..)?;
+    let mut r = XdrReader::new(args);
+    r.opaque_var(crate::fs::FH_MAX).ok()?;
+    // cookie3 and cookieverf3 follow the handle.
+    let cookie_at = args_at + r.position();
+    let len = record.len();
+    let mut buf = pools.alloc(len)?;
+    let out = buf.spare_mut();
+    out[..len].copy_from_slice(record);
+    out.get_mut(cookie_at..cookie_at + 16)?.fill(0);
+    buf.set_len(len);
+    Some(Job {
+        reactor,
+        conn,
+        peer,
+        header: *h,
+        record: buf,
+        args_at,
+        read_ahead: false,
+        revalidate: true,
+        changes: false,
+        stat: crate::stats::CallStat::default(),
+        plan: None,
+        charge: None,
+    })
 }
 
 /// A cached READ whose data may stay in the cache pages: over RDMA, written from them
