@@ -2,6 +2,7 @@
 
 import hashlib
 import os
+import time
 import shutil
 import subprocess
 
@@ -92,7 +93,16 @@ def test_nfs_ls_2000_created_via_nfs(gw):
     d = c.mkdir(root, "made").check().fh
     want = [f"n{i:04d}" for i in range(2000)]
     res = c.pipeline([(N.NFSPROC3_CREATE, N.a_create(d, n, 0o644), N.d_create) for n in want])
+    # NFS3ERR_JUKEBOX is "try again later" (RFC 1813 §2.6): a store slower than the
+    # gateway's timeout on a loaded machine (a CI run of 2026-12-02 got it for two of
+    # 2,000 creates on moto), which a client retries, as Linux does. The retried
+    # CREATE is UNCHECKED: the name may exist if the first attempt did land.
     bad = [(n, r.status) for n, r in zip(want, res) if not r.ok]
+    for _ in range(5):
+        if not bad or any(st != N.NFS3ERR_JUKEBOX for _, st in bad):
+            break
+        time.sleep(1)
+        bad = [(n, st) for n, st in ((n, c.create(d, n, 0o644).status) for n, _ in bad) if st != N.NFS3_OK]
     assert not bad, f"CREATE failed for {bad[:5]}"
     c.close()
     names = nfs_ls_names(gw.mount_url("/made"))
