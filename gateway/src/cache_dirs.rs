@@ -39,6 +39,15 @@
 //! entry's current stamp (`lookup`'s `attrs`), as cached LOOKUPs do, and a listed
 //! entry whose stamp moved since is refreshed the same way instead of missing.
 //!
+//! Runs past `ATTR_TTL` are revalidated, not dropped (docs/architecture.md §5,
+//! docs/performance.md "Listings past the TTL"): an NFSv3 hit within `STALE_MAX`
+//! more is answered and asks for one revalidation (`ListingHit::revalidate`: the
+//! same READDIRPLUS from cookie 0 on a worker, `dispatch::listing_revalidation`),
+//! whose first page, when it carries the digest of all of the directory's names
+//! (`ListedPage::names`) and they are the run's, renews the run (`renew`); else the
+//! page replaces it. Renewed entries beyond the page take their attributes from the
+//! attribute table again, so nothing shown is older than cached attributes may be.
+//!
 //! NFSv4.1's READDIR (`nfs4::fast_dirs`) is answered from a run while NFSv4.1 may
 //! show all of it (`ListingHit::v4`): every page a worker listed was NFSv4.1's
 //! (`ListedPage::v4`: it checked that no entry is another export's root, RFC 8881
