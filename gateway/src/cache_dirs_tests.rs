@@ -1014,7 +1014,7 @@ fn a_stale_run_answers_nfsv3_while_one_revalidation_runs() {
         client: "127.0.0.1".parse().unwrap(),
         cred: &cred,
     };
-    let mut asks = |l: &mut Listings, v3: bool| {
+    let asks = |l: &mut Listings, v3: bool| {
         l.lookup(&gens, &exports, &req, (0, [0; 8], 100), v3, no_table)
             .map(|h| h.revalidate)
     };
