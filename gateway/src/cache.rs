@@ -421,6 +421,31 @@ pub struct Fill {
     pub exact: bool,
 }
 
+impl Fill {
+    /// A copy for the other reactors of what a create taught: the name it made
+    /// (`NameFill::made`), a new directory's empty start (`FillData::Empty`), or
+    /// attributes alone (a created file's). Each reactor keeps its own runs of a
+    /// directory (`dirs::Listings`), which stay complete only if they apply every
+    /// create in it, whichever reactor's connection made it. `None` for what stays
+    /// with the reactor that asked (pages, listings, a name no create made).
+    pub fn for_other_reactors(&self) -> Option<Fill> {
+        let data = match &self.data {
+            None => None,
+            Some(FillData::Name(n)) if n.made.is_some() => Some(FillData::Name(n.clone())),
+            Some(FillData::Empty(e)) => Some(FillData::Empty(e.clone())),
+            Some(_) => return None,
+        };
+        Some(Fill {
+            fh: self.fh,
+            export: self.export,
+            attr: self.attr,
+            stamp: self.stamp,
+            data,
+            exact: self.exact,
+        })
+    }
+}
+
 /// Where a fill's data is.
 #[derive(Debug)]
 pub enum FillData {

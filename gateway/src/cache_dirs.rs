@@ -177,7 +177,7 @@ const UNKNOWN: Stamp = Stamp {
 
 /// A name a CREATE or MKDIR made in a directory (`names::NameFill::made`), for the
 /// directory's run (`Listings::made`).
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Made {
     /// The directory's stamp its worker read before the create ran.
     pub before: Stamp,
@@ -192,7 +192,7 @@ pub struct Made {
 /// directory's stamp (`FillData::Empty`, whose `Fill` carries the new directory's
 /// handle, export, attributes and that stamp): the start of its listing, "." and
 /// "..", as the file model would list it.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct EmptyFill {
     pub verf: [u8; 8],
     /// "." (its handle) and ".." (its file id and handle).
@@ -319,23 +319,12 @@ impl Listings {
         let Some(run) = self.runs.get_mut(fh) else {
             return Err(page);
         };
-        let same_start = page.entries.len() <= run.entries.len()
-            && page
-                .entries
-                .iter()
-                .zip(&run.entries)
-                .all(|((a, _), (b, _))| {
-                    a.cookie == b.cookie && a.fileid == b.fileid && a.name == b.name
-                });
+        let same_start =
+            page.entries.len() <= run.entries.len() && same_entries(&page.entries, &run.entries);
         if !run.eof || run.expect != dir_stamp || run.verf != page.verf || !same_start {
             return Err(page);
         }
-        let dots = run
-            .entries
-            .iter()
-            .take(2)
-            .take_while(|(e, _)| e.cookie <= 2)
-            .count();
+        let dots = dots(&run.entries);
         let mut d = NamesDigest::new();
         for (e, _) in &run.entries[dots..] {
             // An entry gone when listed: its kind, so its key, is unknown.
@@ -430,12 +419,7 @@ impl Listings {
             return;
         }
         let dir = m.attr.kind == FileKind::Dir;
-        let dots = run
-            .entries
-            .iter()
-            .take(2)
-            .take_while(|(e, _)| e.cookie <= 2)
-            .count();
+        let dots = dots(&run.entries);
         let mut unknown = false;
         let found = run.entries[dots..].binary_search_by(|(e, _)| match &e.plus {
             Some((a, _)) => key_cmp(&e.name, a.kind == FileKind::Dir, name, dir),
@@ -514,13 +498,7 @@ impl Listings {
         let same = run.eof
             && run.entries.len() > i + n
             && page.eof == (run.entries.len() == i + 1 + n)
-            && page
-                .entries
-                .iter()
-                .zip(&run.entries[i + 1..])
-                .all(|((a, _), (b, _))| {
-                    a.cookie == b.cookie && a.fileid == b.fileid && a.name == b.name
-                });
+            && same_entries(&page.entries, &run.entries[i + 1..]);
         if same {
             for (slot, fresh) in run.entries[i + 1..].iter_mut().zip(page.entries) {
                 *slot = fresh;
@@ -632,8 +610,9 @@ impl Listings {
             0 => 0,
             c => run.entries.iter().position(|(e, _)| e.cookie == c)? + 1,
         };
-        let to = from.saturating_add(max).min(run.entries.len());
-        for (e, s) in &mut run.entries[from..to] {
+        let mut to = from.saturating_add(max).min(run.entries.len());
+        for i in from..to {
+            let (e, s) = &mut run.entries[i];
             let now = gens.stamp(e.fileid);
             if now == *s {
                 continue;
@@ -656,13 +635,20 @@ impl Listings {
                     *s = now;
                 }
                 _ => {
-                    // Gone when listed and changed since: the worker lists again.
-                    let (_, fh) = e.plus.as_ref()?;
-                    let (a, got, exact) = attrs(fh.as_bytes())?;
-                    if got != now || a.fileid != e.fileid {
-                        return None;
-                    }
-                    e.plus = Some((a, *fh));
+                    // Gone when listed, changed since, or attributes this reactor
+                    // does not hold young (a file another reactor's connection
+                    // wrote): the hit ends before it, and a reply that needs it is
+                    // a worker's. The entries before it still answer a reply that
+                    // shows no more (`ListingHit::eof` is false then).
+                    let fresh = e.plus.as_ref().and_then(|(_, fh)| {
+                        let (a, got, exact) = attrs(fh.as_bytes())?;
+                        (got == now && a.fileid == e.fileid).then_some((a, *fh, exact))
+                    });
+                    let Some((a, fh, exact)) = fresh else {
+                        to = i;
+                        break;
+                    };
+                    e.plus = Some((a, fh));
                     *s = now;
                     // Not the model's own (a fattr3's): NFSv4.1 is not shown them.
                     run.v4 &= exact;
@@ -718,6 +704,24 @@ impl Listings {
     pub(crate) fn len(&self) -> usize {
         self.entries
     }
+}
+
+/// How many of a run's first entries are "." and ".." (cookies 1 and 2): the named
+/// entries, ordered by key, follow them.
+fn dots(entries: &[(ListedEntry, Stamp)]) -> usize {
+    entries
+        .iter()
+        .take(2)
+        .take_while(|(e, _)| e.cookie <= 2)
+        .count()
+}
+
+/// Whether `page`'s entries are the first of `run`'s, one for one: the same names,
+/// file ids and cookies (their attributes and stamps may differ).
+fn same_entries(page: &[(ListedEntry, Stamp)], run: &[(ListedEntry, Stamp)]) -> bool {
+    page.iter()
+        .zip(run)
+        .all(|((a, _), (b, _))| a.cookie == b.cookie && a.fileid == b.fileid && a.name == b.name)
 }
 
 /// The order of two entries' keys in the listing (`fs::imp::listing`: the store's

@@ -57,7 +57,7 @@ pub fn cacheable(name: &[u8]) -> bool {
 
 /// What a worker taught about one directory entry (`FillData::Name`, in a `Fill`
 /// whose handle, export and attributes are the directory's).
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct NameFill {
     pub name: Box<[u8]>,
     /// The name's stamp the entry is valid under (`Generations::name_stamp`).

@@ -32,6 +32,9 @@ use std::time::{Duration, Instant};
 
 /// `cache::ATTR_TTL`, and a margin.
 const TTL: Duration = Duration::from_millis(1100);
+/// `cache::STALE_MAX`: how long past `ATTR_TTL` a listing may still be answered
+/// while one revalidation runs.
+const STALE: Duration = Duration::from_secs(2);
 
 /// A gateway on a fresh `fs` directory, two reactors; shut down on drop.
 struct Gw {
@@ -93,6 +96,45 @@ impl Gw {
             .filter(|l| l.starts_with("nfsgw_cache_hits_total{"))
             .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
             .sum()
+    }
+
+    /// Calls each reactor ran (every program), once they published them.
+    fn calls_by_reactor(&self) -> Vec<u64> {
+        std::thread::sleep(Duration::from_millis(50));
+        let src = self.server.as_ref().unwrap().stats_source();
+        let mut out = String::new();
+        gateway::stats::exposition::render(&src, &mut out);
+        let mut by = vec![0u64; 2];
+        for l in out.lines() {
+            let Some(rest) = l.strip_prefix("nfsgw_ops_total{reactor=\"") else {
+                continue;
+            };
+            let r: usize = rest.split('"').next().unwrap().parse().unwrap();
+            by[r] += l.rsplit(' ').next().unwrap().parse::<u64>().unwrap();
+        }
+        by
+    }
+
+    /// Two connections made by `connect`, one on each reactor (the kernel spreads
+    /// connections over the reactors' `SO_REUSEPORT` listeners by their addresses):
+    /// a connection's reactor is the one whose call count its `probe` moves.
+    fn one_per_reactor<C>(&self, connect: impl Fn() -> C, probe: impl Fn(&mut C)) -> (C, C) {
+        let mut on: [Option<C>; 2] = [None, None];
+        for _ in 0..64 {
+            let mut c = connect();
+            let before = self.calls_by_reactor();
+            probe(&mut c);
+            let after = self.calls_by_reactor();
+            let r = (0..2)
+                .find(|&r| after[r] > before[r])
+                .expect("a reactor ran it");
+            on[r].get_or_insert(c);
+            if let [Some(_), Some(_)] = &on {
+                let [a, b] = on;
+                return (a.unwrap(), b.unwrap());
+            }
+        }
+        panic!("64 connections, all on one reactor");
     }
 }
 
@@ -324,6 +366,55 @@ fn every_change_the_run_did_not_make_is_in_the_next_listing() {
     assert_eq!(other.write(&fh, b"0123456789"), 0);
     let (l, _, _) = listing(&mut v3, &d);
     assert_eq!(l["f2"].1, Some(10));
+}
+
+/// A directory made on one reactor and filled by connections on both (several
+/// clients, or one client's `nconnect` connections) is listed from the reactor's run
+/// on either: each reactor's run applies every create, whichever reactor's connection
+/// made it (`worker::tell_other_reactors`). Without that, each reactor's run missed
+/// the other's creates and every page of a first listing was a worker's. Over NFSv3
+/// a page is the reactor's where that reactor holds its entries' attributes (a
+/// WRITE's reply teaches them to its own reactor only): at least the first page on
+/// the creating connection's, the other's after a worker page refreshed them.
+#[test]
+fn a_directory_filled_from_both_reactors_is_listed_on_the_reactor_from_either() {
+    let gw = gw_started();
+    let root = gw.v3().mount_root();
+    let getattr = |c: &mut V3| {
+        let rep = c.call(NFS_PROGRAM, 1, &enc(|w| w.opaque_var(&root).unwrap()));
+        assert_eq!(v3call::status(&rep), 0, "GETATTR");
+    };
+    let (mut a, mut b) = gw.one_per_reactor(|| gw.v3(), getattr);
+    let made = Instant::now();
+    let d = mkdir(&mut a, &root, "shared");
+    for i in 0..30 {
+        file(&mut a, &d, &format!("a{i:02}"), 1);
+        file(&mut b, &d, &format!("b{i:02}"), 2);
+    }
+    mkdir(&mut b, &d, "sub-b");
+    let mut seen = Vec::new();
+    for (who, v3) in [("a", &mut a), ("b", &mut b)] {
+        let before = gw.hits();
+        let (l, _, pages) = listing_of(v3, &d, 4096);
+        let hits = gw.hits() - before;
+        assert_eq!(l.len(), 61, "{who}: every name");
+        assert_eq!((l["a07"].1, l["b07"].1), (Some(1), Some(2)), "{who}: sizes");
+        if made.elapsed() < Duration::from_millis(900) {
+            assert!(pages >= 3);
+            assert!(
+                hits >= 1,
+                "{who}: {hits} of {pages} pages from its reactor's run"
+            );
+        } else {
+            eprintln!("{who}: skipped the hit count: the creates took longer than ATTR_TTL");
+        }
+        seen.push(l);
+    }
+    assert_eq!(seen[0], seen[1], "both reactors list the same");
+    // The worker's listing, once the runs expired: the same.
+    std::thread::sleep(TTL + STALE);
+    let (slow, _, _) = listing_of(&mut b, &d, 4096);
+    assert_eq!(seen[0], slow, "the reactors' listing is the worker's");
 }
 
 #[test]
@@ -582,6 +673,54 @@ fn a_directory_made_and_filled_over_nfsv41_is_listed_on_the_reactor_as_a_worker_
     } else {
         eprintln!("skipped the hit count: the creates took longer than ATTR_TTL");
     }
+}
+
+/// `a_directory_filled_from_both_reactors_is_listed_on_the_reactor_from_either`
+/// over NFSv4.1: a directory made by CREATE on one reactor, filled by OPENs from
+/// sessions on both, listed on the reactor from either, each entry's attributes a
+/// GETATTR's.
+#[test]
+fn an_nfsv41_directory_filled_from_both_reactors_is_listed_on_the_reactor_from_either() {
+    let gw = gw_started();
+    let root = gw.v3().mount_root();
+    let n = std::cell::Cell::new(0u32);
+    let connect = || {
+        n.set(n.get() + 1);
+        gw.v4(format!("made-v4-both-{}", n.get()).as_bytes())
+    };
+    let probe = |v4: &mut Tcp41| {
+        page4(v4, &root, 0, [0; 8], 4096);
+    };
+    let (mut a, mut b) = gw.one_per_reactor(connect, probe);
+    let made = Instant::now();
+    let d = mkdir4(&mut a, &root, "shared4");
+    for i in 0..30 {
+        file4(&mut a, &d, &format!("a{i:02}"), 1);
+        file4(&mut b, &d, &format!("b{i:02}"), 2);
+    }
+    mkdir4(&mut b, &d, "sub-b");
+    let mut seen = Vec::new();
+    for (who, v4) in [("a", &mut a), ("b", &mut b)] {
+        let before = gw.hits();
+        let (l, _, pages) = listing4(v4, &d, 4096);
+        let hits = gw.hits() - before;
+        assert_eq!(l.len(), 61, "{who}: every name");
+        if made.elapsed() < Duration::from_millis(900) {
+            assert!(pages >= 3, "{pages} pages");
+            assert_eq!(
+                hits, pages as u64,
+                "{who}: every page of the first listing on its reactor"
+            );
+        } else {
+            eprintln!("{who}: skipped the hit count: the creates took longer than ATTR_TTL");
+        }
+        seen.push(l);
+    }
+    assert_eq!(seen[0], seen[1], "both reactors list the same");
+    each_as_getattr(&mut a, &d, &seen[0]);
+    std::thread::sleep(TTL + STALE);
+    let (slow, _, _) = listing4(&mut b, &d, 4096);
+    assert_eq!(seen[0], slow, "the reactors' listing is the worker's");
 }
 
 #[test]

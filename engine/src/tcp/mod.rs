@@ -401,6 +401,28 @@ impl TcpTransport {
         work
     }
 
+    /// `poll`'s first half, for a caller with other input to take before the records
+    /// (a reactor's messages from workers that arrived while it slept): flushes,
+    /// waits as `poll` does, accepts, and queues the connections with input, read by
+    /// `poll_queued`. Returns accepted connections.
+    pub fn wait_input(&mut self, timeout: Option<Duration>) -> usize {
+        self.flush();
+        let work = self.wait(timeout);
+        self.now = Instant::now();
+        work
+    }
+
+    /// `poll`'s second half: reads the queued connections' records (`wait_input`)
+    /// without waiting.
+    pub fn poll_queued(
+        &mut self,
+        on_record: &mut dyn FnMut(ConnId, SocketAddr, Buf, &Budget),
+    ) -> usize {
+        let work = self.run_ready(on_record);
+        self.sweep();
+        work
+    }
+
     /// Rule: never sleep past work we already know of: queued connections with input
     /// poll without waiting, parked ones retry every `PARK_RETRY`, and partial records
     /// are checked every `sweep_every`.

@@ -342,6 +342,12 @@ impl ReactorState {
 
     /// Polls sockets (waiting up to `timeout`) and classifies every record received.
     fn poll_sockets(&mut self, timeout: Duration) -> usize {
+        self.take_sockets(Some(timeout))
+    }
+
+    /// `poll_sockets`; with no `wait`, only the connections `TcpTransport::wait_input`
+    /// queued are read.
+    fn take_sockets(&mut self, wait: Option<Duration>) -> usize {
         let retries = self.router.retry.len();
         for _ in 0..retries {
             let (conn, peer, rec, st) = self.router.retry.pop_front().expect("counted");
@@ -403,7 +409,10 @@ impl ReactorState {
                 Err(supervise::Panicked) => router.closing.push(conn),
             }
         };
-        let n = net.tcp.poll(Some(timeout), &mut handle);
+        let n = match wait {
+            Some(t) => net.tcp.poll(Some(t), &mut handle),
+            None => net.tcp.poll_queued(&mut handle),
+        };
         self.flush_outbox();
         n + retries
     }
@@ -1203,7 +1212,13 @@ impl Poller for ReactorState {
         } else {
             max
         };
-        self.poll_sockets(max);
+        // Woken: what workers sent meanwhile is taken before the calls that woke it.
+        // Their fills may be what those calls are answered from: another reactor's
+        // creates in a directory this one lists (`worker::tell_other_reactors`, sent
+        // without waking a sleeping reactor).
+        self.net.tcp.wait_input(Some(max));
+        self.drain_done();
+        self.take_sockets(None);
         self.net.tcp.flush();
         self.release_tcp_pages();
         bell.woke();

@@ -312,6 +312,7 @@ fn run_job(shared: &Shared, mut job: Job) {
         .filter(|m| m.3 == FileKind::Dir)
         .map(|(fh, export, id, _)| (fh, export, id));
     if let Some(fill) = made_dir.and_then(|m| learned_empty(shared, m)) {
+        tell_other_reactors(shared, &job, &fill);
         push_done(link, Done::fill_only(job.conn, job.stat, fill));
     }
     let ahead = match (&effect, &fill) {
@@ -325,6 +326,9 @@ fn run_job(shared: &Shared, mut job: Job) {
         }
         _ => None,
     };
+    if let Some(f) = fill.as_ref().filter(|_| made_obj.is_some()) {
+        tell_other_reactors(shared, &job, f);
+    }
     push_done(
         link,
         Done {
@@ -338,6 +342,7 @@ fn run_job(shared: &Shared, mut job: Job) {
         },
     );
     if let Some(fill) = made.and_then(|m| learned_made(shared, m)) {
+        tell_other_reactors(shared, &job, &fill);
         push_done(link, Done::fill_only(job.conn, job.stat, fill));
     }
     // Read-ahead after the reply is on its way: the block around a small READ goes
@@ -575,6 +580,30 @@ fn learned_io_v4(
     // A WRITE's own change moves the ctime past `since_ns`: such an entry is not
     // renewed by revalidation (dropped at its TTL), a COMMIT's may be.
     opened_as(shared, FhKey::new(fh)?, export, attr, stamp, since_ns)
+}
+
+/// Tells every other reactor what a create taught (`cache::Fill::for_other_reactors`):
+/// connections on different reactors fill one directory (several clients, or one
+/// client's `nconnect` connections), and a reactor's run of it that misses one create
+/// never answers again (`cache_dirs::Listings::made` counts them): bench md's shared
+/// directory, made by 4 connections on 2 reactors, was listed page by page by the
+/// workers on both (docs/performance.md, "Creates told to every reactor"). Before the
+/// reply, as the fill for its own reactor: a new directory's start reaches every
+/// reactor ahead of the creates the client makes in it. A hint: no sleeping reactor is
+/// woken for it (it drains its ring on its next pass), and it is dropped when the ring
+/// is full (that reactor's run then stops answering and the workers list, as before).
+fn tell_other_reactors(shared: &Shared, job: &Job, fill: &Fill) {
+    for (i, link) in shared.reactors.iter().enumerate() {
+        if i == job.reactor || !link.alive.load(Ordering::Acquire) {
+            continue;
+        }
+        let Some(copy) = fill.for_other_reactors() else {
+            return;
+        };
+        // A fill without a reply: the reactor fills its cache and touches no
+        // connection (`Reactor::drain_done`), so `conn` is not read there.
+        let _ = link.done.push(Done::fill_only(job.conn, job.stat, copy));
+    }
 }
 
 /// Hands a message to the reactor. The reactor drains its ring every pass; a full
