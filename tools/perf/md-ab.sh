@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # md-ab.sh - bench md phases A/B: two gateway builds (fs backend, md-compare.sh's configuration:
-# one reactor on core 0, WORKERS [32] workers, idle adaptive) side by side on their own directories, runs
+# one reactor on core 0 unless CORES says more, WORKERS [32] workers, idle adaptive) side by side on their own directories, runs
 # interleaved (order alternating by round); prints per NFS version and tree the median ops/s
 # and p99 of the phase of each build and their ratios (B/A). docs/performance.md "Listing,
 # fourth pass".
 # Env (defaults): A=, B= (gateway binaries), BENCH= (bench binary), PHASE=readdir (bench md's
 #   --phases; a list such as mkdir,create,remove,rmdir reports each phase) ROUNDS=3 CONNS=4
-#   QD=8 FILES=1000 (per connection) TREES="easy hard" VERSIONS="3 4.1" OUT=/var/tmp/perf-md-ab/<time>
+#   QD=8 FILES=1000 (per connection) TREES="easy hard" VERSIONS="3 4.1" CORES="0" (the reactors'
+#   cores: "0, 1" gives two, whose connections the kernel spreads) OUT=/var/tmp/perf-md-ab/<time>
 # Only 127.0.0.1 is used (ports 20061 and 20071).
 set -u
 ROUNDS=${ROUNDS:-3}; CONNS=${CONNS:-4}; FILES=${FILES:-1000}; QD=${QD:-8}
@@ -17,7 +18,7 @@ for s in A B; do
   W=$OUT/$s; rm -rf "$W"; mkdir -p "$W/export" "$W/state"
   cat > "$W/g.toml" <<TOML
 [engine]
-cores = [0]
+cores = [${CORES:-0}]
 idle = "adaptive"
 [tcp]
 listen = "127.0.0.1:${PORT[$s]}"

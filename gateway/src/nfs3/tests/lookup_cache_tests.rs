@@ -324,6 +324,43 @@ fn hostile_names_never_hit() {
     assert!(w.hit(&top, b"f").is_some());
 }
 
+/// A create while another name sharing its generation slot changed (65,536 slots for
+/// every name, `Generations::name_hash`): the name is not cached, but the directory's
+/// run still takes the create (`NameFill::made`), or a run missing it would never
+/// answer again (`cache_dirs::Listings::made`).
+#[test]
+fn a_create_whose_name_slot_moved_meanwhile_still_tells_the_directorys_run() {
+    let mut w = world();
+    let root = mnt(&w.h, "/");
+    let top = w.mkdir(&root, b"top", 0o755);
+    let a = args(|w| {
+        diropargs(w, &top, b"n")?;
+        w.u32(0)?;
+        sattr_mode(w, Some(0o644))
+    });
+    let seen = fast::parse_entry(8, &a)
+        .and_then(|ask| EntrySeen::before(&w.gens, &ask))
+        .unwrap();
+    // Another name in the same slot changes while the create runs.
+    let (_, dir_id) = FileModel::peek_handle(&top).unwrap();
+    w.gens.bump_name(w.gens.name_hash(dir_id, b"n"));
+    let _ = take_named();
+    let (_, rep) = call(&w.h, user(0), 8, &a);
+    assert_eq!(status(&rep), 0, "CREATE");
+    let fill = seen
+        .learned(&w.gens, take_named())
+        .expect("the create's fill");
+    match &fill.data {
+        Some(crate::cache::FillData::Name(n)) => {
+            assert!(n.made.is_some(), "the run's create");
+            assert_eq!(&*n.name, b"n");
+        }
+        other => panic!("a name fill, not {other:?}"),
+    }
+    w.cache.fill(&w.gens, fill, None);
+    assert!(w.hit(&top, b"n").is_none(), "the name itself is not cached");
+}
+
 #[test]
 fn a_name_removed_behind_the_gateways_back_is_noent_after_attr_ttl() {
     let mut w = world();
