@@ -216,8 +216,9 @@ pub struct ListingHit<'a> {
     /// every entry's attributes the model's own, and no created entry that could be
     /// another export's root (`Run::made`).
     pub v4: bool,
-    /// The run is past `ATTR_TTL` (`lookup`'s `stale_ok`) and this hit is the first
-    /// since: the caller has a worker list the directory's first page again, whose
+    /// The run is past `ATTR_TTL` and this hit is the first since: the caller has a
+    /// worker list the directory's first page again (NFSv3's READDIRPLUS, whichever
+    /// version's call the run answered), whose
     /// fill renews the run (its names unchanged, `renew`) or replaces it
     /// (stale-while-revalidate, as cached attributes: `cache::STALE_MAX`).
     pub revalidate: bool,
@@ -304,7 +305,8 @@ impl Listings {
     /// A first page of a directory whose run is complete and current under the
     /// directory's stamp (every change through the gateway since it started was a
     /// create it applied), when the page says the whole directory's names
-    /// (`ListedPage::names`) and they are the run's: the names were proven
+    /// (`ListedPage::names`), or lists the whole directory, and they are the run's:
+    /// the names were proven
     /// unchanged behind the gateway's back, so the run answers on for `ATTR_TTL`
     /// from the page's listing (docs/performance.md, "the readdir cliff"). The page's
     /// entries (the run's first ones) bring their attributes and stamps; every other
@@ -313,9 +315,6 @@ impl Listings {
     /// holds none young enough), so nothing shown is older than `ATTR_TTL` as before.
     /// `Err(page)` (nothing changed) otherwise.
     fn renew(&mut self, fh: &FhKey, dir: Attr, dir_stamp: Stamp, page: Page) -> Result<(), Page> {
-        let Some(seen) = page.names else {
-            return Err(page);
-        };
         let Some(run) = self.runs.get_mut(fh) else {
             return Err(page);
         };
@@ -324,18 +323,14 @@ impl Listings {
         if !run.eof || run.expect != dir_stamp || run.verf != page.verf || !same_start {
             return Err(page);
         }
-        let dots = dots(&run.entries);
-        let mut d = NamesDigest::new();
-        for (e, _) in &run.entries[dots..] {
-            // An entry gone when listed: its kind, so its key, is unknown.
-            let Some((a, _)) = &e.plus else {
-                return Err(page);
-            };
-            d.add(&e.name, a.kind == FileKind::Dir);
-        }
-        if d.finish() != seen.digest {
-            return Err(page);
-        }
+        // A page of the whole directory is its names; else the digest of them it
+        // carries must be the run's.
+        let whole = page.eof && page.entries.len() == run.entries.len();
+        let seen_at = match &page.names {
+            _ if whole => page.at,
+            Some(seen) if digest(&run.entries) == Some(seen.digest) => seen.at,
+            _ => return Err(page),
+        };
         let n = page.entries.len();
         for (slot, fresh) in run.entries.iter_mut().zip(page.entries) {
             *slot = fresh;
@@ -345,9 +340,16 @@ impl Listings {
         }
         run.dir = dir;
         run.dir_at = dir_stamp;
-        run.v4 &= page.v4 && run.exports_gen.is_none_or(|g| g == page.exports_gen);
-        run.exports_gen = Some(page.exports_gen);
-        run.at = page.at.min(seen.at).min(Instant::now());
+        // An NFSv3 page (an NFSv4.1 hit's revalidation is one,
+        // `dispatch::listing_revalidation_v4`) checked no export's root, but its
+        // names are the run's: the check that let NFSv4.1 see them still holds under
+        // the run's export table (`lookup` compares it with the current one), and its
+        // entries' attributes are the file model's own as an NFSv4.1 page's.
+        if page.v4 {
+            run.v4 &= run.exports_gen.is_none_or(|g| g == page.exports_gen);
+            run.exports_gen = Some(page.exports_gen);
+        }
+        run.at = page.at.min(seen_at).min(Instant::now());
         run.revalidating = false;
         Ok(())
     }
@@ -554,11 +556,9 @@ impl Listings {
     /// `dir_shown`: the reply shows the directory's attributes (NFSv3's
     /// READDIRPLUS), which must then be current (`ListingHit::dir`); NFSv4.1's
     /// READDIR shows none, and its access check may read them from an older state
-    /// of the run. A run past `ATTR_TTL` answers NFSv3 (`dir_shown`) for
-    /// `STALE_MAX` more, its first such hit asking for a revalidation
-    /// (`ListingHit::revalidate`, which the caller starts: `revalidating`), as
-    /// cached attributes do; NFSv4.1 has no revalidation of a listing, so its calls
-    /// go to the workers then. Counts nothing.
+    /// of the run. A run past `ATTR_TTL` answers for `STALE_MAX` more, its first
+    /// such hit asking for a revalidation (`ListingHit::revalidate`, which the
+    /// caller starts: `revalidating`), as cached attributes do. Counts nothing.
     #[allow(clippy::too_many_arguments)]
     pub fn lookup(
         &mut self,
@@ -572,9 +572,7 @@ impl Listings {
         let run = self.runs.get_mut(&FhKey::new(req.fh)?)?;
         let age = run.at.elapsed();
         let stale = age >= ATTR_TTL;
-        if (stale && !(dir_shown && age < ATTR_TTL + STALE_MAX))
-            || gens.stamp(run.dir.fileid) != run.expect
-        {
+        if age >= ATTR_TTL + STALE_MAX || gens.stamp(run.dir.fileid) != run.expect {
             return None;
         }
         if run.dir_at != run.expect {
@@ -704,6 +702,18 @@ impl Listings {
     pub(crate) fn len(&self) -> usize {
         self.entries
     }
+}
+
+/// The digest of a run's names (`fs::NamesDigest`, as `DirPage::names` gives the
+/// directory's); `None` when an entry was gone when listed (its kind, so its key, is
+/// unknown).
+fn digest(entries: &[(ListedEntry, Stamp)]) -> Option<u64> {
+    let mut d = NamesDigest::new();
+    for (e, _) in &entries[dots(entries)..] {
+        let (a, _) = e.plus.as_ref()?;
+        d.add(&e.name, a.kind == FileKind::Dir);
+    }
+    Some(d.finish())
 }
 
 /// How many of a run's first entries are "." and ".." (cookies 1 and 2): the named

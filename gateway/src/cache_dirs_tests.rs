@@ -1013,12 +1013,12 @@ fn a_complete_run_whose_names_are_seen_unchanged_answers_past_attr_ttl() {
     );
 }
 
-/// Past `ATTR_TTL`, a run answers NFSv3 for `STALE_MAX` more while one revalidation
-/// of it runs (its first answered hit asks for it, `ListingHit::revalidate`, and no
-/// other until the run is renewed or replaced), as cached attributes do; NFSv4.1,
-/// which has no revalidation of a listing, is not answered from it.
+/// Past `ATTR_TTL`, a run answers NFSv3 and NFSv4.1 for `STALE_MAX` more while one
+/// revalidation of it runs (its first answered hit asks for it,
+/// `ListingHit::revalidate`, and no other until the run is renewed or replaced), as
+/// cached attributes do.
 #[test]
-fn a_stale_run_answers_nfsv3_while_one_revalidation_runs() {
+fn a_stale_run_answers_while_one_revalidation_runs() {
     let (mut l, gens) = (Listings::default(), Generations::new());
     fill(&mut l, &gens, page(0, 10..20, true));
     let (cred, exports) = (Cred::Sys(AuthSys::new(0, 0, &[])), exports());
@@ -1034,13 +1034,84 @@ fn a_stale_run_answers_nfsv3_while_one_revalidation_runs() {
     assert_eq!(asks(&mut l, true), Some(false), "young");
     l.runs.get_mut(&fh()).unwrap().at = Instant::now() - ATTR_TTL;
     assert_eq!(asks(&mut l, true), Some(true), "stale: asks");
-    assert_eq!(asks(&mut l, true), Some(true), "until one is started");
+    assert_eq!(
+        asks(&mut l, false),
+        Some(true),
+        "NFSv4.1 too, until one is started"
+    );
     l.revalidating(&fh());
     assert_eq!(asks(&mut l, true), Some(false), "one at a time");
-    assert_eq!(asks(&mut l, false), None, "NFSv4.1");
+    assert_eq!(asks(&mut l, false), Some(false), "one at a time, NFSv4.1");
     // The revalidation's page (here the whole directory) makes the run young again.
     fill(&mut l, &gens, page(0, 10..20, true));
     assert_eq!(asks(&mut l, true), Some(false));
     l.runs.get_mut(&fh()).unwrap().at = Instant::now() - ATTR_TTL - STALE_MAX;
     assert_eq!(asks(&mut l, true), None, "past STALE_MAX");
+    assert_eq!(asks(&mut l, false), None, "past STALE_MAX, NFSv4.1");
+}
+
+/// An NFSv4.1 hit's revalidation is an NFSv3 page (`dispatch::listing_revalidation_v4`),
+/// which checked no export's root: when it proves the names unchanged the run stays
+/// NFSv4.1's; when they differ, the page replaces the run, and NFSv4.1 is not shown it.
+#[test]
+fn a_run_renewed_by_an_nfsv3_page_stays_nfsv41s_only_with_its_names() {
+    let gens: &'static Generations = Box::leak(Box::new(Generations::new()));
+    let table = move |fh: &[u8]| {
+        let id = u64::from_le_bytes(fh[..8].try_into().ok()?);
+        (10..20)
+            .contains(&id)
+            .then(|| (attr(FileKind::Reg, id, 0o644), gens.stamp(id), true))
+    };
+    let exports = exports();
+    let v4_whole = |l: &mut Listings| v4_hit(l, gens, &exports, &table);
+    let start = |l: &mut Listings| {
+        fill(
+            l,
+            gens,
+            ListedPage {
+                v4: true,
+                at: Instant::now() - ATTR_TTL,
+                entries: handled(10..20),
+                ..page(0, 10..20, true)
+            },
+        );
+    };
+    let v3_first = |ids: std::ops::Range<u64>| ListedPage {
+        names: Some(NamesSeen {
+            at: Instant::now(),
+            digest: digest_of(ids),
+        }),
+        entries: handled(10..14),
+        ..page(0, 10..14, false)
+    };
+    let mut l = Listings::default();
+    start(&mut l);
+    assert_eq!(
+        v4_whole(&mut l),
+        Some(true),
+        "stale, answered while revalidated"
+    );
+    fill(&mut l, gens, v3_first(10..20));
+    assert_eq!(v4_whole(&mut l), Some(true), "renewed: still NFSv4.1's");
+    let mut l = Listings::default();
+    start(&mut l);
+    fill(&mut l, gens, v3_first(10..21));
+    assert_eq!(
+        v4_whole(&mut l),
+        None,
+        "other names: the NFSv3 page's run, short"
+    );
+    let hit = l.lookup(
+        gens,
+        &exports,
+        &Request {
+            fh: b"dir-handle",
+            client: "127.0.0.1".parse().unwrap(),
+            cred: &Cred::Sys(AuthSys::new(0, 0, &[])),
+        },
+        (0, [0; 8], 100),
+        false,
+        table,
+    );
+    assert_eq!(hit.map(|h| h.v4), Some(false), "not NFSv4.1's");
 }

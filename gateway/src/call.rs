@@ -112,6 +112,24 @@ pub fn take_named() -> Option<Named> {
 }
 
 thread_local! {
+    /// The call running on this worker thread answers no client: a revalidation
+    /// behind a reply the reactor already gave (`server::dispatch`).
+    static BEHIND_REPLY: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Says whether the call about to run on this thread is a revalidation (set by the
+/// worker before each call).
+pub fn set_behind_reply(on: bool) {
+    BEHIND_REPLY.with(|c| c.set(on));
+}
+
+/// Whether the running call answers no client: a listing may then read ahead of its
+/// reply (`fs::FileModel::plus_count`), since no one waits for its page.
+pub fn behind_reply() -> bool {
+    BEHIND_REPLY.with(|c| c.get())
+}
+
+thread_local! {
     /// The size a write delegation's holder reported (CB_GETATTR, RFC 8881 §10.4.3)
     /// for the file whose attributes this worker's call reads: (fileid, size).
     static HOLDERS_SIZE: std::cell::Cell<Option<(u64, u64)>> = const { std::cell::Cell::new(None) };

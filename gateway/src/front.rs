@@ -105,6 +105,10 @@ pub struct CacheAnswers {
     pub parse_entry: for<'a> fn(u32, &'a [u8]) -> Option<EntryAsk<'a>>,
     /// A LOOKUP (`EntryAsk` with `makes` false) answered from the cache's names.
     pub lookup: fn(&mut ReadCache, &Generations, &Exports, &Request, &[u8], &mut XdrWriter) -> bool,
+    /// The arguments of a call listing a directory's first page (its handle), and the
+    /// procedure: the revalidation of a run past its TTL that another version's call
+    /// was answered from (`dispatch::listing_revalidation_v4`).
+    pub first_page: fn(&[u8], &mut XdrWriter) -> XdrResult<u32>,
 }
 
 /// NFSv3 GETATTR and READ from the cache, READDIRPLUS from its listings, LOOKUP
@@ -118,6 +122,7 @@ pub static V3_CACHE: CacheAnswers = CacheAnswers {
     listing: crate::nfs3::fast::readdirplus,
     parse_entry: crate::nfs3::fast::parse_entry,
     lookup: crate::nfs3::fast::lookup,
+    first_page: crate::nfs3::fast::first_page,
 };
 
 /// A front end's encoders of the outcomes the reactor's io_uring executor returns

@@ -723,6 +723,62 @@ fn an_nfsv41_directory_filled_from_both_reactors_is_listed_on_the_reactor_from_e
     assert_eq!(seen[0], slow, "the reactors' listing is the worker's");
 }
 
+/// Past `ATTR_TTL` an NFSv4.1 listing is answered from the reactor's run while one
+/// worker lists the first page again behind it (stale-while-revalidate, as NFSv3's:
+/// `dispatch::listing_revalidation_v4`), whose names renew the run, which stays
+/// NFSv4.1's; a name made behind the gateway's back shows once that page is back, and
+/// never later than `STALE_MAX` past the TTL.
+#[test]
+fn an_nfsv41_listing_past_the_ttl_is_the_reactors_while_one_worker_revalidates_it() {
+    let gw = gw_started();
+    let root = gw.v3().mount_root();
+    let mut v4 = gw.v4(b"made-v4-stale");
+    let d = mkdir4(&mut v4, &root, "stale4");
+    for i in 0..100 {
+        file4(&mut v4, &d, &format!("f{i:03}"), 1 + i % 3);
+    }
+    let (young, _, _) = listing4(&mut v4, &d, 4096);
+    assert_eq!(young.len(), 100);
+    std::thread::sleep(TTL);
+    let before = gw.hits();
+    let (stale, _, pages) = listing4(&mut v4, &d, 4096);
+    let hits = gw.hits() - before;
+    assert_eq!(stale, young, "the same listing");
+    assert!(pages >= 3, "{pages} pages");
+    assert_eq!(
+        hits, pages as u64,
+        "every page past the TTL from the reactor's run"
+    );
+    each_as_getattr(&mut v4, &d, &stale);
+    // Renewed (its names unchanged): listed again, the reactor's, still NFSv4.1's.
+    std::thread::sleep(Duration::from_millis(100));
+    let before = gw.hits();
+    let (renewed, _, pages) = listing4(&mut v4, &d, 4096);
+    assert_eq!(renewed, young);
+    assert_eq!(
+        gw.hits() - before,
+        pages as u64,
+        "the renewed run answers NFSv4.1"
+    );
+
+    std::fs::write(gw.data.join("stale4").join("planted"), b"abc").unwrap();
+    std::thread::sleep(TTL);
+    let until = Instant::now() + STALE + Duration::from_millis(500);
+    let l = loop {
+        let (l, _, _) = listing4(&mut v4, &d, 4096);
+        if l.contains_key("planted") || Instant::now() > until {
+            break l;
+        }
+        assert_eq!(l.len(), 100, "the names before");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(
+        l.contains_key("planted"),
+        "a name made behind the gateway's back, shown"
+    );
+    assert_eq!(l.len(), 101);
+}
+
 #[test]
 fn nfsv41_listings_of_a_made_directory_show_every_remove_and_create() {
     let gw = gw_started();

@@ -13,7 +13,7 @@ use crate::cache::{Generations, PageRead, ReadCache, Request};
 use crate::export::Exports;
 use crate::outcome::Ask;
 use crate::outcome::{EntryAsk, ListAsk};
-use engine::xdr::{XdrReader, XdrWriter};
+use engine::xdr::{XdrReader, XdrResult, XdrWriter};
 use nfs_wire::nfs3::{
     NFSPROC3_CREATE as CREATE, NFSPROC3_GETATTR as GETATTR, NFSPROC3_LOOKUP as LOOKUP,
     NFSPROC3_MKDIR as MKDIR, NFSPROC3_READ as READ, NFSPROC3_READDIRPLUS as READDIRPLUS,
@@ -168,6 +168,20 @@ pub fn readdirplus(
     }
     cache.answered_listing();
     true
+}
+
+/// READDIRPLUS3args (RFC 1813 §3.3.17) of directory `dir`'s first page into `w`, and
+/// READDIRPLUS: cookie 0, a zero verifier, the largest reply a worker encodes. A
+/// revalidation of the reactor's run behind an NFSv4.1 READDIR it answered (the runs
+/// are shared by both versions, and an NFSv3 call takes no session slot).
+pub fn first_page(dir: &[u8], w: &mut XdrWriter) -> XdrResult<u32> {
+    w.opaque_var(dir)?;
+    w.u64(0)?;
+    w.opaque_fixed(&[0; 8])?;
+    let max = MAX_DIR_REPLY as u32;
+    w.u32(max)?;
+    w.u32(max)?;
+    Ok(READDIRPLUS)
 }
 
 /// The directory entry (diropargs3, RFC 1813 §3.3.3) a LOOKUP, CREATE (§3.3.8) or

@@ -669,7 +669,14 @@ fn readdirplus(ctx: &Ctx, r: &mut XdrReader, out: &mut XdrWriter) -> Res {
         return Ok(());
     };
     let limit = maxcount.min(MAX_DIR_REPLY).min(out.remaining());
-    let shared = match ctx.model.readdir_plus(&dir, cookie, verf, plus_hint(limit)) {
+    // A revalidation of the reactor's run (`dispatch::listing_revalidation`) answers
+    // no client: it lists ahead as NFSv4.1's first page does, so the renewed run holds
+    // fresh attributes past the reply (nobody waits for its serial metadata reads).
+    let hint = match crate::call::behind_reply() {
+        true => ctx.model.plus_count(plus_hint(limit)),
+        false => plus_hint(limit),
+    };
+    let shared = match ctx.model.readdir_plus(&dir, cookie, verf, hint) {
         Ok(p) => p,
         Err(s) => {
             out.u32(nfsstat3(s))?;

@@ -135,9 +135,10 @@ pub(super) fn answer(
         let flags = v.state.clients.renew_if_live(&s)?;
         let flags = session_ops::status_flags(v.state, &s, flags);
         let used = encode(w, a, &s, nslots, flags, ask, &hit).ok()??;
-        Listings::current_shown(v.gens, &hit.entries[..used]).then_some(())
+        Listings::current_shown(v.gens, &hit.entries[..used]).then_some(hit.revalidate)
     })();
     let len = w.position() - start;
+    let revalidate = done == Some(true);
     if done.is_none() || len > s.fore.max_response as usize {
         w.rewind(start);
         v.cache.missed();
@@ -157,6 +158,12 @@ pub(super) fn answer(
         claim.finish(None);
     } else {
         claim.finish_copy(&w.written()[start..]);
+    }
+    // Answered from a run past its TTL: a worker lists the directory's first page
+    // behind the reply (`cache_dirs::ListingHit::revalidate`,
+    // `dispatch::listing_revalidation_v4`).
+    if revalidate {
+        v.cache.revalidate_listing(a.fh);
     }
     v.cache.answered_listing();
     Some(())

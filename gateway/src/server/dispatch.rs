@@ -212,6 +212,14 @@ pub(crate) fn classify(
             &mut read_ahead,
             zc,
         ) {
+            // Answered from a listing past its TTL: its first page is listed again
+            // behind the reply, as for NFSv3.
+            if let Some(fh) = hot.cache.take_listing_revalidation() {
+                if let Some(job) = listing_revalidation_v4(reactor, conn, peer, &header, &fh, pools)
+                {
+                    hot.revalidate.push(job);
+                }
+            }
             return v;
         }
     }
@@ -267,6 +275,48 @@ fn listing_revalidation(
         header: *h,
         record: buf,
         args_at,
+        read_ahead: false,
+        revalidate: true,
+        changes: false,
+        stat: crate::stats::CallStat::default(),
+        plan: None,
+        charge: None,
+    })
+}
+
+/// A READDIRPLUS (RFC 1813 §3.3.17) of the directory's first page for a worker, made
+/// for an NFSv4.1 READDIR that a listing past its TTL answered (`nfs4::fast_dirs`):
+/// the reactors' runs serve both versions, and an NFSv3 call takes no session slot,
+/// where an NFSv4.1 COMPOUND would need one of the client's (RFC 8881 §2.10.6). With
+/// the caller's credential and address, so the worker checks the same export
+/// admission and read permission; only its fill goes back, and a run whose names it
+/// proves unchanged stays NFSv4.1's (`cache_dirs::Listings::renew`). `None` when no
+/// buffer is free (the run then answers until `cache::STALE_MAX`).
+fn listing_revalidation_v4(
+    reactor: usize,
+    conn: Link,
+    peer: SocketAddr,
+    h: &CallHeader,
+    dir: &cache::FhKey,
+    pools: &Pools,
+) -> Option<Job> {
+    let mut buf = pools.alloc(crate::fs::FH_MAX + 32)?;
+    let mut w = XdrWriter::new(buf.spare_mut());
+    let proc_ = (crate::front::V3_CACHE.first_page)(dir.bytes(), &mut w).ok()?;
+    let len = w.position();
+    buf.set_len(len);
+    Some(Job {
+        reactor,
+        conn,
+        peer,
+        header: CallHeader {
+            prog: NFS_PROGRAM,
+            vers: NFS_V3,
+            proc_,
+            ..*h
+        },
+        record: buf,
+        args_at: 0,
         read_ahead: false,
         revalidate: true,
         changes: false,

@@ -205,6 +205,7 @@ fn run_job(shared: &Shared, mut job: Job) {
     let _ = crate::call::take_learned();
     let _ = crate::call::take_listing();
     let _ = crate::call::take_named();
+    crate::call::set_behind_reply(job.revalidate);
     let reply = execute(shared, &link.pools, &job);
     let note = crate::call::take_learned();
     let listed = crate::call::take_listing();
