@@ -789,9 +789,17 @@ impl ReadCache {
         dir_shown: bool,
     ) -> Option<ListingHit<'_>> {
         let table = &self.attrs;
-        let attrs = |fh: &[u8]| {
+        // A run past its TTL answers while its revalidation lists the entries again
+        // (`dirs::ListingHit::revalidate`): its entries' attributes may be as old as
+        // the run, as a GETATTR's past the TTL are (`STALE_MAX`).
+        let attrs = |fh: &[u8], stale: bool| {
             let e = table.get(&FhKey::new(fh)?)?;
-            (e.at.elapsed() < ATTR_TTL && gens.stamp(e.attr.fileid) == e.stamp)
+            let max = if stale {
+                ATTR_TTL + STALE_MAX
+            } else {
+                ATTR_TTL
+            };
+            (e.at.elapsed() < max && gens.stamp(e.attr.fileid) == e.stamp)
                 .then_some((e.attr, e.stamp, e.exact))
         };
         self.dirs.lookup(gens, exports, req, at, dir_shown, attrs)

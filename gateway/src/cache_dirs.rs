@@ -548,10 +548,12 @@ impl Listings {
     /// entries after the cookie are made current first: an entry whose stamp moved
     /// since its attributes were noted (a created entry never had any) takes the
     /// attribute table's (`attrs`: an entry's attributes by handle, when current and
-    /// fresh, with their stamp and whether they are the model's own, `Fill::exact`:
-    /// others end the run's NFSv4.1 answers); one the table does not know is a miss,
-    /// except ".." (shown without attributes, as RFC 1813 §3.3.17 allows; clients
-    /// take nothing from it). The hit's `v4` says whether NFSv4.1 may show it
+    /// younger than `ATTR_TTL` — or than `ATTR_TTL + STALE_MAX` when its second
+    /// argument says the run is past its TTL, answered while revalidated, as cached
+    /// attributes are — with their stamp and whether they are the model's own,
+    /// `Fill::exact`: others end the run's NFSv4.1 answers); the hit ends before one
+    /// the table does not know, except ".." (shown without attributes, as RFC 1813
+    /// §3.3.17 allows; clients take nothing from it). The hit's `v4` says whether NFSv4.1 may show it
     /// (`ListingHit::v4`; created entries only with one export in `exports`).
     /// `dir_shown`: the reply shows the directory's attributes (NFSv3's
     /// READDIRPLUS), which must then be current (`ListingHit::dir`); NFSv4.1's
@@ -567,7 +569,7 @@ impl Listings {
         req: &super::Request,
         (cookie, verf, max): (u64, [u8; 8], usize),
         dir_shown: bool,
-        attrs: impl Fn(&[u8]) -> Option<(Attr, Stamp, bool)>,
+        attrs: impl Fn(&[u8], bool) -> Option<(Attr, Stamp, bool)>,
     ) -> Option<ListingHit<'_>> {
         let run = self.runs.get_mut(&FhKey::new(req.fh)?)?;
         let age = run.at.elapsed();
@@ -576,7 +578,7 @@ impl Listings {
             return None;
         }
         if run.dir_at != run.expect {
-            match attrs(req.fh) {
+            match attrs(req.fh, stale) {
                 Some((a, s, _))
                     if s == run.expect && a.fileid == run.dir.fileid && a.kind == FileKind::Dir =>
                 {
@@ -627,7 +629,7 @@ impl Listings {
                 (b".", 1) => {}
                 (b"..", 2) => {
                     let fh = run.parent?;
-                    e.plus = attrs(fh.as_bytes())
+                    e.plus = attrs(fh.as_bytes(), stale)
                         .filter(|(a, s, _)| a.fileid == e.fileid && *s == now)
                         .map(|(a, _, _)| (a, fh));
                     *s = now;
@@ -639,7 +641,7 @@ impl Listings {
                     // a worker's. The entries before it still answer a reply that
                     // shows no more (`ListingHit::eof` is false then).
                     let fresh = e.plus.as_ref().and_then(|(_, fh)| {
-                        let (a, got, exact) = attrs(fh.as_bytes())?;
+                        let (a, got, exact) = attrs(fh.as_bytes(), stale)?;
                         (got == now && a.fileid == e.fileid).then_some((a, *fh, exact))
                     });
                     let Some((a, fh, exact)) = fresh else {

@@ -104,12 +104,12 @@ fn ask(
 }
 
 /// An attribute table that knows nothing.
-fn no_table(_: &[u8]) -> Option<(Attr, Stamp, bool)> {
+fn no_table(_: &[u8], _: bool) -> Option<(Attr, Stamp, bool)> {
     None
 }
 
 /// An attribute table: an entry's attributes by handle, with their stamp.
-type Table = dyn Fn(&[u8]) -> Option<(Attr, Stamp, bool)>;
+type Table = dyn Fn(&[u8], bool) -> Option<(Attr, Stamp, bool)>;
 
 /// `ask` with an attribute table (`Listings::lookup`'s `attrs`).
 fn ask_with(
@@ -507,7 +507,7 @@ fn apply(l: &mut Listings, (name, m): &(String, Made)) {
 
 /// An attribute table holding, under their stamps now, the directory's attributes
 /// and those of files `ids` (size = id), as an NFSv3 reply taught them (not exact).
-fn table(gens: &Generations, ids: &[u64]) -> impl Fn(&[u8]) -> Option<(Attr, Stamp, bool)> {
+fn table(gens: &Generations, ids: &[u64]) -> impl Fn(&[u8], bool) -> Option<(Attr, Stamp, bool)> {
     table_as(gens, ids, false)
 }
 
@@ -516,7 +516,7 @@ fn table_as(
     gens: &Generations,
     ids: &[u64],
     exact: bool,
-) -> impl Fn(&[u8]) -> Option<(Attr, Stamp, bool)> {
+) -> impl Fn(&[u8], bool) -> Option<(Attr, Stamp, bool)> {
     let mut t: HashMap<Vec<u8>, (Attr, Stamp, bool)> = HashMap::default();
     t.insert(
         b"dir-handle".to_vec(),
@@ -527,7 +527,7 @@ fn table_as(
         a.size = id;
         t.insert(handle(id).as_bytes().to_vec(), (a, gens.stamp(id), exact));
     }
-    move |fh: &[u8]| t.get(fh).copied()
+    move |fh: &[u8], _: bool| t.get(fh).copied()
 }
 
 #[test]
@@ -639,7 +639,7 @@ fn created_entries_show_the_attribute_tables_attributes_under_their_stamp() {
     // The directory's attributes are the table's once a create moved its stamp.
     let no_dir = {
         let t = table(&gens, &[10]);
-        move |fh: &[u8]| t(fh).filter(|(a, _, _)| a.fileid != DIR)
+        move |fh: &[u8], stale: bool| t(fh, stale).filter(|(a, _, _)| a.fileid != DIR)
     };
     assert_eq!(ask_with(&mut l, &gens, 0, [0; 8], 0, &no_dir), None);
     // Nothing taught the new file's attributes yet: the hit ends before it (the
@@ -711,7 +711,7 @@ fn an_nfs41_run_refreshed_with_fattr3_attributes_answers_nfsv3_only() {
     let mut a = attr(FileKind::Reg, 10, 0o644);
     a.size = 99;
     let now = gens.stamp(10);
-    let t = move |fh: &[u8]| (fh == [1; 8]).then_some((a, now, false));
+    let t = move |fh: &[u8], _: bool| (fh == [1; 8]).then_some((a, now, false));
     let (cred, exports) = (Cred::Sys(AuthSys::new(0, 0, &[])), exports());
     let r = Request {
         fh: b"dir-handle",
@@ -837,7 +837,7 @@ fn nfsv41_needs_no_current_attributes_of_the_directory_only_its_access() {
     // Concurrent creates left the table no current attributes of the directory.
     let files = {
         let t = table_as(&gens, &[40, 41], true);
-        move |fh: &[u8]| t(fh).filter(|(a, _, _)| a.fileid != DIR)
+        move |fh: &[u8], stale: bool| t(fh, stale).filter(|(a, _, _)| a.fileid != DIR)
     };
     let cred = |uid| Cred::Sys(AuthSys::new(uid, uid, &[]));
     let ask = |l: &mut Listings, uid: u32, shown: bool| {
@@ -889,7 +889,7 @@ fn nfsv41_needs_no_current_attributes_of_the_directory_only_its_access() {
         client: "127.0.0.1".parse().unwrap(),
         cred: &c,
     };
-    let files = move |fh: &[u8]| files(fh).filter(|(a, _, _)| a.fileid != DIR);
+    let files = move |fh: &[u8], stale: bool| files(fh, stale).filter(|(a, _, _)| a.fileid != DIR);
     assert!(l
         .lookup(
             &gens,
@@ -931,7 +931,7 @@ fn digest_of(ids: std::ops::Range<u64>) -> u64 {
 fn a_complete_run_whose_names_are_seen_unchanged_answers_past_attr_ttl() {
     // The attribute tables below read it, as `lookup`'s `attrs` may ('static: `Table`).
     let gens: &'static Generations = Box::leak(Box::new(Generations::new()));
-    let table = move |fh: &[u8]| {
+    let table = move |fh: &[u8], _: bool| {
         let id = u64::from_le_bytes(fh[..8].try_into().ok()?);
         (10..20)
             .contains(&id)
@@ -985,7 +985,7 @@ fn a_complete_run_whose_names_are_seen_unchanged_answers_past_attr_ttl() {
             ..page(13, 14..17, false)
         },
     );
-    let late = move |fh: &[u8]| table(fh).filter(|(a, _, _)| a.fileid >= 17);
+    let late = move |fh: &[u8], stale: bool| table(fh, stale).filter(|(a, _, _)| a.fileid >= 17);
     assert_eq!(
         ask_with(&mut l, gens, 13, VERF, 0, &late),
         Some(((14..20).collect(), true)),
@@ -1056,7 +1056,7 @@ fn a_stale_run_answers_while_one_revalidation_runs() {
 #[test]
 fn a_run_renewed_by_an_nfsv3_page_stays_nfsv41s_only_with_its_names() {
     let gens: &'static Generations = Box::leak(Box::new(Generations::new()));
-    let table = move |fh: &[u8]| {
+    let table = move |fh: &[u8], _: bool| {
         let id = u64::from_le_bytes(fh[..8].try_into().ok()?);
         (10..20)
             .contains(&id)
