@@ -40,13 +40,18 @@
 //! entry whose stamp moved since is refreshed the same way instead of missing.
 //!
 //! Runs past `ATTR_TTL` are revalidated, not dropped (docs/architecture.md §5,
-//! docs/performance.md "Listings past the TTL"): an NFSv3 hit within `STALE_MAX`
-//! more is answered and asks for one revalidation (`ListingHit::revalidate`: the
-//! same READDIRPLUS from cookie 0 on a worker, `dispatch::listing_revalidation`),
-//! whose first page, when it carries the digest of all of the directory's names
-//! (`ListedPage::names`) and they are the run's, renews the run (`renew`); else the
-//! page replaces it. Renewed entries beyond the page take their attributes from the
-//! attribute table again, so nothing shown is older than cached attributes may be.
+//! docs/performance.md "Listings past the TTL"): a hit within `STALE_MAX` more, of
+//! either version, is answered (its entries' attributes as old as the run, as a
+//! GETATTR's past the TTL) and asks for one revalidation (`ListingHit::revalidate`:
+//! a READDIRPLUS from cookie 0 on a worker — NFSv3's own call, or one made for an
+//! NFSv4.1 READDIR, `dispatch::listing_revalidation_v4` — which lists ahead, no
+//! client waiting for it), whose first page, when it lists the whole directory or
+//! carries the digest of all of its names (`ListedPage::names`) and they are the
+//! run's, renews the run (`renew`, which keeps it NFSv4.1's); else the page replaces
+//! it. Renewed entries beyond the page take their attributes from the attribute
+//! table again, so nothing shown is older than cached attributes may be. Each
+//! reactor keeps its own runs; every create reaches all of them
+//! (`server::worker::tell_other_reactors`).
 //!
 //! NFSv4.1's READDIR (`nfs4::fast_dirs`) is answered from a run while NFSv4.1 may
 //! show all of it (`ListingHit::v4`): every page a worker listed was NFSv4.1's
