@@ -177,7 +177,9 @@ def test_readdirplus_of_what_the_gateway_wrote_heads_nothing(gw_stats):
         for i in range(FILES):
             fh = c.create(d, f"f{i:02}", mode=0o640).check().fh
             c.write(fh, 0, b"y" * (i + 1)).check()
-        time.sleep(2.2)   # past the attribute cache (1 s) and the PUTs' second
+        # Past the listing's whole life on the reactor (ATTR_TTL 1 s, then STALE_MAX
+        # 2 s answered while revalidated) and the PUTs' second: a worker lists the page.
+        time.sleep(3.2)
         before = counts(port)
         ents = [e for e in c.readdir_all(d, plus=True, count=65536, maxcount=1 << 20)
                 if e.name not in (b".", b"..", ".", "..")]
