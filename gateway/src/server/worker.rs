@@ -586,9 +586,8 @@ fn learned_io_v4(
 /// Tells every other reactor what a create taught (`cache::Fill::for_other_reactors`):
 /// connections on different reactors fill one directory (several clients, or one
 /// client's `nconnect` connections), and a reactor's run of it that misses one create
-/// never answers again (`cache_dirs::Listings::made` counts them): bench md's shared
-/// directory, made by 4 connections on 2 reactors, was listed page by page by the
-/// workers on both (docs/performance.md, "Creates told to every reactor"). Before the
+/// never answers again (`cache_dirs::Listings::made` counts them), so the workers list
+/// it page by page (tests/listing_made.rs, "filled from both reactors"). Before the
 /// reply, as the fill for its own reactor: a new directory's start reaches every
 /// reactor ahead of the creates the client makes in it. A hint: no sleeping reactor is
 /// woken for it (it drains its ring on its next pass), and it is dropped when the ring
