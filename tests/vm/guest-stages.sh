@@ -24,6 +24,42 @@ STAGES=${VM_STAGES:-package kernel-client pnfs ha rdma-send-timeout kernel-rdma}
 # system's own programs first, for every stage.
 export PATH=/usr/sbin:/usr/bin:/sbin:/bin:$PATH
 
+# bounded SECS CMD...: runs CMD and waits for it SECS seconds at most. A process the
+# kernel holds in uninterruptible sleep (a task wedged in an NFS client bug) outlives
+# every signal, and `timeout`, which waits for its child, would wait with it for the
+# rest of the boot: the stages after it would never run and the boot's log would end
+# without a word of why (CI's stop 47: the pnfs stage's end line never came). Returns
+# CMD's status, or 125 with the wedged tasks' kernel stacks and the kernel log's tail.
+bounded() {
+  local secs=$1 pid end
+  shift
+  "$@" </dev/null &
+  pid=$!
+  end=$(($(date +%s) + secs))
+  while kill -0 "$pid" 2>/dev/null && [ "$(date +%s)" -lt "$end" ]; do sleep 1; done
+  if kill -0 "$pid" 2>/dev/null; then
+    echo "guest-stages.sh: '$*' still running ${secs}s on: left behind, wedged tasks below"
+    wedged
+    return 125
+  fi
+  wait "$pid"
+}
+
+# The tasks in uninterruptible sleep (state D), each with its kernel stack, then the
+# kernel log's tail: what a wedged stage leaves for whoever reads the CI log.
+wedged() {
+  local p st
+  for p in /proc/[0-9]*; do
+    st=$(awk '/^State:/ {print $2}' "$p/status" 2>/dev/null) || continue
+    [ "$st" = D ] || continue
+    echo "--- task ${p#/proc/} ($(tr '\0' ' ' <"$p/cmdline" 2>/dev/null | cut -c1-160)), wchan $(cat "$p/wchan" 2>/dev/null)"
+    sed 's/^/    /' "$p/stack" 2>/dev/null | head -30
+  done
+  echo "--- dmesg (tail)"
+  dmesg 2>/dev/null | tail -60
+  echo "---"
+}
+
 # Ends what a stage may have left behind that the next one would trip over: gateways and
 # bench peers still running (ports 2049/20049), NFS mounts. A mount wedged by a client
 # bug is detached (-l), never waited on for long.
@@ -33,7 +69,7 @@ settle() {
     exe=$(readlink "$p/exe" 2>/dev/null) || continue
     case "$exe" in "$GW" | "$RGW" | "$RBENCH") kill -9 "${p#/proc/}" 2>/dev/null ;; esac
   done
-  timeout 20 umount -a -f -l -t nfs,nfs4 2>/dev/null || true
+  bounded 30 timeout 20 umount -a -f -l -t nfs,nfs4 2>/dev/null || true
   for n in $(seq 1 50); do
     pidof gateway bench >/dev/null || break
     sleep 0.2
@@ -69,12 +105,14 @@ for s in $STAGES; do
   tmp=$(mktemp -d /tmp/vm-stage.XXXXXX)
   echo "@@@ vm-stage begin $s"
   t0=$(date +%s)
-  TMPDIR=$tmp timeout -k 15 "$to" "${cmd[@]}" </dev/null
+  # Its timeout, and a minute for timeout's KILL to be reaped (`bounded`).
+  TMPDIR=$tmp bounded $((to + 60)) timeout -k 15 "$to" "${cmd[@]}"
   rc=$?
   [ "$rc" = 124 ] && echo "guest-stages.sh: $s timed out after ${to}s"
+  [ "$rc" = 125 ] && echo "guest-stages.sh: $s wedged: a task outlived its timeout's KILL (above); the next stages run"
   echo "@@@ vm-stage end $s rc=$rc secs=$(($(date +%s) - t0))"
   settle
-  rm -rf "$tmp"
+  bounded 30 rm -rf "$tmp"
   [ "$rc" = 0 ] || failed=$((failed + 1))
 done
 exit $((failed > 0))
