@@ -44,7 +44,7 @@
 //! either version, is answered (its entries' attributes as old as the run, as a
 //! GETATTR's past the TTL) and asks for one revalidation (`ListingHit::revalidate`:
 //! a READDIRPLUS from cookie 0 on a worker — NFSv3's own call, or one made for an
-//! NFSv4.1 READDIR, `dispatch::listing_revalidation_v4` — which lists ahead, no
+//! NFSv4.1 READDIR, `dispatch::listing_revalidation` — which lists ahead, no
 //! client waiting for it), whose first page, when it lists the whole directory or
 //! carries the digest of all of its names (`ListedPage::names`) and they are the
 //! run's, renews the run (`renew`, which keeps it NFSv4.1's); else the page replaces
@@ -346,7 +346,7 @@ impl Listings {
         run.dir = dir;
         run.dir_at = dir_stamp;
         // An NFSv3 page (an NFSv4.1 hit's revalidation is one,
-        // `dispatch::listing_revalidation_v4`) checked no export's root, but its
+        // `dispatch::listing_revalidation`) checked no export's root, but its
         // names are the run's: the check that let NFSv4.1 see them still holds under
         // the run's export table (`lookup` compares it with the current one), and its
         // entries' attributes are the file model's own as an NFSv4.1 page's.

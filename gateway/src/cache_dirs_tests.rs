@@ -1050,7 +1050,7 @@ fn a_stale_run_answers_while_one_revalidation_runs() {
     assert_eq!(asks(&mut l, false), None, "past STALE_MAX, NFSv4.1");
 }
 
-/// An NFSv4.1 hit's revalidation is an NFSv3 page (`dispatch::listing_revalidation_v4`),
+/// An NFSv4.1 hit's revalidation is an NFSv3 page (`dispatch::listing_revalidation`),
 /// which checked no export's root: when it proves the names unchanged the run stays
 /// NFSv4.1's; when they differ, the page replaces the run, and NFSv4.1 is not shown it.
 #[test]

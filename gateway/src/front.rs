@@ -107,7 +107,7 @@ pub struct CacheAnswers {
     pub lookup: fn(&mut ReadCache, &Generations, &Exports, &Request, &[u8], &mut XdrWriter) -> bool,
     /// The arguments of a call listing a directory's first page (its handle), and the
     /// procedure: the revalidation of a run past its TTL that another version's call
-    /// was answered from (`dispatch::listing_revalidation_v4`).
+    /// was answered from (`dispatch::listing_revalidation`).
     pub first_page: fn(&[u8], &mut XdrWriter) -> XdrResult<u32>,
 }
 

@@ -725,7 +725,7 @@ fn an_nfsv41_directory_filled_from_both_reactors_is_listed_on_the_reactor_from_e
 
 /// Past `ATTR_TTL` an NFSv4.1 listing is answered from the reactor's run while one
 /// worker lists the first page again behind it (stale-while-revalidate, as NFSv3's:
-/// `dispatch::listing_revalidation_v4`), whose names renew the run, which stays
+/// `dispatch::listing_revalidation`), whose names renew the run, which stays
 /// NFSv4.1's; a name made behind the gateway's back shows once that page is back, and
 /// never later than `STALE_MAX` past the TTL.
 #[test]

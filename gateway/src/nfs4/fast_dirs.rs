@@ -161,7 +161,7 @@ pub(super) fn answer(
     }
     // Answered from a run past its TTL: a worker lists the directory's first page
     // behind the reply (`cache_dirs::ListingHit::revalidate`,
-    // `dispatch::listing_revalidation_v4`).
+    // `dispatch::listing_revalidation`).
     if revalidate {
         v.cache.revalidate_listing(a.fh);
     }

@@ -15,7 +15,7 @@ use crate::stats::tenants::Seen;
 use engine::mem::{Buf, Pools};
 use engine::rpc::{self, Accept, CallError, CallHeader};
 use engine::rpcrdma::responder::DdpList;
-use engine::xdr::{XdrReader, XdrWriter};
+use engine::xdr::XdrWriter;
 use nfs_wire::{NFS_PROGRAM, NFS_V3};
 use std::net::SocketAddr;
 
@@ -174,10 +174,8 @@ pub(crate) fn classify(
             }
             // Answered from a listing past its TTL: the directory's first page is
             // listed again behind the reply (`cache_dirs::ListingHit::revalidate`).
-            if hot.cache.take_listing_revalidation().is_some() {
-                if let Some(job) =
-                    listing_revalidation(reactor, conn, peer, &header, &record, args_at, pools)
-                {
+            if let Some(fh) = hot.cache.take_listing_revalidation() {
+                if let Some(job) = listing_revalidation(reactor, conn, peer, &header, &fh, pools) {
                     hot.revalidate.push(job);
                 }
             }
@@ -215,8 +213,7 @@ pub(crate) fn classify(
             // Answered from a listing past its TTL: its first page is listed again
             // behind the reply, as for NFSv3.
             if let Some(fh) = hot.cache.take_listing_revalidation() {
-                if let Some(job) = listing_revalidation_v4(reactor, conn, peer, &header, &fh, pools)
-                {
+                if let Some(job) = listing_revalidation(reactor, conn, peer, &header, &fh, pools) {
                     hot.revalidate.push(job);
                 }
             }
@@ -241,58 +238,19 @@ pub(crate) fn classify(
     Verdict::Work
 }
 
-/// A READDIRPLUS of the directory's first page for a worker, made from the NFSv3
-/// READDIRPLUS (RFC 1813 §3.3.17) that a listing past its TTL answered: the same
-/// call (header, credential, handle, counts) from cookie 0 with a zero verifier, so
-/// the worker's page renews the reactor's run when the directory's names are
-/// unchanged, or replaces it (`cache_dirs::Listings::renew`). Only its fill goes
-/// back. `None` when the arguments do not decode or no buffer is free (the run then
-/// answers until `cache::STALE_MAX`, after which calls go to workers again).
-fn listing_revalidation(
-    reactor: usize,
-    conn: Link,
-    peer: SocketAddr,
-    h: &CallHeader,
-    record: &[u8],
-    args_at: usize,
-    pools: &Pools,
-) -> Option<Job> {
-    let args = record.get(args_at..)?;
-    let mut r = XdrReader::new(args);
-    r.opaque_var(crate::fs::FH_MAX).ok()?;
-    // cookie3 and cookieverf3 follow the handle.
-    let cookie_at = args_at + r.position();
-    let len = record.len();
-    let mut buf = pools.alloc(len)?;
-    let out = buf.spare_mut();
-    out[..len].copy_from_slice(record);
-    out.get_mut(cookie_at..cookie_at + 16)?.fill(0);
-    buf.set_len(len);
-    Some(Job {
-        reactor,
-        conn,
-        peer,
-        header: *h,
-        record: buf,
-        args_at,
-        read_ahead: false,
-        revalidate: true,
-        changes: false,
-        stat: crate::stats::CallStat::default(),
-        plan: None,
-        charge: None,
-    })
-}
-
 /// A READDIRPLUS (RFC 1813 §3.3.17) of the directory's first page for a worker, made
-/// for an NFSv4.1 READDIR that a listing past its TTL answered (`nfs4::fast_dirs`):
-/// the reactors' runs serve both versions, and an NFSv3 call takes no session slot,
-/// where an NFSv4.1 COMPOUND would need one of the client's (RFC 8881 §2.10.6). With
-/// the caller's credential and address, so the worker checks the same export
-/// admission and read permission; only its fill goes back, and a run whose names it
-/// proves unchanged stays NFSv4.1's (`cache_dirs::Listings::renew`). `None` when no
-/// buffer is free (the run then answers until `cache::STALE_MAX`).
-fn listing_revalidation_v4(
+/// for a listing call the reactor's run answered past its TTL: an NFSv3 READDIRPLUS
+/// or an NFSv4.1 READDIR (`nfs4::fast_dirs`), one run serving both. Built, not the
+/// client's call copied: cookie 0, a zero verifier and the largest reply, so the page
+/// is the whole directory more often (a renewal that needs no digest,
+/// `cache_dirs::Listings::renew`), and it lists ahead (`call::behind_reply`); an
+/// NFSv3 call takes no session slot, where an NFSv4.1 COMPOUND would need one of the
+/// client's (RFC 8881 §2.10.6). With the caller's credential and address, so the
+/// worker checks the same export admission and read permission; only its fill goes
+/// back, and a run whose names it proves unchanged stays NFSv4.1's. `None` when no
+/// buffer is free (the run then answers until `cache::STALE_MAX`, after which calls
+/// go to workers again).
+fn listing_revalidation(
     reactor: usize,
     conn: Link,
     peer: SocketAddr,
