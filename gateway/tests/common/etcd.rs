@@ -142,10 +142,23 @@ impl Etcd {
     }
 
     /// Freezes the member (SIGSTOP): connections are taken by the kernel, never
-    /// answered — a coordination service that hangs.
+    /// answered — a coordination service that hangs. Returns once every thread of
+    /// it has stopped: kill(2) only queues the stop, each thread takes it when it
+    /// next runs, and one still running answered the call a test made next (a CI
+    /// rehearsal: `dead_endpoints_are_skipped_and_a_frozen_etcd_times_out` read its
+    /// key from a member it had just frozen, on a loaded machine).
     pub fn freeze(&self) {
+        let pid = self.child.id();
         // SAFETY: kill(2) on our own child's pid (not yet waited for: `Drop` waits).
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGSTOP) };
+        unsafe { libc::kill(pid as i32, libc::SIGSTOP) };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !all_threads_stopped(pid) {
+            assert!(
+                Instant::now() < deadline,
+                "etcd {pid} did not stop within 10 s"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
     }
 
     /// Lets a frozen member go on (SIGCONT).
@@ -153,6 +166,23 @@ impl Etcd {
         // SAFETY: as in `freeze`.
         unsafe { libc::kill(self.child.id() as i32, libc::SIGCONT) };
     }
+}
+
+/// Whether every thread of `pid` is in the stopped state ("T" in
+/// /proc/PID/task/TID/stat, after the command name's closing parenthesis).
+fn all_threads_stopped(pid: u32) -> bool {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return false;
+    };
+    tasks.flatten().all(|t| {
+        std::fs::read_to_string(t.path().join("stat"))
+            .ok()
+            .and_then(|s| {
+                s.rsplit_once(')')
+                    .map(|(_, rest)| rest.trim_start().starts_with('T'))
+            })
+            .unwrap_or(true)
+    })
 }
 
 fn b64(data: &[u8]) -> String {
